@@ -1,0 +1,1 @@
+"""Chat channels (Telegram, Feishu, terminal) that talk to the message bus."""

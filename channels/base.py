@@ -1,0 +1,72 @@
+"""What every channel is: it turns platform events into ``InboundMessage``
+on the bus and sends ``OutboundMessage`` back. A channel checks its
+allow-list and never calls the agent itself."""
+
+from __future__ import annotations
+
+import abc
+import asyncio
+from collections.abc import Iterable
+
+import structlog
+
+from gateway.bus import InboundMessage, MessageBus, OutboundMessage
+
+__all__ = ["BaseChannel", "ChannelFatalError"]
+
+
+class ChannelFatalError(Exception):
+    """The channel cannot run with this configuration (e.g. invalid token).
+    The gateway stops with this message instead of retrying forever."""
+
+
+class BaseChannel(abc.ABC):
+    name: str = "base"
+
+    def __init__(self, bus: MessageBus, allow_from: Iterable[str] = ()) -> None:
+        self.bus = bus
+        self.allow_from = {str(a).lstrip("@").lower() for a in allow_from if str(a).strip()}
+        self.log = structlog.get_logger().bind(channel=self.name)
+        self._sender_task: asyncio.Task[None] | None = None
+
+    def is_allowed(self, *ids: str) -> bool:
+        """Empty allow-list: everyone. Otherwise any of the sender's ids
+        (numeric id, username) must be listed."""
+        if not self.allow_from:
+            return True
+        return any(i and str(i).lstrip("@").lower() in self.allow_from for i in ids)
+
+    async def publish(self, msg: InboundMessage, *ids: str) -> bool:
+        if not self.is_allowed(msg.sender_id, *ids):
+            self.log.warning("message from sender not in allowFrom dropped", sender_id=msg.sender_id, chat_id=msg.chat_id)
+            return False
+        await self.bus.publish_inbound(msg)
+        return True
+
+    @abc.abstractmethod
+    async def start(self) -> None:
+        """Connect and begin receiving. Raises ChannelFatalError when the
+        configuration cannot work."""
+
+    @abc.abstractmethod
+    async def stop(self) -> None:
+        """Stop receiving and release resources; safe to call twice."""
+
+    @abc.abstractmethod
+    async def send(self, msg: OutboundMessage) -> None:
+        """Deliver one reply (split as the platform requires)."""
+
+    async def run_sender(self) -> None:
+        """Drain this channel's outbound queue; a failed send is logged and
+        the loop goes on with the next message."""
+        q = self.bus.outbound_queue(self.name)
+        while True:
+            msg = await q.get()
+            try:
+                await self.send(msg)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # one bad send must not stop the channel
+                self.log.error("send failed", chat_id=msg.chat_id, error=repr(exc))
+            finally:
+                q.task_done()

@@ -1,0 +1,1 @@
+"""myclaw gateway: config, bus, process loop, agent, CLI."""

@@ -1,0 +1,67 @@
+"""The message bus: channels publish inbound messages, the process loop
+publishes replies. Bounded queues give backpressure: when the loop falls
+behind, a channel's ``publish_inbound`` waits instead of memory growing.
+
+Outbound messages go to one queue per channel, so a slow channel (a Feishu
+API hiccup) never holds up replies on another.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+__all__ = ["InboundMessage", "MessageBus", "OutboundMessage"]
+
+
+@dataclass(frozen=True)
+class InboundMessage:
+    channel: str  # "telegram" | "feishu" | "terminal"
+    chat_id: str
+    sender_id: str
+    text: str
+    message_id: str = ""
+    timestamp: datetime = field(default_factory=lambda: datetime.now(UTC))
+    is_group: bool = False
+    mentioned: bool = False  # the bot was @-mentioned
+    reply_to_bot: bool = False  # the message replies to one of the bot's
+    sender_name: str = ""
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def session_key(self) -> str:
+        """Tier 0 history is kept per chat."""
+        return f"{self.channel}:{self.chat_id}"
+
+
+@dataclass(frozen=True)
+class OutboundMessage:
+    channel: str
+    chat_id: str
+    text: str
+    reply_to: str = ""  # message id to reply to, where the channel supports it
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+class MessageBus:
+    def __init__(self, maxsize: int = 1000) -> None:
+        self._maxsize = maxsize
+        self.inbound: asyncio.Queue[InboundMessage] = asyncio.Queue(maxsize)
+        self._outbound: dict[str, asyncio.Queue[OutboundMessage]] = {}
+
+    async def publish_inbound(self, msg: InboundMessage) -> None:
+        await self.inbound.put(msg)
+
+    async def consume_inbound(self) -> InboundMessage:
+        return await self.inbound.get()
+
+    def outbound_queue(self, channel: str) -> asyncio.Queue[OutboundMessage]:
+        q = self._outbound.get(channel)
+        if q is None:
+            q = self._outbound[channel] = asyncio.Queue(self._maxsize)
+        return q
+
+    async def publish_outbound(self, msg: OutboundMessage) -> None:
+        await self.outbound_queue(msg.channel).put(msg)

@@ -1,0 +1,385 @@
+"""Configuration: ``$MYCLAW_HOME/config.json`` (default ``~/.myclaw``) plus env overrides.
+
+The JSON shape follows seed 000 section 9 (camelCase keys). Every field is
+validated at start; a bad value raises :class:`ConfigError` naming the field
+path and the value, never a silent fallback to defaults. Unknown keys are
+errors too, so a typo such as ``"quietgap"`` does not go unnoticed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+from typing import Annotated, Any, Literal
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+)
+from pydantic.alias_generators import to_camel
+
+__all__ = [
+    "AgentConfig",
+    "ChannelsConfig",
+    "Config",
+    "ConfigError",
+    "ExtractionConfig",
+    "FeishuConfig",
+    "GatewayConfig",
+    "MemoryConfig",
+    "Paths",
+    "ProviderConfig",
+    "RetrievalConfig",
+    "TelegramConfig",
+    "load_config",
+    "parse_duration",
+]
+
+
+class ConfigError(Exception):
+    """The configuration cannot be used; the message names field and value."""
+
+
+_DURATION_RE = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
+_UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+
+
+def parse_duration(text: str | int | float) -> timedelta:
+    """Parse ``"90s"``, ``"3m"``, ``"1h30m"`` (or a number of seconds)."""
+    if isinstance(text, bool):
+        raise ValueError(f"invalid duration {text!r}")
+    if isinstance(text, int | float):
+        if text < 0:
+            raise ValueError(f"invalid duration {text!r}: negative")
+        return timedelta(seconds=float(text))
+    s = str(text).strip().lower()
+    pos, total = 0, 0.0
+    for m in _DURATION_RE.finditer(s):
+        if m.start() != pos:
+            break
+        total += float(m.group(1)) * _UNIT_SECONDS[m.group(2)]
+        pos = m.end()
+    if not s or pos != len(s):
+        raise ValueError(f"invalid duration {text!r} (use e.g. 30s, 3m, 2h, 1h30m)")
+    return timedelta(seconds=total)
+
+
+def _duration(v: Any) -> timedelta:
+    return v if isinstance(v, timedelta) else parse_duration(v)
+
+
+Duration = Annotated[timedelta, BeforeValidator(_duration)]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(
+        alias_generator=to_camel,
+        populate_by_name=True,
+        extra="forbid",
+        validate_default=True,
+    )
+
+
+class ProviderConfig(_Model):
+    """An OpenAI-compatible endpoint."""
+
+    type: Literal["openai"] = "openai"
+    api_key: SecretStr = SecretStr("")
+    base_url: str = "https://api.openai.com/v1"
+    timeout: Duration = timedelta(seconds=60)
+    max_retries: int = Field(default=3, ge=0, le=10)
+
+    @field_validator("base_url")
+    @classmethod
+    def _url(cls, v: str) -> str:
+        if not re.match(r"^https?://", v):
+            raise ValueError(f"invalid URL {v!r}: must start with http:// or https://")
+        return v.rstrip("/")
+
+
+class AgentConfig(_Model):
+    model: str = "gpt-4o-mini"
+    max_tokens: int = Field(default=4096, gt=0)
+    temperature: float = Field(default=0.7, ge=0, le=2)
+    workspace: str = ""  # empty: $MYCLAW_HOME/workspace
+    history_messages: int = Field(default=20, ge=2, le=200)
+
+
+class TelegramConfig(_Model):
+    enabled: bool = False
+    token: SecretStr = SecretStr("")
+    allow_from: list[str] = Field(default_factory=list)
+    base_url: str = "https://api.telegram.org/bot"
+    poll_timeout: int = Field(default=30, ge=0, le=50)
+
+    @field_validator("allow_from", mode="before")
+    @classmethod
+    def _ids_as_text(cls, v: Any) -> Any:
+        # Telegram ids are often written as numbers in JSON.
+        if isinstance(v, list):
+            return [str(x) if isinstance(x, int) and not isinstance(x, bool) else x for x in v]
+        return v
+
+
+class FeishuConfig(_Model):
+    enabled: bool = False
+    app_id: str = ""
+    app_secret: SecretStr = SecretStr("")
+    verification_token: SecretStr = SecretStr("")
+    encrypt_key: SecretStr = SecretStr("")
+    mode: Literal["websocket", "webhook"] = "websocket"
+    domain: str = "https://open.feishu.cn"
+    allow_from: list[str] = Field(default_factory=list)
+    webhook_path: str = "/feishu/events"
+
+
+class ChannelsConfig(_Model):
+    telegram: TelegramConfig = Field(default_factory=TelegramConfig)
+    feishu: FeishuConfig = Field(default_factory=FeishuConfig)
+
+
+class GatewayConfig(_Model):
+    host: str = "127.0.0.1"
+    port: int = Field(default=18790, ge=0, le=65535)
+    timezone: str = "UTC"
+    max_concurrent_chats: int = Field(default=64, ge=1, le=4096)
+    queue_size: int = Field(default=1000, ge=1)
+
+    @field_validator("timezone")
+    @classmethod
+    def _tz(cls, v: str) -> str:
+        try:
+            ZoneInfo(v)
+        except (ZoneInfoNotFoundError, ValueError) as exc:
+            raise ValueError(f"unknown timezone {v!r}") from exc
+        return v
+
+
+class ExtractionConfig(_Model):
+    quiet_gap: Duration = timedelta(minutes=3)
+    # Tokens buffered per user before a flush. The seed wrote this as a ratio
+    # (0.6 -> ~6000 tokens); a value <= 1 is read that way, of 10,000 tokens.
+    token_budget: float = Field(default=6000, gt=0)
+    daily_flush: str = "03:00"
+
+    @field_validator("token_budget")
+    @classmethod
+    def _budget(cls, v: float) -> float:
+        return v * 10_000 if v <= 1 else v
+
+    @field_validator("daily_flush")
+    @classmethod
+    def _hhmm(cls, v: str) -> str:
+        m = re.fullmatch(r"([01]?\d|2[0-3]):([0-5]\d)", v.strip())
+        if not m:
+            raise ValueError(f"invalid time of day {v!r} (use HH:MM, e.g. 03:00)")
+        return f"{int(m.group(1)):02d}:{m.group(2)}"
+
+
+class RetrievalConfig(_Model):
+    max_hits: int = Field(default=5, ge=1, le=20)
+    token_budget: int = Field(default=2048, ge=64)
+    max_chars: int = Field(default=300, ge=40)
+
+
+class MemoryConfig(_Model):
+    enabled: bool = True
+    model: str = ""  # empty: agent.model
+    max_tokens: int = Field(default=0, ge=0)  # 0: agent.maxTokens
+    provider: ProviderConfig | None = None  # None: the main provider
+    db_path: str = ""  # empty: $MYCLAW_HOME/data/memory.db
+    extraction: ExtractionConfig = Field(default_factory=ExtractionConfig)
+    retrieval: RetrievalConfig = Field(default_factory=RetrievalConfig)
+    # person -> ["channel:sender_id", ...]; lets one person share memory
+    # across Telegram and Feishu.
+    identities: dict[str, list[str]] = Field(default_factory=dict)
+
+    @field_validator("identities")
+    @classmethod
+    def _identities(cls, v: dict[str, list[str]]) -> dict[str, list[str]]:
+        seen: dict[str, str] = {}
+        for user, handles in v.items():
+            if not user or user.startswith("_"):
+                raise ValueError(f"invalid user name {user!r}: must be non-empty, not start with '_'")
+            for h in handles:
+                if not re.fullmatch(r"[a-z]+:.+", h):
+                    raise ValueError(f"invalid handle {h!r} for {user!r} (use channel:sender_id)")
+                if h in seen and seen[h] != user:
+                    raise ValueError(f"handle {h!r} is mapped to both {seen[h]!r} and {user!r}")
+                seen[h] = user
+        return v
+
+
+class CronConfig(_Model):
+    enabled: bool = True
+
+
+class Config(_Model):
+    provider: ProviderConfig = Field(default_factory=ProviderConfig)
+    agent: AgentConfig = Field(default_factory=AgentConfig)
+    channels: ChannelsConfig = Field(default_factory=ChannelsConfig)
+    gateway: GatewayConfig = Field(default_factory=GatewayConfig)
+    memory: MemoryConfig = Field(default_factory=MemoryConfig)
+    cron: CronConfig = Field(default_factory=CronConfig)
+
+    def memory_provider(self) -> ProviderConfig:
+        return self.memory.provider or self.provider
+
+    def memory_model(self) -> str:
+        return self.memory.model or self.agent.model
+
+    def memory_max_tokens(self) -> int:
+        return self.memory.max_tokens or self.agent.max_tokens
+
+
+@dataclass(frozen=True)
+class Paths:
+    """Where myclaw keeps its files; derived from ``MYCLAW_HOME``."""
+
+    home: Path
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> Paths:
+        env = os.environ if env is None else env
+        raw = env.get("MYCLAW_HOME") or "~/.myclaw"
+        return cls(Path(raw).expanduser())
+
+    @property
+    def config_file(self) -> Path:
+        return self.home / "config.json"
+
+    @property
+    def data_dir(self) -> Path:
+        return self.home / "data"
+
+    def memory_db(self, cfg: Config) -> Path:
+        return Path(cfg.memory.db_path).expanduser() if cfg.memory.db_path else self.data_dir / "memory.db"
+
+    def gateway_db(self) -> Path:
+        return self.data_dir / "gateway.db"
+
+    def workspace(self, cfg: Config) -> Path:
+        return Path(cfg.agent.workspace).expanduser() if cfg.agent.workspace else self.home / "workspace"
+
+
+# env var -> (path in the JSON document, kind)
+ENV_OVERRIDES: dict[str, tuple[tuple[str, ...], str]] = {
+    "MYCLAW_PROVIDER_API_KEY": (("provider", "apiKey"), "str"),
+    "MYCLAW_PROVIDER_BASE_URL": (("provider", "baseUrl"), "str"),
+    "MYCLAW_AGENT_MODEL": (("agent", "model"), "str"),
+    "MYCLAW_AGENT_WORKSPACE": (("agent", "workspace"), "str"),
+    "MYCLAW_MEMORY_ENABLED": (("memory", "enabled"), "bool"),
+    "MYCLAW_MEMORY_MODEL": (("memory", "model"), "str"),
+    "MYCLAW_MEMORY_API_KEY": (("memory", "provider", "apiKey"), "str"),
+    "MYCLAW_MEMORY_BASE_URL": (("memory", "provider", "baseUrl"), "str"),
+    "MYCLAW_MEMORY_DB_PATH": (("memory", "dbPath"), "str"),
+    "MYCLAW_TELEGRAM_ENABLED": (("channels", "telegram", "enabled"), "bool"),
+    "MYCLAW_TELEGRAM_TOKEN": (("channels", "telegram", "token"), "str"),
+    "MYCLAW_TELEGRAM_BASE_URL": (("channels", "telegram", "baseUrl"), "str"),
+    "MYCLAW_FEISHU_ENABLED": (("channels", "feishu", "enabled"), "bool"),
+    "MYCLAW_FEISHU_APP_ID": (("channels", "feishu", "appId"), "str"),
+    "MYCLAW_FEISHU_APP_SECRET": (("channels", "feishu", "appSecret"), "str"),
+    "MYCLAW_FEISHU_VERIFICATION_TOKEN": (("channels", "feishu", "verificationToken"), "str"),
+    "MYCLAW_FEISHU_ENCRYPT_KEY": (("channels", "feishu", "encryptKey"), "str"),
+    "MYCLAW_FEISHU_DOMAIN": (("channels", "feishu", "domain"), "str"),
+    "MYCLAW_GATEWAY_HOST": (("gateway", "host"), "str"),
+    "MYCLAW_GATEWAY_PORT": (("gateway", "port"), "int"),
+    "MYCLAW_TIMEZONE": (("gateway", "timezone"), "str"),
+}
+
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off"}
+
+
+def _env_value(name: str, raw: str, kind: str) -> Any:
+    if kind == "bool":
+        low = raw.strip().lower()
+        if low in _TRUE:
+            return True
+        if low in _FALSE:
+            return False
+        raise ConfigError(f"{name}: invalid boolean {raw!r} (use true or false)")
+    if kind == "int":
+        try:
+            return int(raw)
+        except ValueError:
+            raise ConfigError(f"{name}: invalid integer {raw!r}") from None
+    return raw
+
+
+def apply_env(doc: dict[str, Any], env: Mapping[str, str]) -> dict[str, Any]:
+    """Return a copy of ``doc`` with the ``MYCLAW_*`` overrides applied."""
+    out: dict[str, Any] = json.loads(json.dumps(doc))
+    for name, (path, kind) in ENV_OVERRIDES.items():
+        if name not in env:
+            continue
+        node = out
+        for key in path[:-1]:
+            child = node.get(key)
+            if not isinstance(child, dict):
+                child = {}
+                node[key] = child
+            node = child
+        node[path[-1]] = _env_value(name, env[name], kind)
+    return out
+
+
+def _describe(err: ValidationError) -> str:
+    lines = []
+    for e in err.errors():
+        path = ".".join(str(p) for p in e["loc"]) or "(root)"
+        msg = e["msg"]
+        if e["type"] == "extra_forbidden":
+            msg = "unknown field"
+        elif msg.startswith("Value error, "):
+            msg = msg[len("Value error, ") :]
+        value = e.get("input")
+        shown = "" if e["type"] in ("extra_forbidden", "missing") else f" (got {value!r})"
+        if any(s in path.lower() for s in ("key", "token", "secret")) and shown:
+            shown = " (value hidden)"
+        lines.append(f"{path}: {msg}{shown}")
+    return "invalid configuration:\n  " + "\n  ".join(lines)
+
+
+def validate(doc: Mapping[str, Any]) -> Config:
+    try:
+        return Config.model_validate(doc)
+    except ValidationError as exc:
+        raise ConfigError(_describe(exc)) from None
+
+
+def load_config(
+    path: Path | None = None,
+    env: Mapping[str, str] | None = None,
+    *,
+    require: bool = False,
+) -> Config:
+    """Read, override from the environment, validate.
+
+    ``require=False`` lets a missing file mean "all defaults" (CLI memory
+    commands work without a config); the gateway asks for ``require=True``.
+    """
+    env = os.environ if env is None else env
+    path = path or Paths.from_env(env).config_file
+    doc: dict[str, Any] = {}
+    if path.exists():
+        try:
+            doc = json.loads(path.read_text(encoding="utf-8"))
+        except json.JSONDecodeError as exc:
+            raise ConfigError(f"{path}: not valid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from None
+        if not isinstance(doc, dict):
+            raise ConfigError(f"{path}: the top level must be a JSON object")
+    elif require:
+        raise ConfigError(f"no config file at {path}: copy config.example.json there and fill it in")
+    return validate(apply_env(doc, env))

@@ -1,0 +1,131 @@
+"""Logging with structlog: readable on a TTY, JSON lines otherwise.
+
+Secrets never reach a log line. Two layers do that:
+
+* values under keys that look secret (``api_key``, ``token``, ...) are
+  replaced by ``"***"``;
+* every string is scrubbed of the configured secret values and of common
+  secret shapes (``Bearer ...``, ``sk-...``, Telegram's ``bot<id>:<hash>``
+  URL segment, which httpx logs on every Bot API request).
+
+The stdlib loggers of httpx, python-telegram-bot and lark-oapi go through
+the same processors, so their lines are redacted too.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import sys
+from collections.abc import Iterable, MutableMapping
+from typing import Any, TextIO
+
+import structlog
+
+__all__ = ["Redactor", "configure_logging", "get_logger"]
+
+_SECRET_KEY = re.compile(r"(api[_-]?key|token|secret|password|passwd|authorization|encrypt[_-]?key|cookie)", re.I)
+_SECRET_SHAPES = [
+    (re.compile(r"(?i)\bbearer\s+[A-Za-z0-9._~+/=-]{6,}"), "Bearer ***"),
+    (re.compile(r"\bsk-[A-Za-z0-9_-]{6,}"), "sk-***"),
+    (re.compile(r"/bot\d+:[A-Za-z0-9_-]{10,}"), "/bot***"),
+    (re.compile(r"\bt-[A-Za-z0-9._-]{16,}"), "t-***"),  # Feishu tenant tokens
+]
+
+
+class Redactor:
+    """A structlog processor that removes secrets from an event dict."""
+
+    def __init__(self, secrets: Iterable[str] = ()) -> None:
+        self._secrets: set[str] = set()
+        self.add(secrets)
+
+    def add(self, secrets: Iterable[str]) -> None:
+        # Very short values would redact ordinary words; real secrets are long.
+        self._secrets.update(s for s in secrets if s and len(s) >= 6)
+
+    def scrub(self, text: str) -> str:
+        for s in self._secrets:
+            if s in text:
+                text = text.replace(s, "***")
+        for pattern, repl in _SECRET_SHAPES:
+            text = pattern.sub(repl, text)
+        return text
+
+    def _clean(self, key: str, value: Any) -> Any:
+        if key and _SECRET_KEY.search(key) and not key.endswith(("_count", "_tokens", "tokens")):
+            return "***" if value not in (None, "") else value
+        if isinstance(value, str):
+            return self.scrub(value)
+        if isinstance(value, dict):
+            return {k: self._clean(str(k), v) for k, v in value.items()}
+        if isinstance(value, list | tuple):
+            return type(value)(self._clean("", v) for v in value)
+        if isinstance(value, BaseException):
+            return self.scrub(repr(value))
+        return value
+
+    def __call__(self, logger: Any, method: str, event: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
+        for k in list(event.keys()):
+            if k in ("timestamp", "level", "logger"):
+                continue
+            event[k] = self._clean(k, event[k])
+        return event
+
+
+_redactor = Redactor()
+
+
+def configure_logging(
+    *,
+    level: str = "INFO",
+    secrets: Iterable[str] = (),
+    stream: TextIO | None = None,
+    json_output: bool | None = None,
+) -> Redactor:
+    """Set up structlog and route stdlib logging through it.
+
+    ``json_output=None`` picks the console renderer on a TTY, JSON otherwise.
+    """
+    stream = stream or sys.stderr
+    _redactor.add(secrets)
+    if json_output is None:
+        json_output = not stream.isatty()
+    renderer: Any = structlog.processors.JSONRenderer(ensure_ascii=False) if json_output else structlog.dev.ConsoleRenderer()
+    shared: list[Any] = [
+        structlog.contextvars.merge_contextvars,
+        structlog.stdlib.add_log_level,
+        structlog.stdlib.add_logger_name,
+        structlog.processors.TimeStamper(fmt="iso", utc=True),
+        structlog.processors.format_exc_info,
+        _redactor,
+    ]
+    structlog.configure(
+        processors=[*shared, structlog.stdlib.ProcessorFormatter.wrap_for_formatter],
+        logger_factory=structlog.stdlib.LoggerFactory(),
+        wrapper_class=structlog.stdlib.BoundLogger,
+        cache_logger_on_first_use=False,
+    )
+    formatter = structlog.stdlib.ProcessorFormatter(
+        foreign_pre_chain=shared,
+        processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta, renderer],
+    )
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(formatter)
+    root = logging.getLogger()
+    for h in list(root.handlers):
+        root.removeHandler(h)
+    root.addHandler(handler)
+    root.setLevel(level.upper())
+    # Chatty libraries: keep their warnings, drop per-request info lines.
+    for name in ("httpx", "httpcore", "telegram", "telegram.ext", "Lark", "aiohttp.access", "jieba"):
+        logging.getLogger(name).setLevel(max(logging.WARNING, root.level))
+    return _redactor
+
+
+def get_logger(component: str | None = None, **bound: Any) -> Any:
+    """A structlog logger; ``component="memory"`` marks memory events."""
+    log = structlog.get_logger()
+    if component:
+        bound = {"component": component, **bound}
+    return log.bind(**bound) if bound else log

@@ -1,0 +1,71 @@
+"""The interface the gateway calls, served by the SQLite engine
+(``memory.service.SqliteMemory``) or by the file fallback
+(``memory.filestore.FileMemory``) when ``memory.enabled`` is false.
+
+``private=False`` is used for group chats: they never see a user's own
+Tier 1 profile or any ``credential`` memory.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Protocol, runtime_checkable
+
+from .types import Hit, Provenance
+
+__all__ = ["MemoryBackend", "Turn"]
+
+
+@dataclass(frozen=True)
+class Turn:
+    """One message of a conversation, handed to the write path."""
+
+    owner: str
+    channel: str
+    chat_id: str
+    role: str  # "user" | "assistant"
+    content: str
+    sender_id: str = ""
+    message_id: str = ""
+    at: datetime | None = None
+
+
+@runtime_checkable
+class MemoryBackend(Protocol):
+    kind: str  # "sqlite" | "files"
+
+    async def profile(self, user: str, *, private: bool = True) -> str:
+        """Markdown for the system prompt (Tier 1, or MEMORY.md + recent days)."""
+        ...
+
+    async def recall(
+        self, user: str, query: str, *, context: Sequence[str] = (), private: bool = True
+    ) -> list[Hit]:
+        """The read path: top hits for this message, within the injection budget.
+        No LLM call; must not raise on any text."""
+        ...
+
+    async def search(self, user: str, query: str, *, limit: int = 8, private: bool = True) -> list[Hit]:
+        """The ``memory_search`` tool: Tier 2 and Tier 3 of this user."""
+        ...
+
+    async def remember(
+        self,
+        user: str,
+        content: str,
+        *,
+        provenance: Provenance,
+        category: str = "event",
+        importance: float = 0.7,
+    ) -> Hit:
+        """The ``memory_save`` tool / "remember this": store a fact now."""
+        ...
+
+    async def buffer(self, turns: Sequence[Turn]) -> None:
+        """Durably queue turns for background extraction (never blocks a reply
+        on an LLM)."""
+        ...
+
+    async def close(self) -> None: ...

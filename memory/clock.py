@@ -1,0 +1,56 @@
+"""The clock is passed in, never read from a global, so tests and benchmarks
+can set time (decay, schedules, quiet gaps) without patching."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+
+__all__ = ["Clock", "ManualClock", "SystemClock", "format_ts", "parse_ts"]
+
+
+class Clock:
+    """Anything with ``now() -> aware datetime`` (UTC)."""
+
+    def now(self) -> datetime:  # pragma: no cover - interface
+        raise NotImplementedError
+
+
+class SystemClock(Clock):
+    def now(self) -> datetime:
+        return datetime.now(UTC)
+
+
+class ManualClock(Clock):
+    """A clock that only moves when told to."""
+
+    def __init__(self, start: datetime | str = "2026-01-01T00:00:00Z") -> None:
+        self._now = parse_ts(start) if isinstance(start, str) else start.astimezone(UTC)
+        self._listeners: list[Callable[[datetime], None]] = []
+
+    def now(self) -> datetime:
+        return self._now
+
+    def set(self, when: datetime | str) -> None:
+        self._now = parse_ts(when) if isinstance(when, str) else when.astimezone(UTC)
+
+    def advance(self, delta: timedelta | float) -> datetime:
+        self._now += delta if isinstance(delta, timedelta) else timedelta(seconds=delta)
+        return self._now
+
+
+def format_ts(dt: datetime) -> str:
+    """Stored form: ISO 8601 UTC to the second, sortable as text."""
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=UTC)
+    return dt.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def parse_ts(text: str) -> datetime:
+    t = text.strip().replace(" ", "T")
+    if t.endswith("Z"):
+        t = t[:-1] + "+00:00"
+    dt = datetime.fromisoformat(t)
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=UTC)
+    return dt.astimezone(UTC)

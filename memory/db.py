@@ -1,0 +1,152 @@
+"""SQLite access shared by the memory engine and the gateway's own stores.
+
+One writer connection (serialised by an asyncio lock, so two coroutines never
+interleave inside one transaction) and one reader connection (WAL lets it read
+while a long write such as a weekly compression is open, so the reply path is
+not stuck behind the write path).
+
+Schemas are ordered lists of migrations, applied inside a transaction each
+and recorded in ``PRAGMA user_version``. A shipped migration is never edited;
+changes are appended.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import aiosqlite
+
+__all__ = ["Database", "Migration", "SchemaTooNew", "run_script"]
+
+Migration = Callable[[aiosqlite.Connection], Awaitable[None]]
+
+
+async def run_script(conn: aiosqlite.Connection, script: str) -> None:
+    """Run several statements inside the caller's transaction.
+
+    ``executescript`` would COMMIT the open transaction first, which would make
+    a migration half-applied if a later statement failed.
+    """
+    stmt = ""
+    for line in script.splitlines(keepends=True):
+        stmt += line
+        if sqlite3.complete_statement(stmt):
+            if stmt.strip():
+                await conn.execute(stmt)
+            stmt = ""
+    if stmt.strip():
+        await conn.execute(stmt)
+
+
+class SchemaTooNew(Exception):
+    """The file was written by a newer myclaw; refuse rather than corrupt it."""
+
+
+async def _configure(conn: aiosqlite.Connection, *, busy_ms: int) -> None:
+    await conn.execute(f"PRAGMA busy_timeout = {int(busy_ms)}")
+    await conn.execute("PRAGMA foreign_keys = ON")
+    await conn.execute("PRAGMA synchronous = NORMAL")
+    await conn.execute("PRAGMA temp_store = MEMORY")
+    await conn.execute("PRAGMA cache_size = -16000")  # 16 MB page cache per connection
+
+
+class Database:
+    """A migrated SQLite file with a writer and a reader connection."""
+
+    def __init__(self, path: Path, writer: aiosqlite.Connection, reader: aiosqlite.Connection) -> None:
+        self.path = path
+        self._writer = writer
+        self._reader = reader
+        self._lock = asyncio.Lock()
+        self._closed = False
+
+    @classmethod
+    async def open(cls, path: Path | str, migrations: Sequence[Migration], *, busy_ms: int = 5000) -> Database:
+        path = Path(path)
+        if str(path) != ":memory:":
+            path.parent.mkdir(parents=True, exist_ok=True)
+        writer = await aiosqlite.connect(str(path), isolation_level=None)
+        try:
+            writer.row_factory = sqlite3.Row
+            await writer.execute("PRAGMA journal_mode = WAL")
+            await _configure(writer, busy_ms=busy_ms)
+            await _migrate(writer, migrations)
+            reader = await aiosqlite.connect(str(path), isolation_level=None)
+        except BaseException:
+            await writer.close()
+            raise
+        reader.row_factory = sqlite3.Row
+        await _configure(reader, busy_ms=busy_ms)
+        await reader.execute("PRAGMA query_only = ON")
+        return cls(path, writer, reader)
+
+    async def close(self) -> None:
+        """Close both connections; safe to call twice."""
+        if self._closed:
+            return
+        self._closed = True
+        async with self._lock:
+            await self._reader.close()
+            try:
+                await self._writer.execute("PRAGMA optimize")
+            except sqlite3.Error:
+                pass
+            await self._writer.close()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    @asynccontextmanager
+    async def transaction(self) -> AsyncIterator[aiosqlite.Connection]:
+        """``BEGIN IMMEDIATE`` ... ``COMMIT``; rolls back on any exception
+        (cancellation included), so a failed write leaves nothing half-done."""
+        if self._closed:
+            raise RuntimeError("database is closed")
+        async with self._lock:
+            await self._writer.execute("BEGIN IMMEDIATE")
+            try:
+                yield self._writer
+            except BaseException:
+                await asyncio.shield(self._writer.execute("ROLLBACK"))
+                raise
+            else:
+                await self._writer.execute("COMMIT")
+
+    async def fetchall(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> list[sqlite3.Row]:
+        if self._closed:
+            raise RuntimeError("database is closed")
+        async with self._reader.execute(sql, params) as cur:
+            return list(await cur.fetchall())
+
+    async def fetchone(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> sqlite3.Row | None:
+        if self._closed:
+            raise RuntimeError("database is closed")
+        async with self._reader.execute(sql, params) as cur:
+            return await cur.fetchone()
+
+    @property
+    def reader(self) -> aiosqlite.Connection:
+        return self._reader
+
+
+async def _migrate(conn: aiosqlite.Connection, migrations: Sequence[Migration]) -> None:
+    async with conn.execute("PRAGMA user_version") as cur:
+        row = await cur.fetchone()
+    current = int(row[0]) if row else 0
+    if current > len(migrations):
+        raise SchemaTooNew(f"database schema version {current} is newer than this myclaw ({len(migrations)})")
+    for version, step in enumerate(migrations[current:], start=current + 1):
+        await conn.execute("BEGIN IMMEDIATE")
+        try:
+            await step(conn)
+            await conn.execute(f"PRAGMA user_version = {version}")
+        except BaseException:
+            await conn.execute("ROLLBACK")
+            raise
+        await conn.execute("COMMIT")

@@ -1,0 +1,618 @@
+"""The SQLite memory engine: Tier 1/2 facts, Tier 3 events, FTS upkeep.
+
+Every write method takes an optional ``conn``: inside
+``async with engine.db.transaction() as conn`` a caller (the extraction
+service, a compression job) can combine several writes into one atomic step;
+without it the method opens its own transaction.
+
+Reads never write. Access reinforcement (``last_accessed`` / ``access_count``)
+is queued in memory by :meth:`note_access` and written in batches off the
+reply path by :meth:`flush_access`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import re
+import sqlite3
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import aiosqlite
+import structlog
+
+from .clock import Clock, SystemClock, format_ts
+from .db import Database
+from .schema import MIGRATIONS
+from .tokenize import TOKENIZER_VERSION, index_text, normalize
+from .types import (
+    GLOBAL_OWNER,
+    Category,
+    Event,
+    Memory,
+    NewMemory,
+    Provenance,
+    Source,
+    Status,
+)
+
+__all__ = ["MemoryEngine", "MemoryNotFound", "content_hash", "owner_key"]
+
+log = structlog.get_logger().bind(component="memory")
+
+MAX_CONTENT_CHARS = 4000
+"""A memory is a fact, not a document; longer text is cut at write time."""
+
+
+class MemoryNotFound(LookupError):
+    pass
+
+
+def owner_key(owner: str) -> str:
+    """A single FTS token standing for an owner (owner names contain ':')."""
+    return "o" + hashlib.sha1(owner.encode("utf-8")).hexdigest()[:16]
+
+
+_WS = re.compile(r"\s+")
+
+
+def content_hash(text: str) -> str:
+    """Identity of a fact's wording, ignoring case, width and spacing."""
+    return hashlib.sha256(_WS.sub(" ", normalize(text)).strip().encode("utf-8")).hexdigest()
+
+
+def _clean_content(text: str) -> str:
+    text = text.encode("utf-8", "ignore").decode("utf-8").replace("\x00", "").strip()
+    if not text:
+        raise ValueError("memory content is empty")
+    return text[:MAX_CONTENT_CHARS]
+
+
+def row_to_memory(r: sqlite3.Row) -> Memory:
+    return Memory(
+        id=r["id"],
+        owner=r["owner"],
+        tier=r["tier"],
+        project=r["project"],
+        topic=r["topic"],
+        category=Category(r["category"]),
+        content=r["content"],
+        importance=r["importance"],
+        source=Source(r["source"]),
+        status=Status(r["status"]),
+        superseded_by=r["superseded_by"],
+        provenance=Provenance.from_json(r["provenance"]),
+        created_at=r["created_at"],
+        updated_at=r["updated_at"],
+        last_accessed=r["last_accessed"],
+        access_count=r["access_count"],
+    )
+
+
+def row_to_event(r: sqlite3.Row) -> Event:
+    return Event(
+        id=r["id"],
+        owner=r["owner"],
+        event_date=r["event_date"],
+        channel=r["channel"],
+        chat_id=r["chat_id"],
+        summary=r["summary"],
+        raw_tokens=r["raw_tokens"],
+        is_compressed=bool(r["is_compressed"]),
+        provenance=Provenance.from_json(r["provenance"]),
+        created_at=r["created_at"],
+    )
+
+
+@dataclass(frozen=True)
+class Stats:
+    total: int
+    by_status: dict[str, int]
+    by_tier: dict[str, int]
+    by_category: dict[str, int]
+    by_source: dict[str, int]
+    events: int
+    events_uncompressed: int
+    buffered: int
+    owners: int
+
+
+class MemoryEngine:
+    def __init__(self, db: Database, clock: Clock | None = None) -> None:
+        self.db = db
+        self.clock = clock or SystemClock()
+        self._pending_access: Counter[int] = Counter()
+        self._projects: dict[str, frozenset[str]] = {}
+
+    @classmethod
+    async def open(cls, path: Path | str, clock: Clock | None = None) -> MemoryEngine:
+        db = await Database.open(path, MIGRATIONS)
+        engine = cls(db, clock)
+        try:
+            await engine._check_tokenizer()
+        except BaseException:
+            await db.close()
+            raise
+        return engine
+
+    async def close(self) -> None:
+        if self.db.closed:
+            return
+        try:
+            await self.flush_access()
+        finally:
+            await self.db.close()
+
+    async def __aenter__(self) -> MemoryEngine:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    def now(self) -> str:
+        return format_ts(self.clock.now())
+
+    # -- FTS upkeep -------------------------------------------------------
+
+    async def _check_tokenizer(self) -> None:
+        row = await self.db.fetchone("SELECT value FROM meta WHERE key = 'tokenizer'")
+        if row is None or row["value"] != TOKENIZER_VERSION:
+            await self.reindex()
+
+    async def reindex(self) -> int:
+        """Rebuild both FTS indexes from the rows (after a tokenizer change)."""
+        async with self.db.transaction() as conn:
+            await conn.execute("DELETE FROM memories_fts")
+            await conn.execute("DELETE FROM events_fts")
+            n = 0
+            async with conn.execute("SELECT id, owner, content FROM memories WHERE status = 'active'") as cur:
+                rows = await cur.fetchall()
+            await conn.executemany(
+                "INSERT INTO memories_fts(rowid, owner, text) VALUES (?, ?, ?)",
+                [(r[0], owner_key(r[1]), index_text(r[2])) for r in rows],
+            )
+            n += len(rows)
+            async with conn.execute("SELECT id, owner, summary FROM daily_events") as cur:
+                erows = await cur.fetchall()
+            await conn.executemany(
+                "INSERT INTO events_fts(rowid, owner, text) VALUES (?, ?, ?)",
+                [(r[0], owner_key(r[1]), index_text(r[2])) for r in erows],
+            )
+            await conn.execute(
+                "INSERT INTO meta(key, value) VALUES ('tokenizer', ?) "
+                "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+                (TOKENIZER_VERSION,),
+            )
+        if n or erows:
+            log.info("fts reindexed", memories=n, events=len(erows), tokenizer=TOKENIZER_VERSION)
+        return n + len(erows)
+
+    # -- Tier 1 / Tier 2 writes --------------------------------------------
+
+    async def add(self, m: NewMemory, *, conn: aiosqlite.Connection | None = None, at: str | None = None) -> Memory:
+        """Insert one memory (active) and index it."""
+        if conn is None:
+            async with self.db.transaction() as c:
+                return await self.add(m, conn=c, at=at)
+        content = _clean_content(m.content)
+        if not 0.0 <= m.importance <= 1.0:
+            raise ValueError(f"importance must be within [0, 1], got {m.importance}")
+        now = at or self.now()
+        cur = await conn.execute(
+            """INSERT INTO memories (owner, tier, project, topic, category, content, content_hash,
+                   importance, source, status, provenance, created_at, updated_at, last_accessed)
+               VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'active', ?, ?, ?, ?)""",
+            (
+                m.owner,
+                m.tier,
+                m.project or GLOBAL_OWNER,
+                m.topic or "_general",
+                Category(m.category).value,
+                content,
+                content_hash(content),
+                float(m.importance),
+                Source(m.source).value,
+                m.provenance.to_json(),
+                now,
+                now,
+                now,
+            ),
+        )
+        mid = cur.lastrowid
+        assert mid is not None
+        await conn.execute(
+            "INSERT INTO memories_fts(rowid, owner, text) VALUES (?, ?, ?)",
+            (mid, owner_key(m.owner), index_text(content)),
+        )
+        self._projects.pop(m.owner, None)
+        async with conn.execute("SELECT * FROM memories WHERE id = ?", (mid,)) as c2:
+            row = await c2.fetchone()
+        assert row is not None
+        return row_to_memory(row)
+
+    async def add_many(self, items: Iterable[tuple[NewMemory, str | None]]) -> list[int]:
+        """Bulk insert (ingest, migration, benchmarks) in one transaction.
+
+        Each item is ``(memory, created_at or None)``.
+        """
+        ids: list[int] = []
+        async with self.db.transaction() as conn:
+            for m, at in items:
+                ids.append((await self.add(m, conn=conn, at=at)).id)
+        return ids
+
+    async def update(
+        self,
+        memory_id: int,
+        *,
+        content: str | None = None,
+        category: Category | str | None = None,
+        importance: float | None = None,
+        project: str | None = None,
+        topic: str | None = None,
+        tier: int | None = None,
+        touch: bool = False,
+        conn: aiosqlite.Connection | None = None,
+    ) -> Memory:
+        """Change fields of a memory; the FTS row follows the content."""
+        if conn is None:
+            async with self.db.transaction() as c:
+                return await self.update(
+                    memory_id,
+                    content=content,
+                    category=category,
+                    importance=importance,
+                    project=project,
+                    topic=topic,
+                    tier=tier,
+                    touch=touch,
+                    conn=c,
+                )
+        async with conn.execute("SELECT * FROM memories WHERE id = ?", (memory_id,)) as cur:
+            row = await cur.fetchone()
+        if row is None:
+            raise MemoryNotFound(f"no memory with id {memory_id}")
+        sets: dict[str, Any] = {"updated_at": self.now()}
+        if content is not None:
+            sets["content"] = _clean_content(content)
+            sets["content_hash"] = content_hash(sets["content"])
+        if category is not None:
+            sets["category"] = Category(category).value
+        if importance is not None:
+            if not 0.0 <= importance <= 1.0:
+                raise ValueError(f"importance must be within [0, 1], got {importance}")
+            sets["importance"] = float(importance)
+        if project is not None:
+            sets["project"] = project or GLOBAL_OWNER
+        if topic is not None:
+            sets["topic"] = topic or "_general"
+        if tier is not None:
+            if tier not in (1, 2):
+                raise ValueError(f"tier must be 1 or 2, got {tier}")
+            sets["tier"] = tier
+        if touch:
+            sets["last_accessed"] = sets["updated_at"]
+        cols = ", ".join(f"{k} = ?" for k in sets)
+        extra = ", access_count = access_count + 1" if touch else ""
+        await conn.execute(f"UPDATE memories SET {cols}{extra} WHERE id = ?", (*sets.values(), memory_id))
+        if "content" in sets and row["status"] == "active":
+            await conn.execute(
+                "UPDATE memories_fts SET text = ? WHERE rowid = ?", (index_text(sets["content"]), memory_id)
+            )
+        self._projects.pop(row["owner"], None)
+        async with conn.execute("SELECT * FROM memories WHERE id = ?", (memory_id,)) as cur:
+            new = await cur.fetchone()
+        assert new is not None
+        return row_to_memory(new)
+
+    async def set_status(
+        self,
+        memory_id: int,
+        status: Status | str,
+        *,
+        superseded_by: int | None = None,
+        conn: aiosqlite.Connection | None = None,
+    ) -> None:
+        """Activate, supersede or archive; only active rows stay searchable."""
+        if conn is None:
+            async with self.db.transaction() as c:
+                return await self.set_status(memory_id, status, superseded_by=superseded_by, conn=c)
+        status = Status(status)
+        async with conn.execute("SELECT owner, content, status FROM memories WHERE id = ?", (memory_id,)) as cur:
+            row = await cur.fetchone()
+        if row is None:
+            raise MemoryNotFound(f"no memory with id {memory_id}")
+        await conn.execute(
+            "UPDATE memories SET status = ?, superseded_by = ?, updated_at = ? WHERE id = ?",
+            (status.value, superseded_by, self.now(), memory_id),
+        )
+        was_active = row["status"] == "active"
+        if was_active and status is not Status.ACTIVE:
+            await conn.execute("DELETE FROM memories_fts WHERE rowid = ?", (memory_id,))
+        elif not was_active and status is Status.ACTIVE:
+            await conn.execute(
+                "INSERT INTO memories_fts(rowid, owner, text) VALUES (?, ?, ?)",
+                (memory_id, owner_key(row["owner"]), index_text(row["content"])),
+            )
+        self._projects.pop(row["owner"], None)
+
+    async def delete(self, memory_id: int, *, conn: aiosqlite.Connection | None = None) -> None:
+        """Erase a memory for good (the user's right to have it gone)."""
+        if conn is None:
+            async with self.db.transaction() as c:
+                return await self.delete(memory_id, conn=c)
+        async with conn.execute("SELECT owner FROM memories WHERE id = ?", (memory_id,)) as cur:
+            row = await cur.fetchone()
+        if row is None:
+            raise MemoryNotFound(f"no memory with id {memory_id}")
+        await conn.execute("DELETE FROM memories_fts WHERE rowid = ?", (memory_id,))
+        await conn.execute("DELETE FROM memories WHERE id = ?", (memory_id,))
+        self._projects.pop(row["owner"], None)
+
+    # -- Tier 1 / Tier 2 reads ------------------------------------------------
+
+    async def get(self, memory_id: int) -> Memory | None:
+        row = await self.db.fetchone("SELECT * FROM memories WHERE id = ?", (memory_id,))
+        return row_to_memory(row) if row else None
+
+    async def get_many(self, ids: Sequence[int]) -> dict[int, Memory]:
+        if not ids:
+            return {}
+        marks = ",".join("?" * len(ids))
+        rows = await self.db.fetchall(f"SELECT * FROM memories WHERE id IN ({marks})", list(ids))
+        return {r["id"]: row_to_memory(r) for r in rows}
+
+    async def find_same(self, owner: str, content: str) -> Memory | None:
+        """An active memory of ``owner`` with the same wording, if any."""
+        row = await self.db.fetchone(
+            "SELECT * FROM memories WHERE owner = ? AND content_hash = ? AND status = 'active' ORDER BY id LIMIT 1",
+            (owner, content_hash(content)),
+        )
+        return row_to_memory(row) if row else None
+
+    async def list_memories(
+        self,
+        owner: str | None = None,
+        *,
+        tier: int | None = None,
+        status: Status | str | None = Status.ACTIVE,
+        project: str | None = None,
+        category: Category | str | None = None,
+        limit: int = 50,
+        offset: int = 0,
+    ) -> list[Memory]:
+        where, args = [], []  # type: ignore[var-annotated]
+        if owner is not None:
+            where.append("owner = ?")
+            args.append(owner)
+        if tier is not None:
+            where.append("tier = ?")
+            args.append(tier)
+        if status is not None:
+            where.append("status = ?")
+            args.append(Status(status).value)
+        if project is not None:
+            where.append("project = ?")
+            args.append(project)
+        if category is not None:
+            where.append("category = ?")
+            args.append(Category(category).value)
+        sql = "SELECT * FROM memories"
+        if where:
+            sql += " WHERE " + " AND ".join(where)
+        sql += " ORDER BY id DESC LIMIT ? OFFSET ?"
+        rows = await self.db.fetchall(sql, [*args, limit, offset])
+        return [row_to_memory(r) for r in rows]
+
+    async def profile(self, owner: str, *, limit: int = 100, include_global: bool = True) -> list[Memory]:
+        """Tier 1 of ``owner`` (plus ``_global``), most important first."""
+        owners = [owner, GLOBAL_OWNER] if include_global and owner != GLOBAL_OWNER else [owner]
+        marks = ",".join("?" * len(owners))
+        rows = await self.db.fetchall(
+            f"""SELECT * FROM memories
+                WHERE tier = 1 AND status = 'active' AND owner IN ({marks})
+                ORDER BY importance DESC, updated_at DESC, id DESC LIMIT ?""",
+            [*owners, limit],
+        )
+        return [row_to_memory(r) for r in rows]
+
+    async def profile_markdown(self, owner: str, *, limit: int = 100, include_global: bool = True) -> str:
+        """Tier 1 as a markdown list for the system prompt ('' when empty)."""
+        items = await self.profile(owner, limit=limit, include_global=include_global)
+        return "\n".join(f"- {m.content}" for m in items)
+
+    async def known_projects(self, owner: str) -> frozenset[str]:
+        """Project partitions ``owner`` (or ``_global``) has memories in."""
+        cached = self._projects.get(owner)
+        if cached is not None:
+            return cached
+        rows = await self.db.fetchall(
+            "SELECT DISTINCT project FROM memories WHERE owner IN (?, ?) AND status = 'active'",
+            (owner, GLOBAL_OWNER),
+        )
+        found = frozenset(r["project"] for r in rows if r["project"] and r["project"] != GLOBAL_OWNER)
+        self._projects[owner] = found
+        return found
+
+    async def owners(self) -> list[str]:
+        rows = await self.db.fetchall(
+            "SELECT owner FROM memories UNION SELECT owner FROM daily_events "
+            "UNION SELECT owner FROM extraction_buffer ORDER BY 1"
+        )
+        return [r[0] for r in rows]
+
+    # -- access reinforcement (off the reply path) -------------------------
+
+    def note_access(self, ids: Iterable[int]) -> None:
+        """Remember that these memories were shown; written later in a batch."""
+        self._pending_access.update(ids)
+
+    async def flush_access(self) -> int:
+        if not self._pending_access:
+            return 0
+        pending, self._pending_access = self._pending_access, Counter()
+        now = self.now()
+        try:
+            async with self.db.transaction() as conn:
+                await conn.executemany(
+                    "UPDATE memories SET last_accessed = ?, access_count = access_count + ? WHERE id = ?",
+                    [(now, n, mid) for mid, n in pending.items()],
+                )
+        except BaseException:
+            self._pending_access.update(pending)  # keep them for the next try
+            raise
+        return len(pending)
+
+    async def run_access_flusher(self, interval: float = 5.0) -> None:
+        """Background task: write queued access counts every ``interval`` s."""
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                await self.flush_access()
+            except sqlite3.Error as exc:
+                log.warning("access flush failed; will retry", error=str(exc))
+
+    # -- Tier 3 -------------------------------------------------------------
+
+    async def add_event(
+        self,
+        owner: str,
+        event_date: str,
+        summary: str,
+        *,
+        channel: str = "unknown",
+        chat_id: str = "",
+        raw_tokens: int = 0,
+        provenance: Provenance | None = None,
+        compressed: bool = False,
+        conn: aiosqlite.Connection | None = None,
+    ) -> Event:
+        if conn is None:
+            async with self.db.transaction() as c:
+                return await self.add_event(
+                    owner,
+                    event_date,
+                    summary,
+                    channel=channel,
+                    chat_id=chat_id,
+                    raw_tokens=raw_tokens,
+                    provenance=provenance,
+                    compressed=compressed,
+                    conn=c,
+                )
+        summary = summary.encode("utf-8", "ignore").decode("utf-8").replace("\x00", "").strip()
+        if not summary:
+            raise ValueError("event summary is empty")
+        if not re.fullmatch(r"\d{4}-\d{2}-\d{2}", event_date):
+            raise ValueError(f"event_date must be YYYY-MM-DD, got {event_date!r}")
+        cur = await conn.execute(
+            """INSERT INTO daily_events (owner, event_date, channel, chat_id, summary, raw_tokens,
+                   is_compressed, provenance, created_at)
+               VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)""",
+            (
+                owner,
+                event_date,
+                channel,
+                chat_id,
+                summary,
+                raw_tokens,
+                int(compressed),
+                (provenance or Provenance()).to_json(),
+                self.now(),
+            ),
+        )
+        eid = cur.lastrowid
+        assert eid is not None
+        await conn.execute(
+            "INSERT INTO events_fts(rowid, owner, text) VALUES (?, ?, ?)",
+            (eid, owner_key(owner), index_text(summary)),
+        )
+        async with conn.execute("SELECT * FROM daily_events WHERE id = ?", (eid,)) as c2:
+            row = await c2.fetchone()
+        assert row is not None
+        return row_to_event(row)
+
+    async def events(
+        self,
+        owner: str,
+        *,
+        date_from: str | None = None,
+        date_to: str | None = None,
+        uncompressed_only: bool = False,
+        limit: int = 1000,
+    ) -> list[Event]:
+        where, args = ["owner = ?"], [owner]
+        if date_from:
+            where.append("event_date >= ?")
+            args.append(date_from)
+        if date_to:
+            where.append("event_date <= ?")
+            args.append(date_to)
+        if uncompressed_only:
+            where.append("is_compressed = 0")
+        rows = await self.db.fetchall(
+            f"SELECT * FROM daily_events WHERE {' AND '.join(where)} ORDER BY event_date, id LIMIT ?",
+            [*args, limit],
+        )
+        return [row_to_event(r) for r in rows]
+
+    async def mark_events_compressed(self, ids: Sequence[int], *, conn: aiosqlite.Connection | None = None) -> None:
+        if conn is None:
+            async with self.db.transaction() as c:
+                return await self.mark_events_compressed(ids, conn=c)
+        await conn.executemany("UPDATE daily_events SET is_compressed = 1 WHERE id = ?", [(i,) for i in ids])
+
+    async def delete_event(self, event_id: int, *, conn: aiosqlite.Connection | None = None) -> None:
+        if conn is None:
+            async with self.db.transaction() as c:
+                return await self.delete_event(event_id, conn=c)
+        cur = await conn.execute("DELETE FROM daily_events WHERE id = ?", (event_id,))
+        if cur.rowcount == 0:
+            raise MemoryNotFound(f"no event with id {event_id}")
+        await conn.execute("DELETE FROM events_fts WHERE rowid = ?", (event_id,))
+
+    # -- overview -----------------------------------------------------------
+
+    async def stats(self, owner: str | None = None) -> Stats:
+        w, a = ("WHERE owner = ?", [owner]) if owner is not None else ("", [])
+
+        async def grouped(col: str) -> dict[str, int]:
+            rows = await self.db.fetchall(f"SELECT {col}, COUNT(*) FROM memories {w} GROUP BY {col}", a)
+            return {str(r[0]): r[1] for r in rows}
+
+        by_status = await grouped("status")
+        active_w = (w + " AND" if w else "WHERE") + " status = 'active'"
+        by_tier = {
+            str(r[0]): r[1]
+            for r in await self.db.fetchall(f"SELECT tier, COUNT(*) FROM memories {active_w} GROUP BY tier", a)
+        }
+        by_cat = {
+            r[0]: r[1]
+            for r in await self.db.fetchall(f"SELECT category, COUNT(*) FROM memories {active_w} GROUP BY category", a)
+        }
+        by_src = {
+            r[0]: r[1]
+            for r in await self.db.fetchall(f"SELECT source, COUNT(*) FROM memories {active_w} GROUP BY source", a)
+        }
+        ev = await self.db.fetchone(
+            f"SELECT COUNT(*), COALESCE(SUM(is_compressed = 0), 0) FROM daily_events {w}", a
+        )
+        buf = await self.db.fetchone(f"SELECT COUNT(*) FROM extraction_buffer {w}", a)
+        owners = await self.db.fetchone(
+            "SELECT COUNT(*) FROM (SELECT owner FROM memories UNION SELECT owner FROM daily_events)"
+        )
+        return Stats(
+            total=sum(by_status.values()),
+            by_status=by_status,
+            by_tier=by_tier,
+            by_category=by_cat,
+            by_source=by_src,
+            events=ev[0] if ev else 0,
+            events_uncompressed=ev[1] if ev else 0,
+            buffered=buf[0] if buf else 0,
+            owners=owners[0] if owners else 0,
+        )

@@ -1,0 +1,132 @@
+"""Ordered migrations of ``memory.db``. Append; never edit a shipped step.
+
+Departures from seed 3.2, on purpose:
+
+* ``owner`` on every row: memories, events and buffered messages belong to
+  one user (or ``_global``); retrieval reads the asking user's rows only.
+* ``status`` (active / superseded / archived) with ``superseded_by`` instead of
+  ``is_archived``, so a fact can be replaced without losing history.
+* ``provenance`` (JSON) so answers can cite channel, chat, messages, dates.
+* The FTS tables hold *pre-tokenised* text (see ``memory.tokenize``) written
+  by the engine in the same transaction as the row, instead of triggers over
+  ``unicode61``, which treats a run of Han characters as one token and so
+  cannot find a two-character Chinese word inside a sentence. Only active
+  rows are indexed; the ``owner`` column holds a one-token key so a MATCH can
+  be scoped to one user inside the index.
+"""
+
+from __future__ import annotations
+
+import aiosqlite
+
+from .db import Migration, run_script
+
+__all__ = ["MIGRATIONS"]
+
+CATEGORIES = "'identity','config','credential','decision','solution','event','conversation','temp','debug'"
+
+
+async def _v1_core(conn: aiosqlite.Connection) -> None:
+    await run_script(
+        conn,
+        f"""
+        CREATE TABLE meta (
+            key   TEXT PRIMARY KEY,
+            value TEXT NOT NULL
+        );
+
+        CREATE TABLE memories (
+            id            INTEGER PRIMARY KEY AUTOINCREMENT,
+            owner         TEXT    NOT NULL,
+            tier          INTEGER NOT NULL DEFAULT 2 CHECK (tier IN (1, 2)),
+            project       TEXT    NOT NULL DEFAULT '_global',
+            topic         TEXT    NOT NULL DEFAULT '_general',
+            category      TEXT    NOT NULL DEFAULT 'event' CHECK (category IN ({CATEGORIES})),
+            content       TEXT    NOT NULL CHECK (length(content) > 0),
+            content_hash  TEXT    NOT NULL,
+            importance    REAL    NOT NULL DEFAULT 0.5 CHECK (importance >= 0 AND importance <= 1),
+            source        TEXT    NOT NULL DEFAULT 'extraction'
+                          CHECK (source IN ('extraction','compression','manual','migration')),
+            status        TEXT    NOT NULL DEFAULT 'active' CHECK (status IN ('active','superseded','archived')),
+            superseded_by INTEGER REFERENCES memories(id) ON DELETE SET NULL,
+            provenance    TEXT    NOT NULL DEFAULT '{{}}',
+            created_at    TEXT    NOT NULL,
+            updated_at    TEXT    NOT NULL,
+            last_accessed TEXT    NOT NULL,
+            access_count  INTEGER NOT NULL DEFAULT 0
+        );
+        CREATE INDEX idx_memories_owner ON memories(owner, status, tier, project, topic);
+        CREATE INDEX idx_memories_category ON memories(category, last_accessed);
+        CREATE INDEX idx_memories_created ON memories(created_at);
+        CREATE INDEX idx_memories_hash ON memories(owner, content_hash);
+
+        CREATE VIRTUAL TABLE memories_fts USING fts5(
+            owner, text,
+            tokenize = 'unicode61 remove_diacritics 2',
+            detail = full
+        );
+
+        CREATE TABLE daily_events (
+            id            INTEGER PRIMARY KEY AUTOINCREMENT,
+            owner         TEXT    NOT NULL,
+            event_date    TEXT    NOT NULL,
+            channel       TEXT    NOT NULL DEFAULT 'unknown',
+            chat_id       TEXT    NOT NULL DEFAULT '',
+            summary       TEXT    NOT NULL CHECK (length(summary) > 0),
+            raw_tokens    INTEGER NOT NULL DEFAULT 0,
+            is_compressed INTEGER NOT NULL DEFAULT 0,
+            provenance    TEXT    NOT NULL DEFAULT '{{}}',
+            created_at    TEXT    NOT NULL
+        );
+        CREATE INDEX idx_events_owner_date ON daily_events(owner, event_date, is_compressed);
+
+        CREATE VIRTUAL TABLE events_fts USING fts5(
+            owner, text,
+            tokenize = 'unicode61 remove_diacritics 2',
+            detail = full
+        );
+
+        CREATE TABLE extraction_buffer (
+            id              INTEGER PRIMARY KEY AUTOINCREMENT,
+            owner           TEXT    NOT NULL,
+            channel         TEXT    NOT NULL,
+            chat_id         TEXT    NOT NULL DEFAULT '',
+            sender_id       TEXT    NOT NULL DEFAULT '',
+            message_id      TEXT    NOT NULL DEFAULT '',
+            role            TEXT    NOT NULL CHECK (role IN ('user', 'assistant')),
+            content         TEXT    NOT NULL,
+            token_count     INTEGER NOT NULL DEFAULT 0,
+            created_at      TEXT    NOT NULL,
+            attempts        INTEGER NOT NULL DEFAULT 0,
+            next_attempt_at TEXT,
+            last_error      TEXT
+        );
+        CREATE INDEX idx_buffer_owner ON extraction_buffer(owner, id);
+        CREATE INDEX idx_buffer_created ON extraction_buffer(created_at);
+        -- A message is buffered once even if the gateway retries the write.
+        CREATE UNIQUE INDEX idx_buffer_message ON extraction_buffer(owner, channel, chat_id, message_id, role)
+            WHERE message_id != '';
+
+        -- Single-writer interlock for background jobs (seed 002 4.4).
+        CREATE TABLE job_leases (
+            name       TEXT PRIMARY KEY,
+            holder     TEXT NOT NULL,
+            expires_at TEXT NOT NULL
+        );
+
+        -- What each compression / merge / supersede did and why.
+        CREATE TABLE memory_log (
+            id         INTEGER PRIMARY KEY AUTOINCREMENT,
+            at         TEXT NOT NULL,
+            job        TEXT NOT NULL,
+            owner      TEXT NOT NULL DEFAULT '',
+            action     TEXT NOT NULL,
+            memory_id  INTEGER,
+            detail     TEXT NOT NULL DEFAULT ''
+        );
+        CREATE INDEX idx_log_at ON memory_log(at);
+        """
+    )
+
+
+MIGRATIONS: list[Migration] = [_v1_core]

@@ -1,0 +1,20 @@
+"""Token estimates without a tokenizer model: good enough for budgets.
+
+Han/kana/hangul characters are about one token each; other text is about
+four characters a token.
+"""
+
+from __future__ import annotations
+
+import re
+
+__all__ = ["estimate_tokens"]
+
+_WIDE = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]")
+
+
+def estimate_tokens(text: str) -> int:
+    if not text:
+        return 0
+    wide = len(_WIDE.findall(text))
+    return wide + (len(text) - wide + 3) // 4

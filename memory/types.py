@@ -1,0 +1,171 @@
+"""Value types at the memory package's boundaries."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from enum import StrEnum
+from typing import Any
+
+__all__ = [
+    "GLOBAL_OWNER",
+    "Category",
+    "Event",
+    "Hit",
+    "Memory",
+    "NewMemory",
+    "Provenance",
+    "Source",
+    "Status",
+]
+
+GLOBAL_OWNER = "_global"
+"""Owner of memories every user may see (e.g. facts about the deployment)."""
+
+
+class Category(StrEnum):
+    """Decay classes of seed 8.2."""
+
+    IDENTITY = "identity"
+    CONFIG = "config"
+    CREDENTIAL = "credential"
+    DECISION = "decision"
+    SOLUTION = "solution"
+    EVENT = "event"
+    CONVERSATION = "conversation"
+    TEMP = "temp"
+    DEBUG = "debug"
+
+
+class Source(StrEnum):
+    EXTRACTION = "extraction"
+    COMPRESSION = "compression"
+    MANUAL = "manual"
+    MIGRATION = "migration"
+
+
+class Status(StrEnum):
+    ACTIVE = "active"
+    SUPERSEDED = "superseded"
+    ARCHIVED = "archived"
+
+
+@dataclass(frozen=True)
+class Provenance:
+    """Where a memory came from, so an answer can cite it.
+
+    ``refs`` holds source-specific ids: buffered message ids, event ids, a
+    migrated file name, a dataset's dialogue id.
+    """
+
+    channel: str = ""
+    chat_id: str = ""
+    message_ids: tuple[str, ...] = ()
+    session: str = ""
+    date_from: str = ""
+    date_to: str = ""
+    refs: tuple[str, ...] = ()
+
+    def to_json(self) -> str:
+        d = {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(self).items() if v}
+        return json.dumps(d, ensure_ascii=False, separators=(",", ":"))
+
+    @classmethod
+    def from_json(cls, text: str | None) -> Provenance:
+        if not text:
+            return cls()
+        d: dict[str, Any] = json.loads(text)
+        for k in ("message_ids", "refs"):
+            if k in d:
+                d[k] = tuple(str(x) for x in d[k])
+        return cls(**{k: v for k, v in d.items() if k in cls.__dataclass_fields__})
+
+    def describe(self) -> str:
+        """Short human form for citations: ``telegram chat 42``."""
+        parts = []
+        if self.channel:
+            parts.append(self.channel)
+        if self.chat_id:
+            parts.append(f"chat {self.chat_id}")
+        if self.refs and not parts:
+            parts.append(",".join(self.refs[:3]))
+        return " ".join(parts)
+
+
+@dataclass(frozen=True)
+class NewMemory:
+    """What a writer hands the engine; the engine assigns id and times."""
+
+    owner: str
+    content: str
+    tier: int = 2
+    category: Category = Category.EVENT
+    importance: float = 0.5
+    project: str = GLOBAL_OWNER
+    topic: str = "_general"
+    source: Source = Source.EXTRACTION
+    provenance: Provenance = field(default_factory=Provenance)
+
+
+@dataclass(frozen=True)
+class Memory:
+    id: int
+    owner: str
+    tier: int
+    project: str
+    topic: str
+    category: Category
+    content: str
+    importance: float
+    source: Source
+    status: Status
+    superseded_by: int | None
+    provenance: Provenance
+    created_at: str
+    updated_at: str
+    last_accessed: str
+    access_count: int
+
+
+@dataclass(frozen=True)
+class Event:
+    """A Tier 3 daily event (a conversation summary)."""
+
+    id: int
+    owner: str
+    event_date: str
+    channel: str
+    chat_id: str
+    summary: str
+    raw_tokens: int
+    is_compressed: bool
+    provenance: Provenance
+    created_at: str
+
+
+@dataclass(frozen=True)
+class Hit:
+    """A retrieved memory or event, ready to be shown with a citation."""
+
+    kind: str  # "memory" (Tier 1/2) or "event" (Tier 3)
+    id: int
+    content: str
+    score: float
+    date: str  # YYYY-MM-DD the fact was recorded / the event happened
+    category: str = ""
+    project: str = ""
+    topic: str = ""
+    source: str = ""
+    provenance: Provenance = field(default_factory=Provenance)
+
+    @property
+    def ref(self) -> str:
+        return f"{'m' if self.kind == 'memory' else 'e'}{self.id}"
+
+    def citation(self) -> str:
+        """``[m12 · 2026-11-20 · telegram chat 42]``"""
+        bits = [self.ref, self.date]
+        where = self.provenance.describe() or self.source
+        if where:
+            bits.append(where)
+        return "[" + " · ".join(b for b in bits if b) + "]"

@@ -1,0 +1,128 @@
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from gateway.config import ConfigError, Paths, load_config, parse_duration
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "config.example.json"
+
+
+def write(tmp_path: Path, doc: object) -> Path:
+    p = tmp_path / "config.json"
+    p.write_text(json.dumps(doc), encoding="utf-8")
+    return p
+
+
+def test_example_config_is_valid_and_shows_every_section() -> None:
+    doc = json.loads(EXAMPLE.read_text(encoding="utf-8"))
+    assert {"provider", "agent", "channels", "gateway", "memory"} <= doc.keys()
+    assert {"quietGap", "tokenBudget", "dailyFlush"} <= doc["memory"]["extraction"].keys()
+    cfg = load_config(EXAMPLE, env={})
+    assert cfg.memory.extraction.quiet_gap == timedelta(minutes=3)
+
+
+def test_missing_file_means_defaults_unless_required(tmp_path: Path) -> None:
+    cfg = load_config(tmp_path / "none.json", env={})
+    assert cfg.memory.enabled is True
+    with pytest.raises(ConfigError, match="no config file"):
+        load_config(tmp_path / "none.json", env={}, require=True)
+
+
+@pytest.mark.parametrize(
+    ("doc", "field", "shown"),
+    [
+        ({"memory": {"enabled": "maybe"}}, "memory.enabled", "'maybe'"),
+        ({"memory": {"extraction": {"quietGap": "soon"}}}, "memory.extraction.quietGap", "soon"),
+        ({"channels": {"feishu": {"mode": "carrier-pigeon"}}}, "channels.feishu.mode", "carrier-pigeon"),
+        ({"gateway": {"port": "eighty"}}, "gateway.port", "eighty"),
+        ({"gateway": {"timezone": "Mars/Olympus"}}, "gateway.timezone", "Mars/Olympus"),
+        ({"memory": {"extraction": {"dailyFlush": "25:00"}}}, "memory.extraction.dailyFlush", "25:00"),
+        ({"memory": {"quietgap": "3m"}}, "memory.quietgap", "unknown field"),
+        ({"provider": {"baseUrl": "ftp://x"}}, "provider.baseUrl", "ftp://x"),
+    ],
+)
+def test_bad_values_name_the_field_and_value(tmp_path: Path, doc: dict, field: str, shown: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        load_config(write(tmp_path, doc), env={})
+    assert field in str(err.value)
+    assert shown in str(err.value)
+
+
+def test_secret_values_are_not_echoed_in_errors(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as err:
+        load_config(write(tmp_path, {"channels": {"telegram": {"token": 12345678901}}}), env={})
+    assert "channels.telegram.token" in str(err.value)
+    assert "12345678901" not in str(err.value)
+
+
+def test_invalid_json_names_line(tmp_path: Path) -> None:
+    p = tmp_path / "config.json"
+    p.write_text('{"memory": {"enabled": true,}}', encoding="utf-8")
+    with pytest.raises(ConfigError, match="line 1"):
+        load_config(p, env={})
+
+
+def test_env_overrides(tmp_path: Path) -> None:
+    p = write(tmp_path, {"memory": {"enabled": True, "model": "big"}, "provider": {"apiKey": "file-key"}})
+    env = {
+        "MYCLAW_MEMORY_ENABLED": "false",
+        "MYCLAW_MEMORY_MODEL": "small",
+        "MYCLAW_MEMORY_API_KEY": "mem-key",
+        "MYCLAW_MEMORY_BASE_URL": "http://127.0.0.1:9/v1",
+        "MYCLAW_PROVIDER_API_KEY": "env-key",
+        "MYCLAW_TELEGRAM_TOKEN": "123:abc",
+        "MYCLAW_FEISHU_APP_SECRET": "fs",
+    }
+    cfg = load_config(p, env=env)
+    assert cfg.memory.enabled is False
+    assert cfg.memory_model() == "small"
+    assert cfg.memory_provider().api_key.get_secret_value() == "mem-key"
+    assert cfg.memory_provider().base_url == "http://127.0.0.1:9/v1"
+    assert cfg.provider.api_key.get_secret_value() == "env-key"
+    assert cfg.channels.telegram.token.get_secret_value() == "123:abc"
+    assert cfg.channels.feishu.app_secret.get_secret_value() == "fs"
+
+
+def test_bad_env_value_names_the_variable(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="MYCLAW_MEMORY_ENABLED"):
+        load_config(tmp_path / "none.json", env={"MYCLAW_MEMORY_ENABLED": "perhaps"})
+
+
+def test_memory_model_falls_back_to_agent() -> None:
+    cfg = load_config(Path("/nonexistent/config.json"), env={})
+    assert cfg.memory_model() == cfg.agent.model
+    assert cfg.memory_provider() is cfg.provider
+    assert cfg.memory_max_tokens() == cfg.agent.max_tokens
+
+
+def test_token_budget_ratio_is_read_as_the_seed_meant(tmp_path: Path) -> None:
+    cfg = load_config(write(tmp_path, {"memory": {"extraction": {"tokenBudget": 0.6}}}), env={})
+    assert cfg.memory.extraction.token_budget == pytest.approx(6000)
+
+
+def test_identity_handle_mapped_twice_is_an_error(tmp_path: Path) -> None:
+    doc = {"memory": {"identities": {"alice": ["telegram:1"], "bob": ["telegram:1"]}}}
+    with pytest.raises(ConfigError, match="memory.identities"):
+        load_config(write(tmp_path, doc), env={})
+
+
+def test_paths_follow_myclaw_home(tmp_path: Path) -> None:
+    paths = Paths.from_env({"MYCLAW_HOME": str(tmp_path)})
+    cfg = load_config(paths.config_file, env={})
+    assert paths.memory_db(cfg) == tmp_path / "data" / "memory.db"
+    assert paths.workspace(cfg) == tmp_path / "workspace"
+
+
+@pytest.mark.parametrize(("text", "seconds"), [("30s", 30), ("3m", 180), ("1h30m", 5400), ("2h", 7200), (45, 45)])
+def test_parse_duration(text: str | int, seconds: float) -> None:
+    assert parse_duration(text).total_seconds() == seconds
+
+
+@pytest.mark.parametrize("text", ["", "3", "m", "3 minutes", "-3m", "3m!"])
+def test_parse_duration_rejects(text: str) -> None:
+    with pytest.raises(ValueError):
+        parse_duration(text)

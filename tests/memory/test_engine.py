@@ -1,0 +1,173 @@
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from memory import Category, ManualClock, MemoryEngine, MemoryNotFound, NewMemory, Provenance, Source, Status
+from memory.db import Database, SchemaTooNew
+from memory.schema import MIGRATIONS
+
+
+async def fts_ids(engine: MemoryEngine) -> set[int]:
+    return {r[0] for r in await engine.db.fetchall("SELECT rowid FROM memories_fts")}
+
+
+async def test_schema_version_and_tables(engine: MemoryEngine) -> None:
+    row = await engine.db.fetchone("PRAGMA user_version")
+    assert row[0] == len(MIGRATIONS)
+    names = {r[0] for r in await engine.db.fetchall("SELECT name FROM sqlite_master")}
+    assert {"memories", "memories_fts", "daily_events", "events_fts", "extraction_buffer", "job_leases", "memory_log"} <= names
+    mode = await engine.db.fetchone("PRAGMA journal_mode")
+    assert mode[0] == "wal"
+
+
+async def test_add_keeps_provenance_and_times(engine: MemoryEngine, clock: ManualClock) -> None:
+    prov = Provenance(channel="telegram", chat_id="42", message_ids=("7", "8"), refs=("buf:1",))
+    m = await engine.add(NewMemory(owner="alice", content="  Alice prefers pnpm  ", category=Category.CONFIG,
+                                   importance=0.9, project="myclaw", topic="tools", source=Source.MANUAL, provenance=prov))
+    got = await engine.get(m.id)
+    assert got is not None
+    assert got.content == "Alice prefers pnpm"
+    assert got.provenance == prov
+    assert got.created_at == "2026-03-01T12:00:00Z"
+    assert (got.project, got.topic, got.category, got.source, got.status) == ("myclaw", "tools", Category.CONFIG, Source.MANUAL, Status.ACTIVE)
+
+
+@pytest.mark.parametrize("content", ["", "   ", "\x00"])
+async def test_empty_content_is_rejected(engine: MemoryEngine, content: str) -> None:
+    with pytest.raises(ValueError, match="empty"):
+        await engine.add(NewMemory(owner="a", content=content))
+
+
+async def test_importance_out_of_range_is_rejected(engine: MemoryEngine) -> None:
+    with pytest.raises(ValueError, match="importance"):
+        await engine.add(NewMemory(owner="a", content="x", importance=1.5))
+
+
+async def test_only_active_rows_are_indexed(engine: MemoryEngine) -> None:
+    a = await engine.add(NewMemory(owner="u", content="lives in Beijing"))
+    b = await engine.add(NewMemory(owner="u", content="lives in Shanghai"))
+    await engine.set_status(a.id, Status.SUPERSEDED, superseded_by=b.id)
+    assert await fts_ids(engine) == {b.id}
+    old = await engine.get(a.id)
+    assert old is not None and old.status is Status.SUPERSEDED and old.superseded_by == b.id
+    await engine.set_status(a.id, Status.ACTIVE)
+    assert await fts_ids(engine) == {a.id, b.id}
+
+
+async def test_update_content_reindexes(engine: MemoryEngine) -> None:
+    m = await engine.add(NewMemory(owner="u", content="uses npm"))
+    await engine.update(m.id, content="uses pnpm", importance=0.8)
+    rows = await engine.db.fetchall("SELECT text FROM memories_fts WHERE rowid = ?", (m.id,))
+    assert rows[0][0] == "uses pnpm"
+    got = await engine.get(m.id)
+    assert got is not None and got.importance == 0.8
+
+
+async def test_delete_erases_row_and_index(engine: MemoryEngine) -> None:
+    m = await engine.add(NewMemory(owner="u", content="secret thing"))
+    await engine.delete(m.id)
+    assert await engine.get(m.id) is None
+    assert await fts_ids(engine) == set()
+    with pytest.raises(MemoryNotFound):
+        await engine.delete(m.id)
+
+
+async def test_failed_transaction_leaves_nothing(engine: MemoryEngine) -> None:
+    with pytest.raises(RuntimeError):
+        async with engine.db.transaction() as conn:
+            await engine.add(NewMemory(owner="u", content="half written"), conn=conn)
+            raise RuntimeError("crash between steps")
+    assert await engine.list_memories("u") == []
+    assert await fts_ids(engine) == set()
+
+
+async def test_profile_is_scoped_to_owner_plus_global(engine: MemoryEngine) -> None:
+    await engine.add(NewMemory(owner="alice", tier=1, content="Alice is a Go developer", importance=0.9, category=Category.IDENTITY))
+    await engine.add(NewMemory(owner="bob", tier=1, content="Bob is a designer", importance=1.0, category=Category.IDENTITY))
+    await engine.add(NewMemory(owner="_global", tier=1, content="The team deploys on Fridays", importance=0.5))
+    await engine.add(NewMemory(owner="alice", tier=2, content="Alice had coffee", importance=1.0))
+    text = await engine.profile_markdown("alice")
+    assert text == "- Alice is a Go developer\n- The team deploys on Fridays"
+    assert "Bob" not in text
+    assert await engine.profile_markdown("alice", include_global=False) == "- Alice is a Go developer"
+
+
+async def test_profile_caps_at_limit_by_importance(engine: MemoryEngine) -> None:
+    await engine.add_many(
+        (NewMemory(owner="u", tier=1, content=f"fact {i}", importance=i / 200), None) for i in range(150)
+    )
+    prof = await engine.profile("u")
+    assert len(prof) == 100
+    assert prof[0].content == "fact 149"
+
+
+async def test_access_is_batched_and_flushed(engine: MemoryEngine, clock: ManualClock) -> None:
+    m = await engine.add(NewMemory(owner="u", content="x"))
+    clock.advance(3600)
+    engine.note_access([m.id, m.id])
+    before = await engine.get(m.id)
+    assert before is not None and before.access_count == 0  # nothing written on the read path
+    assert await engine.flush_access() == 1
+    after = await engine.get(m.id)
+    assert after is not None and after.access_count == 2 and after.last_accessed == "2026-03-01T13:00:00Z"
+
+
+async def test_events_roundtrip_and_compression_flag(engine: MemoryEngine) -> None:
+    e1 = await engine.add_event("u", "2026-02-28", "Discussed the deploy", channel="telegram", raw_tokens=120)
+    await engine.add_event("u", "2026-03-01", "Chose SQLite")
+    await engine.add_event("v", "2026-02-28", "Someone else's day")
+    evs = await engine.events("u", date_from="2026-02-28", date_to="2026-02-28")
+    assert [e.id for e in evs] == [e1.id]
+    await engine.mark_events_compressed([e1.id])
+    assert [e.summary for e in await engine.events("u", uncompressed_only=True)] == ["Chose SQLite"]
+    with pytest.raises(ValueError):
+        await engine.add_event("u", "28/02/2026", "bad date")
+
+
+async def test_reopen_keeps_everything(tmp_path: Path, clock: ManualClock) -> None:
+    path = tmp_path / "m.db"
+    async with await MemoryEngine.open(path, clock) as eng:
+        await eng.add(NewMemory(owner="u", content="persisted"))
+    async with await MemoryEngine.open(path, clock) as eng:
+        assert [m.content for m in await eng.list_memories("u")] == ["persisted"]
+
+
+async def test_tokenizer_change_triggers_reindex(tmp_path: Path, clock: ManualClock) -> None:
+    path = tmp_path / "m.db"
+    async with await MemoryEngine.open(path, clock) as eng:
+        await eng.add(NewMemory(owner="u", content="部署密码"))
+        async with eng.db.transaction() as conn:
+            await conn.execute("UPDATE meta SET value = 'old' WHERE key = 'tokenizer'")
+            await conn.execute("DELETE FROM memories_fts")
+    async with await MemoryEngine.open(path, clock) as eng:
+        assert len(await eng.db.fetchall("SELECT rowid FROM memories_fts")) == 1
+
+
+async def test_newer_schema_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "m.db"
+    con = sqlite3.connect(path)
+    con.execute(f"PRAGMA user_version = {len(MIGRATIONS) + 1}")
+    con.close()
+    with pytest.raises(SchemaTooNew):
+        await Database.open(path, MIGRATIONS)
+
+
+async def test_stats_counts(engine: MemoryEngine) -> None:
+    a = await engine.add(NewMemory(owner="u", content="a", category=Category.DECISION))
+    await engine.add(NewMemory(owner="u", content="b", tier=1, category=Category.IDENTITY))
+    await engine.set_status(a.id, Status.ARCHIVED)
+    await engine.add_event("u", "2026-03-01", "e")
+    s = await engine.stats("u")
+    assert s.total == 2 and s.by_status == {"active": 1, "archived": 1}
+    assert s.by_tier == {"1": 1} and s.events == 1 and s.events_uncompressed == 1
+
+
+async def test_close_is_idempotent(tmp_path: Path) -> None:
+    eng = await MemoryEngine.open(tmp_path / "m.db")
+    await eng.close()
+    await eng.close()
+    with pytest.raises(RuntimeError):
+        await eng.db.fetchall("SELECT 1")
