@@ -1,0 +1,133 @@
+"""``SqliteMemory``: the :class:`~memory.backend.MemoryBackend` the gateway
+uses when ``memory.enabled`` is true.
+
+The read path (``profile``, ``recall``) only reads. ``buffer`` durably
+appends turns to ``extraction_buffer`` and then tells the write path (a
+callback, set by the extraction service) that a user has new messages; it
+never waits on an LLM.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Sequence
+
+import structlog
+
+from .backend import MemoryBackend, Turn
+from .clock import format_ts
+from .engine import MemoryEngine
+from .retrieval import Retriever
+from .tokens import estimate_tokens
+from .types import Category, Hit, NewMemory, Provenance, Source
+
+__all__ = ["SqliteMemory"]
+
+log = structlog.get_logger().bind(component="memory")
+
+BufferListener = Callable[[str], Awaitable[None] | None]
+
+
+class SqliteMemory(MemoryBackend):
+    kind = "sqlite"
+
+    def __init__(self, engine: MemoryEngine, retriever: Retriever | None = None) -> None:
+        self.engine = engine
+        self.retriever = retriever or Retriever(engine)
+        self._listeners: list[BufferListener] = []
+
+    def on_buffered(self, listener: BufferListener) -> None:
+        """Call ``listener(owner)`` after turns of ``owner`` were buffered."""
+        self._listeners.append(listener)
+
+    async def profile(self, user: str, *, private: bool = True) -> str:
+        # A group chat gets only the shared (_global) profile.
+        if private:
+            return await self.engine.profile_markdown(user)
+        return await self.engine.profile_markdown("_global", include_global=False)
+
+    async def recall(
+        self, user: str, query: str, *, context: Sequence[str] = (), private: bool = True
+    ) -> list[Hit]:
+        hits = await self.retriever.retrieve(user, query, context=context, private=private)
+        self.engine.note_access(h.id for h in hits if h.kind == "memory")
+        return hits
+
+    async def search(self, user: str, query: str, *, limit: int = 8, private: bool = True) -> list[Hit]:
+        facts = await self.retriever.retrieve(user, query, private=private, limit=limit)
+        events = await self.retriever.search_events(user, query, limit=limit) if private else []
+        hits = sorted([*facts, *events], key=lambda h: -h.score)[:limit]
+        self.engine.note_access(h.id for h in hits if h.kind == "memory")
+        return hits
+
+    async def remember(
+        self,
+        user: str,
+        content: str,
+        *,
+        provenance: Provenance,
+        category: str = "event",
+        importance: float = 0.7,
+    ) -> Hit:
+        cat = Category(category) if category in Category._value2member_map_ else Category.EVENT
+        same = await self.engine.find_same(user, content)
+        if same is not None:
+            # Saying it again reinforces the existing memory instead of duplicating it.
+            m = await self.engine.update(same.id, importance=max(same.importance, importance), touch=True)
+        else:
+            m = await self.engine.add(
+                NewMemory(
+                    owner=user,
+                    content=content,
+                    category=cat,
+                    importance=min(1.0, max(0.0, importance)),
+                    source=Source.MANUAL,
+                    provenance=provenance,
+                )
+            )
+        log.info("memory saved", owner=user, memory_id=m.id, reinforced=same is not None)
+        return Hit(
+            kind="memory",
+            id=m.id,
+            content=m.content,
+            score=1.0,
+            date=m.created_at[:10],
+            category=m.category.value,
+            project=m.project,
+            topic=m.topic,
+            source=m.source.value,
+            provenance=m.provenance,
+        )
+
+    async def buffer(self, turns: Sequence[Turn]) -> None:
+        if not turns:
+            return
+        now = self.engine.now()
+        async with self.engine.db.transaction() as conn:
+            await conn.executemany(
+                """INSERT OR IGNORE INTO extraction_buffer
+                       (owner, channel, chat_id, sender_id, message_id, role, content, token_count, created_at)
+                   VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)""",
+                [
+                    (
+                        t.owner,
+                        t.channel,
+                        t.chat_id,
+                        t.sender_id,
+                        t.message_id,
+                        t.role,
+                        t.content.encode("utf-8", "ignore").decode("utf-8").replace("\x00", ""),
+                        estimate_tokens(t.content),
+                        format_ts(t.at) if t.at else now,
+                    )
+                    for t in turns
+                ],
+            )
+        for owner in dict.fromkeys(t.owner for t in turns):
+            for listener in self._listeners:
+                res = listener(owner)
+                if asyncio.iscoroutine(res):
+                    await res
+
+    async def close(self) -> None:
+        await self.engine.close()
