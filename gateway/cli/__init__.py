@@ -1,0 +1,18 @@
+"""``myclaw`` command line. Thin: each command group lives in its own module
+and registers itself on :data:`main` (see the imports at the bottom)."""
+
+from __future__ import annotations
+
+import click
+
+__all__ = ["main"]
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="myclaw")
+def main() -> None:
+    """myclaw: a chat gateway with long-term memory."""
+
+
+# Command groups register themselves on `main` when imported.
+from . import memory_cmd  # noqa: E402,F401

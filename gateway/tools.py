@@ -1,0 +1,45 @@
+"""Tools the agent offers the LLM through function calling.
+
+A tool is a name, a description, a JSON schema for its arguments and an async
+handler. The handler gets the parsed arguments and a :class:`ToolContext`
+saying who is asking, so a tool can never act for another user.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["Tool", "ToolContext", "ToolError"]
+
+
+class ToolError(Exception):
+    """A tool call the model got wrong; the message goes back to the model."""
+
+
+@dataclass(frozen=True)
+class ToolContext:
+    user: str  # resolved memory owner of the asking person
+    channel: str
+    chat_id: str
+    private: bool  # False in group chats
+    message_id: str = ""
+    sender_id: str = ""
+
+
+@dataclass(frozen=True)
+class Tool:
+    name: str
+    description: str
+    parameters: Mapping[str, Any]  # JSON schema of the arguments object
+    handler: Callable[[Mapping[str, Any], ToolContext], Awaitable[str]]
+    private_only: bool = False  # not offered in group chats
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+
+    def spec(self) -> dict[str, Any]:
+        """The OpenAI ``tools`` entry."""
+        return {
+            "type": "function",
+            "function": {"name": self.name, "description": self.description, "parameters": dict(self.parameters)},
+        }
