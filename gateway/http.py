@@ -1,0 +1,102 @@
+"""The gateway's own small HTTP server: webhook endpoints (Feishu events)
+and ``GET /healthz``.
+
+Routes live in our own table, looked up by one catch-all aiohttp route.
+aiohttp freezes its router when the server starts, and channels register
+their paths in their own ``start()``, which may run before or after the
+server starts; the table removes that ordering trap and lets a channel
+remove its route on ``stop()``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+
+import structlog
+from aiohttp import web
+
+__all__ = ["Handler", "HttpServer"]
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+class HttpServer:
+    def __init__(self, host: str = "127.0.0.1", port: int = 0, *, client_max_size: int = 4 * 1024 * 1024) -> None:
+        self.host = host
+        self._requested_port = port
+        self._client_max_size = client_max_size
+        self._routes: dict[tuple[str, str], Handler] = {}
+        self._runner: web.AppRunner | None = None
+        self._port: int | None = None
+        self._log = structlog.get_logger().bind(component="http")
+        self.add_route("GET", "/healthz", self._healthz)
+
+    # -- routes ----------------------------------------------------------------
+    def add_route(self, method: str, path: str, handler: Handler) -> None:
+        """Register ``handler`` for ``method path``; allowed before or after start."""
+        if not path.startswith("/"):
+            raise ValueError(f"route path must start with '/': {path!r}")
+        key = (method.upper(), path)
+        if key in self._routes:
+            raise ValueError(f"route already registered: {method.upper()} {path}")
+        self._routes[key] = handler
+
+    def remove_route(self, method: str, path: str) -> None:
+        self._routes.pop((method.upper(), path), None)
+
+    # -- lifecycle -------------------------------------------------------------
+    @property
+    def port(self) -> int:
+        """The bound port (the real one when started with port 0)."""
+        if self._port is None:
+            raise RuntimeError("HttpServer is not started")
+        return self._port
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    async def start(self) -> None:
+        if self._runner is not None:
+            return
+        app = web.Application(client_max_size=self._client_max_size)
+        app.router.add_route("*", "/{tail:.*}", self._dispatch)
+        runner = web.AppRunner(app, access_log=None)
+        await runner.setup()
+        site = web.TCPSite(runner, self.host, self._requested_port)
+        try:
+            await site.start()
+        except BaseException:
+            await runner.cleanup()  # a taken port must not leave a half-open runner behind
+            raise
+        sockets = site._server.sockets if site._server is not None else []  # type: ignore[union-attr]
+        self._port = sockets[0].getsockname()[1] if sockets else self._requested_port
+        self._runner = runner
+        self._log.info("http server listening", host=self.host, port=self._port)
+
+    async def stop(self) -> None:
+        runner, self._runner = self._runner, None
+        if runner is not None:
+            await runner.cleanup()
+            self._log.info("http server stopped")
+
+    async def __aenter__(self) -> HttpServer:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+    # -- handlers --------------------------------------------------------------
+    async def _dispatch(self, request: web.Request) -> web.StreamResponse:
+        handler = self._routes.get((request.method, request.path))
+        if handler is None and request.method == "HEAD":
+            handler = self._routes.get(("GET", request.path))
+        if handler is not None:
+            return await handler(request)
+        if any(path == request.path for _, path in self._routes):
+            return web.json_response({"error": "method not allowed"}, status=405)
+        return web.json_response({"error": "not found"}, status=404)
+
+    async def _healthz(self, request: web.Request) -> web.Response:
+        return web.json_response({"status": "ok"})
