@@ -1,0 +1,451 @@
+"""``FileMemory``: the :class:`~memory.backend.MemoryBackend` used when
+``memory.enabled`` is false (seed 000 §1.1, §12.3): markdown files in the
+workspace instead of SQLite. No LLM, no index; small enough to read whole.
+
+Layout under ``<workspace>/memory/`` (owner scoping holds here too)::
+
+    MEMORY.md                        shared long-term memory (owner _global),
+                                     edited by the operator
+    YYYY-MM-DD.md                    daily logs of _global (the legacy,
+                                     single-user layout); never shown to users
+    users/<slug>/.owner              the exact user name, for migration
+    users/<slug>/MEMORY.md           that user's long-term memory
+    users/<slug>/YYYY-MM-DD.md       that user's conversation log of the day
+
+``<slug>`` is the user name reduced to ``[A-Za-z0-9_-]`` plus a hash of the
+exact name, so no name can climb out of ``users/`` (``../x``) and two names
+that reduce alike (``telegram:1`` / ``telegram_1``, ``Bob`` / ``bob`` on a
+case-insensitive disk) never share a directory.
+
+Context (``profile``) is long-term memory plus the last 7 days, as the
+legacy store did; a group chat (``private=False``) gets the shared
+``MEMORY.md`` only. ``recall``/``search`` are keyword searches over the same
+files. ``category`` and ``importance`` of :meth:`FileMemory.remember` have
+nowhere to go in a one-fact-per-line file and are ignored; ``myclaw memory
+migrate`` later imports the lines as Tier 1 (seed 12.2).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import math
+import os
+import re
+import tempfile
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, timedelta, tzinfo
+from pathlib import Path
+
+import structlog
+
+from .backend import MemoryBackend, Turn
+from .clock import Clock, SystemClock
+from .engine import content_hash
+from .tokenize import index_terms, normalize
+from .types import GLOBAL_OWNER, Hit, Provenance
+
+__all__ = ["LONG_TERM", "FileMemory", "MemoryFile", "clean_line", "clean_text", "is_daily_name", "user_slug"]
+
+log = structlog.get_logger().bind(component="memory")
+
+LONG_TERM = "MEMORY.md"
+OWNER_FILE = ".owner"
+USERS_DIR = "users"
+RECENT_DAYS = 7
+_DAILY_RE = re.compile(r"(\d{4}-\d{2}-\d{2})\.md")
+_UNSAFE = re.compile(r"[^A-Za-z0-9_-]+")
+_LIST_MARK = re.compile(r"^(?:[-*+]|\d+[.)])\s+")
+
+
+def user_slug(user: str) -> str:
+    """A directory name for ``user``: readable, traversal-proof, collision-free."""
+    readable = _UNSAFE.sub("_", user).strip("_")[:40] or "user"
+    digest = hashlib.sha256(user.encode("utf-8", "surrogatepass")).hexdigest()[:12]
+    return f"{readable}-{digest}"
+
+
+def is_daily_name(name: str) -> str | None:
+    """``'2026-03-01'`` for ``'2026-03-01.md'`` (a real date), else None."""
+    m = _DAILY_RE.fullmatch(name)
+    if not m:
+        return None
+    try:
+        date.fromisoformat(m.group(1))
+    except ValueError:
+        return None
+    return m.group(1)
+
+
+def clean_text(text: str) -> str:
+    """What can be written to a UTF-8 file: no lone surrogates, no NUL."""
+    return text.encode("utf-8", "ignore").decode("utf-8").replace("\x00", "")
+
+
+def clean_line(line: str) -> str:
+    """A MEMORY.md line as a fact: list marker and spacing removed;
+    '' for blank lines, headings and rules, which are not facts."""
+    s = clean_text(line).strip()
+    if not s or s.startswith("#") or set(s) <= set("-*_= ") or s.startswith("<!--"):
+        return ""
+    return _LIST_MARK.sub("", s).strip()
+
+
+@dataclass(frozen=True)
+class MemoryFile:
+    """One file of one owner's store."""
+
+    owner: str
+    path: Path
+    day: str | None  # YYYY-MM-DD for a daily log, None for MEMORY.md
+
+    @property
+    def name(self) -> str:
+        return self.path.name
+
+
+@dataclass(frozen=True)
+class _Entry:
+    """A searchable unit: a MEMORY.md line or one logged message."""
+
+    file: MemoryFile
+    line_no: int
+    text: str
+    date: str
+
+
+def _read(path: Path) -> str:
+    try:
+        # The operator edits these files by hand: a bad byte must not hide the rest.
+        return path.read_text(encoding="utf-8", errors="replace")
+    except FileNotFoundError:
+        return ""
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _append(path: Path, text: str, header: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a", encoding="utf-8") as f:
+        if f.tell() == 0:
+            f.write(header)
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def _entries(f: MemoryFile, text: str, mtime_day: str) -> list[_Entry]:
+    """Split a file into entries; indented lines continue the previous one."""
+    out: list[_Entry] = []
+    for no, raw in enumerate(text.splitlines(), start=1):
+        if f.day is None:
+            fact = clean_line(raw)
+            if fact:
+                out.append(_Entry(f, no, fact, mtime_day))
+            continue
+        if not raw.strip() or raw.lstrip().startswith("#"):
+            continue
+        if raw[:1].isspace() and out:
+            prev = out[-1]
+            out[-1] = _Entry(f, prev.line_no, prev.text + "\n" + raw.strip(), prev.date)
+        else:
+            out.append(_Entry(f, no, _LIST_MARK.sub("", raw.strip()), f.day))
+    return out
+
+
+# Function words dropped from queries. A short list of our own: the fallback
+# store must keep working whatever the SQLite retriever's tuning becomes.
+_STOP = frozenset(
+    """a an the and or but if then so of to in on at by for with from as is am are was were be been do does did
+    have has had i me my you your we our us he him his she her they them their it its this that these those
+    what which who when where why how not no can could would should will about tell know remember recall
+    please hey hi ok 的 了 是 吗 呢 吧 啊 么 我 你 他 她 它 在 有 和 就 也 都 这 那 个 一 不 要 会 说 过
+    我的 你的 什么 怎么 记得 之前 以前 一下 一个 这个 那个 我们 你们 是不 不是 有没 没有 可以 告诉 知道""".split()
+)
+_MAX_QUERY_CHARS = 2000  # a pasted 1 MB message is not a 1 MB query
+_CHAR_WEIGHT = 0.3  # one Han character of a longer word: weak evidence alone
+_GLUE_WEIGHT = 0.4
+
+
+def _query_units(query: str) -> dict[str, float]:
+    """Weighted query terms (words, Han bigrams and characters), from the
+    same tokenizer as the SQLite index so both stores match alike."""
+    terms = [t for t in index_terms(query[:_MAX_QUERY_CHARS]) if t not in _STOP]
+    has_words = any(len(t) > 1 for t in terms)
+    units: dict[str, float] = {}
+    for t in terms:
+        if len(t) == 1 and t.isascii():
+            continue
+        w = _CHAR_WEIGHT if len(t) == 1 and has_words else 1.0
+        if len(t) == 2 and not t.isascii():
+            glue = (t[0] in _STOP) + (t[1] in _STOP)
+            if glue == 2:
+                continue
+            if glue:
+                w = _GLUE_WEIGHT  # straddles a grammar character: 码是 in 密码是
+        units[t] = max(w, units.get(t, 0.0))
+    return dict(list(units.items())[:32])
+
+
+def _matches(unit: str, terms: set[str], norm_text: str) -> bool:
+    # Whether a lone Han character is its own index term depends on the
+    # tokenizer version: fall back to looking for it in the text.
+    return unit in terms or (len(unit) == 1 and unit in norm_text)
+
+
+class FileMemory(MemoryBackend):
+    """Markdown-file memory rooted at ``<workspace>/memory``.
+
+    ``tz`` sets where a day starts for the daily files (the gateway's
+    timezone); times in the logs are shown in it too.
+    """
+
+    kind = "files"
+
+    def __init__(
+        self,
+        workspace: Path | str,
+        clock: Clock | None = None,
+        *,
+        tz: tzinfo = UTC,
+        recent_days: int = RECENT_DAYS,
+        max_hits: int = 5,
+        max_profile_chars: int = 16_000,
+    ) -> None:
+        self.root = Path(workspace) / "memory"
+        self.clock = clock or SystemClock()
+        self.tz = tz
+        self.recent_days = recent_days
+        self.max_hits = max_hits
+        self.max_profile_chars = max_profile_chars
+        self._locks: dict[str, asyncio.Lock] = {}
+        # Keys of recently written messages, so a retried buffer() call does
+        # not log a message twice (the SQLite store has a unique index).
+        self._seen: OrderedDict[tuple[str, ...], None] = OrderedDict()
+
+    # -- layout -------------------------------------------------------------
+
+    def user_dir(self, user: str) -> Path:
+        if user == GLOBAL_OWNER:
+            return self.root
+        return self.root / USERS_DIR / user_slug(user)
+
+    def _lock(self, user: str) -> asyncio.Lock:
+        return self._locks.setdefault(user, asyncio.Lock())
+
+    def _ensure_user_dir(self, user: str) -> Path:
+        d = self.user_dir(user)
+        if user != GLOBAL_OWNER and not (d / OWNER_FILE).exists():
+            _write_atomic(d / OWNER_FILE, user + "\n")
+        d.mkdir(parents=True, exist_ok=True)
+        return d
+
+    def long_term_file(self, user: str) -> MemoryFile:
+        return MemoryFile(user, self.user_dir(user) / LONG_TERM, None)
+
+    def daily_files(self, user: str, *, since: str | None = None) -> list[MemoryFile]:
+        """This owner's daily logs, oldest first (``since``: YYYY-MM-DD)."""
+        d = self.user_dir(user)
+        if not d.is_dir():
+            return []
+        found = []
+        for p in d.iterdir():
+            day = is_daily_name(p.name)
+            if day and p.is_file() and (since is None or day >= since):
+                found.append(MemoryFile(user, p, day))
+        return sorted(found, key=lambda f: f.day or "")
+
+    def today(self) -> date:
+        return self.clock.now().astimezone(self.tz).date()
+
+    def _recent_since(self) -> str:
+        return (self.today() - timedelta(days=self.recent_days - 1)).isoformat()
+
+    def _visible_files(self, user: str, *, private: bool, recent_only: bool) -> list[MemoryFile]:
+        """The files ``user`` may read: shared MEMORY.md always; in a private
+        chat also their own MEMORY.md and daily logs. ``_global`` daily logs
+        are nobody's context."""
+        files = [self.long_term_file(GLOBAL_OWNER)]
+        if private and user != GLOBAL_OWNER:
+            files.insert(0, self.long_term_file(user))
+            files.extend(self.daily_files(user, since=self._recent_since() if recent_only else None))
+        return files
+
+    # -- MemoryBackend ------------------------------------------------------
+
+    async def profile(self, user: str, *, private: bool = True) -> str:
+        return await asyncio.to_thread(self._profile, user, private)
+
+    def _profile(self, user: str, private: bool) -> str:
+        facts: list[str] = []
+        seen: set[str] = set()
+        days: list[tuple[str, str]] = []
+        for f in self._visible_files(user, private=private, recent_only=True):
+            text = _read(f.path)
+            if f.day is None:
+                for line in text.splitlines():
+                    fact = clean_line(line)
+                    if fact and (h := content_hash(fact)) not in seen:
+                        seen.add(h)
+                        facts.append(f"- {fact}")
+            elif text.strip():
+                body = "\n".join(ln for ln in text.strip().splitlines() if not ln.startswith("# "))
+                days.append((f.day or "", body.strip()))
+        parts: list[str] = []
+        budget = self.max_profile_chars
+        if facts:
+            block = "## Long-term memory\n" + "\n".join(facts)
+            parts.append(block[:budget])
+            budget -= len(parts[-1])
+        # Newest days first under the budget, shown oldest first.
+        kept: list[str] = []
+        for day, body in sorted(days, reverse=True):
+            block = f"### {day}\n{body}"
+            if len(block) > budget:
+                break
+            kept.append(block)
+            budget -= len(block)
+        if kept:
+            parts.append("## Recent days\n" + "\n\n".join(reversed(kept)))
+        return "\n\n".join(parts)
+
+    async def recall(
+        self, user: str, query: str, *, context: Sequence[str] = (), private: bool = True
+    ) -> list[Hit]:
+        return await asyncio.to_thread(self._search, user, query, self.max_hits, private, True)
+
+    async def search(self, user: str, query: str, *, limit: int = 8, private: bool = True) -> list[Hit]:
+        return await asyncio.to_thread(self._search, user, query, limit, private, False)
+
+    def _search(self, user: str, query: str, limit: int, private: bool, recent_only: bool) -> list[Hit]:
+        """Keyword search: a hit's score is the IDF-weighted share of query
+        words it contains, so a line sharing only a common word ranks low."""
+        units = _query_units(query)
+        if not units or limit <= 0:
+            return []
+        entries: list[_Entry] = []
+        for f in self._visible_files(user, private=private, recent_only=recent_only):
+            if not f.path.is_file():
+                continue
+            mday = datetime.fromtimestamp(f.path.stat().st_mtime, UTC).astimezone(self.tz).date().isoformat()
+            entries.extend(_entries(f, _read(f.path), mday))
+        if not entries:
+            return []
+        prepared = [(e, set(index_terms(e.text)), normalize(e.text)) for e in entries]
+        n = len(prepared)
+        df = {u: sum(1 for _, terms, norm in prepared if _matches(u, terms, norm)) for u in units}
+        idf = {u: w * math.log(1.0 + n / (df[u] or 1)) for u, w in units.items()}
+        total = sum(idf.values())
+        scored: list[tuple[float, _Entry]] = []
+        for e, terms, norm in prepared:
+            got = sum(idf[u] for u in units if df[u] and _matches(u, terms, norm))
+            if got > 0:
+                scored.append((got / total, e))
+        # Best first; among equals, long-term facts, then the most recent day.
+        scored.sort(key=lambda se: se[1].line_no)
+        scored.sort(key=lambda se: se[1].date, reverse=True)
+        scored.sort(key=lambda se: (-se[0], se[1].file.day is not None))
+        return [self._hit(e, score) for score, e in scored[:limit]]
+
+    @staticmethod
+    def _hit(e: _Entry, score: float) -> Hit:
+        where = e.file.name if e.file.owner != GLOBAL_OWNER or e.file.day else f"shared {e.file.name}"
+        return Hit(
+            kind="memory" if e.file.day is None else "event",
+            id=e.line_no,  # a line number: files have no ids
+            content=e.text,
+            score=round(score, 4),
+            date=e.date,
+            category="" if e.file.day is None else "event",
+            source="file",
+            provenance=Provenance(refs=(where,), date_from=e.date, date_to=e.date),
+        )
+
+    async def remember(
+        self,
+        user: str,
+        content: str,
+        *,
+        provenance: Provenance,
+        category: str = "event",
+        importance: float = 0.7,
+    ) -> Hit:
+        # One fact per line: newlines and runs of spaces collapse.
+        fact = " ".join(clean_text(content).split())
+        if not fact:
+            raise ValueError("memory content is empty")
+        async with self._lock(user):
+            line_no, added = await asyncio.to_thread(self._remember, user, fact)
+        log.info("memory saved", owner=user, store="files", added=added)
+        f = self.long_term_file(user)
+        return self._hit(_Entry(f, line_no, fact, self.today().isoformat()), 1.0)
+
+    def _remember(self, user: str, fact: str) -> tuple[int, bool]:
+        self._ensure_user_dir(user)
+        path = self.user_dir(user) / LONG_TERM
+        text = _read(path)
+        want = content_hash(fact)
+        lines = text.splitlines()
+        for no, line in enumerate(lines, start=1):
+            existing = clean_line(line)
+            if existing and content_hash(existing) == want:
+                return no, False
+        if not lines:
+            lines = ["# Long-term memory", ""]
+        lines.append(f"- {fact}")
+        _write_atomic(path, "\n".join(lines) + "\n")
+        return len(lines), True
+
+    async def buffer(self, turns: Sequence[Turn]) -> None:
+        fresh = []
+        for t in turns:
+            key = (t.owner, t.channel, t.chat_id, t.message_id, t.role)
+            if t.message_id and key in self._seen:
+                continue
+            fresh.append(t)
+        by_owner: dict[str, list[Turn]] = {}
+        for t in fresh:
+            by_owner.setdefault(t.owner, []).append(t)
+        for owner, owned in by_owner.items():
+            async with self._lock(owner):
+                await asyncio.to_thread(self._buffer, owner, owned)
+        for t in fresh:
+            if t.message_id:
+                self._seen[(t.owner, t.channel, t.chat_id, t.message_id, t.role)] = None
+        while len(self._seen) > 2048:
+            self._seen.popitem(last=False)
+
+    def _buffer(self, owner: str, turns: Sequence[Turn]) -> None:
+        d = self._ensure_user_dir(owner)
+        per_day: dict[str, list[str]] = {}
+        now = self.clock.now()
+        for t in turns:
+            at = t.at or now
+            at = (at if at.tzinfo else at.replace(tzinfo=UTC)).astimezone(self.tz)
+            text = clean_text(t.content).strip()
+            if not text:
+                continue
+            first, *rest = text.splitlines() or [""]
+            # Continuation lines are indented so the entry stays one list item.
+            body = first + "".join(f"\n  {ln}" for ln in rest)
+            per_day.setdefault(at.date().isoformat(), []).append(f"- {at:%H:%M} {t.role}: {body}\n")
+        for day, lines in sorted(per_day.items()):
+            _append(d / f"{day}.md", "".join(lines), f"# {day}\n\n")
+
+    async def close(self) -> None:
+        """Nothing stays open: every write is flushed when it returns."""
+

@@ -1,0 +1,163 @@
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from memory import ManualClock, Provenance
+from memory.backend import MemoryBackend, Turn
+from memory.filestore import FileMemory, user_slug
+
+P = Provenance(channel="telegram", chat_id="1")
+
+
+def turn(owner: str, content: str, at: str | None = None, role: str = "user", mid: str = "") -> Turn:
+    when = datetime.fromisoformat(at).replace(tzinfo=UTC) if at else None
+    return Turn(owner=owner, channel="telegram", chat_id="1", role=role, content=content, message_id=mid, at=when)
+
+
+@pytest.fixture
+def files(tmp_path: Path, clock: ManualClock) -> FileMemory:
+    return FileMemory(tmp_path / "ws", clock)
+
+
+def test_is_a_backend(files: FileMemory) -> None:
+    assert isinstance(files, MemoryBackend) and files.kind == "files"
+
+
+def test_slug_stays_inside_users_and_never_collides() -> None:
+    names = ["../../etc", "telegram:1", "telegram_1", "Bob", "bob", "", "/", "..", "a/b", "\ud800", "飞书:ou_x"]
+    slugs = [user_slug(n) for n in names]
+    assert len(set(slugs)) == len(names)
+    for s in slugs:
+        assert "/" not in s and "\\" not in s and not s.startswith(".") and s == s.strip()
+    assert user_slug("telegram:777").startswith("telegram_777-")
+
+
+async def test_buffer_writes_a_readable_daily_log(files: FileMemory, clock: ManualClock) -> None:
+    await files.buffer(
+        [
+            turn("alice", "I moved to Berlin", "2026-02-27T09:05:00", mid="1"),
+            turn("alice", "Noted.\nWelcome to Berlin!", "2026-02-27T09:06:00", role="assistant", mid="1"),
+            turn("alice", "我搬到上海了"),  # no time: the clock's day
+        ]
+    )
+    await files.buffer([turn("alice", "I moved to Berlin", "2026-02-27T09:05:00", mid="1")])  # retried
+    d = files.user_dir("alice")
+    assert (d / ".owner").read_text() == "alice\n"
+    assert (d / "2026-02-27.md").read_text() == (
+        "# 2026-02-27\n\n- 09:05 user: I moved to Berlin\n- 09:06 assistant: Noted.\n  Welcome to Berlin!\n"
+    )
+    assert (d / "2026-03-01.md").read_text() == "# 2026-03-01\n\n- 12:00 user: 我搬到上海了\n"
+
+
+async def test_remember_appends_once_and_replaces_atomically(files: FileMemory) -> None:
+    a = await files.remember("alice", "Alice drinks oat-milk flat whites", provenance=P)
+    b = await files.remember("alice", "alice drinks  OAT-MILK flat whites\n", provenance=P)
+    await files.remember("alice", "Alice's cat is called Miso", provenance=P)
+    path = files.user_dir("alice") / "MEMORY.md"
+    assert path.read_text().splitlines() == [
+        "# Long-term memory",
+        "",
+        "- Alice drinks oat-milk flat whites",
+        "- Alice's cat is called Miso",
+    ]
+    assert a.id == b.id == 3 and "MEMORY.md" in a.citation()
+    assert sorted(p.name for p in path.parent.iterdir()) == [".owner", "MEMORY.md"]  # no temp files left
+    with pytest.raises(ValueError, match="empty"):
+        await files.remember("alice", " \n\x00 ", provenance=P)
+    assert len(path.read_text().splitlines()) == 4
+
+
+async def test_profile_is_long_term_plus_last_seven_days(files: FileMemory, clock: ManualClock) -> None:
+    root = files.root
+    root.mkdir(parents=True)
+    (root / "MEMORY.md").write_text("# Shared\n\n- Standup is at 10:00\n")
+    await files.remember("alice", "Alice lives in Hangzhou", provenance=P)
+    await files.buffer([turn("alice", "deployed v2 today", "2026-02-23T08:00:00")])  # 7th day back: kept
+    await files.buffer([turn("alice", "ancient history", "2026-02-22T08:00:00")])  # 8th day back: dropped
+    await files.buffer([turn("alice", "coffee with Bob", "2026-03-01T08:00:00")])
+    prof = await files.profile("alice")
+    assert "Standup is at 10:00" in prof and "Alice lives in Hangzhou" in prof
+    assert "deployed v2 today" in prof and "coffee with Bob" in prof and "ancient" not in prof
+    assert prof.index("2026-02-23") < prof.index("2026-03-01")
+    group = await files.profile("alice", private=False)
+    assert group == "## Long-term memory\n- Standup is at 10:00"
+
+
+async def test_one_users_files_never_reach_another(files: FileMemory) -> None:
+    await files.remember("telegram:1", "the vault code is 4711", provenance=P)
+    await files.buffer([turn("telegram:1", "my vault code is 4711", "2026-03-01T10:00:00")])
+    # A look-alike name and a traversal attempt get their own, empty stores.
+    for other in ["telegram_1", "telegram:2", "../telegram:1", "_global"]:
+        assert "4711" not in await files.profile(other)
+        assert await files.recall(other, "vault code 4711") == []
+        assert await files.search(other, "vault code") == []
+    assert len(await files.search("telegram:1", "vault code")) == 2
+    # A group chat with the owner present sees nothing private either.
+    assert await files.recall("telegram:1", "vault code", private=False) == []
+    assert "4711" not in await files.profile("telegram:1", private=False)
+    # The legacy top-level daily logs belong to _global and are nobody's context.
+    (files.root / "2026-03-01.md").write_text("# 2026-03-01\n\n- 09:00 user: the vault code is 9999\n")
+    assert "9999" not in await files.profile("telegram:2")
+    assert await files.search("telegram:2", "vault code") == []
+
+
+async def test_search_ranks_and_cites_in_chinese_and_english(files: FileMemory) -> None:
+    files.root.mkdir(parents=True)
+    (files.root / "MEMORY.md").write_text("- 公司的部署流程在 wiki 上\n")
+    await files.remember("alice", "我的部署密码是 hunter2", provenance=P)
+    await files.remember("alice", "我喜欢喝咖啡", provenance=P)
+    await files.buffer([turn("alice", "The staging server runs Postgres 16", "2026-02-28T14:30:00")])
+    hits = await files.recall("alice", "我的部署密码是什么？")
+    assert hits[0].content == "我的部署密码是 hunter2"
+    assert "咖啡" not in " ".join(h.content for h in hits)
+    assert [h.content for h in await files.search("alice", "咖啡")] == ["我喜欢喝咖啡"]
+    [pg] = await files.search("alice", "which postgres version is on staging?")
+    assert pg.content == "14:30 user: The staging server runs Postgres 16" and pg.kind == "event"
+    assert pg.citation() == "[e3 · 2026-02-28 · 2026-02-28.md]"
+    shared = await files.search("alice", "部署流程")
+    assert shared[0].provenance.refs == ("shared MEMORY.md",)
+
+
+async def test_recall_only_reads_the_last_week_but_search_reads_all(files: FileMemory) -> None:
+    await files.buffer([turn("alice", "we picked Kubernetes", "2026-01-10T08:00:00")])
+    assert await files.recall("alice", "kubernetes") == []
+    assert [h.date for h in await files.search("alice", "kubernetes")] == ["2026-01-10"]
+
+
+HOSTILE = ['"', 'NEAR(a b', "*", "^x", "col:x", "AND OR NOT", "😀🔥", "\ud800x\udfff", "\x00", "x" * 1_000_000, ""]
+
+
+@pytest.mark.parametrize("text", HOSTILE, ids=range(len(HOSTILE)))
+async def test_hostile_text_is_data(files: FileMemory, text: str) -> None:
+    await files.buffer([turn("alice", text + " tail", "2026-03-01T08:00:00")])
+    if text.strip("\x00"):
+        await files.remember("alice", text, provenance=P)
+    for h in await files.search("alice", text) + await files.recall("alice", text):
+        assert h.score > 0
+    assert isinstance(await files.profile("alice"), str)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.text(max_size=80))
+async def test_search_never_raises(tmp_path: Path, text: str) -> None:
+    files = FileMemory(tmp_path / "hypo", ManualClock("2026-03-01T12:00:00Z"))
+    if not (files.user_dir("u") / "MEMORY.md").exists():
+        await files.remember("u", "密码 password NEAR( \"x\" 😀", provenance=P)
+    await files.search("u", text)
+    await files.recall("u", text, private=False)
+
+
+async def test_clock_decides_the_day_in_the_configured_timezone(tmp_path: Path) -> None:
+    from zoneinfo import ZoneInfo
+
+    clock = ManualClock("2026-03-01T17:30:00Z")
+    files = FileMemory(tmp_path, clock, tz=ZoneInfo("Asia/Shanghai"))
+    await files.buffer([turn("u", "late night")])
+    assert (files.user_dir("u") / "2026-03-02.md").read_text().endswith("- 01:30 user: late night\n")
+    clock.advance(timedelta(days=10))
+    assert "late night" not in await files.profile("u")
