@@ -1,0 +1,276 @@
+"""Files -> SQLite (seed 000 §12.2): what the file store wrote comes into the
+engine, so switching ``memory.enabled`` off and on again loses nothing.
+
+* ``MEMORY.md`` lines -> Tier 1 memories (``identity``, importance 1.0,
+  source ``migration``), one per line; headings and blank lines skipped.
+* ``YYYY-MM-DD.md`` -> one Tier 3 event per file.
+* Owners follow the file store's layout (:mod:`memory.filestore`): the
+  top-level files are ``_global``'s, ``users/<slug>/`` belongs to the user
+  named in its ``.owner`` file. A directory whose ``.owner`` is missing or
+  does not match its slug is skipped and reported, never guessed.
+
+Idempotence. A ledger in the ``meta`` table records, per file, its size,
+mtime and SHA-256 and what was imported from it, written in the same
+transaction as the imported rows. So:
+
+* an unchanged file costs one ``stat`` (the gateway runs this at every
+  start);
+* a MEMORY.md line is imported once, ever: a fact later archived or purged in
+  SQLite does not come back while the line stays in the file;
+* a line whose wording already exists as an active memory of that owner is
+  not duplicated;
+* a daily file that *grew* (the file store appended more turns of the same
+  day) adds one more event holding only the new part, so the day's events
+  together equal the file and an already compressed event is not redone;
+  a daily file that was *edited* otherwise replaces that day's migrated
+  events with one event of the whole file.
+
+Lines removed from a file are not removed from SQLite: after migration the
+database is the record, and ``myclaw memory delete`` edits it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import aiosqlite
+import structlog
+
+from .engine import MemoryEngine, MemoryNotFound, content_hash
+from .filestore import LONG_TERM, OWNER_FILE, USERS_DIR, MemoryFile, clean_line, clean_text, is_daily_name, user_slug
+from .tokens import estimate_tokens
+from .types import GLOBAL_OWNER, Category, NewMemory, Provenance, Source
+
+__all__ = ["MigrationReport", "discover", "migrate_files"]
+
+log = structlog.get_logger().bind(component="memory")
+
+_LEDGER_PREFIX = "migrated:"
+
+
+@dataclass
+class MigrationReport:
+    memories_added: int = 0
+    memories_skipped: int = 0  # already imported, or already stored with that wording
+    events_added: int = 0
+    events_replaced: int = 0  # daily files edited since their last import
+    events_skipped: int = 0  # empty, or identical event already stored
+    files_seen: int = 0
+    files_unchanged: int = 0
+    owners: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.memories_added or self.events_added or self.events_replaced)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _ledger_key(f: MemoryFile) -> str:
+    return _LEDGER_PREFIX + json.dumps([f.owner, f.name], ensure_ascii=False)
+
+
+def _ref(root: Path, f: MemoryFile) -> str:
+    return f.path.relative_to(root).as_posix()
+
+
+def discover(root: Path) -> tuple[list[tuple[str, Path]], list[str]]:
+    """``(owner, directory)`` pairs under ``<workspace>/memory``, and problems."""
+    found: list[tuple[str, Path]] = []
+    problems: list[str] = []
+    if root.is_dir():
+        found.append((GLOBAL_OWNER, root))
+    users = root / USERS_DIR
+    if users.is_dir():
+        for d in sorted(p for p in users.iterdir() if p.is_dir()):
+            try:
+                owner = (d / OWNER_FILE).read_text(encoding="utf-8").strip()
+            except (FileNotFoundError, UnicodeDecodeError):
+                owner = ""
+            if not owner:
+                problems.append(f"{USERS_DIR}/{d.name}: no {OWNER_FILE} file naming its user; skipped")
+            elif user_slug(owner) != d.name or owner == GLOBAL_OWNER:
+                problems.append(
+                    f"{USERS_DIR}/{d.name}: {OWNER_FILE} names {owner!r}, whose directory would be "
+                    f"{USERS_DIR}/{user_slug(owner)}; skipped"
+                )
+            else:
+                found.append((owner, d))
+    return found, problems
+
+
+def _files(owner: str, d: Path) -> list[MemoryFile]:
+    out = []
+    if (d / LONG_TERM).is_file():
+        out.append(MemoryFile(owner, d / LONG_TERM, None))
+    for p in sorted(d.iterdir()):
+        day = is_daily_name(p.name)
+        if day and p.is_file():
+            out.append(MemoryFile(owner, p, day))
+    return out
+
+
+async def _save_ledger(conn: aiosqlite.Connection, key: str, value: dict[str, Any]) -> None:
+    await conn.execute(
+        "INSERT INTO meta(key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+        (key, json.dumps(value, separators=(",", ":"))),
+    )
+
+
+def _sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+async def migrate_files(workspace: Path | str, engine: MemoryEngine) -> MigrationReport:
+    """Import ``<workspace>/memory`` into ``engine``; safe to run any number of times."""
+    root = Path(workspace) / "memory"
+    report = MigrationReport()
+    sources, report.problems = discover(root)
+    rows = await engine.db.fetchall("SELECT key, value FROM meta WHERE key >= ? AND key < ?", (_LEDGER_PREFIX, "migrated;"))
+    ledger: dict[str, dict[str, Any]] = {r["key"]: json.loads(r["value"]) for r in rows}
+    for owner, d in sources:
+        report.owners.append(owner)
+        for f in _files(owner, d):
+            report.files_seen += 1
+            key = _ledger_key(f)
+            entry = ledger.get(key)
+            st = f.path.stat()
+            if entry and entry.get("size") == st.st_size and entry.get("mtime_ns") == st.st_mtime_ns:
+                report.files_unchanged += 1
+                continue
+            data = f.path.read_bytes()
+            stamp = {"size": len(data), "sha256": _sha(data), "mtime_ns": st.st_mtime_ns}
+            if entry and entry.get("sha256") == stamp["sha256"]:
+                report.files_unchanged += 1  # touched, not changed: remember the new mtime
+                async with engine.db.transaction() as conn:
+                    await _save_ledger(conn, key, {**entry, **stamp})
+            elif f.day is None:
+                await _long_term(engine, root, f, data, stamp, entry, report)
+            else:
+                await _daily(engine, root, f, data, stamp, entry, report)
+    for p in report.problems:
+        log.warning("migration skipped a directory", problem=p)
+    if report.changed:
+        log.info(
+            "files migrated",
+            memories=report.memories_added,
+            events=report.events_added,
+            replaced=report.events_replaced,
+        )
+    return report
+
+
+async def _long_term(
+    engine: MemoryEngine,
+    root: Path,
+    f: MemoryFile,
+    data: bytes,
+    stamp: dict[str, Any],
+    entry: dict[str, Any] | None,
+    report: MigrationReport,
+) -> None:
+    known: set[str] = set((entry or {}).get("lines", []))
+    new: list[NewMemory] = []
+    for line in data.decode("utf-8", "replace").splitlines():
+        fact = clean_line(line)
+        if not fact:
+            continue
+        h = content_hash(fact)
+        if h in known:
+            report.memories_skipped += 1
+            continue
+        known.add(h)
+        if await engine.find_same(f.owner, fact) is not None:
+            report.memories_skipped += 1
+            continue
+        new.append(
+            NewMemory(
+                owner=f.owner,
+                content=fact,
+                tier=1,
+                category=Category.IDENTITY,
+                importance=1.0,
+                topic="_profile",
+                source=Source.MIGRATION,
+                provenance=Provenance(refs=(_ref(root, f),)),
+            )
+        )
+    # Rows and ledger in one transaction: a crash leaves neither or both.
+    async with engine.db.transaction() as conn:
+        for m in new:
+            await engine.add(m, conn=conn)
+        await _save_ledger(conn, _ledger_key(f), {**stamp, "lines": sorted(known)})
+    report.memories_added += len(new)
+
+
+def _summary(text: str, day: str) -> str:
+    lines = clean_text(text).strip().splitlines()
+    if lines and lines[0].strip() == f"# {day}":
+        lines = lines[1:]  # the file store's own heading repeats the date
+    return "\n".join(lines).strip()
+
+
+async def _daily(
+    engine: MemoryEngine,
+    root: Path,
+    f: MemoryFile,
+    data: bytes,
+    stamp: dict[str, Any],
+    entry: dict[str, Any] | None,
+    report: MigrationReport,
+) -> None:
+    day = f.day or ""
+    ids: list[int] = list((entry or {}).get("events", []))
+    grew = (
+        entry is not None
+        and len(data) > int(entry.get("size", 0))
+        and _sha(data[: int(entry.get("size", 0))]) == entry.get("sha256")
+    )
+    if grew:
+        assert entry is not None
+        text, replace = data[int(entry["size"]) :].decode("utf-8", "replace"), False
+    else:
+        text, replace = data.decode("utf-8", "replace"), entry is not None
+    summary = _summary(text, day)
+    prov = Provenance(refs=(_ref(root, f),), date_from=day, date_to=day)
+    async with engine.db.transaction() as conn:
+        if replace:
+            for eid in ids:
+                try:
+                    await engine.delete_event(eid, conn=conn)
+                except MemoryNotFound:
+                    pass  # already gone (deleted by hand or by retention)
+            ids = []
+        same = None
+        if summary and entry is None:
+            # First sight of this file: an identical event may exist from an
+            # older import that left no ledger.
+            same = next(
+                (e for e in await engine.events(f.owner, date_from=day, date_to=day) if e.summary == summary), None
+            )
+        if not summary or same is not None:
+            report.events_skipped += 1
+            if same is not None:
+                ids.append(same.id)
+        else:
+            ev = await engine.add_event(
+                f.owner,
+                day,
+                summary,
+                channel="migration",
+                raw_tokens=estimate_tokens(summary),
+                provenance=prov,
+                conn=conn,
+            )
+            ids.append(ev.id)
+            if replace:
+                report.events_replaced += 1
+            else:
+                report.events_added += 1
+        await _save_ledger(conn, _ledger_key(f), {**stamp, "events": ids})
