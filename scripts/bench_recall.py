@@ -484,7 +484,10 @@ class Result:
 
 async def run_corpus(corpus: Corpus, db_dir: Path, result: Result) -> None:
     clock = ManualClock()
-    engine = await MemoryEngine.open(db_dir / f"{corpus.name}.db", clock)
+    path = db_dir / f"{corpus.name}.db"
+    for stale in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
+        stale.unlink(missing_ok=True)  # a kept --db-dir from an earlier run
+    engine = await MemoryEngine.open(path, clock)
     try:
         await engine.add_many(corpus.memories)
         retriever = Retriever(engine, max_hits=TOP_K)
@@ -616,7 +619,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--json", type=Path, help="write the results as JSON to this file")
     ap.add_argument("--only", action="append", choices=SETS, help="run only this set (repeatable)")
     ap.add_argument("--limit-conversations", type=int, metavar="N", help="only the first N LoCoMo conversations")
-    ap.add_argument("--db-dir", type=Path, help="keep the SQLite files here instead of a temp dir")
+    ap.add_argument("--db-dir", type=Path, help="keep the SQLite files here instead of a temp dir (overwritten per run)")
     args = ap.parse_args(argv)
     if not args.data.is_dir():
         ap.error(f"--data {args.data} is not a directory")
