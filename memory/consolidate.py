@@ -1,0 +1,167 @@
+"""Dedup and supersede: how a new fact meets the memories already stored.
+
+* A fact that restates a stored one (same wording after normalisation, or
+  the model says ``same_as``) *reinforces* it: importance up, ``updated_at``
+  and access bumped; no new row. "User prefers Chinese" ten times is one
+  memory.
+* A fact that replaces a stored one (the model says ``updates``) is added
+  and the old row becomes ``superseded`` with ``superseded_by`` pointing at
+  the new one; only active rows are indexed, so retrieval shows the current
+  fact and the history stays.
+
+The model sees candidates found by search under local numbers 1..N (never
+database ids, which it could invent or mistype into someone else's row);
+:class:`CandidateSet` maps the numbers back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import aiosqlite
+import structlog
+
+from .changelog import write_log
+from .engine import MemoryEngine, content_hash, row_to_memory
+from .llm import Candidate, Fact
+from .retrieval import Retriever
+from .types import Memory, NewMemory, Provenance, Source
+
+__all__ = ["Applied", "CandidateSet", "Consolidator"]
+
+log = structlog.get_logger().bind(component="memory")
+
+REINFORCE_STEP = 0.05
+"""How much a restatement raises importance (capped at 1.0)."""
+
+
+@dataclass(frozen=True)
+class CandidateSet:
+    memories: tuple[Memory, ...] = ()
+
+    def for_prompt(self) -> list[Candidate]:
+        return [
+            Candidate(n=i, content=m.content, category=m.category.value, importance=m.importance)
+            for i, m in enumerate(self.memories, start=1)
+        ]
+
+    def get(self, n: int | None) -> Memory | None:
+        if n is None or not 1 <= n <= len(self.memories):
+            return None
+        return self.memories[n - 1]
+
+
+@dataclass
+class Applied:
+    added: list[int] = field(default_factory=list)
+    reinforced: list[int] = field(default_factory=list)
+    superseded: list[tuple[int, int]] = field(default_factory=list)  # (old, new)
+
+
+class Consolidator:
+    def __init__(
+        self,
+        engine: MemoryEngine,
+        retriever: Retriever | None = None,
+        *,
+        max_candidates: int = 20,
+        per_query: int = 5,
+        max_queries: int = 20,
+    ) -> None:
+        self.engine = engine
+        self.retriever = retriever or Retriever(engine)
+        self.max_candidates = max_candidates
+        self.per_query = per_query
+        self.max_queries = max_queries
+
+    async def candidates(self, owner: str, texts: Sequence[str]) -> CandidateSet:
+        """The owner's Tier 2 facts that the texts are most about."""
+        best: dict[int, float] = {}
+        for text in list(texts)[-self.max_queries :]:
+            for hit in await self.retriever.retrieve(owner, text, limit=self.per_query):
+                best[hit.id] = max(best.get(hit.id, 0.0), hit.score)
+        ranked = sorted(best, key=lambda i: -best[i])
+        mems = await self.engine.get_many(ranked)
+        # Only the owner's own active facts: a user's chat never rewrites
+        # _global memories or the Tier 1 profile (refreshed weekly from Tier 2).
+        chosen = [
+            mems[i] for i in ranked if i in mems and mems[i].owner == owner and mems[i].tier == 2
+            and mems[i].status.value == "active"
+        ]
+        return CandidateSet(tuple(chosen[: self.max_candidates]))
+
+    async def apply(
+        self,
+        conn: aiosqlite.Connection,
+        owner: str,
+        facts: Sequence[Fact],
+        cands: CandidateSet,
+        *,
+        provenance: Provenance,
+        source: Source = Source.EXTRACTION,
+        job: str = "extraction",
+    ) -> Applied:
+        """Write ``facts`` inside the caller's transaction."""
+        out = Applied()
+        at = self.engine.now()
+        for fact in facts:
+            replaced = cands.get(fact.updates)
+            same = None if replaced else cands.get(fact.same_as)
+            if same is not None and not await self._active(conn, same.id):
+                same = None
+            if same is None:
+                same = await self._same_wording(conn, owner, fact.content)
+            if same is not None and (replaced is None or same.id != replaced.id):
+                await self._reinforce(conn, same, fact)
+                out.reinforced.append(same.id)
+                await write_log(
+                    conn, at=at, job=job, owner=owner, action="reinforce", memory_id=same.id,
+                    detail={"restated": fact.content},
+                )
+                continue
+            new = await self.engine.add(
+                NewMemory(
+                    owner=owner,
+                    content=fact.content,
+                    category=fact.category,
+                    importance=fact.importance,
+                    project=fact.project,
+                    topic=fact.topic,
+                    source=source,
+                    provenance=provenance,
+                ),
+                conn=conn,
+            )
+            out.added.append(new.id)
+            await write_log(conn, at=at, job=job, owner=owner, action="add", memory_id=new.id, detail=fact.content)
+            if replaced is not None and await self._active(conn, replaced.id):
+                await self.engine.set_status(replaced.id, "superseded", superseded_by=new.id, conn=conn)
+                out.superseded.append((replaced.id, new.id))
+                await write_log(
+                    conn, at=at, job=job, owner=owner, action="supersede", memory_id=replaced.id,
+                    detail={"old": replaced.content, "new": fact.content, "by": new.id},
+                )
+        return out
+
+    async def _active(self, conn: aiosqlite.Connection, memory_id: int) -> bool:
+        async with conn.execute("SELECT status FROM memories WHERE id = ?", (memory_id,)) as cur:
+            row = await cur.fetchone()
+        return row is not None and row["status"] == "active"
+
+    async def _same_wording(self, conn: aiosqlite.Connection, owner: str, content: str) -> Memory | None:
+        # On the writer connection: sees facts added earlier in this batch.
+        async with conn.execute(
+            "SELECT * FROM memories WHERE owner = ? AND content_hash = ? AND status = 'active' AND tier = 2 "
+            "ORDER BY id LIMIT 1",
+            (owner, content_hash(content)),
+        ) as cur:
+            row = await cur.fetchone()
+        return row_to_memory(row) if row else None
+
+    async def _reinforce(self, conn: aiosqlite.Connection, m: Memory, fact: Fact) -> None:
+        async with conn.execute("SELECT importance FROM memories WHERE id = ?", (m.id,)) as cur:
+            row = await cur.fetchone()
+        current = float(row["importance"]) if row else m.importance
+        importance = min(1.0, max(current + REINFORCE_STEP, fact.importance))
+        await self.engine.update(m.id, importance=round(importance, 3), touch=True, conn=conn)

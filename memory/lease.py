@@ -1,0 +1,125 @@
+"""Job interlock (seed 002 4.4): a lease row in ``job_leases`` with an expiry.
+
+Daily and weekly compression take the same lease, so they never write at the
+same time, even from two processes (the gateway's scheduler and a hand-run
+``myclaw memory compress``). A holder that dies leaves a lease that expires;
+the next job takes it over. A job that overruns its time limit is cancelled
+("fails fast") and the lease is released in ``finally``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from datetime import timedelta
+
+import structlog
+
+from .clock import Clock, format_ts, parse_ts
+from .db import Database
+
+__all__ = ["Lease", "LeaseBusy", "LeaseLost", "Leases", "JobTimeout"]
+
+log = structlog.get_logger().bind(component="memory")
+
+
+class LeaseBusy(Exception):
+    """Another holder has the lease and it has not expired."""
+
+    def __init__(self, name: str, holder: str, expires_at: str) -> None:
+        super().__init__(f"job lease {name!r} is held by {holder} until {expires_at}")
+        self.name, self.holder, self.expires_at = name, holder, expires_at
+
+
+class LeaseLost(Exception):
+    """Our lease expired and someone else took it; stop writing."""
+
+
+class JobTimeout(Exception):
+    """The job ran past its time limit and was stopped."""
+
+
+@dataclass
+class Lease:
+    name: str
+    holder: str
+    expires_at: str
+    _leases: Leases
+
+    async def renew(self) -> None:
+        """Extend the lease; raises :class:`LeaseLost` if it is no longer ours."""
+        await self._leases.renew(self)
+
+    async def release(self) -> None:
+        await self._leases.release(self)
+
+
+class Leases:
+    def __init__(self, db: Database, clock: Clock, *, ttl: timedelta = timedelta(minutes=15)) -> None:
+        self.db = db
+        self.clock = clock
+        self.ttl = ttl
+
+    @staticmethod
+    def new_holder(job: str) -> str:
+        return f"{job}@{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+    async def acquire(self, name: str, holder: str, *, ttl: timedelta | None = None) -> Lease:
+        now = self.clock.now()
+        expires = format_ts(now + (ttl or self.ttl))
+        async with self.db.transaction() as conn:
+            async with conn.execute("SELECT holder, expires_at FROM job_leases WHERE name = ?", (name,)) as cur:
+                row = await cur.fetchone()
+            if row is not None and row["holder"] != holder:
+                if parse_ts(row["expires_at"]) > now:
+                    raise LeaseBusy(name, row["holder"], row["expires_at"])
+                log.warning("job lease expired; taking over", lease=name, previous=row["holder"])
+            await conn.execute(
+                "INSERT INTO job_leases(name, holder, expires_at) VALUES (?, ?, ?) "
+                "ON CONFLICT(name) DO UPDATE SET holder = excluded.holder, expires_at = excluded.expires_at",
+                (name, holder, expires),
+            )
+        return Lease(name, holder, expires, self)
+
+    async def renew(self, lease: Lease, *, ttl: timedelta | None = None) -> None:
+        expires = format_ts(self.clock.now() + (ttl or self.ttl))
+        async with self.db.transaction() as conn:
+            cur = await conn.execute(
+                "UPDATE job_leases SET expires_at = ? WHERE name = ? AND holder = ?",
+                (expires, lease.name, lease.holder),
+            )
+            if cur.rowcount == 0:
+                raise LeaseLost(f"job lease {lease.name!r} was taken over")
+        lease.expires_at = expires
+
+    async def release(self, lease: Lease) -> None:
+        # Only our own row: after a takeover the lease belongs to someone else.
+        async with self.db.transaction() as conn:
+            await conn.execute("DELETE FROM job_leases WHERE name = ? AND holder = ?", (lease.name, lease.holder))
+
+    async def holder(self, name: str) -> tuple[str, str] | None:
+        row = await self.db.fetchone("SELECT holder, expires_at FROM job_leases WHERE name = ?", (name,))
+        return (row["holder"], row["expires_at"]) if row else None
+
+    @asynccontextmanager
+    async def hold(
+        self, name: str, job: str, *, ttl: timedelta | None = None, timeout: float | None = None
+    ) -> AsyncIterator[Lease]:
+        """Hold ``name`` for the body; the body is cancelled after ``timeout``
+        seconds (raising :class:`JobTimeout`); the lease is always released."""
+        lease = await self.acquire(name, self.new_holder(job), ttl=ttl)
+        try:
+            if timeout is None:
+                yield lease
+            else:
+                try:
+                    async with asyncio.timeout(timeout):
+                        yield lease
+                except TimeoutError as exc:
+                    raise JobTimeout(f"{job} ran longer than {timeout:g}s; stopped") from exc
+        finally:
+            await asyncio.shield(self.release(lease))

@@ -1,0 +1,551 @@
+"""The memory model client (seed 11): one structured JSON completion per call.
+
+Separate from the gateway's chat client on purpose: the write path has its
+own model, endpoint and budget (``memory.model`` / ``memory.provider`` /
+``memory.maxTokens``), and ``memory`` must not import ``gateway``.
+
+Real models do not always return clean JSON. :func:`parse_json_object`
+accepts JSON in code fences or with prose around it; :func:`normalize_fact`
+repairs what can be repaired (category aliases, importance given as text or
+out of range, project/topic as short slugs, over-long content) and rejects,
+with a log line, what cannot. The caller keeps its input (the extraction
+buffer) whenever a call fails, so a bad answer is retried, never lost.
+
+Exceptions::
+
+    MemoryLLMError
+    ├── LLMUnavailable   transport error, timeout, 429/5xx, bad status
+    └── LLMBadOutput     the reply is not a usable JSON object
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import unicodedata
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import httpx
+import structlog
+
+from .tokens import estimate_tokens
+from .types import Category
+
+__all__ = [
+    "Candidate",
+    "Extraction",
+    "Fact",
+    "LLMBadOutput",
+    "LLMUnavailable",
+    "MemoryLLM",
+    "MemoryLLMError",
+    "MergeResult",
+    "MergedFact",
+    "ProfileEntry",
+    "dominant_language",
+    "normalize_fact",
+    "parse_json_object",
+    "slug",
+]
+
+log = structlog.get_logger().bind(component="memory")
+
+MAX_FACT_CHARS = 300
+"""Seed 6.4 asks for facts of at most 100 characters; we allow slack and cut
+longer text at a sentence or word boundary instead of rejecting it."""
+MAX_SUMMARY_CHARS = 600
+MAX_SLUG_CHARS = 32
+
+
+class MemoryLLMError(Exception):
+    """A memory LLM call did not produce a usable answer."""
+
+
+class LLMUnavailable(MemoryLLMError):
+    """The endpoint could not be reached or answered with an error status."""
+
+
+class LLMBadOutput(MemoryLLMError):
+    """The endpoint answered, but not with a JSON object we can use."""
+
+
+# -- parsing and normalisation --------------------------------------------
+
+_FENCE = re.compile(r"```(?:json|JSON)?\s*\n?(.*?)```", re.S)
+
+
+def parse_json_object(text: str) -> dict[str, Any]:
+    """The first JSON object in ``text``: bare, fenced or surrounded by prose."""
+    if not isinstance(text, str) or not text.strip():
+        raise LLMBadOutput("empty reply")
+    tries = [text.strip(), *(m.group(1).strip() for m in _FENCE.finditer(text))]
+    for t in tries:
+        try:
+            obj = json.loads(t)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(obj, dict):
+            return obj
+    # Prose around the object: decode from each '{' until one parses.
+    decoder = json.JSONDecoder()
+    for m in re.finditer(r"\{", text):
+        try:
+            obj, _ = decoder.raw_decode(text, m.start())
+        except json.JSONDecodeError:
+            continue
+        if isinstance(obj, dict):
+            return obj
+    raise LLMBadOutput(f"no JSON object in reply: {text[:120]!r}")
+
+
+_CATEGORY_ALIASES: dict[str, Category] = {
+    "credentials": Category.CREDENTIAL,
+    "secret": Category.CREDENTIAL,
+    "password": Category.CREDENTIAL,
+    "profile": Category.IDENTITY,
+    "personal": Category.IDENTITY,
+    "preference": Category.IDENTITY,
+    "preferences": Category.IDENTITY,
+    "setting": Category.CONFIG,
+    "settings": Category.CONFIG,
+    "configuration": Category.CONFIG,
+    "fix": Category.SOLUTION,
+    "howto": Category.SOLUTION,
+    "choice": Category.DECISION,
+    "plan": Category.DECISION,
+    "chat": Category.CONVERSATION,
+    "temporary": Category.TEMP,
+    "bug": Category.DEBUG,
+    "error": Category.DEBUG,
+}
+
+# Seed 6.4: identity 1.0, decision 0.8, event 0.5, temp 0.2.
+_DEFAULT_IMPORTANCE: dict[Category, float] = {
+    Category.IDENTITY: 1.0,
+    Category.CONFIG: 0.8,
+    Category.CREDENTIAL: 0.9,
+    Category.DECISION: 0.8,
+    Category.SOLUTION: 0.7,
+    Category.EVENT: 0.5,
+    Category.CONVERSATION: 0.4,
+    Category.TEMP: 0.2,
+    Category.DEBUG: 0.3,
+}
+_WORD_IMPORTANCE = {"critical": 1.0, "high": 0.8, "medium": 0.5, "normal": 0.5, "low": 0.2}
+
+
+def _category(raw: Any) -> tuple[Category, str | None]:
+    if isinstance(raw, str):
+        key = raw.strip().lower()
+        if key in Category._value2member_map_:
+            return Category(key), None
+        if key in _CATEGORY_ALIASES:
+            return _CATEGORY_ALIASES[key], None
+    # Unknown or missing: the fact is still worth keeping; "event" is the
+    # middle decay class, so a mislabelled fact neither lives forever nor
+    # vanishes in a week.
+    return Category.EVENT, f"unknown category {raw!r}"
+
+
+def _importance(raw: Any, cat: Category) -> tuple[float, str | None]:
+    if isinstance(raw, bool) or raw is None:
+        return _DEFAULT_IMPORTANCE[cat], None if raw is None else f"importance {raw!r}"
+    if isinstance(raw, str):
+        word = raw.strip().lower()
+        if word in _WORD_IMPORTANCE:
+            return _WORD_IMPORTANCE[word], None
+        try:
+            raw = float(word.rstrip("%")) / (100 if word.endswith("%") else 1)
+        except ValueError:
+            return _DEFAULT_IMPORTANCE[cat], f"importance {raw!r}"
+    if not isinstance(raw, int | float) or raw != raw:  # NaN
+        return _DEFAULT_IMPORTANCE[cat], f"importance {raw!r}"
+    value = float(raw)
+    if 0.0 <= value <= 1.0:
+        return value, None
+    return min(1.0, max(0.0, value)), f"importance {raw!r} clamped"
+
+
+def slug(raw: Any, default: str) -> str:
+    """A short partition key: lower case, words joined by '-', CJK kept."""
+    if not isinstance(raw, str):
+        return default
+    text = unicodedata.normalize("NFKC", raw).strip().lower()
+    text = re.sub(r"[^\w\u4e00-\u9fff]+", "-", text).strip("-_")
+    text = text[:MAX_SLUG_CHARS].strip("-")
+    if not text or text in {"none", "null", "n-a", "unknown", "general", "global"}:
+        return default
+    return text
+
+
+def _cut(text: str, limit: int) -> str:
+    """Cut at the last sentence end, else word break, before ``limit``."""
+    if len(text) <= limit:
+        return text
+    head = text[:limit]
+    for marks in ("。！？.!?；;", "，, "):
+        pos = max(head.rfind(c) for c in marks)
+        if pos >= limit // 2:
+            return head[: pos + 1].rstrip(" ,，")
+    return head.rstrip()
+
+
+@dataclass(frozen=True)
+class Fact:
+    """A validated fact from the model.
+
+    ``same_as`` / ``updates`` are the *local* candidate numbers (1..N) the
+    model was shown, never database ids.
+    """
+
+    content: str
+    category: Category = Category.EVENT
+    importance: float = 0.5
+    project: str = "_global"
+    topic: str = "_general"
+    same_as: int | None = None
+    updates: int | None = None
+
+
+def _ref(raw: Any) -> int | None:
+    if isinstance(raw, bool):
+        return None
+    if isinstance(raw, str) and raw.strip().lstrip("#").isdigit():
+        raw = int(raw.strip().lstrip("#"))
+    return raw if isinstance(raw, int) and raw > 0 else None
+
+
+def normalize_fact(raw: Any) -> Fact | None:
+    """Repair one fact from the model, or ``None`` (logged) if hopeless."""
+    if isinstance(raw, str):
+        raw = {"content": raw}
+    if not isinstance(raw, dict):
+        log.warning("memory llm: fact rejected", reason="not an object", value=repr(raw)[:120])
+        return None
+    content = raw.get("content", raw.get("fact", raw.get("text")))
+    if isinstance(content, int | float) and not isinstance(content, bool):
+        content = str(content)
+    if not isinstance(content, str) or not content.strip():
+        log.warning("memory llm: fact rejected", reason="no content", value=repr(raw)[:120])
+        return None
+    content = " ".join(content.replace("\x00", "").split())
+    notes: list[str] = []
+    if len(content) > MAX_FACT_CHARS:
+        content = _cut(content, MAX_FACT_CHARS)
+        notes.append("content cut")
+    cat, note = _category(raw.get("category"))
+    if note:
+        notes.append(note)
+    imp, note = _importance(raw.get("importance"), cat)
+    if note:
+        notes.append(note)
+    if notes:
+        log.info("memory llm: fact repaired", repairs=notes)
+    return Fact(
+        content=content,
+        category=cat,
+        importance=round(imp, 3),
+        project=slug(raw.get("project"), "_global"),
+        topic=slug(raw.get("topic"), "_general"),
+        same_as=_ref(raw.get("same_as")),
+        updates=_ref(raw.get("updates")),
+    )
+
+
+def _facts(obj: dict[str, Any], key: str = "facts") -> list[Fact]:
+    raw = obj.get(key)
+    if raw is None:
+        return []
+    if not isinstance(raw, list):
+        raw = [raw]
+    return [f for f in (normalize_fact(x) for x in raw) if f is not None]
+
+
+def dominant_language(text: str) -> str:
+    """``"Chinese"`` when Han characters dominate the letters, else ``"English"``
+    (a hint only; the prompt also tells the model to follow the text)."""
+    han = sum(1 for c in text if "\u4e00" <= c <= "\u9fff")
+    latin = sum(1 for c in text if c.isascii() and c.isalpha())
+    # A Han character carries about a word; four Latin letters do.
+    return "Chinese" if han * 4 >= latin and han > 0 else "English"
+
+
+# -- results -----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """An existing memory shown to the model under a local number."""
+
+    n: int
+    content: str
+    category: str = "event"
+    importance: float = 0.5
+
+
+@dataclass(frozen=True)
+class Extraction:
+    facts: list[Fact]
+    summary: str
+
+
+@dataclass(frozen=True)
+class MergedFact:
+    fact: Fact
+    sources: tuple[int, ...]  # local numbers of the input facts it replaces
+
+
+@dataclass(frozen=True)
+class MergeResult:
+    facts: list[MergedFact]
+    dropped: dict[int, str]  # local number -> reason
+
+
+@dataclass(frozen=True)
+class ProfileEntry:
+    content: str
+    category: Category
+
+
+@dataclass
+class Usage:
+    calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    failures: int = 0
+    by_kind: dict[str, int] = field(default_factory=dict)
+
+
+# -- prompts -----------------------------------------------------------------
+
+_CATS = "identity/config/credential/decision/solution/event/conversation/temp/debug"
+
+EXTRACT_SYSTEM = f"""You are a memory extraction engine. From the conversation, extract facts worth remembering long term.
+
+Rules:
+1. Only facts stated explicitly; never guess.
+2. Each fact is one self-contained sentence of at most 100 characters.
+3. LANGUAGE: write every fact and the summary in the same language as the conversation. A Chinese conversation gives Chinese facts; an English one gives English facts. Never translate.
+4. Label each fact with project and topic (short lowercase slugs, e.g. "myclaw", "deploy"; "_global" / "_general" when none), category ({_CATS}) and importance in [0.0, 1.0] (identity 1.0, technical decision 0.8, ordinary event 0.5, temporary 0.2).
+5. Existing memories are listed with numbers. If a fact only restates existing memory N, set "same_as": N. If it replaces or contradicts existing memory N (moved, switched tools, changed a setting), set "updates": N. Otherwise omit both.
+6. Also write a summary of the conversation of at most 200 characters.
+
+Reply with one JSON object only:
+{{"facts": [{{"content": "...", "project": "...", "topic": "...", "category": "...", "importance": 0.8, "same_as": null, "updates": null}}], "summary": "..."}}"""
+
+MERGE_SYSTEM = f"""You consolidate a user's stored memories of one project/topic. Input facts are numbered.
+
+Rules:
+1. Merge facts that say the same thing; when facts contradict, keep the newest (higher number is newer).
+2. Every output fact lists in "from" the numbers of ALL input facts it replaces. An input fact you keep unchanged is output with "from": [its number].
+3. An input fact that is obsolete or worthless goes into "drop" with a reason. Every input number must appear in some "from" or in "drop".
+4. Keep the language of the facts; never translate. Categories: {_CATS}. Importance in [0.0, 1.0].
+
+Reply with one JSON object only:
+{{"facts": [{{"content": "...", "category": "...", "importance": 0.8, "from": [1, 3]}}], "drop": [{{"n": 2, "reason": "..."}}]}}"""
+
+PROFILE_SYSTEM = f"""You maintain a user's core profile: at most 100 short entries that are worth reading before every conversation (identity, stable preferences, configuration, key decisions).
+
+Given the current profile and important facts, return the complete new profile. Keep entries that still hold, add what is new and important, remove what is outdated. Keep the language of the facts; never translate. Categories: {_CATS}.
+
+Reply with one JSON object only:
+{{"entries": [{{"content": "...", "category": "identity"}}]}}"""
+
+
+def _numbered(cands: Sequence[Candidate]) -> str:
+    return "\n".join(f"{c.n}. [{c.category}, {c.importance:.1f}] {c.content}" for c in cands)
+
+
+# -- the client ----------------------------------------------------------------
+
+
+class MemoryLLM:
+    """An OpenAI-compatible JSON completion client for the write path."""
+
+    def __init__(
+        self,
+        *,
+        base_url: str,
+        model: str,
+        api_key: str = "",
+        max_tokens: int = 2048,
+        temperature: float = 0.2,
+        timeout: float = 60.0,
+        retries: int = 1,
+        retry_delay: float = 1.0,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        self.model = model
+        self.max_tokens = max_tokens
+        self.temperature = temperature
+        self.retries = retries
+        self.retry_delay = retry_delay
+        self.usage = Usage()
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self._client = httpx.AsyncClient(
+            base_url=base_url.rstrip("/") + "/", headers=headers, timeout=timeout, transport=transport
+        )
+
+    @classmethod
+    def from_config(cls, cfg: Any, **overrides: Any) -> MemoryLLM:
+        """Build from a ``gateway.config.Config`` (duck-typed: memory must not
+        import gateway). The memory provider/model/maxTokens fall back to the
+        main ones inside ``Config``."""
+        prov = cfg.memory_provider()
+        kwargs: dict[str, Any] = dict(
+            base_url=prov.base_url,
+            api_key=prov.api_key.get_secret_value(),
+            model=cfg.memory_model(),
+            max_tokens=cfg.memory_max_tokens(),
+            timeout=prov.timeout.total_seconds(),
+            retries=min(prov.max_retries, 2),
+        )
+        kwargs.update(overrides)
+        return cls(**kwargs)
+
+    async def aclose(self) -> None:
+        await self._client.aclose()
+
+    async def __aenter__(self) -> MemoryLLM:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def complete_json(self, system: str, user: str, *, kind: str = "json") -> dict[str, Any]:
+        """One chat completion in JSON mode, parsed into an object."""
+        body = {
+            "model": self.model,
+            "messages": [{"role": "system", "content": system}, {"role": "user", "content": user}],
+            "max_tokens": self.max_tokens,
+            "temperature": self.temperature,
+            "response_format": {"type": "json_object"},
+        }
+        self.usage.by_kind[kind] = self.usage.by_kind.get(kind, 0) + 1
+        attempt = 0
+        while True:
+            attempt += 1
+            self.usage.calls += 1
+            try:
+                content = await self._post(body)
+                return parse_json_object(content)
+            except LLMUnavailable as exc:
+                self.usage.failures += 1
+                if attempt > self.retries:
+                    raise
+                log.info("memory llm: retrying", kind=kind, attempt=attempt, error=str(exc))
+                await asyncio.sleep(self.retry_delay * attempt)
+            except LLMBadOutput:
+                self.usage.failures += 1
+                raise
+
+    async def _post(self, body: dict[str, Any]) -> str:
+        try:
+            resp = await self._client.post("chat/completions", json=body)
+        except httpx.TimeoutException as exc:
+            raise LLMUnavailable(f"timeout: {type(exc).__name__}") from exc
+        except httpx.HTTPError as exc:
+            raise LLMUnavailable(f"transport: {type(exc).__name__}: {exc}") from exc
+        if resp.status_code != 200:
+            raise LLMUnavailable(f"HTTP {resp.status_code}: {resp.text[:200]}")
+        try:
+            data = resp.json()
+            content = data["choices"][0]["message"]["content"]
+        except (ValueError, KeyError, IndexError, TypeError) as exc:
+            raise LLMBadOutput(f"not a chat completion: {resp.text[:200]!r}") from exc
+        usage = data.get("usage") or {}
+        prompt = usage.get("prompt_tokens")
+        self.usage.prompt_tokens += (
+            int(prompt) if isinstance(prompt, int) else sum(estimate_tokens(m["content"]) for m in body["messages"])
+        )
+        comp = usage.get("completion_tokens")
+        self.usage.completion_tokens += int(comp) if isinstance(comp, int) else estimate_tokens(content or "")
+        if not isinstance(content, str):
+            raise LLMBadOutput("reply has no text content")
+        return content
+
+    # -- the three calls of seed 11.1 ------------------------------------------
+
+    async def extract(
+        self, conversation: str, candidates: Sequence[Candidate] = (), *, source: str = "conversation"
+    ) -> Extraction:
+        """Facts and a summary from a conversation (or from event summaries)."""
+        lang = dominant_language(conversation)
+        parts = [
+            f"The {source} below is mainly in {lang}: write the facts and the summary in {lang}.",
+            "",
+            "Existing memories:",
+            _numbered(candidates) or "(none)",
+            "",
+            f"{source.capitalize()}:",
+            conversation,
+        ]
+        obj = await self.complete_json(EXTRACT_SYSTEM, "\n".join(parts), kind="extract")
+        if "facts" not in obj and "summary" not in obj:
+            raise LLMBadOutput(f"extraction reply has neither facts nor summary: {str(obj)[:120]}")
+        facts = _facts(obj)
+        n = len(candidates)
+        # A number outside 1..N points at nothing the model was shown.
+        facts = [
+            replace(
+                f,
+                same_as=f.same_as if f.same_as and f.same_as <= n else None,
+                updates=f.updates if f.updates and f.updates <= n else None,
+            )
+            for f in facts
+        ]
+        summary = obj.get("summary")
+        summary = " ".join(summary.split()) if isinstance(summary, str) else ""
+        return Extraction(facts=facts, summary=_cut(summary, MAX_SUMMARY_CHARS))
+
+    async def merge(self, facts: Sequence[Candidate], *, partition: str = "") -> MergeResult:
+        """Deduplicate one partition; every input is accounted for or not."""
+        user = f"Partition: {partition}\n\nFacts:\n{_numbered(facts)}"
+        obj = await self.complete_json(MERGE_SYSTEM, user, kind="merge")
+        n = len(facts)
+        raw = obj.get("facts")
+        if not isinstance(raw, list):
+            raise LLMBadOutput("merge reply has no facts list")
+        merged: list[MergedFact] = []
+        for item in raw:
+            fact = normalize_fact(item)
+            src_raw = item.get("from") if isinstance(item, dict) else None
+            if not isinstance(src_raw, list):
+                src_raw = [src_raw]
+            sources = tuple(sorted({r for r in (_ref(x) for x in src_raw) if r is not None and r <= n}))
+            if fact is None:
+                continue
+            if not sources:
+                # A fact that replaces nothing was invented by the merge.
+                log.warning("memory llm: merged fact without sources rejected", content=fact.content[:80])
+                continue
+            merged.append(MergedFact(fact=fact, sources=sources))
+        dropped: dict[int, str] = {}
+        raw_drop = obj.get("drop") or []
+        for d in raw_drop if isinstance(raw_drop, list) else []:
+            num = _ref(d.get("n")) if isinstance(d, dict) else _ref(d)
+            reason = d.get("reason") if isinstance(d, dict) else None
+            if num is not None and num <= n:
+                dropped[num] = reason if isinstance(reason, str) and reason.strip() else "no reason given"
+        return MergeResult(facts=merged, dropped=dropped)
+
+    async def profile(self, current: Sequence[str], facts: Sequence[Candidate]) -> list[ProfileEntry]:
+        """The new Tier 1 profile from the current one and important facts."""
+        cur = "\n".join(f"- {c}" for c in current) or "(empty)"
+        user = f"Current profile:\n{cur}\n\nImportant facts:\n{_numbered(facts)}"
+        obj = await self.complete_json(PROFILE_SYSTEM, user, kind="profile")
+        raw = obj.get("entries")
+        if not isinstance(raw, list):
+            raise LLMBadOutput("profile reply has no entries list")
+        out: list[ProfileEntry] = []
+        seen: set[str] = set()
+        for item in raw:
+            fact = normalize_fact(item)
+            if fact is None or fact.content in seen:
+                continue
+            seen.add(fact.content)
+            out.append(ProfileEntry(content=fact.content, category=fact.category))
+        return out[:100]

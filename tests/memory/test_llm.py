@@ -1,0 +1,178 @@
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from memory.llm import (
+    Candidate,
+    LLMBadOutput,
+    LLMUnavailable,
+    MAX_FACT_CHARS,
+    MemoryLLM,
+    normalize_fact,
+    parse_json_object,
+    slug,
+)
+from memory.types import Category
+from tests.fakes.openai_server import FakeOpenAI
+
+from ._writepath import fake, llm, reply, user_prompt  # noqa: F401
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"facts": [], "summary": "s"}',
+        '```json\n{"facts": [], "summary": "s"}\n```',
+        'Sure! Here is the JSON:\n```\n{"facts": [], "summary": "s"}\n```\nHope it helps.',
+        'Here you go: {"facts": [], "summary": "s"} -- done',
+        'noise {not json} then {"facts": [], "summary": "s"}',
+    ],
+)
+def test_parse_json_object_finds_the_object(text: str) -> None:
+    assert parse_json_object(text) == {"facts": [], "summary": "s"}
+
+
+@pytest.mark.parametrize("text", ["", "   ", "no json here", "[1, 2]", '{"facts": [', "```json\n```"])
+def test_parse_json_object_rejects_garbage(text: str) -> None:
+    with pytest.raises(LLMBadOutput):
+        parse_json_object(text)
+
+
+def test_normalize_repairs_what_it_can() -> None:
+    f = normalize_fact(
+        {"content": "  User   uses pnpm ", "category": "Preferences", "importance": 7, "project": "My Claw!", "topic": None}
+    )
+    assert f is not None
+    assert (f.content, f.category, f.importance, f.project, f.topic) == (
+        "User uses pnpm", Category.IDENTITY, 1.0, "my-claw", "_general"
+    )
+    assert normalize_fact({"content": "x", "category": "weird", "importance": -3}).category is Category.EVENT  # type: ignore[union-attr]
+    assert normalize_fact({"content": "x", "importance": -3}).importance == 0.0  # type: ignore[union-attr]
+    assert normalize_fact({"content": "x", "importance": "high"}).importance == 0.8  # type: ignore[union-attr]
+    assert normalize_fact({"content": "x", "importance": "80%"}).importance == 0.8  # type: ignore[union-attr]
+    assert normalize_fact({"content": "x", "category": "decision", "importance": [1]}).importance == 0.8  # type: ignore[union-attr]
+    assert normalize_fact("a bare string fact").content == "a bare string fact"  # type: ignore[union-attr]
+    assert normalize_fact({"content": "x", "same_as": "2", "updates": True}).same_as == 2  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("raw", [None, 3, [], {"content": ""}, {"content": {"a": 1}}, {"category": "identity"}])
+def test_normalize_rejects_what_it_cannot(raw: object) -> None:
+    assert normalize_fact(raw) is None
+
+
+def test_over_long_content_is_cut_at_a_boundary() -> None:
+    text = "用户喜欢喝咖啡。" * 60
+    f = normalize_fact({"content": text})
+    assert f is not None and len(f.content) <= MAX_FACT_CHARS and f.content.endswith("。")
+    en = normalize_fact({"content": "word " * 200})
+    assert en is not None and len(en.content) <= MAX_FACT_CHARS and not en.content.endswith(" ")
+
+
+def test_slug() -> None:
+    assert slug("Deploy / CI", "_general") == "deploy-ci"
+    assert slug("部署 流程", "_general") == "部署-流程"
+    assert slug("x" * 100, "_g") == "x" * 32
+    assert slug(42, "_g") == "_g" and slug("  ", "_g") == "_g"
+
+
+async def test_extract_over_http_sends_json_mode_and_language(fake: FakeOpenAI, llm: MemoryLLM) -> None:
+    fake.queue_reply(
+        "```json\n"
+        + reply(
+            [
+                {"content": "用户搬到了上海", "category": "identity", "importance": 1.5, "project": "", "updates": 1},
+                {"content": "", "category": "event"},
+                {"content": "用户用 pnpm", "category": "tooling", "same_as": 9},
+            ],
+            summary="用户说他搬家了",
+        )
+        + "\n```"
+    )
+    out = await llm.extract("[t] user: 我搬到上海了", [Candidate(1, "用户住在北京", "identity", 1.0)])
+    body = fake.requests[-1]
+    assert body["response_format"] == {"type": "json_object"} and body["temperature"] <= 0.3
+    assert body["model"] == "mem-model"
+    assert fake.headers[-1]["Authorization"] == "Bearer sk-test-000000"
+    system = body["messages"][0]["content"]
+    assert "same language as the conversation" in system and "Never translate" in system
+    assert "mainly in Chinese" in user_prompt(body) and "1. [identity, 1.0] 用户住在北京" in user_prompt(body)
+    assert [f.content for f in out.facts] == ["用户搬到了上海", "用户用 pnpm"]
+    assert out.facts[0].importance == 1.0 and out.facts[0].updates == 1 and out.facts[0].project == "_global"
+    assert out.facts[1].category is Category.EVENT and out.facts[1].same_as is None  # 9 > N: dropped
+    assert out.summary == "用户说他搬家了"
+    assert llm.usage.calls == 1 and llm.usage.prompt_tokens > 0
+
+
+async def test_extract_english_prompt_says_english(fake: FakeOpenAI, llm: MemoryLLM) -> None:
+    fake.queue_reply(reply([{"content": "User prefers dark mode"}]))
+    await llm.extract("[t] user: I prefer dark mode, remember that")
+    assert "mainly in English" in user_prompt(fake.requests[-1])
+
+
+async def test_reply_without_facts_or_summary_is_bad_output(fake: FakeOpenAI, llm: MemoryLLM) -> None:
+    fake.queue_reply(json.dumps({"answer": 42}))
+    with pytest.raises(LLMBadOutput):
+        await llm.extract("hello")
+    fake.queue_reply("I cannot do that.")
+    with pytest.raises(LLMBadOutput):
+        await llm.extract("hello")
+
+
+async def test_http_errors_and_timeouts_are_unavailable(fake: FakeOpenAI) -> None:
+    client = MemoryLLM(base_url=fake.url, model="m", timeout=0.3, retries=0)
+    try:
+        fake.queue_error(500)
+        with pytest.raises(LLMUnavailable, match="HTTP 500"):
+            await client.extract("hi")
+        fake.queue_delay(2.0)
+        with pytest.raises(LLMUnavailable, match="timeout"):
+            await client.extract("hi")
+    finally:
+        await client.aclose()
+    dead = MemoryLLM(base_url="http://127.0.0.1:9/v1", model="m", timeout=0.5, retries=0)
+    try:
+        with pytest.raises(LLMUnavailable, match="transport"):
+            await dead.extract("hi")
+    finally:
+        await dead.aclose()
+
+
+async def test_retries_a_transient_error(fake: FakeOpenAI) -> None:
+    client = MemoryLLM(base_url=fake.url, model="m", retries=1, retry_delay=0.01)
+    try:
+        fake.queue_error(503)
+        fake.queue_reply(reply([{"content": "fact"}]))
+        out = await client.extract("hi")
+        assert [f.content for f in out.facts] == ["fact"] and client.usage.calls == 2
+    finally:
+        await client.aclose()
+
+
+async def test_merge_accounts_sources_and_drops(fake: FakeOpenAI, llm: MemoryLLM) -> None:
+    fake.queue_reply(
+        json.dumps(
+            {
+                "facts": [
+                    {"content": "uses pnpm", "category": "decision", "from": [1, 2, 99]},
+                    {"content": "invented", "from": []},
+                    {"content": "kept", "from": "3"},
+                ],
+                "drop": [{"n": 4, "reason": "obsolete"}, {"n": 7}, 5],
+            }
+        )
+    )
+    res = await llm.merge([Candidate(i, f"f{i}") for i in range(1, 6)])
+    assert [(m.fact.content, m.sources) for m in res.facts] == [("uses pnpm", (1, 2)), ("kept", (3,))]
+    assert res.dropped == {4: "obsolete", 5: "no reason given"}
+
+
+async def test_from_config_falls_back_to_main_provider() -> None:
+    from gateway.config import validate
+
+    cfg = validate({"provider": {"apiKey": "sk-main-xxxxxx", "baseUrl": "http://127.0.0.1:1/v1"},
+                    "agent": {"model": "big", "maxTokens": 999}, "memory": {"model": "small"}})
+    async with MemoryLLM.from_config(cfg) as client:
+        assert (client.model, client.max_tokens) == ("small", 999)
+        assert str(client._client.base_url) == "http://127.0.0.1:1/v1/"
