@@ -147,7 +147,7 @@ def _category(raw: Any) -> tuple[Category, str | None]:
     # Unknown or missing: the fact is still worth keeping; "event" is the
     # middle decay class, so a mislabelled fact neither lives forever nor
     # vanishes in a week.
-    return Category.EVENT, f"unknown category {raw!r}"
+    return Category.EVENT, "missing category" if raw is None else f"unknown category {raw!r}"
 
 
 def _importance(raw: Any, cat: Category) -> tuple[float, str | None]:

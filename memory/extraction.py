@@ -1,0 +1,373 @@
+"""The extraction service (seed 6, 001, 003): buffered turns -> Tier 2 facts
+and one Tier 3 event per batch, in the background.
+
+Triggers, any of them (checked by :meth:`ExtractionService.tick`, which the
+background loop calls every few seconds and on every new buffered turn, and
+which tests call directly with a :class:`~memory.clock.ManualClock`):
+
+* quiet gap: no new message of the user for ``quiet_gap`` (default 3 min);
+* token budget: the user's buffer reached ``token_budget`` (default 6000);
+* daily flush: at ``daily_flush`` (03:00 in the gateway's timezone) every
+  remaining buffer is flushed.
+
+A batch is the oldest rows of one user in one chat, at most one token budget
+long; a batch never mixes two users, and one user is flushed by one task at a
+time (a per-user lock). The buffer is the source of truth: the LLM call runs
+outside any transaction, then one transaction writes the facts (with
+provenance back to the buffered messages), one event and deletes exactly the
+rows used. The transaction first checks those rows are still there, so a
+flush that raced another process (``myclaw memory flush`` beside the gateway)
+writes nothing twice. A crash or cancellation at any step rolls back to the
+untouched buffer; a failed LLM call leaves the rows with ``attempts`` and
+``next_attempt_at`` (10m, 30m, 2h, 6h, 12h, then 12h on; a ``backlog`` log
+line after 5 failures).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import sqlite3
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from zoneinfo import ZoneInfo
+
+import structlog
+
+from .changelog import write_log
+from .clock import format_ts, parse_ts
+from .consolidate import Consolidator
+from .engine import MemoryEngine
+from .llm import MemoryLLM, MemoryLLMError
+from .types import Provenance, Source
+
+__all__ = ["BACKOFF", "BACKLOG_AFTER", "ExtractionService", "FlushReport"]
+
+log = structlog.get_logger().bind(component="memory")
+
+BACKOFF: tuple[timedelta, ...] = (
+    timedelta(minutes=10),
+    timedelta(minutes=30),
+    timedelta(hours=2),
+    timedelta(hours=6),
+    timedelta(hours=12),
+)
+BACKLOG_AFTER = 5
+MAX_MESSAGE_CHARS = 2000
+"""One pasted log must not crowd out the rest of a batch in the prompt."""
+
+StepHook = Callable[[str, str], Awaitable[None]]
+
+
+@dataclass(frozen=True)
+class _Row:
+    id: int
+    channel: str
+    chat_id: str
+    message_id: str
+    role: str
+    content: str
+    token_count: int
+    created_at: str
+    attempts: int
+    next_attempt_at: str | None
+
+
+@dataclass
+class FlushReport:
+    owner: str
+    rows: int = 0
+    added: list[int] = field(default_factory=list)
+    reinforced: list[int] = field(default_factory=list)
+    superseded: list[tuple[int, int]] = field(default_factory=list)
+    event_id: int | None = None
+    error: str | None = None
+    skipped: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and self.skipped is None
+
+
+class _AlreadyFlushed(Exception):
+    pass
+
+
+class ExtractionService:
+    """Give it the engine and the memory LLM; the gateway calls
+    :meth:`attach` (register on ``SqliteMemory.on_buffered``), :meth:`start`
+    and :meth:`stop`, and may call :meth:`flush_now` before Tier 0 drops
+    messages."""
+
+    def __init__(
+        self,
+        engine: MemoryEngine,
+        llm: MemoryLLM,
+        *,
+        consolidator: Consolidator | None = None,
+        quiet_gap: timedelta = timedelta(minutes=3),
+        token_budget: float = 6000,
+        daily_flush: str = "03:00",
+        timezone: str = "UTC",
+        interval: float = 5.0,
+        max_concurrency: int = 4,
+        on_step: StepHook | None = None,
+    ) -> None:
+        self.engine = engine
+        self.llm = llm
+        self.consolidator = consolidator or Consolidator(engine)
+        self.quiet_gap = quiet_gap
+        self.token_budget = int(token_budget)
+        hh, mm = (int(x) for x in daily_flush.split(":"))
+        self._daily_at = (hh, mm)
+        self.tz = ZoneInfo(timezone)
+        self.interval = interval
+        self.on_step = on_step
+        self._sem = asyncio.Semaphore(max_concurrency)
+        self._locks: dict[str, asyncio.Lock] = {}
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._last_daily = self._daily_slot(engine.clock.now())
+
+    # -- lifecycle ------------------------------------------------------------
+
+    def attach(self, memory: object) -> None:
+        """Register on ``SqliteMemory.on_buffered`` so a new turn wakes the loop."""
+        memory.on_buffered(self.notify)  # type: ignore[attr-defined]
+
+    def notify(self, owner: str) -> None:
+        self._wake.set()
+
+    async def start(self) -> None:
+        if self._task is not None:
+            raise RuntimeError("extraction service already started")
+        self._task = asyncio.create_task(self._run(), name="memory-extraction")
+
+    async def stop(self) -> None:
+        """Cancel the loop; an in-flight flush rolls back, its rows stay buffered."""
+        task, self._task = self._task, None
+        if task is None:
+            return
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+    async def _run(self) -> None:
+        while True:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), self.interval)
+            self._wake.clear()
+            try:
+                await self.tick()
+            except (sqlite3.Error, OSError) as exc:
+                # The loop outlives a locked or full disk; the buffer keeps
+                # every row, so the next tick simply tries again.
+                log.error("extraction tick failed; will retry", error=str(exc))
+
+    # -- triggers ---------------------------------------------------------------
+
+    def _daily_slot(self, now: datetime) -> datetime:
+        local = now.astimezone(self.tz)
+        slot = local.replace(hour=self._daily_at[0], minute=self._daily_at[1], second=0, microsecond=0)
+        if slot > local:
+            slot -= timedelta(days=1)
+        return slot
+
+    async def due_owners(self, now: datetime | None = None) -> list[str]:
+        """Users whose buffer is due now (quiet gap or token budget), not in backoff."""
+        now = now or self.engine.clock.now()
+        rows = await self.engine.db.fetchall(
+            """SELECT b.owner, MAX(b.created_at) AS last, SUM(b.token_count) AS tokens,
+                      (SELECT h.next_attempt_at FROM extraction_buffer h
+                        WHERE h.owner = b.owner ORDER BY h.id LIMIT 1) AS retry_at
+               FROM extraction_buffer b GROUP BY b.owner ORDER BY MIN(b.id)"""
+        )
+        quiet_before = format_ts(now - self.quiet_gap)
+        stamp = format_ts(now)
+        return [
+            r["owner"]
+            for r in rows
+            if (r["retry_at"] is None or r["retry_at"] <= stamp)
+            and (r["last"] <= quiet_before or r["tokens"] >= self.token_budget)
+        ]
+
+    async def tick(self, now: datetime | None = None) -> list[FlushReport]:
+        """Flush every user that is due; the daily sweep when its time passed."""
+        now = now or self.engine.clock.now()
+        slot = self._daily_slot(now)
+        if slot > self._last_daily:
+            self._last_daily = slot
+            owners = [r["owner"] for r in await self.engine.db.fetchall(
+                "SELECT owner FROM extraction_buffer GROUP BY owner ORDER BY MIN(id)")]
+            stamp = format_ts(now)
+            retry = {r["owner"]: r["n"] for r in await self.engine.db.fetchall(
+                "SELECT owner, COUNT(*) AS n FROM extraction_buffer WHERE next_attempt_at > ? GROUP BY owner",
+                (stamp,))}
+            owners = [o for o in owners if o not in retry]
+            log.info("daily flush", owners=len(owners))
+        else:
+            owners = await self.due_owners(now)
+        busy = [o for o in owners if self._lock(o).locked()]
+        todo = [o for o in owners if o not in busy]
+        results = await asyncio.gather(*(self._flush_owner(o, force=False) for o in todo))
+        return [r for batch in results for r in batch]
+
+    # -- flushing -----------------------------------------------------------------
+
+    def _lock(self, owner: str) -> asyncio.Lock:
+        lock = self._locks.get(owner)
+        if lock is None:
+            lock = self._locks[owner] = asyncio.Lock()
+        return lock
+
+    async def flush_now(self, owner: str) -> list[FlushReport]:
+        """Extract everything ``owner`` has buffered, now: the pre-compaction
+        flush and ``myclaw memory flush``. Ignores quiet gap and backoff;
+        waits for a flush of the same user already running."""
+        return await self._flush_owner(owner, force=True)
+
+    async def flush_all(self) -> list[FlushReport]:
+        owners = [r["owner"] for r in await self.engine.db.fetchall(
+            "SELECT owner FROM extraction_buffer GROUP BY owner ORDER BY MIN(id)")]
+        out: list[FlushReport] = []
+        for o in owners:
+            out.extend(await self.flush_now(o))
+        return out
+
+    async def _flush_owner(self, owner: str, *, force: bool) -> list[FlushReport]:
+        reports: list[FlushReport] = []
+        async with self._lock(owner), self._sem:
+            seen: set[int] = set()
+            while True:
+                rows = await self._next_batch(owner, force=force)
+                if not rows or rows[0].id in seen:
+                    break  # empty, in backoff, or a batch that failed in this call
+                seen.add(rows[0].id)
+                report = await self._flush_batch(owner, rows)
+                reports.append(report)
+                if report.error is not None:
+                    break
+        return reports
+
+    async def _next_batch(self, owner: str, *, force: bool) -> list[_Row]:
+        raw = await self.engine.db.fetchall(
+            """SELECT id, channel, chat_id, message_id, role, content, token_count, created_at,
+                      attempts, next_attempt_at
+               FROM extraction_buffer WHERE owner = ? ORDER BY id LIMIT 2000""",
+            (owner,),
+        )
+        rows = [_Row(**dict(r)) for r in raw]
+        if not rows:
+            return []
+        head = rows[0]
+        if not force and head.next_attempt_at and parse_ts(head.next_attempt_at) > self.engine.clock.now():
+            return []
+        batch, tokens = [], 0
+        for r in rows:
+            if (r.channel, r.chat_id) != (head.channel, head.chat_id):
+                break
+            if batch and tokens + r.token_count > self.token_budget:
+                break
+            batch.append(r)
+            tokens += r.token_count
+        return batch
+
+    async def _step(self, name: str, owner: str) -> None:
+        if self.on_step is not None:
+            await self.on_step(name, owner)
+
+    def _conversation(self, rows: Sequence[_Row]) -> str:
+        lines = []
+        for r in rows:
+            when = parse_ts(r.created_at).astimezone(self.tz).strftime("%Y-%m-%d %H:%M")
+            text = r.content if len(r.content) <= MAX_MESSAGE_CHARS else r.content[:MAX_MESSAGE_CHARS] + " […]"
+            lines.append(f"[{when}] {r.role}: {text}")
+        return "\n".join(lines)
+
+    async def _flush_batch(self, owner: str, rows: Sequence[_Row]) -> FlushReport:
+        report = FlushReport(owner=owner, rows=len(rows))
+        ids = [r.id for r in rows]
+        try:
+            await self._step("read", owner)
+            cands = await self.consolidator.candidates(owner, [r.content for r in rows if r.role == "user"])
+            await self._step("candidates", owner)
+            extraction = await self.llm.extract(self._conversation(rows), cands.for_prompt())
+            await self._step("llm", owner)
+            first, last = rows[0], rows[-1]
+            prov = Provenance(
+                channel=first.channel,
+                chat_id=first.chat_id,
+                message_ids=tuple(dict.fromkeys(r.message_id for r in rows if r.message_id)),
+                date_from=first.created_at,
+                date_to=last.created_at,
+                # The buffer ids the facts came from: the batch's identity.
+                refs=tuple(f"buf:{i}" for i in ids),
+            )
+            summary = extraction.summary or _fallback_summary(rows)
+            marks = ",".join("?" * len(ids))
+            async with self.engine.db.transaction() as conn:
+                async with conn.execute(f"SELECT COUNT(*) FROM extraction_buffer WHERE id IN ({marks})", ids) as cur:
+                    still = (await cur.fetchone())[0]
+                if still != len(ids):
+                    raise _AlreadyFlushed()
+                applied = await self.consolidator.apply(
+                    conn, owner, extraction.facts, cands, provenance=prov, source=Source.EXTRACTION
+                )
+                await self._step("facts", owner)
+                event = await self.engine.add_event(
+                    owner,
+                    parse_ts(first.created_at).astimezone(self.tz).strftime("%Y-%m-%d"),
+                    summary,
+                    channel=first.channel,
+                    chat_id=first.chat_id,
+                    raw_tokens=sum(r.token_count for r in rows),
+                    provenance=prov,
+                    conn=conn,
+                )
+                await self._step("event", owner)
+                await conn.execute(f"DELETE FROM extraction_buffer WHERE id IN ({marks})", ids)
+                await self._step("delete", owner)
+        except _AlreadyFlushed:
+            report.skipped = "rows already flushed by another worker"
+            log.info("extraction batch already flushed elsewhere", owner=owner, rows=len(ids))
+            return report
+        except (MemoryLLMError, sqlite3.Error, ValueError) as exc:
+            report.error = f"{type(exc).__name__}: {exc}"
+            await self._record_failure(owner, rows, report.error)
+            return report
+        report.added, report.reinforced, report.superseded = applied.added, applied.reinforced, applied.superseded
+        report.event_id = event.id
+        log.info(
+            "extracted", owner=owner, messages=len(rows), added=len(applied.added),
+            reinforced=len(applied.reinforced), superseded=len(applied.superseded),
+        )
+        return report
+
+    async def _record_failure(self, owner: str, rows: Sequence[_Row], error: str) -> None:
+        attempts = max(r.attempts for r in rows) + 1
+        now = self.engine.clock.now()
+        retry_at = format_ts(now + BACKOFF[min(attempts, len(BACKOFF)) - 1])
+        ids = [r.id for r in rows]
+        async with self.engine.db.transaction() as conn:
+            await conn.execute(
+                f"UPDATE extraction_buffer SET attempts = ?, next_attempt_at = ?, last_error = ? "
+                f"WHERE id IN ({','.join('?' * len(ids))})",
+                (attempts, retry_at, error[:500], *ids),
+            )
+            if attempts == BACKLOG_AFTER:
+                await write_log(
+                    conn, at=format_ts(now), job="extraction", owner=owner, action="backlog",
+                    detail={"rows": len(ids), "attempts": attempts, "error": error[:200]},
+                )
+        (log.warning if attempts >= BACKLOG_AFTER else log.info)(
+            "extraction failed; buffer kept", owner=owner, rows=len(ids), attempts=attempts,
+            retry_at=retry_at, error=error[:200],
+        )
+
+
+def _fallback_summary(rows: Sequence[_Row]) -> str:
+    """When the model gave no summary, the event still says what was said."""
+    first_user = next((r.content for r in rows if r.role == "user"), rows[0].content)
+    text = " ".join(first_user.split())
+    return (text[:200] + "…") if len(text) > 200 else (text or f"{len(rows)} messages")

@@ -1,0 +1,280 @@
+from __future__ import annotations
+
+import asyncio
+import json
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from memory import ManualClock, MemoryEngine
+from memory.changelog import read_log
+from memory.extraction import BACKOFF, ExtractionService
+from memory.llm import MemoryLLM
+from memory.service import SqliteMemory
+from tests.fakes.openai_server import FakeOpenAI, Reply
+
+from ._writepath import fake, llm, reply, turns, user_prompt  # noqa: F401
+
+
+def service(engine: MemoryEngine, llm: MemoryLLM, **kw: Any) -> ExtractionService:
+    return ExtractionService(engine, llm, **kw)
+
+
+async def buffered(engine: MemoryEngine) -> list[tuple[Any, ...]]:
+    rows = await engine.db.fetchall("SELECT owner, role, content, attempts, next_attempt_at FROM extraction_buffer ORDER BY id")
+    return [tuple(r) for r in rows]
+
+
+async def counts(engine: MemoryEngine) -> tuple[int, int, int]:
+    m = await engine.db.fetchone("SELECT COUNT(*) FROM memories")
+    e = await engine.db.fetchone("SELECT COUNT(*) FROM daily_events")
+    b = await engine.db.fetchone("SELECT COUNT(*) FROM extraction_buffer")
+    return m[0], e[0], b[0]  # type: ignore[index]
+
+
+ZH = (("我下个月要从北京搬到上海了", "好的，记住了。"), ("以后部署都用 pnpm", "明白。"))
+EN = (("I moved to Berlin last week", "Noted!"), ("From now on we deploy with pnpm", "Got it."))
+
+
+@pytest.mark.parametrize(
+    "pairs, lang, facts, summary",
+    [
+        (ZH, "Chinese", [{"content": "用户下个月从北京搬到上海", "category": "identity", "importance": 1},
+                         {"content": "部署使用 pnpm", "category": "decision", "project": "Deploy", "importance": "0.8"}],
+         "用户聊了搬家和部署"),
+        (EN, "English", [{"content": "User moved to Berlin", "category": "identity", "importance": 1},
+                         {"content": "Deploys use pnpm", "category": "decision", "project": "Deploy", "importance": "0.8"}],
+         "User talked about moving and deploys"),
+    ],
+)
+async def test_quiet_gap_extracts_in_the_conversation_language(
+    engine: MemoryEngine, clock: ManualClock, fake: FakeOpenAI, llm: MemoryLLM,
+    pairs: Any, lang: str, facts: list[dict[str, Any]], summary: str,
+) -> None:
+    mem = SqliteMemory(engine)
+    svc = service(engine, llm)
+    svc.attach(mem)
+    await mem.buffer(turns("alice", *pairs))
+    assert await svc.tick() == [] and fake.requests == []  # still inside the quiet gap
+    clock.advance(timedelta(minutes=2, seconds=59))
+    assert await svc.tick() == []
+    clock.advance(timedelta(seconds=1))
+    fake.queue_reply(reply(facts, summary))
+    [rep] = await svc.tick()
+    assert rep.ok and rep.rows == 4 and len(rep.added) == 2
+    prompt = user_prompt(fake.requests[0])
+    assert f"mainly in {lang}" in prompt and pairs[0][0] in prompt and pairs[1][1] in prompt
+    assert "same language as the conversation" in fake.requests[0]["messages"][0]["content"]
+    stored = await engine.list_memories("alice")
+    assert sorted((m.content, m.category.value, m.importance, m.project) for m in stored) == sorted(
+        [(facts[0]["content"], "identity", 1.0, "_global"), (facts[1]["content"], "decision", 0.8, "deploy")]
+    )
+    prov = stored[0].provenance
+    assert prov.channel == "telegram" and prov.chat_id == "1" and prov.message_ids == ("1", "2")
+    assert len(prov.refs) == 4 and all(r.startswith("buf:") for r in prov.refs)
+    [event] = await engine.events("alice")
+    assert event.summary == summary and event.event_date == "2026-03-01" and event.raw_tokens > 0
+    assert await buffered(engine) == []
+
+
+async def test_token_budget_triggers_at_once_and_caps_the_batch(
+    engine: MemoryEngine, fake: FakeOpenAI, llm: MemoryLLM
+) -> None:
+    mem = SqliteMemory(engine)
+    svc = service(engine, llm, token_budget=100)
+    fake.responder = lambda body: Reply(reply([], "s"))
+    await mem.buffer(turns("bob", *[("word " * 60, "ok")] * 3))  # ~75 tokens per user turn
+    reports = await svc.tick()
+    assert [r.rows for r in reports] == [2, 2, 2] and await counts(engine) == (0, 3, 0)
+
+
+async def test_a_batch_never_mixes_users_or_chats(engine: MemoryEngine, clock: ManualClock, fake: FakeOpenAI, llm: MemoryLLM) -> None:
+    mem = SqliteMemory(engine)
+    svc = service(engine, llm)
+    seen: list[str] = []
+
+    def responder(body: dict[str, Any]) -> Reply:
+        seen.append(user_prompt(body))
+        return Reply(reply([], "s"))
+
+    fake.responder = responder
+    for i in range(3):
+        await mem.buffer(turns("alice", (f"alice says {i}", "ok"), start=i * 10))
+        await mem.buffer(turns("bob", (f"bob says {i}", "ok"), start=i * 10))
+    await mem.buffer(turns("alice", ("alice in another chat", "ok"), chat="2", start=99))
+    clock.advance(timedelta(minutes=5))
+    reports = await svc.tick()
+    assert sorted((r.owner, r.rows) for r in reports) == [("alice", 2), ("alice", 6), ("bob", 6)]
+    assert len(seen) == 3
+    for p in seen:
+        assert not ("alice says" in p and "bob says" in p)
+        assert not ("alice in another chat" in p and "alice says" in p)
+    owners = sorted([(e.owner, e.chat_id) for e in await engine.events("alice")] +
+                    [(e.owner, e.chat_id) for e in await engine.events("bob")])
+    assert owners == [("alice", "1"), ("alice", "2"), ("bob", "1")]
+
+
+async def test_failures_keep_the_buffer_and_back_off(engine: MemoryEngine, clock: ManualClock, fake: FakeOpenAI, llm: MemoryLLM) -> None:
+    mem = SqliteMemory(engine)
+    svc = service(engine, llm)
+    await mem.buffer(turns("alice", ("remember: my locker is 42", "ok")))
+    clock.advance(timedelta(minutes=3))
+    failures = [lambda: fake.queue_error(500), lambda: fake.queue_reply("{not json"), lambda: fake.queue_error(429),
+                lambda: fake.queue_reply("Sorry, I can't."), lambda: fake.queue_error(502), lambda: fake.queue_error(500)]
+    for attempt, fail in enumerate(failures, start=1):
+        fail()
+        [rep] = await svc.tick()
+        assert rep.error is not None and await counts(engine) == (0, 0, 2)
+        rows = await buffered(engine)
+        wait = BACKOFF[min(attempt, 5) - 1]
+        assert {(r[3], r[4]) for r in rows} == {(attempt, _ts(clock.now() + wait))}
+        n = len(fake.requests)
+        clock.advance(wait - timedelta(seconds=1))
+        assert await svc.tick() == [] and len(fake.requests) == n  # not before its time
+        clock.advance(timedelta(seconds=1))
+    [backlog] = await read_log(engine.db, actions=["backlog"])
+    assert backlog.owner == "alice" and json.loads(backlog.detail)["attempts"] == 5
+    fake.queue_reply(reply([{"content": "Alice's locker is 42", "category": "config"}], "locker"))
+    [rep] = await svc.tick()
+    assert rep.ok and await counts(engine) == (1, 1, 0)
+
+
+def _ts(dt: Any) -> str:
+    from memory.clock import format_ts
+
+    return format_ts(dt)
+
+
+async def test_timeout_keeps_the_buffer(engine: MemoryEngine, clock: ManualClock, fake: FakeOpenAI) -> None:
+    client = MemoryLLM(base_url=fake.url, model="m", timeout=0.2, retries=0)
+    try:
+        svc = service(engine, client)
+        await SqliteMemory(engine).buffer(turns("alice", ("hello", "hi")))
+        fake.queue_delay(1.0, reply([{"content": "late fact"}]))
+        [rep] = await svc.flush_now("alice")
+        assert "timeout" in (rep.error or "") and await counts(engine) == (0, 0, 2)
+        assert (await buffered(engine))[0][3] == 1
+    finally:
+        await client.aclose()
+
+
+async def test_daily_flush_sweeps_inside_the_quiet_gap(tmp_path: Path, fake: FakeOpenAI, llm: MemoryLLM) -> None:
+    clock = ManualClock("2026-03-01T18:58:00Z")  # 02:58 in Shanghai
+    engine = await MemoryEngine.open(tmp_path / "m.db", clock)
+    try:
+        svc = service(engine, llm, timezone="Asia/Shanghai", quiet_gap=timedelta(minutes=30))
+        await SqliteMemory(engine).buffer(turns("alice", ("late night chat", "ok")))
+        clock.advance(timedelta(minutes=1))
+        assert await svc.tick() == []
+        clock.advance(timedelta(minutes=1, seconds=5))  # 03:00:05 local, 2 minutes after the message
+        fake.queue_reply(reply([], "夜聊"))
+        [rep] = await svc.tick()
+        assert rep.ok and await counts(engine) == (0, 1, 0)
+        [ev] = await engine.events("alice")
+        assert ev.event_date == "2026-03-02"  # the local date of the conversation
+    finally:
+        await engine.close()
+
+
+async def test_flush_now_before_tier0_trims_loses_nothing(engine: MemoryEngine, fake: FakeOpenAI, llm: MemoryLLM) -> None:
+    mem = SqliteMemory(engine)
+    svc = service(engine, llm)
+    window = turns("alice", *[(f"message {i} about project atlas", f"reply {i}") for i in range(1, 11)])
+    await mem.buffer(window)
+    fake.queue_error(500)
+    [rep] = await svc.flush_now("alice")  # the provider is down: still buffered
+    assert rep.error and await counts(engine) == (0, 0, 20)
+    fake.queue_reply(reply([{"content": "Alice works on project atlas", "project": "atlas"}], "atlas chat"))
+    [rep] = await svc.flush_now("alice")  # ignores the backoff: Tier 0 is about to drop them
+    assert rep.ok and rep.rows == 20 and await counts(engine) == (1, 1, 0)
+    prompt = user_prompt(fake.requests[-1])
+    assert all(t.content in prompt for t in window)
+    [m] = await engine.list_memories("alice")
+    assert m.provenance.message_ids == tuple(str(i) for i in range(1, 11))
+
+
+STEPS = ["read", "candidates", "llm", "facts", "event", "delete"]
+
+
+@pytest.mark.parametrize("step", STEPS)
+@pytest.mark.parametrize("how", ["cancel", "raise"])
+async def test_crash_at_any_step_loses_and_duplicates_nothing(
+    tmp_path: Path, clock: ManualClock, fake: FakeOpenAI, llm: MemoryLLM, step: str, how: str
+) -> None:
+    path = tmp_path / "crash.db"
+    fake.responder = lambda body: Reply(reply([{"content": "Alice lives in Hangzhou", "category": "identity"},
+                                               {"content": "Alice drinks oolong"}], "tea talk"))
+
+    async def crash(name: str, owner: str) -> None:
+        if name == step:
+            if how == "cancel":
+                asyncio.current_task().cancel()  # type: ignore[union-attr]
+                await asyncio.sleep(0)
+            raise RuntimeError(f"power cut at {name}")
+
+    engine = await MemoryEngine.open(path, clock)
+    try:
+        await SqliteMemory(engine).buffer(turns("alice", ("I live in Hangzhou and drink oolong", "nice")))
+        task = asyncio.create_task(service(engine, llm, on_step=crash).flush_now("alice"))
+        with pytest.raises((asyncio.CancelledError, RuntimeError)):
+            await asyncio.wait_for(task, 5)
+    finally:
+        await engine.close()
+    engine = await MemoryEngine.open(path, clock)  # "restart"
+    try:
+        assert await counts(engine) == (0, 0, 2)
+        [rep] = await service(engine, llm).flush_now("alice")
+        assert rep.ok and await counts(engine) == (2, 1, 0)
+        assert await service(engine, llm).flush_now("alice") == []  # redo: nothing left, nothing doubled
+        assert await counts(engine) == (2, 1, 0)
+    finally:
+        await engine.close()
+
+
+async def test_killed_while_waiting_for_the_llm(engine: MemoryEngine, fake: FakeOpenAI, llm: MemoryLLM) -> None:
+    await SqliteMemory(engine).buffer(turns("alice", ("hello", "hi")))
+    fake.queue_delay(5.0, reply([{"content": "x"}]))
+    task = asyncio.create_task(service(engine, llm).flush_now("alice"))
+    for _ in range(200):
+        if fake.requests:
+            break
+        await asyncio.sleep(0.01)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert await counts(engine) == (0, 0, 2) and (await buffered(engine))[0][3] == 0
+
+
+async def test_two_workers_racing_on_the_same_rows_write_once(engine: MemoryEngine, fake: FakeOpenAI, llm: MemoryLLM) -> None:
+    # Two services stand for the gateway and a hand-run `myclaw memory flush`.
+    await SqliteMemory(engine).buffer(turns("alice", ("I use vim", "ok")))
+
+    async def slow(body: dict[str, Any]) -> Reply:
+        await asyncio.sleep(0.2)
+        return Reply(reply([{"content": "Alice uses vim"}], "editor"))
+
+    fake.responder = slow
+    a, b = await asyncio.gather(service(engine, llm).flush_now("alice"), service(engine, llm).flush_now("alice"))
+    assert sorted(r.ok for r in a + b) == [False, True]
+    assert [r.skipped for r in a + b if not r.ok] == ["rows already flushed by another worker"]
+    assert await counts(engine) == (1, 1, 0)
+
+
+async def test_background_loop_flushes_over_budget_and_stops_cleanly(engine: MemoryEngine, fake: FakeOpenAI, llm: MemoryLLM) -> None:
+    mem = SqliteMemory(engine)
+    svc = service(engine, llm, token_budget=13, interval=60)  # the pair is 13 tokens
+    svc.attach(mem)
+    fake.responder = lambda body: Reply(reply([{"content": "Alice likes long messages"}], "s"))
+    await svc.start()
+    try:
+        await mem.buffer(turns("alice", ("a fairly long message that is over the budget", "ok")))
+        for _ in range(300):
+            if (await counts(engine))[2] == 0:
+                break
+            await asyncio.sleep(0.01)
+        assert await counts(engine) == (1, 1, 0)
+    finally:
+        await svc.stop()
+    await svc.stop()  # twice is fine
