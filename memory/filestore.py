@@ -49,7 +49,8 @@ from .types import GLOBAL_OWNER, Hit, Provenance
 
 __all__ = ["LONG_TERM", "FileMemory", "MemoryFile", "clean_line", "clean_text", "is_daily_name", "user_slug"]
 
-log = structlog.get_logger().bind(component="memory")
+# Lazy: a logger bound at import would ignore configure_logging (and its redaction).
+log = structlog.get_logger(component="memory")
 
 LONG_TERM = "MEMORY.md"
 OWNER_FILE = ".owner"

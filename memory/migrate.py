@@ -47,7 +47,8 @@ from .types import GLOBAL_OWNER, Category, NewMemory, Provenance, Source
 
 __all__ = ["MigrationReport", "discover", "migrate_files"]
 
-log = structlog.get_logger().bind(component="memory")
+# Lazy: a logger bound at import would ignore configure_logging (and its redaction).
+log = structlog.get_logger(component="memory")
 
 _LEDGER_PREFIX = "migrated:"
 

@@ -1,12 +1,500 @@
-"""``myclaw memory ...``: inspect and manage stored memories."""
+"""``myclaw memory ...``: inspect and manage stored memories.
+
+Every command takes ``--db`` (also accepted on the group) and most take
+``--user``; reading commands default to all users, ``add`` requires one
+(``--user _global`` for facts everybody may see), so a fact about one
+person is never shared by a forgotten option.
+"""
 
 from __future__ import annotations
 
+import json
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
 import click
 
+from gateway.config import Paths
+from memory import Category, MemoryEngine, MemoryNotFound, NewMemory, Provenance, Source, Status
+from memory.migrate import MigrationReport, migrate_files
+from memory.retrieval import Retriever
+from memory.types import GLOBAL_OWNER, Event, Hit, Memory
+
 from . import main
+from ._common import (
+    db_option,
+    echo_json,
+    event_dict,
+    json_option,
+    load_cli_config,
+    memory_dict,
+    open_engine,
+    render_table,
+    resolve_db,
+    resolve_user,
+    run,
+    setup_cli_logging,
+    write_private_file,
+)
+
+CATEGORIES = [c.value for c in Category]
+_ALL = 1_000_000_000  # "no limit" for engine calls that take one
+
+user_option = click.option("--user", "-u", help="A user name, _global, or a channel:sender_id handle.")
 
 
 @main.group()
+@db_option
 def memory() -> None:
     """Inspect and manage long-term memory."""
+    setup_cli_logging()
+
+
+def _short(m: Memory) -> str:
+    text = " ".join(m.content.split())
+    return text if len(text) <= 60 else text[:59] + "…"
+
+
+async def _get(engine: MemoryEngine, memory_id: int, owner: str | None) -> Memory:
+    m = await engine.get(memory_id)
+    if m is None or (owner is not None and m.owner != owner):
+        raise MemoryNotFound(f"no memory with id {memory_id}" + (f" for user {owner}" if owner else ""))
+    return m
+
+
+# -- stats ------------------------------------------------------------------
+
+
+@memory.command()
+@user_option
+@json_option
+@db_option
+def stats(user: str | None, as_json: bool) -> None:
+    """Counts by status, tier, category and source, and per user."""
+    cfg = load_cli_config()
+    run(_stats(resolve_db(cfg), resolve_user(user, cfg), as_json))
+
+
+async def _stats(path: Path, owner: str | None, as_json: bool) -> None:
+    async with open_engine(path) as engine:
+        s = await engine.stats(owner)
+        per_user = []
+        for u in [owner] if owner else await engine.owners():
+            us = s if owner else await engine.stats(u)
+            per_user.append(
+                {
+                    "user": u,
+                    "active": us.by_status.get("active", 0),
+                    "tier1": us.by_tier.get("1", 0),
+                    "archived": us.by_status.get("archived", 0),
+                    "events": us.events,
+                    "buffered": us.buffered,
+                }
+            )
+    if as_json:
+        echo_json({"db": str(path), "user": owner, **vars(s), "users": per_user})
+        return
+
+    def counts(d: dict[str, int]) -> str:
+        return ", ".join(f"{k} {v}" for k, v in sorted(d.items())) or "-"
+
+    for label, value in [
+        ("database", str(path)),
+        ("memories", f"{s.total} ({counts(s.by_status)})"),
+        ("tiers", counts({f"tier {k}": v for k, v in s.by_tier.items()})),
+        ("categories", counts(s.by_category)),
+        ("sources", counts(s.by_source)),
+        ("events", f"{s.events} ({s.events_uncompressed} not compressed)"),
+        ("buffered", f"{s.buffered} messages"),
+    ]:
+        click.echo(f"{label:<11} {value}")
+    if per_user:
+        click.echo()
+        click.echo(
+            render_table(
+                ["USER", "ACTIVE", "TIER1", "ARCHIVED", "EVENTS", "BUFFERED"],
+                [[p["user"], p["active"], p["tier1"], p["archived"], p["events"], p["buffered"]] for p in per_user],
+            )
+        )
+
+
+# -- list -----------------------------------------------------------------------
+
+
+@memory.command("list")
+@user_option
+@click.option("--tier", type=click.IntRange(1, 2), help="1 (profile) or 2 (knowledge).")
+@click.option(
+    "--status",
+    type=click.Choice([*(s.value for s in Status), "all"]),
+    default="active",
+    show_default=True,
+)
+@click.option("--project", help="Only this project partition (_global for none).")
+@click.option("--category", type=click.Choice(CATEGORIES))
+@click.option("--limit", type=click.IntRange(min=1), default=50, show_default=True)
+@json_option
+@db_option
+def list_cmd(
+    user: str | None,
+    tier: int | None,
+    status: str,
+    project: str | None,
+    category: str | None,
+    limit: int,
+    as_json: bool,
+) -> None:
+    """Memories, newest first."""
+    cfg = load_cli_config()
+    filters = {
+        "tier": tier,
+        "status": None if status == "all" else status,
+        "project": project,
+        "category": category,
+        "limit": limit,
+    }
+    run(_list(resolve_db(cfg), resolve_user(user, cfg), filters, as_json))
+
+
+async def _list(path: Path, owner: str | None, filters: dict[str, Any], as_json: bool) -> None:
+    async with open_engine(path) as engine:
+        rows = await engine.list_memories(owner, **filters)
+    if as_json:
+        echo_json([memory_dict(m) for m in rows])
+        return
+    if not rows:
+        click.echo("no memories match", err=True)
+        return
+    click.echo(
+        render_table(
+            ["ID", "USER", "TIER", "CATEGORY", "IMP", "PROJECT", "STATUS", "DATE", "CONTENT"],
+            [
+                [m.id, m.owner, m.tier, m.category.value, f"{m.importance:.2f}", m.project, m.status.value,
+                 m.created_at[:10], m.content]
+                for m in rows
+            ],
+        )
+    )
+
+
+# -- search ---------------------------------------------------------------------
+
+
+@memory.command()
+@click.argument("query")
+@user_option
+@click.option("--limit", type=click.IntRange(min=1), default=10, show_default=True)
+@json_option
+@db_option
+def search(query: str, user: str | None, limit: int, as_json: bool) -> None:
+    """Rank memories and events for QUERY as the bot would (all users unless --user)."""
+    cfg = load_cli_config()
+    run(_search(resolve_db(cfg), resolve_user(user, cfg), query, limit, as_json))
+
+
+async def _search(path: Path, owner: str | None, query: str, limit: int, as_json: bool) -> None:
+    async with open_engine(path) as engine:
+        retriever = Retriever(engine)
+        found: dict[tuple[str, int], tuple[str, Hit]] = {}
+        for u in [owner] if owner else await engine.owners():
+            for h in await retriever.retrieve(u, query, limit=limit):
+                found.setdefault((h.kind, h.id), ("", h))
+            for h in await retriever.search_events(u, query, limit=limit):
+                found.setdefault((h.kind, h.id), (u, h))
+        mems = await engine.get_many([h.id for k, h in found.values() if h.kind == "memory"])
+    hits = sorted(
+        ((u or (mems[h.id].owner if h.id in mems else "?"), h) for u, h in found.values()),
+        key=lambda uh: (-uh[1].score, uh[1].kind, -uh[1].id),
+    )[:limit]
+    if as_json:
+        echo_json(
+            [
+                {"user": u, "kind": h.kind, "id": h.id, "score": round(h.score, 4), "citation": h.citation(),
+                 "date": h.date, "category": h.category, "content": h.content}
+                for u, h in hits
+            ]
+        )
+        return
+    if not hits:
+        click.echo("no matches", err=True)
+        return
+    click.echo(
+        render_table(
+            ["SCORE", "USER", "CITATION", "CONTENT"],
+            [[f"{h.score:.3f}", u, h.citation(), h.content] for u, h in hits],
+        )
+    )
+
+
+# -- add / edit / delete -----------------------------------------------------------
+
+
+def _content(value: str, hint: str = "'CONTENT'") -> str:
+    if not value.strip():
+        raise click.BadParameter("content is empty", param_hint=hint)
+    return value
+
+
+@memory.command()
+@click.argument("content")
+@click.option("--user", "-u", required=True, help="Owner; _global makes it visible to every user.")
+@click.option("--category", type=click.Choice(CATEGORIES), help="Default: identity for tier 1, decision for tier 2.")
+@click.option("--importance", type=click.FloatRange(0, 1), default=0.7, show_default=True)
+@click.option("--tier", type=click.IntRange(1, 2), default=2, show_default=True)
+@click.option("--project", default=GLOBAL_OWNER, show_default=True)
+@click.option("--topic", default="_general", show_default=True)
+@json_option
+@db_option
+def add(
+    content: str,
+    user: str,
+    category: str | None,
+    importance: float,
+    tier: int,
+    project: str,
+    topic: str,
+    as_json: bool,
+) -> None:
+    """Store CONTENT as a memory (an existing identical one is kept instead)."""
+    cfg = load_cli_config()
+    owner = resolve_user(user, cfg)
+    assert owner is not None
+    new = NewMemory(
+        owner=owner,
+        content=_content(content),
+        tier=tier,
+        # A fact an operator bothered to type should not fade in weeks.
+        category=Category(category or ("identity" if tier == 1 else "decision")),
+        importance=importance,
+        project=project.strip() or GLOBAL_OWNER,
+        topic=topic.strip() or "_general",
+        source=Source.MANUAL,
+        provenance=Provenance(channel="cli"),
+    )
+    run(_add(resolve_db(cfg), new, as_json))
+
+
+async def _add(path: Path, new: NewMemory, as_json: bool) -> None:
+    async with open_engine(path, create=True) as engine:
+        m = await engine.find_same(new.owner, new.content)
+        added = m is None
+        if m is None:
+            try:
+                m = await engine.add(new)
+            except ValueError as exc:
+                raise click.ClickException(str(exc)) from None
+    if as_json:
+        echo_json({"added": added, "memory": memory_dict(m)})
+    elif added:
+        click.echo(f"added memory {m.id} for {m.owner}")
+    else:
+        click.echo(f"already stored as memory {m.id} for {m.owner}; nothing added")
+
+
+@memory.command()
+@click.argument("memory_id", type=int, metavar="ID")
+@user_option
+@click.option("--content")
+@click.option("--category", type=click.Choice(CATEGORIES))
+@click.option("--importance", type=click.FloatRange(0, 1))
+@click.option("--tier", type=click.IntRange(1, 2))
+@click.option("--project")
+@click.option("--topic")
+@click.option("--status", type=click.Choice(["active", "archived"]), help="active restores an archived memory.")
+@json_option
+@db_option
+def edit(memory_id: int, user: str | None, status: str | None, as_json: bool, **changes: Any) -> None:
+    """Change fields of memory ID (with --user: only if it is that user's)."""
+    changes = {k: v for k, v in changes.items() if v is not None}
+    if not changes and status is None:
+        raise click.UsageError(
+            "nothing to change: give --content, --category, --importance, --tier, --project, --topic or --status"
+        )
+    if "content" in changes:
+        _content(changes["content"], "'--content'")
+    cfg = load_cli_config()
+    run(_edit(resolve_db(cfg), memory_id, resolve_user(user, cfg), changes, status, as_json))
+
+
+async def _edit(
+    path: Path, memory_id: int, owner: str | None, changes: dict[str, Any], status: str | None, as_json: bool
+) -> None:
+    async with open_engine(path) as engine:
+        await _get(engine, memory_id, owner)
+        try:
+            # One transaction: a bad value leaves the memory as it was.
+            async with engine.db.transaction() as conn:
+                if changes:
+                    await engine.update(memory_id, conn=conn, **changes)
+                if status is not None:
+                    await engine.set_status(memory_id, status, conn=conn)
+        except ValueError as exc:
+            raise click.ClickException(str(exc)) from None
+        m = await _get(engine, memory_id, owner)
+    if as_json:
+        echo_json(memory_dict(m))
+    else:
+        click.echo(f"updated memory {m.id} ({m.owner}, tier {m.tier}, {m.category.value}, {m.status.value}): {_short(m)}")
+
+
+@memory.command()
+@click.argument("memory_id", type=int, metavar="ID")
+@user_option
+@click.option("--purge", is_flag=True, help="Erase for good instead of archiving.")
+@click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
+@db_option
+def delete(memory_id: int, user: str | None, purge: bool, yes: bool) -> None:
+    """Archive memory ID (recoverable with `edit ID --status active`), or
+    erase it for good with --purge."""
+    cfg = load_cli_config()
+    path, owner = resolve_db(cfg), resolve_user(user, cfg)
+    m = run(_fetch(path, memory_id, owner))
+    if not purge and m.status is Status.ARCHIVED:
+        click.echo(f"memory {m.id} is already archived (use --purge to erase it)")
+        return
+    verb = "Erase for good" if purge else "Archive"
+    if not yes and not click.confirm(f"{verb} memory {m.id} of {m.owner}: {_short(m)!r}?", err=True):
+        raise click.ClickException("cancelled; nothing changed")
+    run(_delete(path, m.id, purge))
+    if purge:
+        click.echo(f"erased memory {m.id}")
+        if m.source is Source.MIGRATION and m.provenance.refs:
+            click.echo(
+                f"note: it was imported from {', '.join(m.provenance.refs)}; the line is still in that file",
+                err=True,
+            )
+    else:
+        click.echo(f"archived memory {m.id} (restore with: myclaw memory edit {m.id} --status active)")
+
+
+async def _fetch(path: Path, memory_id: int, owner: str | None) -> Memory:
+    async with open_engine(path) as engine:
+        return await _get(engine, memory_id, owner)
+
+
+async def _delete(path: Path, memory_id: int, purge: bool) -> None:
+    async with open_engine(path) as engine:
+        if purge:
+            await engine.delete(memory_id)
+        else:
+            await engine.set_status(memory_id, Status.ARCHIVED)
+
+
+# -- export ---------------------------------------------------------------------
+
+
+@memory.command()
+@user_option
+@click.option("--output", "-o", type=click.Path(dir_okay=False, path_type=Path), help="File to write (default: stdout).")
+@click.option("--format", "fmt", type=click.Choice(["json", "markdown"]), default="json", show_default=True)
+@db_option
+def export(user: str | None, output: Path | None, fmt: str) -> None:
+    """Everything stored (all statuses, with provenance), as JSON or markdown."""
+    cfg = load_cli_config()
+    path, owner = resolve_db(cfg), resolve_user(user, cfg)
+    memories, events, at = run(_export(path, owner))
+    if fmt == "json":
+        text = json.dumps(
+            {
+                "exported_at": at,
+                "user": owner,
+                "memories": [memory_dict(m) for m in memories],
+                "events": [event_dict(e) for e in events],
+            },
+            ensure_ascii=False,
+            indent=2,
+        )
+    else:
+        text = _markdown(memories, events, at)
+    if output is None:
+        click.echo(text)
+        return
+    write_private_file(output, text + "\n")
+    click.echo(f"wrote {len(memories)} memories and {len(events)} events to {output}", err=True)
+
+
+async def _export(path: Path, owner: str | None) -> tuple[list[Memory], list[Event], str]:
+    async with open_engine(path) as engine:
+        memories: list[Memory] = []
+        while batch := await engine.list_memories(owner, status=None, limit=1000, offset=len(memories)):
+            memories.extend(batch)
+        events: list[Event] = []
+        for u in [owner] if owner else await engine.owners():
+            events.extend(await engine.events(u, limit=_ALL))
+        return sorted(memories, key=lambda m: m.id), events, engine.now()
+
+
+def _markdown(memories: list[Memory], events: list[Event], at: str) -> str:
+    """Grouped by user, then tier (and project), then events by date."""
+    tree: dict[str, dict[tuple[int, str], list[Memory]]] = defaultdict(lambda: defaultdict(list))
+    for m in memories:
+        tree[m.owner][(m.tier, m.project)].append(m)
+    by_user_events: dict[str, list[Event]] = defaultdict(list)
+    for e in events:
+        by_user_events[e.owner].append(e)
+    out = [f"# myclaw memory export ({at})"]
+    for u in sorted(set(tree) | set(by_user_events)):
+        out.append(f"\n## {u}")
+        for (tier, project), items in sorted(tree[u].items()):
+            title = "Tier 1 — profile" if tier == 1 else "Tier 2 — knowledge"
+            out.append(f"\n### {title}" + ("" if project == GLOBAL_OWNER else f" — project {project}") + "\n")
+            for m in items:
+                flags = [m.category.value, f"importance {m.importance:.2f}", m.source.value, m.created_at[:10]]
+                if m.status is not Status.ACTIVE:
+                    flags.append(m.status.value)
+                where = m.provenance.describe()
+                if where:
+                    flags.append(where)
+                body = m.content.replace("\n", "\n  ")
+                out.append(f"- [m{m.id}] {body} _({', '.join(flags)})_")
+        if by_user_events[u]:
+            out.append("\n### Tier 3 — events\n")
+            for e in sorted(by_user_events[u], key=lambda e: (e.event_date, e.id)):
+                body = e.summary.replace("\n", "\n  ")
+                out.append(f"- [e{e.id}] {e.event_date}: {body}")
+    return "\n".join(out)
+
+
+# -- migrate ----------------------------------------------------------------------
+
+
+@memory.command()
+@click.option(
+    "--workspace",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Workspace holding memory/ (default: agent.workspace from config).",
+)
+@json_option
+@db_option
+def migrate(workspace: Path | None, as_json: bool) -> None:
+    """Import MEMORY.md and YYYY-MM-DD.md files (the file store) into the
+    database. Safe to repeat: what was imported before is not added again."""
+    cfg = load_cli_config()
+    ws = workspace or Paths.from_env().workspace(cfg)
+    if workspace is not None and not (ws / "memory").is_dir():
+        raise click.ClickException(f"no memory directory at {ws / 'memory'}")
+    path = resolve_db(cfg)
+    report = run(_migrate(path, ws))
+    for p in report.problems:
+        click.echo(f"warning: {p}", err=True)
+    if as_json:
+        echo_json({"workspace": str(ws), "db": str(path), **report.to_dict()})
+        return
+    click.echo(f"migrated {ws / 'memory'} -> {path}")
+    click.echo(
+        render_table(
+            ["", "ADDED", "REPLACED", "SKIPPED"],
+            [
+                ["memories", report.memories_added, "-", report.memories_skipped],
+                ["events", report.events_added, report.events_replaced, report.events_skipped],
+            ],
+        )
+    )
+    click.echo(f"{report.files_seen} files seen, {report.files_unchanged} unchanged; users: {', '.join(report.owners) or '-'}")
+
+
+async def _migrate(path: Path, ws: Path) -> MigrationReport:
+    async with open_engine(path, create=True) as engine:
+        return await migrate_files(ws, engine)
+

@@ -1,0 +1,214 @@
+"""Helpers shared by the command modules: config, database, users, output.
+
+This is the CLI edge: library errors become user messages here (exit 1 for
+a failed request, 2 for bad usage or configuration), never tracebacks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import sqlite3
+import sys
+import tempfile
+import unicodedata
+from collections.abc import AsyncIterator, Coroutine, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+from gateway.config import Config, ConfigError, Paths, load_config
+from gateway.logging import configure_logging
+from memory import IdentityMap, MemoryEngine, MemoryNotFound
+from memory.db import SchemaTooNew
+from memory.types import Event, Memory
+
+__all__ = [
+    "ConfigFailure",
+    "db_option",
+    "echo_json",
+    "event_dict",
+    "json_option",
+    "load_cli_config",
+    "memory_dict",
+    "open_engine",
+    "render_table",
+    "resolve_db",
+    "resolve_user",
+    "run",
+    "setup_cli_logging",
+    "write_private_file",
+]
+
+T = TypeVar("T")
+_DB_KEY = "myclaw.db"
+
+
+class ConfigFailure(click.ClickException):
+    """The configuration cannot be used: exit 2, like a usage error."""
+
+    exit_code = 2
+
+
+class _Stderr:
+    """Whatever ``sys.stderr`` is at write time (click's test runner swaps it)."""
+
+    def write(self, s: str) -> int:
+        return sys.stderr.write(s)
+
+    def flush(self) -> None:
+        sys.stderr.flush()
+
+    def isatty(self) -> bool:
+        return sys.stderr.isatty()
+
+
+def setup_cli_logging() -> None:
+    """Warnings and errors to stderr; stdout stays clean for tables and JSON."""
+    configure_logging(level=os.environ.get("MYCLAW_LOG_LEVEL", "WARNING"), stream=_Stderr())  # type: ignore[arg-type]
+
+
+def load_cli_config() -> Config:
+    try:
+        return load_config()
+    except ConfigError as exc:
+        raise ConfigFailure(str(exc)) from None
+
+
+def _remember_db(ctx: click.Context, _param: click.Parameter, value: Path | None) -> None:
+    if value is not None:
+        ctx.meta[_DB_KEY] = value  # meta is shared by the group and its commands
+
+
+db_option = click.option(
+    "--db",
+    type=click.Path(dir_okay=False, path_type=Path),
+    expose_value=False,
+    callback=_remember_db,
+    help="Memory database file (default: from config, under $MYCLAW_HOME).",
+)
+json_option = click.option("--json", "as_json", is_flag=True, help="Machine-readable JSON on stdout.")
+
+
+def resolve_db(cfg: Config) -> Path:
+    override = click.get_current_context().meta.get(_DB_KEY)
+    return Path(override) if override else Paths.from_env().memory_db(cfg)
+
+
+def resolve_user(value: str | None, cfg: Config) -> str | None:
+    """``--user``: a user name, ``_global``, or a ``channel:sender_id``
+    handle, which the identity map turns into the person it belongs to."""
+    if value is None:
+        return None
+    v = value.strip()
+    if not v:
+        raise click.BadParameter("must not be empty", param_hint="'--user'")
+    if ":" in v:
+        channel, sender = v.split(":", 1)
+        return IdentityMap(cfg.memory.identities).resolve(channel, sender)
+    return v
+
+
+@asynccontextmanager
+async def open_engine(path: Path, *, create: bool = False) -> AsyncIterator[MemoryEngine]:
+    """The engine on ``path``, closed on the way out. Read-only commands
+    pass ``create=False`` so a wrong ``MYCLAW_HOME`` is reported, not
+    silently answered with an empty new database."""
+    if not create and not path.exists():
+        raise click.ClickException(f"no memory database at {path} (nothing stored yet, or wrong MYCLAW_HOME / --db)")
+    try:
+        engine = await MemoryEngine.open(path)
+    except SchemaTooNew as exc:
+        raise click.ClickException(str(exc)) from None
+    except sqlite3.DatabaseError as exc:
+        raise click.ClickException(f"{path}: cannot open as a memory database: {exc}") from None
+    try:
+        yield engine
+    finally:
+        await engine.close()
+
+
+def run(coro: Coroutine[Any, Any, T]) -> T:
+    """``asyncio.run`` at the edge, with lookup failures as user messages."""
+    try:
+        return asyncio.run(coro)
+    except MemoryNotFound as exc:
+        raise click.ClickException(str(exc)) from None
+
+
+# -- output -------------------------------------------------------------------
+
+
+def memory_dict(m: Memory) -> dict[str, Any]:
+    d = asdict(m)
+    d["category"], d["source"], d["status"] = m.category.value, m.source.value, m.status.value
+    d["provenance"] = json.loads(m.provenance.to_json())
+    return d
+
+
+def event_dict(e: Event) -> dict[str, Any]:
+    d = asdict(e)
+    d["provenance"] = json.loads(e.provenance.to_json())
+    return d
+
+
+def echo_json(obj: Any) -> None:
+    click.echo(json.dumps(obj, ensure_ascii=False, indent=2))
+
+
+def _width(s: str) -> int:
+    return sum(0 if unicodedata.combining(c) else 2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in s)
+
+
+def _fit(s: str, width: int) -> str:
+    s = " ".join(s.split())
+    if _width(s) <= width:
+        return s
+    out, used = [], 0
+    for c in s:
+        w = _width(c)
+        if used + w > width - 1:
+            break
+        out.append(c)
+        used += w
+    return "".join(out) + "…"
+
+
+def render_table(headers: Sequence[str], rows: Sequence[Sequence[Any]], *, width: int | None = None) -> str:
+    """Aligned columns (wide CJK characters count double); the last column
+    is cut to what is left of the terminal width."""
+    cells = [[" ".join(str(c).split()) for c in r] for r in rows]
+    cols = [max([_width(h), *(_width(r[i]) for r in cells)]) for i, h in enumerate(headers)]
+    total = width or shutil.get_terminal_size((120, 24)).columns
+    last = max(20, total - sum(cols[:-1]) - 2 * (len(cols) - 1))
+    cols[-1] = min(cols[-1], last)
+
+    def line(values: Sequence[str]) -> str:
+        parts = []
+        for i, v in enumerate(values):
+            v = _fit(v, cols[i]) if i == len(values) - 1 else v
+            parts.append(v if i == len(values) - 1 else v + " " * (cols[i] - _width(v)))
+        return "  ".join(parts).rstrip()
+
+    return "\n".join([line(list(headers)), *(line(r) for r in cells)])
+
+
+def write_private_file(path: Path, text: str) -> None:
+    """Write ``text`` atomically, readable by the owner only (an export
+    holds everything people told the bot, credentials included)."""
+    if not path.parent.is_dir():
+        raise click.ClickException(f"cannot write {path}: directory {path.parent} does not exist")
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except OSError as exc:
+        Path(tmp).unlink(missing_ok=True)
+        raise click.ClickException(f"cannot write {path}: {exc.strerror}") from None
+

@@ -1,0 +1,255 @@
+from __future__ import annotations
+
+import asyncio
+import json
+import stat
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner, Result
+
+from gateway.cli import main
+from memory import ManualClock, MemoryEngine, Provenance, Status
+from memory.backend import Turn
+from memory.filestore import FileMemory
+
+DB_KEYS = {
+    "id", "owner", "tier", "project", "topic", "category", "content", "importance", "source", "status",
+    "superseded_by", "provenance", "created_at", "updated_at", "last_accessed", "access_count",
+}  # fmt: skip
+
+
+@pytest.fixture
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    h = tmp_path / "home"
+    monkeypatch.setenv("MYCLAW_HOME", str(h))
+    for var in ("MYCLAW_MEMORY_DB_PATH", "MYCLAW_AGENT_WORKSPACE", "MYCLAW_MEMORY_ENABLED"):
+        monkeypatch.delenv(var, raising=False)
+    return h
+
+
+def cli(*args: str, input: str | None = None) -> Result:
+    return CliRunner().invoke(main, ["memory", *args], input=input)
+
+
+def ok(*args: str, input: str | None = None) -> Result:
+    r = cli(*args, input=input)
+    assert r.exit_code == 0, r.output
+    return r
+
+
+def db_rows(home: Path) -> list[Any]:
+    async def read() -> list[Any]:
+        async with await MemoryEngine.open(home / "data" / "memory.db") as e:
+            return await e.list_memories(status=None)
+
+    return asyncio.run(read())
+
+
+def test_add_list_and_json_shape(home: Path) -> None:
+    assert "added memory 1 for alice" in ok("add", "Alice deploys atlas with 部署脚本 v2", "--user", "alice").stdout
+    ok("add", "Standup is at 10:00", "--user", "_global", "--tier", "1", "--importance", "0.9")
+    ok("add", "Bob likes tea", "-u", "bob", "--category", "identity", "--project", "atlas", "--topic", "drinks")
+    r = ok("add", "alice deploys  ATLAS with 部署脚本 v2", "--user", "alice")
+    assert "already stored as memory 1" in r.stdout
+
+    table = ok("list").stdout.splitlines()
+    assert table[0].split() == ["ID", "USER", "TIER", "CATEGORY", "IMP", "PROJECT", "STATUS", "DATE", "CONTENT"]
+    assert [ln.split()[1] for ln in table[1:]] == ["bob", "_global", "alice"]
+    assert table[0].index("CONTENT") == table[3].index("Alice")  # aligned
+
+    rows = json.loads(ok("list", "--json").stdout)
+    assert set(rows[0]) == DB_KEYS
+    assert rows[2]["provenance"] == {"channel": "cli"} and rows[2]["source"] == "manual"
+    assert (rows[1]["tier"], rows[1]["category"], rows[1]["importance"]) == (1, "identity", 0.9)
+    assert rows[2]["category"] == "decision"  # tier 2 default
+
+    def ids(*args: str) -> list[int]:
+        return [m["id"] for m in json.loads(ok("list", "--json", *args).stdout)]
+
+    assert ids("--user", "alice") == [1]
+    assert ids("--tier", "1") == [2]
+    assert ids("--project", "atlas") == [3] and ids("--category", "identity") == [3, 2]
+    assert ids("--limit", "1") == [3]
+
+
+def test_add_needs_a_user_content_and_a_valid_category(home: Path) -> None:
+    r = cli("add", "something")
+    assert r.exit_code == 2 and "Missing option '--user'" in r.output
+    r = cli("add", "  \n", "--user", "a")
+    assert r.exit_code == 2 and "content is empty" in r.output
+    r = cli("add", "x", "--user", "a", "--category", "feelings")
+    assert r.exit_code == 2 and "'identity', 'config', 'credential'" in r.output
+    r = cli("add", "x", "--user", "a", "--importance", "3")
+    assert r.exit_code == 2 and "--importance" in r.output
+    r = cli("add", "x", "--user", " ")
+    assert r.exit_code == 2 and "--user" in r.output
+    assert not (home / "data" / "memory.db").exists()  # nothing half-written
+
+
+def test_unknown_id_and_missing_database(home: Path) -> None:
+    r = cli("list")
+    assert r.exit_code == 1 and "no memory database at" in r.output
+    assert not (home / "data" / "memory.db").exists()  # a read does not create one
+    ok("add", "fact", "--user", "alice")
+    for args in (["edit", "42", "--importance", "0.1"], ["delete", "42", "--yes"], ["delete", "42", "--purge", "-y"]):
+        r = cli(*args)
+        assert r.exit_code == 1 and r.output.strip() == "Error: no memory with id 42"
+    r = cli("edit", "1", "--user", "bob", "--content", "hijacked")  # someone else's id
+    assert r.exit_code == 1 and "no memory with id 1 for user bob" in r.output
+    assert db_rows(home)[0].content == "fact"
+
+
+def test_edit(home: Path) -> None:
+    ok("add", "Atlas uses Postgres 15", "--user", "alice")
+    r = cli("edit", "1")
+    assert r.exit_code == 2 and "nothing to change" in r.output
+    r = cli("edit", "1", "--content", " ", "--importance", "0.2")
+    assert r.exit_code == 2 and "content is empty" in r.output
+    r = cli("edit", "1", "--content", "\x00", "--importance", "0.2")  # empty once cleaned: rolled back whole
+    assert r.exit_code == 1 and "memory content is empty" in r.output
+    assert db_rows(home)[0].importance == 0.7
+    m = json.loads(
+        ok("edit", "1", "--content", "Atlas uses Postgres 16", "--category", "config", "--tier", "1",
+           "--project", "atlas", "--topic", "db", "--importance", "0.95", "--json").stdout
+    )  # fmt: skip
+    assert (m["content"], m["category"], m["tier"], m["project"], m["topic"], m["importance"]) == (
+        "Atlas uses Postgres 16", "config", 1, "atlas", "db", 0.95,
+    )  # fmt: skip
+    assert "updated memory 1 (alice, tier 1, config, active)" in ok("edit", "1", "--importance", "0.5").stdout
+
+
+def test_delete_archives_then_restores_then_purges(home: Path) -> None:
+    ok("add", "Alice's door code is 4711", "--user", "alice", "--category", "credential")
+    r = cli("delete", "1", input="n\n")
+    assert r.exit_code == 1 and "cancelled" in r.output and db_rows(home)[0].status is Status.ACTIVE
+    r = ok("delete", "1", input="y\n")
+    assert "Archive memory 1 of alice" in r.output and "archived memory 1" in r.stdout
+    assert db_rows(home)[0].status is Status.ARCHIVED
+    assert json.loads(ok("list", "--json").stdout) == []
+    assert [m["id"] for m in json.loads(ok("list", "--json", "--status", "archived").stdout)] == [1]
+    assert json.loads(ok("search", "door code", "--json").stdout) == []  # archived: not retrievable
+    assert "already archived" in ok("delete", "1", "-y").stdout
+
+    ok("edit", "1", "--status", "active")
+    assert db_rows(home)[0].status is Status.ACTIVE
+    assert "erased memory 1" in ok("delete", "1", "--purge", "--yes").stdout
+    assert db_rows(home) == []
+    assert "4711" not in ok("export").stdout
+
+
+def test_search_ranks_cites_and_scopes(home: Path) -> None:
+    ok("add", "我的部署密码是 hunter2", "--user", "alice", "--category", "credential")
+    ok("add", "我喜欢喝咖啡", "--user", "alice")
+    ok("add", "Bob's deploy password is swordfish", "--user", "bob")
+    ok("add", "部署 happens on Fridays", "--user", "_global")
+    hits = json.loads(ok("search", "部署密码", "--json").stdout)
+    assert hits[0]["content"] == "我的部署密码是 hunter2" and hits[0]["user"] == "alice"
+    assert hits[0]["citation"].startswith("[m1 · ") and "咖啡" not in json.dumps(hits, ensure_ascii=False)
+    bob = json.loads(ok("search", "部署 password", "--user", "bob", "--json").stdout)
+    assert {h["user"] for h in bob} == {"bob", "_global"} and "hunter2" not in json.dumps(bob)
+    table = ok("search", "deploy password").stdout.splitlines()
+    assert table[0].split() == ["SCORE", "USER", "CITATION", "CONTENT"] and "swordfish" in table[1]
+    r = cli("search", "nothing like this")
+    assert r.exit_code == 0 and r.stdout == "" and "no matches" in r.output
+
+
+def test_stats(home: Path) -> None:
+    ok("add", "a1", "--user", "alice", "--tier", "1")
+    ok("add", "a2", "--user", "alice")
+    ok("add", "b1", "--user", "bob")
+    ok("delete", "3", "-y")
+    s = json.loads(ok("stats", "--json").stdout)
+    assert s["total"] == 3 and s["by_status"] == {"active": 2, "archived": 1}
+    assert s["users"] == [
+        {"user": "alice", "active": 2, "tier1": 1, "archived": 0, "events": 0, "buffered": 0},
+        {"user": "bob", "active": 0, "tier1": 0, "archived": 1, "events": 0, "buffered": 0},
+    ]
+    assert json.loads(ok("stats", "--json", "--user", "bob").stdout)["total"] == 1
+    out = ok("stats").stdout
+    assert "memories    3 (active 2, archived 1)" in out and "USER" in out
+
+
+def test_export_json_and_markdown(home: Path, tmp_path: Path) -> None:
+    async def seed() -> None:
+        async with await MemoryEngine.open(home / "data" / "memory.db") as e:
+            await e.add_event("alice", "2026-02-28", "Booked flights\nto Osaka", provenance=Provenance(channel="telegram"))
+
+    ok("add", "Alice lives in Hangzhou", "--user", "alice", "--tier", "1")
+    ok("add", "Atlas runs on k8s", "--user", "alice", "--project", "atlas")
+    ok("add", "Bob likes tea", "--user", "bob")
+    ok("delete", "3", "-y")
+    asyncio.run(seed())
+
+    doc = json.loads(ok("export").stdout)
+    assert set(doc) == {"exported_at", "user", "memories", "events"}
+    assert [m["id"] for m in doc["memories"]] == [1, 2, 3] and doc["memories"][2]["status"] == "archived"
+    assert set(doc["memories"][0]) == DB_KEYS
+    assert doc["events"][0]["summary"] == "Booked flights\nto Osaka"
+    assert doc["events"][0]["provenance"] == {"channel": "telegram"}
+
+    out = tmp_path / "alice.json"
+    r = ok("export", "--user", "alice", "-o", str(out))
+    assert r.stdout == "" and "wrote 2 memories and 1 events" in r.output
+    assert [m["owner"] for m in json.loads(out.read_text())["memories"]] == ["alice", "alice"]
+    assert stat.S_IMODE(out.stat().st_mode) == 0o600
+    r = cli("export", "-o", str(tmp_path / "no" / "such" / "dir.json"))
+    assert r.exit_code == 1 and "does not exist" in r.output
+
+    md = ok("export", "--format", "markdown").stdout
+    alice, bob = md.index("## alice"), md.index("## bob")
+    assert alice < md.index("### Tier 1 — profile") < md.index("- [m1] Alice lives in Hangzhou") < bob
+    assert alice < md.index("### Tier 2 — knowledge — project atlas") < bob
+    assert "- [e1] 2026-02-28: Booked flights\n  to Osaka" in md
+    assert "- [m3] Bob likes tea _(decision, importance 0.70, manual, " in md and "archived, cli)_" in md
+
+
+def test_migrate_is_idempotent_and_reports_counts(home: Path, tmp_path: Path) -> None:
+    ws = home / "workspace"  # the default workspace under MYCLAW_HOME
+    files = FileMemory(ws, ManualClock("2026-02-28T12:00:00Z"))
+
+    async def write() -> None:
+        await files.remember("alice", "Alice's cat is called Miso", provenance=Provenance())
+        await files.buffer([Turn(owner="alice", channel="telegram", chat_id="1", role="user", content="hi")])
+
+    asyncio.run(write())
+    (ws / "memory" / "MEMORY.md").write_text("- Standup is at 10:00\n")
+    r = ok("migrate")
+    assert f"migrated {ws / 'memory'} -> {home / 'data' / 'memory.db'}" in r.stdout
+    lines = r.stdout.splitlines()  # logs go to stderr, stdout is the report alone
+    assert lines[0].startswith("migrated ") and lines[1].split() == ["ADDED", "REPLACED", "SKIPPED"]
+    assert lines[2].split() == ["memories", "2", "-", "0"] and lines[3].split() == ["events", "1", "0", "0"]
+    again = json.loads(ok("migrate", "--json").stdout)
+    assert (again["memories_added"], again["events_added"], again["files_unchanged"]) == (0, 0, 3)
+    assert sorted(m.content for m in db_rows(home)) == ["Alice's cat is called Miso", "Standup is at 10:00"]
+
+    other = tmp_path / "elsewhere"
+    (other / "memory" / "users" / "stray").mkdir(parents=True)
+    r = ok("migrate", "--workspace", str(other))
+    assert "warning: users/stray: no .owner file" in r.output
+    r = cli("migrate", "--workspace", str(tmp_path / "missing"))
+    assert r.exit_code == 1 and "no memory directory at" in r.output
+
+
+def test_db_override_and_identity_handles(home: Path, tmp_path: Path) -> None:
+    home.mkdir()
+    (home / "config.json").write_text(json.dumps({"memory": {"identities": {"alice": ["telegram:777"]}}}))
+    db = tmp_path / "other.db"
+    ok("--db", str(db), "add", "fact one", "--user", "telegram:777")
+    ok("add", "fact two", "--user", "telegram:778", "--db", str(db))
+    rows = json.loads(ok("list", "--json", "--db", str(db)).stdout)
+    assert [(m["owner"], m["content"]) for m in rows] == [("telegram:778", "fact two"), ("alice", "fact one")]
+    assert json.loads(ok("--db", str(db), "list", "--json", "-u", "telegram:777").stdout)[0]["owner"] == "alice"
+    assert not (home / "data" / "memory.db").exists()
+
+
+def test_config_errors_exit_2_without_traceback(home: Path) -> None:
+    home.mkdir()
+    (home / "config.json").write_text('{"memory": {"enabled": "maybe"}}')
+    r = cli("stats")
+    assert r.exit_code == 2 and "memory.enabled" in r.output and "'maybe'" in r.output
+    assert "Traceback" not in r.output and isinstance(r.exception, SystemExit)
+    (home / "config.json").write_text("{not json")
+    r = cli("list")
+    assert r.exit_code == 2 and "not valid JSON at line 1" in r.output
