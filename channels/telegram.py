@@ -1,0 +1,488 @@
+"""The Telegram channel: long polling in, ``sendMessage`` out, via
+python-telegram-bot's ``Bot``.
+
+Why our own ``getUpdates`` loop instead of ``Application`` and
+``Updater.start_polling``:
+
+* PTB's updater stops polling for good on a rejected token and only logs
+  it. Here ``start()`` raises :class:`ChannelFatalError` and a rejection
+  while running is surfaced through :meth:`TelegramChannel.wait_failed`.
+* Backoff, ``RetryAfter`` and confirming the offset on stop are explicit,
+  and tests can shorten them (``backoff=``).
+* Updates go straight to the bus. Skipping the application's update queue
+  and handler dispatch matters at 1,000 chats and hundreds of messages per
+  second.
+
+Delivery: an update's offset is confirmed only after its message is on the
+bus, and ``stop()`` confirms it to Telegram. A crash re-delivers what was not
+handled, and a clean restart re-delivers nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+# PTB 22 reads time periods (``RetryAfter.retry_after``) as timedelta when this
+# opt-in is set, and otherwise warns with PTBDeprecationWarning every time
+# a 429 arrives -- even inside its own exception constructor.
+os.environ.setdefault("PTB_TIMEDELTA", "true")
+
+from telegram import Bot, Message, MessageEntity, ReplyParameters, Update
+from telegram.constants import ChatType, UpdateType
+from telegram.error import (
+    BadRequest,
+    ChatMigrated,
+    Conflict,
+    Forbidden,
+    InvalidToken,
+    NetworkError,
+    RetryAfter,
+    TelegramError,
+    TimedOut,
+)
+from telegram.request import BaseRequest, HTTPXRequest
+
+from channels.base import BaseChannel, ChannelFatalError
+from gateway.bus import InboundMessage, MessageBus, OutboundMessage
+from gateway.config import TelegramConfig
+
+__all__ = [
+    "INVALID_TOKEN_MESSAGE",
+    "MAX_MESSAGE_CHARS",
+    "Backoff",
+    "TelegramChannel",
+    "TelegramSendError",
+    "split_message",
+]
+
+MAX_MESSAGE_CHARS = 4096
+INVALID_TOKEN_MESSAGE = "Telegram rejected the bot token (401 Unauthorized): check channels.telegram.token"
+_ALLOWED_UPDATES = [UpdateType.MESSAGE]
+_GROUP_TYPES = frozenset({ChatType.GROUP, ChatType.SUPERGROUP})
+_CONFIRM_TIMEOUT = 5.0
+
+
+class TelegramSendError(Exception):
+    """A reply could not be delivered after the retries; the message says
+    which chat and part, never the text."""
+
+
+@dataclass(frozen=True)
+class Backoff:
+    """Exponential backoff with jitter, for polling and sending."""
+
+    initial: float = 1.0
+    maximum: float = 30.0
+    factor: float = 2.0
+
+    def delays(self) -> Iterator[float]:
+        delay = self.initial
+        while True:
+            # Jitter so that many gateways do not retry in lockstep.
+            yield delay * random.uniform(0.5, 1.0)
+            delay = min(self.maximum, delay * self.factor)
+
+
+def _utf16_len(text: str) -> int:
+    return len(text.encode("utf-16-le", "surrogatepass")) // 2
+
+
+def _fit(text: str, limit: int) -> int:
+    """The longest prefix of ``text`` (in code points) that is at most
+    ``limit`` UTF-16 units, Telegram's unit of length."""
+    if len(text) <= limit // 2 or _utf16_len(text[:limit]) <= limit:
+        return min(len(text), limit)
+    units = 0
+    for i, ch in enumerate(text):
+        units += 2 if ord(ch) > 0xFFFF else 1
+        if units > limit:
+            return i
+    return len(text)
+
+
+def split_message(text: str, limit: int = MAX_MESSAGE_CHARS) -> list[str]:
+    """Split ``text`` into parts of at most ``limit`` UTF-16 units, preferring
+    paragraph, then line, then word boundaries; whitespace at a split is
+    dropped. Never cuts between the halves of a surrogate pair."""
+    parts: list[str] = []
+    rest = text
+    while _utf16_len(rest) > limit:
+        cut = _fit(rest, limit)
+        window = rest[:cut]
+        for sep in ("\n\n", "\n", " "):
+            # A boundary in the first half would make needlessly many parts.
+            pos = window.rfind(sep, cut // 2)
+            if pos > 0:
+                head, rest = window[:pos], rest[pos + len(sep) :]
+                break
+        else:
+            if "\ud800" <= window[-1] <= "\udbff":  # a lone high surrogate from odd input
+                cut -= 1
+            head, rest = rest[:cut], rest[cut:]
+        if head.strip():
+            parts.append(head)
+    if rest.strip():
+        parts.append(rest)
+    return parts
+
+
+def _retry_after_seconds(exc: RetryAfter) -> float:
+    value: Any = exc.retry_after  # timedelta with PTB_TIMEDELTA (set above)
+    return value.total_seconds() if isinstance(value, timedelta) else float(value)
+
+
+def _default_request(pool_size: int, read_timeout: float) -> HTTPXRequest:
+    return HTTPXRequest(
+        connection_pool_size=pool_size,
+        connect_timeout=5.0,
+        read_timeout=read_timeout,
+        write_timeout=10.0,
+        pool_timeout=5.0,
+    )
+
+
+class TelegramChannel(BaseChannel):
+    """``TelegramChannel(config, bus)``; ``start()`` / ``stop()`` / ``send()``.
+
+    Keyword overrides (tests, benchmarks): ``request`` and
+    ``get_updates_request`` (PTB request objects), ``backoff``,
+    ``send_attempts``, ``startup_wait`` (seconds ``start()`` waits for
+    ``getMe`` before going on in the background), ``max_retry_after``.
+    """
+
+    name = "telegram"
+
+    def __init__(
+        self,
+        config: TelegramConfig,
+        bus: MessageBus,
+        *,
+        request: BaseRequest | None = None,
+        get_updates_request: BaseRequest | None = None,
+        backoff: Backoff | None = None,
+        send_attempts: int = 5,
+        startup_wait: float = 10.0,
+        max_retry_after: float = 300.0,
+    ) -> None:
+        super().__init__(bus, config.allow_from)
+        self.config = config
+        self.backoff = backoff or Backoff()
+        self.send_attempts = max(1, send_attempts)
+        self.startup_wait = startup_wait
+        self.max_retry_after = max_retry_after
+        self._token = config.token.get_secret_value()
+        self._request = request
+        self._get_updates_request = get_updates_request
+        self._bot: Bot | None = None
+        self._poll_task: asyncio.Task[None] | None = None
+        self._offset = 0
+        self._ready = asyncio.Event()
+        self._failed = asyncio.Event()
+        self._failure: ChannelFatalError | None = None
+        self._state = "new"  # new -> running -> stopped
+        self._bot_id = 0
+        self._mention_re: re.Pattern[str] | None = None
+        self._command_re: re.Pattern[str] | None = None
+
+    # -- lifecycle ------------------------------------------------------------------
+    async def start(self) -> None:
+        if self._state != "new":
+            raise RuntimeError(f"TelegramChannel cannot start: it is {self._state}")
+        if not self._token:
+            raise ChannelFatalError("channels.telegram.token is empty: set it in the config or MYCLAW_TELEGRAM_TOKEN")
+        self._state = "running"
+        self._bot = Bot(
+            self._token,
+            base_url=self.config.base_url,
+            request=self._request or _default_request(pool_size=64, read_timeout=10.0),
+            # One long poll at a time; PTB adds the poll timeout to read_timeout.
+            get_updates_request=self._get_updates_request or _default_request(pool_size=1, read_timeout=10.0),
+        )
+        self._poll_task = asyncio.create_task(self._run(), name="telegram-poll")
+        ready = asyncio.create_task(self._ready.wait())
+        failed = asyncio.create_task(self._failed.wait())
+        try:
+            await asyncio.wait({ready, failed}, timeout=self.startup_wait, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            ready.cancel()
+            failed.cancel()
+        if self._failure is not None:
+            await self.stop()
+            raise self._failure
+        if not self._ready.is_set():
+            # A network outage at boot must not hold up the other channels;
+            # polling keeps trying and a rejected token still surfaces.
+            self.log.warning("Telegram not reachable yet; still trying in the background", base_url=self.config.base_url)
+
+    async def stop(self) -> None:
+        """Stop polling, confirm handled updates to Telegram, close; safe twice."""
+        if self._state != "running":
+            self._state = "stopped"
+            return
+        self._state = "stopped"
+        task, self._poll_task = self._poll_task, None
+        if task is not None:
+            task.cancel()
+            await asyncio.wait({task})
+        bot, self._bot = self._bot, None
+        if bot is None:
+            return
+        try:
+            if self._offset and self._ready.is_set() and self._failure is None:
+                await self._confirm_offset(bot)
+        finally:
+            await bot.shutdown()
+
+    async def _confirm_offset(self, bot: Bot) -> None:
+        # getUpdates with the next offset is how Telegram learns what we
+        # handled; without it a restart gets the last batch again.
+        try:
+            await asyncio.wait_for(bot.get_updates(offset=self._offset, limit=1, timeout=0), _CONFIRM_TIMEOUT)
+        except (TelegramError, TimeoutError) as exc:
+            self.log.warning(
+                "could not confirm handled Telegram updates; they may be delivered again",
+                offset=self._offset,
+                error=self._scrub(repr(exc)),
+            )
+
+    @property
+    def failure(self) -> ChannelFatalError | None:
+        """Set when the channel stopped for good (the token was rejected)."""
+        return self._failure
+
+    async def wait_failed(self) -> ChannelFatalError:
+        """Return once the channel has failed for good; the gateway awaits
+        this next to its other tasks and stops with the error's message."""
+        await self._failed.wait()
+        assert self._failure is not None
+        return self._failure
+
+    def _fail(self, exc: ChannelFatalError) -> None:
+        self._failure = exc
+        self._failed.set()
+        self.log.error("Telegram channel stopped for good", error=str(exc))
+
+    def _scrub(self, text: str) -> str:
+        return text.replace(self._token, "***") if self._token else text
+
+    # -- receiving --------------------------------------------------------------------
+    async def _run(self) -> None:
+        try:
+            await self._connect()
+            self._ready.set()
+            await self._poll()
+        except ChannelFatalError as exc:
+            self._fail(exc)
+        except Exception as exc:
+            # A bug, not a network problem: surface it like a fatal error
+            # rather than let the poller die unnoticed.
+            self.log.exception("Telegram polling crashed")
+            self._fail(ChannelFatalError(f"Telegram polling stopped: {self._scrub(repr(exc))}"))
+
+    async def _connect(self) -> None:
+        bot = self._bot
+        assert bot is not None
+        delays = self.backoff.delays()
+        while True:
+            try:
+                await bot.initialize()  # getMe: validates the token
+                # getUpdates fails with 409 while a webhook is set.
+                await bot.delete_webhook(drop_pending_updates=False)
+                break
+            except InvalidToken:
+                # PTB's message quotes the token: do not chain it.
+                raise ChannelFatalError(INVALID_TOKEN_MESSAGE) from None
+            except RetryAfter as exc:
+                await asyncio.sleep(_retry_after_seconds(exc))
+            except TelegramError as exc:
+                self.log.warning("Telegram getMe failed; retrying", error=self._scrub(repr(exc)), base_url=self.config.base_url)
+                await asyncio.sleep(next(delays))
+        username = bot.username
+        self._bot_id = bot.id
+        name = re.escape(username)
+        self._mention_re = re.compile(rf"(?<![\w@])@{name}(?!\w)[,:]?[ \t]*", re.IGNORECASE)
+        self._command_re = re.compile(rf"^(/\w+)@{name}(?!\w)", re.IGNORECASE)
+        self.log.info("Telegram bot connected", username=username, base_url=self.config.base_url)
+
+    async def _poll(self) -> None:
+        bot = self._bot
+        assert bot is not None
+        delays = self.backoff.delays()
+        while True:
+            try:
+                updates = await bot.get_updates(
+                    offset=self._offset or None,
+                    timeout=self.config.poll_timeout,
+                    allowed_updates=_ALLOWED_UPDATES,
+                )
+            except InvalidToken:
+                raise ChannelFatalError(INVALID_TOKEN_MESSAGE) from None
+            except RetryAfter as exc:
+                wait = _retry_after_seconds(exc)
+                self.log.warning("Telegram getUpdates rate limited", retry_after=wait)
+                await asyncio.sleep(wait)
+                continue
+            except TimedOut:
+                continue  # a long poll cut short; ask again at once
+            except Conflict as exc:
+                # Another process polls with this token: loud, but not fatal,
+                # since the other one may be the instance being replaced.
+                self.log.error("Telegram getUpdates conflict: is another bot instance running?", error=str(exc))
+                await asyncio.sleep(next(delays))
+                continue
+            except TelegramError as exc:  # NetworkError, a 5xx, Forbidden, ...
+                self.log.warning("Telegram getUpdates failed; retrying", error=self._scrub(repr(exc)))
+                await asyncio.sleep(next(delays))
+                continue
+            delays = self.backoff.delays()
+            for update in updates:
+                await self._handle(update)
+                self._offset = update.update_id + 1
+
+    async def _handle(self, update: Update) -> None:
+        try:
+            converted = self._to_inbound(update)
+        except Exception:
+            # One malformed update must not stall polling: it is skipped,
+            # logged with its id, and confirmed like the others.
+            self.log.exception("Telegram update could not be read; skipped", update_id=update.update_id)
+            return
+        if converted is not None:
+            inbound, username = converted
+            await self.publish(inbound, inbound.sender_id, username)
+
+    def _to_inbound(self, update: Update) -> tuple[InboundMessage, str] | None:
+        msg = update.message
+        if msg is None or msg.from_user is None:
+            return None
+        text = msg.text if msg.text is not None else msg.caption
+        if text is None:
+            return None  # stickers, photos without caption, member joins
+        user, chat = msg.from_user, msg.chat
+        mentioned = self._is_mentioned(msg)
+        if mentioned:
+            text = self._strip_mention(text)
+        metadata: dict[str, Any] = {"chat_type": chat.type}
+        if user.username:
+            metadata["username"] = user.username
+        if chat.title:
+            metadata["chat_title"] = chat.title
+        if msg.is_topic_message and msg.message_thread_id is not None:
+            metadata["message_thread_id"] = msg.message_thread_id
+        inbound = InboundMessage(
+            channel=self.name,
+            chat_id=str(chat.id),
+            sender_id=str(user.id),
+            text=text,
+            message_id=str(msg.message_id),
+            timestamp=msg.date,
+            is_group=chat.type in _GROUP_TYPES,
+            mentioned=mentioned,
+            reply_to_bot=self._replies_to_bot(msg),
+            sender_name=user.full_name,
+            metadata=metadata,
+        )
+        return inbound, user.username or ""
+
+    def _is_mentioned(self, msg: Message) -> bool:
+        assert self._mention_re is not None and self._command_re is not None
+        types = [MessageEntity.MENTION, MessageEntity.TEXT_MENTION, MessageEntity.BOT_COMMAND]
+        entities = msg.parse_entities(types) if msg.text is not None else msg.parse_caption_entities(types)
+        for entity, value in entities.items():
+            if entity.type == MessageEntity.TEXT_MENTION:
+                if entity.user is not None and entity.user.id == self._bot_id:
+                    return True
+            elif self._mention_re.search(value) or self._command_re.match(value):
+                return True
+        # Entities can be missing (forwarded or edited text): look at the text.
+        text = msg.text or msg.caption or ""
+        return bool(self._mention_re.search(text) or self._command_re.match(text))
+
+    def _strip_mention(self, text: str) -> str:
+        assert self._mention_re is not None and self._command_re is not None
+        stripped = self._command_re.sub(r"\1", text)
+        stripped = self._mention_re.sub("", stripped).strip()
+        # "@bot" alone: keep it rather than hand the loop an empty message.
+        return stripped or text
+
+    def _replies_to_bot(self, msg: Message) -> bool:
+        replied = msg.reply_to_message
+        if replied is None or replied.from_user is None or replied.from_user.id != self._bot_id:
+            return False
+        # In forum topics every message "replies" to the topic's first message.
+        return not (msg.is_topic_message and replied.message_id == msg.message_thread_id)
+
+    # -- sending ----------------------------------------------------------------------
+    async def send(self, msg: OutboundMessage) -> None:
+        """Send a reply, split into parts of at most 4096 characters, in
+        order. Raises :class:`TelegramSendError` when a part still fails
+        after the retries (the rest is then not sent, to keep order)."""
+        bot = self._bot
+        if bot is None:
+            raise TelegramSendError(f"Telegram channel is not running; reply to chat {msg.chat_id} not sent")
+        parts = split_message(msg.text)
+        if not parts:
+            self.log.warning("empty reply not sent", chat_id=msg.chat_id)
+            return
+        chat_id: int | str = int(msg.chat_id) if msg.chat_id.lstrip("-").isdigit() else msg.chat_id
+        thread_id = msg.metadata.get("message_thread_id")
+        reply_to = int(msg.reply_to) if msg.reply_to.isdigit() else None
+        for i, part in enumerate(parts):
+            reply = (
+                # A deleted original must not make the reply fail.
+                ReplyParameters(message_id=reply_to, allow_sending_without_reply=True)
+                if i == 0 and reply_to is not None
+                else None
+            )
+            chat_id = await self._send_part(bot, chat_id, part, reply, thread_id, f"part {i + 1} of {len(parts)}")
+
+    async def _send_part(
+        self,
+        bot: Bot,
+        chat_id: int | str,
+        text: str,
+        reply: ReplyParameters | None,
+        thread_id: int | None,
+        which: str,
+    ) -> int | str:
+        """Send one part with retries; returns the chat id it went to (a group
+        upgraded to a supergroup gets a new one)."""
+        delays = self.backoff.delays()
+        error = "no attempt made"
+        attempt = 0
+        for attempt in range(1, self.send_attempts + 1):
+            try:
+                await bot.send_message(chat_id=chat_id, text=text, reply_parameters=reply, message_thread_id=thread_id)
+                return chat_id
+            except ChatMigrated as exc:
+                self.log.info("Telegram group moved to a supergroup", chat_id=chat_id, new_chat_id=exc.new_chat_id)
+                chat_id = exc.new_chat_id
+                continue
+            except RetryAfter as exc:
+                wait = _retry_after_seconds(exc)
+                if wait > self.max_retry_after:
+                    error = f"rate limited for {wait:.0f}s"
+                    break
+                self.log.warning("Telegram sendMessage rate limited; waiting", chat_id=chat_id, retry_after=wait)
+                await asyncio.sleep(wait)
+                error = "rate limited"
+            except (BadRequest, Forbidden, InvalidToken) as exc:
+                # The request itself is refused; sending it again cannot help.
+                raise TelegramSendError(
+                    f"Telegram refused the reply to chat {chat_id} ({which}, {len(text)} chars): {self._scrub(str(exc))}"
+                ) from None
+            except (NetworkError, Conflict) as exc:
+                error = self._scrub(repr(exc))
+                if attempt < self.send_attempts:
+                    self.log.warning("Telegram sendMessage failed; retrying", chat_id=chat_id, attempt=attempt, error=error)
+                    await asyncio.sleep(next(delays))
+        raise TelegramSendError(
+            f"Telegram reply to chat {chat_id} not sent ({which}, {len(text)} chars) after {attempt} attempts: {error}"
+        )

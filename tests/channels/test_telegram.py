@@ -1,0 +1,367 @@
+"""TelegramChannel against the fake Bot API: real python-telegram-bot, real
+HTTP on 127.0.0.1, a real MessageBus; nothing patched."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import logging
+import time
+from collections.abc import AsyncIterator, Callable, Iterator
+from typing import Any
+
+import pytest
+import structlog
+from pydantic import SecretStr
+from structlog.testing import capture_logs
+
+from channels.base import ChannelFatalError
+from channels.telegram import INVALID_TOKEN_MESSAGE, Backoff, TelegramChannel, split_message
+from gateway.bus import InboundMessage, MessageBus, OutboundMessage
+from gateway.config import TelegramConfig
+from gateway.logging import configure_logging
+from tests.fakes.telegram_server import FakeTelegram, utf16_len
+
+FAST = Backoff(initial=0.05, maximum=0.3)
+Factory = Callable[..., "asyncio.Future[TelegramChannel]"]
+
+
+@pytest.fixture
+async def fake() -> AsyncIterator[FakeTelegram]:
+    async with FakeTelegram() as server:
+        yield server
+
+
+@pytest.fixture
+def bus() -> MessageBus:
+    return MessageBus(maxsize=100)
+
+
+def config_for(fake: FakeTelegram, *, token: str | None = None, allow_from: list[str] | None = None) -> TelegramConfig:
+    return TelegramConfig(
+        enabled=True,
+        token=SecretStr(token or fake.token),
+        allow_from=allow_from or [],
+        base_url=fake.base_url,
+        poll_timeout=1,  # short long-polls keep the suite quick
+    )
+
+
+@pytest.fixture
+async def make_channel(fake: FakeTelegram, bus: MessageBus) -> AsyncIterator[Any]:
+    """Start channels (and optionally their sender); stop them all afterwards."""
+    channels: list[TelegramChannel] = []
+    senders: list[asyncio.Task[None]] = []
+
+    async def make(*, sender: bool = False, start: bool = True, **kw: Any) -> TelegramChannel:
+        cfg = config_for(fake, token=kw.pop("token", None), allow_from=kw.pop("allow_from", None))
+        kw.setdefault("backoff", FAST)
+        ch = TelegramChannel(cfg, bus, **kw)
+        channels.append(ch)
+        if start:
+            await asyncio.wait_for(ch.start(), 10)
+        if sender:
+            senders.append(asyncio.create_task(ch.run_sender()))
+        return ch
+
+    yield make
+    for task in senders:
+        task.cancel()
+    if senders:
+        await asyncio.wait(senders)
+    for ch in channels:
+        await asyncio.wait_for(ch.stop(), 10)
+
+
+async def next_inbound(bus: MessageBus, timeout: float = 5.0) -> InboundMessage:
+    return await asyncio.wait_for(bus.consume_inbound(), timeout)
+
+
+# -- receiving ----------------------------------------------------------------------------
+
+
+async def test_private_message_becomes_inbound(fake: FakeTelegram, bus: MessageBus, make_channel: Any) -> None:
+    await make_channel()
+    sent = fake.push_text(1001, 1001, "hello there", username="alice", first_name="Alice")
+    msg = await next_inbound(bus)
+    assert msg.channel == "telegram"
+    assert msg.chat_id == "1001"
+    assert msg.sender_id == "1001"
+    assert msg.sender_name == "Alice"
+    assert msg.text == "hello there"
+    assert msg.message_id == str(sent["message_id"])
+    assert msg.timestamp.tzinfo is not None and abs(msg.timestamp.timestamp() - time.time()) < 60
+    assert (msg.is_group, msg.mentioned, msg.reply_to_bot) == (False, False, False)
+    assert msg.metadata["username"] == "alice"
+
+
+async def test_group_flags_and_mention_stripping(fake: FakeTelegram, bus: MessageBus, make_channel: Any) -> None:
+    ch = await make_channel()
+    group = -100123
+
+    fake.push_text(group, 7, "just chatting", chat_type="supergroup")
+    plain = await next_inbound(bus)
+    assert plain.is_group and not plain.mentioned and not plain.reply_to_bot
+    assert plain.chat_id == str(group) and plain.sender_id == "7"
+
+    fake.push_text(group, 7, "what is the time?", chat_type="supergroup", mention=True)
+    mentioned = await next_inbound(bus)
+    assert mentioned.mentioned
+    assert mentioned.text == "what is the time?"
+
+    fake.push_text(group, 7, "hey @MyClaw_Bot, again", chat_type="supergroup")
+    mid = await next_inbound(bus)
+    assert mid.mentioned and mid.text == "hey again"
+
+    fake.push_text(group, 7, "/new@myclaw_bot", chat_type="supergroup")
+    command = await next_inbound(bus)
+    assert command.mentioned and command.text == "/new"
+
+    fake.push_text(group, 7, "ask @someone_else", chat_type="supergroup")
+    other = await next_inbound(bus)
+    assert not other.mentioned and other.text == "ask @someone_else"
+
+    await ch.send(OutboundMessage("telegram", str(group), "a bot answer"))
+    fake.push_text(group, 7, "thanks!", chat_type="supergroup", reply_to_bot=True)
+    reply = await next_inbound(bus)
+    assert reply.reply_to_bot and not reply.mentioned and reply.text == "thanks!"
+
+
+async def test_allow_list_by_id_and_username(fake: FakeTelegram, bus: MessageBus, make_channel: Any) -> None:
+    with capture_logs() as logs:
+        await make_channel(allow_from=["42", "@Alice"])
+        fake.push_text(99, 99, "let me in", username="mallory")
+        fake.push_text(42, 42, "by id")
+        fake.push_text(55, 55, "by username", username="alice")
+        first = await next_inbound(bus)
+        second = await next_inbound(bus)
+    # Updates are handled in order: the stranger's came first and was dropped.
+    assert [first.text, second.text] == ["by id", "by username"]
+    assert bus.inbound.empty()
+    assert any("dropped" in e["event"] and e.get("sender_id") == "99" for e in logs)
+    assert fake.sent == []  # the stranger gets nothing
+
+
+async def test_stop_confirms_offset_so_restart_does_not_redeliver(
+    fake: FakeTelegram, bus: MessageBus, make_channel: Any
+) -> None:
+    ch = await make_channel()
+    for i in range(3):
+        fake.push_text(1, 1, f"m{i}")
+    assert [(await next_inbound(bus)).text for _ in range(3)] == ["m0", "m1", "m2"]
+    await ch.stop()
+    await ch.stop()  # safe twice
+    assert fake.pending_updates == 0
+
+    await make_channel()
+    fake.push_text(1, 1, "after restart")
+    assert (await next_inbound(bus)).text == "after restart"
+
+
+# -- sending ------------------------------------------------------------------------------
+
+
+async def test_reply_on_outbound_queue_reaches_same_chat(fake: FakeTelegram, bus: MessageBus, make_channel: Any) -> None:
+    await make_channel(sender=True)
+    fake.push_text(2002, 2002, "ping")
+    msg = await next_inbound(bus)
+    await bus.publish_outbound(OutboundMessage("telegram", msg.chat_id, "pong", reply_to=msg.message_id))
+    [sent] = await fake.wait_sent(1)
+    assert sent.chat_id == 2002
+    assert sent.text == "pong"
+    assert sent.reply_to == int(msg.message_id)
+    assert sent.parse_mode is None  # plain text: LLM output is not valid MarkdownV2
+
+
+async def test_long_reply_is_split_in_order(fake: FakeTelegram, bus: MessageBus, make_channel: Any) -> None:
+    ch = await make_channel()
+    fake.push_text(3003, 3003, "tell me a story")
+    await next_inbound(bus)
+    paragraphs = [" ".join(f"p{p}w{w}" for w in range(150)) for p in range(10)]
+    text = "\n\n".join(paragraphs)[:9000]
+    assert len(text) == 9000
+    await ch.send(OutboundMessage("telegram", "3003", text))
+    sent = fake.sent
+    assert len(sent) == 3
+    assert all(utf16_len(m.text) <= 4096 for m in sent)
+    assert " ".join(m.text for m in sent).split() == text.split()
+    assert sent[0].text.endswith(paragraphs[3])  # split at a paragraph boundary
+
+
+async def test_send_waits_out_429(fake: FakeTelegram, bus: MessageBus, make_channel: Any) -> None:
+    ch = await make_channel()
+    fake.push_text(4004, 4004, "hi")
+    await next_inbound(bus)
+    fake.fail_next("sendMessage", 429, retry_after=1)
+    started = time.monotonic()
+    await asyncio.wait_for(ch.send(OutboundMessage("telegram", "4004", "after the flood")), 10)
+    assert time.monotonic() - started >= 0.9
+    assert fake.texts() == ["after the flood"]
+    assert [c.status for c in fake.calls if c.method == "sendmessage"] == [429, 200]
+
+
+async def test_send_retries_through_a_short_outage(fake: FakeTelegram, bus: MessageBus, make_channel: Any) -> None:
+    ch = await make_channel(send_attempts=30)
+    fake.push_text(5005, 5005, "hi")
+    await next_inbound(bus)
+    await fake.go_offline()
+    sending = asyncio.create_task(ch.send(OutboundMessage("telegram", "5005", "eventually")))
+    await asyncio.sleep(0.8)
+    assert not sending.done()
+    await fake.go_online()
+    await asyncio.wait_for(sending, 10)
+    assert fake.texts() == ["eventually"]
+
+
+async def test_unsendable_reply_is_logged(fake: FakeTelegram, bus: MessageBus, make_channel: Any) -> None:
+    with capture_logs() as logs:
+        await make_channel(sender=True, send_attempts=2)
+        fake.push_text(6006, 6006, "hi")
+        await next_inbound(bus)
+        fake.fail_next("sendMessage", 500, times=2)
+        await bus.publish_outbound(OutboundMessage("telegram", "6006", "lost?"))
+        await bus.publish_outbound(OutboundMessage("telegram", "6006", "next one"))
+        await fake.wait_until(lambda: any(c.method == "sendmessage" and c.status == 200 for c in fake.calls), 5)
+    failures = [e for e in logs if e["event"] == "send failed"]
+    assert len(failures) == 1 and "6006" in failures[0]["error"]
+    assert fake.texts() == ["next one"]
+
+
+# -- resilience -----------------------------------------------------------------------------
+
+
+async def test_polling_survives_429_and_500(fake: FakeTelegram, bus: MessageBus, make_channel: Any) -> None:
+    await make_channel()
+    fake.fail_next("getUpdates", 500, times=2)
+    fake.fail_next("getUpdates", 429, retry_after=1)
+    await fake.wait_until(lambda: sum(c.status != 200 for c in fake.calls if c.method == "getupdates") == 3, 10)
+    fake.push_text(7007, 7007, "still there?")
+    msg = await next_inbound(bus, timeout=10)
+    assert msg.text == "still there?"
+
+
+async def test_polling_survives_network_loss(fake: FakeTelegram, bus: MessageBus, make_channel: Any) -> None:
+    await make_channel()
+    fake.push_text(8008, 8008, "before")
+    assert (await next_inbound(bus)).text == "before"
+    await fake.go_offline()
+    fake.push_text(8008, 8008, "during")  # Telegram keeps it until we are back
+    await asyncio.sleep(2)
+    await fake.go_online()
+    assert (await next_inbound(bus, timeout=10)).text == "during"
+    fake.push_text(8008, 8008, "after")
+    assert (await next_inbound(bus, timeout=10)).text == "after"
+
+
+@pytest.mark.parametrize("token", ["123456789:wrong-token-abcdefghijklmnop", "not-a-token"])
+async def test_invalid_token_fails_start(fake: FakeTelegram, make_channel: Any, token: str) -> None:
+    ch = await make_channel(token=token, start=False)
+    started = time.monotonic()
+    with pytest.raises(ChannelFatalError) as err:
+        await asyncio.wait_for(ch.start(), 10)
+    assert time.monotonic() - started < 5
+    assert str(err.value) == INVALID_TOKEN_MESSAGE
+    assert token not in str(err.value) and err.value.__cause__ is None and err.value.__suppress_context__
+    await ch.stop()
+
+
+async def test_empty_token_fails_start(fake: FakeTelegram, bus: MessageBus) -> None:
+    cfg = TelegramConfig(enabled=True, base_url=fake.base_url)
+    with pytest.raises(ChannelFatalError, match="token is empty"):
+        await TelegramChannel(cfg, bus).start()
+
+
+async def test_token_revoked_while_running_is_surfaced(fake: FakeTelegram, make_channel: Any) -> None:
+    ch = await make_channel()
+    assert ch.failure is None
+    fake.revoke_token()
+    failure = await asyncio.wait_for(ch.wait_failed(), 10)
+    assert str(failure) == INVALID_TOKEN_MESSAGE
+    assert ch.failure is failure
+
+
+async def test_unreachable_at_boot_keeps_trying(bus: MessageBus) -> None:
+    fake = await FakeTelegram().start()
+    try:
+        await fake.go_offline()
+        ch = TelegramChannel(config_for(fake), bus, backoff=FAST, startup_wait=0.3)
+        await asyncio.wait_for(ch.start(), 5)  # returns: does not hold up the gateway
+        await fake.go_online()
+        fake.push_text(9009, 9009, "late but here")
+        assert (await next_inbound(bus, timeout=10)).text == "late but here"
+        await ch.stop()
+    finally:
+        await fake.stop()
+
+
+# -- secrets ------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def debug_log_stream() -> Iterator[io.StringIO]:
+    """The gateway's logging pipeline at DEBUG, libraries included; restored after."""
+    root = logging.getLogger()
+    saved_handlers, saved_level = list(root.handlers), root.level
+    libs = ("httpx", "httpcore", "telegram", "telegram.ext")
+    saved_libs = {n: logging.getLogger(n).level for n in libs}
+    stream = io.StringIO()
+    configure_logging(level="DEBUG", stream=stream, json_output=True)
+    for name in libs:
+        logging.getLogger(name).setLevel(logging.DEBUG)
+    yield stream
+    for h in list(root.handlers):
+        root.removeHandler(h)
+    for h in saved_handlers:
+        root.addHandler(h)
+    root.setLevel(saved_level)
+    for name, level in saved_libs.items():
+        logging.getLogger(name).setLevel(level)
+    structlog.reset_defaults()
+
+
+async def test_token_never_logged(fake: FakeTelegram, bus: MessageBus, debug_log_stream: io.StringIO) -> None:
+    # Raw events, before any redaction: our own log calls must not carry it.
+    with capture_logs() as events:
+        bad = TelegramChannel(config_for(fake, token="123456789:rejected-token-abcdefghijk"), bus, backoff=FAST)
+        with pytest.raises(ChannelFatalError):
+            await bad.start()
+    assert "rejected-token" not in repr(events)
+
+    # The whole pipeline, libraries at DEBUG: errors, retries, a revocation.
+    ch = TelegramChannel(config_for(fake), bus, backoff=FAST)
+    await asyncio.wait_for(ch.start(), 10)
+    fake.fail_next("getUpdates", 500)
+    fake.push_text(1, 1, "hi")
+    await next_inbound(bus)
+    fake.fail_next("sendMessage", 502)
+    await ch.send(OutboundMessage("telegram", "1", "reply"))
+    fake.revoke_token()
+    await asyncio.wait_for(ch.wait_failed(), 10)
+    await ch.stop()
+    output = debug_log_stream.getvalue()
+    assert "getUpdates" in output or "getupdates" in output.lower()  # the libraries did log
+    secret_part = fake.token.split(":", 1)[1]
+    assert secret_part not in output
+
+
+# -- splitting ------------------------------------------------------------------------------------
+
+
+def test_split_prefers_paragraphs_then_lines_then_words() -> None:
+    a, b, c = "a" * 40, "b" * 10, "c" * 30
+    assert split_message(f"{a}\n\n{b}\n{b} {c}", 70) == [a, f"{b}\n{b} {c}"]
+    assert split_message(f"{a}\n{b} {c}", 70) == [a, f"{b} {c}"]
+    assert split_message(f"{a} {a}", 70) == [a, a]
+    # A boundary early in the window would waste a part; cut later instead.
+    assert split_message(f"{b}\n\n{a} {c}", 70) == [f"{b}\n\n{a}", c]
+    assert split_message("x" * 25, 10) == ["x" * 10, "x" * 10, "x" * 5]
+    assert split_message("short") == ["short"]
+    assert split_message("   ") == []
+
+
+def test_split_counts_utf16_and_keeps_surrogate_pairs_whole() -> None:
+    text = "😀" * 5000  # 2 UTF-16 units each
+    parts = split_message(text)
+    assert all(utf16_len(p) <= 4096 for p in parts)
+    assert "".join(parts) == text
+    assert len(parts) == 3

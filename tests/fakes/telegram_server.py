@@ -1,0 +1,519 @@
+"""A Telegram Bot API server on 127.0.0.1, for tests, benchmarks and trying
+myclaw by hand.
+
+It speaks the real protocol at ``/bot<token>/<method>`` (JSON, form and
+multipart bodies, as python-telegram-bot sends them) with the real error
+shapes, so the client code under test cannot tell it from Telegram:
+
+* unknown token: 401 ``Unauthorized``; a path that is not ``bot<token>``
+  or an unknown method: 404 ``Not Found``;
+* ``fail_next(method, 429, retry_after=1)``: 429 with
+  ``parameters.retry_after``; any other status with Telegram's wording;
+* ``sendMessage`` over 4096 characters (UTF-16 code units, the stricter
+  count): 400 ``Bad Request: message is too long``; to a chat nobody wrote
+  from: 400 ``Bad Request: chat not found``;
+* two ``getUpdates`` at once: the older gets 409 ``Conflict``.
+
+``getUpdates`` keeps updates until an ``offset`` confirms them (at-least-once,
+as Telegram does) and long-polls on an ``asyncio.Event``, so a pushed update
+reaches a waiting poller at once. ``go_offline()`` closes the listener and
+every open connection (clients see refused connections and dropped long
+polls); ``go_online()`` listens again on the same port.
+
+Run by hand: ``python -m tests.fakes.telegram_server --port 8081`` and set
+``channels.telegram.baseUrl`` to ``http://127.0.0.1:8081/bot``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import itertools
+import json
+import re
+import time
+from collections import Counter, deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiohttp import web
+
+__all__ = ["DEFAULT_TOKEN", "Call", "FakeTelegram", "SentMessage"]
+
+DEFAULT_TOKEN = "123456789:AAFakeTokenForTests_abcdefghijklmnopq"
+MAX_MESSAGE_LENGTH = 4096
+
+_PATH_RE = re.compile(r"^/bot(?P<token>[^/]*)/(?P<method>[A-Za-z]+)$")
+_TOKEN_RE = re.compile(r"^\d+:[A-Za-z0-9_-]+$")
+_MENTION_RE = re.compile(r"@[A-Za-z0-9_]{5,32}")
+# Fields whose form value is JSON text (PTB json-dumps every non-str value).
+_JSON_FIELDS = frozenset({"reply_parameters", "allowed_updates", "entities", "link_preview_options", "reply_markup"})
+_STATUS_TEXT = {
+    400: "Bad Request",
+    401: "Unauthorized",
+    403: "Forbidden: bot was blocked by the user",
+    404: "Not Found",
+    409: "Conflict: terminated by other getUpdates request; make sure that only one bot instance is running",
+    500: "Internal Server Error",
+    502: "Bad Gateway",
+    503: "Service Unavailable",
+}
+
+
+@dataclass(frozen=True)
+class SentMessage:
+    """One ``sendMessage`` the fake accepted."""
+
+    chat_id: int
+    text: str
+    message_id: int
+    reply_to: int | None = None
+    parse_mode: str | None = None
+    message_thread_id: int | None = None
+    params: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Call:
+    """Any request that reached a method (accepted or failed)."""
+
+    method: str
+    params: dict[str, Any]
+    status: int
+
+
+@dataclass
+class _Failure:
+    status: int
+    retry_after: int | None
+    description: str | None
+
+
+def utf16_len(text: str) -> int:
+    """Telegram counts text lengths and entity offsets in UTF-16 code units."""
+    return len(text.encode("utf-16-le", "surrogatepass")) // 2
+
+
+def _error(status: int, description: str | None = None, retry_after: int | None = None) -> web.Response:
+    if description is None:
+        description = f"Too Many Requests: retry after {retry_after}" if status == 429 else _STATUS_TEXT.get(status, "Error")
+    body: dict[str, Any] = {"ok": False, "error_code": status, "description": description}
+    if retry_after is not None:
+        body["parameters"] = {"retry_after": retry_after}
+    return web.json_response(body, status=status)
+
+
+def _ok(result: Any) -> web.Response:
+    return web.json_response({"ok": True, "result": result})
+
+
+def _as_int(value: Any) -> int | None:
+    if value is None or value == "":
+        return None
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return None
+
+
+class FakeTelegram:
+    def __init__(
+        self,
+        token: str = DEFAULT_TOKEN,
+        *,
+        bot_username: str = "myclaw_bot",
+        strict_chats: bool = True,
+    ) -> None:
+        self.token = token
+        self.bot_username = bot_username
+        self.bot_id = int(token.split(":", 1)[0]) if _TOKEN_RE.match(token) else 1
+        self.bot_user = {"id": self.bot_id, "is_bot": True, "first_name": "myclaw", "username": bot_username}
+        # strict: sendMessage to a chat no update came from fails, as it does
+        # on Telegram; catches a reply addressed to a user id in a group.
+        self.strict_chats = strict_chats
+        self.sent: list[SentMessage] = []
+        self.calls: list[Call] = []
+        self.counts: Counter[str] = Counter()
+        self.port = 0
+        self._updates: deque[dict[str, Any]] = deque()
+        self._update_ids = itertools.count(1)
+        self._message_ids = itertools.count(1)
+        self._chats: dict[int, dict[str, Any]] = {}
+        self._messages: set[tuple[int, int]] = set()
+        self._last_bot_message: dict[int, dict[str, Any]] = {}
+        self._allowed_updates: frozenset[str] | None = None
+        self._failures: dict[str, deque[_Failure]] = {}
+        self._wake = asyncio.Event()
+        self._poll_generation = 0
+        self._waiters: list[tuple[Callable[[], bool], asyncio.Future[None]]] = []
+        self._runner: web.AppRunner | None = None
+        self._site: web.TCPSite | None = None
+        self.online = False
+        self._revoked = False
+
+    # -- lifecycle --------------------------------------------------------------
+    async def start(self, port: int = 0) -> FakeTelegram:
+        app = web.Application(client_max_size=64 * 1024 * 1024)
+        app.router.add_route("*", "/{tail:.*}", self._dispatch)
+        self._runner = web.AppRunner(app, access_log=None)
+        await self._runner.setup()
+        await self._listen(port)
+        return self
+
+    async def stop(self) -> None:
+        self.online = False
+        if self._runner is not None:
+            runner, self._runner, self._site = self._runner, None, None
+            self._wake.set()
+            await runner.cleanup()
+
+    async def __aenter__(self) -> FakeTelegram:
+        return await self.start()
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+    async def _listen(self, port: int) -> None:
+        assert self._runner is not None
+        self._site = web.TCPSite(self._runner, "127.0.0.1", port)
+        await self._site.start()
+        self.port = self._site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        self.online = True
+
+    async def go_offline(self) -> None:
+        """Simulate network loss: new connections are refused and open ones
+        (including a waiting long poll) are cut without a response."""
+        if not self.online or self._runner is None:
+            return
+        self.online = False
+        if self._site is not None:
+            await self._site.stop()
+            self._site = None
+        for conn in self._runner.server.connections if self._runner.server else []:
+            conn.force_close()
+        self._wake.set()  # waiting long polls return (into closed sockets)
+
+    async def go_online(self) -> None:
+        if self.online or self._runner is None:
+            return
+        await self._listen(self.port)
+
+    @property
+    def base_url(self) -> str:
+        """What to put in ``channels.telegram.baseUrl``."""
+        return f"http://127.0.0.1:{self.port}/bot"
+
+    # -- scripting ------------------------------------------------------------------
+    def fail_next(
+        self,
+        method: str,
+        status: int,
+        times: int = 1,
+        retry_after: int | None = None,
+        description: str | None = None,
+    ) -> None:
+        """The next ``times`` calls of ``method`` get an error response."""
+        if status == 429 and retry_after is None:
+            retry_after = 1
+        q = self._failures.setdefault(method.lower(), deque())
+        q.extend(_Failure(status, retry_after, description) for _ in range(times))
+
+    def revoke_token(self) -> None:
+        """From now on every request is 401 (the token was revoked in BotFather)."""
+        self._revoked = True
+        self._wake.set()
+
+    def push_text(
+        self,
+        chat_id: int,
+        user_id: int,
+        text: str,
+        *,
+        username: str | None = None,
+        first_name: str | None = None,
+        chat_type: str = "private",
+        entities: list[dict[str, Any]] | None = None,
+        reply_to_bot: bool = False,
+        mention: bool = False,
+        message_thread_id: int | None = None,
+    ) -> dict[str, Any]:
+        """Queue a text message update as Telegram would build it; returns
+        the message object (``["message_id"]`` for reply assertions)."""
+        if mention:
+            text = f"@{self.bot_username} {text}"
+        if entities is None:
+            # Telegram recognises @mentions server-side and sends entities.
+            entities = [
+                {"type": "mention", "offset": utf16_len(text[: m.start()]), "length": utf16_len(m.group())}
+                for m in _MENTION_RE.finditer(text)
+            ]
+        user: dict[str, Any] = {"id": user_id, "is_bot": False, "first_name": first_name or f"User{user_id}"}
+        if username:
+            user["username"] = username
+        chat = self._chats.get(chat_id)
+        if chat is None or chat["type"] != chat_type:
+            if chat_type == "private":
+                chat = {"id": chat_id, "type": "private", "first_name": user["first_name"]}
+                if username:
+                    chat["username"] = username
+            else:
+                chat = {"id": chat_id, "type": chat_type, "title": f"Group {chat_id}"}
+            self._chats[chat_id] = chat
+        message_id = next(self._message_ids)
+        message: dict[str, Any] = {
+            "message_id": message_id,
+            "from": user,
+            "chat": chat,
+            "date": int(time.time()),
+            "text": text,
+        }
+        if entities:
+            message["entities"] = entities
+        if message_thread_id is not None:
+            message["message_thread_id"] = message_thread_id
+        if reply_to_bot:
+            message["reply_to_message"] = self._last_bot_message.get(chat_id) or self._bot_message(chat, "(earlier reply)")
+        self._messages.add((chat_id, message_id))
+        self._updates.append({"update_id": next(self._update_ids), "message": message})
+        self._wake.set()
+        return message
+
+    @property
+    def pending_updates(self) -> int:
+        """Updates not yet confirmed by an ``offset``."""
+        return len(self._updates)
+
+    def texts(self, chat_id: int | None = None) -> list[str]:
+        return [m.text for m in self.sent if chat_id is None or m.chat_id == chat_id]
+
+    async def wait_until(self, predicate: Callable[[], bool], timeout: float = 5.0) -> None:
+        """Wait until ``predicate()`` holds; checked whenever a request is served."""
+        if predicate():
+            return
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        entry = (predicate, fut)
+        self._waiters.append(entry)
+        try:
+            await asyncio.wait_for(fut, timeout)
+        finally:
+            if entry in self._waiters:
+                self._waiters.remove(entry)
+
+    async def wait_sent(self, count: int, timeout: float = 5.0) -> list[SentMessage]:
+        await self.wait_until(lambda: len(self.sent) >= count, timeout)
+        return self.sent
+
+    def _notify(self) -> None:
+        for predicate, fut in list(self._waiters):
+            if not fut.done() and predicate():
+                fut.set_result(None)
+
+    # -- HTTP -----------------------------------------------------------------------
+    async def _params(self, request: web.Request) -> dict[str, Any]:
+        params: dict[str, Any] = dict(request.query)
+        if request.body_exists:
+            ctype = request.content_type
+            if ctype == "application/json":
+                body = await request.json()
+                if isinstance(body, dict):
+                    params.update(body)
+            elif ctype in ("application/x-www-form-urlencoded", "multipart/form-data"):
+                form = await request.post()
+                params.update({k: v for k, v in form.items() if isinstance(v, str)})
+        for key in _JSON_FIELDS & params.keys():
+            if isinstance(params[key], str):
+                try:
+                    params[key] = json.loads(params[key])
+                except json.JSONDecodeError:
+                    pass  # the method reports it as a bad request
+        return params
+
+    async def _dispatch(self, request: web.Request) -> web.StreamResponse:
+        m = _PATH_RE.match(request.path)
+        if m is None or not _TOKEN_RE.match(m["token"]):
+            return _error(404, "Not Found")
+        if m["token"] != self.token or self._revoked:
+            return _error(401, "Unauthorized")
+        method = m["method"].lower()
+        handler = self._methods.get(method)
+        if handler is None:
+            return _error(404, "Not Found")
+        try:
+            params = await self._params(request)
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            return _error(400, "Bad Request: can't parse JSON")
+        self.counts[method] += 1
+        failures = self._failures.get(method)
+        if failures:
+            f = failures.popleft()
+            self.calls.append(Call(method, params, f.status))
+            self._notify()
+            return _error(f.status, f.description, f.retry_after)
+        response = await handler(self, params)
+        self.calls.append(Call(method, params, response.status))
+        self._notify()
+        return response
+
+    # -- methods ----------------------------------------------------------------------
+    async def _get_me(self, params: dict[str, Any]) -> web.Response:
+        return _ok(
+            {
+                **self.bot_user,
+                "can_join_groups": True,
+                "can_read_all_group_messages": False,
+                "supports_inline_queries": False,
+                "can_connect_to_business": False,
+                "has_main_web_app": False,
+            }
+        )
+
+    async def _delete_webhook(self, params: dict[str, Any]) -> web.Response:
+        if str(params.get("drop_pending_updates", "")).lower() == "true":
+            self._updates.clear()
+        return web.json_response({"ok": True, "result": True, "description": "Webhook is already deleted"})
+
+    async def _get_webhook_info(self, params: dict[str, Any]) -> web.Response:
+        return _ok({"url": "", "has_custom_certificate": False, "pending_update_count": len(self._updates)})
+
+    async def _true(self, params: dict[str, Any]) -> web.Response:
+        return _ok(True)
+
+    def _confirm(self, offset: int) -> None:
+        if offset < 0:
+            # -N: keep the last N updates and forget the rest.
+            while len(self._updates) > -offset:
+                self._updates.popleft()
+            return
+        while self._updates and self._updates[0]["update_id"] < offset:
+            self._updates.popleft()
+
+    def _select(self, limit: int) -> list[dict[str, Any]]:
+        allowed = self._allowed_updates
+        out: list[dict[str, Any]] = []
+        for upd in self._updates:
+            if allowed is None or any(k in allowed for k in upd if k != "update_id"):
+                out.append(upd)
+                if len(out) >= limit:
+                    break
+        return out
+
+    async def _get_updates(self, params: dict[str, Any]) -> web.Response:
+        offset = _as_int(params.get("offset")) or 0
+        limit = min(max(_as_int(params.get("limit")) or 100, 1), 100)
+        timeout = max(_as_int(params.get("timeout")) or 0, 0)
+        if "allowed_updates" in params:
+            au = params["allowed_updates"]
+            # As on Telegram: the setting sticks until changed; [] means all.
+            self._allowed_updates = frozenset(au) if au else None
+        self._confirm(offset)
+        self._poll_generation += 1
+        generation = self._poll_generation
+        self._wake.set()  # an older waiting poller gets its 409
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while True:
+            if self._revoked:
+                return _error(401, "Unauthorized")
+            batch = self._select(limit)
+            remaining = deadline - loop.time()
+            if batch or remaining <= 0:
+                return _ok(batch)
+            self._wake.clear()
+            try:
+                await asyncio.wait_for(self._wake.wait(), remaining)
+            except TimeoutError:
+                return _ok([])
+            if generation != self._poll_generation:
+                return _error(409)
+            if not self.online:
+                # Offline or stopping: this connection is already cut.
+                return _error(502)
+
+    def _bot_message(self, chat: dict[str, Any], text: str, thread_id: int | None = None) -> dict[str, Any]:
+        message_id = next(self._message_ids)
+        msg: dict[str, Any] = {
+            "message_id": message_id,
+            "from": self.bot_user,
+            "chat": chat,
+            "date": int(time.time()),
+            "text": text,
+        }
+        if thread_id is not None:
+            msg["message_thread_id"] = thread_id
+        self._messages.add((chat["id"], message_id))
+        self._last_bot_message[chat["id"]] = msg
+        return msg
+
+    async def _send_message(self, params: dict[str, Any]) -> web.Response:
+        chat_id = _as_int(params.get("chat_id"))
+        if chat_id is None:
+            return _error(400, "Bad Request: chat_id is empty" if not params.get("chat_id") else "Bad Request: chat not found")
+        chat = self._chats.get(chat_id)
+        if chat is None:
+            if self.strict_chats:
+                return _error(400, "Bad Request: chat not found")
+            chat = self._chats[chat_id] = {"id": chat_id, "type": "private", "first_name": f"User{chat_id}"}
+        text = params.get("text")
+        if not isinstance(text, str) or not text.strip():
+            return _error(400, "Bad Request: message text is empty")
+        if utf16_len(text) > MAX_MESSAGE_LENGTH:
+            return _error(400, "Bad Request: message is too long")
+        parse_mode = params.get("parse_mode") or None
+        if parse_mode is not None and parse_mode not in ("Markdown", "MarkdownV2", "HTML"):
+            return _error(400, f"Bad Request: unsupported parse_mode {parse_mode!r}")
+        reply_to: int | None = None
+        allow_without_reply = False
+        rp = params.get("reply_parameters")
+        if isinstance(rp, dict):
+            reply_to = _as_int(rp.get("message_id"))
+            allow_without_reply = bool(rp.get("allow_sending_without_reply"))
+        elif rp is not None:
+            return _error(400, "Bad Request: can't parse reply parameters JSON object")
+        elif params.get("reply_to_message_id") is not None:
+            reply_to = _as_int(params["reply_to_message_id"])
+            allow_without_reply = str(params.get("allow_sending_without_reply", "")).lower() == "true"
+        if reply_to is not None and (chat_id, reply_to) not in self._messages and not allow_without_reply:
+            return _error(400, "Bad Request: message to be replied not found")
+        thread_id = _as_int(params.get("message_thread_id"))
+        msg = self._bot_message(chat, text, thread_id)
+        self.sent.append(
+            SentMessage(
+                chat_id=chat_id,
+                text=text,
+                message_id=msg["message_id"],
+                reply_to=reply_to,
+                parse_mode=parse_mode,
+                message_thread_id=thread_id,
+                params=params,
+            )
+        )
+        return _ok(msg)
+
+    _methods: dict[str, Any] = {
+        "getme": _get_me,
+        "deletewebhook": _delete_webhook,
+        "getwebhookinfo": _get_webhook_info,
+        "getupdates": _get_updates,
+        "sendmessage": _send_message,
+        "sendchataction": _true,
+        "setmycommands": _true,
+        "deletemycommands": _true,
+    }
+
+
+async def _serve(port: int, token: str) -> None:
+    fake = await FakeTelegram(token, strict_chats=False).start(port)
+    print(f"fake Telegram Bot API at {fake.base_url}  token {token}", flush=True)
+    try:
+        await asyncio.Event().wait()
+    finally:
+        await fake.stop()
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description="Fake Telegram Bot API server")
+    parser.add_argument("--port", type=int, default=8081)
+    parser.add_argument("--token", default=DEFAULT_TOKEN)
+    args = parser.parse_args()
+    asyncio.run(_serve(args.port, args.token))
