@@ -1,0 +1,89 @@
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from memory import ManualClock, MemoryEngine
+from memory.changelog import read_log
+from memory.extraction import ExtractionService
+from memory.llm import MemoryLLM
+from memory.retrieval import Retriever
+from memory.service import SqliteMemory
+from tests.fakes.openai_server import FakeOpenAI, Reply
+
+from ._writepath import fake, llm, reply, turns, user_prompt  # noqa: F401
+
+
+async def say(mem: SqliteMemory, svc: ExtractionService, owner: str, text: str, n: int) -> None:
+    await mem.buffer(turns(owner, (text, "ok"), start=n))
+    [rep] = await svc.flush_now(owner)
+    assert rep.ok, rep
+
+
+async def test_restated_fact_reinforces_instead_of_adding(
+    engine: MemoryEngine, clock: ManualClock, fake: FakeOpenAI, llm: MemoryLLM
+) -> None:
+    mem, svc = SqliteMemory(engine), ExtractionService(engine, llm)
+    # The model restates it in the same words (caught by hash) or says same_as.
+    fake.responder = lambda body: Reply(
+        reply([{"content": "User prefers Chinese", "category": "identity", "importance": 0.6,
+                "same_as": 1 if "1. [" in user_prompt(body) else None}])
+    )
+    for i in range(10):
+        clock.advance(timedelta(hours=1))
+        await say(mem, svc, "alice", "please answer me in Chinese, I prefer Chinese", i * 10)
+    [m] = await engine.list_memories("alice", status=None)
+    assert m.content == "User prefers Chinese" and m.access_count == 9
+    assert m.importance == 1.0 and m.updated_at == engine.now()  # 0.6 + 9 x 0.05, capped
+    assert "1. [identity" in user_prompt(fake.requests[-1])  # the model was shown the candidate
+    assert len(await read_log(engine.db, actions=["reinforce"])) == 9
+
+
+async def test_same_wording_in_one_batch_is_one_row(engine: MemoryEngine, fake: FakeOpenAI, llm: MemoryLLM) -> None:
+    mem, svc = SqliteMemory(engine), ExtractionService(engine, llm)
+    fake.queue_reply(reply([{"content": "Uses pnpm"}, {"content": "uses  PNPM"}]))
+    await say(mem, svc, "alice", "I use pnpm. Yes, pnpm.", 1)
+    assert len(await engine.list_memories("alice")) == 1
+
+
+async def test_replacing_fact_supersedes_and_retrieval_shows_only_current(
+    engine: MemoryEngine, clock: ManualClock, fake: FakeOpenAI, llm: MemoryLLM
+) -> None:
+    mem, svc = SqliteMemory(engine), ExtractionService(engine, llm)
+    fake.queue_reply(reply([{"content": "用户住在北京", "category": "identity", "topic": "住址"}]))
+    await say(mem, svc, "alice", "我住在北京", 1)
+    clock.advance(timedelta(days=30))
+
+    def responder(body: dict[str, Any]) -> Reply:
+        prompt = user_prompt(body)
+        # The candidate is shown by a local number, never by its database id.
+        assert "1. [identity, 1.0] 用户住在北京" in prompt and "m1" not in prompt
+        return Reply(reply([{"content": "用户搬到了上海", "category": "identity", "topic": "住址", "updates": 1}]))
+
+    fake.responder = responder
+    await say(mem, svc, "alice", "我从北京搬到上海了，北京的房子退了", 2)
+    rows = {m.content: m for m in await engine.list_memories("alice", status=None)}
+    old, new = rows["用户住在北京"], rows["用户搬到了上海"]
+    assert old.status.value == "superseded" and old.superseded_by == new.id and new.status.value == "active"
+    hits = await Retriever(engine).retrieve("alice", "北京 上海 住在哪里")
+    assert [h.content for h in hits] == ["用户搬到了上海"]
+    [entry] = await read_log(engine.db, actions=["supersede"])
+    assert entry.memory_id == old.id and "用户搬到了上海" in entry.detail
+
+
+async def test_candidates_are_the_owners_own_tier2_facts(engine: MemoryEngine, fake: FakeOpenAI, llm: MemoryLLM) -> None:
+    from memory import NewMemory
+
+    await engine.add(NewMemory(owner="bob", content="bob deploys with npm"))
+    await engine.add(NewMemory(owner="_global", content="the team deploys with docker"))
+    await engine.add(NewMemory(owner="alice", tier=1, content="alice deploys with care"))
+    await engine.add(NewMemory(owner="alice", content="alice deploys with npm"))
+    mem, svc = SqliteMemory(engine), ExtractionService(engine, llm)
+    # An out-of-range number from the model points at nothing.
+    fake.queue_reply(reply([{"content": "alice deploys with pnpm", "updates": 7}]))
+    await say(mem, svc, "alice", "how do we deploy? npm or pnpm?", 1)
+    prompt = user_prompt(fake.requests[-1])
+    assert "1. [event, 0.5] alice deploys with npm" in prompt
+    assert "bob" not in prompt and "docker" not in prompt and "with care" not in prompt
+    assert {m.content for m in await engine.list_memories("alice", tier=2)} == {
+        "alice deploys with npm", "alice deploys with pnpm"}
