@@ -1,0 +1,151 @@
+"""The Feishu (Lark) channel.
+
+Receives by long connection (default; needs no public URL) or by webhook
+on the gateway's HTTP server, and replies with text over the Open API.
+lark-oapi is imported only by the long connection, in its own thread, so
+importing this package is cheap and webhook mode never loads the SDK.
+
+Modules: ``events`` (event -> InboundMessage), ``dedup`` (event ids seen),
+``webhook`` (HTTP intake: verification, decryption, signature),
+``longconn`` (lark-oapi websocket client), ``client`` (sending, token cache).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from channels.base import BaseChannel, ChannelFatalError
+from gateway.bus import MessageBus, OutboundMessage
+from gateway.config import FeishuConfig
+from gateway.http import HttpServer
+
+from .client import FeishuApiError, FeishuClient, split_text
+from .dedup import RecentIds
+from .events import MESSAGE_EVENT, EventParseError, event_id_of, event_type_of, parse_message_event
+from .webhook import WebhookReceiver
+
+__all__ = ["FeishuApiError", "FeishuChannel", "FeishuClient", "RecentIds", "split_text"]
+
+
+class FeishuChannel(BaseChannel):
+    name = "feishu"
+
+    def __init__(
+        self,
+        config: FeishuConfig,
+        bus: MessageBus,
+        http: HttpServer | None = None,
+        *,
+        dedup: RecentIds | None = None,
+        **client_options: Any,
+    ) -> None:
+        """``client_options`` go to ``FeishuClient`` (``timeout``,
+        ``max_attempts``, ``backoff``, ``http``, ``clock``)."""
+        super().__init__(bus, config.allow_from)
+        self.config = config
+        self.http = http
+        self.api = FeishuClient(config.app_id, config.app_secret.get_secret_value(), config.domain, **client_options)
+        self._dedup = dedup or RecentIds()
+        self._sent_ids = RecentIds(maxsize=5000, ttl=7 * 86400)  # ours, for reply_to_bot
+        self.bot_open_id: str | None = None
+        self._longconn: Any = None  # LongConnection, imported lazily
+        self._route: tuple[str, str] | None = None
+        self._started = False
+        self._stopped = False
+
+    # -- lifecycle -----------------------------------------------------------------
+    async def start(self) -> None:
+        if self._started:
+            raise RuntimeError("FeishuChannel cannot be started twice")
+        self._started = True
+        cfg = self.config
+        if not cfg.app_id or not cfg.app_secret.get_secret_value():
+            raise ChannelFatalError("channels.feishu needs appId and appSecret")
+        if cfg.mode == "webhook":
+            if self.http is None:
+                raise ChannelFatalError("channels.feishu.mode=webhook needs the gateway HTTP server")
+            if not cfg.verification_token.get_secret_value() and not cfg.encrypt_key.get_secret_value():
+                # Without either, anyone who finds the URL could post events.
+                raise ChannelFatalError("channels.feishu.mode=webhook needs verificationToken or encryptKey")
+        await self._identify_bot()
+        if cfg.mode == "webhook":
+            self._start_webhook()
+        else:
+            await self._start_longconn()
+
+    async def stop(self) -> None:
+        if self._stopped:
+            return
+        self._stopped = True
+        if self._route is not None and self.http is not None:
+            self.http.remove_route(*self._route)
+            self._route = None
+        if self._longconn is not None:
+            await self._longconn.stop()
+        await self.api.aclose()
+        self.log.info("feishu channel stopped")
+
+    async def _identify_bot(self) -> None:
+        """Learn the bot's open_id, so a group message counts as addressed to
+        the bot only when the bot itself is mentioned. Also proves the app
+        credentials work before we start listening."""
+        try:
+            info = await self.api.bot_info()
+        except FeishuApiError as exc:
+            if exc.endpoint.endswith("tenant_access_token/internal") and exc.code != -2 and exc.status < 500:
+                raise ChannelFatalError(f"Feishu rejected appId/appSecret (code {exc.code}: {exc.msg})") from exc
+            self.log.warning("could not fetch the Feishu bot identity; any @mention will count as one", error=str(exc))
+            return
+        self.bot_open_id = str(info.get("open_id") or "") or None
+        self.log.info("feishu bot identified", bot_open_id=self.bot_open_id, app_name=info.get("app_name"))
+
+    def _start_webhook(self) -> None:
+        assert self.http is not None
+        receiver = WebhookReceiver(
+            verification_token=self.config.verification_token.get_secret_value(),
+            encrypt_key=self.config.encrypt_key.get_secret_value(),
+            on_event=self.handle_event,
+        )
+        self._route = ("POST", self.config.webhook_path)
+        self.http.add_route(*self._route, receiver.handle)
+        self.log.info("feishu webhook listening", path=self.config.webhook_path)
+
+    async def _start_longconn(self) -> None:
+        from .longconn import LongConnection, LongConnectionBusyError
+
+        self._longconn = LongConnection(
+            self.config.app_id, self.config.app_secret.get_secret_value(), self.config.domain, self.handle_event
+        )
+        try:
+            self._longconn.start()
+        except LongConnectionBusyError as exc:
+            raise ChannelFatalError(str(exc)) from exc
+
+    # -- receiving -----------------------------------------------------------------
+    async def handle_event(self, payload: dict[str, Any]) -> None:
+        """One decoded event, from either intake."""
+        event_type = event_type_of(payload)
+        if event_type != MESSAGE_EVENT:
+            self.log.debug("feishu event ignored", event_type=event_type)
+            return
+        event_id = event_id_of(payload)
+        # Mark before publishing: a redelivery racing this one is dropped too.
+        if event_id and self._dedup.seen_before(event_id):
+            self.log.info("duplicate feishu event dropped", event_id=event_id)
+            return
+        try:
+            parsed = parse_message_event(payload, bot_open_id=self.bot_open_id, bot_message_ids=self._sent_ids)
+        except EventParseError as exc:
+            self.log.warning("malformed feishu message event", event_id=event_id, error=str(exc))
+            return
+        if parsed is None:
+            self.log.debug("feishu message without text ignored", event_id=event_id)
+            return
+        await self.publish(parsed.message, *parsed.sender_ids)
+
+    # -- sending -------------------------------------------------------------------
+    async def send(self, msg: OutboundMessage) -> None:
+        """Raises ``FeishuApiError`` (with the Feishu code) when Feishu
+        refuses; ``run_sender`` logs it and goes on."""
+        for message_id in await self.api.send_text(msg.chat_id, msg.text, reply_to=msg.reply_to):
+            self._sent_ids.seen_before(message_id)

@@ -1,0 +1,226 @@
+"""Sending to Feishu: the Open API over httpx, with our own tenant token cache.
+
+Why not lark-oapi's ``Client`` here: its calls (async ones included) fetch
+the tenant token with blocking ``requests``, without our timeouts, and it
+does not retry on rate limits. Running each call in a thread would work but
+costs a thread per in-flight send; three endpoints (token, send, reply) and
+a bot-info lookup are simple enough to call directly, fully async, with the
+retry rules we need:
+
+* token-invalid codes (99991663, 99991668, 99991661): drop the cached token,
+  fetch a new one and retry once;
+* rate limit (code 99991400 or HTTP 429) and 5xx / transport errors: back
+  off and retry, a bounded number of times. Each message carries a ``uuid``
+  so Feishu drops a retried send that had in fact gone through;
+* anything else: ``FeishuApiError`` with the code, for the caller to log.
+
+The tenant token and app secret are never logged.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+import httpx
+import structlog
+
+__all__ = ["FeishuApiError", "FeishuClient", "split_text"]
+
+TOKEN_INVALID_CODES = frozenset({99991661, 99991663, 99991668})
+RATE_LIMIT_CODE = 99991400
+TEXT_CHUNK = 4000  # Feishu accepts ~150 KB, but long walls of text read badly in a chat
+
+
+class FeishuApiError(Exception):
+    def __init__(self, code: int, msg: str, *, status: int = 200, endpoint: str = "") -> None:
+        super().__init__(f"Feishu API error {code} on {endpoint or '?'} (HTTP {status}): {msg}")
+        self.code = code
+        self.msg = msg
+        self.status = status
+        self.endpoint = endpoint
+
+
+class FeishuClient:
+    def __init__(
+        self,
+        app_id: str,
+        app_secret: str,
+        domain: str = "https://open.feishu.cn",
+        *,
+        http: httpx.AsyncClient | None = None,
+        timeout: float = 15.0,
+        max_attempts: int = 4,
+        backoff: float = 1.0,
+        clock: Callable[[], float] = time.monotonic,
+        refresh_margin: float = 300.0,
+    ) -> None:
+        self._app_id = app_id
+        self._app_secret = app_secret
+        self._base = domain.rstrip("/")
+        self._own_http = http is None
+        self._http = http or httpx.AsyncClient(timeout=timeout)
+        self._max_attempts = max(1, max_attempts)
+        self._backoff = backoff
+        self._clock = clock
+        # Feishu hands out a new token only when the old one has < 30 min
+        # left, so the margin must stay below that or we would refetch the
+        # same token on every call.
+        self._refresh_margin = min(refresh_margin, 1500.0)
+        self._token: str | None = None
+        self._token_expires_at = 0.0
+        self._token_lock = asyncio.Lock()
+        self._log = structlog.get_logger().bind(channel="feishu")
+        self.token_fetches = 0  # observable in tests and debug output
+
+    async def aclose(self) -> None:
+        if self._own_http:
+            await self._http.aclose()
+
+    # -- tenant token ------------------------------------------------------------
+    async def tenant_token(self) -> str:
+        async with self._token_lock:
+            # Another task may have refreshed while we waited for the lock.
+            if self._token and self._clock() < self._token_expires_at:
+                return self._token
+            data = await self._post_json(
+                "/open-apis/auth/v3/tenant_access_token/internal",
+                {"app_id": self._app_id, "app_secret": self._app_secret},
+                token=None,
+            )
+            token, expire = data.get("tenant_access_token"), data.get("expire")
+            if not isinstance(token, str) or not token or not isinstance(expire, int | float):
+                raise FeishuApiError(-1, "token response without tenant_access_token/expire", endpoint="tenant_access_token")
+            self.token_fetches += 1
+            self._token = token
+            # Never cache for less than half its life, however small `expire` is.
+            self._token_expires_at = self._clock() + max(expire - self._refresh_margin, expire / 2)
+            return token
+
+    def invalidate_token(self) -> None:
+        self._token = None
+        self._token_expires_at = 0.0
+
+    # -- API calls -----------------------------------------------------------------
+    async def bot_info(self) -> dict[str, Any]:
+        """``{"open_id": ..., "app_name": ...}`` of this app's bot."""
+        data = await self._call("GET", "/open-apis/bot/v3/info")
+        bot = data.get("bot")
+        return dict(bot) if isinstance(bot, dict) else {}
+
+    async def send_text(self, chat_id: str, text: str, *, reply_to: str = "") -> list[str]:
+        """Send ``text`` (split into readable chunks) and return the new
+        message ids. With ``reply_to`` every chunk replies to that message,
+        so the answer stays attached to the question (and its thread)."""
+        ids: list[str] = []
+        for chunk in split_text(text):
+            body: dict[str, Any] = {
+                "msg_type": "text",
+                "content": json.dumps({"text": chunk}, ensure_ascii=False),
+                "uuid": str(uuid.uuid4()),
+            }
+            if reply_to:
+                data = await self._call("POST", f"/open-apis/im/v1/messages/{reply_to}/reply", json_body=body)
+            else:
+                body["receive_id"] = chat_id
+                data = await self._call(
+                    "POST", "/open-apis/im/v1/messages", params={"receive_id_type": "chat_id"}, json_body=body
+                )
+            inner = data.get("data")
+            if isinstance(inner, dict) and inner.get("message_id"):
+                ids.append(str(inner["message_id"]))
+        return ids
+
+    # -- plumbing ------------------------------------------------------------------
+    async def _call(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: dict[str, str] | None = None,
+        json_body: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        retried_token = False
+        attempt = 0
+        while True:
+            attempt += 1
+            token = ""
+            try:
+                token = await self.tenant_token()
+                return await self._request(method, path, params=params, json_body=json_body, token=token)
+            except FeishuApiError as exc:
+                if exc.code in TOKEN_INVALID_CODES and not retried_token:
+                    self._log.info("tenant token rejected, refreshing", code=exc.code, endpoint=path)
+                    retried_token = True
+                    if token and self._token == token:  # not already replaced by another task
+                        self.invalidate_token()
+                    continue
+                if not self._retryable(exc) or attempt >= self._max_attempts:
+                    raise
+                delay = self._backoff * 2 ** (attempt - 1)
+                self._log.warning("feishu call retried", code=exc.code, status=exc.status, endpoint=path, delay=delay)
+                await asyncio.sleep(delay)
+
+    @staticmethod
+    def _retryable(exc: FeishuApiError) -> bool:
+        return exc.code == RATE_LIMIT_CODE or exc.status == 429 or exc.status >= 500 or exc.code == -2
+
+    async def _post_json(self, path: str, body: dict[str, Any], *, token: str | None) -> dict[str, Any]:
+        return await self._request("POST", path, json_body=body, token=token)
+
+    async def _request(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: dict[str, str] | None = None,
+        json_body: dict[str, Any] | None = None,
+        token: str | None,
+    ) -> dict[str, Any]:
+        headers = {"Content-Type": "application/json; charset=utf-8"}
+        if token:
+            headers["Authorization"] = f"Bearer {token}"
+        try:
+            resp = await self._http.request(method, self._base + path, params=params, json=json_body, headers=headers)
+        except httpx.TransportError as exc:
+            # -2: our code for "no answer"; retried like a 5xx.
+            raise FeishuApiError(-2, f"transport error: {type(exc).__name__}", status=0, endpoint=path) from exc
+        try:
+            data = resp.json()
+        except ValueError:
+            data = None
+        if not isinstance(data, dict):
+            raise FeishuApiError(-1, f"non-JSON answer: {resp.text[:200]!r}", status=resp.status_code, endpoint=path)
+        code = data.get("code", 0 if resp.is_success else -1)
+        if code != 0 or not resp.is_success:
+            raise FeishuApiError(int(code or -1), str(data.get("msg") or ""), status=resp.status_code, endpoint=path)
+        return data
+
+
+def split_text(text: str, limit: int = TEXT_CHUNK) -> list[str]:
+    """Split at paragraph, then line, then word boundaries; hard-cut only
+    what has none (a URL or a CJK run longer than ``limit``)."""
+    text = text.strip()
+    if not text:
+        return []
+    chunks: list[str] = []
+    while len(text) > limit:
+        window = text[: limit + 1]
+        cut = -1
+        for sep in ("\n\n", "\n", " "):
+            cut = window.rfind(sep)
+            if cut > limit // 4:  # a cut near the start would leave a tiny chunk
+                break
+        else:
+            cut = -1
+        if cut <= 0:
+            cut = limit
+        chunks.append(text[:cut].rstrip())
+        text = text[cut:].lstrip()
+    if text:
+        chunks.append(text)
+    return chunks

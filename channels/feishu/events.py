@@ -1,0 +1,258 @@
+"""``im.message.receive_v1`` events (schema 2.0) -> ``InboundMessage``.
+
+Plain dicts in, so the webhook and the long connection share one parser.
+Text and rich text (``post``) become plain text; ``@_user_N`` placeholders
+are resolved through the event's ``mentions``: the bot's own mention is
+removed (it only addresses the bot), others become ``@Name`` so the model
+still sees who was addressed.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Container, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from gateway.bus import InboundMessage
+
+__all__ = ["MESSAGE_EVENT", "EventParseError", "ParsedMessage", "event_id_of", "flatten_post", "parse_message_event"]
+
+MESSAGE_EVENT = "im.message.receive_v1"
+_PLACEHOLDER = re.compile(r"(@_user_\d+|@_all)([ \t]?)")
+_LOCALE_PREFERENCE = ("zh_cn", "en_us", "ja_jp")
+
+
+class EventParseError(ValueError):
+    """The event does not have the shape of a message event."""
+
+
+@dataclass(frozen=True)
+class ParsedMessage:
+    message: InboundMessage
+    # Every id of the sender (open_id, union_id, user_id): allowFrom may list any.
+    sender_ids: tuple[str, ...]
+
+
+def event_id_of(payload: Mapping[str, Any]) -> str:
+    """The id Feishu redelivers under; v1 events call it ``uuid``."""
+    header = payload.get("header")
+    if isinstance(header, Mapping) and header.get("event_id"):
+        return str(header["event_id"])
+    return str(payload.get("uuid") or "")
+
+
+def event_type_of(payload: Mapping[str, Any]) -> str:
+    header = payload.get("header")
+    if isinstance(header, Mapping):
+        return str(header.get("event_type") or "")
+    event = payload.get("event")
+    return str(event.get("type") or "") if isinstance(event, Mapping) else ""
+
+
+def parse_message_event(
+    payload: Mapping[str, Any],
+    *,
+    bot_open_id: str | None,
+    bot_message_ids: Container[str] = (),
+) -> ParsedMessage | None:
+    """Parse one message event.
+
+    Returns None for messages the bot does not handle (sent by an app, or of
+    a type without text such as images and stickers). Raises
+    ``EventParseError`` for a payload that is not a message event at all.
+
+    ``bot_open_id=None`` (the bot's identity could not be fetched) counts any
+    mention as addressing the bot: better to answer one group message too
+    many than to go silent in every group.
+    """
+    event = payload.get("event")
+    if not isinstance(event, Mapping):
+        raise EventParseError("event has no 'event' object")
+    message, sender = event.get("message"), event.get("sender")
+    if not isinstance(message, Mapping) or not isinstance(sender, Mapping):
+        raise EventParseError("event has no 'message' or 'sender'")
+    chat_id, message_id = message.get("chat_id"), message.get("message_id")
+    if not chat_id or not message_id:
+        raise EventParseError("message has no chat_id or message_id")
+    if sender.get("sender_type", "user") != "user":
+        return None  # other bots and apps: answering them risks bot-to-bot loops
+
+    ids = sender.get("sender_id") if isinstance(sender.get("sender_id"), Mapping) else {}
+    open_id = str(ids.get("open_id") or "")
+    sender_ids = tuple(str(ids[k]) for k in ("open_id", "union_id", "user_id") if ids.get(k))
+
+    mentions = [m for m in message.get("mentions") or () if isinstance(m, Mapping)]
+    mentioned = _mentions_bot(mentions, bot_open_id)
+    names = _placeholder_names(mentions, bot_open_id)
+
+    msg_type = message.get("message_type")
+    content = _load_content(message.get("content"))
+    if msg_type == "text":
+        text = _resolve_placeholders(str(content.get("text") or ""), names)
+    elif msg_type == "post":
+        text, at_bot = _flatten_post(content, names, bot_open_id)
+        mentioned = mentioned or at_bot
+    else:
+        return None
+    text = _tidy(text)
+    if not text:
+        return None
+
+    chat_type = str(message.get("chat_type") or "")
+    parent_id = str(message.get("parent_id") or "")
+    root_id = str(message.get("root_id") or "")
+    header = payload.get("header") if isinstance(payload.get("header"), Mapping) else {}
+    inbound = InboundMessage(
+        channel="feishu",
+        chat_id=str(chat_id),
+        sender_id=open_id or (sender_ids[0] if sender_ids else ""),
+        text=text,
+        message_id=str(message_id),
+        timestamp=_timestamp(message.get("create_time") or header.get("create_time")),
+        is_group=chat_type != "p2p",
+        mentioned=mentioned,
+        reply_to_bot=bool(parent_id and parent_id in bot_message_ids) or bool(root_id and root_id in bot_message_ids),
+        metadata={
+            "event_id": event_id_of(payload),
+            "chat_type": chat_type,
+            "message_type": msg_type,
+            "parent_id": parent_id,
+            "root_id": root_id,
+            "tenant_key": str(header.get("tenant_key") or sender.get("tenant_key") or ""),
+            "union_id": str(ids.get("union_id") or ""),
+            "user_id": str(ids.get("user_id") or ""),
+        },
+    )
+    return ParsedMessage(inbound, sender_ids)
+
+
+def flatten_post(content: Mapping[str, Any] | str, bot_open_id: str | None = None) -> str:
+    """Rich text as plain text (title, then one line per paragraph)."""
+    data = _load_content(content) if isinstance(content, str) else content
+    return _tidy(_flatten_post(data, {}, bot_open_id)[0])
+
+
+# -- helpers ---------------------------------------------------------------------
+def _load_content(raw: Any) -> Mapping[str, Any]:
+    # ``content`` is a JSON document inside a JSON string.
+    if isinstance(raw, Mapping):
+        return raw
+    try:
+        data = json.loads(raw or "{}")
+    except (TypeError, json.JSONDecodeError) as exc:
+        raise EventParseError("message content is not JSON") from exc
+    if not isinstance(data, Mapping):
+        raise EventParseError("message content is not a JSON object")
+    return data
+
+
+def _mentions_bot(mentions: list[Mapping[str, Any]], bot_open_id: str | None) -> bool:
+    if bot_open_id is None:
+        return bool(mentions)
+    return any(_mention_open_id(m) == bot_open_id for m in mentions)
+
+
+def _mention_open_id(mention: Mapping[str, Any]) -> str:
+    mid = mention.get("id")
+    if isinstance(mid, Mapping):
+        return str(mid.get("open_id") or "")
+    return str(mid or "")  # some payloads flatten the id to a string
+
+
+def _placeholder_names(mentions: list[Mapping[str, Any]], bot_open_id: str | None) -> dict[str, str]:
+    """``@_user_N`` -> what it becomes in the text ("" for the bot)."""
+    names: dict[str, str] = {}
+    for m in mentions:
+        key = str(m.get("key") or "")
+        if not key:
+            continue
+        is_bot = bot_open_id is not None and _mention_open_id(m) == bot_open_id
+        names[key] = "" if is_bot else f"@{m.get('name') or 'user'}"
+    return names
+
+
+def _resolve_placeholders(text: str, names: Mapping[str, str]) -> str:
+    def repl(match: re.Match[str]) -> str:
+        key, space = match.group(1), match.group(2)
+        name = names.get(key, "@all" if key == "@_all" else "")
+        return name + space if name else ""  # a removed mention takes its space along
+
+
+    return _PLACEHOLDER.sub(repl, text)
+
+
+def _post_body(content: Mapping[str, Any]) -> Mapping[str, Any]:
+    """Received posts carry ``{title, content}``; sent ones are wrapped in a
+    locale (``{"zh_cn": {...}}``), sometimes under ``"post"``. Accept all."""
+    if "post" in content and isinstance(content["post"], Mapping):
+        content = content["post"]
+    if "content" in content:
+        return content
+    for locale in _LOCALE_PREFERENCE:
+        if isinstance(content.get(locale), Mapping):
+            return content[locale]
+    for value in content.values():
+        if isinstance(value, Mapping) and "content" in value:
+            return value
+    return {}
+
+
+def _flatten_post(content: Mapping[str, Any], names: Mapping[str, str], bot_open_id: str | None) -> tuple[str, bool]:
+    body = _post_body(content)
+    lines: list[str] = []
+    at_bot = False
+    if body.get("title"):
+        lines.append(str(body["title"]))
+    for paragraph in body.get("content") or ():
+        if not isinstance(paragraph, list):
+            continue
+        parts: list[str] = []
+        for el in paragraph:
+            if not isinstance(el, Mapping):
+                continue
+            tag = el.get("tag")
+            if tag in ("text", "md", "code_block"):
+                parts.append(str(el.get("text") or ""))
+            elif tag == "a":
+                label, href = str(el.get("text") or ""), str(el.get("href") or "")
+                parts.append(f"{label} ({href})" if href and href not in label else label or href)
+            elif tag == "at":
+                uid = str(el.get("user_id") or el.get("open_id") or "")
+                if bot_open_id and uid == bot_open_id:
+                    at_bot = True
+                elif uid in names:
+                    at_bot = at_bot or names[uid] == ""
+                    parts.append(names[uid])
+                elif uid in ("@_all", "all"):
+                    parts.append("@all")
+                else:
+                    parts.append(f"@{el.get('user_name') or uid}")
+            elif tag == "img":
+                parts.append("[image]")
+            elif tag == "media":
+                parts.append("[video]")
+            elif tag == "emotion":
+                parts.append(f":{el.get('emoji_type') or 'emoji'}:")
+        line = "".join(parts)
+        if any(isinstance(el, Mapping) and el.get("tag") == "code_block" for el in paragraph):
+            line = line.rstrip()  # keep code indentation
+        else:
+            line = line.strip()  # e.g. the space left where the bot's @ was
+        if line:
+            lines.append(line)
+    return _resolve_placeholders("\n".join(lines), names), at_bot
+
+
+def _tidy(text: str) -> str:
+    # Only the ends: inner whitespace may be code indentation.
+    return text.strip()
+
+
+def _timestamp(ms: Any) -> datetime:
+    try:
+        return datetime.fromtimestamp(int(ms) / 1000, UTC)
+    except (TypeError, ValueError, OverflowError, OSError):
+        return datetime.now(UTC)

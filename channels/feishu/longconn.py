@@ -1,0 +1,193 @@
+"""Event intake by long connection: lark-oapi's websocket client.
+
+The SDK's ``ws.Client.start()`` blocks forever and runs on an event loop
+that ``lark_oapi.ws.client`` captured *at import time* (a module global
+named ``loop``). So it gets a thread of its own with a fresh loop, which we
+install as that global before starting; events are handed back to the
+gateway's loop with ``run_coroutine_threadsafe``. Because the loop is a
+module global, only one long connection can run per process: a second one
+is refused instead of silently sharing the first one's loop.
+
+The SDK has no ``stop()``. We stop its loop from outside, then close the
+websocket and cancel the SDK's tasks ourselves (touching ``_conn`` and
+``_auto_reconnect``: private, but there is no public way, and without it
+the SDK would reconnect forever).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import logging
+import sys
+import threading
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import structlog
+
+from .events import MESSAGE_EVENT
+
+__all__ = ["LongConnection", "LongConnectionBusyError"]
+
+EventHandler = Callable[[dict[str, Any]], Awaitable[None]]
+_ONE_PER_PROCESS = threading.Lock()
+_HANDOFF_TIMEOUT = 5.0  # seconds the SDK thread waits for the event to be on our bus
+
+
+class LongConnectionBusyError(RuntimeError):
+    """Another long connection already runs in this process."""
+
+
+class LongConnection:
+    def __init__(self, app_id: str, app_secret: str, domain: str, on_event: EventHandler) -> None:
+        self._app_id = app_id
+        self._app_secret = app_secret
+        self._domain = domain.rstrip("/")
+        self._on_event = on_event
+        self._log = structlog.get_logger().bind(channel="feishu", component="longconn")
+        self._main_loop: asyncio.AbstractEventLoop | None = None
+        self._ws_loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._client: Any = None
+        self._stopping = False
+        self._holds_lock = False
+        self.error: BaseException | None = None  # why the SDK gave up, if it did
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def start(self) -> None:
+        if self._thread is not None:
+            raise RuntimeError("LongConnection cannot be started twice")
+        if not _ONE_PER_PROCESS.acquire(blocking=False):
+            raise LongConnectionBusyError(
+                "a Feishu long connection already runs in this process (lark-oapi's websocket client uses a module-level loop)"
+            )
+        self._holds_lock = True
+        self._main_loop = asyncio.get_running_loop()
+        self._ws_loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._run, name="feishu-longconn", daemon=True)
+        self._thread.start()
+
+    async def stop(self, timeout: float = 10.0) -> None:
+        """Stop the SDK loop and wait for its thread; safe to call twice."""
+        thread, ws_loop = self._thread, self._ws_loop
+        if thread is None or ws_loop is None or self._stopping:
+            return
+        self._stopping = True
+        if not ws_loop.is_closed():
+            try:
+                ws_loop.call_soon_threadsafe(ws_loop.stop)
+            except RuntimeError:
+                pass  # closed in between: the thread is already finishing
+        await asyncio.to_thread(thread.join, timeout)
+        if thread.is_alive():
+            # Stuck in the SDK's blocking endpoint request; it is a daemon
+            # thread, so it cannot keep the process alive.
+            self._log.warning("feishu long connection thread did not stop in time", timeout=timeout)
+        elif self._holds_lock:
+            self._holds_lock = False
+            _ONE_PER_PROCESS.release()
+
+    # -- the SDK thread -------------------------------------------------------------
+    def _run(self) -> None:
+        loop = self._ws_loop
+        assert loop is not None
+        asyncio.set_event_loop(loop)
+        client = None
+        try:
+            first_import = "lark_oapi" not in sys.modules
+            import lark_oapi as lark
+            from lark_oapi.ws import client as ws_client
+
+            if first_import and ws_client.loop is not loop and not ws_client.loop.is_running():
+                ws_client.loop.close()  # the throwaway loop the SDK made while importing in this thread
+            ws_client.loop = loop
+            asyncio.set_event_loop(loop)
+            _route_sdk_logs_through_root()
+            handler = (
+                lark.EventDispatcherHandler.builder("", "")
+                .register_p2_customized_event(MESSAGE_EVENT, self._on_sdk_event)
+                .build()
+            )
+            client = self._client = lark.ws.Client(
+                self._app_id,
+                self._app_secret,
+                event_handler=handler,
+                domain=self._domain,
+                log_level=lark.LogLevel.WARNING,  # INFO lines carry the connection URL with its ticket
+                auto_reconnect=True,
+            )
+            self._log.info("feishu long connection starting")
+            client.start()
+        except RuntimeError:
+            if not self._stopping:  # loop.stop() from stop() ends start() with a RuntimeError
+                self.error = sys.exc_info()[1]
+                self._log.error("feishu long connection failed", error=repr(self.error))
+        except Exception as exc:  # the SDK's ClientException (bad credentials) and kin
+            self.error = exc
+            self._log.error("feishu long connection failed", error=repr(exc))
+        finally:
+            self._shutdown_sdk(loop, client)
+
+    def _on_sdk_event(self, data: Any) -> None:
+        """Called by the SDK, on its loop, for each message event. Waits
+        (briefly) until the event is on our bus so the SDK's ACK means it
+        was really taken; on failure the SDK answers 500 and Feishu
+        redelivers (the dedup absorbs the extra copy)."""
+        header = data.header
+        payload = {
+            "schema": getattr(data, "schema", None) or "2.0",
+            "header": {
+                k: getattr(header, k, None)
+                for k in ("event_id", "event_type", "create_time", "token", "app_id", "tenant_key")
+            },
+            "event": data.event or {},
+        }
+        assert self._main_loop is not None
+        fut = asyncio.run_coroutine_threadsafe(self._on_event(payload), self._main_loop)
+        try:
+            fut.result(timeout=_HANDOFF_TIMEOUT)
+        except concurrent.futures.TimeoutError:
+            self._log.warning("feishu event hand-off timed out; Feishu will redeliver", event_id=payload["header"]["event_id"])
+            raise
+
+    def _shutdown_sdk(self, loop: asyncio.AbstractEventLoop, client: Any) -> None:
+        try:
+            if client is not None:
+                client._auto_reconnect = False
+                tasks = asyncio.all_tasks(loop)
+                conn = client._conn
+                if conn is not None:
+                    try:
+                        loop.run_until_complete(asyncio.wait_for(conn.close(), 3))
+                    except (Exception, asyncio.CancelledError) as exc:
+                        self._log.debug("closing the feishu websocket failed", error=repr(exc))
+                tasks |= asyncio.all_tasks(loop)
+                # The SDK's ping loop sleeps in a `finally`, so one cancel may
+                # not end it: cancel, wait a little, repeat.
+                for _ in range(3):
+                    pending = [t for t in tasks if not t.done()]
+                    if not pending:
+                        break
+                    for t in pending:
+                        t.cancel()
+                    loop.run_until_complete(asyncio.wait(pending, timeout=1.0))
+                for t in tasks:
+                    if t.done() and not t.cancelled():
+                        t.exception()  # retrieved: no "exception was never retrieved" noise
+            loop.run_until_complete(loop.shutdown_asyncgens())
+        finally:
+            loop.close()
+            self._log.info("feishu long connection stopped")
+
+
+def _route_sdk_logs_through_root() -> None:
+    # lark-oapi's "Lark" logger prints to stdout with its own handler, which
+    # would bypass our redacting formatter; keep only propagation to root.
+    lark_logger = logging.getLogger("Lark")
+    for h in list(lark_logger.handlers):
+        if isinstance(h, logging.StreamHandler):
+            lark_logger.removeHandler(h)

@@ -1,0 +1,373 @@
+"""The Feishu channel by webhook, against the fake Open API over HTTP."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+from structlog.testing import capture_logs
+
+from channels.base import ChannelFatalError
+from channels.feishu import FeishuApiError, FeishuChannel, FeishuClient
+from gateway.bus import InboundMessage, MessageBus, OutboundMessage
+from gateway.config import FeishuConfig
+from gateway.http import HttpServer
+from tests.fakes.feishu_server import FakeFeishu
+
+ENCRYPT_KEY = "fake-encrypt-key-Zx81kQ"
+
+
+@pytest.fixture
+async def fake() -> AsyncIterator[FakeFeishu]:
+    async with FakeFeishu() as f:
+        yield f
+
+
+@pytest.fixture
+async def http() -> AsyncIterator[HttpServer]:
+    async with HttpServer("127.0.0.1", 0) as server:
+        yield server
+
+
+def config(fake: FakeFeishu, **over: Any) -> FeishuConfig:
+    values: dict[str, Any] = {
+        "enabled": True,
+        "app_id": fake.app_id,
+        "app_secret": fake.app_secret,
+        "verification_token": fake.verification_token,
+        "mode": "webhook",
+        "domain": fake.url,
+    }
+    values.update(over)
+    return FeishuConfig(**values)
+
+
+@pytest.fixture
+async def channel(fake: FakeFeishu, http: HttpServer) -> AsyncIterator[FeishuChannel]:
+    ch = FeishuChannel(config(fake), MessageBus(), http, backoff=0.01)
+    await ch.start()
+    yield ch
+    await ch.stop()
+
+
+def hook(http: HttpServer, ch: FeishuChannel) -> str:
+    return http.url + ch.config.webhook_path
+
+
+async def next_inbound(bus: MessageBus, timeout: float = 5.0) -> InboundMessage:
+    return await asyncio.wait_for(bus.consume_inbound(), timeout)
+
+
+# -- receive and reply ---------------------------------------------------------------
+async def test_webhook_message_reaches_bus_and_reply_reaches_same_chat(
+    fake: FakeFeishu, http: HttpServer, channel: FeishuChannel
+) -> None:
+    event = fake.message_event("你好 myclaw", chat_id="oc_room1", open_id="ou_alice")
+    r = await fake.push_event(hook(http, channel), event)
+    assert r.status_code == 200
+    msg = await next_inbound(channel.bus)
+    assert (msg.channel, msg.chat_id, msg.sender_id, msg.text) == ("feishu", "oc_room1", "ou_alice", "你好 myclaw")
+    assert msg.message_id == event["event"]["message"]["message_id"]
+    assert msg.metadata["event_id"] == event["header"]["event_id"]
+    assert not msg.is_group
+    assert abs(msg.timestamp.timestamp() - time.time()) < 60
+
+    sender = asyncio.create_task(channel.run_sender())
+    try:
+        await channel.bus.publish_outbound(OutboundMessage("feishu", msg.chat_id, "hi Alice", reply_to=msg.message_id))
+        await asyncio.wait_for(channel.bus.outbound_queue("feishu").join(), 5)
+    finally:
+        sender.cancel()
+    [sent] = fake.sent
+    assert (sent["kind"], sent["chat_id"], sent["reply_to"], sent["text"]) == ("reply", "oc_room1", msg.message_id, "hi Alice")
+
+    # A reply to the bot's message is flagged as such.
+    follow = fake.message_event("and?", chat_id="oc_room1", parent_id=sent["message_id"])
+    assert (await fake.push_event(hook(http, channel), follow)).status_code == 200
+    assert (await next_inbound(channel.bus)).reply_to_bot
+
+
+async def test_send_without_reply_to_creates_in_chat_and_splits_long_text(fake: FakeFeishu, channel: FeishuChannel) -> None:
+    paragraphs = [f"paragraph {i} " + "x" * 1500 for i in range(6)]
+    await channel.send(OutboundMessage("feishu", "oc_room9", "\n\n".join(paragraphs)))
+    assert [m["kind"] for m in fake.sent] == ["create"] * len(fake.sent)
+    assert len(fake.sent) > 1 and all(m["chat_id"] == "oc_room9" for m in fake.sent)
+    assert all(len(t) <= 4000 for t in fake.texts())
+    assert "\n\n".join(fake.texts()) == "\n\n".join(paragraphs)  # split only at paragraph breaks
+    assert len({m["uuid"] for m in fake.sent}) == len(fake.sent)
+
+
+async def test_url_verification_challenge_answered(fake: FakeFeishu, http: HttpServer, channel: FeishuChannel) -> None:
+    r = await fake.push_challenge(hook(http, channel), "chal-123")
+    assert (r.status_code, r.json()) == (200, {"challenge": "chal-123"})
+    r = await fake.push_challenge(hook(http, channel), "chal-123", verification_token="wrong-token")
+    assert r.status_code == 401
+
+
+# -- verification, encryption --------------------------------------------------------------
+async def test_encrypted_signed_event_is_decrypted(fake: FakeFeishu, http: HttpServer) -> None:
+    ch = FeishuChannel(config(fake, encrypt_key=ENCRYPT_KEY), MessageBus(), http)
+    await ch.start()
+    try:
+        r = await fake.push_challenge(hook(http, ch), "enc-chal", encrypt_key=ENCRYPT_KEY)
+        assert r.json() == {"challenge": "enc-chal"}
+        r = await fake.push_event(hook(http, ch), fake.message_event("secret plans"), encrypt_key=ENCRYPT_KEY)
+        assert r.status_code == 200
+        assert (await next_inbound(ch.bus)).text == "secret plans"
+    finally:
+        await ch.stop()
+
+
+@pytest.mark.parametrize(
+    ("push", "status"),
+    [
+        ({"encrypt_key": ENCRYPT_KEY, "bad_signature": True}, 401),
+        ({"encrypt_key": ENCRYPT_KEY, "verification_token": "forged"}, 401),
+        ({"encrypt_key": "some-other-key-123"}, 400),
+        ({}, 400),  # plaintext while an encrypt key is configured
+    ],
+    ids=["bad-signature", "bad-token", "wrong-key", "unencrypted"],
+)
+async def test_rejected_webhook_requests_reach_nothing(
+    fake: FakeFeishu, http: HttpServer, push: dict[str, Any], status: int
+) -> None:
+    ch = FeishuChannel(config(fake, encrypt_key=ENCRYPT_KEY), MessageBus(), http)
+    await ch.start()
+    try:
+        with capture_logs() as logs:
+            r = await fake.push_event(hook(http, ch), fake.message_event("let me in"), **push)
+        assert r.status_code == status
+        assert ch.bus.inbound.empty()
+        assert any(e["event"] == "feishu webhook request rejected" and e["status"] == status for e in logs)
+    finally:
+        await ch.stop()
+
+
+async def test_wrong_verification_token_rejected_without_encryption(
+    fake: FakeFeishu, http: HttpServer, channel: FeishuChannel
+) -> None:
+    r = await fake.push_event(hook(http, channel), fake.message_event("hi"), verification_token="nope")
+    assert r.status_code == 401
+    r = await fake.push_event(hook(http, channel), {"not": "json object"} | {"schema": "2.0"}, verification_token="nope")
+    assert r.status_code == 401
+    assert channel.bus.inbound.empty()
+
+
+# -- dedup, parsing, mentions, allow-list ---------------------------------------------------
+async def test_duplicate_event_id_gives_one_message(fake: FakeFeishu, http: HttpServer, channel: FeishuChannel) -> None:
+    event = fake.message_event("once")
+    for _ in range(3):
+        assert (await fake.push_event(hook(http, channel), event)).status_code == 200
+    await next_inbound(channel.bus)
+    await asyncio.sleep(0.05)
+    assert channel.bus.inbound.empty()
+
+
+async def test_post_rich_text_is_flattened(fake: FakeFeishu, http: HttpServer, channel: FeishuChannel) -> None:
+    post = {
+        "title": "周报",
+        "content": [
+            [{"tag": "at", "user_id": "@_user_1", "user_name": "myclaw"}, {"tag": "text", "text": " 请看 "},
+             {"tag": "a", "text": "文档", "href": "https://example.com/doc"}],
+            [{"tag": "text", "text": "抄送 "}, {"tag": "at", "user_id": "@_user_2", "user_name": "Alice"},
+             {"tag": "img", "image_key": "img_v2_x"}],
+        ],
+    }
+    event = fake.message_event(
+        message_type="post", content=post, chat_type="group",
+        mentions=[fake.mention("@_user_1"), fake.mention("@_user_2", bot=False, name="Alice")],
+    )
+    await fake.push_event(hook(http, channel), event)
+    msg = await next_inbound(channel.bus)
+    assert msg.text == "周报\n请看 文档 (https://example.com/doc)\n抄送 @Alice[image]"
+    assert msg.is_group and msg.mentioned
+    # A locale-wrapped post (the shape used when sending) reads the same way.
+    wrapped = fake.message_event(message_type="post", content={"en_us": {"title": "T", "content": [[{"tag": "text", "text": "body"}]]}})
+    await fake.push_event(hook(http, channel), wrapped)
+    assert (await next_inbound(channel.bus)).text == "T\nbody"
+
+
+async def test_group_mentions(fake: FakeFeishu, http: HttpServer, channel: FeishuChannel) -> None:
+    url = hook(http, channel)
+    assert channel.bot_open_id == fake.bot_open_id
+    await fake.push_event(url, fake.message_event("just chatting", chat_type="group"))
+    plain = await next_inbound(channel.bus)
+    assert plain.is_group and not plain.mentioned
+
+    other = fake.message_event("@_user_1 can you check", chat_type="group", mentions=[fake.mention("@_user_1", bot=False, name="Bob")])
+    await fake.push_event(url, other)
+    msg = await next_inbound(channel.bus)
+    assert not msg.mentioned and msg.text == "@Bob can you check"
+
+    at_bot = fake.message_event(
+        "@_user_1 what's up with @_user_2 ?", chat_type="group",
+        mentions=[fake.mention("@_user_1"), fake.mention("@_user_2", bot=False, name="Bob")],
+    )
+    await fake.push_event(url, at_bot)
+    msg = await next_inbound(channel.bus)
+    assert msg.mentioned and msg.text == "what's up with @Bob ?"
+
+
+async def test_allow_list_by_open_union_or_user_id(fake: FakeFeishu, http: HttpServer) -> None:
+    ch = FeishuChannel(config(fake, allow_from=["on_friend", "ou_boss"]), MessageBus(), http)
+    await ch.start()
+    try:
+        url = hook(http, ch)
+        with capture_logs() as logs:
+            await fake.push_event(url, fake.message_event("stranger", open_id="ou_x", union_id="on_x"))
+        await fake.push_event(url, fake.message_event("friend", open_id="ou_y", union_id="on_friend"))
+        await fake.push_event(url, fake.message_event("boss", open_id="ou_boss", union_id="on_z"))
+        assert [(await next_inbound(ch.bus)).text for _ in range(2)] == ["friend", "boss"]
+        assert ch.bus.inbound.empty()
+        assert any("not in allowFrom" in e["event"] and e["sender_id"] == "ou_x" for e in logs)
+    finally:
+        await ch.stop()
+
+
+async def test_messages_from_apps_and_without_text_are_ignored(fake: FakeFeishu, http: HttpServer, channel: FeishuChannel) -> None:
+    url = hook(http, channel)
+    await fake.push_event(url, fake.message_event("from a bot", sender_type="app"))
+    await fake.push_event(url, fake.message_event(message_type="image", content={"image_key": "img_1"}))
+    await fake.push_event(url, fake.message_event("after"))
+    assert (await next_inbound(channel.bus)).text == "after"
+
+
+# -- tenant token, errors, non-blocking --------------------------------------------------
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+async def test_tenant_token_cached_refreshed_on_expiry_and_on_invalid_code(fake: FakeFeishu) -> None:
+    clock = Clock()
+    api = FeishuClient(fake.app_id, fake.app_secret, fake.url, clock=clock)
+    try:
+        await asyncio.gather(*(api.send_text("oc_1", f"m{i}") for i in range(5)))
+        assert fake.token_requests == 1 and len(fake.sent) == 5
+
+        clock.now += 7200  # past expiry: a new token before the next call
+        await api.send_text("oc_1", "after expiry")
+        assert fake.token_requests == 2
+
+        fake.revoke_tokens()  # Feishu answers 99991663: refetch once, then succeed
+        await api.send_text("oc_1", "after revoke")
+        assert fake.token_requests == 3
+        assert fake.texts()[-1] == "after revoke"
+    finally:
+        await api.aclose()
+
+
+async def test_rate_limit_retried_other_errors_raised_with_code(fake: FakeFeishu) -> None:
+    api = FeishuClient(fake.app_id, fake.app_secret, fake.url, backoff=0.01)
+    try:
+        fake.fail_next(99991400, "request trigger frequency limit", status=429, times=2)
+        assert len(await api.send_text("oc_1", "eventually")) == 1
+        assert fake.texts() == ["eventually"]
+
+        fake.fail_next(230002, "Bot/User can NOT be out of the chat.")
+        with pytest.raises(FeishuApiError) as err:
+            await api.send_text("oc_1", "nope")
+        assert err.value.code == 230002
+    finally:
+        await api.aclose()
+
+
+async def test_failed_send_is_logged_with_code_and_sender_goes_on(fake: FakeFeishu, channel: FeishuChannel) -> None:
+    fake.fail_next(230002, "Bot/User can NOT be out of the chat.")
+    sender = asyncio.create_task(channel.run_sender())
+    try:
+        with capture_logs() as logs:
+            await channel.bus.publish_outbound(OutboundMessage("feishu", "oc_gone", "lost"))
+            await channel.bus.publish_outbound(OutboundMessage("feishu", "oc_ok", "delivered"))
+            await asyncio.wait_for(channel.bus.outbound_queue("feishu").join(), 5)
+    finally:
+        sender.cancel()
+    assert fake.texts() == ["delivered"]
+    assert any(e["event"] == "send failed" and "230002" in e["error"] for e in logs)
+
+
+async def test_sending_does_not_block_the_event_loop(fake: FakeFeishu, channel: FeishuChannel) -> None:
+    fake.send_delay = 0.5
+    ticks = 0
+    max_gap = 0.0
+
+    async def ticker() -> None:
+        nonlocal ticks, max_gap
+        last = time.perf_counter()
+        while True:
+            await asyncio.sleep(0.01)
+            now = time.perf_counter()
+            max_gap, last, ticks = max(max_gap, now - last), now, ticks + 1
+
+    t = asyncio.create_task(ticker())
+    try:
+        await channel.send(OutboundMessage("feishu", "oc_1", "slow"))
+    finally:
+        t.cancel()
+    assert fake.texts() == ["slow"]
+    assert ticks >= 20 and max_gap < 0.25  # the loop kept running during the 0.5 s send
+
+
+# -- startup and shutdown ----------------------------------------------------------------------
+async def test_wrong_app_secret_is_fatal_at_start(fake: FakeFeishu, http: HttpServer) -> None:
+    ch = FeishuChannel(config(fake, app_secret="wrong-secret-xyz"), MessageBus(), http)
+    with pytest.raises(ChannelFatalError, match="10014"):
+        await ch.start()
+    await ch.stop()
+
+
+@pytest.mark.parametrize(
+    ("over", "with_http"),
+    [({"app_secret": ""}, True), ({"verification_token": "", "encrypt_key": ""}, True), ({}, False)],
+    ids=["no-secret", "webhook-unprotected", "webhook-without-http"],
+)
+async def test_unusable_config_is_fatal(fake: FakeFeishu, http: HttpServer, over: dict[str, Any], with_http: bool) -> None:
+    ch = FeishuChannel(config(fake, **over), MessageBus(), http if with_http else None)
+    with pytest.raises(ChannelFatalError):
+        await ch.start()
+    await ch.stop()
+
+
+async def test_stop_twice_removes_the_route(fake: FakeFeishu, http: HttpServer) -> None:
+    ch = FeishuChannel(config(fake), MessageBus(), http)
+    await ch.start()
+    await ch.stop()
+    await ch.stop()
+    r = await fake.push_event(hook(http, ch), fake.message_event("late"))
+    assert r.status_code == 404
+
+
+async def test_secrets_never_logged(fake: FakeFeishu, http: HttpServer) -> None:
+    ch = FeishuChannel(config(fake, encrypt_key=ENCRYPT_KEY), MessageBus(), http, backoff=0.01)
+    with capture_logs() as logs:
+        await ch.start()
+        try:
+            url = hook(http, ch)
+            await fake.push_event(url, fake.message_event("hi"), encrypt_key=ENCRYPT_KEY)
+            await fake.push_event(url, fake.message_event("hi"), encrypt_key=ENCRYPT_KEY, bad_signature=True)
+            await fake.push_event(url, fake.message_event("hi"), encrypt_key=ENCRYPT_KEY, verification_token="forged")
+            fake.revoke_tokens()
+            fake.fail_next(99991400, "rate limited", status=429)
+            await ch.send(OutboundMessage("feishu", "oc_1", "reply"))
+        finally:
+            await ch.stop()
+    text = json.dumps(logs, default=str)
+    assert len(logs) >= 4
+    assert len(fake.issued_tokens) == 2
+    for secret in (fake.app_secret, fake.verification_token, ENCRYPT_KEY, *fake.issued_tokens):
+        assert secret not in text
+
+
+def test_importing_the_channel_does_not_load_lark_oapi() -> None:
+    # The SDK costs seconds and ~170 MB; only the long connection loads it.
+    code = "import sys, channels.feishu; assert 'lark_oapi' not in sys.modules, 'lark_oapi imported'"
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
