@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import json
 import math
 import os
 import re
@@ -47,7 +48,19 @@ from .engine import content_hash
 from .tokenize import index_terms, normalize
 from .types import GLOBAL_OWNER, Hit, Provenance
 
-__all__ = ["LONG_TERM", "FileMemory", "MemoryFile", "clean_line", "clean_text", "is_daily_name", "user_slug"]
+__all__ = [
+    "LONG_TERM",
+    "OWNER_FILE",
+    "USERS_DIR",
+    "FileMemory",
+    "MemoryFile",
+    "clean_line",
+    "clean_text",
+    "is_daily_name",
+    "owner_record",
+    "read_owner",
+    "user_slug",
+]
 
 # Lazy: a logger bound at import would ignore configure_logging (and its redaction).
 log = structlog.get_logger(component="memory")
@@ -66,6 +79,23 @@ def user_slug(user: str) -> str:
     readable = _UNSAFE.sub("_", user).strip("_")[:40] or "user"
     digest = hashlib.sha256(user.encode("utf-8", "surrogatepass")).hexdigest()[:12]
     return f"{readable}-{digest}"
+
+
+def owner_record(user: str) -> str:
+    """``.owner`` content: the name as a JSON string, so any name (even one
+    with a newline or a lone surrogate) survives the round trip exactly."""
+    return json.dumps(user) + "\n"
+
+
+def read_owner(text: str) -> str:
+    """The user named by a ``.owner`` file ('' if none); a hand-written
+    plain name is accepted too."""
+    s = text.strip()
+    try:
+        value = json.loads(s)
+    except ValueError:
+        return s
+    return value if isinstance(value, str) else ""
 
 
 def is_daily_name(name: str) -> str | None:
@@ -251,7 +281,7 @@ class FileMemory(MemoryBackend):
     def _ensure_user_dir(self, user: str) -> Path:
         d = self.user_dir(user)
         if user != GLOBAL_OWNER and not (d / OWNER_FILE).exists():
-            _write_atomic(d / OWNER_FILE, user + "\n")
+            _write_atomic(d / OWNER_FILE, owner_record(user))
         d.mkdir(parents=True, exist_ok=True)
         return d
 

@@ -41,7 +41,17 @@ import aiosqlite
 import structlog
 
 from .engine import MemoryEngine, MemoryNotFound, content_hash
-from .filestore import LONG_TERM, OWNER_FILE, USERS_DIR, MemoryFile, clean_line, clean_text, is_daily_name, user_slug
+from .filestore import (
+    LONG_TERM,
+    OWNER_FILE,
+    USERS_DIR,
+    MemoryFile,
+    clean_line,
+    clean_text,
+    is_daily_name,
+    read_owner,
+    user_slug,
+)
 from .tokens import estimate_tokens
 from .types import GLOBAL_OWNER, Category, NewMemory, Provenance, Source
 
@@ -91,7 +101,7 @@ def discover(root: Path) -> tuple[list[tuple[str, Path]], list[str]]:
     if users.is_dir():
         for d in sorted(p for p in users.iterdir() if p.is_dir()):
             try:
-                owner = (d / OWNER_FILE).read_text(encoding="utf-8").strip()
+                owner = read_owner((d / OWNER_FILE).read_text(encoding="utf-8"))
             except (FileNotFoundError, UnicodeDecodeError):
                 owner = ""
             if not owner:

@@ -47,7 +47,7 @@ async def test_buffer_writes_a_readable_daily_log(files: FileMemory, clock: Manu
     )
     await files.buffer([turn("alice", "I moved to Berlin", "2026-02-27T09:05:00", mid="1")])  # retried
     d = files.user_dir("alice")
-    assert (d / ".owner").read_text() == "alice\n"
+    assert (d / ".owner").read_text() == '"alice"\n'
     assert (d / "2026-02-27.md").read_text() == (
         "# 2026-02-27\n\n- 09:05 user: I moved to Berlin\n- 09:06 assistant: Noted.\n  Welcome to Berlin!\n"
     )

@@ -139,3 +139,14 @@ async def test_unchanged_run_reads_no_file(tmp_path: Path, engine: MemoryEngine)
 async def test_missing_workspace_is_an_empty_report(tmp_path: Path, engine: MemoryEngine) -> None:
     r = await migrate_files(tmp_path / "nope", engine)
     assert r.files_seen == 0 and not r.changed and r.owners == []
+
+
+async def test_any_owner_name_survives_the_round_trip(tmp_path: Path, engine: MemoryEngine, clock: ManualClock) -> None:
+    names = ["飞书:ou_张三", " padded ", "two\nlines", '"quoted"']
+    files = FileMemory(tmp_path, clock)
+    for n in names:
+        await files.remember(n, f"fact of {n!r}", provenance=P)
+    r = await migrate_files(tmp_path, engine)
+    assert r.problems == [] and sorted(r.owners) == sorted(["_global", *names])
+    for n in names:
+        assert [m.content for m in await engine.list_memories(n)] == [f"fact of {n!r}"]
