@@ -1,0 +1,388 @@
+"""An OpenAI-compatible chat completions client over ``httpx.AsyncClient``.
+
+One request per :meth:`LLMClient.chat`, retried with exponential backoff
+(honouring ``Retry-After``) on 408/409/429/5xx and on network errors, up to
+``max_retries`` extra attempts. The result is typed (:class:`ChatResult`).
+
+Exception tree (every httpx error is mapped with ``raise ... from``)::
+
+    LLMError
+    ├── LLMAuthError        401 / 403: the key is wrong; retrying cannot help
+    ├── LLMRateLimited      429 after the last retry
+    ├── LLMUnavailable      5xx or network failure after the last retry
+    │   └── LLMTimeout      no answer within ``timeout`` (last retry)
+    ├── LLMBadRequest       other 4xx (unknown model, tools not supported, ...)
+    └── LLMBadResponse      2xx whose body is not a chat completion
+
+The API key is sent as a header and never appears in a log line or in an
+exception message.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import json
+import random
+import re
+import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import httpx
+import structlog
+from pydantic import SecretStr
+
+from .config import ProviderConfig
+
+__all__ = [
+    "ChatResult",
+    "LLMAuthError",
+    "LLMBadRequest",
+    "LLMBadResponse",
+    "LLMClient",
+    "LLMError",
+    "LLMRateLimited",
+    "LLMTimeout",
+    "LLMUnavailable",
+    "ToolCall",
+    "Usage",
+    "map_transport_error",
+]
+
+# Lazy: resolved at each call, so it follows configure_logging (and its
+# redaction) even though this module is imported before logging is set up.
+log = structlog.get_logger(component="llm")
+
+_RETRY_STATUS = frozenset({408, 409, 429})
+_TOOLS_WORDS = re.compile(r"tool|function", re.IGNORECASE)
+
+
+class LLMError(Exception):
+    """The provider could not give an answer. ``status`` is the HTTP status
+    when there was a response."""
+
+    def __init__(self, message: str, *, status: int | None = None, body: str = "") -> None:
+        super().__init__(message)
+        self.status = status
+        self.body = body
+
+
+class LLMAuthError(LLMError):
+    pass
+
+
+class LLMRateLimited(LLMError):
+    pass
+
+
+class LLMUnavailable(LLMError):
+    pass
+
+
+class LLMTimeout(LLMUnavailable):
+    pass
+
+
+class LLMBadRequest(LLMError):
+    @property
+    def mentions_tools(self) -> bool:
+        """The provider refused the ``tools`` parameter (no function calling)."""
+        return self.status in (400, 404, 422) and bool(_TOOLS_WORDS.search(self.body or str(self)))
+
+
+class LLMBadResponse(LLMError):
+    pass
+
+
+def map_transport_error(exc: httpx.HTTPError) -> LLMError:
+    """An httpx error (no HTTP response) as an :class:`LLMError`."""
+    if isinstance(exc, httpx.TimeoutException):
+        return LLMTimeout(f"LLM provider timed out ({type(exc).__name__})")
+    if isinstance(exc, httpx.UnsupportedProtocol | httpx.LocalProtocolError):
+        return LLMBadRequest(f"bad provider URL or request ({type(exc).__name__})")
+    if isinstance(exc, httpx.NetworkError | httpx.ProtocolError | httpx.ProxyError):
+        return LLMUnavailable(f"LLM provider unreachable ({type(exc).__name__})")
+    if isinstance(exc, httpx.DecodingError):
+        return LLMBadResponse(f"undecodable response from LLM provider ({type(exc).__name__})")
+    # TooManyRedirects, HTTPStatusError and anything httpx adds later.
+    return LLMError(f"LLM request failed ({type(exc).__name__})")
+
+
+def _retryable_transport(exc: httpx.HTTPError) -> bool:
+    return isinstance(exc, httpx.TimeoutException | httpx.NetworkError | httpx.RemoteProtocolError)
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    id: str
+    name: str
+    arguments: str  # JSON text, as the provider sent it
+
+    def parsed_arguments(self) -> dict[str, Any]:
+        """The arguments object; raises ``ValueError`` if it is not one."""
+        if not self.arguments.strip():
+            return {}
+        value = json.loads(self.arguments)
+        if not isinstance(value, dict):
+            raise ValueError("tool arguments must be a JSON object")
+        return value
+
+
+@dataclass(frozen=True)
+class Usage:
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    total_tokens: int = 0
+
+
+@dataclass(frozen=True)
+class ChatResult:
+    content: str
+    tool_calls: tuple[ToolCall, ...] = ()
+    usage: Usage = field(default_factory=Usage)
+    finish_reason: str = ""
+    model: str = ""
+    attempts: int = 1
+    elapsed_ms: float = 0.0
+
+    def assistant_message(self) -> dict[str, Any]:
+        """This reply as a message to send back in a tool-calling round."""
+        msg: dict[str, Any] = {"role": "assistant", "content": self.content or None}
+        if self.tool_calls:
+            msg["tool_calls"] = [
+                {"id": tc.id, "type": "function", "function": {"name": tc.name, "arguments": tc.arguments}}
+                for tc in self.tool_calls
+            ]
+        return msg
+
+
+def _text(content: Any) -> str:
+    # Some providers send content as a list of parts.
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(p.get("text", "") for p in content if isinstance(p, dict))
+    raise LLMBadResponse(f"unexpected message content of type {type(content).__name__}")
+
+
+def parse_completion(data: Any) -> ChatResult:
+    """A chat completion body as a :class:`ChatResult`."""
+    try:
+        choice = data["choices"][0]
+        message = choice["message"]
+        calls = []
+        for i, tc in enumerate(message.get("tool_calls") or []):
+            fn = tc["function"]
+            args = fn.get("arguments", "")
+            if not isinstance(args, str):  # a few servers send the object itself
+                args = json.dumps(args, ensure_ascii=False)
+            calls.append(ToolCall(id=str(tc.get("id") or f"call_{i}"), name=str(fn["name"]), arguments=args))
+        raw_usage = data.get("usage") or {}
+        usage = Usage(
+            prompt_tokens=int(raw_usage.get("prompt_tokens") or 0),
+            completion_tokens=int(raw_usage.get("completion_tokens") or 0),
+            total_tokens=int(raw_usage.get("total_tokens") or 0),
+        )
+        return ChatResult(
+            content=_text(message.get("content")),
+            tool_calls=tuple(calls),
+            usage=usage,
+            finish_reason=str(choice.get("finish_reason") or ""),
+            model=str(data.get("model") or ""),
+        )
+    except LLMBadResponse:
+        raise
+    except (KeyError, IndexError, TypeError, ValueError, AttributeError) as exc:
+        raise LLMBadResponse(f"not a chat completion: {type(exc).__name__} {exc}") from exc
+
+
+def _error_message(resp: httpx.Response) -> str:
+    try:
+        err = resp.json().get("error")
+        if isinstance(err, dict) and err.get("message"):
+            return str(err["message"])[:500]
+        if isinstance(err, str):
+            return err[:500]
+    except (ValueError, AttributeError):
+        pass
+    return resp.text[:500]
+
+
+def _retry_after(resp: httpx.Response, now: datetime | None = None) -> float | None:
+    """Seconds the provider asked us to wait, if it said."""
+    ms = resp.headers.get("retry-after-ms")
+    if ms:
+        try:
+            return max(0.0, float(ms) / 1000)
+        except ValueError:
+            pass
+    raw = resp.headers.get("retry-after")
+    if not raw:
+        return None
+    try:
+        return max(0.0, float(raw))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(raw)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return max(0.0, (when - (now or datetime.now(UTC))).total_seconds())
+
+
+class LLMClient:
+    """Chat completions against one OpenAI-compatible endpoint.
+
+    Pass ``client`` to share a connection pool (or to point at a test
+    server); otherwise the client owns one and closes it in :meth:`aclose`.
+    """
+
+    def __init__(
+        self,
+        *,
+        base_url: str,
+        api_key: SecretStr | str = "",
+        model: str,
+        timeout: float = 60.0,
+        max_retries: int = 3,
+        client: httpx.AsyncClient | None = None,
+        backoff_base: float = 0.5,
+        backoff_max: float = 20.0,
+        max_retry_after: float = 60.0,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    ) -> None:
+        self.base_url = base_url.rstrip("/")
+        self._key = api_key if isinstance(api_key, SecretStr) else SecretStr(api_key)
+        self.model = model
+        self.timeout = timeout
+        self.max_retries = max_retries
+        self.backoff_base = backoff_base
+        self.backoff_max = backoff_max
+        self.max_retry_after = max_retry_after
+        self._sleep = sleep
+        self._owns_client = client is None
+        self._client = client or httpx.AsyncClient(
+            timeout=httpx.Timeout(timeout, connect=min(timeout, 10.0)),
+            limits=httpx.Limits(max_connections=100, max_keepalive_connections=20),
+        )
+        self._closed = False
+
+    @classmethod
+    def from_config(
+        cls, provider: ProviderConfig, *, model: str, client: httpx.AsyncClient | None = None, **kw: Any
+    ) -> LLMClient:
+        return cls(
+            base_url=provider.base_url,
+            api_key=provider.api_key,
+            model=model,
+            timeout=provider.timeout.total_seconds(),
+            max_retries=provider.max_retries,
+            client=client,
+            **kw,
+        )
+
+    async def aclose(self) -> None:
+        """Safe to call twice; leaves an injected client open."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._owns_client:
+            await self._client.aclose()
+
+    async def __aenter__(self) -> LLMClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    def _headers(self) -> dict[str, str]:
+        key = self._key.get_secret_value()
+        return {"Authorization": f"Bearer {key}"} if key else {}
+
+    def _backoff(self, attempt: int, resp: httpx.Response | None) -> float:
+        asked = _retry_after(resp) if resp is not None else None
+        if asked is not None:
+            return min(asked, self.max_retry_after)
+        base = min(self.backoff_max, self.backoff_base * (2**attempt))
+        return base * (0.5 + random.random() / 2)  # jitter: many chats must not retry in lockstep
+
+    async def chat(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        *,
+        tools: Sequence[Mapping[str, Any]] = (),
+        model: str | None = None,
+        max_tokens: int | None = None,
+        temperature: float | None = None,
+        response_format: Mapping[str, Any] | None = None,
+        extra: Mapping[str, Any] | None = None,
+    ) -> ChatResult:
+        if self._closed:
+            raise RuntimeError("LLMClient is closed")
+        body: dict[str, Any] = {"model": model or self.model, "messages": list(messages)}
+        if max_tokens is not None:
+            body["max_tokens"] = max_tokens
+        if temperature is not None:
+            body["temperature"] = temperature
+        if tools:
+            body["tools"] = list(tools)
+        if response_format is not None:
+            body["response_format"] = dict(response_format)
+        if extra:
+            body.update(extra)
+        url = f"{self.base_url}/chat/completions"
+        started = time.perf_counter()
+        attempt = 0
+        while True:
+            try:
+                resp = await self._client.post(url, json=body, headers=self._headers(), timeout=self.timeout)
+            except httpx.HTTPError as exc:
+                if _retryable_transport(exc) and attempt < self.max_retries:
+                    delay = self._backoff(attempt, None)
+                    log.warning("LLM request failed, retrying", error=type(exc).__name__, attempt=attempt + 1, delay_s=round(delay, 2))
+                    attempt += 1
+                    await self._sleep(delay)
+                    continue
+                raise map_transport_error(exc) from exc
+            status = resp.status_code
+            if status < 300:
+                try:
+                    data = resp.json()
+                except ValueError as exc:
+                    raise LLMBadResponse("LLM provider returned a body that is not JSON", status=status) from exc
+                result = parse_completion(data)
+                return ChatResult(
+                    content=result.content,
+                    tool_calls=result.tool_calls,
+                    usage=result.usage,
+                    finish_reason=result.finish_reason,
+                    model=result.model,
+                    attempts=attempt + 1,
+                    elapsed_ms=(time.perf_counter() - started) * 1000,
+                )
+            message = _error_message(resp)
+            if (status in _RETRY_STATUS or status >= 500) and attempt < self.max_retries:
+                delay = self._backoff(attempt, resp)
+                log.warning("LLM provider error, retrying", status=status, attempt=attempt + 1, delay_s=round(delay, 2))
+                attempt += 1
+                await self._sleep(delay)
+                continue
+            raise _status_error(status, message)
+
+
+def _status_error(status: int, message: str) -> LLMError:
+    text = f"LLM provider answered {status}: {message}"
+    if status in (401, 403):
+        return LLMAuthError(text, status=status, body=message)
+    if status == 429:
+        return LLMRateLimited(text, status=status, body=message)
+    if status >= 500 or status in _RETRY_STATUS:
+        return LLMUnavailable(text, status=status, body=message)
+    return LLMBadRequest(text, status=status, body=message)

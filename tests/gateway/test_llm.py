@@ -1,0 +1,187 @@
+from __future__ import annotations
+
+import asyncio
+import socket
+
+import httpx
+import pytest
+from structlog.testing import capture_logs
+
+from gateway.llm import (
+    LLMAuthError,
+    LLMBadRequest,
+    LLMBadResponse,
+    LLMClient,
+    LLMError,
+    LLMRateLimited,
+    LLMTimeout,
+    LLMUnavailable,
+    map_transport_error,
+    parse_completion,
+)
+from tests.fakes.openai_server import FakeOpenAI
+
+KEY = "sk-test-secret-key-123456"
+
+
+class Sleeps:
+    """Records backoff delays instead of waiting them out."""
+
+    def __init__(self) -> None:
+        self.delays: list[float] = []
+
+    async def __call__(self, delay: float) -> None:
+        self.delays.append(delay)
+        await asyncio.sleep(0)
+
+
+def client(fake: FakeOpenAI, **kw: object) -> LLMClient:
+    opts: dict[str, object] = {"base_url": fake.url, "api_key": KEY, "model": "m1", "timeout": 5.0, "max_retries": 2}
+    opts.update(kw)
+    return LLMClient(**opts)  # type: ignore[arg-type]
+
+
+async def test_reply_is_parsed_and_request_is_openai_shaped(fake_llm: FakeOpenAI) -> None:
+    fake_llm.queue_reply("你好")
+    async with client(fake_llm) as llm:
+        res = await llm.chat([{"role": "user", "content": "hi"}], max_tokens=50, temperature=0.2)
+    assert res.content == "你好" and res.tool_calls == () and res.finish_reason == "stop"
+    assert res.model == "m1" and res.attempts == 1 and res.usage.total_tokens >= 0
+    body = fake_llm.requests[0]
+    assert body["model"] == "m1" and body["max_tokens"] == 50 and body["temperature"] == 0.2
+    assert "tools" not in body
+    assert fake_llm.headers[0]["Authorization"] == f"Bearer {KEY}"
+
+
+async def test_tool_calls_are_parsed(fake_llm: FakeOpenAI) -> None:
+    fake_llm.queue_reply(None, tool_calls=[{"name": "memory_search", "arguments": {"query": "咖啡"}}])
+    async with client(fake_llm) as llm:
+        res = await llm.chat([{"role": "user", "content": "x"}], tools=[{"type": "function", "function": {"name": "memory_search"}}])
+    assert res.content == "" and res.finish_reason == "tool_calls"
+    (call,) = res.tool_calls
+    assert call.name == "memory_search" and call.parsed_arguments() == {"query": "咖啡"}
+    assert res.assistant_message()["tool_calls"][0]["id"] == call.id
+    assert fake_llm.requests[0]["tools"][0]["function"]["name"] == "memory_search"
+
+
+async def test_5xx_and_429_are_retried_with_growing_backoff(fake_llm: FakeOpenAI) -> None:
+    fake_llm.queue_error(500)
+    fake_llm.queue_error(429)
+    fake_llm.queue_reply("finally")
+    sleeps = Sleeps()
+    async with client(fake_llm, sleep=sleeps, backoff_base=1.0) as llm:
+        res = await llm.chat([{"role": "user", "content": "x"}])
+    assert res.content == "finally" and res.attempts == 3 and len(fake_llm.requests) == 3
+    # jittered exponential: attempt 0 in [0.5, 1], attempt 1 in [1, 2]
+    assert 0.5 <= sleeps.delays[0] <= 1.0 and 1.0 <= sleeps.delays[1] <= 2.0
+
+
+async def test_gives_up_after_max_retries(fake_llm: FakeOpenAI) -> None:
+    fake_llm.queue_error(503, times=3)
+    async with client(fake_llm, sleep=Sleeps()) as llm:
+        with pytest.raises(LLMUnavailable) as err:
+            await llm.chat([{"role": "user", "content": "x"}])
+    assert err.value.status == 503 and len(fake_llm.requests) == 3
+    fake_llm.queue_error(429, times=3)
+    async with client(fake_llm, sleep=Sleeps()) as llm:
+        with pytest.raises(LLMRateLimited):
+            await llm.chat([{"role": "user", "content": "x"}])
+
+
+async def test_auth_error_is_not_retried_and_never_shows_the_key(fake_llm: FakeOpenAI) -> None:
+    with capture_logs() as logs:
+        async with client(fake_llm, api_key="sk-wrong-key-abcdef", sleep=Sleeps()) as llm:
+            with pytest.raises(LLMAuthError) as err:
+                await llm.chat([{"role": "user", "content": "x"}])
+    assert err.value.status == 401 and len(fake_llm.requests) == 0  # rejected before recording
+    assert "sk-wrong-key-abcdef" not in str(err.value) and "sk-wrong-key-abcdef" not in repr(logs)
+
+
+async def test_retry_logs_do_not_contain_the_key(fake_llm: FakeOpenAI) -> None:
+    fake_llm.queue_error(500)
+    with capture_logs() as logs:
+        async with client(fake_llm, sleep=Sleeps()) as llm:
+            await llm.chat([{"role": "user", "content": "x"}])
+    assert any(e["event"] == "LLM provider error, retrying" for e in logs)
+    assert KEY not in repr(logs)
+
+
+async def test_timeout_is_mapped(fake_llm: FakeOpenAI) -> None:
+    fake_llm.queue_delay(2.0)
+    async with client(fake_llm, timeout=0.2, max_retries=0) as llm:
+        with pytest.raises(LLMTimeout) as err:
+            await asyncio.wait_for(llm.chat([{"role": "user", "content": "x"}]), 5)
+    assert isinstance(err.value, LLMUnavailable)
+    assert isinstance(err.value.__cause__, httpx.TimeoutException)
+
+
+async def test_connection_refused_is_retried_then_unavailable() -> None:
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    sleeps = Sleeps()
+    async with LLMClient(base_url=f"http://127.0.0.1:{port}/v1", model="m", max_retries=2, sleep=sleeps) as llm:
+        with pytest.raises(LLMUnavailable) as err:
+            await llm.chat([{"role": "user", "content": "x"}])
+    assert len(sleeps.delays) == 2 and isinstance(err.value.__cause__, httpx.ConnectError)
+
+
+async def test_bad_request_mentioning_tools_is_recognised(fake_llm: FakeOpenAI) -> None:
+    fake_llm.queue_error(400, body="tools is not supported by this model")
+    fake_llm.queue_error(404, body="The model `nope` does not exist")
+    async with client(fake_llm) as llm:
+        with pytest.raises(LLMBadRequest) as first:
+            await llm.chat([{"role": "user", "content": "x"}])
+        with pytest.raises(LLMBadRequest) as second:
+            await llm.chat([{"role": "user", "content": "x"}])
+    assert first.value.mentions_tools and not second.value.mentions_tools
+    assert len(fake_llm.requests) == 2  # 4xx is not retried
+
+
+def test_retry_after_header_is_honoured_and_capped() -> None:
+    llm = LLMClient(base_url="http://127.0.0.1:9/v1", model="m", max_retry_after=10.0)
+    assert llm._backoff(0, httpx.Response(429, headers={"Retry-After": "3"})) == 3.0
+    assert llm._backoff(0, httpx.Response(429, headers={"retry-after-ms": "250"})) == 0.25
+    assert llm._backoff(0, httpx.Response(429, headers={"Retry-After": "120"})) == 10.0
+    assert llm._backoff(0, httpx.Response(429, headers={"Retry-After": "Wed, 21 Oct 2015 07:28:00 GMT"})) == 0.0
+
+
+def test_malformed_completions_raise_bad_response() -> None:
+    for body in ({}, {"choices": []}, {"choices": [{"message": {"content": 3}}]}, {"choices": [{"message": {"tool_calls": [{}]}}]}, []):
+        with pytest.raises(LLMBadResponse):
+            parse_completion(body)
+    # content as a list of parts, arguments as an object: accepted
+    res = parse_completion(
+        {
+            "choices": [
+                {
+                    "message": {
+                        "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}],
+                        "tool_calls": [{"id": "c1", "function": {"name": "t", "arguments": {"q": 1}}}],
+                    }
+                }
+            ]
+        }
+    )
+    assert res.content == "ab" and res.tool_calls[0].parsed_arguments() == {"q": 1}
+
+
+def _all_subclasses(cls: type) -> list[type]:
+    out = []
+    for sub in cls.__subclasses__():
+        out += [sub, *_all_subclasses(sub)]
+    return out
+
+
+def test_every_httpx_error_is_mapped() -> None:
+    """A new httpx error class fails here until it is mapped on purpose."""
+    generic = {httpx.HTTPError, httpx.RequestError, httpx.TooManyRedirects, httpx.HTTPStatusError, httpx.TransportError}
+    for cls in [httpx.HTTPError, *_all_subclasses(httpx.HTTPError)]:
+        if cls is httpx.HTTPStatusError:
+            exc = cls("x", request=httpx.Request("GET", "http://x"), response=httpx.Response(500))
+        else:
+            exc = cls("x")
+        mapped = map_transport_error(exc)
+        assert isinstance(mapped, LLMError)
+        if cls not in generic:
+            assert type(mapped) is not LLMError, f"{cls.__name__} is not mapped to a specific LLMError"
