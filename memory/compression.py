@@ -1,0 +1,366 @@
+"""Daily and weekly compression (seed 7) and forgetting (seed 8.4).
+
+* :meth:`Compressor.daily`: uncompressed Tier 3 events of earlier days ->
+  Tier 2 facts (deduplicated like any extraction), events marked compressed
+  in the same transaction.
+* :meth:`Compressor.weekly`: archive decayed ``temp``/``debug`` facts; merge
+  each project/topic partition with >= 10 active facts; refresh Tier 1
+  (<= 100 entries) from high-importance Tier 2.
+
+Safety, because peers lose facts exactly here:
+
+* a merge must account for every input (merged ``from`` it, or dropped with
+  a reason); if more than 25% of a partition is unaccounted for, the merge
+  is rejected and nothing changes. Unaccounted facts of an accepted merge
+  stay active.
+* nothing is deleted: merged rows are archived with ``superseded_by``
+  pointing at the merged fact; dropped and decayed rows are archived.
+* every change, and every rejection, is a line in ``memory_log``
+  (``myclaw memory log``).
+* both jobs hold the same lease, so they never run together; a job past its
+  time limit is stopped and releases the lease.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from zoneinfo import ZoneInfo
+
+import aiosqlite
+import structlog
+
+from .changelog import write_log
+from .clock import parse_ts
+from .consolidate import Consolidator
+from .decay import decay_factor
+from .engine import MemoryEngine, content_hash, row_to_memory
+from .lease import Lease, Leases
+from .llm import Candidate, MemoryLLM, MemoryLLMError
+from .types import Memory, NewMemory, Provenance, Source
+
+__all__ = ["COMPRESS_LEASE", "Compressor", "DailyReport", "WeeklyReport"]
+
+log = structlog.get_logger().bind(component="memory")
+
+COMPRESS_LEASE = "memory:compress"
+"""One lease for both jobs: daily and weekly never run at the same time."""
+
+
+@dataclass
+class DailyReport:
+    events: int = 0
+    added: int = 0
+    reinforced: int = 0
+    superseded: int = 0
+    failed_groups: int = 0
+
+
+@dataclass
+class WeeklyReport:
+    partitions: int = 0
+    merged: int = 0  # input rows archived into merged facts
+    created: int = 0  # merged facts written
+    dropped: int = 0
+    rejected: int = 0  # merges refused by the safety gate
+    failed: int = 0  # LLM failures (nothing changed for that unit)
+    decayed: int = 0
+    promoted: int = 0
+    demoted: int = 0
+    notes: list[str] = field(default_factory=list)
+
+
+class Compressor:
+    def __init__(
+        self,
+        engine: MemoryEngine,
+        llm: MemoryLLM,
+        *,
+        consolidator: Consolidator | None = None,
+        leases: Leases | None = None,
+        timezone: str = "UTC",
+        min_partition: int = 10,
+        max_merge_batch: int = 60,
+        gate: float = 0.25,
+        profile_limit: int = 100,
+        profile_min_importance: float = 0.7,
+        decay_floor: float = 0.01,
+        lease_ttl: timedelta = timedelta(minutes=15),
+        job_timeout: float | None = 2 * 3600,
+    ) -> None:
+        self.engine = engine
+        self.llm = llm
+        self.consolidator = consolidator or Consolidator(engine)
+        self.leases = leases or Leases(engine.db, engine.clock)
+        self.tz = ZoneInfo(timezone)
+        self.min_partition = min_partition
+        self.max_merge_batch = max_merge_batch
+        self.gate = gate
+        self.profile_limit = profile_limit
+        self.profile_min_importance = profile_min_importance
+        self.decay_floor = decay_floor
+        self.lease_ttl = lease_ttl
+        self.job_timeout = job_timeout
+
+    # -- daily ------------------------------------------------------------------
+
+    async def daily(self, now: datetime | None = None) -> DailyReport:
+        """Compress every uncompressed event dated before today (local)."""
+        now = now or self.engine.clock.now()
+        today = now.astimezone(self.tz).strftime("%Y-%m-%d")
+        report = DailyReport()
+        async with self.leases.hold(COMPRESS_LEASE, "daily_compress", ttl=self.lease_ttl, timeout=self.job_timeout) as lease:
+            rows = await self.engine.db.fetchall(
+                "SELECT id, owner, event_date, channel, summary FROM daily_events "
+                "WHERE is_compressed = 0 AND event_date < ? ORDER BY owner, event_date, id",
+                (today,),
+            )
+            groups: dict[tuple[str, str], list[tuple[int, str, str]]] = defaultdict(list)
+            for r in rows:
+                groups[(r["owner"], r["event_date"])].append((r["id"], r["channel"], r["summary"]))
+            for (owner, day), events in groups.items():
+                await self._daily_group(owner, day, events, report)
+                await lease.renew()
+            async with self.engine.db.transaction() as conn:
+                await write_log(conn, at=self.engine.now(), job="daily_compress", action="run", detail=report.__dict__)
+        log.info("daily compression done", **report.__dict__)
+        return report
+
+    async def _daily_group(
+        self, owner: str, day: str, events: Sequence[tuple[int, str, str]], report: DailyReport
+    ) -> None:
+        summaries = [s for _, _, s in events]
+        try:
+            cands = await self.consolidator.candidates(owner, summaries)
+            ext = await self.llm.extract(
+                "\n".join(f"- [{ch}] {s}" for _, ch, s in events), cands.for_prompt(), source="event log"
+            )
+        except MemoryLLMError as exc:
+            # The events stay uncompressed; tomorrow's run picks them up.
+            report.failed_groups += 1
+            log.warning("daily compression of a day failed; kept for the next run", owner=owner, day=day, error=str(exc))
+            return
+        ids = [i for i, _, _ in events]
+        marks = ",".join("?" * len(ids))
+        prov = Provenance(date_from=day, date_to=day, refs=tuple(f"event:{i}" for i in ids))
+        async with self.engine.db.transaction() as conn:
+            async with conn.execute(
+                f"SELECT COUNT(*) FROM daily_events WHERE is_compressed = 0 AND id IN ({marks})", ids
+            ) as cur:
+                if (await cur.fetchone())[0] != len(ids):
+                    return  # compressed meanwhile by another run
+            applied = await self.consolidator.apply(
+                conn, owner, ext.facts, cands, provenance=prov, source=Source.COMPRESSION, job="daily_compress"
+            )
+            await self.engine.mark_events_compressed(ids, conn=conn)
+        report.events += len(ids)
+        report.added += len(applied.added)
+        report.reinforced += len(applied.reinforced)
+        report.superseded += len(applied.superseded)
+
+    # -- weekly -------------------------------------------------------------------
+
+    async def weekly(self, now: datetime | None = None) -> WeeklyReport:
+        now = now or self.engine.clock.now()
+        report = WeeklyReport()
+        async with self.leases.hold(COMPRESS_LEASE, "weekly_compress", ttl=self.lease_ttl, timeout=self.job_timeout) as lease:
+            owners = [r[0] for r in await self.engine.db.fetchall(
+                "SELECT DISTINCT owner FROM memories WHERE status = 'active' ORDER BY owner")]
+            for owner in owners:
+                await self._archive_decayed(owner, now, report)
+                parts = await self.engine.db.fetchall(
+                    "SELECT project, topic FROM memories WHERE owner = ? AND tier = 2 AND status = 'active' "
+                    "GROUP BY project, topic HAVING COUNT(*) >= ? ORDER BY project, topic",
+                    (owner, self.min_partition),
+                )
+                for p in parts:
+                    report.partitions += 1
+                    await self._merge_partition(owner, p["project"], p["topic"], report, lease)
+                await self._refresh_profile(owner, report)
+                await lease.renew()
+            async with self.engine.db.transaction() as conn:
+                summary = {k: v for k, v in report.__dict__.items() if k != "notes"}
+                await write_log(conn, at=self.engine.now(), job="weekly_compress", action="run", detail=summary)
+        log.info("weekly compression done", **{k: v for k, v in report.__dict__.items() if k != "notes"})
+        return report
+
+    async def _archive_decayed(self, owner: str, now: datetime, report: WeeklyReport) -> None:
+        rows = await self.engine.db.fetchall(
+            "SELECT id, category, importance, last_accessed FROM memories "
+            "WHERE owner = ? AND status = 'active' AND category IN ('temp', 'debug')",
+            (owner,),
+        )
+        gone = []
+        for r in rows:
+            days = (now - parse_ts(r["last_accessed"])).total_seconds() / 86400
+            score = r["importance"] * decay_factor(r["category"], days)
+            if score < self.decay_floor:
+                gone.append((r["id"], round(score, 4), round(days)))
+        if not gone:
+            return
+        async with self.engine.db.transaction() as conn:
+            for mid, score, days in gone:
+                await self.engine.set_status(mid, "archived", conn=conn)
+                await write_log(
+                    conn, at=self.engine.now(), job="weekly_compress", owner=owner, action="decay", memory_id=mid,
+                    detail={"score": score, "days_unused": days},
+                )
+        report.decayed += len(gone)
+
+    async def _partition_rows(self, owner: str, project: str, topic: str) -> list[Memory]:
+        rows = await self.engine.db.fetchall(
+            "SELECT * FROM memories WHERE owner = ? AND tier = 2 AND status = 'active' AND project = ? AND topic = ? "
+            "ORDER BY created_at, id",
+            (owner, project, topic),
+        )
+        return [row_to_memory(r) for r in rows]
+
+    async def _merge_partition(
+        self, owner: str, project: str, topic: str, report: WeeklyReport, lease: Lease
+    ) -> None:
+        rows = await self._partition_rows(owner, project, topic)
+        # Oldest first, so "higher number is newer" holds; a huge partition is
+        # merged in slices so a prompt stays small and one bad answer costs
+        # only its slice.
+        for start in range(0, len(rows), self.max_merge_batch):
+            chunk = rows[start : start + self.max_merge_batch]
+            if len(chunk) < 2:
+                continue
+            await self._merge_chunk(owner, f"{project}/{topic}", chunk, report)
+            await lease.renew()
+
+    async def _merge_chunk(self, owner: str, partition: str, rows: Sequence[Memory], report: WeeklyReport) -> None:
+        cands = [Candidate(i, m.content, m.category.value, m.importance) for i, m in enumerate(rows, start=1)]
+        try:
+            res = await self.llm.merge(cands, partition=partition)
+        except MemoryLLMError as exc:
+            report.failed += 1
+            log.warning("merge failed; partition unchanged", owner=owner, partition=partition, error=str(exc))
+            return
+        n = len(rows)
+        merged_from = {s for mf in res.facts for s in mf.sources}
+        dropped = {k: v for k, v in res.dropped.items() if k not in merged_from}
+        unaccounted = sorted(set(range(1, n + 1)) - merged_from - set(dropped))
+        at = self.engine.now()
+        if len(unaccounted) > self.gate * n:
+            report.rejected += 1
+            note = f"{partition}: merge rejected, {len(unaccounted)} of {n} facts unaccounted for"
+            report.notes.append(note)
+            log.warning("merge rejected by the safety gate", owner=owner, partition=partition,
+                        unaccounted=len(unaccounted), total=n)
+            async with self.engine.db.transaction() as conn:
+                await write_log(
+                    conn, at=at, job="weekly_compress", owner=owner, action="merge_rejected",
+                    detail={"partition": partition, "total": n, "unaccounted": [rows[i - 1].id for i in unaccounted]},
+                )
+            return
+        project, topic = rows[0].project, rows[0].topic
+        async with self.engine.db.transaction() as conn:
+            if not await self._all_active(conn, [m.id for m in rows]):
+                return  # changed while the model was thinking; next week
+            done: set[int] = set()
+            for mf in res.facts:
+                srcs = [rows[i - 1] for i in mf.sources if i not in done]
+                if not srcs:
+                    continue
+                if len(srcs) == 1 and content_hash(mf.fact.content) == content_hash(srcs[0].content):
+                    done.add(mf.sources[0])
+                    continue  # kept as is: no churn
+                new = await self.engine.add(
+                    NewMemory(
+                        owner=owner,
+                        content=mf.fact.content,
+                        category=mf.fact.category,
+                        importance=max([mf.fact.importance, *(s.importance for s in srcs)]),
+                        project=project,
+                        topic=topic,
+                        source=Source.COMPRESSION,
+                        provenance=Provenance(
+                            date_from=min(s.created_at for s in srcs)[:10],
+                            date_to=max(s.created_at for s in srcs)[:10],
+                            refs=tuple(f"m:{s.id}" for s in srcs),
+                        ),
+                    ),
+                    conn=conn,
+                )
+                report.created += 1
+                for s in srcs:
+                    await self.engine.set_status(s.id, "archived", superseded_by=new.id, conn=conn)
+                    report.merged += 1
+                done.update(mf.sources)
+                await write_log(
+                    conn, at=at, job="weekly_compress", owner=owner, action="merge", memory_id=new.id,
+                    detail={"partition": partition, "from": [s.id for s in srcs],
+                            "old": [s.content for s in srcs], "new": mf.fact.content},
+                )
+            for num, reason in dropped.items():
+                m = rows[num - 1]
+                await self.engine.set_status(m.id, "archived", conn=conn)
+                report.dropped += 1
+                await write_log(
+                    conn, at=at, job="weekly_compress", owner=owner, action="drop", memory_id=m.id,
+                    detail={"partition": partition, "reason": reason, "content": m.content},
+                )
+
+    async def _all_active(self, conn: aiosqlite.Connection, ids: Sequence[int]) -> bool:
+        async with conn.execute(
+            f"SELECT COUNT(*) FROM memories WHERE status = 'active' AND id IN ({','.join('?' * len(ids))})", ids
+        ) as cur:
+            return (await cur.fetchone())[0] == len(ids)
+
+    async def _refresh_profile(self, owner: str, report: WeeklyReport) -> None:
+        high = [
+            row_to_memory(r)
+            for r in await self.engine.db.fetchall(
+                "SELECT * FROM memories WHERE owner = ? AND tier = 2 AND status = 'active' AND importance >= ? "
+                "ORDER BY importance DESC, updated_at DESC LIMIT 200",
+                (owner, self.profile_min_importance),
+            )
+        ]
+        current = await self.engine.profile(owner, limit=1000, include_global=False)
+        if not high:
+            return  # nothing to promote; the profile stays as it is
+        cands = [Candidate(i, m.content, m.category.value, m.importance) for i, m in enumerate(high, start=1)]
+        try:
+            entries = await self.llm.profile([m.content for m in current], cands)
+        except MemoryLLMError as exc:
+            report.failed += 1
+            log.warning("profile refresh failed; profile unchanged", owner=owner, error=str(exc))
+            return
+        at = self.engine.now()
+        if not entries:
+            report.notes.append(f"{owner}: empty profile from the model rejected")
+            async with self.engine.db.transaction() as conn:
+                await write_log(conn, at=at, job="weekly_compress", owner=owner, action="profile_rejected",
+                                detail="the model returned no entries")
+            return
+        entries = entries[: self.profile_limit]
+        cur_by_hash = {content_hash(m.content): m for m in current}
+        imp_by_hash = {content_hash(m.content): m.importance for m in high}
+        keep: set[str] = set()
+        async with self.engine.db.transaction() as conn:
+            for rank, e in enumerate(entries):
+                h = content_hash(e.content)
+                if h in keep:
+                    continue
+                keep.add(h)
+                if h in cur_by_hash:
+                    continue
+                # Importance keeps the model's order in a profile read by importance.
+                importance = imp_by_hash.get(h, round(1.0 - rank / 1000, 3))
+                m = await self.engine.add(
+                    NewMemory(owner=owner, tier=1, content=e.content, category=e.category, importance=importance,
+                              source=Source.COMPRESSION, provenance=Provenance(refs=("weekly",))),
+                    conn=conn,
+                )
+                report.promoted += 1
+                await write_log(conn, at=at, job="weekly_compress", owner=owner, action="promote", memory_id=m.id,
+                                detail=e.content)
+            for h, m in cur_by_hash.items():
+                if h not in keep:
+                    await self.engine.set_status(m.id, "archived", conn=conn)
+                    report.demoted += 1
+                    await write_log(conn, at=at, job="weekly_compress", owner=owner, action="demote",
+                                    memory_id=m.id, detail=m.content)

@@ -1,0 +1,152 @@
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+from typing import Any
+
+from memory import Category, ManualClock, MemoryEngine, NewMemory, Provenance
+from memory.changelog import read_log
+from memory.compression import Compressor
+from memory.llm import MemoryLLM
+from tests.fakes.openai_server import FakeOpenAI, Reply
+
+from ._writepath import fake, llm, reply, user_prompt  # noqa: F401
+
+
+def kind(body: dict[str, Any]) -> str:
+    system = body["messages"][0]["content"]
+    return "merge" if system.startswith("You consolidate") else "profile" if system.startswith("You maintain") else "extract"
+
+
+async def fill(engine: MemoryEngine, n: int, *, project: str = "atlas", topic: str = "deploy", owner: str = "alice") -> list[int]:
+    return await engine.add_many(
+        (NewMemory(owner=owner, content=f"atlas deploy fact number {i}", project=project, topic=topic,
+                   category=Category.DECISION, importance=0.5), None)
+        for i in range(1, n + 1)
+    )
+
+
+async def active_ids(engine: MemoryEngine, owner: str = "alice") -> set[int]:
+    return {m.id for m in await engine.list_memories(owner, limit=10_000)}
+
+
+async def test_daily_compresses_earlier_days_only(engine: MemoryEngine, clock: ManualClock, fake: FakeOpenAI, llm: MemoryLLM) -> None:
+    e1 = await engine.add_event("alice", "2026-02-27", "Alice chose Postgres for atlas", channel="telegram")
+    e2 = await engine.add_event("alice", "2026-02-28", "Alice set up CI for atlas", channel="feishu")
+    today = await engine.add_event("alice", "2026-03-01", "Alice is still chatting")
+    fake.responder = lambda body: Reply(reply(
+        [{"content": "atlas uses Postgres" if "chose Postgres" in user_prompt(body) else "atlas has CI",
+          "category": "decision", "project": "atlas"}], "x"))
+    rep = await Compressor(engine, llm).daily()
+    assert (rep.events, rep.added, rep.failed_groups) == (2, 2, 0) and len(fake.requests) == 2
+    assert "mainly in English" in user_prompt(fake.requests[0]) and "[telegram] Alice chose Postgres" in user_prompt(fake.requests[0])
+    facts = {m.content: m for m in await engine.list_memories("alice")}
+    assert facts["atlas uses Postgres"].source.value == "compression"
+    assert facts["atlas uses Postgres"].provenance.refs == (f"event:{e1.id}",)
+    assert facts["atlas uses Postgres"].provenance.date_from == "2026-02-27"
+    left = await engine.events("alice", uncompressed_only=True)
+    assert [e.id for e in left] == [today.id]
+    # a second run has nothing to do
+    assert (await Compressor(engine, llm).daily()).events == 0 and len(fake.requests) == 2
+    assert e2.id not in [e.id for e in left]
+
+
+async def test_daily_failure_keeps_events_for_the_next_run(engine: MemoryEngine, fake: FakeOpenAI, llm: MemoryLLM) -> None:
+    await engine.add_event("alice", "2026-02-28", "Alice set up CI")
+    fake.queue_error(500)
+    rep = await Compressor(engine, llm).daily()
+    assert rep.failed_groups == 1 and len(await engine.events("alice", uncompressed_only=True)) == 1
+    fake.queue_reply(reply([{"content": "CI is set up"}]))
+    assert (await Compressor(engine, llm).daily()).events == 1
+
+
+async def test_weekly_merge_archives_and_links_never_deletes(engine: MemoryEngine, fake: FakeOpenAI, llm: MemoryLLM) -> None:
+    ids = await fill(engine, 12)
+    await fill(engine, 9, topic="small")  # under 10: not merged
+
+    def responder(body: dict[str, Any]) -> Reply:
+        if kind(body) == "profile":
+            return Reply(json.dumps({"entries": []}))
+        assert "Partition: atlas/deploy" in user_prompt(body)
+        facts = [{"content": "atlas deploy facts 1-4 merged", "category": "decision", "importance": 0.6, "from": [1, 2, 3, 4]}]
+        facts += [{"content": f"atlas deploy fact number {i}", "category": "decision", "from": [i]} for i in range(5, 11)]
+        return Reply(json.dumps({"facts": facts, "drop": [{"n": 11, "reason": "obsolete"}]}))  # 12: unaccounted
+
+    fake.responder = responder
+    rep = await Compressor(engine, llm).weekly()
+    assert (rep.partitions, rep.created, rep.merged, rep.dropped, rep.rejected) == (1, 1, 4, 1, 0)
+    assert sum(kind(b) == "merge" for b in fake.requests) == 1
+    rows = {m.id: m for m in await engine.list_memories("alice", status=None, limit=1000)}
+    assert len(rows) == 22  # nothing deleted
+    [new] = [m for m in rows.values() if m.content == "atlas deploy facts 1-4 merged"]
+    assert new.importance == 0.6 and new.source.value == "compression" and new.provenance.refs == tuple(f"m:{i}" for i in ids[:4])
+    assert all(rows[i].status.value == "archived" and rows[i].superseded_by == new.id for i in ids[:4])
+    assert all(rows[i].status.value == "active" for i in ids[4:10]) and rows[ids[11]].status.value == "active"
+    assert rows[ids[10]].status.value == "archived" and rows[ids[10]].superseded_by is None
+    actions = [e.action for e in await read_log(engine.db, job="weekly_compress")]
+    assert sorted(actions) == ["drop", "merge", "run"]  # no fact >= 0.7: no profile call
+
+
+async def test_merge_dropping_over_a_quarter_is_rejected(engine: MemoryEngine, fake: FakeOpenAI, llm: MemoryLLM) -> None:
+    await fill(engine, 12)
+    before = await active_ids(engine)
+    # Accounts for 8 of 12 facts: 4 (33%) would silently vanish.
+    fake.responder = lambda body: Reply(
+        json.dumps({"entries": []}) if kind(body) == "profile" else
+        json.dumps({"facts": [{"content": "all of atlas deploy", "from": [1, 2, 3, 4, 5, 6, 7, 8]}]}))
+    rep = await Compressor(engine, llm).weekly()
+    assert rep.rejected == 1 and rep.created == 0
+    assert await active_ids(engine) == before and len(await engine.list_memories("alice", status=None)) == 12
+    [entry] = await read_log(engine.db, actions=["merge_rejected"])
+    assert json.loads(entry.detail)["total"] == 12 and len(json.loads(entry.detail)["unaccounted"]) == 4
+
+
+async def test_weekly_refreshes_tier1_and_archives_decayed_temp(
+    engine: MemoryEngine, clock: ManualClock, fake: FakeOpenAI, llm: MemoryLLM
+) -> None:
+    stale = await engine.add(NewMemory(owner="alice", tier=1, content="Alice lives in Beijing", category=Category.IDENTITY))
+    kept = await engine.add(NewMemory(owner="alice", tier=1, content="Alice prefers Chinese", category=Category.IDENTITY))
+    await engine.add(NewMemory(owner="alice", content="Alice lives in Shanghai", category=Category.IDENTITY, importance=1.0))
+    tmp = await engine.add(NewMemory(owner="alice", content="build log at /tmp/x", category=Category.TEMP, importance=0.2))
+    ident = await engine.add(NewMemory(owner="alice", content="Alice's name is Alice", category=Category.IDENTITY, importance=0.2))
+    clock.advance(timedelta(days=40))
+    fresh = await engine.add(NewMemory(owner="alice", content="debug flag on", category=Category.DEBUG, importance=0.2))
+    fake.responder = lambda body: Reply(json.dumps({"entries": [
+        {"content": "Alice lives in Shanghai", "category": "identity"},
+        {"content": "Alice prefers Chinese", "category": "identity"},
+    ] + [{"content": f"extra {i}", "category": "config"} for i in range(120)]}))
+    rep = await Compressor(engine, llm).weekly()
+    assert (rep.decayed, rep.demoted) == (1, 1) and rep.promoted == 99  # capped at 100 entries
+    profile = await engine.profile("alice", include_global=False, limit=1000)
+    assert len(profile) == 100 and profile[0].content == "Alice lives in Shanghai"
+    assert kept.id in {m.id for m in profile} and stale.id not in {m.id for m in profile}
+    assert "Shanghai" in user_prompt(fake.requests[0]) and "Beijing" in user_prompt(fake.requests[0])
+    assert (await engine.get(stale.id)).status.value == "archived"  # type: ignore[union-attr]
+    assert (await engine.get(tmp.id)).status.value == "archived"  # type: ignore[union-attr]
+    assert (await engine.get(ident.id)).status.value == "active"  # type: ignore[union-attr]  identity never decays
+    assert (await engine.get(fresh.id)).status.value == "active"  # type: ignore[union-attr]
+    assert {"decay", "demote", "promote"} <= {e.action for e in await read_log(engine.db, limit=500)}
+
+
+async def test_weekly_llm_failure_changes_nothing(engine: MemoryEngine, fake: FakeOpenAI, llm: MemoryLLM) -> None:
+    await fill(engine, 10)
+    before = await active_ids(engine)
+    fake.responder = lambda body: Reply(status=500, content=None)
+    rep = await Compressor(engine, llm).weekly()
+    assert rep.failed == 1 and await active_ids(engine) == before  # no high-importance facts: no profile call
+
+
+async def test_scoping_a_merge_never_touches_another_user(engine: MemoryEngine, fake: FakeOpenAI, llm: MemoryLLM) -> None:
+    await fill(engine, 10, owner="bob")
+    await engine.add(NewMemory(owner="alice", content="alice fact", provenance=Provenance()))
+    seen: list[str] = []
+
+    def responder(body: dict[str, Any]) -> Reply:
+        seen.append(user_prompt(body))
+        return Reply(json.dumps({"facts": [{"content": "bob: all ten", "from": list(range(1, 11))}]}))
+
+    fake.responder = responder
+    await Compressor(engine, llm).weekly()
+    assert len(seen) == 1 and "alice" not in seen[0]
+    assert [m.content for m in await engine.list_memories("bob")] == ["bob: all ten"]
+    assert [m.content for m in await engine.list_memories("alice")] == ["alice fact"]
