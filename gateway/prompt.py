@@ -1,0 +1,182 @@
+"""What the LLM sees for one message (seed 10.4, seed 001 budgets).
+
+    system     AGENTS.md + SOUL.md (workspace) + "# Core Memory" (Tier 1)
+               + how to use memories and cite them
+    history    Tier 0: the chat's recent messages, within a token budget
+    user       <memories> block (retrieved hits, each with its citation)
+               + the message itself
+
+The retrieved block rides in the user message rather than in a second
+system message: several OpenAI-compatible servers (chat templates of open
+models) reject a system message that is not the first one.
+
+Group chats get ``private=False`` from the loop: the profile is then only
+the shared one, never a member's own Tier 1.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, tzinfo
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from memory.backend import MemoryBackend
+from memory.clock import Clock, SystemClock
+from memory.format import format_hits, truncate
+from memory.tokens import estimate_tokens
+from memory.types import Hit
+
+from .sessions import StoredMessage
+
+__all__ = [
+    "HISTORY_MAX_CHARS",
+    "HISTORY_MIN_MESSAGES",
+    "HISTORY_TOKEN_BUDGET",
+    "PromptBuilder",
+    "fit_history",
+    "user_content",
+]
+
+# Lazy: resolved at each call, so it follows configure_logging (and its
+# redaction) even though this module is imported before logging is set up.
+log = structlog.get_logger(component="memory")
+
+# Seed 001: history gets 4096 tokens, 5 to 20 messages; a message over 500
+# characters is cut, the assistant's own replies first.
+HISTORY_TOKEN_BUDGET = 4096
+HISTORY_MIN_MESSAGES = 5
+HISTORY_MAX_CHARS = 500
+
+WORKSPACE_FILES = ("AGENTS.md", "SOUL.md")
+
+_MEMORY_RULES = """# Using memory
+Facts about the user from earlier conversations appear under "Core Memory" above and, when they are relevant to a message, in a <memories> block in front of it. Each retrieved memory starts with a citation [id · date recorded · where], e.g. [m12 · 2026-03-01 · telegram chat 42].
+- Use a memory when it helps; when your answer relies on one, say when it was recorded (e.g. "you told me on 2026-03-01").
+- Memories can be out of date: what the user says now wins.
+- Never invent a memory. If you do not know, say so."""
+
+_TOOL_RULES = """- `memory_search` looks up older memories of this user when the block above is not enough.
+- When the user asks you to remember something, call `memory_save` with the fact as one short sentence."""
+
+_GROUP_RULES = """# Group chat
+This is a group chat with several people. Members' personal memories are not shown here; do not reveal private details about anyone."""
+
+
+def fit_history(
+    messages: Sequence[StoredMessage],
+    *,
+    token_budget: int = HISTORY_TOKEN_BUDGET,
+    min_messages: int = HISTORY_MIN_MESSAGES,
+    max_chars: int = HISTORY_MAX_CHARS,
+) -> list[dict[str, str]]:
+    """Tier 0 as chat messages within the budget: cut long assistant
+    replies, then long user messages, then drop the oldest (keeping at least
+    ``min_messages``)."""
+    items = [{"role": m.role, "content": m.content} for m in messages]
+
+    def cost() -> int:
+        return sum(estimate_tokens(i["content"]) for i in items)
+
+    for role in ("assistant", "user"):
+        if cost() <= token_budget:
+            break
+        for i in items:
+            if i["role"] == role and len(i["content"]) > max_chars:
+                i["content"] = truncate(i["content"], max_chars)
+    while len(items) > min_messages and cost() > token_budget:
+        items.pop(0)
+    return items
+
+
+def user_content(text: str, memory_block: str) -> str:
+    if not memory_block:
+        return text
+    return (
+        "<memories>\n"
+        "Retrieved from long-term memory for this message (citation: [id · date recorded · where]):\n"
+        f"{memory_block}\n"
+        "</memories>\n\n"
+        f"{text}"
+    )
+
+
+@dataclass
+class _Cached:
+    stamp: tuple[int, int]
+    text: str
+
+
+class PromptBuilder:
+    def __init__(
+        self,
+        workspace: Path,
+        backend: MemoryBackend,
+        *,
+        clock: Clock | None = None,
+        tz: tzinfo = UTC,
+        max_hits: int = 5,
+        max_chars: int = 300,
+        token_budget: int = 2048,
+    ) -> None:
+        self.workspace = Path(workspace)
+        self.backend = backend
+        self.clock = clock or SystemClock()
+        self.tz = tz
+        self.max_hits = max_hits
+        self.max_chars = max_chars
+        self.token_budget = token_budget
+        self._files: dict[str, _Cached] = {}
+
+    def _workspace_file(self, name: str) -> str:
+        # Re-read only when the file changed: one stat per message instead
+        # of a read, and an edit to SOUL.md applies without a restart.
+        path = self.workspace / name
+        try:
+            st = os.stat(path)
+        except OSError:
+            self._files.pop(name, None)
+            return ""
+        stamp = (st.st_mtime_ns, st.st_size)
+        cached = self._files.get(name)
+        if cached is None or cached.stamp != stamp:
+            try:
+                text = path.read_text(encoding="utf-8", errors="replace").strip()
+            except OSError:
+                return ""
+            cached = self._files[name] = _Cached(stamp, text)
+        return cached.text
+
+    async def system_prompt(self, user: str, *, private: bool, tools: bool = False) -> str:
+        parts = [t for t in (self._workspace_file(n) for n in WORKSPACE_FILES) if t]
+        try:
+            profile = (await self.backend.profile(user, private=private)).strip()
+        except Exception as exc:  # a memory fault costs the profile, not the reply
+            log.error("loading the profile failed", user=user, error=repr(exc))
+            profile = ""
+        if profile:
+            parts.append(f"# Core Memory\n{profile}")
+        rules = _MEMORY_RULES + ("\n" + _TOOL_RULES if tools else "")
+        parts.append(rules)
+        if not private:
+            parts.append(_GROUP_RULES)
+        now = self.clock.now().astimezone(self.tz)
+        parts.append(f"Current date: {now:%Y-%m-%d %A} ({self.tz})")
+        return "\n\n".join(parts)
+
+    def memory_block(self, hits: Sequence[Hit]) -> str:
+        return format_hits(hits, max_hits=self.max_hits, max_chars=self.max_chars, token_budget=self.token_budget)
+
+    @staticmethod
+    def messages(
+        system: str, history: Sequence[StoredMessage], text: str, memory_block: str = ""
+    ) -> list[dict[str, Any]]:
+        return [
+            {"role": "system", "content": system},
+            *fit_history(history),
+            {"role": "user", "content": user_content(text, memory_block)},
+        ]

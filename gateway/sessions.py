@@ -1,0 +1,241 @@
+"""Tier 0: the recent messages of each chat, in ``gateway.db``.
+
+A chat (``InboundMessage.session_key``) has one *current* session; ``/new``
+ends it and starts another (the old rows stay, unused). The prompt sees the
+last ``window`` messages of the current session.
+
+Nothing leaves the window unremembered (issue 4, pre-compaction flush):
+every row is written with ``buffered = 0`` and only becomes ``1`` after the
+process loop handed it to ``MemoryBackend.buffer``. :meth:`SessionStore.prune`
+deletes old rows only when they are buffered, and :meth:`unbuffered` lets the
+loop find (and buffer) rows a crash or a failed buffer call left behind
+before it builds the next prompt. See ``gateway/loop.py`` for the order.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import aiosqlite
+
+from memory.backend import Turn
+from memory.clock import Clock, SystemClock, format_ts, parse_ts
+from memory.db import Database, Migration, run_script
+
+__all__ = ["MIGRATIONS", "SessionStore", "StoredMessage"]
+
+
+async def _m001_sessions(conn: aiosqlite.Connection) -> None:
+    await run_script(
+        conn,
+        """
+        CREATE TABLE sessions (
+            id         INTEGER PRIMARY KEY AUTOINCREMENT,
+            key        TEXT NOT NULL,
+            channel    TEXT NOT NULL,
+            chat_id    TEXT NOT NULL,
+            started_at TEXT NOT NULL,
+            ended_at   TEXT
+        );
+        -- At most one current session per chat.
+        CREATE UNIQUE INDEX idx_sessions_current ON sessions(key) WHERE ended_at IS NULL;
+
+        CREATE TABLE session_messages (
+            id         INTEGER PRIMARY KEY AUTOINCREMENT,
+            session_id INTEGER NOT NULL REFERENCES sessions(id),
+            role       TEXT NOT NULL CHECK (role IN ('user', 'assistant')),
+            content    TEXT NOT NULL,
+            owner      TEXT NOT NULL,
+            sender_id  TEXT NOT NULL DEFAULT '',
+            message_id TEXT NOT NULL,
+            created_at TEXT NOT NULL,
+            buffered   INTEGER NOT NULL DEFAULT 0
+        );
+        CREATE INDEX idx_session_messages ON session_messages(session_id, id);
+        CREATE INDEX idx_session_unbuffered ON session_messages(session_id, id) WHERE buffered = 0;
+        """,
+    )
+
+
+MIGRATIONS: list[Migration] = [_m001_sessions]
+
+
+@dataclass(frozen=True)
+class StoredMessage:
+    id: int
+    session_id: int
+    channel: str
+    chat_id: str
+    role: str  # "user" | "assistant"
+    content: str
+    owner: str  # memory owner the message belongs to
+    sender_id: str
+    message_id: str
+    created_at: str
+    buffered: bool
+
+    def turn(self) -> Turn:
+        return Turn(
+            owner=self.owner,
+            channel=self.channel,
+            chat_id=self.chat_id,
+            role=self.role,
+            content=self.content,
+            sender_id=self.sender_id,
+            message_id=self.message_id,
+            at=parse_ts(self.created_at),
+        )
+
+
+_SELECT = """SELECT m.*, s.channel, s.chat_id FROM session_messages m JOIN sessions s ON s.id = m.session_id"""
+
+
+def _row(r: aiosqlite.Row) -> StoredMessage:
+    return StoredMessage(
+        id=r["id"],
+        session_id=r["session_id"],
+        channel=r["channel"],
+        chat_id=r["chat_id"],
+        role=r["role"],
+        content=r["content"],
+        owner=r["owner"],
+        sender_id=r["sender_id"],
+        message_id=r["message_id"],
+        created_at=r["created_at"],
+        buffered=bool(r["buffered"]),
+    )
+
+
+class SessionStore:
+    def __init__(self, db: Database, clock: Clock | None = None, *, window: int = 20) -> None:
+        self.db = db
+        self.clock = clock or SystemClock()
+        self.window_size = window
+        # key -> current session id; one process owns gateway.db.
+        self._current: dict[str, int] = {}
+
+    @classmethod
+    async def open(cls, path: Path | str, clock: Clock | None = None, *, window: int = 20) -> SessionStore:
+        return cls(await Database.open(path, MIGRATIONS), clock, window=window)
+
+    async def close(self) -> None:
+        await self.db.close()
+
+    async def __aenter__(self) -> SessionStore:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def current(self, key: str) -> int | None:
+        """Id of the chat's current session, None before its first message."""
+        sid = self._current.get(key)
+        if sid is None:
+            row = await self.db.fetchone("SELECT id FROM sessions WHERE key = ? AND ended_at IS NULL", (key,))
+            if row is None:
+                return None
+            sid = self._current[key] = int(row["id"])
+        return sid
+
+    async def _ensure(self, conn: aiosqlite.Connection, key: str, channel: str, chat_id: str) -> int:
+        sid = await self.current(key)
+        if sid is not None:
+            return sid
+        cur = await conn.execute(
+            "INSERT INTO sessions (key, channel, chat_id, started_at) VALUES (?, ?, ?, ?)",
+            (key, channel, chat_id, format_ts(self.clock.now())),
+        )
+        return int(cur.lastrowid or 0)
+
+    async def append(
+        self,
+        key: str,
+        *,
+        channel: str,
+        chat_id: str,
+        role: str,
+        content: str,
+        owner: str,
+        sender_id: str = "",
+        message_id: str = "",
+    ) -> StoredMessage:
+        """Add a message (``buffered = 0``) to the chat's current session.
+
+        A message without a platform id gets a random one, so buffering it
+        again after a crash is recognised as the same message."""
+        message_id = message_id or f"g-{secrets.token_hex(8)}"
+        now = format_ts(self.clock.now())
+        async with self.db.transaction() as conn:
+            sid = await self._ensure(conn, key, channel, chat_id)
+            cur = await conn.execute(
+                """INSERT INTO session_messages (session_id, role, content, owner, sender_id, message_id, created_at)
+                   VALUES (?, ?, ?, ?, ?, ?, ?)""",
+                (sid, role, content, owner, sender_id, message_id, now),
+            )
+            mid = int(cur.lastrowid or 0)
+        self._current[key] = sid  # only once committed
+        return StoredMessage(mid, sid, channel, chat_id, role, content, owner, sender_id, message_id, now, False)
+
+    async def window(self, key: str, limit: int | None = None) -> list[StoredMessage]:
+        """The last ``limit`` (default: the window size) messages of the
+        current session, oldest first."""
+        sid = await self.current(key)
+        if sid is None:
+            return []
+        rows = await self.db.fetchall(
+            f"{_SELECT} WHERE m.session_id = ? ORDER BY m.id DESC LIMIT ?", (sid, limit or self.window_size)
+        )
+        return [_row(r) for r in reversed(rows)]
+
+    async def unbuffered(self, key: str) -> list[StoredMessage]:
+        """Messages of this chat (any session) not yet handed to memory."""
+        rows = await self.db.fetchall(
+            f"{_SELECT} WHERE s.key = ? AND m.buffered = 0 ORDER BY m.id", (key,)
+        )
+        return [_row(r) for r in rows]
+
+    async def mark_buffered(self, ids: Sequence[int], *, prune_key: str | None = None) -> None:
+        """Record that memory has these messages; then (optionally) prune the
+        chat, in the same transaction."""
+        if not ids:
+            return
+        async with self.db.transaction() as conn:
+            marks = ",".join("?" * len(ids))
+            await conn.execute(f"UPDATE session_messages SET buffered = 1 WHERE id IN ({marks})", list(ids))
+            if prune_key is not None:
+                await self._prune(conn, prune_key)
+
+    async def prune(self, key: str) -> int:
+        async with self.db.transaction() as conn:
+            return await self._prune(conn, key)
+
+    async def _prune(self, conn: aiosqlite.Connection, key: str) -> int:
+        # Only rows memory already has may go; an unbuffered row stays, however
+        # old, until the loop buffers it.
+        sid = await self.current(key)
+        if sid is None:
+            return 0
+        cur = await conn.execute(
+            """DELETE FROM session_messages
+               WHERE session_id = ? AND buffered = 1 AND id < COALESCE(
+                   (SELECT id FROM session_messages WHERE session_id = ? ORDER BY id DESC LIMIT 1 OFFSET ?), 0)""",
+            (sid, sid, self.window_size - 1),
+        )
+        return cur.rowcount
+
+    async def new_session(self, key: str, *, channel: str, chat_id: str) -> int:
+        """End the current session (its rows are kept) and start a fresh one."""
+        now = format_ts(self.clock.now())
+        async with self.db.transaction() as conn:
+            await conn.execute("UPDATE sessions SET ended_at = ? WHERE key = ? AND ended_at IS NULL", (now, key))
+            self._current.pop(key, None)
+            cur = await conn.execute(
+                "INSERT INTO sessions (key, channel, chat_id, started_at) VALUES (?, ?, ?, ?)",
+                (key, channel, chat_id, now),
+            )
+            sid = int(cur.lastrowid or 0)
+        self._current[key] = sid
+        return sid

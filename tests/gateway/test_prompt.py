@@ -1,0 +1,53 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+from gateway.prompt import PromptBuilder, fit_history, user_content
+from gateway.sessions import StoredMessage
+from memory import Category, MemoryEngine, NewMemory, Provenance
+from memory.clock import ManualClock
+from memory.service import SqliteMemory
+
+
+def _msg(i: int, role: str, text: str) -> StoredMessage:
+    return StoredMessage(i, 1, "telegram", "1", role, text, "u", "", f"m{i}", "2026-03-01T00:00:00Z", True)
+
+
+async def test_system_prompt_has_workspace_files_and_tier1(tmp_path: Path, engine: MemoryEngine, clock: ManualClock) -> None:
+    (tmp_path / "AGENTS.md").write_text("You are myclaw.\n", encoding="utf-8")
+    (tmp_path / "SOUL.md").write_text("Be brief.", encoding="utf-8")
+    await engine.add(NewMemory(owner="alice", tier=1, content="Alice lives in Hangzhou", category=Category.IDENTITY))
+    builder = PromptBuilder(tmp_path, SqliteMemory(engine), clock=clock)
+    system = await builder.system_prompt("alice", private=True, tools=True)
+    assert system.index("You are myclaw.") < system.index("Be brief.") < system.index("# Core Memory\n- Alice lives in Hangzhou")
+    assert "memory_save" in system and "Current date: 2026-03-01" in system
+    group = await builder.system_prompt("alice", private=False)
+    assert "Hangzhou" not in group and "# Group chat" in group and "memory_save" not in group
+    # An edited SOUL.md applies without a restart.
+    (tmp_path / "SOUL.md").write_text("Be very detailed, always.", encoding="utf-8")
+    assert "Be very detailed" in await builder.system_prompt("alice", private=True)
+
+
+async def test_memory_block_cites_source_and_date(tmp_path: Path, engine: MemoryEngine, clock: ManualClock) -> None:
+    mem = SqliteMemory(engine)
+    await mem.remember("alice", "Alice drinks flat white", provenance=Provenance(channel="telegram", chat_id="42"))
+    builder = PromptBuilder(tmp_path, mem, clock=clock)
+    hits = await mem.recall("alice", "flat white")
+    block = builder.memory_block(hits)
+    assert block.startswith("- [m1 · 2026-03-01 · telegram chat 42] Alice drinks flat white")
+    content = user_content("what coffee?", block)
+    assert content.startswith("<memories>\n") and "</memories>\n\nwhat coffee?" in content
+    assert user_content("hi", "") == "hi"
+
+
+def test_history_budget_cuts_assistant_replies_first_then_drops_oldest() -> None:
+    long = "x" * 4000  # ~1000 tokens each
+    msgs = [_msg(i, "user" if i % 2 == 0 else "assistant", long) for i in range(6)]
+    out = fit_history(msgs, token_budget=3500, min_messages=2, max_chars=500)
+    assert len(out) == 6  # cutting assistant replies to 500 chars was enough
+    assert all(len(m["content"]) <= 500 for m in out if m["role"] == "assistant")
+    assert all(len(m["content"]) == 4000 for m in out if m["role"] == "user")
+    out = fit_history([_msg(i, "user", long) for i in range(10)], token_budget=100, min_messages=5, max_chars=500)
+    assert len(out) == 5 and all(len(m["content"]) <= 500 for m in out)  # never fewer than the minimum
+    short = [_msg(i, "user", "hi") for i in range(3)]
+    assert fit_history(short) == [{"role": "user", "content": "hi"}] * 3

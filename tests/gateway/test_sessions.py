@@ -1,0 +1,73 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+from gateway.sessions import SessionStore
+from memory.clock import ManualClock
+
+KEY = "telegram:42"
+
+
+async def _add(store: SessionStore, role: str, text: str, *, key: str = KEY) -> int:
+    row = await store.append(key, channel="telegram", chat_id=key.split(":", 1)[1], role=role, content=text, owner="alice")
+    return row.id
+
+
+async def test_window_is_the_last_messages_and_survives_reopen(tmp_path: Path, clock: ManualClock) -> None:
+    path = tmp_path / "gateway.db"
+    store = await SessionStore.open(path, clock, window=4)
+    try:
+        for i in range(6):
+            await _add(store, "user" if i % 2 == 0 else "assistant", f"m{i}")
+        assert [m.content for m in await store.window(KEY)] == ["m2", "m3", "m4", "m5"]
+        assert await store.window("telegram:other") == []
+    finally:
+        await store.close()
+    store = await SessionStore.open(path, clock, window=4)
+    try:
+        window = await store.window(KEY)
+        assert [m.content for m in window] == ["m2", "m3", "m4", "m5"]
+        assert window[0].owner == "alice" and window[0].channel == "telegram" and window[0].chat_id == "42"
+        assert window[0].message_id.startswith("g-")  # generated, so re-buffering is idempotent
+    finally:
+        await store.close()
+
+
+async def test_prune_never_deletes_an_unbuffered_message(tmp_path: Path, clock: ManualClock) -> None:
+    async with await SessionStore.open(tmp_path / "g.db", clock, window=2) as store:
+        ids = [await _add(store, "user", f"m{i}") for i in range(5)]
+        assert await store.prune(KEY) == 0  # nothing buffered yet: all rows stay
+        assert [m.content for m in await store.unbuffered(KEY)] == ["m0", "m1", "m2", "m3", "m4"]
+        await store.mark_buffered(ids[:2], prune_key=KEY)  # m0, m1 buffered -> may go
+        rows = await store.db.fetchall("SELECT content, buffered FROM session_messages ORDER BY id")
+        assert [tuple(r) for r in rows] == [("m2", 0), ("m3", 0), ("m4", 0)]
+        await store.mark_buffered(ids[2:], prune_key=KEY)
+        rows = await store.db.fetchall("SELECT content FROM session_messages ORDER BY id")
+        assert [r[0] for r in rows] == ["m3", "m4"]  # exactly the window is kept
+        assert await store.unbuffered(KEY) == []
+
+
+async def test_new_session_starts_empty_and_keeps_the_old_rows(tmp_path: Path, clock: ManualClock) -> None:
+    path = tmp_path / "g.db"
+    async with await SessionStore.open(path, clock) as store:
+        await _add(store, "user", "old")
+        old = await store.current(KEY)
+        new = await store.new_session(KEY, channel="telegram", chat_id="42")
+        assert new != old and await store.window(KEY) == []
+        await _add(store, "user", "fresh")
+    async with await SessionStore.open(path, clock) as store:
+        assert [m.content for m in await store.window(KEY)] == ["fresh"]
+        rows = await store.db.fetchall("SELECT content FROM session_messages ORDER BY id")
+        assert [r[0] for r in rows] == ["old", "fresh"]
+        ended = await store.db.fetchall("SELECT ended_at FROM sessions WHERE key = ? ORDER BY id", (KEY,))
+        assert ended[0][0] is not None and ended[1][0] is None
+
+
+async def test_turn_carries_provenance(tmp_path: Path, clock: ManualClock) -> None:
+    async with await SessionStore.open(tmp_path / "g.db", clock) as store:
+        row = await store.append(
+            KEY, channel="telegram", chat_id="42", role="user", content="hi", owner="alice", sender_id="7", message_id="99"
+        )
+        t = row.turn()
+        assert (t.owner, t.channel, t.chat_id, t.role, t.sender_id, t.message_id) == ("alice", "telegram", "42", "user", "7", "99")
+        assert t.at == clock.now()
