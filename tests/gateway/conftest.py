@@ -1,9 +1,24 @@
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import asyncio
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
 
 import pytest
 
+from gateway.agent import Agent
+from gateway.bus import InboundMessage, MessageBus, OutboundMessage
+from gateway.llm import LLMClient
+from gateway.loop import ProcessLoop
+from gateway.memory_tools import memory_tools
+from gateway.prompt import PromptBuilder
+from gateway.sessions import SessionStore
+from memory import IdentityMap, ManualClock, MemoryEngine
+from memory.backend import Turn
+from memory.service import SqliteMemory
 from tests.fakes.openai_server import FakeOpenAI
 
 
@@ -11,3 +26,111 @@ from tests.fakes.openai_server import FakeOpenAI
 async def fake_llm() -> AsyncIterator[FakeOpenAI]:
     async with FakeOpenAI(api_key="sk-test-secret-key-123456") as fake:
         yield fake
+
+
+# -- a process loop on the real bus, real SQLite files and the fake LLM ---------
+
+
+class FlakyBuffer(SqliteMemory):
+    """The real SQLite backend whose ``buffer`` can be told to fail, to
+    check that nothing unbuffered is ever dropped."""
+
+    def __init__(self, engine: MemoryEngine) -> None:
+        super().__init__(engine)
+        self.fail_next = 0
+
+    async def buffer(self, turns: Sequence[Turn]) -> None:
+        if self.fail_next:
+            self.fail_next -= 1
+            raise OSError("disk full (injected)")
+        await super().buffer(turns)
+
+
+@dataclass
+class Rig:
+    bus: MessageBus
+    loop: ProcessLoop
+    sessions: SessionStore
+    engine: MemoryEngine
+    backend: FlakyBuffer
+    fake: FakeOpenAI
+    counter: list[int] = field(default_factory=lambda: [0])
+
+    async def send(
+        self,
+        text: str,
+        *,
+        chat: str = "1",
+        sender: str = "100",
+        channel: str = "telegram",
+        group: bool = False,
+        mentioned: bool = False,
+        reply_to_bot: bool = False,
+    ) -> InboundMessage:
+        self.counter[0] += 1
+        msg = InboundMessage(
+            channel=channel,
+            chat_id=chat,
+            sender_id=sender,
+            text=text,
+            message_id=str(self.counter[0]),
+            is_group=group,
+            mentioned=mentioned,
+            reply_to_bot=reply_to_bot,
+        )
+        await self.bus.publish_inbound(msg)
+        return msg
+
+    async def reply(self, channel: str = "telegram", timeout: float = 5.0) -> OutboundMessage:
+        return await asyncio.wait_for(self.bus.outbound_queue(channel).get(), timeout)
+
+    async def ask(self, text: str, **kw: Any) -> OutboundMessage:
+        await self.send(text, **kw)
+        return await self.reply(kw.get("channel", "telegram"))
+
+    async def settle(self) -> None:
+        assert await self.loop.drain(5.0)
+
+
+@asynccontextmanager
+async def make_rig(
+    tmp_path: Path,
+    clock: ManualClock,
+    fake: FakeOpenAI,
+    *,
+    history: int = 20,
+    max_concurrent: int = 64,
+    retries: int = 0,
+    timeout: float = 5.0,
+    identities: dict[str, list[str]] | None = None,
+) -> Any:
+    engine = await MemoryEngine.open(tmp_path / "memory.db", clock)
+    sessions = await SessionStore.open(tmp_path / "gateway.db", clock, window=history)
+    llm = LLMClient(
+        base_url=fake.url, api_key=fake.api_key or "", model="test-model", timeout=timeout, max_retries=retries, backoff_base=0.01
+    )
+    task: asyncio.Task[None] | None = None
+    try:
+        backend = FlakyBuffer(engine)
+        agent = Agent(llm, max_tokens=256, tools=memory_tools(backend))
+        bus = MessageBus(100)
+        loop = ProcessLoop(
+            bus=bus,
+            sessions=sessions,
+            backend=backend,
+            agent=agent,
+            prompts=PromptBuilder(tmp_path / "workspace", backend, clock=clock),
+            identities=IdentityMap(identities),
+            known_projects=engine.known_projects,
+            max_concurrent_chats=max_concurrent,
+        )
+        task = asyncio.create_task(loop.run())
+        yield Rig(bus, loop, sessions, engine, backend, fake)
+    finally:
+        if task is not None:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+            await loop.close(5.0)
+        await llm.aclose()
+        await sessions.close()
+        await engine.close()

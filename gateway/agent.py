@@ -1,0 +1,169 @@
+"""One turn of the agent: prompt -> LLM -> (tool calls -> LLM)* -> text.
+
+:meth:`Agent.run` never raises for a provider or tool failure: it returns
+an :class:`AgentReply` with ``ok=False`` and an apology in the user's
+language, so one broken call never takes the process loop down.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import structlog
+
+from .llm import (
+    ChatResult,
+    LLMAuthError,
+    LLMBadRequest,
+    LLMBadResponse,
+    LLMClient,
+    LLMError,
+    LLMRateLimited,
+    LLMTimeout,
+    ToolCall,
+)
+from .tools import Tool, ToolContext, ToolError
+
+__all__ = ["Agent", "AgentReply", "apology"]
+
+# Lazy: resolved at each call, so it follows configure_logging (and its
+# redaction) even though this module is imported before logging is set up.
+log = structlog.get_logger(component="agent")
+
+_CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff]")
+_TOOL_RESULT_MAX_CHARS = 8000
+
+
+def apology(user_text: str, exc: BaseException | None = None) -> str:
+    """What the user reads when no answer could be produced."""
+    zh = bool(_CJK.search(user_text))
+    if isinstance(exc, LLMTimeout):
+        return "抱歉，模型这次响应超时了，请稍后再试。" if zh else "Sorry, the language model took too long to answer. Please try again in a moment."
+    if isinstance(exc, LLMRateLimited):
+        return "抱歉，模型服务现在太忙了，请过一会儿再试。" if zh else "Sorry, the language model is busy right now. Please try again in a minute."
+    if isinstance(exc, LLMAuthError):
+        return (
+            "抱歉，我现在无法连接模型服务（API 密钥未被接受），请联系管理员。"
+            if zh
+            else "Sorry, I cannot reach the language model (its API key was not accepted). Please tell the operator."
+        )
+    return "抱歉，我这次没能生成回复，请稍后再试。" if zh else "Sorry, I could not produce an answer this time. Please try again in a moment."
+
+
+@dataclass(frozen=True)
+class AgentReply:
+    text: str
+    ok: bool
+    llm_ms: float = 0.0
+    rounds: int = 0  # LLM calls made
+    tools_used: tuple[str, ...] = ()
+    error: str = ""
+
+
+class Agent:
+    def __init__(
+        self,
+        llm: LLMClient,
+        *,
+        max_tokens: int | None = None,
+        temperature: float | None = None,
+        tools: Iterable[Tool] = (),
+        max_rounds: int = 4,
+    ) -> None:
+        self.llm = llm
+        self.max_tokens = max_tokens
+        self.temperature = temperature
+        self.max_rounds = max_rounds
+        self._tools: dict[str, Tool] = {}
+        self.add_tools(tools)
+        # Flipped once a provider says it does not do function calling, so
+        # later turns do not pay a failed request each.
+        self.tools_supported = True
+
+    def add_tools(self, tools: Iterable[Tool]) -> None:
+        """Offer more tools (e.g. the cron service's ``cron_add``)."""
+        for t in tools:
+            if t.name in self._tools:
+                raise ValueError(f"tool {t.name!r} is registered twice")
+            self._tools[t.name] = t
+
+    @property
+    def tools(self) -> list[Tool]:
+        return list(self._tools.values())
+
+    def tools_for(self, ctx: ToolContext) -> list[Tool]:
+        return [t for t in self._tools.values() if ctx.private or not t.private_only]
+
+    async def run(self, messages: Sequence[Mapping[str, Any]], ctx: ToolContext, *, user_text: str = "") -> AgentReply:
+        msgs: list[Mapping[str, Any]] = list(messages)
+        offered = self.tools_for(ctx) if self.tools_supported else []
+        by_name = {t.name: t for t in offered}
+        specs = [t.spec() for t in offered]
+        llm_ms = 0.0
+        rounds = 0
+        used: list[str] = []
+        try:
+            for round_no in range(self.max_rounds + 1):
+                # The last round may not call tools: the model has to answer.
+                final = round_no == self.max_rounds
+                started = time.perf_counter()
+                try:
+                    result = await self._complete(msgs, specs, final=final)
+                finally:
+                    llm_ms += (time.perf_counter() - started) * 1000
+                    rounds += 1
+                if not result.tool_calls or not specs or final:
+                    text = result.content.strip()
+                    if not text:
+                        raise LLMBadResponse(f"empty reply (finish_reason={result.finish_reason or '?'})")
+                    return AgentReply(text, True, llm_ms, rounds, tuple(used))
+                msgs.append(result.assistant_message())
+                for call in result.tool_calls:
+                    used.append(call.name)
+                    msgs.append({"role": "tool", "tool_call_id": call.id, "content": await self._run_tool(call, by_name, ctx)})
+        except asyncio.CancelledError:
+            raise
+        except LLMError as exc:
+            log.warning("LLM call failed", error=str(exc), error_type=type(exc).__name__, chat_id=ctx.chat_id)
+            return AgentReply(apology(user_text, exc), False, llm_ms, rounds, tuple(used), error=type(exc).__name__)
+        raise AssertionError("unreachable: the final round always returns")  # pragma: no cover
+
+    async def _complete(self, msgs: Sequence[Mapping[str, Any]], specs: list[dict[str, Any]], *, final: bool) -> ChatResult:
+        extra = {"tool_choice": "none"} if final and specs else None
+        try:
+            return await self.llm.chat(
+                msgs, tools=specs, max_tokens=self.max_tokens, temperature=self.temperature, extra=extra
+            )
+        except LLMBadRequest as exc:
+            if not (specs and exc.mentions_tools):
+                raise
+            log.warning("provider rejected tools; continuing without function calling", status=exc.status)
+            self.tools_supported = False
+            specs.clear()
+            return await self.llm.chat(msgs, max_tokens=self.max_tokens, temperature=self.temperature)
+
+    async def _run_tool(self, call: ToolCall, by_name: Mapping[str, Tool], ctx: ToolContext) -> str:
+        tool = by_name.get(call.name)
+        if tool is None:
+            return f"error: there is no tool named {call.name!r}"
+        try:
+            args = call.parsed_arguments()
+        except (ValueError, json.JSONDecodeError) as exc:
+            return f"error: arguments are not a JSON object ({exc})"
+        try:
+            out = await tool.handler(args, ctx)
+        except asyncio.CancelledError:
+            raise
+        except ToolError as exc:
+            return f"error: {exc}"
+        except Exception as exc:  # a broken tool is reported to the model, not to the user as a crash
+            log.error("tool failed", tool=call.name, error=repr(exc), exc_info=True)
+            return "error: the tool failed; answer without it"
+        log.info("tool called", tool=call.name, user=ctx.user, chat_id=ctx.chat_id)
+        return out if len(out) <= _TOOL_RESULT_MAX_CHARS else out[:_TOOL_RESULT_MAX_CHARS] + "…"

@@ -1,0 +1,97 @@
+"""The ``memory_search`` and ``memory_save`` tools (function calling).
+
+Both act only for ``ctx.user``, the resolved sender of the message being
+answered: there is no argument that names a user, so a model cannot be
+talked into reading or writing someone else's memory. In a group chat
+(``ctx.private`` false) the search leaves out credentials, as the
+retrieval path does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from memory.backend import MemoryBackend
+from memory.format import format_hits
+from memory.types import Category, Provenance
+
+from .tools import Tool, ToolContext, ToolError
+
+__all__ = ["memory_tools"]
+
+_SEARCH_LIMIT_MAX = 10
+_SAVE_MAX_CHARS = 1000
+
+
+def memory_tools(backend: MemoryBackend, *, max_chars: int = 300, token_budget: int = 2048) -> list[Tool]:
+    async def search(args: Mapping[str, Any], ctx: ToolContext) -> str:
+        query = args.get("query")
+        if not isinstance(query, str) or not query.strip():
+            raise ToolError("`query` must be a non-empty string")
+        limit = args.get("limit", 5)
+        if not isinstance(limit, int) or isinstance(limit, bool):
+            raise ToolError("`limit` must be an integer")
+        limit = max(1, min(_SEARCH_LIMIT_MAX, limit))
+        hits = await backend.search(ctx.user, query.strip(), limit=limit, private=ctx.private)
+        if not hits:
+            return "No matching memories."
+        return format_hits(hits, max_hits=limit, max_chars=max_chars, token_budget=token_budget)
+
+    async def save(args: Mapping[str, Any], ctx: ToolContext) -> str:
+        content = args.get("content")
+        if not isinstance(content, str) or not content.strip():
+            raise ToolError("`content` must be a non-empty string")
+        content = " ".join(content.split())
+        if len(content) > _SAVE_MAX_CHARS:
+            raise ToolError(f"`content` is too long ({len(content)} characters, at most {_SAVE_MAX_CHARS}); save one short fact")
+        category = args.get("category", "event")
+        if category not in Category._value2member_map_:
+            raise ToolError(f"unknown category {category!r}; use one of {', '.join(c.value for c in Category)}")
+        hit = await backend.remember(
+            ctx.user,
+            content,
+            provenance=Provenance(
+                channel=ctx.channel,
+                chat_id=ctx.chat_id,
+                message_ids=(ctx.message_id,) if ctx.message_id else (),
+            ),
+            category=str(category),
+            importance=0.8,  # the user asked for it explicitly
+        )
+        return f"Saved {hit.citation()} {hit.content}"
+
+    return [
+        Tool(
+            name="memory_search",
+            description=(
+                "Search the long-term memory of the user you are talking to (facts and past conversation "
+                "summaries). Returns matches with citations [id · date · where]."
+            ),
+            parameters={
+                "type": "object",
+                "properties": {
+                    "query": {"type": "string", "description": "What to look for, in the user's words"},
+                    "limit": {"type": "integer", "minimum": 1, "maximum": _SEARCH_LIMIT_MAX},
+                },
+                "required": ["query"],
+            },
+            handler=search,
+        ),
+        Tool(
+            name="memory_save",
+            description=(
+                "Save a fact to the long-term memory of the user you are talking to. Use it when the user "
+                "asks you to remember something. One short, self-contained sentence."
+            ),
+            parameters={
+                "type": "object",
+                "properties": {
+                    "content": {"type": "string", "description": "The fact, in the user's language"},
+                    "category": {"type": "string", "enum": [c.value for c in Category]},
+                },
+                "required": ["content"],
+            },
+            handler=save,
+        ),
+    ]

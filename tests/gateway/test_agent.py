@@ -1,0 +1,132 @@
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from gateway.agent import Agent, apology
+from gateway.llm import LLMClient, LLMTimeout
+from gateway.memory_tools import memory_tools
+from gateway.tools import Tool, ToolContext
+from memory import MemoryEngine, Provenance
+from memory.service import SqliteMemory
+from tests.fakes.openai_server import FakeOpenAI, Reply
+
+ALICE = ToolContext(user="alice", channel="telegram", chat_id="42", private=True, message_id="7", sender_id="100")
+SYSTEM = [{"role": "system", "content": "sys"}, {"role": "user", "content": "question"}]
+
+
+def _llm(fake: FakeOpenAI, **kw: Any) -> LLMClient:
+    return LLMClient(base_url=fake.url, api_key=fake.api_key or "", model="m", max_retries=0, **kw)
+
+
+def _tool_messages(body: dict[str, Any]) -> list[str]:
+    return [m["content"] for m in body["messages"] if m["role"] == "tool"]
+
+
+async def test_plain_reply(fake_llm: FakeOpenAI, engine: MemoryEngine) -> None:
+    fake_llm.queue_reply("hello")
+    async with _llm(fake_llm) as llm:
+        reply = await Agent(llm, tools=memory_tools(SqliteMemory(engine))).run(SYSTEM, ALICE)
+    assert reply.ok and reply.text == "hello" and reply.rounds == 1 and reply.llm_ms > 0
+    names = [t["function"]["name"] for t in fake_llm.requests[0]["tools"]]
+    assert names == ["memory_search", "memory_save"]
+
+
+async def test_memory_search_is_scoped_to_the_asker(fake_llm: FakeOpenAI, engine: MemoryEngine) -> None:
+    mem = SqliteMemory(engine)
+    await mem.remember("alice", "Alice's cat is called Mochi", provenance=Provenance(channel="telegram", chat_id="42"))
+    await mem.remember("bob", "Bob's cat is called Tiger", provenance=Provenance(channel="telegram", chat_id="43"))
+    fake_llm.queue_reply(None, tool_calls=[{"name": "memory_search", "arguments": {"query": "cat called"}}])
+    fake_llm.queue_reply("Your cat is Mochi.")
+    async with _llm(fake_llm) as llm:
+        reply = await Agent(llm, tools=memory_tools(mem)).run(SYSTEM, ALICE)
+    assert reply.ok and reply.text == "Your cat is Mochi." and reply.tools_used == ("memory_search",)
+    (result,) = _tool_messages(fake_llm.requests[1])
+    assert "Mochi" in result and "[m1 · 2026-03-01 · telegram chat 42]" in result
+    assert "Tiger" not in fake_llm.prompts_text()
+    # the assistant's tool call is echoed back before the result
+    assert fake_llm.requests[1]["messages"][-2]["tool_calls"][0]["function"]["name"] == "memory_search"
+
+
+async def test_memory_save_writes_for_the_asker_with_provenance(fake_llm: FakeOpenAI, engine: MemoryEngine) -> None:
+    fake_llm.queue_reply(None, tool_calls=[{"name": "memory_save", "arguments": {"content": "部署密码在 1Password 里", "category": "credential"}}])
+    fake_llm.queue_reply("记住了")
+    async with _llm(fake_llm) as llm:
+        reply = await Agent(llm, tools=memory_tools(SqliteMemory(engine))).run(SYSTEM, ALICE)
+    assert reply.text == "记住了"
+    (m,) = await engine.list_memories("alice")
+    assert m.content == "部署密码在 1Password 里" and m.category.value == "credential" and m.source.value == "manual"
+    assert (m.provenance.channel, m.provenance.chat_id, m.provenance.message_ids) == ("telegram", "42", ("7",))
+    assert await engine.list_memories("bob") == []
+    assert _tool_messages(fake_llm.requests[1])[0].startswith("Saved [m1 · 2026-03-01")
+
+
+async def test_bad_tool_calls_go_back_to_the_model(fake_llm: FakeOpenAI, engine: MemoryEngine) -> None:
+    fake_llm.queue_reply(
+        None,
+        tool_calls=[
+            {"name": "rm_rf", "arguments": {}},
+            {"name": "memory_save", "arguments": "{not json"},
+            {"name": "memory_save", "arguments": {"content": "x", "category": "nonsense"}},
+        ],
+    )
+    fake_llm.queue_reply("done")
+    async with _llm(fake_llm) as llm:
+        reply = await Agent(llm, tools=memory_tools(SqliteMemory(engine))).run(SYSTEM, ALICE)
+    assert reply.ok and reply.text == "done"
+    results = _tool_messages(fake_llm.requests[1])
+    assert "no tool named 'rm_rf'" in results[0] and "not a JSON object" in results[1] and "unknown category" in results[2]
+    assert await engine.list_memories("alice") == []
+
+
+async def test_tool_rounds_are_bounded(fake_llm: FakeOpenAI, engine: MemoryEngine) -> None:
+    def responder(body: dict[str, Any]) -> Reply:
+        if body.get("tool_choice") == "none":
+            return Reply(content="giving up on tools")
+        return Reply(content=None, tool_calls=[{"name": "memory_search", "arguments": {"query": "loop"}}])
+
+    fake_llm.responder = responder
+    async with _llm(fake_llm) as llm:
+        reply = await Agent(llm, tools=memory_tools(SqliteMemory(engine)), max_rounds=3).run(SYSTEM, ALICE)
+    assert reply.text == "giving up on tools" and reply.rounds == 4 and len(fake_llm.requests) == 4
+
+
+async def test_provider_without_tools_is_retried_once_without_them(fake_llm: FakeOpenAI, engine: MemoryEngine) -> None:
+    fake_llm.queue_error(400, body="This model does not support tools")
+    fake_llm.queue_reply("plain answer")
+    fake_llm.queue_reply("second answer")
+    async with _llm(fake_llm) as llm:
+        agent = Agent(llm, tools=memory_tools(SqliteMemory(engine)))
+        assert (await agent.run(SYSTEM, ALICE)).text == "plain answer"
+        assert (await agent.run(SYSTEM, ALICE)).text == "second answer"
+    first, *later = fake_llm.requests
+    assert "tools" in first and len(later) == 2 and all("tools" not in body for body in later)
+    assert not agent.tools_supported
+
+
+async def test_failures_become_apologies_in_the_users_language(fake_llm: FakeOpenAI) -> None:
+    fake_llm.queue_error(500)
+    fake_llm.queue_error(500)
+    fake_llm.queue_reply("")  # an empty answer is a failure too
+    async with _llm(fake_llm) as llm:
+        agent = Agent(llm)
+        zh = await agent.run(SYSTEM, ALICE, user_text="我之前说过什么？")
+        en = await agent.run(SYSTEM, ALICE, user_text="what did I say?")
+        empty = await agent.run(SYSTEM, ALICE, user_text="hi")
+    assert not zh.ok and zh.text.startswith("抱歉") and zh.error == "LLMUnavailable"
+    assert not en.ok and en.text.startswith("Sorry")
+    assert not empty.ok and empty.error == "LLMBadResponse"
+    assert "took too long" in apology("x", LLMTimeout("t"))
+
+
+async def test_private_only_tools_are_not_offered_in_groups(fake_llm: FakeOpenAI) -> None:
+    async def secret(args: Any, ctx: ToolContext) -> str:
+        return "s"
+
+    tool = Tool("secret_tool", "d", {"type": "object", "properties": {}}, secret, private_only=True)
+    async with _llm(fake_llm) as llm:
+        agent = Agent(llm, tools=[tool])
+        await agent.run(SYSTEM, ToolContext(user="a", channel="feishu", chat_id="g", private=False))
+        await agent.run(SYSTEM, ALICE)
+    assert "tools" not in fake_llm.requests[0]
+    assert json.dumps(fake_llm.requests[1]["tools"]).count("secret_tool") == 1
