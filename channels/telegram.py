@@ -35,7 +35,7 @@ from typing import Any
 os.environ.setdefault("PTB_TIMEDELTA", "true")
 
 from telegram import Bot, Message, MessageEntity, ReplyParameters, Update
-from telegram.constants import ChatType, UpdateType
+from telegram.constants import ChatAction, ChatType, UpdateType
 from telegram.error import (
     BadRequest,
     ChatMigrated,
@@ -55,6 +55,7 @@ from gateway.config import TelegramConfig
 
 __all__ = [
     "INVALID_TOKEN_MESSAGE",
+    "NOT_FOUND_MESSAGE",
     "MAX_MESSAGE_CHARS",
     "Backoff",
     "TelegramChannel",
@@ -64,6 +65,10 @@ __all__ = [
 
 MAX_MESSAGE_CHARS = 4096
 INVALID_TOKEN_MESSAGE = "Telegram rejected the bot token (401 Unauthorized): check channels.telegram.token"
+# Telegram answers 404 to a malformed token; so does a wrong baseUrl.
+NOT_FOUND_MESSAGE = (
+    "Telegram rejected the bot token (404 Not Found): check channels.telegram.token and channels.telegram.baseUrl"
+)
 _ALLOWED_UPDATES = [UpdateType.MESSAGE]
 _GROUP_TYPES = frozenset({ChatType.GROUP, ChatType.SUPERGROUP})
 _CONFIRM_TIMEOUT = 5.0
@@ -136,6 +141,20 @@ def split_message(text: str, limit: int = MAX_MESSAGE_CHARS) -> list[str]:
 def _retry_after_seconds(exc: RetryAfter) -> float:
     value: Any = exc.retry_after  # timedelta with PTB_TIMEDELTA (set above)
     return value.total_seconds() if isinstance(value, timedelta) else float(value)
+
+
+def _token_rejected(exc: InvalidToken) -> ChannelFatalError:
+    # PTB raises InvalidToken for 401 and 404; at startup it wraps it in a
+    # message that quotes the token, so only the original's text is read
+    # and nothing is chained (raise ... from None at the call sites).
+    original = exc.__cause__ if isinstance(exc.__cause__, InvalidToken) else exc
+    not_found = "not found" in str(original).lower()
+    return ChannelFatalError(NOT_FOUND_MESSAGE if not_found else INVALID_TOKEN_MESSAGE)
+
+
+def _chat_id(chat_id: str) -> int | str:
+    # Numeric ids as int; "@channelname" stays a string.
+    return int(chat_id) if chat_id.lstrip("-").isdigit() else chat_id
 
 
 def _default_request(pool_size: int, read_timeout: float) -> HTTPXRequest:
@@ -296,9 +315,8 @@ class TelegramChannel(BaseChannel):
                 # getUpdates fails with 409 while a webhook is set.
                 await bot.delete_webhook(drop_pending_updates=False)
                 break
-            except InvalidToken:
-                # PTB's message quotes the token: do not chain it.
-                raise ChannelFatalError(INVALID_TOKEN_MESSAGE) from None
+            except InvalidToken as exc:
+                raise _token_rejected(exc) from None
             except RetryAfter as exc:
                 await asyncio.sleep(_retry_after_seconds(exc))
             except TelegramError as exc:
@@ -322,8 +340,8 @@ class TelegramChannel(BaseChannel):
                     timeout=self.config.poll_timeout,
                     allowed_updates=_ALLOWED_UPDATES,
                 )
-            except InvalidToken:
-                raise ChannelFatalError(INVALID_TOKEN_MESSAGE) from None
+            except InvalidToken as exc:
+                raise _token_rejected(exc) from None
             except RetryAfter as exc:
                 wait = _retry_after_seconds(exc)
                 self.log.warning("Telegram getUpdates rate limited", retry_after=wait)
@@ -420,6 +438,17 @@ class TelegramChannel(BaseChannel):
         return not (msg.is_topic_message and replied.message_id == msg.message_thread_id)
 
     # -- sending ----------------------------------------------------------------------
+    async def send_typing(self, chat_id: str) -> None:
+        """Show "typing..." in the chat while a reply is being written. Best
+        effort: a failure only costs the indicator, so it is not raised."""
+        bot = self._bot
+        if bot is None:
+            return
+        try:
+            await bot.send_chat_action(chat_id=_chat_id(chat_id), action=ChatAction.TYPING)
+        except TelegramError as exc:
+            self.log.debug("typing indicator not sent", chat_id=chat_id, error=self._scrub(repr(exc)))
+
     async def send(self, msg: OutboundMessage) -> None:
         """Send a reply, split into parts of at most 4096 characters, in
         order. Raises :class:`TelegramSendError` when a part still fails
@@ -431,7 +460,7 @@ class TelegramChannel(BaseChannel):
         if not parts:
             self.log.warning("empty reply not sent", chat_id=msg.chat_id)
             return
-        chat_id: int | str = int(msg.chat_id) if msg.chat_id.lstrip("-").isdigit() else msg.chat_id
+        chat_id = _chat_id(msg.chat_id)
         thread_id = msg.metadata.get("message_thread_id")
         reply_to = int(msg.reply_to) if msg.reply_to.isdigit() else None
         for i, part in enumerate(parts):

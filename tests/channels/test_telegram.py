@@ -16,7 +16,7 @@ from pydantic import SecretStr
 from structlog.testing import capture_logs
 
 from channels.base import ChannelFatalError
-from channels.telegram import INVALID_TOKEN_MESSAGE, Backoff, TelegramChannel, split_message
+from channels.telegram import INVALID_TOKEN_MESSAGE, NOT_FOUND_MESSAGE, Backoff, TelegramChannel, split_message
 from gateway.bus import InboundMessage, MessageBus, OutboundMessage
 from gateway.config import TelegramConfig
 from gateway.logging import configure_logging
@@ -188,6 +188,15 @@ async def test_long_reply_is_split_in_order(fake: FakeTelegram, bus: MessageBus,
     assert sent[0].text.endswith(paragraphs[3])  # split at a paragraph boundary
 
 
+async def test_typing_indicator(fake: FakeTelegram, bus: MessageBus, make_channel: Any) -> None:
+    ch = await make_channel()
+    await ch.send_typing("4004")
+    [call] = [c for c in fake.calls if c.method == "sendchataction"]
+    assert (call.params["chat_id"], call.params["action"]) == ("4004", "typing")
+    fake.fail_next("sendChatAction", 500)
+    await ch.send_typing("4004")  # best effort: no exception
+
+
 async def test_send_waits_out_429(fake: FakeTelegram, bus: MessageBus, make_channel: Any) -> None:
     ch = await make_channel()
     fake.push_text(4004, 4004, "hi")
@@ -253,14 +262,17 @@ async def test_polling_survives_network_loss(fake: FakeTelegram, bus: MessageBus
     assert (await next_inbound(bus, timeout=10)).text == "after"
 
 
-@pytest.mark.parametrize("token", ["123456789:wrong-token-abcdefghijklmnop", "not-a-token"])
-async def test_invalid_token_fails_start(fake: FakeTelegram, make_channel: Any, token: str) -> None:
+@pytest.mark.parametrize(
+    ("token", "message"),
+    [("123456789:wrong-token-abcdefghijklmnop", INVALID_TOKEN_MESSAGE), ("not-a-token", NOT_FOUND_MESSAGE)],
+)
+async def test_invalid_token_fails_start(fake: FakeTelegram, make_channel: Any, token: str, message: str) -> None:
     ch = await make_channel(token=token, start=False)
     started = time.monotonic()
     with pytest.raises(ChannelFatalError) as err:
         await asyncio.wait_for(ch.start(), 10)
     assert time.monotonic() - started < 5
-    assert str(err.value) == INVALID_TOKEN_MESSAGE
+    assert str(err.value) == message
     assert token not in str(err.value) and err.value.__cause__ is None and err.value.__suppress_context__
     await ch.stop()
 

@@ -1,0 +1,130 @@
+"""The fake Bot API speaks the protocol the way Telegram does; checked with
+plain httpx so the fake's behaviour does not depend on python-telegram-bot."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import AsyncIterator
+
+import httpx
+import pytest
+
+from tests.fakes.telegram_server import FakeTelegram
+
+
+@pytest.fixture
+async def fake() -> AsyncIterator[FakeTelegram]:
+    async with FakeTelegram() as server:
+        yield server
+
+
+@pytest.fixture
+async def client() -> AsyncIterator[httpx.AsyncClient]:
+    async with httpx.AsyncClient(timeout=10) as c:
+        yield c
+
+
+def api(fake: FakeTelegram, method: str) -> str:
+    return f"{fake.base_url}{fake.token}/{method}"
+
+
+async def test_tokens_and_methods(fake: FakeTelegram, client: httpx.AsyncClient) -> None:
+    ok = await client.get(api(fake, "getMe"))
+    assert ok.json()["result"]["username"] == "myclaw_bot"
+    wrong = await client.get(f"{fake.base_url}123:not-the-right-one/getMe")
+    assert (wrong.status_code, wrong.json()) == (401, {"ok": False, "error_code": 401, "description": "Unauthorized"})
+    assert (await client.get(f"{fake.base_url}garbage/getMe")).status_code == 404
+    assert (await client.get(api(fake, "noSuchMethod"))).status_code == 404
+
+
+async def test_offset_confirms_and_long_poll_wakes(fake: FakeTelegram, client: httpx.AsyncClient) -> None:
+    fake.push_text(1, 1, "one")
+    fake.push_text(1, 1, "two")
+    first = (await client.post(api(fake, "getUpdates"), data={"timeout": "0"})).json()["result"]
+    assert [u["message"]["text"] for u in first] == ["one", "two"]
+    again = (await client.post(api(fake, "getUpdates"), json={"offset": first[0]["update_id"] + 1})).json()["result"]
+    assert [u["message"]["text"] for u in again] == ["two"]  # "one" confirmed, "two" kept
+
+    poll = asyncio.create_task(client.post(api(fake, "getUpdates"), data={"timeout": "5", "offset": str(again[0]["update_id"] + 1)}))
+    await asyncio.sleep(0.1)
+    pushed = time.monotonic()
+    fake.push_text(1, 1, "three")
+    woke = (await asyncio.wait_for(poll, 5)).json()["result"]
+    assert [u["message"]["text"] for u in woke] == ["three"]
+    assert time.monotonic() - pushed < 0.5
+    assert fake.pending_updates == 1
+
+    started = time.monotonic()
+    empty = await client.post(api(fake, "getUpdates"), data={"timeout": "1", "offset": str(woke[0]["update_id"] + 1)})
+    assert empty.json() == {"ok": True, "result": []} and time.monotonic() - started >= 0.9
+
+
+async def test_newer_poller_terminates_older(fake: FakeTelegram, client: httpx.AsyncClient) -> None:
+    older = asyncio.create_task(client.post(api(fake, "getUpdates"), data={"timeout": "5"}))
+    await asyncio.sleep(0.1)
+    await client.post(api(fake, "getUpdates"), data={"timeout": "0"})
+    assert (await asyncio.wait_for(older, 5)).status_code == 409
+
+
+async def test_allowed_updates_filters(fake: FakeTelegram, client: httpx.AsyncClient) -> None:
+    fake.push_text(1, 1, "text")
+    r = await client.post(api(fake, "getUpdates"), data={"allowed_updates": json.dumps(["callback_query"])})
+    assert r.json()["result"] == []
+    r = await client.post(api(fake, "getUpdates"), data={"allowed_updates": "[]"})
+    assert len(r.json()["result"]) == 1
+
+
+async def test_send_message_rules(fake: FakeTelegram, client: httpx.AsyncClient) -> None:
+    msg = fake.push_text(5, 5, "hi")
+    too_long = await client.post(api(fake, "sendMessage"), data={"chat_id": "5", "text": "x" * 4097})
+    assert too_long.status_code == 400 and too_long.json()["description"] == "Bad Request: message is too long"
+    unknown = await client.post(api(fake, "sendMessage"), data={"chat_id": "6", "text": "hi"})
+    assert unknown.json()["description"] == "Bad Request: chat not found"
+    missing_reply = await client.post(
+        api(fake, "sendMessage"), data={"chat_id": "5", "text": "re", "reply_parameters": json.dumps({"message_id": 999})}
+    )
+    assert missing_reply.json()["description"] == "Bad Request: message to be replied not found"
+    ok = await client.post(
+        api(fake, "sendMessage"),
+        json={"chat_id": 5, "text": "re", "reply_parameters": {"message_id": msg["message_id"]}},
+    )
+    result = ok.json()["result"]
+    assert result["chat"]["id"] == 5 and result["from"]["is_bot"] and result["text"] == "re"
+    assert [(s.chat_id, s.text, s.reply_to) for s in fake.sent] == [(5, "re", msg["message_id"])]
+
+
+async def test_scripted_failures(fake: FakeTelegram, client: httpx.AsyncClient) -> None:
+    fake.fail_next("sendMessage", 429, retry_after=3)
+    fake.fail_next("getMe", 500, times=2)
+    r = await client.post(api(fake, "sendMessage"), data={"chat_id": "1", "text": "x"})
+    assert r.status_code == 429 and r.json()["parameters"] == {"retry_after": 3}
+    assert [(await client.get(api(fake, "getMe"))).status_code for _ in range(3)] == [500, 500, 200]
+
+
+async def test_offline_refuses_and_cuts_long_polls(fake: FakeTelegram, client: httpx.AsyncClient) -> None:
+    poll = asyncio.create_task(client.post(api(fake, "getUpdates"), data={"timeout": "5"}))
+    await asyncio.sleep(0.1)
+    await fake.go_offline()
+    with pytest.raises(httpx.TransportError):
+        await asyncio.wait_for(poll, 5)
+    with pytest.raises(httpx.ConnectError):
+        await client.get(api(fake, "getMe"))
+    fake.push_text(1, 1, "queued while offline")
+    await fake.go_online()
+    r = await client.post(api(fake, "getUpdates"))
+    assert r.json()["result"][0]["message"]["text"] == "queued while offline"
+
+
+async def test_ten_thousand_updates_drain_quickly(fake: FakeTelegram, client: httpx.AsyncClient) -> None:
+    # The gateway benchmark pushes 1,000 chats x 10 messages through here.
+    started = time.monotonic()
+    for i in range(10_000):
+        fake.push_text(i % 1000 + 1, i % 1000 + 1, f"message {i}")
+    offset, seen = 0, 0
+    while seen < 10_000:
+        batch = (await client.post(api(fake, "getUpdates"), data={"offset": str(offset)})).json()["result"]
+        seen += len(batch)
+        offset = batch[-1]["update_id"] + 1
+    assert time.monotonic() - started < 5
