@@ -1,0 +1,344 @@
+"""The built-in scheduler (seed 10.5): croniter schedules, jobs persisted in
+``data/cron.db``, evaluated in ``gateway.timezone``.
+
+Two kinds of job:
+
+* internal (``__internal:memory:daily_compress`` at ``0 3 * * *``,
+  ``__internal:memory:weekly_compress`` at ``0 4 * * 1``): run a coroutine
+  directly (the memory engine), never the agent;
+* agent jobs: a message run through the agent, the reply sent to a chosen
+  channel and chat. The scheduler does not know the agent: the gateway passes
+  ``run_agent_job(job)`` in.
+
+The database is the source of truth: ``myclaw cron add`` in another process
+is seen at the next poll. Each job stores ``next_run_at``; a job whose time
+passed while the gateway was down runs once at start (not once per missed
+slot), then its next time is computed from now. The clock is injected, and
+:meth:`CronScheduler.run_due` is what the background loop calls, so tests
+drive schedules with a manual clock.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import sqlite3
+import uuid
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from zoneinfo import ZoneInfo
+
+import aiosqlite
+import structlog
+from croniter import croniter
+
+from memory.clock import Clock, format_ts
+from memory.db import Database, Migration, run_script
+from memory.compression import Compressor
+from memory.lease import LeaseBusy
+
+__all__ = [
+    "INTERNAL_DAILY",
+    "INTERNAL_WEEKLY",
+    "CronError",
+    "CronJob",
+    "CronScheduler",
+    "CronStore",
+    "InternalJob",
+    "memory_jobs",
+    "next_run",
+]
+
+log = structlog.get_logger().bind(component="cron")
+
+INTERNAL_DAILY = "__internal:memory:daily_compress"
+INTERNAL_WEEKLY = "__internal:memory:weekly_compress"
+INTERNAL_PREFIX = "__internal:"
+
+
+class CronError(ValueError):
+    """A job that cannot be added or removed; the message says why."""
+
+
+def validate_schedule(expr: str) -> str:
+    expr = " ".join(expr.split())
+    if len(expr.split()) != 5 or not croniter.is_valid(expr):
+        raise CronError(f"invalid cron schedule {expr!r} (five fields: minute hour day month weekday, e.g. '0 9 * * 1-5')")
+    return expr
+
+
+def next_run(expr: str, after: datetime, tz: ZoneInfo) -> datetime:
+    """The first time strictly after ``after`` that ``expr`` fires in ``tz`` (aware, UTC)."""
+    local = after.astimezone(tz)
+    nxt: datetime = croniter(expr, local).get_next(datetime)
+    return nxt.astimezone(ZoneInfo("UTC"))
+
+
+@dataclass(frozen=True)
+class CronJob:
+    id: str
+    schedule: str
+    message: str  # the agent's input, or the internal command (= id)
+    kind: str  # "internal" | "agent"
+    channel: str = ""
+    chat_id: str = ""
+    user: str = ""
+    created_at: str = ""
+    next_run_at: str = ""
+    last_run_at: str | None = None
+    last_status: str | None = None
+    last_error: str | None = None
+
+    @property
+    def internal(self) -> bool:
+        return self.kind == "internal"
+
+
+@dataclass(frozen=True)
+class InternalJob:
+    id: str
+    schedule: str
+    run: Callable[[], Awaitable[object]]
+
+
+async def _v1_cron(conn: aiosqlite.Connection) -> None:
+    await run_script(
+        conn,
+        """
+        CREATE TABLE cron_jobs (
+            id          TEXT PRIMARY KEY,
+            schedule    TEXT NOT NULL,
+            message     TEXT NOT NULL CHECK (length(message) > 0),
+            kind        TEXT NOT NULL CHECK (kind IN ('internal', 'agent')),
+            channel     TEXT NOT NULL DEFAULT '',
+            chat_id     TEXT NOT NULL DEFAULT '',
+            user        TEXT NOT NULL DEFAULT '',
+            created_at  TEXT NOT NULL,
+            next_run_at TEXT NOT NULL,
+            last_run_at TEXT,
+            last_status TEXT,
+            last_error  TEXT
+        );
+        CREATE INDEX idx_cron_next ON cron_jobs(next_run_at);
+        CREATE INDEX idx_cron_user ON cron_jobs(user);
+        """,
+    )
+
+
+CRON_MIGRATIONS: list[Migration] = [_v1_cron]
+
+
+def _job(r: sqlite3.Row) -> CronJob:
+    return CronJob(**{k: r[k] for k in r.keys()})
+
+
+class CronStore:
+    """Persisted jobs in their own SQLite file (``data/cron.db``)."""
+
+    def __init__(self, db: Database, clock: Clock, timezone: str = "UTC") -> None:
+        self.db = db
+        self.clock = clock
+        self.tz = ZoneInfo(timezone)
+
+    @classmethod
+    async def open(cls, path: Path | str, clock: Clock, timezone: str = "UTC") -> CronStore:
+        return cls(await Database.open(path, CRON_MIGRATIONS), clock, timezone)
+
+    async def close(self) -> None:
+        await self.db.close()
+
+    async def add(
+        self, *, schedule: str, message: str, channel: str, chat_id: str, user: str, job_id: str | None = None
+    ) -> CronJob:
+        """An agent job: ``message`` through the agent as ``user``, reply to ``channel``/``chat_id``."""
+        schedule = validate_schedule(schedule)
+        message = message.strip()
+        if not message:
+            raise CronError("the job's message is empty")
+        if not channel or not chat_id or not user:
+            raise CronError("a job needs a channel, a chat id and a user")
+        job_id = job_id or "job-" + uuid.uuid4().hex[:8]
+        if job_id.startswith(INTERNAL_PREFIX):
+            raise CronError(f"job ids starting with {INTERNAL_PREFIX!r} are reserved")
+        now = self.clock.now()
+        try:
+            async with self.db.transaction() as conn:
+                await conn.execute(
+                    "INSERT INTO cron_jobs (id, schedule, message, kind, channel, chat_id, user, created_at, next_run_at) "
+                    "VALUES (?, ?, ?, 'agent', ?, ?, ?, ?, ?)",
+                    (job_id, schedule, message, channel, chat_id, user, format_ts(now),
+                     format_ts(next_run(schedule, now, self.tz))),
+                )
+        except sqlite3.IntegrityError:
+            raise CronError(f"a job with id {job_id!r} already exists") from None
+        job = await self.get(job_id)
+        assert job is not None
+        log.info("cron job added", job=job_id, schedule=schedule, user=user, channel=channel)
+        return job
+
+    async def ensure_internal(self, job_id: str, schedule: str) -> CronJob:
+        """Register an internal job; an existing one keeps its ``next_run_at``
+        (so a run missed while down is still due) unless the schedule changed."""
+        schedule = validate_schedule(schedule)
+        now = self.clock.now()
+        nxt = format_ts(next_run(schedule, now, self.tz))
+        async with self.db.transaction() as conn:
+            await conn.execute(
+                "INSERT INTO cron_jobs (id, schedule, message, kind, created_at, next_run_at) "
+                "VALUES (?, ?, ?, 'internal', ?, ?) "
+                "ON CONFLICT(id) DO UPDATE SET next_run_at = CASE WHEN cron_jobs.schedule = excluded.schedule "
+                "THEN cron_jobs.next_run_at ELSE excluded.next_run_at END, schedule = excluded.schedule",
+                (job_id, schedule, job_id, format_ts(now), nxt),
+            )
+        job = await self.get(job_id)
+        assert job is not None
+        return job
+
+    async def get(self, job_id: str) -> CronJob | None:
+        row = await self.db.fetchone("SELECT * FROM cron_jobs WHERE id = ?", (job_id,))
+        return _job(row) if row else None
+
+    async def list(self, user: str | None = None) -> list[CronJob]:
+        if user is None:
+            rows = await self.db.fetchall("SELECT * FROM cron_jobs ORDER BY kind DESC, created_at, id")
+        else:
+            rows = await self.db.fetchall("SELECT * FROM cron_jobs WHERE user = ? ORDER BY created_at, id", (user,))
+        return [_job(r) for r in rows]
+
+    async def remove(self, job_id: str, *, user: str | None = None) -> None:
+        """Remove an agent job (of ``user``, when given); internal jobs stay."""
+        job = await self.get(job_id)
+        if job is None or (user is not None and job.user != user):
+            raise CronError(f"no job {job_id!r}")
+        if job.internal:
+            raise CronError(f"{job_id!r} is an internal job and cannot be removed")
+        async with self.db.transaction() as conn:
+            await conn.execute("DELETE FROM cron_jobs WHERE id = ?", (job_id,))
+        log.info("cron job removed", job=job_id)
+
+    async def due(self, now: datetime) -> list[CronJob]:
+        rows = await self.db.fetchall(
+            "SELECT * FROM cron_jobs WHERE next_run_at <= ? ORDER BY next_run_at, id", (format_ts(now),)
+        )
+        return [_job(r) for r in rows]
+
+    async def record_run(self, job: CronJob, *, ran_at: datetime, status: str, error: str | None) -> None:
+        nxt = format_ts(next_run(job.schedule, max(ran_at, self.clock.now()), self.tz))
+        async with self.db.transaction() as conn:
+            await conn.execute(
+                "UPDATE cron_jobs SET last_run_at = ?, last_status = ?, last_error = ?, next_run_at = ? WHERE id = ?",
+                (format_ts(ran_at), status, error, nxt, job.id),
+            )
+
+
+RunAgentJob = Callable[[CronJob], Awaitable[None]]
+
+
+@dataclass(frozen=True)
+class JobRun:
+    job_id: str
+    status: str  # "ok" | "error" | "busy"
+    error: str | None = None
+
+
+class CronScheduler:
+    """``start()`` registers the internal jobs and runs what was missed;
+    a background loop then calls :meth:`run_due` every ``poll_interval`` s."""
+
+    def __init__(
+        self,
+        store: CronStore,
+        *,
+        run_agent_job: RunAgentJob | None = None,
+        internal: Sequence[InternalJob] = (),
+        poll_interval: float = 15.0,
+    ) -> None:
+        self.store = store
+        self.clock = store.clock
+        self.run_agent_job = run_agent_job
+        self.internal: Mapping[str, InternalJob] = {j.id: j for j in internal}
+        self.poll_interval = poll_interval
+        self._running: dict[str, asyncio.Task[JobRun]] = {}
+        self._task: asyncio.Task[None] | None = None
+
+    async def start(self, *, loop: bool = True) -> list[JobRun]:
+        """Register internal jobs, run every job that came due while the
+        gateway was down (once), then start polling. Returns the catch-up runs."""
+        if self._task is not None:
+            raise RuntimeError("scheduler already started")
+        for j in self.internal.values():
+            await self.store.ensure_internal(j.id, j.schedule)
+        missed = await self.run_due()
+        if missed:
+            log.info("cron: ran jobs missed while down", jobs=[r.job_id for r in missed])
+        if loop:
+            self._task = asyncio.create_task(self._loop(), name="cron")
+        return missed
+
+    async def stop(self) -> None:
+        task, self._task = self._task, None
+        tasks = [t for t in (task, *self._running.values()) if t is not None]
+        for t in tasks:
+            t.cancel()
+        for t in tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await t
+
+    async def _loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.poll_interval)
+            try:
+                await self.run_due(wait=False)
+            except (sqlite3.Error, OSError) as exc:
+                # The jobs are in the database; the next poll tries again.
+                log.error("cron poll failed; will retry", error=str(exc))
+
+    async def run_due(self, now: datetime | None = None, *, wait: bool = True) -> list[JobRun]:
+        """Start every due job that is not already running; with ``wait``
+        (tests, start-up catch-up) wait for them and return their results."""
+        now = now or self.clock.now()
+        started = []
+        for job in await self.store.due(now):
+            if job.id in self._running:
+                continue  # still running from its previous slot
+            task = asyncio.create_task(self._run(job, now), name=f"cron:{job.id}")
+            self._running[job.id] = task
+            task.add_done_callback(lambda _t, jid=job.id: self._running.pop(jid, None))
+            started.append(task)
+        if not wait:
+            return []
+        return list(await asyncio.gather(*started))
+
+    async def _run(self, job: CronJob, now: datetime) -> JobRun:
+        log.info("cron job starting", job=job.id, kind=job.kind)
+        try:
+            if job.internal:
+                internal = self.internal.get(job.id)
+                if internal is None:
+                    raise CronError(f"no handler for internal job {job.id!r} in this process")
+                await internal.run()
+            else:
+                if self.run_agent_job is None:
+                    raise CronError("agent jobs are not wired in this process")
+                await self.run_agent_job(job)
+            result = JobRun(job.id, "ok")
+        except LeaseBusy as exc:
+            # Another compression holds the lease: skip this slot, fail fast.
+            result = JobRun(job.id, "busy", str(exc))
+        except Exception as exc:  # noqa: BLE001 - a job's failure is recorded on the job and logged; the scheduler goes on
+            result = JobRun(job.id, "error", f"{type(exc).__name__}: {exc}"[:500])
+        (log.info if result.status == "ok" else log.warning)(
+            "cron job finished", job=job.id, status=result.status, error=result.error
+        )
+        await asyncio.shield(self.store.record_run(job, ran_at=now, status=result.status, error=result.error))
+        return result
+
+
+def memory_jobs(compressor: Compressor) -> list[InternalJob]:
+    """The two internal memory jobs: the engine directly, never the agent."""
+    return [
+        InternalJob(INTERNAL_DAILY, "0 3 * * *", compressor.daily),
+        InternalJob(INTERNAL_WEEKLY, "0 4 * * 1", compressor.weekly),
+    ]

@@ -1,0 +1,195 @@
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from gateway.cron import (
+    INTERNAL_DAILY,
+    INTERNAL_WEEKLY,
+    CronError,
+    CronJob,
+    CronScheduler,
+    CronStore,
+    InternalJob,
+    memory_jobs,
+    next_run,
+)
+from gateway.cron_tools import cron_tools
+from gateway.tools import ToolContext, ToolError
+from memory import ManualClock, MemoryEngine
+from memory.clock import format_ts, parse_ts
+from memory.compression import Compressor
+from memory.lease import LeaseBusy
+from memory.llm import MemoryLLM
+from tests.fakes.openai_server import FakeOpenAI, Reply
+from tests.memory._writepath import reply
+
+from zoneinfo import ZoneInfo
+
+# 2026-03-01 is a Sunday.
+START = "2026-03-01T12:00:00Z"
+
+
+@pytest.fixture
+def clock() -> ManualClock:
+    return ManualClock(START)
+
+
+@pytest.fixture
+async def store(tmp_path: Path, clock: ManualClock) -> AsyncIterator[CronStore]:
+    s = await CronStore.open(tmp_path / "data" / "cron.db", clock, "Asia/Shanghai")
+    try:
+        yield s
+    finally:
+        await s.close()
+
+
+def test_next_run_uses_the_timezone() -> None:
+    after = parse_ts("2026-03-01T12:00:00Z")  # 20:00 in Shanghai
+    assert format_ts(next_run("0 3 * * *", after, ZoneInfo("Asia/Shanghai"))) == "2026-03-01T19:00:00Z"
+    assert format_ts(next_run("0 3 * * *", after, ZoneInfo("UTC"))) == "2026-03-02T03:00:00Z"
+    assert format_ts(next_run("0 4 * * 1", after, ZoneInfo("UTC"))) == "2026-03-02T04:00:00Z"
+
+
+async def test_internal_jobs_fire_on_schedule_and_run_the_engine(
+    tmp_path: Path, clock: ManualClock, store: CronStore
+) -> None:
+    async with FakeOpenAI(responder=lambda body: Reply(reply([{"content": "Alice set up CI"}], "s"))) as fake:
+        engine = await MemoryEngine.open(tmp_path / "memory.db", clock)
+        llm = MemoryLLM(base_url=fake.url, model="m", retries=0)
+        try:
+            await engine.add_event("alice", "2026-03-01", "Alice set up CI today")
+            sched = CronScheduler(store, internal=memory_jobs(Compressor(engine, llm, timezone="Asia/Shanghai")))
+            assert await sched.start(loop=False) == []
+            jobs = {j.id: j for j in await store.list()}
+            assert (jobs[INTERNAL_DAILY].schedule, jobs[INTERNAL_WEEKLY].schedule) == ("0 3 * * *", "0 4 * * 1")
+            assert jobs[INTERNAL_DAILY].next_run_at == "2026-03-01T19:00:00Z"  # 03:00 Shanghai
+            clock.set("2026-03-01T18:59:59Z")
+            assert await sched.run_due() == []
+            clock.advance(1)
+            runs = await sched.run_due()
+            assert [(r.job_id, r.status) for r in runs] == [(INTERNAL_DAILY, "ok")]
+            assert await engine.events("alice", uncompressed_only=True) == []  # the engine ran, not the agent
+            assert [m.content for m in await engine.list_memories("alice")] == ["Alice set up CI"]
+            assert (await store.get(INTERNAL_DAILY)).next_run_at == "2026-03-02T19:00:00Z"  # type: ignore[union-attr]
+            clock.set("2026-03-01T20:00:00Z")  # Monday 04:00 in Shanghai
+            assert [r.job_id for r in await sched.run_due()] == [INTERNAL_WEEKLY]
+        finally:
+            await llm.aclose()
+            await engine.close()
+
+
+async def test_a_missed_run_runs_once_at_start(tmp_path: Path, clock: ManualClock) -> None:
+    calls: list[str] = []
+
+    async def daily() -> None:
+        calls.append(format_ts(clock.now()))
+
+    path = tmp_path / "cron.db"
+    store = await CronStore.open(path, clock)
+    try:
+        await CronScheduler(store, internal=[InternalJob(INTERNAL_DAILY, "0 3 * * *", daily)]).start(loop=False)
+        await store.add(schedule="*/10 * * * *", message="ping", channel="telegram", chat_id="1", user="alice")
+    finally:
+        await store.close()
+    clock.advance(timedelta(days=3, hours=1))  # the gateway was down for three days
+    store = await CronStore.open(path, clock)
+    agent: list[CronJob] = []
+
+    async def run_agent(job: CronJob) -> None:
+        agent.append(job)
+
+    try:
+        sched = CronScheduler(store, run_agent_job=run_agent, internal=[InternalJob(INTERNAL_DAILY, "0 3 * * *", daily)])
+        missed = await sched.start(loop=False)
+        assert sorted(r.job_id for r in missed)[0] == INTERNAL_DAILY and len(missed) == 2
+        assert calls == ["2026-03-04T13:00:00Z"] and [j.message for j in agent] == ["ping"]
+        assert (await store.get(INTERNAL_DAILY)).next_run_at == "2026-03-05T03:00:00Z"  # type: ignore[union-attr]
+        assert await sched.run_due() == []
+    finally:
+        await sched.stop()
+        await store.close()
+
+
+async def test_agent_jobs_call_back_with_target_and_failures_are_recorded(clock: ManualClock, store: CronStore) -> None:
+    seen: list[tuple[str, str, str, str]] = []
+
+    async def run_agent(job: CronJob) -> None:
+        seen.append((job.channel, job.chat_id, job.user, job.message))
+        if "fail" in job.message:
+            raise RuntimeError("provider down")
+
+    ok = await store.add(schedule="0 9 * * *", message="今天的天气", channel="feishu", chat_id="oc_1", user="alice")
+    bad = await store.add(schedule="0 9 * * *", message="fail please", channel="telegram", chat_id="2", user="bob")
+    sched = CronScheduler(store, run_agent_job=run_agent)
+    clock.set("2026-03-02T01:00:00Z")  # 09:00 Shanghai
+    runs = {r.job_id: r for r in await sched.run_due()}
+    assert runs[ok.id].status == "ok" and runs[bad.id].status == "error"
+    assert sorted(seen) == [("feishu", "oc_1", "alice", "今天的天气"), ("telegram", "2", "bob", "fail please")]
+    failed = await store.get(bad.id)
+    assert failed is not None and failed.last_status == "error" and "provider down" in (failed.last_error or "")
+    assert failed.next_run_at == "2026-03-03T01:00:00Z"
+
+
+async def test_a_busy_lease_skips_the_slot(clock: ManualClock, store: CronStore) -> None:
+    async def busy() -> None:
+        raise LeaseBusy("memory:compress", "weekly@1", "2026-03-01T13:00:00Z")
+
+    sched = CronScheduler(store, internal=[InternalJob(INTERNAL_DAILY, "0 3 * * *", busy)])
+    await sched.start(loop=False)
+    clock.set("2026-03-01T19:00:00Z")
+    [run] = await sched.run_due()
+    assert run.status == "busy" and (await store.get(INTERNAL_DAILY)).last_status == "busy"  # type: ignore[union-attr]
+
+
+async def test_validation_and_removal(store: CronStore) -> None:
+    with pytest.raises(CronError, match="invalid cron schedule"):
+        await store.add(schedule="every day", message="x", channel="t", chat_id="1", user="u")
+    with pytest.raises(CronError, match="invalid cron schedule"):
+        await store.add(schedule="0 0 3 * * *", message="x", channel="t", chat_id="1", user="u")  # seconds field
+    with pytest.raises(CronError, match="empty"):
+        await store.add(schedule="0 9 * * *", message="  ", channel="t", chat_id="1", user="u")
+    await store.ensure_internal(INTERNAL_DAILY, "0 3 * * *")
+    with pytest.raises(CronError, match="internal"):
+        await store.remove(INTERNAL_DAILY)
+    with pytest.raises(CronError, match="no job"):
+        await store.remove("job-nope")
+
+
+async def test_background_loop_polls_and_stops(clock: ManualClock, store: CronStore) -> None:
+    ran = asyncio.Event()
+
+    async def run_agent(job: CronJob) -> None:
+        ran.set()
+
+    await store.add(schedule="* * * * *", message="tick", channel="t", chat_id="1", user="u")
+    sched = CronScheduler(store, run_agent_job=run_agent, poll_interval=0.01)
+    await sched.start()
+    try:
+        clock.advance(60)
+        await asyncio.wait_for(ran.wait(), 5)
+    finally:
+        await sched.stop()
+
+
+async def test_agent_tools_act_for_the_asking_user_only(store: CronStore) -> None:
+    tools = {t.name: t for t in cron_tools(store)}
+    alice = ToolContext(user="alice", channel="telegram", chat_id="42", private=True)
+    bob = ToolContext(user="bob", channel="feishu", chat_id="oc_9", private=True)
+    out = await tools["cron_add"].handler({"schedule": "30 8 * * 1-5", "message": "summarise my day"}, alice)
+    assert "Asia/Shanghai" in out
+    [job] = await store.list(user="alice")
+    assert (job.channel, job.chat_id, job.user, job.message) == ("telegram", "42", "alice", "summarise my day")
+    assert await tools["cron_list"].handler({}, bob) == "no scheduled jobs"
+    assert job.id in await tools["cron_list"].handler({}, alice)
+    with pytest.raises(ToolError, match="no job"):
+        await tools["cron_remove"].handler({"id": job.id}, bob)
+    with pytest.raises(ToolError, match="invalid cron"):
+        await tools["cron_add"].handler({"schedule": "tomorrow", "message": "x"}, alice)
+    assert await tools["cron_remove"].handler({"id": job.id}, alice) == f"removed {job.id}"
+    assert await store.list() == []
+    assert tools["cron_add"].spec()["function"]["parameters"]["required"] == ["schedule", "message"]
