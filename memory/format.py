@@ -9,12 +9,44 @@ from collections.abc import Sequence
 from .tokens import estimate_tokens
 from .types import Hit
 
-__all__ = ["format_hits", "truncate"]
+__all__ = ["fit_budget", "format_hit", "format_hits", "truncate"]
 
 
 def truncate(text: str, max_chars: int) -> str:
+    """Whitespace collapsed, cut to ``max_chars`` characters with an ellipsis."""
     text = " ".join(text.split())
+    if max_chars <= 0:
+        return ""
     return text if len(text) <= max_chars else text[: max_chars - 1].rstrip() + "…"
+
+
+def format_hit(hit: Hit, max_chars: int = 300) -> str:
+    """``- [m12 · 2026-11-20 · telegram chat 42] text``"""
+    return f"- {hit.citation()} {truncate(hit.content, max_chars)}"
+
+
+def fit_budget(
+    hits: Sequence[Hit],
+    *,
+    max_hits: int = 5,
+    max_chars: int = 300,
+    token_budget: int = 2048,
+) -> list[Hit]:
+    """The leading hits whose formatted lines fit the budget.
+
+    Stops at the first hit that would overflow, so a lower-ranked short hit
+    never jumps ahead of a better one. The first hit is always kept (it is
+    cut to ``max_chars``, so it cannot be large).
+    """
+    kept: list[Hit] = []
+    used = 0
+    for h in hits[:max_hits]:
+        cost = estimate_tokens(format_hit(h, max_chars))
+        if kept and used + cost > token_budget:
+            break
+        kept.append(h)
+        used += cost
+    return kept
 
 
 def format_hits(
@@ -24,16 +56,6 @@ def format_hits(
     max_chars: int = 300,
     token_budget: int = 2048,
 ) -> str:
-    """One line per hit: ``- [m12 · 2026-11-20 · telegram chat 42] text``.
-
-    Returns '' for no hits, so nothing is injected."""
-    lines: list[str] = []
-    used = 0
-    for h in hits[:max_hits]:
-        line = f"- {h.citation()} {truncate(h.content, max_chars)}"
-        cost = estimate_tokens(line)
-        if lines and used + cost > token_budget:
-            break
-        lines.append(line)
-        used += cost
-    return "\n".join(lines)
+    """One line per hit; '' for no hits, so nothing is injected."""
+    kept = fit_budget(hits, max_hits=max_hits, max_chars=max_chars, token_budget=token_budget)
+    return "\n".join(format_hit(h, max_chars) for h in kept)

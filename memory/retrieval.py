@@ -1,70 +1,119 @@
 """The read path: message -> ranked, cited memories. No LLM call.
 
 Always uses the query (the seed's SQL ranked by importance and only looked at
-FTS when fewer than five rows came back, so it ignored the question). Each
-candidate's score combines
+FTS when fewer than five rows came back, so it ignored the question).
 
-* text relevance: FTS5 BM25 mapped to [0, 1) per hit with ``r / (r + K)``,
-  so a hit's score does not depend on what else came back;
-* importance after category decay (seed 8.2), which only re-orders hits
-  of similar relevance.
+1. Query terms (:func:`memory.tokenize.query_terms`): stop words dropped,
+   CJK unigrams weak, recent conversation turns (``context``) at
+   :data:`CONTEXT_WEIGHT` of the message's own terms.
+2. Candidates: one FTS5 MATCH scoped to the asking user's and ``_global``'s
+   owner token. Very common terms are left out of the MATCH (they would make
+   it slow and add nothing), never out of the scoring.
+3. Per-hit relevance, computed here rather than by FTS5's ``bm25()`` (FTS5
+   clamps IDF to ~1e-6 once a term is in half the rows, so a user with one
+   memory got no signal at all): a BM25 sum with our own IDF
+   ``ln(1 + (N - df + .5) / (df + .5))`` (always > 0), divided by the IDF
+   mass of the message's terms. 1.0 means "every term of the message, once,
+   in a memory of average length"; the value depends on the hit and the
+   query only, never on what else came back.
+4. Score = relevance x (0.8 + 0.2 x importance x category decay) x project
+   factor: decay and importance can only reorder hits whose relevance is
+   within 25%, so an important but unrelated memory never outranks the one
+   that answers the question.
 
-Candidates are the asking user's active rows plus ``_global``; in a group
-chat (``private=False``) ``credential`` memories are left out.
+Scope: the asking user's active rows plus ``_global``; in a group chat
+(``private=False``) ``credential`` memories are left out.
+See docs/RETRIEVAL.md for the measurements behind the constants.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 
-import structlog
+import sqlite3
 
 from .clock import parse_ts
 from .decay import decay_factor
-from .engine import MemoryEngine, owner_key, row_to_memory
-from .tokenize import query_terms, quote
-from .types import GLOBAL_OWNER, Hit
+from .engine import MemoryEngine, owner_key
+from .format import fit_budget
+from .tokenize import normalize, query_terms, quote
+from .types import GLOBAL_OWNER, Hit, Provenance
 
-__all__ = ["Retriever", "build_match"]
+__all__ = ["CONTEXT_WEIGHT", "QueryTerm", "Retriever", "build_match", "build_query"]
 
-log = structlog.get_logger().bind(component="memory")
+CONTEXT_WEIGHT = 0.4
+"""A term that only occurs in recent turns counts this much of a message term."""
 
-# Function words that carry no topic; dropped from queries only.
-STOP_EN = frozenset(
-    """a an the and or but if then so of to in on at by for with from as is am are was were be been being
-    do does did done have has had i me my mine you your yours we our us he him his she her they them their it its
-    this that these those what which who whom whose when where why how there here not no yes can could would
-    should will shall may might must just also too very really about into over than again ever any some all
-    tell know remember recall said say says please let lets me hey hi ok okay""".split()
-)
-STOP_ZH = frozenset(
-    """的了 我的 你的 之前 以前 记得 还记 说过 什么 怎么 为什么 是什 么么 一下 一个 这个 那个 我们 你们 他们
-    是不 不是 有没 没有 可以 告诉 吗 呢 吧 啊 的 了 是 我 你 他 她 它 在 有 和 就 也 都 说 过 么""".split()
-)
-_MAX_TERMS = 24
-_K = 4.0  # BM25 value at which relevance reaches 0.5
+MAX_QUERY_CHARS = 2000  # a pasted 1 MB message is not a 1 MB query
+MAX_CONTEXT_TURNS = 4
+MAX_CONTEXT_CHARS = 600
+MAX_TERMS = 32  # terms scored
+MAX_MATCH_TERMS = 12  # terms sent to the FTS5 MATCH
+MATCH_DF_BUDGET = 2000  # summed document counts of the MATCH terms (bounds its cost)
+PRIOR_ROWS = 200
+MIN_RELEVANCE = 0.12  # below this a hit is noise, not memory
+OTHER_PROJECT_FACTOR = 0.8
 
-
-def _terms(text: str) -> list[str]:
-    out: list[str] = []
-    seen: set[str] = set()
-    for unit in query_terms(text):
-        for t in unit:
-            if t in seen or t in STOP_EN or t in STOP_ZH:
-                continue
-            if len(t) == 1 and t.isascii():
-                continue
-            seen.add(t)
-            out.append(t)
-    return out[:_MAX_TERMS]
+_K1 = 1.2
+_B = 0.75
 
 
-def build_match(owners: Sequence[str], terms: Sequence[str]) -> str:
+@dataclass(frozen=True)
+class QueryTerm:
+    term: str
+    weight: float
+    from_query: bool  # False: only in context turns
+
+
+def build_query(query: str, context: Sequence[str] = ()) -> list[QueryTerm]:
+    """Weighted terms of the message, then of the most recent turns."""
+    terms: dict[str, QueryTerm] = {}
+    for t, w in query_terms(query[:MAX_QUERY_CHARS]):
+        terms[t] = QueryTerm(t, w, True)
+    for turn in list(context)[-MAX_CONTEXT_TURNS:][::-1]:  # newest first
+        for t, w in query_terms(turn[:MAX_CONTEXT_CHARS]):
+            if t not in terms:
+                terms[t] = QueryTerm(t, w * CONTEXT_WEIGHT, False)
+    ordered = sorted(terms.values(), key=lambda q: (not q.from_query, -q.weight))
+    return ordered[:MAX_TERMS]
+
+
+def build_match(owners: Sequence[str], terms: Iterable[str]) -> str:
     """An FTS5 query scoped to ``owners``; every user word is a quoted string."""
     who = " OR ".join(quote(owner_key(o)) for o in owners)
     what = " OR ".join(quote(t) for t in terms)
     return f"owner : ({who}) AND text : ({what})"
+
+
+def _varint(buf: bytes, pos: int) -> tuple[int, int]:
+    """SQLite varint (FTS5 uses the same encoding)."""
+    v = 0
+    for i in range(8):
+        b = buf[pos + i]
+        v = (v << 7) | (b & 0x7F)
+        if not b & 0x80:
+            return v, pos + i + 1
+    return (v << 8) | buf[pos + 8], pos + 9
+
+
+@dataclass(frozen=True)
+class _Stats:
+    rows: int
+    avg_len: float
+
+
+@dataclass(frozen=True)
+class _Tables:
+    fts: str
+    vocab: str
+
+
+_MEMORIES = _Tables("memories_fts", "memories_vocab")
+_EVENTS = _Tables("events_fts", "events_vocab")
 
 
 class Retriever:
@@ -75,13 +124,105 @@ class Retriever:
         max_hits: int = 5,
         token_budget: int = 2048,
         max_chars: int = 300,
-        candidates: int = 50,
+        candidates: int = 60,
     ) -> None:
         self.engine = engine
         self.max_hits = max_hits
         self.token_budget = token_budget
         self.max_chars = max_chars
         self.candidates = candidates
+
+    # -- collection statistics ---------------------------------------------
+
+    async def _fetch(self, sql: str, params: Sequence[object]) -> list[sqlite3.Row]:
+        # One thread hop (execute + fetch + close would be three): the hops,
+        # not SQLite, dominate a small collection's latency.
+        if self.engine.db.closed:
+            raise RuntimeError("database is closed")
+        return list(await self.engine.db.reader.execute_fetchall(sql, params))
+
+    async def _term_stats(self, t: _Tables, terms: Sequence[str]) -> tuple[_Stats, dict[str, int]]:
+        """Collection size, mean indexed length and document counts of ``terms``.
+
+        Size and length come from FTS5's "averages" record (id 1 of the
+        ``_data`` table: row count, then token totals per column; documented
+        file format, O(1) to read); document counts from the fts5vocab table.
+        """
+        marks = ",".join("?" * len(terms))
+        rows = await self._fetch(
+            f"""SELECT term, doc, NULL FROM {t.vocab} WHERE term IN ({marks})
+                UNION ALL SELECT NULL, NULL, block FROM {t.fts}_data WHERE id = 1""",
+            list(terms),
+        )
+        df = {r[0]: r[1] for r in rows if r[0] is not None}
+        block = next((r[2] for r in rows if r[0] is None), None)
+        if not block:
+            return _Stats(0, 1.0), df
+        buf = bytes(block)
+        n, pos = _varint(buf, 0)
+        _, pos = _varint(buf, pos)  # owner column
+        text_tokens, _ = _varint(buf, pos)
+        return _Stats(n, max(1.0, text_tokens / n) if n else 1.0), df
+
+    # -- scoring -------------------------------------------------------------
+
+    async def _candidates(
+        self,
+        t: _Tables,
+        q: list[QueryTerm],
+        owners: Sequence[str],
+        select: str,
+        join: str,
+        where: str,
+    ) -> tuple[list[sqlite3.Row], dict[str, float], _Stats]:
+        """Matching rows (with their indexed text) and the IDF of every term.
+
+        IDF is ``ln(1 + (N - df + .5) / (df + .5))`` with ``N`` = rows +
+        :data:`PRIOR_ROWS`: a few hundred imagined rows without the term, so
+        that in a collection of one memory a word it shares with the query
+        still counts (plain BM25 IDF goes to ~0 there). A term in no row keeps
+        its (high) IDF: it is part of what was asked, and a memory that lacks
+        it answers only part of the question.
+        """
+        if not q:
+            return [], {}, _Stats(0, 1.0)
+        stats, df = await self._term_stats(t, [x.term for x in q])
+        present = [x for x in q if df.get(x.term, 0) > 0]
+        if not present or stats.rows == 0:
+            return [], {}, stats
+        n = max(stats.rows, max(df.values())) + PRIOR_ROWS
+        idf = {x.term: math.log(1.0 + (n - df.get(x.term, 0) + 0.5) / (df.get(x.term, 0) + 0.5)) for x in q}
+        rows = await self._fetch(
+            f"""SELECT {select}, c.terms AS _terms
+                FROM (SELECT rowid AS rid, text AS terms FROM {t.fts} WHERE {t.fts} MATCH ?
+                      ORDER BY bm25({t.fts}, 0.0, 1.0) LIMIT ?) c
+                JOIN {join} ON x.id = c.rid {where}""",
+            (build_match(owners, _match_terms(present, idf, df)), self.candidates),
+        )
+        return rows, idf, stats
+
+    @staticmethod
+    def _relevance(doc: str, q: list[QueryTerm], idf: dict[str, float], avg_len: float) -> float:
+        """BM25 sum over the query's terms found in ``doc``, divided by the
+        IDF mass of the message's own terms (context terms add, never
+        normalise, unless there is nothing else)."""
+        tokens = doc.split(" ")
+        tf = Counter(tokens)
+        norm = _K1 * (1.0 - _B + _B * len(tokens) / avg_len)
+        got = 0.0
+        mass = 0.0
+        for x in q:
+            i = idf[x.term]
+            if x.from_query:
+                mass += x.weight * i
+            f = tf.get(x.term, 0)
+            if f:
+                got += x.weight * i * f * (_K1 + 1.0) / (f + norm)
+        if mass == 0.0:  # only context terms: normalise by them instead
+            mass = sum(x.weight * idf.get(x.term, 0.0) for x in q) or 1.0
+        return got / mass
+
+    # -- public API ----------------------------------------------------------
 
     async def retrieve(
         self,
@@ -92,66 +233,133 @@ class Retriever:
         private: bool = True,
         now: datetime | None = None,
         limit: int | None = None,
+        projects: Iterable[str] | None = None,
     ) -> list[Hit]:
-        """Top memories (Tier 1 and 2) for ``query``, best first."""
-        terms = _terms(query)
-        if not terms:
+        """Top memories (Tier 1 and 2) for ``query``, best first.
+
+        ``projects``: the user's known project names (default: looked up);
+        when the message names one, that project's partition and
+        ``_global`` are favoured over other projects. With ``limit=None``
+        the result also fits the injection budget (seed 001).
+        """
+        q = build_query(query, context)
+        if not q:
             return []
         owners = [user] if user == GLOBAL_OWNER else [user, GLOBAL_OWNER]
-        rows = await self.engine.db.fetchall(
-            f"""SELECT m.*, -bm25(memories_fts, 0.0, 1.0) AS rel
-                FROM memories_fts JOIN memories m ON m.id = memories_fts.rowid
-                WHERE memories_fts MATCH ? {"" if private else "AND m.category != 'credential'"}
-                ORDER BY bm25(memories_fts, 0.0, 1.0) LIMIT ?""",
-            (build_match(owners, terms), self.candidates),
+        rows, idf, stats = await self._candidates(
+            _MEMORIES,
+            q,
+            owners,
+            select="x.*",
+            join="memories x",
+            where="" if private else "AND x.category != 'credential'",
+        )
+        if not rows:
+            return []
+        named = _named_projects(query, await self.engine.known_projects(user) if projects is None else projects)
+        now = now or self.engine.clock.now()
+        scored: list[tuple[float, sqlite3.Row]] = []
+        for r in rows:
+            rel = self._relevance(r["_terms"], q, idf, stats.avg_len)
+            if rel < MIN_RELEVANCE:
+                continue
+            days = (now - parse_ts(r["last_accessed"])).total_seconds() / 86400.0
+            weight = r["importance"] * decay_factor(r["category"], days)
+            score = rel * (0.8 + 0.2 * weight)
+            if named and r["project"] not in named and r["project"] != GLOBAL_OWNER:
+                score *= OTHER_PROJECT_FACTOR
+            scored.append((score, r))
+        scored.sort(key=lambda sr: (-sr[0], -sr[1]["id"]))
+        # Build Hits for the few that can be returned only.
+        hits = [_memory_hit(sc, r) for sc, r in scored[: limit if limit is not None else self.max_hits]]
+        if limit is not None:
+            return hits
+        return fit_budget(
+            hits, max_hits=self.max_hits, max_chars=self.max_chars, token_budget=self.token_budget
+        )
+
+    async def search_events(
+        self, user: str, query: str, *, limit: int = 5, now: datetime | None = None
+    ) -> list[Hit]:
+        """Tier 3 events of ``user`` matching ``query``, best first, scored
+        like memories (event-category decay by the event's date)."""
+        q = build_query(query)
+        rows, idf, stats = await self._candidates(
+            _EVENTS, q, [user], select="x.*", join="daily_events x", where=""
         )
         now = now or self.engine.clock.now()
         hits: list[Hit] = []
         for r in rows:
-            m = row_to_memory(r)
-            rel = max(0.0, r["rel"])
-            rel = rel / (rel + _K)
-            days = (now - parse_ts(m.last_accessed)).total_seconds() / 86400.0
-            weight = m.importance * decay_factor(m.category.value, days)
-            score = rel * (0.75 + 0.25 * weight)
+            rel = self._relevance(r["_terms"], q, idf, stats.avg_len)
+            if rel < MIN_RELEVANCE:
+                continue
+            days = (now - parse_ts(r["event_date"] + "T00:00:00Z")).total_seconds() / 86400.0
+            prov = Provenance.from_json(r["provenance"])
+            if not prov.channel:
+                prov = Provenance(
+                    channel=r["channel"] if r["channel"] != "unknown" else "",
+                    chat_id=r["chat_id"],
+                    message_ids=prov.message_ids,
+                    session=prov.session,
+                    date_from=prov.date_from or r["event_date"],
+                    date_to=prov.date_to or r["event_date"],
+                    refs=prov.refs,
+                )
             hits.append(
                 Hit(
-                    kind="memory",
-                    id=m.id,
-                    content=m.content,
-                    score=score,
-                    date=m.created_at[:10],
-                    category=m.category.value,
-                    project=m.project,
-                    topic=m.topic,
-                    source=m.source.value,
-                    provenance=m.provenance,
+                    kind="event",
+                    id=r["id"],
+                    content=r["summary"],
+                    score=rel * (0.8 + 0.2 * 0.5 * decay_factor("event", days)),
+                    date=r["event_date"],
+                    category="event",
+                    source="event",
+                    provenance=prov,
                 )
             )
         hits.sort(key=lambda h: (-h.score, -h.id))
-        return hits[: limit or self.max_hits]
+        return hits[:limit]
 
-    async def search_events(self, user: str, query: str, *, limit: int = 5) -> list[Hit]:
-        """Tier 3 events of ``user`` matching ``query``, best first."""
-        terms = _terms(query)
-        if not terms:
-            return []
-        rows = await self.engine.db.fetchall(
-            """SELECT e.*, -bm25(events_fts, 0.0, 1.0) AS rel
-               FROM events_fts JOIN daily_events e ON e.id = events_fts.rowid
-               WHERE events_fts MATCH ? ORDER BY bm25(events_fts, 0.0, 1.0) LIMIT ?""",
-            (build_match([user], terms), limit),
-        )
-        return [
-            Hit(
-                kind="event",
-                id=r["id"],
-                content=r["summary"],
-                score=max(0.0, r["rel"]) / (max(0.0, r["rel"]) + _K),
-                date=r["event_date"],
-                category="event",
-                source="event",
-            )
-            for r in rows
-        ]
 
+def _memory_hit(score: float, r: sqlite3.Row) -> Hit:
+    return Hit(
+        kind="memory",
+        id=r["id"],
+        content=r["content"],
+        score=score,
+        date=r["created_at"][:10],
+        category=r["category"],
+        project=r["project"],
+        topic=r["topic"],
+        source=r["source"],
+        provenance=Provenance.from_json(r["provenance"]),
+    )
+
+
+def _match_terms(present: list[QueryTerm], idf: dict[str, float], df: dict[str, int]) -> list[str]:
+    """The terms the FTS5 MATCH is run on: the most telling ones (weight x
+    IDF) while their summed document counts stay within
+    :data:`MATCH_DF_BUDGET`, and at least the best one.
+
+    The cost of the MATCH and of ranking it grows with the rows it matches,
+    so a very common term is left out of the MATCH when rarer ones exist;
+    it still counts when the candidates are scored.
+    """
+    ranked = sorted(present, key=lambda x: (-x.weight * idf[x.term], x.term))
+    out: list[str] = []
+    total = 0
+    for x in ranked:
+        d = df[x.term]
+        if out and total + d > MATCH_DF_BUDGET:
+            continue
+        out.append(x.term)
+        total += d
+        if len(out) == MAX_MATCH_TERMS:
+            break
+    return out
+
+
+def _named_projects(query: str, projects: Iterable[str]) -> frozenset[str]:
+    """Known projects whose name occurs in the message (case-insensitive)."""
+    low = normalize(query[:MAX_QUERY_CHARS])
+    return frozenset(p for p in projects if len(p) >= 2 and normalize(p) in low)

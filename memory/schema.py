@@ -65,6 +65,8 @@ async def _v1_core(conn: aiosqlite.Connection) -> None:
             tokenize = 'unicode61 remove_diacritics 2',
             detail = full
         );
+        -- Per-term document counts, read by the retriever for its own IDF.
+        CREATE VIRTUAL TABLE memories_vocab USING fts5vocab(memories_fts, 'row');
 
         CREATE TABLE daily_events (
             id            INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -85,6 +87,7 @@ async def _v1_core(conn: aiosqlite.Connection) -> None:
             tokenize = 'unicode61 remove_diacritics 2',
             detail = full
         );
+        CREATE VIRTUAL TABLE events_vocab USING fts5vocab(events_fts, 'row');
 
         CREATE TABLE extraction_buffer (
             id              INTEGER PRIMARY KEY AUTOINCREMENT,

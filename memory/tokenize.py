@@ -6,13 +6,16 @@ FTS5's ``unicode61`` tokenizer makes a whole run of Han characters one token
 Python and store space-separated terms, which ``unicode61`` then splits on
 spaces only:
 
-* Latin/digit words: NFKC, lower-cased.
-* Han runs: overlapping character bigrams (a lone character stays a
-  unigram). Any 2-character word inside a sentence is then an exact term,
-  longer words are phrases of consecutive bigrams, and no dictionary can
-  miss a new project name. See docs/RETRIEVAL.md for the measurements.
+* Latin/digit words: NFKC, lower-cased, English Snowball stem (so "prefers"
+  finds "preferred" and "preference").
+* CJK runs (Han, kana, hangul): every character *and* every overlapping
+  bigram. A 2-character word inside a sentence (密码, 部署) is an exact
+  term, a longer word is a run of consecutive bigrams, a 1-character query
+  (猫) still matches, and no dictionary can miss a new project name. Measured
+  against jieba in docs/RETRIEVAL.md (scripts/compare_zh_tokenizers.py).
 
-Query terms are emitted already quoted, so no user text can reach the FTS5
+Queries go through :func:`query_terms`, which drops stop words and weights
+terms; the retriever quotes every term, so no user text reaches the FTS5
 query parser as syntax.
 """
 
@@ -20,15 +23,59 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from functools import lru_cache
 
-__all__ = ["TOKENIZER_VERSION", "index_terms", "index_text", "normalize", "query_terms"]
+import snowballstemmer
 
-TOKENIZER_VERSION = "bigram-1"
+__all__ = [
+    "TOKENIZER_VERSION",
+    "index_terms",
+    "index_text",
+    "normalize",
+    "query_terms",
+    "quote",
+    "stem",
+]
+
+TOKENIZER_VERSION = "unibigram-snowball-1"
 
 # Han (CJK unified + ext A + compatibility), kana and hangul are "CJK runs";
 # everything alphanumeric otherwise is a "word".
 _CJK = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\u3040-\u30ff\uac00-\ud7af"
 _TOKEN_RE = re.compile(rf"([{_CJK}]+)|([^\W_{_CJK}]+(?:['’][^\W_{_CJK}]+)?)", re.UNICODE)
+
+# Function words that carry no topic; dropped from queries only (the index
+# keeps everything, so a stop list change never needs a re-index).
+STOP_EN = frozenset(
+    """a an the and or but if then so of to in on at by for with from as is am are was were be been being
+    do does did done doing have has had having i me my mine myself you your yours we our ours us he him his
+    she her hers they them their theirs it its this that these those what which who whom whose when where why
+    how there here not no yes can could would should will shall may might must just also too very really about
+    into over than again ever any some all tell told know knew remember recall said say says please let lets
+    hey hi ok okay thing things something anything get got like s t don't doesn't didn't i'm i've i'd you're""".split()
+)
+# Multi-character Chinese function words, as query bigrams.
+STOP_ZH_WORDS = frozenset(
+    """我的 你的 他的 她的 我们 你们 他们 她们 之前 以前 记得 还记 说过 什么 怎么 为什 么么 一下 一个 这个 那个
+    是不 不是 有没 没有 可以 告诉 知道 是什 的是 了吗 是吗 吗我 请问 那么 这么 还是 就是 时候 的时 候的 的话
+    么时 么样 怎样 哪个 哪些 多少 上次 以后 然后 我想 我要 你好 谢谢 记住 记不 不记 得我 得你 我上 你还
+    帮我 一些 这些 那些""".split()
+)
+# Single characters that are grammar, not topic.
+STOP_ZH_CHARS = frozenset("的了是吗呢吧啊么我你他她它在有和就也都这那个一不要会说过来去很还想把被给让上下中里到得地着们吧呀哦嗯")
+
+_UNIGRAM_WEIGHT = 0.3  # a character inside a longer run: weak evidence on its own
+_GLUE_BIGRAM_WEIGHT = 0.4  # a bigram straddling a grammar character (喜欢的 -> 欢的)
+
+_stemmer = snowballstemmer.stemmer("english")
+
+
+@lru_cache(maxsize=65536)
+def stem(word: str) -> str:
+    """English Snowball stem of a lower-case word; other words pass through."""
+    if not word.isascii() or not word.isalpha() or len(word) < 3:
+        return word
+    return str(_stemmer.stemWord(word))
 
 
 def normalize(text: str) -> str:
@@ -39,10 +86,22 @@ def normalize(text: str) -> str:
     return unicodedata.normalize("NFKC", text).lower()
 
 
-def _cjk_terms(run: str) -> list[str]:
+def _word(raw: str) -> str:
+    w = raw.replace("’", "'")
+    if w.endswith("'s"):
+        w = w[:-2]
+    return stem(w)
+
+
+def _cjk_index(run: str) -> list[str]:
     if len(run) == 1:
         return [run]
-    return [run[i : i + 2] for i in range(len(run) - 1)]
+    out: list[str] = []
+    for i in range(len(run) - 1):
+        out.append(run[i])
+        out.append(run[i : i + 2])
+    out.append(run[-1])
+    return out
 
 
 def index_terms(text: str) -> list[str]:
@@ -51,9 +110,9 @@ def index_terms(text: str) -> list[str]:
     for m in _TOKEN_RE.finditer(normalize(text)):
         cjk, word = m.group(1), m.group(2)
         if cjk:
-            out.extend(_cjk_terms(cjk))
+            out.extend(_cjk_index(cjk))
         elif word:
-            out.append(word.replace("’", "'"))
+            out.append(_word(word))
     return out
 
 
@@ -62,19 +121,46 @@ def index_text(text: str) -> str:
     return " ".join(index_terms(text))
 
 
-def query_terms(text: str) -> list[list[str]]:
-    """Query units: each a list of terms that must appear as a phrase.
+def query_terms(text: str) -> list[tuple[str, float]]:
+    """Weighted query terms in text order, stop words dropped, first
+    occurrence only.
 
-    A Han run becomes one phrase of its bigrams; a word is a one-term unit.
+    A word or a bigram weighs 1; a character inside a longer CJK run weighs
+    less (it matches many unrelated words) unless the run is that one
+    character (a 1-character query such as 猫).
     """
-    units: list[list[str]] = []
+    out: dict[str, float] = {}
+
+    def put(term: str, w: float) -> None:
+        if w > out.get(term, 0.0):
+            out[term] = w
+
     for m in _TOKEN_RE.finditer(normalize(text)):
-        cjk, word = m.group(1), m.group(2)
-        if cjk:
-            units.append(_cjk_terms(cjk))
-        elif word:
-            units.append([word.replace("’", "'")])
-    return units
+        cjk, raw = m.group(1), m.group(2)
+        if raw:
+            if raw in STOP_EN or raw.replace("’", "'") in STOP_EN:
+                continue
+            w = _word(raw)
+            if len(w) == 1 and not w.isdigit() and w.isascii():
+                continue
+            put(w, 1.0)
+            continue
+        if len(cjk) == 1:
+            if cjk not in STOP_ZH_CHARS:
+                put(cjk, 1.0)
+            continue
+        for i in range(len(cjk) - 1):
+            bg = cjk[i : i + 2]
+            if bg in STOP_ZH_WORDS:
+                continue
+            glue = bg[0] in STOP_ZH_CHARS or bg[1] in STOP_ZH_CHARS
+            if glue and bg[0] in STOP_ZH_CHARS and bg[1] in STOP_ZH_CHARS:
+                continue
+            put(bg, _GLUE_BIGRAM_WEIGHT if glue else 1.0)
+        for ch in cjk:
+            if ch not in STOP_ZH_CHARS:
+                put(ch, _UNIGRAM_WEIGHT)
+    return list(out.items())
 
 
 def quote(term: str) -> str:

@@ -1,0 +1,242 @@
+"""Read-path latency: ``should_retrieve`` and ``Retriever.retrieve``.
+
+For each size (default 1k, 10k, 100k memories of one user, plus 20% more
+rows spread over 50 other users) a fresh SQLite file is built with
+deterministic, mixed Chinese/English memories of realistic length, then
+timed with realistic queries (words of a target memory wrapped in zh/en
+question phrasing, half with two turns of context).
+
+    python scripts/bench_latency.py [--sizes 1000,10000,100000] [--queries 300] [--json FILE]
+
+Prints a table; ``--json`` writes the same figures. Results go to
+docs/BENCHMARKS.md with the command that produced them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import random
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from memory.clock import ManualClock, format_ts  # noqa: E402
+from memory.engine import MemoryEngine, content_hash, owner_key  # noqa: E402
+from memory.prefilter import should_retrieve  # noqa: E402
+from memory.retrieval import Retriever  # noqa: E402
+from memory.tokenize import index_text  # noqa: E402
+
+USER = "telegram:1001"
+CATEGORIES = ["identity", "config", "credential", "decision", "solution", "event", "conversation", "temp", "debug"]
+_HAN = (
+    "的一是在不了有和人这中大为上个国我以要他时来用们生到作地于出就分对成会可主发年动同工也能下过子说产种面而方后"
+    "多定行学法所民得经十三之进着等部度家电力里如水化高自二理起小物现实加量都两体制机当使点从业本去把性好应开它合还"
+    "因由其些然前外天政四日那社义事平形相全表间样与关各重新线内数正心反你明看原又么利比或但质气第向道命此变条只没结"
+    "解问意建月公无系军很情者最立代想已通并提直题党程展五果料象员革位入常文总次品式活设及管特件长求老头基资边流路级"
+    "少图山统接知较将组见计别她手角期根论运农指几九区强放决西被干做必战先回则任取据处队南给色光门即保治北造百规热领"
+    "七海口东导器压志世金增争济阶油思术极交受联什认六共权收证改清己美再采转更单风切打白教速花带安场身车例真务具万每"
+    "目至达走积示议声报斗完类八离华名确才科张信马节话米整空元况今集温传土许步群广石记需段研界拉林律叫且究观越织装影"
+)
+_SYL = ["ka", "ro", "ten", "vi", "sa", "lo", "mer", "din", "qu", "ar", "bel", "tor", "ix", "an", "sel", "po", "nu", "gra"]
+EN_STOP = "the a to of and in for with on my is was we I it that at from about".split()
+ZH_GLUE = list("的了在是和把给跟")
+
+
+def _vocab(rng: random.Random) -> tuple[list[str], list[str]]:
+    zh = sorted({rng.choice(_HAN) + rng.choice(_HAN) for _ in range(6000)})
+    en = sorted({"".join(rng.choice(_SYL) for _ in range(rng.randint(2, 3))) for _ in range(8000)})
+    rng.shuffle(zh)
+    rng.shuffle(en)
+    return zh, en
+
+
+def _zipf_weights(n: int) -> list[float]:
+    # Zipf over content words; the head (function words) is added apart, so
+    # the curve starts at rank 30 rather than 1.
+    return [1.0 / (i + 30) ** 1.05 for i in range(n)]
+
+
+class Gen:
+    def __init__(self, seed: int) -> None:
+        self.rng = random.Random(seed)
+        self.zh, self.en = _vocab(self.rng)
+        self.wz = _zipf_weights(len(self.zh))
+        self.we = _zipf_weights(len(self.en))
+
+    def words(self, lang: str, k: int) -> list[str]:
+        pool, w = (self.zh, self.wz) if lang == "zh" else (self.en, self.we)
+        return self.rng.choices(pool, weights=w, k=k)
+
+    def memory(self) -> tuple[str, list[str]]:
+        """A fact of 8-30 words, mostly one language, sometimes mixed."""
+        rng = self.rng
+        lang = rng.choice(["zh", "zh", "en", "en", "mix"])
+        n = rng.randint(8, 30)
+        if lang == "en":
+            ws = self.words("en", n)
+            out = []
+            for w in ws:
+                out.append(w)
+                if rng.random() < 0.4:
+                    out.append(rng.choice(EN_STOP))
+            return " ".join(out).capitalize() + ".", ws
+        ws = self.words("zh", n) if lang == "zh" else [
+            (self.words("en", 1)[0] if rng.random() < 0.3 else self.words("zh", 1)[0]) for _ in range(n)
+        ]
+        out = []
+        for w in ws:
+            out.append(w if w[0] >= "\u3400" else f" {w} ")
+            if rng.random() < 0.35:
+                out.append(rng.choice(ZH_GLUE))
+        return "".join(out).strip() + "。", ws
+
+    def query(self, words: list[str]) -> str:
+        rng = self.rng
+        picked = rng.sample(words, k=min(len(words), rng.randint(2, 4)))
+        if picked[0][0] >= "\u3400":
+            return rng.choice(["我之前说过{}吗？", "{}是什么来着", "还记得{}的事情吗", "上次聊的{}怎么样了"]).format(
+                "".join(picked)
+            )
+        return rng.choice(
+            ["what did I say about {}?", "do you remember the {} thing", "how was {} set up last time?"]
+        ).format(" ".join(picked))
+
+
+async def build(path: Path, size: int, gen: Gen, clock: ManualClock) -> tuple[float, list[list[str]]]:
+    """Fill a fresh DB with direct SQL in one transaction (engine.add is
+    row-at-a-time and would make the 100k build slow)."""
+    t0 = time.perf_counter()
+    eng = await MemoryEngine.open(path, clock)
+    samples: list[list[str]] = []
+    try:
+        base = clock.now().timestamp()
+        others = [f"feishu:ou_{i}" for i in range(50)]
+        mem_rows = []
+        for i in range(int(size * 1.2)):
+            owner = USER if i < size else gen.rng.choice(others)
+            text, ws = gen.memory()
+            if owner == USER and len(samples) < 2000 and gen.rng.random() < 0.05:
+                samples.append(ws)
+            ts = format_ts(clock.now().fromtimestamp(base - gen.rng.uniform(0, 365 * 86400), clock.now().tzinfo))
+            mem_rows.append(
+                (
+                    i + 1,
+                    owner,
+                    gen.rng.choice([1, 2, 2, 2, 2]),
+                    gen.rng.choice(["_global", "myclaw", "webshop", "infra"]),
+                    gen.rng.choice(CATEGORIES),
+                    text,
+                    content_hash(text),
+                    round(gen.rng.uniform(0.2, 1.0), 2),
+                    ts,
+                )
+            )
+        async with eng.db.transaction() as conn:
+            await conn.executemany(
+                """INSERT INTO memories (id, owner, tier, project, category, content, content_hash, importance,
+                       created_at, updated_at, last_accessed) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
+                [(*r, r[-1], r[-1]) for r in mem_rows],
+            )
+            await conn.executemany(
+                "INSERT INTO memories_fts(rowid, owner, text) VALUES (?, ?, ?)",
+                [(r[0], owner_key(r[1]), index_text(r[5])) for r in mem_rows],
+            )
+    finally:
+        await eng.close()
+    return time.perf_counter() - t0, samples
+
+
+def pct(xs: list[float], p: float) -> float:
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(round(p / 100 * (len(xs) - 1))))]
+
+
+PREFILTER_MESSAGES = [
+    "好的", "继续", "ok", "thanks!", "我之前说过我的服务器密码是什么吗？", "do you remember which editor I use?",
+    "帮我写个函数，把列表去重", "translate this paragraph into English please", "上周部署 myclaw 的时候遇到什么问题了",
+    "what's my wife's birthday again", "```python\nprint('hi')\nfor i in range(3):\n    pass\n```",
+    "今天天气不错，我们下午去公园散步，顺便买点水果回来吧", "lol", "can you explain how TCP handshakes work",
+    "webshop 的数据库迁移做完了吗", "I prefer pnpm over npm for the frontend", "嗯嗯", "收到，谢谢",
+    "Remind me what we decided about the cache TTL", "帮忙润色一下这段文字：今天的会议很成功",
+] * 5
+
+
+def bench_prefilter() -> dict[str, float]:
+    projects = ["myclaw", "webshop", "infra"]
+    for m in PREFILTER_MESSAGES:  # warm the regex caches
+        should_retrieve(m, projects)
+    samples: list[float] = []
+    for _ in range(50):
+        for m in PREFILTER_MESSAGES:
+            t = time.perf_counter_ns()
+            should_retrieve(m, projects)
+            samples.append((time.perf_counter_ns() - t) / 1000)
+    return {"p50_us": pct(samples, 50), "p95_us": pct(samples, 95), "mean_us": statistics.fmean(samples)}
+
+
+async def bench_size(size: int, queries: int, seed: int) -> dict[str, float]:
+    gen = Gen(seed)
+    clock = ManualClock("2026-03-01T12:00:00Z")
+    with tempfile.TemporaryDirectory() as d:
+        path = Path(d) / "bench.db"
+        build_s, samples = await build(path, size, gen, clock)
+        eng = await MemoryEngine.open(path, clock)
+        try:
+            r = Retriever(eng)
+            qs = [gen.query(gen.rng.choice(samples)) for _ in range(queries)]
+            ctx = [gen.memory()[0], gen.memory()[0]]
+            for q in qs[:20]:  # warm page cache and statement cache
+                await r.retrieve(USER, q)
+            times: list[float] = []
+            found = 0
+            for i, q in enumerate(qs):
+                t = time.perf_counter()
+                hits = await r.retrieve(USER, q, context=ctx if i % 2 else ())
+                times.append((time.perf_counter() - t) * 1000)
+                found += bool(hits)
+        finally:
+            await eng.close()
+        db_mb = path.stat().st_size / 1e6
+    return {
+        "memories": size,
+        "rows_total": int(size * 1.2),
+        "build_s": round(build_s, 1),
+        "db_mb": round(db_mb, 1),
+        "p50_ms": round(pct(times, 50), 2),
+        "p95_ms": round(pct(times, 95), 2),
+        "max_ms": round(max(times), 2),
+        "with_hits": round(found / len(qs), 3),
+    }
+
+
+async def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sizes", default="1000,10000,100000")
+    ap.add_argument("--queries", type=int, default=300)
+    ap.add_argument("--seed", type=int, default=7)
+    ap.add_argument("--json", dest="json_path")
+    a = ap.parse_args()
+    pre = bench_prefilter()
+    print(f"should_retrieve: p50 {pre['p50_us']:.1f} us  p95 {pre['p95_us']:.1f} us  mean {pre['mean_us']:.1f} us")
+    rows = []
+    print(f"{'memories':>9} {'rows':>8} {'build s':>8} {'db MB':>7} {'p50 ms':>7} {'p95 ms':>7} {'max ms':>7} {'hits':>5}")
+    for size in (int(s) for s in a.sizes.split(",")):
+        res = await bench_size(size, a.queries, a.seed)
+        rows.append(res)
+        print(
+            f"{res['memories']:>9} {res['rows_total']:>8} {res['build_s']:>8} {res['db_mb']:>7} "
+            f"{res['p50_ms']:>7} {res['p95_ms']:>7} {res['max_ms']:>7} {res['with_hits']:>5}",
+            flush=True,
+        )
+    if a.json_path:
+        Path(a.json_path).write_text(json.dumps({"should_retrieve": pre, "retrieve": rows}, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

@@ -1,0 +1,211 @@
+from __future__ import annotations
+
+from datetime import timedelta
+
+from memory import Category, ManualClock, MemoryEngine, NewMemory, Provenance
+from memory.clock import format_ts
+from memory.retrieval import MIN_RELEVANCE, Retriever
+from memory.tokenize import TOKENIZER_VERSION
+
+
+async def add(engine: MemoryEngine, owner: str, content: str, *, at: str | None = None, **kw: object) -> int:
+    return (await engine.add(NewMemory(owner=owner, content=content, **kw), at=at)).id  # type: ignore[arg-type]
+
+
+async def ids(r: Retriever, user: str, query: str, **kw: object) -> list[int]:
+    return [h.id for h in await r.retrieve(user, query, **kw)]  # type: ignore[arg-type]
+
+
+# -- relevance --------------------------------------------------------------
+
+
+async def test_english_stemmed_match_ranks_first(engine: MemoryEngine) -> None:
+    target = await add(engine, "alice", "Alice prefers pnpm as her package manager")
+    for text in [
+        "Alice deployed the web app on Friday",
+        "Alice's manager is called Bob",
+        "The team uses npm in CI",
+        "Alice drinks coffee every morning",
+    ]:
+        await add(engine, "alice", text)
+    r = Retriever(engine)
+    assert (await ids(r, "alice", "what package manager do I prefer?"))[0] == target
+    assert (await ids(r, "alice", "which packages did I say I preferred"))[0] == target
+
+
+async def test_chinese_two_character_word_inside_sentence_ranks_first(engine: MemoryEngine) -> None:
+    target = await add(engine, "u", "我的服务器部署密码是 hunter2，存在 vault 里", category=Category.CREDENTIAL)
+    for text in ["部署脚本放在 ops 仓库", "每天早上喝一杯咖啡", "数据库用的是 PostgreSQL 15", "周五下午部署到生产环境"]:
+        await add(engine, "u", text)
+    r = Retriever(engine)
+    assert (await ids(r, "u", "我之前说的密码是什么？"))[0] == target
+    assert (await ids(r, "u", "部署密码"))[0] == target
+
+
+async def test_chinese_longer_phrase_and_single_character(engine: MemoryEngine) -> None:
+    cat = await add(engine, "u", "家里的猫叫咪咪，三岁了")
+    ml = await add(engine, "u", "机器学习课程下周一开始")
+    await add(engine, "u", "学习英语每天半小时")
+    await add(engine, "u", "机器人比赛得了二等奖")
+    await add(engine, "u", "狗叫旺财")
+    r = Retriever(engine)
+    assert (await ids(r, "u", "猫"))[0] == cat
+    assert (await ids(r, "u", "机器学习什么时候开始"))[0] == ml
+
+
+async def test_mixed_chinese_english_query(engine: MemoryEngine) -> None:
+    target = await add(engine, "u", "myclaw 部署在阿里云杭州节点")
+    await add(engine, "u", "myclaw 用 Python 写的")
+    await add(engine, "u", "博客部署在 Vercel")
+    r = Retriever(engine)
+    assert (await ids(r, "u", "myclaw部署在哪里"))[0] == target
+
+
+async def test_tiny_collection_gets_a_real_score(engine: MemoryEngine) -> None:
+    # FTS5's bm25() gives ~1e-6 here (IDF clamped when a term is in every row).
+    mid = await add(engine, "solo", "Solo keeps the wifi password on the fridge")
+    hits = await Retriever(engine).retrieve("solo", "wifi password")
+    assert [h.id for h in hits] == [mid]
+    assert hits[0].score > 0.7
+
+
+async def test_score_is_per_hit_not_relative_to_the_result_set(engine: MemoryEngine) -> None:
+    weak = await add(engine, "u", "the garden hose is green")
+    r = Retriever(engine)
+    alone = await r.retrieve("u", "garden hose repair kit")
+    await add(engine, "u", "the garden hose repair kit is in the garage")
+    together = await r.retrieve("u", "garden hose repair kit")
+    # Min-max scaling would make the only hit score 1.0 and then drop it to 0.
+    assert alone[0].id == weak and alone[0].score < 0.8
+    assert together[0].id != weak and together[0].score > alone[0].score
+    assert [h.score for h in together if h.id == weak][0] > MIN_RELEVANCE
+
+
+async def test_stop_words_alone_retrieve_nothing(engine: MemoryEngine) -> None:
+    await add(engine, "u", "what do you remember about me")
+    assert await Retriever(engine).retrieve("u", "what do you remember?") == []
+    assert await Retriever(engine).retrieve("u", "你还记得什么吗") == []
+
+
+async def test_context_helps_but_counts_less_than_the_message(engine: MemoryEngine) -> None:
+    redis = await add(engine, "u", "the redis cache listens on port 6380")
+    pg = await add(engine, "u", "postgres listens on port 5433")
+    r = Retriever(engine)
+    vague = await ids(r, "u", "which port was it?", context=["we set up the redis cache yesterday"])
+    assert vague[0] == redis
+    # The message names postgres; redis only in context must not win.
+    direct = await ids(r, "u", "which port does postgres use?", context=["the redis cache was slow"])
+    assert direct[0] == pg
+
+
+async def test_named_project_partition_is_favoured(engine: MemoryEngine) -> None:
+    infra = await add(engine, "u", "deploys happen with ansible", project="infra")
+    shop = await add(engine, "u", "deploys happen with ansible too", project="webshop")
+    r = Retriever(engine)
+    assert (await ids(r, "u", "how do webshop deploys happen"))[0] == shop
+    assert (await ids(r, "u", "how do infra deploys happen"))[0] == infra
+
+
+# -- scoping ----------------------------------------------------------------
+
+
+async def test_user_never_sees_another_users_rows_but_both_see_global(engine: MemoryEngine) -> None:
+    a = await add(engine, "telegram:1", "my bank pin is 4321")
+    g = await add(engine, "_global", "the bank holiday is on monday")
+    r = Retriever(engine)
+    assert set(await ids(r, "telegram:1", "bank pin")) == {a, g}
+    assert await ids(r, "feishu:ou_2", "bank pin") == [g]
+    assert a not in [h.id for h in await r.search_events("feishu:ou_2", "bank pin")]
+
+
+async def test_group_chat_excludes_credentials(engine: MemoryEngine) -> None:
+    cred = await add(engine, "u", "the router password is swordfish", category=Category.CREDENTIAL)
+    other = await add(engine, "u", "the router is in the hallway", category=Category.CONFIG)
+    r = Retriever(engine)
+    assert cred in await ids(r, "u", "router password")
+    assert await ids(r, "u", "router password", private=False) == [other]
+
+
+async def test_inactive_rows_are_not_retrieved(engine: MemoryEngine) -> None:
+    old = await add(engine, "u", "I use npm for the frontend")
+    new = await add(engine, "u", "I use pnpm for the frontend now")
+    await engine.set_status(old, "superseded", superseded_by=new)
+    assert await ids(Retriever(engine), "u", "frontend package tool npm pnpm") == [new]
+
+
+# -- decay and importance -----------------------------------------------------
+
+
+async def test_old_temp_fact_loses_to_fresh_one_of_equal_relevance(engine: MemoryEngine, clock: ManualClock) -> None:
+    old_at = format_ts(clock.now() - timedelta(days=60))
+    old = await add(engine, "u", "build cache lives in /tmp/cache-a", category=Category.TEMP, at=old_at)
+    fresh = await add(engine, "u", "build cache lives in /tmp/cache-b", category=Category.TEMP)
+    assert await ids(Retriever(engine), "u", "where does the build cache live") == [fresh, old]
+
+
+async def test_identity_never_decays(engine: MemoryEngine, clock: ManualClock) -> None:
+    old_at = format_ts(clock.now() - timedelta(days=900))
+    await add(engine, "u", "my name is Li Lei", category=Category.IDENTITY, importance=0.9, at=old_at)
+    await add(engine, "u", "my name is Han Meimei", category=Category.IDENTITY, importance=0.9)
+    hits = await Retriever(engine).retrieve("u", "name")
+    assert len(hits) == 2 and abs(hits[0].score - hits[1].score) < 1e-9
+
+
+async def test_importance_never_lifts_an_unrelated_memory_above_the_answer(
+    engine: MemoryEngine, clock: ManualClock
+) -> None:
+    old_at = format_ts(clock.now() - timedelta(days=45))
+    answer = await add(engine, "u", "the staging database password rotates monthly", category=Category.TEMP,
+                       importance=0.1, at=old_at)
+    await add(engine, "u", "my staging server is in Frankfurt", category=Category.IDENTITY, importance=1.0)
+    assert (await ids(Retriever(engine), "u", "staging database password"))[0] == answer
+
+
+async def test_now_defaults_to_the_engine_clock(engine: MemoryEngine, clock: ManualClock) -> None:
+    a = await add(engine, "u", "parking spot is B12", category=Category.TEMP)
+    clock.advance(timedelta(days=30))
+    b = await add(engine, "u", "parking spot is C7", category=Category.TEMP)
+    r = Retriever(engine)
+    assert await ids(r, "u", "parking spot") == [b, a]
+    # Seen from the day a was written, b does not exist yet in its decay terms.
+    back = await r.retrieve("u", "parking spot", now=clock.now() - timedelta(days=30))
+    assert {h.id for h in back} == {a, b}
+
+
+# -- events and budget --------------------------------------------------------
+
+
+async def test_event_hits_carry_provenance_for_citation(engine: MemoryEngine) -> None:
+    ev = await engine.add_event(
+        "u", "2026-02-20", "Discussed moving the blog to Hugo", channel="telegram", chat_id="42",
+        provenance=Provenance(message_ids=("m1", "m2")),
+    )
+    await engine.add_event("u", "2026-02-21", "Talked about dinner plans")
+    hits = await Retriever(engine).search_events("u", "blog hugo")
+    assert [h.id for h in hits] == [ev.id]
+    h = hits[0]
+    assert h.provenance.channel == "telegram" and h.provenance.message_ids == ("m1", "m2")
+    assert h.citation() == f"[e{ev.id} · 2026-02-20 · telegram chat 42]"
+
+
+async def test_retrieve_returns_at_most_five_within_the_token_budget(engine: MemoryEngine) -> None:
+    for i in range(12):
+        await add(engine, "u", f"kubernetes note {i}: " + "pods restart on failure " * 30)
+    r = Retriever(engine, token_budget=200)
+    hits = await r.retrieve("u", "kubernetes pods")
+    assert 1 <= len(hits) < 5  # 300 characters is ~80 tokens, so 200 tokens fit two
+    assert len(await Retriever(engine).retrieve("u", "kubernetes pods")) == 5
+    assert len(await r.retrieve("u", "kubernetes pods", limit=8)) == 8
+
+
+async def test_tokenizer_change_reindexes_on_open(tmp_path, clock: ManualClock) -> None:  # type: ignore[no-untyped-def]
+    path = tmp_path / "m.db"
+    async with await MemoryEngine.open(path, clock) as eng:
+        mid = await add(eng, "u", "Alice prefers pnpm")
+        async with eng.db.transaction() as conn:
+            await conn.execute("UPDATE memories_fts SET text = 'alice prefers pnpm' WHERE rowid = ?", (mid,))
+            await conn.execute("UPDATE meta SET value = 'old' WHERE key = 'tokenizer'")
+    async with await MemoryEngine.open(path, clock) as eng:
+        row = await eng.db.fetchone("SELECT value FROM meta WHERE key = 'tokenizer'")
+        assert row is not None and row[0] == TOKENIZER_VERSION
+        assert await ids(Retriever(eng), "u", "preferred") == [mid]

@@ -1,0 +1,59 @@
+from __future__ import annotations
+
+from memory.tokenize import index_terms, index_text, normalize, query_terms, quote, stem
+
+
+def test_cjk_run_gives_characters_and_bigrams() -> None:
+    assert index_terms("部署密码") == ["部", "部署", "署", "署密", "密", "密码", "码"]
+
+
+def test_two_character_word_inside_sentence_is_an_index_term() -> None:
+    terms = set(index_terms("我的部署密码是hunter2，每天早上喝咖啡"))
+    assert {"部署", "密码", "咖啡", "hunter2"} <= terms
+
+
+def test_mixed_chinese_english_splits_at_script_boundary() -> None:
+    assert index_terms("用pnpm管理") == ["用", "pnpm", "管", "管理", "理"]
+
+
+def test_english_is_stemmed_the_same_way_in_index_and_query() -> None:
+    assert stem("prefers") == stem("preferred") == stem("preference") == "prefer"
+    idx = set(index_terms("Alice prefers pnpm"))
+    q = {t for t, _ in query_terms("what package manager do I prefer?")}
+    assert "prefer" in idx & q
+
+
+def test_possessive_is_dropped() -> None:
+    assert index_terms("Alice's laptop") == ["alic", "laptop"]
+
+
+def test_normalize_full_width_and_case() -> None:
+    assert index_terms("ＭｙＣｌａｗ　ＶＥＲＳＩＯＮ ２") == ["myclaw", "version", "2"]
+
+
+def test_query_drops_stop_words_in_both_languages() -> None:
+    assert [t for t, _ in query_terms("what did I say about the deployment?")] == ["deploy"]
+    terms = dict(query_terms("我之前说过的部署密码是什么"))
+    assert "之前" not in terms and "什么" not in terms and "说过" not in terms
+    assert terms["部署"] == 1.0 and terms["密码"] == 1.0
+
+
+def test_single_character_query_is_full_weight_and_inner_characters_weak() -> None:
+    assert query_terms("猫") == [("猫", 1.0)]
+    terms = dict(query_terms("烤鸭"))
+    assert terms["烤鸭"] == 1.0 and terms["烤"] < 0.5 and terms["鸭"] < 0.5
+
+
+def test_bigram_across_a_grammar_character_is_weak() -> None:
+    terms = dict(query_terms("喜欢的咖啡"))
+    assert terms["咖啡"] == 1.0 and terms["欢的"] < 1.0
+
+
+def test_hostile_text_is_only_ever_data() -> None:
+    assert normalize("a\x00b\ud800c") == "a bc"
+    assert index_text('NEAR("x" y) * ^col: AND OR NOT 🤖') == "near x y col and or not"
+    assert query_terms("\ud800\x00") == []
+
+
+def test_quote_doubles_quotes() -> None:
+    assert quote('say "hi"') == '"say ""hi"""'
