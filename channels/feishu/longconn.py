@@ -50,7 +50,10 @@ class LongConnection:
         self._ws_loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._client: Any = None
+        # Guards _stopping/_cleaning/_client between stop() and the SDK thread.
+        self._state = threading.Lock()
         self._stopping = False
+        self._cleaning = False
         self._holds_lock = False
         self.error: BaseException | None = None  # why the SDK gave up, if it did
 
@@ -74,14 +77,17 @@ class LongConnection:
     async def stop(self, timeout: float = 10.0) -> None:
         """Stop the SDK loop and wait for its thread; safe to call twice."""
         thread, ws_loop = self._thread, self._ws_loop
-        if thread is None or ws_loop is None or self._stopping:
+        if thread is None or ws_loop is None:
             return
-        self._stopping = True
-        if not ws_loop.is_closed():
-            try:
+        with self._state:
+            first = not self._stopping
+            self._stopping = True
+            if self._client is not None:
+                # Without this the SDK treats the stop as a lost connection
+                # and reconnects (start() catches the loop's RuntimeError).
+                self._client._auto_reconnect = False
+            if first and not self._cleaning and not ws_loop.is_closed():
                 ws_loop.call_soon_threadsafe(ws_loop.stop)
-            except RuntimeError:
-                pass  # closed in between: the thread is already finishing
         await asyncio.to_thread(thread.join, timeout)
         if thread.is_alive():
             # Stuck in the SDK's blocking endpoint request; it is a daemon
@@ -112,7 +118,7 @@ class LongConnection:
                 .register_p2_customized_event(MESSAGE_EVENT, self._on_sdk_event)
                 .build()
             )
-            client = self._client = lark.ws.Client(
+            client = lark.ws.Client(
                 self._app_id,
                 self._app_secret,
                 event_handler=handler,
@@ -120,6 +126,10 @@ class LongConnection:
                 log_level=lark.LogLevel.WARNING,  # INFO lines carry the connection URL with its ticket
                 auto_reconnect=True,
             )
+            with self._state:
+                self._client = client
+                if self._stopping:  # stopped while the SDK was still importing
+                    return
             self._log.info("feishu long connection starting")
             client.start()
         except RuntimeError:
@@ -155,26 +165,25 @@ class LongConnection:
             raise
 
     def _shutdown_sdk(self, loop: asyncio.AbstractEventLoop, client: Any) -> None:
+        with self._state:
+            self._cleaning = True  # from now on stop() only joins
         try:
+            # One loop iteration runs off a stop() that arrived after the SDK
+            # had already given up, so it cannot cut the cleanup short.
+            loop.call_soon(loop.stop)
+            loop.run_forever()
             if client is not None:
                 client._auto_reconnect = False
-                tasks = asyncio.all_tasks(loop)
+                # Cancel the SDK's tasks before closing the socket: its receive
+                # loop would log every orderly close as an error.
+                tasks = self._cancel_all(loop)
                 conn = client._conn
                 if conn is not None:
                     try:
                         loop.run_until_complete(asyncio.wait_for(conn.close(), 3))
                     except (Exception, asyncio.CancelledError) as exc:
                         self._log.debug("closing the feishu websocket failed", error=repr(exc))
-                tasks |= asyncio.all_tasks(loop)
-                # The SDK's ping loop sleeps in a `finally`, so one cancel may
-                # not end it: cancel, wait a little, repeat.
-                for _ in range(3):
-                    pending = [t for t in tasks if not t.done()]
-                    if not pending:
-                        break
-                    for t in pending:
-                        t.cancel()
-                    loop.run_until_complete(asyncio.wait(pending, timeout=1.0))
+                tasks |= self._cancel_all(loop)
                 for t in tasks:
                     if t.done() and not t.cancelled():
                         t.exception()  # retrieved: no "exception was never retrieved" noise
@@ -182,6 +191,20 @@ class LongConnection:
         finally:
             loop.close()
             self._log.info("feishu long connection stopped")
+
+    @staticmethod
+    def _cancel_all(loop: asyncio.AbstractEventLoop) -> set[asyncio.Task[Any]]:
+        tasks = asyncio.all_tasks(loop)
+        # The SDK's ping loop sleeps in a `finally`, so one cancel may not
+        # end it: cancel, wait a little, repeat.
+        for _ in range(3):
+            pending = [t for t in tasks if not t.done()]
+            if not pending:
+                break
+            for t in pending:
+                t.cancel()
+            loop.run_until_complete(asyncio.wait(pending, timeout=1.0))
+        return tasks
 
 
 def _route_sdk_logs_through_root() -> None:

@@ -1,0 +1,84 @@
+"""Long connection mode: lark-oapi's real websocket client against the fake's
+``/callback/ws/endpoint`` and protobuf frame protocol."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import AsyncIterator
+
+import pytest
+
+from channels.base import ChannelFatalError
+from channels.feishu import FeishuChannel
+from gateway.bus import MessageBus, OutboundMessage
+from gateway.config import FeishuConfig
+from tests.fakes.feishu_server import FakeFeishu, Frame, decode_frame, encode_frame
+
+# The first use imports lark-oapi in the SDK thread: seconds on a busy machine.
+CONNECT_TIMEOUT = 60.0
+
+
+@pytest.fixture
+async def fake() -> AsyncIterator[FakeFeishu]:
+    async with FakeFeishu() as f:
+        yield f
+
+
+def ws_config(fake: FakeFeishu) -> FeishuConfig:
+    return FeishuConfig(enabled=True, app_id=fake.app_id, app_secret=fake.app_secret, mode="websocket", domain=fake.url)
+
+
+def test_frame_codec_round_trip() -> None:
+    f = Frame(SeqID=3, LogID=2**40, service=7, method=1, headers={"type": "event", "sum": "1"}, payload=b"{}", LogIDNew="x")
+    assert decode_frame(encode_frame(f)) == f
+
+
+async def test_long_connection_event_end_to_end(fake: FakeFeishu) -> None:
+    ch = FeishuChannel(ws_config(fake), MessageBus())
+    await ch.start()
+    try:
+        await fake.wait_ws_connected(CONNECT_TIMEOUT)
+        event = fake.message_event("via websocket", chat_id="oc_ws", open_id="ou_ws")
+        ack = await fake.push_ws_event(event)
+        assert ack["code"] == 200 and "biz_rt" in ack["headers"]  # the SDK's ACK frame
+        msg = await asyncio.wait_for(ch.bus.consume_inbound(), 5)
+        assert (msg.chat_id, msg.sender_id, msg.text) == ("oc_ws", "ou_ws", "via websocket")
+        assert msg.metadata["event_id"] == event["header"]["event_id"]
+
+        # Redelivery of the same event: ACKed, not published again.
+        assert (await fake.push_ws_event(event))["code"] == 200
+        await asyncio.sleep(0.1)
+        assert ch.bus.inbound.empty()
+
+        await ch.send(OutboundMessage("feishu", msg.chat_id, "pong", reply_to=msg.message_id))
+        assert fake.sent[-1]["kind"] == "reply" and fake.sent[-1]["chat_id"] == "oc_ws"
+        assert fake.ws_pings >= 1
+    finally:
+        await asyncio.wait_for(ch.stop(), 20)
+        await ch.stop()
+    assert not any(t.name == "feishu-longconn" for t in threading.enumerate())
+    # Stopped for good: the SDK does not reconnect behind our back.
+    connects = fake.ws_connects
+    await asyncio.sleep(1.5)
+    assert fake.ws_connects == connects
+
+    # The module-level guard is released: a second channel may run afterwards,
+    # while a concurrent one is refused.
+    again = FeishuChannel(ws_config(fake), MessageBus())
+    await again.start()
+    try:
+        third = FeishuChannel(ws_config(fake), MessageBus())
+        with pytest.raises(ChannelFatalError, match="already runs"):
+            await third.start()
+        await third.stop()
+        await fake.wait_ws_connected(CONNECT_TIMEOUT)
+    finally:
+        await asyncio.wait_for(again.stop(), 20)
+
+
+async def test_stop_right_after_start_ends_the_sdk_thread(fake: FakeFeishu) -> None:
+    ch = FeishuChannel(ws_config(fake), MessageBus())
+    await ch.start()
+    await asyncio.wait_for(ch.stop(), 20)
+    assert not any(t.name == "feishu-longconn" for t in threading.enumerate())
