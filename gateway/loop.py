@@ -1,0 +1,410 @@
+"""The process loop (seed 10.3), for every inbound message:
+
+    resolve user -> should_retrieve -> recall -> prompt -> agent (LLM)
+    -> outbound reply -> buffer user + assistant turns (background)
+
+Concurrency: each chat (``session_key``) has a FIFO queue drained by one
+worker task, so a chat's messages are answered in order while different
+chats run side by side, at most ``max_concurrent_chats`` of them inside the
+pipeline at once. One slow LLM call holds one slot, not the loop. At most
+``max_pending`` messages wait inside the loop; beyond that the dispatcher
+stops taking from the bus, whose bounded queue then pushes back on the
+channels.
+
+Buffering order (nothing leaves the Tier 0 window unremembered): a turn's
+rows are handed to ``MemoryBackend.buffer`` in a background task, so the
+reply never waits for it. The *next* message of the same chat first waits
+for that task (:meth:`ProcessLoop._settle`) and buffers any row still
+marked unbuffered (a crash, a failed write) before it reads the window, so
+by the time the window can slide past a message, memory has it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+import time
+from collections import deque
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+
+import structlog
+
+from memory.backend import MemoryBackend
+from memory.identity import IdentityMap
+from memory.prefilter import should_retrieve
+from memory.types import Hit
+
+from .agent import Agent, AgentReply, apology
+from .bus import InboundMessage, MessageBus, OutboundMessage
+from .prompt import PromptBuilder
+from .sessions import SessionStore, StoredMessage
+from .tools import ToolContext
+
+__all__ = ["HELP_TEXT", "LoopStats", "ProcessLoop", "parse_command"]
+
+# Lazy: resolved at each call, so it follows configure_logging (and its
+# redaction) even though this module is imported before logging is set up.
+log = structlog.get_logger(component="gateway")
+
+KnownProjects = Callable[[str], Awaitable[Iterable[str]]]
+
+HELP_TEXT = """myclaw remembers what matters across conversations.
+
+/new  start a fresh conversation (long-term memory is kept)
+/help this message
+
+In a group, mention me or reply to me to get an answer."""
+
+_NEW_TEXT = "New conversation started. I still remember what you told me before."
+_NEW_TEXT_ZH = "已开始新的对话。之前告诉我的事我仍然记得。"
+
+_COMMAND = re.compile(r"^(?:@\S+\s+)?/([a-z_]+)(?:@\S+)?\s*$", re.IGNORECASE)
+_CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff]")
+_CONTEXT_TURNS = 4  # recent messages recall may use to disambiguate a short message
+
+
+def parse_command(text: str) -> str | None:
+    """``"/new"``, ``"/new@my_bot"``, ``"@my_bot /help"`` -> ``"new"`` / ``"help"``."""
+    m = _COMMAND.match(text.strip())
+    return m.group(1).lower() if m else None
+
+
+def _percentile(values: Sequence[float], q: float) -> float:
+    if not values:
+        return 0.0
+    s = sorted(values)
+    return s[min(len(s) - 1, int(q * len(s)))]
+
+
+@dataclass
+class LoopStats:
+    """Counters for tests, logs and ``scripts/bench_gateway.py``.
+
+    ``added_ms`` is what the gateway adds to a reply: time from the loop
+    taking the message off the bus to publishing the reply, minus the LLM.
+    """
+
+    received: int = 0
+    replied: int = 0
+    ignored: int = 0  # group messages without a mention
+    commands: int = 0
+    failed: int = 0  # answered with an apology
+    errors: int = 0  # unexpected exceptions (logged)
+    retrievals: int = 0
+    buffered: int = 0  # rows handed to memory
+    buffer_errors: int = 0
+    added_ms: deque[float] = field(default_factory=lambda: deque(maxlen=200_000))
+    retrieval_ms: deque[float] = field(default_factory=lambda: deque(maxlen=200_000))
+    llm_ms: deque[float] = field(default_factory=lambda: deque(maxlen=200_000))
+
+    def summary(self) -> dict[str, float]:
+        added = list(self.added_ms)
+        return {
+            "received": self.received,
+            "replied": self.replied,
+            "failed": self.failed,
+            "added_p50_ms": round(_percentile(added, 0.50), 3),
+            "added_p95_ms": round(_percentile(added, 0.95), 3),
+            "added_max_ms": round(max(added, default=0.0), 3),
+        }
+
+
+@dataclass
+class _Item:
+    msg: InboundMessage
+    received: float  # perf_counter when the loop took it
+    user: str | None = None  # set for jobs: run as this user
+    future: asyncio.Future[str] | None = None  # set for jobs: the reply
+    counted: bool = True  # holds a max_pending slot
+
+
+class ProcessLoop:
+    def __init__(
+        self,
+        *,
+        bus: MessageBus,
+        sessions: SessionStore,
+        backend: MemoryBackend,
+        agent: Agent,
+        prompts: PromptBuilder,
+        identities: IdentityMap | None = None,
+        known_projects: KnownProjects | None = None,
+        max_concurrent_chats: int = 64,
+        max_pending: int = 1000,
+    ) -> None:
+        self.bus = bus
+        self.sessions = sessions
+        self.backend = backend
+        self.agent = agent
+        self.prompts = prompts
+        self.identities = identities or IdentityMap()
+        self.known_projects = known_projects
+        self.stats = LoopStats()
+        self._slots = asyncio.Semaphore(max_concurrent_chats)
+        self._pending = asyncio.Semaphore(max_pending)
+        self._queues: dict[str, deque[_Item]] = {}
+        self._workers: dict[str, asyncio.Task[None]] = {}
+        self._buffering: dict[str, asyncio.Task[None]] = {}
+        self._closed = False
+
+    # -- dispatch ---------------------------------------------------------------
+
+    async def run(self) -> None:
+        """Take messages off the bus until cancelled."""
+        while True:
+            await self._pending.acquire()
+            try:
+                msg = await self.bus.consume_inbound()
+            except BaseException:
+                self._pending.release()
+                raise
+            self.stats.received += 1
+            self._enqueue(_Item(msg, time.perf_counter()))
+
+    def _enqueue(self, item: _Item) -> None:
+        if self._closed:
+            raise RuntimeError("process loop is closed")
+        key = item.msg.session_key
+        q = self._queues.get(key)
+        if q is None:
+            q = self._queues[key] = deque()
+        q.append(item)
+        if key not in self._workers:
+            self._workers[key] = asyncio.create_task(self._work(key, q), name=f"chat:{key}")
+
+    async def _work(self, key: str, q: deque[_Item]) -> None:
+        try:
+            while q:
+                item = q.popleft()
+                try:
+                    await self._settle(key)
+                    async with self._slots:
+                        text = await self._handle(item)
+                    if item.future is not None and not item.future.done():
+                        item.future.set_result(text)
+                except asyncio.CancelledError:
+                    if item.future is not None and not item.future.done():
+                        item.future.cancel()
+                    raise
+                except Exception as exc:  # one bad message must not stop the chat
+                    self.stats.errors += 1
+                    log.error("handling a message failed", chat=key, error=repr(exc), exc_info=True)
+                    if item.future is not None:
+                        if not item.future.done():
+                            item.future.set_exception(exc)
+                    elif not item.msg.is_group or item.msg.mentioned or item.msg.reply_to_bot:
+                        await self._apologise(item.msg)
+                finally:
+                    if item.counted:
+                        self._pending.release()
+        finally:
+            # No await between the last `while q` check and here, so no
+            # message can slip into a queue nobody drains.
+            self._workers.pop(key, None)
+            if not q:
+                self._queues.pop(key, None)
+
+    # -- one message ------------------------------------------------------------
+
+    async def _handle(self, item: _Item) -> str:
+        msg = item.msg
+        if item.user is None and msg.is_group and not (msg.mentioned or msg.reply_to_bot):
+            self.stats.ignored += 1
+            return ""
+        user = item.user or self.identities.resolve(msg.channel, msg.sender_id)
+        private = not msg.is_group
+        key = msg.session_key
+
+        command = parse_command(msg.text) if item.user is None else None
+        if command in ("new", "help", "start"):
+            self.stats.commands += 1
+            if command == "new":
+                await self.sessions.new_session(key, channel=msg.channel, chat_id=msg.chat_id)
+                text = _NEW_TEXT_ZH if _CJK.search(msg.text) else _NEW_TEXT
+            else:
+                text = HELP_TEXT
+            await self._reply(msg, text)
+            return text
+
+        started = item.received
+        t0 = time.perf_counter()
+        history = await self.sessions.window(key)
+        hits = await self._recall(user, msg.text, history, private=private)
+        retrieval_ms = (time.perf_counter() - t0) * 1000
+
+        ctx = ToolContext(
+            user=user,
+            channel=msg.channel,
+            chat_id=msg.chat_id,
+            private=private,
+            message_id=msg.message_id,
+            sender_id=msg.sender_id,
+        )
+        system = await self.prompts.system_prompt(user, private=private, tools=bool(self.agent.tools_for(ctx)))
+        messages = self.prompts.messages(system, history, msg.text, self.prompts.memory_block(hits))
+        # The user's message is durable before the LLM runs: a crash during
+        # the call still leaves it in Tier 0 and, via _settle, in memory.
+        user_row = await self.sessions.append(
+            key,
+            channel=msg.channel,
+            chat_id=msg.chat_id,
+            role="user",
+            content=msg.text,
+            owner=user,
+            sender_id=msg.sender_id or ("cron" if item.user else ""),
+            message_id=msg.message_id,
+        )
+        reply: AgentReply = await self.agent.run(messages, ctx, user_text=msg.text)
+        rows = [user_row]
+        if reply.ok:  # an apology is not part of the conversation
+            rows.append(
+                await self.sessions.append(
+                    key,
+                    channel=msg.channel,
+                    chat_id=msg.chat_id,
+                    role="assistant",
+                    content=reply.text,
+                    owner=user,
+                    message_id=user_row.message_id,
+                )
+            )
+        else:
+            self.stats.failed += 1
+        await self._reply(msg, reply.text)
+        total_ms = (time.perf_counter() - started) * 1000
+        self.stats.added_ms.append(max(0.0, total_ms - reply.llm_ms))
+        self.stats.retrieval_ms.append(retrieval_ms)
+        self.stats.llm_ms.append(reply.llm_ms)
+        if log_debug_enabled():
+            log.debug(
+                "message handled",
+                channel=msg.channel,
+                chat_id=msg.chat_id,
+                user=user,
+                hits=len(hits),
+                tools=list(reply.tools_used),
+                ok=reply.ok,
+                retrieval_ms=round(retrieval_ms, 2),
+                llm_ms=round(reply.llm_ms, 2),
+                total_ms=round(total_ms, 2),
+            )
+        self._buffer_later(key, rows)
+        return reply.text
+
+    async def _recall(self, user: str, text: str, history: Sequence[StoredMessage], *, private: bool) -> list[Hit]:
+        try:
+            projects: Iterable[str] = await self.known_projects(user) if self.known_projects else ()
+            if not should_retrieve(text, projects):
+                return []
+            self.stats.retrievals += 1
+            context = [m.content for m in history[-_CONTEXT_TURNS:] if m.role == "user"]
+            return await self.backend.recall(user, text, context=context, private=private)
+        except Exception as exc:  # memory trouble costs the memory block, not the reply
+            log.error("memory recall failed", user=user, error=repr(exc))
+            return []
+
+    async def _reply(self, msg: InboundMessage, text: str) -> None:
+        if not text:
+            return
+        await self.bus.publish_outbound(
+            OutboundMessage(
+                channel=msg.channel,
+                chat_id=msg.chat_id,
+                text=text,
+                reply_to=msg.message_id if msg.is_group else "",
+            )
+        )
+        self.stats.replied += 1
+
+    async def _apologise(self, msg: InboundMessage) -> None:
+        try:
+            await self._reply(msg, apology(msg.text))
+        except Exception as exc:  # the bus itself is gone; nothing more to do
+            log.error("could not send the apology", chat=msg.session_key, error=repr(exc))
+
+    # -- buffering for extraction ---------------------------------------------
+
+    def _buffer_later(self, key: str, rows: list[StoredMessage]) -> None:
+        task = asyncio.create_task(self._buffer(key, rows), name=f"buffer:{key}")
+        self._buffering[key] = task
+
+        def _forget(t: asyncio.Task[None]) -> None:
+            if self._buffering.get(key) is t:
+                del self._buffering[key]
+
+        task.add_done_callback(_forget)
+
+    async def _buffer(self, key: str, rows: Sequence[StoredMessage]) -> None:
+        """Hand rows to memory, then mark them so the window may drop them."""
+        try:
+            await self.backend.buffer([r.turn() for r in rows])
+        except Exception as exc:  # the rows stay unbuffered; _settle retries
+            self.stats.buffer_errors += 1
+            log.error("buffering for extraction failed; will retry", chat=key, rows=len(rows), error=repr(exc))
+            return
+        self.stats.buffered += len(rows)
+        try:
+            await self.sessions.mark_buffered([r.id for r in rows], prune_key=key)
+        except Exception as exc:  # memory has them; re-buffering later is idempotent
+            log.error("marking rows buffered failed", chat=key, error=repr(exc))
+
+    async def _settle(self, key: str) -> None:
+        """Before a chat's next message reads its window: the previous turn's
+        buffering is done and no row of the chat is left unbuffered."""
+        task = self._buffering.get(key)
+        if task is not None:
+            await asyncio.shield(task)  # stopping this worker must not cancel the write
+        leftover = await self.sessions.unbuffered(key)
+        if leftover:
+            log.info("buffering messages left unbuffered", chat=key, rows=len(leftover))
+            await self._buffer(key, leftover)
+
+    # -- scheduled jobs -----------------------------------------------------------
+
+    async def run_job(self, *, channel: str, chat_id: str, user: str, text: str) -> str:
+        """Run ``text`` through the agent as ``user`` (private memory) and
+        publish the reply to ``channel``/``chat_id``. In order with the
+        chat's messages. Returns the reply text.
+
+        The reply carries the user's private memory: callers must target a
+        chat that belongs to ``user``."""
+        msg = InboundMessage(channel=channel, chat_id=chat_id, sender_id="", text=text)
+        future: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+        self._enqueue(_Item(msg, time.perf_counter(), user=user, future=future, counted=False))
+        return await future
+
+    # -- lifecycle ----------------------------------------------------------------
+
+    async def drain(self, timeout: float | None = None, *, include_bus: bool = True) -> bool:
+        """Wait until every message (those still on the bus too, unless
+        ``include_bus`` is false) is answered and buffered."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self._workers or self._buffering or (include_bus and not self.bus.inbound.empty()):
+            pending = [*self._workers.values(), *self._buffering.values()]
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                return False
+            if pending:
+                await asyncio.wait(pending, timeout=left)
+            else:  # on the bus, not yet taken by run()
+                await asyncio.sleep(0.005)
+        return True
+
+    async def close(self, timeout: float = 10.0) -> None:
+        """Finish what is in flight (up to ``timeout``), then cancel the rest.
+        Buffer writes already started are always awaited."""
+        self._closed = True
+        if not await self.drain(timeout, include_bus=False):
+            for t in list(self._workers.values()):
+                t.cancel()
+            await asyncio.gather(*self._workers.values(), return_exceptions=True)
+        if self._buffering:
+            await asyncio.gather(*self._buffering.values(), return_exceptions=True)
+
+
+def log_debug_enabled() -> bool:
+    # structlog renders the event before the stdlib level check; skip that
+    # work per message when debug is off.
+    return logging.getLogger().isEnabledFor(logging.DEBUG)

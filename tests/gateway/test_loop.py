@@ -1,0 +1,265 @@
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+from gateway.loop import parse_command
+from memory import Category, ManualClock, NewMemory, Provenance
+from tests.fakes.openai_server import FakeOpenAI, Reply
+
+from .conftest import make_rig
+
+ALICE = "telegram:100"  # unmapped senders are their own user: channel:sender_id
+BOB = "telegram:200"
+
+
+def _system(body: dict[str, Any]) -> str:
+    return body["messages"][0]["content"]
+
+
+def _user(body: dict[str, Any]) -> str:
+    return body["messages"][-1]["content"]
+
+
+async def _seed_alice(rig: Any) -> None:
+    e = rig.engine
+    await e.add(NewMemory(owner=ALICE, tier=1, content="Alice is a backend engineer in Hangzhou", category=Category.IDENTITY))
+    await e.add(
+        NewMemory(
+            owner=ALICE,
+            content="Alice likes oat milk flat white coffee",
+            category=Category.EVENT,
+            provenance=Provenance(channel="telegram", chat_id="1"),
+        )
+    )
+    await e.add(
+        NewMemory(
+            owner=ALICE,
+            content="Alice's deploy password is hunter2",
+            category=Category.CREDENTIAL,
+            provenance=Provenance(channel="telegram", chat_id="1"),
+        )
+    )
+    await e.add(NewMemory(owner=ALICE, content="我喜欢喝燕麦拿铁咖啡", category=Category.EVENT, provenance=Provenance(channel="telegram", chat_id="1")))
+
+
+async def test_a_message_gets_a_reply_in_the_same_chat(tmp_path: Path, clock: ManualClock, fake_llm: FakeOpenAI) -> None:
+    fake_llm.queue_reply("hi there")
+    async with make_rig(tmp_path, clock, fake_llm) as rig:
+        out = await rig.ask("hello bot", chat="55")
+        assert (out.channel, out.chat_id, out.text, out.reply_to) == ("telegram", "55", "hi there", "")
+        await rig.settle()
+        assert rig.loop.stats.replied == 1 and len(rig.loop.stats.added_ms) == 1
+        body = fake_llm.requests[0]
+        assert body["model"] == "test-model" and _user(body) == "hello bot"
+
+
+async def test_triggers_retrieve_cited_memories_and_acks_do_not(tmp_path: Path, clock: ManualClock, fake_llm: FakeOpenAI) -> None:
+    async with make_rig(tmp_path, clock, fake_llm) as rig:
+        await _seed_alice(rig)
+        await rig.ask("我之前说过我喜欢什么咖啡？")
+        zh = _user(fake_llm.requests[-1])
+        assert zh.startswith("<memories>") and "我喜欢喝燕麦拿铁咖啡" in zh
+        assert "· 2026-03-01 · telegram chat 1]" in zh  # citation with date and source
+        assert zh.endswith("我之前说过我喜欢什么咖啡？")
+
+        await rig.ask("do you remember my deploy password")
+        en = _user(fake_llm.requests[-1])
+        assert "Alice's deploy password is hunter2" in en and "[m3 · 2026-03-01 · telegram chat 1]" in en
+
+        before = rig.loop.stats.retrievals
+        await rig.ask("好的")
+        assert _user(fake_llm.requests[-1]) == "好的" and rig.loop.stats.retrievals == before
+        # Tier 1 sits in the system prompt of every private turn
+        assert "# Core Memory\n- Alice is a backend engineer in Hangzhou" in _system(fake_llm.requests[-1])
+
+
+async def test_one_users_memories_never_reach_another_user(tmp_path: Path, clock: ManualClock, fake_llm: FakeOpenAI) -> None:
+    async with make_rig(tmp_path, clock, fake_llm) as rig:
+        await _seed_alice(rig)
+        await rig.ask("我之前说过我喜欢什么咖啡？", sender="200", chat="2")
+        await rig.ask("do you remember my deploy password? what coffee do I like?", sender="200", chat="2")
+        text = fake_llm.prompts_text()
+        for secret in ("Hangzhou", "hunter2", "flat white", "燕麦拿铁"):
+            assert secret not in text
+        assert rig.loop.stats.retrievals == 2
+
+
+async def test_group_chat_needs_a_mention_and_never_sees_private_memory(
+    tmp_path: Path, clock: ManualClock, fake_llm: FakeOpenAI
+) -> None:
+    async with make_rig(tmp_path, clock, fake_llm) as rig:
+        await _seed_alice(rig)
+        await rig.send("do you remember my deploy password", chat="g1", group=True)
+        await rig.settle()
+        assert fake_llm.requests == [] and rig.loop.stats.ignored == 1
+        assert rig.bus.outbound_queue("telegram").empty()
+
+        msg = await rig.send("do you remember my deploy password? which coffee?", chat="g1", group=True, mentioned=True)
+        out = await rig.reply()
+        assert out.chat_id == "g1" and out.reply_to == msg.message_id
+        await rig.send("and my coffee?", chat="g1", group=True, reply_to_bot=True)
+        await rig.reply()
+        text = fake_llm.prompts_text()
+        assert "Hangzhou" not in text and "hunter2" not in text
+        assert "# Group chat" in _system(fake_llm.requests[0])
+        assert "flat white" in text  # non-credential facts may still help in a group
+
+
+async def test_llm_failure_and_timeout_get_an_apology_and_the_loop_goes_on(
+    tmp_path: Path, clock: ManualClock, fake_llm: FakeOpenAI
+) -> None:
+    async with make_rig(tmp_path, clock, fake_llm, retries=1, timeout=0.3) as rig:
+        fake_llm.queue_error(500, times=2)  # first try and the one retry
+        out = await rig.ask("你好，今天天气怎么样？")
+        assert out.text.startswith("抱歉")
+        fake_llm.queue_delay(2.0)
+        fake_llm.queue_delay(2.0)
+        out = await rig.ask("what is the weather like?")
+        assert "took too long" in out.text
+        fake_llm.queue_reply("sunny")
+        assert (await rig.ask("and tomorrow?")).text == "sunny"
+        await rig.settle()
+        assert rig.loop.stats.failed == 2
+        # apologies are not conversation: only the user turns and the real answer are in Tier 0
+        window = await rig.sessions.window("telegram:1")
+        assert [(m.role, m.content) for m in window][-2:] == [("user", "and tomorrow?"), ("assistant", "sunny")]
+        assert [m.role for m in window] == ["user", "user", "user", "assistant"]
+
+
+async def test_tier0_history_and_new_session(tmp_path: Path, clock: ManualClock, fake_llm: FakeOpenAI) -> None:
+    async with make_rig(tmp_path, clock, fake_llm) as rig:
+        fake_llm.queue_reply("Nice to meet you, Ada")
+        await rig.ask("my name is Ada")
+        await rig.settle()
+    async with make_rig(tmp_path, clock, fake_llm) as rig:  # restart: same files
+        await rig.ask("what is my name?")
+        roles = [(m["role"], m["content"]) for m in fake_llm.requests[-1]["messages"][1:]]
+        assert roles == [("user", "my name is Ada"), ("assistant", "Nice to meet you, Ada"), ("user", "what is my name?")]
+        out = await rig.ask("/new")
+        assert "New conversation" in out.text
+        await rig.ask("hello again")
+        assert [m["content"] for m in fake_llm.requests[-1]["messages"][1:]] == ["hello again"]
+        help_ = await rig.ask("/help@myclaw_bot")
+        assert "/new" in help_.text
+        assert len(fake_llm.requests) == 3  # commands never reach the LLM
+
+
+def test_parse_command() -> None:
+    assert parse_command("/new") == "new" and parse_command(" /NEW@bot ") == "new"
+    assert parse_command("@bot /help") == "help"
+    assert parse_command("/new please") is None and parse_command("new") is None
+
+
+async def test_a_slow_chat_does_not_delay_another(tmp_path: Path, clock: ManualClock, fake_llm: FakeOpenAI) -> None:
+    release = asyncio.Event()
+
+    async def responder(body: dict[str, Any]) -> Reply:
+        text = _user(body)
+        if text == "slow":
+            await release.wait()
+        return Reply(content=f"re: {text}")
+
+    fake_llm.responder = responder
+    async with make_rig(tmp_path, clock, fake_llm) as rig:
+        await rig.send("slow", chat="A")
+        await rig.send("fast", chat="B")
+        out = await rig.reply(timeout=3)
+        assert (out.chat_id, out.text) == ("B", "re: fast")
+        release.set()
+        out = await rig.reply(timeout=3)
+        assert (out.chat_id, out.text) == ("A", "re: slow")
+
+
+async def test_messages_of_one_chat_stay_in_order(tmp_path: Path, clock: ManualClock, fake_llm: FakeOpenAI) -> None:
+    async def responder(body: dict[str, Any]) -> Reply:
+        text = _user(body)
+        await asyncio.sleep(0.2 if text == "first" else 0.0)  # the first is the slowest
+        return Reply(content=f"re: {text}")
+
+    fake_llm.responder = responder
+    async with make_rig(tmp_path, clock, fake_llm, max_concurrent=8) as rig:
+        for text in ("first", "second", "third"):
+            await rig.send(text, chat="C")
+        replies = [(await rig.reply()).text for _ in range(3)]
+        assert replies == ["re: first", "re: second", "re: third"]
+        # each prompt saw the previous turns of the chat
+        third = [m["content"] for m in fake_llm.requests[2]["messages"][1:]]
+        assert third == ["first", "re: first", "second", "re: second", "third"]
+
+
+async def test_every_turn_is_buffered_for_extraction(tmp_path: Path, clock: ManualClock, fake_llm: FakeOpenAI) -> None:
+    fake_llm.queue_reply("noted")
+    async with make_rig(tmp_path, clock, fake_llm) as rig:
+        msg = await rig.send("I moved to Shanghai", chat="9", sender="100")
+        await rig.reply()
+        await rig.settle()
+        rows = await rig.engine.db.fetchall(
+            "SELECT owner, channel, chat_id, sender_id, message_id, role, content FROM extraction_buffer ORDER BY id"
+        )
+        assert [tuple(r) for r in rows] == [
+            (ALICE, "telegram", "9", "100", msg.message_id, "user", "I moved to Shanghai"),
+            (ALICE, "telegram", "9", "", msg.message_id, "assistant", "noted"),
+        ]
+        assert await rig.sessions.unbuffered("telegram:9") == []
+
+
+async def test_the_window_never_drops_an_unbuffered_message(tmp_path: Path, clock: ManualClock, fake_llm: FakeOpenAI) -> None:
+    fake_llm.responder = lambda body: Reply(content=f"re: {_user(body)}")
+    async with make_rig(tmp_path, clock, fake_llm, history=2) as rig:
+        rig.backend.fail_next = 100  # the memory store is down
+        for text in ("one", "two", "three"):
+            await rig.ask(text)
+        await rig.settle()
+        # The window (2 messages) slid past "one" and "two", but memory does
+        # not have them yet, so gateway.db keeps every row.
+        assert [m.content for m in await rig.sessions.window("telegram:1")] == ["three", "re: three"]
+        rows = await rig.sessions.db.fetchall("SELECT content, buffered FROM session_messages ORDER BY id")
+        assert [tuple(r) for r in rows] == [(t, 0) for t in ("one", "re: one", "two", "re: two", "three", "re: three")]
+        assert await rig.engine.db.fetchall("SELECT 1 FROM extraction_buffer") == []
+
+        rig.backend.fail_next = 0  # the store is back: the next turn flushes first
+        await rig.ask("four")
+        await rig.settle()
+        in_memory = [r[0] for r in await rig.engine.db.fetchall("SELECT content FROM extraction_buffer ORDER BY id")]
+        assert in_memory == ["one", "re: one", "two", "re: two", "three", "re: three", "four", "re: four"]
+        rows = await rig.sessions.db.fetchall("SELECT content FROM session_messages ORDER BY id")
+        assert [r[0] for r in rows] == ["four", "re: four"]  # only now pruned to the window
+        assert rig.loop.stats.buffer_errors >= 3
+
+
+async def test_rows_left_unbuffered_by_a_crash_are_buffered_before_the_next_turn(
+    tmp_path: Path, clock: ManualClock, fake_llm: FakeOpenAI
+) -> None:
+    async with make_rig(tmp_path, clock, fake_llm) as rig:
+        # a crash after storing the user's message, before buffering it
+        await rig.sessions.append("telegram:1", channel="telegram", chat_id="1", role="user", content="lost?", owner=ALICE, message_id="77")
+    async with make_rig(tmp_path, clock, fake_llm) as rig:
+        await rig.ask("hello")
+        await rig.settle()
+        rows = await rig.engine.db.fetchall("SELECT message_id, content FROM extraction_buffer ORDER BY id")
+        assert ("77", "lost?") == tuple(rows[0])
+
+
+async def test_run_job_answers_as_the_user_in_their_chat(tmp_path: Path, clock: ManualClock, fake_llm: FakeOpenAI) -> None:
+    fake_llm.queue_reply("Your daily summary")
+    async with make_rig(tmp_path, clock, fake_llm) as rig:
+        await _seed_alice(rig)
+        text = await asyncio.wait_for(rig.loop.run_job(channel="feishu", chat_id="oc_1", user=ALICE, text="summarise my day"), 5)
+        assert text == "Your daily summary"
+        out = await rig.reply("feishu")
+        assert (out.chat_id, out.text) == ("oc_1", "Your daily summary")
+        assert "Hangzhou" in _system(fake_llm.requests[0])  # private: Tier 1 included
+        await rig.settle()
+        rows = await rig.engine.db.fetchall("SELECT owner, role, sender_id FROM extraction_buffer ORDER BY id")
+        assert [tuple(r) for r in rows] == [(ALICE, "user", "cron"), (ALICE, "assistant", "")]
+
+
+async def test_identities_share_memory_across_channels(tmp_path: Path, clock: ManualClock, fake_llm: FakeOpenAI) -> None:
+    async with make_rig(tmp_path, clock, fake_llm, identities={"alice": ["telegram:100", "feishu:ou_1"]}) as rig:
+        await rig.engine.add(NewMemory(owner="alice", tier=1, content="Alice prefers answers in Chinese", category=Category.IDENTITY))
+        await rig.ask("hi there, what's new?", channel="feishu", sender="ou_1", chat="oc_9")
+        assert "Alice prefers answers in Chinese" in _system(fake_llm.requests[0])
+        assert json.dumps(fake_llm.requests[0]).count("Alice prefers") == 1
