@@ -51,7 +51,7 @@ __all__ = [
     "next_run",
 ]
 
-log = structlog.get_logger().bind(component="cron")
+log = structlog.get_logger(component="cron")
 
 INTERNAL_DAILY = "__internal:memory:daily_compress"
 INTERNAL_WEEKLY = "__internal:memory:weekly_compress"

@@ -43,7 +43,7 @@ from .types import Memory, NewMemory, Provenance, Source
 
 __all__ = ["COMPRESS_LEASE", "Compressor", "DailyReport", "WeeklyReport"]
 
-log = structlog.get_logger().bind(component="memory")
+log = structlog.get_logger(component="memory")
 
 COMPRESS_LEASE = "memory:compress"
 """One lease for both jobs: daily and weekly never run at the same time."""

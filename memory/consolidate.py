@@ -30,7 +30,7 @@ from .types import Memory, NewMemory, Provenance, Source
 
 __all__ = ["Applied", "CandidateSet", "Consolidator"]
 
-log = structlog.get_logger().bind(component="memory")
+log = structlog.get_logger(component="memory")
 
 REINFORCE_STEP = 0.05
 """How much a restatement raises importance (capped at 1.0)."""

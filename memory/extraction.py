@@ -44,7 +44,7 @@ from .types import Provenance, Source
 
 __all__ = ["BACKOFF", "BACKLOG_AFTER", "ExtractionService", "FlushReport"]
 
-log = structlog.get_logger().bind(component="memory")
+log = structlog.get_logger(component="memory")
 
 BACKOFF: tuple[timedelta, ...] = (
     timedelta(minutes=10),

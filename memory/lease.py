@@ -24,7 +24,7 @@ from .db import Database
 
 __all__ = ["Lease", "LeaseBusy", "LeaseLost", "Leases", "JobTimeout"]
 
-log = structlog.get_logger().bind(component="memory")
+log = structlog.get_logger(component="memory")
 
 
 class LeaseBusy(Exception):

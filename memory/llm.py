@@ -51,7 +51,7 @@ __all__ = [
     "slug",
 ]
 
-log = structlog.get_logger().bind(component="memory")
+log = structlog.get_logger(component="memory")
 
 MAX_FACT_CHARS = 300
 """Seed 6.4 asks for facts of at most 100 characters; we allow slack and cut

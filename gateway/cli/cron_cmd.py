@@ -1,0 +1,106 @@
+"""``myclaw cron add|list|remove``: the scheduler's jobs in ``data/cron.db``.
+A running gateway sees the change at its next poll."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import asdict
+
+import click
+
+from gateway.config import Config, Paths
+from gateway.cron import CronError, CronStore
+from memory.clock import SystemClock
+
+from . import main
+from ._common import echo_json, json_option, load_cli_config, render_table, resolve_user, run, setup_cli_logging
+
+
+@asynccontextmanager
+async def open_store(cfg: Config) -> AsyncIterator[CronStore]:
+    store = await CronStore.open(Paths.from_env().data_dir / "cron.db", SystemClock(), cfg.gateway.timezone)
+    try:
+        yield store
+    finally:
+        await store.close()
+
+
+@main.group()
+def cron() -> None:
+    """Scheduled jobs: a message run through the agent, the reply sent to a chat."""
+    setup_cli_logging()
+
+
+@cron.command("add")
+@click.option("--schedule", "-s", required=True, help="Cron expression, five fields, e.g. '0 9 * * 1-5'.")
+@click.option("--message", "-m", required=True, help="What the agent is asked at each run.")
+@click.option("--channel", required=True, help="Where the reply goes: telegram, feishu, ...")
+@click.option("--chat-id", required=True, help="The chat the reply goes to.")
+@click.option("--user", "-u", required=True, help="Whose memory the agent uses (user name or channel:sender_id).")
+@click.option("--id", "job_id", help="A job id of your choice (default: generated).")
+@json_option
+def add(schedule: str, message: str, channel: str, chat_id: str, user: str, job_id: str | None, as_json: bool) -> None:
+    """Add a job."""
+    cfg = load_cli_config()
+    owner = resolve_user(user, cfg)
+    assert owner is not None
+
+    async def go() -> None:
+        async with open_store(cfg) as store:
+            try:
+                job = await store.add(
+                    schedule=schedule, message=message, channel=channel, chat_id=chat_id, user=owner, job_id=job_id
+                )
+            except CronError as exc:
+                raise click.ClickException(str(exc)) from None
+        if as_json:
+            echo_json(asdict(job))
+        else:
+            click.echo(f"added {job.id}: next run {job.next_run_at} ({cfg.gateway.timezone} schedule)")
+
+    run(go())
+
+
+@cron.command("list")
+@click.option("--user", "-u", help="Only this user's jobs.")
+@json_option
+def list_jobs(user: str | None, as_json: bool) -> None:
+    """List jobs, the internal memory jobs included."""
+    cfg = load_cli_config()
+    owner = resolve_user(user, cfg)
+
+    async def go() -> None:
+        async with open_store(cfg) as store:
+            jobs = await store.list(user=owner)
+        if as_json:
+            echo_json([asdict(j) for j in jobs])
+            return
+        if not jobs:
+            click.echo("no jobs")
+            return
+        rows = [
+            (j.id, j.schedule, j.next_run_at, j.last_status or "-", f"{j.channel}:{j.chat_id}" if j.channel else "-",
+             j.user or "-", j.message)
+            for j in jobs
+        ]
+        click.echo(render_table(["id", "schedule", "next run (UTC)", "last", "to", "user", "message"], rows))
+
+    run(go())
+
+
+@cron.command("remove")
+@click.argument("job_id")
+def remove(job_id: str) -> None:
+    """Remove a job by id (internal jobs cannot be removed)."""
+    cfg = load_cli_config()
+
+    async def go() -> None:
+        async with open_store(cfg) as store:
+            try:
+                await store.remove(job_id)
+            except CronError as exc:
+                raise click.ClickException(str(exc)) from None
+        click.echo(f"removed {job_id}")
+
+    run(go())

@@ -1,0 +1,126 @@
+"""``myclaw memory compress|flush|log``: the write path's jobs by hand. They
+run the same code as the gateway's scheduler and extraction service, and
+take the same lease, so a hand-run compression never overlaps the gateway's.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import asdict
+
+import click
+
+from gateway.config import Config
+from memory import MemoryEngine
+from memory.changelog import read_log
+from memory.compression import Compressor
+from memory.extraction import ExtractionService
+from memory.lease import JobTimeout, LeaseBusy
+from memory.llm import MemoryLLM
+
+from ._common import db_option, echo_json, json_option, load_cli_config, open_engine, render_table, resolve_db, resolve_user, run
+from .memory_cmd import memory
+
+
+@asynccontextmanager
+async def _write_path(cfg: Config) -> AsyncIterator[tuple[MemoryEngine, MemoryLLM]]:
+    async with open_engine(resolve_db(cfg)) as engine, MemoryLLM.from_config(cfg) as llm:
+        yield engine, llm
+
+
+@memory.command()
+@click.option("--daily", "which", flag_value="daily", help="Yesterday's (and older) events -> facts.")
+@click.option("--weekly", "which", flag_value="weekly", help="Merge partitions, refresh Tier 1, archive decayed.")
+@json_option
+@db_option
+def compress(which: str | None, as_json: bool) -> None:
+    """Run the daily or weekly compression now."""
+    if which is None:
+        raise click.UsageError("choose --daily or --weekly")
+    cfg = load_cli_config()
+
+    async def go() -> None:
+        async with _write_path(cfg) as (engine, llm):
+            comp = Compressor(engine, llm, timezone=cfg.gateway.timezone)
+            try:
+                report = await (comp.daily() if which == "daily" else comp.weekly())
+            except (LeaseBusy, JobTimeout) as exc:
+                raise click.ClickException(str(exc)) from None
+        data = asdict(report)
+        if as_json:
+            echo_json(data)
+        else:
+            notes = data.pop("notes", [])
+            click.echo(f"{which} compression: " + ", ".join(f"{k} {v}" for k, v in data.items()))
+            for n in notes:
+                click.echo(f"  {n}")
+
+    run(go())
+
+
+@memory.command()
+@click.option("--user", "-u", help="Only this user (default: everyone with buffered messages).")
+@json_option
+@db_option
+def flush(user: str | None, as_json: bool) -> None:
+    """Extract buffered messages now, ignoring the quiet gap and backoff."""
+    cfg = load_cli_config()
+    owner = resolve_user(user, cfg)
+
+    async def go() -> None:
+        async with _write_path(cfg) as (engine, llm):
+            ex = cfg.memory.extraction
+            svc = ExtractionService(
+                engine, llm, quiet_gap=ex.quiet_gap, token_budget=ex.token_budget,
+                daily_flush=ex.daily_flush, timezone=cfg.gateway.timezone,
+            )
+            reports = await (svc.flush_now(owner) if owner else svc.flush_all())
+        failed = [r for r in reports if r.error]
+        if as_json:
+            echo_json([asdict(r) for r in reports])
+        elif not reports:
+            click.echo("nothing buffered")
+        else:
+            for r in reports:
+                state = f"failed: {r.error}" if r.error else r.skipped or (
+                    f"{len(r.added)} added, {len(r.reinforced)} reinforced, {len(r.superseded)} superseded")
+                click.echo(f"{r.owner}: {r.rows} messages, {state}")
+        if failed:
+            raise click.ClickException(f"{len(failed)} batch(es) failed; their messages stay buffered for a retry")
+
+    run(go())
+
+
+@memory.command("log")
+@click.option("--job", help="extraction, daily_compress, weekly_compress")
+@click.option("--user", "-u", help="Only this user's entries.")
+@click.option("--action", "actions", multiple=True, help="add, reinforce, supersede, merge, drop, decay, promote, demote, ...")
+@click.option("--limit", "-n", default=50, show_default=True, type=click.IntRange(1, 100_000))
+@json_option
+@db_option
+def log_cmd(job: str | None, user: str | None, actions: tuple[str, ...], limit: int, as_json: bool) -> None:
+    """What the write path changed and why (newest first)."""
+    cfg = load_cli_config()
+    owner = resolve_user(user, cfg)
+
+    async def go() -> None:
+        async with open_engine(resolve_db(cfg)) as engine:
+            entries = await read_log(engine.db, job=job, owner=owner, actions=actions, limit=limit)
+        if as_json:
+            echo_json([{**asdict(e), "detail": _detail(e.detail)} for e in entries])
+        elif not entries:
+            click.echo("no log entries")
+        else:
+            rows = [(e.at, e.job, e.owner or "-", e.action, e.memory_id or "-", e.detail) for e in entries]
+            click.echo(render_table(["at", "job", "user", "action", "memory", "detail"], rows))
+
+    run(go())
+
+
+def _detail(text: str) -> object:
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text

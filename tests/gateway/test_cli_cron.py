@@ -1,0 +1,138 @@
+"""``myclaw cron ...`` and ``myclaw memory compress|flush|log`` end to end:
+the real click commands on real files under a temporary MYCLAW_HOME, the
+memory LLM over HTTP to the fake server (run in its own thread, since the
+commands call ``asyncio.run``)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from gateway.cli import main
+from memory import MemoryEngine, NewMemory
+from memory.backend import Turn
+from memory.service import SqliteMemory
+from tests.fakes.openai_server import FakeOpenAI, Reply
+
+
+@pytest.fixture
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("MYCLAW_HOME", str(tmp_path))
+    monkeypatch.setenv("MYCLAW_TIMEZONE", "Asia/Shanghai")
+    return tmp_path
+
+
+@pytest.fixture
+def fake_llm(home: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeOpenAI]:
+    loop = asyncio.new_event_loop()
+    fake = FakeOpenAI()
+    ready = threading.Event()
+
+    def serve() -> None:
+        asyncio.set_event_loop(loop)
+        loop.run_until_complete(fake.start())
+        ready.set()
+        loop.run_forever()
+
+    t = threading.Thread(target=serve, daemon=True)
+    t.start()
+    assert ready.wait(10)
+    monkeypatch.setenv("MYCLAW_MEMORY_BASE_URL", fake.url)
+    monkeypatch.setenv("MYCLAW_MEMORY_API_KEY", "sk-cli-test-123456")
+    try:
+        yield fake
+    finally:
+        asyncio.run_coroutine_threadsafe(fake.stop(), loop).result(10)
+        loop.call_soon_threadsafe(loop.stop)
+        t.join(10)
+        loop.close()
+
+
+def cli(*args: str) -> Any:
+    return CliRunner().invoke(main, list(args), catch_exceptions=False)
+
+
+def seed(home: Path, coro_fn: Any) -> None:
+    async def go() -> None:
+        engine = await MemoryEngine.open(home / "data" / "memory.db")
+        try:
+            await coro_fn(engine)
+        finally:
+            await engine.close()
+
+    asyncio.run(go())
+
+
+def test_cron_add_list_remove_persist(home: Path) -> None:
+    r = cli("cron", "add", "-s", "0 9 * * 1-5", "-m", "早报", "--channel", "telegram", "--chat-id", "42",
+            "-u", "alice", "--id", "morning")
+    assert r.exit_code == 0, r.output
+    assert "added morning" in r.output and "Asia/Shanghai" in r.output
+    assert (home / "data" / "cron.db").exists()
+    r = cli("cron", "list", "--json")
+    [job] = json.loads(r.stdout)
+    assert (job["id"], job["schedule"], job["message"], job["user"], job["chat_id"]) == ("morning", "0 9 * * 1-5", "早报", "alice", "42")
+    assert job["next_run_at"].endswith("T01:00:00Z")  # 09:00 in Shanghai
+    assert "morning" in cli("cron", "list").output
+    bad = cli("cron", "add", "-s", "soon", "-m", "x", "--channel", "t", "--chat-id", "1", "-u", "u")
+    assert bad.exit_code == 1 and "invalid cron schedule" in bad.output
+    dup = cli("cron", "add", "-s", "0 9 * * *", "-m", "x", "--channel", "t", "--chat-id", "1", "-u", "u", "--id", "morning")
+    assert dup.exit_code == 1 and "already exists" in dup.output
+    assert cli("cron", "remove", "morning").stdout.strip() == "removed morning"
+    assert cli("cron", "remove", "morning").exit_code == 1
+    assert cli("cron", "list").output.strip() == "no jobs"
+
+
+def test_memory_flush_and_log(home: Path, fake_llm: FakeOpenAI) -> None:
+    async def buffer(engine: MemoryEngine) -> None:
+        await SqliteMemory(engine).buffer([
+            Turn(owner="alice", channel="telegram", chat_id="1", role="user", content="我换成 pnpm 了", message_id="1"),
+            Turn(owner="alice", channel="telegram", chat_id="1", role="assistant", content="好的", message_id="1"),
+        ])
+
+    seed(home, buffer)
+    fake_llm.queue_error(500)
+    r = cli("memory", "flush")
+    assert r.exit_code == 1 and "stay buffered" in r.output and "failed" in r.output
+    fake_llm.queue_reply(json.dumps({"facts": [{"content": "用户改用 pnpm", "category": "decision"}], "summary": "换包管理器"}))
+    r = cli("memory", "flush", "--user", "alice")
+    assert r.exit_code == 0, r.output
+    assert "alice: 2 messages, 1 added" in r.output
+    assert fake_llm.headers[-1]["Authorization"] == "Bearer sk-cli-test-123456"
+    assert cli("memory", "flush").output.strip() == "nothing buffered"
+    r = cli("memory", "log", "--json")
+    entries = json.loads(r.stdout)
+    assert [e["action"] for e in entries] == ["add"] and entries[0]["detail"] == "用户改用 pnpm"
+    assert "用户改用 pnpm" in cli("memory", "log").output
+    assert "sk-cli-test-123456" not in r.output
+
+
+def test_memory_compress_daily_and_weekly(home: Path, fake_llm: FakeOpenAI) -> None:
+    async def fill(engine: MemoryEngine) -> None:
+        await engine.add_event("alice", "2020-01-01", "Alice picked Postgres")
+        await engine.add_many((NewMemory(owner="alice", content=f"fact {i}", project="p"), None) for i in range(10))
+
+    seed(home, fill)
+
+    def responder(body: dict[str, Any]) -> Reply:
+        if body["messages"][0]["content"].startswith("You consolidate"):
+            return Reply(json.dumps({"facts": [{"content": "ten facts in one", "from": list(range(1, 11))}]}))
+        return Reply(json.dumps({"facts": [{"content": "Alice uses Postgres"}], "summary": "s"}))
+
+    fake_llm.responder = responder
+    assert cli("memory", "compress").exit_code == 2  # neither flag
+    r = cli("memory", "compress", "--daily", "--json")
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout)["events"] == 1
+    r = cli("memory", "compress", "--weekly")
+    assert r.exit_code == 0, r.output
+    assert "created 1" in r.output and "merged 10" in r.output
+    actions = {e["action"] for e in json.loads(cli("memory", "log", "--json", "--job", "weekly_compress").stdout)}
+    assert actions == {"merge", "run"}
