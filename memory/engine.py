@@ -42,7 +42,7 @@ from .types import (
 
 __all__ = ["MemoryEngine", "MemoryNotFound", "content_hash", "owner_key"]
 
-log = structlog.get_logger().bind(component="memory")
+log = structlog.get_logger(component="memory")
 
 MAX_CONTENT_CHARS = 4000
 """A memory is a fact, not a document; longer text is cut at write time."""

@@ -23,7 +23,7 @@ from .types import Category, Hit, NewMemory, Provenance, Source
 
 __all__ = ["SqliteMemory"]
 
-log = structlog.get_logger().bind(component="memory")
+log = structlog.get_logger(component="memory")
 
 BufferListener = Callable[[str], Awaitable[None] | None]
 
