@@ -45,7 +45,6 @@ from telegram.error import (
     NetworkError,
     RetryAfter,
     TelegramError,
-    TimedOut,
 )
 from telegram.request import BaseRequest, HTTPXRequest
 
@@ -347,15 +346,13 @@ class TelegramChannel(BaseChannel):
                 self.log.warning("Telegram getUpdates rate limited", retry_after=wait)
                 await asyncio.sleep(wait)
                 continue
-            except TimedOut:
-                continue  # a long poll cut short; ask again at once
             except Conflict as exc:
                 # Another process polls with this token: loud, but not fatal,
                 # since the other one may be the instance being replaced.
                 self.log.error("Telegram getUpdates conflict: is another bot instance running?", error=str(exc))
                 await asyncio.sleep(next(delays))
                 continue
-            except TelegramError as exc:  # NetworkError, a 5xx, Forbidden, ...
+            except TelegramError as exc:  # NetworkError, TimedOut, a 5xx, Forbidden, ...
                 self.log.warning("Telegram getUpdates failed; retrying", error=self._scrub(repr(exc)))
                 await asyncio.sleep(next(delays))
                 continue
