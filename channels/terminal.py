@@ -1,0 +1,132 @@
+"""The terminal channel (``myclaw chat``): lines from stdin in, replies out.
+
+It talks to the same bus and process loop as Telegram and Feishu, so a
+newcomer can try myclaw (memory included) with only an LLM endpoint.
+
+stdin is read by a daemon thread that hands lines to the event loop
+(``call_soon_threadsafe``), so a blocking ``readline`` never stalls the
+loop, the terminal stays in blocking mode (``connect_read_pipe`` would set
+O_NONBLOCK on the tty that stdout shares), and a pending read never keeps
+the process alive at exit. Tests hand in an ``asyncio.StreamReader``.
+
+One line is one message; the next prompt appears once its reply is
+printed, so piped input (``myclaw chat < questions.txt``) is answered in
+order. ``/exit``, ``/quit`` or end of input close the channel.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import threading
+from typing import TextIO
+
+from gateway.bus import InboundMessage, MessageBus, OutboundMessage
+
+from .base import BaseChannel
+
+__all__ = ["TerminalChannel", "stdin_reader"]
+
+_EXIT = frozenset({"/exit", "/quit", "exit", "quit"})
+
+
+def stdin_reader(stream: TextIO | None = None) -> asyncio.StreamReader:
+    """A StreamReader fed from ``stream`` (default stdin) by a daemon thread."""
+    stream = stream or sys.stdin
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader()
+
+    def pump() -> None:
+        try:
+            while True:
+                line = stream.buffer.readline() if hasattr(stream, "buffer") else stream.readline().encode()
+                if not line:
+                    break
+                loop.call_soon_threadsafe(reader.feed_data, line)
+        except (OSError, ValueError, RuntimeError):
+            pass  # stdin closed or the event loop is gone: nothing left to read for
+        try:
+            loop.call_soon_threadsafe(reader.feed_eof)
+        except RuntimeError:
+            pass  # loop already closed
+
+    threading.Thread(target=pump, name="myclaw-stdin", daemon=True).start()
+    return reader
+
+
+class TerminalChannel(BaseChannel):
+    name = "terminal"
+
+    def __init__(
+        self,
+        bus: MessageBus,
+        *,
+        reader: asyncio.StreamReader | None = None,
+        output: TextIO | None = None,
+        sender_id: str = "local",
+        chat_id: str = "local",
+        prompt: str | None = None,
+        reply_prefix: str = "myclaw> ",
+    ) -> None:
+        super().__init__(bus)
+        self._reader = reader
+        self.output = output or sys.stdout
+        self.sender_id = sender_id
+        self.chat_id = chat_id
+        # Show a prompt only to a person at a terminal, not to a pipe.
+        self.prompt = prompt if prompt is not None else ("you> " if self.output.isatty() and sys.stdin.isatty() else "")
+        self.reply_prefix = reply_prefix
+        self._replied = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._done = asyncio.Event()
+        self.sent: int = 0
+
+    async def start(self) -> None:
+        if self._task is not None:
+            raise RuntimeError("TerminalChannel cannot be started twice")
+        if self._reader is None:
+            self._reader = stdin_reader()
+        self._task = asyncio.create_task(self._read(self._reader), name="terminal-read")
+
+    async def stop(self) -> None:
+        task, self._task = self._task, None
+        if task is not None and not task.done():
+            task.cancel()
+            await asyncio.wait({task})
+        self._done.set()
+
+    async def wait_closed(self) -> None:
+        """Return once input ended (EOF or /exit) and the last reply is out."""
+        await self._done.wait()
+
+    def _write(self, text: str) -> None:
+        self.output.write(text)
+        self.output.flush()
+
+    async def _read(self, reader: asyncio.StreamReader) -> None:
+        try:
+            while True:
+                if self.prompt:
+                    self._write(self.prompt)
+                raw = await reader.readline()
+                if not raw:
+                    break
+                text = raw.decode("utf-8", "replace").strip()
+                if not text:
+                    continue
+                if text.lower() in _EXIT:
+                    break
+                self._replied.clear()
+                await self.publish(
+                    InboundMessage(channel=self.name, chat_id=self.chat_id, sender_id=self.sender_id, text=text)
+                )
+                # Every private message gets exactly one reply (an apology
+                # when the LLM fails), so this wait ends.
+                await self._replied.wait()
+        finally:
+            self._done.set()
+
+    async def send(self, msg: OutboundMessage) -> None:
+        self._write(f"{self.reply_prefix}{msg.text}\n")
+        self.sent += 1
+        self._replied.set()

@@ -1,0 +1,367 @@
+"""Wiring: everything the gateway runs, built from ``Config`` + ``Paths`` +
+a clock, started in order and stopped in ``finally``.
+
+    app = App(cfg, paths, clock=clock)
+    await app.open()       # memory backend, gateway.db, LLM client, agent, loop
+    await app.start()      # extraction/cron hooks, process loop, channels
+    code = await app.wait(stop_event)
+    await app.close()      # reverse order; safe after a failed open/start
+
+Channels come from :data:`CHANNELS`, a registry of (config section, module,
+class). A module is imported only when its channel is enabled: lark-oapi
+costs ~2 s and ~170 MB, so a Telegram-only gateway never loads it.
+
+Channel failures: a channel that cannot start (``ChannelFatalError`` such as
+a rejected token, or any other error) is logged loudly and left out; the
+others keep running. A channel that fails for good later (one exposing
+``wait_failed()``, as Telegram does) is stopped the same way. When no
+channel is left, :meth:`App.wait` returns exit code 1. No channel enabled
+at all is a configuration error (:class:`~gateway.config.ConfigError`).
+
+Hook points for the write path: set ``app.extraction`` and ``app.cron``
+(anything with ``async start()`` / ``async stop()``) between ``open()`` and
+``start()``; add agent tools with ``app.agent.add_tools([...])``; scheduled
+jobs call ``app.loop.run_job(...)``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+from zoneinfo import ZoneInfo
+
+import httpx
+import structlog
+
+from channels.base import BaseChannel, ChannelFatalError
+from memory.backend import MemoryBackend
+from memory.clock import Clock, SystemClock
+from memory.identity import IdentityMap
+
+from .agent import Agent
+from .bus import MessageBus
+from .config import Config, ConfigError, Paths
+from .llm import LLMClient
+from .loop import KnownProjects, ProcessLoop
+from .memory_tools import memory_tools
+from .prompt import PromptBuilder
+from .sessions import SessionStore
+
+__all__ = ["CHANNELS", "App", "ChannelSpec", "Service", "config_secrets"]
+
+# Lazy: resolved at each call, so it follows configure_logging (and its
+# redaction) even though this module is imported before logging is set up.
+log = structlog.get_logger(component="gateway")
+
+
+class Service(Protocol):
+    async def start(self) -> None: ...
+
+    async def stop(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class ChannelSpec:
+    """How to build one kind of channel: ``cls(section, bus, **kwargs)``."""
+
+    name: str
+    module: str
+    class_name: str
+    section: Callable[[Config], Any]  # its config section (has ``enabled``)
+    needs_http: Callable[[Config], bool] = lambda cfg: False
+
+    def load(self) -> type[BaseChannel]:
+        cls: type[BaseChannel] = getattr(importlib.import_module(self.module), self.class_name)
+        return cls
+
+
+CHANNELS: tuple[ChannelSpec, ...] = (
+    ChannelSpec("telegram", "channels.telegram", "TelegramChannel", lambda c: c.channels.telegram),
+    ChannelSpec(
+        "feishu",
+        "channels.feishu",
+        "FeishuChannel",
+        lambda c: c.channels.feishu,
+        needs_http=lambda c: c.channels.feishu.mode == "webhook",
+    ),
+)
+
+
+def config_secrets(cfg: Config) -> list[str]:
+    """Every secret value in the config, for log redaction."""
+    values = [
+        cfg.provider.api_key,
+        cfg.channels.telegram.token,
+        cfg.channels.feishu.app_secret,
+        cfg.channels.feishu.verification_token,
+        cfg.channels.feishu.encrypt_key,
+    ]
+    if cfg.memory.provider is not None:
+        values.append(cfg.memory.provider.api_key)
+    return [v.get_secret_value() for v in values if v.get_secret_value()]
+
+
+class App:
+    def __init__(
+        self,
+        cfg: Config,
+        paths: Paths,
+        *,
+        clock: Clock | None = None,
+        http_client: httpx.AsyncClient | None = None,
+        config_channels: bool = True,
+        channel_specs: Sequence[ChannelSpec] = CHANNELS,
+    ) -> None:
+        self.cfg = cfg
+        self.paths = paths
+        self.clock = clock or SystemClock()
+        self.http_client = http_client
+        self.config_channels = config_channels
+        self.channel_specs = tuple(channel_specs)
+        self.bus = MessageBus(cfg.gateway.queue_size)
+        self.tz = ZoneInfo(cfg.gateway.timezone)
+        # Set by open():
+        self.backend: MemoryBackend | None = None
+        self.sessions: SessionStore | None = None
+        self.llm: LLMClient | None = None
+        self.agent: Agent | None = None
+        self.loop: ProcessLoop | None = None
+        self.http: Any = None  # gateway.http.HttpServer, only when a channel needs it
+        # Hook points (see the module docstring).
+        self.extraction: Service | None = None
+        self.cron: Service | None = None
+        self.channels: dict[str, BaseChannel] = {}
+        self.failed_channels: dict[str, str] = {}
+        self._extra_channels: list[BaseChannel] = []
+        self._tasks: list[asyncio.Task[Any]] = []
+        self._watchers: dict[asyncio.Task[Any], str] = {}
+        self._loop_task: asyncio.Task[None] | None = None
+        self._started_services: list[Service] = []
+        self._closed = False
+
+    # -- build ----------------------------------------------------------------------
+
+    async def open(self) -> None:
+        """Open storage and build the pipeline; closes what it opened on failure."""
+        try:
+            await self._open()
+        except BaseException:
+            await self.close()
+            raise
+
+    async def _open(self) -> None:
+        cfg = self.cfg
+        known_projects: KnownProjects | None = None
+        if cfg.memory.enabled:
+            from memory.engine import MemoryEngine
+            from memory.retrieval import Retriever
+            from memory.service import SqliteMemory
+
+            engine = await MemoryEngine.open(self.paths.memory_db(cfg), self.clock)
+            r = cfg.memory.retrieval
+            self.backend = SqliteMemory(
+                engine, Retriever(engine, max_hits=r.max_hits, token_budget=r.token_budget, max_chars=r.max_chars)
+            )
+            known_projects = engine.known_projects
+        else:
+            from memory.filestore import FileMemory  # the fallback, only when chosen
+
+            self.backend = FileMemory(self.paths.workspace(cfg), self.clock, tz=self.tz, max_hits=cfg.memory.retrieval.max_hits)
+        self.sessions = await SessionStore.open(self.paths.gateway_db(), self.clock, window=cfg.agent.history_messages)
+        self.llm = LLMClient.from_config(cfg.provider, model=cfg.agent.model, client=self.http_client)
+        r = cfg.memory.retrieval
+        tools = memory_tools(self.backend, max_chars=r.max_chars, token_budget=r.token_budget) if cfg.memory.enabled else []
+        self.agent = Agent(self.llm, max_tokens=cfg.agent.max_tokens, temperature=cfg.agent.temperature, tools=tools)
+        prompts = PromptBuilder(
+            self.paths.workspace(cfg),
+            self.backend,
+            clock=self.clock,
+            tz=self.tz,
+            max_hits=r.max_hits,
+            max_chars=r.max_chars,
+            token_budget=r.token_budget,
+        )
+        self.loop = ProcessLoop(
+            bus=self.bus,
+            sessions=self.sessions,
+            backend=self.backend,
+            agent=self.agent,
+            prompts=prompts,
+            identities=IdentityMap(cfg.memory.identities),
+            known_projects=known_projects,
+            max_concurrent_chats=cfg.gateway.max_concurrent_chats,
+            max_pending=cfg.gateway.queue_size,
+        )
+
+    def add_channel(self, channel: BaseChannel) -> None:
+        """A channel built by the caller (``myclaw chat``'s terminal, tests)."""
+        self._extra_channels.append(channel)
+
+    def _build_channels(self) -> list[BaseChannel]:
+        built = list(self._extra_channels)
+        if not self.config_channels:
+            return built
+        for spec in self.channel_specs:
+            section = spec.section(self.cfg)
+            if not section.enabled:
+                continue
+            try:
+                cls = spec.load()
+                kwargs: dict[str, Any] = {}
+                if spec.needs_http(self.cfg):
+                    kwargs["http"] = self._http_server()
+                built.append(cls(section, self.bus, **kwargs))
+            except Exception as exc:  # one channel's trouble must not stop the others
+                self._channel_failed(spec.name, exc)
+        return built
+
+    def _http_server(self) -> Any:
+        if self.http is None:
+            from .http import HttpServer
+
+            self.http = HttpServer(self.cfg.gateway.host, self.cfg.gateway.port)
+        return self.http
+
+    def _channel_failed(self, name: str, exc: BaseException) -> None:
+        reason = str(exc) or type(exc).__name__
+        self.failed_channels[name] = reason
+        if isinstance(exc, ChannelFatalError):
+            log.error(f"channel {name} cannot run: {reason}", channel=name)
+        else:
+            log.error(f"channel {name} failed", channel=name, error=repr(exc), exc_info=exc)
+
+    # -- run ------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Start hooks, the loop and every channel. Raises ConfigError when no
+        channel is enabled; returns normally even if channels failed (see
+        ``failed_channels`` / :meth:`wait`)."""
+        if self.loop is None:
+            raise RuntimeError("App.open() must run before start()")
+        channels = self._build_channels()
+        if not channels and not self.failed_channels:
+            raise ConfigError(
+                "no channel is enabled: set channels.telegram.enabled or channels.feishu.enabled "
+                "(or try `myclaw chat` in a terminal)"
+            )
+        for svc in (self.extraction, self.cron):
+            if svc is not None:
+                await svc.start()
+                self._started_services.append(svc)
+        self._loop_task = asyncio.create_task(self.loop.run(), name="process-loop")
+        if self.http is not None:
+            await self.http.start()
+        results = await asyncio.gather(*(c.start() for c in channels), return_exceptions=True)
+        for channel, result in zip(channels, results, strict=True):
+            if isinstance(result, BaseException):
+                if isinstance(result, asyncio.CancelledError):
+                    raise result
+                self._channel_failed(channel.name, result)
+                await self._stop_channel(channel)
+                continue
+            self.channels[channel.name] = channel
+            self._tasks.append(asyncio.create_task(channel.run_sender(), name=f"send:{channel.name}"))
+            wait_failed = getattr(channel, "wait_failed", None)
+            if wait_failed is not None:
+                self._watchers[asyncio.create_task(wait_failed(), name=f"watch:{channel.name}")] = channel.name
+            log.info("channel started", channel=channel.name)
+
+    async def wait(self, stop: asyncio.Event) -> int:
+        """Run until ``stop`` is set (exit code 0), the process loop dies or no
+        channel is left (exit code 1)."""
+        if not self.channels:
+            log.error("no channel is running; stopping", failed=self.failed_channels)
+            return 1
+        assert self._loop_task is not None
+        stopper = asyncio.create_task(stop.wait(), name="stop-signal")
+        try:
+            while True:
+                waiting = {stopper, self._loop_task, *self._watchers}
+                done, _ = await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
+                if stopper in done:
+                    return 0
+                if self._loop_task in done:
+                    exc = self._loop_task.exception() if not self._loop_task.cancelled() else None
+                    log.critical("process loop stopped", error=repr(exc))
+                    return 1
+                for watcher in done:
+                    name = self._watchers.pop(watcher)
+                    channel = self.channels.pop(name, None)
+                    self._channel_failed(name, _failure_of(watcher))
+                    if channel is not None:
+                        await self._stop_channel(channel)
+                if not self.channels:
+                    log.error("no channel is left running; stopping", failed=self.failed_channels)
+                    return 1
+        finally:
+            stopper.cancel()
+
+    async def _stop_channel(self, channel: BaseChannel) -> None:
+        try:
+            await channel.stop()
+        except Exception as exc:  # stopping the rest matters more
+            log.error("channel did not stop cleanly", channel=channel.name, error=repr(exc))
+
+    async def close(self, timeout: float = 10.0) -> None:
+        """Stop everything in reverse order; safe to call twice and after a
+        failed open/start."""
+        if self._closed:
+            return
+        self._closed = True
+        # 1. stop taking messages off the bus; answer what is in flight
+        #    (channels still up, so those replies can go out)
+        if self._loop_task is not None:
+            self._loop_task.cancel()
+            await asyncio.gather(self._loop_task, return_exceptions=True)
+        if self.loop is not None:
+            await self.loop.close(timeout)
+        # 2. let queued replies go out
+        for channel in self.channels.values():
+            q = self.bus.outbound_queue(channel.name)
+            try:
+                await asyncio.wait_for(q.join(), timeout=min(timeout, 5.0))
+            except TimeoutError:
+                log.warning("replies left unsent at shutdown", channel=channel.name, count=q.qsize())
+        # 3. channels and their senders
+        for w in self._watchers:
+            w.cancel()
+        for channel in list(self.channels.values()):
+            await self._stop_channel(channel)
+        for t in self._tasks:
+            t.cancel()
+        await asyncio.gather(*self._tasks, *self._watchers, return_exceptions=True)
+        # 4. services, servers, storage
+        for svc in reversed(self._started_services):
+            try:
+                await svc.stop()
+            except Exception as exc:
+                log.error("service did not stop cleanly", error=repr(exc))
+        if self.http is not None:
+            await self.http.stop()
+        if self.llm is not None:
+            await self.llm.aclose()
+        if self.sessions is not None:
+            await self.sessions.close()
+        if self.backend is not None:
+            await self.backend.close()
+
+    async def __aenter__(self) -> App:
+        await self.open()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+
+def _failure_of(watcher: asyncio.Task[Any]) -> BaseException:
+    """``wait_failed()`` returns the channel's fatal error (it may also raise)."""
+    if watcher.cancelled():
+        return RuntimeError("channel watcher cancelled")
+    exc = watcher.exception()
+    if exc is not None:
+        return exc
+    result = watcher.result()
+    return result if isinstance(result, BaseException) else RuntimeError("channel stopped")

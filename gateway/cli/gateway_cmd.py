@@ -1,0 +1,108 @@
+"""``myclaw gateway`` (all configured channels) and ``myclaw chat`` (this
+terminal). Exit codes: 0 stopped normally, 1 the gateway could not keep
+running (no channel left), 2 bad configuration."""
+
+from __future__ import annotations
+
+import asyncio
+import getpass
+import signal
+import sys
+from collections.abc import Coroutine
+from typing import Any
+
+import click
+
+from gateway.config import Config, ConfigError, Paths, load_config
+from gateway.logging import configure_logging
+
+from . import main
+
+__all__ = ["chat", "gateway", "run_chat", "run_gateway"]
+
+
+def _install_signals(stop: asyncio.Event) -> None:
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        try:
+            loop.add_signal_handler(sig, stop.set)
+        except (NotImplementedError, RuntimeError):  # not the main thread / not POSIX
+            pass
+
+
+async def run_gateway(cfg: Config, paths: Paths, *, stop: asyncio.Event | None = None) -> int:
+    from gateway.app import App
+
+    stop = stop or asyncio.Event()
+    _install_signals(stop)
+    app = App(cfg, paths)
+    try:
+        await app.open()
+        await app.start()
+        return await app.wait(stop)
+    finally:
+        await app.close()
+
+
+async def run_chat(cfg: Config, paths: Paths, *, user: str) -> int:
+    from channels.terminal import TerminalChannel
+    from gateway.app import App
+
+    stop = asyncio.Event()
+    _install_signals(stop)
+    app = App(cfg, paths, config_channels=False)
+    terminal = TerminalChannel(app.bus, sender_id=user)
+    app.add_channel(terminal)
+    try:
+        await app.open()
+        await app.start()
+        closed = asyncio.create_task(terminal.wait_closed())
+        closed.add_done_callback(lambda _: stop.set())
+        code = await app.wait(stop)
+        closed.cancel()
+        return code
+    finally:
+        await app.close()
+
+
+def _load(require: bool) -> tuple[Config, Paths]:
+    try:
+        return load_config(require=require), Paths.from_env()
+    except ConfigError as exc:
+        click.echo(f"myclaw: {exc}", err=True)
+        sys.exit(2)
+
+
+def _run(coro: Coroutine[Any, Any, int]) -> int:
+    try:
+        return asyncio.run(coro)
+    except ConfigError as exc:
+        click.echo(f"myclaw: {exc}", err=True)
+        return 2
+
+
+@main.command()
+@click.option("--log-level", default="INFO", show_default=True, help="DEBUG shows per-message timings.")
+def gateway(log_level: str) -> None:
+    """Run the gateway with every channel enabled in the config."""
+    cfg, paths = _load(require=True)
+    from gateway.app import config_secrets
+
+    configure_logging(level=log_level, secrets=config_secrets(cfg))
+    sys.exit(_run(run_gateway(cfg, paths)))
+
+
+@main.command()
+@click.option("--user", default=None, help="Sender id in the terminal channel (default: your login name).")
+@click.option("--log-level", default="WARNING", show_default=True)
+def chat(user: str | None, log_level: str) -> None:
+    """Talk to myclaw in this terminal (needs only an LLM endpoint).
+
+    Memory is shared with other channels through memory.identities, e.g.
+    {"alice": ["terminal:alice", "telegram:777"]}.
+    """
+    cfg, paths = _load(require=False)
+    from gateway.app import config_secrets
+
+    configure_logging(level=log_level, secrets=config_secrets(cfg))
+    sys.exit(_run(run_chat(cfg, paths, user=user or getpass.getuser())))

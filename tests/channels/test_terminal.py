@@ -1,0 +1,86 @@
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+import os
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from channels.terminal import TerminalChannel, stdin_reader
+from gateway.app import App
+from gateway.config import Paths, load_config
+from memory import ManualClock
+from tests.fakes.openai_server import FakeOpenAI, Reply
+
+
+@pytest.fixture
+async def fake_llm() -> AsyncIterator[FakeOpenAI]:
+    async with FakeOpenAI() as fake:
+        yield fake
+
+
+async def _chat_app(tmp_path: Path, clock: ManualClock, fake: FakeOpenAI, lines: bytes) -> tuple[App, TerminalChannel, io.StringIO]:
+    (tmp_path / "config.json").write_text(json.dumps({"provider": {"baseUrl": fake.url, "maxRetries": 0}}), encoding="utf-8")
+    cfg = load_config(tmp_path / "config.json", env={})
+    app = App(cfg, Paths(tmp_path), clock=clock, config_channels=False)
+    reader = asyncio.StreamReader()
+    reader.feed_data(lines)
+    reader.feed_eof()
+    out = io.StringIO()
+    terminal = TerminalChannel(app.bus, reader=reader, output=out, sender_id="ada", prompt="you> ")
+    app.add_channel(terminal)
+    return app, terminal, out
+
+
+async def test_terminal_lines_are_answered_in_order(tmp_path: Path, clock: ManualClock, fake_llm: FakeOpenAI) -> None:
+    fake_llm.responder = lambda body: Reply(content="re: " + body["messages"][-1]["content"])
+    app, terminal, out = await _chat_app(tmp_path, clock, fake_llm, "hello\n\n你好\n/new\n/exit\nnever read\n".encode())
+    try:
+        await app.open()
+        await app.start()
+        await asyncio.wait_for(terminal.wait_closed(), 10)
+    finally:
+        await app.close()
+    lines = out.getvalue().split("you> ")
+    assert [ln for ln in lines if ln] == ["myclaw> re: hello\n", "myclaw> re: 你好\n", "myclaw> New conversation started. I still remember what you told me before.\n"]
+    # the terminal user is its own memory owner, and Tier 0 kept the turns
+    assert len(fake_llm.requests) == 2
+    assert [m["content"] for m in fake_llm.requests[1]["messages"][1:]] == ["hello", "re: hello", "你好"]
+
+
+async def test_terminal_gets_an_apology_when_the_llm_is_down(tmp_path: Path, clock: ManualClock, fake_llm: FakeOpenAI) -> None:
+    fake_llm.queue_error(500)
+    app, terminal, out = await _chat_app(tmp_path, clock, fake_llm, b"hello\n")
+    try:
+        await app.open()
+        await app.start()
+        await asyncio.wait_for(terminal.wait_closed(), 10)
+    finally:
+        await app.close()
+    assert "myclaw> Sorry" in out.getvalue()
+
+
+async def test_stdin_reader_reads_a_pipe_without_blocking_the_loop() -> None:
+    r, w = os.pipe()
+    with os.fdopen(r, "r", encoding="utf-8") as stream:
+        reader = stdin_reader(stream)
+        ticks = 0
+
+        async def tick() -> None:
+            nonlocal ticks
+            while True:
+                ticks += 1
+                await asyncio.sleep(0.01)
+
+        ticker = asyncio.create_task(tick())
+        await asyncio.sleep(0.1)  # the reader thread is blocked on the empty pipe; the loop is not
+        assert ticks >= 5
+        os.write(w, "第一行\nsecond\n".encode())
+        os.close(w)
+        assert await asyncio.wait_for(reader.readline(), 5) == "第一行\n".encode()
+        assert await asyncio.wait_for(reader.readline(), 5) == b"second\n"
+        assert await asyncio.wait_for(reader.readline(), 5) == b""  # EOF
+        ticker.cancel()

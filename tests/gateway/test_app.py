@@ -1,0 +1,233 @@
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from channels.base import BaseChannel, ChannelFatalError
+from gateway.app import App, ChannelSpec, config_secrets
+from gateway.bus import InboundMessage, MessageBus, OutboundMessage
+from gateway.config import ConfigError, Paths, load_config
+from memory import ManualClock, Provenance
+from tests.fakes.openai_server import FakeOpenAI, Reply
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+class EchoChannel(BaseChannel):
+    """A channel of this test module, built through the registry."""
+
+    name = "echo"
+    fail_start: type[Exception] | None = None
+
+    def __init__(self, config: Any, bus: MessageBus, **kw: Any) -> None:
+        super().__init__(bus, config.allow_from)
+        self.kw = kw
+        self.sent: list[OutboundMessage] = []
+        self.got = asyncio.Event()
+        self.started = self.stopped = False
+        self._failed = asyncio.Event()
+        self.failure: ChannelFatalError | None = None
+
+    async def start(self) -> None:
+        if self.fail_start is not None:
+            raise self.fail_start("token rejected by the platform")
+        self.started = True
+
+    async def stop(self) -> None:
+        self.stopped = True
+
+    async def send(self, msg: OutboundMessage) -> None:
+        self.sent.append(msg)
+        self.got.set()
+
+    async def wait_failed(self) -> ChannelFatalError:
+        await self._failed.wait()
+        assert self.failure is not None
+        return self.failure
+
+    def fail_now(self) -> None:
+        self.failure = ChannelFatalError("token revoked")
+        self._failed.set()
+
+    async def say(self, text: str, sender: str = "100") -> OutboundMessage:
+        self.got.clear()
+        await self.publish(InboundMessage(channel=self.name, chat_id="c1", sender_id=sender, text=text))
+        await asyncio.wait_for(self.got.wait(), 5)
+        return self.sent[-1]
+
+
+class BrokenChannel(EchoChannel):
+    name = "broken"
+    fail_start = ChannelFatalError
+
+
+ECHO = ChannelSpec("echo", __name__, "EchoChannel", lambda c: c.channels.telegram)
+BROKEN = ChannelSpec("broken", __name__, "BrokenChannel", lambda c: c.channels.feishu)
+
+
+def _config(tmp_path: Path, fake: FakeOpenAI, *, env: dict[str, str] | None = None, **doc: Any) -> tuple[Any, Paths]:
+    base: dict[str, Any] = {
+        "provider": {"baseUrl": fake.url, "apiKey": fake.api_key, "maxRetries": 0, "timeout": "5s"},
+        "agent": {"model": "test-model"},
+        "channels": {"telegram": {"enabled": True, "token": "123:abcdefghijklmnop"}},
+    }
+    base.update(doc)
+    (tmp_path / "config.json").write_text(json.dumps(base), encoding="utf-8")
+    env = {"MYCLAW_HOME": str(tmp_path), **(env or {})}
+    return load_config(tmp_path / "config.json", env=env, require=True), Paths(tmp_path)
+
+
+async def test_registry_builds_enabled_channels_and_replies_flow(tmp_path: Path, clock: ManualClock, fake_llm: FakeOpenAI) -> None:
+    cfg, paths = _config(tmp_path, fake_llm)
+    fake_llm.queue_reply("hello from the app")
+    app = App(cfg, paths, clock=clock, channel_specs=[ECHO, BROKEN])  # feishu (BROKEN) is disabled
+    try:
+        await app.open()
+        await app.start()
+        echo = app.channels["echo"]
+        assert isinstance(echo, EchoChannel) and echo.started and list(app.channels) == ["echo"]
+        out = await echo.say("hi")
+        assert (out.chat_id, out.text) == ("c1", "hello from the app")
+        assert (paths.data_dir / "gateway.db").exists() and (paths.data_dir / "memory.db").exists()
+        assert [t["function"]["name"] for t in fake_llm.requests[0]["tools"]] == ["memory_search", "memory_save"]
+    finally:
+        await app.close()
+        await app.close()  # safe twice
+    assert echo.stopped
+
+
+async def test_a_channel_failing_at_start_leaves_the_others_running(tmp_path: Path, clock: ManualClock, fake_llm: FakeOpenAI) -> None:
+    cfg, paths = _config(tmp_path, fake_llm, channels={"telegram": {"enabled": True}, "feishu": {"enabled": True}})
+    app = App(cfg, paths, clock=clock, channel_specs=[ECHO, BROKEN])
+    try:
+        await app.open()
+        await app.start()
+        assert list(app.channels) == ["echo"] and "token rejected" in app.failed_channels["broken"]
+        stop = asyncio.Event()
+        waiter = asyncio.create_task(app.wait(stop))
+        await app.channels["echo"].say("still here?")
+        # ... until the last channel fails for good: exit code 1
+        app.channels["echo"].fail_now()  # type: ignore[attr-defined]
+        assert await asyncio.wait_for(waiter, 5) == 1
+        assert app.failed_channels["echo"] == "token revoked"
+    finally:
+        await app.close()
+
+
+async def test_only_channel_failing_means_exit_1(tmp_path: Path, clock: ManualClock, fake_llm: FakeOpenAI) -> None:
+    cfg, paths = _config(tmp_path, fake_llm, channels={"feishu": {"enabled": True}})
+    app = App(cfg, paths, clock=clock, channel_specs=[ECHO, BROKEN])
+    try:
+        await app.open()
+        await app.start()
+        assert await asyncio.wait_for(app.wait(asyncio.Event()), 5) == 1
+    finally:
+        await app.close()
+
+
+async def test_stop_signal_exits_0_and_hooks_start_and_stop(tmp_path: Path, clock: ManualClock, fake_llm: FakeOpenAI) -> None:
+    calls: list[str] = []
+
+    class Hook:
+        def __init__(self, name: str) -> None:
+            self.name = name
+
+        async def start(self) -> None:
+            calls.append(f"start {self.name}")
+
+        async def stop(self) -> None:
+            calls.append(f"stop {self.name}")
+
+    cfg, paths = _config(tmp_path, fake_llm)
+    app = App(cfg, paths, clock=clock, channel_specs=[ECHO])
+    try:
+        await app.open()
+        app.extraction, app.cron = Hook("extraction"), Hook("cron")
+        await app.start()
+        stop = asyncio.Event()
+        stop.set()
+        assert await app.wait(stop) == 0
+    finally:
+        await app.close()
+    assert calls == ["start extraction", "start cron", "stop cron", "stop extraction"]
+
+
+async def test_no_enabled_channel_is_a_config_error(tmp_path: Path, clock: ManualClock, fake_llm: FakeOpenAI) -> None:
+    cfg, paths = _config(tmp_path, fake_llm, channels={})
+    app = App(cfg, paths, clock=clock)
+    try:
+        await app.open()
+        with pytest.raises(ConfigError, match="no channel is enabled"):
+            await app.start()
+    finally:
+        await app.close()
+
+
+async def test_memory_disabled_uses_the_file_store(tmp_path: Path, clock: ManualClock, fake_llm: FakeOpenAI) -> None:
+    cfg, paths = _config(tmp_path, fake_llm, env={"MYCLAW_MEMORY_ENABLED": "false"})
+    assert cfg.memory.enabled is False
+    app = App(cfg, paths, clock=clock, channel_specs=[ECHO])
+    try:
+        await app.open()
+        assert app.backend is not None and app.backend.kind == "files"
+        await app.start()
+        echo = app.channels["echo"]
+        user = "echo:100"
+        await app.backend.remember(user, "I drink oat milk flat white", provenance=Provenance(channel="echo"))
+        await echo.say("which coffee do I like? do you remember?")  # type: ignore[attr-defined]
+        assert app.loop is not None and await app.loop.drain(5)
+        body = fake_llm.requests[-1]
+        assert "oat milk flat white" in body["messages"][0]["content"]  # the file store's MEMORY.md as Core Memory
+        assert "tools" not in body  # memory tools only with the SQLite memory
+        assert not (paths.data_dir / "memory.db").exists()
+        logged = "".join(p.read_text(encoding="utf-8") for p in (paths.home / "workspace" / "memory").rglob("2026-*.md"))
+        assert "user: which coffee do I like?" in logged and "assistant: ok" in logged
+    finally:
+        await app.close()
+
+
+def test_config_secrets_are_collected(tmp_path: Path) -> None:
+    cfg = load_config(tmp_path / "none.json", env={"MYCLAW_PROVIDER_API_KEY": "sk-abcdef123", "MYCLAW_TELEGRAM_TOKEN": "1:tok-secret"})
+    assert set(config_secrets(cfg)) == {"sk-abcdef123", "1:tok-secret"}
+
+
+def test_importing_the_gateway_loads_no_channel_sdk() -> None:
+    code = "import sys, gateway.cli, gateway.app; print(sorted(m for m in ('lark_oapi', 'telegram') if m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def _cli_env(tmp_path: Path, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MYCLAW_")}
+    env.update({"MYCLAW_HOME": str(tmp_path), **extra})
+    return env
+
+
+async def test_cli_gateway_without_config_exits_2(tmp_path: Path) -> None:
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", "from gateway.cli import main; main()", "gateway",
+        cwd=REPO, env=_cli_env(tmp_path), stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )
+    _, err = await asyncio.wait_for(proc.communicate(), 60)
+    assert proc.returncode == 2 and "no config file" in err.decode()
+
+
+async def test_cli_chat_answers_piped_lines(tmp_path: Path, fake_llm: FakeOpenAI) -> None:
+    fake_llm.responder = lambda body: Reply(content="re: " + body["messages"][-1]["content"])
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", "from gateway.cli import main; main()", "chat", "--user", "ada",
+        cwd=REPO,
+        env=_cli_env(tmp_path, MYCLAW_PROVIDER_BASE_URL=fake_llm.url, MYCLAW_PROVIDER_API_KEY=fake_llm.api_key or ""),
+        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await asyncio.wait_for(proc.communicate("hello\n\nhow are you\n".encode()), 60)
+    assert proc.returncode == 0, err.decode()
+    assert out.decode().splitlines() == ["myclaw> re: hello", "myclaw> re: how are you"]
+    assert fake_llm.api_key not in err.decode()
