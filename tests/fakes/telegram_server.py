@@ -20,6 +20,10 @@ reaches a waiting poller at once. ``go_offline()`` closes the listener and
 every open connection (clients see refused connections and dropped long
 polls); ``go_online()`` listens again on the same port.
 
+Tests read ``sent`` and ``calls``; a benchmark passes ``record=False`` and
+reads ``sent_count`` or sets ``on_send`` (memory stays flat over 10,000s
+of messages).
+
 Run by hand: ``python -m tests.fakes.telegram_server --port 8081`` and set
 ``channels.telegram.baseUrl`` to ``http://127.0.0.1:8081/bot``.
 """
@@ -124,6 +128,7 @@ class FakeTelegram:
         *,
         bot_username: str = "myclaw_bot",
         strict_chats: bool = True,
+        record: bool = True,
     ) -> None:
         self.token = token
         self.bot_username = bot_username
@@ -132,6 +137,11 @@ class FakeTelegram:
         # strict: sendMessage to a chat no update came from fails, as it does
         # on Telegram; catches a reply addressed to a user id in a group.
         self.strict_chats = strict_chats
+        # record=False (benchmarks): keep counts only, so the fake's memory
+        # stays flat; ``on_send`` still sees every accepted message.
+        self.record = record
+        self.on_send: Callable[[SentMessage], None] | None = None
+        self.sent_count = 0
         self.sent: list[SentMessage] = []
         self.calls: list[Call] = []
         self.counts: Counter[str] = Counter()
@@ -274,7 +284,8 @@ class FakeTelegram:
             message["message_thread_id"] = message_thread_id
         if reply_to_bot:
             message["reply_to_message"] = self._last_bot_message.get(chat_id) or self._bot_message(chat, "(earlier reply)")
-        self._messages.add((chat_id, message_id))
+        if self.record:
+            self._messages.add((chat_id, message_id))
         self._updates.append({"update_id": next(self._update_ids), "message": message})
         self._wake.set()
         return message
@@ -301,7 +312,7 @@ class FakeTelegram:
                 self._waiters.remove(entry)
 
     async def wait_sent(self, count: int, timeout: float = 5.0) -> list[SentMessage]:
-        await self.wait_until(lambda: len(self.sent) >= count, timeout)
+        await self.wait_until(lambda: self.sent_count >= count, timeout)
         return self.sent
 
     def _notify(self) -> None:
@@ -347,11 +358,13 @@ class FakeTelegram:
         failures = self._failures.get(method)
         if failures:
             f = failures.popleft()
-            self.calls.append(Call(method, params, f.status))
+            if self.record:
+                self.calls.append(Call(method, params, f.status))
             self._notify()
             return _error(f.status, f.description, f.retry_after)
         response = await handler(self, params)
-        self.calls.append(Call(method, params, response.status))
+        if self.record:
+            self.calls.append(Call(method, params, response.status))
         self._notify()
         return response
 
@@ -441,7 +454,8 @@ class FakeTelegram:
         }
         if thread_id is not None:
             msg["message_thread_id"] = thread_id
-        self._messages.add((chat["id"], message_id))
+        if self.record:
+            self._messages.add((chat["id"], message_id))
         self._last_bot_message[chat["id"]] = msg
         return msg
 
@@ -473,21 +487,25 @@ class FakeTelegram:
         elif params.get("reply_to_message_id") is not None:
             reply_to = _as_int(params["reply_to_message_id"])
             allow_without_reply = str(params.get("allow_sending_without_reply", "")).lower() == "true"
-        if reply_to is not None and (chat_id, reply_to) not in self._messages and not allow_without_reply:
+        known = not self.record or (chat_id, reply_to) in self._messages
+        if reply_to is not None and not known and not allow_without_reply:
             return _error(400, "Bad Request: message to be replied not found")
         thread_id = _as_int(params.get("message_thread_id"))
         msg = self._bot_message(chat, text, thread_id)
-        self.sent.append(
-            SentMessage(
-                chat_id=chat_id,
-                text=text,
-                message_id=msg["message_id"],
-                reply_to=reply_to,
-                parse_mode=parse_mode,
-                message_thread_id=thread_id,
-                params=params,
-            )
+        sent = SentMessage(
+            chat_id=chat_id,
+            text=text,
+            message_id=msg["message_id"],
+            reply_to=reply_to,
+            parse_mode=parse_mode,
+            message_thread_id=thread_id,
+            params=params,
         )
+        self.sent_count += 1
+        if self.record:
+            self.sent.append(sent)
+        if self.on_send is not None:
+            self.on_send(sent)
         return _ok(msg)
 
     _methods: dict[str, Any] = {

@@ -128,3 +128,14 @@ async def test_ten_thousand_updates_drain_quickly(fake: FakeTelegram, client: ht
         seen += len(batch)
         offset = batch[-1]["update_id"] + 1
     assert time.monotonic() - started < 5
+
+
+async def test_record_false_keeps_counts_only(client: httpx.AsyncClient) -> None:
+    seen: list[str] = []
+    async with FakeTelegram(record=False) as fake:
+        fake.on_send = lambda m: seen.append(m.text)
+        fake.push_text(1, 1, "hi")
+        await client.post(api(fake, "sendMessage"), data={"chat_id": "1", "text": "one"})
+        await client.post(api(fake, "sendMessage"), data={"chat_id": "1", "text": "two"})
+        await fake.wait_sent(2)
+        assert (fake.sent_count, fake.sent, fake.calls, seen) == (2, [], [], ["one", "two"])
