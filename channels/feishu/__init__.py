@@ -19,7 +19,7 @@ from gateway.bus import MessageBus, OutboundMessage
 from gateway.config import FeishuConfig
 from gateway.http import HttpServer
 
-from .client import FeishuApiError, FeishuClient, split_text
+from .client import FeishuApiError, FeishuClient, is_retryable, split_text
 from .dedup import RecentIds
 from .events import MESSAGE_EVENT, EventParseError, event_id_of, event_type_of, parse_message_event
 from .webhook import WebhookReceiver
@@ -92,7 +92,7 @@ class FeishuChannel(BaseChannel):
         try:
             info = await self.api.bot_info()
         except FeishuApiError as exc:
-            if exc.endpoint.endswith("tenant_access_token/internal") and exc.code != -2 and exc.status < 500:
+            if exc.endpoint.endswith("tenant_access_token/internal") and not is_retryable(exc):
                 raise ChannelFatalError(f"Feishu rejected appId/appSecret (code {exc.code}: {exc.msg})") from exc
             self.log.warning("could not fetch the Feishu bot identity; any @mention will count as one", error=str(exc))
             return

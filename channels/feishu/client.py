@@ -29,7 +29,7 @@ from typing import Any
 import httpx
 import structlog
 
-__all__ = ["FeishuApiError", "FeishuClient", "split_text"]
+__all__ = ["FeishuApiError", "FeishuClient", "is_retryable", "split_text"]
 
 TOKEN_INVALID_CODES = frozenset({99991661, 99991663, 99991668})
 RATE_LIMIT_CODE = 99991400
@@ -159,15 +159,11 @@ class FeishuClient:
                     if token and self._token == token:  # not already replaced by another task
                         self.invalidate_token()
                     continue
-                if not self._retryable(exc) or attempt >= self._max_attempts:
+                if not is_retryable(exc) or attempt >= self._max_attempts:
                     raise
                 delay = self._backoff * 2 ** (attempt - 1)
                 self._log.warning("feishu call retried", code=exc.code, status=exc.status, endpoint=path, delay=delay)
                 await asyncio.sleep(delay)
-
-    @staticmethod
-    def _retryable(exc: FeishuApiError) -> bool:
-        return exc.code == RATE_LIMIT_CODE or exc.status == 429 or exc.status >= 500 or exc.code == -2
 
     async def _post_json(self, path: str, body: dict[str, Any], *, token: str | None) -> dict[str, Any]:
         return await self._request("POST", path, json_body=body, token=token)
@@ -199,6 +195,11 @@ class FeishuClient:
         if code != 0 or not resp.is_success:
             raise FeishuApiError(int(code or -1), str(data.get("msg") or ""), status=resp.status_code, endpoint=path)
         return data
+
+
+def is_retryable(exc: FeishuApiError) -> bool:
+    """Rate limits, server errors and no answer at all: worth another try."""
+    return exc.code == RATE_LIMIT_CODE or exc.status == 429 or exc.status >= 500 or exc.code == -2
 
 
 def split_text(text: str, limit: int = TEXT_CHUNK) -> list[str]:
