@@ -54,6 +54,7 @@ MAX_CONTEXT_CHARS = 600
 MAX_TERMS = 32  # terms scored
 MAX_MATCH_TERMS = 12  # terms sent to the FTS5 MATCH
 MATCH_DF_BUDGET = 2000  # summed document counts of the MATCH terms (bounds its cost)
+DF_CACHE_MIN_ROWS = 5000  # below this, counting is cheaper than being stale
 PRIOR_ROWS = 200
 MIN_RELEVANCE = 0.12  # below this a hit is noise, not memory
 OTHER_PROJECT_FACTOR = 0.8
@@ -131,6 +132,8 @@ class Retriever:
         self.token_budget = token_budget
         self.max_chars = max_chars
         self.candidates = candidates
+        # vocab table -> term -> (document count, collection rows then)
+        self._df_cache: dict[str, dict[str, tuple[int, int]]] = {}
 
     # -- collection statistics ---------------------------------------------
 
@@ -146,12 +149,31 @@ class Retriever:
 
         Size and length come from FTS5's "averages" record (id 1 of the
         ``_data`` table: row count, then token totals per column; documented
-        file format, O(1) to read); document counts from the fts5vocab table.
+        file format, O(1) to read); document counts from the fts5vocab table,
+        which walks a term's whole doclist, so in a large collection counts
+        are cached until the collection has grown or shrunk by 2%.
         """
+        cache = self._df_cache.setdefault(t.vocab, {})
+        known = {x: cache[x] for x in terms if x in cache}
+        ask = [x for x in terms if x not in known]
+        stats, df = await self._lookup(t, ask)
+        stale = [x for x, (_, then) in known.items() if abs(stats.rows - then) > 0.02 * then]
+        df.update((x, d) for x, (d, _) in known.items() if x not in stale)
+        if stale:
+            _, more = await self._lookup(t, stale)
+            df.update(more)
+            ask += stale
+        if stats.rows >= DF_CACHE_MIN_ROWS:
+            if len(cache) > 100_000:
+                cache.clear()
+            cache.update((x, (df[x], stats.rows)) for x in ask if x in df)  # never cache "absent"
+        return stats, df
+
+    async def _lookup(self, t: _Tables, terms: Sequence[str]) -> tuple[_Stats, dict[str, int]]:
         marks = ",".join("?" * len(terms))
+        vocab = f"SELECT term, doc, NULL FROM {t.vocab} WHERE term IN ({marks}) UNION ALL " if terms else ""
         rows = await self._fetch(
-            f"""SELECT term, doc, NULL FROM {t.vocab} WHERE term IN ({marks})
-                UNION ALL SELECT NULL, NULL, block FROM {t.fts}_data WHERE id = 1""",
+            f"{vocab}SELECT NULL, NULL, block FROM {t.fts}_data WHERE id = 1",
             list(terms),
         )
         df = {r[0]: r[1] for r in rows if r[0] is not None}
@@ -192,12 +214,26 @@ class Retriever:
             return [], {}, stats
         n = max(stats.rows, max(df.values())) + PRIOR_ROWS
         idf = {x.term: math.log(1.0 + (n - df.get(x.term, 0) + 0.5) / (df.get(x.term, 0) + 0.5)) for x in q}
+        # Candidates: rows holding the most telling terms, pre-ranked by the
+        # IDF mass of the terms they hold. One owner-scoped MATCH per term in
+        # one statement; FTS5's bm25() ranking cost ~3 us a matched row,
+        # this ~1 us (docs/RETRIEVAL.md).
+        match = _match_terms(present, idf, df)
+        weight = {x.term: x.weight * idf[x.term] for x in present}
+        postings = await self._fetch(
+            " UNION ALL ".join(f"SELECT {i}, rowid FROM {t.fts} WHERE {t.fts} MATCH ?" for i in range(len(match))),
+            [build_match(owners, [m]) for m in match],
+        )
+        pre: dict[int, float] = {}
+        for k, rid in postings:
+            pre[rid] = pre.get(rid, 0.0) + weight[match[k]]
+        best = sorted(pre, key=lambda rid: (-pre[rid], -rid))[: self.candidates]
+        if not best:
+            return [], idf, stats
         rows = await self._fetch(
-            f"""SELECT {select}, c.terms AS _terms
-                FROM (SELECT rowid AS rid, text AS terms FROM {t.fts} WHERE {t.fts} MATCH ?
-                      ORDER BY bm25({t.fts}, 0.0, 1.0) LIMIT ?) c
-                JOIN {join} ON x.id = c.rid {where}""",
-            (build_match(owners, _match_terms(present, idf, df)), self.candidates),
+            f"""SELECT {select}, f.text AS _terms FROM {join} JOIN {t.fts} f ON f.rowid = x.id
+                WHERE x.id IN ({",".join("?" * len(best))}) {where}""",
+            best,
         )
         return rows, idf, stats
 
