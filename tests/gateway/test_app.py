@@ -16,6 +16,7 @@ from gateway.bus import InboundMessage, MessageBus, OutboundMessage
 from gateway.config import ConfigError, Paths, load_config
 from memory import ManualClock, Provenance
 from tests.fakes.openai_server import FakeOpenAI, Reply
+from tests.fakes.telegram_server import FakeTelegram
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -231,3 +232,40 @@ async def test_cli_chat_answers_piped_lines(tmp_path: Path, fake_llm: FakeOpenAI
     assert proc.returncode == 0, err.decode()
     assert out.decode().splitlines() == ["myclaw> re: hello", "myclaw> re: how are you"]
     assert fake_llm.api_key not in err.decode()
+
+
+# -- the real Telegram channel, through the default registry ----------------------
+
+
+def _telegram_config(tmp_path: Path, fake: FakeOpenAI, tg: FakeTelegram, token: str | None = None) -> tuple[Any, Paths]:
+    telegram = {"enabled": True, "token": token or tg.token, "baseUrl": tg.base_url, "pollTimeout": 1}
+    return _config(tmp_path, fake, channels={"telegram": telegram})
+
+
+async def test_telegram_message_gets_an_llm_reply_end_to_end(tmp_path: Path, clock: ManualClock, fake_llm: FakeOpenAI) -> None:
+    fake_llm.queue_reply("hi from the LLM")
+    async with FakeTelegram() as tg:
+        cfg, paths = _telegram_config(tmp_path, fake_llm, tg)
+        app = App(cfg, paths, clock=clock)
+        try:
+            await app.open()
+            await asyncio.wait_for(app.start(), 15)
+            tg.push_text(42, 42, "hello bot")
+            await tg.wait_sent(1, timeout=10)
+            assert tg.texts(42) == ["hi from the LLM"]
+            assert fake_llm.requests[0]["messages"][-1]["content"] == "hello bot"
+        finally:
+            await asyncio.wait_for(app.close(), 15)
+
+
+async def test_rejected_telegram_token_as_the_only_channel_exits_1(tmp_path: Path, clock: ManualClock, fake_llm: FakeOpenAI) -> None:
+    async with FakeTelegram() as tg:
+        cfg, paths = _telegram_config(tmp_path, fake_llm, tg, token="999:not-the-right-token-abcdefg")
+        app = App(cfg, paths, clock=clock)
+        try:
+            await app.open()
+            await asyncio.wait_for(app.start(), 15)
+            assert "telegram" in app.failed_channels and not app.channels
+            assert await asyncio.wait_for(app.wait(asyncio.Event()), 5) == 1
+        finally:
+            await asyncio.wait_for(app.close(), 15)
