@@ -40,6 +40,7 @@ from .clock import format_ts, parse_ts
 from .consolidate import Consolidator
 from .engine import MemoryEngine
 from .llm import MemoryLLM, MemoryLLMError
+from .service import SqliteMemory
 from .types import Provenance, Source
 
 __all__ = ["BACKOFF", "BACKLOG_AFTER", "ExtractionService", "FlushReport"]
@@ -132,9 +133,9 @@ class ExtractionService:
 
     # -- lifecycle ------------------------------------------------------------
 
-    def attach(self, memory: object) -> None:
+    def attach(self, memory: SqliteMemory) -> None:
         """Register on ``SqliteMemory.on_buffered`` so a new turn wakes the loop."""
-        memory.on_buffered(self.notify)  # type: ignore[attr-defined]
+        memory.on_buffered(self.notify)
 
     def notify(self, owner: str) -> None:
         self._wake.set()
