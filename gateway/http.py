@@ -28,7 +28,7 @@ class HttpServer:
         self._routes: dict[tuple[str, str], Handler] = {}
         self._runner: web.AppRunner | None = None
         self._port: int | None = None
-        self._log = structlog.get_logger().bind(component="http")
+        self._log = structlog.get_logger(component="http")
         self.add_route("GET", "/healthz", self._healthz)
 
     # -- routes ----------------------------------------------------------------

@@ -74,7 +74,7 @@ class FeishuClient:
         self._token: str | None = None
         self._token_expires_at = 0.0
         self._token_lock = asyncio.Lock()
-        self._log = structlog.get_logger().bind(channel="feishu")
+        self._log = structlog.get_logger(channel="feishu")
         self.token_fetches = 0  # observable in tests and debug output
 
     async def aclose(self) -> None:

@@ -45,7 +45,7 @@ class LongConnection:
         self._app_secret = app_secret
         self._domain = domain.rstrip("/")
         self._on_event = on_event
-        self._log = structlog.get_logger().bind(channel="feishu", component="longconn")
+        self._log = structlog.get_logger(channel="feishu", component="longconn")
         self._main_loop: asyncio.AbstractEventLoop | None = None
         self._ws_loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
@@ -214,3 +214,7 @@ def _route_sdk_logs_through_root() -> None:
     for h in list(lark_logger.handlers):
         if isinstance(h, logging.StreamHandler):
             lark_logger.removeHandler(h)
+    # websockets logs the handshake request line at DEBUG, and the long
+    # connection URL carries its access_key and ticket in the query.
+    ws_logger = logging.getLogger("websockets.client")
+    ws_logger.setLevel(max(logging.INFO, ws_logger.getEffectiveLevel()))

@@ -73,7 +73,7 @@ class WebhookReceiver:
         self._token = verification_token
         self._encrypt_key = encrypt_key
         self._on_event = on_event
-        self._log = structlog.get_logger().bind(channel="feishu", component="webhook")
+        self._log = structlog.get_logger(channel="feishu", component="webhook")
 
     async def handle(self, request: web.Request) -> web.Response:
         body = await request.read()

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 from collections.abc import AsyncIterator
 
@@ -34,7 +35,8 @@ def test_frame_codec_round_trip() -> None:
     assert decode_frame(encode_frame(f)) == f
 
 
-async def test_long_connection_event_end_to_end(fake: FakeFeishu) -> None:
+async def test_long_connection_event_end_to_end(fake: FakeFeishu, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.DEBUG)
     ch = FeishuChannel(ws_config(fake), MessageBus())
     await ch.start()
     try:
@@ -58,6 +60,8 @@ async def test_long_connection_event_end_to_end(fake: FakeFeishu) -> None:
         await asyncio.wait_for(ch.stop(), 20)
         await ch.stop()
     assert not any(t.name == "feishu-longconn" for t in threading.enumerate())
+    for secret in (fake.app_secret, *fake.issued_tokens, "ticket="):  # SDK and httpx log lines included
+        assert secret not in caplog.text
     # Stopped for good: the SDK does not reconnect behind our back.
     connects = fake.ws_connects
     await asyncio.sleep(1.5)
