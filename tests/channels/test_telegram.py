@@ -7,8 +7,8 @@ import asyncio
 import io
 import logging
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
-from typing import Any
+from collections.abc import AsyncIterator, Awaitable, Iterator
+from typing import Any, TypeVar
 
 import pytest
 import structlog
@@ -22,8 +22,8 @@ from gateway.config import TelegramConfig
 from gateway.logging import configure_logging
 from tests.fakes.telegram_server import FakeTelegram, utf16_len
 
+T = TypeVar("T")
 FAST = Backoff(initial=0.05, maximum=0.3)
-Factory = Callable[..., "asyncio.Future[TelegramChannel]"]
 
 
 @pytest.fixture
@@ -71,6 +71,11 @@ async def make_channel(fake: FakeTelegram, bus: MessageBus) -> AsyncIterator[Any
         await asyncio.wait(senders)
     for ch in channels:
         await asyncio.wait_for(ch.stop(), 10)
+
+
+async def within(aw: Awaitable[T], seconds: float = 15.0) -> T:
+    """Every await on the channel is bounded: a hang fails the test."""
+    return await asyncio.wait_for(aw, seconds)
 
 
 async def next_inbound(bus: MessageBus, timeout: float = 5.0) -> InboundMessage:
@@ -121,7 +126,7 @@ async def test_group_flags_and_mention_stripping(fake: FakeTelegram, bus: Messag
     other = await next_inbound(bus)
     assert not other.mentioned and other.text == "ask @someone_else"
 
-    await ch.send(OutboundMessage("telegram", str(group), "a bot answer"))
+    await within(ch.send(OutboundMessage("telegram", str(group), "a bot answer")))
     fake.push_text(group, 7, "thanks!", chat_type="supergroup", reply_to_bot=True)
     reply = await next_inbound(bus)
     assert reply.reply_to_bot and not reply.mentioned and reply.text == "thanks!"
@@ -149,8 +154,8 @@ async def test_stop_confirms_offset_so_restart_does_not_redeliver(
     for i in range(3):
         fake.push_text(1, 1, f"m{i}")
     assert [(await next_inbound(bus)).text for _ in range(3)] == ["m0", "m1", "m2"]
-    await ch.stop()
-    await ch.stop()  # safe twice
+    await within(ch.stop())
+    await within(ch.stop())  # safe twice
     assert fake.pending_updates == 0
 
     await make_channel()
@@ -180,7 +185,7 @@ async def test_long_reply_is_split_in_order(fake: FakeTelegram, bus: MessageBus,
     paragraphs = [" ".join(f"p{p}w{w}" for w in range(150)) for p in range(10)]
     text = "\n\n".join(paragraphs)[:9000]
     assert len(text) == 9000
-    await ch.send(OutboundMessage("telegram", "3003", text))
+    await within(ch.send(OutboundMessage("telegram", "3003", text)))
     sent = fake.sent
     assert len(sent) == 3
     assert all(utf16_len(m.text) <= 4096 for m in sent)
@@ -190,11 +195,11 @@ async def test_long_reply_is_split_in_order(fake: FakeTelegram, bus: MessageBus,
 
 async def test_typing_indicator(fake: FakeTelegram, bus: MessageBus, make_channel: Any) -> None:
     ch = await make_channel()
-    await ch.send_typing("4004")
+    await within(ch.send_typing("4004"))
     [call] = [c for c in fake.calls if c.method == "sendchataction"]
     assert (call.params["chat_id"], call.params["action"]) == ("4004", "typing")
     fake.fail_next("sendChatAction", 500)
-    await ch.send_typing("4004")  # best effort: no exception
+    await within(ch.send_typing("4004"))  # best effort: no exception
 
 
 async def test_send_waits_out_429(fake: FakeTelegram, bus: MessageBus, make_channel: Any) -> None:
@@ -274,7 +279,7 @@ async def test_invalid_token_fails_start(fake: FakeTelegram, make_channel: Any, 
     assert time.monotonic() - started < 5
     assert str(err.value) == message
     assert token not in str(err.value) and err.value.__cause__ is None and err.value.__suppress_context__
-    await ch.stop()
+    await within(ch.stop())
 
 
 async def test_empty_token_fails_start(fake: FakeTelegram, bus: MessageBus) -> None:
@@ -301,7 +306,7 @@ async def test_unreachable_at_boot_keeps_trying(bus: MessageBus) -> None:
         await fake.go_online()
         fake.push_text(9009, 9009, "late but here")
         assert (await next_inbound(bus, timeout=10)).text == "late but here"
-        await ch.stop()
+        await within(ch.stop())
     finally:
         await fake.stop()
 
@@ -336,7 +341,7 @@ async def test_token_never_logged(fake: FakeTelegram, bus: MessageBus, debug_log
     with capture_logs() as events:
         bad = TelegramChannel(config_for(fake, token="123456789:rejected-token-abcdefghijk"), bus, backoff=FAST)
         with pytest.raises(ChannelFatalError):
-            await bad.start()
+            await within(bad.start())
     assert "rejected-token" not in repr(events)
 
     # The whole pipeline, libraries at DEBUG: errors, retries, a revocation.
@@ -346,10 +351,10 @@ async def test_token_never_logged(fake: FakeTelegram, bus: MessageBus, debug_log
     fake.push_text(1, 1, "hi")
     await next_inbound(bus)
     fake.fail_next("sendMessage", 502)
-    await ch.send(OutboundMessage("telegram", "1", "reply"))
+    await within(ch.send(OutboundMessage("telegram", "1", "reply")))
     fake.revoke_token()
     await asyncio.wait_for(ch.wait_failed(), 10)
-    await ch.stop()
+    await within(ch.stop())
     output = debug_log_stream.getvalue()
     assert "getUpdates" in output or "getupdates" in output.lower()  # the libraries did log
     secret_part = fake.token.split(":", 1)[1]
