@@ -26,7 +26,7 @@ class BaseChannel(abc.ABC):
     def __init__(self, bus: MessageBus, allow_from: Iterable[str] = ()) -> None:
         self.bus = bus
         self.allow_from = {str(a).lstrip("@").lower() for a in allow_from if str(a).strip()}
-        self.log = structlog.get_logger().bind(channel=self.name)
+        self.log = structlog.get_logger(channel=self.name)
         self._sender_task: asyncio.Task[None] | None = None
 
     def is_allowed(self, *ids: str) -> bool:
