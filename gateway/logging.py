@@ -30,6 +30,8 @@ _SECRET_SHAPES = [
     (re.compile(r"\bsk-[A-Za-z0-9_-]{6,}"), "sk-***"),
     (re.compile(r"/bot\d+:[A-Za-z0-9_-]{10,}"), "/bot***"),
     (re.compile(r"\bt-[A-Za-z0-9._-]{16,}"), "t-***"),  # Feishu tenant tokens
+    # Feishu long-connection URLs carry credentials in the query string.
+    (re.compile(r"(?i)\b(access_key|ticket|app_secret|token)=[^&\s\"']+"), r"\1=***"),
 ]
 
 
@@ -118,14 +120,15 @@ def configure_logging(
     root.addHandler(handler)
     root.setLevel(level.upper())
     # Chatty libraries: keep their warnings, drop per-request info lines.
-    for name in ("httpx", "httpcore", "telegram", "telegram.ext", "Lark", "aiohttp.access", "jieba"):
+    for name in ("httpx", "httpcore", "telegram", "telegram.ext", "Lark", "aiohttp.access", "jieba", "websockets"):
         logging.getLogger(name).setLevel(max(logging.WARNING, root.level))
     return _redactor
 
 
 def get_logger(component: str | None = None, **bound: Any) -> Any:
     """A structlog logger; ``component="memory"`` marks memory events."""
-    log = structlog.get_logger()
     if component:
         bound = {"component": component, **bound}
-    return log.bind(**bound) if bound else log
+    # Lazy proxy: binding now would freeze the processors of this moment, and
+    # a logger made at import time would then bypass redaction set up later.
+    return structlog.get_logger(**bound)
