@@ -28,6 +28,7 @@ See docs/RETRIEVAL.md for the measurements behind the constants.
 
 from __future__ import annotations
 
+import heapq
 import math
 from collections import Counter
 from collections.abc import Iterable, Sequence
@@ -125,7 +126,7 @@ class Retriever:
         max_hits: int = 5,
         token_budget: int = 2048,
         max_chars: int = 300,
-        candidates: int = 60,
+        candidates: int = 40,
     ) -> None:
         self.engine = engine
         self.max_hits = max_hits
@@ -214,20 +215,26 @@ class Retriever:
             return [], {}, stats
         n = max(stats.rows, max(df.values())) + PRIOR_ROWS
         idf = {x.term: math.log(1.0 + (n - df.get(x.term, 0) + 0.5) / (df.get(x.term, 0) + 0.5)) for x in q}
-        # Candidates: rows holding the most telling terms, pre-ranked by the
-        # IDF mass of the terms they hold. One owner-scoped MATCH per term in
-        # one statement; FTS5's bm25() ranking cost ~3 us a matched row,
-        # this ~1 us (docs/RETRIEVAL.md).
+        # Candidates: the user's rows holding the most telling terms,
+        # pre-ranked by the IDF mass of the terms they hold. One statement:
+        # one owner-scoped MATCH on all the terms (which rows are in scope)
+        # plus one unscoped MATCH per term (which terms a row holds). FTS5's
+        # bm25() ranking cost ~3 us a matched row, and an owner-scoped MATCH
+        # per term walked the owner's doclist once per term (docs/RETRIEVAL.md).
         match = _match_terms(present, idf, df)
         weight = {x.term: x.weight * idf[x.term] for x in present}
+        parts = [f"SELECT -1, rowid FROM {t.fts} WHERE {t.fts} MATCH ?"]
+        parts += [f"SELECT {i}, rowid FROM {t.fts} WHERE {t.fts} MATCH ?" for i in range(len(match))]
         postings = await self._fetch(
-            " UNION ALL ".join(f"SELECT {i}, rowid FROM {t.fts} WHERE {t.fts} MATCH ?" for i in range(len(match))),
-            [build_match(owners, [m]) for m in match],
+            " UNION ALL ".join(parts),
+            [build_match(owners, match), *(f"text : {quote(m)}" for m in match)],
         )
+        mine = {rid for k, rid in postings if k < 0}
         pre: dict[int, float] = {}
         for k, rid in postings:
-            pre[rid] = pre.get(rid, 0.0) + weight[match[k]]
-        best = sorted(pre, key=lambda rid: (-pre[rid], -rid))[: self.candidates]
+            if k >= 0 and rid in mine:
+                pre[rid] = pre.get(rid, 0.0) + weight[match[k]]
+        best = heapq.nsmallest(self.candidates, pre, key=lambda rid: (-pre[rid], -rid))
         if not best:
             return [], idf, stats
         rows = await self._fetch(
