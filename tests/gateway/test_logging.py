@@ -60,3 +60,18 @@ def test_logger_created_before_configuration_is_still_redacted() -> None:
     early.info("x", detail="late-registered-secret")
     assert "late-registered-secret" not in out.getvalue()
     assert lines(out)[-1]["component"] == "memory"
+
+
+def test_no_module_binds_a_logger_eagerly() -> None:
+    # `structlog.get_logger().bind(...)` at import time freezes the default
+    # processors (no redaction); `structlog.get_logger(key=value)` stays lazy.
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    offenders = [
+        str(p.relative_to(root))
+        for pkg in ("gateway", "channels", "memory")
+        for p in (root / pkg).rglob("*.py")
+        if "get_logger().bind(" in p.read_text(encoding="utf-8")
+    ]
+    assert offenders == []
