@@ -82,8 +82,11 @@ def _percentile(values: Sequence[float], q: float) -> float:
 class LoopStats:
     """Counters for tests, logs and ``scripts/bench_gateway.py``.
 
-    ``added_ms`` is what the gateway adds to a reply: time from the loop
-    taking the message off the bus to publishing the reply, minus the LLM.
+    ``added_ms`` is what the gateway's own work adds to a reply: from the
+    moment a message's handling starts (its chat's turn, a concurrency slot)
+    to the reply on the outbound queue, minus the LLM calls. ``wait_ms`` is
+    the time before that, in the chat's queue and waiting for a slot: it
+    grows only when more chats are busy than ``max_concurrent_chats``.
     """
 
     received: int = 0
@@ -96,6 +99,7 @@ class LoopStats:
     buffered: int = 0  # rows handed to memory
     buffer_errors: int = 0
     added_ms: deque[float] = field(default_factory=lambda: deque(maxlen=200_000))
+    wait_ms: deque[float] = field(default_factory=lambda: deque(maxlen=200_000))
     retrieval_ms: deque[float] = field(default_factory=lambda: deque(maxlen=200_000))
     llm_ms: deque[float] = field(default_factory=lambda: deque(maxlen=200_000))
 
@@ -108,6 +112,7 @@ class LoopStats:
             "added_p50_ms": round(_percentile(added, 0.50), 3),
             "added_p95_ms": round(_percentile(added, 0.95), 3),
             "added_max_ms": round(max(added, default=0.0), 3),
+            "wait_p95_ms": round(_percentile(list(self.wait_ms), 0.95), 3),
         }
 
 
@@ -118,6 +123,7 @@ class _Item:
     user: str | None = None  # set for jobs: run as this user
     future: asyncio.Future[str] | None = None  # set for jobs: the reply
     counted: bool = True  # holds a max_pending slot
+    started: float = 0.0  # perf_counter when its handling began (slot taken)
 
 
 class ProcessLoop:
@@ -147,6 +153,9 @@ class ProcessLoop:
         self._queues: dict[str, deque[_Item]] = {}
         self._workers: dict[str, asyncio.Task[None]] = {}
         self._buffering: dict[str, asyncio.Task[None]] = {}
+        # Chats known to have no unbuffered row (checked in gateway.db once,
+        # then kept true by _buffer), so _settle skips the query per message.
+        self._clean: set[str] = set()
         self._closed = False
 
     # -- dispatch ---------------------------------------------------------------
@@ -179,8 +188,10 @@ class ProcessLoop:
             while q:
                 item = q.popleft()
                 try:
-                    await self._settle(key)
                     async with self._slots:
+                        item.started = time.perf_counter()
+                        self.stats.wait_ms.append((item.started - item.received) * 1000)
+                        await self._settle(key)
                         text = await self._handle(item)
                     if item.future is not None and not item.future.done():
                         item.future.set_result(text)
@@ -228,7 +239,7 @@ class ProcessLoop:
             await self._reply(msg, text)
             return text
 
-        started = item.received
+        started = item.started or item.received
         t0 = time.perf_counter()
         history = await self.sessions.window(key)
         hits = await self._recall(user, msg.text, history, private=private)
@@ -341,6 +352,7 @@ class ProcessLoop:
         try:
             await self.backend.buffer([r.turn() for r in rows])
         except Exception as exc:  # the rows stay unbuffered; _settle retries
+            self._clean.discard(key)
             self.stats.buffer_errors += 1
             log.error("buffering for extraction failed; will retry", chat=key, rows=len(rows), error=repr(exc))
             return
@@ -348,6 +360,7 @@ class ProcessLoop:
         try:
             await self.sessions.mark_buffered([r.id for r in rows], prune_key=key)
         except Exception as exc:  # memory has them; re-buffering later is idempotent
+            self._clean.discard(key)
             log.error("marking rows buffered failed", chat=key, error=repr(exc))
 
     async def _settle(self, key: str) -> None:
@@ -356,7 +369,10 @@ class ProcessLoop:
         task = self._buffering.get(key)
         if task is not None:
             await asyncio.shield(task)  # stopping this worker must not cancel the write
+        if key in self._clean:
+            return
         leftover = await self.sessions.unbuffered(key)
+        self._clean.add(key)  # _buffer takes it back out if this fails
         if leftover:
             log.info("buffering messages left unbuffered", chat=key, rows=len(leftover))
             await self._buffer(key, leftover)

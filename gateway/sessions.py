@@ -116,6 +116,10 @@ class SessionStore:
         self.window_size = window
         # key -> current session id; one process owns gateway.db.
         self._current: dict[str, int] = {}
+        # key -> rows marked buffered since the chat was last pruned. Pruning
+        # every `window` rows instead of every turn halves the writes per
+        # message; gateway.db holds at most ~2 windows per chat.
+        self._unpruned: dict[str, int] = {}
 
     @classmethod
     async def open(cls, path: Path | str, clock: Clock | None = None, *, window: int = 20) -> SessionStore:
@@ -198,15 +202,21 @@ class SessionStore:
         return [_row(r) for r in rows]
 
     async def mark_buffered(self, ids: Sequence[int], *, prune_key: str | None = None) -> None:
-        """Record that memory has these messages; then (optionally) prune the
-        chat, in the same transaction."""
+        """Record that memory has these messages; then prune ``prune_key``'s
+        chat in the same transaction (once a window's worth of rows has
+        been marked since the last prune)."""
         if not ids:
             return
         async with self.db.transaction() as conn:
             marks = ",".join("?" * len(ids))
             await conn.execute(f"UPDATE session_messages SET buffered = 1 WHERE id IN ({marks})", list(ids))
             if prune_key is not None:
-                await self._prune(conn, prune_key)
+                n = self._unpruned.get(prune_key, 0) + len(ids)
+                if n >= self.window_size:
+                    await self._prune(conn, prune_key)
+                    n = 0
+        if prune_key is not None:
+            self._unpruned[prune_key] = n
 
     async def prune(self, key: str) -> int:
         async with self.db.transaction() as conn:
