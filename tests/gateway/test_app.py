@@ -1,6 +1,8 @@
 from __future__ import annotations
 
 import asyncio
+import io
+import logging
 import json
 import os
 import subprocess
@@ -14,6 +16,7 @@ from channels.base import BaseChannel, ChannelFatalError
 from gateway.app import App, ChannelSpec, config_secrets
 from gateway.bus import InboundMessage, MessageBus, OutboundMessage
 from gateway.config import ConfigError, Paths, load_config
+from gateway.logging import configure_logging
 from memory import ManualClock, Provenance
 from tests.fakes.openai_server import FakeOpenAI, Reply
 from tests.fakes.telegram_server import FakeTelegram
@@ -269,3 +272,26 @@ async def test_rejected_telegram_token_as_the_only_channel_exits_1(tmp_path: Pat
             assert await asyncio.wait_for(app.wait(asyncio.Event()), 5) == 1
         finally:
             await asyncio.wait_for(app.close(), 15)
+
+
+async def test_debug_log_has_timings_and_never_the_key(tmp_path: Path, clock: ManualClock, fake_llm: FakeOpenAI) -> None:
+    cfg, paths = _config(tmp_path, fake_llm)
+    stream = io.StringIO()
+    configure_logging(level="DEBUG", secrets=config_secrets(cfg), stream=stream, json_output=True)
+    fake_llm.queue_error(500)  # a failure path logs too
+    app = App(cfg, paths, clock=clock, channel_specs=[ECHO])
+    try:
+        await app.open()
+        await app.start()
+        await app.channels["echo"].say("hello")  # type: ignore[attr-defined]
+        await app.channels["echo"].say("hello again")  # type: ignore[attr-defined]
+        assert app.loop is not None and await app.loop.drain(5)
+    finally:
+        await app.close()
+        logging.getLogger().handlers.clear()
+        logging.getLogger().setLevel(logging.WARNING)
+    lines = [json.loads(line) for line in stream.getvalue().splitlines() if line.startswith("{")]
+    handled = [e for e in lines if e["event"] == "message handled"]
+    assert len(handled) == 2 and {"retrieval_ms", "llm_ms", "total_ms"} <= handled[0].keys()
+    assert [e["ok"] for e in handled] == [False, True]
+    assert fake_llm.api_key is not None and fake_llm.api_key not in stream.getvalue()
