@@ -224,6 +224,9 @@ class ProcessLoop:
         if item.user is None and msg.is_group and not (msg.mentioned or msg.reply_to_bot):
             self.stats.ignored += 1
             return ""
+        if not msg.text.strip():  # a sticker or photo without caption: nothing to answer
+            self.stats.ignored += 1
+            return ""
         user = item.user or self.identities.resolve(msg.channel, msg.sender_id)
         private = not msg.is_group
         key = msg.session_key

@@ -93,8 +93,9 @@ async def test_group_chat_needs_a_mention_and_never_sees_private_memory(
     async with make_rig(tmp_path, clock, fake_llm) as rig:
         await _seed_alice(rig)
         await rig.send("do you remember my deploy password", chat="g1", group=True)
+        await rig.send("   ", chat="p1")  # nothing to answer in a private chat either
         await rig.settle()
-        assert fake_llm.requests == [] and rig.loop.stats.ignored == 1
+        assert fake_llm.requests == [] and rig.loop.stats.ignored == 2
         assert rig.bus.outbound_queue("telegram").empty()
 
         msg = await rig.send("do you remember my deploy password? which coffee?", chat="g1", group=True, mentioned=True)
