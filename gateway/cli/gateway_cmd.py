@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import getpass
+import logging
 import signal
 import sys
 from collections.abc import Coroutine
@@ -65,6 +66,15 @@ async def run_chat(cfg: Config, paths: Paths, *, user: str) -> int:
         await app.close()
 
 
+def _setup_logging(cfg: Config, level: str) -> None:
+    from gateway.app import config_secrets
+
+    configure_logging(level=level, secrets=config_secrets(cfg))
+    # aiosqlite logs every statement with its parameters at DEBUG: message
+    # text would end up in the log, and it drowns the per-message timings.
+    logging.getLogger("aiosqlite").setLevel(max(logging.INFO, logging.getLogger().level))
+
+
 def _load(require: bool) -> tuple[Config, Paths]:
     try:
         return load_config(require=require), Paths.from_env()
@@ -86,9 +96,7 @@ def _run(coro: Coroutine[Any, Any, int]) -> int:
 def gateway(log_level: str) -> None:
     """Run the gateway with every channel enabled in the config."""
     cfg, paths = _load(require=True)
-    from gateway.app import config_secrets
-
-    configure_logging(level=log_level, secrets=config_secrets(cfg))
+    _setup_logging(cfg, log_level)
     sys.exit(_run(run_gateway(cfg, paths)))
 
 
@@ -102,7 +110,5 @@ def chat(user: str | None, log_level: str) -> None:
     {"alice": ["terminal:alice", "telegram:777"]}.
     """
     cfg, paths = _load(require=False)
-    from gateway.app import config_secrets
-
-    configure_logging(level=log_level, secrets=config_secrets(cfg))
+    _setup_logging(cfg, log_level)
     sys.exit(_run(run_chat(cfg, paths, user=user or getpass.getuser())))
