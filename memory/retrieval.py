@@ -57,7 +57,7 @@ MAX_MATCH_TERMS = 12  # terms sent to the FTS5 MATCH
 MATCH_DF_BUDGET = 2000  # summed document counts of the MATCH terms (bounds its cost)
 DF_CACHE_MIN_ROWS = 5000  # below this, counting is cheaper than being stale
 PRIOR_ROWS = 200
-MIN_RELEVANCE = 0.12  # below this a hit is noise, not memory
+MIN_RELEVANCE = 0.0  # a floor cost recall on long queries (docs/RETRIEVAL.md §4)
 OTHER_PROJECT_FACTOR = 0.8
 
 _K1 = 1.2
