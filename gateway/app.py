@@ -18,10 +18,15 @@ others keep running. A channel that fails for good later (one exposing
 channel is left, :meth:`App.wait` returns exit code 1. No channel enabled
 at all is a configuration error (:class:`~gateway.config.ConfigError`).
 
-Hook points for the write path: set ``app.extraction`` and ``app.cron``
-(anything with ``async start()`` / ``async stop()``) between ``open()`` and
-``start()``; add agent tools with ``app.agent.add_tools([...])``; scheduled
-jobs call ``app.loop.run_job(...)``.
+The write path runs in the background and never blocks a reply. With
+memory enabled, ``open()`` first imports what the file store wrote while
+memory was off (``memory.migrate``, cheap when nothing changed), then builds
+the extraction service (``app.extraction``: buffer -> LLM -> Tier 2/3) and
+the compressor; with ``cron.enabled`` it builds the scheduler (``app.cron``)
+with the internal daily/weekly compression jobs, user jobs that run through
+``app.loop.run_job``, and the ``cron_*`` agent tools. Tests may replace
+``app.extraction`` / ``app.cron`` (anything with ``async start()`` /
+``async stop()``) between ``open()`` and ``start()``.
 """
 
 from __future__ import annotations
@@ -133,6 +138,9 @@ class App:
         # Hook points (see the module docstring).
         self.extraction: Service | None = None
         self.cron: Service | None = None
+        self.compressor: Any = None  # memory.compression.Compressor when memory is on
+        self._memory_llm: Any = None  # memory.llm.MemoryLLM, closed in close()
+        self._cron_store: Any = None  # gateway.cron.CronStore
         self.channels: dict[str, BaseChannel] = {}
         self.failed_channels: dict[str, str] = {}
         self._extra_channels: list[BaseChannel] = []
@@ -166,6 +174,7 @@ class App:
                 engine, Retriever(engine, max_hits=r.max_hits, token_budget=r.token_budget, max_chars=r.max_chars)
             )
             known_projects = engine.known_projects
+            await self._open_write_path(engine)
         else:
             from memory.filestore import FileMemory  # the fallback, only when chosen
 
@@ -195,6 +204,55 @@ class App:
             max_concurrent_chats=cfg.gateway.max_concurrent_chats,
             max_pending=cfg.gateway.queue_size,
         )
+
+        if cfg.cron.enabled:
+            await self._open_cron()
+
+    async def _open_write_path(self, engine: Any) -> None:
+        from memory.compression import Compressor
+        from memory.extraction import ExtractionService
+        from memory.llm import MemoryLLM
+        from memory.migrate import migrate_files
+
+        cfg = self.cfg
+        # Switching back from memory.enabled=false loses nothing: whatever the
+        # file store wrote meanwhile comes in now (idempotent, one stat per file).
+        report = await migrate_files(self.paths.workspace(cfg), engine)
+        if report.changed or report.problems:
+            log.info("imported memory files written while memory was off", **report.to_dict())
+        self._memory_llm = MemoryLLM.from_config(cfg)
+        ex = cfg.memory.extraction
+        extraction = ExtractionService(
+            engine,
+            self._memory_llm,
+            quiet_gap=ex.quiet_gap,
+            token_budget=ex.token_budget,
+            daily_flush=ex.daily_flush,
+            timezone=cfg.gateway.timezone,
+        )
+        assert self.backend is not None
+        extraction.attach(self.backend)  # type: ignore[arg-type]
+        self.extraction = extraction
+        self.compressor = Compressor(engine, self._memory_llm, timezone=cfg.gateway.timezone)
+
+    async def _open_cron(self) -> None:
+        from .cron import CronJob, CronScheduler, CronStore, memory_jobs
+        from .cron_tools import cron_tools
+
+        self._cron_store = await CronStore.open(self.paths.data_dir / "cron.db", self.clock, self.cfg.gateway.timezone)
+        loop = self.loop
+        assert loop is not None and self.agent is not None
+
+        async def run_agent_job(job: CronJob) -> None:
+            # The reply goes to the job's chat through the bus, like any reply.
+            await loop.run_job(channel=job.channel, chat_id=job.chat_id, user=job.user, text=job.message)
+
+        self.cron = CronScheduler(
+            self._cron_store,
+            run_agent_job=run_agent_job,
+            internal=memory_jobs(self.compressor) if self.compressor is not None else (),
+        )
+        self.agent.add_tools(cron_tools(self._cron_store))
 
     def add_channel(self, channel: BaseChannel) -> None:
         """A channel built by the caller (``myclaw chat``'s terminal, tests)."""
@@ -343,6 +401,10 @@ class App:
             await self.http.stop()
         if self.llm is not None:
             await self.llm.aclose()
+        if self._memory_llm is not None:
+            await self._memory_llm.aclose()
+        if self._cron_store is not None:
+            await self._cron_store.close()
         if self.sessions is not None:
             await self.sessions.close()
         if self.backend is not None:
