@@ -1,0 +1,141 @@
+"""The product's promise end to end: what a user says is extracted in the
+background and comes back, cited, when they ask later; a fact that replaces
+an older one wins; another user never sees it. Through the real App, the real
+bus, SQLite files and the OpenAI-compatible fake, with a controllable clock."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import asyncio
+
+from gateway.app import App
+from gateway.bus import InboundMessage
+from memory import ManualClock
+from tests.fakes.openai_server import FakeOpenAI, Reply
+from tests.gateway.test_app import ECHO, EchoChannel, _config
+
+
+class Model:
+    """Chat turns get a plain answer; extraction calls (JSON mode) get the
+    facts this test decides the conversation contained."""
+
+    def __init__(self) -> None:
+        # (text the conversation must contain, the extraction to return)
+        self.extractions: list[tuple[str, dict[str, Any]]] = []
+        self.extraction_prompts: list[str] = []
+
+    def __call__(self, body: dict[str, Any]) -> Reply:
+        if body.get("response_format", {}).get("type") == "json_object":
+            prompt = json.dumps(body["messages"], ensure_ascii=False)
+            self.extraction_prompts.append(prompt)
+            for i, (needle, result) in enumerate(self.extractions):
+                if needle in prompt:
+                    del self.extractions[i]
+                    return Reply(content=json.dumps(result, ensure_ascii=False))
+            return Reply(content='{"facts": [], "summary": "small talk"}')
+        return Reply(content="好的，记住了。")
+
+
+async def say(app: App, clock: ManualClock, text: str, sender: str) -> str:
+    """A message stamped by the test's clock (as a platform would stamp it);
+    returns the reply once the turn is answered and buffered."""
+    echo = app.channels["echo"]
+    assert isinstance(echo, EchoChannel) and app.loop is not None
+    echo.got.clear()
+    await echo.publish(InboundMessage(channel="echo", chat_id=f"c-{sender}", sender_id=sender, text=text,
+                                      timestamp=clock.now()))
+    await asyncio.wait_for(echo.got.wait(), 5)
+    assert await app.loop.drain(5)
+    return echo.sent[-1].text
+
+
+def fact(content: str, *, updates: int | None = None, category: str = "config") -> dict[str, Any]:
+    return {"content": content, "project": "_global", "topic": "preferences", "category": category,
+            "importance": 0.8, "updates": updates}
+
+
+async def test_said_then_extracted_then_recalled_with_citation(tmp_path: Path) -> None:
+    model = Model()
+    clock = ManualClock("2026-03-02T10:00:00Z")
+    async with FakeOpenAI(api_key="sk-e2e-key-0123456789", responder=model) as fake:
+        cfg, paths = _config(tmp_path, fake, gateway={"timezone": "Asia/Shanghai"})
+        app = App(cfg, paths, clock=clock, channel_specs=(ECHO,))
+        try:
+            await app.open()
+            await app.start()
+
+            await say(app, clock, "我最近每天早上都喝燕麦拿铁，不加糖。", "alice")
+            # Nothing is extracted while the conversation is going on.
+            assert model.extraction_prompts == []
+
+            # Three quiet minutes later the background flush runs (the loop's tick).
+            model.extractions.append(("燕麦拿铁", {"facts": [fact("用户每天早上喝燕麦拿铁，不加糖")], "summary": "用户说了咖啡习惯"}))
+            clock.advance(200)
+            assert app.extraction is not None
+            reports = await app.extraction.tick()  # type: ignore[attr-defined]
+            assert [r.ok for r in reports] == [True]
+            assert "燕麦拿铁" in model.extraction_prompts[0]
+            assert model.extractions == []
+            assert "same language" in model.extraction_prompts[0]
+
+            # A week later, in a new conversation, the question brings it back.
+            clock.advance(7 * 86400)
+            await say(app, clock, "/new", "alice")
+            await say(app, clock, "我之前说过我喜欢喝什么咖啡？", "alice")
+            prompt = json.dumps(fake.requests[-1]["messages"], ensure_ascii=False)
+            assert "用户每天早上喝燕麦拿铁，不加糖" in prompt
+            assert "2026-03-02" in prompt  # cited with its date
+
+            # Another user asking the same question gets none of it.
+            await say(app, clock, "我之前说过我喜欢喝什么咖啡？", "bob")
+            assert "燕麦拿铁" not in json.dumps(fake.requests[-1]["messages"], ensure_ascii=False)
+
+            # The preference changes: the new fact supersedes the old one.
+            await say(app, clock, "我现在改喝美式了，不再喝拿铁。", "alice")
+            model.extractions.append(
+                ("改喝美式", {"facts": [fact("用户现在喝美式咖啡，不再喝拿铁", updates=1)], "summary": "用户改喝美式"})
+            )
+            clock.advance(200)
+            reports = await app.extraction.tick()  # type: ignore[attr-defined]
+            assert reports and all(r.ok for r in reports) and model.extractions == []
+            await say(app, clock, "我之前说过我喜欢喝什么咖啡？", "alice")
+            prompt = json.dumps(fake.requests[-1]["messages"], ensure_ascii=False)
+            assert "用户现在喝美式咖啡" in prompt
+            assert "用户每天早上喝燕麦拿铁" not in prompt  # superseded facts are not recalled
+        finally:
+            await app.close()
+
+
+async def test_failed_extraction_keeps_the_buffer_and_retries(tmp_path: Path) -> None:
+    model = Model()
+    clock = ManualClock("2026-03-02T10:00:00Z")
+    async with FakeOpenAI(api_key="sk-e2e-key-0123456789", responder=model) as fake:
+        cfg, paths = _config(tmp_path, fake)
+        app = App(cfg, paths, clock=clock, channel_specs=(ECHO,))
+        try:
+            await app.open()
+            await app.start()
+            await say(app, clock, "My deploy target is Fly.io in the ams region.", "carol")
+            fake.queue_error(500)  # the memory model is down
+            clock.advance(200)
+            reports = await app.extraction.tick()  # type: ignore[attr-defined]
+            assert reports and not any(r.ok for r in reports)
+            engine = app.backend.engine  # type: ignore[union-attr]
+            rows = await engine.db.fetchall("SELECT content FROM extraction_buffer WHERE owner = 'echo:carol'")
+            assert [r[0] for r in rows][0] == "My deploy target is Fly.io in the ams region."
+
+            # Ten minutes later (first backoff step) it is retried and succeeds.
+            model.extractions.append(
+                ("Fly.io", {"facts": [fact("Carol deploys to Fly.io, region ams", category="decision")],
+                            "summary": "deploy target"})
+            )
+            clock.advance(11 * 60)
+            reports = await app.extraction.tick()  # type: ignore[attr-defined]
+            assert [r.ok for r in reports] == [True]
+            assert await engine.db.fetchall("SELECT id FROM extraction_buffer WHERE owner = 'echo:carol'") == []
+            assert [m.content for m in await engine.list_memories("echo:carol")] == ["Carol deploys to Fly.io, region ams"]
+        finally:
+            await app.close()
