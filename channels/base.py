@@ -48,6 +48,13 @@ class BaseChannel(abc.ABC):
         """Connect and begin receiving. Raises ChannelFatalError when the
         configuration cannot work."""
 
+    async def stop_receiving(self) -> None:
+        """Take no more messages in, but keep sending: the gateway calls this
+        first at shutdown, answers everything already on the bus, and only
+        then calls :meth:`stop`. A message refused from here on must stay
+        with the platform for redelivery (not acknowledged). Safe to call
+        twice, and before :meth:`stop` only; the default does nothing."""
+
     @abc.abstractmethod
     async def stop(self) -> None:
         """Stop receiving and release resources; safe to call twice."""

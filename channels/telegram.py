@@ -15,7 +15,9 @@ Why our own ``getUpdates`` loop instead of ``Application`` and
 
 Delivery: an update's offset is confirmed only after its message is on the
 bus, and ``stop()`` confirms it to Telegram. A crash re-delivers what was not
-handled, and a clean restart re-delivers nothing.
+handled, and a clean restart re-delivers nothing. At shutdown the gateway
+calls ``stop_receiving()`` first and answers what is on the bus before
+``stop()`` confirms it.
 """
 
 from __future__ import annotations
@@ -239,16 +241,23 @@ class TelegramChannel(BaseChannel):
             # polling keeps trying and a rejected token still surfaces.
             self.log.warning("Telegram not reachable yet; still trying in the background", base_url=self.config.base_url)
 
+    async def stop_receiving(self) -> None:
+        """Stop polling; sending still works. An update's offset moves on
+        only once its message is on the bus, so what polling had fetched
+        but not yet handed over stays unconfirmed and comes again after a
+        restart."""
+        task, self._poll_task = self._poll_task, None
+        if task is not None:
+            task.cancel()
+            await asyncio.wait({task})
+
     async def stop(self) -> None:
         """Stop polling, confirm handled updates to Telegram, close; safe twice."""
         if self._state != "running":
             self._state = "stopped"
             return
         self._state = "stopped"
-        task, self._poll_task = self._poll_task, None
-        if task is not None:
-            task.cancel()
-            await asyncio.wait({task})
+        await self.stop_receiving()
         bot, self._bot = self._bot, None
         if bot is None:
             return

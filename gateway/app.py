@@ -7,6 +7,12 @@ a clock, started in order and stopped in ``finally``.
     code = await app.wait(stop_event)
     await app.close()      # reverse order; safe after a failed open/start
 
+Shutdown loses nothing: ``close()`` first has every channel stop receiving
+(``BaseChannel.stop_receiving``), then answers everything on the bus and in
+flight (up to ``timeout``), sends the queued replies, and only then stops
+the channels (Telegram confirms its offsets there). A message a channel did
+not take stays with the platform and is delivered again after a restart.
+
 Channels come from :data:`CHANNELS`, a registry of (config section, module,
 class). A module is imported only when its channel is enabled: lark-oapi
 costs ~2 s and ~170 MB, so a Telegram-only gateway never loads it.
@@ -33,6 +39,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -363,19 +370,32 @@ class App:
         except Exception as exc:  # stopping the rest matters more
             log.error("channel did not stop cleanly", channel=channel.name, error=repr(exc))
 
+    async def _stop_receiving(self, channel: BaseChannel, timeout: float) -> None:
+        try:
+            await asyncio.wait_for(channel.stop_receiving(), timeout)
+        except Exception as exc:  # stopping the rest matters more
+            log.error("channel did not stop receiving cleanly", channel=channel.name, error=repr(exc))
+
     async def close(self, timeout: float = 10.0) -> None:
         """Stop everything in reverse order; safe to call twice and after a
         failed open/start."""
         if self._closed:
             return
         self._closed = True
-        # 1. stop taking messages off the bus; answer what is in flight
+        deadline = time.monotonic() + timeout
+        # 1. channels take nothing more in; what they did not take stays
+        #    with the platform (Telegram offsets unconfirmed, Feishu not ACKed)
+        await asyncio.gather(*(self._stop_receiving(c, timeout) for c in self.channels.values()))
+        # 2. answer everything already taken: on the bus and in flight
         #    (channels still up, so those replies can go out)
         if self._loop_task is not None:
+            if not self._loop_task.done() and self.loop is not None:
+                if not await self.loop.drain(max(0.0, deadline - time.monotonic())):
+                    log.error("messages left unanswered at shutdown", on_bus=self.bus.inbound.qsize(), timeout=timeout)
             self._loop_task.cancel()
             await asyncio.gather(self._loop_task, return_exceptions=True)
         if self.loop is not None:
-            await self.loop.close(timeout)
+            await self.loop.close(max(0.0, deadline - time.monotonic()))
         # 2. let queued replies go out
         for channel in self.channels.values():
             q = self.bus.outbound_queue(channel.name)

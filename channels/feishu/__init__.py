@@ -12,7 +12,10 @@ Modules: ``events`` (event -> InboundMessage), ``dedup`` (event ids seen),
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
+
+from aiohttp import web
 
 from channels.base import BaseChannel, ChannelFatalError
 from gateway.bus import MessageBus, OutboundMessage
@@ -50,6 +53,11 @@ class FeishuChannel(BaseChannel):
         self.bot_open_id: str | None = None
         self._longconn: Any = None  # LongConnection, imported lazily
         self._route: tuple[str, str] | None = None
+        self._receiver: WebhookReceiver | None = None
+        self._receiving = True
+        self._inflight = 0  # webhook requests being handled
+        self._idle = asyncio.Event()
+        self._idle.set()
         self._started = False
         self._stopped = False
 
@@ -72,6 +80,16 @@ class FeishuChannel(BaseChannel):
             self._start_webhook()
         else:
             await self._start_longconn()
+
+    async def stop_receiving(self) -> None:
+        """Accept no more events; replies still go out. The webhook answers
+        503 from now on (Feishu delivers the event again later), requests
+        already inside finish handing their event to the bus, and the long
+        connection closes (events it did not ACK are redelivered)."""
+        self._receiving = False
+        if self._longconn is not None:
+            await self._longconn.stop()
+        await self._idle.wait()
 
     async def stop(self) -> None:
         if self._stopped:
@@ -106,9 +124,22 @@ class FeishuChannel(BaseChannel):
             encrypt_key=self.config.encrypt_key.get_secret_value(),
             on_event=self.handle_event,
         )
+        self._receiver = receiver
         self._route = ("POST", self.config.webhook_path)
-        self.http.add_route(*self._route, receiver.handle)
+        self.http.add_route(*self._route, self._webhook)
         self.log.info("feishu webhook listening", path=self.config.webhook_path)
+
+    async def _webhook(self, request: web.Request) -> web.StreamResponse:
+        if not self._receiving or self._receiver is None:
+            return web.json_response({"error": "shutting down"}, status=503)
+        self._inflight += 1
+        self._idle.clear()
+        try:
+            return await self._receiver.handle(request)
+        finally:
+            self._inflight -= 1
+            if not self._inflight:
+                self._idle.set()
 
     async def _start_longconn(self) -> None:
         from .longconn import LongConnection, LongConnectionBusyError
