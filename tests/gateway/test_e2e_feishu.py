@@ -1,0 +1,156 @@
+"""Feishu end to end through the whole gateway: ``App`` built from a config
+with Feishu enabled, the fake Feishu Open API, the fake LLM, real SQLite
+memory. Webhook mode (signed, encrypted events on the gateway's own HTTP
+server), long-connection mode (lark-oapi's websocket client), and Feishu
+next to a Telegram channel whose token is rejected."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gateway.app import App
+from gateway.config import Paths, load_config
+from memory import ManualClock, Provenance
+from tests.fakes.feishu_server import FakeFeishu
+from tests.fakes.openai_server import FakeOpenAI, Reply
+from tests.fakes.telegram_server import FakeTelegram
+
+ENCRYPT_KEY = "e2e-encrypt-key-Qw81zP"
+ALICE = "ou_alice0000000000000000000000000"
+# The first lark-oapi import happens in the SDK thread: seconds on a busy machine.
+CONNECT_TIMEOUT = 60.0
+
+
+@pytest.fixture
+async def feishu() -> AsyncIterator[FakeFeishu]:
+    async with FakeFeishu() as f:
+        yield f
+
+
+@pytest.fixture
+async def echo_llm() -> AsyncIterator[FakeOpenAI]:
+    async with FakeOpenAI(
+        api_key="sk-test-feishu-e2e-0123456789",
+        responder=lambda body: Reply(content="re: " + body["messages"][-1]["content"].rsplit("\n", 1)[-1]),
+    ) as fake:
+        yield fake
+
+
+def _app(tmp_path: Path, clock: ManualClock, llm: FakeOpenAI, channels: dict[str, Any]) -> App:
+    doc = {
+        "provider": {"baseUrl": llm.url, "apiKey": llm.api_key, "maxRetries": 0, "timeout": "5s"},
+        "agent": {"model": "test-model"},
+        "gateway": {"host": "127.0.0.1", "port": 0},
+        "channels": channels,
+    }
+    (tmp_path / "config.json").write_text(json.dumps(doc), encoding="utf-8")
+    cfg = load_config(tmp_path / "config.json", env={"MYCLAW_HOME": str(tmp_path)}, require=True)
+    return App(cfg, Paths(tmp_path), clock=clock)
+
+
+def _feishu_section(fake: FakeFeishu, mode: str) -> dict[str, Any]:
+    section: dict[str, Any] = {"enabled": True, "appId": fake.app_id, "appSecret": fake.app_secret, "mode": mode, "domain": fake.url}
+    if mode == "webhook":
+        section.update(verificationToken=fake.verification_token, encryptKey=ENCRYPT_KEY)
+    return section
+
+
+async def _until(predicate: Callable[[], bool], timeout: float = 10.0) -> None:
+    async with asyncio.timeout(timeout):
+        while not predicate():
+            await asyncio.sleep(0.02)
+
+
+def _user_text(body: dict[str, Any]) -> str:
+    return str(body["messages"][-1]["content"])
+
+
+async def test_webhook_event_gets_a_reply_with_memory_dedup_and_signature_check(
+    tmp_path: Path, clock: ManualClock, feishu: FakeFeishu, echo_llm: FakeOpenAI
+) -> None:
+    app = _app(tmp_path, clock, echo_llm, {"feishu": _feishu_section(feishu, "webhook")})
+    try:
+        await app.open()
+        assert app.backend is not None and app.backend.kind == "sqlite"
+        await app.backend.remember(
+            f"feishu:{ALICE}", "我喜欢喝燕麦拿铁咖啡", provenance=Provenance(channel="feishu", chat_id="oc_alice")
+        )
+        await asyncio.wait_for(app.start(), 15)
+        assert list(app.channels) == ["feishu"] and app.http is not None
+        hook = app.http.url + "/feishu/events"
+
+        # A trigger: the stored memory reaches the prompt, the reply the chat.
+        question = feishu.message_event("我之前说过我喜欢什么咖啡？", chat_id="oc_alice", open_id=ALICE)
+        r = await feishu.push_event(hook, question, encrypt_key=ENCRYPT_KEY)
+        assert r.status_code == 200
+        await _until(lambda: len(feishu.sent) == 1)
+        [sent] = feishu.sent
+        assert (sent["kind"], sent["chat_id"], sent["text"]) == ("create", "oc_alice", "re: 我之前说过我喜欢什么咖啡？")
+        prompt = _user_text(echo_llm.requests[0])
+        assert prompt.startswith("<memories>") and "我喜欢喝燕麦拿铁咖啡" in prompt and "feishu chat oc_alice" in prompt
+
+        # Feishu delivers at least once: the same event_id again gets no second reply.
+        assert (await feishu.push_event(hook, question, encrypt_key=ENCRYPT_KEY)).status_code == 200
+        # A bad signature is refused before anything reaches the bus.
+        forged = feishu.message_event("forged", chat_id="oc_alice", open_id=ALICE)
+        r = await feishu.push_event(hook, forged, encrypt_key=ENCRYPT_KEY, bad_signature=True)
+        assert r.status_code == 401
+        # "好的" does not retrieve; the chat's messages are answered in order,
+        # so once this reply is out, a duplicate or forged reply would be too.
+        retrievals = app.loop.stats.retrievals if app.loop else -1
+        ack = feishu.message_event("好的", chat_id="oc_alice", open_id=ALICE)
+        assert (await feishu.push_event(hook, ack, encrypt_key=ENCRYPT_KEY)).status_code == 200
+        await _until(lambda: len(feishu.sent) == 2)
+        assert feishu.texts() == ["re: 我之前说过我喜欢什么咖啡？", "re: 好的"]
+        assert len(echo_llm.requests) == 2 and "forged" not in echo_llm.prompts_text()
+        assert _user_text(echo_llm.requests[1]) == "好的" and app.loop is not None and app.loop.stats.retrievals == retrievals
+    finally:
+        await asyncio.wait_for(app.close(), 30)
+
+
+async def test_long_connection_event_gets_a_reply(
+    tmp_path: Path, clock: ManualClock, feishu: FakeFeishu, echo_llm: FakeOpenAI
+) -> None:
+    app = _app(tmp_path, clock, echo_llm, {"feishu": _feishu_section(feishu, "websocket")})
+    try:
+        await app.open()
+        await asyncio.wait_for(app.start(), 15)
+        assert app.http is None  # no HTTP endpoint needed in this mode
+        await feishu.wait_ws_connected(CONNECT_TIMEOUT)
+        event = feishu.message_event("hello over the long connection", chat_id="oc_ws", open_id="ou_ws")
+        ack = await feishu.push_ws_event(event, timeout=CONNECT_TIMEOUT)
+        assert ack["code"] == 200
+        await _until(lambda: len(feishu.sent) == 1, timeout=15)
+        assert (feishu.sent[0]["chat_id"], feishu.sent[0]["text"]) == ("oc_ws", "re: hello over the long connection")
+    finally:
+        await asyncio.wait_for(app.close(), 40)
+
+
+async def test_feishu_keeps_working_when_the_telegram_token_is_rejected(
+    tmp_path: Path, clock: ManualClock, feishu: FakeFeishu, echo_llm: FakeOpenAI
+) -> None:
+    async with FakeTelegram() as tg:
+        telegram = {"enabled": True, "token": "999:not-the-right-token-abcdefg", "baseUrl": tg.base_url, "pollTimeout": 1}
+        app = _app(tmp_path, clock, echo_llm, {"telegram": telegram, "feishu": _feishu_section(feishu, "webhook")})
+        stop = asyncio.Event()
+        try:
+            await app.open()
+            await asyncio.wait_for(app.start(), 15)
+            assert "401" in app.failed_channels["telegram"] and list(app.channels) == ["feishu"]
+            waiter = asyncio.create_task(app.wait(stop))
+            assert app.http is not None
+            event = feishu.message_event("still there?", chat_id="oc_bob", open_id="ou_bob")
+            assert (await feishu.push_event(app.http.url + "/feishu/events", event, encrypt_key=ENCRYPT_KEY)).status_code == 200
+            await _until(lambda: len(feishu.sent) == 1)
+            assert feishu.texts() == ["re: still there?"] and not waiter.done()
+            stop.set()
+            assert await asyncio.wait_for(waiter, 5) == 0
+        finally:
+            stop.set()
+            await asyncio.wait_for(app.close(), 30)
