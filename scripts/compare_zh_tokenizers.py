@@ -56,7 +56,10 @@ def uni_bigrams(text: str) -> list[str]:
 
 
 def make_jieba(search: bool) -> Callable[[str], list[str]]:
-    import jieba
+    try:
+        import jieba
+    except ImportError:
+        raise SystemExit("jieba is not installed: .venv/bin/pip install -e '.[bench]'") from None
 
     jieba.setLogLevel(60)
     cut = jieba.lcut_for_search if search else jieba.lcut
