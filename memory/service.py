@@ -86,18 +86,7 @@ class SqliteMemory(MemoryBackend):
                 )
             )
         log.info("memory saved", owner=user, memory_id=m.id, reinforced=same is not None)
-        return Hit(
-            kind="memory",
-            id=m.id,
-            content=m.content,
-            score=1.0,
-            date=m.created_at[:10],
-            category=m.category.value,
-            project=m.project,
-            topic=m.topic,
-            source=m.source.value,
-            provenance=m.provenance,
-        )
+        return m.to_hit()
 
     async def buffer(self, turns: Sequence[Turn]) -> None:
         if not turns:

@@ -126,6 +126,20 @@ class Memory:
     last_accessed: str
     access_count: int
 
+    def to_hit(self, score: float = 1.0) -> Hit:
+        return Hit(
+            kind="memory",
+            id=self.id,
+            content=self.content,
+            score=score,
+            date=self.created_at[:10],
+            category=self.category.value,
+            project=self.project,
+            topic=self.topic,
+            source=self.source.value,
+            provenance=self.provenance,
+        )
+
 
 @dataclass(frozen=True)
 class Event:
