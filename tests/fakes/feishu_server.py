@@ -182,7 +182,7 @@ class FakeFeishu:
         """What to put in ``channels.feishu.domain``."""
         return f"http://127.0.0.1:{self.port}"
 
-    async def start(self) -> FakeFeishu:
+    async def start(self, port: int = 0) -> FakeFeishu:
         app = web.Application()
         app.router.add_post("/open-apis/auth/v3/tenant_access_token/internal", self._token)
         app.router.add_get("/open-apis/bot/v3/info", self._bot_info)
@@ -192,7 +192,7 @@ class FakeFeishu:
         app.router.add_get("/ws", self._ws)
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        site = web.TCPSite(self._runner, "127.0.0.1", port)
         await site.start()
         self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
         return self

@@ -1,0 +1,185 @@
+"""Run the fake Telegram, Feishu and OpenAI-compatible servers by hand, to
+try or demo myclaw without any real account:
+
+    .venv/bin/python scripts/fakes.py --telegram 8081 --feishu 8082 --openai 8083
+
+(no option: all three, on those ports). It prints the base URLs and a
+config snippet to put in ``$MYCLAW_HOME/config.json``; then start
+``myclaw gateway`` in another terminal and type here:
+
+    t: hello            a Telegram message from the demo user
+    f: 我之前说过什么？   a Feishu message (over the long connection;
+                         by webhook with --feishu-webhook URL)
+
+The bot's replies are printed as they arrive. The OpenAI fake answers with
+a readable echo of the last user line, and with valid JSON (facts taken
+from the user's lines) when asked for ``response_format`` -- the memory
+extraction, merge and profile calls -- so the write path runs too.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from tests.fakes.feishu_server import FakeFeishu  # noqa: E402
+from tests.fakes.openai_server import FakeOpenAI, Reply  # noqa: E402
+from tests.fakes.telegram_server import DEFAULT_TOKEN, FakeTelegram, SentMessage  # noqa: E402
+
+__all__ = ["echo_reply", "json_reply", "responder"]
+
+API_KEY = "sk-fake-0123456789"
+DEMO_TELEGRAM_USER = 1001
+DEMO_FEISHU_USER = "ou_demo0000000000000000000000001"
+DEMO_FEISHU_CHAT = "oc_demo0001"
+
+_USER_LINE = re.compile(r"\] user: (.*)")
+_NUMBERED = re.compile(r"^(\d+)\. (?:\[[^\]]*\] )?(.*)$", re.M)
+
+
+def echo_reply(body: dict[str, Any]) -> str:
+    """"You said: <the user's line>" (the memory block, if any, is left out)."""
+    last = str(body["messages"][-1].get("content") or "")
+    hits = 0
+    if last.startswith("<memories>\n") and "</memories>\n\n" in last:
+        block, last = last.split("</memories>\n\n", 1)
+        hits = block.count("\n- [")
+    line = " ".join(last.split())
+    note = f" (I was reminded of {hits} memor{'y' if hits == 1 else 'ies'})" if hits else ""
+    return f"You said: {line}{note}"
+
+
+def json_reply(body: dict[str, Any]) -> str:
+    """A valid answer to the memory write path's JSON requests."""
+    system = str(body["messages"][0].get("content") or "")
+    user = str(body["messages"][-1].get("content") or "")
+    numbered = _NUMBERED.findall(user)
+    if system.startswith("You maintain"):  # Tier 1 profile refresh: keep the facts given
+        return json.dumps({"entries": [{"content": c[:100], "category": "identity"} for _, c in numbered[:20]]})
+    if '"from"' in system:  # weekly merge: keep every fact as it is
+        facts = [{"content": c, "category": "event", "importance": 0.5, "from": [int(n)]} for n, c in numbered]
+        return json.dumps({"facts": facts, "drop": []}, ensure_ascii=False)
+    users = _USER_LINE.findall(user)  # extraction: one fact per user line
+    facts = [{"content": u[:200], "category": "event", "importance": 0.5} for u in users[:5]]
+    return json.dumps({"facts": facts, "summary": (users[0] if users else "conversation")[:150]}, ensure_ascii=False)
+
+
+def responder(body: dict[str, Any]) -> Reply:
+    return Reply(content=json_reply(body) if body.get("response_format") else echo_reply(body))
+
+
+def config_snippet(tg: FakeTelegram | None, fs: FakeFeishu | None, llm: FakeOpenAI | None, webhook: bool) -> str:
+    doc: dict[str, Any] = {}
+    if llm is not None:
+        doc["provider"] = {"baseUrl": llm.url, "apiKey": API_KEY}
+        doc["agent"] = {"model": "fake-model"}
+    channels: dict[str, Any] = {}
+    if tg is not None:
+        channels["telegram"] = {"enabled": True, "token": tg.token, "baseUrl": tg.base_url}
+    if fs is not None:
+        section: dict[str, Any] = {"enabled": True, "appId": fs.app_id, "appSecret": fs.app_secret, "domain": fs.url}
+        if webhook:
+            section.update(mode="webhook", verificationToken=fs.verification_token)
+        else:
+            section["mode"] = "websocket"
+        channels["feishu"] = section
+    if channels:
+        doc["channels"] = channels
+    return json.dumps(doc, indent=2, ensure_ascii=False)
+
+
+async def _watch_feishu(fs: FakeFeishu) -> None:
+    shown = 0
+    while True:
+        await asyncio.sleep(0.2)
+        for m in fs.sent[shown:]:
+            print(f"[feishu {m['chat_id']}] bot: {m['text']}", flush=True)
+        shown = len(fs.sent)
+
+
+async def _read_lines(tg: FakeTelegram | None, fs: FakeFeishu | None, webhook: str | None) -> None:
+    loop = asyncio.get_running_loop()
+    while True:
+        line = await loop.run_in_executor(None, sys.stdin.readline)
+        if not line:
+            return
+        kind, _, text = line.strip().partition(":")
+        text = text.strip()
+        if not text or kind not in ("t", "f"):
+            if line.strip():
+                print("type 't: <text>' (Telegram) or 'f: <text>' (Feishu)", flush=True)
+            continue
+        if kind == "t" and tg is not None:
+            tg.push_text(DEMO_TELEGRAM_USER, DEMO_TELEGRAM_USER, text, username="demo_user", first_name="Demo")
+        elif kind == "f" and fs is not None:
+            event = fs.message_event(text, chat_id=DEMO_FEISHU_CHAT, open_id=DEMO_FEISHU_USER)
+            try:
+                if webhook:
+                    r = await fs.push_event(webhook, event)
+                    if r.status_code != 200:
+                        print(f"webhook answered {r.status_code}: {r.text}", flush=True)
+                else:
+                    await fs.push_ws_event(event)
+            except Exception as exc:  # a demo: say what went wrong and go on
+                print(f"could not deliver the Feishu event: {exc!r} (is the gateway running?)", flush=True)
+        else:
+            print("that fake is not running", flush=True)
+
+
+async def serve(args: argparse.Namespace) -> None:
+    tg = fs = llm = None
+    try:
+        if args.telegram is not None:
+            tg = await FakeTelegram(args.token, strict_chats=False).start(args.telegram)
+
+            def show(m: SentMessage) -> None:
+                print(f"[telegram {m.chat_id}] bot: {m.text}", flush=True)
+
+            tg.on_send = show
+        if args.feishu is not None:
+            fs = await FakeFeishu().start(args.feishu)
+        if args.openai is not None:
+            llm = await FakeOpenAI(api_key=API_KEY, responder=responder).start(args.openai)
+        for name, url in (("Telegram Bot API", tg and tg.base_url), ("Feishu Open API", fs and fs.url), ("OpenAI", llm and llm.url)):
+            if url:
+                print(f"fake {name}: {url}")
+        print("\nconfig.json for myclaw (or merge into yours):")
+        print(config_snippet(tg, fs, llm, webhook=bool(args.feishu_webhook)))
+        print("\nthen run `myclaw gateway` and type 't: hello' or 'f: 你好' here; Ctrl-C stops.", flush=True)
+        tasks = [asyncio.create_task(_read_lines(tg, fs, args.feishu_webhook))]
+        if fs is not None:
+            tasks.append(asyncio.create_task(_watch_feishu(fs)))
+        await asyncio.Event().wait()
+    finally:
+        for fake in (tg, fs, llm):
+            if fake is not None:
+                await fake.stop()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--telegram", type=int, metavar="PORT", help="fake Telegram Bot API port")
+    ap.add_argument("--feishu", type=int, metavar="PORT", help="fake Feishu Open API port")
+    ap.add_argument("--openai", type=int, metavar="PORT", help="fake OpenAI-compatible API port")
+    ap.add_argument("--token", default=DEFAULT_TOKEN, help="the Telegram bot token the fake accepts")
+    ap.add_argument("--feishu-webhook", metavar="URL",
+                    help="push Feishu events to this webhook (e.g. http://127.0.0.1:18790/feishu/events) "
+                         "instead of over the long connection")
+    args = ap.parse_args()
+    if args.telegram is None and args.feishu is None and args.openai is None:
+        args.telegram, args.feishu, args.openai = 8081, 8082, 8083
+    try:
+        asyncio.run(serve(args))
+    except KeyboardInterrupt:
+        pass
+
+
+if __name__ == "__main__":
+    main()
