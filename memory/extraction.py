@@ -267,7 +267,10 @@ class ExtractionService:
         batch, tokens = [], 0
         for r in rows:
             if (r.channel, r.chat_id) != (head.channel, head.chat_id):
-                break
+                # Another chat's turns (the same person in a group and in
+                # private) wait for their own batch; skipping rather than
+                # stopping keeps interleaved chats from making tiny batches.
+                continue
             if batch and tokens + r.token_count > self.token_budget:
                 break
             batch.append(r)

@@ -116,6 +116,23 @@ async def test_a_batch_never_mixes_users_or_chats(engine: MemoryEngine, clock: M
     assert owners == [("alice", "1"), ("alice", "2"), ("bob", "1")]
 
 
+async def test_interleaved_chats_of_one_user_make_one_batch_per_chat(
+    engine: MemoryEngine, clock: ManualClock, fake: FakeOpenAI, llm: MemoryLLM
+) -> None:
+    mem = SqliteMemory(engine)
+    svc = service(engine, llm)
+    prompts: list[str] = []
+    fake.responder = lambda body: (prompts.append(user_prompt(body)), Reply(reply([], "s")))[1]
+    for i in range(3):  # private chat and a group, alternating
+        await mem.buffer(turns("alice", (f"private {i}", "ok"), chat="1", start=i * 10))
+        await mem.buffer(turns("alice", (f"group {i}", "ok"), chat="2", start=i * 10 + 5))
+    clock.advance(timedelta(minutes=5))
+    reports = await svc.tick()
+    assert [r.rows for r in reports] == [6, 6]  # not six batches of two
+    assert all(("private" in p) != ("group" in p) for p in prompts)
+    assert "private 0" in prompts[0] and "private 2" in prompts[0]
+
+
 async def test_failures_keep_the_buffer_and_back_off(engine: MemoryEngine, clock: ManualClock, fake: FakeOpenAI, llm: MemoryLLM) -> None:
     mem = SqliteMemory(engine)
     svc = service(engine, llm)
