@@ -20,6 +20,10 @@ FTS when fewer than five rows came back, so it ignored the question).
    factor: decay and importance can only reorder hits whose relevance is
    within 25%, so an important but unrelated memory never outranks the one
    that answers the question.
+5. Replies: a memory that follows a question turn of the same conversation
+   (same owner, channel, chat and session in its provenance) gets
+   :data:`REPLY_WEIGHT` of the question's score; the next memory of the best
+   :data:`REPLY_SEEDS` candidates is fetched in the same statement.
 
 Scope: the asking user's active rows plus ``_global``; in a group chat
 (``private=False``) ``credential`` memories are left out.
@@ -29,6 +33,7 @@ See docs/RETRIEVAL.md for the measurements behind the constants.
 from __future__ import annotations
 
 import heapq
+import json
 import math
 from collections import Counter
 from collections.abc import Iterable, Sequence
@@ -59,6 +64,10 @@ DF_CACHE_MIN_ROWS = 5000  # below this, counting is cheaper than being stale
 PRIOR_ROWS = 200
 MIN_RELEVANCE = 0.0  # a floor cost recall on long queries (docs/RETRIEVAL.md §4)
 OTHER_PROJECT_FACTOR = 0.8
+REPLY_WEIGHT = 0.5
+"""Share of a question turn's score passed on to the next memory of the same
+conversation (its answer), docs/RETRIEVAL.md §5."""
+REPLY_SEEDS = 10  # best candidates whose next memory is fetched
 
 _K1 = 1.2
 _B = 0.75
@@ -197,6 +206,7 @@ class Retriever:
         select: str,
         join: str,
         where: str,
+        replies: bool = False,
     ) -> tuple[list[sqlite3.Row], dict[str, float], _Stats]:
         """Matching rows (with their indexed text) and the IDF of every term.
 
@@ -237,11 +247,17 @@ class Retriever:
         best = heapq.nsmallest(self.candidates, pre, key=lambda rid: (-pre[rid], -rid))
         if not best:
             return [], idf, stats
-        rows = await self._fetch(
-            f"""SELECT {select}, f.text AS _terms FROM {join} JOIN {t.fts} f ON f.rowid = x.id
-                WHERE x.id IN ({",".join("?" * len(best))}) {where}""",
-            best,
-        )
+        args: list[object] = list(best)
+        sql = f"""SELECT {select}, f.text AS _terms, 0 AS _reply FROM {join} JOIN {t.fts} f ON f.rowid = x.id
+                WHERE x.id IN ({",".join("?" * len(best))}) {where}"""
+        if replies and REPLY_WEIGHT > 0:
+            near = sorted({rid + 1 for rid in best[:REPLY_SEEDS]} - set(best))
+            if near:
+                sql += f""" UNION ALL SELECT {select}, f.text AS _terms, 1 AS _reply FROM {join} JOIN {t.fts} f ON f.rowid = x.id
+                    WHERE x.id IN ({",".join("?" * len(near))}) AND x.owner IN ({",".join("?" * len(owners))})
+                    AND x.status = 'active' {where}"""
+                args += [*near, *owners]
+        rows = await self._fetch(sql, args)
         return rows, idf, stats
 
     @staticmethod
@@ -296,6 +312,7 @@ class Retriever:
             select="x.*",
             join="memories x",
             where="" if private else "AND x.category != 'credential'",
+            replies=True,
         )
         if not rows:
             return []
@@ -312,6 +329,8 @@ class Retriever:
             if named and r["project"] not in named and r["project"] != GLOBAL_OWNER:
                 score *= OTHER_PROJECT_FACTOR
             scored.append((score, r))
+        if REPLY_WEIGHT > 0:
+            scored = _credit_replies(scored)
         scored.sort(key=lambda sr: (-sr[0], -sr[1]["id"]))
         # Build Hits for the few that can be returned only.
         hits = [_memory_hit(sc, r) for sc, r in scored[: limit if limit is not None else self.max_hits]]
@@ -362,6 +381,48 @@ class Retriever:
             )
         hits.sort(key=lambda h: (-h.score, -h.id))
         return hits[:limit]
+
+
+def _conversation(r: sqlite3.Row) -> tuple[str, str, str, str] | None:
+    """(owner, channel, chat, session) of a memory taken from a conversation, else None."""
+    prov = r["provenance"]
+    if not prov or prov == "{}":
+        return None
+    try:
+        d = json.loads(prov)
+    except ValueError:
+        return None
+    chat, session = str(d.get("chat_id", "")), str(d.get("session", ""))
+    if not chat and not session:
+        return None
+    return (r["owner"], str(d.get("channel", "")), chat, session)
+
+
+def _asks(text: str) -> bool:
+    return "?" in text or "？" in text
+
+
+def _credit_replies(scored: list[tuple[float, sqlite3.Row]]) -> list[tuple[float, sqlite3.Row]]:
+    """A memory that follows a question of the same conversation gets
+    :data:`REPLY_WEIGHT` of the question's score: the answer to a question is
+    usually the next turn, and it often shares no word with the question
+    ("What are their names?" / "Luna and Oliver!").
+
+    Rows fetched only as a possible reply (``_reply`` = 1) are kept only when
+    they are one.
+    """
+    by_id = {r["id"]: (sc, r) for sc, r in scored}
+    out = []
+    for sc, r in scored:
+        prev = by_id.get(r["id"] - 1)
+        if prev is not None and _asks(prev[1]["content"]):
+            here = _conversation(r)
+            if here is not None and here == _conversation(prev[1]):
+                out.append((sc + REPLY_WEIGHT * prev[0], r))
+                continue
+        if not r["_reply"]:
+            out.append((sc, r))
+    return out
 
 
 def _memory_hit(score: float, r: sqlite3.Row) -> Hit:

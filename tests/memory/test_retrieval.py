@@ -209,3 +209,34 @@ async def test_tokenizer_change_reindexes_on_open(tmp_path, clock: ManualClock) 
         row = await eng.db.fetchone("SELECT value FROM meta WHERE key = 'tokenizer'")
         assert row is not None and row[0] == TOKENIZER_VERSION
         assert await ids(Retriever(eng), "u", "preferred") == [mid]
+
+
+# -- conversation turns: the answer follows the question ----------------------
+
+
+async def _turns(engine: MemoryEngine, owner: str, chat: str, session: str, texts: list[str]) -> list[int]:
+    prov = Provenance(channel="telegram", chat_id=chat, session=session)
+    return [await add(engine, owner, t, category=Category.CONVERSATION, provenance=prov) for t in texts]
+
+
+async def test_reply_to_a_matching_question_ranks_right_after_it(engine: MemoryEngine) -> None:
+    await add(engine, "u", "Melanie: the house is quiet this week")
+    await add(engine, "u", "Caroline: names are hard to pick for a band")
+    ask, answer = await _turns(engine, "u", "42", "s1", [
+        "Caroline: do you have pets? what are their names?",
+        "Melanie: Luna and Oliver! They liven up the house.",
+    ])
+    r = Retriever(engine)
+    assert (await ids(r, "u", "what are the names of Melanie's pets?"))[:2] == [ask, answer]
+    ask_zh, answer_zh = await _turns(engine, "u", "43", "s1", ["你家的猫叫什么名字？", "咪咪，三岁了。"])
+    await add(engine, "u", "猫粮在超市买的")
+    assert (await ids(r, "u", "我家的猫叫什么名字"))[:2] == [ask_zh, answer_zh]
+
+
+async def test_no_reply_credit_after_a_statement_or_across_chats(engine: MemoryEngine) -> None:
+    said = await _turns(engine, "u", "42", "s1", ["Caroline: my pets are called Luna and Oliver.",
+                                                  "Melanie: nice, the weather is lovely today"])
+    other = await _turns(engine, "u", "42", "s1", ["Caroline: what are the names of your pets?"])
+    other += await _turns(engine, "u", "99", "s1", ["Bob: the weather is lovely today"])
+    got = await Retriever(engine).retrieve("u", "names of the pets", limit=10)
+    assert {h.id for h in got} == {said[0], other[0]}  # neither follower holds a query word nor answers
