@@ -1,0 +1,270 @@
+"""Gateway throughput (docs/BENCHMARKS.md, "Gateway throughput").
+
+1,000 private chats x 10 messages through the whole gateway: the real
+``App`` (memory on: a SQLite file in a temp dir with memories seeded for
+every user; sessions, prompts, agent, write-path buffering, cron) and the
+real ``TelegramChannel`` (python-telegram-bot, long polling), against the
+fake Telegram Bot API (``record=False``) and an instant fake LLM, over HTTP
+on 127.0.0.1.
+
+The fakes run in a separate process (``multiprocessing``, spawn), so the
+gateway process measured here has one core to itself and its RSS is its
+own. That child queues every update at once (round-robin over the chats:
+message 1 of every chat, then message 2, ...), times from the first push
+to the last ``sendMessage`` it serves, and checks that every message was
+answered exactly once, in order within its chat (each text carries a tag
+the fake LLM echoes back).
+
+Reported:
+
+* messages per second, end to end (first push -> last reply delivered);
+* the gateway's added latency p50/p95 without the LLM call
+  (``ProcessLoop.stats.added_ms``: from a message's turn to its reply on
+  the outbound queue), and the wait before a message's turn;
+* nothing lost: answered / duplicated / missing / out of order;
+* RSS of the gateway process: before the run, at 25/50/75/100% of the
+  replies, peak (VmHWM).
+
+    .venv/bin/python scripts/bench_gateway.py                # 1,000 x 10
+    .venv/bin/python scripts/bench_gateway.py --chats 100 --messages 5
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import multiprocessing
+import os
+import re
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from tests.fakes.openai_server import FakeOpenAI, Reply  # noqa: E402
+from tests.fakes.telegram_server import FakeTelegram, SentMessage  # noqa: E402
+
+API_KEY = "sk-bench-0123456789abcdef"
+FIRST_USER = 100_000
+ZH = [
+    "你好", "今天天气不错，适合出去走走", "我之前说过我喜欢什么咖啡？", "帮我想想周末去哪里玩", "好的",
+    "还记得我们用的是哪个数据库吗？", "谢谢", "我最近在学做菜", "你记得我的项目叫什么吗", "晚安",
+]
+EN = [
+    "hi there", "what's a good name for a cat?", "do you remember which coffee I like?", "can you help me plan a trip",
+    "ok", "remind me which database we chose for the project", "thanks!", "I'm learning to cook lately",
+    "what did I say about my project last time?", "good night",
+]
+SEED_ZH = ["我喜欢喝燕麦拿铁咖啡", "项目 {p} 的数据库选了 Postgres", "我的项目叫 {p}", "周末常去西湖边散步", "我养了一只猫叫年糕"]
+SEED_EN = ["I like oat milk flat white coffee", "For {p} we chose Postgres as the database", "My project is called {p}",
+           "I go hiking most weekends", "I have a cat named Mochi"]
+_TAG = re.compile(r"\(c(\d+)-(\d+)\)$")
+
+
+def message_text(chat: int, i: int) -> str:
+    lines = ZH if chat % 2 == 0 else EN
+    return f"{lines[i % len(lines)]} (c{chat}-{i})"
+
+
+# -- the fakes' process -----------------------------------------------------------------
+def _instant_llm(body: dict[str, Any]) -> Reply:
+    m = _TAG.search(str(body["messages"][-1]["content"]))
+    return Reply(content=f"ok ({m.group(0)[1:-1]})" if m else "ok")
+
+
+def run_fakes(conn: Connection, chats: int, messages: int, timeout: float) -> None:
+    asyncio.run(_fakes(conn, chats, messages, timeout))
+
+
+async def _fakes(conn: Connection, chats: int, messages: int, timeout: float) -> None:
+    total = chats * messages
+    answered: dict[int, list[int]] = defaultdict(list)
+    strays = 0
+    done = asyncio.Event()
+    last = 0.0
+
+    def on_send(m: SentMessage) -> None:
+        nonlocal strays, last
+        tag = re.search(r"\(c(\d+)-(\d+)\)", m.text)
+        if tag is None or int(tag.group(1)) != m.chat_id - FIRST_USER:
+            strays += 1
+        else:
+            answered[int(tag.group(1))].append(int(tag.group(2)))
+        last = time.perf_counter()
+        if tg.sent_count >= total:
+            done.set()
+
+    async with FakeTelegram(record=False) as tg, FakeOpenAI(api_key=API_KEY, responder=_instant_llm) as llm:
+        tg.on_send = on_send
+        conn.send({"telegram": tg.base_url, "token": tg.token, "openai": llm.url})
+        await asyncio.to_thread(conn.recv)  # "go": the gateway is up
+        first = time.perf_counter()
+        for i in range(messages):
+            for chat in range(chats):
+                user = FIRST_USER + chat
+                tg.push_text(user, user, message_text(chat, i), username=f"user{chat}")
+        try:
+            await asyncio.wait_for(done.wait(), timeout)
+        except TimeoutError:
+            pass
+        elapsed = last - first
+        await asyncio.sleep(1.0)  # a late duplicate would show up now
+        counts = [len(v) for v in answered.values()]
+        conn.send(
+            {
+                "pushed": total,
+                "sent": tg.sent_count,
+                "seconds": round(elapsed, 3),
+                "messages_per_second": round(total / elapsed, 1) if elapsed > 0 and tg.sent_count >= total else 0.0,
+                "answered_once": sum(1 for v in answered.values() for _ in set(v)),
+                "duplicates": sum(counts) - sum(len(set(v)) for v in answered.values()),
+                "missing": total - sum(len(set(v)) for v in answered.values()),
+                "out_of_order_chats": sum(1 for v in answered.values() if v != sorted(v)),
+                "strays": strays,
+                "llm_requests": len(llm.requests),
+                "extraction_requests": sum(1 for r in llm.requests if r.get("response_format")),
+                "telegram_calls": dict(tg.counts),
+            }
+        )
+        await asyncio.to_thread(conn.recv)  # "stop"
+
+
+# -- the gateway's process ------------------------------------------------------------
+def rss_kib(field: str = "VmRSS") -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1])
+    return 0
+
+
+def _cpu_seconds() -> float:
+    t = os.times()
+    return t.user + t.system
+
+
+async def seed(app: Any, chats: int) -> int:
+    from memory import NewMemory, Provenance
+    from memory.types import Category
+
+    items = []
+    for chat in range(chats):
+        user = f"telegram:{FIRST_USER + chat}"
+        lines = SEED_ZH if chat % 2 == 0 else SEED_EN
+        for text in lines:
+            items.append(
+                (
+                    NewMemory(
+                        owner=user,
+                        content=text.format(p=f"proj{chat % 50}"),
+                        category=Category.IDENTITY if "喜欢" in text or "like" in text else Category.EVENT,
+                        provenance=Provenance(channel="telegram", chat_id=str(FIRST_USER + chat)),
+                    ),
+                    None,
+                )
+            )
+    await app.backend.engine.add_many(items)
+    return len(items)
+
+
+async def bench(args: argparse.Namespace) -> dict[str, Any]:
+    from gateway.app import App
+    from gateway.config import Paths, load_config
+    from gateway.logging import configure_logging
+
+    configure_logging(level="WARNING")
+    total = args.chats * args.messages
+    ctx = multiprocessing.get_context("spawn")
+    parent, child = ctx.Pipe()
+    proc = ctx.Process(target=run_fakes, args=(child, args.chats, args.messages, args.timeout), daemon=True)
+    proc.start()
+    try:
+        urls = await asyncio.to_thread(parent.recv)
+        with tempfile.TemporaryDirectory(prefix="myclaw-bench-") as tmp:
+            doc = {
+                "provider": {"baseUrl": urls["openai"], "apiKey": API_KEY, "maxRetries": 0, "timeout": "30s"},
+                "agent": {"model": "bench-model"},
+                "channels": {"telegram": {"enabled": True, "token": urls["token"], "baseUrl": urls["telegram"]}},
+            }
+            (Path(tmp) / "config.json").write_text(json.dumps(doc), encoding="utf-8")
+            cfg = load_config(Path(tmp) / "config.json", env={"MYCLAW_HOME": tmp}, require=True)
+            app = App(cfg, Paths(Path(tmp)))
+            try:
+                await app.open()
+                seeded = await seed(app, args.chats)
+                if args.no_extraction:  # diagnosis: the write path's background loop left out
+                    app.extraction = None
+                await app.start()
+                assert app.loop is not None and "telegram" in app.channels, app.failed_channels
+                rss = {"before": rss_kib()}
+                marks = [(f"{q}%", total * q // 100) for q in (25, 50, 75, 100)]
+                samples: list[int] = []
+
+                async def sample() -> None:
+                    while marks:
+                        replied = app.loop.stats.replied if app.loop else 0
+                        while marks and replied >= marks[0][1]:
+                            rss[marks.pop(0)[0]] = rss_kib()
+                        samples.append(rss_kib())
+                        await asyncio.sleep(0.05)
+
+                sampler = asyncio.create_task(sample())
+                cpu0, wall0 = _cpu_seconds(), time.perf_counter()
+                parent.send("go")
+                result: dict[str, Any] = await asyncio.to_thread(parent.recv)
+                cpu, wall = _cpu_seconds() - cpu0, time.perf_counter() - wall0
+                sampler.cancel()
+                stats = app.loop.stats
+                summary = stats.summary()
+                result.update(
+                    chats=args.chats,
+                    messages_per_chat=args.messages,
+                    seeded_memories=seeded,
+                    retrievals=stats.retrievals,
+                    retrieval_share=round(stats.retrievals / max(1, stats.received), 3),
+                    buffered_rows=stats.buffered,
+                    loop_failed=stats.failed,
+                    loop_errors=stats.errors,
+                    added_p50_ms=summary["added_p50_ms"],
+                    added_p95_ms=summary["added_p95_ms"],
+                    added_max_ms=summary["added_max_ms"],
+                    wait_p95_ms=summary["wait_p95_ms"],
+                    rss_mib={k: round(v / 1024, 1) for k, v in rss.items()},
+                    rss_peak_mib=round(rss_kib("VmHWM") / 1024, 1),
+                    # includes the ~1 s the fakes wait for late duplicates
+                    gateway_cpu_share=round(cpu / wall, 2),
+                )
+            finally:
+                await app.close()
+                parent.send("stop")
+    finally:
+        proc.join(10)
+        if proc.is_alive():
+            proc.terminate()
+    return result
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description="Gateway throughput: N chats x M messages through the real Telegram channel.")
+    ap.add_argument("--chats", type=int, default=1000)
+    ap.add_argument("--messages", type=int, default=10, help="messages per chat")
+    ap.add_argument("--timeout", type=float, default=600.0, help="seconds to wait for the last reply")
+    ap.add_argument("--no-extraction", action="store_true", help="do not start the extraction service (diagnosis)")
+    ap.add_argument("--json", type=Path, help="also write the figures to this file")
+    args = ap.parse_args()
+    result = asyncio.run(bench(args))
+    text = json.dumps(result, indent=2, ensure_ascii=False)
+    print(text)
+    if args.json:
+        args.json.write_text(text + "\n", encoding="utf-8")
+    ok = result["missing"] == 0 and result["duplicates"] == 0 and result["strays"] == 0
+    sys.exit(0 if ok else 1)
+
+
+if __name__ == "__main__":
+    main()
