@@ -110,6 +110,7 @@ def config_secrets(cfg: Config) -> list[str]:
         cfg.channels.feishu.app_secret,
         cfg.channels.feishu.verification_token,
         cfg.channels.feishu.encrypt_key,
+        cfg.gateway.admin.token,
     ]
     if cfg.memory.provider is not None:
         values.append(cfg.memory.provider.api_key)
@@ -141,7 +142,7 @@ class App:
         self.llm: LLMClient | None = None
         self.agent: Agent | None = None
         self.loop: ProcessLoop | None = None
-        self.http: Any = None  # gateway.http.HttpServer, only when a channel needs it
+        self.http: Any = None  # gateway.http.HttpServer, only when a channel or the memory page needs it
         # Hook points (see the module docstring).
         self.extraction: Service | None = None
         self.cron: Service | None = None
@@ -182,9 +183,12 @@ class App:
             )
             known_projects = engine.known_projects
             await self._open_write_path(engine)
+            self._open_memory_page(engine)
         else:
             from memory.filestore import FileMemory  # the fallback, only when chosen
 
+            if cfg.gateway.admin.enabled:
+                log.warning("gateway.admin.enabled is set but memory.enabled is false: the memory page is not served")
             self.backend = FileMemory(self.paths.workspace(cfg), self.clock, tz=self.tz, max_hits=cfg.memory.retrieval.max_hits)
         self.sessions = await SessionStore.open(self.paths.gateway_db(), self.clock, window=cfg.agent.history_messages)
         self.llm = LLMClient.from_config(cfg.provider, model=cfg.agent.model, client=self.http_client)
@@ -214,6 +218,18 @@ class App:
 
         if cfg.cron.enabled:
             await self._open_cron()
+
+    def _open_memory_page(self, engine: Any) -> None:
+        """``/memory`` on the gateway's HTTP server (created for it if no
+        channel needs one). Only for the gateway itself, not ``myclaw chat``."""
+        admin = self.cfg.gateway.admin
+        if not admin.enabled or not self.config_channels:
+            return
+        from .web import mount_memory_page
+
+        assert self.backend is not None
+        mount_memory_page(self._http_server(), engine, self.backend.retriever, admin.token.get_secret_value())  # type: ignore[attr-defined]
+        log.info("memory page enabled", path="/memory", host=self.cfg.gateway.host, port=self.cfg.gateway.port)
 
     async def _open_write_path(self, engine: Any) -> None:
         from memory.compression import Compressor

@@ -25,11 +25,13 @@ from pydantic import (
     Field,
     SecretStr,
     ValidationError,
+    ValidationInfo,
     field_validator,
 )
 from pydantic.alias_generators import to_camel
 
 __all__ = [
+    "AdminConfig",
     "AgentConfig",
     "ChannelsConfig",
     "Config",
@@ -149,12 +151,34 @@ class ChannelsConfig(_Model):
     feishu: FeishuConfig = Field(default_factory=FeishuConfig)
 
 
+ADMIN_TOKEN_MIN_CHARS = 16
+
+
+class AdminConfig(_Model):
+    """The memory management page (``gateway.web``) at ``/memory``."""
+
+    enabled: bool = False
+    token: SecretStr = SecretStr("")
+
+    @field_validator("token")
+    @classmethod
+    def _token(cls, v: SecretStr, info: ValidationInfo) -> SecretStr:
+        # `enabled` is declared first, so it is validated (and in info.data) already.
+        if info.data.get("enabled") and len(v.get_secret_value().strip()) < ADMIN_TOKEN_MIN_CHARS:
+            raise ValueError(
+                f"must be at least {ADMIN_TOKEN_MIN_CHARS} characters when the admin page is enabled "
+                "(e.g. python -c 'import secrets; print(secrets.token_urlsafe(32))')"
+            )
+        return v
+
+
 class GatewayConfig(_Model):
     host: str = "127.0.0.1"
     port: int = Field(default=18790, ge=0, le=65535)
     timezone: str = "UTC"
     max_concurrent_chats: int = Field(default=64, ge=1, le=4096)
     queue_size: int = Field(default=1000, ge=1)
+    admin: AdminConfig = Field(default_factory=AdminConfig)
 
     @field_validator("timezone")
     @classmethod
@@ -296,6 +320,8 @@ ENV_OVERRIDES: dict[str, tuple[tuple[str, ...], str]] = {
     "MYCLAW_GATEWAY_HOST": (("gateway", "host"), "str"),
     "MYCLAW_GATEWAY_PORT": (("gateway", "port"), "int"),
     "MYCLAW_TIMEZONE": (("gateway", "timezone"), "str"),
+    "MYCLAW_ADMIN_ENABLED": (("gateway", "admin", "enabled"), "bool"),
+    "MYCLAW_ADMIN_TOKEN": (("gateway", "admin", "token"), "str"),
 }
 
 _TRUE = {"1", "true", "yes", "on"}

@@ -1,0 +1,32 @@
+"""The memory management page (seed 003), served by the gateway.
+
+``mount_memory_page(http, engine, retriever, token)`` adds ``/memory`` (HTML)
+and ``/memory/api/...`` (JSON) to the gateway's :class:`~gateway.http.HttpServer`.
+The App does this when ``gateway.admin.enabled`` and memory are on.
+
+Modules: ``_actions`` (what can be done, shared by page and API),
+``_auth`` (token, session cookie, CSRF), ``_views`` (HTML), ``_routes``
+(handlers).
+"""
+
+from __future__ import annotations
+
+from memory.engine import MemoryEngine
+from memory.retrieval import Retriever
+
+from gateway.http import HttpServer
+
+from ._actions import AdminError, MemoryAdmin
+from ._auth import AdminAuth
+from ._routes import MemoryWeb
+
+__all__ = ["AdminAuth", "AdminError", "MemoryAdmin", "MemoryWeb", "mount_memory_page"]
+
+
+def mount_memory_page(
+    http: HttpServer, engine: MemoryEngine, retriever: Retriever | None, token: str, *, session_ttl: float = 12 * 3600
+) -> MemoryWeb:
+    """Register the page's routes on ``http`` (before or after it starts)."""
+    web = MemoryWeb(MemoryAdmin(engine, retriever), AdminAuth(token, session_ttl=session_ttl))
+    web.mount(http)
+    return web

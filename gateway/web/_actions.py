@@ -1,0 +1,334 @@
+"""What the memory page and its JSON API can do, in one place.
+
+Both the HTML routes and ``/memory/api/...`` call these methods, so the two
+cannot drift apart. The semantics follow ``myclaw memory`` (the CLI):
+
+* ``add`` keeps an existing identical memory instead of adding a second
+  one; a hand-added fact defaults to ``identity`` (tier 1) or ``decision``
+  (tier 2) so it does not fade in weeks, importance 0.7, source ``manual``;
+* ``archive`` is recoverable (``restore``), ``erase`` deletes for good;
+* an action on a memory given together with a user only proceeds when the
+  memory is that user's (a stale page cannot change someone else's fact);
+* an edit and its status change happen in one transaction.
+
+Every change made here is written to the change log (``memory_log``,
+``job="web"``) without the memory's text, so ``myclaw memory log`` shows
+who changed what even after an erase.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from memory import Category, MemoryEngine, MemoryNotFound, NewMemory, Provenance, Source, Status
+from memory.changelog import LogEntry, read_log, write_log
+from memory.engine import Stats, row_to_memory
+from memory.retrieval import Retriever
+from memory.types import GLOBAL_OWNER, Hit, Memory
+
+__all__ = [
+    "EDITABLE",
+    "AdminError",
+    "Invalid",
+    "MemoryAdmin",
+    "NotFound",
+    "SearchResult",
+    "UserSummary",
+]
+
+JOB = "web"
+EDITABLE = ("content", "category", "importance", "tier", "project", "topic")
+DEFAULT_IMPORTANCE = 0.7  # as `myclaw memory add`
+
+
+class AdminError(Exception):
+    """A request the page or API cannot carry out; ``status`` is the HTTP code."""
+
+    status = 400
+
+
+class Invalid(AdminError):
+    status = 400
+
+
+class NotFound(AdminError):
+    status = 404
+
+
+@dataclass(frozen=True)
+class UserSummary:
+    name: str
+    active: int
+    archived: int
+    superseded: int
+
+    @property
+    def total(self) -> int:
+        return self.active + self.archived + self.superseded
+
+
+@dataclass(frozen=True)
+class SearchResult:
+    memories: list[tuple[Memory, float]]  # best first, as the bot would recall them
+    events: list[Hit]
+
+
+def _clean_owner(owner: str) -> str:
+    owner = owner.strip()
+    if not owner:
+        raise Invalid("user is empty")
+    return owner
+
+
+def parse_changes(raw: dict[str, Any]) -> dict[str, Any]:
+    """Typed, validated edit fields from form or JSON input (only those given)."""
+    out: dict[str, Any] = {}
+    for key in EDITABLE:
+        v = raw.get(key)
+        if v is None or (key in ("category", "importance", "tier") and isinstance(v, str) and not v.strip()):
+            continue  # not given (a form's empty select / number field)
+        if key == "content":
+            if not str(v).strip():
+                raise Invalid("content is empty")
+            out[key] = str(v).strip()
+        elif key == "category":
+            try:
+                out[key] = Category(str(v).strip())
+            except ValueError:
+                raise Invalid(f"unknown category {v!r} (one of {', '.join(c.value for c in Category)})") from None
+        elif key == "importance":
+            try:
+                f = float(v)
+            except (TypeError, ValueError):
+                raise Invalid(f"importance must be a number, got {v!r}") from None
+            if not 0.0 <= f <= 1.0:
+                raise Invalid(f"importance must be within [0, 1], got {f}")
+            out[key] = f
+        elif key == "tier":
+            try:
+                t = int(v)
+            except (TypeError, ValueError):
+                raise Invalid(f"tier must be 1 or 2, got {v!r}") from None
+            if t not in (1, 2):
+                raise Invalid(f"tier must be 1 or 2, got {t}")
+            out[key] = t
+        else:  # project, topic: empty means the default partition
+            out[key] = str(v).strip()
+    return out
+
+
+class MemoryAdmin:
+    def __init__(self, engine: MemoryEngine, retriever: Retriever | None = None) -> None:
+        self.engine = engine
+        self.retriever = retriever or Retriever(engine)
+
+    # -- reading -----------------------------------------------------------------
+
+    async def users(self) -> list[UserSummary]:
+        """Every owner with memories, events or buffered messages, and ``_global``."""
+        counts: dict[str, dict[str, int]] = {GLOBAL_OWNER: {}}
+        for name in await self.engine.owners():
+            counts.setdefault(name, {})
+        rows = await self.engine.db.fetchall("SELECT owner, status, COUNT(*) FROM memories GROUP BY owner, status")
+        for r in rows:
+            counts.setdefault(r[0], {})[r[1]] = r[2]
+        return [
+            UserSummary(name, c.get("active", 0), c.get("archived", 0), c.get("superseded", 0))
+            for name, c in sorted(counts.items(), key=lambda kv: (kv[0] != GLOBAL_OWNER, kv[0]))
+        ]
+
+    async def stats(self, owner: str) -> Stats:
+        return await self.engine.stats(_clean_owner(owner))
+
+    async def list(self, owner: str, *, status: Status | None = Status.ACTIVE, limit: int = 20, offset: int = 0) -> list[Memory]:
+        """Newest first."""
+        return await self.engine.list_memories(_clean_owner(owner), status=status, limit=limit, offset=offset)
+
+    async def search(self, owner: str, query: str, *, limit: int = 20) -> SearchResult:
+        """What the bot would recall for ``query`` as ``owner`` (their active
+        memories plus ``_global``), with the same :class:`Retriever`. Reading
+        here does not count as an access (no reinforcement)."""
+        owner = _clean_owner(owner)
+        hits = await self.retriever.retrieve(owner, query, limit=limit)
+        found = await self.engine.get_many([h.id for h in hits])
+        events = await self.retriever.search_events(owner, query, limit=min(limit, 10))
+        return SearchResult([(found[h.id], h.score) for h in hits if h.id in found], events)
+
+    async def get(self, memory_id: int, owner: str | None = None) -> Memory:
+        m = await self.engine.get(memory_id)
+        if m is None or (owner is not None and m.owner != owner):
+            raise NotFound(f"no memory with id {memory_id}" + (f" for user {owner}" if owner else ""))
+        return m
+
+    async def replaced(self, ids: Sequence[int]) -> dict[int, list[Memory]]:
+        """For each id: the memories it superseded (``superseded_by`` = id)."""
+        if not ids:
+            return {}
+        marks = ",".join("?" * len(ids))
+        rows = await self.engine.db.fetchall(
+            f"SELECT * FROM memories WHERE superseded_by IN ({marks}) ORDER BY id DESC", list(ids)
+        )
+        out: dict[int, list[Memory]] = {}
+        for r in rows:
+            out.setdefault(r["superseded_by"], []).append(row_to_memory(r))
+        return out
+
+    async def chain(self, memory_id: int) -> tuple[list[Memory], list[Memory]]:
+        """(what this memory replaced, transitively, newest first;
+        what replaced it, in order). Cycles are cut."""
+        seen = {memory_id}
+        older: list[Memory] = []
+        frontier = [memory_id]
+        while frontier and len(older) < 200:
+            found = await self.replaced(frontier)
+            frontier = []
+            for items in found.values():
+                for m in items:
+                    if m.id not in seen:
+                        seen.add(m.id)
+                        older.append(m)
+                        frontier.append(m.id)
+        newer: list[Memory] = []
+        current = await self.engine.get(memory_id)
+        while current is not None and current.superseded_by is not None and current.superseded_by not in seen:
+            seen.add(current.superseded_by)
+            current = await self.engine.get(current.superseded_by)
+            if current is not None:
+                newer.append(current)
+        return older, newer
+
+    async def log(self, owner: str, *, limit: int = 200) -> list[LogEntry]:
+        return await read_log(self.engine.db, owner=_clean_owner(owner), limit=limit)
+
+    async def memory_log(self, memory_ids: Sequence[int], *, limit: int = 100) -> list[LogEntry]:
+        if not memory_ids:
+            return []
+        marks = ",".join("?" * len(memory_ids))
+        rows = await self.engine.db.fetchall(
+            f"SELECT * FROM memory_log WHERE memory_id IN ({marks}) ORDER BY id DESC LIMIT ?", [*memory_ids, limit]
+        )
+        return [LogEntry(r["id"], r["at"], r["job"], r["owner"], r["action"], r["memory_id"], r["detail"]) for r in rows]
+
+    # -- writing ---------------------------------------------------------------
+
+    async def add(self, owner: str, fields: dict[str, Any]) -> tuple[Memory, bool]:
+        """Store a hand-written memory; returns (memory, added). An active
+        memory of ``owner`` with the same wording is returned instead."""
+        owner = _clean_owner(owner)
+        f = parse_changes(fields)
+        if "content" not in f:
+            raise Invalid("content is empty")
+        same = await self.engine.find_same(owner, f["content"])
+        if same is not None:
+            return same, False
+        tier = f.get("tier", 2)
+        new = NewMemory(
+            owner=owner,
+            content=f["content"],
+            tier=tier,
+            category=f.get("category") or (Category.IDENTITY if tier == 1 else Category.DECISION),
+            importance=f.get("importance", DEFAULT_IMPORTANCE),
+            project=f.get("project") or GLOBAL_OWNER,
+            topic=f.get("topic") or "_general",
+            source=Source.MANUAL,
+            provenance=Provenance(channel="web"),
+        )
+        try:
+            async with self.engine.db.transaction() as conn:
+                m = await self.engine.add(new, conn=conn)
+                await write_log(conn, at=self.engine.now(), job=JOB, owner=owner, action="add", memory_id=m.id)
+        except ValueError as exc:
+            raise Invalid(str(exc)) from None
+        return m, True
+
+    async def edit(self, memory_id: int, owner: str | None, fields: dict[str, Any]) -> Memory:
+        changes = parse_changes(fields)
+        if not changes:
+            raise Invalid("nothing to change: give " + ", ".join(EDITABLE))
+        m = await self.get(memory_id, owner)
+        # A form sends every field; change (and log) only what differs.
+        current = {
+            "content": m.content, "category": m.category, "importance": m.importance, "tier": m.tier,
+            "project": m.project, "topic": m.topic,
+        }
+        defaults = {"project": GLOBAL_OWNER, "topic": "_general"}
+        changes = {k: v for k, v in changes.items() if (v or defaults.get(k, v)) != current[k]}
+        if not changes:
+            return m
+        try:
+            async with self.engine.db.transaction() as conn:
+                await self.engine.update(memory_id, conn=conn, **changes)
+                await write_log(
+                    conn, at=self.engine.now(), job=JOB, owner=m.owner, action="edit", memory_id=memory_id,
+                    detail={"fields": sorted(changes)},
+                )
+        except ValueError as exc:
+            raise Invalid(str(exc)) from None
+        except MemoryNotFound as exc:
+            raise NotFound(str(exc)) from None
+        return await self.get(memory_id)
+
+    async def _set_status(self, memory_id: int, owner: str | None, status: Status, action: str) -> Memory:
+        m = await self.get(memory_id, owner)
+        try:
+            async with self.engine.db.transaction() as conn:
+                await self.engine.set_status(memory_id, status, conn=conn)
+                await write_log(
+                    conn, at=self.engine.now(), job=JOB, owner=m.owner, action=action, memory_id=memory_id,
+                    detail={"was": m.status.value},
+                )
+        except MemoryNotFound as exc:
+            raise NotFound(str(exc)) from None
+        return await self.get(memory_id)
+
+    async def archive(self, memory_id: int, owner: str | None = None) -> Memory:
+        """Recoverable: the memory leaves search and the profile, stays in the DB."""
+        m = await self.get(memory_id, owner)
+        if m.status is Status.ARCHIVED:
+            return m
+        return await self._set_status(memory_id, owner, Status.ARCHIVED, "archive")
+
+    async def restore(self, memory_id: int, owner: str | None = None) -> Memory:
+        m = await self.get(memory_id, owner)
+        if m.status is Status.ACTIVE:
+            return m
+        return await self._set_status(memory_id, owner, Status.ACTIVE, "restore")
+
+    async def erase(self, memory_id: int, owner: str | None = None) -> Memory:
+        """For good. Returns the memory as it was."""
+        m = await self.get(memory_id, owner)
+        try:
+            async with self.engine.db.transaction() as conn:
+                await self.engine.delete(memory_id, conn=conn)
+                await write_log(conn, at=self.engine.now(), job=JOB, owner=m.owner, action="erase", memory_id=memory_id)
+        except MemoryNotFound as exc:
+            raise NotFound(str(exc)) from None
+        return m
+
+    async def archive_all(self, owner: str) -> int:
+        """Archive every active memory of ``owner`` (recoverable one by one)."""
+        owner = _clean_owner(owner)
+        async with self.engine.db.transaction() as conn:
+            async with conn.execute("SELECT id FROM memories WHERE owner = ? AND status = 'active'", (owner,)) as cur:
+                ids = [r[0] for r in await cur.fetchall()]
+            for mid in ids:
+                await self.engine.set_status(mid, Status.ARCHIVED, conn=conn)
+            await write_log(
+                conn, at=self.engine.now(), job=JOB, owner=owner, action="archive_all", detail={"count": len(ids)}
+            )
+        return len(ids)
+
+    async def erase_all(self, owner: str) -> int:
+        """Erase every memory of ``owner`` (all statuses) for good."""
+        owner = _clean_owner(owner)
+        async with self.engine.db.transaction() as conn:
+            async with conn.execute("SELECT id FROM memories WHERE owner = ?", (owner,)) as cur:
+                ids = [r[0] for r in await cur.fetchall()]
+            for mid in ids:
+                await self.engine.delete(mid, conn=conn)
+            await write_log(
+                conn, at=self.engine.now(), job=JOB, owner=owner, action="erase_all", detail={"count": len(ids)}
+            )
+        return len(ids)

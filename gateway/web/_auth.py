@@ -1,0 +1,135 @@
+"""Who may use the memory page: whoever holds ``gateway.admin.token``.
+
+A request is let in with either
+
+* ``Authorization: Bearer <token>`` (scripts, the JSON API), or
+* the session cookie the login form sets after a correct token: HttpOnly,
+  SameSite=Strict, path ``/memory``. Its value is ``issued.nonce.mac``, the
+  MAC keyed with a key derived from the token, so changing the token ends
+  every session and the server keeps no session state. Sessions expire
+  after ``session_ttl`` seconds.
+
+Every comparison is constant-time (``hmac.compare_digest``).
+
+A state-changing request (POST) made with the cookie must carry the CSRF
+token of its session (form field ``csrf`` or header ``X-CSRF-Token``), and
+an ``Origin`` header, when sent, must be this server. Bearer requests need
+no CSRF token: a browser never adds that header on its own.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+from aiohttp import web
+
+__all__ = ["COOKIE", "AdminAuth", "Identity"]
+
+COOKIE = "myclaw_admin"
+COOKIE_PATH = "/memory"
+
+
+@dataclass(frozen=True)
+class Identity:
+    """An authenticated request: how it proved itself, and the CSRF token
+    its forms must echo ('' for Bearer requests, which need none)."""
+
+    via: str  # "bearer" | "cookie"
+    csrf: str
+
+
+def _mac(key: bytes, msg: str) -> str:
+    return hmac.new(key, msg.encode("utf-8"), hashlib.sha256).hexdigest()
+
+
+class AdminAuth:
+    def __init__(self, token: str, *, session_ttl: float = 12 * 3600, clock: Callable[[], float] = time.time) -> None:
+        if len(token.strip()) < 16:
+            raise ValueError("the admin token must be at least 16 characters")
+        self._token = token.encode("utf-8")
+        self._key = hmac.new(self._token, b"myclaw admin session v1", hashlib.sha256).digest()
+        self.session_ttl = session_ttl
+        self._clock = clock
+
+    # -- the token ------------------------------------------------------------
+
+    def token_ok(self, candidate: str) -> bool:
+        return hmac.compare_digest(candidate.encode("utf-8", "surrogatepass"), self._token)
+
+    # -- sessions -------------------------------------------------------------
+
+    def new_session(self) -> str:
+        head = f"{int(self._clock())}.{secrets.token_hex(8)}"
+        return f"{head}.{_mac(self._key, 'session.' + head)}"
+
+    def session_ok(self, value: str) -> bool:
+        head, _, mac = value.rpartition(".")
+        issued, _, _nonce = head.partition(".")
+        if not issued.isdigit() or not hmac.compare_digest(mac.encode(), _mac(self._key, "session." + head).encode()):
+            return False
+        return 0 <= self._clock() - int(issued) <= self.session_ttl
+
+    def csrf_for(self, session: str) -> str:
+        return _mac(self._key, "csrf." + session)[:32]
+
+    # -- requests -------------------------------------------------------------
+
+    def identify(self, request: web.Request) -> tuple[Identity | None, str]:
+        """The request's identity, or None and why it was refused (for the
+        log; never containing what was sent)."""
+        header = request.headers.get("Authorization", "")
+        if header:
+            scheme, _, value = header.partition(" ")
+            if scheme.lower() != "bearer":
+                return None, "unsupported authorization scheme"
+            if self.token_ok(value.strip()):
+                return Identity("bearer", ""), ""
+            return None, "wrong bearer token"
+        session = request.cookies.get(COOKIE, "")
+        if not session:
+            return None, "no credentials"
+        if not self.session_ok(session):
+            return None, "invalid or expired session"
+        return Identity("cookie", self.csrf_for(session)), ""
+
+    def csrf_ok(self, identity: Identity, request: web.Request, sent: str) -> bool:
+        if not same_origin(request):
+            return False
+        if identity.via == "bearer":
+            return True
+        sent = sent or request.headers.get("X-CSRF-Token", "")
+        return bool(sent) and hmac.compare_digest(sent.encode("utf-8", "surrogatepass"), identity.csrf.encode())
+
+    def set_cookie(self, request: web.Request, response: web.StreamResponse, session: str) -> None:
+        response.set_cookie(
+            COOKIE,
+            session,
+            path=COOKIE_PATH,
+            max_age=int(self.session_ttl),
+            httponly=True,
+            samesite="Strict",
+            secure=is_https(request),
+        )
+
+
+def is_https(request: web.Request) -> bool:
+    """Behind a TLS-terminating reverse proxy the cookie gets ``Secure``."""
+    return request.secure or request.headers.get("X-Forwarded-Proto", "").lower() == "https"
+
+
+def same_origin(request: web.Request) -> bool:
+    """No ``Origin`` header (curl, old browsers: CSRF token still checked),
+    or one naming this host."""
+    origin = request.headers.get("Origin")
+    if origin is None:
+        return True
+    if origin == "null":
+        return False
+    host = request.headers.get("X-Forwarded-Host") or request.host
+    return urlsplit(origin).netloc.lower() == host.lower()

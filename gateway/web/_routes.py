@@ -1,0 +1,455 @@
+"""The routes of the memory page and its JSON API on the gateway's
+:class:`~gateway.http.HttpServer`.
+
+Pages (GET renders, POST changes and redirects back with a short notice)::
+
+    GET  /memory                 users; with ?user= stats, list (?status=, ?offset=) or search (?q=)
+    GET  /memory/item?id=        one memory: provenance, supersede chain, its log entries
+    GET  /memory/log?user=       the user's change log (memory_log)
+    POST /memory/login           token -> session cookie;  POST /memory/logout
+    POST /memory/add | edit | archive | restore | erase | archive-all | erase-all
+
+``erase`` and ``archive-all`` without ``confirm=yes`` answer with a
+confirmation page; ``erase-all`` also needs the user name typed again.
+
+JSON API (same actions, ``Authorization: Bearer <token>``; a browser
+session may use it too with the ``X-CSRF-Token`` header on POST)::
+
+    GET  /memory/api/users | stats?user= | memories?user=&status=&limit=&offset=
+    GET  /memory/api/search?user=&q=&limit= | memory?id= | log?user=
+    POST /memory/api/add | edit | archive | restore | erase     (JSON body)
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Awaitable, Callable
+from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlsplit
+
+import structlog
+from aiohttp import web
+
+from gateway.cli._common import event_dict, memory_dict
+from gateway.http import HttpServer
+from memory.types import Status
+
+from ._actions import AdminError, Invalid, MemoryAdmin
+from ._auth import COOKIE, COOKIE_PATH, AdminAuth, Identity
+from ._views import (
+    DONE,
+    PageContext,
+    clear_confirm_page,
+    detail_page,
+    erase_confirm_page,
+    layout,
+    log_page,
+    login_page,
+    main_page,
+    message_page,
+    overview_body,
+)
+
+__all__ = ["MemoryWeb"]
+
+log = structlog.get_logger(component="web")
+
+Data = dict[str, Any]
+PageFn = Callable[[web.Request, Identity, PageContext, Data], Awaitable[web.StreamResponse]]
+ApiFn = Callable[[web.Request, Data], Awaitable[Any]]
+
+MAX_LIMIT = 200
+
+
+def _security_headers(response: web.StreamResponse, nonce: str = "") -> web.StreamResponse:
+    h = response.headers
+    if nonce:
+        h["Content-Security-Policy"] = (
+            f"default-src 'none'; style-src 'nonce-{nonce}'; script-src 'nonce-{nonce}'; "
+            "form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+        )
+    h["X-Content-Type-Options"] = "nosniff"
+    h["X-Frame-Options"] = "DENY"
+    h["Referrer-Policy"] = "no-referrer"
+    h["Cache-Control"] = "no-store"
+    return response
+
+
+def _html(text: str, nonce: str, status: int = 200) -> web.Response:
+    return _security_headers(web.Response(text=text, status=status, content_type="text/html", charset="utf-8"), nonce)  # type: ignore[return-value]
+
+
+def _json(obj: Any, status: int = 200) -> web.Response:
+    return _security_headers(web.json_response(obj, status=status))  # type: ignore[return-value]
+
+
+def _int(value: Any, name: str, *, default: int | None = None, lo: int = 0, hi: int | None = None) -> int:
+    if value is None or value == "":
+        if default is None:
+            raise Invalid(f"{name} is required")
+        return default
+    try:
+        n = int(value)
+    except (TypeError, ValueError):
+        raise Invalid(f"{name} must be an integer, got {value!r}") from None
+    if n < lo or (hi is not None and n > hi):
+        raise Invalid(f"{name} must be within [{lo}, {hi if hi is not None else '∞'}], got {n}")
+    return n
+
+
+def _status(value: str | None) -> Status | None:
+    if not value or value == "active":
+        return Status.ACTIVE
+    if value == "all":
+        return None
+    try:
+        return Status(value)
+    except ValueError:
+        raise Invalid(f"unknown status {value!r} (active, archived, superseded or all)") from None
+
+
+def _user(data: Data, *, required: bool = True) -> str | None:
+    u = data.get("user")
+    if u is None or (isinstance(u, str) and not u.strip()):
+        if required:
+            raise Invalid("user is required")
+        return None
+    if not isinstance(u, str):
+        raise Invalid("user must be a string")
+    return u.strip()
+
+
+def safe_back(value: Any, default: str = "/memory") -> str:
+    """Where to go after a POST: only a path of this page (no open redirect)."""
+    if not isinstance(value, str) or not value.startswith("/memory") or "\\" in value:
+        return default
+    parts = urlsplit(value)
+    if parts.scheme or parts.netloc or not (parts.path == "/memory" or parts.path.startswith("/memory/")):
+        return default
+    if any(ord(c) < 32 for c in value):
+        return default
+    return value
+
+
+def _with_notice(back: str, done: str, n: int, anchor: str = "") -> str:
+    parts = urlsplit(back)
+    q = [(k, v) for k, v in parse_qsl(parts.query) if k not in ("done", "n")]
+    q += [("done", done), ("n", str(n))]
+    return f"{parts.path}?{urlencode(q)}{anchor}"
+
+
+def _redirect(location: str) -> web.Response:
+    return _security_headers(web.Response(status=303, headers={"Location": location}))  # type: ignore[return-value]
+
+
+class MemoryWeb:
+    """The memory page's handlers; :meth:`mount` registers them."""
+
+    def __init__(self, admin: MemoryAdmin, auth: AdminAuth, *, page_size: int = 20) -> None:
+        self.admin = admin
+        self.auth = auth
+        self.page_size = page_size
+        self._mounted: list[tuple[str, str]] = []
+
+    def routes(self) -> list[tuple[str, str, Callable[[web.Request], Awaitable[web.StreamResponse]]]]:
+        page, api = self._page, self._api
+        return [
+            ("GET", "/memory", page(self._main)),
+            ("GET", "/memory/item", page(self._item)),
+            ("GET", "/memory/log", page(self._log)),
+            ("POST", "/memory/login", self._login),
+            ("POST", "/memory/logout", page(self._logout, post=True)),
+            ("POST", "/memory/add", page(self._add, post=True)),
+            ("POST", "/memory/edit", page(self._edit, post=True)),
+            ("POST", "/memory/archive", page(self._archive, post=True)),
+            ("POST", "/memory/restore", page(self._restore, post=True)),
+            ("POST", "/memory/erase", page(self._erase, post=True)),
+            ("POST", "/memory/archive-all", page(self._archive_all, post=True)),
+            ("POST", "/memory/erase-all", page(self._erase_all, post=True)),
+            ("GET", "/memory/api/users", api(self._api_users)),
+            ("GET", "/memory/api/stats", api(self._api_stats)),
+            ("GET", "/memory/api/memories", api(self._api_memories)),
+            ("GET", "/memory/api/search", api(self._api_search)),
+            ("GET", "/memory/api/memory", api(self._api_memory)),
+            ("GET", "/memory/api/log", api(self._api_log)),
+            ("POST", "/memory/api/add", api(self._api_add, post=True)),
+            ("POST", "/memory/api/edit", api(self._api_edit, post=True)),
+            ("POST", "/memory/api/archive", api(self._api_status("archive"), post=True)),
+            ("POST", "/memory/api/restore", api(self._api_status("restore"), post=True)),
+            ("POST", "/memory/api/erase", api(self._api_status("erase"), post=True)),
+        ]
+
+    def mount(self, http: HttpServer) -> None:
+        for method, path, handler in self.routes():
+            http.add_route(method, path, handler)
+            self._mounted.append((method, path))
+
+    def unmount(self, http: HttpServer) -> None:
+        for method, path in self._mounted:
+            http.remove_route(method, path)
+        self._mounted.clear()
+
+    # -- guards ----------------------------------------------------------------
+
+    def _refused(self, request: web.Request, reason: str) -> None:
+        # Never the token, the cookie or the Authorization header: only why.
+        log.warning("memory page: request refused", path=request.path, method=request.method, remote=request.remote, reason=reason)
+
+    def _page(self, fn: PageFn, *, post: bool = False) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
+        async def handler(request: web.Request) -> web.StreamResponse:
+            nonce = secrets.token_urlsafe(16)
+            ident, why = self.auth.identify(request)
+            if ident is None:
+                self._refused(request, why)
+                return _html(login_page(nonce), nonce, status=401)
+            data: Data = dict(request.query)
+            if post:
+                form = await request.post()
+                data = {k: v for k, v in form.items() if isinstance(v, str)}
+                if not self.auth.csrf_ok(ident, request, data.get("csrf", "")):
+                    self._refused(request, "missing or wrong CSRF token")
+                    ctx = PageContext(nonce=nonce, csrf=ident.csrf)
+                    text = "This form has expired or did not come from this page. Reload the page and try again."
+                    return _html(message_page(ctx, "Request refused", text), nonce, status=403)
+            back = safe_back(data.get("back") if post else request.path_qs)
+            ctx = PageContext(nonce=nonce, csrf=ident.csrf, back=_strip_notice(back))
+            try:
+                ctx.users = await self.admin.users()
+                return await fn(request, ident, ctx, data)
+            except AdminError as exc:
+                return _html(message_page(ctx, "Cannot do that", str(exc)), nonce, status=exc.status)
+
+        return handler
+
+    def _api(self, fn: ApiFn, *, post: bool = False) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
+        async def handler(request: web.Request) -> web.StreamResponse:
+            ident, why = self.auth.identify(request)
+            if ident is None:
+                self._refused(request, why)
+                return _json({"error": "unauthorized: send Authorization: Bearer <admin token>"}, status=401)
+            data: Data = dict(request.query)
+            if post:
+                try:
+                    body = await request.json()
+                except ValueError:
+                    return _json({"error": "the body must be a JSON object"}, status=400)
+                if not isinstance(body, dict):
+                    return _json({"error": "the body must be a JSON object"}, status=400)
+                data = body
+                if not self.auth.csrf_ok(ident, request, ""):
+                    self._refused(request, "missing or wrong CSRF token")
+                    return _json({"error": "missing or wrong X-CSRF-Token"}, status=403)
+            try:
+                result = await fn(request, data)
+            except AdminError as exc:
+                return _json({"error": str(exc)}, status=exc.status)
+            if isinstance(result, web.StreamResponse):
+                return result
+            return _json(result)
+
+        return handler
+
+    # -- login -----------------------------------------------------------------
+
+    async def _login(self, request: web.Request) -> web.StreamResponse:
+        nonce = secrets.token_urlsafe(16)
+        form = await request.post()
+        token = form.get("token")
+        if not isinstance(token, str) or not self.auth.token_ok(token):
+            self._refused(request, "wrong token at login" if token else "empty login")
+            return _html(login_page(nonce, failed=True), nonce, status=401)
+        response = _redirect(safe_back(form.get("back")))
+        self.auth.set_cookie(request, response, self.auth.new_session())
+        log.info("memory page: signed in", remote=request.remote)
+        return response
+
+    async def _logout(self, request: web.Request, ident: Identity, ctx: PageContext, data: Data) -> web.StreamResponse:
+        response = _redirect("/memory")
+        response.del_cookie(COOKIE, path=COOKIE_PATH)
+        return response
+
+    # -- pages -----------------------------------------------------------------
+
+    async def _main(self, request: web.Request, ident: Identity, ctx: PageContext, data: Data) -> web.StreamResponse:
+        user = _user(data, required=False)
+        ctx.flash = _notice(data)
+        if user is None:
+            return _html(layout(ctx, "memory", overview_body(ctx)), ctx.nonce)
+        ctx.user = user
+        stats = await self.admin.stats(user)
+        query = str(data.get("q") or "").strip()
+        status_text = str(data.get("status") or "active")
+        if query:
+            found = await self.admin.search(user, query, limit=50)
+            replaced = await self.admin.replaced([m.id for m, _ in found.memories])
+            text = main_page(ctx, stats=stats, status=status_text, query=query, scored=found.memories, events=found.events, replaced=replaced)
+            return _html(text, ctx.nonce)
+        status = _status(status_text)
+        offset = _int(data.get("offset"), "offset", default=0)
+        rows = await self.admin.list(user, status=status, limit=self.page_size + 1, offset=offset)
+        more, rows = len(rows) > self.page_size, rows[: self.page_size]
+        replaced = await self.admin.replaced([m.id for m in rows])
+        text = main_page(
+            ctx, stats=stats, status=status_text if status is not None else "all", query="", memories=rows,
+            replaced=replaced, offset=offset, page_size=self.page_size, more=more,
+        )
+        return _html(text, ctx.nonce)
+
+    async def _item(self, request: web.Request, ident: Identity, ctx: PageContext, data: Data) -> web.StreamResponse:
+        m = await self.admin.get(_int(data.get("id"), "id"))
+        ctx.user = m.owner
+        ctx.flash = _notice(data)
+        older, newer = await self.admin.chain(m.id)
+        entries = await self.admin.memory_log([m.id, *(x.id for x in older), *(x.id for x in newer)])
+        return _html(detail_page(ctx, m, older=older, newer=newer, log=entries), ctx.nonce)
+
+    async def _log(self, request: web.Request, ident: Identity, ctx: PageContext, data: Data) -> web.StreamResponse:
+        user = _user(data)
+        ctx.user = user
+        return _html(log_page(ctx, await self.admin.log(user or "")), ctx.nonce)
+
+    async def _add(self, request: web.Request, ident: Identity, ctx: PageContext, data: Data) -> web.StreamResponse:
+        user = _user(data)
+        assert user is not None
+        m, added = await self.admin.add(user, data)
+        log.info("memory page: memory added", memory_id=m.id, owner=m.owner, added=added)
+        parts = urlsplit(ctx.back)
+        same_page = parts.path == "/memory" and dict(parse_qsl(parts.query)).get("user") == user
+        back = ctx.back if same_page else f"/memory?{urlencode({'user': user})}"
+        return _redirect(_with_notice(back, "added" if added else "exists", m.id, f"#m{m.id}"))
+
+    async def _edit(self, request: web.Request, ident: Identity, ctx: PageContext, data: Data) -> web.StreamResponse:
+        m = await self.admin.edit(_int(data.get("id"), "id"), _user(data, required=False), data)
+        log.info("memory page: memory edited", memory_id=m.id, owner=m.owner)
+        return _redirect(_with_notice(ctx.back, "edited", m.id, f"#m{m.id}"))
+
+    async def _archive(self, request: web.Request, ident: Identity, ctx: PageContext, data: Data) -> web.StreamResponse:
+        m = await self.admin.archive(_int(data.get("id"), "id"), _user(data, required=False))
+        log.info("memory page: memory archived", memory_id=m.id, owner=m.owner)
+        return _redirect(_with_notice(ctx.back, "archived", m.id))
+
+    async def _restore(self, request: web.Request, ident: Identity, ctx: PageContext, data: Data) -> web.StreamResponse:
+        m = await self.admin.restore(_int(data.get("id"), "id"), _user(data, required=False))
+        log.info("memory page: memory restored", memory_id=m.id, owner=m.owner)
+        return _redirect(_with_notice(ctx.back, "restored", m.id, f"#m{m.id}"))
+
+    async def _erase(self, request: web.Request, ident: Identity, ctx: PageContext, data: Data) -> web.StreamResponse:
+        memory_id, owner = _int(data.get("id"), "id"), _user(data, required=False)
+        if data.get("confirm") != "yes":
+            m = await self.admin.get(memory_id, owner)
+            ctx.user = m.owner
+            return _html(erase_confirm_page(ctx, m), ctx.nonce)
+        m = await self.admin.erase(memory_id, owner)
+        log.info("memory page: memory erased", memory_id=m.id, owner=m.owner)
+        back = ctx.back
+        if urlsplit(back).path == "/memory/item":  # its page is gone
+            back = f"/memory?{urlencode({'user': m.owner})}"
+        return _redirect(_with_notice(back, "erased", m.id))
+
+    async def _archive_all(self, request: web.Request, ident: Identity, ctx: PageContext, data: Data) -> web.StreamResponse:
+        user = _user(data)
+        assert user is not None
+        ctx.user = user
+        if data.get("confirm") != "yes":
+            stats = await self.admin.stats(user)
+            return _html(clear_confirm_page(ctx, erase=False, count=stats.by_status.get("active", 0)), ctx.nonce)
+        n = await self.admin.archive_all(user)
+        log.info("memory page: all memories archived", owner=user, count=n)
+        return _redirect(_with_notice(f"/memory?{urlencode({'user': user})}", "archived_all", n))
+
+    async def _erase_all(self, request: web.Request, ident: Identity, ctx: PageContext, data: Data) -> web.StreamResponse:
+        user = _user(data)
+        assert user is not None
+        ctx.user = user
+        if data.get("confirm") != "yes" or data.get("typed", "").strip() != user:
+            stats = await self.admin.stats(user)
+            retry = data.get("confirm") == "yes"
+            if retry:
+                ctx.flash = "The name you typed does not match; nothing was erased."
+            page = clear_confirm_page(ctx, erase=True, count=stats.total)
+            return _html(page, ctx.nonce, status=400 if retry else 200)
+        n = await self.admin.erase_all(user)
+        log.info("memory page: all memories erased", owner=user, count=n)
+        return _redirect(_with_notice(f"/memory?{urlencode({'user': user})}", "erased_all", n))
+
+    # -- JSON API ----------------------------------------------------------------
+
+    async def _api_users(self, request: web.Request, data: Data) -> Any:
+        return {"users": [{"user": u.name, "active": u.active, "archived": u.archived, "superseded": u.superseded} for u in await self.admin.users()]}
+
+    async def _api_stats(self, request: web.Request, data: Data) -> Any:
+        user = _user(data)
+        return {"user": user, **vars(await self.admin.stats(user or ""))}
+
+    async def _api_memories(self, request: web.Request, data: Data) -> Any:
+        user = _user(data)
+        limit = _int(data.get("limit"), "limit", default=self.page_size, lo=1, hi=MAX_LIMIT)
+        offset = _int(data.get("offset"), "offset", default=0)
+        rows = await self.admin.list(user or "", status=_status(data.get("status")), limit=limit + 1, offset=offset)
+        return {
+            "memories": [memory_dict(m) for m in rows[:limit]],
+            "next_offset": offset + limit if len(rows) > limit else None,
+        }
+
+    async def _api_search(self, request: web.Request, data: Data) -> Any:
+        user = _user(data)
+        q = str(data.get("q") or "").strip()
+        if not q:
+            raise Invalid("q is required (to list without a query use /memory/api/memories)")
+        found = await self.admin.search(user or "", q, limit=_int(data.get("limit"), "limit", default=20, lo=1, hi=MAX_LIMIT))
+        return {
+            "memories": [{"score": round(s, 4), "memory": memory_dict(m)} for m, s in found.memories],
+            "events": [{"score": round(h.score, 4), "id": h.id, "date": h.date, "content": h.content, "citation": h.citation()} for h in found.events],
+        }
+
+    async def _api_memory(self, request: web.Request, data: Data) -> Any:
+        m = await self.admin.get(_int(data.get("id"), "id"), _user(data, required=False))
+        older, newer = await self.admin.chain(m.id)
+        entries = await self.admin.memory_log([m.id])
+        return {
+            "memory": memory_dict(m),
+            "replaced": [memory_dict(x) for x in older],
+            "replaced_by": [memory_dict(x) for x in newer],
+            "log": [vars(x) for x in entries],
+        }
+
+    async def _api_log(self, request: web.Request, data: Data) -> Any:
+        user = _user(data)
+        limit = _int(data.get("limit"), "limit", default=100, lo=1, hi=1000)
+        return {"log": [vars(x) for x in await self.admin.log(user or "", limit=limit)]}
+
+    async def _api_add(self, request: web.Request, data: Data) -> Any:
+        user = _user(data)
+        m, added = await self.admin.add(user or "", data)
+        log.info("memory api: memory added", memory_id=m.id, owner=m.owner, added=added)
+        return _json({"added": added, "memory": memory_dict(m)}, status=201 if added else 200)
+
+    async def _api_edit(self, request: web.Request, data: Data) -> Any:
+        m = await self.admin.edit(_int(data.get("id"), "id"), _user(data, required=False), data)
+        log.info("memory api: memory edited", memory_id=m.id, owner=m.owner)
+        return {"memory": memory_dict(m)}
+
+    def _api_status(self, action: str) -> ApiFn:
+        async def go(request: web.Request, data: Data) -> Any:
+            fn = {"archive": self.admin.archive, "restore": self.admin.restore, "erase": self.admin.erase}[action]
+            m = await fn(_int(data.get("id"), "id"), _user(data, required=False))
+            log.info(f"memory api: memory {action}d", memory_id=m.id, owner=m.owner)
+            return {"memory": memory_dict(m), "erased": action == "erase"}
+
+        return go
+
+
+def _strip_notice(back: str) -> str:
+    parts = urlsplit(back)
+    q = [(k, v) for k, v in parse_qsl(parts.query) if k not in ("done", "n")]
+    return parts.path + ("?" + urlencode(q) if q else "")
+
+
+def _notice(data: Data) -> str:
+    template = DONE.get(str(data.get("done") or ""))
+    if template is None:
+        return ""
+    try:
+        return template.format(id=int(data.get("n") or 0))
+    except ValueError:
+        return ""

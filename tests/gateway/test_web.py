@@ -1,0 +1,515 @@
+"""The memory page (gateway.web) through a real HttpServer on 127.0.0.1,
+a real SQLite file and real HTTP requests."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from structlog.testing import capture_logs
+
+from channels.base import BaseChannel
+from gateway.app import App, ChannelSpec, config_secrets
+from gateway.bus import MessageBus, OutboundMessage
+from gateway.config import Config, ConfigError, Paths, load_config
+from gateway.http import HttpServer
+from gateway.web import AdminAuth, mount_memory_page
+from memory import Category, ManualClock, MemoryEngine, NewMemory, Provenance, Source, Status
+from memory.changelog import read_log, write_log
+from memory.retrieval import Retriever
+from tests.fakes.openai_server import FakeOpenAI
+
+TOKEN = "admin-token-0123456789abcdef"
+BEARER = {"Authorization": f"Bearer {TOKEN}"}
+
+
+@dataclass
+class Site:
+    http: HttpServer
+    engine: MemoryEngine
+
+    @property
+    def url(self) -> str:
+        return self.http.url
+
+    def client(self, *, bearer: bool = True) -> httpx.AsyncClient:
+        return httpx.AsyncClient(base_url=self.url, headers=BEARER if bearer else {}, timeout=10, follow_redirects=False)
+
+    async def add(self, owner: str, content: str, **kw: Any) -> int:
+        return (await self.engine.add(NewMemory(owner=owner, content=content, **kw))).id
+
+
+@pytest.fixture
+async def site(engine: MemoryEngine) -> AsyncIterator[Site]:
+    http = HttpServer("127.0.0.1", 0)
+    mount_memory_page(http, engine, Retriever(engine), TOKEN)
+    await http.start()
+    try:
+        yield Site(http, engine)
+    finally:
+        await http.stop()
+
+
+def cards(html: str) -> list[str]:
+    """The memory texts shown as cards, in page order (still HTML-escaped)."""
+    return re.findall(r'<p class="content">(.*?)</p>', html, re.S)
+
+
+def csrf_of(html: str) -> str:
+    m = re.search(r'name="csrf" value="([0-9a-f]+)"', html)
+    assert m, "no CSRF field on the page"
+    return m.group(1)
+
+
+async def login(c: httpx.AsyncClient) -> str:
+    """Sign in with the form; returns the CSRF token of the session."""
+    r = await c.post("/memory/login", data={"token": TOKEN})
+    assert r.status_code == 303, r.text
+    r = await c.get("/memory", params={"user": "alice"})
+    assert r.status_code == 200
+    return csrf_of(r.text)
+
+
+# -- auth --------------------------------------------------------------------------
+
+
+async def test_every_route_needs_the_token_and_refusals_are_logged_without_it(site: Site) -> None:
+    await site.add("alice", "alice likes green tea")
+    async with site.client(bearer=False) as anon:
+        with capture_logs() as logs:
+            r = await anon.get("/memory", params={"user": "alice"})
+            assert r.status_code == 401
+            assert 'action="/memory/login"' in r.text and "green tea" not in r.text
+            r = await anon.get("/memory", params={"user": "alice"}, headers={"Authorization": "Bearer wrong-token-but-long-enough"})
+            assert r.status_code == 401 and "green tea" not in r.text
+            r = await anon.get("/memory/api/memories", params={"user": "alice"})
+            assert r.status_code == 401 and "error" in r.json()
+            r = await anon.post("/memory/api/add", json={"user": "alice", "content": "x"})
+            assert r.status_code == 401
+            r = await anon.post("/memory/add", data={"user": "alice", "content": "x"})
+            assert r.status_code == 401
+            r = await anon.post("/memory/login", data={"token": "not-the-admin-token-at-all"})
+            assert r.status_code == 401 and "Wrong token" in r.text
+            r = await anon.get("/memory", headers={"Cookie": "myclaw_admin=1.abc.forged"})
+            assert r.status_code == 401
+        refused = [e for e in logs if e["event"] == "memory page: request refused"]
+        assert len(refused) == 7
+        assert {e["reason"] for e in refused} >= {"no credentials", "wrong bearer token", "wrong token at login", "invalid or expired session"}
+        dumped = json.dumps(logs, default=str)
+        assert "wrong-token-but-long-enough" not in dumped and "not-the-admin-token-at-all" not in dumped
+        assert TOKEN not in dumped
+    assert len(await site.engine.list_memories("alice")) == 1  # nothing was added
+    async with site.client() as c:
+        r = await c.get("/memory", params={"user": "alice"})
+        assert r.status_code == 200 and "alice likes green tea" in r.text
+        assert "nonce-" in r.headers["Content-Security-Policy"] and r.headers["X-Frame-Options"] == "DENY"
+        assert (await c.get("/memory/api/memories", params={"user": "alice"})).status_code == 200
+
+
+async def test_login_sets_a_strict_httponly_session_cookie(site: Site) -> None:
+    async with site.client(bearer=False) as c:
+        r = await c.post("/memory/login", data={"token": TOKEN})
+        assert r.status_code == 303 and r.headers["Location"] == "/memory"
+        cookie = r.headers["Set-Cookie"]
+        assert "myclaw_admin=" in cookie and "HttpOnly" in cookie and "SameSite=Strict" in cookie
+        assert "Path=/memory" in cookie and TOKEN not in cookie
+        assert (await c.get("/memory")).status_code == 200
+        csrf = csrf_of((await c.get("/memory")).text)
+        r = await c.post("/memory/logout", data={"csrf": csrf})
+        assert r.status_code == 303
+        assert (await c.get("/memory")).status_code == 401
+
+
+def test_sessions_expire_and_die_with_a_token_change() -> None:
+    now = [1_000_000.0]
+    auth = AdminAuth(TOKEN, session_ttl=60, clock=lambda: now[0])
+    s = auth.new_session()
+    assert auth.session_ok(s)
+    assert not auth.session_ok(s[:-1] + ("0" if s[-1] != "0" else "1"))
+    assert not AdminAuth(TOKEN + "-rotated", clock=lambda: now[0]).session_ok(s)
+    now[0] += 61
+    assert not auth.session_ok(s)
+    with pytest.raises(ValueError):
+        AdminAuth("short")
+
+
+async def test_posts_from_a_session_need_its_csrf_token(site: Site) -> None:
+    async with site.client(bearer=False) as c:
+        csrf = await login(c)
+        form = {"user": "alice", "content": "alice drinks oat milk"}
+        r = await c.post("/memory/add", data=form)
+        assert r.status_code == 403
+        r = await c.post("/memory/add", data={**form, "csrf": "0" * 32})
+        assert r.status_code == 403
+        r = await c.post("/memory/add", data={**form, "csrf": csrf}, headers={"Origin": "https://evil.example"})
+        assert r.status_code == 403
+        assert await site.engine.list_memories("alice") == []
+        r = await c.post("/memory/add", data={**form, "csrf": csrf})
+        assert r.status_code == 303
+        assert [m.content for m in await site.engine.list_memories("alice")] == ["alice drinks oat milk"]
+        # the API from a browser session: X-CSRF-Token header
+        r = await c.post("/memory/api/add", json={"user": "alice", "content": "alice cycles to work"})
+        assert r.status_code == 403
+        r = await c.post("/memory/api/add", json={"user": "alice", "content": "alice cycles to work"}, headers={"X-CSRF-Token": csrf})
+        assert r.status_code == 201
+    # Bearer requests need no CSRF token (a browser never sends that header by itself)
+    async with site.client() as c:
+        r = await c.post("/memory/add", data={"user": "alice", "content": "alice plays go"})
+        assert r.status_code == 303
+    assert len(await site.engine.list_memories("alice")) == 3
+
+
+async def test_redirect_after_post_stays_on_the_page(site: Site) -> None:
+    async with site.client() as c:
+        for back in ("//evil.example/x", "https://evil.example/memory", "/memoryx", "/\\evil"):
+            r = await c.post("/memory/add", data={"user": "alice", "content": f"fact {back}", "back": back})
+            assert r.status_code == 303
+            assert r.headers["Location"].startswith("/memory?user=alice"), back
+        mid = (await site.engine.list_memories("alice"))[0].id
+        r = await c.post("/memory/archive", data={"id": mid, "user": "alice", "back": "/memory?user=alice&q=fact"})
+        assert r.headers["Location"] == f"/memory?user=alice&q=fact&done=archived&n={mid}"
+        r = await c.get(r.headers["Location"])
+        assert f"Memory m{mid} archived" in r.text
+
+
+# -- the page ------------------------------------------------------------------------
+
+
+async def test_page_round_trip_add_edit_archive_restore_erase(site: Site) -> None:
+    async with site.client() as c:
+        r = await c.get("/memory", params={"user": "alice"})
+        assert "alice has no memories yet" in r.text  # empty state
+        r = await c.post(
+            "/memory/add",
+            data={"user": "alice", "content": "Alice's cat is called Miso", "tier": "1", "category": "", "importance": "0.9",
+                  "project": "", "topic": "pets"},
+        )
+        assert r.status_code == 303
+        [m] = await site.engine.list_memories("alice")
+        assert (m.content, m.tier, m.category, m.importance, m.topic, m.source) == (
+            "Alice's cat is called Miso", 1, Category.IDENTITY, 0.9, "pets", Source.MANUAL
+        )
+        assert m.provenance.channel == "web"
+        page = (await c.get(r.headers["Location"])).text
+        assert "Alice&#x27;s cat is called Miso" in page and "Added by hand" in page and f"Memory m{m.id} added" in page
+        # the same text again is not stored twice
+        r = await c.post("/memory/add", data={"user": "alice", "content": "alice's cat is called miso"})
+        assert "done=exists" in r.headers["Location"] and len(await site.engine.list_memories("alice")) == 1
+
+        r = await c.post(
+            "/memory/edit",
+            data={"id": m.id, "user": "alice", "content": "Alice's cat is called Mochi", "tier": "1", "category": "identity",
+                  "importance": "0.8", "project": "", "topic": "pets"},
+        )
+        assert r.status_code == 303
+        m2 = await site.engine.get(m.id)
+        assert m2 is not None and (m2.content, m2.importance) == ("Alice's cat is called Mochi", 0.8)
+        # a bad value changes nothing and says why
+        r = await c.post("/memory/edit", data={"id": m.id, "user": "alice", "importance": "7"})
+        assert r.status_code == 400 and "importance must be within [0, 1]" in r.text
+        # another user's id with this user's name: not found, unchanged
+        bob = await site.add("bob", "bob's secret")
+        r = await c.post("/memory/edit", data={"id": bob, "user": "alice", "content": "hijacked"})
+        assert r.status_code == 404 and (await site.engine.get(bob)).content == "bob's secret"  # type: ignore[union-attr]
+
+        r = await c.post("/memory/archive", data={"id": m.id, "user": "alice"})
+        assert r.status_code == 303 and (await site.engine.get(m.id)).status is Status.ARCHIVED  # type: ignore[union-attr]
+        assert "Mochi" not in (await c.get("/memory", params={"user": "alice"})).text
+        assert "Mochi" in (await c.get("/memory", params={"user": "alice", "status": "archived"})).text
+        assert cards((await c.get("/memory", params={"user": "alice", "q": "cat Mochi"})).text) == []  # archived: not recalled
+        r = await c.post("/memory/restore", data={"id": m.id, "user": "alice"})
+        assert (await site.engine.get(m.id)).status is Status.ACTIVE  # type: ignore[union-attr]
+        assert cards((await c.get("/memory", params={"user": "alice", "q": "cat Mochi"})).text) == ["Alice&#x27;s cat is called Mochi"]
+
+        r = await c.post("/memory/erase", data={"id": m.id, "user": "alice"})  # first: a confirmation page
+        assert r.status_code == 200 and "Erase memory" in r.text and 'name="confirm" value="yes"' in r.text
+        assert await site.engine.get(m.id) is not None
+        r = await c.post("/memory/erase", data={"id": m.id, "user": "alice", "confirm": "yes", "back": f"/memory/item?id={m.id}"})
+        assert r.status_code == 303 and r.headers["Location"].startswith("/memory?user=alice")
+        assert await site.engine.get(m.id) is None
+
+        # every change is in the change log, without the memory's text
+        entries = await read_log(site.engine.db, owner="alice")
+        assert [x.action for x in reversed(entries)] == ["add", "edit", "archive", "restore", "erase"]
+        assert all(x.job == "web" and "Mochi" not in x.detail for x in entries)
+        page = (await c.get("/memory/log", params={"user": "alice"})).text
+        assert "erase" in page and "restore" in page
+
+
+async def test_search_ranks_the_right_memory_first_like_the_bot(site: Site) -> None:
+    for text in [
+        "alice deploys the blog with docker compose",
+        "alice prefers espresso over filter coffee",
+        "alice's dentist appointment is on friday",
+        "alice uses postgres for the side project",
+    ]:
+        await site.add("alice", text)
+    await site.add("_global", "the office coffee machine is on floor 3")
+    await site.add("bob", "bob hates coffee")
+    async with site.client() as c:
+        r = await c.get("/memory", params={"user": "alice", "q": "what coffee does alice like?"})
+        assert r.status_code == 200
+        contents = cards(r.text)
+        assert contents[0] == "alice prefers espresso over filter coffee"
+        assert "the office coffee machine is on floor 3" in contents  # _global: what the bot would recall
+        assert "shared: _global" in r.text and "bob hates coffee" not in r.text
+        api = (await c.get("/memory/api/search", params={"user": "alice", "q": "what coffee does alice like?"})).json()
+    expected = await Retriever(site.engine).retrieve("alice", "what coffee does alice like?", limit=20)
+    assert [x["memory"]["id"] for x in api["memories"]] == [h.id for h in expected]
+
+
+async def test_a_user_page_shows_only_that_users_memories(site: Site) -> None:
+    await site.add("alice", "alice lives in Berlin")
+    await site.add("bob", "bob lives in Shenzhen")
+    await site.add("telegram:777", "unmapped sender likes jazz")
+    async with site.client() as c:
+        overview = (await c.get("/memory")).text
+        for name in ("_global", "alice", "bob", "telegram:777"):
+            assert f">{name}</span>" in overview  # the picker lists every owner
+        assert "Berlin" not in overview and "Shenzhen" not in overview
+        for user, mine, theirs in [("alice", "Berlin", "Shenzhen"), ("bob", "Shenzhen", "Berlin")]:
+            for params in ({"user": user}, {"user": user, "status": "all"}, {"user": user, "q": "where does she live"}):
+                page = (await c.get("/memory", params=params)).text
+                assert theirs not in page, params
+            assert mine in (await c.get("/memory", params={"user": user})).text
+            api = (await c.get("/memory/api/memories", params={"user": user, "status": "all"})).json()
+            assert [m["owner"] for m in api["memories"]] == [user]
+            found = (await c.get("/memory/api/search", params={"user": user, "q": "lives in"})).json()
+            assert {x["memory"]["owner"] for x in found["memories"]} == {user}
+        users = (await c.get("/memory/api/users")).json()["users"]
+        assert {u["user"]: u["active"] for u in users} == {"_global": 0, "alice": 1, "bob": 1, "telegram:777": 1}
+
+
+async def test_memory_text_is_escaped_everywhere(site: Site) -> None:
+    payload = '<script>alert(1)</script><img src=x onerror="alert(2)">'
+    mid = await site.add("alice", payload, project="<b>proj</b>", provenance=Provenance(channel="<i>tg</i>", chat_id='"><svg>'))
+    evil_user = '"><script>alert(3)</script>'
+    await site.add(evil_user, "owner name is hostile")
+    async with site.client() as c:
+        pages = [
+            (await c.get("/memory", params={"user": "alice"})).text,
+            (await c.get("/memory", params={"user": "alice", "q": "alert script"})).text,
+            (await c.get("/memory", params={"user": "alice", "q": "<script>alert(4)</script>"})).text,
+            (await c.get("/memory/item", params={"id": mid})).text,
+            (await c.post("/memory/erase", data={"id": mid, "user": "alice"})).text,
+            (await c.get("/memory", params={"user": evil_user})).text,
+            (await c.get("/memory")).text,
+        ]
+    for page in pages:
+        assert "<script>alert" not in page and "<img src=x" not in page and "<svg>" not in page and "<b>proj" not in page
+        assert page.count("<script") == 1  # only the page's own, nonced script
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;&lt;img src=x onerror=&quot;alert(2)&quot;&gt;" in pages[0]
+    assert "&lt;script&gt;alert(4)&lt;/script&gt;" in pages[2]
+    assert "&quot;&gt;&lt;script&gt;alert(3)&lt;/script&gt;" in pages[5]
+
+
+async def test_clear_all_needs_two_confirmations_and_erase_all_the_typed_name(site: Site) -> None:
+    a = [await site.add("alice", f"alice fact {i}") for i in range(3)]
+    keep = await site.add("bob", "bob fact")
+    async with site.client() as c:
+        r = await c.post("/memory/archive-all", data={"user": "alice"})
+        assert r.status_code == 200 and "Archive all 3 active memories of alice?" in r.text
+        assert len(await site.engine.list_memories("alice")) == 3
+        r = await c.post("/memory/archive-all", data={"user": "alice", "confirm": "yes"})
+        assert r.status_code == 303 and "done=archived_all&n=3" in r.headers["Location"]
+        assert await site.engine.list_memories("alice") == []
+        assert len(await site.engine.list_memories("alice", status=Status.ARCHIVED)) == 3
+        assert "alice has no memories yet" in (await c.get("/memory", params={"user": "alice"})).text
+
+        r = await c.post("/memory/erase-all", data={"user": "alice"})
+        assert r.status_code == 200 and "Type the user name" in r.text
+        r = await c.post("/memory/erase-all", data={"user": "alice", "confirm": "yes", "typed": "alic"})
+        assert r.status_code == 400 and "does not match" in r.text
+        assert len(await site.engine.list_memories("alice", status=None)) == 3
+        r = await c.post("/memory/erase-all", data={"user": "alice", "confirm": "yes", "typed": "alice"})
+        assert r.status_code == 303
+    assert await site.engine.list_memories("alice", status=None) == []
+    assert await site.engine.get_many(a) == {}
+    assert (await site.engine.get(keep)) is not None
+
+
+async def test_superseded_chain_and_its_log_are_shown(site: Site) -> None:
+    old = await site.add("alice", "alice works at Acme")
+    new = await site.add("alice", "alice works at Globex")
+    async with site.engine.db.transaction() as conn:
+        await site.engine.set_status(old, Status.SUPERSEDED, superseded_by=new, conn=conn)
+        await write_log(conn, at=site.engine.now(), job="extraction", owner="alice", action="supersede", memory_id=new,
+                        detail={"old": old, "reason": "changed jobs"})
+    async with site.client() as c:
+        page = (await c.get("/memory", params={"user": "alice"})).text
+        assert "Globex" in page and f"Replaced <a href=\"/memory/item?id={old}&amp;user=alice\">m{old}</a>" in page
+        detail = (await c.get("/memory/item", params={"id": new})).text
+        assert "This fact replaced" in detail and "alice works at Acme" in detail and "changed jobs" in detail
+        older = (await c.get("/memory/item", params={"id": old})).text
+        assert "Replaced by" in older and "Superseded by" in older and "Globex" in older
+        sup = (await c.get("/memory", params={"user": "alice", "status": "superseded"})).text
+        assert "Acme" in sup and "Globex" not in sup
+        api = (await c.get("/memory/api/memory", params={"id": new})).json()
+        assert [m["id"] for m in api["replaced"]] == [old] and api["log"][0]["action"] == "supersede"
+
+
+async def test_list_is_newest_first_and_paginated_with_stats(site: Site, clock: ManualClock) -> None:
+    for i in range(25):
+        await site.add("alice", f"numbered fact {i:02d}", source=Source.EXTRACTION if i % 2 else Source.MANUAL,
+                       tier=1 if i < 5 else 2)
+    await site.add("alice", "migrated fact", source=Source.MIGRATION)
+    async with site.client() as c:
+        p1 = (await c.get("/memory", params={"user": "alice"})).text
+        assert cards(p1) == ["migrated fact", *(f"numbered fact {i:02d}" for i in range(24, 5, -1))]
+        assert "offset=20" in p1 and "Older" in p1
+        p2 = (await c.get("/memory", params={"user": "alice", "offset": 20})).text
+        assert cards(p2) == [f"numbered fact {i:02d}" for i in range(5, -1, -1)]
+        assert "Newer" in p2
+        stats = (await c.get("/memory/api/stats", params={"user": "alice"})).json()
+        assert stats["total"] == 26 and stats["by_tier"] == {"1": 5, "2": 21}
+        assert stats["by_source"] == {"extraction": 12, "manual": 13, "migration": 1}
+        assert re.search(r"<b>12</b><span>Auto-extracted</span>", p1) and re.search(r"<b>13</b><span>Added by hand</span>", p1)
+        api = (await c.get("/memory/api/memories", params={"user": "alice", "limit": 10, "offset": 20})).json()
+        assert len(api["memories"]) == 6 and api["next_offset"] is None
+
+
+# -- the JSON API ---------------------------------------------------------------------
+
+
+async def test_api_round_trip(site: Site) -> None:
+    async with site.client() as c:
+        r = await c.post("/memory/api/add", json={"user": "alice", "content": "alice's flight is on March 3", "importance": 0.6})
+        assert r.status_code == 201
+        m = r.json()["memory"]
+        assert (m["owner"], m["source"], m["category"], m["importance"]) == ("alice", "manual", "decision", 0.6)
+        mid = m["id"]
+        r = await c.post("/memory/api/add", json={"user": "alice", "content": "alice's flight is on March 3"})
+        assert r.status_code == 200 and r.json() == {"added": False, "memory": m}
+        assert (await c.post("/memory/api/add", json={"user": "alice", "content": "  "})).status_code == 400
+        assert (await c.post("/memory/api/add", content=b"not json")).status_code == 400
+        assert (await c.post("/memory/api/add", json=["x"])).status_code == 400
+
+        r = await c.post("/memory/api/edit", json={"id": mid, "content": "alice's flight moved to March 5", "category": "event", "tier": 2})
+        assert r.status_code == 200 and r.json()["memory"]["content"] == "alice's flight moved to March 5"
+        assert (await site.engine.get(mid)).category is Category.EVENT  # type: ignore[union-attr]
+        assert (await c.post("/memory/api/edit", json={"id": mid, "category": "gossip"})).status_code == 400
+        assert (await c.post("/memory/api/edit", json={"id": mid})).status_code == 400
+        assert (await c.post("/memory/api/edit", json={"id": 999, "content": "x"})).status_code == 404
+        assert (await c.post("/memory/api/edit", json={"id": mid, "user": "bob", "content": "x"})).status_code == 404
+
+        got = (await c.get("/memory/api/memory", params={"id": mid})).json()
+        assert got["memory"]["content"] == "alice's flight moved to March 5" and got["log"][0]["action"] == "edit"
+        found = (await c.get("/memory/api/search", params={"user": "alice", "q": "when is the flight"})).json()
+        assert found["memories"][0]["memory"]["id"] == mid
+        assert (await c.get("/memory/api/search", params={"user": "alice"})).status_code == 400
+
+        r = await c.post("/memory/api/archive", json={"id": mid, "user": "alice"})
+        assert r.json()["memory"]["status"] == "archived"
+        assert (await c.get("/memory/api/search", params={"user": "alice", "q": "flight"})).json()["memories"] == []
+        listed = (await c.get("/memory/api/memories", params={"user": "alice", "status": "archived"})).json()
+        assert [x["id"] for x in listed["memories"]] == [mid]
+        assert (await c.get("/memory/api/memories", params={"user": "alice", "status": "gone"})).status_code == 400
+        r = await c.post("/memory/api/restore", json={"id": mid})
+        assert r.json()["memory"]["status"] == "active"
+        r = await c.post("/memory/api/erase", json={"id": mid})
+        assert r.status_code == 200 and r.json()["erased"] is True
+        assert await site.engine.get(mid) is None
+        assert (await c.get("/memory/api/memory", params={"id": mid})).status_code == 404
+        log = (await c.get("/memory/api/log", params={"user": "alice"})).json()["log"]
+        assert [x["action"] for x in log] == ["erase", "restore", "archive", "edit", "add"]
+        stats = (await c.get("/memory/api/stats", params={"user": "alice"})).json()
+        assert stats["total"] == 0 and stats["user"] == "alice"
+        assert (await c.get("/memory/api/stats")).status_code == 400
+
+
+# -- config and wiring ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("admin", [{"enabled": True}, {"enabled": True, "token": "too-short"}, {"enabled": True, "token": " " * 20}])
+def test_admin_needs_a_long_token_when_enabled(tmp_path: Path, admin: dict[str, Any]) -> None:
+    (tmp_path / "c.json").write_text(json.dumps({"gateway": {"admin": admin}}), encoding="utf-8")
+    with pytest.raises(ConfigError) as err:
+        load_config(tmp_path / "c.json", env={})
+    assert "gateway.admin.token" in str(err.value) and "16 characters" in str(err.value)
+    assert "too-short" not in str(err.value)
+
+
+def test_admin_token_from_env_is_a_redacted_secret(tmp_path: Path) -> None:
+    cfg = load_config(tmp_path / "none.json", env={"MYCLAW_ADMIN_ENABLED": "true", "MYCLAW_ADMIN_TOKEN": TOKEN})
+    assert cfg.gateway.admin.enabled and cfg.gateway.admin.token.get_secret_value() == TOKEN
+    assert TOKEN not in repr(cfg) and TOKEN in config_secrets(cfg)
+    assert load_config(tmp_path / "none.json", env={}).gateway.admin.enabled is False  # off by default
+
+
+class QuietChannel(BaseChannel):
+    """A channel that needs no HTTP server (like Telegram's long polling)."""
+
+    name = "quiet"
+
+    def __init__(self, config: Any, bus: MessageBus, **kw: Any) -> None:
+        super().__init__(bus, config.allow_from)
+        assert "http" not in kw
+
+    async def start(self) -> None:
+        pass
+
+    async def stop(self) -> None:
+        pass
+
+    async def send(self, msg: OutboundMessage) -> None:
+        pass
+
+
+QUIET = ChannelSpec("quiet", __name__, "QuietChannel", lambda c: c.channels.telegram)
+
+
+def _app_config(tmp_path: Path, fake: FakeOpenAI, **extra: Any) -> tuple[Config, Paths]:
+    doc: dict[str, Any] = {
+        "provider": {"baseUrl": fake.url, "apiKey": fake.api_key, "maxRetries": 0, "timeout": "5s"},
+        "channels": {"telegram": {"enabled": True, "token": "123:abcdefghijklmnop"}},
+        "gateway": {"port": 0, "admin": {"enabled": True, "token": TOKEN}},
+        **extra,
+    }
+    (tmp_path / "config.json").write_text(json.dumps(doc), encoding="utf-8")
+    return load_config(tmp_path / "config.json", env={}, require=True), Paths(tmp_path)
+
+
+async def test_the_app_serves_the_page_when_only_admin_needs_http(tmp_path: Path, clock: ManualClock, fake_llm: FakeOpenAI) -> None:
+    cfg, paths = _app_config(tmp_path, fake_llm)
+    app = App(cfg, paths, clock=clock, channel_specs=[QUIET])
+    try:
+        await app.open()
+        assert app.backend is not None
+        await app.backend.engine.add(NewMemory(owner="alice", content="alice keeps bees"))  # type: ignore[attr-defined]
+        await app.start()
+        assert list(app.channels) == ["quiet"] and app.http is not None
+        assert app.http.host == "127.0.0.1"  # gateway.host
+        async with httpx.AsyncClient(base_url=app.http.url, timeout=10) as c:
+            assert (await c.get("/healthz")).status_code == 200
+            assert (await c.get("/memory", params={"user": "alice"})).status_code == 401
+            r = await c.get("/memory", params={"user": "alice", "q": "bees"}, headers=BEARER)
+            assert r.status_code == 200 and cards(r.text) == ["alice keeps bees"]
+    finally:
+        await app.close()
+
+
+@pytest.mark.parametrize("case", ["admin off", "memory off", "myclaw chat"])
+async def test_no_page_without_admin_and_memory(tmp_path: Path, clock: ManualClock, fake_llm: FakeOpenAI, case: str) -> None:
+    extra: dict[str, Any] = {}
+    if case == "admin off":
+        extra["gateway"] = {"port": 0}
+    elif case == "memory off":
+        extra["memory"] = {"enabled": False}
+    cfg, paths = _app_config(tmp_path, fake_llm, **extra)
+    app = App(cfg, paths, clock=clock, channel_specs=[QUIET], config_channels=case != "myclaw chat")
+    if case == "myclaw chat":
+        app.add_channel(QuietChannel(cfg.channels.telegram, app.bus))
+    try:
+        with capture_logs() as logs:
+            await app.open()
+            await app.start()
+        assert app.http is None
+        assert any("memory page is not served" in x["event"] for x in logs) == (case == "memory off")
+    finally:
+        await app.close()
