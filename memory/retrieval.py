@@ -24,6 +24,10 @@ FTS when fewer than five rows came back, so it ignored the question).
    (same owner, channel, chat and session in its provenance) gets
    :data:`REPLY_WEIGHT` of the question's score; the next memory of the best
    :data:`REPLY_SEEDS` candidates is fetched in the same statement.
+6. Time references in the message ("last week", "in July 2023", 上个月;
+   :mod:`memory.timeref`) act as one more query term, held by the memories
+   written in that period (its document count = how many there are), so
+   they join the candidates and score like a message word.
 
 Scope: the asking user's active rows plus ``_global``; in a group chat
 (``private=False``) ``credential`` memories are left out.
@@ -42,10 +46,11 @@ from datetime import datetime
 
 import sqlite3
 
-from .clock import parse_ts
+from .clock import format_ts, parse_ts
 from .decay import decay_factor
 from .engine import MemoryEngine, owner_key
 from .format import fit_budget
+from .timeref import Period, periods
 from .tokenize import normalize, query_terms, quote
 from .types import GLOBAL_OWNER, Hit, Provenance
 
@@ -68,6 +73,10 @@ REPLY_WEIGHT = 0.5
 """Share of a question turn's score passed on to the next memory of the same
 conversation (its answer), docs/RETRIEVAL.md §5."""
 REPLY_SEEDS = 10  # best candidates whose next memory is fetched
+WHEN_TERM = "\x00when"  # never an index term: normalize() drops NUL
+WHEN_WEIGHT = 1.0
+"""Weight of a time reference in the message ("last week", "in July 2023",
+上个月), matched by the memory's date; it counts like one message word."""
 
 _K1 = 1.2
 _B = 0.75
@@ -207,6 +216,7 @@ class Retriever:
         join: str,
         where: str,
         replies: bool = False,
+        when: Sequence[Period] = (),
     ) -> tuple[list[sqlite3.Row], dict[str, float], _Stats]:
         """Matching rows (with their indexed text) and the IDF of every term.
 
@@ -219,31 +229,48 @@ class Retriever:
         """
         if not q:
             return [], {}, _Stats(0, 1.0)
-        stats, df = await self._term_stats(t, [x.term for x in q])
+        stats, df = await self._term_stats(t, [x.term for x in q if x.term != WHEN_TERM])
         present = [x for x in q if df.get(x.term, 0) > 0]
-        if not present or stats.rows == 0:
+        if (not present and not when) or stats.rows == 0:
             return [], {}, stats
-        n = max(stats.rows, max(df.values())) + PRIOR_ROWS
-        idf = {x.term: math.log(1.0 + (n - df.get(x.term, 0) + 0.5) / (df.get(x.term, 0) + 0.5)) for x in q}
         # Candidates: the user's rows holding the most telling terms,
         # pre-ranked by the IDF mass of the terms they hold. One statement:
         # one owner-scoped MATCH on all the terms (which rows are in scope)
         # plus one unscoped MATCH per term (which terms a row holds). FTS5's
         # bm25() ranking cost ~3 us a matched row, and an owner-scoped MATCH
         # per term walked the owner's doclist once per term (docs/RETRIEVAL.md).
+        # A time reference adds the rows written in the period as one more
+        # posting list (capped at the MATCH budget).
+        n = max(stats.rows, *df.values(), 0) + PRIOR_ROWS
+        idf = {x.term: math.log(1.0 + (n - df.get(x.term, 0) + 0.5) / (df.get(x.term, 0) + 0.5)) for x in q}
         match = _match_terms(present, idf, df)
-        weight = {x.term: x.weight * idf[x.term] for x in present}
-        parts = [f"SELECT -1, rowid FROM {t.fts} WHERE {t.fts} MATCH ?"]
-        parts += [f"SELECT {i}, rowid FROM {t.fts} WHERE {t.fts} MATCH ?" for i in range(len(match))]
-        postings = await self._fetch(
-            " UNION ALL ".join(parts),
-            [build_match(owners, match), *(f"text : {quote(m)}" for m in match)],
-        )
-        mine = {rid for k, rid in postings if k < 0}
+        parts: list[str] = []
+        args: list[object] = []
+        if match:
+            parts = [f"SELECT -1, rowid FROM {t.fts} WHERE {t.fts} MATCH ?"]
+            parts += [f"SELECT {i}, rowid FROM {t.fts} WHERE {t.fts} MATCH ?" for i in range(len(match))]
+            args = [build_match(owners, match), *(f"text : {quote(m)}" for m in match)]
+        for a, b in when:  # one range scan of (owner, status, created_at) per period
+            parts.append(
+                f"""SELECT -2, id FROM (SELECT id FROM memories WHERE owner IN ({",".join("?" * len(owners))})
+                    AND status = 'active' AND created_at >= ? AND created_at < ? LIMIT ?)"""
+            )
+            args += [*owners, format_ts(a), format_ts(b), MATCH_DF_BUDGET + 1]
+        postings = await self._fetch(" UNION ALL ".join(parts), args)
+        dated = list(dict.fromkeys(rid for k, rid in postings if k == -2))
+        if when:
+            d = len(dated)
+            n = max(n, d + PRIOR_ROWS)
+            idf[WHEN_TERM] = math.log(1.0 + (n - d + 0.5) / (d + 0.5))
+        weight = {x.term: x.weight * idf[x.term] for x in q}
+        mine = {rid for k, rid in postings if k == -1}
         pre: dict[int, float] = {}
         for k, rid in postings:
             if k >= 0 and rid in mine:
                 pre[rid] = pre.get(rid, 0.0) + weight[match[k]]
+        if 0 < len(dated) <= MATCH_DF_BUDGET:
+            for rid in dated:
+                pre[rid] = pre.get(rid, 0.0) + weight[WHEN_TERM]
         best = heapq.nsmallest(self.candidates, pre, key=lambda rid: (-pre[rid], -rid))
         if not best:
             return [], idf, stats
@@ -261,7 +288,9 @@ class Retriever:
         return rows, idf, stats
 
     @staticmethod
-    def _relevance(doc: str, q: list[QueryTerm], idf: dict[str, float], avg_len: float) -> float:
+    def _relevance(
+        doc: str, q: list[QueryTerm], idf: dict[str, float], avg_len: float, dated: bool = False
+    ) -> float:
         """BM25 sum over the query's terms found in ``doc``, divided by the
         IDF mass of the message's own terms (context terms add, never
         normalise, unless there is nothing else)."""
@@ -274,7 +303,7 @@ class Retriever:
             i = idf[x.term]
             if x.from_query:
                 mass += x.weight * i
-            f = tf.get(x.term, 0)
+            f = tf.get(x.term, 0) if x.term != WHEN_TERM else int(dated)
             if f:
                 got += x.weight * i * f * (_K1 + 1.0) / (f + norm)
         if mass == 0.0:  # only context terms: normalise by them instead
@@ -304,6 +333,10 @@ class Retriever:
         q = build_query(query, context)
         if not q:
             return []
+        now = now or self.engine.clock.now()
+        when = periods(normalize(query[:MAX_QUERY_CHARS]), now) if WHEN_WEIGHT > 0 else []
+        if when:
+            q.append(QueryTerm(WHEN_TERM, WHEN_WEIGHT, True))
         owners = [user] if user == GLOBAL_OWNER else [user, GLOBAL_OWNER]
         rows, idf, stats = await self._candidates(
             _MEMORIES,
@@ -313,14 +346,15 @@ class Retriever:
             join="memories x",
             where="" if private else "AND x.category != 'credential'",
             replies=True,
+            when=when,
         )
         if not rows:
             return []
         named = _named_projects(query, await self.engine.known_projects(user) if projects is None else projects)
-        now = now or self.engine.clock.now()
         scored: list[tuple[float, sqlite3.Row]] = []
         for r in rows:
-            rel = self._relevance(r["_terms"], q, idf, stats.avg_len)
+            dated = bool(when) and _within(r["created_at"], when)
+            rel = self._relevance(r["_terms"], q, idf, stats.avg_len, dated)
             if rel < MIN_RELEVANCE:
                 continue
             days = (now - parse_ts(r["last_accessed"])).total_seconds() / 86400.0
@@ -396,6 +430,10 @@ def _conversation(r: sqlite3.Row) -> tuple[str, str, str, str] | None:
     if not chat and not session:
         return None
     return (r["owner"], str(d.get("channel", "")), chat, session)
+
+
+def _within(created_at: str, when: Sequence[Period]) -> bool:
+    return any(format_ts(a) <= created_at < format_ts(b) for a, b in when)
 
 
 def _asks(text: str) -> bool:

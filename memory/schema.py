@@ -132,4 +132,12 @@ async def _v1_core(conn: aiosqlite.Connection) -> None:
     )
 
 
-MIGRATIONS: list[Migration] = [_v1_core]
+async def _v2_memories_by_owner_date(conn: aiosqlite.Connection) -> None:
+    # Retrieval matches a time reference ("last week", 上个月) against the
+    # dates of the asking user's rows: a range scan, not a walk of all of them.
+    await run_script(
+        conn, "CREATE INDEX IF NOT EXISTS idx_memories_owner_created ON memories(owner, status, created_at);"
+    )
+
+
+MIGRATIONS: list[Migration] = [_v1_core, _v2_memories_by_owner_date]

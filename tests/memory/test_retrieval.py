@@ -240,3 +240,20 @@ async def test_no_reply_credit_after_a_statement_or_across_chats(engine: MemoryE
     other += await _turns(engine, "u", "99", "s1", ["Bob: the weather is lovely today"])
     got = await Retriever(engine).retrieve("u", "names of the pets", limit=10)
     assert {h.id for h in got} == {said[0], other[0]}  # neither follower holds a query word nor answers
+
+
+# -- time references ----------------------------------------------------------
+
+
+async def test_time_reference_favours_memories_of_that_period(engine: MemoryEngine, clock: ManualClock) -> None:
+    # clock: 2026-03-01. Same words, different dates: the date decides.
+    older = await add(engine, "u", "dentist appointment went fine", at="2025-11-12T09:00:00Z")
+    feb = await add(engine, "u", "dentist appointment went fine, one filling", at="2026-02-10T09:00:00Z")
+    await add(engine, "u", "bought a new dentist toothbrush", at="2026-02-11T09:00:00Z")
+    r = Retriever(engine)
+    assert (await ids(r, "u", "how did the dentist appointment go last month?"))[0] == feb
+    assert (await ids(r, "u", "how did the dentist appointment go in November?"))[0] == older
+    zh_old = await add(engine, "u", "去医院体检，血压正常", at="2025-06-01T09:00:00Z")
+    zh_new = await add(engine, "u", "去医院体检，血压有点高", at="2026-02-20T09:00:00Z")
+    assert (await ids(r, "u", "去年体检的结果怎么样"))[0] == zh_old
+    assert (await ids(r, "u", "上个月体检的结果怎么样"))[0] == zh_new

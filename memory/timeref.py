@@ -1,0 +1,213 @@
+"""Time references in a message -> date ranges, so "what did I say last
+week?", "in July 2023" or "上个月" can favour memories written then.
+
+Pure rules, English and Chinese, relative to ``now`` (the engine's clock):
+
+* explicit dates: ``October 13, 2023``, ``13 October 2023``, ``July 2023``,
+  ``in July`` (the latest July not after ``now``), ``in 2023``,
+  ``2023年7月13日``, ``7月13号``, ``7月``, ``2023年``;
+* relative: yesterday, today, last night, last/this week, weekend, month,
+  year, ``3 days ago``, ``two weeks ago``; 昨天, 前天, 今天, 上周, 这周, 上个月,
+  本月, 去年, 今年, ``三天前``, ``两个月前``.
+
+Each reference becomes a half-open UTC range ``[start, end)``. Ambiguous
+words need support: ``may`` and ``march`` count as months only next to a day
+or a year or after ``in``/``early``/``late``…; a bare number is never a
+date. The text is capped by the caller; every pattern is linear.
+"""
+
+from __future__ import annotations
+
+import re
+from calendar import monthrange
+from datetime import UTC, datetime, timedelta
+
+__all__ = ["Period", "periods"]
+
+Period = tuple[datetime, datetime]
+
+_MONTHS = {
+    "january": 1, "february": 2, "march": 3, "april": 4, "may": 5, "june": 6, "july": 7,
+    "august": 8, "september": 9, "october": 10, "november": 11, "december": 12,
+    "jan": 1, "feb": 2, "apr": 4, "jun": 6, "jul": 7, "aug": 8, "sep": 9, "sept": 9,
+    "oct": 10, "nov": 11, "dec": 12,
+}  # fmt: skip
+_AMBIGUOUS = frozenset({"may", "march"})  # also verbs: need a day, a year or a preposition
+_MONTH = "|".join(sorted(_MONTHS, key=len, reverse=True))
+_ORD = r"(?:st|nd|rd|th)?"
+_YEAR = r"(?:19[7-9]\d|20\d\d)"
+
+_EN_DAY_FIRST = re.compile(rf"\b(\d{{1,2}}){_ORD}\s+(?:of\s+)?({_MONTH})\b\.?(?:,?\s+({_YEAR})\b)?")
+_EN_MONTH_FIRST = re.compile(rf"\b({_MONTH})\.?\s+(\d{{1,2}}){_ORD}\b(?!:)(?:,?\s+({_YEAR})\b)?")
+_EN_MONTH_YEAR = re.compile(rf"\b({_MONTH})\.?,?\s+(?:of\s+)?({_YEAR})\b")
+_EN_MONTH = re.compile(rf"\b(?:(in|during|since|early|late|mid|mid-|last|this|of)\s+)?({_MONTH})\b")
+_EN_YEAR = re.compile(rf"\b({_YEAR})\b")
+_EN_AGO = re.compile(r"\b(\d{1,2}|a|an|one|two|three|four|five|six|seven|eight|nine|ten|a few|few|couple of|a couple of)"
+                     r"\s+(day|week|month|year)s?\s+ago\b")
+_EN_REL = re.compile(r"\b(?:(yesterday|today|tonight|last night|this morning)|(last|this|past|previous)\s+"
+                     r"(week|weekend|month|year))\b")
+_EN_NUM = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7,
+           "eight": 8, "nine": 9, "ten": 10, "a few": 3, "few": 3, "couple of": 2, "a couple of": 2}
+
+_ZH_NUM = "零一二两三四五六七八九十"
+_ZH_DATE = re.compile(rf"(?:(\d{{4}})年)?([\d{_ZH_NUM}]{{1,3}})月(?:([\d{_ZH_NUM}]{{1,3}})[日号])?")
+_ZH_YEAR = re.compile(r"(\d{4})年")
+_ZH_AGO = re.compile(rf"([\d{_ZH_NUM}几]{{1,3}})(天|周|个星期|个礼拜|星期|个月|年)(?:以)?前")
+_ZH_REL: dict[str, tuple[str, int | None]] = {
+    "前天": ("day", -2), "昨天": ("day", -1), "昨晚": ("day", -1), "昨日": ("day", -1),
+    "今天": ("day", 0), "今早": ("day", 0), "今晚": ("day", 0), "今日": ("day", 0),
+    "上周": ("week", -1), "上个星期": ("week", -1), "上星期": ("week", -1), "上个礼拜": ("week", -1),
+    "上礼拜": ("week", -1), "这周": ("week", 0), "本周": ("week", 0), "这个星期": ("week", 0),
+    "上周末": ("weekend", -1), "周末": ("weekend", None),
+    "上个月": ("month", -1), "上月": ("month", -1), "这个月": ("month", 0), "本月": ("month", 0),
+    "去年": ("year", -1), "前年": ("year", -2), "今年": ("year", 0),
+}  # fmt: skip
+_ZH_REL_RE = re.compile("|".join(sorted(_ZH_REL, key=len, reverse=True)))
+
+
+def _zh_int(s: str) -> int | None:
+    """``12``, ``十二``, ``二十``, ``两``, ``几`` (a few: 3) -> int."""
+    if s.isdigit():
+        return int(s)
+    if s == "几":
+        return 3
+    digits = {c: i for i, c in enumerate("零一二三四五六七八九")} | {"两": 2}
+    if "十" in s:
+        head, _, tail = s.partition("十")
+        tens = digits.get(head, 1) if head else 1
+        ones = digits.get(tail, 0) if tail else 0
+        if (head and head not in digits) or (tail and tail not in digits):
+            return None
+        return tens * 10 + ones
+    if len(s) == 1 and s in digits:
+        return digits[s]
+    return None
+
+
+def _day(y: int, m: int, d: int) -> Period | None:
+    if not (1 <= m <= 12 and 1 <= d <= monthrange(y, m)[1]):
+        return None
+    start = datetime(y, m, d, tzinfo=UTC)
+    return start, start + timedelta(days=1)
+
+
+def _month(y: int, m: int) -> Period | None:
+    if not 1 <= m <= 12:
+        return None
+    start = datetime(y, m, 1, tzinfo=UTC)
+    end = datetime(y + 1, 1, 1, tzinfo=UTC) if m == 12 else datetime(y, m + 1, 1, tzinfo=UTC)
+    return start, end
+
+
+def _year(y: int) -> Period:
+    return datetime(y, 1, 1, tzinfo=UTC), datetime(y + 1, 1, 1, tzinfo=UTC)
+
+
+def _latest_year(now: datetime, m: int, d: int = 1) -> int:
+    """The year of the latest month ``m`` (day ``d``) not after ``now``."""
+    return now.year if (m, d) <= (now.month, now.day) else now.year - 1
+
+
+def _relative(now: datetime, unit: str, offset: int | None) -> Period | None:
+    today = datetime(now.year, now.month, now.day, tzinfo=UTC)
+    if unit == "day":
+        start = today + timedelta(days=offset)
+        return start, start + timedelta(days=1)
+    if unit == "week":  # weeks start on Monday
+        start = today - timedelta(days=today.weekday()) + timedelta(weeks=offset)
+        return start, start + timedelta(weeks=1)
+    if unit == "weekend":  # Saturday and Sunday of this week (0) or of an earlier one
+        if offset is None:  # bare 周末: the latest weekend that has begun
+            offset = 0 if today.weekday() >= 5 else -1
+        start = today - timedelta(days=today.weekday()) + timedelta(weeks=offset, days=5)
+        return start, start + timedelta(days=2)
+    offset = offset or 0
+    if unit == "month":
+        m = now.month + offset
+        y = now.year + (m - 1) // 12
+        return _month(y, (m - 1) % 12 + 1)
+    if unit == "year":
+        return _year(now.year + offset)
+    return None
+
+
+def _ago(now: datetime, n: int, unit: str) -> Period | None:
+    """"3 days ago": that day; "2 weeks ago": that week; "2 months ago": that month."""
+    if n <= 0 or n > 400:
+        return None
+    if unit == "day":
+        return _relative(now, "day", -n)
+    if unit == "week":
+        return _relative(now, "week", -n)
+    if unit == "month":
+        return _relative(now, "month", -n)
+    return _relative(now, "year", -n)
+
+
+def periods(text: str, now: datetime) -> list[Period]:
+    """Date ranges the (normalised, lower-case) ``text`` refers to, in text order."""
+    out: list[tuple[int, Period]] = []
+    taken: list[tuple[int, int]] = []
+
+    def free(a: int, b: int) -> bool:
+        return all(b <= x or a >= y for x, y in taken)
+
+    def put(m: re.Match[str], p: Period | None) -> None:
+        if p is not None and free(m.start(), m.end()):
+            out.append((m.start(), p))
+            taken.append((m.start(), m.end()))
+
+    for m in _EN_DAY_FIRST.finditer(text):
+        d, mon, y = int(m.group(1)), _MONTHS[m.group(2)], m.group(3)
+        put(m, _day(int(y) if y else _latest_year(now, mon, d), mon, d))
+    for m in _EN_MONTH_FIRST.finditer(text):
+        mon, d, y = _MONTHS[m.group(1)], int(m.group(2)), m.group(3)
+        put(m, _day(int(y) if y else _latest_year(now, mon, d), mon, d))
+    for m in _EN_MONTH_YEAR.finditer(text):
+        put(m, _month(int(m.group(2)), _MONTHS[m.group(1)]))
+    for m in _EN_MONTH.finditer(text):
+        prep, name = m.group(1), m.group(2)
+        if name in _AMBIGUOUS and not prep:
+            continue
+        if len(name) <= 4 and name not in ("may", "june", "july") and not prep:
+            continue  # "dec", "sep" alone are too often something else
+        mon = _MONTHS[name]
+        if prep == "last":
+            y = now.year - 1 if mon >= now.month else now.year
+        elif prep == "this":
+            y = now.year
+        else:
+            y = _latest_year(now, mon)
+        put(m, _month(y, mon))
+    for m in _EN_YEAR.finditer(text):
+        put(m, _year(int(m.group(1))))
+    for m in _EN_AGO.finditer(text):
+        put(m, _ago(now, _EN_NUM.get(m.group(1)) or int(m.group(1)), m.group(2)))
+    for m in _EN_REL.finditer(text):
+        word, which, unit = m.group(1), m.group(2), m.group(3)
+        if word:
+            put(m, _relative(now, "day", -1 if word in ("yesterday", "last night") else 0))
+        elif unit == "weekend":
+            put(m, _relative(now, "weekend", -1 if which != "this" else 0))
+        else:
+            put(m, _relative(now, unit, 0 if which == "this" else -1))
+    for m in _ZH_DATE.finditer(text):
+        mon = _zh_int(m.group(2))
+        day = _zh_int(m.group(3)) if m.group(3) else None
+        if mon is None:
+            continue
+        y = int(m.group(1)) if m.group(1) else _latest_year(now, mon, day or 1)
+        put(m, _day(y, mon, day) if day else _month(y, mon))
+    for m in _ZH_YEAR.finditer(text):
+        put(m, _year(int(m.group(1))))
+    for m in _ZH_AGO.finditer(text):
+        n = _zh_int(m.group(1))
+        unit = {"天": "day", "周": "week", "个星期": "week", "个礼拜": "week", "星期": "week", "个月": "month"}.get(
+            m.group(2), "year"
+        )
+        if n is not None:
+            put(m, _ago(now, n, unit))
+    for m in _ZH_REL_RE.finditer(text):
+        put(m, _relative(now, *_ZH_REL[m.group(0)]))
+    out.sort(key=lambda x: x[0])
+    return [p for _, p in out]
