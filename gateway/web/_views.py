@@ -205,18 +205,18 @@ def _stats_bar(s: Stats) -> str:
     src = s.by_source
     auto = src.get("extraction", 0) + src.get("compression", 0)
     tiles = [
-        ("Active", s.by_status.get("active", 0)),
-        ("Profile (tier 1)", s.by_tier.get("1", 0)),
-        ("Knowledge (tier 2)", s.by_tier.get("2", 0)),
-        ("Auto-extracted", auto),
-        ("Added by hand", src.get("manual", 0)),
-        ("Migrated", src.get("migration", 0)),
-        ("Archived", s.by_status.get("archived", 0)),
-        ("Superseded", s.by_status.get("superseded", 0)),
-        ("Events", s.events),
-        ("Buffered msgs", s.buffered),
+        ("Active", s.by_status.get("active", 0), "active memories: what the bot can recall"),
+        ("Profile", s.by_tier.get("1", 0), "tier 1: always in the prompt (active)"),
+        ("Knowledge", s.by_tier.get("2", 0), "tier 2: recalled when relevant (active)"),
+        ("Auto-extracted", auto, "extracted or compressed from conversations (active)"),
+        ("By hand", src.get("manual", 0), "added by hand: this page, the CLI or the bot's memory_save (active)"),
+        ("Migrated", src.get("migration", 0), "imported from MEMORY.md / daily files (active)"),
+        ("Archived", s.by_status.get("archived", 0), "hidden from the bot, restorable"),
+        ("Superseded", s.by_status.get("superseded", 0), "replaced by a newer fact"),
+        ("Events", s.events, "tier 3 conversation summaries"),
+        ("Buffered", s.buffered, "messages waiting for extraction"),
     ]
-    body = "".join(f'<div class="tile"><b>{v}</b><span>{e(k)}</span></div>' for k, v in tiles)
+    body = "".join(f'<div class="tile" title="{e(t)}"><b>{v}</b><span>{e(k)}</span></div>' for k, v, t in tiles)
     return f'<section class="stats" aria-label="statistics"><div class="tile total"><b>{s.total}</b><span>Total</span></div>{body}</section>'
 
 
@@ -238,11 +238,11 @@ nav.users li a{display:flex;justify-content:space-between;gap:8px;padding:6px 16
 nav.users li a:hover{background:#f1f5f9;text-decoration:none}
 nav.users li a.on{background:#e0ecff;font-weight:600}
 nav.users .count{color:#6b7280;font-variant-numeric:tabular-nums}
-main{flex:1;padding:18px 26px;max-width:1000px}
+main{flex:1;padding:18px 26px;max-width:1120px;min-width:0}
 .head{display:flex;align-items:center;gap:12px;flex-wrap:wrap}.head h2{margin:0;font-size:20px;overflow-wrap:anywhere}.head .grow{flex:1}
-.stats{display:flex;flex-wrap:wrap;gap:8px;margin:14px 0}
-.tile{background:#fff;border:1px solid #e3e6ea;border-radius:8px;padding:6px 12px;min-width:84px}
-.tile b{display:block;font-size:18px;font-variant-numeric:tabular-nums}.tile span{color:#6b7280;font-size:12px}
+.stats{display:grid;grid-template-columns:repeat(auto-fit,minmax(78px,1fr));gap:6px;margin:14px 0}
+.tile{background:#fff;border:1px solid #e3e6ea;border-radius:8px;padding:4px 8px}
+.tile b{display:block;font-size:17px;font-variant-numeric:tabular-nums}.tile span{color:#6b7280;font-size:11px;line-height:1.25;display:block}
 .tile.total{background:#1f2937;color:#fff;border-color:#1f2937}.tile.total span{color:#cbd5e1}
 form.search{display:flex;gap:8px;margin:8px 0}form.search input[type=search]{flex:1}
 .tabs{display:flex;gap:4px;border-bottom:1px solid #e3e6ea;margin:10px 0 12px}
@@ -265,7 +265,7 @@ button.danger{color:#b42318;border-color:#f1b8b3}button.danger:hover{background:
 button.danger.solid{background:#b42318;color:#fff;border-color:#b42318}
 input,select,textarea{font:inherit;padding:5px 8px;border:1px solid #cfd5dc;border-radius:6px;background:#fff}
 textarea{width:100%;resize:vertical}
-details.edit{flex-basis:100%;order:9}details.edit[open]{padding:8px;border:1px solid #e3e6ea;border-radius:8px;background:#fbfcfd}
+details.edit{order:-1}details.edit[open]{flex-basis:100%;padding:8px;border:1px solid #e3e6ea;border-radius:8px;background:#fbfcfd}
 details.edit summary{display:inline-block;cursor:pointer;padding:4px 12px;border:1px solid #cfd5dc;border-radius:6px;font-size:13px;background:#fff}
 label{display:flex;flex-direction:column;font-size:12px;color:#4b5563;gap:2px}label.wide{margin:8px 0}
 .row{display:flex;flex-wrap:wrap;gap:10px;margin-bottom:8px}.row input[type=number]{width:90px}
@@ -278,7 +278,7 @@ details.danger{margin-top:28px;border:1px solid #f1b8b3;border-radius:10px;paddi
 details.danger summary{cursor:pointer;color:#b42318;font-weight:600}
 table.log{border-collapse:collapse;width:100%;background:#fff;font-size:13px}
 table.log th,table.log td{border-bottom:1px solid #e3e6ea;padding:6px 8px;text-align:left;vertical-align:top}
-table.log td.detail{font-family:ui-monospace,monospace;font-size:12px;overflow-wrap:anywhere;max-width:420px}
+table.prov th{width:160px;white-space:nowrap}table.log td.detail{font-family:ui-monospace,monospace;font-size:12px;overflow-wrap:anywhere;max-width:420px}
 dialog{border:none;border-radius:12px;padding:18px 20px;width:min(640px,92vw);box-shadow:0 10px 40px rgba(0,0,0,.25)}
 dialog::backdrop{background:rgba(15,23,42,.45)}dialog h3{margin:0 0 4px}
 .muted{color:#6b7280}.events li{margin:4px 0}
@@ -294,6 +294,8 @@ document.querySelectorAll('[data-open]').forEach(function (b) {
 document.querySelectorAll('[data-close]').forEach(function (b) {
   b.addEventListener('click', function () { b.closest('dialog').close(); });
 });
+var linked = location.hash && document.getElementById(location.hash.slice(1));
+if (linked && linked.tagName === 'DIALOG') { linked.showModal(); }
 """
 
 
@@ -447,7 +449,7 @@ def detail_page(
         ("Refs", ", ".join(p.refs)),
         ("Created", _when(m.created_at)),
         ("Updated", _when(m.updated_at)),
-        ("Last recalled", f"{_when(m.last_accessed)} ({m.access_count} times)"),
+        ("Last recalled", f"{_when(m.last_accessed)} ({m.access_count} times)" if m.access_count else "never"),
     ]
     table = "".join(f"<tr><th>{e(k)}</th><td>{e(v)}</td></tr>" for k, v in prov_rows if v)
     chain = ""
@@ -458,7 +460,7 @@ def detail_page(
     body = f"""<div class="head"><h2>Memory m{m.id}</h2><span class="grow"></span>
 <a class="button" href="{e(url("/memory", user=ctx.user or m.owner))}">← {e(ctx.user or m.owner)}</a></div>
 {card(ctx, m, detail_link=False)}
-<h3>Provenance</h3><table class="log">{table}</table>
+<h3>Provenance</h3><table class="log prov">{table}</table>
 {chain or '<p class="muted">No earlier or later version of this fact.</p>'}
 <h3>Change log</h3>{_log_table(log) if log else '<p class="muted">No log entries for this memory.</p>'}"""
     return layout(ctx, f"m{m.id}", body)
@@ -467,10 +469,16 @@ def detail_page(
 def _log_table(entries: Sequence[LogEntry]) -> str:
     rows = "".join(
         f"<tr><td>{e(_when(x.at))}</td><td>{e(x.job)}</td><td>{e(x.action)}</td>"
-        f"<td>{f'm{x.memory_id}' if x.memory_id is not None else '-'}</td><td class='detail'>{e(_detail(x.detail))}</td></tr>"
+        f"<td>{_memory_link(x.memory_id)}</td><td class='detail'>{e(_detail(x.detail))}</td></tr>"
         for x in entries
     )
     return f'<table class="log"><tr><th>When</th><th>Job</th><th>Action</th><th>Memory</th><th>Detail</th></tr>{rows}</table>'
+
+
+def _memory_link(memory_id: int | None) -> str:
+    if memory_id is None:
+        return "-"
+    return f'<a href="{e(url("/memory/item", id=memory_id))}">m{memory_id}</a>'
 
 
 def _detail(text: str) -> str:

@@ -369,7 +369,7 @@ async def test_list_is_newest_first_and_paginated_with_stats(site: Site, clock: 
         stats = (await c.get("/memory/api/stats", params={"user": "alice"})).json()
         assert stats["total"] == 26 and stats["by_tier"] == {"1": 5, "2": 21}
         assert stats["by_source"] == {"extraction": 12, "manual": 13, "migration": 1}
-        assert re.search(r"<b>12</b><span>Auto-extracted</span>", p1) and re.search(r"<b>13</b><span>Added by hand</span>", p1)
+        assert re.search(r"<b>12</b><span>Auto-extracted</span>", p1) and re.search(r"<b>13</b><span>By hand</span>", p1)
         api = (await c.get("/memory/api/memories", params={"user": "alice", "limit": 10, "offset": 20})).json()
         assert len(api["memories"]) == 6 and api["next_offset"] is None
 
