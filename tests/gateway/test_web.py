@@ -76,6 +76,12 @@ async def login(c: httpx.AsyncClient) -> str:
     return csrf_of(r.text)
 
 
+def test_public_names() -> None:
+    import gateway.web
+
+    assert gateway.web.__all__ == ["AdminAuth", "AdminError", "MemoryAdmin", "MemoryWeb", "mount_memory_page"]
+
+
 # -- auth --------------------------------------------------------------------------
 
 
@@ -150,7 +156,8 @@ async def test_posts_from_a_session_need_its_csrf_token(site: Site) -> None:
         r = await c.post("/memory/add", data={**form, "csrf": csrf}, headers={"Origin": "https://evil.example"})
         assert r.status_code == 403
         assert await site.engine.list_memories("alice") == []
-        r = await c.post("/memory/add", data={**form, "csrf": csrf})
+        same_origin = {"Origin": site.url}  # what a browser sends with the page's own form
+        r = await c.post("/memory/add", data={**form, "csrf": csrf}, headers=same_origin)
         assert r.status_code == 303
         assert [m.content for m in await site.engine.list_memories("alice")] == ["alice drinks oat milk"]
         # the API from a browser session: X-CSRF-Token header
