@@ -91,6 +91,8 @@ class StoredMessage:
 
 
 _SELECT = """SELECT m.*, s.channel, s.chat_id FROM session_messages m JOIN sessions s ON s.id = m.session_id"""
+_INSERT_MESSAGE = """INSERT INTO session_messages (session_id, role, content, owner, sender_id, message_id, created_at)
+                     VALUES (?, ?, ?, ?, ?, ?, ?)"""
 
 
 def _row(r: aiosqlite.Row) -> StoredMessage:
@@ -172,13 +174,15 @@ class SessionStore:
         again after a crash is recognised as the same message."""
         message_id = message_id or f"g-{secrets.token_hex(8)}"
         now = format_ts(self.clock.now())
+        sid = await self.current(key)
+        if sid is not None:
+            # The common case is one statement: no BEGIN/COMMIT round trips
+            # holding the writer lock (it serialises every chat's writes).
+            mid, _ = await self.db.write(_INSERT_MESSAGE, (sid, role, content, owner, sender_id, message_id, now))
+            return StoredMessage(mid, sid, channel, chat_id, role, content, owner, sender_id, message_id, now, False)
         async with self.db.transaction() as conn:
             sid = await self._ensure(conn, key, channel, chat_id)
-            cur = await conn.execute(
-                """INSERT INTO session_messages (session_id, role, content, owner, sender_id, message_id, created_at)
-                   VALUES (?, ?, ?, ?, ?, ?, ?)""",
-                (sid, role, content, owner, sender_id, message_id, now),
-            )
+            cur = await conn.execute(_INSERT_MESSAGE, (sid, role, content, owner, sender_id, message_id, now))
             mid = int(cur.lastrowid or 0)
         self._current[key] = sid  # only once committed
         return StoredMessage(mid, sid, channel, chat_id, role, content, owner, sender_id, message_id, now, False)
@@ -207,14 +211,15 @@ class SessionStore:
         been marked since the last prune)."""
         if not ids:
             return
-        async with self.db.transaction() as conn:
-            marks = ",".join("?" * len(ids))
-            await conn.execute(f"UPDATE session_messages SET buffered = 1 WHERE id IN ({marks})", list(ids))
-            if prune_key is not None:
-                n = self._unpruned.get(prune_key, 0) + len(ids)
-                if n >= self.window_size:
-                    await self._prune(conn, prune_key)
-                    n = 0
+        mark = f"UPDATE session_messages SET buffered = 1 WHERE id IN ({','.join('?' * len(ids))})"
+        n = self._unpruned.get(prune_key, 0) + len(ids) if prune_key is not None else 0
+        if prune_key is None or n < self.window_size:
+            await self.db.write(mark, list(ids))  # one statement: no transaction round trips
+        else:
+            async with self.db.transaction() as conn:
+                await conn.execute(mark, list(ids))
+                await self._prune(conn, prune_key)
+            n = 0
         if prune_key is not None:
             self._unpruned[prune_key] = n
 
@@ -234,6 +239,13 @@ class SessionStore:
                    (SELECT id FROM session_messages WHERE session_id = ? ORDER BY id DESC LIMIT 1 OFFSET ?), 0)""",
             (sid, sid, self.window_size - 1),
         )
+        return cur.rowcount
+
+    async def forget_owner(self, owner: str) -> int:
+        """Erase every Tier 0 message that belongs to ``owner`` (their words
+        and the replies to them), in every chat."""
+        async with self.db.transaction() as conn:
+            cur = await conn.execute("DELETE FROM session_messages WHERE owner = ?", (owner,))
         return cur.rowcount
 
     async def new_session(self, key: str, *, channel: str, chat_id: str) -> int:

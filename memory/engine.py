@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import json
 import re
 import sqlite3
 from collections import Counter
@@ -119,6 +120,17 @@ class Stats:
     events_uncompressed: int
     buffered: int
     owners: int
+
+
+async def _scrub_log(conn: aiosqlite.Connection, memory_id: int, content: str) -> None:
+    """An erased memory's words must not survive in the change log: entries
+    about it, or quoting it (merges and drops record content), are emptied."""
+    quoted = json.dumps(content, ensure_ascii=False)[1:-1]
+    await conn.execute(
+        """UPDATE memory_log SET detail = '{"erased":true}'
+           WHERE memory_id = ? OR instr(detail, ?) > 0 OR instr(detail, ?) > 0""",
+        (memory_id, content, quoted),
+    )
 
 
 class MemoryEngine:
@@ -349,9 +361,40 @@ class MemoryEngine:
             row = await cur.fetchone()
         if row is None:
             raise MemoryNotFound(f"no memory with id {memory_id}")
+        async with conn.execute("SELECT content FROM memories WHERE id = ?", (memory_id,)) as cur:
+            content = (await cur.fetchone())[0]
         await conn.execute("DELETE FROM memories_fts WHERE rowid = ?", (memory_id,))
         await conn.execute("DELETE FROM memories WHERE id = ?", (memory_id,))
+        await _scrub_log(conn, memory_id, content)
         self._projects.pop(row["owner"], None)
+
+    async def forget_owner(self, owner: str) -> dict[str, int]:
+        """Erase everything stored about ``owner``: memories of every status,
+        events, buffered messages and change-log entries. One transaction."""
+        counts: dict[str, int] = {}
+        async with self.db.transaction() as conn:
+            await conn.execute(
+                "DELETE FROM memories_fts WHERE rowid IN (SELECT id FROM memories WHERE owner = ?)", (owner,)
+            )
+            await conn.execute(
+                "DELETE FROM events_fts WHERE rowid IN (SELECT id FROM daily_events WHERE owner = ?)", (owner,)
+            )
+            # Other users' rows never point at these, but clear links first so
+            # the ON DELETE SET NULL does not depend on row order.
+            await conn.execute(
+                "UPDATE memories SET superseded_by = NULL WHERE owner = ? AND superseded_by IS NOT NULL", (owner,)
+            )
+            for table, key in (
+                ("memories", "memories"),
+                ("daily_events", "events"),
+                ("extraction_buffer", "buffered"),
+                ("memory_log", "log"),
+            ):
+                cur = await conn.execute(f"DELETE FROM {table} WHERE owner = ?", (owner,))
+                counts[key] = cur.rowcount
+        self._projects.pop(owner, None)
+        log.info("owner forgotten", owner=owner, **counts)
+        return counts
 
     # -- Tier 1 / Tier 2 reads ------------------------------------------------
 

@@ -15,10 +15,11 @@ from typing import Any
 
 import click
 
-from gateway.config import Paths
+from gateway.config import Config, Paths
 from memory import Category, MemoryEngine, MemoryNotFound, NewMemory, Provenance, Source, Status
 from memory.migrate import MigrationReport, migrate_files
 from memory.retrieval import Retriever
+from memory.clock import SystemClock
 from memory.types import GLOBAL_OWNER, Event, Hit, Memory
 
 from . import main
@@ -366,6 +367,59 @@ def delete(memory_id: int, user: str | None, purge: bool, yes: bool) -> None:
             )
     else:
         click.echo(f"archived memory {m.id} (restore with: myclaw memory edit {m.id} --status active)")
+
+
+@memory.command()
+@user_option
+@click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
+@db_option
+def forget(user: str | None, yes: bool) -> None:
+    """Erase everything stored about --user, for good: memories of every
+    status, daily events, messages waiting for extraction, change-log
+    entries, conversation history (Tier 0), scheduled jobs and the file
+    store's folder. Run it with the gateway stopped."""
+    cfg = load_cli_config()
+    owner = resolve_user(user, cfg)
+    if not owner:
+        raise click.UsageError("--user is required")
+    if owner == GLOBAL_OWNER:
+        raise click.UsageError("_global is shared by everyone; delete its memories one by one")
+    if not yes and not click.confirm(f"Erase everything myclaw stores about {owner}? This cannot be undone.", err=True):
+        raise click.ClickException("cancelled; nothing changed")
+    counts = run(_forget(cfg, resolve_db(cfg), owner))
+    click.echo(f"forgot {owner}: " + ", ".join(f"{v} {k}" for k, v in counts.items()))
+
+
+async def _forget(cfg: Config, path: Path, owner: str) -> dict[str, int]:
+    import shutil
+
+    from gateway.cron import CronStore
+    from gateway.sessions import SessionStore
+    from memory.filestore import FileMemory
+
+    counts: dict[str, int] = {}
+    if path.exists():
+        async with open_engine(path) as engine:
+            counts.update(await engine.forget_owner(owner))
+    paths = Paths.from_env()
+    if paths.gateway_db().exists():
+        async with await SessionStore.open(paths.gateway_db()) as sessions:
+            counts["history messages"] = await sessions.forget_owner(owner)
+    cron_db = paths.data_dir / "cron.db"
+    if cron_db.exists():
+        store = await CronStore.open(cron_db, SystemClock(), cfg.gateway.timezone)
+        try:
+            jobs = await store.list(owner)
+            for job in jobs:
+                await store.remove(job.id, user=owner)
+            counts["scheduled jobs"] = len(jobs)
+        finally:
+            await store.close()
+    user_dir = FileMemory(paths.workspace(cfg), SystemClock()).user_dir(owner)
+    if user_dir.exists():
+        shutil.rmtree(user_dir)
+        counts["file folders"] = 1
+    return counts
 
 
 async def _fetch(path: Path, memory_id: int, owner: str | None) -> Memory:

@@ -253,3 +253,50 @@ def test_config_errors_exit_2_without_traceback(home: Path) -> None:
     (home / "config.json").write_text("{not json")
     r = cli("list")
     assert r.exit_code == 2 and "not valid JSON at line 1" in r.output
+
+
+def test_forget_erases_a_user_everywhere_and_only_them(home: Path) -> None:
+    from gateway.cron import CronStore
+    from gateway.sessions import SessionStore
+
+    ok("add", "Alice's locker code is 4921", "--user", "alice")
+    ok("add", "Bob likes tea", "--user", "bob")
+
+    async def seed() -> None:
+        clock = ManualClock("2026-03-01T12:00:00Z")
+        async with await SessionStore.open(home / "data" / "gateway.db", clock) as s:
+            await s.append("telegram:1", channel="telegram", chat_id="1", role="user", content="hi, I'm alice",
+                           owner="alice", message_id="1")
+            await s.append("telegram:2", channel="telegram", chat_id="2", role="user", content="hi, I'm bob",
+                           owner="bob", message_id="2")
+        store = await CronStore.open(home / "data" / "cron.db", clock)
+        try:
+            await store.add(schedule="0 9 * * *", message="daily plan", channel="telegram", chat_id="1", user="alice")
+            await store.add(schedule="0 9 * * *", message="tea time", channel="telegram", chat_id="2", user="bob")
+        finally:
+            await store.close()
+        files = FileMemory(home / "workspace", clock)
+        await files.remember("alice", "alice's file note", provenance=Provenance())
+
+    asyncio.run(seed())
+    assert cli("forget", "--user", "alice", input="n\n").exit_code != 0  # asks first; "no" changes nothing
+    assert len(db_rows(home)) == 2
+
+    out = ok("forget", "--user", "alice", "--yes").stdout
+    assert "1 memories" in out and "1 history messages" in out and "1 scheduled jobs" in out and "1 file folders" in out
+    assert [m.owner for m in db_rows(home)] == ["bob"]
+
+    async def left() -> tuple[list[str], list[str]]:
+        async with await SessionStore.open(home / "data" / "gateway.db") as s:
+            rows = await s.db.fetchall("SELECT owner FROM session_messages")
+        store = await CronStore.open(home / "data" / "cron.db", ManualClock())
+        try:
+            jobs = [j.user for j in await store.list()]
+        finally:
+            await store.close()
+        return [r[0] for r in rows], jobs
+
+    history, jobs = asyncio.run(left())
+    assert history == ["bob"] and [u for u in jobs if not u.startswith("_")] == ["bob"]
+    assert not FileMemory(home / "workspace").user_dir("alice").exists()
+    assert cli("forget", "--user", "_global", "--yes").exit_code == 2

@@ -172,3 +172,41 @@ async def test_close_is_idempotent(tmp_path: Path) -> None:
     await eng.close()
     with pytest.raises(RuntimeError):
         await eng.db.fetchall("SELECT 1")
+
+
+async def test_erasing_a_memory_scrubs_its_words_from_the_change_log(engine: MemoryEngine) -> None:
+    from memory.changelog import read_log, write_log
+
+    m = await engine.add(NewMemory(owner="u", content='my "old" PIN is 4921'))
+    keep = await engine.add(NewMemory(owner="u", content="likes tea"))
+    async with engine.db.transaction() as conn:
+        await write_log(conn, at=engine.now(), job="weekly", owner="u", action="merged", memory_id=keep.id,
+                        detail={"from": ['my "old" PIN is 4921', "likes tea"]})
+        await write_log(conn, at=engine.now(), job="web", owner="u", action="edit", memory_id=m.id, detail="x")
+        await write_log(conn, at=engine.now(), job="weekly", owner="u", action="promoted", memory_id=keep.id,
+                        detail={"content": "likes tea"})
+    await engine.delete(m.id)
+    details = [e.detail for e in await read_log(engine.db)]
+    assert not any("4921" in d for d in details)
+    assert details.count('{"erased":true}') == 2 and '{"content":"likes tea"}' in details
+
+
+async def test_forget_owner_erases_everything_of_that_user_only(engine: MemoryEngine) -> None:
+    from memory.backend import Turn
+    from memory.service import SqliteMemory
+
+    old = await engine.add(NewMemory(owner="alice", content="lives in Beijing"))
+    new = await engine.add(NewMemory(owner="alice", content="lives in Shanghai"))
+    await engine.set_status(old.id, Status.SUPERSEDED, superseded_by=new.id)
+    await engine.add_event("alice", "2026-03-01", "talked about moving")
+    await SqliteMemory(engine).buffer([Turn(owner="alice", channel="t", chat_id="1", role="user", content="hi")])
+    bob = await engine.add(NewMemory(owner="bob", content="lives in Hangzhou"))
+    await engine.add_event("bob", "2026-03-01", "bob's day")
+
+    counts = await engine.forget_owner("alice")
+    assert counts == {"memories": 2, "events": 1, "buffered": 1, "log": 0}
+    for table in ("memories", "daily_events", "extraction_buffer"):
+        rows = await engine.db.fetchall(f"SELECT owner FROM {table}")
+        assert {r[0] for r in rows} <= {"bob"}
+    assert {r[0] for r in await engine.db.fetchall("SELECT rowid FROM memories_fts")} == {bob.id}
+    assert len(await engine.db.fetchall("SELECT rowid FROM events_fts")) == 1
