@@ -289,7 +289,11 @@ class Retriever:
 
     @staticmethod
     def _relevance(
-        doc: str, q: list[QueryTerm], idf: dict[str, float], avg_len: float, dated: bool = False
+        doc: str,
+        q: list[QueryTerm],
+        idf: dict[str, float],
+        avg_len: float,
+        dated: bool = False,
     ) -> float:
         """BM25 sum over the query's terms found in ``doc``, divided by the
         IDF mass of the message's own terms (context terms add, never

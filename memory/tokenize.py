@@ -37,7 +37,7 @@ __all__ = [
     "stem",
 ]
 
-TOKENIZER_VERSION = "unibigram-snowball-1"
+TOKENIZER_VERSION = "unibigram-snowball-irregular-2"
 
 # Han (CJK unified + ext A + compatibility), kana and hangul are "CJK runs";
 # everything alphanumeric otherwise is a "word".
@@ -52,7 +52,7 @@ STOP_EN = frozenset(
     she her hers they them their theirs it its this that these those what which who whom whose when where why
     how there here not no yes can could would should will shall may might must just also too very really about
     into over than again ever any some all tell told know knew remember recall said say says please let lets
-    hey hi ok okay thing things something anything get got like s t don't doesn't didn't i'm i've i'd you're""".split()
+    go goes going went gone come comes coming came hey hi ok okay thing things something anything get got like s t don't doesn't didn't i'm i've i'd you're""".split()
 )
 # Multi-character Chinese function words, as query bigrams.
 STOP_ZH_WORDS = frozenset(
@@ -68,6 +68,34 @@ _UNIGRAM_WEIGHT = 0.3  # a character inside a longer run: weak evidence on its o
 _GLUE_BIGRAM_WEIGHT = 0.4  # a bigram straddling a grammar character (喜欢的 -> 欢的)
 
 _stemmer = snowballstemmer.stemmer("english")
+
+# Irregular English forms -> base form, so "where did I buy it?" finds "I
+# bought it": Snowball leaves these unrelated (went/go, bought/buy). A
+# closed, general list of the language, not of any data set; forms that are
+# also common other words (left, lay, found, felt, saw, wound, ...) are left out.
+_IRREGULAR_BASES = {
+    "be": "was were been", "become": "became", "begin": "began begun", "bite": "bit bitten",
+    "blow": "blew blown", "break": "broke broken", "bring": "brought", "build": "built", "buy": "bought",
+    "catch": "caught", "choose": "chose chosen", "come": "came", "do": "did done", "draw": "drew drawn",
+    "dream": "dreamt", "drink": "drank drunk", "drive": "drove driven", "eat": "ate eaten", "fall": "fell fallen",
+    "feed": "fed", "feel": "felt", "fight": "fought", "find": "found", "fly": "flew flown",
+    "forget": "forgot forgotten", "forgive": "forgave forgiven", "freeze": "froze frozen", "get": "got gotten",
+    "give": "gave given", "go": "went gone", "grow": "grew grown", "hang": "hung", "have": "had",
+    "hear": "heard", "hide": "hid hidden", "hold": "held", "keep": "kept", "know": "knew known",
+    "lead": "led", "lose": "lost", "make": "made", "mean": "meant", "meet": "met", "pay": "paid",
+    "ride": "rode ridden", "ring": "rang rung", "rise": "rose risen", "run": "ran", "say": "said",
+    "see": "seen", "seek": "sought", "sell": "sold", "send": "sent", "shake": "shook shaken",
+    "shoot": "shot", "sing": "sang sung", "sink": "sank sunk", "sit": "sat", "sleep": "slept",
+    "speak": "spoke spoken", "spend": "spent", "stand": "stood", "steal": "stole stolen", "stick": "stuck",
+    "swim": "swam swum", "take": "took taken", "teach": "taught", "tear": "tore torn", "tell": "told",
+    "think": "thought", "throw": "threw thrown", "understand": "understood", "wake": "woke woken",
+    "wear": "wore worn", "win": "won", "write": "wrote written",
+    "child": "children", "man": "men", "woman": "women", "person": "people", "foot": "feet",
+    "tooth": "teeth", "mouse": "mice",
+}  # fmt: skip
+_IRREGULAR = {form: base for base, forms in _IRREGULAR_BASES.items() for form in forms.split()}
+_IRREGULAR.pop("found", None)  # also "to found (a company)"
+_IRREGULAR.pop("felt", None)  # also the fabric
 
 
 @lru_cache(maxsize=65536)
@@ -90,7 +118,7 @@ def _word(raw: str) -> str:
     w = raw.replace("’", "'")
     if w.endswith("'s"):
         w = w[:-2]
-    return stem(w)
+    return stem(_IRREGULAR.get(w, w))
 
 
 def _cjk_index(run: str) -> list[str]:

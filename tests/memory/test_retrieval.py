@@ -257,3 +257,12 @@ async def test_time_reference_favours_memories_of_that_period(engine: MemoryEngi
     zh_new = await add(engine, "u", "去医院体检，血压有点高", at="2026-02-20T09:00:00Z")
     assert (await ids(r, "u", "去年体检的结果怎么样"))[0] == zh_old
     assert (await ids(r, "u", "上个月体检的结果怎么样"))[0] == zh_new
+
+
+async def test_irregular_past_tense_finds_the_memory(engine: MemoryEngine) -> None:
+    target = await add(engine, "u", "I bought a blue jacket at the market last spring")
+    await add(engine, "u", "my jacket is too small")
+    await add(engine, "u", "the children went to the market")
+    r = Retriever(engine)
+    assert (await ids(r, "u", "which jacket did I buy?"))[0] == target
+    assert (await ids(r, "u", "where did the kids' children go?"))[0] != target

@@ -57,3 +57,15 @@ def test_hostile_text_is_only_ever_data() -> None:
 
 def test_quote_doubles_quotes() -> None:
     assert quote('say "hi"') == '"say ""hi"""'
+
+
+def test_irregular_forms_meet_their_base_form() -> None:
+    assert index_terms("I bought shoes and met the children") == ["i", "buy", "shoe", "and", "meet", "the", "child"]
+    q = {t for t, _ in query_terms("where did I buy the shoes? when did I meet the kids' children?")}
+    assert {"buy", "meet", "child"} <= q
+    # Forms that are also other words stay as they are.
+    assert index_terms("found felt") == ["found", "felt"]
+
+
+def test_light_verbs_are_query_stop_words() -> None:
+    assert query_terms("when did we go there? she went home") == [("home", 1.0)]
