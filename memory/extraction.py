@@ -112,6 +112,7 @@ class ExtractionService:
         daily_flush: str = "03:00",
         timezone: str = "UTC",
         interval: float = 5.0,
+        wake_gap: float = 1.0,
         max_concurrency: int = 4,
         on_step: StepHook | None = None,
     ) -> None:
@@ -124,6 +125,7 @@ class ExtractionService:
         self._daily_at = (hh, mm)
         self.tz = ZoneInfo(timezone)
         self.interval = interval
+        self.wake_gap = wake_gap
         self.on_step = on_step
         self._sem = asyncio.Semaphore(max_concurrency)
         self._locks: dict[str, asyncio.Lock] = {}
@@ -165,6 +167,11 @@ class ExtractionService:
                 # The loop outlives a locked or full disk; the buffer keeps
                 # every row, so the next tick simply tries again.
                 log.error("extraction tick failed; will retry", error=str(exc))
+            # Every buffered turn wakes the loop, and a tick scans the whole
+            # buffer: under load that was a scan per message, queued on the
+            # memory database ahead of recalls. One tick per wake_gap still
+            # catches a buffer over budget within a second.
+            await asyncio.sleep(self.wake_gap)
 
     # -- triggers ---------------------------------------------------------------
 

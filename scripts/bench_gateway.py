@@ -104,7 +104,7 @@ async def _fakes(conn: Connection, chats: int, messages: int, timeout: float) ->
         tg.on_send = on_send
         conn.send({"telegram": tg.base_url, "token": tg.token, "openai": llm.url})
         await asyncio.to_thread(conn.recv)  # "go": the gateway is up
-        first = time.perf_counter()
+        first, cpu0 = time.perf_counter(), _cpu_seconds()
         for i in range(messages):
             for chat in range(chats):
                 user = FIRST_USER + chat
@@ -114,6 +114,7 @@ async def _fakes(conn: Connection, chats: int, messages: int, timeout: float) ->
         except TimeoutError:
             pass
         elapsed = last - first
+        fakes_cpu = (_cpu_seconds() - cpu0) / max(1e-9, time.perf_counter() - first)
         await asyncio.sleep(1.0)  # a late duplicate would show up now
         counts = [len(v) for v in answered.values()]
         conn.send(
@@ -130,6 +131,7 @@ async def _fakes(conn: Connection, chats: int, messages: int, timeout: float) ->
                 "llm_requests": len(llm.requests),
                 "extraction_requests": sum(1 for r in llm.requests if r.get("response_format")),
                 "telegram_calls": dict(tg.counts),
+                "fakes_cpu_share": round(fakes_cpu, 2),
             }
         )
         await asyncio.to_thread(conn.recv)  # "stop"
@@ -141,6 +143,11 @@ def rss_kib(field: str = "VmRSS") -> int:
         if line.startswith(field + ":"):
             return int(line.split()[1])
     return 0
+
+
+def _pct(values: Any, q: float) -> float:
+    s = sorted(values)
+    return round(s[min(len(s) - 1, int(q * len(s)))], 2) if s else 0.0
 
 
 def _cpu_seconds() -> float:
@@ -190,6 +197,7 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
                 "provider": {"baseUrl": urls["openai"], "apiKey": API_KEY, "maxRetries": 0, "timeout": "30s"},
                 "agent": {"model": "bench-model"},
                 "channels": {"telegram": {"enabled": True, "token": urls["token"], "baseUrl": urls["telegram"]}},
+                "gateway": {"maxConcurrentChats": args.concurrency},
             }
             (Path(tmp) / "config.json").write_text(json.dumps(doc), encoding="utf-8")
             cfg = load_config(Path(tmp) / "config.json", env={"MYCLAW_HOME": tmp}, require=True)
@@ -203,14 +211,16 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
                 assert app.loop is not None and "telegram" in app.channels, app.failed_channels
                 rss = {"before": rss_kib()}
                 marks = [(f"{q}%", total * q // 100) for q in (25, 50, 75, 100)]
-                samples: list[int] = []
+                depth = {"inbound": 0, "outbound": 0}
+                outbound = app.bus.outbound_queue("telegram")
 
                 async def sample() -> None:
                     while marks:
                         replied = app.loop.stats.replied if app.loop else 0
                         while marks and replied >= marks[0][1]:
                             rss[marks.pop(0)[0]] = rss_kib()
-                        samples.append(rss_kib())
+                        depth["inbound"] = max(depth["inbound"], app.bus.inbound.qsize())
+                        depth["outbound"] = max(depth["outbound"], outbound.qsize())
                         await asyncio.sleep(0.05)
 
                 sampler = asyncio.create_task(sample())
@@ -234,6 +244,9 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
                     added_p95_ms=summary["added_p95_ms"],
                     added_max_ms=summary["added_max_ms"],
                     wait_p95_ms=summary["wait_p95_ms"],
+                    max_queue_depth=depth,
+                    retrieval_p50_ms=_pct(stats.retrieval_ms, 0.5),
+                    llm_p50_ms=_pct(stats.llm_ms, 0.5),
                     rss_mib={k: round(v / 1024, 1) for k, v in rss.items()},
                     rss_peak_mib=round(rss_kib("VmHWM") / 1024, 1),
                     # includes the ~1 s the fakes wait for late duplicates
@@ -254,6 +267,7 @@ def main() -> None:
     ap.add_argument("--chats", type=int, default=1000)
     ap.add_argument("--messages", type=int, default=10, help="messages per chat")
     ap.add_argument("--timeout", type=float, default=600.0, help="seconds to wait for the last reply")
+    ap.add_argument("--concurrency", type=int, default=64, help="gateway.maxConcurrentChats (default: the config default)")
     ap.add_argument("--no-extraction", action="store_true", help="do not start the extraction service (diagnosis)")
     ap.add_argument("--json", type=Path, help="also write the figures to this file")
     args = ap.parse_args()
