@@ -78,11 +78,11 @@ def _instant_llm(body: dict[str, Any]) -> Reply:
     return Reply(content=f"ok ({m.group(0)[1:-1]})" if m else "ok")
 
 
-def run_fakes(conn: Connection, chats: int, messages: int, timeout: float) -> None:
-    asyncio.run(_fakes(conn, chats, messages, timeout))
+def run_fakes(conn: Connection, chats: int, messages: int, timeout: float, rate: float) -> None:
+    asyncio.run(_fakes(conn, chats, messages, timeout, rate))
 
 
-async def _fakes(conn: Connection, chats: int, messages: int, timeout: float) -> None:
+async def _fakes(conn: Connection, chats: int, messages: int, timeout: float, rate: float) -> None:
     total = chats * messages
     answered: dict[int, list[int]] = defaultdict(list)
     strays = 0
@@ -105,10 +105,14 @@ async def _fakes(conn: Connection, chats: int, messages: int, timeout: float) ->
         conn.send({"telegram": tg.base_url, "token": tg.token, "openai": llm.url})
         await asyncio.to_thread(conn.recv)  # "go": the gateway is up
         first, cpu0 = time.perf_counter(), _cpu_seconds()
+        pushed = 0
         for i in range(messages):
             for chat in range(chats):
+                if rate and pushed % 10 == 0:  # paced: 10 messages at a time, on schedule
+                    await asyncio.sleep(max(0.0, first + pushed / rate - time.perf_counter()))
                 user = FIRST_USER + chat
                 tg.push_text(user, user, message_text(chat, i), username=f"user{chat}")
+                pushed += 1
         try:
             await asyncio.wait_for(done.wait(), timeout)
         except TimeoutError:
@@ -188,7 +192,7 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
     total = args.chats * args.messages
     ctx = multiprocessing.get_context("spawn")
     parent, child = ctx.Pipe()
-    proc = ctx.Process(target=run_fakes, args=(child, args.chats, args.messages, args.timeout), daemon=True)
+    proc = ctx.Process(target=run_fakes, args=(child, args.chats, args.messages, args.timeout, args.rate), daemon=True)
     proc.start()
     try:
         urls = await asyncio.to_thread(parent.recv)
@@ -212,13 +216,16 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
                 rss = {"before": rss_kib()}
                 marks = [(f"{q}%", total * q // 100) for q in (25, 50, 75, 100)]
                 depth = {"inbound": 0, "outbound": 0}
+                db_kib: dict[str, int] = {}  # SQLite files (with WAL): their page caches grow with them
                 outbound = app.bus.outbound_queue("telegram")
 
                 async def sample() -> None:
                     while marks:
                         replied = app.loop.stats.replied if app.loop else 0
                         while marks and replied >= marks[0][1]:
-                            rss[marks.pop(0)[0]] = rss_kib()
+                            mark = marks.pop(0)[0]
+                            rss[mark] = rss_kib()
+                            db_kib[mark] = sum(f.stat().st_size for f in (Path(tmp) / "data").glob("*.db*")) // 1024
                         depth["inbound"] = max(depth["inbound"], app.bus.inbound.qsize())
                         depth["outbound"] = max(depth["outbound"], outbound.qsize())
                         await asyncio.sleep(0.05)
@@ -234,6 +241,7 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
                 result.update(
                     chats=args.chats,
                     messages_per_chat=args.messages,
+                    offered_rate=args.rate or "all at once",
                     seeded_memories=seeded,
                     retrievals=stats.retrievals,
                     retrieval_share=round(stats.retrievals / max(1, stats.received), 3),
@@ -249,6 +257,7 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
                     llm_p50_ms=_pct(stats.llm_ms, 0.5),
                     rss_mib={k: round(v / 1024, 1) for k, v in rss.items()},
                     rss_peak_mib=round(rss_kib("VmHWM") / 1024, 1),
+                    sqlite_files_mib={k: round(v / 1024, 1) for k, v in db_kib.items()},
                     # includes the ~1 s the fakes wait for late duplicates
                     gateway_cpu_share=round(cpu / wall, 2),
                 )
@@ -267,6 +276,8 @@ def main() -> None:
     ap.add_argument("--chats", type=int, default=1000)
     ap.add_argument("--messages", type=int, default=10, help="messages per chat")
     ap.add_argument("--timeout", type=float, default=600.0, help="seconds to wait for the last reply")
+    ap.add_argument("--rate", type=float, default=0.0,
+                    help="offered load in messages/s (default 0: every message queued at once, which measures capacity)")
     ap.add_argument("--concurrency", type=int, default=64, help="gateway.maxConcurrentChats (default: the config default)")
     ap.add_argument("--no-extraction", action="store_true", help="do not start the extraction service (diagnosis)")
     ap.add_argument("--json", type=Path, help="also write the figures to this file")
