@@ -333,6 +333,11 @@ class App:
                 await svc.start()
                 self._started_services.append(svc)
         self._loop_task = asyncio.create_task(self.loop.run(), name="process-loop")
+        engine = getattr(self.backend, "engine", None)
+        if engine is not None:
+            # Recalled memories' access counts are written in batches, off the
+            # reply path; close() writes what is still pending.
+            self._tasks.append(asyncio.create_task(engine.run_access_flusher(), name="memory-access"))
         if self.http is not None:
             await self.http.start()
         results = await asyncio.gather(*(c.start() for c in channels), return_exceptions=True)

@@ -105,6 +105,12 @@ async def test_said_then_extracted_then_recalled_with_citation(tmp_path: Path) -
             prompt = json.dumps(fake.requests[-1]["messages"], ensure_ascii=False)
             assert "用户现在喝美式咖啡" in prompt
             assert "用户每天早上喝燕麦拿铁" not in prompt  # superseded facts are not recalled
+            # Recalling reinforces the memory, written in batches off the reply path.
+            engine = app.backend.engine  # type: ignore[union-attr]
+            assert any(t.get_name() == "memory-access" and not t.done() for t in app._tasks)
+            await engine.flush_access()
+            current = [m for m in await engine.list_memories("echo:alice") if "美式" in m.content]
+            assert current and current[0].access_count >= 1
         finally:
             await app.close()
 
