@@ -36,6 +36,7 @@ from typing import Any
 # a 429 arrives -- even inside its own exception constructor.
 os.environ.setdefault("PTB_TIMEDELTA", "true")
 
+import aiohttp
 from telegram import Bot, Message, MessageEntity, ReplyParameters, Update
 from telegram.constants import ChatAction, ChatType, UpdateType
 from telegram.error import (
@@ -47,14 +48,16 @@ from telegram.error import (
     NetworkError,
     RetryAfter,
     TelegramError,
+    TimedOut,
 )
-from telegram.request import BaseRequest, HTTPXRequest
+from telegram.request import BaseRequest, RequestData
 
 from channels.base import BaseChannel, ChannelFatalError
 from gateway.bus import InboundMessage, MessageBus, OutboundMessage
 from gateway.config import TelegramConfig
 
 __all__ = [
+    "AiohttpRequest",
     "INVALID_TOKEN_MESSAGE",
     "NOT_FOUND_MESSAGE",
     "MAX_MESSAGE_CHARS",
@@ -158,12 +161,107 @@ def _chat_id(chat_id: str) -> int | str:
     return int(chat_id) if chat_id.lstrip("-").isdigit() else chat_id
 
 
-def _default_request(pool_size: int, read_timeout: float) -> HTTPXRequest:
-    return HTTPXRequest(
+class AiohttpRequest(BaseRequest):
+    """python-telegram-bot's transport on an ``aiohttp`` session (a
+    dependency already: the HTTP server of the Feishu webhook and the fakes).
+
+    PTB's default ``HTTPXRequest`` costs ~0.7 ms of event-loop CPU per Bot
+    API call, ~1.3 ms with many pooled connections (httpcore checks every
+    idle connection for readability on each request); this costs ~0.2 ms
+    (docs/BENCHMARKS.md, "Gateway throughput"). Errors map as PTB's own
+    transports do: a timeout is :class:`~telegram.error.TimedOut`, any other
+    transport failure :class:`~telegram.error.NetworkError`; HTTP statuses
+    are PTB's business (``BaseRequest._request_wrapper``).
+    """
+
+    __slots__ = ("_connect_timeout", "_pool_size", "_pool_timeout", "_read_timeout", "_session")
+
+    def __init__(
+        self,
+        *,
+        connection_pool_size: int = 8,
+        connect_timeout: float = 5.0,
+        read_timeout: float = 5.0,
+        pool_timeout: float = 5.0,
+    ) -> None:
+        self._pool_size = connection_pool_size
+        self._connect_timeout = connect_timeout
+        self._read_timeout = read_timeout
+        self._pool_timeout = pool_timeout
+        self._session: aiohttp.ClientSession | None = None
+
+    @property
+    def read_timeout(self) -> float | None:
+        return self._read_timeout
+
+    async def initialize(self) -> None:
+        if self._session is None or self._session.closed:
+            self._session = aiohttp.ClientSession(
+                connector=aiohttp.TCPConnector(limit=self._pool_size, enable_cleanup_closed=True),
+                headers={"User-Agent": self.USER_AGENT},
+            )
+
+    async def shutdown(self) -> None:
+        session, self._session = self._session, None
+        if session is not None and not session.closed:
+            await session.close()
+
+    async def do_request(
+        self,
+        url: str,
+        method: str,
+        request_data: RequestData | None = None,
+        read_timeout: Any = BaseRequest.DEFAULT_NONE,
+        write_timeout: Any = BaseRequest.DEFAULT_NONE,
+        connect_timeout: Any = BaseRequest.DEFAULT_NONE,
+        pool_timeout: Any = BaseRequest.DEFAULT_NONE,
+    ) -> tuple[int, bytes]:
+        session = self._session
+        if session is None or session.closed:
+            raise RuntimeError("This AiohttpRequest is not initialized!")
+
+        def pick(value: Any, default: float) -> float | None:
+            return default if isinstance(value, type(BaseRequest.DEFAULT_NONE)) else value
+
+        read = pick(read_timeout, self._read_timeout)
+        connect = pick(connect_timeout, self._connect_timeout)
+        pool = pick(pool_timeout, self._pool_timeout)
+        # aiohttp's ``connect`` covers waiting for a pooled connection and
+        # opening a new one; a write goes to the socket buffer (no timeout).
+        timeout = aiohttp.ClientTimeout(
+            total=None,
+            connect=None if connect is None or pool is None else connect + pool,
+            sock_connect=connect,
+            sock_read=read,
+        )
+        data: Any = None
+        if request_data is not None:
+            files = request_data.multipart_data
+            if files:
+                form = aiohttp.FormData()
+                for name, value in request_data.json_parameters.items():
+                    form.add_field(name, value)
+                for name, part in files.items():
+                    filename, content = part[0], part[1]
+                    content_type = part[2] if len(part) > 2 else None
+                    form.add_field(name, content, filename=filename, content_type=content_type)
+                data = form
+            else:
+                data = request_data.json_parameters
+        try:
+            async with session.request(method, url, data=data, timeout=timeout) as resp:
+                return resp.status, await resp.read()
+        except TimeoutError as err:  # aiohttp's ServerTimeoutError is one too
+            raise TimedOut from err
+        except aiohttp.ClientError as err:
+            raise NetworkError(f"aiohttp.{err.__class__.__name__}: {err}") from err
+
+
+def _default_request(pool_size: int, read_timeout: float) -> BaseRequest:
+    return AiohttpRequest(
         connection_pool_size=pool_size,
         connect_timeout=5.0,
         read_timeout=read_timeout,
-        write_timeout=10.0,
         pool_timeout=5.0,
     )
 

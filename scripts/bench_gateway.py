@@ -231,10 +231,11 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
                         await asyncio.sleep(0.05)
 
                 sampler = asyncio.create_task(sample())
-                cpu0, wall0 = _cpu_seconds(), time.perf_counter()
+                cpu0, wall0, loop_cpu0 = _cpu_seconds(), time.perf_counter(), time.thread_time()
                 parent.send("go")
                 result: dict[str, Any] = await asyncio.to_thread(parent.recv)
                 cpu, wall = _cpu_seconds() - cpu0, time.perf_counter() - wall0
+                loop_cpu = time.thread_time() - loop_cpu0  # this thread runs the event loop
                 sampler.cancel()
                 stats = app.loop.stats
                 summary = stats.summary()
@@ -260,6 +261,12 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
                     sqlite_files_mib={k: round(v / 1024, 1) for k, v in db_kib.items()},
                     # includes the ~1 s the fakes wait for late duplicates
                     gateway_cpu_share=round(cpu / wall, 2),
+                    # per message: the whole process (SQLite threads included),
+                    # and the event loop's thread alone (it holds the GIL for
+                    # all the Python work, so it bounds throughput on its own)
+                    gateway_cpu_ms_per_message=round(cpu * 1000 / total, 2),
+                    loop_thread_cpu_ms_per_message=round(loop_cpu * 1000 / total, 2),
+                    load_average=[round(x, 2) for x in os.getloadavg()],
                 )
             finally:
                 await app.close()
