@@ -35,6 +35,7 @@ import httpx
 import structlog
 from pydantic import SecretStr
 
+from .aiohttp_transport import AiohttpTransport
 from .config import ProviderConfig
 
 __all__ = [
@@ -268,9 +269,11 @@ class LLMClient:
         self.max_retry_after = max_retry_after
         self._sleep = sleep
         self._owns_client = client is None
+        # The default sends through aiohttp: a third of httpcore's event-loop
+        # CPU per request (gateway/aiohttp_transport.py).
         self._client = client or httpx.AsyncClient(
             timeout=httpx.Timeout(timeout, connect=min(timeout, 10.0)),
-            limits=httpx.Limits(max_connections=100, max_keepalive_connections=20),
+            transport=AiohttpTransport(max_connections=100),
         )
         self._closed = False
 
