@@ -15,8 +15,9 @@ before it builds the next prompt. See ``gateway/loop.py`` for the order.
 from __future__ import annotations
 
 import secrets
+from collections import OrderedDict
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import aiosqlite
@@ -26,6 +27,8 @@ from memory.clock import Clock, SystemClock, format_ts, parse_ts
 from memory.db import Database, Migration, run_script
 
 __all__ = ["MIGRATIONS", "SessionStore", "StoredMessage"]
+
+_HISTORY = "history"  # Database.stamp name of the cached windows
 
 
 async def _m001_sessions(conn: aiosqlite.Connection) -> None:
@@ -112,10 +115,19 @@ def _row(r: aiosqlite.Row) -> StoredMessage:
 
 
 class SessionStore:
-    def __init__(self, db: Database, clock: Clock | None = None, *, window: int = 20) -> None:
+    def __init__(self, db: Database, clock: Clock | None = None, *, window: int = 20, cache_chats: int = 1024) -> None:
         self.db = db
         self.clock = clock or SystemClock()
         self.window_size = window
+        # key -> (stamp, the last `window` rows of the current session): a
+        # write-through cache of what every message reads, so the prompt
+        # costs no round trip to SQLite. Bounded (least recently used chats
+        # go); dropped when this process erases history (forget_owner) and
+        # when another process writes gateway.db (`myclaw memory forget
+        # --user`), noticed within a second (Database.stamp).
+        self.cache_chats = cache_chats
+        self._windows: OrderedDict[str, tuple[tuple[int, int], list[StoredMessage]]] = OrderedDict()
+        self._appends = 0  # a window read from SQLite is cached only if no append ran meanwhile
         # key -> current session id; one process owns gateway.db.
         self._current: dict[str, int] = {}
         # key -> rows marked buffered since the chat was last pruned. Pruning
@@ -124,8 +136,10 @@ class SessionStore:
         self._unpruned: dict[str, int] = {}
 
     @classmethod
-    async def open(cls, path: Path | str, clock: Clock | None = None, *, window: int = 20) -> SessionStore:
-        return cls(await Database.open(path, MIGRATIONS), clock, window=window)
+    async def open(
+        cls, path: Path | str, clock: Clock | None = None, *, window: int = 20, cache_chats: int = 1024
+    ) -> SessionStore:
+        return cls(await Database.open(path, MIGRATIONS), clock, window=window, cache_chats=cache_chats)
 
     async def close(self) -> None:
         await self.db.close()
@@ -179,24 +193,49 @@ class SessionStore:
             # The common case is one statement: no BEGIN/COMMIT round trips
             # holding the writer lock (it serialises every chat's writes).
             mid, _ = await self.db.write(_INSERT_MESSAGE, (sid, role, content, owner, sender_id, message_id, now))
-            return StoredMessage(mid, sid, channel, chat_id, role, content, owner, sender_id, message_id, now, False)
-        async with self.db.transaction() as conn:
-            sid = await self._ensure(conn, key, channel, chat_id)
-            cur = await conn.execute(_INSERT_MESSAGE, (sid, role, content, owner, sender_id, message_id, now))
-            mid = int(cur.lastrowid or 0)
-        self._current[key] = sid  # only once committed
-        return StoredMessage(mid, sid, channel, chat_id, role, content, owner, sender_id, message_id, now, False)
+        else:
+            async with self.db.transaction() as conn:
+                sid = await self._ensure(conn, key, channel, chat_id)
+                cur = await conn.execute(_INSERT_MESSAGE, (sid, role, content, owner, sender_id, message_id, now))
+                mid = int(cur.lastrowid or 0)
+            self._current[key] = sid  # only once committed
+        self._appends += 1
+        row = StoredMessage(mid, sid, channel, chat_id, role, content, owner, sender_id, message_id, now, False)
+        cached = self._windows.get(key)
+        if cached is not None:
+            rows = cached[1]
+            if rows and rows[-1].session_id != sid:  # a session this cache did not see
+                del self._windows[key]
+            else:
+                rows.append(row)
+                del rows[: -self.window_size]
+        return row
 
     async def window(self, key: str, limit: int | None = None) -> list[StoredMessage]:
         """The last ``limit`` (default: the window size) messages of the
         current session, oldest first."""
+        limit = limit or self.window_size
+        stamp = await self.db.stamp(_HISTORY)
+        cached = self._windows.get(key)
+        if cached is not None and limit <= self.window_size:
+            if cached[0] == stamp:
+                self._windows.move_to_end(key)
+                return cached[1][-limit:]
+            del self._windows[key]
+        appends = self._appends
         sid = await self.current(key)
         if sid is None:
             return []
         rows = await self.db.fetchall(
-            f"{_SELECT} WHERE m.session_id = ? ORDER BY m.id DESC LIMIT ?", (sid, limit or self.window_size)
+            f"{_SELECT} WHERE m.session_id = ? ORDER BY m.id DESC LIMIT ?", (sid, max(limit, self.window_size))
         )
-        return [_row(r) for r in reversed(rows)]
+        window = [_row(r) for r in reversed(rows)]
+        unchanged = appends == self._appends and self._current.get(key) == sid
+        if self.cache_chats > 0 and unchanged and await self.db.stamp(_HISTORY) == stamp:
+            self._windows[key] = (stamp, window[-self.window_size :])
+            while len(self._windows) > self.cache_chats:
+                self._windows.popitem(last=False)
+        return window[-limit:]
 
     async def unbuffered(self, key: str) -> list[StoredMessage]:
         """Messages of this chat (any session) not yet handed to memory."""
@@ -222,6 +261,10 @@ class SessionStore:
             n = 0
         if prune_key is not None:
             self._unpruned[prune_key] = n
+            cached = self._windows.get(prune_key)
+            if cached is not None:  # keep the cached rows' flags true
+                marked = set(ids)
+                cached[1][:] = [replace(r, buffered=True) if r.id in marked else r for r in cached[1]]
 
     async def prune(self, key: str) -> int:
         async with self.db.transaction() as conn:
@@ -245,6 +288,7 @@ class SessionStore:
         """Erase every Tier 0 message that belongs to ``owner`` (their words
         and the replies to them), in every chat."""
         async with self.db.transaction() as conn:
+            self.db.bump(_HISTORY)  # every cached window may hold their words
             cur = await conn.execute("DELETE FROM session_messages WHERE owner = ?", (owner,))
         return cur.rowcount
 
@@ -254,6 +298,7 @@ class SessionStore:
         async with self.db.transaction() as conn:
             await conn.execute("UPDATE sessions SET ended_at = ? WHERE key = ? AND ended_at IS NULL", (now, key))
             self._current.pop(key, None)
+            self._windows.pop(key, None)
             cur = await conn.execute(
                 "INSERT INTO sessions (key, channel, chat_id, started_at) VALUES (?, ?, ?, ?)",
                 (key, channel, chat_id, now),

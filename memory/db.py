@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -64,6 +65,13 @@ class Database:
         self._reader = reader
         self._lock = asyncio.Lock()
         self._closed = False
+        # Cache stamps (see stamp()): named counters bumped by in-process
+        # writers, and one bumped when another process changed the file.
+        self._versions: dict[str, int] = {}
+        self._dirty: set[str] = set()
+        self._external = 0
+        self._data_version: int | None = None
+        self._checked_at = float("-inf")
 
     @classmethod
     async def open(cls, path: Path | str, migrations: Sequence[Migration], *, busy_ms: int = 5000) -> Database:
@@ -117,6 +125,8 @@ class Database:
                 raise
             else:
                 await self._writer.execute("COMMIT")
+            finally:
+                self._bump_dirty()
 
     async def write(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> tuple[int, int]:
         """One statement on its own, atomic without ``BEGIN``/``COMMIT``
@@ -126,8 +136,45 @@ class Database:
         if self._closed:
             raise RuntimeError("database is closed")
         async with self._lock:
-            cur = await self._writer.execute(sql, params)
+            try:
+                cur = await self._writer.execute(sql, params)
+            finally:
+                self._bump_dirty()
             return int(cur.lastrowid or 0), cur.rowcount
+
+    # -- cache invalidation -------------------------------------------------------
+
+    def bump(self, name: str) -> None:
+        """Record that data cached under ``name`` changed (or is changing).
+
+        Called by a writer of this process: at once, and again when the
+        write or transaction in progress ends, so a reader that loaded the
+        old rows between the two (the reader connection does not see an
+        uncommitted transaction) does not keep them."""
+        self._versions[name] = self._versions.get(name, 0) + 1
+        if self._lock.locked():
+            self._dirty.add(name)
+
+    def _bump_dirty(self) -> None:
+        for name in self._dirty:
+            self._versions[name] = self._versions.get(name, 0) + 1
+        self._dirty.clear()
+
+    async def stamp(self, name: str, *, max_age: float = 1.0) -> tuple[int, int]:
+        """A value that changes whenever data cached under ``name`` may have
+        changed: a :meth:`bump` in this process, or a commit by another
+        process (``myclaw memory ...`` beside the gateway), noticed within
+        ``max_age`` seconds through ``PRAGMA data_version`` on the writer
+        connection (which counts other connections' commits only)."""
+        now = time.monotonic()
+        if now - self._checked_at >= max_age and not self._closed:
+            self._checked_at = now
+            rows = await self._writer.execute_fetchall("PRAGMA data_version")
+            version = int(next(iter(rows))[0])
+            if self._data_version is not None and version != self._data_version:
+                self._external += 1
+            self._data_version = version
+        return self._versions.get(name, 0), self._external
 
     async def fetchall(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> list[sqlite3.Row]:
         if self._closed:

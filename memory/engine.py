@@ -17,7 +17,7 @@ import hashlib
 import json
 import re
 import sqlite3
-from collections import Counter
+from collections import Counter, OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,6 +44,9 @@ from .types import (
 __all__ = ["MemoryEngine", "MemoryNotFound", "content_hash", "owner_key"]
 
 log = structlog.get_logger(component="memory")
+
+TIER1 = "tier1"  # Database.stamp name of what the profile cache holds
+PROFILE_CACHE_SIZE = 4096  # owners whose Tier 1 markdown is kept
 
 MAX_CONTENT_CHARS = 4000
 """A memory is a fact, not a document; longer text is cut at write time."""
@@ -139,6 +142,10 @@ class MemoryEngine:
         self.clock = clock or SystemClock()
         self._pending_access: Counter[int] = Counter()
         self._projects: dict[str, frozenset[str]] = {}
+        # (owner, include_global) -> (stamp, Tier 1 markdown): the system
+        # prompt reads it for every message, and it changes rarely (a tier-1
+        # write bumps the "tier1" stamp; see Database.stamp).
+        self._profiles: OrderedDict[tuple[str, bool], tuple[tuple[int, int], str]] = OrderedDict()
 
     @classmethod
     async def open(cls, path: Path | str, clock: Clock | None = None) -> MemoryEngine:
@@ -241,6 +248,8 @@ class MemoryEngine:
             (mid, owner_key(m.owner), index_text(content)),
         )
         self._projects.pop(m.owner, None)
+        if m.tier == 1:
+            self.db.bump(TIER1)
         async with conn.execute("SELECT * FROM memories WHERE id = ?", (mid,)) as c2:
             row = await c2.fetchone()
         assert row is not None
@@ -316,6 +325,8 @@ class MemoryEngine:
                 "UPDATE memories_fts SET text = ? WHERE rowid = ?", (index_text(sets["content"]), memory_id)
             )
         self._projects.pop(row["owner"], None)
+        if row["tier"] == 1 or sets.get("tier") == 1:
+            self.db.bump(TIER1)
         async with conn.execute("SELECT * FROM memories WHERE id = ?", (memory_id,)) as cur:
             new = await cur.fetchone()
         assert new is not None
@@ -334,7 +345,7 @@ class MemoryEngine:
             async with self.db.transaction() as c:
                 return await self.set_status(memory_id, status, superseded_by=superseded_by, conn=c)
         status = Status(status)
-        async with conn.execute("SELECT owner, content, status FROM memories WHERE id = ?", (memory_id,)) as cur:
+        async with conn.execute("SELECT owner, content, status, tier FROM memories WHERE id = ?", (memory_id,)) as cur:
             row = await cur.fetchone()
         if row is None:
             raise MemoryNotFound(f"no memory with id {memory_id}")
@@ -351,13 +362,15 @@ class MemoryEngine:
                 (memory_id, owner_key(row["owner"]), index_text(row["content"])),
             )
         self._projects.pop(row["owner"], None)
+        if row["tier"] == 1:
+            self.db.bump(TIER1)
 
     async def delete(self, memory_id: int, *, conn: aiosqlite.Connection | None = None) -> None:
         """Erase a memory for good (the user's right to have it gone)."""
         if conn is None:
             async with self.db.transaction() as c:
                 return await self.delete(memory_id, conn=c)
-        async with conn.execute("SELECT owner FROM memories WHERE id = ?", (memory_id,)) as cur:
+        async with conn.execute("SELECT owner, tier FROM memories WHERE id = ?", (memory_id,)) as cur:
             row = await cur.fetchone()
         if row is None:
             raise MemoryNotFound(f"no memory with id {memory_id}")
@@ -367,12 +380,15 @@ class MemoryEngine:
         await conn.execute("DELETE FROM memories WHERE id = ?", (memory_id,))
         await _scrub_log(conn, memory_id, content)
         self._projects.pop(row["owner"], None)
+        if row["tier"] == 1:
+            self.db.bump(TIER1)
 
     async def forget_owner(self, owner: str) -> dict[str, int]:
         """Erase everything stored about ``owner``: memories of every status,
         events, buffered messages and change-log entries. One transaction."""
         counts: dict[str, int] = {}
         async with self.db.transaction() as conn:
+            self.db.bump(TIER1)
             await conn.execute(
                 "DELETE FROM memories_fts WHERE rowid IN (SELECT id FROM memories WHERE owner = ?)", (owner,)
             )
@@ -464,9 +480,24 @@ class MemoryEngine:
         return [row_to_memory(r) for r in rows]
 
     async def profile_markdown(self, owner: str, *, limit: int = 100, include_global: bool = True) -> str:
-        """Tier 1 as a markdown list for the system prompt ('' when empty)."""
+        """Tier 1 as a markdown list for the system prompt ('' when empty).
+
+        Cached per owner (the default ``limit`` only) until a tier-1 row
+        changes here or another process writes the file (within a second)."""
+        key = (owner, include_global)
+        stamp = await self.db.stamp(TIER1)
+        cached = self._profiles.get(key) if limit == 100 else None
+        if cached is not None and cached[0] == stamp:
+            self._profiles.move_to_end(key)
+            return cached[1]
         items = await self.profile(owner, limit=limit, include_global=include_global)
-        return "\n".join(f"- {m.content}" for m in items)
+        text = "\n".join(f"- {m.content}" for m in items)
+        if limit == 100 and await self.db.stamp(TIER1) == stamp:  # nothing changed while reading
+            self._profiles[key] = (stamp, text)
+            self._profiles.move_to_end(key)
+            while len(self._profiles) > PROFILE_CACHE_SIZE:
+                self._profiles.popitem(last=False)
+        return text
 
     async def known_projects(self, owner: str) -> frozenset[str]:
         """Project partitions ``owner`` (or ``_global``) has memories in."""

@@ -27,6 +27,10 @@ log = structlog.get_logger(component="memory")
 
 BufferListener = Callable[[str], Awaitable[None] | None]
 
+_INSERT_BUFFER = """INSERT OR IGNORE INTO extraction_buffer
+    (owner, channel, chat_id, sender_id, message_id, role, content, token_count, created_at)"""
+_ONE_STATEMENT_ROWS = 100  # x 9 parameters, far below SQLite's limit of 32,766
+
 
 class SqliteMemory(MemoryBackend):
     kind = "sqlite"
@@ -92,26 +96,28 @@ class SqliteMemory(MemoryBackend):
         if not turns:
             return
         now = self.engine.now()
-        async with self.engine.db.transaction() as conn:
-            await conn.executemany(
-                """INSERT OR IGNORE INTO extraction_buffer
-                       (owner, channel, chat_id, sender_id, message_id, role, content, token_count, created_at)
-                   VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)""",
-                [
-                    (
-                        t.owner,
-                        t.channel,
-                        t.chat_id,
-                        t.sender_id,
-                        t.message_id,
-                        t.role,
-                        t.content.encode("utf-8", "ignore").decode("utf-8").replace("\x00", ""),
-                        estimate_tokens(t.content),
-                        format_ts(t.at) if t.at else now,
-                    )
-                    for t in turns
-                ],
+        rows = [
+            (
+                t.owner,
+                t.channel,
+                t.chat_id,
+                t.sender_id,
+                t.message_id,
+                t.role,
+                t.content.encode("utf-8", "ignore").decode("utf-8").replace("\x00", ""),
+                estimate_tokens(t.content),
+                format_ts(t.at) if t.at else now,
             )
+            for t in turns
+        ]
+        if len(rows) <= _ONE_STATEMENT_ROWS:
+            # A turn (two rows) is one multi-row INSERT: atomic on its own,
+            # one round trip to the writer thread instead of three.
+            values = ", ".join(["(?, ?, ?, ?, ?, ?, ?, ?, ?)"] * len(rows))
+            await self.engine.db.write(f"{_INSERT_BUFFER} VALUES {values}", [v for r in rows for v in r])
+        else:
+            async with self.engine.db.transaction() as conn:
+                await conn.executemany(f"{_INSERT_BUFFER} VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
         for owner in dict.fromkeys(t.owner for t in turns):
             for listener in self._listeners:
                 res = listener(owner)

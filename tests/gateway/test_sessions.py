@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 from gateway.sessions import SessionStore
@@ -71,3 +72,49 @@ async def test_turn_carries_provenance(tmp_path: Path, clock: ManualClock) -> No
         t = row.turn()
         assert (t.owner, t.channel, t.chat_id, t.role, t.sender_id, t.message_id) == ("alice", "telegram", "42", "user", "7", "99")
         assert t.at == clock.now()
+
+
+async def test_cached_window_matches_sqlite(tmp_path: Path, clock: ManualClock) -> None:
+    """The window is cached (write-through); it must always equal what
+    gateway.db holds, through appends, buffering, pruning and /new."""
+    async with await SessionStore.open(tmp_path / "g.db", clock, window=3, cache_chats=2) as store:
+        fresh = SessionStore(store.db, clock, window=3, cache_chats=0)  # reads SQLite every time
+
+        async def same(key: str = KEY) -> list[str]:
+            cached = await store.window(key)
+            fresh._current.clear()  # its own map of current sessions would miss /new
+            assert cached == await fresh.window(key)
+            return [m.content for m in cached]
+
+        ids = [await _add(store, "user", "m0")]
+        assert await same() == ["m0"]  # loaded and cached
+        for i in range(1, 5):
+            ids.append(await _add(store, "user", f"m{i}"))
+            assert await same() == [f"m{j}" for j in range(max(0, i - 2), i + 1)]
+        await store.mark_buffered(ids, prune_key=KEY)  # flags follow, pruned rows were older
+        assert await same() == ["m2", "m3", "m4"] and all(m.buffered for m in await store.window(KEY))
+        assert await store.window(KEY, limit=2) == await fresh.window(KEY, limit=2)
+        for other in ("telegram:1", "telegram:2"):  # only 2 chats cached: KEY is evicted
+            await _add(store, "user", "x", key=other)
+            await store.window(other)
+        assert KEY not in store._windows and await same() == ["m2", "m3", "m4"]
+        await store.new_session(KEY, channel="telegram", chat_id="42")
+        assert await same() == []
+        await _add(store, "user", "fresh")
+        assert await same() == ["fresh"]
+
+
+async def test_erasing_history_reaches_the_cached_window(tmp_path: Path, clock: ManualClock) -> None:
+    path = tmp_path / "g.db"
+    async with await SessionStore.open(path, clock) as store:
+        await _add(store, "user", "my secret")
+        assert [m.content for m in await store.window(KEY)] == ["my secret"]
+        await store.forget_owner("alice")  # in this process: at once
+        assert await store.window(KEY) == []
+        await _add(store, "user", "again")
+        assert [m.content for m in await store.window(KEY)] == ["again"]
+        # `myclaw memory forget --user alice` from another process: within a second
+        async with await SessionStore.open(path, clock) as cli:
+            assert await cli.forget_owner("alice") == 1
+        await asyncio.sleep(1.05)
+        assert await store.window(KEY) == []
