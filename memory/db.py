@@ -3,7 +3,18 @@
 One writer connection (serialised by an asyncio lock, so two coroutines never
 interleave inside one transaction) and one reader connection (WAL lets it read
 while a long write such as a weekly compression is open, so the reply path is
-not stuck behind the write path).
+not stuck behind the write path). Both run in aiosqlite's threads.
+
+A third connection, :attr:`Database.reader`, runs short reads (retrieval's
+few bounded queries per message) on the event loop's own thread. Through a
+thread they cost more than the query: the sqlite3 module releases and
+retakes the GIL for every row fetched, so a result of a few hundred rows
+waited for the busy event loop hundreds of times (retrieval 7-11 ms p50 in
+the running gateway against ~1.2 ms of work; docs/BENCHMARKS.md, "Gateway
+throughput"). A WAL reader does not wait for writers; its busy timeout is
+short (a reader is only ever busy during a WAL recovery) so the loop is
+never held for long. Scans over a table (extraction's queue, the memory
+page, exports) stay on :meth:`Database.fetchall`, in a thread.
 
 Schemas are ordered lists of migrations, applied inside a transaction each
 and recorded in ``PRAGMA user_version``. A shipped migration is never edited;
@@ -22,7 +33,7 @@ from typing import Any
 
 import aiosqlite
 
-__all__ = ["Database", "Migration", "SchemaTooNew", "run_script"]
+__all__ = ["Database", "InlineReader", "Migration", "SchemaTooNew", "run_script"]
 
 Migration = Callable[[aiosqlite.Connection], Awaitable[None]]
 
@@ -56,13 +67,35 @@ async def _configure(conn: aiosqlite.Connection, *, busy_ms: int) -> None:
     await conn.execute("PRAGMA cache_size = -16000")  # 16 MB page cache per connection
 
 
+class InlineReader:
+    """Short read-only queries on the event loop's thread (see the module
+    docstring): ``await reader.execute_fetchall(sql, params)``, the one
+    method of ``aiosqlite.Connection`` it keeps."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self._conn = conn
+
+    async def execute_fetchall(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> list[sqlite3.Row]:
+        return self._conn.execute(sql, params).fetchall()
+
+
+_INLINE_BUSY_MS = 100
+
+
 class Database:
     """A migrated SQLite file with a writer and a reader connection."""
 
-    def __init__(self, path: Path, writer: aiosqlite.Connection, reader: aiosqlite.Connection) -> None:
+    def __init__(
+        self,
+        path: Path,
+        writer: aiosqlite.Connection,
+        reader: aiosqlite.Connection,
+        inline: sqlite3.Connection | None = None,
+    ) -> None:
         self.path = path
         self._writer = writer
         self._reader = reader
+        self._inline = inline
         self._lock = asyncio.Lock()
         self._closed = False
         # Cache stamps (see stamp()): named counters bumped by in-process
@@ -91,7 +124,18 @@ class Database:
         reader.row_factory = sqlite3.Row
         await _configure(reader, busy_ms=busy_ms)
         await reader.execute("PRAGMA query_only = ON")
-        return cls(path, writer, reader)
+        inline = None
+        if str(path) != ":memory:":  # a second :memory: connection would be another database
+            inline = sqlite3.connect(str(path), isolation_level=None)
+            inline.row_factory = sqlite3.Row
+            for pragma in (
+                f"PRAGMA busy_timeout = {_INLINE_BUSY_MS}",
+                "PRAGMA temp_store = MEMORY",
+                "PRAGMA cache_size = -16000",
+                "PRAGMA query_only = ON",
+            ):
+                inline.execute(pragma)
+        return cls(path, writer, reader, inline)
 
     async def close(self) -> None:
         """Close both connections; safe to call twice."""
@@ -99,6 +143,8 @@ class Database:
             return
         self._closed = True
         async with self._lock:
+            if self._inline is not None:
+                self._inline.close()
             await self._reader.close()
             try:
                 await self._writer.execute("PRAGMA optimize")
@@ -190,8 +236,12 @@ class Database:
             return await cur.fetchone()
 
     @property
-    def reader(self) -> aiosqlite.Connection:
-        return self._reader
+    def reader(self) -> InlineReader | aiosqlite.Connection:
+        """For short, bounded reads only: they run on the event loop's thread
+        (the aiosqlite reader for an in-memory database)."""
+        if self._closed:
+            raise RuntimeError("database is closed")
+        return InlineReader(self._inline) if self._inline is not None else self._reader
 
 
 async def _migrate(conn: aiosqlite.Connection, migrations: Sequence[Migration]) -> None:

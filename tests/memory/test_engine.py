@@ -210,3 +210,27 @@ async def test_forget_owner_erases_everything_of_that_user_only(engine: MemoryEn
         assert {r[0] for r in rows} <= {"bob"}
     assert {r[0] for r in await engine.db.fetchall("SELECT rowid FROM memories_fts")} == {bob.id}
     assert len(await engine.db.fetchall("SELECT rowid FROM events_fts")) == 1
+
+
+async def test_inline_reader_sees_every_commit_and_only_reads(tmp_path: Path) -> None:
+    # Database.reader runs retrieval's short queries on the event loop's
+    # thread (memory/db.py); it must read what the writer committed.
+    import threading
+
+    db = await Database.open(tmp_path / "x.db", MIGRATIONS)
+    try:
+        await db.write("INSERT INTO meta(key, value) VALUES ('k', 'v1')")
+        rows = await db.reader.execute_fetchall("SELECT value FROM meta WHERE key = ?", ("k",))
+        assert [r["value"] for r in rows] == ["v1"]
+        await db.write("UPDATE meta SET value = 'v2' WHERE key = 'k'")
+        assert [r[0] for r in await db.reader.execute_fetchall("SELECT value FROM meta WHERE key = 'k'")] == ["v2"]
+        seen: list[str] = []
+        db.reader._conn.create_function("who", 0, lambda: seen.append(threading.current_thread().name) or 1)  # type: ignore[union-attr]
+        await db.reader.execute_fetchall("SELECT who()")
+        assert seen == [threading.current_thread().name]  # no hop to another thread
+        with pytest.raises(sqlite3.OperationalError):
+            await db.reader.execute_fetchall("DELETE FROM meta")
+    finally:
+        await db.close()
+    with pytest.raises(RuntimeError, match="closed"):
+        db.reader  # noqa: B018
