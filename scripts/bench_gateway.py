@@ -187,6 +187,7 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
     from gateway.app import App
     from gateway.config import Paths, load_config
     from gateway.logging import configure_logging
+    from gateway.runtime import tune_runtime
 
     configure_logging(level="WARNING")
     total = args.chats * args.messages
@@ -231,6 +232,8 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
                         await asyncio.sleep(0.05)
 
                 sampler = asyncio.create_task(sample())
+                if not args.default_runtime:
+                    tune_runtime()  # as `myclaw gateway` does once started
                 cpu0, wall0, loop_cpu0 = _cpu_seconds(), time.perf_counter(), time.thread_time()
                 parent.send("go")
                 result: dict[str, Any] = await asyncio.to_thread(parent.recv)
@@ -261,6 +264,7 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
                     sqlite_files_mib={k: round(v / 1024, 1) for k, v in db_kib.items()},
                     # includes the ~1 s the fakes wait for late duplicates
                     gateway_cpu_share=round(cpu / wall, 2),
+                    gc_tuned=not args.default_runtime,
                     # per message: the whole process (SQLite threads included),
                     # and the event loop's thread alone (it holds the GIL for
                     # all the Python work, so it bounds throughput on its own)
@@ -287,6 +291,8 @@ def main() -> None:
                     help="offered load in messages/s (default 0: every message queued at once, which measures capacity)")
     ap.add_argument("--concurrency", type=int, default=64, help="gateway.maxConcurrentChats (default: the config default)")
     ap.add_argument("--no-extraction", action="store_true", help="do not start the extraction service (diagnosis)")
+    ap.add_argument("--default-runtime", action="store_true",
+                    help="keep the interpreter's GC settings (diagnosis; see gateway/runtime.py)")
     ap.add_argument("--json", type=Path, help="also write the figures to this file")
     args = ap.parse_args()
     result = asyncio.run(bench(args))

@@ -31,7 +31,11 @@ def _install_signals(stop: asyncio.Event) -> None:
             pass
 
 
-async def run_gateway(cfg: Config, paths: Paths, *, stop: asyncio.Event | None = None) -> int:
+async def run_gateway(
+    cfg: Config, paths: Paths, *, stop: asyncio.Event | None = None, tune_runtime: bool = False
+) -> int:
+    """``tune_runtime``: apply :func:`gateway.runtime.tune_runtime` once
+    started (``myclaw gateway`` does; it changes process-wide settings)."""
     from gateway.app import App
 
     stop = stop or asyncio.Event()
@@ -40,6 +44,10 @@ async def run_gateway(cfg: Config, paths: Paths, *, stop: asyncio.Event | None =
     try:
         await app.open()
         await app.start()
+        if tune_runtime:
+            from gateway.runtime import tune_runtime as tune
+
+            tune()
         return await app.wait(stop)
     finally:
         await app.close()
@@ -97,7 +105,7 @@ def gateway(log_level: str) -> None:
     """Run the gateway with every channel enabled in the config."""
     cfg, paths = _load(require=True)
     _setup_logging(cfg, log_level)
-    sys.exit(_run(run_gateway(cfg, paths)))
+    sys.exit(_run(run_gateway(cfg, paths, tune_runtime=True)))
 
 
 @main.command()
