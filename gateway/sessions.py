@@ -160,16 +160,6 @@ class SessionStore:
             sid = self._current[key] = int(row["id"])
         return sid
 
-    async def _ensure(self, conn: aiosqlite.Connection, key: str, channel: str, chat_id: str) -> int:
-        sid = await self.current(key)
-        if sid is not None:
-            return sid
-        cur = await conn.execute(
-            "INSERT INTO sessions (key, channel, chat_id, started_at) VALUES (?, ?, ?, ?)",
-            (key, channel, chat_id, format_ts(self.clock.now())),
-        )
-        return int(cur.lastrowid or 0)
-
     async def append(
         self,
         key: str,
@@ -194,11 +184,19 @@ class SessionStore:
             # holding the writer lock (it serialises every chat's writes).
             mid, _ = await self.db.write(_INSERT_MESSAGE, (sid, role, content, owner, sender_id, message_id, now))
         else:
-            async with self.db.transaction() as conn:
-                sid = await self._ensure(conn, key, channel, chat_id)
-                cur = await conn.execute(_INSERT_MESSAGE, (sid, role, content, owner, sender_id, message_id, now))
-                mid = int(cur.lastrowid or 0)
-            self._current[key] = sid  # only once committed
+            # A chat's first message: its session, then the message, each one
+            # statement (no transaction holding the writer lock across round
+            # trips: 1,000 new chats at once queued every write behind them).
+            # A crash in between leaves an empty current session, used next time.
+            sid, created = await self.db.write(
+                "INSERT OR IGNORE INTO sessions (key, channel, chat_id, started_at) VALUES (?, ?, ?, ?)",
+                (key, channel, chat_id, now),
+            )
+            if not created:  # the unique index: a current session appeared meanwhile
+                self._current.pop(key, None)
+                sid = await self.current(key) or 0
+            self._current[key] = sid
+            mid, _ = await self.db.write(_INSERT_MESSAGE, (sid, role, content, owner, sender_id, message_id, now))
         self._appends += 1
         row = StoredMessage(mid, sid, channel, chat_id, role, content, owner, sender_id, message_id, now, False)
         cached = self._windows.get(key)
@@ -252,12 +250,11 @@ class SessionStore:
             return
         mark = f"UPDATE session_messages SET buffered = 1 WHERE id IN ({','.join('?' * len(ids))})"
         n = self._unpruned.get(prune_key, 0) + len(ids) if prune_key is not None else 0
-        if prune_key is None or n < self.window_size:
-            await self.db.write(mark, list(ids))  # one statement: no transaction round trips
-        else:
-            async with self.db.transaction() as conn:
-                await conn.execute(mark, list(ids))
-                await self._prune(conn, prune_key)
+        # Single statements, no transaction: pruning deletes only rows
+        # marked buffered, so a crash between the two just prunes later.
+        await self.db.write(mark, list(ids))
+        if prune_key is not None and n >= self.window_size:
+            await self.prune(prune_key)
             n = 0
         if prune_key is not None:
             self._unpruned[prune_key] = n
@@ -267,22 +264,18 @@ class SessionStore:
                 cached[1][:] = [replace(r, buffered=True) if r.id in marked else r for r in cached[1]]
 
     async def prune(self, key: str) -> int:
-        async with self.db.transaction() as conn:
-            return await self._prune(conn, key)
-
-    async def _prune(self, conn: aiosqlite.Connection, key: str) -> int:
         # Only rows memory already has may go; an unbuffered row stays, however
-        # old, until the loop buffers it.
+        # old, until the loop buffers it. One statement (atomic on its own).
         sid = await self.current(key)
         if sid is None:
             return 0
-        cur = await conn.execute(
+        _, deleted = await self.db.write(
             """DELETE FROM session_messages
                WHERE session_id = ? AND buffered = 1 AND id < COALESCE(
                    (SELECT id FROM session_messages WHERE session_id = ? ORDER BY id DESC LIMIT 1 OFFSET ?), 0)""",
             (sid, sid, self.window_size - 1),
         )
-        return cur.rowcount
+        return deleted
 
     async def forget_owner(self, owner: str) -> int:
         """Erase every Tier 0 message that belongs to ``owner`` (their words

@@ -234,3 +234,28 @@ async def test_inline_reader_sees_every_commit_and_only_reads(tmp_path: Path) ->
         await db.close()
     with pytest.raises(RuntimeError, match="closed"):
         db.reader  # noqa: B018
+
+
+async def test_single_writes_never_land_inside_an_open_transaction(tmp_path: Path) -> None:
+    # Database.write does not take the writer lock when no transaction is
+    # open; one started meanwhile must neither include nor lose it.
+    import asyncio
+
+    db = await Database.open(tmp_path / "w.db", MIGRATIONS)
+    try:
+        before = db.write("INSERT INTO meta(key, value) VALUES ('before', '1')")
+        task = asyncio.ensure_future(before)
+        await asyncio.sleep(0)  # queued to the writer thread
+        with pytest.raises(RuntimeError):
+            async with db.transaction() as conn:
+                await conn.execute("INSERT INTO meta(key, value) VALUES ('inside', '1')")
+                during = asyncio.ensure_future(db.write("INSERT INTO meta(key, value) VALUES ('during', '1')"))
+                await asyncio.sleep(0.05)
+                assert not during.done()  # waits for the transaction to end
+                raise RuntimeError("roll back")
+        await task
+        await during
+        keys = {r[0] for r in await db.fetchall("SELECT key FROM meta")}
+        assert {"before", "during"} <= keys and "inside" not in keys
+    finally:
+        await db.close()
