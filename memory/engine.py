@@ -13,15 +13,16 @@ reply path by :meth:`flush_access`.
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import json
 import re
 import sqlite3
 from collections import Counter, OrderedDict
-from collections.abc import Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import aiosqlite
 import structlog
@@ -44,6 +45,8 @@ from .types import (
 __all__ = ["MemoryEngine", "MemoryNotFound", "content_hash", "owner_key"]
 
 log = structlog.get_logger(component="memory")
+
+_W = TypeVar("_W", bound=Callable[..., Awaitable[Any]])
 
 TIER1 = "tier1"  # Database.stamp name of what the profile cache holds
 PROFILE_CACHE_SIZE = 4096  # owners whose Tier 1 markdown is kept
@@ -136,6 +139,20 @@ async def _scrub_log(conn: aiosqlite.Connection, memory_id: int, content: str) -
     )
 
 
+def _in_transaction(method: _W) -> _W:
+    """A write method given no ``conn`` runs in a transaction of its own;
+    given one, it joins the caller's (several writes, one atomic step)."""
+
+    @functools.wraps(method)
+    async def wrapper(self: MemoryEngine, *args: Any, conn: aiosqlite.Connection | None = None, **kwargs: Any) -> Any:
+        if conn is not None:
+            return await method(self, *args, conn=conn, **kwargs)
+        async with self.db.transaction() as c:
+            return await method(self, *args, conn=c, **kwargs)
+
+    return wrapper  # type: ignore[return-value]
+
+
 class MemoryEngine:
     def __init__(self, db: Database, clock: Clock | None = None) -> None:
         self.db = db
@@ -212,11 +229,10 @@ class MemoryEngine:
 
     # -- Tier 1 / Tier 2 writes --------------------------------------------
 
+    @_in_transaction
     async def add(self, m: NewMemory, *, conn: aiosqlite.Connection | None = None, at: str | None = None) -> Memory:
         """Insert one memory (active) and index it."""
-        if conn is None:
-            async with self.db.transaction() as c:
-                return await self.add(m, conn=c, at=at)
+        assert conn is not None  # opened by @_in_transaction when not given
         content = _clean_content(m.content)
         if not 0.0 <= m.importance <= 1.0:
             raise ValueError(f"importance must be within [0, 1], got {m.importance}")
@@ -266,6 +282,7 @@ class MemoryEngine:
                 ids.append((await self.add(m, conn=conn, at=at)).id)
         return ids
 
+    @_in_transaction
     async def update(
         self,
         memory_id: int,
@@ -280,19 +297,7 @@ class MemoryEngine:
         conn: aiosqlite.Connection | None = None,
     ) -> Memory:
         """Change fields of a memory; the FTS row follows the content."""
-        if conn is None:
-            async with self.db.transaction() as c:
-                return await self.update(
-                    memory_id,
-                    content=content,
-                    category=category,
-                    importance=importance,
-                    project=project,
-                    topic=topic,
-                    tier=tier,
-                    touch=touch,
-                    conn=c,
-                )
+        assert conn is not None  # opened by @_in_transaction when not given
         async with conn.execute("SELECT * FROM memories WHERE id = ?", (memory_id,)) as cur:
             row = await cur.fetchone()
         if row is None:
@@ -332,6 +337,7 @@ class MemoryEngine:
         assert new is not None
         return row_to_memory(new)
 
+    @_in_transaction
     async def set_status(
         self,
         memory_id: int,
@@ -341,9 +347,7 @@ class MemoryEngine:
         conn: aiosqlite.Connection | None = None,
     ) -> None:
         """Activate, supersede or archive; only active rows stay searchable."""
-        if conn is None:
-            async with self.db.transaction() as c:
-                return await self.set_status(memory_id, status, superseded_by=superseded_by, conn=c)
+        assert conn is not None  # opened by @_in_transaction when not given
         status = Status(status)
         async with conn.execute("SELECT owner, content, status, tier FROM memories WHERE id = ?", (memory_id,)) as cur:
             row = await cur.fetchone()
@@ -365,17 +369,15 @@ class MemoryEngine:
         if row["tier"] == 1:
             self.db.bump(TIER1)
 
+    @_in_transaction
     async def delete(self, memory_id: int, *, conn: aiosqlite.Connection | None = None) -> None:
         """Erase a memory for good (the user's right to have it gone)."""
-        if conn is None:
-            async with self.db.transaction() as c:
-                return await self.delete(memory_id, conn=c)
-        async with conn.execute("SELECT owner, tier FROM memories WHERE id = ?", (memory_id,)) as cur:
+        assert conn is not None  # opened by @_in_transaction when not given
+        async with conn.execute("SELECT owner, tier, content FROM memories WHERE id = ?", (memory_id,)) as cur:
             row = await cur.fetchone()
         if row is None:
             raise MemoryNotFound(f"no memory with id {memory_id}")
-        async with conn.execute("SELECT content FROM memories WHERE id = ?", (memory_id,)) as cur:
-            content = (await cur.fetchone())[0]
+        content = row["content"]
         await conn.execute("DELETE FROM memories_fts WHERE rowid = ?", (memory_id,))
         await conn.execute("DELETE FROM memories WHERE id = ?", (memory_id,))
         await _scrub_log(conn, memory_id, content)
@@ -552,6 +554,7 @@ class MemoryEngine:
 
     # -- Tier 3 -------------------------------------------------------------
 
+    @_in_transaction
     async def add_event(
         self,
         owner: str,
@@ -565,19 +568,7 @@ class MemoryEngine:
         compressed: bool = False,
         conn: aiosqlite.Connection | None = None,
     ) -> Event:
-        if conn is None:
-            async with self.db.transaction() as c:
-                return await self.add_event(
-                    owner,
-                    event_date,
-                    summary,
-                    channel=channel,
-                    chat_id=chat_id,
-                    raw_tokens=raw_tokens,
-                    provenance=provenance,
-                    compressed=compressed,
-                    conn=c,
-                )
+        assert conn is not None  # opened by @_in_transaction when not given
         summary = summary.encode("utf-8", "ignore").decode("utf-8").replace("\x00", "").strip()
         if not summary:
             raise ValueError("event summary is empty")
@@ -634,16 +625,14 @@ class MemoryEngine:
         )
         return [row_to_event(r) for r in rows]
 
+    @_in_transaction
     async def mark_events_compressed(self, ids: Sequence[int], *, conn: aiosqlite.Connection | None = None) -> None:
-        if conn is None:
-            async with self.db.transaction() as c:
-                return await self.mark_events_compressed(ids, conn=c)
+        assert conn is not None  # opened by @_in_transaction when not given
         await conn.executemany("UPDATE daily_events SET is_compressed = 1 WHERE id = ?", [(i,) for i in ids])
 
+    @_in_transaction
     async def delete_event(self, event_id: int, *, conn: aiosqlite.Connection | None = None) -> None:
-        if conn is None:
-            async with self.db.transaction() as c:
-                return await self.delete_event(event_id, conn=c)
+        assert conn is not None  # opened by @_in_transaction when not given
         cur = await conn.execute("DELETE FROM daily_events WHERE id = ?", (event_id,))
         if cur.rowcount == 0:
             raise MemoryNotFound(f"no event with id {event_id}")
