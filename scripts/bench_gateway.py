@@ -21,6 +21,10 @@ Reported:
 * the gateway's added latency p50/p95 without the LLM call
   (``ProcessLoop.stats.added_ms``: from a message's turn to its reply on
   the outbound queue), and the wait before a message's turn;
+* end-to-end latency p50/p95 as the fake Telegram sees it (an update
+  queued -> its reply's ``sendMessage`` served: long-poll pickup, the
+  gateway, the fake LLM over HTTP, the send), which no bookkeeping inside
+  the gateway can shift between "added" and "LLM";
 * nothing lost: answered / duplicated / missing / out of order;
 * RSS of the gateway process: before the run, at 25/50/75/100% of the
   replies, peak (VmHWM).
@@ -78,16 +82,18 @@ def _instant_llm(body: dict[str, Any]) -> Reply:
     return Reply(content=f"ok ({m.group(0)[1:-1]})" if m else "ok")
 
 
-def run_fakes(conn: Connection, chats: int, messages: int, timeout: float, rate: float) -> None:
-    asyncio.run(_fakes(conn, chats, messages, timeout, rate))
+def run_fakes(conn: Connection, chats: int, messages: int, timeout: float, rate: float, burst: int) -> None:
+    asyncio.run(_fakes(conn, chats, messages, timeout, rate, burst))
 
 
-async def _fakes(conn: Connection, chats: int, messages: int, timeout: float, rate: float) -> None:
+async def _fakes(conn: Connection, chats: int, messages: int, timeout: float, rate: float, burst: int) -> None:
     total = chats * messages
     answered: dict[int, list[int]] = defaultdict(list)
     strays = 0
     done = asyncio.Event()
     last = 0.0
+    pushed_at: dict[tuple[int, int], float] = {}
+    e2e_ms: list[float] = []  # update queued here -> its reply's sendMessage served here
 
     def on_send(m: SentMessage) -> None:
         nonlocal strays, last
@@ -96,6 +102,9 @@ async def _fakes(conn: Connection, chats: int, messages: int, timeout: float, ra
             strays += 1
         else:
             answered[int(tag.group(1))].append(int(tag.group(2)))
+            at = pushed_at.pop((int(tag.group(1)), int(tag.group(2))), None)
+            if at is not None:
+                e2e_ms.append((time.perf_counter() - at) * 1000)
         last = time.perf_counter()
         if tg.sent_count >= total:
             done.set()
@@ -108,9 +117,10 @@ async def _fakes(conn: Connection, chats: int, messages: int, timeout: float, ra
         pushed = 0
         for i in range(messages):
             for chat in range(chats):
-                if rate and pushed % 10 == 0:  # paced: 10 messages at a time, on schedule
+                if rate and pushed % burst == 0:  # paced: `burst` messages at a time, on schedule
                     await asyncio.sleep(max(0.0, first + pushed / rate - time.perf_counter()))
                 user = FIRST_USER + chat
+                pushed_at[(chat, i)] = time.perf_counter()
                 tg.push_text(user, user, message_text(chat, i), username=f"user{chat}")
                 pushed += 1
         try:
@@ -132,6 +142,9 @@ async def _fakes(conn: Connection, chats: int, messages: int, timeout: float, ra
                 "missing": total - sum(len(set(v)) for v in answered.values()),
                 "out_of_order_chats": sum(1 for v in answered.values() if v != sorted(v)),
                 "strays": strays,
+                # the whole round: long-poll pickup, gateway, LLM call, sendMessage
+                "end_to_end_p50_ms": _pct(e2e_ms, 0.5),
+                "end_to_end_p95_ms": _pct(e2e_ms, 0.95),
                 "llm_requests": len(llm.requests),
                 "extraction_requests": sum(1 for r in llm.requests if r.get("response_format")),
                 "telegram_calls": dict(tg.counts),
@@ -193,7 +206,7 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
     total = args.chats * args.messages
     ctx = multiprocessing.get_context("spawn")
     parent, child = ctx.Pipe()
-    proc = ctx.Process(target=run_fakes, args=(child, args.chats, args.messages, args.timeout, args.rate), daemon=True)
+    proc = ctx.Process(target=run_fakes, args=(child, args.chats, args.messages, args.timeout, args.rate, args.burst), daemon=True)
     proc.start()
     try:
         urls = await asyncio.to_thread(parent.recv)
@@ -246,6 +259,7 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
                     chats=args.chats,
                     messages_per_chat=args.messages,
                     offered_rate=args.rate or "all at once",
+                    burst=args.burst if args.rate else None,
                     seeded_memories=seeded,
                     retrievals=stats.retrievals,
                     retrieval_share=round(stats.retrievals / max(1, stats.received), 3),
@@ -289,6 +303,9 @@ def main() -> None:
     ap.add_argument("--timeout", type=float, default=600.0, help="seconds to wait for the last reply")
     ap.add_argument("--rate", type=float, default=0.0,
                     help="offered load in messages/s (default 0: every message queued at once, which measures capacity)")
+    ap.add_argument("--burst", type=int, default=1,
+                    help="with --rate: queue this many messages at a time (default 1: evenly spaced; "
+                         "10 was the fixed behaviour before, a burst every 100 ms at 100/s)")
     ap.add_argument("--concurrency", type=int, default=64, help="gateway.maxConcurrentChats (default: the config default)")
     ap.add_argument("--no-extraction", action="store_true", help="do not start the extraction service (diagnosis)")
     ap.add_argument("--default-runtime", action="store_true",
