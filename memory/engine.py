@@ -473,7 +473,9 @@ class MemoryEngine:
         """Tier 1 of ``owner`` (plus ``_global``), most important first."""
         owners = [owner, GLOBAL_OWNER] if include_global and owner != GLOBAL_OWNER else [owner]
         marks = ",".join("?" * len(owners))
-        rows = await self.db.fetchall(
+        # On the loop thread (Database.reader): Tier 1 is small and indexed,
+        # and a thread hop cost a user's first prompt ~2 ms.
+        rows = await self.db.reader.execute_fetchall(
             f"""SELECT * FROM memories
                 WHERE tier = 1 AND status = 'active' AND owner IN ({marks})
                 ORDER BY importance DESC, updated_at DESC, id DESC LIMIT ?""",
