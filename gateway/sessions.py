@@ -24,6 +24,7 @@ import aiosqlite
 
 from memory.backend import Turn
 from memory.clock import Clock, SystemClock, format_ts, parse_ts
+from memory.batch import RowBatcher, insert_statement
 from memory.db import Database, Migration, run_script
 
 __all__ = ["MIGRATIONS", "SessionStore", "StoredMessage"]
@@ -94,8 +95,8 @@ class StoredMessage:
 
 
 _SELECT = """SELECT m.*, s.channel, s.chat_id FROM session_messages m JOIN sessions s ON s.id = m.session_id"""
-_INSERT_MESSAGE = """INSERT INTO session_messages (session_id, role, content, owner, sender_id, message_id, created_at)
-                     VALUES (?, ?, ?, ?, ?, ?, ?)"""
+_INSERT_HEAD = "INSERT INTO session_messages (session_id, role, content, owner, sender_id, message_id, created_at)"
+_INSERT_MESSAGE = f"{_INSERT_HEAD} VALUES (?, ?, ?, ?, ?, ?, ?)"
 
 
 def _row(r: aiosqlite.Row) -> StoredMessage:
@@ -134,6 +135,17 @@ class SessionStore:
         # every `window` rows instead of every turn halves the writes per
         # message; gateway.db holds at most ~2 windows per chat.
         self._unpruned: dict[str, int] = {}
+        # Group commit (memory/batch.py): concurrent chats' appends and
+        # marks are one statement per round trip to the writer thread.
+        self._inserts = RowBatcher(db, insert_statement(_INSERT_HEAD, 7, returning="id"), 7, returning=True)
+        self._marks = RowBatcher(
+            db, lambda n: f"UPDATE session_messages SET buffered = 1 WHERE id IN ({','.join('?' * n)})", 1
+        )
+
+    async def flush(self) -> None:
+        """Wait until every append and mark queued so far is written."""
+        await self._inserts.drain()
+        await self._marks.drain()
 
     @classmethod
     async def open(
@@ -142,6 +154,7 @@ class SessionStore:
         return cls(await Database.open(path, MIGRATIONS), clock, window=window, cache_chats=cache_chats)
 
     async def close(self) -> None:
+        await self.flush()
         await self.db.close()
 
     async def __aenter__(self) -> SessionStore:
@@ -185,9 +198,9 @@ class SessionStore:
         now = format_ts(self.clock.now())
         sid = await self.current(key)
         if sid is not None:
-            # The common case is one statement: no BEGIN/COMMIT round trips
-            # holding the writer lock (it serialises every chat's writes).
-            mid, _ = await self.db.write(_INSERT_MESSAGE, (sid, role, content, owner, sender_id, message_id, now))
+            # The common case: one row of a multi-row INSERT shared with the
+            # other chats writing now (no BEGIN/COMMIT holding the lock).
+            (mid,) = await self._inserts.write([(sid, role, content, owner, sender_id, message_id, now)])
         else:
             # A chat's first message: its session, then the message, each one
             # statement (no transaction holding the writer lock across round
@@ -253,11 +266,11 @@ class SessionStore:
         been marked since the last prune)."""
         if not ids:
             return
-        mark = f"UPDATE session_messages SET buffered = 1 WHERE id IN ({','.join('?' * len(ids))})"
         n = self._unpruned.get(prune_key, 0) + len(ids) if prune_key is not None else 0
         # Single statements, no transaction: pruning deletes only rows
         # marked buffered, so a crash between the two just prunes later.
-        await self.db.write(mark, list(ids))
+        for start in range(0, len(ids), self._marks.max_rows):
+            await self._marks.write([(i,) for i in ids[start : start + self._marks.max_rows]])
         if prune_key is not None and n >= self.window_size:
             await self.prune(prune_key)
             n = 0
@@ -285,6 +298,7 @@ class SessionStore:
     async def forget_owner(self, owner: str) -> int:
         """Erase every Tier 0 message that belongs to ``owner`` (their words
         and the replies to them), in every chat."""
+        await self.flush()  # an append still queued would land after the DELETE
         async with self.db.transaction() as conn:
             self.db.bump(_HISTORY)  # every cached window may hold their words
             cur = await conn.execute("DELETE FROM session_messages WHERE owner = ?", (owner,))
@@ -293,6 +307,7 @@ class SessionStore:
     async def new_session(self, key: str, *, channel: str, chat_id: str) -> int:
         """End the current session (its rows are kept) and start a fresh one."""
         now = format_ts(self.clock.now())
+        await self.flush()
         async with self.db.transaction() as conn:
             await conn.execute("UPDATE sessions SET ended_at = ? WHERE key = ? AND ended_at IS NULL", (now, key))
             self._current.pop(key, None)

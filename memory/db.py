@@ -192,6 +192,16 @@ class Database:
             cur = await self._writer.execute(sql, params)
             return int(cur.lastrowid or 0), cur.rowcount
 
+    async def write_returning(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> list[sqlite3.Row]:
+        """Like :meth:`write` for a statement with ``RETURNING``: its rows, in
+        one round trip (the statement runs to its end, so it has committed)."""
+        if self._closed:
+            raise RuntimeError("database is closed")
+        if not self._lock.locked():
+            return list(await self._writer.execute_fetchall(sql, params))
+        async with self._lock:
+            return list(await self._writer.execute_fetchall(sql, params))
+
     # -- cache invalidation -------------------------------------------------------
 
     def bump(self, name: str) -> None:

@@ -15,6 +15,7 @@ from collections.abc import Awaitable, Callable, Sequence
 import structlog
 
 from .backend import MemoryBackend, Turn
+from .batch import RowBatcher, insert_statement
 from .clock import format_ts
 from .engine import MemoryEngine
 from .retrieval import Retriever
@@ -39,6 +40,9 @@ class SqliteMemory(MemoryBackend):
         self.engine = engine
         self.retriever = retriever or Retriever(engine)
         self._listeners: list[BufferListener] = []
+        # Group commit (memory/batch.py): the turns concurrent chats buffer
+        # now are one multi-row INSERT, one round trip to the writer thread.
+        self._buffer_rows = RowBatcher(engine.db, insert_statement(_INSERT_BUFFER, 9), 9)
 
     def on_buffered(self, listener: BufferListener) -> None:
         """Call ``listener(owner)`` after turns of ``owner`` were buffered."""
@@ -111,10 +115,9 @@ class SqliteMemory(MemoryBackend):
             for t in turns
         ]
         if len(rows) <= _ONE_STATEMENT_ROWS:
-            # A turn (two rows) is one multi-row INSERT: atomic on its own,
-            # one round trip to the writer thread instead of three.
-            values = ", ".join(["(?, ?, ?, ?, ?, ?, ?, ?, ?)"] * len(rows))
-            await self.engine.db.write(f"{_INSERT_BUFFER} VALUES {values}", [v for r in rows for v in r])
+            # A turn (two rows) is part of one multi-row INSERT: atomic on
+            # its own, shared with the other chats buffering now.
+            await self._buffer_rows.write(rows)
         else:
             async with self.engine.db.transaction() as conn:
                 await conn.executemany(f"{_INSERT_BUFFER} VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
@@ -125,4 +128,5 @@ class SqliteMemory(MemoryBackend):
                     await res
 
     async def close(self) -> None:
+        await self._buffer_rows.drain()
         await self.engine.close()

@@ -118,3 +118,37 @@ async def test_erasing_history_reaches_the_cached_window(tmp_path: Path, clock: 
             assert await cli.forget_owner("alice") == 1
         await asyncio.sleep(1.05)
         assert await store.window(KEY) == []
+
+
+async def test_concurrent_chats_appends_share_statements_and_keep_their_rows(tmp_path: Path, clock: ManualClock) -> None:
+    store = await SessionStore.open(tmp_path / "gateway.db", clock, window=4)
+    try:
+        keys = [f"telegram:{i}" for i in range(30)]
+        for k in keys:  # every chat has its session
+            await _add(store, "user", "hello", key=k)
+        before = store._inserts.statements
+        ids = await asyncio.gather(*(_add(store, "assistant", f"reply to {k}", key=k) for k in keys))
+        assert store._inserts.statements - before < len(keys)  # group commit
+        store._windows.clear()  # read SQLite, not the cache
+        for k, i in zip(keys, ids, strict=True):
+            last = (await store.window(k))[-1]
+            assert (last.id, last.content, last.chat_id) == (i, f"reply to {k}", k.split(":")[1])
+        await store.mark_buffered(ids)
+        for k in keys:  # the replies are marked, the first messages are not
+            assert [m.content for m in await store.unbuffered(k)] == ["hello"]
+    finally:
+        await store.close()
+
+
+async def test_erasure_waits_for_appends_still_queued(tmp_path: Path, clock: ManualClock) -> None:
+    store = await SessionStore.open(tmp_path / "gateway.db", clock, window=4)
+    try:
+        await _add(store, "user", "first")
+        pending = asyncio.create_task(_add(store, "user", "my secret"))
+        await asyncio.sleep(0)  # queued, not yet written
+        assert await store.forget_owner("alice") >= 1
+        await pending
+        rows = await store.db.fetchall("SELECT content FROM session_messages")
+        assert rows == []  # the queued append was written first, then erased
+    finally:
+        await store.close()

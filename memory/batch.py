@@ -1,0 +1,142 @@
+"""Group commit: rows of one kind from many callers, one statement per round trip.
+
+Every write through aiosqlite is a hop to its thread and back through the
+event loop, and in a busy gateway those hops (and the GIL hand-offs they
+cause), not SQLite, were the cost of the Tier 0 and extraction-buffer
+writes: four per message. A :class:`RowBatcher` queues the rows of
+concurrent callers and writes everything queued as one multi-row statement
+when the previous one is done, so under load N chats' rows cost one hop,
+and a lone caller still costs one.
+
+A statement is atomic on its own (autocommit). When one fails, each caller's
+rows are written again alone, so only the caller whose rows are at fault
+gets the error.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from .db import Database
+
+__all__ = ["RowBatcher", "insert_statement"]
+
+# SQLite allows 32,766 parameters per statement (3.32+); stay well below.
+_MAX_PARAMS = 30_000
+
+
+def insert_statement(head: str, width: int, returning: str = "") -> Callable[[int], str]:
+    """``head VALUES (?, ...), (?, ...) [RETURNING ...]`` for ``n`` rows."""
+    one = "(" + ", ".join("?" * width) + ")"
+    tail = f" RETURNING {returning}" if returning else ""
+    return lambda n: f"{head} VALUES {', '.join([one] * n)}{tail}"
+
+
+@dataclass
+class _Job:
+    rows: list[Sequence[Any]]
+    future: asyncio.Future[list[Any]] = field(repr=False)
+
+
+class RowBatcher:
+    """Write rows of one statement shape for many callers at once.
+
+    ``build(n)`` gives the SQL for ``n`` rows of ``width`` parameters each.
+    With ``returning``, the statement must return one value per row (e.g.
+    ``RETURNING id`` of a rowid table), and :meth:`write` gives each caller
+    the values of its rows: sorted ascending and matched to the rows in
+    order, which holds for rowids inserted by the single writer connection.
+    """
+
+    def __init__(
+        self, db: Database, build: Callable[[int], str], width: int, *, returning: bool = False
+    ) -> None:
+        self.db = db
+        self.build = build
+        self.width = width
+        self.returning = returning
+        self.max_rows = max(1, _MAX_PARAMS // max(1, width))
+        self._queue: deque[_Job] = deque()
+        self._flusher: asyncio.Task[None] | None = None
+        self.statements = 0  # written so far (for benchmarks and tests)
+
+    async def write(self, rows: Sequence[Sequence[Any]]) -> list[Any]:
+        """Queue ``rows`` for the next statement; return once it committed
+        (with their RETURNING values if ``returning``). Cancelling the
+        caller does not take its rows back."""
+        if not rows:
+            return []
+        if len(rows) > self.max_rows:  # one statement each, so a caller's rows are atomic
+            raise ValueError(f"at most {self.max_rows} rows per write, got {len(rows)}")
+        for r in rows:
+            if len(r) != self.width:
+                raise ValueError(f"expected {self.width} values per row, got {len(r)}")
+        future: asyncio.Future[list[Any]] = asyncio.get_running_loop().create_future()
+        future.add_done_callback(_consume)
+        self._queue.append(_Job(list(rows), future))
+        if self._flusher is None or self._flusher.done():
+            self._flusher = asyncio.create_task(self._flush(), name="row-batcher")
+        return await asyncio.shield(future)
+
+    async def drain(self) -> None:
+        """Wait until every row queued so far is written (or failed)."""
+        while self._flusher is not None and not self._flusher.done():
+            await asyncio.wait([self._flusher])
+
+    async def _flush(self) -> None:
+        while self._queue:
+            batch: list[_Job] = []
+            n = 0
+            while self._queue and (not batch or n + len(self._queue[0].rows) <= self.max_rows):
+                job = self._queue.popleft()
+                batch.append(job)
+                n += len(job.rows)
+            try:
+                out = await self._run([r for job in batch for r in job.rows])
+            except Exception as exc:
+                if len(batch) == 1:
+                    _settle(batch[0], exc)
+                    continue
+                for job in batch:  # only the rows at fault fail
+                    try:
+                        _settle(job, await self._run(job.rows))
+                    except Exception as one:
+                        _settle(job, one)
+                continue
+            i = 0
+            for job in batch:
+                _settle(job, out[i : i + len(job.rows)] if self.returning else [])
+                i += len(job.rows)
+
+    async def _run(self, rows: list[Sequence[Any]]) -> list[Any]:
+        """One statement (batches never exceed ``max_rows``)."""
+        sql = self.build(len(rows))
+        params = [v for r in rows for v in r]
+        self.statements += 1
+        if not self.returning:
+            await self.db.write(sql, params)
+            return []
+        got = sorted(r[0] for r in await self.db.write_returning(sql, params))
+        if len(got) != len(rows):
+            raise RuntimeError(f"expected {len(rows)} returned values, got {len(got)}")
+        return got
+
+
+def _settle(job: _Job, result: list[Any] | BaseException) -> None:
+    if job.future.done():
+        return
+    if isinstance(result, BaseException):
+        job.future.set_exception(result)
+    else:
+        job.future.set_result(result)
+
+
+def _consume(f: asyncio.Future[list[Any]]) -> None:
+    # A caller cancelled while waiting never reads its future's error;
+    # reading it here keeps asyncio from logging it as lost.
+    if not f.cancelled():
+        f.exception()
