@@ -166,6 +166,21 @@ async def test_stop_confirms_offset_so_restart_does_not_redeliver(
 # -- sending ------------------------------------------------------------------------------
 
 
+async def test_reply_in_a_forum_topic_goes_back_to_that_topic(
+    fake: FakeTelegram, bus: MessageBus, make_channel: Any
+) -> None:
+    await make_channel(sender=True)
+    fake.push_text(-100777, 5, "@bot status?", chat_type="supergroup", mention=True, message_thread_id=42, topic=True)
+    msg = await next_inbound(bus)
+    assert msg.metadata.get("message_thread_id") == 42
+    await bus.publish_outbound(
+        OutboundMessage("telegram", msg.chat_id, "all good", reply_to=msg.message_id, metadata=dict(msg.metadata))
+    )
+    [sent] = await fake.wait_sent(1)
+    assert (sent.chat_id, sent.text, sent.message_thread_id) == (-100777, "all good", 42)
+    assert sent.reply_to == int(msg.message_id)
+
+
 async def test_reply_on_outbound_queue_reaches_same_chat(fake: FakeTelegram, bus: MessageBus, make_channel: Any) -> None:
     await make_channel(sender=True)
     fake.push_text(2002, 2002, "ping")

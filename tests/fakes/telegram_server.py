@@ -247,6 +247,7 @@ class FakeTelegram:
         reply_to_bot: bool = False,
         mention: bool = False,
         message_thread_id: int | None = None,
+        topic: bool = False,
     ) -> dict[str, Any]:
         """Queue a text message update as Telegram would build it; returns
         the message object (``["message_id"]`` for reply assertions)."""
@@ -282,6 +283,8 @@ class FakeTelegram:
             message["entities"] = entities
         if message_thread_id is not None:
             message["message_thread_id"] = message_thread_id
+        if topic:  # a message in a forum topic (then message_thread_id is the topic)
+            message["is_topic_message"] = True
         if reply_to_bot:
             message["reply_to_message"] = self._last_bot_message.get(chat_id) or self._bot_message(chat, "(earlier reply)")
         if self.record:
