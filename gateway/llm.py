@@ -276,6 +276,9 @@ class LLMClient:
             transport=AiohttpTransport(max_connections=100),
         )
         self._closed = False
+        self._url = httpx.URL(f"{self.base_url}/chat/completions")
+        self._timeout = {"timeout": httpx.Timeout(timeout).as_dict()}
+        self._built_headers: tuple[str, list[tuple[str, str]]] | None = None
 
     @classmethod
     def from_config(
@@ -309,6 +312,20 @@ class LLMClient:
         key = self._key.get_secret_value()
         return {"Authorization": f"Bearer {key}"} if key else {}
 
+    def _request(self, body: Mapping[str, Any]) -> httpx.Request:
+        """What ``client.post(url, json=body, headers=..., timeout=...)``
+        builds, made directly: httpx's ``build_request`` (merging URL,
+        headers, cookies and timeout per call) cost ~0.04 ms of event-loop
+        CPU per request (micro-benchmark against the local fake)."""
+        key = self._key.get_secret_value()
+        if self._built_headers is None or self._built_headers[0] != key:
+            headers = httpx.Headers(self._client.headers)
+            headers.update(self._headers())
+            headers["Content-Type"] = "application/json"
+            self._built_headers = (key, list(headers.multi_items()))
+        content = json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode("utf-8")
+        return httpx.Request("POST", self._url, headers=self._built_headers[1], content=content, extensions=self._timeout)
+
     def _backoff(self, attempt: int, resp: httpx.Response | None) -> float:
         asked = _retry_after(resp) if resp is not None else None
         if asked is not None:
@@ -340,12 +357,12 @@ class LLMClient:
             body["response_format"] = dict(response_format)
         if extra:
             body.update(extra)
-        url = f"{self.base_url}/chat/completions"
+        request = self._request(body)
         started = time.perf_counter()
         attempt = 0
         while True:
             try:
-                resp = await self._client.post(url, json=body, headers=self._headers(), timeout=self.timeout)
+                resp = await self._client.send(request)
             except httpx.HTTPError as exc:
                 if _retryable_transport(exc) and attempt < self.max_retries:
                     delay = self._backoff(attempt, None)
