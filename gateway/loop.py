@@ -79,6 +79,9 @@ def _percentile(values: Sequence[float], q: float) -> float:
     return s[min(len(s) - 1, int(q * len(s)))]
 
 
+STATS_SAMPLES = 10_000
+
+
 @dataclass
 class LoopStats:
     """Counters for tests, logs and ``scripts/bench_gateway.py``.
@@ -99,10 +102,12 @@ class LoopStats:
     retrievals: int = 0
     buffered: int = 0  # rows handed to memory
     buffer_errors: int = 0
-    added_ms: deque[float] = field(default_factory=lambda: deque(maxlen=200_000))
-    wait_ms: deque[float] = field(default_factory=lambda: deque(maxlen=200_000))
-    retrieval_ms: deque[float] = field(default_factory=lambda: deque(maxlen=200_000))
-    llm_ms: deque[float] = field(default_factory=lambda: deque(maxlen=200_000))
+    # The latest STATS_SAMPLES of each: percentiles of recent traffic in
+    # ~0.3 MB per series, not a gateway's whole life (200,000 were 25 MB).
+    added_ms: deque[float] = field(default_factory=lambda: deque(maxlen=STATS_SAMPLES))
+    wait_ms: deque[float] = field(default_factory=lambda: deque(maxlen=STATS_SAMPLES))
+    retrieval_ms: deque[float] = field(default_factory=lambda: deque(maxlen=STATS_SAMPLES))
+    llm_ms: deque[float] = field(default_factory=lambda: deque(maxlen=STATS_SAMPLES))
 
     def summary(self) -> dict[str, float]:
         added = list(self.added_ms)
