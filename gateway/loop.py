@@ -102,6 +102,7 @@ class LoopStats:
     retrievals: int = 0
     buffered: int = 0  # rows handed to memory
     buffer_errors: int = 0
+    redelivered: int = 0  # a message already answered, delivered again (ignored)
     # The latest STATS_SAMPLES of each: percentiles of recent traffic in
     # ~0.3 MB per series, not a gateway's whole life (200,000 were 25 MB).
     added_ms: deque[float] = field(default_factory=lambda: deque(maxlen=STATS_SAMPLES))
@@ -251,6 +252,15 @@ class ProcessLoop:
         started = item.started or item.received
         t0 = time.perf_counter()
         history = await self.sessions.window(key)
+        if msg.message_id and item.user is None and _answered(history, msg.message_id):
+            # At-least-once delivery: Feishu retries a webhook whose answer
+            # was late and redelivers after a reconnect, Telegram resends the
+            # last batch when the process stopped before confirming it. The
+            # reply row carries the message's id and is in Tier 0, so this
+            # holds across restarts too. (Asked but never answered: answered now.)
+            self.stats.redelivered += 1
+            log.info("message already answered; ignoring the redelivery", chat=key, message_id=msg.message_id)
+            return ""
         hits = await self._recall(user, msg.text, history, private=private)
         retrieval_ms = (time.perf_counter() - t0) * 1000
 
@@ -456,6 +466,11 @@ class ProcessLoop:
             await asyncio.gather(*self._workers.values(), return_exceptions=True)
         if self._buffering:
             await asyncio.gather(*self._buffering.values(), return_exceptions=True)
+
+
+def _answered(history: Sequence[StoredMessage], message_id: str) -> bool:
+    """Is there a reply to ``message_id`` in the window (reply rows carry the id of the message they answer)?"""
+    return any(m.role == "assistant" and m.message_id == message_id for m in history)
 
 
 def log_debug_enabled() -> bool:

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -46,6 +47,9 @@ class FlakyBuffer(SqliteMemory):
         await super().buffer(turns)
 
 
+_RIG_IDS = itertools.count(1)
+
+
 @dataclass
 class Rig:
     bus: MessageBus
@@ -54,7 +58,9 @@ class Rig:
     engine: MemoryEngine
     backend: FlakyBuffer
     fake: FakeOpenAI
-    counter: list[int] = field(default_factory=lambda: [0])
+    # Message ids are unique across rigs, as a platform's are across a
+    # restart (the loop ignores a redelivered id that was answered).
+    counter: list[int] = field(default_factory=lambda: [next(_RIG_IDS) * 10_000])
 
     async def send(
         self,

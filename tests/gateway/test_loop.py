@@ -264,3 +264,44 @@ async def test_identities_share_memory_across_channels(tmp_path: Path, clock: Ma
         await rig.ask("hi there, what's new?", channel="feishu", sender="ou_1", chat="oc_9")
         assert "Alice prefers answers in Chinese" in _system(fake_llm.requests[0])
         assert json.dumps(fake_llm.requests[0]).count("Alice prefers") == 1
+
+
+async def test_a_redelivered_message_is_answered_once_even_across_a_restart(
+    tmp_path: Path, clock: ManualClock, fake_llm: FakeOpenAI
+) -> None:
+    from gateway.bus import InboundMessage
+
+    def delivery(mid: str, text: str = "what's the plan for friday?") -> InboundMessage:
+        return InboundMessage(channel="feishu", chat_id="oc_1", sender_id="ou_1", text=text, message_id=mid)
+
+    fake_llm.queue_reply("the plan is to ship")
+    async with make_rig(tmp_path, clock, fake_llm) as rig:
+        await rig.bus.publish_inbound(delivery("om_1"))
+        assert (await rig.reply("feishu")).text == "the plan is to ship"
+        await rig.bus.publish_inbound(delivery("om_1"))  # at-least-once: the same event again
+        await rig.settle()
+        assert rig.bus.outbound_queue("feishu").empty() and len(fake_llm.requests) == 1
+        assert rig.loop.stats.redelivered == 1
+    async with make_rig(tmp_path, clock, fake_llm) as rig:  # a restart inside the retry window
+        await rig.bus.publish_inbound(delivery("om_1"))
+        await rig.settle()
+        assert rig.bus.outbound_queue("feishu").empty() and len(fake_llm.requests) == 1
+        fake_llm.queue_reply("sure")
+        await rig.bus.publish_inbound(delivery("om_2", "and saturday?"))  # a new message still gets its answer
+        assert (await rig.reply("feishu")).text == "sure"
+
+
+async def test_a_message_that_only_got_an_apology_is_answered_when_delivered_again(
+    tmp_path: Path, clock: ManualClock, fake_llm: FakeOpenAI
+) -> None:
+    from gateway.bus import InboundMessage
+
+    msg = InboundMessage(channel="telegram", chat_id="9", sender_id="100", text="hello?", message_id="77")
+    fake_llm.queue_error(500)
+    async with make_rig(tmp_path, clock, fake_llm) as rig:
+        await rig.bus.publish_inbound(msg)
+        first = await rig.reply()
+        assert rig.loop.stats.failed == 1 and first.text  # the apology
+        fake_llm.queue_reply("hello!")
+        await rig.bus.publish_inbound(msg)
+        assert (await rig.reply()).text == "hello!"
