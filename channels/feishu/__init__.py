@@ -103,6 +103,16 @@ class FeishuChannel(BaseChannel):
         await self.api.aclose()
         self.log.info("feishu channel stopped")
 
+    async def wait_failed(self) -> ChannelFatalError:
+        """Return once the long connection has failed for good (the gateway
+        watches this beside its other tasks and reports the channel failed;
+        the other channels go on). A webhook has nothing to watch: its
+        failures are per request."""
+        if self._longconn is None:
+            await asyncio.Event().wait()  # never set
+        error = await self._longconn.wait_failed()
+        return ChannelFatalError(f"the Feishu long connection stopped for good: {error}")
+
     async def _identify_bot(self) -> None:
         """Learn the bot's open_id, so a group message counts as addressed to
         the bot only when the bot itself is mentioned. Also proves the app

@@ -56,6 +56,7 @@ class LongConnection:
         self._cleaning = False
         self._holds_lock = False
         self.error: BaseException | None = None  # why the SDK gave up, if it did
+        self._failed: asyncio.Future[BaseException] | None = None  # on the gateway's loop
 
     @property
     def running(self) -> bool:
@@ -70,6 +71,7 @@ class LongConnection:
             )
         self._holds_lock = True
         self._main_loop = asyncio.get_running_loop()
+        self._failed = self._main_loop.create_future()
         self._ws_loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._run, name="feishu-longconn", daemon=True)
         self._thread.start()
@@ -96,6 +98,18 @@ class LongConnection:
         elif self._holds_lock:
             self._holds_lock = False
             _ONE_PER_PROCESS.release()
+
+    async def wait_failed(self) -> BaseException:
+        """Return the error once the SDK has given up for good (bad
+        credentials, no long-connection permission: it reconnects by itself
+        after network trouble). Never returns after a normal stop()."""
+        if self._failed is None:
+            raise RuntimeError("LongConnection is not started")
+        return await asyncio.shield(self._failed)
+
+    def _report_failure(self) -> None:  # on the gateway's loop
+        if self._failed is not None and not self._failed.done() and self.error is not None and not self._stopping:
+            self._failed.set_result(self.error)
 
     # -- the SDK thread -------------------------------------------------------------
     def _run(self) -> None:
@@ -141,6 +155,12 @@ class LongConnection:
             self._log.error("feishu long connection failed", error=repr(exc))
         finally:
             self._shutdown_sdk(loop, client)
+            main = self._main_loop
+            if self.error is not None and main is not None and not main.is_closed():
+                try:
+                    main.call_soon_threadsafe(self._report_failure)
+                except RuntimeError:  # the gateway's loop closed meanwhile
+                    pass
 
     def _on_sdk_event(self, data: Any) -> None:
         """Called by the SDK, on its loop, for each message event. Waits

@@ -86,3 +86,31 @@ async def test_stop_right_after_start_ends_the_sdk_thread(fake: FakeFeishu) -> N
     await ch.start()
     await asyncio.wait_for(ch.stop(), 20)
     assert not any(t.name == "feishu-longconn" for t in threading.enumerate())
+
+
+async def test_a_long_connection_that_gives_up_is_reported_not_silent(fake: FakeFeishu) -> None:
+    # The API accepts the app (so start() succeeds), the long-connection
+    # endpoint refuses it: the SDK stops for good, and the gateway must hear of it.
+    fake.ws_refusal = (514, "auth failed: long connection not enabled for this app")
+    ch = FeishuChannel(ws_config(fake), MessageBus())
+    await ch.start()
+    try:
+        failure = await asyncio.wait_for(ch.wait_failed(), CONNECT_TIMEOUT)
+        assert isinstance(failure, ChannelFatalError)
+        assert "long connection stopped for good" in str(failure) and "514" in str(failure)
+    finally:
+        await asyncio.wait_for(ch.stop(), 20)
+    assert not any(t.name == "feishu-longconn" for t in threading.enumerate())
+
+
+async def test_a_normal_stop_is_not_a_failure(fake: FakeFeishu) -> None:
+    ch = FeishuChannel(ws_config(fake), MessageBus())
+    await ch.start()
+    watcher = asyncio.create_task(ch.wait_failed())
+    try:
+        await fake.wait_ws_connected(CONNECT_TIMEOUT)
+    finally:
+        await asyncio.wait_for(ch.stop(), 20)
+    await asyncio.sleep(0.2)
+    assert not watcher.done()
+    watcher.cancel()

@@ -167,6 +167,9 @@ class FakeFeishu:
         self.ws_acks: dict[str, dict[str, Any]] = {}
         self.ws_pings = 0
         self.ws_connects = 0
+        # (code, msg) the long-connection endpoint answers with instead of a
+        # URL, e.g. (514, "auth failed") for an app without that permission.
+        self.ws_refusal: tuple[int, str] | None = None
         self._failures: list[_Failure] = []
         self._chat_of: dict[str, str] = {}  # message_id -> chat_id, for replies
         self._ids = itertools.count(1)
@@ -455,6 +458,8 @@ class FakeFeishu:
         body = await request.json()
         if body.get("AppID") != self.app_id or body.get("AppSecret") != self.app_secret:
             return web.json_response({"code": 514, "msg": "auth failed: app id or secret invalid"})
+        if self.ws_refusal is not None:
+            return web.json_response({"code": self.ws_refusal[0], "msg": self.ws_refusal[1]})
         device = uuid.uuid4().hex[:16]
         return web.json_response(
             {
