@@ -23,13 +23,14 @@ import hashlib
 import hmac
 import secrets
 import time
+from collections import OrderedDict, deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from aiohttp import web
 
-__all__ = ["COOKIE", "AdminAuth", "Identity"]
+__all__ = ["COOKIE", "AdminAuth", "FailedAttempts", "Identity"]
 
 COOKIE = "myclaw_admin"
 COOKIE_PATH = "/memory"
@@ -44,6 +45,43 @@ class Identity:
     csrf: str
 
 
+class FailedAttempts:
+    """Wrong tokens per client address: after ``limit`` within ``window``
+    seconds the address is refused until the oldest of them is ``window``
+    old. A 16-character token cannot be guessed anyway; this keeps a
+    scanner from trying, and from filling the log. Bounded: the least
+    recently failing addresses are forgotten first."""
+
+    def __init__(
+        self, limit: int = 10, window: float = 300.0, *, clock: Callable[[], float] = time.monotonic, max_clients: int = 10_000
+    ) -> None:
+        self.limit = limit
+        self.window = window
+        self._clock = clock
+        self._max_clients = max_clients
+        self._failures: OrderedDict[str, deque[float]] = OrderedDict()
+
+    def retry_after(self, who: str) -> float:
+        """Seconds until ``who`` may try again (0: now)."""
+        times = self._failures.get(who)
+        if times is None:
+            return 0.0
+        now = self._clock()
+        while times and now - times[0] >= self.window:
+            times.popleft()
+        if not times:
+            del self._failures[who]
+            return 0.0
+        return self.window - (now - times[0]) if len(times) >= self.limit else 0.0
+
+    def failed(self, who: str) -> None:
+        times = self._failures.pop(who, None) or deque(maxlen=self.limit)
+        times.append(self._clock())
+        self._failures[who] = times  # most recent last
+        while len(self._failures) > self._max_clients:
+            self._failures.popitem(last=False)
+
+
 def _mac(key: bytes, msg: str) -> str:
     return hmac.new(key, msg.encode("utf-8"), hashlib.sha256).hexdigest()
 
@@ -56,6 +94,7 @@ class AdminAuth:
         self._key = hmac.new(self._token, b"myclaw admin session v1", hashlib.sha256).digest()
         self.session_ttl = session_ttl
         self._clock = clock
+        self.attempts = FailedAttempts()
 
     # -- the token ------------------------------------------------------------
 

@@ -22,6 +22,7 @@ session may use it too with the ``X-CSRF-Token`` header on POST)::
 
 from __future__ import annotations
 
+import math
 import secrets
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -194,9 +195,23 @@ class MemoryWeb:
     def _refused(self, request: web.Request, reason: str) -> None:
         # Never the token, the cookie or the Authorization header: only why.
         log.warning("memory page: request refused", path=request.path, method=request.method, remote=request.remote, reason=reason)
+        if reason.startswith("wrong"):  # a token was tried and was wrong
+            self.auth.attempts.failed(request.remote or "?")
+
+    def _throttled(self, request: web.Request, *, as_json: bool) -> web.StreamResponse | None:
+        wait = self.auth.attempts.retry_after(request.remote or "?")
+        if wait <= 0:
+            return None
+        headers = {"Retry-After": str(max(1, math.ceil(wait)))}
+        text = f"too many wrong tokens from this address; try again in {math.ceil(wait)} s"
+        if as_json:
+            return web.json_response({"error": text}, status=429, headers=headers)
+        return web.Response(text=text, status=429, headers=headers)
 
     def _page(self, fn: PageFn, *, post: bool = False) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
         async def handler(request: web.Request) -> web.StreamResponse:
+            if (slow := self._throttled(request, as_json=False)) is not None:
+                return slow
             nonce = secrets.token_urlsafe(16)
             ident, why = self.auth.identify(request)
             if ident is None:
@@ -223,6 +238,8 @@ class MemoryWeb:
 
     def _api(self, fn: ApiFn, *, post: bool = False) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
         async def handler(request: web.Request) -> web.StreamResponse:
+            if (slow := self._throttled(request, as_json=True)) is not None:
+                return slow
             ident, why = self.auth.identify(request)
             if ident is None:
                 self._refused(request, why)
@@ -252,6 +269,8 @@ class MemoryWeb:
     # -- login -----------------------------------------------------------------
 
     async def _login(self, request: web.Request) -> web.StreamResponse:
+        if (slow := self._throttled(request, as_json=False)) is not None:
+            return slow
         nonce = secrets.token_urlsafe(16)
         form = await request.post()
         token = form.get("token")

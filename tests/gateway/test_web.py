@@ -520,3 +520,34 @@ async def test_no_page_without_admin_and_memory(tmp_path: Path, clock: ManualClo
         assert any("memory page is not served" in x["event"] for x in logs) == (case == "memory off")
     finally:
         await app.close()
+
+
+async def test_too_many_wrong_tokens_from_one_address_are_refused_for_a_while(site: Site) -> None:
+    async with site.client(bearer=False) as anon, site.client() as admin:
+        for _ in range(10):
+            r = await anon.get("/memory/api/users", headers={"Authorization": "Bearer wrong-token-but-long-enough"})
+            assert r.status_code == 401
+        r = await admin.get("/memory/api/users")  # even the right token waits: it is the same address
+        assert r.status_code == 429 and int(r.headers["Retry-After"]) > 0 and "too many wrong tokens" in r.json()["error"]
+        r = await anon.post("/memory/login", data={"token": TOKEN})
+        assert r.status_code == 429
+
+
+def test_failed_attempts_expire_and_stay_bounded() -> None:
+    from gateway.web._auth import FailedAttempts
+
+    now = [1000.0]
+    attempts = FailedAttempts(limit=3, window=60.0, clock=lambda: now[0], max_clients=2)
+    for _ in range(3):
+        assert attempts.retry_after("1.2.3.4") == 0.0
+        attempts.failed("1.2.3.4")
+    assert attempts.retry_after("1.2.3.4") == 60.0
+    assert attempts.retry_after("5.6.7.8") == 0.0  # other addresses are not affected
+    now[0] += 30
+    assert attempts.retry_after("1.2.3.4") == 30.0
+    now[0] += 30
+    assert attempts.retry_after("1.2.3.4") == 0.0  # the oldest failure aged out
+    attempts.failed("a")
+    attempts.failed("b")
+    attempts.failed("c")  # bounded: the least recently failing address is forgotten
+    assert len(attempts._failures) == 2 and "a" not in attempts._failures
