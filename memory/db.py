@@ -59,12 +59,16 @@ class SchemaTooNew(Exception):
     """The file was written by a newer myclaw; refuse rather than corrupt it."""
 
 
+CACHE_KIB = 16_000
+"""Page cache per connection (SQLite's ``cache_size``), filled as the file is read."""
+
+
 async def _configure(conn: aiosqlite.Connection, *, busy_ms: int) -> None:
     await conn.execute(f"PRAGMA busy_timeout = {int(busy_ms)}")
     await conn.execute("PRAGMA foreign_keys = ON")
     await conn.execute("PRAGMA synchronous = NORMAL")
     await conn.execute("PRAGMA temp_store = MEMORY")
-    await conn.execute("PRAGMA cache_size = -16000")  # 16 MB page cache per connection
+    await conn.execute(f"PRAGMA cache_size = -{CACHE_KIB}")
 
 
 class InlineReader:
@@ -131,7 +135,7 @@ class Database:
             for pragma in (
                 f"PRAGMA busy_timeout = {_INLINE_BUSY_MS}",
                 "PRAGMA temp_store = MEMORY",
-                "PRAGMA cache_size = -16000",
+                f"PRAGMA cache_size = -{CACHE_KIB}",
                 "PRAGMA query_only = ON",
             ):
                 inline.execute(pragma)

@@ -78,6 +78,15 @@ def message_text(chat: int, i: int) -> str:
 
 # -- the fakes' process -----------------------------------------------------------------
 def _instant_llm(body: dict[str, Any]) -> Reply:
+    if body.get("response_format"):  # the write path's extraction: one fact and a summary per batch
+        conv = str(body["messages"][-1]["content"])
+        user = re.search(r"\(c(\d+)-", conv)
+        who = f"user {user.group(1)}" if user else "the user"
+        return Reply(content=json.dumps({
+            "facts": [{"content": f"{who} talked about coffee, cats and their project", "category": "preference",
+                       "importance": 0.5, "same_as": None, "updates": None}],
+            "summary": f"{who} chatted with the assistant",
+        }))
     m = _TAG.search(str(body["messages"][-1]["content"]))
     return Reply(content=f"ok ({m.group(0)[1:-1]})" if m else "ok")
 
@@ -217,6 +226,8 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
                 "channels": {"telegram": {"enabled": True, "token": urls["token"], "baseUrl": urls["telegram"]}},
                 "gateway": {"maxConcurrentChats": args.concurrency},
             }
+            if args.extract_after:  # the write path drains the buffer during the run, as in steady use
+                doc["memory"] = {"extraction": {"quietGap": f"{args.extract_after}s"}}
             (Path(tmp) / "config.json").write_text(json.dumps(doc), encoding="utf-8")
             cfg = load_config(Path(tmp) / "config.json", env={"MYCLAW_HOME": tmp}, require=True)
             app = App(cfg, Paths(Path(tmp)))
@@ -307,6 +318,9 @@ def main() -> None:
                     help="with --rate: queue this many messages at a time (default 1: evenly spaced; "
                          "10 was the fixed behaviour before, a burst every 100 ms at 100/s)")
     ap.add_argument("--concurrency", type=int, default=64, help="gateway.maxConcurrentChats (default: the config default)")
+    ap.add_argument("--extract-after", type=int, default=0, metavar="SECONDS",
+                    help="memory.extraction.quietGap for the run (default: the config's 3 minutes, so a short run "
+                         "never extracts and the extraction buffer only grows); the fake LLM answers extraction calls")
     ap.add_argument("--no-extraction", action="store_true", help="do not start the extraction service (diagnosis)")
     ap.add_argument("--default-runtime", action="store_true",
                     help="keep the interpreter's GC settings (diagnosis; see gateway/runtime.py)")
