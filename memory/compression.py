@@ -358,9 +358,20 @@ class Compressor:
                 report.promoted += 1
                 await write_log(conn, at=at, job="weekly_compress", owner=owner, action="promote", memory_id=m.id,
                                 detail=e.content)
-            for h, m in cur_by_hash.items():
-                if h not in keep:
-                    await self.engine.set_status(m.id, "archived", conn=conn)
-                    report.demoted += 1
-                    await write_log(conn, at=at, job="weekly_compress", owner=owner, action="demote",
-                                    memory_id=m.id, detail=m.content)
+            # The gate, for the profile: one refresh demotes at most a quarter
+            # of it (at least one entry), the least important first; the rest
+            # stays until a later refresh agrees again. A model that loses
+            # half of someone's profile in one answer is more likely wrong
+            # than the person changed that much in a week.
+            dropped = sorted((m for h, m in cur_by_hash.items() if h not in keep), key=lambda m: (m.importance, m.id))
+            allowed = max(1, int(self.gate * len(current)))
+            for m in dropped[:allowed]:
+                await self.engine.set_status(m.id, "archived", conn=conn)
+                report.demoted += 1
+                await write_log(conn, at=at, job="weekly_compress", owner=owner, action="demote",
+                                memory_id=m.id, detail=m.content)
+            if len(dropped) > allowed:
+                held = dropped[allowed:]
+                report.notes.append(f"{owner}: {len(held)} profile demotions over the {self.gate:.0%} gate held back")
+                await write_log(conn, at=at, job="weekly_compress", owner=owner, action="demote_held",
+                                detail={"gate": self.gate, "held": [m.id for m in held]})

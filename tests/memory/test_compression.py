@@ -150,3 +150,29 @@ async def test_scoping_a_merge_never_touches_another_user(engine: MemoryEngine, 
     assert len(seen) == 1 and "alice" not in seen[0]
     assert [m.content for m in await engine.list_memories("bob")] == ["bob: all ten"]
     assert [m.content for m in await engine.list_memories("alice")] == ["alice fact"]
+
+
+async def test_a_refresh_demotes_at_most_a_quarter_of_the_profile(
+    engine: MemoryEngine, fake: FakeOpenAI, llm: MemoryLLM
+) -> None:
+    profile = [
+        await engine.add(NewMemory(owner="alice", tier=1, content=f"Alice fact {i}", category=Category.IDENTITY,
+                                   importance=0.5 + i / 100))
+        for i in range(8)
+    ]
+    await engine.add(NewMemory(owner="alice", content="Alice moved to Shanghai", category=Category.IDENTITY, importance=1.0))
+    # The model keeps only two of eight entries: six demotions, the gate allows two.
+    fake.responder = lambda body: Reply(json.dumps({"entries": [
+        {"content": "Alice moved to Shanghai", "category": "identity"},
+        {"content": "Alice fact 6", "category": "identity"},
+        {"content": "Alice fact 7", "category": "identity"},
+    ]}))
+    rep = await Compressor(engine, llm).weekly()
+    assert (rep.promoted, rep.demoted) == (1, 2)
+    assert any("4 profile demotions over the 25% gate held back" in n for n in rep.notes)
+    left = {m.content for m in await engine.profile("alice", include_global=False, limit=1000)}
+    # the two least important went; the other four wait for a later refresh
+    assert left == {"Alice moved to Shanghai", *(f"Alice fact {i}" for i in range(2, 8))}
+    assert (await engine.get(profile[0].id)).status.value == "archived"  # type: ignore[union-attr]
+    held = [e for e in await read_log(engine.db, limit=100) if e.action == "demote_held"]
+    assert len(held) == 1 and json.loads(held[0].detail)["held"] == [profile[i].id for i in range(2, 6)]
