@@ -255,7 +255,8 @@ class SessionStore:
 
     async def unbuffered(self, key: str) -> list[StoredMessage]:
         """Messages of this chat (any session) not yet handed to memory."""
-        rows = await self.db.fetchall(
+        await self.flush()  # rows still queued are not in SQLite yet
+        rows = await self.db.reader.execute_fetchall(  # loop thread: short and indexed
             f"{_SELECT} WHERE s.key = ? AND m.buffered = 0 ORDER BY m.id", (key,)
         )
         return [_row(r) for r in rows]

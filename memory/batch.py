@@ -62,6 +62,7 @@ class RowBatcher:
         self.max_rows = max(1, _MAX_PARAMS // max(1, width))
         self._queue: deque[_Job] = deque()
         self._flusher: asyncio.Task[None] | None = None
+        self._inflight: list[_Job] = []
         self.statements = 0  # written so far (for benchmarks and tests)
 
     async def write(self, rows: Sequence[Sequence[Any]]) -> list[Any]:
@@ -80,12 +81,28 @@ class RowBatcher:
         self._queue.append(_Job(list(rows), future))
         if self._flusher is None or self._flusher.done():
             self._flusher = asyncio.create_task(self._flush(), name="row-batcher")
+            self._flusher.add_done_callback(self._flusher_done)
         return await asyncio.shield(future)
 
     async def drain(self) -> None:
-        """Wait until every row queued so far is written (or failed)."""
-        while self._flusher is not None and not self._flusher.done():
-            await asyncio.wait([self._flusher])
+        """Wait until every row queued so far is written (or failed); rows
+        queued meanwhile by others are not waited for, so a busy gateway
+        cannot keep this waiting."""
+        pending = [j.future for j in (*self._inflight, *self._queue) if not j.future.done()]
+        if pending:
+            await asyncio.wait(pending)
+
+    def _flusher_done(self, task: asyncio.Task[None]) -> None:
+        # Cancelled (the loop shutting down), even before it ran: nobody may
+        # wait forever for rows it will not write.
+        if task is not self._flusher:  # a newer flusher owns the queue now
+            return
+        if task.cancelled() or task.exception() is not None:
+            gone = RuntimeError("row batcher stopped before writing these rows")
+            for job in (*self._inflight, *self._queue):
+                _settle(job, gone)
+            self._queue.clear()
+        self._inflight = []
 
     async def _flush(self) -> None:
         while self._queue:
@@ -95,6 +112,7 @@ class RowBatcher:
                 job = self._queue.popleft()
                 batch.append(job)
                 n += len(job.rows)
+            self._inflight = batch
             try:
                 out = await self._run([r for job in batch for r in job.rows])
             except Exception as exc:

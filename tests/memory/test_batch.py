@@ -82,3 +82,35 @@ async def test_without_returning_rows_are_written(db: Database) -> None:
     b = RowBatcher(db, insert_statement("INSERT INTO notes (who, body)", 2), 2)
     assert await asyncio.gather(b.write([("a", "1")]), b.write([("b", "2")])) == [[], []]
     assert [r[1:] for r in await _rows(db)] == [("a", "1"), ("b", "2")]
+
+
+async def test_drain_waits_for_what_was_queued_not_for_later_rows(db: Database) -> None:
+    b = _batcher(db)
+    first = asyncio.create_task(b.write([("alice", "early")]))
+    await asyncio.sleep(0)
+    await b.drain()
+    assert first.done()
+    # A steady stream of other writers cannot keep drain() waiting.
+    stop = asyncio.Event()
+
+    async def stream() -> None:
+        i = 0
+        while not stop.is_set():
+            await b.write([("bob", f"n{i}")])
+            i += 1
+
+    writers = [asyncio.create_task(stream()) for _ in range(4)]
+    await asyncio.sleep(0.05)
+    await asyncio.wait_for(b.drain(), 2)
+    stop.set()
+    await asyncio.gather(*writers)
+
+
+async def test_a_cancelled_flush_fails_its_callers_instead_of_hanging(db: Database) -> None:
+    b = _batcher(db)
+    waiting = asyncio.create_task(b.write([("alice", "x")]))
+    await asyncio.sleep(0)
+    assert b._flusher is not None
+    b._flusher.cancel()
+    with pytest.raises(RuntimeError, match="row batcher stopped"):
+        await asyncio.wait_for(waiting, 2)
