@@ -36,10 +36,8 @@ See docs/RETRIEVAL.md for the measurements behind the constants.
 
 from __future__ import annotations
 
-import heapq
 import json
 import math
-from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -124,6 +122,7 @@ def _varint(buf: bytes, pos: int) -> tuple[int, int]:
 class _Stats:
     rows: int
     avg_len: float
+    dated: int = 0  # the user's memories written in the message's time references
 
 
 @dataclass(frozen=True)
@@ -134,6 +133,36 @@ class _Tables:
 
 _MEMORIES = _Tables("memories_fts", "memories_vocab")
 _EVENTS = _Tables("events_fts", "events_vocab")
+
+
+class _Relevance:
+    """BM25 sum over the query's terms found in a memory, divided by the IDF
+    mass of the message's own terms (context terms add, never normalise,
+    unless there is nothing else). Built once per query: the mass and each
+    term's weight x IDF are the same for every memory."""
+
+    __slots__ = ("weights", "when", "mass", "avg_len")
+
+    def __init__(self, q: Sequence[QueryTerm], idf: dict[str, float], avg_len: float) -> None:
+        self.weights = {x.term: x.weight * idf[x.term] for x in q if x.term != WHEN_TERM}
+        self.when = sum(x.weight * idf[x.term] for x in q if x.term == WHEN_TERM)
+        mass = sum(x.weight * idf[x.term] for x in q if x.from_query)
+        if mass == 0.0:  # only context terms: normalise by them instead
+            mass = sum(x.weight * idf.get(x.term, 0.0) for x in q) or 1.0
+        self.mass = mass
+        self.avg_len = avg_len
+
+    def __call__(self, doc: str, dated: bool = False) -> float:
+        tokens = doc.split(" ")
+        norm = _K1 * (1.0 - _B + _B * len(tokens) / self.avg_len)
+        got = 0.0
+        w = self.weights
+        for t in w.keys() & set(tokens):  # the few query terms the memory holds
+            f = tokens.count(t)
+            got += w[t] * f * (_K1 + 1.0) / (f + norm)
+        if dated:
+            got += self.when * (_K1 + 1.0) / (1.0 + norm)
+        return got / self.mass
 
 
 class Retriever:
@@ -163,19 +192,23 @@ class Retriever:
             raise RuntimeError("database is closed")
         return list(await self.engine.db.reader.execute_fetchall(sql, params))
 
-    async def _term_stats(self, t: _Tables, terms: Sequence[str]) -> tuple[_Stats, dict[str, int]]:
+    async def _term_stats(
+        self, t: _Tables, terms: Sequence[str], owners: Sequence[str] = (), when: Sequence[Period] = ()
+    ) -> tuple[_Stats, dict[str, int]]:
         """Collection size, mean indexed length and document counts of ``terms``.
 
         Size and length come from FTS5's "averages" record (id 1 of the
         ``_data`` table: row count, then token totals per column; documented
         file format, O(1) to read); document counts from the fts5vocab table,
         which walks a term's whole doclist, so in a large collection counts
-        are cached until the collection has grown or shrunk by 2%.
+        are cached until the collection has grown or shrunk by 2%. With
+        ``when``, also how many of ``owners``' memories were written in those
+        periods (capped just above :data:`MATCH_DF_BUDGET`).
         """
         cache = self._df_cache.setdefault(t.vocab, {})
         known = {x: cache[x] for x in terms if x in cache}
         ask = [x for x in terms if x not in known]
-        stats, df = await self._lookup(t, ask)
+        stats, df = await self._lookup(t, ask, owners, when)
         stale = [x for x, (_, then) in known.items() if abs(stats.rows - then) > 0.02 * then]
         df.update((x, d) for x, (d, _) in known.items() if x not in stale)
         if stale:
@@ -188,22 +221,27 @@ class Retriever:
             cache.update((x, (df[x], stats.rows)) for x in ask if x in df)  # never cache "absent"
         return stats, df
 
-    async def _lookup(self, t: _Tables, terms: Sequence[str]) -> tuple[_Stats, dict[str, int]]:
+    async def _lookup(
+        self, t: _Tables, terms: Sequence[str], owners: Sequence[str] = (), when: Sequence[Period] = ()
+    ) -> tuple[_Stats, dict[str, int]]:
         marks = ",".join("?" * len(terms))
         vocab = f"SELECT term, doc, NULL FROM {t.vocab} WHERE term IN ({marks}) UNION ALL " if terms else ""
-        rows = await self._fetch(
-            f"{vocab}SELECT NULL, NULL, block FROM {t.fts}_data WHERE id = 1",
-            list(terms),
-        )
+        args: list[object] = list(terms)
+        dated = ""
+        if when:  # WHEN_TERM is never an index term
+            dated = f" UNION ALL SELECT ?, (SELECT count(DISTINCT id) FROM ({_dated_sql(owners, when)})), NULL"
+            args += [WHEN_TERM, *_dated_args(owners, when)]
+        rows = await self._fetch(f"{vocab}SELECT NULL, NULL, block FROM {t.fts}_data WHERE id = 1{dated}", args)
         df = {r[0]: r[1] for r in rows if r[0] is not None}
+        d = df.pop(WHEN_TERM, 0)
         block = next((r[2] for r in rows if r[0] is None), None)
         if not block:
-            return _Stats(0, 1.0), df
+            return _Stats(0, 1.0, d), df
         buf = bytes(block)
         n, pos = _varint(buf, 0)
         _, pos = _varint(buf, pos)  # owner column
         text_tokens, _ = _varint(buf, pos)
-        return _Stats(n, max(1.0, text_tokens / n) if n else 1.0), df
+        return _Stats(n, max(1.0, text_tokens / n) if n else 1.0, d), df
 
     # -- scoring -------------------------------------------------------------
 
@@ -230,52 +268,49 @@ class Retriever:
         """
         if not q:
             return [], {}, _Stats(0, 1.0), set()
-        stats, df = await self._term_stats(t, [x.term for x in q if x.term != WHEN_TERM])
+        stats, df = await self._term_stats(t, [x.term for x in q if x.term != WHEN_TERM], owners, when)
         present = [x for x in q if df.get(x.term, 0) > 0]
         if (not present and not when) or stats.rows == 0:
             return [], {}, stats, set()
         # Candidates: the user's rows holding the most telling terms,
         # pre-ranked by the IDF mass of the terms they hold. One statement:
         # one owner-scoped MATCH on all the terms (which rows are in scope)
-        # plus one unscoped MATCH per term (which terms a row holds). FTS5's
-        # bm25() ranking cost ~3 us a matched row, and an owner-scoped MATCH
-        # per term walked the owner's doclist once per term (docs/RETRIEVAL.md).
-        # A time reference adds the rows written in the period as one more
-        # posting list (capped at the MATCH budget).
+        # plus one unscoped MATCH per term (which terms a row holds), summed
+        # per row in SQL (returning the postings to Python cost ~1 us a row,
+        # 1,600 rows a query at 10k). FTS5's bm25() ranking cost ~3 us a
+        # matched row, and an owner-scoped MATCH per term walked the owner's
+        # doclist once per term (docs/RETRIEVAL.md). A time reference adds
+        # the rows written in the period as one more posting list (when
+        # there are at most MATCH_DF_BUDGET of them).
         n = max(stats.rows, *df.values(), 0) + PRIOR_ROWS
         idf = {x.term: math.log(1.0 + (n - df.get(x.term, 0) + 0.5) / (df.get(x.term, 0) + 0.5)) for x in q}
+        if when:
+            d = stats.dated
+            n = max(n, d + PRIOR_ROWS)
+            idf[WHEN_TERM] = math.log(1.0 + (n - d + 0.5) / (d + 0.5))
+        weight = {x.term: x.weight * idf[x.term] for x in q}
         match = _match_terms(present, idf, df)
         parts: list[str] = []
         args: list[object] = []
         if match:
-            parts = [f"SELECT -1, rowid FROM {t.fts} WHERE {t.fts} MATCH ?"]
-            parts += [f"SELECT {i}, rowid FROM {t.fts} WHERE {t.fts} MATCH ?" for i in range(len(match))]
-            args = [build_match(owners, match), *(f"text : {quote(m)}" for m in match)]
-        for a, b in when:  # one range scan of (owner, status, created_at) per period
-            parts.append(
-                f"""SELECT -2, id FROM (SELECT id FROM memories WHERE owner IN ({",".join("?" * len(owners))})
-                    AND status = 'active' AND created_at >= ? AND created_at < ? LIMIT ?)"""
-            )
-            args += [*owners, format_ts(a), format_ts(b), MATCH_DF_BUDGET + 1]
-        postings = await self._fetch(" UNION ALL ".join(parts), args)
-        dated = list(dict.fromkeys(rid for k, rid in postings if k == -2))
-        if when:
-            d = len(dated)
-            n = max(n, d + PRIOR_ROWS)
-            idf[WHEN_TERM] = math.log(1.0 + (n - d + 0.5) / (d + 0.5))
-        weight = {x.term: x.weight * idf[x.term] for x in q}
-        mine = {rid for k, rid in postings if k == -1}
-        pre: dict[int, float] = {}
-        for k, rid in postings:
-            if k >= 0 and rid in mine:
-                pre[rid] = pre.get(rid, 0.0) + weight[match[k]]
-        if 0 < len(dated) <= MATCH_DF_BUDGET:
-            for rid in dated:
-                pre[rid] = pre.get(rid, 0.0) + weight[WHEN_TERM]
-        best = heapq.nsmallest(self.candidates, pre, key=lambda rid: (-pre[rid], -rid))
+            terms = " UNION ALL ".join(f"SELECT rowid AS rid, ? AS w FROM {t.fts} WHERE {t.fts} MATCH ?" for _ in match)
+            parts.append(f"SELECT rid, w FROM ({terms}) WHERE rid IN (SELECT rowid FROM {t.fts} WHERE {t.fts} MATCH ?)")
+            for m in match:
+                args += [weight[m], f"text : {quote(m)}"]
+            args.append(build_match(owners, match))
+        if when and 0 < stats.dated <= MATCH_DF_BUDGET:
+            parts.append(f"SELECT DISTINCT id, ? FROM ({_dated_sql(owners, when)})")
+            args += [weight[WHEN_TERM], *_dated_args(owners, when)]
+        if not parts:
+            return [], idf, stats, set()
+        pre = await self._fetch(
+            f"""SELECT rid, sum(w) AS s FROM ({" UNION ALL ".join(parts)})
+                GROUP BY rid ORDER BY s DESC, rid DESC LIMIT ?""",
+            [*args, self.candidates],
+        )
+        best = [r[0] for r in pre]
         if not best:
             return [], idf, stats, set()
-        args: list[object] = list(best)
         # The next row of the best candidates may answer them (see
         # _credit_replies): fetched by id in the same statement, scoped here
         # in Python (an owner filter in SQL made the planner walk all of the
@@ -291,33 +326,6 @@ class Retriever:
         if extra:
             rows = [r for r in rows if r["id"] not in extra or (r["owner"] in owners and r["status"] == "active")]
         return rows, idf, stats, extra
-
-    @staticmethod
-    def _relevance(
-        doc: str,
-        q: list[QueryTerm],
-        idf: dict[str, float],
-        avg_len: float,
-        dated: bool = False,
-    ) -> float:
-        """BM25 sum over the query's terms found in ``doc``, divided by the
-        IDF mass of the message's own terms (context terms add, never
-        normalise, unless there is nothing else)."""
-        tokens = doc.split(" ")
-        tf = Counter(tokens)
-        norm = _K1 * (1.0 - _B + _B * len(tokens) / avg_len)
-        got = 0.0
-        mass = 0.0
-        for x in q:
-            i = idf[x.term]
-            if x.from_query:
-                mass += x.weight * i
-            f = tf.get(x.term, 0) if x.term != WHEN_TERM else int(dated)
-            if f:
-                got += x.weight * i * f * (_K1 + 1.0) / (f + norm)
-        if mass == 0.0:  # only context terms: normalise by them instead
-            mass = sum(x.weight * idf.get(x.term, 0.0) for x in q) or 1.0
-        return got / mass
 
     # -- public API ----------------------------------------------------------
 
@@ -359,11 +367,12 @@ class Retriever:
         )
         if not rows:
             return []
+        relevance = _Relevance(q, idf, stats.avg_len)
         named = _named_projects(query, await self.engine.known_projects(user) if projects is None else projects)
         scored: list[tuple[float, sqlite3.Row]] = []
         for r in rows:
             dated = bool(when) and _within(r["created_at"], when)
-            rel = self._relevance(r["_terms"], q, idf, stats.avg_len, dated)
+            rel = relevance(r["_terms"], dated)
             if rel < MIN_RELEVANCE:
                 continue
             days = (now - parse_ts(r["last_accessed"])).total_seconds() / 86400.0
@@ -392,10 +401,13 @@ class Retriever:
         rows, idf, stats, _ = await self._candidates(
             _EVENTS, q, [user], select="x.*", join="daily_events x", where=""
         )
+        if not rows:
+            return []
         now = now or self.engine.clock.now()
+        relevance = _Relevance(q, idf, stats.avg_len)
         hits: list[Hit] = []
         for r in rows:
-            rel = self._relevance(r["_terms"], q, idf, stats.avg_len)
+            rel = relevance(r["_terms"])
             if rel < MIN_RELEVANCE:
                 continue
             days = (now - parse_ts(r["event_date"] + "T00:00:00Z")).total_seconds() / 86400.0
@@ -439,6 +451,21 @@ def _conversation(r: sqlite3.Row) -> tuple[str, str, str, str] | None:
     if not chat and not session:
         return None
     return (r["owner"], str(d.get("channel", "")), chat, session)
+
+
+def _dated_sql(owners: Sequence[str], when: Sequence[Period]) -> str:
+    """Ids of ``owners``' active memories written in each period (one range
+    scan of ``(owner, status, created_at)`` each, capped), with repeats."""
+    one = f"""SELECT id FROM (SELECT id FROM memories WHERE owner IN ({",".join("?" * len(owners))})
+              AND status = 'active' AND created_at >= ? AND created_at < ? LIMIT ?)"""
+    return " UNION ALL ".join([one] * len(when))
+
+
+def _dated_args(owners: Sequence[str], when: Sequence[Period]) -> list[object]:
+    args: list[object] = []
+    for a, b in when:
+        args += [*owners, format_ts(a), format_ts(b), MATCH_DF_BUDGET + 1]
+    return args
 
 
 def _within(created_at: str, when: Sequence[Period]) -> bool:
