@@ -100,6 +100,30 @@ async def test_context_helps_but_counts_less_than_the_message(engine: MemoryEngi
     assert direct[0] == pg
 
 
+async def test_every_turn_of_a_long_conversation_counts(engine: MemoryEngine) -> None:
+    # Chinese turns make many terms (characters and bigrams); the topic was
+    # set four turns ago and the message only adds a detail.
+    tree = await add(engine, "u", "和家人一起装饰圣诞树，挂了彩灯，很开心")
+    await add(engine, "u", "晚上在山顶看星星，特别美")
+    context = [
+        "我最喜欢装饰圣诞树了，去年和家人一起装饰的",
+        "听起来你真的很享受和家人在一起的时光，今年你们班打算怎么布置教室呢？",
+        "我们班准备用手工小挂件和彩色的纸链，老师说每个同学都可以带一样东西",
+        "你自己动手做的东西一定特别有意义，有没有什么特别的设计想法呢？",
+    ]
+    r = Retriever(engine)
+    assert (await ids(r, "u", "嗯，我想做一些星星和雪花形状的", context=context))[0] == tree
+    en = await add(engine, "u", "decorated the christmas tree with the family, lights and all")
+    await add(engine, "u", "watched the stars from the hill at night")
+    context = [
+        "I love decorating the christmas tree, last year we did it with the whole family",
+        "That sounds lovely! How is your class planning to decorate the classroom this year?",
+        "We are making paper chains and little ornaments, everyone brings something handmade",
+        "Handmade things are special. Do you have any particular design ideas in mind?",
+    ]
+    assert (await ids(r, "u", "I want to make some stars and snowflake shapes", context=context))[0] == en
+
+
 async def test_named_project_partition_is_favoured(engine: MemoryEngine) -> None:
     infra = await add(engine, "u", "deploys happen with ansible", project="infra")
     shop = await add(engine, "u", "deploys happen with ansible too", project="webshop")
