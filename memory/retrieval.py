@@ -309,7 +309,11 @@ class Retriever:
         args: list[object] = []
         if match:
             terms = " UNION ALL ".join(f"SELECT rowid AS rid, ? AS w FROM {t.fts} WHERE {t.fts} MATCH ?" for _ in match)
-            parts.append(f"SELECT rid, w FROM ({terms}) WHERE rid IN (SELECT rowid FROM {t.fts} WHERE {t.fts} MATCH ?)")
+            # "+rid": with a UNION ALL sibling (the dated rows) SQLite pushes
+            # the IN into each term's scan as a rowid constraint, and FTS5
+            # then runs the MATCH once per in-scope row (LoCoMo, 600 rows:
+            # 13 ms instead of 1 ms); the unary plus keeps it a filter.
+            parts.append(f"SELECT rid, w FROM ({terms}) WHERE +rid IN (SELECT rowid FROM {t.fts} WHERE {t.fts} MATCH ?)")
             for m in match:
                 args += [weight[m], f"text : {quote(m)}"]
             args.append(build_match(owners, match))
