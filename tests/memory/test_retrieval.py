@@ -100,28 +100,40 @@ async def test_context_helps_but_counts_less_than_the_message(engine: MemoryEngi
     assert direct[0] == pg
 
 
-async def test_every_turn_of_a_long_conversation_counts(engine: MemoryEngine) -> None:
+_LONG_CONVERSATIONS = {
+    "zh": (
+        "和家人一起装饰圣诞树，挂了彩灯，很开心",
+        "晚上在山顶看星星，特别美",
+        [
+            "我最喜欢装饰圣诞树了，去年和家人一起装饰的",
+            "今年我们班也要布置教室，老师说每个同学都可以带一样自己做的东西",
+            "我们班准备用手工小挂件和彩色的纸链，我想带点特别的",
+            "我做手工一向很认真，上次做的纸灯笼大家都说漂亮，这次也想做得好看一点",
+        ],
+        "嗯，我想做一些星星和雪花形状的",
+    ),
+    "en": (
+        "decorated the christmas tree with the family, lights and all",
+        "watched the stars from the hill at night",
+        [
+            "I love decorating the christmas tree, last year we did it with the whole family",
+            "This year our class is decorating the classroom and everyone brings something",
+            "We are making paper chains and little ornaments, everything handmade",
+            "I always take crafts seriously, people liked my paper lanterns last time",
+        ],
+        "I want to make some stars and snowflake shapes",
+    ),
+}
+
+
+@pytest.mark.parametrize("lang", sorted(_LONG_CONVERSATIONS))
+async def test_every_turn_of_a_long_conversation_counts(engine: MemoryEngine, lang: str) -> None:
     # Chinese turns make many terms (characters and bigrams); the topic was
     # set four turns ago and the message only adds a detail.
-    tree = await add(engine, "u", "和家人一起装饰圣诞树，挂了彩灯，很开心")
-    await add(engine, "u", "晚上在山顶看星星，特别美")
-    context = [
-        "我最喜欢装饰圣诞树了，去年和家人一起装饰的",
-        "听起来你真的很享受和家人在一起的时光，今年你们班打算怎么布置教室呢？",
-        "我们班准备用手工小挂件和彩色的纸链，老师说每个同学都可以带一样东西",
-        "你自己动手做的东西一定特别有意义，有没有什么特别的设计想法呢？",
-    ]
-    r = Retriever(engine)
-    assert (await ids(r, "u", "嗯，我想做一些星星和雪花形状的", context=context))[0] == tree
-    en = await add(engine, "u", "decorated the christmas tree with the family, lights and all")
-    await add(engine, "u", "watched the stars from the hill at night")
-    context = [
-        "I love decorating the christmas tree, last year we did it with the whole family",
-        "That sounds lovely! How is your class planning to decorate the classroom this year?",
-        "We are making paper chains and little ornaments, everyone brings something handmade",
-        "Handmade things are special. Do you have any particular design ideas in mind?",
-    ]
-    assert (await ids(r, "u", "I want to make some stars and snowflake shapes", context=context))[0] == en
+    topic, detail, context, message = _LONG_CONVERSATIONS[lang]
+    target = await add(engine, "u", topic)
+    await add(engine, "u", detail)
+    assert (await ids(Retriever(engine), "u", message, context=context))[0] == target
 
 
 async def test_named_project_partition_is_favoured(engine: MemoryEngine) -> None:
