@@ -20,10 +20,12 @@ FTS when fewer than five rows came back, so it ignored the question).
    factor: decay and importance can only reorder hits whose relevance is
    within 25%, so an important but unrelated memory never outranks the one
    that answers the question.
-5. Replies: a memory that follows a question turn of the same conversation
-   (same owner, channel, chat and session in its provenance) gets
-   :data:`REPLY_WEIGHT` of the question's score; the next memory of the best
-   :data:`REPLY_SEEDS` candidates is fetched in the same statement.
+5. Neighbours: a memory of a conversation (same owner, channel, chat and
+   session in its provenance) gets :data:`NEIGHBOUR_WEIGHT` of the score of
+   each memory written up to :data:`NEIGHBOUR_SPAN` before or after it in
+   the same conversation, and one that follows a question turn
+   :data:`REPLY_WEIGHT` more of the question's score; the neighbours of the
+   best :data:`NEIGHBOUR_SEEDS` hits are fetched with a second statement.
 6. Time references in the message ("last week", "in July 2023", 上个月;
    :mod:`memory.timeref`) act as one more query term, held by the memories
    written in that period (its document count = how many there are), so
@@ -39,7 +41,6 @@ from __future__ import annotations
 import heapq
 import json
 import math
-from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -62,7 +63,7 @@ CONTEXT_WEIGHT = 0.4
 MAX_QUERY_CHARS = 2000  # a pasted 1 MB message is not a 1 MB query
 MAX_CONTEXT_TURNS = 4
 MAX_CONTEXT_CHARS = 600
-MAX_TERMS = 32  # terms scored
+MAX_TERMS = 128  # terms scored (a cap for huge messages: a long conversation's terms all count)
 MAX_MATCH_TERMS = 12  # terms sent to the FTS5 MATCH
 MATCH_DF_BUDGET = 2000  # summed document counts of the MATCH terms (bounds its cost)
 DF_CACHE_MIN_ROWS = 5000  # below this, counting is cheaper than being stale
@@ -71,8 +72,13 @@ MIN_RELEVANCE = 0.0  # a floor cost recall on long queries (docs/RETRIEVAL.md §
 OTHER_PROJECT_FACTOR = 0.8
 REPLY_WEIGHT = 0.5
 """Share of a question turn's score passed on to the next memory of the same
-conversation (its answer), docs/RETRIEVAL.md §5."""
-REPLY_SEEDS = 10  # best candidates whose next memory is fetched
+conversation (its answer), on top of NEIGHBOUR_WEIGHT; docs/RETRIEVAL.md §6."""
+NEIGHBOUR_WEIGHT = 0.2
+"""Share of a memory's score passed on to each memory of the same
+conversation written up to NEIGHBOUR_SPAN before or after it: a short turn
+borrows a little of the match of the turns around it (docs/RETRIEVAL.md §6)."""
+NEIGHBOUR_SPAN = 2
+NEIGHBOUR_SEEDS = 10  # best hits whose neighbours are fetched
 WHEN_TERM = "\x00when"  # never an index term: normalize() drops NUL
 WHEN_WEIGHT = 1.0
 """Weight of a time reference in the message ("last week", "in July 2023",
@@ -124,6 +130,7 @@ def _varint(buf: bytes, pos: int) -> tuple[int, int]:
 class _Stats:
     rows: int
     avg_len: float
+    dated: int = 0  # the user's memories written in the message's time references
 
 
 @dataclass(frozen=True)
@@ -133,7 +140,45 @@ class _Tables:
 
 
 _MEMORIES = _Tables("memories_fts", "memories_vocab")
+# A memory's row, plus the conversation it was taken from: its provenance's
+# channel, chat and session as one JSON array text, NULL when it has neither a
+# chat nor a session (or the provenance is not JSON). Read by SQLite's JSON
+# functions: json.loads in Python cost ~5 us a row, the rows of a query
+# being compared to their neighbours.
+_MEMORY_COLUMNS = """x.*, CASE WHEN json_valid(x.provenance)
+    AND coalesce(json_extract(x.provenance, '$.chat_id'), json_extract(x.provenance, '$.session')) IS NOT NULL
+    THEN json_extract(x.provenance, '$.channel', '$.chat_id', '$.session') END AS _conv"""
 _EVENTS = _Tables("events_fts", "events_vocab")
+
+
+class _Relevance:
+    """BM25 sum over the query's terms found in a memory, divided by the IDF
+    mass of the message's own terms (context terms add, never normalise,
+    unless there is nothing else). Built once per query: the mass and each
+    term's weight x IDF are the same for every memory."""
+
+    __slots__ = ("weights", "when", "mass", "avg_len")
+
+    def __init__(self, q: Sequence[QueryTerm], idf: dict[str, float], avg_len: float) -> None:
+        self.weights = {x.term: x.weight * idf[x.term] for x in q if x.term != WHEN_TERM}
+        self.when = sum(x.weight * idf[x.term] for x in q if x.term == WHEN_TERM)
+        mass = sum(x.weight * idf[x.term] for x in q if x.from_query)
+        if mass == 0.0:  # only context terms: normalise by them instead
+            mass = sum(x.weight * idf.get(x.term, 0.0) for x in q) or 1.0
+        self.mass = mass
+        self.avg_len = avg_len
+
+    def __call__(self, doc: str, dated: bool = False) -> float:
+        tokens = doc.split(" ")
+        norm = _K1 * (1.0 - _B + _B * len(tokens) / self.avg_len)
+        got = 0.0
+        w = self.weights
+        for t in w.keys() & set(tokens):  # the few query terms the memory holds
+            f = tokens.count(t)
+            got += w[t] * f * (_K1 + 1.0) / (f + norm)
+        if dated:
+            got += self.when * (_K1 + 1.0) / (1.0 + norm)
+        return got / self.mass
 
 
 class Retriever:
@@ -163,19 +208,23 @@ class Retriever:
             raise RuntimeError("database is closed")
         return list(await self.engine.db.reader.execute_fetchall(sql, params))
 
-    async def _term_stats(self, t: _Tables, terms: Sequence[str]) -> tuple[_Stats, dict[str, int]]:
+    async def _term_stats(
+        self, t: _Tables, terms: Sequence[str], owners: Sequence[str] = (), when: Sequence[Period] = ()
+    ) -> tuple[_Stats, dict[str, int]]:
         """Collection size, mean indexed length and document counts of ``terms``.
 
         Size and length come from FTS5's "averages" record (id 1 of the
         ``_data`` table: row count, then token totals per column; documented
         file format, O(1) to read); document counts from the fts5vocab table,
         which walks a term's whole doclist, so in a large collection counts
-        are cached until the collection has grown or shrunk by 2%.
+        are cached until the collection has grown or shrunk by 2%. With
+        ``when``, also how many of ``owners``' memories were written in those
+        periods (capped just above :data:`MATCH_DF_BUDGET`).
         """
         cache = self._df_cache.setdefault(t.vocab, {})
         known = {x: cache[x] for x in terms if x in cache}
         ask = [x for x in terms if x not in known]
-        stats, df = await self._lookup(t, ask)
+        stats, df = await self._lookup(t, ask, owners, when)
         stale = [x for x, (_, then) in known.items() if abs(stats.rows - then) > 0.02 * then]
         df.update((x, d) for x, (d, _) in known.items() if x not in stale)
         if stale:
@@ -188,22 +237,27 @@ class Retriever:
             cache.update((x, (df[x], stats.rows)) for x in ask if x in df)  # never cache "absent"
         return stats, df
 
-    async def _lookup(self, t: _Tables, terms: Sequence[str]) -> tuple[_Stats, dict[str, int]]:
+    async def _lookup(
+        self, t: _Tables, terms: Sequence[str], owners: Sequence[str] = (), when: Sequence[Period] = ()
+    ) -> tuple[_Stats, dict[str, int]]:
         marks = ",".join("?" * len(terms))
         vocab = f"SELECT term, doc, NULL FROM {t.vocab} WHERE term IN ({marks}) UNION ALL " if terms else ""
-        rows = await self._fetch(
-            f"{vocab}SELECT NULL, NULL, block FROM {t.fts}_data WHERE id = 1",
-            list(terms),
-        )
+        args: list[object] = list(terms)
+        dated = ""
+        if when:  # WHEN_TERM is never an index term
+            dated = f" UNION ALL SELECT ?, (SELECT count(DISTINCT id) FROM ({_dated_sql(owners, when)})), NULL"
+            args += [WHEN_TERM, *_dated_args(owners, when)]
+        rows = await self._fetch(f"{vocab}SELECT NULL, NULL, block FROM {t.fts}_data WHERE id = 1{dated}", args)
         df = {r[0]: r[1] for r in rows if r[0] is not None}
+        d = df.pop(WHEN_TERM, 0)
         block = next((r[2] for r in rows if r[0] is None), None)
         if not block:
-            return _Stats(0, 1.0), df
+            return _Stats(0, 1.0, d), df
         buf = bytes(block)
         n, pos = _varint(buf, 0)
         _, pos = _varint(buf, pos)  # owner column
         text_tokens, _ = _varint(buf, pos)
-        return _Stats(n, max(1.0, text_tokens / n) if n else 1.0), df
+        return _Stats(n, max(1.0, text_tokens / n) if n else 1.0, d), df
 
     # -- scoring -------------------------------------------------------------
 
@@ -215,11 +269,10 @@ class Retriever:
         select: str,
         join: str,
         where: str,
-        replies: bool = False,
         when: Sequence[Period] = (),
-    ) -> tuple[list[sqlite3.Row], dict[str, float], _Stats, set[int]]:
-        """Matching rows (with their indexed text), the IDF of every term, and
-        the ids among the rows fetched only as possible replies.
+    ) -> tuple[list[sqlite3.Row], dict[str, float], _Stats]:
+        """Matching rows (with their indexed text), the IDF of every term and
+        the collection statistics.
 
         IDF is ``ln(1 + (N - df + .5) / (df + .5))`` with ``N`` = rows +
         :data:`PRIOR_ROWS`: a few hundred imagined rows without the term, so
@@ -229,95 +282,84 @@ class Retriever:
         it answers only part of the question.
         """
         if not q:
-            return [], {}, _Stats(0, 1.0), set()
-        stats, df = await self._term_stats(t, [x.term for x in q if x.term != WHEN_TERM])
+            return [], {}, _Stats(0, 1.0)
+        stats, df = await self._term_stats(t, [x.term for x in q if x.term != WHEN_TERM], owners, when)
         present = [x for x in q if df.get(x.term, 0) > 0]
         if (not present and not when) or stats.rows == 0:
-            return [], {}, stats, set()
+            return [], {}, stats
         # Candidates: the user's rows holding the most telling terms,
         # pre-ranked by the IDF mass of the terms they hold. One statement:
         # one owner-scoped MATCH on all the terms (which rows are in scope)
-        # plus one unscoped MATCH per term (which terms a row holds). FTS5's
-        # bm25() ranking cost ~3 us a matched row, and an owner-scoped MATCH
-        # per term walked the owner's doclist once per term (docs/RETRIEVAL.md).
-        # A time reference adds the rows written in the period as one more
-        # posting list (capped at the MATCH budget).
+        # plus one unscoped MATCH per term (which terms a row holds), summed
+        # per row in SQL (returning the postings to Python cost ~1 us a row,
+        # 1,600 rows a query at 10k). FTS5's bm25() ranking cost ~3 us a
+        # matched row, and an owner-scoped MATCH per term walked the owner's
+        # doclist once per term (docs/RETRIEVAL.md). A time reference adds
+        # the rows written in the period as one more posting list (when
+        # there are at most MATCH_DF_BUDGET of them).
         n = max(stats.rows, *df.values(), 0) + PRIOR_ROWS
         idf = {x.term: math.log(1.0 + (n - df.get(x.term, 0) + 0.5) / (df.get(x.term, 0) + 0.5)) for x in q}
+        if when:
+            d = stats.dated
+            n = max(n, d + PRIOR_ROWS)
+            idf[WHEN_TERM] = math.log(1.0 + (n - d + 0.5) / (d + 0.5))
+        weight = {x.term: x.weight * idf[x.term] for x in q}
         match = _match_terms(present, idf, df)
         parts: list[str] = []
         args: list[object] = []
         if match:
-            parts = [f"SELECT -1, rowid FROM {t.fts} WHERE {t.fts} MATCH ?"]
-            parts += [f"SELECT {i}, rowid FROM {t.fts} WHERE {t.fts} MATCH ?" for i in range(len(match))]
-            args = [build_match(owners, match), *(f"text : {quote(m)}" for m in match)]
-        for a, b in when:  # one range scan of (owner, status, created_at) per period
-            parts.append(
-                f"""SELECT -2, id FROM (SELECT id FROM memories WHERE owner IN ({",".join("?" * len(owners))})
-                    AND status = 'active' AND created_at >= ? AND created_at < ? LIMIT ?)"""
-            )
-            args += [*owners, format_ts(a), format_ts(b), MATCH_DF_BUDGET + 1]
-        postings = await self._fetch(" UNION ALL ".join(parts), args)
-        dated = list(dict.fromkeys(rid for k, rid in postings if k == -2))
-        if when:
-            d = len(dated)
-            n = max(n, d + PRIOR_ROWS)
-            idf[WHEN_TERM] = math.log(1.0 + (n - d + 0.5) / (d + 0.5))
-        weight = {x.term: x.weight * idf[x.term] for x in q}
-        mine = {rid for k, rid in postings if k == -1}
-        pre: dict[int, float] = {}
-        for k, rid in postings:
-            if k >= 0 and rid in mine:
-                pre[rid] = pre.get(rid, 0.0) + weight[match[k]]
-        if 0 < len(dated) <= MATCH_DF_BUDGET:
-            for rid in dated:
-                pre[rid] = pre.get(rid, 0.0) + weight[WHEN_TERM]
-        best = heapq.nsmallest(self.candidates, pre, key=lambda rid: (-pre[rid], -rid))
+            terms = " UNION ALL ".join(f"SELECT rowid AS rid, ? AS w FROM {t.fts} WHERE {t.fts} MATCH ?" for _ in match)
+            # "+rid": with a UNION ALL sibling (the dated rows) SQLite pushes
+            # the IN into each term's scan as a rowid constraint, and FTS5
+            # then runs the MATCH once per in-scope row (LoCoMo, 600 rows:
+            # 13 ms instead of 1 ms); the unary plus keeps it a filter.
+            parts.append(f"SELECT rid, w FROM ({terms}) WHERE +rid IN (SELECT rowid FROM {t.fts} WHERE {t.fts} MATCH ?)")
+            for m in match:
+                args += [weight[m], f"text : {quote(m)}"]
+            args.append(build_match(owners, match))
+        if when and 0 < stats.dated <= MATCH_DF_BUDGET:
+            parts.append(f"SELECT DISTINCT id, ? FROM ({_dated_sql(owners, when)})")
+            args += [weight[WHEN_TERM], *_dated_args(owners, when)]
+        if not parts:
+            return [], idf, stats
+        pre = await self._fetch(
+            f"""SELECT rid, sum(w) AS s FROM ({" UNION ALL ".join(parts)})
+                GROUP BY rid ORDER BY s DESC, rid DESC LIMIT ?""",
+            [*args, self.candidates],
+        )
+        best = [r[0] for r in pre]
         if not best:
-            return [], idf, stats, set()
-        args: list[object] = list(best)
-        # The next row of the best candidates may answer them (see
-        # _credit_replies): fetched by id in the same statement, scoped here
-        # in Python (an owner filter in SQL made the planner walk all of the
-        # owner's rows: +1.5 ms at 10k, +20 ms at 100k).
-        near = sorted({rid + 1 for rid in best[:REPLY_SEEDS]} - set(best)) if replies and REPLY_WEIGHT > 0 else []
-        ids = [*best, *near]
-        rows = await self._fetch(
+            return [], idf, stats
+        rows = await self._rows(t, best, select, join, where)
+        return rows, idf, stats
+
+    async def _rows(self, t: _Tables, ids: Sequence[int], select: str, join: str, where: str) -> list[sqlite3.Row]:
+        return await self._fetch(
             f"""SELECT {select}, f.text AS _terms FROM {join} JOIN {t.fts} f ON f.rowid = x.id
                 WHERE x.id IN ({",".join("?" * len(ids))}) {where}""",
-            ids,
+            list(ids),
         )
-        extra = set(near)
-        if extra:
-            rows = [r for r in rows if r["id"] not in extra or (r["owner"] in owners and r["status"] == "active")]
-        return rows, idf, stats, extra
 
-    @staticmethod
-    def _relevance(
-        doc: str,
-        q: list[QueryTerm],
-        idf: dict[str, float],
-        avg_len: float,
-        dated: bool = False,
-    ) -> float:
-        """BM25 sum over the query's terms found in ``doc``, divided by the
-        IDF mass of the message's own terms (context terms add, never
-        normalise, unless there is nothing else)."""
-        tokens = doc.split(" ")
-        tf = Counter(tokens)
-        norm = _K1 * (1.0 - _B + _B * len(tokens) / avg_len)
-        got = 0.0
-        mass = 0.0
-        for x in q:
-            i = idf[x.term]
-            if x.from_query:
-                mass += x.weight * i
-            f = tf.get(x.term, 0) if x.term != WHEN_TERM else int(dated)
-            if f:
-                got += x.weight * i * f * (_K1 + 1.0) / (f + norm)
-        if mass == 0.0:  # only context terms: normalise by them instead
-            mass = sum(x.weight * idf.get(x.term, 0.0) for x in q) or 1.0
-        return got / mass
+    async def _neighbours(
+        self, scored: list[tuple[float, sqlite3.Row]], owners: Sequence[str], where: str
+    ) -> list[sqlite3.Row]:
+        """Memories written just before or after the best hits that come from
+        a conversation, not yet among the hits, in scope.
+
+        Fetched by id and scoped here in Python: an owner filter in SQL made
+        the planner walk all of the owner's rows (+1.5 ms at 10k, +20 ms at
+        100k). A second statement rather than part of the candidates' one,
+        so that hits from no conversation (notes, facts without a chat or
+        session) fetch nothing.
+        """
+        best = heapq.nlargest(NEIGHBOUR_SEEDS, scored, key=lambda sr: (sr[0], sr[1]["id"]))
+        have = {r["id"] for _, r in scored}
+        span = range(-NEIGHBOUR_SPAN, NEIGHBOUR_SPAN + 1)
+        ids = sorted({r["id"] + o for _, r in best if _conversation(r) is not None for o in span} - have)
+        if not ids:
+            return []
+        rows = await self._rows(_MEMORIES, ids, _MEMORY_COLUMNS, "memories x", where)
+        return [r for r in rows if r["owner"] in owners and r["status"] == "active"]
 
     # -- public API ----------------------------------------------------------
 
@@ -347,33 +389,34 @@ class Retriever:
         if when:
             q.append(QueryTerm(WHEN_TERM, WHEN_WEIGHT, True))
         owners = [user] if user == GLOBAL_OWNER else [user, GLOBAL_OWNER]
-        rows, idf, stats, extra = await self._candidates(
-            _MEMORIES,
-            q,
-            owners,
-            select="x.*",
-            join="memories x",
-            where="" if private else "AND x.category != 'credential'",
-            replies=True,
-            when=when,
+        where = "" if private else "AND x.category != 'credential'"
+        rows, idf, stats = await self._candidates(
+            _MEMORIES, q, owners, select=_MEMORY_COLUMNS, join="memories x", where=where, when=when
         )
         if not rows:
             return []
+        relevance = _Relevance(q, idf, stats.avg_len)
         named = _named_projects(query, await self.engine.known_projects(user) if projects is None else projects)
-        scored: list[tuple[float, sqlite3.Row]] = []
-        for r in rows:
-            dated = bool(when) and _within(r["created_at"], when)
-            rel = self._relevance(r["_terms"], q, idf, stats.avg_len, dated)
-            if rel < MIN_RELEVANCE:
-                continue
-            days = (now - parse_ts(r["last_accessed"])).total_seconds() / 86400.0
-            weight = r["importance"] * decay_factor(r["category"], days)
-            score = rel * (0.8 + 0.2 * weight)
-            if named and r["project"] not in named and r["project"] != GLOBAL_OWNER:
-                score *= OTHER_PROJECT_FACTOR
-            scored.append((score, r))
-        if REPLY_WEIGHT > 0:
-            scored = _credit_replies(scored, extra)
+
+        def score(rs: Iterable[sqlite3.Row]) -> list[tuple[float, sqlite3.Row]]:
+            out: list[tuple[float, sqlite3.Row]] = []
+            for r in rs:
+                dated = bool(when) and _within(r["created_at"], when)
+                rel = relevance(r["_terms"], dated)
+                if rel < MIN_RELEVANCE:
+                    continue
+                days = (now - parse_ts(r["last_accessed"])).total_seconds() / 86400.0
+                weight = r["importance"] * decay_factor(r["category"], days)
+                sc = rel * (0.8 + 0.2 * weight)
+                if named and r["project"] not in named and r["project"] != GLOBAL_OWNER:
+                    sc *= OTHER_PROJECT_FACTOR
+                out.append((sc, r))
+            return out
+
+        scored = score(rows)
+        if NEIGHBOUR_SPAN > 0 and (NEIGHBOUR_WEIGHT > 0 or REPLY_WEIGHT > 0):
+            near = score(await self._neighbours(scored, owners, where))
+            scored = _credit_neighbours(scored, near)
         scored.sort(key=lambda sr: (-sr[0], -sr[1]["id"]))
         # Build Hits for the few that can be returned only.
         hits = [_memory_hit(sc, r) for sc, r in scored[: limit if limit is not None else self.max_hits]]
@@ -389,13 +432,16 @@ class Retriever:
         """Tier 3 events of ``user`` matching ``query``, best first, scored
         like memories (event-category decay by the event's date)."""
         q = build_query(query)
-        rows, idf, stats, _ = await self._candidates(
+        rows, idf, stats = await self._candidates(
             _EVENTS, q, [user], select="x.*", join="daily_events x", where=""
         )
+        if not rows:
+            return []
         now = now or self.engine.clock.now()
+        relevance = _Relevance(q, idf, stats.avg_len)
         hits: list[Hit] = []
         for r in rows:
-            rel = self._relevance(r["_terms"], q, idf, stats.avg_len)
+            rel = relevance(r["_terms"])
             if rel < MIN_RELEVANCE:
                 continue
             days = (now - parse_ts(r["event_date"] + "T00:00:00Z")).total_seconds() / 86400.0
@@ -426,19 +472,26 @@ class Retriever:
         return hits[:limit]
 
 
-def _conversation(r: sqlite3.Row) -> tuple[str, str, str, str] | None:
-    """(owner, channel, chat, session) of a memory taken from a conversation, else None."""
-    prov = r["provenance"]
-    if not prov or prov == "{}":
-        return None
-    try:
-        d = json.loads(prov)
-    except ValueError:
-        return None
-    chat, session = str(d.get("chat_id", "")), str(d.get("session", ""))
-    if not chat and not session:
-        return None
-    return (r["owner"], str(d.get("channel", "")), chat, session)
+def _conversation(r: sqlite3.Row) -> tuple[str, str] | None:
+    """(owner, [channel, chat, session]) of a memory taken from a
+    conversation, else None (see :data:`_MEMORY_COLUMNS`)."""
+    c = r["_conv"]
+    return None if c is None else (r["owner"], c)
+
+
+def _dated_sql(owners: Sequence[str], when: Sequence[Period]) -> str:
+    """Ids of ``owners``' active memories written in each period (one range
+    scan of ``(owner, status, created_at)`` each, capped), with repeats."""
+    one = f"""SELECT id FROM (SELECT id FROM memories WHERE owner IN ({",".join("?" * len(owners))})
+              AND status = 'active' AND created_at >= ? AND created_at < ? LIMIT ?)"""
+    return " UNION ALL ".join([one] * len(when))
+
+
+def _dated_args(owners: Sequence[str], when: Sequence[Period]) -> list[object]:
+    args: list[object] = []
+    for a, b in when:
+        args += [*owners, format_ts(a), format_ts(b), MATCH_DF_BUDGET + 1]
+    return args
 
 
 def _within(created_at: str, when: Sequence[Period]) -> bool:
@@ -449,28 +502,38 @@ def _asks(text: str) -> bool:
     return "?" in text or "？" in text
 
 
-def _credit_replies(
-    scored: list[tuple[float, sqlite3.Row]], fetched_as_reply: set[int]
+def _credit_neighbours(
+    scored: list[tuple[float, sqlite3.Row]], near: list[tuple[float, sqlite3.Row]]
 ) -> list[tuple[float, sqlite3.Row]]:
-    """A memory that follows a question of the same conversation gets
-    :data:`REPLY_WEIGHT` of the question's score: the answer to a question is
-    usually the next turn, and it often shares no word with the question
-    ("What are their names?" / "Luna and Oliver!").
+    """Each memory of a conversation gets :data:`NEIGHBOUR_WEIGHT` of the
+    score of every memory of the same conversation written up to
+    :data:`NEIGHBOUR_SPAN` before or after it, and :data:`REPLY_WEIGHT` more
+    of the one just before it when that one asks a question.
 
-    Rows fetched only as a possible reply (``fetched_as_reply``) are kept
-    only when they are one.
+    Turns are short: the answer to a question is often the next turn or the
+    one after (the other speaker in between) and shares no word with the
+    question ("What are their names?" / "Luna and Oliver!"). Scores passed on
+    are the memories' own, never what they received. Rows in ``near`` were
+    fetched only as neighbours and are kept only when they received some.
     """
-    by_id = {r["id"]: (sc, r) for sc, r in scored}
+    both = [*scored, *near]
+    ids = [r["id"] for _, r in both]
+    conv = {i: _conversation(r) for i, (_, r) in zip(ids, both)}
+    own = {i: sc for i, (sc, _) in zip(ids, both)}
+    asks = {i: _asks(r["content"]) for i, (_, r) in zip(ids, both) if i + 1 in own}
+    offsets = [o for o in range(-NEIGHBOUR_SPAN, NEIGHBOUR_SPAN + 1) if o]
+    kept = len(scored)  # rows after these were fetched as neighbours only
     out = []
-    for sc, r in scored:
-        prev = by_id.get(r["id"] - 1)
-        if prev is not None and _asks(prev[1]["content"]):
-            here = _conversation(r)
-            if here is not None and here == _conversation(prev[1]):
-                out.append((sc + REPLY_WEIGHT * prev[0], r))
-                continue
-        if r["id"] not in fetched_as_reply:
-            out.append((sc, r))
+    for k, (i, (sc, r)) in enumerate(zip(ids, both)):
+        here = conv[i]
+        bonus = 0.0
+        if here is not None:
+            for o in offsets:
+                j = i + o
+                if j in own and conv[j] == here:
+                    bonus += (NEIGHBOUR_WEIGHT + (REPLY_WEIGHT if o == -1 and asks[j] else 0.0)) * own[j]
+        if bonus > 0.0 or k < kept:
+            out.append((sc + bonus, r))
     return out
 
 

@@ -66,10 +66,12 @@ MADial-Bench (``madial-<lang>-memory.jsonl``, ``madial-<lang>-dialogue-*.jsonl``
   ``<Name>:`` tag.
 * One query per dialogue, at its first test turn: the query is the latest
   line of the user (the first non-Assistant speaker) before it, and
-  ``context=`` gets the up to ``MADIAL_CONTEXT_LINES`` lines before that
-  (both speakers, text only, oldest first), the way the gateway sees recent
-  history. The dialogues carry no time, so the clock is the user's latest
-  memory time. One database per language holding both users.
+  ``context=`` gets the user's own up to ``MADIAL_CONTEXT_LINES`` lines
+  before that (text only, oldest first): the gateway passes recall the
+  user's recent messages, never the assistant's replies. (It passes the
+  user's messages among its last 4 stored messages, about two: see
+  docs/RETRIEVAL.md §9.) The dialogues carry no time, so the clock is the
+  user's latest memory time. One database per language holding both users.
 
 Metrics (per query, then averaged)
 -----------------------------------
@@ -392,7 +394,8 @@ def parse_madial_line(line: str) -> tuple[str | None, str]:
 
 
 def madial_query(dialogue: Sequence[str], test_turns: Sequence[int]) -> tuple[str, tuple[str, ...]] | None:
-    """(latest user message before the first test turn, recent history before it)."""
+    """(latest user message before the first test turn, the user's own
+    earlier messages, at most ``MADIAL_CONTEXT_LINES``, oldest first)."""
     lines = [(i, *parse_madial_line(ln)) for i, ln in enumerate(dialogue) if not _MARKER.match(ln)]
     user = next((s for _, s, _ in lines if s and s.lower() != "assistant"), None)
     if user is None or not test_turns:
@@ -401,8 +404,8 @@ def madial_query(dialogue: Sequence[str], test_turns: Sequence[int]) -> tuple[st
     before = [(i, s, t) for i, s, t in lines if i < first and t]
     for j in range(len(before) - 1, -1, -1):
         if before[j][1] == user:
-            history = tuple(t for _, _, t in before[max(0, j - MADIAL_CONTEXT_LINES) : j])
-            return before[j][2], history
+            mine = [t for _, s, t in before[:j] if s == user]
+            return before[j][2], tuple(mine[-MADIAL_CONTEXT_LINES:])
     return None
 
 

@@ -2,9 +2,11 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from memory import Category, ManualClock, MemoryEngine, NewMemory, Provenance
+import pytest
+
+from memory import Category, ManualClock, MemoryEngine, NewMemory, Provenance, retrieval
 from memory.clock import format_ts
-from memory.retrieval import MIN_RELEVANCE, Retriever
+from memory.retrieval import MIN_RELEVANCE, NEIGHBOUR_WEIGHT, Retriever
 from memory.tokenize import TOKENIZER_VERSION
 
 
@@ -96,6 +98,42 @@ async def test_context_helps_but_counts_less_than_the_message(engine: MemoryEngi
     # The message names postgres; redis only in context must not win.
     direct = await ids(r, "u", "which port does postgres use?", context=["the redis cache was slow"])
     assert direct[0] == pg
+
+
+_LONG_CONVERSATIONS = {
+    "zh": (
+        "和家人一起装饰圣诞树，挂了彩灯，很开心",
+        "晚上在山顶看星星，特别美",
+        [
+            "我最喜欢装饰圣诞树了，去年和家人一起装饰的",
+            "今年我们班也要布置教室，老师说每个同学都可以带一样自己做的东西",
+            "我们班准备用手工小挂件和彩色的纸链，我想带点特别的",
+            "我做手工一向很认真，上次做的纸灯笼大家都说漂亮，这次也想做得好看一点",
+        ],
+        "嗯，我想做一些星星和雪花形状的",
+    ),
+    "en": (
+        "decorated the christmas tree with the family, lights and all",
+        "watched the stars from the hill at night",
+        [
+            "I love decorating the christmas tree, last year we did it with the whole family",
+            "This year our class is decorating the classroom and everyone brings something",
+            "We are making paper chains and little ornaments, everything handmade",
+            "I always take crafts seriously, people liked my paper lanterns last time",
+        ],
+        "I want to make some stars and snowflake shapes",
+    ),
+}
+
+
+@pytest.mark.parametrize("lang", sorted(_LONG_CONVERSATIONS))
+async def test_every_turn_of_a_long_conversation_counts(engine: MemoryEngine, lang: str) -> None:
+    # Chinese turns make many terms (characters and bigrams); the topic was
+    # set four turns ago and the message only adds a detail.
+    topic, detail, context, message = _LONG_CONVERSATIONS[lang]
+    target = await add(engine, "u", topic)
+    await add(engine, "u", detail)
+    assert (await ids(Retriever(engine), "u", message, context=context))[0] == target
 
 
 async def test_named_project_partition_is_favoured(engine: MemoryEngine) -> None:
@@ -227,19 +265,61 @@ async def test_reply_to_a_matching_question_ranks_right_after_it(engine: MemoryE
         "Melanie: Luna and Oliver! They liven up the house.",
     ])
     r = Retriever(engine)
-    assert (await ids(r, "u", "what are the names of Melanie's pets?"))[:2] == [ask, answer]
+    # The answer also names Melanie: with its share of the question's score
+    # it ranks first, the question right after it.
+    assert (await ids(r, "u", "what are the names of Melanie's pets?"))[:2] == [answer, ask]
     ask_zh, answer_zh = await _turns(engine, "u", "43", "s1", ["你家的猫叫什么名字？", "咪咪，三岁了。"])
     await add(engine, "u", "猫粮在超市买的")
     assert (await ids(r, "u", "我家的猫叫什么名字"))[:2] == [ask_zh, answer_zh]
 
 
-async def test_no_reply_credit_after_a_statement_or_across_chats(engine: MemoryEngine) -> None:
+async def test_no_reply_credit_after_a_statement_or_across_chats(
+    engine: MemoryEngine, monkeypatch: pytest.MonkeyPatch
+) -> None:
     said = await _turns(engine, "u", "42", "s1", ["Caroline: my pets are called Luna and Oliver.",
                                                   "Melanie: nice, the weather is lovely today"])
     other = await _turns(engine, "u", "42", "s1", ["Caroline: what are the names of your pets?"])
     other += await _turns(engine, "u", "99", "s1", ["Bob: the weather is lovely today"])
-    got = await Retriever(engine).retrieve("u", "names of the pets", limit=10)
-    assert {h.id for h in got} == {said[0], other[0]}  # neither follower holds a query word nor answers
+    r = Retriever(engine)
+    got = {h.id: h.score for h in await r.retrieve("u", "names of the pets", limit=10)}
+    # Bob is in another chat: nothing. The follower of the statement holds no
+    # query word: only the neighbour share of the two turns around it (the
+    # statement and the question), no reply share.
+    assert set(got) == {said[0], said[1], other[0]}
+    monkeypatch.setattr(retrieval, "NEIGHBOUR_WEIGHT", 0.0)
+    monkeypatch.setattr(retrieval, "REPLY_WEIGHT", 0.0)
+    own = {h.id: h.score for h in await r.retrieve("u", "names of the pets", limit=10)}
+    assert set(own) == {said[0], other[0]}
+    assert got[said[1]] == pytest.approx(NEIGHBOUR_WEIGHT * (own[said[0]] + own[other[0]]))
+    assert got[said[0]] == pytest.approx(own[said[0]] + NEIGHBOUR_WEIGHT * own[other[0]])
+
+
+async def test_a_turn_borrows_from_the_turns_around_it(engine: MemoryEngine) -> None:
+    # The answer (two turns after the turn naming the cafe, the other
+    # speaker in between) shares one word with the question, as does a turn
+    # of another chat; the turns around the answer decide.
+    topic, _, answer = await _turns(engine, "u", "42", "s3", [
+        "Andrew: we found a little cafe downtown with amazing pastries",
+        "Audrey: that sounds lovely",
+        "Andrew: I ordered croissants, muffins and tarts",
+    ])
+    elsewhere = await _turns(engine, "u", "42", "s9", ["Andrew: I ordered hiking boots"])
+    await _turns(engine, "u", "42", "s9", ["Audrey: my dogs love the trail by the lake"])
+    r = Retriever(engine)
+    got = await ids(r, "u", "what did Andrew order at the cafe with the pastries?")
+    assert got[:2] == [topic, answer] and got.index(answer) < got.index(elsewhere[0])
+    zh_topic, _, zh_answer = await _turns(engine, "u", "43", "s1", [
+        "周末去了新开的咖啡馆，甜点很好吃", "听起来不错", "点了提拉米苏和芒果蛋糕"])
+    zh_else = await _turns(engine, "u", "43", "s2", ["点了登山鞋"])
+    got = await ids(r, "u", "咖啡馆的甜点点了什么")
+    assert got[:2] == [zh_topic, zh_answer] and got.index(zh_answer) < got.index(zh_else[0])
+
+
+async def test_notes_and_facts_without_a_conversation_borrow_nothing(engine: MemoryEngine) -> None:
+    a = await add(engine, "u", "the backup server is in Frankfurt")
+    b = await add(engine, "u", "the office plants need water on Mondays")
+    got = await Retriever(engine).retrieve("u", "where is the backup server?", limit=10)
+    assert [h.id for h in got] == [a] and b not in [h.id for h in got]
 
 
 # -- time references ----------------------------------------------------------

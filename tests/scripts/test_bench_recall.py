@@ -133,7 +133,9 @@ def test_madial_query_is_latest_user_line_before_first_test_turn() -> None:
         "<EOD>\n",
     ]
     got = br.madial_query(dialogue, [5, 4])
-    assert got == ("我想学剑术！", ("我昨天看了武侠小说", "有趣！"))
+    assert got == ("我想学剑术！", ("我昨天看了武侠小说",))  # the user's own lines, as the gateway passes
+    long = ["<BOD>\n"] + [f'<Bart>:"u{i}"\n' if i % 2 == 0 else f'<Assistant>:"a{i}"\n' for i in range(12)] + ["<EOD>\n"]
+    assert br.madial_query(long, [12]) == ("u10", ("u2", "u4", "u6", "u8"))
     assert br.madial_query(dialogue, []) is None
     assert br.madial_query(["<BOD>\n", '<Assistant>:"hi"\n'], [1]) is None
 
