@@ -343,7 +343,9 @@ class ProcessLoop:
             if not should_retrieve(text, projects):
                 return []
             self.stats.retrievals += 1
-            context = [m.content for m in history[-_CONTEXT_TURNS:] if m.role == "user"]
+            # The user's own last turns (the assistant's replies would only
+            # echo them); bench_recall scores MADial the same way.
+            context = [m.content for m in history if m.role == "user"][-_CONTEXT_TURNS:]
             return await self.backend.recall(user, text, context=context, private=private)
         except Exception as exc:  # memory trouble costs the memory block, not the reply
             log.error("memory recall failed", user=user, error=repr(exc))

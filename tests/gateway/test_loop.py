@@ -305,3 +305,19 @@ async def test_a_message_that_only_got_an_apology_is_answered_when_delivered_aga
         fake_llm.queue_reply("hello!")
         await rig.bus.publish_inbound(msg)
         assert (await rig.reply()).text == "hello!"
+
+
+async def test_recall_uses_the_users_last_four_messages_as_context(
+    tmp_path: Path, clock: ManualClock, fake_llm: FakeOpenAI
+) -> None:
+    async with make_rig(tmp_path, clock, fake_llm) as rig:
+        await rig.engine.add(NewMemory(owner=ALICE, content="Alice's espresso machine is a Gaggia Classic",
+                                       category=Category.EVENT))
+        await rig.engine.add(NewMemory(owner=ALICE, content="Alice's bike is a blue Brompton", category=Category.EVENT))
+        # The topic was set three of the user's messages ago; the assistant's
+        # replies in between do not push it out.
+        for text in ("my espresso machine is acting up again", "hmm", "let me check", "ok"):
+            await rig.ask(text)
+        await rig.ask("do you remember which model I have?")
+        block = _user(fake_llm.requests[-1])
+        assert block.startswith("<memories>") and "Gaggia Classic" in block and "Brompton" not in block
