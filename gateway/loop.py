@@ -279,18 +279,8 @@ class ProcessLoop:
         # the reply is sent: a crash during the call still leaves it in Tier 0
         # and, via _settle, in memory. Awaiting it first cost a writer round
         # trip per message on the reply path (2.3 ms p50 at 100 messages/s).
-        user_write = asyncio.create_task(
-            self.sessions.append(
-                key,
-                channel=msg.channel,
-                chat_id=msg.chat_id,
-                role="user",
-                content=msg.text,
-                owner=user,
-                sender_id=msg.sender_id or ("cron" if item.user else ""),
-                message_id=msg.message_id,
-            ),
-            name=f"tier0:{key}",
+        user_write = self._save(
+            msg, "user", msg.text, user, sender_id=msg.sender_id or ("cron" if item.user else ""), message_id=msg.message_id
         )
         try:
             reply: AgentReply = await self.agent.run(messages, ctx, user_text=msg.text)
@@ -302,18 +292,7 @@ class ProcessLoop:
         if reply.ok:  # an apology is not part of the conversation
             # Saved behind the reply; the chat's next message waits for it
             # (_settle), so its window and memory still see the reply.
-            reply_write = asyncio.create_task(
-                self.sessions.append(
-                    key,
-                    channel=msg.channel,
-                    chat_id=msg.chat_id,
-                    role="assistant",
-                    content=reply.text,
-                    owner=user,
-                    message_id=user_row.message_id,
-                ),
-                name=f"tier0:{key}",
-            )
+            reply_write = self._save(msg, "assistant", reply.text, user, message_id=user_row.message_id)
         else:
             self.stats.failed += 1
         await self._reply(msg, reply.text)
@@ -336,6 +315,25 @@ class ProcessLoop:
             )
         self._buffer_later(key, [user_row], reply_write)
         return reply.text
+
+    def _save(
+        self, msg: InboundMessage, role: str, content: str, owner: str, *, sender_id: str = "", message_id: str
+    ) -> asyncio.Task[StoredMessage]:
+        """Append a row to the chat's Tier 0 in a task of its own (see _handle for when it is awaited)."""
+        key = msg.session_key
+        return asyncio.create_task(
+            self.sessions.append(
+                key,
+                channel=msg.channel,
+                chat_id=msg.chat_id,
+                role=role,
+                content=content,
+                owner=owner,
+                sender_id=sender_id,
+                message_id=message_id,
+            ),
+            name=f"tier0:{key}",
+        )
 
     async def _recall(self, user: str, text: str, history: Sequence[StoredMessage], *, private: bool) -> list[Hit]:
         try:
