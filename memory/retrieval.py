@@ -318,7 +318,7 @@ class Retriever:
                 args += [weight[m], f"text : {quote(m)}"]
             args.append(build_match(owners, match))
         if when and 0 < stats.dated <= MATCH_DF_BUDGET:
-            parts.append(f"SELECT DISTINCT id, ? FROM ({_dated_sql(owners, when)})")
+            parts.append(f"SELECT DISTINCT id AS rid, ? AS w FROM ({_dated_sql(owners, when)})")  # named: it may be the only arm
             args += [weight[WHEN_TERM], *_dated_args(owners, when)]
         if not parts:
             return [], idf, stats

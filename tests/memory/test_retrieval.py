@@ -346,3 +346,13 @@ async def test_irregular_past_tense_finds_the_memory(engine: MemoryEngine) -> No
     r = Retriever(engine)
     assert (await ids(r, "u", "which jacket did I buy?"))[0] == target
     assert (await ids(r, "u", "where did the kids' children go?"))[0] != target
+
+async def test_a_time_reference_alone_finds_that_days_memories(engine: MemoryEngine, clock: ManualClock) -> None:
+    # No word of the message is in any memory: the time reference is the
+    # only term, and the rows written in that period its only candidates.
+    old = await add(engine, "u", "我们讨论了数据库迁移", at="2026-02-20T10:00:00Z")
+    today = await add(engine, "u", "我们讨论了部署流程", at=clock.now().strftime("%Y-%m-%dT08:00:00Z"))
+    await add(engine, "v", "别人的今天", at=clock.now().strftime("%Y-%m-%dT09:00:00Z"))
+    assert await ids(Retriever(engine), "u", "今天天气不错，你还记得吗") == [today]
+    assert old not in await ids(Retriever(engine), "u", "what did we talk about today?")
+
