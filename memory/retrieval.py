@@ -65,7 +65,10 @@ MAX_CONTEXT_TURNS = 4
 MAX_CONTEXT_CHARS = 600
 MAX_TERMS = 128  # terms scored (a cap for huge messages: a long conversation's terms all count)
 MAX_MATCH_TERMS = 12  # terms sent to the FTS5 MATCH
-MATCH_DF_BUDGET = 2000  # summed document counts of the MATCH terms (bounds its cost)
+MATCH_DF_BUDGET = 2000
+SCOPED_TERMS_SHARE = 0.2
+"""Below this share of the collection in the asking user's scope, each
+term's MATCH is scoped to the owner (see _candidates)."""  # summed document counts of the MATCH terms (bounds its cost)
 DF_CACHE_MIN_ROWS = 5000  # below this, counting is cheaper than being stale
 PRIOR_ROWS = 200
 MIN_RELEVANCE = 0.0  # a floor cost recall on long queries (docs/RETRIEVAL.md §4)
@@ -283,7 +286,11 @@ class Retriever:
         """
         if not q:
             return [], {}, _Stats(0, 1.0)
-        stats, df = await self._term_stats(t, [x.term for x in q if x.term != WHEN_TERM], owners, when)
+        keys = [owner_key(o) for o in owners]
+        stats, df = await self._term_stats(t, [*(x.term for x in q if x.term != WHEN_TERM), *keys], owners, when)
+        # The share of the collection in scope (the owner tokens' document
+        # counts): one user of many, or a personal gateway's only user.
+        share = sum(df.pop(k, 0) for k in keys) / stats.rows if stats.rows else 1.0
         present = [x for x in q if df.get(x.term, 0) > 0]
         if (not present and not when) or stats.rows == 0:
             return [], {}, stats
@@ -307,7 +314,15 @@ class Retriever:
         match = _match_terms(present, idf, df)
         parts: list[str] = []
         args: list[object] = []
-        if match:
+        if match and share < SCOPED_TERMS_SHARE:
+            # One user among many: each term's MATCH scoped to the owner, so
+            # a word every user has returns this user's rows only (unscoped,
+            # it returned every user's, up to the whole MATCH budget).
+            terms = " UNION ALL ".join(f"SELECT rowid AS rid, ? AS w FROM {t.fts} WHERE {t.fts} MATCH ?" for _ in match)
+            parts.append(f"SELECT rid, w FROM ({terms})")  # one arm, as below: a dated arm names its column id
+            for m in match:
+                args += [weight[m], build_match(owners, [m])]
+        elif match:
             terms = " UNION ALL ".join(f"SELECT rowid AS rid, ? AS w FROM {t.fts} WHERE {t.fts} MATCH ?" for _ in match)
             # "+rid": with a UNION ALL sibling (the dated rows) SQLite pushes
             # the IN into each term's scan as a rowid constraint, and FTS5

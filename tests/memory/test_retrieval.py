@@ -347,6 +347,7 @@ async def test_irregular_past_tense_finds_the_memory(engine: MemoryEngine) -> No
     assert (await ids(r, "u", "which jacket did I buy?"))[0] == target
     assert (await ids(r, "u", "where did the kids' children go?"))[0] != target
 
+
 async def test_a_time_reference_alone_finds_that_days_memories(engine: MemoryEngine, clock: ManualClock) -> None:
     # No word of the message is in any memory: the time reference is the
     # only term, and the rows written in that period its only candidates.
@@ -356,3 +357,26 @@ async def test_a_time_reference_alone_finds_that_days_memories(engine: MemoryEng
     assert await ids(Retriever(engine), "u", "今天天气不错，你还记得吗") == [today]
     assert old not in await ids(Retriever(engine), "u", "what did we talk about today?")
 
+
+async def test_a_user_among_many_gets_the_same_ranking_with_owner_scoped_terms(
+    engine: MemoryEngine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Every user has the same words (the worst case for unscoped postings);
+    # scoping each term's MATCH to the owner must not change the answer.
+    for u in range(30):
+        await engine.add_many(
+            (NewMemory(owner=f"user{u}", content=text), None)
+            for text in (f"I like oat milk flat white coffee number {u}", "we chose Postgres as the database",
+                         "my cat is called Mochi", "weekend hiking by the lake")
+        )
+    mine = await add(engine, "user7", "the database password rotates every month")
+    r = Retriever(engine)
+    queries = ["which database did we choose?", "do you remember my coffee order", "database password?", "猫叫什么"]
+    monkeypatch.setattr(retrieval, "SCOPED_TERMS_SHARE", 1.01)  # always scoped per term
+    scoped = [[(h.id, round(h.score, 9)) for h in await r.retrieve("user7", q, limit=10)] for q in queries]
+    monkeypatch.setattr(retrieval, "SCOPED_TERMS_SHARE", 0.0)  # never: scope the OR of all terms once
+    whole = [[(h.id, round(h.score, 9)) for h in await r.retrieve("user7", q, limit=10)] for q in queries]
+    assert scoped == whole
+    assert scoped[2][0][0] == mine
+    own = {m.id for m in await engine.list_memories("user7", limit=100)}
+    assert all(h_id in own for hits in scoped for h_id, _ in hits)  # never another user's row
