@@ -6,9 +6,10 @@ FTS when fewer than five rows came back, so it ignored the question).
 1. Query terms (:func:`memory.tokenize.query_terms`): stop words dropped,
    CJK unigrams weak, recent conversation turns (``context``) at
    :data:`CONTEXT_WEIGHT` of the message's own terms.
-2. Candidates: one FTS5 MATCH scoped to the asking user's and ``_global``'s
-   owner token. Very common terms are left out of the MATCH (they would make
-   it slow and add nothing), never out of the scoring.
+2. Candidates: the :attr:`Retriever.candidates` rows of the asking user and
+   ``_global`` holding the most telling terms, pre-ranked in SQL from one
+   FTS5 MATCH per term. Very common terms are left out of the MATCH (they
+   would make it slow and add nothing), never out of the scoring.
 3. Per-hit relevance, computed here rather than by FTS5's ``bm25()`` (FTS5
    clamps IDF to ~1e-6 once a term is in half the rows, so a user with one
    memory got no signal at all): a BM25 sum with our own IDF
@@ -65,10 +66,13 @@ MAX_CONTEXT_TURNS = 4
 MAX_CONTEXT_CHARS = 600
 MAX_TERMS = 128  # terms scored (a cap for huge messages: a long conversation's terms all count)
 MAX_MATCH_TERMS = 12  # terms sent to the FTS5 MATCH
-MATCH_DF_BUDGET = 2000
+MATCH_DF_BUDGET = 2000  # summed document counts of the MATCH terms (bounds its cost)
+ALL_IN_SCOPE = 1.0 - 1e-9
+"""At this share of the collection in scope (a personal gateway: one user
+plus ``_global``), no row is filtered by owner."""
 SCOPED_TERMS_SHARE = 0.2
 """Below this share of the collection in the asking user's scope, each
-term's MATCH is scoped to the owner (see _candidates)."""  # summed document counts of the MATCH terms (bounds its cost)
+term's MATCH is scoped to the owner (see _candidates)."""
 DF_CACHE_MIN_ROWS = 5000  # below this, counting is cheaper than being stale
 PRIOR_ROWS = 200
 MIN_RELEVANCE = 0.0  # a floor cost recall on long queries (docs/RETRIEVAL.md §4)
@@ -140,9 +144,10 @@ class _Stats:
 class _Tables:
     fts: str
     vocab: str
+    owned: str  # the rows' table, with an ``owner`` column
 
 
-_MEMORIES = _Tables("memories_fts", "memories_vocab")
+_MEMORIES = _Tables("memories_fts", "memories_vocab", "memories")
 # A memory's row, plus the conversation it was taken from: its provenance's
 # channel, chat and session as one JSON array text, NULL when it has neither a
 # chat nor a session (or the provenance is not JSON). Read by SQLite's JSON
@@ -151,7 +156,7 @@ _MEMORIES = _Tables("memories_fts", "memories_vocab")
 _MEMORY_COLUMNS = """x.*, CASE WHEN json_valid(x.provenance)
     AND coalesce(json_extract(x.provenance, '$.chat_id'), json_extract(x.provenance, '$.session')) IS NOT NULL
     THEN json_extract(x.provenance, '$.channel', '$.chat_id', '$.session') END AS _conv"""
-_EVENTS = _Tables("events_fts", "events_vocab")
+_EVENTS = _Tables("events_fts", "events_vocab", "daily_events")
 
 
 class _Relevance:
@@ -184,6 +189,54 @@ class _Relevance:
         return got / self.mass
 
 
+class _Postings:
+    """The candidates' posting lists as one ``UNION ALL`` of ``(rid, w)``
+    rows: one arm per MATCH term, and the rows written in the message's time
+    references (already the owners' only)."""
+
+    def __init__(self) -> None:
+        self._terms: list[tuple[str, float, str]] = []  # (fts table, weight, MATCH)
+        self._dated: tuple[float, Sequence[str], Sequence[Period]] | None = None
+        self.scope: str | None = None  # owner-scoped MATCH of all the terms, when rows must be scoped
+
+    @property
+    def empty(self) -> bool:
+        return not self._terms and self._dated is None
+
+    def add_term(self, t: _Tables, weight: float, match: str) -> None:
+        self._terms.append((t.fts, weight, match))
+
+    def add_dated(self, weight: float, owners: Sequence[str], when: Sequence[Period]) -> None:
+        self._dated = (weight, owners, when)
+
+    def sql(self, *, scoped: bool = False) -> str:
+        arms = []
+        if self._terms:
+            fts = self._terms[0][0]
+            terms = " UNION ALL ".join(f"SELECT rowid AS rid, ? AS w FROM {fts} WHERE {fts} MATCH ?" for _ in self._terms)
+            # "+rid": with a UNION ALL sibling (the dated rows) SQLite pushes
+            # the IN into each term's scan as a rowid constraint, and FTS5
+            # then runs the MATCH once per in-scope row (LoCoMo, 600 rows:
+            # 13 ms instead of 1 ms); the unary plus keeps it a filter.
+            where = f" WHERE +rid IN (SELECT rowid FROM {fts} WHERE {fts} MATCH ?)" if scoped else ""
+            arms.append(f"SELECT rid, w FROM ({terms}){where}")  # one arm: a dated arm alone names its column id
+        if self._dated is not None:
+            _, owners, when = self._dated
+            arms.append(f"SELECT DISTINCT id AS rid, ? AS w FROM ({_dated_sql(owners, when)})")
+        return " UNION ALL ".join(arms)
+
+    def args(self, *, scoped: bool = False) -> list[object]:
+        out: list[object] = []
+        for _, weight, match in self._terms:
+            out += [weight, match]
+        if scoped and self._terms:
+            out.append(self.scope)
+        if self._dated is not None:
+            weight, owners, when = self._dated
+            out += [weight, *_dated_args(owners, when)]
+        return out
+
+
 class Retriever:
     def __init__(
         self,
@@ -192,7 +245,7 @@ class Retriever:
         max_hits: int = 5,
         token_budget: int = 2048,
         max_chars: int = 300,
-        candidates: int = 40,
+        candidates: int = 30,
     ) -> None:
         self.engine = engine
         self.max_hits = max_hits
@@ -295,15 +348,13 @@ class Retriever:
         if (not present and not when) or stats.rows == 0:
             return [], {}, stats
         # Candidates: the user's rows holding the most telling terms,
-        # pre-ranked by the IDF mass of the terms they hold. One statement:
-        # one owner-scoped MATCH on all the terms (which rows are in scope)
-        # plus one unscoped MATCH per term (which terms a row holds), summed
-        # per row in SQL (returning the postings to Python cost ~1 us a row,
-        # 1,600 rows a query at 10k). FTS5's bm25() ranking cost ~3 us a
-        # matched row, and an owner-scoped MATCH per term walked the owner's
-        # doclist once per term (docs/RETRIEVAL.md). A time reference adds
-        # the rows written in the period as one more posting list (when
-        # there are at most MATCH_DF_BUDGET of them).
+        # pre-ranked by the IDF mass of the terms they hold: one unscoped
+        # MATCH per term (which terms a row holds), summed per row in SQL
+        # (returning the postings to Python cost ~1 us a row, 1,600 rows a
+        # query at 10k; FTS5's bm25() ranking ~3 us a matched row), then the
+        # best rows in scope (_in_scope). A time reference adds the rows
+        # written in the period as one more posting list (when there are at
+        # most MATCH_DF_BUDGET of them). docs/RETRIEVAL.md §3.
         n = max(stats.rows, *df.values(), 0) + PRIOR_ROWS
         idf = {x.term: math.log(1.0 + (n - df.get(x.term, 0) + 0.5) / (df.get(x.term, 0) + 0.5)) for x in q}
         if when:
@@ -312,41 +363,66 @@ class Retriever:
             idf[WHEN_TERM] = math.log(1.0 + (n - d + 0.5) / (d + 0.5))
         weight = {x.term: x.weight * idf[x.term] for x in q}
         match = _match_terms(present, idf, df)
-        parts: list[str] = []
-        args: list[object] = []
-        if match and share < SCOPED_TERMS_SHARE:
-            # One user among many: each term's MATCH scoped to the owner, so
-            # a word every user has returns this user's rows only (unscoped,
-            # it returned every user's, up to the whole MATCH budget).
-            terms = " UNION ALL ".join(f"SELECT rowid AS rid, ? AS w FROM {t.fts} WHERE {t.fts} MATCH ?" for _ in match)
-            parts.append(f"SELECT rid, w FROM ({terms})")  # one arm, as below: a dated arm names its column id
+        postings = _Postings()
+        if match:
+            # One user among many: each term's MATCH is scoped to the owner,
+            # so a word every user has returns this user's rows only
+            # (unscoped, it returned every user's, up to the MATCH budget).
+            scoped = share < SCOPED_TERMS_SHARE
             for m in match:
-                args += [weight[m], build_match(owners, [m])]
-        elif match:
-            terms = " UNION ALL ".join(f"SELECT rowid AS rid, ? AS w FROM {t.fts} WHERE {t.fts} MATCH ?" for _ in match)
-            # "+rid": with a UNION ALL sibling (the dated rows) SQLite pushes
-            # the IN into each term's scan as a rowid constraint, and FTS5
-            # then runs the MATCH once per in-scope row (LoCoMo, 600 rows:
-            # 13 ms instead of 1 ms); the unary plus keeps it a filter.
-            parts.append(f"SELECT rid, w FROM ({terms}) WHERE +rid IN (SELECT rowid FROM {t.fts} WHERE {t.fts} MATCH ?)")
-            for m in match:
-                args += [weight[m], f"text : {quote(m)}"]
-            args.append(build_match(owners, match))
+                postings.add_term(t, weight[m], build_match(owners, [m]) if scoped else f"text : {quote(m)}")
+            if not scoped and share < ALL_IN_SCOPE:
+                postings.scope = build_match(owners, match)
         if when and 0 < stats.dated <= MATCH_DF_BUDGET:
-            parts.append(f"SELECT DISTINCT id AS rid, ? AS w FROM ({_dated_sql(owners, when)})")  # named: it may be the only arm
-            args += [weight[WHEN_TERM], *_dated_args(owners, when)]
-        if not parts:
+            postings.add_dated(weight[WHEN_TERM], owners, when)
+        if postings.empty:
             return [], idf, stats
-        pre = await self._fetch(
-            f"""SELECT rid, sum(w) AS s FROM ({" UNION ALL ".join(parts)})
-                GROUP BY rid ORDER BY s DESC, rid DESC LIMIT ?""",
-            [*args, self.candidates],
-        )
-        best = [r[0] for r in pre]
+        if postings.scope is not None:
+            best = await self._in_scope(t, postings, owners, share)
+        else:
+            pre = await self._fetch(
+                f"SELECT rid, sum(w) AS s FROM ({postings.sql()}) GROUP BY rid ORDER BY s DESC, rid DESC LIMIT ?",
+                [*postings.args(), self.candidates],
+            )
+            best = [r[0] for r in pre]
         if not best:
             return [], idf, stats
         rows = await self._rows(t, best, select, join, where)
         return rows, idf, stats
+
+    async def _in_scope(self, t: _Tables, postings: _Postings, owners: Sequence[str], share: float) -> list[int]:
+        """The best :attr:`candidates` rows of ``owners``: the ``top`` best
+        rows of anyone (``top`` sized by the owners' share of the
+        collection), then the owners' among them, each checked by id.
+
+        When the top was full and held fewer than wanted (the best ranks are
+        other users', as when they all wrote last), a row further down may
+        be the owners', so the ranking is run again with every posting
+        scoped by an owner-scoped MATCH of all the terms: exact either way.
+        Checking the owner of ~50 ranked rows instead of scoping every
+        posting: 10k memories 83 % one user's, retrieve CPU 3.1 -> 2.5 ms
+        (docs/BENCHMARKS.md, read path, third session).
+        """
+        want = self.candidates
+        top = math.ceil(want / max(share, 0.01) * 1.25) + 16
+        marks = ",".join("?" * len(owners))
+        rows = await self._fetch(
+            f"""WITH g AS MATERIALIZED (SELECT rid, sum(w) AS s FROM ({postings.sql()})
+                                        GROUP BY rid ORDER BY s DESC, rid DESC LIMIT ?)
+                SELECT rid FROM (SELECT g.rid, g.s FROM g JOIN {t.owned} o ON o.id = g.rid
+                                 WHERE o.owner IN ({marks}) ORDER BY g.s DESC, g.rid DESC LIMIT ?)
+                UNION ALL SELECT -count(*) FROM g""",
+            [*postings.args(), top, *owners, want],
+        )
+        best = [r[0] for r in rows[:-1]]
+        if len(best) < want and -rows[-1][0] == top:
+            rows = await self._fetch(
+                f"""SELECT rid, sum(w) AS s FROM ({postings.sql(scoped=True)})
+                    GROUP BY rid ORDER BY s DESC, rid DESC LIMIT ?""",
+                [*postings.args(scoped=True), want],
+            )
+            best = [r[0] for r in rows]
+        return best
 
     async def _rows(self, t: _Tables, ids: Sequence[int], select: str, join: str, where: str) -> list[sqlite3.Row]:
         return await self._fetch(

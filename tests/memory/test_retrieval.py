@@ -380,3 +380,23 @@ async def test_a_user_among_many_gets_the_same_ranking_with_owner_scoped_terms(
     assert scoped[2][0][0] == mine
     own = {m.id for m in await engine.list_memories("user7", limit=100)}
     assert all(h_id in own for hits in scoped for h_id, _ in hits)  # never another user's row
+
+
+async def test_a_user_whose_rows_rank_below_everyone_elses_still_gets_them(
+    engine: MemoryEngine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Postings are ranked for everyone, then kept for the asking user; here
+    # the first ranks all belong to others (two query words against one),
+    # so the ranking must be run again whole instead of returning nothing.
+    await engine.add_many(
+        (NewMemory(owner=f"other{u % 5}", content=f"database password note {u}"), None) for u in range(75)
+    )
+    await engine.add_many((NewMemory(owner="me", content=f"database choice number {u}"), None) for u in range(25))
+    r = Retriever(engine, candidates=4)
+    monkeypatch.setattr(retrieval, "SCOPED_TERMS_SHARE", 0.0)  # rank first, then scope
+    ranked = [(h.id, round(h.score, 9)) for h in await r.retrieve("me", "database password?", limit=4)]
+    monkeypatch.setattr(retrieval, "SCOPED_TERMS_SHARE", 1.01)  # each term's MATCH scoped to the owner
+    scoped = [(h.id, round(h.score, 9)) for h in await r.retrieve("me", "database password?", limit=4)]
+    own = {m.id for m in await engine.list_memories("me", limit=100)}
+    assert len(ranked) == 4 and ranked == scoped
+    assert all(i in own for i, _ in ranked)
