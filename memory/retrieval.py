@@ -70,6 +70,12 @@ MATCH_DF_BUDGET = 2000  # summed document counts of the MATCH terms (bounds its 
 ALL_IN_SCOPE = 1.0 - 1e-9
 """At this share of the collection in scope (a personal gateway: one user
 plus ``_global``), no row is filtered by owner."""
+WHOLE_RANKING = 200
+"""Up to this many postings, the owner of every ranked row is checked
+(see Retriever._in_scope)."""
+TOP_MARGIN = 2.5
+"""Ranked rows whose owner is checked, as a multiple of the rows expected to
+hold the wanted candidates at the user's share (see Retriever._in_scope)."""
 SCOPED_TERMS_SHARE = 0.2
 """Below this share of the collection in the asking user's scope, each
 term's MATCH is scoped to the owner (see _candidates)."""
@@ -198,16 +204,19 @@ class _Postings:
         self._terms: list[tuple[str, float, str]] = []  # (fts table, weight, MATCH)
         self._dated: tuple[float, Sequence[str], Sequence[Period]] | None = None
         self.scope: str | None = None  # owner-scoped MATCH of all the terms, when rows must be scoped
+        self.size = 0  # postings of the terms (their document counts, summed)
 
     @property
     def empty(self) -> bool:
         return not self._terms and self._dated is None
 
-    def add_term(self, t: _Tables, weight: float, match: str) -> None:
+    def add_term(self, t: _Tables, weight: float, match: str, df: int) -> None:
         self._terms.append((t.fts, weight, match))
+        self.size += df
 
-    def add_dated(self, weight: float, owners: Sequence[str], when: Sequence[Period]) -> None:
+    def add_dated(self, weight: float, owners: Sequence[str], when: Sequence[Period], rows: int) -> None:
         self._dated = (weight, owners, when)
+        self.size += rows
 
     def sql(self, *, scoped: bool = False) -> str:
         arms = []
@@ -370,11 +379,11 @@ class Retriever:
             # (unscoped, it returned every user's, up to the MATCH budget).
             scoped = share < SCOPED_TERMS_SHARE
             for m in match:
-                postings.add_term(t, weight[m], build_match(owners, [m]) if scoped else f"text : {quote(m)}")
+                postings.add_term(t, weight[m], build_match(owners, [m]) if scoped else f"text : {quote(m)}", df[m])
             if not scoped and share < ALL_IN_SCOPE:
                 postings.scope = build_match(owners, match)
         if when and 0 < stats.dated <= MATCH_DF_BUDGET:
-            postings.add_dated(weight[WHEN_TERM], owners, when)
+            postings.add_dated(weight[WHEN_TERM], owners, when, stats.dated)
         if postings.empty:
             return [], idf, stats
         if postings.scope is not None:
@@ -395,16 +404,22 @@ class Retriever:
         rows of anyone (``top`` sized by the owners' share of the
         collection), then the owners' among them, each checked by id.
 
-        When the top was full and held fewer than wanted (the best ranks are
-        other users', as when they all wrote last), a row further down may
-        be the owners', so the ranking is run again with every posting
-        scoped by an owner-scoped MATCH of all the terms: exact either way.
-        Checking the owner of ~50 ranked rows instead of scoping every
-        posting: 10k memories 83 % one user's, retrieve CPU 3.1 -> 2.5 ms
-        (docs/BENCHMARKS.md, read path, third session).
+        With up to :data:`WHOLE_RANKING` postings every ranked row is
+        checked. Otherwise, when the top was full and held fewer than wanted
+        (the best ranks are other users', as when they all wrote last), a
+        row further down may be the owners', so the ranking is run again
+        with every posting scoped by an owner-scoped MATCH of all the terms
+        (the way every query was run before): exact either way.
+
+        Checking the owner of the top rows instead of scoping every posting,
+        10k memories 83 % one user's: the candidates' statement 1.28 -> 0.91
+        ms mean, p95 2.47 -> 1.89 ms (docs/BENCHMARKS.md, read path, third
+        session); at 100k, mean 2.40 -> 1.70 ms, p95 about the same.
         """
         want = self.candidates
-        top = math.ceil(want / max(share, 0.01) * 1.25) + 16
+        top = math.ceil(want / max(share, 0.01) * TOP_MARGIN) + 16
+        if postings.size <= WHOLE_RANKING:
+            top = -1  # every row (no LIMIT): nothing can be missed
         marks = ",".join("?" * len(owners))
         rows = await self._fetch(
             f"""WITH g AS MATERIALIZED (SELECT rid, sum(w) AS s FROM ({postings.sql()})

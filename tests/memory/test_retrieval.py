@@ -394,9 +394,11 @@ async def test_a_user_whose_rows_rank_below_everyone_elses_still_gets_them(
     await engine.add_many((NewMemory(owner="me", content=f"database choice number {u}"), None) for u in range(25))
     r = Retriever(engine, candidates=4)
     monkeypatch.setattr(retrieval, "SCOPED_TERMS_SHARE", 0.0)  # rank first, then scope
+    whole = [(h.id, round(h.score, 9)) for h in await r.retrieve("me", "database password?", limit=4)]
+    monkeypatch.setattr(retrieval, "WHOLE_RANKING", 0)  # only the top ranks' owners are checked: too few
     ranked = [(h.id, round(h.score, 9)) for h in await r.retrieve("me", "database password?", limit=4)]
     monkeypatch.setattr(retrieval, "SCOPED_TERMS_SHARE", 1.01)  # each term's MATCH scoped to the owner
     scoped = [(h.id, round(h.score, 9)) for h in await r.retrieve("me", "database password?", limit=4)]
     own = {m.id for m in await engine.list_memories("me", limit=100)}
-    assert len(ranked) == 4 and ranked == scoped
+    assert len(ranked) == 4 and ranked == scoped == whole
     assert all(i in own for i, _ in ranked)
