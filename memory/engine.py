@@ -49,6 +49,7 @@ log = structlog.get_logger(component="memory")
 _W = TypeVar("_W", bound=Callable[..., Awaitable[Any]])
 
 TIER1 = "tier1"  # Database.stamp name of what the profile cache holds
+INDEX = "index"  # Database.stamp name of the FTS indexes' content (retrieval's statistics cache)
 PROFILE_CACHE_SIZE = 4096  # owners whose Tier 1 markdown is kept
 
 MAX_CONTENT_CHARS = 4000
@@ -202,6 +203,7 @@ class MemoryEngine:
     async def reindex(self) -> int:
         """Rebuild both FTS indexes from the rows (after a tokenizer change)."""
         async with self.db.transaction() as conn:
+            self.db.bump(INDEX)
             await conn.execute("DELETE FROM memories_fts")
             await conn.execute("DELETE FROM events_fts")
             n = 0
@@ -263,6 +265,7 @@ class MemoryEngine:
             "INSERT INTO memories_fts(rowid, owner, text) VALUES (?, ?, ?)",
             (mid, owner_key(m.owner), index_text(content)),
         )
+        self.db.bump(INDEX)
         self._projects.pop(m.owner, None)
         if m.tier == 1:
             self.db.bump(TIER1)
@@ -329,6 +332,7 @@ class MemoryEngine:
             await conn.execute(
                 "UPDATE memories_fts SET text = ? WHERE rowid = ?", (index_text(sets["content"]), memory_id)
             )
+            self.db.bump(INDEX)
         self._projects.pop(row["owner"], None)
         if row["tier"] == 1 or sets.get("tier") == 1:
             self.db.bump(TIER1)
@@ -358,6 +362,8 @@ class MemoryEngine:
             (status.value, superseded_by, self.now(), memory_id),
         )
         was_active = row["status"] == "active"
+        if was_active != (status is Status.ACTIVE):
+            self.db.bump(INDEX)
         if was_active and status is not Status.ACTIVE:
             await conn.execute("DELETE FROM memories_fts WHERE rowid = ?", (memory_id,))
         elif not was_active and status is Status.ACTIVE:
@@ -378,6 +384,7 @@ class MemoryEngine:
         if row is None:
             raise MemoryNotFound(f"no memory with id {memory_id}")
         content = row["content"]
+        self.db.bump(INDEX)
         await conn.execute("DELETE FROM memories_fts WHERE rowid = ?", (memory_id,))
         await conn.execute("DELETE FROM memories WHERE id = ?", (memory_id,))
         await _scrub_log(conn, memory_id, content)
@@ -391,6 +398,7 @@ class MemoryEngine:
         counts: dict[str, int] = {}
         async with self.db.transaction() as conn:
             self.db.bump(TIER1)
+            self.db.bump(INDEX)
             await conn.execute(
                 "DELETE FROM memories_fts WHERE rowid IN (SELECT id FROM memories WHERE owner = ?)", (owner,)
             )
@@ -598,6 +606,7 @@ class MemoryEngine:
             "INSERT INTO events_fts(rowid, owner, text) VALUES (?, ?, ?)",
             (eid, owner_key(owner), index_text(summary)),
         )
+        self.db.bump(INDEX)
         async with conn.execute("SELECT * FROM daily_events WHERE id = ?", (eid,)) as c2:
             row = await c2.fetchone()
         assert row is not None
@@ -639,6 +648,7 @@ class MemoryEngine:
         if cur.rowcount == 0:
             raise MemoryNotFound(f"no event with id {event_id}")
         await conn.execute("DELETE FROM events_fts WHERE rowid = ?", (event_id,))
+        self.db.bump(INDEX)
 
     # -- overview -----------------------------------------------------------
 

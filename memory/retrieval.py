@@ -43,14 +43,14 @@ import heapq
 import json
 import math
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
 import sqlite3
 
 from .clock import format_ts, parse_ts
 from .decay import decay_factor
-from .engine import MemoryEngine, owner_key
+from .engine import INDEX, MemoryEngine, owner_key
 from .format import fit_budget
 from .timeref import Period, periods
 from .tokenize import normalize, query_terms, quote
@@ -144,6 +144,15 @@ class _Stats:
     rows: int
     avg_len: float
     dated: int = 0  # the user's memories written in the message's time references
+
+
+@dataclass
+class _Snapshot:
+    """What was read of an index while its stamp was ``stamp``."""
+
+    stamp: tuple[int, int]
+    stats: _Stats | None = None
+    df: dict[str, int] = field(default_factory=dict)  # 0: in no row
 
 
 @dataclass(frozen=True)
@@ -263,6 +272,7 @@ class Retriever:
         self.candidates = candidates
         # vocab table -> term -> (document count, collection rows then)
         self._df_cache: dict[str, dict[str, tuple[int, int]]] = {}
+        self._snapshots: dict[str, _Snapshot] = {}  # vocab table -> since the index last changed
 
     # -- collection statistics ---------------------------------------------
 
@@ -281,11 +291,32 @@ class Retriever:
         Size and length come from FTS5's "averages" record (id 1 of the
         ``_data`` table: row count, then token totals per column; documented
         file format, O(1) to read); document counts from the fts5vocab table,
-        which walks a term's whole doclist, so in a large collection counts
-        are cached until the collection has grown or shrunk by 2%. With
-        ``when``, also how many of ``owners``' memories were written in those
-        periods (capped just above :data:`MATCH_DF_BUDGET`).
+        which walks a term's whole doclist. With ``when``, also how many of
+        ``owners``' memories were written in those periods (capped just above
+        :data:`MATCH_DF_BUDGET`).
+
+        Two caches: what was read since the indexes last changed (the
+        engine's ``INDEX`` stamp: exact, terms in no row included), so a
+        message whose words were all seen before costs no statement at all;
+        and, in a large collection, document counts until the collection has
+        grown or shrunk by 2% (a busy write path changes the stamp often).
         """
+        stamp = await self.engine.db.stamp(INDEX)
+        snap = self._snapshots.get(t.vocab)
+        if snap is None or snap.stamp != stamp or len(snap.df) > 100_000:
+            snap = self._snapshots[t.vocab] = _Snapshot(stamp)
+        ask = [x for x in terms if x not in snap.df]
+        if ask or when or snap.stats is None:
+            stats, df = await self._counted(t, ask, owners, when)
+            snap.stats = _Stats(stats.rows, stats.avg_len)
+            snap.df.update((x, df.get(x, 0)) for x in ask)
+        else:
+            stats = snap.stats
+        return stats, {x: d for x in terms if (d := snap.df[x]) > 0}
+
+    async def _counted(
+        self, t: _Tables, terms: Sequence[str], owners: Sequence[str] = (), when: Sequence[Period] = ()
+    ) -> tuple[_Stats, dict[str, int]]:
         cache = self._df_cache.setdefault(t.vocab, {})
         known = {x: cache[x] for x in terms if x in cache}
         ask = [x for x in terms if x not in known]

@@ -402,3 +402,33 @@ async def test_a_user_whose_rows_rank_below_everyone_elses_still_gets_them(
     own = {m.id for m in await engine.list_memories("me", limit=100)}
     assert len(ranked) == 4 and ranked == scoped == whole
     assert all(i in own for i, _ in ranked)
+
+
+async def test_a_word_first_seen_in_no_memory_is_found_once_a_memory_has_it(engine: MemoryEngine) -> None:
+    # Terms in no row are remembered until the index changes: a memory
+    # written afterwards must still be found by the same retriever.
+    await add(engine, "u", "we chose Postgres as the database")
+    r = Retriever(engine)
+    assert await ids(r, "u", "what about the kayak trip?") == []
+    kayak = await add(engine, "u", "the kayak trip is on Saturday")
+    assert (await ids(r, "u", "what about the kayak trip?"))[0] == kayak
+    await engine.set_status(kayak, "archived")
+    assert kayak not in await ids(r, "u", "what about the kayak trip?")
+
+
+async def test_a_message_of_known_words_reads_no_statistics_again(engine: MemoryEngine) -> None:
+    await add(engine, "u", "we chose Postgres as the database")
+    r = Retriever(engine)
+    statements: list[str] = []
+    fetch = r._fetch
+
+    async def counted(sql: str, params: object) -> object:
+        statements.append(sql)
+        return await fetch(sql, params)  # type: ignore[arg-type]
+
+    r._fetch = counted  # type: ignore[method-assign]
+    first = await r.retrieve("u", "which database did we choose? kayak")
+    n = len(statements)
+    again = await r.retrieve("u", "which database did we choose? kayak")
+    assert again == first and len(statements) - n == n - 1  # all but the statistics statement
+    assert not any("_vocab" in sql for sql in statements[n:])
