@@ -19,6 +19,7 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
+from sys import intern
 
 import aiosqlite
 
@@ -103,12 +104,12 @@ def _row(r: aiosqlite.Row) -> StoredMessage:
     return StoredMessage(
         id=r["id"],
         session_id=r["session_id"],
-        channel=r["channel"],
-        chat_id=r["chat_id"],
-        role=r["role"],
+        channel=intern(r["channel"]),
+        chat_id=intern(r["chat_id"]),
+        role=intern(r["role"]),
         content=r["content"],
-        owner=r["owner"],
-        sender_id=r["sender_id"],
+        owner=intern(r["owner"]),
+        sender_id=intern(r["sender_id"]),
         message_id=r["message_id"],
         created_at=r["created_at"],
         buffered=bool(r["buffered"]),
@@ -216,7 +217,12 @@ class SessionStore:
             self._current[key] = sid
             mid, _ = await self.db.write(_INSERT_MESSAGE, (sid, role, content, owner, sender_id, message_id, now))
         self._appends += 1
-        row = StoredMessage(mid, sid, channel, chat_id, role, content, owner, sender_id, message_id, now, False)
+        # The same few strings in every row of a chat, held once: the window
+        # cache keeps 20 rows of up to 1,024 chats (docs/BENCHMARKS.md, RSS).
+        row = StoredMessage(
+            mid, sid, intern(channel), intern(chat_id), intern(role), content, intern(owner),
+            intern(sender_id), message_id, now, False,
+        )
         cached = self._windows.get(key)
         if cached is not None:
             rows = cached[1]

@@ -60,7 +60,13 @@ class SchemaTooNew(Exception):
 
 
 CACHE_KIB = 16_000
-"""Page cache per connection (SQLite's ``cache_size``), filled as the file is read."""
+"""Page cache of the inline reader (SQLite's ``cache_size``), which serves
+retrieval: filled as the file is read."""
+WRITER_CACHE_KIB = 2_000
+"""Page cache of the writer and the threaded reader. Writers append (the
+last pages of a table and its indexes) and the threaded reader scans; with
+16 MB each, their caches grew with the files all through a run, +6.5 MB of
+RSS over the gateway bench (docs/BENCHMARKS.md, RSS)."""
 
 
 async def _configure(conn: aiosqlite.Connection, *, busy_ms: int) -> None:
@@ -68,7 +74,7 @@ async def _configure(conn: aiosqlite.Connection, *, busy_ms: int) -> None:
     await conn.execute("PRAGMA foreign_keys = ON")
     await conn.execute("PRAGMA synchronous = NORMAL")
     await conn.execute("PRAGMA temp_store = MEMORY")
-    await conn.execute(f"PRAGMA cache_size = -{CACHE_KIB}")
+    await conn.execute(f"PRAGMA cache_size = -{WRITER_CACHE_KIB}")
 
 
 class InlineReader:
