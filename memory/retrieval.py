@@ -407,15 +407,17 @@ class Retriever:
             n = max(n, d + PRIOR_ROWS)
             idf[WHEN_TERM] = math.log(1.0 + (n - d + 0.5) / (d + 0.5))
         weight = {x.term: x.weight * idf[x.term] for x in q}
-        match = _match_terms(present, idf, df, _match_budget(stats.rows))
+        # One user among many: each term's MATCH is scoped to the owner, so
+        # a word every user has returns this user's rows only (unscoped, it
+        # returned every user's, up to the MATCH budget), and the budget is
+        # spent on the user's expected share of each term's rows.
+        scoped = share < SCOPED_TERMS_SHARE
+        sizes = {x: max(1, round(d * share)) for x, d in df.items()} if scoped else df
+        match = _match_terms(present, idf, sizes, _match_budget(round(stats.rows * share) if scoped else stats.rows))
         postings = _Postings()
         if match:
-            # One user among many: each term's MATCH is scoped to the owner,
-            # so a word every user has returns this user's rows only
-            # (unscoped, it returned every user's, up to the MATCH budget).
-            scoped = share < SCOPED_TERMS_SHARE
             for m in match:
-                postings.add_term(t, weight[m], build_match(owners, [m]) if scoped else f"text : {quote(m)}", df[m])
+                postings.add_term(t, weight[m], build_match(owners, [m]) if scoped else f"text : {quote(m)}", sizes[m])
             if not scoped and share < ALL_IN_SCOPE:
                 postings.scope = build_match(owners, match)
         if when and 0 < stats.dated <= MATCH_DF_BUDGET:

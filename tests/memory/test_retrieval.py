@@ -432,3 +432,18 @@ async def test_a_message_of_known_words_reads_no_statistics_again(engine: Memory
     again = await r.retrieve("u", "which database did we choose? kayak")
     assert again == first and len(statements) - n == n - 1  # all but the statistics statement
     assert not any("_vocab" in sql for sql in statements[n:])
+
+
+async def test_a_user_among_many_is_matched_on_every_word_everyone_shares(engine: MemoryEngine) -> None:
+    # 400 users with the same five memories: every word is in 400 rows, so
+    # the collection-wide counts of a five-word question exceed the MATCH's
+    # posting budget; this user's share of them is five rows, and a memory
+    # holding only the fifth word must still be found.
+    texts = ["oat milk flat white coffee", "we chose Postgres as the database", "my cat is called Mochi",
+             "weekend hiking by the lake", "the violin lesson is on Tuesday"]
+    for u in range(400):
+        await engine.add_many((NewMemory(owner=f"user{u}", content=t), None) for t in texts)
+    r = Retriever(engine)
+    got = await ids(r, "user7", "coffee database cat hiking violin?")
+    mine = {m.content: m.id for m in await engine.list_memories("user7", limit=10)}
+    assert set(got) == set(mine.values())
