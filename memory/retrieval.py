@@ -70,7 +70,7 @@ MATCH_DF_BUDGET = 2000  # summed document counts of the MATCH terms (bounds its 
 MATCH_DF_SHARE = 0.1
 """Below 20,000 rows the budget is this share of the collection (at least
 MATCH_DF_MIN): at 10k, 2,000 postings were a fifth of the rows and cost
-~0.3 ms a query for the same candidates in 599 queries of 600."""
+~0.2 ms a query, for the same top hit on all 600 benchmark queries."""
 MATCH_DF_MIN = 1000
 ALL_IN_SCOPE = 1.0 - 1e-9
 """At this share of the collection in scope (a personal gateway: one user
@@ -452,7 +452,7 @@ class Retriever:
         Checking the owner of the top rows instead of scoping every posting,
         10k memories 83 % one user's: the candidates' statement 1.28 -> 0.91
         ms mean, p95 2.47 -> 1.89 ms (docs/BENCHMARKS.md, read path, third
-        session); at 100k, mean 2.40 -> 1.70 ms, p95 about the same.
+        session); at 100k, mean 2.40 -> 1.80 ms, p95 4.21 -> 4.56 ms.
         """
         want = self.candidates
         top = math.ceil(want / max(share, 0.01) * TOP_MARGIN) + 16
