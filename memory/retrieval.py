@@ -214,8 +214,9 @@ class _Postings:
     rows: one arm per MATCH term, and the rows written in the message's time
     references (already the owners' only)."""
 
-    def __init__(self) -> None:
-        self._terms: list[tuple[str, float, str]] = []  # (fts table, weight, MATCH)
+    def __init__(self, fts: str) -> None:
+        self._fts = fts
+        self._terms: list[tuple[float, str]] = []  # (weight, MATCH)
         self._dated: tuple[float, Sequence[str], Sequence[Period]] | None = None
         self.scope: str | None = None  # owner-scoped MATCH of all the terms, when rows must be scoped
         self.size = 0  # postings of the terms (their document counts, summed)
@@ -224,8 +225,8 @@ class _Postings:
     def empty(self) -> bool:
         return not self._terms and self._dated is None
 
-    def add_term(self, t: _Tables, weight: float, match: str, df: int) -> None:
-        self._terms.append((t.fts, weight, match))
+    def add_term(self, weight: float, match: str, df: int) -> None:
+        self._terms.append((weight, match))
         self.size += df
 
     def add_dated(self, weight: float, owners: Sequence[str], when: Sequence[Period], rows: int) -> None:
@@ -235,7 +236,7 @@ class _Postings:
     def sql(self, *, scoped: bool = False) -> str:
         arms = []
         if self._terms:
-            fts = self._terms[0][0]
+            fts = self._fts
             terms = " UNION ALL ".join(f"SELECT rowid AS rid, ? AS w FROM {fts} WHERE {fts} MATCH ?" for _ in self._terms)
             # "+rid": with a UNION ALL sibling (the dated rows) SQLite pushes
             # the IN into each term's scan as a rowid constraint, and FTS5
@@ -250,7 +251,7 @@ class _Postings:
 
     def args(self, *, scoped: bool = False) -> list[object]:
         out: list[object] = []
-        for _, weight, match in self._terms:
+        for weight, match in self._terms:
             out += [weight, match]
         if scoped and self._terms:
             out.append(self.scope)
@@ -414,10 +415,10 @@ class Retriever:
         scoped = share < SCOPED_TERMS_SHARE
         sizes = {x: max(1, round(d * share)) for x, d in df.items()} if scoped else df
         match = _match_terms(present, idf, sizes, _match_budget(round(stats.rows * share) if scoped else stats.rows))
-        postings = _Postings()
+        postings = _Postings(t.fts)
         if match:
             for m in match:
-                postings.add_term(t, weight[m], build_match(owners, [m]) if scoped else f"text : {quote(m)}", sizes[m])
+                postings.add_term(weight[m], build_match(owners, [m]) if scoped else f"text : {quote(m)}", sizes[m])
             if not scoped and share < ALL_IN_SCOPE:
                 postings.scope = build_match(owners, match)
         if when and 0 < stats.dated <= MATCH_DF_BUDGET:
