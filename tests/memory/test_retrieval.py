@@ -370,7 +370,7 @@ async def test_a_user_among_many_gets_the_same_ranking_with_owner_scoped_terms(
                          "my cat is called Mochi", "weekend hiking by the lake")
         )
     mine = await add(engine, "user7", "the database password rotates every month")
-    r = Retriever(engine)
+    r = Retriever(engine, candidates=3)  # fewer than the user's 5 rows: matched, not all read
     queries = ["which database did we choose?", "do you remember my coffee order", "database password?", "猫叫什么"]
     monkeypatch.setattr(retrieval, "SCOPED_TERMS_SHARE", 1.01)  # always scoped per term
     scoped = [[(h.id, round(h.score, 9)) for h in await r.retrieve("user7", q, limit=10)] for q in queries]
@@ -447,3 +447,19 @@ async def test_a_user_among_many_is_matched_on_every_word_everyone_shares(engine
     got = await ids(r, "user7", "coffee database cat hiking violin?")
     mine = {m.content: m.id for m in await engine.list_memories("user7", limit=10)}
     assert set(got) == set(mine.values())
+
+
+async def test_a_user_with_few_memories_gets_the_same_ranking_read_whole(engine: MemoryEngine) -> None:
+    # Up to `candidates` memories in scope, all of them are read by owner
+    # instead of matched term by term; with more candidates than rows
+    # holding a query word, the two ways must agree.
+    for u in range(20):
+        await engine.add_many((NewMemory(owner=f"other{u}", content=f"we chose Postgres as the database {u}"), None) for _ in range(1))
+    for text in ("we chose Postgres as the database", "the database password rotates monthly", "我的猫叫麻薯",
+                 "the cat sleeps on the database server", "weekend hiking by the lake", "violin lesson on Tuesday",
+                 "今天部署了新版本", "Postgres backups run nightly"):
+        await add(engine, "me", text)
+    for q in ["which database did we choose?", "猫叫什么", "when do Postgres backups run?", "hiking"]:
+        whole = [(h.id, round(h.score, 9)) for h in await Retriever(engine, candidates=8).retrieve("me", q, limit=10)]
+        matched = [(h.id, round(h.score, 9)) for h in await Retriever(engine, candidates=7).retrieve("me", q, limit=10)]
+        assert whole and whole == matched, q
