@@ -72,9 +72,6 @@ MATCH_DF_SHARE = 0.1
 MATCH_DF_MIN): at 10k, 2,000 postings were a fifth of the rows and cost
 ~0.2 ms a query, for the same top hit on all 600 benchmark queries."""
 MATCH_DF_MIN = 1000
-ALL_IN_SCOPE = 1.0 - 1e-9
-"""At this share of the collection in scope (a personal gateway: one user
-plus ``_global``), no row is filtered by owner."""
 WHOLE_RANKING = 200
 """Up to this many postings, the owner of every ranked row is checked
 (see Retriever._in_scope)."""
@@ -425,7 +422,7 @@ class Retriever:
         if match:
             for m in match:
                 postings.add_term(weight[m], build_match(owners, [m]) if scoped else f"text : {quote(m)}", sizes[m])
-            if not scoped and share < ALL_IN_SCOPE:
+            if not scoped and in_scope < stats.rows:  # a personal gateway's rows are all in scope
                 postings.scope = build_match(owners, match)
         if when and 0 < stats.dated <= MATCH_DF_BUDGET:
             postings.add_dated(weight[WHEN_TERM], owners, when, stats.dated)
@@ -441,7 +438,7 @@ class Retriever:
             best = [r[0] for r in pre]
         if not best:
             return [], idf, stats
-        rows = await self._rows(t, best, select, join, where)
+        rows = await self._rows(t, "x.id", best, select, join, where)
         return rows, idf, stats
 
     async def _all_in_scope(
@@ -456,11 +453,7 @@ class Retriever:
     ) -> list[sqlite3.Row]:
         """Every indexed row of ``owners`` that holds a query term or was
         written in one of the message's time references."""
-        rows = await self._fetch(
-            f"""SELECT {select}, f.text AS _terms FROM {join} JOIN {t.fts} f ON f.rowid = x.id
-                WHERE x.owner IN ({",".join("?" * len(owners))}) {where}""",
-            list(owners),
-        )
+        rows = await self._rows(t, "x.owner", owners, select, join, where)
         terms = {x.term for x in present}
         return [r for r in rows if not terms.isdisjoint(r["_terms"].split(" ")) or (when and _within(r["created_at"], when))]
 
@@ -504,11 +497,14 @@ class Retriever:
             best = [r[0] for r in rows]
         return best
 
-    async def _rows(self, t: _Tables, ids: Sequence[int], select: str, join: str, where: str) -> list[sqlite3.Row]:
+    async def _rows(
+        self, t: _Tables, column: str, values: Sequence[object], select: str, join: str, where: str
+    ) -> list[sqlite3.Row]:
+        """Indexed rows (with their indexed text) whose ``column`` is one of ``values``."""
         return await self._fetch(
             f"""SELECT {select}, f.text AS _terms FROM {join} JOIN {t.fts} f ON f.rowid = x.id
-                WHERE x.id IN ({",".join("?" * len(ids))}) {where}""",
-            list(ids),
+                WHERE {column} IN ({",".join("?" * len(values))}) {where}""",
+            list(values),
         )
 
     async def _neighbours(
@@ -529,7 +525,7 @@ class Retriever:
         ids = sorted({r["id"] + o for _, r in best if _conversation(r) is not None for o in span} - have)
         if not ids:
             return []
-        rows = await self._rows(_MEMORIES, ids, _MEMORY_COLUMNS, "memories x", where)
+        rows = await self._rows(_MEMORIES, "x.id", ids, _MEMORY_COLUMNS, "memories x", where)
         return [r for r in rows if r["owner"] in owners and r["status"] == "active"]
 
     # -- public API ----------------------------------------------------------
