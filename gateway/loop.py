@@ -25,8 +25,9 @@ import asyncio
 import logging
 import re
 import time
+from array import array
 from collections import deque
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 import structlog
@@ -42,7 +43,7 @@ from .prompt import PromptBuilder
 from .sessions import SessionStore, StoredMessage
 from .tools import ToolContext
 
-__all__ = ["HELP_TEXT", "LoopStats", "ProcessLoop", "parse_command"]
+__all__ = ["HELP_TEXT", "LoopStats", "ProcessLoop", "Samples", "parse_command"]
 
 # Lazy: resolved at each call, so it follows configure_logging (and its
 # redaction) even though this module is imported before logging is set up.
@@ -82,6 +83,35 @@ def _percentile(values: Sequence[float], q: float) -> float:
 STATS_SAMPLES = 10_000
 
 
+class Samples:
+    """The latest ``capacity`` timings, in a ring of C doubles allocated up
+    front: 80 KB a series whatever the traffic. A ``deque`` of floats held
+    a 24-byte object per sample and grew as it filled, ~1 MB over the
+    gateway bench's run across the four series (docs/BENCHMARKS.md, RSS)."""
+
+    __slots__ = ("_buf", "_capacity", "_next", "_count")
+
+    def __init__(self, capacity: int = STATS_SAMPLES) -> None:
+        self._buf = array("d", bytes(8 * capacity))
+        self._capacity = capacity
+        self._next = 0  # where the next sample goes
+        self._count = 0
+
+    def append(self, value: float) -> None:
+        self._buf[self._next] = value
+        self._next = (self._next + 1) % self._capacity
+        self._count = min(self._count + 1, self._capacity)
+
+    def __len__(self) -> int:
+        return self._count
+
+    def __iter__(self) -> Iterator[float]:
+        """Oldest first."""
+        if self._count < self._capacity:
+            return iter(self._buf[: self._count])
+        return iter(self._buf[self._next :] + self._buf[: self._next])
+
+
 @dataclass
 class LoopStats:
     """Counters for tests, logs and ``scripts/bench_gateway.py``.
@@ -103,12 +133,12 @@ class LoopStats:
     buffered: int = 0  # rows handed to memory
     buffer_errors: int = 0
     redelivered: int = 0  # a message already answered, delivered again (ignored)
-    # The latest STATS_SAMPLES of each: percentiles of recent traffic in
-    # ~0.3 MB per series, not a gateway's whole life (200,000 were 25 MB).
-    added_ms: deque[float] = field(default_factory=lambda: deque(maxlen=STATS_SAMPLES))
-    wait_ms: deque[float] = field(default_factory=lambda: deque(maxlen=STATS_SAMPLES))
-    retrieval_ms: deque[float] = field(default_factory=lambda: deque(maxlen=STATS_SAMPLES))
-    llm_ms: deque[float] = field(default_factory=lambda: deque(maxlen=STATS_SAMPLES))
+    # The latest STATS_SAMPLES of each: percentiles of recent traffic, not a
+    # gateway's whole life (200,000 were 25 MB).
+    added_ms: Samples = field(default_factory=Samples)
+    wait_ms: Samples = field(default_factory=Samples)
+    retrieval_ms: Samples = field(default_factory=Samples)
+    llm_ms: Samples = field(default_factory=Samples)
 
     def summary(self) -> dict[str, float]:
         added = list(self.added_ms)

@@ -185,3 +185,26 @@ def test_every_httpx_error_is_mapped() -> None:
         assert isinstance(mapped, LLMError)
         if cls not in generic:
             assert type(mapped) is not LLMError, f"{cls.__name__} is not mapped to a specific LLMError"
+
+
+async def test_requests_and_responses_leave_no_reference_cycle(fake_llm: FakeOpenAI) -> None:
+    # The gateway collects cycles rarely (gateway/runtime.py): a request and
+    # response kept alive by a cycle held the prompt's JSON until then.
+    import gc
+
+    fake_llm.queue_error(500)
+    fake_llm.queue_reply("ok")
+    async with client(fake_llm, sleep=Sleeps()) as llm:
+        gc.collect()
+        gc.disable()
+        gc.set_debug(gc.DEBUG_SAVEALL)
+        try:
+            res = await llm.chat([{"role": "user", "content": "hi " * 1000}])
+            gc.collect()
+            cyclic = [o for o in gc.garbage if isinstance(o, httpx.Request | httpx.Response)]
+        finally:
+            gc.set_debug(0)
+            gc.garbage.clear()
+            gc.enable()
+    assert res.content == "ok" and res.attempts == 2
+    assert cyclic == []

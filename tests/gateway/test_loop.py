@@ -5,7 +5,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from gateway.loop import parse_command
+from gateway.loop import Samples, parse_command
 from memory import Category, ManualClock, NewMemory, Provenance
 from tests.fakes.openai_server import FakeOpenAI, Reply
 
@@ -146,6 +146,19 @@ async def test_tier0_history_and_new_session(tmp_path: Path, clock: ManualClock,
         help_ = await rig.ask("/help@myclaw_bot")
         assert "/new" in help_.text
         assert len(fake_llm.requests) == 3  # commands never reach the LLM
+
+
+def test_samples_keep_the_latest_in_order_in_fixed_memory() -> None:
+    s = Samples(3)
+    assert list(s) == [] and len(s) == 0
+    s.append(1.0)
+    s.append(2.0)
+    assert list(s) == [1.0, 2.0]
+    size = s._buf.buffer_info()
+    for v in (3.0, 4.0, 5.0, 6.0, 7.0):
+        s.append(v)
+    assert list(s) == [5.0, 6.0, 7.0] and len(s) == 3
+    assert s._buf.buffer_info() == size  # allocated once, never grown
 
 
 def test_parse_command() -> None:
