@@ -35,7 +35,7 @@ import structlog
 from croniter import croniter
 
 from memory.clock import Clock, format_ts
-from memory.db import Database, Migration, run_script
+from memory.db import SMALL_CACHE_KIB, Database, Migration, run_script
 from memory.compression import Compressor
 from memory.lease import LeaseBusy
 
@@ -144,7 +144,8 @@ class CronStore:
 
     @classmethod
     async def open(cls, path: Path | str, clock: Clock, timezone: str = "UTC") -> CronStore:
-        return cls(await Database.open(path, CRON_MIGRATIONS), clock, timezone)
+        db = await Database.open(path, CRON_MIGRATIONS, inline_cache_kib=SMALL_CACHE_KIB)
+        return cls(db, clock, timezone)
 
     async def close(self) -> None:
         await self.db.close()

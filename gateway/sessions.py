@@ -19,14 +19,13 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from sys import intern
 
 import aiosqlite
 
 from memory.backend import Turn
 from memory.clock import Clock, SystemClock, format_ts, parse_ts
 from memory.batch import RowBatcher, insert_statement
-from memory.db import Database, Migration, run_script
+from memory.db import SMALL_CACHE_KIB, Database, Migration, run_script
 
 __all__ = ["MIGRATIONS", "SessionStore", "StoredMessage"]
 
@@ -68,7 +67,7 @@ async def _m001_sessions(conn: aiosqlite.Connection) -> None:
 MIGRATIONS: list[Migration] = [_m001_sessions]
 
 
-@dataclass(frozen=True, slots=True)  # slots: up to 1,024 chats x 20 rows stay cached
+@dataclass(frozen=True, slots=True)  # slots: up to CACHE_ROWS rows stay cached
 class StoredMessage:
     id: int
     session_id: int
@@ -95,40 +94,49 @@ class StoredMessage:
         )
 
 
-_SELECT = """SELECT m.*, s.channel, s.chat_id FROM session_messages m JOIN sessions s ON s.id = m.session_id"""
+_SELECT = """SELECT m.id, m.session_id, s.channel, s.chat_id, m.role, m.content, m.owner, m.sender_id, m.message_id,
+                    m.created_at, m.buffered
+             FROM session_messages m JOIN sessions s ON s.id = m.session_id"""
 _INSERT_HEAD = "INSERT INTO session_messages (session_id, role, content, owner, sender_id, message_id, created_at)"
 _INSERT_MESSAGE = f"{_INSERT_HEAD} VALUES (?, ?, ?, ?, ?, ?, ?)"
 
 
-def _row(r: aiosqlite.Row) -> StoredMessage:
-    return StoredMessage(
-        id=r["id"],
-        session_id=r["session_id"],
-        channel=intern(r["channel"]),
-        chat_id=intern(r["chat_id"]),
-        role=intern(r["role"]),
-        content=r["content"],
-        owner=intern(r["owner"]),
-        sender_id=intern(r["sender_id"]),
-        message_id=r["message_id"],
-        created_at=r["created_at"],
-        buffered=bool(r["buffered"]),
-    )
+CACHE_ROWS = 2048
+"""Rows of Tier 0 the store keeps in memory (least recently used chats go
+first): every chat's whole window in a personal or team gateway (~100
+chats), about 1 MB. A busier gateway reads the rest from SQLite, ~0.1 ms a
+message; a cache sized by chats (1,024 x 20 rows) grew RSS by ~5 MB over
+the gateway bench's run (docs/BENCHMARKS.md, RSS)."""
+
+
+def _rows(rows: Sequence[Sequence[object]]) -> list[StoredMessage]:
+    """Rows of ``_SELECT`` (by position: a lookup by name cost 2 us a row),
+    the strings every row of a chat repeats held once."""
+    shared: dict[object, object] = {}
+    one = shared.setdefault
+    return [
+        StoredMessage(
+            r[0], r[1], one(r[2], r[2]), one(r[3], r[3]), one(r[4], r[4]), r[5],  # type: ignore[arg-type]
+            one(r[6], r[6]), one(r[7], r[7]), r[8], r[9], bool(r[10]),  # type: ignore[arg-type]
+        )
+        for r in rows
+    ]
 
 
 class SessionStore:
-    def __init__(self, db: Database, clock: Clock | None = None, *, window: int = 20, cache_chats: int = 1024) -> None:
+    def __init__(self, db: Database, clock: Clock | None = None, *, window: int = 20, cache_rows: int = CACHE_ROWS) -> None:
         self.db = db
         self.clock = clock or SystemClock()
         self.window_size = window
         # key -> (stamp, the last `window` rows of the current session): a
         # write-through cache of what every message reads, so the prompt
-        # costs no round trip to SQLite. Bounded (least recently used chats
-        # go); dropped when this process erases history (forget_owner) and
-        # when another process writes gateway.db (`myclaw memory forget
-        # --user`), noticed within a second (Database.stamp).
-        self.cache_chats = cache_chats
+        # costs no round trip to SQLite. At most `cache_rows` rows (least
+        # recently used chats go); dropped when this process erases history
+        # (forget_owner) and when another process writes gateway.db (`myclaw
+        # memory forget --user`), noticed within a second (Database.stamp).
+        self.cache_rows = cache_rows
         self._windows: OrderedDict[str, tuple[tuple[int, int], list[StoredMessage]]] = OrderedDict()
+        self._cached_rows = 0
         self._appends = 0  # a window read from SQLite is cached only if no append ran meanwhile
         # key -> current session id; one process owns gateway.db.
         self._current: dict[str, int] = {}
@@ -150,9 +158,10 @@ class SessionStore:
 
     @classmethod
     async def open(
-        cls, path: Path | str, clock: Clock | None = None, *, window: int = 20, cache_chats: int = 1024
+        cls, path: Path | str, clock: Clock | None = None, *, window: int = 20, cache_rows: int = CACHE_ROWS
     ) -> SessionStore:
-        return cls(await Database.open(path, MIGRATIONS), clock, window=window, cache_chats=cache_chats)
+        db = await Database.open(path, MIGRATIONS, inline_cache_kib=SMALL_CACHE_KIB)
+        return cls(db, clock, window=window, cache_rows=cache_rows)
 
     async def close(self) -> None:
         await self.flush()
@@ -217,21 +226,29 @@ class SessionStore:
             self._current[key] = sid
             mid, _ = await self.db.write(_INSERT_MESSAGE, (sid, role, content, owner, sender_id, message_id, now))
         self._appends += 1
-        # The same few strings in every row of a chat, held once: the window
-        # cache keeps 20 rows of up to 1,024 chats (docs/BENCHMARKS.md, RSS).
-        row = StoredMessage(
-            mid, sid, intern(channel), intern(chat_id), intern(role), content, intern(owner),
-            intern(sender_id), message_id, now, False,
-        )
+        row = StoredMessage(mid, sid, channel, chat_id, role, content, owner, sender_id, message_id, now, False)
         cached = self._windows.get(key)
         if cached is not None:
             rows = cached[1]
             if rows and rows[-1].session_id != sid:  # a session this cache did not see
-                del self._windows[key]
+                self._uncache(key)
             else:
                 rows.append(row)
-                del rows[: -self.window_size]
+                dropped = max(0, len(rows) - self.window_size)
+                del rows[:dropped]
+                self._cached_rows += 1 - dropped
+                self._trim_cache()
         return row
+
+    def _uncache(self, key: str) -> None:
+        cached = self._windows.pop(key, None)
+        if cached is not None:
+            self._cached_rows -= len(cached[1])
+
+    def _trim_cache(self) -> None:
+        while self._cached_rows > self.cache_rows and self._windows:
+            _, (_, rows) = self._windows.popitem(last=False)
+            self._cached_rows -= len(rows)
 
     async def window(self, key: str, limit: int | None = None) -> list[StoredMessage]:
         """The last ``limit`` (default: the window size) messages of the
@@ -243,7 +260,7 @@ class SessionStore:
             if cached[0] == stamp:
                 self._windows.move_to_end(key)
                 return cached[1][-limit:]
-            del self._windows[key]
+            self._uncache(key)
         appends = self._appends
         sid = await self.current(key)
         if sid is None:
@@ -251,12 +268,14 @@ class SessionStore:
         rows = await self.db.reader.execute_fetchall(
             f"{_SELECT} WHERE m.session_id = ? ORDER BY m.id DESC LIMIT ?", (sid, max(limit, self.window_size))
         )
-        window = [_row(r) for r in reversed(rows)]
+        window = _rows(rows[::-1])
         unchanged = appends == self._appends and self._current.get(key) == sid
-        if self.cache_chats > 0 and unchanged and await self.db.stamp(_HISTORY) == stamp:
-            self._windows[key] = (stamp, window[-self.window_size :])
-            while len(self._windows) > self.cache_chats:
-                self._windows.popitem(last=False)
+        if self.cache_rows > 0 and unchanged and await self.db.stamp(_HISTORY) == stamp:
+            self._uncache(key)
+            kept = window[-self.window_size :]
+            self._windows[key] = (stamp, kept)
+            self._cached_rows += len(kept)
+            self._trim_cache()
         return window[-limit:]
 
     async def unbuffered(self, key: str) -> list[StoredMessage]:
@@ -265,7 +284,7 @@ class SessionStore:
         rows = await self.db.reader.execute_fetchall(  # loop thread: short and indexed
             f"{_SELECT} WHERE s.key = ? AND m.buffered = 0 ORDER BY m.id", (key,)
         )
-        return [_row(r) for r in rows]
+        return _rows(rows)
 
     async def mark_buffered(self, ids: Sequence[int], *, prune_key: str | None = None) -> None:
         """Record that memory has these messages; then prune ``prune_key``'s
@@ -318,7 +337,7 @@ class SessionStore:
         async with self.db.transaction() as conn:
             await conn.execute("UPDATE sessions SET ended_at = ? WHERE key = ? AND ended_at IS NULL", (now, key))
             self._current.pop(key, None)
-            self._windows.pop(key, None)
+            self._uncache(key)
             cur = await conn.execute(
                 "INSERT INTO sessions (key, channel, chat_id, started_at) VALUES (?, ?, ?, ?)",
                 (key, channel, chat_id, now),

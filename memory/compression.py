@@ -111,7 +111,10 @@ class Compressor:
         now = now or self.engine.clock.now()
         today = now.astimezone(self.tz).strftime("%Y-%m-%d")
         report = DailyReport()
-        async with self.leases.hold(COMPRESS_LEASE, "daily_compress", ttl=self.lease_ttl, timeout=self.job_timeout) as lease:
+        async with (
+            self.leases.hold(COMPRESS_LEASE, "daily_compress", ttl=self.lease_ttl, timeout=self.job_timeout) as lease,
+            self.engine.db.larger_cache(),
+        ):
             rows = await self.engine.db.fetchall(
                 "SELECT id, owner, event_date, channel, summary FROM daily_events "
                 "WHERE is_compressed = 0 AND event_date < ? ORDER BY owner, event_date, id",
@@ -165,7 +168,10 @@ class Compressor:
     async def weekly(self, now: datetime | None = None) -> WeeklyReport:
         now = now or self.engine.clock.now()
         report = WeeklyReport()
-        async with self.leases.hold(COMPRESS_LEASE, "weekly_compress", ttl=self.lease_ttl, timeout=self.job_timeout) as lease:
+        async with (
+            self.leases.hold(COMPRESS_LEASE, "weekly_compress", ttl=self.lease_ttl, timeout=self.job_timeout) as lease,
+            self.engine.db.larger_cache(),
+        ):
             owners = [r[0] for r in await self.engine.db.fetchall(
                 "SELECT DISTINCT owner FROM memories WHERE status = 'active' ORDER BY owner")]
             for owner in owners:

@@ -60,21 +60,28 @@ class SchemaTooNew(Exception):
 
 
 CACHE_KIB = 16_000
-"""Page cache of the inline reader (SQLite's ``cache_size``), which serves
-retrieval: filled as the file is read."""
-WRITER_CACHE_KIB = 2_000
-"""Page cache of the writer and the threaded reader. Writers append (the
-last pages of a table and its indexes) and the threaded reader scans; with
-16 MB each, their caches grew with the files all through a run, +6.5 MB of
-RSS over the gateway bench (docs/BENCHMARKS.md, RSS)."""
+"""Page cache of the inline reader (SQLite's ``cache_size``) by default:
+memory.db's serves retrieval, filled as the file is read."""
+SMALL_CACHE_KIB = 512
+"""Page cache of the writer and the threaded reader, and of the inline
+reader of a file read a few rows at a time (gateway.db, cron.db). Writers
+append (the last pages of a table and its indexes) and a page missed is a
+``pread`` from the OS's cache away; larger caches only grew with the files
+all through a run: 16 MB +6.5 MB of RSS over the gateway bench, 2 MB +2.6
+MB (docs/BENCHMARKS.md, RSS). See :meth:`Database.larger_cache` for jobs
+that rewrite much of the file."""
+BULK_CACHE_KIB = 4_000
+"""Writer and threaded reader cache while a compression job runs: FTS5's
+segments stay in it; at 512 KB the weekly compression of 5,000 facts took
+~40 % longer (scripts/bench_writepath.py)."""
 
 
-async def _configure(conn: aiosqlite.Connection, *, busy_ms: int) -> None:
+async def _configure(conn: aiosqlite.Connection, *, busy_ms: int, cache_kib: int) -> None:
     await conn.execute(f"PRAGMA busy_timeout = {int(busy_ms)}")
     await conn.execute("PRAGMA foreign_keys = ON")
     await conn.execute("PRAGMA synchronous = NORMAL")
     await conn.execute("PRAGMA temp_store = MEMORY")
-    await conn.execute(f"PRAGMA cache_size = -{WRITER_CACHE_KIB}")
+    await conn.execute(f"PRAGMA cache_size = -{int(cache_kib)}")
 
 
 class InlineReader:
@@ -115,9 +122,21 @@ class Database:
         self._external = 0
         self._data_version: int | None = None
         self._checked_at = float("-inf")
+        self._cache_kib = SMALL_CACHE_KIB
+        self._larger = 0  # larger_cache() blocks open
 
     @classmethod
-    async def open(cls, path: Path | str, migrations: Sequence[Migration], *, busy_ms: int = 5000) -> Database:
+    async def open(
+        cls,
+        path: Path | str,
+        migrations: Sequence[Migration],
+        *,
+        busy_ms: int = 5000,
+        inline_cache_kib: int = CACHE_KIB,
+        cache_kib: int = SMALL_CACHE_KIB,
+    ) -> Database:
+        """``inline_cache_kib``: the inline reader's page cache;
+        ``cache_kib``: the writer's and the threaded reader's."""
         path = Path(path)
         if str(path) != ":memory:":
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -125,14 +144,14 @@ class Database:
         try:
             writer.row_factory = sqlite3.Row
             await writer.execute("PRAGMA journal_mode = WAL")
-            await _configure(writer, busy_ms=busy_ms)
+            await _configure(writer, busy_ms=busy_ms, cache_kib=cache_kib)
             await _migrate(writer, migrations)
             reader = await aiosqlite.connect(str(path), isolation_level=None)
         except BaseException:
             await writer.close()
             raise
         reader.row_factory = sqlite3.Row
-        await _configure(reader, busy_ms=busy_ms)
+        await _configure(reader, busy_ms=busy_ms, cache_kib=cache_kib)
         await reader.execute("PRAGMA query_only = ON")
         inline = None
         if str(path) != ":memory:":  # a second :memory: connection would be another database
@@ -141,11 +160,13 @@ class Database:
             for pragma in (
                 f"PRAGMA busy_timeout = {_INLINE_BUSY_MS}",
                 "PRAGMA temp_store = MEMORY",
-                f"PRAGMA cache_size = -{CACHE_KIB}",
+                f"PRAGMA cache_size = -{int(inline_cache_kib)}",
                 "PRAGMA query_only = ON",
             ):
                 inline.execute(pragma)
-        return cls(path, writer, reader, inline)
+        db = cls(path, writer, reader, inline)
+        db._cache_kib = cache_kib
+        return db
 
     async def close(self) -> None:
         """Close both connections; safe to call twice."""
@@ -165,6 +186,26 @@ class Database:
     @property
     def closed(self) -> bool:
         return self._closed
+
+    @asynccontextmanager
+    async def larger_cache(self, kib: int = BULK_CACHE_KIB) -> AsyncIterator[None]:
+        """The writer's and the threaded reader's page caches at ``kib`` for
+        a job that rewrites much of the file; back to their size after
+        (SQLite frees the pages over it), so a nightly job leaves no RSS
+        behind. Blocks may nest or overlap: the last one out restores."""
+        if self._larger == 0:
+            await self._set_cache(max(kib, self._cache_kib))
+        self._larger += 1
+        try:
+            yield
+        finally:
+            self._larger -= 1
+            if self._larger == 0 and not self._closed:
+                await asyncio.shield(self._set_cache(self._cache_kib))
+
+    async def _set_cache(self, kib: int) -> None:
+        for conn in (self._writer, self._reader):
+            await conn.execute(f"PRAGMA cache_size = -{int(kib)}")
 
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[aiosqlite.Connection]:

@@ -77,8 +77,8 @@ async def test_turn_carries_provenance(tmp_path: Path, clock: ManualClock) -> No
 async def test_cached_window_matches_sqlite(tmp_path: Path, clock: ManualClock) -> None:
     """The window is cached (write-through); it must always equal what
     gateway.db holds, through appends, buffering, pruning and /new."""
-    async with await SessionStore.open(tmp_path / "g.db", clock, window=3, cache_chats=2) as store:
-        fresh = SessionStore(store.db, clock, window=3, cache_chats=0)  # reads SQLite every time
+    async with await SessionStore.open(tmp_path / "g.db", clock, window=3, cache_rows=4) as store:
+        fresh = SessionStore(store.db, clock, window=3, cache_rows=0)  # reads SQLite every time
 
         async def same(key: str = KEY) -> list[str]:
             cached = await store.window(key)
@@ -94,7 +94,7 @@ async def test_cached_window_matches_sqlite(tmp_path: Path, clock: ManualClock) 
         await store.mark_buffered(ids, prune_key=KEY)  # flags follow, pruned rows were older
         assert await same() == ["m2", "m3", "m4"] and all(m.buffered for m in await store.window(KEY))
         assert await store.window(KEY, limit=2) == await fresh.window(KEY, limit=2)
-        for other in ("telegram:1", "telegram:2"):  # only 2 chats cached: KEY is evicted
+        for other in ("telegram:1", "telegram:2"):  # at most 4 rows cached: KEY (3) is evicted
             await _add(store, "user", "x", key=other)
             await store.window(other)
         assert KEY not in store._windows and await same() == ["m2", "m3", "m4"]
