@@ -99,14 +99,6 @@ WHEN_WEIGHT = 1.0
 """Weight of a time reference in the message ("last week", "in July 2023",
 上个月), matched by the memory's date; it counts like one message word."""
 
-COORD_POWER = 0.5
-"""Coordination (Lucene's classic ``coord``, damped): relevance x ((k + 1) /
-(n + 1)) ** COORD_POWER for a memory holding k of the query's n distinct
-terms, message and context alike, a time reference one term. "What do
-Deborah and her husband do together?" then prefers Deborah's memory about
-her husband to Jolene's about her partner with "together" twice; BM25 alone
-lets one word stand for the whole question. docs/RETRIEVAL.md §4, §9."""
-
 _K1 = 1.2
 _B = 0.75
 
@@ -187,11 +179,10 @@ _EVENTS = _Tables("events_fts", "events_vocab", "daily_events")
 class _Relevance:
     """BM25 sum over the query's terms found in a memory, divided by the IDF
     mass of the message's own terms (context terms add, never normalise,
-    unless there is nothing else), times the coordination factor
-    (:data:`COORD_POWER`). Built once per query: the mass, the number of
-    terms and each term's weight x IDF are the same for every memory."""
+    unless there is nothing else). Built once per query: the mass and each
+    term's weight x IDF are the same for every memory."""
 
-    __slots__ = ("weights", "when", "mass", "avg_len", "terms")
+    __slots__ = ("weights", "when", "mass", "avg_len")
 
     def __init__(self, q: Sequence[QueryTerm], idf: dict[str, float], avg_len: float) -> None:
         self.weights = {x.term: x.weight * idf[x.term] for x in q if x.term != WHEN_TERM}
@@ -201,27 +192,18 @@ class _Relevance:
             mass = sum(x.weight * idf.get(x.term, 0.0) for x in q) or 1.0
         self.mass = mass
         self.avg_len = avg_len
-        self.terms = len(q)  # distinct terms, the time reference one of them
 
     def __call__(self, doc: str, dated: bool = False) -> float:
         tokens = doc.split(" ")
         norm = _K1 * (1.0 - _B + _B * len(tokens) / self.avg_len)
         got = 0.0
         w = self.weights
-        held = w.keys() & set(tokens)  # the few query terms the memory holds
-        for t in held:
+        for t in w.keys() & set(tokens):  # the few query terms the memory holds
             f = tokens.count(t)
             got += w[t] * f * (_K1 + 1.0) / (f + norm)
         if dated:
             got += self.when * (_K1 + 1.0) / (1.0 + norm)
-        return got / self.mass * _coordination(len(held) + dated, self.terms)
-
-
-def _coordination(held: int, terms: int) -> float:
-    """``((held + 1) / (terms + 1)) ** COORD_POWER``: a memory holding more
-    of the query's distinct terms gains on one holding fewer with as much
-    BM25 (one rare word, or one word repeated in a short memory)."""
-    return ((held + 1.0) / (terms + 1.0)) ** COORD_POWER
+        return got / self.mass
 
 
 class _Postings:

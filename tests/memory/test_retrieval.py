@@ -83,34 +83,6 @@ async def test_score_is_per_hit_not_relative_to_the_result_set(engine: MemoryEng
     assert [h.score for h in together if h.id == weak][0] > MIN_RELEVANCE
 
 
-@pytest.mark.parametrize(
-    ("target", "distractor", "others", "query"),
-    [
-        (
-            "Deborah and her husband drive out of the city every Sunday to hike the coastal trail near the lighthouse",
-            "Always together",
-            ["Deborah teaches a yoga class at the beach", "Jolene plays video games at night"],
-            "What do Deborah and her husband do together?",
-        ),
-        ("我和老婆常开车去城外的湖边钓鱼", "爬山", ["我每天早上跑步", "今天加班写代码"], "老婆钓鱼爬山"),
-    ],
-)
-async def test_coordination_more_of_the_question_beats_one_short_word(
-    engine: MemoryEngine, monkeypatch: pytest.MonkeyPatch, target: str, distractor: str, others: list[str], query: str
-) -> None:
-    # The long memory holds two of the three words asked, the short one a
-    # single word: BM25 alone ranks the short one first (its length
-    # normalisation favours it), coordination the one that covers more.
-    want = await add(engine, "u", target)
-    short = await add(engine, "u", distractor)
-    for text in others:
-        await add(engine, "u", text)
-    r = Retriever(engine)
-    assert (await ids(r, "u", query))[0] == want
-    monkeypatch.setattr(retrieval, "COORD_POWER", 0.0)
-    assert (await ids(r, "u", query))[0] == short
-
-
 async def test_stop_words_alone_retrieve_nothing(engine: MemoryEngine) -> None:
     await add(engine, "u", "what do you remember about me")
     assert await Retriever(engine).retrieve("u", "what do you remember?") == []
