@@ -83,6 +83,16 @@ async def test_score_is_per_hit_not_relative_to_the_result_set(engine: MemoryEng
     assert [h.score for h in together if h.id == weak][0] > MIN_RELEVANCE
 
 
+async def test_a_topic_repeated_in_every_recent_turn_still_loses_to_the_message(engine: MemoryEngine) -> None:
+    # The user talked about redis for four messages, then asks about
+    # postgres: the old topic's memory holds more of the query's terms
+    # (port, redis, cache), the new one the message's own word.
+    await add(engine, "u", "the redis cache listens on port 6380")
+    pg = await add(engine, "u", "postgres listens on port 5433")
+    context = ["the redis cache was slow", "redis again", "restarted redis", "redis is fine now"]
+    assert (await ids(Retriever(engine), "u", "which port does postgres use?", context=context))[0] == pg
+
+
 async def test_stop_words_alone_retrieve_nothing(engine: MemoryEngine) -> None:
     await add(engine, "u", "what do you remember about me")
     assert await Retriever(engine).retrieve("u", "what do you remember?") == []
