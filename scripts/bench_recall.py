@@ -5,6 +5,7 @@ Usage (from anywhere; the repo root is put on ``sys.path``)::
 
     python scripts/bench_recall.py [--data DIR] [--json FILE]
                                    [--only SET ...] [--limit-conversations N]
+                                   [--locomo-context N]
 
 ``DIR`` defaults to ``../shared/bench`` next to the repo and may be any folder
 with the same layout, so the same command scores the held-out split:
@@ -50,6 +51,11 @@ LoCoMo (``conversation``, ``observation``, ``qa``, ``sample_id``):
   reported. Observations get the same treatment for their dia_ids.
 * Headline = categories 1-4; category 5 (adversarial: the answer is not in
   the conversation) is reported apart.
+* ``--locomo-context N`` (a stress test, not the headline): each question
+  gets the N questions before it in the file as ``context=``, oldest first,
+  as a gateway passes the user's recent messages, which are mostly about
+  something else. How much recall drops measures how far context can pull
+  retrieval off the message (the topic switch).
 
 MADial-Bench (``madial-<lang>-memory.jsonl``, ``madial-<lang>-dialogue-*.jsonl``):
 
@@ -110,7 +116,7 @@ import tempfile
 import time
 from collections import Counter
 from collections.abc import Collection, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any
@@ -473,6 +479,12 @@ def madial_corpus(data_dir: Path, lang: str, fixes: Counter[str]) -> Corpus | No
     return corpus
 
 
+def with_context(corpus: Corpus, n: int) -> None:
+    """Give each query the ``n`` queries before it as context (oldest first)."""
+    qs = corpus.queries
+    corpus.queries = [replace(q, context=tuple(p.text for p in qs[max(0, i - n) : i])) for i, q in enumerate(qs)]
+
+
 # --------------------------------------------------------------------------
 # Running
 
@@ -526,6 +538,7 @@ async def run_benchmark(
     only: Iterable[str] = SETS,
     limit_conversations: int | None = None,
     db_dir: Path | None = None,
+    locomo_context: int = 0,
 ) -> dict[str, Any]:
     only = set(only)
     report: dict[str, Any] = {}
@@ -543,6 +556,9 @@ async def run_benchmark(
                 res = {"locomo_turns": Result(), "locomo_observations": Result()}
                 for conv in convs:
                     turns, obs = locomo_corpora(conv, fixes)
+                    if locomo_context:
+                        with_context(turns, locomo_context)
+                        with_context(obs, locomo_context)
                     for corpus, key in ((turns, "locomo_turns"), (obs, "locomo_observations")):
                         if key in only:
                             await run_corpus(corpus, where, res[key])
@@ -623,14 +639,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--only", action="append", choices=SETS, help="run only this set (repeatable)")
     ap.add_argument("--limit-conversations", type=int, metavar="N", help="only the first N LoCoMo conversations")
     ap.add_argument("--db-dir", type=Path, help="keep the SQLite files here instead of a temp dir (overwritten per run)")
+    ap.add_argument("--locomo-context", type=int, default=0, metavar="N",
+                    help="stress test: each LoCoMo question gets the N questions before it as context")
     args = ap.parse_args(argv)
     if not args.data.is_dir():
         ap.error(f"--data {args.data} is not a directory")
     if args.limit_conversations is not None and args.limit_conversations < 1:
         ap.error("--limit-conversations must be >= 1")
+    if args.locomo_context < 0:
+        ap.error("--locomo-context must be >= 0")
     report = asyncio.run(
         run_benchmark(args.data, only=args.only or SETS, limit_conversations=args.limit_conversations,
-                      db_dir=args.db_dir)
+                      db_dir=args.db_dir, locomo_context=args.locomo_context)
     )
     print(format_table(report))
     if args.json:

@@ -83,6 +83,31 @@ async def test_score_is_per_hit_not_relative_to_the_result_set(engine: MemoryEng
     assert [h.score for h in together if h.id == weak][0] > MIN_RELEVANCE
 
 
+@pytest.mark.parametrize(
+    ("old", "new", "context", "query"),
+    [
+        (
+            "the redis cache listens on port 6380",
+            "postgres listens on port 5433",
+            ["the redis cache was slow", "redis again", "restarted redis", "redis is fine now"],
+            "which port does postgres use?",
+        ),
+        ("redis 缓存的端口是 6380", "postgres 的端口是 5433", ["我们昨天调了 redis 缓存", "缓存命中率还可以"], "postgres 用的哪个端口？"),
+    ],
+)
+async def test_a_topic_of_the_recent_turns_still_loses_to_the_message(
+    engine: MemoryEngine, old: str, new: str, context: list[str], query: str
+) -> None:
+    # The user talked about the redis cache, then asks about postgres: the
+    # old topic's memory holds more of the query's terms (port, redis,
+    # cache; in Chinese each character too), the new one the message's own
+    # word. Coordination counting context terms like message terms failed
+    # the Chinese case (docs/RETRIEVAL.md §9).
+    await add(engine, "u", old)
+    pg = await add(engine, "u", new)
+    assert (await ids(Retriever(engine), "u", query, context=context))[0] == pg
+
+
 async def test_stop_words_alone_retrieve_nothing(engine: MemoryEngine) -> None:
     await add(engine, "u", "what do you remember about me")
     assert await Retriever(engine).retrieve("u", "what do you remember?") == []

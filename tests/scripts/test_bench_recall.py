@@ -121,6 +121,14 @@ def test_locomo_date_and_turn_content() -> None:
     assert br.turn_content({"speaker": "Mel", "text": "Hi"}) == "Mel: Hi"
 
 
+def test_with_context_gives_each_query_the_ones_before_it() -> None:
+    now = datetime(2023, 5, 8, tzinfo=UTC)
+    corpus = br.Corpus("c", queries=[br.Query(f"q{i}", "u", f"text {i}", frozenset({"D1:1"}), now) for i in range(4)])
+    br.with_context(corpus, 2)
+    assert [q.context for q in corpus.queries] == [(), ("text 0",), ("text 0", "text 1"), ("text 1", "text 2")]
+    assert [q.text for q in corpus.queries] == ["text 0", "text 1", "text 2", "text 3"]
+
+
 def test_madial_query_is_latest_user_line_before_first_test_turn() -> None:
     dialogue = [
         "<BOD>\n",
