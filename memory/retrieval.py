@@ -82,6 +82,10 @@ SCOPED_TERMS_SHARE = 0.2
 """Below this share of the collection in the asking user's scope, each
 term's MATCH is scoped to the owner (see _candidates)."""
 DF_CACHE_MIN_ROWS = 5000  # below this, counting is cheaper than being stale
+TERM_CACHE_MAX = 20_000
+"""Terms each document-count cache holds before it starts over: a chat's
+vocabulary fits, and a gateway left running for weeks between index writes
+keeps at most ~2-3 MB per cache rather than the ~16 MB that 100,000 took."""
 PRIOR_ROWS = 200
 MIN_RELEVANCE = 0.0  # a floor cost recall on long queries (docs/RETRIEVAL.md §4)
 OTHER_PROJECT_FACTOR = 0.8
@@ -306,7 +310,7 @@ class Retriever:
         """
         stamp = await self.engine.db.stamp(INDEX)
         snap = self._snapshots.get(t.vocab)
-        if snap is None or snap.stamp != stamp or len(snap.df) > 100_000:
+        if snap is None or snap.stamp != stamp or len(snap.df) > TERM_CACHE_MAX:
             snap = self._snapshots[t.vocab] = _Snapshot(stamp)
         ask = [x for x in terms if x not in snap.df]
         if ask or when or snap.stats is None:
@@ -331,7 +335,7 @@ class Retriever:
             df.update(more)
             ask += stale
         if stats.rows >= DF_CACHE_MIN_ROWS:
-            if len(cache) > 100_000:
+            if len(cache) > TERM_CACHE_MAX:
                 cache.clear()
             cache.update((x, (df[x], stats.rows)) for x in ask if x in df)  # never cache "absent"
         return stats, df

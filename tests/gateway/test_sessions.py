@@ -152,3 +152,16 @@ async def test_erasure_waits_for_appends_still_queued(tmp_path: Path, clock: Man
         assert rows == []  # the queued append was written first, then erased
     finally:
         await store.close()
+
+
+async def test_the_window_cache_holds_at_most_cache_rows(tmp_path: Path, clock: ManualClock) -> None:
+    async with await SessionStore.open(tmp_path / "g.db", clock, window=4, cache_rows=10) as store:
+        keys = [f"telegram:{i}" for i in range(8)]
+        for turn in range(5):  # round-robin, as many busy chats are served
+            for k in keys:
+                await _add(store, "user", f"{k} says {turn}", key=k)
+                window = await store.window(k)
+                assert [m.content for m in window] == [f"{k} says {t}" for t in range(max(0, turn - 3), turn + 1)]
+                cached = sum(len(rows) for _, rows in store._windows.values())
+                assert cached == store._cached_rows <= 10
+        assert store._windows  # the most recent chats stay cached
