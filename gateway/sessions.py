@@ -67,7 +67,10 @@ async def _m001_sessions(conn: aiosqlite.Connection) -> None:
 MIGRATIONS: list[Migration] = [_m001_sessions]
 
 
-@dataclass(frozen=True, slots=True)  # slots: up to CACHE_ROWS rows stay cached
+# Read-only by convention: the cache hands its rows out. Not frozen: a frozen
+# dataclass took 1.5 us a row to build against 0.4, read 20 a message when a
+# busy gateway's window is not cached. Slots: up to CACHE_ROWS stay cached.
+@dataclass(slots=True)
 class StoredMessage:
     id: int
     session_id: int
