@@ -35,6 +35,8 @@ import httpx
 import structlog
 from pydantic import SecretStr
 
+from memory.llm import unbound
+
 from .aiohttp_transport import AiohttpTransport
 from .config import ProviderConfig
 
@@ -362,7 +364,7 @@ class LLMClient:
         attempt = 0
         while True:
             try:
-                resp = _unbound(await self._client.send(request))
+                resp = unbound(await self._client.send(request))
             except httpx.HTTPError as exc:
                 if _retryable_transport(exc) and attempt < self.max_retries:
                     delay = self._backoff(attempt, None)
@@ -395,20 +397,6 @@ class LLMClient:
                 await self._sleep(delay)
                 continue
             raise _status_error(status, message)
-
-
-def _unbound(resp: httpx.Response) -> httpx.Response:
-    """The response with its body held as plain bytes.
-
-    ``AsyncClient.send`` wraps the stream in a ``BoundAsyncStream`` that
-    points back at the response: a reference cycle, so every request and
-    response (with the prompt's JSON, growing with the history) waited for
-    the cycle collector, which the gateway runs rarely (gateway/runtime.py).
-    That garbage was most of the gateway bench's RSS growth
-    (docs/BENCHMARKS.md, RSS). The body is read already (``send`` without
-    ``stream=True``), so nothing needs the bound stream."""
-    resp.stream = httpx.ByteStream(resp.content)
-    return resp
 
 
 def _status_error(status: int, message: str) -> LLMError:

@@ -49,6 +49,7 @@ __all__ = [
     "normalize_fact",
     "parse_json_object",
     "slug",
+    "unbound",
 ]
 
 log = structlog.get_logger(component="memory")
@@ -362,6 +363,19 @@ def _numbered(cands: Sequence[Candidate]) -> str:
 # -- the client ----------------------------------------------------------------
 
 
+def unbound(resp: httpx.Response) -> httpx.Response:
+    """The response with its body held as plain bytes.
+
+    ``AsyncClient.send`` wraps the stream in a ``BoundAsyncStream`` that
+    points back at the response: a reference cycle, so every request and
+    response (with the prompt's JSON) waited for the cycle collector, which
+    the gateway runs rarely (gateway/runtime.py). That garbage was most of
+    the gateway bench's RSS growth (docs/BENCHMARKS.md, RSS). Call it on a
+    response already read (``send``/``post`` without ``stream=True``)."""
+    resp.stream = httpx.ByteStream(resp.content)
+    return resp
+
+
 class MemoryLLM:
     """An OpenAI-compatible JSON completion client for the write path."""
 
@@ -444,7 +458,7 @@ class MemoryLLM:
 
     async def _post(self, body: dict[str, Any]) -> str:
         try:
-            resp = await self._client.post("chat/completions", json=body)
+            resp = unbound(await self._client.post("chat/completions", json=body))
         except httpx.TimeoutException as exc:
             raise LLMUnavailable(f"timeout: {type(exc).__name__}") from exc
         except httpx.HTTPError as exc:

@@ -43,8 +43,29 @@ async def test_concurrent_writers_share_statements_and_get_their_own_ids(db: Dat
     by_id = {r[0]: r for r in rows}
     for i, ids in enumerate(results):  # each caller gets the ids of its own rows, in its order
         assert [by_id[x][1:] for x in ids] == [(f"w{i}", f"a{i}"), (f"w{i}", f"b{i}")]
-    # the first caller goes alone, everyone queued meanwhile shares the next statement
-    assert b.statements <= 3
+    # the first caller goes alone, those queued meanwhile share the next
+    # statements: 64 rows, 32, then the last caller's 2
+    assert b.statements <= 5
+
+
+async def test_statements_hold_a_power_of_two_rows(db: Database) -> None:
+    # Each row count is a statement SQLite prepares and keeps: a handful of
+    # shapes, not one per burst size (docs/BENCHMARKS.md, RSS).
+    sizes: list[int] = []
+    build = insert_statement("INSERT INTO notes (who, body)", 2, returning="id")
+
+    def recording(n: int) -> str:
+        sizes.append(n)
+        return build(n)
+
+    b = RowBatcher(db, recording, 2, returning=True)
+    for burst in (3, 7, 12, 29, 50, 77, 5, 100):
+        results = await asyncio.gather(*(b.write([(f"w{i}", f"x{burst}")]) for i in range(burst)))
+        assert sorted(x for ids in results for x in ids) == [
+            r[0] for r in await db.fetchall("SELECT id FROM notes WHERE body = ? ORDER BY id", (f"x{burst}",))
+        ]
+    assert len(await _rows(db)) == 283
+    assert set(sizes) <= {1, 2, 4, 8, 16, 32, 64}
 
 
 async def test_a_bad_row_fails_only_its_caller(db: Database) -> None:

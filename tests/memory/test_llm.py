@@ -176,3 +176,27 @@ async def test_from_config_falls_back_to_main_provider() -> None:
     async with MemoryLLM.from_config(cfg) as client:
         assert (client.model, client.max_tokens) == ("small", 999)
         assert str(client._client.base_url) == "http://127.0.0.1:1/v1/"
+
+
+async def test_responses_leave_no_reference_cycle(fake: FakeOpenAI, llm: MemoryLLM) -> None:
+    # The gateway collects cycles rarely (gateway/runtime.py): a request and
+    # response kept alive by a cycle held the prompt's JSON until then.
+    import gc
+
+    import httpx
+
+    fake.queue_reply(reply([], summary="s"))
+    await llm.complete_json("system", "user " * 1000)  # the pool's first connection, outside the count
+    fake.queue_reply(reply([], summary="s"))
+    gc.collect()
+    gc.disable()
+    gc.set_debug(gc.DEBUG_SAVEALL)
+    try:
+        await llm.complete_json("system", "user " * 1000)
+        gc.collect()
+        cyclic = [type(o).__name__ for o in gc.garbage if isinstance(o, httpx.Request | httpx.Response)]
+    finally:
+        gc.set_debug(0)
+        gc.garbage.clear()
+        gc.enable()
+    assert cyclic == []
