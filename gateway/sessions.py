@@ -19,6 +19,7 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 import aiosqlite
 
@@ -107,20 +108,20 @@ _INSERT_MESSAGE = f"{_INSERT_HEAD} VALUES (?, ?, ?, ?, ?, ?, ?)"
 CACHE_ROWS = 2048
 """Rows of Tier 0 the store keeps in memory (least recently used chats go
 first): every chat's whole window in a personal or team gateway (~100
-chats), about 1 MB. A busier gateway reads the rest from SQLite, ~0.1 ms a
+chats), about 1 MB. A busier gateway reads the rest from SQLite, ~65 us a
 message; a cache sized by chats (1,024 x 20 rows) grew RSS by ~5 MB over
 the gateway bench's run (docs/BENCHMARKS.md, RSS)."""
 
 
-def _rows(rows: Sequence[Sequence[object]]) -> list[StoredMessage]:
+def _rows(rows: Sequence[Sequence[Any]]) -> list[StoredMessage]:
     """Rows of ``_SELECT`` (by position: a lookup by name cost 2 us a row),
     the strings every row of a chat repeats held once."""
-    shared: dict[object, object] = {}
+    shared: dict[str, str] = {}
     one = shared.setdefault
     return [
         StoredMessage(
-            r[0], r[1], one(r[2], r[2]), one(r[3], r[3]), one(r[4], r[4]), r[5],  # type: ignore[arg-type]
-            one(r[6], r[6]), one(r[7], r[7]), r[8], r[9], bool(r[10]),  # type: ignore[arg-type]
+            r[0], r[1], one(r[2], r[2]), one(r[3], r[3]), one(r[4], r[4]), r[5],
+            one(r[6], r[6]), one(r[7], r[7]), r[8], r[9], bool(r[10]),
         )
         for r in rows
     ]

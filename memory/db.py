@@ -108,6 +108,7 @@ class Database:
         writer: aiosqlite.Connection,
         reader: aiosqlite.Connection,
         inline: sqlite3.Connection | None = None,
+        cache_kib: int = SMALL_CACHE_KIB,
     ) -> None:
         self.path = path
         self._writer = writer
@@ -122,7 +123,7 @@ class Database:
         self._external = 0
         self._data_version: int | None = None
         self._checked_at = float("-inf")
-        self._cache_kib = SMALL_CACHE_KIB
+        self._cache_kib = cache_kib  # the writer's and threaded reader's, outside larger_cache()
         self._larger = 0  # larger_cache() blocks open
 
     @classmethod
@@ -164,9 +165,7 @@ class Database:
                 "PRAGMA query_only = ON",
             ):
                 inline.execute(pragma)
-        db = cls(path, writer, reader, inline)
-        db._cache_kib = cache_kib
-        return db
+        return cls(path, writer, reader, inline, cache_kib)
 
     async def close(self) -> None:
         """Close both connections; safe to call twice."""
