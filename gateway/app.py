@@ -190,7 +190,12 @@ class App:
             if cfg.gateway.admin.enabled:
                 log.warning("gateway.admin.enabled is set but memory.enabled is false: the memory page is not served")
             self.backend = FileMemory(self.paths.workspace(cfg), self.clock, tz=self.tz, max_hits=cfg.memory.retrieval.max_hits)
-        self.sessions = await SessionStore.open(self.paths.gateway_db(), self.clock, window=cfg.agent.history_messages)
+        self.sessions = await SessionStore.open(
+            self.paths.gateway_db(),
+            self.clock,
+            window=cfg.agent.history_messages,
+            cache_rows=cfg.gateway.history_cache_rows,
+        )
         self.llm = LLMClient.from_config(cfg.provider, model=cfg.agent.model, client=self.http_client)
         r = cfg.memory.retrieval
         tools = memory_tools(self.backend, max_chars=r.max_chars, token_budget=r.token_budget) if cfg.memory.enabled else []

@@ -178,6 +178,9 @@ class GatewayConfig(_Model):
     timezone: str = "UTC"
     max_concurrent_chats: int = Field(default=64, ge=1, le=4096)
     queue_size: int = Field(default=1000, ge=1)
+    # Tier 0 rows kept in memory (gateway/sessions.py); more chats than fit
+    # read their recent messages from gateway.db, ~0.1-0.2 ms a message.
+    history_cache_rows: int = Field(default=2048, ge=0, le=1_000_000)
     admin: AdminConfig = Field(default_factory=AdminConfig)
 
     @field_validator("timezone")

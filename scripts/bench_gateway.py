@@ -224,7 +224,8 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
                 "provider": {"baseUrl": urls["openai"], "apiKey": API_KEY, "maxRetries": 0, "timeout": "30s"},
                 "agent": {"model": "bench-model"},
                 "channels": {"telegram": {"enabled": True, "token": urls["token"], "baseUrl": urls["telegram"]}},
-                "gateway": {"maxConcurrentChats": args.concurrency},
+                "gateway": {"maxConcurrentChats": args.concurrency}
+                | ({"historyCacheRows": args.history_cache_rows} if args.history_cache_rows is not None else {}),
             }
             if args.extract_after:  # the write path drains the buffer during the run, as in steady use
                 doc["memory"] = {"extraction": {"quietGap": f"{args.extract_after}s"}}
@@ -318,6 +319,8 @@ def main() -> None:
                     help="with --rate: queue this many messages at a time (default 1: evenly spaced; "
                          "10 was the fixed behaviour before, a burst every 100 ms at 100/s)")
     ap.add_argument("--concurrency", type=int, default=64, help="gateway.maxConcurrentChats (default: the config default)")
+    ap.add_argument("--history-cache-rows", type=int, default=None, metavar="N",
+                    help="gateway.historyCacheRows (default: the config's 2,048; 20,000 holds every window of 1,000 chats)")
     ap.add_argument("--extract-after", type=int, default=0, metavar="SECONDS",
                     help="memory.extraction.quietGap for the run (default: the config's 3 minutes, so a short run "
                          "never extracts and the extraction buffer only grows); the fake LLM answers extraction calls")

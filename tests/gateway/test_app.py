@@ -203,6 +203,23 @@ async def test_memory_disabled_uses_the_file_store(tmp_path: Path, clock: Manual
         await app.close()
 
 
+async def test_history_cache_rows_reaches_the_session_store(tmp_path: Path, clock: ManualClock, fake_llm: FakeOpenAI) -> None:
+    cfg, paths = _config(tmp_path, fake_llm, gateway={"historyCacheRows": 0})
+    app = App(cfg, paths, clock=clock, channel_specs=[ECHO])
+    try:
+        await app.open()
+        await app.start()
+        assert app.sessions is not None and app.sessions.cache_rows == 0
+        await app.channels["echo"].say("hello")  # type: ignore[attr-defined]
+        await app.channels["echo"].say("and again")  # type: ignore[attr-defined]
+        assert app.loop is not None and await app.loop.drain(5)
+        history = [m["content"] for m in fake_llm.requests[-1]["messages"][1:]]
+        assert history == ["hello", "ok", "and again"]  # read from gateway.db, nothing cached
+        assert app.sessions._windows == {}
+    finally:
+        await app.close()
+
+
 def test_config_secrets_are_collected(tmp_path: Path) -> None:
     cfg = load_config(tmp_path / "none.json", env={"MYCLAW_PROVIDER_API_KEY": "sk-abcdef123", "MYCLAW_TELEGRAM_TOKEN": "1:tok-secret"})
     assert set(config_secrets(cfg)) == {"sk-abcdef123", "1:tok-secret"}
