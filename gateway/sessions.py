@@ -108,9 +108,11 @@ _INSERT_MESSAGE = f"{_INSERT_HEAD} VALUES (?, ?, ?, ?, ?, ?, ?)"
 CACHE_ROWS = 2048
 """Rows of Tier 0 the store keeps in memory (least recently used chats go
 first): every chat's whole window in a personal or team gateway (~100
-chats), about 1 MB. A busier gateway reads the rest from SQLite, ~65 us a
-message; a cache sized by chats (1,024 x 20 rows) grew RSS by ~5 MB over
-the gateway bench's run (docs/BENCHMARKS.md, RSS)."""
+chats), about 1 MB. A busier gateway reads the rest from SQLite: 65 us
+alone, ~0.2 ms under load (every commit to gateway.db drops the reader's
+page cache); ``gateway.historyCacheRows`` trades memory for it. A cache
+sized by chats (1,024 x 20 rows) grew RSS by ~5 MB over the gateway
+bench's run (docs/BENCHMARKS.md, RSS)."""
 
 
 def _rows(rows: Sequence[Sequence[Any]]) -> list[StoredMessage]:
