@@ -42,7 +42,7 @@ from .types import (
     Status,
 )
 
-__all__ = ["MemoryEngine", "MemoryNotFound", "content_hash", "owner_key"]
+__all__ = ["MemoryEngine", "MemoryNotFound", "clean_source_text", "content_hash", "memory_index_text", "owner_key"]
 
 log = structlog.get_logger(component="memory")
 
@@ -54,6 +54,8 @@ PROFILE_CACHE_SIZE = 4096  # owners whose Tier 1 markdown is kept
 
 MAX_CONTENT_CHARS = 4000
 """A memory is a fact, not a document; longer text is cut at write time."""
+MAX_SOURCE_CHARS = 600
+"""The source words indexed with a memory (a message or two); see clean_source_text."""
 
 
 class MemoryNotFound(LookupError):
@@ -80,6 +82,24 @@ def _clean_content(text: str) -> str:
     return text[:MAX_CONTENT_CHARS]
 
 
+def clean_source_text(text: str) -> str:
+    """A memory's source words, cut to ``MAX_SOURCE_CHARS``: enough for the
+    message a fact came from, short enough not to bury the fact's own words
+    (BM25 normalises by the length of the indexed text)."""
+    text = " ".join(text.encode("utf-8", "ignore").decode("utf-8").replace("\x00", "").split())
+    if len(text) <= MAX_SOURCE_CHARS:
+        return text
+    cut = text[:MAX_SOURCE_CHARS]
+    space = cut.rfind(" ")
+    return cut[:space] if space >= MAX_SOURCE_CHARS // 2 else cut
+
+
+def memory_index_text(content: str, source_text: str = "") -> str:
+    """What the FTS row of a memory holds: its content's terms, then those of
+    the words it was drawn from."""
+    return index_text(f"{content}\n{source_text}" if source_text else content)
+
+
 def row_to_memory(r: sqlite3.Row) -> Memory:
     return Memory(
         id=r["id"],
@@ -98,6 +118,7 @@ def row_to_memory(r: sqlite3.Row) -> Memory:
         updated_at=r["updated_at"],
         last_accessed=r["last_accessed"],
         access_count=r["access_count"],
+        source_text=r["source_text"],
     )
 
 
@@ -207,11 +228,13 @@ class MemoryEngine:
             await conn.execute("DELETE FROM memories_fts")
             await conn.execute("DELETE FROM events_fts")
             n = 0
-            async with conn.execute("SELECT id, owner, content FROM memories WHERE status = 'active'") as cur:
+            async with conn.execute(
+                "SELECT id, owner, content, source_text FROM memories WHERE status = 'active'"
+            ) as cur:
                 rows = await cur.fetchall()
             await conn.executemany(
                 "INSERT INTO memories_fts(rowid, owner, text) VALUES (?, ?, ?)",
-                [(r[0], owner_key(r[1]), index_text(r[2])) for r in rows],
+                [(r[0], owner_key(r[1]), memory_index_text(r[2], r[3])) for r in rows],
             )
             n += len(rows)
             async with conn.execute("SELECT id, owner, summary FROM daily_events") as cur:
@@ -236,13 +259,14 @@ class MemoryEngine:
         """Insert one memory (active) and index it."""
         assert conn is not None  # opened by @_in_transaction when not given
         content = _clean_content(m.content)
+        source_text = clean_source_text(m.source_text)
         if not 0.0 <= m.importance <= 1.0:
             raise ValueError(f"importance must be within [0, 1], got {m.importance}")
         now = at or self.now()
         cur = await conn.execute(
             """INSERT INTO memories (owner, tier, project, topic, category, content, content_hash,
-                   importance, source, status, provenance, created_at, updated_at, last_accessed)
-               VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'active', ?, ?, ?, ?)""",
+                   importance, source, status, provenance, created_at, updated_at, last_accessed, source_text)
+               VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'active', ?, ?, ?, ?, ?)""",
             (
                 m.owner,
                 m.tier,
@@ -257,13 +281,14 @@ class MemoryEngine:
                 now,
                 now,
                 now,
+                source_text,
             ),
         )
         mid = cur.lastrowid
         assert mid is not None
         await conn.execute(
             "INSERT INTO memories_fts(rowid, owner, text) VALUES (?, ?, ?)",
-            (mid, owner_key(m.owner), index_text(content)),
+            (mid, owner_key(m.owner), memory_index_text(content, source_text)),
         )
         self.db.bump(INDEX)
         self._projects.pop(m.owner, None)
@@ -296,10 +321,15 @@ class MemoryEngine:
         project: str | None = None,
         topic: str | None = None,
         tier: int | None = None,
+        source_text: str | None = None,
         touch: bool = False,
         conn: aiosqlite.Connection | None = None,
     ) -> Memory:
-        """Change fields of a memory; the FTS row follows the content."""
+        """Change fields of a memory; the FTS row follows the content.
+
+        An edited content keeps the memory's ``source_text`` (the words it
+        was drawn from still say what it is about) unless one is given.
+        """
         assert conn is not None  # opened by @_in_transaction when not given
         async with conn.execute("SELECT * FROM memories WHERE id = ?", (memory_id,)) as cur:
             row = await cur.fetchone()
@@ -323,15 +353,16 @@ class MemoryEngine:
             if tier not in (1, 2):
                 raise ValueError(f"tier must be 1 or 2, got {tier}")
             sets["tier"] = tier
+        if source_text is not None:
+            sets["source_text"] = clean_source_text(source_text)
         if touch:
             sets["last_accessed"] = sets["updated_at"]
         cols = ", ".join(f"{k} = ?" for k in sets)
         extra = ", access_count = access_count + 1" if touch else ""
         await conn.execute(f"UPDATE memories SET {cols}{extra} WHERE id = ?", (*sets.values(), memory_id))
-        if "content" in sets and row["status"] == "active":
-            await conn.execute(
-                "UPDATE memories_fts SET text = ? WHERE rowid = ?", (index_text(sets["content"]), memory_id)
-            )
+        if ("content" in sets or "source_text" in sets) and row["status"] == "active":
+            text = memory_index_text(sets.get("content", row["content"]), sets.get("source_text", row["source_text"]))
+            await conn.execute("UPDATE memories_fts SET text = ? WHERE rowid = ?", (text, memory_id))
             self.db.bump(INDEX)
         self._projects.pop(row["owner"], None)
         if row["tier"] == 1 or sets.get("tier") == 1:
@@ -353,7 +384,9 @@ class MemoryEngine:
         """Activate, supersede or archive; only active rows stay searchable."""
         assert conn is not None  # opened by @_in_transaction when not given
         status = Status(status)
-        async with conn.execute("SELECT owner, content, status, tier FROM memories WHERE id = ?", (memory_id,)) as cur:
+        async with conn.execute(
+            "SELECT owner, content, source_text, status, tier FROM memories WHERE id = ?", (memory_id,)
+        ) as cur:
             row = await cur.fetchone()
         if row is None:
             raise MemoryNotFound(f"no memory with id {memory_id}")
@@ -369,7 +402,7 @@ class MemoryEngine:
         elif not was_active and status is Status.ACTIVE:
             await conn.execute(
                 "INSERT INTO memories_fts(rowid, owner, text) VALUES (?, ?, ?)",
-                (memory_id, owner_key(row["owner"]), index_text(row["content"])),
+                (memory_id, owner_key(row["owner"]), memory_index_text(row["content"], row["source_text"])),
             )
         self._projects.pop(row["owner"], None)
         if row["tier"] == 1:

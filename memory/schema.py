@@ -140,4 +140,11 @@ async def _v2_memories_by_owner_date(conn: aiosqlite.Connection) -> None:
     )
 
 
-MIGRATIONS: list[Migration] = [_v1_core, _v2_memories_by_owner_date]
+async def _v3_memory_source_text(conn: aiosqlite.Connection) -> None:
+    # The words a memory was drawn from, indexed with it (the FTS row holds
+    # content + source_text) and never shown. Existing rows have none, so
+    # their index rows are already right.
+    await run_script(conn, "ALTER TABLE memories ADD COLUMN source_text TEXT NOT NULL DEFAULT '';")
+
+
+MIGRATIONS: list[Migration] = [_v1_core, _v2_memories_by_owner_date, _v3_memory_source_text]

@@ -105,6 +105,10 @@ class NewMemory:
     topic: str = "_general"
     source: Source = Source.EXTRACTION
     provenance: Provenance = field(default_factory=Provenance)
+    source_text: str = ""
+    """The words the memory was drawn from (the message a fact was extracted
+    from), indexed with it and never shown: a fact is a paraphrase, and people
+    ask later in their own words (docs/RETRIEVAL.md §6a)."""
 
 
 @dataclass(frozen=True)
@@ -125,6 +129,7 @@ class Memory:
     updated_at: str
     last_accessed: str
     access_count: int
+    source_text: str = ""
 
     def to_hit(self, score: float = 1.0) -> Hit:
         return Hit(

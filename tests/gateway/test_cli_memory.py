@@ -16,7 +16,7 @@ from memory.filestore import FileMemory
 
 DB_KEYS = {
     "id", "owner", "tier", "project", "topic", "category", "content", "importance", "source", "status",
-    "superseded_by", "provenance", "created_at", "updated_at", "last_accessed", "access_count",
+    "superseded_by", "provenance", "created_at", "updated_at", "last_accessed", "access_count", "source_text",
 }  # fmt: skip
 
 

@@ -259,3 +259,55 @@ async def test_single_writes_never_land_inside_an_open_transaction(tmp_path: Pat
         assert {"before", "during"} <= keys and "inside" not in keys
     finally:
         await db.close()
+
+
+async def test_source_text_is_indexed_with_the_memory_and_follows_it(engine: MemoryEngine) -> None:
+    said = "we finally moved the deploys from Jenkins over to Drone"
+    m = await engine.add(NewMemory(owner="u", content="CI runs on Drone", source_text=f"  {said}\x00 "))
+    got = await engine.get(m.id)
+    assert got is not None and got.content == "CI runs on Drone" and got.source_text == said
+
+    async def fts_text() -> str | None:
+        rows = await engine.db.fetchall("SELECT text FROM memories_fts WHERE rowid = ?", (m.id,))
+        return rows[0][0] if rows else None
+
+    assert await fts_text() == index_text(f"CI runs on Drone\n{said}")
+    await engine.update(m.id, content="CI runs on Drone since May")  # an edit keeps the words said
+    assert await fts_text() == index_text(f"CI runs on Drone since May\n{said}")
+    await engine.update(m.id, source_text="")
+    assert await fts_text() == index_text("CI runs on Drone since May")
+    await engine.update(m.id, source_text="Jenkins was too slow")
+    await engine.set_status(m.id, Status.ARCHIVED)
+    assert await fts_text() is None
+    await engine.set_status(m.id, Status.ACTIVE)  # restored with its source words
+    assert await fts_text() == index_text("CI runs on Drone since May\nJenkins was too slow")
+    async with engine.db.transaction() as conn:
+        await conn.execute("DELETE FROM memories_fts")
+    await engine.reindex()
+    assert await fts_text() == index_text("CI runs on Drone since May\nJenkins was too slow")
+
+
+async def test_source_text_is_cut_at_a_word(engine: MemoryEngine) -> None:
+    from memory.engine import MAX_SOURCE_CHARS
+
+    m = await engine.add(NewMemory(owner="u", content="a long story", source_text="word " * 1000))
+    got = await engine.get(m.id)
+    assert got is not None and len(got.source_text) <= MAX_SOURCE_CHARS and got.source_text.endswith("word")
+
+
+async def test_a_database_from_before_source_text_is_migrated(tmp_path: Path, clock: ManualClock) -> None:
+    path = tmp_path / "m.db"
+    db = await Database.open(path, MIGRATIONS[:2])  # the schema as shipped before source_text
+    async with db.transaction() as conn:
+        await conn.execute(
+            "INSERT INTO memories (owner, content, content_hash, created_at, updated_at, last_accessed) "
+            "VALUES ('u', 'uses pnpm', 'h', 't', 't', 't')"
+        )
+        await conn.execute("INSERT INTO memories_fts(rowid, owner, text) VALUES (1, 'o', 'uses pnpm')")
+    await db.close()
+    async with await MemoryEngine.open(path, clock) as eng:
+        [m] = await eng.list_memories("u")
+        assert (m.content, m.source_text) == ("uses pnpm", "")
+        await eng.update(m.id, source_text="switched from npm to pnpm")
+        got = await eng.get(m.id)
+        assert got is not None and got.source_text == "switched from npm to pnpm"
