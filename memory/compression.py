@@ -138,7 +138,7 @@ class Compressor:
         try:
             cands = await self.consolidator.candidates(owner, summaries)
             ext = await self.llm.extract(
-                "\n".join(f"- [{ch}] {s}" for _, ch, s in events), cands.for_prompt(), source="event log"
+                [f"- [{ch}] {s}" for _, ch, s in events], cands.for_prompt(), source="event log"
             )
         except MemoryLLMError as exc:
             # The events stay uncompressed; tomorrow's run picks them up.
@@ -155,7 +155,8 @@ class Compressor:
                 if (await cur.fetchone())[0] != len(ids):
                     return  # compressed meanwhile by another run
             applied = await self.consolidator.apply(
-                conn, owner, ext.facts, cands, provenance=prov, source=Source.COMPRESSION, job="daily_compress"
+                conn, owner, ext.facts, cands, provenance=prov, source=Source.COMPRESSION, job="daily_compress",
+                said=summaries,
             )
             await self.engine.mark_events_compressed(ids, conn=conn)
         report.events += len(ids)
@@ -288,6 +289,8 @@ class Compressor:
                             date_to=max(s.created_at for s in srcs)[:10],
                             refs=tuple(f"m:{s.id}" for s in srcs),
                         ),
+                        # What the merged facts were drawn from (cut to MAX_SOURCE_CHARS).
+                        source_text="\n".join(dict.fromkeys(s.source_text for s in srcs if s.source_text)),
                     ),
                     conn=conn,
                 )

@@ -101,8 +101,13 @@ class Consolidator:
         provenance: Provenance,
         source: Source = Source.EXTRACTION,
         job: str = "extraction",
+        said: Sequence[str] = (),
     ) -> Applied:
-        """Write ``facts`` inside the caller's transaction."""
+        """Write ``facts`` inside the caller's transaction.
+
+        ``said``: the input lines the model was shown (1..N); a new fact is
+        indexed with the ones its ``lines`` name (``NewMemory.source_text``).
+        """
         out = Applied()
         at = self.engine.now()
         for fact in facts:
@@ -130,6 +135,7 @@ class Consolidator:
                     topic=fact.topic,
                     source=source,
                     provenance=provenance,
+                    source_text="\n".join(said[i - 1] for i in fact.lines if 1 <= i <= len(said)),
                 ),
                 conn=conn,
             )

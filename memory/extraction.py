@@ -288,13 +288,14 @@ class ExtractionService:
         if self.on_step is not None:
             await self.on_step(name, owner)
 
-    def _conversation(self, rows: Sequence[_Row]) -> str:
+    def _conversation(self, rows: Sequence[_Row]) -> list[str]:
+        """One line per message (the model sees them numbered L1..LN)."""
         lines = []
         for r in rows:
             when = parse_ts(r.created_at).astimezone(self.tz).strftime("%Y-%m-%d %H:%M")
             text = r.content if len(r.content) <= MAX_MESSAGE_CHARS else r.content[:MAX_MESSAGE_CHARS] + " […]"
             lines.append(f"[{when}] {r.role}: {text}")
-        return "\n".join(lines)
+        return lines
 
     async def _flush_batch(self, owner: str, rows: Sequence[_Row]) -> FlushReport:
         report = FlushReport(owner=owner, rows=len(rows))
@@ -323,7 +324,8 @@ class ExtractionService:
                 if still != len(ids):
                     raise _AlreadyFlushed()
                 applied = await self.consolidator.apply(
-                    conn, owner, extraction.facts, cands, provenance=prov, source=Source.EXTRACTION
+                    conn, owner, extraction.facts, cands, provenance=prov, source=Source.EXTRACTION,
+                    said=[r.content for r in rows],
                 )
                 await self._step("facts", owner)
                 event = await self.engine.add_event(

@@ -209,14 +209,29 @@ class Fact:
     topic: str = "_general"
     same_as: int | None = None
     updates: int | None = None
+    lines: tuple[int, ...] = ()
+    """Numbers (1..N) of the input lines the fact was drawn from; the writer
+    indexes their words with the fact (``NewMemory.source_text``)."""
+
+
+MAX_FACT_LINES = 4  # a fact comes from a message or two; more is the model listing everything
 
 
 def _ref(raw: Any) -> int | None:
     if isinstance(raw, bool):
         return None
-    if isinstance(raw, str) and raw.strip().lstrip("#").isdigit():
-        raw = int(raw.strip().lstrip("#"))
+    if isinstance(raw, str) and raw.strip().lstrip("#Ll").isdigit():
+        raw = int(raw.strip().lstrip("#Ll"))
     return raw if isinstance(raw, int) and raw > 0 else None
+
+
+def _refs(raw: Any) -> tuple[int, ...]:
+    """``[3, "L4", "#5"]`` / ``3`` / ``"3, 4"`` -> (3, 4, 5); junk is dropped."""
+    if isinstance(raw, str):
+        raw = raw.replace(",", " ").split()
+    items = raw if isinstance(raw, list | tuple) else [raw]
+    out = tuple(dict.fromkeys(n for n in (_ref(x) for x in items) if n is not None))
+    return out[:MAX_FACT_LINES]
 
 
 def normalize_fact(raw: Any) -> Fact | None:
@@ -253,6 +268,7 @@ def normalize_fact(raw: Any) -> Fact | None:
         topic=slug(raw.get("topic"), "_general"),
         same_as=_ref(raw.get("same_as")),
         updates=_ref(raw.get("updates")),
+        lines=_refs(raw.get("lines")),
     )
 
 
@@ -332,10 +348,11 @@ Rules:
 3. LANGUAGE: write every fact and the summary in the same language as the conversation. A Chinese conversation gives Chinese facts; an English one gives English facts. Never translate.
 4. Label each fact with project and topic (short lowercase slugs, e.g. "myclaw", "deploy"; "_global" / "_general" when none), category ({_CATS}) and importance in [0.0, 1.0] (identity 1.0, technical decision 0.8, ordinary event 0.5, temporary 0.2).
 5. Existing memories are listed with numbers. If a fact only restates existing memory N, set "same_as": N. If it replaces or contradicts existing memory N (moved, switched tools, changed a setting), set "updates": N. Otherwise omit both.
-6. Also write a summary of the conversation of at most 200 characters.
+6. The input lines are numbered L1, L2, ...: set "lines" to the numbers of the one or two lines each fact comes from.
+7. Also write a summary of the conversation of at most 200 characters.
 
 Reply with one JSON object only:
-{{"facts": [{{"content": "...", "project": "...", "topic": "...", "category": "...", "importance": 0.8, "same_as": null, "updates": null}}], "summary": "..."}}"""
+{{"facts": [{{"content": "...", "project": "...", "topic": "...", "category": "...", "importance": 0.8, "same_as": null, "updates": null, "lines": [2]}}], "summary": "..."}}"""
 
 MERGE_SYSTEM = f"""You consolidate a user's stored memories of one project/topic. Input facts are numbered.
 
@@ -484,10 +501,16 @@ class MemoryLLM:
     # -- the three calls of seed 11.1 ------------------------------------------
 
     async def extract(
-        self, conversation: str, candidates: Sequence[Candidate] = (), *, source: str = "conversation"
+        self, conversation: str | Sequence[str], candidates: Sequence[Candidate] = (), *, source: str = "conversation"
     ) -> Extraction:
-        """Facts and a summary from a conversation (or from event summaries)."""
-        lang = dominant_language(conversation)
+        """Facts and a summary from a conversation (or from event summaries).
+
+        The input's lines are shown numbered L1..LN; each fact's ``lines``
+        say which of them it came from (numbers outside 1..N are dropped).
+        """
+        rows = conversation.split("\n") if isinstance(conversation, str) else list(conversation)
+        lang = dominant_language("\n".join(rows))  # before the L-numbers, which are Latin letters
+        conversation = "\n".join(f"L{i} {line}" for i, line in enumerate(rows, start=1))
         parts = [
             f"The {source} below is mainly in {lang}: write the facts and the summary in {lang}.",
             "",
@@ -508,6 +531,7 @@ class MemoryLLM:
                 f,
                 same_as=f.same_as if f.same_as and f.same_as <= n else None,
                 updates=f.updates if f.updates and f.updates <= n else None,
+                lines=tuple(i for i in f.lines if i <= len(rows)),
             )
             for f in facts
         ]

@@ -40,7 +40,7 @@ DEMO_TELEGRAM_USER = 1001
 DEMO_FEISHU_USER = "ou_demo0000000000000000000000001"
 DEMO_FEISHU_CHAT = "oc_demo0001"
 
-_USER_LINE = re.compile(r"\] user: (.*)")
+_USER_LINE = re.compile(r"^L(\d+) \[[^\]]*\] user: (.*)$", re.M)
 _NUMBERED = re.compile(r"^(\d+)\. (?:\[[^\]]*\] )?(.*)$", re.M)
 
 
@@ -66,9 +66,10 @@ def json_reply(body: dict[str, Any]) -> str:
     if '"from"' in system:  # weekly merge: keep every fact as it is
         facts = [{"content": c, "category": "event", "importance": 0.5, "from": [int(n)]} for n, c in numbered]
         return json.dumps({"facts": facts, "drop": []}, ensure_ascii=False)
-    users = _USER_LINE.findall(user)  # extraction: one fact per user line
-    facts = [{"content": u[:200], "category": "event", "importance": 0.5} for u in users[:5]]
-    return json.dumps({"facts": facts, "summary": (users[0] if users else "conversation")[:150]}, ensure_ascii=False)
+    users = _USER_LINE.findall(user)  # extraction: one fact per user line, citing it
+    facts = [{"content": u[:200], "category": "event", "importance": 0.5, "lines": [int(n)]} for n, u in users[:5]]
+    summary = users[0][1] if users else "conversation"
+    return json.dumps({"facts": facts, "summary": summary[:150]}, ensure_ascii=False)
 
 
 def responder(body: dict[str, Any]) -> Reply:

@@ -8,6 +8,7 @@ from memory import Category, ManualClock, MemoryEngine, NewMemory, Provenance
 from memory.changelog import read_log
 from memory.compression import Compressor
 from memory.llm import MemoryLLM
+from memory.retrieval import Retriever
 from tests.fakes.openai_server import FakeOpenAI, Reply
 
 from ._writepath import fake, llm, reply, user_prompt  # noqa: F401
@@ -176,3 +177,37 @@ async def test_a_refresh_demotes_at_most_a_quarter_of_the_profile(
     assert (await engine.get(profile[0].id)).status.value == "archived"  # type: ignore[union-attr]
     held = [e for e in await read_log(engine.db, limit=100) if e.action == "demote_held"]
     assert len(held) == 1 and json.loads(held[0].detail)["held"] == [profile[i].id for i in range(2, 6)]
+
+
+async def test_compressed_facts_keep_the_words_they_were_drawn_from(
+    engine: MemoryEngine, fake: FakeOpenAI, llm: MemoryLLM
+) -> None:
+    """Daily: a fact cites event lines, whose summaries become its source
+    words. Weekly: a merged fact keeps the source words of what it merged."""
+    await engine.add_event("alice", "2026-02-28", "Alice picked Postgres over MySQL for atlas", channel="telegram")
+    await engine.add_event("alice", "2026-02-28", "Alice set up nightly backups", channel="telegram")
+    fake.queue_reply(reply([{"content": "atlas database chosen", "category": "decision", "lines": [1]}]))
+    assert (await Compressor(engine, llm).daily()).added == 1
+    assert "L1 - [telegram] Alice picked Postgres" in user_prompt(fake.requests[-1])
+    [fact] = await engine.list_memories("alice")
+    assert fact.source_text == "Alice picked Postgres over MySQL for atlas"
+
+    ids = await engine.add_many(
+        (NewMemory(owner="alice", content=f"atlas deploy fact number {i}", project="atlas", topic="deploy",
+                   source_text="said once" if i < 3 else f"said {i}"), None)
+        for i in range(1, 13)
+    )
+
+    def responder(body: dict[str, Any]) -> Reply:
+        if kind(body) == "profile":
+            return Reply(json.dumps({"entries": []}))
+        facts = [{"content": "atlas deploy facts 1-3 merged", "from": [1, 2, 3]}]
+        facts += [{"content": f"atlas deploy fact number {i}", "from": [i]} for i in range(4, 13)]
+        return Reply(json.dumps({"facts": facts, "drop": []}))
+
+    fake.responder = responder
+    assert (await Compressor(engine, llm).weekly()).created == 1
+    merged = {m.content: m for m in await engine.list_memories("alice", limit=100)}["atlas deploy facts 1-3 merged"]
+    assert merged.source_text == "said once said 3" and merged.provenance.refs == tuple(f"m:{i}" for i in ids[:3])
+    hits = await Retriever(engine).retrieve("alice", "what was said once?")
+    assert hits[0].id == merged.id

@@ -12,6 +12,7 @@ from memory import ManualClock, MemoryEngine
 from memory.changelog import read_log
 from memory.extraction import BACKOFF, ExtractionService
 from memory.llm import MemoryLLM
+from memory.retrieval import Retriever
 from memory.service import SqliteMemory
 from tests.fakes.openai_server import FakeOpenAI, Reply
 
@@ -295,3 +296,36 @@ async def test_background_loop_flushes_over_budget_and_stops_cleanly(engine: Mem
     finally:
         await svc.stop()
     await svc.stop()  # twice is fine
+
+
+async def test_each_fact_is_indexed_with_the_lines_it_came_from(
+    engine: MemoryEngine, clock: ManualClock, fake: FakeOpenAI, llm: MemoryLLM
+) -> None:
+    """The model cites input lines (L1..LN); a fact keeps their words as its
+    source_text, so a later question in the user's own words finds it."""
+    mem = SqliteMemory(engine)
+    svc = service(engine, llm)
+    svc.attach(mem)
+    pairs = (("I've been doing kickboxing twice a week since spring", "Nice!"), ("Our CI runs on Drone now", "Noted."))
+    await mem.buffer(turns("alice", *pairs))
+    clock.advance(timedelta(minutes=5))
+    fake.queue_reply(reply([
+        {"content": "Alice trains in a combat sport", "category": "event", "lines": ["L1"]},
+        {"content": "The team's CI moved", "category": "decision", "lines": [3, 99]},  # 99: no such line
+        {"content": "Alice chats with the bot", "category": "temp"},  # no lines: no source
+    ]))
+    [rep] = await svc.tick()
+    assert rep.ok and len(rep.added) == 3
+    prompt = user_prompt(fake.requests[0])
+    assert "L1 [2026-03-01" in prompt and f"user: {pairs[0][0]}" in prompt and "L4 " in prompt
+    got = {m.content: m.source_text for m in await engine.list_memories("alice")}
+    assert got == {
+        "Alice trains in a combat sport": pairs[0][0],
+        "The team's CI moved": pairs[1][0],
+        "Alice chats with the bot": "",
+    }
+    hits = await Retriever(engine).retrieve("alice", "how often do I go kickboxing?")
+    assert hits[0].content == "Alice trains in a combat sport"  # found by the words said, shown as the fact
+    assert "kickboxing" not in hits[0].content
+    hits = await Retriever(engine).retrieve("alice", "what does Drone run for us?")
+    assert hits[0].content == "The team's CI moved"

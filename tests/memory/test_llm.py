@@ -105,6 +105,26 @@ async def test_extract_over_http_sends_json_mode_and_language(fake: FakeOpenAI, 
     assert llm.usage.calls == 1 and llm.usage.prompt_tokens > 0
 
 
+def test_fact_lines_are_repaired_and_capped() -> None:
+    def lines(raw: object) -> tuple[int, ...]:
+        f = normalize_fact({"content": "x", "lines": raw})
+        assert f is not None
+        return f.lines
+
+    assert lines([2, "L3", "#4", 2]) == (2, 3, 4)
+    assert lines("L1, L2") == (1, 2) and lines(5) == (5,) and lines("l7") == (7,)
+    assert lines([0, -1, True, None, "x", 1.5, {"n": 1}]) == ()
+    assert lines(None) == () and lines(list(range(1, 20))) == (1, 2, 3, 4)  # a fact cites a line or two
+
+
+async def test_extract_numbers_the_lines_and_drops_lines_it_never_showed(fake: FakeOpenAI, llm: MemoryLLM) -> None:
+    fake.queue_reply(reply([{"content": "用户搬到了上海", "lines": [1, 3]}, {"content": "用户用 pnpm", "lines": ["L2"]}]))
+    out = await llm.extract(["[t] user: 我搬到上海了", "[t] user: 以后用 pnpm"])
+    prompt = user_prompt(fake.requests[-1])
+    assert "L1 [t] user: 我搬到上海了\nL2 [t] user: 以后用 pnpm" in prompt and "mainly in Chinese" in prompt
+    assert [f.lines for f in out.facts] == [(1,), (2,)]  # L3 was never shown
+
+
 async def test_extract_english_prompt_says_english(fake: FakeOpenAI, llm: MemoryLLM) -> None:
     fake.queue_reply(reply([{"content": "User prefers dark mode"}]))
     await llm.extract("[t] user: I prefer dark mode, remember that")
