@@ -447,6 +447,8 @@ def detail_page(
         ("Said", " – ".join(x for x in (p.date_from, p.date_to) if x)),
         ("Messages", ", ".join(p.message_ids)),
         ("Refs", ", ".join(p.refs)),
+        # Indexed with the fact, never shown to the model: the owner may see it.
+        ("Drawn from", m.source_text),
         ("Created", _when(m.created_at)),
         ("Updated", _when(m.updated_at)),
         ("Last recalled", f"{_when(m.last_accessed)} ({m.access_count} times)" if m.access_count else "never"),

@@ -551,3 +551,14 @@ def test_failed_attempts_expire_and_stay_bounded() -> None:
     attempts.failed("b")
     attempts.failed("c")  # bounded: the least recently failing address is forgotten
     assert len(attempts._failures) == 2 and "a" not in attempts._failures
+
+
+async def test_the_detail_page_shows_the_words_a_memory_was_drawn_from(site: Site) -> None:
+    mid = await site.add("alice", "Alice trains in a combat sport", source_text="I do <kickboxing> twice a week")
+    bare = await site.add("alice", "Alice likes tea")
+    async with site.client() as c:
+        detail = (await c.get("/memory/item", params={"id": mid})).text
+        assert "Drawn from" in detail and "I do &lt;kickboxing&gt; twice a week" in detail
+        assert "Drawn from" not in (await c.get("/memory/item", params={"id": bare})).text
+        listing = (await c.get("/memory", params={"user": "alice"})).text
+        assert "kickboxing" not in listing  # the list shows the facts themselves
