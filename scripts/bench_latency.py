@@ -6,7 +6,11 @@ deterministic, mixed Chinese/English memories of realistic length, then
 timed with realistic queries (words of a target memory wrapped in zh/en
 question phrasing, half with two turns of context).
 
-    python scripts/bench_latency.py [--sizes 1000,10000,100000] [--queries 300] [--json FILE]
+    python scripts/bench_latency.py [--sizes 1000,10000,100000] [--queries 300] [--source-text] [--json FILE]
+
+``--source-text`` gives every memory the words it was drawn from, as the
+write path does (``NewMemory.source_text``): the memory's text and another
+memory's worth of words, indexed with it.
 
 Prints a table; ``--json`` writes the same figures. Results go to
 docs/BENCHMARKS.md with the command that produced them.
@@ -16,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import copy
 import json
 import os
 import random
@@ -28,10 +33,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from memory.clock import ManualClock, format_ts  # noqa: E402
-from memory.engine import MemoryEngine, content_hash, owner_key  # noqa: E402
+from memory.engine import MemoryEngine, clean_source_text, content_hash, memory_index_text, owner_key  # noqa: E402
 from memory.prefilter import should_retrieve  # noqa: E402
 from memory.retrieval import Retriever  # noqa: E402
-from memory.tokenize import index_text  # noqa: E402
 
 USER = "telegram:1001"
 CATEGORIES = ["identity", "config", "credential", "decision", "solution", "event", "conversation", "temp", "debug"]
@@ -109,7 +113,13 @@ class Gen:
         ).format(" ".join(picked))
 
 
-async def build(path: Path, size: int, gen: Gen, clock: ManualClock) -> tuple[float, list[list[str]]]:
+async def build(
+    path: Path, size: int, gen: Gen, clock: ManualClock, *, source_text: bool = False
+) -> tuple[float, list[list[str]]]:
+    # The same vocabulary, its own random stream: the memories and queries
+    # stay those of a run without source text.
+    said_gen = copy.copy(gen)
+    said_gen.rng = random.Random(1)
     """Fill a fresh DB with direct SQL in one transaction (engine.add is
     row-at-a-time and would make the 100k build slow)."""
     t0 = time.perf_counter()
@@ -122,6 +132,8 @@ async def build(path: Path, size: int, gen: Gen, clock: ManualClock) -> tuple[fl
         for i in range(int(size * 1.2)):
             owner = USER if i < size else gen.rng.choice(others)
             text, ws = gen.memory()
+            # A message says the fact with more words around it.
+            said = clean_source_text(f"{text} {said_gen.memory()[0]}") if source_text else ""
             if owner == USER and len(samples) < 2000 and gen.rng.random() < 0.05:
                 samples.append(ws)
             ts = format_ts(clock.now().fromtimestamp(base - gen.rng.uniform(0, 365 * 86400), clock.now().tzinfo))
@@ -135,18 +147,19 @@ async def build(path: Path, size: int, gen: Gen, clock: ManualClock) -> tuple[fl
                     text,
                     content_hash(text),
                     round(gen.rng.uniform(0.2, 1.0), 2),
+                    said,
                     ts,
                 )
             )
         async with eng.db.transaction() as conn:
             await conn.executemany(
                 """INSERT INTO memories (id, owner, tier, project, category, content, content_hash, importance,
-                       created_at, updated_at, last_accessed) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
+                       source_text, created_at, updated_at, last_accessed) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
                 [(*r, r[-1], r[-1]) for r in mem_rows],
             )
             await conn.executemany(
                 "INSERT INTO memories_fts(rowid, owner, text) VALUES (?, ?, ?)",
-                [(r[0], owner_key(r[1]), index_text(r[5])) for r in mem_rows],
+                [(r[0], owner_key(r[1]), memory_index_text(r[5], r[8])) for r in mem_rows],
             )
     finally:
         await eng.close()
@@ -181,12 +194,12 @@ def bench_prefilter() -> dict[str, float]:
     return {"p50_us": pct(samples, 50), "p95_us": pct(samples, 95), "mean_us": statistics.fmean(samples)}
 
 
-async def bench_size(size: int, queries: int, seed: int) -> dict[str, float]:
+async def bench_size(size: int, queries: int, seed: int, *, source_text: bool = False) -> dict[str, float]:
     gen = Gen(seed)
     clock = ManualClock("2026-03-01T12:00:00Z")
     with tempfile.TemporaryDirectory() as d:
         path = Path(d) / "bench.db"
-        build_s, samples = await build(path, size, gen, clock)
+        build_s, samples = await build(path, size, gen, clock, source_text=source_text)
         eng = await MemoryEngine.open(path, clock)
         try:
             r = Retriever(eng)
@@ -227,6 +240,7 @@ async def main() -> None:
     ap.add_argument("--queries", type=int, default=300)
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--json", dest="json_path")
+    ap.add_argument("--source-text", action="store_true", help="give every memory the words it was drawn from")
     a = ap.parse_args()
     pre = bench_prefilter()
     print(f"load average before: {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores")
@@ -234,7 +248,7 @@ async def main() -> None:
     rows = []
     print(f"{'memories':>9} {'rows':>8} {'build s':>8} {'db MB':>7} {'p50 ms':>7} {'p95 ms':>7} {'max ms':>7} {'cpu ms':>7} {'hits':>5}")
     for size in (int(s) for s in a.sizes.split(",")):
-        res = await bench_size(size, a.queries, a.seed)
+        res = await bench_size(size, a.queries, a.seed, source_text=a.source_text)
         rows.append(res)
         print(
             f"{res['memories']:>9} {res['rows_total']:>8} {res['build_s']:>8} {res['db_mb']:>7} "

@@ -339,6 +339,7 @@ def locomo_corpora(conv: dict[str, Any], fixes: Counter[str]) -> tuple[Corpus, C
                 )
             )
     obs = Corpus(f"locomo_observations-{sid}")
+    said = {t["dia_id"]: turn_content(t) for _, _, st in sessions for t in st}
     obs_fixes: Counter[str] = Counter()
     for key, by_speaker in sorted((conv.get("observation") or {}).items()):
         m = re.fullmatch(r"session_(\d+)_observation", key)
@@ -361,6 +362,9 @@ def locomo_corpora(conv: dict[str, Any], fixes: Counter[str]) -> tuple[Corpus, C
                             source=Source.MIGRATION,
                             provenance=Provenance(channel="locomo", chat_id=sid, session=f"session_{n}",
                                                   refs=tuple(refs)),
+                            # The turns it cites, as extraction keeps the
+                            # message(s) each fact came from.
+                            source_text="\n".join(said[r] for r in refs),
                         ),
                         format_ts(dates[n]),
                     )

@@ -121,6 +121,25 @@ def test_locomo_date_and_turn_content() -> None:
     assert br.turn_content({"speaker": "Mel", "text": "Hi"}) == "Mel: Hi"
 
 
+def test_an_observation_carries_the_turns_it_cites_as_source_text() -> None:
+    conv = {
+        "sample_id": "c1",
+        "conversation": {
+            "session_1_date_time": "1:56 pm on 8 May, 2023",
+            "session_1": [
+                {"speaker": "Mel", "dia_id": "D1:1", "text": "I do kickboxing now"},
+                {"speaker": "Jo", "dia_id": "D1:2", "text": "Cool", "blip_caption": "a gym"},
+            ],
+        },
+        "observation": {"session_1_observation": {"Mel": [["Mel took up a combat sport", ["D1:1", "D1:2"]]]}},
+        "qa": [],
+    }
+    _, obs = br.locomo_corpora(conv, Counter())
+    [(memory, _)] = obs.memories
+    assert memory.content == "Mel took up a combat sport"
+    assert memory.source_text == "Mel: I do kickboxing now\nJo: Cool [image: a gym]"
+
+
 def test_with_context_gives_each_query_the_ones_before_it() -> None:
     now = datetime(2023, 5, 8, tzinfo=UTC)
     corpus = br.Corpus("c", queries=[br.Query(f"q{i}", "u", f"text {i}", frozenset({"D1:1"}), now) for i in range(4)])
