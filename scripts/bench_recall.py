@@ -5,7 +5,7 @@ Usage (from anywhere; the repo root is put on ``sys.path``)::
 
     python scripts/bench_recall.py [--data DIR] [--json FILE]
                                    [--only SET ...] [--limit-conversations N]
-                                   [--locomo-context N]
+                                   [--locomo-context N] [--no-source-text]
 
 ``DIR`` defaults to ``../shared/bench`` next to the repo and may be any folder
 with the same layout, so the same command scores the held-out split:
@@ -40,7 +40,11 @@ LoCoMo (``conversation``, ``observation``, ``qa``, ``sample_id``):
 * observations set: ``observation["session_<n>_observation"][speaker]`` is a
   list of ``[fact, dia_id]``; the dia_id is sometimes a list or a
   comma-joined string. Each fact is a Tier 2 ``event`` memory dated by its
-  session whose provenance refs are all the dia_ids it cites.
+  session whose provenance refs are all the dia_ids it cites, and whose
+  ``source_text`` is the text of those turns (as ``turns`` above, joined by
+  newlines): the write path keeps the messages each extracted fact cites
+  and indexes their words with it. ``--no-source-text`` leaves it empty, to
+  score the facts' own words alone.
 * ``qa`` items: ``question``, ``evidence`` (gold dia_ids), ``category``
   (1 multi-hop, 2 temporal, 3 open-domain, 4 single-hop, 5 adversarial).
   Questions without evidence are dropped. Evidence ids are normalised
@@ -311,8 +315,13 @@ def turn_content(turn: dict[str, Any]) -> str:
     return f"{text} [image: {caption}]" if caption else text
 
 
-def locomo_corpora(conv: dict[str, Any], fixes: Counter[str]) -> tuple[Corpus, Corpus]:
-    """The turns corpus and the observations corpus of one conversation."""
+def locomo_corpora(
+    conv: dict[str, Any], fixes: Counter[str], *, source_text: bool = True
+) -> tuple[Corpus, Corpus]:
+    """The turns corpus and the observations corpus of one conversation.
+
+    ``source_text=False`` indexes each observation's own words only (how the
+    figures before source_text were measured)."""
     sid = str(conv.get("sample_id", "conv"))
     user = f"locomo:{sid}"
     sessions = locomo_sessions(conv)
@@ -364,7 +373,7 @@ def locomo_corpora(conv: dict[str, Any], fixes: Counter[str]) -> tuple[Corpus, C
                                                   refs=tuple(refs)),
                             # The turns it cites, as extraction keeps the
                             # message(s) each fact came from.
-                            source_text="\n".join(said[r] for r in refs),
+                            source_text="\n".join(said[r] for r in refs) if source_text else "",
                         ),
                         format_ts(dates[n]),
                     )
@@ -543,6 +552,7 @@ async def run_benchmark(
     limit_conversations: int | None = None,
     db_dir: Path | None = None,
     locomo_context: int = 0,
+    source_text: bool = True,
 ) -> dict[str, Any]:
     only = set(only)
     report: dict[str, Any] = {}
@@ -559,7 +569,7 @@ async def run_benchmark(
                 fixes: Counter[str] = Counter()
                 res = {"locomo_turns": Result(), "locomo_observations": Result()}
                 for conv in convs:
-                    turns, obs = locomo_corpora(conv, fixes)
+                    turns, obs = locomo_corpora(conv, fixes, source_text=source_text)
                     if locomo_context:
                         with_context(turns, locomo_context)
                         with_context(obs, locomo_context)
@@ -645,6 +655,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--db-dir", type=Path, help="keep the SQLite files here instead of a temp dir (overwritten per run)")
     ap.add_argument("--locomo-context", type=int, default=0, metavar="N",
                     help="stress test: each LoCoMo question gets the N questions before it as context")
+    ap.add_argument("--no-source-text", action="store_true",
+                    help="index LoCoMo observations by their own words only, without the turns they cite")
     args = ap.parse_args(argv)
     if not args.data.is_dir():
         ap.error(f"--data {args.data} is not a directory")
@@ -654,7 +666,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         ap.error("--locomo-context must be >= 0")
     report = asyncio.run(
         run_benchmark(args.data, only=args.only or SETS, limit_conversations=args.limit_conversations,
-                      db_dir=args.db_dir, locomo_context=args.locomo_context)
+                      db_dir=args.db_dir, locomo_context=args.locomo_context,
+                      source_text=not args.no_source_text)
     )
     print(format_table(report))
     if args.json:
