@@ -2,8 +2,8 @@
 
 * A fact that restates a stored one (same wording after normalisation, or
   the model says ``same_as``) *reinforces* it: importance up, ``updated_at``
-  and access bumped; no new row. "User prefers Chinese" ten times is one
-  memory.
+  and access bumped, the words it was said in added to its source text; no
+  new row. "User prefers Chinese" ten times is one memory.
 * A fact that replaces a stored one (the model says ``updates``) is added
   and the old row becomes ``superseded`` with ``superseded_by`` pointing at
   the new one; only active rows are indexed, so retrieval shows the current
@@ -23,7 +23,7 @@ import aiosqlite
 import structlog
 
 from .changelog import write_log
-from .engine import MemoryEngine, content_hash, row_to_memory
+from .engine import MemoryEngine, clean_source_text, content_hash, row_to_memory
 from .llm import Candidate, Fact
 from .retrieval import Retriever
 from .types import Memory, NewMemory, Provenance, Source
@@ -111,6 +111,7 @@ class Consolidator:
         out = Applied()
         at = self.engine.now()
         for fact in facts:
+            words = "\n".join(said[i - 1] for i in fact.lines if 1 <= i <= len(said))
             replaced = cands.get(fact.updates)
             same = None if replaced else cands.get(fact.same_as)
             if same is not None and not await self._active(conn, same.id):
@@ -118,7 +119,7 @@ class Consolidator:
             if same is None:
                 same = await self._same_wording(conn, owner, fact.content)
             if same is not None and (replaced is None or same.id != replaced.id):
-                await self._reinforce(conn, same, fact)
+                await self._reinforce(conn, same, fact, words)
                 out.reinforced.append(same.id)
                 await write_log(
                     conn, at=at, job=job, owner=owner, action="reinforce", memory_id=same.id,
@@ -135,7 +136,7 @@ class Consolidator:
                     topic=fact.topic,
                     source=source,
                     provenance=provenance,
-                    source_text="\n".join(said[i - 1] for i in fact.lines if 1 <= i <= len(said)),
+                    source_text=words,
                 ),
                 conn=conn,
             )
@@ -165,9 +166,14 @@ class Consolidator:
             row = await cur.fetchone()
         return row_to_memory(row) if row else None
 
-    async def _reinforce(self, conn: aiosqlite.Connection, m: Memory, fact: Fact) -> None:
-        async with conn.execute("SELECT importance FROM memories WHERE id = ?", (m.id,)) as cur:
+    async def _reinforce(self, conn: aiosqlite.Connection, m: Memory, fact: Fact, words: str) -> None:
+        async with conn.execute("SELECT importance, source_text FROM memories WHERE id = ?", (m.id,)) as cur:
             row = await cur.fetchone()
         current = float(row["importance"]) if row else m.importance
         importance = min(1.0, max(current + REINFORCE_STEP, fact.importance))
-        await self.engine.update(m.id, importance=round(importance, 3), touch=True, conn=conn)
+        # Said again in other words: those words find it too (the first ones
+        # said are kept when the source text is full).
+        have = row["source_text"] if row else m.source_text
+        more = clean_source_text(words)
+        source = clean_source_text(f"{have}\n{more}") if more and more not in have else None
+        await self.engine.update(m.id, importance=round(importance, 3), source_text=source, touch=True, conn=conn)

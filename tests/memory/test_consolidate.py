@@ -39,6 +39,21 @@ async def test_restated_fact_reinforces_instead_of_adding(
     assert len(await read_log(engine.db, actions=["reinforce"])) == 9
 
 
+async def test_a_restatement_adds_the_words_it_was_said_in(
+    engine: MemoryEngine, clock: ManualClock, fake: FakeOpenAI, llm: MemoryLLM
+) -> None:
+    mem, svc = SqliteMemory(engine), ExtractionService(engine, llm)
+    fake.responder = lambda body: Reply(reply([{"content": "User prefers Chinese", "lines": [1]}]))
+    said = ["please answer me in Chinese", "中文回答就好，我看得更快", "please answer me in Chinese"]
+    for i, text in enumerate(said):
+        clock.advance(timedelta(hours=1))
+        await say(mem, svc, "alice", text, i * 10)
+    [m] = await engine.list_memories("alice", status=None)
+    assert m.source_text == "please answer me in Chinese 中文回答就好，我看得更快"  # the repeat adds nothing
+    hits = await Retriever(engine).retrieve("alice", "我看得更快的是什么？")
+    assert hits and hits[0].id == m.id and hits[0].content == "User prefers Chinese"
+
+
 async def test_same_wording_in_one_batch_is_one_row(engine: MemoryEngine, fake: FakeOpenAI, llm: MemoryLLM) -> None:
     mem, svc = SqliteMemory(engine), ExtractionService(engine, llm)
     fake.queue_reply(reply([{"content": "Uses pnpm"}, {"content": "uses  PNPM"}]))
