@@ -502,6 +502,8 @@ def _markdown(memories: list[Memory], events: list[Event], at: str) -> str:
                     flags.append(where)
                 body = m.content.replace("\n", "\n  ")
                 out.append(f"- [m{m.id}] {body} _({', '.join(flags)})_")
+                if m.source_text:
+                    out.append(f"  > drawn from: {m.source_text}")
         if by_user_events[u]:
             out.append("\n### Tier 3 — events\n")
             for e in sorted(by_user_events[u], key=lambda e: (e.event_date, e.id)):

@@ -175,6 +175,7 @@ def test_export_json_and_markdown(home: Path, tmp_path: Path) -> None:
     async def seed() -> None:
         async with await MemoryEngine.open(home / "data" / "memory.db") as e:
             await e.add_event("alice", "2026-02-28", "Booked flights\nto Osaka", provenance=Provenance(channel="telegram"))
+            await e.update(2, source_text="we moved atlas onto the k8s cluster")
 
     ok("add", "Alice lives in Hangzhou", "--user", "alice", "--tier", "1")
     ok("add", "Atlas runs on k8s", "--user", "alice", "--project", "atlas")
@@ -202,6 +203,8 @@ def test_export_json_and_markdown(home: Path, tmp_path: Path) -> None:
     assert alice < md.index("### Tier 1 — profile") < md.index("- [m1] Alice lives in Hangzhou") < bob
     assert alice < md.index("### Tier 2 — knowledge — project atlas") < bob
     assert "- [e1] 2026-02-28: Booked flights\n  to Osaka" in md
+    assert "- [m2] Atlas runs on k8s _(" in md and ")_\n  > drawn from: we moved atlas onto the k8s cluster\n" in md
+    assert doc["memories"][1]["source_text"] == "we moved atlas onto the k8s cluster"
     assert "- [m3] Bob likes tea _(decision, importance 0.70, manual, " in md and "archived, cli)_" in md
 
 
