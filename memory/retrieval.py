@@ -270,7 +270,7 @@ class Retriever:
         max_hits: int = 5,
         token_budget: int = 2048,
         max_chars: int = 300,
-        candidates: int = 30,
+        candidates: int = 20,
     ) -> None:
         self.engine = engine
         self.max_hits = max_hits
