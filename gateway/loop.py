@@ -301,6 +301,7 @@ class ProcessLoop:
             private=private,
             message_id=msg.message_id,
             sender_id=msg.sender_id,
+            message_text=msg.text,
         )
         system = await self.prompts.system_prompt(user, private=private, tools=bool(self.agent.tools_for(ctx)))
         messages = self.prompts.messages(system, history, msg.text, self.prompts.memory_block(hits))

@@ -58,6 +58,7 @@ def memory_tools(backend: MemoryBackend, *, max_chars: int = 300, token_budget: 
             ),
             category=str(category),
             importance=0.8,  # the user asked for it explicitly
+            source_text=ctx.message_text,
         )
         return f"Saved {hit.citation()} {hit.content}"
 

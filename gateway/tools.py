@@ -26,6 +26,7 @@ class ToolContext:
     private: bool  # False in group chats
     message_id: str = ""
     sender_id: str = ""
+    message_text: str = ""  # the message being answered: a saved memory is indexed with it
 
 
 @dataclass(frozen=True)

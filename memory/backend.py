@@ -59,8 +59,12 @@ class MemoryBackend(Protocol):
         provenance: Provenance,
         category: str = "event",
         importance: float = 0.7,
+        source_text: str = "",
     ) -> Hit:
-        """The ``memory_save`` tool / "remember this": store a fact now."""
+        """The ``memory_save`` tool / "remember this": store a fact now.
+
+        ``source_text``: the user's message it came from (indexed with the
+        fact where the backend has an index; never shown)."""
         ...
 
     async def buffer(self, turns: Sequence[Turn]) -> None:

@@ -23,7 +23,7 @@ import aiosqlite
 import structlog
 
 from .changelog import write_log
-from .engine import MemoryEngine, clean_source_text, content_hash, row_to_memory
+from .engine import MemoryEngine, content_hash, more_source_text, row_to_memory
 from .llm import Candidate, Fact
 from .retrieval import Retriever
 from .types import Memory, NewMemory, Provenance, Source
@@ -171,9 +171,6 @@ class Consolidator:
             row = await cur.fetchone()
         current = float(row["importance"]) if row else m.importance
         importance = min(1.0, max(current + REINFORCE_STEP, fact.importance))
-        # Said again in other words: those words find it too (the first ones
-        # said are kept when the source text is full).
-        have = row["source_text"] if row else m.source_text
-        more = clean_source_text(words)
-        source = clean_source_text(f"{have}\n{more}") if more and more not in have else None
+        # Said again in other words: those words find it too.
+        source = more_source_text(row["source_text"] if row else m.source_text, words)
         await self.engine.update(m.id, importance=round(importance, 3), source_text=source, touch=True, conn=conn)

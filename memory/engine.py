@@ -42,7 +42,15 @@ from .types import (
     Status,
 )
 
-__all__ = ["MemoryEngine", "MemoryNotFound", "clean_source_text", "content_hash", "memory_index_text", "owner_key"]
+__all__ = [
+    "MemoryEngine",
+    "MemoryNotFound",
+    "clean_source_text",
+    "content_hash",
+    "memory_index_text",
+    "more_source_text",
+    "owner_key",
+]
 
 log = structlog.get_logger(component="memory")
 
@@ -92,6 +100,15 @@ def clean_source_text(text: str) -> str:
     cut = text[:MAX_SOURCE_CHARS]
     space = cut.rfind(" ")
     return cut[:space] if space >= MAX_SOURCE_CHARS // 2 else cut
+
+
+def more_source_text(have: str, said: str) -> str | None:
+    """``have`` with ``said`` added (a fact said again in other words), or
+    ``None`` when that adds nothing; once full, the first words said stay."""
+    more = clean_source_text(said)
+    if not more or more in have:
+        return None
+    return clean_source_text(f"{have}\n{more}" if have else more)
 
 
 def memory_index_text(content: str, source_text: str = "") -> str:

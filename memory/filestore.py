@@ -414,6 +414,7 @@ class FileMemory(MemoryBackend):
         provenance: Provenance,
         category: str = "event",
         importance: float = 0.7,
+        source_text: str = "",  # no index here: the files hold the fact only
     ) -> Hit:
         # One fact per line: newlines and runs of spaces collapse.
         fact = " ".join(clean_text(content).split())

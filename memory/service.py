@@ -17,7 +17,7 @@ import structlog
 from .backend import MemoryBackend, Turn
 from .batch import RowBatcher, insert_statement
 from .clock import format_ts
-from .engine import MemoryEngine
+from .engine import MemoryEngine, more_source_text
 from .retrieval import Retriever
 from .tokens import estimate_tokens
 from .types import Category, Hit, NewMemory, Provenance, Source
@@ -76,12 +76,16 @@ class SqliteMemory(MemoryBackend):
         provenance: Provenance,
         category: str = "event",
         importance: float = 0.7,
+        source_text: str = "",
     ) -> Hit:
         cat = Category(category) if category in Category._value2member_map_ else Category.EVENT
         same = await self.engine.find_same(user, content)
         if same is not None:
             # Saying it again reinforces the existing memory instead of duplicating it.
-            m = await self.engine.update(same.id, importance=max(same.importance, importance), touch=True)
+            m = await self.engine.update(
+                same.id, importance=max(same.importance, importance), touch=True,
+                source_text=more_source_text(same.source_text, source_text),
+            )
         else:
             m = await self.engine.add(
                 NewMemory(
@@ -91,6 +95,7 @@ class SqliteMemory(MemoryBackend):
                     importance=min(1.0, max(0.0, importance)),
                     source=Source.MANUAL,
                     provenance=provenance,
+                    source_text=source_text,
                 )
             )
         log.info("memory saved", owner=user, memory_id=m.id, reinforced=same is not None)

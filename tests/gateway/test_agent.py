@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import Any
 
 from gateway.agent import Agent, apology
@@ -8,6 +9,7 @@ from gateway.llm import LLMClient, LLMTimeout
 from gateway.memory_tools import memory_tools
 from gateway.tools import Tool, ToolContext
 from memory import MemoryEngine, Provenance
+from memory.retrieval import Retriever
 from memory.service import SqliteMemory
 from tests.fakes.openai_server import FakeOpenAI, Reply
 
@@ -59,6 +61,19 @@ async def test_memory_save_writes_for_the_asker_with_provenance(fake_llm: FakeOp
     assert (m.provenance.channel, m.provenance.chat_id, m.provenance.message_ids) == ("telegram", "42", ("7",))
     assert await engine.list_memories("bob") == []
     assert _tool_messages(fake_llm.requests[1])[0].startswith("Saved [m1 · 2026-03-01")
+
+
+async def test_a_saved_memory_is_indexed_with_the_message_it_answers(fake_llm: FakeOpenAI, engine: MemoryEngine) -> None:
+    said = "remember that the deploy password lives in 1Password, vault Ops"
+    for _ in range(2):  # the second save restates it: no new row, nothing new to add
+        fake_llm.queue_reply(None, tool_calls=[{"name": "memory_save", "arguments": {"content": "部署密码在 1Password 里"}}])
+        fake_llm.queue_reply("ok")
+        async with _llm(fake_llm) as llm:
+            await Agent(llm, tools=memory_tools(SqliteMemory(engine))).run(SYSTEM, replace(ALICE, message_text=said))
+    (m,) = await engine.list_memories("alice")
+    assert m.source_text == said and m.access_count == 1
+    hits = await Retriever(engine).retrieve("alice", "which vault holds the deploy password?")
+    assert hits[0].id == m.id and hits[0].content == "部署密码在 1Password 里"
 
 
 async def test_bad_tool_calls_go_back_to_the_model(fake_llm: FakeOpenAI, engine: MemoryEngine) -> None:

@@ -112,6 +112,25 @@ async def test_registry_builds_enabled_channels_and_replies_flow(tmp_path: Path,
     assert echo.stopped
 
 
+async def test_a_memory_the_model_saves_keeps_the_message_it_came_from(
+    tmp_path: Path, clock: ManualClock, fake_llm: FakeOpenAI
+) -> None:
+    cfg, paths = _config(tmp_path, fake_llm)
+    fake_llm.queue_reply(None, tool_calls=[{"name": "memory_save", "arguments": {"content": "User's cat is Miso"}}])
+    fake_llm.queue_reply("Noted!")
+    app = App(cfg, paths, clock=clock, channel_specs=[ECHO])
+    try:
+        await app.open()
+        await app.start()
+        said = "please remember my tabby is called Miso"
+        assert (await app.channels["echo"].say(said)).text == "Noted!"  # type: ignore[attr-defined]
+        engine = app.backend.engine  # type: ignore[attr-defined]
+        [m] = await engine.list_memories(None)
+        assert (m.content, m.source_text) == ("User's cat is Miso", said)
+    finally:
+        await app.close()
+
+
 async def test_a_channel_failing_at_start_leaves_the_others_running(tmp_path: Path, clock: ManualClock, fake_llm: FakeOpenAI) -> None:
     cfg, paths = _config(tmp_path, fake_llm, channels={"telegram": {"enabled": True}, "feishu": {"enabled": True}})
     app = App(cfg, paths, clock=clock, channel_specs=[ECHO, BROKEN])
