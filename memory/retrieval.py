@@ -31,6 +31,11 @@ FTS when fewer than five rows came back, so it ignored the question).
    :mod:`memory.timeref`) act as one more query term, held by the memories
    written in that period (its document count = how many there are), so
    they join the candidates and score like a message word.
+7. Mood: a negative feeling the message names ("I'm scared", 我很难过;
+   :mod:`memory.mood`) is one more query term, held by the memories whose
+   text names a feeling of the same class (indexed with them), weight
+   :data:`MOOD_WEIGHT`, not counted where the memory holds the message's
+   own word of that class.
 
 Scope: the asking user's active rows plus ``_global``; in a group chat
 (``private=False``) ``credential`` memories are left out.
@@ -52,6 +57,7 @@ from .clock import format_ts, parse_ts
 from .decay import decay_factor
 from .engine import INDEX, MemoryEngine, owner_key
 from .format import fit_budget
+from .mood import LEXICON, MOOD_TERMS, NEGATIVE, is_mood_term, mood_class, mood_term, moods
 from .timeref import Period, periods
 from .tokenize import normalize, query_terms, quote
 from .types import GLOBAL_OWNER, Hit, Provenance
@@ -102,6 +108,14 @@ WHEN_TERM = "\x00when"  # never an index term: normalize() drops NUL
 WHEN_WEIGHT = 1.0
 """Weight of a time reference in the message ("last week", "in July 2023",
 上个月), matched by the memory's date; it counts like one message word."""
+MOOD_WEIGHT = 1.0
+"""Weight of each negative mood class the message names ("I'm scared",
+我很害怕; :mod:`memory.mood`): one query term held by the memories of that
+class, so a memory that shares only the feeling is a candidate
+(mood-congruent recall). It counts like one message word, adds without
+normalising (like a context term), and not in a memory that holds the
+message's own word of that class (no double count). docs/RETRIEVAL.md §9,
+fifth session."""
 
 _K1 = 1.2
 _B = 0.75
@@ -186,10 +200,17 @@ class _Relevance:
     unless there is nothing else). Built once per query: the mass and each
     term's weight x IDF are the same for every memory."""
 
-    __slots__ = ("weights", "when", "mass", "avg_len")
+    __slots__ = ("weights", "when", "mass", "avg_len", "syn")
 
     def __init__(self, q: Sequence[QueryTerm], idf: dict[str, float], avg_len: float) -> None:
         self.weights = {x.term: x.weight * idf[x.term] for x in q if x.term != WHEN_TERM}
+        # A mood term -> the message's own words of that class: a memory
+        # holding one of them already scores the feeling through the word.
+        self.syn = {
+            x.term: frozenset(y.term for y in q if y.from_query and LEXICON.get(y.term) == mood_class(x.term))
+            for x in q
+            if is_mood_term(x.term)
+        }
         self.when = sum(x.weight * idf[x.term] for x in q if x.term == WHEN_TERM)
         mass = sum(x.weight * idf[x.term] for x in q if x.from_query)
         if mass == 0.0:  # only context terms: normalise by them instead
@@ -199,10 +220,16 @@ class _Relevance:
 
     def __call__(self, doc: str, dated: bool = False) -> float:
         tokens = doc.split(" ")
-        norm = _K1 * (1.0 - _B + _B * len(tokens) / self.avg_len)
+        n = len(tokens)
+        while n > 1 and is_mood_term(tokens[n - 1]):  # appended by index_text; not text
+            n -= 1
+        norm = _K1 * (1.0 - _B + _B * n / self.avg_len)
         got = 0.0
         w = self.weights
-        for t in w.keys() & set(tokens):  # the few query terms the memory holds
+        held = set(tokens)
+        for t in w.keys() & held:  # the few query terms the memory holds
+            if t in self.syn and not self.syn[t].isdisjoint(held):
+                continue
             f = tokens.count(t)
             got += w[t] * f * (_K1 + 1.0) / (f + norm)
         if dated:
@@ -387,7 +414,13 @@ class Retriever:
         if not q:
             return [], {}, _Stats(0, 1.0)
         keys = [owner_key(o) for o in owners]
-        stats, df = await self._term_stats(t, [*(x.term for x in q if x.term != WHEN_TERM), *keys], owners, when)
+        asked = {x.term for x in q}
+        stats, df = await self._term_stats(
+            t, [*(x.term for x in q if x.term != WHEN_TERM), *keys, *(m for m in MOOD_TERMS if m not in asked)], owners, when
+        )
+        if stats.rows:  # mood terms are not text: out of the mean length as out of each row's (_Relevance)
+            moods_held = sum(df.get(m, 0) if m in asked else df.pop(m, 0) for m in MOOD_TERMS)
+            stats = _Stats(stats.rows, max(1.0, stats.avg_len - moods_held / stats.rows), stats.dated)
         # The share of the collection in scope (the owner tokens' document
         # counts): one user of many, or a personal gateway's only user.
         in_scope = sum(df.pop(k, 0) for k in keys)
@@ -555,6 +588,9 @@ class Retriever:
         q = build_query(query, context)
         if not q:
             return []
+        if MOOD_WEIGHT > 0:
+            feel = moods(query[:MAX_QUERY_CHARS]) & NEGATIVE  # the message only: an old turn's mood is an old topic's
+            q += [QueryTerm(mood_term(c), MOOD_WEIGHT, False) for c in sorted(feel)]
         now = now or self.engine.clock.now()
         when = periods(normalize(query[:MAX_QUERY_CHARS]), now) if WHEN_WEIGHT > 0 else []
         if when:

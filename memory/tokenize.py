@@ -37,7 +37,7 @@ __all__ = [
     "stem",
 ]
 
-TOKENIZER_VERSION = "unibigram-snowball-irregular-2"
+TOKENIZER_VERSION = "unibigram-snowball-irregular-mood-3"
 
 # Han (CJK unified + ext A + compatibility), kana and hangul are "CJK runs";
 # everything alphanumeric otherwise is a "word".
@@ -145,8 +145,14 @@ def index_terms(text: str) -> list[str]:
 
 
 def index_text(text: str) -> str:
-    """The string stored in an FTS5 ``text`` column."""
-    return " ".join(index_terms(text))
+    """The string stored in an FTS5 ``text`` column: the index terms, then
+    a term for each negative mood class the text names (:mod:`memory.mood`),
+    which no text can produce and which the retriever leaves out of the
+    length."""
+    from .mood import indexed_moods  # memory.mood imports this module
+
+    terms = index_terms(text)
+    return " ".join(terms + indexed_moods(terms))
 
 
 def query_terms(text: str) -> list[tuple[str, float]]:

@@ -125,6 +125,69 @@ async def test_context_helps_but_counts_less_than_the_message(engine: MemoryEngi
     assert direct[0] == pg
 
 
+# -- mood-congruent recall (memory.mood) -------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("target", "others", "query"),
+    [
+        (  # no word in common; the exam memory shares a word but not the feeling
+            "Tom was anxious before the piano recital",
+            ["Tom passed the maths exam and was happy", "Tom baked cookies with grandma"],
+            "I'm really nervous about tomorrow's exam.",
+        ),
+        (
+            "Tom missed the bus to the museum and felt worried all morning",
+            ["Tom went to the beach with his family, feeling happy", "Tom baked cookies with grandma"],
+            "I'm really nervous about tomorrow's exam.",
+        ),
+        ("小明数学考试考砸了，很难过", ["小明在公园放风筝，非常开心", "小明和奶奶一起包饺子"], "我的画没有入选比赛，好伤心"),
+        ("小明数学考试前很焦虑", ["小明在公园放风筝，非常开心", "小明和奶奶一起包饺子"], "明天要上台演讲，我好紧张"),
+    ],
+)
+async def test_a_feeling_recalls_a_memory_of_the_same_feeling(
+    engine: MemoryEngine, target: str, others: list[str], query: str
+) -> None:
+    # Without the mood term the target shares no word with the message: the
+    # first two and the Chinese ones found nothing or the happy memory first.
+    mid = await add(engine, "u", target)  # first: a tie goes to the newest
+    for text in others:
+        await add(engine, "u", text)
+    assert (await ids(Retriever(engine), "u", query))[0] == mid
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "query", "context"),
+    [
+        ("the redis cache listens on port 6380, I was worried it would fail", "postgres listens on port 5433",
+         "I'm worried: which port does postgres use?", []),
+        ("the redis cache listens on port 6380, I was worried it would fail", "postgres listens on port 5433",
+         "I'm so nervous: which port does postgres use?", []),
+        ("redis 缓存的端口是 6380，当时很担心", "postgres 的端口是 5433", "好担心，postgres 用的哪个端口？", []),
+        ("redis 缓存的端口是 6380，当时很担心", "postgres 的端口是 5433", "好紧张，postgres 用的哪个端口？", []),
+        ("the redis cache listens on port 6380, I was worried it would fail", "postgres listens on port 5433",
+         "which port does postgres use?", ["I was so worried about the redis cache", "redis again"]),
+        ("redis 缓存的端口是 6380，当时很担心", "postgres 的端口是 5433", "postgres 用的哪个端口？",
+         ["我们昨天调了 redis 缓存，我很担心", "缓存命中率还可以"]),
+    ],
+)  # fmt: skip
+async def test_a_feeling_does_not_pull_a_memory_of_another_topic(
+    engine: MemoryEngine, old: str, new: str, query: str, context: list[str]
+) -> None:
+    # The feeling counts like one word, not on top of the same word in the
+    # memory (worried / 担心), and only the message's: a mood in the recent
+    # turns belongs to their topic.
+    await add(engine, "u", old)
+    pg = await add(engine, "u", new)
+    assert (await ids(Retriever(engine), "u", query, context=context))[0] == pg
+
+
+def test_mood_terms_are_not_counted_in_a_memory_length() -> None:
+    q = retrieval.build_query("garden hose")
+    rel = retrieval._Relevance(q, {x.term: 2.0 for x in q}, avg_len=6.0)
+    assert rel("the garden hose is green \ue000sad") == rel("the garden hose is green")
+
+
 _LONG_CONVERSATIONS = {
     "zh": (
         "和家人一起装饰圣诞树，挂了彩灯，很开心",
