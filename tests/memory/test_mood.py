@@ -28,9 +28,10 @@ def test_classes_of_english_and_chinese_feelings(text: str, classes: set[str]) -
 @pytest.mark.parametrize(
     ("text", "classes"),
     [
-        ("I'm not happy about it", {"sad"}),
-        ("我不太开心", {"sad"}),
-        ("我不开心", {"sad"}),
+        ("I'm not happy about it", set()),
+        ("I couldn't be happier", set()),  # why a negated joy word is not read as sad
+        ("我不太开心", set()),
+        ("我不开心", set()),
         ("I'm not worried", set()),
         ("我不担心", set()),
     ],
