@@ -47,6 +47,7 @@ from __future__ import annotations
 import heapq
 import json
 import math
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -188,7 +189,10 @@ _MEMORIES = _Tables("memories_fts", "memories_vocab", "memories")
 # chat nor a session (or the provenance is not JSON). Read by SQLite's JSON
 # functions: json.loads in Python cost ~5 us a row, the rows of a query
 # being compared to their neighbours.
-_MEMORY_COLUMNS = """x.*, CASE WHEN json_valid(x.provenance)
+# Named columns, not x.*: source_text is scored through the FTS row (_terms)
+# and never shown, so reading it again per candidate is waste.
+_MEMORY_COLUMNS = """x.id, x.owner, x.status, x.category, x.content, x.importance, x.project, x.topic,
+    x.source, x.provenance, x.created_at, x.last_accessed, CASE WHEN json_valid(x.provenance)
     AND coalesce(json_extract(x.provenance, '$.chat_id'), json_extract(x.provenance, '$.session')) IS NOT NULL
     THEN json_extract(x.provenance, '$.channel', '$.chat_id', '$.session') END AS _conv"""
 _EVENTS = _Tables("events_fts", "events_vocab", "daily_events")
@@ -219,18 +223,19 @@ class _Relevance:
         self.avg_len = avg_len
 
     def __call__(self, doc: str, dated: bool = False) -> float:
-        tokens = doc.split(" ")
-        n = len(tokens)
-        while n > 1 and is_mood_term(tokens[n - 1]):  # appended by index_text; not text
-            n -= 1
-        norm = _K1 * (1.0 - _B + _B * n / self.avg_len)
+        # One C-level count of the memory's terms: a fact indexed with its
+        # source words has ~180 (a set and a count per held term: 30 % slower).
+        tf = Counter(doc.split(" "))
+        n = tf.total()
+        for m in MOOD_TERMS:  # indexed with the text, not text: out of its length
+            n -= tf.get(m, 0)
+        norm = _K1 * (1.0 - _B + _B * max(n, 1) / self.avg_len)
         got = 0.0
         w = self.weights
-        held = set(tokens)
-        for t in w.keys() & held:  # the few query terms the memory holds
-            if t in self.syn and not self.syn[t].isdisjoint(held):
+        for t in w.keys() & tf.keys():  # the few query terms the memory holds
+            if t in self.syn and not self.syn[t].isdisjoint(tf):
                 continue
-            f = tokens.count(t)
+            f = tf[t]
             got += w[t] * f * (_K1 + 1.0) / (f + norm)
         if dated:
             got += self.when * (_K1 + 1.0) / (1.0 + norm)
@@ -297,7 +302,7 @@ class Retriever:
         max_hits: int = 5,
         token_budget: int = 2048,
         max_chars: int = 300,
-        candidates: int = 20,
+        candidates: int = 30,
     ) -> None:
         self.engine = engine
         self.max_hits = max_hits
