@@ -115,6 +115,43 @@ async def test_said_then_extracted_then_recalled_with_citation(tmp_path: Path) -
             await app.close()
 
 
+async def test_a_paraphrased_fact_is_found_by_the_words_the_user_said(tmp_path: Path) -> None:
+    """The model writes the fact in its own words and cites the line it came
+    from; asked later in the user's words, the fact comes back, and the words
+    it was drawn from never reach the prompt."""
+    model = Model()
+    clock = ManualClock("2026-03-02T10:00:00Z")
+    async with FakeOpenAI(api_key="sk-e2e-key-0123456789", responder=model) as fake:
+        cfg, paths = _config(tmp_path, fake)
+        app = App(cfg, paths, clock=clock, channel_specs=(ECHO,))
+        try:
+            await app.open()
+            await app.start()
+            said = "I've been doing kickboxing at the Eastside gym twice a week since spring"
+            await say(app, clock, said, "alice")
+            model.extractions.append(("kickboxing", {
+                "facts": [{**fact("Alice trains in a combat sport", category="event"), "lines": ["L1"]}],
+                "summary": "Alice talked about training",
+            }))
+            clock.advance(200)
+            assert app.extraction is not None
+            reports = await app.extraction.tick()  # type: ignore[attr-defined]
+            assert [r.ok for r in reports] == [True] and model.extractions == []
+            assert "L1 [" in model.extraction_prompts[0]
+
+            clock.advance(86400)
+            await say(app, clock, "/new", "alice")
+            await say(app, clock, "which gym do I go to for kickboxing?", "alice")
+            prompt = json.dumps(fake.requests[-1]["messages"], ensure_ascii=False)
+            assert "Alice trains in a combat sport" in prompt
+            assert "Eastside" not in prompt  # the source words index the fact, they are not shown
+
+            await say(app, clock, "which gym do I go to for kickboxing?", "bob")
+            assert "combat sport" not in json.dumps(fake.requests[-1]["messages"], ensure_ascii=False)
+        finally:
+            await app.close()
+
+
 async def test_failed_extraction_keeps_the_buffer_and_retries(tmp_path: Path) -> None:
     model = Model()
     clock = ManualClock("2026-03-02T10:00:00Z")
