@@ -6,6 +6,8 @@ bus, SQLite files and the OpenAI-compatible fake, with a controllable clock."""
 from __future__ import annotations
 
 import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +54,20 @@ async def say(app: App, clock: ManualClock, text: str, sender: str) -> str:
     return echo.sent[-1].text
 
 
+@asynccontextmanager
+async def running(tmp_path: Path, model: Model, clock: ManualClock, **config: Any) -> AsyncIterator[tuple[App, FakeOpenAI]]:
+    """The App on the fake model, opened and started; closed afterwards."""
+    async with FakeOpenAI(api_key="sk-e2e-key-0123456789", responder=model) as fake:
+        cfg, paths = _config(tmp_path, fake, **config)
+        app = App(cfg, paths, clock=clock, channel_specs=(ECHO,))
+        try:
+            await app.open()
+            await app.start()
+            yield app, fake
+        finally:
+            await app.close()
+
+
 def fact(content: str, *, updates: int | None = None, category: str = "config") -> dict[str, Any]:
     return {"content": content, "project": "_global", "topic": "preferences", "category": category,
             "importance": 0.8, "updates": updates}
@@ -60,59 +76,52 @@ def fact(content: str, *, updates: int | None = None, category: str = "config") 
 async def test_said_then_extracted_then_recalled_with_citation(tmp_path: Path) -> None:
     model = Model()
     clock = ManualClock("2026-03-02T10:00:00Z")
-    async with FakeOpenAI(api_key="sk-e2e-key-0123456789", responder=model) as fake:
-        cfg, paths = _config(tmp_path, fake, gateway={"timezone": "Asia/Shanghai"})
-        app = App(cfg, paths, clock=clock, channel_specs=(ECHO,))
-        try:
-            await app.open()
-            await app.start()
+    async with running(tmp_path, model, clock, gateway={"timezone": "Asia/Shanghai"}) as (app, fake):
 
-            await say(app, clock, "我最近每天早上都喝燕麦拿铁，不加糖。", "alice")
-            # Nothing is extracted while the conversation is going on.
-            assert model.extraction_prompts == []
+        await say(app, clock, "我最近每天早上都喝燕麦拿铁，不加糖。", "alice")
+        # Nothing is extracted while the conversation is going on.
+        assert model.extraction_prompts == []
 
-            # Three quiet minutes later the background flush runs (the loop's tick).
-            model.extractions.append(("燕麦拿铁", {"facts": [fact("用户每天早上喝燕麦拿铁，不加糖")], "summary": "用户说了咖啡习惯"}))
-            clock.advance(200)
-            assert app.extraction is not None
-            reports = await app.extraction.tick()  # type: ignore[attr-defined]
-            assert [r.ok for r in reports] == [True]
-            assert "燕麦拿铁" in model.extraction_prompts[0]
-            assert model.extractions == []
-            assert "same language" in model.extraction_prompts[0]
+        # Three quiet minutes later the background flush runs (the loop's tick).
+        model.extractions.append(("燕麦拿铁", {"facts": [fact("用户每天早上喝燕麦拿铁，不加糖")], "summary": "用户说了咖啡习惯"}))
+        clock.advance(200)
+        assert app.extraction is not None
+        reports = await app.extraction.tick()  # type: ignore[attr-defined]
+        assert [r.ok for r in reports] == [True]
+        assert "燕麦拿铁" in model.extraction_prompts[0]
+        assert model.extractions == []
+        assert "same language" in model.extraction_prompts[0]
 
-            # A week later, in a new conversation, the question brings it back.
-            clock.advance(7 * 86400)
-            await say(app, clock, "/new", "alice")
-            await say(app, clock, "我之前说过我喜欢喝什么咖啡？", "alice")
-            prompt = json.dumps(fake.requests[-1]["messages"], ensure_ascii=False)
-            assert "用户每天早上喝燕麦拿铁，不加糖" in prompt
-            assert "2026-03-02" in prompt  # cited with its date
+        # A week later, in a new conversation, the question brings it back.
+        clock.advance(7 * 86400)
+        await say(app, clock, "/new", "alice")
+        await say(app, clock, "我之前说过我喜欢喝什么咖啡？", "alice")
+        prompt = json.dumps(fake.requests[-1]["messages"], ensure_ascii=False)
+        assert "用户每天早上喝燕麦拿铁，不加糖" in prompt
+        assert "2026-03-02" in prompt  # cited with its date
 
-            # Another user asking the same question gets none of it.
-            await say(app, clock, "我之前说过我喜欢喝什么咖啡？", "bob")
-            assert "燕麦拿铁" not in json.dumps(fake.requests[-1]["messages"], ensure_ascii=False)
+        # Another user asking the same question gets none of it.
+        await say(app, clock, "我之前说过我喜欢喝什么咖啡？", "bob")
+        assert "燕麦拿铁" not in json.dumps(fake.requests[-1]["messages"], ensure_ascii=False)
 
-            # The preference changes: the new fact supersedes the old one.
-            await say(app, clock, "我现在改喝美式了，不再喝拿铁。", "alice")
-            model.extractions.append(
-                ("改喝美式", {"facts": [fact("用户现在喝美式咖啡，不再喝拿铁", updates=1)], "summary": "用户改喝美式"})
-            )
-            clock.advance(200)
-            reports = await app.extraction.tick()  # type: ignore[attr-defined]
-            assert reports and all(r.ok for r in reports) and model.extractions == []
-            await say(app, clock, "我之前说过我喜欢喝什么咖啡？", "alice")
-            prompt = json.dumps(fake.requests[-1]["messages"], ensure_ascii=False)
-            assert "用户现在喝美式咖啡" in prompt
-            assert "用户每天早上喝燕麦拿铁" not in prompt  # superseded facts are not recalled
-            # Recalling reinforces the memory, written in batches off the reply path.
-            engine = app.backend.engine  # type: ignore[union-attr]
-            assert any(t.get_name() == "memory-access" and not t.done() for t in app._tasks)
-            await engine.flush_access()
-            current = [m for m in await engine.list_memories("echo:alice") if "美式" in m.content]
-            assert current and current[0].access_count >= 1
-        finally:
-            await app.close()
+        # The preference changes: the new fact supersedes the old one.
+        await say(app, clock, "我现在改喝美式了，不再喝拿铁。", "alice")
+        model.extractions.append(
+            ("改喝美式", {"facts": [fact("用户现在喝美式咖啡，不再喝拿铁", updates=1)], "summary": "用户改喝美式"})
+        )
+        clock.advance(200)
+        reports = await app.extraction.tick()  # type: ignore[attr-defined]
+        assert reports and all(r.ok for r in reports) and model.extractions == []
+        await say(app, clock, "我之前说过我喜欢喝什么咖啡？", "alice")
+        prompt = json.dumps(fake.requests[-1]["messages"], ensure_ascii=False)
+        assert "用户现在喝美式咖啡" in prompt
+        assert "用户每天早上喝燕麦拿铁" not in prompt  # superseded facts are not recalled
+        # Recalling reinforces the memory, written in batches off the reply path.
+        engine = app.backend.engine  # type: ignore[union-attr]
+        assert any(t.get_name() == "memory-access" and not t.done() for t in app._tasks)
+        await engine.flush_access()
+        current = [m for m in await engine.list_memories("echo:alice") if "美式" in m.content]
+        assert current and current[0].access_count >= 1
 
 
 async def test_a_paraphrased_fact_is_found_by_the_words_the_user_said(tmp_path: Path) -> None:
@@ -121,64 +130,50 @@ async def test_a_paraphrased_fact_is_found_by_the_words_the_user_said(tmp_path: 
     it was drawn from never reach the prompt."""
     model = Model()
     clock = ManualClock("2026-03-02T10:00:00Z")
-    async with FakeOpenAI(api_key="sk-e2e-key-0123456789", responder=model) as fake:
-        cfg, paths = _config(tmp_path, fake)
-        app = App(cfg, paths, clock=clock, channel_specs=(ECHO,))
-        try:
-            await app.open()
-            await app.start()
-            said = "I've been doing kickboxing at the Eastside gym twice a week since spring"
-            await say(app, clock, said, "alice")
-            model.extractions.append(("kickboxing", {
-                "facts": [{**fact("Alice trains in a combat sport", category="event"), "lines": ["L1"]}],
-                "summary": "Alice talked about training",
-            }))
-            clock.advance(200)
-            assert app.extraction is not None
-            reports = await app.extraction.tick()  # type: ignore[attr-defined]
-            assert [r.ok for r in reports] == [True] and model.extractions == []
-            assert "L1 [" in model.extraction_prompts[0]
+    async with running(tmp_path, model, clock) as (app, fake):
+        said = "I've been doing kickboxing at the Eastside gym twice a week since spring"
+        await say(app, clock, said, "alice")
+        model.extractions.append(("kickboxing", {
+            "facts": [{**fact("Alice trains in a combat sport", category="event"), "lines": ["L1"]}],
+            "summary": "Alice talked about training",
+        }))
+        clock.advance(200)
+        assert app.extraction is not None
+        reports = await app.extraction.tick()  # type: ignore[attr-defined]
+        assert [r.ok for r in reports] == [True] and model.extractions == []
+        assert "L1 [" in model.extraction_prompts[0]
 
-            clock.advance(86400)
-            await say(app, clock, "/new", "alice")
-            await say(app, clock, "which gym do I go to for kickboxing?", "alice")
-            prompt = json.dumps(fake.requests[-1]["messages"], ensure_ascii=False)
-            assert "Alice trains in a combat sport" in prompt
-            assert "Eastside" not in prompt  # the source words index the fact, they are not shown
+        clock.advance(86400)
+        await say(app, clock, "/new", "alice")
+        await say(app, clock, "which gym do I go to for kickboxing?", "alice")
+        prompt = json.dumps(fake.requests[-1]["messages"], ensure_ascii=False)
+        assert "Alice trains in a combat sport" in prompt
+        assert "Eastside" not in prompt  # the source words index the fact, they are not shown
 
-            await say(app, clock, "which gym do I go to for kickboxing?", "bob")
-            assert "combat sport" not in json.dumps(fake.requests[-1]["messages"], ensure_ascii=False)
-        finally:
-            await app.close()
+        await say(app, clock, "which gym do I go to for kickboxing?", "bob")
+        assert "combat sport" not in json.dumps(fake.requests[-1]["messages"], ensure_ascii=False)
 
 
 async def test_failed_extraction_keeps_the_buffer_and_retries(tmp_path: Path) -> None:
     model = Model()
     clock = ManualClock("2026-03-02T10:00:00Z")
-    async with FakeOpenAI(api_key="sk-e2e-key-0123456789", responder=model) as fake:
-        cfg, paths = _config(tmp_path, fake)
-        app = App(cfg, paths, clock=clock, channel_specs=(ECHO,))
-        try:
-            await app.open()
-            await app.start()
-            await say(app, clock, "My deploy target is Fly.io in the ams region.", "carol")
-            fake.queue_error(500)  # the memory model is down
-            clock.advance(200)
-            reports = await app.extraction.tick()  # type: ignore[attr-defined]
-            assert reports and not any(r.ok for r in reports)
-            engine = app.backend.engine  # type: ignore[union-attr]
-            rows = await engine.db.fetchall("SELECT content FROM extraction_buffer WHERE owner = 'echo:carol'")
-            assert [r[0] for r in rows][0] == "My deploy target is Fly.io in the ams region."
+    async with running(tmp_path, model, clock) as (app, fake):
+        await say(app, clock, "My deploy target is Fly.io in the ams region.", "carol")
+        fake.queue_error(500)  # the memory model is down
+        clock.advance(200)
+        reports = await app.extraction.tick()  # type: ignore[attr-defined]
+        assert reports and not any(r.ok for r in reports)
+        engine = app.backend.engine  # type: ignore[union-attr]
+        rows = await engine.db.fetchall("SELECT content FROM extraction_buffer WHERE owner = 'echo:carol'")
+        assert [r[0] for r in rows][0] == "My deploy target is Fly.io in the ams region."
 
-            # Ten minutes later (first backoff step) it is retried and succeeds.
-            model.extractions.append(
-                ("Fly.io", {"facts": [fact("Carol deploys to Fly.io, region ams", category="decision")],
-                            "summary": "deploy target"})
-            )
-            clock.advance(11 * 60)
-            reports = await app.extraction.tick()  # type: ignore[attr-defined]
-            assert [r.ok for r in reports] == [True]
-            assert await engine.db.fetchall("SELECT id FROM extraction_buffer WHERE owner = 'echo:carol'") == []
-            assert [m.content for m in await engine.list_memories("echo:carol")] == ["Carol deploys to Fly.io, region ams"]
-        finally:
-            await app.close()
+        # Ten minutes later (first backoff step) it is retried and succeeds.
+        model.extractions.append(
+            ("Fly.io", {"facts": [fact("Carol deploys to Fly.io, region ams", category="decision")],
+                        "summary": "deploy target"})
+        )
+        clock.advance(11 * 60)
+        reports = await app.extraction.tick()  # type: ignore[attr-defined]
+        assert [r.ok for r in reports] == [True]
+        assert await engine.db.fetchall("SELECT id FROM extraction_buffer WHERE owner = 'echo:carol'") == []
+        assert [m.content for m in await engine.list_memories("echo:carol")] == ["Carol deploys to Fly.io, region ams"]
