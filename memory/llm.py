@@ -217,11 +217,11 @@ class Fact:
 MAX_FACT_LINES = 4  # a fact comes from a message or two; more is the model listing everything
 
 
-def _ref(raw: Any) -> int | None:
+def _ref(raw: Any, prefixes: str = "#") -> int | None:
     if isinstance(raw, bool):
         return None
-    if isinstance(raw, str) and raw.strip().lstrip("#Ll").isdigit():
-        raw = int(raw.strip().lstrip("#Ll"))
+    if isinstance(raw, str) and raw.strip().lstrip(prefixes).isdigit():
+        raw = int(raw.strip().lstrip(prefixes))
     return raw if isinstance(raw, int) and raw > 0 else None
 
 
@@ -230,7 +230,8 @@ def _refs(raw: Any) -> tuple[int, ...]:
     if isinstance(raw, str):
         raw = raw.replace(",", " ").split()
     items = raw if isinstance(raw, list | tuple) else [raw]
-    out = tuple(dict.fromkeys(n for n in (_ref(x) for x in items) if n is not None))
+    # "L3" is a line number; only here: a candidate reference ("same_as") never is.
+    out = tuple(dict.fromkeys(n for n in (_ref(x, "#Ll") for x in items) if n is not None))
     return out[:MAX_FACT_LINES]
 
 

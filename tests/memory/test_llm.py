@@ -115,6 +115,7 @@ def test_fact_lines_are_repaired_and_capped() -> None:
     assert lines("L1, L2") == (1, 2) and lines(5) == (5,) and lines("l7") == (7,)
     assert lines([0, -1, True, None, "x", 1.5, {"n": 1}]) == ()
     assert lines(None) == () and lines(list(range(1, 20))) == (1, 2, 3, 4)  # a fact cites a line or two
+    assert normalize_fact({"content": "x", "same_as": "L3"}).same_as is None  # type: ignore[union-attr]  # a line, not a memory
 
 
 async def test_extract_numbers_the_lines_and_drops_lines_it_never_showed(fake: FakeOpenAI, llm: MemoryLLM) -> None:
