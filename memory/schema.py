@@ -147,4 +147,43 @@ async def _v3_memory_source_text(conn: aiosqlite.Connection) -> None:
     await run_script(conn, "ALTER TABLE memories ADD COLUMN source_text TEXT NOT NULL DEFAULT '';")
 
 
-MIGRATIONS: list[Migration] = [_v1_core, _v2_memories_by_owner_date, _v3_memory_source_text]
+async def _v4_embeddings(conn: aiosqlite.Connection) -> None:
+    # Seed 003: vectors for hybrid search, optional (empty when no embedding
+    # endpoint is configured). ``embedding_cache`` is keyed by the SHA-256 of
+    # the exact text embedded and the model, so the same words are never sent
+    # twice; ``dimension`` lets a model switch drop old vectors wholesale.
+    # ``memory_vectors`` holds one L2-normalised float32 vector per memory;
+    # its ``content_hash`` (the memory's own) tells an edited memory's vector
+    # is stale. Deleting a memory deletes its vector (foreign keys are on).
+    await run_script(
+        conn,
+        """
+        CREATE TABLE embedding_cache (
+            text_hash    TEXT    NOT NULL,
+            model        TEXT    NOT NULL,
+            dimension    INTEGER NOT NULL,
+            vector       BLOB    NOT NULL,
+            created_at   TEXT    NOT NULL,
+            last_used_at TEXT    NOT NULL,
+            PRIMARY KEY (text_hash, model)
+        ) WITHOUT ROWID;
+        CREATE INDEX idx_embedding_cache_last_used ON embedding_cache(last_used_at);
+
+        CREATE TABLE memory_vectors (
+            memory_id    INTEGER PRIMARY KEY REFERENCES memories(id) ON DELETE CASCADE,
+            owner        TEXT    NOT NULL,
+            model        TEXT    NOT NULL,
+            content_hash TEXT    NOT NULL,
+            vector       BLOB    NOT NULL
+        );
+        CREATE INDEX idx_memory_vectors_owner ON memory_vectors(owner, model);
+        """,
+    )
+
+
+MIGRATIONS: list[Migration] = [
+    _v1_core,
+    _v2_memories_by_owner_date,
+    _v3_memory_source_text,
+    _v4_embeddings,
+]
