@@ -4,13 +4,24 @@ Replies come from a script (``queue_reply`` / ``queue_error``) or from a
 ``responder`` callable; with neither, it answers ``"ok"``. Every request body
 is recorded in ``requests`` so tests can assert on the exact prompt the LLM
 received.
+
+``POST /v1/embeddings`` answers with deterministic vectors (see
+:func:`fake_embedding`): words and CJK character bigrams, each mapped through
+``embedding_concepts`` (so a test can declare "car" and "automobile" one
+concept) and feature-hashed with a sign into ``embedding_dim`` buckets. Each
+request's inputs are recorded in ``embedding_requests``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
+import hashlib
 import itertools
 import json
+import math
+import re
+import struct
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -18,7 +29,41 @@ from typing import Any
 
 from aiohttp import web
 
-__all__ = ["FakeOpenAI", "Reply"]
+__all__ = ["FakeOpenAI", "Reply", "embedding_tokens", "fake_embedding"]
+
+_WORD = re.compile(r"\w+")
+_CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\u3040-\u30ff\uac00-\ud7af]+")
+
+
+def embedding_tokens(text: str) -> list[str]:
+    """Lowercase words; a run of CJK characters gives its character bigrams
+    (the character alone when the run is one long)."""
+    out: list[str] = []
+    for word in _WORD.findall(text.lower()):
+        pos = 0
+        for m in _CJK.finditer(word):
+            if m.start() > pos:
+                out.append(word[pos : m.start()])
+            run = m.group()
+            out.extend([run] if len(run) == 1 else [run[i : i + 2] for i in range(len(run) - 1)])
+            pos = m.end()
+        if pos < len(word):
+            out.append(word[pos:])
+    return out
+
+
+def fake_embedding(text: str, dim: int = 64, concepts: dict[str, str] | None = None) -> list[float]:
+    """A unit vector from the text's tokens, feature-hashed with a sign
+    (sha256, so it is the same in every process); no tokens: a fixed vector."""
+    vec = [0.0] * dim
+    for token in embedding_tokens(text):
+        token = (concepts or {}).get(token, token)
+        h = hashlib.sha256(token.encode("utf-8")).digest()
+        vec[int.from_bytes(h[:4], "little") % dim] += 1.0 if h[4] & 1 else -1.0
+    norm = math.sqrt(sum(x * x for x in vec))
+    if norm == 0.0:
+        return [1.0 / math.sqrt(dim)] * dim
+    return [x / norm for x in vec]
 
 
 @dataclass
@@ -35,8 +80,20 @@ Responder = Callable[[dict[str, Any]], "Reply | Awaitable[Reply]"]
 
 
 class FakeOpenAI:
-    def __init__(self, *, api_key: str | None = None, responder: Responder | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        api_key: str | None = None,
+        responder: Responder | None = None,
+        embedding_dim: int = 64,
+        embedding_concepts: dict[str, str] | None = None,
+    ) -> None:
         self.api_key = api_key
+        self.embedding_dim = embedding_dim
+        self.embedding_concepts = dict(embedding_concepts or {})
+        self.embedding_requests: list[list[str]] = []
+        self.embedding_delay = 0.0  # seconds before each embeddings answer (timeouts)
+        self._embedding_errors: list[int] = []
         self.responder = responder
         self.requests: list[dict[str, Any]] = []
         self.headers: list[dict[str, str]] = []
@@ -52,6 +109,9 @@ class FakeOpenAI:
     def queue_error(self, status: int = 500, *, times: int = 1, body: str = "") -> None:
         for _ in range(times):
             self._script.append(Reply(content=None, status=status, error_body=body))
+
+    def queue_embedding_error(self, status: int = 500, *, times: int = 1) -> None:
+        self._embedding_errors.extend([status] * times)
 
     def queue_delay(self, seconds: float, content: str = "late") -> None:
         self._script.append(Reply(content=content, delay=seconds))
@@ -75,6 +135,7 @@ class FakeOpenAI:
         app = web.Application(client_max_size=64 * 1024 * 1024)
         app.router.add_post("/v1/chat/completions", self._chat)
         app.router.add_get("/v1/models", self._models)
+        app.router.add_post("/v1/embeddings", self._embeddings)
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", port)
@@ -101,12 +162,58 @@ class FakeOpenAI:
     async def _models(self, request: web.Request) -> web.Response:
         return web.json_response({"object": "list", "data": [{"id": "fake-model", "object": "model"}]})
 
+    @staticmethod
+    def _unauthorized() -> web.Response:
+        return web.json_response(
+            {"error": {"message": "Incorrect API key provided", "type": "invalid_request_error", "code": "invalid_api_key"}},
+            status=401,
+        )
+
+    @staticmethod
+    def _bad_request(message: str, param: str | None = None) -> web.Response:
+        return web.json_response(
+            {"error": {"message": message, "type": "invalid_request_error", "param": param, "code": None}}, status=400
+        )
+
+    async def _embeddings(self, request: web.Request) -> web.Response:
+        if not self._auth_ok(request):
+            return self._unauthorized()
+        try:
+            body = await request.json()
+        except json.JSONDecodeError:
+            return self._bad_request("invalid JSON body")
+        if not isinstance(body, dict) or not isinstance(body.get("model"), str) or not body["model"]:
+            return self._bad_request("'model' is required", "model")
+        raw = body.get("input")
+        texts = [raw] if isinstance(raw, str) else raw
+        if not isinstance(texts, list) or not texts or not all(isinstance(t, str) for t in texts):
+            return self._bad_request("'input' must be a string or a non-empty array of strings", "input")
+        dim = body.get("dimensions", self.embedding_dim)
+        if isinstance(dim, bool) or not isinstance(dim, int) or dim < 1:
+            return self._bad_request("'dimensions' must be a positive integer", "dimensions")
+        fmt = body.get("encoding_format", "float")
+        if fmt not in ("float", "base64"):
+            return self._bad_request("'encoding_format' must be 'float' or 'base64'", "encoding_format")
+        self.embedding_requests.append(list(texts))
+        if self.embedding_delay:
+            await asyncio.sleep(self.embedding_delay)
+        if self._embedding_errors:
+            status = self._embedding_errors.pop(0)
+            msg = {429: "Rate limit reached", 500: "The server had an error"}.get(status, "error")
+            return web.json_response({"error": {"message": msg, "type": "server_error"}}, status=status)
+        data: list[dict[str, Any]] = []
+        for i, text in enumerate(texts):
+            vec = fake_embedding(text, dim, self.embedding_concepts)
+            emb: Any = vec if fmt == "float" else base64.b64encode(struct.pack(f"<{dim}f", *vec)).decode()
+            data.append({"object": "embedding", "index": i, "embedding": emb})
+        tokens = sum(max(1, len(embedding_tokens(t))) for t in texts)
+        return web.json_response(
+            {"object": "list", "data": data, "model": body["model"], "usage": {"prompt_tokens": tokens, "total_tokens": tokens}}
+        )
+
     async def _chat(self, request: web.Request) -> web.Response:
         if not self._auth_ok(request):
-            return web.json_response(
-                {"error": {"message": "Incorrect API key provided", "type": "invalid_request_error", "code": "invalid_api_key"}},
-                status=401,
-            )
+            return self._unauthorized()
         try:
             body = await request.json()
         except json.JSONDecodeError:
