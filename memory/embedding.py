@@ -1,0 +1,321 @@
+"""Text embeddings for hybrid search (seed 003): an OpenAI-compatible
+``/embeddings`` client and a cache in front of it.
+
+Every vector handed out is a float32 1-D array of unit length, so cosine
+similarity is a plain dot product for the vector index.
+
+:class:`CachedEmbedder` keeps vectors in ``embedding_cache`` keyed by the
+SHA-256 of the exact text and the model, so the write path never pays twice
+for the same words. The read path (a chat message's query) passes
+``persist=False``: it must not write the database on the reply's critical
+path, so its vectors stay in a small in-process LRU instead.
+
+Exceptions::
+
+    EmbeddingError   transport error, timeout, bad status, unusable answer
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import OrderedDict
+from collections.abc import Sequence
+from datetime import timedelta
+from typing import Any, Protocol
+
+import httpx
+import numpy as np
+import structlog
+
+from .clock import Clock, format_ts
+from .db import Database
+
+__all__ = [
+    "MAX_TEXT_CHARS",
+    "CachedEmbedder",
+    "Embedder",
+    "EmbeddingError",
+    "HttpEmbedder",
+    "blob_to_vector",
+    "text_hash",
+    "vector_to_blob",
+]
+
+log = structlog.get_logger(component="memory")
+
+MAX_TEXT_CHARS = 8000
+"""Texts are cut to this before sending: OpenAI's models take 8,191 tokens
+and most local servers reject (rather than truncate) an over-long input. A
+memory or a query is far shorter; this only guards against a pasted file."""
+
+_IN_CHUNK = 500  # text hashes per ``IN (...)``: under SQLite's 999-parameter floor of old builds
+
+
+class EmbeddingError(RuntimeError):
+    """No usable vectors: what failed, with a short excerpt, never the key."""
+
+
+class Embedder(Protocol):
+    model: str
+
+    async def embed(self, texts: Sequence[str]) -> list[np.ndarray]:
+        """One float32 1-D L2-normalised vector per text, in order."""
+        ...
+
+
+def vector_to_blob(v: np.ndarray) -> bytes:
+    """Stored form: float32 little-endian, whatever the machine's order."""
+    arr = np.asarray(v)
+    if arr.ndim != 1:
+        raise ValueError(f"expected a 1-D vector, got shape {arr.shape}")
+    return arr.astype("<f4", copy=False).tobytes()
+
+
+def blob_to_vector(b: bytes) -> np.ndarray:
+    if len(b) % 4:
+        raise ValueError(f"vector blob of {len(b)} bytes is not float32")
+    # A native, writable copy: frombuffer alone is read-only and borrows ``b``.
+    return np.frombuffer(b, dtype="<f4").astype(np.float32)
+
+
+def text_hash(text: str) -> str:
+    """SHA-256 hex of the exact UTF-8 text (no normalisation: a different
+    text may embed differently)."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _unit(raw: Any, where: str) -> np.ndarray:
+    if not isinstance(raw, list) or not raw:
+        raise EmbeddingError(f"{where}: embedding is not a non-empty list of floats")
+    try:
+        arr = np.asarray(raw, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise EmbeddingError(f"{where}: embedding is not a list of floats") from exc
+    if arr.ndim != 1:
+        raise EmbeddingError(f"{where}: embedding is not a flat list")
+    if not np.all(np.isfinite(arr)):
+        raise EmbeddingError(f"{where}: embedding has non-finite values")
+    peak = float(np.max(np.abs(arr)))
+    if peak == 0.0:
+        raise EmbeddingError(f"{where}: embedding is the zero vector")
+    arr = arr / peak  # first, so the norm of huge values cannot overflow
+    return (arr / np.linalg.norm(arr)).astype(np.float32)
+
+
+class HttpEmbedder:
+    """An OpenAI-compatible ``POST {base_url}/embeddings`` client."""
+
+    def __init__(
+        self,
+        *,
+        base_url: str,
+        api_key: str,
+        model: str,
+        client: httpx.AsyncClient | None = None,
+        timeout: float = 30.0,
+        batch_size: int = 64,
+        dimensions: int | None = None,
+    ) -> None:
+        if batch_size < 1:
+            raise ValueError("batch_size must be at least 1")
+        if dimensions is not None and dimensions < 1:
+            raise ValueError("dimensions must be positive")
+        self.model = model
+        self.batch_size = batch_size
+        self.dimensions = dimensions
+        self._url = base_url.rstrip("/") + "/embeddings"
+        self._api_key = api_key
+        # Per request, not on the client: a shared client passed in must not
+        # carry this endpoint's key to other hosts.
+        self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self._timeout = timeout
+        self._own_client = client is None
+        self._client = client if client is not None else httpx.AsyncClient(timeout=timeout)
+
+    async def aclose(self) -> None:
+        """Close the client if this embedder made it; safe to call twice."""
+        if self._own_client:
+            await self._client.aclose()
+
+    async def __aenter__(self) -> HttpEmbedder:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def embed(self, texts: Sequence[str]) -> list[np.ndarray]:
+        out: list[np.ndarray] = []
+        for start in range(0, len(texts), self.batch_size):
+            batch = [t[:MAX_TEXT_CHARS] for t in texts[start : start + self.batch_size]]
+            vectors = await self._post(batch)
+            if out and len(vectors[0]) != len(out[0]):
+                raise EmbeddingError(f"embeddings: dimension changed between batches ({len(out[0])} -> {len(vectors[0])})")
+            out.extend(vectors)
+        return out
+
+    def _excerpt(self, text: str) -> str:
+        text = " ".join(text.split())[:200]
+        # Some servers echo the key they refused; it must not reach a log.
+        return text.replace(self._api_key, "***") if self._api_key else text
+
+    async def _post(self, batch: list[str]) -> list[np.ndarray]:
+        body: dict[str, Any] = {"model": self.model, "input": batch, "encoding_format": "float"}
+        if self.dimensions is not None:
+            body["dimensions"] = self.dimensions
+        try:
+            resp = await self._client.post(self._url, json=body, headers=self._headers, timeout=self._timeout)
+        except httpx.TimeoutException as exc:
+            raise EmbeddingError(f"embeddings: timeout after {self._timeout:g}s ({type(exc).__name__})") from exc
+        except httpx.HTTPError as exc:
+            raise EmbeddingError(f"embeddings: transport: {type(exc).__name__}: {self._excerpt(str(exc))}") from exc
+        if resp.status_code != 200:
+            raise EmbeddingError(f"embeddings: HTTP {resp.status_code}: {self._excerpt(resp.text)}")
+        try:
+            data = resp.json()["data"]
+            items = sorted(((int(d["index"]), d["embedding"]) for d in data), key=lambda p: p[0])
+        except (ValueError, KeyError, TypeError) as exc:
+            raise EmbeddingError(f"embeddings: not an embeddings response: {self._excerpt(resp.text)}") from exc
+        if [i for i, _ in items] != list(range(len(batch))):
+            raise EmbeddingError(f"embeddings: {len(items)} vectors (indexes not 0..n-1) for {len(batch)} inputs")
+        vectors = [_unit(raw, f"embeddings: input {i}") for i, raw in items]
+        dims = {len(v) for v in vectors}
+        if len(dims) != 1:
+            raise EmbeddingError(f"embeddings: vectors of different dimensions {sorted(dims)} in one response")
+        if self.dimensions is not None and self.dimensions not in dims:
+            raise EmbeddingError(f"embeddings: asked for {self.dimensions} dimensions, got {dims.pop()}")
+        return vectors
+
+
+class CachedEmbedder:
+    """An :class:`Embedder` in front of another, caching by (text, model)."""
+
+    def __init__(self, inner: Embedder, db: Database, clock: Clock, *, memory_items: int = 2048) -> None:
+        self.inner = inner
+        self.model = inner.model
+        self.db = db
+        self.clock = clock
+        self.memory_items = memory_items
+        self.dimension: int | None = None
+        """The API's dimension, from its latest answer; ``None`` until then."""
+        self._lru: OrderedDict[str, np.ndarray] = OrderedDict()
+
+    def now(self) -> str:
+        return format_ts(self.clock.now())
+
+    def _fits(self, v: np.ndarray) -> bool:
+        return self.dimension is None or len(v) == self.dimension
+
+    def _remember(self, key: str, v: np.ndarray) -> None:
+        self._lru[key] = v
+        self._lru.move_to_end(key)
+        while len(self._lru) > self.memory_items:
+            self._lru.popitem(last=False)
+
+    async def _lookup(self, hashes: list[str]) -> dict[str, np.ndarray]:
+        # A shutdown in progress must not turn a reply into an error: the
+        # cache only saves requests, the vectors are right without it.
+        if self.db.closed or not hashes:
+            return {}
+        found: dict[str, np.ndarray] = {}
+        for start in range(0, len(hashes), _IN_CHUNK):
+            chunk = hashes[start : start + _IN_CHUNK]
+            rows = await self.db.reader.execute_fetchall(
+                f"SELECT text_hash, dimension, vector FROM embedding_cache"
+                f" WHERE model = ? AND text_hash IN ({','.join('?' * len(chunk))})",
+                [self.model, *chunk],
+            )
+            for row in rows:
+                blob = bytes(row["vector"])
+                if len(blob) != 4 * int(row["dimension"]) or row["dimension"] < 1:
+                    continue  # a damaged row: embed again, and the write replaces it
+                v = blob_to_vector(blob)
+                if self._fits(v):
+                    found[row["text_hash"]] = v
+        if self.dimension is None and len({len(v) for v in found.values()}) > 1:
+            # Rows of two models' sizes and no answer yet to tell which is
+            # current: ask the API rather than hand out mixed vectors.
+            return {}
+        return found
+
+    async def _ask(self, texts: list[str]) -> list[np.ndarray]:
+        vectors = await self.inner.embed(texts)
+        if len(vectors) != len(texts):
+            raise EmbeddingError(f"embeddings: {len(vectors)} vectors for {len(texts)} texts")
+        if vectors:
+            # The latest answer wins: an endpoint that switched models mid-run
+            # makes every older row of the other size a miss from now on.
+            self.dimension = len(vectors[0])
+        return vectors
+
+    async def embed(self, texts: Sequence[str], *, persist: bool = True) -> list[np.ndarray]:
+        """Vectors for ``texts`` in order; only texts in neither cache reach
+        the inner embedder, in one call. ``persist=False`` never writes the
+        database (the read path); its vectors go to the in-process LRU."""
+        if not texts:
+            return []
+        keys = {t: text_hash(t) for t in texts}  # dedupes, in first-seen order
+        got: dict[str, np.ndarray] = {}
+        from_lru: set[str] = set()
+        for key in keys.values():
+            v = self._lru.get(key)
+            if v is not None and self._fits(v):
+                self._lru.move_to_end(key)
+                got[key] = v
+                from_lru.add(key)
+        got.update(await self._lookup([k for k in keys.values() if k not in got]))
+        missing = [t for t, k in keys.items() if k not in got]
+        fresh: dict[str, np.ndarray] = {}
+        if missing:
+            for t, v in zip(missing, await self._ask(missing), strict=True):
+                fresh[keys[t]] = v
+            got.update(fresh)
+            stale = [t for t, k in keys.items() if k not in fresh and len(got[k]) != self.dimension]
+            if stale:
+                # Cached rows were accepted before the API had told the
+                # dimension, and it differs: those texts need new vectors too.
+                for t, v in zip(stale, await self._ask(stale), strict=True):
+                    fresh[keys[t]] = v
+                got.update(fresh)
+        if persist:
+            await self._persist(fresh, {k: got[k] for k in keys.values() if k not in fresh})
+        else:
+            for key in keys.values():
+                if key not in from_lru:
+                    self._remember(key, got[key])
+        return [got[keys[t]] for t in texts]
+
+    async def _persist(self, fresh: dict[str, np.ndarray], hits: dict[str, np.ndarray]) -> None:
+        if self.db.closed or not (fresh or hits):
+            return
+        now = self.now()
+        async with self.db.transaction() as conn:
+            if fresh:
+                await conn.executemany(
+                    "INSERT OR REPLACE INTO embedding_cache"
+                    " (text_hash, model, dimension, vector, created_at, last_used_at) VALUES (?, ?, ?, ?, ?, ?)",
+                    [(k, self.model, len(v), vector_to_blob(v), now, now) for k, v in fresh.items()],
+                )
+            if hits:
+                # An upsert, not an UPDATE: a hit from the LRU (the read path
+                # embedded it first) may have no row yet.
+                await conn.executemany(
+                    "INSERT INTO embedding_cache"
+                    " (text_hash, model, dimension, vector, created_at, last_used_at) VALUES (?, ?, ?, ?, ?, ?)"
+                    " ON CONFLICT (text_hash, model) DO UPDATE SET last_used_at = excluded.last_used_at",
+                    [(k, self.model, len(v), vector_to_blob(v), now, now) for k, v in hits.items()],
+                )
+
+    async def prune(self, *, unused_days: int) -> int:
+        """Delete rows (of any model) unused for ``unused_days``; their count."""
+        cutoff = format_ts(self.clock.now() - timedelta(days=unused_days))
+        _, count = await self.db.write("DELETE FROM embedding_cache WHERE last_used_at < ?", (cutoff,))
+        return count
+
+    async def drop_other_dimensions(self, dimension: int) -> int:
+        """Delete this model's rows of any other dimension; their count."""
+        for key in [k for k, v in self._lru.items() if len(v) != dimension]:
+            del self._lru[key]
+        _, count = await self.db.write(
+            "DELETE FROM embedding_cache WHERE model = ? AND dimension != ?", (self.model, dimension)
+        )
+        return count
