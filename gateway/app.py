@@ -114,6 +114,8 @@ def config_secrets(cfg: Config) -> list[str]:
     ]
     if cfg.memory.provider is not None:
         values.append(cfg.memory.provider.api_key)
+    if cfg.memory.embedding.provider is not None:
+        values.append(cfg.memory.embedding.provider.api_key)
     return [v.get_secret_value() for v in values if v.get_secret_value()]
 
 
@@ -146,6 +148,8 @@ class App:
         # Hook points (see the module docstring).
         self.extraction: Service | None = None
         self.cron: Service | None = None
+        self.vectorizer: Any = None  # memory.vectorize.Vectorizer when memory.embedding.enabled
+        self._embedder: Any = None  # memory.embedding.HttpEmbedder, closed in close()
         self.compressor: Any = None  # memory.compression.Compressor when memory is on
         self._memory_llm: Any = None  # memory.llm.MemoryLLM, closed in close()
         self._cron_store: Any = None  # gateway.cron.CronStore
@@ -178,9 +182,10 @@ class App:
 
             engine = await MemoryEngine.open(self.paths.memory_db(cfg), self.clock)
             r = cfg.memory.retrieval
-            self.backend = SqliteMemory(
-                engine, Retriever(engine, max_hits=r.max_hits, token_budget=r.token_budget, max_chars=r.max_chars)
-            )
+            retriever: Any = Retriever(engine, max_hits=r.max_hits, token_budget=r.token_budget, max_chars=r.max_chars)
+            if cfg.memory.embedding.enabled:
+                retriever = self._open_hybrid(engine, retriever)
+            self.backend = SqliteMemory(engine, retriever)
             known_projects = engine.known_projects
             await self._open_write_path(engine)
             self._open_memory_page(engine)
@@ -223,6 +228,41 @@ class App:
 
         if cfg.cron.enabled:
             await self._open_cron()
+
+    def _open_hybrid(self, engine: Any, lexical: Any) -> Any:
+        """Recall by meaning too (memory.embedding): the vectorizer embeds
+        memories in the background, the hybrid retriever fuses rankings."""
+        from memory.embedding import CachedEmbedder, HttpEmbedder
+        from memory.hybrid import HybridRetriever
+        from memory.vectorize import Vectorizer
+        from memory.vectors import VectorIndex
+
+        e = self.cfg.memory.embedding
+        provider = self.cfg.embedding_provider()
+        raw = HttpEmbedder(
+            base_url=provider.base_url,
+            api_key=provider.api_key.get_secret_value(),
+            model=e.model,
+            client=self.http_client,
+            timeout=provider.timeout.total_seconds(),
+            batch_size=e.batch_size,
+            dimensions=e.dimensions,
+        )
+        self._embedder = raw
+        cached = CachedEmbedder(raw, engine.db, self.clock)
+        # The index is per model: switching models re-embeds, old vectors stay unused.
+        index = VectorIndex(engine.db, e.model if e.dimensions is None else f"{e.model}@{e.dimensions}")
+        self.vectorizer = Vectorizer(index, cached, interval=e.interval.total_seconds(), batch_size=e.batch_size)
+        log.info("hybrid recall enabled", model=e.model, fusion=e.fusion, base_url=provider.base_url)
+        return HybridRetriever(
+            lexical,
+            index,
+            cached,
+            timeout=e.query_timeout.total_seconds(),
+            min_similarity=e.min_similarity,
+            fusion=e.fusion,
+            lexical_share=e.lexical_share,
+        )
 
     def _open_memory_page(self, engine: Any) -> None:
         """``/memory`` on the gateway's HTTP server (created for it if no
@@ -333,7 +373,7 @@ class App:
                 "no channel is enabled: set channels.telegram.enabled or channels.feishu.enabled "
                 "(or try `myclaw chat` in a terminal)"
             )
-        for svc in (self.extraction, self.cron):
+        for svc in (self.extraction, self.cron, self.vectorizer):
             if svc is not None:
                 await svc.start()
                 self._started_services.append(svc)
@@ -449,6 +489,11 @@ class App:
             await self.llm.aclose()
         if self._memory_llm is not None:
             await self._memory_llm.aclose()
+        hybrid = getattr(getattr(self.backend, "retriever", None), "aclose", None)
+        if hybrid is not None:
+            await hybrid()  # query vectors still in flight
+        if self._embedder is not None:
+            await self._embedder.aclose()
         if self._cron_store is not None:
             await self._cron_store.close()
         if self.sessions is not None:

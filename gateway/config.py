@@ -220,6 +220,34 @@ class RetrievalConfig(_Model):
     max_chars: int = Field(default=300, ge=40)
 
 
+class EmbeddingConfig(_Model):
+    """Hybrid recall (seeds 003/004, docs/RETRIEVAL.md §10): memories are
+    also found by meaning, through an OpenAI-compatible ``/embeddings``
+    endpoint. Off by default; when off or failing, recall is lexical only.
+    Pick a model that covers the languages your users write in: an
+    English-only model made Chinese recall worse (MADial zh 0.580 -> 0.434)."""
+
+    enabled: bool = False
+    model: str = "text-embedding-3-small"
+    provider: ProviderConfig | None = None  # None: memory.provider, then provider
+    dimensions: int | None = Field(default=None, gt=0, le=8192)
+    # How long a reply may wait for the message's vector before it is
+    # answered with the lexical hits alone; the lexical search runs meanwhile.
+    query_timeout: Duration = timedelta(milliseconds=500)
+    fusion: Literal["weighted", "rrf"] = "weighted"
+    lexical_share: float = Field(default=0.75, ge=0, le=1)
+    min_similarity: float = Field(default=0.2, ge=-1, le=1)
+    batch_size: int = Field(default=64, ge=1, le=2048)
+    interval: Duration = timedelta(seconds=15)  # how often new memories are looked for
+
+    @field_validator("model")
+    @classmethod
+    def _model(cls, v: str) -> str:
+        if not v.strip():
+            raise ValueError("must name the embedding model")
+        return v.strip()
+
+
 class MemoryConfig(_Model):
     enabled: bool = True
     model: str = ""  # empty: agent.model
@@ -228,6 +256,7 @@ class MemoryConfig(_Model):
     db_path: str = ""  # empty: $MYCLAW_HOME/data/memory.db
     extraction: ExtractionConfig = Field(default_factory=ExtractionConfig)
     retrieval: RetrievalConfig = Field(default_factory=RetrievalConfig)
+    embedding: EmbeddingConfig = Field(default_factory=EmbeddingConfig)
     # person -> ["channel:sender_id", ...]; lets one person share memory
     # across Telegram and Feishu.
     identities: dict[str, list[str]] = Field(default_factory=dict)
@@ -262,6 +291,9 @@ class Config(_Model):
 
     def memory_provider(self) -> ProviderConfig:
         return self.memory.provider or self.provider
+
+    def embedding_provider(self) -> ProviderConfig:
+        return self.memory.embedding.provider or self.memory_provider()
 
     def memory_model(self) -> str:
         return self.memory.model or self.agent.model
@@ -311,6 +343,10 @@ ENV_OVERRIDES: dict[str, tuple[tuple[str, ...], str]] = {
     "MYCLAW_MEMORY_API_KEY": (("memory", "provider", "apiKey"), "str"),
     "MYCLAW_MEMORY_BASE_URL": (("memory", "provider", "baseUrl"), "str"),
     "MYCLAW_MEMORY_DB_PATH": (("memory", "dbPath"), "str"),
+    "MYCLAW_EMBEDDING_ENABLED": (("memory", "embedding", "enabled"), "bool"),
+    "MYCLAW_EMBEDDING_MODEL": (("memory", "embedding", "model"), "str"),
+    "MYCLAW_EMBEDDING_API_KEY": (("memory", "embedding", "provider", "apiKey"), "str"),
+    "MYCLAW_EMBEDDING_BASE_URL": (("memory", "embedding", "provider", "baseUrl"), "str"),
     "MYCLAW_TELEGRAM_ENABLED": (("channels", "telegram", "enabled"), "bool"),
     "MYCLAW_TELEGRAM_TOKEN": (("channels", "telegram", "token"), "str"),
     "MYCLAW_TELEGRAM_BASE_URL": (("channels", "telegram", "baseUrl"), "str"),

@@ -18,6 +18,7 @@ from .backend import MemoryBackend, Turn
 from .batch import RowBatcher, insert_statement
 from .clock import format_ts
 from .engine import MemoryEngine, more_source_text
+from .hybrid import HybridRetriever
 from .retrieval import Retriever
 from .tokens import estimate_tokens
 from .types import Category, Hit, NewMemory, Provenance, Source
@@ -36,7 +37,7 @@ _ONE_STATEMENT_ROWS = 100  # x 9 parameters, far below SQLite's limit of 32,766
 class SqliteMemory(MemoryBackend):
     kind = "sqlite"
 
-    def __init__(self, engine: MemoryEngine, retriever: Retriever | None = None) -> None:
+    def __init__(self, engine: MemoryEngine, retriever: Retriever | HybridRetriever | None = None) -> None:
         self.engine = engine
         self.retriever = retriever or Retriever(engine)
         self._listeners: list[BufferListener] = []

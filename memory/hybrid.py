@@ -1,0 +1,225 @@
+"""Hybrid recall: the lexical ranking fused with a vector ranking (seeds 003/004).
+
+The lexical retriever (:mod:`memory.retrieval`) finds what shares the
+message's words; the vectors find what means the same in other words ("the
+server stopped answering" for "the system crashed"), and, with a good model,
+what is merely *associated* (a perfect maths test recalls the ice cream that
+celebrated the last one). The two rankings are fused, by default, as a weighted sum of
+each side's score over its own best (:data:`LEXICAL_SHARE` to the words),
+or by reciprocal rank (RRF, ``fusion="rrf"``): the sum of ``1 / (k + rank)``
+over the rankings that hold a memory.
+
+The read path never waits long on the embedding endpoint: the message's
+vector is requested at once and the lexical search runs meanwhile; if the
+vector is not there ``timeout`` seconds after the request, or the endpoint
+fails, the reply gets the lexical hits alone (and a late vector still lands
+in the in-process cache for the next message). Query vectors are never
+written to the database, so the read path stays read-only.
+
+Measured on the recall benchmark in docs/RETRIEVAL.md §10.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import replace
+from datetime import datetime
+from typing import Literal, Protocol
+
+import numpy as np
+import structlog
+
+from .format import fit_budget
+from .retrieval import MAX_QUERY_CHARS, Retriever
+from .types import GLOBAL_OWNER, Hit
+from .vectors import VectorIndex
+
+__all__ = ["Fusion", "HybridRetriever", "query_text"]
+
+log = structlog.get_logger(component="recall")
+
+Fusion = Literal["weighted", "rrf"]
+
+LEXICAL_SHARE = 0.75
+"""Share of the lexical side in the weighted fusion (a convex combination
+of each side's score over its best, Bruch et al. 2023). RRF, which seed 004
+names, treats both rankings as equals; with a small model it let the vector
+side reorder what the tuned lexical side had right (LoCoMo turns R@5 0.665
+-> 0.549), while 0.75 keeps it (0.657) and still lifts MADial en (0.577 ->
+0.620): docs/RETRIEVAL.md §10."""
+
+RRF_K = 60
+"""The usual constant of reciprocal rank fusion (Cormack et al. 2009)."""
+
+CONTEXT_TURNS = 4
+"""Earlier user messages embedded with the message, as the lexical query
+uses them: a short follow-up ("when are we going?") means little alone."""
+
+
+class _QueryEmbedder(Protocol):
+    model: str
+
+    async def embed(self, texts: Sequence[str], *, persist: bool = True) -> list[np.ndarray]: ...
+
+
+def query_text(query: str, context: Sequence[str] = ()) -> str:
+    """What is embedded for a message: its user's recent lines, then itself."""
+    lines = [c.strip() for c in context[-CONTEXT_TURNS:] if c.strip()] + [query.strip()]
+    return "\n".join(lines)[-MAX_QUERY_CHARS:]
+
+
+class HybridRetriever:
+    """Same interface as :class:`memory.retrieval.Retriever` (``retrieve``,
+    ``search_events``), so the gateway, the tools and the memory page use
+    either."""
+
+    def __init__(
+        self,
+        lexical: Retriever,
+        vectors: VectorIndex,
+        embedder: _QueryEmbedder,
+        *,
+        timeout: float = 0.5,
+        min_similarity: float = 0.3,
+        depth: int | None = None,
+        fusion: Fusion = "weighted",
+        lexical_share: float = LEXICAL_SHARE,
+        rrf_k: int = RRF_K,
+    ) -> None:
+        if fusion not in ("weighted", "rrf"):
+            raise ValueError(f"unknown fusion {fusion!r} (weighted or rrf)")
+        self.lexical = lexical
+        self.vectors = vectors
+        self.embedder = embedder
+        self.timeout = timeout
+        self.min_similarity = min_similarity
+        self.depth = depth or lexical.candidates
+        self.fusion = fusion
+        self.lexical_share = lexical_share
+        self.rrf_k = rrf_k
+        self.fallbacks = 0  # answers given without vectors (late or failed endpoint)
+        self._pending: set[asyncio.Task[list[np.ndarray]]] = set()
+
+    # The attributes callers read off a Retriever.
+    @property
+    def engine(self):  # type: ignore[no-untyped-def]
+        return self.lexical.engine
+
+    @property
+    def max_hits(self) -> int:
+        return self.lexical.max_hits
+
+    @property
+    def candidates(self) -> int:
+        return self.lexical.candidates
+
+    async def search_events(self, user: str, query: str, *, limit: int = 8) -> list[Hit]:
+        return await self.lexical.search_events(user, query, limit=limit)
+
+    async def _query_vector(self, task: asyncio.Task[list[np.ndarray]], started: float) -> np.ndarray | None:
+        left = self.timeout - (time.perf_counter() - started)
+        if not task.done():
+            await asyncio.wait({task}, timeout=max(0.0, left))
+        if not task.done():
+            self.fallbacks += 1
+            log.info("query vector late; lexical recall only", timeout_s=self.timeout)
+            return None  # the task goes on and fills the embedder's cache
+        if task.cancelled() or task.exception() is not None:
+            self.fallbacks += 1
+            exc = None if task.cancelled() else task.exception()
+            log.warning("query vector failed; lexical recall only", error=str(exc) or type(exc).__name__)
+            return None
+        return task.result()[0]
+
+    def _start(self, text: str) -> asyncio.Task[list[np.ndarray]]:
+        task = asyncio.create_task(self.embedder.embed([text], persist=False), name="query-vector")
+        self._pending.add(task)
+
+        def done(t: asyncio.Task[list[np.ndarray]]) -> None:
+            self._pending.discard(t)
+            if not t.cancelled():
+                t.exception()  # retrieved here, so a late failure is not "never retrieved"
+
+        task.add_done_callback(done)
+        return task
+
+    async def aclose(self) -> None:
+        """Cancel query vectors still in flight (shutdown)."""
+        for t in list(self._pending):
+            t.cancel()
+        for t in list(self._pending):
+            with contextlib.suppress(BaseException):
+                await t
+
+    async def retrieve(
+        self,
+        user: str,
+        query: str,
+        *,
+        context: Sequence[str] = (),
+        private: bool = True,
+        now: datetime | None = None,
+        limit: int | None = None,
+        projects: Iterable[str] | None = None,
+    ) -> list[Hit]:
+        text = query_text(query, context)
+        if not text:
+            return []
+        started = time.perf_counter()
+        task = self._start(text)
+        lexical = await self.lexical.retrieve(
+            user, query, context=context, private=private, now=now, limit=self.depth, projects=projects
+        )
+        vec = await self._query_vector(task, started)
+        dense: list[tuple[int, float]] = []
+        if vec is not None:
+            owners = [user] if user == GLOBAL_OWNER else [user, GLOBAL_OWNER]
+            dense = await self.vectors.search(
+                owners, vec, self.depth, private=private, min_similarity=self.min_similarity
+            )
+        hits = await self._fuse(lexical, dense)
+        if limit is not None:
+            return hits[:limit]
+        lx = self.lexical
+        return fit_budget(hits, max_hits=lx.max_hits, max_chars=lx.max_chars, token_budget=lx.token_budget)
+
+    async def _fuse(self, lexical: list[Hit], dense: list[tuple[int, float]]) -> list[Hit]:
+        if not dense:
+            return lexical
+        fused = self._rrf(lexical, dense) if self.fusion == "rrf" else self._weighted(lexical, dense)
+        by_id = {h.id: h for h in lexical}
+        missing = [mid for mid, _ in dense if mid not in by_id]
+        if missing:
+            for mid, m in (await self.engine.get_many(missing)).items():
+                by_id[mid] = m.to_hit()
+        order = sorted((mid for mid in fused if mid in by_id), key=lambda mid: (-fused[mid], -mid))
+        if not order:
+            return []
+        # Scores keep the lexical scale (the memory_search tool sorts facts
+        # and events together): the best fused hit gets the best of the two
+        # rankings' top scores, the rest in proportion to their fused score.
+        top = max([h.score for h in lexical[:1]] + [s for _, s in dense[:1]])
+        best = fused[order[0]] or 1.0
+        return [replace(by_id[mid], score=top * fused[mid] / best) for mid in order]
+
+    def _weighted(self, lexical: list[Hit], dense: list[tuple[int, float]]) -> dict[int, float]:
+        # Each side scaled by its own best score, so the share means the same
+        # whatever the model's cosine range and the query's BM25 range.
+        a = self.lexical_share
+        lmax = max((h.score for h in lexical), default=0.0) or 1.0
+        dmax = max((c for _, c in dense), default=0.0) or 1.0
+        fused = {h.id: a * h.score / lmax for h in lexical}
+        for mid, c in dense:
+            fused[mid] = fused.get(mid, 0.0) + (1.0 - a) * max(0.0, c) / dmax
+        return fused
+
+    def _rrf(self, lexical: list[Hit], dense: list[tuple[int, float]]) -> dict[int, float]:
+        fused: dict[int, float] = {}
+        for rank, h in enumerate(lexical):
+            fused[h.id] = fused.get(h.id, 0.0) + 1.0 / (self.rrf_k + rank + 1)
+        for rank, (mid, _) in enumerate(dense):
+            fused[mid] = fused.get(mid, 0.0) + 1.0 / (self.rrf_k + rank + 1)
+        return fused

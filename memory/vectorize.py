@@ -1,0 +1,120 @@
+"""The vectorizer: embeds memories in the background (seed 003).
+
+Whatever writes a memory (extraction, compression, ``memory_save``, the
+memory page, migration) only writes its row and FTS text; this service finds
+the active memories whose vector is missing or stale
+(:meth:`memory.vectors.VectorIndex.pending`) and embeds them in batches
+through the cached embedder, so no reply ever waits on an embedding of a
+memory. A failing endpoint loses nothing: the memories stay found by their
+words, and the batch is retried with backoff.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Sequence
+from typing import Protocol
+
+import numpy as np
+import structlog
+
+from .vectors import Pending, VectorIndex
+
+__all__ = ["Vectorizer"]
+
+log = structlog.get_logger(component="vectorize")
+
+
+class _Embedder(Protocol):
+    model: str
+
+    async def embed(self, texts: Sequence[str]) -> list[np.ndarray]: ...
+
+
+class Vectorizer:
+    def __init__(
+        self,
+        index: VectorIndex,
+        embedder: _Embedder,
+        *,
+        interval: float = 15.0,
+        batch_size: int = 64,
+        max_backoff: float = 600.0,
+    ) -> None:
+        self.index = index
+        self.embedder = embedder
+        self.interval = interval
+        self.batch_size = batch_size
+        self.max_backoff = max_backoff
+        self.failures = 0  # consecutive failed batches
+        self.last_error = ""
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    async def run_once(self) -> int:
+        """Embed one batch of pending memories; returns how many were stored.
+        Raises what the embedder raised (nothing is written then)."""
+        todo = await self.index.pending(self.batch_size)
+        if not todo:
+            return 0
+        vectors = await self.embedder.embed([p.content for p in todo])
+        pairs: list[tuple[Pending, np.ndarray]] = list(zip(todo, vectors, strict=True))
+        stored = await self.index.store(pairs)
+        if stored < len(todo):
+            # Edited or deleted while embedding: the next pass sees the new state.
+            log.debug("memories changed while embedding", embedded=len(todo), stored=stored)
+        return len(todo)
+
+    async def drain(self) -> int:
+        """Embed everything pending now (tests, ``myclaw memory reindex``)."""
+        total = 0
+        while n := await self.run_once():
+            total += n
+        return total
+
+    def kick(self) -> None:
+        """Look for new memories now instead of at the next interval."""
+        self._wake.set()
+
+    async def start(self) -> None:
+        if self._task is None:
+            self._task = asyncio.create_task(self._run(), name="memory-vectorize")
+
+    async def stop(self) -> None:
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    def _delay(self) -> float:
+        if not self.failures:
+            return self.interval
+        return min(self.max_backoff, self.interval * 2 ** min(self.failures, 16))
+
+    async def _run(self) -> None:
+        while True:
+            self._wake.clear()  # a kick during the pass below means: look again
+            try:
+                n = await self.run_once()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # the endpoint's trouble must not end the service
+                self.failures += 1
+                self.last_error = str(exc) or type(exc).__name__
+                log.warning(
+                    "embedding memories failed; retrying", error=self.last_error, failures=self.failures,
+                    retry_in_s=round(self._delay(), 1),
+                )
+                n = 0
+            else:
+                if self.failures:
+                    log.info("embedding memories works again", after_failures=self.failures)
+                self.failures = 0
+                self.last_error = ""
+            if n >= self.batch_size and not self.failures:
+                await asyncio.sleep(0)  # more pending: next batch right away, yielding first
+                continue
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), self._delay())

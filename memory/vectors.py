@@ -1,0 +1,162 @@
+"""Memory vectors for hybrid search (seed 003 ``mem_vec``, seed 004).
+
+One L2-normalised float32 vector per active memory, in ``memory_vectors``
+(schema 4), written by :class:`memory.vectorize.Vectorizer` off the reply
+path. A search is a brute-force cosine scan of the asking user's vectors
+(and ``_global``'s): one matrix product, which at 10k memories of 384
+dimensions is well under a millisecond. sqlite-vec would do the same scan
+inside SQLite, but CPython builds without ``enable_load_extension`` cannot
+load it.
+
+Each owner's matrix is kept in process (an LRU of owners) and rebuilt only
+after :meth:`VectorIndex.store` wrote vectors of that owner. Rows of
+memories deleted or archived since are filtered out by one indexed query
+over the few ids that made the top, so the cached matrix never shows
+something that is gone.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from .db import Database
+
+__all__ = ["Pending", "VectorIndex"]
+
+
+@dataclass(frozen=True)
+class Pending:
+    """An active memory whose vector is missing, stale or of another model."""
+
+    memory_id: int
+    owner: str
+    content: str
+    content_hash: str
+
+
+@dataclass
+class _Matrix:
+    ids: np.ndarray  # int64, one per row
+    vectors: np.ndarray  # float32, rows L2-normalised
+
+
+_EMPTY = _Matrix(np.zeros(0, dtype=np.int64), np.zeros((0, 0), dtype=np.float32))
+
+
+class VectorIndex:
+    def __init__(self, db: Database, model: str, *, cached_owners: int = 64) -> None:
+        self.db = db
+        self.model = model
+        self._cached_owners = cached_owners
+        self._matrices: OrderedDict[str, _Matrix] = OrderedDict()
+
+    # -- write side (the vectorizer) -------------------------------------------
+
+    async def pending(self, limit: int = 256) -> list[Pending]:
+        """Active memories still to embed, oldest first."""
+        rows = await self.db.reader.execute_fetchall(
+            """SELECT m.id, m.owner, m.content, m.content_hash
+                 FROM memories m LEFT JOIN memory_vectors v ON v.memory_id = m.id
+                WHERE m.status = 'active'
+                  AND (v.memory_id IS NULL OR v.model != ? OR v.content_hash != m.content_hash)
+                ORDER BY m.id LIMIT ?""",
+            (self.model, limit),
+        )
+        return [Pending(r[0], r[1], r[2], r[3]) for r in rows]
+
+    async def store(self, items: Sequence[tuple[Pending, np.ndarray]]) -> int:
+        """Write the vectors of ``items`` in one transaction; returns how many
+        were written. A memory deleted or edited since it was read is skipped
+        (its new wording is picked up by the next :meth:`pending`)."""
+        if not items:
+            return 0
+        written = 0
+        async with self.db.transaction() as conn:
+            for p, vec in items:
+                v = np.asarray(vec, dtype="<f4")
+                cur = await conn.execute(
+                    """INSERT OR REPLACE INTO memory_vectors (memory_id, owner, model, content_hash, vector)
+                       SELECT id, owner, ?, content_hash, ? FROM memories WHERE id = ? AND content_hash = ?""",
+                    (self.model, v.tobytes(), p.memory_id, p.content_hash),
+                )
+                written += max(0, cur.rowcount)
+        for owner in {p.owner for p, _ in items}:
+            self._matrices.pop(owner, None)
+        return written
+
+    def forget_cached(self, owner: str | None = None) -> None:
+        """Drop cached matrices (one owner's, or all)."""
+        if owner is None:
+            self._matrices.clear()
+        else:
+            self._matrices.pop(owner, None)
+
+    async def count(self, owner: str | None = None) -> int:
+        sql = "SELECT count(*) FROM memory_vectors WHERE model = ?"
+        args: tuple[object, ...] = (self.model,)
+        if owner is not None:
+            sql += " AND owner = ?"
+            args += (owner,)
+        rows = await self.db.reader.execute_fetchall(sql, args)
+        return int(rows[0][0])
+
+    # -- read side ----------------------------------------------------------------
+
+    async def _matrix(self, owner: str) -> _Matrix:
+        m = self._matrices.get(owner)
+        if m is not None:
+            self._matrices.move_to_end(owner)
+            return m
+        rows = await self.db.reader.execute_fetchall(
+            "SELECT memory_id, vector FROM memory_vectors WHERE owner = ? AND model = ? ORDER BY memory_id",
+            (owner, self.model),
+        )
+        dims = {len(r[1]) for r in rows}
+        if not rows or len(dims) != 1:
+            # None, or vectors of two dimensions under one model name (the
+            # endpoint changed what it serves): searched once re-embedded.
+            m = _EMPTY
+        else:
+            vectors = np.frombuffer(b"".join(r[1] for r in rows), dtype="<f4").reshape(len(rows), -1)
+            m = _Matrix(np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows)), vectors)
+        self._matrices[owner] = m
+        while len(self._matrices) > self._cached_owners:
+            self._matrices.popitem(last=False)
+        return m
+
+    async def search(
+        self, owners: Sequence[str], query: np.ndarray, k: int, *, private: bool = True, min_similarity: float = -1.0
+    ) -> list[tuple[int, float]]:
+        """(memory id, cosine) of the ``k`` active memories of ``owners`` most
+        like ``query`` (an L2-normalised vector), best first. ``private=False``
+        (a group chat) leaves credentials out, as the lexical search does."""
+        q = np.asarray(query, dtype=np.float32)
+        ids: list[np.ndarray] = []
+        sims: list[np.ndarray] = []
+        for owner in dict.fromkeys(owners):
+            m = await self._matrix(owner)
+            if len(m.ids) and m.vectors.shape[1] == q.shape[0]:
+                ids.append(m.ids)
+                sims.append(m.vectors @ q)
+        if not ids:
+            return []
+        all_ids = np.concatenate(ids)
+        all_sims = np.concatenate(sims)
+        # A few more than k: some may be archived or deleted since cached.
+        want = min(len(all_ids), 2 * k + 8)
+        top = np.argpartition(-all_sims, want - 1)[:want] if want < len(all_ids) else np.arange(len(all_ids))
+        top = top[np.argsort(-all_sims[top], kind="stable")]
+        best = [(int(all_ids[i]), float(all_sims[i])) for i in top if all_sims[i] >= min_similarity]
+        if not best:
+            return []
+        marks = ",".join("?" * len(best))
+        where = "" if private else " AND category != 'credential'"
+        rows = await self.db.reader.execute_fetchall(
+            f"SELECT id FROM memories WHERE id IN ({marks}) AND status = 'active'{where}", [i for i, _ in best]
+        )
+        live = {r[0] for r in rows}
+        return [(i, s) for i, s in best if i in live][:k]
