@@ -23,6 +23,19 @@ def test_example_config_is_valid_and_shows_every_section() -> None:
     assert {"quietGap", "tokenBudget", "dailyFlush"} <= doc["memory"]["extraction"].keys()
     cfg = load_config(EXAMPLE, env={})
     assert cfg.memory.extraction.quiet_gap == timedelta(minutes=3)
+    assert cfg.memory.embedding.enabled is False  # hybrid recall is opt-in
+    assert cfg.memory.embedding.query_timeout == timedelta(milliseconds=500)
+
+
+def test_embedding_env_overrides_and_provider_fallback(tmp_path: Path) -> None:
+    doc = {"memory": {"provider": {"baseUrl": "http://mem.example/v1"}}}
+    cfg = load_config(write(tmp_path, doc), env={"MYCLAW_EMBEDDING_ENABLED": "true", "MYCLAW_EMBEDDING_MODEL": "bge-m3"})
+    assert cfg.memory.embedding.enabled and cfg.memory.embedding.model == "bge-m3"
+    assert cfg.embedding_provider().base_url == "http://mem.example/v1"  # the memory provider, unless its own
+    cfg = load_config(write(tmp_path, doc), env={"MYCLAW_EMBEDDING_BASE_URL": "http://127.0.0.1:9/v1",
+                                                 "MYCLAW_EMBEDDING_API_KEY": "sk-e"})
+    assert cfg.embedding_provider().base_url == "http://127.0.0.1:9/v1"
+    assert cfg.embedding_provider().api_key.get_secret_value() == "sk-e"
 
 
 def test_missing_file_means_defaults_unless_required(tmp_path: Path) -> None:
@@ -43,6 +56,10 @@ def test_missing_file_means_defaults_unless_required(tmp_path: Path) -> None:
         ({"memory": {"extraction": {"dailyFlush": "25:00"}}}, "memory.extraction.dailyFlush", "25:00"),
         ({"memory": {"quietgap": "3m"}}, "memory.quietgap", "unknown field"),
         ({"provider": {"baseUrl": "ftp://x"}}, "provider.baseUrl", "ftp://x"),
+        ({"memory": {"embedding": {"lexicalShare": 2}}}, "memory.embedding.lexicalShare", "2"),
+        ({"memory": {"embedding": {"fusion": "max"}}}, "memory.embedding.fusion", "max"),
+        ({"memory": {"embedding": {"queryTimeout": "soon"}}}, "memory.embedding.queryTimeout", "soon"),
+        ({"memory": {"embedding": {"provider": {"baseUrl": "localhost"}}}}, "memory.embedding.provider.baseUrl", "localhost"),
     ],
 )
 def test_bad_values_name_the_field_and_value(tmp_path: Path, doc: dict, field: str, shown: str) -> None:

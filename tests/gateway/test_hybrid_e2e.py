@@ -1,0 +1,94 @@
+"""Hybrid recall through the whole App: a memory stated in other words is
+embedded in the background and comes back by meaning, over the real bus,
+SQLite files and the OpenAI-compatible fake (chat and /v1/embeddings)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+from gateway.app import App, config_secrets
+from memory import ManualClock
+from memory.types import NewMemory
+from tests.fakes.openai_server import FakeOpenAI
+from tests.gateway.test_app import ECHO, _config
+from tests.gateway.test_remembering_e2e import Model, say
+
+KEY = "sk-embed-e2e-0123456789"
+CONCEPTS = {"automobile": "car"}
+
+
+@asynccontextmanager
+async def running(tmp_path: Path, clock: ManualClock, **embedding: Any) -> AsyncIterator[tuple[App, FakeOpenAI]]:
+    async with FakeOpenAI(api_key=KEY, responder=Model(), embedding_concepts=CONCEPTS, embedding_dim=1024) as fake:
+        section = {"enabled": True, "model": "fake-embed", "minSimilarity": 0.1, **embedding}
+        cfg, paths = _config(tmp_path, fake, memory={"embedding": section})
+        app = App(cfg, paths, clock=clock, channel_specs=(ECHO,))
+        try:
+            await app.open()
+            await app.start()
+            yield app, fake
+        finally:
+            await app.close()
+
+
+async def seed(app: App) -> None:
+    engine = app.backend.engine  # type: ignore[union-attr]
+    for owner, text in [("echo:alice", "Alice's automobile is a blue Tesla"), ("echo:alice", "Alice's sister lives in Lisbon"),
+                        ("echo:bob", "Bob's automobile is a red Fiat")]:
+        await engine.add(NewMemory(owner=owner, content=text))
+    assert await app.vectorizer.drain() == 3  # what the background service does every interval
+
+
+def prompt_of(fake: FakeOpenAI) -> str:
+    return json.dumps(fake.requests[-1]["messages"], ensure_ascii=False)
+
+
+async def test_a_memory_in_other_words_reaches_the_prompt(tmp_path: Path) -> None:
+    clock = ManualClock("2026-03-02T10:00:00Z")
+    async with running(tmp_path, clock) as (app, fake):
+        assert app.vectorizer is not None and app.vectorizer in app._started_services
+        await seed(app)
+        await say(app, clock, "what colour is my car?", "alice")
+        prompt = prompt_of(fake)
+        assert "Alice's automobile is a blue Tesla" in prompt
+        assert "Bob's automobile" not in prompt  # one user's memories never reach another's prompt
+        # The message's vector was asked for with the key, and is not stored.
+        assert fake.embedding_requests[-1] == ["what colour is my car?"]
+        rows = await app.backend.engine.db.fetchall("SELECT count(*) FROM embedding_cache")  # type: ignore[union-attr]
+        assert rows[0][0] == 3  # the three memories only
+
+
+async def test_without_embeddings_the_same_question_misses(tmp_path: Path) -> None:
+    clock = ManualClock("2026-03-02T10:00:00Z")
+    async with running(tmp_path, clock, enabled=False) as (app, fake):
+        assert app.vectorizer is None
+        engine = app.backend.engine  # type: ignore[union-attr]
+        await engine.add(NewMemory(owner="echo:alice", content="Alice's automobile is a blue Tesla"))
+        await say(app, clock, "what colour is my car?", "alice")
+        assert "blue Tesla" not in prompt_of(fake)
+        assert fake.embedding_requests == []
+
+
+async def test_a_down_endpoint_still_gets_a_reply_with_lexical_recall(tmp_path: Path) -> None:
+    clock = ManualClock("2026-03-02T10:00:00Z")
+    async with running(tmp_path, clock, queryTimeout="200ms") as (app, fake):
+        await seed(app)
+        fake.queue_embedding_error(500, times=5)
+        reply = await say(app, clock, "where does my sister live?", "alice")
+        assert reply
+        assert "Lisbon" in prompt_of(fake)  # found by its words
+        fake.embedding_delay = 2.0
+        reply = await say(app, clock, "what colour is my car?", "alice")
+        assert reply and "blue Tesla" not in prompt_of(fake)  # answered without waiting for the vector
+        assert app.backend.retriever.fallbacks == 2  # type: ignore[union-attr]
+
+
+def test_the_embedding_key_is_a_secret(tmp_path: Path) -> None:
+    fake = FakeOpenAI(api_key=KEY)
+    fake.port = 1
+    cfg, _ = _config(tmp_path, fake, memory={"embedding": {"enabled": True, "provider": {"apiKey": "sk-embed-only-987654"}}})
+    assert "sk-embed-only-987654" in config_secrets(cfg)

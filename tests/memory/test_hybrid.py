@@ -1,0 +1,145 @@
+"""memory/hybrid.py: the lexical ranking fused with vectors from the fake
+OpenAI server over real HTTP, on a real SQLite file."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest
+
+from memory.clock import ManualClock
+from memory.embedding import CachedEmbedder, HttpEmbedder
+from memory.engine import MemoryEngine
+from memory.hybrid import HybridRetriever, query_text
+from memory.retrieval import Retriever
+from memory.types import Category, NewMemory
+from memory.vectorize import Vectorizer
+from memory.vectors import VectorIndex
+from tests.fakes.openai_server import FakeOpenAI
+
+# The fake embeds a word as its concept: what a real model does for synonyms.
+CONCEPTS = {"automobile": "car", "vehicle": "car", "汽车": "car", "车子": "car", "crashed": "outage", "unresponsive": "outage"}
+
+
+@pytest.fixture
+async def fake() -> AsyncIterator[FakeOpenAI]:
+    # Wide enough that hashed words rarely collide, as distinct words rarely look alike to a model.
+    async with FakeOpenAI(embedding_concepts=CONCEPTS, embedding_dim=1024) as server:
+        yield server
+
+
+@pytest.fixture
+async def parts(
+    fake: FakeOpenAI, engine: MemoryEngine, clock: ManualClock
+) -> AsyncIterator[tuple[CachedEmbedder, VectorIndex]]:
+    raw = HttpEmbedder(base_url=fake.url, api_key="", model="m1", timeout=2.0)
+    try:
+        yield CachedEmbedder(raw, engine.db, clock), VectorIndex(engine.db, "m1")
+    finally:
+        await raw.aclose()
+
+
+def hybrid(engine: MemoryEngine, parts: tuple[CachedEmbedder, VectorIndex], **kw: object) -> HybridRetriever:
+    cached, index = parts
+    kw.setdefault("min_similarity", 0.1)  # one shared concept in seven words is ~0.17 here
+    return HybridRetriever(Retriever(engine), index, cached, **kw)  # type: ignore[arg-type]
+
+
+async def remember(engine: MemoryEngine, parts: tuple[CachedEmbedder, VectorIndex], *facts: tuple[str, str]) -> list[int]:
+    ids = [(await engine.add(NewMemory(owner=owner, content=text))).id for owner, text in facts]
+    cached, index = parts
+    await Vectorizer(index, cached).drain()
+    return ids
+
+
+async def test_a_memory_in_other_words_is_found_by_meaning(engine: MemoryEngine, parts: tuple[CachedEmbedder, VectorIndex]) -> None:
+    car, _, _ = await remember(
+        engine, parts,
+        ("alice", "Alice's automobile is a blue Tesla"),
+        ("alice", "Alice's sister lives in Lisbon"),
+        ("alice", "Alice prefers tea to coffee"),
+    )
+    query = "which car do I drive?"
+    assert car not in [h.id for h in await Retriever(engine).retrieve("alice", query)]  # no shared word
+    hits = await hybrid(engine, parts).retrieve("alice", query)
+    assert hits[0].id == car
+    assert hits[0].content == "Alice's automobile is a blue Tesla" and hits[0].date
+
+
+async def test_chinese_paraphrase_found_by_meaning(engine: MemoryEngine, parts: tuple[CachedEmbedder, VectorIndex]) -> None:
+    car, _ = await remember(engine, parts, ("alice", "用户的汽车是蓝色的"), ("alice", "用户喜欢喝绿茶"))
+    hits = await hybrid(engine, parts).retrieve("alice", "我的车子什么颜色")
+    assert hits[0].id == car
+
+
+async def test_the_exact_words_stay_first(engine: MemoryEngine, parts: tuple[CachedEmbedder, VectorIndex]) -> None:
+    exact, _ = await remember(
+        engine, parts,
+        ("alice", "the staging server crashed on Friday after the redis upgrade"),
+        ("alice", "the build server was unresponsive during the demo"),
+    )
+    hits = await hybrid(engine, parts).retrieve("alice", "when did the staging server crash after the redis upgrade?")
+    assert hits[0].id == exact
+    assert len(hits) == 2  # the paraphrase still comes along, after it
+
+
+async def test_another_users_memory_never_comes_back(engine: MemoryEngine, parts: tuple[CachedEmbedder, VectorIndex]) -> None:
+    _, bobs = await remember(engine, parts, ("alice", "Alice's automobile is a blue Tesla"), ("bob", "Bob owns a red vehicle"))
+    for fusion in ("weighted", "rrf"):
+        hits = await hybrid(engine, parts, fusion=fusion).retrieve("bob", "which automobile do I have")
+        assert [h.id for h in hits] == [bobs]
+
+
+async def test_credentials_stay_out_of_group_chats(engine: MemoryEngine, parts: tuple[CachedEmbedder, VectorIndex]) -> None:
+    secret = (await engine.add(NewMemory(owner="alice", content="the garage code for the vehicle is 4711",
+                                         category=Category.CREDENTIAL))).id
+    await remember(engine, parts)
+    h = hybrid(engine, parts)
+    assert [x.id for x in await h.retrieve("alice", "car", private=True)] == [secret]
+    assert await h.retrieve("alice", "car", private=False) == []
+
+
+async def test_a_failing_endpoint_answers_with_the_words_alone(
+    engine: MemoryEngine, parts: tuple[CachedEmbedder, VectorIndex], fake: FakeOpenAI
+) -> None:
+    await remember(engine, parts, ("alice", "Alice's automobile is a blue Tesla"), ("alice", "Alice drinks tea"))
+    h = hybrid(engine, parts)
+    fake.queue_embedding_error(500)
+    hits = await h.retrieve("alice", "does Alice drink tea?")
+    assert hits == await Retriever(engine).retrieve("alice", "does Alice drink tea?")
+    assert hits[0].content == "Alice drinks tea"
+    assert h.fallbacks == 1
+    assert (await h.retrieve("alice", "which car?"))[0].content == "Alice's automobile is a blue Tesla"
+    assert h.fallbacks == 1
+
+
+async def test_a_late_vector_does_not_hold_the_reply(
+    engine: MemoryEngine, parts: tuple[CachedEmbedder, VectorIndex], fake: FakeOpenAI
+) -> None:
+    await remember(engine, parts, ("alice", "Alice's automobile is a blue Tesla"), ("alice", "Alice drinks tea"))
+    h = hybrid(engine, parts, timeout=0.05)
+    fake.embedding_delay = 1.0
+    hits = await h.retrieve("alice", "which car? and tea?")
+    assert [x.content for x in hits] == [x.content for x in await Retriever(engine).retrieve("alice", "which car? and tea?")]
+    assert "Alice's automobile is a blue Tesla" not in [x.content for x in hits]
+    assert h.fallbacks == 1
+    await h.aclose()  # the late request is cancelled, nothing left running
+
+
+async def test_fit_budget_and_limit(engine: MemoryEngine, parts: tuple[CachedEmbedder, VectorIndex]) -> None:
+    await remember(engine, parts, *[("alice", f"Alice's vehicle number {i} is parked outside") for i in range(12)])
+    h = hybrid(engine, parts)
+    assert len(await h.retrieve("alice", "car")) == Retriever(engine).max_hits
+    assert len(await h.retrieve("alice", "car", limit=8)) == 8
+
+
+async def test_rrf_fusion_and_bad_fusion(engine: MemoryEngine, parts: tuple[CachedEmbedder, VectorIndex]) -> None:
+    car, _ = await remember(engine, parts, ("alice", "Alice's automobile is a blue Tesla"), ("alice", "Alice drinks tea"))
+    assert (await hybrid(engine, parts, fusion="rrf").retrieve("alice", "my car"))[0].id == car
+    with pytest.raises(ValueError, match="fusion"):
+        hybrid(engine, parts, fusion="max")
+
+
+def test_query_text_joins_recent_user_lines() -> None:
+    assert query_text("when are we going?", ["I love ice cream", "  "]) == "I love ice cream\nwhen are we going?"
+    assert query_text("x", [str(i) for i in range(10)]).split("\n") == ["6", "7", "8", "9", "x"]

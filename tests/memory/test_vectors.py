@@ -1,0 +1,185 @@
+"""memory/vectors.py and memory/vectorize.py on a real SQLite file, with
+vectors from the fake OpenAI server's /v1/embeddings over real HTTP."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import numpy as np
+import pytest
+
+from memory.clock import ManualClock
+from memory.embedding import CachedEmbedder, EmbeddingError, HttpEmbedder
+from memory.engine import MemoryEngine
+from memory.types import Category, NewMemory
+from memory.vectorize import Vectorizer
+from memory.vectors import VectorIndex
+from tests.fakes.openai_server import FakeOpenAI
+
+CONCEPTS = {"automobile": "car", "vehicle": "car", "kitten": "cat"}
+
+
+@pytest.fixture
+async def fake() -> AsyncIterator[FakeOpenAI]:
+    async with FakeOpenAI(embedding_concepts=CONCEPTS) as server:
+        yield server
+
+
+@pytest.fixture
+async def embedder(fake: FakeOpenAI, engine: MemoryEngine, clock: ManualClock) -> AsyncIterator[CachedEmbedder]:
+    raw = HttpEmbedder(base_url=fake.url, api_key="", model="m1", timeout=2.0)
+    try:
+        yield CachedEmbedder(raw, engine.db, clock)
+    finally:
+        await raw.aclose()
+
+
+async def add(engine: MemoryEngine, owner: str, content: str, **kw: object) -> int:
+    return (await engine.add(NewMemory(owner=owner, content=content, **kw))).id  # type: ignore[arg-type]
+
+
+async def vector_of(embedder: CachedEmbedder, text: str) -> np.ndarray:
+    return (await embedder.embed([text], persist=False))[0]
+
+
+async def test_pending_store_and_search_best_first(engine: MemoryEngine, embedder: CachedEmbedder) -> None:
+    car = await add(engine, "alice", "alice drives a blue automobile")
+    cat = await add(engine, "alice", "alice adopted a kitten in may")
+    index = VectorIndex(engine.db, "m1")
+    assert {p.memory_id for p in await index.pending()} == {car, cat}
+
+    assert await Vectorizer(index, embedder).drain() == 2
+    assert await index.pending() == []
+    assert await index.count("alice") == 2
+
+    hits = await index.search(["alice"], await vector_of(embedder, "what car do I have"), 5)
+    assert [i for i, _ in hits] == [car, cat]
+    assert hits[0][1] > hits[1][1]
+    hits = await index.search(["alice"], await vector_of(embedder, "tell me about my cat"), 5)
+    assert hits[0][0] == cat
+
+
+async def test_one_users_vectors_never_answer_another(engine: MemoryEngine, embedder: CachedEmbedder) -> None:
+    await add(engine, "alice", "alice drives a blue automobile")
+    shared = await add(engine, "_global", "the office car park opens at seven")
+    bob = await add(engine, "bob", "bob rides a bicycle")
+    index = VectorIndex(engine.db, "m1")
+    await Vectorizer(index, embedder).drain()
+    hits = await index.search(["bob", "_global"], await vector_of(embedder, "which car do I drive"), 5)
+    assert {i for i, _ in hits} == {bob, shared}
+
+
+async def test_an_edited_memory_is_embedded_again(engine: MemoryEngine, embedder: CachedEmbedder, fake: FakeOpenAI) -> None:
+    mid = await add(engine, "alice", "alice drives a blue automobile")
+    index = VectorIndex(engine.db, "m1")
+    vz = Vectorizer(index, embedder)
+    await vz.drain()
+    before = await index.search(["alice"], await vector_of(embedder, "my kitten"), 1)
+
+    await engine.update(mid, content="alice adopted a kitten")
+    assert [p.memory_id for p in await index.pending()] == [mid]
+    await vz.drain()
+    after = await index.search(["alice"], await vector_of(embedder, "my kitten"), 1)
+    assert after[0][1] > before[0][1] + 0.3  # the cached matrix was rebuilt from the new vector
+    assert fake.embedding_requests[-1] == ["alice adopted a kitten"]
+
+
+async def test_archived_and_deleted_memories_leave_the_results_at_once(
+    engine: MemoryEngine, embedder: CachedEmbedder
+) -> None:
+    a = await add(engine, "alice", "alice drives a blue automobile")
+    b = await add(engine, "alice", "alice sold her old vehicle")
+    c = await add(engine, "alice", "alice rents a car on holidays")
+    index = VectorIndex(engine.db, "m1")
+    await Vectorizer(index, embedder).drain()
+    q = await vector_of(embedder, "car")
+    assert {i for i, _ in await index.search(["alice"], q, 5)} == {a, b, c}  # matrix now cached
+
+    await engine.set_status(a, "archived")
+    await engine.delete(b)
+    assert [i for i, _ in await index.search(["alice"], q, 5)] == [c]
+    assert await index.pending() == []  # nothing to embed for an archived memory
+    assert await index.count() == 2  # the deleted memory's vector went with it
+
+
+async def test_credentials_stay_out_of_group_chats(engine: MemoryEngine, embedder: CachedEmbedder) -> None:
+    secret = await add(engine, "alice", "the garage automobile code is 4711", category=Category.CREDENTIAL)
+    plain = await add(engine, "alice", "alice drives a blue automobile")
+    index = VectorIndex(engine.db, "m1")
+    await Vectorizer(index, embedder).drain()
+    q = await vector_of(embedder, "automobile")
+    assert {i for i, _ in await index.search(["alice"], q, 5)} == {secret, plain}
+    assert [i for i, _ in await index.search(["alice"], q, 5, private=False)] == [plain]
+
+
+async def test_min_similarity_and_k(engine: MemoryEngine, embedder: CachedEmbedder) -> None:
+    ids = [await add(engine, "alice", f"alice automobile note {i}") for i in range(6)]
+    other = await add(engine, "alice", "zebra quantum marmalade")
+    index = VectorIndex(engine.db, "m1")
+    await Vectorizer(index, embedder).drain()
+    q = await vector_of(embedder, "automobile note")
+    assert len(await index.search(["alice"], q, 3)) == 3
+    found = {i for i, _ in await index.search(["alice"], q, 10, min_similarity=0.3)}
+    assert found == set(ids) and other not in found
+
+
+async def test_a_new_model_embeds_everything_again(engine: MemoryEngine, embedder: CachedEmbedder) -> None:
+    await add(engine, "alice", "alice drives a blue automobile")
+    await Vectorizer(VectorIndex(engine.db, "m1"), embedder).drain()
+    other = VectorIndex(engine.db, "m2")
+    assert len(await other.pending()) == 1
+    assert await other.search(["alice"], await vector_of(embedder, "car"), 5) == []
+
+
+async def test_a_failing_endpoint_writes_nothing_and_is_retried(
+    engine: MemoryEngine, embedder: CachedEmbedder, fake: FakeOpenAI
+) -> None:
+    mid = await add(engine, "alice", "alice drives a blue automobile")
+    index = VectorIndex(engine.db, "m1")
+    vz = Vectorizer(index, embedder, interval=0.01, max_backoff=0.05)
+    fake.queue_embedding_error(503, times=2)
+    with pytest.raises(EmbeddingError):
+        await vz.run_once()
+    assert await index.count() == 0 and [p.memory_id for p in await index.pending()] == [mid]
+
+    # The service keeps going: one more failure, then the retry succeeds.
+    await vz.start()
+    try:
+        for _ in range(200):
+            if await index.count() == 1:
+                break
+            await asyncio.sleep(0.01)
+    finally:
+        await vz.stop()
+    assert await index.count() == 1
+    assert vz.failures == 0 and vz.last_error == ""
+
+
+async def test_kick_embeds_a_new_memory_before_the_interval(engine: MemoryEngine, embedder: CachedEmbedder) -> None:
+    index = VectorIndex(engine.db, "m1")
+    vz = Vectorizer(index, embedder, interval=3600)
+    await vz.start()
+    try:
+        await asyncio.sleep(0.05)  # the first pass found nothing; next one in an hour
+        await add(engine, "alice", "alice drives a blue automobile")
+        vz.kick()
+        for _ in range(200):
+            if await index.count() == 1:
+                break
+            await asyncio.sleep(0.01)
+        assert await index.count() == 1
+    finally:
+        await vz.stop()
+
+
+async def test_a_memory_edited_while_embedding_is_not_stored_stale(
+    engine: MemoryEngine, embedder: CachedEmbedder
+) -> None:
+    mid = await add(engine, "alice", "alice drives a blue automobile")
+    index = VectorIndex(engine.db, "m1")
+    todo = await index.pending()
+    vectors = await embedder.embed([p.content for p in todo])
+    await engine.update(mid, content="alice adopted a kitten")
+    assert await index.store(list(zip(todo, vectors, strict=True))) == 0
+    assert [p.content for p in await index.pending()] == ["alice adopted a kitten"]
