@@ -562,18 +562,18 @@ async def run_corpus(corpus: Corpus, db_dir: Path, result: Result, hybrid: Hybri
         await engine.add_many(corpus.memories)
         retriever: Retriever | HybridRetriever = Retriever(engine, max_hits=TOP_K)
         http: HttpEmbedder | None = None
-        if hybrid is not None:
-            http = HttpEmbedder(base_url=hybrid.url, api_key="", model=hybrid.model,
-                                timeout=EMBED_TIMEOUT, batch_size=EMBED_BATCH)
-            index = VectorIndex(engine.db, hybrid.model)
-            cached = CachedEmbedder(http, engine.db, clock)
-            await Vectorizer(index, cached, batch_size=EMBED_BATCH).drain()
-            retriever = HybridRetriever(
-                retriever, index, cached, timeout=QUERY_TIMEOUT, min_similarity=hybrid.min_similarity,
-                fusion=hybrid.fusion,  # type: ignore[arg-type]
-                lexical_share=hybrid.lexical_share,
-            )
         try:
+            if hybrid is not None:
+                http = HttpEmbedder(base_url=hybrid.url, api_key="", model=hybrid.model,
+                                    timeout=EMBED_TIMEOUT, batch_size=EMBED_BATCH)
+                index = VectorIndex(engine.db, hybrid.model)
+                cached = CachedEmbedder(http, engine.db, clock)
+                await Vectorizer(index, cached, batch_size=EMBED_BATCH).drain()  # every memory, before any query
+                retriever = HybridRetriever(
+                    retriever, index, cached, timeout=QUERY_TIMEOUT, min_similarity=hybrid.min_similarity,
+                    fusion=hybrid.fusion,  # type: ignore[arg-type]
+                    lexical_share=hybrid.lexical_share,
+                )
             for q in corpus.queries:
                 clock.set(q.now)
                 t0 = time.perf_counter()

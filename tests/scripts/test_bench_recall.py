@@ -292,3 +292,10 @@ async def test_hybrid_fallbacks_are_counted_and_warned_about(tmp_path: Path, mon
     assert report["hybrid"]["fallbacks"] == 1
     assert report["hybrid"]["model"] == "local" and report["hybrid"]["fusion"] == "weighted"
     assert any("WARNING: 1 hybrid" in n for n in report["_notes"])
+
+
+def test_hybrid_flags_are_checked(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    for bad in (["--lexical-share", "1.5"], ["--fusion", "max"]):
+        with pytest.raises(SystemExit):
+            br.main(["--data", str(tmp_path), "--embed-url", "http://127.0.0.1:9/v1", *bad])
+    assert "--lexical-share must be in [0, 1]" in capsys.readouterr().err
