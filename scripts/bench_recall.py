@@ -6,6 +6,9 @@ Usage (from anywhere; the repo root is put on ``sys.path``)::
     python scripts/bench_recall.py [--data DIR] [--json FILE]
                                    [--only SET ...] [--limit-conversations N]
                                    [--locomo-context N] [--no-source-text]
+                                   [--embed-url URL [--embed-model NAME]
+                                    [--fusion weighted|rrf] [--lexical-share F]
+                                    [--min-similarity F]]
 
 ``DIR`` defaults to ``../shared/bench`` next to the repo and may be any folder
 with the same layout, so the same command scores the held-out split:
@@ -15,6 +18,15 @@ with the same layout, so the same command scores the held-out split:
   ``madial/madial-{zh,en}-memory.jsonl``.
 
 A set whose files are missing is skipped with a note. No LLM is involved.
+
+``--embed-url`` (an OpenAI-compatible base URL ending in ``/v1``, e.g.
+``scripts/embed_server.py``'s) scores hybrid recall instead: every memory is
+embedded through ``Vectorizer`` after it is written, and queries go through
+``HybridRetriever`` (``--fusion``, ``--lexical-share``, ``--min-similarity``)
+with a generous timeout, so a quality run never falls back to lexical (the
+count of fallbacks is reported, with a warning if it is not 0). The latency
+figures then include the query's embedding call. Without the flag nothing
+changes.
 
 Method
 ------
@@ -105,7 +117,9 @@ A hit "cites" the ids in its provenance refs; ``gold`` is the set of gold ids.
      "locomo_observations": {... same ...},
      "madial_zh": {"headline": {...}, "prefilter_pass": float},
      "madial_en": {...},
-     "latency_ms": {"p50", "p95"}}
+     "latency_ms": {"p50", "p95"},
+     "hybrid": {"model", "fusion", "lexical_share", "min_similarity",
+                "fallbacks"}}         # only with --embed-url
 """
 
 from __future__ import annotations
@@ -131,8 +145,12 @@ if str(REPO_ROOT) not in sys.path:
 
 from memory import Category, ManualClock, MemoryEngine, NewMemory, Provenance, Source  # noqa: E402
 from memory.clock import format_ts  # noqa: E402
+from memory.embedding import CachedEmbedder, HttpEmbedder  # noqa: E402
+from memory.hybrid import HybridRetriever  # noqa: E402
 from memory.prefilter import should_retrieve  # noqa: E402
 from memory.retrieval import Retriever  # noqa: E402
+from memory.vectorize import Vectorizer  # noqa: E402
+from memory.vectors import VectorIndex  # noqa: E402
 
 DEFAULT_DATA = REPO_ROOT.parent / "shared" / "bench"
 TOP_K = 10
@@ -141,6 +159,9 @@ METRICS = ("R@1", "R@5", "R@10", "All@10", "MRR", "nDCG@10")
 CATEGORY_NAMES = {"1": "multi-hop", "2": "temporal", "3": "open-domain", "4": "single-hop", "5": "adversarial"}
 HEADLINE_CATEGORIES = frozenset({"1", "2", "3", "4"})
 SETS = ("locomo_turns", "locomo_observations", "madial_zh", "madial_en")
+EMBED_TIMEOUT = 300.0  # per embeddings request (a batch of 256 on a CPU model)
+QUERY_TIMEOUT = 120.0  # HybridRetriever's wait for the query vector: never fall back
+EMBED_BATCH = 256
 
 # --------------------------------------------------------------------------
 # Metrics: pure functions over "ranked" = the ids each hit cites, best first.
@@ -508,9 +529,30 @@ class Result:
 
     rows: list[dict[str, Any]] = field(default_factory=list)
     latencies_ms: list[float] = field(default_factory=list)
+    fallbacks: int = 0  # hybrid queries answered without the vector
 
 
-async def run_corpus(corpus: Corpus, db_dir: Path, result: Result) -> None:
+@dataclass(frozen=True)
+class HybridOptions:
+    """How to score hybrid recall (``--embed-url``)."""
+
+    url: str
+    model: str = "local"
+    fusion: str = "weighted"
+    lexical_share: float = 0.75
+    min_similarity: float = 0.2
+
+    def report(self, fallbacks: int) -> dict[str, Any]:
+        return {
+            "model": self.model,
+            "fusion": self.fusion,
+            "lexical_share": self.lexical_share,
+            "min_similarity": self.min_similarity,
+            "fallbacks": fallbacks,
+        }
+
+
+async def run_corpus(corpus: Corpus, db_dir: Path, result: Result, hybrid: HybridOptions | None = None) -> None:
     clock = ManualClock()
     path = db_dir / f"{corpus.name}.db"
     for stale in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
@@ -518,16 +560,35 @@ async def run_corpus(corpus: Corpus, db_dir: Path, result: Result) -> None:
     engine = await MemoryEngine.open(path, clock)
     try:
         await engine.add_many(corpus.memories)
-        retriever = Retriever(engine, max_hits=TOP_K)
-        for q in corpus.queries:
-            clock.set(q.now)
-            t0 = time.perf_counter()
-            hits = await retriever.retrieve(q.user, q.text, context=q.context, limit=TOP_K)
-            result.latencies_ms.append((time.perf_counter() - t0) * 1000.0)
-            ranked = [frozenset(h.provenance.refs) for h in hits]
-            row: dict[str, Any] = score_query(ranked, q.gold)
-            row.update(category=q.category, prefilter=should_retrieve(q.text), qid=q.qid)
-            result.rows.append(row)
+        retriever: Retriever | HybridRetriever = Retriever(engine, max_hits=TOP_K)
+        http: HttpEmbedder | None = None
+        try:
+            if hybrid is not None:
+                http = HttpEmbedder(base_url=hybrid.url, api_key="", model=hybrid.model,
+                                    timeout=EMBED_TIMEOUT, batch_size=EMBED_BATCH)
+                index = VectorIndex(engine.db, hybrid.model)
+                cached = CachedEmbedder(http, engine.db, clock)
+                await Vectorizer(index, cached, batch_size=EMBED_BATCH).drain()  # every memory, before any query
+                retriever = HybridRetriever(
+                    retriever, index, cached, timeout=QUERY_TIMEOUT, min_similarity=hybrid.min_similarity,
+                    fusion=hybrid.fusion,  # type: ignore[arg-type]
+                    lexical_share=hybrid.lexical_share,
+                )
+            for q in corpus.queries:
+                clock.set(q.now)
+                t0 = time.perf_counter()
+                hits = await retriever.retrieve(q.user, q.text, context=q.context, limit=TOP_K)
+                result.latencies_ms.append((time.perf_counter() - t0) * 1000.0)
+                ranked = [frozenset(h.provenance.refs) for h in hits]
+                row: dict[str, Any] = score_query(ranked, q.gold)
+                row.update(category=q.category, prefilter=should_retrieve(q.text), qid=q.qid)
+                result.rows.append(row)
+        finally:
+            if isinstance(retriever, HybridRetriever):
+                result.fallbacks += retriever.fallbacks
+                await retriever.aclose()
+            if http is not None:
+                await http.aclose()
     finally:
         await engine.close()
 
@@ -553,7 +614,18 @@ async def run_benchmark(
     db_dir: Path | None = None,
     locomo_context: int = 0,
     source_text: bool = True,
+    embed_url: str | None = None,
+    embed_model: str = "local",
+    fusion: str = "weighted",
+    lexical_share: float = 0.75,
+    min_similarity: float = 0.2,
 ) -> dict[str, Any]:
+    """Score every set; ``embed_url`` (off by default) scores hybrid recall
+    with the embeddings endpoint there instead of lexical recall alone."""
+    hybrid = (
+        HybridOptions(embed_url, embed_model, fusion, lexical_share, min_similarity) if embed_url else None
+    )
+    fallbacks = 0
     only = set(only)
     report: dict[str, Any] = {}
     notes: list[str] = []
@@ -575,11 +647,12 @@ async def run_benchmark(
                         with_context(obs, locomo_context)
                     for corpus, key in ((turns, "locomo_turns"), (obs, "locomo_observations")):
                         if key in only:
-                            await run_corpus(corpus, where, res[key])
+                            await run_corpus(corpus, where, res[key], hybrid)
                 for key, r in res.items():
                     if key in only:
                         report[key] = summarise(r, locomo=True) | {"evidence_fixes": dict(sorted(fixes.items()))}
                         latencies += r.latencies_ms
+                        fallbacks += r.fallbacks
         for lang in ("zh", "en"):
             key = f"madial_{lang}"
             if key not in only:
@@ -590,14 +663,22 @@ async def run_benchmark(
                 notes.append(f"no MADial {lang} data under {data_dir / 'madial'}: skipped")
                 continue
             r = Result()
-            await run_corpus(corpus, where, r)
+            await run_corpus(corpus, where, r, hybrid)
             report[key] = summarise(r, locomo=False) | ({"data_fixes": dict(mfixes)} if mfixes else {})
             latencies += r.latencies_ms
+            fallbacks += r.fallbacks
     report["latency_ms"] = (
         {"p50": round(percentile(latencies, 50), 3), "p95": round(percentile(latencies, 95), 3)}
         if latencies
         else {"p50": None, "p95": None}
     )
+    if hybrid is not None:
+        report["hybrid"] = hybrid.report(fallbacks)
+        if fallbacks:
+            notes.append(
+                f"WARNING: {fallbacks} hybrid queries fell back to lexical recall (the query vector was late or"
+                " failed): these figures are not a clean hybrid measurement"
+            )
     if notes:
         report["_notes"] = notes
     return report
@@ -631,8 +712,15 @@ def format_table(report: dict[str, Any]) -> str:
         else:
             row(key, block["headline"], block.get("prefilter_pass"))
     lat = report["latency_ms"]
+    hy = report.get("hybrid")
     if lat["p50"] is not None:
         lines.append(f"retrieve latency: p50 {lat['p50']:.2f} ms, p95 {lat['p95']:.2f} ms")
+    if hy:
+        lines.append(
+            f"hybrid recall on: model {hy['model']}, fusion {hy['fusion']}, lexical_share {hy['lexical_share']:g}, "
+            f"min_similarity {hy['min_similarity']:g}, fallbacks {hy['fallbacks']}; "
+            "latency includes the query's embedding call"
+        )
     lines.append("pass = share of queries should_retrieve lets through (recall counts all queries)")
     for key in ("locomo_turns", "locomo_observations"):
         if key in report and report[key].get("evidence_fixes"):
@@ -657,6 +745,15 @@ def main(argv: Sequence[str] | None = None) -> int:
                     help="stress test: each LoCoMo question gets the N questions before it as context")
     ap.add_argument("--no-source-text", action="store_true",
                     help="index LoCoMo observations by their own words only, without the turns they cite")
+    ap.add_argument("--embed-url", metavar="URL",
+                    help="score hybrid recall with this OpenAI-compatible embeddings endpoint (base URL ending in /v1)")
+    ap.add_argument("--embed-model", default="local", metavar="NAME", help="embedding model name (default: local)")
+    ap.add_argument("--fusion", choices=("weighted", "rrf"), default="weighted",
+                    help="hybrid fusion (default: weighted)")
+    ap.add_argument("--lexical-share", type=float, default=0.75, metavar="F",
+                    help="lexical share of the weighted fusion (default: 0.75)")
+    ap.add_argument("--min-similarity", type=float, default=0.2, metavar="F",
+                    help="cosine below which vector hits are dropped (default: 0.2)")
     args = ap.parse_args(argv)
     if not args.data.is_dir():
         ap.error(f"--data {args.data} is not a directory")
@@ -664,10 +761,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         ap.error("--limit-conversations must be >= 1")
     if args.locomo_context < 0:
         ap.error("--locomo-context must be >= 0")
+    if not 0.0 <= args.lexical_share <= 1.0:
+        ap.error("--lexical-share must be in [0, 1]")
     report = asyncio.run(
         run_benchmark(args.data, only=args.only or SETS, limit_conversations=args.limit_conversations,
                       db_dir=args.db_dir, locomo_context=args.locomo_context,
-                      source_text=not args.no_source_text)
+                      source_text=not args.no_source_text, embed_url=args.embed_url,
+                      embed_model=args.embed_model, fusion=args.fusion, lexical_share=args.lexical_share,
+                      min_similarity=args.min_similarity)
     )
     print(format_table(report))
     if args.json:

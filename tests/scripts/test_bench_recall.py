@@ -227,3 +227,75 @@ def test_smoke_run_on_one_small_conversation(tmp_path: Path) -> None:
     assert report["locomo_turns"]["evidence_fixes"].get("evidence_dangling", 0) > 0
     lat = report["latency_ms"]
     assert 0 < lat["p50"] <= lat["p95"]
+
+
+# -- hybrid recall (--embed-url) against the fake embeddings endpoint ------------------
+
+HEADLINE_SETS = ("locomo_turns", "locomo_observations", "madial_zh", "madial_en")
+
+
+def _assert_headlines(report: dict[str, object]) -> None:
+    for key in HEADLINE_SETS:
+        head = report[key]["headline"]  # type: ignore[index]
+        assert head["n"] > 0
+        assert all(_in_unit(head[m]) for m in br.METRICS), (key, head)
+        assert head["R@1"] <= head["R@5"] <= head["R@10"]
+
+
+@pytest.mark.skipif(not (BENCH / "locomo").is_dir(), reason=f"benchmark data not found at {BENCH}; smoke run skipped")
+async def test_hybrid_run_reports_its_settings_and_never_falls_back(tmp_path: Path) -> None:
+    from tests.fakes.openai_server import FakeOpenAI
+
+    data = tmp_path / "bench"
+    _derive_small_split(data)
+    async with FakeOpenAI() as fake:
+        report = await br.run_benchmark(
+            data, embed_url=fake.url, embed_model="fake-embed", fusion="rrf", lexical_share=0.6, min_similarity=0.1
+        )
+        assert fake.embedding_requests, "the memories and queries went through the endpoint"
+    assert report["hybrid"] == {
+        "model": "fake-embed",
+        "fusion": "rrf",
+        "lexical_share": 0.6,
+        "min_similarity": 0.1,
+        "fallbacks": 0,
+    }
+    _assert_headlines(report)
+    assert not any("WARNING" in n for n in report.get("_notes", []))
+    table = br.format_table(report)
+    assert "hybrid recall on: model fake-embed, fusion rrf, lexical_share 0.6, min_similarity 0.1, fallbacks 0" in table
+    assert "embedding call" in table
+
+    lexical = await br.run_benchmark(data)
+    assert "hybrid" not in lexical
+    _assert_headlines(lexical)
+    assert "hybrid" not in br.format_table(lexical)
+
+
+@pytest.mark.skipif(not (BENCH / "locomo").is_dir(), reason=f"benchmark data not found at {BENCH}; smoke run skipped")
+async def test_hybrid_fallbacks_are_counted_and_warned_about(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tests.fakes.openai_server import FakeOpenAI
+
+    data = tmp_path / "bench"
+    _derive_small_split(data)
+    async with FakeOpenAI() as fake:
+        # the memories embed fine; then the endpoint fails once, on a query
+        real = br.Vectorizer.drain
+
+        async def drain_then_fail(self: object) -> int:
+            n = await real(self)  # type: ignore[arg-type]
+            fake.queue_embedding_error(500)
+            return n
+
+        monkeypatch.setattr(br.Vectorizer, "drain", drain_then_fail)
+        report = await br.run_benchmark(data, only=["madial_en"], embed_url=fake.url)
+    assert report["hybrid"]["fallbacks"] == 1
+    assert report["hybrid"]["model"] == "local" and report["hybrid"]["fusion"] == "weighted"
+    assert any("WARNING: 1 hybrid" in n for n in report["_notes"])
+
+
+def test_hybrid_flags_are_checked(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    for bad in (["--lexical-share", "1.5"], ["--fusion", "max"]):
+        with pytest.raises(SystemExit):
+            br.main(["--data", str(tmp_path), "--embed-url", "http://127.0.0.1:9/v1", *bad])
+    assert "--lexical-share must be in [0, 1]" in capsys.readouterr().err
