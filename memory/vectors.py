@@ -8,7 +8,8 @@ dimensions is well under a millisecond. sqlite-vec would do the same scan
 inside SQLite, but CPython builds without ``enable_load_extension`` cannot
 load it.
 
-Each owner's matrix is kept in process (an LRU of owners) and rebuilt only
+Each owner's matrix is kept in process (least recently searched first out,
+up to ``max_cached_mb``) and rebuilt only
 after :meth:`VectorIndex.store` wrote vectors of that owner. Rows of
 memories deleted or archived since are filtered out by one indexed query
 over the few ids that made the top, so the cached matrix never shows
@@ -48,10 +49,13 @@ _EMPTY = _Matrix(np.zeros(0, dtype=np.int64), np.zeros((0, 0), dtype=np.float32)
 
 
 class VectorIndex:
-    def __init__(self, db: Database, model: str, *, cached_owners: int = 64) -> None:
+    def __init__(self, db: Database, model: str, *, max_cached_mb: float = 256.0) -> None:
         self.db = db
         self.model = model
-        self._cached_owners = cached_owners
+        # 10k memories of 1536 dimensions are 61 MB: the cache is bounded by
+        # bytes, not by owners (the one being searched always stays).
+        self._max_cached = int(max_cached_mb * 1e6)
+        self._cached = 0
         self._matrices: OrderedDict[str, _Matrix] = OrderedDict()
 
     # -- write side (the vectorizer) -------------------------------------------
@@ -85,15 +89,19 @@ class VectorIndex:
                 )
                 written += max(0, cur.rowcount)
         for owner in {p.owner for p, _ in items}:
-            self._matrices.pop(owner, None)
+            self.forget_cached(owner)
         return written
 
     def forget_cached(self, owner: str | None = None) -> None:
         """Drop cached matrices (one owner's, or all)."""
-        if owner is None:
-            self._matrices.clear()
-        else:
-            self._matrices.pop(owner, None)
+        for o in [owner] if owner is not None else list(self._matrices):
+            m = self._matrices.pop(o, None)
+            if m is not None:
+                self._cached -= m.vectors.nbytes
+
+    @property
+    def cached_bytes(self) -> int:
+        return self._cached
 
     async def count(self, owner: str | None = None) -> int:
         sql = "SELECT count(*) FROM memory_vectors WHERE model = ?"
@@ -124,8 +132,10 @@ class VectorIndex:
             vectors = np.frombuffer(b"".join(r[1] for r in rows), dtype="<f4").reshape(len(rows), -1)
             m = _Matrix(np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows)), vectors)
         self._matrices[owner] = m
-        while len(self._matrices) > self._cached_owners:
-            self._matrices.popitem(last=False)
+        self._cached += m.vectors.nbytes
+        while self._cached > self._max_cached and len(self._matrices) > 1:
+            _, old = self._matrices.popitem(last=False)
+            self._cached -= old.vectors.nbytes
         return m
 
     async def search(

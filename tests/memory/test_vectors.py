@@ -183,3 +183,16 @@ async def test_a_memory_edited_while_embedding_is_not_stored_stale(
     await engine.update(mid, content="alice adopted a kitten")
     assert await index.store(list(zip(todo, vectors, strict=True))) == 0
     assert [p.content for p in await index.pending()] == ["alice adopted a kitten"]
+
+
+async def test_the_matrix_cache_is_bounded_by_bytes(engine: MemoryEngine, embedder: CachedEmbedder) -> None:
+    for owner in ("alice", "bob", "carol"):
+        await add(engine, owner, f"{owner} drives a blue automobile")
+    index = VectorIndex(engine.db, "m1", max_cached_mb=64 * 4 * 2 / 1e6)  # two owners' one 64-dim vector
+    await Vectorizer(index, embedder).drain()
+    q = await vector_of(embedder, "car")
+    for owner in ("alice", "bob", "carol"):
+        assert len(await index.search([owner], q, 5)) == 1
+    assert index.cached_bytes == 2 * 64 * 4
+    index.forget_cached()
+    assert index.cached_bytes == 0
