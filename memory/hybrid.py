@@ -180,22 +180,24 @@ class HybridRetriever:
             dense = await self.vectors.search(
                 owners, vec, self.depth, private=private, min_similarity=self.min_similarity
             )
-        hits = await self._fuse(lexical, dense)
-        if limit is not None:
-            return hits[:limit]
         lx = self.lexical
+        hits = await self._fuse(lexical, dense, limit if limit is not None else 2 * lx.max_hits)
+        if limit is not None:
+            return hits
         return fit_budget(hits, max_hits=lx.max_hits, max_chars=lx.max_chars, token_budget=lx.token_budget)
 
-    async def _fuse(self, lexical: list[Hit], dense: list[tuple[int, float]]) -> list[Hit]:
+    async def _fuse(self, lexical: list[Hit], dense: list[tuple[int, float]], want: int) -> list[Hit]:
         if not dense:
             return lexical
         fused = self._rrf(lexical, dense) if self.fusion == "rrf" else self._weighted(lexical, dense)
+        order = sorted(fused, key=lambda mid: (-fused[mid], -mid))
         by_id = {h.id: h for h in lexical}
-        missing = [mid for mid, _ in dense if mid not in by_id]
+        # Rows only for the vector-only memories that can still be shown.
+        missing = [mid for mid in order[:want] if mid not in by_id]
         if missing:
             for mid, m in (await self.engine.get_many(missing)).items():
                 by_id[mid] = m.to_hit()
-        order = sorted((mid for mid in fused if mid in by_id), key=lambda mid: (-fused[mid], -mid))
+        order = [mid for mid in order[:want] if mid in by_id]
         if not order:
             return []
         # Scores keep the lexical scale (the memory_search tool sorts facts
