@@ -6,7 +6,14 @@ deterministic, mixed Chinese/English memories of realistic length, then
 timed with realistic queries (words of a target memory wrapped in zh/en
 question phrasing, half with two turns of context).
 
-    python scripts/bench_latency.py [--sizes 1000,10000,100000] [--queries 300] [--source-text] [--json FILE]
+    python scripts/bench_latency.py [--sizes 1000,10000,100000] [--queries 300] [--source-text] [--hybrid DIM] [--json FILE]
+
+``--hybrid DIM`` times the hybrid retriever instead (memory/hybrid.py):
+every memory gets a random unit vector of DIM dimensions, and the message's
+vector comes from an in-process stand-in that answers at once, so the figure
+is myclaw's own cost (the lexical search, the vector scan of the user's
+matrix, the fusion); the endpoint's round trip runs alongside the lexical
+search and is capped by ``memory.embedding.queryTimeout``.
 
 ``--source-text`` gives every memory the words it was drawn from, as the
 write path does (``NewMemory.source_text``): the memory's text and another
@@ -30,12 +37,16 @@ import tempfile
 import time
 from pathlib import Path
 
+import numpy as np
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from memory.clock import ManualClock, format_ts  # noqa: E402
 from memory.engine import MemoryEngine, clean_source_text, content_hash, memory_index_text, owner_key  # noqa: E402
 from memory.prefilter import should_retrieve  # noqa: E402
+from memory.hybrid import HybridRetriever  # noqa: E402
 from memory.retrieval import Retriever  # noqa: E402
+from memory.vectors import VectorIndex  # noqa: E402
 
 USER = "telegram:1001"
 CATEGORIES = ["identity", "config", "credential", "decision", "solution", "event", "conversation", "temp", "debug"]
@@ -194,7 +205,37 @@ def bench_prefilter() -> dict[str, float]:
     return {"p50_us": pct(samples, 50), "p95_us": pct(samples, 95), "mean_us": statistics.fmean(samples)}
 
 
-async def bench_size(size: int, queries: int, seed: int, *, source_text: bool = False) -> dict[str, float]:
+class InstantEmbedder:
+    """The message's vector at once: a random unit vector seeded by the text."""
+
+    model = "bench"
+
+    def __init__(self, dim: int) -> None:
+        self.dim = dim
+
+    async def embed(self, texts: list[str], *, persist: bool = True) -> list[np.ndarray]:
+        out = []
+        for t in texts:
+            v = np.random.default_rng(abs(hash(t)) % 2**32).standard_normal(self.dim).astype(np.float32)
+            out.append(v / np.linalg.norm(v))
+        return out
+
+
+async def add_vectors(eng: MemoryEngine, dim: int) -> None:
+    rows = await eng.db.fetchall("SELECT id, owner, content_hash FROM memories")
+    rng = np.random.default_rng(7)
+    m = rng.standard_normal((len(rows), dim)).astype(np.float32)
+    m /= np.linalg.norm(m, axis=1, keepdims=True)
+    async with eng.db.transaction() as conn:
+        await conn.executemany(
+            "INSERT INTO memory_vectors (memory_id, owner, model, content_hash, vector) VALUES (?, ?, 'bench', ?, ?)",
+            [(r[0], r[1], r[2], m[i].astype("<f4").tobytes()) for i, r in enumerate(rows)],
+        )
+
+
+async def bench_size(
+    size: int, queries: int, seed: int, *, source_text: bool = False, hybrid: int = 0
+) -> dict[str, float]:
     gen = Gen(seed)
     clock = ManualClock("2026-03-01T12:00:00Z")
     with tempfile.TemporaryDirectory() as d:
@@ -202,7 +243,10 @@ async def bench_size(size: int, queries: int, seed: int, *, source_text: bool = 
         build_s, samples = await build(path, size, gen, clock, source_text=source_text)
         eng = await MemoryEngine.open(path, clock)
         try:
-            r = Retriever(eng)
+            r: Retriever | HybridRetriever = Retriever(eng)
+            if hybrid:
+                await add_vectors(eng, hybrid)
+                r = HybridRetriever(r, VectorIndex(eng.db, "bench"), InstantEmbedder(hybrid), min_similarity=-1.0)
             qs = [gen.query(gen.rng.choice(samples)) for _ in range(queries)]
             ctx = [gen.memory()[0], gen.memory()[0]]
             for q in qs[:20]:  # warm page cache and statement cache
@@ -241,6 +285,7 @@ async def main() -> None:
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--json", dest="json_path")
     ap.add_argument("--source-text", action="store_true", help="give every memory the words it was drawn from")
+    ap.add_argument("--hybrid", type=int, default=0, metavar="DIM", help="time hybrid recall with DIM-dimensional vectors")
     a = ap.parse_args()
     pre = bench_prefilter()
     print(f"load average before: {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores")
@@ -248,7 +293,7 @@ async def main() -> None:
     rows = []
     print(f"{'memories':>9} {'rows':>8} {'build s':>8} {'db MB':>7} {'p50 ms':>7} {'p95 ms':>7} {'max ms':>7} {'cpu ms':>7} {'hits':>5}")
     for size in (int(s) for s in a.sizes.split(",")):
-        res = await bench_size(size, a.queries, a.seed, source_text=a.source_text)
+        res = await bench_size(size, a.queries, a.seed, source_text=a.source_text, hybrid=a.hybrid)
         rows.append(res)
         print(
             f"{res['memories']:>9} {res['rows_total']:>8} {res['build_s']:>8} {res['db_mb']:>7} "
