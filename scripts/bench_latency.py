@@ -37,8 +37,6 @@ import tempfile
 import time
 from pathlib import Path
 
-import numpy as np
-
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from memory.clock import ManualClock, format_ts  # noqa: E402
@@ -47,6 +45,9 @@ from memory.prefilter import should_retrieve  # noqa: E402
 from memory.hybrid import HybridRetriever  # noqa: E402
 from memory.retrieval import Retriever  # noqa: E402
 from memory.vectors import VectorIndex  # noqa: E402
+
+# After memory (its __init__ sets one BLAS thread, as in the gateway).
+import numpy as np  # noqa: E402
 
 USER = "telegram:1001"
 CATEGORIES = ["identity", "config", "credential", "decision", "solution", "event", "conversation", "temp", "debug"]

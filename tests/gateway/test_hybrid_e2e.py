@@ -5,8 +5,6 @@ SQLite files and the OpenAI-compatible fake (chat and /v1/embeddings)."""
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -14,25 +12,18 @@ from gateway.app import App, config_secrets
 from memory import ManualClock
 from memory.types import NewMemory
 from tests.fakes.openai_server import FakeOpenAI
-from tests.gateway.test_app import ECHO, _config
+from tests.gateway import test_remembering_e2e as remembering
+from tests.gateway.test_app import _config
 from tests.gateway.test_remembering_e2e import Model, say
 
 KEY = "sk-embed-e2e-0123456789"
 CONCEPTS = {"automobile": "car"}
 
 
-@asynccontextmanager
-async def running(tmp_path: Path, clock: ManualClock, **embedding: Any) -> AsyncIterator[tuple[App, FakeOpenAI]]:
-    async with FakeOpenAI(api_key=KEY, responder=Model(), embedding_concepts=CONCEPTS, embedding_dim=1024) as fake:
-        section = {"enabled": True, "model": "fake-embed", "minSimilarity": 0.1, **embedding}
-        cfg, paths = _config(tmp_path, fake, memory={"embedding": section})
-        app = App(cfg, paths, clock=clock, channel_specs=(ECHO,))
-        try:
-            await app.open()
-            await app.start()
-            yield app, fake
-        finally:
-            await app.close()
+def running(tmp_path: Path, clock: ManualClock, **embedding: Any) -> Any:
+    section = {"enabled": True, "model": "fake-embed", "minSimilarity": 0.1, **embedding}
+    fake = {"embedding_concepts": CONCEPTS, "embedding_dim": 1024}
+    return remembering.running(tmp_path, Model(), clock, fake_options=fake, memory={"embedding": section})
 
 
 async def seed(app: App) -> None:

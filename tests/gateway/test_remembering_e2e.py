@@ -55,9 +55,11 @@ async def say(app: App, clock: ManualClock, text: str, sender: str) -> str:
 
 
 @asynccontextmanager
-async def running(tmp_path: Path, model: Model, clock: ManualClock, **config: Any) -> AsyncIterator[tuple[App, FakeOpenAI]]:
+async def running(
+    tmp_path: Path, model: Model, clock: ManualClock, *, fake_options: dict[str, Any] | None = None, **config: Any
+) -> AsyncIterator[tuple[App, FakeOpenAI]]:
     """The App on the fake model, opened and started; closed afterwards."""
-    async with FakeOpenAI(api_key="sk-e2e-key-0123456789", responder=model) as fake:
+    async with FakeOpenAI(api_key="sk-e2e-key-0123456789", responder=model, **(fake_options or {})) as fake:
         cfg, paths = _config(tmp_path, fake, **config)
         app = App(cfg, paths, clock=clock, channel_specs=(ECHO,))
         try:

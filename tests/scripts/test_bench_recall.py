@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 import subprocess
@@ -10,25 +9,17 @@ import sys
 from collections import Counter
 from datetime import UTC, datetime
 from pathlib import Path
-from types import ModuleType
 
 import pytest
+
+from tests.scripts._load import load_script
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = REPO_ROOT / "scripts" / "bench_recall.py"
 BENCH = REPO_ROOT.parent / "shared" / "bench"
 
 
-def _load() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("bench_recall", SCRIPT)
-    assert spec and spec.loader
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["bench_recall"] = mod
-    spec.loader.exec_module(mod)
-    return mod
-
-
-br = _load()
+br = load_script("bench_recall")
 
 
 # -- metrics -------------------------------------------------------------------

@@ -3,12 +3,9 @@ with the project's own HttpEmbedder as the client."""
 
 from __future__ import annotations
 
-import importlib.util
 import sys
 import threading
 from collections.abc import AsyncIterator
-from pathlib import Path
-from types import ModuleType
 
 import httpx
 import numpy as np
@@ -16,20 +13,9 @@ import pytest
 from aiohttp import web
 
 from memory.embedding import EmbeddingError, HttpEmbedder
+from tests.scripts._load import load_script
 
-SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "embed_server.py"
-
-
-def _load() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("embed_server", SCRIPT)
-    assert spec and spec.loader
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["embed_server"] = mod
-    spec.loader.exec_module(mod)
-    return mod
-
-
-es = _load()
+es = load_script("embed_server")
 
 
 class Toy:
