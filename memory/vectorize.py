@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import Sequence
 from typing import Protocol
 
@@ -41,12 +42,20 @@ class Vectorizer:
         interval: float = 15.0,
         batch_size: int = 64,
         max_backoff: float = 600.0,
+        keep_days: int = 90,
+        prune_every: float = 86400.0,
     ) -> None:
         self.index = index
         self.embedder = embedder
         self.interval = interval
         self.batch_size = batch_size
         self.max_backoff = max_backoff
+        # Cache rows of texts not embedded again for keep_days go (the
+        # memories' own vectors stay in memory_vectors): the cache stays the
+        # size of what is being written, not of everything ever written.
+        self.keep_days = keep_days
+        self.prune_every = prune_every
+        self._last_prune: float | None = None
         self.failures = 0  # consecutive failed batches
         self.last_error = ""
         self._wake = asyncio.Event()
@@ -72,6 +81,17 @@ class Vectorizer:
         while n := await self.run_once():
             total += n
         return total
+
+    async def prune_cache(self) -> int:
+        """Delete embedding-cache rows unused for ``keep_days``; their count."""
+        prune = getattr(self.embedder, "prune", None)
+        if prune is None:
+            return 0
+        self._last_prune = time.monotonic()
+        n: int = await prune(unused_days=self.keep_days)
+        if n:
+            log.info("embedding cache pruned", rows=n, unused_days=self.keep_days)
+        return n
 
     def kick(self) -> None:
         """Look for new memories now instead of at the next interval."""
@@ -113,6 +133,12 @@ class Vectorizer:
                     log.info("embedding memories works again", after_failures=self.failures)
                 self.failures = 0
                 self.last_error = ""
+                if self._last_prune is None or time.monotonic() - self._last_prune >= self.prune_every:
+                    try:
+                        await self.prune_cache()
+                    except Exception as exc:  # a cache that cannot shrink now can later
+                        self._last_prune = time.monotonic()
+                        log.warning("pruning the embedding cache failed", error=str(exc) or type(exc).__name__)
             if n >= self.batch_size and not self.failures:
                 await asyncio.sleep(0)  # more pending: next batch right away, yielding first
                 continue

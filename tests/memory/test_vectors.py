@@ -196,3 +196,39 @@ async def test_the_matrix_cache_is_bounded_by_bytes(engine: MemoryEngine, embedd
     assert index.cached_bytes == 2 * 64 * 4
     index.forget_cached()
     assert index.cached_bytes == 0
+
+
+async def test_the_cache_keeps_what_is_written_lately(
+    engine: MemoryEngine, embedder: CachedEmbedder, clock: ManualClock
+) -> None:
+    await add(engine, "alice", "alice drives a blue automobile")
+    index = VectorIndex(engine.db, "m1")
+    vz = Vectorizer(index, embedder, keep_days=90)
+    await vz.drain()
+    clock.advance(60 * 86400)
+    await add(engine, "alice", "alice adopted a kitten")
+    await vz.drain()
+    clock.advance(40 * 86400)
+    assert await vz.prune_cache() == 1  # the first text, 100 days unused
+    rows = await engine.db.fetchall("SELECT count(*) FROM embedding_cache")
+    assert rows[0][0] == 1
+    assert await index.count() == 2  # the memories keep their vectors
+
+
+async def test_the_service_prunes_after_a_good_pass(
+    engine: MemoryEngine, embedder: CachedEmbedder, clock: ManualClock
+) -> None:
+    await add(engine, "alice", "alice drives a blue automobile")
+    index = VectorIndex(engine.db, "m1")
+    await Vectorizer(index, embedder).drain()
+    clock.advance(200 * 86400)
+    vz = Vectorizer(index, embedder, interval=3600)
+    await vz.start()
+    try:
+        for _ in range(200):
+            if (await engine.db.fetchall("SELECT count(*) FROM embedding_cache"))[0][0] == 0:
+                break
+            await asyncio.sleep(0.01)
+    finally:
+        await vz.stop()
+    assert (await engine.db.fetchall("SELECT count(*) FROM embedding_cache"))[0][0] == 0
