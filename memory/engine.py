@@ -20,7 +20,7 @@ import re
 import sqlite3
 from collections import Counter, OrderedDict
 from collections.abc import Awaitable, Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -165,6 +165,9 @@ class Stats:
     events_uncompressed: int
     buffered: int
     owners: int
+    # Active memories with a current vector, by embedding model (hybrid
+    # recall; empty when it is off or nothing is embedded yet).
+    vectors: dict[str, int] = field(default_factory=dict)
 
 
 async def _scrub_log(conn: aiosqlite.Connection, memory_id: int, content: str) -> None:
@@ -730,6 +733,15 @@ class MemoryEngine:
         owners = await self.db.fetchone(
             "SELECT COUNT(*) FROM (SELECT owner FROM memories UNION SELECT owner FROM daily_events)"
         )
+        vw = " AND m.owner = ?" if owner is not None else ""
+        vectors = {
+            r[0]: r[1]
+            for r in await self.db.fetchall(
+                f"""SELECT v.model, COUNT(*) FROM memory_vectors v JOIN memories m ON m.id = v.memory_id
+                     WHERE m.status = 'active' AND v.content_hash = m.content_hash{vw} GROUP BY v.model""",
+                a,
+            )
+        }
         return Stats(
             total=sum(by_status.values()),
             by_status=by_status,
@@ -740,4 +752,5 @@ class MemoryEngine:
             events_uncompressed=ev[1] if ev else 0,
             buffered=buf[0] if buf else 0,
             owners=owners[0] if owners else 0,
+            vectors=vectors,
         )

@@ -169,6 +169,27 @@ def test_stats(home: Path) -> None:
     assert json.loads(ok("stats", "--json", "--user", "bob").stdout)["total"] == 1
     out = ok("stats").stdout
     assert "memories    3 (active 2, archived 1)" in out and "USER" in out
+    assert "vectors     -" in out  # hybrid recall never ran on this database
+
+
+def test_stats_counts_current_vectors(home: Path) -> None:
+    ok("add", "a1", "--user", "alice")
+    ok("add", "a2", "--user", "alice")
+    ok("add", "b1", "--user", "bob")
+
+    async def embed() -> None:  # what the vectorizer stores: one vector per memory, tied to its wording
+        async with await MemoryEngine.open(home / "data" / "memory.db") as e:
+            async with e.db.transaction() as conn:
+                await conn.execute(
+                    """INSERT INTO memory_vectors (memory_id, owner, model, content_hash, vector)
+                       SELECT id, owner, 'm1', content_hash, zeroblob(16) FROM memories"""
+                )
+            await e.update(2, content="a2, edited")  # its vector is stale now
+
+    asyncio.run(embed())
+    assert json.loads(ok("stats", "--json").stdout)["vectors"] == {"m1": 2}
+    assert json.loads(ok("stats", "--json", "--user", "alice").stdout)["vectors"] == {"m1": 1}
+    assert "vectors     m1 2 of 3 active" in ok("stats").stdout
 
 
 def test_export_json_and_markdown(home: Path, tmp_path: Path) -> None:
