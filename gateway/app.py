@@ -278,6 +278,7 @@ class App:
 
     async def _open_write_path(self, engine: Any) -> None:
         from memory.compression import Compressor
+        from memory.consolidate import Consolidator
         from memory.extraction import ExtractionService
         from memory.llm import MemoryLLM
         from memory.migrate import migrate_files
@@ -290,9 +291,14 @@ class App:
             log.info("imported memory files written while memory was off", **report.to_dict())
         self._memory_llm = MemoryLLM.from_config(cfg)
         ex = cfg.memory.extraction
+        assert self.backend is not None
+        # What a new fact may restate or replace is found the way recall finds
+        # memories: by meaning too when hybrid recall is on (seed 003's dedup).
+        consolidator = Consolidator(engine, self.backend.retriever)  # type: ignore[attr-defined]
         extraction = ExtractionService(
             engine,
             self._memory_llm,
+            consolidator=consolidator,
             quiet_gap=ex.quiet_gap,
             token_budget=ex.token_budget,
             daily_flush=ex.daily_flush,
@@ -301,7 +307,7 @@ class App:
         assert self.backend is not None
         extraction.attach(self.backend)  # type: ignore[arg-type]
         self.extraction = extraction
-        self.compressor = Compressor(engine, self._memory_llm, timezone=cfg.gateway.timezone)
+        self.compressor = Compressor(engine, self._memory_llm, consolidator=consolidator, timezone=cfg.gateway.timezone)
 
     async def _open_cron(self) -> None:
         from .cron import CronJob, CronScheduler, CronStore, memory_jobs

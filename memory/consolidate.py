@@ -25,6 +25,7 @@ import structlog
 from .changelog import write_log
 from .engine import MemoryEngine, content_hash, more_source_text, row_to_memory
 from .llm import Candidate, Fact
+from .hybrid import HybridRetriever
 from .retrieval import Retriever
 from .types import Memory, NewMemory, Provenance, Source
 
@@ -63,7 +64,7 @@ class Consolidator:
     def __init__(
         self,
         engine: MemoryEngine,
-        retriever: Retriever | None = None,
+        retriever: Retriever | HybridRetriever | None = None,
         *,
         max_candidates: int = 20,
         per_query: int = 5,
@@ -78,7 +79,11 @@ class Consolidator:
     async def candidates(self, owner: str, texts: Sequence[str]) -> CandidateSet:
         """The owner's Tier 2 facts that the texts are most about."""
         best: dict[int, float] = {}
-        for text in list(texts)[-self.max_queries :]:
+        asked = list(texts)[-self.max_queries :]
+        prepare = getattr(self.retriever, "prepare", None)
+        if prepare is not None:  # hybrid recall: the texts' vectors in one request
+            await prepare(asked)
+        for text in asked:
             for hit in await self.retriever.retrieve(owner, text, limit=self.per_query):
                 best[hit.id] = max(best.get(hit.id, 0.0), hit.score)
         ranked = sorted(best, key=lambda i: -best[i])

@@ -146,6 +146,18 @@ class HybridRetriever:
         task.add_done_callback(done)
         return task
 
+    async def prepare(self, texts: Sequence[str]) -> None:
+        """Embed ``texts`` in one request ahead of retrieving each of them
+        (the write path's candidate search asks for up to 20 at a time); a
+        failure is left to each retrieve's own fallback."""
+        wanted = list(dict.fromkeys(t for t in (query_text(x) for x in texts) if t))
+        if not wanted:
+            return
+        try:
+            await self.embedder.embed(wanted, persist=False)
+        except Exception as exc:  # the endpoint's trouble: recall falls back per text
+            log.info("query vectors not prepared", error=str(exc) or type(exc).__name__, texts=len(wanted))
+
     async def aclose(self) -> None:
         """Cancel query vectors still in flight (shutdown)."""
         for t in list(self._pending):

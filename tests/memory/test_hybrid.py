@@ -143,3 +143,20 @@ async def test_rrf_fusion_and_bad_fusion(engine: MemoryEngine, parts: tuple[Cach
 def test_query_text_joins_recent_user_lines() -> None:
     assert query_text("when are we going?", ["I love ice cream", "  "]) == "I love ice cream\nwhen are we going?"
     assert query_text("x", [str(i) for i in range(10)]).split("\n") == ["6", "7", "8", "9", "x"]
+
+
+async def test_the_write_path_sees_a_restatement_in_other_words(
+    engine: MemoryEngine, parts: tuple[CachedEmbedder, VectorIndex], fake: FakeOpenAI
+) -> None:
+    """Seed 003's dedup: a new fact's candidates (what it may restate or
+    replace, shown to the memory model) are found by meaning too."""
+    from memory.consolidate import Consolidator
+
+    car, _ = await remember(engine, parts, ("alice", "Alice's automobile is a blue Tesla"), ("alice", "Alice drinks tea"))
+    said = ["I just got my car washed", "it looks brand new again", "and the tea was cold"]
+    lexical = await Consolidator(engine, Retriever(engine)).candidates("alice", said)
+    assert car not in [m.id for m in lexical.memories]
+    before = len(fake.embedding_requests)
+    hybrid_cands = await Consolidator(engine, hybrid(engine, parts)).candidates("alice", said)
+    assert car in [m.id for m in hybrid_cands.memories]
+    assert fake.embedding_requests[before:] == [said]  # one request for all the lines
