@@ -200,7 +200,7 @@ class HybridRetriever:
 
     async def _fuse(self, lexical: list[Hit], dense: list[tuple[int, float]], want: int) -> list[Hit]:
         if not dense:
-            return lexical
+            return lexical[:want]
         fused = self._rrf(lexical, dense) if self.fusion == "rrf" else self._weighted(lexical, dense)
         order = sorted(fused, key=lambda mid: (-fused[mid], -mid))
         by_id = {h.id: h for h in lexical}

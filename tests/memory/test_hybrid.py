@@ -111,6 +111,9 @@ async def test_a_failing_endpoint_answers_with_the_words_alone(
     assert h.fallbacks == 1
     assert (await h.retrieve("alice", "which car?"))[0].content == "Alice's automobile is a blue Tesla"
     assert h.fallbacks == 1
+    fake.queue_embedding_error(500)
+    assert len(await h.retrieve("alice", "Alice", limit=1)) == 1  # the limit holds without vectors too
+    assert h.fallbacks == 2
 
 
 async def test_a_late_vector_does_not_hold_the_reply(
