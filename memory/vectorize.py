@@ -57,23 +57,53 @@ class Vectorizer:
         self.prune_every = prune_every
         self._last_prune: float | None = None
         self.failures = 0  # consecutive failed batches
+        # memory id -> (content hash, error) of texts the endpoint refused
+        # while others of their batch went through; skipped until edited.
+        self.refused: dict[int, tuple[str, str]] = {}
         self.last_error = ""
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
 
     async def run_once(self) -> int:
-        """Embed one batch of pending memories; returns how many were stored.
-        Raises what the embedder raised (nothing is written then)."""
-        todo = await self.index.pending(self.batch_size)
+        """Embed one batch of pending memories; returns how many were
+        embedded. Raises what the embedder raised when nothing of the batch
+        went through (nothing is written then)."""
+        rows = await self.index.pending(self.batch_size + len(self.refused))
+        todo = [p for p in rows if self.refused.get(p.memory_id, ("",))[0] != p.content_hash][: self.batch_size]
         if not todo:
             return 0
-        vectors = await self.embedder.embed([p.content for p in todo])
-        pairs: list[tuple[Pending, np.ndarray]] = list(zip(todo, vectors, strict=True))
+        try:
+            vectors = await self.embedder.embed([p.content for p in todo])
+            pairs: list[tuple[Pending, np.ndarray]] = list(zip(todo, vectors, strict=True))
+        except Exception:
+            if len(todo) == 1:
+                raise
+            pairs = await self._one_by_one(todo)
         stored = await self.index.store(pairs)
         if stored < len(todo):
             # Edited or deleted while embedding: the next pass sees the new state.
             log.debug("memories changed while embedding", embedded=len(todo), stored=stored)
-        return len(todo)
+        return len(pairs)
+
+    async def _one_by_one(self, todo: list[Pending]) -> list[tuple[Pending, np.ndarray]]:
+        """A batch failed: find the memories the endpoint refuses (a text it
+        will never take must not hold back every memory after it). If none
+        goes through, the endpoint is down: raise, and the batch is retried."""
+        good: list[tuple[Pending, np.ndarray]] = []
+        bad: list[tuple[Pending, Exception]] = []
+        for p in todo:
+            try:
+                good.append((p, (await self.embedder.embed([p.content]))[0]))
+            except Exception as exc:
+                bad.append((p, exc))
+        if not good:
+            raise bad[0][1]
+        for p, exc in bad:
+            # Until the memory is edited (or the gateway restarts).
+            self.refused[p.memory_id] = (p.content_hash, str(exc) or type(exc).__name__)
+            log.warning("the endpoint refuses a memory; found by its words only", memory_id=p.memory_id,
+                        error=self.refused[p.memory_id][1])
+        return good
 
     async def drain(self) -> int:
         """Embed everything pending now (tests, ``myclaw memory reindex``)."""

@@ -232,3 +232,42 @@ async def test_the_service_prunes_after_a_good_pass(
     finally:
         await vz.stop()
     assert (await engine.db.fetchall("SELECT count(*) FROM embedding_cache"))[0][0] == 0
+
+
+async def test_a_text_the_endpoint_refuses_does_not_hold_back_the_others(
+    engine: MemoryEngine, embedder: CachedEmbedder, fake: FakeOpenAI
+) -> None:
+    ok1 = await add(engine, "alice", "alice drives a blue automobile")
+    bad = await add(engine, "alice", "REFUSE this text")
+    ok2 = await add(engine, "alice", "alice adopted a kitten")
+    index = VectorIndex(engine.db, "m1")
+    vz = Vectorizer(index, embedder)
+    original = embedder.inner.embed
+
+    async def refusing(texts):  # type: ignore[no-untyped-def]
+        if any("REFUSE" in t for t in texts):
+            raise EmbeddingError("embeddings: HTTP 400: input rejected")
+        return await original(texts)
+
+    embedder.inner.embed = refusing  # type: ignore[method-assign]
+    assert await vz.drain() == 2
+    assert {p.memory_id for p in await index.pending()} == {bad}
+    assert vz.refused[bad][1] == "embeddings: HTTP 400: input rejected"
+    assert await vz.run_once() == 0  # skipped, not retried every pass
+
+    await engine.update(bad, content="a text the endpoint takes")  # an edit tries again
+    assert await vz.drain() == 1
+    assert await index.count() == 3 and ok1 != ok2
+
+
+async def test_a_down_endpoint_refuses_nothing_for_good(
+    engine: MemoryEngine, embedder: CachedEmbedder, fake: FakeOpenAI
+) -> None:
+    await add(engine, "alice", "alice drives a blue automobile")
+    await add(engine, "alice", "alice adopted a kitten")
+    vz = Vectorizer(VectorIndex(engine.db, "m1"), embedder)
+    fake.queue_embedding_error(503, times=3)  # the batch, then each one alone
+    with pytest.raises(EmbeddingError):
+        await vz.run_once()
+    assert vz.refused == {}
+    assert await vz.drain() == 2
