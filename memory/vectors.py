@@ -60,17 +60,24 @@ class VectorIndex:
 
     # -- write side (the vectorizer) -------------------------------------------
 
-    async def pending(self, limit: int = 256) -> list[Pending]:
-        """Active memories still to embed, oldest first."""
+    async def pending(self, limit: int = 256, *, after: int = 0, upto: int | None = None) -> list[Pending]:
+        """Active memories still to embed, by id, with ``after < id <= upto``
+        (a window keeps each read short: the reader connection also serves
+        replies, and a sweep of 120k memories in one query holds it ~50 ms)."""
+        window = "" if upto is None else "AND m.id <= ?"
         rows = await self.db.reader.execute_fetchall(
-            """SELECT m.id, m.owner, m.content, m.content_hash
+            f"""SELECT m.id, m.owner, m.content, m.content_hash
                  FROM memories m LEFT JOIN memory_vectors v ON v.memory_id = m.id
-                WHERE m.status = 'active'
+                WHERE m.id > ? {window} AND m.status = 'active'
                   AND (v.memory_id IS NULL OR v.model != ? OR v.content_hash != m.content_hash)
                 ORDER BY m.id LIMIT ?""",
-            (self.model, limit),
+            (after, *(() if upto is None else (upto,)), self.model, limit),
         )
         return [Pending(r[0], r[1], r[2], r[3]) for r in rows]
+
+    async def max_id(self) -> int:
+        rows = await self.db.reader.execute_fetchall("SELECT COALESCE(MAX(id), 0) FROM memories")
+        return int(rows[0][0])
 
     async def store(self, items: Sequence[tuple[Pending, np.ndarray]]) -> int:
         """Write the vectors of ``items`` in one transaction; returns how many

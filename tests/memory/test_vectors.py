@@ -271,3 +271,23 @@ async def test_a_down_endpoint_refuses_nothing_for_good(
         await vz.run_once()
     assert vz.refused == {}
     assert await vz.drain() == 2
+
+
+async def test_the_sweep_reads_in_short_windows_and_misses_nothing(
+    engine: MemoryEngine, embedder: CachedEmbedder, fake: FakeOpenAI
+) -> None:
+    ids = [await add(engine, "alice", f"alice note number {i}") for i in range(7)]
+    await engine.set_status(ids[1], "archived")
+    index = VectorIndex(engine.db, "m1")
+    vz = Vectorizer(index, embedder, batch_size=3, window=2)
+    assert await vz.run_once() == 3  # ids 1, 3, 4: across windows, skipping the archived one
+    assert await vz.drain() == 3
+    assert await index.pending() == [] and await index.count() == 6
+
+    # An edit behind the sweep's position is found on the next pass (it wraps around).
+    await engine.update(ids[0], content="alice note zero, edited")
+    await add(engine, "alice", "alice note seven")
+    assert await vz.drain() == 2
+    assert await index.pending() == []
+    assert sorted(fake.embedding_requests[-1]) == ["alice note seven", "alice note zero, edited"]
+    assert await vz.run_once() == 0  # a whole sweep, each id read once
