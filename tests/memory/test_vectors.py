@@ -291,3 +291,27 @@ async def test_the_sweep_reads_in_short_windows_and_misses_nothing(
     assert await index.pending() == []
     assert sorted(fake.embedding_requests[-1]) == ["alice note seven", "alice note zero, edited"]
     assert await vz.run_once() == 0  # a whole sweep, each id read once
+
+
+async def test_new_vectors_patch_the_cached_matrix_instead_of_a_reload(
+    engine: MemoryEngine, embedder: CachedEmbedder
+) -> None:
+    first = await add(engine, "alice", "alice drives a blue automobile")
+    index = VectorIndex(engine.db, "m1")
+    vz = Vectorizer(index, embedder)
+    await vz.drain()
+    q = await vector_of(embedder, "kitten")
+    await index.search(["alice"], q, 5)
+    cached = index._matrices["alice"]
+    kittens = [await add(engine, "alice", f"alice adopted kitten number {i}") for i in range(40)]  # past the room
+    await vz.drain()
+    await engine.update(first, content="alice adopted a kitten today")
+    await vz.drain()
+    hits = await index.search(["alice"], q, 50)
+    assert index._matrices["alice"] is cached  # patched, not read again
+    assert {i for i, _ in hits} == {first, *kittens}
+    assert cached.n == 41 and index.cached_bytes == cached.nbytes
+    # What it holds is what a reload would read.
+    index.forget_cached()
+    again = await index.search(["alice"], q, 50)
+    assert [(i, round(s, 5)) for i, s in again] == [(i, round(s, 5)) for i, s in hits]
