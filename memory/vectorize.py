@@ -178,6 +178,12 @@ class Vectorizer:
         return min(self.max_backoff, self.interval * 2 ** min(self.failures, 16))
 
     async def _run(self) -> None:
+        try:
+            warmed = await self.index.warm()
+            if warmed:
+                log.info("memory vectors loaded", owners=warmed, mb=round(self.index.cached_bytes / 1e6, 1))
+        except Exception as exc:  # a cold cache only costs the first search its load
+            log.warning("loading memory vectors failed", error=str(exc) or type(exc).__name__)
         while True:
             self._wake.clear()  # a kick during the pass below means: look again
             try:

@@ -39,6 +39,9 @@ class Pending:
     content_hash: str
 
 
+_LOAD_CHUNK = 500  # rows: 0.8 MB at 384 dimensions, 3 MB at 1536
+
+
 class _Matrix:
     """One owner's vectors: rows ``[:n]`` of a buffer with room to grow, so
     the vectorizer's new vectors patch it instead of a reload (which holds
@@ -90,6 +93,7 @@ class VectorIndex:
         self._max_cached = int(max_cached_mb * 1e6)
         self._cached = 0
         self._matrices: OrderedDict[str, _Matrix] = OrderedDict()
+        self._generation: dict[str, int] = {}  # owner -> stores so far (a load racing one is not kept)
 
     # -- write side (the vectorizer) -------------------------------------------
 
@@ -129,6 +133,8 @@ class VectorIndex:
                 )
                 if cur.rowcount > 0:
                     written.append((p, v))
+        for p, _ in written:
+            self._generation[p.owner] = self._generation.get(p.owner, 0) + 1
         for p, v in written:  # after the commit: the cache never shows what was rolled back
             m = self._matrices.get(p.owner)
             if m is None:
@@ -166,30 +172,68 @@ class VectorIndex:
 
     # -- read side ----------------------------------------------------------------
 
+    async def _load(self, owner: str) -> _Matrix:
+        # In chunks, so a large user's load never holds the shared reader for
+        # long (one query over 10k vectors of 384 dimensions: 45-70 ms).
+        ids: list[int] = []
+        buf = bytearray()  # writable, so store() can patch the matrix
+        dims: set[int] = set()
+        after = -1
+        while True:
+            rows = await self.db.reader.execute_fetchall(
+                """SELECT memory_id, vector FROM memory_vectors
+                    WHERE owner = ? AND model = ? AND memory_id > ? ORDER BY memory_id LIMIT ?""",
+                (owner, self.model, after, _LOAD_CHUNK),
+            )
+            for r in rows:
+                ids.append(r[0])
+                buf += r[1]
+                dims.add(len(r[1]))
+            if len(rows) < _LOAD_CHUNK:
+                break
+            after = rows[-1][0]
+        if not ids or len(dims) != 1:
+            # None, or vectors of two dimensions under one model name (the
+            # endpoint changed what it serves): searched once re-embedded.
+            return _Matrix(np.zeros(0, dtype=np.int64), np.zeros((0, 0), dtype=np.float32))
+        vectors = np.frombuffer(buf, dtype="<f4").reshape(len(ids), -1)
+        return _Matrix(np.asarray(ids, dtype=np.int64), vectors)
+
     async def _matrix(self, owner: str) -> _Matrix:
         m = self._matrices.get(owner)
         if m is not None:
             self._matrices.move_to_end(owner)
             return m
-        rows = await self.db.reader.execute_fetchall(
-            "SELECT memory_id, vector FROM memory_vectors WHERE owner = ? AND model = ? ORDER BY memory_id",
-            (owner, self.model),
-        )
-        dims = {len(r[1]) for r in rows}
-        if not rows or len(dims) != 1:
-            # None, or vectors of two dimensions under one model name (the
-            # endpoint changed what it serves): searched once re-embedded.
-            m = _Matrix(np.zeros(0, dtype=np.int64), np.zeros((0, 0), dtype=np.float32))
-        else:
-            # A bytearray, so the matrix is writable for store() to patch.
-            vectors = np.frombuffer(bytearray().join(r[1] for r in rows), dtype="<f4").reshape(len(rows), -1)
-            m = _Matrix(np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows)), vectors)
+        generation = self._generation.get(owner, 0)
+        m = await self._load(owner)
+        if self._generation.get(owner, 0) != generation:
+            return m  # vectors stored meanwhile: right for this search, not kept
         self._matrices[owner] = m
         self._cached += m.nbytes
         while self._cached > self._max_cached and len(self._matrices) > 1:
             _, old = self._matrices.popitem(last=False)
             self._cached -= old.nbytes
         return m
+
+    async def warm(self) -> int:
+        """Load the most recently active owners' matrices while the cache has
+        room (at start, so a user's first message does not pay the load);
+        returns how many were loaded."""
+        rows = await self.db.reader.execute_fetchall(
+            """SELECT v.owner, COUNT(*) * MAX(length(v.vector)) FROM memory_vectors v
+                 JOIN memories m ON m.id = v.memory_id
+                WHERE v.model = ? GROUP BY v.owner ORDER BY MAX(m.last_accessed) DESC""",
+            (self.model,),
+        )
+        loaded = 0
+        for owner, size in rows:
+            if owner in self._matrices:
+                continue
+            if self._cached + size > self._max_cached:
+                break
+            await self._matrix(owner)
+            loaded += 1
+        return loaded
 
     async def search(
         self, owners: Sequence[str], query: np.ndarray, k: int, *, private: bool = True, min_similarity: float = -1.0

@@ -315,3 +315,27 @@ async def test_new_vectors_patch_the_cached_matrix_instead_of_a_reload(
     index.forget_cached()
     again = await index.search(["alice"], q, 50)
     assert [(i, round(s, 5)) for i, s in again] == [(i, round(s, 5)) for i, s in hits]
+
+
+async def test_warm_loads_the_most_recent_users_while_there_is_room(
+    engine: MemoryEngine, embedder: CachedEmbedder, clock: ManualClock
+) -> None:
+    await add(engine, "alice", "alice drives a blue automobile")
+    clock.advance(3600)
+    await add(engine, "bob", "bob adopted a kitten")
+    await Vectorizer(VectorIndex(engine.db, "m1"), embedder).drain()
+
+    index = VectorIndex(engine.db, "m1")
+    assert await index.warm() == 2 and index.cached_bytes == 2 * 64 * 4
+    small = VectorIndex(engine.db, "m1", max_cached_mb=64 * 4 / 1e6)  # room for one
+    assert await small.warm() == 1
+    assert list(small._matrices) == ["bob"]  # the one active last
+    assert [i for i, _ in await small.search(["alice"], await vector_of(embedder, "car"), 1)]  # the other loads on demand
+
+
+async def test_a_large_users_matrix_loads_in_chunks(engine: MemoryEngine, embedder: CachedEmbedder) -> None:
+    ids = [await add(engine, "alice", f"alice note {i}") for i in range(1203)]
+    index = VectorIndex(engine.db, "m1")
+    await Vectorizer(index, embedder, batch_size=512).drain()
+    hits = await index.search(["alice"], await vector_of(embedder, "alice note 1202"), 1)
+    assert hits[0][0] == ids[-1] and index._matrices["alice"].n == 1203
