@@ -49,7 +49,7 @@ of each side's score over its best, Bruch et al. 2023). RRF, which seed 004
 names, treats both rankings as equals; with a small model it let the vector
 side reorder what the tuned lexical side had right (LoCoMo turns R@5 0.665
 -> 0.549), while 0.75 keeps it (0.657) and still lifts MADial en (0.577 ->
-0.620): docs/RETRIEVAL.md §10."""
+0.628, with the default minimum similarity 0.2): docs/RETRIEVAL.md §10."""
 
 RRF_K = 60
 """The usual constant of reciprocal rank fusion (Cormack et al. 2009)."""
