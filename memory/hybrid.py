@@ -189,9 +189,13 @@ class HybridRetriever:
         dense: list[tuple[int, float]] = []
         if vec is not None:
             owners = [user] if user == GLOBAL_OWNER else [user, GLOBAL_OWNER]
-            dense = await self.vectors.search(
-                owners, vec, self.depth, private=private, min_similarity=self.min_similarity
-            )
+            try:
+                dense = await self.vectors.search(
+                    owners, vec, self.depth, private=private, min_similarity=self.min_similarity
+                )
+            except Exception as exc:  # the words alone still make a good answer
+                self.fallbacks += 1
+                log.warning("vector search failed; lexical recall only", error=str(exc) or type(exc).__name__)
         lx = self.lexical
         hits = await self._fuse(lexical, dense, limit if limit is not None else 2 * lx.max_hits)
         if limit is not None:

@@ -163,3 +163,17 @@ async def test_the_write_path_sees_a_restatement_in_other_words(
     hybrid_cands = await Consolidator(engine, hybrid(engine, parts)).candidates("alice", said)
     assert car in [m.id for m in hybrid_cands.memories]
     assert fake.embedding_requests[before:] == [said]  # one request for all the lines
+
+
+async def test_a_failing_vector_search_answers_with_the_words_alone(
+    engine: MemoryEngine, parts: tuple[CachedEmbedder, VectorIndex]
+) -> None:
+    class BrokenIndex(VectorIndex):
+        async def search(self, *a: object, **kw: object) -> list[tuple[int, float]]:
+            raise OSError("disk I/O error")
+
+    await remember(engine, parts, ("alice", "Alice drinks tea"))
+    cached, _ = parts
+    h = HybridRetriever(Retriever(engine), BrokenIndex(engine.db, "m1"), cached)
+    assert [x.content for x in await h.retrieve("alice", "does Alice drink tea?")] == ["Alice drinks tea"]
+    assert h.fallbacks == 1
