@@ -155,6 +155,7 @@ async def _fakes(conn: Connection, chats: int, messages: int, timeout: float, ra
                 "end_to_end_p50_ms": _pct(e2e_ms, 0.5),
                 "end_to_end_p95_ms": _pct(e2e_ms, 0.95),
                 "llm_requests": len(llm.requests),
+                "embedding_requests": len(llm.embedding_requests),
                 "extraction_requests": sum(1 for r in llm.requests if r.get("response_format")),
                 "telegram_calls": dict(tg.counts),
                 "fakes_cpu_share": round(fakes_cpu, 2),
@@ -229,12 +230,17 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
             }
             if args.extract_after:  # the write path drains the buffer during the run, as in steady use
                 doc["memory"] = {"extraction": {"quietGap": f"{args.extract_after}s"}}
+            if args.hybrid:  # hybrid recall against the fake's /v1/embeddings (64-dim hashed words)
+                doc.setdefault("memory", {})["embedding"] = {"enabled": True, "model": "bench-embed"}
             (Path(tmp) / "config.json").write_text(json.dumps(doc), encoding="utf-8")
             cfg = load_config(Path(tmp) / "config.json", env={"MYCLAW_HOME": tmp}, require=True)
             app = App(cfg, Paths(Path(tmp)))
             try:
                 await app.open()
                 seeded = await seed(app, args.chats)
+                if args.hybrid:
+                    assert app.vectorizer is not None
+                    await app.vectorizer.drain()  # every seeded memory has its vector before the run
                 if args.no_extraction:  # diagnosis: the write path's background loop left out
                     app.extraction = None
                 await app.start()
@@ -298,6 +304,9 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
                     loop_thread_cpu_ms_per_message=round(loop_cpu * 1000 / total, 2),
                     load_average=[round(x, 2) for x in os.getloadavg()],
                 )
+                if args.hybrid:
+                    hybrid = app.backend.retriever  # type: ignore[union-attr]
+                    result.update(hybrid_fallbacks=hybrid.fallbacks)
             finally:
                 await app.close()
                 parent.send("stop")
@@ -327,6 +336,8 @@ def main() -> None:
     ap.add_argument("--no-extraction", action="store_true", help="do not start the extraction service (diagnosis)")
     ap.add_argument("--default-runtime", action="store_true",
                     help="keep the interpreter's GC settings (diagnosis; see gateway/runtime.py)")
+    ap.add_argument("--hybrid", action="store_true",
+                    help="hybrid recall on (memory.embedding), against the fake's /v1/embeddings")
     ap.add_argument("--json", type=Path, help="also write the figures to this file")
     args = ap.parse_args()
     result = asyncio.run(bench(args))
