@@ -33,7 +33,7 @@ import numpy as np
 import structlog
 
 from .format import fit_budget
-from .retrieval import MAX_QUERY_CHARS, Retriever
+from .retrieval import MAX_QUERY_CHARS, OTHER_PROJECT_FACTOR, Retriever, _named_projects
 from .types import GLOBAL_OWNER, Hit
 from .vectors import VectorIndex
 
@@ -196,11 +196,29 @@ class HybridRetriever:
             except Exception as exc:  # the words alone still make a good answer
                 self.fallbacks += 1
                 log.warning("vector search failed; lexical recall only", error=str(exc) or type(exc).__name__)
+            if dense:
+                dense = await self._favour_named_project(user, query, projects, dense)
         lx = self.lexical
         hits = await self._fuse(lexical, dense, limit if limit is not None else 2 * lx.max_hits)
         if limit is not None:
             return hits
         return fit_budget(hits, max_hits=lx.max_hits, max_chars=lx.max_chars, token_budget=lx.token_budget)
+
+    async def _favour_named_project(
+        self, user: str, query: str, projects: Iterable[str] | None, dense: list[tuple[int, float]]
+    ) -> list[tuple[int, float]]:
+        """As on the lexical side: when the message names a project, a
+        memory of another project counts OTHER_PROJECT_FACTOR of itself."""
+        named = _named_projects(query, await self.engine.known_projects(user) if projects is None else projects)
+        if not named:
+            return dense
+        marks = ",".join("?" * len(dense))
+        rows = await self.engine.db.reader.execute_fetchall(
+            f"SELECT id, project FROM memories WHERE id IN ({marks})", [i for i, _ in dense]
+        )
+        other = {r[0] for r in rows if r[1] not in named and r[1] != GLOBAL_OWNER}
+        scaled = [(i, c * OTHER_PROJECT_FACTOR if i in other else c) for i, c in dense]
+        return sorted(scaled, key=lambda ic: -ic[1])
 
     async def _fuse(self, lexical: list[Hit], dense: list[tuple[int, float]], want: int) -> list[Hit]:
         if not dense:

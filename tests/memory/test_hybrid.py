@@ -177,3 +177,18 @@ async def test_a_failing_vector_search_answers_with_the_words_alone(
     h = HybridRetriever(Retriever(engine), BrokenIndex(engine.db, "m1"), cached)
     assert [x.content for x in await h.retrieve("alice", "does Alice drink tea?")] == ["Alice drinks tea"]
     assert h.fallbacks == 1
+
+
+async def test_a_named_project_is_favoured_on_the_vector_side_too(
+    engine: MemoryEngine, parts: tuple[CachedEmbedder, VectorIndex]
+) -> None:
+    ids = []
+    for project in ("atlas", "webshop"):
+        ids.append((await engine.add(NewMemory(owner="alice", content="the automobile fleet reboots nightly",
+                                               project=project))).id)
+    cached, index = parts
+    await Vectorizer(index, cached).drain()
+    h = hybrid(engine, parts)
+    for project, own in (("atlas", ids[0]), ("webshop", ids[1])):
+        hits = await h.retrieve("alice", f"is the {project} car down?")  # no word in common: vectors alone
+        assert hits[0].id == own
