@@ -192,3 +192,18 @@ async def test_a_named_project_is_favoured_on_the_vector_side_too(
     for project, own in (("atlas", ids[0]), ("webshop", ids[1])):
         hits = await h.retrieve("alice", f"is the {project} car down?")  # no word in common: vectors alone
         assert hits[0].id == own
+
+
+async def test_the_message_counts_as_much_as_its_context(
+    engine: MemoryEngine, parts: tuple[CachedEmbedder, VectorIndex], fake: FakeOpenAI
+) -> None:
+    car, _ = await remember(
+        engine, parts, ("alice", "Alice's automobile is a blue Tesla"), ("alice", "Alice's sister lives in Lisbon near the harbour")
+    )
+    context = ["my sister lives in Lisbon", "her flat in Lisbon is near the harbour"]
+    # At 0.25 the conversation's vector alone misses the car (cosine ~0.18 in
+    # this fake), the message and the conversation together find it (~0.27).
+    hits = await hybrid(engine, parts, min_similarity=0.25).retrieve("alice", "which car?", context=context)
+    assert fake.embedding_requests[-1] == ["my sister lives in Lisbon\nher flat in Lisbon is near the harbour\nwhich car?",
+                                           "which car?"]
+    assert car in [h.id for h in hits[:2]]
