@@ -311,11 +311,3 @@ class CachedEmbedder:
         _, count = await self.db.write("DELETE FROM embedding_cache WHERE last_used_at < ?", (cutoff,))
         return count
 
-    async def drop_other_dimensions(self, dimension: int) -> int:
-        """Delete this model's rows of any other dimension; their count."""
-        for key in [k for k, v in self._lru.items() if len(v) != dimension]:
-            del self._lru[key]
-        _, count = await self.db.write(
-            "DELETE FROM embedding_cache WHERE model = ? AND dimension != ?", (self.model, dimension)
-        )
-        return count

@@ -45,7 +45,6 @@ See docs/RETRIEVAL.md for the measurements behind the constants.
 from __future__ import annotations
 
 import heapq
-import json
 import math
 from collections import Counter
 from collections.abc import Iterable, Sequence

@@ -14,12 +14,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Sequence
-from typing import Protocol
 
 import numpy as np
 import structlog
 
+from .embedding import Embedder
 from .vectors import Pending, VectorIndex
 
 __all__ = ["Vectorizer"]
@@ -27,17 +26,11 @@ __all__ = ["Vectorizer"]
 log = structlog.get_logger(component="vectorize")
 
 
-class _Embedder(Protocol):
-    model: str
-
-    async def embed(self, texts: Sequence[str]) -> list[np.ndarray]: ...
-
-
 class Vectorizer:
     def __init__(
         self,
         index: VectorIndex,
-        embedder: _Embedder,
+        embedder: Embedder,
         *,
         interval: float = 15.0,
         batch_size: int = 64,
@@ -67,7 +60,6 @@ class Vectorizer:
         # while others of their batch went through; skipped until edited.
         self.refused: dict[int, tuple[str, str]] = {}
         self.last_error = ""
-        self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
 
     async def run_once(self) -> int:
@@ -157,10 +149,6 @@ class Vectorizer:
             log.info("embedding cache pruned", rows=n, unused_days=self.keep_days)
         return n
 
-    def kick(self) -> None:
-        """Look for new memories now instead of at the next interval."""
-        self._wake.set()
-
     async def start(self) -> None:
         if self._task is None:
             self._task = asyncio.create_task(self._run(), name="memory-vectorize")
@@ -185,7 +173,6 @@ class Vectorizer:
         except Exception as exc:  # a cold cache only costs the first search its load
             log.warning("loading memory vectors failed", error=str(exc) or type(exc).__name__)
         while True:
-            self._wake.clear()  # a kick during the pass below means: look again
             try:
                 n = await self.run_once()
             except asyncio.CancelledError:
@@ -212,5 +199,4 @@ class Vectorizer:
             if n >= self.batch_size and not self.failures:
                 await asyncio.sleep(0)  # more pending: next batch right away, yielding first
                 continue
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), self._delay())
+            await asyncio.sleep(self._delay())

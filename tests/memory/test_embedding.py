@@ -371,13 +371,6 @@ async def test_dimension_change_ignores_old_rows(fake: FakeOpenAI, cached: Cache
     (v,) = await cached.embed(["old text"])
     assert v.shape == (32,) and fake.embedding_requests[-1] == ["old text"]
     assert {r[2] for r in await rows(db)} == {32}  # replaced
-    await cached.embed(["only old"])  # a row of 32 ...
-    await db.write(
-        "UPDATE embedding_cache SET dimension = 64, vector = ? WHERE text_hash = ?",
-        (vector_to_blob(np.ones(64, dtype=np.float32) / 8), text_hash("only old")),
-    )
-    assert await cached.drop_other_dimensions(32) == 1
-    assert {r[2] for r in await rows(db)} == {32}
 
 
 async def test_unknown_dimension_trusts_rows_until_the_api_disagrees(

@@ -156,23 +156,6 @@ async def test_a_failing_endpoint_writes_nothing_and_is_retried(
     assert vz.failures == 0 and vz.last_error == ""
 
 
-async def test_kick_embeds_a_new_memory_before_the_interval(engine: MemoryEngine, embedder: CachedEmbedder) -> None:
-    index = VectorIndex(engine.db, "m1")
-    vz = Vectorizer(index, embedder, interval=3600)
-    await vz.start()
-    try:
-        await asyncio.sleep(0.05)  # the first pass found nothing; next one in an hour
-        await add(engine, "alice", "alice drives a blue automobile")
-        vz.kick()
-        for _ in range(200):
-            if await index.count() == 1:
-                break
-            await asyncio.sleep(0.01)
-        assert await index.count() == 1
-    finally:
-        await vz.stop()
-
-
 async def test_a_memory_edited_while_embedding_is_not_stored_stale(
     engine: MemoryEngine, embedder: CachedEmbedder
 ) -> None:
