@@ -10,9 +10,9 @@ import pytest
 from memory.clock import ManualClock
 from memory.embedding import CachedEmbedder, HttpEmbedder
 from memory.engine import MemoryEngine
-from memory.hybrid import HybridRetriever, query_text
+from memory.hybrid import HybridRetriever, query_text, spread_scaled
 from memory.retrieval import Retriever
-from memory.types import Category, NewMemory
+from memory.types import Category, Hit, NewMemory
 from memory.vectorize import Vectorizer
 from memory.vectors import VectorIndex
 from tests.fakes.openai_server import FakeOpenAI
@@ -207,3 +207,35 @@ async def test_the_message_counts_as_much_as_its_context(
     assert fake.embedding_requests[-1] == ["my sister lives in Lisbon\nher flat in Lisbon is near the harbour\nwhich car?",
                                            "which car?"]
     assert car in [h.id for h in hits[:2]]
+
+
+def test_spread_scaled_places_cosines_within_their_own_spread() -> None:
+    assert spread_scaled([]) == []
+    assert spread_scaled([0.7]) == [1.0] and spread_scaled([0.8, 0.8]) == [1.0, 1.0]
+    crowd = [0.80 + 0.06 * i / 28 for i in range(29)]
+    scaled = spread_scaled([0.95, *crowd])
+    assert scaled[0] == 1.0  # stands out of the crowd: the whole share
+    assert max(scaled[1:]) < 0.7 and min(scaled[1:]) > 0.2
+    # Only where a cosine sits among the others matters, not the model's range.
+    low = spread_scaled([c - 0.6 for c in [0.95, *crowd]])
+    assert low == pytest.approx(scaled)
+
+
+async def test_a_crowd_of_near_equal_cosines_does_not_bury_a_word_match(
+    engine: MemoryEngine, parts: tuple[CachedEmbedder, VectorIndex]
+) -> None:
+    """A model whose unrelated texts all score ~0.8 (m3e, bge) used to give
+    each of its 30 hits at least 0.93 of the vector share: more than a real,
+    weaker word match gets from the words."""
+    h = hybrid(engine, parts)
+    lexical = [Hit("memory", 1, "best word match", 10.0, "2026-01-01"), Hit("memory", 2, "weaker word match", 3.0, "2026-01-01")]
+    crowd = [(100 + i, 0.80 + 0.06 * i / 29) for i in range(30)]
+    crowd.sort(key=lambda ic: -ic[1])
+    fused = h._weighted(lexical, crowd)
+    order = sorted(fused, key=lambda mid: -fused[mid])
+    assert order[:2] == [1, 2]
+    # One memory the model clearly prefers still goes before the weaker word match.
+    standout = [(200, 0.95), *crowd[:29]]
+    fused = h._weighted(lexical, standout)
+    order = sorted(fused, key=lambda mid: -fused[mid])
+    assert order[:3] == [1, 200, 2]
