@@ -181,6 +181,17 @@ async def _scrub_log(conn: aiosqlite.Connection, memory_id: int, content: str) -
     )
 
 
+async def _drop_cached_vectors(conn: aiosqlite.Connection, contents: Iterable[str]) -> None:
+    """Erased or overwritten words lose their cached vectors too: a vector
+    can be inverted back to much of its text. The cache is keyed by the
+    SHA-256 of the exact text (``memory.embedding.text_hash``, not imported:
+    that module loads numpy); a live memory with the same words keeps its
+    own vector in ``memory_vectors``."""
+    hashes = [(hashlib.sha256(c.encode("utf-8")).hexdigest(),) for c in dict.fromkeys(contents)]
+    if hashes:
+        await conn.executemany("DELETE FROM embedding_cache WHERE text_hash = ?", hashes)
+
+
 def _in_transaction(method: _W) -> _W:
     """A write method given no ``conn`` runs in a transaction of its own;
     given one, it joins the caller's (several writes, one atomic step)."""
@@ -380,6 +391,8 @@ class MemoryEngine:
         cols = ", ".join(f"{k} = ?" for k in sets)
         extra = ", access_count = access_count + 1" if touch else ""
         await conn.execute(f"UPDATE memories SET {cols}{extra} WHERE id = ?", (*sets.values(), memory_id))
+        if sets.get("content", row["content"]) != row["content"]:
+            await _drop_cached_vectors(conn, [row["content"]])  # an edit can be a redaction
         if ("content" in sets or "source_text" in sets) and row["status"] == "active":
             text = memory_index_text(sets.get("content", row["content"]), sets.get("source_text", row["source_text"]))
             await conn.execute("UPDATE memories_fts SET text = ? WHERE rowid = ?", (text, memory_id))
@@ -441,6 +454,7 @@ class MemoryEngine:
         await conn.execute("DELETE FROM memories_fts WHERE rowid = ?", (memory_id,))
         await conn.execute("DELETE FROM memories WHERE id = ?", (memory_id,))
         await _scrub_log(conn, memory_id, content)
+        await _drop_cached_vectors(conn, [content])
         self._projects.pop(row["owner"], None)
         if row["tier"] == 1:
             self.db.bump(TIER1)
@@ -463,6 +477,8 @@ class MemoryEngine:
             await conn.execute(
                 "UPDATE memories SET superseded_by = NULL WHERE owner = ? AND superseded_by IS NOT NULL", (owner,)
             )
+            async with conn.execute("SELECT content FROM memories WHERE owner = ?", (owner,)) as cur:
+                await _drop_cached_vectors(conn, [r[0] for r in await cur.fetchall()])
             for table, key in (
                 ("memories", "memories"),
                 ("daily_events", "events"),

@@ -322,3 +322,39 @@ async def test_a_large_users_matrix_loads_in_chunks(engine: MemoryEngine, embedd
     await Vectorizer(index, embedder, batch_size=512).drain()
     hits = await index.search(["alice"], await vector_of(embedder, "alice note 1202"), 1)
     assert hits[0][0] == ids[-1] and index._matrices["alice"].n == 1203
+
+
+async def test_erased_and_overwritten_words_leave_the_embedding_cache(
+    engine: MemoryEngine, embedder: CachedEmbedder
+) -> None:
+    """The cache keeps a vector per text for up to 90 days; a vector can be
+    inverted back to much of its text, so erasing a memory, editing its
+    words away or forgetting a user takes the cached vectors too."""
+    deleted = await add(engine, "alice", "alice's door code is 4711")
+    edited = await add(engine, "alice", "alice's bank pin is 1234")
+    await add(engine, "bob", "drives a blue automobile to work")
+    await add(engine, "bob", "adopted a kitten in may")
+    await add(engine, "carol", "drives a blue automobile to work")  # the same words as one of bob's
+    index = VectorIndex(engine.db, "m1")
+    await Vectorizer(index, embedder).drain()
+
+    async def cached() -> set[str]:
+        return {r[0] for r in await engine.db.reader.execute_fetchall("SELECT text_hash FROM embedding_cache")}
+
+    from memory.embedding import text_hash
+
+    assert len(await cached()) == 4  # bob's and carol's car share one row
+    await engine.delete(deleted)
+    await engine.update(edited, content="alice's bank pin is stored in her password manager")
+    assert text_hash("alice's door code is 4711") not in await cached()
+    assert text_hash("alice's bank pin is 1234") not in await cached()
+    await engine.update(edited, importance=0.9)  # no new words: nothing else goes
+    assert len(await cached()) == 2
+
+    await Vectorizer(index, embedder).drain()  # the edited words get their vector
+    await engine.forget_owner("bob")
+    assert await cached() == {text_hash("alice's bank pin is stored in her password manager")}
+    assert await index.pending() == []
+    # carol's memory keeps its own vector and is still found by meaning.
+    hits = await index.search(["carol"], await vector_of(embedder, "which car"), 5)
+    assert len(hits) == 1 and await index.count("carol") == 1
