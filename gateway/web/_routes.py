@@ -31,7 +31,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit
 import structlog
 from aiohttp import web
 
-from gateway.cli._common import event_dict, memory_dict
+from gateway.cli._common import memory_dict
 from gateway.http import HttpServer
 from memory.types import Status
 

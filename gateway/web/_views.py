@@ -20,7 +20,7 @@ from memory.changelog import LogEntry
 from memory.engine import Stats
 from memory.types import GLOBAL_OWNER, Category, Hit, Memory, Source, Status
 
-from ._actions import SearchResult, UserSummary
+from ._actions import UserSummary
 
 __all__ = [
     "PageContext",
