@@ -443,7 +443,8 @@ class MemoryEngine:
 
     @_in_transaction
     async def delete(self, memory_id: int, *, conn: aiosqlite.Connection | None = None) -> None:
-        """Erase a memory for good (the user's right to have it gone)."""
+        """Erase a memory for good (the user's right to have it gone); call
+        :meth:`purge_erased` once the erasing transaction has committed."""
         assert conn is not None  # opened by @_in_transaction when not given
         async with conn.execute("SELECT owner, tier, content FROM memories WHERE id = ?", (memory_id,)) as cur:
             row = await cur.fetchone()
@@ -459,9 +460,21 @@ class MemoryEngine:
         if row["tier"] == 1:
             self.db.bump(TIER1)
 
+    async def purge_erased(self) -> None:
+        """Make erasures final on disk. FTS5 keeps a deleted row's words in
+        its index segments until they merge (SQLite 3.42's secure-delete
+        option is newer than many Pythons' SQLite), and SQLite leaves deleted
+        bytes in free pages: merge the segments, then rewrite the file.
+        Erasing callers run this after their transaction commits."""
+        async with self.db.transaction() as conn:
+            for table in ("memories_fts", "events_fts"):
+                await conn.execute(f"INSERT INTO {table}({table}) VALUES('optimize')")
+        await self.db.compact()
+
     async def forget_owner(self, owner: str) -> dict[str, int]:
         """Erase everything stored about ``owner``: memories of every status,
-        events, buffered messages and change-log entries. One transaction."""
+        events, buffered messages and change-log entries, in one
+        transaction; then :meth:`purge_erased`."""
         counts: dict[str, int] = {}
         async with self.db.transaction() as conn:
             self.db.bump(TIER1)
@@ -488,6 +501,7 @@ class MemoryEngine:
                 cur = await conn.execute(f"DELETE FROM {table} WHERE owner = ?", (owner,))
                 counts[key] = cur.rowcount
         self._projects.pop(owner, None)
+        await self.purge_erased()
         log.info("owner forgotten", owner=owner, **counts)
         return counts
 

@@ -432,6 +432,7 @@ async def _delete(path: Path, memory_id: int, purge: bool) -> None:
     async with open_engine(path) as engine:
         if purge:
             await engine.delete(memory_id)
+            await engine.purge_erased()
         else:
             await engine.set_status(memory_id, Status.ARCHIVED)
 

@@ -305,6 +305,7 @@ class MemoryAdmin:
                 await write_log(conn, at=self.engine.now(), job=JOB, owner=m.owner, action="erase", memory_id=memory_id)
         except MemoryNotFound as exc:
             raise NotFound(str(exc)) from None
+        await self.engine.purge_erased()
         return m
 
     async def archive_all(self, owner: str) -> int:
@@ -331,4 +332,5 @@ class MemoryAdmin:
             await write_log(
                 conn, at=self.engine.now(), job=JOB, owner=owner, action="erase_all", detail={"count": len(ids)}
             )
+        await self.engine.purge_erased()
         return len(ids)

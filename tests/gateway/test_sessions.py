@@ -165,3 +165,20 @@ async def test_the_window_cache_holds_at_most_cache_rows(tmp_path: Path, clock: 
                 cached = sum(len(rows) for _, rows in store._windows.values())
                 assert cached == store._cached_rows <= 10
         assert store._windows  # the most recent chats stay cached
+
+
+async def test_forgotten_words_are_gone_from_the_file(tmp_path: Path, clock: ManualClock) -> None:
+    """secure_delete (memory/db.py) zeroes deleted rows whatever SQLite's
+    build defaults to; with it off this fails."""
+    folder = tmp_path / "g"
+    folder.mkdir()
+    async with await SessionStore.open(folder / "gateway.db", clock) as store:
+        for i in range(50):
+            await _add(store, "user", f"an ordinary line {i}")
+            if i == 25:
+                await _add(store, "user", "my door code is zqxjkv4711")
+        await store.append(KEY, channel="telegram", chat_id="42", role="user", content="bob's line", owner="bob")
+        await store.forget_owner("alice")
+        assert [m.content for m in await store.window(KEY)] == ["bob's line"]
+    on_disk = sum(f.read_bytes().count(b"zqxjkv4711") for f in folder.iterdir() if f.is_file())
+    assert on_disk == 0

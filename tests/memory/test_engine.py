@@ -311,3 +311,36 @@ async def test_a_database_from_before_source_text_is_migrated(tmp_path: Path, cl
         await eng.update(m.id, source_text="switched from npm to pnpm")
         got = await eng.get(m.id)
         assert got is not None and got.source_text == "switched from npm to pnpm"
+
+
+def _bytes_on_disk(folder: Path, needle: str) -> int:
+    """How often ``needle`` occurs in the database's files (db, WAL)."""
+    return sum(f.read_bytes().count(needle.encode()) for f in folder.iterdir() if f.is_file())
+
+
+async def test_erased_words_are_gone_from_the_file_not_only_from_the_tables(tmp_path: Path, clock: ManualClock) -> None:
+    """FTS5 keeps a deleted row's words in its index segments until they
+    merge, and SQLite leaves deleted bytes in free pages: "erase for good"
+    has to mean the disk too."""
+    folder = tmp_path / "db"
+    folder.mkdir()
+    engine = await MemoryEngine.open(folder / "memory.db", clock)
+    try:
+        for i in range(200):
+            await engine.add(NewMemory(owner="alice", content=f"alice note {i} about the weather and green tea"))
+        door = await engine.add(NewMemory(owner="alice", content="alice's door code is zqxjkv4711"))
+        await engine.add(NewMemory(owner="bob", content="bob's bank pin is wvutsr1234"))
+        await engine.add_event("bob", "2026-03-01", "bob read his pin wvutsr1234 aloud")
+        await engine.delete(door.id)
+        await engine.db.compact()  # the free pages alone are not enough:
+        assert _bytes_on_disk(folder, "zqxjkv4711") > 0  # the index still holds the word
+        await engine.purge_erased()
+        assert _bytes_on_disk(folder, "zqxjkv4711") == 0
+        await engine.forget_owner("bob")  # purges by itself
+        assert _bytes_on_disk(folder, "wvutsr1234") == 0
+        # What was not erased is still there and still found.
+        assert (await engine.db.fetchone("SELECT count(*) FROM memories WHERE owner = 'alice'"))[0] == 200
+        assert len(await engine.db.fetchall("SELECT rowid FROM memories_fts WHERE memories_fts MATCH 'tea'")) == 200
+    finally:
+        await engine.close()
+    assert _bytes_on_disk(folder, "zqxjkv4711") == 0 and _bytes_on_disk(folder, "wvutsr1234") == 0

@@ -1,0 +1,88 @@
+"""What an erasure costs (docs/BENCHMARKS.md, "Erasure").
+
+``MemoryEngine.purge_erased`` runs after every erasure (``myclaw memory
+delete --purge``, ``forget``, the memory page's erase): it merges the FTS5
+segments, which keep a deleted row's words until they merge, then rewrites
+the file (``VACUUM``) and empties the WAL. This times it on a real SQLite
+file of N memories (20 users, English facts of ~15 words with their source
+text), and checks that the erased word is gone from the files.
+
+    .venv/bin/python scripts/bench_erase.py [--sizes 10000 50000] [--json FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import random
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import structlog  # noqa: E402
+
+from memory import MemoryEngine, NewMemory  # noqa: E402
+
+WORDS = (
+    "alpha beta gamma delta tea coffee weather project deploy server redis postgres meeting friday monday "
+    "sister lisbon car blue tesla cat dog garden music guitar piano book novel travel tokyo paris"
+).split()
+SECRET = "zqxjkv4711"
+
+
+def _on_disk(folder: Path, needle: str) -> int:
+    return sum(f.read_bytes().count(needle.encode()) for f in folder.iterdir() if f.is_file())
+
+
+async def measure(n: int, seed: int = 1) -> dict[str, Any]:
+    rng = random.Random(seed)
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        async with await MemoryEngine.open(folder / "memory.db") as engine:
+            items = [
+                (
+                    NewMemory(
+                        owner=f"u{i % 20}",
+                        content=" ".join(rng.choices(WORDS, k=14)) + f" n{i}",
+                        source_text=" ".join(rng.choices(WORDS, k=20)),
+                    ),
+                    None,
+                )
+                for i in range(n)
+            ]
+            for k in range(0, n, 1000):
+                await engine.add_many(items[k : k + 1000])
+            secret = await engine.add(NewMemory(owner="u0", content=f"the door code is {SECRET}"))
+            await engine.delete(secret.id)
+            await engine.db.compact()  # settle the file first: time the purge alone
+            size = (folder / "memory.db").stat().st_size
+            before = _on_disk(folder, SECRET)
+            t0 = time.perf_counter()
+            await engine.purge_erased()
+            took = time.perf_counter() - t0
+            after = _on_disk(folder, SECRET)
+    return {"memories": n, "db_mb": round(size / 1e6, 1), "purge_ms": round(took * 1000, 1),
+            "secret_before": before, "secret_after": after}
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--sizes", type=int, nargs="+", default=[10_000, 50_000])
+    ap.add_argument("--json", type=Path, default=None)
+    args = ap.parse_args(argv)
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(30))  # warnings and up
+    rows = [asyncio.run(measure(n)) for n in args.sizes]
+    print(f"{'memories':>9} {'db MB':>7} {'purge ms':>9} {'erased word on disk before / after':>36}")
+    for r in rows:
+        print(f"{r['memories']:>9} {r['db_mb']:>7} {r['purge_ms']:>9} {r['secret_before']:>17} / {r['secret_after']}")
+    if args.json:
+        args.json.write_text(json.dumps(rows, indent=2))
+
+
+if __name__ == "__main__":
+    main()
