@@ -323,7 +323,7 @@ async def _edit(
     path: Path, memory_id: int, owner: str | None, changes: dict[str, Any], status: str | None, as_json: bool
 ) -> None:
     async with open_engine(path) as engine:
-        await _get(engine, memory_id, owner)
+        before = await _get(engine, memory_id, owner)
         try:
             # One transaction: a bad value leaves the memory as it was.
             async with engine.db.transaction() as conn:
@@ -334,6 +334,8 @@ async def _edit(
         except ValueError as exc:
             raise click.ClickException(str(exc)) from None
         m = await _get(engine, memory_id, owner)
+        if m.content != before.content:
+            await engine.purge_erased()  # an edit can be a redaction: the old words leave the file
     if as_json:
         echo_json(memory_dict(m))
     else:

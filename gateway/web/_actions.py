@@ -268,6 +268,8 @@ class MemoryAdmin:
             raise Invalid(str(exc)) from None
         except MemoryNotFound as exc:
             raise NotFound(str(exc)) from None
+        if "content" in changes:
+            await self.engine.purge_erased()  # an edit can be a redaction: the old words leave the file
         return await self.get(memory_id)
 
     async def _set_status(self, memory_id: int, owner: str | None, status: Status, action: str) -> Memory:

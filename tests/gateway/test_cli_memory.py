@@ -324,3 +324,17 @@ def test_forget_erases_a_user_everywhere_and_only_them(home: Path) -> None:
     assert history == ["bob"] and [u for u in jobs if not u.startswith("_")] == ["bob"]
     assert not FileMemory(home / "workspace").user_dir("alice").exists()
     assert cli("forget", "--user", "_global", "--yes").exit_code == 2
+
+
+def test_purge_and_a_redacting_edit_leave_no_trace_in_the_files(home: Path) -> None:
+    ok("add", "Alice's door code is zqxjkv4711", "--user", "alice")
+    ok("add", "Alice's bank pin is wvutsr1234", "--user", "alice")
+    ok("add", "Alice drinks green tea", "--user", "alice")
+
+    def on_disk(word: bytes) -> int:
+        return sum(f.read_bytes().count(word) for f in (home / "data").iterdir() if f.is_file())
+
+    ok("delete", "1", "--purge", "--yes")
+    ok("edit", "2", "--content", "Alice's bank pin is in her password manager")
+    assert on_disk(b"zqxjkv4711") == 0 and on_disk(b"wvutsr1234") == 0
+    assert sorted(m.content for m in db_rows(home)) == ["Alice drinks green tea", "Alice's bank pin is in her password manager"]

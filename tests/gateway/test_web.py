@@ -240,6 +240,8 @@ async def test_page_round_trip_add_edit_archive_restore_erase(site: Site) -> Non
         r = await c.post("/memory/erase", data={"id": m.id, "user": "alice", "confirm": "yes", "back": f"/memory/item?id={m.id}"})
         assert r.status_code == 303 and r.headers["Location"].startswith("/memory?user=alice")
         assert await site.engine.get(m.id) is None
+        folder = Path(site.engine.db.path).parent  # the erased words left the files, not only the tables
+        assert sum(f.read_bytes().count(b"Mochi") for f in folder.iterdir() if f.is_file()) == 0
 
         # every change is in the change log, without the memory's text
         entries = await read_log(site.engine.db, owner="alice")
