@@ -463,9 +463,10 @@ class MemoryEngine:
     async def purge_erased(self) -> None:
         """Make erasures final on disk. FTS5 keeps a deleted row's words in
         its index segments until they merge (SQLite 3.42's secure-delete
-        option is newer than many Pythons' SQLite), and SQLite leaves deleted
-        bytes in free pages: merge the segments, then rewrite the file.
-        Erasing callers run this after their transaction commits."""
+        option is newer than many Pythons' SQLite), and the merge leaves
+        dead copies in the pages it rewrites: merge the segments, then
+        rewrite the file (:meth:`Database.compact`). Erasing callers run
+        this after their transaction commits."""
         async with self.db.transaction() as conn:
             for table in ("memories_fts", "events_fts"):
                 await conn.execute(f"INSERT INTO {table}({table}) VALUES('optimize')")

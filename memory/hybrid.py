@@ -7,8 +7,8 @@ what is merely *associated* (a perfect maths test recalls the ice cream that
 celebrated the last one). The two rankings are fused, by default, as a
 weighted sum (:data:`LEXICAL_SHARE` to the words) of the lexical score over
 its best and the cosine placed within the vector hits' spread
-(:func:`spread_scaled`), or by reciprocal rank (RRF, ``fusion="rrf"``): the sum of ``1 / (k + rank)``
-over the rankings that hold a memory.
+(:func:`spread_scaled`), or by reciprocal rank (RRF, ``fusion="rrf"``): the
+sum of ``1 / (k + rank)`` over the rankings that hold a memory.
 
 The read path never waits long on the embedding endpoint: the message's
 vector is requested at once and the lexical search runs meanwhile; if the
@@ -76,9 +76,9 @@ def spread_scaled(cosines: Sequence[float]) -> list[float]:
     """Cosines mapped to 0..1 within their own spread, mean ± 3 standard
     deviations (Weaviate's distribution-based fusion), not over the best.
 
-    Models differ in where unrelated texts land: MiniLM near 0.1, m3e and
-    bge near 0.6-0.8. Over the best alone, a model of the second kind gave
-    every one of its 30 hits 0.7-1.0 of the vector share, a flat bonus that
+    Models differ in where unrelated texts land: all-MiniLM-L6-v2 near
+    0.1, m3e-small near 0.6. Over the best alone, a model of the second
+    kind gave every one of its 30 hits 0.7-1.0 of the vector share, a flat bonus that
     buried weaker word matches (LoCoMo turns R@5 0.665 lexical, 0.595
     hybrid with m3e-small; 0.630 this way). A hit that stands out of the
     crowd still gets the whole share; a single hit or a flat list counts
