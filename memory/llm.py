@@ -559,7 +559,8 @@ class MemoryLLM:
                 continue
             if not sources:
                 # A fact that replaces nothing was invented by the merge.
-                log.warning("memory llm: merged fact without sources rejected", content=fact.content[:80])
+                # Its length, not its words: a fact can be a credential, and logs outlive erasure.
+                log.warning("memory llm: merged fact without sources rejected", chars=len(fact.content))
                 continue
             merged.append(MergedFact(fact=fact, sources=sources))
         dropped: dict[int, str] = {}

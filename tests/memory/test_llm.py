@@ -3,6 +3,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from structlog.testing import capture_logs
 
 from memory.llm import (
     Candidate,
@@ -177,15 +178,18 @@ async def test_merge_accounts_sources_and_drops(fake: FakeOpenAI, llm: MemoryLLM
             {
                 "facts": [
                     {"content": "uses pnpm", "category": "decision", "from": [1, 2, 99]},
-                    {"content": "invented", "from": []},
+                    {"content": "the invented door code is 4711", "from": []},
                     {"content": "kept", "from": "3"},
                 ],
                 "drop": [{"n": 4, "reason": "obsolete"}, {"n": 7}, 5],
             }
         )
     )
-    res = await llm.merge([Candidate(i, f"f{i}") for i in range(1, 6)])
+    with capture_logs() as logs:
+        res = await llm.merge([Candidate(i, f"f{i}") for i in range(1, 6)])
     assert [(m.fact.content, m.sources) for m in res.facts] == [("uses pnpm", (1, 2)), ("kept", (3,))]
+    rejected = [e for e in logs if "without sources" in e["event"]]
+    assert len(rejected) == 1 and "4711" not in json.dumps(logs)  # logged, but not its words
     assert res.dropped == {4: "obsolete", 5: "no reason given"}
 
 
