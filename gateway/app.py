@@ -306,6 +306,11 @@ class App:
         )
         assert self.backend is not None
         extraction.attach(self.backend)  # type: ignore[arg-type]
+        if self.vectorizer is not None:
+            # A fact saved or extracted is embedded at once, not at the next interval.
+            wake = self.vectorizer.wake
+            self.backend.on_remembered(lambda _owner: wake())  # type: ignore[attr-defined]
+            extraction.on_memories_written(lambda _owner: wake())
         self.extraction = extraction
         self.compressor = Compressor(engine, self._memory_llm, consolidator=consolidator, timezone=cfg.gateway.timezone)
 

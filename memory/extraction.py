@@ -132,6 +132,7 @@ class ExtractionService:
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._last_daily = self._daily_slot(engine.clock.now())
+        self._written: list[Callable[[str], None]] = []
 
     # -- lifecycle ------------------------------------------------------------
 
@@ -141,6 +142,11 @@ class ExtractionService:
 
     def notify(self, owner: str) -> None:
         self._wake.set()
+
+    def on_memories_written(self, listener: Callable[[str], None]) -> None:
+        """Call ``listener(owner)`` after a flush committed new or replaced
+        facts of ``owner`` (the vectorizer embeds them at once)."""
+        self._written.append(listener)
 
     async def start(self) -> None:
         if self._task is not None:
@@ -256,6 +262,9 @@ class ExtractionService:
                 reports.append(report)
                 if report.error is not None:
                     break
+        if any(r.added or r.superseded for r in reports):
+            for listener in self._written:
+                listener(owner)
         return reports
 
     async def _next_batch(self, owner: str, *, force: bool) -> list[_Row]:

@@ -41,6 +41,7 @@ class SqliteMemory(MemoryBackend):
         self.engine = engine
         self.retriever = retriever or Retriever(engine)
         self._listeners: list[BufferListener] = []
+        self._saved: list[Callable[[str], None]] = []
         # Group commit (memory/batch.py): the turns concurrent chats buffer
         # now are one multi-row INSERT, one round trip to the writer thread.
         self._buffer_rows = RowBatcher(engine.db, insert_statement(_INSERT_BUFFER, 9), 9)
@@ -48,6 +49,10 @@ class SqliteMemory(MemoryBackend):
     def on_buffered(self, listener: BufferListener) -> None:
         """Call ``listener(owner)`` after turns of ``owner`` were buffered."""
         self._listeners.append(listener)
+
+    def on_remembered(self, listener: Callable[[str], None]) -> None:
+        """Call ``listener(owner)`` after :meth:`remember` wrote a memory of ``owner``."""
+        self._saved.append(listener)
 
     async def profile(self, user: str, *, private: bool = True) -> str:
         # A group chat gets only the shared (_global) profile.
@@ -100,6 +105,8 @@ class SqliteMemory(MemoryBackend):
                 )
             )
         log.info("memory saved", owner=user, memory_id=m.id, reinforced=same is not None)
+        for listener in self._saved:
+            listener(user)
         return m.to_hit()
 
     async def buffer(self, turns: Sequence[Turn]) -> None:

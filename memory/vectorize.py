@@ -61,6 +61,7 @@ class Vectorizer:
         self.refused: dict[int, tuple[str, str]] = {}
         self.last_error = ""
         self._task: asyncio.Task[None] | None = None
+        self._wake = asyncio.Event()
 
     async def run_once(self) -> int:
         """Embed one batch of pending memories; returns how many were
@@ -149,6 +150,13 @@ class Vectorizer:
             log.info("embedding cache pruned", rows=n, unused_days=self.keep_days)
         return n
 
+    def wake(self) -> None:
+        """New memories were written (a fact saved or extracted): embed them
+        now instead of at the next interval, so a question right after
+        "remember that..." finds the fact by meaning. Backoff after a
+        failure still holds."""
+        self._wake.set()
+
     async def start(self) -> None:
         if self._task is None:
             self._task = asyncio.create_task(self._run(), name="memory-vectorize")
@@ -199,4 +207,9 @@ class Vectorizer:
             if n >= self.batch_size and not self.failures:
                 await asyncio.sleep(0)  # more pending: next batch right away, yielding first
                 continue
-            await asyncio.sleep(self._delay())
+            if self.failures:
+                await asyncio.sleep(self._delay())  # a down endpoint is not hammered on every write
+            else:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._wake.wait(), self._delay())
+            self._wake.clear()

@@ -4,17 +4,18 @@ SQLite files and the OpenAI-compatible fake (chat and /v1/embeddings)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 from typing import Any
 
 from gateway.app import App, config_secrets
-from memory import ManualClock
+from memory import ManualClock, Provenance
 from memory.types import NewMemory
 from tests.fakes.openai_server import FakeOpenAI
 from tests.gateway import test_remembering_e2e as remembering
 from tests.gateway.test_app import _config
-from tests.gateway.test_remembering_e2e import Model, say
+from tests.gateway.test_remembering_e2e import Model, fact, say
 
 KEY = "sk-embed-e2e-0123456789"
 CONCEPTS = {"automobile": "car"}
@@ -83,3 +84,32 @@ def test_the_embedding_key_is_a_secret(tmp_path: Path) -> None:
     fake.port = 1
     cfg, _ = _config(tmp_path, fake, memory={"embedding": {"enabled": True, "provider": {"apiKey": "sk-embed-only-987654"}}})
     assert "sk-embed-only-987654" in config_secrets(cfg)
+
+
+async def test_a_fact_saved_or_extracted_is_found_by_meaning_at_once(tmp_path: Path) -> None:
+    """The vectorizer polls hourly here: only the wake after a save or an
+    extraction can embed the new facts before the next question."""
+    clock = ManualClock("2026-03-02T10:00:00Z")
+    async with running(tmp_path, clock, interval="1h") as (app, fake):
+        index = app.vectorizer.index
+
+        async def embedded(n: int) -> bool:
+            for _ in range(300):
+                if await index.count() == n:
+                    return True
+                await asyncio.sleep(0.01)
+            return False
+
+        # What the memory_save tool does.
+        await app.backend.remember("echo:alice", "Alice's automobile is a blue Tesla", provenance=Provenance(channel="echo"))
+        assert await embedded(1)
+        await say(app, clock, "what colour is my car?", "alice")
+        assert "Alice's automobile is a blue Tesla" in prompt_of(fake)
+
+        # What the extraction service writes after a quiet gap.
+        model = fake.responder
+        model.extractions.append(("Oporto", {"facts": [fact("Alice's sister moved to Oporto")], "summary": "family"}))
+        await say(app, clock, "my sister moved to Oporto last week", "alice")
+        clock.advance(200)
+        assert [r.ok for r in await app.extraction.tick()] == [True]
+        assert await embedded(2)

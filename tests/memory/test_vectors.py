@@ -4,7 +4,7 @@ vectors from the fake OpenAI server's /v1/embeddings over real HTTP."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 import numpy as np
 import pytest
@@ -358,3 +358,46 @@ async def test_erased_and_overwritten_words_leave_the_embedding_cache(
     # carol's memory keeps its own vector and is still found by meaning.
     hits = await index.search(["carol"], await vector_of(embedder, "which car"), 5)
     assert len(hits) == 1 and await index.count("carol") == 1
+
+
+async def _until(check: Callable[[], Awaitable[bool]], tries: int = 300) -> bool:
+    for _ in range(tries):
+        if await check():
+            return True
+        await asyncio.sleep(0.01)
+    return False
+
+
+async def test_wake_embeds_new_memories_now_not_at_the_next_interval(
+    engine: MemoryEngine, embedder: CachedEmbedder, fake: FakeOpenAI
+) -> None:
+    index = VectorIndex(engine.db, "m1")
+    vz = Vectorizer(index, embedder, interval=3600)
+
+    async def count() -> int:
+        return await index.count()
+
+    await vz.start()
+    try:
+        await asyncio.sleep(0.1)  # the first pass ran, found nothing, and waits an hour
+        await add(engine, "alice", "alice drives a blue automobile")
+        await asyncio.sleep(0.1)
+        assert await count() == 0
+        vz.wake()
+        assert await _until(lambda: _eq(count(), 1))
+
+        # After a failure the backoff holds: a wake does not hammer a down endpoint.
+        fake.queue_embedding_error(503, times=1)
+        await add(engine, "alice", "alice adopted a kitten")
+        vz.wake()
+        assert await _until(lambda: _eq(asyncio.sleep(0, vz.failures), 1))
+        sent = len(fake.embedding_requests)
+        vz.wake()
+        await asyncio.sleep(0.2)
+        assert len(fake.embedding_requests) == sent and await count() == 1
+    finally:
+        await vz.stop()
+
+
+async def _eq(value: Awaitable[int], want: int) -> bool:
+    return await value == want
