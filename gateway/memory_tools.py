@@ -1,10 +1,13 @@
-"""The ``memory_search`` and ``memory_save`` tools (function calling).
+"""The ``memory_search``, ``memory_save`` and ``memory_forget`` tools
+(function calling).
 
-Both act only for ``ctx.user``, the resolved sender of the message being
+All act only for ``ctx.user``, the resolved sender of the message being
 answered: there is no argument that names a user, so a model cannot be
-talked into reading or writing someone else's memory. In a group chat
+talked into reading, writing or erasing someone else's memory (an id of
+another user's memory is answered as unknown). In a group chat
 (``ctx.private`` false) the search leaves out credentials, as the
-retrieval path does.
+retrieval path does, and nothing can be forgotten: whoever speaks there,
+the erasure would be of the sender's private memories in front of others.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from .tools import Tool, ToolContext, ToolError
 __all__ = ["memory_tools"]
 
 _SEARCH_LIMIT_MAX = 10
+_FORGET_MAX = 20
 _SAVE_MAX_CHARS = 1000
 
 
@@ -62,7 +66,27 @@ def memory_tools(backend: MemoryBackend, *, max_chars: int = 300, token_budget: 
         )
         return f"Saved {hit.citation()} {hit.content}"
 
-    return [
+    async def forget(args: Mapping[str, Any], ctx: ToolContext) -> str:
+        ids = args.get("ids")
+        if not isinstance(ids, list) or not ids or not all(isinstance(i, str) for i in ids):
+            raise ToolError("`ids` must be a non-empty list of memory ids as cited, e.g. [\"m12\", \"e3\"]")
+        if len(ids) > _FORGET_MAX:
+            raise ToolError(f"at most {_FORGET_MAX} ids at a time")
+        if not ctx.private:
+            raise ToolError("memories can only be forgotten in a private chat with the user")
+        done = await backend.forget(ctx.user, ids)  # type: ignore[attr-defined]
+        parts = []
+        if done.erased:
+            parts.append("Erased for good: " + "; ".join(f"{h.ref} {h.content}" for h in done.erased))
+        if done.shared:
+            parts.append(f"Not erased, shared by everyone (an administrator can remove it): {', '.join(done.shared)}")
+        if done.unknown:
+            parts.append(f"No memory of this user with id: {', '.join(done.unknown)}")
+        if done.erased:
+            parts.append("This conversation's recent messages still show it until the user sends /new.")
+        return "\n".join(parts)
+
+    tools = [
         Tool(
             name="memory_search",
             description=(
@@ -96,3 +120,23 @@ def memory_tools(backend: MemoryBackend, *, max_chars: int = 300, token_budget: 
             handler=save,
         ),
     ]
+    if callable(getattr(backend, "forget", None)):  # SqliteMemory: the file store has no ids to erase by
+        tools.append(
+            Tool(
+                name="memory_forget",
+                description=(
+                    "Erase memories of the user you are talking to, for good, when they ask you to forget "
+                    "something. Pass the ids as cited ([m12 · ...] -> \"m12\"; events \"e3\"), found in the "
+                    "memories you were shown or with memory_search first. Only what they asked to forget."
+                ),
+                parameters={
+                    "type": "object",
+                    "properties": {
+                        "ids": {"type": "array", "items": {"type": "string"}, "minItems": 1, "maxItems": _FORGET_MAX},
+                    },
+                    "required": ["ids"],
+                },
+                handler=forget,
+            )
+        )
+    return tools

@@ -61,7 +61,8 @@ Facts about the user from earlier conversations appear under "Core Memory" above
 - Never invent a memory. If you do not know, say so."""
 
 _TOOL_RULES = """- `memory_search` looks up older memories of this user when the block above is not enough.
-- When the user asks you to remember something, call `memory_save` with the fact as one short sentence."""
+- When the user asks you to remember something, call `memory_save` with the fact as one short sentence.
+- When the user asks you to forget something, find it (the memories above, or `memory_search`) and call `memory_forget` with its ids; only what they asked to forget."""
 
 _GROUP_RULES = """# Group chat
 This is a group chat with several people. Members' personal memories are not shown here; do not reveal private details about anyone."""

@@ -10,20 +10,24 @@ never waits on an LLM.
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
 
+import aiosqlite
 import structlog
 
 from .backend import MemoryBackend, Turn
 from .batch import RowBatcher, insert_statement
+from .changelog import write_log
 from .clock import format_ts
-from .engine import MemoryEngine, more_source_text
+from .engine import MemoryEngine, more_source_text, row_to_memory
 from .hybrid import HybridRetriever
 from .retrieval import Retriever
 from .tokens import estimate_tokens
-from .types import Category, Hit, NewMemory, Provenance, Source
+from .types import GLOBAL_OWNER, Category, Hit, NewMemory, Provenance, Source
 
-__all__ = ["SqliteMemory"]
+__all__ = ["Forgotten", "SqliteMemory"]
 
 log = structlog.get_logger(component="memory")
 
@@ -32,6 +36,17 @@ BufferListener = Callable[[str], Awaitable[None] | None]
 _INSERT_BUFFER = """INSERT OR IGNORE INTO extraction_buffer
     (owner, channel, chat_id, sender_id, message_id, role, content, token_count, created_at)"""
 _ONE_STATEMENT_ROWS = 100  # x 9 parameters, far below SQLite's limit of 32,766
+_REF = re.compile(r"^\[?\s*([me])(\d{1,12})\b", re.IGNORECASE)
+
+
+@dataclass
+class Forgotten:
+    """What :meth:`SqliteMemory.forget` did with the refs it was given."""
+
+    erased: list[Hit] = field(default_factory=list)
+    shared: list[str] = field(default_factory=list)  # ``_global``: everyone's, not the user's to erase
+    unknown: list[str] = field(default_factory=list)  # no such id of this user (another's looks the same)
+    buffered_lines: int = 0  # waiting lines the erased facts were drawn from, dropped too
 
 
 class SqliteMemory(MemoryBackend):
@@ -108,6 +123,78 @@ class SqliteMemory(MemoryBackend):
         for listener in self._saved:
             listener(user)
         return m.to_hit()
+
+    async def forget(self, user: str, refs: Sequence[str]) -> Forgotten:
+        """Erase, for good, the memories (``m12``) and daily events (``e3``)
+        of ``user`` that ``refs`` name, as cited to them; with each fact, the
+        lines it was drawn from that still wait in the extraction buffer, so
+        extraction does not bring it back. Never touches another user's rows
+        or the shared ``_global`` ones. The erased words leave the file too
+        (:meth:`MemoryEngine.purge_erased`)."""
+        out = Forgotten()
+        mids: dict[int, str] = {}
+        eids: dict[int, str] = {}
+        for ref in refs:
+            m = _REF.match(ref.strip()) if isinstance(ref, str) else None
+            if m is None:
+                out.unknown.append(str(ref))
+                continue
+            (mids if m.group(1).lower() == "m" else eids)[int(m.group(2))] = f"{m.group(1).lower()}{m.group(2)}"
+        async with self.engine.db.transaction() as conn:
+            if mids:
+                marks = ",".join("?" * len(mids))
+                async with conn.execute(f"SELECT * FROM memories WHERE id IN ({marks})", list(mids)) as cur:
+                    found = {r["id"]: row_to_memory(r) for r in await cur.fetchall()}
+                sources: list[str] = []
+                for mid, ref in mids.items():
+                    mem = found.get(mid)
+                    if mem is None or mem.owner not in (user, GLOBAL_OWNER):
+                        out.unknown.append(ref)
+                    elif mem.owner == GLOBAL_OWNER:
+                        out.shared.append(ref)
+                    else:
+                        out.erased.append(mem.to_hit())
+                        sources += [mem.source_text, mem.content]
+                        await self.engine.delete(mid, conn=conn)
+                        await write_log(conn, at=self.engine.now(), job="chat", action="forget", owner=user, memory_id=mid)
+                out.buffered_lines = await self._drop_buffered_sources(conn, user, sources)
+            if eids:
+                marks = ",".join("?" * len(eids))
+                async with conn.execute(
+                    f"SELECT id, event_date, summary FROM daily_events WHERE id IN ({marks}) AND owner = ?", [*eids, user]
+                ) as cur:
+                    events = {r["id"]: r for r in await cur.fetchall()}
+                for eid, ref in eids.items():
+                    ev = events.get(eid)
+                    if ev is None:
+                        out.unknown.append(ref)
+                        continue
+                    out.erased.append(Hit(kind="event", id=eid, content=ev["summary"], score=1.0, date=ev["event_date"]))
+                    await self.engine.delete_event(eid, conn=conn)
+        if out.erased:
+            await self.engine.purge_erased()
+            log.info("memories forgotten at the user's request", owner=user, erased=len(out.erased),
+                     buffered_lines=out.buffered_lines)
+        return out
+
+    @staticmethod
+    async def _drop_buffered_sources(conn: aiosqlite.Connection, user: str, texts: Sequence[str]) -> int:
+        """Delete ``user``'s buffered lines that an erased fact was drawn
+        from (its ``source_text`` holds them, whitespace collapsed) or that
+        repeat the fact word for word (a reply confirming it was saved)."""
+        said = [" ".join(t.split()) for t in texts if t.strip()]
+        if not said:
+            return 0
+        async with conn.execute("SELECT id, content FROM extraction_buffer WHERE owner = ?", (user,)) as cur:
+            rows = await cur.fetchall()
+        def drawn(line: str) -> bool:
+            # A short line ("ok", "thanks") is inside many texts: it must be one whole.
+            return any(line == s or (len(line) >= 20 and line in s) or (len(s) >= 8 and s in line) for s in said)
+
+        drop = [(r[0],) for r in rows if (line := " ".join(r[1].split())) and drawn(line)]
+        if drop:
+            await conn.executemany("DELETE FROM extraction_buffer WHERE id = ?", drop)
+        return len(drop)
 
     async def buffer(self, turns: Sequence[Turn]) -> None:
         if not turns:

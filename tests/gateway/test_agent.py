@@ -31,7 +31,7 @@ async def test_plain_reply(fake_llm: FakeOpenAI, engine: MemoryEngine) -> None:
         reply = await Agent(llm, tools=memory_tools(SqliteMemory(engine))).run(SYSTEM, ALICE)
     assert reply.ok and reply.text == "hello" and reply.rounds == 1 and reply.llm_ms > 0
     names = [t["function"]["name"] for t in fake_llm.requests[0]["tools"]]
-    assert names == ["memory_search", "memory_save"]
+    assert names == ["memory_search", "memory_save", "memory_forget"]
 
 
 async def test_memory_search_is_scoped_to_the_asker(fake_llm: FakeOpenAI, engine: MemoryEngine) -> None:
@@ -61,6 +61,31 @@ async def test_memory_save_writes_for_the_asker_with_provenance(fake_llm: FakeOp
     assert (m.provenance.channel, m.provenance.chat_id, m.provenance.message_ids) == ("telegram", "42", ("7",))
     assert await engine.list_memories("bob") == []
     assert _tool_messages(fake_llm.requests[1])[0].startswith("Saved [m1 · 2026-03-01")
+
+
+async def test_memory_forget_erases_the_askers_memory_and_nothing_else(fake_llm: FakeOpenAI, engine: MemoryEngine) -> None:
+    mem = SqliteMemory(engine)
+    door = await mem.remember("alice", "Alice's door code is 4711", provenance=Provenance(channel="telegram", chat_id="42"))
+    bobs = await mem.remember("bob", "Bob's door code is 1234", provenance=Provenance(channel="telegram", chat_id="43"))
+    # The model was talked into passing bob's id too: it is answered as unknown, and kept.
+    fake_llm.queue_reply(None, tool_calls=[{"name": "memory_forget", "arguments": {"ids": [door.ref, bobs.ref]}}])
+    fake_llm.queue_reply("Done, I forgot your door code.")
+    async with _llm(fake_llm) as llm:
+        reply = await Agent(llm, tools=memory_tools(mem)).run(SYSTEM, ALICE)
+    assert reply.text == "Done, I forgot your door code." and reply.tools_used == ("memory_forget",)
+    (result,) = _tool_messages(fake_llm.requests[1])
+    assert result.startswith(f"Erased for good: {door.ref} Alice's door code is 4711")
+    assert f"No memory of this user with id: {bobs.ref}" in result and "1234" not in result
+    assert await engine.get(door.id) is None and await engine.get(bobs.id) is not None
+
+    # Not in a group chat: the erasure would be of the sender's private memories in front of others.
+    tea = await mem.remember("alice", "Alice drinks green tea", provenance=Provenance(channel="telegram", chat_id="42"))
+    fake_llm.queue_reply(None, tool_calls=[{"name": "memory_forget", "arguments": {"ids": [tea.ref]}}])
+    fake_llm.queue_reply("I can only do that in a private chat.")
+    async with _llm(fake_llm) as llm:
+        await Agent(llm, tools=memory_tools(mem)).run(SYSTEM, replace(ALICE, private=False))
+    assert "only be forgotten in a private chat" in _tool_messages(fake_llm.requests[-1])[0]
+    assert await engine.get(tea.id) is not None
 
 
 async def test_a_saved_memory_is_indexed_with_the_message_it_answers(fake_llm: FakeOpenAI, engine: MemoryEngine) -> None:

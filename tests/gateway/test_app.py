@@ -101,7 +101,7 @@ async def test_registry_builds_enabled_channels_and_replies_flow(tmp_path: Path,
         assert (out.chat_id, out.text) == ("c1", "hello from the app")
         assert (paths.data_dir / "gateway.db").exists() and (paths.data_dir / "memory.db").exists()
         assert [t["function"]["name"] for t in fake_llm.requests[0]["tools"]] == [
-            "memory_search", "memory_save", "cron_add", "cron_list", "cron_remove"
+            "memory_search", "memory_save", "memory_forget", "cron_add", "cron_list", "cron_remove"
         ]
         # the write path and the scheduler were built and started with the gateway
         assert app.extraction is not None and app.cron is not None and app.compressor is not None
@@ -214,7 +214,7 @@ async def test_memory_disabled_uses_the_file_store(tmp_path: Path, clock: Manual
         body = fake_llm.requests[-1]
         assert "oat milk flat white" in body["messages"][0]["content"]  # the file store's MEMORY.md as Core Memory
         offered = {t["function"]["name"] for t in body.get("tools", [])}
-        assert not offered & {"memory_search", "memory_save"}  # memory tools only with the SQLite memory
+        assert not offered & {"memory_search", "memory_save", "memory_forget"}  # memory tools only with the SQLite memory
         assert not (paths.data_dir / "memory.db").exists()
         logged = "".join(p.read_text(encoding="utf-8") for p in (paths.home / "workspace" / "memory").rglob("2026-*.md"))
         assert "user: which coffee do I like?" in logged and "assistant: ok" in logged

@@ -40,3 +40,32 @@ async def test_buffer_is_durable_idempotent_and_notifies(engine: MemoryEngine) -
     rows = await engine.db.fetchall("SELECT role, content, token_count FROM extraction_buffer ORDER BY id")
     assert [tuple(r) for r in rows] == [("user", "我搬到上海了", 6), ("assistant", "好的", 2)]
     assert seen == ["u", "u"]
+
+
+async def test_forget_erases_only_the_users_own_rows_and_their_waiting_source_lines(engine: MemoryEngine) -> None:
+    mem = SqliteMemory(engine)
+    said = "remember my door code is 4711"
+    door = await mem.remember("alice", "Alice's door code is 4711", provenance=Provenance(channel="telegram"), source_text=said)
+    tea = await mem.remember("alice", "Alice drinks green tea", provenance=Provenance(channel="telegram"))
+    bobs = await mem.remember("bob", "Bob's door code is 1234", provenance=Provenance(channel="telegram"))
+    shared = await mem.remember("_global", "The office door code is 9999", provenance=Provenance(channel="telegram"))
+    event = await engine.add_event("alice", "2026-03-01", "Alice shared her door code")
+    # The message the fact was saved from still waits for extraction: it must not bring the fact back.
+    await mem.buffer([Turn(owner="alice", channel="telegram", chat_id="1", role="user", content=said, message_id="1"),
+                      Turn(owner="alice", channel="telegram", chat_id="1", role="assistant",
+                           content="Saved: Alice's door code is 4711.", message_id="1"),
+                      Turn(owner="alice", channel="telegram", chat_id="1", role="user", content="what's the weather?", message_id="2"),
+                      Turn(owner="alice", channel="telegram", chat_id="1", role="user", content="my", message_id="3")])
+
+    cited = f"[e{event.id} · 2026-03-01 · telegram]"  # as the model copies it from a citation
+    done = await mem.forget("alice", [door.ref, cited, bobs.ref, shared.ref, "m999", "nonsense"])
+    assert [h.ref for h in done.erased] == [door.ref, f"e{event.id}"]
+    assert done.shared == [shared.ref]
+    assert done.unknown == ["nonsense", bobs.ref, "m999"]  # another user's id looks like no id at all
+    assert done.buffered_lines == 2  # the message it was saved from, and the reply repeating it
+    assert await engine.get(door.id) is None and await engine.get(tea.id) is not None
+    assert await engine.get(bobs.id) is not None and await engine.get(shared.id) is not None  # never another's, never shared
+    assert await engine.events("alice") == []
+    rows = await engine.db.fetchall("SELECT content FROM extraction_buffer WHERE owner = 'alice'")
+    assert [r[0] for r in rows] == ["what's the weather?", "my"]  # a short line inside the source is not it
+    assert [h.content for h in await mem.recall("alice", "door code")] == ["The office door code is 9999"]
