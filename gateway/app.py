@@ -203,7 +203,14 @@ class App:
         )
         self.llm = LLMClient.from_config(cfg.provider, model=cfg.agent.model, client=self.http_client)
         r = cfg.memory.retrieval
-        tools = memory_tools(self.backend, max_chars=r.max_chars, token_budget=r.token_budget) if cfg.memory.enabled else []
+        tools = (
+            memory_tools(
+                self.backend, max_chars=r.max_chars, token_budget=r.token_budget,
+                forget_history=self.sessions.erase_matching,
+            )
+            if cfg.memory.enabled
+            else []
+        )
         self.agent = Agent(self.llm, max_tokens=cfg.agent.max_tokens, temperature=cfg.agent.temperature, tools=tools)
         prompts = PromptBuilder(
             self.paths.workspace(cfg),

@@ -12,7 +12,7 @@ the erasure would be of the sender's private memories in front of others.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 from memory.backend import MemoryBackend
@@ -28,7 +28,16 @@ _FORGET_MAX = 20
 _SAVE_MAX_CHARS = 1000
 
 
-def memory_tools(backend: MemoryBackend, *, max_chars: int = 300, token_budget: int = 2048) -> list[Tool]:
+def memory_tools(
+    backend: MemoryBackend,
+    *,
+    max_chars: int = 300,
+    token_budget: int = 2048,
+    forget_history: Callable[[str, Sequence[str]], Awaitable[int]] | None = None,
+) -> list[Tool]:
+    """``forget_history(user, texts)``: erase the user's Tier 0 messages
+    that an erased memory came from or repeats (the App passes
+    ``SessionStore.erase_matching``), so the next prompt does not show them."""
     async def search(args: Mapping[str, Any], ctx: ToolContext) -> str:
         query = args.get("query")
         if not isinstance(query, str) or not query.strip():
@@ -82,7 +91,10 @@ def memory_tools(backend: MemoryBackend, *, max_chars: int = 300, token_budget: 
             parts.append(f"Not erased, shared by everyone (an administrator can remove it): {', '.join(done.shared)}")
         if done.unknown:
             parts.append(f"No memory of this user with id: {', '.join(done.unknown)}")
-        if done.erased:
+        if done.erased and forget_history is not None:
+            gone = await forget_history(ctx.user, done.texts)
+            parts.append(f"Also erased from the conversation history: {gone} message(s) that said it.")
+        elif done.erased:
             parts.append("This conversation's recent messages still show it until the user sends /new.")
         return "\n".join(parts)
 

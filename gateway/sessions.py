@@ -27,6 +27,7 @@ from memory.backend import Turn
 from memory.clock import Clock, SystemClock, format_ts, parse_ts
 from memory.batch import RowBatcher, insert_statement
 from memory.db import SMALL_CACHE_KIB, Database, Migration, run_script
+from memory.forgetting import repeats_forgotten
 
 __all__ = ["MIGRATIONS", "SessionStore", "StoredMessage"]
 
@@ -335,6 +336,21 @@ class SessionStore:
             self.db.bump(_HISTORY)  # every cached window may hold their words
             cur = await conn.execute("DELETE FROM session_messages WHERE owner = ?", (owner,))
         return cur.rowcount
+
+    async def erase_matching(self, owner: str, texts: Sequence[str]) -> int:
+        """Erase ``owner``'s Tier 0 messages that an erased memory was drawn
+        from or that repeat it (``memory_forget``), so the next prompt's
+        history no longer shows them; returns how many went."""
+        if not texts:
+            return 0
+        await self.flush()  # an append still queued would land after the DELETE
+        async with self.db.transaction() as conn:
+            async with conn.execute("SELECT id, content FROM session_messages WHERE owner = ?", (owner,)) as cur:
+                drop = [(r[0],) for r in await cur.fetchall() if repeats_forgotten(r[1], texts)]
+            if drop:
+                self.db.bump(_HISTORY)
+                await conn.executemany("DELETE FROM session_messages WHERE id = ?", drop)
+        return len(drop)
 
     async def new_session(self, key: str, *, channel: str, chat_id: str) -> int:
         """End the current session (its rows are kept) and start a fresh one."""

@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import re
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
 
 import aiosqlite
 import structlog
@@ -22,12 +21,13 @@ from .batch import RowBatcher, insert_statement
 from .changelog import write_log
 from .clock import format_ts
 from .engine import MemoryEngine, more_source_text, row_to_memory
+from .forgetting import Forgotten, repeats_forgotten
 from .hybrid import HybridRetriever
 from .retrieval import Retriever
 from .tokens import estimate_tokens
 from .types import GLOBAL_OWNER, Category, Hit, NewMemory, Provenance, Source
 
-__all__ = ["Forgotten", "SqliteMemory"]
+__all__ = ["SqliteMemory"]
 
 log = structlog.get_logger(component="memory")
 
@@ -37,16 +37,6 @@ _INSERT_BUFFER = """INSERT OR IGNORE INTO extraction_buffer
     (owner, channel, chat_id, sender_id, message_id, role, content, token_count, created_at)"""
 _ONE_STATEMENT_ROWS = 100  # x 9 parameters, far below SQLite's limit of 32,766
 _REF = re.compile(r"^\[?\s*([me])(\d{1,12})\b", re.IGNORECASE)
-
-
-@dataclass
-class Forgotten:
-    """What :meth:`SqliteMemory.forget` did with the refs it was given."""
-
-    erased: list[Hit] = field(default_factory=list)
-    shared: list[str] = field(default_factory=list)  # ``_global``: everyone's, not the user's to erase
-    unknown: list[str] = field(default_factory=list)  # no such id of this user (another's looks the same)
-    buffered_lines: int = 0  # waiting lines the erased facts were drawn from, dropped too
 
 
 class SqliteMemory(MemoryBackend):
@@ -127,9 +117,11 @@ class SqliteMemory(MemoryBackend):
     async def forget(self, user: str, refs: Sequence[str]) -> Forgotten:
         """Erase, for good, the memories (``m12``) and daily events (``e3``)
         of ``user`` that ``refs`` name, as cited to them; with each fact, the
-        lines it was drawn from that still wait in the extraction buffer, so
-        extraction does not bring it back. Never touches another user's rows
-        or the shared ``_global`` ones. The erased words leave the file too
+        lines waiting in the extraction buffer that it was drawn from or that
+        repeat it (:func:`~memory.forgetting.repeats_forgotten`), so
+        extraction does not bring it back. ``Forgotten.texts`` lets the
+        caller do the same to Tier 0. Never touches another user's rows or
+        the shared ``_global`` ones. The erased words leave the file too
         (:meth:`MemoryEngine.purge_erased`)."""
         out = Forgotten()
         mids: dict[int, str] = {}
@@ -145,7 +137,6 @@ class SqliteMemory(MemoryBackend):
                 marks = ",".join("?" * len(mids))
                 async with conn.execute(f"SELECT * FROM memories WHERE id IN ({marks})", list(mids)) as cur:
                     found = {r["id"]: row_to_memory(r) for r in await cur.fetchall()}
-                sources: list[str] = []
                 for mid, ref in mids.items():
                     mem = found.get(mid)
                     if mem is None or mem.owner not in (user, GLOBAL_OWNER):
@@ -154,10 +145,10 @@ class SqliteMemory(MemoryBackend):
                         out.shared.append(ref)
                     else:
                         out.erased.append(mem.to_hit())
-                        sources += [mem.source_text, mem.content]
+                        out.texts += [" ".join(t.split()) for t in (mem.source_text, mem.content) if t.strip()]
                         await self.engine.delete(mid, conn=conn)
                         await write_log(conn, at=self.engine.now(), job="chat", action="forget", owner=user, memory_id=mid)
-                out.buffered_lines = await self._drop_buffered_sources(conn, user, sources)
+                out.buffered_lines = await self._drop_buffered_sources(conn, user, out.texts)
             if eids:
                 marks = ",".join("?" * len(eids))
                 async with conn.execute(
@@ -179,19 +170,11 @@ class SqliteMemory(MemoryBackend):
 
     @staticmethod
     async def _drop_buffered_sources(conn: aiosqlite.Connection, user: str, texts: Sequence[str]) -> int:
-        """Delete ``user``'s buffered lines that an erased fact was drawn
-        from (its ``source_text`` holds them, whitespace collapsed) or that
-        repeat the fact word for word (a reply confirming it was saved)."""
-        said = [" ".join(t.split()) for t in texts if t.strip()]
-        if not said:
+        """Delete ``user``'s buffered lines that :func:`repeats_forgotten`."""
+        if not texts:
             return 0
         async with conn.execute("SELECT id, content FROM extraction_buffer WHERE owner = ?", (user,)) as cur:
-            rows = await cur.fetchall()
-        def drawn(line: str) -> bool:
-            # A short line ("ok", "thanks") is inside many texts: it must be one whole.
-            return any(line == s or (len(line) >= 20 and line in s) or (len(s) >= 8 and s in line) for s in said)
-
-        drop = [(r[0],) for r in rows if (line := " ".join(r[1].split())) and drawn(line)]
+            drop = [(r[0],) for r in await cur.fetchall() if repeats_forgotten(r[1], texts)]
         if drop:
             await conn.executemany("DELETE FROM extraction_buffer WHERE id = ?", drop)
         return len(drop)

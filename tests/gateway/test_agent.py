@@ -2,11 +2,13 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 from gateway.agent import Agent, apology
 from gateway.llm import LLMClient, LLMTimeout
 from gateway.memory_tools import memory_tools
+from gateway.sessions import SessionStore
 from gateway.tools import Tool, ToolContext
 from memory import MemoryEngine, Provenance
 from memory.retrieval import Retriever
@@ -63,20 +65,33 @@ async def test_memory_save_writes_for_the_asker_with_provenance(fake_llm: FakeOp
     assert _tool_messages(fake_llm.requests[1])[0].startswith("Saved [m1 · 2026-03-01")
 
 
-async def test_memory_forget_erases_the_askers_memory_and_nothing_else(fake_llm: FakeOpenAI, engine: MemoryEngine) -> None:
+async def test_memory_forget_erases_the_askers_memory_and_nothing_else(
+    fake_llm: FakeOpenAI, engine: MemoryEngine, tmp_path: Path
+) -> None:
     mem = SqliteMemory(engine)
-    door = await mem.remember("alice", "Alice's door code is 4711", provenance=Provenance(channel="telegram", chat_id="42"))
+    said = "remember my door code is 4711"
+    door = await mem.remember("alice", "Alice's door code is 4711", provenance=Provenance(channel="telegram", chat_id="42"),
+                              source_text=said)
     bobs = await mem.remember("bob", "Bob's door code is 1234", provenance=Provenance(channel="telegram", chat_id="43"))
-    # The model was talked into passing bob's id too: it is answered as unknown, and kept.
-    fake_llm.queue_reply(None, tool_calls=[{"name": "memory_forget", "arguments": {"ids": [door.ref, bobs.ref]}}])
-    fake_llm.queue_reply("Done, I forgot your door code.")
-    async with _llm(fake_llm) as llm:
-        reply = await Agent(llm, tools=memory_tools(mem)).run(SYSTEM, ALICE)
-    assert reply.text == "Done, I forgot your door code." and reply.tools_used == ("memory_forget",)
-    (result,) = _tool_messages(fake_llm.requests[1])
-    assert result.startswith(f"Erased for good: {door.ref} Alice's door code is 4711")
-    assert f"No memory of this user with id: {bobs.ref}" in result and "1234" not in result
-    assert await engine.get(door.id) is None and await engine.get(bobs.id) is not None
+    async with await SessionStore.open(tmp_path / "gateway.db") as history:
+        for owner, role, text in [("alice", "user", said), ("alice", "assistant", "Saved: Alice's door code is 4711."),
+                                  ("alice", "user", "and what's the weather?"), ("bob", "user", "remember my door code is 4711")]:
+            await history.append(f"telegram:{owner}", channel="telegram", chat_id=owner, role=role, content=text, owner=owner)
+        # The model was talked into passing bob's id too: it is answered as unknown, and kept.
+        fake_llm.queue_reply(None, tool_calls=[{"name": "memory_forget", "arguments": {"ids": [door.ref, bobs.ref]}}])
+        fake_llm.queue_reply("Done, I forgot your door code.")
+        async with _llm(fake_llm) as llm:
+            tools = memory_tools(mem, forget_history=history.erase_matching)
+            reply = await Agent(llm, tools=tools).run(SYSTEM, ALICE)
+        assert reply.text == "Done, I forgot your door code." and reply.tools_used == ("memory_forget",)
+        (result,) = _tool_messages(fake_llm.requests[1])
+        assert result.startswith(f"Erased for good: {door.ref} Alice's door code is 4711")
+        assert f"No memory of this user with id: {bobs.ref}" in result and "1234" not in result
+        assert "Also erased from the conversation history: 2 message(s)" in result
+        assert await engine.get(door.id) is None and await engine.get(bobs.id) is not None
+        # The next prompt's history no longer shows it; bob's own line, the same words, stays.
+        assert [m.content for m in await history.window("telegram:alice")] == ["and what's the weather?"]
+        assert [m.content for m in await history.window("telegram:bob")] == ["remember my door code is 4711"]
 
     # Not in a group chat: the erasure would be of the sender's private memories in front of others.
     tea = await mem.remember("alice", "Alice drinks green tea", provenance=Provenance(channel="telegram", chat_id="42"))
