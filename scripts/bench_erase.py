@@ -27,16 +27,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import structlog  # noqa: E402
 
 from memory import MemoryEngine, NewMemory  # noqa: E402
+from tests.disk import on_disk  # noqa: E402
 
 WORDS = (
     "alpha beta gamma delta tea coffee weather project deploy server redis postgres meeting friday monday "
     "sister lisbon car blue tesla cat dog garden music guitar piano book novel travel tokyo paris"
 ).split()
 SECRET = "zqxjkv4711"
-
-
-def _on_disk(folder: Path, needle: str) -> int:
-    return sum(f.read_bytes().count(needle.encode()) for f in folder.iterdir() if f.is_file())
 
 
 async def measure(n: int, seed: int = 1) -> dict[str, Any]:
@@ -61,11 +58,11 @@ async def measure(n: int, seed: int = 1) -> dict[str, Any]:
             await engine.delete(secret.id)
             await engine.db.compact()  # settle the file first: time the purge alone
             size = (folder / "memory.db").stat().st_size
-            before = _on_disk(folder, SECRET)
+            before = on_disk(folder, SECRET)
             t0 = time.perf_counter()
             await engine.purge_erased()
             took = time.perf_counter() - t0
-            after = _on_disk(folder, SECRET)
+            after = on_disk(folder, SECRET)
     return {"memories": n, "db_mb": round(size / 1e6, 1), "purge_ms": round(took * 1000, 1),
             "secret_before": before, "secret_after": after}
 

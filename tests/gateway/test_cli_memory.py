@@ -13,6 +13,7 @@ from gateway.cli import main
 from memory import ManualClock, MemoryEngine, Provenance, Status
 from memory.backend import Turn
 from memory.filestore import FileMemory
+from tests.disk import on_disk
 
 DB_KEYS = {
     "id", "owner", "tier", "project", "topic", "category", "content", "importance", "source", "status",
@@ -331,10 +332,7 @@ def test_purge_and_a_redacting_edit_leave_no_trace_in_the_files(home: Path) -> N
     ok("add", "Alice's bank pin is wvutsr1234", "--user", "alice")
     ok("add", "Alice drinks green tea", "--user", "alice")
 
-    def on_disk(word: bytes) -> int:
-        return sum(f.read_bytes().count(word) for f in (home / "data").iterdir() if f.is_file())
-
     ok("delete", "1", "--purge", "--yes")
     ok("edit", "2", "--content", "Alice's bank pin is in her password manager")
-    assert on_disk(b"zqxjkv4711") == 0 and on_disk(b"wvutsr1234") == 0
+    assert on_disk(home / "data", "zqxjkv4711") == 0 and on_disk(home / "data", "wvutsr1234") == 0
     assert sorted(m.content for m in db_rows(home)) == ["Alice drinks green tea", "Alice's bank pin is in her password manager"]

@@ -5,6 +5,7 @@ from pathlib import Path
 
 from gateway.sessions import SessionStore
 from memory.clock import ManualClock
+from tests.disk import on_disk
 
 KEY = "telegram:42"
 
@@ -180,5 +181,4 @@ async def test_forgotten_words_are_gone_from_the_file(tmp_path: Path, clock: Man
         await store.append(KEY, channel="telegram", chat_id="42", role="user", content="bob's line", owner="bob")
         await store.forget_owner("alice")
         assert [m.content for m in await store.window(KEY)] == ["bob's line"]
-    on_disk = sum(f.read_bytes().count(b"zqxjkv4711") for f in folder.iterdir() if f.is_file())
-    assert on_disk == 0
+    assert on_disk(folder, "zqxjkv4711") == 0

@@ -23,6 +23,7 @@ from gateway.web import AdminAuth, mount_memory_page
 from memory import Category, ManualClock, MemoryEngine, NewMemory, Provenance, Source, Status
 from memory.changelog import read_log, write_log
 from memory.retrieval import Retriever
+from tests.disk import on_disk
 from tests.fakes.openai_server import FakeOpenAI
 
 TOKEN = "admin-token-0123456789abcdef"
@@ -241,7 +242,7 @@ async def test_page_round_trip_add_edit_archive_restore_erase(site: Site) -> Non
         assert r.status_code == 303 and r.headers["Location"].startswith("/memory?user=alice")
         assert await site.engine.get(m.id) is None
         folder = Path(site.engine.db.path).parent  # the erased words left the files, not only the tables
-        assert sum(f.read_bytes().count(b"Mochi") for f in folder.iterdir() if f.is_file()) == 0
+        assert on_disk(folder, "Mochi") == 0
 
         # every change is in the change log, without the memory's text
         entries = await read_log(site.engine.db, owner="alice")

@@ -9,6 +9,7 @@ from memory import Category, ManualClock, MemoryEngine, MemoryNotFound, NewMemor
 from memory.db import Database, SchemaTooNew
 from memory.schema import MIGRATIONS
 from memory.tokenize import index_text
+from tests.disk import on_disk
 
 
 async def fts_ids(engine: MemoryEngine) -> set[int]:
@@ -313,11 +314,6 @@ async def test_a_database_from_before_source_text_is_migrated(tmp_path: Path, cl
         assert got is not None and got.source_text == "switched from npm to pnpm"
 
 
-def _bytes_on_disk(folder: Path, needle: str) -> int:
-    """How often ``needle`` occurs in the database's files (db, WAL)."""
-    return sum(f.read_bytes().count(needle.encode()) for f in folder.iterdir() if f.is_file())
-
-
 async def test_erased_words_are_gone_from_the_file_not_only_from_the_tables(tmp_path: Path, clock: ManualClock) -> None:
     """FTS5 keeps a deleted row's words in its index segments until they
     merge, and SQLite leaves deleted bytes in free pages: "erase for good"
@@ -333,14 +329,14 @@ async def test_erased_words_are_gone_from_the_file_not_only_from_the_tables(tmp_
         await engine.add_event("bob", "2026-03-01", "bob read his pin wvutsr1234 aloud")
         await engine.delete(door.id)
         await engine.db.compact()  # the free pages alone are not enough:
-        assert _bytes_on_disk(folder, "zqxjkv4711") > 0  # the index still holds the word
+        assert on_disk(folder, "zqxjkv4711") > 0  # the index still holds the word
         await engine.purge_erased()
-        assert _bytes_on_disk(folder, "zqxjkv4711") == 0
+        assert on_disk(folder, "zqxjkv4711") == 0
         await engine.forget_owner("bob")  # purges by itself
-        assert _bytes_on_disk(folder, "wvutsr1234") == 0
+        assert on_disk(folder, "wvutsr1234") == 0
         # What was not erased is still there and still found.
         assert (await engine.db.fetchone("SELECT count(*) FROM memories WHERE owner = 'alice'"))[0] == 200
         assert len(await engine.db.fetchall("SELECT rowid FROM memories_fts WHERE memories_fts MATCH 'tea'")) == 200
     finally:
         await engine.close()
-    assert _bytes_on_disk(folder, "zqxjkv4711") == 0 and _bytes_on_disk(folder, "wvutsr1234") == 0
+    assert on_disk(folder, "zqxjkv4711") == 0 and on_disk(folder, "wvutsr1234") == 0

@@ -374,30 +374,29 @@ async def test_wake_embeds_new_memories_now_not_at_the_next_interval(
     index = VectorIndex(engine.db, "m1")
     vz = Vectorizer(index, embedder, interval=3600)
 
-    async def count() -> int:
-        return await index.count()
+    async def one_embedded() -> bool:
+        return await index.count() == 1
+
+    async def failed() -> bool:
+        return vz.failures == 1
 
     await vz.start()
     try:
         await asyncio.sleep(0.1)  # the first pass ran, found nothing, and waits an hour
         await add(engine, "alice", "alice drives a blue automobile")
         await asyncio.sleep(0.1)
-        assert await count() == 0
+        assert await index.count() == 0
         vz.wake()
-        assert await _until(lambda: _eq(count(), 1))
+        assert await _until(one_embedded)
 
         # After a failure the backoff holds: a wake does not hammer a down endpoint.
         fake.queue_embedding_error(503, times=1)
         await add(engine, "alice", "alice adopted a kitten")
         vz.wake()
-        assert await _until(lambda: _eq(asyncio.sleep(0, vz.failures), 1))
+        assert await _until(failed)
         sent = len(fake.embedding_requests)
         vz.wake()
         await asyncio.sleep(0.2)
-        assert len(fake.embedding_requests) == sent and await count() == 1
+        assert len(fake.embedding_requests) == sent and await index.count() == 1
     finally:
         await vz.stop()
-
-
-async def _eq(value: Awaitable[int], want: int) -> bool:
-    return await value == want
