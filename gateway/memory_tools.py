@@ -87,6 +87,16 @@ def memory_tools(
         parts = []
         if done.erased:
             parts.append("Erased for good: " + "; ".join(f"{h.ref} {h.content}" for h in done.erased))
+        if done.entries:
+            parts.append("Also erased, Core Memory entries built on it: "
+                         + "; ".join(f"{h.ref} {h.content}" for h in done.entries))
+        if done.versions:
+            parts.append(f"Also erased: {done.versions} older version(s) of it kept in the memory's history.")
+        if done.kept_sources:
+            parts.append("Not erased yet, memories a Core Memory entry above was drawn from: "
+                         + "; ".join(f"{h.ref} {h.content}" for h in done.kept_sources)
+                         + ". If they say what the user asked to forget, forget them too"
+                         " (otherwise the next weekly refresh brings the entry back).")
         if done.shared:
             parts.append(f"Not erased, shared by everyone (an administrator can remove it): {', '.join(done.shared)}")
         if done.unknown:
@@ -139,7 +149,8 @@ def memory_tools(
                 description=(
                     "Erase memories of the user you are talking to, for good, when they ask you to forget "
                     "something. Pass the ids as cited ([m12 · ...] -> \"m12\"; events \"e3\"), found in the "
-                    "memories you were shown or with memory_search first. Only what they asked to forget."
+                    "memories you were shown (Core Memory lines included) or with memory_search first: every "
+                    "one that says it, and only what they asked to forget."
                 ),
                 parameters={
                     "type": "object",

@@ -55,14 +55,14 @@ HISTORY_MAX_CHARS = 500
 WORKSPACE_FILES = ("AGENTS.md", "SOUL.md")
 
 _MEMORY_RULES = """# Using memory
-Facts about the user from earlier conversations appear under "Core Memory" above and, when they are relevant to a message, in a <memories> block in front of it. Each retrieved memory starts with a citation [id · date recorded · where], e.g. [m12 · 2026-03-01 · telegram chat 42].
+Facts about the user from earlier conversations appear under "Core Memory" above (each line starts with its id, e.g. [m9]) and, when they are relevant to a message, in a <memories> block in front of it. Each retrieved memory starts with a citation [id · date recorded · where], e.g. [m12 · 2026-03-01 · telegram chat 42].
 - Use a memory when it helps; when your answer relies on one, say when it was recorded (e.g. "you told me on 2026-03-01").
 - Memories can be out of date: what the user says now wins.
 - Never invent a memory. If you do not know, say so."""
 
 _TOOL_RULES = """- `memory_search` looks up older memories of this user when the block above is not enough.
 - When the user asks you to remember something, call `memory_save` with the fact as one short sentence.
-- When the user asks you to forget something, find it (the memories above, or `memory_search`) and call `memory_forget` with its ids; only what they asked to forget."""
+- When the user asks you to forget something, find every memory that says it (Core Memory lines, the memories above, or `memory_search`) and call `memory_forget` with their ids; only what they asked to forget."""
 
 _GROUP_RULES = """# Group chat
 This is a group chat with several people. Members' personal memories are not shown here; do not reveal private details about anyone."""

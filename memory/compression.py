@@ -348,6 +348,7 @@ class Compressor:
         entries = entries[: self.profile_limit]
         cur_by_hash = {content_hash(m.content): m for m in current}
         imp_by_hash = {content_hash(m.content): m.importance for m in high}
+        id_by_hash = {content_hash(m.content): m.id for m in high}
         keep: set[str] = set()
         async with self.engine.db.transaction() as conn:
             for rank, e in enumerate(entries):
@@ -359,9 +360,13 @@ class Compressor:
                     continue
                 # Importance keeps the model's order in a profile read by importance.
                 importance = imp_by_hash.get(h, round(1.0 - rank / 1000, 3))
+                # The Tier 2 facts it states, as a merge cites its sources
+                # ("m:<id>"): forgetting one of them erases the entry too.
+                drawn = [high[n - 1].id for n in e.facts] + ([id_by_hash[h]] if h in id_by_hash else [])
+                refs = ("weekly", *(f"m:{i}" for i in dict.fromkeys(drawn)))
                 m = await self.engine.add(
                     NewMemory(owner=owner, tier=1, content=e.content, category=e.category, importance=importance,
-                              source=Source.COMPRESSION, provenance=Provenance(refs=("weekly",))),
+                              source=Source.COMPRESSION, provenance=Provenance(refs=refs)),
                     conn=conn,
                 )
                 report.promoted += 1

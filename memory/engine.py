@@ -215,7 +215,7 @@ class MemoryEngine:
         # (owner, include_global) -> (stamp, Tier 1 markdown): the system
         # prompt reads it for every message, and it changes rarely (a tier-1
         # write bumps the "tier1" stamp; see Database.stamp).
-        self._profiles: OrderedDict[tuple[str, bool], tuple[tuple[int, int], str]] = OrderedDict()
+        self._profiles: OrderedDict[tuple[str, bool, bool], tuple[tuple[int, int], str]] = OrderedDict()
 
     @classmethod
     async def open(cls, path: Path | str, clock: Clock | None = None) -> MemoryEngine:
@@ -575,19 +575,23 @@ class MemoryEngine:
         )
         return [row_to_memory(r) for r in rows]
 
-    async def profile_markdown(self, owner: str, *, limit: int = 100, include_global: bool = True) -> str:
-        """Tier 1 as a markdown list for the system prompt ('' when empty).
+    async def profile_markdown(
+        self, owner: str, *, limit: int = 100, include_global: bool = True, ids: bool = False
+    ) -> str:
+        """Tier 1 as a markdown list for the system prompt ('' when empty);
+        with ``ids``, each line starts with its citation (``- [m9] ...``), so
+        the model can name an entry to forget.
 
         Cached per owner (the default ``limit`` only) until a tier-1 row
         changes here or another process writes the file (within a second)."""
-        key = (owner, include_global)
+        key = (owner, include_global, ids)
         stamp = await self.db.stamp(TIER1)
         cached = self._profiles.get(key) if limit == 100 else None
         if cached is not None and cached[0] == stamp:
             self._profiles.move_to_end(key)
             return cached[1]
         items = await self.profile(owner, limit=limit, include_global=include_global)
-        text = "\n".join(f"- {m.content}" for m in items)
+        text = "\n".join(f"- [m{m.id}] {m.content}" if ids else f"- {m.content}" for m in items)
         if limit == 100 and await self.db.stamp(TIER1) == stamp:  # nothing changed while reading
             self._profiles[key] = (stamp, text)
             self._profiles.move_to_end(key)

@@ -21,6 +21,11 @@ class Forgotten:
     shared: list[str] = field(default_factory=list)  # ``_global``: everyone's, not the user's to erase
     unknown: list[str] = field(default_factory=list)  # no such id of this user (another's looks the same)
     buffered_lines: int = 0  # waiting lines the erased facts were drawn from, dropped too
+    versions: int = 0  # older rows of the same facts erased with them (merged originals, earlier versions)
+    entries: list[Hit] = field(default_factory=list)  # Core Memory entries built on them, erased too
+    # Facts an erased Core Memory entry was drawn from, still kept: the next
+    # weekly refresh would promote them again unless they go too.
+    kept_sources: list[Hit] = field(default_factory=list)
     # The erased facts' words and the words they were drawn from (whitespace
     # collapsed), for :func:`repeats_forgotten` over other stores (Tier 0).
     texts: list[str] = field(default_factory=list)

@@ -326,6 +326,7 @@ class MergeResult:
 class ProfileEntry:
     content: str
     category: Category
+    facts: tuple[int, ...] = ()  # local numbers of the important facts it states
 
 
 @dataclass
@@ -368,10 +369,10 @@ Reply with one JSON object only:
 
 PROFILE_SYSTEM = f"""You maintain a user's core profile: at most 100 short entries that are worth reading before every conversation (identity, stable preferences, configuration, key decisions).
 
-Given the current profile and important facts, return the complete new profile. Keep entries that still hold, add what is new and important, remove what is outdated. Keep the language of the facts; never translate. Categories: {_CATS}.
+Given the current profile and important facts, return the complete new profile. Keep entries that still hold, add what is new and important, remove what is outdated. Keep the language of the facts; never translate. Categories: {_CATS}. For each entry, list in "facts" the numbers of the important facts it states (empty for an entry kept only from the current profile).
 
 Reply with one JSON object only:
-{{"entries": [{{"content": "...", "category": "identity"}}]}}"""
+{{"entries": [{{"content": "...", "category": "identity", "facts": [1, 3]}}]}}"""
 
 
 def _numbered(cands: Sequence[Candidate]) -> str:
@@ -587,5 +588,8 @@ class MemoryLLM:
             if fact is None or fact.content in seen:
                 continue
             seen.add(fact.content)
-            out.append(ProfileEntry(content=fact.content, category=fact.category))
+            # Which facts an entry states is what lets forgetting one of them
+            # take the entry too (SqliteMemory.forget); a number past the list is junk.
+            cited = _refs(item.get("facts")) if isinstance(item, dict) else ()
+            out.append(ProfileEntry(fact.content, fact.category, tuple(n for n in cited if n <= len(facts))))
         return out[:100]

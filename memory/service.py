@@ -25,7 +25,7 @@ from .forgetting import Forgotten, repeats_forgotten
 from .hybrid import HybridRetriever
 from .retrieval import Retriever
 from .tokens import estimate_tokens
-from .types import GLOBAL_OWNER, Category, Hit, NewMemory, Provenance, Source
+from .types import GLOBAL_OWNER, Category, Hit, Memory, NewMemory, Provenance, Source
 
 __all__ = ["SqliteMemory"]
 
@@ -61,9 +61,10 @@ class SqliteMemory(MemoryBackend):
 
     async def profile(self, user: str, *, private: bool = True) -> str:
         # A group chat gets only the shared (_global) profile.
+        # With ids, so the model can name an entry to forget (memory_forget).
         if private:
-            return await self.engine.profile_markdown(user)
-        return await self.engine.profile_markdown("_global", include_global=False)
+            return await self.engine.profile_markdown(user, ids=True)
+        return await self.engine.profile_markdown("_global", include_global=False, ids=True)
 
     async def recall(
         self, user: str, query: str, *, context: Sequence[str] = (), private: bool = True
@@ -137,6 +138,7 @@ class SqliteMemory(MemoryBackend):
                 marks = ",".join("?" * len(mids))
                 async with conn.execute(f"SELECT * FROM memories WHERE id IN ({marks})", list(mids)) as cur:
                     found = {r["id"]: row_to_memory(r) for r in await cur.fetchall()}
+                named: list[Memory] = []
                 for mid, ref in mids.items():
                     mem = found.get(mid)
                     if mem is None or mem.owner not in (user, GLOBAL_OWNER):
@@ -144,10 +146,24 @@ class SqliteMemory(MemoryBackend):
                     elif mem.owner == GLOBAL_OWNER:
                         out.shared.append(ref)
                     else:
+                        named.append(mem)
                         out.erased.append(mem.to_hit())
-                        out.texts += [" ".join(t.split()) for t in (mem.source_text, mem.content) if t.strip()]
-                        await self.engine.delete(mid, conn=conn)
-                        await write_log(conn, at=self.engine.now(), job="chat", action="forget", owner=user, memory_id=mid)
+                # The same fact lives on in rows nobody cites any more: the
+                # originals a weekly merge archived into it, the versions it
+                # superseded, and the Core Memory entries built on it.
+                versions = await self._lineage(conn, user, [m.id for m in named])
+                for mem in (*named, *versions):
+                    out.texts += [" ".join(t.split()) for t in (mem.source_text, mem.content) if t.strip()]
+                gone = {m.id for m in (*named, *versions)}
+                entries = await self._entries_built_on(conn, user, gone, out.texts)
+                out.versions = len(versions)
+                out.entries = [m.to_hit() for m in entries]
+                out.texts += [" ".join(m.content.split()) for m in entries]
+                gone |= {m.id for m in entries}
+                out.kept_sources = await self._kept_sources(conn, [m for m in named if m.tier == 1], gone)
+                for mid in sorted(gone):
+                    await self.engine.delete(mid, conn=conn)
+                    await write_log(conn, at=self.engine.now(), job="chat", action="forget", owner=user, memory_id=mid)
                 out.buffered_lines = await self._drop_buffered_sources(conn, user, out.texts)
             if eids:
                 marks = ",".join("?" * len(eids))
@@ -167,6 +183,61 @@ class SqliteMemory(MemoryBackend):
             log.info("memories forgotten at the user's request", owner=user, erased=len(out.erased),
                      buffered_lines=out.buffered_lines)
         return out
+
+    @staticmethod
+    async def _lineage(conn: aiosqlite.Connection, user: str, ids: Sequence[int]) -> list[Memory]:
+        """``user``'s rows that became one of ``ids``, at any remove: merged
+        into it (archived) or replaced by it (superseded)."""
+        if not ids:
+            return []
+        marks = ",".join("?" * len(ids))
+        sql = f"""WITH RECURSIVE lineage(id) AS (
+                SELECT id FROM memories WHERE owner = ? AND superseded_by IN ({marks})
+                UNION SELECT m.id FROM memories m JOIN lineage l ON m.superseded_by = l.id WHERE m.owner = ?)
+            SELECT * FROM memories WHERE id IN (SELECT id FROM lineage) ORDER BY id"""
+        async with conn.execute(sql, [user, *ids, user]) as cur:
+            return [row_to_memory(r) for r in await cur.fetchall()]
+
+    @staticmethod
+    async def _entries_built_on(
+        conn: aiosqlite.Connection, user: str, ids: set[int], texts: Sequence[str]
+    ) -> list[Memory]:
+        """``user``'s Core Memory (Tier 1) entries, of any status, not in
+        ``ids`` that the weekly refresh drew from one of ``ids`` (their
+        provenance cites ``m:<id>``) or that repeat ``texts``."""
+        cites = {f"m:{i}" for i in ids}
+        async with conn.execute("SELECT * FROM memories WHERE owner = ? AND tier = 1", (user,)) as cur:
+            rows = [row_to_memory(r) for r in await cur.fetchall()]
+        return [
+            m for m in rows
+            if m.id not in ids and (cites & set(m.provenance.refs) or repeats_forgotten(m.content, texts))
+        ]
+
+    @staticmethod
+    async def _kept_sources(conn: aiosqlite.Connection, entries: Sequence[Memory], gone: set[int]) -> list[Hit]:
+        """The facts the erased Core Memory ``entries`` were drawn from that
+        are still active (each source followed to the row that replaced or
+        absorbed it): the user may want those gone too, or the next weekly
+        refresh promotes the fact again."""
+        out: dict[int, Hit] = {}
+        for entry in entries:
+            for ref in entry.provenance.refs:
+                mid = int(ref[2:]) if ref.startswith("m:") and ref[2:].isdigit() else None
+                for _ in range(32):  # a chain of merges; bounded against a cycle
+                    if mid is None or mid in gone:
+                        break
+                    async with conn.execute(
+                        "SELECT * FROM memories WHERE id = ? AND owner = ?", (mid, entry.owner)
+                    ) as cur:
+                        row = await cur.fetchone()
+                    if row is None:
+                        break
+                    mem = row_to_memory(row)
+                    if mem.status.value == "active":
+                        out.setdefault(mem.id, mem.to_hit())
+                        break
+                    mid = mem.superseded_by
+        return list(out.values())
 
     @staticmethod
     async def _drop_buffered_sources(conn: aiosqlite.Connection, user: str, texts: Sequence[str]) -> int:

@@ -62,7 +62,8 @@ def json_reply(body: dict[str, Any]) -> str:
     user = str(body["messages"][-1].get("content") or "")
     numbered = _NUMBERED.findall(user)
     if system.startswith("You maintain"):  # Tier 1 profile refresh: keep the facts given
-        return json.dumps({"entries": [{"content": c[:100], "category": "identity"} for _, c in numbered[:20]]})
+        entries = [{"content": c[:100], "category": "identity", "facts": [int(n)]} for n, c in numbered[:20]]
+        return json.dumps({"entries": entries})
     if '"from"' in system:  # weekly merge: keep every fact as it is
         facts = [{"content": c, "category": "event", "importance": 0.5, "from": [int(n)]} for n, c in numbered]
         return json.dumps({"facts": facts, "drop": []}, ensure_ascii=False)

@@ -10,7 +10,7 @@ from gateway.llm import LLMClient, LLMTimeout
 from gateway.memory_tools import memory_tools
 from gateway.sessions import SessionStore
 from gateway.tools import Tool, ToolContext
-from memory import MemoryEngine, Provenance
+from memory import Category, MemoryEngine, NewMemory, Provenance
 from memory.retrieval import Retriever
 from memory.service import SqliteMemory
 from tests.fakes.openai_server import FakeOpenAI, Reply
@@ -101,6 +101,41 @@ async def test_memory_forget_erases_the_askers_memory_and_nothing_else(
         await Agent(llm, tools=memory_tools(mem)).run(SYSTEM, replace(ALICE, private=False))
     assert "only be forgotten in a private chat" in _tool_messages(fake_llm.requests[-1])[0]
     assert await engine.get(tea.id) is not None
+
+
+async def test_memory_forget_reaches_the_core_memory_and_names_what_it_was_drawn_from(
+    fake_llm: FakeOpenAI, engine: MemoryEngine
+) -> None:
+    mem = SqliteMemory(engine)
+    veg = await mem.remember("alice", "Alice is vegetarian", provenance=Provenance(channel="telegram", chat_id="42"))
+    entry = await engine.add(NewMemory(owner="alice", tier=1, content="Vegetarian", category=Category.IDENTITY,
+                                       provenance=Provenance(refs=("weekly", f"m:{veg.id}"))))
+    # The Core Memory line carries its id, so the model can name it.
+    assert await mem.profile("alice") == f"- [m{entry.id}] Vegetarian"
+    fake_llm.queue_reply(None, tool_calls=[{"name": "memory_forget", "arguments": {"ids": [f"m{entry.id}"]}}])
+    fake_llm.queue_reply(None, tool_calls=[{"name": "memory_forget", "arguments": {"ids": [veg.ref]}}])
+    fake_llm.queue_reply("Forgotten.")
+    async with _llm(fake_llm) as llm:
+        reply = await Agent(llm, tools=memory_tools(mem)).run(SYSTEM, ALICE)
+    assert reply.text == "Forgotten." and reply.tools_used == ("memory_forget", "memory_forget")
+    first = _tool_messages(fake_llm.requests[1])[0]
+    assert first.startswith(f"Erased for good: m{entry.id} Vegetarian")
+    assert f"memories a Core Memory entry above was drawn from: {veg.ref} Alice is vegetarian" in first
+    # Named, not erased on the model's behalf: the second call still finds it.
+    assert _tool_messages(fake_llm.requests[2])[-1].startswith(f"Erased for good: {veg.ref} Alice is vegetarian")
+    assert await engine.list_memories("alice", status=None) == [] and await mem.profile("alice") == ""
+
+    # The other way round: forgetting the fact takes the entry built on it.
+    tea = await mem.remember("alice", "Alice drinks green tea", provenance=Provenance(channel="telegram", chat_id="42"))
+    teas = await engine.add(NewMemory(owner="alice", tier=1, content="Green tea drinker", category=Category.IDENTITY,
+                                      provenance=Provenance(refs=("weekly", f"m:{tea.id}"))))
+    fake_llm.queue_reply(None, tool_calls=[{"name": "memory_forget", "arguments": {"ids": [tea.ref]}}])
+    fake_llm.queue_reply("Forgotten.")
+    async with _llm(fake_llm) as llm:
+        await Agent(llm, tools=memory_tools(mem)).run(SYSTEM, ALICE)
+    result = _tool_messages(fake_llm.requests[-1])[-1]
+    assert f"Also erased, Core Memory entries built on it: m{teas.id} Green tea drinker" in result
+    assert await engine.get(teas.id) is None and await mem.profile("alice") == ""
 
 
 async def test_a_saved_memory_is_indexed_with_the_message_it_answers(fake_llm: FakeOpenAI, engine: MemoryEngine) -> None:

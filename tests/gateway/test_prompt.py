@@ -16,10 +16,12 @@ def _msg(i: int, role: str, text: str) -> StoredMessage:
 async def test_system_prompt_has_workspace_files_and_tier1(tmp_path: Path, engine: MemoryEngine, clock: ManualClock) -> None:
     (tmp_path / "AGENTS.md").write_text("You are myclaw.\n", encoding="utf-8")
     (tmp_path / "SOUL.md").write_text("Be brief.", encoding="utf-8")
-    await engine.add(NewMemory(owner="alice", tier=1, content="Alice lives in Hangzhou", category=Category.IDENTITY))
+    m = await engine.add(NewMemory(owner="alice", tier=1, content="Alice lives in Hangzhou", category=Category.IDENTITY))
     builder = PromptBuilder(tmp_path, SqliteMemory(engine), clock=clock)
     system = await builder.system_prompt("alice", private=True, tools=True)
-    assert system.index("You are myclaw.") < system.index("Be brief.") < system.index("# Core Memory\n- Alice lives in Hangzhou")
+    # Each entry with its id, so the model can name it to memory_forget.
+    core = f"# Core Memory\n- [m{m.id}] Alice lives in Hangzhou"
+    assert system.index("You are myclaw.") < system.index("Be brief.") < system.index(core)
     assert "memory_save" in system and "Current date: 2026-03-01" in system
     group = await builder.system_prompt("alice", private=False)
     assert "Hangzhou" not in group and "# Group chat" in group and "memory_save" not in group

@@ -211,3 +211,30 @@ async def test_compressed_facts_keep_the_words_they_were_drawn_from(
     assert merged.source_text == "said once said 3" and merged.provenance.refs == tuple(f"m:{i}" for i in ids[:3])
     hits = await Retriever(engine).retrieve("alice", "what was said once?")
     assert hits[0].id == merged.id
+
+
+async def test_a_new_profile_entry_cites_the_facts_it_states(engine: MemoryEngine, fake: FakeOpenAI, llm: MemoryLLM) -> None:
+    munich = await engine.add(NewMemory(owner="alice", content="Alice moved to Munich", category=Category.IDENTITY, importance=0.9))
+    flat = await engine.add(NewMemory(owner="alice", content="Alice's flat is in Munich", category=Category.IDENTITY,
+                                      importance=0.8))
+    tea = await engine.add(NewMemory(owner="alice", content="Alice drinks green tea", category=Category.IDENTITY, importance=0.7))
+
+    def responder(body: dict[str, Any]) -> Reply:
+        assert '"facts"' in body["messages"][0]["content"]  # the model is asked which facts each entry states
+        numbered = dict(line.split(". ", 1) for line in user_prompt(body).splitlines() if line[:1].isdigit())
+        n = {text.split("] ", 1)[1]: int(k) for k, text in numbered.items()}
+        return Reply(json.dumps({"entries": [
+            {"content": "Lives in Munich", "category": "identity",
+             "facts": [n["Alice moved to Munich"], f"#{n[flat.content]}", 99, "junk"]},
+            {"content": "Alice drinks green tea", "category": "identity"},  # the fact itself, word for word
+            {"content": "Likes hiking", "category": "identity", "facts": "nonsense"},
+        ]}))
+
+    fake.responder = responder
+    assert (await Compressor(engine, llm).weekly()).promoted == 3
+    refs = {m.content: m.provenance.refs for m in await engine.profile("alice", include_global=False)}
+    assert refs == {
+        "Lives in Munich": ("weekly", f"m:{munich.id}", f"m:{flat.id}"),  # 99 is past the list: dropped
+        "Alice drinks green tea": ("weekly", f"m:{tea.id}"),
+        "Likes hiking": ("weekly",),
+    }

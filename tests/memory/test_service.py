@@ -69,3 +69,51 @@ async def test_forget_erases_only_the_users_own_rows_and_their_waiting_source_li
     rows = await engine.db.fetchall("SELECT content FROM extraction_buffer WHERE owner = 'alice'")
     assert [r[0] for r in rows] == ["what's the weather?", "my"]  # a short line inside the source is not it
     assert [h.content for h in await mem.recall("alice", "door code")] == ["The office door code is 9999"]
+
+
+async def test_forget_takes_the_facts_older_rows_and_the_core_memory_built_on_it(engine: MemoryEngine) -> None:
+    mem = SqliteMemory(engine)
+    berlin = await engine.add(NewMemory(owner="alice", content="Alice lives in Berlin", category=Category.IDENTITY))
+    said = await engine.add(NewMemory(owner="alice", content="Alice moved to Munich in May", category=Category.IDENTITY))
+    also = await engine.add(NewMemory(owner="alice", content="Alice's new flat is in Munich", category=Category.IDENTITY))
+    home = await engine.add(NewMemory(owner="alice", content="Alice lives in Munich since May", category=Category.IDENTITY))
+    await engine.set_status(berlin.id, "superseded", superseded_by=said.id)  # an update replaced it
+    for old in (said, also):  # a weekly merge folded these two into `home`
+        await engine.set_status(old.id, "archived", superseded_by=home.id)
+    tea = await engine.add(NewMemory(owner="alice", content="Alice drinks green tea", category=Category.IDENTITY))
+    # Core Memory: one entry the weekly refresh drew from `home`, one repeating it, one about tea.
+    drawn = await engine.add(NewMemory(owner="alice", tier=1, content="Lives in Munich", category=Category.IDENTITY,
+                                       provenance=Provenance(refs=("weekly", f"m:{home.id}"))))
+    same = await engine.add(NewMemory(owner="alice", tier=1, content="Alice lives in Munich since May",
+                                      category=Category.IDENTITY))
+    teas = await engine.add(NewMemory(owner="alice", tier=1, content="Drinks green tea", category=Category.IDENTITY,
+                                      provenance=Provenance(refs=("weekly", f"m:{tea.id}"))))
+    bobs = await engine.add(NewMemory(owner="bob", tier=1, content="Lives in Munich", category=Category.IDENTITY,
+                                      provenance=Provenance(refs=("weekly", f"m:{home.id}"))))  # forged: not alice's
+
+    done = await mem.forget("alice", [f"m{home.id}"])
+    assert [h.ref for h in done.erased] == [f"m{home.id}"]
+    assert done.versions == 3 and sorted(h.id for h in done.entries) == [drawn.id, same.id]
+    assert done.kept_sources == []
+    left = {m.id for m in await engine.list_memories("alice", status=None, limit=100)}
+    left |= {m.id for m in await engine.profile("alice", include_global=False, limit=100)}
+    assert left == {tea.id, teas.id}
+    assert await engine.get(bobs.id) is not None
+    assert await mem.profile("alice") == f"- [m{teas.id}] Drinks green tea"
+    assert any("Berlin" in t for t in done.texts) and any(t == "Lives in Munich" for t in done.texts)
+
+
+async def test_forgetting_a_core_memory_entry_names_the_facts_it_was_drawn_from(engine: MemoryEngine) -> None:
+    mem = SqliteMemory(engine)
+    first = await engine.add(NewMemory(owner="alice", content="Alice is vegetarian", category=Category.IDENTITY))
+    now = await engine.add(NewMemory(owner="alice", content="Alice has been vegetarian since 2019",
+                                     category=Category.IDENTITY))
+    await engine.set_status(first.id, "archived", superseded_by=now.id)  # merged after the entry was written
+    other = await engine.add(NewMemory(owner="alice", content="Alice avoids fish", category=Category.IDENTITY))
+    entry = await engine.add(NewMemory(owner="alice", tier=1, content="Vegetarian, no fish", category=Category.IDENTITY,
+                                       provenance=Provenance(refs=("weekly", f"m:{first.id}", f"m:{other.id}", "m:999"))))
+    done = await mem.forget("alice", [f"m{entry.id}"])
+    assert [h.ref for h in done.erased] == [f"m{entry.id}"] and done.entries == [] and done.versions == 0
+    # Kept (the user may mean only the summary), but named, each as it stands now.
+    assert [h.ref for h in done.kept_sources] == [f"m{now.id}", f"m{other.id}"]
+    assert await engine.get(now.id) is not None and await engine.get(other.id) is not None
