@@ -216,6 +216,8 @@ class MemoryEngine:
         # prompt reads it for every message, and it changes rarely (a tier-1
         # write bumps the "tier1" stamp; see Database.stamp).
         self._profiles: OrderedDict[tuple[str, bool, bool], tuple[tuple[int, int], str]] = OrderedDict()
+        self._erased: set[int] = set()  # memories erased or reworded since the last purge_erased
+        self._erase_listeners: list[Callable[[Sequence[int]], object]] = []
 
     @classmethod
     async def open(cls, path: Path | str, clock: Clock | None = None) -> MemoryEngine:
@@ -392,7 +394,11 @@ class MemoryEngine:
         extra = ", access_count = access_count + 1" if touch else ""
         await conn.execute(f"UPDATE memories SET {cols}{extra} WHERE id = ?", (*sets.values(), memory_id))
         if sets.get("content", row["content"]) != row["content"]:
-            await _drop_cached_vectors(conn, [row["content"]])  # an edit can be a redaction
+            # An edit can be a redaction: the old words' vectors go (the
+            # vectorizer embeds the new words), on disk and in RAM.
+            await _drop_cached_vectors(conn, [row["content"]])
+            await conn.execute("DELETE FROM memory_vectors WHERE memory_id = ?", (memory_id,))
+            self._erased.add(memory_id)
         if ("content" in sets or "source_text" in sets) and row["status"] == "active":
             text = memory_index_text(sets.get("content", row["content"]), sets.get("source_text", row["source_text"]))
             await conn.execute("UPDATE memories_fts SET text = ? WHERE rowid = ?", (text, memory_id))
@@ -456,6 +462,7 @@ class MemoryEngine:
         await conn.execute("DELETE FROM memories WHERE id = ?", (memory_id,))
         await _scrub_log(conn, memory_id, content)
         await _drop_cached_vectors(conn, [content])
+        self._erased.add(memory_id)
         self._projects.pop(row["owner"], None)
         if row["tier"] == 1:
             self.db.bump(TIER1)
@@ -471,6 +478,15 @@ class MemoryEngine:
             for table in ("memories_fts", "events_fts"):
                 await conn.execute(f"INSERT INTO {table}({table}) VALUES('optimize')")
         await self.db.compact()
+        erased, self._erased = sorted(self._erased), set()
+        for listener in self._erase_listeners:
+            listener(erased)
+
+    def on_erased(self, listener: Callable[[Sequence[int]], object]) -> None:
+        """Call ``listener(memory_ids)`` from :meth:`purge_erased` with the
+        memories erased or reworded since the last one (in-process caches of
+        their vectors: :meth:`memory.vectors.VectorIndex.drop`)."""
+        self._erase_listeners.append(listener)
 
     async def forget_owner(self, owner: str) -> dict[str, int]:
         """Erase everything stored about ``owner``: memories of every status,
@@ -491,8 +507,10 @@ class MemoryEngine:
             await conn.execute(
                 "UPDATE memories SET superseded_by = NULL WHERE owner = ? AND superseded_by IS NOT NULL", (owner,)
             )
-            async with conn.execute("SELECT content FROM memories WHERE owner = ?", (owner,)) as cur:
-                await _drop_cached_vectors(conn, [r[0] for r in await cur.fetchall()])
+            async with conn.execute("SELECT id, content FROM memories WHERE owner = ?", (owner,)) as cur:
+                rows = list(await cur.fetchall())
+            await _drop_cached_vectors(conn, [r[1] for r in rows])
+            self._erased.update(r[0] for r in rows)
             for table, key in (
                 ("memories", "memories"),
                 ("daily_events", "events"),

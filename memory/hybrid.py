@@ -130,6 +130,8 @@ class HybridRetriever:
         self.rrf_k = rrf_k
         self.fallbacks = 0  # answers given without vectors (late or failed endpoint)
         self._pending: set[asyncio.Task[list[np.ndarray]]] = set()
+        # An erased memory's vector leaves the cached matrices at once.
+        lexical.engine.on_erased(vectors.drop)
 
     # The attributes callers read off a Retriever.
     @property

@@ -13,13 +13,16 @@ up to ``max_cached_mb``) and patched in place by
 :meth:`VectorIndex.store` with the vectors it wrote. Rows of
 memories deleted or archived since are filtered out by one indexed query
 over the few ids that made the top, so the cached matrix never shows
-something that is gone.
+something that is gone. An erased or reworded memory's row also leaves
+the matrix itself (:meth:`VectorIndex.drop`, called by
+``MemoryEngine.purge_erased``; one erased by another process, when a
+search next meets it), so its vector does not linger in RAM.
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -83,6 +86,27 @@ class _Matrix:
             self.n += 1
         self._vectors[row] = vec
 
+    def drop(self, memory_ids: Iterable[int]) -> int:
+        """Remove these memories' rows (the last row moves into the gap, the
+        freed row is zeroed: an erased memory's vector, which can be
+        inverted back to much of its text, does not linger in RAM)."""
+        dropped = 0
+        for memory_id in memory_ids:
+            row = self._row.pop(int(memory_id), None)
+            if row is None:
+                continue
+            last = self.n - 1
+            if row != last:
+                moved = int(self._ids[last])
+                self._ids[row] = moved
+                self._vectors[row] = self._vectors[last]
+                self._row[moved] = row
+            self._vectors[last] = 0.0
+            self._ids[last] = 0
+            self.n = last
+            dropped += 1
+        return dropped
+
 
 class VectorIndex:
     def __init__(self, db: Database, model: str, *, max_cached_mb: float = 256.0) -> None:
@@ -94,6 +118,7 @@ class VectorIndex:
         self._cached = 0
         self._matrices: OrderedDict[str, _Matrix] = OrderedDict()
         self._generation: dict[str, int] = {}  # owner -> stores so far (a load racing one is not kept)
+        self._drops = 0  # erasures so far (a load racing one is not kept either)
 
     # -- write side (the vectorizer) -------------------------------------------
 
@@ -150,6 +175,14 @@ class VectorIndex:
             self._cached += m.nbytes - before
         return len(written)
 
+    def drop(self, memory_ids: Iterable[int]) -> int:
+        """Take erased (or reworded) memories' vectors out of the cached
+        matrices now, not at the next reload; returns how many rows went.
+        ``MemoryEngine.on_erased`` calls it after the erasure committed."""
+        ids = list(memory_ids)
+        self._drops += 1
+        return sum(m.drop(ids) for m in self._matrices.values()) if ids else 0
+
     def forget_cached(self, owner: str | None = None) -> None:
         """Drop cached matrices (one owner's, or all)."""
         for o in [owner] if owner is not None else list(self._matrices):
@@ -204,10 +237,10 @@ class VectorIndex:
         if m is not None:
             self._matrices.move_to_end(owner)
             return m
-        generation = self._generation.get(owner, 0)
+        generation, drops = self._generation.get(owner, 0), self._drops
         m = await self._load(owner)
-        if self._generation.get(owner, 0) != generation:
-            return m  # vectors stored meanwhile: right for this search, not kept
+        if self._generation.get(owner, 0) != generation or self._drops != drops:
+            return m  # vectors stored or erased meanwhile: right for this search, not kept
         self._matrices[owner] = m
         self._cached += m.nbytes
         while self._cached > self._max_cached and len(self._matrices) > 1:
@@ -261,9 +294,14 @@ class VectorIndex:
         if not best:
             return []
         marks = ",".join("?" * len(best))
-        where = "" if private else " AND category != 'credential'"
+        shown = "status = 'active'" + ("" if private else " AND category != 'credential'")
         rows = await self.db.reader.execute_fetchall(
-            f"SELECT id FROM memories WHERE id IN ({marks}) AND status = 'active'{where}", [i for i, _ in best]
+            f"SELECT id, {shown} FROM memories WHERE id IN ({marks})", [i for i, _ in best]
         )
-        live = {r[0] for r in rows}
+        live = {r[0] for r in rows if r[1]}
+        # Gone from the table but still cached: erased by another process
+        # (the CLI), which could not reach this one's matrices.
+        erased = {i for i, _ in best} - {r[0] for r in rows}
+        if erased:
+            self.drop(erased)
         return [(i, s) for i, s in best if i in live][:k]

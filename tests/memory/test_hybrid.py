@@ -14,6 +14,7 @@ from memory.hybrid import HybridRetriever, query_text, spread_scaled
 from memory.retrieval import Retriever
 from memory.types import Category, Hit, NewMemory
 from memory.vectorize import Vectorizer
+from memory.service import SqliteMemory
 from memory.vectors import VectorIndex
 from tests.fakes.openai_server import FakeOpenAI
 
@@ -239,3 +240,13 @@ async def test_a_crowd_of_near_equal_cosines_does_not_bury_a_word_match(
     fused = h._weighted(lexical, standout)
     order = sorted(fused, key=lambda mid: -fused[mid])
     assert order[:3] == [1, 200, 2]
+
+
+async def test_a_forgotten_memorys_vector_leaves_ram_with_it(engine: MemoryEngine, parts: tuple[CachedEmbedder, VectorIndex]) -> None:
+    h = hybrid(engine, parts)
+    door, tea = await remember(engine, parts, ("alice", "alice parks her automobile in bay 4"), ("alice", "alice adopted a kitten"))
+    assert (await h.retrieve("alice", "where is my vehicle?"))[0].id == door
+    index = parts[1]
+    assert sorted(index._matrices["alice"].ids.tolist()) == [door, tea]
+    await SqliteMemory(engine, h).forget("alice", [f"m{door}"])
+    assert index._matrices["alice"].ids.tolist() == [tea]

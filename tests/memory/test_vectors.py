@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -400,3 +401,45 @@ async def test_wake_embeds_new_memories_now_not_at_the_next_interval(
         assert len(fake.embedding_requests) == sent and await index.count() == 1
     finally:
         await vz.stop()
+
+
+async def test_an_erased_or_reworded_memorys_vector_leaves_the_cached_matrix_at_once(
+    engine: MemoryEngine, embedder: CachedEmbedder, clock: ManualClock, tmp_path: Path
+) -> None:
+    texts = ["alice drives a blue automobile", "alice sold her old vehicle", "alice rents a car on holidays",
+             "alice adopted a kitten"]
+    ids = [await add(engine, "alice", t) for t in texts]
+    index = VectorIndex(engine.db, "m1")
+    engine.on_erased(index.drop)  # as HybridRetriever wires it
+    await Vectorizer(index, embedder).drain()
+    q = await vector_of(embedder, "car")
+    await index.search(["alice"], q, 5)
+    cached = index._matrices["alice"]
+    erased = cached.vectors[cached.ids.tolist().index(ids[0])].copy()
+
+    await engine.delete(ids[0])
+    await engine.purge_erased()
+    assert index._matrices["alice"] is cached and sorted(cached.ids.tolist()) == ids[1:]
+    # Not in the buffer at all, not even past the rows in use.
+    assert not any(np.allclose(row, erased) for row in cached._vectors)
+    hits = await index.search(["alice"], q, 5)
+    index.forget_cached()
+    assert [(i, round(s, 5)) for i, s in await index.search(["alice"], q, 5)] == [(i, round(s, 5)) for i, s in hits]
+
+    # Reworded (an edit can be a redaction): the old words' vector leaves RAM and the file; the new one follows.
+    cached = index._matrices["alice"]
+    await engine.update(ids[1], content="alice adopted a second kitten")
+    await engine.purge_erased()
+    assert ids[1] not in cached.ids.tolist() and await index.count("alice") == 2
+    assert [p.memory_id for p in await index.pending()] == [ids[1]]
+
+    # Erased by another process (the CLI), which cannot reach this one's matrices: dropped when next met.
+    other = await MemoryEngine.open(tmp_path / "memory.db", clock)
+    try:
+        await other.delete(ids[2])
+        await other.purge_erased()
+    finally:
+        await other.close()
+    assert ids[2] in cached.ids.tolist()
+    assert ids[2] not in [i for i, _ in await index.search(["alice"], q, 5)]
+    assert cached.ids.tolist() == [ids[3]]
