@@ -155,7 +155,10 @@ class SqliteMemory(MemoryBackend):
                 for mem in (*named, *versions):
                     out.texts += [" ".join(t.split()) for t in (mem.source_text, mem.content) if t.strip()]
                 gone = {m.id for m in (*named, *versions)}
-                entries = await self._entries_built_on(conn, user, gone, out.texts)
+                # By the facts' own words, not their source messages: a
+                # message often says several things, and the others stay.
+                said = [" ".join(m.content.split()) for m in (*named, *versions)]
+                entries = await self._entries_built_on(conn, user, gone, said)
                 out.versions = len(versions)
                 out.entries = [m.to_hit() for m in entries]
                 out.texts += [" ".join(m.content.split()) for m in entries]

@@ -88,6 +88,9 @@ async def test_forget_takes_the_facts_older_rows_and_the_core_memory_built_on_it
                                       category=Category.IDENTITY))
     teas = await engine.add(NewMemory(owner="alice", tier=1, content="Drinks green tea", category=Category.IDENTITY,
                                       provenance=Provenance(refs=("weekly", f"m:{tea.id}"))))
+    # Said in the same message as the move; not built on it, so it stays.
+    job = await engine.add(NewMemory(owner="alice", tier=1, content="Alice works as a nurse at Klinikum", category=Category.IDENTITY))
+    await engine.update(home.id, source_text="I moved to Munich in May, Alice works as a nurse at Klinikum now")
     bobs = await engine.add(NewMemory(owner="bob", tier=1, content="Lives in Munich", category=Category.IDENTITY,
                                       provenance=Provenance(refs=("weekly", f"m:{home.id}"))))  # forged: not alice's
 
@@ -97,9 +100,9 @@ async def test_forget_takes_the_facts_older_rows_and_the_core_memory_built_on_it
     assert done.kept_sources == []
     left = {m.id for m in await engine.list_memories("alice", status=None, limit=100)}
     left |= {m.id for m in await engine.profile("alice", include_global=False, limit=100)}
-    assert left == {tea.id, teas.id}
+    assert left == {tea.id, teas.id, job.id}
     assert await engine.get(bobs.id) is not None
-    assert await mem.profile("alice") == f"- [m{teas.id}] Drinks green tea"
+    assert await mem.profile("alice") == f"- [m{job.id}] Alice works as a nurse at Klinikum\n- [m{teas.id}] Drinks green tea"
     assert any("Berlin" in t for t in done.texts) and any(t == "Lives in Munich" for t in done.texts)
 
 
