@@ -92,11 +92,11 @@ def memory_tools(
                          + "; ".join(f"{h.ref} {h.content}" for h in done.entries))
         if done.versions:
             parts.append(f"Also erased: {done.versions} older version(s) of it kept in the memory's history.")
-        if done.kept_sources:
-            parts.append("Not erased yet, memories a Core Memory entry above was drawn from: "
-                         + "; ".join(f"{h.ref} {h.content}" for h in done.kept_sources)
-                         + ". If they say what the user asked to forget, forget them too"
-                         " (otherwise the next weekly refresh brings the entry back).")
+        if done.kept:
+            parts.append("Not erased, records linked to it (what it was drawn from, or what was drawn from it): "
+                         + "; ".join(f"{h.ref} {h.content}" for h in done.kept)
+                         + ". Those that say what the user asked to forget must go too, or the memory's "
+                         "compression writes it again: forget them as well; leave the others.")
         if done.shared:
             parts.append(f"Not erased, shared by everyone (an administrator can remove it): {', '.join(done.shared)}")
         if done.unknown:

@@ -23,9 +23,9 @@ class Forgotten:
     buffered_lines: int = 0  # waiting lines the erased facts were drawn from, dropped too
     versions: int = 0  # older rows of the same facts erased with them (merged originals, earlier versions)
     entries: list[Hit] = field(default_factory=list)  # Core Memory entries built on them, erased too
-    # Facts an erased Core Memory entry was drawn from, still kept: the next
-    # weekly refresh would promote them again unless they go too.
-    kept_sources: list[Hit] = field(default_factory=list)
+    # Records linked to an erased one and kept (SqliteMemory._kept_links):
+    # what it was drawn from, which could write it again, or what was drawn from it.
+    kept: list[Hit] = field(default_factory=list)
     # The erased facts' words and the words they were drawn from (whitespace
     # collapsed), for :func:`repeats_forgotten` over other stores (Tier 0).
     texts: list[str] = field(default_factory=list)

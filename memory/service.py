@@ -39,6 +39,12 @@ _ONE_STATEMENT_ROWS = 100  # x 9 parameters, far below SQLite's limit of 32,766
 _REF = re.compile(r"^\[?\s*([me])(\d{1,12})\b", re.IGNORECASE)
 
 
+def _batch_refs(p: Provenance) -> set[str]:
+    """The extraction batch a fact or daily event came from: the buffered
+    messages it cites (``buf:<id>``), shared by the batch's facts and its event."""
+    return {r for r in p.refs if r.startswith("buf:")}
+
+
 class SqliteMemory(MemoryBackend):
     kind = "sqlite"
 
@@ -134,11 +140,11 @@ class SqliteMemory(MemoryBackend):
                 continue
             (mids if m.group(1).lower() == "m" else eids)[int(m.group(2))] = f"{m.group(1).lower()}{m.group(2)}"
         async with self.engine.db.transaction() as conn:
+            named: list[Memory] = []
             if mids:
                 marks = ",".join("?" * len(mids))
                 async with conn.execute(f"SELECT * FROM memories WHERE id IN ({marks})", list(mids)) as cur:
                     found = {r["id"]: row_to_memory(r) for r in await cur.fetchall()}
-                named: list[Memory] = []
                 for mid, ref in mids.items():
                     mem = found.get(mid)
                     if mem is None or mem.owner not in (user, GLOBAL_OWNER):
@@ -148,39 +154,45 @@ class SqliteMemory(MemoryBackend):
                     else:
                         named.append(mem)
                         out.erased.append(mem.to_hit())
-                # The same fact lives on in rows nobody cites any more: the
-                # originals a weekly merge archived into it, the versions it
-                # superseded, and the Core Memory entries built on it.
-                versions = await self._lineage(conn, user, [m.id for m in named])
-                for mem in (*named, *versions):
-                    out.texts += [" ".join(t.split()) for t in (mem.source_text, mem.content) if t.strip()]
-                gone = {m.id for m in (*named, *versions)}
-                # By the facts' own words, not their source messages: a
-                # message often says several things, and the others stay.
-                said = [" ".join(m.content.split()) for m in (*named, *versions)]
-                entries = await self._entries_built_on(conn, user, gone, said)
-                out.versions = len(versions)
-                out.entries = [m.to_hit() for m in entries]
-                out.texts += [" ".join(m.content.split()) for m in entries]
-                gone |= {m.id for m in entries}
-                out.kept_sources = await self._kept_sources(conn, [m for m in named if m.tier == 1], gone)
-                for mid in sorted(gone):
-                    await self.engine.delete(mid, conn=conn)
-                    await write_log(conn, at=self.engine.now(), job="chat", action="forget", owner=user, memory_id=mid)
-                out.buffered_lines = await self._drop_buffered_sources(conn, user, out.texts)
+            events: list[Hit] = []
+            event_refs: set[str] = set()  # what the named events were drawn from or stand for
             if eids:
                 marks = ",".join("?" * len(eids))
                 async with conn.execute(
-                    f"SELECT id, event_date, summary FROM daily_events WHERE id IN ({marks}) AND owner = ?", [*eids, user]
+                    f"SELECT id, event_date, summary, provenance FROM daily_events WHERE id IN ({marks}) AND owner = ?",
+                    [*eids, user],
                 ) as cur:
-                    events = {r["id"]: r for r in await cur.fetchall()}
+                    rows = {r["id"]: r for r in await cur.fetchall()}
                 for eid, ref in eids.items():
-                    ev = events.get(eid)
+                    ev = rows.get(eid)
                     if ev is None:
                         out.unknown.append(ref)
                         continue
-                    out.erased.append(Hit(kind="event", id=eid, content=ev["summary"], score=1.0, date=ev["event_date"]))
-                    await self.engine.delete_event(eid, conn=conn)
+                    events.append(Hit(kind="event", id=eid, content=ev["summary"], score=1.0, date=ev["event_date"]))
+                    event_refs |= _batch_refs(Provenance.from_json(ev["provenance"])) | {f"event:{eid}"}
+            out.erased += events
+            # The same fact lives on in rows nobody cites any more: the
+            # originals a weekly merge archived into it, the versions it
+            # superseded, and the Core Memory entries built on it.
+            versions = await self._lineage(conn, user, [m.id for m in named])
+            for mem in (*named, *versions):
+                out.texts += [" ".join(t.split()) for t in (mem.source_text, mem.content) if t.strip()]
+            gone = {m.id for m in (*named, *versions)}
+            # By the facts' own words, not their source messages: a
+            # message often says several things, and the others stay.
+            said = [" ".join(m.content.split()) for m in (*named, *versions)]
+            entries = await self._entries_built_on(conn, user, gone, said) if named else []
+            out.versions = len(versions)
+            out.entries = [m.to_hit() for m in entries]
+            out.texts += [" ".join(m.content.split()) for m in entries]
+            gone |= {m.id for m in entries}
+            out.kept = await self._kept_links(conn, user, named, event_refs, gone, {h.id for h in events})
+            for mid in sorted(gone):
+                await self.engine.delete(mid, conn=conn)
+                await write_log(conn, at=self.engine.now(), job="chat", action="forget", owner=user, memory_id=mid)
+            for ev in events:
+                await self.engine.delete_event(ev.id, conn=conn)
+            out.buffered_lines = await self._drop_buffered_sources(conn, user, out.texts)
         if out.erased:
             await self.engine.purge_erased()
             log.info("memories forgotten at the user's request", owner=user, erased=len(out.erased),
@@ -217,29 +229,68 @@ class SqliteMemory(MemoryBackend):
         ]
 
     @staticmethod
-    async def _kept_sources(conn: aiosqlite.Connection, entries: Sequence[Memory], gone: set[int]) -> list[Hit]:
-        """The facts the erased Core Memory ``entries`` were drawn from that
-        are still active (each source followed to the row that replaced or
-        absorbed it): the user may want those gone too, or the next weekly
-        refresh promotes the fact again."""
-        out: dict[int, Hit] = {}
-        for entry in entries:
+    async def _kept_links(
+        conn: aiosqlite.Connection,
+        user: str,
+        named: Sequence[Memory],
+        event_refs: set[str],
+        gone: set[int],
+        gone_events: set[int],
+    ) -> list[Hit]:
+        """Records linked to the ``named`` memories or the erased events that
+        are still kept, for the model to weigh (not erased on its behalf: a
+        summary often holds several facts, and the others stay):
+
+        * what an erased Core Memory entry was drawn from (``m:<id>``, each
+          followed to the row that replaced or absorbed it), or the next
+          weekly refresh promotes it again;
+        * the daily events of an erased fact's extraction batch (the same
+          ``buf:`` messages) or of its compressed day (``event:<id>``), or
+          the daily compression writes the fact again;
+        * the facts drawn from an erased event."""
+        out: dict[str, Hit] = {}
+        for entry in (m for m in named if m.tier == 1):
             for ref in entry.provenance.refs:
                 mid = int(ref[2:]) if ref.startswith("m:") and ref[2:].isdigit() else None
                 for _ in range(32):  # a chain of merges; bounded against a cycle
                     if mid is None or mid in gone:
                         break
-                    async with conn.execute(
-                        "SELECT * FROM memories WHERE id = ? AND owner = ?", (mid, entry.owner)
-                    ) as cur:
+                    async with conn.execute("SELECT * FROM memories WHERE id = ? AND owner = ?", (mid, user)) as cur:
                         row = await cur.fetchone()
                     if row is None:
                         break
                     mem = row_to_memory(row)
                     if mem.status.value == "active":
-                        out.setdefault(mem.id, mem.to_hit())
+                        out.setdefault(f"m{mem.id}", mem.to_hit())
                         break
                     mid = mem.superseded_by
+        facts = [m for m in named if m.tier == 2]
+        batches = set().union(*(_batch_refs(m.provenance) for m in facts)) if facts else set()
+        days = {int(r[6:]) for m in facts for r in m.provenance.refs if r.startswith("event:") and r[6:].isdigit()}
+        if batches or days:
+            marks, dmarks = ",".join("?" * len(batches)) or "NULL", ",".join("?" * len(days)) or "NULL"
+            async with conn.execute(
+                f"""SELECT DISTINCT e.id, e.event_date, e.summary FROM daily_events e
+                     WHERE e.owner = ? AND (e.id IN ({dmarks}) OR (json_valid(e.provenance) AND EXISTS (
+                           SELECT 1 FROM json_each(e.provenance, '$.refs') j WHERE j.value IN ({marks}))))
+                     ORDER BY e.id""",
+                [user, *days, *batches],
+            ) as cur:
+                for r in await cur.fetchall():
+                    if r["id"] not in gone_events:
+                        hit = Hit(kind="event", id=r["id"], content=r["summary"], score=1.0, date=r["event_date"])
+                        out.setdefault(hit.ref, hit)
+        if event_refs:
+            marks = ",".join("?" * len(event_refs))
+            async with conn.execute(
+                f"""SELECT m.* FROM memories m WHERE m.owner = ? AND m.status = 'active' AND json_valid(m.provenance)
+                      AND EXISTS (SELECT 1 FROM json_each(m.provenance, '$.refs') j WHERE j.value IN ({marks}))
+                    ORDER BY m.id""",
+                [user, *event_refs],
+            ) as cur:
+                for r in await cur.fetchall():
+                    if r["id"] not in gone:
+                        out.setdefault(f"m{r['id']}", row_to_memory(r).to_hit())
         return list(out.values())
 
     @staticmethod

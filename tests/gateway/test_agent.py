@@ -120,7 +120,7 @@ async def test_memory_forget_reaches_the_core_memory_and_names_what_it_was_drawn
     assert reply.text == "Forgotten." and reply.tools_used == ("memory_forget", "memory_forget")
     first = _tool_messages(fake_llm.requests[1])[0]
     assert first.startswith(f"Erased for good: m{entry.id} Vegetarian")
-    assert f"memories a Core Memory entry above was drawn from: {veg.ref} Alice is vegetarian" in first
+    assert f"Not erased, records linked to it (what it was drawn from, or what was drawn from it): {veg.ref} Alice is vegetarian" in first
     # Named, not erased on the model's behalf: the second call still finds it.
     assert _tool_messages(fake_llm.requests[2])[-1].startswith(f"Erased for good: {veg.ref} Alice is vegetarian")
     assert await engine.list_memories("alice", status=None) == [] and await mem.profile("alice") == ""

@@ -78,6 +78,11 @@ async def test_quiet_gap_extracts_in_the_conversation_language(
     [event] = await engine.events("alice")
     assert event.summary == summary and event.event_date == "2026-03-01" and event.raw_tokens > 0
     assert await buffered(engine) == []
+    # The batch's facts and its event cite the same messages: forgetting a
+    # fact names the event, which the daily compression would turn back into it.
+    assert event.provenance.refs == prov.refs
+    done = await mem.forget("alice", [f"m{stored[0].id}"])
+    assert [h.ref for h in done.kept] == [f"e{event.id}"] and await engine.events("alice") == [event]
 
 
 async def test_token_budget_triggers_at_once_and_caps_the_batch(

@@ -97,7 +97,7 @@ async def test_forget_takes_the_facts_older_rows_and_the_core_memory_built_on_it
     done = await mem.forget("alice", [f"m{home.id}"])
     assert [h.ref for h in done.erased] == [f"m{home.id}"]
     assert done.versions == 3 and sorted(h.id for h in done.entries) == [drawn.id, same.id]
-    assert done.kept_sources == []
+    assert done.kept == []
     left = {m.id for m in await engine.list_memories("alice", status=None, limit=100)}
     left |= {m.id for m in await engine.profile("alice", include_global=False, limit=100)}
     assert left == {tea.id, teas.id, job.id}
@@ -118,5 +118,29 @@ async def test_forgetting_a_core_memory_entry_names_the_facts_it_was_drawn_from(
     done = await mem.forget("alice", [f"m{entry.id}"])
     assert [h.ref for h in done.erased] == [f"m{entry.id}"] and done.entries == [] and done.versions == 0
     # Kept (the user may mean only the summary), but named, each as it stands now.
-    assert [h.ref for h in done.kept_sources] == [f"m{now.id}", f"m{other.id}"]
+    assert [h.ref for h in done.kept] == [f"m{now.id}", f"m{other.id}"]
     assert await engine.get(now.id) is not None and await engine.get(other.id) is not None
+
+
+async def test_forget_names_the_events_a_fact_came_from_and_the_facts_drawn_from_an_event(engine: MemoryEngine) -> None:
+    mem = SqliteMemory(engine)
+    batch = Provenance(channel="telegram", chat_id="1", refs=("buf:7", "buf:8"))
+    code = await engine.add(NewMemory(owner="alice", content="Alice's door code is 4711", provenance=batch))
+    said = await engine.add_event("alice", "2026-03-01", "Alice gave the bot her door code", provenance=batch)
+    other = await engine.add_event("alice", "2026-03-01", "Alice asked about the weather",
+                                   provenance=Provenance(refs=("buf:9",)))
+    # A fact the daily compression drew from the day's events.
+    daily = await engine.add(NewMemory(owner="alice", content="Alice's door has a keypad",
+                                       provenance=Provenance(refs=(f"event:{said.id}", f"event:{other.id}"))))
+    await engine.add_event("bob", "2026-03-01", "Bob's batch", provenance=batch)  # forged: not alice's
+
+    done = await mem.forget("alice", [f"m{code.id}"])
+    assert [h.ref for h in done.kept] == [f"e{said.id}"]  # the same messages; not another batch, not bob's
+    done = await mem.forget("alice", [f"m{daily.id}"])
+    assert [h.ref for h in done.kept] == [f"e{said.id}", f"e{other.id}"]  # the day it was compressed from
+
+    again = await engine.add(NewMemory(owner="alice", content="Alice's door code is 4711", provenance=batch))
+    done = await mem.forget("alice", [f"e{said.id}"])
+    assert [h.ref for h in done.erased] == [f"e{said.id}"] and [h.ref for h in done.kept] == [f"m{again.id}"]
+    assert await engine.get(again.id) is not None  # named, not erased on the model's behalf
+    assert [e.id for e in await engine.events("alice")] == [other.id] and len(await engine.events("bob")) == 1
