@@ -123,10 +123,13 @@ class SqliteMemory(MemoryBackend):
 
     async def forget(self, user: str, refs: Sequence[str]) -> Forgotten:
         """Erase, for good, the memories (``m12``) and daily events (``e3``)
-        of ``user`` that ``refs`` name, as cited to them; with each fact, the
-        lines waiting in the extraction buffer that it was drawn from or that
-        repeat it (:func:`~memory.forgetting.repeats_forgotten`), so
-        extraction does not bring it back. ``Forgotten.texts`` lets the
+        of ``user`` that ``refs`` name, as cited to them; with each fact, its
+        older rows (merged or superseded into it), the Core Memory entries
+        built on it, and the lines waiting in the extraction buffer that it
+        was drawn from or that repeat it
+        (:func:`~memory.forgetting.repeats_forgotten`), so extraction does
+        not bring it back. ``Forgotten.kept`` names the linked records left
+        for the model to weigh (:meth:`_kept_links`). ``Forgotten.texts`` lets the
         caller do the same to Tier 0. Never touches another user's rows or
         the shared ``_global`` ones. The erased words leave the file too
         (:meth:`MemoryEngine.purge_erased`)."""
