@@ -203,13 +203,11 @@ class App:
         )
         self.llm = LLMClient.from_config(cfg.provider, model=cfg.agent.model, client=self.http_client)
         r = cfg.memory.retrieval
-        tools = (
-            memory_tools(
-                self.backend, max_chars=r.max_chars, token_budget=r.token_budget,
-                forget_history=self.sessions.erase_matching,
-            )
-            if cfg.memory.enabled
-            else []
+        # The file store answers the same tools: a user of the fallback can
+        # still ask the bot to remember, look up or forget something.
+        tools = memory_tools(
+            self.backend, max_chars=r.max_chars, token_budget=r.token_budget,
+            forget_history=self.sessions.erase_matching,
         )
         self.agent = Agent(self.llm, max_tokens=cfg.agent.max_tokens, temperature=cfg.agent.temperature, tools=tools)
         prompts = PromptBuilder(

@@ -142,7 +142,7 @@ def memory_tools(
             handler=save,
         ),
     ]
-    if callable(getattr(backend, "forget", None)):  # SqliteMemory: the file store has no ids to erase by
+    if callable(getattr(backend, "forget", None)):  # both stores have it; a third backend may not
         tools.append(
             Tool(
                 name="memory_forget",

@@ -20,7 +20,9 @@ case-insensitive disk) never share a directory.
 Context (``profile``) is long-term memory plus the last 7 days, as the
 legacy store did; a group chat (``private=False``) gets the shared
 ``MEMORY.md`` only. ``recall``/``search`` are keyword searches over the same
-files. ``category`` and ``importance`` of :meth:`FileMemory.remember` have
+files. Entries are cited by a hash of their words (``m``/``e`` +
+:func:`entry_id`), which :meth:`FileMemory.forget` erases them by.
+``category`` and ``importance`` of :meth:`FileMemory.remember` have
 nowhere to go in a one-fact-per-line file and are ignored; ``myclaw memory
 migrate`` later imports the lines as Tier 1 (seed 12.2).
 """
@@ -45,6 +47,7 @@ import structlog
 from .backend import MemoryBackend, Turn
 from .clock import Clock, SystemClock
 from .engine import content_hash
+from .forgetting import Forgotten, repeats_forgotten
 from .tokenize import index_terms, normalize
 from .types import GLOBAL_OWNER, Hit, Provenance
 
@@ -56,6 +59,7 @@ __all__ = [
     "MemoryFile",
     "clean_line",
     "clean_text",
+    "entry_id",
     "is_daily_name",
     "owner_record",
     "read_owner",
@@ -72,6 +76,8 @@ RECENT_DAYS = 7
 _DAILY_RE = re.compile(r"(\d{4}-\d{2}-\d{2})\.md")
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]+")
 _LIST_MARK = re.compile(r"^(?:[-*+]|\d+[.)])\s+")
+_REF = re.compile(r"^\[?\s*([me])(\d{1,12})\b", re.IGNORECASE)
+_LOGGED = re.compile(r"^\d{2}:\d{2} [\w-]+: ", re.ASCII)  # "14:30 user: " in front of a logged message
 
 
 def user_slug(user: str) -> str:
@@ -124,6 +130,16 @@ def clean_line(line: str) -> str:
     return _LIST_MARK.sub("", s).strip()
 
 
+def entry_id(day: str | None, text: str) -> int:
+    """The id an entry is cited by (``m``/``e`` + this): a hash of its words
+    (and day), not its line number, so an id still names its entry after
+    lines above it are erased, and a stale one names nothing. 32 bits: two
+    entries of one user alike by chance are rare, and :meth:`FileMemory.forget`
+    refuses an id that names two different texts."""
+    key = content_hash(text) if day is None else f"{day}\0{text}"
+    return int(hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()[:8], 16)
+
+
 @dataclass(frozen=True)
 class MemoryFile:
     """One file of one owner's store."""
@@ -145,6 +161,20 @@ class _Entry:
     line_no: int
     text: str
     date: str
+    end_no: int = 0  # last line of a logged message with continuation lines (0: line_no)
+
+    @property
+    def id(self) -> int:
+        return entry_id(self.file.day, self.text)
+
+    @property
+    def ref(self) -> str:
+        return f"{'m' if self.file.day is None else 'e'}{self.id}"
+
+    @property
+    def said(self) -> str:
+        """The words alone: a logged message without its time and role."""
+        return _LOGGED.sub("", self.text, count=1) if self.file.day else self.text
 
 
 def _read(path: Path) -> str:
@@ -167,6 +197,31 @@ def _write_atomic(path: Path, text: str) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def _rewrite_erasing(path: Path, text: str | None) -> None:
+    """Replace ``path`` with ``text`` (None: remove it), then overwrite the
+    old file's bytes, so erased words do not linger in freed disk blocks
+    (best effort, as SQLite's ``secure_delete``). The old inode is zeroed
+    only once the new file is in place and nothing else links to it."""
+    try:
+        old = open(path, "r+b")  # noqa: SIM115 - held across the replace on purpose
+    except FileNotFoundError:
+        old = None
+    try:
+        if text is None:
+            path.unlink(missing_ok=True)
+        else:
+            _write_atomic(path, text)
+        if old is not None:
+            st = os.fstat(old.fileno())
+            if st.st_nlink == 0:
+                old.write(b"\0" * st.st_size)
+                old.flush()
+                os.fsync(old.fileno())
+    finally:
+        if old is not None:
+            old.close()
 
 
 def _append(path: Path, text: str, header: str) -> None:
@@ -192,7 +247,7 @@ def _entries(f: MemoryFile, text: str, mtime_day: str) -> list[_Entry]:
             continue
         if raw[:1].isspace() and out:
             prev = out[-1]
-            out[-1] = _Entry(f, prev.line_no, prev.text + "\n" + raw.strip(), prev.date)
+            out[-1] = _Entry(f, prev.line_no, prev.text + "\n" + raw.strip(), prev.date, no)
         else:
             out.append(_Entry(f, no, _LIST_MARK.sub("", raw.strip()), f.day))
     return out
@@ -322,20 +377,23 @@ class FileMemory(MemoryBackend):
         return await asyncio.to_thread(self._profile, user, private)
 
     def _profile(self, user: str, private: bool) -> str:
+        """Long-term facts, then recent days; each line starts with the id
+        it is cited and forgotten by (``- [m9] ...``), as the SQLite store's
+        Core Memory does."""
         facts: list[str] = []
         seen: set[str] = set()
         days: list[tuple[str, str]] = []
         for f in self._visible_files(user, private=private, recent_only=True):
             text = _read(f.path)
             if f.day is None:
-                for line in text.splitlines():
-                    fact = clean_line(line)
-                    if fact and (h := content_hash(fact)) not in seen:
+                for e in _entries(f, text, ""):
+                    if (h := content_hash(e.text)) not in seen:
                         seen.add(h)
-                        facts.append(f"- {fact}")
-            elif text.strip():
-                body = "\n".join(ln for ln in text.strip().splitlines() if not ln.startswith("# "))
-                days.append((f.day or "", body.strip()))
+                        facts.append(f"- [{e.ref}] {e.text}")
+            else:
+                body = "\n".join(f"- [{e.ref}] " + e.text.replace("\n", "\n  ") for e in _entries(f, text, ""))
+                if body:
+                    days.append((f.day or "", body))
         parts: list[str] = []
         budget = self.max_profile_chars
         if facts:
@@ -397,7 +455,7 @@ class FileMemory(MemoryBackend):
         where = e.file.name if e.file.owner != GLOBAL_OWNER or e.file.day else f"shared {e.file.name}"
         return Hit(
             kind="memory" if e.file.day is None else "event",
-            id=e.line_no,  # a line number: files have no ids
+            id=e.id,
             content=e.text,
             score=round(score, 4),
             date=e.date,
@@ -421,12 +479,14 @@ class FileMemory(MemoryBackend):
         if not fact:
             raise ValueError("memory content is empty")
         async with self._lock(user):
-            line_no, added = await asyncio.to_thread(self._remember, user, fact)
+            line_no, stored, added = await asyncio.to_thread(self._remember, user, fact)
         log.info("memory saved", owner=user, store="files", added=added)
         f = self.long_term_file(user)
-        return self._hit(_Entry(f, line_no, fact, self.today().isoformat()), 1.0)
+        return self._hit(_Entry(f, line_no, stored, self.today().isoformat()), 1.0)
 
-    def _remember(self, user: str, fact: str) -> tuple[int, bool]:
+    def _remember(self, user: str, fact: str) -> tuple[int, str, bool]:
+        """(line number, the fact as stored, whether it was added): a fact
+        already there in other case or spacing is that line."""
         self._ensure_user_dir(user)
         path = self.user_dir(user) / LONG_TERM
         text = _read(path)
@@ -435,12 +495,83 @@ class FileMemory(MemoryBackend):
         for no, line in enumerate(lines, start=1):
             existing = clean_line(line)
             if existing and content_hash(existing) == want:
-                return no, False
+                return no, existing, False
         if not lines:
             lines = ["# Long-term memory", ""]
         lines.append(f"- {fact}")
         _write_atomic(path, "\n".join(lines) + "\n")
-        return len(lines), True
+        return len(lines), fact, True
+
+    async def forget(self, user: str, refs: Sequence[str]) -> Forgotten:
+        """Erase, for good, the entries of ``user``'s own files that ``refs``
+        name as cited (``m<id>``: a line of their MEMORY.md, ``e<id>``: a
+        logged message), and with a fact the logged messages that repeat it
+        (:func:`~memory.forgetting.repeats_forgotten`), which the recent-days
+        context would otherwise keep showing. The shared MEMORY.md is the
+        operator's (``Forgotten.shared``); another user's ids are unknown here."""
+        out = Forgotten()
+        want: dict[tuple[str, int], str] = {}
+        for ref in refs:
+            m = _REF.match(ref.strip()) if isinstance(ref, str) else None
+            if m is None:
+                out.unknown.append(str(ref))
+                continue
+            kind = m.group(1).lower()
+            want[(kind, int(m.group(2)))] = f"{kind}{m.group(2)}"
+        if not want:
+            return out
+        if user == GLOBAL_OWNER:
+            out.unknown += want.values()
+            return out
+        async with self._lock(user):
+            await asyncio.to_thread(self._forget, user, want, out)
+        if out.erased:
+            log.info("memories forgotten", owner=user, store="files", erased=len(out.erased))
+        return out
+
+    def _forget(self, user: str, want: dict[tuple[str, int], str], out: Forgotten) -> None:
+        files = [self.long_term_file(user), *self.daily_files(user)]
+        parsed = [(f, text, _entries(f, text, f.day or "")) for f in files if (text := _read(f.path))]
+        named: dict[tuple[str, int], list[_Entry]] = {}
+        for _, _, entries in parsed:
+            for e in entries:
+                key = ("m" if e.file.day is None else "e", e.id)
+                if key in want:
+                    named.setdefault(key, []).append(e)
+        drop: list[_Entry] = []
+        for key, ref in want.items():
+            found = named.get(key, [])
+            if len({content_hash(e.text) for e in found}) > 1:
+                out.unknown.append(ref)  # two different entries share the id: erase neither
+            elif found:
+                drop += found
+                out.erased.append(self._hit(found[0], 1.0))
+            elif key[0] == "m" and any(
+                e.id == key[1] for e in _entries(self.long_term_file(GLOBAL_OWNER), _read(self.root / LONG_TERM), "")
+            ):
+                out.shared.append(ref)
+            else:
+                out.unknown.append(ref)
+        facts = [" ".join(e.text.split()) for e in drop if e.file.day is None]
+        out.texts = facts + [" ".join(e.said.split()) for e in drop if e.file.day]
+        # The messages a forgotten fact was said in: the recent-days context
+        # shows them in every prompt, and a later import would read them.
+        if facts:
+            for _, _, entries in parsed:
+                for e in entries:
+                    if e.file.day and e not in drop and repeats_forgotten(e.said, facts):
+                        drop.append(e)
+                        out.erased.append(self._hit(e, 1.0))
+                        out.texts.append(" ".join(e.said.split()))
+        for f, text, entries in parsed:
+            gone = {n for e in drop if e.file == f for n in range(e.line_no, max(e.end_no, e.line_no) + 1)}
+            if not gone:
+                continue
+            lines = text.splitlines(keepends=True)
+            kept = "".join(ln for no, ln in enumerate(lines, start=1) if no not in gone)
+            left = len(entries) - sum(1 for e in entries if e in drop)
+            # A day with nothing left goes whole; MEMORY.md keeps its header.
+            _rewrite_erasing(f.path, None if f.day and left == 0 else kept)
 
     async def buffer(self, turns: Sequence[Turn]) -> None:
         fresh = []

@@ -208,16 +208,30 @@ async def test_memory_disabled_uses_the_file_store(tmp_path: Path, clock: Manual
         await app.start()
         echo = app.channels["echo"]
         user = "echo:100"
-        await app.backend.remember(user, "I drink oat milk flat white", provenance=Provenance(channel="echo"))
+        coffee = await app.backend.remember(user, "I drink oat milk flat white", provenance=Provenance(channel="echo"))
         await echo.say("which coffee do I like? do you remember?")  # type: ignore[attr-defined]
         assert app.loop is not None and await app.loop.drain(5)
         body = fake_llm.requests[-1]
-        assert "oat milk flat white" in body["messages"][0]["content"]  # the file store's MEMORY.md as Core Memory
+        # The file store's MEMORY.md as Core Memory, each line with the id it is forgotten by.
+        assert f"- [{coffee.ref}] I drink oat milk flat white" in body["messages"][0]["content"]
         offered = {t["function"]["name"] for t in body.get("tools", [])}
-        assert not offered & {"memory_search", "memory_save", "memory_forget"}  # memory tools only with the SQLite memory
+        assert {"memory_search", "memory_save", "memory_forget"} <= offered  # the fallback answers them too
         assert not (paths.data_dir / "memory.db").exists()
         logged = "".join(p.read_text(encoding="utf-8") for p in (paths.home / "workspace" / "memory").rglob("2026-*.md"))
         assert "user: which coffee do I like?" in logged and "assistant: ok" in logged
+
+        # Forgetting works on the files: the line leaves MEMORY.md and the next prompt.
+        fake_llm.queue_reply(None, tool_calls=[{"name": "memory_forget", "arguments": {"ids": [coffee.ref]}}])
+        fake_llm.queue_reply("Forgotten.")
+        await echo.say("please forget how I take my coffee")  # type: ignore[attr-defined]
+        assert await app.loop.drain(5)
+        result = fake_llm.requests[-1]["messages"][-1]["content"]
+        assert result.startswith(f"Erased for good: {coffee.ref} I drink oat milk flat white")
+        await echo.say("hello again")  # type: ignore[attr-defined]
+        assert await app.loop.drain(5)
+        assert "oat milk" not in fake_llm.requests[-1]["messages"][0]["content"]
+        memory_md = app.backend.user_dir(user) / "MEMORY.md"  # type: ignore[attr-defined]
+        assert "oat milk" not in memory_md.read_text(encoding="utf-8")
     finally:
         await app.close()
 
