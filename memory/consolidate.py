@@ -17,7 +17,7 @@ database ids, which it could invent or mistype into someone else's row);
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import aiosqlite
 import structlog
@@ -35,6 +35,13 @@ log = structlog.get_logger(component="memory")
 
 REINFORCE_STEP = 0.05
 """How much a restatement raises importance (capped at 1.0)."""
+
+
+def _cited(provenance: Provenance, lines: Sequence[int], line_refs: Sequence[str]) -> Provenance:
+    """``provenance`` with the refs of the input ``lines`` a fact names
+    (``line_refs[i - 1]``); all of the input's when none of them is valid."""
+    refs = tuple(dict.fromkeys(line_refs[i - 1] for i in lines if 1 <= i <= len(line_refs)))
+    return replace(provenance, refs=refs) if refs else provenance
 
 
 @dataclass(frozen=True)
@@ -107,16 +114,21 @@ class Consolidator:
         source: Source = Source.EXTRACTION,
         job: str = "extraction",
         said: Sequence[str] = (),
+        line_refs: Sequence[str] = (),
     ) -> Applied:
         """Write ``facts`` inside the caller's transaction.
 
         ``said``: the input lines the model was shown (1..N); a new fact is
         indexed with the ones its ``lines`` name (``NewMemory.source_text``).
+        ``line_refs``: what each of those lines stands for (``event:<id>``);
+        a new fact cites the refs of its ``lines``, or ``provenance.refs``
+        when it names no valid line.
         """
         out = Applied()
         at = self.engine.now()
         for fact in facts:
             words = "\n".join(said[i - 1] for i in fact.lines if 1 <= i <= len(said))
+            prov = _cited(provenance, fact.lines, line_refs)
             replaced = cands.get(fact.updates)
             same = None if replaced else cands.get(fact.same_as)
             if same is not None and not await self._active(conn, same.id):
@@ -140,7 +152,7 @@ class Consolidator:
                     project=fact.project,
                     topic=fact.topic,
                     source=source,
-                    provenance=provenance,
+                    provenance=prov,
                     source_text=words,
                 ),
                 conn=conn,
