@@ -269,3 +269,19 @@ async def test_a_compressed_fact_cites_only_the_events_of_its_lines(
     done = await mem.forget("alice", [f"m{facts['Alice had a busy day'].id}"])
     assert [h.ref for h in done.kept] == [f"e{e1.id}", f"e{e2.id}", f"e{e3.id}"]
 
+
+async def test_a_fact_restated_by_the_daily_compression_cites_that_event_too(
+    engine: MemoryEngine, clock: ManualClock, fake: FakeOpenAI, llm: MemoryLLM
+) -> None:
+    """Reinforcing adds the restatement's refs: the fact extracted from a chat
+    then also cites the event of another day that said it again."""
+    fact = await engine.add(NewMemory(owner="alice", content="Alice has a cat named Miso", category=Category.IDENTITY,
+                                      provenance=Provenance(refs=("buf:1", "buf:2"))))
+    other = await engine.add_event("alice", "2026-02-28", "Alice paid the rent", channel="telegram")
+    again = await engine.add_event("alice", "2026-02-28", "Alice said Miso the cat is sick", channel="telegram")
+    fake.queue_reply(reply([{"content": "Alice's cat Miso", "same_as": 1, "lines": [2]}]))
+    assert (await Compressor(engine, llm).daily()).reinforced == 1
+    m = await engine.get(fact.id)
+    assert m is not None and m.provenance.refs == ("buf:1", "buf:2", f"event:{again.id}")
+    done = await SqliteMemory(engine).forget("alice", [f"m{fact.id}"])
+    assert [h.ref for h in done.kept] == [f"e{again.id}"]  # not the rent: the fact never came from it
