@@ -147,7 +147,10 @@ class Compressor:
             return
         ids = [i for i, _, _ in events]
         marks = ",".join("?" * len(ids))
-        prov = Provenance(date_from=day, date_to=day, refs=tuple(f"event:{i}" for i in ids))
+        # A fact cites the events of the lines it names (``lines``, as its
+        # source words); one naming none cites the whole day's, as before.
+        line_refs = [f"event:{i}" for i in ids]
+        prov = Provenance(date_from=day, date_to=day, refs=tuple(line_refs))
         async with self.engine.db.transaction() as conn:
             async with conn.execute(
                 f"SELECT COUNT(*) FROM daily_events WHERE is_compressed = 0 AND id IN ({marks})", ids
@@ -156,7 +159,7 @@ class Compressor:
                     return  # compressed meanwhile by another run
             applied = await self.consolidator.apply(
                 conn, owner, ext.facts, cands, provenance=prov, source=Source.COMPRESSION, job="daily_compress",
-                said=summaries,
+                said=summaries, line_refs=line_refs,
             )
             await self.engine.mark_events_compressed(ids, conn=conn)
         report.events += len(ids)

@@ -3,7 +3,9 @@
 * A fact that restates a stored one (same wording after normalisation, or
   the model says ``same_as``) *reinforces* it: importance up, ``updated_at``
   and access bumped, the words it was said in added to its source text; no
-  new row. "User prefers Chinese" ten times is one memory.
+  new row. "User prefers Chinese" ten times is one memory. Its provenance
+  gains the restatement's refs (bounded, :func:`merged_refs`), so the newer
+  batch's event and messages stay linked to it (``SqliteMemory.forget``).
 * A fact that replaces a stored one (the model says ``updates``) is added
   and the old row becomes ``superseded`` with ``superseded_by`` pointing at
   the new one; only active rows are indexed, so retrieval shows the current
@@ -17,7 +19,7 @@ database ids, which it could invent or mistype into someone else's row);
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import aiosqlite
 import structlog
@@ -29,12 +31,41 @@ from .hybrid import HybridRetriever
 from .retrieval import Retriever
 from .types import Memory, NewMemory, Provenance, Source
 
-__all__ = ["Applied", "CandidateSet", "Consolidator"]
+__all__ = ["MAX_REFS", "Applied", "CandidateSet", "Consolidator", "merged_refs"]
 
 log = structlog.get_logger(component="memory")
 
 REINFORCE_STEP = 0.05
 """How much a restatement raises importance (capped at 1.0)."""
+
+MAX_REFS = 32
+"""Refs a reinforced fact keeps at most: a fact said a thousand times must
+not grow a thousand-ref row that every forget scans with ``json_each``."""
+FIRST_REFS = 8
+"""Of those, the first ones (where the fact was first drawn from); the rest
+are the most recent. One ``buf:`` ref of a batch links its whole event, so a
+few of each end keep both the first and the latest batches linked."""
+
+
+def merged_refs(have: Sequence[str], new: Sequence[str]) -> tuple[str, ...]:
+    """``have`` then ``new``, deduplicated in order; past :data:`MAX_REFS`
+    the first :data:`FIRST_REFS` and the most recent ones (``new`` last)."""
+    refs = tuple(dict.fromkeys((*have, *new)))
+    if len(refs) <= MAX_REFS or len(refs) == len(set(have)):
+        return refs  # a row is never cut by a restatement that adds no ref
+    head = refs[:FIRST_REFS]
+    # A ref cited again counts as recent, so the newest batch is never cut
+    # because an older copy of one of its refs sat in the middle.
+    newest = tuple(r for r in dict.fromkeys(new) if r not in head)
+    older = tuple(r for r in refs[FIRST_REFS:] if r not in newest)
+    return head + (older + newest)[-(MAX_REFS - FIRST_REFS) :]
+
+
+def _cited(provenance: Provenance, lines: Sequence[int], line_refs: Sequence[str]) -> Provenance:
+    """``provenance`` with the refs of the input ``lines`` a fact names
+    (``line_refs[i - 1]``); all of the input's when none of them is valid."""
+    refs = tuple(dict.fromkeys(line_refs[i - 1] for i in lines if 1 <= i <= len(line_refs)))
+    return replace(provenance, refs=refs) if refs else provenance
 
 
 @dataclass(frozen=True)
@@ -107,16 +138,21 @@ class Consolidator:
         source: Source = Source.EXTRACTION,
         job: str = "extraction",
         said: Sequence[str] = (),
+        line_refs: Sequence[str] = (),
     ) -> Applied:
         """Write ``facts`` inside the caller's transaction.
 
         ``said``: the input lines the model was shown (1..N); a new fact is
         indexed with the ones its ``lines`` name (``NewMemory.source_text``).
+        ``line_refs``: what each of those lines stands for (``event:<id>``);
+        a fact cites the refs of its ``lines``, or ``provenance.refs`` when
+        it names no valid line. A reinforced fact gains the refs it is cited with.
         """
         out = Applied()
         at = self.engine.now()
         for fact in facts:
             words = "\n".join(said[i - 1] for i in fact.lines if 1 <= i <= len(said))
+            prov = _cited(provenance, fact.lines, line_refs)
             replaced = cands.get(fact.updates)
             same = None if replaced else cands.get(fact.same_as)
             if same is not None and not await self._active(conn, same.id):
@@ -124,7 +160,7 @@ class Consolidator:
             if same is None:
                 same = await self._same_wording(conn, owner, fact.content)
             if same is not None and (replaced is None or same.id != replaced.id):
-                await self._reinforce(conn, same, fact, words)
+                await self._reinforce(conn, same, fact, words, prov.refs)
                 out.reinforced.append(same.id)
                 await write_log(
                     conn, at=at, job=job, owner=owner, action="reinforce", memory_id=same.id,
@@ -140,7 +176,7 @@ class Consolidator:
                     project=fact.project,
                     topic=fact.topic,
                     source=source,
-                    provenance=provenance,
+                    provenance=prov,
                     source_text=words,
                 ),
                 conn=conn,
@@ -171,11 +207,26 @@ class Consolidator:
             row = await cur.fetchone()
         return row_to_memory(row) if row else None
 
-    async def _reinforce(self, conn: aiosqlite.Connection, m: Memory, fact: Fact, words: str) -> None:
-        async with conn.execute("SELECT importance, source_text FROM memories WHERE id = ?", (m.id,)) as cur:
+    async def _reinforce(
+        self, conn: aiosqlite.Connection, m: Memory, fact: Fact, words: str, refs: Sequence[str]
+    ) -> None:
+        async with conn.execute(
+            "SELECT importance, source_text, provenance FROM memories WHERE id = ?", (m.id,)
+        ) as cur:
             row = await cur.fetchone()
         current = float(row["importance"]) if row else m.importance
         importance = min(1.0, max(current + REINFORCE_STEP, fact.importance))
         # Said again in other words: those words find it too.
         source = more_source_text(row["source_text"] if row else m.source_text, words)
         await self.engine.update(m.id, importance=round(importance, 3), source_text=source, touch=True, conn=conn)
+        # Said again in another batch or day: its event and messages are the
+        # fact's sources too. Forgetting the fact then names that event
+        # (SqliteMemory._kept_links), which the daily compression would
+        # otherwise turn back into the fact.
+        have = Provenance.from_json(row["provenance"]) if row else m.provenance
+        more = merged_refs(have.refs, refs)
+        if more != have.refs:
+            # Same JSON shape as NewMemory's (``refs`` a list): json_each(provenance, '$.refs') reads it.
+            await conn.execute(
+                "UPDATE memories SET provenance = ? WHERE id = ?", (replace(have, refs=more).to_json(), m.id)
+            )

@@ -9,6 +9,7 @@ from memory.changelog import read_log
 from memory.compression import Compressor
 from memory.llm import MemoryLLM
 from memory.retrieval import Retriever
+from memory.service import SqliteMemory
 from tests.fakes.openai_server import FakeOpenAI, Reply
 
 from ._writepath import fake, llm, reply, user_prompt  # noqa: F401
@@ -238,3 +239,49 @@ async def test_a_new_profile_entry_cites_the_facts_it_states(engine: MemoryEngin
         "Alice drinks green tea": ("weekly", f"m:{tea.id}"),
         "Likes hiking": ("weekly",),
     }
+
+
+async def test_a_compressed_fact_cites_only_the_events_of_its_lines(
+    engine: MemoryEngine, fake: FakeOpenAI, llm: MemoryLLM
+) -> None:
+    """A fact names the events it came from (its ``lines``), so forgetting it
+    names those, not the whole day; a fact naming no valid line cites the day."""
+    e1 = await engine.add_event("alice", "2026-02-28", "Alice fixed the flaky login test", channel="telegram")
+    e2 = await engine.add_event("alice", "2026-02-28", "Alice adopted a cat named Miso", channel="telegram")
+    e3 = await engine.add_event("alice", "2026-02-28", "Alice booked a flight to Lisbon", channel="telegram")
+    fake.queue_reply(reply([
+        {"content": "Alice has a cat named Miso", "category": "identity", "lines": [2]},
+        {"content": "Alice had a busy day", "category": "event"},  # no lines
+        {"content": "Alice travels a lot", "category": "event", "lines": [7, "junk"]},  # no such line
+    ]))
+    assert (await Compressor(engine, llm).daily()).added == 3
+    facts = {m.content: m for m in await engine.list_memories("alice")}
+    cat = facts["Alice has a cat named Miso"]
+    assert cat.provenance.refs == (f"event:{e2.id}",) and cat.provenance.date_from == "2026-02-28"
+    assert cat.source_text == "Alice adopted a cat named Miso"  # the same line gives its words
+    day = tuple(f"event:{e.id}" for e in (e1, e2, e3))
+    assert facts["Alice had a busy day"].provenance.refs == day
+    assert facts["Alice travels a lot"].provenance.refs == day and facts["Alice travels a lot"].source_text == ""
+
+    mem = SqliteMemory(engine)
+    done = await mem.forget("alice", [f"m{cat.id}"])
+    assert [h.ref for h in done.kept] == [f"e{e2.id}"]  # not the login test, not the flight
+    done = await mem.forget("alice", [f"m{facts['Alice had a busy day'].id}"])
+    assert [h.ref for h in done.kept] == [f"e{e1.id}", f"e{e2.id}", f"e{e3.id}"]
+
+
+async def test_a_fact_restated_by_the_daily_compression_cites_that_event_too(
+    engine: MemoryEngine, clock: ManualClock, fake: FakeOpenAI, llm: MemoryLLM
+) -> None:
+    """Reinforcing adds the restatement's refs: the fact extracted from a chat
+    then also cites the event of another day that said it again."""
+    fact = await engine.add(NewMemory(owner="alice", content="Alice has a cat named Miso", category=Category.IDENTITY,
+                                      provenance=Provenance(refs=("buf:1", "buf:2"))))
+    other = await engine.add_event("alice", "2026-02-28", "Alice paid the rent", channel="telegram")
+    again = await engine.add_event("alice", "2026-02-28", "Alice said Miso the cat is sick", channel="telegram")
+    fake.queue_reply(reply([{"content": "Alice's cat Miso", "same_as": 1, "lines": [2]}]))
+    assert (await Compressor(engine, llm).daily()).reinforced == 1
+    m = await engine.get(fact.id)
+    assert m is not None and m.provenance.refs == ("buf:1", "buf:2", f"event:{again.id}")
+    done = await SqliteMemory(engine).forget("alice", [f"m{fact.id}"])
+    assert [h.ref for h in done.kept] == [f"e{again.id}"]  # not the rent: the fact never came from it

@@ -5,6 +5,7 @@ from typing import Any
 
 from memory import ManualClock, MemoryEngine
 from memory.changelog import read_log
+from memory.consolidate import MAX_REFS, merged_refs
 from memory.extraction import ExtractionService
 from memory.llm import MemoryLLM
 from memory.retrieval import Retriever
@@ -102,3 +103,71 @@ async def test_candidates_are_the_owners_own_tier2_facts(engine: MemoryEngine, f
     assert "bob" not in prompt and "docker" not in prompt and "with care" not in prompt
     assert {m.content for m in await engine.list_memories("alice", tier=2)} == {
         "alice deploys with npm", "alice deploys with pnpm"}
+
+
+async def test_a_restatement_links_its_batch_to_the_fact(
+    engine: MemoryEngine, clock: ManualClock, fake: FakeOpenAI, llm: MemoryLLM
+) -> None:
+    """The second batch's messages and event become the fact's sources too:
+    forgetting the fact names both events, forgetting the second event names the fact."""
+    mem, svc = SqliteMemory(engine), ExtractionService(engine, llm)
+    fake.responder = lambda body: Reply(reply(
+        [{"content": "User prefers Chinese", "same_as": 1 if "1. [" in user_prompt(body) else None, "lines": [1]}], "s"))
+    await say(mem, svc, "alice", "please answer me in Chinese", 1)
+    [m] = await engine.list_memories("alice")
+    first = m.provenance.refs
+    assert len(first) == 2 and all(r.startswith("buf:") for r in first)
+    clock.advance(timedelta(hours=1))
+    await say(mem, svc, "alice", "中文回答就好", 2)
+    e1, e2 = sorted(await engine.events("alice"), key=lambda e: e.id)
+    [m] = await engine.list_memories("alice")
+    assert m.provenance.refs == (*first, *e2.provenance.refs) and len(m.provenance.refs) == 4
+    assert e1.provenance.refs == first
+    assert m.provenance.channel == "telegram"  # the rest of the first batch's provenance stays
+
+    done = await mem.forget("alice", [f"e{e2.id}"])
+    assert [h.ref for h in done.kept] == [f"m{m.id}"]
+    done = await mem.forget("alice", [f"m{m.id}"])
+    assert [h.ref for h in done.kept] == [f"e{e1.id}"]  # e2 is gone already
+
+
+async def test_forgetting_a_fact_restated_in_a_later_batch_names_that_batchs_event(
+    engine: MemoryEngine, clock: ManualClock, fake: FakeOpenAI, llm: MemoryLLM
+) -> None:
+    mem, svc = SqliteMemory(engine), ExtractionService(engine, llm)
+    fake.responder = lambda body: Reply(reply([{"content": "Alice drinks oolong"}], "tea"))  # same words: reinforced
+    for i in range(3):
+        clock.advance(timedelta(hours=1))
+        await say(mem, svc, "alice", f"oolong again, day {i}", i * 10)
+    [m] = await engine.list_memories("alice")
+    events = sorted(await engine.events("alice"), key=lambda e: e.id)
+    assert m.provenance.refs == tuple(r for e in events for r in e.provenance.refs) and len(m.provenance.refs) == 6
+    done = await mem.forget("alice", [f"m{m.id}"])
+    assert [h.ref for h in done.kept] == [f"e{e.id}" for e in events]
+
+
+async def test_a_fact_said_many_times_keeps_its_first_and_latest_refs(
+    engine: MemoryEngine, clock: ManualClock, fake: FakeOpenAI, llm: MemoryLLM
+) -> None:
+    mem, svc = SqliteMemory(engine), ExtractionService(engine, llm)
+    fake.responder = lambda body: Reply(reply([{"content": "Alice drinks oolong"}], "tea"))
+    for i in range(20):  # 20 batches of 2 buffered messages: 40 refs
+        clock.advance(timedelta(hours=1))
+        await say(mem, svc, "alice", f"oolong again, time {i}", i * 10)
+    [m] = await engine.list_memories("alice")
+    events = sorted(await engine.events("alice"), key=lambda e: e.id)
+    said = [r for e in events for r in e.provenance.refs]
+    assert len(said) == 40 and len(m.provenance.refs) == MAX_REFS == 32
+    assert m.provenance.refs == (*said[:8], *said[-24:])  # batches 1-4 and 9-20
+    done = await mem.forget("alice", [f"m{m.id}"])
+    assert [h.ref for h in done.kept] == [f"e{e.id}" for e in (*events[:4], *events[8:])]
+
+
+def test_merged_refs_dedupes_keeps_order_and_caps() -> None:
+    assert merged_refs(("a", "b"), ("b", "c")) == ("a", "b", "c")
+    have = tuple(f"buf:{i}" for i in range(1, 41))  # a first batch of 40 messages
+    assert merged_refs(have, ("buf:3",)) == have  # nothing new: never cut
+    got = merged_refs(have, ("buf:20", "buf:99"))
+    # the first refs, then the most recent, a ref cited again counting as recent
+    assert got == (*have[:8], "buf:18", "buf:19", *have[20:], "buf:20", "buf:99")
+    assert len(got) == MAX_REFS
