@@ -1,16 +1,28 @@
-"""What a user's request to forget something erased, and which other stored
-lines (waiting in the extraction buffer, or in the Tier 0 history) went with
-it: the lines the erased facts were drawn from, and lines repeating them
-word for word. Pure, so the gateway's history store can use it too."""
+"""What goes with a fact when it is erased, and which stored lines went
+with it. One implementation for every way of erasing: the ``memory_forget``
+tool (:meth:`SqliteMemory.forget`), the memory page and ``myclaw memory
+delete --purge --cascade``.
+
+* :func:`plan_erasure` reads, inside the erasing transaction, what named
+  rows of one user take with them (their older rows, the Core Memory
+  entries built on them) and which linked records stay (named, not erased);
+* :func:`erase_planned` deletes what was planned and logs every row;
+* :func:`repeats_forgotten` is pure, so the gateway's history store (Tier 0)
+  can match its lines against the erased words too.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from .types import Hit
+import aiosqlite
 
-__all__ = ["Forgotten", "repeats_forgotten"]
+from .changelog import write_log
+from .engine import MemoryEngine, row_to_memory
+from .types import Event, Hit, Memory, Provenance
+
+__all__ = ["Erasure", "Forgotten", "batch_refs", "erase_planned", "plan_erasure", "repeats_forgotten"]
 
 
 @dataclass
@@ -23,12 +35,180 @@ class Forgotten:
     buffered_lines: int = 0  # waiting lines the erased facts were drawn from, dropped too
     versions: int = 0  # older rows of the same facts erased with them (merged originals, earlier versions)
     entries: list[Hit] = field(default_factory=list)  # Core Memory entries built on them, erased too
-    # Records linked to an erased one and kept (SqliteMemory._kept_links):
+    # Records linked to an erased one and kept (:func:`kept_links`):
     # what it was drawn from, which could write it again, or what was drawn from it.
     kept: list[Hit] = field(default_factory=list)
     # The erased facts' words and the words they were drawn from (whitespace
     # collapsed), for :func:`repeats_forgotten` over other stores (Tier 0).
     texts: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Erasure:
+    """What erasing ``named`` memories and ``events`` of ``owner`` takes
+    with it and what it leaves linked (:func:`plan_erasure`)."""
+
+    owner: str
+    named: list[Memory] = field(default_factory=list)
+    events: list[Event] = field(default_factory=list)
+    versions: list[Memory] = field(default_factory=list)  # merged into or superseded by a named row, at any remove
+    entries: list[Memory] = field(default_factory=list)  # Core Memory entries built on a named row or a version
+    kept: list[Hit] = field(default_factory=list)  # linked records that stay
+
+    @property
+    def memory_ids(self) -> list[int]:
+        return sorted({m.id for m in (*self.named, *self.versions, *self.entries)})
+
+    def texts(self) -> list[str]:
+        """The erased words and those they were drawn from (whitespace
+        collapsed), for :func:`repeats_forgotten`."""
+        out = [" ".join(t.split()) for m in (*self.named, *self.versions) for t in (m.source_text, m.content) if t.strip()]
+        return out + [" ".join(m.content.split()) for m in self.entries]
+
+
+def batch_refs(p: Provenance) -> set[str]:
+    """The extraction batch a fact or daily event came from: the buffered
+    messages it cites (``buf:<id>``), shared by the batch's facts and its event."""
+    return {r for r in p.refs if r.startswith("buf:")}
+
+
+def event_hit(ev: Event) -> Hit:
+    return Hit(kind="event", id=ev.id, content=ev.summary, score=1.0, date=ev.event_date)
+
+
+async def plan_erasure(
+    conn: aiosqlite.Connection, owner: str, named: Sequence[Memory], events: Sequence[Event] = ()
+) -> Erasure:
+    """What erasing ``named`` (memories of ``owner``) and ``events`` (daily
+    events of ``owner``) takes with it; read on the erasing transaction's
+    connection so the plan is what gets erased. Only ``owner``'s rows."""
+    plan = Erasure(owner, list(named), list(events))
+    # The same fact lives on in rows nobody cites any more: the originals a
+    # weekly merge archived into it, the versions it superseded, and the
+    # Core Memory entries built on it.
+    plan.versions = await lineage(conn, owner, [m.id for m in named])
+    gone = {m.id for m in (*named, *plan.versions)}
+    # By the facts' own words, not their source messages: a message often
+    # says several things, and the others stay.
+    said = [" ".join(m.content.split()) for m in (*named, *plan.versions)]
+    plan.entries = await entries_built_on(conn, owner, gone, said) if named else []
+    gone |= {m.id for m in plan.entries}
+    event_refs: set[str] = set()  # what the events were drawn from or stand for
+    for ev in events:
+        event_refs |= batch_refs(ev.provenance) | {f"event:{ev.id}"}
+    plan.kept = await kept_links(conn, owner, named, event_refs, gone, {ev.id for ev in events})
+    return plan
+
+
+async def erase_planned(
+    engine: MemoryEngine, conn: aiosqlite.Connection, plan: Erasure, *, job: str, action: str
+) -> None:
+    """Delete what ``plan`` names, one change-log row per memory (without
+    its words; a row erased along with a named one says which). The caller
+    runs :meth:`MemoryEngine.purge_erased` after the transaction commits."""
+    named = sorted(m.id for m in plan.named)
+    for mid in plan.memory_ids:
+        await engine.delete(mid, conn=conn)
+        await write_log(
+            conn, at=engine.now(), job=job, action=action, owner=plan.owner, memory_id=mid,
+            detail="" if mid in named else {"with": named},
+        )
+    for ev in plan.events:
+        await engine.delete_event(ev.id, conn=conn)
+
+
+async def lineage(conn: aiosqlite.Connection, user: str, ids: Sequence[int]) -> list[Memory]:
+    """``user``'s rows that became one of ``ids``, at any remove: merged
+    into it (archived) or replaced by it (superseded)."""
+    if not ids:
+        return []
+    marks = ",".join("?" * len(ids))
+    sql = f"""WITH RECURSIVE lineage(id) AS (
+            SELECT id FROM memories WHERE owner = ? AND superseded_by IN ({marks})
+            UNION SELECT m.id FROM memories m JOIN lineage l ON m.superseded_by = l.id WHERE m.owner = ?)
+        SELECT * FROM memories WHERE id IN (SELECT id FROM lineage) ORDER BY id"""
+    async with conn.execute(sql, [user, *ids, user]) as cur:
+        return [row_to_memory(r) for r in await cur.fetchall()]
+
+
+async def entries_built_on(
+    conn: aiosqlite.Connection, user: str, ids: set[int], texts: Sequence[str]
+) -> list[Memory]:
+    """``user``'s Core Memory (Tier 1) entries, of any status, not in
+    ``ids`` that the weekly refresh drew from one of ``ids`` (their
+    provenance cites ``m:<id>``) or that repeat ``texts``."""
+    cites = {f"m:{i}" for i in ids}
+    async with conn.execute("SELECT * FROM memories WHERE owner = ? AND tier = 1", (user,)) as cur:
+        rows = [row_to_memory(r) for r in await cur.fetchall()]
+    return [
+        m for m in rows
+        if m.id not in ids and (cites & set(m.provenance.refs) or repeats_forgotten(m.content, texts))
+    ]
+
+
+async def kept_links(
+    conn: aiosqlite.Connection,
+    user: str,
+    named: Sequence[Memory],
+    event_refs: set[str],
+    gone: set[int],
+    gone_events: set[int],
+) -> list[Hit]:
+    """Records linked to the ``named`` memories or the erased events that
+    are still kept, for the model or the administrator to weigh (not erased
+    on their behalf: a summary often holds several facts, and the others stay):
+
+    * what an erased Core Memory entry was drawn from (``m:<id>``, each
+      followed to the row that replaced or absorbed it), or the next
+      weekly refresh promotes it again;
+    * the daily events of an erased fact's extraction batch (the same
+      ``buf:`` messages) or of its compressed day (``event:<id>``), or
+      the daily compression writes the fact again;
+    * the facts drawn from an erased event."""
+    out: dict[str, Hit] = {}
+    for entry in (m for m in named if m.tier == 1):
+        for ref in entry.provenance.refs:
+            mid = int(ref[2:]) if ref.startswith("m:") and ref[2:].isdigit() else None
+            for _ in range(32):  # a chain of merges; bounded against a cycle
+                if mid is None or mid in gone:
+                    break
+                async with conn.execute("SELECT * FROM memories WHERE id = ? AND owner = ?", (mid, user)) as cur:
+                    row = await cur.fetchone()
+                if row is None:
+                    break
+                mem = row_to_memory(row)
+                if mem.status.value == "active":
+                    out.setdefault(f"m{mem.id}", mem.to_hit())
+                    break
+                mid = mem.superseded_by
+    facts = [m for m in named if m.tier == 2]
+    batches = set().union(*(batch_refs(m.provenance) for m in facts)) if facts else set()
+    days = {int(r[6:]) for m in facts for r in m.provenance.refs if r.startswith("event:") and r[6:].isdigit()}
+    if batches or days:
+        marks, dmarks = ",".join("?" * len(batches)) or "NULL", ",".join("?" * len(days)) or "NULL"
+        async with conn.execute(
+            f"""SELECT DISTINCT e.id, e.event_date, e.summary FROM daily_events e
+                 WHERE e.owner = ? AND (e.id IN ({dmarks}) OR (json_valid(e.provenance) AND EXISTS (
+                       SELECT 1 FROM json_each(e.provenance, '$.refs') j WHERE j.value IN ({marks}))))
+                 ORDER BY e.id""",
+            [user, *days, *batches],
+        ) as cur:
+            for r in await cur.fetchall():
+                if r["id"] not in gone_events:
+                    hit = Hit(kind="event", id=r["id"], content=r["summary"], score=1.0, date=r["event_date"])
+                    out.setdefault(hit.ref, hit)
+    if event_refs:
+        marks = ",".join("?" * len(event_refs))
+        async with conn.execute(
+            f"""SELECT m.* FROM memories m WHERE m.owner = ? AND m.status = 'active' AND json_valid(m.provenance)
+                  AND EXISTS (SELECT 1 FROM json_each(m.provenance, '$.refs') j WHERE j.value IN ({marks}))
+                ORDER BY m.id""",
+            [user, *event_refs],
+        ) as cur:
+            for r in await cur.fetchall():
+                if r["id"] not in gone:
+                    out.setdefault(f"m{r['id']}", row_to_memory(r).to_hit())
+    return list(out.values())
 
 
 def repeats_forgotten(line: str, texts: Sequence[str]) -> bool:

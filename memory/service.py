@@ -18,14 +18,13 @@ import structlog
 
 from .backend import MemoryBackend, Turn
 from .batch import RowBatcher, insert_statement
-from .changelog import write_log
 from .clock import format_ts
-from .engine import MemoryEngine, more_source_text, row_to_memory
-from .forgetting import Forgotten, repeats_forgotten
+from .engine import MemoryEngine, more_source_text, row_to_event, row_to_memory
+from .forgetting import Forgotten, erase_planned, event_hit, plan_erasure, repeats_forgotten
 from .hybrid import HybridRetriever
 from .retrieval import Retriever
 from .tokens import estimate_tokens
-from .types import GLOBAL_OWNER, Category, Hit, Memory, NewMemory, Provenance, Source
+from .types import GLOBAL_OWNER, Category, Event, Hit, Memory, NewMemory, Provenance, Source
 
 __all__ = ["SqliteMemory"]
 
@@ -37,12 +36,6 @@ _INSERT_BUFFER = """INSERT OR IGNORE INTO extraction_buffer
     (owner, channel, chat_id, sender_id, message_id, role, content, token_count, created_at)"""
 _ONE_STATEMENT_ROWS = 100  # x 9 parameters, far below SQLite's limit of 32,766
 _REF = re.compile(r"^\[?\s*([me])(\d{1,12})\b", re.IGNORECASE)
-
-
-def _batch_refs(p: Provenance) -> set[str]:
-    """The extraction batch a fact or daily event came from: the buffered
-    messages it cites (``buf:<id>``), shared by the batch's facts and its event."""
-    return {r for r in p.refs if r.startswith("buf:")}
 
 
 class SqliteMemory(MemoryBackend):
@@ -129,7 +122,7 @@ class SqliteMemory(MemoryBackend):
         was drawn from or that repeat it
         (:func:`~memory.forgetting.repeats_forgotten`), so extraction does
         not bring it back. ``Forgotten.kept`` names the linked records left
-        for the model to weigh (:meth:`_kept_links`). ``Forgotten.texts`` lets the
+        for the model to weigh (:func:`~memory.forgetting.kept_links`). ``Forgotten.texts`` lets the
         caller do the same to Tier 0. Never touches another user's rows or
         the shared ``_global`` ones. The erased words leave the file too
         (:meth:`MemoryEngine.purge_erased`)."""
@@ -157,144 +150,34 @@ class SqliteMemory(MemoryBackend):
                     else:
                         named.append(mem)
                         out.erased.append(mem.to_hit())
-            events: list[Hit] = []
-            event_refs: set[str] = set()  # what the named events were drawn from or stand for
+            events: list[Event] = []
             if eids:
                 marks = ",".join("?" * len(eids))
                 async with conn.execute(
-                    f"SELECT id, event_date, summary, provenance FROM daily_events WHERE id IN ({marks}) AND owner = ?",
-                    [*eids, user],
+                    f"SELECT * FROM daily_events WHERE id IN ({marks}) AND owner = ?", [*eids, user]
                 ) as cur:
-                    rows = {r["id"]: r for r in await cur.fetchall()}
+                    rows = {r["id"]: row_to_event(r) for r in await cur.fetchall()}
                 for eid, ref in eids.items():
                     ev = rows.get(eid)
                     if ev is None:
                         out.unknown.append(ref)
-                        continue
-                    events.append(Hit(kind="event", id=eid, content=ev["summary"], score=1.0, date=ev["event_date"]))
-                    event_refs |= _batch_refs(Provenance.from_json(ev["provenance"])) | {f"event:{eid}"}
-            out.erased += events
-            # The same fact lives on in rows nobody cites any more: the
-            # originals a weekly merge archived into it, the versions it
-            # superseded, and the Core Memory entries built on it.
-            versions = await self._lineage(conn, user, [m.id for m in named])
-            for mem in (*named, *versions):
-                out.texts += [" ".join(t.split()) for t in (mem.source_text, mem.content) if t.strip()]
-            gone = {m.id for m in (*named, *versions)}
-            # By the facts' own words, not their source messages: a
-            # message often says several things, and the others stay.
-            said = [" ".join(m.content.split()) for m in (*named, *versions)]
-            entries = await self._entries_built_on(conn, user, gone, said) if named else []
-            out.versions = len(versions)
-            out.entries = [m.to_hit() for m in entries]
-            out.texts += [" ".join(m.content.split()) for m in entries]
-            gone |= {m.id for m in entries}
-            out.kept = await self._kept_links(conn, user, named, event_refs, gone, {h.id for h in events})
-            for mid in sorted(gone):
-                await self.engine.delete(mid, conn=conn)
-                await write_log(conn, at=self.engine.now(), job="chat", action="forget", owner=user, memory_id=mid)
-            for ev in events:
-                await self.engine.delete_event(ev.id, conn=conn)
+                    else:
+                        events.append(ev)
+            out.erased += [event_hit(ev) for ev in events]
+            # What goes with them and what stays linked: one plan for this
+            # tool, the memory page and the CLI (memory/forgetting.py).
+            plan = await plan_erasure(conn, user, named, events)
+            out.versions = len(plan.versions)
+            out.entries = [m.to_hit() for m in plan.entries]
+            out.kept = plan.kept
+            out.texts = plan.texts()
+            await erase_planned(self.engine, conn, plan, job="chat", action="forget")
             out.buffered_lines = await self._drop_buffered_sources(conn, user, out.texts)
         if out.erased:
             await self.engine.purge_erased()
             log.info("memories forgotten at the user's request", owner=user, erased=len(out.erased),
                      buffered_lines=out.buffered_lines)
         return out
-
-    @staticmethod
-    async def _lineage(conn: aiosqlite.Connection, user: str, ids: Sequence[int]) -> list[Memory]:
-        """``user``'s rows that became one of ``ids``, at any remove: merged
-        into it (archived) or replaced by it (superseded)."""
-        if not ids:
-            return []
-        marks = ",".join("?" * len(ids))
-        sql = f"""WITH RECURSIVE lineage(id) AS (
-                SELECT id FROM memories WHERE owner = ? AND superseded_by IN ({marks})
-                UNION SELECT m.id FROM memories m JOIN lineage l ON m.superseded_by = l.id WHERE m.owner = ?)
-            SELECT * FROM memories WHERE id IN (SELECT id FROM lineage) ORDER BY id"""
-        async with conn.execute(sql, [user, *ids, user]) as cur:
-            return [row_to_memory(r) for r in await cur.fetchall()]
-
-    @staticmethod
-    async def _entries_built_on(
-        conn: aiosqlite.Connection, user: str, ids: set[int], texts: Sequence[str]
-    ) -> list[Memory]:
-        """``user``'s Core Memory (Tier 1) entries, of any status, not in
-        ``ids`` that the weekly refresh drew from one of ``ids`` (their
-        provenance cites ``m:<id>``) or that repeat ``texts``."""
-        cites = {f"m:{i}" for i in ids}
-        async with conn.execute("SELECT * FROM memories WHERE owner = ? AND tier = 1", (user,)) as cur:
-            rows = [row_to_memory(r) for r in await cur.fetchall()]
-        return [
-            m for m in rows
-            if m.id not in ids and (cites & set(m.provenance.refs) or repeats_forgotten(m.content, texts))
-        ]
-
-    @staticmethod
-    async def _kept_links(
-        conn: aiosqlite.Connection,
-        user: str,
-        named: Sequence[Memory],
-        event_refs: set[str],
-        gone: set[int],
-        gone_events: set[int],
-    ) -> list[Hit]:
-        """Records linked to the ``named`` memories or the erased events that
-        are still kept, for the model to weigh (not erased on its behalf: a
-        summary often holds several facts, and the others stay):
-
-        * what an erased Core Memory entry was drawn from (``m:<id>``, each
-          followed to the row that replaced or absorbed it), or the next
-          weekly refresh promotes it again;
-        * the daily events of an erased fact's extraction batch (the same
-          ``buf:`` messages) or of its compressed day (``event:<id>``), or
-          the daily compression writes the fact again;
-        * the facts drawn from an erased event."""
-        out: dict[str, Hit] = {}
-        for entry in (m for m in named if m.tier == 1):
-            for ref in entry.provenance.refs:
-                mid = int(ref[2:]) if ref.startswith("m:") and ref[2:].isdigit() else None
-                for _ in range(32):  # a chain of merges; bounded against a cycle
-                    if mid is None or mid in gone:
-                        break
-                    async with conn.execute("SELECT * FROM memories WHERE id = ? AND owner = ?", (mid, user)) as cur:
-                        row = await cur.fetchone()
-                    if row is None:
-                        break
-                    mem = row_to_memory(row)
-                    if mem.status.value == "active":
-                        out.setdefault(f"m{mem.id}", mem.to_hit())
-                        break
-                    mid = mem.superseded_by
-        facts = [m for m in named if m.tier == 2]
-        batches = set().union(*(_batch_refs(m.provenance) for m in facts)) if facts else set()
-        days = {int(r[6:]) for m in facts for r in m.provenance.refs if r.startswith("event:") and r[6:].isdigit()}
-        if batches or days:
-            marks, dmarks = ",".join("?" * len(batches)) or "NULL", ",".join("?" * len(days)) or "NULL"
-            async with conn.execute(
-                f"""SELECT DISTINCT e.id, e.event_date, e.summary FROM daily_events e
-                     WHERE e.owner = ? AND (e.id IN ({dmarks}) OR (json_valid(e.provenance) AND EXISTS (
-                           SELECT 1 FROM json_each(e.provenance, '$.refs') j WHERE j.value IN ({marks}))))
-                     ORDER BY e.id""",
-                [user, *days, *batches],
-            ) as cur:
-                for r in await cur.fetchall():
-                    if r["id"] not in gone_events:
-                        hit = Hit(kind="event", id=r["id"], content=r["summary"], score=1.0, date=r["event_date"])
-                        out.setdefault(hit.ref, hit)
-        if event_refs:
-            marks = ",".join("?" * len(event_refs))
-            async with conn.execute(
-                f"""SELECT m.* FROM memories m WHERE m.owner = ? AND m.status = 'active' AND json_valid(m.provenance)
-                      AND EXISTS (SELECT 1 FROM json_each(m.provenance, '$.refs') j WHERE j.value IN ({marks}))
-                    ORDER BY m.id""",
-                [user, *event_refs],
-            ) as cur:
-                for r in await cur.fetchall():
-                    if r["id"] not in gone:
-                        out.setdefault(f"m{r['id']}", row_to_memory(r).to_hit())
-        return list(out.values())
 
     @staticmethod
     async def _drop_buffered_sources(conn: aiosqlite.Connection, user: str, texts: Sequence[str]) -> int:

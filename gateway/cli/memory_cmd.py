@@ -17,6 +17,7 @@ import click
 
 from gateway.config import Config, Paths
 from memory import Category, MemoryEngine, MemoryNotFound, NewMemory, Provenance, Source, Status
+from memory.forgetting import Erasure, erase_planned, plan_erasure
 from memory.migrate import MigrationReport, migrate_files
 from memory.retrieval import Retriever
 from memory.clock import SystemClock
@@ -53,7 +54,11 @@ def memory() -> None:
 
 
 def _short(m: Memory) -> str:
-    text = " ".join(m.content.split())
+    return _short_text(m.content)
+
+
+def _short_text(text: str) -> str:
+    text = " ".join(text.split())
     return text if len(text) <= 60 else text[:59] + "…"
 
 
@@ -346,30 +351,65 @@ async def _edit(
 @click.argument("memory_id", type=int, metavar="ID")
 @user_option
 @click.option("--purge", is_flag=True, help="Erase for good instead of archiving.")
+@click.option(
+    "--cascade",
+    is_flag=True,
+    help="With --purge: also erase its older versions (replaced by or merged into it) and the Core Memory "
+    "entries built on it, as the bot's memory_forget does.",
+)
 @click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
 @db_option
-def delete(memory_id: int, user: str | None, purge: bool, yes: bool) -> None:
+def delete(memory_id: int, user: str | None, purge: bool, cascade: bool, yes: bool) -> None:
     """Archive memory ID (recoverable with `edit ID --status active`), or
-    erase it for good with --purge."""
+    erase it for good with --purge (with --cascade, together with its older
+    versions and the Core Memory entries built on it)."""
+    if cascade and not purge:
+        raise click.UsageError("--cascade erases for good: give --purge too")
     cfg = load_cli_config()
     path, owner = resolve_db(cfg), resolve_user(user, cfg)
-    m = run(_fetch(path, memory_id, owner))
+    m, plan = run(_fetch(path, memory_id, owner))
     if not purge and m.status is Status.ARCHIVED:
         click.echo(f"memory {m.id} is already archived (use --purge to erase it)")
         return
     verb = "Erase for good" if purge else "Archive"
-    if not yes and not click.confirm(f"{verb} memory {m.id} of {m.owner}: {_short(m)!r}?", err=True):
+    question = f"{verb} memory {m.id} of {m.owner}: {_short(m)!r}"
+    if cascade and (plan.versions or plan.entries):
+        question += f", with {_built_on(plan)}"
+    if not yes and not click.confirm(question + "?", err=True):
         raise click.ClickException("cancelled; nothing changed")
-    run(_delete(path, m.id, purge))
-    if purge:
-        click.echo(f"erased memory {m.id}")
-        if m.source is Source.MIGRATION and m.provenance.refs:
-            click.echo(
-                f"note: it was imported from {', '.join(m.provenance.refs)}; the line is still in that file",
-                err=True,
-            )
-    else:
+    if not purge:
+        run(_archive(path, m.id))
         click.echo(f"archived memory {m.id} (restore with: myclaw memory edit {m.id} --status active)")
+        return
+    done = run(_erase(path, m.id, cascade))
+    click.echo(f"erased memory {m.id}")
+    for x in done.versions:
+        click.echo(f"erased memory {x.id} (older version, {x.status.value}): {_short(x)}")
+    for x in done.entries:
+        click.echo(f"erased memory {x.id} (Core Memory entry built on it): {_short(x)}")
+    # The plan read before the erase: with --cascade the kept links are
+    # those of the erase itself (planned again in its transaction).
+    for h in (done if cascade else plan).kept:
+        what = "fact it was drawn from" if h.kind == "memory" else f"daily event of the same conversation, {h.date}"
+        click.echo(f"kept {h.ref} ({what}, not erased): {_short_text(h.content)}")
+    if not cascade and (plan.versions or plan.entries):
+        ids = ", ".join(str(x.id) for x in (*plan.versions, *plan.entries))
+        click.echo(f"note: {_built_on(plan)} remain ({ids}); erase them too with --purge --cascade", err=True)
+    if m.source is Source.MIGRATION and m.provenance.refs:
+        click.echo(
+            f"note: it was imported from {', '.join(m.provenance.refs)}; the line is still in that file",
+            err=True,
+        )
+
+
+def _built_on(plan: Erasure) -> str:
+    """``3 older versions and 1 Core Memory entry built on it``"""
+    parts = []
+    if plan.versions:
+        parts.append(f"{len(plan.versions)} older version{'s' if len(plan.versions) != 1 else ''}")
+    if plan.entries:
+        parts.append(f"{len(plan.entries)} Core Memory entr{'ies' if len(plan.entries) != 1 else 'y'} built on it")
+    return " and ".join(parts)
 
 
 @memory.command()
@@ -425,18 +465,29 @@ async def _forget(cfg: Config, path: Path, owner: str) -> dict[str, int]:
     return counts
 
 
-async def _fetch(path: Path, memory_id: int, owner: str | None) -> Memory:
+async def _fetch(path: Path, memory_id: int, owner: str | None) -> tuple[Memory, Erasure]:
+    """The memory and what erasing it with --cascade would take and keep."""
     async with open_engine(path) as engine:
-        return await _get(engine, memory_id, owner)
+        m = await _get(engine, memory_id, owner)
+        async with engine.db.transaction() as conn:  # one consistent read of the lineage
+            return m, await plan_erasure(conn, m.owner, [m])
 
 
-async def _delete(path: Path, memory_id: int, purge: bool) -> None:
+async def _archive(path: Path, memory_id: int) -> None:
     async with open_engine(path) as engine:
-        if purge:
-            await engine.delete(memory_id)
-            await engine.purge_erased()
-        else:
-            await engine.set_status(memory_id, Status.ARCHIVED)
+        await engine.set_status(memory_id, Status.ARCHIVED)
+
+
+async def _erase(path: Path, memory_id: int, cascade: bool) -> Erasure:
+    """Erase the memory (planned again inside the transaction, so what goes
+    is what is stored now), log every erased row, then purge the file."""
+    async with open_engine(path) as engine:
+        m = await _get(engine, memory_id, None)
+        async with engine.db.transaction() as conn:
+            plan = await plan_erasure(conn, m.owner, [m]) if cascade else Erasure(m.owner, [m])
+            await erase_planned(engine, conn, plan, job="cli", action="erase")
+        await engine.purge_erased()
+        return plan
 
 
 # -- export ---------------------------------------------------------------------

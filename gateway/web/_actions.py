@@ -6,7 +6,12 @@ cannot drift apart. The semantics follow ``myclaw memory`` (the CLI):
 * ``add`` keeps an existing identical memory instead of adding a second
   one; a hand-added fact defaults to ``identity`` (tier 1) or ``decision``
   (tier 2) so it does not fade in weeks, importance 0.7, source ``manual``;
-* ``archive`` is recoverable (``restore``), ``erase`` deletes for good;
+* ``archive`` is recoverable (``restore``), ``erase`` deletes for good:
+  the one row, or with ``cascade`` also its older versions and the Core
+  Memory entries built on it, as ``memory_forget`` does
+  (:mod:`memory.forgetting`, one implementation for the tool, this page
+  and the CLI); single-row stays the default, so an API client or a
+  click never erases more than it names;
 * an action on a memory given together with a user only proceeds when the
   memory is that user's (a stale page cannot change someone else's fact);
 * an edit and its status change happen in one transaction.
@@ -25,6 +30,7 @@ from typing import Any
 from memory import Category, MemoryEngine, MemoryNotFound, NewMemory, Provenance, Source, Status
 from memory.changelog import LogEntry, read_log, write_log
 from memory.engine import Stats, row_to_memory
+from memory.forgetting import Erasure, erase_planned, plan_erasure
 from memory.retrieval import Retriever
 from memory.types import GLOBAL_OWNER, Hit, Memory
 
@@ -298,17 +304,28 @@ class MemoryAdmin:
             return m
         return await self._set_status(memory_id, owner, Status.ACTIVE, "restore")
 
-    async def erase(self, memory_id: int, owner: str | None = None) -> Memory:
-        """For good. Returns the memory as it was."""
+    async def erase_plan(self, memory_id: int, owner: str | None = None) -> tuple[Memory, Erasure]:
+        """What erasing the memory with ``cascade`` would take with it and
+        which linked records would stay; changes nothing."""
+        m = await self.get(memory_id, owner)
+        async with self.engine.db.transaction() as conn:  # one consistent read of the lineage
+            return m, await plan_erasure(conn, m.owner, [m])
+
+    async def erase(self, memory_id: int, owner: str | None = None, *, cascade: bool = False) -> Erasure:
+        """For good: the memory only, or with ``cascade`` its older versions
+        and the Core Memory entries built on it too (planned again inside
+        the erasing transaction). Every erased row is logged. Returns what
+        was erased (``named`` holds the memory as it was) and, with
+        ``cascade``, the linked records kept."""
         m = await self.get(memory_id, owner)
         try:
             async with self.engine.db.transaction() as conn:
-                await self.engine.delete(memory_id, conn=conn)
-                await write_log(conn, at=self.engine.now(), job=JOB, owner=m.owner, action="erase", memory_id=memory_id)
+                plan = await plan_erasure(conn, m.owner, [m]) if cascade else Erasure(m.owner, [m])
+                await erase_planned(self.engine, conn, plan, job=JOB, action="erase")
         except MemoryNotFound as exc:
             raise NotFound(str(exc)) from None
         await self.engine.purge_erased()
-        return m
+        return plan
 
     async def archive_all(self, owner: str) -> int:
         """Archive every active memory of ``owner`` (recoverable one by one)."""

@@ -11,6 +11,8 @@ Pages (GET renders, POST changes and redirects back with a short notice)::
 
 ``erase`` and ``archive-all`` without ``confirm=yes`` answer with a
 confirmation page; ``erase-all`` also needs the user name typed again.
+``erase`` with ``cascade=yes`` also erases the memory's older versions and
+the Core Memory entries built on it (the confirmation page lists them).
 
 JSON API (same actions, ``Authorization: Bearer <token>``; a browser
 session may use it too with the ``X-CSRF-Token`` header on POST)::
@@ -18,6 +20,10 @@ session may use it too with the ``X-CSRF-Token`` header on POST)::
     GET  /memory/api/users | stats?user= | memories?user=&status=&limit=&offset=
     GET  /memory/api/search?user=&q=&limit= | memory?id= | log?user=
     POST /memory/api/add | edit | archive | restore | erase     (JSON body)
+
+``erase`` takes ``"cascade": true`` to erase the older versions and the
+Core Memory entries built on the memory too; the answer lists them and the
+linked records kept.
 """
 
 from __future__ import annotations
@@ -177,7 +183,7 @@ class MemoryWeb:
             ("POST", "/memory/api/edit", api(self._api_edit, post=True)),
             ("POST", "/memory/api/archive", api(self._api_status("archive"), post=True)),
             ("POST", "/memory/api/restore", api(self._api_status("restore"), post=True)),
-            ("POST", "/memory/api/erase", api(self._api_status("erase"), post=True)),
+            ("POST", "/memory/api/erase", api(self._api_erase, post=True)),
         ]
 
     def mount(self, http: HttpServer) -> None:
@@ -355,15 +361,18 @@ class MemoryWeb:
     async def _erase(self, request: web.Request, ident: Identity, ctx: PageContext, data: Data) -> web.StreamResponse:
         memory_id, owner = _int(data.get("id"), "id"), _user(data, required=False)
         if data.get("confirm") != "yes":
-            m = await self.admin.get(memory_id, owner)
+            m, plan = await self.admin.erase_plan(memory_id, owner)
             ctx.user = m.owner
-            return _html(erase_confirm_page(ctx, m), ctx.nonce)
-        m = await self.admin.erase(memory_id, owner)
-        log.info("memory page: memory erased", memory_id=m.id, owner=m.owner)
+            return _html(erase_confirm_page(ctx, m, plan), ctx.nonce)
+        cascade = data.get("cascade") == "yes"
+        plan = await self.admin.erase(memory_id, owner, cascade=cascade)
+        m = plan.named[0]
+        log.info("memory page: memory erased", memory_id=m.id, owner=m.owner, cascade=cascade,
+                 with_rows=len(plan.memory_ids) - 1)
         back = ctx.back
         if urlsplit(back).path == "/memory/item":  # its page is gone
             back = f"/memory?{urlencode({'user': m.owner})}"
-        return _redirect(_with_notice(back, "erased", m.id))
+        return _redirect(_with_notice(back, "erased_cascade" if len(plan.memory_ids) > 1 else "erased", m.id))
 
     async def _archive_all(self, request: web.Request, ident: Identity, ctx: PageContext, data: Data) -> web.StreamResponse:
         user = _user(data)
@@ -450,12 +459,30 @@ class MemoryWeb:
 
     def _api_status(self, action: str) -> ApiFn:
         async def go(request: web.Request, data: Data) -> Any:
-            fn = {"archive": self.admin.archive, "restore": self.admin.restore, "erase": self.admin.erase}[action]
+            fn = {"archive": self.admin.archive, "restore": self.admin.restore}[action]
             m = await fn(_int(data.get("id"), "id"), _user(data, required=False))
             log.info(f"memory api: memory {action}d", memory_id=m.id, owner=m.owner)
-            return {"memory": memory_dict(m), "erased": action == "erase"}
+            return {"memory": memory_dict(m), "erased": False}
 
         return go
+
+    async def _api_erase(self, request: web.Request, data: Data) -> Any:
+        cascade = data.get("cascade", False)
+        if not isinstance(cascade, bool):
+            raise Invalid(f"cascade must be true or false, got {cascade!r}")
+        plan = await self.admin.erase(_int(data.get("id"), "id"), _user(data, required=False), cascade=cascade)
+        m = plan.named[0]
+        log.info("memory api: memory erased", memory_id=m.id, owner=m.owner, cascade=cascade,
+                 with_rows=len(plan.memory_ids) - 1)
+        return {
+            "memory": memory_dict(m),
+            "erased": True,
+            "cascade": cascade,
+            "versions": [memory_dict(x) for x in plan.versions],
+            "entries": [memory_dict(x) for x in plan.entries],
+            "erased_ids": plan.memory_ids,
+            "kept": [{"ref": h.ref, "kind": h.kind, "id": h.id, "date": h.date, "content": h.content} for h in plan.kept],
+        }
 
 
 def _strip_notice(back: str) -> str:

@@ -18,6 +18,7 @@ from urllib.parse import urlencode
 
 from memory.changelog import LogEntry
 from memory.engine import Stats
+from memory.forgetting import Erasure
 from memory.types import GLOBAL_OWNER, Category, Hit, Memory, Source, Status
 
 from ._actions import UserSummary
@@ -49,6 +50,7 @@ DONE = {
     "archived": "Memory m{id} archived. It can be restored from the Archived tab.",
     "restored": "Memory m{id} restored.",
     "erased": "Memory m{id} erased for good.",
+    "erased_cascade": "Memory m{id} erased for good, with its older versions and the Core Memory entries built on it.",
     "archived_all": "{id} memories archived.",
     "erased_all": "{id} memories erased for good.",
 }
@@ -285,6 +287,7 @@ dialog::backdrop{background:rgba(15,23,42,.45)}dialog h3{margin:0 0 4px}
 .login{max-width:380px;margin:12vh auto;background:#fff;border:1px solid #e3e6ea;border-radius:12px;padding:24px}
 .login h1{font-size:18px;margin:0 0 12px}.login input{width:100%;margin:6px 0 12px}
 .confirm{background:#fff;border:1px solid #f1b8b3;border-radius:10px;padding:16px 20px}
+.confirm h3{margin:14px 0 4px;font-size:15px}ul.linked{margin:4px 0 8px;padding-left:20px}ul.linked li{margin:3px 0}
 """
 
 JS = """
@@ -499,11 +502,79 @@ def log_page(ctx: PageContext, entries: Sequence[LogEntry]) -> str:
     return layout(ctx, f"log {user}", body)
 
 
-def erase_confirm_page(ctx: PageContext, m: Memory) -> str:
+def _linked(items: Iterable[str]) -> str:
+    return '<ul class="linked">' + "".join(f"<li>{i}</li>" for i in items) + "</ul>"
+
+
+def _linked_memories(rows: Sequence[Memory]) -> str:
+    return _linked(
+        f'<a href="{e(url("/memory/item", id=m.id, user=m.owner))}">m{m.id}</a> '
+        f'<span class="badge st-{e(m.status.value)}">{e(m.status.value)}</span> “{e(_short(m.content, 100))}”'
+        for m in rows
+    )
+
+
+def _kept(owner: str, kept: Sequence[Hit]) -> str:
+    """The linked records an erase leaves, each with a link: a memory to its
+    page, an event (no page of its own) to a search for its words."""
+    facts = [h for h in kept if h.kind == "memory"]
+    events = [h for h in kept if h.kind == "event"]
+    out = ""
+    if facts:
+        out += "<p>Facts it was drawn from (the weekly refresh could write it again from them):</p>" + _linked(
+            f'<a href="{e(url("/memory/item", id=h.id, user=owner))}">m{h.id}</a> “{e(_short(h.content, 100))}”'
+            for h in facts
+        )
+    if events:
+        out += "<p>Daily events of the same conversation (the daily compression could write it again):</p>" + _linked(
+            f'<a href="{e(url("/memory", user=owner, q=" ".join(h.content.split())[:100]))}">e{h.id}</a> '
+            f"{e(h.date)} “{e(_short(h.content, 100))}”"
+            for h in events
+        )
+    return out
+
+
+def erase_confirm_page(ctx: PageContext, m: Memory, plan: Erasure) -> str:
+    """Erase one row, or with it what would keep the fact alive: its older
+    versions (the same words, restorable) and the Core Memory entries built
+    on it (in every system prompt, and kept fresh by the weekly refresh)."""
+    more = len(plan.versions) + len(plan.entries)
+    built = ""
+    if plan.versions:
+        built += (
+            f"<p>{len(plan.versions)} older version{'s' if len(plan.versions) != 1 else ''} of this fact "
+            "(the versions it replaced, the originals a weekly merge folded into it):</p>"
+            + _linked_memories(plan.versions)
+        )
+    if plan.entries:
+        built += (
+            f"<p>{len(plan.entries)} Core Memory entr{'ies' if len(plan.entries) != 1 else 'y'} built on it "
+            "(in every system prompt):</p>" + _linked_memories(plan.entries)
+        )
+    if built:
+        built = f"<h3>Built on it, erased only with its history</h3>{built}"
+    else:
+        built = '<p class="muted">No older version of it and no Core Memory entry built on it.</p>'
+    kept = ""
+    if plan.kept:
+        kept = (
+            "<h3>Linked records that stay either way</h3>"
+            '<p class="muted">A summary often holds several facts, so these are not erased; '
+            "edit or erase them yourself if they say the same.</p>" + _kept(m.owner, plan.kept)
+        )
+    if more:
+        buttons = (
+            _post(ctx, "/memory/erase", f"Erase it with its history and the Core Memory entries built on it ({more + 1} rows)",
+                  cls="danger solid", id=m.id, user=m.owner, confirm="yes", cascade="yes")
+            + _post(ctx, "/memory/erase", "Erase this row only", cls="danger", id=m.id, user=m.owner, confirm="yes")
+        )
+    else:
+        buttons = _post(ctx, "/memory/erase", "Erase for good", cls="danger solid", id=m.id, user=m.owner, confirm="yes")
     body = f"""<div class="confirm"><h2>Erase memory m{m.id} for good?</h2>
 <p class="content">{e(m.content)}</p>
 <p>This deletes it from the database; it cannot be restored. To hide it from the bot but keep it, archive it instead.</p>
-<div class="actions">{_post(ctx, "/memory/erase", "Erase for good", cls="danger solid", id=m.id, user=m.owner, confirm="yes")}
+{built}{kept}
+<div class="actions">{buttons}
 {_post(ctx, "/memory/archive", "Archive instead", id=m.id, user=m.owner)}
 <a class="button" href="{e(ctx.back)}">Cancel</a></div></div>"""
     return layout(ctx, f"erase m{m.id}", body)

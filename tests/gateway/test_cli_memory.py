@@ -14,6 +14,7 @@ from memory import ManualClock, MemoryEngine, Provenance, Status
 from memory.backend import Turn
 from memory.filestore import FileMemory
 from tests.disk import on_disk
+from tests.gateway.lineage import Lineage, lineage
 
 DB_KEYS = {
     "id", "owner", "tier", "project", "topic", "category", "content", "importance", "source", "status",
@@ -336,3 +337,78 @@ def test_purge_and_a_redacting_edit_leave_no_trace_in_the_files(home: Path) -> N
     ok("edit", "2", "--content", "Alice's bank pin is in her password manager")
     assert on_disk(home / "data", "zqxjkv4711") == 0 and on_disk(home / "data", "wvutsr1234") == 0
     assert sorted(m.content for m in db_rows(home)) == ["Alice drinks green tea", "Alice's bank pin is in her password manager"]
+
+
+def _with_lineage(home: Path) -> Lineage:
+    """The memory database with a fact that has a past (tests/gateway/lineage.py)."""
+    (home / "data").mkdir(parents=True, exist_ok=True)
+
+    async def build() -> Lineage:
+        async with await MemoryEngine.open(home / "data" / "memory.db") as e:
+            return await lineage(e)
+
+    return asyncio.run(build())
+
+
+def _ids(home: Path, owner: str) -> set[int]:
+    return {m.id for m in db_rows(home) if m.owner == owner}
+
+
+def _events(home: Path, owner: str) -> list[int]:
+    async def read() -> list[int]:
+        async with await MemoryEngine.open(home / "data" / "memory.db") as e:
+            return [ev.id for ev in await e.events(owner)]
+
+    return asyncio.run(read())
+
+
+def test_delete_purge_cascade_erases_the_history_and_the_core_memory_built_on_it(home: Path) -> None:
+    f = _with_lineage(home)
+    everything = {f.home, *f.versions, *f.entries, *f.stays}
+    r = cli("delete", str(f.home), "--cascade", "--yes")
+    assert r.exit_code == 2 and "--cascade erases for good: give --purge too" in r.output
+    r = cli("delete", str(f.home), "--purge", "--cascade", "--user", "bob", "--yes")  # not bob's
+    assert r.exit_code == 1 and f"no memory with id {f.home} for user bob" in r.output
+    r = cli("delete", str(f.home), "--purge", "--cascade", input="n\n")
+    assert r.exit_code == 1 and "cancelled" in r.output
+    assert "with 3 older versions and 2 Core Memory entries built on it?" in r.output
+    assert _ids(home, "alice") == everything
+
+    r = ok("delete", str(f.home), "--purge", "--cascade", input="y\n")
+    berlin, moved, flat = f.versions
+    drawn, same = f.entries
+    assert r.stdout.splitlines() == [
+        f"erased memory {f.home}",
+        f"erased memory {berlin} (older version, superseded): Alice lives in Berlin-Kreuzberg",
+        f"erased memory {moved} (older version, archived): Alice moved to Munich in May",
+        f"erased memory {flat} (older version, archived): Alice's new flat is in Munich",
+        f"erased memory {drawn} (Core Memory entry built on it): Lives in Munich",
+        f"erased memory {same} (Core Memory entry built on it): Alice lives in Munich since May",
+        f"kept e{f.event} (daily event of the same conversation, 2026-03-01, not erased): Alice told the bot about her move",
+    ]
+    assert _ids(home, "alice") == set(f.stays)
+    assert _ids(home, "bob") == set(f.bobs)  # the same words, another user: untouched
+    assert _events(home, "alice") == [f.event]  # named, kept
+    logged = json.loads(ok("log", "--user", "alice", "--action", "erase", "--json").stdout)
+    assert sorted(x["memory_id"] for x in logged) == sorted([f.home, *f.versions, *f.entries])
+    assert {x["job"] for x in logged} == {"cli"}
+    assert on_disk(home / "data", "Kreuzberg") == 0  # the versions' words left the files
+
+
+def test_delete_purge_erases_one_row_by_default_and_names_what_remains(home: Path) -> None:
+    f = _with_lineage(home)
+    r = ok("delete", str(f.home), "--purge", "--yes")
+    assert r.stdout.splitlines() == [
+        f"erased memory {f.home}",
+        f"kept e{f.event} (daily event of the same conversation, 2026-03-01, not erased): Alice told the bot about her move",
+    ]
+    rest = ", ".join(str(i) for i in (*f.versions, *f.entries))
+    assert f"note: 3 older versions and 2 Core Memory entries built on it remain ({rest}); erase them too" in r.stderr
+    assert _ids(home, "alice") == {*f.versions, *f.entries, *f.stays}
+    # An entry's sources are named when it goes: the tea entry was drawn from the tea fact.
+    tea, teas = f.stays
+    r = ok("delete", str(teas), "--purge", "--cascade", "-y")
+    assert r.stdout.splitlines() == [f"erased memory {teas}", f"kept m{tea} (fact it was drawn from, not erased): Alice drinks green tea"]
+    assert _ids(home, "alice") == {*f.versions, *f.entries, tea}
+    logged = json.loads(ok("log", "--user", "alice", "--action", "erase", "--json").stdout)
+    assert [x["memory_id"] for x in logged] == [teas, f.home]

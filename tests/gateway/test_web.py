@@ -24,6 +24,7 @@ from memory import Category, ManualClock, MemoryEngine, NewMemory, Provenance, S
 from memory.changelog import read_log, write_log
 from memory.retrieval import Retriever
 from tests.disk import on_disk
+from tests.gateway.lineage import ids_of, lineage
 from tests.fakes.openai_server import FakeOpenAI
 
 TOKEN = "admin-token-0123456789abcdef"
@@ -237,6 +238,7 @@ async def test_page_round_trip_add_edit_archive_restore_erase(site: Site) -> Non
 
         r = await c.post("/memory/erase", data={"id": m.id, "user": "alice"})  # first: a confirmation page
         assert r.status_code == 200 and "Erase memory" in r.text and 'name="confirm" value="yes"' in r.text
+        assert "No older version of it and no Core Memory entry built on it" in r.text and 'name="cascade"' not in r.text
         assert await site.engine.get(m.id) is not None
         r = await c.post("/memory/erase", data={"id": m.id, "user": "alice", "confirm": "yes", "back": f"/memory/item?id={m.id}"})
         assert r.status_code == 303 and r.headers["Location"].startswith("/memory?user=alice")
@@ -250,6 +252,70 @@ async def test_page_round_trip_add_edit_archive_restore_erase(site: Site) -> Non
         assert all(x.job == "web" and "Mochi" not in x.detail for x in entries)
         page = (await c.get("/memory/log", params={"user": "alice"})).text
         assert "erase" in page and "restore" in page
+
+
+async def test_erase_with_history_takes_older_versions_and_core_memory_entries(site: Site) -> None:
+    f = await lineage(site.engine)
+    async with site.client() as c:
+        r = await c.post("/memory/erase", data={"id": f.home, "user": "alice"})  # the confirmation lists what goes
+        assert r.status_code == 200
+        page = r.text
+        assert "3 older versions of this fact" in page and "2 Core Memory entries built on it" in page
+        for mid in (*f.versions, *f.entries):
+            assert f'href="/memory/item?id={mid}&amp;user=alice">m{mid}</a>' in page
+        assert "Berlin-Kreuzberg" in page and "Lives in Munich" in page
+        assert "Linked records that stay either way" in page and f">e{f.event}</a> 2026-03-01" in page
+        assert 'href="/memory?user=alice&amp;q=Alice+told+the+bot+about+her+move"' in page  # a link to find the event
+        found = (await c.get("/memory", params={"user": "alice", "q": "Alice told the bot about her move"})).text
+        assert "Matching events (tier 3)" in found and "<b>2026-03-01</b> Alice told the bot about her move" in found
+        assert "Drinks green tea" not in page and f"m{f.stays[0]}<" not in page
+        assert 'name="cascade" value="yes"' in page and "(6 rows)" in page and "Erase this row only" in page
+        assert await ids_of(site.engine, "alice") == {f.home, *f.versions, *f.entries, *f.stays}  # nothing erased yet
+
+        r = await c.post("/memory/erase", data={"id": f.home, "user": "alice", "confirm": "yes", "cascade": "yes",
+                                                "back": f"/memory/item?id={f.home}"})
+        assert r.status_code == 303 and "done=erased_cascade" in r.headers["Location"]
+        assert "with its older versions and the Core Memory entries" in (await c.get(r.headers["Location"])).text
+    assert await ids_of(site.engine, "alice") == set(f.stays)
+    assert await ids_of(site.engine, "bob") == set(f.bobs)  # the same words, another user: untouched
+    assert [e.id for e in await site.engine.events("alice")] == [f.event]  # named, kept
+    erased = [x for x in await read_log(site.engine.db, owner="alice") if x.action == "erase"]
+    assert sorted(x.memory_id for x in erased if x.memory_id is not None) == sorted([f.home, *f.versions, *f.entries])
+    assert all(x.job == "web" for x in erased)
+    assert {x.memory_id: json.loads(x.detail) if x.detail else {} for x in erased}[f.versions[0]] == {"with": [f.home]}
+    assert on_disk(Path(site.engine.db.path).parent, "Kreuzberg") == 0  # the versions' words left the files
+
+
+async def test_erase_this_row_only_stays_the_default(site: Site) -> None:
+    f = await lineage(site.engine)
+    async with site.client() as c:
+        r = await c.post("/memory/erase", data={"id": f.home, "user": "alice", "confirm": "yes"})
+        assert r.status_code == 303 and "done=erased&" in r.headers["Location"]
+        assert await ids_of(site.engine, "alice") == {*f.versions, *f.entries, *f.stays}
+        r = await c.post("/memory/api/erase", json={"id": f.versions[0], "user": "alice"})
+        assert r.status_code == 200 and r.json()["cascade"] is False and r.json()["erased_ids"] == [f.versions[0]]
+    erased = [x.memory_id for x in await read_log(site.engine.db, owner="alice") if x.action == "erase"]
+    assert erased == [f.versions[0], f.home]
+
+
+async def test_api_erase_cascade_lists_what_went_and_what_stays(site: Site) -> None:
+    f = await lineage(site.engine)
+    async with site.client() as c:
+        r = await c.post("/memory/api/erase", json={"id": f.home, "user": "alice", "cascade": "yes"})
+        assert r.status_code == 400 and "cascade must be true or false" in r.json()["error"]
+        r = await c.post("/memory/api/erase", json={"id": f.home, "user": "bob", "cascade": True})
+        assert r.status_code == 404  # another user's name: nothing erased
+        assert await ids_of(site.engine, "alice") == {f.home, *f.versions, *f.entries, *f.stays}
+        r = await c.post("/memory/api/erase", json={"id": f.home, "user": "alice", "cascade": True})
+        assert r.status_code == 200
+        body = r.json()
+    assert body["erased"] is True and body["cascade"] is True and body["memory"]["id"] == f.home
+    assert [m["id"] for m in body["versions"]] == f.versions and [m["id"] for m in body["entries"]] == f.entries
+    assert body["erased_ids"] == sorted([f.home, *f.versions, *f.entries])
+    assert [k["ref"] for k in body["kept"]] == [f"e{f.event}"]
+    assert await ids_of(site.engine, "alice") == set(f.stays) and await ids_of(site.engine, "bob") == set(f.bobs)
+    erased = [x.memory_id for x in await read_log(site.engine.db, owner="alice") if x.action == "erase"]
+    assert sorted(erased) == body["erased_ids"]  # type: ignore[type-var]
 
 
 async def test_search_ranks_the_right_memory_first_like_the_bot(site: Site) -> None:
