@@ -22,7 +22,7 @@ from .changelog import write_log
 from .engine import MemoryEngine, row_to_memory
 from .types import Event, Hit, Memory, Provenance
 
-__all__ = ["Erasure", "Forgotten", "batch_refs", "erase_planned", "plan_erasure", "repeats_forgotten"]
+__all__ = ["Erasure", "Forgotten", "batch_refs", "drop_buffered", "erase_planned", "plan_erasure", "repeats_forgotten"]
 
 
 @dataclass
@@ -54,6 +54,7 @@ class Erasure:
     versions: list[Memory] = field(default_factory=list)  # merged into or superseded by a named row, at any remove
     entries: list[Memory] = field(default_factory=list)  # Core Memory entries built on a named row or a version
     kept: list[Hit] = field(default_factory=list)  # linked records that stay
+    buffered_lines: int = 0  # waiting lines that said it, dropped by erase_planned(buffered=True)
 
     @property
     def memory_ids(self) -> list[int]:
@@ -101,11 +102,14 @@ async def plan_erasure(
 
 
 async def erase_planned(
-    engine: MemoryEngine, conn: aiosqlite.Connection, plan: Erasure, *, job: str, action: str
+    engine: MemoryEngine, conn: aiosqlite.Connection, plan: Erasure, *, job: str, action: str, buffered: bool = False
 ) -> None:
     """Delete what ``plan`` names, one change-log row per memory (without
-    its words; a row erased along with a named one says which). The caller
-    runs :meth:`MemoryEngine.purge_erased` after the transaction commits."""
+    its words; a row erased along with a named one says which); with
+    ``buffered``, also the owner's lines waiting in the extraction buffer
+    that the erased words were drawn from or that repeat them
+    (:func:`drop_buffered`), or extraction would write the fact again. The
+    caller runs :meth:`MemoryEngine.purge_erased` after the transaction commits."""
     named = sorted(m.id for m in plan.named)
     for mid in plan.memory_ids:
         await engine.delete(mid, conn=conn)
@@ -115,6 +119,20 @@ async def erase_planned(
         )
     for ev in plan.events:
         await engine.delete_event(ev.id, conn=conn)
+    if buffered:
+        plan.buffered_lines = await drop_buffered(conn, plan.owner, plan.texts())
+
+
+async def drop_buffered(conn: aiosqlite.Connection, owner: str, texts: Sequence[str]) -> int:
+    """Delete ``owner``'s buffered lines that :func:`repeats_forgotten`
+    ``texts``; returns how many went."""
+    if not texts:
+        return 0
+    async with conn.execute("SELECT id, content FROM extraction_buffer WHERE owner = ?", (owner,)) as cur:
+        drop = [(r[0],) for r in await cur.fetchall() if repeats_forgotten(r[1], texts)]
+    if drop:
+        await conn.executemany("DELETE FROM extraction_buffer WHERE id = ?", drop)
+    return len(drop)
 
 
 async def lineage(conn: aiosqlite.Connection, user: str, ids: Sequence[int]) -> list[Memory]:

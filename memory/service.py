@@ -13,14 +13,13 @@ import asyncio
 import re
 from collections.abc import Awaitable, Callable, Sequence
 
-import aiosqlite
 import structlog
 
 from .backend import MemoryBackend, Turn
 from .batch import RowBatcher, insert_statement
 from .clock import format_ts
 from .engine import MemoryEngine, more_source_text, row_to_event, row_to_memory
-from .forgetting import Forgotten, erase_planned, event_hit, plan_erasure, repeats_forgotten
+from .forgetting import Forgotten, erase_planned, event_hit, plan_erasure
 from .hybrid import HybridRetriever
 from .retrieval import Retriever
 from .tokens import estimate_tokens
@@ -171,24 +170,13 @@ class SqliteMemory(MemoryBackend):
             out.entries = [m.to_hit() for m in plan.entries]
             out.kept = plan.kept
             out.texts = plan.texts()
-            await erase_planned(self.engine, conn, plan, job="chat", action="forget")
-            out.buffered_lines = await self._drop_buffered_sources(conn, user, out.texts)
+            await erase_planned(self.engine, conn, plan, job="chat", action="forget", buffered=True)
+            out.buffered_lines = plan.buffered_lines
         if out.erased:
             await self.engine.purge_erased()
             log.info("memories forgotten at the user's request", owner=user, erased=len(out.erased),
                      buffered_lines=out.buffered_lines)
         return out
-
-    @staticmethod
-    async def _drop_buffered_sources(conn: aiosqlite.Connection, user: str, texts: Sequence[str]) -> int:
-        """Delete ``user``'s buffered lines that :func:`repeats_forgotten`."""
-        if not texts:
-            return 0
-        async with conn.execute("SELECT id, content FROM extraction_buffer WHERE owner = ?", (user,)) as cur:
-            drop = [(r[0],) for r in await cur.fetchall() if repeats_forgotten(r[1], texts)]
-        if drop:
-            await conn.executemany("DELETE FROM extraction_buffer WHERE id = ?", drop)
-        return len(drop)
 
     async def buffer(self, turns: Sequence[Turn]) -> None:
         if not turns:

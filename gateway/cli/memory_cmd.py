@@ -387,6 +387,8 @@ def delete(memory_id: int, user: str | None, purge: bool, cascade: bool, yes: bo
         click.echo(f"erased memory {x.id} (older version, {x.status.value}): {_short(x)}")
     for x in done.entries:
         click.echo(f"erased memory {x.id} (Core Memory entry built on it): {_short(x)}")
+    if done.buffered_lines:
+        click.echo(f"dropped {done.buffered_lines} message(s) waiting for extraction that said it")
     # The plan read before the erase: with --cascade the kept links are
     # those of the erase itself (planned again in its transaction).
     for h in (done if cascade else plan).kept:
@@ -485,7 +487,7 @@ async def _erase(path: Path, memory_id: int, cascade: bool) -> Erasure:
         m = await _get(engine, memory_id, None)
         async with engine.db.transaction() as conn:
             plan = await plan_erasure(conn, m.owner, [m]) if cascade else Erasure(m.owner, [m])
-            await erase_planned(engine, conn, plan, job="cli", action="erase")
+            await erase_planned(engine, conn, plan, job="cli", action="erase", buffered=cascade)
         await engine.purge_erased()
         return plan
 

@@ -321,7 +321,7 @@ class MemoryAdmin:
         try:
             async with self.engine.db.transaction() as conn:
                 plan = await plan_erasure(conn, m.owner, [m]) if cascade else Erasure(m.owner, [m])
-                await erase_planned(self.engine, conn, plan, job=JOB, action="erase")
+                await erase_planned(self.engine, conn, plan, job=JOB, action="erase", buffered=cascade)
         except MemoryNotFound as exc:
             raise NotFound(str(exc)) from None
         await self.engine.purge_erased()

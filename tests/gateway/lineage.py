@@ -8,6 +8,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from memory import Category, MemoryEngine, NewMemory, Provenance
+from memory.backend import Turn
+from memory.service import SqliteMemory
 
 
 @dataclass
@@ -20,6 +22,7 @@ class Lineage:
     stays: list[int]  # alice's unrelated fact and Core Memory entry
     bobs: list[int]  # bob's row with the same words, and his entry forging a citation of `home`
     event: int  # the daily event of the same messages as `home`
+    said: str  # alice's line waiting in the extraction buffer that repeats `home`; bob has the same line
 
 
 async def lineage(engine: MemoryEngine) -> Lineage:
@@ -41,7 +44,17 @@ async def lineage(engine: MemoryEngine) -> Lineage:
     bob = await add("bob", "Alice lives in Munich since May")
     bob_entry = await add("bob", "Lives in Munich", tier=1, provenance=Provenance(refs=("weekly", f"m:{home}")))
     event = await engine.add_event("alice", "2026-03-01", "Alice told the bot about her move", provenance=batch)
-    return Lineage(home, [berlin, moved, flat], [drawn, same], [tea, teas], [bob, bob_entry], event.id)
+    said = "Yes: Alice lives in Munich since May, as I said"
+    await SqliteMemory(engine).buffer([
+        Turn(owner=owner, channel="telegram", chat_id="1", role="user", content=text, message_id=mid)
+        for owner, text, mid in [("alice", said, "1"), ("alice", "what's the weather?", "2"), ("bob", said, "3")]
+    ])
+    return Lineage(home, [berlin, moved, flat], [drawn, same], [tea, teas], [bob, bob_entry], event.id, said)
+
+
+async def buffered(engine: MemoryEngine, owner: str) -> list[str]:
+    """``owner``'s lines waiting in the extraction buffer."""
+    return [r[0] for r in await engine.db.fetchall("SELECT content FROM extraction_buffer WHERE owner = ? ORDER BY id", (owner,))]
 
 
 async def ids_of(engine: MemoryEngine, owner: str) -> set[int]:

@@ -14,7 +14,7 @@ from memory import ManualClock, MemoryEngine, Provenance, Status
 from memory.backend import Turn
 from memory.filestore import FileMemory
 from tests.disk import on_disk
-from tests.gateway.lineage import Lineage, lineage
+from tests.gateway.lineage import Lineage, buffered, lineage
 
 DB_KEYS = {
     "id", "owner", "tier", "project", "topic", "category", "content", "importance", "source", "status",
@@ -339,6 +339,14 @@ def test_purge_and_a_redacting_edit_leave_no_trace_in_the_files(home: Path) -> N
     assert sorted(m.content for m in db_rows(home)) == ["Alice drinks green tea", "Alice's bank pin is in her password manager"]
 
 
+def _buffered(home: Path, owner: str) -> list[str]:
+    async def read() -> list[str]:
+        async with await MemoryEngine.open(home / "data" / "memory.db") as e:
+            return await buffered(e, owner)
+
+    return asyncio.run(read())
+
+
 def _with_lineage(home: Path) -> Lineage:
     """The memory database with a fact that has a past (tests/gateway/lineage.py)."""
     (home / "data").mkdir(parents=True, exist_ok=True)
@@ -384,9 +392,11 @@ def test_delete_purge_cascade_erases_the_history_and_the_core_memory_built_on_it
         f"erased memory {flat} (older version, archived): Alice's new flat is in Munich",
         f"erased memory {drawn} (Core Memory entry built on it): Lives in Munich",
         f"erased memory {same} (Core Memory entry built on it): Alice lives in Munich since May",
+        "dropped 1 message(s) waiting for extraction that said it",
         f"kept e{f.event} (daily event of the same conversation, 2026-03-01, not erased): Alice told the bot about her move",
     ]
     assert _ids(home, "alice") == set(f.stays)
+    assert _buffered(home, "alice") == ["what's the weather?"] and _buffered(home, "bob") == [f.said]
     assert _ids(home, "bob") == set(f.bobs)  # the same words, another user: untouched
     assert _events(home, "alice") == [f.event]  # named, kept
     logged = json.loads(ok("log", "--user", "alice", "--action", "erase", "--json").stdout)
@@ -405,6 +415,7 @@ def test_delete_purge_erases_one_row_by_default_and_names_what_remains(home: Pat
     rest = ", ".join(str(i) for i in (*f.versions, *f.entries))
     assert f"note: 3 older versions and 2 Core Memory entries built on it remain ({rest}); erase them too" in r.stderr
     assert _ids(home, "alice") == {*f.versions, *f.entries, *f.stays}
+    assert _buffered(home, "alice") == [f.said, "what's the weather?"]  # one row means one row
     # An entry's sources are named when it goes: the tea entry was drawn from the tea fact.
     tea, teas = f.stays
     r = ok("delete", str(teas), "--purge", "--cascade", "-y")

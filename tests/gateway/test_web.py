@@ -24,7 +24,7 @@ from memory import Category, ManualClock, MemoryEngine, NewMemory, Provenance, S
 from memory.changelog import read_log, write_log
 from memory.retrieval import Retriever
 from tests.disk import on_disk
-from tests.gateway.lineage import ids_of, lineage
+from tests.gateway.lineage import buffered, ids_of, lineage
 from tests.fakes.openai_server import FakeOpenAI
 
 TOKEN = "admin-token-0123456789abcdef"
@@ -314,6 +314,10 @@ async def test_api_erase_cascade_lists_what_went_and_what_stays(site: Site) -> N
     assert body["erased_ids"] == sorted([f.home, *f.versions, *f.entries])
     assert [k["ref"] for k in body["kept"]] == [f"e{f.event}"]
     assert await ids_of(site.engine, "alice") == set(f.stays) and await ids_of(site.engine, "bob") == set(f.bobs)
+    # The waiting line that said it goes too, or extraction would write it again; bob's stays.
+    assert body["buffered_lines"] == 1
+    assert await buffered(site.engine, "alice") == ["what's the weather?"]
+    assert await buffered(site.engine, "bob") == [f.said]
     erased = [x.memory_id for x in await read_log(site.engine.db, owner="alice") if x.action == "erase"]
     assert sorted(erased) == body["erased_ids"]  # type: ignore[type-var]
 
