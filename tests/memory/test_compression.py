@@ -277,7 +277,7 @@ async def test_a_fact_restated_by_the_daily_compression_cites_that_event_too(
     then also cites the event of another day that said it again."""
     fact = await engine.add(NewMemory(owner="alice", content="Alice has a cat named Miso", category=Category.IDENTITY,
                                       provenance=Provenance(refs=("buf:1", "buf:2"))))
-    other = await engine.add_event("alice", "2026-02-28", "Alice paid the rent", channel="telegram")
+    await engine.add_event("alice", "2026-02-28", "Alice paid the rent", channel="telegram")  # line 1, not cited
     again = await engine.add_event("alice", "2026-02-28", "Alice said Miso the cat is sick", channel="telegram")
     fake.queue_reply(reply([{"content": "Alice's cat Miso", "same_as": 1, "lines": [2]}]))
     assert (await Compressor(engine, llm).daily()).reinforced == 1
