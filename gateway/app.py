@@ -269,6 +269,10 @@ class App:
             lexical_share=e.lexical_share,
         )
 
+    async def _forget_history(self, owner: str, texts: Sequence[str]) -> int:
+        """The memory page's cascade erase reaches Tier 0 too (opened after the page)."""
+        return await self.sessions.erase_matching(owner, texts) if self.sessions is not None else 0
+
     def _open_memory_page(self, engine: Any) -> None:
         """``/memory`` on the gateway's HTTP server (created for it if no
         channel needs one). Only for the gateway itself, not ``myclaw chat``."""
@@ -278,7 +282,10 @@ class App:
         from .web import mount_memory_page
 
         assert self.backend is not None
-        mount_memory_page(self._http_server(), engine, self.backend.retriever, admin.token.get_secret_value())  # type: ignore[attr-defined]
+        mount_memory_page(
+            self._http_server(), engine, self.backend.retriever, admin.token.get_secret_value(),  # type: ignore[attr-defined]
+            forget_history=self._forget_history,
+        )
         log.info("memory page enabled", path="/memory", host=self.cfg.gateway.host, port=self.cfg.gateway.port)
 
     async def _open_write_path(self, engine: Any) -> None:

@@ -55,6 +55,7 @@ class Erasure:
     entries: list[Memory] = field(default_factory=list)  # Core Memory entries built on a named row or a version
     kept: list[Hit] = field(default_factory=list)  # linked records that stay
     buffered_lines: int = 0  # waiting lines that said it, dropped by erase_planned(buffered=True)
+    history_lines: int = 0  # Tier 0 messages that said it, erased by the caller (gateway.db is not ours)
 
     @property
     def memory_ids(self) -> list[int]:

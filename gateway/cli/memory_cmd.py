@@ -389,6 +389,8 @@ def delete(memory_id: int, user: str | None, purge: bool, cascade: bool, yes: bo
         click.echo(f"erased memory {x.id} (Core Memory entry built on it): {_short(x)}")
     if done.buffered_lines:
         click.echo(f"dropped {done.buffered_lines} message(s) waiting for extraction that said it")
+    if done.history_lines:
+        click.echo(f"erased {done.history_lines} conversation history message(s) that said it")
     # The plan read before the erase: with --cascade the kept links are
     # those of the erase itself (planned again in its transaction).
     for h in (done if cascade else plan).kept:
@@ -482,14 +484,22 @@ async def _archive(path: Path, memory_id: int) -> None:
 
 async def _erase(path: Path, memory_id: int, cascade: bool) -> Erasure:
     """Erase the memory (planned again inside the transaction, so what goes
-    is what is stored now), log every erased row, then purge the file."""
+    is what is stored now), log every erased row, then purge the file. A
+    cascade also erases the conversation history messages that said it
+    (gateway.db; a running gateway notices within a second)."""
+    from gateway.sessions import SessionStore
+
     async with open_engine(path) as engine:
         m = await _get(engine, memory_id, None)
         async with engine.db.transaction() as conn:
             plan = await plan_erasure(conn, m.owner, [m]) if cascade else Erasure(m.owner, [m])
             await erase_planned(engine, conn, plan, job="cli", action="erase", buffered=cascade)
         await engine.purge_erased()
-        return plan
+    history = Paths.from_env().gateway_db()
+    if cascade and history.exists():
+        async with await SessionStore.open(history) as sessions:
+            plan.history_lines = await sessions.erase_matching(plan.owner, plan.texts())
+    return plan
 
 
 # -- export ---------------------------------------------------------------------

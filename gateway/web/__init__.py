@@ -16,7 +16,7 @@ from memory.retrieval import Retriever
 
 from gateway.http import HttpServer
 
-from ._actions import AdminError, MemoryAdmin
+from ._actions import AdminError, ForgetHistory, MemoryAdmin
 from ._auth import AdminAuth
 from ._routes import MemoryWeb
 
@@ -24,9 +24,16 @@ __all__ = ["AdminAuth", "AdminError", "MemoryAdmin", "MemoryWeb", "mount_memory_
 
 
 def mount_memory_page(
-    http: HttpServer, engine: MemoryEngine, retriever: Retriever | None, token: str, *, session_ttl: float = 12 * 3600
+    http: HttpServer,
+    engine: MemoryEngine,
+    retriever: Retriever | None,
+    token: str,
+    *,
+    session_ttl: float = 12 * 3600,
+    forget_history: ForgetHistory | None = None,
 ) -> MemoryWeb:
-    """Register the page's routes on ``http`` (before or after it starts)."""
-    web = MemoryWeb(MemoryAdmin(engine, retriever), AdminAuth(token, session_ttl=session_ttl))
+    """Register the page's routes on ``http`` (before or after it starts).
+    ``forget_history``: as :class:`MemoryAdmin`'s."""
+    web = MemoryWeb(MemoryAdmin(engine, retriever, forget_history=forget_history), AdminAuth(token, session_ttl=session_ttl))
     web.mount(http)
     return web

@@ -11,7 +11,9 @@ cannot drift apart. The semantics follow ``myclaw memory`` (the CLI):
   Memory entries built on it, as ``memory_forget`` does
   (:mod:`memory.forgetting`, one implementation for the tool, this page
   and the CLI); single-row stays the default, so an API client or a
-  click never erases more than it names;
+  click never erases more than it names; a cascade also drops the lines
+  waiting for extraction and (``forget_history``) the conversation history
+  messages that said it;
 * an action on a memory given together with a user only proceeds when the
   memory is that user's (a stale page cannot change someone else's fact);
 * an edit and its status change happen in one transaction.
@@ -23,7 +25,7 @@ who changed what even after an erase.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,6 +39,7 @@ from memory.types import GLOBAL_OWNER, Hit, Memory
 __all__ = [
     "EDITABLE",
     "AdminError",
+    "ForgetHistory",
     "Invalid",
     "MemoryAdmin",
     "NotFound",
@@ -125,10 +128,18 @@ def parse_changes(raw: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+ForgetHistory = Callable[[str, Sequence[str]], Awaitable[int]]
+"""``(owner, texts) -> how many``: erase the owner's Tier 0 messages that
+repeat ``texts`` (the gateway's ``SessionStore.erase_matching``)."""
+
+
 class MemoryAdmin:
-    def __init__(self, engine: MemoryEngine, retriever: Retriever | None = None) -> None:
+    def __init__(
+        self, engine: MemoryEngine, retriever: Retriever | None = None, *, forget_history: ForgetHistory | None = None
+    ) -> None:
         self.engine = engine
         self.retriever = retriever or Retriever(engine)
+        self.forget_history = forget_history
 
     # -- reading -----------------------------------------------------------------
 
@@ -325,6 +336,9 @@ class MemoryAdmin:
         except MemoryNotFound as exc:
             raise NotFound(str(exc)) from None
         await self.engine.purge_erased()
+        if cascade and self.forget_history is not None:
+            # The next prompt's history would still show it.
+            plan.history_lines = await self.forget_history(plan.owner, plan.texts())
         return plan
 
     async def archive_all(self, owner: str) -> int:

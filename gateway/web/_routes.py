@@ -482,6 +482,7 @@ class MemoryWeb:
             "entries": [memory_dict(x) for x in plan.entries],
             "erased_ids": plan.memory_ids,
             "buffered_lines": plan.buffered_lines,
+            "history_lines": plan.history_lines,
             "kept": [{"ref": h.ref, "kind": h.kind, "id": h.id, "date": h.date, "content": h.content} for h in plan.kept],
         }
 

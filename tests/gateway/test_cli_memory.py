@@ -10,6 +10,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 from gateway.cli import main
+from gateway.sessions import SessionStore
 from memory import ManualClock, MemoryEngine, Provenance, Status
 from memory.backend import Turn
 from memory.filestore import FileMemory
@@ -283,7 +284,6 @@ def test_config_errors_exit_2_without_traceback(home: Path) -> None:
 
 def test_forget_erases_a_user_everywhere_and_only_them(home: Path) -> None:
     from gateway.cron import CronStore
-    from gateway.sessions import SessionStore
 
     ok("add", "Alice's locker code is 4921", "--user", "alice")
     ok("add", "Bob likes tea", "--user", "bob")
@@ -372,6 +372,14 @@ def _events(home: Path, owner: str) -> list[int]:
 
 def test_delete_purge_cascade_erases_the_history_and_the_core_memory_built_on_it(home: Path) -> None:
     f = _with_lineage(home)
+
+    async def talk(lines: list[tuple[str, str]] | None = None) -> list[tuple[str, str]]:
+        async with await SessionStore.open(home / "data" / "gateway.db") as s:
+            for owner, text in lines or []:
+                await s.append(f"telegram:{owner}", channel="telegram", chat_id=owner, role="user", content=text, owner=owner)
+            return [(r[0], r[1]) for r in await s.db.fetchall("SELECT owner, content FROM session_messages ORDER BY id")]
+
+    asyncio.run(talk([("alice", f.said), ("alice", "thanks!"), ("bob", f.said)]))
     everything = {f.home, *f.versions, *f.entries, *f.stays}
     r = cli("delete", str(f.home), "--cascade", "--yes")
     assert r.exit_code == 2 and "--cascade erases for good: give --purge too" in r.output
@@ -393,10 +401,12 @@ def test_delete_purge_cascade_erases_the_history_and_the_core_memory_built_on_it
         f"erased memory {drawn} (Core Memory entry built on it): Lives in Munich",
         f"erased memory {same} (Core Memory entry built on it): Alice lives in Munich since May",
         "dropped 1 message(s) waiting for extraction that said it",
+        "erased 1 conversation history message(s) that said it",
         f"kept e{f.event} (daily event of the same conversation, 2026-03-01, not erased): Alice told the bot about her move",
     ]
     assert _ids(home, "alice") == set(f.stays)
     assert _buffered(home, "alice") == ["what's the weather?"] and _buffered(home, "bob") == [f.said]
+    assert asyncio.run(talk()) == [("alice", "thanks!"), ("bob", f.said)]
     assert _ids(home, "bob") == set(f.bobs)  # the same words, another user: untouched
     assert _events(home, "alice") == [f.event]  # named, kept
     logged = json.loads(ok("log", "--user", "alice", "--action", "erase", "--json").stdout)

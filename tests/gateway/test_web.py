@@ -574,6 +574,29 @@ async def test_the_app_serves_the_page_when_only_admin_needs_http(tmp_path: Path
         await app.close()
 
 
+async def test_a_cascade_erase_on_the_gateways_page_reaches_the_conversation_history(
+    tmp_path: Path, clock: ManualClock, fake_llm: FakeOpenAI
+) -> None:
+    cfg, paths = _app_config(tmp_path, fake_llm)
+    app = App(cfg, paths, clock=clock, channel_specs=[QUIET])
+    try:
+        await app.open()
+        await app.start()
+        assert app.backend is not None and app.sessions is not None and app.http is not None
+        f = await lineage(app.backend.engine)  # type: ignore[attr-defined]
+        for owner, role, text in [("alice", "user", f.said), ("alice", "assistant", "Noted."),
+                                  ("bob", "user", f.said)]:
+            await app.sessions.append(f"quiet:{owner}", channel="quiet", chat_id=owner, role=role, content=text, owner=owner)
+        async with httpx.AsyncClient(base_url=app.http.url, timeout=10, headers=BEARER) as c:
+            r = await c.post("/memory/api/erase", json={"id": f.home, "user": "alice", "cascade": True})
+        assert r.status_code == 200 and r.json()["history_lines"] == 1 and r.json()["buffered_lines"] == 1
+        # The next prompt's history no longer shows it; bob's own line, the same words, stays.
+        assert [m.content for m in await app.sessions.window("quiet:alice")] == ["Noted."]
+        assert [m.content for m in await app.sessions.window("quiet:bob")] == [f.said]
+    finally:
+        await app.close()
+
+
 @pytest.mark.parametrize("case", ["admin off", "memory off", "myclaw chat"])
 async def test_no_page_without_admin_and_memory(tmp_path: Path, clock: ManualClock, fake_llm: FakeOpenAI, case: str) -> None:
     extra: dict[str, Any] = {}
