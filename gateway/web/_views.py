@@ -552,7 +552,11 @@ def erase_confirm_page(ctx: PageContext, m: Memory, plan: Erasure) -> str:
             "(in every system prompt):</p>" + _linked_memories(plan.entries)
         )
     if built:
-        built = f"<h3>Built on it, erased only with its history</h3>{built}"
+        built = (
+            f"<h3>Built on it, erased only with its history</h3>{built}"
+            '<p class="muted">With its history also go the messages that said it, still waiting for extraction '
+            "or in the recent conversation, so the bot does not learn it again.</p>"
+        )
     else:
         built = '<p class="muted">No older version of it and no Core Memory entry built on it.</p>'
     kept = ""
