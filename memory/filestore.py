@@ -180,7 +180,12 @@ class _Entry:
 def _read(path: Path) -> str:
     try:
         # The operator edits these files by hand: a bad byte must not hide the rest.
-        return path.read_text(encoding="utf-8", errors="replace")
+        text = path.read_text(encoding="utf-8", errors="replace")
+        if "\x00" in text:
+            # Opened just before a forget replaced the file and zeroed the
+            # old one (_rewrite_erasing): the new file is in place now.
+            text = path.read_text(encoding="utf-8", errors="replace")
+        return text
     except FileNotFoundError:
         return ""
 
