@@ -19,6 +19,16 @@ page, exports) stay on :meth:`Database.fetchall`, in a thread.
 Schemas are ordered lists of migrations, applied inside a transaction each
 and recorded in ``PRAGMA user_version``. A shipped migration is never edited;
 changes are appended.
+
+A table written on every message but never read by the reply path can live
+in a second file (:class:`Attachment`) that the writer and the threaded
+reader attach and the inline reader does not: a commit to a WAL database
+makes every other connection drop its whole page cache, so with the
+extraction buffer in memory.db each buffered message cost the next
+retrieval ~0.5 ms of re-reading pages (docs/BENCHMARKS.md, session 10).
+A transaction over both files is atomic per file only (SQLite commits
+``main`` first); callers that need more record it in ``main``
+(memory/buffer.py).
 """
 
 from __future__ import annotations
@@ -26,14 +36,15 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import aiosqlite
 
-__all__ = ["Database", "InlineReader", "Migration", "SchemaTooNew", "run_script"]
+__all__ = ["Attachment", "Database", "InlineReader", "Migration", "SchemaTooNew", "run_script"]
 
 Migration = Callable[[aiosqlite.Connection], Awaitable[None]]
 
@@ -57,6 +68,19 @@ async def run_script(conn: aiosqlite.Connection, script: str) -> None:
 
 class SchemaTooNew(Exception):
     """The file was written by a newer myclaw; refuse rather than corrupt it."""
+
+
+@dataclass(frozen=True)
+class Attachment:
+    """A second file opened beside the main one under ``schema`` by the
+    writer and the threaded reader (not the inline reader), with its own
+    migrations (their SQL names ``schema.`` explicitly) and its own
+    ``PRAGMA schema.user_version``. Unqualified names a table of ``main``
+    does not hold resolve into it, so the SQL that uses its tables stays."""
+
+    schema: str
+    path: Path
+    migrations: Sequence[Migration]
 
 
 CACHE_KIB = 16_000
@@ -129,6 +153,7 @@ class Database:
         self._checked_at = float("-inf")
         self._cache_kib = cache_kib  # the writer's and threaded reader's, outside larger_cache()
         self._larger = 0  # larger_cache() blocks open
+        self._attached: str | None = None  # the schema of an Attachment
 
     @classmethod
     async def open(
@@ -139,25 +164,39 @@ class Database:
         busy_ms: int = 5000,
         inline_cache_kib: int = CACHE_KIB,
         cache_kib: int = SMALL_CACHE_KIB,
+        attach: Attachment | None = None,
+        before: Mapping[int, Migration] | None = None,
     ) -> Database:
         """``inline_cache_kib``: the inline reader's page cache;
-        ``cache_kib``: the writer's and the threaded reader's."""
+        ``cache_kib``: the writer's and the threaded reader's; ``attach``:
+        a second file (migrated first); ``before``: steps run, each in its
+        own transaction, before ``main``'s migration of that version (data
+        moved into the attached file must be committed there before
+        ``main`` lets go of it)."""
         path = Path(path)
         if str(path) != ":memory:":
             path.parent.mkdir(parents=True, exist_ok=True)
         writer = await aiosqlite.connect(str(path), isolation_level=None)
+        reader: aiosqlite.Connection | None = None
         try:
             writer.row_factory = sqlite3.Row
             await writer.execute("PRAGMA journal_mode = WAL")
             await _configure(writer, busy_ms=busy_ms, cache_kib=cache_kib)
-            await _migrate(writer, migrations)
+            if attach is not None:
+                await _attach(writer, attach, cache_kib=cache_kib, wal=True)
+                await _migrate(writer, attach.migrations, schema=attach.schema)
+            await _migrate(writer, migrations, before=before or {})
             reader = await aiosqlite.connect(str(path), isolation_level=None)
+            reader.row_factory = sqlite3.Row
+            await _configure(reader, busy_ms=busy_ms, cache_kib=cache_kib)
+            if attach is not None:
+                await _attach(reader, attach, cache_kib=cache_kib, wal=False)
+            await reader.execute("PRAGMA query_only = ON")
         except BaseException:
+            if reader is not None:
+                await reader.close()
             await writer.close()
             raise
-        reader.row_factory = sqlite3.Row
-        await _configure(reader, busy_ms=busy_ms, cache_kib=cache_kib)
-        await reader.execute("PRAGMA query_only = ON")
         inline = None
         if str(path) != ":memory:":  # a second :memory: connection would be another database
             inline = sqlite3.connect(str(path), isolation_level=None)
@@ -169,7 +208,9 @@ class Database:
                 "PRAGMA query_only = ON",
             ):
                 inline.execute(pragma)
-        return cls(path, writer, reader, inline, cache_kib)
+        db = cls(path, writer, reader, inline, cache_kib)
+        db._attached = attach.schema if attach is not None else None
+        return db
 
     async def close(self) -> None:
         """Close both connections; safe to call twice."""
@@ -221,7 +262,9 @@ class Database:
             raise RuntimeError("database is closed")
         async with self._lock:
             await self._writer.execute("VACUUM")
-            await self._writer.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            if self._attached is not None:
+                await self._writer.execute(f"VACUUM {self._attached}")
+            await self._writer.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # every attached file's too
 
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[aiosqlite.Connection]:
@@ -325,18 +368,41 @@ class Database:
         return InlineReader(self._inline) if self._inline is not None else self._reader
 
 
-async def _migrate(conn: aiosqlite.Connection, migrations: Sequence[Migration]) -> None:
-    async with conn.execute("PRAGMA user_version") as cur:
+async def _attach(conn: aiosqlite.Connection, att: Attachment, *, cache_kib: int, wal: bool) -> None:
+    side = str(att.path)
+    if side != ":memory:":
+        Path(side).parent.mkdir(parents=True, exist_ok=True)
+    await conn.execute(f"ATTACH DATABASE ? AS {att.schema}", (side,))
+    if wal:  # persistent in the file; set once, by the writer
+        await conn.execute(f"PRAGMA {att.schema}.journal_mode = WAL")
+    await conn.execute(f"PRAGMA {att.schema}.synchronous = NORMAL")
+    await conn.execute(f"PRAGMA {att.schema}.cache_size = -{int(cache_kib)}")
+    await conn.execute(f"PRAGMA {att.schema}.secure_delete = ON")  # as main's: erased words zeroed
+
+
+async def _migrate(
+    conn: aiosqlite.Connection,
+    migrations: Sequence[Migration],
+    *,
+    schema: str = "main",
+    before: Mapping[int, Migration] | None = None,
+) -> None:
+    async with conn.execute(f"PRAGMA {schema}.user_version") as cur:
         row = await cur.fetchone()
     current = int(row[0]) if row else 0
     if current > len(migrations):
-        raise SchemaTooNew(f"database schema version {current} is newer than this myclaw ({len(migrations)})")
+        raise SchemaTooNew(
+            f"database schema version {current} ({schema}) is newer than this myclaw ({len(migrations)})"
+        )
     for version, step in enumerate(migrations[current:], start=current + 1):
-        await conn.execute("BEGIN IMMEDIATE")
-        try:
-            await step(conn)
-            await conn.execute(f"PRAGMA user_version = {version}")
-        except BaseException:
-            await conn.execute("ROLLBACK")
-            raise
-        await conn.execute("COMMIT")
+        steps = [(before[version], False)] if before and version in before else []
+        for run, last in [*steps, (step, True)]:
+            await conn.execute("BEGIN IMMEDIATE")
+            try:
+                await run(conn)
+                if last:
+                    await conn.execute(f"PRAGMA {schema}.user_version = {version}")
+            except BaseException:
+                await conn.execute("ROLLBACK")
+                raise
+            await conn.execute("COMMIT")

@@ -28,8 +28,9 @@ import aiosqlite
 import structlog
 
 from .clock import Clock, SystemClock, format_ts
+from .buffer import drop_owner_lines, reconcile
 from .db import Database
-from .schema import MIGRATIONS
+from .schema import open_memory_db
 from .tokenize import TOKENIZER_VERSION, index_text, normalize
 from .types import (
     GLOBAL_OWNER,
@@ -221,10 +222,13 @@ class MemoryEngine:
 
     @classmethod
     async def open(cls, path: Path | str, clock: Clock | None = None) -> MemoryEngine:
-        db = await Database.open(path, MIGRATIONS)
+        db = await open_memory_db(path)
         engine = cls(db, clock)
         try:
             await engine._check_tokenizer()
+            left = await reconcile(db)
+            if left:
+                log.warning("buffered lines left by a crash after they were extracted or erased: deleted", lines=left)
         except BaseException:
             await db.close()
             raise
@@ -511,14 +515,10 @@ class MemoryEngine:
                 rows = list(await cur.fetchall())
             await _drop_cached_vectors(conn, [r[1] for r in rows])
             self._erased.update(r[0] for r in rows)
-            for table, key in (
-                ("memories", "memories"),
-                ("daily_events", "events"),
-                ("extraction_buffer", "buffered"),
-                ("memory_log", "log"),
-            ):
+            for table, key in (("memories", "memories"), ("daily_events", "events"), ("memory_log", "log")):
                 cur = await conn.execute(f"DELETE FROM {table} WHERE owner = ?", (owner,))
                 counts[key] = cur.rowcount
+            counts["buffered"] = await drop_owner_lines(conn, owner)
         self._projects.pop(owner, None)
         await self.purge_erased()
         log.info("owner forgotten", owner=owner, **counts)

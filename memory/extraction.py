@@ -35,6 +35,7 @@ from zoneinfo import ZoneInfo
 
 import structlog
 
+from .buffer import NOT_GONE, drop_lines
 from .changelog import write_log
 from .clock import format_ts, parse_ts
 from .consolidate import Consolidator
@@ -269,9 +270,9 @@ class ExtractionService:
 
     async def _next_batch(self, owner: str, *, force: bool) -> list[_Row]:
         raw = await self.engine.db.fetchall(
-            """SELECT id, channel, chat_id, message_id, role, content, token_count, created_at,
+            f"""SELECT id, channel, chat_id, message_id, role, content, token_count, created_at,
                       attempts, next_attempt_at
-               FROM extraction_buffer WHERE owner = ? ORDER BY id LIMIT 2000""",
+               FROM extraction_buffer WHERE owner = ? AND {NOT_GONE} ORDER BY id LIMIT 2000""",
             (owner,),
         )
         rows = [_Row(**dict(r)) for r in raw]
@@ -328,7 +329,9 @@ class ExtractionService:
             summary = extraction.summary or _fallback_summary(rows)
             marks = ",".join("?" * len(ids))
             async with self.engine.db.transaction() as conn:
-                async with conn.execute(f"SELECT COUNT(*) FROM extraction_buffer WHERE id IN ({marks})", ids) as cur:
+                async with conn.execute(
+                    f"SELECT COUNT(*) FROM extraction_buffer WHERE id IN ({marks}) AND {NOT_GONE}", ids
+                ) as cur:
                     still = (await cur.fetchone())[0]
                 if still != len(ids):
                     raise _AlreadyFlushed()
@@ -348,7 +351,7 @@ class ExtractionService:
                     conn=conn,
                 )
                 await self._step("event", owner)
-                await conn.execute(f"DELETE FROM extraction_buffer WHERE id IN ({marks})", ids)
+                await drop_lines(conn, ids)
                 await self._step("delete", owner)
         except _AlreadyFlushed:
             report.skipped = "rows already flushed by another worker"

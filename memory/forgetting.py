@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 import aiosqlite
 
+from .buffer import NOT_GONE, drop_lines
 from .changelog import write_log
 from .engine import MemoryEngine, row_to_memory
 from .types import Event, Hit, Memory, Provenance
@@ -129,10 +130,10 @@ async def drop_buffered(conn: aiosqlite.Connection, owner: str, texts: Sequence[
     ``texts``; returns how many went."""
     if not texts:
         return 0
-    async with conn.execute("SELECT id, content FROM extraction_buffer WHERE owner = ?", (owner,)) as cur:
-        drop = [(r[0],) for r in await cur.fetchall() if repeats_forgotten(r[1], texts)]
-    if drop:
-        await conn.executemany("DELETE FROM extraction_buffer WHERE id = ?", drop)
+    sql = f"SELECT id, content FROM extraction_buffer WHERE owner = ? AND {NOT_GONE}"
+    async with conn.execute(sql, (owner,)) as cur:
+        drop = [r[0] for r in await cur.fetchall() if repeats_forgotten(r[1], texts)]
+    await drop_lines(conn, drop)  # recorded gone in memory.db with the erasure (memory/buffer.py)
     return len(drop)
 
 

@@ -13,15 +13,21 @@ Departures from seed 3.2, on purpose:
   cannot find a two-character Chinese word inside a sentence. Only active
   rows are indexed; the ``owner`` column holds a one-token key so a MATCH can
   be scoped to one user inside the index.
+* The extraction buffer lives in a file of its own, ``memory.buffer.db``
+  (schema ``buffer``, :data:`BUFFER_MIGRATIONS`; why: memory/db.py, how
+  its deletes stay atomic with memory.db: memory/buffer.py). Open both
+  with :func:`open_memory_db`.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import aiosqlite
 
-from .db import Migration, run_script
+from .db import Attachment, Database, Migration, run_script
 
-__all__ = ["MIGRATIONS"]
+__all__ = ["BUFFER_MIGRATIONS", "BUFFER_SCHEMA", "MIGRATIONS", "buffer_path", "open_memory_db"]
 
 CATEGORIES = "'identity','config','credential','decision','solution','event','conversation','temp','debug'"
 
@@ -181,9 +187,99 @@ async def _v4_embeddings(conn: aiosqlite.Connection) -> None:
     )
 
 
+async def _v5_buffer_own_file(conn: aiosqlite.Connection) -> None:
+    # The buffer's rows were copied into memory.buffer.db and committed
+    # there by _adopt_buffer, in the transaction before this one.
+    # buffer_gone: memory/buffer.py.
+    await run_script(
+        conn,
+        """
+        CREATE TABLE buffer_gone (id INTEGER PRIMARY KEY);
+        DROP TABLE main.extraction_buffer;
+        """,
+    )
+
+
 MIGRATIONS: list[Migration] = [
     _v1_core,
     _v2_memories_by_owner_date,
     _v3_memory_source_text,
     _v4_embeddings,
+    _v5_buffer_own_file,
 ]
+
+BUFFER_SCHEMA = "buffer"
+_BUFFER_COLUMNS = (
+    "id, owner, channel, chat_id, sender_id, message_id, role, content, token_count, created_at, "
+    "attempts, next_attempt_at, last_error"
+)
+
+
+async def _buffer_v1(conn: aiosqlite.Connection) -> None:
+    # The shape of memory.db's extraction_buffer as of _v1_core (it never changed).
+    await run_script(
+        conn,
+        """
+        CREATE TABLE buffer.extraction_buffer (
+            id              INTEGER PRIMARY KEY AUTOINCREMENT,
+            owner           TEXT    NOT NULL,
+            channel         TEXT    NOT NULL,
+            chat_id         TEXT    NOT NULL DEFAULT '',
+            sender_id       TEXT    NOT NULL DEFAULT '',
+            message_id      TEXT    NOT NULL DEFAULT '',
+            role            TEXT    NOT NULL CHECK (role IN ('user', 'assistant')),
+            content         TEXT    NOT NULL,
+            token_count     INTEGER NOT NULL DEFAULT 0,
+            created_at      TEXT    NOT NULL,
+            attempts        INTEGER NOT NULL DEFAULT 0,
+            next_attempt_at TEXT,
+            last_error      TEXT
+        );
+        CREATE INDEX buffer.idx_buffer_owner ON extraction_buffer(owner, id);
+        CREATE INDEX buffer.idx_buffer_created ON extraction_buffer(created_at);
+        -- A message is buffered once even if the gateway retries the write.
+        CREATE UNIQUE INDEX buffer.idx_buffer_message ON extraction_buffer(owner, channel, chat_id, message_id, role)
+            WHERE message_id != '';
+        """,
+    )
+
+
+BUFFER_MIGRATIONS: list[Migration] = [_buffer_v1]
+
+
+async def _adopt_buffer(conn: aiosqlite.Connection) -> None:
+    """Before _v5: copy memory.db's buffered lines into the buffer file,
+    ids kept (facts cite them as ``buf:<id>``) and the id sequence carried
+    on, so a new line never takes an id an old fact cites. Idempotent: a
+    crash before _v5 commits copies again over the same rows."""
+    await conn.execute(
+        f"INSERT OR IGNORE INTO buffer.extraction_buffer ({_BUFFER_COLUMNS}) "
+        f"SELECT {_BUFFER_COLUMNS} FROM main.extraction_buffer"
+    )
+    async with conn.execute("SELECT seq FROM main.sqlite_sequence WHERE name = 'extraction_buffer'") as cur:
+        row = await cur.fetchone()
+    if row is not None:
+        await conn.execute("DELETE FROM buffer.sqlite_sequence WHERE name = 'extraction_buffer' AND seq < ?", (row[0],))
+        await conn.execute(
+            "INSERT INTO buffer.sqlite_sequence (name, seq) SELECT 'extraction_buffer', ? WHERE NOT EXISTS "
+            "(SELECT 1 FROM buffer.sqlite_sequence WHERE name = 'extraction_buffer')",
+            (row[0],),
+        )
+
+
+def buffer_path(path: Path | str) -> Path:
+    """``memory.db`` -> ``memory.buffer.db``, beside it."""
+    p = Path(path)
+    if str(p) == ":memory:":
+        return p
+    return p.with_name(f"{p.stem}.buffer{p.suffix}")
+
+
+async def open_memory_db(path: Path | str) -> Database:
+    """memory.db with its buffer file attached, both migrated."""
+    return await Database.open(
+        path,
+        MIGRATIONS,
+        attach=Attachment(BUFFER_SCHEMA, buffer_path(path), BUFFER_MIGRATIONS),
+        before={5: _adopt_buffer},
+    )

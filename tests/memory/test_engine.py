@@ -20,9 +20,16 @@ async def test_schema_version_and_tables(engine: MemoryEngine) -> None:
     row = await engine.db.fetchone("PRAGMA user_version")
     assert row[0] == len(MIGRATIONS)
     names = {r[0] for r in await engine.db.fetchall("SELECT name FROM sqlite_master")}
-    assert {"memories", "memories_fts", "daily_events", "events_fts", "extraction_buffer", "job_leases", "memory_log"} <= names
-    mode = await engine.db.fetchone("PRAGMA journal_mode")
-    assert mode[0] == "wal"
+    tables = {"memories", "memories_fts", "daily_events", "events_fts", "buffer_gone", "job_leases", "memory_log"}
+    assert tables <= names
+    # The extraction buffer is a file of its own (memory/db.py says why).
+    assert "extraction_buffer" not in names
+    side = {r[0] for r in await engine.db.fetchall("SELECT name FROM buffer.sqlite_master")}
+    assert {"extraction_buffer", "idx_buffer_owner", "idx_buffer_message"} <= side
+    assert (engine.db.path.parent / "memory.buffer.db").is_file()
+    for schema in ("main", "buffer"):
+        mode = await engine.db.fetchone(f"PRAGMA {schema}.journal_mode")
+        assert mode[0] == "wal"
 
 
 async def test_add_keeps_provenance_and_times(engine: MemoryEngine, clock: ManualClock) -> None:
