@@ -24,7 +24,7 @@ import aiosqlite
 
 from .db import Database
 
-__all__ = ["NOT_GONE", "drop_lines", "drop_owner_lines", "reconcile"]
+__all__ = ["NOT_GONE", "continue_ids", "drop_lines", "drop_owner_lines", "reconcile"]
 
 NOT_GONE = "id NOT IN (SELECT id FROM buffer_gone)"
 """SQL condition on ``extraction_buffer``: the line was not deleted by a
@@ -68,3 +68,36 @@ async def reconcile(db: Database) -> int:
     async with db.transaction() as conn:
         await conn.execute(_CLEAR)
     return left
+
+
+_CITED = """SELECT MAX(n) FROM (
+    SELECT CAST(substr(j.value, 5) AS INTEGER) AS n FROM memories t, json_each(t.provenance, '$.refs') j
+     WHERE json_valid(t.provenance) AND j.value LIKE 'buf:%'
+    UNION ALL
+    SELECT CAST(substr(j.value, 5) AS INTEGER) FROM daily_events t, json_each(t.provenance, '$.refs') j
+     WHERE json_valid(t.provenance) AND j.value LIKE 'buf:%'
+    UNION ALL
+    SELECT MAX(id) FROM buffer_gone)"""
+
+
+async def continue_ids(db: Database) -> int:
+    """A buffer file that starts over (deleted, or memory.db restored from
+    a backup without it) would hand out ids that stored facts and events
+    cite as ``buf:<id>``, tying a new batch to an old one (what forgetting
+    follows). With no id sequence in the file, start it after the highest
+    id cited; returns that id (0: nothing cited, as in a new install). A
+    full read of the provenance, only when the sequence is missing."""
+    if await db.fetchone("SELECT 1 FROM buffer.sqlite_sequence WHERE name = 'extraction_buffer'") is not None:
+        return 0
+    row = await db.fetchone(_CITED)
+    top = int(row[0]) if row is not None and row[0] is not None else 0
+    if top <= 0:
+        return 0
+    async with db.transaction() as conn:
+        await conn.execute(
+            "INSERT INTO buffer.sqlite_sequence (name, seq) SELECT 'extraction_buffer', "
+            "MAX(?, IFNULL((SELECT MAX(id) FROM buffer.extraction_buffer), 0)) "
+            "WHERE NOT EXISTS (SELECT 1 FROM buffer.sqlite_sequence WHERE name = 'extraction_buffer')",
+            (top,),
+        )
+    return top

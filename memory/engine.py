@@ -28,7 +28,7 @@ import aiosqlite
 import structlog
 
 from .clock import Clock, SystemClock, format_ts
-from .buffer import drop_owner_lines, reconcile
+from .buffer import continue_ids, drop_owner_lines, reconcile
 from .db import Database
 from .schema import open_memory_db
 from .tokenize import TOKENIZER_VERSION, index_text, normalize
@@ -229,6 +229,9 @@ class MemoryEngine:
             left = await reconcile(db)
             if left:
                 log.warning("buffered lines left by a crash after they were extracted or erased: deleted", lines=left)
+            if after := await continue_ids(db):
+                log.warning("the extraction buffer's file started over; its ids continue after the cited ones",
+                            after=after)
         except BaseException:
             await db.close()
             raise

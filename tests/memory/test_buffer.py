@@ -180,3 +180,33 @@ async def test_forgetting_a_user_records_the_lines_gone_with_the_rest(engine: Me
     gone = {r[0] for r in await engine.db.fetchall("SELECT id FROM buffer_gone")}
     assert set(alice) <= gone
     assert [r[0] for r in await engine.db.fetchall("SELECT owner FROM extraction_buffer")] == ["bob", "bob"]
+
+
+async def test_a_buffer_file_that_starts_over_never_reuses_a_cited_id(
+    tmp_path: Path, clock: ManualClock, fake: FakeOpenAI, llm: MemoryLLM
+) -> None:
+    folder = tmp_path / "data"
+    path = folder / "memory.db"
+    engine = await MemoryEngine.open(path, clock)
+    await SqliteMemory(engine).buffer(turns("alice", ("I live in Hangzhou", "nice"), ("I drink oolong", "ok")))
+    fake.responder = lambda body: Reply(reply([{"content": "Alice lives in Hangzhou"}], "tea talk"))
+    [rep] = await ExtractionService(engine, llm).flush_now("alice")
+    assert rep.ok
+    [fact] = await engine.list_memories("alice")
+    assert fact.provenance.refs == ("buf:1", "buf:2", "buf:3", "buf:4")
+    await engine.close()
+
+    for f in folder.glob("memory.buffer.db*"):  # memory.db restored from a backup without it
+        f.unlink()
+    engine = await MemoryEngine.open(path, clock)
+    try:
+        await SqliteMemory(engine).buffer(turns("alice", ("new", "ok"), start=5))
+        assert [i for i, _ in await lines(engine)] == [5, 6]
+    finally:
+        await engine.close()
+    engine = await MemoryEngine.open(path, clock)  # the sequence is the file's own from now on: no scan
+    try:
+        await SqliteMemory(engine).buffer(turns("alice", ("newer", "ok"), start=7))
+        assert [i for i, _ in await lines(engine)] == [5, 6, 7, 8]
+    finally:
+        await engine.close()
