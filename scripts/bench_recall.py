@@ -149,6 +149,7 @@ from memory.embedding import CachedEmbedder, HttpEmbedder  # noqa: E402
 from memory.hybrid import HybridRetriever  # noqa: E402
 from memory.prefilter import should_retrieve  # noqa: E402
 from memory.retrieval import Retriever  # noqa: E402
+from memory.schema import buffer_path  # noqa: E402
 from memory.vectorize import Vectorizer  # noqa: E402
 from memory.vectors import VectorIndex  # noqa: E402
 
@@ -555,8 +556,9 @@ class HybridOptions:
 async def run_corpus(corpus: Corpus, db_dir: Path, result: Result, hybrid: HybridOptions | None = None) -> None:
     clock = ManualClock()
     path = db_dir / f"{corpus.name}.db"
-    for stale in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
-        stale.unlink(missing_ok=True)  # a kept --db-dir from an earlier run
+    for db in (path, buffer_path(path)):
+        for stale in (db, db.with_name(db.name + "-wal"), db.with_name(db.name + "-shm")):
+            stale.unlink(missing_ok=True)  # a kept --db-dir from an earlier run
     engine = await MemoryEngine.open(path, clock)
     try:
         await engine.add_many(corpus.memories)
