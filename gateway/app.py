@@ -207,7 +207,7 @@ class App:
         # still ask the bot to remember, look up or forget something.
         tools = memory_tools(
             self.backend, max_chars=r.max_chars, token_budget=r.token_budget,
-            forget_history=self.sessions.erase_matching,
+            forget_history=self._forget_history,
         )
         self.agent = Agent(self.llm, max_tokens=cfg.agent.max_tokens, temperature=cfg.agent.temperature, tools=tools)
         prompts = PromptBuilder(
@@ -270,8 +270,17 @@ class App:
         )
 
     async def _forget_history(self, owner: str, texts: Sequence[str]) -> int:
-        """The memory page's cascade erase reaches Tier 0 too (opened after the page)."""
-        return await self.sessions.erase_matching(owner, texts) if self.sessions is not None else 0
+        """Tier 0 lines that said an erased fact go (``memory_forget``, the
+        memory page's cascade erase; the page is opened before the session
+        store), and so do their bytes: while the gateway runs, gateway.db's
+        WAL and main file keep the deleted rows' old pages (secure_delete
+        only zeroes the new ones) until the file is rewritten."""
+        if self.sessions is None:
+            return 0
+        gone = await self.sessions.erase_matching(owner, texts)
+        if gone:
+            await self.sessions.db.compact()
+        return gone
 
     def _open_memory_page(self, engine: Any) -> None:
         """``/memory`` on the gateway's HTTP server (created for it if no

@@ -452,6 +452,8 @@ async def _forget(cfg: Config, path: Path, owner: str) -> dict[str, int]:
     if paths.gateway_db().exists():
         async with await SessionStore.open(paths.gateway_db()) as sessions:
             counts["history messages"] = await sessions.forget_owner(owner)
+            if counts["history messages"]:
+                await sessions.db.compact()  # a running gateway keeps the WAL, and their words in it
     cron_db = paths.data_dir / "cron.db"
     if cron_db.exists():
         store = await CronStore.open(cron_db, SystemClock(), cfg.gateway.timezone)
@@ -499,6 +501,8 @@ async def _erase(path: Path, memory_id: int, cascade: bool) -> Erasure:
     if cascade and history.exists():
         async with await SessionStore.open(history) as sessions:
             plan.history_lines = await sessions.erase_matching(plan.owner, plan.texts())
+            if plan.history_lines:
+                await sessions.db.compact()  # a running gateway keeps the WAL, and the words in it
     return plan
 
 

@@ -19,6 +19,7 @@ from gateway.config import ConfigError, Paths, load_config
 from gateway.logging import configure_logging
 from memory import ManualClock, Provenance
 from tests.fakes.openai_server import FakeOpenAI, Reply
+from tests.disk import on_disk
 from tests.fakes.telegram_server import FakeTelegram
 
 REPO = Path(__file__).resolve().parents[2]
@@ -232,6 +233,29 @@ async def test_memory_disabled_uses_the_file_store(tmp_path: Path, clock: Manual
         assert "oat milk" not in fake_llm.requests[-1]["messages"][0]["content"]
         memory_md = app.backend.user_dir(user) / "MEMORY.md"  # type: ignore[attr-defined]
         assert "oat milk" not in memory_md.read_text(encoding="utf-8")
+    finally:
+        await app.close()
+
+
+async def test_memory_forget_leaves_no_trace_in_the_files_of_the_running_gateway(
+    tmp_path: Path, clock: ManualClock, fake_llm: FakeOpenAI
+) -> None:
+    cfg, paths = _config(tmp_path, fake_llm)
+    app = App(cfg, paths, clock=clock, channel_specs=[ECHO])
+    try:
+        await app.open()
+        await app.start()
+        echo = app.channels["echo"]
+        assert app.backend is not None and app.loop is not None
+        for i in range(12):
+            await echo.say(f"an ordinary line {i}")  # type: ignore[attr-defined]
+        await echo.say("my locker code is zqxjkv4711")  # type: ignore[attr-defined]
+        code = await app.backend.remember("echo:100", "my locker code is zqxjkv4711", provenance=Provenance(channel="echo"))
+        fake_llm.queue_reply(None, tool_calls=[{"name": "memory_forget", "arguments": {"ids": [code.ref]}}])
+        fake_llm.queue_reply("Forgotten.")
+        assert (await echo.say("please forget my locker code")).text == "Forgotten."  # type: ignore[attr-defined]
+        assert await app.loop.drain(5)
+        assert on_disk(paths.data_dir, "zqxjkv4711") == 0  # gateway.db and memory.db, WAL included
     finally:
         await app.close()
 

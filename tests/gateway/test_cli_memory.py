@@ -328,6 +328,37 @@ def test_forget_erases_a_user_everywhere_and_only_them(home: Path) -> None:
     assert cli("forget", "--user", "_global", "--yes").exit_code == 2
 
 
+def test_forget_and_a_cascade_erase_leave_no_trace_in_the_history_file_of_a_running_gateway(home: Path) -> None:
+    """The gateway, still running, holds gateway.db open: its WAL is not
+    removed when the CLI closes, and keeps the deleted rows' old pages
+    unless the erasure rewrites the file."""
+    import sqlite3
+
+    ok("add", "Alice's locker code is zqxjkv4711", "--user", "alice")
+
+    async def talk() -> None:
+        async with await SessionStore.open(home / "data" / "gateway.db") as s:
+            for i in range(30):
+                for owner in ("alice", "carol"):
+                    text = f"{owner}: my locker code is {owner[0]}qxjkv4711" if i == 15 else f"an ordinary line {i}"
+                    await s.append(f"telegram:{owner}", channel="telegram", chat_id=owner, role="user", content=text, owner=owner)
+            await s.append("telegram:alice", channel="telegram", chat_id="alice", role="user",
+                           content="Alice's locker code is zqxjkv4711, remember it", owner="alice")
+
+    asyncio.run(talk())
+    gateway = sqlite3.connect(home / "data" / "gateway.db")  # the running gateway's connection
+    try:
+        gateway.execute("SELECT count(*) FROM session_messages").fetchall()
+        assert on_disk(home / "data", "zqxjkv4711") > 0 and on_disk(home / "data", "cqxjkv4711") > 0
+        assert "erased 1 conversation history message(s)" in ok("delete", "1", "--purge", "--cascade", "--yes").stdout
+        assert on_disk(home / "data", "zqxjkv4711") == 0
+        assert "30 history messages" in ok("forget", "--user", "carol", "--yes").stdout
+        assert on_disk(home / "data", "cqxjkv4711") == 0
+        assert gateway.execute("SELECT count(*) FROM session_messages").fetchone() == (30,)  # alice's other lines stay
+    finally:
+        gateway.close()
+
+
 def test_purge_and_a_redacting_edit_leave_no_trace_in_the_files(home: Path) -> None:
     ok("add", "Alice's door code is zqxjkv4711", "--user", "alice")
     ok("add", "Alice's bank pin is wvutsr1234", "--user", "alice")

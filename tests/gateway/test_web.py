@@ -597,6 +597,33 @@ async def test_a_cascade_erase_on_the_gateways_page_reaches_the_conversation_his
         await app.close()
 
 
+async def test_a_cascade_erase_on_the_running_gateways_page_leaves_no_trace_in_the_history_file(
+    tmp_path: Path, clock: ManualClock, fake_llm: FakeOpenAI
+) -> None:
+    """While the gateway runs, gateway.db and its WAL are open: the deleted
+    history rows' old pages stay in the WAL (and the main file) until the
+    file is rewritten, unless the erasure compacts it."""
+    cfg, paths = _app_config(tmp_path, fake_llm)
+    app = App(cfg, paths, clock=clock, channel_specs=[QUIET])
+    try:
+        await app.open()
+        await app.start()
+        assert app.backend is not None and app.sessions is not None and app.http is not None
+        code = await app.backend.engine.add(NewMemory(owner="alice", content="Alice's locker code is zqxjkv4711"))  # type: ignore[attr-defined]
+        for i in range(30):  # a chat with some history, the code said in the middle of it
+            text = "my locker code? Alice's locker code is zqxjkv4711" if i == 15 else f"an ordinary line {i}"
+            await app.sessions.append("quiet:alice", channel="quiet", chat_id="alice", role="user", content=text, owner="alice")
+        await app.sessions.flush()
+        assert on_disk(paths.data_dir, "zqxjkv4711") > 0
+        async with httpx.AsyncClient(base_url=app.http.url, timeout=10, headers=BEARER) as c:
+            r = await c.post("/memory/api/erase", json={"id": code.id, "user": "alice", "cascade": True})
+        assert r.status_code == 200 and r.json()["history_lines"] == 1
+        assert on_disk(paths.data_dir, "zqxjkv4711") == 0  # gateway still running
+        assert len(await app.sessions.window("quiet:alice")) == app.sessions.window_size  # the rest stays
+    finally:
+        await app.close()
+
+
 @pytest.mark.parametrize("case", ["admin off", "memory off", "myclaw chat"])
 async def test_no_page_without_admin_and_memory(tmp_path: Path, clock: ManualClock, fake_llm: FakeOpenAI, case: str) -> None:
     extra: dict[str, Any] = {}
