@@ -416,7 +416,14 @@ class App:
             # reply path; close() writes what is still pending.
             self._tasks.append(asyncio.create_task(engine.run_access_flusher(), name="memory-access"))
         if self.http is not None:
-            await self.http.start()
+            try:
+                await self.http.start()
+            except OSError as exc:  # most often another gateway on the same port: say so, not a traceback
+                g = self.cfg.gateway
+                raise ConfigError(
+                    f"cannot listen on {g.host}:{g.port} (gateway.host / gateway.port): "
+                    f"{exc.strerror or exc}; is another myclaw gateway running?"
+                ) from None
         results = await asyncio.gather(*(c.start() for c in channels), return_exceptions=True)
         for channel, result in zip(channels, results, strict=True):
             if isinstance(result, BaseException):

@@ -21,6 +21,9 @@ from . import main
 
 __all__ = ["chat", "gateway", "run_chat", "run_gateway"]
 
+# A typo ("--log-level verbose") is a usage error, not a traceback from logging.
+LOG_LEVEL = click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False)
+
 
 def _install_signals(stop: asyncio.Event) -> None:
     loop = asyncio.get_running_loop()
@@ -100,7 +103,7 @@ def _run(coro: Coroutine[Any, Any, int]) -> int:
 
 
 @main.command()
-@click.option("--log-level", default="INFO", show_default=True, help="DEBUG shows per-message timings.")
+@click.option("--log-level", type=LOG_LEVEL, default="INFO", show_default=True, help="DEBUG shows per-message timings.")
 def gateway(log_level: str) -> None:
     """Run the gateway with every channel enabled in the config."""
     cfg, paths = _load(require=True)
@@ -110,7 +113,7 @@ def gateway(log_level: str) -> None:
 
 @main.command()
 @click.option("--user", default=None, help="Sender id in the terminal channel (default: your login name).")
-@click.option("--log-level", default="WARNING", show_default=True)
+@click.option("--log-level", type=LOG_LEVEL, default="WARNING", show_default=True)
 def chat(user: str | None, log_level: str) -> None:
     """Talk to myclaw in this terminal (needs only an LLM endpoint).
 

@@ -1,0 +1,74 @@
+"""``myclaw gateway`` and ``myclaw chat`` as an operator runs them: a real
+process, a real config file under a temporary MYCLAW_HOME, the fake LLM.
+A mistake gets a message naming what to change and an exit code, never a
+traceback."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import socket
+import sys
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from gateway.cli import main
+from tests.fakes.openai_server import FakeOpenAI, Reply
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _env(home: Path, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MYCLAW_")}
+    env.update({"MYCLAW_HOME": str(home), **extra})
+    return env
+
+
+async def _myclaw(home: Path, *args: str, stdin: str = "", **env: str) -> tuple[int, str, str]:
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", "from gateway.cli import main; main()", *args,
+        cwd=REPO, env=_env(home, **env),
+        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await asyncio.wait_for(proc.communicate(stdin.encode()), 60)
+    assert proc.returncode is not None
+    return proc.returncode, out.decode(), err.decode()
+
+
+def test_an_unknown_log_level_is_a_usage_error_naming_the_choices() -> None:
+    for command in ("gateway", "chat"):
+        r = CliRunner().invoke(main, [command, "--log-level", "verbose"])
+        assert r.exit_code == 2, r.output
+        assert "Invalid value for '--log-level': 'verbose' is not one of" in r.output
+        assert "'debug', 'info', 'warning', 'error'" in r.output
+
+
+async def test_a_log_level_in_lower_case_is_taken(tmp_path: Path, fake_llm: FakeOpenAI) -> None:
+    fake_llm.responder = lambda body: Reply(content="re: " + body["messages"][-1]["content"])
+    code, out, err = await _myclaw(
+        tmp_path, "chat", "--user", "ada", "--log-level", "debug", stdin="hello\n",
+        MYCLAW_PROVIDER_BASE_URL=fake_llm.url, MYCLAW_PROVIDER_API_KEY=fake_llm.api_key or "",
+    )
+    assert code == 0, err
+    assert out.splitlines() == ["myclaw> re: hello"]
+    assert "message handled" in err  # DEBUG: the per-message timings
+
+
+async def test_a_port_already_in_use_is_named_with_its_setting_and_exits_2(tmp_path: Path, fake_llm: FakeOpenAI) -> None:
+    with socket.socket() as taken:  # another gateway, or anything else, on the port
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        doc = {
+            "provider": {"baseUrl": fake_llm.url, "apiKey": fake_llm.api_key},
+            "channels": {"telegram": {"enabled": True, "token": "123:abcdefghijklmnop", "baseUrl": "http://127.0.0.1:9/bot"}},
+            "gateway": {"port": port, "admin": {"enabled": True, "token": "admin-token-0123456789abcdef"}},
+        }
+        (tmp_path / "config.json").write_text(json.dumps(doc), encoding="utf-8")
+        code, _, err = await _myclaw(tmp_path, "gateway")
+    assert code == 2, err
+    assert f"cannot listen on 127.0.0.1:{port} (gateway.host / gateway.port)" in err
+    assert "is another myclaw gateway running?" in err
+    assert "Traceback" not in err
