@@ -457,6 +457,21 @@ async def test_list_is_newest_first_and_paginated_with_stats(site: Site, clock: 
 # -- the JSON API ---------------------------------------------------------------------
 
 
+async def test_api_refuses_a_misspelt_field_instead_of_acting_on_a_default(site: Site) -> None:
+    mid = await site.add("alice", "alice's door code is 4711")
+    async with site.client() as c:
+        r = await c.post("/memory/api/add", json={"user": "alice", "content": "alice likes tea", "importnce": 0.9})
+        assert r.status_code == 400
+        assert r.json()["error"] == ("unknown field 'importnce' (this endpoint takes user, content, category, "
+                                     "importance, tier, project, topic)")
+        r = await c.post("/memory/api/erase", json={"id": mid, "user": "alice", "cascde": True})
+        assert r.status_code == 400 and r.json()["error"].startswith("unknown field 'cascde'")
+        r = await c.post("/memory/api/archive", json={"id": mid, "status": "archived"})
+        assert r.status_code == 400 and "takes id, user" in r.json()["error"]
+    assert [m.content for m in await site.engine.list_memories(status=None)] == ["alice's door code is 4711"]  # nothing done
+    assert (await site.engine.get(mid)).status is Status.ACTIVE  # type: ignore[union-attr]
+
+
 async def test_api_round_trip(site: Site) -> None:
     async with site.client() as c:
         r = await c.post("/memory/api/add", json={"user": "alice", "content": "alice's flight is on March 3", "importance": 0.6})
