@@ -26,6 +26,7 @@ import re
 import sys
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -77,7 +78,10 @@ def responder(body: dict[str, Any]) -> Reply:
     return Reply(content=json_reply(body) if body.get("response_format") else echo_reply(body))
 
 
-def config_snippet(tg: FakeTelegram | None, fs: FakeFeishu | None, llm: FakeOpenAI | None, webhook: bool) -> str:
+def config_snippet(tg: FakeTelegram | None, fs: FakeFeishu | None, llm: FakeOpenAI | None, webhook: str | None) -> str:
+    """The config that points myclaw at the fakes. With ``webhook`` (the URL
+    events are pushed to), the gateway must listen there: its host, port
+    and path go into the snippet too, or the pushes find nobody."""
     doc: dict[str, Any] = {}
     if llm is not None:
         doc["provider"] = {"baseUrl": llm.url, "apiKey": API_KEY}
@@ -88,7 +92,9 @@ def config_snippet(tg: FakeTelegram | None, fs: FakeFeishu | None, llm: FakeOpen
     if fs is not None:
         section: dict[str, Any] = {"enabled": True, "appId": fs.app_id, "appSecret": fs.app_secret, "domain": fs.url}
         if webhook:
-            section.update(mode="webhook", verificationToken=fs.verification_token)
+            url = urlsplit(webhook)
+            section.update(mode="webhook", verificationToken=fs.verification_token, webhookPath=url.path or "/feishu/events")
+            doc["gateway"] = {"host": url.hostname or "127.0.0.1", "port": url.port or 80}
         else:
             section["mode"] = "websocket"
         channels["feishu"] = section
@@ -153,7 +159,7 @@ async def serve(args: argparse.Namespace) -> None:
             if url:
                 print(f"fake {name}: {url}")
         print("\nconfig.json for myclaw (or merge into yours):")
-        print(config_snippet(tg, fs, llm, webhook=bool(args.feishu_webhook)))
+        print(config_snippet(tg, fs, llm, webhook=args.feishu_webhook))
         print("\nthen run `myclaw gateway` and type 't: hello' or 'f: 你好' here; Ctrl-C stops.", flush=True)
         tasks = [asyncio.create_task(_read_lines(tg, fs, args.feishu_webhook))]
         if fs is not None:
