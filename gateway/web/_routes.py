@@ -47,6 +47,7 @@ from ._views import (
     DONE,
     PageContext,
     clear_confirm_page,
+    count_memories,
     detail_page,
     erase_confirm_page,
     layout,
@@ -505,6 +506,7 @@ def _notice(data: Data) -> str:
     if template is None:
         return ""
     try:
-        return template.format(id=int(data.get("n") or 0))
+        n = int(data.get("n") or 0)
+        return template.format(id=n, memories=count_memories(n))
     except ValueError:
         return ""

@@ -414,6 +414,27 @@ async def test_clear_all_needs_two_confirmations_and_erase_all_the_typed_name(si
     assert (await site.engine.get(keep)) is not None
 
 
+async def test_counts_read_as_a_person_writes_them_and_an_empty_user_has_nothing_to_clear(site: Site) -> None:
+    only = await site.add("alice", "alice keeps bees")
+    async with site.client() as c:
+        page = (await c.get("/memory", params={"user": "alice", "q": "bees"})).text
+        assert "1 memory the bot would recall for “bees”" in page
+        assert "erase all 1 memory of <b>alice</b>" in page
+        r = await c.post("/memory/archive-all", data={"user": "alice"})
+        assert "Archive the 1 active memory of alice?" in r.text
+        r = await c.post("/memory/archive-all", data={"user": "alice", "confirm": "yes"})
+        assert r.status_code == 303
+        r = await c.get(r.headers["Location"])
+        assert 'class="flash">1 memory archived.<' in r.text
+        r = await c.post("/memory/erase-all", data={"user": "alice"})
+        assert "Erase all 1 memory of alice for good?" in r.text
+        r = await c.post("/memory/erase-all", data={"user": "alice", "confirm": "yes", "typed": "alice"})
+        assert r.status_code == 303 and (await site.engine.get(only)) is None
+        page = (await c.get("/memory", params={"user": "alice"})).text
+        assert "alice has no memories yet" in page
+        assert "Clear this user's memories" not in page  # no "erase all 0 memories" offered
+
+
 async def test_superseded_chain_and_its_log_are_shown(site: Site) -> None:
     old = await site.add("alice", "alice works at Acme")
     new = await site.add("alice", "alice works at Globex")
