@@ -180,13 +180,17 @@ def _fit(s: str, width: int) -> str:
 
 
 def render_table(headers: Sequence[str], rows: Sequence[Sequence[Any]], *, width: int | None = None) -> str:
-    """Aligned columns (wide CJK characters count double); the last column
-    is cut to what is left of the terminal width."""
+    """Aligned columns (wide CJK characters count double); on a terminal the
+    last column is cut to what is left of its width. Piped or redirected
+    (``| grep``, ``> file``), lines are whole: a cut would hide the words
+    looked for."""
     cells = [[" ".join(str(c).split()) for c in r] for r in rows]
     cols = [max([_width(h), *(_width(r[i]) for r in cells)]) for i, h in enumerate(headers)]
-    total = width or shutil.get_terminal_size((120, 24)).columns
-    last = max(20, total - sum(cols[:-1]) - 2 * (len(cols) - 1))
-    cols[-1] = min(cols[-1], last)
+    if width is None and sys.stdout.isatty():
+        width = shutil.get_terminal_size((120, 24)).columns
+    if width is not None:
+        last = max(20, width - sum(cols[:-1]) - 2 * (len(cols) - 1))
+        cols[-1] = min(cols[-1], last)
 
     def line(values: Sequence[str]) -> str:
         parts = []

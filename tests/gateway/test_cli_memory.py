@@ -77,6 +77,18 @@ def test_add_list_and_json_shape(home: Path) -> None:
     assert ids("--limit", "1") == [3]
 
 
+def test_piped_tables_keep_whole_lines_and_a_terminal_width_cuts_them(home: Path) -> None:
+    from gateway.cli._common import render_table
+
+    long = "Alice's deployment checklist: " + ", ".join(f"step {i} verify the atlas-{i} service" for i in range(12))
+    ok("add", long, "--user", "alice")
+    assert long in ok("list").stdout  # CliRunner's stdout is no terminal, as `| grep` is not
+    assert long in ok("search", "deployment checklist").stdout
+    assert long in ok("export", "--format", "markdown").stdout
+    cut = render_table(["ID", "CONTENT"], [[1, long]], width=60).splitlines()[1]
+    assert len(cut) <= 60 and cut.endswith("…")
+
+
 def test_add_needs_a_user_content_and_a_valid_category(home: Path) -> None:
     r = cli("add", "something")
     assert r.exit_code == 2 and "Missing option '--user'" in r.output
