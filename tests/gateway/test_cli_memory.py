@@ -89,6 +89,21 @@ def test_piped_tables_keep_whole_lines_and_a_terminal_width_cuts_them(home: Path
     assert len(cut) <= 60 and cut.endswith("…")
 
 
+def test_changes_made_with_the_cli_are_in_the_change_log_as_the_pages_are(home: Path) -> None:
+    ok("add", "Alice drinks green tea", "--user", "alice")
+    ok("add", "Alice drinks green tea", "--user", "alice")  # already stored: nothing done, nothing logged
+    ok("edit", "1", "--importance", "0.9", "--content", "Alice drinks oolong")
+    ok("delete", "1", "--yes")
+    ok("edit", "1", "--status", "active")
+    ok("edit", "1", "--status", "active")  # already active: nothing logged
+    logged = json.loads(ok("log", "--job", "cli", "--json").stdout)
+    assert [(x["action"], x["owner"], x["memory_id"]) for x in logged] == [
+        ("restore", "alice", 1), ("archive", "alice", 1), ("edit", "alice", 1), ("add", "alice", 1)
+    ]
+    assert logged[2]["detail"] == {"fields": ["content", "importance"]}
+    assert logged[1]["detail"] == {"was": "active"}
+
+
 def test_add_needs_a_user_content_and_a_valid_category(home: Path) -> None:
     r = cli("add", "something")
     assert r.exit_code == 2 and "Missing option '--user'" in r.output
