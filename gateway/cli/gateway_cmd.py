@@ -13,6 +13,7 @@ from collections.abc import Coroutine
 from typing import Any
 
 import click
+import structlog
 
 from gateway.config import Config, ConfigError, Paths, load_config
 from gateway.logging import configure_logging
@@ -27,9 +28,19 @@ LOG_LEVEL = click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=F
 
 def _install_signals(stop: asyncio.Event) -> None:
     loop = asyncio.get_running_loop()
+
+    def stopping(sig: signal.Signals) -> None:
+        # Shutdown answers what was already taken first, which can take a
+        # few seconds: say so, or Ctrl-C looks ignored.
+        if not stop.is_set():
+            structlog.get_logger(component="gateway").info(
+                f"{sig.name} received: stopping after the messages already taken are answered"
+            )
+        stop.set()
+
     for sig in (signal.SIGINT, signal.SIGTERM):
         try:
-            loop.add_signal_handler(sig, stop.set)
+            loop.add_signal_handler(sig, stopping, sig)
         except (NotImplementedError, RuntimeError):  # not the main thread / not POSIX
             pass
 
@@ -54,6 +65,7 @@ async def run_gateway(
         return await app.wait(stop)
     finally:
         await app.close()
+        structlog.get_logger(component="gateway").info("gateway stopped")
 
 
 async def run_chat(cfg: Config, paths: Paths, *, user: str) -> int:

@@ -72,3 +72,36 @@ async def test_a_port_already_in_use_is_named_with_its_setting_and_exits_2(tmp_p
     assert f"cannot listen on 127.0.0.1:{port} (gateway.host / gateway.port)" in err
     assert "is another myclaw gateway running?" in err
     assert "Traceback" not in err
+
+
+async def test_sigterm_is_acknowledged_and_the_stop_logged(tmp_path: Path, fake_llm: FakeOpenAI) -> None:
+    import signal
+
+    from tests.fakes.telegram_server import FakeTelegram
+
+    fake_llm.responder = lambda body: Reply(content="re: " + body["messages"][-1]["content"])
+    async with FakeTelegram() as tg:
+        doc = {
+            "provider": {"baseUrl": fake_llm.url, "apiKey": fake_llm.api_key},
+            "channels": {"telegram": {"enabled": True, "token": tg.token, "baseUrl": tg.base_url, "pollTimeout": 1}},
+        }
+        (tmp_path / "config.json").write_text(json.dumps(doc), encoding="utf-8")
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-c", "from gateway.cli import main; main()", "gateway",
+            cwd=REPO, env=_env(tmp_path), stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        )
+        try:
+            tg.push_text(42, 42, "hello")
+            await tg.wait_sent(1, timeout=30)
+            assert tg.texts(42) == ["re: hello"]
+            proc.send_signal(signal.SIGTERM)
+            _, err = await asyncio.wait_for(proc.communicate(), 30)
+        finally:
+            if proc.returncode is None:
+                proc.kill()
+                await proc.wait()
+    text = err.decode()
+    assert proc.returncode == 0, text
+    assert "SIGTERM received: stopping after the messages already taken are answered" in text
+    assert "gateway stopped" in text.rstrip().splitlines()[-1]  # the last line: it is over
+    assert tg.token not in text and (fake_llm.api_key or "") not in text
