@@ -336,7 +336,7 @@ class App:
         self.compressor = Compressor(engine, self._memory_llm, consolidator=consolidator, timezone=cfg.gateway.timezone)
 
     async def _open_cron(self) -> None:
-        from .cron import CronJob, CronScheduler, CronStore, memory_jobs
+        from .cron import CronError, CronJob, CronScheduler, CronStore, memory_jobs
         from .cron_tools import cron_tools
 
         self._cron_store = await CronStore.open(self.paths.data_dir / "cron.db", self.clock, self.cfg.gateway.timezone)
@@ -344,15 +344,36 @@ class App:
         assert loop is not None and self.agent is not None
 
         async def run_agent_job(job: CronJob) -> None:
-            # The reply goes to the job's chat through the bus, like any reply.
+            # The reply goes to the job's chat through the bus, like any reply;
+            # to a channel this process does not run it would wait for a
+            # sender that never comes: an error on the job (`cron list`)
+            # and in the log, and no LLM call, instead of a silent "ok".
+            if job.channel not in self._job_channels():
+                raise CronError(
+                    f"channel {job.channel!r} is not running in this gateway (enabled: "
+                    f"{', '.join(sorted(self._job_channels())) or 'none'}); the reply would reach nobody"
+                )
             await loop.run_job(channel=job.channel, chat_id=job.chat_id, user=job.user, text=job.message)
 
+        # `myclaw chat` is another process on the same cron.db: the jobs
+        # reply to Telegram or Feishu chats, which only the gateway reaches.
+        # Run here, they would be marked done with the reply lost, so chat
+        # runs only the internal memory jobs (their lease keeps one at a time).
+        store: Any = self._cron_store if self.config_channels else _InternalJobsOnly(self._cron_store)
         self.cron = CronScheduler(
-            self._cron_store,
+            store,
             run_agent_job=run_agent_job,
             internal=memory_jobs(self.compressor) if self.compressor is not None else (),
         )
         self.agent.add_tools(cron_tools(self._cron_store))
+
+    def _job_channels(self) -> set[str]:
+        """The channels this process sends to: the enabled ones (known before
+        they start, for the jobs missed while down) and those added by hand."""
+        names = {c.name for c in self._extra_channels}
+        if self.config_channels:
+            names |= {s.name for s in self.channel_specs if s.section(self.cfg).enabled}
+        return names
 
     def add_channel(self, channel: BaseChannel) -> None:
         """A channel built by the caller (``myclaw chat``'s terminal, tests)."""
@@ -546,6 +567,21 @@ class App:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
+
+
+class _InternalJobsOnly:
+    """The cron store as ``myclaw chat`` sees it: only the internal memory
+    jobs come due (see ``App._open_cron``); the rest is the store itself."""
+
+    def __init__(self, store: Any) -> None:
+        self._store = store
+        self.clock = store.clock
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+    async def due(self, now: Any) -> list[Any]:
+        return [j for j in await self._store.due(now) if j.internal]
 
 
 def _failure_of(watcher: asyncio.Task[Any]) -> BaseException:

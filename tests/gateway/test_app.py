@@ -260,6 +260,68 @@ async def test_memory_forget_leaves_no_trace_in_the_files_of_the_running_gateway
         await app.close()
 
 
+async def _due_jobs(paths: Paths, clock: ManualClock, *channels: str) -> None:
+    """A job per channel, due (clock moved past its run) when the app starts."""
+    from gateway.cron import CronStore
+
+    store = await CronStore.open(paths.data_dir / "cron.db", clock)
+    try:
+        for ch in channels:
+            await store.add(schedule="0 9 * * *", message=f"reminder for {ch}", channel=ch, chat_id="c1",
+                            user="echo:100", job_id=f"to-{ch}")
+    finally:
+        await store.close()
+    clock.advance(24 * 3600)
+
+
+async def _runs(app: App) -> dict[str, tuple[str | None, str | None]]:
+    assert app._cron_store is not None
+    return {j.id: (j.last_status, j.last_error) for j in await app._cron_store.list() if not j.internal}
+
+
+async def test_myclaw_chat_leaves_the_gateways_scheduled_jobs_to_the_gateway(
+    tmp_path: Path, clock: ManualClock, fake_llm: FakeOpenAI
+) -> None:
+    """Run by `myclaw chat` (its own process, only the terminal), a job for a
+    Telegram chat was marked done and its reply reached nobody."""
+    cfg, paths = _config(tmp_path, fake_llm)
+    paths.data_dir.mkdir(parents=True)
+    await _due_jobs(paths, clock, "telegram")
+    app = App(cfg, paths, clock=clock, config_channels=False)
+    app.add_channel(EchoChannel(cfg.channels.telegram, app.bus))
+    try:
+        await app.open()
+        await app.start()
+        assert app.cron is not None
+        await app.cron.run_due()  # type: ignore[attr-defined]
+        assert await _runs(app) == {"to-telegram": (None, None)}  # still due, for the gateway
+        assert fake_llm.requests == []
+    finally:
+        await app.close()
+
+
+async def test_a_job_for_a_channel_this_gateway_does_not_run_is_an_error_not_a_lost_reply(
+    tmp_path: Path, clock: ManualClock, fake_llm: FakeOpenAI
+) -> None:
+    cfg, paths = _config(tmp_path, fake_llm)
+    paths.data_dir.mkdir(parents=True)
+    await _due_jobs(paths, clock, "echo", "feishu")
+    app = App(cfg, paths, clock=clock, channel_specs=[ECHO])
+    try:
+        await app.open()
+        await app.start()  # runs the jobs missed while down
+        echo = app.channels["echo"]
+        await asyncio.wait_for(echo.got.wait(), 5)  # type: ignore[attr-defined]
+        assert [m.text for m in echo.sent] == ["ok"]  # type: ignore[attr-defined]
+        runs = await _runs(app)
+        assert runs["to-echo"] == ("ok", None)
+        assert runs["to-feishu"][0] == "error"
+        assert "channel 'feishu' is not running in this gateway" in (runs["to-feishu"][1] or "")
+        assert len(fake_llm.requests) == 1  # no LLM call for a reply that could go nowhere
+    finally:
+        await app.close()
+
+
 async def test_history_cache_rows_reaches_the_session_store(tmp_path: Path, clock: ManualClock, fake_llm: FakeOpenAI) -> None:
     cfg, paths = _config(tmp_path, fake_llm, gateway={"historyCacheRows": 0})
     app = App(cfg, paths, clock=clock, channel_specs=[ECHO])
