@@ -187,6 +187,7 @@ class App:
                 retriever = self._open_hybrid(engine, retriever)
             self.backend = SqliteMemory(engine, retriever)
             known_projects = engine.known_projects
+            await _warn_stranded_handles(engine, cfg.memory.identities)
             await self._open_write_path(engine)
             self._open_memory_page(engine)
         else:
@@ -567,6 +568,21 @@ class App:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
+
+
+async def _warn_stranded_handles(engine: Any, identities: dict[str, list[str]]) -> None:
+    """A handle added to ``memory.identities`` after its person talked to the
+    bot: what was stored under the handle stays there, while their messages
+    now read and write the mapped user's rows. Say so at start, or the bot
+    just seems to have forgotten them."""
+    mapped = {h: user for user, handles in identities.items() for h in handles}
+    stranded = {h: mapped[h] for h in await engine.owners() if h in mapped}
+    if stranded:
+        log.warning(
+            "memory.identities maps handles that still own memories, events or buffered messages: "
+            "those are no longer recalled for the mapped user (see them on the memory page)",
+            stranded=stranded,
+        )
 
 
 class _InternalJobsOnly:

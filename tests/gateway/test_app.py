@@ -322,6 +322,30 @@ async def test_a_job_for_a_channel_this_gateway_does_not_run_is_an_error_not_a_l
         await app.close()
 
 
+async def test_a_handle_mapped_after_it_stored_memories_is_named_at_start(
+    tmp_path: Path, clock: ManualClock, fake_llm: FakeOpenAI
+) -> None:
+    from structlog.testing import capture_logs
+
+    from memory import MemoryEngine, NewMemory
+
+    cfg, paths = _config(tmp_path, fake_llm)
+    paths.data_dir.mkdir(parents=True)
+    async with await MemoryEngine.open(paths.data_dir / "memory.db", clock) as engine:  # before the mapping
+        await engine.add(NewMemory(owner="echo:100", content="my cat is called Miso"))
+        await engine.add(NewMemory(owner="echo:200", content="bob's own memory"))
+    for identities, expected in [({"alice": ["echo:100", "feishu:ou_a"]}, {"echo:100": "alice"}), ({}, None)]:
+        cfg, paths = _config(tmp_path, fake_llm, memory={"identities": identities})
+        app = App(cfg, paths, clock=clock, channel_specs=[ECHO])
+        try:
+            with capture_logs() as logs:
+                await app.open()
+        finally:
+            await app.close()
+        warned = [x for x in logs if x["event"].startswith("memory.identities maps handles that still own")]
+        assert [x["stranded"] for x in warned] == ([expected] if expected else [])
+
+
 async def test_history_cache_rows_reaches_the_session_store(tmp_path: Path, clock: ManualClock, fake_llm: FakeOpenAI) -> None:
     cfg, paths = _config(tmp_path, fake_llm, gateway={"historyCacheRows": 0})
     app = App(cfg, paths, clock=clock, channel_specs=[ECHO])
