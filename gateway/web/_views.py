@@ -503,7 +503,7 @@ def log_page(ctx: PageContext, entries: Sequence[LogEntry]) -> str:
     user = ctx.user or ""
     body = f"""<div class="head"><h2>Change log: {e(user)}</h2><span class="grow"></span>
 <a class="button" href="{e(url("/memory", user=user))}">← {e(user)}</a></div>
-<p class="muted">What extraction, compression and this page changed, newest first (the same log as <code>myclaw memory log</code>).</p>
+<p class="muted">What extraction, compression, the bot (asked to forget), this page and <code>myclaw memory</code> changed, newest first (the same log as <code>myclaw memory log</code>).</p>
 {_log_table(entries) if entries else _empty("No changes logged", "Nothing has changed this user's memories through the write path or this page yet.")}"""
     return layout(ctx, f"log {user}", body)
 
