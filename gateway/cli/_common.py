@@ -22,7 +22,7 @@ from typing import Any, TypeVar
 
 import click
 
-from gateway.config import Config, ConfigError, Paths, load_config
+from gateway.config import Config, ConfigError, Paths, load_config, unknown_env
 from gateway.logging import configure_logging
 from memory import IdentityMap, MemoryEngine, MemoryNotFound
 from memory.db import SchemaTooNew
@@ -68,12 +68,26 @@ class _Stderr:
         return sys.stderr.isatty()
 
 
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
+
+
 def setup_cli_logging() -> None:
     """Warnings and errors to stderr; stdout stays clean for tables and JSON."""
-    configure_logging(level=os.environ.get("MYCLAW_LOG_LEVEL", "WARNING"), stream=_Stderr())  # type: ignore[arg-type]
+    level = os.environ.get("MYCLAW_LOG_LEVEL", "WARNING").strip().upper()
+    if level not in LOG_LEVELS:
+        raise ConfigFailure(f"MYCLAW_LOG_LEVEL: unknown level {os.environ['MYCLAW_LOG_LEVEL']!r} (use {', '.join(LOG_LEVELS)})")
+    configure_logging(level=level, stream=_Stderr())  # type: ignore[arg-type]
+
+
+def warn_unknown_env() -> None:
+    """A misspelt ``MYCLAW_*`` variable is ignored: say so, with the likely
+    intended name (stderr; stdout stays clean)."""
+    for name in unknown_env(os.environ):
+        click.echo(f"myclaw: warning: {name} is not a myclaw setting and is ignored", err=True)
 
 
 def load_cli_config() -> Config:
+    warn_unknown_env()
     try:
         return load_config()
     except ConfigError as exc:

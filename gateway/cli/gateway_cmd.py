@@ -99,6 +99,9 @@ def _setup_logging(cfg: Config, level: str) -> None:
 
 
 def _load(require: bool) -> tuple[Config, Paths]:
+    from ._common import warn_unknown_env
+
+    warn_unknown_env()
     try:
         return load_config(require=require), Paths.from_env()
     except ConfigError as exc:

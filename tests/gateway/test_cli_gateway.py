@@ -105,3 +105,10 @@ async def test_sigterm_is_acknowledged_and_the_stop_logged(tmp_path: Path, fake_
     assert "SIGTERM received: stopping after the messages already taken are answered" in text
     assert "gateway stopped" in text.rstrip().splitlines()[-1]  # the last line: it is over
     assert tg.token not in text and (fake_llm.api_key or "") not in text
+
+
+async def test_a_misspelt_setting_in_the_environment_is_named_before_anything_else(tmp_path: Path) -> None:
+    code, out, err = await _myclaw(tmp_path, "gateway", MYCLAW_TELEGRAM_TOKN="123:secret-token-abcdef")
+    assert code == 2 and "no config file" in err and out == ""
+    assert "MYCLAW_TELEGRAM_TOKN (did you mean MYCLAW_TELEGRAM_TOKEN?) is not a myclaw setting" in err
+    assert "secret-token-abcdef" not in err  # the name, never the value

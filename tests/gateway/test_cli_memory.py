@@ -104,6 +104,19 @@ def test_changes_made_with_the_cli_are_in_the_change_log_as_the_pages_are(home: 
     assert logged[1]["detail"] == {"was": "active"}
 
 
+def test_environment_mistakes_are_named_not_tracebacks(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MYCLAW_LOG_LEVEL", "chatty")
+    r = cli("stats")
+    assert r.exit_code == 2 and "MYCLAW_LOG_LEVEL: unknown level 'chatty' (use DEBUG, INFO, WARNING, ERROR)" in r.output
+    monkeypatch.setenv("MYCLAW_LOG_LEVEL", "info")
+    monkeypatch.setenv("MYCLAW_MEMORY_DB_PTH", "/elsewhere/memory.db")
+    r = ok("add", "Alice drinks green tea", "--user", "alice")
+    assert r.stdout == "added memory 1 for alice\n"  # stdout stays clean
+    assert ("myclaw: warning: MYCLAW_MEMORY_DB_PTH (did you mean MYCLAW_MEMORY_DB_PATH?) is not a myclaw setting "
+            "and is ignored") in r.stderr
+    assert (home / "data" / "memory.db").exists()
+
+
 def test_add_needs_a_user_content_and_a_valid_category(home: Path) -> None:
     r = cli("add", "something")
     assert r.exit_code == 2 and "Missing option '--user'" in r.output
