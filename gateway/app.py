@@ -39,9 +39,12 @@ from __future__ import annotations
 
 import asyncio
 import importlib
+import sqlite3
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Protocol
 from zoneinfo import ZoneInfo
 
@@ -62,7 +65,7 @@ from .memory_tools import memory_tools
 from .prompt import PromptBuilder
 from .sessions import SessionStore
 
-__all__ = ["CHANNELS", "App", "ChannelSpec", "Service", "config_secrets"]
+__all__ = ["CHANNELS", "App", "ChannelSpec", "Service", "StorageError", "config_secrets"]
 
 # Lazy: resolved at each call, so it follows configure_logging (and its
 # redaction) even though this module is imported before logging is set up.
@@ -180,7 +183,8 @@ class App:
             from memory.retrieval import Retriever
             from memory.service import SqliteMemory
 
-            engine = await MemoryEngine.open(self.paths.memory_db(cfg), self.clock)
+            async with _storage(self.paths.memory_db(cfg)):
+                engine = await MemoryEngine.open(self.paths.memory_db(cfg), self.clock)
             r = cfg.memory.retrieval
             retriever: Any = Retriever(engine, max_hits=r.max_hits, token_budget=r.token_budget, max_chars=r.max_chars)
             if cfg.memory.embedding.enabled:
@@ -196,12 +200,13 @@ class App:
             if cfg.gateway.admin.enabled:
                 log.warning("gateway.admin.enabled is set but memory.enabled is false: the memory page is not served")
             self.backend = FileMemory(self.paths.workspace(cfg), self.clock, tz=self.tz, max_hits=cfg.memory.retrieval.max_hits)
-        self.sessions = await SessionStore.open(
-            self.paths.gateway_db(),
-            self.clock,
-            window=cfg.agent.history_messages,
-            cache_rows=cfg.gateway.history_cache_rows,
-        )
+        async with _storage(self.paths.gateway_db()):
+            self.sessions = await SessionStore.open(
+                self.paths.gateway_db(),
+                self.clock,
+                window=cfg.agent.history_messages,
+                cache_rows=cfg.gateway.history_cache_rows,
+            )
         self.llm = LLMClient.from_config(cfg.provider, model=cfg.agent.model, client=self.http_client)
         r = cfg.memory.retrieval
         # The file store answers the same tools: a user of the fallback can
@@ -340,7 +345,8 @@ class App:
         from .cron import CronError, CronJob, CronScheduler, CronStore, memory_jobs
         from .cron_tools import cron_tools
 
-        self._cron_store = await CronStore.open(self.paths.data_dir / "cron.db", self.clock, self.cfg.gateway.timezone)
+        async with _storage(self.paths.data_dir / "cron.db"):
+            self._cron_store = await CronStore.open(self.paths.data_dir / "cron.db", self.clock, self.cfg.gateway.timezone)
         loop = self.loop
         assert loop is not None and self.agent is not None
 
@@ -568,6 +574,27 @@ class App:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
+
+
+class StorageError(Exception):
+    """A data file cannot be opened (not a database, written by a newer
+    myclaw, no room for its folder); the message names the file."""
+
+
+@asynccontextmanager
+async def _storage(path: Path) -> AsyncIterator[None]:
+    """Opening ``path``: a failure becomes a :class:`StorageError` naming
+    it, for the operator, instead of a traceback from deep in SQLite."""
+    from memory.db import SchemaTooNew
+
+    try:
+        yield
+    except SchemaTooNew as exc:
+        raise StorageError(f"{path}: {exc}") from None
+    except sqlite3.DatabaseError as exc:
+        raise StorageError(f"{path}: cannot open it as a myclaw database ({exc}); restore it from a backup or move it aside") from None
+    except OSError as exc:
+        raise StorageError(f"{path}: cannot open it: {exc}") from None
 
 
 async def _warn_stranded_handles(engine: Any, identities: dict[str, list[str]]) -> None:

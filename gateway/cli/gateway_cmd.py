@@ -110,11 +110,16 @@ def _load(require: bool) -> tuple[Config, Paths]:
 
 
 def _run(coro: Coroutine[Any, Any, int]) -> int:
+    from gateway.app import StorageError
+
     try:
         return asyncio.run(coro)
     except ConfigError as exc:
         click.echo(f"myclaw: {exc}", err=True)
         return 2
+    except StorageError as exc:
+        click.echo(f"myclaw: {exc}", err=True)
+        return 1
 
 
 @main.command()

@@ -112,3 +112,22 @@ async def test_a_misspelt_setting_in_the_environment_is_named_before_anything_el
     assert code == 2 and "no config file" in err and out == ""
     assert "MYCLAW_TELEGRAM_TOKN (did you mean MYCLAW_TELEGRAM_TOKEN?) is not a myclaw setting" in err
     assert "secret-token-abcdef" not in err  # the name, never the value
+
+
+async def test_a_data_file_that_is_not_a_database_is_named_and_left_as_it_was(tmp_path: Path, fake_llm: FakeOpenAI) -> None:
+    doc = {
+        "provider": {"baseUrl": fake_llm.url, "apiKey": fake_llm.api_key},
+        "channels": {"telegram": {"enabled": True, "token": "123:abcdefghijklmnop", "baseUrl": "http://127.0.0.1:9/bot"}},
+    }
+    (tmp_path / "config.json").write_text(json.dumps(doc), encoding="utf-8")
+    data = tmp_path / "data"
+    data.mkdir()
+    for name in ("memory.db", "gateway.db"):
+        broken = data / name
+        broken.write_bytes(b"this is not a database, but it may be someone's only copy" * 100)
+        code, _, err = await _myclaw(tmp_path, "gateway")
+        assert code == 1, err
+        assert f"myclaw: {broken}: cannot open it as a myclaw database (file is not a database)" in err
+        assert "Traceback" not in err
+        assert broken.read_bytes() == b"this is not a database, but it may be someone's only copy" * 100
+        broken.unlink()
