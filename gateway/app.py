@@ -592,7 +592,9 @@ async def _storage(path: Path) -> AsyncIterator[None]:
     except SchemaTooNew as exc:
         raise StorageError(f"{path}: {exc}") from None
     except sqlite3.DatabaseError as exc:
-        raise StorageError(f"{path}: cannot open it as a myclaw database ({exc}); restore it from a backup or move it aside") from None
+        raise StorageError(
+            f"{path}: cannot open it as a myclaw database ({exc}); restore it from a backup or move it aside"
+        ) from None
     except OSError as exc:
         raise StorageError(f"{path}: cannot open it: {exc}") from None
 
