@@ -25,9 +25,12 @@ from gateway.bus import InboundMessage, MessageBus, OutboundMessage
 
 from .base import BaseChannel
 
-__all__ = ["TerminalChannel", "stdin_reader"]
+__all__ = ["BANNER", "TerminalChannel", "stdin_reader"]
 
 _EXIT = frozenset({"/exit", "/quit", "exit", "quit"})
+# Shown once to a person at a terminal: /help is the gateway's, shared with
+# Telegram and Feishu, and does not know how to leave a terminal.
+BANNER = "myclaw chat: one line is one message. /new starts over, /help lists the commands, /exit or Ctrl-D quits.\n"
 
 
 def stdin_reader(stream: TextIO | None = None) -> asyncio.StreamReader:
@@ -67,6 +70,7 @@ class TerminalChannel(BaseChannel):
         chat_id: str = "local",
         prompt: str | None = None,
         reply_prefix: str = "myclaw> ",
+        banner: str | None = None,
     ) -> None:
         super().__init__(bus)
         self._reader = reader
@@ -74,7 +78,9 @@ class TerminalChannel(BaseChannel):
         self.sender_id = sender_id
         self.chat_id = chat_id
         # Show a prompt only to a person at a terminal, not to a pipe.
-        self.prompt = prompt if prompt is not None else ("you> " if self.output.isatty() and sys.stdin.isatty() else "")
+        interactive = self.output.isatty() and sys.stdin.isatty()
+        self.prompt = prompt if prompt is not None else ("you> " if interactive else "")
+        self.banner = banner if banner is not None else (BANNER if interactive else "")
         self.reply_prefix = reply_prefix
         self._replied = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -105,6 +111,8 @@ class TerminalChannel(BaseChannel):
 
     async def _read(self, reader: asyncio.StreamReader) -> None:
         try:
+            if self.banner:
+                self._write(self.banner)
             while True:
                 if self.prompt:
                     self._write(self.prompt)

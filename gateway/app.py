@@ -39,9 +39,12 @@ from __future__ import annotations
 
 import asyncio
 import importlib
+import sqlite3
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Protocol
 from zoneinfo import ZoneInfo
 
@@ -62,7 +65,7 @@ from .memory_tools import memory_tools
 from .prompt import PromptBuilder
 from .sessions import SessionStore
 
-__all__ = ["CHANNELS", "App", "ChannelSpec", "Service", "config_secrets"]
+__all__ = ["CHANNELS", "App", "ChannelSpec", "Service", "StorageError", "config_secrets"]
 
 # Lazy: resolved at each call, so it follows configure_logging (and its
 # redaction) even though this module is imported before logging is set up.
@@ -180,13 +183,15 @@ class App:
             from memory.retrieval import Retriever
             from memory.service import SqliteMemory
 
-            engine = await MemoryEngine.open(self.paths.memory_db(cfg), self.clock)
+            async with _storage(self.paths.memory_db(cfg)):
+                engine = await MemoryEngine.open(self.paths.memory_db(cfg), self.clock)
             r = cfg.memory.retrieval
             retriever: Any = Retriever(engine, max_hits=r.max_hits, token_budget=r.token_budget, max_chars=r.max_chars)
             if cfg.memory.embedding.enabled:
                 retriever = self._open_hybrid(engine, retriever)
             self.backend = SqliteMemory(engine, retriever)
             known_projects = engine.known_projects
+            await _warn_stranded_handles(engine, cfg.memory.identities)
             await self._open_write_path(engine)
             self._open_memory_page(engine)
         else:
@@ -195,19 +200,20 @@ class App:
             if cfg.gateway.admin.enabled:
                 log.warning("gateway.admin.enabled is set but memory.enabled is false: the memory page is not served")
             self.backend = FileMemory(self.paths.workspace(cfg), self.clock, tz=self.tz, max_hits=cfg.memory.retrieval.max_hits)
-        self.sessions = await SessionStore.open(
-            self.paths.gateway_db(),
-            self.clock,
-            window=cfg.agent.history_messages,
-            cache_rows=cfg.gateway.history_cache_rows,
-        )
+        async with _storage(self.paths.gateway_db()):
+            self.sessions = await SessionStore.open(
+                self.paths.gateway_db(),
+                self.clock,
+                window=cfg.agent.history_messages,
+                cache_rows=cfg.gateway.history_cache_rows,
+            )
         self.llm = LLMClient.from_config(cfg.provider, model=cfg.agent.model, client=self.http_client)
         r = cfg.memory.retrieval
         # The file store answers the same tools: a user of the fallback can
         # still ask the bot to remember, look up or forget something.
         tools = memory_tools(
             self.backend, max_chars=r.max_chars, token_budget=r.token_budget,
-            forget_history=self.sessions.erase_matching,
+            forget_history=self._forget_history,
         )
         self.agent = Agent(self.llm, max_tokens=cfg.agent.max_tokens, temperature=cfg.agent.temperature, tools=tools)
         prompts = PromptBuilder(
@@ -270,8 +276,17 @@ class App:
         )
 
     async def _forget_history(self, owner: str, texts: Sequence[str]) -> int:
-        """The memory page's cascade erase reaches Tier 0 too (opened after the page)."""
-        return await self.sessions.erase_matching(owner, texts) if self.sessions is not None else 0
+        """Tier 0 lines that said an erased fact go (``memory_forget``, the
+        memory page's cascade erase; the page is opened before the session
+        store), and so do their bytes: while the gateway runs, gateway.db's
+        WAL and main file keep the deleted rows' old pages (secure_delete
+        only zeroes the new ones) until the file is rewritten."""
+        if self.sessions is None:
+            return 0
+        gone = await self.sessions.erase_matching(owner, texts)
+        if gone:
+            await self.sessions.db.compact()
+        return gone
 
     def _open_memory_page(self, engine: Any) -> None:
         """``/memory`` on the gateway's HTTP server (created for it if no
@@ -327,23 +342,45 @@ class App:
         self.compressor = Compressor(engine, self._memory_llm, consolidator=consolidator, timezone=cfg.gateway.timezone)
 
     async def _open_cron(self) -> None:
-        from .cron import CronJob, CronScheduler, CronStore, memory_jobs
+        from .cron import CronError, CronJob, CronScheduler, CronStore, memory_jobs
         from .cron_tools import cron_tools
 
-        self._cron_store = await CronStore.open(self.paths.data_dir / "cron.db", self.clock, self.cfg.gateway.timezone)
+        async with _storage(self.paths.data_dir / "cron.db"):
+            self._cron_store = await CronStore.open(self.paths.data_dir / "cron.db", self.clock, self.cfg.gateway.timezone)
         loop = self.loop
         assert loop is not None and self.agent is not None
 
         async def run_agent_job(job: CronJob) -> None:
-            # The reply goes to the job's chat through the bus, like any reply.
+            # The reply goes to the job's chat through the bus, like any reply;
+            # to a channel this process does not run it would wait for a
+            # sender that never comes: an error on the job (`cron list`)
+            # and in the log, and no LLM call, instead of a silent "ok".
+            if job.channel not in self._job_channels():
+                raise CronError(
+                    f"channel {job.channel!r} is not running in this gateway (enabled: "
+                    f"{', '.join(sorted(self._job_channels())) or 'none'}); the reply would reach nobody"
+                )
             await loop.run_job(channel=job.channel, chat_id=job.chat_id, user=job.user, text=job.message)
 
+        # `myclaw chat` is another process on the same cron.db: the jobs
+        # reply to Telegram or Feishu chats, which only the gateway reaches.
+        # Run here, they would be marked done with the reply lost, so chat
+        # runs only the internal memory jobs (their lease keeps one at a time).
+        store: Any = self._cron_store if self.config_channels else _InternalJobsOnly(self._cron_store)
         self.cron = CronScheduler(
-            self._cron_store,
+            store,
             run_agent_job=run_agent_job,
             internal=memory_jobs(self.compressor) if self.compressor is not None else (),
         )
         self.agent.add_tools(cron_tools(self._cron_store))
+
+    def _job_channels(self) -> set[str]:
+        """The channels this process sends to: the enabled ones (known before
+        they start, for the jobs missed while down) and those added by hand."""
+        names = {c.name for c in self._extra_channels}
+        if self.config_channels:
+            names |= {s.name for s in self.channel_specs if s.section(self.cfg).enabled}
+        return names
 
     def add_channel(self, channel: BaseChannel) -> None:
         """A channel built by the caller (``myclaw chat``'s terminal, tests)."""
@@ -407,7 +444,14 @@ class App:
             # reply path; close() writes what is still pending.
             self._tasks.append(asyncio.create_task(engine.run_access_flusher(), name="memory-access"))
         if self.http is not None:
-            await self.http.start()
+            try:
+                await self.http.start()
+            except OSError as exc:  # most often another gateway on the same port: say so, not a traceback
+                g = self.cfg.gateway
+                raise ConfigError(
+                    f"cannot listen on {g.host}:{g.port} (gateway.host / gateway.port): "
+                    f"{exc.strerror or exc}; is another myclaw gateway running?"
+                ) from None
         results = await asyncio.gather(*(c.start() for c in channels), return_exceptions=True)
         for channel, result in zip(channels, results, strict=True):
             if isinstance(result, BaseException):
@@ -530,6 +574,59 @@ class App:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
+
+
+class StorageError(Exception):
+    """A data file cannot be opened (not a database, written by a newer
+    myclaw, no room for its folder); the message names the file."""
+
+
+@asynccontextmanager
+async def _storage(path: Path) -> AsyncIterator[None]:
+    """Opening ``path``: a failure becomes a :class:`StorageError` naming
+    it, for the operator, instead of a traceback from deep in SQLite."""
+    from memory.db import SchemaTooNew
+
+    try:
+        yield
+    except SchemaTooNew as exc:
+        raise StorageError(f"{path}: {exc}") from None
+    except sqlite3.DatabaseError as exc:
+        raise StorageError(
+            f"{path}: cannot open it as a myclaw database ({exc}); restore it from a backup or move it aside"
+        ) from None
+    except OSError as exc:
+        raise StorageError(f"{path}: cannot open it: {exc}") from None
+
+
+async def _warn_stranded_handles(engine: Any, identities: dict[str, list[str]]) -> None:
+    """A handle added to ``memory.identities`` after its person talked to the
+    bot: what was stored under the handle stays there, while their messages
+    now read and write the mapped user's rows. Say so at start, or the bot
+    just seems to have forgotten them."""
+    mapped = {h: user for user, handles in identities.items() for h in handles}
+    stranded = {h: mapped[h] for h in await engine.owners() if h in mapped}
+    if stranded:
+        log.warning(
+            "memory.identities maps handles that still own memories, events or buffered messages: "
+            "those are no longer recalled for the mapped user (see them on the memory page)",
+            stranded=stranded,
+        )
+
+
+class _InternalJobsOnly:
+    """The cron store as ``myclaw chat`` sees it: only the internal memory
+    jobs come due (see ``App._open_cron``); the rest is the store itself."""
+
+    def __init__(self, store: Any) -> None:
+        self._store = store
+        self.clock = store.clock
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+    async def due(self, now: Any) -> list[Any]:
+        return [j for j in await self._store.due(now) if j.internal]
 
 
 def _failure_of(watcher: asyncio.Task[Any]) -> BaseException:

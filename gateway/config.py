@@ -46,6 +46,7 @@ __all__ = [
     "TelegramConfig",
     "load_config",
     "parse_duration",
+    "unknown_env",
 ]
 
 
@@ -364,6 +365,25 @@ ENV_OVERRIDES: dict[str, tuple[tuple[str, ...], str]] = {
     "MYCLAW_ADMIN_TOKEN": (("gateway", "admin", "token"), "str"),
 }
 
+# Read elsewhere (Paths, the CLI's logging), not config overrides.
+OTHER_ENV = frozenset({"MYCLAW_HOME", "MYCLAW_LOG_LEVEL"})
+
+
+def unknown_env(env: Mapping[str, str]) -> list[str]:
+    """``MYCLAW_*`` variables myclaw does not read, each with the closest
+    one it does ("MYCLAW_TELEGRAM_TOKN (did you mean MYCLAW_TELEGRAM_TOKEN?)"):
+    a misspelt secret is otherwise silently absent."""
+    import difflib
+
+    known = [*ENV_OVERRIDES, *sorted(OTHER_ENV)]
+    out = []
+    for name in sorted(env):
+        if name.startswith("MYCLAW_") and name not in ENV_OVERRIDES and name not in OTHER_ENV:
+            close = difflib.get_close_matches(name, known, n=1, cutoff=0.8)
+            out.append(f"{name} (did you mean {close[0]}?)" if close else name)
+    return out
+
+
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
 
@@ -412,6 +432,8 @@ def _describe(err: ValidationError) -> str:
             msg = msg[len("Value error, ") :]
         value = e.get("input")
         shown = "" if e["type"] in ("extra_forbidden", "missing") else f" (got {value!r})"
+        if shown and repr(value) in msg:
+            shown = ""  # the message names the value already
         if any(s in path.lower() for s in ("key", "token", "secret")) and shown:
             shown = " (value hidden)"
         lines.append(f"{path}: {msg}{shown}")

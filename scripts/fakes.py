@@ -14,7 +14,10 @@ config snippet to put in ``$MYCLAW_HOME/config.json``; then start
 The bot's replies are printed as they arrive. The OpenAI fake answers with
 a readable echo of the last user line, and with valid JSON (facts taken
 from the user's lines) when asked for ``response_format`` -- the memory
-extraction, merge and profile calls -- so the write path runs too.
+extraction, merge and profile calls -- so the write path runs too. A line
+starting with "forget" or 忘记 (``t: forget that I live in Berlin``) makes it call
+the ``memory_forget`` tool on the memory recalled first for that line, as a
+real model would, so erasing by asking can be tried too.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ import re
 import sys
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -33,7 +37,7 @@ from tests.fakes.feishu_server import FakeFeishu  # noqa: E402
 from tests.fakes.openai_server import FakeOpenAI, Reply  # noqa: E402
 from tests.fakes.telegram_server import DEFAULT_TOKEN, FakeTelegram, SentMessage  # noqa: E402
 
-__all__ = ["echo_reply", "json_reply", "responder"]
+__all__ = ["echo_reply", "forget_reply", "json_reply", "responder"]
 
 API_KEY = "sk-fake-0123456789"
 DEMO_TELEGRAM_USER = 1001
@@ -44,16 +48,60 @@ _USER_LINE = re.compile(r"^L(\d+) \[[^\]]*\] user: (.*)$", re.M)
 _NUMBERED = re.compile(r"^(\d+)\. (?:\[[^\]]*\] )?(.*)$", re.M)
 
 
+_FORGET = re.compile(r"^(?:please\s+)?forget\b|^请?忘(?:记|掉)", re.I)
+_CITED = re.compile(r"^- \[(m\d+) · [^\]]*\] (.*)$", re.M)
+_WORD = re.compile(r"\w{3,}")
+_NOT_A_TOPIC = {"forget", "please", "that", "about", "the", "and", "you", "what", "said"}
+
+
+_CJK_RUN = re.compile(r"[\u3400-\u9fff]+")
+
+
+def _topic(text: str) -> set[str]:
+    """Words of three letters or more, and the two-character pieces of
+    Chinese (written without spaces), minus the request's own words."""
+    low = text.lower()
+    words = {w for w in _WORD.findall(_CJK_RUN.sub(" ", low)) if w not in _NOT_A_TOPIC}
+    for run in _CJK_RUN.findall(low):
+        words |= {run[i : i + 2] for i in range(len(run) - 1)}
+    return words - {"忘记", "忘掉"}
+
+
+def _split_memories(content: str) -> tuple[str, str]:
+    """(the <memories> block or "", the user's own line)."""
+    if content.startswith("<memories>\n") and "</memories>\n\n" in content:
+        block, line = content.split("</memories>\n\n", 1)
+        return block, line
+    return "", content
+
+
 def echo_reply(body: dict[str, Any]) -> str:
     """"You said: <the user's line>" (the memory block, if any, is left out)."""
-    last = str(body["messages"][-1].get("content") or "")
-    hits = 0
-    if last.startswith("<memories>\n") and "</memories>\n\n" in last:
-        block, last = last.split("</memories>\n\n", 1)
-        hits = block.count("\n- [")
+    block, last = _split_memories(str(body["messages"][-1].get("content") or ""))
+    hits = block.count("\n- [")
     line = " ".join(last.split())
     note = f" (I was reminded of {hits} memor{'y' if hits == 1 else 'ies'})" if hits else ""
     return f"You said: {line}{note}"
+
+
+def forget_reply(body: dict[str, Any]) -> Reply | None:
+    """For "forget ...": a ``memory_forget`` call on the first memory
+    recalled for the line that shares a word with it (recall may bring
+    unrelated ones: a model would not erase those, nor does this), then,
+    given the tool's answer, a reply quoting it. None when the line asks
+    nothing of the kind."""
+    last = body["messages"][-1]
+    offered = {t.get("function", {}).get("name") for t in body.get("tools") or []}
+    if last.get("role") == "tool":
+        return Reply(content="Done. " + str(last.get("content") or "").split("\n", 1)[0])
+    block, line = _split_memories(str(last.get("content") or ""))
+    if last.get("role") != "user" or not _FORGET.match(line.strip()) or "memory_forget" not in offered:
+        return None
+    wanted = _topic(line)
+    ids = [ref for ref, content in _CITED.findall(block) if wanted & _topic(content)][:1]
+    if not ids:
+        return Reply(content="I found nothing stored about that, so there is nothing to forget.")
+    return Reply(content=None, tool_calls=[{"name": "memory_forget", "arguments": {"ids": ids}}])
 
 
 def json_reply(body: dict[str, Any]) -> str:
@@ -74,10 +122,15 @@ def json_reply(body: dict[str, Any]) -> str:
 
 
 def responder(body: dict[str, Any]) -> Reply:
-    return Reply(content=json_reply(body) if body.get("response_format") else echo_reply(body))
+    if body.get("response_format"):
+        return Reply(content=json_reply(body))
+    return forget_reply(body) or Reply(content=echo_reply(body))
 
 
-def config_snippet(tg: FakeTelegram | None, fs: FakeFeishu | None, llm: FakeOpenAI | None, webhook: bool) -> str:
+def config_snippet(tg: FakeTelegram | None, fs: FakeFeishu | None, llm: FakeOpenAI | None, webhook: str | None) -> str:
+    """The config that points myclaw at the fakes. With ``webhook`` (the URL
+    events are pushed to), the gateway must listen there: its host, port
+    and path go into the snippet too, or the pushes find nobody."""
     doc: dict[str, Any] = {}
     if llm is not None:
         doc["provider"] = {"baseUrl": llm.url, "apiKey": API_KEY}
@@ -88,7 +141,9 @@ def config_snippet(tg: FakeTelegram | None, fs: FakeFeishu | None, llm: FakeOpen
     if fs is not None:
         section: dict[str, Any] = {"enabled": True, "appId": fs.app_id, "appSecret": fs.app_secret, "domain": fs.url}
         if webhook:
-            section.update(mode="webhook", verificationToken=fs.verification_token)
+            url = urlsplit(webhook)
+            section.update(mode="webhook", verificationToken=fs.verification_token, webhookPath=url.path or "/feishu/events")
+            doc["gateway"] = {"host": url.hostname or "127.0.0.1", "port": url.port or 80}
         else:
             section["mode"] = "websocket"
         channels["feishu"] = section
@@ -153,7 +208,7 @@ async def serve(args: argparse.Namespace) -> None:
             if url:
                 print(f"fake {name}: {url}")
         print("\nconfig.json for myclaw (or merge into yours):")
-        print(config_snippet(tg, fs, llm, webhook=bool(args.feishu_webhook)))
+        print(config_snippet(tg, fs, llm, webhook=args.feishu_webhook))
         print("\nthen run `myclaw gateway` and type 't: hello' or 'f: 你好' here; Ctrl-C stops.", flush=True)
         tasks = [asyncio.create_task(_read_lines(tg, fs, args.feishu_webhook))]
         if fs is not None:

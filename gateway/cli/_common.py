@@ -22,7 +22,7 @@ from typing import Any, TypeVar
 
 import click
 
-from gateway.config import Config, ConfigError, Paths, load_config
+from gateway.config import Config, ConfigError, Paths, load_config, unknown_env
 from gateway.logging import configure_logging
 from memory import IdentityMap, MemoryEngine, MemoryNotFound
 from memory.db import SchemaTooNew
@@ -68,12 +68,26 @@ class _Stderr:
         return sys.stderr.isatty()
 
 
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
+
+
 def setup_cli_logging() -> None:
     """Warnings and errors to stderr; stdout stays clean for tables and JSON."""
-    configure_logging(level=os.environ.get("MYCLAW_LOG_LEVEL", "WARNING"), stream=_Stderr())  # type: ignore[arg-type]
+    level = os.environ.get("MYCLAW_LOG_LEVEL", "WARNING").strip().upper()
+    if level not in LOG_LEVELS:
+        raise ConfigFailure(f"MYCLAW_LOG_LEVEL: unknown level {os.environ['MYCLAW_LOG_LEVEL']!r} (use {', '.join(LOG_LEVELS)})")
+    configure_logging(level=level, stream=_Stderr())  # type: ignore[arg-type]
+
+
+def warn_unknown_env() -> None:
+    """A misspelt ``MYCLAW_*`` variable is ignored: say so, with the likely
+    intended name (stderr; stdout stays clean)."""
+    for name in unknown_env(os.environ):
+        click.echo(f"myclaw: warning: {name} is not a myclaw setting and is ignored", err=True)
 
 
 def load_cli_config() -> Config:
+    warn_unknown_env()
     try:
         return load_config()
     except ConfigError as exc:
@@ -180,13 +194,17 @@ def _fit(s: str, width: int) -> str:
 
 
 def render_table(headers: Sequence[str], rows: Sequence[Sequence[Any]], *, width: int | None = None) -> str:
-    """Aligned columns (wide CJK characters count double); the last column
-    is cut to what is left of the terminal width."""
+    """Aligned columns (wide CJK characters count double); on a terminal the
+    last column is cut to what is left of its width. Piped or redirected
+    (``| grep``, ``> file``), lines are whole: a cut would hide the words
+    looked for."""
     cells = [[" ".join(str(c).split()) for c in r] for r in rows]
     cols = [max([_width(h), *(_width(r[i]) for r in cells)]) for i, h in enumerate(headers)]
-    total = width or shutil.get_terminal_size((120, 24)).columns
-    last = max(20, total - sum(cols[:-1]) - 2 * (len(cols) - 1))
-    cols[-1] = min(cols[-1], last)
+    if width is None and sys.stdout.isatty():
+        width = shutil.get_terminal_size((120, 24)).columns
+    if width is not None:
+        last = max(20, width - sum(cols[:-1]) - 2 * (len(cols) - 1))
+        cols[-1] = min(cols[-1], last)
 
     def line(values: Sequence[str]) -> str:
         parts = []

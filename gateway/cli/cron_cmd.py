@@ -32,10 +32,26 @@ def cron() -> None:
     setup_cli_logging()
 
 
+def _check_channel(cfg: Config, channel: str) -> None:
+    """The reply of a job for a channel the gateway does not have would be
+    queued for nobody (each run costing an LLM call): refuse the name; warn
+    when the channel exists but is not enabled."""
+    from gateway.app import CHANNELS  # lazily: the app is heavy to import for `myclaw --help`
+
+    spec = next((s for s in CHANNELS if s.name == channel), None)
+    if spec is None:
+        names = ", ".join(s.name for s in CHANNELS)
+        raise click.BadParameter(f"unknown channel {channel!r} (one of {names})", param_hint="'--channel'")
+    if not spec.section(cfg).enabled:
+        click.echo(
+            f"warning: channels.{channel}.enabled is false: the job's replies are sent once it is enabled", err=True
+        )
+
+
 @cron.command("add")
 @click.option("--schedule", "-s", required=True, help="Cron expression, five fields, e.g. '0 9 * * 1-5'.")
 @click.option("--message", "-m", required=True, help="What the agent is asked at each run.")
-@click.option("--channel", required=True, help="Where the reply goes: telegram, feishu, ...")
+@click.option("--channel", required=True, help="Where the reply goes: telegram or feishu.")
 @click.option("--chat-id", required=True, help="The chat the reply goes to.")
 @click.option("--user", "-u", required=True, help="Whose memory the agent uses (user name or channel:sender_id).")
 @click.option("--id", "job_id", help="A job id of your choice (default: generated).")
@@ -45,6 +61,7 @@ def add(schedule: str, message: str, channel: str, chat_id: str, user: str, job_
     cfg = load_cli_config()
     owner = resolve_user(user, cfg)
     assert owner is not None
+    _check_channel(cfg, channel)
 
     async def go() -> None:
         async with open_store(cfg) as store:

@@ -13,6 +13,7 @@ from collections.abc import Coroutine
 from typing import Any
 
 import click
+import structlog
 
 from gateway.config import Config, ConfigError, Paths, load_config
 from gateway.logging import configure_logging
@@ -21,12 +22,25 @@ from . import main
 
 __all__ = ["chat", "gateway", "run_chat", "run_gateway"]
 
+# A typo ("--log-level verbose") is a usage error, not a traceback from logging.
+LOG_LEVEL = click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False)
+
 
 def _install_signals(stop: asyncio.Event) -> None:
     loop = asyncio.get_running_loop()
+
+    def stopping(sig: signal.Signals) -> None:
+        # Shutdown answers what was already taken first, which can take a
+        # few seconds: say so, or Ctrl-C looks ignored.
+        if not stop.is_set():
+            structlog.get_logger(component="gateway").info(
+                f"{sig.name} received: stopping after the messages already taken are answered"
+            )
+        stop.set()
+
     for sig in (signal.SIGINT, signal.SIGTERM):
         try:
-            loop.add_signal_handler(sig, stop.set)
+            loop.add_signal_handler(sig, stopping, sig)
         except (NotImplementedError, RuntimeError):  # not the main thread / not POSIX
             pass
 
@@ -51,6 +65,7 @@ async def run_gateway(
         return await app.wait(stop)
     finally:
         await app.close()
+        structlog.get_logger(component="gateway").info("gateway stopped")
 
 
 async def run_chat(cfg: Config, paths: Paths, *, user: str) -> int:
@@ -84,6 +99,9 @@ def _setup_logging(cfg: Config, level: str) -> None:
 
 
 def _load(require: bool) -> tuple[Config, Paths]:
+    from ._common import warn_unknown_env
+
+    warn_unknown_env()
     try:
         return load_config(require=require), Paths.from_env()
     except ConfigError as exc:
@@ -92,15 +110,20 @@ def _load(require: bool) -> tuple[Config, Paths]:
 
 
 def _run(coro: Coroutine[Any, Any, int]) -> int:
+    from gateway.app import StorageError
+
     try:
         return asyncio.run(coro)
     except ConfigError as exc:
         click.echo(f"myclaw: {exc}", err=True)
         return 2
+    except StorageError as exc:
+        click.echo(f"myclaw: {exc}", err=True)
+        return 1
 
 
 @main.command()
-@click.option("--log-level", default="INFO", show_default=True, help="DEBUG shows per-message timings.")
+@click.option("--log-level", type=LOG_LEVEL, default="INFO", show_default=True, help="DEBUG shows per-message timings.")
 def gateway(log_level: str) -> None:
     """Run the gateway with every channel enabled in the config."""
     cfg, paths = _load(require=True)
@@ -110,7 +133,7 @@ def gateway(log_level: str) -> None:
 
 @main.command()
 @click.option("--user", default=None, help="Sender id in the terminal channel (default: your login name).")
-@click.option("--log-level", default="WARNING", show_default=True)
+@click.option("--log-level", type=LOG_LEVEL, default="WARNING", show_default=True)
 def chat(user: str | None, log_level: str) -> None:
     """Talk to myclaw in this terminal (needs only an LLM endpoint).
 

@@ -17,6 +17,7 @@ import click
 
 from gateway.config import Config, Paths
 from memory import Category, MemoryEngine, MemoryNotFound, NewMemory, Provenance, Source, Status
+from memory.changelog import write_log
 from memory.forgetting import Erasure, erase_planned, plan_erasure
 from memory.migrate import MigrationReport, migrate_files
 from memory.retrieval import Retriever
@@ -41,6 +42,7 @@ from ._common import (
 )
 
 CATEGORIES = [c.value for c in Category]
+JOB = "cli"  # the change log's name for what was done with these commands
 _ALL = 1_000_000_000  # "no limit" for engine calls that take one
 
 user_option = click.option("--user", "-u", help="A user name, _global, or a channel:sender_id handle.")
@@ -288,7 +290,11 @@ async def _add(path: Path, new: NewMemory, as_json: bool) -> None:
         added = m is None
         if m is None:
             try:
-                m = await engine.add(new)
+                # Logged as the memory page logs its changes, so `memory log`
+                # and the page's history show who changed what, by hand too.
+                async with engine.db.transaction() as conn:
+                    m = await engine.add(new, conn=conn)
+                    await write_log(conn, at=engine.now(), job=JOB, owner=m.owner, action="add", memory_id=m.id)
             except ValueError as exc:
                 raise click.ClickException(str(exc)) from None
     if as_json:
@@ -334,8 +340,13 @@ async def _edit(
             async with engine.db.transaction() as conn:
                 if changes:
                     await engine.update(memory_id, conn=conn, **changes)
-                if status is not None:
+                    await write_log(conn, at=engine.now(), job=JOB, owner=before.owner, action="edit",
+                                    memory_id=memory_id, detail={"fields": sorted(changes)})
+                if status is not None and status != before.status.value:
                     await engine.set_status(memory_id, status, conn=conn)
+                    await write_log(conn, at=engine.now(), job=JOB, owner=before.owner,
+                                    action="restore" if status == Status.ACTIVE.value else "archive",
+                                    memory_id=memory_id, detail={"was": before.status.value})
         except ValueError as exc:
             raise click.ClickException(str(exc)) from None
         m = await _get(engine, memory_id, owner)
@@ -452,6 +463,8 @@ async def _forget(cfg: Config, path: Path, owner: str) -> dict[str, int]:
     if paths.gateway_db().exists():
         async with await SessionStore.open(paths.gateway_db()) as sessions:
             counts["history messages"] = await sessions.forget_owner(owner)
+            if counts["history messages"]:
+                await sessions.db.compact()  # a running gateway keeps the WAL, and their words in it
     cron_db = paths.data_dir / "cron.db"
     if cron_db.exists():
         store = await CronStore.open(cron_db, SystemClock(), cfg.gateway.timezone)
@@ -479,7 +492,11 @@ async def _fetch(path: Path, memory_id: int, owner: str | None) -> tuple[Memory,
 
 async def _archive(path: Path, memory_id: int) -> None:
     async with open_engine(path) as engine:
-        await engine.set_status(memory_id, Status.ARCHIVED)
+        m = await _get(engine, memory_id, None)
+        async with engine.db.transaction() as conn:
+            await engine.set_status(memory_id, Status.ARCHIVED, conn=conn)
+            await write_log(conn, at=engine.now(), job=JOB, owner=m.owner, action="archive", memory_id=memory_id,
+                            detail={"was": m.status.value})
 
 
 async def _erase(path: Path, memory_id: int, cascade: bool) -> Erasure:
@@ -493,12 +510,14 @@ async def _erase(path: Path, memory_id: int, cascade: bool) -> Erasure:
         m = await _get(engine, memory_id, None)
         async with engine.db.transaction() as conn:
             plan = await plan_erasure(conn, m.owner, [m]) if cascade else Erasure(m.owner, [m])
-            await erase_planned(engine, conn, plan, job="cli", action="erase", buffered=cascade)
+            await erase_planned(engine, conn, plan, job=JOB, action="erase", buffered=cascade)
         await engine.purge_erased()
     history = Paths.from_env().gateway_db()
     if cascade and history.exists():
         async with await SessionStore.open(history) as sessions:
             plan.history_lines = await sessions.erase_matching(plan.owner, plan.texts())
+            if plan.history_lines:
+                await sessions.db.compact()  # a running gateway keeps the WAL, and the words in it
     return plan
 
 

@@ -94,7 +94,11 @@ def flush(user: str | None, as_json: bool) -> None:
 
 
 @memory.command("log")
-@click.option("--job", help="extraction, daily_compress, weekly_compress")
+@click.option(
+    "--job",
+    help="extraction, daily_compress, weekly_compress, chat (the bot's memory_forget), "
+    "web (the memory page), cli (these commands)",
+)
 @click.option("--user", "-u", help="Only this user's entries.")
 @click.option("--action", "actions", multiple=True, help="add, reinforce, supersede, merge, drop, decay, promote, demote, ...")
 @click.option("--limit", "-n", default=50, show_default=True, type=click.IntRange(1, 100_000))

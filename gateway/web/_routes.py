@@ -41,12 +41,13 @@ from gateway.cli._common import memory_dict
 from gateway.http import HttpServer
 from memory.types import Status
 
-from ._actions import AdminError, Invalid, MemoryAdmin
+from ._actions import EDITABLE, AdminError, Invalid, MemoryAdmin
 from ._auth import COOKIE, COOKIE_PATH, AdminAuth, Identity
 from ._views import (
     DONE,
     PageContext,
     clear_confirm_page,
+    count_memories,
     detail_page,
     erase_confirm_page,
     layout,
@@ -179,11 +180,11 @@ class MemoryWeb:
             ("GET", "/memory/api/search", api(self._api_search)),
             ("GET", "/memory/api/memory", api(self._api_memory)),
             ("GET", "/memory/api/log", api(self._api_log)),
-            ("POST", "/memory/api/add", api(self._api_add, post=True)),
-            ("POST", "/memory/api/edit", api(self._api_edit, post=True)),
-            ("POST", "/memory/api/archive", api(self._api_status("archive"), post=True)),
-            ("POST", "/memory/api/restore", api(self._api_status("restore"), post=True)),
-            ("POST", "/memory/api/erase", api(self._api_erase, post=True)),
+            ("POST", "/memory/api/add", api(self._api_add, post=("user", *EDITABLE))),
+            ("POST", "/memory/api/edit", api(self._api_edit, post=("id", "user", *EDITABLE))),
+            ("POST", "/memory/api/archive", api(self._api_status("archive"), post=("id", "user"))),
+            ("POST", "/memory/api/restore", api(self._api_status("restore"), post=("id", "user"))),
+            ("POST", "/memory/api/erase", api(self._api_erase, post=("id", "user", "cascade"))),
         ]
 
     def mount(self, http: HttpServer) -> None:
@@ -242,7 +243,11 @@ class MemoryWeb:
 
         return handler
 
-    def _api(self, fn: ApiFn, *, post: bool = False) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
+    def _api(self, fn: ApiFn, *, post: tuple[str, ...] = ()) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
+        """``post``: a POST endpoint's JSON fields. Any other key is refused:
+        a misspelt one ("importnce", "cascde") would otherwise be ignored
+        and the action done with a default the caller did not mean."""
+
         async def handler(request: web.Request) -> web.StreamResponse:
             if (slow := self._throttled(request, as_json=True)) is not None:
                 return slow
@@ -258,6 +263,9 @@ class MemoryWeb:
                     return _json({"error": "the body must be a JSON object"}, status=400)
                 if not isinstance(body, dict):
                     return _json({"error": "the body must be a JSON object"}, status=400)
+                unknown = sorted(k for k in body if k not in post)
+                if unknown:
+                    return _json({"error": f"unknown field {unknown[0]!r} (this endpoint takes {', '.join(post)})"}, status=400)
                 data = body
                 if not self.auth.csrf_ok(ident, request, ""):
                     self._refused(request, "missing or wrong CSRF token")
@@ -498,6 +506,7 @@ def _notice(data: Data) -> str:
     if template is None:
         return ""
     try:
-        return template.format(id=int(data.get("n") or 0))
+        n = int(data.get("n") or 0)
+        return template.format(id=n, memories=count_memories(n))
     except ValueError:
         return ""

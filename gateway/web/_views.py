@@ -27,6 +27,7 @@ __all__ = [
     "PageContext",
     "SOURCE_LABELS",
     "clear_confirm_page",
+    "count_memories",
     "detail_page",
     "e",
     "erase_confirm_page",
@@ -51,13 +52,18 @@ DONE = {
     "restored": "Memory m{id} restored.",
     "erased": "Memory m{id} erased for good.",
     "erased_cascade": "Memory m{id} erased for good, with its older versions and the Core Memory entries built on it.",
-    "archived_all": "{id} memories archived.",
-    "erased_all": "{id} memories erased for good.",
+    "archived_all": "{memories} archived.",
+    "erased_all": "{memories} erased for good.",
 }
 
 
 def e(value: object) -> str:
     return escape(str(value), quote=True)
+
+
+def count_memories(n: int) -> str:
+    """"1 memory", "2 memories": a count as a person writes it."""
+    return f"{n} memory" if n == 1 else f"{n} memories"
 
 
 def url(path: str, **params: object) -> str:
@@ -387,7 +393,7 @@ def main_page(
 <input type="search" name="q" value="{e(query)}" placeholder="Search {e(user)}'s memories as the bot would recall them…" aria-label="search">
 <button type="submit">Search</button>{f'<a class="button" href="{e(url("/memory", user=user))}">Clear</a>' if query else ""}</form>"""
     if query:
-        head = f'<p class="muted">{len(scored)} memories the bot would recall for “{e(query)}”, best first (active memories of {e(user)}'
+        head = f'<p class="muted">{count_memories(len(scored))} the bot would recall for “{e(query)}”, best first (active memories of {e(user)}'
         head += "" if user == GLOBAL_OWNER else " and _global"
         head += ").</p>"
         cards = "".join(card(ctx, m, score=s, replaced=replaced.get(m.id, ())) for m, s in scored)
@@ -427,8 +433,8 @@ def main_page(
     danger = f"""<details class="danger"><summary>Clear this user's memories</summary>
 <p>Archive every active memory of <b>{e(user)}</b> ({stats.by_status.get("active", 0)}): they leave the bot's recall and can be restored one by one from the Archived tab.</p>
 {_post(ctx, "/memory/archive-all", "Archive all…", cls="danger", user=user)}
-<p>Or erase all {stats.total} memories of <b>{e(user)}</b> for good (all statuses; cannot be undone).</p>
-{_post(ctx, "/memory/erase-all", "Erase all for good…", cls="danger", user=user)}</details>"""
+<p>Or erase all {count_memories(stats.total)} of <b>{e(user)}</b> for good (all statuses; cannot be undone).</p>
+{_post(ctx, "/memory/erase-all", "Erase all for good…", cls="danger", user=user)}</details>""" if stats.total else ""
     body = f"""<div class="head"><h2>{e(user)}</h2><span class="grow"></span>
 <button type="button" class="primary" data-open="add-dialog">+ Add memory</button>
 <a class="button" href="{e(url("/memory/log", user=user))}">Change log</a></div>
@@ -497,7 +503,7 @@ def log_page(ctx: PageContext, entries: Sequence[LogEntry]) -> str:
     user = ctx.user or ""
     body = f"""<div class="head"><h2>Change log: {e(user)}</h2><span class="grow"></span>
 <a class="button" href="{e(url("/memory", user=user))}">← {e(user)}</a></div>
-<p class="muted">What extraction, compression and this page changed, newest first (the same log as <code>myclaw memory log</code>).</p>
+<p class="muted">What extraction, compression, the bot (asked to forget), this page and <code>myclaw memory</code> changed, newest first (the same log as <code>myclaw memory log</code>).</p>
 {_log_table(entries) if entries else _empty("No changes logged", "Nothing has changed this user's memories through the write path or this page yet.")}"""
     return layout(ctx, f"log {user}", body)
 
@@ -587,14 +593,14 @@ def erase_confirm_page(ctx: PageContext, m: Memory, plan: Erasure) -> str:
 def clear_confirm_page(ctx: PageContext, *, erase: bool, count: int) -> str:
     user = ctx.user or ""
     if erase:
-        body = f"""<div class="confirm"><h2>Erase all {count} memories of {e(user)} for good?</h2>
+        body = f"""<div class="confirm"><h2>Erase all {count_memories(count)} of {e(user)} for good?</h2>
 <p>Every memory of <b>{e(user)}</b>, active, archived and superseded, is deleted from the database. This cannot be undone.</p>
 <form method="post" action="/memory/erase-all">{_hidden(ctx, user=user, confirm="yes")}
 <label>Type the user name <b>{e(user)}</b> to confirm<input name="typed" autocomplete="off" required></label>
 <div class="actions"><button type="submit" class="danger solid">Erase all for good</button>
 <a class="button" href="{e(ctx.back)}">Cancel</a></div></form></div>"""
     else:
-        body = f"""<div class="confirm"><h2>Archive all {count} active memories of {e(user)}?</h2>
+        body = f"""<div class="confirm"><h2>Archive {"the" if count == 1 else "all"} {count} active {"memory" if count == 1 else "memories"} of {e(user)}?</h2>
 <p>The bot stops recalling them. They stay in the database and can be restored one by one from the Archived tab.</p>
 <div class="actions">{_post(ctx, "/memory/archive-all", "Yes, archive all", cls="danger solid", user=user, confirm="yes")}
 <a class="button" href="{e(ctx.back)}">Cancel</a></div></div>"""

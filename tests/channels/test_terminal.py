@@ -84,3 +84,38 @@ async def test_stdin_reader_reads_a_pipe_without_blocking_the_loop() -> None:
         assert await asyncio.wait_for(reader.readline(), 5) == b"second\n"
         assert await asyncio.wait_for(reader.readline(), 5) == b""  # EOF
         ticker.cancel()
+
+
+async def test_a_person_at_a_terminal_is_told_how_to_leave_and_a_pipe_is_not(tmp_path: Path, fake_llm: FakeOpenAI) -> None:
+    """`myclaw chat` on a real pseudo-terminal, then on a pipe."""
+    import pty
+    import sys
+
+    from channels.terminal import BANNER
+
+    fake_llm.responder = lambda body: Reply(content="re: " + body["messages"][-1]["content"])
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MYCLAW_")}
+    env.update(MYCLAW_HOME=str(tmp_path), MYCLAW_PROVIDER_BASE_URL=fake_llm.url)
+    repo = Path(__file__).resolve().parents[2]
+    cmd = [sys.executable, "-c", "from gateway.cli import main; main()", "chat", "--user", "ada"]
+    main_fd, tty = pty.openpty()
+    proc = await asyncio.create_subprocess_exec(*cmd, cwd=repo, env=env, stdin=tty, stdout=tty, stderr=asyncio.subprocess.DEVNULL)
+    os.close(tty)
+    seen = b""
+    try:
+        async with asyncio.timeout(30):
+            while b"you> " not in seen:
+                seen += await asyncio.to_thread(os.read, main_fd, 4096)
+            os.write(main_fd, b"/exit\n")
+            assert await proc.wait() == 0
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+        os.close(main_fd)
+    assert seen.decode().replace("\r\n", "\n").startswith(BANNER + "you> ")
+
+    piped = await asyncio.create_subprocess_exec(*cmd, cwd=repo, env=env, stdin=asyncio.subprocess.PIPE,
+                                                 stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL)
+    out, _ = await asyncio.wait_for(piped.communicate(b"hello\n"), 30)
+    assert out.decode() == "myclaw> re: hello\n"  # machine-readable: no banner, no prompt

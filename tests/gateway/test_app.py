@@ -19,6 +19,7 @@ from gateway.config import ConfigError, Paths, load_config
 from gateway.logging import configure_logging
 from memory import ManualClock, Provenance
 from tests.fakes.openai_server import FakeOpenAI, Reply
+from tests.disk import on_disk
 from tests.fakes.telegram_server import FakeTelegram
 
 REPO = Path(__file__).resolve().parents[2]
@@ -234,6 +235,115 @@ async def test_memory_disabled_uses_the_file_store(tmp_path: Path, clock: Manual
         assert "oat milk" not in memory_md.read_text(encoding="utf-8")
     finally:
         await app.close()
+
+
+async def test_memory_forget_leaves_no_trace_in_the_files_of_the_running_gateway(
+    tmp_path: Path, clock: ManualClock, fake_llm: FakeOpenAI
+) -> None:
+    cfg, paths = _config(tmp_path, fake_llm)
+    app = App(cfg, paths, clock=clock, channel_specs=[ECHO])
+    try:
+        await app.open()
+        await app.start()
+        echo = app.channels["echo"]
+        assert app.backend is not None and app.loop is not None
+        for i in range(12):
+            await echo.say(f"an ordinary line {i}")  # type: ignore[attr-defined]
+        await echo.say("my locker code is zqxjkv4711")  # type: ignore[attr-defined]
+        code = await app.backend.remember("echo:100", "my locker code is zqxjkv4711", provenance=Provenance(channel="echo"))
+        fake_llm.queue_reply(None, tool_calls=[{"name": "memory_forget", "arguments": {"ids": [code.ref]}}])
+        fake_llm.queue_reply("Forgotten.")
+        assert (await echo.say("please forget my locker code")).text == "Forgotten."  # type: ignore[attr-defined]
+        assert await app.loop.drain(5)
+        assert on_disk(paths.data_dir, "zqxjkv4711") == 0  # gateway.db and memory.db, WAL included
+    finally:
+        await app.close()
+
+
+async def _due_jobs(paths: Paths, clock: ManualClock, *channels: str) -> None:
+    """A job per channel, due (clock moved past its run) when the app starts."""
+    from gateway.cron import CronStore
+
+    store = await CronStore.open(paths.data_dir / "cron.db", clock)
+    try:
+        for ch in channels:
+            await store.add(schedule="0 9 * * *", message=f"reminder for {ch}", channel=ch, chat_id="c1",
+                            user="echo:100", job_id=f"to-{ch}")
+    finally:
+        await store.close()
+    clock.advance(24 * 3600)
+
+
+async def _runs(app: App) -> dict[str, tuple[str | None, str | None]]:
+    assert app._cron_store is not None
+    return {j.id: (j.last_status, j.last_error) for j in await app._cron_store.list() if not j.internal}
+
+
+async def test_myclaw_chat_leaves_the_gateways_scheduled_jobs_to_the_gateway(
+    tmp_path: Path, clock: ManualClock, fake_llm: FakeOpenAI
+) -> None:
+    """Run by `myclaw chat` (its own process, only the terminal), a job for a
+    Telegram chat was marked done and its reply reached nobody."""
+    cfg, paths = _config(tmp_path, fake_llm)
+    paths.data_dir.mkdir(parents=True)
+    await _due_jobs(paths, clock, "telegram")
+    app = App(cfg, paths, clock=clock, config_channels=False)
+    app.add_channel(EchoChannel(cfg.channels.telegram, app.bus))
+    try:
+        await app.open()
+        await app.start()
+        assert app.cron is not None
+        await app.cron.run_due()  # type: ignore[attr-defined]
+        assert await _runs(app) == {"to-telegram": (None, None)}  # still due, for the gateway
+        assert fake_llm.requests == []
+    finally:
+        await app.close()
+
+
+async def test_a_job_for_a_channel_this_gateway_does_not_run_is_an_error_not_a_lost_reply(
+    tmp_path: Path, clock: ManualClock, fake_llm: FakeOpenAI
+) -> None:
+    cfg, paths = _config(tmp_path, fake_llm)
+    paths.data_dir.mkdir(parents=True)
+    await _due_jobs(paths, clock, "echo", "feishu")
+    app = App(cfg, paths, clock=clock, channel_specs=[ECHO])
+    try:
+        await app.open()
+        await app.start()  # runs the jobs missed while down
+        echo = app.channels["echo"]
+        await asyncio.wait_for(echo.got.wait(), 5)  # type: ignore[attr-defined]
+        assert [m.text for m in echo.sent] == ["ok"]  # type: ignore[attr-defined]
+        runs = await _runs(app)
+        assert runs["to-echo"] == ("ok", None)
+        assert runs["to-feishu"][0] == "error"
+        assert "channel 'feishu' is not running in this gateway" in (runs["to-feishu"][1] or "")
+        assert len(fake_llm.requests) == 1  # no LLM call for a reply that could go nowhere
+    finally:
+        await app.close()
+
+
+async def test_a_handle_mapped_after_it_stored_memories_is_named_at_start(
+    tmp_path: Path, clock: ManualClock, fake_llm: FakeOpenAI
+) -> None:
+    from structlog.testing import capture_logs
+
+    from memory import MemoryEngine, NewMemory
+
+    cfg, paths = _config(tmp_path, fake_llm)
+    paths.data_dir.mkdir(parents=True)
+    async with await MemoryEngine.open(paths.data_dir / "memory.db", clock) as engine:  # before the mapping
+        await engine.add(NewMemory(owner="echo:100", content="my cat is called Miso"))
+        await engine.add(NewMemory(owner="echo:200", content="bob's own memory"))
+    for identities, expected in [({"alice": ["echo:100", "feishu:ou_a"]}, {"echo:100": "alice"}), ({}, None)]:
+        cfg, paths = _config(tmp_path, fake_llm, memory={"identities": identities})
+        app = App(cfg, paths, clock=clock, channel_specs=[ECHO])
+        try:
+            with capture_logs() as logs:
+                await app.open()
+        finally:
+            await app.close()
+        warned = [x for x in logs if x["event"].startswith("memory.identities maps handles that still own")]
+        assert [x["stranded"] for x in warned] == ([expected] if expected else [])
 
 
 async def test_history_cache_rows_reaches_the_session_store(tmp_path: Path, clock: ManualClock, fake_llm: FakeOpenAI) -> None:

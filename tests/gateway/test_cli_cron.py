@@ -81,13 +81,27 @@ def test_cron_add_list_remove_persist(home: Path) -> None:
     assert (job["id"], job["schedule"], job["message"], job["user"], job["chat_id"]) == ("morning", "0 9 * * 1-5", "早报", "alice", "42")
     assert job["next_run_at"].endswith("T01:00:00Z")  # 09:00 in Shanghai
     assert "morning" in cli("cron", "list").output
-    bad = cli("cron", "add", "-s", "soon", "-m", "x", "--channel", "t", "--chat-id", "1", "-u", "u")
+    bad = cli("cron", "add", "-s", "soon", "-m", "x", "--channel", "telegram", "--chat-id", "1", "-u", "u")
     assert bad.exit_code == 1 and "invalid cron schedule" in bad.output
-    dup = cli("cron", "add", "-s", "0 9 * * *", "-m", "x", "--channel", "t", "--chat-id", "1", "-u", "u", "--id", "morning")
+    dup = cli("cron", "add", "-s", "0 9 * * *", "-m", "x", "--channel", "telegram", "--chat-id", "1", "-u", "u", "--id", "morning")
     assert dup.exit_code == 1 and "already exists" in dup.output
     assert cli("cron", "remove", "morning").stdout.strip() == "removed morning"
     assert cli("cron", "remove", "morning").exit_code == 1
     assert cli("cron", "list").output.strip() == "no jobs"
+
+
+def test_cron_add_refuses_a_channel_the_gateway_does_not_have(home: Path) -> None:
+    """Such a job's reply would be queued for nobody, an LLM call a run."""
+    r = cli("cron", "add", "-s", "0 9 * * *", "-m", "x", "--channel", "slack", "--chat-id", "1", "-u", "alice")
+    assert r.exit_code == 2 and "unknown channel 'slack' (one of telegram, feishu)" in r.output
+    assert cli("cron", "list").output.strip() == "no jobs"
+    # A known channel not enabled (yet): added, with a warning saying so.
+    (home / "config.json").write_text(json.dumps({"channels": {"telegram": {"enabled": True, "token": "1:abc"}}}))
+    r = cli("cron", "add", "-s", "0 9 * * *", "-m", "x", "--channel", "feishu", "--chat-id", "oc_1", "-u", "alice")
+    assert r.exit_code == 0 and "warning: channels.feishu.enabled is false" in r.stderr
+    r = cli("cron", "add", "-s", "0 9 * * *", "-m", "x", "--channel", "telegram", "--chat-id", "1", "-u", "alice")
+    assert r.exit_code == 0 and r.stderr == ""
+    assert len(json.loads(cli("cron", "list", "--json", "-u", "alice").stdout)) == 2
 
 
 def test_memory_flush_and_log(home: Path, fake_llm: FakeOpenAI) -> None:

@@ -77,6 +77,46 @@ def test_add_list_and_json_shape(home: Path) -> None:
     assert ids("--limit", "1") == [3]
 
 
+def test_piped_tables_keep_whole_lines_and_a_terminal_width_cuts_them(home: Path) -> None:
+    from gateway.cli._common import render_table
+
+    long = "Alice's deployment checklist: " + ", ".join(f"step {i} verify the atlas-{i} service" for i in range(12))
+    ok("add", long, "--user", "alice")
+    assert long in ok("list").stdout  # CliRunner's stdout is no terminal, as `| grep` is not
+    assert long in ok("search", "deployment checklist").stdout
+    assert long in ok("export", "--format", "markdown").stdout
+    cut = render_table(["ID", "CONTENT"], [[1, long]], width=60).splitlines()[1]
+    assert len(cut) <= 60 and cut.endswith("…")
+
+
+def test_changes_made_with_the_cli_are_in_the_change_log_as_the_pages_are(home: Path) -> None:
+    ok("add", "Alice drinks green tea", "--user", "alice")
+    ok("add", "Alice drinks green tea", "--user", "alice")  # already stored: nothing done, nothing logged
+    ok("edit", "1", "--importance", "0.9", "--content", "Alice drinks oolong")
+    ok("delete", "1", "--yes")
+    ok("edit", "1", "--status", "active")
+    ok("edit", "1", "--status", "active")  # already active: nothing logged
+    logged = json.loads(ok("log", "--job", "cli", "--json").stdout)
+    assert [(x["action"], x["owner"], x["memory_id"]) for x in logged] == [
+        ("restore", "alice", 1), ("archive", "alice", 1), ("edit", "alice", 1), ("add", "alice", 1)
+    ]
+    assert logged[2]["detail"] == {"fields": ["content", "importance"]}
+    assert logged[1]["detail"] == {"was": "active"}
+
+
+def test_environment_mistakes_are_named_not_tracebacks(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MYCLAW_LOG_LEVEL", "chatty")
+    r = cli("stats")
+    assert r.exit_code == 2 and "MYCLAW_LOG_LEVEL: unknown level 'chatty' (use DEBUG, INFO, WARNING, ERROR)" in r.output
+    monkeypatch.setenv("MYCLAW_LOG_LEVEL", "info")
+    monkeypatch.setenv("MYCLAW_MEMORY_DB_PTH", "/elsewhere/memory.db")
+    r = ok("add", "Alice drinks green tea", "--user", "alice")
+    assert r.stdout == "added memory 1 for alice\n"  # stdout stays clean
+    assert ("myclaw: warning: MYCLAW_MEMORY_DB_PTH (did you mean MYCLAW_MEMORY_DB_PATH?) is not a myclaw setting "
+            "and is ignored") in r.stderr
+    assert (home / "data" / "memory.db").exists()
+
+
 def test_add_needs_a_user_content_and_a_valid_category(home: Path) -> None:
     r = cli("add", "something")
     assert r.exit_code == 2 and "Missing option '--user'" in r.output
@@ -326,6 +366,37 @@ def test_forget_erases_a_user_everywhere_and_only_them(home: Path) -> None:
     assert history == ["bob"] and [u for u in jobs if not u.startswith("_")] == ["bob"]
     assert not FileMemory(home / "workspace").user_dir("alice").exists()
     assert cli("forget", "--user", "_global", "--yes").exit_code == 2
+
+
+def test_forget_and_a_cascade_erase_leave_no_trace_in_the_history_file_of_a_running_gateway(home: Path) -> None:
+    """The gateway, still running, holds gateway.db open: its WAL is not
+    removed when the CLI closes, and keeps the deleted rows' old pages
+    unless the erasure rewrites the file."""
+    import sqlite3
+
+    ok("add", "Alice's locker code is zqxjkv4711", "--user", "alice")
+
+    async def talk() -> None:
+        async with await SessionStore.open(home / "data" / "gateway.db") as s:
+            for i in range(30):
+                for owner in ("alice", "carol"):
+                    text = f"{owner}: my locker code is {owner[0]}qxjkv4711" if i == 15 else f"an ordinary line {i}"
+                    await s.append(f"telegram:{owner}", channel="telegram", chat_id=owner, role="user", content=text, owner=owner)
+            await s.append("telegram:alice", channel="telegram", chat_id="alice", role="user",
+                           content="Alice's locker code is zqxjkv4711, remember it", owner="alice")
+
+    asyncio.run(talk())
+    gateway = sqlite3.connect(home / "data" / "gateway.db")  # the running gateway's connection
+    try:
+        gateway.execute("SELECT count(*) FROM session_messages").fetchall()
+        assert on_disk(home / "data", "zqxjkv4711") > 0 and on_disk(home / "data", "cqxjkv4711") > 0
+        assert "erased 1 conversation history message(s)" in ok("delete", "1", "--purge", "--cascade", "--yes").stdout
+        assert on_disk(home / "data", "zqxjkv4711") == 0
+        assert "30 history messages" in ok("forget", "--user", "carol", "--yes").stdout
+        assert on_disk(home / "data", "cqxjkv4711") == 0
+        assert gateway.execute("SELECT count(*) FROM session_messages").fetchone() == (30,)  # alice's other lines stay
+    finally:
+        gateway.close()
 
 
 def test_purge_and_a_redacting_edit_leave_no_trace_in_the_files(home: Path) -> None:

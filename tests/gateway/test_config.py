@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from gateway.config import ConfigError, Paths, load_config, parse_duration
+from gateway.config import ENV_OVERRIDES, ConfigError, Paths, load_config, parse_duration, unknown_env
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "config.example.json"
 
@@ -143,3 +143,16 @@ def test_parse_duration(text: str | int, seconds: float) -> None:
 def test_parse_duration_rejects(text: str) -> None:
     with pytest.raises(ValueError):
         parse_duration(text)
+
+
+def test_a_misspelt_env_variable_is_named_with_the_one_meant() -> None:
+    env = {"MYCLAW_TELEGRAM_TOKN": "1:abc", "MYCLAW_HOME": "/h", "MYCLAW_LOG_LEVEL": "INFO",
+           "MYCLAW_TELEGRAM_TOKEN": "1:abc", "MYCLAW_FROBNICATE": "1", "PATH": "/bin"}
+    assert unknown_env(env) == ["MYCLAW_FROBNICATE", "MYCLAW_TELEGRAM_TOKN (did you mean MYCLAW_TELEGRAM_TOKEN?)"]
+    assert unknown_env({name: "x" for name in ENV_OVERRIDES}) == []
+
+
+def test_a_value_the_message_already_names_is_not_repeated(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as err:
+        load_config(write(tmp_path, {"provider": {"timeout": "abc"}}), env={})
+    assert str(err.value).count("'abc'") == 1

@@ -414,6 +414,27 @@ async def test_clear_all_needs_two_confirmations_and_erase_all_the_typed_name(si
     assert (await site.engine.get(keep)) is not None
 
 
+async def test_counts_read_as_a_person_writes_them_and_an_empty_user_has_nothing_to_clear(site: Site) -> None:
+    only = await site.add("alice", "alice keeps bees")
+    async with site.client() as c:
+        page = (await c.get("/memory", params={"user": "alice", "q": "bees"})).text
+        assert "1 memory the bot would recall for “bees”" in page
+        assert "erase all 1 memory of <b>alice</b>" in page
+        r = await c.post("/memory/archive-all", data={"user": "alice"})
+        assert "Archive the 1 active memory of alice?" in r.text
+        r = await c.post("/memory/archive-all", data={"user": "alice", "confirm": "yes"})
+        assert r.status_code == 303
+        r = await c.get(r.headers["Location"])
+        assert 'class="flash">1 memory archived.<' in r.text
+        r = await c.post("/memory/erase-all", data={"user": "alice"})
+        assert "Erase all 1 memory of alice for good?" in r.text
+        r = await c.post("/memory/erase-all", data={"user": "alice", "confirm": "yes", "typed": "alice"})
+        assert r.status_code == 303 and (await site.engine.get(only)) is None
+        page = (await c.get("/memory", params={"user": "alice"})).text
+        assert "alice has no memories yet" in page
+        assert "Clear this user's memories" not in page  # no "erase all 0 memories" offered
+
+
 async def test_superseded_chain_and_its_log_are_shown(site: Site) -> None:
     old = await site.add("alice", "alice works at Acme")
     new = await site.add("alice", "alice works at Globex")
@@ -455,6 +476,21 @@ async def test_list_is_newest_first_and_paginated_with_stats(site: Site, clock: 
 
 
 # -- the JSON API ---------------------------------------------------------------------
+
+
+async def test_api_refuses_a_misspelt_field_instead_of_acting_on_a_default(site: Site) -> None:
+    mid = await site.add("alice", "alice's door code is 4711")
+    async with site.client() as c:
+        r = await c.post("/memory/api/add", json={"user": "alice", "content": "alice likes tea", "importnce": 0.9})
+        assert r.status_code == 400
+        assert r.json()["error"] == ("unknown field 'importnce' (this endpoint takes user, content, category, "
+                                     "importance, tier, project, topic)")
+        r = await c.post("/memory/api/erase", json={"id": mid, "user": "alice", "cascde": True})
+        assert r.status_code == 400 and r.json()["error"].startswith("unknown field 'cascde'")
+        r = await c.post("/memory/api/archive", json={"id": mid, "status": "archived"})
+        assert r.status_code == 400 and "takes id, user" in r.json()["error"]
+    assert [m.content for m in await site.engine.list_memories(status=None)] == ["alice's door code is 4711"]  # nothing done
+    assert (await site.engine.get(mid)).status is Status.ACTIVE  # type: ignore[union-attr]
 
 
 async def test_api_round_trip(site: Site) -> None:
@@ -593,6 +629,33 @@ async def test_a_cascade_erase_on_the_gateways_page_reaches_the_conversation_his
         # The next prompt's history no longer shows it; bob's own line, the same words, stays.
         assert [m.content for m in await app.sessions.window("quiet:alice")] == ["Noted."]
         assert [m.content for m in await app.sessions.window("quiet:bob")] == [f.said]
+    finally:
+        await app.close()
+
+
+async def test_a_cascade_erase_on_the_running_gateways_page_leaves_no_trace_in_the_history_file(
+    tmp_path: Path, clock: ManualClock, fake_llm: FakeOpenAI
+) -> None:
+    """While the gateway runs, gateway.db and its WAL are open: the deleted
+    history rows' old pages stay in the WAL (and the main file) until the
+    file is rewritten, unless the erasure compacts it."""
+    cfg, paths = _app_config(tmp_path, fake_llm)
+    app = App(cfg, paths, clock=clock, channel_specs=[QUIET])
+    try:
+        await app.open()
+        await app.start()
+        assert app.backend is not None and app.sessions is not None and app.http is not None
+        code = await app.backend.engine.add(NewMemory(owner="alice", content="Alice's locker code is zqxjkv4711"))  # type: ignore[attr-defined]
+        for i in range(30):  # a chat with some history, the code said in the middle of it
+            text = "my locker code? Alice's locker code is zqxjkv4711" if i == 15 else f"an ordinary line {i}"
+            await app.sessions.append("quiet:alice", channel="quiet", chat_id="alice", role="user", content=text, owner="alice")
+        await app.sessions.flush()
+        assert on_disk(paths.data_dir, "zqxjkv4711") > 0
+        async with httpx.AsyncClient(base_url=app.http.url, timeout=10, headers=BEARER) as c:
+            r = await c.post("/memory/api/erase", json={"id": code.id, "user": "alice", "cascade": True})
+        assert r.status_code == 200 and r.json()["history_lines"] == 1
+        assert on_disk(paths.data_dir, "zqxjkv4711") == 0  # gateway still running
+        assert len(await app.sessions.window("quiet:alice")) == app.sessions.window_size  # the rest stays
     finally:
         await app.close()
 

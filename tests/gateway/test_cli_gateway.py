@@ -1,0 +1,133 @@
+"""``myclaw gateway`` and ``myclaw chat`` as an operator runs them: a real
+process, a real config file under a temporary MYCLAW_HOME, the fake LLM.
+A mistake gets a message naming what to change and an exit code, never a
+traceback."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import socket
+import sys
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from gateway.cli import main
+from tests.fakes.openai_server import FakeOpenAI, Reply
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _env(home: Path, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MYCLAW_")}
+    env.update({"MYCLAW_HOME": str(home), **extra})
+    return env
+
+
+async def _myclaw(home: Path, *args: str, stdin: str = "", **env: str) -> tuple[int, str, str]:
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", "from gateway.cli import main; main()", *args,
+        cwd=REPO, env=_env(home, **env),
+        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await asyncio.wait_for(proc.communicate(stdin.encode()), 60)
+    assert proc.returncode is not None
+    return proc.returncode, out.decode(), err.decode()
+
+
+def test_an_unknown_log_level_is_a_usage_error_naming_the_choices() -> None:
+    for command in ("gateway", "chat"):
+        r = CliRunner().invoke(main, [command, "--log-level", "verbose"])
+        assert r.exit_code == 2, r.output
+        assert "Invalid value for '--log-level': 'verbose' is not one of" in r.output
+        assert "'debug', 'info', 'warning', 'error'" in r.output
+
+
+async def test_a_log_level_in_lower_case_is_taken(tmp_path: Path, fake_llm: FakeOpenAI) -> None:
+    fake_llm.responder = lambda body: Reply(content="re: " + body["messages"][-1]["content"])
+    code, out, err = await _myclaw(
+        tmp_path, "chat", "--user", "ada", "--log-level", "debug", stdin="hello\n",
+        MYCLAW_PROVIDER_BASE_URL=fake_llm.url, MYCLAW_PROVIDER_API_KEY=fake_llm.api_key or "",
+    )
+    assert code == 0, err
+    assert out.splitlines() == ["myclaw> re: hello"]
+    assert "message handled" in err  # DEBUG: the per-message timings
+
+
+async def test_a_port_already_in_use_is_named_with_its_setting_and_exits_2(tmp_path: Path, fake_llm: FakeOpenAI) -> None:
+    with socket.socket() as taken:  # another gateway, or anything else, on the port
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        doc = {
+            "provider": {"baseUrl": fake_llm.url, "apiKey": fake_llm.api_key},
+            "channels": {"telegram": {"enabled": True, "token": "123:abcdefghijklmnop", "baseUrl": "http://127.0.0.1:9/bot"}},
+            "gateway": {"port": port, "admin": {"enabled": True, "token": "admin-token-0123456789abcdef"}},
+        }
+        (tmp_path / "config.json").write_text(json.dumps(doc), encoding="utf-8")
+        code, _, err = await _myclaw(tmp_path, "gateway")
+    assert code == 2, err
+    assert f"cannot listen on 127.0.0.1:{port} (gateway.host / gateway.port)" in err
+    assert "is another myclaw gateway running?" in err
+    assert "Traceback" not in err
+
+
+async def test_sigterm_is_acknowledged_and_the_stop_logged(tmp_path: Path, fake_llm: FakeOpenAI) -> None:
+    import signal
+
+    from tests.fakes.telegram_server import FakeTelegram
+
+    fake_llm.responder = lambda body: Reply(content="re: " + body["messages"][-1]["content"])
+    async with FakeTelegram() as tg:
+        doc = {
+            "provider": {"baseUrl": fake_llm.url, "apiKey": fake_llm.api_key},
+            "channels": {"telegram": {"enabled": True, "token": tg.token, "baseUrl": tg.base_url, "pollTimeout": 1}},
+        }
+        (tmp_path / "config.json").write_text(json.dumps(doc), encoding="utf-8")
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-c", "from gateway.cli import main; main()", "gateway",
+            cwd=REPO, env=_env(tmp_path), stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        )
+        try:
+            tg.push_text(42, 42, "hello")
+            await tg.wait_sent(1, timeout=30)
+            assert tg.texts(42) == ["re: hello"]
+            proc.send_signal(signal.SIGTERM)
+            _, err = await asyncio.wait_for(proc.communicate(), 30)
+        finally:
+            if proc.returncode is None:
+                proc.kill()
+                await proc.wait()
+    text = err.decode()
+    assert proc.returncode == 0, text
+    assert "SIGTERM received: stopping after the messages already taken are answered" in text
+    assert "gateway stopped" in text.rstrip().splitlines()[-1]  # the last line: it is over
+    assert tg.token not in text and (fake_llm.api_key or "") not in text
+
+
+async def test_a_misspelt_setting_in_the_environment_is_named_before_anything_else(tmp_path: Path) -> None:
+    code, out, err = await _myclaw(tmp_path, "gateway", MYCLAW_TELEGRAM_TOKN="123:secret-token-abcdef")
+    assert code == 2 and "no config file" in err and out == ""
+    assert "MYCLAW_TELEGRAM_TOKN (did you mean MYCLAW_TELEGRAM_TOKEN?) is not a myclaw setting" in err
+    assert "secret-token-abcdef" not in err  # the name, never the value
+
+
+async def test_a_data_file_that_is_not_a_database_is_named_and_left_as_it_was(tmp_path: Path, fake_llm: FakeOpenAI) -> None:
+    doc = {
+        "provider": {"baseUrl": fake_llm.url, "apiKey": fake_llm.api_key},
+        "channels": {"telegram": {"enabled": True, "token": "123:abcdefghijklmnop", "baseUrl": "http://127.0.0.1:9/bot"}},
+    }
+    (tmp_path / "config.json").write_text(json.dumps(doc), encoding="utf-8")
+    data = tmp_path / "data"
+    data.mkdir()
+    for name in ("memory.db", "gateway.db"):
+        broken = data / name
+        broken.write_bytes(b"this is not a database, but it may be someone's only copy" * 100)
+        code, _, err = await _myclaw(tmp_path, "gateway")
+        assert code == 1, err
+        assert f"myclaw: {broken}: cannot open it as a myclaw database (file is not a database)" in err
+        assert "Traceback" not in err
+        assert broken.read_bytes() == b"this is not a database, but it may be someone's only copy" * 100
+        broken.unlink()

@@ -1,0 +1,101 @@
+"""scripts/fakes.py, as the README's "Trying it without any account" uses
+it: the config it prints, put in MYCLAW_HOME, runs the real gateway
+against the fakes, and a line typed for Telegram or Feishu gets an answer."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+from collections.abc import Callable
+from pathlib import Path
+
+from gateway.app import App
+from gateway.config import Paths, load_config
+from memory import Provenance
+from tests.fakes.feishu_server import FakeFeishu
+from tests.fakes.openai_server import FakeOpenAI
+from tests.fakes.telegram_server import FakeTelegram
+from tests.scripts._load import load_script
+
+fakes = load_script("fakes")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+async def _until(predicate: Callable[[], bool], timeout: float = 10.0) -> None:
+    async with asyncio.timeout(timeout):
+        while not predicate():
+            await asyncio.sleep(0.02)
+
+
+async def test_the_printed_config_with_a_feishu_webhook_runs_the_gateway_where_the_events_go(tmp_path: Path) -> None:
+    webhook = f"http://127.0.0.1:{_free_port()}/hooks/feishu"  # --feishu-webhook, not the default port or path
+    async with FakeTelegram(strict_chats=False) as tg, FakeFeishu() as fs, \
+            FakeOpenAI(api_key=fakes.API_KEY, responder=fakes.responder) as llm:
+        snippet = fakes.config_snippet(tg, fs, llm, webhook=webhook)
+        doc = json.loads(snippet)
+        assert doc["gateway"] == {"host": "127.0.0.1", "port": int(webhook.split(":")[2].split("/")[0])}
+        assert doc["channels"]["feishu"]["webhookPath"] == "/hooks/feishu"
+        (tmp_path / "config.json").write_text(snippet, encoding="utf-8")
+        cfg = load_config(tmp_path / "config.json", env={"MYCLAW_HOME": str(tmp_path)}, require=True)
+        app = App(cfg, Paths(tmp_path))
+        try:
+            await app.open()
+            await asyncio.wait_for(app.start(), 30)
+            assert sorted(app.channels) == ["feishu", "telegram"]
+
+            event = fs.message_event("你好", chat_id=fakes.DEMO_FEISHU_CHAT, open_id=fakes.DEMO_FEISHU_USER)
+            r = await fs.push_event(webhook, event)
+            assert r.status_code == 200, r.text
+            await _until(lambda: len(fs.sent) == 1)
+            assert fs.sent[0]["text"] == "You said: 你好"
+
+            tg.push_text(fakes.DEMO_TELEGRAM_USER, fakes.DEMO_TELEGRAM_USER, "hello", username="demo_user")
+            await tg.wait_sent(1, timeout=10)
+            assert tg.texts(fakes.DEMO_TELEGRAM_USER) == ["You said: hello"]
+        finally:
+            await asyncio.wait_for(app.close(), 15)
+
+
+async def test_without_a_webhook_the_config_uses_the_long_connection_and_no_port() -> None:
+    async with FakeFeishu() as fs:
+        doc = json.loads(fakes.config_snippet(None, fs, None, webhook=None))
+    assert "gateway" not in doc and doc["channels"]["feishu"]["mode"] == "websocket"
+    assert "webhookPath" not in doc["channels"]["feishu"]
+
+
+async def test_asking_the_demo_bot_to_forget_erases_that_memory_and_nothing_unrelated(tmp_path: Path) -> None:
+    """The fake model calls memory_forget as a real one would: the README's
+    "ask it to forget something" can be tried without an account."""
+    async with FakeTelegram(strict_chats=False) as tg, FakeOpenAI(api_key=fakes.API_KEY, responder=fakes.responder) as llm:
+        (tmp_path / "config.json").write_text(fakes.config_snippet(tg, None, llm, webhook=None), encoding="utf-8")
+        cfg = load_config(tmp_path / "config.json", env={"MYCLAW_HOME": str(tmp_path)}, require=True)
+        app = App(cfg, Paths(tmp_path))
+        user = f"telegram:{fakes.DEMO_TELEGRAM_USER}"
+        try:
+            await app.open()
+            await asyncio.wait_for(app.start(), 30)
+            assert app.backend is not None
+            cat = await app.backend.remember(user, "My cat is called Miso", provenance=Provenance(channel="telegram"))
+            await app.backend.remember(user, "I drink oat milk", provenance=Provenance(channel="telegram"))
+            city = await app.backend.remember(user, "我在上海工作", provenance=Provenance(channel="telegram"))
+
+            async def say(text: str) -> str:
+                before = len(tg.texts(fakes.DEMO_TELEGRAM_USER))
+                tg.push_text(fakes.DEMO_TELEGRAM_USER, fakes.DEMO_TELEGRAM_USER, text, username="demo_user")
+                await _until(lambda: len(tg.texts(fakes.DEMO_TELEGRAM_USER)) > before)
+                return tg.texts(fakes.DEMO_TELEGRAM_USER)[-1]
+
+            assert await say("please forget that my cat is called Miso") == f"Done. Erased for good: {cat.ref} My cat is called Miso"
+            assert await say("forget my bank account number") == "I found nothing stored about that, so there is nothing to forget."
+            assert (await say("忘记我在上海工作")).startswith(f"Done. Erased for good: {city.ref} 我在上海工作")
+            assert (await say("what do I drink?")).startswith("You said: what do I drink?")
+            left = [h.content for h in await app.backend.search(user, "cat oat milk 上海", limit=10)]
+            assert left == ["I drink oat milk"]
+        finally:
+            await asyncio.wait_for(app.close(), 15)
