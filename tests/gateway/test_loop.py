@@ -267,8 +267,41 @@ async def test_run_job_answers_as_the_user_in_their_chat(tmp_path: Path, clock: 
         assert (out.chat_id, out.text) == ("oc_1", "Your daily summary")
         assert "Hangzhou" in _system(fake_llm.requests[0])  # private: Tier 1 included
         await rig.settle()
-        rows = await rig.engine.db.fetchall("SELECT owner, role, sender_id FROM extraction_buffer ORDER BY id")
-        assert [tuple(r) for r in rows] == [(ALICE, "user", "cron"), (ALICE, "assistant", "")]
+        # The job's prompt is not the user's words: in Tier 0 (the chat reads
+        # right), written as handled so that not even a crash buffers it.
+        assert await rig.engine.db.fetchall("SELECT 1 FROM extraction_buffer") == []
+        rows = await rig.sessions.db.fetchall("SELECT role, content, sender_id, buffered FROM session_messages ORDER BY id")
+        assert [tuple(r) for r in rows] == [
+            ("user", "summarise my day", "cron", 1), ("assistant", "Your daily summary", "", 1)
+        ]
+
+
+async def test_a_jobs_rows_are_handled_from_the_moment_they_are_written(
+    tmp_path: Path, clock: ManualClock, fake_llm: FakeOpenAI
+) -> None:
+    """A crash while the job's LLM call runs leaves its prompt in Tier 0;
+    the next turn after the restart must not hand it to memory."""
+    started, release = asyncio.Event(), asyncio.Event()
+
+    async def slow(body: dict[str, Any]) -> Reply:
+        started.set()
+        await release.wait()
+        return Reply(content="late")
+
+    fake_llm.responder = slow
+    async with make_rig(tmp_path, clock, fake_llm) as rig:
+        job = asyncio.ensure_future(rig.loop.run_job(channel="telegram", chat_id="1", user=ALICE, text="Reminder: stretch"))
+        await asyncio.wait_for(started.wait(), 5)
+        await rig.sessions.flush()
+        assert await rig.sessions.unbuffered("telegram:1") == []  # the "crash" would find nothing to buffer
+        release.set()
+        await asyncio.wait_for(job, 5)
+    fake_llm.responder = None
+    async with make_rig(tmp_path, clock, fake_llm) as rig:  # restart: same files
+        await rig.ask("hello")
+        await rig.settle()
+        rows = await rig.engine.db.fetchall("SELECT content FROM extraction_buffer ORDER BY id")
+        assert [r[0] for r in rows] == ["hello", "ok"]
 
 
 async def test_identities_share_memory_across_channels(tmp_path: Path, clock: ManualClock, fake_llm: FakeOpenAI) -> None:
