@@ -16,9 +16,10 @@ rows are handed to ``MemoryBackend.buffer`` in a background task, so the
 reply never waits for it. The *next* message of the same chat first waits
 for that task (:meth:`ProcessLoop._settle`) and buffers any row still
 marked unbuffered (a crash, a failed write) before it reads the window, so
-by the time the window can slide past a message, memory has it. A scheduled
-job's turn is kept from memory (written as handled, never buffered): its
-prompt is not something the user said.
+by the time the window can slide past a message, memory has it. Two kinds
+of turn are kept from memory (marked handled, never buffered): a scheduled
+job's, whose prompt the user did not say, and one in which memory was erased
+at the user's request, whose words repeat what was erased.
 """
 
 from __future__ import annotations
@@ -328,7 +329,13 @@ class ProcessLoop:
             if not user_write.done():  # also when cancelled: the write itself must finish
                 await asyncio.wait([user_write])
         user_row = user_write.result()  # a failed write fails the message (apology), as before
-        learn = not job
+        # A turn in which memory was erased at the user's request is not
+        # learnt from either: its rows were to be buffered after the erasure
+        # (which dropped the buffered lines repeating the fact), and the
+        # request itself says the fact ("forget that my cat is called Miso"),
+        # so the next extraction wrote it again. Whatever else the message
+        # said is lost to memory with it: forgetting errs on forgetting.
+        learn = not job and not reply.forgot
         reply_write: asyncio.Task[StoredMessage] | None = None
         if reply.ok:  # an apology is not part of the conversation
             # Saved behind the reply; the chat's next message waits for it
@@ -464,7 +471,10 @@ class ProcessLoop:
         if not learn:
             try:
                 await self.sessions.mark_buffered([r.id for r in rows], prune_key=key)
-            except Exception as exc:  # a job's rows were written as handled already
+            except Exception as exc:
+                # Left unbuffered, but the chat stays clean: _settle must not
+                # hand these rows to memory (a restart would; the extraction
+                # prompt says not to learn from a request to forget).
                 log.error("marking rows handled failed", chat=key, error=repr(exc))
             return
         try:

@@ -7,7 +7,8 @@ last ``window`` messages of the current session.
 Nothing leaves the window unremembered (issue 4, pre-compaction flush):
 every row is written with ``buffered = 0`` and only becomes ``1`` after the
 process loop handed it to ``MemoryBackend.buffer`` (or decided memory must
-not learn from it: a scheduled job's turn is written as ``1``). :meth:`SessionStore.prune`
+not learn from it: a scheduled job's turn is written as ``1``, a turn that
+erased memory is marked without being handed over). :meth:`SessionStore.prune`
 deletes old rows only when they are buffered, and :meth:`unbuffered` lets the
 loop find (and buffer) rows a crash or a failed buffer call left behind
 before it builds the next prompt. See ``gateway/loop.py`` for the order.

@@ -304,6 +304,60 @@ async def test_a_jobs_rows_are_handled_from_the_moment_they_are_written(
         assert [r[0] for r in rows] == ["hello", "ok"]
 
 
+async def _seed_cat(rig: Any) -> str:
+    hit = await rig.backend.remember(ALICE, "Alice's cat is called Miso", provenance=Provenance(channel="telegram", chat_id="1"))
+    return str(hit.ref)
+
+
+async def test_a_turn_that_erased_memory_is_not_buffered_for_extraction(
+    tmp_path: Path, clock: ManualClock, fake_llm: FakeOpenAI
+) -> None:
+    async with make_rig(tmp_path, clock, fake_llm) as rig:
+        ref = await _seed_cat(rig)
+        fake_llm.queue_reply(None, tool_calls=[{"name": "memory_forget", "arguments": {"ids": [ref]}}])
+        fake_llm.queue_reply("Forgotten: your cat is no longer called Miso in my memory.")
+        await rig.ask("forget that my cat is called Miso")
+        await rig.settle()
+        assert await rig.engine.db.fetchall("SELECT content FROM extraction_buffer") == []
+        assert await rig.sessions.unbuffered("telegram:1") == []  # handled, not left for _settle
+        assert rig.loop.stats.buffered == 0
+
+        # The next turn is buffered as usual.
+        fake_llm.queue_reply("Nice!")
+        await rig.ask("I adopted a puppy")
+        await rig.settle()
+        rows = await rig.engine.db.fetchall("SELECT content FROM extraction_buffer ORDER BY id")
+        assert [r[0] for r in rows] == ["I adopted a puppy", "Nice!"]
+
+
+async def test_a_turn_that_erased_memory_and_then_failed_is_not_buffered_either(
+    tmp_path: Path, clock: ManualClock, fake_llm: FakeOpenAI
+) -> None:
+    async with make_rig(tmp_path, clock, fake_llm) as rig:
+        ref = await _seed_cat(rig)
+        fake_llm.queue_reply(None, tool_calls=[{"name": "memory_forget", "arguments": {"ids": [ref]}}])
+        fake_llm.queue_error(500)  # the answer after the erasure fails: an apology
+        out = await rig.ask("forget that my cat is called Miso")
+        assert out.text.startswith("Sorry")
+        await rig.settle()
+        assert await rig.engine.list_memories(ALICE) == []
+        assert await rig.engine.db.fetchall("SELECT content FROM extraction_buffer") == []
+        assert await rig.sessions.unbuffered("telegram:1") == []
+
+
+async def test_a_memory_forget_call_that_failed_leaves_the_turn_to_memory(
+    tmp_path: Path, clock: ManualClock, fake_llm: FakeOpenAI
+) -> None:
+    """Only a call that ran keeps the turn out: a rejected one erased nothing."""
+    async with make_rig(tmp_path, clock, fake_llm) as rig:
+        fake_llm.queue_reply(None, tool_calls=[{"name": "memory_forget", "arguments": {"ids": "m1"}}])
+        fake_llm.queue_reply("Which memory do you mean?")
+        await rig.ask("forget the thing I said")
+        await rig.settle()
+        rows = await rig.engine.db.fetchall("SELECT content FROM extraction_buffer ORDER BY id")
+        assert [r[0] for r in rows] == ["forget the thing I said", "Which memory do you mean?"]
+
+
 async def test_identities_share_memory_across_channels(tmp_path: Path, clock: ManualClock, fake_llm: FakeOpenAI) -> None:
     async with make_rig(tmp_path, clock, fake_llm, identities={"alice": ["telegram:100", "feishu:ou_1"]}) as rig:
         await rig.engine.add(NewMemory(owner="alice", tier=1, content="Alice prefers answers in Chinese", category=Category.IDENTITY))

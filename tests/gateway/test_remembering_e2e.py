@@ -248,3 +248,30 @@ async def test_a_scheduled_jobs_prompt_and_reply_are_never_taken_for_what_the_us
         assert app.sessions is not None
         assert await app.sessions.unbuffered("echo:c-alice") == []
 
+
+async def test_asking_to_forget_a_fact_does_not_bring_it_back_through_extraction(tmp_path: Path) -> None:
+    model = LiteralModel()
+    clock = ManualClock("2026-03-02T10:00:00Z")
+    async with running(tmp_path, model, clock) as (app, fake):
+        await say(app, clock, "my cat is called Miso", "alice")
+        await _extract(app, clock)
+        engine = app.backend.engine  # type: ignore[union-attr]
+        [miso] = await engine.list_memories("echo:alice")
+        assert miso.content == "my cat is called Miso"
+
+        fake.queue_reply(None, tool_calls=[{"name": "memory_forget", "arguments": {"ids": [miso.to_hit().ref]}}])
+        fake.queue_reply("Done, I have forgotten your cat's name.")
+        assert await say(app, clock, "forget that my cat is called Miso", "alice") == (
+            "Done, I have forgotten your cat's name."
+        )
+        await _extract(app, clock)
+        memories, buffered = await _memories_and_buffer(app, "echo:alice")
+        assert not any("Miso" in m for m in memories), memories
+        assert not any("Miso" in b for b in buffered), buffered
+        assert not any("Miso" in p for p in model.extraction_prompts[1:])
+
+        # The next ordinary message is remembered as before.
+        await say(app, clock, "I play the cello on Sundays", "alice")
+        await _extract(app, clock)
+        memories, buffered = await _memories_and_buffer(app, "echo:alice")
+        assert memories == ["I play the cello on Sundays"] and buffered == []
