@@ -360,7 +360,9 @@ class App:
                     f"channel {job.channel!r} is not running in this gateway (enabled: "
                     f"{', '.join(sorted(self._job_channels())) or 'none'}); the reply would reach nobody"
                 )
-            await loop.run_job(channel=job.channel, chat_id=job.chat_id, user=job.user, text=job.message)
+            await loop.run_job(
+                channel=job.channel, chat_id=job.chat_id, user=job.user, text=job.message, private=job.private
+            )
 
         # `myclaw chat` is another process on the same cron.db: the jobs
         # reply to Telegram or Feishu chats, which only the gateway reaches.

@@ -85,6 +85,10 @@ class CronJob:
     channel: str = ""
     chat_id: str = ""
     user: str = ""
+    # True only for a job made in the user's own private chat and replying
+    # there: then the agent may use their private memory (profile,
+    # credentials); otherwise the reply may be read by others, as in a group.
+    private: bool = False
     created_at: str = ""
     next_run_at: str = ""
     last_run_at: str | None = None
@@ -127,11 +131,20 @@ async def _v1_cron(conn: aiosqlite.Connection) -> None:
     )
 
 
-CRON_MIGRATIONS: list[Migration] = [_v1_cron]
+async def _v2_private(conn: aiosqlite.Connection) -> None:
+    # Jobs made before this column carry no record of the chat they were
+    # made in (a group's job ran with the creator's private memory): they
+    # run with shared memory only until made again from a private chat.
+    await run_script(conn, "ALTER TABLE cron_jobs ADD COLUMN private INTEGER NOT NULL DEFAULT 0;")
+
+
+CRON_MIGRATIONS: list[Migration] = [_v1_cron, _v2_private]
 
 
 def _job(r: sqlite3.Row) -> CronJob:
-    return CronJob(**{k: r[k] for k in r.keys()})
+    d = {k: r[k] for k in r.keys()}
+    d["private"] = bool(d.get("private"))
+    return CronJob(**d)
 
 
 class CronStore:
@@ -151,9 +164,19 @@ class CronStore:
         await self.db.close()
 
     async def add(
-        self, *, schedule: str, message: str, channel: str, chat_id: str, user: str, job_id: str | None = None
+        self,
+        *,
+        schedule: str,
+        message: str,
+        channel: str,
+        chat_id: str,
+        user: str,
+        job_id: str | None = None,
+        private: bool = False,
     ) -> CronJob:
-        """An agent job: ``message`` through the agent as ``user``, reply to ``channel``/``chat_id``."""
+        """An agent job: ``message`` through the agent as ``user``, reply to
+        ``channel``/``chat_id``; with ``private``, the user's private memory
+        too (only for their own private chat: :attr:`CronJob.private`)."""
         schedule = validate_schedule(schedule)
         message = message.strip()
         if not message:
@@ -167,16 +190,16 @@ class CronStore:
         try:
             async with self.db.transaction() as conn:
                 await conn.execute(
-                    "INSERT INTO cron_jobs (id, schedule, message, kind, channel, chat_id, user, created_at, next_run_at) "
-                    "VALUES (?, ?, ?, 'agent', ?, ?, ?, ?, ?)",
-                    (job_id, schedule, message, channel, chat_id, user, format_ts(now),
+                    "INSERT INTO cron_jobs (id, schedule, message, kind, channel, chat_id, user, private, "
+                    "created_at, next_run_at) VALUES (?, ?, ?, 'agent', ?, ?, ?, ?, ?, ?)",
+                    (job_id, schedule, message, channel, chat_id, user, int(private), format_ts(now),
                      format_ts(next_run(schedule, now, self.tz))),
                 )
         except sqlite3.IntegrityError:
             raise CronError(f"a job with id {job_id!r} already exists") from None
         job = await self.get(job_id)
         assert job is not None
-        log.info("cron job added", job=job_id, schedule=schedule, user=user, channel=channel)
+        log.info("cron job added", job=job_id, schedule=schedule, user=user, channel=channel, private=private)
         return job
 
     async def ensure_internal(self, job_id: str, schedule: str) -> CronJob:

@@ -1,7 +1,9 @@
 """Agent tools over the scheduler's store: ``cron_add``, ``cron_list``,
 ``cron_remove``. A job made by the agent runs as the asking user and, unless
 told otherwise, replies into the chat it was asked from; a user sees and
-removes only their own jobs."""
+removes only their own jobs. A job uses the user's private memory only when
+it was made in their private chat and replies there: a group's job, or one
+sent to another chat, gets what a group gets (shared memory only)."""
 
 from __future__ import annotations
 
@@ -15,7 +17,8 @@ __all__ = ["cron_tools"]
 
 
 def _describe(j: CronJob) -> str:
-    return f"{j.id}: '{j.schedule}' -> {j.message!r} (to {j.channel} chat {j.chat_id}; next {j.next_run_at})"
+    memory = "private memory" if j.private else "shared memory only"
+    return f"{j.id}: '{j.schedule}' -> {j.message!r} (to {j.channel} chat {j.chat_id}, {memory}; next {j.next_run_at})"
 
 
 def cron_tools(store: CronStore) -> list[Tool]:
@@ -23,13 +26,16 @@ def cron_tools(store: CronStore) -> list[Tool]:
         schedule, message = args.get("schedule"), args.get("message")
         if not isinstance(schedule, str) or not isinstance(message, str):
             raise ToolError("'schedule' and 'message' are required strings")
+        channel = str(args.get("channel") or ctx.channel)
+        chat_id = str(args.get("chat_id") or ctx.chat_id)
         try:
             job = await store.add(
                 schedule=schedule,
                 message=message,
-                channel=str(args.get("channel") or ctx.channel),
-                chat_id=str(args.get("chat_id") or ctx.chat_id),
+                channel=channel,
+                chat_id=chat_id,
                 user=ctx.user,
+                private=ctx.private and (channel, chat_id) == (ctx.channel, ctx.chat_id),
             )
         except CronError as exc:
             raise ToolError(str(exc)) from exc
@@ -55,7 +61,8 @@ def cron_tools(store: CronStore) -> list[Tool]:
             description=(
                 "Schedule a recurring task: at each time of the cron schedule (five fields, "
                 f"timezone {store.tz.key}) the message is run through the assistant and the reply is sent "
-                "to this chat (or the given channel/chat)."
+                "to this chat (or the given channel/chat). Only a job made in the user's private chat and "
+                "replying there may use their private memory."
             ),
             parameters={
                 "type": "object",

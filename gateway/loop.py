@@ -507,14 +507,15 @@ class ProcessLoop:
 
     # -- scheduled jobs -----------------------------------------------------------
 
-    async def run_job(self, *, channel: str, chat_id: str, user: str, text: str) -> str:
-        """Run ``text`` through the agent as ``user`` (private memory) and
-        publish the reply to ``channel``/``chat_id``. In order with the
-        chat's messages. Returns the reply text.
+    async def run_job(self, *, channel: str, chat_id: str, user: str, text: str, private: bool = False) -> str:
+        """Run ``text`` through the agent as ``user`` and publish the reply to
+        ``channel``/``chat_id``. In order with the chat's messages. Returns
+        the reply text.
 
-        The reply carries the user's private memory: callers must target a
-        chat that belongs to ``user``."""
-        msg = InboundMessage(channel=channel, chat_id=chat_id, sender_id="", text=text)
+        Answered as in a group (shared memory, no private-only tools) unless
+        ``private``: then with the user's private memory, which callers may
+        ask for only when the chat is the user's own private chat."""
+        msg = InboundMessage(channel=channel, chat_id=chat_id, sender_id="", text=text, is_group=not private)
         future: asyncio.Future[str] = asyncio.get_running_loop().create_future()
         self._enqueue(_Item(msg, time.perf_counter(), user=user, future=future, counted=False))
         return await future

@@ -55,8 +55,16 @@ def _check_channel(cfg: Config, channel: str) -> None:
 @click.option("--chat-id", required=True, help="The chat the reply goes to.")
 @click.option("--user", "-u", required=True, help="Whose memory the agent uses (user name or channel:sender_id).")
 @click.option("--id", "job_id", help="A job id of your choice (default: generated).")
+@click.option(
+    "--private", is_flag=True,
+    help="The chat is the user's own private chat: the reply may use their private memory (profile, "
+    "credentials). Without it, only shared memory, as in a group.",
+)
 @json_option
-def add(schedule: str, message: str, channel: str, chat_id: str, user: str, job_id: str | None, as_json: bool) -> None:
+def add(
+    schedule: str, message: str, channel: str, chat_id: str, user: str, job_id: str | None, private: bool,
+    as_json: bool,
+) -> None:
     """Add a job."""
     cfg = load_cli_config()
     owner = resolve_user(user, cfg)
@@ -67,7 +75,8 @@ def add(schedule: str, message: str, channel: str, chat_id: str, user: str, job_
         async with open_store(cfg) as store:
             try:
                 job = await store.add(
-                    schedule=schedule, message=message, channel=channel, chat_id=chat_id, user=owner, job_id=job_id
+                    schedule=schedule, message=message, channel=channel, chat_id=chat_id, user=owner, job_id=job_id,
+                    private=private,
                 )
             except CronError as exc:
                 raise click.ClickException(str(exc)) from None
@@ -98,10 +107,10 @@ def list_jobs(user: str | None, as_json: bool) -> None:
             return
         rows = [
             (j.id, j.schedule, j.next_run_at, j.last_status or "-", f"{j.channel}:{j.chat_id}" if j.channel else "-",
-             j.user or "-", j.message)
+             j.user or "-", ("private" if j.private else "shared") if j.channel else "-", j.message)
             for j in jobs
         ]
-        click.echo(render_table(["id", "schedule", "next run (UTC)", "last", "to", "user", "message"], rows))
+        click.echo(render_table(["id", "schedule", "next run (UTC)", "last", "to", "user", "memory", "message"], rows))
 
     run(go())
 

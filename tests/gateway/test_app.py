@@ -322,6 +322,45 @@ async def test_a_job_for_a_channel_this_gateway_does_not_run_is_an_error_not_a_l
         await app.close()
 
 
+async def test_a_scheduled_job_uses_private_memory_only_when_made_for_the_users_private_chat(
+    tmp_path: Path, clock: ManualClock, fake_llm: FakeOpenAI
+) -> None:
+    """A job made in a group ran with its creator's private profile and
+    credentials, and its reply went to the group."""
+    from gateway.cron import CronStore
+    from memory import Category, MemoryEngine, NewMemory
+
+    cfg, paths = _config(tmp_path, fake_llm)
+    paths.data_dir.mkdir(parents=True)
+    async with await MemoryEngine.open(paths.data_dir / "memory.db", clock) as engine:
+        await engine.add(NewMemory(owner="echo:100", tier=1, content="works at Globex on the zorblat project",
+                                   category=Category.IDENTITY))
+    store = await CronStore.open(paths.data_dir / "cron.db", clock)
+    try:
+        await store.add(schedule="0 9 * * *", message="my morning brief", channel="echo", chat_id="c1",
+                        user="echo:100", job_id="mine", private=True)
+        await store.add(schedule="0 9 * * *", message="the team's morning brief", channel="echo", chat_id="g1",
+                        user="echo:100", job_id="team")
+    finally:
+        await store.close()
+    clock.advance(24 * 3600)
+    app = App(cfg, paths, clock=clock, channel_specs=[ECHO])
+    try:
+        await app.open()
+        await app.start()  # runs the jobs missed while down
+        assert app.loop is not None and app.cron is not None
+        for _ in range(100):
+            if len(app.channels["echo"].sent) == 2:  # type: ignore[attr-defined]
+                break
+            await asyncio.sleep(0.05)
+        assert {m.chat_id for m in app.channels["echo"].sent} == {"c1", "g1"}  # type: ignore[attr-defined]
+        by_job = {r["messages"][-1]["content"]: json.dumps(r) for r in fake_llm.requests}
+        assert "zorblat" in by_job["my morning brief"]
+        assert "zorblat" not in by_job["the team's morning brief"]
+    finally:
+        await app.close()
+
+
 async def test_a_handle_mapped_after_it_stored_memories_is_named_at_start(
     tmp_path: Path, clock: ManualClock, fake_llm: FakeOpenAI
 ) -> None:

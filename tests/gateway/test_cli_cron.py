@@ -90,6 +90,18 @@ def test_cron_add_list_remove_persist(home: Path) -> None:
     assert cli("cron", "list").output.strip() == "no jobs"
 
 
+def test_cron_add_uses_private_memory_only_when_told_the_chat_is_the_users_own(home: Path) -> None:
+    base = ("cron", "add", "-s", "0 9 * * *", "--channel", "telegram", "-u", "alice")
+    assert cli(*base, "-m", "team brief", "--chat-id", "-100", "--id", "team").exit_code == 0
+    assert cli(*base, "-m", "my brief", "--chat-id", "42", "--id", "mine", "--private").exit_code == 0
+    jobs = {j["id"]: j["private"] for j in json.loads(cli("cron", "list", "--json").stdout)}
+    assert jobs == {"team": False, "mine": True}
+    table = cli("cron", "list").output.splitlines()
+    assert "memory" in table[0]
+    assert any("team" in line and "shared" in line for line in table)
+    assert any("mine" in line and "private" in line for line in table)
+
+
 def test_cron_add_refuses_a_channel_the_gateway_does_not_have(home: Path) -> None:
     """Such a job's reply would be queued for nobody, an LLM call a run."""
     r = cli("cron", "add", "-s", "0 9 * * *", "-m", "x", "--channel", "slack", "--chat-id", "1", "-u", "alice")

@@ -193,3 +193,37 @@ async def test_agent_tools_act_for_the_asking_user_only(store: CronStore) -> Non
     assert await tools["cron_remove"].handler({"id": job.id}, alice) == f"removed {job.id}"
     assert await store.list() == []
     assert tools["cron_add"].spec()["function"]["parameters"]["required"] == ["schedule", "message"]
+
+
+async def test_a_job_gets_private_memory_only_from_and_to_the_users_own_private_chat(store: CronStore) -> None:
+    add = {t.name: t for t in cron_tools(store)}["cron_add"].handler
+    here = ToolContext(user="alice", channel="telegram", chat_id="42", private=True)
+    group = ToolContext(user="alice", channel="telegram", chat_id="-100", private=False)
+    out = await add({"schedule": "0 9 * * *", "message": "my agenda", "chat_id": "42"}, here)
+    assert "private memory" in out
+    await add({"schedule": "0 9 * * *", "message": "team agenda"}, group)
+    await add({"schedule": "0 9 * * *", "message": "post my agenda", "chat_id": "-100"}, here)  # another chat
+    await add({"schedule": "0 9 * * *", "message": "feishu agenda", "channel": "feishu"}, here)
+    jobs = {j.message: j.private for j in await store.list(user="alice")}
+    assert jobs == {"my agenda": True, "team agenda": False, "post my agenda": False, "feishu agenda": False}
+
+
+async def test_jobs_made_before_the_private_flag_run_with_shared_memory(tmp_path: Path, clock: ManualClock) -> None:
+    from gateway.cron import CRON_MIGRATIONS
+    from memory.db import Database
+
+    path = tmp_path / "cron.db"
+    old = await Database.open(path, CRON_MIGRATIONS[:1])
+    async with old.transaction() as conn:
+        await conn.execute(
+            "INSERT INTO cron_jobs (id, schedule, message, kind, channel, chat_id, user, created_at, next_run_at) "
+            "VALUES ('job-1', '0 9 * * *', 'summarise', 'agent', 'telegram', '-100', 'alice', "
+            "'2026-03-01T00:00:00Z', '2026-03-02T01:00:00Z')"
+        )
+    await old.close()
+    new = await CronStore.open(path, clock)
+    try:
+        [job] = await new.list(user="alice")
+        assert job.private is False  # made who knows where: never the private memory
+    finally:
+        await new.close()

@@ -261,7 +261,8 @@ async def test_run_job_answers_as_the_user_in_their_chat(tmp_path: Path, clock: 
     fake_llm.queue_reply("Your daily summary")
     async with make_rig(tmp_path, clock, fake_llm) as rig:
         await _seed_alice(rig)
-        text = await asyncio.wait_for(rig.loop.run_job(channel="feishu", chat_id="oc_1", user=ALICE, text="summarise my day"), 5)
+        job = rig.loop.run_job(channel="feishu", chat_id="oc_1", user=ALICE, text="summarise my day", private=True)
+        text = await asyncio.wait_for(job, 5)
         assert text == "Your daily summary"
         out = await rig.reply("feishu")
         assert (out.chat_id, out.text) == ("oc_1", "Your daily summary")
@@ -356,6 +357,23 @@ async def test_a_memory_forget_call_that_failed_leaves_the_turn_to_memory(
         await rig.settle()
         rows = await rig.engine.db.fetchall("SELECT content FROM extraction_buffer ORDER BY id")
         assert [r[0] for r in rows] == ["forget the thing I said", "Which memory do you mean?"]
+
+
+async def test_a_job_not_made_private_is_answered_as_in_a_group(
+    tmp_path: Path, clock: ManualClock, fake_llm: FakeOpenAI
+) -> None:
+    # A job made in a group (or sent to another chat) must not put the
+    # creator's private profile or credentials in a reply others read.
+    fake_llm.queue_reply("Morning, everyone")
+    async with make_rig(tmp_path, clock, fake_llm) as rig:
+        await _seed_alice(rig)
+        await rig.engine.add(NewMemory(owner=ALICE, content="alice's vpn password is hunter2", category=Category.CREDENTIAL))
+        text = await asyncio.wait_for(
+            rig.loop.run_job(channel="feishu", chat_id="oc_team", user=ALICE, text="what is my vpn password?"), 5
+        )
+        assert text == "Morning, everyone"
+        request = json.dumps(fake_llm.requests[0], ensure_ascii=False)
+        assert "Hangzhou" not in request and "hunter2" not in request
 
 
 async def test_identities_share_memory_across_channels(tmp_path: Path, clock: ManualClock, fake_llm: FakeOpenAI) -> None:
