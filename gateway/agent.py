@@ -64,6 +64,10 @@ class AgentReply:
     rounds: int = 0  # LLM calls made
     tools_used: tuple[str, ...] = ()
     error: str = ""
+    # A tool that erases memory (``Tool.metadata["forgets"]``) ran without
+    # error, also when the turn then failed: the turn asked to forget
+    # something, so its words must not be learnt again (ProcessLoop).
+    forgot: bool = False
 
 
 class Agent:
@@ -108,6 +112,7 @@ class Agent:
         llm_ms = 0.0
         rounds = 0
         used: list[str] = []
+        forgot = False
         try:
             for round_no in range(self.max_rounds + 1):
                 # The last round may not call tools: the model has to answer.
@@ -122,16 +127,20 @@ class Agent:
                     text = result.content.strip()
                     if not text:
                         raise LLMBadResponse(f"empty reply (finish_reason={result.finish_reason or '?'})")
-                    return AgentReply(text, True, llm_ms, rounds, tuple(used))
+                    return AgentReply(text, True, llm_ms, rounds, tuple(used), forgot=forgot)
                 msgs.append(result.assistant_message())
                 for call in result.tool_calls:
                     used.append(call.name)
-                    msgs.append({"role": "tool", "tool_call_id": call.id, "content": await self._run_tool(call, by_name, ctx)})
+                    out, ok = await self._run_tool(call, by_name, ctx)
+                    forgot = forgot or (ok and bool(by_name[call.name].metadata.get("forgets")))
+                    msgs.append({"role": "tool", "tool_call_id": call.id, "content": out})
         except asyncio.CancelledError:
             raise
         except LLMError as exc:
             log.warning("LLM call failed", error=str(exc), error_type=type(exc).__name__, chat_id=ctx.chat_id)
-            return AgentReply(apology(user_text, exc), False, llm_ms, rounds, tuple(used), error=type(exc).__name__)
+            return AgentReply(
+                apology(user_text, exc), False, llm_ms, rounds, tuple(used), error=type(exc).__name__, forgot=forgot
+            )
         raise AssertionError("unreachable: the final round always returns")  # pragma: no cover
 
     async def _complete(self, msgs: Sequence[Mapping[str, Any]], specs: list[dict[str, Any]], *, final: bool) -> ChatResult:
@@ -148,22 +157,23 @@ class Agent:
             specs.clear()
             return await self.llm.chat(msgs, max_tokens=self.max_tokens, temperature=self.temperature)
 
-    async def _run_tool(self, call: ToolCall, by_name: Mapping[str, Tool], ctx: ToolContext) -> str:
+    async def _run_tool(self, call: ToolCall, by_name: Mapping[str, Tool], ctx: ToolContext) -> tuple[str, bool]:
+        """The tool's result for the model, and whether the tool ran without error."""
         tool = by_name.get(call.name)
         if tool is None:
-            return f"error: there is no tool named {call.name!r}"
+            return f"error: there is no tool named {call.name!r}", False
         try:
             args = call.parsed_arguments()
         except (ValueError, json.JSONDecodeError) as exc:
-            return f"error: arguments are not a JSON object ({exc})"
+            return f"error: arguments are not a JSON object ({exc})", False
         try:
             out = await tool.handler(args, ctx)
         except asyncio.CancelledError:
             raise
         except ToolError as exc:
-            return f"error: {exc}"
+            return f"error: {exc}", False
         except Exception as exc:  # a broken tool is reported to the model, not to the user as a crash
             log.error("tool failed", tool=call.name, error=repr(exc), exc_info=True)
-            return "error: the tool failed; answer without it"
+            return "error: the tool failed; answer without it", False
         log.info("tool called", tool=call.name, user=ctx.user, chat_id=ctx.chat_id)
-        return out if len(out) <= _TOOL_RESULT_MAX_CHARS else out[:_TOOL_RESULT_MAX_CHARS] + "…"
+        return (out if len(out) <= _TOOL_RESULT_MAX_CHARS else out[:_TOOL_RESULT_MAX_CHARS] + "…"), True

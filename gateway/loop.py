@@ -16,7 +16,10 @@ rows are handed to ``MemoryBackend.buffer`` in a background task, so the
 reply never waits for it. The *next* message of the same chat first waits
 for that task (:meth:`ProcessLoop._settle`) and buffers any row still
 marked unbuffered (a crash, a failed write) before it reads the window, so
-by the time the window can slide past a message, memory has it.
+by the time the window can slide past a message, memory has it. Two kinds
+of turn are kept from memory (marked handled, never buffered): a scheduled
+job's, whose prompt the user did not say, and one in which memory was erased
+at the user's request, whose words repeat what was erased.
 """
 
 from __future__ import annotations
@@ -310,8 +313,15 @@ class ProcessLoop:
         # the reply is sent: a crash during the call still leaves it in Tier 0
         # and, via _settle, in memory. Awaiting it first cost a writer round
         # trip per message on the reply path (2.3 ms p50 at 100 messages/s).
+        # A scheduled job's prompt is not something the user said now, nor is
+        # its reply an answer to them: both stay in Tier 0, so the chat reads
+        # right, but are written as handled, never buffered for extraction
+        # ("Remind me to drink water" became a fact of the user's), not even
+        # by _settle after a crash.
+        job = item.user is not None
         user_write = self._save(
-            msg, "user", msg.text, user, sender_id=msg.sender_id or ("cron" if item.user else ""), message_id=msg.message_id
+            msg, "user", msg.text, user, sender_id=msg.sender_id or ("cron" if job else ""),
+            message_id=msg.message_id, buffered=job,
         )
         try:
             reply: AgentReply = await self.agent.run(messages, ctx, user_text=msg.text)
@@ -319,11 +329,20 @@ class ProcessLoop:
             if not user_write.done():  # also when cancelled: the write itself must finish
                 await asyncio.wait([user_write])
         user_row = user_write.result()  # a failed write fails the message (apology), as before
+        # A turn in which memory was erased at the user's request is not
+        # learnt from either: its rows were to be buffered after the erasure
+        # (which dropped the buffered lines repeating the fact), and the
+        # request itself says the fact ("forget that my cat is called Miso"),
+        # so the next extraction wrote it again. Whatever else the message
+        # said is lost to memory with it: forgetting errs on forgetting.
+        learn = not job and not reply.forgot
         reply_write: asyncio.Task[StoredMessage] | None = None
         if reply.ok:  # an apology is not part of the conversation
             # Saved behind the reply; the chat's next message waits for it
             # (_settle), so its window and memory still see the reply.
-            reply_write = self._save(msg, "assistant", reply.text, user, message_id=user_row.message_id)
+            reply_write = self._save(
+                msg, "assistant", reply.text, user, message_id=user_row.message_id, buffered=not learn
+            )
         else:
             self.stats.failed += 1
         await self._reply(msg, reply.text)
@@ -344,13 +363,22 @@ class ProcessLoop:
                 llm_ms=round(reply.llm_ms, 2),
                 total_ms=round(total_ms, 2),
             )
-        self._buffer_later(key, [user_row], reply_write)
+        self._buffer_later(key, [user_row], reply_write, learn=learn)
         return reply.text
 
     def _save(
-        self, msg: InboundMessage, role: str, content: str, owner: str, *, sender_id: str = "", message_id: str
+        self,
+        msg: InboundMessage,
+        role: str,
+        content: str,
+        owner: str,
+        *,
+        sender_id: str = "",
+        message_id: str,
+        buffered: bool = False,
     ) -> asyncio.Task[StoredMessage]:
-        """Append a row to the chat's Tier 0 in a task of its own (see _handle for when it is awaited)."""
+        """Append a row to the chat's Tier 0 in a task of its own (see _handle
+        for when it is awaited); ``buffered``: not for memory, written as handled."""
         key = msg.session_key
         return asyncio.create_task(
             self.sessions.append(
@@ -362,6 +390,7 @@ class ProcessLoop:
                 owner=owner,
                 sender_id=sender_id,
                 message_id=message_id,
+                buffered=buffered,
             ),
             name=f"tier0:{key}",
         )
@@ -404,9 +433,14 @@ class ProcessLoop:
     # -- buffering for extraction ---------------------------------------------
 
     def _buffer_later(
-        self, key: str, rows: list[StoredMessage], pending: asyncio.Task[StoredMessage] | None = None
+        self,
+        key: str,
+        rows: list[StoredMessage],
+        pending: asyncio.Task[StoredMessage] | None = None,
+        *,
+        learn: bool = True,
     ) -> None:
-        task = asyncio.create_task(self._buffer(key, rows, pending), name=f"buffer:{key}")
+        task = asyncio.create_task(self._buffer(key, rows, pending, learn=learn), name=f"buffer:{key}")
         self._buffering[key] = task
 
         def _forget(t: asyncio.Task[None]) -> None:
@@ -416,10 +450,16 @@ class ProcessLoop:
         task.add_done_callback(_forget)
 
     async def _buffer(
-        self, key: str, rows: Sequence[StoredMessage], pending: asyncio.Task[StoredMessage] | None = None
+        self,
+        key: str,
+        rows: Sequence[StoredMessage],
+        pending: asyncio.Task[StoredMessage] | None = None,
+        *,
+        learn: bool = True,
     ) -> None:
         """Hand rows (and ``pending``'s row, once written) to memory, then
-        mark them so the window may drop them."""
+        mark them so the window may drop them. Without ``learn``, only mark
+        them: a turn memory must not learn from (see _handle)."""
         if pending is not None:
             try:
                 rows = [*rows, await asyncio.shield(pending)]
@@ -428,6 +468,15 @@ class ProcessLoop:
             except Exception as exc:  # the reply was sent; only its Tier 0 copy is missing
                 self.stats.errors += 1
                 log.error("saving the reply to Tier 0 failed", chat=key, error=repr(exc))
+        if not learn:
+            try:
+                await self.sessions.mark_buffered([r.id for r in rows], prune_key=key)
+            except Exception as exc:
+                # Left unbuffered, but the chat stays clean: _settle must not
+                # hand these rows to memory (a restart would; the extraction
+                # prompt says not to learn from a request to forget).
+                log.error("marking rows handled failed", chat=key, error=repr(exc))
+            return
         try:
             await self.backend.buffer([r.turn() for r in rows])
         except Exception as exc:  # the rows stay unbuffered; _settle retries

@@ -160,6 +160,9 @@ def memory_tools(
                     "required": ["ids"],
                 },
                 handler=forget,
+                # The turn that calls it is not learnt from (Agent, ProcessLoop): its
+                # words say what was just erased.
+                metadata={"forgets": True},
             )
         )
     return tools

@@ -6,7 +6,9 @@ last ``window`` messages of the current session.
 
 Nothing leaves the window unremembered (issue 4, pre-compaction flush):
 every row is written with ``buffered = 0`` and only becomes ``1`` after the
-process loop handed it to ``MemoryBackend.buffer``. :meth:`SessionStore.prune`
+process loop handed it to ``MemoryBackend.buffer`` (or decided memory must
+not learn from it: a scheduled job's turn is written as ``1``, a turn that
+erased memory is marked without being handed over). :meth:`SessionStore.prune`
 deletes old rows only when they are buffered, and :meth:`unbuffered` lets the
 loop find (and buffer) rows a crash or a failed buffer call left behind
 before it builds the next prompt. See ``gateway/loop.py`` for the order.
@@ -102,8 +104,10 @@ class StoredMessage:
 _SELECT = """SELECT m.id, m.session_id, s.channel, s.chat_id, m.role, m.content, m.owner, m.sender_id, m.message_id,
                     m.created_at, m.buffered
              FROM session_messages m JOIN sessions s ON s.id = m.session_id"""
-_INSERT_HEAD = "INSERT INTO session_messages (session_id, role, content, owner, sender_id, message_id, created_at)"
-_INSERT_MESSAGE = f"{_INSERT_HEAD} VALUES (?, ?, ?, ?, ?, ?, ?)"
+_INSERT_HEAD = (
+    "INSERT INTO session_messages (session_id, role, content, owner, sender_id, message_id, created_at, buffered)"
+)
+_INSERT_MESSAGE = f"{_INSERT_HEAD} VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
 
 
 CACHE_ROWS = 2048
@@ -153,7 +157,7 @@ class SessionStore:
         self._unpruned: dict[str, int] = {}
         # Group commit (memory/batch.py): concurrent chats' appends and
         # marks are one statement per round trip to the writer thread.
-        self._inserts = RowBatcher(db, insert_statement(_INSERT_HEAD, 7, returning="id"), 7, returning=True)
+        self._inserts = RowBatcher(db, insert_statement(_INSERT_HEAD, 8, returning="id"), 8, returning=True)
         self._marks = RowBatcher(
             db, lambda n: f"UPDATE session_messages SET buffered = 1 WHERE id IN ({','.join('?' * n)})", 1
         )
@@ -206,18 +210,21 @@ class SessionStore:
         owner: str,
         sender_id: str = "",
         message_id: str = "",
+        buffered: bool = False,
     ) -> StoredMessage:
         """Add a message (``buffered = 0``) to the chat's current session.
 
         A message without a platform id gets a random one, so buffering it
-        again after a crash is recognised as the same message."""
+        again after a crash is recognised as the same message. ``buffered``
+        writes a row that is not for memory (a scheduled job's turn) as
+        already handled, so no crash leaves it for :meth:`unbuffered`."""
         message_id = message_id or f"g-{secrets.token_hex(8)}"
         now = format_ts(self.clock.now())
         sid = await self.current(key)
         if sid is not None:
             # The common case: one row of a multi-row INSERT shared with the
             # other chats writing now (no BEGIN/COMMIT holding the lock).
-            (mid,) = await self._inserts.write([(sid, role, content, owner, sender_id, message_id, now)])
+            (mid,) = await self._inserts.write([(sid, role, content, owner, sender_id, message_id, now, int(buffered))])
         else:
             # A chat's first message: its session, then the message, each one
             # statement (no transaction holding the writer lock across round
@@ -231,9 +238,11 @@ class SessionStore:
                 self._current.pop(key, None)
                 sid = await self.current(key) or 0
             self._current[key] = sid
-            mid, _ = await self.db.write(_INSERT_MESSAGE, (sid, role, content, owner, sender_id, message_id, now))
+            mid, _ = await self.db.write(
+                _INSERT_MESSAGE, (sid, role, content, owner, sender_id, message_id, now, int(buffered))
+            )
         self._appends += 1
-        row = StoredMessage(mid, sid, channel, chat_id, role, content, owner, sender_id, message_id, now, False)
+        row = StoredMessage(mid, sid, channel, chat_id, role, content, owner, sender_id, message_id, now, buffered)
         cached = self._windows.get(key)
         if cached is not None:
             rows = cached[1]

@@ -351,7 +351,8 @@ Rules:
 4. Label each fact with project and topic (short lowercase slugs, e.g. "myclaw", "deploy"; "_global" / "_general" when none), category ({_CATS}) and importance in [0.0, 1.0] (identity 1.0, technical decision 0.8, ordinary event 0.5, temporary 0.2).
 5. Existing memories are listed with numbers. If a fact only restates existing memory N, set "same_as": N. If it replaces or contradicts existing memory N (moved, switched tools, changed a setting), set "updates": N. Otherwise omit both.
 6. The input lines are numbered L1, L2, ...: set "lines" to the numbers of the one or two lines each fact comes from.
-7. Also write a summary of the conversation of at most 200 characters.
+7. Never store a fact from a request to forget, delete or stop remembering it ("forget that my cat is called Miso" is no fact about a cat): the user wants it gone, and leave it out of the summary too.
+8. Also write a summary of the conversation of at most 200 characters.
 
 Reply with one JSON object only:
 {{"facts": [{{"content": "...", "project": "...", "topic": "...", "category": "...", "importance": 0.8, "same_as": null, "updates": null, "lines": [2]}}], "summary": "..."}}"""

@@ -84,6 +84,7 @@ async def test_memory_forget_erases_the_askers_memory_and_nothing_else(
             tools = memory_tools(mem, forget_history=history.erase_matching)
             reply = await Agent(llm, tools=tools).run(SYSTEM, ALICE)
         assert reply.text == "Done, I forgot your door code." and reply.tools_used == ("memory_forget",)
+        assert reply.forgot  # the loop keeps this turn's words from extraction
         (result,) = _tool_messages(fake_llm.requests[1])
         assert result.startswith(f"Erased for good: {door.ref} Alice's door code is 4711")
         assert f"No memory of this user with id: {bobs.ref}" in result and "1234" not in result
@@ -98,9 +99,10 @@ async def test_memory_forget_erases_the_askers_memory_and_nothing_else(
     fake_llm.queue_reply(None, tool_calls=[{"name": "memory_forget", "arguments": {"ids": [tea.ref]}}])
     fake_llm.queue_reply("I can only do that in a private chat.")
     async with _llm(fake_llm) as llm:
-        await Agent(llm, tools=memory_tools(mem)).run(SYSTEM, replace(ALICE, private=False))
+        refused = await Agent(llm, tools=memory_tools(mem)).run(SYSTEM, replace(ALICE, private=False))
     assert "only be forgotten in a private chat" in _tool_messages(fake_llm.requests[-1])[0]
     assert await engine.get(tea.id) is not None
+    assert not refused.forgot  # nothing was erased: the turn is memory's like any other
 
 
 async def test_memory_forget_reaches_the_core_memory_and_names_what_it_was_drawn_from(
@@ -163,7 +165,7 @@ async def test_bad_tool_calls_go_back_to_the_model(fake_llm: FakeOpenAI, engine:
     fake_llm.queue_reply("done")
     async with _llm(fake_llm) as llm:
         reply = await Agent(llm, tools=memory_tools(SqliteMemory(engine))).run(SYSTEM, ALICE)
-    assert reply.ok and reply.text == "done"
+    assert reply.ok and reply.text == "done" and not reply.forgot
     results = _tool_messages(fake_llm.requests[1])
     assert "no tool named 'rm_rf'" in results[0] and "not a JSON object" in results[1] and "unknown category" in results[2]
     assert await engine.list_memories("alice") == []

@@ -268,8 +268,95 @@ async def test_run_job_answers_as_the_user_in_their_chat(tmp_path: Path, clock: 
         assert (out.chat_id, out.text) == ("oc_1", "Your daily summary")
         assert "Hangzhou" in _system(fake_llm.requests[0])  # private: Tier 1 included
         await rig.settle()
-        rows = await rig.engine.db.fetchall("SELECT owner, role, sender_id FROM extraction_buffer ORDER BY id")
-        assert [tuple(r) for r in rows] == [(ALICE, "user", "cron"), (ALICE, "assistant", "")]
+        # The job's prompt is not the user's words: in Tier 0 (the chat reads
+        # right), written as handled so that not even a crash buffers it.
+        assert await rig.engine.db.fetchall("SELECT 1 FROM extraction_buffer") == []
+        rows = await rig.sessions.db.fetchall("SELECT role, content, sender_id, buffered FROM session_messages ORDER BY id")
+        assert [tuple(r) for r in rows] == [
+            ("user", "summarise my day", "cron", 1), ("assistant", "Your daily summary", "", 1)
+        ]
+
+
+async def test_a_jobs_rows_are_handled_from_the_moment_they_are_written(
+    tmp_path: Path, clock: ManualClock, fake_llm: FakeOpenAI
+) -> None:
+    """A crash while the job's LLM call runs leaves its prompt in Tier 0;
+    the next turn after the restart must not hand it to memory."""
+    started, release = asyncio.Event(), asyncio.Event()
+
+    async def slow(body: dict[str, Any]) -> Reply:
+        started.set()
+        await release.wait()
+        return Reply(content="late")
+
+    fake_llm.responder = slow
+    async with make_rig(tmp_path, clock, fake_llm) as rig:
+        job = asyncio.ensure_future(rig.loop.run_job(channel="telegram", chat_id="1", user=ALICE, text="Reminder: stretch"))
+        await asyncio.wait_for(started.wait(), 5)
+        await rig.sessions.flush()
+        assert await rig.sessions.unbuffered("telegram:1") == []  # the "crash" would find nothing to buffer
+        release.set()
+        await asyncio.wait_for(job, 5)
+    fake_llm.responder = None
+    async with make_rig(tmp_path, clock, fake_llm) as rig:  # restart: same files
+        await rig.ask("hello")
+        await rig.settle()
+        rows = await rig.engine.db.fetchall("SELECT content FROM extraction_buffer ORDER BY id")
+        assert [r[0] for r in rows] == ["hello", "ok"]
+
+
+async def _seed_cat(rig: Any) -> str:
+    hit = await rig.backend.remember(ALICE, "Alice's cat is called Miso", provenance=Provenance(channel="telegram", chat_id="1"))
+    return str(hit.ref)
+
+
+async def test_a_turn_that_erased_memory_is_not_buffered_for_extraction(
+    tmp_path: Path, clock: ManualClock, fake_llm: FakeOpenAI
+) -> None:
+    async with make_rig(tmp_path, clock, fake_llm) as rig:
+        ref = await _seed_cat(rig)
+        fake_llm.queue_reply(None, tool_calls=[{"name": "memory_forget", "arguments": {"ids": [ref]}}])
+        fake_llm.queue_reply("Forgotten: your cat is no longer called Miso in my memory.")
+        await rig.ask("forget that my cat is called Miso")
+        await rig.settle()
+        assert await rig.engine.db.fetchall("SELECT content FROM extraction_buffer") == []
+        assert await rig.sessions.unbuffered("telegram:1") == []  # handled, not left for _settle
+        assert rig.loop.stats.buffered == 0
+
+        # The next turn is buffered as usual.
+        fake_llm.queue_reply("Nice!")
+        await rig.ask("I adopted a puppy")
+        await rig.settle()
+        rows = await rig.engine.db.fetchall("SELECT content FROM extraction_buffer ORDER BY id")
+        assert [r[0] for r in rows] == ["I adopted a puppy", "Nice!"]
+
+
+async def test_a_turn_that_erased_memory_and_then_failed_is_not_buffered_either(
+    tmp_path: Path, clock: ManualClock, fake_llm: FakeOpenAI
+) -> None:
+    async with make_rig(tmp_path, clock, fake_llm) as rig:
+        ref = await _seed_cat(rig)
+        fake_llm.queue_reply(None, tool_calls=[{"name": "memory_forget", "arguments": {"ids": [ref]}}])
+        fake_llm.queue_error(500)  # the answer after the erasure fails: an apology
+        out = await rig.ask("forget that my cat is called Miso")
+        assert out.text.startswith("Sorry")
+        await rig.settle()
+        assert await rig.engine.list_memories(ALICE) == []
+        assert await rig.engine.db.fetchall("SELECT content FROM extraction_buffer") == []
+        assert await rig.sessions.unbuffered("telegram:1") == []
+
+
+async def test_a_memory_forget_call_that_failed_leaves_the_turn_to_memory(
+    tmp_path: Path, clock: ManualClock, fake_llm: FakeOpenAI
+) -> None:
+    """Only a call that ran keeps the turn out: a rejected one erased nothing."""
+    async with make_rig(tmp_path, clock, fake_llm) as rig:
+        fake_llm.queue_reply(None, tool_calls=[{"name": "memory_forget", "arguments": {"ids": "m1"}}])
+        fake_llm.queue_reply("Which memory do you mean?")
+        await rig.ask("forget the thing I said")
+        await rig.settle()
+        rows = await rig.engine.db.fetchall("SELECT content FROM extraction_buffer ORDER BY id")
+        assert [r[0] for r in rows] == ["forget the thing I said", "Which memory do you mean?"]
 
 
 async def test_a_job_not_made_private_is_answered_as_in_a_group(

@@ -179,3 +179,104 @@ async def test_failed_extraction_keeps_the_buffer_and_retries(tmp_path: Path) ->
         assert [r.ok for r in reports] == [True]
         assert await engine.db.fetchall("SELECT id FROM extraction_buffer WHERE owner = 'echo:carol'") == []
         assert [m.content for m in await engine.list_memories("echo:carol")] == ["Carol deploys to Fly.io, region ams"]
+
+
+class LiteralModel:
+    """A model that takes every user line it is given for a fact: the
+    worst case for what reaches extraction. Chat turns answer "Noted.";
+    scripted replies (``fake.queue_reply``) come first."""
+
+    def __init__(self) -> None:
+        self.extraction_prompts: list[str] = []
+
+    def __call__(self, body: dict[str, Any]) -> Reply:
+        if body.get("response_format", {}).get("type") != "json_object":
+            return Reply(content="Noted.")
+        text = body["messages"][-1]["content"]
+        self.extraction_prompts.append(text)
+        facts = []
+        for line in text.splitlines():
+            head, sep, said = line.partition(" user: ")
+            if sep and head.startswith("L"):
+                facts.append({**fact(said.strip()), "lines": [int(head[1:].split()[0])]})
+        return Reply(content=json.dumps({"facts": facts, "summary": "talk"}, ensure_ascii=False))
+
+
+async def _extract(app: App, clock: ManualClock, owner: str = "echo:alice") -> None:
+    """The quiet gap passes and the background extraction runs."""
+    clock.advance(200)
+    assert app.extraction is not None
+    reports = await app.extraction.tick()  # type: ignore[attr-defined]
+    # The gateway's own background tick may have taken the user first (the
+    # tick skips a busy user): wait for it, and flush whatever is left.
+    reports += await app.extraction.flush_now(owner)  # type: ignore[attr-defined]
+    assert all(r.ok for r in reports)
+
+
+async def _memories_and_buffer(app: App, owner: str) -> tuple[list[str], list[str]]:
+    engine = app.backend.engine  # type: ignore[union-attr]
+    memories = [m.content for m in await engine.list_memories(owner)]
+    rows = await engine.db.fetchall("SELECT content FROM extraction_buffer WHERE owner = ?", (owner,))
+    return memories, [r["content"] for r in rows]
+
+
+async def test_a_scheduled_jobs_prompt_and_reply_are_never_taken_for_what_the_user_said(tmp_path: Path) -> None:
+    model = LiteralModel()
+    clock = ManualClock("2026-03-02T10:00:00Z")
+    async with running(tmp_path, model, clock) as (app, fake):
+        assert app._cron_store is not None and app.cron is not None
+        # Due within the hour: a day's wait would also cross the daily flush,
+        # which extracts in the background, racing this test's own tick.
+        await app._cron_store.add(schedule="30 * * * *", message="Remind me to drink water",
+                                  channel="echo", chat_id="c-alice", user="echo:alice", job_id="water")
+        clock.advance(3600)
+        fake.queue_reply("Time to drink some water!")
+        await app.cron.run_due()  # type: ignore[attr-defined]
+        assert app.loop is not None and await app.loop.drain(5)
+        echo = app.channels["echo"]
+        assert isinstance(echo, EchoChannel) and echo.sent[-1].text == "Time to drink some water!"
+
+        # The user's own next message is still remembered.
+        await say(app, clock, "I moved to Lisbon last week", "alice")
+        await _extract(app, clock)
+        memories, buffered = await _memories_and_buffer(app, "echo:alice")
+        assert memories == ["I moved to Lisbon last week"]
+        assert buffered == []
+        assert not any("water" in p for p in model.extraction_prompts)
+
+        # The conversation still reads right: the job's turn is in the history.
+        await say(app, clock, "thanks", "alice")
+        history = json.dumps(fake.requests[-1]["messages"], ensure_ascii=False)
+        assert "Time to drink some water!" in history
+
+        # A restart (the rows left looking unbuffered would be buffered again) changes nothing.
+        assert app.sessions is not None
+        assert await app.sessions.unbuffered("echo:c-alice") == []
+
+
+async def test_asking_to_forget_a_fact_does_not_bring_it_back_through_extraction(tmp_path: Path) -> None:
+    model = LiteralModel()
+    clock = ManualClock("2026-03-02T10:00:00Z")
+    async with running(tmp_path, model, clock) as (app, fake):
+        await say(app, clock, "my cat is called Miso", "alice")
+        await _extract(app, clock)
+        engine = app.backend.engine  # type: ignore[union-attr]
+        [miso] = await engine.list_memories("echo:alice")
+        assert miso.content == "my cat is called Miso"
+
+        fake.queue_reply(None, tool_calls=[{"name": "memory_forget", "arguments": {"ids": [miso.to_hit().ref]}}])
+        fake.queue_reply("Done, I have forgotten your cat's name.")
+        assert await say(app, clock, "forget that my cat is called Miso", "alice") == (
+            "Done, I have forgotten your cat's name."
+        )
+        await _extract(app, clock)
+        memories, buffered = await _memories_and_buffer(app, "echo:alice")
+        assert not any("Miso" in m for m in memories), memories
+        assert not any("Miso" in b for b in buffered), buffered
+        assert not any("Miso" in p for p in model.extraction_prompts[1:])
+
+        # The next ordinary message is remembered as before.
+        await say(app, clock, "I play the cello on Sundays", "alice")
+        await _extract(app, clock)
+        memories, buffered = await _memories_and_buffer(app, "echo:alice")
+        assert memories == ["I play the cello on Sundays"] and buffered == []

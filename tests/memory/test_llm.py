@@ -127,6 +127,15 @@ async def test_extract_numbers_the_lines_and_drops_lines_it_never_showed(fake: F
     assert [f.lines for f in out.facts] == [(1,), (2,)]  # L3 was never shown
 
 
+async def test_extract_prompt_says_a_request_to_forget_is_no_fact(fake: FakeOpenAI, llm: MemoryLLM) -> None:
+    """A crash can leave a `memory_forget` turn to be buffered after all
+    (gateway/loop.py): the model is the last line that keeps the fact out."""
+    fake.queue_reply(reply([]))
+    await llm.extract("[t] user: forget that my cat is called Miso")
+    system = fake.requests[-1]["messages"][0]["content"]
+    assert "Never store a fact from a request to forget" in system
+
+
 async def test_extract_english_prompt_says_english(fake: FakeOpenAI, llm: MemoryLLM) -> None:
     fake.queue_reply(reply([{"content": "User prefers dark mode"}]))
     await llm.extract("[t] user: I prefer dark mode, remember that")
