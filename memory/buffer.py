@@ -47,12 +47,10 @@ async def drop_lines(conn: aiosqlite.Connection, ids: Sequence[int]) -> None:
 async def drop_owner_lines(conn: aiosqlite.Connection, owner: str) -> int:
     """Delete every buffered line of ``owner`` inside the caller's
     transaction; returns how many."""
-    await conn.execute(_CLEAR)
-    await conn.execute(
-        "INSERT OR IGNORE INTO buffer_gone (id) SELECT id FROM extraction_buffer WHERE owner = ?", (owner,)
-    )
-    cur = await conn.execute("DELETE FROM extraction_buffer WHERE owner = ?", (owner,))
-    return cur.rowcount
+    async with conn.execute("SELECT id FROM extraction_buffer WHERE owner = ?", (owner,)) as cur:
+        ids = [r[0] for r in await cur.fetchall()]
+    await drop_lines(conn, ids)
+    return len(ids)
 
 
 async def reconcile(db: Database) -> int:
