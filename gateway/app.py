@@ -374,7 +374,13 @@ class App:
             run_agent_job=run_agent_job,
             internal=memory_jobs(self.compressor) if self.compressor is not None else (),
         )
-        self.agent.add_tools(cron_tools(self._cron_store))
+        self.agent.add_tools(
+            cron_tools(
+                self._cron_store,
+                max_jobs=self.cfg.cron.max_jobs_per_user,
+                min_interval_minutes=self.cfg.cron.min_interval_minutes,
+            )
+        )
 
     def _job_channels(self) -> set[str]:
         """The channels this process sends to: the enabled ones (known before

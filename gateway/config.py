@@ -281,6 +281,12 @@ class MemoryConfig(_Model):
 
 class CronConfig(_Model):
     enabled: bool = True
+    # Limits on jobs users make by asking the bot (``cron_add``); every run
+    # is an LLM call and a message someone receives. The operator's
+    # ``myclaw cron add`` is not limited.
+    max_jobs_per_user: int = Field(default=10, ge=0, le=1000)
+    # Up to an hour: a daily job fires twice an hour apart on a DST change.
+    min_interval_minutes: int = Field(default=10, ge=1, le=60)
 
 
 class Config(_Model):

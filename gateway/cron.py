@@ -26,7 +26,7 @@ import sqlite3
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
@@ -49,6 +49,7 @@ __all__ = [
     "InternalJob",
     "memory_jobs",
     "next_run",
+    "shortest_gap",
 ]
 
 log = structlog.get_logger(component="cron")
@@ -74,6 +75,19 @@ def next_run(expr: str, after: datetime, tz: ZoneInfo) -> datetime:
     local = after.astimezone(tz)
     nxt: datetime = croniter(expr, local).get_next(datetime)
     return nxt.astimezone(ZoneInfo("UTC"))
+
+
+def shortest_gap(expr: str, after: datetime, tz: ZoneInfo, runs: int = 120) -> timedelta:
+    """The shortest time between two of the next ``runs`` firings: how often
+    a schedule runs at its busiest ("0,1 9 * * *" runs a minute apart once a
+    day). A schedule that fires only on rare days still shows its burst,
+    because the firings are consecutive, not sampled over a year."""
+    it = croniter(expr, after.astimezone(tz))
+    times = [it.get_next(datetime) for _ in range(runs)]
+    # Compare in UTC: a DST change must not make an hourly job look like
+    # one that runs twice in an hour (or never).
+    utc = [t.astimezone(ZoneInfo("UTC")) for t in times]
+    return min((b - a for a, b in zip(utc, utc[1:])), default=timedelta.max)
 
 
 @dataclass(frozen=True)

@@ -1,19 +1,29 @@
 """Agent tools over the scheduler's store: ``cron_add``, ``cron_list``,
-``cron_remove``. A job made by the agent runs as the asking user and, unless
-told otherwise, replies into the chat it was asked from; a user sees and
-removes only their own jobs. A job uses the user's private memory only when
-it was made in their private chat and replies there: a group's job, or one
-sent to another chat, gets what a group gets (shared memory only)."""
+``cron_remove``. A job made by the agent runs as the asking user and replies
+into the chat it was asked from, never another: otherwise anyone could make
+the bot post into any chat it can reach, on a timer. A job made in the
+user's private chat may use their private memory; a group's job gets what a
+group gets (shared memory only). Users' jobs are limited in number and in how
+often they run (``cron.max_jobs_per_user``, ``cron.min_interval_minutes``);
+the operator's ``myclaw cron add`` is not.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
 
-from .cron import CronError, CronJob, CronStore
+from datetime import timedelta
+
+from .cron import CronError, CronJob, CronStore, shortest_gap, validate_schedule
 from .tools import Tool, ToolContext, ToolError
 
 __all__ = ["cron_tools"]
+
+
+def _minutes(gap: timedelta) -> str:
+    minutes = int(gap.total_seconds() // 60)
+    return "minute" if minutes == 1 else f"{minutes} minutes"
 
 
 def _describe(j: CronJob) -> str:
@@ -21,21 +31,38 @@ def _describe(j: CronJob) -> str:
     return f"{j.id}: '{j.schedule}' -> {j.message!r} (to {j.channel} chat {j.chat_id}, {memory}; next {j.next_run_at})"
 
 
-def cron_tools(store: CronStore) -> list[Tool]:
+def cron_tools(store: CronStore, *, max_jobs: int = 10, min_interval_minutes: int = 10) -> list[Tool]:
+    min_gap = timedelta(minutes=min_interval_minutes)
+
     async def add(args: Mapping[str, Any], ctx: ToolContext) -> str:
         schedule, message = args.get("schedule"), args.get("message")
         if not isinstance(schedule, str) or not isinstance(message, str):
             raise ToolError("'schedule' and 'message' are required strings")
-        channel = str(args.get("channel") or ctx.channel)
-        chat_id = str(args.get("chat_id") or ctx.chat_id)
+        # Older prompts (and models) may still name a target; only this chat is allowed.
+        for key, here in (("channel", ctx.channel), ("chat_id", ctx.chat_id)):
+            asked = args.get(key)
+            if asked not in (None, "") and str(asked) != here:
+                raise ToolError(
+                    "a job can only reply into the chat it is made in; ask from that chat "
+                    "(the operator can add jobs for other chats with `myclaw cron add`)"
+                )
         try:
+            schedule = validate_schedule(schedule)
+            gap = shortest_gap(schedule, store.clock.now(), store.tz)
+            if gap < min_gap:
+                raise CronError(
+                    f"{schedule!r} runs as often as every {_minutes(gap)}; jobs may run at most every "
+                    f"{min_interval_minutes} minutes"
+                )
+            if len([j for j in await store.list(user=ctx.user) if not j.internal]) >= max_jobs:
+                raise CronError(f"you already have {max_jobs} scheduled jobs, the most allowed; remove one first")
             job = await store.add(
                 schedule=schedule,
                 message=message,
-                channel=channel,
-                chat_id=chat_id,
+                channel=ctx.channel,
+                chat_id=ctx.chat_id,
                 user=ctx.user,
-                private=ctx.private and (channel, chat_id) == (ctx.channel, ctx.chat_id),
+                private=ctx.private,
             )
         except CronError as exc:
             raise ToolError(str(exc)) from exc
@@ -61,16 +88,15 @@ def cron_tools(store: CronStore) -> list[Tool]:
             description=(
                 "Schedule a recurring task: at each time of the cron schedule (five fields, "
                 f"timezone {store.tz.key}) the message is run through the assistant and the reply is sent "
-                "to this chat (or the given channel/chat). Only a job made in the user's private chat and "
-                "replying there may use their private memory."
+                f"to this chat (only this chat). At most {max_jobs} jobs per user, each running at most every "
+                f"{min_interval_minutes} minutes. Only a job made in the user's private chat may use their "
+                "private memory."
             ),
             parameters={
                 "type": "object",
                 "properties": {
                     "schedule": {"type": "string", "description": "cron expression, e.g. '0 9 * * 1-5'"},
                     "message": {"type": "string", "description": "what to ask the assistant at each run"},
-                    "channel": {"type": "string", "description": "optional: telegram, feishu, ..."},
-                    "chat_id": {"type": "string", "description": "optional: target chat id"},
                 },
                 "required": ["schedule", "message"],
             },

@@ -195,17 +195,60 @@ async def test_agent_tools_act_for_the_asking_user_only(store: CronStore) -> Non
     assert tools["cron_add"].spec()["function"]["parameters"]["required"] == ["schedule", "message"]
 
 
-async def test_a_job_gets_private_memory_only_from_and_to_the_users_own_private_chat(store: CronStore) -> None:
+async def test_a_job_gets_private_memory_only_when_made_in_the_users_private_chat(store: CronStore) -> None:
     add = {t.name: t for t in cron_tools(store)}["cron_add"].handler
     here = ToolContext(user="alice", channel="telegram", chat_id="42", private=True)
     group = ToolContext(user="alice", channel="telegram", chat_id="-100", private=False)
     out = await add({"schedule": "0 9 * * *", "message": "my agenda", "chat_id": "42"}, here)
     assert "private memory" in out
     await add({"schedule": "0 9 * * *", "message": "team agenda"}, group)
-    await add({"schedule": "0 9 * * *", "message": "post my agenda", "chat_id": "-100"}, here)  # another chat
-    await add({"schedule": "0 9 * * *", "message": "feishu agenda", "channel": "feishu"}, here)
-    jobs = {j.message: j.private for j in await store.list(user="alice")}
-    assert jobs == {"my agenda": True, "team agenda": False, "post my agenda": False, "feishu agenda": False}
+    jobs = {j.message: (j.chat_id, j.private) for j in await store.list(user="alice")}
+    assert jobs == {"my agenda": ("42", True), "team agenda": ("-100", False)}
+
+
+async def test_a_user_cannot_point_a_job_at_another_chat(store: CronStore) -> None:
+    # Otherwise anyone could make the bot post, on a timer, into any group
+    # it is in or any private chat of someone who once started it.
+    add = {t.name: t for t in cron_tools(store)}["cron_add"].handler
+    here = ToolContext(user="alice", channel="telegram", chat_id="42", private=True)
+    with pytest.raises(ToolError, match="only reply into the chat it is made in"):
+        await add({"schedule": "0 9 * * *", "message": "post my agenda", "chat_id": "-100"}, here)
+    with pytest.raises(ToolError, match="myclaw cron add"):
+        await add({"schedule": "0 9 * * *", "message": "feishu agenda", "channel": "feishu"}, here)
+    assert await store.list() == []
+    spec = {t.name: t for t in cron_tools(store)}["cron_add"].spec()["function"]["parameters"]
+    assert set(spec["properties"]) == {"schedule", "message"}
+
+
+async def test_users_jobs_are_limited_in_number_and_in_how_often_they_run(store: CronStore) -> None:
+    add = {t.name: t for t in cron_tools(store, max_jobs=2, min_interval_minutes=10)}["cron_add"].handler
+    alice = ToolContext(user="alice", channel="telegram", chat_id="42", private=True)
+    bob = ToolContext(user="bob", channel="telegram", chat_id="43", private=True)
+    with pytest.raises(ToolError, match=r"runs as often as every minute; jobs may run at most every 10 minutes"):
+        await add({"schedule": "* * * * *", "message": "ping"}, alice)
+    # A burst inside an otherwise daily schedule counts at its busiest.
+    with pytest.raises(ToolError, match="every 5 minutes"):
+        await add({"schedule": "0,5 9 * * *", "message": "ping"}, alice)
+    await add({"schedule": "*/10 * * * *", "message": "check the build"}, alice)
+    await add({"schedule": "0 9 * * *", "message": "my agenda"}, alice)
+    with pytest.raises(ToolError, match="already have 2 scheduled jobs"):
+        await add({"schedule": "0 18 * * *", "message": "my evening"}, alice)
+    await add({"schedule": "0 18 * * *", "message": "his evening"}, bob)  # per user
+    # The operator is not limited, and internal jobs do not count.
+    await store.add(schedule="* * * * *", message="ops", channel="telegram", chat_id="42", user="alice")
+    await store.ensure_internal("__internal:memory:daily_compress", "0 3 * * *")
+    assert len(await store.list(user="alice")) == 3
+    assert [j.message for j in await store.list(user="bob")] == ["his evening"]
+
+
+def test_shortest_gap_is_measured_in_real_time_across_a_dst_change() -> None:
+    from datetime import timedelta
+
+    from gateway.cron import shortest_gap
+
+    ny = ZoneInfo("America/New_York")
+    assert shortest_gap("0 * * * *", parse_ts("2026-10-31T00:00:00Z"), ny) == timedelta(hours=1)
+    assert shortest_gap("0 9 1 * *", parse_ts("2026-10-31T00:00:00Z"), ny) == timedelta(days=28)
 
 
 async def test_jobs_made_before_the_private_flag_run_with_shared_memory(tmp_path: Path, clock: ManualClock) -> None:
