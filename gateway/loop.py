@@ -56,10 +56,16 @@ KnownProjects = Callable[[str], Awaitable[Iterable[str]]]
 
 HELP_TEXT = """myclaw remembers what matters across conversations.
 
+Ask me what I remember about you or tell me something to remember. In a
+private chat you can also ask me to forget something ("forget that my cat
+is called Miso"): it is erased, not hidden. I can send a message on a
+schedule too ("every weekday at 9, summarise my plans").
+
 /new  start a fresh conversation (long-term memory is kept)
 /help this message
 
-In a group, mention me or reply to me to get an answer."""
+In a group, mention me or reply to me to get an answer; there I leave out
+your profile and anything secret you told me."""
 
 _NEW_TEXT = "New conversation started. I still remember what you told me before."
 _NEW_TEXT_ZH = "已开始新的对话。之前告诉我的事我仍然记得。"

@@ -144,7 +144,7 @@ async def test_tier0_history_and_new_session(tmp_path: Path, clock: ManualClock,
         await rig.ask("hello again")
         assert [m["content"] for m in fake_llm.requests[-1]["messages"][1:]] == ["hello again"]
         help_ = await rig.ask("/help@myclaw_bot")
-        assert "/new" in help_.text
+        assert "/new" in help_.text and "forget" in help_.text  # users learn they can have things erased
         assert len(fake_llm.requests) == 3  # commands never reach the LLM
 
 
