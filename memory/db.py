@@ -264,7 +264,24 @@ class Database:
             await self._writer.execute("VACUUM")
             if self._attached is not None:
                 await self._writer.execute(f"VACUUM {self._attached}")
-            await self._writer.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # every attached file's too
+            await self._checkpoint()  # every attached file's too
+
+    async def checkpoint(self) -> None:
+        """Copy the WAL into the file and empty it. After a delete under
+        ``secure_delete`` this is enough to take the deleted rows' bytes
+        off the disk for plain tables: the checkpoint overwrites their old
+        pages with the zeroed ones. An FTS5 index needs :meth:`compact`
+        (a merge leaves words in pages nothing zeroes). Like compact, the
+        WAL is only emptied when no reader is inside a read."""
+        if self._closed:
+            raise RuntimeError("database is closed")
+        async with self._lock:
+            await self._checkpoint()
+
+    async def _checkpoint(self) -> None:
+        # Read the pragma's row: a statement left stepping makes the next
+        # VACUUM on this connection fail ("SQL statements in progress").
+        await self._writer.execute_fetchall("PRAGMA wal_checkpoint(TRUNCATE)")
 
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[aiosqlite.Connection]:

@@ -41,3 +41,50 @@ async def test_cache_sizes_are_per_file(tmp_path: Path) -> None:
         assert db.reader._conn.execute("PRAGMA cache_size").fetchone()[0] == -300
     finally:
         await db.close()
+
+
+async def test_a_checkpoint_takes_deleted_rows_off_the_disk_for_a_plain_table(tmp_path: Path) -> None:
+    # What the gateway does to gateway.db after an erasure, instead of a
+    # VACUUM: the rows' old pages are in the main file (checkpointed before)
+    # and in the WAL (written since); a long row spills into overflow pages.
+    from memory.db import run_script
+    from tests.disk import on_disk
+
+    async def _plain(conn) -> None:  # type: ignore[no-untyped-def]
+        await run_script(conn, "CREATE TABLE lines (id INTEGER PRIMARY KEY, owner TEXT, content TEXT);")
+
+    folder = tmp_path / "data"
+    folder.mkdir()
+    db = await Database.open(folder / "g.db", [_plain])
+    try:
+        async with db.transaction() as conn:
+            for i in range(300):
+                secret = i % 50 == 7
+                text = f"my door code is zqxjkv4711 {'x' * (6000 if i == 107 else 10)}" if secret else f"line {i} " * 8
+                owner = "alice" if secret else "bob"
+                await conn.execute("INSERT INTO lines (owner, content) VALUES (?, ?)", (owner, text))
+        await db.checkpoint()  # now in the main file
+        async with db.transaction() as conn:
+            await conn.execute("INSERT INTO lines (owner, content) VALUES ('alice', 'again zqxjkv4711')")  # in the WAL
+        assert on_disk(folder, "zqxjkv4711") == 7
+        async with db.transaction() as conn:
+            await conn.execute("DELETE FROM lines WHERE owner = 'alice'")
+        assert on_disk(folder, "zqxjkv4711") > 0  # the old pages are still there
+        await db.checkpoint()
+        assert on_disk(folder, "zqxjkv4711") == 0
+        assert len(await db.fetchall("SELECT id FROM lines")) == 294
+    finally:
+        await db.close()
+
+
+async def test_compact_and_checkpoint_run_back_to_back(tmp_path: Path) -> None:
+    # Two erasures in a row, nothing written between them: the checkpoint's
+    # statement once stayed open and the second VACUUM failed.
+    db = await Database.open(tmp_path / "m.db", MIGRATIONS)
+    try:
+        await db.compact()
+        await db.compact()
+        await db.checkpoint()
+        await db.compact()
+    finally:
+        await db.close()
