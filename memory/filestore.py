@@ -118,15 +118,17 @@ def is_daily_name(name: str) -> str | None:
 
 def clean_text(text: str) -> str:
     """What can be written to a UTF-8 file: no lone surrogates, no NUL."""
-    return text.encode("utf-8", "ignore").decode("utf-8").replace("\x00", "")
+    # U+FEFF: the byte-order mark an editor on Windows puts first; left in,
+    # it hides a heading ("\ufeff# Notes") and the heading becomes a fact.
+    return text.encode("utf-8", "ignore").decode("utf-8").replace("\x00", "").replace("\ufeff", "")
 
 
 def clean_line(line: str) -> str:
     """A MEMORY.md line as a fact: list marker and spacing removed;
     '' for blank lines, headings and rules, which are not facts."""
     s = clean_text(line).strip()
-    if not s or s.startswith("#") or set(s) <= set("-*_= ") or s.startswith("<!--"):
-        return ""
+    if not s or s.startswith(("#", "<!--", "```", "~~~")) or set(s) <= set("-*_= ") or set(s) <= set("|-:= "):
+        return ""  # code fences and table rules are markdown, not facts
     return _LIST_MARK.sub("", s).strip()
 
 
