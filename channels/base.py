@@ -56,7 +56,9 @@ class BaseChannel(abc.ABC):
         if msg.is_group and not (msg.mentioned or msg.reply_to_bot):
             return False
         if not self.is_allowed(msg.sender_id, *ids):
-            self.log.warning("message from sender not in allowFrom dropped", sender_id=msg.sender_id, chat_id=msg.chat_id)
+            self.log.warning(
+                "message from sender not in allowFrom dropped", sender_id=msg.sender_id, chat_id=msg.chat_id
+            )
             return False
         self.log.info("message without text answered with a note", kind=kind, chat_id=msg.chat_id)
         await self.bus.publish_outbound(

@@ -18,7 +18,15 @@ from typing import Any
 
 from gateway.bus import InboundMessage
 
-__all__ = ["MESSAGE_EVENT", "UNREADABLE_TYPES", "EventParseError", "ParsedMessage", "event_id_of", "flatten_post", "parse_message_event"]
+__all__ = [
+    "MESSAGE_EVENT",
+    "UNREADABLE_TYPES",
+    "EventParseError",
+    "ParsedMessage",
+    "event_id_of",
+    "flatten_post",
+    "parse_message_event",
+]
 
 MESSAGE_EVENT = "im.message.receive_v1"
 # What a user sends that has no text: parsed with text "" and metadata
