@@ -233,10 +233,18 @@ def _rewrite_erasing(path: Path, text: str | None) -> None:
 
 def _append(path: Path, text: str, header: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a", encoding="utf-8") as f:
-        if f.tell() == 0:
-            f.write(header)
-        f.write(text)
+    with open(path, "a+b") as f:
+        end = f.seek(0, os.SEEK_END)
+        if end == 0:
+            f.write(header.encode("utf-8"))
+        else:
+            f.seek(end - 1)
+            if f.read(1) != b"\n":
+                # The last append was cut short (a crash, a full disk) or the
+                # operator saved without a final newline: start on a line of
+                # our own, or this entry would run into that one.
+                f.write(b"\n")
+        f.write(text.encode("utf-8"))
         f.flush()
         os.fsync(f.fileno())
 
