@@ -12,7 +12,11 @@ import structlog
 
 from gateway.bus import InboundMessage, MessageBus, OutboundMessage
 
-__all__ = ["BaseChannel", "ChannelFatalError"]
+__all__ = ["UNREADABLE_REPLY", "BaseChannel", "ChannelFatalError"]
+
+# What a photo, sticker or voice message gets instead of silence, which
+# reads as a bot that is down.
+UNREADABLE_REPLY = "Sorry, I can only read text for now. Please type your message (a photo or file caption works too)."
 
 
 class ChannelFatalError(Exception):
@@ -41,6 +45,31 @@ class BaseChannel(abc.ABC):
             self.log.warning("message from sender not in allowFrom dropped", sender_id=msg.sender_id, chat_id=msg.chat_id)
             return False
         await self.bus.publish_inbound(msg)
+        return True
+
+    async def decline_unreadable(self, msg: InboundMessage, kind: str, *ids: str) -> bool:
+        """Answer a message the bot cannot read (``kind``: photo, sticker,
+        voice...) with :data:`UNREADABLE_REPLY`, where a text would have been
+        answered: a private chat, or a group message addressed to the bot,
+        from an allowed sender. The note goes straight to the outbound queue:
+        there is nothing for the agent to do or for memory to learn."""
+        if msg.is_group and not (msg.mentioned or msg.reply_to_bot):
+            return False
+        if not self.is_allowed(msg.sender_id, *ids):
+            self.log.warning(
+                "message from sender not in allowFrom dropped", sender_id=msg.sender_id, chat_id=msg.chat_id
+            )
+            return False
+        self.log.info("message without text answered with a note", kind=kind, chat_id=msg.chat_id)
+        await self.bus.publish_outbound(
+            OutboundMessage(
+                channel=self.name,
+                chat_id=msg.chat_id,
+                text=UNREADABLE_REPLY,
+                reply_to=msg.message_id if msg.is_group else "",
+                metadata={k: msg.metadata[k] for k in ("message_thread_id",) if k in msg.metadata},
+            )
+        )
         return True
 
     @abc.abstractmethod

@@ -74,6 +74,11 @@ NOT_FOUND_MESSAGE = (
     "Telegram rejected the bot token (404 Not Found): check channels.telegram.token and channels.telegram.baseUrl"
 )
 _ALLOWED_UPDATES = [UpdateType.MESSAGE]
+# Message contents a user sends that carry no text to answer.
+_UNREADABLE_KINDS = (
+    "photo", "sticker", "voice", "audio", "video", "video_note", "animation", "document",
+    "location", "venue", "contact", "poll", "dice",
+)
 _GROUP_TYPES = frozenset({ChatType.GROUP, ChatType.SUPERGROUP})
 _CONFIRM_TIMEOUT = 5.0
 
@@ -478,20 +483,32 @@ class TelegramChannel(BaseChannel):
             return
         if converted is not None:
             inbound, username = converted
-            await self.publish(inbound, inbound.sender_id, username)
+            kind = inbound.metadata.get("unreadable")
+            if kind:
+                await self.decline_unreadable(inbound, kind, inbound.sender_id, username)
+            else:
+                await self.publish(inbound, inbound.sender_id, username)
 
     def _to_inbound(self, update: Update) -> tuple[InboundMessage, str] | None:
         msg = update.message
         if msg is None or msg.from_user is None:
             return None
         text = msg.text if msg.text is not None else msg.caption
+        unreadable = ""
         if text is None:
-            return None  # stickers, photos without caption, member joins
+            # A photo without caption, sticker, voice...: answered with a
+            # note (decline_unreadable); member joins and the like: nothing.
+            unreadable = next((k for k in _UNREADABLE_KINDS if getattr(msg, k, None)), "")
+            if not unreadable:
+                return None
+            text = ""
         user, chat = msg.from_user, msg.chat
         mentioned = self._is_mentioned(msg)
         if mentioned:
             text = self._strip_mention(text)
         metadata: dict[str, Any] = {"chat_type": chat.type}
+        if unreadable:
+            metadata["unreadable"] = unreadable
         if user.username:
             metadata["username"] = user.username
         if chat.title:

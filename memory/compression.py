@@ -2,7 +2,8 @@
 
 * :meth:`Compressor.daily`: uncompressed Tier 3 events of earlier days ->
   Tier 2 facts (deduplicated like any extraction), events marked compressed
-  in the same transaction.
+  in the same transaction; a day's events go to the model in batches of at
+  most ``daily_batch_tokens``.
 * :meth:`Compressor.weekly`: archive decayed ``temp``/``debug`` facts; merge
   each project/topic partition with >= 10 active facts; refresh Tier 1
   (<= 100 entries) from high-importance Tier 2.
@@ -39,6 +40,7 @@ from .decay import decay_factor
 from .engine import MemoryEngine, content_hash, row_to_memory
 from .lease import Lease, Leases
 from .llm import Candidate, MemoryLLM, MemoryLLMError
+from .tokens import estimate_tokens
 from .types import Memory, NewMemory, Provenance, Source
 
 __all__ = ["COMPRESS_LEASE", "Compressor", "DailyReport", "WeeklyReport"]
@@ -72,6 +74,21 @@ class WeeklyReport:
     notes: list[str] = field(default_factory=list)
 
 
+def _batches(events: Sequence[tuple[int, str, str]], max_tokens: int) -> list[list[tuple[int, str, str]]]:
+    """A day's events in order, grouped so each group's summaries stay
+    within ``max_tokens`` (an event larger than that goes alone)."""
+    out: list[list[tuple[int, str, str]]] = []
+    size = 0
+    for ev in events:
+        n = estimate_tokens(ev[2])
+        if not out or (size + n > max_tokens and out[-1]):
+            out.append([])
+            size = 0
+        out[-1].append(ev)
+        size += n
+    return out
+
+
 class Compressor:
     def __init__(
         self,
@@ -89,6 +106,7 @@ class Compressor:
         decay_floor: float = 0.01,
         lease_ttl: timedelta = timedelta(minutes=15),
         job_timeout: float | None = 2 * 3600,
+        daily_batch_tokens: int = 6000,
     ) -> None:
         self.engine = engine
         self.llm = llm
@@ -103,6 +121,9 @@ class Compressor:
         self.decay_floor = decay_floor
         self.lease_ttl = lease_ttl
         self.job_timeout = job_timeout
+        # One LLM call reads at most this much of a day's events: a day of
+        # migrated logs can be far more than a memory model takes at once.
+        self.daily_batch_tokens = daily_batch_tokens
 
     # -- daily ------------------------------------------------------------------
 
@@ -124,8 +145,9 @@ class Compressor:
             for r in rows:
                 groups[(r["owner"], r["event_date"])].append((r["id"], r["channel"], r["summary"]))
             for (owner, day), events in groups.items():
-                await self._daily_group(owner, day, events, report)
-                await lease.renew()
+                for batch in _batches(events, self.daily_batch_tokens):
+                    await self._daily_group(owner, day, batch, report)
+                    await lease.renew()
             async with self.engine.db.transaction() as conn:
                 await write_log(conn, at=self.engine.now(), job="daily_compress", action="run", detail=report.__dict__)
         log.info("daily compression done", **report.__dict__)

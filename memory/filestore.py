@@ -118,15 +118,17 @@ def is_daily_name(name: str) -> str | None:
 
 def clean_text(text: str) -> str:
     """What can be written to a UTF-8 file: no lone surrogates, no NUL."""
-    return text.encode("utf-8", "ignore").decode("utf-8").replace("\x00", "")
+    # U+FEFF: the byte-order mark an editor on Windows puts first; left in,
+    # it hides a heading ("\ufeff# Notes") and the heading becomes a fact.
+    return text.encode("utf-8", "ignore").decode("utf-8").replace("\x00", "").replace("\ufeff", "")
 
 
 def clean_line(line: str) -> str:
     """A MEMORY.md line as a fact: list marker and spacing removed;
     '' for blank lines, headings and rules, which are not facts."""
     s = clean_text(line).strip()
-    if not s or s.startswith("#") or set(s) <= set("-*_= ") or s.startswith("<!--"):
-        return ""
+    if not s or s.startswith(("#", "<!--", "```", "~~~")) or set(s) <= set("-*_= ") or set(s) <= set("|-:= "):
+        return ""  # code fences and table rules are markdown, not facts
     return _LIST_MARK.sub("", s).strip()
 
 
@@ -231,10 +233,18 @@ def _rewrite_erasing(path: Path, text: str | None) -> None:
 
 def _append(path: Path, text: str, header: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a", encoding="utf-8") as f:
-        if f.tell() == 0:
-            f.write(header)
-        f.write(text)
+    with open(path, "a+b") as f:
+        end = f.seek(0, os.SEEK_END)
+        if end == 0:
+            f.write(header.encode("utf-8"))
+        else:
+            f.seek(end - 1)
+            if f.read(1) != b"\n":
+                # The last append was cut short (a crash, a full disk) or the
+                # operator saved without a final newline: start on a line of
+                # our own, or this entry would run into that one.
+                f.write(b"\n")
+        f.write(text.encode("utf-8"))
         f.flush()
         os.fsync(f.fileno())
 

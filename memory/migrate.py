@@ -3,7 +3,10 @@ engine, so switching ``memory.enabled`` off and on again loses nothing.
 
 * ``MEMORY.md`` lines -> Tier 1 memories (``identity``, importance 1.0,
   source ``migration``), one per line; headings and blank lines skipped.
-* ``YYYY-MM-DD.md`` -> one Tier 3 event per file.
+* ``YYYY-MM-DD.md`` -> one Tier 3 event per file (several for a file over
+  ``EVENT_MAX_TOKENS``, cut between lines).
+* A file that is not UTF-8 is skipped and reported (a leading byte-order
+  mark is fine), as is any other ``.md`` file: nothing is left out silently.
 * Owners follow the file store's layout (:mod:`memory.filestore`): the
   top-level files are ``_global``'s, ``users/<slug>/`` belongs to the user
   named in its ``.owner`` file. A directory whose ``.owner`` is missing or
@@ -61,6 +64,10 @@ __all__ = ["MigrationReport", "discover", "migrate_files"]
 log = structlog.get_logger(component="memory")
 
 _LEDGER_PREFIX = "migrated:"
+# At most this many tokens (estimated) per migrated event: a daily file of
+# a busy year is megabytes, and one event of it would be a prompt no memory
+# model takes, so the daily compression would fail on that day for ever.
+EVENT_MAX_TOKENS = 2000
 
 
 @dataclass
@@ -116,7 +123,7 @@ def discover(root: Path) -> tuple[list[tuple[str, Path]], list[str]]:
     return found, problems
 
 
-def _files(owner: str, d: Path) -> list[MemoryFile]:
+def _files(owner: str, d: Path, root: Path, problems: list[str]) -> list[MemoryFile]:
     out = []
     if (d / LONG_TERM).is_file():
         out.append(MemoryFile(owner, d / LONG_TERM, None))
@@ -124,7 +131,52 @@ def _files(owner: str, d: Path) -> list[MemoryFile]:
         day = is_daily_name(p.name)
         if day and p.is_file():
             out.append(MemoryFile(owner, p, day))
+        elif p.is_file() and p.suffix.lower() == ".md" and p.name != LONG_TERM:
+            # Said, not skipped in silence: "notes.md" or "2026-02-30.md"
+            # may hold what the user expects to find after migrating.
+            problems.append(
+                f"{p.relative_to(root).as_posix()}: not imported (only {LONG_TERM} and YYYY-MM-DD.md files "
+                "with a real date are)"
+            )
     return out
+
+
+def _decode(data: bytes) -> tuple[str | None, str]:
+    """(the text, '') or (None, why): a file that is not UTF-8 is not
+    imported with replacement characters, since after migration the
+    database is the record and the mangled words would be all that is left."""
+    try:
+        return data.decode("utf-8").removeprefix("\ufeff"), ""
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        return None, f"not UTF-8 text (line {line})"
+
+
+def _chunks(text: str, max_tokens: int) -> list[str]:
+    """``text`` in pieces of at most ``max_tokens`` (estimated), cut between
+    lines (inside a line only when one line alone is longer), so a large
+    old log becomes several events the memory model can each read."""
+    out: list[str] = []
+    cur: list[str] = []
+    size = 0
+    for line in text.splitlines():
+        n = estimate_tokens(line) + 1
+        while n > max_tokens:  # one line longer than a whole piece
+            if cur:
+                out.append("\n".join(cur).strip())
+                cur, size = [], 0
+            cut = max(1, len(line) * max_tokens // n)
+            out.append(line[:cut].strip())
+            line = line[cut:]
+            n = estimate_tokens(line) + 1
+        if size + n > max_tokens and cur:
+            out.append("\n".join(cur).strip())
+            cur, size = [], 0
+        cur.append(line)
+        size += n
+    if cur:
+        out.append("\n".join(cur).strip())
+    return [c for c in out if c]
 
 
 async def _save_ledger(conn: aiosqlite.Connection, key: str, value: dict[str, Any]) -> None:
@@ -147,7 +199,7 @@ async def migrate_files(workspace: Path | str, engine: MemoryEngine) -> Migratio
     ledger: dict[str, dict[str, Any]] = {r["key"]: json.loads(r["value"]) for r in rows}
     for owner, d in sources:
         report.owners.append(owner)
-        for f in _files(owner, d):
+        for f in _files(owner, d, root, report.problems):
             report.files_seen += 1
             key = _ledger_key(f)
             entry = ledger.get(key)
@@ -156,6 +208,11 @@ async def migrate_files(workspace: Path | str, engine: MemoryEngine) -> Migratio
                 report.files_unchanged += 1
                 continue
             data = f.path.read_bytes()
+            text, why = _decode(data)
+            if text is None:
+                # No ledger entry: once saved as UTF-8, the next run imports it.
+                report.problems.append(f"{_ref(root, f)}: {why}; skipped (save it as UTF-8 and migrate again)")
+                continue
             stamp = {"size": len(data), "sha256": _sha(data), "mtime_ns": st.st_mtime_ns}
             if entry and entry.get("sha256") == stamp["sha256"]:
                 report.files_unchanged += 1  # touched, not changed: remember the new mtime
@@ -166,7 +223,7 @@ async def migrate_files(workspace: Path | str, engine: MemoryEngine) -> Migratio
             else:
                 await _daily(engine, root, f, data, stamp, entry, report)
     for p in report.problems:
-        log.warning("migration skipped a directory", problem=p)
+        log.warning("migration skipped a file or directory", problem=p)
     if report.changed:
         log.info(
             "files migrated",
@@ -188,7 +245,7 @@ async def _long_term(
 ) -> None:
     known: set[str] = set((entry or {}).get("lines", []))
     new: list[NewMemory] = []
-    for line in data.decode("utf-8", "replace").splitlines():
+    for line in data.decode("utf-8").splitlines():  # checked by the caller
         fact = clean_line(line)
         if not fact:
             continue
@@ -245,9 +302,10 @@ async def _daily(
     )
     if grew:
         assert entry is not None
+        # The old size ended a complete, valid file, so this cut is whole.
         text, replace = data[int(entry["size"]) :].decode("utf-8", "replace"), False
     else:
-        text, replace = data.decode("utf-8", "replace"), entry is not None
+        text, replace = data.decode("utf-8").removeprefix("\ufeff"), entry is not None
     summary = _summary(text, day)
     prov = Provenance(refs=(_ref(root, f),), date_from=day, date_to=day)
     async with engine.db.transaction() as conn:
@@ -270,18 +328,19 @@ async def _daily(
             if same is not None:
                 ids.append(same.id)
         else:
-            ev = await engine.add_event(
-                f.owner,
-                day,
-                summary,
-                channel="migration",
-                raw_tokens=estimate_tokens(summary),
-                provenance=prov,
-                conn=conn,
-            )
-            ids.append(ev.id)
-            if replace:
-                report.events_replaced += 1
-            else:
-                report.events_added += 1
+            for piece in _chunks(summary, EVENT_MAX_TOKENS):
+                ev = await engine.add_event(
+                    f.owner,
+                    day,
+                    piece,
+                    channel="migration",
+                    raw_tokens=estimate_tokens(piece),
+                    provenance=prov,
+                    conn=conn,
+                )
+                ids.append(ev.id)
+                if replace:
+                    report.events_replaced += 1
+                else:
+                    report.events_added += 1
         await _save_ledger(conn, _ledger_key(f), {**stamp, "events": ids})

@@ -182,6 +182,10 @@ class FeishuChannel(BaseChannel):
         if parsed is None:
             self.log.debug("feishu message without text ignored", event_id=event_id)
             return
+        kind = parsed.message.metadata.get("unreadable")
+        if kind:
+            await self.decline_unreadable(parsed.message, kind, *parsed.sender_ids)
+            return
         await self.publish(parsed.message, *parsed.sender_ids)
 
     # -- sending -------------------------------------------------------------------

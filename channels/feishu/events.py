@@ -18,9 +18,20 @@ from typing import Any
 
 from gateway.bus import InboundMessage
 
-__all__ = ["MESSAGE_EVENT", "EventParseError", "ParsedMessage", "event_id_of", "flatten_post", "parse_message_event"]
+__all__ = [
+    "MESSAGE_EVENT",
+    "UNREADABLE_TYPES",
+    "EventParseError",
+    "ParsedMessage",
+    "event_id_of",
+    "flatten_post",
+    "parse_message_event",
+]
 
 MESSAGE_EVENT = "im.message.receive_v1"
+# What a user sends that has no text: parsed with text "" and metadata
+# "unreadable", so the channel answers with a note instead of silence.
+UNREADABLE_TYPES = frozenset({"image", "file", "audio", "media", "sticker"})
 _PLACEHOLDER = re.compile(r"(@_user_\d+|@_all)([ \t]?)")
 _LOCALE_PREFERENCE = ("zh_cn", "en_us", "ja_jp")
 
@@ -61,7 +72,9 @@ def parse_message_event(
     """Parse one message event.
 
     Returns None for messages the bot does not handle (sent by an app, or of
-    a type without text such as images and stickers). Raises
+    an unknown type, or empty). An image, file, audio, video or sticker
+    (:data:`UNREADABLE_TYPES`) comes back with text "" and
+    ``metadata["unreadable"]`` set to its type. Raises
     ``EventParseError`` for a payload that is not a message event at all.
 
     ``bot_open_id=None`` (the bot's identity could not be fetched) counts any
@@ -95,10 +108,12 @@ def parse_message_event(
     elif msg_type == "post":
         text, at_bot = _flatten_post(content, names, bot_open_id)
         mentioned = mentioned or at_bot
+    elif msg_type in UNREADABLE_TYPES:
+        text = ""  # answered with a note by the channel (metadata "unreadable")
     else:
         return None
     text = _tidy(text)
-    if not text:
+    if not text and msg_type not in UNREADABLE_TYPES:
         return None
 
     chat_type = str(message.get("chat_type") or "")
@@ -119,6 +134,7 @@ def parse_message_event(
             "event_id": event_id_of(payload),
             "chat_type": chat_type,
             "message_type": msg_type,
+            **({"unreadable": msg_type} if msg_type in UNREADABLE_TYPES else {}),
             "parent_id": parent_id,
             "root_id": root_id,
             "tenant_key": str(header.get("tenant_key") or sender.get("tenant_key") or ""),

@@ -91,17 +91,26 @@ def _json(obj: Any, status: int = 200) -> web.Response:
     return _security_headers(web.json_response(obj, status=status))  # type: ignore[return-value]
 
 
-def _int(value: Any, name: str, *, default: int | None = None, lo: int = 0, hi: int | None = None) -> int:
+# SQLite's INTEGER is 64-bit: a larger id or offset would make the driver
+# raise OverflowError (a 500 with a traceback) instead of a 400 that says why.
+_SQLITE_MAX_INT = 2**63 - 1
+
+
+def _int(value: Any, name: str, *, default: int | None = None, lo: int = 0, hi: int = _SQLITE_MAX_INT) -> int:
     if value is None or value == "":
         if default is None:
             raise Invalid(f"{name} is required")
         return default
+    if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
+        # JSON true is not the id 1, nor 2.7 the id 2.
+        raise Invalid(f"{name} must be an integer, got {value!r}")
     try:
         n = int(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         raise Invalid(f"{name} must be an integer, got {value!r}") from None
-    if n < lo or (hi is not None and n > hi):
-        raise Invalid(f"{name} must be within [{lo}, {hi if hi is not None else '∞'}], got {n}")
+    if n < lo or n > hi:
+        shown = "∞" if hi == _SQLITE_MAX_INT else hi
+        raise Invalid(f"{name} must be within [{lo}, {shown}], got {str(value)[:40]}")
     return n
 
 

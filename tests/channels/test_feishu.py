@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from structlog.testing import capture_logs
 
-from channels.base import ChannelFatalError
+from channels.base import UNREADABLE_REPLY, ChannelFatalError
 from channels.feishu import FeishuApiError, FeishuChannel, FeishuClient
 from gateway.bus import InboundMessage, MessageBus, OutboundMessage
 from gateway.config import FeishuConfig
@@ -236,6 +236,24 @@ async def test_messages_from_apps_and_without_text_are_ignored(fake: FakeFeishu,
     await fake.push_event(url, fake.message_event(message_type="image", content={"image_key": "img_1"}))
     await fake.push_event(url, fake.message_event("after"))
     assert (await next_inbound(channel.bus)).text == "after"
+
+
+async def test_an_image_or_sticker_gets_a_note_where_a_text_would_be_answered(
+    fake: FakeFeishu, http: HttpServer, channel: FeishuChannel
+) -> None:
+    url = hook(http, channel)
+    sender = asyncio.create_task(channel.run_sender())
+    try:
+        await fake.push_event(url, fake.message_event(message_type="image", content={"image_key": "img_1"}))
+        await fake.push_event(url, fake.message_event(message_type="sticker", content={"file_key": "st_1"},
+                                                      chat_id="oc_group", chat_type="group"))  # not @-mentioned
+        await fake.push_event(url, fake.message_event("after"))
+        assert (await next_inbound(channel.bus)).text == "after"  # the image never reached the loop
+        await asyncio.wait_for(channel.bus.outbound_queue("feishu").join(), 5)
+    finally:
+        sender.cancel()
+    assert [(m["chat_id"], m["text"]) for m in fake.sent] == [("oc_chat0001", UNREADABLE_REPLY)]
+    assert channel.bus.inbound.empty()
 
 
 # -- tenant token, errors, non-blocking --------------------------------------------------

@@ -15,7 +15,7 @@ import structlog
 from pydantic import SecretStr
 from structlog.testing import capture_logs
 
-from channels.base import ChannelFatalError
+from channels.base import UNREADABLE_REPLY, ChannelFatalError
 from channels.telegram import INVALID_TOKEN_MESSAGE, NOT_FOUND_MESSAGE, Backoff, TelegramChannel, split_message
 from gateway.bus import InboundMessage, MessageBus, OutboundMessage
 from gateway.config import TelegramConfig
@@ -397,3 +397,25 @@ def test_split_counts_utf16_and_keeps_surrogate_pairs_whole() -> None:
     assert all(utf16_len(p) <= 4096 for p in parts)
     assert "".join(parts) == text
     assert len(parts) == 3
+
+
+async def test_a_photo_sticker_or_voice_gets_a_note_not_silence(
+    fake: FakeTelegram, bus: MessageBus, make_channel: Any
+) -> None:
+    """Where a text would be answered (private chat, or a group message
+    replying to the bot), a message without text gets a short note; it never
+    reaches the loop, and a group's stickers not addressed to the bot stay
+    unanswered."""
+    await make_channel(sender=True, allow_from=["7", "8"])
+    for kind in ("photo", "sticker", "voice"):
+        fake.push_media(7, 7, kind)
+    sent = await fake.wait_sent(3)
+    assert [(m.chat_id, m.text) for m in sent] == [(7, UNREADABLE_REPLY)] * 3
+    fake.push_media(-300, 8, "sticker", chat_type="group")  # not addressed to the bot
+    fake.push_media(9, 9, "photo")  # not in allowFrom
+    fake.push_media(-300, 8, "sticker", chat_type="group", reply_to_bot=True)
+    [*_, last] = await fake.wait_sent(4)
+    assert (last.chat_id, last.text) == (-300, UNREADABLE_REPLY) and last.reply_to is not None
+    fake.push_text(7, 7, "and a text")
+    assert (await next_inbound(bus)).text == "and a text"  # nothing else came through the bus
+    assert bus.inbound.empty() and len(fake.sent) == 4

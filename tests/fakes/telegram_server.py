@@ -293,6 +293,28 @@ class FakeTelegram:
         self._wake.set()
         return message
 
+    def push_media(
+        self,
+        chat_id: int,
+        user_id: int,
+        kind: str,
+        *,
+        chat_type: str = "private",
+        reply_to_bot: bool = False,
+    ) -> dict[str, Any]:
+        """Queue a message without text (``kind``: photo, sticker or voice),
+        as Telegram sends them; returns the message object."""
+        media: dict[str, Any] = {
+            "photo": [{"file_id": "ph1", "file_unique_id": "u1", "width": 90, "height": 60}],
+            "sticker": {"file_id": "st1", "file_unique_id": "u2", "width": 512, "height": 512,
+                        "is_animated": False, "is_video": False, "type": "regular", "emoji": "👍"},
+            "voice": {"file_id": "vo1", "file_unique_id": "u3", "duration": 3, "mime_type": "audio/ogg"},
+        }
+        message = self.push_text(chat_id, user_id, "x", chat_type=chat_type, reply_to_bot=reply_to_bot, entities=[])
+        del message["text"]
+        message[kind] = media[kind]
+        return message
+
     @property
     def pending_updates(self) -> int:
         """Updates not yet confirmed by an ``offset``."""

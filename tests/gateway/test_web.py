@@ -721,3 +721,22 @@ async def test_the_detail_page_shows_the_words_a_memory_was_drawn_from(site: Sit
         assert "Drawn from" not in (await c.get("/memory/item", params={"id": bare})).text
         listing = (await c.get("/memory", params={"user": "alice"})).text
         assert "kickboxing" not in listing  # the list shows the facts themselves
+
+
+async def test_an_id_or_offset_too_large_for_sqlite_is_a_400_not_a_500(site: Site) -> None:
+    mid = await site.add("alice", "alice likes tea")
+    huge = "9" * 25
+    async with site.client() as c:
+        r = await c.get("/memory/api/memories", params={"user": "alice", "offset": huge})
+        assert r.status_code == 400 and "offset must be within" in r.json()["error"]
+        r = await c.get("/memory/api/memory", params={"id": huge})
+        assert r.status_code == 400 and "id must be within" in r.json()["error"]
+        r = await c.post("/memory/api/archive", json={"id": int(huge), "user": "alice"})
+        assert r.status_code == 400
+        r = await c.post("/memory/api/archive", json={"id": True, "user": "alice"})
+        assert r.status_code == 400 and "must be an integer" in r.json()["error"]
+        r = await c.post("/memory/api/archive", json={"id": 1e300, "user": "alice"})
+        assert r.status_code == 400
+        r = await c.get("/memory/item", params={"id": huge})
+        assert r.status_code == 400 and "id must be within" in r.text
+    assert (await site.engine.get(mid)).status is Status.ACTIVE  # type: ignore[union-attr]

@@ -285,3 +285,28 @@ async def test_a_fact_restated_by_the_daily_compression_cites_that_event_too(
     assert m is not None and m.provenance.refs == ("buf:1", "buf:2", f"event:{again.id}")
     done = await SqliteMemory(engine).forget("alice", [f"m{fact.id}"])
     assert [h.ref for h in done.kept] == [f"e{again.id}"]  # not the rent: the fact never came from it
+
+
+async def test_a_day_larger_than_one_call_is_compressed_in_batches(
+    engine: MemoryEngine, fake: FakeOpenAI, llm: MemoryLLM
+) -> None:
+    """A day of migrated logs is far more than a memory model reads at once:
+    it goes in batches, each within the budget, and every event is done."""
+    talk = "atlas deploy talk " * 300
+    ids = [(await engine.add_event("alice", "2026-02-27", f"part {i}: {talk}")).id for i in range(8)]
+    fake.responder = lambda body: Reply(reply([], "x"))
+    rep = await Compressor(engine, llm, daily_batch_tokens=3000).daily()
+    assert (rep.events, rep.failed_groups) == (8, 0)
+    assert len(fake.requests) == 4  # ~1,360 tokens an event: two a call
+    assert all(len(user_prompt(b)) < 3000 * 4 + 2000 for b in fake.requests)
+    assert await engine.events("alice", uncompressed_only=True) == []
+    # a failed batch keeps its own events only
+    talk = "atlas ci talk " * 400
+    more = [(await engine.add_event("alice", "2026-02-28", f"part {i}: {talk}")).id for i in range(4)]
+    fake.responder = None
+    fake.queue_reply(reply([], "x"))
+    fake.queue_error(500, times=5)
+    rep = await Compressor(engine, llm, daily_batch_tokens=3000).daily()
+    assert rep.failed_groups >= 1
+    left = {e.id for e in await engine.events("alice", uncompressed_only=True)}
+    assert left and left < set(more) and not left & set(ids)

@@ -54,6 +54,22 @@ async def test_buffer_writes_a_readable_daily_log(files: FileMemory, clock: Manu
     assert (d / "2026-03-01.md").read_text() == "# 2026-03-01\n\n- 12:00 user: 我搬到上海了\n"
 
 
+async def test_an_entry_after_a_torn_write_starts_its_own_line(files: FileMemory) -> None:
+    """A crash in the middle of an append leaves a line without its newline;
+    the next entry must not run into it (the two would read, and be cited
+    and forgotten, as one)."""
+    await files.buffer([turn("alice", "first words", "2026-02-27T09:05:00")])
+    path = files.user_dir("alice") / "2026-02-27.md"
+    with open(path, "ab") as f:
+        f.write("- 09:06 user: cut sho".encode())  # the crash
+    await files.buffer([turn("alice", "after the restart", "2026-02-27T09:10:00")])
+    assert path.read_text() == (
+        "# 2026-02-27\n\n- 09:05 user: first words\n- 09:06 user: cut sho\n- 09:10 user: after the restart\n"
+    )
+    hits = await files.search("alice", "restart")
+    assert [h.content for h in hits] == ["09:10 user: after the restart"]
+
+
 async def test_remember_appends_once_and_replaces_atomically(files: FileMemory) -> None:
     a = await files.remember("alice", "Alice drinks oat-milk flat whites", provenance=P)
     b = await files.remember("alice", "alice drinks  OAT-MILK flat whites\n", provenance=P)

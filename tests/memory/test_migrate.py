@@ -7,8 +7,9 @@ from pathlib import Path
 from memory import Category, ManualClock, MemoryEngine, Provenance, Source, Status
 from memory.backend import Turn
 from memory.filestore import FileMemory, user_slug
-from memory.migrate import migrate_files
+from memory.migrate import EVENT_MAX_TOKENS, migrate_files
 from memory.service import SqliteMemory
+from memory.tokens import estimate_tokens
 
 P = Provenance(channel="telegram", chat_id="1")
 
@@ -150,3 +151,64 @@ async def test_any_owner_name_survives_the_round_trip(tmp_path: Path, engine: Me
     assert r.problems == [] and sorted(r.owners) == sorted(["_global", *names])
     for n in names:
         assert [m.content for m in await engine.list_memories(n)] == [f"fact of {n!r}"]
+
+
+async def test_a_file_saved_by_a_windows_editor_keeps_its_heading_out(tmp_path: Path, engine: MemoryEngine) -> None:
+    """A byte-order mark, CRLF line ends and markdown furniture (code fences,
+    table rules) are not facts."""
+    mem = tmp_path / "memory"
+    mem.mkdir()
+    (mem / "MEMORY.md").write_bytes(
+        "\ufeff# About me\r\n\r\n- Lives in Berlin\r\n```\r\n| a | b |\r\n|---|:---:|\r\n```\r\n~~~\r\n".encode()
+    )
+    (mem / "2026-02-20.md").write_bytes("\ufeff# 2026-02-20\r\nDiscussed the atlas deploy.\r\n".encode())
+    r = await migrate_files(tmp_path, engine)
+    assert sorted(m.content for m in await engine.list_memories("_global")) == ["Lives in Berlin", "| a | b |"]
+    assert [e.summary for e in await engine.events("_global")] == ["Discussed the atlas deploy."]
+    assert r.problems == []
+
+
+async def test_a_file_not_in_utf8_is_reported_not_imported_as_mojibake(tmp_path: Path, engine: MemoryEngine) -> None:
+    mem = tmp_path / "memory"
+    mem.mkdir()
+    (mem / "MEMORY.md").write_bytes("- 喜欢喝乌龙茶\n- Works on atlas\n".encode("gbk"))
+    (mem / "2026-02-20.md").write_bytes("讨论了部署\n".encode("gbk"))
+    r = await migrate_files(tmp_path, engine)
+    assert (r.memories_added, r.events_added) == (0, 0)
+    assert r.problems == [
+        "MEMORY.md: not UTF-8 text (line 1); skipped (save it as UTF-8 and migrate again)",
+        "2026-02-20.md: not UTF-8 text (line 1); skipped (save it as UTF-8 and migrate again)",
+    ]
+    assert await engine.list_memories("_global") == [] and await engine.events("_global") == []
+    # converted by the user, the next run takes them
+    (mem / "MEMORY.md").write_text("- 喜欢喝乌龙茶\n- Works on atlas\n", encoding="utf-8")
+    (mem / "2026-02-20.md").write_text("讨论了部署\n", encoding="utf-8")
+    r = await migrate_files(tmp_path, engine)
+    assert (r.memories_added, r.events_added, r.problems) == (2, 1, [])
+    assert sorted(m.content for m in await engine.list_memories("_global")) == ["Works on atlas", "喜欢喝乌龙茶"]
+
+
+async def test_other_markdown_files_are_named_not_skipped_silently(tmp_path: Path, engine: MemoryEngine) -> None:
+    legacy_workspace(tmp_path)
+    r = await migrate_files(tmp_path, engine)
+    assert r.problems == [
+        "2026-02-30.md: not imported (only MEMORY.md and YYYY-MM-DD.md files with a real date are)",
+        "notes.md: not imported (only MEMORY.md and YYYY-MM-DD.md files with a real date are)",
+    ]
+
+
+async def test_a_huge_daily_file_becomes_events_a_memory_model_can_read(tmp_path: Path, engine: MemoryEngine) -> None:
+    mem = tmp_path / "memory"
+    mem.mkdir()
+    lines = [f"{i:05d} user: we talked about the atlas deploy and the database again" for i in range(20_000)]
+    (mem / "2026-02-20.md").write_text("\n".join(lines) + "\n" + "z" * 30_000 + "\n", encoding="utf-8")
+    r = await migrate_files(tmp_path, engine)
+    events = await engine.events("_global", limit=10_000)
+    assert r.events_added == len(events) > 100
+    assert max(estimate_tokens(e.summary) for e in events) <= EVENT_MAX_TOKENS
+    # nothing lost, nothing doubled: the pieces joined are the file
+    ordered = sorted(events, key=lambda e: e.id)
+    assert "\n".join(e.summary for e in ordered[:-4]) == "\n".join(lines)
+    assert "".join(e.summary for e in ordered[-4:]) == "z" * 30_000
+    again = await migrate_files(tmp_path, engine)
+    assert not again.changed and len(await engine.events("_global", limit=10_000)) == len(events)
