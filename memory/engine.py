@@ -30,8 +30,10 @@ import structlog
 from .clock import Clock, SystemClock, format_ts
 from .buffer import continue_ids, drop_owner_lines, reconcile
 from .db import Database
+from .format import truncate
 from .schema import open_memory_db
 from .tokenize import TOKENIZER_VERSION, index_text, normalize
+from .tokens import estimate_tokens
 from .types import (
     GLOBAL_OWNER,
     Category,
@@ -60,6 +62,11 @@ _W = TypeVar("_W", bound=Callable[..., Awaitable[Any]])
 TIER1 = "tier1"  # Database.stamp name of what the profile cache holds
 INDEX = "index"  # Database.stamp name of the FTS indexes' content (retrieval's statistics cache)
 PROFILE_CACHE_SIZE = 4096  # owners whose Tier 1 markdown is kept
+# Tier 1 is in every system prompt (seed 000: ~100 entries), so it has a
+# budget like the other injections (seed 001): an entry is a short fact; one
+# pasted into the memory page at length is cut in the prompt, not stored cut.
+PROFILE_ENTRY_CHARS = 300
+PROFILE_TOKEN_BUDGET = 3000
 
 MAX_CONTENT_CHARS = 4000
 """A memory is a fact, not a document; longer text is cut at write time."""
@@ -612,7 +619,17 @@ class MemoryEngine:
             self._profiles.move_to_end(key)
             return cached[1]
         items = await self.profile(owner, limit=limit, include_global=include_global)
-        text = "\n".join(f"- [m{m.id}] {m.content}" if ids else f"- {m.content}" for m in items)
+        lines: list[str] = []
+        used = 0
+        for m in items:  # most important first: what the budget leaves out matters least
+            line = f"- [m{m.id}] " if ids else "- "
+            line += truncate(m.content, PROFILE_ENTRY_CHARS)
+            cost = estimate_tokens(line)
+            if used + cost > PROFILE_TOKEN_BUDGET:
+                break
+            lines.append(line)
+            used += cost
+        text = "\n".join(lines)
         if limit == 100 and await self.db.stamp(TIER1) == stamp:  # nothing changed while reading
             self._profiles[key] = (stamp, text)
             self._profiles.move_to_end(key)

@@ -57,3 +57,24 @@ async def test_another_process_writing_is_seen_within_a_second(tmp_path: Path, c
     finally:
         await cli.close()
         await gateway.close()
+
+
+async def test_the_profile_in_the_prompt_keeps_to_its_budget_most_important_first(engine: MemoryEngine) -> None:
+    # Tier 1 is in every system prompt: a fact pasted at length is cut there
+    # (it stays whole in the database), and many long ones stop at the budget
+    # with the least important left out, never a more important one.
+    from memory.engine import PROFILE_ENTRY_CHARS, PROFILE_TOKEN_BUDGET
+    from memory.tokens import estimate_tokens
+
+    essay = await engine.add(t1("alice", "Alice writes about compilers. " * 300, importance=0.99))
+    for i in range(100):
+        await engine.add(t1("alice", f"Alice fact {i:03d}: " + "details about her work and life " * 12, 0.9 - i / 1000))
+    text = await engine.profile_markdown("alice")
+    lines = text.split("\n")
+    assert lines[0].startswith("- Alice writes about compilers.") and len(lines[0]) == 2 + PROFILE_ENTRY_CHARS
+    assert lines[0].endswith("…")
+    assert estimate_tokens(text) <= PROFILE_TOKEN_BUDGET + len(lines)
+    kept = [int(line.split("fact ")[1][:3]) for line in lines[1:]]
+    assert 10 < len(kept) < 100 and kept == list(range(len(kept)))  # a prefix by importance
+    stored = await engine.get(essay.id)
+    assert stored is not None and len(stored.content) > 4 * PROFILE_ENTRY_CHARS  # not cut on disk
