@@ -18,6 +18,7 @@ import click
 from gateway.config import Config, Paths
 from memory import Category, MemoryEngine, MemoryNotFound, NewMemory, Provenance, Source, Status
 from memory.changelog import write_log
+from memory.engine import MAX_CONTENT_CHARS
 from memory.forgetting import Erasure, erase_planned, plan_erasure
 from memory.migrate import MigrationReport, migrate_files
 from memory.retrieval import Retriever
@@ -242,6 +243,10 @@ async def _search(path: Path, owner: str | None, query: str, limit: int, as_json
 def _content(value: str, hint: str = "'CONTENT'") -> str:
     if not value.strip():
         raise click.BadParameter("content is empty", param_hint=hint)
+    if len(value.strip()) > MAX_CONTENT_CHARS:  # the engine would cut it without a word
+        raise click.BadParameter(
+            f"{len(value.strip())} characters; a memory holds at most {MAX_CONTENT_CHARS}", param_hint=hint
+        )
     return value
 
 

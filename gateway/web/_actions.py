@@ -31,7 +31,7 @@ from typing import Any
 
 from memory import Category, MemoryEngine, MemoryNotFound, NewMemory, Provenance, Source, Status
 from memory.changelog import LogEntry, read_log, write_log
-from memory.engine import Stats, row_to_memory
+from memory.engine import MAX_CONTENT_CHARS, Stats, row_to_memory
 from memory.forgetting import Erasure, erase_planned, plan_erasure
 from memory.retrieval import Retriever
 from memory.types import GLOBAL_OWNER, Hit, Memory
@@ -101,7 +101,10 @@ def parse_changes(raw: dict[str, Any]) -> dict[str, Any]:
         if key == "content":
             if not str(v).strip():
                 raise Invalid("content is empty")
-            out[key] = str(v).strip()
+            text = str(v).strip()
+            if len(text) > MAX_CONTENT_CHARS:  # the engine would cut it without a word
+                raise Invalid(f"content is {len(text)} characters; a memory holds at most {MAX_CONTENT_CHARS}")
+            out[key] = text
         elif key == "category":
             try:
                 out[key] = Category(str(v).strip())

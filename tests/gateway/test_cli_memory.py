@@ -122,6 +122,8 @@ def test_add_needs_a_user_content_and_a_valid_category(home: Path) -> None:
     assert r.exit_code == 2 and "Missing option '--user'" in r.output
     r = cli("add", "  \n", "--user", "a")
     assert r.exit_code == 2 and "content is empty" in r.output
+    r = cli("add", "x" * 4001, "--user", "a")
+    assert r.exit_code == 2 and "4001 characters; a memory holds at most 4000" in r.output
     r = cli("add", "x", "--user", "a", "--category", "feelings")
     assert r.exit_code == 2 and "'identity', 'config', 'credential'" in r.output
     r = cli("add", "x", "--user", "a", "--importance", "3")

@@ -478,6 +478,18 @@ async def test_list_is_newest_first_and_paginated_with_stats(site: Site, clock: 
 # -- the JSON API ---------------------------------------------------------------------
 
 
+async def test_api_refuses_content_longer_than_a_memory_holds_instead_of_cutting_it(site: Site) -> None:
+    mid = await site.add("alice", "alice likes tea")
+    async with site.client() as c:
+        r = await c.post("/memory/api/add", json={"user": "alice", "content": "x" * 4001})
+        assert r.status_code == 400 and r.json()["error"] == "content is 4001 characters; a memory holds at most 4000"
+        r = await c.post("/memory/api/edit", json={"id": mid, "user": "alice", "content": "y" * 5000})
+        assert r.status_code == 400 and "5000 characters" in r.json()["error"]
+        r = await c.post("/memory/api/add", json={"user": "alice", "content": "z" * 4000})
+        assert r.status_code == 201
+    assert sorted(len(m.content) for m in await site.engine.list_memories()) == [15, 4000]
+
+
 async def test_api_refuses_a_misspelt_field_instead_of_acting_on_a_default(site: Site) -> None:
     mid = await site.add("alice", "alice's door code is 4711")
     async with site.client() as c:
