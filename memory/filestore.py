@@ -204,6 +204,23 @@ def _write_atomic(path: Path, text: str) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+    _fsync_dir(path.parent)
+
+
+def _fsync_dir(folder: Path) -> None:
+    """Make a rename durable: until the directory is synced, a power cut can
+    bring back the old file (or no file) after the new one was reported
+    written. Not possible on every platform (Windows); best effort there."""
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
 
 
 def _rewrite_erasing(path: Path, text: str | None) -> None:
