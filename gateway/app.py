@@ -163,6 +163,7 @@ class App:
         self._watchers: dict[asyncio.Task[Any], str] = {}
         self._loop_task: asyncio.Task[None] | None = None
         self._started_services: list[Service] = []
+        self._instance: Any = None  # gateway.instance.InstanceLock while the gateway runs
         self._closed = False
 
     # -- build ----------------------------------------------------------------------
@@ -177,6 +178,14 @@ class App:
 
     async def _open(self) -> None:
         cfg = self.cfg
+        if self.config_channels:  # the gateway, not `myclaw chat` (gateway/instance.py)
+            from .instance import AlreadyRunning, InstanceLock
+
+            self._instance = InstanceLock(self.paths.data_dir / "gateway.lock")
+            try:
+                self._instance.acquire()
+            except AlreadyRunning as exc:
+                raise StorageError(str(exc)) from None
         known_projects: KnownProjects | None = None
         if cfg.memory.enabled:
             from memory.engine import MemoryEngine
@@ -578,6 +587,8 @@ class App:
             await self.sessions.close()
         if self.backend is not None:
             await self.backend.close()
+        if self._instance is not None:
+            self._instance.release()  # last: another gateway may start once the files are closed
 
     async def __aenter__(self) -> App:
         await self.open()

@@ -500,3 +500,29 @@ async def test_debug_log_has_timings_and_never_the_key(tmp_path: Path, clock: Ma
     assert len(handled) == 2 and {"retrieval_ms", "llm_ms", "total_ms"} <= handled[0].keys()
     assert [e["ok"] for e in handled] == [False, True]
     assert fake_llm.api_key is not None and fake_llm.api_key not in stream.getvalue()
+
+
+async def test_a_second_gateway_on_the_same_home_is_refused_and_myclaw_chat_is_not(
+    tmp_path: Path, clock: ManualClock, fake_llm: FakeOpenAI
+) -> None:
+    # Two gateways would both poll Telegram and run every job twice.
+    from gateway.app import StorageError
+    from gateway.instance import running_pid
+
+    cfg, paths = _config(tmp_path, fake_llm)
+    first = App(cfg, paths, clock=clock, channel_specs=[ECHO])
+    await first.open()
+    try:
+        assert running_pid(paths.data_dir / "gateway.lock") == os.getpid()
+        second = App(cfg, paths, clock=clock, channel_specs=[ECHO])
+        with pytest.raises(StorageError, match=rf"another gateway is running on {tmp_path} \(pid {os.getpid()}\)"):
+            await second.open()
+        chat = App(cfg, paths, clock=clock, channel_specs=[ECHO], config_channels=False)
+        await chat.open()  # `myclaw chat` shares the files with a running gateway
+        await chat.close()
+    finally:
+        await first.close()
+    assert running_pid(paths.data_dir / "gateway.lock") is None
+    again = App(cfg, paths, clock=clock, channel_specs=[ECHO])
+    await again.open()
+    await again.close()
