@@ -222,6 +222,22 @@ def test_moved_file_store_lines_are_not_imported_twice(home: Path) -> None:
     assert (total, events) == (3, 3)
 
 
+def test_every_table_with_a_user_is_moved(home: Path) -> None:
+    """A table of gateway.db or cron.db added later with an owner or user
+    column must be added to the move (memory.db's: tests/memory/test_merge.py)."""
+    seed(home)
+    found = set()
+    for name in ("gateway.db", "cron.db"):
+        conn = sqlite3.connect(home / "data" / name)
+        try:
+            for (t,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall():
+                cols = {r[1] for r in conn.execute(f"PRAGMA table_info('{t}')")}
+                found |= {f"{name}:{t}.{c}" for c in cols & {"owner", "user"}}
+        finally:
+            conn.close()
+    assert found == {"gateway.db:session_messages.owner", "cron.db:cron_jobs.user"}
+
+
 def test_nothing_mapped(home: Path) -> None:
     (home / "config.json").write_text("{}")
     assert "maps no handles" in ok().stdout

@@ -21,7 +21,7 @@ def turn(owner: str, text: str, message_id: str = "") -> Turn:
 async def seed(engine: MemoryEngine) -> dict[str, int]:
     """The handle's rows from before it was mapped, alice's since, and a stranger's."""
     ids = {
-        "boat": (await engine.add(NewMemory(owner=HANDLE, content="Alice keeps her sailboat Nimbus at Qingdao marina"))).id,
+        "boat": (await engine.add(NewMemory(owner=HANDLE, content="Alice keeps her sailboat Nimbus at Qingdao"))).id,
         "dup_old": (await engine.add(NewMemory(owner=HANDLE, content="Alice drinks oolong tea", importance=0.9))).id,
         "dup_new": (await engine.add(NewMemory(owner=USER, content="alice drinks  OOLONG tea", importance=0.4))).id,
         "t1_old": (await engine.add(NewMemory(owner=HANDLE, tier=1, content="Alice is a marine biologist"))).id,
@@ -38,8 +38,9 @@ async def seed(engine: MemoryEngine) -> dict[str, int]:
         "INSERT INTO memory_vectors (memory_id, owner, model, content_hash, vector) VALUES (?, ?, 'm', 'h', x'00')",
         (ids["boat"], HANDLE),
     )
-    await engine.db.write("INSERT INTO memory_log (at, job, owner, action) VALUES ('2026-02-20', 'extraction', ?, 'add')",
-                          (HANDLE,))
+    await engine.db.write(
+        "INSERT INTO memory_log (at, job, owner, action) VALUES ('2026-02-20', 'extraction', ?, 'add')", (HANDLE,)
+    )
     return ids
 
 
