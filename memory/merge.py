@@ -136,5 +136,6 @@ async def move_owner(engine: MemoryEngine, old: str, new: str, *, job: str) -> d
         same = [r[0] for r in await conn.execute_fetchall(_SAME_LINES, (old, new))]
         await drop_lines(conn, same)  # tombstoned in memory.db first, as every buffer delete
         await conn.execute("UPDATE extraction_buffer SET owner = ? WHERE owner = ?", (new, old))
-        await write_log(conn, at=at, job=job, owner=new, action="merge_identity", detail={"from": old, **counts})
+        moved = {k: v for k, v in counts.items() if v}
+        await write_log(conn, at=at, job=job, owner=new, action="merge_identity", detail={"from": old, **moved})
     return counts

@@ -164,7 +164,10 @@ async def _merge(cfg: Config, where: _Where, mapping: dict[str, str]) -> list[Ha
         engine = await stack.enter_async_context(open_engine(where.memory_db)) if where.memory_db.exists() else None
         if engine is not None:
             try:
-                async with Leases(engine.db, engine.clock).hold(COMPRESS_LEASE, "merge_identities", ttl=_LEASE_TTL):
+                async with (
+                    _step(where.memory_db),
+                    Leases(engine.db, engine.clock).hold(COMPRESS_LEASE, "merge_identities", ttl=_LEASE_TTL),
+                ):
                     for p in done:
                         _split(p, await move_owner(engine, p.handle, p.user, job=JOB))
             except LeaseBusy as exc:
