@@ -59,6 +59,7 @@ from memory.identity import IdentityMap
 from .agent import Agent
 from .bus import MessageBus
 from .config import Config, ConfigError, Paths
+from .datalock import DataBusy, DataLock
 from .llm import LLMClient
 from .loop import KnownProjects, ProcessLoop
 from .memory_tools import memory_tools
@@ -164,6 +165,7 @@ class App:
         self._loop_task: asyncio.Task[None] | None = None
         self._started_services: list[Service] = []
         self._instance: Any = None  # gateway.instance.InstanceLock while the gateway runs
+        self._data_lock = DataLock(paths.data_dir)
         self._closed = False
 
     # -- build ----------------------------------------------------------------------
@@ -186,6 +188,12 @@ class App:
                 self._instance.acquire()
             except AlreadyRunning as exc:
                 raise StorageError(str(exc)) from None
+        # Held while this process may write the data files (released in
+        # close()): `myclaw memory merge-identities` waits for no one.
+        try:
+            self._data_lock.share()
+        except DataBusy as exc:
+            raise StorageError(str(exc)) from None
         known_projects: KnownProjects | None = None
         if cfg.memory.enabled:
             from memory.engine import MemoryEngine
@@ -587,6 +595,7 @@ class App:
             await self.sessions.close()
         if self.backend is not None:
             await self.backend.close()
+        self._data_lock.release()
         if self._instance is not None:
             self._instance.release()  # last: another gateway may start once the files are closed
 
@@ -631,7 +640,8 @@ async def _warn_stranded_handles(engine: Any, identities: dict[str, list[str]]) 
     if stranded:
         log.warning(
             "memory.identities maps handles that still own memories, events or buffered messages: "
-            "those are no longer recalled for the mapped user (see them on the memory page)",
+            "those are no longer recalled for the mapped user; move them to it with "
+            "`myclaw memory merge-identities` (gateway stopped; --dry-run shows what would move)",
             stranded=stranded,
         )
 

@@ -346,6 +346,22 @@ class SessionStore:
             cur = await conn.execute("DELETE FROM session_messages WHERE owner = ?", (owner,))
         return cur.rowcount
 
+    async def owned(self, owner: str) -> int:
+        """How many Tier 0 messages belong to ``owner``."""
+        row = await self.db.fetchone("SELECT COUNT(*) FROM session_messages WHERE owner = ?", (owner,))
+        return int(row[0]) if row else 0
+
+    async def move_owner(self, old: str, new: str) -> int:
+        """Hand ``old``'s Tier 0 messages to ``new`` (``myclaw memory
+        merge-identities``), in one transaction; returns how many. Their
+        owner is who a row is buffered for: one still unbuffered would
+        otherwise be learnt under the handle it was written as."""
+        await self.flush()  # an append still queued would land after the UPDATE
+        async with self.db.transaction() as conn:
+            self.db.bump(_HISTORY)  # cached windows hold the rows, owner included
+            cur = await conn.execute("UPDATE session_messages SET owner = ? WHERE owner = ?", (new, old))
+        return cur.rowcount
+
     async def erase_matching(self, owner: str, texts: Sequence[str]) -> int:
         """Erase ``owner``'s Tier 0 messages that an erased memory was drawn
         from or that repeat it (``memory_forget``), so the next prompt's

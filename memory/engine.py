@@ -534,6 +534,15 @@ class MemoryEngine:
         log.info("owner forgotten", owner=owner, **counts)
         return counts
 
+    def owners_changed(self, *owners: str) -> None:
+        """Rows of ``owners`` changed hands outside this engine's own write
+        methods (:mod:`memory.merge`): drop what is cached about them. Call
+        inside the writing transaction, as :meth:`Database.bump` wants."""
+        self.db.bump(TIER1)
+        self.db.bump(INDEX)
+        for owner in owners:
+            self._projects.pop(owner, None)
+
     # -- Tier 1 / Tier 2 reads ------------------------------------------------
 
     async def get(self, memory_id: int) -> Memory | None:

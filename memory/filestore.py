@@ -56,6 +56,7 @@ __all__ = [
     "OWNER_FILE",
     "USERS_DIR",
     "FileMemory",
+    "FileMove",
     "MemoryFile",
     "clean_line",
     "clean_text",
@@ -153,6 +154,73 @@ class MemoryFile:
     @property
     def name(self) -> str:
         return self.path.name
+
+
+@dataclass(frozen=True)
+class FileMove:
+    """One file of a user's folder moving to another user's
+    (:meth:`FileMemory.plan_move`): ``merged`` is what the destination will
+    hold, or None when it does not exist yet and the file is just renamed."""
+
+    name: str
+    src: Path
+    dst: Path
+    source: str
+    before: str | None
+    merged: str | None
+
+    @property
+    def after(self) -> str:
+        return self.source if self.merged is None else self.merged
+
+
+def _blocks(text: str) -> list[str]:
+    """A daily log's entries as written (a line and its indented
+    continuation lines); headings and blank lines are not entries."""
+    out: list[str] = []
+    for raw in text.splitlines():
+        if not raw.strip():
+            continue
+        if raw[:1].isspace() and out:
+            out[-1] += "\n" + raw
+        elif not raw.lstrip().startswith("#"):
+            out.append(raw)
+    return out
+
+
+def _merge_daily(before: str, source: str) -> str:
+    """``before`` with the entries of ``source`` it does not hold yet
+    appended. Counted as a multiset, so merging again after a crash adds
+    nothing twice, and the destination stays a prefix of the result (the
+    shape ``memory.migrate`` imports as "the file grew"). The price: an
+    entry the same to the minute, role and word as one already in
+    ``before`` counts as that entry (a second "- 12:00 user: ok")."""
+    have: dict[str, int] = {}
+    for b in _blocks(before):
+        have[b] = have.get(b, 0) + 1
+    add: list[str] = []
+    for b in _blocks(source):
+        if have.get(b, 0) > 0:
+            have[b] -= 1
+        else:
+            add.append(b)
+    if not add:
+        return before
+    return before + ("" if not before or before.endswith("\n") else "\n") + "".join(b + "\n" for b in add)
+
+
+def _merge_long_term(before: str, source: str) -> str:
+    """``before`` with the facts of ``source`` whose wording it lacks, one
+    ``- fact`` line each, as :meth:`FileMemory.remember` writes them."""
+    have = {content_hash(f) for line in before.splitlines() if (f := clean_line(line))}
+    lines = before.splitlines() or ["# Long-term memory", ""]
+    n = len(lines)
+    for line in source.splitlines():
+        fact = clean_line(line)
+        if fact and (h := content_hash(fact)) not in have:
+            have.add(h)
+            lines.append(f"- {fact}")
+    return before if len(lines) == n else "\n".join(lines) + "\n"
 
 
 @dataclass(frozen=True)
@@ -643,4 +711,54 @@ class FileMemory(MemoryBackend):
 
     async def close(self) -> None:
         """Nothing stays open: every write is flushed when it returns."""
+
+    # -- moving a user's folder (myclaw memory merge-identities) ----------------
+
+    def plan_move(self, old: str, new: str) -> list[FileMove]:
+        """What moving ``old``'s files into ``new``'s folder would write:
+        MEMORY.md gains the facts it lacks, a day's log the entries it lacks,
+        a file ``new`` does not have is renamed. Reads only."""
+        if GLOBAL_OWNER in (old, new) or old == new:
+            raise ValueError("only one user's folder moves into another user's")
+        src_dir, dst_dir = self.user_dir(old), self.user_dir(new)
+        if not src_dir.is_dir():
+            return []
+        moves = []
+        for f in [self.long_term_file(old), *self.daily_files(old)]:
+            if not f.path.is_file():
+                continue
+            dst = dst_dir / f.name
+            source = _read(f.path)
+            before = _read(dst) if dst.is_file() else None
+            merged = None
+            if before is not None:
+                merged = _merge_long_term(before, source) if f.day is None else _merge_daily(before, source)
+            moves.append(FileMove(f.name, f.path, dst, source, before, merged))
+        return moves
+
+    def apply_move(self, move: FileMove, new: str) -> None:
+        """Write ``move``'s destination, then remove its source: a crash in
+        between leaves the source, which :meth:`plan_move` merges again
+        without adding anything twice."""
+        self._ensure_user_dir(new)
+        if move.merged is None:
+            os.replace(move.src, move.dst)  # same filesystem: atomic, the bytes and mtime kept
+            return
+        if move.merged != move.before:
+            _write_atomic(move.dst, move.merged)
+        move.src.unlink(missing_ok=True)
+
+    def remove_user_dir(self, user: str) -> bool:
+        """Remove ``user``'s folder once its files have moved: its
+        ``.owner`` and the (empty) folder. False if something else is left
+        in it, which is the operator's to look at."""
+        d = self.user_dir(user)
+        if user == GLOBAL_OWNER or not d.is_dir():
+            return True
+        (d / OWNER_FILE).unlink(missing_ok=True)
+        try:
+            d.rmdir()
+        except OSError:
+            return False
+        return True
 

@@ -24,6 +24,10 @@ class IdentityMap:
         handle = f"{channel}:{sender_id}"
         return self._by_handle.get(handle, handle)
 
+    def mapped(self) -> dict[str, str]:
+        """Every handle named in the map -> the user it belongs to."""
+        return dict(self._by_handle)
+
     def handles(self, user: str) -> list[str]:
         found = [h for h, u in self._by_handle.items() if u == user]
         return found or ([user] if ":" in user else [])

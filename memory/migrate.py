@@ -58,7 +58,7 @@ from .filestore import (
 from .tokens import estimate_tokens
 from .types import GLOBAL_OWNER, Category, NewMemory, Provenance, Source
 
-__all__ = ["MigrationReport", "discover", "migrate_files"]
+__all__ = ["MigrationReport", "carry_ledger", "discover", "migrate_files"]
 
 # Lazy: a logger bound at import would ignore configure_logging (and its redaction).
 log = structlog.get_logger(component="memory")
@@ -344,3 +344,43 @@ async def _daily(
                 else:
                     report.events_added += 1
         await _save_ledger(conn, _ledger_key(f), {**stamp, "events": ids})
+
+
+async def carry_ledger(
+    engine: MemoryEngine, old: str, new: str, name: str, *, source: bytes, before: bytes | None, after: bytes
+) -> None:
+    """The file ``name`` of ``old``'s folder is moving into ``new``'s
+    (``myclaw memory merge-identities``), where it becomes ``after``
+    (``before``: what ``new``'s file held, None if it had none). The ledger
+    follows, so the next import neither adds the moved lines again nor
+    loses any: ``new``'s entry cites what both imported (``lines`` /
+    ``events``, whose rows move to ``new`` with the rest of ``old``'s), and
+    holds ``after``'s stamp only when both files had been imported whole;
+    otherwise a stamp no file matches, and the next import redoes the day
+    from the merged file, replacing the events cited. Call before writing
+    ``after``: run again on a destination already written, it changes
+    nothing."""
+    rows = await engine.db.fetchall(
+        "SELECT key, value FROM meta WHERE key IN (?, ?)",
+        (_ledger_key(MemoryFile(old, Path(name), None)), _ledger_key(MemoryFile(new, Path(name), None))),
+    )
+    got = {r["key"]: json.loads(r["value"]) for r in rows}
+    old_key, new_key = _ledger_key(MemoryFile(old, Path(name), None)), _ledger_key(MemoryFile(new, Path(name), None))
+    h, a = got.get(old_key), got.get(new_key)
+    if h is None and a is None:
+        return  # neither file was imported: the next import reads the merged file whole
+    stamp = {"size": len(after), "sha256": _sha(after), "mtime_ns": 0}
+    async with engine.db.transaction() as conn:
+        if a is None or a.get("sha256") != stamp["sha256"]:  # not carried yet
+            whole = (
+                h is not None
+                and h.get("sha256") == _sha(source)
+                and (a.get("sha256") == _sha(before) if a is not None and before is not None else before is None)
+            )
+            entry: dict[str, Any] = dict(stamp) if whole else {"size": 0, "sha256": "", "mtime_ns": 0}
+            for field_ in ("lines", "events"):
+                cited = [*(a or {}).get(field_, []), *(h or {}).get(field_, [])]
+                if cited:
+                    entry[field_] = sorted(set(cited)) if field_ == "lines" else list(dict.fromkeys(cited))
+            await _save_ledger(conn, new_key, entry)
+        await conn.execute("DELETE FROM meta WHERE key = ?", (old_key,))

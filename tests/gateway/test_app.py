@@ -383,6 +383,35 @@ async def test_a_handle_mapped_after_it_stored_memories_is_named_at_start(
             await app.close()
         warned = [x for x in logs if x["event"].startswith("memory.identities maps handles that still own")]
         assert [x["stranded"] for x in warned] == ([expected] if expected else [])
+        assert all("myclaw memory merge-identities" in x["event"] for x in warned)  # what to run
+
+
+async def test_the_gateway_does_not_start_while_identities_are_merged(
+    tmp_path: Path, clock: ManualClock, fake_llm: FakeOpenAI
+) -> None:
+    from gateway.app import StorageError
+    from gateway.datalock import DataBusy, DataLock
+
+    cfg, paths = _config(tmp_path, fake_llm)
+    merge = DataLock(paths.data_dir)
+    merge.exclusive()  # `myclaw memory merge-identities` is running
+    try:
+        app = App(cfg, paths, clock=clock, channel_specs=[ECHO])
+        with pytest.raises(StorageError, match="merge-identities"):
+            await app.open()
+        await app.close()
+    finally:
+        merge.release()
+    app = App(cfg, paths, clock=clock, channel_specs=[ECHO])
+    try:
+        await app.open()
+        with pytest.raises(DataBusy, match="is running"):
+            DataLock(paths.data_dir).exclusive()
+    finally:
+        await app.close()
+    after = DataLock(paths.data_dir)
+    after.exclusive()  # closed: free again
+    after.release()
 
 
 async def test_history_cache_rows_reaches_the_session_store(tmp_path: Path, clock: ManualClock, fake_llm: FakeOpenAI) -> None:

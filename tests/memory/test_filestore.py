@@ -259,3 +259,52 @@ async def test_forget_overwrites_the_old_file_on_disk(files: FileMemory) -> None
         before.seek(0)
         assert before.read() == b"\0" * size
     assert path.read_text() == "# Long-term memory\n\n- Alice likes jazz\n"
+
+
+async def test_a_users_folder_moves_into_another_and_a_crash_midway_adds_nothing_twice(
+    files: FileMemory, clock: ManualClock
+) -> None:
+    """``myclaw memory merge-identities``: a handle's folder into the user's."""
+    handle, user = "telegram:777", "alice"
+    await files.remember(handle, "Alice's dinghy is red", provenance=Provenance())
+    await files.remember(handle, "Alice sails on Sundays", provenance=Provenance())
+    await files.remember(user, "alice sails on  SUNDAYS", provenance=Provenance())  # the same fact
+    await files.buffer([turn(handle, "ok"), turn(handle, "ok"), turn(handle, "line one\nline two")])
+    await files.buffer([turn(user, "ok", at="2026-03-01T12:05:00")])
+    clock.advance(timedelta(days=1))
+    await files.buffer([turn(handle, "a day alice has no log of")])
+
+    moves = files.plan_move(handle, user)
+    assert sorted((m.name, m.merged is None) for m in moves) == [
+        ("2026-03-01.md", False), ("2026-03-02.md", True), ("MEMORY.md", False),
+    ]  # fmt: skip
+    day = next(m for m in moves if m.name == "2026-03-01.md")
+    files.apply_move(day, user)
+    # A crash here, before the rest moved: the next run plans again from the files.
+    again = files.plan_move(handle, user)
+    assert sorted(m.name for m in again) == sorted(m.name for m in moves if m is not day)
+    for m in again:
+        files.apply_move(m, user)
+    assert files.plan_move(handle, user) == [] and files.remove_user_dir(handle)
+    assert not files.user_dir(handle).exists()
+
+    long_term = (files.user_dir(user) / "MEMORY.md").read_text()
+    assert long_term.count("- ") == 2 and "Alice's dinghy is red" in long_term
+    log = (files.user_dir(user) / "2026-03-01.md").read_text()
+    # the handle's two and alice's: the same words said three times, kept three times
+    assert log.count("user: ok") == 3 and log.count("line one\n  line two") == 1
+    assert "a day alice has no log of" in (files.user_dir(user) / "2026-03-02.md").read_text()
+    hits = await files.search(user, "dinghy colour")
+    assert [h.content for h in hits] == ["Alice's dinghy is red"]
+
+
+async def test_merging_a_day_again_after_a_crash_adds_nothing(files: FileMemory) -> None:
+    handle, user = "telegram:777", "alice"
+    await files.buffer([turn(handle, "ok"), turn(handle, "fine")])
+    await files.buffer([turn(user, "hello")])
+    (m,) = files.plan_move(handle, user)
+    m.dst.write_text(m.after)  # written, and the crash came before the source went
+    (again,) = files.plan_move(handle, user)
+    assert again.merged == again.before  # nothing left to add
+    files.apply_move(again, user)
+    assert not again.src.exists() and m.dst.read_text() == m.after
