@@ -59,7 +59,7 @@ from memory.identity import IdentityMap
 from .agent import Agent
 from .bus import MessageBus
 from .config import Config, ConfigError, Paths
-from .datalock import DataBusy, DataLock
+from .datalock import AlreadyRunning, DataBusy, DataLock, GatewayLock
 from .llm import LLMClient
 from .loop import KnownProjects, ProcessLoop
 from .memory_tools import memory_tools
@@ -164,7 +164,7 @@ class App:
         self._watchers: dict[asyncio.Task[Any], str] = {}
         self._loop_task: asyncio.Task[None] | None = None
         self._started_services: list[Service] = []
-        self._instance: Any = None  # gateway.instance.InstanceLock while the gateway runs
+        self._instance: GatewayLock | None = None  # while the gateway runs
         self._data_lock = DataLock(paths.data_dir)
         self._closed = False
 
@@ -180,10 +180,8 @@ class App:
 
     async def _open(self) -> None:
         cfg = self.cfg
-        if self.config_channels:  # the gateway, not `myclaw chat` (gateway/instance.py)
-            from .instance import AlreadyRunning, InstanceLock
-
-            self._instance = InstanceLock(self.paths.data_dir / "gateway.lock")
+        if self.config_channels:  # the gateway, not `myclaw chat` (gateway/datalock.py)
+            self._instance = GatewayLock(self.paths.data_dir)
             try:
                 self._instance.acquire()
             except AlreadyRunning as exc:

@@ -1,4 +1,6 @@
-"""Who is using ``$MYCLAW_HOME/data``: an advisory lock on ``data/myclaw.lock``.
+"""Who is using ``$MYCLAW_HOME/data``: advisory locks in the data folder.
+
+``data/myclaw.lock`` (:class:`DataLock`):
 
 The gateway and ``myclaw chat`` hold it shared for as long as they run;
 any number of them may. A command that changes whose rows are whose in
@@ -10,6 +12,13 @@ under the old owner, and such a process does not start while it runs.
 gateway never leaves a stale one (a lease row would, until it expired).
 Where ``fcntl`` does not exist (Windows) the lock is not taken and the
 commands say so in their help only.
+
+``data/gateway.lock`` (:class:`GatewayLock`): one gateway per home. Two
+gateways on the same ``MYCLAW_HOME`` would both poll Telegram (each
+getUpdates call cuts the other's off), answer Feishu events twice and run
+every scheduled job twice, so the gateway holds this one exclusively;
+``myclaw chat`` does not take it (it shares the files with a gateway by
+design). The file records the holder's pid for the message.
 """
 
 from __future__ import annotations
@@ -23,9 +32,10 @@ try:
 except ImportError:  # pragma: no cover - not POSIX
     fcntl = None  # type: ignore[assignment]
 
-__all__ = ["LOCK_FILE", "DataBusy", "DataLock"]
+__all__ = ["GATEWAY_LOCK_FILE", "LOCK_FILE", "AlreadyRunning", "DataBusy", "DataLock", "GatewayLock", "running_pid"]
 
 LOCK_FILE = "myclaw.lock"
+GATEWAY_LOCK_FILE = "gateway.lock"
 
 
 class DataBusy(Exception):
@@ -79,3 +89,71 @@ class DataLock:
         f, self._file = self._file, None
         if f is not None:
             f.close()  # closing the descriptor releases the flock
+
+
+class AlreadyRunning(Exception):
+    """Another gateway holds the lock; the message names its pid and the fix."""
+
+
+def _read_pid(path: Path) -> int | None:
+    try:
+        text = path.read_text(encoding="utf-8").split()
+        return int(text[0]) if text else None
+    except (OSError, ValueError):
+        return None
+
+
+class GatewayLock:
+    def __init__(self, data_dir: Path) -> None:
+        self.path = data_dir / GATEWAY_LOCK_FILE
+        self._fd: int | None = None
+
+    def acquire(self) -> None:
+        if fcntl is None or self._fd is not None:
+            return
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            pid = _read_pid(self.path)
+            raise AlreadyRunning(
+                f"another gateway is running on {self.path.parent.parent}"
+                + (f" (pid {pid})" if pid else "")
+                + "; stop it first, or give this one its own MYCLAW_HOME"
+            ) from None
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()}\n".encode())
+        self._fd = fd
+
+    def release(self) -> None:
+        if self._fd is None:
+            return
+        fd, self._fd = self._fd, None
+        try:
+            os.ftruncate(fd, 0)  # no pid left behind to mislead the next reader
+        finally:
+            os.close(fd)  # closing drops the flock
+
+
+def running_pid(data_dir: Path) -> int | None:
+    """The pid of the gateway running on ``data_dir`` (0 when its pid is
+    unknown), or None when none is. Takes the lock for an instant to find
+    out, and never creates the file."""
+    path = data_dir / GATEWAY_LOCK_FILE
+    if fcntl is None or not path.exists():
+        return None
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return _read_pid(path) or 0
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return None
+    finally:
+        os.close(fd)

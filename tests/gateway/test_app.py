@@ -536,13 +536,13 @@ async def test_a_second_gateway_on_the_same_home_is_refused_and_myclaw_chat_is_n
 ) -> None:
     # Two gateways would both poll Telegram and run every job twice.
     from gateway.app import StorageError
-    from gateway.instance import running_pid
+    from gateway.datalock import running_pid
 
     cfg, paths = _config(tmp_path, fake_llm)
     first = App(cfg, paths, clock=clock, channel_specs=[ECHO])
     await first.open()
     try:
-        assert running_pid(paths.data_dir / "gateway.lock") == os.getpid()
+        assert running_pid(paths.data_dir) == os.getpid()
         second = App(cfg, paths, clock=clock, channel_specs=[ECHO])
         with pytest.raises(StorageError, match=rf"another gateway is running on {tmp_path} \(pid {os.getpid()}\)"):
             await second.open()
@@ -551,7 +551,7 @@ async def test_a_second_gateway_on_the_same_home_is_refused_and_myclaw_chat_is_n
         await chat.close()
     finally:
         await first.close()
-    assert running_pid(paths.data_dir / "gateway.lock") is None
+    assert running_pid(paths.data_dir) is None
     again = App(cfg, paths, clock=clock, channel_specs=[ECHO])
     await again.open()
     await again.close()

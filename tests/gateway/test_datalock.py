@@ -1,12 +1,15 @@
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
-from gateway.datalock import DataBusy, DataLock
+from gateway.datalock import AlreadyRunning, DataBusy, DataLock, GatewayLock, running_pid
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -28,21 +31,48 @@ def test_many_share_it_and_one_alone_excludes_them(tmp_path: Path) -> None:
     a.release()
 
 
-def test_a_holder_that_dies_leaves_no_lock(tmp_path: Path) -> None:
+@contextmanager
+def _held_by_another_process(statement: str, data: Path) -> Iterator[int]:
+    """A process that takes a lock (``statement``, with ``data`` as ``d``)
+    and is killed, as a crash would, when the block ends; yields its pid."""
     code = (
-        "import sys, time; from pathlib import Path; from gateway.datalock import DataLock; "
-        "lock = DataLock(Path(sys.argv[1])); lock.share(); print('held', flush=True); time.sleep(60)"
+        "import sys, time; from pathlib import Path; from gateway.datalock import DataLock, GatewayLock; "
+        f"d = Path(sys.argv[1]); {statement}; print('held', flush=True); time.sleep(60)"
     )
-    proc = subprocess.Popen([sys.executable, "-c", code, str(tmp_path)], cwd=REPO, stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen([sys.executable, "-c", code, str(data)], cwd=REPO, stdout=subprocess.PIPE, text=True)
     try:
         assert proc.stdout is not None and proc.stdout.readline().strip() == "held"
-        with pytest.raises(DataBusy):
-            DataLock(tmp_path).exclusive()
+        yield proc.pid
     finally:
         proc.kill()
         proc.wait(10)
         if proc.stdout is not None:
             proc.stdout.close()
+
+
+def test_a_holder_that_dies_leaves_no_lock(tmp_path: Path) -> None:
+    with _held_by_another_process("lock = DataLock(d); lock.share()", tmp_path):
+        with pytest.raises(DataBusy):
+            DataLock(tmp_path).exclusive()
     lock = DataLock(tmp_path)
     lock.exclusive()  # the kernel let go of the dead gateway's lock
     lock.release()
+
+
+def test_one_gateway_per_home_and_a_killed_one_leaves_no_lock(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    with _held_by_another_process("lock = GatewayLock(d); lock.acquire()", data) as pid:
+        assert running_pid(data) == pid
+        with pytest.raises(AlreadyRunning, match=f"pid {pid}"):
+            GatewayLock(data).acquire()
+    assert running_pid(data) is None  # no stale lock after a crash
+    mine = GatewayLock(data)
+    mine.acquire()
+    assert running_pid(data) == os.getpid()
+    mine.release()
+    assert running_pid(data) is None
+
+
+def test_running_pid_never_creates_the_file(tmp_path: Path) -> None:
+    assert running_pid(tmp_path / "data") is None
+    assert not (tmp_path / "data").exists()
