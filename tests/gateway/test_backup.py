@@ -1,0 +1,144 @@
+"""``myclaw backup`` / ``myclaw restore`` over real data files, one of them
+taken while a gateway-like process holds the files open and writes."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import stat
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner, Result
+
+from gateway.cli import main
+from gateway.cron import CronStore
+from gateway.datalock import DataLock
+from gateway.sessions import SessionStore
+from memory import ManualClock, MemoryEngine, NewMemory
+from memory.backend import Turn
+from memory.retrieval import Retriever
+from memory.service import SqliteMemory
+
+
+@pytest.fixture
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    h = tmp_path / "home"
+    monkeypatch.setenv("MYCLAW_HOME", str(h))
+    for var in ("MYCLAW_MEMORY_DB_PATH", "MYCLAW_AGENT_WORKSPACE", "MYCLAW_MEMORY_ENABLED"):
+        monkeypatch.delenv(var, raising=False)
+    (h / "workspace").mkdir(parents=True)
+    (h / "workspace" / "SOUL.md").write_text("Be kind.\n", encoding="utf-8")
+    (h / "config.json").write_text(json.dumps({"provider": {"apiKey": "sk-secret-in-config"}}), encoding="utf-8")
+    return h
+
+
+def cli(*args: str, input: str | None = None) -> Result:
+    return CliRunner().invoke(main, list(args), input=input)
+
+
+async def _seed(data: Path, clock: ManualClock) -> None:
+    async with await MemoryEngine.open(data / "memory.db", clock) as engine:
+        await engine.add(NewMemory(owner="alice", content="Alice's sister lives in Lisbon"))
+        await SqliteMemory(engine, Retriever(engine)).buffer(
+            [Turn(owner="alice", channel="telegram", chat_id="1", role="user", content="I adopted a cat",
+                  message_id="7")]
+        )
+    async with await SessionStore.open(data / "gateway.db", clock) as sessions:
+        await sessions.append("telegram:1", channel="telegram", chat_id="1", role="user", content="hi", owner="alice")
+    store = await CronStore.open(data / "cron.db", clock)
+    await store.add(schedule="0 9 * * *", message="my agenda", channel="telegram", chat_id="1", user="alice")
+    await store.close()
+
+
+async def _top(db: Path, query: str) -> str:
+    async with await MemoryEngine.open(db) as engine:
+        hits = await Retriever(engine).retrieve("alice", query)
+        return hits[0].content if hits else ""
+
+
+def test_a_backup_taken_while_the_files_are_open_restores_what_it_held(home: Path, clock: ManualClock) -> None:
+    data = home / "data"
+    asyncio.run(_seed(data, clock))
+
+    async def while_running() -> Result:
+        # A writer with the database open and its WAL unmerged, as a running
+        # gateway has it: the copy must still hold the latest commit.
+        async with await MemoryEngine.open(data / "memory.db", clock) as engine:
+            await engine.add(NewMemory(owner="alice", content="Alice moved the standup to 10:30"))
+            return await asyncio.to_thread(cli, "backup", str(home / "b1"))
+
+    r = asyncio.run(while_running())
+    assert r.exit_code == 0, r.output
+    assert "backed up to" in r.output and "memory (" in r.output and "1 workspace files" in r.output
+    b1 = home / "b1"
+    manifest = json.loads((b1 / "manifest.json").read_text())
+    assert [f["role"] for f in manifest["files"]] == ["buffer", "memory", "gateway", "cron"]
+    assert stat.S_IMODE(b1.stat().st_mode) == 0o700
+    assert all(stat.S_IMODE(p.stat().st_mode) & 0o077 == 0 for p in b1.rglob("*") if p.is_file())
+    assert not any(b"sk-secret-in-config" in p.read_bytes() for p in b1.rglob("*") if p.is_file())
+    assert sorted(p.name for p in b1.iterdir()) == [
+        "buffer.db", "cron.db", "gateway.db", "manifest.json", "memory.db", "workspace"
+    ]
+
+    # Life goes on after the backup; then the backup is put back.
+    async def later() -> None:
+        async with await MemoryEngine.open(data / "memory.db", clock) as engine:
+            await engine.add(NewMemory(owner="alice", content="Alice's dentist appointment is on Friday"))
+
+    asyncio.run(later())
+    (home / "workspace" / "SOUL.md").write_text("Be terse.\n", encoding="utf-8")
+    assert cli("restore", str(b1), input="n\n").exit_code == 1  # asked, declined: nothing changed
+    assert asyncio.run(_top(data / "memory.db", "dentist appointment")).startswith("Alice's dentist")
+    r = cli("restore", str(b1), "--yes")
+    assert r.exit_code == 0, r.output
+    aside = next(data.glob("before-restore-*"))
+    assert str(aside) in r.output
+    assert asyncio.run(_top(data / "memory.db", "standup")) == "Alice moved the standup to 10:30"
+    assert asyncio.run(_top(data / "memory.db", "dentist appointment")) == ""
+    assert (home / "workspace" / "SOUL.md").read_text() == "Be kind.\n"
+    # Nothing is lost: what was replaced is aside, and opens.
+    assert asyncio.run(_top(aside / "memory.db", "dentist appointment")).startswith("Alice's dentist")
+    assert (aside / "workspace" / "SOUL.md").read_text() == "Be terse.\n"
+
+    async def restored() -> tuple[int, int, int]:
+        async with await MemoryEngine.open(data / "memory.db", clock) as engine:
+            (buffered,) = await engine.db.fetchone("SELECT COUNT(*) FROM extraction_buffer")
+        async with await SessionStore.open(data / "gateway.db", clock) as sessions:
+            history = len(await sessions.window("telegram:1"))
+        store = await CronStore.open(data / "cron.db", clock)
+        jobs = len(await store.list(user="alice"))
+        await store.close()
+        return buffered, history, jobs
+
+    assert asyncio.run(restored()) == (1, 1, 1)
+
+
+def test_restore_refuses_a_damaged_backup_and_a_running_gateway(home: Path, clock: ManualClock) -> None:
+    asyncio.run(_seed(home / "data", clock))
+    assert cli("backup", str(home / "b")).exit_code == 0
+    r = cli("restore", str(home / "b"), "--check")
+    assert r.exit_code == 0 and r.output.startswith(f"{home / 'b'}: ok: buffer (")
+
+    gateway = DataLock(home / "data")
+    gateway.share()
+    try:
+        r = cli("restore", str(home / "b"), "--yes")
+        assert r.exit_code == 1 and "stop it first" in r.output
+    finally:
+        gateway.release()
+
+    memory = home / "b" / "memory.db"
+    raw = bytearray(memory.read_bytes())
+    raw[-100] ^= 0xFF
+    memory.write_bytes(bytes(raw))
+    before = (home / "data" / "memory.db").read_bytes()
+    r = cli("restore", str(home / "b"), "--yes")
+    assert r.exit_code == 1 and "memory.db in" in r.output and "checksum differs" in r.output
+    assert (home / "data" / "memory.db").read_bytes() == before  # nothing moved
+    assert not list((home / "data").glob("before-restore-*"))
+
+    r = cli("restore", str(home / "workspace"))
+    assert r.exit_code == 1 and "is not a myclaw backup" in r.output
+    r = cli("backup", str(home / "b"))
+    assert r.exit_code == 1 and "is not empty" in r.output
