@@ -85,10 +85,11 @@ class Report:
 
     def render(self) -> str:
         lines = []
+        width = max([18, *(len(c.name) for c in self.checks)])
         for c in self.checks:
-            text = f"{c.status:<8} {c.name:<18} {c.message}" + (f" -> {c.fix}" if c.fix else "")
+            text = f"{c.status:<8} {c.name:<{width}} {c.message}" + (f" -> {c.fix}" if c.fix else "")
             # A config error names one field a line (gateway.config's text); keep them under the message.
-            lines.append(self.redact(text).replace("\n", "\n" + " " * 28))
+            lines.append(self.redact(text).replace("\n", "\n" + " " * (width + 10)))
         errors = sum(c.status == "error" for c in self.checks)
         warnings = sum(c.status == "warning" for c in self.checks)
         lines.append(f"{errors} error(s), {warnings} warning(s)")
@@ -323,7 +324,7 @@ class _Answer:
     status: int | None
     body: Any
     ms: float
-    failure: str = ""  # "unreachable: ..." / "no answer within ..."
+    failure: str = ""  # what went wrong, to follow the URL: "is unreachable (...)", "did not answer within ..."
 
 
 async def _call(
@@ -335,9 +336,9 @@ async def _call(
         resp = await client.request(method, url, headers=headers, json=json)
     except httpx.TimeoutException:
         timeout = client.timeout.read
-        return _Answer(None, None, 0.0, f"no answer within {timeout:g} s")
+        return _Answer(None, None, 0.0, f"did not answer within {timeout:g} s")
     except (httpx.ConnectError, httpx.NetworkError) as exc:
-        return _Answer(None, None, 0.0, f"unreachable ({exc or type(exc).__name__})")
+        return _Answer(None, None, 0.0, f"is unreachable ({_reason(exc)})")
     except (httpx.HTTPError, httpx.InvalidURL) as exc:  # a bad scheme, a broken server, TLS trouble
         return _Answer(None, None, 0.0, f"failed ({type(exc).__name__}: {exc})")
     ms = round((time.perf_counter() - started) * 1000, 1)
@@ -346,6 +347,19 @@ async def _call(
     except ValueError:  # an HTML page: often a baseUrl without /v1
         body = None
     return _Answer(resp.status_code, body, ms)
+
+
+def _reason(exc: BaseException) -> str:
+    """The OS's words for a failed connection ("Connection refused", "Name
+    or service not known"): httpx's async client says only "All connection
+    attempts failed" and keeps the cause in the chain."""
+    reason = str(exc) or type(exc).__name__
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, OSError) and (seen.errno or seen.strerror):
+            reason = os.strerror(seen.errno) if isinstance(seen.errno, int) and seen.errno > 0 else str(seen.strerror)
+        seen = seen.__cause__ or seen.__context__
+    return reason
 
 
 def _said(body: Any) -> str:
@@ -404,7 +418,7 @@ async def _check_chat_endpoint(client: httpx.AsyncClient, e: _Endpoint) -> Check
     base = e.provider.base_url
     a = await _call(client, "GET", f"{base}/models", headers=_auth(e.provider))
     if a.failure:
-        return Check(e.name, "error", f"{base} is {a.failure}", f"check {e.setting}.baseUrl and that the server runs")
+        return Check(e.name, "error", f"{base} {a.failure}", f"check {e.setting}.baseUrl and that the server runs")
     if a.status in (401, 403):
         return _refused(e, a, base)
     if a.status == 200 and isinstance(a.body, dict) and isinstance(a.body.get("data"), list):
@@ -422,7 +436,7 @@ async def _check_chat_endpoint(client: httpx.AsyncClient, e: _Endpoint) -> Check
     body = {"model": e.models[0], "messages": [{"role": "user", "content": "ping"}], "max_tokens": 1}
     a = await _call(client, "POST", f"{base}/chat/completions", headers=_auth(e.provider), json=body)
     if a.failure:
-        return Check(e.name, "error", f"{base} is {a.failure}", f"check {e.setting}.baseUrl")
+        return Check(e.name, "error", f"{base} {a.failure}", f"check {e.setting}.baseUrl")
     if a.status in (401, 403):
         return _refused(e, a, base)
     if a.status == 200:
@@ -440,7 +454,7 @@ async def _check_embedding_endpoint(client: httpx.AsyncClient, e: _Endpoint, dim
         body["dimensions"] = dimensions
     a = await _call(client, "POST", f"{base}/embeddings", headers=_auth(e.provider), json=body)
     if a.failure:
-        return Check(e.name, "error", f"{base} is {a.failure}", f"check {e.setting}.baseUrl and that the server runs")
+        return Check(e.name, "error", f"{base} {a.failure}", f"check {e.setting}.baseUrl and that the server runs")
     if a.status in (401, 403):
         return _refused(e, a, base)
     try:
@@ -458,7 +472,7 @@ async def _check_telegram(client: httpx.AsyncClient, cfg: Config) -> Check:
     shown = f"{tg.base_url}<token>/getMe"  # the token is part of the URL: never shown
     a = await _call(client, "GET", f"{tg.base_url}{tg.token.get_secret_value()}/getMe")
     if a.failure:
-        return Check("telegram", "error", f"{shown} is {a.failure}", "check channels.telegram.baseUrl and the network")
+        return Check("telegram", "error", f"{shown} {a.failure}", "check channels.telegram.baseUrl and the network")
     data = {"latency_ms": a.ms}
     if a.status == 401:
         return Check("telegram", "error", f"Telegram refused the bot token (HTTP 401{_said(a.body)})",
@@ -480,7 +494,7 @@ async def _check_feishu(client: httpx.AsyncClient, cfg: Config) -> Check:
     a = await _call(client, "POST", f"{base}/open-apis/auth/v3/tenant_access_token/internal",
                     json={"app_id": fs.app_id, "app_secret": fs.app_secret.get_secret_value()})
     if a.failure:
-        return Check("feishu", "error", f"{base} is {a.failure}", "check channels.feishu.domain and the network")
+        return Check("feishu", "error", f"{base} {a.failure}", "check channels.feishu.domain and the network")
     data: dict[str, Any] = {"latency_ms": a.ms}
     body = a.body if isinstance(a.body, dict) else {}
     token = body.get("tenant_access_token")
@@ -492,8 +506,9 @@ async def _check_feishu(client: httpx.AsyncClient, cfg: Config) -> Check:
     bot = b.body.get("bot") if isinstance(b.body, dict) and b.body.get("code") == 0 else None
     if not isinstance(bot, dict):
         # The channel reads its own open_id there to tell mentions of it apart.
-        return Check("feishu", "error", f"tenant token ok ({a.ms:g} ms), but bot/v3/info failed "
-                     f"({b.failure or f'HTTP {b.status}{_said(b.body)}'})", "enable the app's bot capability", data)
+        detail = b.failure or f"answered HTTP {b.status}{_said(b.body)}"
+        return Check("feishu", "error", f"tenant token ok ({a.ms:g} ms), but bot/v3/info {detail}",
+                     "enable the app's bot capability", data)
     data["bot"] = bot.get("app_name")
     return Check("feishu", "ok", f"tenant token in {a.ms:g} ms; bot {bot.get('app_name')!r} ({bot.get('open_id')})",
                  data=data)
