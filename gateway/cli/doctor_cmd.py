@@ -159,9 +159,8 @@ def _secret_checks(report: Report, cfg: Config, env: Mapping[str, str]) -> None:
     if fs.enabled:
         wanted.append(("channels.feishu.appId", ("channels", "feishu", "appId"), SecretStr(fs.app_id), "error"))
         wanted.append(("channels.feishu.appSecret", ("channels", "feishu", "appSecret"), fs.app_secret, "error"))
-    for setting, path, secret, if_empty in wanted:
-        value, source = secret.get_secret_value(), _source(path, env)
-        name = setting
+    for name, path, secret, if_empty in wanted:
+        setting, value, source = name, secret.get_secret_value(), _source(path, env)
         if not value:
             # A local endpoint may need no key; a channel cannot run without its credentials.
             hint = " (fine for an endpoint that needs none)" if if_empty == "warning" else ""

@@ -228,6 +228,21 @@ def test_a_wrong_api_key_is_named_and_never_printed(home: Path, fakes: Fakes) ->
     assert wrong not in doctor("--json", MYCLAW_PROVIDER_API_KEY=wrong).output
 
 
+def test_a_separate_memory_provider_is_checked_on_its_own(home: Path, fakes: Fakes) -> None:
+    doc = healthy_config(fakes)
+    doc["memory"]["provider"] = {"baseUrl": fakes.llm.url, "apiKey": "sk-memory-wrong-0123456789"}
+    doc["memory"]["model"] = "fake-model"
+    write_config(home, doc)
+    r = doctor()
+    assert r.exit_code == 1, r.output
+    assert line(r, "llm").startswith("ok ")
+    memory = line(r, "memory llm")
+    assert "the key was refused (HTTP 401" in memory and "-> check memory.provider.apiKey" in memory
+    assert "-> check memory.provider.apiKey" in line(r, "embedding")  # embeddings go to the memory provider
+    assert "set (config file): sk-…89, 26 chars" in line(r, "memory.provider.apiKey")
+    assert "sk-memory-wrong-0123456789" not in r.output
+
+
 def test_wrong_channel_credentials_are_named(home: Path, fakes: Fakes) -> None:
     write_config(home, healthy_config(fakes))
     token = "123456789:AAwrongTokenForDoctor_abcdefghijk"
