@@ -7,7 +7,7 @@ overrides as the gateway, with the same error text), the secrets the
 enabled parts need (set or not and where from, masked, never printed), a
 few settings that are valid but risky (an empty ``allowFrom``), the data
 files, the endpoints (skipped with ``--offline``) and whether a gateway
-answers on its port.
+runs on this home (its lock) and its port is free.
 
 Safe while the gateway runs, and changes nothing: data files are opened
 read-only (``mode=ro``), only long enough for ``PRAGMA quick_check``, and
@@ -533,34 +533,38 @@ async def _endpoint_checks(client: httpx.AsyncClient, cfg: Config) -> list[Check
 
 
 async def _check_running(client: httpx.AsyncClient, cfg: Config, paths: Paths) -> Check:
-    """``GET /healthz`` on the gateway's port. The gateway serves HTTP only
-    for the memory page or a Feishu webhook; otherwise its open gateway.db
-    (a ``-wal`` file beside it) is the only sign."""
+    """Whether a gateway runs on this home: its lock (``data/gateway.lock``,
+    :func:`gateway.datalock.running_pid`) says so for certain. Where the
+    gateway serves HTTP (the memory page, a Feishu webhook), ``GET /healthz``
+    on its port says too whether it answers, and whether something else
+    holds the port, so that a gateway started now could not listen."""
+    from gateway.datalock import running_pid
+
     g = cfg.gateway
+    pid = running_pid(paths.data_dir)
+    running = "no gateway is running on this home" if pid is None else (
+        f"a gateway is running on this home (pid {pid})" if pid else "a gateway is running on this home")
+    data: dict[str, Any] = {"running": pid is not None, "pid": pid or None}
     serves = (g.admin.enabled and cfg.memory.enabled) or (
         cfg.channels.feishu.enabled and cfg.channels.feishu.mode == "webhook")
-    wal = Path(f"{paths.gateway_db()}-wal").exists()
-    hint = ("gateway.db is open in some process (a gateway or `myclaw chat`), or was not closed cleanly"
-            if wal else "gateway.db is not open in any process")
-    if g.port == 0:
-        return Check("gateway", "ok", f"gateway.port is 0 (a random port): cannot look; {hint}", data={"running": None})
+    if not serves or g.port == 0:  # no HTTP, or a random port: nothing to look at
+        return Check("gateway", "ok", running, data=data)
     host = {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}.get(g.host, g.host)
     url = f"http://{host}:{g.port}/healthz" if ":" not in host else f"http://[{host}]:{g.port}/healthz"
     a = await _call(client, "GET", url)
-    if a.status == 200 and isinstance(a.body, dict) and a.body.get("status") == "ok":
-        return Check("gateway", "ok", f"a gateway is running: {url} answers ({a.ms:g} ms)", data={"running": True})
+    healthy = a.status == 200 and isinstance(a.body, dict) and a.body.get("status") == "ok"
+    data["healthz"] = healthy
+    if pid is not None:
+        if healthy:
+            return Check("gateway", "ok", f"{running}; {url} answers in {a.ms:g} ms", data=data)
+        what = a.failure or f"answered HTTP {a.status}"
+        return Check("gateway", "warning", f"{running}, but {url} {what}",
+                     "see the gateway's log: its HTTP server (memory page / Feishu webhook) may have failed", data)
     if a.failure:
-        if serves:
-            return Check("gateway", "ok", f"no gateway is running (nothing answers at {url}); {hint}",
-                         data={"running": False})
-        return Check("gateway", "ok", f"cannot tell from the port (HTTP is served only with the memory page or a "
-                     f"Feishu webhook); {hint}", data={"running": wal or None})
-    if serves:
-        return Check("gateway", "error", f"{host}:{g.port} is taken by something else (HTTP {a.status} at /healthz): "
-                     "`myclaw gateway` cannot listen there", "change gateway.port or stop what uses it",
-                     {"running": False})
-    return Check("gateway", "ok", f"something other than myclaw answers at {url} (unused: no HTTP is served); {hint}",
-                 data={"running": wal or None})
+        return Check("gateway", "ok", f"{running}; {host}:{g.port} is free", data=data)
+    whose = "another myclaw gateway (another MYCLAW_HOME?)" if healthy else f"something else (HTTP {a.status})"
+    return Check("gateway", "error", f"{running}, but {host}:{g.port} is taken by {whose}: `myclaw gateway` "
+                 "could not listen there", "change gateway.port or stop what uses it", data)
 
 
 # -- the command -------------------------------------------------------------------

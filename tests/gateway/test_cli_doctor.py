@@ -399,23 +399,42 @@ def test_a_gateway_writing_meanwhile_neither_blocks_doctor_nor_is_blocked(home: 
         writer.close()
 
 
-def test_a_running_gateway_is_seen_on_its_port(home: Path, fakes: Fakes) -> None:
+def test_a_running_gateway_is_seen_by_its_lock_and_its_port(home: Path, fakes: Fakes) -> None:
+    import os
+
+    from gateway.datalock import GatewayLock
+
+    write_config(home, healthy_config(fakes))
+    r = doctor("--offline")
+    assert line(r, "gateway").endswith(" no gateway is running on this home")
+    lock = GatewayLock(home / "data")  # what `myclaw gateway` holds while it runs
+    lock.acquire()
     server = HttpServer("127.0.0.1", 0)
     fakes.run(server.start())
     try:
+        r = doctor("--offline")
+        assert r.exit_code == 0, r.output
+        assert line(r, "gateway").endswith(f" a gateway is running on this home (pid {os.getpid()})")
         doc = healthy_config(fakes)
         doc["gateway"]["port"] = server.port
         doc["gateway"]["admin"] = {"enabled": True, "token": "admin-token-0123456789abcdef"}
         write_config(home, doc)
         r = doctor("--offline")
         assert r.exit_code == 0, r.output
-        assert f"a gateway is running: http://127.0.0.1:{server.port}/healthz answers" in line(r, "gateway")
+        assert f"(pid {os.getpid()}); http://127.0.0.1:{server.port}/healthz answers in" in line(r, "gateway")
         assert "admin-token-0123456789abcdef" not in r.output
-        # Something else on the port: the gateway could not listen there.
+        lock.release()
+        # A gateway of another home on the port: this one could not listen there.
+        r = doctor("--offline")
+        assert r.exit_code == 1, r.output
+        assert (f"no gateway is running on this home, but 127.0.0.1:{server.port} is taken by another myclaw "
+                "gateway (another MYCLAW_HOME?)") in line(r, "gateway")
+        # Something else on the port.
         doc["gateway"]["port"] = fakes.llm.port
         write_config(home, doc)
         r = doctor("--offline")
         assert r.exit_code == 1, r.output
-        assert f"127.0.0.1:{fakes.llm.port} is taken by something else (HTTP 404 at /healthz)" in line(r, "gateway")
+        assert f"127.0.0.1:{fakes.llm.port} is taken by something else (HTTP 404)" in line(r, "gateway")
     finally:
+        lock.release()
         fakes.run(server.stop())
