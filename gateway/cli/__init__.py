@@ -20,3 +20,4 @@ from . import memory_jobs_cmd, cron_cmd  # noqa: E402,F401  (write path: compres
 from . import identity_cmd  # noqa: E402,F401  (memory merge-identities)
 from . import gateway_cmd  # noqa: E402,F401
 from . import backup_cmd  # noqa: E402,F401
+from . import doctor_cmd  # noqa: E402,F401

@@ -93,6 +93,9 @@ class FakeOpenAI:
         self.embedding_concepts = dict(embedding_concepts or {})
         self.embedding_requests: list[list[str]] = []
         self.embedding_delay = 0.0  # seconds before each embeddings answer (timeouts)
+        # What ``GET /v1/models`` lists; None: no such route (404), as on
+        # some OpenAI-compatible servers.
+        self.models: list[str] | None = ["fake-model"]
         self._embedding_errors: list[int] = []
         self.responder = responder
         self.requests: list[dict[str, Any]] = []
@@ -160,7 +163,11 @@ class FakeOpenAI:
         return request.headers.get("Authorization") == f"Bearer {self.api_key}"
 
     async def _models(self, request: web.Request) -> web.Response:
-        return web.json_response({"object": "list", "data": [{"id": "fake-model", "object": "model"}]})
+        if self.models is None:
+            return web.json_response({"error": {"message": "Not found", "type": "invalid_request_error"}}, status=404)
+        if not self._auth_ok(request):  # as OpenAI's: a wrong key is refused here too
+            return self._unauthorized()
+        return web.json_response({"object": "list", "data": [{"id": m, "object": "model"} for m in self.models]})
 
     @staticmethod
     def _unauthorized() -> web.Response:

@@ -1,0 +1,617 @@
+"""``myclaw doctor``: check a setup the way the gateway would use it and
+say what is wrong, one line a check (ok / warning / error, and what to do).
+Exit code 0 when nothing is an error, 1 otherwise; ``--json`` for machines.
+
+What it reads, in order: the config (the same file and ``MYCLAW_*``
+overrides as the gateway, with the same error text), the secrets the
+enabled parts need (set or not and where from, masked, never printed), a
+few settings that are valid but risky (an empty ``allowFrom``), the data
+files, the endpoints (skipped with ``--offline``) and whether a gateway
+runs on this home (its lock) and its port is free.
+
+Safe while the gateway runs, and changes nothing: data files are opened
+read-only (``mode=ro``), only long enough for ``PRAGMA quick_check``, and
+never migrated. A WAL database opened even read-only makes SQLite create
+its ``-wal``/``-shm`` files when they are missing, so a file without them
+(no process has it open) is opened ``immutable`` instead: no lock, no new
+file. Every line passes through a redaction of all configured secrets
+before it is printed: an endpoint's error text cannot leak a key either.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import shutil
+import sqlite3
+import time
+from collections.abc import Mapping
+from contextlib import closing
+from dataclasses import asdict, dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Literal
+from zoneinfo import ZoneInfo
+
+import click
+import httpx
+from pydantic import SecretStr
+
+from gateway.config import ENV_OVERRIDES, Config, ConfigError, Paths, ProviderConfig, load_config, unknown_env
+
+from . import main
+from ._common import LOG_LEVELS, echo_json
+
+__all__ = ["Check", "Report", "doctor", "inspect_database", "run_doctor"]
+
+Status = Literal["ok", "warning", "error", "skipped"]
+
+
+@dataclass
+class Check:
+    name: str
+    status: Status
+    message: str
+    fix: str = ""  # what to do about it; empty when nothing is to be done
+    data: dict[str, Any] = field(default_factory=dict)  # figures for --json (latency, size, version)
+
+
+@dataclass
+class Report:
+    home: Path
+    config_file: Path
+    checks: list[Check] = field(default_factory=list)
+    secrets: list[str] = field(default_factory=list)  # values to redact from every line
+
+    def add(self, name: str, status: Status, message: str, fix: str = "", **data: Any) -> Check:
+        check = Check(name, status, message, fix, data)
+        self.checks.append(check)
+        return check
+
+    @property
+    def ok(self) -> bool:
+        return not any(c.status == "error" for c in self.checks)
+
+    def redact(self, text: str) -> str:
+        # Longest first, so a secret containing another is replaced whole.
+        for s in sorted(self.secrets, key=len, reverse=True):
+            text = text.replace(s, "***")
+        return text
+
+    def to_json(self) -> dict[str, Any]:
+        checks = [{k: (self.redact(v) if isinstance(v, str) else v) for k, v in asdict(c).items()} for c in self.checks]
+        return {"ok": self.ok, "home": str(self.home), "configFile": str(self.config_file), "checks": checks}
+
+    def render(self) -> str:
+        lines = []
+        width = max([18, *(len(c.name) for c in self.checks)])
+        for c in self.checks:
+            text = f"{c.status:<8} {c.name:<{width}} {c.message}" + (f" -> {c.fix}" if c.fix else "")
+            # A config error names one field a line (gateway.config's text); keep them under the message.
+            lines.append(self.redact(text).replace("\n", "\n" + " " * (width + 10)))
+        errors = sum(c.status == "error" for c in self.checks)
+        warnings = sum(c.status == "warning" for c in self.checks)
+        lines.append(f"{errors} error(s), {warnings} warning(s)")
+        return "\n".join(lines)
+
+
+# -- config, secrets, settings -----------------------------------------------------
+
+
+def _check_config(report: Report, env: Mapping[str, str]) -> Config | None:
+    for name in unknown_env(env):
+        report.add("environment", "warning", f"{name} is not a myclaw setting and is ignored", "rename or unset it")
+    level = env.get("MYCLAW_LOG_LEVEL")
+    if level is not None and level.strip().upper() not in LOG_LEVELS:
+        report.add("environment", "error", f"MYCLAW_LOG_LEVEL: unknown level {level!r}", f"use {', '.join(LOG_LEVELS)}")
+    try:
+        cfg = load_config(report.config_file, env)
+    except ConfigError as exc:  # the gateway's own message: names the field and the value
+        report.add("config", "error", str(exc), f"fix {report.config_file} or the MYCLAW_* variable named")
+        return None
+    overrides = sorted(n for n in ENV_OVERRIDES if n in env)
+    where = f"home {report.home}" + (f"; from the environment: {', '.join(overrides)}" if overrides else "")
+    if report.config_file.exists():
+        report.add("config", "ok", f"{report.config_file} loaded ({where})", overrides=overrides)
+    else:
+        report.add(
+            "config", "warning", f"no config file at {report.config_file} ({where}): `myclaw gateway` refuses to "
+            "start without one; `myclaw chat` and the memory commands run on defaults and the environment",
+            "copy config.example.json there and fill it in", overrides=overrides,
+        )
+    return cfg
+
+
+# The placeholders of config.example.json: copied but never filled in.
+_PLACEHOLDERS = frozenset({"sk-your-key", "sk-memory-key", "123456789:your-bot-token", "your-app-secret", "cli_xxx"})
+_TELEGRAM_TOKEN = re.compile(r"\d+:[A-Za-z0-9_-]+")
+
+
+def _source(path: tuple[str, ...], env: Mapping[str, str]) -> str:
+    for name, (p, _kind) in ENV_OVERRIDES.items():
+        if p == path and name in env:
+            return f"env {name}"
+    return "config file"
+
+
+def _mask(value: str) -> str:
+    """Enough to tell two keys apart, never enough to use one."""
+    return f"{value[:3]}…{value[-2:]}, {len(value)} chars" if len(value) >= 16 else f"{len(value)} chars"
+
+
+def _secret_checks(report: Report, cfg: Config, env: Mapping[str, str]) -> None:
+    # (setting, path in the JSON document, value, what an empty value means)
+    wanted: list[tuple[str, tuple[str, ...], SecretStr, Status]] = [
+        ("provider.apiKey", ("provider", "apiKey"), cfg.provider.api_key, "warning")
+    ]
+    m = cfg.memory
+    if m.enabled and m.provider is not None:
+        wanted.append(("memory.provider.apiKey", ("memory", "provider", "apiKey"), m.provider.api_key, "warning"))
+    if m.enabled and m.embedding.enabled and m.embedding.provider is not None:
+        wanted.append(
+            ("memory.embedding.provider.apiKey", ("memory", "embedding", "provider", "apiKey"),
+             m.embedding.provider.api_key, "warning")
+        )
+    tg, fs = cfg.channels.telegram, cfg.channels.feishu
+    if tg.enabled:
+        wanted.append(("channels.telegram.token", ("channels", "telegram", "token"), tg.token, "error"))
+    if fs.enabled:
+        wanted.append(("channels.feishu.appId", ("channels", "feishu", "appId"), SecretStr(fs.app_id), "error"))
+        wanted.append(("channels.feishu.appSecret", ("channels", "feishu", "appSecret"), fs.app_secret, "error"))
+    for name, path, secret, if_empty in wanted:
+        setting, value, source = name, secret.get_secret_value(), _source(path, env)
+        if not value:
+            # A local endpoint may need no key; a channel cannot run without its credentials.
+            hint = " (fine for an endpoint that needs none)" if if_empty == "warning" else ""
+            report.add(name, if_empty, f"not set{hint}", f"set {setting} or its MYCLAW_* variable", source=None)
+        elif value in _PLACEHOLDERS:
+            report.add(name, "error", f"still the placeholder from config.example.json ({source})",
+                       f"put the real value in {setting}", source=source)
+        elif value != value.strip():
+            report.add(name, "warning", f"set ({source}), but with spaces or a newline around it",
+                       "remove them: they are sent as part of the credential", source=source)
+        elif setting == "channels.telegram.token" and not _TELEGRAM_TOKEN.fullmatch(value):
+            report.add(name, "warning", f"set ({source}), but not shaped like a bot token (digits:letters)",
+                       "copy the token BotFather gave", source=source)
+        else:
+            shown = value if setting == "channels.feishu.appId" else _mask(value)  # an app id is not secret
+            report.add(name, "ok", f"set ({source}): {shown}", source=source)
+
+
+def _setting_checks(report: Report, cfg: Config) -> None:
+    tz = ZoneInfo(cfg.gateway.timezone)  # validated by the config already
+    report.add("timezone", "ok", f"{cfg.gateway.timezone}, now {datetime.now(tz):%Y-%m-%d %H:%M} there")
+    channels = {"telegram": cfg.channels.telegram, "feishu": cfg.channels.feishu}
+    enabled = [n for n, c in channels.items() if c.enabled]
+    if not enabled:
+        report.add("channels", "warning",
+                   "no channel is enabled: `myclaw gateway` refuses to start (`myclaw chat` works)",
+                   "set channels.telegram.enabled or channels.feishu.enabled")
+    for name in enabled:
+        if not channels[name].allow_from:
+            report.add(f"{name} allowFrom", "warning",
+                       "empty: anyone who finds the bot can talk to it and fill its memory",
+                       f"list user ids or names in channels.{name}.allowFrom")
+    fs = cfg.channels.feishu
+    if fs.enabled and fs.mode == "webhook" and not (
+        fs.verification_token.get_secret_value() or fs.encrypt_key.get_secret_value()
+    ):
+        report.add("feishu webhook", "error",
+                   "mode=webhook without verificationToken or encryptKey: the channel refuses "
+                   "to start (anyone who found the URL could post events)",
+                   "set channels.feishu.verificationToken or encryptKey (from the app's event settings)")
+    admin = cfg.gateway.admin
+    if admin.enabled and not cfg.memory.enabled:
+        report.add("memory page", "warning",
+                   "gateway.admin.enabled is set but memory.enabled is false: the page is not served",
+                   "enable memory or the page's setting, not one without the other")
+    elif admin.enabled and cfg.gateway.host not in ("127.0.0.1", "localhost", "::1"):
+        report.add("memory page", "warning", f"served over plain HTTP on {cfg.gateway.host}, not loopback",
+                   "keep gateway.host at 127.0.0.1 and put a TLS reverse proxy or an SSH tunnel in front")
+    if cfg.memory.embedding.enabled and not cfg.memory.enabled:
+        report.add("embedding", "warning", "memory.embedding.enabled is set but memory is off: nothing is embedded")
+
+
+# -- data files --------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class DataFile:
+    name: str
+    path: Path
+    expected: int  # the schema version this build writes (its number of migrations)
+
+
+def data_files(cfg: Config | None, paths: Paths) -> list[DataFile]:
+    """Every SQLite file the gateway opens, where it opens it. Where
+    memory.db lives depends on the config (``memory.dbPath``); without a
+    valid one only the gateway's own files are known."""
+    from gateway.cron import CRON_MIGRATIONS
+    from gateway.sessions import MIGRATIONS as SESSION_MIGRATIONS
+    from memory.schema import BUFFER_MIGRATIONS, MIGRATIONS, buffer_path
+
+    files = []
+    if cfg is not None:
+        mem = paths.memory_db(cfg)
+        files += [
+            DataFile("memory.db", mem, len(MIGRATIONS)),
+            DataFile(buffer_path(mem).name, buffer_path(mem), len(BUFFER_MIGRATIONS)),
+        ]
+    return [
+        *files,
+        DataFile("gateway.db", paths.gateway_db(), len(SESSION_MIGRATIONS)),
+        DataFile("cron.db", paths.data_dir / "cron.db", len(CRON_MIGRATIONS)),
+    ]
+
+
+def _size(n: int) -> str:
+    for unit in ("B", "KB", "MB", "GB"):
+        if n < 1024 or unit == "GB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024  # type: ignore[assignment]
+    raise AssertionError
+
+
+def inspect_database(f: DataFile) -> Check:
+    """Open ``f`` read-only, ``quick_check`` it and compare its schema
+    version with this build's. Creates, migrates and locks nothing (see the
+    module docstring)."""
+    if not f.path.exists():
+        return Check(f.name, "ok", f"{f.path} not created yet (made at first start)", data={"path": str(f.path)})
+    wal, shm = Path(f"{f.path}-wal"), Path(f"{f.path}-shm")
+    size = f.path.stat().st_size + (wal.stat().st_size if wal.exists() else 0)
+    data: dict[str, Any] = {"path": str(f.path), "bytes": size, "expected_version": f.expected}
+    # Open by someone (both files there): an ordinary read-only connection
+    # sees their latest commit. Otherwise the file alone, immutable.
+    live = wal.exists() and shm.exists()
+    uri = f.path.absolute().as_uri() + ("?mode=ro" if live else "?mode=ro&immutable=1")
+    started = time.perf_counter()
+    try:
+        with closing(sqlite3.connect(uri, uri=True, timeout=2.0)) as conn:
+            problems = [str(r[0]) for r in conn.execute("PRAGMA quick_check(5)")]
+            version = int(conn.execute("PRAGMA user_version").fetchone()[0])
+    except sqlite3.DatabaseError as exc:  # "file is not a database", "database disk image is malformed"
+        return Check(f.name, "error", f"{f.path}: cannot open it as a myclaw database ({exc})",
+                     "stop the gateway, then restore it from a backup or move it aside", data)
+    data.update(version=version, check_ms=round((time.perf_counter() - started) * 1000, 1))
+    if problems != ["ok"]:
+        return Check(f.name, "error", f"{f.path}: PRAGMA quick_check found damage: {'; '.join(problems)}",
+                     "stop the gateway, keep a copy, then restore a backup (or try `sqlite3 FILE .recover`)", data)
+    if version > f.expected:
+        return Check(f.name, "error", f"{f.path}: schema version {version} is newer than this myclaw ({f.expected}): "
+                     "it was written by a newer myclaw, and this one refuses to open it",
+                     "run the newer myclaw again (a downgrade is not supported) or restore a backup from this version",
+                     data)
+    note = f"schema v{version}" + (f", migrated to v{f.expected} at the next start" if version < f.expected else "")
+    if wal.exists() and not shm.exists():
+        note += "; a -wal file without -shm: not closed cleanly, its last changes are not checked here"
+    elif live:
+        note += "; open in another process (the gateway?)"
+    return Check(f.name, "ok", f"{f.path}: {_size(size)}, quick_check ok, {note}", data=data)
+
+
+def _writable_dir(report: Report, name: str, d: Path) -> None:
+    existing = d
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not os.access(existing, os.W_OK | os.X_OK) or not existing.is_dir():
+        report.add(name, "error", f"{d}: {existing} is not a writable directory", "fix its permissions or MYCLAW_HOME",
+                   path=str(d))
+        return
+    free = shutil.disk_usage(existing).free
+    state = "writable" if existing == d else f"does not exist yet (created at first start under {existing})"
+    status: Status = "warning" if free < 200 * 1024 * 1024 else "ok"
+    report.add(name, status, f"{d}: {state}, {_size(free)} free", "free some disk space" if status == "warning" else "",
+               path=str(d), free_bytes=free)
+
+
+def _data_checks(report: Report, cfg: Config | None, paths: Paths) -> None:
+    _writable_dir(report, "data dir", paths.data_dir)
+    if cfg is not None and paths.memory_db(cfg).parent != paths.data_dir:
+        _writable_dir(report, "memory.dbPath dir", paths.memory_db(cfg).parent)
+    report.checks.extend(inspect_database(f) for f in data_files(cfg, paths))
+
+
+# -- endpoints ---------------------------------------------------------------------
+
+
+@dataclass
+class _Answer:
+    """One HTTP exchange: a status and body, or why there was none."""
+
+    status: int | None
+    body: Any
+    ms: float
+    failure: str = ""  # what went wrong, to follow the URL: "is unreachable (...)", "did not answer within ..."
+
+
+async def _call(
+    client: httpx.AsyncClient, method: str, url: str, *, headers: Mapping[str, str] | None = None,
+    json: Any = None,
+) -> _Answer:
+    started = time.perf_counter()
+    try:
+        resp = await client.request(method, url, headers=headers, json=json)
+    except httpx.TimeoutException:
+        timeout = client.timeout.read
+        return _Answer(None, None, 0.0, f"did not answer within {timeout:g} s")
+    except (httpx.ConnectError, httpx.NetworkError) as exc:
+        return _Answer(None, None, 0.0, f"is unreachable ({_reason(exc)})")
+    except (httpx.HTTPError, httpx.InvalidURL) as exc:  # a bad scheme, a broken server, TLS trouble
+        return _Answer(None, None, 0.0, f"failed ({type(exc).__name__}: {exc})")
+    ms = round((time.perf_counter() - started) * 1000, 1)
+    try:
+        body = resp.json()
+    except ValueError:  # an HTML page: often a baseUrl without /v1
+        body = None
+    return _Answer(resp.status_code, body, ms)
+
+
+def _reason(exc: BaseException) -> str:
+    """The OS's words for a failed connection ("Connection refused", "Name
+    or service not known"): httpx's async client says only "All connection
+    attempts failed" and keeps the cause in the chain."""
+    reason = str(exc) or type(exc).__name__
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, OSError) and (seen.errno or seen.strerror):
+            reason = os.strerror(seen.errno) if isinstance(seen.errno, int) and seen.errno > 0 else str(seen.strerror)
+        seen = seen.__cause__ or seen.__context__
+    return reason
+
+
+def _said(body: Any) -> str:
+    """The error text of an OpenAI-, Telegram- or Feishu-shaped body."""
+    if isinstance(body, dict):
+        err = body.get("error")
+        text = err.get("message") if isinstance(err, dict) else err
+        text = text or body.get("description") or body.get("msg")
+        if text:
+            return f": {str(text)[:200]}"
+    return ""
+
+
+def _auth(provider: ProviderConfig) -> dict[str, str]:
+    key = provider.api_key.get_secret_value()
+    return {"Authorization": f"Bearer {key}"} if key else {}
+
+
+@dataclass(frozen=True)
+class _Endpoint:
+    name: str  # "llm", "memory llm", "embedding"
+    provider: ProviderConfig
+    setting: str  # where its URL and key are set, for the fix text
+    models: tuple[str, ...]  # the chat models used on it, or the embedding model
+
+
+def _endpoints(cfg: Config) -> list[_Endpoint]:
+    """The OpenAI-compatible endpoints the gateway calls; one the memory
+    model shares with the chat model is asked once, for both models."""
+    main_models = [cfg.agent.model]
+    out = []
+    m = cfg.memory
+    if m.enabled:
+        same = m.provider is not None and (m.provider.base_url, m.provider.api_key) == (
+            cfg.provider.base_url, cfg.provider.api_key)
+        if m.provider is None or same:
+            main_models.append(cfg.memory_model())
+        else:
+            out.append(_Endpoint("memory llm", m.provider, "memory.provider", (cfg.memory_model(),)))
+        if m.embedding.enabled:
+            where = "memory.embedding.provider" if m.embedding.provider else (
+                "memory.provider" if m.provider else "provider")
+            out.append(_Endpoint("embedding", cfg.embedding_provider(), where, (m.embedding.model,)))
+    return [_Endpoint("llm", cfg.provider, "provider", tuple(dict.fromkeys(main_models))), *out]
+
+
+def _refused(e: _Endpoint, a: _Answer, url: str) -> Check:
+    return Check(e.name, "error", f"{url}: the key was refused (HTTP {a.status}{_said(a.body)})",
+                 f"check {e.setting}.apiKey", {"latency_ms": a.ms})
+
+
+async def _check_chat_endpoint(client: httpx.AsyncClient, e: _Endpoint) -> Check:
+    """``GET /models``: it proves the URL and the key without spending a
+    token, and its list shows a misspelt model name. Where it is missing
+    (404/405, some proxies), a 1-token completion with the first model."""
+    base = e.provider.base_url
+    a = await _call(client, "GET", f"{base}/models", headers=_auth(e.provider))
+    if a.failure:
+        return Check(e.name, "error", f"{base} {a.failure}", f"check {e.setting}.baseUrl and that the server runs")
+    if a.status in (401, 403):
+        return _refused(e, a, base)
+    if a.status == 200 and isinstance(a.body, dict) and isinstance(a.body.get("data"), list):
+        listed = {str(m.get("id")) for m in a.body["data"] if isinstance(m, dict)}
+        missing = [m for m in e.models if listed and m not in listed]
+        if missing:
+            return Check(e.name, "warning", f"{base} answers in {a.ms:g} ms, but does not list the model "
+                         f"{', '.join(missing)} ({len(listed)} listed)", "check agent.model / memory.model",
+                         {"latency_ms": a.ms, "via": "models"})
+        return Check(e.name, "ok", f"{base} answers in {a.ms:g} ms; model {', '.join(e.models)} listed",
+                     data={"latency_ms": a.ms, "via": "models"})
+    if a.status not in (404, 405):
+        return Check(e.name, "error", f"{base}/models answered HTTP {a.status}{_said(a.body)}",
+                     f"check {e.setting}.baseUrl (an OpenAI-compatible URL usually ends in /v1)", {"latency_ms": a.ms})
+    body = {"model": e.models[0], "messages": [{"role": "user", "content": "ping"}], "max_tokens": 1}
+    a = await _call(client, "POST", f"{base}/chat/completions", headers=_auth(e.provider), json=body)
+    if a.failure:
+        return Check(e.name, "error", f"{base} {a.failure}", f"check {e.setting}.baseUrl")
+    if a.status in (401, 403):
+        return _refused(e, a, base)
+    if a.status == 200:
+        return Check(e.name, "ok", f"{base} answered a 1-token completion with {e.models[0]} in {a.ms:g} ms "
+                     "(it has no /models)", data={"latency_ms": a.ms, "via": "completion"})
+    return Check(e.name, "error", f"{base}/chat/completions answered HTTP {a.status}{_said(a.body)}",
+                 f"check {e.setting}.baseUrl (usually ending in /v1) and the model name", {"latency_ms": a.ms})
+
+
+async def _check_embedding_endpoint(client: httpx.AsyncClient, e: _Endpoint, dimensions: int | None) -> Check:
+    """One short ``/embeddings`` request: the model must exist there too."""
+    base = e.provider.base_url
+    body: dict[str, Any] = {"model": e.models[0], "input": ["myclaw doctor"]}
+    if dimensions is not None:
+        body["dimensions"] = dimensions
+    a = await _call(client, "POST", f"{base}/embeddings", headers=_auth(e.provider), json=body)
+    if a.failure:
+        return Check(e.name, "error", f"{base} {a.failure}", f"check {e.setting}.baseUrl and that the server runs")
+    if a.status in (401, 403):
+        return _refused(e, a, base)
+    try:
+        size = len(a.body["data"][0]["embedding"])
+    except (TypeError, KeyError, IndexError):
+        return Check(e.name, "error", f"{base}/embeddings answered HTTP {a.status}{_said(a.body)}",
+                     f"check {e.setting}.baseUrl and memory.embedding.model", {"latency_ms": a.ms})
+    # base64 vectors come as a string; their length is not the dimension
+    shape = f"{size} dimensions, " if isinstance(a.body["data"][0]["embedding"], list) else ""
+    return Check(e.name, "ok", f"{base} embeds with {e.models[0]} ({shape}{a.ms:g} ms)", data={"latency_ms": a.ms})
+
+
+async def _check_telegram(client: httpx.AsyncClient, cfg: Config) -> Check:
+    tg = cfg.channels.telegram
+    shown = f"{tg.base_url}<token>/getMe"  # the token is part of the URL: never shown
+    a = await _call(client, "GET", f"{tg.base_url}{tg.token.get_secret_value()}/getMe")
+    if a.failure:
+        return Check("telegram", "error", f"{shown} {a.failure}", "check channels.telegram.baseUrl and the network")
+    data = {"latency_ms": a.ms}
+    if a.status == 401:
+        return Check("telegram", "error", f"Telegram refused the bot token (HTTP 401{_said(a.body)})",
+                     "check channels.telegram.token (BotFather's /token)", data)
+    if a.status == 404:
+        return Check("telegram", "error", f"{shown} answered HTTP 404: a malformed token or a wrong baseUrl",
+                     "check channels.telegram.token and baseUrl (ends in /bot)", data)
+    result = a.body.get("result") if isinstance(a.body, dict) and a.status == 200 else None
+    if not isinstance(result, dict):
+        return Check("telegram", "error", f"{shown} answered HTTP {a.status}{_said(a.body)}",
+                     "check channels.telegram.baseUrl", data)
+    data["username"] = result.get("username")
+    return Check("telegram", "ok", f"bot @{result.get('username')} (getMe in {a.ms:g} ms)", data=data)
+
+
+async def _check_feishu(client: httpx.AsyncClient, cfg: Config) -> Check:
+    fs = cfg.channels.feishu
+    base = fs.domain.rstrip("/")
+    a = await _call(client, "POST", f"{base}/open-apis/auth/v3/tenant_access_token/internal",
+                    json={"app_id": fs.app_id, "app_secret": fs.app_secret.get_secret_value()})
+    if a.failure:
+        return Check("feishu", "error", f"{base} {a.failure}", "check channels.feishu.domain and the network")
+    data: dict[str, Any] = {"latency_ms": a.ms}
+    body = a.body if isinstance(a.body, dict) else {}
+    token = body.get("tenant_access_token")
+    if body.get("code") != 0 or not isinstance(token, str):
+        what = f"code {body.get('code')}{_said(body)}" if "code" in body else f"HTTP {a.status}"
+        return Check("feishu", "error", f"Feishu refused the app credentials ({what})",
+                     "check channels.feishu.appId and appSecret (the app's Credentials page)", data)
+    b = await _call(client, "GET", f"{base}/open-apis/bot/v3/info", headers={"Authorization": f"Bearer {token}"})
+    bot = b.body.get("bot") if isinstance(b.body, dict) and b.body.get("code") == 0 else None
+    if not isinstance(bot, dict):
+        # The channel reads its own open_id there to tell mentions of it apart.
+        detail = b.failure or f"answered HTTP {b.status}{_said(b.body)}"
+        return Check("feishu", "error", f"tenant token ok ({a.ms:g} ms), but bot/v3/info {detail}",
+                     "enable the app's bot capability", data)
+    data["bot"] = bot.get("app_name")
+    return Check("feishu", "ok", f"tenant token in {a.ms:g} ms; bot {bot.get('app_name')!r} ({bot.get('open_id')})",
+                 data=data)
+
+
+async def _endpoint_checks(client: httpx.AsyncClient, cfg: Config) -> list[Check]:
+    """All at once: the slowest endpoint sets the wait, not their sum."""
+    checks = []
+    for e in _endpoints(cfg):
+        if e.name == "embedding":
+            checks.append(_check_embedding_endpoint(client, e, cfg.memory.embedding.dimensions))
+        else:
+            checks.append(_check_chat_endpoint(client, e))
+    if cfg.channels.telegram.enabled and cfg.channels.telegram.token.get_secret_value():
+        checks.append(_check_telegram(client, cfg))
+    fs = cfg.channels.feishu
+    if fs.enabled and fs.app_id and fs.app_secret.get_secret_value():
+        checks.append(_check_feishu(client, cfg))
+    return list(await asyncio.gather(*checks))
+
+
+# -- a running gateway ---------------------------------------------------------------
+
+
+async def _check_running(client: httpx.AsyncClient, cfg: Config, paths: Paths) -> Check:
+    """Whether a gateway runs on this home: its lock (``data/gateway.lock``,
+    :func:`gateway.datalock.running_pid`) says so for certain. Where the
+    gateway serves HTTP (the memory page, a Feishu webhook), ``GET /healthz``
+    on its port says too whether it answers, and whether something else
+    holds the port, so that a gateway started now could not listen."""
+    from gateway.datalock import running_pid
+
+    g = cfg.gateway
+    pid = running_pid(paths.data_dir)
+    running = "no gateway is running on this home" if pid is None else (
+        f"a gateway is running on this home (pid {pid})" if pid else "a gateway is running on this home")
+    data: dict[str, Any] = {"running": pid is not None, "pid": pid or None}
+    serves = (g.admin.enabled and cfg.memory.enabled) or (
+        cfg.channels.feishu.enabled and cfg.channels.feishu.mode == "webhook")
+    if not serves or g.port == 0:  # no HTTP, or a random port: nothing to look at
+        return Check("gateway", "ok", running, data=data)
+    host = {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}.get(g.host, g.host)
+    url = f"http://{host}:{g.port}/healthz" if ":" not in host else f"http://[{host}]:{g.port}/healthz"
+    a = await _call(client, "GET", url)
+    healthy = a.status == 200 and isinstance(a.body, dict) and a.body.get("status") == "ok"
+    data["healthz"] = healthy
+    if pid is not None:
+        if healthy:
+            return Check("gateway", "ok", f"{running}; {url} answers in {a.ms:g} ms", data=data)
+        what = a.failure or f"answered HTTP {a.status}"
+        return Check("gateway", "warning", f"{running}, but {url} {what}",
+                     "see the gateway's log: its HTTP server (memory page / Feishu webhook) may have failed", data)
+    if a.failure:
+        return Check("gateway", "ok", f"{running}; {host}:{g.port} is free", data=data)
+    whose = "another myclaw gateway (another MYCLAW_HOME?)" if healthy else f"something else (HTTP {a.status})"
+    return Check("gateway", "error", f"{running}, but {host}:{g.port} is taken by {whose}: `myclaw gateway` "
+                 "could not listen there", "change gateway.port or stop what uses it", data)
+
+
+# -- the command -------------------------------------------------------------------
+
+
+async def run_doctor(
+    env: Mapping[str, str], *, offline: bool = False, timeout: float = 5.0,
+    transport: httpx.AsyncBaseTransport | None = None,
+) -> Report:
+    """Every check, in the order printed. ``transport``: for tests that
+    must not reach the network (the CLI uses httpx's own)."""
+    paths = Paths.from_env(env)
+    report = Report(paths.home, paths.config_file)
+    cfg = _check_config(report, env)
+    if cfg is not None:
+        from gateway.app import config_secrets
+
+        report.secrets = config_secrets(cfg)
+        _secret_checks(report, cfg, env)
+        _setting_checks(report, cfg)
+    _data_checks(report, cfg, paths)
+    if cfg is None:
+        report.add("endpoints", "skipped", "need a valid config")
+        return report
+    # Short timeouts: a doctor that hangs for a minute on a dead host helps nobody.
+    limits = httpx.Timeout(timeout, connect=min(timeout, 3.0))
+    async with httpx.AsyncClient(timeout=limits, transport=transport) as client:
+        if offline:
+            report.add("endpoints", "skipped", "--offline")
+        else:
+            report.checks.extend(await _endpoint_checks(client, cfg))
+        report.checks.append(await _check_running(client, cfg, paths))
+    return report
+
+
+@main.command()
+@click.option("--offline", is_flag=True, help="Skip the checks that call the LLM, Telegram or Feishu.")
+@click.option("--timeout", type=click.FloatRange(0.1, 60), default=5.0, show_default=True,
+              help="Seconds to wait for each endpoint.")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable JSON on stdout.")
+def doctor(offline: bool, timeout: float, as_json: bool) -> None:
+    """Check the config, secrets, data files and endpoints, and say what is
+    wrong. Exit code 0: no errors (warnings allowed); 1: errors. Changes
+    nothing, and is safe while the gateway runs."""
+    report = asyncio.run(run_doctor(os.environ, offline=offline, timeout=timeout))
+    if as_json:
+        echo_json(report.to_json())
+    else:
+        click.echo(report.render())
+    raise SystemExit(0 if report.ok else 1)

@@ -1,0 +1,440 @@
+"""``myclaw doctor`` as an operator runs it: the real click command on a
+real config under a temporary MYCLAW_HOME, real SQLite files made by the
+real stores, and the loopback fakes of the OpenAI-compatible, Telegram and
+Feishu APIs (in a thread of their own, since the command calls
+``asyncio.run``)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import sqlite3
+import threading
+from collections.abc import Coroutine, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner, Result
+
+from gateway.cli import main
+from gateway.config import ConfigError, load_config
+from gateway.cron import CronStore
+from gateway.http import HttpServer
+from gateway.sessions import SessionStore
+from memory import ManualClock, MemoryEngine, NewMemory
+from tests.fakes.feishu_server import FakeFeishu
+from tests.fakes.openai_server import FakeOpenAI
+from tests.fakes.telegram_server import FakeTelegram
+
+API_KEY = "sk-doctor-test-key-0123456789"
+
+
+@dataclass
+class Fakes:
+    llm: FakeOpenAI
+    telegram: FakeTelegram
+    feishu: FakeFeishu
+    loop: asyncio.AbstractEventLoop
+
+    def run(self, coro: Coroutine[Any, Any, Any]) -> Any:
+        """Run ``coro`` on the fakes' loop (their thread) and wait for it."""
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(10)
+
+
+@pytest.fixture
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    import os
+
+    for name in [n for n in os.environ if n.startswith("MYCLAW_")]:
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("MYCLAW_HOME", str(tmp_path))
+    return tmp_path
+
+
+@pytest.fixture
+def fakes() -> Iterator[Fakes]:
+    loop = asyncio.new_event_loop()
+    ready = threading.Event()
+    made: dict[str, Any] = {}
+
+    async def start() -> None:
+        made["llm"] = await FakeOpenAI(api_key=API_KEY).start()
+        made["telegram"] = await FakeTelegram().start()
+        made["feishu"] = await FakeFeishu().start()
+
+    def serve() -> None:
+        asyncio.set_event_loop(loop)
+        loop.run_until_complete(start())
+        ready.set()
+        loop.run_forever()
+
+    t = threading.Thread(target=serve, daemon=True)
+    t.start()
+    assert ready.wait(10)
+    f = Fakes(made["llm"], made["telegram"], made["feishu"], loop)
+    try:
+        yield f
+    finally:
+        for fake in (f.llm, f.telegram, f.feishu):
+            f.run(fake.stop())
+        loop.call_soon_threadsafe(loop.stop)
+        t.join(10)
+        loop.close()
+
+
+def healthy_config(f: Fakes) -> dict[str, Any]:
+    return {
+        "provider": {"baseUrl": f.llm.url, "apiKey": API_KEY},
+        "agent": {"model": "fake-model"},
+        "channels": {
+            "telegram": {"enabled": True, "token": f.telegram.token, "baseUrl": f.telegram.base_url, "allowFrom": [42]},
+            "feishu": {
+                "enabled": True, "appId": f.feishu.app_id, "appSecret": f.feishu.app_secret, "domain": f.feishu.url,
+                "allowFrom": ["ou_alice"],
+            },
+        },
+        "gateway": {"timezone": "Asia/Shanghai"},
+        "memory": {"embedding": {"enabled": True, "model": "fake-embed"}},
+    }
+
+
+def write_config(home: Path, doc: dict[str, Any]) -> None:
+    (home / "config.json").write_text(json.dumps(doc), encoding="utf-8")
+
+
+def make_data_files(home: Path) -> None:
+    """Every data file, as a gateway that ran once leaves them (closed)."""
+
+    async def go() -> None:
+        clock = ManualClock("2026-03-01T12:00:00Z")
+        data = home / "data"
+        engine = await MemoryEngine.open(data / "memory.db", clock)
+        await engine.add(NewMemory(content="Alice drives a blue Tesla", owner="alice"))
+        await engine.close()
+        sessions = await SessionStore.open(data / "gateway.db", clock)
+        await sessions.close()
+        cron = await CronStore.open(data / "cron.db", clock)
+        await cron.close()
+
+    asyncio.run(go())
+
+
+def doctor(*args: str, **env: str) -> Result:
+    return CliRunner().invoke(main, ["doctor", *args], env=env or None, catch_exceptions=False)
+
+
+def checks(r: Result) -> dict[str, dict[str, Any]]:
+    return {c["name"]: c for c in json.loads(r.stdout)["checks"]}
+
+
+def line(r: Result, name: str) -> str:
+    """The line of the check ``name`` (status, name, message -> fix)."""
+    [hit] = [x for x in r.stdout.splitlines() if x[9:].startswith(name + " ")]
+    return hit
+
+
+def snapshot(d: Path) -> dict[str, tuple[bytes, int]]:
+    return {p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in sorted(d.iterdir())}
+
+
+def closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+# -- a healthy setup ---------------------------------------------------------------
+
+
+def test_a_healthy_setup_is_all_ok_and_exits_0(home: Path, fakes: Fakes) -> None:
+    write_config(home, healthy_config(fakes))
+    make_data_files(home)
+    r = doctor()
+    assert r.exit_code == 0, r.output
+    lines = r.stdout.splitlines()
+    assert lines[-1] == "0 error(s), 0 warning(s)"
+    assert all(x.startswith("ok ") for x in lines[:-1]), r.stdout
+    assert f"{home / 'config.json'} loaded (home {home})" in line(r, "config")
+    assert "bot @myclaw_bot (getMe in" in line(r, "telegram")
+    assert "bot 'myclaw' (ou_bot" in line(r, "feishu")
+    assert f"{fakes.llm.url} answers in" in line(r, "llm") and "model fake-model listed" in line(r, "llm")
+    assert "embeds with fake-embed (64 dimensions" in line(r, "embedding")
+    assert "quick_check ok, schema v5" in line(r, "memory.db")
+    assert "quick_check ok, schema v1" in line(r, "gateway.db")
+    assert "Asia/Shanghai, now" in line(r, "timezone")
+    # Secrets: where from, masked, never printed.
+    assert "set (config file): sk-…89, 29 chars" in line(r, "provider.apiKey")
+    for secret in (API_KEY, fakes.telegram.token, fakes.feishu.app_secret):
+        assert secret not in r.output
+
+
+def test_json_has_every_check_with_its_figures(home: Path, fakes: Fakes) -> None:
+    write_config(home, healthy_config(fakes))
+    make_data_files(home)
+    r = doctor("--json")
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    assert doc["ok"] is True and doc["home"] == str(home) and doc["configFile"] == str(home / "config.json")
+    c = checks(r)
+    assert {c["status"] for c in doc["checks"]} == {"ok"}
+    assert c["llm"]["data"]["via"] == "models" and c["llm"]["data"]["latency_ms"] >= 0
+    assert c["memory.db"]["data"]["version"] == c["memory.db"]["data"]["expected_version"] == 5
+    assert c["memory.db"]["data"]["bytes"] > 0
+    assert c["telegram"]["data"]["username"] == "myclaw_bot"
+    assert API_KEY not in r.stdout
+
+
+def test_an_endpoint_without_models_is_asked_for_one_token(home: Path, fakes: Fakes) -> None:
+    fakes.llm.models = None
+    doc = healthy_config(fakes)
+    write_config(home, doc)
+    r = doctor("--json")
+    assert r.exit_code == 0, r.output
+    llm = checks(r)["llm"]
+    assert llm["status"] == "ok" and llm["data"]["via"] == "completion"
+    assert "answered a 1-token completion with fake-model" in llm["message"]
+    assert fakes.llm.requests[-1]["max_tokens"] == 1
+
+
+def test_a_model_the_provider_does_not_list_is_a_warning(home: Path, fakes: Fakes) -> None:
+    doc = healthy_config(fakes)
+    doc["agent"]["model"] = "gpt-4o-mnii"
+    write_config(home, doc)
+    r = doctor()
+    assert r.exit_code == 0, r.output  # a warning: some providers serve more than they list
+    assert line(r, "llm").startswith("warning ")
+    assert "does not list the model gpt-4o-mnii (1 listed) -> check agent.model" in line(r, "llm")
+
+
+# -- what goes wrong ------------------------------------------------------------------
+
+
+def test_a_wrong_api_key_is_named_and_never_printed(home: Path, fakes: Fakes) -> None:
+    write_config(home, healthy_config(fakes))
+    wrong = "sk-wrong-key-abcdefghijklmnop"
+    r = doctor(MYCLAW_PROVIDER_API_KEY=wrong)
+    assert r.exit_code == 1, r.output
+    assert line(r, "llm").startswith("error    llm ")
+    assert line(r, "llm").endswith(
+        f" {fakes.llm.url}: the key was refused (HTTP 401: Incorrect API key provided) -> check provider.apiKey"
+    )
+    assert "set (env MYCLAW_PROVIDER_API_KEY): sk-…op, 29 chars" in line(r, "provider.apiKey")
+    # The memory model and the embeddings use the same key: both refused too.
+    assert "the key was refused" in line(r, "embedding")
+    assert wrong not in r.output
+    assert wrong not in doctor("--json", MYCLAW_PROVIDER_API_KEY=wrong).output
+
+
+def test_a_separate_memory_provider_is_checked_on_its_own(home: Path, fakes: Fakes) -> None:
+    doc = healthy_config(fakes)
+    doc["memory"]["provider"] = {"baseUrl": fakes.llm.url, "apiKey": "sk-memory-wrong-0123456789"}
+    doc["memory"]["model"] = "fake-model"
+    write_config(home, doc)
+    r = doctor()
+    assert r.exit_code == 1, r.output
+    assert line(r, "llm").startswith("ok ")
+    memory = line(r, "memory llm")
+    assert "the key was refused (HTTP 401" in memory and "-> check memory.provider.apiKey" in memory
+    assert "-> check memory.provider.apiKey" in line(r, "embedding")  # embeddings go to the memory provider
+    assert "set (config file): sk-…89, 26 chars" in line(r, "memory.provider.apiKey")
+    assert "sk-memory-wrong-0123456789" not in r.output
+
+
+def test_wrong_channel_credentials_are_named(home: Path, fakes: Fakes) -> None:
+    write_config(home, healthy_config(fakes))
+    token = "123456789:AAwrongTokenForDoctor_abcdefghijk"
+    r = doctor(MYCLAW_TELEGRAM_TOKEN=token, MYCLAW_FEISHU_APP_SECRET="wrong-secret-0123456789")
+    assert r.exit_code == 1, r.output
+    tg = line(r, "telegram")
+    assert "Telegram refused the bot token (HTTP 401: Unauthorized) -> check channels.telegram.token" in tg
+    assert "Feishu refused the app credentials (code 10014: app secret invalid)" in line(r, "feishu")
+    assert token not in r.output and "wrong-secret-0123456789" not in r.output
+
+
+def test_an_unreachable_url_is_named(home: Path, fakes: Fakes) -> None:
+    doc = healthy_config(fakes)
+    doc["provider"]["baseUrl"] = f"http://127.0.0.1:{closed_port()}/v1"
+    doc["channels"]["telegram"]["baseUrl"] = f"http://127.0.0.1:{closed_port()}/bot"
+    write_config(home, doc)
+    r = doctor("--timeout", "2")
+    assert r.exit_code == 1, r.output
+    assert f"{doc['provider']['baseUrl']} is unreachable (Connection refused)" in line(r, "llm")
+    assert "-> check provider.baseUrl and that the server runs" in line(r, "llm")
+    tg = line(r, "telegram")
+    assert f"{doc['channels']['telegram']['baseUrl']}<token>/getMe is unreachable" in tg
+    assert fakes.telegram.token not in r.output
+
+
+def test_a_slow_endpoint_is_cut_short_and_named(home: Path, fakes: Fakes) -> None:
+    fakes.llm.embedding_delay = 1.5
+    write_config(home, healthy_config(fakes))
+    r = doctor("--timeout", "0.3")
+    assert r.exit_code == 1, r.output
+    assert f"{fakes.llm.url} did not answer within 0.3 s" in line(r, "embedding")
+    assert line(r, "llm").startswith("ok ")
+
+
+def test_a_malformed_config_is_named_with_the_gateways_own_words(home: Path, fakes: Fakes) -> None:
+    doc = healthy_config(fakes)
+    doc["memory"]["extraction"] = {"quietGap": "soon"}
+    write_config(home, doc)
+    with pytest.raises(ConfigError) as raised:
+        load_config(home / "config.json")
+    r = doctor()
+    assert r.exit_code == 1, r.output
+    assert "memory.extraction.quietGap: invalid duration 'soon'" in str(raised.value)
+    [config] = [c for c in json.loads(doctor("--json").stdout)["checks"] if c["name"] == "config"]
+    assert config["status"] == "error" and config["message"] == str(raised.value)
+    assert "memory.extraction.quietGap: invalid duration 'soon'" in r.stdout
+    # What does not need the config is still checked; the rest says why not.
+    assert "gateway.db" in r.stdout and line(r, "endpoints").startswith("skipped ")
+    assert fakes.llm.requests == [] and API_KEY not in r.output
+
+
+def test_a_placeholder_left_from_the_example_is_an_error(home: Path, fakes: Fakes) -> None:
+    doc = healthy_config(fakes)
+    doc["provider"]["apiKey"] = "sk-your-key"
+    write_config(home, doc)
+    r = doctor("--offline")
+    assert r.exit_code == 1
+    assert "still the placeholder from config.example.json (config file)" in line(r, "provider.apiKey")
+
+
+def test_risky_settings_are_warnings(home: Path, fakes: Fakes) -> None:
+    doc = healthy_config(fakes)
+    doc["channels"]["telegram"]["allowFrom"] = []
+    doc["channels"]["feishu"]["mode"] = "webhook"
+    write_config(home, doc)
+    r = doctor("--offline")
+    assert r.exit_code == 1, r.output
+    assert line(r, "telegram allowFrom").startswith("warning ")
+    assert "anyone who finds the bot can talk to it" in line(r, "telegram allowFrom")
+    assert "mode=webhook without verificationToken or encryptKey" in line(r, "feishu webhook")
+
+
+def test_a_corrupt_data_file_is_an_error_and_left_as_it_was(home: Path, fakes: Fakes) -> None:
+    write_config(home, healthy_config(fakes))
+    make_data_files(home)
+    memory_db = home / "data" / "memory.db"
+    with sqlite3.connect(memory_db) as conn:  # room for damage past the first pages
+        conn.executemany("INSERT INTO meta (key, value) VALUES (?, ?)", [(f"k{i}", "x" * 500) for i in range(200)])
+    conn.close()
+    raw = bytearray(memory_db.read_bytes())
+    page = 4096
+    raw[3 * page : 3 * page + 64] = b"\xff" * 64  # a b-tree page header and cell pointers
+    memory_db.write_bytes(bytes(raw))
+    (home / "data" / "gateway.db").write_bytes(b"this is not a database, but it may be someone's only copy" * 100)
+    before = snapshot(home / "data")
+    r = doctor("--offline")
+    assert r.exit_code == 1, r.output
+    assert line(r, "memory.db").startswith("error ")
+    assert "-> stop the gateway" in line(r, "memory.db")
+    assert (f"{home / 'data' / 'gateway.db'}: cannot open it as a myclaw database (file is not a database) "
+            "-> stop the gateway, then restore it from a backup or move it aside") in line(r, "gateway.db")
+    assert line(r, "cron.db").startswith("ok ")
+    assert snapshot(home / "data") == before
+
+
+def test_a_data_file_from_a_newer_myclaw_is_a_downgrade_error(home: Path, fakes: Fakes) -> None:
+    write_config(home, healthy_config(fakes))
+    make_data_files(home)
+    with sqlite3.connect(home / "data" / "cron.db") as conn:
+        conn.execute("PRAGMA user_version = 99")
+    conn.close()
+    r = doctor("--offline", "--json")
+    assert r.exit_code == 1
+    cron = checks(r)["cron.db"]
+    assert cron["status"] == "error"
+    assert "schema version 99 is newer than this myclaw (2)" in cron["message"]
+    assert "a downgrade is not supported" in cron["fix"]
+    assert cron["data"]["version"] == 99
+
+
+def test_offline_calls_no_endpoint(home: Path, fakes: Fakes) -> None:
+    write_config(home, healthy_config(fakes))
+    r = doctor("--offline")
+    assert r.exit_code == 0, r.output
+    assert line(r, "endpoints").startswith("skipped  endpoints ") and line(r, "endpoints").endswith(" --offline")
+    for name in ("llm", "embedding", "telegram", "feishu"):
+        assert not any(x[9:].startswith(name + " ") for x in r.stdout.splitlines())
+    assert fakes.llm.requests == [] and fakes.llm.embedding_requests == []
+    assert fakes.telegram.calls == [] and fakes.feishu.requests == []
+
+
+# -- changes nothing, safe while the gateway runs ---------------------------------------
+
+
+def test_doctor_creates_and_changes_no_data_file(home: Path, fakes: Fakes) -> None:
+    write_config(home, healthy_config(fakes))
+    r = doctor()  # nothing there yet: nothing is made either
+    assert r.exit_code == 0, r.output
+    assert not (home / "data").exists()
+    assert "not created yet" in line(r, "memory.db")
+    make_data_files(home)
+    before = snapshot(home / "data")
+    assert set(before) == {"memory.db", "memory.buffer.db", "gateway.db", "cron.db"}
+    assert doctor().exit_code == 0
+    assert doctor("--json").exit_code == 0
+    assert snapshot(home / "data") == before  # no -wal/-shm, no byte, no mtime
+
+
+def test_a_gateway_writing_meanwhile_neither_blocks_doctor_nor_is_blocked(home: Path, fakes: Fakes) -> None:
+    write_config(home, healthy_config(fakes))
+    make_data_files(home)
+    writer = sqlite3.connect(home / "data" / "gateway.db", isolation_level=None, timeout=0.5)
+    try:
+        writer.execute("PRAGMA journal_mode = WAL")
+        writer.execute("BEGIN IMMEDIATE")  # the gateway in the middle of a write
+        writer.execute("INSERT INTO sessions (key, channel, chat_id, started_at) VALUES ('t:1', 't', '1', 'now')")
+        r = doctor("--offline")
+        assert r.exit_code == 0, r.output
+        assert "quick_check ok, schema v1; open in another process" in line(r, "gateway.db")
+        writer.execute("COMMIT")  # doctor holds no lock
+        writer.execute("BEGIN IMMEDIATE")
+        writer.execute("COMMIT")
+    finally:
+        writer.close()
+
+
+def test_a_running_gateway_is_seen_by_its_lock_and_its_port(home: Path, fakes: Fakes) -> None:
+    import os
+
+    from gateway.datalock import GatewayLock
+
+    write_config(home, healthy_config(fakes))
+    r = doctor("--offline")
+    assert line(r, "gateway").endswith(" no gateway is running on this home")
+    lock = GatewayLock(home / "data")  # what `myclaw gateway` holds while it runs
+    lock.acquire()
+    server = HttpServer("127.0.0.1", 0)
+    fakes.run(server.start())
+    try:
+        r = doctor("--offline")
+        assert r.exit_code == 0, r.output
+        assert line(r, "gateway").endswith(f" a gateway is running on this home (pid {os.getpid()})")
+        doc = healthy_config(fakes)
+        doc["gateway"]["port"] = server.port
+        doc["gateway"]["admin"] = {"enabled": True, "token": "admin-token-0123456789abcdef"}
+        write_config(home, doc)
+        r = doctor("--offline")
+        assert r.exit_code == 0, r.output
+        assert f"(pid {os.getpid()}); http://127.0.0.1:{server.port}/healthz answers in" in line(r, "gateway")
+        assert "admin-token-0123456789abcdef" not in r.output
+        lock.release()
+        # A gateway of another home on the port: this one could not listen there.
+        r = doctor("--offline")
+        assert r.exit_code == 1, r.output
+        assert (f"no gateway is running on this home, but 127.0.0.1:{server.port} is taken by another myclaw "
+                "gateway (another MYCLAW_HOME?)") in line(r, "gateway")
+        # Something else on the port.
+        doc["gateway"]["port"] = fakes.llm.port
+        write_config(home, doc)
+        r = doctor("--offline")
+        assert r.exit_code == 1, r.output
+        assert f"127.0.0.1:{fakes.llm.port} is taken by something else (HTTP 404)" in line(r, "gateway")
+    finally:
+        lock.release()
+        fakes.run(server.stop())
