@@ -24,6 +24,7 @@ design). The file records the holder's pid for the message.
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 from typing import IO
 
@@ -103,6 +104,9 @@ def _read_pid(path: Path) -> int | None:
         return None
 
 
+_ATTEMPTS = 10  # x 20 ms
+
+
 class GatewayLock:
     def __init__(self, data_dir: Path) -> None:
         self.path = data_dir / GATEWAY_LOCK_FILE
@@ -114,7 +118,16 @@ class GatewayLock:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            # A few tries: `running_pid` (myclaw doctor) holds a shared lock
+            # for an instant, which must not read as a running gateway.
+            for attempt in range(_ATTEMPTS):
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if attempt == _ATTEMPTS - 1:
+                        raise
+                    time.sleep(0.02)
         except BlockingIOError:
             os.close(fd)
             pid = _read_pid(self.path)

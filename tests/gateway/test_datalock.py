@@ -76,3 +76,31 @@ def test_one_gateway_per_home_and_a_killed_one_leaves_no_lock(tmp_path: Path) ->
 def test_running_pid_never_creates_the_file(tmp_path: Path) -> None:
     assert running_pid(tmp_path / "data") is None
     assert not (tmp_path / "data").exists()
+
+
+def test_a_look_at_the_lock_is_not_taken_for_a_running_gateway(tmp_path: Path) -> None:
+    # `myclaw doctor` asks running_pid while a gateway starts: its instant
+    # shared lock must not make the start fail.
+    import fcntl
+    import threading
+    import time
+
+    data = tmp_path / "data"
+    first = GatewayLock(data)
+    first.acquire()
+    first.release()  # the file exists; nobody holds it
+    fd = os.open(data / "gateway.lock", os.O_RDONLY)
+    fcntl.flock(fd, fcntl.LOCK_SH)  # what running_pid holds, held 50 ms
+
+    def let_go() -> None:
+        time.sleep(0.05)
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)
+
+    t = threading.Thread(target=let_go)
+    t.start()
+    lock = GatewayLock(data)
+    lock.acquire()
+    t.join()
+    assert running_pid(data) == os.getpid()
+    lock.release()
