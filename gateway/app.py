@@ -363,8 +363,8 @@ class App:
         from .cron import CronError, CronJob, CronScheduler, CronStore, memory_jobs
         from .cron_tools import cron_tools
 
-        async with _storage(self.paths.data_dir / "cron.db"):
-            self._cron_store = await CronStore.open(self.paths.data_dir / "cron.db", self.clock, self.cfg.gateway.timezone)
+        async with _storage(self.paths.cron_db()):
+            self._cron_store = await CronStore.open(self.paths.cron_db(), self.clock, self.cfg.gateway.timezone)
         loop = self.loop
         assert loop is not None and self.agent is not None
 

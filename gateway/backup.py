@@ -33,8 +33,6 @@ from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-from memory.schema import buffer_path
-
 from .config import Config, Paths
 
 __all__ = ["BackupError", "BackupFile", "Manifest", "backup", "restore", "verify"]
@@ -66,18 +64,6 @@ class Manifest:
     format: int = FORMAT
 
 
-def data_files(cfg: Config, paths: Paths) -> dict[str, Path]:
-    """Role -> path of every SQLite file, in the order a backup copies them
-    (the buffer before memory.db: see the module docstring)."""
-    memory = paths.memory_db(cfg)
-    return {
-        "buffer": buffer_path(memory),
-        "memory": memory,
-        "gateway": paths.gateway_db(),
-        "cron": paths.data_dir / "cron.db",
-    }
-
-
 def _sha256(path: Path) -> str:
     h = hashlib.sha256()
     with open(path, "rb") as f:
@@ -88,7 +74,9 @@ def _sha256(path: Path) -> str:
 
 def _check(path: Path) -> int:
     """``quick_check`` of a copy; its schema version."""
-    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    # A copy is a rollback-journal file (no WAL), so read-only opens it
+    # without creating anything beside it.
+    conn = sqlite3.connect(path.absolute().as_uri() + "?mode=ro", uri=True)
     try:
         (result,) = conn.execute("PRAGMA quick_check").fetchone()
         if result != "ok":
@@ -103,7 +91,9 @@ def _check(path: Path) -> int:
 def _copy_sqlite(src: Path, dst: Path) -> None:
     # The online backup reads one consistent snapshot, even with a gateway
     # writing; the copy is a plain (rollback-journal) file, no -wal beside it.
-    source = sqlite3.connect(f"file:{src}?mode=ro", uri=True, timeout=30)
+    # An ordinary connection (it only reads): read-only, SQLite would leave
+    # -wal and -shm files beside a database no one else has open.
+    source = sqlite3.connect(src, timeout=30)
     target = sqlite3.connect(dst)
     try:
         source.backup(target)
@@ -138,7 +128,7 @@ def backup(cfg: Config, paths: Paths, dest: Path, *, now: Callable[[], datetime]
     old_umask = os.umask(0o077)  # every file below: owner only
     try:
         _private_dir(dest)
-        for role, src in data_files(cfg, paths).items():
+        for role, src in paths.data_files(cfg).items():
             if not src.exists():
                 continue
             name = f"{role}.db"
@@ -190,7 +180,7 @@ def restore(cfg: Config, paths: Paths, src: Path, *, now: Callable[[], datetime]
     manifest = verify(src)
     stamp = (now or (lambda: datetime.now(UTC)))().strftime("%Y%m%dT%H%M%SZ")
     aside = paths.data_dir / f"before-restore-{stamp}"
-    targets = data_files(cfg, paths)
+    targets = paths.data_files(cfg)
     _private_dir(aside)
     # Every current file goes aside, also one the backup has no copy of: a
     # gateway.db newer than the backup's memory.db would otherwise replay

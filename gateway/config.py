@@ -336,6 +336,21 @@ class Paths:
     def gateway_db(self) -> Path:
         return self.data_dir / "gateway.db"
 
+    def cron_db(self) -> Path:
+        return self.data_dir / "cron.db"
+
+    def data_files(self, cfg: Config | None) -> dict[str, Path]:
+        """Role -> path of every SQLite file the gateway keeps. The order is
+        the one a backup copies them in: the extraction buffer before
+        memory.db (gateway/backup.py says why). Without a config, where
+        memory.db lives is unknown: only the gateway's own files."""
+        from memory.schema import buffer_path  # memory imports nothing from gateway
+
+        files: dict[str, Path] = {}
+        if cfg is not None:
+            files = {"buffer": buffer_path(self.memory_db(cfg)), "memory": self.memory_db(cfg)}
+        return {**files, "gateway": self.gateway_db(), "cron": self.cron_db()}
+
     def workspace(self, cfg: Config) -> Path:
         return Path(cfg.agent.workspace).expanduser() if cfg.agent.workspace else self.home / "workspace"
 

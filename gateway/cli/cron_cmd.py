@@ -19,7 +19,7 @@ from ._common import echo_json, json_option, load_cli_config, render_table, reso
 
 @asynccontextmanager
 async def open_store(cfg: Config) -> AsyncIterator[CronStore]:
-    store = await CronStore.open(Paths.from_env().data_dir / "cron.db", SystemClock(), cfg.gateway.timezone)
+    store = await CronStore.open(Paths.from_env().cron_db(), SystemClock(), cfg.gateway.timezone)
     try:
         yield store
     finally:

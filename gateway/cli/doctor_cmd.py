@@ -224,25 +224,18 @@ class DataFile:
 
 
 def data_files(cfg: Config | None, paths: Paths) -> list[DataFile]:
-    """Every SQLite file the gateway opens, where it opens it. Where
-    memory.db lives depends on the config (``memory.dbPath``); without a
-    valid one only the gateway's own files are known."""
+    """Every SQLite file the gateway opens, where it opens it
+    (:meth:`Paths.data_files`), with the schema version this build writes."""
     from gateway.cron import CRON_MIGRATIONS
     from gateway.sessions import MIGRATIONS as SESSION_MIGRATIONS
-    from memory.schema import BUFFER_MIGRATIONS, MIGRATIONS, buffer_path
+    from memory.schema import BUFFER_MIGRATIONS, MIGRATIONS
 
-    files = []
-    if cfg is not None:
-        mem = paths.memory_db(cfg)
-        files += [
-            DataFile("memory.db", mem, len(MIGRATIONS)),
-            DataFile(buffer_path(mem).name, buffer_path(mem), len(BUFFER_MIGRATIONS)),
-        ]
-    return [
-        *files,
-        DataFile("gateway.db", paths.gateway_db(), len(SESSION_MIGRATIONS)),
-        DataFile("cron.db", paths.data_dir / "cron.db", len(CRON_MIGRATIONS)),
-    ]
+    versions = {"buffer": len(BUFFER_MIGRATIONS), "memory": len(MIGRATIONS), "gateway": len(SESSION_MIGRATIONS),
+                "cron": len(CRON_MIGRATIONS)}
+    files = paths.data_files(cfg)
+    # Checked in the order people read them: memory.db before its buffer file.
+    order = [r for r in ("memory", "buffer", "gateway", "cron") if r in files]
+    return [DataFile("memory.db" if r == "memory" else files[r].name, files[r], versions[r]) for r in order]
 
 
 def _size(n: int) -> str:

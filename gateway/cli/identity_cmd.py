@@ -73,7 +73,7 @@ class _Where:
     @classmethod
     def of(cls, cfg: Config) -> _Where:
         paths = Paths.from_env()
-        return cls(resolve_db(cfg), paths.gateway_db(), paths.data_dir / "cron.db", paths.workspace(cfg))
+        return cls(resolve_db(cfg), paths.gateway_db(), paths.cron_db(), paths.workspace(cfg))
 
 
 @memory.command("merge-identities")

@@ -470,7 +470,7 @@ async def _forget(cfg: Config, path: Path, owner: str) -> dict[str, int]:
             counts["history messages"] = await sessions.forget_owner(owner)
             if counts["history messages"]:
                 await sessions.db.compact()  # a running gateway keeps the WAL, and their words in it
-    cron_db = paths.data_dir / "cron.db"
+    cron_db = paths.cron_db()
     if cron_db.exists():
         store = await CronStore.open(cron_db, SystemClock(), cfg.gateway.timezone)
         try:

@@ -117,6 +117,9 @@ def test_a_backup_taken_while_the_files_are_open_restores_what_it_held(home: Pat
 def test_restore_refuses_a_damaged_backup_and_a_running_gateway(home: Path, clock: ManualClock) -> None:
     asyncio.run(_seed(home / "data", clock))
     assert cli("backup", str(home / "b")).exit_code == 0
+    assert sorted(p.name for p in (home / "data").iterdir()) == [  # nothing left beside the files
+        "cron.db", "gateway.db", "memory.buffer.db", "memory.db"
+    ]
     r = cli("restore", str(home / "b"), "--check")
     assert r.exit_code == 0 and r.output.startswith(f"{home / 'b'}: ok: buffer (")
 
