@@ -61,15 +61,7 @@ class BaseChannel(abc.ABC):
             )
             return False
         self.log.info("message without text answered with a note", kind=kind, chat_id=msg.chat_id)
-        await self.bus.publish_outbound(
-            OutboundMessage(
-                channel=self.name,
-                chat_id=msg.chat_id,
-                text=UNREADABLE_REPLY,
-                reply_to=msg.message_id if msg.is_group else "",
-                metadata={k: msg.metadata[k] for k in ("message_thread_id",) if k in msg.metadata},
-            )
-        )
+        await self.bus.publish_outbound(OutboundMessage.answering(msg, UNREADABLE_REPLY))
         return True
 
     @abc.abstractmethod

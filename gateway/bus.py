@@ -13,7 +13,11 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-__all__ = ["InboundMessage", "MessageBus", "OutboundMessage"]
+__all__ = ["ROUTING_KEYS", "InboundMessage", "MessageBus", "OutboundMessage"]
+
+# Metadata that says where inside a chat a message was (a Telegram forum
+# topic): an answer goes to the same place.
+ROUTING_KEYS = ("message_thread_id",)
 
 
 @dataclass(frozen=True)
@@ -43,6 +47,19 @@ class OutboundMessage:
     text: str
     reply_to: str = ""  # message id to reply to, where the channel supports it
     metadata: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def answering(cls, msg: InboundMessage, text: str) -> OutboundMessage:
+        """``text`` as the answer to ``msg``: in its chat, quoting it in a
+        group (several people talk there), in the same place inside the chat
+        (a Telegram forum topic)."""
+        return cls(
+            channel=msg.channel,
+            chat_id=msg.chat_id,
+            text=text,
+            reply_to=msg.message_id if msg.is_group else "",
+            metadata={k: msg.metadata[k] for k in ROUTING_KEYS if k in msg.metadata},
+        )
 
 
 class MessageBus:

@@ -72,7 +72,6 @@ _NEW_TEXT_ZH = "已开始新的对话。之前告诉我的事我仍然记得。"
 
 _COMMAND = re.compile(r"^(?:@\S+\s+)?/([a-z_]+)(?:@\S+)?\s*$", re.IGNORECASE)
 _CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff]")
-_ROUTING_KEYS = ("message_thread_id",)
 _CONTEXT_TURNS = 4  # recent messages recall may use to disambiguate a short message
 
 
@@ -418,16 +417,7 @@ class ProcessLoop:
     async def _reply(self, msg: InboundMessage, text: str) -> None:
         if not text:
             return
-        await self.bus.publish_outbound(
-            OutboundMessage(
-                channel=msg.channel,
-                chat_id=msg.chat_id,
-                text=text,
-                reply_to=msg.message_id if msg.is_group else "",
-                # Where inside the chat to answer (a Telegram forum topic).
-                metadata={k: msg.metadata[k] for k in _ROUTING_KEYS if k in msg.metadata},
-            )
-        )
+        await self.bus.publish_outbound(OutboundMessage.answering(msg, text))
         self.stats.replied += 1
 
     async def _apologise(self, msg: InboundMessage) -> None:
