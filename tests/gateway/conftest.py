@@ -24,6 +24,19 @@ from tests.fakes.openai_server import FakeOpenAI
 
 
 @pytest.fixture
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """``MYCLAW_HOME`` for a CLI test: a folder not made yet, and no other
+    ``MYCLAW_*`` setting leaking in from the environment running the tests."""
+    import os
+
+    for name in [n for n in os.environ if n.startswith("MYCLAW_")]:
+        monkeypatch.delenv(name)
+    h = tmp_path / "home"
+    monkeypatch.setenv("MYCLAW_HOME", str(h))
+    return h
+
+
+@pytest.fixture
 async def fake_llm() -> AsyncIterator[FakeOpenAI]:
     async with FakeOpenAI(api_key="sk-test-secret-key-123456") as fake:
         yield fake

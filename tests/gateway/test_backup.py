@@ -22,11 +22,8 @@ from memory.service import SqliteMemory
 
 
 @pytest.fixture
-def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    h = tmp_path / "home"
-    monkeypatch.setenv("MYCLAW_HOME", str(h))
-    for var in ("MYCLAW_MEMORY_DB_PATH", "MYCLAW_AGENT_WORKSPACE", "MYCLAW_MEMORY_ENABLED"):
-        monkeypatch.delenv(var, raising=False)
+def home(home: Path) -> Path:  # conftest's, with a workspace and a config
+    h = home
     (h / "workspace").mkdir(parents=True)
     (h / "workspace" / "SOUL.md").write_text("Be kind.\n", encoding="utf-8")
     (h / "config.json").write_text(json.dumps({"provider": {"apiKey": "sk-secret-in-config"}}), encoding="utf-8")

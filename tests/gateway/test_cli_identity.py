@@ -28,11 +28,8 @@ DB_FILES = ("memory.db", "memory.buffer.db", "gateway.db", "cron.db")
 
 
 @pytest.fixture
-def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    h = tmp_path / "home"
-    monkeypatch.setenv("MYCLAW_HOME", str(h))
-    for var in ("MYCLAW_MEMORY_DB_PATH", "MYCLAW_AGENT_WORKSPACE", "MYCLAW_MEMORY_ENABLED"):
-        monkeypatch.delenv(var, raising=False)
+def home(home: Path) -> Path:  # conftest's, with the identity map
+    h = home
     h.mkdir()
     (h / "config.json").write_text(json.dumps({"memory": {"identities": {USER: [HANDLE, "feishu:ou_a"]}}}))
     return h

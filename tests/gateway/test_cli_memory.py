@@ -23,15 +23,6 @@ DB_KEYS = {
 }  # fmt: skip
 
 
-@pytest.fixture
-def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    h = tmp_path / "home"
-    monkeypatch.setenv("MYCLAW_HOME", str(h))
-    for var in ("MYCLAW_MEMORY_DB_PATH", "MYCLAW_AGENT_WORKSPACE", "MYCLAW_MEMORY_ENABLED"):
-        monkeypatch.delenv(var, raising=False)
-    return h
-
-
 def cli(*args: str, input: str | None = None) -> Result:
     return CliRunner().invoke(main, ["memory", *args], input=input)
 
