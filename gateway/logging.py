@@ -47,7 +47,9 @@ class Redactor:
         self._secrets.update(s for s in secrets if s and len(s) >= 6)
 
     def scrub(self, text: str) -> str:
-        for s in self._secrets:
+        # Longest first: a secret that contains another is replaced whole,
+        # not left with its remainder showing.
+        for s in sorted(self._secrets, key=len, reverse=True):
             if s in text:
                 text = text.replace(s, "***")
         for pattern, repl in _SECRET_SHAPES:

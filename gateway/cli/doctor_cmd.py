@@ -39,6 +39,7 @@ import httpx
 from pydantic import SecretStr
 
 from gateway.config import ENV_OVERRIDES, Config, ConfigError, Paths, ProviderConfig, load_config, unknown_env
+from gateway.logging import Redactor
 
 from . import main
 from ._common import LOG_LEVELS, echo_json
@@ -74,10 +75,9 @@ class Report:
         return not any(c.status == "error" for c in self.checks)
 
     def redact(self, text: str) -> str:
-        # Longest first, so a secret containing another is replaced whole.
-        for s in sorted(self.secrets, key=len, reverse=True):
-            text = text.replace(s, "***")
-        return text
+        # The logs' redaction: the configured values, and anything shaped
+        # like a key or token (an endpoint's error body may echo one).
+        return Redactor(self.secrets).scrub(text)
 
     def to_json(self) -> dict[str, Any]:
         checks = [{k: (self.redact(v) if isinstance(v, str) else v) for k, v in asdict(c).items()} for c in self.checks]

@@ -75,3 +75,10 @@ def test_no_module_binds_a_logger_eagerly() -> None:
         if "get_logger().bind(" in p.read_text(encoding="utf-8")
     ]
     assert offenders == []
+
+
+def test_a_secret_that_contains_another_is_redacted_whole() -> None:
+    from gateway.logging import Redactor
+
+    app_id, secret = "cli_a1b2c3", "cli_a1b2c3-and-the-secret-part"  # one value inside the other
+    assert Redactor([app_id, secret]).scrub(f"id {app_id}, key {secret}") == "id ***, key ***"
