@@ -54,7 +54,7 @@ def cron_tools(store: CronStore, *, max_jobs: int = 10, min_interval_minutes: in
                     f"{schedule!r} runs as often as every {_minutes(gap)}; jobs may run at most every "
                     f"{min_interval_minutes} minutes"
                 )
-            if len([j for j in await store.list(user=ctx.user) if not j.internal]) >= max_jobs:
+            if len(await store.list(user=ctx.user)) >= max_jobs:  # internal jobs belong to no user
                 raise CronError(f"you already have {max_jobs} scheduled jobs, the most allowed; remove one first")
             job = await store.add(
                 schedule=schedule,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -38,7 +39,7 @@ def backup_cmd(dest: Path | None, as_json: bool) -> None:
     except BackupError as exc:
         raise click.ClickException(str(exc)) from None
     if as_json:
-        echo_json({"path": str(dest), **manifest.__dict__, "files": [f.__dict__ for f in manifest.files]})
+        echo_json({"path": str(dest), **asdict(manifest)})
     else:
         click.echo(f"backed up to {dest}: {_summary(manifest)}")
 

@@ -142,3 +142,7 @@ def test_restore_refuses_a_damaged_backup_and_a_running_gateway(home: Path, cloc
     assert r.exit_code == 1 and "is not a myclaw backup" in r.output
     r = cli("backup", str(home / "b"))
     assert r.exit_code == 1 and "is not empty" in r.output
+    r = cli("backup", str(home / "b2"), "--json")
+    out = json.loads(r.output)
+    assert r.exit_code == 0 and out["path"] == str(home / "b2")
+    assert [(f["role"], f["name"]) for f in out["files"]][:2] == [("buffer", "buffer.db"), ("memory", "memory.db")]
