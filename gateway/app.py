@@ -64,6 +64,7 @@ from .llm import LLMClient
 from .loop import KnownProjects, ProcessLoop
 from .memory_tools import memory_tools
 from .prompt import PromptBuilder
+from .ratelimit import RateLimiter
 from .sessions import SessionStore
 
 __all__ = ["CHANNELS", "App", "ChannelSpec", "Service", "StorageError", "config_secrets"]
@@ -250,6 +251,9 @@ class App:
             known_projects=known_projects,
             max_concurrent_chats=cfg.gateway.max_concurrent_chats,
             max_pending=cfg.gateway.queue_size,
+            limiter=RateLimiter(
+                self.clock, per_minute=cfg.gateway.rate_limit.per_minute, per_hour=cfg.gateway.rate_limit.per_hour
+            ),
         )
 
         if cfg.cron.enabled:

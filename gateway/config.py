@@ -173,6 +173,15 @@ class AdminConfig(_Model):
         return v
 
 
+class RateLimitConfig(_Model):
+    """Messages one user may send the bot (gateway/ratelimit.py): each
+    answer is a model call. 0 turns a window off. Scheduled jobs are not
+    counted (``cron`` limits them)."""
+
+    per_minute: int = Field(default=10, ge=0, le=10_000)
+    per_hour: int = Field(default=200, ge=0, le=100_000)
+
+
 class GatewayConfig(_Model):
     host: str = "127.0.0.1"
     port: int = Field(default=18790, ge=0, le=65535)
@@ -182,6 +191,7 @@ class GatewayConfig(_Model):
     # Tier 0 rows kept in memory (gateway/sessions.py); more chats than fit
     # read their recent messages from gateway.db, ~0.1-0.2 ms a message.
     history_cache_rows: int = Field(default=2048, ge=0, le=1_000_000)
+    rate_limit: RateLimitConfig = Field(default_factory=RateLimitConfig)
     admin: AdminConfig = Field(default_factory=AdminConfig)
 
     @field_validator("timezone")

@@ -43,6 +43,7 @@ from memory.types import Hit
 from .agent import Agent, AgentReply, apology
 from .bus import InboundMessage, MessageBus, OutboundMessage
 from .prompt import PromptBuilder
+from .ratelimit import RateLimiter, limited_note
 from .sessions import SessionStore, StoredMessage
 from .tools import ToolContext
 
@@ -141,6 +142,7 @@ class LoopStats:
     buffered: int = 0  # rows handed to memory
     buffer_errors: int = 0
     redelivered: int = 0  # a message already answered, delivered again (ignored)
+    limited: int = 0  # over a user's rate limit: not answered (gateway/ratelimit.py)
     # The latest STATS_SAMPLES of each: percentiles of recent traffic, not a
     # gateway's whole life (200,000 were 25 MB).
     added_ms: Samples = field(default_factory=Samples)
@@ -184,6 +186,7 @@ class ProcessLoop:
         known_projects: KnownProjects | None = None,
         max_concurrent_chats: int = 64,
         max_pending: int = 1000,
+        limiter: RateLimiter | None = None,
     ) -> None:
         self.bus = bus
         self.sessions = sessions
@@ -193,6 +196,7 @@ class ProcessLoop:
         self.identities = identities or IdentityMap()
         self.known_projects = known_projects
         self.stats = LoopStats()
+        self.limiter = limiter
         self._slots = asyncio.Semaphore(max_concurrent_chats)
         self._pending = asyncio.Semaphore(max_pending)
         self._queues: dict[str, deque[_Item]] = {}
@@ -299,6 +303,17 @@ class ProcessLoop:
             self.stats.redelivered += 1
             log.info("message already answered; ignoring the redelivery", chat=key, message_id=msg.message_id)
             return ""
+        if item.user is None and self.limiter is not None:
+            decision = self.limiter.check(user)
+            if not decision.allowed:
+                self.stats.limited += 1
+                if decision.notify:
+                    log.warning(
+                        "user over the rate limit; messages not answered",
+                        user=user, window=decision.window, retry_after_s=round(decision.retry_after),
+                    )
+                    await self._reply(msg, limited_note(decision, chinese=bool(_CJK.search(msg.text))))
+                return ""
         hits = await self._recall(user, msg.text, history, private=private)
         retrieval_ms = (time.perf_counter() - t0) * 1000
 

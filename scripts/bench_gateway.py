@@ -225,7 +225,9 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
                 "provider": {"baseUrl": urls["openai"], "apiKey": API_KEY, "maxRetries": 0, "timeout": "30s"},
                 "agent": {"model": "bench-model"},
                 "channels": {"telegram": {"enabled": True, "token": urls["token"], "baseUrl": urls["telegram"]}},
-                "gateway": {"maxConcurrentChats": args.concurrency}
+                # Each chat sends its messages within seconds: limits far above
+                # that, so every message is answered and the limiter still runs.
+                "gateway": {"maxConcurrentChats": args.concurrency, "rateLimit": {"perMinute": 10_000, "perHour": 100_000}}
                 | ({"historyCacheRows": args.history_cache_rows} if args.history_cache_rows is not None else {}),
             }
             if args.extract_after:  # the write path drains the buffer during the run, as in steady use

@@ -16,6 +16,7 @@ from gateway.llm import LLMClient
 from gateway.loop import ProcessLoop
 from gateway.memory_tools import memory_tools
 from gateway.prompt import PromptBuilder
+from gateway.ratelimit import RateLimiter
 from gateway.sessions import SessionStore
 from memory import IdentityMap, ManualClock, MemoryEngine
 from memory.backend import Turn
@@ -122,6 +123,7 @@ async def make_rig(
     retries: int = 0,
     timeout: float = 5.0,
     identities: dict[str, list[str]] | None = None,
+    limiter: RateLimiter | None = None,
 ) -> Any:
     engine = await MemoryEngine.open(tmp_path / "memory.db", clock)
     sessions = await SessionStore.open(tmp_path / "gateway.db", clock, window=history)
@@ -142,6 +144,7 @@ async def make_rig(
             identities=IdentityMap(identities),
             known_projects=engine.known_projects,
             max_concurrent_chats=max_concurrent,
+            limiter=limiter,
         )
         task = asyncio.create_task(loop.run())
         yield Rig(bus, loop, sessions, engine, backend, fake)

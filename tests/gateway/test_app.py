@@ -249,6 +249,7 @@ async def test_memory_forget_leaves_no_trace_in_the_files_of_the_running_gateway
         assert app.backend is not None and app.loop is not None
         for i in range(12):
             await echo.say(f"an ordinary line {i}")  # type: ignore[attr-defined]
+            clock.advance(10)  # a person's pace, inside the rate limit
         await echo.say("my locker code is zqxjkv4711")  # type: ignore[attr-defined]
         code = await app.backend.remember("echo:100", "my locker code is zqxjkv4711", provenance=Provenance(channel="echo"))
         fake_llm.queue_reply(None, tool_calls=[{"name": "memory_forget", "arguments": {"ids": [code.ref]}}])

@@ -25,6 +25,7 @@ def test_example_config_is_valid_and_shows_every_section() -> None:
     assert cfg.memory.extraction.quiet_gap == timedelta(minutes=3)
     assert cfg.memory.embedding.enabled is False  # hybrid recall is opt-in
     assert cfg.memory.embedding.query_timeout == timedelta(milliseconds=500)
+    assert (cfg.gateway.rate_limit.per_minute, cfg.gateway.rate_limit.per_hour) == (10, 200)
 
 
 def test_embedding_env_overrides_and_provider_fallback(tmp_path: Path) -> None:
@@ -53,6 +54,7 @@ def test_missing_file_means_defaults_unless_required(tmp_path: Path) -> None:
         ({"channels": {"feishu": {"mode": "carrier-pigeon"}}}, "channels.feishu.mode", "carrier-pigeon"),
         ({"gateway": {"port": "eighty"}}, "gateway.port", "eighty"),
         ({"gateway": {"timezone": "Mars/Olympus"}}, "gateway.timezone", "Mars/Olympus"),
+        ({"gateway": {"rateLimit": {"perMinute": -1}}}, "gateway.rateLimit.perMinute", "-1"),
         ({"memory": {"extraction": {"dailyFlush": "25:00"}}}, "memory.extraction.dailyFlush", "25:00"),
         ({"memory": {"quietgap": "3m"}}, "memory.quietgap", "unknown field"),
         ({"provider": {"baseUrl": "ftp://x"}}, "provider.baseUrl", "ftp://x"),

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from gateway.loop import Samples, parse_command
+from gateway.ratelimit import RateLimiter
 from memory import Category, ManualClock, NewMemory, Provenance
 from tests.fakes.openai_server import FakeOpenAI, Reply
 
@@ -439,3 +440,31 @@ async def test_recall_uses_the_users_last_four_messages_as_context(
         await rig.ask("do you remember which model I have?")
         block = _user(fake_llm.requests[-1])
         assert block.startswith("<memories>") and "Gaggia Classic" in block and "Brompton" not in block
+
+
+async def test_a_user_over_the_rate_limit_gets_one_note_and_no_model_call(
+    tmp_path: Path, clock: ManualClock, fake_llm: FakeOpenAI
+) -> None:
+    limiter = RateLimiter(clock, per_minute=2, per_hour=0)
+    async with make_rig(tmp_path, clock, fake_llm, limiter=limiter) as rig:
+        fake_llm.queue_reply("one")
+        fake_llm.queue_reply("two")
+        assert (await rig.ask("first", chat="7")).text == "one"
+        assert (await rig.ask("second", chat="7")).text == "two"
+        clock.advance(15)
+        note = await rig.ask("third: my locker code is 4711", chat="7")
+        assert "limit: 2 a minute" in note.text and "45 seconds" in note.text
+        await rig.send("fourth", chat="7")  # same window: no second note
+        await rig.settle()
+        assert rig.bus.outbound_queue("telegram").empty()
+        assert len(fake_llm.requests) == 2 and rig.loop.stats.limited == 2
+        # Refused messages are not kept: not in Tier 0, not learnt.
+        assert [m.content for m in await rig.sessions.window("telegram:7")] == ["first", "one", "second", "two"]
+        # Another user, even in the same group, is not held back.
+        fake_llm.queue_reply("hello bob")
+        assert (await rig.ask("hi", chat="8", sender="200")).text == "hello bob"
+        # Commands cost no model call and are not counted.
+        assert "/new" in (await rig.ask("/help", chat="7")).text
+        clock.advance(60)
+        fake_llm.queue_reply("back")
+        assert (await rig.ask("fifth", chat="7")).text == "back"
