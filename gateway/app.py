@@ -58,6 +58,7 @@ from memory.identity import IdentityMap
 
 from .agent import Agent
 from .bus import MessageBus
+from .commands import UserCommands
 from .config import Config, ConfigError, Paths
 from .datalock import AlreadyRunning, DataBusy, DataLock, GatewayLock
 from .llm import LLMClient
@@ -254,6 +255,7 @@ class App:
             limiter=RateLimiter(
                 self.clock, per_minute=cfg.gateway.rate_limit.per_minute, per_hour=cfg.gateway.rate_limit.per_hour
             ),
+            commands=UserCommands(self.backend, forget_history=self._forget_history),
         )
 
         if cfg.cron.enabled:

@@ -42,12 +42,13 @@ from memory.types import Hit
 
 from .agent import Agent, AgentReply, apology
 from .bus import InboundMessage, MessageBus, OutboundMessage
+from .commands import COMMANDS, UserCommands
 from .prompt import PromptBuilder
 from .ratelimit import RateLimiter, limited_note
 from .sessions import SessionStore, StoredMessage
 from .tools import ToolContext
 
-__all__ = ["HELP_TEXT", "LoopStats", "ProcessLoop", "Samples", "parse_command"]
+__all__ = ["HELP_TEXT", "LoopStats", "ProcessLoop", "Samples", "parse_command", "split_command"]
 
 # Lazy: resolved at each call, so it follows configure_logging (and its
 # redaction) even though this module is imported before logging is set up.
@@ -63,6 +64,8 @@ is called Miso"): it is erased, not hidden. I can send a message on a
 schedule too ("every weekday at 9, summarise my plans").
 
 /new  start a fresh conversation (long-term memory is kept)
+/memory  what I remember about you (/memory words: search it)
+/forget m12  erase a memory for good, by the id /memory shows
 /help this message
 
 In a group, mention me or reply to me to get an answer; there I leave out
@@ -71,15 +74,22 @@ your profile and anything secret you told me."""
 _NEW_TEXT = "New conversation started. I still remember what you told me before."
 _NEW_TEXT_ZH = "已开始新的对话。之前告诉我的事我仍然记得。"
 
-_COMMAND = re.compile(r"^(?:@\S+\s+)?/([a-z_]+)(?:@\S+)?\s*$", re.IGNORECASE)
+_COMMAND = re.compile(r"^(?:@\S+\s+)?/([a-z_]+)(?:@\S+)?(?:\s+(.*))?$", re.IGNORECASE | re.DOTALL)
 _CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff]")
 _CONTEXT_TURNS = 4  # recent messages recall may use to disambiguate a short message
 
 
 def parse_command(text: str) -> str | None:
-    """``"/new"``, ``"/new@my_bot"``, ``"@my_bot /help"`` -> ``"new"`` / ``"help"``."""
+    """``"/new"``, ``"/new@my_bot"``, ``"@my_bot /help"`` -> ``"new"`` / ``"help"``;
+    None when arguments follow (see :func:`split_command`)."""
+    found = split_command(text)
+    return found[0] if found is not None and not found[1] else None
+
+
+def split_command(text: str) -> tuple[str, str] | None:
+    """``"/forget m12 e3"`` -> ``("forget", "m12 e3")``; ``"/new"`` -> ``("new", "")``."""
     m = _COMMAND.match(text.strip())
-    return m.group(1).lower() if m else None
+    return (m.group(1).lower(), (m.group(2) or "").strip()) if m else None
 
 
 def _percentile(values: Sequence[float], q: float) -> float:
@@ -187,6 +197,7 @@ class ProcessLoop:
         max_concurrent_chats: int = 64,
         max_pending: int = 1000,
         limiter: RateLimiter | None = None,
+        commands: UserCommands | None = None,
     ) -> None:
         self.bus = bus
         self.sessions = sessions
@@ -197,6 +208,7 @@ class ProcessLoop:
         self.known_projects = known_projects
         self.stats = LoopStats()
         self.limiter = limiter
+        self.commands = commands or UserCommands(backend)
         self._slots = asyncio.Semaphore(max_concurrent_chats)
         self._pending = asyncio.Semaphore(max_pending)
         self._queues: dict[str, deque[_Item]] = {}
@@ -280,8 +292,16 @@ class ProcessLoop:
         private = not msg.is_group
         key = msg.session_key
 
-        command = parse_command(msg.text) if item.user is None else None
-        if command in ("new", "help", "start"):
+        found = split_command(msg.text) if item.user is None else None
+        command, args = found if found is not None else (None, "")
+        if command in COMMANDS:
+            # Answered here, not by the model, and kept out of Tier 0 and
+            # memory: a listing of memories is not something to learn again.
+            self.stats.commands += 1
+            text = await self.commands.run(command, args, user=user, private=private)
+            await self._reply(msg, text)
+            return text
+        if command in ("new", "help", "start") and not args:
             self.stats.commands += 1
             if command == "new":
                 await self.sessions.new_session(key, channel=msg.channel, chat_id=msg.chat_id)

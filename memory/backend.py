@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol, runtime_checkable
 
-from .types import Hit, Provenance
+from .types import Hit, MemoryOverview, Provenance
 
 __all__ = ["MemoryBackend", "Turn"]
 
@@ -65,6 +65,11 @@ class MemoryBackend(Protocol):
 
         ``source_text``: the user's message it came from (indexed with the
         fact where the backend has an index; never shown)."""
+        ...
+
+    async def overview(self, user: str, *, limit: int = 10) -> MemoryOverview:
+        """What ``user`` has stored, for their ``/memory`` command: their own
+        rows only (not ``_global``), at most ``limit`` recent ones."""
         ...
 
     async def buffer(self, turns: Sequence[Turn]) -> None:

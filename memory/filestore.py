@@ -49,7 +49,7 @@ from .clock import Clock, SystemClock
 from .engine import content_hash
 from .forgetting import Forgotten, repeats_forgotten
 from .tokenize import index_terms, normalize
-from .types import GLOBAL_OWNER, Hit, Provenance
+from .types import GLOBAL_OWNER, Hit, MemoryOverview, Provenance
 
 __all__ = [
     "LONG_TERM",
@@ -563,6 +563,24 @@ class FileMemory(MemoryBackend):
             source="file",
             provenance=Provenance(refs=(where,), date_from=e.date, date_to=e.date),
         )
+
+    async def overview(self, user: str, *, limit: int = 10) -> MemoryOverview:
+        return await asyncio.to_thread(self._overview, user, limit)
+
+    def _overview(self, user: str, limit: int) -> MemoryOverview:
+        """MEMORY.md's lines (always in the prompt, as Core Memory) and the
+        newest logged lines of the daily files."""
+        if user == GLOBAL_OWNER:
+            return MemoryOverview([], [], 0, 0)
+        f = self.long_term_file(user)
+        profile = [self._hit(e, 1.0) for e in _entries(f, _read(f.path), "")] if f.path.is_file() else []
+        recent: list[Hit] = []
+        logged = 0
+        for day in reversed(self.daily_files(user)):
+            entries = _entries(day, _read(day.path), day.day or "")
+            logged += len(entries)
+            recent.extend(self._hit(e, 1.0) for e in reversed(entries) if len(recent) < limit)
+        return MemoryOverview(profile=profile, recent=recent[:limit], facts=len(profile), events=logged)
 
     async def remember(
         self,

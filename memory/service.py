@@ -23,7 +23,7 @@ from .forgetting import Forgotten, erase_planned, event_hit, plan_erasure
 from .hybrid import HybridRetriever
 from .retrieval import Retriever
 from .tokens import estimate_tokens
-from .types import GLOBAL_OWNER, Category, Event, Hit, Memory, NewMemory, Provenance, Source
+from .types import GLOBAL_OWNER, Category, Event, Hit, Memory, MemoryOverview, NewMemory, Provenance, Source
 
 __all__ = ["SqliteMemory"]
 
@@ -112,6 +112,22 @@ class SqliteMemory(MemoryBackend):
         for listener in self._saved:
             listener(user)
         return m.to_hit()
+
+    async def overview(self, user: str, *, limit: int = 10) -> MemoryOverview:
+        engine = self.engine
+        profile = await engine.profile(user, include_global=False)
+        recent = await engine.list_memories(user, tier=2, limit=limit)
+        counts = await engine.db.fetchone(
+            """SELECT (SELECT COUNT(*) FROM memories WHERE owner = ? AND status = 'active'),
+                      (SELECT COUNT(*) FROM daily_events WHERE owner = ?)""",
+            [user, user],
+        )
+        return MemoryOverview(
+            profile=[m.to_hit() for m in profile],
+            recent=[m.to_hit() for m in recent],
+            facts=counts[0] if counts else 0,
+            events=counts[1] if counts else 0,
+        )
 
     async def forget(self, user: str, refs: Sequence[str]) -> Forgotten:
         """Erase, for good, the memories (``m12``) and daily events (``e3``)

@@ -13,6 +13,7 @@ __all__ = [
     "Event",
     "Hit",
     "Memory",
+    "MemoryOverview",
     "NewMemory",
     "Provenance",
     "Source",
@@ -188,3 +189,14 @@ class Hit:
         if where:
             bits.append(where)
         return "[" + " · ".join(b for b in bits if b) + "]"
+
+
+@dataclass(frozen=True)
+class MemoryOverview:
+    """What a user's ``/memory`` shows (:meth:`MemoryBackend.overview`):
+    what is always in their prompt, the newest facts, and how much there is."""
+
+    profile: list[Hit]  # Core Memory (Tier 1), or MEMORY.md for the file store
+    recent: list[Hit]  # newest first: Tier 2 facts, or the file store's latest logged lines
+    facts: int  # active facts in all (profile included)
+    events: int  # daily events (Tier 3), or logged lines

@@ -1,0 +1,144 @@
+"""``/memory`` and ``/forget``: a user sees and erases what the bot keeps
+about them without going through the model.
+
+Asking the bot in words works too (the ``memory_*`` tools), but it depends
+on the model calling the right tool with the right ids. These commands are
+exact: ``/memory`` lists the user's own rows (``/memory words`` searches
+as the ``memory_search`` tool does, shared rows included; never another
+user's), ``/forget m12`` erases with the same machinery as the
+``memory_forget`` tool, and both work only in a private chat, where nobody
+else reads the answer. Neither the command nor its answer is kept in the
+chat's history or learnt from (``ProcessLoop`` answers commands directly),
+so a listing does not become something to remember again.
+
+Credentials are listed by id only: ``/memory`` is a glance, often over a
+shoulder; the bot tells them when asked.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Awaitable, Callable, Sequence
+
+from memory.backend import MemoryBackend
+from memory.format import truncate
+from memory.types import Hit
+
+__all__ = ["COMMANDS", "UserCommands"]
+
+COMMANDS = ("memory", "forget")
+_FORGET_MAX = 20  # as the memory_forget tool
+_LIST = 10  # newest facts shown by /memory
+_SEARCH = 10
+_SHOWN_CHARS = 200
+_REF = re.compile(r"^\[?([me]\d+)\]?[,.;]?$", re.IGNORECASE)
+_CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff]")
+
+ForgetHistory = Callable[[str, Sequence[str]], Awaitable[int]]
+
+
+def _line(h: Hit) -> str:
+    text = "(a credential, not shown here)" if h.category == "credential" else truncate(h.content, _SHOWN_CHARS)
+    date = f" · {h.date}" if h.date else ""
+    return f"- [{h.ref}{date}] {text}"
+
+
+def _chinese(texts: Sequence[str]) -> bool:
+    """Answer in Chinese when most of what is shown is Chinese."""
+    cjk = sum(1 for t in texts if _CJK.search(t))
+    return cjk > 0 and cjk * 2 >= len(texts)
+
+
+class UserCommands:
+    """Runs ``/memory [words]`` and ``/forget <ids>`` for the sender.
+    ``forget_history(user, texts)`` erases the Tier 0 lines that said an
+    erased fact (the App passes its own, as for the ``memory_forget`` tool)."""
+
+    def __init__(self, backend: MemoryBackend, *, forget_history: ForgetHistory | None = None) -> None:
+        self.backend = backend
+        self.forget_history = forget_history
+
+    async def run(self, name: str, args: str, *, user: str, private: bool) -> str:
+        if not private:
+            return "I show and erase your memories only in a private chat with me. 记忆只能在私聊中查看或删除。"
+        if name == "memory":
+            return await (self._search(user, args) if args.strip() else self._overview(user))
+        if name == "forget":
+            return await self._forget(user, args)
+        raise ValueError(f"unknown command {name!r}")
+
+    async def _overview(self, user: str) -> str:
+        o = await self.backend.overview(user, limit=_LIST)
+        zh = _chinese([h.content for h in (*o.profile, *o.recent)])
+        if not o.profile and not o.recent:
+            return "我还没有记住关于你的任何事。" if zh else "I don't remember anything about you yet."
+        out = [
+            f"我记得的关于你的事：{o.facts} 条记忆，{o.events} 条对话摘要。"
+            if zh
+            else f"What I remember about you: {o.facts} memories and {o.events} conversation summaries."
+        ]
+        if o.profile:
+            out += ["", "始终记在心里：" if zh else "Always in mind:", *(_line(h) for h in o.profile)]
+        if o.recent:
+            out += ["", "最新的记忆：" if zh else "Newest:", *(_line(h) for h in o.recent)]
+        more = o.facts - len(o.profile) - len(o.recent)
+        if more > 0 and o.recent and o.recent[0].kind == "memory":
+            out.append(f"……还有 {more} 条。" if zh else f"…and {more} more.")
+        out += [
+            "",
+            "/memory 关键词 搜索；/forget m12 永久删除一条。"
+            if zh
+            else "/memory <words> searches them; /forget m12 erases one for good.",
+        ]
+        return "\n".join(out)
+
+    async def _search(self, user: str, words: str) -> str:
+        # The same search the memory_search tool runs: the user's memories and
+        # the shared ones the bot uses for everyone (/forget says which is which).
+        hits = await self.backend.search(user, words.strip(), limit=_SEARCH, private=True)
+        zh = _chinese([words])
+        if not hits:
+            return f"没有找到与“{words.strip()}”有关的记忆。" if zh else f"No memories match “{words.strip()}”."
+        head = f"与“{words.strip()}”有关的记忆：" if zh else f"Memories matching “{words.strip()}”:"
+        tail = "/forget m12 永久删除一条。" if zh else "/forget m12 erases one for good."
+        return "\n".join([head, *(_line(h) for h in hits), "", tail])
+
+    async def _forget(self, user: str, args: str) -> str:
+        tokens = [t for t in re.split(r"[\s,，]+", args.strip()) if t]
+        refs, bad = [], []
+        for t in tokens:
+            m = _REF.match(t)
+            (refs if m else bad).append(m.group(1).lower() if m else t)
+        if not refs or bad:
+            return (
+                "Usage: /forget m12 [e3 …], with the ids /memory shows."
+                + (f" Not an id: {', '.join(bad[:5])}." if bad else "")
+            )
+        if len(refs) > _FORGET_MAX:
+            return f"At most {_FORGET_MAX} ids at a time."
+        forget = getattr(self.backend, "forget", None)
+        if forget is None:
+            return "This memory store cannot erase single memories."
+        done = await forget(user, list(dict.fromkeys(refs)))
+        out: list[str] = []
+        if done.erased:
+            out.append("Erased for good:")
+            out += [_line(h) for h in done.erased]
+        if done.entries:
+            out.append("Also erased, profile entries built on it:")
+            out += [_line(h) for h in done.entries]
+        if done.versions:
+            out.append(f"Also erased: {done.versions} older version(s) of it.")
+        if done.erased and self.forget_history is not None:
+            gone = await self.forget_history(user, done.texts)
+            if gone:
+                out.append(f"Also erased: {gone} message(s) of our conversation that said it.")
+        if done.kept:
+            out.append("Still kept, linked to it (what it was drawn from, or drawn from it); "
+                       "if they say the same, /forget them too:")
+            out += [_line(h) for h in done.kept]
+        if done.shared:
+            out.append(f"Shared by everyone, not yours to erase: {', '.join(done.shared)}.")
+        if done.unknown:
+            out.append(f"You have no memory with id {', '.join(done.unknown)}.")
+        return "\n".join(out)

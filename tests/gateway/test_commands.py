@@ -1,0 +1,122 @@
+"""/memory and /forget through the process loop, on a real SQLite store."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from gateway.commands import UserCommands
+from memory import Category, ManualClock, NewMemory, Provenance
+from memory.filestore import FileMemory
+from tests.fakes.openai_server import FakeOpenAI
+
+from .conftest import make_rig
+
+ALICE = "telegram:100"
+BOB = "telegram:200"
+WHERE = Provenance(channel="telegram", chat_id="1")
+
+
+async def _seed(rig: object) -> dict[str, int]:
+    e = rig.engine  # type: ignore[attr-defined]
+    ids = {}
+    ids["profile"] = (await e.add(NewMemory(owner=ALICE, tier=1, content="Alice is a backend engineer in Hangzhou",
+                                            category=Category.IDENTITY))).id
+    ids["coffee"] = (await e.add(NewMemory(owner=ALICE, content="Alice likes oat milk flat white coffee",
+                                           provenance=WHERE, source_text="I like oat milk flat white coffee"))).id
+    ids["password"] = (await e.add(NewMemory(owner=ALICE, content="Alice's deploy password is hunter2",
+                                             category=Category.CREDENTIAL, provenance=WHERE))).id
+    ids["bob"] = (await e.add(NewMemory(owner=BOB, content="Bob keeps bees on his roof", provenance=WHERE))).id
+    ids["shared"] = (await e.add(NewMemory(owner="_global", content="The office coffee machine is on floor 3"))).id
+    return ids
+
+
+async def test_memory_lists_the_users_own_memories_without_the_model(
+    tmp_path: Path, clock: ManualClock, fake_llm: FakeOpenAI
+) -> None:
+    async with make_rig(tmp_path, clock, fake_llm) as rig:
+        ids = await _seed(rig)
+        text = (await rig.ask("/memory", chat="100")).text
+        assert text.startswith("What I remember about you: 3 memories and 0 conversation summaries.")
+        assert f"Always in mind:\n- [m{ids['profile']} · " in text and "backend engineer in Hangzhou" in text
+        assert f"[m{ids['coffee']} · " in text and "oat milk flat white" in text
+        # A credential is listed by id only; nobody else's rows, nor shared ones.
+        assert f"[m{ids['password']} · " in text and "hunter2" not in text
+        assert "bees" not in text and "floor 3" not in text
+        await rig.settle()
+        assert fake_llm.requests == []
+        assert await rig.sessions.window("telegram:100") == []  # neither the command nor the listing kept
+        assert "I don't remember anything about you yet." in (await rig.ask("/memory", chat="300", sender="300")).text
+
+
+async def test_memory_with_words_searches_and_ranks_the_match_first(
+    tmp_path: Path, clock: ManualClock, fake_llm: FakeOpenAI
+) -> None:
+    async with make_rig(tmp_path, clock, fake_llm) as rig:
+        ids = await _seed(rig)
+        await rig.engine.add(NewMemory(owner=ALICE, content="Alice drinks green tea in the afternoon", provenance=WHERE))
+        lines = (await rig.ask("/memory coffee", chat="100")).text.splitlines()
+        assert lines[0] == "Memories matching “coffee”:"
+        assert lines[1].startswith(f"- [m{ids['coffee']} · ")
+        assert not any("bees" in line or "green tea" in line for line in lines)
+        assert "No memories match “zebra”." == (await rig.ask("/memory zebra", chat="100")).text
+
+
+async def test_forget_erases_by_id_and_only_the_senders_own(
+    tmp_path: Path, clock: ManualClock, fake_llm: FakeOpenAI
+) -> None:
+    async with make_rig(tmp_path, clock, fake_llm) as rig:
+        rig.loop.commands = UserCommands(rig.backend, forget_history=rig.sessions.erase_matching)
+        ids = await _seed(rig)
+        fake_llm.queue_reply("Noted, oat milk it is.")
+        await rig.ask("I like oat milk flat white coffee", chat="100")
+        await rig.settle()
+        coffee, bob, shared = f"m{ids['coffee']}", f"m{ids['bob']}", f"m{ids['shared']}"
+        text = (await rig.ask(f"/forget {coffee} {bob} {shared} m999999", chat="100")).text
+        assert text.splitlines()[0] == "Erased for good:" and "oat milk flat white coffee" in text
+        assert "Also erased: 1 message(s) of our conversation that said it." in text
+        assert f"Shared by everyone, not yours to erase: {shared}." in text
+        assert f"You have no memory with id {bob}, m999999." in text
+        assert await rig.engine.get(ids["coffee"]) is None
+        assert await rig.engine.get(ids["bob"]) is not None and await rig.engine.get(ids["shared"]) is not None
+        window = [m.content for m in await rig.sessions.window("telegram:100")]
+        assert window == ["Noted, oat milk it is."]
+        assert len(fake_llm.requests) == 1  # only the conversation, not the commands
+
+
+async def test_forget_explains_its_usage_and_refuses_in_a_group(
+    tmp_path: Path, clock: ManualClock, fake_llm: FakeOpenAI
+) -> None:
+    async with make_rig(tmp_path, clock, fake_llm) as rig:
+        ids = await _seed(rig)
+        assert (await rig.ask("/forget", chat="100")).text.startswith("Usage: /forget m12")
+        assert "Not an id: coffee." in (await rig.ask("/forget coffee", chat="100")).text
+        group = await rig.ask(f"/forget m{ids['coffee']}", chat="-5", group=True, mentioned=True)
+        assert group.text.startswith("I show and erase your memories only in a private chat")
+        listing = await rig.ask("/memory", chat="-5", group=True, mentioned=True)
+        assert "oat milk" not in listing.text and "Hangzhou" not in listing.text
+        assert await rig.engine.get(ids["coffee"]) is not None
+        # A command with arguments it does not take goes to the model, as before.
+        fake_llm.queue_reply("a new what?")
+        assert (await rig.ask("/new idea for the app", chat="100")).text == "a new what?"
+
+
+async def test_memory_answers_in_chinese_for_chinese_memories(
+    tmp_path: Path, clock: ManualClock, fake_llm: FakeOpenAI
+) -> None:
+    async with make_rig(tmp_path, clock, fake_llm) as rig:
+        await rig.engine.add(NewMemory(owner=ALICE, content="我喜欢喝燕麦拿铁咖啡", provenance=WHERE))
+        text = (await rig.ask("/memory", chat="100")).text
+        assert text.startswith("我记得的关于你的事：1 条记忆") and "燕麦拿铁" in text
+
+
+async def test_the_file_store_lists_memory_md_and_the_newest_logged_lines(tmp_path: Path, clock: ManualClock) -> None:
+    store = FileMemory(tmp_path / "ws", clock)
+    await store.remember(ALICE, "Alice likes oat milk", provenance=WHERE)
+    await store.remember(BOB, "Bob keeps bees", provenance=WHERE)
+    overview = await store.overview(ALICE)
+    assert [h.content for h in overview.profile] == ["Alice likes oat milk"]
+    assert overview.facts == 1 and not any("bees" in h.content for h in (*overview.profile, *overview.recent))
+    text = await UserCommands(store).run("memory", "", user=ALICE, private=True)
+    assert f"- [{overview.profile[0].ref}" in text and "oat milk" in text
+    gone = await UserCommands(store).run("forget", overview.profile[0].ref, user=ALICE, private=True)
+    assert gone.startswith("Erased for good:") and (await store.overview(ALICE)).profile == []
