@@ -532,7 +532,8 @@ class TelegramChannel(BaseChannel):
 
     def _is_mentioned(self, msg: Message) -> bool:
         assert self._mention_re is not None and self._command_re is not None
-        types = [MessageEntity.MENTION, MessageEntity.TEXT_MENTION, MessageEntity.BOT_COMMAND]
+        # PTB annotates the argument list[str | None]: a list[str] is refused (list is invariant)
+        types: list[str | None] = [MessageEntity.MENTION, MessageEntity.TEXT_MENTION, MessageEntity.BOT_COMMAND]
         entities = msg.parse_entities(types) if msg.text is not None else msg.parse_caption_entities(types)
         for entity, value in entities.items():
             if entity.type == MessageEntity.TEXT_MENTION:

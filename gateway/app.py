@@ -76,7 +76,7 @@ log = structlog.get_logger(component="gateway")
 
 
 class Service(Protocol):
-    async def start(self) -> None: ...
+    async def start(self) -> object: ...  # the result is ignored (CronScheduler's: its catch-up runs)
 
     async def stop(self) -> None: ...
 
@@ -91,8 +91,9 @@ class ChannelSpec:
     section: Callable[[Config], Any]  # its config section (has ``enabled``)
     needs_http: Callable[[Config], bool] = lambda cfg: False
 
-    def load(self) -> type[BaseChannel]:
-        cls: type[BaseChannel] = getattr(importlib.import_module(self.module), self.class_name)
+    def load(self) -> Callable[..., BaseChannel]:
+        # Not type[BaseChannel]: channels take (section, bus, ...), BaseChannel (bus, allow_from).
+        cls: Callable[..., BaseChannel] = getattr(importlib.import_module(self.module), self.class_name)
         return cls
 
 

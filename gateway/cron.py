@@ -21,7 +21,9 @@ drive schedules with a manual clock.
 from __future__ import annotations
 
 import asyncio
+import builtins
 import contextlib
+import functools
 import sqlite3
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -256,7 +258,7 @@ class CronStore:
             await conn.execute("DELETE FROM cron_jobs WHERE id = ?", (job_id,))
         log.info("cron job removed", job=job_id)
 
-    async def due(self, now: datetime) -> list[CronJob]:
+    async def due(self, now: datetime) -> builtins.list[CronJob]:  # `list` is a method here
         rows = await self.db.fetchall(
             "SELECT * FROM cron_jobs WHERE next_run_at <= ? ORDER BY next_run_at, id", (format_ts(now),)
         )
@@ -343,11 +345,14 @@ class CronScheduler:
                 continue  # still running from its previous slot
             task = asyncio.create_task(self._run(job, now), name=f"cron:{job.id}")
             self._running[job.id] = task
-            task.add_done_callback(lambda _t, jid=job.id: self._running.pop(jid, None))
+            task.add_done_callback(functools.partial(self._forget, job.id))
             started.append(task)
         if not wait:
             return []
         return list(await asyncio.gather(*started))
+
+    def _forget(self, job_id: str, _task: asyncio.Task[JobRun]) -> None:
+        self._running.pop(job_id, None)
 
     async def _run(self, job: CronJob, now: datetime) -> JobRun:
         log.info("cron job starting", job=job.id, kind=job.kind)

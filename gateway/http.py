@@ -69,8 +69,8 @@ class HttpServer:
         except BaseException:
             await runner.cleanup()  # a taken port must not leave a half-open runner behind
             raise
-        sockets = site._server.sockets if site._server is not None else []  # type: ignore[union-attr]
-        self._port = sockets[0].getsockname()[1] if sockets else self._requested_port
+        addresses = runner.addresses  # getsockname() of each bound socket
+        self._port = addresses[0][1] if addresses else self._requested_port
         self._runner = runner
         self._log.info("http server listening", host=self.host, port=self._port)
 

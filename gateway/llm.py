@@ -332,7 +332,7 @@ class LLMClient:
         asked = _retry_after(resp) if resp is not None else None
         if asked is not None:
             return min(asked, self.max_retry_after)
-        base = min(self.backoff_max, self.backoff_base * (2**attempt))
+        base = min(self.backoff_max, self.backoff_base * (2.0**attempt))
         return base * (0.5 + random.random() / 2)  # jitter: many chats must not retry in lockstep
 
     async def chat(

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import secrets
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -120,7 +120,7 @@ sized by chats (1,024 x 20 rows) grew RSS by ~5 MB over the gateway
 bench's run (docs/BENCHMARKS.md, RSS)."""
 
 
-def _rows(rows: Sequence[Sequence[Any]]) -> list[StoredMessage]:
+def _rows(rows: Iterable[Sequence[Any]]) -> list[StoredMessage]:
     """Rows of ``_SELECT`` (by position: a lookup by name cost 2 us a row),
     the strings every row of a chat repeats held once."""
     shared: dict[str, str] = {}
@@ -284,7 +284,7 @@ class SessionStore:
         rows = await self.db.reader.execute_fetchall(
             f"{_SELECT} WHERE m.session_id = ? ORDER BY m.id DESC LIMIT ?", (sid, max(limit, self.window_size))
         )
-        window = _rows(rows[::-1])
+        window = _rows(reversed(list(rows)))
         unchanged = appends == self._appends and self._current.get(key) == sid
         if self.cache_rows > 0 and unchanged and await self.db.stamp(_HISTORY) == stamp:
             self._uncache(key)

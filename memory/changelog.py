@@ -56,7 +56,8 @@ async def read_log(
     limit: int = 100,
 ) -> list[LogEntry]:
     """Newest first."""
-    where, args = [], []  # type: ignore[var-annotated]
+    where: list[str] = []
+    args: list[object] = []
     if job:
         where.append("job = ?")
         args.append(job)

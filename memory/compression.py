@@ -177,8 +177,10 @@ class Compressor:
             async with conn.execute(
                 f"SELECT COUNT(*) FROM daily_events WHERE is_compressed = 0 AND id IN ({marks})", ids
             ) as cur:
-                if (await cur.fetchone())[0] != len(ids):
-                    return  # compressed meanwhile by another run
+                row = await cur.fetchone()
+            assert row is not None  # COUNT(*) always returns a row
+            if row[0] != len(ids):
+                return  # compressed meanwhile by another run
             applied = await self.consolidator.apply(
                 conn, owner, ext.facts, cands, provenance=prov, source=Source.COMPRESSION, job="daily_compress",
                 said=summaries, line_refs=line_refs,
@@ -342,7 +344,9 @@ class Compressor:
         async with conn.execute(
             f"SELECT COUNT(*) FROM memories WHERE status = 'active' AND id IN ({','.join('?' * len(ids))})", ids
         ) as cur:
-            return (await cur.fetchone())[0] == len(ids)
+            row = await cur.fetchone()
+        assert row is not None  # COUNT(*) always returns a row
+        return bool(row[0] == len(ids))
 
     async def _refresh_profile(self, owner: str, report: WeeklyReport) -> None:
         high = [

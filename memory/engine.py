@@ -278,14 +278,14 @@ class MemoryEngine:
             async with conn.execute(
                 "SELECT id, owner, content, source_text FROM memories WHERE status = 'active'"
             ) as cur:
-                rows = await cur.fetchall()
+                rows = list(await cur.fetchall())
             await conn.executemany(
                 "INSERT INTO memories_fts(rowid, owner, text) VALUES (?, ?, ?)",
                 [(r[0], owner_key(r[1]), memory_index_text(r[2], r[3])) for r in rows],
             )
             n += len(rows)
             async with conn.execute("SELECT id, owner, summary FROM daily_events") as cur:
-                erows = await cur.fetchall()
+                erows = list(await cur.fetchall())
             await conn.executemany(
                 "INSERT INTO events_fts(rowid, owner, text) VALUES (?, ?, ?)",
                 [(r[0], owner_key(r[1]), index_text(r[2])) for r in erows],
@@ -575,7 +575,8 @@ class MemoryEngine:
         limit: int = 50,
         offset: int = 0,
     ) -> list[Memory]:
-        where, args = [], []  # type: ignore[var-annotated]
+        where: list[str] = []
+        args: list[object] = []
         if owner is not None:
             where.append("owner = ?")
             args.append(owner)

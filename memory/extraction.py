@@ -281,7 +281,8 @@ class ExtractionService:
         head = rows[0]
         if not force and head.next_attempt_at and parse_ts(head.next_attempt_at) > self.engine.clock.now():
             return []
-        batch, tokens = [], 0
+        batch: list[_Row] = []
+        tokens = 0
         for r in rows:
             if (r.channel, r.chat_id) != (head.channel, head.chat_id):
                 # Another chat's turns (the same person in a group and in
@@ -332,8 +333,9 @@ class ExtractionService:
                 async with conn.execute(
                     f"SELECT COUNT(*) FROM extraction_buffer WHERE id IN ({marks}) AND {NOT_GONE}", ids
                 ) as cur:
-                    still = (await cur.fetchone())[0]
-                if still != len(ids):
+                    row = await cur.fetchone()
+                assert row is not None  # COUNT(*) always returns a row
+                if row[0] != len(ids):
                     raise _AlreadyFlushed()
                 applied = await self.consolidator.apply(
                     conn, owner, extraction.facts, cands, provenance=prov, source=Source.EXTRACTION,

@@ -33,6 +33,7 @@ from typing import Literal, Protocol
 import numpy as np
 import structlog
 
+from .engine import MemoryEngine
 from .format import fit_budget
 from .retrieval import MAX_QUERY_CHARS, OTHER_PROJECT_FACTOR, Retriever, _named_projects
 from .types import GLOBAL_OWNER, Hit
@@ -135,7 +136,7 @@ class HybridRetriever:
 
     # The attributes callers read off a Retriever.
     @property
-    def engine(self):  # type: ignore[no-untyped-def]
+    def engine(self) -> MemoryEngine:
         return self.lexical.engine
 
     @property

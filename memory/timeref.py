@@ -110,18 +110,18 @@ def _latest_year(now: datetime, m: int, d: int = 1) -> int:
 
 def _relative(now: datetime, unit: str, offset: int | None) -> Period | None:
     today = datetime(now.year, now.month, now.day, tzinfo=UTC)
+    if unit == "weekend":  # Saturday and Sunday of this week (0) or of an earlier one
+        if offset is None:  # bare 周末: the latest weekend that has begun
+            offset = 0 if today.weekday() >= 5 else -1
+        start = today - timedelta(days=today.weekday()) + timedelta(weeks=offset, days=5)
+        return start, start + timedelta(days=2)
+    offset = offset or 0  # only 周末 leaves it open
     if unit == "day":
         start = today + timedelta(days=offset)
         return start, start + timedelta(days=1)
     if unit == "week":  # weeks start on Monday
         start = today - timedelta(days=today.weekday()) + timedelta(weeks=offset)
         return start, start + timedelta(weeks=1)
-    if unit == "weekend":  # Saturday and Sunday of this week (0) or of an earlier one
-        if offset is None:  # bare 周末: the latest weekend that has begun
-            offset = 0 if today.weekday() >= 5 else -1
-        start = today - timedelta(days=today.weekday()) + timedelta(weeks=offset, days=5)
-        return start, start + timedelta(days=2)
-    offset = offset or 0
     if unit == "month":
         m = now.month + offset
         y = now.year + (m - 1) // 12
@@ -192,12 +192,12 @@ def periods(text: str, now: datetime) -> list[Period]:
         else:
             put(m, _relative(now, unit, 0 if which == "this" else -1))
     for m in _ZH_DATE.finditer(text):
-        mon = _zh_int(m.group(2))
+        zh_mon = _zh_int(m.group(2))
         day = _zh_int(m.group(3)) if m.group(3) else None
-        if mon is None:
+        if zh_mon is None:
             continue
-        y = int(m.group(1)) if m.group(1) else _latest_year(now, mon, day or 1)
-        put(m, _day(y, mon, day) if day else _month(y, mon))
+        y = int(m.group(1)) if m.group(1) else _latest_year(now, zh_mon, day or 1)
+        put(m, _day(y, zh_mon, day) if day else _month(y, zh_mon))
     for m in _ZH_YEAR.finditer(text):
         put(m, _year(int(m.group(1))))
     for m in _ZH_AGO.finditer(text):

@@ -125,9 +125,9 @@ class Vectorizer:
                 bad.append((p, exc))
         if not good:
             raise bad[0][1]
-        for p, exc in bad:
+        for p, err in bad:
             # Until the memory is edited (or the gateway restarts).
-            self.refused[p.memory_id] = (p.content_hash, str(exc) or type(exc).__name__)
+            self.refused[p.memory_id] = (p.content_hash, str(err) or type(err).__name__)
             log.warning("the endpoint refuses a memory; found by its words only", memory_id=p.memory_id,
                         error=self.refused[p.memory_id][1])
         return good
@@ -171,7 +171,7 @@ class Vectorizer:
     def _delay(self) -> float:
         if not self.failures:
             return self.interval
-        return min(self.max_backoff, self.interval * 2 ** min(self.failures, 16))
+        return min(self.max_backoff, self.interval * 2.0 ** min(self.failures, 16))
 
     async def _run(self) -> None:
         try:

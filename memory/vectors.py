@@ -70,7 +70,7 @@ class _Matrix:
 
     @property
     def dim(self) -> int:
-        return self._vectors.shape[1]
+        return int(self._vectors.shape[1])
 
     def put(self, memory_id: int, vec: np.ndarray) -> None:
         row = self._row.get(memory_id)
@@ -138,7 +138,7 @@ class VectorIndex:
         return [Pending(r[0], r[1], r[2], r[3]) for r in rows]
 
     async def max_id(self) -> int:
-        rows = await self.db.reader.execute_fetchall("SELECT COALESCE(MAX(id), 0) FROM memories")
+        rows = list(await self.db.reader.execute_fetchall("SELECT COALESCE(MAX(id), 0) FROM memories"))
         return int(rows[0][0])
 
     async def store(self, items: Sequence[tuple[Pending, np.ndarray]]) -> int:
@@ -200,7 +200,7 @@ class VectorIndex:
         if owner is not None:
             sql += " AND owner = ?"
             args += (owner,)
-        rows = await self.db.reader.execute_fetchall(sql, args)
+        rows = list(await self.db.reader.execute_fetchall(sql, args))
         return int(rows[0][0])
 
     # -- read side ----------------------------------------------------------------
@@ -213,11 +213,11 @@ class VectorIndex:
         dims: set[int] = set()
         after = -1
         while True:
-            rows = await self.db.reader.execute_fetchall(
+            rows = list(await self.db.reader.execute_fetchall(
                 """SELECT memory_id, vector FROM memory_vectors
                     WHERE owner = ? AND model = ? AND memory_id > ? ORDER BY memory_id LIMIT ?""",
                 (owner, self.model, after, _LOAD_CHUNK),
-            )
+            ))
             for r in rows:
                 ids.append(r[0])
                 buf += r[1]

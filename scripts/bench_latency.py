@@ -41,6 +41,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -222,7 +223,7 @@ class InstantEmbedder:
     def __init__(self, dim: int) -> None:
         self.dim = dim
 
-    async def embed(self, texts: list[str], *, persist: bool = True) -> list[np.ndarray]:
+    async def embed(self, texts: Sequence[str], *, persist: bool = True) -> list[np.ndarray]:
         out = []
         for t in texts:
             v = np.random.default_rng(abs(hash(t)) % 2**32).standard_normal(self.dim).astype(np.float32)
@@ -252,10 +253,11 @@ async def bench_size(
         build_s, samples = await build(path, size, gen, clock, source_text=source_text)
         eng = await MemoryEngine.open(path, clock)
         try:
-            r: Retriever | HybridRetriever = Retriever(eng)
+            lexical = Retriever(eng)
+            r: Retriever | HybridRetriever = lexical
             if hybrid:
                 await add_vectors(eng, hybrid)
-                r = HybridRetriever(r, VectorIndex(eng.db, "bench"), InstantEmbedder(hybrid), min_similarity=-1.0)
+                r = HybridRetriever(lexical, VectorIndex(eng.db, "bench"), InstantEmbedder(hybrid), min_similarity=-1.0)
             qs = [gen.query(gen.rng.choice(samples)) for _ in range(queries)]
             ctx = [gen.memory()[0], gen.memory()[0]]
             for q in qs[:20]:  # warm page cache and statement cache

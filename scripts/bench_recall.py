@@ -562,7 +562,8 @@ async def run_corpus(corpus: Corpus, db_dir: Path, result: Result, hybrid: Hybri
     engine = await MemoryEngine.open(path, clock)
     try:
         await engine.add_many(corpus.memories)
-        retriever: Retriever | HybridRetriever = Retriever(engine, max_hits=TOP_K)
+        lexical = Retriever(engine, max_hits=TOP_K)
+        retriever: Retriever | HybridRetriever = lexical
         http: HttpEmbedder | None = None
         try:
             if hybrid is not None:
@@ -572,7 +573,7 @@ async def run_corpus(corpus: Corpus, db_dir: Path, result: Result, hybrid: Hybri
                 cached = CachedEmbedder(http, engine.db, clock)
                 await Vectorizer(index, cached, batch_size=EMBED_BATCH).drain()  # every memory, before any query
                 retriever = HybridRetriever(
-                    retriever, index, cached, timeout=QUERY_TIMEOUT, min_similarity=hybrid.min_similarity,
+                    lexical, index, cached, timeout=QUERY_TIMEOUT, min_similarity=hybrid.min_similarity,
                     fusion=hybrid.fusion,  # type: ignore[arg-type]
                     lexical_share=hybrid.lexical_share,
                 )
@@ -660,12 +661,12 @@ async def run_benchmark(
             if key not in only:
                 continue
             mfixes: Counter[str] = Counter()
-            corpus = madial_corpus(data_dir, lang, mfixes)
-            if corpus is None:
+            madial = madial_corpus(data_dir, lang, mfixes)
+            if madial is None:
                 notes.append(f"no MADial {lang} data under {data_dir / 'madial'}: skipped")
                 continue
             r = Result()
-            await run_corpus(corpus, where, r, hybrid)
+            await run_corpus(madial, where, r, hybrid)
             report[key] = summarise(r, locomo=False) | ({"data_fixes": dict(mfixes)} if mfixes else {})
             latencies += r.latencies_ms
             fallbacks += r.fallbacks

@@ -74,8 +74,8 @@ async def bench_extraction(tmp: Path, messages: int, users: int, sessions: int) 
                     sent += len(pairs)
                 clock.advance(timedelta(minutes=30))  # the quiet gap ends every session
                 await svc.tick()
-            left = (await engine.db.fetchone("SELECT COUNT(*) FROM extraction_buffer"))[0]
-            facts = (await engine.db.fetchone("SELECT COUNT(*) FROM memories"))[0]
+            left = (await engine.db.fetchall("SELECT COUNT(*) FROM extraction_buffer"))[0][0]
+            facts = (await engine.db.fetchall("SELECT COUNT(*) FROM memories"))[0][0]
             prompt_tokens = sum(estimate_tokens(m["content"]) for r in fake.requests for m in r["messages"])
             calls = len(fake.requests)
             return {
@@ -122,7 +122,7 @@ async def bench_weekly(tmp: Path, facts: int, partitions: int, users: int) -> di
             t0 = time.perf_counter()
             report = await Compressor(engine, llm).weekly()
             elapsed = time.perf_counter() - t0
-            active = (await engine.db.fetchone("SELECT COUNT(*) FROM memories WHERE status='active' AND tier=2"))[0]
+            active = (await engine.db.fetchall("SELECT COUNT(*) FROM memories WHERE status='active' AND tier=2"))[0][0]
             return {
                 "facts": facts, "partitions": report.partitions, "llm_calls": len(fake.requests),
                 "merged": report.merged, "created": report.created, "promoted": report.promoted,

@@ -93,7 +93,8 @@ def parse_message_event(
     if sender.get("sender_type", "user") != "user":
         return None  # other bots and apps: answering them risks bot-to-bot loops
 
-    ids = sender.get("sender_id") if isinstance(sender.get("sender_id"), Mapping) else {}
+    sender_id = sender.get("sender_id")
+    ids: Mapping[str, Any] = sender_id if isinstance(sender_id, Mapping) else {}
     open_id = str(ids.get("open_id") or "")
     sender_ids = tuple(str(ids[k]) for k in ("open_id", "union_id", "user_id") if ids.get(k))
 
@@ -119,7 +120,8 @@ def parse_message_event(
     chat_type = str(message.get("chat_type") or "")
     parent_id = str(message.get("parent_id") or "")
     root_id = str(message.get("root_id") or "")
-    header = payload.get("header") if isinstance(payload.get("header"), Mapping) else {}
+    raw_header = payload.get("header")
+    header: Mapping[str, Any] = raw_header if isinstance(raw_header, Mapping) else {}
     inbound = InboundMessage(
         channel="feishu",
         chat_id=str(chat_id),
@@ -208,8 +210,9 @@ def _post_body(content: Mapping[str, Any]) -> Mapping[str, Any]:
     if "content" in content:
         return content
     for locale in _LOCALE_PREFERENCE:
-        if isinstance(content.get(locale), Mapping):
-            return content[locale]
+        body = content.get(locale)
+        if isinstance(body, Mapping):
+            return body
     for value in content.values():
         if isinstance(value, Mapping) and "content" in value:
             return value

@@ -21,7 +21,7 @@ import concurrent.futures
 import logging
 import sys
 import threading
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 import structlog
@@ -30,7 +30,8 @@ from .events import MESSAGE_EVENT
 
 __all__ = ["LongConnection", "LongConnectionBusyError"]
 
-EventHandler = Callable[[dict[str, Any]], Awaitable[None]]
+# a coroutine, not any awaitable: run_coroutine_threadsafe needs one
+EventHandler = Callable[[dict[str, Any]], Coroutine[Any, Any, None]]
 _ONE_PER_PROCESS = threading.Lock()
 _HANDOFF_TIMEOUT = 5.0  # seconds the SDK thread waits for the event to be on our bus
 
@@ -168,7 +169,7 @@ class LongConnection:
         was really taken; on failure the SDK answers 500 and Feishu
         redelivers (the dedup absorbs the extra copy)."""
         header = data.header
-        payload = {
+        payload: dict[str, Any] = {
             "schema": getattr(data, "schema", None) or "2.0",
             "header": {
                 k: getattr(header, k, None)

@@ -38,7 +38,17 @@ import click
 import httpx
 from pydantic import SecretStr
 
-from gateway.config import ENV_OVERRIDES, Config, ConfigError, Paths, ProviderConfig, load_config, unknown_env
+from gateway.config import (
+    ENV_OVERRIDES,
+    Config,
+    ConfigError,
+    FeishuConfig,
+    Paths,
+    ProviderConfig,
+    TelegramConfig,
+    load_config,
+    unknown_env,
+)
 from gateway.logging import Redactor
 
 from . import main
@@ -182,7 +192,9 @@ def _secret_checks(report: Report, cfg: Config, env: Mapping[str, str]) -> None:
 def _setting_checks(report: Report, cfg: Config) -> None:
     tz = ZoneInfo(cfg.gateway.timezone)  # validated by the config already
     report.add("timezone", "ok", f"{cfg.gateway.timezone}, now {datetime.now(tz):%Y-%m-%d %H:%M} there")
-    channels = {"telegram": cfg.channels.telegram, "feishu": cfg.channels.feishu}
+    channels: dict[str, TelegramConfig | FeishuConfig] = {
+        "telegram": cfg.channels.telegram, "feishu": cfg.channels.feishu,
+    }
     enabled = [n for n, c in channels.items() if c.enabled]
     if not enabled:
         report.add("channels", "warning",
@@ -238,11 +250,11 @@ def data_files(cfg: Config | None, paths: Paths) -> list[DataFile]:
     return [DataFile("memory.db" if r == "memory" else files[r].name, files[r], versions[r]) for r in order]
 
 
-def _size(n: int) -> str:
+def _size(n: float) -> str:
     for unit in ("B", "KB", "MB", "GB"):
         if n < 1024 or unit == "GB":
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024  # type: ignore[assignment]
+        n /= 1024
     raise AssertionError
 
 
@@ -465,7 +477,7 @@ async def _check_telegram(client: httpx.AsyncClient, cfg: Config) -> Check:
     a = await _call(client, "GET", f"{tg.base_url}{tg.token.get_secret_value()}/getMe")
     if a.failure:
         return Check("telegram", "error", f"{shown} {a.failure}", "check channels.telegram.baseUrl and the network")
-    data = {"latency_ms": a.ms}
+    data: dict[str, Any] = {"latency_ms": a.ms}
     if a.status == 401:
         return Check("telegram", "error", f"Telegram refused the bot token (HTTP 401{_said(a.body)})",
                      "check channels.telegram.token (BotFather's /token)", data)

@@ -260,7 +260,7 @@ def _table(plan: list[HandleMove]) -> str:
         [p.handle, p.user, f, _phrase(f, p.files[f])]
         for p in plan
         for f in FILES
-        if f in p.files and sum(p.files[f].values())
+        if f in p.files and any(p.files[f].values())  # row counts: any non-zero
     ]
     return render_table(["HANDLE", "USER", "FILE", "ROWS"], rows)
 

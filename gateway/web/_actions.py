@@ -25,6 +25,7 @@ who changed what even after an erase.
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -182,7 +183,7 @@ class MemoryAdmin:
             raise NotFound(f"no memory with id {memory_id}" + (f" for user {owner}" if owner else ""))
         return m
 
-    async def replaced(self, ids: Sequence[int]) -> dict[int, list[Memory]]:
+    async def replaced(self, ids: Sequence[int]) -> dict[int, builtins.list[Memory]]:  # `list` is a method here
         """For each id: the memories it superseded (``superseded_by`` = id)."""
         if not ids:
             return {}
@@ -195,7 +196,7 @@ class MemoryAdmin:
             out.setdefault(r["superseded_by"], []).append(row_to_memory(r))
         return out
 
-    async def chain(self, memory_id: int) -> tuple[list[Memory], list[Memory]]:
+    async def chain(self, memory_id: int) -> tuple[builtins.list[Memory], builtins.list[Memory]]:
         """(what this memory replaced, transitively, newest first;
         what replaced it, in order). Cycles are cut."""
         seen = {memory_id}
@@ -219,10 +220,10 @@ class MemoryAdmin:
                 newer.append(current)
         return older, newer
 
-    async def log(self, owner: str, *, limit: int = 200) -> list[LogEntry]:
+    async def log(self, owner: str, *, limit: int = 200) -> builtins.list[LogEntry]:
         return await read_log(self.engine.db, owner=_clean_owner(owner), limit=limit)
 
-    async def memory_log(self, memory_ids: Sequence[int], *, limit: int = 100) -> list[LogEntry]:
+    async def memory_log(self, memory_ids: Sequence[int], *, limit: int = 100) -> builtins.list[LogEntry]:
         if not memory_ids:
             return []
         marks = ",".join("?" * len(memory_ids))

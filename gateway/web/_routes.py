@@ -31,7 +31,7 @@ from __future__ import annotations
 import math
 import secrets
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
 import structlog
@@ -68,8 +68,10 @@ ApiFn = Callable[[web.Request, Data], Awaitable[Any]]
 
 MAX_LIMIT = 200
 
+_R = TypeVar("_R", bound=web.StreamResponse)
 
-def _security_headers(response: web.StreamResponse, nonce: str = "") -> web.StreamResponse:
+
+def _security_headers(response: _R, nonce: str = "") -> _R:
     h = response.headers
     if nonce:
         h["Content-Security-Policy"] = (
@@ -84,11 +86,11 @@ def _security_headers(response: web.StreamResponse, nonce: str = "") -> web.Stre
 
 
 def _html(text: str, nonce: str, status: int = 200) -> web.Response:
-    return _security_headers(web.Response(text=text, status=status, content_type="text/html", charset="utf-8"), nonce)  # type: ignore[return-value]
+    return _security_headers(web.Response(text=text, status=status, content_type="text/html", charset="utf-8"), nonce)
 
 
 def _json(obj: Any, status: int = 200) -> web.Response:
-    return _security_headers(web.json_response(obj, status=status))  # type: ignore[return-value]
+    return _security_headers(web.json_response(obj, status=status))
 
 
 # SQLite's INTEGER is 64-bit: a larger id or offset would make the driver
@@ -156,7 +158,7 @@ def _with_notice(back: str, done: str, n: int, anchor: str = "") -> str:
 
 
 def _redirect(location: str) -> web.Response:
-    return _security_headers(web.Response(status=303, headers={"Location": location}))  # type: ignore[return-value]
+    return _security_headers(web.Response(status=303, headers={"Location": location}))
 
 
 class MemoryWeb:

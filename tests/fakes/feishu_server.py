@@ -88,7 +88,8 @@ def encode_frame(f: Frame) -> bytes:
 
 
 def _fields(data: bytes) -> list[tuple[int, int | bytes]]:
-    pos, out = 0, []
+    pos = 0
+    out: list[tuple[int, int | bytes]] = []
     while pos < len(data):
         key, pos = _read_varint(data, pos)
         num, wire = key >> 3, key & 7
@@ -120,7 +121,7 @@ def decode_frame(data: bytes) -> Frame:
     for num, val in _fields(data):
         if num == 5 and isinstance(val, bytes):
             kv = {n: v for n, v in _fields(val)}
-            f.headers[bytes(kv.get(1, b"")).decode()] = bytes(kv.get(2, b"")).decode()  # type: ignore[arg-type]
+            f.headers[bytes(kv.get(1, b"")).decode()] = bytes(kv.get(2, b"")).decode()
         elif num in (1, 2, 3, 4) and isinstance(val, int):
             setattr(f, ("SeqID", "LogID", "service", "method")[num - 1], val)
         elif num == 8 and isinstance(val, bytes):

@@ -387,7 +387,7 @@ class FakeTelegram:
                 self.calls.append(Call(method, params, f.status))
             self._notify()
             return _error(f.status, f.description, f.retry_after)
-        response = await handler(self, params)
+        response: web.StreamResponse = await handler(self, params)
         if self.record:
             self.calls.append(Call(method, params, response.status))
         self._notify()
