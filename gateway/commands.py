@@ -105,10 +105,14 @@ class UserCommands:
 
     async def _forget(self, user: str, args: str) -> str:
         tokens = [t for t in re.split(r"[\s,，]+", args.strip()) if t]
-        refs, bad = [], []
+        refs: list[str] = []
+        bad: list[str] = []
         for t in tokens:
             m = _REF.match(t)
-            (refs if m else bad).append(m.group(1).lower() if m else t)
+            if m:
+                refs.append(m.group(1).lower())
+            else:
+                bad.append(t)
         if not refs or bad:
             return (
                 "Usage: /forget m12 [e3 …], with the ids /memory shows."
