@@ -120,10 +120,7 @@ class UserCommands:
             )
         if len(refs) > _FORGET_MAX:
             return f"At most {_FORGET_MAX} ids at a time."
-        forget = getattr(self.backend, "forget", None)
-        if forget is None:
-            return "This memory store cannot erase single memories."
-        done = await forget(user, list(dict.fromkeys(refs)))
+        done = await self.backend.forget(user, list(dict.fromkeys(refs)))
         out: list[str] = []
         if done.erased:
             out.append("Erased for good:")

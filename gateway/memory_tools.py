@@ -83,7 +83,7 @@ def memory_tools(
             raise ToolError(f"at most {_FORGET_MAX} ids at a time")
         if not ctx.private:
             raise ToolError("memories can only be forgotten in a private chat with the user")
-        done = await backend.forget(ctx.user, ids)  # type: ignore[attr-defined]
+        done = await backend.forget(ctx.user, ids)
         parts = []
         if done.erased:
             parts.append("Erased for good: " + "; ".join(f"{h.ref} {h.content}" for h in done.erased))
@@ -142,27 +142,26 @@ def memory_tools(
             handler=save,
         ),
     ]
-    if callable(getattr(backend, "forget", None)):  # both stores have it; a third backend may not
-        tools.append(
-            Tool(
-                name="memory_forget",
-                description=(
-                    "Erase memories of the user you are talking to, for good, when they ask you to forget "
-                    "something. Pass the ids as cited ([m12 · ...] -> \"m12\"; events \"e3\"), found in the "
-                    "memories you were shown (Core Memory lines included) or with memory_search first: every "
-                    "one that says it, and only what they asked to forget."
-                ),
-                parameters={
-                    "type": "object",
-                    "properties": {
-                        "ids": {"type": "array", "items": {"type": "string"}, "minItems": 1, "maxItems": _FORGET_MAX},
-                    },
-                    "required": ["ids"],
+    tools.append(
+        Tool(
+            name="memory_forget",
+            description=(
+                "Erase memories of the user you are talking to, for good, when they ask you to forget "
+                "something. Pass the ids as cited ([m12 · ...] -> \"m12\"; events \"e3\"), found in the "
+                "memories you were shown (Core Memory lines included) or with memory_search first: every "
+                "one that says it, and only what they asked to forget."
+            ),
+            parameters={
+                "type": "object",
+                "properties": {
+                    "ids": {"type": "array", "items": {"type": "string"}, "minItems": 1, "maxItems": _FORGET_MAX},
                 },
-                handler=forget,
-                # The turn that calls it is not learnt from (Agent, ProcessLoop): its
-                # words say what was just erased.
-                metadata={"forgets": True},
-            )
+                "required": ["ids"],
+            },
+            handler=forget,
+            # The turn that calls it is not learnt from (Agent, ProcessLoop): its
+            # words say what was just erased.
+            metadata={"forgets": True},
         )
+    )
     return tools

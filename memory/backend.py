@@ -11,9 +11,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from .types import Hit, MemoryOverview, Provenance
+
+if TYPE_CHECKING:  # forgetting.py needs the engine; the interface does not
+    from .forgetting import Forgotten
 
 __all__ = ["MemoryBackend", "Turn"]
 
@@ -65,6 +68,12 @@ class MemoryBackend(Protocol):
 
         ``source_text``: the user's message it came from (indexed with the
         fact where the backend has an index; never shown)."""
+        ...
+
+    async def forget(self, user: str, refs: Sequence[str]) -> Forgotten:
+        """Erase, for good, ``user``'s memories and events named by their
+        citations (``m12``, ``e3``), with what goes with them; never another
+        user's or a shared row (:class:`~memory.forgetting.Forgotten` says which)."""
         ...
 
     async def overview(self, user: str, *, limit: int = 10) -> MemoryOverview:
