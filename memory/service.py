@@ -405,5 +405,6 @@ def _clean(text: str) -> str:
 
 
 async def _cites(conn: aiosqlite.Connection, table: str, owner: str, channel: str, chat_id: str, mid: str) -> bool:
-    async with conn.execute(f"SELECT 1 FROM {table} WHERE {_CITES_MESSAGE} LIMIT 1", (owner, channel, chat_id, mid)) as cur:
+    sql = f"SELECT 1 FROM {table} WHERE {_CITES_MESSAGE} LIMIT 1"
+    async with conn.execute(sql, (owner, channel, chat_id, mid)) as cur:
         return await cur.fetchone() is not None

@@ -236,7 +236,8 @@ async def test_an_edited_message_shows_its_new_words_in_the_window(tmp_path: Pat
         reply = await store.find("feishu:oc_1", "om_1", role="assistant")
         assert reply is not None and reply.content == "re: my birthday is 3 May"
         await store.revise(row.id, "my birthday is 4 May")
-        assert [m.content for m in await store.window("feishu:oc_1")] == ["my birthday is 4 May", "re: my birthday is 3 May"]
+        window = [m.content for m in await store.window("feishu:oc_1")]
+        assert window == ["my birthday is 4 May", "re: my birthday is 3 May"]
         assert await store.find("feishu:oc_1", "om_9") is None  # unknown id
         assert await store.find("feishu:oc_2", "om_1") is None  # the same id in another chat is not it
 

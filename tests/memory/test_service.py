@@ -178,7 +178,9 @@ async def _waiting(engine: MemoryEngine) -> list[tuple[str, str, str]]:
     return [tuple(r) for r in rows]  # type: ignore[misc]
 
 
-async def test_an_edit_of_a_waiting_message_replaces_its_line(engine: MemoryEngine, fake: FakeOpenAI, llm: MemoryLLM) -> None:
+async def test_an_edit_of_a_waiting_message_replaces_its_line(
+    engine: MemoryEngine, fake: FakeOpenAI, llm: MemoryLLM
+) -> None:
     mem = SqliteMemory(engine)
     svc = ExtractionService(engine, llm)
     await mem.buffer([_turn("alice", "my birthday is 3 May", "1"), _turn("alice", "Noted.", "1", role="assistant")])
@@ -255,7 +257,8 @@ async def test_a_recall_erases_what_was_drawn_from_that_message_only(
     svc = ExtractionService(engine, llm)
     said = "my phone number is 555-0199, call me after six"
     await mem.buffer([_turn("alice", said, "1"), _turn("alice", "Noted.", "1", role="assistant"),
-                      _turn("alice", "I work at the harbour office", "2"), _turn("alice", "Nice.", "2", role="assistant")])
+                      _turn("alice", "I work at the harbour office", "2"),
+                      _turn("alice", "Nice.", "2", role="assistant")])
     fake.queue_reply(reply([_fact("Alice's phone number is 555-0199", [1, 2]),
                             _fact("Alice works at the harbour office", [3]),
                             _fact("Alice can be called after six at the harbour office", [1, 3])]))
@@ -264,14 +267,15 @@ async def test_a_recall_erases_what_was_drawn_from_that_message_only(
     await mem.remember("alice", "Call Alice after six", provenance=Provenance(channel="telegram", chat_id="1",
                        message_ids=("1",)), source_text=said)
     # Bob said the same words in his own chat under the same message id.
-    bobs = await mem.remember("bob", "Bob's phone number is 555-0199",
-                              provenance=Provenance(channel="telegram", chat_id="7", message_ids=("1",)), source_text=said)
+    bobs = await mem.remember("bob", "Bob's phone number is 555-0199", source_text=said,
+                              provenance=Provenance(channel="telegram", chat_id="7", message_ids=("1",)))
     await mem.buffer([_turn("alice", said, "1", chat="9")])  # and Alice herself, in another chat
 
     done = await mem.retract("telegram", "1", "1", owner="alice", text=said)
     assert done.owners == ["alice"]
     assert sorted(h.content for h in done.erased if h.kind == "memory") == [
-        "Alice can be called after six at the harbour office", "Alice's phone number is 555-0199", "Call Alice after six"]
+        "Alice can be called after six at the harbour office", "Alice's phone number is 555-0199",
+        "Call Alice after six"]
     assert [m.content for m in await engine.list_memories("alice")] == ["Alice works at the harbour office"]
     assert [e.summary for e in await engine.events("alice")] == ["a chat"]  # the day's summary of both messages stays
     assert [h.kind for h in done.kept] == ["event"]  # named, not erased (the harbour fact never cited it)
