@@ -41,8 +41,9 @@ from memory.prefilter import should_retrieve
 from memory.types import Hit
 
 from .agent import Agent, AgentReply, apology
-from .bus import InboundMessage, MessageBus, OutboundMessage
+from .bus import MESSAGE, InboundMessage, MessageBus, OutboundMessage
 from .prompt import PromptBuilder
+from .revisions import Revisions
 from .sessions import SessionStore, StoredMessage
 from .tools import ToolContext
 
@@ -141,6 +142,7 @@ class LoopStats:
     buffered: int = 0  # rows handed to memory
     buffer_errors: int = 0
     redelivered: int = 0  # a message already answered, delivered again (ignored)
+    revised: int = 0  # edits and recalls of earlier messages applied (gateway/revisions.py)
     # The latest STATS_SAMPLES of each: percentiles of recent traffic, not a
     # gateway's whole life (200,000 were 25 MB).
     added_ms: Samples = field(default_factory=Samples)
@@ -193,6 +195,7 @@ class ProcessLoop:
         self.identities = identities or IdentityMap()
         self.known_projects = known_projects
         self.stats = LoopStats()
+        self.revisions = Revisions(sessions, backend)
         self._slots = asyncio.Semaphore(max_concurrent_chats)
         self._pending = asyncio.Semaphore(max_pending)
         self._queues: dict[str, deque[_Item]] = {}
@@ -250,7 +253,9 @@ class ProcessLoop:
                     if item.future is not None:
                         if not item.future.done():
                             item.future.set_exception(exc)
-                    elif not item.msg.is_group or item.msg.mentioned or item.msg.reply_to_bot:
+                    elif item.msg.kind == MESSAGE and (
+                        not item.msg.is_group or item.msg.mentioned or item.msg.reply_to_bot
+                    ):
                         await self._apologise(item.msg)
                 finally:
                     if item.counted:
@@ -266,6 +271,10 @@ class ProcessLoop:
 
     async def _handle(self, item: _Item) -> str:
         msg = item.msg
+        if msg.kind != MESSAGE:  # an edit or recall of an earlier message: stored words change, no reply
+            await self.revisions.apply(msg)
+            self.stats.revised += 1
+            return ""
         if item.user is None and msg.is_group and not (msg.mentioned or msg.reply_to_bot):
             self.stats.ignored += 1
             return ""
