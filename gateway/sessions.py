@@ -399,7 +399,7 @@ class SessionStore:
             f"{_SELECT} WHERE m.message_id = ? AND s.key = ? AND m.role = ? ORDER BY m.id DESC LIMIT 1",
             (message_id, key, role),
         )
-        found = _rows(rows)
+        found = _rows(list(rows))
         return found[0] if found else None
 
     async def revise(self, row_id: int, content: str) -> None:
