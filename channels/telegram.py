@@ -53,7 +53,7 @@ from telegram.error import (
 from telegram.request import BaseRequest, RequestData
 
 from channels.base import BaseChannel, ChannelFatalError
-from gateway.bus import InboundMessage, MessageBus, OutboundMessage
+from gateway.bus import EDIT, MESSAGE, InboundMessage, MessageBus, OutboundMessage
 from gateway.config import TelegramConfig
 
 __all__ = [
@@ -73,7 +73,9 @@ INVALID_TOKEN_MESSAGE = "Telegram rejected the bot token (401 Unauthorized): che
 NOT_FOUND_MESSAGE = (
     "Telegram rejected the bot token (404 Not Found): check channels.telegram.token and channels.telegram.baseUrl"
 )
-_ALLOWED_UPDATES = [UpdateType.MESSAGE]
+# Edits too: the stored words of the message follow (gateway/revisions.py).
+# Telegram tells bots nothing when a message is deleted, so there is no recall.
+_ALLOWED_UPDATES = [UpdateType.MESSAGE, UpdateType.EDITED_MESSAGE]
 # Message contents a user sends that carry no text to answer.
 _UNREADABLE_KINDS = (
     "photo", "sticker", "voice", "audio", "video", "video_note", "animation", "document",
@@ -484,17 +486,25 @@ class TelegramChannel(BaseChannel):
         if converted is not None:
             inbound, username = converted
             kind = inbound.metadata.get("unreadable")
+            if inbound.kind == EDIT:
+                # In a group, the loop changes only a message it stored (one
+                # addressed to the bot); the allow-list applies as to new ones.
+                await self.publish(inbound, inbound.sender_id, username)
+                return
             if kind:
                 await self.decline_unreadable(inbound, kind, inbound.sender_id, username)
             else:
                 await self.publish(inbound, inbound.sender_id, username)
 
     def _to_inbound(self, update: Update) -> tuple[InboundMessage, str] | None:
-        msg = update.message
+        edited = update.message is None and update.edited_message is not None
+        msg = update.edited_message if edited else update.message
         if msg is None or msg.from_user is None:
             return None
         text = msg.text if msg.text is not None else msg.caption
         unreadable = ""
+        if text is None and edited:
+            return None  # a caption removed, a live location moved: no words to change
         if text is None:
             # A photo without caption, sticker, voice...: answered with a
             # note (decline_unreadable); member joins and the like: nothing.
@@ -527,6 +537,7 @@ class TelegramChannel(BaseChannel):
             reply_to_bot=self._replies_to_bot(msg),
             sender_name=user.full_name,
             metadata=metadata,
+            kind=EDIT if edited else MESSAGE,
         )
         return inbound, user.username or ""
 

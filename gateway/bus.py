@@ -13,11 +13,18 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-__all__ = ["ROUTING_KEYS", "InboundMessage", "MessageBus", "OutboundMessage"]
+__all__ = ["EDIT", "MESSAGE", "RECALL", "ROUTING_KEYS", "InboundMessage", "MessageBus", "OutboundMessage"]
 
 # Metadata that says where inside a chat a message was (a Telegram forum
 # topic): an answer goes to the same place.
 ROUTING_KEYS = ("message_thread_id",)
+
+# What an inbound event is (``InboundMessage.kind``): a new message, or a
+# change to one the user sent earlier (``message_id`` names it): its new
+# text (a Telegram edit) or its withdrawal (a Feishu recall, text "").
+MESSAGE = "message"
+EDIT = "edit"
+RECALL = "recall"
 
 
 @dataclass(frozen=True)
@@ -33,6 +40,7 @@ class InboundMessage:
     reply_to_bot: bool = False  # the message replies to one of the bot's
     sender_name: str = ""
     metadata: dict[str, Any] = field(default_factory=dict)
+    kind: str = MESSAGE  # MESSAGE | EDIT | RECALL
 
     @property
     def session_key(self) -> str:

@@ -41,10 +41,11 @@ from memory.prefilter import should_retrieve
 from memory.types import Hit
 
 from .agent import Agent, AgentReply, apology
-from .bus import InboundMessage, MessageBus, OutboundMessage
+from .bus import MESSAGE, InboundMessage, MessageBus, OutboundMessage
 from .commands import COMMANDS, UserCommands
 from .prompt import PromptBuilder
 from .ratelimit import RateLimiter, limited_note
+from .revisions import Revisions
 from .sessions import SessionStore, StoredMessage
 from .tools import ToolContext
 
@@ -153,6 +154,7 @@ class LoopStats:
     buffer_errors: int = 0
     redelivered: int = 0  # a message already answered, delivered again (ignored)
     limited: int = 0  # over a user's rate limit: not answered (gateway/ratelimit.py)
+    revised: int = 0  # edits and recalls of earlier messages applied (gateway/revisions.py)
     # The latest STATS_SAMPLES of each: percentiles of recent traffic, not a
     # gateway's whole life (200,000 were 25 MB).
     added_ms: Samples = field(default_factory=Samples)
@@ -209,6 +211,7 @@ class ProcessLoop:
         self.stats = LoopStats()
         self.limiter = limiter
         self.commands = commands or UserCommands(backend)
+        self.revisions = Revisions(sessions, backend)
         self._slots = asyncio.Semaphore(max_concurrent_chats)
         self._pending = asyncio.Semaphore(max_pending)
         self._queues: dict[str, deque[_Item]] = {}
@@ -266,7 +269,9 @@ class ProcessLoop:
                     if item.future is not None:
                         if not item.future.done():
                             item.future.set_exception(exc)
-                    elif not item.msg.is_group or item.msg.mentioned or item.msg.reply_to_bot:
+                    elif item.msg.kind == MESSAGE and (
+                        not item.msg.is_group or item.msg.mentioned or item.msg.reply_to_bot
+                    ):
                         await self._apologise(item.msg)
                 finally:
                     if item.counted:
@@ -282,6 +287,10 @@ class ProcessLoop:
 
     async def _handle(self, item: _Item) -> str:
         msg = item.msg
+        if msg.kind != MESSAGE:  # an edit or recall of an earlier message: stored words change, no reply
+            await self.revisions.apply(msg)
+            self.stats.revised += 1
+            return ""
         if item.user is None and msg.is_group and not (msg.mentioned or msg.reply_to_bot):
             self.stats.ignored += 1
             return ""

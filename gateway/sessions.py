@@ -68,7 +68,16 @@ async def _m001_sessions(conn: aiosqlite.Connection) -> None:
     )
 
 
-MIGRATIONS: list[Migration] = [_m001_sessions]
+async def _m002_message_ids(conn: aiosqlite.Connection) -> None:
+    # An edit or a recall names a message by its platform id, in its chat
+    # (gateway/revisions.py): found by index, not by scanning every chat.
+    await run_script(
+        conn,
+        "CREATE INDEX IF NOT EXISTS idx_session_messages_mid ON session_messages(message_id, session_id);",
+    )
+
+
+MIGRATIONS: list[Migration] = [_m001_sessions, _m002_message_ids]
 
 
 # Read-only by convention: the cache hands its rows out. Not frozen: a frozen
@@ -376,6 +385,48 @@ class SessionStore:
                 self.db.bump(_HISTORY)
                 await conn.executemany("DELETE FROM session_messages WHERE id = ?", drop)
         return len(drop)
+
+    async def find(self, key: str, message_id: str, *, role: str = "user") -> StoredMessage | None:
+        """The chat's stored ``role`` row of platform message ``message_id``,
+        in any session of the chat (``/new`` keeps the old rows); None when
+        it was never stored (a group message not addressed to the bot) or
+        has been pruned. An assistant row carries the id of the message it
+        answers."""
+        if not message_id:
+            return None
+        await self.flush()  # a row still queued is not in SQLite yet
+        rows = await self.db.reader.execute_fetchall(
+            f"{_SELECT} WHERE m.message_id = ? AND s.key = ? AND m.role = ? ORDER BY m.id DESC LIMIT 1",
+            (message_id, key, role),
+        )
+        found = _rows(list(rows))
+        return found[0] if found else None
+
+    async def revise(self, row_id: int, content: str) -> None:
+        """Give a stored row new words (the user edited their message); the
+        next prompt's window shows them."""
+        await self.flush()
+        async with self.db.transaction() as conn:
+            self.db.bump(_HISTORY)  # a cached window may hold the old words
+            await conn.execute("UPDATE session_messages SET content = ? WHERE id = ?", (content, row_id))
+
+    async def erase_message(self, key: str, message_id: str, owner: str) -> int:
+        """Erase platform message ``message_id`` of ``owner`` from the chat's
+        history, in every session, with the reply to it (reply rows carry the
+        id of the message they answer, and often repeat it); returns how
+        many rows went. Another owner's rows with the same id stay."""
+        if not message_id:
+            return 0
+        await self.flush()  # an append still queued would land after the DELETE
+        async with self.db.transaction() as conn:
+            cur = await conn.execute(
+                "DELETE FROM session_messages WHERE message_id = ? AND owner = ? "
+                "AND session_id IN (SELECT id FROM sessions WHERE key = ?)",
+                (message_id, owner, key),
+            )
+            if cur.rowcount:
+                self.db.bump(_HISTORY)
+        return cur.rowcount
 
     async def new_session(self, key: str, *, channel: str, chat_id: str) -> int:
         """End the current session (its rows are kept) and start a fresh one."""

@@ -61,11 +61,19 @@ def merged_refs(have: Sequence[str], new: Sequence[str]) -> tuple[str, ...]:
     return head + (older + newest)[-(MAX_REFS - FIRST_REFS) :]
 
 
-def _cited(provenance: Provenance, lines: Sequence[int], line_refs: Sequence[str]) -> Provenance:
+def _cited(
+    provenance: Provenance, lines: Sequence[int], line_refs: Sequence[str], line_messages: Sequence[str] = ()
+) -> Provenance:
     """``provenance`` with the refs of the input ``lines`` a fact names
-    (``line_refs[i - 1]``); all of the input's when none of them is valid."""
+    (``line_refs[i - 1]``), and the platform messages they were
+    (``line_messages[i - 1]``); all of the input's when none of them is valid."""
     refs = tuple(dict.fromkeys(line_refs[i - 1] for i in lines if 1 <= i <= len(line_refs)))
-    return replace(provenance, refs=refs) if refs else provenance
+    mids = tuple(dict.fromkeys(m for i in lines if 1 <= i <= len(line_messages) and (m := line_messages[i - 1])))
+    if refs:
+        provenance = replace(provenance, refs=refs)
+    if mids:
+        provenance = replace(provenance, message_ids=mids)
+    return provenance
 
 
 @dataclass(frozen=True)
@@ -139,6 +147,7 @@ class Consolidator:
         job: str = "extraction",
         said: Sequence[str] = (),
         line_refs: Sequence[str] = (),
+        line_messages: Sequence[str] = (),
     ) -> Applied:
         """Write ``facts`` inside the caller's transaction.
 
@@ -147,12 +156,16 @@ class Consolidator:
         ``line_refs``: what each of those lines stands for (``event:<id>``);
         a fact cites the refs of its ``lines``, or ``provenance.refs`` when
         it names no valid line. A reinforced fact gains the refs it is cited with.
+        ``line_messages``: the platform message id of each line; a new fact
+        names only those of its ``lines`` (``Provenance.message_ids``), so a
+        recalled message takes the facts drawn from it and no others
+        (``SqliteMemory.retract``).
         """
         out = Applied()
         at = self.engine.now()
         for fact in facts:
             words = "\n".join(said[i - 1] for i in fact.lines if 1 <= i <= len(said))
-            prov = _cited(provenance, fact.lines, line_refs)
+            prov = _cited(provenance, fact.lines, line_refs, line_messages)
             replaced = cands.get(fact.updates)
             same = None if replaced else cands.get(fact.same_as)
             if same is not None and not await self._active(conn, same.id):

@@ -41,7 +41,7 @@ from .clock import format_ts, parse_ts
 from .consolidate import Consolidator
 from .engine import MemoryEngine
 from .llm import MemoryLLM, MemoryLLMError
-from .service import SqliteMemory
+from .service import SqliteMemory, original_message_id
 from .types import Provenance, Source
 
 __all__ = ["BACKOFF", "BACKLOG_AFTER", "ExtractionService", "FlushReport"]
@@ -321,7 +321,8 @@ class ExtractionService:
             prov = Provenance(
                 channel=first.channel,
                 chat_id=first.chat_id,
-                message_ids=tuple(dict.fromkeys(r.message_id for r in rows if r.message_id)),
+                # Platform ids (a buffered correction's is its original's).
+                message_ids=tuple(dict.fromkeys(original_message_id(r.message_id) for r in rows if r.message_id)),
                 date_from=first.created_at,
                 date_to=last.created_at,
                 # The buffer ids the facts came from: the batch's identity.
@@ -340,6 +341,7 @@ class ExtractionService:
                 applied = await self.consolidator.apply(
                     conn, owner, extraction.facts, cands, provenance=prov, source=Source.EXTRACTION,
                     said=[r.content for r in rows],
+                    line_messages=[original_message_id(r.message_id) for r in rows],
                 )
                 await self._step("facts", owner)
                 event = await self.engine.add_event(

@@ -352,7 +352,8 @@ Rules:
 5. Existing memories are listed with numbers. If a fact only restates existing memory N, set "same_as": N. If it replaces or contradicts existing memory N (moved, switched tools, changed a setting), set "updates": N. Otherwise omit both.
 6. The input lines are numbered L1, L2, ...: set "lines" to the numbers of the one or two lines each fact comes from.
 7. Never store a fact from a request to forget, delete or stop remembering it ("forget that my cat is called Miso" is no fact about a cat): the user wants it gone, and leave it out of the summary too.
-8. Also write a summary of the conversation of at most 200 characters.
+8. A user line starting with "(edited)" is the user's corrected version of a message they sent earlier: what it says replaces what that message said. Extract its facts as current; where one corrects existing memory N, set "updates": N.
+9. Also write a summary of the conversation of at most 200 characters.
 
 Reply with one JSON object only:
 {{"facts": [{{"content": "...", "project": "...", "topic": "...", "category": "...", "importance": 0.8, "same_as": null, "updates": null, "lines": [2]}}], "summary": "..."}}"""

@@ -12,20 +12,23 @@ from __future__ import annotations
 import asyncio
 import re
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
 
+import aiosqlite
 import structlog
 
 from .backend import MemoryBackend, Turn
 from .batch import RowBatcher, insert_statement
+from .buffer import NOT_GONE, drop_lines
 from .clock import format_ts
 from .engine import MemoryEngine, more_source_text, row_to_event, row_to_memory
-from .forgetting import Forgotten, erase_planned, event_hit, plan_erasure
+from .forgetting import Forgotten, erase_planned, event_hit, plan_erasure, repeats_forgotten
 from .hybrid import HybridRetriever
 from .retrieval import Retriever
 from .tokens import estimate_tokens
 from .types import GLOBAL_OWNER, Category, Event, Hit, Memory, MemoryOverview, NewMemory, Provenance, Source
 
-__all__ = ["SqliteMemory"]
+__all__ = ["EDITED_MARK", "EDITED_SUFFIX", "Retracted", "SqliteMemory", "original_message_id"]
 
 log = structlog.get_logger(component="memory")
 
@@ -35,6 +38,38 @@ _INSERT_BUFFER = """INSERT OR IGNORE INTO extraction_buffer
     (owner, channel, chat_id, sender_id, message_id, role, content, token_count, created_at)"""
 _ONE_STATEMENT_ROWS = 100  # x 9 parameters, far below SQLite's limit of 32,766
 _REF = re.compile(r"^\[?\s*([me])(\d{1,12})\b", re.IGNORECASE)
+
+EDITED_MARK = "(edited)"
+"""How a corrected message is buffered when the original was already
+extracted: ``(edited) <new words>``; the extraction prompt (memory/llm.py)
+reads such a line as replacing what the earlier message said."""
+EDITED_SUFFIX = "#edited"
+"""The buffered correction's message id: the original's plus this, so it is
+one line per message (a second edit replaces a correction still waiting)."""
+
+# A fact or event whose provenance names this platform message, in this chat.
+_CITES = """json_valid(provenance)
+    AND json_extract(provenance, '$.channel') = ? AND json_extract(provenance, '$.chat_id') = ?
+    AND EXISTS (SELECT 1 FROM json_each(provenance, '$.message_ids') j WHERE j.value = ?)"""
+_CITES_MESSAGE = f"owner = ? AND {_CITES}"
+
+
+def original_message_id(message_id: str) -> str:
+    """The platform id a buffered line stands for (a correction's included)."""
+    return message_id.removesuffix(EDITED_SUFFIX)
+
+
+@dataclass
+class Retracted:
+    """What :meth:`SqliteMemory.retract` erased for one recalled message."""
+
+    owners: list[str] = field(default_factory=list)  # whose rows cited it
+    buffered_lines: int = 0  # waiting lines of the message (and the reply to it)
+    erased: list[Hit] = field(default_factory=list)  # facts and daily events drawn from it
+    versions: int = 0  # older rows of those facts, erased with them
+    entries: int = 0  # Core Memory entries built on them, erased too
+    kept: list[Hit] = field(default_factory=list)  # linked records that stay (drawn from other messages too)
+    scrubbed: int = 0  # kept facts whose source words lost the recalled message's
 
 
 class SqliteMemory(MemoryBackend):
@@ -194,6 +229,160 @@ class SqliteMemory(MemoryBackend):
                      buffered_lines=out.buffered_lines)
         return out
 
+    async def revise(self, turn: Turn) -> str:
+        """The user edited message ``turn.message_id`` (their own, ``turn.role``
+        "user") into ``turn.content``. Returns what memory did:
+
+        * ``"replaced"``: the message was still waiting for extraction; its
+          line is replaced by one with the new words (a new line, the old
+          one dropped as gone: an extraction batch already reading the old
+          words finds its rows changed and writes nothing, memory/buffer.py);
+        * ``"corrected"``: it was already extracted (a fact or event of the
+          user cites it); the new words are buffered as a correction,
+          ``(edited) ...`` (:data:`EDITED_MARK`), whose facts supersede the
+          old ones (the extraction prompt's rule);
+        * ``"untracked"``: memory never had it (not learnt from), nothing done."""
+        owner, mid = turn.owner, turn.message_id
+        content = _clean(turn.content)
+        if not mid or not content:
+            return "untracked"
+        correction = f"{mid}{EDITED_SUFFIX}"
+        async with self.engine.db.transaction() as conn:
+            async with conn.execute(
+                f"""SELECT id, sender_id, message_id, created_at FROM extraction_buffer
+                    WHERE owner = ? AND channel = ? AND chat_id = ? AND message_id IN (?, ?) AND role = 'user'
+                      AND {NOT_GONE} ORDER BY id DESC LIMIT 1""",
+                (owner, turn.channel, turn.chat_id, mid, correction),
+            ) as cur:
+                waiting = await cur.fetchone()
+            if waiting is not None:
+                words = content if waiting["message_id"] == mid else f"{EDITED_MARK} {content}"
+                await drop_lines(conn, [waiting["id"]])
+                row = (owner, turn.channel, turn.chat_id, waiting["sender_id"], waiting["message_id"], "user",
+                       words, estimate_tokens(words), waiting["created_at"])
+                outcome = "replaced"
+            elif await _cites(conn, "daily_events", owner, turn.channel, turn.chat_id, mid) or await _cites(
+                conn, "memories", owner, turn.channel, turn.chat_id, mid
+            ):
+                words = f"{EDITED_MARK} {content}"
+                row = (owner, turn.channel, turn.chat_id, turn.sender_id, correction, "user",
+                       words, estimate_tokens(words), self.engine.now())
+                outcome = "corrected"
+            else:
+                return "untracked"
+            await conn.execute(f"{_INSERT_BUFFER} VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", row)
+        log.info("edited message handed to memory", owner=owner, outcome=outcome)
+        await self._notify(owner)
+        return outcome
+
+    async def retract(
+        self, channel: str, chat_id: str, message_id: str, *, owner: str | None, text: str = ""
+    ) -> Retracted:
+        """The sender withdrew (recalled) platform message ``message_id`` of
+        ``chat_id``: erase what memory holds of it, for good.
+
+        * its lines still waiting for extraction (and the reply's, which
+          carries its id) are dropped;
+        * facts drawn only from it (their provenance names no other message)
+          are erased with their older versions and the Core Memory entries
+          built on them (:func:`~memory.forgetting.plan_erasure`, as
+          ``memory_forget`` does), logged as ``recall`` without their words;
+          so are facts drawn from it and other messages whose words repeat
+          the recalled ``text`` (when the caller still has it): erasing the
+          whole fact is the safe side, its other messages are kept;
+        * a daily event goes by the same rule (a day's summary of several
+          messages stays and is named in ``kept``);
+        * a kept fact the message restated loses the message's words from
+          its source text.
+
+        ``owner``: whose message it was (the gateway's history knows); None
+        when that row is gone: then the owners of the rows citing this very
+        message in this chat, each erasing only their own."""
+        out = Retracted()
+        if not message_id:
+            return out
+        ids = (message_id, f"{message_id}{EDITED_SUFFIX}")
+        mine = " AND owner = ?" if owner is not None else ""
+        who = (owner,) if owner is not None else ()
+        async with self.engine.db.transaction() as conn:
+            async with conn.execute(
+                f"""SELECT id, owner, role, message_id, content FROM extraction_buffer
+                    WHERE channel = ? AND chat_id = ? AND message_id IN (?, ?) AND {NOT_GONE}{mine}""",
+                (channel, chat_id, *ids, *who),
+            ) as cur:
+                lines = list(await cur.fetchall())
+            if not text:
+                text = next((r["content"] for r in lines if r["role"] == "user" and r["message_id"] == message_id), "")
+            await drop_lines(conn, [r["id"] for r in lines])
+            out.buffered_lines = len(lines)
+            owners = dict.fromkeys(r["owner"] for r in lines) if owner is None else {owner: None}
+            if owner is None:
+                for table in ("memories", "daily_events"):
+                    async with conn.execute(
+                        f"SELECT DISTINCT owner FROM {table} WHERE {_CITES}",
+                        (channel, chat_id, message_id),
+                    ) as cur:
+                        owners.update(dict.fromkeys(r[0] for r in await cur.fetchall()))
+            said = " ".join(text.split())
+            for who_ in owners:
+                await self._retract_owner(conn, who_, channel, chat_id, message_id, said, out)
+            out.owners = list(owners)
+        if out.erased or out.scrubbed:
+            await self.engine.purge_erased()
+        elif out.buffered_lines:
+            await self.engine.db.checkpoint()  # the dropped lines' old pages leave the WAL (secure_delete)
+        if out.owners:
+            log.info("recalled message erased from memory", owners=len(out.owners), buffered_lines=out.buffered_lines,
+                     erased=len(out.erased), versions=out.versions, entries=out.entries, kept=len(out.kept))
+        return out
+
+    async def _retract_owner(
+        self, conn: aiosqlite.Connection, owner: str, channel: str, chat_id: str, message_id: str, said: str,
+        out: Retracted,
+    ) -> None:
+        def drawn_from_it(ids: Sequence[str], words: Sequence[str]) -> bool:
+            others = {original_message_id(i) for i in ids} - {message_id}
+            return not others or bool(said) and any(repeats_forgotten(said, [w]) for w in words if w.strip())
+
+        args = (owner, channel, chat_id, message_id)
+        async with conn.execute(f"SELECT * FROM memories WHERE {_CITES_MESSAGE} ORDER BY id", args) as cur:
+            facts = [row_to_memory(r) for r in await cur.fetchall()]
+        async with conn.execute(f"SELECT * FROM daily_events WHERE {_CITES_MESSAGE} ORDER BY id", args) as cur:
+            events = [row_to_event(r) for r in await cur.fetchall()]
+        named = [m for m in facts if drawn_from_it(m.provenance.message_ids, (m.source_text, m.content))]
+        gone_events = [e for e in events if drawn_from_it(e.provenance.message_ids, (e.summary,))]
+        plan = await plan_erasure(conn, owner, named, gone_events)
+        # The message's own lines are dropped already; lines of other
+        # messages that repeat the fact stay: the user withdrew this one.
+        await erase_planned(self.engine, conn, plan, job="chat", action="recall", buffered=False)
+        out.erased += [m.to_hit() for m in named] + [event_hit(e) for e in gone_events]
+        out.versions += len(plan.versions)
+        out.entries += len(plan.entries)
+        gone = set(plan.memory_ids)
+        out.kept += [m.to_hit() for m in facts if m.id not in gone]
+        out.kept += [event_hit(e) for e in events if e not in gone_events]
+        out.kept += [h for h in plan.kept if h.ref not in {k.ref for k in out.kept}]
+        if not said:
+            return
+        # Restated by the message (reinforced): the fact stands on its other
+        # messages, but the recalled words leave its source text.
+        async with conn.execute(
+            "SELECT id, source_text FROM memories WHERE owner = ? AND instr(source_text, ?) > 0", (owner, said)
+        ) as cur:
+            rows = [(r[0], r[1]) for r in await cur.fetchall() if r[0] not in gone]
+        whole = re.compile(rf"(?<!\S){re.escape(said)}(?!\S)")  # as words, not inside one
+        for mid, source in rows:
+            left = " ".join(whole.sub(" ", source).split())
+            if left != source:
+                await self.engine.update(mid, source_text=left, conn=conn)
+                out.scrubbed += 1
+
+    async def _notify(self, owner: str) -> None:
+        for listener in self._listeners:
+            res = listener(owner)
+            if asyncio.iscoroutine(res):
+                await res
+
     async def buffer(self, turns: Sequence[Turn]) -> None:
         if not turns:
             return
@@ -206,7 +395,7 @@ class SqliteMemory(MemoryBackend):
                 t.sender_id,
                 t.message_id,
                 t.role,
-                t.content.encode("utf-8", "ignore").decode("utf-8").replace("\x00", ""),
+                _clean(t.content),
                 estimate_tokens(t.content),
                 format_ts(t.at) if t.at else now,
             )
@@ -220,11 +409,18 @@ class SqliteMemory(MemoryBackend):
             async with self.engine.db.transaction() as conn:
                 await conn.executemany(f"{_INSERT_BUFFER} VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
         for owner in dict.fromkeys(t.owner for t in turns):
-            for listener in self._listeners:
-                res = listener(owner)
-                if asyncio.iscoroutine(res):
-                    await res
+            await self._notify(owner)
 
     async def close(self) -> None:
         await self._buffer_rows.drain()
         await self.engine.close()
+
+
+def _clean(text: str) -> str:
+    return text.encode("utf-8", "ignore").decode("utf-8").replace("\x00", "")
+
+
+async def _cites(conn: aiosqlite.Connection, table: str, owner: str, channel: str, chat_id: str, mid: str) -> bool:
+    sql = f"SELECT 1 FROM {table} WHERE {_CITES_MESSAGE} LIMIT 1"
+    async with conn.execute(sql, (owner, channel, chat_id, mid)) as cur:
+        return await cur.fetchone() is not None

@@ -24,7 +24,15 @@ from gateway.http import HttpServer
 
 from .client import FeishuApiError, FeishuClient, is_retryable, split_text
 from .dedup import RecentIds
-from .events import MESSAGE_EVENT, EventParseError, event_id_of, event_type_of, parse_message_event
+from .events import (
+    MESSAGE_EVENT,
+    RECALL_EVENT,
+    EventParseError,
+    event_id_of,
+    event_type_of,
+    parse_message_event,
+    parse_recall_event,
+)
 from .webhook import WebhookReceiver
 
 __all__ = ["FeishuApiError", "FeishuChannel", "FeishuClient", "RecentIds", "split_text"]
@@ -166,13 +174,16 @@ class FeishuChannel(BaseChannel):
     async def handle_event(self, payload: dict[str, Any]) -> None:
         """One decoded event, from either intake."""
         event_type = event_type_of(payload)
-        if event_type != MESSAGE_EVENT:
+        if event_type not in (MESSAGE_EVENT, RECALL_EVENT):
             self.log.debug("feishu event ignored", event_type=event_type)
             return
         event_id = event_id_of(payload)
         # Mark before publishing: a redelivery racing this one is dropped too.
         if event_id and self._dedup.seen_before(event_id):
             self.log.info("duplicate feishu event dropped", event_id=event_id)
+            return
+        if event_type == RECALL_EVENT:
+            await self._recalled(payload, event_id)
             return
         try:
             parsed = parse_message_event(payload, bot_open_id=self.bot_open_id, bot_message_ids=self._sent_ids)
@@ -187,6 +198,18 @@ class FeishuChannel(BaseChannel):
             await self.decline_unreadable(parsed.message, kind, *parsed.sender_ids)
             return
         await self.publish(parsed.message, *parsed.sender_ids)
+
+    async def _recalled(self, payload: dict[str, Any], event_id: str) -> None:
+        """A message was withdrawn: its stored words go (gateway/revisions.py).
+        Straight onto the bus, without the allow-list: the event names no
+        sender, and it can only erase a message the gateway stored, which
+        came from an allowed sender."""
+        try:
+            recall = parse_recall_event(payload)
+        except EventParseError as exc:
+            self.log.warning("malformed feishu recall event", event_id=event_id, error=str(exc))
+            return
+        await self.bus.publish_inbound(recall)
 
     # -- sending -------------------------------------------------------------------
     async def send(self, msg: OutboundMessage) -> None:

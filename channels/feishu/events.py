@@ -1,4 +1,5 @@
-"""``im.message.receive_v1`` events (schema 2.0) -> ``InboundMessage``.
+"""``im.message.receive_v1`` events (schema 2.0) -> ``InboundMessage``, and
+``im.message.recalled_v1`` -> a RECALL of the message it names.
 
 Plain dicts in, so the webhook and the long connection share one parser.
 Text and rich text (``post``) become plain text; ``@_user_N`` placeholders
@@ -16,19 +17,24 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from gateway.bus import InboundMessage
+from gateway.bus import RECALL, InboundMessage
 
 __all__ = [
     "MESSAGE_EVENT",
+    "RECALL_EVENT",
     "UNREADABLE_TYPES",
     "EventParseError",
     "ParsedMessage",
     "event_id_of",
     "flatten_post",
     "parse_message_event",
+    "parse_recall_event",
 ]
 
 MESSAGE_EVENT = "im.message.receive_v1"
+# A message was withdrawn ("unsent"). lark-oapi has no event for an edited
+# message, so Feishu edits are not followed.
+RECALL_EVENT = "im.message.recalled_v1"
 # What a user sends that has no text: parsed with text "" and metadata
 # "unreadable", so the channel answers with a note instead of silence.
 UNREADABLE_TYPES = frozenset({"image", "file", "audio", "media", "sticker"})
@@ -145,6 +151,30 @@ def parse_message_event(
         },
     )
     return ParsedMessage(inbound, sender_ids)
+
+
+def parse_recall_event(payload: Mapping[str, Any]) -> InboundMessage:
+    """Parse one ``im.message.recalled_v1`` event: ``{message_id, chat_id,
+    recall_time, recall_type}``. It names no sender (``recall_type`` says
+    who: ``message_owner``, a group owner or manager, an admin), so the
+    RECALL carries none; the gateway finds whose message it was in what it
+    stored. Raises ``EventParseError`` without a message or chat id."""
+    event = payload.get("event")
+    if not isinstance(event, Mapping):
+        raise EventParseError("event has no 'event' object")
+    chat_id, message_id = event.get("chat_id"), event.get("message_id")
+    if not chat_id or not message_id:
+        raise EventParseError("recall has no chat_id or message_id")
+    return InboundMessage(
+        channel="feishu",
+        chat_id=str(chat_id),
+        sender_id="",
+        text="",
+        message_id=str(message_id),
+        timestamp=_timestamp(event.get("recall_time")),
+        metadata={"event_id": event_id_of(payload), "recall_type": str(event.get("recall_type") or "")},
+        kind=RECALL,
+    )
 
 
 def flatten_post(content: Mapping[str, Any] | str, bot_open_id: str | None = None) -> str:

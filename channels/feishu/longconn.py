@@ -26,7 +26,7 @@ from typing import Any
 
 import structlog
 
-from .events import MESSAGE_EVENT
+from .events import MESSAGE_EVENT, RECALL_EVENT
 
 __all__ = ["LongConnection", "LongConnectionBusyError"]
 
@@ -131,6 +131,8 @@ class LongConnection:
             handler = (
                 lark.EventDispatcherHandler.builder("", "")
                 .register_p2_customized_event(MESSAGE_EVENT, self._on_sdk_event)
+                # Raw, as the message event: one parser for both intakes.
+                .register_p2_customized_event(RECALL_EVENT, self._on_sdk_event)
                 .build()
             )
             client = lark.ws.Client(
@@ -164,7 +166,7 @@ class LongConnection:
                     pass
 
     def _on_sdk_event(self, data: Any) -> None:
-        """Called by the SDK, on its loop, for each message event. Waits
+        """Called by the SDK, on its loop, for each message or recall event. Waits
         (briefly) until the event is on our bus so the SDK's ACK means it
         was really taken; on failure the SDK answers 500 and Feishu
         redelivers (the dedup absorbs the extra copy)."""

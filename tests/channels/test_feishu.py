@@ -15,7 +15,7 @@ from structlog.testing import capture_logs
 
 from channels.base import UNREADABLE_REPLY, ChannelFatalError
 from channels.feishu import FeishuApiError, FeishuChannel, FeishuClient
-from gateway.bus import InboundMessage, MessageBus, OutboundMessage
+from gateway.bus import RECALL, InboundMessage, MessageBus, OutboundMessage
 from gateway.config import FeishuConfig
 from gateway.http import HttpServer
 from tests.fakes.feishu_server import FakeFeishu
@@ -167,6 +167,46 @@ async def test_duplicate_event_id_gives_one_message(fake: FakeFeishu, http: Http
     await next_inbound(channel.bus)
     await asyncio.sleep(0.05)
     assert channel.bus.inbound.empty()
+
+
+async def test_a_recall_reaches_the_bus_once_naming_the_message(
+    fake: FakeFeishu, http: HttpServer, channel: FeishuChannel
+) -> None:
+    sent = fake.message_event("my password is hunter2", chat_id="oc_room1", open_id="ou_alice")
+    await fake.push_event(hook(http, channel), sent)
+    original = await next_inbound(channel.bus)
+    recall = fake.recall_event(original.message_id)
+    for _ in range(2):  # redelivered: dedup by event_id, as for messages
+        assert (await fake.push_event(hook(http, channel), recall)).status_code == 200
+    msg = await next_inbound(channel.bus)
+    assert (msg.kind, msg.channel, msg.chat_id, msg.message_id) == (RECALL, "feishu", "oc_room1", original.message_id)
+    assert (msg.sender_id, msg.text, msg.metadata["recall_type"]) == ("", "", "message_owner")
+    await asyncio.sleep(0.05)
+    assert channel.bus.inbound.empty()
+    # Malformed: no message id. Answered (Feishu would only retry it), dropped.
+    bad = fake.recall_event("")
+    assert (await fake.push_event(hook(http, channel), bad)).status_code == 200
+    await asyncio.sleep(0.05)
+    assert channel.bus.inbound.empty() and fake.sent == []
+
+
+async def test_an_encrypted_recall_passes_the_allow_list(fake: FakeFeishu, http: HttpServer) -> None:
+    """A recall names no sender: it is not held to allowFrom (it can only
+    erase what an allowed sender stored), but it is decrypted and its
+    signature checked like any event."""
+    cfg = config(fake, encrypt_key=ENCRYPT_KEY, verification_token="", allow_from=["ou_boss"])
+    ch = FeishuChannel(cfg, MessageBus(), http)
+    await ch.start()
+    try:
+        recall = fake.recall_event("om_x1", chat_id="oc_room2", recall_type="group_manager")
+        forged = await fake.push_event(hook(http, ch), recall, encrypt_key=ENCRYPT_KEY, bad_signature=True)
+        assert forged.status_code == 401
+        assert (await fake.push_event(hook(http, ch), recall, encrypt_key=ENCRYPT_KEY)).status_code == 200
+        msg = await next_inbound(ch.bus)
+        assert (msg.kind, msg.chat_id, msg.message_id, msg.metadata["recall_type"]) == (
+            RECALL, "oc_room2", "om_x1", "group_manager")
+    finally:
+        await ch.stop()
 
 
 async def test_post_rich_text_is_flattened(fake: FakeFeishu, http: HttpServer, channel: FeishuChannel) -> None:

@@ -12,7 +12,7 @@ import pytest
 
 from channels.base import ChannelFatalError
 from channels.feishu import FeishuChannel
-from gateway.bus import MessageBus, OutboundMessage
+from gateway.bus import RECALL, MessageBus, OutboundMessage
 from gateway.config import FeishuConfig
 from tests.fakes.feishu_server import FakeFeishu, Frame, decode_frame, encode_frame
 
@@ -52,6 +52,12 @@ async def test_long_connection_event_end_to_end(fake: FakeFeishu, caplog: pytest
         assert (await fake.push_ws_event(event))["code"] == 200
         await asyncio.sleep(0.1)
         assert ch.bus.inbound.empty()
+
+        # A recall comes the same way, subscribed beside the message event.
+        ack = await fake.push_ws_event(fake.recall_event(msg.message_id))
+        assert ack["code"] == 200
+        recall = await asyncio.wait_for(ch.bus.consume_inbound(), 5)
+        assert (recall.kind, recall.chat_id, recall.message_id) == (RECALL, "oc_ws", msg.message_id)
 
         await ch.send(OutboundMessage("feishu", msg.chat_id, "pong", reply_to=msg.message_id))
         assert fake.sent[-1]["kind"] == "reply" and fake.sent[-1]["chat_id"] == "oc_ws"

@@ -17,7 +17,7 @@ from structlog.testing import capture_logs
 
 from channels.base import UNREADABLE_REPLY, ChannelFatalError
 from channels.telegram import INVALID_TOKEN_MESSAGE, NOT_FOUND_MESSAGE, Backoff, TelegramChannel, split_message
-from gateway.bus import InboundMessage, MessageBus, OutboundMessage
+from gateway.bus import EDIT, MESSAGE, InboundMessage, MessageBus, OutboundMessage
 from gateway.config import TelegramConfig
 from gateway.logging import configure_logging
 from tests.fakes.telegram_server import FakeTelegram, utf16_len
@@ -145,6 +145,39 @@ async def test_allow_list_by_id_and_username(fake: FakeTelegram, bus: MessageBus
     assert bus.inbound.empty()
     assert any("dropped" in e["event"] and e.get("sender_id") == "99" for e in logs)
     assert fake.sent == []  # the stranger gets nothing
+
+
+async def test_an_edit_arrives_as_an_edit_of_the_same_message(
+    fake: FakeTelegram, bus: MessageBus, make_channel: Any
+) -> None:
+    """getUpdates asks for edited messages too; an edit names the message it
+    changes and carries the new text, mention stripped as for a new one."""
+    await make_channel()
+    sent = fake.push_text(1001, 1001, "my birthday is 3 May", username="alice")
+    first = await next_inbound(bus)
+    assert first.kind == MESSAGE
+    fake.push_edit(1001, sent["message_id"], "my birthday is 4 May")
+    edit = await next_inbound(bus)
+    assert (edit.kind, edit.message_id, edit.sender_id) == (EDIT, first.message_id, "1001")
+    assert edit.text == "my birthday is 4 May"
+    assert any(c.method == "getupdates" and "edited_message" in c.params.get("allowed_updates", []) for c in fake.calls)
+
+    group = -100555
+    sent = fake.push_text(group, 7, "deploy to ams", chat_type="supergroup", mention=True)
+    assert (await next_inbound(bus)).mentioned
+    fake.push_edit(group, sent["message_id"], "deploy to fra", mention=True)
+    edit = await next_inbound(bus)
+    assert (edit.kind, edit.is_group, edit.mentioned, edit.text) == (EDIT, True, True, "deploy to fra")
+    assert fake.sent == []  # an edit is not answered by the channel
+
+
+async def test_an_edit_respects_the_allow_list(fake: FakeTelegram, bus: MessageBus, make_channel: Any) -> None:
+    await make_channel(allow_from=["42"])
+    stranger = fake.push_text(99, 99, "let me in")
+    fake.push_edit(99, stranger["message_id"], "let me in, please")
+    fake.push_text(42, 42, "by id")
+    assert (await next_inbound(bus)).text == "by id"
+    assert bus.inbound.empty()
 
 
 async def test_stop_confirms_offset_so_restart_does_not_redeliver(

@@ -14,7 +14,9 @@ Serves, with the real paths and response shapes:
   The frame codec is written here from the .proto, independent of the SDK.
 
 And it pushes events by webhook like Feishu does (``push_event``): schema
-2.0 ``im.message.receive_v1``, optionally AES-encrypted and signed.
+2.0 ``im.message.receive_v1`` (``message_event``) and
+``im.message.recalled_v1`` (``recall_event``), optionally AES-encrypted and
+signed; or over the long connection (``push_ws_event``).
 
 Scripting: ``fail_next`` (e.g. rate limit 99991400), ``revoke_tokens``,
 ``send_delay``. Error codes for the token and message endpoints are the
@@ -382,6 +384,36 @@ class FakeFeishu:
                     "mentions": mentions or [],
                     "user_agent": "Mozilla/5.0 Lark/7.0",
                 },
+            },
+        }
+
+    def recall_event(
+        self,
+        message_id: str,
+        *,
+        chat_id: str | None = None,
+        recall_type: str = "message_owner",
+        event_id: str | None = None,
+    ) -> dict[str, Any]:
+        """A realistic ``im.message.recalled_v1`` event (schema 2.0): it names
+        the message and its chat, not who recalled it (``recall_type`` says
+        which role). ``chat_id`` defaults to the chat the message was sent in."""
+        now = str(int(time.time() * 1000))
+        return {
+            "schema": "2.0",
+            "header": {
+                "event_id": event_id or uuid.uuid4().hex,
+                "token": self.verification_token,
+                "create_time": now,
+                "event_type": "im.message.recalled_v1",
+                "tenant_key": self.tenant_key,
+                "app_id": self.app_id,
+            },
+            "event": {
+                "message_id": message_id,
+                "chat_id": chat_id or self._chat_of.get(message_id, "oc_chat0001"),
+                "recall_time": now,
+                "recall_type": recall_type,
             },
         }
 

@@ -14,6 +14,10 @@ shapes, so the client code under test cannot tell it from Telegram:
   from: 400 ``Bad Request: chat not found``;
 * two ``getUpdates`` at once: the older gets 409 ``Conflict``.
 
+Updates are ``message`` (``push_text``, ``push_media``) and
+``edited_message`` (``push_edit``), filtered by ``allowed_updates`` as
+Telegram does (the last list given sticks).
+
 ``getUpdates`` keeps updates until an ``offset`` confirms them (at-least-once,
 as Telegram does) and long-polls on an ``asyncio.Event``, so a pushed update
 reaches a waiting poller at once. ``go_offline()`` closes the listener and
@@ -151,6 +155,7 @@ class FakeTelegram:
         self._message_ids = itertools.count(1)
         self._chats: dict[int, dict[str, Any]] = {}
         self._messages: set[tuple[int, int]] = set()
+        self._pushed: dict[tuple[int, int], dict[str, Any]] = {}  # users' messages, for push_edit
         self._last_bot_message: dict[int, dict[str, Any]] = {}
         self._allowed_updates: frozenset[str] | None = None
         self._failures: dict[str, deque[_Failure]] = {}
@@ -289,9 +294,34 @@ class FakeTelegram:
             message["reply_to_message"] = self._last_bot_message.get(chat_id) or self._bot_message(chat, "(earlier reply)")
         if self.record:
             self._messages.add((chat_id, message_id))
+            self._pushed[(chat_id, message_id)] = message
         self._updates.append({"update_id": next(self._update_ids), "message": message})
         self._wake.set()
         return message
+
+    def push_edit(self, chat_id: int, message_id: int, text: str, *, mention: bool = False) -> dict[str, Any]:
+        """Queue an ``edited_message`` update: the user changed the text of
+        their message ``message_id`` (pushed earlier with :meth:`push_text`),
+        as Telegram sends it: the whole message with the new text, its
+        entities, and ``edit_date``. Returns the edited message."""
+        original = self._pushed.get((chat_id, message_id))
+        if original is None:
+            raise KeyError(f"no message {message_id} was pushed in chat {chat_id}")
+        if mention:
+            text = f"@{self.bot_username} {text}"
+        edited = {k: v for k, v in original.items() if k != "entities"}
+        edited["text"] = text
+        edited["edit_date"] = int(time.time())
+        entities = [
+            {"type": "mention", "offset": utf16_len(text[: m.start()]), "length": utf16_len(m.group())}
+            for m in _MENTION_RE.finditer(text)
+        ]
+        if entities:
+            edited["entities"] = entities
+        self._pushed[(chat_id, message_id)] = edited
+        self._updates.append({"update_id": next(self._update_ids), "edited_message": edited})
+        self._wake.set()
+        return edited
 
     def push_media(
         self,

@@ -114,6 +114,65 @@ async def test_webhook_event_gets_a_reply_with_memory_dedup_and_signature_check(
         await asyncio.wait_for(app.close(), 30)
 
 
+async def test_a_recalled_message_leaves_the_history_and_memory_of_its_sender_only(
+    tmp_path: Path, clock: ManualClock, feishu: FakeFeishu, echo_llm: FakeOpenAI
+) -> None:
+    """Alice sends her password by mistake and recalls it: the next prompt's
+    history no longer holds it (nor the reply to it), its line waiting for
+    extraction and the fact saved from it are erased; Bob's message of the
+    same words stays. A recall of an unknown id, or of Alice's id in Bob's
+    chat, touches nothing. No reply is sent for a recall."""
+    app = _app(tmp_path, clock, echo_llm, {"feishu": _feishu_section(feishu, "webhook")})
+    bob = "ou_bob00000000000000000000000000"
+    secret = "my vault password is tulip-4471"
+    try:
+        await app.open()
+        await asyncio.wait_for(app.start(), 15)
+        assert app.http is not None and app.loop is not None and app.backend is not None
+        hook = app.http.url + "/feishu/events"
+
+        async def push(event: dict[str, Any]) -> None:
+            assert (await feishu.push_event(hook, event, encrypt_key=ENCRYPT_KEY)).status_code == 200
+
+        mine = feishu.message_event(secret, chat_id="oc_alice", open_id=ALICE)
+        await push(mine)
+        await push(feishu.message_event(secret, chat_id="oc_bob", open_id=bob))
+        await _until(lambda: len(feishu.sent) == 2)
+        assert await app.loop.drain(5)
+        mid = mine["event"]["message"]["message_id"]
+        # As if saved with memory_save during that turn (its provenance is the message).
+        await app.backend.remember(f"feishu:{ALICE}", "Alice's vault password is tulip-4471",
+                                   provenance=Provenance(channel="feishu", chat_id="oc_alice", message_ids=(mid,)),
+                                   source_text=secret, category="credential")
+        engine = app.backend.engine  # type: ignore[attr-defined]
+
+        for harmless in (feishu.recall_event("om_unknown0001", chat_id="oc_alice"),
+                         feishu.recall_event(mid, chat_id="oc_bob")):
+            await push(harmless)
+        await push(feishu.recall_event(mid))
+        await _until(lambda: app.loop is not None and app.loop.stats.revised == 3)
+        assert await app.loop.drain(5)
+        assert len(feishu.sent) == 2  # nothing answered
+
+        waiting = await engine.db.fetchall("SELECT owner, content FROM extraction_buffer ORDER BY id")
+        assert [tuple(r) for r in waiting] == [(f"feishu:{bob}", secret), (f"feishu:{bob}", "re: " + secret)]
+        assert await engine.list_memories(f"feishu:{ALICE}") == []
+
+        await push(feishu.message_event("what did I tell you?", chat_id="oc_alice", open_id=ALICE))
+        await push(feishu.message_event("what did I tell you?", chat_id="oc_bob", open_id=bob))
+        await _until(lambda: len(feishu.sent) == 4)
+        prompts = [json.dumps(r["messages"], ensure_ascii=False) for r in echo_llm.requests[2:]]
+        assert sum("tulip-4471" in p for p in prompts) == 1  # Bob's history still has his own message
+        assert app.sessions is not None
+        rows = await app.sessions.db.fetchall("SELECT owner FROM session_messages WHERE content LIKE '%tulip%'")
+        assert {r[0] for r in rows} == {f"feishu:{bob}"}
+    finally:
+        await asyncio.wait_for(app.close(), 30)
+    for name in ("gateway.db", "memory.db", "memory.buffer.db"):
+        data = b"".join(f.read_bytes() for f in (tmp_path / "data").glob(name + "*"))
+        assert data and data.count(b"Alice's vault") == 0
+
+
 async def test_long_connection_event_gets_a_reply(
     tmp_path: Path, clock: ManualClock, feishu: FakeFeishu, echo_llm: FakeOpenAI
 ) -> None:

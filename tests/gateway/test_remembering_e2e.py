@@ -14,7 +14,7 @@ from typing import Any
 import asyncio
 
 from gateway.app import App
-from gateway.bus import InboundMessage
+from gateway.bus import EDIT, MESSAGE, InboundMessage
 from memory import ManualClock
 from tests.fakes.openai_server import FakeOpenAI, Reply
 from tests.gateway.test_app import ECHO, EchoChannel, _config
@@ -280,3 +280,52 @@ async def test_asking_to_forget_a_fact_does_not_bring_it_back_through_extraction
         await _extract(app, clock)
         memories, buffered = await _memories_and_buffer(app, "echo:alice")
         assert memories == ["I play the cello on Sundays"] and buffered == []
+
+
+async def test_an_edited_message_corrects_what_the_bot_remembers(tmp_path: Path) -> None:
+    """"My birthday is 3 May" edited into "4 May": the next prompt's history
+    says 4 May, and the fact extracted from the old words is superseded by
+    the corrected one. Nothing is answered for the edit; another sender's
+    edit of the same message id, or an unknown id, changes nothing."""
+    model = Model()
+    clock = ManualClock("2026-03-02T10:00:00Z")
+    async with running(tmp_path, model, clock) as (app, fake):
+        echo = app.channels["echo"]
+        assert isinstance(echo, EchoChannel) and app.loop is not None and app.extraction is not None
+
+        async def send(text: str, mid: str, *, sender: str = "alice", kind: str = MESSAGE) -> None:
+            echo.got.clear()
+            await echo.publish(InboundMessage(channel="echo", chat_id="c-alice", sender_id=sender, text=text,
+                                              message_id=mid, timestamp=clock.now(), kind=kind))
+            if kind == MESSAGE:
+                await asyncio.wait_for(echo.got.wait(), 5)
+            assert await app.loop.drain(5)
+
+        await send("my birthday is 3 May", "m1")
+        model.extractions.append(("3 May", {"facts": [{**fact("Alice's birthday is 3 May", category="identity"),
+                                                        "lines": [1]}], "summary": "birthday"}))
+        clock.advance(200)
+        assert [r.ok for r in await app.extraction.tick()] == [True]  # type: ignore[attr-defined]
+
+        replies, calls = len(echo.sent), len(fake.requests)
+        await send("my birthday is 4 May", "m1", kind=EDIT)
+        await send("my birthday is 1 January", "m1", sender="mallory", kind=EDIT)  # not hers to edit
+        await send("whatever", "m404", kind=EDIT)  # never stored
+        assert (len(echo.sent), len(fake.requests)) == (replies, calls)  # no answer, no LLM call
+        assert app.loop.stats.revised == 3
+
+        await send("when is my birthday?", "m2")
+        history = json.dumps(fake.requests[-1]["messages"][1:-1], ensure_ascii=False)
+        assert "my birthday is 4 May" in history
+        assert "my birthday is 3 May" not in history and "1 January" not in history
+
+        model.extractions.append(("(edited) my birthday is 4 May", {
+            "facts": [{**fact("Alice's birthday is 4 May", category="identity", updates=1), "lines": [1]}],
+            "summary": "birthday corrected"}))
+        clock.advance(200)
+        assert [r.ok for r in await app.extraction.tick()] == [True]  # type: ignore[attr-defined]
+        assert model.extractions == []  # the correction was what the model read
+        await send("/new", "m3")
+        await send("when is my birthday?", "m4")
+        prompt = json.dumps(fake.requests[-1]["messages"], ensure_ascii=False)
+        assert "Alice's birthday is 4 May" in prompt and "Alice's birthday is 3 May" not in prompt

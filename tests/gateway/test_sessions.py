@@ -3,7 +3,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from gateway.sessions import SessionStore
+from gateway.sessions import MIGRATIONS, SessionStore
 from memory.clock import ManualClock
 from tests.disk import on_disk
 
@@ -182,3 +182,81 @@ async def test_forgotten_words_are_gone_from_the_file(tmp_path: Path, clock: Man
         await store.forget_owner("alice")
         assert [m.content for m in await store.window(KEY)] == ["bob's line"]
     assert on_disk(folder, "zqxjkv4711") == 0
+
+
+async def _said(store: SessionStore, key: str, owner: str, text: str, message_id: str) -> None:
+    chat = key.split(":", 1)[1]
+    await store.append(key, channel="feishu", chat_id=chat, role="user", content=text, owner=owner,
+                       sender_id=owner, message_id=message_id)
+    await store.append(key, channel="feishu", chat_id=chat, role="assistant", content=f"re: {text}", owner=owner,
+                       message_id=message_id)
+
+
+async def test_a_database_of_the_first_schema_is_upgraded_and_its_rows_found_by_message_id(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    """A gateway.db written before edits and recalls (only the first
+    migration) opens, gains the message-id index, and its old rows are what
+    an edit or a recall finds."""
+    from memory.db import Database
+
+    path = tmp_path / "gateway.db"
+    old = await Database.open(path, MIGRATIONS[:1])
+    try:
+        async with old.transaction() as conn:
+            await conn.execute("INSERT INTO sessions (key, channel, chat_id, started_at) VALUES "
+                               "('feishu:oc_1', 'feishu', 'oc_1', '2026-03-01T10:00:00Z')")
+            await conn.execute(
+                "INSERT INTO session_messages (session_id, role, content, owner, sender_id, message_id, created_at) "
+                "VALUES (1, 'user', 'my number is 555-0199', 'ou_a', 'ou_a', 'om_1', '2026-03-01T10:00:00Z')"
+            )
+        assert int((await old.fetchone("PRAGMA user_version"))[0]) == 1
+    finally:
+        await old.close()
+    async with await SessionStore.open(path, clock) as store:
+        assert int((await store.db.fetchone("PRAGMA user_version"))[0]) == len(MIGRATIONS)
+        indexes = {r[0] for r in await store.db.fetchall("SELECT name FROM sqlite_master WHERE type = 'index'")}
+        assert "idx_session_messages_mid" in indexes
+        plan = await store.db.fetchall(
+            "EXPLAIN QUERY PLAN SELECT id FROM session_messages WHERE message_id = ? AND session_id = ?", ("om_1", 1)
+        )
+        assert any("idx_session_messages_mid" in str(tuple(r)) for r in plan)
+        row = await store.find("feishu:oc_1", "om_1")
+        assert row is not None and (row.content, row.owner) == ("my number is 555-0199", "ou_a")
+    async with await SessionStore.open(path, clock) as store:  # reopening migrates nothing twice
+        assert int((await store.db.fetchone("PRAGMA user_version"))[0]) == len(MIGRATIONS)
+
+
+async def test_an_edited_message_shows_its_new_words_in_the_window(tmp_path: Path, clock: ManualClock) -> None:
+    async with await SessionStore.open(tmp_path / "g.db", clock) as store:
+        await _said(store, "feishu:oc_1", "ou_a", "my birthday is 3 May", "om_1")
+        assert [m.content for m in await store.window("feishu:oc_1")][0] == "my birthday is 3 May"  # cached now
+        row = await store.find("feishu:oc_1", "om_1")
+        assert row is not None and row.role == "user"
+        reply = await store.find("feishu:oc_1", "om_1", role="assistant")
+        assert reply is not None and reply.content == "re: my birthday is 3 May"
+        await store.revise(row.id, "my birthday is 4 May")
+        window = [m.content for m in await store.window("feishu:oc_1")]
+        assert window == ["my birthday is 4 May", "re: my birthday is 3 May"]
+        assert await store.find("feishu:oc_1", "om_9") is None  # unknown id
+        assert await store.find("feishu:oc_2", "om_1") is None  # the same id in another chat is not it
+
+
+async def test_erasing_a_message_takes_its_reply_and_nothing_of_anyone_else(tmp_path: Path, clock: ManualClock) -> None:
+    async with await SessionStore.open(tmp_path / "g.db", clock) as store:
+        await _said(store, "feishu:oc_g", "ou_a", "my password is hunter2", "om_1")
+        await _said(store, "feishu:oc_g", "ou_b", "bob was here", "om_2")
+        old_session = await store.current("feishu:oc_g")
+        await store.new_session("feishu:oc_g", channel="feishu", chat_id="oc_g")
+        await _said(store, "feishu:oc_g", "ou_a", "a later message", "om_3")
+        assert old_session != await store.current("feishu:oc_g")
+        # Bob's id and a stranger claiming Alice's message: nothing goes.
+        assert await store.erase_message("feishu:oc_g", "om_1", "ou_b") == 0
+        assert await store.erase_message("feishu:oc_other", "om_1", "ou_a") == 0
+        assert await store.erase_message("feishu:oc_g", "om_404", "ou_a") == 0
+        # Alice's, in the session /new ended: her message and the reply to it.
+        assert await store.erase_message("feishu:oc_g", "om_1", "ou_a") == 2
+        rows = await store.db.fetchall("SELECT content FROM session_messages ORDER BY id")
+        assert [r[0] for r in rows] == ["bob was here", "re: bob was here", "a later message", "re: a later message"]
+        await store.db.checkpoint()
+    assert on_disk(tmp_path, "hunter2") == 0

@@ -1,8 +1,21 @@
 from __future__ import annotations
 
+import asyncio
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
 from memory import Category, MemoryEngine, NewMemory, Provenance
 from memory.backend import MemoryBackend, Turn
+from memory.buffer import NOT_GONE
+from memory.changelog import read_log
+from memory.extraction import ExtractionService
+from memory.llm import MemoryLLM
 from memory.service import SqliteMemory
+from tests.disk import on_disk
+from tests.fakes.openai_server import FakeOpenAI
+
+from ._writepath import fake, llm, reply, user_prompt  # noqa: F401
 
 
 async def test_is_a_backend(engine: MemoryEngine) -> None:
@@ -144,3 +157,166 @@ async def test_forget_names_the_events_a_fact_came_from_and_the_facts_drawn_from
     assert [h.ref for h in done.erased] == [f"e{said.id}"] and [h.ref for h in done.kept] == [f"m{again.id}"]
     assert await engine.get(again.id) is not None  # named, not erased on the model's behalf
     assert [e.id for e in await engine.events("alice")] == [other.id] and len(await engine.events("bob")) == 1
+
+
+# -- edited and recalled messages ---------------------------------------------------------
+
+
+def _turn(owner: str, text: str, mid: str, *, role: str = "user", chat: str = "1") -> Turn:
+    return Turn(owner=owner, channel="telegram", chat_id=chat, role=role, content=text, message_id=mid,
+                sender_id=owner if role == "user" else "")
+
+
+def _fact(content: str, lines: list[int], updates: int | None = None) -> dict[str, Any]:
+    return {"content": content, "category": "identity", "importance": 1, "lines": lines, "updates": updates}
+
+
+async def _waiting(engine: MemoryEngine) -> list[tuple[str, str, str]]:
+    rows = await engine.db.fetchall(
+        f"SELECT owner, message_id, content FROM extraction_buffer WHERE {NOT_GONE} ORDER BY id"
+    )
+    return [tuple(r) for r in rows]  # type: ignore[misc]
+
+
+async def test_an_edit_of_a_waiting_message_replaces_its_line(
+    engine: MemoryEngine, fake: FakeOpenAI, llm: MemoryLLM
+) -> None:
+    mem = SqliteMemory(engine)
+    svc = ExtractionService(engine, llm)
+    await mem.buffer([_turn("alice", "my birthday is 3 May", "1"), _turn("alice", "Noted.", "1", role="assistant")])
+    assert await mem.revise(_turn("alice", "my birthday is 4 May", "1")) == "replaced"
+    assert await _waiting(engine) == [("alice", "1", "Noted."), ("alice", "1", "my birthday is 4 May")]
+    fake.queue_reply(reply([_fact("Alice's birthday is 4 May", [2])]))
+    [rep] = await svc.flush_now("alice")
+    assert rep.ok and "3 May" not in user_prompt(fake.requests[-1])
+    [m] = await engine.list_memories("alice")
+    assert m.content == "Alice's birthday is 4 May" and m.provenance.message_ids == ("1",)
+
+
+async def test_an_edit_racing_an_extraction_of_the_old_words_writes_nothing_old(
+    engine: MemoryEngine, fake: FakeOpenAI, llm: MemoryLLM
+) -> None:
+    mem = SqliteMemory(engine)
+    edited = asyncio.Event()
+
+    async def step(name: str, owner: str) -> None:
+        if name == "llm" and not edited.is_set():  # the model read "3 May"; the user edits now
+            edited.set()
+            assert await mem.revise(_turn("alice", "my birthday is 4 May", "1")) == "replaced"
+
+    svc = ExtractionService(engine, llm, on_step=step)
+    await mem.buffer([_turn("alice", "my birthday is 3 May", "1")])
+    fake.queue_reply(reply([_fact("Alice's birthday is 3 May", [1])]))
+    fake.queue_reply(reply([_fact("Alice's birthday is 4 May", [1])]))
+    first, second = await svc.flush_now("alice")  # the batch of old words writes nothing; the new line is read
+    assert first.skipped and second.ok
+    assert "3 May" not in user_prompt(fake.requests[-1])
+    assert [m.content for m in await engine.list_memories("alice")] == ["Alice's birthday is 4 May"]
+
+
+async def test_an_edit_of_an_extracted_message_is_a_correction_that_supersedes(
+    engine: MemoryEngine, fake: FakeOpenAI, llm: MemoryLLM
+) -> None:
+    mem = SqliteMemory(engine)
+    svc = ExtractionService(engine, llm)
+    await mem.buffer([_turn("alice", "my birthday is 3 May", "1"), _turn("alice", "Noted.", "1", role="assistant")])
+    fake.queue_reply(reply([_fact("Alice's birthday is 3 May", [1])]))
+    await svc.flush_now("alice")
+    [old] = await engine.list_memories("alice")
+
+    assert await mem.revise(_turn("alice", "my birthday is 4 May", "1")) == "corrected"
+    assert await _waiting(engine) == [("alice", "1#edited", "(edited) my birthday is 4 May")]
+    # Edited again before extraction: still one correction, the latest words.
+    assert await mem.revise(_turn("alice", "my birthday is 5 May", "1")) == "replaced"
+    assert await _waiting(engine) == [("alice", "1#edited", "(edited) my birthday is 5 May")]
+
+    fake.queue_reply(reply([_fact("Alice's birthday is 5 May", [1], updates=1)]))
+    [rep] = await svc.flush_now("alice")
+    assert rep.ok and rep.superseded
+    body = fake.requests[-1]["messages"]
+    assert '"(edited)"' in body[0]["content"]  # the prompt says what a correction is
+    assert "Alice's birthday is 3 May" in user_prompt(fake.requests[-1])  # offered as the memory it corrects
+    [new] = await engine.list_memories("alice")
+    assert new.content == "Alice's birthday is 5 May" and new.provenance.message_ids == ("1",)
+    assert (await engine.get(old.id)).status.value == "superseded"
+
+
+async def test_an_edit_memory_never_had_changes_nothing(engine: MemoryEngine) -> None:
+    mem = SqliteMemory(engine)
+    await mem.buffer([_turn("bob", "my birthday is 3 May", "1")])
+    assert await mem.revise(_turn("alice", "my birthday is 4 May", "1")) == "untracked"  # Bob's id, not hers
+    assert await mem.revise(_turn("bob", "my birthday is 4 May", "1", chat="2")) == "untracked"  # another chat
+    assert await mem.revise(_turn("bob", "whatever", "404")) == "untracked"
+    assert await _waiting(engine) == [("bob", "1", "my birthday is 3 May")]
+
+
+async def test_a_recall_erases_what_was_drawn_from_that_message_only(
+    engine: MemoryEngine, fake: FakeOpenAI, llm: MemoryLLM, tmp_path: Path
+) -> None:
+    mem = SqliteMemory(engine)
+    svc = ExtractionService(engine, llm)
+    said = "my phone number is 555-0199, call me after six"
+    await mem.buffer([_turn("alice", said, "1"), _turn("alice", "Noted.", "1", role="assistant"),
+                      _turn("alice", "I work at the harbour office", "2"),
+                      _turn("alice", "Nice.", "2", role="assistant")])
+    fake.queue_reply(reply([_fact("Alice's phone number is 555-0199", [1, 2]),
+                            _fact("Alice works at the harbour office", [3]),
+                            _fact("Alice can be called after six at the harbour office", [1, 3])]))
+    await svc.flush_now("alice")
+    # Saved with the tool during the turn (its provenance is the message).
+    await mem.remember("alice", "Call Alice after six", provenance=Provenance(channel="telegram", chat_id="1",
+                       message_ids=("1",)), source_text=said)
+    # Bob said the same words in his own chat under the same message id.
+    bobs = await mem.remember("bob", "Bob's phone number is 555-0199", source_text=said,
+                              provenance=Provenance(channel="telegram", chat_id="7", message_ids=("1",)))
+    await mem.buffer([_turn("alice", said, "1", chat="9")])  # and Alice herself, in another chat
+
+    done = await mem.retract("telegram", "1", "1", owner="alice", text=said)
+    assert done.owners == ["alice"]
+    assert sorted(h.content for h in done.erased if h.kind == "memory") == [
+        "Alice can be called after six at the harbour office", "Alice's phone number is 555-0199",
+        "Call Alice after six"]
+    assert [m.content for m in await engine.list_memories("alice")] == ["Alice works at the harbour office"]
+    assert [e.summary for e in await engine.events("alice")] == ["a chat"]  # the day's summary of both messages stays
+    assert [h.kind for h in done.kept] == ["event"]  # named, not erased (the harbour fact never cited it)
+    assert (await engine.get(bobs.id)).content == "Bob's phone number is 555-0199"
+    assert await _waiting(engine) == [("alice", "1", said)]  # the other chat's message is another message
+    log = await read_log(engine.db, owner="alice")
+    recalls = [e for e in log if e.action == "recall"]
+    assert len(recalls) == 3 and not any("555" in e.detail for e in log)
+    await mem.retract("telegram", "9", "1", owner="alice", text=said)
+    # Alice's erased facts are gone from the files too; Bob's row is what is left of the words.
+    assert [on_disk(tmp_path, w) for w in ("Alice's phone", "Call Alice after six", "Alice can be called")] == [0, 0, 0]
+    assert on_disk(tmp_path, "555-0199") == 2  # Bob's fact and the words it was drawn from
+
+
+async def test_a_recall_drops_the_waiting_lines_and_takes_the_facts_past(engine: MemoryEngine) -> None:
+    mem = SqliteMemory(engine)
+    old = await mem.remember("alice", "Alice lives in Beijing", provenance=Provenance(channel="telegram", chat_id="1",
+                             message_ids=("0",)))
+    new = await mem.remember("alice", "Alice moved to Shanghai", provenance=Provenance(channel="telegram", chat_id="1",
+                             message_ids=("3",)))
+    await engine.set_status(old.id, "superseded", superseded_by=new.id)
+    await mem.buffer([_turn("alice", "wrong chat, ignore", "4"), _turn("alice", "OK", "4", role="assistant"),
+                      _turn("alice", "keep this", "5")])
+    done = await mem.retract("telegram", "1", "4", owner=None)  # whose? the lines say
+    assert done.owners == ["alice"] and done.buffered_lines == 2 and done.erased == []
+    assert [r[2] for r in await _waiting(engine)] == ["keep this"]
+    done = await mem.retract("telegram", "1", "3", owner=None)
+    assert done.owners == ["alice"] and done.versions == 1
+    assert await engine.list_memories("alice", status=None) == []
+    assert (await mem.retract("telegram", "1", "404", owner=None)).owners == []
+
+
+async def test_a_recalled_restatement_leaves_the_fact_but_not_its_words(engine: MemoryEngine, tmp_path: Path) -> None:
+    mem = SqliteMemory(engine)
+    prov = Provenance(channel="telegram", chat_id="1", message_ids=("1",))
+    first = await mem.remember("alice", "Alice's locker is 42", provenance=prov, source_text="my locker is 42")
+    again = "remember, locker 42 by the blue door"
+    await mem.remember("alice", "Alice's locker is 42", provenance=replace(prov, message_ids=("2",)), source_text=again)
+    assert again in (await engine.get(first.id)).source_text
+    done = await mem.retract("telegram", "1", "2", owner="alice", text=again)
+    assert done.erased == [] and done.scrubbed == 1
+    kept = await engine.get(first.id)
+    assert kept.content == "Alice's locker is 42" and kept.source_text == "my locker is 42"
+    assert on_disk(tmp_path, "blue door") == 0

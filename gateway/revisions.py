@@ -1,0 +1,104 @@
+"""Edited and recalled messages: a change to a message the user sent
+earlier (``InboundMessage.kind`` EDIT or RECALL, ``message_id`` naming it),
+applied to what the gateway stored of it.
+
+The process loop calls :meth:`Revisions.apply` in the chat's own queue, so
+a change comes after the message it changes has been answered, stored in
+Tier 0 and handed to memory (``ProcessLoop._settle``). Nothing is answered:
+re-answering an edited message would mostly answer typo fixes, and a recall
+asks for less, not more.
+
+* **Edit** (Telegram ``edited_message``): the chat's stored row of that
+  message (Tier 0) gets the new words, so the next prompt shows them and
+  not the old ones; memory replaces the line still waiting for extraction,
+  or, if it was extracted already, buffers the new words as a correction
+  whose facts supersede the old ones (``SqliteMemory.revise``). Only the
+  row's own sender edits it. A message the bot never stored (a group
+  message not addressed to it, or one pruned from Tier 0) is left alone.
+* **Recall** (Feishu ``im.message.recalled_v1``): the message and the reply
+  to it leave Tier 0 (their bytes too: a checkpoint), and memory erases its
+  waiting lines and what was drawn from it (``SqliteMemory.retract``). The
+  event names no sender, so the stored row says whose it was, and only that
+  owner's rows are touched; a message nobody stored touches nothing.
+
+A backend without ``revise`` / ``retract`` (the file store) only has the
+Tier 0 part done; its daily log keeps the message.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+import structlog
+
+from memory.backend import MemoryBackend
+
+from .bus import EDIT, RECALL, InboundMessage
+from .sessions import SessionStore
+
+__all__ = ["Revisions"]
+
+log = structlog.get_logger(component="gateway")
+
+
+class Revisions:
+    def __init__(self, sessions: SessionStore, backend: MemoryBackend) -> None:
+        self.sessions = sessions
+        self.backend = backend
+
+    async def apply(self, msg: InboundMessage) -> str:
+        """Apply an EDIT or RECALL; returns what was done (for logs and
+        tests): ``unknown`` (no such stored message), ``refused`` (an edit
+        by someone else), ``unchanged``, ``edited`` / ``recalled``."""
+        if msg.kind == EDIT:
+            return await self._edit(msg)
+        if msg.kind == RECALL:
+            return await self._recall(msg)
+        raise ValueError(f"not an edit or a recall: {msg.kind!r}")
+
+    async def _edit(self, msg: InboundMessage) -> str:
+        key = msg.session_key
+        row = await self.sessions.find(key, msg.message_id)
+        if row is None:
+            log.info("edit of a message not in the history ignored", chat=key, message_id=msg.message_id)
+            return "unknown"
+        if row.sender_id != msg.sender_id:
+            log.warning("edit by another sender ignored", chat=key, message_id=msg.message_id)
+            return "refused"
+        text = msg.text.strip()
+        if not text or text == row.content:
+            return "unchanged"
+        await self.sessions.revise(row.id, text)
+        memory = "untracked"
+        revise: Any = getattr(self.backend, "revise", None)
+        if callable(revise):
+            memory = await revise(replace(row, content=text).turn())
+        log.info("message edited", chat=key, message_id=msg.message_id, memory=memory)
+        return "edited"
+
+    async def _recall(self, msg: InboundMessage) -> str:
+        key = msg.session_key
+        row = await self.sessions.find(key, msg.message_id)
+        owner = row.owner if row is not None else None
+        rows = 0
+        if owner is not None:
+            rows = await self.sessions.erase_message(key, msg.message_id, owner)
+            if rows:
+                await self.sessions.db.checkpoint()  # the deleted rows' old pages, as _forget_history
+        retract: Any = getattr(self.backend, "retract", None)
+        if callable(retract):
+            done = await retract(
+                msg.channel, msg.chat_id, msg.message_id, owner=owner, text=row.content if row is not None else ""
+            )
+            if owner is None:  # pruned from Tier 0: its reply may still be there
+                for cited in done.owners:
+                    rows += await self.sessions.erase_message(key, msg.message_id, cited)
+            if not rows and not done.owners:
+                log.info("recall of a message not stored ignored", chat=key, message_id=msg.message_id)
+                return "unknown"
+        elif not rows:
+            return "unknown"
+        log.info("message recalled: erased from history and memory", chat=key, message_id=msg.message_id,
+                 history_rows=rows)
+        return "recalled"
