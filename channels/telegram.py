@@ -37,7 +37,16 @@ from typing import Any
 os.environ.setdefault("PTB_TIMEDELTA", "true")
 
 import aiohttp
-from telegram import Bot, Message, MessageEntity, ReplyParameters, Update
+from telegram import (
+    Bot,
+    BotCommand,
+    BotCommandScopeAllGroupChats,
+    BotCommandScopeAllPrivateChats,
+    Message,
+    MessageEntity,
+    ReplyParameters,
+    Update,
+)
 from telegram.constants import ChatAction, ChatType, UpdateType
 from telegram.error import (
     BadRequest,
@@ -54,6 +63,7 @@ from telegram.request import BaseRequest, RequestData
 
 from channels.base import BaseChannel, ChannelFatalError
 from gateway.bus import EDIT, MESSAGE, InboundMessage, MessageBus, OutboundMessage
+from gateway.commands import MENU
 from gateway.config import TelegramConfig
 
 __all__ = [
@@ -409,6 +419,7 @@ class TelegramChannel(BaseChannel):
         try:
             await self._connect()
             self._ready.set()
+            await self._publish_menu()
             await self._poll()
         except ChannelFatalError as exc:
             self._fail(exc)
@@ -441,6 +452,21 @@ class TelegramChannel(BaseChannel):
         self._mention_re = re.compile(rf"(?<![\w@])@{name}(?!\w)[,:]?[ \t]*", re.IGNORECASE)
         self._command_re = re.compile(rf"^(/\w+)@{name}(?!\w)", re.IGNORECASE)
         self.log.info("Telegram bot connected", username=username, base_url=self.config.base_url)
+
+    async def _publish_menu(self, timeout: float = 10.0) -> None:
+        """The "/" menu Telegram shows: every command in private chats, and
+        in groups the ones that work there. Best effort: a refusal or a slow
+        answer costs the menu, not the polling (updates wait at Telegram)."""
+        bot = self._bot
+        assert bot is not None
+        private = [BotCommand(name, text) for name, text, _ in MENU]
+        groups = [BotCommand(name, text) for name, text, private_only in MENU if not private_only]
+        try:
+            async with asyncio.timeout(timeout):
+                await bot.set_my_commands(private, scope=BotCommandScopeAllPrivateChats())
+                await bot.set_my_commands(groups, scope=BotCommandScopeAllGroupChats())
+        except (TelegramError, TimeoutError) as exc:
+            self.log.warning("Telegram command menu not set", error=self._scrub(repr(exc)))
 
     async def _poll(self) -> None:
         bot = self._bot

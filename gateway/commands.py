@@ -24,9 +24,17 @@ from memory.backend import MemoryBackend
 from memory.format import truncate
 from memory.types import Hit
 
-__all__ = ["COMMANDS", "UserCommands"]
+__all__ = ["COMMANDS", "MENU", "UserCommands"]
 
 COMMANDS = ("memory", "forget")
+# What a platform's command menu offers (Telegram's "/" list): command,
+# description, private chats only. /new and /help are the loop's own.
+MENU = (
+    ("new", "Start a fresh conversation (what I remember stays)", False),
+    ("memory", "What I remember about you; /memory words searches it", True),
+    ("forget", "Erase a memory for good: /forget m12", True),
+    ("help", "What I can do", False),
+)
 _FORGET_MAX = 20  # as the memory_forget tool
 _LIST = 10  # newest facts shown by /memory
 _SEARCH = 10

@@ -82,6 +82,24 @@ async def next_inbound(bus: MessageBus, timeout: float = 5.0) -> InboundMessage:
     return await asyncio.wait_for(bus.consume_inbound(), timeout)
 
 
+async def test_the_command_menu_is_published_per_chat_type(fake: FakeTelegram, make_channel: Any) -> None:
+    await make_channel()
+    await fake.wait_until(lambda: sum(c.method == "setmycommands" for c in fake.calls) == 2, 5)
+    menus = {c.params["scope"]["type"]: [x["command"] for x in c.params["commands"]]
+             for c in fake.calls if c.method == "setmycommands"}
+    assert menus == {"all_private_chats": ["new", "memory", "forget", "help"], "all_group_chats": ["new", "help"]}
+
+
+async def test_a_refused_command_menu_does_not_stop_the_channel(
+    fake: FakeTelegram, bus: MessageBus, make_channel: Any
+) -> None:
+    fake.fail_next("setMyCommands", 500)
+    await make_channel()
+    fake.push_text(1001, 1001, "still listening", username="alice", first_name="Alice")
+    assert (await next_inbound(bus)).text == "still listening"
+    assert [c.status for c in fake.calls if c.method == "setmycommands"] == [500]  # the rest not tried
+
+
 # -- receiving ----------------------------------------------------------------------------
 
 

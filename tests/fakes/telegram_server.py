@@ -56,7 +56,9 @@ _PATH_RE = re.compile(r"^/bot(?P<token>[^/]*)/(?P<method>[A-Za-z]+)$")
 _TOKEN_RE = re.compile(r"^\d+:[A-Za-z0-9_-]+$")
 _MENTION_RE = re.compile(r"@[A-Za-z0-9_]{5,32}")
 # Fields whose form value is JSON text (PTB json-dumps every non-str value).
-_JSON_FIELDS = frozenset({"reply_parameters", "allowed_updates", "entities", "link_preview_options", "reply_markup"})
+_JSON_FIELDS = frozenset(
+    {"reply_parameters", "allowed_updates", "entities", "link_preview_options", "reply_markup", "commands", "scope"}
+)
 _STATUS_TEXT = {
     400: "Bad Request",
     401: "Unauthorized",
