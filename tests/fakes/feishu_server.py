@@ -357,14 +357,7 @@ class FakeFeishu:
         now = str(int(time.time() * 1000))
         return {
             "schema": "2.0",
-            "header": {
-                "event_id": event_id or uuid.uuid4().hex,
-                "token": self.verification_token,
-                "create_time": now,
-                "event_type": "im.message.receive_v1",
-                "tenant_key": self.tenant_key,
-                "app_id": self.app_id,
-            },
+            "header": self._header("im.message.receive_v1", event_id, now),
             "event": {
                 "sender": {
                     "sender_id": {"union_id": union_id, "user_id": user_id, "open_id": open_id},
@@ -401,20 +394,24 @@ class FakeFeishu:
         now = str(int(time.time() * 1000))
         return {
             "schema": "2.0",
-            "header": {
-                "event_id": event_id or uuid.uuid4().hex,
-                "token": self.verification_token,
-                "create_time": now,
-                "event_type": "im.message.recalled_v1",
-                "tenant_key": self.tenant_key,
-                "app_id": self.app_id,
-            },
+            "header": self._header("im.message.recalled_v1", event_id, now),
             "event": {
                 "message_id": message_id,
                 "chat_id": chat_id or self._chat_of.get(message_id, "oc_chat0001"),
                 "recall_time": now,
                 "recall_type": recall_type,
             },
+        }
+
+    def _header(self, event_type: str, event_id: str | None, now: str) -> dict[str, Any]:
+        """The schema 2.0 header every event carries."""
+        return {
+            "event_id": event_id or uuid.uuid4().hex,
+            "token": self.verification_token,
+            "create_time": now,
+            "event_type": event_type,
+            "tenant_key": self.tenant_key,
+            "app_id": self.app_id,
         }
 
     def mention(self, key: str = "@_user_1", *, bot: bool = True, name: str | None = None, open_id: str = "") -> dict[str, Any]:
