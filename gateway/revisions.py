@@ -73,7 +73,7 @@ class Revisions:
         memory = "untracked"
         revise: Any = getattr(self.backend, "revise", None)
         if callable(revise):
-            memory = await revise(replace(row, content=text).turn())
+            memory = await revise(replace(row, content=text).turn(), before=row.content)
         log.info("message edited", chat=key, message_id=msg.message_id, memory=memory)
         return "edited"
 
