@@ -22,7 +22,10 @@ legacy store did; a group chat (``private=False``) gets the shared
 ``MEMORY.md`` only. ``recall``/``search`` are keyword searches over the same
 files. Entries are cited by a hash of their words (``m``/``e`` +
 :func:`entry_id`), which :meth:`FileMemory.forget` erases them by.
-``category`` and ``importance`` of :meth:`FileMemory.remember` have
+An edited message (:meth:`FileMemory.revise`) gets its logged line
+rewritten, a recalled one (:meth:`FileMemory.retract`) erased with the reply
+logged after it; the log has no message ids, so both find the line by its
+words. ``category`` and ``importance`` of :meth:`FileMemory.remember` have
 nowhere to go in a one-fact-per-line file and are ignored; ``myclaw memory
 migrate`` later imports the lines as Tier 1 (seed 12.2).
 """
