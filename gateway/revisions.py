@@ -21,8 +21,12 @@ asks for less, not more.
   event names no sender, so the stored row says whose it was, and only that
   owner's rows are touched; a message nobody stored touches nothing.
 
-A backend without ``revise`` / ``retract`` (the file store) only has the
-Tier 0 part done; its daily log keeps the message.
+The file store (``FileMemory.revise`` / ``retract``) keeps no message ids:
+it finds the logged line by its words, so an edit passes the old words
+(``before=``, the row's content until now) and a recall the row's text; an
+edit rewrites the line, a recall erases it with the reply logged after it
+and the owner's MEMORY.md lines repeating it. A backend with neither only
+has the Tier 0 part done.
 """
 
 from __future__ import annotations
@@ -73,7 +77,7 @@ class Revisions:
         memory = "untracked"
         revise: Any = getattr(self.backend, "revise", None)
         if callable(revise):
-            memory = await revise(replace(row, content=text).turn())
+            memory = await revise(replace(row, content=text).turn(), before=row.content)
         log.info("message edited", chat=key, message_id=msg.message_id, memory=memory)
         return "edited"
 

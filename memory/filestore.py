@@ -22,7 +22,10 @@ legacy store did; a group chat (``private=False``) gets the shared
 ``MEMORY.md`` only. ``recall``/``search`` are keyword searches over the same
 files. Entries are cited by a hash of their words (``m``/``e`` +
 :func:`entry_id`), which :meth:`FileMemory.forget` erases them by.
-``category`` and ``importance`` of :meth:`FileMemory.remember` have
+An edited message (:meth:`FileMemory.revise`) gets its logged line
+rewritten, a recalled one (:meth:`FileMemory.retract`) erased with the reply
+logged after it; the log has no message ids, so both find the line by its
+words. ``category`` and ``importance`` of :meth:`FileMemory.remember` have
 nowhere to go in a one-fact-per-line file and are ignored; ``myclaw memory
 migrate`` later imports the lines as Tier 1 (seed 12.2).
 """
@@ -38,7 +41,7 @@ import re
 import tempfile
 from collections import OrderedDict
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, date, datetime, timedelta, tzinfo
 from pathlib import Path
 
@@ -48,6 +51,7 @@ from .backend import MemoryBackend, Turn
 from .clock import Clock, SystemClock
 from .engine import content_hash
 from .forgetting import Forgotten, repeats_forgotten
+from .service import EDITED_MARK, Retracted
 from .tokenize import index_terms, normalize
 from .types import GLOBAL_OWNER, Hit, MemoryOverview, Provenance
 
@@ -79,6 +83,7 @@ _UNSAFE = re.compile(r"[^A-Za-z0-9_-]+")
 _LIST_MARK = re.compile(r"^(?:[-*+]|\d+[.)])\s+")
 _REF = re.compile(r"^\[?\s*([me])(\d{1,12})\b", re.IGNORECASE)
 _LOGGED = re.compile(r"^\d{2}:\d{2} [\w-]+: ", re.ASCII)  # "14:30 user: " in front of a logged message
+_LOGGED_PARTS = re.compile(r"^(\d{2}:\d{2}) ([\w-]+): ", re.ASCII)
 
 
 def user_slug(user: str) -> str:
@@ -334,6 +339,22 @@ def _append(path: Path, text: str, header: str) -> None:
         os.fsync(f.fileno())
 
 
+def _log_line(hhmm: str, role: str, text: str) -> str:
+    """A logged message as :meth:`FileMemory.buffer` writes it; continuation
+    lines are indented so the entry stays one list item."""
+    first, *rest = text.splitlines() or [""]
+    return f"- {hhmm} {role}: " + first + "".join(f"\n  {ln}" for ln in rest) + "\n"
+
+
+def _said_as(e: _Entry) -> tuple[str, str, str]:
+    """A logged message's (HH:MM, role, words with whitespace collapsed);
+    ('', '', '') for a line not in the logged shape (hand-written)."""
+    m = _LOGGED_PARTS.match(e.text)
+    if m is None:
+        return "", "", ""
+    return m.group(1), m.group(2), " ".join(e.text[m.end():].split())
+
+
 def _entries(f: MemoryFile, text: str, mtime_day: str) -> list[_Entry]:
     """Split a file into entries; indented lines continue the previous one."""
     out: list[_Entry] = []
@@ -351,6 +372,20 @@ def _entries(f: MemoryFile, text: str, mtime_day: str) -> list[_Entry]:
         else:
             out.append(_Entry(f, no, _LIST_MARK.sub("", raw.strip()), f.day))
     return out
+
+
+def _erase_entries(parsed: Sequence[tuple[MemoryFile, str, list[_Entry]]], drop: Sequence[_Entry]) -> None:
+    """Rewrite each parsed file without the lines of the ``drop`` entries,
+    erasing the old bytes (:func:`_rewrite_erasing`). A day with nothing
+    left goes whole; MEMORY.md keeps its header."""
+    for f, text, entries in parsed:
+        gone = {n for e in drop if e.file == f for n in range(e.line_no, max(e.end_no, e.line_no) + 1)}
+        if not gone:
+            continue
+        lines = text.splitlines(keepends=True)
+        kept = "".join(ln for no, ln in enumerate(lines, start=1) if no not in gone)
+        left = len(entries) - sum(1 for e in entries if e in drop)
+        _rewrite_erasing(f.path, None if f.day and left == 0 else kept)
 
 
 # Function words dropped from queries. A short list of our own: the fallback
@@ -454,6 +489,10 @@ class FileMemory(MemoryBackend):
             if day and p.is_file() and (since is None or day >= since):
                 found.append(MemoryFile(user, p, day))
         return sorted(found, key=lambda f: f.day or "")
+
+    def _local(self, at: datetime) -> datetime:
+        """``at`` in the gateway's timezone (naive: UTC), as the logs show times."""
+        return (at if at.tzinfo else at.replace(tzinfo=UTC)).astimezone(self.tz)
 
     def today(self) -> date:
         return self.clock.now().astimezone(self.tz).date()
@@ -681,15 +720,7 @@ class FileMemory(MemoryBackend):
                         drop.append(e)
                         out.erased.append(self._hit(e, 1.0))
                         out.texts.append(" ".join(e.said.split()))
-        for f, text, entries in parsed:
-            gone = {n for e in drop if e.file == f for n in range(e.line_no, max(e.end_no, e.line_no) + 1)}
-            if not gone:
-                continue
-            lines = text.splitlines(keepends=True)
-            kept = "".join(ln for no, ln in enumerate(lines, start=1) if no not in gone)
-            left = len(entries) - sum(1 for e in entries if e in drop)
-            # A day with nothing left goes whole; MEMORY.md keeps its header.
-            _rewrite_erasing(f.path, None if f.day and left == 0 else kept)
+        _erase_entries(parsed, drop)
 
     async def buffer(self, turns: Sequence[Turn]) -> None:
         fresh = []
@@ -715,17 +746,147 @@ class FileMemory(MemoryBackend):
         per_day: dict[str, list[str]] = {}
         now = self.clock.now()
         for t in turns:
-            at = t.at or now
-            at = (at if at.tzinfo else at.replace(tzinfo=UTC)).astimezone(self.tz)
+            at = self._local(t.at or now)
             text = clean_text(t.content).strip()
             if not text:
                 continue
-            first, *rest = text.splitlines() or [""]
-            # Continuation lines are indented so the entry stays one list item.
-            body = first + "".join(f"\n  {ln}" for ln in rest)
-            per_day.setdefault(at.date().isoformat(), []).append(f"- {at:%H:%M} {t.role}: {body}\n")
+            per_day.setdefault(at.date().isoformat(), []).append(_log_line(f"{at:%H:%M}", t.role, text))
         for day, lines in sorted(per_day.items()):
             _append(d / f"{day}.md", "".join(lines), f"# {day}\n\n")
+
+    # -- edited and recalled messages (gateway/revisions.py) ------------------
+
+    def _logged_message(
+        self, parsed: Sequence[tuple[MemoryFile, str, list[_Entry]]], said: str, at: datetime | None
+    ) -> _Entry | None:
+        """The logged line of a user's message. The log has no message ids,
+        so it is found by its words (``said``, whitespace collapsed; a
+        correction logged as ``(edited) <words>`` counts) and, when ``at``
+        is known, its day and minute: that line if the words match there,
+        else the newest line with those words (a message recalled or edited
+        is a recent one; an older copy of the same words is another message).
+        Without ``said``, only a single user line at ``at`` is taken."""
+        when = None if at is None else (self._local(at).date().isoformat(), f"{self._local(at):%H:%M}")
+        best: _Entry | None = None
+        alone: list[_Entry] = []
+        for f, _, entries in parsed:
+            if f.day is None:
+                continue
+            for e in entries:
+                hhmm, role, words = _said_as(e)
+                if role != "user":
+                    continue
+                there = when == (f.day, hhmm)
+                if not said:
+                    if there:
+                        alone.append(e)
+                    continue
+                if words == said or words == f"{EDITED_MARK} {said}":
+                    if there:
+                        return e
+                    best = e  # files oldest first, lines in order: the last is the newest
+        return best if said else (alone[0] if len(alone) == 1 else None)
+
+    def _parsed_logs(self, owner: str, *, long_term: bool) -> list[tuple[MemoryFile, str, list[_Entry]]]:
+        files = [self.long_term_file(owner)] if long_term and owner != GLOBAL_OWNER else []
+        files += self.daily_files(owner)
+        return [(f, text, _entries(f, text, f.day or "")) for f in files if (text := _read(f.path))]
+
+    async def revise(self, turn: Turn, *, before: str = "") -> str:
+        """The user edited message ``turn.message_id`` into ``turn.content``;
+        ``before``: its words until now (Tier 0's row), which the log finds
+        its line by (the log keeps no message ids; ``turn.at`` narrows it to
+        the minute). Returns, as :meth:`SqliteMemory.revise
+        <memory.service.SqliteMemory.revise>`:
+
+        * ``"replaced"``: the logged line now holds the new words, and the
+          old ones are erased from the disk (a typo'd phone number, a
+          password typed into the wrong box);
+        * ``"corrected"``: no logged line was found (edited by hand, or
+          erased by ``forget``); the new words are logged now as
+          ``(edited) ...`` so a reader sees the correction;
+        * ``"untracked"``: nothing to do (no id, no words, not a user's).
+
+        MEMORY.md is left alone: a fact the model saved from the old words
+        is the user's to correct or forget."""
+        content = clean_text(turn.content).strip()
+        if not turn.message_id or not content or turn.role != "user":
+            return "untracked"
+        said = " ".join(clean_text(before).split())
+        async with self._lock(turn.owner):
+            outcome = await asyncio.to_thread(self._revise, turn, content, said)
+        log.info("edited message handed to memory", owner=turn.owner, store="files", outcome=outcome)
+        return outcome
+
+    def _revise(self, turn: Turn, content: str, said: str) -> str:
+        parsed = self._parsed_logs(turn.owner, long_term=False)
+        found = self._logged_message(parsed, said, turn.at)
+        if found is None:
+            self._buffer(turn.owner, [replace(turn, content=f"{EDITED_MARK} {content}", at=None)])
+            return "corrected"
+        hhmm, role, words = _said_as(found)
+        if words.startswith(f"{EDITED_MARK} ") and not content.startswith(EDITED_MARK):
+            content = f"{EDITED_MARK} {content}"  # a correction stays one
+        f, text = next((f, text) for f, text, _ in parsed if f == found.file)
+        lines = text.splitlines(keepends=True)
+        end = max(found.end_no, found.line_no)
+        new = "".join(lines[: found.line_no - 1]) + _log_line(hhmm, role, content) + "".join(lines[end:])
+        if new != text:
+            _rewrite_erasing(f.path, new)
+        return "replaced"
+
+    async def retract(
+        self, channel: str, chat_id: str, message_id: str, *, owner: str | None, text: str = ""
+    ) -> Retracted:
+        """The sender recalled message ``message_id``: erase it from
+        ``owner``'s files, for good (the old bytes zeroed, as :meth:`forget`).
+
+        * its logged line goes, found by its words ``text`` (the log keeps no
+          message ids; with several lines of the same words, the newest: an
+          older copy is another message, which stays), and the reply logged
+          right after it (written with it by the same ``buffer`` call);
+        * lines of the owner's MEMORY.md that repeat its words
+          (:func:`~memory.forgetting.repeats_forgotten`: the same words, or
+          a long line inside them) go too, as the SQLite store erases a fact
+          whose words repeat a recalled message: MEMORY.md keeps no source,
+          so whether the fact was drawn from this message is unknown, and
+          erasing is the safe side. A paraphrase stays (the user can ask to
+          forget it). The shared MEMORY.md is the operator's and stays.
+
+        ``Retracted.buffered_lines`` counts the logged lines erased,
+        ``erased`` the MEMORY.md lines. Without ``owner`` (the gateway no
+        longer has the row) or ``text`` nothing can be found: nothing is
+        touched, and no other user's files ever are."""
+        out = Retracted()
+        said = " ".join(clean_text(text).split())
+        if not message_id or owner is None or not said:
+            return out
+        async with self._lock(owner):
+            await asyncio.to_thread(self._retract, owner, said, out)
+        out.owners = [owner]
+        if out.buffered_lines or out.erased:
+            log.info("recalled message erased from memory", owner=owner, store="files",
+                     logged_lines=out.buffered_lines, erased=len(out.erased))
+        return out
+
+    def _retract(self, owner: str, said: str, out: Retracted) -> None:
+        parsed = self._parsed_logs(owner, long_term=True)
+        drop: list[_Entry] = []
+        found = self._logged_message(parsed, said, None)
+        if found is not None:
+            drop.append(found)
+            entries = next(entries for f, _, entries in parsed if f == found.file)
+            after = entries[entries.index(found) + 1:]
+            if after and _said_as(after[0])[1] == "assistant":
+                drop.append(after[0])  # the reply: buffered with the message, often repeating it
+        for f, _, entries in parsed:
+            if f.day is None:
+                for e in entries:
+                    if repeats_forgotten(e.text, [said]):
+                        drop.append(e)
+                        out.erased.append(self._hit(e, 1.0))
+        out.buffered_lines = sum(1 for e in drop if e.file.day)
+        _erase_entries(parsed, drop)
 
     async def close(self) -> None:
         """Nothing stays open: every write is flushed when it returns."""

@@ -229,7 +229,7 @@ class SqliteMemory(MemoryBackend):
                      buffered_lines=out.buffered_lines)
         return out
 
-    async def revise(self, turn: Turn) -> str:
+    async def revise(self, turn: Turn, *, before: str = "") -> str:
         """The user edited message ``turn.message_id`` (their own, ``turn.role``
         "user") into ``turn.content``. Returns what memory did:
 
@@ -241,7 +241,11 @@ class SqliteMemory(MemoryBackend):
           user cites it); the new words are buffered as a correction,
           ``(edited) ...`` (:data:`EDITED_MARK`), whose facts supersede the
           old ones (the extraction prompt's rule);
-        * ``"untracked"``: memory never had it (not learnt from), nothing done."""
+        * ``"untracked"``: memory never had it (not learnt from), nothing done.
+
+        ``before`` (the message's words until now) is not needed here: the
+        buffer knows its lines by message id; the file store's log does not
+        (:meth:`FileMemory.revise <memory.filestore.FileMemory.revise>`)."""
         owner, mid = turn.owner, turn.message_id
         content = _clean(turn.content)
         if not mid or not content:

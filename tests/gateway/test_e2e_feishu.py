@@ -17,6 +17,8 @@ import pytest
 from gateway.app import App
 from gateway.config import Paths, load_config
 from memory import ManualClock, Provenance
+from memory.filestore import FileMemory
+from tests.disk import on_disk
 from tests.fakes.feishu_server import FakeFeishu
 from tests.fakes.openai_server import FakeOpenAI, Reply
 from tests.fakes.telegram_server import FakeTelegram
@@ -42,12 +44,15 @@ async def echo_llm() -> AsyncIterator[FakeOpenAI]:
         yield fake
 
 
-def _app(tmp_path: Path, clock: ManualClock, llm: FakeOpenAI, channels: dict[str, Any]) -> App:
+def _app(
+    tmp_path: Path, clock: ManualClock, llm: FakeOpenAI, channels: dict[str, Any], **more: dict[str, Any]
+) -> App:
     doc = {
         "provider": {"baseUrl": llm.url, "apiKey": llm.api_key, "maxRetries": 0, "timeout": "5s"},
         "agent": {"model": "test-model"},
         "gateway": {"host": "127.0.0.1", "port": 0},
         "channels": channels,
+        **more,
     }
     (tmp_path / "config.json").write_text(json.dumps(doc), encoding="utf-8")
     cfg = load_config(tmp_path / "config.json", env={"MYCLAW_HOME": str(tmp_path)}, require=True)
@@ -171,6 +176,51 @@ async def test_a_recalled_message_leaves_the_history_and_memory_of_its_sender_on
     for name in ("gateway.db", "memory.db", "memory.buffer.db"):
         data = b"".join(f.read_bytes() for f in (tmp_path / "data").glob(name + "*"))
         assert data and data.count(b"Alice's vault") == 0
+
+
+async def test_a_recalled_message_leaves_the_file_stores_log_of_its_sender_only(
+    tmp_path: Path, clock: ManualClock, feishu: FakeFeishu, echo_llm: FakeOpenAI
+) -> None:
+    """The same with memory disabled (FileMemory): Alice's logged message and
+    the reply to it leave her daily log, bytes included, and the next
+    prompt's recent days; Bob's log of the same words stays."""
+    app = _app(tmp_path, clock, echo_llm, {"feishu": _feishu_section(feishu, "webhook")}, memory={"enabled": False})
+    bob = "ou_bob00000000000000000000000000"
+    secret = "my vault password is tulip-4471"
+    try:
+        await app.open()
+        await asyncio.wait_for(app.start(), 15)
+        assert app.http is not None and app.loop is not None and isinstance(app.backend, FileMemory)
+        hook = app.http.url + "/feishu/events"
+
+        async def push(event: dict[str, Any]) -> None:
+            assert (await feishu.push_event(hook, event, encrypt_key=ENCRYPT_KEY)).status_code == 200
+
+        await push(feishu.message_event("hello", chat_id="oc_alice", open_id=ALICE))
+        await _until(lambda: len(feishu.sent) == 1)
+        mine = feishu.message_event(secret, chat_id="oc_alice", open_id=ALICE)
+        await push(mine)
+        await push(feishu.message_event(secret, chat_id="oc_bob", open_id=bob))
+        await _until(lambda: len(feishu.sent) == 3)
+        assert await app.loop.drain(5)
+        alice_dir, bob_dir = app.backend.user_dir(f"feishu:{ALICE}"), app.backend.user_dir(f"feishu:{bob}")
+        assert on_disk(alice_dir, "tulip-4471") == 2  # the message and the echoed reply
+
+        await push(feishu.recall_event(mine["event"]["message"]["message_id"], chat_id="oc_bob"))  # not Bob's
+        await push(feishu.recall_event(mine["event"]["message"]["message_id"]))
+        await _until(lambda: app.loop is not None and app.loop.stats.revised == 2)
+        assert await app.loop.drain(5)
+        assert len(feishu.sent) == 3  # nothing answered
+        assert on_disk(alice_dir, "tulip-4471") == 0 and on_disk(bob_dir, "tulip-4471") == 2
+        [day] = [f for f in alice_dir.iterdir() if f.name.endswith(".md")]
+        assert day.read_text(encoding="utf-8").count("hello") == 2  # the rest of her day stays
+
+        await push(feishu.message_event("what did I tell you?", chat_id="oc_alice", open_id=ALICE))
+        await _until(lambda: len(feishu.sent) == 4)
+        prompt = json.dumps(echo_llm.requests[-1]["messages"], ensure_ascii=False)
+        assert "hello" in prompt and "tulip" not in prompt
+    finally:
+        await asyncio.wait_for(app.close(), 30)
 
 
 async def test_long_connection_event_gets_a_reply(

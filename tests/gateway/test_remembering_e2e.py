@@ -16,6 +16,8 @@ import asyncio
 from gateway.app import App
 from gateway.bus import EDIT, MESSAGE, InboundMessage
 from memory import ManualClock
+from memory.filestore import FileMemory
+from tests.disk import on_disk
 from tests.fakes.openai_server import FakeOpenAI, Reply
 from tests.gateway.test_app import ECHO, EchoChannel, _config
 
@@ -329,3 +331,36 @@ async def test_an_edited_message_corrects_what_the_bot_remembers(tmp_path: Path)
         await send("when is my birthday?", "m4")
         prompt = json.dumps(fake.requests[-1]["messages"], ensure_ascii=False)
         assert "Alice's birthday is 4 May" in prompt and "Alice's birthday is 3 May" not in prompt
+
+
+async def test_an_edited_message_rewrites_the_file_stores_log(tmp_path: Path) -> None:
+    """Memory disabled (FileMemory): an edit gives the logged line the new
+    words and leaves no byte of the old ones; the next prompt (history and
+    recent days) shows only the new. Another sender's edit changes nothing."""
+    clock = ManualClock("2026-03-02T10:00:00Z")
+    async with running(tmp_path, Model(), clock, memory={"enabled": False}) as (app, fake):
+        echo = app.channels["echo"]
+        assert isinstance(echo, EchoChannel) and app.loop is not None and isinstance(app.backend, FileMemory)
+
+        async def send(text: str, mid: str, *, sender: str = "alice", kind: str = MESSAGE) -> None:
+            echo.got.clear()
+            await echo.publish(InboundMessage(channel="echo", chat_id="c-alice", sender_id=sender, text=text,
+                                              message_id=mid, timestamp=clock.now(), kind=kind))
+            if kind == MESSAGE:
+                await asyncio.wait_for(echo.got.wait(), 5)
+            assert await app.loop.drain(5)
+
+        await send("call me on 555-0199", "m1")
+        folder = app.backend.user_dir("echo:alice")
+        assert on_disk(folder, "555-0199") == 1
+        clock.advance(120)
+        await send("call me on 555-0123", "m1", kind=EDIT)
+        await send("call me on 555-6666", "m1", sender="mallory", kind=EDIT)  # not hers to edit
+        assert app.loop.stats.revised == 2
+        assert on_disk(folder, "555-0199") == 0 and on_disk(folder, "555-6666") == 0
+        [day] = [f for f in folder.iterdir() if f.name.endswith(".md")]
+        assert "- 10:00 user: call me on 555-0123\n" in day.read_text(encoding="utf-8")
+
+        await send("what is my number?", "m2")
+        prompt = json.dumps(fake.requests[-1]["messages"], ensure_ascii=False)
+        assert "555-0123" in prompt and "555-0199" not in prompt

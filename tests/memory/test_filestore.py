@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from memory import ManualClock, Provenance
 from memory.backend import MemoryBackend, Turn
 from memory.filestore import FileMemory, user_slug
+from tests.disk import on_disk
 
 P = Provenance(channel="telegram", chat_id="1")
 
@@ -259,6 +260,130 @@ async def test_forget_overwrites_the_old_file_on_disk(files: FileMemory) -> None
         before.seek(0)
         assert before.read() == b"\0" * size
     assert path.read_text() == "# Long-term memory\n\n- Alice likes jazz\n"
+
+
+# -- edited and recalled messages -------------------------------------------------
+
+
+async def test_a_recalled_message_and_its_reply_leave_the_log_for_good(files: FileMemory) -> None:
+    """Alice unsends her password: its logged line and the reply logged with
+    it go, the old file's bytes are zeroed, the rest stays byte for byte."""
+    secret = "my vault password is tulip-4471"
+    await files.buffer([turn("alice", "hello", "2026-02-28T09:00:00", mid="1"),
+                        turn("alice", "hi!", "2026-02-28T09:00:10", role="assistant", mid="1")])
+    await files.buffer([turn("alice", secret, "2026-02-28T09:01:00", mid="2"),
+                        turn("alice", f"Noted: {secret}", "2026-02-28T09:01:05", role="assistant", mid="2")])
+    await files.buffer([turn("alice", "thanks", "2026-02-28T09:02:00", mid="3")])
+    d = files.user_dir("alice")
+    path = d / "2026-02-28.md"
+    with open(path, "rb") as old:  # the old inode, as a disk block would hold it
+        size = len(old.read())
+        done = await files.retract("feishu", "oc_alice", "2", owner="alice", text=f"  {secret}\n")
+        old.seek(0)
+        assert old.read() == b"\0" * size
+    assert done.owners == ["alice"] and done.buffered_lines == 2 and done.erased == []
+    assert path.read_text() == "# 2026-02-28\n\n- 09:00 user: hello\n- 09:00 assistant: hi!\n- 09:02 user: thanks\n"
+    assert on_disk(d, "tulip") == 0
+    assert "tulip" not in await files.profile("alice") and await files.search("alice", "vault password") == []
+    again = await files.retract("feishu", "oc_alice", "2", owner="alice", text=secret)
+    assert again.buffered_lines == 0 and path.read_text().count("\n") == 5
+
+
+async def test_a_recall_erases_memory_md_lines_repeating_its_words_of_its_owner_only(files: FileMemory) -> None:
+    """MEMORY.md keeps no source: a line repeating the recalled words goes
+    (the safe side), a paraphrase stays; Bob's files and the shared
+    MEMORY.md are never touched, nor is anything without an owner or words."""
+    secret = "my door code is 8264, please keep it"
+    files.root.mkdir(parents=True)
+    (files.root / "MEMORY.md").write_text(f"- {secret}\n")
+    await files.remember("alice", secret, provenance=P)
+    await files.remember("alice", "Alice's door code is 8264", provenance=P)  # the model's words
+    await files.remember("alice", "Alice likes jazz", provenance=P)
+    await files.remember("bob", secret, provenance=P)
+    await files.buffer([turn("alice", secret, "2026-02-28T09:00:00", mid="7")])
+    await files.buffer([turn("bob", secret, "2026-02-28T09:00:00", mid="7")])
+    for owner, text in ((None, secret), ("alice", ""), ("carol", secret)):
+        nothing = await files.retract("feishu", "oc_x", "7", owner=owner, text=text)
+        assert nothing.buffered_lines == 0 and nothing.erased == []
+    done = await files.retract("feishu", "oc_alice", "7", owner="alice", text=secret)
+    assert done.buffered_lines == 1 and [h.content for h in done.erased] == [secret]
+    assert (files.user_dir("alice") / "MEMORY.md").read_text() == (
+        "# Long-term memory\n\n- Alice's door code is 8264\n- Alice likes jazz\n"
+    )
+    assert not (files.user_dir("alice") / "2026-02-28.md").exists()  # nothing else that day: the file goes
+    assert on_disk(files.user_dir("alice"), "please keep it") == 0
+    assert on_disk(files.user_dir("bob"), "please keep it") == 2
+    assert secret in (files.root / "MEMORY.md").read_text()
+
+
+async def test_a_recall_takes_the_newest_line_of_the_same_words(files: FileMemory) -> None:
+    """Without message ids in the log, two messages of the same words are
+    told apart by age: the recalled one is the newest; the older stays."""
+    await files.buffer([turn("alice", "call me at 555-0101", "2026-02-27T09:00:00", mid="1"),
+                        turn("alice", "Will do.", "2026-02-27T09:00:05", role="assistant", mid="1")])
+    await files.buffer([turn("alice", "call me at 555-0101", "2026-02-28T09:00:00", mid="2")])
+    await files.buffer([turn("alice", "and bring the map", "2026-02-28T09:00:30", mid="3"),
+                        turn("alice", "Sure.", "2026-02-28T09:00:35", role="assistant", mid="3")])
+    done = await files.retract("feishu", "oc_alice", "2", owner="alice", text="call me at 555-0101")
+    assert done.buffered_lines == 1  # no reply logged right after it: the next message's stays
+    d = files.user_dir("alice")
+    assert (d / "2026-02-27.md").read_text().count("555-0101") == 1
+    assert (d / "2026-02-28.md").read_text() == (
+        "# 2026-02-28\n\n- 09:00 user: and bring the map\n- 09:00 assistant: Sure.\n"
+    )
+
+
+async def test_an_edit_rewrites_the_logged_line_and_erases_the_old_words(files: FileMemory) -> None:
+    await files.buffer([turn("alice", "my number is\n555-0199", "2026-02-28T09:00:00", mid="1"),
+                        turn("alice", "Saved.", "2026-02-28T09:00:05", role="assistant", mid="1")])
+    await files.buffer([turn("alice", "my number is\n555-0199", "2026-02-28T09:30:00", mid="2")])
+    path = files.user_dir("alice") / "2026-02-28.md"
+    edited = turn("alice", "my number is\n555-0123", "2026-02-28T09:00:00", mid="1")
+    with open(path, "rb") as old:
+        size = len(old.read())
+        assert await files.revise(edited, before="my number is\n555-0199") == "replaced"
+        old.seek(0)
+        assert old.read() == b"\0" * size
+    # The line at the message's minute, not the later one of the same words.
+    assert path.read_text() == (
+        "# 2026-02-28\n\n- 09:00 user: my number is\n  555-0123\n- 09:00 assistant: Saved.\n"
+        "- 09:30 user: my number is\n  555-0199\n"
+    )
+    # Edited again: found by the words it has now.
+    again = turn("alice", "my number is 555-0124", "2026-02-28T09:00:00", mid="1")
+    assert await files.revise(again, before="my number is\n555-0123") == "replaced"
+    assert "- 09:00 user: my number is 555-0124\n" in path.read_text() and on_disk(path.parent, "555-0123") == 0
+    # Without the old words, a single user line at that minute is enough.
+    assert await files.revise(turn("alice", "my number is 555-0125", "2026-02-28T09:00:00", mid="1")) == "replaced"
+    assert on_disk(path.parent, "555-0124") == 0
+
+
+async def test_an_edit_not_found_in_the_log_is_logged_as_a_correction(files: FileMemory, clock: ManualClock) -> None:
+    await files.buffer([turn("alice", "the meeting is on Monday", "2026-02-28T09:00:00", mid="1")])
+    path = files.user_dir("alice") / "2026-02-28.md"
+    path.write_text("# 2026-02-28\n\n- 09:00 user: the meeting is on Monday (edited by hand)\n")
+    edit = turn("alice", "the meeting is on Tuesday", "2026-02-28T09:00:00", mid="1")
+    assert await files.revise(edit, before="the meeting is on Monday") == "corrected"
+    today = files.user_dir("alice") / f"{clock.now():%Y-%m-%d}.md"
+    assert today.read_text().endswith("- 12:00 user: (edited) the meeting is on Tuesday\n")
+    # A second edit replaces the correction, which stays one; a recall erases it.
+    edit2 = turn("alice", "the meeting is on Wednesday", "2026-02-28T09:00:00", mid="1")
+    assert await files.revise(edit2, before="the meeting is on Tuesday") == "replaced"
+    assert today.read_text().endswith("- 12:00 user: (edited) the meeting is on Wednesday\n")
+    assert "Tuesday" not in today.read_text()
+    done = await files.retract("feishu", "oc", "1", owner="alice", text="the meeting is on Wednesday")
+    assert done.buffered_lines == 1 and not today.exists()
+    assert await files.revise(turn("alice", "Saved!", role="assistant", mid="1")) == "untracked"
+    assert await files.revise(turn("alice", "  ", mid="1")) == "untracked"
+    assert await files.revise(turn("alice", "no id")) == "untracked"
+    assert "Monday (edited by hand)" in path.read_text()  # the hand-edited line is the operator's
+
+
+async def test_an_edit_touches_only_its_owners_log(files: FileMemory) -> None:
+    await files.buffer([turn("bob", "my pin is 1111", "2026-02-28T09:00:00", mid="1")])
+    assert await files.revise(turn("alice", "my pin is 2222", "2026-02-28T09:00:00", mid="1"),
+                              before="my pin is 1111") == "corrected"
+    assert (files.user_dir("bob") / "2026-02-28.md").read_text().endswith("- 09:00 user: my pin is 1111\n")
 
 
 async def test_a_users_folder_moves_into_another_and_a_crash_midway_adds_nothing_twice(
