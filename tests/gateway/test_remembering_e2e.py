@@ -6,7 +6,7 @@ bus, SQLite files and the OpenAI-compatible fake, with a controllable clock."""
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -284,6 +284,19 @@ async def test_asking_to_forget_a_fact_does_not_bring_it_back_through_extraction
         assert memories == ["I play the cello on Sundays"] and buffered == []
 
 
+async def _send(
+    app: App, echo: EchoChannel, clock: ManualClock, text: str, mid: str, *, sender: str, kind: str
+) -> None:
+    """Message ``mid`` (or an EDIT of it) from ``sender`` in Alice's chat, handled
+    to the end; a new message waits for its answer, an edit gets none."""
+    echo.got.clear()
+    await echo.publish(InboundMessage(channel="echo", chat_id="c-alice", sender_id=sender, text=text,
+                                      message_id=mid, timestamp=clock.now(), kind=kind))
+    if kind == MESSAGE:
+        await asyncio.wait_for(echo.got.wait(), 5)
+    assert app.loop is not None and await app.loop.drain(5)
+
+
 async def test_an_edited_message_corrects_what_the_bot_remembers(tmp_path: Path) -> None:
     """"My birthday is 3 May" edited into "4 May": the next prompt's history
     says 4 May, and the fact extracted from the old words is superseded by
@@ -295,13 +308,8 @@ async def test_an_edited_message_corrects_what_the_bot_remembers(tmp_path: Path)
         echo = app.channels["echo"]
         assert isinstance(echo, EchoChannel) and app.loop is not None and app.extraction is not None
 
-        async def send(text: str, mid: str, *, sender: str = "alice", kind: str = MESSAGE) -> None:
-            echo.got.clear()
-            await echo.publish(InboundMessage(channel="echo", chat_id="c-alice", sender_id=sender, text=text,
-                                              message_id=mid, timestamp=clock.now(), kind=kind))
-            if kind == MESSAGE:
-                await asyncio.wait_for(echo.got.wait(), 5)
-            assert await app.loop.drain(5)
+        def send(text: str, mid: str, *, sender: str = "alice", kind: str = MESSAGE) -> Awaitable[None]:
+            return _send(app, echo, clock, text, mid, sender=sender, kind=kind)
 
         await send("my birthday is 3 May", "m1")
         model.extractions.append(("3 May", {"facts": [{**fact("Alice's birthday is 3 May", category="identity"),
@@ -342,13 +350,8 @@ async def test_an_edited_message_rewrites_the_file_stores_log(tmp_path: Path) ->
         echo = app.channels["echo"]
         assert isinstance(echo, EchoChannel) and app.loop is not None and isinstance(app.backend, FileMemory)
 
-        async def send(text: str, mid: str, *, sender: str = "alice", kind: str = MESSAGE) -> None:
-            echo.got.clear()
-            await echo.publish(InboundMessage(channel="echo", chat_id="c-alice", sender_id=sender, text=text,
-                                              message_id=mid, timestamp=clock.now(), kind=kind))
-            if kind == MESSAGE:
-                await asyncio.wait_for(echo.got.wait(), 5)
-            assert await app.loop.drain(5)
+        def send(text: str, mid: str, *, sender: str = "alice", kind: str = MESSAGE) -> Awaitable[None]:
+            return _send(app, echo, clock, text, mid, sender=sender, kind=kind)
 
         await send("call me on 555-0199", "m1")
         folder = app.backend.user_dir("echo:alice")
