@@ -67,6 +67,7 @@ from .memory_tools import memory_tools
 from .prompt import PromptBuilder
 from .ratelimit import RateLimiter
 from .sessions import SessionStore
+from .userdata import UserData
 
 __all__ = ["CHANNELS", "App", "ChannelSpec", "Service", "StorageError", "config_secrets"]
 
@@ -225,6 +226,7 @@ class App:
                 window=cfg.agent.history_messages,
                 cache_rows=cfg.gateway.history_cache_rows,
             )
+        self._user_data = UserData(self.backend, self.sessions)  # /forget all; cron joins when open
         self.llm = LLMClient.from_config(cfg.provider, model=cfg.agent.model, client=self.http_client)
         r = cfg.memory.retrieval
         # The file store answers the same tools: a user of the fallback can
@@ -256,7 +258,9 @@ class App:
             limiter=RateLimiter(
                 self.clock, per_minute=cfg.gateway.rate_limit.per_minute, per_hour=cfg.gateway.rate_limit.per_hour
             ),
-            commands=UserCommands(self.backend, forget_history=self._forget_history),
+            commands=UserCommands(
+                self.backend, forget_history=self._forget_history, everything=self._user_data, clock=self.clock
+            ),
         )
 
         if cfg.cron.enabled:
@@ -372,6 +376,7 @@ class App:
 
         async with _storage(self.paths.cron_db()):
             self._cron_store = await CronStore.open(self.paths.cron_db(), self.clock, self.cfg.gateway.timezone)
+        self._user_data.cron = self._cron_store
         loop = self.loop
         assert loop is not None and self.agent is not None
 

@@ -13,16 +13,27 @@ so a listing does not become something to remember again.
 
 Credentials are listed by id only: ``/memory`` is a glance, often over a
 shoulder; the bot tells them when asked.
+
+``/forget all`` erases everything kept about the user (gateway/userdata.py).
+It first answers with what that is and a code; only ``/forget all <code>``,
+within five minutes, erases. A code rather than "yes": the user must have
+read this answer, not a stale or autocompleted one, and a forwarded or
+pasted command cannot do it.
 """
 
 from __future__ import annotations
 
 import re
+import secrets
 from collections.abc import Awaitable, Callable, Sequence
+from datetime import datetime, timedelta
 
 from memory.backend import MemoryBackend
+from memory.clock import Clock, SystemClock
 from memory.format import truncate
 from memory.types import Hit
+
+from .userdata import Census, UserData
 
 __all__ = ["COMMANDS", "MENU", "UserCommands"]
 
@@ -32,13 +43,15 @@ COMMANDS = ("memory", "forget")
 MENU = (
     ("new", "Start a fresh conversation (what I remember stays)", False),
     ("memory", "What I remember about you; /memory words searches it", True),
-    ("forget", "Erase a memory for good: /forget m12", True),
+    ("forget", "Erase a memory for good: /forget m12 (/forget all: everything)", True),
     ("help", "What I can do", False),
 )
 _FORGET_MAX = 20  # as the memory_forget tool
 _LIST = 10  # newest facts shown by /memory
 _SEARCH = 10
 _SHOWN_CHARS = 200
+_CONFIRM_WITHIN = timedelta(minutes=5)
+_ALL = ("all", "全部")
 _REF = re.compile(r"^\[?([me]\d+)\]?[,.;]?$", re.IGNORECASE)
 _CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff]")
 
@@ -62,9 +75,19 @@ class UserCommands:
     ``forget_history(user, texts)`` erases the Tier 0 lines that said an
     erased fact (the App passes its own, as for the ``memory_forget`` tool)."""
 
-    def __init__(self, backend: MemoryBackend, *, forget_history: ForgetHistory | None = None) -> None:
+    def __init__(
+        self,
+        backend: MemoryBackend,
+        *,
+        forget_history: ForgetHistory | None = None,
+        everything: UserData | None = None,
+        clock: Clock | None = None,
+    ) -> None:
         self.backend = backend
         self.forget_history = forget_history
+        self.everything = everything or UserData(backend, None)
+        self.clock = clock or SystemClock()
+        self._codes: dict[str, tuple[str, datetime]] = {}  # user -> /forget all code, valid until
 
     async def run(self, name: str, args: str, *, user: str, private: bool) -> str:
         if not private:
@@ -113,6 +136,8 @@ class UserCommands:
 
     async def _forget(self, user: str, args: str) -> str:
         tokens = [t for t in re.split(r"[\s,，]+", args.strip()) if t]
+        if tokens and tokens[0].lower() in _ALL:
+            return await self._forget_all(user, tokens[1:], zh=tokens[0] == "全部")
         refs: list[str] = []
         bad: list[str] = []
         for t in tokens:
@@ -123,7 +148,7 @@ class UserCommands:
                 bad.append(t)
         if not refs or bad:
             return (
-                "Usage: /forget m12 [e3 …], with the ids /memory shows."
+                "Usage: /forget m12 [e3 …], with the ids /memory shows; /forget all erases everything."
                 + (f" Not an id: {', '.join(bad[:5])}." if bad else "")
             )
         if len(refs) > _FORGET_MAX:
@@ -151,3 +176,47 @@ class UserCommands:
         if done.unknown:
             out.append(f"You have no memory with id {', '.join(done.unknown)}.")
         return "\n".join(out)
+
+    async def _forget_all(self, user: str, rest: Sequence[str], *, zh: bool) -> str:
+        now = self.clock.now()
+        self._codes = {u: c for u, c in self._codes.items() if c[1] > now}
+        if rest:
+            code, _ = self._codes.get(user, ("", now))
+            if len(rest) != 1 or not code or not secrets.compare_digest(rest[0], code):
+                return (
+                    "这个确认码不对或已过期；先发送 /forget all 获取新的确认码。"
+                    if zh
+                    else "That code is wrong or has expired; send /forget all for a new one."
+                )
+            del self._codes[user]
+            gone = await self.everything.erase(user)
+            return ("已永久删除：" if zh else "Erased for good: ") + _counts(gone, zh) + (
+                "。从现在起我们重新认识。" if zh else ". From here on we start afresh."
+            )
+        kept = await self.everything.census(user)
+        if kept.empty:
+            return "我没有保存任何关于你的内容。" if zh else "I keep nothing about you."
+        code = f"{secrets.randbelow(10_000):04d}"
+        self._codes[user] = (code, now + _CONFIRM_WITHIN)
+        if zh:
+            return (f"这会永久删除我保存的关于你的一切：{_counts(kept, zh)}。无法撤销。\n"
+                    f"确认请在 5 分钟内发送：/forget all {code}")
+        return (f"This erases everything I keep about you, for good: {_counts(kept, zh)}. It cannot be undone.\n"
+                f"To confirm, send within 5 minutes: /forget all {code}")
+
+
+def _counts(c: Census, zh: bool) -> str:
+    if zh:
+        parts = [f"{c.memories} 条记忆", f"{c.events} 条对话摘要", f"{c.messages} 条聊天记录（所有对话中）"]
+        if c.jobs:
+            parts.append(f"{c.jobs} 个定时任务")
+        return "、".join(parts)
+    parts = [_n(c.memories, "memory", "memories"), _n(c.events, "conversation summary", "conversation summaries"),
+             _n(c.messages, "message", "messages") + " of our conversations (every chat)"]
+    if c.jobs:
+        parts.append(_n(c.jobs, "scheduled job", "scheduled jobs"))
+    return ", ".join(parts)
+
+
+def _n(n: int, one: str, many: str) -> str:
+    return f"{n} {one if n == 1 else many}"

@@ -67,6 +67,7 @@ schedule too ("every weekday at 9, summarise my plans").
 /new  start a fresh conversation (long-term memory is kept)
 /memory  what I remember about you (/memory words: search it)
 /forget m12  erase a memory for good, by the id /memory shows
+/forget all  erase everything I keep about you (asks to confirm)
 /help this message
 
 In a group, mention me or reply to me to get an answer; there I leave out

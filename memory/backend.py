@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
-from .types import Hit, MemoryOverview, Provenance
+from .types import ErasedAll, Hit, MemoryOverview, Provenance
 
 if TYPE_CHECKING:  # forgetting.py needs the engine; the interface does not
     from .forgetting import Forgotten
@@ -74,6 +74,14 @@ class MemoryBackend(Protocol):
         """Erase, for good, ``user``'s memories and events named by their
         citations (``m12``, ``e3``), with what goes with them; never another
         user's or a shared row (:class:`~memory.forgetting.Forgotten` says which)."""
+        ...
+
+    async def forget_all(self, user: str) -> ErasedAll:
+        """Erase, for good, everything memory keeps about ``user`` (their
+        ``/forget all``): every fact and event of every status, the lines
+        waiting for extraction, the change log's entries; never the shared
+        ``_global`` rows nor another user's. An extraction already reading
+        their lines writes nothing."""
         ...
 
     async def overview(self, user: str, *, limit: int = 10) -> MemoryOverview:

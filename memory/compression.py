@@ -380,6 +380,11 @@ class Compressor:
         id_by_hash = {content_hash(m.content): m.id for m in high}
         keep: set[str] = set()
         async with self.engine.db.transaction() as conn:
+            if not await self._all_active(conn, [m.id for m in (*high, *current)]):
+                # Erased (the user's /forget) or replaced while the model was
+                # thinking: its entries could restate what is gone. Next week.
+                report.notes.append(f"{owner}: profile refresh skipped, memories changed meanwhile")
+                return
             for rank, e in enumerate(entries):
                 h = content_hash(e.content)
                 if h in keep:

@@ -53,7 +53,7 @@ from .engine import content_hash
 from .forgetting import Forgotten, repeats_forgotten
 from .service import EDITED_MARK, Retracted
 from .tokenize import index_terms, normalize
-from .types import GLOBAL_OWNER, Hit, MemoryOverview, Provenance
+from .types import GLOBAL_OWNER, ErasedAll, Hit, MemoryOverview, Provenance
 
 __all__ = [
     "LONG_TERM",
@@ -721,6 +721,30 @@ class FileMemory(MemoryBackend):
                         out.erased.append(self._hit(e, 1.0))
                         out.texts.append(" ".join(e.said.split()))
         _erase_entries(parsed, drop)
+
+    async def forget_all(self, user: str) -> ErasedAll:
+        """``user``'s folder goes: each file's bytes are overwritten as it is
+        removed (as :meth:`forget` does), then the folder."""
+        if user == GLOBAL_OWNER:
+            raise ValueError("_global is shared by everyone; its memories are erased one by one")
+        async with self._lock(user):
+            out = await asyncio.to_thread(self._forget_all, user)
+        log.info("owner forgotten", owner=user, store="files", files=out.files)
+        return out
+
+    def _forget_all(self, user: str) -> ErasedAll:
+        d = self.user_dir(user)
+        if not d.is_dir():
+            return ErasedAll()
+        before = self._overview(user, 0)
+        files = 0
+        for path in sorted(d.iterdir()):
+            if path.is_file() and path.name != OWNER_FILE:
+                _rewrite_erasing(path, None)
+                files += 1
+        if not self.remove_user_dir(user):
+            log.warning("user folder not empty after forget_all; left for the operator", owner=user)
+        return ErasedAll(memories=before.facts, events=before.events, files=files)
 
     async def buffer(self, turns: Sequence[Turn]) -> None:
         fresh = []

@@ -26,7 +26,7 @@ from .forgetting import Forgotten, erase_planned, event_hit, plan_erasure, repea
 from .hybrid import HybridRetriever
 from .retrieval import Retriever
 from .tokens import estimate_tokens
-from .types import GLOBAL_OWNER, Category, Event, Hit, Memory, MemoryOverview, NewMemory, Provenance, Source
+from .types import GLOBAL_OWNER, Category, ErasedAll, Event, Hit, Memory, MemoryOverview, NewMemory, Provenance, Source
 
 __all__ = ["EDITED_MARK", "EDITED_SUFFIX", "Retracted", "SqliteMemory", "original_message_id"]
 
@@ -228,6 +228,17 @@ class SqliteMemory(MemoryBackend):
             log.info("memories forgotten at the user's request", owner=user, erased=len(out.erased),
                      buffered_lines=out.buffered_lines)
         return out
+
+    async def forget_all(self, user: str) -> ErasedAll:
+        """Everything of ``user`` goes, in one transaction
+        (:meth:`MemoryEngine.forget_owner`), their words out of the file too."""
+        if user == GLOBAL_OWNER:
+            raise ValueError("_global is shared by everyone; its memories are erased one by one")
+        # Turns queued for the buffer's group commit would land after the
+        # erasure and be learnt again.
+        await self._buffer_rows.drain()
+        counts = await self.engine.forget_owner(user)
+        return ErasedAll(memories=counts["memories"], events=counts["events"], waiting=counts["buffered"])
 
     async def revise(self, turn: Turn, *, before: str = "") -> str:
         """The user edited message ``turn.message_id`` (their own, ``turn.role``

@@ -10,6 +10,7 @@ from typing import Any
 __all__ = [
     "GLOBAL_OWNER",
     "Category",
+    "ErasedAll",
     "Event",
     "Hit",
     "Memory",
@@ -200,3 +201,14 @@ class MemoryOverview:
     recent: list[Hit]  # newest first: Tier 2 facts, or the file store's latest logged lines
     facts: int  # active facts in all (profile included)
     events: int  # daily events (Tier 3), or logged lines
+
+
+@dataclass(frozen=True)
+class ErasedAll:
+    """What :meth:`MemoryBackend.forget_all` erased of one user: everything
+    memory kept about them, counted by kind."""
+
+    memories: int = 0  # facts and profile entries, of every status (older versions too)
+    events: int = 0  # daily events (Tier 3)
+    waiting: int = 0  # lines still waiting for extraction
+    files: int = 0  # the file store's files (MEMORY.md, daily logs)

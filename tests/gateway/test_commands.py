@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import re
+from datetime import timedelta
 from pathlib import Path
 
 from gateway.commands import UserCommands
+from gateway.cron import CronStore
+from gateway.userdata import UserData
 from memory import Category, ManualClock, NewMemory, Provenance
 from memory.filestore import FileMemory
 from tests.fakes.openai_server import FakeOpenAI
@@ -120,3 +124,64 @@ async def test_the_file_store_lists_memory_md_and_the_newest_logged_lines(tmp_pa
     assert f"- [{overview.profile[0].ref}" in text and "oat milk" in text
     gone = await UserCommands(store).run("forget", overview.profile[0].ref, user=ALICE, private=True)
     assert gone.startswith("Erased for good:") and (await store.overview(ALICE)).profile == []
+
+
+async def test_forget_all_asks_for_a_code_then_erases_everything_of_the_sender_only(
+    tmp_path: Path, clock: ManualClock, fake_llm: FakeOpenAI
+) -> None:
+    async with make_rig(tmp_path, clock, fake_llm) as rig:
+        cron = await CronStore.open(tmp_path / "cron.db", clock)
+        try:
+            rig.loop.commands = UserCommands(rig.backend, everything=UserData(rig.backend, rig.sessions, cron), clock=clock)
+            ids = await _seed(rig)
+            await rig.engine.add_event(ALICE, "2026-11-20", "Alice planned the Hangzhou trip")
+            await cron.add(schedule="0 9 * * *", message="plan my day", channel="telegram", chat_id="100", user=ALICE)
+            await cron.add(schedule="0 9 * * *", message="water the bees", channel="telegram", chat_id="200", user=BOB)
+            fake_llm.queue_reply("Noted, oat milk it is.")
+            await rig.ask("I like oat milk flat white coffee", chat="100")
+            fake_llm.queue_reply("Hi all!")
+            await rig.ask("hello team", chat="-5", group=True, mentioned=True)  # her words in a group are hers too
+            fake_llm.queue_reply("Bees, nice.")
+            await rig.ask("my bees swarmed today", chat="200", sender="200")
+            await rig.settle()
+
+            ask = (await rig.ask("/forget all", chat="100")).text
+            assert ask.startswith("This erases everything I keep about you, for good: 3 memories, "
+                                  "1 conversation summary, 4 messages of our conversations (every chat), "
+                                  "1 scheduled job. It cannot be undone.")
+            code = ask.rsplit(" ", 1)[1]
+            assert re.fullmatch(r"\d{4}", code) and await rig.engine.get(ids["coffee"]) is not None  # nothing yet
+            wrong = "0000" if code != "0000" else "1111"
+            assert "wrong or has expired" in (await rig.ask(f"/forget all {wrong}", chat="100")).text
+            assert "wrong or has expired" in (await rig.ask(f"/forget all {code}", chat="200", sender="200")).text
+
+            done = (await rig.ask(f"/forget all {code}", chat="100")).text
+            assert done == ("Erased for good: 3 memories, 1 conversation summary, 4 messages of our conversations "
+                            "(every chat), 1 scheduled job. From here on we start afresh.")
+            assert await rig.engine.list_memories(ALICE, status=None) == []
+            assert await rig.sessions.owned(ALICE) == 0
+            assert [j.user for j in await cron.list()] == [BOB]
+            assert "I don't remember anything about you yet." in (await rig.ask("/memory", chat="100")).text
+            assert (await rig.ask("/forget all", chat="100")).text == "I keep nothing about you."
+            # Bob's rows and the shared ones stay; the code was used up.
+            assert await rig.engine.get(ids["bob"]) is not None and await rig.engine.get(ids["shared"]) is not None
+            assert await rig.sessions.owned(BOB) == 2
+            assert "wrong or has expired" in (await rig.ask(f"/forget all {code}", chat="100")).text
+        finally:
+            await cron.close()
+
+
+async def test_a_forget_all_code_expires_after_five_minutes_and_groups_are_refused(
+    tmp_path: Path, clock: ManualClock, fake_llm: FakeOpenAI
+) -> None:
+    async with make_rig(tmp_path, clock, fake_llm) as rig:
+        rig.loop.commands = UserCommands(rig.backend, everything=UserData(rig.backend, rig.sessions), clock=clock)
+        ids = await _seed(rig)
+        group = await rig.ask("/forget all", chat="-5", group=True, mentioned=True)
+        assert group.text.startswith("I show and erase your memories only in a private chat")
+        zh = (await rig.ask("/forget 全部", chat="100")).text
+        assert zh.startswith("这会永久删除我保存的关于你的一切：3 条记忆、0 条对话摘要、0 条聊天记录")
+        code = zh.rsplit(" ", 1)[1]
+        clock.advance(timedelta(minutes=5, seconds=1))
+        assert "wrong or has expired" in (await rig.ask(f"/forget all {code}", chat="100")).text
+        assert await rig.engine.get(ids["coffee"]) is not None

@@ -241,6 +241,21 @@ async def test_a_new_profile_entry_cites_the_facts_it_states(engine: MemoryEngin
     }
 
 
+async def test_a_profile_refresh_writes_nothing_when_the_user_erased_everything_meanwhile(
+    engine: MemoryEngine, fake: FakeOpenAI, llm: MemoryLLM
+) -> None:
+    await engine.add(NewMemory(owner="alice", content="Alice moved to Munich", category=Category.IDENTITY, importance=0.9))
+
+    async def responder(body: dict[str, Any]) -> Reply:
+        await SqliteMemory(engine).forget_all("alice")  # /forget all while the model writes her profile
+        return Reply(json.dumps({"entries": [{"content": "Lives in Munich", "category": "identity", "facts": [1]}]}))
+
+    fake.responder = responder
+    rep = await Compressor(engine, llm).weekly()
+    assert rep.promoted == 0 and any("profile refresh skipped" in n for n in rep.notes)
+    assert await engine.list_memories("alice", status=None) == []
+
+
 async def test_a_compressed_fact_cites_only_the_events_of_its_lines(
     engine: MemoryEngine, fake: FakeOpenAI, llm: MemoryLLM
 ) -> None:

@@ -262,6 +262,30 @@ async def test_forget_overwrites_the_old_file_on_disk(files: FileMemory) -> None
     assert path.read_text() == "# Long-term memory\n\n- Alice likes jazz\n"
 
 
+async def test_forget_all_removes_the_users_folder_and_zeroes_its_files(files: FileMemory) -> None:
+    files.root.mkdir(parents=True)
+    (files.root / "MEMORY.md").write_text("- The office wifi is myclaw-guest\n")
+    await files.remember("alice", "Alice's PIN is 8264", provenance=P)
+    await files.buffer([turn("alice", "my locker is 42", "2026-02-28T09:00:00"),
+                        turn("alice", "Noted.", "2026-02-28T09:00:05", role="assistant")])
+    await files.remember("bob", "Bob's door code is 1234", provenance=P)
+    d = files.user_dir("alice")
+    with open(d / "MEMORY.md", "rb") as facts, open(d / "2026-02-28.md", "rb") as day:  # the old inodes
+        sizes = len(facts.read()), len(day.read())
+        gone = await files.forget_all("alice")
+        facts.seek(0)
+        day.seek(0)
+        assert (facts.read(), day.read()) == (b"\0" * sizes[0], b"\0" * sizes[1])
+    assert (gone.memories, gone.events, gone.files) == (1, 2, 2)
+    assert not d.exists()
+    assert (await files.overview("alice")).facts == 0 and await files.search("alice", "locker") == []
+    assert "1234" in (files.user_dir("bob") / "MEMORY.md").read_text()
+    assert "myclaw-guest" in (files.root / "MEMORY.md").read_text()
+    assert (await files.forget_all("alice")).files == 0  # twice: nothing left, no error
+    with pytest.raises(ValueError, match="shared by everyone"):
+        await files.forget_all("_global")
+
+
 # -- edited and recalled messages -------------------------------------------------
 
 

@@ -5,6 +5,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from memory import Category, MemoryEngine, NewMemory, Provenance
 from memory.backend import MemoryBackend, Turn
 from memory.buffer import NOT_GONE
@@ -320,3 +322,47 @@ async def test_a_recalled_restatement_leaves_the_fact_but_not_its_words(engine: 
     kept = await engine.get(first.id)
     assert kept.content == "Alice's locker is 42" and kept.source_text == "my locker is 42"
     assert on_disk(tmp_path, "blue door") == 0
+
+
+async def test_forget_all_erases_every_row_of_the_user_and_nothing_else(engine: MemoryEngine, tmp_path: Path) -> None:
+    mem = SqliteMemory(engine)
+    prov = Provenance(channel="telegram", chat_id="1", message_ids=("1",))
+    await mem.remember("alice", "Alice's locker code is 9182", provenance=prov)
+    old = await engine.add(NewMemory(owner="alice", content="Alice lived in Ningbo", provenance=prov))
+    await engine.add(NewMemory(owner="alice", tier=1, content="Alice is a violinist", category=Category.IDENTITY))
+    await engine.set_status(old.id, "archived")
+    await engine.add_event("alice", "2026-11-20", "Alice practised the Sibelius concerto")
+    await mem.buffer([_turn("alice", "my cello is named Bruno", "2")])
+    await mem.remember("bob", "Bob keeps bees", provenance=prov)
+    await engine.add(NewMemory(owner="_global", content="The office is on floor 3"))
+
+    assert on_disk(tmp_path, "Sibelius") > 0 and on_disk(tmp_path, "Bruno") > 0
+    gone = await mem.forget_all("alice")
+    assert (gone.memories, gone.events, gone.waiting) == (3, 1, 1)
+    assert await engine.list_memories("alice", status=None) == []
+    assert await engine.db.fetchone("SELECT 1 FROM daily_events WHERE owner = 'alice'") is None
+    assert await _waiting(engine) == []
+    assert [e for e in await read_log(engine.db) if e.owner == "alice"] == []
+    assert [m.content for m in await engine.list_memories("bob")] == ["Bob keeps bees"]
+    assert [m.content for m in await engine.list_memories("_global")] == ["The office is on floor 3"]
+    for words in ("9182", "Ningbo", "violinist", "Sibelius", "Bruno"):
+        assert on_disk(tmp_path, words) == 0, words
+    with pytest.raises(ValueError, match="shared by everyone"):
+        await mem.forget_all("_global")
+
+
+async def test_forget_all_racing_an_extraction_writes_nothing(
+    engine: MemoryEngine, fake: FakeOpenAI, llm: MemoryLLM
+) -> None:
+    mem = SqliteMemory(engine)
+
+    async def step(name: str, owner: str) -> None:
+        if name == "llm":  # the model is reading Alice's lines; she erases everything now
+            await mem.forget_all("alice")
+
+    svc = ExtractionService(engine, llm, on_step=step)
+    await mem.buffer([_turn("alice", "my birthday is 3 May", "1")])
+    fake.queue_reply(reply([_fact("Alice's birthday is 3 May", [1])]))
+    [rep] = await svc.flush_now("alice")
+    assert rep.skipped
+    assert await engine.list_memories("alice", status=None) == []

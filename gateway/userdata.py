@@ -1,0 +1,82 @@
+"""Everything the gateway keeps about one user, counted and erased together:
+the ``/forget all`` a user sends in a private chat.
+
+Memory (every tier, the extraction buffer, the change log: the backend's
+:meth:`~memory.backend.MemoryBackend.forget_all`), the conversation history
+of every chat (their messages and the replies to them, group chats too) and
+the jobs they scheduled. ``myclaw memory forget --user`` does the same with
+the gateway stopped; this one runs beside it, so each part goes through the
+component that owns it and its caches.
+
+What stays: identity links in the config (the operator's), the rate
+limiter's timestamps (no words), and log lines, which name users by id only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import structlog
+
+from memory.backend import MemoryBackend
+
+if TYPE_CHECKING:
+    from .cron import CronStore
+    from .sessions import SessionStore
+
+__all__ = ["Census", "UserData"]
+
+log = structlog.get_logger(component="gateway")
+
+
+@dataclass(frozen=True)
+class Census:
+    """How much is kept (or was erased) of one user."""
+
+    memories: int = 0  # facts and profile entries (the file store: MEMORY.md lines)
+    events: int = 0  # conversation summaries (the file store: logged lines)
+    messages: int = 0  # conversation history (Tier 0), every chat
+    jobs: int = 0  # scheduled jobs they made
+
+    @property
+    def empty(self) -> bool:
+        return not (self.memories or self.events or self.messages or self.jobs)
+
+
+class UserData:
+    """``cron`` is set by the App once the scheduler's store is open (it
+    opens after the process loop is built)."""
+
+    def __init__(self, backend: MemoryBackend, sessions: SessionStore | None, cron: CronStore | None = None) -> None:
+        self.backend = backend
+        self.sessions = sessions
+        self.cron = cron
+
+    async def census(self, user: str) -> Census:
+        o = await self.backend.overview(user, limit=0)
+        messages = await self.sessions.owned(user) if self.sessions is not None else 0
+        jobs = len(await self.cron.list(user)) if self.cron is not None else 0
+        return Census(memories=o.facts, events=o.events, messages=messages, jobs=jobs)
+
+    async def erase(self, user: str) -> Census:
+        """Erase everything of ``user``; returns what went. Memory first: the
+        history's rows could otherwise be buffered for extraction again."""
+        mem = await self.backend.forget_all(user)
+        messages = 0
+        if self.sessions is not None:
+            messages = await self.sessions.forget_owner(user)
+            if messages:
+                # The deleted rows' old pages stay in the WAL until a
+                # checkpoint overwrites them (as App._forget_history).
+                await self.sessions.db.checkpoint()
+        jobs = 0
+        if self.cron is not None:
+            for job in await self.cron.list(user):
+                if not job.internal:
+                    await self.cron.remove(job.id, user=user)
+                    jobs += 1
+        out = Census(memories=mem.memories, events=mem.events, messages=messages, jobs=jobs)
+        log.info("user forgotten at their request", owner=user, memories=out.memories, events=out.events,
+                 waiting=mem.waiting, messages=out.messages, jobs=out.jobs, files=mem.files)
+        return out
