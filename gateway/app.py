@@ -266,6 +266,29 @@ class App:
         if cfg.cron.enabled:
             await self._open_cron()
 
+    def _open_health(self) -> None:
+        """``/healthz`` says whether messages are answered (gateway/health.py)
+        wherever the HTTP server runs; ``gateway.metrics`` adds ``/metrics``,
+        starting the server for it. Only for the gateway, not ``myclaw chat``."""
+        if self.cfg.gateway.metrics and self.config_channels:
+            http = self._http_server()
+            http.add_route("GET", "/metrics", http.metrics)
+        if self.http is None:
+            return
+        from .health import Health
+
+        engine = getattr(self.backend, "engine", None)
+        assert self.loop is not None
+        self.http.health = Health(
+            clock=self.clock,
+            bus=self.bus,
+            loop_running=lambda: self._loop_task is not None and not self._loop_task.done(),
+            stats=self.loop.stats,
+            channels=self.channels,
+            failed=self.failed_channels,
+            backlog=engine.backlog if engine is not None else None,
+        )
+
     def _open_hybrid(self, engine: Any, lexical: Any) -> Any:
         """Recall by meaning too (memory.embedding): the vectorizer embeds
         memories in the background, the hybrid retriever fuses rankings."""
@@ -466,6 +489,7 @@ class App:
         if self.loop is None:
             raise RuntimeError("App.open() must run before start()")
         channels = self._build_channels()
+        self._open_health()  # after the channels: a webhook may have made the HTTP server
         if not channels and not self.failed_channels:
             raise ConfigError(
                 "no channel is enabled: set channels.telegram.enabled or channels.feishu.enabled "

@@ -193,6 +193,9 @@ class GatewayConfig(_Model):
     history_cache_rows: int = Field(default=2048, ge=0, le=1_000_000)
     rate_limit: RateLimitConfig = Field(default_factory=RateLimitConfig)
     admin: AdminConfig = Field(default_factory=AdminConfig)
+    # GET /metrics (Prometheus text) on host:port, the HTTP server started
+    # for it if nothing else needs one; /healthz is then served too.
+    metrics: bool = False
 
     @field_validator("timezone")
     @classmethod

@@ -1,5 +1,5 @@
-"""The gateway's own small HTTP server: webhook endpoints (Feishu events)
-and ``GET /healthz``.
+"""The gateway's own small HTTP server: webhook endpoints (Feishu events),
+the memory page, ``GET /healthz`` and ``GET /metrics`` (gateway/health.py).
 
 Routes live in our own table, looked up by one catch-all aiohttp route.
 aiohttp freezes its router when the server starts, and channels register
@@ -11,9 +11,13 @@ remove its route on ``stop()``.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
 
 import structlog
 from aiohttp import web
+
+if TYPE_CHECKING:
+    from .health import Health
 
 __all__ = ["Handler", "HttpServer"]
 
@@ -29,6 +33,7 @@ class HttpServer:
         self._runner: web.AppRunner | None = None
         self._port: int | None = None
         self._log = structlog.get_logger(component="http")
+        self.health: Health | None = None  # set by the App; without it /healthz only says the server answers
         self.add_route("GET", "/healthz", self._healthz)
 
     # -- routes ----------------------------------------------------------------
@@ -99,4 +104,15 @@ class HttpServer:
         return web.json_response({"error": "not found"}, status=404)
 
     async def _healthz(self, request: web.Request) -> web.Response:
-        return web.json_response({"status": "ok"})
+        if self.health is None:
+            return web.json_response({"status": "ok"})
+        snap = await self.health.snapshot()
+        return web.json_response(snap.to_json(), status=503 if snap.status == "down" else 200)
+
+    async def metrics(self, request: web.Request) -> web.Response:
+        """``GET /metrics``, registered by the App when ``gateway.metrics`` is on."""
+        if self.health is None:
+            return web.json_response({"error": "not found"}, status=404)
+        text = self.health.metrics(await self.health.snapshot())
+        return web.Response(body=text.encode("utf-8"), headers={
+            "Content-Type": "text/plain; version=0.0.4; charset=utf-8", "Cache-Control": "no-store"})

@@ -49,7 +49,7 @@ from .revisions import Revisions
 from .sessions import SessionStore, StoredMessage
 from .tools import ToolContext
 
-__all__ = ["HELP_TEXT", "LoopStats", "ProcessLoop", "Samples", "parse_command", "split_command"]
+__all__ = ["HELP_TEXT", "LoopStats", "ProcessLoop", "Samples", "parse_command", "percentile", "split_command"]
 
 # Lazy: resolved at each call, so it follows configure_logging (and its
 # redaction) even though this module is imported before logging is set up.
@@ -94,7 +94,8 @@ def split_command(text: str) -> tuple[str, str] | None:
     return (m.group(1).lower(), (m.group(2) or "").strip()) if m else None
 
 
-def _percentile(values: Sequence[float], q: float) -> float:
+def percentile(values: Sequence[float], q: float) -> float:
+    """The ``q`` quantile (nearest rank); 0.0 for no values."""
     if not values:
         return 0.0
     s = sorted(values)
@@ -169,10 +170,10 @@ class LoopStats:
             "received": self.received,
             "replied": self.replied,
             "failed": self.failed,
-            "added_p50_ms": round(_percentile(added, 0.50), 3),
-            "added_p95_ms": round(_percentile(added, 0.95), 3),
+            "added_p50_ms": round(percentile(added, 0.50), 3),
+            "added_p95_ms": round(percentile(added, 0.95), 3),
             "added_max_ms": round(max(added, default=0.0), 3),
-            "wait_p95_ms": round(_percentile(list(self.wait_ms), 0.95), 3),
+            "wait_p95_ms": round(percentile(list(self.wait_ms), 0.95), 3),
         }
 
 

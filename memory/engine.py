@@ -28,7 +28,7 @@ import aiosqlite
 import structlog
 
 from .clock import Clock, SystemClock, format_ts
-from .buffer import continue_ids, drop_owner_lines, reconcile
+from .buffer import NOT_GONE, continue_ids, drop_owner_lines, reconcile
 from .db import Database
 from .format import truncate
 from .schema import open_memory_db
@@ -46,6 +46,7 @@ from .types import (
 )
 
 __all__ = [
+    "Backlog",
     "MemoryEngine",
     "MemoryNotFound",
     "clean_source_text",
@@ -176,6 +177,17 @@ class Stats:
     # Active memories with a current vector, by embedding model (hybrid
     # recall; empty when it is off or nothing is embedded yet).
     vectors: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Backlog:
+    """The write path's queue (:meth:`MemoryEngine.backlog`), for health
+    checks and metrics: words are never read."""
+
+    lines: int  # waiting for extraction
+    retrying: int  # of them, whose extraction failed at least once
+    stuck: int  # of them, failed ``stuck_after`` times or more (the ``backlog`` log line)
+    oldest: str | None  # created_at of the oldest waiting line
 
 
 async def _scrub_log(conn: aiosqlite.Connection, memory_id: int, content: str) -> None:
@@ -787,6 +799,18 @@ class MemoryEngine:
         self.db.bump(INDEX)
 
     # -- overview -----------------------------------------------------------
+
+    async def backlog(self, stuck_after: int = 5) -> Backlog:
+        """How much waits for extraction; one pass over the buffer's rows,
+        which stay few (a flush deletes them), on the reader connection."""
+        row = await self.db.fetchone(
+            f"""SELECT COUNT(*), COALESCE(SUM(attempts > 0), 0), COALESCE(SUM(attempts >= ?), 0), MIN(created_at)
+                  FROM extraction_buffer WHERE {NOT_GONE}""",
+            (stuck_after,),
+        )
+        if row is None:
+            return Backlog(0, 0, 0, None)
+        return Backlog(lines=row[0], retrying=row[1], stuck=row[2], oldest=row[3])
 
     async def stats(self, owner: str | None = None) -> Stats:
         w, a = ("WHERE owner = ?", [owner]) if owner is not None else ("", [])
