@@ -258,7 +258,7 @@ class FeishuChannel(BaseChannel):
                                   recalled=answers, message_id=message_id, code=result.code, reason=result.reason)
             done.append(result)
         if done:
-            self.log.info("reply to a recalled message withdrawn", chat_id=chat_id, recalled=answers,
+            self.log.info("reply to a recalled message: withdrawal done", chat_id=chat_id, recalled=answers,
                           parts=len(done), withdrawn=sum(w.deleted for w in done))
         return done
 
