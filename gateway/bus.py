@@ -54,18 +54,24 @@ class OutboundMessage:
     chat_id: str
     text: str
     reply_to: str = ""  # message id to reply to, where the channel supports it
+    # The inbound message this answers (its ``message_id``), quoted or not:
+    # a channel that can withdraw its own messages withdraws this reply
+    # when that message is recalled. "" for what answers nothing (cron).
+    answers: str = ""
     metadata: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
     def answering(cls, msg: InboundMessage, text: str) -> OutboundMessage:
         """``text`` as the answer to ``msg``: in its chat, quoting it in a
         group (several people talk there), in the same place inside the chat
-        (a Telegram forum topic)."""
+        (a Telegram forum topic). ``answers`` names ``msg`` always, so a
+        channel can find this reply again when ``msg`` is recalled."""
         return cls(
             channel=msg.channel,
             chat_id=msg.chat_id,
             text=text,
             reply_to=msg.message_id if msg.is_group else "",
+            answers=msg.message_id,
             metadata={k: msg.metadata[k] for k in ROUTING_KEYS if k in msg.metadata},
         )
 

@@ -20,6 +20,8 @@ asks for less, not more.
   waiting lines and what was drawn from it (``SqliteMemory.retract``). The
   event names no sender, so the stored row says whose it was, and only that
   owner's rows are touched; a message nobody stored touches nothing.
+  What the chat shows is the channel's part: the Feishu channel withdraws
+  its own reply there (``OutboundMessage.answers`` names what it answered).
 
 The file store (``FileMemory.revise`` / ``retract``) keeps no message ids:
 it finds the logged line by its words, so an edit passes the old words

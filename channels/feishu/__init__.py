@@ -7,7 +7,14 @@ importing this package is cheap and webhook mode never loads the SDK.
 
 Modules: ``events`` (event -> InboundMessage), ``dedup`` (event ids seen),
 ``webhook`` (HTTP intake: verification, decryption, signature),
-``longconn`` (lark-oapi websocket client), ``client`` (sending, token cache).
+``longconn`` (lark-oapi websocket client), ``client`` (sending, token cache),
+``replies`` (which messages the bot sent as the reply to which message).
+
+A recalled message takes the bot's reply along: the RECALL goes on the bus
+(its stored words are erased, gateway/revisions.py) and the reply's parts
+are withdrawn from the chat with ``DELETE /open-apis/im/v1/messages/:id``,
+in the background so the event's intake (a webhook answered within
+seconds, a long-connection ACK) never waits on Feishu.
 """
 
 from __future__ import annotations
@@ -22,7 +29,7 @@ from gateway.bus import MessageBus, OutboundMessage
 from gateway.config import FeishuConfig
 from gateway.http import HttpServer
 
-from .client import FeishuApiError, FeishuClient, is_retryable, split_text
+from .client import FeishuApiError, FeishuClient, Withdrawal, is_retryable, split_text
 from .dedup import RecentIds
 from .events import (
     MESSAGE_EVENT,
@@ -33,9 +40,12 @@ from .events import (
     parse_message_event,
     parse_recall_event,
 )
+from .replies import ReplyLog
 from .webhook import WebhookReceiver
 
-__all__ = ["FeishuApiError", "FeishuChannel", "FeishuClient", "RecentIds", "split_text"]
+__all__ = ["FeishuApiError", "FeishuChannel", "FeishuClient", "RecentIds", "ReplyLog", "Withdrawal", "split_text"]
+
+_WITHDRAW_AT_STOP = 10.0  # seconds stop() gives withdrawals still under way
 
 
 class FeishuChannel(BaseChannel):
@@ -48,6 +58,7 @@ class FeishuChannel(BaseChannel):
         http: HttpServer | None = None,
         *,
         dedup: RecentIds | None = None,
+        replies: ReplyLog | None = None,
         **client_options: Any,
     ) -> None:
         """``client_options`` go to ``FeishuClient`` (``timeout``,
@@ -58,6 +69,8 @@ class FeishuChannel(BaseChannel):
         self.api = FeishuClient(config.app_id, config.app_secret.get_secret_value(), config.domain, **client_options)
         self._dedup = dedup or RecentIds()
         self._sent_ids = RecentIds(maxsize=5000, ttl=7 * 86400)  # ours, for reply_to_bot
+        self.replies = replies or ReplyLog()  # ours, by the message they answer: withdrawn with it
+        self._withdrawals: set[asyncio.Task[list[Withdrawal]]] = set()
         self.bot_open_id: str | None = None
         self._longconn: Any = None  # LongConnection, imported lazily
         self._route: tuple[str, str] | None = None
@@ -108,6 +121,7 @@ class FeishuChannel(BaseChannel):
             self._route = None
         if self._longconn is not None:
             await self._longconn.stop()
+        await self.withdrawals_done(_WITHDRAW_AT_STOP)
         await self.api.aclose()
         self.log.info("feishu channel stopped")
 
@@ -209,11 +223,74 @@ class FeishuChannel(BaseChannel):
         except EventParseError as exc:
             self.log.warning("malformed feishu recall event", event_id=event_id, error=str(exc))
             return
+        # Marked first: a reply to it still being made or sent is then held
+        # back or withdrawn by send().
+        self.replies.mark_recalled(recall.message_id, recall.chat_id)
         await self.bus.publish_inbound(recall)
+        self._withdraw_later(recall.message_id, recall.chat_id)
+
+    # -- withdrawing replies -----------------------------------------------------------
+    def _withdraw_later(self, answers: str, chat_id: str) -> None:
+        task = asyncio.create_task(self._withdraw(answers, chat_id), name="feishu-withdraw")
+        self._withdrawals.add(task)
+        task.add_done_callback(self._withdrawals.discard)
+
+    async def _withdraw(self, answers: str, chat_id: str) -> list[Withdrawal]:
+        """Delete the bot's reply to ``answers`` in ``chat_id`` (every part
+        of it); only ids our own sends returned, so never anyone else's
+        message. A refusal is logged, never raised: the recall's erasure of
+        the stored words does not depend on it."""
+        done: list[Withdrawal] = []
+        for message_id in self.replies.take(answers, chat_id):
+            try:
+                result = await self.api.delete_message(message_id)
+            except FeishuApiError as exc:
+                self.log.warning("could not withdraw the reply to a recalled message", chat_id=chat_id,
+                                 recalled=answers, message_id=message_id, code=exc.code, error=exc.msg)
+                result = Withdrawal(message_id, False, exc.code, exc.msg)
+            except Exception as exc:  # the client closed under us at shutdown, and kin
+                self.log.warning("could not withdraw the reply to a recalled message", chat_id=chat_id,
+                                 recalled=answers, message_id=message_id, error=repr(exc))
+                result = Withdrawal(message_id, False, -1, repr(exc))
+            else:
+                if not result.deleted:  # too old, or not ours to withdraw: Feishu's rules, not a fault
+                    self.log.info("feishu refused to withdraw the reply to a recalled message", chat_id=chat_id,
+                                  recalled=answers, message_id=message_id, code=result.code, reason=result.reason)
+            done.append(result)
+        if done:
+            self.log.info("reply to a recalled message: withdrawal done", chat_id=chat_id, recalled=answers,
+                          parts=len(done), withdrawn=sum(w.deleted for w in done))
+        return done
+
+    async def withdrawals_done(self, timeout: float | None = None) -> bool:
+        """Wait for the withdrawals under way; False if some outlast ``timeout``."""
+        pending = set(self._withdrawals)
+        if not pending:
+            return True
+        _, late = await asyncio.wait(pending, timeout=timeout)
+        for task in late:
+            task.cancel()
+        if late:
+            self.log.warning("withdrawals of recalled replies left unfinished", count=len(late))
+        return not late
 
     # -- sending -------------------------------------------------------------------
     async def send(self, msg: OutboundMessage) -> None:
         """Raises ``FeishuApiError`` (with the Feishu code) when Feishu
-        refuses; ``run_sender`` logs it and goes on."""
-        for message_id in await self.api.send_text(msg.chat_id, msg.text, reply_to=msg.reply_to):
+        refuses; ``run_sender`` logs it and goes on. Each part sent is
+        recorded under the message it answers (``msg.answers``). A reply to
+        a message recalled meanwhile is not sent, and the parts of one
+        recalled while it was being sent are withdrawn at once."""
+        if msg.answers and self.replies.was_recalled(msg.answers, msg.chat_id):
+            self.log.info("reply to a recalled message not sent", chat_id=msg.chat_id, recalled=msg.answers)
+            return
+
+        def sent(message_id: str) -> None:
             self._sent_ids.seen_before(message_id)
+            self.replies.record(msg.answers, msg.chat_id, message_id)
+
+        try:
+            await self.api.send_text(msg.chat_id, msg.text, reply_to=msg.reply_to, on_sent=sent)
+        finally:
+            if msg.answers and self.replies.was_recalled(msg.answers, msg.chat_id):
+                self._withdraw_later(msg.answers, msg.chat_id)

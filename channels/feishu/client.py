@@ -3,8 +3,8 @@
 Why not lark-oapi's ``Client`` here: its calls (async ones included) fetch
 the tenant token with blocking ``requests``, without our timeouts, and it
 does not retry on rate limits. Running each call in a thread would work but
-costs a thread per in-flight send; three endpoints (token, send, reply) and
-a bot-info lookup are simple enough to call directly, fully async, with the
+costs a thread per in-flight send; four endpoints (token, send, reply,
+delete) and a bot-info lookup are simple enough to call directly, fully async, with the
 retry rules we need:
 
 * token-invalid codes (99991663, 99991668, 99991661): drop the cached token,
@@ -23,16 +23,23 @@ import asyncio
 import json
 import time
 import uuid
+import urllib.parse
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import httpx
 import structlog
 
-__all__ = ["FeishuApiError", "FeishuClient", "is_retryable", "split_text"]
+__all__ = ["FeishuApiError", "FeishuClient", "Withdrawal", "is_retryable", "split_text"]
 
 TOKEN_INVALID_CODES = frozenset({99991661, 99991663, 99991668})
 RATE_LIMIT_CODE = 99991400
+# DELETE refusals that only say the message cannot be withdrawn (any more):
+# past the tenant's recall window (24 h by default), already withdrawn, not
+# the bot's to recall, invisible to it, of a type that cannot be recalled.
+# Nothing to retry, nothing wrong with the setup.
+RECALL_REFUSED_CODES = frozenset({230009, 230011, 230026, 230050, 230054})
 TEXT_CHUNK = 4000  # Feishu accepts ~150 KB, but long walls of text read badly in a chat
 
 
@@ -43,6 +50,16 @@ class FeishuApiError(Exception):
         self.msg = msg
         self.status = status
         self.endpoint = endpoint
+
+
+@dataclass(frozen=True)
+class Withdrawal:
+    """What became of one ``delete_message``: done, or why not."""
+
+    message_id: str
+    deleted: bool
+    code: int = 0  # Feishu's code when refused
+    reason: str = ""
 
 
 class FeishuClient:
@@ -112,10 +129,14 @@ class FeishuClient:
         bot = data.get("bot")
         return dict(bot) if isinstance(bot, dict) else {}
 
-    async def send_text(self, chat_id: str, text: str, *, reply_to: str = "") -> list[str]:
+    async def send_text(
+        self, chat_id: str, text: str, *, reply_to: str = "", on_sent: Callable[[str], None] | None = None
+    ) -> list[str]:
         """Send ``text`` (split into readable chunks) and return the new
         message ids. With ``reply_to`` every chunk replies to that message,
-        so the answer stays attached to the question (and its thread)."""
+        so the answer stays attached to the question (and its thread).
+        ``on_sent`` hears of each id as soon as its chunk is out, so a caller
+        knows the parts that went out even when a later one fails."""
         ids: list[str] = []
         for chunk in split_text(text):
             body: dict[str, Any] = {
@@ -133,7 +154,24 @@ class FeishuClient:
             inner = data.get("data")
             if isinstance(inner, dict) and inner.get("message_id"):
                 ids.append(str(inner["message_id"]))
+                if on_sent is not None:
+                    on_sent(ids[-1])
         return ids
+
+    async def delete_message(self, message_id: str) -> Withdrawal:
+        """Withdraw ("recall") a message the bot sent:
+        ``DELETE /open-apis/im/v1/messages/:message_id``. A refusal that
+        only says it cannot be withdrawn (too old, not the bot's: see
+        ``RECALL_REFUSED_CODES``) comes back as ``deleted=False`` with the
+        code; anything else (no permission, transport trouble after the
+        retries) raises ``FeishuApiError`` like every call."""
+        try:
+            await self._call("DELETE", f"/open-apis/im/v1/messages/{urllib.parse.quote(message_id, safe='')}")
+        except FeishuApiError as exc:
+            if exc.code not in RECALL_REFUSED_CODES:
+                raise
+            return Withdrawal(message_id, False, exc.code, exc.msg)
+        return Withdrawal(message_id, True)
 
     # -- plumbing ------------------------------------------------------------------
     async def _call(

@@ -26,7 +26,7 @@ import re
 import shutil
 import sqlite3
 import time
-from collections.abc import Mapping
+from collections.abc import Coroutine, Mapping
 from contextlib import closing
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
@@ -518,9 +518,56 @@ async def _check_feishu(client: httpx.AsyncClient, cfg: Config) -> Check:
                  data=data)
 
 
+# lark-oapi's ws client (lark_oapi/ws/const.py): where the long connection
+# asks for its websocket URL, and the codes it treats as "try again later".
+_WS_ENDPOINT = "/callback/ws/endpoint"
+_WS_BUSY_CODES = frozenset({1, 1000040343})  # SYSTEM_BUSY, INTERNAL_ERROR: the SDK retries
+_WS_NO_CREDENTIAL = 1000040344
+_WS_CONN_LIMIT = 1000040350
+_WS_ENABLE = ("in the Feishu developer console, the app's Events & Callbacks > event configuration: "
+              "enable 'Use long connection to receive events' (使用长连接接收事件), add im.message.receive_v1 "
+              "and im.message.recalled_v1, and publish a version; or set channels.feishu.mode to webhook")
+
+
+async def _check_feishu_longconn(client: httpx.AsyncClient, cfg: Config) -> Check:
+    """The long connection's first step, as lark-oapi takes it: POST the
+    app id and secret to ``/callback/ws/endpoint`` for a websocket URL. An
+    app without long-connection events enabled is refused here, while its
+    tenant token works. The URL carries a ticket: never shown."""
+    fs = cfg.channels.feishu
+    url = fs.domain.rstrip("/") + _WS_ENDPOINT
+    a = await _call(client, "POST", url, headers={"locale": "zh"},
+                    json={"AppID": fs.app_id, "AppSecret": fs.app_secret.get_secret_value()})
+    name = "feishu-ws"
+    if a.failure:
+        return Check(name, "error", f"{url} {a.failure}", "check channels.feishu.domain and the network")
+    data: dict[str, Any] = {"latency_ms": a.ms}
+    body = a.body if isinstance(a.body, dict) else {}
+    inner = body.get("data")
+    if a.status == 200 and body.get("code") == 0 and isinstance(inner, dict) and inner.get("URL"):
+        return Check(name, "ok", f"long connection endpoint hands out a websocket URL in {a.ms:g} ms", data=data)
+    code = body.get("code")
+    data["code"] = code
+    if a.status != 200 or not isinstance(code, int):
+        return Check(name, "error", f"{url} answered HTTP {a.status}{_said(body)}",
+                     "check channels.feishu.domain (https://open.feishu.cn, or https://open.larksuite.com for Lark)",
+                     data)
+    said = f"code {code}{_said(body)}"
+    if code in _WS_BUSY_CODES:
+        return Check(name, "warning", f"the long connection endpoint is busy ({said}); the gateway retries",
+                     "run doctor again in a minute", data)
+    if code == _WS_NO_CREDENTIAL:
+        return Check(name, "error", f"the long connection endpoint wants credentials ({said})",
+                     "set channels.feishu.appId and appSecret", data)
+    if code == _WS_CONN_LIMIT:
+        return Check(name, "error", f"the app has too many long connections open ({said})",
+                     "stop the other gateways or SDK clients using this app", data)
+    return Check(name, "error", f"the long connection endpoint refused the app ({said})", _WS_ENABLE, data)
+
+
 async def _endpoint_checks(client: httpx.AsyncClient, cfg: Config) -> list[Check]:
     """All at once: the slowest endpoint sets the wait, not their sum."""
-    checks = []
+    checks: list[Coroutine[Any, Any, Check | list[Check]]] = []
     for e in _endpoints(cfg):
         if e.name == "embedding":
             checks.append(_check_embedding_endpoint(client, e, cfg.memory.embedding.dimensions))
@@ -530,8 +577,23 @@ async def _endpoint_checks(client: httpx.AsyncClient, cfg: Config) -> list[Check
         checks.append(_check_telegram(client, cfg))
     fs = cfg.channels.feishu
     if fs.enabled and fs.app_id and fs.app_secret.get_secret_value():
-        checks.append(_check_feishu(client, cfg))
-    return list(await asyncio.gather(*checks))
+        checks.append(_feishu_checks(client, cfg))
+    done: list[Check] = []
+    for result in await asyncio.gather(*checks):
+        done.extend(result if isinstance(result, list) else [result])
+    return done
+
+
+async def _feishu_checks(client: httpx.AsyncClient, cfg: Config) -> list[Check]:
+    """The tenant token first; the long connection's endpoint (websocket
+    mode) only with credentials that work, so that its refusal can only
+    mean the app's event settings."""
+    first = await _check_feishu(client, cfg)
+    if cfg.channels.feishu.mode != "websocket":
+        return [first]
+    if first.status == "error":
+        return [first, Check("feishu-ws", "skipped", "the long connection endpoint is asked once the feishu check passes")]
+    return [first, await _check_feishu_longconn(client, cfg)]
 
 
 # -- a running gateway ---------------------------------------------------------------

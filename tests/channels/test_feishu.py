@@ -14,7 +14,7 @@ import pytest
 from structlog.testing import capture_logs
 
 from channels.base import UNREADABLE_REPLY, ChannelFatalError
-from channels.feishu import FeishuApiError, FeishuChannel, FeishuClient
+from channels.feishu import FeishuApiError, FeishuChannel, FeishuClient, Withdrawal
 from gateway.bus import RECALL, InboundMessage, MessageBus, OutboundMessage
 from gateway.config import FeishuConfig
 from gateway.http import HttpServer
@@ -429,3 +429,137 @@ def test_importing_the_channel_does_not_load_lark_oapi() -> None:
     # The SDK costs seconds and ~170 MB; only the long connection loads it.
     code = "import sys, channels.feishu; assert 'lark_oapi' not in sys.modules, 'lark_oapi imported'"
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+
+
+# -- a recall withdraws the bot's reply ------------------------------------------------------
+async def _answered(fake: FakeFeishu, http: HttpServer, ch: FeishuChannel, text: str, reply: str,
+                    **event: Any) -> tuple[InboundMessage, list[str]]:
+    """Push ``text`` as a user's message, send ``reply`` as the answer to it
+    (as the loop does), and return the message with the reply's message ids."""
+    assert (await fake.push_event(hook(http, ch), fake.message_event(text, **event))).status_code == 200
+    msg = await next_inbound(ch.bus)
+    before = len(fake.sent)
+    await ch.send(OutboundMessage.answering(msg, reply))
+    return msg, [m["message_id"] for m in fake.sent[before:]]
+
+
+async def _recall(fake: FakeFeishu, http: HttpServer, ch: FeishuChannel, message_id: str, **over: Any) -> InboundMessage:
+    assert (await fake.push_event(hook(http, ch), fake.recall_event(message_id, **over))).status_code == 200
+    recall = await next_inbound(ch.bus)
+    assert recall.kind == RECALL and recall.message_id == message_id
+    assert await ch.withdrawals_done(5)
+    return recall
+
+
+def _deletes(fake: FakeFeishu) -> list[str]:
+    return [path.rsplit("/", 1)[1] for method, path in fake.requests if method == "DELETE"]
+
+
+async def test_a_recall_withdraws_every_part_of_the_reply_to_it_and_nothing_else(
+    fake: FakeFeishu, http: HttpServer, channel: FeishuChannel
+) -> None:
+    long_reply = "\n\n".join(f"part {i} " + "y" * 3000 for i in range(3))
+    first, parts = await _answered(fake, http, channel, "tell me everything", long_reply, chat_id="oc_room1")
+    second, [other] = await _answered(fake, http, channel, "and briefly?", "briefly: yes", chat_id="oc_room1")
+    group, [quoted] = await _answered(fake, http, channel, "hi all", "hello", chat_id="oc_group", chat_type="group")
+    assert len(parts) == 3 and fake.sent[-1]["reply_to"] == group.message_id  # quoted in a group
+
+    await _recall(fake, http, channel, first.message_id)
+    assert fake.deleted == parts == _deletes(fake)
+    assert [m["message_id"] for m in fake.visible()] == [other, quoted]
+    # A group reply (sent quoting the message) goes the same way.
+    await _recall(fake, http, channel, group.message_id)
+    assert fake.deleted == [*parts, quoted]
+    # Redelivered or recalled again: each reply is withdrawn once.
+    await _recall(fake, http, channel, first.message_id)
+    assert _deletes(fake) == [*parts, quoted]
+    assert second.message_id not in fake.deleted and other not in fake.deleted
+
+
+async def test_a_recall_of_a_message_never_answered_there_withdraws_nothing(
+    fake: FakeFeishu, http: HttpServer, channel: FeishuChannel
+) -> None:
+    answered, [reply] = await _answered(fake, http, channel, "question", "answer", chat_id="oc_room1")
+    await fake.push_event(hook(http, channel), fake.message_event("just saying", chat_id="oc_room1"))
+    unanswered = await next_inbound(channel.bus)
+    await _recall(fake, http, channel, unanswered.message_id)
+    await _recall(fake, http, channel, "om_never_seen_0001", chat_id="oc_room1")
+    # The answered message's id, but named in another chat: not that reply.
+    await _recall(fake, http, channel, answered.message_id, chat_id="oc_elsewhere")
+    # A reply sent without naming what it answers (a scheduled message) is never withdrawn.
+    await channel.send(OutboundMessage("feishu", "oc_room1", "cron says hi", reply_to=answered.message_id))
+    assert _deletes(fake) == [] and fake.deleted == []
+    assert [m["message_id"] for m in fake.visible()][0] == reply
+
+
+async def test_a_refused_withdrawal_is_logged_and_the_recall_still_reaches_the_bus(
+    fake: FakeFeishu, http: HttpServer, channel: FeishuChannel
+) -> None:
+    old, [old_reply] = await _answered(fake, http, channel, "yesterday's", "old answer")
+    denied, [denied_reply] = await _answered(fake, http, channel, "another", "another answer")
+    fake.fail_next(230009, "Message can only be recalled within one days.", on="delete")
+    with capture_logs() as logs:
+        await _recall(fake, http, channel, old.message_id)  # on the bus all the same
+    [refused] = [e for e in logs if e["event"] == "feishu refused to withdraw the reply to a recalled message"]
+    assert (refused["log_level"], refused["code"], refused["message_id"]) == ("info", 230009, old_reply)
+    # Any other refusal (a missing permission) is a warning, not an exception.
+    fake.fail_next(230027, "Lack of necessary permissions.", on="delete")
+    with capture_logs() as logs:
+        await _recall(fake, http, channel, denied.message_id)
+    [warned] = [e for e in logs if e["event"] == "could not withdraw the reply to a recalled message"]
+    assert (warned["log_level"], warned["code"]) == ("warning", 230027)
+    assert fake.deleted == [] and len(fake.visible()) == 2
+    assert denied_reply in _deletes(fake)
+
+
+async def test_a_withdrawal_refreshes_a_revoked_token_and_waits_out_a_rate_limit(
+    fake: FakeFeishu, http: HttpServer, channel: FeishuChannel
+) -> None:
+    msg, [reply] = await _answered(fake, http, channel, "q", "a")
+    fake.revoke_tokens()  # 99991663: a new token, then the DELETE again
+    fake.fail_next(99991400, "request trigger frequency limit", status=429, on="delete")
+    tokens = fake.token_requests
+    await _recall(fake, http, channel, msg.message_id)
+    assert fake.deleted == [reply] and fake.token_requests == tokens + 1
+
+
+async def test_the_client_withdraws_only_what_the_bot_sent(fake: FakeFeishu) -> None:
+    api = FeishuClient(fake.app_id, fake.app_secret, fake.url, backoff=0.01)
+    try:
+        [mine] = await api.send_text("oc_1", "mine")
+        assert await api.delete_message(mine) == Withdrawal(mine, True)
+        assert fake.deleted == [mine]
+        again = await api.delete_message(mine)  # gone already: said, not raised
+        assert (again.deleted, again.code) == (False, 230011)
+        users = fake.message_event("a user's words")["event"]["message"]["message_id"]
+        refused = await api.delete_message(users)
+        assert (refused.deleted, refused.code) == (False, 230026)
+        with pytest.raises(FeishuApiError) as err:
+            await api.delete_message("om_unknown")
+        assert err.value.code == 230001
+        assert fake.deleted == [mine]
+    finally:
+        await api.aclose()
+
+
+async def test_a_reply_overtaken_by_the_recall_is_held_back_or_withdrawn(
+    fake: FakeFeishu, http: HttpServer, channel: FeishuChannel
+) -> None:
+    # The recall comes while the message is still being answered: its reply is not sent.
+    await fake.push_event(hook(http, channel), fake.message_event("oops", chat_id="oc_room1"))
+    early = await next_inbound(channel.bus)
+    await _recall(fake, http, channel, early.message_id)
+    await channel.send(OutboundMessage.answering(early, "answer to oops"))
+    assert fake.sent == []
+    # ... or while its reply is going out, part by part: what went out is withdrawn.
+    await fake.push_event(hook(http, channel), fake.message_event("long one", chat_id="oc_room1"))
+    msg = await next_inbound(channel.bus)
+    fake.send_delay = 0.2
+    sending = asyncio.create_task(channel.send(OutboundMessage.answering(msg, "a" * 3000 + "\n\n" + "b" * 3000)))
+    async with asyncio.timeout(5):
+        while not fake.sent:
+            await asyncio.sleep(0.01)
+    await _recall(fake, http, channel, msg.message_id)  # between the parts
+    await sending
+    assert await channel.withdrawals_done(5)
+    assert len(fake.sent) == 2 and fake.deleted == [m["message_id"] for m in fake.sent]

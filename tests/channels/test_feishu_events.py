@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from channels.feishu import RecentIds, split_text
+from channels.feishu import RecentIds, ReplyLog, split_text
 from channels.feishu.events import EventParseError, flatten_post, parse_message_event
 
 
@@ -25,6 +25,29 @@ def test_recent_ids_bounded_by_size_and_age() -> None:
     clock.now = 61
     assert not ids.seen_before("b")  # expired, so new again
     assert len(ids) == 1
+
+
+def test_reply_log_bounded_by_size_and_recall_window_and_kept_per_chat() -> None:
+    clock = Clock()
+    log = ReplyLog(maxsize=2, ttl=86400, clock=clock)
+    log.record("om_q1", "oc_a", "om_r1a")
+    log.record("om_q1", "oc_a", "om_r1b")  # a split reply: both parts
+    log.record("", "oc_a", "om_cron")  # answers nothing: not kept
+    assert len(log) == 1
+    assert log.take("om_q1", "oc_b") == []  # not in that chat
+    assert log.take("om_q1", "oc_a") == ["om_r1a", "om_r1b"]
+    assert log.take("om_q1", "oc_a") == []  # withdrawn once
+    for q in ("om_q2", "om_q3", "om_q4"):
+        log.record(q, "oc_a", "om_r" + q[-1])
+    assert len(log) == 2 and log.take("om_q2", "oc_a") == []  # the oldest went
+    clock.now = 86400
+    assert log.take("om_q3", "oc_a") == []  # past Feishu's recall window: of no use
+
+    log.mark_recalled("om_q5", "oc_a")
+    assert log.was_recalled("om_q5", "oc_a") and not log.was_recalled("om_q5", "oc_b")
+    assert not log.was_recalled("", "oc_a")
+    clock.now += 86400
+    assert not log.was_recalled("om_q5", "oc_a")
 
 
 def test_split_text_prefers_paragraphs_then_lines_then_hard_cut() -> None:

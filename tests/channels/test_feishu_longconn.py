@@ -53,11 +53,16 @@ async def test_long_connection_event_end_to_end(fake: FakeFeishu, caplog: pytest
         await asyncio.sleep(0.1)
         assert ch.bus.inbound.empty()
 
-        # A recall comes the same way, subscribed beside the message event.
+        # A recall comes the same way, subscribed beside the message event,
+        # and takes the bot's reply (both parts of it) out of the chat.
+        await ch.send(OutboundMessage.answering(msg, "x" * 3000 + "\n\n" + "y" * 3000))
+        reply = [m["message_id"] for m in fake.sent]
         ack = await fake.push_ws_event(fake.recall_event(msg.message_id))
         assert ack["code"] == 200
         recall = await asyncio.wait_for(ch.bus.consume_inbound(), 5)
         assert (recall.kind, recall.chat_id, recall.message_id) == (RECALL, "oc_ws", msg.message_id)
+        assert await ch.withdrawals_done(5)
+        assert len(reply) == 2 and fake.deleted == reply
 
         await ch.send(OutboundMessage("feishu", msg.chat_id, "pong", reply_to=msg.message_id))
         assert fake.sent[-1]["kind"] == "reply" and fake.sent[-1]["chat_id"] == "oc_ws"

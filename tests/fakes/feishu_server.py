@@ -8,6 +8,9 @@ Serves, with the real paths and response shapes:
 * ``POST /open-apis/im/v1/messages?receive_id_type=chat_id`` and
   ``POST /open-apis/im/v1/messages/{message_id}/reply`` (Bearer tenant token
   checked: 99991661 missing, 99991663 invalid), recorded in ``sent``,
+* ``DELETE /open-apis/im/v1/messages/{message_id}`` (withdraw: only a
+  message the bot sent, else 230026; an unknown id 230001, one already
+  withdrawn 230011), recorded in ``deleted``,
 * the long connection: ``POST /callback/ws/endpoint`` hands out a ws URL on
   this server, whose handler speaks lark-oapi's protobuf ``Frame`` protocol
   (ping -> pong with client config, event data frames, ACK frames back).
@@ -18,9 +21,11 @@ And it pushes events by webhook like Feishu does (``push_event``): schema
 ``im.message.recalled_v1`` (``recall_event``), optionally AES-encrypted and
 signed; or over the long connection (``push_ws_event``).
 
-Scripting: ``fail_next`` (e.g. rate limit 99991400), ``revoke_tokens``,
-``send_delay``. Error codes for the token and message endpoints are the
-documented ones; the long-connection endpoint's error code for bad
+Scripting: ``fail_next`` (e.g. rate limit 99991400; ``on="delete"`` for
+withdrawals, e.g. 230009 "can only be recalled within one day"),
+``revoke_tokens``, ``send_delay``. Error codes for the token and message
+endpoints are the documented ones (230011 for an id already withdrawn is
+the reply endpoint's, assumed here too); the long-connection endpoint's error code for bad
 credentials (here 514, as the SDK's AUTH_FAILED) is a guess.
 """
 
@@ -165,6 +170,7 @@ class FakeFeishu:
         self.issued_tokens: list[str] = []
         self.token_requests = 0
         self.sent: list[dict[str, Any]] = []  # every accepted create/reply
+        self.deleted: list[str] = []  # message ids withdrawn by DELETE, in order
         self.requests: list[tuple[str, str]] = []  # (method, path) of every API call
         self.send_delay = 0.0
         self.ws_acks: dict[str, dict[str, Any]] = {}
@@ -174,6 +180,7 @@ class FakeFeishu:
         # URL, e.g. (514, "auth failed") for an app without that permission.
         self.ws_refusal: tuple[int, str] | None = None
         self._failures: list[_Failure] = []
+        self._delete_failures: list[_Failure] = []
         self._chat_of: dict[str, str] = {}  # message_id -> chat_id, for replies
         self._ids = itertools.count(1)
         self._runner: web.AppRunner | None = None
@@ -194,6 +201,7 @@ class FakeFeishu:
         app.router.add_get("/open-apis/bot/v3/info", self._bot_info)
         app.router.add_post("/open-apis/im/v1/messages", self._create)
         app.router.add_post("/open-apis/im/v1/messages/{message_id}/reply", self._reply)
+        app.router.add_delete("/open-apis/im/v1/messages/{message_id}", self._delete)
         app.router.add_post("/callback/ws/endpoint", self._ws_endpoint)
         app.router.add_get("/ws", self._ws)
         self._runner = web.AppRunner(app, access_log=None)
@@ -217,9 +225,13 @@ class FakeFeishu:
         await self.stop()
 
     # -- scripting -----------------------------------------------------------------------
-    def fail_next(self, code: int, msg: str = "error", *, status: int = 400, times: int = 1) -> None:
-        """The next ``times`` message sends answer with this Feishu error."""
-        self._failures.extend(_Failure(code, msg, status) for _ in range(times))
+    def fail_next(
+        self, code: int, msg: str = "error", *, status: int = 400, times: int = 1, on: str = "send"
+    ) -> None:
+        """The next ``times`` message sends (``on="delete"``: withdrawals)
+        answer with this Feishu error."""
+        queue = {"send": self._failures, "delete": self._delete_failures}[on]
+        queue.extend(_Failure(code, msg, status) for _ in range(times))
 
     def revoke_tokens(self) -> None:
         """Tokens issued so far stop working (as after a secret reset)."""
@@ -227,6 +239,10 @@ class FakeFeishu:
 
     def texts(self) -> list[str]:
         return [m["text"] for m in self.sent]
+
+    def visible(self) -> list[dict[str, Any]]:
+        """What the bot sent that is still in the chats (not withdrawn)."""
+        return [m for m in self.sent if m["message_id"] not in self.deleted]
 
     # -- Open API ------------------------------------------------------------------------
     async def _token(self, request: web.Request) -> web.Response:
@@ -283,7 +299,28 @@ class FakeFeishu:
         if chat_id is None:
             self.requests.append((request.method, request.path))
             return web.json_response({"code": 230001, "msg": f"invalid message_id: {mid}"}, status=400)
+        if mid in self.deleted:
+            self.requests.append((request.method, request.path))
+            return web.json_response({"code": 230011, "msg": "The message is recalled."}, status=400)
         return await self._send(request, body, chat_id=chat_id, reply_to=mid)
+
+    async def _delete(self, request: web.Request) -> web.Response:
+        """Withdraw a message: a bot may withdraw only its own."""
+        self.requests.append((request.method, request.path))
+        if (err := self._auth_error(request)) is not None:
+            return err
+        if self._delete_failures:
+            f = self._delete_failures.pop(0)
+            return web.json_response({"code": f.code, "msg": f.msg}, status=f.status)
+        mid = request.match_info["message_id"]
+        if mid not in self._chat_of:
+            return web.json_response({"code": 230001, "msg": f"invalid message_id: {mid}"}, status=400)
+        if mid in self.deleted:
+            return web.json_response({"code": 230011, "msg": "The message is recalled."}, status=400)
+        if not any(m["message_id"] == mid for m in self.sent):
+            return web.json_response({"code": 230026, "msg": "No permission to recall this message."}, status=400)
+        self.deleted.append(mid)
+        return web.json_response({"code": 0, "msg": "success", "data": {}})
 
     async def _send(self, request: web.Request, body: dict[str, Any], *, chat_id: str, reply_to: str) -> web.Response:
         self.requests.append((request.method, request.path))

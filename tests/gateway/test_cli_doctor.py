@@ -160,6 +160,9 @@ def test_a_healthy_setup_is_all_ok_and_exits_0(home: Path, fakes: Fakes) -> None
     assert f"{home / 'config.json'} loaded (home {home})" in line(r, "config")
     assert "bot @myclaw_bot (getMe in" in line(r, "telegram")
     assert "bot 'myclaw' (ou_bot" in line(r, "feishu")
+    assert "long connection endpoint hands out a websocket URL in" in line(r, "feishu-ws")  # mode websocket
+    assert ("POST", "/callback/ws/endpoint") in fakes.feishu.requests
+    assert "ticket" not in r.output and "access_key" not in r.output
     assert f"{fakes.llm.url} answers in" in line(r, "llm") and "model fake-model listed" in line(r, "llm")
     assert "embeds with fake-embed (64 dimensions" in line(r, "embedding")
     assert "quick_check ok, schema v5" in line(r, "memory.db")
@@ -251,7 +254,36 @@ def test_wrong_channel_credentials_are_named(home: Path, fakes: Fakes) -> None:
     tg = line(r, "telegram")
     assert "Telegram refused the bot token (HTTP 401: Unauthorized) -> check channels.telegram.token" in tg
     assert "Feishu refused the app credentials (code 10014: app secret invalid)" in line(r, "feishu")
+    assert line(r, "feishu-ws").startswith("skipped ")  # its refusal would only repeat that one
     assert token not in r.output and "wrong-secret-0123456789" not in r.output
+
+
+def test_an_app_without_long_connection_events_is_named_with_where_to_enable_them(home: Path, fakes: Fakes) -> None:
+    fakes.feishu.ws_refusal = (514, "auth failed: long connection not enabled for this app")
+    write_config(home, healthy_config(fakes))
+    r = doctor()
+    assert r.exit_code == 1, r.output
+    assert line(r, "feishu").startswith("ok ")  # the credentials themselves work
+    ws = line(r, "feishu-ws")
+    assert ws.startswith("error ")
+    assert "the long connection endpoint refused the app (code 514: auth failed: long connection not enabled" in ws
+    assert "-> in the Feishu developer console" in ws and "enable 'Use long connection to receive events'" in ws
+    assert "or set channels.feishu.mode to webhook" in ws
+    assert checks(doctor("--json"))["feishu-ws"]["data"]["code"] == 514
+    assert fakes.feishu.app_secret not in r.output
+    # Busy is not the setup's fault: a warning, the SDK retries.
+    fakes.feishu.ws_refusal = (1, "system busy")
+    r = doctor()
+    assert r.exit_code == 0, r.output
+    assert line(r, "feishu-ws").startswith("warning ") and "busy (code 1: system busy)" in line(r, "feishu-ws")
+    # A webhook needs no long connection: not asked.
+    doc = healthy_config(fakes)
+    doc["channels"]["feishu"].update(mode="webhook", verificationToken="verify-token-0123456789")
+    write_config(home, doc)
+    calls = fakes.feishu.requests.count(("POST", "/callback/ws/endpoint"))
+    r = doctor()
+    assert not any(x[9:].startswith("feishu-ws ") for x in r.stdout.splitlines())
+    assert fakes.feishu.requests.count(("POST", "/callback/ws/endpoint")) == calls
 
 
 def test_an_unreachable_url_is_named(home: Path, fakes: Fakes) -> None:

@@ -124,8 +124,9 @@ async def test_a_recalled_message_leaves_the_history_and_memory_of_its_sender_on
 ) -> None:
     """Alice sends her password by mistake and recalls it: the next prompt's
     history no longer holds it (nor the reply to it), its line waiting for
-    extraction and the fact saved from it are erased; Bob's message of the
-    same words stays. A recall of an unknown id, or of Alice's id in Bob's
+    extraction and the fact saved from it are erased, and the bot's reply
+    repeating it is withdrawn from her chat; Bob's message of the same
+    words, and the reply to it, stay. A recall of an unknown id, or of Alice's id in Bob's
     chat, touches nothing. No reply is sent for a recall."""
     app = _app(tmp_path, clock, echo_llm, {"feishu": _feishu_section(feishu, "webhook")})
     bob = "ou_bob00000000000000000000000000"
@@ -158,6 +159,10 @@ async def test_a_recalled_message_leaves_the_history_and_memory_of_its_sender_on
         await _until(lambda: app.loop is not None and app.loop.stats.revised == 3)
         assert await app.loop.drain(5)
         assert len(feishu.sent) == 2  # nothing answered
+        # The bot's reply to it left Alice's chat too; Bob's is still there.
+        await _until(lambda: len(feishu.deleted) == 1)
+        assert [m["chat_id"] for m in feishu.visible()] == ["oc_bob"]
+        assert feishu.deleted == [m["message_id"] for m in feishu.sent if m["chat_id"] == "oc_alice"]
 
         waiting = await engine.db.fetchall("SELECT owner, content FROM extraction_buffer ORDER BY id")
         assert [tuple(r) for r in waiting] == [(f"feishu:{bob}", secret), (f"feishu:{bob}", "re: " + secret)]
@@ -219,6 +224,35 @@ async def test_a_recalled_message_leaves_the_file_stores_log_of_its_sender_only(
         await _until(lambda: len(feishu.sent) == 4)
         prompt = json.dumps(echo_llm.requests[-1]["messages"], ensure_ascii=False)
         assert "hello" in prompt and "tulip" not in prompt
+    finally:
+        await asyncio.wait_for(app.close(), 30)
+
+
+async def test_a_reply_feishu_will_not_withdraw_stays_but_the_recall_still_erases(
+    tmp_path: Path, clock: ManualClock, feishu: FakeFeishu, echo_llm: FakeOpenAI
+) -> None:
+    """Past the tenant's recall window Feishu refuses the DELETE (230009):
+    the reply stays visible, logged, and the recalled message and the reply
+    leave the history all the same."""
+    app = _app(tmp_path, clock, echo_llm, {"feishu": _feishu_section(feishu, "webhook")})
+    try:
+        await app.open()
+        await asyncio.wait_for(app.start(), 15)
+        assert app.http is not None and app.loop is not None and app.sessions is not None
+        hook = app.http.url + "/feishu/events"
+        mine = feishu.message_event("my pin is 8812", chat_id="oc_alice", open_id=ALICE)
+        assert (await feishu.push_event(hook, mine, encrypt_key=ENCRYPT_KEY)).status_code == 200
+        await _until(lambda: len(feishu.sent) == 1)
+        assert await app.loop.drain(5)
+        feishu.fail_next(230009, "Message can only be recalled within one days.", on="delete")
+        recall = feishu.recall_event(mine["event"]["message"]["message_id"])
+        assert (await feishu.push_event(hook, recall, encrypt_key=ENCRYPT_KEY)).status_code == 200
+        await _until(lambda: app.loop is not None and app.loop.stats.revised == 1)
+        assert await app.loop.drain(5)
+        await _until(lambda: any(m == "DELETE" for m, _ in feishu.requests))
+        assert feishu.deleted == [] and len(feishu.visible()) == 1
+        rows = await app.sessions.db.fetchall("SELECT content FROM session_messages WHERE content LIKE '%8812%'")
+        assert rows == []
     finally:
         await asyncio.wait_for(app.close(), 30)
 

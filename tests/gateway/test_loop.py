@@ -51,6 +51,7 @@ async def test_a_message_gets_a_reply_in_the_same_chat(tmp_path: Path, clock: Ma
     async with make_rig(tmp_path, clock, fake_llm) as rig:
         out = await rig.ask("hello bot", chat="55")
         assert (out.channel, out.chat_id, out.text, out.reply_to) == ("telegram", "55", "hi there", "")
+        assert out.answers  # not quoted in a private chat, but it names the message it answers
         await rig.settle()
         assert rig.loop.stats.replied == 1 and len(rig.loop.stats.added_ms) == 1
         body = fake_llm.requests[0]
@@ -101,7 +102,7 @@ async def test_group_chat_needs_a_mention_and_never_sees_private_memory(
 
         msg = await rig.send("do you remember my deploy password? which coffee?", chat="g1", group=True, mentioned=True)
         out = await rig.reply()
-        assert out.chat_id == "g1" and out.reply_to == msg.message_id
+        assert out.chat_id == "g1" and out.reply_to == out.answers == msg.message_id
         await rig.send("and my coffee?", chat="g1", group=True, reply_to_bot=True)
         await rig.reply()
         text = fake_llm.prompts_text()
