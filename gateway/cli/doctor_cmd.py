@@ -612,24 +612,33 @@ async def _check_running(client: httpx.AsyncClient, cfg: Config, paths: Paths) -
     running = "no gateway is running on this home" if pid is None else (
         f"a gateway is running on this home (pid {pid})" if pid else "a gateway is running on this home")
     data: dict[str, Any] = {"running": pid is not None, "pid": pid or None}
-    serves = (g.admin.enabled and cfg.memory.enabled) or (
+    serves = g.metrics or (g.admin.enabled and cfg.memory.enabled) or (
         cfg.channels.feishu.enabled and cfg.channels.feishu.mode == "webhook")
     if not serves or g.port == 0:  # no HTTP, or a random port: nothing to look at
         return Check("gateway", "ok", running, data=data)
     host = {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}.get(g.host, g.host)
     url = f"http://{host}:{g.port}/healthz" if ":" not in host else f"http://[{host}]:{g.port}/healthz"
     a = await _call(client, "GET", url)
-    healthy = a.status == 200 and isinstance(a.body, dict) and a.body.get("status") == "ok"
+    status = a.body.get("status") if isinstance(a.body, dict) else None
+    # A myclaw gateway's /healthz (gateway/health.py): ok, degraded (200) or down (503).
+    ours = status in ("ok", "degraded", "down")
+    healthy = a.status == 200 and status == "ok"
     data["healthz"] = healthy
     if pid is not None:
         if healthy:
             return Check("gateway", "ok", f"{running}; {url} answers in {a.ms:g} ms", data=data)
+        if ours:
+            problems = a.body.get("problems") if isinstance(a.body, dict) else None
+            said = "; ".join(str(p) for p in problems) if isinstance(problems, list) and problems else status
+            data["problems"] = problems or []
+            return Check("gateway", "error" if status == "down" else "warning", f"{running}, but it is {status}: {said}",
+                         "see the gateway's log", data)
         what = a.failure or f"answered HTTP {a.status}"
         return Check("gateway", "warning", f"{running}, but {url} {what}",
                      "see the gateway's log: its HTTP server (memory page / Feishu webhook) may have failed", data)
     if a.failure:
         return Check("gateway", "ok", f"{running}; {host}:{g.port} is free", data=data)
-    whose = "another myclaw gateway (another MYCLAW_HOME?)" if healthy else f"something else (HTTP {a.status})"
+    whose = "another myclaw gateway (another MYCLAW_HOME?)" if ours else f"something else (HTTP {a.status})"
     return Check("gateway", "error", f"{running}, but {host}:{g.port} is taken by {whose}: `myclaw gateway` "
                  "could not listen there", "change gateway.port or stop what uses it", data)
 

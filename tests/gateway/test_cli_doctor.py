@@ -19,9 +19,11 @@ from typing import Any
 import pytest
 from click.testing import CliRunner, Result
 
+from gateway.bus import MessageBus
 from gateway.cli import main
 from gateway.config import ConfigError, load_config
 from gateway.cron import CronStore
+from gateway.health import Health
 from gateway.http import HttpServer
 from gateway.sessions import SessionStore
 from memory import ManualClock, MemoryEngine, NewMemory
@@ -455,6 +457,19 @@ def test_a_running_gateway_is_seen_by_its_lock_and_its_port(home: Path, fakes: F
         assert r.exit_code == 0, r.output
         assert f"(pid {os.getpid()}); http://127.0.0.1:{server.port}/healthz answers in" in line(r, "gateway")
         assert "admin-token-0123456789abcdef" not in r.output
+        # Its /healthz reports trouble: the doctor passes it on.
+        alive = [True]
+        server.health = Health(clock=ManualClock("2026-03-01T12:00:00Z"), bus=MessageBus(10),
+                               loop_running=lambda: alive[0], stats=None,
+                               channels={"telegram": object()}, failed={"feishu": "token rejected"})
+        r = doctor("--offline")
+        assert r.exit_code == 0, r.output
+        assert "but it is degraded: channel feishu failed (see the log) -> see the gateway's log" in line(r, "gateway")
+        alive[0] = False
+        r = doctor("--offline")
+        assert r.exit_code == 1, r.output
+        assert "but it is down: the process loop has stopped: messages are not answered" in line(r, "gateway")
+        server.health = None
         lock.release()
         # A gateway of another home on the port: this one could not listen there.
         r = doctor("--offline")
