@@ -213,7 +213,15 @@ class FeishuChannel(BaseChannel):
 
     # -- sending -------------------------------------------------------------------
     async def send(self, msg: OutboundMessage) -> None:
-        """Raises ``FeishuApiError`` (with the Feishu code) when Feishu
-        refuses; ``run_sender`` logs it and goes on."""
-        for message_id in await self.api.send_text(msg.chat_id, msg.text, reply_to=msg.reply_to):
-            self._sent_ids.seen_before(message_id)
+        """Raises ``FeishuApiError`` (with the Feishu code, ``retryable``
+        and, after a partial send, ``remaining``) when Feishu refuses or
+        cannot be reached; the gateway keeps a retryable one for later."""
+        sent: list[str] = []
+        try:
+            sent = await self.api.send_text(msg.chat_id, msg.text, reply_to=msg.reply_to)
+        except FeishuApiError as exc:
+            sent = exc.sent_ids  # the chunks that went out are ours too (reply_to_bot)
+            raise
+        finally:
+            for message_id in sent:
+                self._sent_ids.seen_before(message_id)

@@ -139,6 +139,7 @@ class _Failure:
     code: int
     msg: str
     status: int
+    after: int = 0  # sends to let through first
 
 
 class FakeFeishu:
@@ -217,9 +218,10 @@ class FakeFeishu:
         await self.stop()
 
     # -- scripting -----------------------------------------------------------------------
-    def fail_next(self, code: int, msg: str = "error", *, status: int = 400, times: int = 1) -> None:
-        """The next ``times`` message sends answer with this Feishu error."""
-        self._failures.extend(_Failure(code, msg, status) for _ in range(times))
+    def fail_next(self, code: int, msg: str = "error", *, status: int = 400, times: int = 1, after: int = 0) -> None:
+        """The next ``times`` message sends answer with this Feishu error
+        (after letting ``after`` sends through: a split reply failing midway)."""
+        self._failures.extend(_Failure(code, msg, status, after if i == 0 else 0) for i in range(times))
 
     def revoke_tokens(self) -> None:
         """Tokens issued so far stop working (as after a secret reset)."""
@@ -291,7 +293,9 @@ class FakeFeishu:
             return err
         if self.send_delay:
             await asyncio.sleep(self.send_delay)
-        if self._failures:
+        if self._failures and self._failures[0].after:
+            self._failures[0].after -= 1
+        elif self._failures:
             f = self._failures.pop(0)
             return web.json_response({"code": f.code, "msg": f.msg}, status=f.status)
         if not chat_id or body.get("msg_type") != "text" or not isinstance(body.get("content"), str):
