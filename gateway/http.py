@@ -1,5 +1,7 @@
 """The gateway's own small HTTP server: webhook endpoints (Feishu events)
-and ``GET /healthz``.
+and ``GET /healthz`` (``{"status": "ok"}`` plus what parts of the gateway
+report through :meth:`HttpServer.add_health`, e.g. the replies waiting in
+the outbox).
 
 Routes live in our own table, looked up by one catch-all aiohttp route.
 aiohttp freezes its router when the server starts, and channels register
@@ -11,6 +13,7 @@ remove its route on ``stop()``.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 import structlog
 from aiohttp import web
@@ -29,7 +32,12 @@ class HttpServer:
         self._runner: web.AppRunner | None = None
         self._port: int | None = None
         self._log = structlog.get_logger(component="http")
+        self._health: dict[str, Callable[[], Any]] = {}
         self.add_route("GET", "/healthz", self._healthz)
+
+    def add_health(self, name: str, report: Callable[[], Any]) -> None:
+        """``/healthz`` answers ``report()`` (JSON-able, cheap) under ``name`` too."""
+        self._health[name] = report
 
     # -- routes ----------------------------------------------------------------
     def add_route(self, method: str, path: str, handler: Handler) -> None:
@@ -99,4 +107,4 @@ class HttpServer:
         return web.json_response({"error": "not found"}, status=404)
 
     async def _healthz(self, request: web.Request) -> web.Response:
-        return web.json_response({"status": "ok"})
+        return web.json_response({"status": "ok", **{name: report() for name, report in self._health.items()}})

@@ -63,3 +63,13 @@ async def test_port_in_use_raises_and_leaves_nothing_open() -> None:
         with pytest.raises(OSError):
             await server.start()
         await server.stop()
+
+
+async def test_healthz_reports_what_parts_of_the_gateway_add() -> None:
+    waiting = {"waiting": 0}
+    async with HttpServer("127.0.0.1", 0) as server:
+        server.add_health("outbox", lambda: dict(waiting))
+        async with httpx.AsyncClient(base_url=server.url, timeout=5) as client:
+            waiting["waiting"] = 3
+            r = await client.get("/healthz")
+            assert r.json() == {"status": "ok", "outbox": {"waiting": 3}}
