@@ -12,6 +12,9 @@ Shutdown loses nothing: ``close()`` first has every channel stop receiving
 flight (up to ``timeout``), sends the queued replies, and only then stops
 the channels (Telegram confirms its offsets there). A message a channel did
 not take stays with the platform and is delivered again after a restart.
+Replies go out through ``app.delivery`` (gateway/delivery.py): one the
+platform cannot take now, and any still queued when the shutdown times
+out, waits in gateway.db's outbox and is sent by the next pass or start.
 
 Channels come from :data:`CHANNELS`, a registry of (config section, module,
 class). A module is imported only when its channel is enabled: lark-oapi
