@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import abc
 import asyncio
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 import structlog
 
 from gateway.bus import InboundMessage, MessageBus, OutboundMessage
 
-__all__ = ["UNREADABLE_REPLY", "BaseChannel", "ChannelFatalError"]
+__all__ = ["UNREADABLE_REPLY", "BaseChannel", "ChannelFatalError", "DeliveryError", "rest_of"]
 
 # What a photo, sticker or voice message gets instead of silence, which
 # reads as a bot that is down.
@@ -22,6 +22,40 @@ UNREADABLE_REPLY = "Sorry, I can only read text for now. Please type your messag
 class ChannelFatalError(Exception):
     """The channel cannot run with this configuration (e.g. invalid token).
     The gateway stops with this message instead of retrying forever."""
+
+
+class DeliveryError(Exception):
+    """A reply, or the end of one, was not delivered.
+
+    ``retryable``: the platform may take it later (network, 5xx, a rate
+    limit longer than the channel waits, the channel not running), so the
+    gateway keeps it in the outbox (gateway/delivery.py); False: the
+    platform refused the request itself (chat not found, bot blocked),
+    and sending it again cannot help. ``remaining``: when the first parts
+    of a split reply went out, the text still to send (so no part goes out
+    twice); None when nothing went out. The message names the chat and
+    part, never the reply's text."""
+
+    def __init__(self, message: str, *, retryable: bool, remaining: str | None = None) -> None:
+        super().__init__(message)
+        self.retryable = retryable
+        self.remaining = remaining
+
+
+def rest_of(text: str, parts: Sequence[str], index: int) -> str:
+    """``text`` from where ``parts[index]`` starts: what is left to send
+    when the parts before it went out. Splitters cut ``text`` into
+    substrings in order (dropping whitespace between them), so each part
+    is found after the one before; the original separators are kept."""
+    pos = 0
+    for i, part in enumerate(parts[: index + 1]):
+        found = text.find(part, pos)
+        if found < 0:  # not a splitter of that kind: joined, nothing lost
+            return "\n\n".join(parts[index:])
+        if i == index:
+            return text[found:]
+        pos = found + len(part)
+    return ""
 
 
 class BaseChannel(abc.ABC):
@@ -82,11 +116,16 @@ class BaseChannel(abc.ABC):
 
     @abc.abstractmethod
     async def send(self, msg: OutboundMessage) -> None:
-        """Deliver one reply (split as the platform requires)."""
+        """Deliver one reply (split as the platform requires). A failure
+        should be a :class:`DeliveryError` saying whether a later attempt
+        can succeed and what is left to send; any other exception is taken
+        as permanent."""
 
     async def run_sender(self) -> None:
         """Drain this channel's outbound queue; a failed send is logged and
-        the loop goes on with the next message."""
+        the loop goes on with the next message. The gateway sends through
+        its outbox instead (gateway/delivery.py), which keeps a reply that
+        cannot go out now; this is for a channel used on its own."""
         q = self.bus.outbound_queue(self.name)
         while True:
             msg = await q.get()

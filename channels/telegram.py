@@ -61,7 +61,7 @@ from telegram.error import (
 )
 from telegram.request import BaseRequest, RequestData
 
-from channels.base import BaseChannel, ChannelFatalError
+from channels.base import BaseChannel, ChannelFatalError, DeliveryError, rest_of
 from gateway.bus import EDIT, MESSAGE, InboundMessage, MessageBus, OutboundMessage
 from gateway.commands import MENU
 from gateway.config import TelegramConfig
@@ -95,9 +95,13 @@ _GROUP_TYPES = frozenset({ChatType.GROUP, ChatType.SUPERGROUP})
 _CONFIRM_TIMEOUT = 5.0
 
 
-class TelegramSendError(Exception):
+class TelegramSendError(DeliveryError):
     """A reply could not be delivered after the retries; the message says
-    which chat and part, never the text."""
+    which chat and part, never the text. ``retryable`` is False when
+    Telegram refused the request itself (BadRequest: chat not found;
+    Forbidden: the bot was blocked or removed; InvalidToken), True for
+    network trouble, 5xx, a rate limit longer than ``max_retry_after`` and
+    a channel that is not running."""
 
 
 @dataclass(frozen=True)
@@ -611,10 +615,13 @@ class TelegramChannel(BaseChannel):
     async def send(self, msg: OutboundMessage) -> None:
         """Send a reply, split into parts of at most 4096 characters, in
         order. Raises :class:`TelegramSendError` when a part still fails
-        after the retries (the rest is then not sent, to keep order)."""
+        after the retries (the rest is then not sent, to keep order; the
+        error's ``remaining`` is the text from that part on)."""
         bot = self._bot
         if bot is None:
-            raise TelegramSendError(f"Telegram channel is not running; reply to chat {msg.chat_id} not sent")
+            raise TelegramSendError(
+                f"Telegram channel is not running; reply to chat {msg.chat_id} not sent", retryable=True
+            )
         parts = split_message(msg.text)
         if not parts:
             self.log.warning("empty reply not sent", chat_id=msg.chat_id)
@@ -629,7 +636,12 @@ class TelegramChannel(BaseChannel):
                 if i == 0 and reply_to is not None
                 else None
             )
-            chat_id = await self._send_part(bot, chat_id, part, reply, thread_id, f"part {i + 1} of {len(parts)}")
+            try:
+                chat_id = await self._send_part(bot, chat_id, part, reply, thread_id, f"part {i + 1} of {len(parts)}")
+            except TelegramSendError as exc:
+                if i:  # parts 1..i went out: only the rest may be sent again
+                    exc.remaining = rest_of(msg.text, parts, i)
+                raise
 
     async def _send_part(
         self,
@@ -664,7 +676,8 @@ class TelegramChannel(BaseChannel):
             except (BadRequest, Forbidden, InvalidToken) as exc:
                 # The request itself is refused; sending it again cannot help.
                 raise TelegramSendError(
-                    f"Telegram refused the reply to chat {chat_id} ({which}, {len(text)} chars): {self._scrub(str(exc))}"
+                    f"Telegram refused the reply to chat {chat_id} ({which}, {len(text)} chars): {self._scrub(str(exc))}",
+                    retryable=False,
                 ) from None
             except (NetworkError, Conflict) as exc:
                 error = self._scrub(repr(exc))
@@ -672,7 +685,8 @@ class TelegramChannel(BaseChannel):
                     self.log.warning("Telegram sendMessage failed; retrying", chat_id=chat_id, attempt=attempt, error=error)
                     await asyncio.sleep(next(delays))
         raise TelegramSendError(
-            f"Telegram reply to chat {chat_id} not sent ({which}, {len(text)} chars) after {attempt} attempts: {error}"
+            f"Telegram reply to chat {chat_id} not sent ({which}, {len(text)} chars) after {attempt} attempts: {error}",
+            retryable=True,
         )
 
 

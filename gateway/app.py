@@ -12,6 +12,9 @@ Shutdown loses nothing: ``close()`` first has every channel stop receiving
 flight (up to ``timeout``), sends the queued replies, and only then stops
 the channels (Telegram confirms its offsets there). A message a channel did
 not take stays with the platform and is delivered again after a restart.
+Replies go out through ``app.delivery`` (gateway/delivery.py): one the
+platform cannot take now, and any still queued when the shutdown times
+out, waits in gateway.db's outbox and is sent by the next pass or start.
 
 Channels come from :data:`CHANNELS`, a registry of (config section, module,
 class). A module is imported only when its channel is enabled: lark-oapi
@@ -44,6 +47,7 @@ import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 from typing import Any, Protocol
 from zoneinfo import ZoneInfo
@@ -57,13 +61,15 @@ from memory.clock import Clock, SystemClock
 from memory.identity import IdentityMap
 
 from .agent import Agent
-from .bus import MessageBus
+from .bus import MessageBus, OutboundMessage
 from .commands import UserCommands
 from .config import Config, ConfigError, Paths
 from .datalock import AlreadyRunning, DataBusy, DataLock, GatewayLock
+from .delivery import Delivery
 from .llm import LLMClient
 from .loop import KnownProjects, ProcessLoop
 from .memory_tools import memory_tools
+from .outbox import Outbox
 from .prompt import PromptBuilder
 from .ratelimit import RateLimiter
 from .sessions import SessionStore
@@ -149,6 +155,7 @@ class App:
         # Set by open():
         self.backend: MemoryBackend | None = None
         self.sessions: SessionStore | None = None
+        self.delivery: Delivery | None = None  # sends replies, keeps those that cannot go out yet
         self.llm: LLMClient | None = None
         self.agent: Agent | None = None
         self.loop: ProcessLoop | None = None
@@ -226,7 +233,23 @@ class App:
                 window=cfg.agent.history_messages,
                 cache_rows=cfg.gateway.history_cache_rows,
             )
-        self._user_data = UserData(self.backend, self.sessions)  # /forget all; cron joins when open
+        sessions = self.sessions
+        secrets = config_secrets(cfg)
+
+        async def owner_of(msg: OutboundMessage) -> str:
+            return await sessions.owner_of(f"{msg.channel}:{msg.chat_id}", msg.answers or msg.reply_to)
+
+        def scrub(text: str) -> str:
+            for secret in secrets:
+                text = text.replace(secret, "***")
+            return text
+
+        self.delivery = Delivery(
+            self.bus, Outbox(sessions.db), self.channels, self.clock,
+            max_age=timedelta(hours=cfg.gateway.outbox.max_age_hours), owner_of=owner_of, scrub=scrub,
+        )
+        # /forget all; cron joins when open
+        self._user_data = UserData(self.backend, self.sessions, outbox=self.delivery.outbox)
         self.llm = LLMClient.from_config(cfg.provider, model=cfg.agent.model, client=self.http_client)
         r = cfg.memory.retrieval
         # The file store answers the same tools: a user of the fallback can
@@ -287,6 +310,7 @@ class App:
             channels=self.channels,
             failed=self.failed_channels,
             backlog=engine.backlog if engine is not None else None,
+            outbox=(lambda: delivery.waiting) if (delivery := self.delivery) is not None else None,
         )
 
     def _open_hybrid(self, engine: Any, lexical: Any) -> Any:
@@ -515,6 +539,8 @@ class App:
                     f"{exc.strerror or exc}; is another myclaw gateway running?"
                 ) from None
         results = await asyncio.gather(*(c.start() for c in channels), return_exceptions=True)
+        delivery = self.delivery
+        assert delivery is not None
         for channel, result in zip(channels, results, strict=True):
             if isinstance(result, BaseException):
                 if isinstance(result, asyncio.CancelledError):
@@ -523,11 +549,13 @@ class App:
                 await self._stop_channel(channel)
                 continue
             self.channels[channel.name] = channel
-            self._tasks.append(asyncio.create_task(channel.run_sender(), name=f"send:{channel.name}"))
+            self._tasks.append(asyncio.create_task(delivery.run_sender(channel), name=f"send:{channel.name}"))
             wait_failed = getattr(channel, "wait_failed", None)
             if wait_failed is not None:
                 self._watchers[asyncio.create_task(wait_failed(), name=f"watch:{channel.name}")] = channel.name
             log.info("channel started", channel=channel.name)
+        # Replies kept from the last run go out now, before the new ones to their chats.
+        await delivery.start()
 
     async def wait(self, stop: asyncio.Event) -> int:
         """Run until ``stop`` is set (exit code 0), the process loop dies or no
@@ -597,21 +625,27 @@ class App:
             try:
                 await asyncio.wait_for(q.join(), timeout=min(timeout, 5.0))
             except TimeoutError:
-                log.warning("replies left unsent at shutdown", channel=channel.name, count=q.qsize())
-        # 3. channels and their senders
+                log.warning("replies still queued at shutdown go to the outbox", channel=channel.name, count=q.qsize())
+        # 3. senders and redelivery (a send cut here keeps its reply in the
+        #    outbox), then the channels, while they can still be sent to
         for w in self._watchers:
             w.cancel()
-        for channel in list(self.channels.values()):
-            await self._stop_channel(channel)
+        if self.delivery is not None:
+            await self.delivery.stop()
         for t in self._tasks:
             t.cancel()
         await asyncio.gather(*self._tasks, *self._watchers, return_exceptions=True)
+        for channel in list(self.channels.values()):
+            await self._stop_channel(channel)
         # 4. services, servers, storage
         for svc in reversed(self._started_services):
             try:
                 await svc.stop()
             except Exception as exc:
                 log.error("service did not stop cleanly", error=repr(exc))
+        if self.delivery is not None and self.sessions is not None:
+            # Last replies (a scheduled job's included) wait in gateway.db for the next start.
+            await self.delivery.keep_queued(self._job_channels())
         if self.http is not None:
             await self.http.stop()
         if self.llm is not None:

@@ -40,6 +40,7 @@ __all__ = [
     "FeishuConfig",
     "GatewayConfig",
     "MemoryConfig",
+    "OutboxConfig",
     "Paths",
     "ProviderConfig",
     "RetrievalConfig",
@@ -182,6 +183,13 @@ class RateLimitConfig(_Model):
     per_hour: int = Field(default=200, ge=0, le=100_000)
 
 
+class OutboxConfig(_Model):
+    """Replies that could not be delivered (gateway/delivery.py) are sent
+    again until they are this old, then dropped with a warning."""
+
+    max_age_hours: float = Field(default=24.0, gt=0, le=24 * 30)
+
+
 class GatewayConfig(_Model):
     host: str = "127.0.0.1"
     port: int = Field(default=18790, ge=0, le=65535)
@@ -196,6 +204,7 @@ class GatewayConfig(_Model):
     # GET /metrics (Prometheus text) on host:port, the HTTP server started
     # for it if nothing else needs one; /healthz is then served too.
     metrics: bool = False
+    outbox: OutboxConfig = Field(default_factory=OutboxConfig)
 
     @field_validator("timezone")
     @classmethod

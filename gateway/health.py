@@ -4,9 +4,9 @@ does its job, not only whether its HTTP server answers.
 * **down** (HTTP 503): the process loop has stopped, or no channel runs:
   messages are not being answered, so a supervisor should restart it.
 * **degraded** (HTTP 200): replies go out, but something needs a look: a
-  channel failed while others run, extraction keeps failing (the memory
-  model's endpoint) or has not run for a day, the inbound queue is nearly
-  full. Not 503: restarting would not fix the model endpoint, and taking
+  channel failed while others run, replies wait in the outbox (a platform
+  unreachable), extraction keeps failing (the memory model's endpoint) or
+  has not run for a day, the inbound queue is nearly full. Not 503: restarting would not fix the model endpoint, and taking
   the bot out of a load balancer's rotation would cost the replies too.
 * **ok** otherwise.
 
@@ -48,6 +48,7 @@ class Snapshot:
     stats: LoopStats | None
     backlog: Backlog | None
     oldest_waiting_s: float | None
+    outbox_waiting: int | None = None  # replies kept for redelivery (gateway/delivery.py)
     extra: dict[str, float] = field(default_factory=dict)  # more gauges: name -> value
 
     def to_json(self) -> dict[str, Any]:
@@ -62,6 +63,8 @@ class Snapshot:
         if self.backlog is not None:
             out["extraction"] = {"waiting": self.backlog.lines, "retrying": self.backlog.retrying,
                                  "failing": self.backlog.stuck, "oldest_waiting_s": self.oldest_waiting_s}
+        if self.outbox_waiting is not None:
+            out["outbox"] = {"waiting": self.outbox_waiting}
         if self.extra:
             out["gauges"] = self.extra
         return out
@@ -84,6 +87,7 @@ class Health:
         channels: Mapping[str, object],
         failed: Mapping[str, str],
         backlog: Callable[[], Awaitable[Backlog]] | None = None,
+        outbox: Callable[[], int] | None = None,
         stuck_after: int = 5,
     ) -> None:
         self.clock = clock
@@ -93,8 +97,9 @@ class Health:
         self.channels = channels
         self.failed = failed
         self.backlog = backlog
+        self.outbox = outbox
         self.stuck_after = stuck_after
-        self.gauges: dict[str, tuple[str, Gauge]] = {}  # name -> (help, reader): parts added later (the outbox)
+        self.gauges: dict[str, tuple[str, Gauge]] = {}  # name -> (help, reader): more parts a caller reports
 
     def add_gauge(self, name: str, help_text: str, read: Gauge) -> None:
         self.gauges[name] = (help_text, read)
@@ -127,6 +132,9 @@ class Health:
                 )
             elif oldest_s is not None and oldest_s > STALE_EXTRACTION.total_seconds():
                 problems.append(f"a message has waited {oldest_s / 3600:.0f} h for extraction")
+        waiting = self.outbox() if self.outbox is not None else None
+        if waiting:
+            problems.append(f"{waiting} repl{'y waits' if waiting == 1 else 'ies wait'} in the outbox for redelivery")
         extra = {name: float(await read()) for name, (_, read) in self.gauges.items()}
         status = DOWN if down else DEGRADED if problems else OK
         return Snapshot(
@@ -140,6 +148,7 @@ class Health:
             stats=self.stats,
             backlog=backlog,
             oldest_waiting_s=oldest_s,
+            outbox_waiting=waiting,
             extra=extra,
         )
 
@@ -198,6 +207,9 @@ class Health:
                    [({}, b.stuck)])
             metric("myclaw_extraction_oldest_waiting_seconds", "gauge", "age of the oldest waiting message",
                    [({}, s.oldest_waiting_s or 0.0)])
+        if s.outbox_waiting is not None:
+            metric("myclaw_outbox_waiting", "gauge", "replies kept for redelivery (channel trouble)",
+                   [({}, s.outbox_waiting)])
         for name, reading in s.extra.items():
             metric(name, "gauge", self.gauges[name][0], [({}, reading)])
         return "\n".join(out) + "\n"

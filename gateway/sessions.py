@@ -77,7 +77,36 @@ async def _m002_message_ids(conn: aiosqlite.Connection) -> None:
     )
 
 
-MIGRATIONS: list[Migration] = [_m001_sessions, _m002_message_ids]
+async def _m003_outbox(conn: aiosqlite.Connection) -> None:
+    # Replies that could not be delivered yet (gateway/outbox.py). The
+    # OutboundMessage fields are columns where SQL needs them (a chat's
+    # rows in order, erasing a user's) and JSON otherwise: ``metadata``,
+    # and ``extra`` for any field added to OutboundMessage later. ``owner``:
+    # whose message the reply answers, for `myclaw memory forget --user`.
+    await run_script(
+        conn,
+        """
+        CREATE TABLE outbox (
+            id              INTEGER PRIMARY KEY AUTOINCREMENT,
+            channel         TEXT NOT NULL,
+            chat_id         TEXT NOT NULL,
+            text            TEXT NOT NULL,
+            reply_to        TEXT NOT NULL DEFAULT '',
+            metadata        TEXT NOT NULL DEFAULT '{}',
+            extra           TEXT NOT NULL DEFAULT '{}',
+            owner           TEXT NOT NULL DEFAULT '',
+            created_at      TEXT NOT NULL,
+            attempts        INTEGER NOT NULL DEFAULT 0,
+            next_attempt_at TEXT NOT NULL,
+            last_error      TEXT NOT NULL DEFAULT ''
+        );
+        CREATE INDEX idx_outbox_chat ON outbox(channel, chat_id, id);
+        CREATE INDEX idx_outbox_owner ON outbox(owner);
+        """,
+    )
+
+
+MIGRATIONS: list[Migration] = [_m001_sessions, _m002_message_ids, _m003_outbox]
 
 
 # Read-only by convention: the cache hands its rows out. Not frozen: a frozen
@@ -401,6 +430,23 @@ class SessionStore:
         )
         found = _rows(list(rows))
         return found[0] if found else None
+
+    async def owner_of(self, key: str, message_id: str = "") -> str:
+        """Whose message a reply in chat ``key`` answers: the owner of the
+        user row ``message_id`` (a group reply names it), else of the chat's
+        newest user row (a private chat has one owner); "" when the chat
+        has none (a scheduled job in a fresh chat, a note on a photo)."""
+        await self.flush()  # a row still queued is not in SQLite yet
+        head = (
+            "SELECT m.owner FROM session_messages m JOIN sessions s ON s.id = m.session_id "
+            "WHERE s.key = ? AND m.role = 'user'"
+        )
+        rows: list[Any] = []
+        if message_id:
+            rows = list(await self.db.reader.execute_fetchall(f"{head} AND m.message_id = ? LIMIT 1", (key, message_id)))
+        if not rows:
+            rows = list(await self.db.reader.execute_fetchall(f"{head} ORDER BY m.id DESC LIMIT 1", (key,)))
+        return str(rows[0][0]) if rows else ""
 
     async def revise(self, row_id: int, content: str) -> None:
         """Give a stored row new words (the user edited their message); the

@@ -4,7 +4,8 @@ the ``/forget all`` a user sends in a private chat.
 Memory (every tier, the extraction buffer, the change log: the backend's
 :meth:`~memory.backend.MemoryBackend.forget_all`), the conversation history
 of every chat (their messages and the replies to them, group chats too) and
-the jobs they scheduled. ``myclaw memory forget --user`` does the same with
+the jobs they scheduled, and the replies to them still waiting in the
+outbox. ``myclaw memory forget --user`` does the same with
 the gateway stopped; this one runs beside it, so each part goes through the
 component that owns it and its caches.
 
@@ -23,6 +24,7 @@ from memory.backend import MemoryBackend
 
 if TYPE_CHECKING:
     from .cron import CronStore
+    from .outbox import Outbox
     from .sessions import SessionStore
 
 __all__ = ["Census", "UserData"]
@@ -36,7 +38,7 @@ class Census:
 
     memories: int = 0  # facts and profile entries (the file store: MEMORY.md lines)
     events: int = 0  # conversation summaries (the file store: logged lines)
-    messages: int = 0  # conversation history (Tier 0), every chat
+    messages: int = 0  # conversation history (Tier 0), every chat, and replies waiting in the outbox
     jobs: int = 0  # scheduled jobs they made
 
     @property
@@ -48,14 +50,23 @@ class UserData:
     """``cron`` is set by the App once the scheduler's store is open (it
     opens after the process loop is built)."""
 
-    def __init__(self, backend: MemoryBackend, sessions: SessionStore | None, cron: CronStore | None = None) -> None:
+    def __init__(
+        self,
+        backend: MemoryBackend,
+        sessions: SessionStore | None,
+        cron: CronStore | None = None,
+        *,
+        outbox: Outbox | None = None,
+    ) -> None:
         self.backend = backend
         self.sessions = sessions
         self.cron = cron
+        self.outbox = outbox
 
     async def census(self, user: str) -> Census:
         o = await self.backend.overview(user, limit=0)
         messages = await self.sessions.owned(user) if self.sessions is not None else 0
+        messages += await self.outbox.owned(user) if self.outbox is not None else 0
         jobs = len(await self.cron.list(user)) if self.cron is not None else 0
         return Census(memories=o.facts, events=o.events, messages=messages, jobs=jobs)
 
@@ -63,9 +74,9 @@ class UserData:
         """Erase everything of ``user``; returns what went. Memory first: the
         history's rows could otherwise be buffered for extraction again."""
         mem = await self.backend.forget_all(user)
-        messages = 0
+        messages = await self.outbox.forget_owner(user) if self.outbox is not None else 0
         if self.sessions is not None:
-            messages = await self.sessions.forget_owner(user)
+            messages += await self.sessions.forget_owner(user)
             if messages:
                 # The deleted rows' old pages stay in the WAL until a
                 # checkpoint overwrites them (as App._forget_history).

@@ -276,17 +276,19 @@ class FeishuChannel(BaseChannel):
 
     # -- sending -------------------------------------------------------------------
     async def send(self, msg: OutboundMessage) -> None:
-        """Raises ``FeishuApiError`` (with the Feishu code) when Feishu
-        refuses; ``run_sender`` logs it and goes on. Each part sent is
-        recorded under the message it answers (``msg.answers``). A reply to
-        a message recalled meanwhile is not sent, and the parts of one
-        recalled while it was being sent are withdrawn at once."""
+        """Raises ``FeishuApiError`` (with the Feishu code, ``retryable``
+        and, after a partial send, ``remaining``) when Feishu refuses or
+        cannot be reached; the gateway keeps a retryable one for later.
+        Each part sent is recorded under the message it answers
+        (``msg.answers``), as it goes out. A reply to a message recalled
+        meanwhile is not sent, and the parts of one recalled while it was
+        being sent are withdrawn at once."""
         if msg.answers and self.replies.was_recalled(msg.answers, msg.chat_id):
             self.log.info("reply to a recalled message not sent", chat_id=msg.chat_id, recalled=msg.answers)
             return
 
         def sent(message_id: str) -> None:
-            self._sent_ids.seen_before(message_id)
+            self._sent_ids.seen_before(message_id)  # ours, for reply_to_bot
             self.replies.record(msg.answers, msg.chat_id, message_id)
 
         try:

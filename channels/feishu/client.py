@@ -31,6 +31,8 @@ from typing import Any
 import httpx
 import structlog
 
+from channels.base import DeliveryError, rest_of
+
 __all__ = ["FeishuApiError", "FeishuClient", "Withdrawal", "is_retryable", "split_text"]
 
 TOKEN_INVALID_CODES = frozenset({99991661, 99991663, 99991668})
@@ -43,13 +45,23 @@ RECALL_REFUSED_CODES = frozenset({230009, 230011, 230026, 230050, 230054})
 TEXT_CHUNK = 4000  # Feishu accepts ~150 KB, but long walls of text read badly in a chat
 
 
-class FeishuApiError(Exception):
+class FeishuApiError(DeliveryError):
+    """Feishu refused or did not answer. ``retryable`` (see
+    :func:`is_retryable`) tells the gateway whether a reply is worth
+    sending again later; from :meth:`FeishuClient.send_text`,
+    ``remaining`` is the text not yet sent and ``sent_ids`` the messages
+    of the chunks that went out."""
+
     def __init__(self, code: int, msg: str, *, status: int = 200, endpoint: str = "") -> None:
-        super().__init__(f"Feishu API error {code} on {endpoint or '?'} (HTTP {status}): {msg}")
+        super().__init__(
+            f"Feishu API error {code} on {endpoint or '?'} (HTTP {status}): {msg}",
+            retryable=code == RATE_LIMIT_CODE or status == 429 or status >= 500 or code == -2,
+        )
         self.code = code
         self.msg = msg
         self.status = status
         self.endpoint = endpoint
+        self.sent_ids: list[str] = []
 
 
 @dataclass(frozen=True)
@@ -136,27 +148,40 @@ class FeishuClient:
         message ids. With ``reply_to`` every chunk replies to that message,
         so the answer stays attached to the question (and its thread).
         ``on_sent`` hears of each id as soon as its chunk is out, so a caller
-        knows the parts that went out even when a later one fails."""
+        knows the parts that went out even when a later one fails. A failing
+        chunk raises :class:`FeishuApiError` with ``remaining`` set when
+        chunks before it went out."""
         ids: list[str] = []
-        for chunk in split_text(text):
-            body: dict[str, Any] = {
-                "msg_type": "text",
-                "content": json.dumps({"text": chunk}, ensure_ascii=False),
-                "uuid": str(uuid.uuid4()),
-            }
-            if reply_to:
-                data = await self._call("POST", f"/open-apis/im/v1/messages/{reply_to}/reply", json_body=body)
-            else:
-                body["receive_id"] = chat_id
-                data = await self._call(
-                    "POST", "/open-apis/im/v1/messages", params={"receive_id_type": "chat_id"}, json_body=body
-                )
-            inner = data.get("data")
-            if isinstance(inner, dict) and inner.get("message_id"):
-                ids.append(str(inner["message_id"]))
-                if on_sent is not None:
-                    on_sent(ids[-1])
+        chunks = split_text(text)
+        for i, chunk in enumerate(chunks):
+            try:
+                got = await self._send_chunk(chat_id, chunk, reply_to)
+            except FeishuApiError as exc:
+                if i:  # never send a chunk twice: only the rest is left
+                    exc.remaining = rest_of(text, chunks, i)
+                exc.sent_ids = ids
+                raise
+            ids.extend(got)
+            if on_sent is not None:
+                for message_id in got:
+                    on_sent(message_id)
         return ids
+
+    async def _send_chunk(self, chat_id: str, chunk: str, reply_to: str) -> list[str]:
+        body: dict[str, Any] = {
+            "msg_type": "text",
+            "content": json.dumps({"text": chunk}, ensure_ascii=False),
+            "uuid": str(uuid.uuid4()),
+        }
+        if reply_to:
+            data = await self._call("POST", f"/open-apis/im/v1/messages/{reply_to}/reply", json_body=body)
+        else:
+            body["receive_id"] = chat_id
+            data = await self._call(
+                "POST", "/open-apis/im/v1/messages", params={"receive_id_type": "chat_id"}, json_body=body
+            )
+        inner = data.get("data")
+        return [str(inner["message_id"])] if isinstance(inner, dict) and inner.get("message_id") else []
 
     async def delete_message(self, message_id: str) -> Withdrawal:
         """Withdraw ("recall") a message the bot sent:
@@ -237,7 +262,7 @@ class FeishuClient:
 
 def is_retryable(exc: FeishuApiError) -> bool:
     """Rate limits, server errors and no answer at all: worth another try."""
-    return exc.code == RATE_LIMIT_CODE or exc.status == 429 or exc.status >= 500 or exc.code == -2
+    return exc.retryable
 
 
 def split_text(text: str, limit: int = TEXT_CHUNK) -> list[str]:

@@ -123,6 +123,7 @@ def merge_identities(dry_run: bool, yes: bool, as_json: bool) -> None:
 
 async def _survey(cfg: Config, where: _Where, mapping: dict[str, str]) -> list[HandleMove]:
     from gateway.cron import CronStore
+    from gateway.outbox import Outbox
     from gateway.sessions import SessionStore
     from memory.filestore import FileMemory
 
@@ -133,8 +134,11 @@ async def _survey(cfg: Config, where: _Where, mapping: dict[str, str]) -> list[H
                 _split(p, await survey(engine, p.handle, p.user))
     if where.gateway_db.exists():
         async with _step(where.gateway_db, moving=False), await SessionStore.open(where.gateway_db) as sessions:
+            outbox = Outbox(sessions.db)
             for p in plan:
                 p.files["gateway.db"] = {"history messages": await sessions.owned(p.handle)}
+                if replies := await outbox.owned(p.handle):  # rare: named only when there are some
+                    p.files["gateway.db"]["undelivered replies"] = replies
     if where.cron_db.exists():
         async with _step(where.cron_db, moving=False):
             store = await CronStore.open(where.cron_db, SystemClock(), cfg.gateway.timezone)
@@ -157,6 +161,7 @@ def _split(p: HandleMove, counts: dict[str, int]) -> None:
 
 
 async def _merge(cfg: Config, where: _Where, mapping: dict[str, str]) -> list[HandleMove]:
+    from gateway.outbox import Outbox
     from gateway.sessions import SessionStore
 
     done = [HandleMove(h, u) for h, u in sorted(mapping.items())]
@@ -174,8 +179,11 @@ async def _merge(cfg: Config, where: _Where, mapping: dict[str, str]) -> list[Ha
                 raise click.ClickException(f"{exc}: a memory compression is running; try again when it ends") from None
         if where.gateway_db.exists():
             async with _step(where.gateway_db), await SessionStore.open(where.gateway_db) as sessions:
+                outbox = Outbox(sessions.db)
                 for p in done:
                     p.files["gateway.db"] = {"history messages": await sessions.move_owner(p.handle, p.user)}
+                    if replies := await outbox.move_owner(p.handle, p.user):
+                        p.files["gateway.db"]["undelivered replies"] = replies
         if where.cron_db.exists():
             async with _step(where.cron_db):
                 await _move_jobs(cfg, where.cron_db, done)

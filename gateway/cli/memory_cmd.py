@@ -439,8 +439,9 @@ def _built_on(plan: Erasure) -> str:
 def forget(user: str | None, yes: bool) -> None:
     """Erase everything stored about --user, for good: memories of every
     status, daily events, messages waiting for extraction, change-log
-    entries, conversation history (Tier 0), scheduled jobs and the file
-    store's folder. Run it with the gateway stopped."""
+    entries, conversation history (Tier 0), replies to them still waiting
+    in the outbox, scheduled jobs and the file store's folder. Run it with
+    the gateway stopped."""
     cfg = load_cli_config()
     owner = resolve_user(user, cfg)
     if not owner:
@@ -457,6 +458,7 @@ async def _forget(cfg: Config, path: Path, owner: str) -> dict[str, int]:
     import shutil
 
     from gateway.cron import CronStore
+    from gateway.outbox import Outbox
     from gateway.sessions import SessionStore
     from memory.filestore import FileMemory
 
@@ -468,7 +470,11 @@ async def _forget(cfg: Config, path: Path, owner: str) -> dict[str, int]:
     if paths.gateway_db().exists():
         async with await SessionStore.open(paths.gateway_db()) as sessions:
             counts["history messages"] = await sessions.forget_owner(owner)
-            if counts["history messages"]:
+            # Replies to their messages still waiting to be delivered (rows
+            # whose owner was known: see gateway/delivery.py).
+            if replies := await Outbox(sessions.db).forget_owner(owner):
+                counts["undelivered replies"] = replies
+            if counts["history messages"] or replies:
                 await sessions.db.compact()  # a running gateway keeps the WAL, and their words in it
     cron_db = paths.cron_db()
     if cron_db.exists():

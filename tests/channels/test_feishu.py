@@ -563,3 +563,21 @@ async def test_a_reply_overtaken_by_the_recall_is_held_back_or_withdrawn(
     await sending
     assert await channel.withdrawals_done(5)
     assert len(fake.sent) == 2 and fake.deleted == [m["message_id"] for m in fake.sent]
+
+
+async def test_a_failed_send_says_whether_to_retry_and_what_is_left(fake: FakeFeishu) -> None:
+    api = FeishuClient(fake.app_id, fake.app_secret, fake.url, backoff=0.01, max_attempts=1)
+    try:
+        fake.fail_next(230002, "Bot/User can NOT be out of the chat.")
+        with pytest.raises(FeishuApiError) as refused:
+            await api.send_text("oc_1", "nope")
+        assert refused.value.retryable is False and refused.value.remaining is None
+        text = "\n\n".join(f"part {i} " + "word " * 700 for i in range(3))  # three chunks
+        fake.fail_next(1, "internal error", status=502, after=2)
+        with pytest.raises(FeishuApiError) as outage:
+            await api.send_text("oc_1", text)
+        assert outage.value.retryable is True and len(outage.value.sent_ids) == 2
+        assert outage.value.remaining == text[text.index("part 2"):]
+        assert [t.split()[:2] for t in fake.texts()] == [["part", "0"], ["part", "1"]]
+    finally:
+        await api.aclose()

@@ -16,7 +16,14 @@ from pydantic import SecretStr
 from structlog.testing import capture_logs
 
 from channels.base import UNREADABLE_REPLY, ChannelFatalError
-from channels.telegram import INVALID_TOKEN_MESSAGE, NOT_FOUND_MESSAGE, Backoff, TelegramChannel, split_message
+from channels.telegram import (
+    INVALID_TOKEN_MESSAGE,
+    NOT_FOUND_MESSAGE,
+    Backoff,
+    TelegramChannel,
+    TelegramSendError,
+    split_message,
+)
 from gateway.bus import EDIT, MESSAGE, InboundMessage, MessageBus, OutboundMessage
 from gateway.config import TelegramConfig
 from gateway.logging import configure_logging
@@ -470,3 +477,29 @@ async def test_a_photo_sticker_or_voice_gets_a_note_not_silence(
     fake.push_text(7, 7, "and a text")
     assert (await next_inbound(bus)).text == "and a text"  # nothing else came through the bus
     assert bus.inbound.empty() and len(fake.sent) == 4
+
+
+async def test_a_failed_send_says_whether_to_retry_and_what_is_left(
+    fake: FakeTelegram, bus: MessageBus, make_channel: Any
+) -> None:
+    ch = await make_channel(send_attempts=1)
+    fake.push_text(7007, 7007, "hi")
+    await next_inbound(bus)
+    fake.fail_next("sendMessage", 403, description="Forbidden: bot was blocked by the user")
+    with pytest.raises(TelegramSendError) as refused:
+        await within(ch.send(OutboundMessage("telegram", "7007", "blocked")))
+    assert refused.value.retryable is False and refused.value.remaining is None
+    with pytest.raises(TelegramSendError) as unknown_chat:
+        await within(ch.send(OutboundMessage("telegram", "999", "nobody here")))  # 400 chat not found
+    assert unknown_chat.value.retryable is False
+    text = "\n\n".join(" ".join(f"p{p}w{w}" for w in range(150)) for p in range(10))[:9000]
+    parts = split_message(text)
+    fake.fail_next("sendMessage", 502, after=1)
+    with pytest.raises(TelegramSendError) as outage:
+        await within(ch.send(OutboundMessage("telegram", "7007", text)))
+    assert outage.value.retryable is True and "p0w0" not in str(outage.value)
+    assert fake.texts() == parts[:1] and outage.value.remaining == text[text.index(parts[1]):]
+    await ch.stop()
+    with pytest.raises(TelegramSendError) as stopped:
+        await within(ch.send(OutboundMessage("telegram", "7007", "after stop")))
+    assert stopped.value.retryable is True

@@ -144,6 +144,7 @@ class _Failure:
     code: int
     msg: str
     status: int
+    after: int = 0  # sends to let through first
 
 
 class FakeFeishu:
@@ -226,12 +227,13 @@ class FakeFeishu:
 
     # -- scripting -----------------------------------------------------------------------
     def fail_next(
-        self, code: int, msg: str = "error", *, status: int = 400, times: int = 1, on: str = "send"
+        self, code: int, msg: str = "error", *, status: int = 400, times: int = 1, on: str = "send", after: int = 0
     ) -> None:
         """The next ``times`` message sends (``on="delete"``: withdrawals)
-        answer with this Feishu error."""
+        answer with this Feishu error, after letting ``after`` through (a
+        split reply failing midway)."""
         queue = {"send": self._failures, "delete": self._delete_failures}[on]
-        queue.extend(_Failure(code, msg, status) for _ in range(times))
+        queue.extend(_Failure(code, msg, status, after if i == 0 else 0) for i in range(times))
 
     def revoke_tokens(self) -> None:
         """Tokens issued so far stop working (as after a secret reset)."""
@@ -328,7 +330,9 @@ class FakeFeishu:
             return err
         if self.send_delay:
             await asyncio.sleep(self.send_delay)
-        if self._failures:
+        if self._failures and self._failures[0].after:
+            self._failures[0].after -= 1
+        elif self._failures:
             f = self._failures.pop(0)
             return web.json_response({"code": f.code, "msg": f.msg}, status=f.status)
         if not chat_id or body.get("msg_type") != "text" or not isinstance(body.get("content"), str):

@@ -8,7 +8,8 @@ shapes, so the client code under test cannot tell it from Telegram:
 * unknown token: 401 ``Unauthorized``; a path that is not ``bot<token>``
   or an unknown method: 404 ``Not Found``;
 * ``fail_next(method, 429, retry_after=1)``: 429 with
-  ``parameters.retry_after``; any other status with Telegram's wording;
+  ``parameters.retry_after``; any other status with Telegram's wording
+  (``times=`` in a row, ``after=`` calls that go through first);
 * ``sendMessage`` over 4096 characters (UTF-16 code units, the stricter
   count): 400 ``Bad Request: message is too long``; to a chat nobody wrote
   from: 400 ``Bad Request: chat not found``;
@@ -98,6 +99,7 @@ class _Failure:
     status: int
     retry_after: int | None
     description: str | None
+    after: int = 0  # calls to let through first
 
 
 def utf16_len(text: str) -> int:
@@ -229,12 +231,14 @@ class FakeTelegram:
         times: int = 1,
         retry_after: int | None = None,
         description: str | None = None,
+        after: int = 0,
     ) -> None:
-        """The next ``times`` calls of ``method`` get an error response."""
+        """The next ``times`` calls of ``method`` get an error response,
+        after ``after`` calls go through (a split reply failing midway)."""
         if status == 429 and retry_after is None:
             retry_after = 1
         q = self._failures.setdefault(method.lower(), deque())
-        q.extend(_Failure(status, retry_after, description) for _ in range(times))
+        q.extend(_Failure(status, retry_after, description, after if i == 0 else 0) for i in range(times))
 
     def revoke_token(self) -> None:
         """From now on every request is 401 (the token was revoked in BotFather)."""
@@ -413,7 +417,9 @@ class FakeTelegram:
             return _error(400, "Bad Request: can't parse JSON")
         self.counts[method] += 1
         failures = self._failures.get(method)
-        if failures:
+        if failures and failures[0].after:
+            failures[0].after -= 1
+        elif failures:
             f = failures.popleft()
             if self.record:
                 self.calls.append(Call(method, params, f.status))

@@ -6,8 +6,10 @@ import re
 from datetime import timedelta
 from pathlib import Path
 
+from gateway.bus import OutboundMessage
 from gateway.commands import UserCommands
 from gateway.cron import CronStore
+from gateway.outbox import Outbox
 from gateway.userdata import UserData
 from memory import Category, ManualClock, NewMemory, Provenance
 from memory.filestore import FileMemory
@@ -132,8 +134,14 @@ async def test_forget_all_asks_for_a_code_then_erases_everything_of_the_sender_o
     async with make_rig(tmp_path, clock, fake_llm) as rig:
         cron = await CronStore.open(tmp_path / "cron.db", clock)
         try:
-            rig.loop.commands = UserCommands(rig.backend, everything=UserData(rig.backend, rig.sessions, cron), clock=clock)
+            outbox = Outbox(rig.sessions.db)
+            everything = UserData(rig.backend, rig.sessions, cron, outbox=outbox)
+            rig.loop.commands = UserCommands(rig.backend, everything=everything, clock=clock)
             ids = await _seed(rig)
+            # A reply to her that Telegram could not take yet, and one to Bob.
+            for owner, chat in ((ALICE, "100"), (BOB, "200")):
+                await outbox.add(OutboundMessage("telegram", chat, f"late reply for {chat}"), owner=owner,
+                                 created_at=clock.now(), next_attempt_at=clock.now())
             await rig.engine.add_event(ALICE, "2026-11-20", "Alice planned the Hangzhou trip")
             await cron.add(schedule="0 9 * * *", message="plan my day", channel="telegram", chat_id="100", user=ALICE)
             await cron.add(schedule="0 9 * * *", message="water the bees", channel="telegram", chat_id="200", user=BOB)
@@ -147,7 +155,7 @@ async def test_forget_all_asks_for_a_code_then_erases_everything_of_the_sender_o
 
             ask = (await rig.ask("/forget all", chat="100")).text
             assert ask.startswith("This erases everything I keep about you, for good: 3 memories, "
-                                  "1 conversation summary, 4 messages of our conversations (every chat), "
+                                  "1 conversation summary, 5 messages of our conversations (every chat), "
                                   "1 scheduled job. It cannot be undone.")
             code = ask.rsplit(" ", 1)[1]
             assert re.fullmatch(r"\d{4}", code) and await rig.engine.get(ids["coffee"]) is not None  # nothing yet
@@ -156,10 +164,11 @@ async def test_forget_all_asks_for_a_code_then_erases_everything_of_the_sender_o
             assert "wrong or has expired" in (await rig.ask(f"/forget all {code}", chat="200", sender="200")).text
 
             done = (await rig.ask(f"/forget all {code}", chat="100")).text
-            assert done == ("Erased for good: 3 memories, 1 conversation summary, 4 messages of our conversations "
+            assert done == ("Erased for good: 3 memories, 1 conversation summary, 5 messages of our conversations "
                             "(every chat), 1 scheduled job. From here on we start afresh.")
             assert await rig.engine.list_memories(ALICE, status=None) == []
             assert await rig.sessions.owned(ALICE) == 0
+            assert (await outbox.owned(ALICE), await outbox.owned(BOB)) == (0, 1)
             assert [j.user for j in await cron.list()] == [BOB]
             assert "I don't remember anything about you yet." in (await rig.ask("/memory", chat="100")).text
             assert (await rig.ask("/forget all", chat="100")).text == "I keep nothing about you."

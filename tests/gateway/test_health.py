@@ -138,3 +138,18 @@ async def test_healthz_without_a_health_source_still_answers(tmp_path: Path) -> 
     async with HttpServer() as http, httpx.AsyncClient(base_url=http.url) as client:
         r = await client.get("/healthz")
         assert (r.status_code, r.json()) == (200, {"status": "ok"})
+
+
+async def test_replies_waiting_in_the_outbox_show_and_degrade(clock: ManualClock) -> None:
+    waiting = [0]
+    health = Health(clock=clock, bus=MessageBus(10), loop_running=lambda: True, stats=None,
+                    channels={"feishu": object()}, failed={}, outbox=lambda: waiting[0])
+    async with HttpServer("127.0.0.1", 0) as server, httpx.AsyncClient(base_url=server.url) as client:
+        server.health = health
+        ok = (await client.get("/healthz")).json()
+        assert ok["status"] == "ok" and ok["outbox"] == {"waiting": 0}
+        waiting[0] = 3  # Feishu unreachable: three replies kept for redelivery
+        r = await client.get("/healthz")
+        assert r.status_code == 200 and r.json()["problems"] == ["3 replies wait in the outbox for redelivery"]
+        metrics = _values(health.metrics(await health.snapshot()))
+        assert metrics[("myclaw_outbox_waiting", ())] == 3

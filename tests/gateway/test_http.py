@@ -63,3 +63,4 @@ async def test_port_in_use_raises_and_leaves_nothing_open() -> None:
         with pytest.raises(OSError):
             await server.start()
         await server.stop()
+

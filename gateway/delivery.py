@@ -1,0 +1,347 @@
+"""Sending replies so that one the platform cannot take now is not lost.
+
+Each channel's sender drains its outbound queue as ``BaseChannel.run_sender``
+does, and a failed send is decided by the error (``channels.base.DeliveryError``):
+
+* refused (``retryable`` False: chat not found, bot blocked, any error that
+  is not a DeliveryError): logged as "reply dropped", as before;
+* transient (network, 5xx, a long rate limit, the channel not running):
+  the reply, or what was left of it when its first parts went out, is kept
+  in the outbox (``gateway/outbox.py``, in gateway.db) and sent again by
+  :meth:`Delivery.run`, with exponential backoff per row (30 s doubling to
+  30 min, jittered) until it goes out, is refused, or is older than
+  ``gateway.outbox.maxAgeHours`` (dropped with a warning naming the chat
+  and the age, never the text).
+
+Order within a chat: rows go oldest first, and a new reply to a chat with
+rows waiting is queued in the outbox behind them rather than sent. The
+alternative, sending the waiting ones first from the sender, would hold
+the channel's sender, and so every other chat's replies, behind one
+chat's backoff; queued, the new reply goes out right after the older
+ones, in the same redelivery pass. Chats are independent: a pass sends
+the due chats concurrently, each chat's rows one after the other.
+
+A late reply is sent as it was written, with no "(delayed)" prefix: in a
+group it still quotes the message it answers, and the log says how late
+it was ("reply delivered late"). Shutdown: a send cut by the gateway
+stopping keeps the whole reply (whether the part in flight reached the
+platform cannot be known), and :meth:`Delivery.keep_queued` moves what is
+still queued into the outbox; the next start sends every row at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections import Counter
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
+
+import structlog
+
+from channels.base import BaseChannel, DeliveryError
+from memory.clock import Clock
+
+from .bus import MessageBus, OutboundMessage
+from .outbox import Outbox, Pending
+
+__all__ = ["Delivery", "RetryPolicy"]
+
+log = structlog.get_logger(component="outbox")
+
+Chat = tuple[str, str]  # (channel, chat_id)
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """Seconds before a kept reply's next attempt: ``initial`` after the
+    first failure, doubling up to ``maximum``, each scaled by a random
+    factor in [0.5, 1] so that many rows (and gateways) do not retry in
+    lockstep. Never longer than the unjittered delay: a test that moves
+    its clock by that much always finds the row due."""
+
+    initial: float = 30.0
+    maximum: float = 1800.0
+    factor: float = 2.0
+
+    def delay(self, attempts: int, rng: random.Random) -> float:
+        base = min(self.maximum, self.initial * self.factor ** max(0, attempts - 1))
+        return base * rng.uniform(0.5, 1.0)
+
+
+def _retryable(exc: BaseException) -> bool:
+    return isinstance(exc, DeliveryError) and exc.retryable
+
+
+class Delivery:
+    """``Delivery(bus, outbox, channels, clock)``: ``channels`` is the live
+    mapping of running channels (a channel that fails later leaves it, and
+    its rows wait). ``owner_of`` says whose message a reply answers (kept
+    on the row for ``myclaw memory forget --user``); ``scrub`` takes
+    secrets out of an error before it is stored."""
+
+    def __init__(
+        self,
+        bus: MessageBus,
+        outbox: Outbox,
+        channels: Mapping[str, BaseChannel],
+        clock: Clock,
+        *,
+        max_age: timedelta = timedelta(hours=24),
+        policy: RetryPolicy | None = None,
+        owner_of: Callable[[OutboundMessage], Awaitable[str]] | None = None,
+        scrub: Callable[[str], str] = lambda text: text,
+        rng: random.Random | None = None,
+        concurrency: int = 8,
+        poll: float = 60.0,
+    ) -> None:
+        self.bus = bus
+        self.outbox = outbox
+        self.channels = channels
+        self.clock = clock
+        self.max_age = max_age
+        self.policy = policy or RetryPolicy()
+        self._owner_of = owner_of
+        self._scrub = scrub
+        self._rng = rng or random.Random()
+        self._limit = asyncio.Semaphore(max(1, concurrency))
+        self._poll = poll  # real seconds between passes at most (rows of a channel that comes back, expiry)
+        self.waiting = 0  # rows in the outbox, as of the last pass (status output)
+        # Chats whose new replies must queue behind rows in the outbox. A
+        # chat is added before its row is written and released only when a
+        # look at the table found none and no row was being added meanwhile
+        # (``_adding`` in flight, ``_adds`` counts every add): otherwise a
+        # reply written during that look could be overtaken by the next.
+        self._held: set[Chat] = set()
+        self._adding: Counter[Chat] = Counter()
+        self._adds: Counter[Chat] = Counter()
+        self._pass = asyncio.Lock()
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    # -- lifecycle --------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Hold the chats with rows left from the last run (their new replies
+        queue behind them) and start redelivering; the first pass sends every
+        row at once, whatever its backoff said."""
+        self._held.update(await self.outbox.chats())
+        self.waiting = await self.outbox.count()
+        if self.waiting:
+            log.info("replies waiting in the outbox from the last run", count=self.waiting, chats=len(self._held))
+        self._task = asyncio.create_task(self.run(), name="outbox")
+
+    async def stop(self) -> None:
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+
+    def wake(self) -> None:
+        """Run a pass now (rows were added, or a test moved its clock)."""
+        self._wake.set()
+
+    async def run(self) -> None:
+        force = True
+        while True:
+            next_due: datetime | None = None
+            try:
+                next_due = await self.sweep(force=force)
+                force = False
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # a database hiccup must not end redelivery
+                log.exception("outbox pass failed; trying again later")
+            wait = self._poll
+            if next_due is not None:
+                wait = min(wait, max(0.0, (next_due - self.clock.now()).total_seconds()))
+            try:
+                await asyncio.wait_for(self._wake.wait(), wait)
+            except TimeoutError:
+                pass
+            self._wake.clear()
+
+    # -- the senders -------------------------------------------------------------------
+
+    async def run_sender(self, channel: BaseChannel) -> None:
+        """Drain ``channel``'s outbound queue (instead of its own
+        ``run_sender``): send, or keep for later, or drop."""
+        q = self.bus.outbound_queue(channel.name)
+        while True:
+            msg = await q.get()
+            try:
+                await self._send_new(channel, msg)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # the outbox itself failed: one reply lost, the sender goes on
+                log.error("reply dropped", reason="outbox unavailable", channel=msg.channel, chat_id=msg.chat_id,
+                          error=self._describe(exc, msg.text))
+            finally:
+                q.task_done()
+
+    async def _send_new(self, channel: BaseChannel, msg: OutboundMessage) -> None:
+        now = self.clock.now()
+        if (msg.channel, msg.chat_id) in self._held:
+            await self._keep(msg, created_at=now, due=now, reason="earlier replies to the chat are waiting")
+            return
+        try:
+            await channel.send(msg)
+        except asyncio.CancelledError:
+            # The gateway is stopping with this send in flight.
+            await self._keep(msg, created_at=now, due=now, reason="gateway stopping")
+            raise
+        except Exception as exc:
+            if not _retryable(exc):
+                log.error("reply dropped", reason="refused", channel=msg.channel, chat_id=msg.chat_id,
+                          error=self._describe(exc, msg.text))
+                return
+            rest = exc.remaining if isinstance(exc, DeliveryError) and exc.remaining else msg.text
+            delay = self.policy.delay(1, self._rng)
+            await self._keep(
+                replace(msg, text=rest), created_at=now, due=now + timedelta(seconds=delay), attempts=1,
+                error=self._describe(exc, msg.text), reason="send failed", retry_in_s=round(delay),
+            )
+
+    async def _keep(
+        self,
+        msg: OutboundMessage,
+        *,
+        created_at: datetime,
+        due: datetime,
+        reason: str,
+        attempts: int = 0,
+        error: str = "",
+        retry_in_s: int = 0,
+    ) -> None:
+        chat = (msg.channel, msg.chat_id)
+        self._held.add(chat)  # before any await: the chat's next reply queues behind this one
+        self._adding[chat] += 1
+        self._adds[chat] += 1
+        try:
+            owner = await self._owner(msg)
+            await self.outbox.add(
+                msg, owner=owner, created_at=created_at, next_attempt_at=due, attempts=attempts, last_error=error
+            )
+        finally:
+            self._adding[chat] -= 1
+            if not self._adding[chat]:
+                del self._adding[chat]
+        self.waiting += 1
+        log.warning("reply kept for redelivery", reason=reason, channel=msg.channel, chat_id=msg.chat_id,
+                    attempts=attempts, retry_in_s=retry_in_s, **({"error": error} if error else {}))
+        self.wake()
+
+    async def _owner(self, msg: OutboundMessage) -> str:
+        if self._owner_of is None:
+            return ""
+        try:
+            return await self._owner_of(msg)
+        except Exception as exc:  # the row is kept anyway, without an owner
+            log.error("owner of a kept reply unknown", chat_id=msg.chat_id, error=repr(exc))
+            return ""
+
+    async def keep_queued(self, channels: Iterable[str]) -> int:
+        """Shutdown: move what is still on these channels' outbound queues
+        (the senders are stopped) into the outbox, in order; returns how many."""
+        kept = 0
+        for name in channels:
+            q = self.bus.outbound_queue(name)
+            while not q.empty():
+                msg = q.get_nowait()
+                try:
+                    now = self.clock.now()
+                    await self._keep(msg, created_at=now, due=now, reason="gateway stopping")
+                    kept += 1
+                except Exception as exc:
+                    log.error("reply dropped", reason="outbox unavailable", channel=msg.channel,
+                              chat_id=msg.chat_id, error=self._describe(exc, msg.text))
+                finally:
+                    q.task_done()
+        return kept
+
+    # -- redelivery -------------------------------------------------------------------
+
+    async def sweep(self, *, force: bool = False) -> datetime | None:
+        """One pass: drop rows older than ``max_age``, send every chat whose
+        oldest row is due (all of them with ``force``), release chats with
+        nothing left. Returns when the next row of a running channel is due."""
+        async with self._pass:
+            now = self.clock.now()
+            for p in await self.outbox.older_than(now - self.max_age):
+                await self.outbox.remove(p.id)
+                log.warning("reply dropped", reason="older than gateway.outbox.maxAgeHours", channel=p.message.channel,
+                            chat_id=p.message.chat_id, age_s=round((now - p.created_at).total_seconds()),
+                            attempts=p.attempts)
+            adds, adding = dict(self._adds), set(self._adding)
+            heads = await self.outbox.heads()
+            with_rows = {h.chat for h in heads}
+            for chat in self._held - with_rows:  # delivered, or erased by `myclaw memory forget`
+                if chat not in adding and self._adds[chat] == adds.get(chat, 0):
+                    self._release(chat)
+            due = [h for h in heads if h.message.channel in self.channels and (force or h.next_attempt_at <= now)]
+            for failure in await asyncio.gather(*(self._drain_chat(h) for h in due), return_exceptions=True):
+                if isinstance(failure, asyncio.CancelledError):
+                    raise failure
+                if isinstance(failure, BaseException):  # that chat waits for the next pass
+                    log.error("outbox redelivery failed", error=repr(failure))
+            self.waiting = await self.outbox.count()
+            later = [h.next_attempt_at for h in await self.outbox.heads(list(self.channels))]
+            return min(later) if later else None
+
+    def _release(self, chat: Chat) -> None:
+        self._held.discard(chat)
+        self._adds.pop(chat, None)
+
+    async def _drain_chat(self, head: Pending) -> None:
+        """Send the chat's rows oldest first until one fails or none is left."""
+        chat = head.chat
+        row: Pending | None = head
+        async with self._limit:
+            while row is not None:
+                channel = self.channels.get(row.message.channel)
+                if channel is None:
+                    return
+                if not await self._redeliver(channel, row):
+                    return
+                adds, adding = self._adds[chat], bool(self._adding[chat])
+                row = await self.outbox.head(*chat)
+                if row is None and not adding and self._adds[chat] == adds:
+                    self._release(chat)
+
+    async def _redeliver(self, channel: BaseChannel, row: Pending) -> bool:
+        """Send one row; True when the chat may go on with its next one."""
+        msg = row.message
+        try:
+            await channel.send(msg)
+        except asyncio.CancelledError:
+            raise  # the row stays for the next start
+        except Exception as exc:
+            error = self._describe(exc, msg.text)
+            if not _retryable(exc):
+                await self.outbox.remove(row.id)
+                log.error("reply dropped", reason="refused", channel=msg.channel, chat_id=msg.chat_id,
+                          attempts=row.attempts + 1, error=error)
+                return True
+            attempts = row.attempts + 1
+            delay = self.policy.delay(attempts, self._rng)
+            rest = exc.remaining if isinstance(exc, DeliveryError) and exc.remaining else msg.text
+            await self.outbox.retry_later(
+                row.id, text=rest, attempts=attempts,
+                next_attempt_at=self.clock.now() + timedelta(seconds=delay), last_error=error,
+            )
+            log.warning("reply kept for redelivery", reason="send failed again", channel=msg.channel,
+                        chat_id=msg.chat_id, attempts=attempts, retry_in_s=round(delay), error=error)
+            return False
+        await self.outbox.remove(row.id)
+        log.info("reply delivered late", channel=msg.channel, chat_id=msg.chat_id, attempts=row.attempts + 1,
+                 late_s=round((self.clock.now() - row.created_at).total_seconds()))
+        return True
+
+    def _describe(self, exc: BaseException, text: str) -> str:
+        """The error as stored and logged: never the reply's words (an
+        exception from deep down might quote them), never a secret."""
+        said = str(exc) or type(exc).__name__
+        if len(text.strip()) >= 8:
+            said = said.replace(text, "[reply text]")
+        return self._scrub(said)[:500]

@@ -1,0 +1,179 @@
+"""The outbox: replies that could not be delivered yet, in ``gateway.db``
+(table ``outbox``, migration 003 of ``gateway/sessions.py``).
+
+Only storage lives here; when rows are written, sent and dropped is
+``gateway/delivery.py``'s business. A row is one ``OutboundMessage``
+plus its delivery state: ``attempts``, ``next_attempt_at``, and
+``last_error`` (the channel's error, which names chat and part, never the
+text; scrubbed again by the caller). The message is stored field by field
+over ``dataclasses.fields``, so a field added to ``OutboundMessage`` later
+is carried through (JSON in ``extra``) without this module knowing it.
+
+A chat's rows are sent oldest first: :meth:`Outbox.heads` gives the
+oldest row of every chat, and the next one only comes up once it is gone.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from gateway.bus import OutboundMessage
+from memory.clock import format_ts, parse_ts
+from memory.db import Database
+
+__all__ = ["Outbox", "Pending"]
+
+# OutboundMessage fields with a column of their own; any other goes to ``extra``.
+_COLUMNS = ("channel", "chat_id", "text", "reply_to", "metadata")
+_SELECT = (
+    "SELECT id, channel, chat_id, text, reply_to, metadata, extra, owner, created_at, attempts, "
+    "next_attempt_at, last_error FROM outbox"
+)
+
+
+@dataclass(frozen=True)
+class Pending:
+    """One reply waiting in the outbox."""
+
+    id: int
+    message: OutboundMessage
+    owner: str
+    created_at: datetime
+    attempts: int
+    next_attempt_at: datetime
+    last_error: str
+
+    @property
+    def chat(self) -> tuple[str, str]:
+        return self.message.channel, self.message.chat_id
+
+
+def _encode(msg: OutboundMessage) -> tuple[str, str, str, str, str, str]:
+    values = {f.name: getattr(msg, f.name) for f in dataclasses.fields(msg)}
+    extra = {k: v for k, v in values.items() if k not in _COLUMNS}
+    return (
+        str(values["channel"]),
+        str(values["chat_id"]),
+        str(values["text"]),
+        str(values.get("reply_to") or ""),
+        json.dumps(values.get("metadata") or {}, ensure_ascii=False),
+        json.dumps(extra, ensure_ascii=False),
+    )
+
+
+def _decode(row: Sequence[Any], kind: type[OutboundMessage]) -> Pending:
+    stored: dict[str, Any] = {
+        **json.loads(row[6] or "{}"),
+        "channel": row[1],
+        "chat_id": row[2],
+        "text": row[3],
+        "reply_to": row[4],
+        "metadata": json.loads(row[5] or "{}"),
+    }
+    # A field this build does not have (written by a newer one) is left
+    # out; one it has and the row lacks takes its default.
+    known = {f.name for f in dataclasses.fields(kind)}
+    msg = kind(**{k: v for k, v in stored.items() if k in known})
+    return Pending(
+        id=int(row[0]),
+        message=msg,
+        owner=str(row[7]),
+        created_at=parse_ts(row[8]),
+        attempts=int(row[9]),
+        next_attempt_at=parse_ts(row[10]),
+        last_error=str(row[11]),
+    )
+
+
+class Outbox:
+    """``Outbox(db)`` on gateway.db's :class:`~memory.db.Database` (the
+    session store's); times are passed in by the caller's clock.
+    ``kind``: the message class rows are read back as (a test's subclass
+    with a field of its own)."""
+
+    def __init__(self, db: Database, kind: type[OutboundMessage] = OutboundMessage) -> None:
+        self.db = db
+        self.kind = kind
+
+    async def add(
+        self,
+        msg: OutboundMessage,
+        *,
+        owner: str,
+        created_at: datetime,
+        next_attempt_at: datetime,
+        attempts: int = 0,
+        last_error: str = "",
+    ) -> int:
+        """Keep ``msg`` behind the chat's other rows; returns its id."""
+        row_id, _ = await self.db.write(
+            "INSERT INTO outbox (channel, chat_id, text, reply_to, metadata, extra, owner, created_at, attempts, "
+            "next_attempt_at, last_error) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (*_encode(msg), owner, format_ts(created_at), attempts, format_ts(next_attempt_at), last_error),
+        )
+        return row_id
+
+    async def heads(self, channels: Iterable[str] | None = None) -> list[Pending]:
+        """The oldest row of every chat (of ``channels``, default all), oldest first."""
+        names = list(channels) if channels is not None else None
+        where = f" AND channel IN ({','.join('?' * len(names))})" if names is not None else ""
+        if names == []:
+            return []
+        rows = await self.db.fetchall(
+            f"{_SELECT} WHERE id IN (SELECT MIN(id) FROM outbox GROUP BY channel, chat_id){where} ORDER BY id",
+            names or (),
+        )
+        return [_decode(r, self.kind) for r in rows]
+
+    async def head(self, channel: str, chat_id: str) -> Pending | None:
+        """The chat's oldest row, or None when none waits."""
+        row = await self.db.fetchone(f"{_SELECT} WHERE channel = ? AND chat_id = ? ORDER BY id LIMIT 1", (channel, chat_id))
+        return _decode(row, self.kind) if row is not None else None
+
+    async def older_than(self, created_before: datetime) -> list[Pending]:
+        rows = await self.db.fetchall(f"{_SELECT} WHERE created_at < ? ORDER BY id", (format_ts(created_before),))
+        return [_decode(r, self.kind) for r in rows]
+
+    async def chats(self) -> list[tuple[str, str]]:
+        """Every chat with a row waiting."""
+        rows = await self.db.fetchall("SELECT DISTINCT channel, chat_id FROM outbox")
+        return [(str(r[0]), str(r[1])) for r in rows]
+
+    async def remove(self, row_id: int) -> None:
+        """Delivered, or dropped."""
+        await self.db.write("DELETE FROM outbox WHERE id = ?", (row_id,))
+
+    async def retry_later(self, row_id: int, *, text: str, attempts: int, next_attempt_at: datetime, last_error: str) -> None:
+        """Another failed attempt; ``text``: what is still to send (less
+        than before when the first parts went out)."""
+        await self.db.write(
+            "UPDATE outbox SET text = ?, attempts = ?, next_attempt_at = ?, last_error = ? WHERE id = ?",
+            (text, attempts, format_ts(next_attempt_at), last_error, row_id),
+        )
+
+    async def count(self) -> int:
+        row = await self.db.fetchone("SELECT COUNT(*) FROM outbox")
+        return int(row[0]) if row else 0
+
+    # -- people's data ----------------------------------------------------------
+
+    async def owned(self, owner: str) -> int:
+        row = await self.db.fetchone("SELECT COUNT(*) FROM outbox WHERE owner = ?", (owner,))
+        return int(row[0]) if row else 0
+
+    async def forget_owner(self, owner: str) -> int:
+        """Erase the replies to ``owner``'s messages (``myclaw memory forget
+        --user``); returns how many. Rows are zeroed on disk by
+        ``secure_delete``; the caller compacts the file."""
+        _, deleted = await self.db.write("DELETE FROM outbox WHERE owner = ?", (owner,))
+        return deleted
+
+    async def move_owner(self, old: str, new: str) -> int:
+        """``myclaw memory merge-identities``: ``old``'s rows become ``new``'s."""
+        _, moved = await self.db.write("UPDATE outbox SET owner = ? WHERE owner = ?", (new, old))
+        return moved

@@ -1,0 +1,283 @@
+"""Delivery through the outbox with real parts: TelegramChannel and
+FeishuChannel against their loopback fakes, a real gateway.db, the real
+bus; a ManualClock drives the backoff (no sleeping through it)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic import SecretStr
+from structlog.testing import capture_logs
+
+from channels.base import BaseChannel
+from channels.feishu import FeishuChannel
+from channels.telegram import Backoff, TelegramChannel, split_message
+from gateway.app import App, ChannelSpec
+from gateway.bus import MessageBus, OutboundMessage
+from gateway.config import FeishuConfig, Paths, TelegramConfig, load_config
+from gateway.delivery import Delivery
+from gateway.outbox import Outbox
+from gateway.sessions import SessionStore
+from memory import ManualClock
+from tests.fakes.feishu_server import FakeFeishu
+from tests.fakes.telegram_server import FakeTelegram
+
+FAST = Backoff(initial=0.01, maximum=0.05)
+CHAT = "4242"
+
+
+@dataclass
+class Rig:
+    bus: MessageBus
+    delivery: Delivery
+    outbox: Outbox
+    clock: ManualClock
+
+    async def reply(self, *texts: str, channel: str = "telegram", chat_id: str = CHAT) -> None:
+        """Publish replies as the process loop does and wait until the sender took them."""
+        for text in texts:
+            await self.bus.publish_outbound(OutboundMessage(channel, chat_id, text))
+        await asyncio.wait_for(self.bus.outbound_queue(channel).join(), 10)
+
+    async def later(self, seconds: float) -> None:
+        self.clock.advance(seconds)
+        await asyncio.wait_for(self.delivery.sweep(), 10)
+
+    async def rows(self) -> list[str]:
+        return [h.message.text for h in await self.outbox.heads()]
+
+
+@pytest.fixture
+async def tg() -> AsyncIterator[FakeTelegram]:
+    async with FakeTelegram(strict_chats=False) as fake:
+        yield fake
+
+
+async def _rig(tmp_path: Path, clock: ManualClock, channel: BaseChannel, **kw: Any) -> AsyncIterator[Rig]:
+    sessions = await SessionStore.open(tmp_path / "gateway.db", clock)
+    outbox = Outbox(sessions.db)
+    delivery = Delivery(channel.bus, outbox, {channel.name: channel}, clock, rng=random.Random(7), **kw)
+    sender = asyncio.create_task(delivery.run_sender(channel))
+    try:
+        yield Rig(channel.bus, delivery, outbox, clock)
+    finally:
+        sender.cancel()
+        await asyncio.gather(sender, return_exceptions=True)
+        await channel.stop()
+        await sessions.close()
+
+
+@pytest.fixture
+async def rig(tmp_path: Path, clock: ManualClock, tg: FakeTelegram) -> AsyncIterator[Rig]:
+    cfg = TelegramConfig(enabled=True, token=SecretStr(tg.token), base_url=tg.base_url, poll_timeout=1)
+    channel = TelegramChannel(cfg, MessageBus(), backoff=FAST, send_attempts=1)
+    await asyncio.wait_for(channel.start(), 10)
+    async for r in _rig(tmp_path, clock, channel):
+        yield r
+
+
+def sends(tg: FakeTelegram) -> list[int]:
+    return [c.status for c in tg.calls if c.method == "sendmessage"]
+
+
+async def test_replies_sent_while_telegram_fails_arrive_once_in_order_after_it_recovers(
+    rig: Rig, tg: FakeTelegram
+) -> None:
+    tg.fail_next("sendMessage", 502, times=2)
+    with capture_logs() as logs:
+        await rig.reply("first answer", "second answer")
+    assert tg.texts() == [] and await rig.rows() == ["first answer"]  # one chat: one head
+    assert await rig.outbox.count() == 2 and rig.delivery.waiting == 2
+    kept = [e for e in logs if e["event"] == "reply kept for redelivery"]
+    assert [e["reason"] for e in kept] == ["send failed", "earlier replies to the chat are waiting"]
+    assert all("answer" not in json.dumps(e, default=str) for e in logs)  # never the text
+
+    await rig.later(10)  # backoff: the first retry is 15-30 s after the failure
+    assert sends(tg) == [502]
+    await rig.later(30)  # fails again: the second answer must not overtake the first
+    assert sends(tg) == [502, 502] and tg.texts() == []
+    [head] = await rig.outbox.heads()
+    assert head.attempts == 2 and head.last_error and "answer" not in head.last_error
+    await rig.later(60)  # due again (30-60 s), and Telegram is back
+    assert tg.texts() == ["first answer", "second answer"]
+    assert await rig.outbox.count() == 0
+    await rig.later(3600)
+    await rig.reply("third answer")  # nothing waits now: straight out
+    assert tg.texts() == ["first answer", "second answer", "third answer"]
+
+
+async def test_a_chat_waiting_does_not_hold_up_another(rig: Rig, tg: FakeTelegram) -> None:
+    tg.fail_next("sendMessage", 502)
+    await rig.reply("for the chat that waits")
+    await rig.reply("for another chat", chat_id="77")
+    assert tg.texts() == ["for another chat"]
+    await rig.later(30)
+    assert tg.texts() == ["for another chat", "for the chat that waits"]
+
+
+async def test_a_refused_reply_is_dropped_and_never_retried(rig: Rig, tg: FakeTelegram) -> None:
+    tg.fail_next("sendMessage", 403, description="Forbidden: bot was blocked by the user")
+    with capture_logs() as logs:
+        await rig.reply("you blocked me")
+    [dropped] = [e for e in logs if e["event"] == "reply dropped"]
+    assert dropped["reason"] == "refused" and "blocked" in dropped["error"] and dropped["chat_id"] == CHAT
+    assert await rig.outbox.count() == 0
+    await rig.later(3600)
+    assert sends(tg) == [403]
+
+
+async def test_a_long_reply_cut_midway_sends_only_what_was_left(rig: Rig, tg: FakeTelegram) -> None:
+    text = "\n\n".join(" ".join(f"p{p}w{w}" for w in range(150)) for p in range(10))[:11000]
+    parts = split_message(text)
+    assert len(parts) == 3
+    tg.fail_next("sendMessage", 502, after=2)  # parts 1 and 2 go out, part 3 fails
+    await rig.reply(text)
+    assert tg.texts() == parts[:2]
+    [row] = await rig.rows()
+    assert row == text[text.index(parts[2]):]
+    await rig.later(30)
+    assert tg.texts() == parts  # each part once, in order
+    assert " ".join(tg.texts()).split() == text.split()
+
+
+async def test_a_reply_older_than_the_max_age_is_dropped_naming_chat_and_age_not_text(
+    rig: Rig, tg: FakeTelegram
+) -> None:
+    tg.fail_next("sendMessage", 502, times=1000)
+    await rig.reply("a stale secret answer")
+    with capture_logs() as logs:
+        await rig.later(25 * 3600)
+    [dropped] = [e for e in logs if e["event"] == "reply dropped"]
+    assert dropped["reason"].startswith("older than") and dropped["chat_id"] == CHAT and dropped["age_s"] == 25 * 3600
+    assert "secret" not in json.dumps(logs, default=str)
+    assert await rig.outbox.count() == 0 and sends(tg) == [502]  # not sent again once too old
+
+
+async def test_a_feishu_reply_cut_midway_sends_only_the_rest(tmp_path: Path, clock: ManualClock) -> None:
+    async with FakeFeishu() as fake:
+        cfg = FeishuConfig(enabled=True, app_id=fake.app_id, app_secret=SecretStr(fake.app_secret), domain=fake.url)
+        channel = FeishuChannel(cfg, MessageBus(), max_attempts=1)
+        async for r in _rig(tmp_path, clock, channel):
+            text = "\n\n".join(f"段落{i} " + "字" * 1500 for i in range(6))  # three chunks of ~4000
+            fake.fail_next(1, "internal error", status=500, after=1)
+            await r.reply(text, channel="feishu", chat_id="oc_chat")
+            first = fake.texts()
+            assert len(first) == 1 and await r.outbox.count() == 1
+            await r.later(30)
+            assert fake.texts()[:1] == first and len(fake.texts()) == 3
+            assert "".join(fake.texts()).replace("\n", "") == text.replace("\n", "")
+            fake.fail_next(230002, "Bot/User can NOT be out of the chat.", status=400)
+            await r.reply("not in that chat any more", channel="feishu", chat_id="oc_chat")
+            assert await r.outbox.count() == 0 and len(fake.texts()) == 3  # refused: dropped
+
+
+# -- the app: shutdown and restart --------------------------------------------------------------
+
+
+class FastTelegram(TelegramChannel):
+    """The config's Telegram channel with test-sized retries."""
+
+    def __init__(self, config: Any, bus: MessageBus, **kw: Any) -> None:
+        super().__init__(config, bus, backoff=FAST, send_attempts=1, startup_wait=5)
+
+
+class StuckChannel(BaseChannel):
+    """Sends hang while ``stuck`` (a platform that does not answer)."""
+
+    name = "stuck"
+    stuck = True
+    sent: list[OutboundMessage] = []
+
+    def __init__(self, config: Any, bus: MessageBus, **kw: Any) -> None:
+        super().__init__(bus)
+
+    async def start(self) -> None:
+        pass
+
+    async def stop(self) -> None:
+        pass
+
+    async def send(self, msg: OutboundMessage) -> None:
+        if StuckChannel.stuck:
+            await asyncio.Event().wait()
+        StuckChannel.sent.append(msg)
+
+
+TELEGRAM = ChannelSpec("telegram", __name__, "FastTelegram", lambda c: c.channels.telegram)
+STUCK = ChannelSpec("stuck", __name__, "StuckChannel", lambda c: c.channels.feishu)
+
+
+def _app(tmp_path: Path, clock: ManualClock, channels: dict[str, Any], spec: ChannelSpec) -> App:
+    doc = {"provider": {"baseUrl": "http://127.0.0.1:9/v1", "apiKey": "sk-unused"}, "channels": channels,
+           "memory": {"enabled": False}, "cron": {"enabled": False}}
+    (tmp_path / "config.json").write_text(json.dumps(doc), encoding="utf-8")
+    cfg = load_config(tmp_path / "config.json", env={"MYCLAW_HOME": str(tmp_path)}, require=True)
+    return App(cfg, Paths(tmp_path), clock=clock, channel_specs=[spec])
+
+
+async def until(predicate: Any, timeout: float = 5.0) -> None:
+    async with asyncio.timeout(timeout):
+        while not predicate():
+            await asyncio.sleep(0.01)
+
+
+async def test_replies_kept_by_one_gateway_are_delivered_by_the_next(
+    tmp_path: Path, clock: ManualClock, tg: FakeTelegram
+) -> None:
+    channels = {"telegram": {"enabled": True, "token": tg.token, "baseUrl": tg.base_url, "pollTimeout": 1}}
+    app = _app(tmp_path, clock, channels, TELEGRAM)
+    await app.open()
+    try:
+        await asyncio.wait_for(app.start(), 10)
+        await tg.go_offline()  # Telegram unreachable
+        await app.bus.publish_outbound(OutboundMessage("telegram", CHAT, "sent while down"))
+        await app.bus.publish_outbound(OutboundMessage("telegram", CHAT, "and its follow-up"))
+        assert app.delivery is not None
+        await until(lambda: app.delivery is not None and app.delivery.waiting == 2)
+    finally:
+        await asyncio.wait_for(app.close(), 15)
+    await tg.go_online()
+    assert tg.texts() == []
+    app = _app(tmp_path, clock, channels, TELEGRAM)  # a restart, minutes later: no backoff waited for
+    await app.open()
+    try:
+        await asyncio.wait_for(app.start(), 10)
+        await tg.wait_sent(2)
+        await asyncio.sleep(0.1)
+        assert tg.texts() == ["sent while down", "and its follow-up"]
+    finally:
+        await asyncio.wait_for(app.close(), 15)
+
+
+async def test_replies_still_queued_when_shutdown_times_out_survive_it(tmp_path: Path, clock: ManualClock) -> None:
+    StuckChannel.stuck, StuckChannel.sent = True, []
+    channels = {"feishu": {"enabled": True}}
+    app = _app(tmp_path, clock, channels, STUCK)
+    await app.open()
+    try:
+        await app.start()
+        for text in ("in flight", "queued 1", "queued 2"):
+            await app.bus.publish_outbound(OutboundMessage("stuck", "c1", text))
+        await asyncio.sleep(0.05)
+    finally:
+        with capture_logs() as logs:
+            await asyncio.wait_for(app.close(timeout=0.3), 10)
+    assert sum(e["event"] == "reply kept for redelivery" for e in logs) == 3
+    StuckChannel.stuck = False
+    app = _app(tmp_path, clock, channels, STUCK)
+    await app.open()
+    try:
+        await app.start()
+        await until(lambda: len(StuckChannel.sent) == 3)
+        assert [m.text for m in StuckChannel.sent] == ["in flight", "queued 1", "queued 2"]
+        assert app.delivery is not None and await app.delivery.outbox.count() == 0
+    finally:
+        await app.close()

@@ -1,0 +1,119 @@
+"""The outbox table in a real gateway.db: rows round-trip every field of
+OutboundMessage (one added later too), a chat's rows come up oldest
+first, and a user's rows can be erased or handed to another user."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from gateway.bus import OutboundMessage
+from gateway.cli import main
+from gateway.outbox import Outbox
+from gateway.sessions import SessionStore
+from memory import ManualClock
+
+
+@dataclass(frozen=True)
+class WithAnswers(OutboundMessage):
+    """A field another change may add to OutboundMessage: the outbox must
+    carry it without knowing its name."""
+
+    answers: str = ""
+    extra_info: dict[str, object] | None = None
+
+
+@pytest.fixture
+async def sessions(tmp_path: Path, clock: ManualClock) -> AsyncIterator[SessionStore]:
+    store = await SessionStore.open(tmp_path / "gateway.db", clock)
+    try:
+        yield store
+    finally:
+        await store.close()
+
+
+async def test_a_row_keeps_every_field_even_one_added_later(sessions: SessionStore, clock: ManualClock) -> None:
+    outbox = Outbox(sessions.db, WithAnswers)
+    msg = WithAnswers(
+        "telegram", "-100777", "the answer 你好", reply_to="55", metadata={"message_thread_id": 42},
+        answers="m12", extra_info={"k": ["v"]},
+    )
+    now = clock.now()
+    await outbox.add(msg, owner="alice", created_at=now, next_attempt_at=now + timedelta(seconds=30), attempts=1,
+                     last_error="Bad Gateway")
+    [row] = await outbox.heads()
+    assert row.message == msg
+    assert (row.owner, row.attempts, row.last_error, row.created_at) == ("alice", 1, "Bad Gateway", now)
+    assert row.next_attempt_at == now + timedelta(seconds=30)
+    # Read back by a build without those fields: they are left out, the rest stays.
+    [plain] = await Outbox(sessions.db).heads()
+    assert type(plain.message) is OutboundMessage and plain.message.text == "the answer 你好"
+
+
+async def test_heads_are_each_chats_oldest_row_and_the_next_comes_up_when_it_goes(
+    sessions: SessionStore, clock: ManualClock
+) -> None:
+    outbox = Outbox(sessions.db)
+    now = clock.now()
+    ids = [
+        await outbox.add(OutboundMessage(ch, chat, text), owner="", created_at=now, next_attempt_at=now)
+        for ch, chat, text in [("telegram", "1", "a1"), ("feishu", "oc_x", "f1"), ("telegram", "1", "a2"),
+                               ("telegram", "2", "b1")]
+    ]
+    assert [h.message.text for h in await outbox.heads()] == ["a1", "f1", "b1"]
+    assert [h.message.text for h in await outbox.heads(["telegram"])] == ["a1", "b1"]
+    assert await outbox.heads([]) == []
+    await outbox.remove(ids[0])
+    head = await outbox.head("telegram", "1")
+    assert head is not None and head.message.text == "a2"
+    assert sorted(await outbox.chats()) == [("feishu", "oc_x"), ("telegram", "1"), ("telegram", "2")]
+    assert await outbox.count() == 3
+
+
+async def test_the_owner_is_whose_message_the_reply_answers(sessions: SessionStore) -> None:
+    for owner, mid in [("alice", "7"), ("bob", "8")]:
+        await sessions.append("telegram:-100", channel="telegram", chat_id="-100", role="user", content="hi",
+                              owner=owner, message_id=mid)
+    assert await sessions.owner_of("telegram:-100", "7") == "alice"  # a group reply names the message
+    assert await sessions.owner_of("telegram:-100") == "bob"  # else the newest message's
+    assert await sessions.owner_of("telegram:-100", "999") == "bob"
+    assert await sessions.owner_of("telegram:5") == ""
+
+
+def test_forget_user_erases_the_replies_to_them_still_waiting(home: Path) -> None:
+    async def seed() -> None:
+        clock = ManualClock("2026-03-01T12:00:00Z")
+        async with await SessionStore.open(home / "data" / "gateway.db", clock) as s:
+            outbox = Outbox(s.db)
+            now = clock.now()
+            for owner, text in [("alice", "alice's reply about her diagnosis"), ("bob", "bob's reply")]:
+                await outbox.add(OutboundMessage("telegram", owner, text), owner=owner, created_at=now,
+                                 next_attempt_at=now)
+
+    asyncio.run(seed())
+    r = CliRunner().invoke(main, ["memory", "forget", "--user", "alice", "--yes"])
+    assert r.exit_code == 0, r.output
+    assert "1 undelivered replies" in r.output
+
+    async def left() -> list[str]:
+        async with await SessionStore.open(home / "data" / "gateway.db") as s:
+            return [h.owner for h in await Outbox(s.db).heads()]
+
+    assert asyncio.run(left()) == ["bob"]
+    data = b"".join(p.read_bytes() for p in (home / "data").glob("gateway.db*"))
+    assert b"diagnosis" not in data  # zeroed and compacted, not left in free pages
+
+
+async def test_merge_identities_moves_the_rows(sessions: SessionStore, clock: ManualClock) -> None:
+    outbox = Outbox(sessions.db)
+    now = clock.now()
+    await outbox.add(OutboundMessage("telegram", "777", "hi"), owner="telegram:777", created_at=now, next_attempt_at=now)
+    assert await outbox.owned("telegram:777") == 1
+    assert await outbox.move_owner("telegram:777", "alice") == 1
+    assert (await outbox.owned("telegram:777"), await outbox.owned("alice")) == (0, 1)
