@@ -49,8 +49,8 @@ class FeishuApiError(DeliveryError):
     """Feishu refused or did not answer. ``retryable`` (see
     :func:`is_retryable`) tells the gateway whether a reply is worth
     sending again later; from :meth:`FeishuClient.send_text`,
-    ``remaining`` is the text not yet sent and ``sent_ids`` the messages
-    of the chunks that went out."""
+    ``remaining`` is the text not yet sent (its ``on_sent`` has heard of
+    the chunks that went out)."""
 
     def __init__(self, code: int, msg: str, *, status: int = 200, endpoint: str = "") -> None:
         super().__init__(
@@ -61,7 +61,6 @@ class FeishuApiError(DeliveryError):
         self.msg = msg
         self.status = status
         self.endpoint = endpoint
-        self.sent_ids: list[str] = []
 
 
 @dataclass(frozen=True)
@@ -159,7 +158,6 @@ class FeishuClient:
             except FeishuApiError as exc:
                 if i:  # never send a chunk twice: only the rest is left
                     exc.remaining = rest_of(text, chunks, i)
-                exc.sent_ids = ids
                 raise
             ids.extend(got)
             if on_sent is not None:

@@ -574,9 +574,10 @@ async def test_a_failed_send_says_whether_to_retry_and_what_is_left(fake: FakeFe
         assert refused.value.retryable is False and refused.value.remaining is None
         text = "\n\n".join(f"part {i} " + "word " * 700 for i in range(3))  # three chunks
         fake.fail_next(1, "internal error", status=502, after=2)
+        went_out: list[str] = []
         with pytest.raises(FeishuApiError) as outage:
-            await api.send_text("oc_1", text)
-        assert outage.value.retryable is True and len(outage.value.sent_ids) == 2
+            await api.send_text("oc_1", text, on_sent=went_out.append)
+        assert outage.value.retryable is True and len(went_out) == 2
         assert outage.value.remaining == text[text.index("part 2"):]
         assert [t.split()[:2] for t in fake.texts()] == [["part", "0"], ["part", "1"]]
     finally:
