@@ -122,11 +122,8 @@ async def test_a_person_at_a_terminal_is_told_how_to_leave_and_a_pipe_is_not(tmp
     assert out.decode() == "myclaw> re: hello\n"  # machine-readable: no banner, no prompt
 
 
-async def test_an_export_is_written_owner_only_and_its_path_printed(
-    tmp_path: Path, clock: ManualClock, fake_llm: FakeOpenAI
-) -> None:
-    app, terminal, out = await _chat_app(tmp_path, clock, fake_llm, b"/export\n/export\n")
-    terminal.exports = Paths(tmp_path).exports_dir
+async def _export_session(app: App, terminal: TerminalChannel) -> None:
+    """Ada has a memory; the terminal's lines are read and answered."""
     try:
         await app.open()
         assert app.backend is not None
@@ -135,6 +132,14 @@ async def test_an_export_is_written_owner_only_and_its_path_printed(
         await asyncio.wait_for(terminal.wait_closed(), 10)
     finally:
         await app.close()
+
+
+async def test_an_export_is_written_owner_only_and_its_path_printed(
+    tmp_path: Path, clock: ManualClock, fake_llm: FakeOpenAI
+) -> None:
+    app, terminal, out = await _chat_app(tmp_path, clock, fake_llm, b"/export\n/export\n")
+    terminal.exports = Paths(tmp_path).exports_dir
+    await _export_session(app, terminal)
     path = tmp_path / "exports" / f"myclaw-memory-{clock.now().date().isoformat()}.md"
     first, second = [ln for ln in out.getvalue().split("you> ") if ln]
     assert first.startswith("myclaw> Everything I keep about you, as a Markdown file.") and first.endswith(f"(saved to {path})\n")
@@ -148,13 +153,6 @@ async def test_without_a_folder_the_file_is_not_written_and_the_user_is_told(
     tmp_path: Path, clock: ManualClock, fake_llm: FakeOpenAI
 ) -> None:
     app, terminal, out = await _chat_app(tmp_path, clock, fake_llm, b"/export\n")
-    try:
-        await app.open()
-        assert app.backend is not None
-        await app.backend.remember("terminal:ada", "Ada keeps her notes in Obsidian", provenance=Provenance())
-        await app.start()
-        await asyncio.wait_for(terminal.wait_closed(), 10)
-    finally:
-        await app.close()
+    await _export_session(app, terminal)
     assert out.getvalue() == f"you> myclaw> {FILE_NOT_SENT}\nyou> "
     assert not (tmp_path / "exports").exists()
