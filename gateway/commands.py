@@ -34,7 +34,7 @@ import re
 import secrets
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta, tzinfo
 
 from memory.backend import MemoryBackend
 from memory.clock import Clock, SystemClock
@@ -43,11 +43,12 @@ from memory.types import Hit
 
 from .bus import Attachment
 from .export import MIME, export_filename, mostly_chinese, render_user_export
+from .timezones import TimezoneError, UserTimezones, parse_timezone, zone_name
 from .userdata import Census, UserData
 
 __all__ = ["COMMANDS", "MENU", "Answer", "UserCommands"]
 
-COMMANDS = ("memory", "forget", "export", "导出")
+COMMANDS = ("memory", "forget", "export", "导出", "timezone", "tz")
 # What a platform's command menu offers (Telegram's "/" list): command,
 # description, private chats only. /new and /help are the loop's own.
 MENU = (
@@ -55,6 +56,7 @@ MENU = (
     ("memory", "What I remember about you; /memory words searches it", True),
     ("forget", "Erase a memory for good: /forget m12 (/forget all: everything)", True),
     ("export", "A file of everything I keep about you", True),
+    ("timezone", "Your time zone, for dates and schedules: /timezone Asia/Shanghai", True),
     ("help", "What I can do", False),
 )
 _FORGET_MAX = 20  # as the memory_forget tool
@@ -64,6 +66,7 @@ _SHOWN_CHARS = 200
 _CONFIRM_WITHIN = timedelta(minutes=5)
 _EXPORT_EVERY = timedelta(minutes=1)  # one /export per user
 _ALL = ("all", "全部")
+_RESET = ("reset", "default", "clear", "重置", "默认", "恢复")
 _REF = re.compile(r"^\[?([me]\d+)\]?[,.;]?$", re.IGNORECASE)
 _CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff]")
 
@@ -103,11 +106,15 @@ class UserCommands:
         forget_history: ForgetHistory | None = None,
         everything: UserData | None = None,
         clock: Clock | None = None,
+        timezones: UserTimezones | None = None,
+        default_tz: tzinfo = UTC,
     ) -> None:
         self.backend = backend
         self.forget_history = forget_history
         self.everything = everything or UserData(backend, None)
         self.clock = clock or SystemClock()
+        self.timezones = timezones
+        self.default_tz = default_tz
         self._codes: dict[str, tuple[str, datetime]] = {}  # user -> /forget all code, valid until
         self._exported: dict[str, datetime] = {}  # user -> when their last /export was made
 
@@ -124,6 +131,8 @@ class UserCommands:
             return Answer(await self._forget(user, args))
         if name in ("export", "导出"):
             return await self._export(user, zh=name == "导出")
+        if name in ("timezone", "tz"):
+            return Answer(await self._timezone(user, args.strip()))
         raise ValueError(f"unknown command {name!r}")
 
     async def _export(self, user: str, *, zh: bool) -> Answer:
@@ -256,6 +265,38 @@ class UserCommands:
                     f"确认请在 5 分钟内发送：/forget all {code}")
         return (f"This erases everything I keep about you, for good: {_counts(kept, zh)}. It cannot be undone.\n"
                 f"To confirm, send within 5 minutes: /forget all {code}")
+
+
+    async def _timezone(self, user: str, args: str) -> str:
+        zh = _chinese([args]) if args else False
+        if self.timezones is None:
+            return "这里不能设置时区。" if zh else "Time zones cannot be set here."
+        gateway = zone_name(self.default_tz)
+        if not args:
+            mine = await self.timezones.get(user)
+            now = self.clock.now().astimezone(mine or self.default_tz)
+            if mine is None:
+                return (f"I use the gateway's time zone, {gateway} (now {now:%Y-%m-%d %H:%M}), for dates and "
+                        "schedules. Tell me yours: /timezone Asia/Shanghai, /timezone Berlin or /timezone UTC+8.")
+            return (f"Your time zone: {zone_name(mine)} (now {now:%Y-%m-%d %H:%M}). "
+                    f"/timezone <zone> changes it; /timezone reset goes back to the gateway's ({gateway}).")
+        if args.lower() in _RESET:
+            had = await self.timezones.clear(user)
+            if zh:
+                return f"已恢复为网关的时区 {gateway}。" if had else f"你本来就在使用网关的时区 {gateway}。"
+            return f"Back to the gateway's time zone, {gateway}." if had else f"You already use the gateway's, {gateway}."
+        try:
+            tz = parse_timezone(args)
+        except TimezoneError as exc:
+            return f"不认识的时区“{args}”：请用 Asia/Shanghai、上海 或 UTC+8 这样的写法。" if zh else str(exc)[:300]
+        await self.timezones.set(user, tz, at=self.clock.now())
+        now = self.clock.now().astimezone(tz)
+        jobs = [j for j in await self.everything.cron.list(user) if not j.internal] if self.everything.cron else []
+        if zh:
+            out = f"好的，你的时区是 {zone_name(tz)}（现在是 {now:%Y-%m-%d %H:%M}）。日期和新建的定时任务都按这个时区。"
+            return out + (f"已有的 {len(jobs)} 个定时任务保持原来的时区。" if jobs else "")
+        out = f"Your time zone is now {zone_name(tz)} (it is {now:%Y-%m-%d %H:%M} there). Dates and new schedules use it."
+        return out + (f" Your {len(jobs)} existing scheduled job(s) keep the zone they were made in." if jobs else "")
 
 
 def _counts(c: Census, zh: bool) -> str:

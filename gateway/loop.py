@@ -47,6 +47,7 @@ from .prompt import PromptBuilder
 from .ratelimit import RateLimiter, limited_note
 from .revisions import Revisions
 from .sessions import SessionStore, StoredMessage
+from .timezones import UserTimezones
 from .tools import ToolContext
 
 __all__ = ["HELP_TEXT", "LoopStats", "ProcessLoop", "Samples", "parse_command", "percentile", "split_command"]
@@ -69,6 +70,7 @@ schedule too ("every weekday at 9, summarise my plans").
 /forget m12  erase a memory for good, by the id /memory shows
 /forget all  erase everything I keep about you (asks to confirm)
 /export  a file of everything I keep about you (/导出)
+/timezone Asia/Shanghai  your time zone, for dates and schedules
 /help this message
 
 In a group, mention me or reply to me to get an answer; there I leave out
@@ -206,6 +208,7 @@ class ProcessLoop:
         max_pending: int = 1000,
         limiter: RateLimiter | None = None,
         commands: UserCommands | None = None,
+        timezones: UserTimezones | None = None,
     ) -> None:
         self.bus = bus
         self.sessions = sessions
@@ -217,6 +220,7 @@ class ProcessLoop:
         self.stats = LoopStats()
         self.limiter = limiter
         self.commands = commands or UserCommands(backend)
+        self.timezones = timezones  # each user's own (/timezone); None: the gateway's for all
         self.revisions = Revisions(sessions, backend)
         self._slots = asyncio.Semaphore(max_concurrent_chats)
         self._pending = asyncio.Semaphore(max_pending)
@@ -351,6 +355,7 @@ class ProcessLoop:
                 return ""
         hits = await self._recall(user, msg.text, history, private=private)
         retrieval_ms = (time.perf_counter() - t0) * 1000
+        tz = await self.timezones.get(user) if self.timezones is not None else None
 
         ctx = ToolContext(
             user=user,
@@ -360,8 +365,9 @@ class ProcessLoop:
             message_id=msg.message_id,
             sender_id=msg.sender_id,
             message_text=msg.text,
+            tz=tz,
         )
-        system = await self.prompts.system_prompt(user, private=private, tools=bool(self.agent.tools_for(ctx)))
+        system = await self.prompts.system_prompt(user, private=private, tools=bool(self.agent.tools_for(ctx)), tz=tz)
         messages = self.prompts.messages(system, history, msg.text, self.prompts.memory_block(hits))
         # The user's message goes to Tier 0 while the LLM runs (the write is
         # queued to SQLite before the request leaves), and is durable before

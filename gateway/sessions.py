@@ -106,7 +106,21 @@ async def _m003_outbox(conn: aiosqlite.Connection) -> None:
     )
 
 
-MIGRATIONS: list[Migration] = [_m001_sessions, _m002_message_ids, _m003_outbox]
+async def _m004_user_timezones(conn: aiosqlite.Connection) -> None:
+    # Each user's own zone (gateway/timezones.py), set with /timezone.
+    await run_script(
+        conn,
+        """
+        CREATE TABLE user_timezones (
+            owner      TEXT PRIMARY KEY,
+            timezone   TEXT NOT NULL,
+            updated_at TEXT NOT NULL
+        ) WITHOUT ROWID;
+        """,
+    )
+
+
+MIGRATIONS: list[Migration] = [_m001_sessions, _m002_message_ids, _m003_outbox, _m004_user_timezones]
 
 
 # Read-only by convention: the cache hands its rows out. Not frozen: a frozen

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from .cron import CronStore
     from .outbox import Outbox
     from .sessions import SessionStore
+    from .timezones import UserTimezones
 
 __all__ = ["Census", "UserData"]
 
@@ -60,11 +61,13 @@ class UserData:
         cron: CronStore | None = None,
         *,
         outbox: Outbox | None = None,
+        timezones: UserTimezones | None = None,
     ) -> None:
         self.backend = backend
         self.sessions = sessions
         self.cron = cron
         self.outbox = outbox
+        self.timezones = timezones
 
     async def census(self, user: str) -> Census:
         o = await self.backend.overview(user, limit=0)
@@ -86,6 +89,8 @@ class UserData:
         history's rows could otherwise be buffered for extraction again."""
         mem = await self.backend.forget_all(user)
         messages = await self.outbox.forget_owner(user) if self.outbox is not None else 0
+        if self.timezones is not None:
+            await self.timezones.forget_owner(user)  # where they live is theirs too
         if self.sessions is not None:
             messages += await self.sessions.forget_owner(user)
             if messages:

@@ -460,6 +460,7 @@ async def _forget(cfg: Config, path: Path, owner: str) -> dict[str, int]:
     from gateway.cron import CronStore
     from gateway.outbox import Outbox
     from gateway.sessions import SessionStore
+    from gateway.timezones import UserTimezones
     from memory.filestore import FileMemory
 
     counts: dict[str, int] = {}
@@ -474,6 +475,8 @@ async def _forget(cfg: Config, path: Path, owner: str) -> dict[str, int]:
             # whose owner was known: see gateway/delivery.py).
             if replies := await Outbox(sessions.db).forget_owner(owner):
                 counts["undelivered replies"] = replies
+            if await UserTimezones(sessions.db).forget_owner(owner):
+                counts["time zone setting"] = 1
             if counts["history messages"] or replies:
                 await sessions.db.compact()  # a running gateway keeps the WAL, and their words in it
     cron_db = paths.cron_db()

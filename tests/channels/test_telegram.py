@@ -94,7 +94,9 @@ async def test_the_command_menu_is_published_per_chat_type(fake: FakeTelegram, m
     await fake.wait_until(lambda: sum(c.method == "setmycommands" for c in fake.calls) == 2, 5)
     menus = {c.params["scope"]["type"]: [x["command"] for x in c.params["commands"]]
              for c in fake.calls if c.method == "setmycommands"}
-    assert menus == {"all_private_chats": ["new", "memory", "forget", "export", "help"], "all_group_chats": ["new", "help"]}
+    assert menus == {
+        "all_private_chats": ["new", "memory", "forget", "export", "timezone", "help"], "all_group_chats": ["new", "help"]
+    }
 
 
 async def test_a_refused_command_menu_does_not_stop_the_channel(
