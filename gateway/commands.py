@@ -147,11 +147,14 @@ class UserCommands:
         kept = await self.everything.export(user)
         data = kept.data
         zh = zh or mostly_chinese([*(m.content for m in data.memories), *(e.summary for e in data.events)])
-        if not (data.memories or data.events or data.waiting or kept.jobs or kept.history):
+        if not (data.memories or data.events or data.waiting or kept.jobs or kept.history or kept.timezone):
             return Answer("我没有保存任何关于你的内容，没有可导出的。" if zh
                           else "I keep nothing about you, so there is nothing to export.")
-        text = render_user_export(kept, at=now.strftime("%Y-%m-%d %H:%M UTC"), zh=zh)
-        file = Attachment(export_filename(now), text.encode("utf-8"), MIME)
+        # Dated in their own zone (/timezone), as the prompt's date is.
+        tz = (await self.timezones.get(user) if self.timezones is not None else None) or self.default_tz
+        local = now.astimezone(tz)
+        text = render_user_export(kept, at=f"{local:%Y-%m-%d %H:%M} {zone_name(tz)}", zh=zh)
+        file = Attachment(export_filename(local), text.encode("utf-8"), MIME)
         return Answer(
             "这是我保存的关于你的一切（Markdown 文件）。凭据只列出编号。/forget 可删除其中任何一条。"
             if zh

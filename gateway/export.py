@@ -37,6 +37,7 @@ class UserExport:
     data: OwnerData
     jobs: Sequence[CronJob] = ()
     history: int = 0  # messages of their conversations kept as recent history (counted, not included)
+    timezone: str = ""  # the zone they set with /timezone ("" when they set none)
 
 
 @dataclass(frozen=True)
@@ -127,6 +128,8 @@ def render_user_export(export: UserExport, *, at: str, zh: bool) -> str:
         ]
         if export.history:
             out.append(f"另有 {export.history} 条最近的聊天记录作为对话上下文保存（此处未列出）。")
+        if export.timezone:
+            out.append(f"你设置的时区：{export.timezone}（/timezone）。")
     else:
         out += [
             f"Everything I keep about you: {_n(counts[0], 'memory', 'memories')}, "
@@ -137,6 +140,8 @@ def render_user_export(export: UserExport, *, at: str, zh: bool) -> str:
         if export.history:
             out.append(f"Also kept: {_n(export.history, 'message', 'messages')} of our recent conversations, "
                        "as context for the next replies (not listed here).")
+        if export.timezone:
+            out.append(f"Your time zone: {export.timezone} (/timezone).")
     body = _sections(data, lab, hide_credentials=True, level="##")
     if not body:
         out.append("\n" + ("我还没有记住关于你的任何事。" if zh else "I don't remember anything about you yet."))

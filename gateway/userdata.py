@@ -24,6 +24,7 @@ import structlog
 from memory.backend import MemoryBackend
 
 from .export import UserExport
+from .timezones import zone_name
 
 if TYPE_CHECKING:
     from .cron import CronStore
@@ -82,7 +83,8 @@ class UserData:
         data = await self.backend.owner_data(user)
         jobs = [j for j in await self.cron.list(user) if not j.internal] if self.cron is not None else []
         history = await self.sessions.owned(user) if self.sessions is not None else 0
-        return UserExport(data=data, jobs=jobs, history=history)
+        tz = await self.timezones.get(user) if self.timezones is not None else None
+        return UserExport(data=data, jobs=jobs, history=history, timezone=zone_name(tz) if tz is not None else "")
 
     async def erase(self, user: str) -> Census:
         """Erase everything of ``user``; returns what went. Memory first: the

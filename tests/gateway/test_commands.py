@@ -10,6 +10,7 @@ from gateway.bus import OutboundMessage
 from gateway.commands import UserCommands
 from gateway.cron import CronStore
 from gateway.outbox import Outbox
+from gateway.timezones import UserTimezones
 from gateway.userdata import UserData
 from memory import Category, ManualClock, NewMemory, Provenance
 from memory.backend import Turn
@@ -297,3 +298,22 @@ async def test_the_file_store_exports_memory_md_and_the_logged_lines_of_the_send
     overview = await store.overview(ALICE)
     assert f"- [{overview.profile[0].ref}] Alice likes oat milk" in doc
     assert f"[{overview.recent[0].ref}] 2026-03-01:" in doc  # the id /forget takes
+
+
+async def test_export_is_dated_in_the_users_own_time_zone_and_names_it(
+    tmp_path: Path, clock: ManualClock, fake_llm: FakeOpenAI
+) -> None:
+    clock.set("2026-11-22T20:00:00Z")  # already the 23rd in Shanghai
+    async with make_rig(tmp_path, clock, fake_llm) as rig:
+        zones = UserTimezones(rig.sessions.db)
+        everything = UserData(rig.backend, rig.sessions, timezones=zones)
+        rig.loop.commands = UserCommands(rig.backend, everything=everything, clock=clock, timezones=zones)
+        await rig.engine.add(NewMemory(owner=ALICE, content="Alice likes oat milk", provenance=WHERE))
+        assert (await rig.ask("/timezone Shanghai", chat="100")).text.startswith("Your time zone is now Asia/Shanghai")
+        file = (await rig.ask("/export", chat="100")).attachment
+        assert file is not None and file.filename == "myclaw-memory-2026-11-23.md"
+        doc = file.data.decode("utf-8")
+        assert doc.startswith("# myclaw memory export (2026-11-23 04:00 Asia/Shanghai)")
+        assert "Your time zone: Asia/Shanghai (/timezone)." in doc
+        bob = (await rig.ask("/export", chat="200", sender="200")).text
+        assert bob == "I keep nothing about you, so there is nothing to export."  # her zone is not his
