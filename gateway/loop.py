@@ -41,7 +41,7 @@ from memory.prefilter import should_retrieve
 from memory.types import Hit
 
 from .agent import Agent, AgentReply, apology
-from .bus import MESSAGE, InboundMessage, MessageBus, OutboundMessage
+from .bus import MESSAGE, Attachment, InboundMessage, MessageBus, OutboundMessage
 from .commands import COMMANDS, UserCommands
 from .prompt import PromptBuilder
 from .ratelimit import RateLimiter, limited_note
@@ -69,6 +69,7 @@ schedule too ("every weekday at 9, summarise my plans").
 /memory  what I remember about you (/memory words: search it)
 /forget m12  erase a memory for good, by the id /memory shows
 /forget all  erase everything I keep about you (asks to confirm)
+/export  a file of everything I keep about you (/导出)
 /timezone Asia/Shanghai  your time zone, for dates and schedules
 /help this message
 
@@ -78,7 +79,10 @@ your profile and anything secret you told me."""
 _NEW_TEXT = "New conversation started. I still remember what you told me before."
 _NEW_TEXT_ZH = "已开始新的对话。之前告诉我的事我仍然记得。"
 
-_COMMAND = re.compile(r"^(?:@\S+\s+)?/([a-z_]+)(?:@\S+)?(?:\s+(.*))?$", re.IGNORECASE | re.DOTALL)
+# A command is ASCII, as Telegram's are; a Chinese alias (/导出) too.
+_COMMAND = re.compile(
+    r"^(?:@\S+\s+)?/([a-z_]+|[\u4e00-\u9fff]+)(?:@\S+)?(?:\s+(.*))?$", re.IGNORECASE | re.DOTALL
+)
 _CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff]")
 _CONTEXT_TURNS = 4  # recent messages recall may use to disambiguate a short message
 
@@ -313,9 +317,9 @@ class ProcessLoop:
             # Answered here, not by the model, and kept out of Tier 0 and
             # memory: a listing of memories is not something to learn again.
             self.stats.commands += 1
-            text = await self.commands.run(command, args, user=user, private=private)
-            await self._reply(msg, text)
-            return text
+            answer = await self.commands.answer(command, args, user=user, private=private)
+            await self._reply(msg, answer.text, answer.attachment)
+            return answer.text
         if command in ("new", "help", "start") and not args:
             self.stats.commands += 1
             if command == "new":
@@ -466,10 +470,10 @@ class ProcessLoop:
             log.error("memory recall failed", user=user, error=repr(exc))
             return []
 
-    async def _reply(self, msg: InboundMessage, text: str) -> None:
+    async def _reply(self, msg: InboundMessage, text: str, attachment: Attachment | None = None) -> None:
         if not text:
             return
-        await self.bus.publish_outbound(OutboundMessage.answering(msg, text))
+        await self.bus.publish_outbound(OutboundMessage.answering(msg, text, attachment))
         self.stats.replied += 1
 
     async def _apologise(self, msg: InboundMessage) -> None:

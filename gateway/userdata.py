@@ -1,5 +1,6 @@
 """Everything the gateway keeps about one user, counted and erased together:
-the ``/forget all`` a user sends in a private chat.
+the ``/forget all`` a user sends in a private chat; and gathered for their
+``/export`` (:meth:`UserData.export`).
 
 Memory (every tier, the extraction buffer, the change log: the backend's
 :meth:`~memory.backend.MemoryBackend.forget_all`), the conversation history
@@ -21,6 +22,9 @@ from typing import TYPE_CHECKING
 import structlog
 
 from memory.backend import MemoryBackend
+
+from .export import UserExport
+from .timezones import zone_name
 
 if TYPE_CHECKING:
     from .cron import CronStore
@@ -72,6 +76,15 @@ class UserData:
         messages += await self.outbox.owned(user) if self.outbox is not None else 0
         jobs = len(await self.cron.list(user)) if self.cron is not None else 0
         return Census(memories=o.facts, events=o.events, messages=messages, jobs=jobs)
+
+    async def export(self, user: str) -> UserExport:
+        """``user``'s memory rows, their scheduled jobs and how many lines of
+        history are kept: each read for ``user`` alone."""
+        data = await self.backend.owner_data(user)
+        jobs = [j for j in await self.cron.list(user) if not j.internal] if self.cron is not None else []
+        history = await self.sessions.owned(user) if self.sessions is not None else 0
+        tz = await self.timezones.get(user) if self.timezones is not None else None
+        return UserExport(data=data, jobs=jobs, history=history, timezone=zone_name(tz) if tz is not None else "")
 
     async def erase(self, user: str) -> Census:
         """Erase everything of ``user``; returns what went. Memory first: the

@@ -55,7 +55,20 @@ from .mdfacts import clean_text, line_fact, render
 from .mdfacts import facts as md_facts
 from .service import EDITED_MARK, Retracted
 from .tokenize import index_terms, normalize
-from .types import GLOBAL_OWNER, ErasedAll, Hit, MemoryOverview, Provenance
+from .tokens import estimate_tokens
+from .types import (
+    GLOBAL_OWNER,
+    Category,
+    ErasedAll,
+    Event,
+    Hit,
+    Memory,
+    MemoryOverview,
+    OwnerData,
+    Provenance,
+    Source,
+    Status,
+)
 
 __all__ = [
     "LONG_TERM",
@@ -605,6 +618,35 @@ class FileMemory(MemoryBackend):
             logged += len(entries)
             recent.extend(self._hit(e, 1.0) for e in reversed(entries) if len(recent) < limit)
         return MemoryOverview(profile=profile, recent=recent[:limit], facts=len(profile), events=logged)
+
+    async def owner_data(self, user: str) -> OwnerData:
+        async with self._lock(user):
+            return await asyncio.to_thread(self._owner_data, user)
+
+    def _owner_data(self, user: str) -> OwnerData:
+        """MEMORY.md's lines as Tier 1 memories and each logged message as an
+        event of its day, with the ids they are cited by; nothing waits for
+        extraction here (the files are the memory)."""
+        memories: list[Memory] = []
+        f = self.long_term_file(user)
+        if f.path.is_file():
+            mday = datetime.fromtimestamp(f.path.stat().st_mtime, UTC).astimezone(self.tz).date().isoformat()
+            for e in _entries(f, _read(f.path), mday):
+                memories.append(Memory(
+                    id=e.id, owner=user, tier=1, project=GLOBAL_OWNER, topic="_profile", category=Category.IDENTITY,
+                    content=e.text, importance=1.0, source=Source.MANUAL, status=Status.ACTIVE, superseded_by=None,
+                    provenance=Provenance(refs=(f.name,)), created_at=e.date, updated_at=e.date, last_accessed="",
+                    access_count=0,
+                ))
+        events: list[Event] = []
+        for day in self.daily_files(user):
+            for e in _entries(day, _read(day.path), day.day or ""):
+                events.append(Event(
+                    id=e.id, owner=user, event_date=e.date, channel="", chat_id="", summary=e.text,
+                    raw_tokens=estimate_tokens(e.text), is_compressed=False,
+                    provenance=Provenance(refs=(day.name,), date_from=e.date, date_to=e.date), created_at=e.date,
+                ))
+        return OwnerData(owner=user, memories=memories, events=events)
 
     async def remember(
         self,
