@@ -32,6 +32,7 @@ from array import array
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from datetime import tzinfo
 
 import structlog
 
@@ -353,9 +354,9 @@ class ProcessLoop:
                     )
                     await self._reply(msg, limited_note(decision, chinese=bool(_CJK.search(msg.text))))
                 return ""
-        hits = await self._recall(user, msg.text, history, private=private)
+        tz = await self.timezones.get(user) if self.timezones is not None else None  # cached after the first
+        hits = await self._recall(user, msg.text, history, private=private, tz=tz)
         retrieval_ms = (time.perf_counter() - t0) * 1000
-        tz = await self.timezones.get(user) if self.timezones is not None else None
 
         ctx = ToolContext(
             user=user,
@@ -456,7 +457,9 @@ class ProcessLoop:
             name=f"tier0:{key}",
         )
 
-    async def _recall(self, user: str, text: str, history: Sequence[StoredMessage], *, private: bool) -> list[Hit]:
+    async def _recall(
+        self, user: str, text: str, history: Sequence[StoredMessage], *, private: bool, tz: tzinfo | None = None
+    ) -> list[Hit]:
         try:
             projects: Iterable[str] = await self.known_projects(user) if self.known_projects else ()
             if not should_retrieve(text, projects):
@@ -465,7 +468,7 @@ class ProcessLoop:
             # The user's own last turns (the assistant's replies would only
             # echo them); bench_recall scores MADial the same way.
             context = [m.content for m in history if m.role == "user"][-_CONTEXT_TURNS:]
-            return await self.backend.recall(user, text, context=context, private=private)
+            return await self.backend.recall(user, text, context=context, private=private, tz=tz)
         except Exception as exc:  # memory trouble costs the memory block, not the reply
             log.error("memory recall failed", user=user, error=repr(exc))
             return []

@@ -46,7 +46,7 @@ def memory_tools(
         if not isinstance(limit, int) or isinstance(limit, bool):
             raise ToolError("`limit` must be an integer")
         limit = max(1, min(_SEARCH_LIMIT_MAX, limit))
-        hits = await backend.search(ctx.user, query.strip(), limit=limit, private=ctx.private)
+        hits = await backend.search(ctx.user, query.strip(), limit=limit, private=ctx.private, tz=ctx.tz)
         if not hits:
             return "No matching memories."
         return format_hits(hits, max_hits=limit, max_chars=max_chars, token_budget=token_budget)

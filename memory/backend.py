@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, tzinfo
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from .types import ErasedAll, Hit, MemoryOverview, OwnerData, Provenance
@@ -44,13 +44,16 @@ class MemoryBackend(Protocol):
         ...
 
     async def recall(
-        self, user: str, query: str, *, context: Sequence[str] = (), private: bool = True
+        self, user: str, query: str, *, context: Sequence[str] = (), private: bool = True, tz: tzinfo | None = None
     ) -> list[Hit]:
         """The read path: top hits for this message, within the injection budget.
-        No LLM call; must not raise on any text."""
+        No LLM call; must not raise on any text. ``tz``: the user's own zone
+        (/timezone), for time references such as "yesterday"."""
         ...
 
-    async def search(self, user: str, query: str, *, limit: int = 8, private: bool = True) -> list[Hit]:
+    async def search(
+        self, user: str, query: str, *, limit: int = 8, private: bool = True, tz: tzinfo | None = None
+    ) -> list[Hit]:
         """The ``memory_search`` tool: Tier 2 and Tier 3 of this user."""
         ...
 

@@ -549,12 +549,15 @@ class FileMemory(MemoryBackend):
             parts.append("## Recent days\n" + "\n\n".join(reversed(kept)))
         return "\n\n".join(parts)
 
+    # ``tz`` is accepted for the interface: the file store reads no time references.
     async def recall(
-        self, user: str, query: str, *, context: Sequence[str] = (), private: bool = True
+        self, user: str, query: str, *, context: Sequence[str] = (), private: bool = True, tz: tzinfo | None = None
     ) -> list[Hit]:
         return await asyncio.to_thread(self._search, user, query, self.max_hits, private, True)
 
-    async def search(self, user: str, query: str, *, limit: int = 8, private: bool = True) -> list[Hit]:
+    async def search(
+        self, user: str, query: str, *, limit: int = 8, private: bool = True, tz: tzinfo | None = None
+    ) -> list[Hit]:
         return await asyncio.to_thread(self._search, user, query, limit, private, False)
 
     def _search(self, user: str, query: str, limit: int, private: bool, recent_only: bool) -> list[Hit]:

@@ -27,7 +27,7 @@ import contextlib
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
-from datetime import datetime
+from datetime import datetime, tzinfo
 from typing import Literal, Protocol
 
 import numpy as np
@@ -214,6 +214,7 @@ class HybridRetriever:
         now: datetime | None = None,
         limit: int | None = None,
         projects: Iterable[str] | None = None,
+        tz: tzinfo | None = None,
     ) -> list[Hit]:
         text = query_text(query, context)
         if not text:
@@ -222,7 +223,7 @@ class HybridRetriever:
         message = query.strip()[-MAX_QUERY_CHARS:]
         task = self._start([text, message] if message and message != text else [text])
         lexical = await self.lexical.retrieve(
-            user, query, context=context, private=private, now=now, limit=self.depth, projects=projects
+            user, query, context=context, private=private, now=now, limit=self.depth, projects=projects, tz=tz
         )
         vec = await self._query_vector(task, started)
         dense: list[tuple[int, float]] = []

@@ -49,7 +49,7 @@ import math
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, tzinfo
 
 import sqlite3
 
@@ -581,8 +581,12 @@ class Retriever:
         now: datetime | None = None,
         limit: int | None = None,
         projects: Iterable[str] | None = None,
+        tz: tzinfo | None = None,
     ) -> list[Hit]:
         """Top memories (Tier 1 and 2) for ``query``, best first.
+
+        ``tz``: the user's zone, for the days of "yesterday" or "上周" (UTC's
+        when None).
 
         ``projects``: the user's known project names (default: looked up);
         when the message names one, that project's partition and
@@ -596,7 +600,7 @@ class Retriever:
             feel = moods(query[:MAX_QUERY_CHARS]) & NEGATIVE  # the message only: an old turn's mood is an old topic's
             q += [QueryTerm(mood_term(c), MOOD_WEIGHT, False) for c in sorted(feel)]
         now = now or self.engine.clock.now()
-        when = periods(normalize(query[:MAX_QUERY_CHARS]), now) if WHEN_WEIGHT > 0 else []
+        when = periods(normalize(query[:MAX_QUERY_CHARS]), now, tz) if WHEN_WEIGHT > 0 else []
         if when:
             q.append(QueryTerm(WHEN_TERM, WHEN_WEIGHT, True))
         owners = [user] if user == GLOBAL_OWNER else [user, GLOBAL_OWNER]

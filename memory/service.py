@@ -13,6 +13,7 @@ import asyncio
 import re
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
+from datetime import tzinfo
 
 import aiosqlite
 import structlog
@@ -112,14 +113,16 @@ class SqliteMemory(MemoryBackend):
         return await self.engine.profile_markdown("_global", include_global=False, ids=True)
 
     async def recall(
-        self, user: str, query: str, *, context: Sequence[str] = (), private: bool = True
+        self, user: str, query: str, *, context: Sequence[str] = (), private: bool = True, tz: tzinfo | None = None
     ) -> list[Hit]:
-        hits = await self.retriever.retrieve(user, query, context=context, private=private)
+        hits = await self.retriever.retrieve(user, query, context=context, private=private, tz=tz)
         self.engine.note_access(h.id for h in hits if h.kind == "memory")
         return hits
 
-    async def search(self, user: str, query: str, *, limit: int = 8, private: bool = True) -> list[Hit]:
-        facts = await self.retriever.retrieve(user, query, private=private, limit=limit)
+    async def search(
+        self, user: str, query: str, *, limit: int = 8, private: bool = True, tz: tzinfo | None = None
+    ) -> list[Hit]:
+        facts = await self.retriever.retrieve(user, query, private=private, limit=limit, tz=tz)
         events = await self.retriever.search_events(user, query, limit=limit) if private else []
         hits = sorted([*facts, *events], key=lambda h: -h.score)[:limit]
         self.engine.note_access(h.id for h in hits if h.kind == "memory")

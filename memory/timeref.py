@@ -10,7 +10,9 @@ Pure rules, English and Chinese, relative to ``now`` (the engine's clock):
   year, ``3 days ago``, ``two weeks ago``; 昨天, 前天, 今天, 上周, 这周, 上个月,
   本月, 去年, 今年, ``三天前``, ``两个月前``.
 
-Each reference becomes a half-open UTC range ``[start, end)``. Ambiguous
+Each reference becomes a half-open UTC range ``[start, end)``; with a
+user's zone, days start at their midnight ("yesterday" at 04:00 in
+Shanghai is their yesterday, not UTC's). Ambiguous
 words need support: ``may`` and ``march`` count as months only next to a day
 or a year or after ``in``/``early``/``late``…; a bare number is never a
 date. The text is capped by the caller; every pattern is linear.
@@ -20,7 +22,7 @@ from __future__ import annotations
 
 import re
 from calendar import monthrange
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, tzinfo
 
 __all__ = ["Period", "periods"]
 
@@ -144,8 +146,22 @@ def _ago(now: datetime, n: int, unit: str) -> Period | None:
     return _relative(now, "year", -n)
 
 
-def periods(text: str, now: datetime) -> list[Period]:
-    """Date ranges the (normalised, lower-case) ``text`` refers to, in text order."""
+def periods(text: str, now: datetime, tz: tzinfo | None = None) -> list[Period]:
+    """Date ranges the (normalised, lower-case) ``text`` refers to, in text
+    order; calendar days of ``tz`` when given, else UTC's."""
+    if tz is None:
+        return _periods(text, now)
+    # The rules work on a wall clock: run them on the user's, then turn each
+    # boundary (their local midnight) into the instant it is.
+    wall = now.astimezone(tz).replace(tzinfo=UTC)
+    return [(_instant(a, tz), _instant(b, tz)) for a, b in _periods(text, wall)]
+
+
+def _instant(wall: datetime, tz: tzinfo) -> datetime:
+    return wall.replace(tzinfo=tz).astimezone(UTC)
+
+
+def _periods(text: str, now: datetime) -> list[Period]:
     out: list[tuple[int, Period]] = []
     taken: list[tuple[int, int]] = []
 

@@ -185,3 +185,20 @@ async def test_forget_all_erases_the_zone_too(tmp_path: Path, clock: ManualClock
         await rig.ask(f"/forget all {code}", chat="100")
         assert await zones.get(ALICE) is None
         assert zone_name(await zones.get(BOB) or UTC) == "Asia/Tokyo"
+
+
+async def test_recall_reads_yesterday_in_the_users_zone(tmp_path: Path, clock: ManualClock, fake_llm: FakeOpenAI) -> None:
+    from memory import NewMemory
+
+    clock.set("2026-03-01T20:30:00Z")  # 04:30 on the 2nd in Shanghai
+    async with make_rig(tmp_path, clock, fake_llm) as rig:
+        zones = UserTimezones(rig.sessions.db)
+        rig.loop.commands = UserCommands(rig.backend, clock=clock, timezones=zones)
+        rig.loop.timezones = zones
+        await rig.engine.add(NewMemory(owner=ALICE, content="lunch with Wei at the noodle bar"), at="2026-03-01T04:00:00Z")
+        await rig.engine.add(NewMemory(owner=ALICE, content="lunch with Wei, dumplings this time"), at="2026-02-28T10:00:00Z")
+        await rig.ask("/timezone Asia/Shanghai", chat="100")
+        fake_llm.queue_reply("The noodle bar.")
+        await rig.ask("where did I have lunch with Wei yesterday?", chat="100")
+        block = fake_llm.requests[-1]["messages"][-1]["content"]
+        assert block.index("noodle bar") < block.index("dumplings")

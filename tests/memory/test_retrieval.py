@@ -427,6 +427,20 @@ async def test_time_reference_favours_memories_of_that_period(engine: MemoryEngi
     assert (await ids(r, "u", "上个月体检的结果怎么样"))[0] == zh_new
 
 
+async def test_yesterday_is_the_users_own_day_in_their_zone(engine: MemoryEngine, clock: ManualClock) -> None:
+    """04:30 on the 2nd in Shanghai is 20:30 on the 1st UTC: their
+    "yesterday" is their 1st (16:00 UTC on the 28th to 16:00 on the 1st);
+    UTC's is the 28th."""
+    from zoneinfo import ZoneInfo
+
+    clock.set("2026-03-01T20:30:00Z")
+    theirs = await add(engine, "u", "lunch with Wei at the noodle bar", at="2026-03-01T04:00:00Z")  # 12:00 on the 1st, local
+    utcs = await add(engine, "u", "lunch with Wei, dumplings this time", at="2026-02-28T10:00:00Z")  # 18:00 on the 28th
+    r = Retriever(engine)
+    assert (await ids(r, "u", "where did I have lunch with Wei yesterday?", tz=ZoneInfo("Asia/Shanghai")))[0] == theirs
+    assert (await ids(r, "u", "where did I have lunch with Wei yesterday?"))[0] == utcs
+
+
 async def test_irregular_past_tense_finds_the_memory(engine: MemoryEngine) -> None:
     target = await add(engine, "u", "I bought a blue jacket at the market last spring")
     await add(engine, "u", "my jacket is too small")

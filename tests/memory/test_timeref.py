@@ -44,3 +44,20 @@ def test_time_references(text: str, want: list[tuple[str, str]]) -> None:
 )
 def test_no_time_reference(text: str) -> None:
     assert days(text) == []
+
+
+def test_days_are_the_users_own_in_their_zone() -> None:
+    """At 04:00 Saturday in Shanghai (20:00 Friday UTC), "yesterday" is their
+    Friday: from their midnight, 16:00 UTC the day before."""
+    from zoneinfo import ZoneInfo
+
+    now = datetime(2023, 10, 20, 20, 0, tzinfo=UTC)
+    shanghai = ZoneInfo("Asia/Shanghai")
+    [(a, b)] = periods(normalize("what did I say yesterday"), now, shanghai)
+    assert (a, b) == (datetime(2023, 10, 19, 16, 0, tzinfo=UTC), datetime(2023, 10, 20, 16, 0, tzinfo=UTC))
+    [(a, b)] = periods(normalize("what did I say yesterday"), now)  # UTC's: Thursday
+    assert (a, b) == (datetime(2023, 10, 19, tzinfo=UTC), datetime(2023, 10, 20, tzinfo=UTC))
+    # Across a DST change the day is 25 hours long, as it is there.
+    berlin = ZoneInfo("Europe/Berlin")
+    [(a, b)] = periods(normalize("昨天"), datetime(2023, 10, 30, 12, 0, tzinfo=UTC), berlin)
+    assert (a, b) == (datetime(2023, 10, 28, 22, 0, tzinfo=UTC), datetime(2023, 10, 29, 23, 0, tzinfo=UTC))
