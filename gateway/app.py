@@ -251,6 +251,11 @@ class App:
         )
         # /forget all; cron joins when open
         self.timezones = UserTimezones(sessions.db)  # each user's own, set with /timezone
+        if self.extraction is not None:
+            from memory.extraction import ExtractionService
+
+            assert isinstance(self.extraction, ExtractionService)
+            self.extraction.zone_of = self.timezones.get  # their messages' times and days, on their clock
         self._user_data = UserData(self.backend, self.sessions, outbox=self.delivery.outbox, timezones=self.timezones)
         self.llm = LLMClient.from_config(cfg.provider, model=cfg.agent.model, client=self.http_client)
         r = cfg.memory.retrieval

@@ -30,7 +30,7 @@ import contextlib
 import sqlite3
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime, timedelta, tzinfo
 from zoneinfo import ZoneInfo
 
 import structlog
@@ -125,6 +125,11 @@ class ExtractionService:
         hh, mm = (int(x) for x in daily_flush.split(":"))
         self._daily_at = (hh, mm)
         self.tz = ZoneInfo(timezone)
+        # Each user's own zone (the gateway's /timezone), set by the App once
+        # gateway.db is open: the model reads their messages' times, and a
+        # day's event is dated, on their clock ("tomorrow" said at 01:00 in
+        # Shanghai is not UTC's tomorrow). None: ``timezone`` for everyone.
+        self.zone_of: Callable[[str], Awaitable[tzinfo | None]] | None = None
         self.interval = interval
         self.wake_gap = wake_gap
         self.on_step = on_step
@@ -299,11 +304,19 @@ class ExtractionService:
         if self.on_step is not None:
             await self.on_step(name, owner)
 
-    def _conversation(self, rows: Sequence[_Row]) -> list[str]:
+    async def _zone(self, owner: str) -> tzinfo:
+        if self.zone_of is not None:
+            try:
+                return await self.zone_of(owner) or self.tz
+            except Exception as exc:  # gateway.db trouble costs the user's zone, not the extraction
+                log.warning("user time zone not read; the gateway's used", owner=owner, error=repr(exc))
+        return self.tz
+
+    def _conversation(self, rows: Sequence[_Row], tz: tzinfo) -> list[str]:
         """One line per message (the model sees them numbered L1..LN)."""
         lines = []
         for r in rows:
-            when = parse_ts(r.created_at).astimezone(self.tz).strftime("%Y-%m-%d %H:%M")
+            when = parse_ts(r.created_at).astimezone(tz).strftime("%Y-%m-%d %H:%M")
             text = r.content if len(r.content) <= MAX_MESSAGE_CHARS else r.content[:MAX_MESSAGE_CHARS] + " […]"
             lines.append(f"[{when}] {r.role}: {text}")
         return lines
@@ -315,7 +328,8 @@ class ExtractionService:
             await self._step("read", owner)
             cands = await self.consolidator.candidates(owner, [r.content for r in rows if r.role == "user"])
             await self._step("candidates", owner)
-            extraction = await self.llm.extract(self._conversation(rows), cands.for_prompt())
+            tz = await self._zone(owner)
+            extraction = await self.llm.extract(self._conversation(rows, tz), cands.for_prompt())
             await self._step("llm", owner)
             first, last = rows[0], rows[-1]
             prov = Provenance(
@@ -346,7 +360,7 @@ class ExtractionService:
                 await self._step("facts", owner)
                 event = await self.engine.add_event(
                     owner,
-                    parse_ts(first.created_at).astimezone(self.tz).strftime("%Y-%m-%d"),
+                    parse_ts(first.created_at).astimezone(tz).strftime("%Y-%m-%d"),
                     summary,
                     channel=first.channel,
                     chat_id=first.chat_id,

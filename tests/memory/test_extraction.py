@@ -334,3 +334,33 @@ async def test_each_fact_is_indexed_with_the_lines_it_came_from(
     assert "kickboxing" not in hits[0].content
     hits = await Retriever(engine).retrieve("alice", "what does Drone run for us?")
     assert hits[0].content == "The team's CI moved"
+
+
+async def test_a_users_own_zone_times_their_lines_and_dates_their_day(
+    engine: MemoryEngine, clock: ManualClock, fake: FakeOpenAI, llm: MemoryLLM
+) -> None:
+    """At 20:00 UTC on the 1st it is 04:00 on the 2nd in Shanghai: the model
+    reads her lines on her clock (so "tomorrow" means her 3rd) and her day's
+    event is dated the 2nd; Bob, with no zone of his own, keeps the gateway's."""
+    from datetime import tzinfo
+    from zoneinfo import ZoneInfo
+
+    clock.set("2026-03-01T20:00:00Z")
+    mem = SqliteMemory(engine)
+    svc = service(engine, llm, timezone="UTC")
+    zones: dict[str, tzinfo] = {"alice": ZoneInfo("Asia/Shanghai")}
+
+    async def zone_of(owner: str) -> tzinfo | None:
+        return zones.get(owner)
+
+    svc.zone_of = zone_of
+    await mem.buffer(turns("alice", ("I fly to Berlin tomorrow", "Safe trip!")))
+    await mem.buffer(turns("bob", ("I fly to Rome tomorrow", "Enjoy!"), chat="2"))
+    fake.responder = lambda body: Reply(reply([], "travel plans"))
+    await svc.flush_now("alice")
+    await svc.flush_now("bob")
+    alice_prompt, bob_prompt = (user_prompt(r) for r in fake.requests)
+    assert "[2026-03-02 04:00] user: I fly to Berlin tomorrow" in alice_prompt
+    assert "[2026-03-01 20:00] user: I fly to Rome tomorrow" in bob_prompt
+    assert [e.event_date for e in await engine.events("alice")] == ["2026-03-02"]
+    assert [e.event_date for e in await engine.events("bob")] == ["2026-03-01"]
