@@ -473,8 +473,15 @@ class App:
 
     def _build_channels(self) -> list[BaseChannel]:
         built = list(self._extra_channels)
-        if not self.config_channels:
-            return built
+        if self.config_channels:
+            built += self._build_config_channels()
+        if self.loop is not None:
+            for channel in built:  # the notes channels send themselves name their owner
+                channel.owner_of_sender = self.loop.identities.resolve
+        return built
+
+    def _build_config_channels(self) -> list[BaseChannel]:
+        built: list[BaseChannel] = []
         for spec in self.channel_specs:
             section = spec.section(self.cfg)
             if not section.enabled:

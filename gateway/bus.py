@@ -59,13 +59,19 @@ class OutboundMessage:
     # when that message is recalled. "" for what answers nothing (cron).
     answers: str = ""
     metadata: dict[str, Any] = field(default_factory=dict)
+    # Whose message this answers (the memory user, as ``IdentityMap``
+    # resolves the sender), so a reply kept in the outbox is erased with the
+    # rest of their data. "" when the builder does not know: the gateway
+    # then looks it up in the chat's history.
+    owner: str = ""
 
     @classmethod
-    def answering(cls, msg: InboundMessage, text: str) -> OutboundMessage:
+    def answering(cls, msg: InboundMessage, text: str, *, owner: str = "") -> OutboundMessage:
         """``text`` as the answer to ``msg``: in its chat, quoting it in a
         group (several people talk there), in the same place inside the chat
         (a Telegram forum topic). ``answers`` names ``msg`` always, so a
-        channel can find this reply again when ``msg`` is recalled."""
+        channel can find this reply again when ``msg`` is recalled;
+        ``owner``: whose message ``msg`` is, where the caller knows."""
         return cls(
             channel=msg.channel,
             chat_id=msg.chat_id,
@@ -73,6 +79,7 @@ class OutboundMessage:
             reply_to=msg.message_id if msg.is_group else "",
             answers=msg.message_id,
             metadata={k: msg.metadata[k] for k in ROUTING_KEYS if k in msg.metadata},
+            owner=owner,
         )
 
 

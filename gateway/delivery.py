@@ -77,8 +77,9 @@ def _retryable(exc: BaseException) -> bool:
 class Delivery:
     """``Delivery(bus, outbox, channels, clock)``: ``channels`` is the live
     mapping of running channels (a channel that fails later leaves it, and
-    its rows wait). ``owner_of`` says whose message a reply answers (kept
-    on the row for ``myclaw memory forget --user``); ``scrub`` takes
+    its rows wait). ``owner_of`` says whose message a reply answers when
+    the reply does not name it (``OutboundMessage.owner``; kept on the row
+    for ``myclaw memory forget --user``); ``scrub`` takes
     secrets out of an error before it is stored."""
 
     def __init__(
@@ -233,8 +234,10 @@ class Delivery:
         self.wake()
 
     async def _owner(self, msg: OutboundMessage) -> str:
-        if self._owner_of is None:
-            return ""
+        # The builder's word first (the loop knows whom it answers, a
+        # channel's own note its sender); the lookup is for the rest.
+        if msg.owner or self._owner_of is None:
+            return msg.owner
         try:
             return await self._owner_of(msg)
         except Exception as exc:  # the row is kept anyway, without an owner

@@ -1,0 +1,190 @@
+"""Feishu replies through the outbox, end to end: ``App`` from a config
+(webhook mode, signed and encrypted events on the gateway's HTTP server),
+the fake Feishu Open API failing on cue, the fake LLM, real gateway.db;
+a restart is a new ``App`` on the same home. A ManualClock drives the
+outbox's backoff.
+
+* whose reply a kept row is, also for the note on a photo (never in Tier 0);
+* a recall drops the recalled message's reply still waiting, for good."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from channels.base import UNREADABLE_REPLY
+from channels.feishu import FeishuChannel
+from gateway.app import App, ChannelSpec
+from gateway.bus import MessageBus
+from gateway.config import Paths, load_config
+from gateway.userdata import UserData
+from memory import ManualClock
+from tests.fakes.feishu_server import FakeFeishu
+from tests.fakes.openai_server import FakeOpenAI, Reply
+
+ENCRYPT_KEY = "e2e-encrypt-key-Qw81zP"
+ALICE = "ou_alice0000000000000000000000000"
+
+
+class FastFeishu(FeishuChannel):
+    """The config's Feishu channel, giving up on a send at once: the outbox
+    does the retrying."""
+
+    def __init__(self, config: Any, bus: MessageBus, **kw: Any) -> None:
+        super().__init__(config, bus, max_attempts=1, **kw)
+
+
+FEISHU = ChannelSpec("feishu", __name__, "FastFeishu", lambda c: c.channels.feishu,
+                     needs_http=lambda c: True)
+
+
+@pytest.fixture
+async def feishu() -> AsyncIterator[FakeFeishu]:
+    async with FakeFeishu() as f:
+        yield f
+
+
+@pytest.fixture
+async def llm() -> AsyncIterator[FakeOpenAI]:
+    async with FakeOpenAI(
+        api_key="sk-test-feishu-outbox-0123456789",
+        responder=lambda body: Reply(content="re: " + body["messages"][-1]["content"].rsplit("\n", 1)[-1]),
+    ) as fake:
+        yield fake
+
+
+class Gateway:
+    """One gateway process on ``home``: start, push events, stop."""
+
+    def __init__(self, home: Path, clock: ManualClock, feishu: FakeFeishu, llm: FakeOpenAI) -> None:
+        self.home, self.clock, self.feishu, self.llm = home, clock, feishu, llm
+        self.app: App | None = None
+
+    async def start(self) -> App:
+        doc = {
+            "provider": {"baseUrl": self.llm.url, "apiKey": self.llm.api_key, "maxRetries": 0, "timeout": "5s"},
+            "agent": {"model": "test-model"},
+            "gateway": {"host": "127.0.0.1", "port": 0},
+            "channels": {"feishu": {"enabled": True, "appId": self.feishu.app_id, "appSecret": self.feishu.app_secret,
+                                    "mode": "webhook", "domain": self.feishu.url,
+                                    "verificationToken": self.feishu.verification_token, "encryptKey": ENCRYPT_KEY}},
+            "memory": {"enabled": False, "identities": {"alice": [f"feishu:{ALICE}"]}},
+            "cron": {"enabled": False},
+        }
+        (self.home / "config.json").write_text(json.dumps(doc), encoding="utf-8")
+        cfg = load_config(self.home / "config.json", env={"MYCLAW_HOME": str(self.home)}, require=True)
+        self.app = App(cfg, Paths(self.home), clock=self.clock, channel_specs=[FEISHU])
+        await self.app.open()
+        await asyncio.wait_for(self.app.start(), 15)
+        return self.app
+
+    async def stop(self, timeout: float = 10.0) -> None:
+        if self.app is not None:
+            await asyncio.wait_for(self.app.close(timeout), 30)
+            self.app = None
+
+    async def push(self, event: dict[str, Any]) -> None:
+        assert self.app is not None and self.app.http is not None
+        url = self.app.http.url + "/feishu/events"
+        assert (await self.feishu.push_event(url, event, encrypt_key=ENCRYPT_KEY)).status_code == 200
+
+    async def settled(self) -> None:
+        """Every event handled, every reply sent or kept."""
+        assert self.app is not None and self.app.loop is not None
+        assert await self.app.loop.drain(5)
+        await asyncio.wait_for(self.app.bus.outbound_queue("feishu").join(), 5)
+
+    async def later(self, seconds: float) -> None:
+        """``seconds`` pass: the outbox's next pass is due."""
+        assert self.app is not None and self.app.delivery is not None
+        self.clock.advance(seconds)
+        await asyncio.wait_for(self.app.delivery.sweep(), 10)
+
+    async def waiting(self) -> list[tuple[str, str]]:
+        """(owner, text) of every kept row."""
+        assert self.app is not None and self.app.sessions is not None
+        rows = await self.app.sessions.db.fetchall("SELECT owner, text FROM outbox ORDER BY id")
+        return [(str(r[0]), str(r[1])) for r in rows]
+
+
+@pytest.fixture
+async def gateway(tmp_path: Path, clock: ManualClock, feishu: FakeFeishu, llm: FakeOpenAI) -> AsyncIterator[Gateway]:
+    g = Gateway(tmp_path, clock, feishu, llm)
+    try:
+        yield g
+    finally:
+        await g.stop()
+
+
+async def until(predicate: Callable[[], bool], timeout: float = 10.0) -> None:
+    async with asyncio.timeout(timeout):
+        while not predicate():
+            await asyncio.sleep(0.02)
+
+
+def photo(feishu: FakeFeishu, chat_id: str = "oc_alice") -> dict[str, Any]:
+    return feishu.message_event(message_type="image", content={"image_key": "img_1"}, chat_id=chat_id, open_id=ALICE)
+
+
+# -- 1. whose reply it is -------------------------------------------------------------------
+
+
+async def test_the_note_on_a_photo_kept_in_the_outbox_is_erased_with_its_senders_data(
+    gateway: Gateway, feishu: FakeFeishu
+) -> None:
+    """The note answering a photo never enters Tier 0, so the chat's history
+    cannot say whose it is; the channel names its owner (``alice``, through
+    memory.identities), and /forget all's erasure takes it along."""
+    app = await gateway.start()
+    feishu.fail_next(1, "internal error", status=500, times=2)  # Feishu down
+    await gateway.push(photo(feishu))
+    await gateway.push(feishu.message_event("hello there", chat_id="oc_alice", open_id=ALICE))
+    await gateway.settled()
+    assert await gateway.waiting() == [("alice", UNREADABLE_REPLY), ("alice", "re: hello there")]
+    assert app.sessions is not None and app.backend is not None and app.delivery is not None
+    everything = UserData(app.backend, app.sessions, outbox=app.delivery.outbox)
+    assert (await everything.census("alice")).messages == 4  # the two rows, her message and its reply
+    await everything.erase("alice")
+    assert await gateway.waiting() == []
+    await gateway.later(60)
+    assert feishu.sent == []  # erased, so never sent
+
+
+# -- 2. a recall drops the waiting reply ----------------------------------------------------
+
+
+async def test_a_recalled_messages_reply_waiting_in_the_outbox_is_never_sent(
+    gateway: Gateway, feishu: FakeFeishu
+) -> None:
+    """Feishu fails, the replies wait; Alice recalls her message and her
+    photo: their replies leave the outbox at once (not only this process's
+    memory of the recall), so neither the recovered channel nor the next
+    gateway sends them. The reply to the message she kept goes out."""
+    await gateway.start()
+    feishu.fail_next(1, "internal error", status=500)
+    recalled = feishu.message_event("my card number is 4111-2222", chat_id="oc_alice", open_id=ALICE)
+    pic = photo(feishu)
+    await gateway.push(recalled)
+    await gateway.push(pic)
+    await gateway.push(feishu.message_event("what is the weather", chat_id="oc_alice", open_id=ALICE))
+    await gateway.settled()
+    assert sorted(text for _, text in await gateway.waiting()) == sorted(  # the note goes as the photo comes in
+        [UNREADABLE_REPLY, "re: my card number is 4111-2222", "re: what is the weather"])
+    for event in (recalled, pic):
+        await gateway.push(feishu.recall_event(event["event"]["message"]["message_id"]))
+    await gateway.settled()
+    assert [text for _, text in await gateway.waiting()] == ["re: what is the weather"]
+    await gateway.stop()  # the channel's own note of the recall goes with the process
+
+    await gateway.start()
+    await until(lambda: len(feishu.sent) == 1)
+    await asyncio.sleep(0.1)
+    assert feishu.texts() == ["re: what is the weather"]
+    assert await gateway.waiting() == []
+    data = b"".join(p.read_bytes() for p in (gateway.home / "data").glob("gateway.db*"))
+    assert b"4111-2222" not in data
