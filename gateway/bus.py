@@ -9,6 +9,7 @@ API hiccup) never holds up replies on another.
 from __future__ import annotations
 
 import asyncio
+import uuid
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -64,6 +65,12 @@ class OutboundMessage:
     # rest of their data. "" when the builder does not know: the gateway
     # then looks it up in the chat's history.
     owner: str = ""
+    # The same for every attempt at sending this reply, across restarts
+    # (kept with it in the outbox): a channel whose platform de-duplicates
+    # sends derives each part's idempotency key from it (Feishu's ``uuid``),
+    # so a part that went out before a cut is not shown twice. Not part of
+    # equality: two replies of the same words are the same reply to compare.
+    send_key: str = field(default_factory=lambda: uuid.uuid4().hex, compare=False)
 
     @classmethod
     def answering(cls, msg: InboundMessage, text: str, *, owner: str = "") -> OutboundMessage:

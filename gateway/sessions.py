@@ -106,7 +106,23 @@ async def _m003_outbox(conn: aiosqlite.Connection) -> None:
     )
 
 
-MIGRATIONS: list[Migration] = [_m001_sessions, _m002_message_ids, _m003_outbox]
+async def _m004_outbox_send_keys(conn: aiosqlite.Connection) -> None:
+    # ``OutboundMessage.send_key`` (rides in ``extra``): the same on every
+    # attempt at a reply, so Feishu's uuid de-duplicates a part resent after
+    # a cut. A row kept before it existed would get a new key at each read;
+    # it gets one for good here.
+    await conn.execute(
+        "UPDATE outbox SET extra = json_set(extra, '$.send_key', lower(hex(randomblob(16)))) "
+        "WHERE json_extract(extra, '$.send_key') IS NULL"
+    )
+
+
+MIGRATIONS: list[Migration] = [
+    _m001_sessions,
+    _m002_message_ids,
+    _m003_outbox,
+    _m004_outbox_send_keys,
+]
 
 
 # Read-only by convention: the cache hands its rows out. Not frozen: a frozen

@@ -292,7 +292,7 @@ class FeishuChannel(BaseChannel):
             self.replies.record(msg.answers, msg.chat_id, message_id)
 
         try:
-            await self.api.send_text(msg.chat_id, msg.text, reply_to=msg.reply_to, on_sent=sent)
+            await self.api.send_text(msg.chat_id, msg.text, reply_to=msg.reply_to, on_sent=sent, key=msg.send_key)
         finally:
             if msg.answers and self.replies.was_recalled(msg.answers, msg.chat_id):
                 self._withdraw_later(msg.answers, msg.chat_id)

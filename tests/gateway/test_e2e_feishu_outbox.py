@@ -5,7 +5,8 @@ a restart is a new ``App`` on the same home. A ManualClock drives the
 outbox's backoff.
 
 * whose reply a kept row is, also for the note on a photo (never in Tier 0);
-* a recall drops the recalled message's reply still waiting, for good."""
+* a recall drops the recalled message's reply still waiting, for good;
+* a part that reached Feishu before a cut is not shown twice (uuid)."""
 
 from __future__ import annotations
 
@@ -188,3 +189,77 @@ async def test_a_recalled_messages_reply_waiting_in_the_outbox_is_never_sent(
     assert await gateway.waiting() == []
     data = b"".join(p.read_bytes() for p in (gateway.home / "data").glob("gateway.db*"))
     assert b"4111-2222" not in data
+
+
+# -- 3. no part twice -----------------------------------------------------------------------
+
+
+async def test_feishu_sends_one_message_per_uuid_within_the_hour(feishu: FakeFeishu) -> None:
+    """The fake as Feishu documents it: a send repeating a uuid within one
+    hour is answered with the message the first made, and sends nothing."""
+    now = [0.0]
+    feishu.clock = lambda: now[0]
+    async with __import__("httpx").AsyncClient() as http:
+        token = (await http.post(feishu.url + "/open-apis/auth/v3/tenant_access_token/internal",
+                                 json={"app_id": feishu.app_id, "app_secret": feishu.app_secret})).json()
+
+        async def send(text: str, key: str) -> str:
+            r = await http.post(
+                feishu.url + "/open-apis/im/v1/messages", params={"receive_id_type": "chat_id"},
+                headers={"Authorization": "Bearer " + token["tenant_access_token"]},
+                json={"receive_id": "oc_a", "msg_type": "text", "content": json.dumps({"text": text}), "uuid": key},
+            )
+            return str(r.json()["data"]["message_id"])
+
+        first = await send("hi", "u-1")
+        now[0] = 3599
+        assert await send("hi", "u-1") == first and feishu.texts() == ["hi"]
+        assert await send("hi", "u-2") != first  # another uuid: another message
+        now[0] = 3600
+        assert await send("hi", "u-1") != first  # an hour on: a new message
+    assert feishu.texts() == ["hi"] * 3 and feishu.deduplicated == 1
+
+
+async def test_a_part_feishu_took_before_the_answer_was_lost_is_not_shown_twice(
+    gateway: Gateway, feishu: FakeFeishu
+) -> None:
+    """A three-part reply: the first part goes out, the second reaches
+    Feishu but its answer is lost (a timeout), so the rest of the reply is
+    kept from the second part on. The resend names that part with the same
+    uuid: Feishu answers with the message it has, and the chat shows each
+    part once."""
+    app = await gateway.start()
+    long_text = "\n\n".join(f"段落{i} " + "字" * 1500 for i in range(6))
+    feishu.fail_next(-1, "gateway timeout", status=504, after=1, accepted=True)
+    assert app.delivery is not None
+    await app.bus.publish_outbound(app_reply(long_text))
+    await gateway.settled()
+    assert len(feishu.sent) == 2 and len(await gateway.waiting()) == 1  # the second part is in the chat already
+    await gateway.later(30)
+    assert await gateway.waiting() == [] and feishu.deduplicated == 1
+    assert "".join(feishu.texts()).replace("\n", "") == long_text.replace("\n", "")  # each part once
+
+
+async def test_a_part_in_flight_at_shutdown_is_not_shown_twice_after_the_restart(
+    gateway: Gateway, feishu: FakeFeishu
+) -> None:
+    """The gateway stops while Feishu is taking a part: whether it arrived
+    cannot be known, so the reply is kept whole; the next gateway sends it
+    under the same uuids, and Feishu shows the part once."""
+    app = await gateway.start()
+    feishu.send_delay = 1.0
+    await app.bus.publish_outbound(app_reply("one part, slow to answer"))
+    await until(lambda: any(path.endswith("/messages") for _, path in feishu.requests))
+    await gateway.stop(timeout=0.2)
+    await until(lambda: len(feishu.sent) == 1)  # Feishu took it after all
+    feishu.send_delay = 0.0
+
+    await gateway.start()
+    await until(lambda: feishu.deduplicated == 1)
+    assert await gateway.waiting() == [] and feishu.texts() == ["one part, slow to answer"]
+
+
+def app_reply(text: str) -> Any:
+    from gateway.bus import OutboundMessage
+
+    return OutboundMessage("feishu", "oc_alice", text, answers="om_x")

@@ -16,7 +16,7 @@ from click.testing import CliRunner
 from gateway.bus import OutboundMessage
 from gateway.cli import main
 from gateway.outbox import Outbox
-from gateway.sessions import SessionStore
+from gateway.sessions import MIGRATIONS, SessionStore
 from memory import ManualClock
 
 
@@ -49,6 +49,7 @@ async def test_a_row_keeps_every_field_even_one_added_later(sessions: SessionSto
                      last_error="Bad Gateway")
     [row] = await outbox.heads()
     assert row.message == replace(msg, owner="alice")  # the row's owner is the message's
+    assert row.message.send_key == msg.send_key  # the same Feishu uuids on every attempt
     assert (row.owner, row.attempts, row.last_error, row.created_at) == ("alice", 1, "Bad Gateway", now)
     assert row.next_attempt_at == now + timedelta(seconds=30)
     # Read back by a build without those fields: they are left out, the rest stays.
@@ -133,3 +134,32 @@ async def test_only_the_replies_to_a_recalled_message_leave_its_chat(sessions: S
     assert await outbox.drop_answering("telegram", "oc_a", "om_2") == 0
     left = [(h.message.chat_id, h.message.text) for h in await outbox.older_than(now + timedelta(seconds=1))]
     assert left == [("oc_a", "other"), ("oc_b", "same id, other chat"), ("oc_a", "a job's")]
+
+
+async def test_rows_kept_before_send_keys_get_one_for_good(tmp_path: Path, clock: ManualClock) -> None:
+    """A gateway.db of schema 3 (outbox rows without a send key) is
+    upgraded: each row gets a key of its own that every read sees (the
+    same Feishu uuids on every resend)."""
+    from memory.db import Database
+
+    path = tmp_path / "gateway.db"
+    old = await Database.open(path, MIGRATIONS[:3])
+    try:
+        for text in ("kept before", "and another"):
+            await old.write(
+                "INSERT INTO outbox (channel, chat_id, text, extra, created_at, next_attempt_at) "
+                "VALUES ('feishu', 'oc_1', ?, '{\"answers\": \"om_1\"}', '2026-03-01T10:00:00Z', "
+                "'2026-03-01T10:00:00Z')",
+                (text,),
+            )
+        assert int((await old.fetchone("PRAGMA user_version"))[0]) == 3
+    finally:
+        await old.close()
+    async with await SessionStore.open(path, clock) as store:
+        assert int((await store.db.fetchone("PRAGMA user_version"))[0]) == len(MIGRATIONS) == 4
+        rows = await Outbox(store.db).older_than(clock.now())
+        keys = [p.message.send_key for p in rows]
+        assert [p.message.answers for p in rows] == ["om_1", "om_1"] and len(set(keys)) == 2
+        assert [p.message.send_key for p in await Outbox(store.db).older_than(clock.now())] == keys
+    async with await SessionStore.open(path, clock) as store:  # reopening changes nothing
+        assert [p.message.send_key for p in await Outbox(store.db).older_than(clock.now())] == keys
