@@ -97,6 +97,9 @@ class ChannelSpec:
     class_name: str
     section: Callable[[Config], Any]  # its config section (has ``enabled``)
     needs_http: Callable[[Config], bool] = lambda cfg: False
+    # The channel remembers which of its messages answer which (to withdraw
+    # them on a recall): given ``reply_store``, its rows in gateway.db.
+    keeps_replies: bool = False
 
     def load(self) -> Callable[..., BaseChannel]:
         # Not type[BaseChannel]: channels take (section, bus, ...), BaseChannel (bus, allow_from).
@@ -112,6 +115,7 @@ CHANNELS: tuple[ChannelSpec, ...] = (
         "FeishuChannel",
         lambda c: c.channels.feishu,
         needs_http=lambda c: c.channels.feishu.mode == "webhook",
+        keeps_replies=True,
     ),
 )
 
@@ -491,6 +495,10 @@ class App:
                 kwargs: dict[str, Any] = {}
                 if spec.needs_http(self.cfg):
                     kwargs["http"] = self._http_server()
+                if spec.keeps_replies and self.sessions is not None:
+                    from .sentreplies import SentReplies  # imports the Feishu channel's types
+
+                    kwargs["reply_store"] = SentReplies(self.sessions.db, spec.name)
                 built.append(cls(section, self.bus, **kwargs))
             except Exception as exc:  # one channel's trouble must not stop the others
                 self._channel_failed(spec.name, exc)

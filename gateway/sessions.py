@@ -117,11 +117,33 @@ async def _m004_outbox_send_keys(conn: aiosqlite.Connection) -> None:
     )
 
 
+async def _m005_sent_replies(conn: aiosqlite.Connection) -> None:
+    # Which of the bot's messages answer which inbound message, per channel
+    # (gateway/sentreplies.py; Feishu's ReplyLog writes behind it), so a
+    # recall after a restart still withdraws the reply. Platform ids and a
+    # time only, no words and no owner; rows go after the recall window.
+    await run_script(
+        conn,
+        """
+        CREATE TABLE sent_replies (
+            channel    TEXT NOT NULL,
+            chat_id    TEXT NOT NULL,
+            answers    TEXT NOT NULL,
+            message_id TEXT NOT NULL,
+            sent_at    REAL NOT NULL
+        );
+        CREATE INDEX idx_sent_replies_answers ON sent_replies(channel, answers, chat_id);
+        CREATE INDEX idx_sent_replies_age ON sent_replies(sent_at);
+        """,
+    )
+
+
 MIGRATIONS: list[Migration] = [
     _m001_sessions,
     _m002_message_ids,
     _m003_outbox,
     _m004_outbox_send_keys,
+    _m005_sent_replies,
 ]
 
 

@@ -168,7 +168,7 @@ def test_a_healthy_setup_is_all_ok_and_exits_0(home: Path, fakes: Fakes) -> None
     assert f"{fakes.llm.url} answers in" in line(r, "llm") and "model fake-model listed" in line(r, "llm")
     assert "embeds with fake-embed (64 dimensions" in line(r, "embedding")
     assert "quick_check ok, schema v5" in line(r, "memory.db")
-    assert "quick_check ok, schema v4" in line(r, "gateway.db")
+    assert "quick_check ok, schema v5" in line(r, "gateway.db")
     assert "Asia/Shanghai, now" in line(r, "timezone")
     # Secrets: where from, masked, never printed.
     assert "set (config file): sk-…89, 29 chars" in line(r, "provider.apiKey")
@@ -425,7 +425,7 @@ def test_a_gateway_writing_meanwhile_neither_blocks_doctor_nor_is_blocked(home: 
         writer.execute("INSERT INTO sessions (key, channel, chat_id, started_at) VALUES ('t:1', 't', '1', 'now')")
         r = doctor("--offline")
         assert r.exit_code == 0, r.output
-        assert "quick_check ok, schema v4; open in another process" in line(r, "gateway.db")
+        assert "quick_check ok, schema v5; open in another process" in line(r, "gateway.db")
         writer.execute("COMMIT")  # doctor holds no lock
         writer.execute("BEGIN IMMEDIATE")
         writer.execute("COMMIT")

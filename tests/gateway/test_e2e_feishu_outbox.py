@@ -6,7 +6,8 @@ outbox's backoff.
 
 * whose reply a kept row is, also for the note on a photo (never in Tier 0);
 * a recall drops the recalled message's reply still waiting, for good;
-* a part that reached Feishu before a cut is not shown twice (uuid)."""
+* a part that reached Feishu before a cut is not shown twice (uuid);
+* the bot still withdraws its reply after a restart (the reply log)."""
 
 from __future__ import annotations
 
@@ -41,7 +42,7 @@ class FastFeishu(FeishuChannel):
 
 
 FEISHU = ChannelSpec("feishu", __name__, "FastFeishu", lambda c: c.channels.feishu,
-                     needs_http=lambda c: True)
+                     needs_http=lambda c: True, keeps_replies=True)
 
 
 @pytest.fixture
@@ -263,3 +264,28 @@ def app_reply(text: str) -> Any:
     from gateway.bus import OutboundMessage
 
     return OutboundMessage("feishu", "oc_alice", text, answers="om_x")
+
+
+# -- 4. the reply log survives a restart ----------------------------------------------------
+
+
+async def test_a_recall_after_a_restart_still_withdraws_the_reply(gateway: Gateway, feishu: FakeFeishu) -> None:
+    await gateway.start()
+    mine = feishu.message_event("my pin is 8812", chat_id="oc_alice", open_id=ALICE)
+    await gateway.push(mine)
+    await gateway.push(feishu.message_event("and something else", chat_id="oc_alice", open_id=ALICE))
+    await until(lambda: len(feishu.sent) == 2)
+    await gateway.stop()
+
+    app = await gateway.start()  # a new process: it knows the replies from gateway.db
+    await gateway.push(feishu.recall_event(mine["event"]["message"]["message_id"]))
+    await until(lambda: len(feishu.deleted) == 1)
+    assert feishu.deleted == [m["message_id"] for m in feishu.sent if m["text"] == "re: my pin is 8812"]
+    assert [m["text"] for m in feishu.visible()] == ["re: and something else"]
+    assert app.sessions is not None
+    await gateway.stop()
+    # Withdrawn: its row went with it; the other stays until the recall window ends.
+    await gateway.start()
+    assert gateway.app is not None and gateway.app.sessions is not None
+    rows = await gateway.app.sessions.db.fetchall("SELECT message_id FROM sent_replies")
+    assert [r[0] for r in rows] == [m["message_id"] for m in feishu.visible()]

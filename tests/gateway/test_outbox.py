@@ -139,7 +139,7 @@ async def test_only_the_replies_to_a_recalled_message_leave_its_chat(sessions: S
 async def test_rows_kept_before_send_keys_get_one_for_good(tmp_path: Path, clock: ManualClock) -> None:
     """A gateway.db of schema 3 (outbox rows without a send key) is
     upgraded: each row gets a key of its own that every read sees (the
-    same Feishu uuids on every resend)."""
+    same Feishu uuids on every resend), and the reply log's table comes."""
     from memory.db import Database
 
     path = tmp_path / "gateway.db"
@@ -156,10 +156,11 @@ async def test_rows_kept_before_send_keys_get_one_for_good(tmp_path: Path, clock
     finally:
         await old.close()
     async with await SessionStore.open(path, clock) as store:
-        assert int((await store.db.fetchone("PRAGMA user_version"))[0]) == len(MIGRATIONS) == 4
+        assert int((await store.db.fetchone("PRAGMA user_version"))[0]) == len(MIGRATIONS) == 5
         rows = await Outbox(store.db).older_than(clock.now())
         keys = [p.message.send_key for p in rows]
         assert [p.message.answers for p in rows] == ["om_1", "om_1"] and len(set(keys)) == 2
         assert [p.message.send_key for p in await Outbox(store.db).older_than(clock.now())] == keys
+        assert await store.db.fetchall("SELECT * FROM sent_replies") == []
     async with await SessionStore.open(path, clock) as store:  # reopening changes nothing
         assert [p.message.send_key for p in await Outbox(store.db).older_than(clock.now())] == keys
