@@ -17,17 +17,19 @@ from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from channels.base import UNREADABLE_REPLY
 from channels.feishu import FeishuChannel
 from gateway.app import App, ChannelSpec
-from gateway.bus import MessageBus
+from gateway.bus import MessageBus, OutboundMessage
 from gateway.config import Paths, load_config
 from gateway.userdata import UserData
 from memory import ManualClock
 from tests.fakes.feishu_server import FakeFeishu
-from tests.fakes.openai_server import FakeOpenAI, Reply
+from tests.fakes.openai_server import FakeOpenAI
+from tests.gateway.test_e2e_feishu import echo_llm, feishu  # noqa: F401  (fixtures)
 
 ENCRYPT_KEY = "e2e-encrypt-key-Qw81zP"
 ALICE = "ou_alice0000000000000000000000000"
@@ -43,21 +45,6 @@ class FastFeishu(FeishuChannel):
 
 FEISHU = ChannelSpec("feishu", __name__, "FastFeishu", lambda c: c.channels.feishu,
                      needs_http=lambda c: True, keeps_replies=True)
-
-
-@pytest.fixture
-async def feishu() -> AsyncIterator[FakeFeishu]:
-    async with FakeFeishu() as f:
-        yield f
-
-
-@pytest.fixture
-async def llm() -> AsyncIterator[FakeOpenAI]:
-    async with FakeOpenAI(
-        api_key="sk-test-feishu-outbox-0123456789",
-        responder=lambda body: Reply(content="re: " + body["messages"][-1]["content"].rsplit("\n", 1)[-1]),
-    ) as fake:
-        yield fake
 
 
 class Gateway:
@@ -115,8 +102,10 @@ class Gateway:
 
 
 @pytest.fixture
-async def gateway(tmp_path: Path, clock: ManualClock, feishu: FakeFeishu, llm: FakeOpenAI) -> AsyncIterator[Gateway]:
-    g = Gateway(tmp_path, clock, feishu, llm)
+async def gateway(
+    tmp_path: Path, clock: ManualClock, feishu: FakeFeishu, echo_llm: FakeOpenAI  # noqa: F811
+) -> AsyncIterator[Gateway]:
+    g = Gateway(tmp_path, clock, feishu, echo_llm)
     try:
         yield g
     finally:
@@ -127,6 +116,11 @@ async def until(predicate: Callable[[], bool], timeout: float = 10.0) -> None:
     async with asyncio.timeout(timeout):
         while not predicate():
             await asyncio.sleep(0.02)
+
+
+def app_reply(text: str) -> OutboundMessage:
+    """A reply as the loop publishes it."""
+    return OutboundMessage("feishu", "oc_alice", text, answers="om_x", owner="alice")
 
 
 def photo(feishu: FakeFeishu, chat_id: str = "oc_alice") -> dict[str, Any]:
@@ -200,7 +194,7 @@ async def test_feishu_sends_one_message_per_uuid_within_the_hour(feishu: FakeFei
     hour is answered with the message the first made, and sends nothing."""
     now = [0.0]
     feishu.clock = lambda: now[0]
-    async with __import__("httpx").AsyncClient() as http:
+    async with httpx.AsyncClient() as http:
         token = (await http.post(feishu.url + "/open-apis/auth/v3/tenant_access_token/internal",
                                  json={"app_id": feishu.app_id, "app_secret": feishu.app_secret})).json()
 
@@ -258,12 +252,6 @@ async def test_a_part_in_flight_at_shutdown_is_not_shown_twice_after_the_restart
     await gateway.start()
     await until(lambda: feishu.deduplicated == 1)
     assert await gateway.waiting() == [] and feishu.texts() == ["one part, slow to answer"]
-
-
-def app_reply(text: str) -> Any:
-    from gateway.bus import OutboundMessage
-
-    return OutboundMessage("feishu", "oc_alice", text, answers="om_x")
 
 
 # -- 4. the reply log survives a restart ----------------------------------------------------

@@ -4,15 +4,11 @@ real SQLite file, the log's own clock; what a reopened log knows."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
-from pathlib import Path
-
-import pytest
 
 from channels.feishu.replies import ReplyLog
 from gateway.sentreplies import SentReplies
 from gateway.sessions import SessionStore
-from memory import ManualClock
+from tests.gateway.test_outbox import sessions  # noqa: F401  (the fixture: gateway.db in tmp_path)
 
 
 class Clock:
@@ -20,15 +16,6 @@ class Clock:
 
     def __call__(self) -> float:
         return self.now
-
-
-@pytest.fixture
-async def sessions(tmp_path: Path, clock: ManualClock) -> AsyncIterator[SessionStore]:
-    store = await SessionStore.open(tmp_path / "gateway.db", clock)
-    try:
-        yield store
-    finally:
-        await store.close()
 
 
 async def test_a_reopened_log_knows_the_replies_still_in_the_window(sessions: SessionStore) -> None:
