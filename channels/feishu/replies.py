@@ -196,8 +196,11 @@ class ReplyLog:
                 self._changes[:0] = changes
                 raise
             except Exception as exc:
+                # Bounded: a store that keeps failing costs the oldest
+                # changes (those replies stay visible after a restart), not memory.
                 self._changes[:0] = changes
-                log.error("could not save which messages answer which; retrying", pending=len(changes),
+                del self._changes[: max(0, len(self._changes) - 4 * self._maxsize)]
+                log.error("could not save which messages answer which; retrying", pending=len(self._changes),
                           error=repr(exc))
 
     async def _flush_often(self) -> None:
