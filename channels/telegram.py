@@ -26,7 +26,7 @@ import asyncio
 import os
 import random
 import re
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -42,6 +42,7 @@ from telegram import (
     BotCommand,
     BotCommandScopeAllGroupChats,
     BotCommandScopeAllPrivateChats,
+    InputFile,
     Message,
     MessageEntity,
     ReplyParameters,
@@ -62,7 +63,7 @@ from telegram.error import (
 from telegram.request import BaseRequest, RequestData
 
 from channels.base import BaseChannel, ChannelFatalError, DeliveryError, rest_of
-from gateway.bus import EDIT, MESSAGE, InboundMessage, MessageBus, OutboundMessage
+from gateway.bus import EDIT, MESSAGE, Attachment, InboundMessage, MessageBus, OutboundMessage
 from gateway.commands import MENU
 from gateway.config import TelegramConfig
 
@@ -78,6 +79,7 @@ __all__ = [
 ]
 
 MAX_MESSAGE_CHARS = 4096
+CAPTION_LIMIT = 1024  # a document's caption
 INVALID_TOKEN_MESSAGE = "Telegram rejected the bot token (401 Unauthorized): check channels.telegram.token"
 # Telegram answers 404 to a malformed token; so does a wrong baseUrl.
 NOT_FOUND_MESSAGE = (
@@ -622,6 +624,9 @@ class TelegramChannel(BaseChannel):
             raise TelegramSendError(
                 f"Telegram channel is not running; reply to chat {msg.chat_id} not sent", retryable=True
             )
+        if msg.attachment is not None:
+            await self._send_document(bot, msg, msg.attachment)
+            return
         parts = split_message(msg.text)
         if not parts:
             self.log.warning("empty reply not sent", chat_id=msg.chat_id)
@@ -654,12 +659,43 @@ class TelegramChannel(BaseChannel):
     ) -> int | str:
         """Send one part with retries; returns the chat id it went to (a group
         upgraded to a supergroup gets a new one)."""
+
+        async def call(to: int | str) -> None:
+            await _send_message(bot, to, text, reply, thread_id)
+
+        return await self._with_retries(chat_id, call, "sendMessage", f"{which}, {len(text)} chars")
+
+    async def _send_document(self, bot: Bot, msg: OutboundMessage, file: Attachment) -> None:
+        """The file with the reply's text as its caption (cut to Telegram's
+        1024 characters), retried as a text part is."""
+        thread_id = msg.metadata.get("message_thread_id")
+        reply_to = int(msg.reply_to) if msg.reply_to.isdigit() else None
+        reply = ReplyParameters(message_id=reply_to, allow_sending_without_reply=True) if reply_to else None
+        caption = msg.text if len(msg.text) <= CAPTION_LIMIT else msg.text[: CAPTION_LIMIT - 1] + "…"
+
+        async def call(to: int | str) -> None:
+            await bot.send_document(
+                chat_id=to,
+                document=InputFile(file.data, filename=file.filename, read_file_handle=False),
+                filename=file.filename,
+                caption=caption or None,
+                reply_parameters=reply,
+                message_thread_id=thread_id,
+            )
+
+        await self._with_retries(_chat_id(msg.chat_id), call, "sendDocument", f"file, {len(file.data)} bytes")
+
+    async def _with_retries(
+        self, chat_id: int | str, call: Callable[[int | str], Awaitable[None]], method: str, what: str
+    ) -> int | str:
+        """``call(chat_id)`` with the channel's retry rules; ``what`` names
+        the part in errors (never its content)."""
         delays = self.backoff.delays()
         error = "no attempt made"
         attempt = 0
         for attempt in range(1, self.send_attempts + 1):
             try:
-                await _send_message(bot, chat_id, text, reply, thread_id)
+                await call(chat_id)
                 return chat_id
             except ChatMigrated as exc:
                 self.log.info("Telegram group moved to a supergroup", chat_id=chat_id, new_chat_id=exc.new_chat_id)
@@ -670,22 +706,22 @@ class TelegramChannel(BaseChannel):
                 if wait > self.max_retry_after:
                     error = f"rate limited for {wait:.0f}s"
                     break
-                self.log.warning("Telegram sendMessage rate limited; waiting", chat_id=chat_id, retry_after=wait)
+                self.log.warning(f"Telegram {method} rate limited; waiting", chat_id=chat_id, retry_after=wait)
                 await asyncio.sleep(wait)
                 error = "rate limited"
             except (BadRequest, Forbidden, InvalidToken) as exc:
                 # The request itself is refused; sending it again cannot help.
                 raise TelegramSendError(
-                    f"Telegram refused the reply to chat {chat_id} ({which}, {len(text)} chars): {self._scrub(str(exc))}",
+                    f"Telegram refused the reply to chat {chat_id} ({what}): {self._scrub(str(exc))}",
                     retryable=False,
                 ) from None
             except (NetworkError, Conflict) as exc:
                 error = self._scrub(repr(exc))
                 if attempt < self.send_attempts:
-                    self.log.warning("Telegram sendMessage failed; retrying", chat_id=chat_id, attempt=attempt, error=error)
+                    self.log.warning(f"Telegram {method} failed; retrying", chat_id=chat_id, attempt=attempt, error=error)
                     await asyncio.sleep(next(delays))
         raise TelegramSendError(
-            f"Telegram reply to chat {chat_id} not sent ({which}, {len(text)} chars) after {attempt} attempts: {error}",
+            f"Telegram reply to chat {chat_id} not sent ({what}) after {attempt} attempts: {error}",
             retryable=True,
         )
 

@@ -12,18 +12,25 @@ the process alive at exit. Tests hand in an ``asyncio.StreamReader``.
 One line is one message; the next prompt appears once its reply is
 printed, so piped input (``myclaw chat < questions.txt``) is answered in
 order. ``/exit``, ``/quit`` or end of input close the channel.
+
+A reply with a file (``/export``) is written to ``exports`` (``myclaw
+chat`` passes ``$MYCLAW_HOME/exports``), readable by its owner only, and
+its path printed after the reply's text.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 import sys
+import tempfile
 import threading
+from pathlib import Path
 from typing import TextIO
 
-from gateway.bus import InboundMessage, MessageBus, OutboundMessage
+from gateway.bus import Attachment, InboundMessage, MessageBus, OutboundMessage
 
-from .base import BaseChannel
+from .base import BaseChannel, DeliveryError
 
 __all__ = ["BANNER", "TerminalChannel", "stdin_reader"]
 
@@ -71,8 +78,10 @@ class TerminalChannel(BaseChannel):
         prompt: str | None = None,
         reply_prefix: str = "myclaw> ",
         banner: str | None = None,
+        exports: Path | None = None,
     ) -> None:
         super().__init__(bus)
+        self.exports = exports
         self._reader = reader
         self.output = output or sys.stdout
         self.sender_id = sender_id
@@ -135,6 +144,29 @@ class TerminalChannel(BaseChannel):
             self._done.set()
 
     async def send(self, msg: OutboundMessage) -> None:
-        self._write(f"{self.reply_prefix}{msg.text}\n")
+        try:
+            saved = await asyncio.to_thread(self._save, msg.attachment) if msg.attachment is not None else None
+        except OSError as exc:
+            # The note that it failed comes next (gateway/delivery.py), and
+            # only then is the prompt shown again.
+            raise DeliveryError(f"file not written: {exc.strerror or type(exc).__name__}", retryable=False) from None
+        self._write(f"{self.reply_prefix}{msg.text}\n" + (f"(saved to {saved})\n" if saved else ""))
         self.sent += 1
         self._replied.set()
+
+    def _save(self, file: Attachment) -> Path:
+        """Write ``file`` into :attr:`exports` (made 0700 if new) as a
+        0600 file, atomically; an earlier export of the same name is replaced."""
+        if self.exports is None:
+            raise OSError(0, "no folder for files")
+        self.exports.mkdir(mode=0o700, parents=True, exist_ok=True)
+        path = self.exports / Path(file.filename).name  # never outside the folder
+        fd, tmp = tempfile.mkstemp(dir=self.exports, prefix=f".{path.name}.", suffix=".tmp")  # mode 0600
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(file.data)
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+        return path

@@ -73,6 +73,7 @@ from .outbox import Outbox
 from .prompt import PromptBuilder
 from .ratelimit import RateLimiter
 from .sessions import SessionStore
+from .timezones import UserTimezones
 from .userdata import UserData
 
 __all__ = ["CHANNELS", "App", "ChannelSpec", "Service", "StorageError", "config_secrets"]
@@ -253,7 +254,8 @@ class App:
             max_age=timedelta(hours=cfg.gateway.outbox.max_age_hours), owner_of=owner_of, scrub=scrub,
         )
         # /forget all; cron joins when open
-        self._user_data = UserData(self.backend, self.sessions, outbox=self.delivery.outbox)
+        self.timezones = UserTimezones(sessions.db)  # each user's own, set with /timezone
+        self._user_data = UserData(self.backend, self.sessions, outbox=self.delivery.outbox, timezones=self.timezones)
         self.llm = LLMClient.from_config(cfg.provider, model=cfg.agent.model, client=self.http_client)
         r = cfg.memory.retrieval
         # The file store answers the same tools: a user of the fallback can
@@ -286,8 +288,10 @@ class App:
                 self.clock, per_minute=cfg.gateway.rate_limit.per_minute, per_hour=cfg.gateway.rate_limit.per_hour
             ),
             commands=UserCommands(
-                self.backend, forget_history=self._forget_history, everything=self._user_data, clock=self.clock
+                self.backend, forget_history=self._forget_history, everything=self._user_data, clock=self.clock,
+                timezones=self.timezones, default_tz=self.tz,
             ),
+            timezones=self.timezones,
         )
 
         if cfg.cron.enabled:

@@ -14,7 +14,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-__all__ = ["EDIT", "MESSAGE", "RECALL", "ROUTING_KEYS", "InboundMessage", "MessageBus", "OutboundMessage"]
+__all__ = [
+    "EDIT", "MESSAGE", "RECALL", "ROUTING_KEYS", "Attachment", "InboundMessage", "MessageBus", "OutboundMessage",
+]
 
 # Metadata that says where inside a chat a message was (a Telegram forum
 # topic): an answer goes to the same place.
@@ -50,6 +52,19 @@ class InboundMessage:
 
 
 @dataclass(frozen=True)
+class Attachment:
+    """A file sent with a reply (``/export``), the reply's text its caption.
+
+    It may hold everything kept about a user, so it is never written to the
+    outbox (gateway/delivery.py drops it when it cannot go out now) and its
+    bytes never show in a repr or a log line."""
+
+    filename: str
+    data: bytes = field(repr=False)
+    mime: str = "text/markdown"
+
+
+@dataclass(frozen=True)
 class OutboundMessage:
     channel: str
     chat_id: str
@@ -60,6 +75,7 @@ class OutboundMessage:
     # when that message is recalled. "" for what answers nothing (cron).
     answers: str = ""
     metadata: dict[str, Any] = field(default_factory=dict)
+    attachment: Attachment | None = None  # a file, sent with ``text`` as its caption
     # Whose message this answers (the memory user, as ``IdentityMap``
     # resolves the sender), so a reply kept in the outbox is erased with the
     # rest of their data. "" when the builder does not know: the gateway
@@ -73,7 +89,9 @@ class OutboundMessage:
     send_key: str = field(default_factory=lambda: uuid.uuid4().hex, compare=False)
 
     @classmethod
-    def answering(cls, msg: InboundMessage, text: str, *, owner: str = "") -> OutboundMessage:
+    def answering(
+        cls, msg: InboundMessage, text: str, attachment: Attachment | None = None, *, owner: str = ""
+    ) -> OutboundMessage:
         """``text`` as the answer to ``msg``: in its chat, quoting it in a
         group (several people talk there), in the same place inside the chat
         (a Telegram forum topic). ``answers`` names ``msg`` always, so a
@@ -86,6 +104,7 @@ class OutboundMessage:
             reply_to=msg.message_id if msg.is_group else "",
             answers=msg.message_id,
             metadata={k: msg.metadata[k] for k in ROUTING_KEYS if k in msg.metadata},
+            attachment=attachment,
             owner=owner,
         )
 

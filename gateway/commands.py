@@ -14,6 +14,12 @@ so a listing does not become something to remember again.
 Credentials are listed by id only: ``/memory`` is a glance, often over a
 shoulder; the bot tells them when asked.
 
+``/export`` (``/导出``) answers with a file: everything kept about the
+user, rendered by gateway/export.py (credentials by id only). The file is
+made for the asker alone and never stored by the gateway: it is not kept
+in the outbox when it cannot go out (gateway/delivery.py), and one a
+minute is enough (each gathers their whole memory).
+
 ``/forget all`` erases everything kept about the user (gateway/userdata.py).
 It first answers with what that is and a code; only ``/forget all <code>``,
 within five minutes, erases. A code rather than "yes": the user must have
@@ -23,27 +29,34 @@ pasted command cannot do it.
 
 from __future__ import annotations
 
+import math
 import re
 import secrets
 from collections.abc import Awaitable, Callable, Sequence
-from datetime import datetime, timedelta
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta, tzinfo
 
 from memory.backend import MemoryBackend
 from memory.clock import Clock, SystemClock
 from memory.format import truncate
 from memory.types import Hit
 
+from .bus import Attachment
+from .export import MIME, export_filename, mostly_chinese, render_user_export
+from .timezones import TimezoneError, UserTimezones, parse_timezone, zone_name
 from .userdata import Census, UserData
 
-__all__ = ["COMMANDS", "MENU", "UserCommands"]
+__all__ = ["COMMANDS", "MENU", "Answer", "UserCommands"]
 
-COMMANDS = ("memory", "forget")
+COMMANDS = ("memory", "forget", "export", "导出", "timezone", "tz")
 # What a platform's command menu offers (Telegram's "/" list): command,
 # description, private chats only. /new and /help are the loop's own.
 MENU = (
     ("new", "Start a fresh conversation (what I remember stays)", False),
     ("memory", "What I remember about you; /memory words searches it", True),
     ("forget", "Erase a memory for good: /forget m12 (/forget all: everything)", True),
+    ("export", "A file of everything I keep about you", True),
+    ("timezone", "Your time zone, for dates and schedules: /timezone Asia/Shanghai", True),
     ("help", "What I can do", False),
 )
 _FORGET_MAX = 20  # as the memory_forget tool
@@ -51,7 +64,9 @@ _LIST = 10  # newest facts shown by /memory
 _SEARCH = 10
 _SHOWN_CHARS = 200
 _CONFIRM_WITHIN = timedelta(minutes=5)
+_EXPORT_EVERY = timedelta(minutes=1)  # one /export per user
 _ALL = ("all", "全部")
+_RESET = ("reset", "default", "clear", "重置", "默认", "恢复")
 _REF = re.compile(r"^\[?([me]\d+)\]?[,.;]?$", re.IGNORECASE)
 _CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff]")
 
@@ -70,8 +85,17 @@ def _chinese(texts: Sequence[str]) -> bool:
     return cjk > 0 and cjk * 2 >= len(texts)
 
 
+@dataclass(frozen=True)
+class Answer:
+    """What a command answers: a text, and for ``/export`` a file (the text
+    is its caption)."""
+
+    text: str
+    attachment: Attachment | None = None
+
+
 class UserCommands:
-    """Runs ``/memory [words]`` and ``/forget <ids>`` for the sender.
+    """Runs ``/memory [words]``, ``/forget <ids>`` and ``/export`` for the sender.
     ``forget_history(user, texts)`` erases the Tier 0 lines that said an
     erased fact (the App passes its own, as for the ``memory_forget`` tool)."""
 
@@ -82,21 +106,62 @@ class UserCommands:
         forget_history: ForgetHistory | None = None,
         everything: UserData | None = None,
         clock: Clock | None = None,
+        timezones: UserTimezones | None = None,
+        default_tz: tzinfo = UTC,
     ) -> None:
         self.backend = backend
         self.forget_history = forget_history
         self.everything = everything or UserData(backend, None)
         self.clock = clock or SystemClock()
+        self.timezones = timezones
+        self.default_tz = default_tz
         self._codes: dict[str, tuple[str, datetime]] = {}  # user -> /forget all code, valid until
+        self._exported: dict[str, datetime] = {}  # user -> when their last /export was made
 
     async def run(self, name: str, args: str, *, user: str, private: bool) -> str:
+        """The answer's text (what the text-only commands answer)."""
+        return (await self.answer(name, args, user=user, private=private)).text
+
+    async def answer(self, name: str, args: str, *, user: str, private: bool) -> Answer:
         if not private:
-            return "I show and erase your memories only in a private chat with me. 记忆只能在私聊中查看或删除。"
+            return Answer("I show and erase your memories only in a private chat with me. 记忆只能在私聊中查看或删除。")
         if name == "memory":
-            return await (self._search(user, args) if args.strip() else self._overview(user))
+            return Answer(await (self._search(user, args) if args.strip() else self._overview(user)))
         if name == "forget":
-            return await self._forget(user, args)
+            return Answer(await self._forget(user, args))
+        if name in ("export", "导出"):
+            return await self._export(user, zh=name == "导出")
+        if name in ("timezone", "tz"):
+            return Answer(await self._timezone(user, args.strip()))
         raise ValueError(f"unknown command {name!r}")
+
+    async def _export(self, user: str, *, zh: bool) -> Answer:
+        now = self.clock.now()
+        self._exported = {u: t for u, t in self._exported.items() if now - t < _EXPORT_EVERY}
+        last = self._exported.get(user)
+        if last is not None:
+            wait = max(1, math.ceil((last + _EXPORT_EVERY - now).total_seconds()))
+            return Answer(f"每分钟只能导出一次；请 {wait} 秒后再试。" if zh
+                          else f"One export a minute: please ask again in {wait} s.")
+        self._exported[user] = now
+        kept = await self.everything.export(user)
+        data = kept.data
+        zh = zh or mostly_chinese([*(m.content for m in data.memories), *(e.summary for e in data.events)])
+        if not (data.memories or data.events or data.waiting or kept.jobs or kept.history or kept.timezone):
+            return Answer("我没有保存任何关于你的内容，没有可导出的。" if zh
+                          else "I keep nothing about you, so there is nothing to export.")
+        # Dated in their own zone (/timezone), as the prompt's date is.
+        tz = (await self.timezones.get(user) if self.timezones is not None else None) or self.default_tz
+        local = now.astimezone(tz)
+        text = render_user_export(kept, at=f"{local:%Y-%m-%d %H:%M} {zone_name(tz)}", zh=zh)
+        file = Attachment(export_filename(local), text.encode("utf-8"), MIME)
+        return Answer(
+            "这是我保存的关于你的一切（Markdown 文件）。凭据只列出编号。/forget 可删除其中任何一条。"
+            if zh
+            else "Everything I keep about you, as a Markdown file. Credentials are listed by id only; "
+            "/forget erases any of it.",
+            file,
+        )
 
     async def _overview(self, user: str) -> str:
         o = await self.backend.overview(user, limit=_LIST)
@@ -203,6 +268,38 @@ class UserCommands:
                     f"确认请在 5 分钟内发送：/forget all {code}")
         return (f"This erases everything I keep about you, for good: {_counts(kept, zh)}. It cannot be undone.\n"
                 f"To confirm, send within 5 minutes: /forget all {code}")
+
+
+    async def _timezone(self, user: str, args: str) -> str:
+        zh = _chinese([args]) if args else False
+        if self.timezones is None:
+            return "这里不能设置时区。" if zh else "Time zones cannot be set here."
+        gateway = zone_name(self.default_tz)
+        if not args:
+            mine = await self.timezones.get(user)
+            now = self.clock.now().astimezone(mine or self.default_tz)
+            if mine is None:
+                return (f"I use the gateway's time zone, {gateway} (now {now:%Y-%m-%d %H:%M}), for dates and "
+                        "schedules. Tell me yours: /timezone Asia/Shanghai, /timezone Berlin or /timezone UTC+8.")
+            return (f"Your time zone: {zone_name(mine)} (now {now:%Y-%m-%d %H:%M}). "
+                    f"/timezone <zone> changes it; /timezone reset goes back to the gateway's ({gateway}).")
+        if args.lower() in _RESET:
+            had = await self.timezones.clear(user)
+            if zh:
+                return f"已恢复为网关的时区 {gateway}。" if had else f"你本来就在使用网关的时区 {gateway}。"
+            return f"Back to the gateway's time zone, {gateway}." if had else f"You already use the gateway's, {gateway}."
+        try:
+            tz = parse_timezone(args)
+        except TimezoneError as exc:
+            return f"不认识的时区“{args}”：请用 Asia/Shanghai、上海 或 UTC+8 这样的写法。" if zh else str(exc)[:300]
+        await self.timezones.set(user, tz, at=self.clock.now())
+        now = self.clock.now().astimezone(tz)
+        jobs = [j for j in await self.everything.cron.list(user) if not j.internal] if self.everything.cron else []
+        if zh:
+            out = f"好的，你的时区是 {zone_name(tz)}（现在是 {now:%Y-%m-%d %H:%M}）。日期和新建的定时任务都按这个时区。"
+            return out + (f"已有的 {len(jobs)} 个定时任务保持原来的时区。" if jobs else "")
+        out = f"Your time zone is now {zone_name(tz)} (it is {now:%Y-%m-%d %H:%M} there). Dates and new schedules use it."
+        return out + (f" Your {len(jobs)} existing scheduled job(s) keep the zone they were made in." if jobs else "")
 
 
 def _counts(c: Census, zh: bool) -> str:

@@ -358,6 +358,11 @@ class Paths:
     def gateway_db(self) -> Path:
         return self.data_dir / "gateway.db"
 
+    @property
+    def exports_dir(self) -> Path:
+        """Where ``myclaw chat`` writes the file of a user's ``/export``."""
+        return self.home / "exports"
+
     def cron_db(self) -> Path:
         return self.data_dir / "cron.db"
 

@@ -28,7 +28,7 @@ import sqlite3
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime, timedelta, tzinfo
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
@@ -40,6 +40,8 @@ from memory.clock import Clock, format_ts
 from memory.db import SMALL_CACHE_KIB, Database, Migration, run_script
 from memory.compression import Compressor
 from memory.lease import LeaseBusy
+
+from .timezones import TimezoneError, parse_timezone, zone_name
 
 __all__ = [
     "INTERNAL_DAILY",
@@ -72,14 +74,14 @@ def validate_schedule(expr: str) -> str:
     return expr
 
 
-def next_run(expr: str, after: datetime, tz: ZoneInfo) -> datetime:
+def next_run(expr: str, after: datetime, tz: tzinfo) -> datetime:
     """The first time strictly after ``after`` that ``expr`` fires in ``tz`` (aware, UTC)."""
     local = after.astimezone(tz)
     nxt: datetime = croniter(expr, local).get_next(datetime)
     return nxt.astimezone(ZoneInfo("UTC"))
 
 
-def shortest_gap(expr: str, after: datetime, tz: ZoneInfo, runs: int = 120) -> timedelta:
+def shortest_gap(expr: str, after: datetime, tz: tzinfo, runs: int = 120) -> timedelta:
     """The shortest time between two of the next ``runs`` firings: how often
     a schedule runs at its busiest ("0,1 9 * * *" runs a minute apart once a
     day). A schedule that fires only on rare days still shows its burst,
@@ -110,6 +112,9 @@ class CronJob:
     last_run_at: str | None = None
     last_status: str | None = None
     last_error: str | None = None
+    # The zone the schedule is read in: the user's own when they had set one
+    # (gateway/timezones.py) as the job was made; "" for the gateway's.
+    timezone: str = ""
 
     @property
     def internal(self) -> bool:
@@ -154,7 +159,11 @@ async def _v2_private(conn: aiosqlite.Connection) -> None:
     await run_script(conn, "ALTER TABLE cron_jobs ADD COLUMN private INTEGER NOT NULL DEFAULT 0;")
 
 
-CRON_MIGRATIONS: list[Migration] = [_v1_cron, _v2_private]
+async def _v3_timezone(conn: aiosqlite.Connection) -> None:
+    await run_script(conn, "ALTER TABLE cron_jobs ADD COLUMN timezone TEXT NOT NULL DEFAULT '';")
+
+
+CRON_MIGRATIONS: list[Migration] = [_v1_cron, _v2_private, _v3_timezone]
 
 
 def _job(r: sqlite3.Row) -> CronJob:
@@ -179,6 +188,15 @@ class CronStore:
     async def close(self) -> None:
         await self.db.close()
 
+    def zone_of(self, job: CronJob) -> tzinfo:
+        """The zone ``job``'s schedule is read in."""
+        if job.timezone:
+            try:
+                return parse_timezone(job.timezone)
+            except TimezoneError:
+                pass  # gone from this system's tzdata: the gateway's, as before it was set
+        return self.tz
+
     async def add(
         self,
         *,
@@ -189,10 +207,12 @@ class CronStore:
         user: str,
         job_id: str | None = None,
         private: bool = False,
+        tz: tzinfo | None = None,
     ) -> CronJob:
         """An agent job: ``message`` through the agent as ``user``, reply to
         ``channel``/``chat_id``; with ``private``, the user's private memory
-        too (only for their own private chat: :attr:`CronJob.private`)."""
+        too (only for their own private chat: :attr:`CronJob.private`).
+        ``tz``: the zone its schedule is in (default the gateway's)."""
         schedule = validate_schedule(schedule)
         message = message.strip()
         if not message:
@@ -207,9 +227,9 @@ class CronStore:
             async with self.db.transaction() as conn:
                 await conn.execute(
                     "INSERT INTO cron_jobs (id, schedule, message, kind, channel, chat_id, user, private, "
-                    "created_at, next_run_at) VALUES (?, ?, ?, 'agent', ?, ?, ?, ?, ?, ?)",
+                    "created_at, next_run_at, timezone) VALUES (?, ?, ?, 'agent', ?, ?, ?, ?, ?, ?, ?)",
                     (job_id, schedule, message, channel, chat_id, user, int(private), format_ts(now),
-                     format_ts(next_run(schedule, now, self.tz))),
+                     format_ts(next_run(schedule, now, tz or self.tz)), zone_name(tz) if tz is not None else ""),
                 )
         except sqlite3.IntegrityError:
             raise CronError(f"a job with id {job_id!r} already exists") from None
@@ -265,7 +285,7 @@ class CronStore:
         return [_job(r) for r in rows]
 
     async def record_run(self, job: CronJob, *, ran_at: datetime, status: str, error: str | None) -> None:
-        nxt = format_ts(next_run(job.schedule, max(ran_at, self.clock.now()), self.tz))
+        nxt = format_ts(next_run(job.schedule, max(ran_at, self.clock.now()), self.zone_of(job)))
         async with self.db.transaction() as conn:
             await conn.execute(
                 "UPDATE cron_jobs SET last_run_at = ?, last_status = ?, last_error = ?, next_run_at = ? WHERE id = ?",

@@ -16,6 +16,7 @@ from typing import Any
 from datetime import timedelta
 
 from .cron import CronError, CronJob, CronStore, shortest_gap, validate_schedule
+from .timezones import zone_name
 from .tools import Tool, ToolContext, ToolError
 
 __all__ = ["cron_tools"]
@@ -28,7 +29,8 @@ def _minutes(gap: timedelta) -> str:
 
 def _describe(j: CronJob) -> str:
     memory = "private memory" if j.private else "shared memory only"
-    return f"{j.id}: '{j.schedule}' -> {j.message!r} (to {j.channel} chat {j.chat_id}, {memory}; next {j.next_run_at})"
+    zone = f", {j.timezone}" if j.timezone else ""
+    return f"{j.id}: '{j.schedule}'{zone} -> {j.message!r} (to {j.channel} chat {j.chat_id}, {memory}; next {j.next_run_at})"
 
 
 def cron_tools(store: CronStore, *, max_jobs: int = 10, min_interval_minutes: int = 10) -> list[Tool]:
@@ -48,7 +50,8 @@ def cron_tools(store: CronStore, *, max_jobs: int = 10, min_interval_minutes: in
                 )
         try:
             schedule = validate_schedule(schedule)
-            gap = shortest_gap(schedule, store.clock.now(), store.tz)
+            tz = ctx.tz or store.tz
+            gap = shortest_gap(schedule, store.clock.now(), tz)
             if gap < min_gap:
                 raise CronError(
                     f"{schedule!r} runs as often as every {_minutes(gap)}; jobs may run at most every "
@@ -63,10 +66,11 @@ def cron_tools(store: CronStore, *, max_jobs: int = 10, min_interval_minutes: in
                 chat_id=ctx.chat_id,
                 user=ctx.user,
                 private=ctx.private,
+                tz=ctx.tz,
             )
         except CronError as exc:
             raise ToolError(str(exc)) from exc
-        return f"scheduled {_describe(job)} (times in {store.tz.key})"
+        return f"scheduled {_describe(job)} (times in {zone_name(tz)})"
 
     async def list_jobs(args: Mapping[str, Any], ctx: ToolContext) -> str:
         jobs = await store.list(user=ctx.user)
@@ -87,7 +91,8 @@ def cron_tools(store: CronStore, *, max_jobs: int = 10, min_interval_minutes: in
             name="cron_add",
             description=(
                 "Schedule a recurring task: at each time of the cron schedule (five fields, "
-                f"timezone {store.tz.key}) the message is run through the assistant and the reply is sent "
+                "in the user's time zone, the one of the current date in your instructions) the message is run "
+                "through the assistant and the reply is sent "
                 f"to this chat (only this chat). At most {max_jobs} jobs per user, each running at most every "
                 f"{min_interval_minutes} minutes. Only a job made in the user's private chat may use their "
                 "private memory."

@@ -21,6 +21,12 @@ chat's backoff; queued, the new reply goes out right after the older
 ones, in the same redelivery pass. Chats are independent: a pass sends
 the due chats concurrently, each chat's rows one after the other.
 
+A reply with a file (``OutboundMessage.attachment``: a user's ``/export``)
+is sent now or never: it holds what is kept about them, so it is never
+written to the outbox. When it cannot go out, it is dropped (logged
+without its content) and the chat gets :data:`FILE_NOT_SENT` instead, a
+text like any other (kept if need be); the user can ask again.
+
 A late reply is sent as it was written, with no "(delayed)" prefix: in a
 group it still quotes the message it answers, and the log says how late
 it was ("reply delivered late"). Shutdown: a send cut by the gateway
@@ -46,11 +52,13 @@ from memory.clock import Clock
 from .bus import MessageBus, OutboundMessage
 from .outbox import Outbox, Pending
 
-__all__ = ["Delivery", "RetryPolicy"]
+__all__ = ["FILE_NOT_SENT", "Delivery", "RetryPolicy"]
 
 log = structlog.get_logger(component="outbox")
 
 Chat = tuple[str, str]  # (channel, chat_id)
+
+FILE_NOT_SENT = "I could not send you the file; please ask for it again in a minute. 文件没能发出，请一分钟后再试。"
 
 
 @dataclass(frozen=True)
@@ -182,6 +190,9 @@ class Delivery:
                 q.task_done()
 
     async def _send_new(self, channel: BaseChannel, msg: OutboundMessage) -> None:
+        if msg.attachment is not None:
+            await self._send_file(channel, msg)
+            return
         now = self.clock.now()
         if (msg.channel, msg.chat_id) in self._held:
             await self._keep(msg, created_at=now, due=now, reason="earlier replies to the chat are waiting")
@@ -203,6 +214,23 @@ class Delivery:
                 replace(msg, text=rest), created_at=now, due=now + timedelta(seconds=delay), attempts=1,
                 error=self._describe(exc, msg.text), reason="send failed", retry_in_s=round(delay),
             )
+
+    async def _send_file(self, channel: BaseChannel, msg: OutboundMessage) -> None:
+        """Send a reply with a file at once, even to a chat whose older
+        replies wait (it cannot queue behind them); on any failure drop it
+        and send :data:`FILE_NOT_SENT` the usual way."""
+        note = replace(msg, text=FILE_NOT_SENT, attachment=None)
+        try:
+            await channel.send(msg)
+        except asyncio.CancelledError:
+            log.warning("file dropped", reason="gateway stopping", channel=msg.channel, chat_id=msg.chat_id)
+            now = self.clock.now()
+            await self._keep(note, created_at=now, due=now, reason="gateway stopping")
+            raise
+        except Exception as exc:
+            log.error("file dropped", reason="send failed", retryable=_retryable(exc), channel=msg.channel,
+                      chat_id=msg.chat_id, error=self._describe(exc, msg.text))
+            await self._send_new(channel, note)
 
     async def _keep(
         self,
@@ -252,6 +280,9 @@ class Delivery:
             q = self.bus.outbound_queue(name)
             while not q.empty():
                 msg = q.get_nowait()
+                if msg.attachment is not None:  # never stored: the chat hears it was not sent
+                    log.warning("file dropped", reason="gateway stopping", channel=msg.channel, chat_id=msg.chat_id)
+                    msg = replace(msg, text=FILE_NOT_SENT, attachment=None)
                 try:
                     now = self.clock.now()
                     await self._keep(msg, created_at=now, due=now, reason="gateway stopping")

@@ -41,12 +41,13 @@ from memory.prefilter import should_retrieve
 from memory.types import Hit
 
 from .agent import Agent, AgentReply, apology
-from .bus import MESSAGE, InboundMessage, MessageBus, OutboundMessage
+from .bus import MESSAGE, Attachment, InboundMessage, MessageBus, OutboundMessage
 from .commands import COMMANDS, UserCommands
 from .prompt import PromptBuilder
 from .ratelimit import RateLimiter, limited_note
 from .revisions import Revisions
 from .sessions import SessionStore, StoredMessage
+from .timezones import UserTimezones
 from .tools import ToolContext
 
 __all__ = ["HELP_TEXT", "LoopStats", "ProcessLoop", "Samples", "parse_command", "percentile", "split_command"]
@@ -68,6 +69,8 @@ schedule too ("every weekday at 9, summarise my plans").
 /memory  what I remember about you (/memory words: search it)
 /forget m12  erase a memory for good, by the id /memory shows
 /forget all  erase everything I keep about you (asks to confirm)
+/export  a file of everything I keep about you (/导出)
+/timezone Asia/Shanghai  your time zone, for dates and schedules
 /help this message
 
 In a group, mention me or reply to me to get an answer; there I leave out
@@ -76,7 +79,10 @@ your profile and anything secret you told me."""
 _NEW_TEXT = "New conversation started. I still remember what you told me before."
 _NEW_TEXT_ZH = "已开始新的对话。之前告诉我的事我仍然记得。"
 
-_COMMAND = re.compile(r"^(?:@\S+\s+)?/([a-z_]+)(?:@\S+)?(?:\s+(.*))?$", re.IGNORECASE | re.DOTALL)
+# A command is ASCII, as Telegram's are; a Chinese alias (/导出) too.
+_COMMAND = re.compile(
+    r"^(?:@\S+\s+)?/([a-z_]+|[\u4e00-\u9fff]+)(?:@\S+)?(?:\s+(.*))?$", re.IGNORECASE | re.DOTALL
+)
 _CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff]")
 _CONTEXT_TURNS = 4  # recent messages recall may use to disambiguate a short message
 
@@ -202,6 +208,7 @@ class ProcessLoop:
         max_pending: int = 1000,
         limiter: RateLimiter | None = None,
         commands: UserCommands | None = None,
+        timezones: UserTimezones | None = None,
     ) -> None:
         self.bus = bus
         self.sessions = sessions
@@ -213,6 +220,7 @@ class ProcessLoop:
         self.stats = LoopStats()
         self.limiter = limiter
         self.commands = commands or UserCommands(backend)
+        self.timezones = timezones  # each user's own (/timezone); None: the gateway's for all
         self.revisions = Revisions(sessions, backend)
         self._slots = asyncio.Semaphore(max_concurrent_chats)
         self._pending = asyncio.Semaphore(max_pending)
@@ -311,9 +319,9 @@ class ProcessLoop:
             # Answered here, not by the model, and kept out of Tier 0 and
             # memory: a listing of memories is not something to learn again.
             self.stats.commands += 1
-            text = await self.commands.run(command, args, user=user, private=private)
-            await self._reply(msg, text, user)
-            return text
+            answer = await self.commands.answer(command, args, user=user, private=private)
+            await self._reply(msg, answer.text, user, answer.attachment)
+            return answer.text
         if command in ("new", "help", "start") and not args:
             self.stats.commands += 1
             if command == "new":
@@ -349,6 +357,7 @@ class ProcessLoop:
                 return ""
         hits = await self._recall(user, msg.text, history, private=private)
         retrieval_ms = (time.perf_counter() - t0) * 1000
+        tz = await self.timezones.get(user) if self.timezones is not None else None
 
         ctx = ToolContext(
             user=user,
@@ -358,8 +367,9 @@ class ProcessLoop:
             message_id=msg.message_id,
             sender_id=msg.sender_id,
             message_text=msg.text,
+            tz=tz,
         )
-        system = await self.prompts.system_prompt(user, private=private, tools=bool(self.agent.tools_for(ctx)))
+        system = await self.prompts.system_prompt(user, private=private, tools=bool(self.agent.tools_for(ctx)), tz=tz)
         messages = self.prompts.messages(system, history, msg.text, self.prompts.memory_block(hits))
         # The user's message goes to Tier 0 while the LLM runs (the write is
         # queued to SQLite before the request leaves), and is durable before
@@ -462,13 +472,15 @@ class ProcessLoop:
             log.error("memory recall failed", user=user, error=repr(exc))
             return []
 
-    async def _reply(self, msg: InboundMessage, text: str, owner: str) -> None:
+    async def _reply(
+        self, msg: InboundMessage, text: str, owner: str, attachment: Attachment | None = None
+    ) -> None:
         """``owner``: whose message it answers, named on the reply so that,
         kept in the outbox, it goes with their data (a message not stored
         in Tier 0 could not be traced back to them)."""
         if not text:
             return
-        await self.bus.publish_outbound(OutboundMessage.answering(msg, text, owner=owner))
+        await self.bus.publish_outbound(OutboundMessage.answering(msg, text, attachment, owner=owner))
         self.stats.replied += 1
 
     async def _apologise(self, msg: InboundMessage, owner: str) -> None:

@@ -32,6 +32,7 @@ from memory.tokens import estimate_tokens
 from memory.types import Hit
 
 from .sessions import StoredMessage
+from .timezones import zone_name
 
 __all__ = [
     "HISTORY_MAX_CHARS",
@@ -152,7 +153,8 @@ class PromptBuilder:
             cached = self._files[name] = _Cached(stamp, text)
         return cached.text
 
-    async def system_prompt(self, user: str, *, private: bool, tools: bool = False) -> str:
+    async def system_prompt(self, user: str, *, private: bool, tools: bool = False, tz: tzinfo | None = None) -> str:
+        """``tz``: the user's own zone (/timezone), else the gateway's."""
         parts = [t for t in (self._workspace_file(n) for n in WORKSPACE_FILES) if t]
         try:
             profile = (await self.backend.profile(user, private=private)).strip()
@@ -165,8 +167,9 @@ class PromptBuilder:
         parts.append(rules)
         if not private:
             parts.append(_GROUP_RULES)
-        now = self.clock.now().astimezone(self.tz)
-        parts.append(f"Current date: {now:%Y-%m-%d %A} ({self.tz})")
+        zone = tz or self.tz
+        now = self.clock.now().astimezone(zone)
+        parts.append(f"Current date: {now:%Y-%m-%d %A} ({zone_name(zone)})")
         return "\n\n".join(parts)
 
     def memory_block(self, hits: Sequence[Hit]) -> str:

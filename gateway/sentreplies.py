@@ -1,5 +1,5 @@
 """Which of the bot's messages answer which inbound message, in gateway.db
-(table ``sent_replies``, migration 005 of ``gateway/sessions.py``): the
+(table ``sent_replies``, migration 006 of ``gateway/sessions.py``): the
 store behind a channel's reply log (``channels.feishu.replies.ReplyLog``),
 so a message recalled after a restart still takes the bot's reply along.
 

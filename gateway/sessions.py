@@ -106,7 +106,21 @@ async def _m003_outbox(conn: aiosqlite.Connection) -> None:
     )
 
 
-async def _m004_outbox_send_keys(conn: aiosqlite.Connection) -> None:
+async def _m004_user_timezones(conn: aiosqlite.Connection) -> None:
+    # Each user's own zone (gateway/timezones.py), set with /timezone.
+    await run_script(
+        conn,
+        """
+        CREATE TABLE user_timezones (
+            owner      TEXT PRIMARY KEY,
+            timezone   TEXT NOT NULL,
+            updated_at TEXT NOT NULL
+        ) WITHOUT ROWID;
+        """,
+    )
+
+
+async def _m005_outbox_send_keys(conn: aiosqlite.Connection) -> None:
     # ``OutboundMessage.send_key`` (rides in ``extra``): the same on every
     # attempt at a reply, so Feishu's uuid de-duplicates a part resent after
     # a cut. A row kept before it existed would get a new key at each read;
@@ -117,7 +131,7 @@ async def _m004_outbox_send_keys(conn: aiosqlite.Connection) -> None:
     )
 
 
-async def _m005_sent_replies(conn: aiosqlite.Connection) -> None:
+async def _m006_sent_replies(conn: aiosqlite.Connection) -> None:
     # Which of the bot's messages answer which inbound message, per channel
     # (gateway/sentreplies.py; Feishu's ReplyLog writes behind it), so a
     # recall after a restart still withdraws the reply. Platform ids and a
@@ -142,8 +156,9 @@ MIGRATIONS: list[Migration] = [
     _m001_sessions,
     _m002_message_ids,
     _m003_outbox,
-    _m004_outbox_send_keys,
-    _m005_sent_replies,
+    _m004_user_timezones,
+    _m005_outbox_send_keys,
+    _m006_sent_replies,
 ]
 
 

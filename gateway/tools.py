@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
+from datetime import tzinfo
 from typing import Any
 
 __all__ = ["Tool", "ToolContext", "ToolError"]
@@ -27,6 +28,7 @@ class ToolContext:
     message_id: str = ""
     sender_id: str = ""
     message_text: str = ""  # the message being answered: a saved memory is indexed with it
+    tz: tzinfo | None = None  # the user's own zone (/timezone); None: the gateway's
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,6 @@
 """Everything the gateway keeps about one user, counted and erased together:
-the ``/forget all`` a user sends in a private chat.
+the ``/forget all`` a user sends in a private chat; and gathered for their
+``/export`` (:meth:`UserData.export`).
 
 Memory (every tier, the extraction buffer, the change log: the backend's
 :meth:`~memory.backend.MemoryBackend.forget_all`), the conversation history
@@ -22,10 +23,14 @@ import structlog
 
 from memory.backend import MemoryBackend
 
+from .export import UserExport
+from .timezones import zone_name
+
 if TYPE_CHECKING:
     from .cron import CronStore
     from .outbox import Outbox
     from .sessions import SessionStore
+    from .timezones import UserTimezones
 
 __all__ = ["Census", "UserData"]
 
@@ -57,11 +62,13 @@ class UserData:
         cron: CronStore | None = None,
         *,
         outbox: Outbox | None = None,
+        timezones: UserTimezones | None = None,
     ) -> None:
         self.backend = backend
         self.sessions = sessions
         self.cron = cron
         self.outbox = outbox
+        self.timezones = timezones
 
     async def census(self, user: str) -> Census:
         o = await self.backend.overview(user, limit=0)
@@ -70,11 +77,22 @@ class UserData:
         jobs = len(await self.cron.list(user)) if self.cron is not None else 0
         return Census(memories=o.facts, events=o.events, messages=messages, jobs=jobs)
 
+    async def export(self, user: str) -> UserExport:
+        """``user``'s memory rows, their scheduled jobs and how many lines of
+        history are kept: each read for ``user`` alone."""
+        data = await self.backend.owner_data(user)
+        jobs = [j for j in await self.cron.list(user) if not j.internal] if self.cron is not None else []
+        history = await self.sessions.owned(user) if self.sessions is not None else 0
+        tz = await self.timezones.get(user) if self.timezones is not None else None
+        return UserExport(data=data, jobs=jobs, history=history, timezone=zone_name(tz) if tz is not None else "")
+
     async def erase(self, user: str) -> Census:
         """Erase everything of ``user``; returns what went. Memory first: the
         history's rows could otherwise be buffered for extraction again."""
         mem = await self.backend.forget_all(user)
         messages = await self.outbox.forget_owner(user) if self.outbox is not None else 0
+        if self.timezones is not None:
+            await self.timezones.forget_owner(user)  # where they live is theirs too
         if self.sessions is not None:
             messages += await self.sessions.forget_owner(user)
             if messages:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
-from .types import ErasedAll, Hit, MemoryOverview, Provenance
+from .types import ErasedAll, Hit, MemoryOverview, OwnerData, Provenance
 
 if TYPE_CHECKING:  # forgetting.py needs the engine; the interface does not
     from .forgetting import Forgotten
@@ -87,6 +87,13 @@ class MemoryBackend(Protocol):
     async def overview(self, user: str, *, limit: int = 10) -> MemoryOverview:
         """What ``user`` has stored, for their ``/memory`` command: their own
         rows only (not ``_global``), at most ``limit`` recent ones."""
+        ...
+
+    async def owner_data(self, user: str) -> OwnerData:
+        """All of ``user``'s own rows, for their ``/export`` and ``myclaw
+        memory export``: facts and events of every status, and how many
+        lines wait for extraction. Credentials included: the caller decides
+        what to show."""
         ...
 
     async def buffer(self, turns: Sequence[Turn]) -> None:

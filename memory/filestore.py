@@ -51,9 +51,24 @@ from .backend import MemoryBackend, Turn
 from .clock import Clock, SystemClock
 from .engine import content_hash
 from .forgetting import Forgotten, repeats_forgotten
+from .mdfacts import clean_text, line_fact, render
+from .mdfacts import facts as md_facts
 from .service import EDITED_MARK, Retracted
 from .tokenize import index_terms, normalize
-from .types import GLOBAL_OWNER, ErasedAll, Hit, MemoryOverview, Provenance
+from .tokens import estimate_tokens
+from .types import (
+    GLOBAL_OWNER,
+    Category,
+    ErasedAll,
+    Event,
+    Hit,
+    Memory,
+    MemoryOverview,
+    OwnerData,
+    Provenance,
+    Source,
+    Status,
+)
 
 __all__ = [
     "LONG_TERM",
@@ -122,20 +137,7 @@ def is_daily_name(name: str) -> str | None:
     return m.group(1)
 
 
-def clean_text(text: str) -> str:
-    """What can be written to a UTF-8 file: no lone surrogates, no NUL."""
-    # U+FEFF: the byte-order mark an editor on Windows puts first; left in,
-    # it hides a heading ("\ufeff# Notes") and the heading becomes a fact.
-    return text.encode("utf-8", "ignore").decode("utf-8").replace("\x00", "").replace("\ufeff", "")
-
-
-def clean_line(line: str) -> str:
-    """A MEMORY.md line as a fact: list marker and spacing removed;
-    '' for blank lines, headings and rules, which are not facts."""
-    s = clean_text(line).strip()
-    if not s or s.startswith(("#", "<!--", "```", "~~~")) or set(s) <= set("-*_= ") or set(s) <= set("|-:= "):
-        return ""  # code fences and table rules are markdown, not facts
-    return _LIST_MARK.sub("", s).strip()
+clean_line = line_fact  # one line read on its own (a daily log's, or the old per-line reading)
 
 
 def entry_id(day: str | None, text: str) -> int:
@@ -217,14 +219,13 @@ def _merge_daily(before: str, source: str) -> str:
 def _merge_long_term(before: str, source: str) -> str:
     """``before`` with the facts of ``source`` whose wording it lacks, one
     ``- fact`` line each, as :meth:`FileMemory.remember` writes them."""
-    have = {content_hash(f) for line in before.splitlines() if (f := clean_line(line))}
+    have = {content_hash(f.text) for f in md_facts(before)}
     lines = before.splitlines() or ["# Long-term memory", ""]
     n = len(lines)
-    for line in source.splitlines():
-        fact = clean_line(line)
-        if fact and (h := content_hash(fact)) not in have:
+    for fact in md_facts(source):
+        if (h := content_hash(fact.text)) not in have:
             have.add(h)
-            lines.append(f"- {fact}")
+            lines.append(render(fact.text))
     return before if len(lines) == n else "\n".join(lines) + "\n"
 
 
@@ -358,12 +359,9 @@ def _said_as(e: _Entry) -> tuple[str, str, str]:
 def _entries(f: MemoryFile, text: str, mtime_day: str) -> list[_Entry]:
     """Split a file into entries; indented lines continue the previous one."""
     out: list[_Entry] = []
+    if f.day is None:
+        return [_Entry(f, m.first, m.text, mtime_day, m.last) for m in md_facts(text)]
     for no, raw in enumerate(text.splitlines(), start=1):
-        if f.day is None:
-            fact = clean_line(raw)
-            if fact:
-                out.append(_Entry(f, no, fact, mtime_day))
-            continue
         if not raw.strip() or raw.lstrip().startswith("#"):
             continue
         if raw[:1].isspace() and out:
@@ -528,7 +526,7 @@ class FileMemory(MemoryBackend):
                 for e in _entries(f, text, ""):
                     if (h := content_hash(e.text)) not in seen:
                         seen.add(h)
-                        facts.append(f"- [{e.ref}] {e.text}")
+                        facts.append(f"- [{e.ref}] " + e.text.replace("\n", "\n  "))  # a code block stays in its item
             else:
                 body = "\n".join(f"- [{e.ref}] " + e.text.replace("\n", "\n  ") for e in _entries(f, text, ""))
                 if body:
@@ -621,6 +619,35 @@ class FileMemory(MemoryBackend):
             recent.extend(self._hit(e, 1.0) for e in reversed(entries) if len(recent) < limit)
         return MemoryOverview(profile=profile, recent=recent[:limit], facts=len(profile), events=logged)
 
+    async def owner_data(self, user: str) -> OwnerData:
+        async with self._lock(user):
+            return await asyncio.to_thread(self._owner_data, user)
+
+    def _owner_data(self, user: str) -> OwnerData:
+        """MEMORY.md's lines as Tier 1 memories and each logged message as an
+        event of its day, with the ids they are cited by; nothing waits for
+        extraction here (the files are the memory)."""
+        memories: list[Memory] = []
+        f = self.long_term_file(user)
+        if f.path.is_file():
+            mday = datetime.fromtimestamp(f.path.stat().st_mtime, UTC).astimezone(self.tz).date().isoformat()
+            for e in _entries(f, _read(f.path), mday):
+                memories.append(Memory(
+                    id=e.id, owner=user, tier=1, project=GLOBAL_OWNER, topic="_profile", category=Category.IDENTITY,
+                    content=e.text, importance=1.0, source=Source.MANUAL, status=Status.ACTIVE, superseded_by=None,
+                    provenance=Provenance(refs=(f.name,)), created_at=e.date, updated_at=e.date, last_accessed="",
+                    access_count=0,
+                ))
+        events: list[Event] = []
+        for day in self.daily_files(user):
+            for e in _entries(day, _read(day.path), day.day or ""):
+                events.append(Event(
+                    id=e.id, owner=user, event_date=e.date, channel="", chat_id="", summary=e.text,
+                    raw_tokens=estimate_tokens(e.text), is_compressed=False,
+                    provenance=Provenance(refs=(day.name,), date_from=e.date, date_to=e.date), created_at=e.date,
+                ))
+        return OwnerData(owner=user, memories=memories, events=events)
+
     async def remember(
         self,
         user: str,
@@ -648,11 +675,10 @@ class FileMemory(MemoryBackend):
         path = self.user_dir(user) / LONG_TERM
         text = _read(path)
         want = content_hash(fact)
+        for m in md_facts(text):
+            if content_hash(m.text) == want:
+                return m.first, m.text, False
         lines = text.splitlines()
-        for no, line in enumerate(lines, start=1):
-            existing = clean_line(line)
-            if existing and content_hash(existing) == want:
-                return no, existing, False
         if not lines:
             lines = ["# Long-term memory", ""]
         lines.append(f"- {fact}")

@@ -1,8 +1,10 @@
 """Files -> SQLite (seed 000 §12.2): what the file store wrote comes into the
 engine, so switching ``memory.enabled`` off and on again loses nothing.
 
-* ``MEMORY.md`` lines -> Tier 1 memories (``identity``, importance 1.0,
-  source ``migration``), one per line; headings and blank lines skipped.
+* ``MEMORY.md`` facts -> Tier 1 memories (``identity``, importance 1.0,
+  source ``migration``), one per list item, line, quote or table row, as
+  :mod:`memory.mdfacts` reads Markdown; a code block -> one Tier 2
+  ``config`` memory; headings, comments and blank lines skipped.
 * ``YYYY-MM-DD.md`` -> one Tier 3 event per file (several for a file over
   ``EVENT_MAX_TOKENS``, cut between lines).
 * A file that is not UTF-8 is skipped and reported (a leading byte-order
@@ -49,12 +51,13 @@ from .filestore import (
     OWNER_FILE,
     USERS_DIR,
     MemoryFile,
-    clean_line,
     clean_text,
     is_daily_name,
     read_owner,
     user_slug,
 )
+from .mdfacts import MdFact
+from .mdfacts import facts as md_facts
 from .tokens import estimate_tokens
 from .types import GLOBAL_OWNER, Category, NewMemory, Provenance, Source
 
@@ -245,36 +248,41 @@ async def _long_term(
 ) -> None:
     known: set[str] = set((entry or {}).get("lines", []))
     new: list[NewMemory] = []
-    for line in data.decode("utf-8").splitlines():  # checked by the caller
-        fact = clean_line(line)
-        if not fact:
-            continue
+    for md in md_facts(data.decode("utf-8")):  # checked by the caller
+        fact = md.text
         h = content_hash(fact)
-        if h in known:
+        # An import before facts were read as Markdown blocks recorded each
+        # line on its own: a block all of whose lines it took is imported.
+        if h in known or (len(md.lines) > 1 and all(content_hash(x) in known for x in md.lines)):
             report.memories_skipped += 1
             continue
         known.add(h)
         if await engine.find_same(f.owner, fact) is not None:
             report.memories_skipped += 1
             continue
-        new.append(
-            NewMemory(
-                owner=f.owner,
-                content=fact,
-                tier=1,
-                category=Category.IDENTITY,
-                importance=1.0,
-                topic="_profile",
-                source=Source.MIGRATION,
-                provenance=Provenance(refs=(_ref(root, f),)),
-            )
-        )
+        new.append(_long_term_memory(f.owner, md, _ref(root, f)))
     # Rows and ledger in one transaction: a crash leaves neither or both.
     async with engine.db.transaction() as conn:
         for m in new:
             await engine.add(m, conn=conn)
         await _save_ledger(conn, _ledger_key(f), {**stamp, "lines": sorted(known)})
     report.memories_added += len(new)
+
+
+def _long_term_memory(owner: str, md: MdFact, ref: str) -> NewMemory:
+    """A MEMORY.md fact as a memory: a line is profile (Tier 1, in every
+    prompt); a code block is reference (Tier 2, ``config``), recalled when
+    a message asks about it rather than costing every prompt its length."""
+    prov = Provenance(refs=(ref,))
+    if md.kind == "code":
+        return NewMemory(
+            owner=owner, content=md.text, tier=2, category=Category.CONFIG, importance=0.8,
+            source=Source.MIGRATION, provenance=prov,
+        )
+    return NewMemory(
+        owner=owner, content=md.text, tier=1, category=Category.IDENTITY, importance=1.0, topic="_profile",
+        source=Source.MIGRATION, provenance=prov,
+    )
 
 
 def _summary(text: str, day: str) -> str:

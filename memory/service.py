@@ -26,7 +26,19 @@ from .forgetting import Forgotten, erase_planned, event_hit, plan_erasure, repea
 from .hybrid import HybridRetriever
 from .retrieval import Retriever
 from .tokens import estimate_tokens
-from .types import GLOBAL_OWNER, Category, ErasedAll, Event, Hit, Memory, MemoryOverview, NewMemory, Provenance, Source
+from .types import (
+    GLOBAL_OWNER,
+    Category,
+    ErasedAll,
+    Event,
+    Hit,
+    Memory,
+    MemoryOverview,
+    NewMemory,
+    OwnerData,
+    Provenance,
+    Source,
+)
 
 __all__ = ["EDITED_MARK", "EDITED_SUFFIX", "Retracted", "SqliteMemory", "original_message_id"]
 
@@ -163,6 +175,20 @@ class SqliteMemory(MemoryBackend):
             facts=counts[0] if counts else 0,
             events=counts[1] if counts else 0,
         )
+
+    async def owner_data(self, user: str) -> OwnerData:
+        """``user``'s rows of every status, read on the reader connection;
+        turns still queued for the buffer's group commit are written first,
+        so the count of waiting lines includes the last message."""
+        await self._buffer_rows.drain()
+        db = self.engine.db
+        memories = [row_to_memory(r) for r in await db.fetchall("SELECT * FROM memories WHERE owner = ? ORDER BY id", [user])]
+        events = [
+            row_to_event(r)
+            for r in await db.fetchall("SELECT * FROM daily_events WHERE owner = ? ORDER BY event_date, id", [user])
+        ]
+        row = await db.fetchone(f"SELECT COUNT(*) FROM extraction_buffer WHERE owner = ? AND {NOT_GONE}", [user])
+        return OwnerData(owner=user, memories=memories, events=events, waiting=row[0] if row else 0)
 
     async def forget(self, user: str, refs: Sequence[str]) -> Forgotten:
         """Erase, for good, the memories (``m12``) and daily events (``e3``)

@@ -16,6 +16,7 @@ __all__ = [
     "Memory",
     "MemoryOverview",
     "NewMemory",
+    "OwnerData",
     "Provenance",
     "Source",
     "Status",
@@ -212,3 +213,17 @@ class ErasedAll:
     events: int = 0  # daily events (Tier 3)
     waiting: int = 0  # lines still waiting for extraction
     files: int = 0  # the file store's files (MEMORY.md, daily logs)
+
+
+@dataclass(frozen=True)
+class OwnerData:
+    """Everything memory keeps about one owner, for an export
+    (:meth:`MemoryBackend.owner_data`): their rows only, never ``_global``'s
+    or another user's. The file store's MEMORY.md lines come as Tier 1
+    memories and its logged lines as events, as ``myclaw memory migrate``
+    would import them."""
+
+    owner: str
+    memories: list[Memory]  # every tier and status, oldest first
+    events: list[Event]  # by date, then id
+    waiting: int = 0  # lines still waiting for extraction

@@ -35,7 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from tests.fakes.feishu_server import FakeFeishu  # noqa: E402
 from tests.fakes.openai_server import FakeOpenAI, Reply  # noqa: E402
-from tests.fakes.telegram_server import DEFAULT_TOKEN, FakeTelegram, SentMessage  # noqa: E402
+from tests.fakes.telegram_server import DEFAULT_TOKEN, FakeTelegram, SentDocument, SentMessage  # noqa: E402
 
 __all__ = ["echo_reply", "forget_reply", "json_reply", "responder"]
 
@@ -157,7 +157,10 @@ async def _watch_feishu(fs: FakeFeishu) -> None:
     while True:
         await asyncio.sleep(0.2)
         for m in fs.sent[shown:]:
-            print(f"[feishu {m['chat_id']}] bot: {m['text']}", flush=True)
+            if m["msg_type"] == "file":  # /export: the file's name and size, its words stay in the fake
+                print(f"[feishu {m['chat_id']}] bot sent a file: {m['file_name']} ({len(m['data'])} bytes)", flush=True)
+            else:
+                print(f"[feishu {m['chat_id']}] bot: {m['text']}", flush=True)
         shown = len(fs.sent)
 
 
@@ -199,7 +202,12 @@ async def serve(args: argparse.Namespace) -> None:
             def show(m: SentMessage) -> None:
                 print(f"[telegram {m.chat_id}] bot: {m.text}", flush=True)
 
+            def show_document(d: SentDocument) -> None:
+                print(f"[telegram {d.chat_id}] bot sent a file: {d.filename} ({len(d.data)} bytes)"
+                      + (f" with: {d.caption}" if d.caption else ""), flush=True)
+
             tg.on_send = show
+            tg.on_document = show_document
         if args.feishu is not None:
             fs = await FakeFeishu().start(args.feishu)
         if args.openai is not None:

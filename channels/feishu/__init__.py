@@ -286,7 +286,8 @@ class FeishuChannel(BaseChannel):
         """Raises ``FeishuApiError`` (with the Feishu code, ``retryable``
         and, after a partial send, ``remaining``) when Feishu refuses or
         cannot be reached; the gateway keeps a retryable one for later.
-        Each part sent is recorded under the message it answers
+        A reply with a file (``attachment``) is uploaded, then its text
+        and the file message go out. Each part sent is recorded under the message it answers
         (``msg.answers``), as it goes out. A reply to a message recalled
         meanwhile is not sent, and the parts of one recalled while it was
         being sent are withdrawn at once."""
@@ -299,7 +300,17 @@ class FeishuChannel(BaseChannel):
             self.replies.record(msg.answers, msg.chat_id, message_id)
 
         try:
-            await self.api.send_text(msg.chat_id, msg.text, reply_to=msg.reply_to, on_sent=sent, key=msg.send_key)
+            if msg.attachment is None:
+                await self.api.send_text(msg.chat_id, msg.text, reply_to=msg.reply_to, on_sent=sent, key=msg.send_key)
+            else:
+                # Uploaded first: a refused upload leaves nothing half sent.
+                # The caption goes as a text before the file (a file message has none).
+                key = await self.api.upload_file(msg.attachment.filename, msg.attachment.data)
+                if msg.text.strip():
+                    await self.api.send_text(msg.chat_id, msg.text, reply_to=msg.reply_to, on_sent=sent,
+                                             key=msg.send_key)
+                for message_id in await self.api.send_file(msg.chat_id, key, reply_to=msg.reply_to, key=msg.send_key):
+                    sent(message_id)
         finally:
             if msg.answers and self.replies.was_recalled(msg.answers, msg.chat_id):
                 self._withdraw_later(msg.answers, msg.chat_id)

@@ -3,8 +3,8 @@
 Why not lark-oapi's ``Client`` here: its calls (async ones included) fetch
 the tenant token with blocking ``requests``, without our timeouts, and it
 does not retry on rate limits. Running each call in a thread would work but
-costs a thread per in-flight send; four endpoints (token, send, reply,
-delete) and a bot-info lookup are simple enough to call directly, fully async, with the
+costs a thread per in-flight send; five endpoints (token, send, reply,
+delete, file upload) and a bot-info lookup are simple enough to call directly, fully async, with the
 retry rules we need:
 
 * token-invalid codes (99991663, 99991668, 99991661): drop the cached token,
@@ -177,10 +177,31 @@ class FeishuClient:
                     on_sent(message_id)
         return ids
 
-    async def _send_chunk(self, chat_id: str, chunk: str, reply_to: str, part_uuid: str) -> list[str]:
+    async def upload_file(self, file_name: str, data: bytes) -> str:
+        """Upload a file for a file message: ``POST /open-apis/im/v1/files``
+        (multipart, ``file_type=stream``: any file). Returns its ``file_key``."""
+        got = await self._call(
+            "POST", "/open-apis/im/v1/files", form={"file_type": "stream", "file_name": file_name},
+            files={"file": (file_name, data, "application/octet-stream")},
+        )
+        inner = got.get("data")
+        key = inner.get("file_key") if isinstance(inner, dict) else None
+        if not isinstance(key, str) or not key:
+            raise FeishuApiError(-1, "upload answer without data.file_key", endpoint="/open-apis/im/v1/files")
+        return key
+
+    async def send_file(self, chat_id: str, file_key: str, *, reply_to: str = "", key: str = "") -> list[str]:
+        """Send an uploaded file (``msg_type=file``); returns the new message
+        id. ``key``: the reply's idempotency key, as for :meth:`send_text`."""
+        part_uuid = str(uuid.uuid5(_UUID_SPACE, f"{key}:file")) if key else str(uuid.uuid4())
+        return await self._send_chunk(chat_id, json.dumps({"file_key": file_key}), reply_to, part_uuid, msg_type="file")
+
+    async def _send_chunk(
+        self, chat_id: str, chunk: str, reply_to: str, part_uuid: str, *, msg_type: str = "text"
+    ) -> list[str]:
         body: dict[str, Any] = {
-            "msg_type": "text",
-            "content": json.dumps({"text": chunk}, ensure_ascii=False),
+            "msg_type": msg_type,
+            "content": chunk if msg_type != "text" else json.dumps({"text": chunk}, ensure_ascii=False),
             "uuid": part_uuid,
         }
         if reply_to:
@@ -216,6 +237,8 @@ class FeishuClient:
         *,
         params: dict[str, str] | None = None,
         json_body: dict[str, Any] | None = None,
+        form: dict[str, str] | None = None,
+        files: dict[str, tuple[str, bytes, str]] | None = None,
     ) -> dict[str, Any]:
         retried_token = False
         attempt = 0
@@ -224,7 +247,9 @@ class FeishuClient:
             token = ""
             try:
                 token = await self.tenant_token()
-                return await self._request(method, path, params=params, json_body=json_body, token=token)
+                return await self._request(
+                    method, path, params=params, json_body=json_body, form=form, files=files, token=token
+                )
             except FeishuApiError as exc:
                 if exc.code in TOKEN_INVALID_CODES and not retried_token:
                     self._log.info("tenant token rejected, refreshing", code=exc.code, endpoint=path)
@@ -248,13 +273,18 @@ class FeishuClient:
         *,
         params: dict[str, str] | None = None,
         json_body: dict[str, Any] | None = None,
+        form: dict[str, str] | None = None,
+        files: dict[str, tuple[str, bytes, str]] | None = None,
         token: str | None,
     ) -> dict[str, Any]:
-        headers = {"Content-Type": "application/json; charset=utf-8"}
+        # A multipart body (``files``) sets its own Content-Type, with the boundary.
+        headers = {} if files else {"Content-Type": "application/json; charset=utf-8"}
         if token:
             headers["Authorization"] = f"Bearer {token}"
         try:
-            resp = await self._http.request(method, self._base + path, params=params, json=json_body, headers=headers)
+            resp = await self._http.request(
+                method, self._base + path, params=params, json=json_body, data=form, files=files, headers=headers
+            )
         except httpx.TransportError as exc:
             # -2: our code for "no answer"; retried like a 5xx.
             raise FeishuApiError(-2, f"transport error: {type(exc).__name__}", status=0, endpoint=path) from exc

@@ -11,6 +11,7 @@ import click
 
 from gateway.config import Config, Paths
 from gateway.cron import CronError, CronStore
+from gateway.timezones import TimezoneError, parse_timezone
 from memory.clock import SystemClock
 
 from . import main
@@ -60,30 +61,38 @@ def _check_channel(cfg: Config, channel: str) -> None:
     help="The chat is the user's own private chat: the reply may use their private memory (profile, "
     "credentials). Without it, only shared memory, as in a group.",
 )
+@click.option(
+    "--timezone", "zone",
+    help="The zone the schedule is read in (Asia/Shanghai, Berlin, UTC+8; default gateway.timezone).",
+)
 @json_option
 def add(
     schedule: str, message: str, channel: str, chat_id: str, user: str, job_id: str | None, private: bool,
-    as_json: bool,
+    zone: str | None, as_json: bool,
 ) -> None:
     """Add a job."""
     cfg = load_cli_config()
     owner = resolve_user(user, cfg)
     assert owner is not None
     _check_channel(cfg, channel)
+    try:
+        tz = parse_timezone(zone) if zone is not None else None
+    except TimezoneError as exc:
+        raise click.BadParameter(str(exc), param_hint="'--timezone'") from None
 
     async def go() -> None:
         async with open_store(cfg) as store:
             try:
                 job = await store.add(
                     schedule=schedule, message=message, channel=channel, chat_id=chat_id, user=owner, job_id=job_id,
-                    private=private,
+                    private=private, tz=tz,
                 )
             except CronError as exc:
                 raise click.ClickException(str(exc)) from None
         if as_json:
             echo_json(asdict(job))
         else:
-            click.echo(f"added {job.id}: next run {job.next_run_at} ({cfg.gateway.timezone} schedule)")
+            click.echo(f"added {job.id}: next run {job.next_run_at} ({job.timezone or cfg.gateway.timezone} schedule)")
 
     run(go())
 
@@ -106,7 +115,7 @@ def list_jobs(user: str | None, as_json: bool) -> None:
             click.echo("no jobs")
             return
         rows = [
-            (j.id, j.schedule, j.next_run_at, j.last_status or "-", f"{j.channel}:{j.chat_id}" if j.channel else "-",
+            (j.id, j.schedule + (f" ({j.timezone})" if j.timezone else ""), j.next_run_at, j.last_status or "-", f"{j.channel}:{j.chat_id}" if j.channel else "-",
              j.user or "-", ("private" if j.private else "shared") if j.channel else "-", j.message)
             for j in jobs
         ]

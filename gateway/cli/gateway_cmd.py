@@ -75,7 +75,7 @@ async def run_chat(cfg: Config, paths: Paths, *, user: str) -> int:
     stop = asyncio.Event()
     _install_signals(stop)
     app = App(cfg, paths, config_channels=False)
-    terminal = TerminalChannel(app.bus, sender_id=user)
+    terminal = TerminalChannel(app.bus, sender_id=user, exports=paths.exports_dir)
     app.add_channel(terminal)
     try:
         await app.open()

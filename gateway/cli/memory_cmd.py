@@ -9,13 +9,13 @@ person is never shared by a forgotten option.
 from __future__ import annotations
 
 import json
-from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
 import click
 
 from gateway.config import Config, Paths
+from gateway.export import render_markdown
 from memory import Category, MemoryEngine, MemoryNotFound, NewMemory, Provenance, Source, Status
 from memory.changelog import write_log
 from memory.engine import MAX_CONTENT_CHARS
@@ -23,7 +23,8 @@ from memory.forgetting import Erasure, erase_planned, plan_erasure
 from memory.migrate import MigrationReport, migrate_files
 from memory.retrieval import Retriever
 from memory.clock import SystemClock
-from memory.types import GLOBAL_OWNER, Event, Hit, Memory
+from memory.service import SqliteMemory
+from memory.types import GLOBAL_OWNER, Hit, Memory, OwnerData
 
 from . import main
 from ._common import (
@@ -44,7 +45,6 @@ from ._common import (
 
 CATEGORIES = [c.value for c in Category]
 JOB = "cli"  # the change log's name for what was done with these commands
-_ALL = 1_000_000_000  # "no limit" for engine calls that take one
 
 user_option = click.option("--user", "-u", help="A user name, _global, or a channel:sender_id handle.")
 
@@ -460,6 +460,7 @@ async def _forget(cfg: Config, path: Path, owner: str) -> dict[str, int]:
     from gateway.cron import CronStore
     from gateway.outbox import Outbox
     from gateway.sessions import SessionStore
+    from gateway.timezones import UserTimezones
     from memory.filestore import FileMemory
 
     counts: dict[str, int] = {}
@@ -474,6 +475,8 @@ async def _forget(cfg: Config, path: Path, owner: str) -> dict[str, int]:
             # whose owner was known: see gateway/delivery.py).
             if replies := await Outbox(sessions.db).forget_owner(owner):
                 counts["undelivered replies"] = replies
+            if await UserTimezones(sessions.db).forget_owner(owner):
+                counts["time zone setting"] = 1
             if counts["history messages"] or replies:
                 await sessions.db.compact()  # a running gateway keeps the WAL, and their words in it
     cron_db = paths.cron_db()
@@ -544,7 +547,9 @@ def export(user: str | None, output: Path | None, fmt: str) -> None:
     """Everything stored (all statuses, with provenance), as JSON or markdown."""
     cfg = load_cli_config()
     path, owner = resolve_db(cfg), resolve_user(user, cfg)
-    memories, events, at = run(_export(path, owner))
+    owners, at = run(_export(path, owner))
+    memories = sorted((m for d in owners for m in d.memories), key=lambda m: m.id)
+    events = [e for d in owners for e in d.events]
     if fmt == "json":
         text = json.dumps(
             {
@@ -557,7 +562,7 @@ def export(user: str | None, output: Path | None, fmt: str) -> None:
             indent=2,
         )
     else:
-        text = _markdown(memories, events, at)
+        text = render_markdown(owners, at=at)
     if output is None:
         click.echo(text)
         return
@@ -565,48 +570,13 @@ def export(user: str | None, output: Path | None, fmt: str) -> None:
     click.echo(f"wrote {len(memories)} memories and {len(events)} events to {output}", err=True)
 
 
-async def _export(path: Path, owner: str | None) -> tuple[list[Memory], list[Event], str]:
+async def _export(path: Path, owner: str | None) -> tuple[list[OwnerData], str]:
+    """Each owner's rows as the gateway reads them for ``/export``
+    (:meth:`SqliteMemory.owner_data`): every owner, or the one given."""
     async with open_engine(path) as engine:
-        memories: list[Memory] = []
-        while batch := await engine.list_memories(owner, status=None, limit=1000, offset=len(memories)):
-            memories.extend(batch)
-        events: list[Event] = []
-        for u in [owner] if owner else await engine.owners():
-            events.extend(await engine.events(u, limit=_ALL))
-        return sorted(memories, key=lambda m: m.id), events, engine.now()
-
-
-def _markdown(memories: list[Memory], events: list[Event], at: str) -> str:
-    """Grouped by user, then tier (and project), then events by date."""
-    tree: dict[str, dict[tuple[int, str], list[Memory]]] = defaultdict(lambda: defaultdict(list))
-    for m in memories:
-        tree[m.owner][(m.tier, m.project)].append(m)
-    by_user_events: dict[str, list[Event]] = defaultdict(list)
-    for e in events:
-        by_user_events[e.owner].append(e)
-    out = [f"# myclaw memory export ({at})"]
-    for u in sorted(set(tree) | set(by_user_events)):
-        out.append(f"\n## {u}")
-        for (tier, project), items in sorted(tree[u].items()):
-            title = "Tier 1 — profile" if tier == 1 else "Tier 2 — knowledge"
-            out.append(f"\n### {title}" + ("" if project == GLOBAL_OWNER else f" — project {project}") + "\n")
-            for m in items:
-                flags = [m.category.value, f"importance {m.importance:.2f}", m.source.value, m.created_at[:10]]
-                if m.status is not Status.ACTIVE:
-                    flags.append(m.status.value)
-                where = m.provenance.describe()
-                if where:
-                    flags.append(where)
-                body = m.content.replace("\n", "\n  ")
-                out.append(f"- [m{m.id}] {body} _({', '.join(flags)})_")
-                if m.source_text:
-                    out.append(f"  > drawn from: {m.source_text}")
-        if by_user_events[u]:
-            out.append("\n### Tier 3 — events\n")
-            for e in sorted(by_user_events[u], key=lambda e: (e.event_date, e.id)):
-                body = e.summary.replace("\n", "\n  ")
-                out.append(f"- [e{e.id}] {e.event_date}: {body}")
-    return "\n".join(out)
+        backend = SqliteMemory(engine)
+        owners = [owner] if owner else await engine.owners()
+        return [await backend.owner_data(u) for u in owners], engine.now()
 
 
 # -- migrate ----------------------------------------------------------------------

@@ -15,7 +15,7 @@ from structlog.testing import capture_logs
 
 from channels.base import UNREADABLE_REPLY, ChannelFatalError
 from channels.feishu import FeishuApiError, FeishuChannel, FeishuClient, Withdrawal
-from gateway.bus import RECALL, InboundMessage, MessageBus, OutboundMessage
+from gateway.bus import RECALL, Attachment, InboundMessage, MessageBus, OutboundMessage
 from gateway.config import FeishuConfig
 from gateway.http import HttpServer
 from tests.fakes.feishu_server import FakeFeishu
@@ -580,5 +580,41 @@ async def test_a_failed_send_says_whether_to_retry_and_what_is_left(fake: FakeFe
         assert outage.value.retryable is True and len(went_out) == 2
         assert outage.value.remaining == text[text.index("part 2"):]
         assert [t.split()[:2] for t in fake.texts()] == [["part", "0"], ["part", "1"]]
+    finally:
+        await api.aclose()
+
+
+# -- files (/export) -------------------------------------------------------------------
+async def test_a_reply_with_a_file_is_uploaded_then_sent_as_a_file_message(
+    fake: FakeFeishu, http: HttpServer, channel: FeishuChannel
+) -> None:
+    event = fake.message_event("/导出", chat_id="oc_alice", open_id="ou_alice")
+    assert (await fake.push_event(hook(http, channel), event)).status_code == 200
+    msg = await next_inbound(channel.bus)
+    data = "# myclaw 记忆导出\n\n- [m1] 我喜欢喝燕麦拿铁\n".encode()
+    await channel.send(OutboundMessage.answering(msg, "这是我保存的关于你的一切", Attachment("myclaw-memory-2026-11-22.md", data)))
+    [key] = fake.files
+    assert fake.files[key] == {"file_name": "myclaw-memory-2026-11-22.md", "file_type": "stream", "data": data}
+    caption, file = fake.sent
+    assert (caption["msg_type"], caption["chat_id"], caption["text"]) == ("text", "oc_alice", "这是我保存的关于你的一切")
+    assert (file["msg_type"], file["chat_id"], file["file_key"], file["data"]) == ("file", "oc_alice", key, data)
+    assert ("POST", "/open-apis/im/v1/files") in fake.requests
+    # Both parts are the reply to that message: recalling it withdraws the file too.
+    await _recall(fake, http, channel, msg.message_id)
+    assert fake.deleted == [caption["message_id"], file["message_id"]]
+
+
+async def test_a_refused_upload_sends_nothing_and_says_why(fake: FakeFeishu) -> None:
+    api = FeishuClient(fake.app_id, fake.app_secret, fake.url, backoff=0.01)
+    try:
+        with pytest.raises(FeishuApiError) as empty:
+            await api.upload_file("empty.md", b"")
+        assert empty.value.code == 234010 and empty.value.retryable is False
+        with pytest.raises(FeishuApiError) as unknown:
+            await api.send_file("oc_1", "file_v3_nosuchkey")
+        assert unknown.value.code == 230001
+        assert fake.sent == [] and fake.files == {}
+        key = await api.upload_file("notes.md", b"# notes\n")
+        assert len(await api.send_file("oc_1", key)) == 1 and fake.sent[0]["file_name"] == "notes.md"
     finally:
         await api.aclose()

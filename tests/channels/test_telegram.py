@@ -24,10 +24,10 @@ from channels.telegram import (
     TelegramSendError,
     split_message,
 )
-from gateway.bus import EDIT, MESSAGE, InboundMessage, MessageBus, OutboundMessage
+from gateway.bus import EDIT, MESSAGE, Attachment, InboundMessage, MessageBus, OutboundMessage
 from gateway.config import TelegramConfig
 from gateway.logging import configure_logging
-from tests.fakes.telegram_server import FakeTelegram, utf16_len
+from tests.fakes.telegram_server import FakeTelegram, Upload, utf16_len
 
 T = TypeVar("T")
 FAST = Backoff(initial=0.05, maximum=0.3)
@@ -94,7 +94,9 @@ async def test_the_command_menu_is_published_per_chat_type(fake: FakeTelegram, m
     await fake.wait_until(lambda: sum(c.method == "setmycommands" for c in fake.calls) == 2, 5)
     menus = {c.params["scope"]["type"]: [x["command"] for x in c.params["commands"]]
              for c in fake.calls if c.method == "setmycommands"}
-    assert menus == {"all_private_chats": ["new", "memory", "forget", "help"], "all_group_chats": ["new", "help"]}
+    assert menus == {
+        "all_private_chats": ["new", "memory", "forget", "export", "timezone", "help"], "all_group_chats": ["new", "help"]
+    }
 
 
 async def test_a_refused_command_menu_does_not_stop_the_channel(
@@ -503,3 +505,46 @@ async def test_a_failed_send_says_whether_to_retry_and_what_is_left(
     with pytest.raises(TelegramSendError) as stopped:
         await within(ch.send(OutboundMessage("telegram", "7007", "after stop")))
     assert stopped.value.retryable is True
+
+
+# -- files (/export) ------------------------------------------------------------------------
+
+
+async def test_a_reply_with_a_file_is_sent_as_a_document_with_its_caption(
+    fake: FakeTelegram, bus: MessageBus, make_channel: Any
+) -> None:
+    ch = await make_channel()
+    fake.push_text(8008, 8008, "/export")
+    msg = await next_inbound(bus)
+    data = "# myclaw 记忆导出\n\n- [m1] 我喜欢喝燕麦拿铁\n".encode()
+    file = Attachment("myclaw-memory-2026-11-22.md", data)
+    await within(ch.send(OutboundMessage.answering(msg, "Everything I keep about you", file)))
+    [doc] = fake.documents
+    assert (doc.chat_id, doc.filename, doc.data, doc.caption) == (
+        8008, "myclaw-memory-2026-11-22.md", data, "Everything I keep about you"
+    )
+    assert doc.mime_type.startswith("text/") and fake.sent == []  # one document, no separate text
+    # The multipart upload PTB sent was parsed for real, and the answer read back as a Message.
+    [call] = [c for c in fake.calls if c.method == "senddocument"]
+    assert call.status == 200 and isinstance(call.params["document"], Upload)
+    assert "燕麦" not in repr(file) and "燕麦" not in repr(OutboundMessage("telegram", "1", "x", attachment=file))
+
+
+async def test_a_document_telegram_refuses_or_cannot_take_says_whether_to_retry(
+    fake: FakeTelegram, bus: MessageBus, make_channel: Any
+) -> None:
+    ch = await make_channel(send_attempts=2)
+    fake.push_text(9009, 9009, "/export")
+    await next_inbound(bus)
+    file = Attachment("myclaw-memory-2026-11-22.md", b"secret words")
+    fake.fail_next("sendDocument", 403, description="Forbidden: bot was blocked by the user")
+    with pytest.raises(TelegramSendError) as refused:
+        await within(ch.send(OutboundMessage("telegram", "9009", "your file", attachment=file)))
+    assert refused.value.retryable is False and "secret words" not in str(refused.value)
+    fake.fail_next("sendDocument", 502, times=2)
+    with pytest.raises(TelegramSendError) as outage:
+        await within(ch.send(OutboundMessage("telegram", "9009", "your file", attachment=file)))
+    assert outage.value.retryable is True and fake.documents == []
+    fake.fail_next("sendDocument", 502)
+    await within(ch.send(OutboundMessage("telegram", "9009", "your file", attachment=file)))
+    assert [d.data for d in fake.documents] == [b"secret words"]

@@ -12,7 +12,8 @@ import pytest
 from channels.terminal import TerminalChannel, stdin_reader
 from gateway.app import App
 from gateway.config import Paths, load_config
-from memory import ManualClock
+from gateway.delivery import FILE_NOT_SENT
+from memory import ManualClock, Provenance
 from tests.fakes.openai_server import FakeOpenAI, Reply
 
 
@@ -119,3 +120,39 @@ async def test_a_person_at_a_terminal_is_told_how_to_leave_and_a_pipe_is_not(tmp
                                                  stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL)
     out, _ = await asyncio.wait_for(piped.communicate(b"hello\n"), 30)
     assert out.decode() == "myclaw> re: hello\n"  # machine-readable: no banner, no prompt
+
+
+async def _export_session(app: App, terminal: TerminalChannel) -> None:
+    """Ada has a memory; the terminal's lines are read and answered."""
+    try:
+        await app.open()
+        assert app.backend is not None
+        await app.backend.remember("terminal:ada", "Ada keeps her notes in Obsidian", provenance=Provenance())
+        await app.start()
+        await asyncio.wait_for(terminal.wait_closed(), 10)
+    finally:
+        await app.close()
+
+
+async def test_an_export_is_written_owner_only_and_its_path_printed(
+    tmp_path: Path, clock: ManualClock, fake_llm: FakeOpenAI
+) -> None:
+    app, terminal, out = await _chat_app(tmp_path, clock, fake_llm, b"/export\n/export\n")
+    terminal.exports = Paths(tmp_path).exports_dir
+    await _export_session(app, terminal)
+    path = tmp_path / "exports" / f"myclaw-memory-{clock.now().date().isoformat()}.md"
+    first, second = [ln for ln in out.getvalue().split("you> ") if ln]
+    assert first.startswith("myclaw> Everything I keep about you, as a Markdown file.") and first.endswith(f"(saved to {path})\n")
+    assert second.startswith("myclaw> One export a minute")  # the same clock minute
+    assert os.stat(path).st_mode & 0o777 == 0o600 and os.stat(path.parent).st_mode & 0o777 == 0o700
+    assert "Ada keeps her notes in Obsidian" in path.read_text(encoding="utf-8")
+    assert fake_llm.requests == []
+
+
+async def test_without_a_folder_the_file_is_not_written_and_the_user_is_told(
+    tmp_path: Path, clock: ManualClock, fake_llm: FakeOpenAI
+) -> None:
+    app, terminal, out = await _chat_app(tmp_path, clock, fake_llm, b"/export\n")
+    await _export_session(app, terminal)
+    assert out.getvalue() == f"you> myclaw> {FILE_NOT_SENT}\nyou> "
+    assert not (tmp_path / "exports").exists()

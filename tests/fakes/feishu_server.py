@@ -11,6 +11,11 @@ Serves, with the real paths and response shapes:
   send whose ``uuid`` an accepted one had within the hour is answered with
   that message and sends nothing (Feishu: "requests with the same uuid
   send at most one message within 1 hour"),
+* ``POST /open-apis/im/v1/files`` (multipart: ``file_type``, ``file_name``,
+  ``file``; a ``file_type`` not in Feishu's list or no file: 234001, an
+  empty file: 234010), kept in ``files`` by the ``file_key`` it answers;
+  a ``msg_type=file`` message must name one (else 230001), and its record
+  in ``sent`` carries the file's name and bytes,
 * ``DELETE /open-apis/im/v1/messages/{message_id}`` (withdraw: only a
   message the bot sent, else 230026; an unknown id 230001, one already
   withdrawn 230011), recorded in ``deleted``,
@@ -145,6 +150,9 @@ def decode_frame(data: bytes) -> Frame:
 
 
 # -- the fake ----------------------------------------------------------------------
+_FILE_TYPES = frozenset({"opus", "mp4", "pdf", "doc", "xls", "ppt", "stream"})
+
+
 @dataclass
 class _Failure:
     code: int
@@ -180,6 +188,7 @@ class FakeFeishu:
         self.token_requests = 0
         self.sent: list[dict[str, Any]] = []  # every accepted create/reply
         self.deleted: list[str] = []  # message ids withdrawn by DELETE, in order
+        self.files: dict[str, dict[str, Any]] = {}  # file_key -> {"file_name", "file_type", "data"}
         self.requests: list[tuple[str, str]] = []  # (method, path) of every API call
         self.send_delay = 0.0
         self.ws_acks: dict[str, dict[str, Any]] = {}
@@ -214,6 +223,7 @@ class FakeFeishu:
         app.router.add_post("/open-apis/im/v1/messages", self._create)
         app.router.add_post("/open-apis/im/v1/messages/{message_id}/reply", self._reply)
         app.router.add_delete("/open-apis/im/v1/messages/{message_id}", self._delete)
+        app.router.add_post("/open-apis/im/v1/files", self._upload)
         app.router.add_post("/callback/ws/endpoint", self._ws_endpoint)
         app.router.add_get("/ws", self._ws)
         self._runner = web.AppRunner(app, access_log=None)
@@ -260,7 +270,7 @@ class FakeFeishu:
         self.valid_tokens.clear()
 
     def texts(self) -> list[str]:
-        return [m["text"] for m in self.sent]
+        return [m["text"] for m in self.sent if m["msg_type"] == "text"]
 
     def visible(self) -> list[dict[str, Any]]:
         """What the bot sent that is still in the chats (not withdrawn)."""
@@ -344,6 +354,24 @@ class FakeFeishu:
         self.deleted.append(mid)
         return web.json_response({"code": 0, "msg": "success", "data": {}})
 
+    async def _upload(self, request: web.Request) -> web.Response:
+        """Upload a file (multipart form), as the docs describe it."""
+        self.requests.append((request.method, request.path))
+        if (err := self._auth_error(request)) is not None:
+            return err
+        if request.content_type != "multipart/form-data":
+            return web.json_response({"code": 234001, "msg": "Invalid request param."}, status=400)
+        form = await request.post()
+        file, file_type, file_name = form.get("file"), form.get("file_type"), form.get("file_name")
+        if not isinstance(file, web.FileField) or file_type not in _FILE_TYPES or not isinstance(file_name, str):
+            return web.json_response({"code": 234001, "msg": "Invalid request param."}, status=400)
+        data = file.file.read()
+        if not data:
+            return web.json_response({"code": 234010, "msg": "File's size can't be 0."}, status=400)
+        key = f"file_v3_{uuid.uuid4().hex}"
+        self.files[key] = {"file_name": file_name, "file_type": file_type, "data": data}
+        return web.json_response({"code": 0, "msg": "success", "data": {"file_key": key}})
+
     async def _send(self, request: web.Request, body: dict[str, Any], *, chat_id: str, reply_to: str) -> web.Response:
         self.requests.append((request.method, request.path))
         if (err := self._auth_error(request)) is not None:
@@ -357,8 +385,10 @@ class FakeFeishu:
             failure = self._failures.pop(0)
             if not failure.accepted:
                 return web.json_response({"code": failure.code, "msg": failure.msg}, status=failure.status)
-        if not chat_id or body.get("msg_type") != "text" or not isinstance(body.get("content"), str):
+        if not chat_id or body.get("msg_type") not in ("text", "file") or not isinstance(body.get("content"), str):
             return web.json_response({"code": 230001, "msg": "param is invalid"}, status=400)
+        if body["msg_type"] == "file" and json.loads(body["content"]).get("file_key", "") not in self.files:
+            return web.json_response({"code": 230001, "msg": "param is invalid: file_key"}, status=400)
         answer = self._sent_before(str(body.get("uuid") or "")) or self._accept(body, chat_id=chat_id, reply_to=reply_to)
         if failure is not None:
             return web.json_response({"code": failure.code, "msg": failure.msg}, status=failure.status)
@@ -379,6 +409,7 @@ class FakeFeishu:
 
     def _accept(self, body: dict[str, Any], *, chat_id: str, reply_to: str) -> dict[str, Any]:
         content = json.loads(body["content"])
+        file = self.files.get(content.get("file_key", "")) if body["msg_type"] == "file" else None
         message_id = f"om_{uuid.uuid4().hex}"
         self._chat_of[message_id] = chat_id
         now = str(int(time.time() * 1000))
@@ -391,12 +422,14 @@ class FakeFeishu:
             "text": content.get("text", ""),
             "uuid": body.get("uuid", ""),
         }
+        if file is not None:
+            record.update(file_key=content["file_key"], file_name=file["file_name"], data=file["data"])
         self.sent.append(record)
         data = {
             "message_id": message_id,
             "root_id": reply_to,
             "parent_id": reply_to,
-            "msg_type": "text",
+            "msg_type": body["msg_type"],
             "create_time": now,
             "update_time": now,
             "deleted": False,

@@ -13,7 +13,11 @@ shapes, so the client code under test cannot tell it from Telegram:
 * ``sendMessage`` over 4096 characters (UTF-16 code units, the stricter
   count): 400 ``Bad Request: message is too long``; to a chat nobody wrote
   from: 400 ``Bad Request: chat not found``;
-* two ``getUpdates`` at once: the older gets 409 ``Conflict``.
+* two ``getUpdates`` at once: the older gets 409 ``Conflict``;
+* ``sendDocument`` takes the file as a multipart upload (as PTB sends an
+  ``InputFile``), recorded in ``documents`` with its bytes and filename;
+  a file id or URL instead, an empty file, or a caption over 1024
+  characters: 400 with Telegram's wording.
 
 Updates are ``message`` (``push_text``, ``push_media``) and
 ``edited_message`` (``push_edit``), filtered by ``allowed_updates`` as
@@ -48,10 +52,11 @@ from typing import Any
 
 from aiohttp import web
 
-__all__ = ["DEFAULT_TOKEN", "Call", "FakeTelegram", "SentMessage"]
+__all__ = ["DEFAULT_TOKEN", "Call", "FakeTelegram", "SentDocument", "SentMessage", "Upload"]
 
 DEFAULT_TOKEN = "123456789:AAFakeTokenForTests_abcdefghijklmnopq"
 MAX_MESSAGE_LENGTH = 4096
+MAX_CAPTION_LENGTH = 1024
 
 _PATH_RE = re.compile(r"^/bot(?P<token>[^/]*)/(?P<method>[A-Za-z]+)$")
 _TOKEN_RE = re.compile(r"^\d+:[A-Za-z0-9_-]+$")
@@ -83,6 +88,29 @@ class SentMessage:
     parse_mode: str | None = None
     message_thread_id: int | None = None
     params: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Upload:
+    """A file part of a multipart request."""
+
+    filename: str
+    data: bytes = field(repr=False)
+    content_type: str
+
+
+@dataclass(frozen=True)
+class SentDocument:
+    """One ``sendDocument`` the fake accepted."""
+
+    chat_id: int
+    message_id: int
+    filename: str
+    data: bytes = field(repr=False)
+    mime_type: str
+    caption: str | None = None
+    reply_to: int | None = None
+    message_thread_id: int | None = None
 
 
 @dataclass(frozen=True)
@@ -151,6 +179,8 @@ class FakeTelegram:
         self.on_send: Callable[[SentMessage], None] | None = None
         self.sent_count = 0
         self.sent: list[SentMessage] = []
+        self.documents: list[SentDocument] = []
+        self.on_document: Callable[[SentDocument], None] | None = None
         self.calls: list[Call] = []
         self.counts: Counter[str] = Counter()
         self.port = 0
@@ -392,7 +422,11 @@ class FakeTelegram:
                     params.update(body)
             elif ctype in ("application/x-www-form-urlencoded", "multipart/form-data"):
                 form = await request.post()
-                params.update({k: v for k, v in form.items() if isinstance(v, str)})
+                for k, v in form.items():
+                    if isinstance(v, str):
+                        params[k] = v
+                    elif isinstance(v, web.FileField):
+                        params[k] = Upload(v.filename, v.file.read(), v.content_type)
         for key in _JSON_FIELDS & params.keys():
             if isinstance(params[key], str):
                 try:
@@ -522,7 +556,9 @@ class FakeTelegram:
         self._last_bot_message[chat["id"]] = msg
         return msg
 
-    async def _send_message(self, params: dict[str, Any]) -> web.Response:
+    def _target(self, params: dict[str, Any]) -> tuple[dict[str, Any], int | None, int | None] | web.Response:
+        """The chat, replied message and topic a send names, or the error
+        Telegram answers."""
         chat_id = _as_int(params.get("chat_id"))
         if chat_id is None:
             return _error(400, "Bad Request: chat_id is empty" if not params.get("chat_id") else "Bad Request: chat not found")
@@ -531,14 +567,6 @@ class FakeTelegram:
             if self.strict_chats:
                 return _error(400, "Bad Request: chat not found")
             chat = self._chats[chat_id] = {"id": chat_id, "type": "private", "first_name": f"User{chat_id}"}
-        text = params.get("text")
-        if not isinstance(text, str) or not text.strip():
-            return _error(400, "Bad Request: message text is empty")
-        if utf16_len(text) > MAX_MESSAGE_LENGTH:
-            return _error(400, "Bad Request: message is too long")
-        parse_mode = params.get("parse_mode") or None
-        if parse_mode is not None and parse_mode not in ("Markdown", "MarkdownV2", "HTML"):
-            return _error(400, f"Bad Request: unsupported parse_mode {parse_mode!r}")
         reply_to: int | None = None
         allow_without_reply = False
         rp = params.get("reply_parameters")
@@ -553,10 +581,24 @@ class FakeTelegram:
         known = not self.record or (chat_id, reply_to) in self._messages
         if reply_to is not None and not known and not allow_without_reply:
             return _error(400, "Bad Request: message to be replied not found")
-        thread_id = _as_int(params.get("message_thread_id"))
+        return chat, reply_to, _as_int(params.get("message_thread_id"))
+
+    async def _send_message(self, params: dict[str, Any]) -> web.Response:
+        text = params.get("text")
+        target = self._target(params)
+        if isinstance(target, web.Response):
+            return target
+        chat, reply_to, thread_id = target
+        if not isinstance(text, str) or not text.strip():
+            return _error(400, "Bad Request: message text is empty")
+        if utf16_len(text) > MAX_MESSAGE_LENGTH:
+            return _error(400, "Bad Request: message is too long")
+        parse_mode = params.get("parse_mode") or None
+        if parse_mode is not None and parse_mode not in ("Markdown", "MarkdownV2", "HTML"):
+            return _error(400, f"Bad Request: unsupported parse_mode {parse_mode!r}")
         msg = self._bot_message(chat, text, thread_id)
         sent = SentMessage(
-            chat_id=chat_id,
+            chat_id=chat["id"],
             text=text,
             message_id=msg["message_id"],
             reply_to=reply_to,
@@ -571,12 +613,54 @@ class FakeTelegram:
             self.on_send(sent)
         return _ok(msg)
 
+    async def _send_document(self, params: dict[str, Any]) -> web.Response:
+        target = self._target(params)
+        if isinstance(target, web.Response):
+            return target
+        chat, reply_to, thread_id = target
+        doc = params.get("document")
+        if not isinstance(doc, Upload):  # a file_id or URL: none is known here
+            return _error(400, "Bad Request: wrong file identifier/HTTP URL specified")
+        if not doc.data:
+            return _error(400, "Bad Request: file must be non-empty")
+        caption = params.get("caption") or None
+        if caption is not None and utf16_len(caption) > MAX_CAPTION_LENGTH:
+            return _error(400, "Bad Request: message caption is too long")
+        msg = self._bot_message(chat, "", thread_id)
+        del msg["text"]
+        unique = f"AgAD{msg['message_id']:08d}"
+        msg["document"] = {
+            "file_id": f"BQACAgIAAxkBAAI{unique}",
+            "file_unique_id": unique,
+            "file_name": doc.filename,
+            "mime_type": doc.content_type,
+            "file_size": len(doc.data),
+        }
+        if caption is not None:
+            msg["caption"] = caption
+        sent = SentDocument(
+            chat_id=chat["id"],
+            message_id=msg["message_id"],
+            filename=doc.filename,
+            data=doc.data,
+            mime_type=doc.content_type,
+            caption=caption,
+            reply_to=reply_to,
+            message_thread_id=thread_id,
+        )
+        if self.record:
+            self.documents.append(sent)
+        if self.on_document is not None:
+            self.on_document(sent)
+        return _ok(msg)
+
     _methods: dict[str, Any] = {
         "getme": _get_me,
         "deletewebhook": _delete_webhook,
         "getwebhookinfo": _get_webhook_info,
         "getupdates": _get_updates,
         "sendmessage": _send_message,
+        "senddocument": _send_document,
         "sendchataction": _true,
         "setmycommands": _true,
         "deletemycommands": _true,

@@ -9,8 +9,10 @@ import asyncio
 import json
 import threading
 from collections.abc import Iterator
+from datetime import datetime
 from pathlib import Path
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import pytest
 from click.testing import CliRunner
@@ -100,6 +102,19 @@ def test_cron_add_uses_private_memory_only_when_told_the_chat_is_the_users_own(h
     assert "memory" in table[0]
     assert any("team" in line and "shared" in line for line in table)
     assert any("mine" in line and "private" in line for line in table)
+
+
+def test_cron_add_reads_the_schedule_in_the_zone_given(home: Path) -> None:
+    """The gateway is in Shanghai (the config); a job for someone in Berlin."""
+    base = ("cron", "add", "-s", "0 9 * * *", "-m", "x", "--channel", "telegram", "--chat-id", "1", "-u", "alice")
+    r = cli(*base, "--timezone", "berlin", "--id", "berlin")
+    assert r.exit_code == 0 and "(Europe/Berlin schedule)" in r.output, r.output
+    [job] = json.loads(cli("cron", "list", "--json").stdout)
+    at = datetime.fromisoformat(job["next_run_at"].replace("Z", "+00:00")).astimezone(ZoneInfo("Europe/Berlin"))
+    assert (job["timezone"], at.hour, at.minute) == ("Europe/Berlin", 9, 0)  # the real clock: CET or CEST
+    assert "0 9 * * * (Europe/Berlin)" in cli("cron", "list").output
+    bad = cli(*base, "--timezone", "Mars/Olympus")
+    assert bad.exit_code == 2 and "unknown time zone 'Mars/Olympus'" in bad.output
 
 
 def test_cron_add_refuses_a_channel_the_gateway_does_not_have(home: Path) -> None:

@@ -22,9 +22,10 @@ from click.testing import CliRunner, Result
 from gateway.bus import MessageBus
 from gateway.cli import main
 from gateway.config import ConfigError, load_config
-from gateway.cron import CronStore
+from gateway.cron import CRON_MIGRATIONS, CronStore
 from gateway.health import Health
 from gateway.http import HttpServer
+from gateway.sessions import MIGRATIONS as GATEWAY_MIGRATIONS
 from gateway.sessions import SessionStore
 from memory import ManualClock, MemoryEngine, NewMemory
 from tests.fakes.feishu_server import FakeFeishu
@@ -168,7 +169,7 @@ def test_a_healthy_setup_is_all_ok_and_exits_0(home: Path, fakes: Fakes) -> None
     assert f"{fakes.llm.url} answers in" in line(r, "llm") and "model fake-model listed" in line(r, "llm")
     assert "embeds with fake-embed (64 dimensions" in line(r, "embedding")
     assert "quick_check ok, schema v5" in line(r, "memory.db")
-    assert "quick_check ok, schema v5" in line(r, "gateway.db")
+    assert f"quick_check ok, schema v{len(GATEWAY_MIGRATIONS)}" in line(r, "gateway.db")
     assert "Asia/Shanghai, now" in line(r, "timezone")
     # Secrets: where from, masked, never printed.
     assert "set (config file): sk-…89, 29 chars" in line(r, "provider.apiKey")
@@ -382,7 +383,7 @@ def test_a_data_file_from_a_newer_myclaw_is_a_downgrade_error(home: Path, fakes:
     assert r.exit_code == 1
     cron = checks(r)["cron.db"]
     assert cron["status"] == "error"
-    assert "schema version 99 is newer than this myclaw (2)" in cron["message"]
+    assert f"schema version 99 is newer than this myclaw ({len(CRON_MIGRATIONS)})" in cron["message"]
     assert "a downgrade is not supported" in cron["fix"]
     assert cron["data"]["version"] == 99
 
@@ -425,7 +426,7 @@ def test_a_gateway_writing_meanwhile_neither_blocks_doctor_nor_is_blocked(home: 
         writer.execute("INSERT INTO sessions (key, channel, chat_id, started_at) VALUES ('t:1', 't', '1', 'now')")
         r = doctor("--offline")
         assert r.exit_code == 0, r.output
-        assert "quick_check ok, schema v5; open in another process" in line(r, "gateway.db")
+        assert f"quick_check ok, schema v{len(GATEWAY_MIGRATIONS)}; open in another process" in line(r, "gateway.db")
         writer.execute("COMMIT")  # doctor holds no lock
         writer.execute("BEGIN IMMEDIATE")
         writer.execute("COMMIT")

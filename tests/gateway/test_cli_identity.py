@@ -232,7 +232,10 @@ def test_every_table_with_a_user_is_moved(home: Path) -> None:
                 found |= {f"{name}:{t}.{c}" for c in cols & {"owner", "user"}}
         finally:
             conn.close()
-    assert found == {"gateway.db:session_messages.owner", "gateway.db:outbox.owner", "cron.db:cron_jobs.user"}
+    assert found == {
+        "gateway.db:session_messages.owner", "gateway.db:outbox.owner", "gateway.db:user_timezones.owner",
+        "cron.db:cron_jobs.user",
+    }
 
 
 def test_nothing_mapped(home: Path) -> None:

@@ -10,8 +10,10 @@ from gateway.bus import OutboundMessage
 from gateway.commands import UserCommands
 from gateway.cron import CronStore
 from gateway.outbox import Outbox
+from gateway.timezones import UserTimezones
 from gateway.userdata import UserData
 from memory import Category, ManualClock, NewMemory, Provenance
+from memory.backend import Turn
 from memory.filestore import FileMemory
 from tests.fakes.openai_server import FakeOpenAI
 
@@ -194,3 +196,124 @@ async def test_a_forget_all_code_expires_after_five_minutes_and_groups_are_refus
         clock.advance(timedelta(minutes=5, seconds=1))
         assert "wrong or has expired" in (await rig.ask(f"/forget all {code}", chat="100")).text
         assert await rig.engine.get(ids["coffee"]) is not None
+
+
+# -- /export ---------------------------------------------------------------------------
+
+
+async def test_export_sends_a_file_of_everything_kept_about_the_sender_only(
+    tmp_path: Path, clock: ManualClock, fake_llm: FakeOpenAI
+) -> None:
+    async with make_rig(tmp_path, clock, fake_llm) as rig:
+        cron = await CronStore.open(tmp_path / "cron.db", clock)
+        try:
+            rig.loop.commands = UserCommands(
+                rig.backend, everything=UserData(rig.backend, rig.sessions, cron), clock=clock
+            )
+            ids = await _seed(rig)
+            await rig.engine.update(ids["password"], source_text="my deploy password is hunter2")
+            await rig.engine.add_event(ALICE, "2026-11-20", "Alice planned the Hangzhou trip")
+            await rig.engine.add_event(BOB, "2026-11-20", "Bob harvested honey")
+            await cron.add(schedule="0 9 * * *", message="plan my day", channel="telegram", chat_id="100", user=ALICE)
+            await cron.add(schedule="0 9 * * *", message="water the bees", channel="telegram", chat_id="200", user=BOB)
+            fake_llm.queue_reply("Noted.")
+            await rig.ask("I moved to Suzhou last week", chat="100")
+            await rig.settle()
+            asked = len(fake_llm.requests)
+
+            reply = await rig.ask("/export", chat="100")
+            assert reply.text.startswith("Everything I keep about you, as a Markdown file.")
+            file = reply.attachment
+            assert file is not None and file.filename == "myclaw-memory-2026-03-01.md" and file.mime == "text/markdown"
+            doc = file.data.decode("utf-8")
+            assert f"- [m{ids['profile']}] Alice is a backend engineer in Hangzhou" in doc
+            assert f"- [m{ids['coffee']}] Alice likes oat milk flat white coffee" in doc
+            assert f"- [m{ids['password']}] (a credential, not shown here)" in doc and "hunter2" not in doc
+            assert "Credentials are listed by id only" in doc
+            assert "Alice planned the Hangzhou trip" in doc and "plan my day" in doc
+            assert "2 lines of our conversations still waiting to be learnt from." in doc
+            assert "bees" not in doc and "honey" not in doc and "floor 3" not in doc  # nobody else's, nor shared
+            # Answered without the model, kept out of history and memory.
+            await rig.settle()
+            assert len(fake_llm.requests) == asked
+            assert "/export" not in [m.content for m in await rig.sessions.window("telegram:1")]
+            assert [m.content for m in await rig.sessions.window("telegram:100")] == [
+                "I moved to Suzhou last week", "Noted."
+            ]
+
+            bob = (await rig.ask("/export", chat="200", sender="200")).attachment
+            assert bob is not None
+            theirs = bob.data.decode("utf-8")
+            assert "Bob keeps bees on his roof" in theirs and "water the bees" in theirs and "honey" in theirs
+            assert "Alice" not in theirs and "oat milk" not in theirs and "plan my day" not in theirs
+        finally:
+            await cron.close()
+
+
+async def test_export_once_a_minute_per_user_and_only_in_a_private_chat(
+    tmp_path: Path, clock: ManualClock, fake_llm: FakeOpenAI
+) -> None:
+    async with make_rig(tmp_path, clock, fake_llm) as rig:
+        rig.loop.commands = UserCommands(rig.backend, everything=UserData(rig.backend, rig.sessions), clock=clock)
+        await _seed(rig)
+        group = await rig.ask("/export", chat="-5", group=True, mentioned=True)
+        assert group.text.startswith("I show and erase your memories only in a private chat") and group.attachment is None
+        assert (await rig.ask("/export", chat="100")).attachment is not None
+        clock.advance(timedelta(seconds=20))
+        again = await rig.ask("/export", chat="100")
+        assert again.text == "One export a minute: please ask again in 40 s." and again.attachment is None
+        assert (await rig.ask("/导出", chat="100")).text == "每分钟只能导出一次；请 40 秒后再试。"
+        assert (await rig.ask("/export", chat="200", sender="200")).attachment is not None  # Bob has his own minute
+        clock.advance(timedelta(seconds=40))
+        assert (await rig.ask("/export", chat="100")).attachment is not None
+        assert fake_llm.requests == []
+
+
+async def test_export_in_chinese_and_for_someone_nothing_is_kept_about(
+    tmp_path: Path, clock: ManualClock, fake_llm: FakeOpenAI
+) -> None:
+    async with make_rig(tmp_path, clock, fake_llm) as rig:
+        rig.loop.commands = UserCommands(rig.backend, everything=UserData(rig.backend, rig.sessions), clock=clock)
+        await rig.engine.add(NewMemory(owner=ALICE, content="我喜欢喝燕麦拿铁咖啡", provenance=WHERE))
+        zh = await rig.ask("/导出", chat="100")
+        assert zh.text.startswith("这是我保存的关于你的一切") and zh.attachment is not None
+        doc = zh.attachment.data.decode("utf-8")
+        assert doc.startswith("# myclaw 记忆导出") and "第 2 层 — 知识" in doc and "我喜欢喝燕麦拿铁咖啡" in doc
+        nobody = await rig.ask("/export", chat="300", sender="300")
+        assert nobody.text == "I keep nothing about you, so there is nothing to export." and nobody.attachment is None
+
+
+async def test_the_file_store_exports_memory_md_and_the_logged_lines_of_the_sender_only(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    store = FileMemory(tmp_path / "ws", clock)
+    await store.remember(ALICE, "Alice likes oat milk", provenance=WHERE)
+    await store.remember(BOB, "Bob keeps bees", provenance=WHERE)
+    await store.buffer([Turn(owner=ALICE, channel="telegram", chat_id="100", role="user", content="I moved to Suzhou")])
+    commands = UserCommands(store, clock=clock)
+    answer = await commands.answer("export", "", user=ALICE, private=True)
+    assert answer.attachment is not None
+    doc = answer.attachment.data.decode("utf-8")
+    assert "Alice likes oat milk" in doc and "I moved to Suzhou" in doc and "bees" not in doc
+    overview = await store.overview(ALICE)
+    assert f"- [{overview.profile[0].ref}] Alice likes oat milk" in doc
+    assert f"[{overview.recent[0].ref}] 2026-03-01:" in doc  # the id /forget takes
+
+
+async def test_export_is_dated_in_the_users_own_time_zone_and_names_it(
+    tmp_path: Path, clock: ManualClock, fake_llm: FakeOpenAI
+) -> None:
+    clock.set("2026-11-22T20:00:00Z")  # already the 23rd in Shanghai
+    async with make_rig(tmp_path, clock, fake_llm) as rig:
+        zones = UserTimezones(rig.sessions.db)
+        everything = UserData(rig.backend, rig.sessions, timezones=zones)
+        rig.loop.commands = UserCommands(rig.backend, everything=everything, clock=clock, timezones=zones)
+        await rig.engine.add(NewMemory(owner=ALICE, content="Alice likes oat milk", provenance=WHERE))
+        assert (await rig.ask("/timezone Shanghai", chat="100")).text.startswith("Your time zone is now Asia/Shanghai")
+        file = (await rig.ask("/export", chat="100")).attachment
+        assert file is not None and file.filename == "myclaw-memory-2026-11-23.md"
+        doc = file.data.decode("utf-8")
+        assert doc.startswith("# myclaw memory export (2026-11-23 04:00 Asia/Shanghai)")
+        assert "Your time zone: Asia/Shanghai (/timezone)." in doc
+        bob = (await rig.ask("/export", chat="200", sender="200")).text
+        assert bob == "I keep nothing about you, so there is nothing to export."  # her zone is not his

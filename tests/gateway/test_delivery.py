@@ -21,9 +21,9 @@ from channels.base import BaseChannel
 from channels.feishu import FeishuChannel
 from channels.telegram import Backoff, TelegramChannel, split_message
 from gateway.app import App, ChannelSpec
-from gateway.bus import MessageBus, OutboundMessage
+from gateway.bus import Attachment, MessageBus, OutboundMessage
 from gateway.config import FeishuConfig, Paths, TelegramConfig, load_config
-from gateway.delivery import Delivery
+from gateway.delivery import FILE_NOT_SENT, Delivery
 from gateway.outbox import Outbox
 from gateway.sessions import SessionStore
 from memory import ManualClock
@@ -281,3 +281,64 @@ async def test_replies_still_queued_when_shutdown_times_out_survive_it(tmp_path:
         assert app.delivery is not None and await app.delivery.outbox.count() == 0
     finally:
         await app.close()
+
+
+# -- a reply with a file (/export) -----------------------------------------------------------
+
+EXPORTED = "- [m1] Alice's cat is called Miso".encode()
+
+
+async def _send_file(rig: Rig, chat_id: str = CHAT) -> None:
+    file = Attachment("myclaw-memory-2026-11-22.md", EXPORTED)
+    await rig.bus.publish_outbound(OutboundMessage("telegram", chat_id, "Everything I keep about you", attachment=file))
+    await asyncio.wait_for(rig.bus.outbound_queue("telegram").join(), 10)
+
+
+async def test_a_file_that_cannot_go_out_is_dropped_not_kept_and_the_chat_is_told(rig: Rig, tg: FakeTelegram) -> None:
+    tg.fail_next("sendDocument", 502)
+    with capture_logs() as logs:
+        await _send_file(rig)
+    assert tg.documents == [] and tg.texts() == [FILE_NOT_SENT]
+    assert await rig.outbox.count() == 0
+    [dropped] = [e for e in logs if e["event"] == "file dropped"]
+    assert dropped["reason"] == "send failed" and dropped["retryable"] is True and dropped["chat_id"] == CHAT
+    assert all("Miso" not in json.dumps(e, default=str) for e in logs)  # never the file's words
+    # Telegram down for the note too: the note waits in the outbox, the file is gone.
+    tg.fail_next("sendDocument", 502)
+    tg.fail_next("sendMessage", 502)
+    await _send_file(rig)
+    assert [p.message.text for p in await rig.outbox.heads()] == [FILE_NOT_SENT]
+    [row] = await rig.outbox.heads()
+    assert row.message.attachment is None
+    raw = await rig.outbox.db.fetchall("SELECT text, extra FROM outbox")
+    assert "Miso" not in json.dumps([tuple(r) for r in raw])
+    await rig.later(30)
+    assert tg.texts() == [FILE_NOT_SENT, FILE_NOT_SENT] and await rig.outbox.count() == 0
+
+
+async def test_a_file_goes_out_at_once_even_to_a_chat_with_replies_waiting(rig: Rig, tg: FakeTelegram) -> None:
+    tg.fail_next("sendMessage", 502)
+    await rig.reply("an older answer")
+    assert await rig.rows() == ["an older answer"]
+    await _send_file(rig)  # a file cannot queue behind it in the outbox: sent now
+    assert [d.data for d in tg.documents] == [EXPORTED] and await rig.rows() == ["an older answer"]
+    await rig.later(30)
+    assert tg.texts() == ["an older answer"]
+
+
+async def test_a_file_still_queued_at_shutdown_leaves_only_the_note(tmp_path: Path, clock: ManualClock) -> None:
+    bus = MessageBus()
+    sessions = await SessionStore.open(tmp_path / "gateway.db", clock)
+    try:
+        outbox = Outbox(sessions.db)
+        delivery = Delivery(bus, outbox, {}, clock)
+        file = Attachment("myclaw-memory-2026-11-22.md", EXPORTED)
+        await bus.publish_outbound(OutboundMessage("telegram", CHAT, "Everything I keep about you", attachment=file))
+        await bus.publish_outbound(OutboundMessage("telegram", CHAT, "a later answer"))
+        assert await delivery.keep_queued(["telegram"]) == 2
+        assert [p.message.text for p in await outbox.heads()] == [FILE_NOT_SENT]
+        assert await outbox.count() == 2
+        raw = await sessions.db.fetchall("SELECT text, extra FROM outbox")
+        assert "Miso" not in json.dumps([tuple(r) for r in raw])
+    finally:
+        await sessions.close()

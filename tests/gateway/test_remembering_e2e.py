@@ -367,3 +367,23 @@ async def test_an_edited_message_rewrites_the_file_stores_log(tmp_path: Path) ->
         await send("what is my number?", "m2")
         prompt = json.dumps(fake.requests[-1]["messages"], ensure_ascii=False)
         assert "555-0123" in prompt and "555-0199" not in prompt
+
+
+async def test_a_user_in_another_time_zone_gets_their_date_and_their_nine_oclock(tmp_path: Path) -> None:
+    """/timezone through the App: the prompt dates the conversation in the
+    user's zone and a job they ask for runs at their 09:00, not the gateway's."""
+    model = LiteralModel()
+    clock = ManualClock("2026-11-22T20:00:00Z")  # gateway in UTC: Sunday; Shanghai: Monday 04:00
+    async with running(tmp_path, model, clock) as (app, fake):
+        assert app._cron_store is not None and app.cron is not None
+        assert (await say(app, clock, "/timezone 上海", "alice")).startswith("好的，你的时区是 Asia/Shanghai")
+        fake.queue_reply(None, tool_calls=[{"name": "cron_add", "arguments": {"schedule": "0 9 * * *",
+                                                                              "message": "plan my day"}}])
+        fake.queue_reply("Every day at 9 it is.")
+        await say(app, clock, "every day at 9, help me plan my day", "alice")
+        assert "Current date: 2026-11-23 Monday (Asia/Shanghai)" in fake.requests[-2]["messages"][0]["content"]
+        [job] = await app._cron_store.list("echo:alice")
+        assert (job.timezone, job.next_run_at) == ("Asia/Shanghai", "2026-11-23T01:00:00Z")
+        # Bob set nothing: the gateway's zone, as before.
+        await say(app, clock, "what day is it?", "bob")
+        assert "Current date: 2026-11-22 Sunday (UTC)" in fake.requests[-1]["messages"][0]["content"]

@@ -457,3 +457,42 @@ async def test_merging_a_day_again_after_a_crash_adds_nothing(files: FileMemory)
     assert again.merged == again.before  # nothing left to add
     files.apply_move(again, user)
     assert not again.src.exists() and m.dst.read_text() == m.after
+
+
+async def test_owner_data_gives_memory_md_as_tier_1_and_each_logged_line_as_an_event(files: FileMemory) -> None:
+    await files.remember("alice", "Alice likes oat milk", provenance=P)
+    await files.remember("bob", "Bob keeps bees", provenance=P)
+    await files.buffer([turn("alice", "I moved to Suzhou", "2026-03-01T09:00:00"),
+                        turn("alice", "Noted", "2026-03-01T09:00:01", role="assistant"),
+                        turn("bob", "my bees swarmed", "2026-03-01T09:00:02")])
+    data = await files.owner_data("alice")
+    overview = await files.overview("alice")
+    assert [(m.tier, m.content, f"m{m.id}") for m in data.memories] == [(1, "Alice likes oat milk", overview.profile[0].ref)]
+    assert [e.event_date for e in data.events] == ["2026-03-01", "2026-03-01"] and data.waiting == 0
+    assert "I moved to Suzhou" in data.events[0].summary and "Noted" in data.events[1].summary
+    assert {f"e{e.id}" for e in data.events} == {h.ref for h in overview.recent}
+    assert all("bees" not in x for x in [*(m.content for m in data.memories), *(e.summary for e in data.events)])
+    assert (await files.owner_data("carol")).memories == []
+
+
+async def test_a_hand_written_memory_md_is_read_as_whole_facts(files: FileMemory) -> None:
+    """Wrapped items, nested lists and code blocks are facts as written:
+    found whole, shown whole, and forgotten with every line they span."""
+    memory_md = files.user_dir("alice") / "MEMORY.md"
+    memory_md.parent.mkdir(parents=True)
+    memory_md.write_text(
+        "# Alice\n\n- Works on project atlas,\n  which ships in May\n- Projects:\n  - atlas: billing\n"
+        "Deploy command:\n```sh\nmake deploy\n```\n- Likes tea\n"
+    )
+    [item] = await files.search("alice", "when does atlas ship", limit=1)
+    assert item.content == "Works on project atlas, which ships in May"
+    [code] = await files.search("alice", "deploy command", limit=1)
+    assert code.content == "Deploy command:\n```sh\nmake deploy\n```"
+    assert "- [" + code.ref + "] Deploy command:\n  ```sh\n  make deploy\n  ```" in await files.profile("alice")
+    overview = await files.overview("alice")
+    assert "Projects: atlas: billing" in [h.content for h in overview.profile] and overview.facts == 4
+    # Remembering what a block already says adds nothing.
+    await files.remember("alice", "Works on project atlas, which ships in May", provenance=P)
+    done = await files.forget("alice", [code.ref, item.ref])
+    assert len(done.erased) == 2
+    assert memory_md.read_text() == "# Alice\n\n- Projects:\n  - atlas: billing\n- Likes tea\n"

@@ -7,7 +7,10 @@ from pathlib import Path
 from memory import Category, ManualClock, MemoryEngine, Provenance, Source, Status
 from memory.backend import Turn
 from memory.filestore import FileMemory, user_slug
-from memory.migrate import EVENT_MAX_TOKENS, migrate_files
+from memory.engine import content_hash
+from memory.filestore import MemoryFile, line_fact
+from memory.migrate import EVENT_MAX_TOKENS, _ledger_key, _save_ledger, migrate_files
+from memory.retrieval import Retriever
 from memory.service import SqliteMemory
 from memory.tokens import estimate_tokens
 
@@ -155,7 +158,7 @@ async def test_any_owner_name_survives_the_round_trip(tmp_path: Path, engine: Me
 
 async def test_a_file_saved_by_a_windows_editor_keeps_its_heading_out(tmp_path: Path, engine: MemoryEngine) -> None:
     """A byte-order mark, CRLF line ends and markdown furniture (code fences,
-    table rules) are not facts."""
+    table rules) are not facts; a fenced block is one, with its fences."""
     mem = tmp_path / "memory"
     mem.mkdir()
     (mem / "MEMORY.md").write_bytes(
@@ -163,7 +166,8 @@ async def test_a_file_saved_by_a_windows_editor_keeps_its_heading_out(tmp_path: 
     )
     (mem / "2026-02-20.md").write_bytes("\ufeff# 2026-02-20\r\nDiscussed the atlas deploy.\r\n".encode())
     r = await migrate_files(tmp_path, engine)
-    assert sorted(m.content for m in await engine.list_memories("_global")) == ["Lives in Berlin", "| a | b |"]
+    got = sorted((m.content, m.tier) for m in await engine.list_memories("_global"))
+    assert got == [("Lives in Berlin", 1), ("```\n| a | b |\n|---|:---:|\n```", 2)]
     assert [e.summary for e in await engine.events("_global")] == ["Discussed the atlas deploy."]
     assert r.problems == []
 
@@ -212,3 +216,69 @@ async def test_a_huge_daily_file_becomes_events_a_memory_model_can_read(tmp_path
     assert "".join(e.summary for e in ordered[-4:]) == "z" * 30_000
     again = await migrate_files(tmp_path, engine)
     assert not again.changed and len(await engine.events("_global", limit=10_000)) == len(events)
+
+
+HAND_WRITTEN = """# About me
+
+- Prefers answers in Chinese
+- Works on project atlas,
+  which ships in May
+- Projects:
+  - atlas: the billing rewrite
+  - hermes: the chat gateway
+<!-- written by hand,
+not a fact -->
+> Ship small,
+> ship often.
+
+Deploy command:
+```sh
+cd /srv/atlas
+make deploy
+```
+
+| tool | version |
+|------|---------|
+| python | 3.12 |
+"""
+
+
+async def test_hand_written_markdown_becomes_whole_facts(tmp_path: Path, engine: MemoryEngine) -> None:
+    """A wrapped item, a nested list, a quote, a table and a code block are
+    each read as what they say, not line by line."""
+    mem = tmp_path / "memory"
+    mem.mkdir()
+    (mem / "MEMORY.md").write_text(HAND_WRITTEN)
+    r = await migrate_files(tmp_path, engine)
+    got = {m.content: (m.tier, m.category) for m in await engine.list_memories("_global")}
+    profile = (1, Category.IDENTITY)
+    assert got == {
+        "Prefers answers in Chinese": profile,
+        "Works on project atlas, which ships in May": profile,
+        "Projects: atlas: the billing rewrite": profile,
+        "Projects: hermes: the chat gateway": profile,
+        "Ship small, ship often.": profile,
+        "tool: python; version: 3.12": profile,
+        # Reference, not profile: recalled when asked about, not in every prompt.
+        "Deploy command:\n```sh\ncd /srv/atlas\nmake deploy\n```": (2, Category.CONFIG),
+    }
+    assert r.memories_added == 7
+    hits = await Retriever(engine).retrieve("_global", "what is the deploy command again?")
+    assert hits and hits[0].content.startswith("Deploy command:")
+
+
+async def test_a_file_imported_line_by_line_before_is_not_imported_again(tmp_path: Path, engine: MemoryEngine) -> None:
+    """An older migration stored each line of a block on its own; when the
+    file changes, the block whose lines it already took is not added again."""
+    mem = tmp_path / "memory"
+    mem.mkdir()
+    path = mem / "MEMORY.md"
+    path.write_text("- Works on project atlas,\n  which ships in May\n")
+    old = [x for ln in path.read_text().splitlines() if (x := line_fact(ln))]
+    async with engine.db.transaction() as conn:
+        key = _ledger_key(MemoryFile("_global", path, None))
+        await _save_ledger(conn, key, {"size": 0, "lines": [content_hash(x) for x in old]})
+    path.write_text(path.read_text() + "- Likes tea\n")
+    r = await migrate_files(tmp_path, engine)
+    assert [m.content for m in await engine.list_memories("_global")] == ["Likes tea"]
+    assert (r.memories_added, r.memories_skipped) == (1, 1)

@@ -366,3 +366,25 @@ async def test_forget_all_racing_an_extraction_writes_nothing(
     [rep] = await svc.flush_now("alice")
     assert rep.skipped
     assert await engine.list_memories("alice", status=None) == []
+
+
+async def test_owner_data_holds_every_row_of_that_owner_and_nothing_else(engine: MemoryEngine) -> None:
+    mem = SqliteMemory(engine)
+    old = await engine.add(NewMemory(owner="alice", content="Alice lives in Berlin"))
+    new = await engine.add(NewMemory(owner="alice", content="Alice lives in Hangzhou"))
+    await engine.set_status(old.id, "superseded", superseded_by=new.id)
+    await engine.add(NewMemory(owner="alice", tier=1, content="Alice is an engineer", category=Category.IDENTITY))
+    await engine.add(NewMemory(owner="alice", content="Alice's key is sk-123", category=Category.CREDENTIAL))
+    await engine.add(NewMemory(owner="bob", content="Bob keeps bees"))
+    await engine.add(NewMemory(owner="_global", content="Standup is at 10:00"))
+    await engine.add_event("alice", "2026-02-28", "Alice booked flights")
+    await engine.add_event("bob", "2026-02-28", "Bob harvested honey")
+    await mem.buffer([Turn(owner="alice", channel="telegram", chat_id="1", role="user", content="hi", message_id="9"),
+                      Turn(owner="bob", channel="telegram", chat_id="2", role="user", content="yo", message_id="10")])
+    data = await mem.owner_data("alice")
+    assert [m.content for m in data.memories] == [
+        "Alice lives in Berlin", "Alice lives in Hangzhou", "Alice is an engineer", "Alice's key is sk-123"
+    ]
+    assert data.memories[0].status == "superseded" and data.memories[0].superseded_by == new.id
+    assert [e.summary for e in data.events] == ["Alice booked flights"] and data.waiting == 1
+    assert (await mem.owner_data("carol")).memories == [] and (await mem.owner_data("carol")).waiting == 0

@@ -1,0 +1,214 @@
+"""Markdown of what memory keeps: one renderer for the operator's ``myclaw
+memory export --format markdown`` (every user, credentials included) and a
+user's own ``/export`` in a private chat (gateway/commands.py), which adds
+their scheduled jobs and how much still waits, and lists credentials by id
+only, as ``/memory`` does.
+
+Per user: Tier 1 (profile), Tier 2 by project, every status (an older
+version says what replaced it), then Tier 3 events by date. The layout is
+plain Markdown lists, so the file reads as well in a text editor as in a
+Markdown viewer, and every line starts with the id ``/forget`` takes.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+from memory.types import GLOBAL_OWNER, Category, Event, Memory, OwnerData, Status
+
+if TYPE_CHECKING:
+    from .cron import CronJob
+
+__all__ = ["MIME", "UserExport", "export_filename", "mostly_chinese", "render_markdown", "render_user_export"]
+
+MIME = "text/markdown"
+_CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff]")
+
+
+@dataclass(frozen=True)
+class UserExport:
+    """What a user's ``/export`` holds (gateway/userdata.py gathers it)."""
+
+    data: OwnerData
+    jobs: Sequence[CronJob] = ()
+    history: int = 0  # messages of their conversations kept as recent history (counted, not included)
+    timezone: str = ""  # the zone they set with /timezone ("" when they set none)
+
+
+@dataclass(frozen=True)
+class _Labels:
+    title: str
+    profile: str
+    knowledge: str
+    project: str
+    events: str
+    jobs: str
+    waiting: str
+    hidden: str
+    drawn_from: str
+    replaced_by: str
+    updated: str
+    topic: str
+    importance: str
+
+
+_EN = _Labels(
+    title="myclaw memory export",
+    profile="Tier 1 — profile",
+    knowledge="Tier 2 — knowledge",
+    project="project",
+    events="Tier 3 — events",
+    jobs="Scheduled jobs",
+    waiting="Waiting to be learnt",
+    hidden="(a credential, not shown here)",
+    drawn_from="drawn from",
+    replaced_by="replaced by",
+    updated="updated",
+    topic="topic",
+    importance="importance",
+)
+_ZH = _Labels(
+    title="myclaw 记忆导出",
+    profile="第 1 层 — 个人档案",
+    knowledge="第 2 层 — 知识",
+    project="项目",
+    events="第 3 层 — 每日事件",
+    jobs="定时任务",
+    waiting="等待学习",
+    hidden="（凭据，此处不显示）",
+    drawn_from="出自",
+    replaced_by="已被替换为",
+    updated="更新于",
+    topic="主题",
+    importance="重要性",
+)
+
+
+def mostly_chinese(texts: Sequence[str]) -> bool:
+    """Label the file in Chinese when most of what it shows is Chinese."""
+    cjk = sum(1 for t in texts if _CJK.search(t))
+    return cjk > 0 and cjk * 2 >= len(texts)
+
+
+def export_filename(now: datetime) -> str:
+    """``myclaw-memory-2026-11-22.md``"""
+    return f"myclaw-memory-{now.date().isoformat()}.md"
+
+
+def render_markdown(owners: Sequence[OwnerData], *, at: str) -> str:
+    """The operator's export: every owner given, grouped by owner, nothing
+    hidden (the file is theirs to keep safe: written 0600)."""
+    out = [f"# {_EN.title} ({at})"]
+    for data in sorted(owners, key=lambda d: d.owner):
+        if not (data.memories or data.events or data.waiting):
+            continue
+        out.append(f"\n## {data.owner}")
+        out += _sections(data, _EN, hide_credentials=False, level="###")
+        if data.waiting:
+            out.append(f"\n### {_EN.waiting}\n")
+            out.append(f"- {_n(data.waiting, 'line', 'lines')} waiting for extraction")
+    return "\n".join(out)
+
+
+def render_user_export(export: UserExport, *, at: str, zh: bool) -> str:
+    """A user's own export: only ``export.data.owner``'s rows (the caller
+    reads them for that user alone), credentials by id only."""
+    data, lab = export.data, (_ZH if zh else _EN)
+    out = [f"# {lab.title} ({at})", ""]
+    counts = (len(data.memories), len(data.events), len(export.jobs))
+    if zh:
+        out += [
+            f"我保存的关于你的一切：{counts[0]} 条记忆、{counts[1]} 条每日事件、{counts[2]} 个定时任务。",
+            "每行开头的编号（如 m12、e3）可用于 /forget 永久删除。凭据只列出编号，不显示内容；想看请在私聊中问我。",
+        ]
+        if export.history:
+            out.append(f"另有 {export.history} 条最近的聊天记录作为对话上下文保存（此处未列出）。")
+        if export.timezone:
+            out.append(f"你设置的时区：{export.timezone}（/timezone）。")
+    else:
+        out += [
+            f"Everything I keep about you: {_n(counts[0], 'memory', 'memories')}, "
+            f"{_n(counts[1], 'daily event', 'daily events')}, {_n(counts[2], 'scheduled job', 'scheduled jobs')}.",
+            "The id at the start of a line (m12, e3) is what /forget takes to erase it for good. "
+            "Credentials are listed by id only, not their content; ask me in our private chat to see one.",
+        ]
+        if export.history:
+            out.append(f"Also kept: {_n(export.history, 'message', 'messages')} of our recent conversations, "
+                       "as context for the next replies (not listed here).")
+        if export.timezone:
+            out.append(f"Your time zone: {export.timezone} (/timezone).")
+    body = _sections(data, lab, hide_credentials=True, level="##")
+    if not body:
+        out.append("\n" + ("我还没有记住关于你的任何事。" if zh else "I don't remember anything about you yet."))
+    out += body
+    if export.jobs:
+        out.append(f"\n## {lab.jobs}\n")
+        for job in export.jobs:
+            where = f"{job.channel} chat {job.chat_id}" if job.channel else ""
+            nxt = f"next {job.next_run_at}" if job.next_run_at else ""
+            extra = ", ".join(x for x in (where, nxt) if x)
+            out.append(f"- [{job.id}] `{job.schedule}` {_one_line(job.message)}" + (f" _({extra})_" if extra else ""))
+    if data.waiting:
+        out.append(f"\n## {lab.waiting}\n")
+        out.append(
+            f"- {data.waiting} 条聊天内容还在等待提取为记忆。"
+            if zh
+            else f"- {_n(data.waiting, 'line', 'lines')} of our conversations still waiting to be learnt from."
+        )
+    return "\n".join(out) + "\n"
+
+
+def _sections(data: OwnerData, lab: _Labels, *, hide_credentials: bool, level: str) -> list[str]:
+    out: list[str] = []
+    groups: dict[tuple[int, str], list[Memory]] = defaultdict(list)
+    for m in data.memories:
+        groups[(m.tier, m.project)].append(m)
+    for (tier, project), items in sorted(groups.items()):
+        title = lab.profile if tier == 1 else lab.knowledge
+        out.append(f"\n{level} {title}" + ("" if project == GLOBAL_OWNER else f" — {lab.project} {project}") + "\n")
+        for m in sorted(items, key=lambda m: m.id):
+            out += _memory(m, lab, hide_credentials)
+    if data.events:
+        out.append(f"\n{level} {lab.events}\n")
+        for e in sorted(data.events, key=lambda e: (e.event_date, e.id)):
+            out.append(_event(e))
+    return out
+
+
+def _memory(m: Memory, lab: _Labels, hide: bool) -> list[str]:
+    secret = hide and m.category is Category.CREDENTIAL
+    flags = [m.category.value, f"{lab.importance} {m.importance:.2f}", m.source.value, m.created_at[:10]]
+    if m.status is not Status.ACTIVE:
+        flags.append(m.status.value)
+    where = m.provenance.describe()
+    if where:
+        flags.append(where)
+    if m.topic not in ("_general", "_profile", ""):
+        flags.append(f"{lab.topic} {m.topic}")
+    if m.updated_at[:10] > m.created_at[:10]:
+        flags.append(f"{lab.updated} {m.updated_at[:10]}")
+    if m.superseded_by is not None:
+        flags.append(f"{lab.replaced_by} m{m.superseded_by}")
+    body = lab.hidden if secret else m.content.replace("\n", "\n  ")
+    lines = [f"- [m{m.id}] {body} _({', '.join(flags)})_"]
+    if m.source_text and not secret:  # the words a credential was drawn from hold it too
+        lines.append(f"  > {lab.drawn_from}: " + m.source_text.replace("\n", "\n  > "))
+    return lines
+
+
+def _event(e: Event) -> str:
+    body = e.summary.replace("\n", "\n  ")
+    return f"- [e{e.id}] {e.event_date}: {body}"
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _n(n: int, one: str, many: str) -> str:
+    return f"{n} {one if n == 1 else many}"

@@ -1,0 +1,158 @@
+"""Each user's own time zone.
+
+One gateway serves people in several time zones, and ``gateway.timezone``
+is the operator's: a user in Shanghai on a gateway set to UTC was told the
+wrong date for eight hours a day, and "every day at 9" ran at 17:00 for
+them. ``/timezone`` sets theirs (gateway/commands.py); it is then used for
+the prompt's current date and for the schedules they make (gateway/cron.py
+keeps each job's zone). Kept in ``gateway.db`` (table ``user_timezones``),
+erased with the rest of a user's data.
+
+:func:`parse_timezone` accepts what people type: an IANA name in any case
+("asia/shanghai"), a UTC offset ("UTC+8", "GMT-05:30", "+0800"), a city of
+the IANA database ("Shanghai", "new york") or a few common Chinese city
+names ("北京").
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime, timedelta, timezone, tzinfo
+from functools import cache
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
+
+from memory.clock import format_ts
+from memory.db import Database
+
+__all__ = ["TimezoneError", "UserTimezones", "parse_timezone", "zone_name"]
+
+_OFFSET = re.compile(r"^(?:utc|gmt|z)?\s*([+-])\s*(\d{1,2})(?::?(\d{2}))?$", re.IGNORECASE)
+_CITIES_ZH = {
+    "北京": "Asia/Shanghai", "上海": "Asia/Shanghai", "深圳": "Asia/Shanghai", "广州": "Asia/Shanghai",
+    "杭州": "Asia/Shanghai", "成都": "Asia/Shanghai", "中国": "Asia/Shanghai", "香港": "Asia/Hong_Kong",
+    "澳门": "Asia/Macau", "台北": "Asia/Taipei", "东京": "Asia/Tokyo", "首尔": "Asia/Seoul",
+    "新加坡": "Asia/Singapore", "伦敦": "Europe/London", "巴黎": "Europe/Paris", "柏林": "Europe/Berlin",
+    "纽约": "America/New_York", "洛杉矶": "America/Los_Angeles", "旧金山": "America/Los_Angeles",
+    "西雅图": "America/Los_Angeles", "多伦多": "America/Toronto", "温哥华": "America/Vancouver",
+    "悉尼": "Australia/Sydney", "墨尔本": "Australia/Melbourne",
+}
+# Names people use that the database spells otherwise.
+_ALIASES = {"beijing": "Asia/Shanghai", "china": "Asia/Shanghai", "san francisco": "America/Los_Angeles",
+            "seattle": "America/Los_Angeles", "washington": "America/New_York", "boston": "America/New_York",
+            "utc": "UTC", "gmt": "UTC", "z": "UTC"}
+
+
+class TimezoneError(ValueError):
+    """Not a time zone this gateway knows; the message says what is accepted."""
+
+
+@cache
+def _names() -> frozenset[str]:
+    return frozenset(available_timezones())
+
+
+@cache
+def _index() -> dict[str, str]:
+    """Lower-case IANA name and city (last part, spaces for underscores) -> name."""
+    out: dict[str, str] = {}
+    for name in sorted(_names()):
+        if name.startswith(("Etc/", "SystemV/", "posix/", "right/")) or "/" not in name:
+            continue
+        out.setdefault(name.lower(), name)
+        out.setdefault(name.rsplit("/", 1)[1].replace("_", " ").lower(), name)
+    return out
+
+
+def parse_timezone(text: str) -> tzinfo:
+    """The zone ``text`` names; :class:`TimezoneError` otherwise."""
+    s = " ".join(text.strip().split())
+    if not s:
+        raise TimezoneError("name a time zone")
+    if s in _CITIES_ZH:
+        return ZoneInfo(_CITIES_ZH[s])
+    m = _OFFSET.match(s.replace(" ", ""))
+    if m:
+        hours, minutes = int(m.group(2)), int(m.group(3) or 0)
+        if hours > 14 or minutes >= 60 or (hours == 14 and minutes):
+            raise TimezoneError(f"{s!r} is not a UTC offset (from -12:00 to +14:00)")
+        delta = timedelta(hours=hours, minutes=minutes) * (1 if m.group(1) == "+" else -1)
+        return timezone(delta) if delta else ZoneInfo("UTC")
+    key = s.lower().replace("_", " ")
+    name = _ALIASES.get(key) or _index().get(s.lower()) or _index().get(key)
+    if name is None and s in _names():
+        name = s  # exact names the index leaves out ("EST5EDT")
+    if name is None:
+        shown = s if len(s) <= 40 else s[:40] + "…"
+        raise TimezoneError(
+            f"unknown time zone {shown!r}: give a name like Asia/Shanghai or Europe/Berlin, "
+            "a city like Shanghai, or an offset like UTC+8"
+        )
+    try:
+        return ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError, OSError):
+        raise TimezoneError(f"time zone {name!r} is missing from this system's time zone data") from None
+
+
+def zone_name(tz: tzinfo) -> str:
+    """How a zone is stored and shown: its IANA key, or "UTC+05:30"."""
+    key = getattr(tz, "key", None)
+    if isinstance(key, str):
+        return key
+    off = tz.utcoffset(None) or timedelta(0)
+    if not off:
+        return "UTC"
+    sign = "-" if off < timedelta(0) else "+"
+    minutes = abs(int(off.total_seconds())) // 60
+    return f"UTC{sign}{minutes // 60:02d}:{minutes % 60:02d}"
+
+
+class UserTimezones:
+    """``user_timezones`` in gateway.db, read through a small cache (the
+    prompt asks once per message)."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+        self._cache: dict[str, tzinfo | None] = {}
+
+    async def get(self, owner: str) -> tzinfo | None:
+        """The user's zone, or None when they set none."""
+        if owner in self._cache:
+            return self._cache[owner]
+        row = await self.db.fetchone("SELECT timezone FROM user_timezones WHERE owner = ?", (owner,))
+        tz: tzinfo | None = None
+        if row is not None:
+            try:
+                tz = parse_timezone(str(row[0]))
+            except TimezoneError:
+                tz = None  # a zone this system's tzdata no longer has: the gateway's
+        self._cache[owner] = tz
+        return tz
+
+    async def set(self, owner: str, tz: tzinfo, *, at: datetime) -> None:
+        await self.db.write(
+            "INSERT INTO user_timezones(owner, timezone, updated_at) VALUES (?, ?, ?) "
+            "ON CONFLICT(owner) DO UPDATE SET timezone = excluded.timezone, updated_at = excluded.updated_at",
+            (owner, zone_name(tz), format_ts(at)),
+        )
+        self._cache[owner] = tz
+
+    async def clear(self, owner: str) -> bool:
+        """Back to the gateway's zone; True when one was set."""
+        _, n = await self.db.write("DELETE FROM user_timezones WHERE owner = ?", (owner,))
+        self._cache.pop(owner, None)
+        return n > 0
+
+    async def forget_owner(self, owner: str) -> int:
+        return int(await self.clear(owner))
+
+    async def move_owner(self, old: str, new: str) -> int:
+        """merge-identities: ``old``'s zone becomes ``new``'s unless ``new`` has one."""
+        _, moved = await self.db.write(
+            "UPDATE user_timezones SET owner = ? WHERE owner = ? "
+            "AND NOT EXISTS (SELECT 1 FROM user_timezones WHERE owner = ?)",
+            (new, old, new),
+        )
+        await self.db.write("DELETE FROM user_timezones WHERE owner = ?", (old,))
+        self._cache.pop(old, None)
+        self._cache.pop(new, None)
+        return moved

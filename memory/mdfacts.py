@@ -1,0 +1,211 @@
+"""A hand-written MEMORY.md as facts.
+
+The file store writes one ``- fact`` line per fact, but people edit the file
+(and other bots' files are migrated), so it also holds Markdown that a
+line-per-fact reading gets wrong: each line of a code block became a fact of
+its own ("fi", "}"), a wrapped list item became two half-facts, a quote kept
+its ``>``, a table row its pipes, and the lines of a multi-line comment
+became facts. Here each Markdown block is read as what it is:
+
+* a list item, with its indented continuation lines, is one fact; a nested
+  item under one that ends in a colon ("Projects:") is prefixed with it
+  ("Projects: atlas, due in May"), and such a parent alone is no fact;
+* a fenced code block (``` or ~~~) is one fact, fence and language kept, with
+  the line before it when that introduces it (a heading, or a line ending
+  in a colon) as its label; ``kind`` is ``"code"``;
+* consecutive quote lines are one fact, without their ``>``;
+* a table's rows are facts of "column: value" pairs;
+* headings, rules, blank lines and comments (one line or several) are not
+  facts;
+* any other line is a fact of its own, as before.
+
+Each fact carries the span of lines it came from, so the file store can
+erase exactly those lines, and ``lines``, each source line as the old
+per-line reading saw it (migration recognises facts it imported that way).
+"""
+
+from __future__ import annotations
+
+import re
+import textwrap
+from dataclasses import dataclass
+
+__all__ = ["MdFact", "clean_text", "facts", "line_fact", "render"]
+
+_LIST_ITEM = re.compile(r"^(\s*)(?:[-*+]|\d+[.)])\s+(.*)$")
+_LIST_MARK = re.compile(r"^(?:[-*+]|\d+[.)])\s+")
+_FENCE = re.compile(r"^\s{0,3}(`{3,}|~{3,})(.*)$")
+_QUOTE = re.compile(r"^\s{0,3}>\s?")
+_TABLE_RULE = re.compile(r"^\s*\|?\s*:?-{2,}:?\s*(\|\s*:?-{2,}:?\s*)*\|?\s*$")
+
+
+def clean_text(text: str) -> str:
+    """What can be written to a UTF-8 file: no lone surrogates, no NUL."""
+    # U+FEFF: the byte-order mark an editor on Windows puts first; left in,
+    # it hides a heading ("\ufeff# Notes") and the heading becomes a fact.
+    return text.encode("utf-8", "ignore").decode("utf-8").replace("\x00", "").replace("\ufeff", "")
+
+
+def line_fact(line: str) -> str:
+    """One line read on its own as a fact: list marker and spacing removed;
+    '' for blank lines, headings, rules and fences, which are not facts."""
+    s = clean_text(line).strip()
+    if not s or s.startswith(("#", "<!--", "```", "~~~")) or set(s) <= set("-*_= ") or set(s) <= set("|-:= "):
+        return ""
+    return _LIST_MARK.sub("", s).strip()
+
+
+@dataclass(frozen=True)
+class MdFact:
+    text: str
+    first: int  # 1-based line numbers, inclusive
+    last: int
+    kind: str = "line"  # "line", "item", "code", "quote", "table"
+    lines: tuple[str, ...] = ()  # the span's lines as line_fact reads them
+
+
+def _cells(s: str) -> list[str]:
+    s = s.strip()
+    if s.startswith("|"):
+        s = s[1:]
+    if s.endswith("|") and not s.endswith("\\|"):
+        s = s[:-1]
+    return [c.strip() for c in re.split(r"(?<!\\)\|", s)]
+
+
+def _colon(s: str) -> bool:
+    return s.endswith((":", "："))
+
+
+def facts(text: str) -> list[MdFact]:
+    """The facts of a MEMORY.md ``text``, in file order."""
+    raw = clean_text(text).splitlines()
+    out: list[MdFact] = []
+    drop: set[int] = set()  # list items that turned out to be labels
+    n = len(raw)
+    i = 0
+    # Open list items by indent: (indent, text, index in out).
+    stack: list[tuple[int, str, int]] = []
+    # What introduces a following code block: a heading's text (index -1) or
+    # a line ending in a colon (its index, dropped once used as the label).
+    label: tuple[str, int] = ("", -1)
+
+    def olds(a: int, b: int) -> tuple[str, ...]:
+        return tuple(f for ln in raw[a - 1 : b] if (f := line_fact(ln)))
+
+    while i < n:
+        line = raw[i]
+        s = line.strip()
+        no = i + 1
+        if not s:
+            i += 1
+            continue
+        fence = _FENCE.match(line)
+        if fence:
+            marker = fence.group(1)
+            end = i + 1
+            while end < n and not raw[end].strip().startswith(marker[0] * len(marker)):
+                end += 1
+            body = textwrap.dedent("\n".join(raw[i + 1 : end])).strip("\n")
+            last = min(end, n - 1) + 1
+            if body.strip():
+                block = f"{marker}{fence.group(2).strip()}\n{body}\n{marker}"
+                name = label[0].strip()
+                if name and not _colon(name):
+                    name += ":"  # written back, the line still introduces the block
+                first = no
+                if label[1] >= 0:  # the introducing line is part of this fact
+                    drop.add(label[1])
+                    first = out[label[1]].first
+                out.append(MdFact(f"{name}\n{block}" if name else block, first, last, "code", olds(first, last)))
+            i = end + 1
+            label = ("", -1)
+            stack.clear()
+            continue
+        if s.startswith("<!--"):
+            end = i
+            while end < n and "-->" not in raw[end]:
+                end += 1
+            i = end + 1
+            continue
+        if s.startswith("#"):
+            label = (s.lstrip("#").strip(), -1)
+            stack.clear()
+            i += 1
+            continue
+        label = ("", -1)
+        if set(s) <= set("-*_= "):  # a rule
+            stack.clear()
+            i += 1
+            continue
+        if _QUOTE.match(line):
+            end = i
+            parts: list[str] = []
+            while end < n and _QUOTE.match(raw[end]):
+                inner = raw[end]
+                while _QUOTE.match(inner):  # nested quotes: every ">" goes
+                    inner = _QUOTE.sub("", inner, count=1)
+                if inner.strip():
+                    parts.append(line_fact(inner) or inner.strip())
+                end += 1
+            if parts:
+                out.append(MdFact(" ".join(parts), no, end, "quote", olds(no, end)))
+            i = end
+            stack.clear()
+            continue
+        if s.startswith("|") and i + 1 < n and _TABLE_RULE.match(raw[i + 1]):
+            head = _cells(s)
+            end = i + 2
+            while end < n and raw[end].strip().startswith("|"):
+                vals = _cells(raw[end])
+                pairs = [f"{h}: {v}" if h else v for h, v in zip(head, vals, strict=False) if v]
+                if pairs:
+                    out.append(MdFact("; ".join(pairs), end + 1, end + 1, "table", olds(end + 1, end + 1)))
+                end += 1
+            i = end
+            stack.clear()
+            continue
+        item = _LIST_ITEM.match(line)
+        if item:
+            indent = len(item.group(1).expandtabs(4))
+            text_ = item.group(2).strip()
+            while stack and stack[-1][0] >= indent:
+                stack.pop()
+            if stack and _colon(stack[-1][1]):
+                drop.add(stack[-1][2])  # a label with items under it is no fact itself
+                text_ = f"{stack[-1][1]} {text_}"
+            end = i + 1
+            # Continuation: indented lines that are neither items nor blocks.
+            while (
+                end < n
+                and raw[end][:1].isspace()
+                and raw[end].strip()
+                and not _LIST_ITEM.match(raw[end])
+                and not _FENCE.match(raw[end])
+                and not _QUOTE.match(raw[end])
+            ):
+                text_ += " " + raw[end].strip()
+                end += 1
+            text_ = " ".join(text_.split())
+            out.append(MdFact(text_, no, end, "item", olds(no, end)))
+            stack.append((indent, text_, len(out) - 1))
+            if _colon(text_):
+                label = (text_, len(out) - 1)
+            i = end
+            continue
+        fact = line_fact(line)
+        if fact:
+            out.append(MdFact(fact, no, no, "line", (fact,)))
+            if _colon(fact):
+                label = (fact, len(out) - 1)
+        stack.clear()
+        i += 1
+    return [f for k, f in enumerate(out) if k not in drop]
+
+
+def render(fact: str) -> str:
+    """``fact`` as MEMORY.md lines that :func:`facts` reads back as it: a
+    list item, or a labelled code block as it is."""
+    if "\n" in fact:
+        return fact
+    return f"- {fact}"

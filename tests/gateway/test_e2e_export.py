@@ -1,0 +1,86 @@
+"""``/export`` end to end through the whole gateway: ``App`` built from a
+config, the fake Telegram and Feishu servers on 127.0.0.1, both memory
+stores. Each user gets a file of their own rows only; the file's words
+never reach a log line, the outbox or the model."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+from typing import Any
+
+import pytest
+from gateway.logging import configure_logging
+from memory import ManualClock, Provenance
+from tests.fakes.feishu_server import FakeFeishu
+from tests.fakes.openai_server import FakeOpenAI
+from tests.fakes.telegram_server import FakeTelegram
+
+from .test_e2e_feishu import ENCRYPT_KEY, _app, _feishu_section, _until
+
+WHERE = Provenance(channel="telegram", chat_id="42")
+
+
+@pytest.mark.parametrize("store", ["sqlite", "files"])
+async def test_export_over_telegram_gives_each_user_their_own_file(
+    tmp_path: Any, clock: ManualClock, fake_llm: FakeOpenAI, store: str
+) -> None:
+    stream = io.StringIO()
+    configure_logging(level="INFO", stream=stream, json_output=True)
+    async with FakeTelegram() as tg:
+        telegram = {"enabled": True, "token": tg.token, "baseUrl": tg.base_url, "pollTimeout": 1}
+        more: dict[str, Any] = {"memory": {"enabled": False}} if store == "files" else {}
+        app = _app(tmp_path, clock, fake_llm, {"telegram": telegram}, **more)
+        try:
+            await app.open()
+            assert app.backend is not None and app.backend.kind == store
+            await app.backend.remember("telegram:42", "Alice's cat is called Miso", provenance=WHERE)
+            await app.backend.remember("telegram:43", "Bob keeps bees on his roof", provenance=WHERE)
+            await asyncio.wait_for(app.start(), 15)
+            tg.push_text(42, 42, "/export")
+            tg.push_text(43, 43, "/导出")
+            await tg.wait_until(lambda: len(tg.documents) == 2, 10)
+            tg.push_text(-100, 42, "/export", chat_type="group", mention=True)
+            await tg.wait_sent(1, timeout=10)
+            docs = {d.chat_id: d for d in tg.documents}
+            name = f"myclaw-memory-{clock.now().date().isoformat()}.md"
+            alice, bob = docs[42], docs[43]
+            assert (alice.filename, bob.filename) == (name, name)
+            assert alice.caption is not None and alice.caption.startswith("Everything I keep about you")
+            assert "Alice's cat is called Miso" in alice.data.decode() and "bees" not in alice.data.decode()
+            assert bob.data.decode().startswith("# myclaw 记忆导出") and "Bob keeps bees on his roof" in bob.data.decode()
+            assert "Miso" not in bob.data.decode()
+            [refused] = tg.texts(-100)
+            assert refused.startswith("I show and erase your memories only in a private chat")
+            logged = stream.getvalue()
+            assert "Telegram bot connected" in logged and "Miso" not in logged and "bees" not in logged
+            assert fake_llm.requests == []
+            assert app.delivery is not None and await app.delivery.outbox.count() == 0
+        finally:
+            await asyncio.wait_for(app.close(), 15)
+
+
+async def test_export_over_feishu_uploads_the_file_and_sends_it(
+    tmp_path: Any, clock: ManualClock, fake_llm: FakeOpenAI
+) -> None:
+    alice = "ou_alice0000000000000000000000000"
+    async with FakeFeishu() as feishu:
+        app = _app(tmp_path, clock, fake_llm, {"feishu": _feishu_section(feishu, "webhook")})
+        try:
+            await app.open()
+            assert app.backend is not None
+            await app.backend.remember(f"feishu:{alice}", "我喜欢喝燕麦拿铁咖啡", provenance=Provenance(channel="feishu"))
+            await asyncio.wait_for(app.start(), 15)
+            assert app.http is not None
+            hook = app.http.url + "/feishu/events"
+            event = feishu.message_event("/导出", chat_id="oc_alice", open_id=alice)
+            assert (await feishu.push_event(hook, event, encrypt_key=ENCRYPT_KEY)).status_code == 200
+            await _until(lambda: len(feishu.sent) == 2)
+            caption, file = feishu.sent
+            assert caption["msg_type"] == "text" and caption["text"].startswith("这是我保存的关于你的一切")
+            assert file["msg_type"] == "file" and file["chat_id"] == "oc_alice"
+            assert file["file_name"] == f"myclaw-memory-{clock.now().date().isoformat()}.md"
+            assert "我喜欢喝燕麦拿铁咖啡" in file["data"].decode("utf-8")
+            assert fake_llm.requests == []
+        finally:
+            await asyncio.wait_for(app.close(), 30)

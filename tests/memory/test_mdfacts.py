@@ -1,0 +1,74 @@
+from __future__ import annotations
+
+from memory.mdfacts import facts, render
+
+
+def texts(md: str) -> list[tuple[str, str]]:
+    return [(f.kind, f.text) for f in facts(md)]
+
+
+def test_one_fact_per_line_as_the_file_store_writes() -> None:
+    md = "# Long-term memory\n\n- Prefers answers in Chinese\n- 住在杭州\n1. Numbered\nplain line\n"
+    assert texts(md) == [
+        ("item", "Prefers answers in Chinese"),
+        ("item", "住在杭州"),
+        ("item", "Numbered"),
+        ("line", "plain line"),
+    ]
+
+
+def test_a_wrapped_item_is_one_fact_with_its_span() -> None:
+    [f] = facts("- Works on atlas,\n  which ships\n  in May\n")
+    assert (f.text, f.first, f.last) == ("Works on atlas, which ships in May", 1, 3)
+    assert f.lines == ("Works on atlas,", "which ships", "in May")
+
+
+def test_a_nested_list_under_a_label_carries_the_label() -> None:
+    md = "- 项目：\n  - atlas 账单重写\n  - hermes\n- Pets:\n  - Miso, a cat\n- Standalone\n  - detail\n"
+    assert texts(md) == [
+        ("item", "项目： atlas 账单重写"),
+        ("item", "项目： hermes"),
+        ("item", "Pets: Miso, a cat"),
+        ("item", "Standalone"),  # not a label: its child is a fact of its own
+        ("item", "detail"),
+    ]
+
+
+def test_a_code_block_is_one_fact_with_its_label() -> None:
+    md = "## Server\n~~~\nssh atlas\n~~~\nDeploy:\n  ```sh\n  cd /srv\n    make\n  ```\n```\n\n```\n"
+    [server, deploy] = facts(md)
+    assert (server.kind, server.text, server.first, server.last) == ("code", "Server:\n~~~\nssh atlas\n~~~", 2, 4)
+    # The introducing line belongs to the fact (erased with it); indentation kept relative.
+    assert (deploy.text, deploy.first, deploy.last) == ("Deploy:\n```sh\ncd /srv\n  make\n```", 5, 9)
+
+
+def test_an_unclosed_fence_runs_to_the_end() -> None:
+    assert texts("```\nline one\nline two") == [("code", "```\nline one\nline two\n```")]
+
+
+def test_quotes_tables_comments_and_rules() -> None:
+    md = (
+        "> Ship small,\n>> ship often.\n\n<!-- a\nmulti-line\ncomment -->\n---\n"
+        "| tool | version |\n| :--- | ---: |\n| python | 3.12 |\n| node | |\n| a \\| b | x |\n"
+    )
+    assert texts(md) == [
+        ("quote", "Ship small, ship often."),
+        ("table", "tool: python; version: 3.12"),
+        ("table", "tool: node"),
+        ("table", "tool: a \\| b; version: x"),
+    ]
+
+
+def test_a_pipe_line_without_a_rule_is_a_plain_fact() -> None:
+    assert texts("| not a table\n") == [("line", "| not a table")]
+
+
+def test_render_reads_back_as_the_same_fact() -> None:
+    for md in ("- Works on atlas,\n  which ships\n", "Deploy:\n```sh\nmake\n```\n", "| a | b |\n|---|---|\n| 1 | 2 |\n"):
+        for f in facts(md):
+            assert [g.text for g in facts(render(f.text))] == [f.text]
+
+
+def test_hostile_text_never_raises() -> None:
+    for md in ("```", "<!--", "|\n|-|", "-", ">", "  - \n    ```\n", "\x00\ud800# x", "|---|\n|---|"):
+        facts(md)
