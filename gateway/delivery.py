@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import uuid
 from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
@@ -76,6 +77,14 @@ class RetryPolicy:
     def delay(self, attempts: int, rng: random.Random) -> float:
         base = min(self.maximum, self.initial * self.factor ** max(0, attempts - 1))
         return base * rng.uniform(0.5, 1.0)
+
+
+def _file_not_sent(msg: OutboundMessage) -> OutboundMessage:
+    """The note sent instead of a file reply: another message, so another
+    ``send_key``. With the file's, Feishu took the note's one part for the
+    caption's last (the same uuid) when the caption had gone out, and the
+    chat never saw it."""
+    return replace(msg, text=FILE_NOT_SENT, attachment=None, send_key=uuid.uuid4().hex)
 
 
 def _retryable(exc: BaseException) -> bool:
@@ -219,7 +228,7 @@ class Delivery:
         """Send a reply with a file at once, even to a chat whose older
         replies wait (it cannot queue behind them); on any failure drop it
         and send :data:`FILE_NOT_SENT` the usual way."""
-        note = replace(msg, text=FILE_NOT_SENT, attachment=None)
+        note = _file_not_sent(msg)
         try:
             await channel.send(msg)
         except asyncio.CancelledError:
@@ -282,7 +291,7 @@ class Delivery:
                 msg = q.get_nowait()
                 if msg.attachment is not None:  # never stored: the chat hears it was not sent
                     log.warning("file dropped", reason="gateway stopping", channel=msg.channel, chat_id=msg.chat_id)
-                    msg = replace(msg, text=FILE_NOT_SENT, attachment=None)
+                    msg = _file_not_sent(msg)
                 try:
                     now = self.clock.now()
                     await self._keep(msg, created_at=now, due=now, reason="gateway stopping")

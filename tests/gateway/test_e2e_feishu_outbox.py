@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from dataclasses import replace
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
@@ -23,7 +24,7 @@ import pytest
 from channels.base import UNREADABLE_REPLY
 from channels.feishu import FeishuChannel
 from gateway.app import App, ChannelSpec
-from gateway.bus import MessageBus, OutboundMessage
+from gateway.bus import Attachment, MessageBus, OutboundMessage
 from gateway.config import Paths, load_config
 from gateway.userdata import UserData
 from memory import ManualClock
@@ -252,6 +253,20 @@ async def test_a_part_in_flight_at_shutdown_is_not_shown_twice_after_the_restart
     await gateway.start()
     await until(lambda: feishu.deduplicated == 1)
     assert await gateway.waiting() == [] and feishu.texts() == ["one part, slow to answer"]
+
+
+async def test_the_note_for_a_file_that_failed_is_not_taken_for_its_caption(gateway: Gateway, feishu: FakeFeishu) -> None:
+    """The caption goes out, the file message fails: the chat is told the
+    file was not sent. The note is another message with uuids of its own,
+    so Feishu does not answer it with the caption it already has."""
+    from gateway.delivery import FILE_NOT_SENT
+
+    app = await gateway.start()
+    feishu.fail_next(1, "internal error", status=500, after=1)  # the caption passes, the file fails
+    file = Attachment("myclaw-memory-2026-11-22.md", b"- [m1] a fact")
+    await app.bus.publish_outbound(replace(app_reply("Everything I keep about you"), attachment=file))
+    await gateway.settled()
+    assert feishu.texts() == ["Everything I keep about you", FILE_NOT_SENT] and feishu.deduplicated == 0
 
 
 # -- 4. the reply log survives a restart ----------------------------------------------------
