@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import abc
 import asyncio
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 import structlog
 
@@ -60,6 +60,11 @@ def rest_of(text: str, parts: Sequence[str], index: int) -> str:
 
 class BaseChannel(abc.ABC):
     name: str = "base"
+    # Who a sender is for memory, ``(channel, sender_id) -> user``: the
+    # gateway sets its ``IdentityMap.resolve`` here (channels know no
+    # identities), so a note the channel sends itself names whose message
+    # it answers and, kept in the outbox, is erased with their data.
+    owner_of_sender: Callable[[str, str], str] | None = None
 
     def __init__(self, bus: MessageBus, allow_from: Iterable[str] = ()) -> None:
         self.bus = bus
@@ -95,7 +100,8 @@ class BaseChannel(abc.ABC):
             )
             return False
         self.log.info("message without text answered with a note", kind=kind, chat_id=msg.chat_id)
-        await self.bus.publish_outbound(OutboundMessage.answering(msg, UNREADABLE_REPLY))
+        owner = self.owner_of_sender(msg.channel, msg.sender_id) if self.owner_of_sender is not None else ""
+        await self.bus.publish_outbound(OutboundMessage.answering(msg, UNREADABLE_REPLY, owner=owner))
         return True
 
     @abc.abstractmethod

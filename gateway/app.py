@@ -98,6 +98,9 @@ class ChannelSpec:
     class_name: str
     section: Callable[[Config], Any]  # its config section (has ``enabled``)
     needs_http: Callable[[Config], bool] = lambda cfg: False
+    # The channel remembers which of its messages answer which (to withdraw
+    # them on a recall): given ``reply_store``, its rows in gateway.db.
+    keeps_replies: bool = False
 
     def load(self) -> Callable[..., BaseChannel]:
         # Not type[BaseChannel]: channels take (section, bus, ...), BaseChannel (bus, allow_from).
@@ -113,6 +116,7 @@ CHANNELS: tuple[ChannelSpec, ...] = (
         "FeishuChannel",
         lambda c: c.channels.feishu,
         needs_http=lambda c: c.channels.feishu.mode == "webhook",
+        keeps_replies=True,
     ),
 )
 
@@ -482,8 +486,15 @@ class App:
 
     def _build_channels(self) -> list[BaseChannel]:
         built = list(self._extra_channels)
-        if not self.config_channels:
-            return built
+        if self.config_channels:
+            built += self._build_config_channels()
+        if self.loop is not None:
+            for channel in built:  # the notes channels send themselves name their owner
+                channel.owner_of_sender = self.loop.identities.resolve
+        return built
+
+    def _build_config_channels(self) -> list[BaseChannel]:
+        built: list[BaseChannel] = []
         for spec in self.channel_specs:
             section = spec.section(self.cfg)
             if not section.enabled:
@@ -493,6 +504,10 @@ class App:
                 kwargs: dict[str, Any] = {}
                 if spec.needs_http(self.cfg):
                     kwargs["http"] = self._http_server()
+                if spec.keeps_replies and self.sessions is not None:
+                    from .sentreplies import SentReplies  # imports the Feishu channel's types
+
+                    kwargs["reply_store"] = SentReplies(self.sessions.db, spec.name)
                 built.append(cls(section, self.bus, **kwargs))
             except Exception as exc:  # one channel's trouble must not stop the others
                 self._channel_failed(spec.name, exc)

@@ -9,6 +9,7 @@ API hiccup) never holds up replies on another.
 from __future__ import annotations
 
 import asyncio
+import uuid
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -75,13 +76,27 @@ class OutboundMessage:
     answers: str = ""
     metadata: dict[str, Any] = field(default_factory=dict)
     attachment: Attachment | None = None  # a file, sent with ``text`` as its caption
+    # Whose message this answers (the memory user, as ``IdentityMap``
+    # resolves the sender), so a reply kept in the outbox is erased with the
+    # rest of their data. "" when the builder does not know: the gateway
+    # then looks it up in the chat's history.
+    owner: str = ""
+    # The same for every attempt at sending this reply, across restarts
+    # (kept with it in the outbox): a channel whose platform de-duplicates
+    # sends derives each part's idempotency key from it (Feishu's ``uuid``),
+    # so a part that went out before a cut is not shown twice. Not part of
+    # equality: two replies of the same words are the same reply to compare.
+    send_key: str = field(default_factory=lambda: uuid.uuid4().hex, compare=False)
 
     @classmethod
-    def answering(cls, msg: InboundMessage, text: str, attachment: Attachment | None = None) -> OutboundMessage:
+    def answering(
+        cls, msg: InboundMessage, text: str, attachment: Attachment | None = None, *, owner: str = ""
+    ) -> OutboundMessage:
         """``text`` as the answer to ``msg``: in its chat, quoting it in a
         group (several people talk there), in the same place inside the chat
         (a Telegram forum topic). ``answers`` names ``msg`` always, so a
-        channel can find this reply again when ``msg`` is recalled."""
+        channel can find this reply again when ``msg`` is recalled;
+        ``owner``: whose message ``msg`` is, where the caller knows."""
         return cls(
             channel=msg.channel,
             chat_id=msg.chat_id,
@@ -90,6 +105,7 @@ class OutboundMessage:
             answers=msg.message_id,
             metadata={k: msg.metadata[k] for k in ROUTING_KEYS if k in msg.metadata},
             attachment=attachment,
+            owner=owner,
         )
 
 

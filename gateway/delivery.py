@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import uuid
 from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
@@ -78,6 +79,14 @@ class RetryPolicy:
         return base * rng.uniform(0.5, 1.0)
 
 
+def _file_not_sent(msg: OutboundMessage) -> OutboundMessage:
+    """The note sent instead of a file reply: another message, so another
+    ``send_key``. With the file's, Feishu took the note's one part for the
+    caption's last (the same uuid) when the caption had gone out, and the
+    chat never saw it."""
+    return replace(msg, text=FILE_NOT_SENT, attachment=None, send_key=uuid.uuid4().hex)
+
+
 def _retryable(exc: BaseException) -> bool:
     return isinstance(exc, DeliveryError) and exc.retryable
 
@@ -85,8 +94,9 @@ def _retryable(exc: BaseException) -> bool:
 class Delivery:
     """``Delivery(bus, outbox, channels, clock)``: ``channels`` is the live
     mapping of running channels (a channel that fails later leaves it, and
-    its rows wait). ``owner_of`` says whose message a reply answers (kept
-    on the row for ``myclaw memory forget --user``); ``scrub`` takes
+    its rows wait). ``owner_of`` says whose message a reply answers when
+    the reply does not name it (``OutboundMessage.owner``; kept on the row
+    for ``myclaw memory forget --user``); ``scrub`` takes
     secrets out of an error before it is stored."""
 
     def __init__(
@@ -218,7 +228,7 @@ class Delivery:
         """Send a reply with a file at once, even to a chat whose older
         replies wait (it cannot queue behind them); on any failure drop it
         and send :data:`FILE_NOT_SENT` the usual way."""
-        note = replace(msg, text=FILE_NOT_SENT, attachment=None)
+        note = _file_not_sent(msg)
         try:
             await channel.send(msg)
         except asyncio.CancelledError:
@@ -261,8 +271,10 @@ class Delivery:
         self.wake()
 
     async def _owner(self, msg: OutboundMessage) -> str:
-        if self._owner_of is None:
-            return ""
+        # The builder's word first (the loop knows whom it answers, a
+        # channel's own note its sender); the lookup is for the rest.
+        if msg.owner or self._owner_of is None:
+            return msg.owner
         try:
             return await self._owner_of(msg)
         except Exception as exc:  # the row is kept anyway, without an owner
@@ -279,7 +291,7 @@ class Delivery:
                 msg = q.get_nowait()
                 if msg.attachment is not None:  # never stored: the chat hears it was not sent
                     log.warning("file dropped", reason="gateway stopping", channel=msg.channel, chat_id=msg.chat_id)
-                    msg = replace(msg, text=FILE_NOT_SENT, attachment=None)
+                    msg = _file_not_sent(msg)
                 try:
                     now = self.clock.now()
                     await self._keep(msg, created_at=now, due=now, reason="gateway stopping")

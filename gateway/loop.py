@@ -283,7 +283,9 @@ class ProcessLoop:
                     elif item.msg.kind == MESSAGE and (
                         not item.msg.is_group or item.msg.mentioned or item.msg.reply_to_bot
                     ):
-                        await self._apologise(item.msg)
+                        await self._apologise(
+                            item.msg, item.user or self.identities.resolve(item.msg.channel, item.msg.sender_id)
+                        )
                 finally:
                     if item.counted:
                         self._pending.release()
@@ -319,7 +321,7 @@ class ProcessLoop:
             # memory: a listing of memories is not something to learn again.
             self.stats.commands += 1
             answer = await self.commands.answer(command, args, user=user, private=private)
-            await self._reply(msg, answer.text, answer.attachment)
+            await self._reply(msg, answer.text, user, answer.attachment)
             return answer.text
         if command in ("new", "help", "start") and not args:
             self.stats.commands += 1
@@ -328,7 +330,7 @@ class ProcessLoop:
                 text = _NEW_TEXT_ZH if _CJK.search(msg.text) else _NEW_TEXT
             else:
                 text = HELP_TEXT
-            await self._reply(msg, text)
+            await self._reply(msg, text, user)
             return text
 
         started = item.started or item.received
@@ -352,7 +354,7 @@ class ProcessLoop:
                         "user over the rate limit; messages not answered",
                         user=user, window=decision.window, retry_after_s=round(decision.retry_after),
                     )
-                    await self._reply(msg, limited_note(decision, chinese=bool(_CJK.search(msg.text))))
+                    await self._reply(msg, limited_note(decision, chinese=bool(_CJK.search(msg.text))), user)
                 return ""
         tz = await self.timezones.get(user) if self.timezones is not None else None  # cached after the first
         hits = await self._recall(user, msg.text, history, private=private, tz=tz)
@@ -407,7 +409,7 @@ class ProcessLoop:
             )
         else:
             self.stats.failed += 1
-        await self._reply(msg, reply.text)
+        await self._reply(msg, reply.text, user)
         total_ms = (time.perf_counter() - started) * 1000
         self.stats.added_ms.append(max(0.0, total_ms - reply.llm_ms))
         self.stats.retrieval_ms.append(retrieval_ms)
@@ -473,15 +475,20 @@ class ProcessLoop:
             log.error("memory recall failed", user=user, error=repr(exc))
             return []
 
-    async def _reply(self, msg: InboundMessage, text: str, attachment: Attachment | None = None) -> None:
+    async def _reply(
+        self, msg: InboundMessage, text: str, owner: str, attachment: Attachment | None = None
+    ) -> None:
+        """``owner``: whose message it answers, named on the reply so that,
+        kept in the outbox, it goes with their data (a message not stored
+        in Tier 0 could not be traced back to them)."""
         if not text:
             return
-        await self.bus.publish_outbound(OutboundMessage.answering(msg, text, attachment))
+        await self.bus.publish_outbound(OutboundMessage.answering(msg, text, attachment, owner=owner))
         self.stats.replied += 1
 
-    async def _apologise(self, msg: InboundMessage) -> None:
+    async def _apologise(self, msg: InboundMessage, owner: str) -> None:
         try:
-            await self._reply(msg, apology(msg.text))
+            await self._reply(msg, apology(msg.text), owner)
         except Exception as exc:  # the bus itself is gone; nothing more to do
             log.error("could not send the apology", chat=msg.session_key, error=repr(exc))
 

@@ -28,8 +28,11 @@ from memory.db import Database
 
 __all__ = ["Outbox", "Pending"]
 
-# OutboundMessage fields with a column of their own; any other goes to ``extra``.
-_COLUMNS = ("channel", "chat_id", "text", "reply_to", "metadata")
+# OutboundMessage fields with a column of their own; any other goes to
+# ``extra``. ``owner`` is the row's own column (written by ``add``'s
+# ``owner``, which is the message's when it names one) and read back into
+# the message, so a merge-identities move reaches the message too.
+_COLUMNS = ("channel", "chat_id", "text", "reply_to", "metadata", "owner")
 _SELECT = (
     "SELECT id, channel, chat_id, text, reply_to, metadata, extra, owner, created_at, attempts, "
     "next_attempt_at, last_error FROM outbox"
@@ -74,6 +77,7 @@ def _decode(row: Sequence[Any], kind: type[OutboundMessage]) -> Pending:
         "text": row[3],
         "reply_to": row[4],
         "metadata": json.loads(row[5] or "{}"),
+        "owner": row[7],
     }
     # A field this build does not have (written by a newer one) is left
     # out; one it has and the row lacks takes its default.
@@ -155,6 +159,19 @@ class Outbox:
             "UPDATE outbox SET text = ?, attempts = ?, next_attempt_at = ?, last_error = ? WHERE id = ?",
             (text, attempts, format_ts(next_attempt_at), last_error, row_id),
         )
+
+    async def drop_answering(self, channel: str, chat_id: str, answers: str) -> int:
+        """The message ``answers`` in this chat was recalled: its replies not
+        delivered yet are not to be (their words often repeat it); returns
+        how many rows went. ``answers`` rides in ``extra``: a chat has few
+        rows, found by ``idx_outbox_chat``, so no column or index of its own."""
+        if not answers:
+            return 0
+        _, deleted = await self.db.write(
+            "DELETE FROM outbox WHERE channel = ? AND chat_id = ? AND json_extract(extra, '$.answers') = ?",
+            (channel, chat_id, answers),
+        )
+        return deleted
 
     async def count(self) -> int:
         row = await self.db.fetchone("SELECT COUNT(*) FROM outbox")

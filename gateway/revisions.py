@@ -22,6 +22,10 @@ asks for less, not more.
   owner's rows are touched; a message nobody stored touches nothing.
   What the chat shows is the channel's part: the Feishu channel withdraws
   its own reply there (``OutboundMessage.answers`` names what it answered).
+  A reply to it still waiting in the outbox (the platform was unreachable)
+  is dropped here, whoever's message it was, so it is never sent late:
+  the note on a recalled photo was never stored in Tier 0, and yet it
+  answers the recalled message all the same.
 
 The file store (``FileMemory.revise`` / ``retract``) keeps no message ids:
 it finds the logged line by its words, so an edit passes the old words
@@ -41,6 +45,7 @@ import structlog
 from memory.backend import MemoryBackend
 
 from .bus import EDIT, RECALL, InboundMessage
+from .outbox import Outbox
 from .sessions import SessionStore
 
 __all__ = ["Revisions"]
@@ -49,9 +54,10 @@ log = structlog.get_logger(component="gateway")
 
 
 class Revisions:
-    def __init__(self, sessions: SessionStore, backend: MemoryBackend) -> None:
+    def __init__(self, sessions: SessionStore, backend: MemoryBackend, outbox: Outbox | None = None) -> None:
         self.sessions = sessions
         self.backend = backend
+        self.outbox = outbox or Outbox(sessions.db)  # the outbox lives in gateway.db too
 
     async def apply(self, msg: InboundMessage) -> str:
         """Apply an EDIT or RECALL; returns what was done (for logs and
@@ -85,6 +91,11 @@ class Revisions:
 
     async def _recall(self, msg: InboundMessage) -> str:
         key = msg.session_key
+        # Before the rest: the redelivery pass must not pick the reply up meanwhile.
+        waiting = await self.outbox.drop_answering(msg.channel, msg.chat_id, msg.message_id)
+        if waiting:
+            log.info("replies to a recalled message dropped from the outbox", chat=key, message_id=msg.message_id,
+                     replies=waiting)
         row = await self.sessions.find(key, msg.message_id)
         owner = row.owner if row is not None else None
         rows = 0
@@ -102,9 +113,9 @@ class Revisions:
                     rows += await self.sessions.erase_message(key, msg.message_id, cited)
             if not rows and not done.owners:
                 log.info("recall of a message not stored ignored", chat=key, message_id=msg.message_id)
-                return "unknown"
+                return "recalled" if waiting else "unknown"
         elif not rows:
-            return "unknown"
+            return "recalled" if waiting else "unknown"
         log.info("message recalled: erased from history and memory", chat=key, message_id=msg.message_id,
                  history_rows=rows)
         return "recalled"

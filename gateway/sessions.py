@@ -120,7 +120,46 @@ async def _m004_user_timezones(conn: aiosqlite.Connection) -> None:
     )
 
 
-MIGRATIONS: list[Migration] = [_m001_sessions, _m002_message_ids, _m003_outbox, _m004_user_timezones]
+async def _m005_outbox_send_keys(conn: aiosqlite.Connection) -> None:
+    # ``OutboundMessage.send_key`` (rides in ``extra``): the same on every
+    # attempt at a reply, so Feishu's uuid de-duplicates a part resent after
+    # a cut. A row kept before it existed would get a new key at each read;
+    # it gets one for good here.
+    await conn.execute(
+        "UPDATE outbox SET extra = json_set(extra, '$.send_key', lower(hex(randomblob(16)))) "
+        "WHERE json_extract(extra, '$.send_key') IS NULL"
+    )
+
+
+async def _m006_sent_replies(conn: aiosqlite.Connection) -> None:
+    # Which of the bot's messages answer which inbound message, per channel
+    # (gateway/sentreplies.py; Feishu's ReplyLog writes behind it), so a
+    # recall after a restart still withdraws the reply. Platform ids and a
+    # time only, no words and no owner; rows go after the recall window.
+    await run_script(
+        conn,
+        """
+        CREATE TABLE sent_replies (
+            channel    TEXT NOT NULL,
+            chat_id    TEXT NOT NULL,
+            answers    TEXT NOT NULL,
+            message_id TEXT NOT NULL,
+            sent_at    REAL NOT NULL
+        );
+        CREATE INDEX idx_sent_replies_answers ON sent_replies(channel, answers, chat_id);
+        CREATE INDEX idx_sent_replies_age ON sent_replies(sent_at);
+        """,
+    )
+
+
+MIGRATIONS: list[Migration] = [
+    _m001_sessions,
+    _m002_message_ids,
+    _m003_outbox,
+    _m004_user_timezones,
+    _m005_outbox_send_keys,
+    _m006_sent_replies,
+]
 
 
 # Read-only by convention: the cache hands its rows out. Not frozen: a frozen

@@ -14,7 +14,9 @@ A recalled message takes the bot's reply along: the RECALL goes on the bus
 (its stored words are erased, gateway/revisions.py) and the reply's parts
 are withdrawn from the chat with ``DELETE /open-apis/im/v1/messages/:id``,
 in the background so the event's intake (a webhook answered within
-seconds, a long-connection ACK) never waits on Feishu.
+seconds, a long-connection ACK) never waits on Feishu. Which messages
+answer which is kept across restarts when the gateway passes a
+``reply_store`` (``replies.py``).
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ from .events import (
     parse_message_event,
     parse_recall_event,
 )
-from .replies import ReplyLog
+from .replies import ReplyLog, ReplyStore
 from .webhook import WebhookReceiver
 
 __all__ = ["FeishuApiError", "FeishuChannel", "FeishuClient", "RecentIds", "ReplyLog", "Withdrawal", "split_text"]
@@ -59,17 +61,20 @@ class FeishuChannel(BaseChannel):
         *,
         dedup: RecentIds | None = None,
         replies: ReplyLog | None = None,
+        reply_store: ReplyStore | None = None,
         **client_options: Any,
     ) -> None:
         """``client_options`` go to ``FeishuClient`` (``timeout``,
-        ``max_attempts``, ``backoff``, ``http``, ``clock``)."""
+        ``max_attempts``, ``backoff``, ``http``, ``clock``); ``reply_store``
+        keeps the reply log across restarts (unless ``replies`` is given)."""
         super().__init__(bus, config.allow_from)
         self.config = config
         self.http = http
         self.api = FeishuClient(config.app_id, config.app_secret.get_secret_value(), config.domain, **client_options)
         self._dedup = dedup or RecentIds()
         self._sent_ids = RecentIds(maxsize=5000, ttl=7 * 86400)  # ours, for reply_to_bot
-        self.replies = replies or ReplyLog()  # ours, by the message they answer: withdrawn with it
+        # ours, by the message they answer: withdrawn with it
+        self.replies = replies or ReplyLog(store=reply_store)
         self._withdrawals: set[asyncio.Task[list[Withdrawal]]] = set()
         self.bot_open_id: str | None = None
         self._longconn: Any = None  # LongConnection, imported lazily
@@ -97,6 +102,7 @@ class FeishuChannel(BaseChannel):
                 # Without either, anyone who finds the URL could post events.
                 raise ChannelFatalError("channels.feishu.mode=webhook needs verificationToken or encryptKey")
         await self._identify_bot()
+        await self.replies.open()  # before any recall can come in
         if cfg.mode == "webhook":
             self._start_webhook()
         else:
@@ -122,6 +128,7 @@ class FeishuChannel(BaseChannel):
         if self._longconn is not None:
             await self._longconn.stop()
         await self.withdrawals_done(_WITHDRAW_AT_STOP)
+        await self.replies.close()  # the last second's replies
         await self.api.aclose()
         self.log.info("feishu channel stopped")
 
@@ -294,14 +301,15 @@ class FeishuChannel(BaseChannel):
 
         try:
             if msg.attachment is None:
-                await self.api.send_text(msg.chat_id, msg.text, reply_to=msg.reply_to, on_sent=sent)
+                await self.api.send_text(msg.chat_id, msg.text, reply_to=msg.reply_to, on_sent=sent, key=msg.send_key)
             else:
                 # Uploaded first: a refused upload leaves nothing half sent.
                 # The caption goes as a text before the file (a file message has none).
                 key = await self.api.upload_file(msg.attachment.filename, msg.attachment.data)
                 if msg.text.strip():
-                    await self.api.send_text(msg.chat_id, msg.text, reply_to=msg.reply_to, on_sent=sent)
-                for message_id in await self.api.send_file(msg.chat_id, key, reply_to=msg.reply_to):
+                    await self.api.send_text(msg.chat_id, msg.text, reply_to=msg.reply_to, on_sent=sent,
+                                             key=msg.send_key)
+                for message_id in await self.api.send_file(msg.chat_id, key, reply_to=msg.reply_to, key=msg.send_key):
                     sent(message_id)
         finally:
             if msg.answers and self.replies.was_recalled(msg.answers, msg.chat_id):

@@ -11,7 +11,11 @@ retry rules we need:
   fetch a new one and retry once;
 * rate limit (code 99991400 or HTTP 429) and 5xx / transport errors: back
   off and retry, a bounded number of times. Each message carries a ``uuid``
-  so Feishu drops a retried send that had in fact gone through;
+  so Feishu drops a retried send that had in fact gone through (it keeps
+  one message per uuid for an hour and answers a repeat with it). With a
+  ``key`` (the reply's ``send_key``, kept in the outbox) the uuid is the
+  same on every later attempt too, after a restart included (see
+  :func:`part_uuids`);
 * anything else: ``FeishuApiError`` with the code, for the caller to log.
 
 The tenant token and app secret are never logged.
@@ -33,7 +37,7 @@ import structlog
 
 from channels.base import DeliveryError, rest_of
 
-__all__ = ["FeishuApiError", "FeishuClient", "Withdrawal", "is_retryable", "split_text"]
+__all__ = ["FeishuApiError", "FeishuClient", "Withdrawal", "is_retryable", "part_uuids", "split_text"]
 
 TOKEN_INVALID_CODES = frozenset({99991661, 99991663, 99991668})
 RATE_LIMIT_CODE = 99991400
@@ -141,7 +145,13 @@ class FeishuClient:
         return dict(bot) if isinstance(bot, dict) else {}
 
     async def send_text(
-        self, chat_id: str, text: str, *, reply_to: str = "", on_sent: Callable[[str], None] | None = None
+        self,
+        chat_id: str,
+        text: str,
+        *,
+        reply_to: str = "",
+        on_sent: Callable[[str], None] | None = None,
+        key: str = "",
     ) -> list[str]:
         """Send ``text`` (split into readable chunks) and return the new
         message ids. With ``reply_to`` every chunk replies to that message,
@@ -149,12 +159,14 @@ class FeishuClient:
         ``on_sent`` hears of each id as soon as its chunk is out, so a caller
         knows the parts that went out even when a later one fails. A failing
         chunk raises :class:`FeishuApiError` with ``remaining`` set when
-        chunks before it went out."""
+        chunks before it went out. ``key``: the reply's idempotency key
+        (:func:`part_uuids`); "" sends each chunk under a fresh uuid."""
         ids: list[str] = []
         chunks = split_text(text)
+        uuids = part_uuids(key, chunks) if key else [str(uuid.uuid4()) for _ in chunks]
         for i, chunk in enumerate(chunks):
             try:
-                got = await self._send_chunk(chat_id, chunk, reply_to)
+                got = await self._send_chunk(chat_id, chunk, reply_to, uuids[i])
             except FeishuApiError as exc:
                 if i:  # never send a chunk twice: only the rest is left
                     exc.remaining = rest_of(text, chunks, i)
@@ -178,15 +190,19 @@ class FeishuClient:
             raise FeishuApiError(-1, "upload answer without data.file_key", endpoint="/open-apis/im/v1/files")
         return key
 
-    async def send_file(self, chat_id: str, file_key: str, *, reply_to: str = "") -> list[str]:
-        """Send an uploaded file (``msg_type=file``); returns the new message id."""
-        return await self._send_chunk(chat_id, json.dumps({"file_key": file_key}), reply_to, msg_type="file")
+    async def send_file(self, chat_id: str, file_key: str, *, reply_to: str = "", key: str = "") -> list[str]:
+        """Send an uploaded file (``msg_type=file``); returns the new message
+        id. ``key``: the reply's idempotency key, as for :meth:`send_text`."""
+        part_uuid = str(uuid.uuid5(_UUID_SPACE, f"{key}:file")) if key else str(uuid.uuid4())
+        return await self._send_chunk(chat_id, json.dumps({"file_key": file_key}), reply_to, part_uuid, msg_type="file")
 
-    async def _send_chunk(self, chat_id: str, chunk: str, reply_to: str, *, msg_type: str = "text") -> list[str]:
+    async def _send_chunk(
+        self, chat_id: str, chunk: str, reply_to: str, part_uuid: str, *, msg_type: str = "text"
+    ) -> list[str]:
         body: dict[str, Any] = {
             "msg_type": msg_type,
             "content": chunk if msg_type != "text" else json.dumps({"text": chunk}, ensure_ascii=False),
-            "uuid": str(uuid.uuid4()),
+            "uuid": part_uuid,
         }
         if reply_to:
             data = await self._call("POST", f"/open-apis/im/v1/messages/{reply_to}/reply", json_body=body)
@@ -287,6 +303,21 @@ class FeishuClient:
 def is_retryable(exc: FeishuApiError) -> bool:
     """Rate limits, server errors and no answer at all: worth another try."""
     return exc.retryable
+
+
+def part_uuids(key: str, chunks: list[str]) -> list[str]:
+    """One ``uuid`` per chunk, the same whenever this reply is sent again:
+    derived from ``key`` and the chunk's place counted from the end. A
+    resend after a cut sends only the rest of the text
+    (``DeliveryError.remaining``, which starts where a chunk started, so it
+    splits into the same last chunks); counted from the start, every chunk
+    would get a new name, counted from the end each keeps its own, and
+    Feishu answers a repeat with the message it already has."""
+    return [str(uuid.uuid5(_UUID_SPACE, f"{key}:{len(chunks) - i}")) for i in range(len(chunks))]
+
+
+# Any fixed namespace: names only need to differ per key and part.
+_UUID_SPACE = uuid.UUID("6f3c1a52-0d7e-4c59-9a38-4b1f7f0e2d11")
 
 
 def split_text(text: str, limit: int = TEXT_CHUNK) -> list[str]:

@@ -7,7 +7,10 @@ Serves, with the real paths and response shapes:
 * ``GET /open-apis/bot/v3/info``,
 * ``POST /open-apis/im/v1/messages?receive_id_type=chat_id`` and
   ``POST /open-apis/im/v1/messages/{message_id}/reply`` (Bearer tenant token
-  checked: 99991661 missing, 99991663 invalid), recorded in ``sent``,
+  checked: 99991661 missing, 99991663 invalid), recorded in ``sent``; a
+  send whose ``uuid`` an accepted one had within the hour is answered with
+  that message and sends nothing (Feishu: "requests with the same uuid
+  send at most one message within 1 hour"),
 * ``POST /open-apis/im/v1/files`` (multipart: ``file_type``, ``file_name``,
   ``file``; a ``file_type`` not in Feishu's list or no file: 234001, an
   empty file: 234010), kept in ``files`` by the ``file_key`` it answers;
@@ -27,7 +30,9 @@ And it pushes events by webhook like Feishu does (``push_event``): schema
 signed; or over the long connection (``push_ws_event``).
 
 Scripting: ``fail_next`` (e.g. rate limit 99991400; ``on="delete"`` for
-withdrawals, e.g. 230009 "can only be recalled within one day"),
+withdrawals, e.g. 230009 "can only be recalled within one day";
+``accepted=True``: the message is sent but the answer is the error, as
+when the answer is lost on its way back),
 ``revoke_tokens``, ``send_delay``. Error codes for the token and message
 endpoints are the documented ones (230011 for an id already withdrawn is
 the reply endpoint's, assumed here too); the long-connection endpoint's error code for bad
@@ -45,6 +50,7 @@ import os
 import secrets
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -153,6 +159,7 @@ class _Failure:
     msg: str
     status: int
     after: int = 0  # sends to let through first
+    accepted: bool = False  # the message goes out all the same
 
 
 class FakeFeishu:
@@ -166,6 +173,7 @@ class FakeFeishu:
         bot_name: str = "myclaw",
         token_expire: int = 7200,
         tenant_key: str = "2ed263bf32cf1651",
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.app_id = app_id
         self.app_secret = app_secret
@@ -192,6 +200,9 @@ class FakeFeishu:
         self._failures: list[_Failure] = []
         self._delete_failures: list[_Failure] = []
         self._chat_of: dict[str, str] = {}  # message_id -> chat_id, for replies
+        self.clock = clock  # for the uuid window
+        self._by_uuid: dict[str, tuple[float, dict[str, Any]]] = {}  # uuid -> (when, the answer's data)
+        self.deduplicated = 0  # sends answered from the uuid window
         self._ids = itertools.count(1)
         self._runner: web.AppRunner | None = None
         self._sockets: set[web.WebSocketResponse] = set()
@@ -237,13 +248,22 @@ class FakeFeishu:
 
     # -- scripting -----------------------------------------------------------------------
     def fail_next(
-        self, code: int, msg: str = "error", *, status: int = 400, times: int = 1, on: str = "send", after: int = 0
+        self,
+        code: int,
+        msg: str = "error",
+        *,
+        status: int = 400,
+        times: int = 1,
+        on: str = "send",
+        after: int = 0,
+        accepted: bool = False,
     ) -> None:
         """The next ``times`` message sends (``on="delete"``: withdrawals)
         answer with this Feishu error, after letting ``after`` through (a
-        split reply failing midway)."""
+        split reply failing midway); ``accepted``: each is sent all the
+        same (the answer was lost, not the request)."""
         queue = {"send": self._failures, "delete": self._delete_failures}[on]
-        queue.extend(_Failure(code, msg, status, after if i == 0 else 0) for i in range(times))
+        queue.extend(_Failure(code, msg, status, after if i == 0 else 0, accepted) for i in range(times))
 
     def revoke_tokens(self) -> None:
         """Tokens issued so far stop working (as after a secret reset)."""
@@ -358,17 +378,38 @@ class FakeFeishu:
             return err
         if self.send_delay:
             await asyncio.sleep(self.send_delay)
+        failure: _Failure | None = None
         if self._failures and self._failures[0].after:
             self._failures[0].after -= 1
         elif self._failures:
-            f = self._failures.pop(0)
-            return web.json_response({"code": f.code, "msg": f.msg}, status=f.status)
+            failure = self._failures.pop(0)
+            if not failure.accepted:
+                return web.json_response({"code": failure.code, "msg": failure.msg}, status=failure.status)
         if not chat_id or body.get("msg_type") not in ("text", "file") or not isinstance(body.get("content"), str):
             return web.json_response({"code": 230001, "msg": "param is invalid"}, status=400)
+        if body["msg_type"] == "file" and json.loads(body["content"]).get("file_key", "") not in self.files:
+            return web.json_response({"code": 230001, "msg": "param is invalid: file_key"}, status=400)
+        answer = self._sent_before(str(body.get("uuid") or "")) or self._accept(body, chat_id=chat_id, reply_to=reply_to)
+        if failure is not None:
+            return web.json_response({"code": failure.code, "msg": failure.msg}, status=failure.status)
+        return web.json_response({"code": 0, "msg": "success", "data": answer})
+
+    def _sent_before(self, key: str) -> dict[str, Any] | None:
+        """The message a send with this uuid made within the hour, if any."""
+        if not key:
+            return None
+        now = self.clock()
+        for old in [k for k, (at, _) in self._by_uuid.items() if now - at >= 3600]:
+            del self._by_uuid[old]
+        found = self._by_uuid.get(key)
+        if found is None:
+            return None
+        self.deduplicated += 1
+        return found[1]
+
+    def _accept(self, body: dict[str, Any], *, chat_id: str, reply_to: str) -> dict[str, Any]:
         content = json.loads(body["content"])
         file = self.files.get(content.get("file_key", "")) if body["msg_type"] == "file" else None
-        if body["msg_type"] == "file" and file is None:
-            return web.json_response({"code": 230001, "msg": "param is invalid: file_key"}, status=400)
         message_id = f"om_{uuid.uuid4().hex}"
         self._chat_of[message_id] = chat_id
         now = str(int(time.time() * 1000))
@@ -384,27 +425,24 @@ class FakeFeishu:
         if file is not None:
             record.update(file_key=content["file_key"], file_name=file["file_name"], data=file["data"])
         self.sent.append(record)
-        return web.json_response(
-            {
-                "code": 0,
-                "msg": "success",
-                "data": {
-                    "message_id": message_id,
-                    "root_id": reply_to,
-                    "parent_id": reply_to,
-                    "msg_type": body["msg_type"],
-                    "create_time": now,
-                    "update_time": now,
-                    "deleted": False,
-                    "updated": False,
-                    "chat_id": chat_id,
-                    "sender": {"id": self.app_id, "id_type": "app_id", "sender_type": "app", "tenant_key": self.tenant_key},
-                    "body": {"content": body["content"]},
-                    "mentions": [],
-                    "upper_message_id": "",
-                },
-            }
-        )
+        data = {
+            "message_id": message_id,
+            "root_id": reply_to,
+            "parent_id": reply_to,
+            "msg_type": body["msg_type"],
+            "create_time": now,
+            "update_time": now,
+            "deleted": False,
+            "updated": False,
+            "chat_id": chat_id,
+            "sender": {"id": self.app_id, "id_type": "app_id", "sender_type": "app", "tenant_key": self.tenant_key},
+            "body": {"content": body["content"]},
+            "mentions": [],
+            "upper_message_id": "",
+        }
+        if body.get("uuid"):
+            self._by_uuid[str(body["uuid"])] = (self.clock(), data)
+        return data
 
     # -- events ------------------------------------------------------------------------
     def message_event(

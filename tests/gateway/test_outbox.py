@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import timedelta
 from pathlib import Path
 
@@ -16,7 +16,7 @@ from click.testing import CliRunner
 from gateway.bus import OutboundMessage
 from gateway.cli import main
 from gateway.outbox import Outbox
-from gateway.sessions import SessionStore
+from gateway.sessions import MIGRATIONS, SessionStore
 from memory import ManualClock
 
 
@@ -48,7 +48,8 @@ async def test_a_row_keeps_every_field_even_one_added_later(sessions: SessionSto
     await outbox.add(msg, owner="alice", created_at=now, next_attempt_at=now + timedelta(seconds=30), attempts=1,
                      last_error="Bad Gateway")
     [row] = await outbox.heads()
-    assert row.message == msg
+    assert row.message == replace(msg, owner="alice")  # the row's owner is the message's
+    assert row.message.send_key == msg.send_key  # the same Feishu uuids on every attempt
     assert (row.owner, row.attempts, row.last_error, row.created_at) == ("alice", 1, "Bad Gateway", now)
     assert row.next_attempt_at == now + timedelta(seconds=30)
     # Read back by a build without those fields: they are left out, the rest stays.
@@ -117,3 +118,49 @@ async def test_merge_identities_moves_the_rows(sessions: SessionStore, clock: Ma
     assert await outbox.owned("telegram:777") == 1
     assert await outbox.move_owner("telegram:777", "alice") == 1
     assert (await outbox.owned("telegram:777"), await outbox.owned("alice")) == (0, 1)
+    [row] = await outbox.heads()
+    assert row.message.owner == "alice"  # the message read back follows the row
+
+
+async def test_only_the_replies_to_a_recalled_message_leave_its_chat(sessions: SessionStore, clock: ManualClock) -> None:
+    outbox = Outbox(sessions.db)
+    now = clock.now()
+    for chat, answers, text in [("oc_a", "om_1", "part of it"), ("oc_a", "om_1", "the rest"), ("oc_a", "om_2", "other"),
+                                ("oc_b", "om_1", "same id, other chat"), ("oc_a", "", "a job's")]:
+        await outbox.add(OutboundMessage("feishu", chat, text, answers=answers), owner="", created_at=now,
+                         next_attempt_at=now)
+    assert await outbox.drop_answering("feishu", "oc_a", "om_1") == 2
+    assert await outbox.drop_answering("feishu", "oc_a", "") == 0  # answers nothing: nothing to recall
+    assert await outbox.drop_answering("telegram", "oc_a", "om_2") == 0
+    left = [(h.message.chat_id, h.message.text) for h in await outbox.older_than(now + timedelta(seconds=1))]
+    assert left == [("oc_a", "other"), ("oc_b", "same id, other chat"), ("oc_a", "a job's")]
+
+
+async def test_rows_kept_before_send_keys_get_one_for_good(tmp_path: Path, clock: ManualClock) -> None:
+    """A gateway.db of schema 3 (outbox rows without a send key) is
+    upgraded: each row gets a key of its own that every read sees (the
+    same Feishu uuids on every resend), and the reply log's table comes."""
+    from memory.db import Database
+
+    path = tmp_path / "gateway.db"
+    old = await Database.open(path, MIGRATIONS[:3])
+    try:
+        for text in ("kept before", "and another"):
+            await old.write(
+                "INSERT INTO outbox (channel, chat_id, text, extra, created_at, next_attempt_at) "
+                "VALUES ('feishu', 'oc_1', ?, '{\"answers\": \"om_1\"}', '2026-03-01T10:00:00Z', "
+                "'2026-03-01T10:00:00Z')",
+                (text,),
+            )
+        assert int((await old.fetchone("PRAGMA user_version"))[0]) == 3
+    finally:
+        await old.close()
+    async with await SessionStore.open(path, clock) as store:
+        assert int((await store.db.fetchone("PRAGMA user_version"))[0]) == len(MIGRATIONS) == 6
+        rows = await Outbox(store.db).older_than(clock.now())
+        keys = [p.message.send_key for p in rows]
+        assert [p.message.answers for p in rows] == ["om_1", "om_1"] and len(set(keys)) == 2
+        assert [p.message.send_key for p in await Outbox(store.db).older_than(clock.now())] == keys
+        assert await store.db.fetchall("SELECT * FROM sent_replies") == []
+    async with await SessionStore.open(path, clock) as store:  # reopening changes nothing
+        assert [p.message.send_key for p in await Outbox(store.db).older_than(clock.now())] == keys
