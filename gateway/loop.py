@@ -356,7 +356,7 @@ class ProcessLoop:
                     )
                     await self._reply(msg, limited_note(decision, chinese=bool(_CJK.search(msg.text))), user)
                 return ""
-        tz = await self.timezones.get(user) if self.timezones is not None else None  # cached after the first
+        tz = await self._zone(user)
         hits = await self._recall(user, msg.text, history, private=private, tz=tz)
         retrieval_ms = (time.perf_counter() - t0) * 1000
 
@@ -458,6 +458,16 @@ class ProcessLoop:
             ),
             name=f"tier0:{key}",
         )
+
+    async def _zone(self, user: str) -> tzinfo | None:
+        """The user's own zone (cached after their first message)."""
+        if self.timezones is None:
+            return None
+        try:
+            return await self.timezones.get(user)
+        except Exception as exc:  # gateway.db trouble costs the zone (the gateway's is used), not the reply
+            log.error("user time zone not read", user=user, error=repr(exc))
+            return None
 
     async def _recall(
         self, user: str, text: str, history: Sequence[StoredMessage], *, private: bool, tz: tzinfo | None = None

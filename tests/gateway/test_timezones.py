@@ -202,3 +202,18 @@ async def test_recall_reads_yesterday_in_the_users_zone(tmp_path: Path, clock: M
         await rig.ask("where did I have lunch with Wei yesterday?", chat="100")
         block = fake_llm.requests[-1]["messages"][-1]["content"]
         assert block.index("noodle bar") < block.index("dumplings")
+
+
+async def test_a_zone_that_cannot_be_read_costs_the_zone_not_the_reply(
+    tmp_path: Path, clock: ManualClock, fake_llm: FakeOpenAI
+) -> None:
+    class Broken(UserTimezones):
+        async def get(self, owner: str) -> None:
+            raise OSError("disk I/O error")
+
+    clock.set("2026-11-22T20:00:00Z")
+    async with make_rig(tmp_path, clock, fake_llm) as rig:
+        rig.loop.timezones = Broken(rig.sessions.db)
+        fake_llm.queue_reply("Hello!")
+        assert (await rig.ask("hi", chat="100")).text == "Hello!"
+        assert "Current date: 2026-11-22 Sunday (UTC)" in fake_llm.requests[-1]["messages"][0]["content"]
