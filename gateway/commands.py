@@ -68,7 +68,6 @@ _EXPORT_EVERY = timedelta(minutes=1)  # one /export per user
 _ALL = ("all", "全部")
 _RESET = ("reset", "default", "clear", "重置", "默认", "恢复")
 _REF = re.compile(r"^\[?([me]\d+)\]?[,.;]?$", re.IGNORECASE)
-_CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff]")
 
 ForgetHistory = Callable[[str, Sequence[str]], Awaitable[int]]
 
@@ -79,10 +78,7 @@ def _line(h: Hit) -> str:
     return f"- [{h.ref}{date}] {text}"
 
 
-def _chinese(texts: Sequence[str]) -> bool:
-    """Answer in Chinese when most of what is shown is Chinese."""
-    cjk = sum(1 for t in texts if _CJK.search(t))
-    return cjk > 0 and cjk * 2 >= len(texts)
+_chinese = mostly_chinese  # answer in Chinese when most of what is shown is Chinese
 
 
 @dataclass(frozen=True)
