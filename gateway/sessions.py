@@ -460,12 +460,15 @@ class SessionStore:
         if not texts:
             return 0
         await self.flush()  # an append still queued would land after the DELETE
-        async with self.db.transaction() as conn:
-            async with conn.execute("SELECT id, content FROM session_messages WHERE owner = ?", (owner,)) as cur:
-                drop = [(r[0],) for r in await cur.fetchall() if repeats_forgotten(r[1], texts)]
-            if drop:
+        # Found on the reader, erased on the writer: the scan of every chat's
+        # rows (39 ms at 10k chats) held the writer, so every chat's Tier 0
+        # append waited for it. Only the DELETE of the few rows found does.
+        rows = await self.db.fetchall("SELECT id, content FROM session_messages WHERE owner = ?", (owner,))
+        drop = [(r[0], owner) for r in rows if repeats_forgotten(r[1], texts)]
+        if drop:
+            async with self.db.transaction() as conn:
                 self.db.bump(_HISTORY)
-                await conn.executemany("DELETE FROM session_messages WHERE id = ?", drop)
+                await conn.executemany("DELETE FROM session_messages WHERE id = ? AND owner = ?", drop)
         return len(drop)
 
     async def find(self, key: str, message_id: str, *, role: str = "user") -> StoredMessage | None:

@@ -7,7 +7,8 @@ the file (``VACUUM``) and empties the WAL. This times it on a real SQLite
 file of N memories (20 users, English facts of ~15 words with their source
 text), and checks that the erased word is gone from the files.
 
-``--chats N`` also times what ``memory_forget`` adds on the reply path:
+``--chats N`` also times what ``memory_forget`` adds on the reply path
+(and how long another chat's Tier 0 append waits meanwhile):
 the gateway's Tier 0 history (gateway.db, N chats with two windows of 20
 messages each, as pruning leaves them) loses the lines that said the fact,
 and a WAL checkpoint overwrites their old pages so their bytes leave the
@@ -95,7 +96,14 @@ async def measure_history(chats: int, seed: int = 1) -> dict[str, Any]:
             size = (folder / "gateway.db").stat().st_size
             before = on_disk(folder, SECRET)
             t0 = time.perf_counter()
-            gone = await store.erase_matching("telegram:0", [f"door code is {SECRET}"])
+            erasing = asyncio.create_task(store.erase_matching("telegram:0", [f"door code is {SECRET}"]))
+            await asyncio.sleep(0.002)  # the erasure is under way when another chat's message arrives
+            a0 = time.perf_counter()
+            await store.append("telegram:1", channel="telegram", chat_id="1", owner="telegram:1", role="user",
+                               content="meanwhile in another chat")
+            await store.flush()  # its Tier 0 row committed: what the erasure made it wait for
+            append_ms = (time.perf_counter() - a0) * 1000
+            gone = await erasing
             t1 = time.perf_counter()
             await store.db.checkpoint()  # what the gateway does (App._forget_history)
             t2 = time.perf_counter()
@@ -104,6 +112,7 @@ async def measure_history(chats: int, seed: int = 1) -> dict[str, Any]:
             t3 = time.perf_counter()
     assert gone == 1, gone
     return {"chats": chats, "db_mb": round(size / 1e6, 1), "erase_ms": round((t1 - t0) * 1000, 1),
+            "append_during_ms": round(append_ms, 1),
             "checkpoint_ms": round((t2 - t1) * 1000, 1), "vacuum_ms": round((t3 - t2) * 1000, 1),
             "secret_before": before, "secret_after": after}
 
@@ -121,11 +130,11 @@ def main(argv: list[str] | None = None) -> None:
         print(f"{r['memories']:>9} {r['db_mb']:>7} {r['purge_ms']:>9} {r['secret_before']:>17} / {r['secret_after']}")
     history = [asyncio.run(measure_history(n)) for n in args.chats]
     if history:
-        print(f"\n{'chats':>9} {'db MB':>7} {'erase ms':>9} {'checkpoint ms':>14} {'(VACUUM ms)':>12} "
-              f"{'erased word on disk before / after':>36}")
+        print(f"\n{'chats':>9} {'db MB':>7} {'erase ms':>9} {'append meanwhile ms':>20} {'checkpoint ms':>14} "
+              f"{'(VACUUM ms)':>12} {'erased word on disk before / after':>36}")
         for h in history:
-            print(f"{h['chats']:>9} {h['db_mb']:>7} {h['erase_ms']:>9} {h['checkpoint_ms']:>14} {h['vacuum_ms']:>12} "
-                  f"{h['secret_before']:>17} / {h['secret_after']}")
+            print(f"{h['chats']:>9} {h['db_mb']:>7} {h['erase_ms']:>9} {h['append_during_ms']:>20} "
+                  f"{h['checkpoint_ms']:>14} {h['vacuum_ms']:>12} {h['secret_before']:>17} / {h['secret_after']}")
     if args.json:
         args.json.write_text(json.dumps({"memory": rows, "history": history} if history else rows, indent=2))
 
