@@ -192,7 +192,7 @@ async def test_agent_tools_act_for_the_asking_user_only(store: CronStore) -> Non
         await tools["cron_add"].handler({"schedule": "tomorrow", "message": "x"}, alice)
     assert await tools["cron_remove"].handler({"id": job.id}, alice) == f"removed {job.id}"
     assert await store.list() == []
-    assert tools["cron_add"].spec()["function"]["parameters"]["required"] == ["schedule", "message"]
+    assert tools["cron_add"].spec()["function"]["parameters"]["required"] == ["message"]  # and schedule or at
 
 
 async def test_a_job_gets_private_memory_only_when_made_in_the_users_private_chat(store: CronStore) -> None:
@@ -217,7 +217,7 @@ async def test_a_user_cannot_point_a_job_at_another_chat(store: CronStore) -> No
         await add({"schedule": "0 9 * * *", "message": "feishu agenda", "channel": "feishu"}, here)
     assert await store.list() == []
     spec = {t.name: t for t in cron_tools(store)}["cron_add"].spec()["function"]["parameters"]
-    assert set(spec["properties"]) == {"schedule", "message"}
+    assert set(spec["properties"]) == {"schedule", "at", "message"}  # no target
 
 
 async def test_users_jobs_are_limited_in_number_and_in_how_often_they_run(store: CronStore) -> None:
