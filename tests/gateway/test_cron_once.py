@@ -241,3 +241,48 @@ async def test_a_cron_db_from_before_one_time_jobs_is_upgraded_with_its_jobs(tmp
         assert row is not None and row[0] == len(CRON_MIGRATIONS) == 4
     finally:
         await store.close()
+
+
+async def test_through_the_app_the_model_asks_for_a_reminder_in_two_hours_and_it_comes_once(tmp_path: Path) -> None:
+    """The user is in Shanghai (/timezone), the gateway in UTC: the prompt
+    tells the model her date and time, the model calls ``cron_add`` with
+    ``at``, and the reminder reaches her chat once, at her 06:00."""
+    from tests.gateway.test_app import EchoChannel
+    from tests.gateway.test_remembering_e2e import LiteralModel, running, say
+
+    clock = ManualClock("2026-11-22T20:00:00Z")  # Monday 04:00 in Shanghai
+    async with running(tmp_path, LiteralModel(), clock) as (app, fake):
+        assert app._cron_store is not None and app.cron is not None
+        await say(app, clock, "/timezone Asia/Shanghai", "alice")
+        fake.queue_reply(None, tool_calls=[{"name": "cron_add", "arguments": {
+            "at": "2026-11-23 06:00", "message": "Remind me to take the laundry out"}}])
+        fake.queue_reply("I'll remind you at 06:00.")
+        assert await say(app, clock, "in 2 hours, tell me to take the laundry out", "alice") == (
+            "I'll remind you at 06:00."
+        )
+        asked = fake.requests[-2]
+        assert "Current date: 2026-11-23 Monday 04:00 (Asia/Shanghai)" in asked["messages"][0]["content"]
+        assert "at" in {t["function"]["name"]: t for t in asked["tools"]}["cron_add"]["function"]["parameters"][
+            "properties"]
+        tool_result = next(m["content"] for m in fake.requests[-1]["messages"] if m["role"] == "tool")
+        assert "once at 2026-11-23 06:00 (Asia/Shanghai)" in tool_result
+        [job] = await app._cron_store.list("echo:alice")
+        assert (job.at, job.schedule, job.chat_id) == ("2026-11-22T22:00:00Z", "", "c-alice")
+
+        echo = app.channels["echo"]
+        assert isinstance(echo, EchoChannel) and app.loop is not None
+        clock.advance(timedelta(hours=1, minutes=59))
+        assert await app.cron.run_due() == []  # type: ignore[attr-defined]
+        before = len(echo.sent)
+        clock.advance(60)
+        fake.queue_reply("Time to take the laundry out!")
+        [run] = await app.cron.run_due()  # type: ignore[attr-defined]
+        assert run.status == "ok" and await app.loop.drain(5)
+        assert [m.text for m in echo.sent[before:]] == ["Time to take the laundry out!"]
+        assert echo.sent[-1].chat_id == "c-alice"
+        assert await app._cron_store.list("echo:alice") == []
+
+        clock.advance(timedelta(days=1))
+        later = await app.cron.run_due()  # type: ignore[attr-defined]
+        assert [r.job_id for r in later if not r.job_id.startswith("__internal:")] == []  # the memory jobs may run
+        assert await app.loop.drain(5) and len(echo.sent) == before + 1
