@@ -251,19 +251,27 @@ def test_shortest_gap_is_measured_in_real_time_across_a_dst_change() -> None:
     assert shortest_gap("0 9 1 * *", parse_ts("2026-10-31T00:00:00Z"), ny) == timedelta(days=28)
 
 
-async def test_jobs_made_before_the_private_flag_run_with_shared_memory(tmp_path: Path, clock: ManualClock) -> None:
+async def old_cron_db(path: Path, version: int, insert: str) -> None:
+    """A cron.db as a build of schema ``version`` left it, with ``insert``'s rows."""
     from gateway.cron import CRON_MIGRATIONS
     from memory.db import Database
 
+    old = await Database.open(path, CRON_MIGRATIONS[:version])
+    try:
+        async with old.transaction() as conn:
+            await conn.execute(insert)
+    finally:
+        await old.close()
+
+
+async def test_jobs_made_before_the_private_flag_run_with_shared_memory(tmp_path: Path, clock: ManualClock) -> None:
     path = tmp_path / "cron.db"
-    old = await Database.open(path, CRON_MIGRATIONS[:1])
-    async with old.transaction() as conn:
-        await conn.execute(
-            "INSERT INTO cron_jobs (id, schedule, message, kind, channel, chat_id, user, created_at, next_run_at) "
-            "VALUES ('job-1', '0 9 * * *', 'summarise', 'agent', 'telegram', '-100', 'alice', "
-            "'2026-03-01T00:00:00Z', '2026-03-02T01:00:00Z')"
-        )
-    await old.close()
+    await old_cron_db(
+        path, 1,
+        "INSERT INTO cron_jobs (id, schedule, message, kind, channel, chat_id, user, created_at, next_run_at) "
+        "VALUES ('job-1', '0 9 * * *', 'summarise', 'agent', 'telegram', '-100', 'alice', "
+        "'2026-03-01T00:00:00Z', '2026-03-02T01:00:00Z')",
+    )
     new = await CronStore.open(path, clock)
     try:
         [job] = await new.list(user="alice")

@@ -17,7 +17,7 @@ from gateway.cron_tools import cron_tools
 from gateway.tools import ToolContext, ToolError
 from memory import ManualClock
 from memory.clock import format_ts
-from memory.db import Database
+from tests.gateway.test_cron import old_cron_db
 
 SHANGHAI = ZoneInfo("Asia/Shanghai")
 # 2026-03-01 is a Sunday; 12:00 UTC is 20:00 in Shanghai.
@@ -212,14 +212,12 @@ async def test_stopped_between_the_reply_and_the_record_it_is_sent_again_at_star
 
 async def test_a_cron_db_from_before_one_time_jobs_is_upgraded_with_its_jobs(tmp_path: Path, clock: ManualClock) -> None:
     path = tmp_path / "cron.db"
-    old = await Database.open(path, CRON_MIGRATIONS[:3])
-    async with old.transaction() as conn:
-        await conn.execute(
-            "INSERT INTO cron_jobs (id, schedule, message, kind, channel, chat_id, user, private, created_at, "
-            "next_run_at, timezone) VALUES ('job-1', '0 9 * * *', 'summarise', 'agent', 'telegram', '42', 'alice', "
-            "1, '2026-02-01T00:00:00Z', '2026-03-02T01:00:00Z', 'Asia/Shanghai')"
-        )
-    await old.close()
+    await old_cron_db(
+        path, 3,
+        "INSERT INTO cron_jobs (id, schedule, message, kind, channel, chat_id, user, private, created_at, "
+        "next_run_at, timezone) VALUES ('job-1', '0 9 * * *', 'summarise', 'agent', 'telegram', '42', 'alice', "
+        "1, '2026-02-01T00:00:00Z', '2026-03-02T01:00:00Z', 'Asia/Shanghai')",
+    )
     store = await CronStore.open(path, clock)
     try:
         [job] = await store.list(user="alice")
