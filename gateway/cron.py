@@ -16,6 +16,20 @@ passed while the gateway was down runs once at start (not once per missed
 slot), then its next time is computed from now. The clock is injected, and
 :meth:`CronScheduler.run_due` is what the background loop calls, so tests
 drive schedules with a manual clock.
+
+A job either recurs (``schedule``, five cron fields) or runs once (``at``,
+an instant, with ``schedule`` ""): "remind me tomorrow at 9". A one-time
+job comes due at ``at`` (its ``next_run_at``), runs through the same path,
+and is deleted by the write that records its run. That write comes after
+the run, so a one-time job is delivered *at least once*: if the gateway
+stops (or dies) while the job runs, or between its reply and that write,
+the row is still there and the job runs again at the next start (a
+reminder sent twice is less harmful than one never sent; the window after
+the reply is one SQLite commit, the one before it an LLM call). Within one
+process it never runs twice: a running job is not started again, and the
+row is gone before the job counts as finished. A run that fails (e.g. its
+channel is not running) is not retried: the job is deleted and the failure
+logged, as a recurring job's slot is recorded and passed.
 """
 
 from __future__ import annotations
@@ -24,11 +38,12 @@ import asyncio
 import builtins
 import contextlib
 import functools
+import re
 import sqlite3
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta, tzinfo
+from datetime import UTC, datetime, timedelta, tzinfo
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
@@ -36,7 +51,7 @@ import aiosqlite
 import structlog
 from croniter import croniter
 
-from memory.clock import Clock, format_ts
+from memory.clock import Clock, format_ts, parse_ts
 from memory.db import SMALL_CACHE_KIB, Database, Migration, run_script
 from memory.compression import Compressor
 from memory.lease import LeaseBusy
@@ -53,6 +68,8 @@ __all__ = [
     "InternalJob",
     "memory_jobs",
     "next_run",
+    "once_local",
+    "parse_at",
     "shortest_gap",
 ]
 
@@ -72,6 +89,43 @@ def validate_schedule(expr: str) -> str:
     if len(expr.split()) != 5 or not croniter.is_valid(expr):
         raise CronError(f"invalid cron schedule {expr!r} (five fields: minute hour day month weekday, e.g. '0 9 * * 1-5')")
     return expr
+
+
+ONCE_HORIZON = timedelta(days=366)
+
+
+def parse_at(text: str, tz: tzinfo) -> datetime:
+    """A one-time job's instant: a local date and time in ``tz``
+    ("2026-11-23 09:00", ISO 8601 "2026-11-23T09:00"), or with an explicit
+    offset ("2026-11-23T09:00+08:00", "...Z"), which wins over ``tz``."""
+    s = text.strip()
+    try:
+        if not re.match(r"^\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}", s):
+            raise ValueError(s)
+        dt = datetime.fromisoformat(s)
+    except ValueError:
+        raise CronError(
+            f"invalid time {s[:40]!r} for a one-time job: a date and a time of day, e.g. '2026-11-23 09:00'"
+        ) from None
+    if dt.tzinfo is None:
+        # A wall time that a DST change skips (02:30 on the spring-forward
+        # night) reads as the same offset as before the change, an hour later.
+        dt = dt.replace(tzinfo=tz)
+    return dt.astimezone(UTC)
+
+
+def once_local(job: CronJob) -> str:
+    """A one-time job's time in the zone it was asked in: "2026-11-23 09:00 (Asia/Shanghai)"."""
+    assert job.at is not None
+    try:
+        tz = parse_timezone(job.timezone or "UTC")
+    except TimezoneError:
+        tz = UTC
+    return _local(parse_ts(job.at), tz)
+
+
+def _local(at: datetime, tz: tzinfo) -> str:
+    return f"{at.astimezone(tz):%Y-%m-%d %H:%M} ({zone_name(tz)})"
 
 
 def next_run(expr: str, after: datetime, tz: tzinfo) -> datetime:
@@ -97,7 +151,7 @@ def shortest_gap(expr: str, after: datetime, tz: tzinfo, runs: int = 120) -> tim
 @dataclass(frozen=True)
 class CronJob:
     id: str
-    schedule: str
+    schedule: str  # "" for a one-time job
     message: str  # the agent's input, or the internal command (= id)
     kind: str  # "internal" | "agent"
     channel: str = ""
@@ -115,10 +169,17 @@ class CronJob:
     # The zone the schedule is read in: the user's own when they had set one
     # (gateway/timezones.py) as the job was made; "" for the gateway's.
     timezone: str = ""
+    # A one-time job's instant (UTC, as next_run_at); None for a recurring
+    # one. Its timezone is always set: the zone its time was read in.
+    at: str | None = None
 
     @property
     def internal(self) -> bool:
         return self.kind == "internal"
+
+    @property
+    def once(self) -> bool:
+        return self.at is not None
 
 
 @dataclass(frozen=True)
@@ -163,7 +224,12 @@ async def _v3_timezone(conn: aiosqlite.Connection) -> None:
     await run_script(conn, "ALTER TABLE cron_jobs ADD COLUMN timezone TEXT NOT NULL DEFAULT '';")
 
 
-CRON_MIGRATIONS: list[Migration] = [_v1_cron, _v2_private, _v3_timezone]
+async def _v4_once(conn: aiosqlite.Connection) -> None:
+    # One-time jobs: ``at`` set, ``schedule`` ''. Rows before it recur.
+    await run_script(conn, "ALTER TABLE cron_jobs ADD COLUMN at TEXT;")
+
+
+CRON_MIGRATIONS: list[Migration] = [_v1_cron, _v2_private, _v3_timezone, _v4_once]
 
 
 def _job(r: sqlite3.Row) -> CronJob:
@@ -200,11 +266,12 @@ class CronStore:
     async def add(
         self,
         *,
-        schedule: str,
         message: str,
         channel: str,
         chat_id: str,
         user: str,
+        schedule: str | None = None,
+        at: datetime | None = None,
         job_id: str | None = None,
         private: bool = False,
         tz: tzinfo | None = None,
@@ -212,8 +279,15 @@ class CronStore:
         """An agent job: ``message`` through the agent as ``user``, reply to
         ``channel``/``chat_id``; with ``private``, the user's private memory
         too (only for their own private chat: :attr:`CronJob.private`).
-        ``tz``: the zone its schedule is in (default the gateway's)."""
-        schedule = validate_schedule(schedule)
+        Either at each time of ``schedule`` or once, at ``at`` (aware; from
+        now to a year ahead: :func:`parse_at` reads what people type).
+        ``tz``: the zone its schedule is in, or ``at`` was read in (default
+        the gateway's)."""
+        if (schedule is None) == (at is None):
+            raise CronError(
+                "give either a schedule (a recurring job) or a time (a one-time job): "
+                + ("not both" if at is not None else "neither was given")
+            )
         message = message.strip()
         if not message:
             raise CronError("the job's message is empty")
@@ -223,19 +297,31 @@ class CronStore:
         if job_id.startswith(INTERNAL_PREFIX):
             raise CronError(f"job ids starting with {INTERNAL_PREFIX!r} are reserved")
         now = self.clock.now()
+        zone = tz or self.tz
+        if schedule is not None:
+            schedule = validate_schedule(schedule)
+            nxt, once, stored_zone = next_run(schedule, now, zone), None, zone_name(tz) if tz is not None else ""
+        else:
+            assert at is not None
+            if at <= now:
+                raise CronError(f"{_local(at, zone)} is in the past: it is now {_local(now, zone)}")
+            if at - now > ONCE_HORIZON:
+                raise CronError(f"{_local(at, zone)} is more than a year ahead (it is now {_local(now, zone)})")
+            # The instant is absolute; its zone is kept to show it as asked.
+            schedule, nxt, once, stored_zone = "", at, format_ts(at), zone_name(zone)
         try:
             async with self.db.transaction() as conn:
                 await conn.execute(
                     "INSERT INTO cron_jobs (id, schedule, message, kind, channel, chat_id, user, private, "
-                    "created_at, next_run_at, timezone) VALUES (?, ?, ?, 'agent', ?, ?, ?, ?, ?, ?, ?)",
+                    "created_at, next_run_at, timezone, at) VALUES (?, ?, ?, 'agent', ?, ?, ?, ?, ?, ?, ?, ?)",
                     (job_id, schedule, message, channel, chat_id, user, int(private), format_ts(now),
-                     format_ts(next_run(schedule, now, tz or self.tz)), zone_name(tz) if tz is not None else ""),
+                     format_ts(nxt), stored_zone, once),
                 )
         except sqlite3.IntegrityError:
             raise CronError(f"a job with id {job_id!r} already exists") from None
         job = await self.get(job_id)
         assert job is not None
-        log.info("cron job added", job=job_id, schedule=schedule, user=user, channel=channel, private=private)
+        log.info("cron job added", job=job_id, schedule=schedule, at=once, user=user, channel=channel, private=private)
         return job
 
     async def ensure_internal(self, job_id: str, schedule: str) -> CronJob:
@@ -285,6 +371,13 @@ class CronStore:
         return [_job(r) for r in rows]
 
     async def record_run(self, job: CronJob, *, ran_at: datetime, status: str, error: str | None) -> None:
+        """A recurring job's run and its next time; a one-time job is done:
+        deleted (after its run: at least once, see the module's docstring)."""
+        if job.once:
+            async with self.db.transaction() as conn:
+                await conn.execute("DELETE FROM cron_jobs WHERE id = ? AND at IS NOT NULL", (job.id,))
+            log.info("one-time cron job done", job=job.id, status=status)
+            return
         nxt = format_ts(next_run(job.schedule, max(ran_at, self.clock.now()), self.zone_of(job)))
         async with self.db.transaction() as conn:
             await conn.execute(

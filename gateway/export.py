@@ -48,6 +48,7 @@ class _Labels:
     project: str
     events: str
     jobs: str
+    once: str
     waiting: str
     hidden: str
     drawn_from: str
@@ -64,6 +65,7 @@ _EN = _Labels(
     project="project",
     events="Tier 3 — events",
     jobs="Scheduled jobs",
+    once="once at",
     waiting="Waiting to be learnt",
     hidden="(a credential, not shown here)",
     drawn_from="drawn from",
@@ -79,6 +81,7 @@ _ZH = _Labels(
     project="项目",
     events="第 3 层 — 每日事件",
     jobs="定时任务",
+    once="一次性",
     waiting="等待学习",
     hidden="（凭据，此处不显示）",
     drawn_from="出自",
@@ -147,12 +150,15 @@ def render_user_export(export: UserExport, *, at: str, zh: bool) -> str:
         out.append("\n" + ("我还没有记住关于你的任何事。" if zh else "I don't remember anything about you yet."))
     out += body
     if export.jobs:
+        from .cron import once_local  # here: the scheduler is not needed for the operator's export
+
         out.append(f"\n## {lab.jobs}\n")
         for job in export.jobs:
             where = f"{job.channel} chat {job.chat_id}" if job.channel else ""
-            nxt = f"next {job.next_run_at}" if job.next_run_at else ""
+            nxt = f"next {job.next_run_at}" if job.next_run_at and not job.once else ""
             extra = ", ".join(x for x in (where, nxt) if x)
-            out.append(f"- [{job.id}] `{job.schedule}` {_one_line(job.message)}" + (f" _({extra})_" if extra else ""))
+            when = f"{lab.once} {once_local(job)}" if job.once else f"`{job.schedule}`"
+            out.append(f"- [{job.id}] {when} {_one_line(job.message)}" + (f" _({extra})_" if extra else ""))
     if data.waiting:
         out.append(f"\n## {lab.waiting}\n")
         out.append(

@@ -169,7 +169,8 @@ class PromptBuilder:
             parts.append(_GROUP_RULES)
         zone = tz or self.tz
         now = self.clock.now().astimezone(zone)
-        parts.append(f"Current date: {now:%Y-%m-%d %A} ({zone_name(zone)})")
+        # With the time of day, for "in 2 hours" (a one-time job's `at`).
+        parts.append(f"Current date: {now:%Y-%m-%d %A %H:%M} ({zone_name(zone)})")
         return "\n\n".join(parts)
 
     def memory_block(self, hits: Sequence[Hit]) -> str:

@@ -10,7 +10,7 @@ from dataclasses import asdict
 import click
 
 from gateway.config import Config, Paths
-from gateway.cron import CronError, CronStore
+from gateway.cron import CronError, CronJob, CronStore, once_local, parse_at
 from gateway.timezones import TimezoneError, parse_timezone
 from memory.clock import SystemClock
 
@@ -50,7 +50,11 @@ def _check_channel(cfg: Config, channel: str) -> None:
 
 
 @cron.command("add")
-@click.option("--schedule", "-s", required=True, help="Cron expression, five fields, e.g. '0 9 * * 1-5'.")
+@click.option("--schedule", "-s", help="A recurring job: cron expression, five fields, e.g. '0 9 * * 1-5'.")
+@click.option(
+    "--at", "at_text",
+    help="A one-time job: local date and time, e.g. '2026-11-23 09:00' (in --timezone; an explicit offset wins).",
+)
 @click.option("--message", "-m", required=True, help="What the agent is asked at each run.")
 @click.option("--channel", required=True, help="Where the reply goes: telegram or feishu.")
 @click.option("--chat-id", required=True, help="The chat the reply goes to.")
@@ -63,14 +67,16 @@ def _check_channel(cfg: Config, channel: str) -> None:
 )
 @click.option(
     "--timezone", "zone",
-    help="The zone the schedule is read in (Asia/Shanghai, Berlin, UTC+8; default gateway.timezone).",
+    help="The zone the schedule or --at is read in (Asia/Shanghai, Berlin, UTC+8; default gateway.timezone).",
 )
 @json_option
 def add(
-    schedule: str, message: str, channel: str, chat_id: str, user: str, job_id: str | None, private: bool,
-    zone: str | None, as_json: bool,
+    schedule: str | None, at_text: str | None, message: str, channel: str, chat_id: str, user: str,
+    job_id: str | None, private: bool, zone: str | None, as_json: bool,
 ) -> None:
-    """Add a job."""
+    """Add a job: recurring (--schedule) or one-time (--at)."""
+    if (schedule is None) == (at_text is None):
+        raise click.UsageError("give --schedule (a recurring job) or --at (a one-time job), exactly one")
     cfg = load_cli_config()
     owner = resolve_user(user, cfg)
     assert owner is not None
@@ -83,14 +89,17 @@ def add(
     async def go() -> None:
         async with open_store(cfg) as store:
             try:
+                at = parse_at(at_text, tz or store.tz) if at_text is not None else None
                 job = await store.add(
-                    schedule=schedule, message=message, channel=channel, chat_id=chat_id, user=owner, job_id=job_id,
-                    private=private, tz=tz,
+                    schedule=schedule, at=at, message=message, channel=channel, chat_id=chat_id, user=owner,
+                    job_id=job_id, private=private, tz=tz,
                 )
             except CronError as exc:
                 raise click.ClickException(str(exc)) from None
         if as_json:
             echo_json(asdict(job))
+        elif job.once:
+            click.echo(f"added {job.id}: runs once at {once_local(job)}")
         else:
             click.echo(f"added {job.id}: next run {job.next_run_at} ({job.timezone or cfg.gateway.timezone} schedule)")
 
@@ -115,13 +124,19 @@ def list_jobs(user: str | None, as_json: bool) -> None:
             click.echo("no jobs")
             return
         rows = [
-            (j.id, j.schedule + (f" ({j.timezone})" if j.timezone else ""), j.next_run_at, j.last_status or "-", f"{j.channel}:{j.chat_id}" if j.channel else "-",
+            (j.id, _when(j), j.next_run_at, j.last_status or "-", f"{j.channel}:{j.chat_id}" if j.channel else "-",
              j.user or "-", ("private" if j.private else "shared") if j.channel else "-", j.message)
             for j in jobs
         ]
         click.echo(render_table(["id", "schedule", "next run (UTC)", "last", "to", "user", "memory", "message"], rows))
 
     run(go())
+
+
+def _when(j: CronJob) -> str:
+    if j.once:
+        return f"once {once_local(j)}"
+    return j.schedule + (f" ({j.timezone})" if j.timezone else "")
 
 
 @cron.command("remove")

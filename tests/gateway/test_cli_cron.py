@@ -9,7 +9,7 @@ import asyncio
 import json
 import threading
 from collections.abc import Iterator
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo
@@ -115,6 +115,30 @@ def test_cron_add_reads_the_schedule_in_the_zone_given(home: Path) -> None:
     assert "0 9 * * * (Europe/Berlin)" in cli("cron", "list").output
     bad = cli(*base, "--timezone", "Mars/Olympus")
     assert bad.exit_code == 2 and "unknown time zone 'Mars/Olympus'" in bad.output
+
+
+def test_cron_add_at_makes_a_one_time_job_in_the_zone_given(home: Path) -> None:
+    """The command runs on the real clock: tomorrow, read in Berlin."""
+    tomorrow = datetime.now(ZoneInfo("Europe/Berlin")).date() + timedelta(days=1)
+    base = ("cron", "add", "-m", "call mom", "--channel", "telegram", "--chat-id", "42", "-u", "alice")
+    r = cli(*base, "--at", f"{tomorrow} 09:00", "--timezone", "Europe/Berlin", "--id", "mom")
+    assert r.exit_code == 0, r.output
+    assert r.stdout.strip() == f"added mom: runs once at {tomorrow} 09:00 (Europe/Berlin)"
+    [job] = json.loads(cli("cron", "list", "--json").stdout)
+    at = datetime.fromisoformat(job["at"].replace("Z", "+00:00")).astimezone(ZoneInfo("Europe/Berlin"))
+    assert (job["schedule"], job["timezone"], job["next_run_at"]) == ("", "Europe/Berlin", job["at"])
+    assert (at.date(), at.hour, at.minute) == (tomorrow, 9, 0)
+    assert f"once {tomorrow} 09:00 (Europe/Berlin)" in cli("cron", "list").output
+    # Without --timezone: the gateway's (Shanghai, from the environment).
+    assert "(Asia/Shanghai)" in cli(*base, "--at", f"{tomorrow} 09:00").stdout
+    past = cli(*base, "--at", "2020-01-01 09:00")
+    assert past.exit_code == 1 and "2020-01-01 09:00 (Asia/Shanghai) is in the past: it is now" in past.output
+    both = cli(*base, "--at", f"{tomorrow} 09:00", "-s", "0 9 * * *")
+    neither = cli(*base)
+    for r in (both, neither):
+        assert r.exit_code == 2 and "give --schedule (a recurring job) or --at (a one-time job), exactly one" in r.output
+    assert len(json.loads(cli("cron", "list", "--json").stdout)) == 2
+    assert cli("cron", "remove", "mom").exit_code == 0
 
 
 def test_cron_add_refuses_a_channel_the_gateway_does_not_have(home: Path) -> None:

@@ -3,6 +3,7 @@ from __future__ import annotations
 import asyncio
 import json
 import stat
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -331,6 +332,8 @@ def test_forget_erases_a_user_everywhere_and_only_them(home: Path) -> None:
         store = await CronStore.open(home / "data" / "cron.db", clock)
         try:
             await store.add(schedule="0 9 * * *", message="daily plan", channel="telegram", chat_id="1", user="alice")
+            await store.add(at=clock.now() + timedelta(hours=2), message="call mom", channel="telegram", chat_id="1",
+                            user="alice")
             await store.add(schedule="0 9 * * *", message="tea time", channel="telegram", chat_id="2", user="bob")
         finally:
             await store.close()
@@ -342,7 +345,7 @@ def test_forget_erases_a_user_everywhere_and_only_them(home: Path) -> None:
     assert len(db_rows(home)) == 2
 
     out = ok("forget", "--user", "alice", "--yes").stdout
-    assert "1 memories" in out and "1 history messages" in out and "1 scheduled jobs" in out and "1 file folders" in out
+    assert "1 memories" in out and "1 history messages" in out and "2 scheduled jobs" in out and "1 file folders" in out
     assert [m.owner for m in db_rows(home)] == ["bob"]
 
     async def left() -> tuple[list[str], list[str]]:

@@ -5,10 +5,11 @@ from __future__ import annotations
 import re
 from datetime import timedelta
 from pathlib import Path
+from zoneinfo import ZoneInfo
 
 from gateway.bus import OutboundMessage
 from gateway.commands import UserCommands
-from gateway.cron import CronStore
+from gateway.cron import CronStore, parse_at
 from gateway.outbox import Outbox
 from gateway.timezones import UserTimezones
 from gateway.userdata import UserData
@@ -146,6 +147,8 @@ async def test_forget_all_asks_for_a_code_then_erases_everything_of_the_sender_o
                                  created_at=clock.now(), next_attempt_at=clock.now())
             await rig.engine.add_event(ALICE, "2026-11-20", "Alice planned the Hangzhou trip")
             await cron.add(schedule="0 9 * * *", message="plan my day", channel="telegram", chat_id="100", user=ALICE)
+            await cron.add(at=parse_at("2026-03-02 09:00", ZoneInfo("Asia/Shanghai")), message="call mom",
+                           channel="telegram", chat_id="100", user=ALICE)  # a one-time job goes too
             await cron.add(schedule="0 9 * * *", message="water the bees", channel="telegram", chat_id="200", user=BOB)
             fake_llm.queue_reply("Noted, oat milk it is.")
             await rig.ask("I like oat milk flat white coffee", chat="100")
@@ -158,7 +161,7 @@ async def test_forget_all_asks_for_a_code_then_erases_everything_of_the_sender_o
             ask = (await rig.ask("/forget all", chat="100")).text
             assert ask.startswith("This erases everything I keep about you, for good: 3 memories, "
                                   "1 conversation summary, 5 messages of our conversations (every chat), "
-                                  "1 scheduled job. It cannot be undone.")
+                                  "2 scheduled jobs. It cannot be undone.")
             code = ask.rsplit(" ", 1)[1]
             assert re.fullmatch(r"\d{4}", code) and await rig.engine.get(ids["coffee"]) is not None  # nothing yet
             wrong = "0000" if code != "0000" else "1111"
@@ -167,7 +170,7 @@ async def test_forget_all_asks_for_a_code_then_erases_everything_of_the_sender_o
 
             done = (await rig.ask(f"/forget all {code}", chat="100")).text
             assert done == ("Erased for good: 3 memories, 1 conversation summary, 5 messages of our conversations "
-                            "(every chat), 1 scheduled job. From here on we start afresh.")
+                            "(every chat), 2 scheduled jobs. From here on we start afresh.")
             assert await rig.engine.list_memories(ALICE, status=None) == []
             assert await rig.sessions.owned(ALICE) == 0
             assert (await outbox.owned(ALICE), await outbox.owned(BOB)) == (0, 1)
@@ -215,6 +218,8 @@ async def test_export_sends_a_file_of_everything_kept_about_the_sender_only(
             await rig.engine.add_event(ALICE, "2026-11-20", "Alice planned the Hangzhou trip")
             await rig.engine.add_event(BOB, "2026-11-20", "Bob harvested honey")
             await cron.add(schedule="0 9 * * *", message="plan my day", channel="telegram", chat_id="100", user=ALICE)
+            await cron.add(at=parse_at("2026-03-02 09:00", ZoneInfo("Asia/Shanghai")), message="call mom",
+                           channel="telegram", chat_id="100", user=ALICE, job_id="job-mom", tz=ZoneInfo("Asia/Shanghai"))
             await cron.add(schedule="0 9 * * *", message="water the bees", channel="telegram", chat_id="200", user=BOB)
             fake_llm.queue_reply("Noted.")
             await rig.ask("I moved to Suzhou last week", chat="100")
@@ -231,6 +236,7 @@ async def test_export_sends_a_file_of_everything_kept_about_the_sender_only(
             assert f"- [m{ids['password']}] (a credential, not shown here)" in doc and "hunter2" not in doc
             assert "Credentials are listed by id only" in doc
             assert "Alice planned the Hangzhou trip" in doc and "plan my day" in doc
+            assert "- [job-mom] once at 2026-03-02 09:00 (Asia/Shanghai) call mom _(telegram chat 100)_" in doc
             assert "2 lines of our conversations still waiting to be learnt from." in doc
             assert "bees" not in doc and "honey" not in doc and "floor 3" not in doc  # nobody else's, nor shared
             # Answered without the model, kept out of history and memory.

@@ -192,7 +192,7 @@ async def test_agent_tools_act_for_the_asking_user_only(store: CronStore) -> Non
         await tools["cron_add"].handler({"schedule": "tomorrow", "message": "x"}, alice)
     assert await tools["cron_remove"].handler({"id": job.id}, alice) == f"removed {job.id}"
     assert await store.list() == []
-    assert tools["cron_add"].spec()["function"]["parameters"]["required"] == ["schedule", "message"]
+    assert tools["cron_add"].spec()["function"]["parameters"]["required"] == ["message"]  # and schedule or at
 
 
 async def test_a_job_gets_private_memory_only_when_made_in_the_users_private_chat(store: CronStore) -> None:
@@ -217,7 +217,7 @@ async def test_a_user_cannot_point_a_job_at_another_chat(store: CronStore) -> No
         await add({"schedule": "0 9 * * *", "message": "feishu agenda", "channel": "feishu"}, here)
     assert await store.list() == []
     spec = {t.name: t for t in cron_tools(store)}["cron_add"].spec()["function"]["parameters"]
-    assert set(spec["properties"]) == {"schedule", "message"}
+    assert set(spec["properties"]) == {"schedule", "at", "message"}  # no target
 
 
 async def test_users_jobs_are_limited_in_number_and_in_how_often_they_run(store: CronStore) -> None:
@@ -251,19 +251,27 @@ def test_shortest_gap_is_measured_in_real_time_across_a_dst_change() -> None:
     assert shortest_gap("0 9 1 * *", parse_ts("2026-10-31T00:00:00Z"), ny) == timedelta(days=28)
 
 
-async def test_jobs_made_before_the_private_flag_run_with_shared_memory(tmp_path: Path, clock: ManualClock) -> None:
+async def old_cron_db(path: Path, version: int, insert: str) -> None:
+    """A cron.db as a build of schema ``version`` left it, with ``insert``'s rows."""
     from gateway.cron import CRON_MIGRATIONS
     from memory.db import Database
 
+    old = await Database.open(path, CRON_MIGRATIONS[:version])
+    try:
+        async with old.transaction() as conn:
+            await conn.execute(insert)
+    finally:
+        await old.close()
+
+
+async def test_jobs_made_before_the_private_flag_run_with_shared_memory(tmp_path: Path, clock: ManualClock) -> None:
     path = tmp_path / "cron.db"
-    old = await Database.open(path, CRON_MIGRATIONS[:1])
-    async with old.transaction() as conn:
-        await conn.execute(
-            "INSERT INTO cron_jobs (id, schedule, message, kind, channel, chat_id, user, created_at, next_run_at) "
-            "VALUES ('job-1', '0 9 * * *', 'summarise', 'agent', 'telegram', '-100', 'alice', "
-            "'2026-03-01T00:00:00Z', '2026-03-02T01:00:00Z')"
-        )
-    await old.close()
+    await old_cron_db(
+        path, 1,
+        "INSERT INTO cron_jobs (id, schedule, message, kind, channel, chat_id, user, created_at, next_run_at) "
+        "VALUES ('job-1', '0 9 * * *', 'summarise', 'agent', 'telegram', '-100', 'alice', "
+        "'2026-03-01T00:00:00Z', '2026-03-02T01:00:00Z')",
+    )
     new = await CronStore.open(path, clock)
     try:
         [job] = await new.list(user="alice")

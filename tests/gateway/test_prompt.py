@@ -22,7 +22,7 @@ async def test_system_prompt_has_workspace_files_and_tier1(tmp_path: Path, engin
     # Each entry with its id, so the model can name it to memory_forget.
     core = f"# Core Memory\n- [m{m.id}] Alice lives in Hangzhou"
     assert system.index("You are myclaw.") < system.index("Be brief.") < system.index(core)
-    assert "memory_save" in system and "Current date: 2026-03-01" in system
+    assert "memory_save" in system and "Current date: 2026-03-01 Sunday 12:00 (UTC)" in system
     group = await builder.system_prompt("alice", private=False)
     assert "Hangzhou" not in group and "# Group chat" in group and "memory_save" not in group
     # An edited SOUL.md applies without a restart.
