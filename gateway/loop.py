@@ -371,7 +371,9 @@ class ProcessLoop:
             tz=tz,
         )
         system = await self.prompts.system_prompt(user, private=private, tools=bool(self.agent.tools_for(ctx)), tz=tz)
-        messages = self.prompts.messages(system, history, msg.text, self.prompts.memory_block(hits))
+        messages = self.prompts.messages(
+            system, history, msg.text, self.prompts.memory_block(hits), self.prompts.time_of_day(tz)
+        )
         # The user's message goes to Tier 0 while the LLM runs (the write is
         # queued to SQLite before the request leaves), and is durable before
         # the reply is sent: a crash during the call still leaves it in Tier 0

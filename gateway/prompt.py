@@ -95,10 +95,14 @@ def fit_history(
     return items
 
 
-def user_content(text: str, memory_block: str) -> str:
+def user_content(text: str, memory_block: str, time: str = "") -> str:
+    """The latest message as the model reads it: the time it was sent (only
+    here, never stored with it in history), the memories recalled for it,
+    then its words."""
+    head = f"<time>{time}</time>\n" if time else ""
     if not memory_block:
-        return text
-    return (
+        return head + text
+    return head + (
         "<memories>\n"
         "Retrieved from long-term memory for this message (citation: [id · date recorded · where]):\n"
         f"{memory_block}\n"
@@ -169,19 +173,29 @@ class PromptBuilder:
             parts.append(_GROUP_RULES)
         zone = tz or self.tz
         now = self.clock.now().astimezone(zone)
-        # With the time of day, for "in 2 hours" (a one-time job's `at`).
-        parts.append(f"Current date: {now:%Y-%m-%d %A %H:%M} ({zone_name(zone)})")
+        # The date only: the system prompt heads every request, and a prefix
+        # that changed each minute would cost the provider's prompt cache of
+        # the whole history. The time of day ("in 2 hours", a one-time job's
+        # `at`) goes with the latest message instead (:meth:`time_of_day`).
+        parts.append(
+            f"Current date: {now:%Y-%m-%d %A} ({zone_name(zone)}). The user's latest message starts with "
+            "the time it was sent there, as <time>HH:MM</time>."
+        )
         return "\n\n".join(parts)
+
+    def time_of_day(self, tz: tzinfo | None = None) -> str:
+        """``"04:00"``: now, in ``tz`` (the user's) or the gateway's zone."""
+        return f"{self.clock.now().astimezone(tz or self.tz):%H:%M}"
 
     def memory_block(self, hits: Sequence[Hit]) -> str:
         return format_hits(hits, max_hits=self.max_hits, max_chars=self.max_chars, token_budget=self.token_budget)
 
     @staticmethod
     def messages(
-        system: str, history: Sequence[StoredMessage], text: str, memory_block: str = ""
+        system: str, history: Sequence[StoredMessage], text: str, memory_block: str = "", time: str = ""
     ) -> list[dict[str, Any]]:
         return [
             {"role": "system", "content": system},
             *fit_history(history),
-            {"role": "user", "content": user_content(text, memory_block)},
+            {"role": "user", "content": user_content(text, memory_block, time)},
         ]

@@ -34,7 +34,7 @@ from urllib.parse import urlsplit
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from tests.fakes.feishu_server import FakeFeishu  # noqa: E402
-from tests.fakes.openai_server import FakeOpenAI, Reply  # noqa: E402
+from tests.fakes.openai_server import FakeOpenAI, Reply, split_user_content  # noqa: E402
 from tests.fakes.telegram_server import DEFAULT_TOKEN, FakeTelegram, SentDocument, SentMessage  # noqa: E402
 
 __all__ = ["echo_reply", "forget_reply", "json_reply", "responder"]
@@ -67,17 +67,9 @@ def _topic(text: str) -> set[str]:
     return words - {"忘记", "忘掉"}
 
 
-def _split_memories(content: str) -> tuple[str, str]:
-    """(the <memories> block or "", the user's own line)."""
-    if content.startswith("<memories>\n") and "</memories>\n\n" in content:
-        block, line = content.split("</memories>\n\n", 1)
-        return block, line
-    return "", content
-
-
 def echo_reply(body: dict[str, Any]) -> str:
     """"You said: <the user's line>" (the memory block, if any, is left out)."""
-    block, last = _split_memories(str(body["messages"][-1].get("content") or ""))
+    block, last = split_user_content(str(body["messages"][-1].get("content") or ""))
     hits = block.count("\n- [")
     line = " ".join(last.split())
     note = f" (I was reminded of {hits} memor{'y' if hits == 1 else 'ies'})" if hits else ""
@@ -94,7 +86,7 @@ def forget_reply(body: dict[str, Any]) -> Reply | None:
     offered = {t.get("function", {}).get("name") for t in body.get("tools") or []}
     if last.get("role") == "tool":
         return Reply(content="Done. " + str(last.get("content") or "").split("\n", 1)[0])
-    block, line = _split_memories(str(last.get("content") or ""))
+    block, line = split_user_content(str(last.get("content") or ""))
     if last.get("role") != "user" or not _FORGET.match(line.strip()) or "memory_forget" not in offered:
         return None
     wanted = _topic(line)

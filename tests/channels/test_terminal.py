@@ -14,7 +14,7 @@ from gateway.app import App
 from gateway.config import Paths, load_config
 from gateway.delivery import FILE_NOT_SENT
 from memory import ManualClock, Provenance
-from tests.fakes.openai_server import FakeOpenAI, Reply
+from tests.fakes.openai_server import FakeOpenAI, Reply, said
 
 
 @pytest.fixture
@@ -37,7 +37,7 @@ async def _chat_app(tmp_path: Path, clock: ManualClock, fake: FakeOpenAI, lines:
 
 
 async def test_terminal_lines_are_answered_in_order(tmp_path: Path, clock: ManualClock, fake_llm: FakeOpenAI) -> None:
-    fake_llm.responder = lambda body: Reply(content="re: " + body["messages"][-1]["content"])
+    fake_llm.responder = lambda body: Reply(content="re: " + said(body))
     app, terminal, out = await _chat_app(tmp_path, clock, fake_llm, "hello\n\n你好\n/new\n/exit\nnever read\n".encode())
     try:
         await app.open()
@@ -49,7 +49,7 @@ async def test_terminal_lines_are_answered_in_order(tmp_path: Path, clock: Manua
     assert [ln for ln in lines if ln] == ["myclaw> re: hello\n", "myclaw> re: 你好\n", "myclaw> New conversation started. I still remember what you told me before.\n"]
     # the terminal user is its own memory owner, and Tier 0 kept the turns
     assert len(fake_llm.requests) == 2
-    assert [m["content"] for m in fake_llm.requests[1]["messages"][1:]] == ["hello", "re: hello", "你好"]
+    assert [m["content"] for m in fake_llm.requests[1]["messages"][1:]] == ["hello", "re: hello", "<time>12:00</time>\n你好"]
 
 
 async def test_terminal_gets_an_apology_when_the_llm_is_down(tmp_path: Path, clock: ManualClock, fake_llm: FakeOpenAI) -> None:
@@ -94,7 +94,7 @@ async def test_a_person_at_a_terminal_is_told_how_to_leave_and_a_pipe_is_not(tmp
 
     from channels.terminal import BANNER
 
-    fake_llm.responder = lambda body: Reply(content="re: " + body["messages"][-1]["content"])
+    fake_llm.responder = lambda body: Reply(content="re: " + said(body))
     env = {k: v for k, v in os.environ.items() if not k.startswith("MYCLAW_")}
     env.update(MYCLAW_HOME=str(tmp_path), MYCLAW_PROVIDER_BASE_URL=fake_llm.url)
     repo = Path(__file__).resolve().parents[2]

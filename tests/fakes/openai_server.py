@@ -29,7 +29,7 @@ from typing import Any
 
 from aiohttp import web
 
-__all__ = ["FakeOpenAI", "Reply", "embedding_tokens", "fake_embedding"]
+__all__ = ["FakeOpenAI", "Reply", "embedding_tokens", "fake_embedding", "said", "split_user_content"]
 
 _WORD = re.compile(r"\w+")
 _CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\u3040-\u30ff\uac00-\ud7af]+")
@@ -64,6 +64,26 @@ def fake_embedding(text: str, dim: int = 64, concepts: dict[str, str] | None = N
     if norm == 0.0:
         return [1.0 / math.sqrt(dim)] * dim
     return [x / norm for x in vec]
+
+
+_TIME = re.compile(r"^<time>\d\d:\d\d</time>\n")
+
+
+def split_user_content(content: str) -> tuple[str, str]:
+    """The gateway's latest user message (gateway/prompt.py ``user_content``)
+    as (its <memories> block or "", the user's own words); the time put
+    first is left out."""
+    content = _TIME.sub("", content, count=1)
+    if content.startswith("<memories>\n") and "</memories>\n\n" in content:
+        block, line = content.split("</memories>\n\n", 1)
+        return block, line
+    return "", content
+
+
+def said(body: dict[str, Any]) -> str:
+    """What the user said in a chat request's latest message, as a model
+    would answer it: without the time and recalled memories before it."""
+    return split_user_content(str(body["messages"][-1].get("content") or ""))[1]
 
 
 @dataclass

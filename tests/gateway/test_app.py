@@ -18,7 +18,7 @@ from gateway.bus import InboundMessage, MessageBus, OutboundMessage
 from gateway.config import ConfigError, Paths, load_config
 from gateway.logging import configure_logging
 from memory import ManualClock, Provenance
-from tests.fakes.openai_server import FakeOpenAI, Reply
+from tests.fakes.openai_server import FakeOpenAI, Reply, said
 from tests.disk import on_disk
 from tests.fakes.telegram_server import FakeTelegram
 
@@ -355,7 +355,7 @@ async def test_a_scheduled_job_uses_private_memory_only_when_made_for_the_users_
                 break
             await asyncio.sleep(0.05)
         assert {m.chat_id for m in app.channels["echo"].sent} == {"c1", "g1"}  # type: ignore[attr-defined]
-        by_job = {r["messages"][-1]["content"]: json.dumps(r) for r in fake_llm.requests}
+        by_job = {said(r): json.dumps(r) for r in fake_llm.requests}
         assert "zorblat" in by_job["my morning brief"]
         assert "zorblat" not in by_job["the team's morning brief"]
     finally:
@@ -426,7 +426,7 @@ async def test_history_cache_rows_reaches_the_session_store(tmp_path: Path, cloc
         await app.channels["echo"].say("and again")  # type: ignore[attr-defined]
         assert app.loop is not None and await app.loop.drain(5)
         history = [m["content"] for m in fake_llm.requests[-1]["messages"][1:]]
-        assert history == ["hello", "ok", "and again"]  # read from gateway.db, nothing cached
+        assert history == ["hello", "ok", "<time>12:00</time>\nand again"]  # read from gateway.db, nothing cached
         assert app.sessions._windows == {}
     finally:
         await app.close()
@@ -459,7 +459,7 @@ async def test_cli_gateway_without_config_exits_2(tmp_path: Path) -> None:
 
 
 async def test_cli_chat_answers_piped_lines(tmp_path: Path, fake_llm: FakeOpenAI) -> None:
-    fake_llm.responder = lambda body: Reply(content="re: " + body["messages"][-1]["content"])
+    fake_llm.responder = lambda body: Reply(content="re: " + said(body))
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-c", "from gateway.cli import main; main()", "chat", "--user", "ada",
         cwd=REPO,
@@ -491,7 +491,7 @@ async def test_telegram_message_gets_an_llm_reply_end_to_end(tmp_path: Path, clo
             tg.push_text(42, 42, "hello bot")
             await tg.wait_sent(1, timeout=10)
             assert tg.texts(42) == ["hi from the LLM"]
-            assert fake_llm.requests[0]["messages"][-1]["content"] == "hello bot"
+            assert fake_llm.requests[0]["messages"][-1]["content"] == "<time>12:00</time>\nhello bot"
         finally:
             await asyncio.wait_for(app.close(), 15)
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from gateway.cli import main
-from tests.fakes.openai_server import FakeOpenAI, Reply
+from tests.fakes.openai_server import FakeOpenAI, Reply, said
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -46,7 +46,7 @@ def test_an_unknown_log_level_is_a_usage_error_naming_the_choices() -> None:
 
 
 async def test_a_log_level_in_lower_case_is_taken(tmp_path: Path, fake_llm: FakeOpenAI) -> None:
-    fake_llm.responder = lambda body: Reply(content="re: " + body["messages"][-1]["content"])
+    fake_llm.responder = lambda body: Reply(content="re: " + said(body))
     code, out, err = await _myclaw(
         tmp_path, "chat", "--user", "ada", "--log-level", "debug", stdin="hello\n",
         MYCLAW_PROVIDER_BASE_URL=fake_llm.url, MYCLAW_PROVIDER_API_KEY=fake_llm.api_key or "",
@@ -79,7 +79,7 @@ async def test_sigterm_is_acknowledged_and_the_stop_logged(tmp_path: Path, fake_
 
     from tests.fakes.telegram_server import FakeTelegram
 
-    fake_llm.responder = lambda body: Reply(content="re: " + body["messages"][-1]["content"])
+    fake_llm.responder = lambda body: Reply(content="re: " + said(body))
     async with FakeTelegram() as tg:
         doc = {
             "provider": {"baseUrl": fake_llm.url, "apiKey": fake_llm.api_key},

@@ -20,7 +20,7 @@ from memory import ManualClock, Provenance
 from memory.filestore import FileMemory
 from tests.disk import on_disk
 from tests.fakes.feishu_server import FakeFeishu
-from tests.fakes.openai_server import FakeOpenAI, Reply
+from tests.fakes.openai_server import FakeOpenAI, Reply, said
 from tests.fakes.telegram_server import FakeTelegram
 
 ENCRYPT_KEY = "e2e-encrypt-key-Qw81zP"
@@ -39,7 +39,7 @@ async def feishu() -> AsyncIterator[FakeFeishu]:
 async def echo_llm() -> AsyncIterator[FakeOpenAI]:
     async with FakeOpenAI(
         api_key="sk-test-feishu-e2e-0123456789",
-        responder=lambda body: Reply(content="re: " + body["messages"][-1]["content"].rsplit("\n", 1)[-1]),
+        responder=lambda body: Reply(content="re: " + said(body)),
     ) as fake:
         yield fake
 
@@ -73,7 +73,8 @@ async def _until(predicate: Callable[[], bool], timeout: float = 10.0) -> None:
 
 
 def _user_text(body: dict[str, Any]) -> str:
-    return str(body["messages"][-1]["content"])
+    """The latest message as the model reads it, less the time put first."""
+    return str(body["messages"][-1]["content"]).removeprefix("<time>12:00</time>\n")
 
 
 async def test_webhook_event_gets_a_reply_with_memory_dedup_and_signature_check(

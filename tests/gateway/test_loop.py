@@ -21,7 +21,10 @@ def _system(body: dict[str, Any]) -> str:
 
 
 def _user(body: dict[str, Any]) -> str:
-    return body["messages"][-1]["content"]
+    """The latest message as the model reads it, less the time put first
+    (the clock's, pinned in test_a_message_gets_a_reply_in_the_same_chat)."""
+    content = str(body["messages"][-1]["content"])
+    return content.removeprefix("<time>12:00</time>\n")
 
 
 async def _seed_alice(rig: Any) -> None:
@@ -56,6 +59,9 @@ async def test_a_message_gets_a_reply_in_the_same_chat(tmp_path: Path, clock: Ma
         assert rig.loop.stats.replied == 1 and len(rig.loop.stats.added_ms) == 1
         body = fake_llm.requests[0]
         assert body["model"] == "test-model" and _user(body) == "hello bot"
+        # The time of day goes with the latest message only (the system
+        # prompt states the date, so its prefix stays the same all day).
+        assert body["messages"][-1]["content"] == "<time>12:00</time>\nhello bot"
 
 
 async def test_triggers_retrieve_cited_memories_and_acks_do_not(tmp_path: Path, clock: ManualClock, fake_llm: FakeOpenAI) -> None:
@@ -140,11 +146,15 @@ async def test_tier0_history_and_new_session(tmp_path: Path, clock: ManualClock,
     async with make_rig(tmp_path, clock, fake_llm) as rig:  # restart: same files
         await rig.ask("what is my name?")
         roles = [(m["role"], m["content"]) for m in fake_llm.requests[-1]["messages"][1:]]
-        assert roles == [("user", "my name is Ada"), ("assistant", "Nice to meet you, Ada"), ("user", "what is my name?")]
+        # History as it was said; only the latest message carries the time.
+        assert roles == [
+            ("user", "my name is Ada"), ("assistant", "Nice to meet you, Ada"),
+            ("user", "<time>12:00</time>\nwhat is my name?"),
+        ]
         out = await rig.ask("/new")
         assert "New conversation" in out.text
         await rig.ask("hello again")
-        assert [m["content"] for m in fake_llm.requests[-1]["messages"][1:]] == ["hello again"]
+        assert [m["content"] for m in fake_llm.requests[-1]["messages"][1:]] == ["<time>12:00</time>\nhello again"]
         help_ = await rig.ask("/help@myclaw_bot")
         assert "/new" in help_.text and "forget" in help_.text  # users learn they can have things erased
         assert len(fake_llm.requests) == 3  # commands never reach the LLM
@@ -203,7 +213,7 @@ async def test_messages_of_one_chat_stay_in_order(tmp_path: Path, clock: ManualC
         assert replies == ["re: first", "re: second", "re: third"]
         # each prompt saw the previous turns of the chat
         third = [m["content"] for m in fake_llm.requests[2]["messages"][1:]]
-        assert third == ["first", "re: first", "second", "re: second", "third"]
+        assert third == ["first", "re: first", "second", "re: second", "<time>12:00</time>\nthird"]
 
 
 async def test_every_turn_is_buffered_for_extraction(tmp_path: Path, clock: ManualClock, fake_llm: FakeOpenAI) -> None:

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from zoneinfo import ZoneInfo
 
 from gateway.prompt import PromptBuilder, fit_history, user_content
 from gateway.sessions import StoredMessage
@@ -22,7 +23,7 @@ async def test_system_prompt_has_workspace_files_and_tier1(tmp_path: Path, engin
     # Each entry with its id, so the model can name it to memory_forget.
     core = f"# Core Memory\n- [m{m.id}] Alice lives in Hangzhou"
     assert system.index("You are myclaw.") < system.index("Be brief.") < system.index(core)
-    assert "memory_save" in system and "Current date: 2026-03-01 Sunday 12:00 (UTC)" in system
+    assert "memory_save" in system and "Current date: 2026-03-01 Sunday (UTC)" in system
     group = await builder.system_prompt("alice", private=False)
     assert "Hangzhou" not in group and "# Group chat" in group and "memory_save" not in group
     # An edited SOUL.md applies without a restart.
@@ -40,6 +41,10 @@ async def test_memory_block_cites_source_and_date(tmp_path: Path, engine: Memory
     content = user_content("what coffee?", block)
     assert content.startswith("<memories>\n") and "</memories>\n\nwhat coffee?" in content
     assert user_content("hi", "") == "hi"
+    # The time of day comes first, before the memories, and only here.
+    assert user_content("what coffee?", block, "09:30").startswith("<time>09:30</time>\n<memories>\n")
+    assert user_content("hi", "", "09:30") == "<time>09:30</time>\nhi"
+    assert builder.time_of_day() == "12:00" and builder.time_of_day(ZoneInfo("Asia/Shanghai")) == "20:00"
 
 
 def test_history_budget_cuts_assistant_replies_first_then_drops_oldest() -> None:

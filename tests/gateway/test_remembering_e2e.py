@@ -381,12 +381,12 @@ async def test_a_user_in_another_time_zone_gets_their_date_and_their_nine_oclock
                                                                               "message": "plan my day"}}])
         fake.queue_reply("Every day at 9 it is.")
         await say(app, clock, "every day at 9, help me plan my day", "alice")
-        assert "Current date: 2026-11-23 Monday 04:00 (Asia/Shanghai)" in fake.requests[-2]["messages"][0]["content"]
+        assert "Current date: 2026-11-23 Monday (Asia/Shanghai)" in fake.requests[-2]["messages"][0]["content"]
         [job] = await app._cron_store.list("echo:alice")
         assert (job.timezone, job.next_run_at) == ("Asia/Shanghai", "2026-11-23T01:00:00Z")
         # Bob set nothing: the gateway's zone, as before.
         await say(app, clock, "what day is it?", "bob")
-        assert "Current date: 2026-11-22 Sunday 20:00 (UTC)" in fake.requests[-1]["messages"][0]["content"]
+        assert "Current date: 2026-11-22 Sunday (UTC)" in fake.requests[-1]["messages"][0]["content"]
         # What she said is learnt on her clock too, and her day's event is her Monday.
         await _extract(app, clock)
         assert any("[2026-11-23 04:00] user: every day at 9" in p for p in model.extraction_prompts)

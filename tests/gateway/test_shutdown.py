@@ -24,7 +24,7 @@ from gateway.config import FeishuConfig, Paths, load_config
 from gateway.http import HttpServer
 from memory import ManualClock
 from tests.fakes.feishu_server import FakeFeishu
-from tests.fakes.openai_server import FakeOpenAI, Reply
+from tests.fakes.openai_server import FakeOpenAI, Reply, said
 from tests.fakes.telegram_server import FakeTelegram
 
 CHATS = 6
@@ -33,7 +33,7 @@ PER_CHAT = 10
 
 async def _echo(body: dict[str, Any]) -> Reply:
     await asyncio.sleep(0.02)  # slow enough that the bus fills up behind the loop
-    return Reply(content="re: " + body["messages"][-1]["content"])
+    return Reply(content="re: " + said(body))
 
 
 @pytest.fixture

@@ -120,8 +120,12 @@ async def test_the_prompt_dates_the_conversation_in_the_users_zone(
         await rig.ask("what day is it?", chat="200", sender="200")
         await rig.settle()
         alice, bob = (r["messages"][0]["content"] for r in fake_llm.requests)
-        assert "Current date: 2026-11-23 Monday 04:00 (Asia/Shanghai)" in alice
-        assert "Current date: 2026-11-22 Sunday 20:00 (UTC)" in bob
+        # The time of day with the latest message, on each one's clock.
+        assert [r["messages"][-1]["content"] for r in fake_llm.requests] == [
+            "<time>04:00</time>\nwhat day is it?", "<time>20:00</time>\nwhat day is it?"
+        ]
+        assert "Current date: 2026-11-23 Monday (Asia/Shanghai)" in alice
+        assert "Current date: 2026-11-22 Sunday (UTC)" in bob
 
 
 async def test_a_users_schedule_runs_in_their_zone(tmp_path: Path, clock: ManualClock) -> None:
@@ -216,4 +220,4 @@ async def test_a_zone_that_cannot_be_read_costs_the_zone_not_the_reply(
         rig.loop.timezones = Broken(rig.sessions.db)
         fake_llm.queue_reply("Hello!")
         assert (await rig.ask("hi", chat="100")).text == "Hello!"
-        assert "Current date: 2026-11-22 Sunday 20:00 (UTC)" in fake_llm.requests[-1]["messages"][0]["content"]
+        assert "Current date: 2026-11-22 Sunday (UTC)" in fake_llm.requests[-1]["messages"][0]["content"]
