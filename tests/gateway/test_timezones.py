@@ -6,11 +6,10 @@ from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
-import aiosqlite
 import pytest
 
 from gateway.commands import UserCommands
-from gateway.cron import CRON_MIGRATIONS, CronStore
+from gateway.cron import CronStore
 from gateway.cron_tools import cron_tools
 from gateway.sessions import SessionStore
 from gateway.timezones import TimezoneError, UserTimezones, parse_timezone, zone_name
@@ -20,6 +19,7 @@ from memory import ManualClock
 from tests.fakes.openai_server import FakeOpenAI
 
 from .conftest import make_rig
+from .test_cron import old_cron_db
 
 ALICE = "telegram:100"
 BOB = "telegram:200"
@@ -158,16 +158,12 @@ async def test_a_users_schedule_runs_in_their_zone(tmp_path: Path, clock: Manual
 
 async def test_an_old_cron_db_gains_the_zone_column(tmp_path: Path, clock: ManualClock) -> None:
     path = tmp_path / "cron.db"
-    async with aiosqlite.connect(path) as conn:
-        for migrate in CRON_MIGRATIONS[:2]:
-            await migrate(conn)
-        await conn.execute(
-            "INSERT INTO cron_jobs (id, schedule, message, kind, channel, chat_id, user, created_at, next_run_at) "
-            "VALUES ('job-1', '0 9 * * *', 'hi', 'agent', 'telegram', '1', 'u', '2026-01-01T00:00:00.000Z', "
-            "'2026-01-02T09:00:00.000Z')"
-        )
-        await conn.execute("PRAGMA user_version = 2")
-        await conn.commit()
+    await old_cron_db(
+        path, 2,
+        "INSERT INTO cron_jobs (id, schedule, message, kind, channel, chat_id, user, created_at, next_run_at) "
+        "VALUES ('job-1', '0 9 * * *', 'hi', 'agent', 'telegram', '1', 'u', '2026-01-01T00:00:00.000Z', "
+        "'2026-01-02T09:00:00.000Z')",
+    )
     store = await CronStore.open(path, clock, "UTC")
     try:
         job = await store.get("job-1")
