@@ -431,7 +431,7 @@ class App:
         self.compressor = Compressor(engine, self._memory_llm, consolidator=consolidator, timezone=cfg.gateway.timezone)
 
     async def _open_cron(self) -> None:
-        from .cron import CronError, CronJob, CronScheduler, CronStore, memory_jobs
+        from .cron import CronError, CronJob, CronScheduler, CronStore, JobAttempt, memory_jobs
         from .cron_tools import cron_tools
 
         async with _storage(self.paths.cron_db()):
@@ -440,7 +440,7 @@ class App:
         loop = self.loop
         assert loop is not None and self.agent is not None
 
-        async def run_agent_job(job: CronJob) -> None:
+        async def run_agent_job(job: CronJob, attempt: JobAttempt) -> bool:
             # The reply goes to the job's chat through the bus, like any reply;
             # to a channel this process does not run it would wait for a
             # sender that never comes: an error on the job (`cron list`)
@@ -450,9 +450,11 @@ class App:
                     f"channel {job.channel!r} is not running in this gateway (enabled: "
                     f"{', '.join(sorted(self._job_channels())) or 'none'}); the reply would reach nobody"
                 )
-            await loop.run_job(
-                channel=job.channel, chat_id=job.chat_id, user=job.user, text=job.message, private=job.private
+            sent = await loop.run_job(
+                channel=job.channel, chat_id=job.chat_id, user=job.user, text=attempt.prompt, private=job.private,
+                fallback=attempt.fallback,
             )
+            return sent.answered
 
         # `myclaw chat` is another process on the same cron.db: the jobs
         # reply to Telegram or Feishu chats, which only the gateway reaches.

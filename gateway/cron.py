@@ -27,9 +27,20 @@ the row is still there and the job runs again at the next start (a
 reminder sent twice is less harmful than one never sent; the window after
 the reply is one SQLite commit, the one before it an LLM call). Within one
 process it never runs twice: a running job is not started again, and the
-row is gone before the job counts as finished. A run that fails (e.g. its
-channel is not running) is not retried: the job is deleted and the failure
-logged, as a recurring job's slot is recorded and passed.
+row is gone before the job counts as finished.
+
+An agent job whose run fails (the model down, timing out, rate limited) is
+tried again 1, 3 and 10 minutes later (``retry_delays``), for a recurring
+job never past its next slot; the row keeps the slot it is for
+(``due_at``) and the attempts made. The last attempt still asks the model,
+and if that fails too the job's own words are sent without it
+(:func:`fallback_text`, "⏰ call mom"): a reminder must not end as an
+apology for a question nobody asked. A run that starts more than
+``LATE_AFTER`` after its slot (the gateway was down, or the retries took
+that long) tells the model so (:func:`job_prompt`), so the reply can say
+it is late. A job whose channel is not running (:class:`CronError`) is not
+retried: the slot is recorded as failed (a one-time job is deleted).
+Internal jobs are not retried either: their work waits for the next run.
 """
 
 from __future__ import annotations
@@ -60,12 +71,17 @@ from .timezones import TimezoneError, parse_timezone, zone_name
 
 __all__ = [
     "INTERNAL_DAILY",
+    "LATE_AFTER",
+    "RETRY_DELAYS",
     "INTERNAL_WEEKLY",
     "CronError",
     "CronJob",
     "CronScheduler",
     "CronStore",
     "InternalJob",
+    "JobAttempt",
+    "fallback_text",
+    "job_prompt",
     "memory_jobs",
     "next_run",
     "once_local",
@@ -92,6 +108,13 @@ def validate_schedule(expr: str) -> str:
 
 
 ONCE_HORIZON = timedelta(days=366)
+
+# After a failed agent run, the next attempts (see the module's docstring).
+RETRY_DELAYS: tuple[timedelta, ...] = (timedelta(minutes=1), timedelta(minutes=3), timedelta(minutes=10))
+# A run starting this long after its slot says it is late.
+LATE_AFTER = timedelta(minutes=5)
+
+_CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff]")
 
 
 def parse_at(text: str, tz: tzinfo) -> datetime:
@@ -172,6 +195,10 @@ class CronJob:
     # A one-time job's instant (UTC, as next_run_at); None for a recurring
     # one. Its timezone is always set: the zone its time was read in.
     at: str | None = None
+    # Failed runs of the current slot, and that slot while it is retried
+    # (next_run_at is then the retry's time); 0 / None otherwise.
+    attempts: int = 0
+    due_at: str | None = None
 
     @property
     def internal(self) -> bool:
@@ -180,6 +207,59 @@ class CronJob:
     @property
     def once(self) -> bool:
         return self.at is not None
+
+    @property
+    def slot(self) -> str:
+        """The time this run is for: a retry's slot, else the next run's."""
+        return self.due_at or self.next_run_at
+
+
+@dataclass(frozen=True)
+class JobAttempt:
+    """One run of an agent job, as the scheduler hands it to ``run_agent_job``."""
+
+    prompt: str  # the job's message, with a note when the run is late
+    # Set on the last attempt: what to send if the model fails once more.
+    fallback: str | None = None
+    number: int = 1
+
+
+def _when(slot: datetime, now: datetime, tz: tzinfo) -> str:
+    local = slot.astimezone(tz)
+    same_day = local.date() == now.astimezone(tz).date()
+    return f"{local:%H:%M}" if same_day else f"{local:%Y-%m-%d %H:%M}"
+
+
+def _span(d: timedelta) -> str:
+    minutes = int(d.total_seconds() // 60)
+    if minutes < 60:
+        return f"{minutes} min"
+    hours, minutes = divmod(minutes, 60)
+    if hours < 48:
+        return f"{hours} h {minutes} min" if minutes else f"{hours} h"
+    return f"{hours // 24} days"
+
+
+def job_prompt(job: CronJob, slot: datetime, now: datetime, tz: tzinfo) -> str:
+    """What the model is asked: the job's message, and, when the run is
+    ``LATE_AFTER`` past its slot, by how much (so the reply need not
+    pretend a 9:00 reminder is on time at 11:30)."""
+    late = now - slot
+    if late < LATE_AFTER:
+        return job.message
+    return (
+        f"{job.message}\n\n(This scheduled task was due at {_when(slot, now, tz)} ({zone_name(tz)}) and runs "
+        f"{_span(late)} late; say so briefly.)"
+    )
+
+
+def fallback_text(job: CronJob, slot: datetime, now: datetime, tz: tzinfo) -> str:
+    """What the chat gets when the model cannot be reached on the last
+    attempt: the job's own words, marked as such, in their language."""
+    when = _when(slot, now, tz)
+    if _CJK.search(job.message):
+        return f"⏰ {job.message}\n（定于 {when}。助手暂时无法回应，以上是设定时的原文。）"
+    return f"⏰ {job.message}\n(Scheduled for {when}. The assistant could not be reached, so this is the task as it was set.)"
 
 
 @dataclass(frozen=True)
@@ -229,7 +309,17 @@ async def _v4_once(conn: aiosqlite.Connection) -> None:
     await run_script(conn, "ALTER TABLE cron_jobs ADD COLUMN at TEXT;")
 
 
-CRON_MIGRATIONS: list[Migration] = [_v1_cron, _v2_private, _v3_timezone, _v4_once]
+async def _v5_retries(conn: aiosqlite.Connection) -> None:
+    await run_script(
+        conn,
+        """
+        ALTER TABLE cron_jobs ADD COLUMN attempts INTEGER NOT NULL DEFAULT 0;
+        ALTER TABLE cron_jobs ADD COLUMN due_at TEXT;
+        """,
+    )
+
+
+CRON_MIGRATIONS: list[Migration] = [_v1_cron, _v2_private, _v3_timezone, _v4_once, _v5_retries]
 
 
 def _job(r: sqlite3.Row) -> CronJob:
@@ -381,18 +471,32 @@ class CronStore:
         nxt = format_ts(next_run(job.schedule, max(ran_at, self.clock.now()), self.zone_of(job)))
         async with self.db.transaction() as conn:
             await conn.execute(
-                "UPDATE cron_jobs SET last_run_at = ?, last_status = ?, last_error = ?, next_run_at = ? WHERE id = ?",
+                "UPDATE cron_jobs SET last_run_at = ?, last_status = ?, last_error = ?, next_run_at = ?, "
+                "attempts = 0, due_at = NULL WHERE id = ?",
                 (format_ts(ran_at), status, error, nxt, job.id),
             )
 
+    async def record_retry(self, job: CronJob, *, ran_at: datetime, retry_at: datetime, error: str) -> None:
+        """A failed attempt with another to come at ``retry_at``, for the same slot."""
+        async with self.db.transaction() as conn:
+            await conn.execute(
+                "UPDATE cron_jobs SET last_run_at = ?, last_status = 'retry', last_error = ?, next_run_at = ?, "
+                "attempts = attempts + 1, due_at = COALESCE(due_at, next_run_at) WHERE id = ?",
+                (format_ts(ran_at), error, format_ts(retry_at), job.id),
+            )
 
-RunAgentJob = Callable[[CronJob], Awaitable[None]]
+
+# Returns False when the model failed and the attempt's fallback was sent instead.
+RunAgentJob = Callable[[CronJob, JobAttempt], Awaitable[bool | None]]
 
 
 @dataclass(frozen=True)
 class JobRun:
     job_id: str
-    status: str  # "ok" | "error" | "busy"
+    # "ok"; "fallback" (the model failed on the last attempt: the job's own
+    # words were sent); "retry" (failed, tried again later); "error"
+    # (failed for good); "busy" (an internal job's lease is held)
+    status: str
     error: str | None = None
 
 
@@ -407,12 +511,14 @@ class CronScheduler:
         run_agent_job: RunAgentJob | None = None,
         internal: Sequence[InternalJob] = (),
         poll_interval: float = 15.0,
+        retry_delays: Sequence[timedelta] = RETRY_DELAYS,
     ) -> None:
         self.store = store
         self.clock = store.clock
         self.run_agent_job = run_agent_job
         self.internal: Mapping[str, InternalJob] = {j.id: j for j in internal}
         self.poll_interval = poll_interval
+        self.retry_delays = tuple(retry_delays)
         self._running: dict[str, asyncio.Task[JobRun]] = {}
         self._task: asyncio.Task[None] | None = None
 
@@ -467,8 +573,19 @@ class CronScheduler:
     def _forget(self, job_id: str, _task: asyncio.Task[JobRun]) -> None:
         self._running.pop(job_id, None)
 
+    def _retry_at(self, job: CronJob, slot: datetime, now: datetime) -> datetime | None:
+        """When to try ``job`` again if this attempt fails; None: this is its last."""
+        if job.attempts >= len(self.retry_delays):
+            return None
+        at = now + self.retry_delays[job.attempts]
+        if not job.once and at >= next_run(job.schedule, max(slot, now), self.store.zone_of(job)):
+            return None  # the next slot comes first: it is the retry
+        return at
+
     async def _run(self, job: CronJob, now: datetime) -> JobRun:
-        log.info("cron job starting", job=job.id, kind=job.kind)
+        log.info("cron job starting", job=job.id, kind=job.kind, attempt=job.attempts + 1)
+        retry_at: datetime | None = None
+        answered: bool | None = None
         try:
             if job.internal:
                 internal = self.internal.get(job.id)
@@ -478,17 +595,35 @@ class CronScheduler:
             else:
                 if self.run_agent_job is None:
                     raise CronError("agent jobs are not wired in this process")
-                await self.run_agent_job(job)
-            result = JobRun(job.id, "ok")
+                slot, tz = parse_ts(job.slot), self.store.zone_of(job)
+                retry_at = self._retry_at(job, slot, now)
+                attempt = JobAttempt(
+                    prompt=job_prompt(job, slot, now, tz),
+                    fallback=fallback_text(job, slot, now, tz) if retry_at is None else None,
+                    number=job.attempts + 1,
+                )
+                answered = await self.run_agent_job(job, attempt)
+            result = (
+                JobRun(job.id, "ok") if answered is not False
+                else JobRun(job.id, "fallback", "the model could not be reached; the job's own text was sent")
+            )
         except LeaseBusy as exc:
             # Another compression holds the lease: skip this slot, fail fast.
             result = JobRun(job.id, "busy", str(exc))
+        except CronError as exc:  # not wired here, or its channel is not running: retrying cannot help
+            result = JobRun(job.id, "error", str(exc)[:500])
         except Exception as exc:  # noqa: BLE001 - a job's failure is recorded on the job and logged; the scheduler goes on
-            result = JobRun(job.id, "error", f"{type(exc).__name__}: {exc}"[:500])
+            error = f"{type(exc).__name__}: {exc}"[:500]
+            result = JobRun(job.id, "error" if retry_at is None else "retry", error)
         (log.info if result.status == "ok" else log.warning)(
-            "cron job finished", job=job.id, status=result.status, error=result.error
+            "cron job finished", job=job.id, status=result.status, error=result.error,
+            retry_at=format_ts(retry_at) if result.status == "retry" and retry_at is not None else None,
         )
-        await asyncio.shield(self.store.record_run(job, ran_at=now, status=result.status, error=result.error))
+        if result.status == "retry" and retry_at is not None:
+            record = self.store.record_retry(job, ran_at=now, retry_at=retry_at, error=result.error or "")
+        else:
+            record = self.store.record_run(job, ran_at=now, status=result.status, error=result.error)
+        await asyncio.shield(record)
         return result
 
 

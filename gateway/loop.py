@@ -51,7 +51,10 @@ from .sessions import SessionStore, StoredMessage
 from .timezones import UserTimezones
 from .tools import ToolContext
 
-__all__ = ["HELP_TEXT", "LoopStats", "ProcessLoop", "Samples", "parse_command", "percentile", "split_command"]
+__all__ = [
+    "HELP_TEXT", "JobFailed", "JobReply", "LoopStats", "ProcessLoop", "Samples", "parse_command", "percentile",
+    "split_command",
+]
 
 # Lazy: resolved at each call, so it follows configure_logging (and its
 # redaction) even though this module is imported before logging is set up.
@@ -184,6 +187,17 @@ class LoopStats:
         }
 
 
+class JobFailed(Exception):
+    """A scheduled job's model call failed and it had no fallback: nothing
+    was sent, and nothing of it is in Tier 0 (the scheduler tries again)."""
+
+
+@dataclass(frozen=True)
+class JobReply:
+    text: str  # what the chat got
+    answered: bool  # False: the model failed and the job's fallback was sent
+
+
 @dataclass
 class _Item:
     msg: InboundMessage
@@ -192,6 +206,9 @@ class _Item:
     future: asyncio.Future[str] | None = None  # set for jobs: the reply
     counted: bool = True  # holds a max_pending slot
     started: float = 0.0  # perf_counter when its handling began (slot taken)
+    # A job's text for the chat if the model fails (None: raise JobFailed).
+    fallback: str | None = None
+    fell_back: bool = False  # the fallback was sent
 
 
 class ProcessLoop:
@@ -274,6 +291,11 @@ class ProcessLoop:
                     if item.future is not None and not item.future.done():
                         item.future.cancel()
                     raise
+                except JobFailed as exc:  # the scheduler's to retry; nothing was sent
+                    self.stats.failed += 1
+                    log.warning("scheduled job: the model failed", chat=key, error=str(exc))
+                    if item.future is not None and not item.future.done():
+                        item.future.set_exception(exc)
                 except Exception as exc:  # one bad message must not stop the chat
                     self.stats.errors += 1
                     log.error("handling a message failed", chat=key, error=repr(exc), exc_info=True)
@@ -384,16 +406,30 @@ class ProcessLoop:
         # right, but are written as handled, never buffered for extraction
         # ("Remind me to drink water" became a fact of the user's), not even
         # by _settle after a crash.
+        # A job's prompt is written after the model answered: a failed
+        # attempt leaves no trace in the chat (the scheduler tries again;
+        # a stop mid-call runs the job again at start).
         job = item.user is not None
-        user_write = self._save(
-            msg, "user", msg.text, user, sender_id=msg.sender_id or ("cron" if job else ""),
-            message_id=msg.message_id, buffered=job,
-        )
+        user_write = None if job else self._save(msg, "user", msg.text, user, sender_id=msg.sender_id,
+                                                  message_id=msg.message_id)
         try:
             reply: AgentReply = await self.agent.run(messages, ctx, user_text=msg.text)
         finally:
-            if not user_write.done():  # also when cancelled: the write itself must finish
+            if user_write is not None and not user_write.done():  # also when cancelled: the write must finish
                 await asyncio.wait([user_write])
+        if job and not reply.ok:
+            if item.fallback is None:
+                raise JobFailed(reply.error or "the model gave no answer")
+            log.warning("scheduled job: the model failed again; sending the job's own text", chat=key,
+                        error=reply.error)
+            item.fell_back = True
+            reply = AgentReply(text=item.fallback, ok=True, llm_ms=reply.llm_ms, rounds=reply.rounds,
+                               tools_used=reply.tools_used, error=reply.error, forgot=reply.forgot)
+            self.stats.failed += 1
+        if user_write is None:
+            user_write = self._save(msg, "user", msg.text, user, sender_id="cron", message_id=msg.message_id,
+                                    buffered=True)
+            await asyncio.wait([user_write])
         user_row = user_write.result()  # a failed write fails the message (apology), as before
         # A turn in which memory was erased at the user's request is not
         # learnt from either: its rows were to be buffered after the erasure
@@ -581,18 +617,24 @@ class ProcessLoop:
 
     # -- scheduled jobs -----------------------------------------------------------
 
-    async def run_job(self, *, channel: str, chat_id: str, user: str, text: str, private: bool = False) -> str:
+    async def run_job(
+        self, *, channel: str, chat_id: str, user: str, text: str, private: bool = False, fallback: str | None = None
+    ) -> JobReply:
         """Run ``text`` through the agent as ``user`` and publish the reply to
-        ``channel``/``chat_id``. In order with the chat's messages. Returns
-        the reply text.
+        ``channel``/``chat_id``. In order with the chat's messages.
 
         Answered as in a group (shared memory, no private-only tools) unless
         ``private``: then with the user's private memory, which callers may
-        ask for only when the chat is the user's own private chat."""
+        ask for only when the chat is the user's own private chat.
+
+        If the model fails, no apology is sent (nobody asked anything): with
+        ``fallback`` that text is sent instead (``answered`` False), without
+        it :class:`JobFailed` is raised and nothing was sent or stored."""
         msg = InboundMessage(channel=channel, chat_id=chat_id, sender_id="", text=text, is_group=not private)
         future: asyncio.Future[str] = asyncio.get_running_loop().create_future()
-        self._enqueue(_Item(msg, time.perf_counter(), user=user, future=future, counted=False))
-        return await future
+        item = _Item(msg, time.perf_counter(), user=user, future=future, counted=False, fallback=fallback)
+        self._enqueue(item)
+        return JobReply(await future, answered=not item.fell_back)
 
     # -- lifecycle ----------------------------------------------------------------
 

@@ -124,13 +124,19 @@ def list_jobs(user: str | None, as_json: bool) -> None:
             click.echo("no jobs")
             return
         rows = [
-            (j.id, _when(j), j.next_run_at, j.last_status or "-", f"{j.channel}:{j.chat_id}" if j.channel else "-",
+            (j.id, _when(j), j.next_run_at, _last(j), f"{j.channel}:{j.chat_id}" if j.channel else "-",
              j.user or "-", ("private" if j.private else "shared") if j.channel else "-", j.message)
             for j in jobs
         ]
         click.echo(render_table(["id", "schedule", "next run (UTC)", "last", "to", "user", "memory", "message"], rows))
 
     run(go())
+
+
+def _last(j: CronJob) -> str:
+    if j.last_status == "retry":  # next run is the retry of the slot due_at
+        return f"retry ({j.attempts} failed, due {j.due_at})"
+    return j.last_status or "-"
 
 
 def _when(j: CronJob) -> str:

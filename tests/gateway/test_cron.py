@@ -15,6 +15,7 @@ from gateway.cron import (
     CronScheduler,
     CronStore,
     InternalJob,
+    JobAttempt,
     memory_jobs,
     next_run,
 )
@@ -100,7 +101,7 @@ async def test_a_missed_run_runs_once_at_start(tmp_path: Path, clock: ManualCloc
     store = await CronStore.open(path, clock)
     agent: list[CronJob] = []
 
-    async def run_agent(job: CronJob) -> None:
+    async def run_agent(job: CronJob, attempt: JobAttempt) -> None:
         agent.append(job)
 
     try:
@@ -118,7 +119,7 @@ async def test_a_missed_run_runs_once_at_start(tmp_path: Path, clock: ManualCloc
 async def test_agent_jobs_call_back_with_target_and_failures_are_recorded(clock: ManualClock, store: CronStore) -> None:
     seen: list[tuple[str, str, str, str]] = []
 
-    async def run_agent(job: CronJob) -> None:
+    async def run_agent(job: CronJob, attempt: JobAttempt) -> None:
         seen.append((job.channel, job.chat_id, job.user, job.message))
         if "fail" in job.message:
             raise RuntimeError("provider down")
@@ -128,11 +129,13 @@ async def test_agent_jobs_call_back_with_target_and_failures_are_recorded(clock:
     sched = CronScheduler(store, run_agent_job=run_agent)
     clock.set("2026-03-02T01:00:00Z")  # 09:00 Shanghai
     runs = {r.job_id: r for r in await sched.run_due()}
-    assert runs[ok.id].status == "ok" and runs[bad.id].status == "error"
+    assert runs[ok.id].status == "ok" and runs[bad.id].status == "retry"
     assert sorted(seen) == [("feishu", "oc_1", "alice", "今天的天气"), ("telegram", "2", "bob", "fail please")]
     failed = await store.get(bad.id)
-    assert failed is not None and failed.last_status == "error" and "provider down" in (failed.last_error or "")
-    assert failed.next_run_at == "2026-03-03T01:00:00Z"
+    # Tried again a minute later, for the same slot.
+    assert failed is not None and failed.last_status == "retry" and "provider down" in (failed.last_error or "")
+    assert (failed.next_run_at, failed.due_at, failed.attempts) == ("2026-03-02T01:01:00Z", "2026-03-02T01:00:00Z", 1)
+    assert (await store.get(ok.id)).next_run_at == "2026-03-03T01:00:00Z"  # type: ignore[union-attr]
 
 
 async def test_a_busy_lease_skips_the_slot(clock: ManualClock, store: CronStore) -> None:
@@ -163,7 +166,7 @@ async def test_validation_and_removal(store: CronStore) -> None:
 async def test_background_loop_polls_and_stops(clock: ManualClock, store: CronStore) -> None:
     ran = asyncio.Event()
 
-    async def run_agent(job: CronJob) -> None:
+    async def run_agent(job: CronJob, attempt: JobAttempt) -> None:
         ran.set()
 
     await store.add(schedule="* * * * *", message="tick", channel="t", chat_id="1", user="u")

@@ -274,8 +274,8 @@ async def test_run_job_answers_as_the_user_in_their_chat(tmp_path: Path, clock: 
     async with make_rig(tmp_path, clock, fake_llm) as rig:
         await _seed_alice(rig)
         job = rig.loop.run_job(channel="feishu", chat_id="oc_1", user=ALICE, text="summarise my day", private=True)
-        text = await asyncio.wait_for(job, 5)
-        assert text == "Your daily summary"
+        sent = await asyncio.wait_for(job, 5)
+        assert (sent.text, sent.answered) == ("Your daily summary", True)
         out = await rig.reply("feishu")
         assert (out.chat_id, out.text) == ("oc_1", "Your daily summary")
         assert "Hangzhou" in _system(fake_llm.requests[0])  # private: Tier 1 included
@@ -380,10 +380,10 @@ async def test_a_job_not_made_private_is_answered_as_in_a_group(
     async with make_rig(tmp_path, clock, fake_llm) as rig:
         await _seed_alice(rig)
         await rig.engine.add(NewMemory(owner=ALICE, content="alice's vpn password is hunter2", category=Category.CREDENTIAL))
-        text = await asyncio.wait_for(
+        sent = await asyncio.wait_for(
             rig.loop.run_job(channel="feishu", chat_id="oc_team", user=ALICE, text="what is my vpn password?"), 5
         )
-        assert text == "Morning, everyone"
+        assert sent.text == "Morning, everyone"
         request = json.dumps(fake_llm.requests[0], ensure_ascii=False)
         assert "Hangzhou" not in request and "hunter2" not in request
 
