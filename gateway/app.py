@@ -260,6 +260,8 @@ class App:
 
             assert isinstance(self.extraction, ExtractionService)
             self.extraction.zone_of = self.timezones.get  # their messages' times and days, on their clock
+        if self.compressor is not None:
+            self.compressor.zone_of = self.timezones.get  # a user's day ends at their midnight
         self._user_data = UserData(self.backend, self.sessions, outbox=self.delivery.outbox, timezones=self.timezones)
         self.llm = LLMClient.from_config(cfg.provider, model=cfg.agent.model, client=self.http_client)
         r = cfg.memory.retrieval

@@ -3,10 +3,15 @@ can set time (decay, schedules, quiet gaps) without patching."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime, timedelta, tzinfo
 
-__all__ = ["Clock", "ManualClock", "SystemClock", "format_ts", "parse_ts"]
+import structlog
+
+__all__ = ["Clock", "ManualClock", "SystemClock", "ZoneOf", "format_ts", "owner_zone", "parse_ts"]
+
+# A user's own time zone (the gateway's /timezone), None when they set none.
+ZoneOf = Callable[[str], Awaitable[tzinfo | None]]
 
 
 class Clock:
@@ -57,3 +62,16 @@ def parse_ts(text: str) -> datetime:
     if dt.tzinfo is None:
         dt = dt.replace(tzinfo=UTC)
     return dt.astimezone(UTC)
+
+
+async def owner_zone(zone_of: ZoneOf | None, owner: str, default: tzinfo) -> tzinfo:
+    """``owner``'s zone, or ``default`` (none set, or it cannot be read:
+    gateway.db trouble costs the user's zone, not the job)."""
+    if zone_of is not None:
+        try:
+            return await zone_of(owner) or default
+        except Exception as exc:
+            structlog.get_logger(component="memory").warning(
+                "user time zone not read; the gateway's used", owner=owner, error=repr(exc)
+            )
+    return default

@@ -34,7 +34,7 @@ import aiosqlite
 import structlog
 
 from .changelog import write_log
-from .clock import parse_ts
+from .clock import ZoneOf, owner_zone, parse_ts
 from .consolidate import Consolidator
 from .decay import decay_factor
 from .engine import MemoryEngine, content_hash, row_to_memory
@@ -124,13 +124,19 @@ class Compressor:
         # One LLM call reads at most this much of a day's events: a day of
         # migrated logs can be far more than a memory model takes at once.
         self.daily_batch_tokens = daily_batch_tokens
+        # Each user's own zone (set by the App, as ExtractionService's): their
+        # events are dated on their calendar, so their day ends at their
+        # midnight, not the gateway's. None: ``timezone`` for everyone.
+        self.zone_of: ZoneOf | None = None
 
     # -- daily ------------------------------------------------------------------
 
     async def daily(self, now: datetime | None = None) -> DailyReport:
-        """Compress every uncompressed event dated before today (local)."""
+        """Compress every uncompressed event dated before its owner's today
+        (in their zone; a day still going on there waits for the next run)."""
         now = now or self.engine.clock.now()
-        today = now.astimezone(self.tz).strftime("%Y-%m-%d")
+        # No zone is ahead of UTC+14: nothing dated from that day on is done anywhere.
+        latest = (now + timedelta(hours=14)).strftime("%Y-%m-%d")
         report = DailyReport()
         async with (
             self.leases.hold(COMPRESS_LEASE, "daily_compress", ttl=self.lease_ttl, timeout=self.job_timeout) as lease,
@@ -139,11 +145,17 @@ class Compressor:
             rows = await self.engine.db.fetchall(
                 "SELECT id, owner, event_date, channel, summary FROM daily_events "
                 "WHERE is_compressed = 0 AND event_date < ? ORDER BY owner, event_date, id",
-                (today,),
+                (latest,),
             )
+            today: dict[str, str] = {}
             groups: dict[tuple[str, str], list[tuple[int, str, str]]] = defaultdict(list)
             for r in rows:
-                groups[(r["owner"], r["event_date"])].append((r["id"], r["channel"], r["summary"]))
+                owner = r["owner"]
+                if owner not in today:
+                    zone = await owner_zone(self.zone_of, owner, self.tz)
+                    today[owner] = now.astimezone(zone).strftime("%Y-%m-%d")
+                if r["event_date"] < today[owner]:
+                    groups[(owner, r["event_date"])].append((r["id"], r["channel"], r["summary"]))
             for (owner, day), events in groups.items():
                 for batch in _batches(events, self.daily_batch_tokens):
                     await self._daily_group(owner, day, batch, report)

@@ -37,7 +37,7 @@ import structlog
 
 from .buffer import NOT_GONE, drop_lines
 from .changelog import write_log
-from .clock import format_ts, parse_ts
+from .clock import ZoneOf, format_ts, owner_zone, parse_ts
 from .consolidate import Consolidator
 from .engine import MemoryEngine
 from .llm import MemoryLLM, MemoryLLMError
@@ -129,7 +129,7 @@ class ExtractionService:
         # gateway.db is open: the model reads their messages' times, and a
         # day's event is dated, on their clock ("tomorrow" said at 01:00 in
         # Shanghai is not UTC's tomorrow). None: ``timezone`` for everyone.
-        self.zone_of: Callable[[str], Awaitable[tzinfo | None]] | None = None
+        self.zone_of: ZoneOf | None = None
         self.interval = interval
         self.wake_gap = wake_gap
         self.on_step = on_step
@@ -305,12 +305,7 @@ class ExtractionService:
             await self.on_step(name, owner)
 
     async def _zone(self, owner: str) -> tzinfo:
-        if self.zone_of is not None:
-            try:
-                return await self.zone_of(owner) or self.tz
-            except Exception as exc:  # gateway.db trouble costs the user's zone, not the extraction
-                log.warning("user time zone not read; the gateway's used", owner=owner, error=repr(exc))
-        return self.tz
+        return await owner_zone(self.zone_of, owner, self.tz)
 
     def _conversation(self, rows: Sequence[_Row], tz: tzinfo) -> list[str]:
         """One line per message (the model sees them numbered L1..LN)."""

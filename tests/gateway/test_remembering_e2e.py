@@ -16,6 +16,7 @@ import asyncio
 from gateway.app import App
 from gateway.bus import EDIT, MESSAGE, InboundMessage
 from memory import ManualClock
+from memory.clock import parse_ts
 from memory.filestore import FileMemory
 from tests.disk import on_disk
 from tests.fakes.openai_server import FakeOpenAI, Reply
@@ -392,3 +393,9 @@ async def test_a_user_in_another_time_zone_gets_their_date_and_their_nine_oclock
         assert any("[2026-11-23 04:00] user: every day at 9" in p for p in model.extraction_prompts)
         events = await app.backend.engine.events("echo:alice")  # type: ignore[union-attr]
         assert [e.event_date for e in events] == ["2026-11-23"]
+        # Her Monday ends at her midnight (16:00 UTC), not the gateway's.
+        assert app.compressor is not None
+        await app.compressor.daily(parse_ts("2026-11-23T15:59:00Z"))  # Bob's Sunday goes
+        engine = app.backend.engine  # type: ignore[union-attr]
+        assert [e.event_date for e in await engine.events("echo:alice", uncompressed_only=True)] == ["2026-11-23"]
+        assert (await app.compressor.daily(parse_ts("2026-11-23T16:00:00Z"))).events == 1

@@ -1,8 +1,9 @@
 from __future__ import annotations
 
 import json
-from datetime import timedelta
+from datetime import timedelta, tzinfo
 from typing import Any
+from zoneinfo import ZoneInfo
 
 from memory import Category, ManualClock, MemoryEngine, NewMemory, Provenance
 from memory.changelog import read_log
@@ -51,6 +52,48 @@ async def test_daily_compresses_earlier_days_only(engine: MemoryEngine, clock: M
     # a second run has nothing to do
     assert (await Compressor(engine, llm).daily()).events == 0 and len(fake.requests) == 2
     assert e2.id not in [e.id for e in left]
+
+
+async def test_daily_ends_each_users_day_at_their_midnight(
+    engine: MemoryEngine, clock: ManualClock, fake: FakeOpenAI, llm: MemoryLLM
+) -> None:
+    """At 03:00 UTC it is still the evening before in Los Angeles: that
+    user's day (dated on their calendar) is not over, while a Shanghai
+    user's 2 March, already 11:00 there, is not over either."""
+    zones = {"lena": ZoneInfo("America/Los_Angeles"), "shan": ZoneInfo("Asia/Shanghai")}
+
+    async def zone_of(owner: str) -> tzinfo | None:
+        return zones.get(owner)
+
+    clock.set("2026-03-02T03:00:00Z")  # LA 1 March 19:00, Shanghai 2 March 11:00
+    lena_day = await engine.add_event("lena", "2026-03-01", "Lena is planning her garden")
+    await engine.add_event("shan", "2026-03-01", "Shan booked a flight")
+    shan_today = await engine.add_event("shan", "2026-03-02", "Shan is packing")
+    await engine.add_event("utc", "2026-03-01", "Utc wrote a report")
+    fake.responder = lambda body: Reply(reply([{"content": "a fact"}], "x"))
+    compressor = Compressor(engine, llm)
+    compressor.zone_of = zone_of
+    rep = await compressor.daily()
+    assert rep.events == 2 and len(fake.requests) == 2  # shan's 1 March and utc's 1 March
+    assert [e.id for e in await engine.events("lena", uncompressed_only=True)] == [lena_day.id]
+    assert [e.id for e in await engine.events("shan", uncompressed_only=True)] == [shan_today.id]
+    assert await engine.events("utc", uncompressed_only=True) == []
+    clock.set("2026-03-02T08:00:00Z")  # midnight in LA: Lena's 1 March is over
+    assert (await compressor.daily()).events == 1
+    assert await engine.events("lena", uncompressed_only=True) == []
+
+
+async def test_a_zone_that_cannot_be_read_costs_the_zone_not_the_run(
+    engine: MemoryEngine, clock: ManualClock, fake: FakeOpenAI, llm: MemoryLLM
+) -> None:
+    async def broken(owner: str) -> tzinfo | None:
+        raise OSError("gateway.db is gone")
+
+    await engine.add_event("alice", "2026-02-28", "Alice set up CI")
+    fake.queue_reply(reply([{"content": "CI is set up"}]))
+    compressor = Compressor(engine, llm)
+    compressor.zone_of = broken
+    assert (await compressor.daily()).events == 1  # on the gateway's calendar, as before
 
 
 async def test_daily_failure_keeps_events_for_the_next_run(engine: MemoryEngine, fake: FakeOpenAI, llm: MemoryLLM) -> None:
