@@ -64,7 +64,7 @@ from telegram.request import BaseRequest, RequestData
 
 from channels.base import BaseChannel, ChannelFatalError, DeliveryError, rest_of
 from gateway.bus import EDIT, MESSAGE, Attachment, InboundMessage, MessageBus, OutboundMessage
-from gateway.commands import MENU
+from gateway.commands import MENU, MENU_ZH
 from gateway.config import TelegramConfig
 
 __all__ = [
@@ -465,12 +465,13 @@ class TelegramChannel(BaseChannel):
         answer costs the menu, not the polling (updates wait at Telegram)."""
         bot = self._bot
         assert bot is not None
-        private = [BotCommand(name, text) for name, text, _ in MENU]
-        groups = [BotCommand(name, text) for name, text, private_only in MENU if not private_only]
         try:
             async with asyncio.timeout(timeout):
-                await bot.set_my_commands(private, scope=BotCommandScopeAllPrivateChats())
-                await bot.set_my_commands(groups, scope=BotCommandScopeAllGroupChats())
+                for language, texts in ((None, {}), ("zh", MENU_ZH)):  # Telegram shows the user's language's
+                    private = [BotCommand(name, texts.get(name, text)) for name, text, _ in MENU]
+                    groups = [BotCommand(name, texts.get(name, text)) for name, text, only in MENU if not only]
+                    await bot.set_my_commands(private, scope=BotCommandScopeAllPrivateChats(), language_code=language)
+                    await bot.set_my_commands(groups, scope=BotCommandScopeAllGroupChats(), language_code=language)
         except (TelegramError, TimeoutError) as exc:
             self.log.warning("Telegram command menu not set", error=self._scrub(repr(exc)))
 

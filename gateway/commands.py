@@ -46,7 +46,7 @@ from .export import MIME, export_filename, mostly_chinese, render_user_export
 from .timezones import TimezoneError, UserTimezones, parse_timezone, zone_name
 from .userdata import Census, UserData
 
-__all__ = ["COMMANDS", "MENU", "Answer", "UserCommands"]
+__all__ = ["COMMANDS", "MENU", "MENU_ZH", "Answer", "UserCommands"]
 
 COMMANDS = ("memory", "forget", "export", "导出", "timezone", "tz")
 # What a platform's command menu offers (Telegram's "/" list): command,
@@ -59,6 +59,15 @@ MENU = (
     ("timezone", "Your time zone, for dates and schedules: /timezone Asia/Shanghai", True),
     ("help", "What I can do", False),
 )
+# The same menu for clients set to Chinese (Telegram picks it by the user's language).
+MENU_ZH = {
+    "new": "开始新的对话（记得的事仍然保留）",
+    "memory": "我记得关于你的什么；/memory 关键词 可以搜索",
+    "forget": "永久删除一条记忆：/forget m12（/forget all：全部）",
+    "export": "一个包含我保存的关于你的一切的文件",
+    "timezone": "你的时区，用于日期和定时任务：/timezone 上海",
+    "help": "我能做什么",
+}
 _FORGET_MAX = 20  # as the memory_forget tool
 _LIST = 10  # newest facts shown by /memory
 _SEARCH = 10

@@ -44,6 +44,7 @@ from memory.types import Hit
 from .agent import Agent, AgentReply, apology
 from .bus import MESSAGE, Attachment, InboundMessage, MessageBus, OutboundMessage
 from .commands import COMMANDS, UserCommands
+from .export import mostly_chinese
 from .prompt import PromptBuilder
 from .ratelimit import RateLimiter, limited_note
 from .revisions import Revisions
@@ -52,7 +53,7 @@ from .timezones import UserTimezones
 from .tools import ToolContext
 
 __all__ = [
-    "HELP_TEXT", "JobFailed", "JobReply", "LoopStats", "ProcessLoop", "Samples", "parse_command", "percentile",
+    "HELP_TEXT", "HELP_TEXT_ZH", "JobFailed", "JobReply", "LoopStats", "ProcessLoop", "Samples", "parse_command", "percentile",
     "split_command",
 ]
 
@@ -79,6 +80,22 @@ schedule too ("every weekday at 9, summarise my plans").
 
 In a group, mention me or reply to me to get an answer; there I leave out
 your profile and anything secret you told me."""
+
+HELP_TEXT_ZH = """myclaw 会记住对话中重要的事，跨越每一次聊天。
+
+你可以问我记得关于你的什么，或者告诉我一件要记住的事。在私聊中也可以让我忘掉某件事
+（“忘掉我的猫叫 Miso”）：它会被删除，而不是隐藏。我还可以定时发消息给你
+（“每个工作日 9 点帮我总结计划”，“明天 9 点提醒我打电话”）。
+
+/new  开始新的对话（长期记忆保留）
+/memory  我记得关于你的什么（/memory 关键词：搜索）
+/forget m12  按 /memory 显示的编号永久删除一条记忆
+/forget all  删除我保存的关于你的一切（会先请你确认）
+/导出  一个包含我保存的关于你的一切的文件（/export）
+/timezone 上海  你的时区，用于日期和定时任务
+/帮助  显示这段说明（/help）
+
+在群聊中，@我 或回复我的消息我才会回答；在群里我不会用到你的个人资料和你告诉我的秘密。"""
 
 _NEW_TEXT = "New conversation started. I still remember what you told me before."
 _NEW_TEXT_ZH = "已开始新的对话。之前告诉我的事我仍然记得。"
@@ -345,13 +362,15 @@ class ProcessLoop:
             answer = await self.commands.answer(command, args, user=user, private=private)
             await self._reply(msg, answer.text, user, answer.attachment)
             return answer.text
-        if command in ("new", "help", "start") and not args:
+        if command in ("new", "help", "start", "帮助") and not args:
             self.stats.commands += 1
+            # "/help" has no words to tell the language by: the chat's recent ones do.
+            zh = command == "帮助" or await self._chat_is_chinese(key)
             if command == "new":
                 await self.sessions.new_session(key, channel=msg.channel, chat_id=msg.chat_id)
-                text = _NEW_TEXT_ZH if _CJK.search(msg.text) else _NEW_TEXT
+                text = _NEW_TEXT_ZH if zh else _NEW_TEXT
             else:
-                text = HELP_TEXT
+                text = HELP_TEXT_ZH if zh else HELP_TEXT
             await self._reply(msg, text, user)
             return text
 
@@ -467,6 +486,16 @@ class ProcessLoop:
             )
         self._buffer_later(key, [user_row], reply_write, learn=learn)
         return reply.text
+
+    async def _chat_is_chinese(self, key: str) -> bool:
+        """Are most of the chat's recent user messages Chinese? (Commands are rare: a window read is cheap.)"""
+        try:
+            history = await self.sessions.window(key)
+        except Exception as exc:  # the answer falls back to English, it is not lost
+            log.warning("chat history not read for a command's language", chat=key, error=repr(exc))
+            return False
+        said = [m.content for m in history if m.role == "user"][-_CONTEXT_TURNS:]
+        return mostly_chinese(said)
 
     def _save(
         self,

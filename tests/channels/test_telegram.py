@@ -91,12 +91,17 @@ async def next_inbound(bus: MessageBus, timeout: float = 5.0) -> InboundMessage:
 
 async def test_the_command_menu_is_published_per_chat_type(fake: FakeTelegram, make_channel: Any) -> None:
     await make_channel()
-    await fake.wait_until(lambda: sum(c.method == "setmycommands" for c in fake.calls) == 2, 5)
-    menus = {c.params["scope"]["type"]: [x["command"] for x in c.params["commands"]]
+    await fake.wait_until(lambda: sum(c.method == "setmycommands" for c in fake.calls) == 4, 5)
+    menus = {(c.params["scope"]["type"], c.params.get("language_code")): [x["command"] for x in c.params["commands"]]
              for c in fake.calls if c.method == "setmycommands"}
+    private, groups = ["new", "memory", "forget", "export", "timezone", "help"], ["new", "help"]
     assert menus == {
-        "all_private_chats": ["new", "memory", "forget", "export", "timezone", "help"], "all_group_chats": ["new", "help"]
+        ("all_private_chats", None): private, ("all_group_chats", None): groups,
+        ("all_private_chats", "zh"): private, ("all_group_chats", "zh"): groups,
     }
+    [zh] = [c for c in fake.calls if c.method == "setmycommands" and c.params.get("language_code") == "zh"
+            and c.params["scope"]["type"] == "all_private_chats"]
+    assert zh.params["commands"][0]["description"] == "开始新的对话（记得的事仍然保留）"
 
 
 async def test_a_refused_command_menu_does_not_stop_the_channel(

@@ -2,10 +2,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from pathlib import Path
 from typing import Any
 
-from gateway.loop import Samples, parse_command
+from gateway.loop import HELP_TEXT, HELP_TEXT_ZH, Samples, parse_command
 from gateway.ratelimit import RateLimiter
 from memory import Category, ManualClock, NewMemory, Provenance
 from tests.fakes.openai_server import FakeOpenAI, Reply
@@ -158,6 +159,20 @@ async def test_tier0_history_and_new_session(tmp_path: Path, clock: ManualClock,
         help_ = await rig.ask("/help@myclaw_bot")
         assert "/new" in help_.text and "forget" in help_.text  # users learn they can have things erased
         assert len(fake_llm.requests) == 3  # commands never reach the LLM
+
+
+async def test_help_and_new_answer_in_the_chats_language(tmp_path: Path, clock: ManualClock, fake_llm: FakeOpenAI) -> None:
+    async with make_rig(tmp_path, clock, fake_llm) as rig:
+        assert (await rig.ask("/help", chat="1")).text == HELP_TEXT  # nothing said yet: English
+        assert (await rig.ask("/帮助", chat="1")).text == HELP_TEXT_ZH  # asked in Chinese
+        await rig.ask("我下周要去杭州出差", chat="2")
+        await rig.ask("帮我记一下酒店的名字", chat="2")
+        assert (await rig.ask("/help", chat="2")).text == HELP_TEXT_ZH
+        assert (await rig.ask("/new", chat="2")).text == "已开始新的对话。之前告诉我的事我仍然记得。"
+        await rig.ask("ok, thanks", chat="3")
+        assert (await rig.ask("/help", chat="3")).text == HELP_TEXT
+        # Every command of the English help is in the Chinese one.
+        assert set(re.findall(r"^/\w+", HELP_TEXT, re.M)) <= set(re.findall(r"/[a-z]+", HELP_TEXT_ZH))
 
 
 def test_samples_keep_the_latest_in_order_in_fixed_memory() -> None:
