@@ -46,7 +46,8 @@ async def test_terminal_lines_are_answered_in_order(tmp_path: Path, clock: Manua
     finally:
         await app.close()
     lines = out.getvalue().split("you> ")
-    assert [ln for ln in lines if ln] == ["myclaw> re: hello\n", "myclaw> re: 你好\n", "myclaw> New conversation started. I still remember what you told me before.\n"]
+    # /new in the chat's language: half of it, the latest line, Chinese.
+    assert [ln for ln in lines if ln] == ["myclaw> re: hello\n", "myclaw> re: 你好\n", "myclaw> 已开始新的对话。之前告诉我的事我仍然记得。\n"]
     # the terminal user is its own memory owner, and Tier 0 kept the turns
     assert len(fake_llm.requests) == 2
     assert [m["content"] for m in fake_llm.requests[1]["messages"][1:]] == ["hello", "re: hello", "<time>12:00</time>\n你好"]
