@@ -22,12 +22,12 @@ from .llm import (
     LLMAuthError,
     LLMBadRequest,
     LLMBadResponse,
-    LLMClient,
     LLMError,
     LLMRateLimited,
     LLMTimeout,
     ToolCall,
 )
+from .failover import ChatModel
 from .tools import Tool, ToolContext, ToolError
 
 __all__ = ["Agent", "AgentReply", "apology"]
@@ -68,12 +68,16 @@ class AgentReply:
     # error, also when the turn then failed: the turn asked to forget
     # something, so its words must not be learnt again (ProcessLoop).
     forgot: bool = False
+    # Who gave the last answer: the model and the setting it is configured
+    # at ("agent", "agent.fallbacks[0]"; gateway/failover.py), for logs.
+    model: str = ""
+    candidate: str = ""
 
 
 class Agent:
     def __init__(
         self,
-        llm: LLMClient,
+        llm: ChatModel,
         *,
         max_tokens: int | None = None,
         temperature: float | None = None,
@@ -127,7 +131,10 @@ class Agent:
                     text = result.content.strip()
                     if not text:
                         raise LLMBadResponse(f"empty reply (finish_reason={result.finish_reason or '?'})")
-                    return AgentReply(text, True, llm_ms, rounds, tuple(used), forgot=forgot)
+                    return AgentReply(
+                        text, True, llm_ms, rounds, tuple(used), forgot=forgot,
+                        model=result.model, candidate=result.candidate,
+                    )
                 msgs.append(result.assistant_message())
                 for call in result.tool_calls:
                     used.append(call.name)

@@ -66,7 +66,7 @@ from .commands import UserCommands
 from .config import Config, ConfigError, Paths
 from .datalock import AlreadyRunning, DataBusy, DataLock, GatewayLock
 from .delivery import Delivery
-from .llm import LLMClient
+from .failover import FailoverLLM
 from .loop import KnownProjects, ProcessLoop
 from .memory_tools import memory_tools
 from .outbox import Outbox
@@ -133,6 +133,9 @@ def config_secrets(cfg: Config) -> list[str]:
     ]
     if cfg.memory.provider is not None:
         values.append(cfg.memory.provider.api_key)
+    for fb in [*cfg.agent.fallbacks, *(cfg.memory.fallbacks or [])]:
+        if fb.provider is not None:
+            values.append(fb.provider.api_key)
     if cfg.memory.embedding.provider is not None:
         values.append(cfg.memory.embedding.provider.api_key)
     return [v.get_secret_value() for v in values if v.get_secret_value()]
@@ -161,7 +164,7 @@ class App:
         self.backend: MemoryBackend | None = None
         self.sessions: SessionStore | None = None
         self.delivery: Delivery | None = None  # sends replies, keeps those that cannot go out yet
-        self.llm: LLMClient | None = None
+        self.llm: FailoverLLM | None = None
         self.agent: Agent | None = None
         self.loop: ProcessLoop | None = None
         self.http: Any = None  # gateway.http.HttpServer, only when a channel or the memory page needs it
@@ -263,7 +266,9 @@ class App:
         if self.compressor is not None:
             self.compressor.zone_of = self.timezones.get  # a user's day ends at their midnight
         self._user_data = UserData(self.backend, self.sessions, outbox=self.delivery.outbox, timezones=self.timezones)
-        self.llm = LLMClient.from_config(cfg.provider, model=cfg.agent.model, client=self.http_client)
+        self.llm = FailoverLLM.from_config(
+            cfg.provider, cfg.agent.model, cfg.agent.fallbacks, self.clock, client=self.http_client
+        )
         r = cfg.memory.retrieval
         # The file store answers the same tools: a user of the fallback can
         # still ask the bot to remember, look up or forget something.
@@ -407,7 +412,7 @@ class App:
         report = await migrate_files(self.paths.workspace(cfg), engine)
         if report.changed or report.problems:
             log.info("imported memory files written while memory was off", **report.to_dict())
-        self._memory_llm = MemoryLLM.from_config(cfg)
+        self._memory_llm = MemoryLLM.from_config(cfg, clock=self.clock)
         ex = cfg.memory.extraction
         assert self.backend is not None
         # What a new fact may restate or replace is found the way recall finds

@@ -37,6 +37,7 @@ __all__ = [
     "Config",
     "ConfigError",
     "ExtractionConfig",
+    "FallbackConfig",
     "FeishuConfig",
     "GatewayConfig",
     "MemoryConfig",
@@ -95,6 +96,9 @@ class _Model(BaseModel):
     )
 
 
+MAX_FALLBACKS = 5  # each costs a failed request's wait before it is asked
+
+
 class ProviderConfig(_Model):
     """An OpenAI-compatible endpoint."""
 
@@ -112,12 +116,28 @@ class ProviderConfig(_Model):
         return v.rstrip("/")
 
 
+class FallbackConfig(_Model):
+    """A model asked when the ones before it fail (gateway/failover.py):
+    ``model`` on ``provider``, or on the primary's provider when none."""
+
+    model: str
+    provider: ProviderConfig | None = None
+
+    @field_validator("model")
+    @classmethod
+    def _model(cls, v: str) -> str:
+        if not v.strip():
+            raise ValueError("must name the fallback model")
+        return v.strip()
+
+
 class AgentConfig(_Model):
     model: str = "gpt-4o-mini"
     max_tokens: int = Field(default=4096, gt=0)
     temperature: float = Field(default=0.7, ge=0, le=2)
     workspace: str = ""  # empty: $MYCLAW_HOME/workspace
     history_messages: int = Field(default=20, ge=2, le=200)
+    fallbacks: list[FallbackConfig] = Field(default_factory=list, max_length=MAX_FALLBACKS)
 
 
 class TelegramConfig(_Model):
@@ -277,6 +297,9 @@ class MemoryConfig(_Model):
     model: str = ""  # empty: agent.model
     max_tokens: int = Field(default=0, ge=0)  # 0: agent.maxTokens
     provider: ProviderConfig | None = None  # None: the main provider
+    # None: agent.fallbacks when the memory model is the chat model (no
+    # memory.model nor memory.provider), else none; [] turns them off.
+    fallbacks: list[FallbackConfig] | None = Field(default=None, max_length=MAX_FALLBACKS)
     db_path: str = ""  # empty: $MYCLAW_HOME/data/memory.db
     extraction: ExtractionConfig = Field(default_factory=ExtractionConfig)
     retrieval: RetrievalConfig = Field(default_factory=RetrievalConfig)
@@ -330,6 +353,15 @@ class Config(_Model):
 
     def memory_max_tokens(self) -> int:
         return self.memory.max_tokens or self.agent.max_tokens
+
+    def memory_fallbacks(self) -> list[FallbackConfig]:
+        """The memory model's fallbacks; one without a provider runs on
+        :meth:`memory_provider`."""
+        if self.memory.fallbacks is not None:
+            return self.memory.fallbacks
+        if not self.memory.model and self.memory.provider is None:
+            return self.agent.fallbacks  # the memory model is the chat model: so are its fallbacks
+        return []
 
 
 @dataclass(frozen=True)
@@ -416,6 +448,31 @@ ENV_OVERRIDES: dict[str, tuple[tuple[str, ...], str]] = {
 # Read elsewhere (Paths, the CLI's logging), not config overrides.
 OTHER_ENV = frozenset({"MYCLAW_HOME", "MYCLAW_LOG_LEVEL"})
 
+# A fallback's settings by its index in the list, counted from 0 as in the
+# error messages: MYCLAW_AGENT_FALLBACKS_0_API_KEY is agent.fallbacks[0].provider.apiKey.
+FALLBACK_ENV = re.compile(r"MYCLAW_(AGENT|MEMORY)_FALLBACKS_(\d{1,2})_(MODEL|API_KEY|BASE_URL)")
+_FALLBACK_FIELDS: dict[str, tuple[str, ...]] = {
+    "MODEL": ("model",),
+    "API_KEY": ("provider", "apiKey"),
+    "BASE_URL": ("provider", "baseUrl"),
+}
+
+
+def fallback_env_path(name: str) -> tuple[str | int, ...] | None:
+    """The JSON path an indexed fallback variable sets, or None if ``name`` is not one."""
+    m = FALLBACK_ENV.fullmatch(name)
+    if m is None:
+        return None
+    return (m.group(1).lower(), "fallbacks", int(m.group(2)), *_FALLBACK_FIELDS[m.group(3)])
+
+
+def env_name(path: tuple[str | int, ...], env: Mapping[str, str]) -> str | None:
+    """The variable in ``env`` that sets ``path``, if one does."""
+    for name, (p, _kind) in ENV_OVERRIDES.items():
+        if p == path and name in env:
+            return name
+    return next((n for n in env if fallback_env_path(n) == path), None)
+
 
 def unknown_env(env: Mapping[str, str]) -> list[str]:
     """``MYCLAW_*`` variables myclaw does not read, each with the closest
@@ -427,7 +484,13 @@ def unknown_env(env: Mapping[str, str]) -> list[str]:
     out = []
     for name in sorted(env):
         if name.startswith("MYCLAW_") and name not in ENV_OVERRIDES and name not in OTHER_ENV:
-            close = difflib.get_close_matches(name, known, n=1, cutoff=0.8)
+            if fallback_env_path(name) is not None:
+                continue
+            # The fallback names with this name's index, so FALLBACK_0 finds FALLBACKS_0.
+            index = re.search(r"\d+", name)
+            n = index.group() if index else "0"
+            indexed = [f"MYCLAW_{s}_FALLBACKS_{n}_{f}" for s in ("AGENT", "MEMORY") for f in _FALLBACK_FIELDS]
+            close = difflib.get_close_matches(name, [*known, *indexed], n=1, cutoff=0.8)
             out.append(f"{name} (did you mean {close[0]}?)" if close else name)
     return out
 
@@ -466,13 +529,50 @@ def apply_env(doc: dict[str, Any], env: Mapping[str, str]) -> dict[str, Any]:
                 node[key] = child
             node = child
         node[path[-1]] = _env_value(name, env[name], kind)
+    indexed = sorted((p, n) for n in env if (p := fallback_env_path(n)) is not None)
+    for fpath, name in indexed:
+        _set_fallback(out, fpath, name, env[name])
     return out
+
+
+def _set_fallback(doc: dict[str, Any], path: tuple[str | int, ...], name: str, value: str) -> None:
+    """Set one indexed fallback variable; the entry at its index must exist
+    in the file, or be the next one (a whole fallback may come from the
+    environment, its entries in order)."""
+    section, _, index, *rest = path
+    assert isinstance(section, str) and isinstance(index, int)
+    parent = doc.get(section)
+    if not isinstance(parent, dict):
+        parent = doc[section] = {}
+    items = parent.get("fallbacks")
+    if items is None:
+        items = parent["fallbacks"] = []
+    if not isinstance(items, list):
+        raise ConfigError(f"{name}: {section}.fallbacks in the config file is not a list")
+    if index > len(items):
+        raise ConfigError(
+            f"{name}: {section}.fallbacks has {len(items)} entries, so the next index is {len(items)} "
+            "(indexes count from 0)"
+        )
+    if index == len(items):
+        items.append({})
+    node = items[index]
+    if not isinstance(node, dict):
+        raise ConfigError(f"{name}: {section}.fallbacks[{index}] in the config file is not an object")
+    for key in rest[:-1]:
+        assert isinstance(key, str)
+        child = node.get(key)
+        if not isinstance(child, dict):
+            child = node[key] = {}
+        node = child
+    node[str(rest[-1])] = value
 
 
 def _describe(err: ValidationError) -> str:
     lines = []
     for e in err.errors():
-        path = ".".join(str(p) for p in e["loc"]) or "(root)"
+        # agent.fallbacks[1].provider.baseUrl: an index in brackets, as written in JSON paths
+        path = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in e["loc"]).lstrip(".") or "(root)"
         msg = e["msg"]
         if e["type"] == "extra_forbidden":
             msg = "unknown field"

@@ -14,6 +14,11 @@ Exception tree (every httpx error is mapped with ``raise ... from``)::
     ├── LLMBadRequest       other 4xx (unknown model, tools not supported, ...)
     └── LLMBadResponse      2xx whose body is not a chat completion
 
+:func:`fails_over` says which of them another endpoint could fix
+(``gateway/failover.py``). ``chat(fail_fast=True)`` is for an endpoint with
+a fallback behind it: at most one retry, and none after a timeout or a 429,
+whose wait the fallback can spend answering instead.
+
 The API key is sent as a header and never appears in a log line or in an
 exception message.
 """
@@ -35,6 +40,7 @@ import httpx
 import structlog
 from pydantic import SecretStr
 
+from memory.failover import model_missing
 from memory.llm import unbound
 
 from .aiohttp_transport import AiohttpTransport
@@ -52,6 +58,7 @@ __all__ = [
     "LLMUnavailable",
     "ToolCall",
     "Usage",
+    "fails_over",
     "map_transport_error",
 ]
 
@@ -67,10 +74,11 @@ class LLMError(Exception):
     """The provider could not give an answer. ``status`` is the HTTP status
     when there was a response."""
 
-    def __init__(self, message: str, *, status: int | None = None, body: str = "") -> None:
+    def __init__(self, message: str, *, status: int | None = None, body: str = "", retry_after: float | None = None) -> None:
         super().__init__(message)
         self.status = status
         self.body = body
+        self.retry_after = retry_after  # seconds the provider asked for (429/503), if it said
 
 
 class LLMAuthError(LLMError):
@@ -98,6 +106,24 @@ class LLMBadRequest(LLMError):
 
 class LLMBadResponse(LLMError):
     pass
+
+
+def fails_over(exc: LLMError) -> bool:
+    """Whether another endpoint or model could answer where this one failed.
+
+    Yes: unreachable, 5xx, timeout, rate limited, key refused, a 2xx that is
+    not a completion, and the model unknown there (404, or a 400/422 saying
+    so). No: any other bad request (context too long, invalid messages,
+    tools refused): it is about the request, and every model would refuse
+    it the same way (the agent handles a tools refusal by itself).
+    """
+    if isinstance(exc, LLMBadRequest):
+        if exc.status is None:  # the URL itself is wrong (UnsupportedProtocol): that endpoint's fault
+            return True
+        if exc.mentions_tools:
+            return False
+        return model_missing(exc.status, exc.body or str(exc))
+    return True
 
 
 def map_transport_error(exc: httpx.HTTPError) -> LLMError:
@@ -150,6 +176,9 @@ class ChatResult:
     model: str = ""
     attempts: int = 1
     elapsed_ms: float = 0.0
+    # Which configured endpoint answered ("agent", "agent.fallbacks[0]");
+    # empty from a bare LLMClient. Set by gateway/failover.py.
+    candidate: str = ""
 
     def assistant_message(self) -> dict[str, Any]:
         """This reply as a message to send back in a tool-calling round."""
@@ -345,6 +374,7 @@ class LLMClient:
         temperature: float | None = None,
         response_format: Mapping[str, Any] | None = None,
         extra: Mapping[str, Any] | None = None,
+        fail_fast: bool = False,
     ) -> ChatResult:
         if self._closed:
             raise RuntimeError("LLMClient is closed")
@@ -361,12 +391,14 @@ class LLMClient:
             body.update(extra)
         request = self._request(body)
         started = time.perf_counter()
+        retries = min(self.max_retries, 1) if fail_fast else self.max_retries
         attempt = 0
         while True:
             try:
                 resp = unbound(await self._client.send(request))
             except httpx.HTTPError as exc:
-                if _retryable_transport(exc) and attempt < self.max_retries:
+                slow = fail_fast and isinstance(exc, httpx.TimeoutException)
+                if _retryable_transport(exc) and attempt < retries and not slow:
                     delay = self._backoff(attempt, None)
                     log.warning("LLM request failed, retrying", error=type(exc).__name__, attempt=attempt + 1, delay_s=round(delay, 2))
                     attempt += 1
@@ -390,21 +422,22 @@ class LLMClient:
                     elapsed_ms=(time.perf_counter() - started) * 1000,
                 )
             message = _error_message(resp)
-            if (status in _RETRY_STATUS or status >= 500) and attempt < self.max_retries:
+            slow = fail_fast and status == 429
+            if (status in _RETRY_STATUS or status >= 500) and attempt < retries and not slow:
                 delay = self._backoff(attempt, resp)
                 log.warning("LLM provider error, retrying", status=status, attempt=attempt + 1, delay_s=round(delay, 2))
                 attempt += 1
                 await self._sleep(delay)
                 continue
-            raise _status_error(status, message)
+            raise _status_error(status, message, _retry_after(resp))
 
 
-def _status_error(status: int, message: str) -> LLMError:
+def _status_error(status: int, message: str, retry_after: float | None = None) -> LLMError:
     text = f"LLM provider answered {status}: {message}"
     if status in (401, 403):
         return LLMAuthError(text, status=status, body=message)
     if status == 429:
-        return LLMRateLimited(text, status=status, body=message)
+        return LLMRateLimited(text, status=status, body=message, retry_after=retry_after)
     if status >= 500 or status in _RETRY_STATUS:
-        return LLMUnavailable(text, status=status, body=message)
+        return LLMUnavailable(text, status=status, body=message, retry_after=retry_after)
     return LLMBadRequest(text, status=status, body=message)

@@ -31,6 +31,8 @@ from typing import Any
 import httpx
 import structlog
 
+from .clock import Clock, SystemClock
+from .failover import Cooldowns, candidate_label, model_missing
 from .tokens import estimate_tokens
 from .types import Category
 
@@ -40,6 +42,7 @@ __all__ = [
     "Fact",
     "LLMBadOutput",
     "LLMUnavailable",
+    "MemoryEndpoint",
     "MemoryLLM",
     "MemoryLLMError",
     "MergeResult",
@@ -66,7 +69,39 @@ class MemoryLLMError(Exception):
 
 
 class LLMUnavailable(MemoryLLMError):
-    """The endpoint could not be reached or answered with an error status."""
+    """The endpoint could not be reached or answered with an error status
+    (``status``, None without a response)."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: int | None = None,
+        text: str = "",
+        retry_after: float | None = None,
+        reason: str = "",
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.text = text
+        self.retry_after = retry_after
+        # For logs: the class of failure, never the provider's words (they may quote the prompt).
+        self.reason = reason or (f"HTTP {status}" if status is not None else "unavailable")
+
+    @property
+    def fails_over(self) -> bool:
+        """Another endpoint could answer: no response, 401/403/408/409/429,
+        5xx, or the model unknown here. Any other 4xx is the request's."""
+        s = self.status
+        return s is None or s >= 500 or s in (401, 403, 408, 409, 429) or model_missing(s, self.text)
+
+
+def _retry_after_s(resp: httpx.Response) -> float | None:
+    raw = resp.headers.get("retry-after")
+    try:
+        return max(0.0, float(raw)) if raw else None
+    except ValueError:
+        return None  # an HTTP date: the cooldown's own length will do
 
 
 class LLMBadOutput(MemoryLLMError):
@@ -397,8 +432,28 @@ def unbound(resp: httpx.Response) -> httpx.Response:
     return resp
 
 
+@dataclass(frozen=True)
+class MemoryEndpoint:
+    """One model on one OpenAI-compatible endpoint."""
+
+    base_url: str
+    model: str
+    api_key: str = field(default="", repr=False)
+    timeout: float = 60.0
+    retries: int = 1
+
+
 class MemoryLLM:
-    """An OpenAI-compatible JSON completion client for the write path."""
+    """An OpenAI-compatible JSON completion client for the write path.
+
+    With ``fallbacks``, a call the model's endpoint could not answer (down,
+    5xx, timeout, 429, key refused, model unknown there) goes to the next
+    one not cooling down (``memory/failover.py``), so extraction does not
+    wait for its backoff; a candidate with another behind it is not
+    retried, the last one a call asks is, ``retries`` times. A reply that
+    is not usable JSON is not failed over: the caller keeps its input and
+    retries later, as without fallbacks.
+    """
 
     def __init__(
         self,
@@ -412,6 +467,9 @@ class MemoryLLM:
         retries: int = 1,
         retry_delay: float = 1.0,
         transport: httpx.AsyncBaseTransport | None = None,
+        fallbacks: Sequence[MemoryEndpoint] = (),
+        clock: Clock | None = None,
+        setting: str = "memory",
     ) -> None:
         self.model = model
         self.max_tokens = max_tokens
@@ -419,17 +477,36 @@ class MemoryLLM:
         self.retries = retries
         self.retry_delay = retry_delay
         self.usage = Usage()
-        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        self._client = httpx.AsyncClient(
-            base_url=base_url.rstrip("/") + "/", headers=headers, timeout=timeout, transport=transport
+        self._endpoints = [MemoryEndpoint(base_url, model, api_key, timeout, retries), *fallbacks]
+        self._clients = [
+            httpx.AsyncClient(
+                base_url=e.base_url.rstrip("/") + "/",
+                headers={"Authorization": f"Bearer {e.api_key}"} if e.api_key else {},
+                timeout=e.timeout,
+                transport=transport,
+            )
+            for e in self._endpoints
+        ]
+        self._client = self._clients[0]
+        self.cooldowns = Cooldowns(
+            [candidate_label(setting, i) for i in range(len(self._endpoints))],
+            [e.model for e in self._endpoints],
+            clock or SystemClock(),
         )
 
     @classmethod
     def from_config(cls, cfg: Any, **overrides: Any) -> MemoryLLM:
         """Build from a ``gateway.config.Config`` (duck-typed: memory must not
-        import gateway). The memory provider/model/maxTokens fall back to the
-        main ones inside ``Config``."""
+        import gateway). The memory provider/model/maxTokens/fallbacks fall
+        back to the main ones inside ``Config``."""
         prov = cfg.memory_provider()
+        fallbacks = []
+        for fb in cfg.memory_fallbacks():
+            p = fb.provider or prov
+            fallbacks.append(
+                MemoryEndpoint(p.base_url, fb.model, p.api_key.get_secret_value(), p.timeout.total_seconds(),
+                               min(p.max_retries, 2))
+            )
         kwargs: dict[str, Any] = dict(
             base_url=prov.base_url,
             api_key=prov.api_key.get_secret_value(),
@@ -437,12 +514,14 @@ class MemoryLLM:
             max_tokens=cfg.memory_max_tokens(),
             timeout=prov.timeout.total_seconds(),
             retries=min(prov.max_retries, 2),
+            fallbacks=fallbacks,
         )
         kwargs.update(overrides)
         return cls(**kwargs)
 
     async def aclose(self) -> None:
-        await self._client.aclose()
+        for client in self._clients:
+            await client.aclose()
 
     async def __aenter__(self) -> MemoryLLM:
         return self
@@ -460,16 +539,36 @@ class MemoryLLM:
             "response_format": {"type": "json_object"},
         }
         self.usage.by_kind[kind] = self.usage.by_kind.get(kind, 0) + 1
+        plan = self.cooldowns.plan()
+        for n, index in enumerate(plan):
+            last = n == len(plan) - 1
+            try:
+                obj = await self._complete_on(
+                    index, {**body, "model": self._endpoints[index].model}, kind,
+                    retries=self._endpoints[index].retries if last else 0,
+                )
+            except LLMUnavailable as exc:
+                if not exc.fails_over:
+                    raise
+                self.cooldowns.failed(index, exc.reason, retry_after=exc.retry_after)
+                if last:
+                    raise
+                continue
+            self.cooldowns.succeeded(index)
+            return obj
+        raise AssertionError("unreachable: a plan has at least one candidate")  # pragma: no cover
+
+    async def _complete_on(self, index: int, body: dict[str, Any], kind: str, *, retries: int) -> dict[str, Any]:
         attempt = 0
         while True:
             attempt += 1
             self.usage.calls += 1
             try:
-                content = await self._post(body)
+                content = await self._post(self._clients[index], body)
                 return parse_json_object(content)
             except LLMUnavailable as exc:
                 self.usage.failures += 1
-                if attempt > self.retries:
+                if attempt > retries:
                     raise
                 log.info("memory llm: retrying", kind=kind, attempt=attempt, error=str(exc))
                 await asyncio.sleep(self.retry_delay * attempt)
@@ -477,15 +576,20 @@ class MemoryLLM:
                 self.usage.failures += 1
                 raise
 
-    async def _post(self, body: dict[str, Any]) -> str:
+    async def _post(self, client: httpx.AsyncClient, body: dict[str, Any]) -> str:
         try:
-            resp = unbound(await self._client.post("chat/completions", json=body))
+            resp = unbound(await client.post("chat/completions", json=body))
         except httpx.TimeoutException as exc:
-            raise LLMUnavailable(f"timeout: {type(exc).__name__}") from exc
+            raise LLMUnavailable(f"timeout: {type(exc).__name__}", reason=f"timeout {type(exc).__name__}") from exc
         except httpx.HTTPError as exc:
-            raise LLMUnavailable(f"transport: {type(exc).__name__}: {exc}") from exc
+            raise LLMUnavailable(f"transport: {type(exc).__name__}: {exc}", reason=type(exc).__name__) from exc
         if resp.status_code != 200:
-            raise LLMUnavailable(f"HTTP {resp.status_code}: {resp.text[:200]}")
+            raise LLMUnavailable(
+                f"HTTP {resp.status_code}: {resp.text[:200]}",
+                status=resp.status_code,
+                text=resp.text[:500],
+                retry_after=_retry_after_s(resp),
+            )
         try:
             data = resp.json()
             content = data["choices"][0]["message"]["content"]

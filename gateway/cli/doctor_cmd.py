@@ -28,7 +28,7 @@ import sqlite3
 import time
 from collections.abc import Coroutine, Mapping
 from contextlib import closing
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
@@ -40,6 +40,8 @@ from pydantic import SecretStr
 
 from gateway.config import (
     ENV_OVERRIDES,
+    env_name,
+    fallback_env_path,
     Config,
     ConfigError,
     FeishuConfig,
@@ -120,7 +122,7 @@ def _check_config(report: Report, env: Mapping[str, str]) -> Config | None:
     except ConfigError as exc:  # the gateway's own message: names the field and the value
         report.add("config", "error", str(exc), f"fix {report.config_file} or the MYCLAW_* variable named")
         return None
-    overrides = sorted(n for n in ENV_OVERRIDES if n in env)
+    overrides = sorted(n for n in env if n in ENV_OVERRIDES or fallback_env_path(n) is not None)
     where = f"home {report.home}" + (f"; from the environment: {', '.join(overrides)}" if overrides else "")
     if report.config_file.exists():
         report.add("config", "ok", f"{report.config_file} loaded ({where})", overrides=overrides)
@@ -138,11 +140,9 @@ _PLACEHOLDERS = frozenset({"sk-your-key", "sk-memory-key", "123456789:your-bot-t
 _TELEGRAM_TOKEN = re.compile(r"\d+:[A-Za-z0-9_-]+")
 
 
-def _source(path: tuple[str, ...], env: Mapping[str, str]) -> str:
-    for name, (p, _kind) in ENV_OVERRIDES.items():
-        if p == path and name in env:
-            return f"env {name}"
-    return "config file"
+def _source(path: tuple[str | int, ...], env: Mapping[str, str]) -> str:
+    name = env_name(path, env)
+    return f"env {name}" if name else "config file"
 
 
 def _mask(value: str) -> str:
@@ -152,12 +152,18 @@ def _mask(value: str) -> str:
 
 def _secret_checks(report: Report, cfg: Config, env: Mapping[str, str]) -> None:
     # (setting, path in the JSON document, value, what an empty value means)
-    wanted: list[tuple[str, tuple[str, ...], SecretStr, Status]] = [
+    wanted: list[tuple[str, tuple[str | int, ...], SecretStr, Status]] = [
         ("provider.apiKey", ("provider", "apiKey"), cfg.provider.api_key, "warning")
     ]
     m = cfg.memory
     if m.enabled and m.provider is not None:
         wanted.append(("memory.provider.apiKey", ("memory", "provider", "apiKey"), m.provider.api_key, "warning"))
+    own_fallbacks = {"agent": cfg.agent.fallbacks, "memory": (m.fallbacks or []) if m.enabled else []}
+    for section, fallbacks in own_fallbacks.items():
+        for i, fb in enumerate(fallbacks):
+            if fb.provider is not None:
+                wanted.append((f"{section}.fallbacks[{i}].provider.apiKey",
+                               (section, "fallbacks", i, "provider", "apiKey"), fb.provider.api_key, "warning"))
     if m.enabled and m.embedding.enabled and m.embedding.provider is not None:
         wanted.append(
             ("memory.embedding.provider.apiKey", ("memory", "embedding", "provider", "apiKey"),
@@ -391,23 +397,35 @@ class _Endpoint:
 
 
 def _endpoints(cfg: Config) -> list[_Endpoint]:
-    """The OpenAI-compatible endpoints the gateway calls; one the memory
-    model shares with the chat model is asked once, for both models."""
-    main_models = [cfg.agent.model]
+    """The OpenAI-compatible endpoints the gateway calls; one that several
+    models share (the memory model's, a fallback's) is asked once, for all
+    of them."""
+    main = _Endpoint("llm", cfg.provider, "provider", (cfg.agent.model,))
+    chat = [main]
+
+    def add(name: str, provider: ProviderConfig, setting: str, model: str) -> None:
+        for n, e in enumerate(chat):
+            if (e.provider.base_url, e.provider.api_key) == (provider.base_url, provider.api_key):
+                chat[n] = replace(e, models=tuple(dict.fromkeys((*e.models, model))))
+                return
+        chat.append(_Endpoint(name, provider, setting, (model,)))
+
+    for i, fb in enumerate(cfg.agent.fallbacks):
+        add(f"agent.fallbacks[{i}]", fb.provider or cfg.provider, f"agent.fallbacks[{i}].provider", fb.model)
     out = []
     m = cfg.memory
     if m.enabled:
-        same = m.provider is not None and (m.provider.base_url, m.provider.api_key) == (
-            cfg.provider.base_url, cfg.provider.api_key)
-        if m.provider is None or same:
-            main_models.append(cfg.memory_model())
-        else:
-            out.append(_Endpoint("memory llm", m.provider, "memory.provider", (cfg.memory_model(),)))
+        add("memory llm", cfg.memory_provider(), "memory.provider", cfg.memory_model())
+        if m.fallbacks is not None:  # otherwise the agent's, checked above
+            for i, fb in enumerate(m.fallbacks):
+                setting = f"memory.fallbacks[{i}].provider" if fb.provider else (
+                    "memory.provider" if m.provider else "provider")
+                add(f"memory.fallbacks[{i}]", fb.provider or cfg.memory_provider(), setting, fb.model)
         if m.embedding.enabled:
             where = "memory.embedding.provider" if m.embedding.provider else (
                 "memory.provider" if m.provider else "provider")
             out.append(_Endpoint("embedding", cfg.embedding_provider(), where, (m.embedding.model,)))
-    return [_Endpoint("llm", cfg.provider, "provider", tuple(dict.fromkeys(main_models))), *out]
+    return [*chat, *out]
 
 
 def _refused(e: _Endpoint, a: _Answer, url: str) -> Check:

@@ -94,6 +94,11 @@ class Reply:
     delay: float = 0.0  # seconds to wait before answering (timeouts)
     error_body: str = ""
     finish_reason: str | None = None
+    # An error's "type" and "code" as OpenAI sends them (e.g. "invalid_request_error",
+    # "context_length_exceeded"), and response headers (e.g. Retry-After on a 429).
+    error_type: str = "server_error"
+    error_code: str | None = None
+    headers: dict[str, str] = field(default_factory=dict)
 
 
 Responder = Callable[[dict[str, Any]], "Reply | Awaitable[Reply]"]
@@ -121,6 +126,12 @@ class FakeOpenAI:
         self.requests: list[dict[str, Any]] = []
         self.headers: list[dict[str, str]] = []
         self._script: list[Reply] = []
+        # Set: every chat request is answered with this (an outage, until
+        # set back to None); scripted replies wait behind it.
+        self.down: Reply | None = None
+        # Set: a chat request for another model is refused with 404
+        # model_not_found, as OpenAI refuses a model it does not serve.
+        self.served_models: set[str] | None = None
         self._ids = itertools.count(1)
         self._runner: web.AppRunner | None = None
         self.port = 0
@@ -129,9 +140,21 @@ class FakeOpenAI:
     def queue_reply(self, content: str | None = "ok", tool_calls: list[dict[str, Any]] | None = None) -> None:
         self._script.append(Reply(content=content, tool_calls=tool_calls or []))
 
-    def queue_error(self, status: int = 500, *, times: int = 1, body: str = "") -> None:
+    def queue_error(
+        self,
+        status: int = 500,
+        *,
+        times: int = 1,
+        body: str = "",
+        code: str | None = None,
+        retry_after: float | None = None,
+    ) -> None:
+        headers = {"Retry-After": f"{retry_after:g}"} if retry_after is not None else {}
+        kind = "invalid_request_error" if 400 <= status < 500 and status != 429 else "server_error"
         for _ in range(times):
-            self._script.append(Reply(content=None, status=status, error_body=body))
+            self._script.append(
+                Reply(content=None, status=status, error_body=body, error_type=kind, error_code=code, headers=headers)
+            )
 
     def queue_embedding_error(self, status: int = 500, *, times: int = 1) -> None:
         self._embedding_errors.extend([status] * times)
@@ -251,7 +274,15 @@ class FakeOpenAI:
             )
         self.requests.append(body)
         self.headers.append(dict(request.headers))
-        if self._script:
+        if self.served_models is not None and body["model"] not in self.served_models:
+            return web.json_response(
+                {"error": {"message": f"The model `{body['model']}` does not exist or you do not have access to it.",
+                           "type": "invalid_request_error", "param": None, "code": "model_not_found"}},
+                status=404,
+            )
+        if self.down is not None:
+            reply = self.down
+        elif self._script:
             reply = self._script.pop(0)
         elif self.responder is not None:
             r = self.responder(body)
@@ -260,9 +291,12 @@ class FakeOpenAI:
             reply = Reply()
         if reply.delay:
             await asyncio.sleep(reply.delay)
+        if reply.status == 401:
+            return self._unauthorized()
         if reply.status != 200:
             msg = reply.error_body or {429: "Rate limit reached", 500: "The server had an error"}.get(reply.status, "error")
-            return web.json_response({"error": {"message": msg, "type": "server_error"}}, status=reply.status)
+            error = {"message": msg, "type": reply.error_type, "param": None, "code": reply.error_code}
+            return web.json_response({"error": error}, status=reply.status, headers=reply.headers)
         return web.json_response(self._completion(body, reply))
 
     def _completion(self, body: dict[str, Any], reply: Reply) -> dict[str, Any]:

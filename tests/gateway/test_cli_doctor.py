@@ -486,3 +486,28 @@ def test_a_running_gateway_is_seen_by_its_lock_and_its_port(home: Path, fakes: F
     finally:
         lock.release()
         fakes.run(server.stop())
+
+
+def test_each_fallback_endpoint_is_checked_like_the_primary(home: Path, fakes: Fakes) -> None:
+    doc = healthy_config(fakes)
+    doc["agent"]["fallbacks"] = [
+        {"model": "fake-model-small"},  # on the primary's endpoint: asked there, with its model
+        {"model": "fake-model", "provider": {"baseUrl": fakes.llm.url + "/"}},  # its own key, from the environment
+    ]
+    write_config(home, doc)
+    wrong = "sk-fallback-wrong-0123456789"
+    r = doctor(MYCLAW_AGENT_FALLBACKS_1_API_KEY=wrong)
+    assert r.exit_code == 1, r.output
+    assert "does not list the model fake-model-small (1 listed)" in line(r, "llm")
+    fb = line(r, "agent.fallbacks[1]")
+    assert fb.startswith("error ") and "the key was refused (HTTP 401" in fb
+    assert fb.endswith("-> check agent.fallbacks[1].provider.apiKey")
+    assert "set (env MYCLAW_AGENT_FALLBACKS_1_API_KEY): sk-…89, 28 chars" in line(
+        r, "agent.fallbacks[1].provider.apiKey")
+    assert "from the environment: MYCLAW_AGENT_FALLBACKS_1_API_KEY" in line(r, "config")
+    assert wrong not in r.output and wrong not in doctor("--json", MYCLAW_AGENT_FALLBACKS_1_API_KEY=wrong).output
+    fakes.llm.models = ["fake-model", "fake-model-small"]
+    r = doctor(MYCLAW_AGENT_FALLBACKS_1_API_KEY=API_KEY)
+    assert line(r, "llm").startswith("ok ") and "model fake-model, fake-model-small listed" in line(r, "llm")
+    # Same URL and key as the primary now: one endpoint, asked once for all its models.
+    assert not [x for x in r.stdout.splitlines() if x[9:].startswith("agent.fallbacks[1] ")]

@@ -158,3 +158,70 @@ def test_a_value_the_message_already_names_is_not_repeated(tmp_path: Path) -> No
     with pytest.raises(ConfigError) as err:
         load_config(write(tmp_path, {"provider": {"timeout": "abc"}}), env={})
     assert str(err.value).count("'abc'") == 1
+
+
+# -- fallbacks (agent.fallbacks, memory.fallbacks) ------------------------------------
+
+
+def test_fallback_errors_name_the_field_with_its_index(tmp_path: Path) -> None:
+    doc = {"agent": {"fallbacks": [
+        {"model": "small"},
+        {"model": "elsewhere", "provider": {"baseUrl": "api.example.com/v1", "apiKey": "sk-fallback-secret-123"}},
+        {"model": " ", "provider": {"timeout": "soon"}},
+    ]}}
+    with pytest.raises(ConfigError) as err:
+        load_config(write(tmp_path, doc), env={})
+    text = str(err.value)
+    assert "agent.fallbacks[1].provider.baseUrl: invalid URL 'api.example.com/v1'" in text
+    assert "agent.fallbacks[2].model: must name the fallback model" in text
+    assert "agent.fallbacks[2].provider.timeout: invalid duration 'soon'" in text
+    assert "sk-fallback-secret-123" not in text
+    with pytest.raises(ConfigError, match=r"memory\.fallbacks\[0\]\.model: Field required"):
+        load_config(write(tmp_path, {"memory": {"fallbacks": [{"provider": {}}]}}), env={})
+    with pytest.raises(ConfigError, match=r"agent\.fallbacks\[0\]\.modle: unknown field"):
+        load_config(write(tmp_path, {"agent": {"fallbacks": [{"modle": "x"}]}}), env={})
+
+
+def test_a_fallback_key_comes_from_the_environment_by_index(tmp_path: Path) -> None:
+    doc = {"agent": {"fallbacks": [
+        {"model": "small"},
+        {"model": "elsewhere", "provider": {"baseUrl": "https://api.example.com/v1"}},
+    ]}}
+    env = {
+        "MYCLAW_AGENT_FALLBACKS_1_API_KEY": "sk-from-env-0123456789",
+        "MYCLAW_AGENT_FALLBACKS_2_MODEL": "third",  # the next index: a whole fallback from the environment
+        "MYCLAW_AGENT_FALLBACKS_2_BASE_URL": "http://127.0.0.1:9/v1",
+        "MYCLAW_MEMORY_FALLBACKS_0_MODEL": "mem-backup",
+    }
+    cfg = load_config(write(tmp_path, doc), env=env)
+    fb = cfg.agent.fallbacks
+    assert [f.model for f in fb] == ["small", "elsewhere", "third"]
+    assert fb[0].provider is None
+    assert fb[1].provider is not None and fb[1].provider.api_key.get_secret_value() == "sk-from-env-0123456789"
+    assert fb[1].provider.base_url == "https://api.example.com/v1"
+    assert fb[2].provider is not None and fb[2].provider.base_url == "http://127.0.0.1:9/v1"
+    assert [f.model for f in cfg.memory_fallbacks()] == ["mem-backup"]
+    assert unknown_env(env) == []
+    # An index past the end is a mistake, not a silently ignored variable.
+    with pytest.raises(ConfigError, match=r"MYCLAW_AGENT_FALLBACKS_5_API_KEY: agent.fallbacks has 2 entries"):
+        load_config(write(tmp_path, doc), env={"MYCLAW_AGENT_FALLBACKS_5_API_KEY": "sk-x"})
+    # A key for a fallback that names no model: the error says which field is missing.
+    with pytest.raises(ConfigError, match=r"agent\.fallbacks\[0\]\.model: Field required"):
+        load_config(write(tmp_path, {}), env={"MYCLAW_AGENT_FALLBACKS_0_API_KEY": "sk-x"})
+
+
+def test_a_misspelt_fallback_variable_is_reported_with_the_right_name() -> None:
+    env = {"MYCLAW_AGENT_FALLBACK_1_API_KEY": "x", "MYCLAW_MEMORY_FALLBACKS_0_APIKEY": "y"}
+    assert unknown_env(env) == [
+        "MYCLAW_AGENT_FALLBACK_1_API_KEY (did you mean MYCLAW_AGENT_FALLBACKS_1_API_KEY?)",
+        "MYCLAW_MEMORY_FALLBACKS_0_APIKEY (did you mean MYCLAW_MEMORY_FALLBACKS_0_API_KEY?)",
+    ]
+
+
+def test_fallback_keys_are_redacted_secrets(tmp_path: Path) -> None:
+    from gateway.app import config_secrets
+
+    doc = {"agent": {"fallbacks": [{"model": "a", "provider": {"apiKey": "sk-agent-fb-0123456789"}}]},
+           "memory": {"fallbacks": [{"model": "b", "provider": {"apiKey": "sk-memory-fb-0123456789"}}]}}
+    cfg = load_config(write(tmp_path, doc), env={})
+    assert {"sk-agent-fb-0123456789", "sk-memory-fb-0123456789"} <= set(config_secrets(cfg))
