@@ -480,6 +480,7 @@ class ProcessLoop:
                 hits=len(hits),
                 tools=list(reply.tools_used),
                 ok=reply.ok,
+                model=reply.candidate or None,  # which of agent.model / agent.fallbacks[i] answered
                 retrieval_ms=round(retrieval_ms, 2),
                 llm_ms=round(reply.llm_ms, 2),
                 total_ms=round(total_ms, 2),

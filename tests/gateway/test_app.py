@@ -530,6 +530,7 @@ async def test_debug_log_has_timings_and_never_the_key(tmp_path: Path, clock: Ma
     handled = [e for e in lines if e["event"] == "message handled"]
     assert len(handled) == 2 and {"retrieval_ms", "llm_ms", "total_ms"} <= handled[0].keys()
     assert [e["ok"] for e in handled] == [False, True]
+    assert [e.get("model") for e in handled] == [None, "agent"]  # which candidate answered (agent.fallbacks[i])
     assert fake_llm.api_key is not None and fake_llm.api_key not in stream.getvalue()
 
 
