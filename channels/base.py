@@ -6,11 +6,14 @@ from __future__ import annotations
 
 import abc
 import asyncio
-from collections.abc import Callable, Iterable, Sequence
+import dataclasses
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 
 import structlog
 
-from gateway.bus import InboundMessage, MessageBus, OutboundMessage
+from gateway.bus import Image, InboundMessage, MessageBus, OutboundMessage
+
+from .media import FAILED, NOT_READ, ImageError, image_note, placeholder
 
 __all__ = ["UNREADABLE_REPLY", "BaseChannel", "ChannelFatalError", "DeliveryError", "rest_of"]
 
@@ -66,9 +69,18 @@ class BaseChannel(abc.ABC):
     # it answers and, kept in the outbox, is erased with their data.
     owner_of_sender: Callable[[str, str], str] | None = None
 
-    def __init__(self, bus: MessageBus, allow_from: Iterable[str] = ()) -> None:
+    # Seconds a message's pictures may take to download before the user is
+    # told it failed: intake waits for them, to keep the chat's order.
+    image_timeout: float = 30.0
+
+    def __init__(
+        self, bus: MessageBus, allow_from: Iterable[str] = (), *, max_image_bytes: int | None = None
+    ) -> None:
+        """``max_image_bytes``: pictures up to this size go to the model
+        (``agent.vision``); None: they are not read, as without vision."""
         self.bus = bus
         self.allow_from = {str(a).lstrip("@").lower() for a in allow_from if str(a).strip()}
+        self.max_image_bytes = max_image_bytes
         self.log = structlog.get_logger(channel=self.name)
         self._sender_task: asyncio.Task[None] | None = None
 
@@ -100,9 +112,56 @@ class BaseChannel(abc.ABC):
             )
             return False
         self.log.info("message without text answered with a note", kind=kind, chat_id=msg.chat_id)
-        owner = self.owner_of_sender(msg.channel, msg.sender_id) if self.owner_of_sender is not None else ""
-        await self.bus.publish_outbound(OutboundMessage.answering(msg, UNREADABLE_REPLY, owner=owner))
+        await self._note(msg, UNREADABLE_REPLY)
         return True
+
+    async def publish_image(
+        self, msg: InboundMessage, fetch: Callable[[], Awaitable[Sequence[Image]]], *ids: str
+    ) -> bool:
+        """Publish ``msg`` (its words: a caption, maybe "") with the pictures
+        ``fetch`` downloads (it raises :class:`~channels.media.ImageError`
+        for one it cannot read). Nothing is downloaded for a group message
+        not addressed to the bot (its words go on as any such message's) or
+        from a sender not in the allow-list. A picture not read gets the user
+        a short note; their words still go on, marked "[photo not read]",
+        so a caption is answered and kept. Needs ``max_image_bytes``."""
+        limit = self.max_image_bytes
+        assert limit is not None, "publish_image without max_image_bytes"
+        if msg.is_group and not (msg.mentioned or msg.reply_to_bot):
+            return await self.publish(msg, *ids) if msg.text.strip() else False
+        if not self.is_allowed(msg.sender_id, *ids):
+            return await self.publish(msg, *ids)  # logged and dropped there
+        try:
+            async with asyncio.timeout(self.image_timeout):
+                images = tuple(await fetch())
+        except ImageError as exc:
+            reason, detail = exc.reason, str(exc)
+        except TimeoutError:
+            reason, detail = FAILED, f"no answer within {self.image_timeout:.0f}s"
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # a download bug must not lose the message: told and logged
+            self.log.exception("picture download failed", chat_id=msg.chat_id, message_id=msg.message_id)
+            reason, detail = FAILED, type(exc).__name__
+        else:
+            if images:
+                return await self.publish(
+                    dataclasses.replace(msg, images=images, placeholder=placeholder(len(images))), *ids
+                )
+            reason, detail = FAILED, "no picture found"
+        self.log.warning("picture not read", reason=reason, error=detail, chat_id=msg.chat_id,
+                         message_id=msg.message_id)
+        has_text = bool(msg.text.strip())
+        await self._note(msg, image_note(reason, limit, has_text=has_text))
+        if has_text:
+            await self.publish(dataclasses.replace(msg, placeholder=NOT_READ), *ids)
+        return True
+
+    async def _note(self, msg: InboundMessage, text: str) -> None:
+        """A note of the channel's own, straight to the outbound queue:
+        nothing for the agent to do or for memory to learn."""
+        owner = self.owner_of_sender(msg.channel, msg.sender_id) if self.owner_of_sender is not None else ""
+        await self.bus.publish_outbound(OutboundMessage.answering(msg, text, owner=owner))
 
     @abc.abstractmethod
     async def start(self) -> None:

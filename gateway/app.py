@@ -101,6 +101,9 @@ class ChannelSpec:
     # The channel remembers which of its messages answer which (to withdraw
     # them on a recall): given ``reply_store``, its rows in gateway.db.
     keeps_replies: bool = False
+    # The channel can fetch pictures users send: with agent.vision it is
+    # given ``max_image_bytes``.
+    reads_images: bool = False
 
     def load(self) -> Callable[..., BaseChannel]:
         # Not type[BaseChannel]: channels take (section, bus, ...), BaseChannel (bus, allow_from).
@@ -109,7 +112,7 @@ class ChannelSpec:
 
 
 CHANNELS: tuple[ChannelSpec, ...] = (
-    ChannelSpec("telegram", "channels.telegram", "TelegramChannel", lambda c: c.channels.telegram),
+    ChannelSpec("telegram", "channels.telegram", "TelegramChannel", lambda c: c.channels.telegram, reads_images=True),
     ChannelSpec(
         "feishu",
         "channels.feishu",
@@ -117,6 +120,7 @@ CHANNELS: tuple[ChannelSpec, ...] = (
         lambda c: c.channels.feishu,
         needs_http=lambda c: c.channels.feishu.mode == "webhook",
         keeps_replies=True,
+        reads_images=True,
     ),
 )
 
@@ -508,6 +512,8 @@ class App:
                     from .sentreplies import SentReplies  # imports the Feishu channel's types
 
                     kwargs["reply_store"] = SentReplies(self.sessions.db, spec.name)
+                if spec.reads_images and self.cfg.agent.vision:
+                    kwargs["max_image_bytes"] = self.cfg.agent.max_image_bytes
                 built.append(cls(section, self.bus, **kwargs))
             except Exception as exc:  # one channel's trouble must not stop the others
                 self._channel_failed(spec.name, exc)

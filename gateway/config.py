@@ -112,12 +112,21 @@ class ProviderConfig(_Model):
         return v.rstrip("/")
 
 
+MAX_IMAGE_BYTES = 20 * 1024 * 1024
+
+
 class AgentConfig(_Model):
     model: str = "gpt-4o-mini"
     max_tokens: int = Field(default=4096, gt=0)
     temperature: float = Field(default=0.7, ge=0, le=2)
     workspace: str = ""  # empty: $MYCLAW_HOME/workspace
     history_messages: int = Field(default=20, ge=2, le=200)
+    # The chat model reads images: photos users send go to it with their
+    # message. Off: a photo gets a note that only text is read.
+    vision: bool = False
+    # Larger pictures are not downloaded (the user is told); 20 MB is both
+    # what a Telegram bot may download and OpenAI's limit per image.
+    max_image_bytes: int = Field(default=5 * 1024 * 1024, ge=1024, le=MAX_IMAGE_BYTES)
 
 
 class TelegramConfig(_Model):
@@ -125,6 +134,9 @@ class TelegramConfig(_Model):
     token: SecretStr = SecretStr("")
     allow_from: list[str] = Field(default_factory=list)
     base_url: str = "https://api.telegram.org/bot"
+    # Where files are downloaded from (photos, with agent.vision); empty:
+    # baseUrl with its last "/bot" read as "/file/bot", as Telegram's are.
+    base_file_url: str = ""
     poll_timeout: int = Field(default=30, ge=0, le=50)
 
     @field_validator("allow_from", mode="before")
@@ -134,6 +146,15 @@ class TelegramConfig(_Model):
         if isinstance(v, list):
             return [str(x) if isinstance(x, int) and not isinstance(x, bool) else x for x in v]
         return v
+
+    @property
+    def file_url(self) -> str:
+        """``baseFileUrl``, else derived from ``baseUrl`` (``.../bot`` ->
+        ``.../file/bot``; a local Bot API server serves files the same way)."""
+        if self.base_file_url:
+            return self.base_file_url
+        head, sep, tail = self.base_url.rpartition("/bot")
+        return f"{head}/file/bot{tail}" if sep else self.base_url.rstrip("/") + "/file/bot"
 
 
 class FeishuConfig(_Model):
@@ -388,6 +409,7 @@ ENV_OVERRIDES: dict[str, tuple[tuple[str, ...], str]] = {
     "MYCLAW_PROVIDER_BASE_URL": (("provider", "baseUrl"), "str"),
     "MYCLAW_AGENT_MODEL": (("agent", "model"), "str"),
     "MYCLAW_AGENT_WORKSPACE": (("agent", "workspace"), "str"),
+    "MYCLAW_AGENT_VISION": (("agent", "vision"), "bool"),
     "MYCLAW_MEMORY_ENABLED": (("memory", "enabled"), "bool"),
     "MYCLAW_MEMORY_MODEL": (("memory", "model"), "str"),
     "MYCLAW_MEMORY_API_KEY": (("memory", "provider", "apiKey"), "str"),
