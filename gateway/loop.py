@@ -307,14 +307,15 @@ class ProcessLoop:
         if item.user is None and msg.is_group and not (msg.mentioned or msg.reply_to_bot):
             self.stats.ignored += 1
             return ""
-        if not msg.text.strip():  # a sticker or photo without caption: nothing to answer
+        if not msg.text.strip() and not msg.images:  # a sticker, a photo not read: nothing to answer
             self.stats.ignored += 1
             return ""
         user = item.user or self.identities.resolve(msg.channel, msg.sender_id)
         private = not msg.is_group
         key = msg.session_key
 
-        found = split_command(msg.text) if item.user is None else None
+        # A photo's caption is a question about it, never a command.
+        found = split_command(msg.text) if item.user is None and not msg.images else None
         command, args = found if found is not None else (None, "")
         if command in COMMANDS:
             # Answered here, not by the model, and kept out of Tier 0 and
@@ -367,12 +368,16 @@ class ProcessLoop:
             private=private,
             message_id=msg.message_id,
             sender_id=msg.sender_id,
-            message_text=msg.text,
+            message_text=msg.history_text,
             tz=tz,
         )
         system = await self.prompts.system_prompt(user, private=private, tools=bool(self.agent.tools_for(ctx)), tz=tz)
+        # A photo goes to the model with its message only; the history, and
+        # memory from it, keep its placeholder (msg.history_text), never its
+        # bytes: what it showed is learnt from the reply, which describes it.
         messages = self.prompts.messages(
-            system, history, msg.text, self.prompts.memory_block(hits), self.prompts.time_of_day(tz)
+            system, history, msg.history_text, self.prompts.memory_block(hits), self.prompts.time_of_day(tz),
+            msg.images,
         )
         # The user's message goes to Tier 0 while the LLM runs (the write is
         # queued to SQLite before the request leaves), and is durable before
@@ -386,7 +391,7 @@ class ProcessLoop:
         # by _settle after a crash.
         job = item.user is not None
         user_write = self._save(
-            msg, "user", msg.text, user, sender_id=msg.sender_id or ("cron" if job else ""),
+            msg, "user", msg.history_text, user, sender_id=msg.sender_id or ("cron" if job else ""),
             message_id=msg.message_id, buffered=job,
         )
         try:
