@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from gateway.config import ENV_OVERRIDES, ConfigError, Paths, load_config, parse_duration, unknown_env
+from gateway.config import ENV_OVERRIDES, ConfigError, Paths, TelegramConfig, load_config, parse_duration, unknown_env
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "config.example.json"
 
@@ -158,3 +158,19 @@ def test_a_value_the_message_already_names_is_not_repeated(tmp_path: Path) -> No
     with pytest.raises(ConfigError) as err:
         load_config(write(tmp_path, {"provider": {"timeout": "abc"}}), env={})
     assert str(err.value).count("'abc'") == 1
+
+
+def test_vision_is_off_by_default_and_its_limit_is_checked(tmp_path: Path) -> None:
+    cfg = load_config(write(tmp_path, {}), env={})
+    assert (cfg.agent.vision, cfg.agent.max_image_bytes) == (False, 5 * 1024 * 1024)
+    cfg = load_config(write(tmp_path, {"agent": {"maxImageBytes": 1_000_000}}), env={"MYCLAW_AGENT_VISION": "true"})
+    assert (cfg.agent.vision, cfg.agent.max_image_bytes) == (True, 1_000_000)
+    with pytest.raises(ConfigError) as err:
+        load_config(write(tmp_path, {"agent": {"maxImageBytes": 50 * 1024 * 1024}}), env={})
+    assert "agent.maxImageBytes" in str(err.value)
+
+
+def test_telegram_files_come_from_the_file_url_of_the_api() -> None:
+    assert TelegramConfig().file_url == "https://api.telegram.org/file/bot"
+    assert TelegramConfig(base_url="http://127.0.0.1:8081/bot").file_url == "http://127.0.0.1:8081/file/bot"
+    assert TelegramConfig(base_file_url="http://files.local/f/bot").file_url == "http://files.local/f/bot"
