@@ -1,4 +1,5 @@
-"""Pictures users send, for a chat model that reads them (``agent.vision``).
+"""Pictures users send, for a chat model that reads them (``agent.vision``),
+and voice messages, for transcription (``agent.transcription``).
 
 A channel fetches the bytes its own way (Telegram ``getFile``, Feishu's
 message resource) and hands them to :func:`as_image`, which checks the size
@@ -16,6 +17,8 @@ __all__ = [
     "FAILED",
     "MAX_IMAGES",
     "NOT_READ",
+    "VOICE",
+    "VOICE_NOT_READ",
     "TOO_LARGE",
     "UNSUPPORTED",
     "ImageError",
@@ -34,6 +37,8 @@ FAILED = "failed"
 MAX_IMAGES = 4
 
 NOT_READ = "[photo not read]"
+VOICE = "[voice]"
+VOICE_NOT_READ = "[voice not read]"
 
 
 class ImageError(Exception):
@@ -75,18 +80,17 @@ def placeholder(count: int) -> str:
     return "[photo]" if count == 1 else f"[{count} photos]"
 
 
-def image_note(reason: str, max_bytes: int, *, has_text: bool) -> str:
-    """The short note a user gets for a picture that was not read; with
-    ``has_text``, their words are answered all the same, and it says so."""
+def image_note(reason: str, max_bytes: int, *, has_text: bool, what: str = "picture") -> str:
+    """The short note a user gets for a picture (``what``: or a "voice
+    message") that was not read; with ``has_text``, their words are
+    answered all the same, and it says so."""
     if reason == TOO_LARGE:
-        note = (
-            f"That picture is too large for me to read (the limit is {_megabytes(max_bytes)}). "
-            "Please send a smaller one or a screenshot."
-        )
+        smaller = "a smaller one or a screenshot" if what == "picture" else "a shorter one or type it"
+        note = f"That {what} is too large for me to read (the limit is {_megabytes(max_bytes)}). Please send {smaller}."
     elif reason == UNSUPPORTED:
         note = f"I can only read {_FORMATS} pictures, so I could not read that one."
     else:
-        note = "Sorry, I could not download that picture. Please send it again."
+        note = f"Sorry, I could not download that {what}. Please send it again."
     return note + (" I am answering your text without it." if has_text else "")
 
 

@@ -64,7 +64,7 @@ from telegram.request import BaseRequest, RequestData
 
 from channels.base import BaseChannel, ChannelFatalError, DeliveryError, rest_of
 from channels.media import FAILED, TOO_LARGE, UNSUPPORTED, ImageError, as_image, placeholder
-from gateway.bus import EDIT, MESSAGE, Attachment, Image, InboundMessage, MessageBus, OutboundMessage
+from gateway.bus import EDIT, MESSAGE, Attachment, Audio, Image, InboundMessage, MessageBus, OutboundMessage
 from gateway.commands import MENU
 from gateway.config import TelegramConfig
 
@@ -119,6 +119,15 @@ class _Picture:
     file_id: str = ""
     size: int | None = None
     refused: str = ""  # TOO_LARGE | UNSUPPORTED
+
+
+@dataclass(frozen=True)
+class _Voice:
+    """A voice message's recording, to download for transcription."""
+
+    file_id: str
+    size: int | None
+    mime: str
 
 
 @dataclass(frozen=True)
@@ -312,7 +321,9 @@ class TelegramChannel(BaseChannel):
     ``send_attempts``, ``startup_wait`` (seconds ``start()`` waits for
     ``getMe`` before going on in the background), ``max_retry_after``;
     ``max_image_bytes`` (the gateway's, with ``agent.vision``): photos and
-    image documents up to this size go to the model.
+    image documents up to this size go to the model; ``max_audio_bytes``
+    (with ``agent.transcription``): voice messages up to this size are
+    downloaded for transcription.
     """
 
     name = "telegram"
@@ -329,8 +340,9 @@ class TelegramChannel(BaseChannel):
         startup_wait: float = 10.0,
         max_retry_after: float = 300.0,
         max_image_bytes: int | None = None,
+        max_audio_bytes: int | None = None,
     ) -> None:
-        super().__init__(bus, config.allow_from, max_image_bytes=max_image_bytes)
+        super().__init__(bus, config.allow_from, max_image_bytes=max_image_bytes, max_audio_bytes=max_audio_bytes)
         self.config = config
         self.backoff = backoff or Backoff()
         self.send_attempts = max(1, send_attempts)
@@ -542,10 +554,18 @@ class TelegramChannel(BaseChannel):
                 # addressed to the bot); the allow-list applies as to new ones.
                 await self.publish(inbound, inbound.sender_id, username)
                 return
-            if picture is not None:
+            if isinstance(picture, _Voice):
+                voice = picture
+
+                async def record() -> Audio:
+                    return await self._download_voice(voice)
+
+                await self.publish_voice(inbound, record, inbound.sender_id, username)
+            elif picture is not None:
+                still = picture
 
                 async def fetch() -> list[Image]:
-                    return [await self._download(picture)]
+                    return [await self._download(still)]
 
                 await self.publish_image(inbound, fetch, inbound.sender_id, username)
             elif kind:
@@ -553,14 +573,16 @@ class TelegramChannel(BaseChannel):
             else:
                 await self.publish(inbound, inbound.sender_id, username)
 
-    def _to_inbound(self, update: Update) -> tuple[InboundMessage, str, _Picture | None] | None:
+    def _to_inbound(self, update: Update) -> tuple[InboundMessage, str, _Picture | _Voice | None] | None:
         edited = update.message is None and update.edited_message is not None
         msg = update.edited_message if edited else update.message
         if msg is None or msg.from_user is None:
             return None
         text = msg.text if msg.text is not None else msg.caption
         unreadable = ""
-        picture = self._picture(msg) if self.max_image_bytes is not None else None
+        picture: _Picture | _Voice | None = self._picture(msg) if self.max_image_bytes is not None else None
+        if msg.voice is not None and self.max_audio_bytes is not None:
+            picture = _Voice(msg.voice.file_id, msg.voice.file_size, msg.voice.mime_type or "audio/ogg")
         if text is None and edited:
             return None  # a caption removed, a live location moved: no words to change
         if picture is not None and not edited:
@@ -599,7 +621,7 @@ class TelegramChannel(BaseChannel):
             metadata=metadata,
             kind=EDIT if edited else MESSAGE,
             # An edited caption keeps its picture's mark in the history.
-            placeholder=placeholder(1) if edited and picture is not None else "",
+            placeholder=placeholder(1) if edited and isinstance(picture, _Picture) else "",
         )
         return inbound, user.username or "", None if edited else picture
 
@@ -633,15 +655,29 @@ class TelegramChannel(BaseChannel):
         assert limit is not None and bot is not None
         if picture.refused:
             raise ImageError(picture.refused, "refused before download")
+        return as_image(await self._file_bytes(bot, picture.file_id, limit), limit)
+
+    async def _download_voice(self, voice: _Voice) -> Audio:
+        limit = self.max_audio_bytes
+        bot = self._bot
+        assert limit is not None and bot is not None
+        if voice.size is not None and voice.size > limit:
+            raise ImageError(TOO_LARGE, f"{voice.size} bytes, over the {limit} byte limit")
+        data = await self._file_bytes(bot, voice.file_id, limit)
+        if len(data) > limit:
+            raise ImageError(TOO_LARGE, f"{len(data)} bytes, over the {limit} byte limit")
+        return Audio(data=data, mime=voice.mime, filename="voice.ogg")  # Telegram voice: OGG/Opus
+
+    async def _file_bytes(self, bot: Bot, file_id: str, limit: int) -> bytes:
+        """``getFile``, then the file, through PTB; errors as :class:`ImageError`."""
         try:
-            file = await bot.get_file(picture.file_id)
+            file = await bot.get_file(file_id)
             if file.file_size is not None and file.file_size > limit:
                 raise ImageError(TOO_LARGE, f"{file.file_size} bytes, over the {limit} byte limit")
-            data = bytes(await file.download_as_bytearray())
+            return bytes(await file.download_as_bytearray())
         except TelegramError as exc:
             too_big = "too big" in str(exc).lower()  # getFile's refusal past 20 MB
             raise ImageError(TOO_LARGE if too_big else FAILED, self._scrub(repr(exc))) from None
-        return as_image(data, limit)
 
     def _is_mentioned(self, msg: Message) -> bool:
         assert self._mention_re is not None and self._command_re is not None

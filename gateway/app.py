@@ -101,9 +101,10 @@ class ChannelSpec:
     # The channel remembers which of its messages answer which (to withdraw
     # them on a recall): given ``reply_store``, its rows in gateway.db.
     keeps_replies: bool = False
-    # The channel can fetch pictures users send: with agent.vision it is
-    # given ``max_image_bytes``.
-    reads_images: bool = False
+    # The channel can fetch pictures and voice messages users send: with
+    # agent.vision it is given ``max_image_bytes``, with agent.transcription
+    # ``max_audio_bytes``.
+    reads_media: bool = False
 
     def load(self) -> Callable[..., BaseChannel]:
         # Not type[BaseChannel]: channels take (section, bus, ...), BaseChannel (bus, allow_from).
@@ -112,7 +113,7 @@ class ChannelSpec:
 
 
 CHANNELS: tuple[ChannelSpec, ...] = (
-    ChannelSpec("telegram", "channels.telegram", "TelegramChannel", lambda c: c.channels.telegram, reads_images=True),
+    ChannelSpec("telegram", "channels.telegram", "TelegramChannel", lambda c: c.channels.telegram, reads_media=True),
     ChannelSpec(
         "feishu",
         "channels.feishu",
@@ -120,7 +121,7 @@ CHANNELS: tuple[ChannelSpec, ...] = (
         lambda c: c.channels.feishu,
         needs_http=lambda c: c.channels.feishu.mode == "webhook",
         keeps_replies=True,
-        reads_images=True,
+        reads_media=True,
     ),
 )
 
@@ -139,6 +140,8 @@ def config_secrets(cfg: Config) -> list[str]:
         values.append(cfg.memory.provider.api_key)
     if cfg.memory.embedding.provider is not None:
         values.append(cfg.memory.embedding.provider.api_key)
+    if cfg.agent.transcription.provider is not None:
+        values.append(cfg.agent.transcription.provider.api_key)
     return [v.get_secret_value() for v in values if v.get_secret_value()]
 
 
@@ -176,6 +179,7 @@ class App:
         self._embedder: Any = None  # memory.embedding.HttpEmbedder, closed in close()
         self.compressor: Any = None  # memory.compression.Compressor when memory is on
         self._memory_llm: Any = None  # memory.llm.MemoryLLM, closed in close()
+        self._transcriber: Any = None  # gateway.transcription.Transcriber with agent.transcription, closed in close()
         self._cron_store: Any = None  # gateway.cron.CronStore
         self.channels: dict[str, BaseChannel] = {}
         self.failed_channels: dict[str, str] = {}
@@ -266,6 +270,11 @@ class App:
             self.extraction.zone_of = self.timezones.get  # their messages' times and days, on their clock
         self._user_data = UserData(self.backend, self.sessions, outbox=self.delivery.outbox, timezones=self.timezones)
         self.llm = LLMClient.from_config(cfg.provider, model=cfg.agent.model, client=self.http_client)
+        t = cfg.agent.transcription
+        if t.enabled:
+            from .transcription import Transcriber
+
+            self._transcriber = Transcriber.from_config(t.provider or cfg.provider, model=t.model, client=self.http_client)
         r = cfg.memory.retrieval
         # The file store answers the same tools: a user of the fallback can
         # still ask the bot to remember, look up or forget something.
@@ -293,6 +302,7 @@ class App:
             known_projects=known_projects,
             max_concurrent_chats=cfg.gateway.max_concurrent_chats,
             max_pending=cfg.gateway.queue_size,
+            transcriber=self._transcriber,
             limiter=RateLimiter(
                 self.clock, per_minute=cfg.gateway.rate_limit.per_minute, per_hour=cfg.gateway.rate_limit.per_hour
             ),
@@ -512,8 +522,10 @@ class App:
                     from .sentreplies import SentReplies  # imports the Feishu channel's types
 
                     kwargs["reply_store"] = SentReplies(self.sessions.db, spec.name)
-                if spec.reads_images and self.cfg.agent.vision:
+                if spec.reads_media and self.cfg.agent.vision:
                     kwargs["max_image_bytes"] = self.cfg.agent.max_image_bytes
+                if spec.reads_media and self.cfg.agent.transcription.enabled:
+                    kwargs["max_audio_bytes"] = self.cfg.agent.transcription.max_audio_bytes
                 built.append(cls(section, self.bus, **kwargs))
             except Exception as exc:  # one channel's trouble must not stop the others
                 self._channel_failed(spec.name, exc)
@@ -682,6 +694,8 @@ class App:
             await self.llm.aclose()
         if self._memory_llm is not None:
             await self._memory_llm.aclose()
+        if self._transcriber is not None:
+            await self._transcriber.aclose()
         hybrid = getattr(getattr(self.backend, "retriever", None), "aclose", None)
         if hybrid is not None:
             await hybrid()  # query vectors still in flight

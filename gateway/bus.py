@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 __all__ = [
-    "EDIT", "MESSAGE", "RECALL", "ROUTING_KEYS", "Attachment", "Image", "InboundMessage", "MessageBus",
+    "EDIT", "MESSAGE", "RECALL", "ROUTING_KEYS", "Attachment", "Audio", "Image", "InboundMessage", "MessageBus",
     "OutboundMessage",
 ]
 
@@ -45,6 +45,17 @@ class Image:
 
 
 @dataclass(frozen=True)
+class Audio:
+    """A voice message, to be transcribed (``agent.transcription``) before
+    the model reads it; the transcript becomes the message's words. Its
+    bytes are never stored, shown in a repr or logged."""
+
+    data: bytes = field(repr=False)
+    mime: str
+    filename: str  # the transcription endpoint reads the format from its extension
+
+
+@dataclass(frozen=True)
 class InboundMessage:
     channel: str  # "telegram" | "feishu" | "terminal"
     chat_id: str
@@ -59,6 +70,7 @@ class InboundMessage:
     metadata: dict[str, Any] = field(default_factory=dict)
     kind: str = MESSAGE  # MESSAGE | EDIT | RECALL
     images: tuple[Image, ...] = ()  # for the model, with this message only
+    audio: Audio | None = None  # a voice message, transcribed by the loop
     # What stands for the message's pictures in the history and memory
     # ("[photo]", "[photo not read]"), in front of its words; "" for none.
     placeholder: str = ""

@@ -45,6 +45,7 @@ __all__ = [
     "ProviderConfig",
     "RetrievalConfig",
     "TelegramConfig",
+    "TranscriptionConfig",
     "load_config",
     "parse_duration",
     "unknown_env",
@@ -113,6 +114,27 @@ class ProviderConfig(_Model):
 
 
 MAX_IMAGE_BYTES = 20 * 1024 * 1024
+MAX_AUDIO_BYTES = 25 * 1024 * 1024  # OpenAI's /audio/transcriptions limit
+
+
+class TranscriptionConfig(_Model):
+    """Voice messages read as text: an OpenAI-compatible
+    ``/audio/transcriptions`` endpoint (Whisper and kin). Off: a voice
+    message gets a note that only text is read."""
+
+    enabled: bool = False
+    model: str = "whisper-1"
+    provider: ProviderConfig | None = None  # None: the chat provider
+    # Larger recordings are not downloaded (the user is told); a Telegram
+    # bot may download 20 MB at most.
+    max_audio_bytes: int = Field(default=20 * 1024 * 1024, ge=1024, le=MAX_AUDIO_BYTES)
+
+    @field_validator("model")
+    @classmethod
+    def _model(cls, v: str) -> str:
+        if not v.strip():
+            raise ValueError("must name the transcription model")
+        return v
 
 
 class AgentConfig(_Model):
@@ -127,6 +149,7 @@ class AgentConfig(_Model):
     # Larger pictures are not downloaded (the user is told); 20 MB is both
     # what a Telegram bot may download and OpenAI's limit per image.
     max_image_bytes: int = Field(default=5 * 1024 * 1024, ge=1024, le=MAX_IMAGE_BYTES)
+    transcription: TranscriptionConfig = Field(default_factory=TranscriptionConfig)
 
 
 class TelegramConfig(_Model):
@@ -410,6 +433,7 @@ ENV_OVERRIDES: dict[str, tuple[tuple[str, ...], str]] = {
     "MYCLAW_AGENT_MODEL": (("agent", "model"), "str"),
     "MYCLAW_AGENT_WORKSPACE": (("agent", "workspace"), "str"),
     "MYCLAW_AGENT_VISION": (("agent", "vision"), "bool"),
+    "MYCLAW_TRANSCRIPTION_ENABLED": (("agent", "transcription", "enabled"), "bool"),
     "MYCLAW_MEMORY_ENABLED": (("memory", "enabled"), "bool"),
     "MYCLAW_MEMORY_MODEL": (("memory", "model"), "str"),
     "MYCLAW_MEMORY_API_KEY": (("memory", "provider", "apiKey"), "str"),

@@ -31,7 +31,7 @@ import time
 from array import array
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import tzinfo
 
 import structlog
@@ -50,6 +50,7 @@ from .revisions import Revisions
 from .sessions import SessionStore, StoredMessage
 from .timezones import UserTimezones
 from .tools import ToolContext
+from .transcription import Transcriber, TranscriptionError
 
 __all__ = ["HELP_TEXT", "LoopStats", "ProcessLoop", "Samples", "parse_command", "percentile", "split_command"]
 
@@ -86,6 +87,7 @@ _COMMAND = re.compile(
 )
 _CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff]")
 _CONTEXT_TURNS = 4  # recent messages recall may use to disambiguate a short message
+_VOICE_FAILED = "Sorry, I could not make out that voice message. Please send it again or type it."
 
 
 def parse_command(text: str) -> str | None:
@@ -210,8 +212,10 @@ class ProcessLoop:
         limiter: RateLimiter | None = None,
         commands: UserCommands | None = None,
         timezones: UserTimezones | None = None,
+        transcriber: Transcriber | None = None,
     ) -> None:
         self.bus = bus
+        self.transcriber = transcriber  # voice messages' words (agent.transcription)
         self.sessions = sessions
         self.backend = backend
         self.agent = agent
@@ -307,7 +311,7 @@ class ProcessLoop:
         if item.user is None and msg.is_group and not (msg.mentioned or msg.reply_to_bot):
             self.stats.ignored += 1
             return ""
-        if not msg.text.strip() and not msg.images:  # a sticker, a photo not read: nothing to answer
+        if not msg.text.strip() and not msg.images and msg.audio is None:  # a sticker, a photo not read
             self.stats.ignored += 1
             return ""
         user = item.user or self.identities.resolve(msg.channel, msg.sender_id)
@@ -315,7 +319,7 @@ class ProcessLoop:
         key = msg.session_key
 
         # A photo's caption is a question about it, never a command.
-        found = split_command(msg.text) if item.user is None and not msg.images else None
+        found = split_command(msg.text) if item.user is None and not msg.images and msg.audio is None else None
         command, args = found if found is not None else (None, "")
         if command in COMMANDS:
             # Answered here, not by the model, and kept out of Tier 0 and
@@ -357,6 +361,11 @@ class ProcessLoop:
                     )
                     await self._reply(msg, limited_note(decision, chinese=bool(_CJK.search(msg.text))), user)
                 return ""
+        if msg.audio is not None:  # after the rate limit: each one is a paid call
+            heard = await self._transcribe(msg, user)
+            if heard is None:
+                return ""
+            msg = heard
         tz = await self._zone(user)
         hits = await self._recall(user, msg.text, history, private=private, tz=tz)
         retrieval_ms = (time.perf_counter() - t0) * 1000
@@ -465,6 +474,25 @@ class ProcessLoop:
             ),
             name=f"tier0:{key}",
         )
+
+    async def _transcribe(self, msg: InboundMessage, user: str) -> InboundMessage | None:
+        """``msg`` with its recording's transcript as its words (after a
+        caption, if any), or None when there is nothing left to answer: the
+        user is told the recording was not read, and a caption goes on."""
+        assert msg.audio is not None
+        words = ""
+        try:
+            if self.transcriber is None:
+                raise TranscriptionError("agent.transcription is off")
+            words = await self.transcriber.transcribe(msg.audio)
+        except TranscriptionError as exc:
+            log.warning("voice message not transcribed", chat=msg.session_key, error=str(exc))
+        if words:
+            return replace(msg, text=f"{msg.text}\n{words}".strip(), audio=None)
+        await self._reply(msg, _VOICE_FAILED, user)
+        if not msg.text.strip():
+            return None
+        return replace(msg, audio=None, placeholder="[voice not read]")
 
     async def _zone(self, user: str) -> tzinfo | None:
         """The user's own zone (cached after their first message)."""

@@ -54,6 +54,7 @@ class ParsedMessage:
     # The pictures of an ``image`` message or a ``post`` (its ``img``
     # elements), in order: keys for the message resource API.
     image_keys: tuple[str, ...] = ()
+    audio_key: str = ""  # an ``audio`` message's recording (its ``file_key``)
 
 
 def event_id_of(payload: Mapping[str, Any]) -> str:
@@ -114,6 +115,7 @@ def parse_message_event(
     msg_type = message.get("message_type")
     content = _load_content(message.get("content"))
     image_keys: tuple[str, ...] = ()
+    audio_key = ""
     if msg_type == "text":
         text = _resolve_placeholders(str(content.get("text") or ""), names)
     elif msg_type == "post":
@@ -123,6 +125,8 @@ def parse_message_event(
     elif msg_type in UNREADABLE_TYPES:
         if msg_type == "image" and content.get("image_key"):
             image_keys = (str(content["image_key"]),)
+        if msg_type == "audio" and content.get("file_key"):
+            audio_key = str(content["file_key"])
         text = ""  # answered with a note by the channel (metadata "unreadable")
     else:
         return None
@@ -157,7 +161,7 @@ def parse_message_event(
             "user_id": str(ids.get("user_id") or ""),
         },
     )
-    return ParsedMessage(inbound, sender_ids, image_keys)
+    return ParsedMessage(inbound, sender_ids, image_keys, audio_key)
 
 
 def parse_recall_event(payload: Mapping[str, Any]) -> InboundMessage:

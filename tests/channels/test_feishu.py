@@ -698,3 +698,17 @@ async def test_group_pictures_are_fetched_only_when_the_bot_is_mentioned(
     msg = await next_inbound(seeing.bus)
     assert (msg.mentioned, msg.text, len(msg.images)) == (True, "read this\n[image]", 1)
     assert len(fake.resource_downloads) == 1 and seeing.bus.inbound.empty() and fake.sent == []
+
+
+async def test_an_audio_message_is_fetched_for_transcription(fake: FakeFeishu, http: HttpServer) -> None:
+    ch = FeishuChannel(config(fake), MessageBus(), http, backoff=0.01, max_audio_bytes=4096)
+    await ch.start()
+    try:
+        key = fake.add_audio(b"OggS" + bytes(700))
+        event = fake.message_event(message_type="audio", content={"file_key": key, "duration": 2000})
+        await fake.push_event(hook(http, ch), event)
+        msg = await next_inbound(ch.bus)
+        assert msg.audio is not None and msg.audio.data == b"OggS" + bytes(700) and msg.history_text == "[voice]"
+        assert fake.requests[-1] == ("GET", f"/open-apis/im/v1/messages/{msg.message_id}/resources/{key}")
+    finally:
+        await ch.stop()

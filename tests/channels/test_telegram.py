@@ -655,3 +655,18 @@ async def test_without_vision_a_photo_is_not_fetched(fake: FakeTelegram, bus: Me
     msg = await next_inbound(bus)
     assert (msg.history_text, msg.images) == ("a caption", ())  # as before vision
     assert fake.file_downloads == [] and not any(c.method == "getfile" for c in fake.calls)
+
+
+async def test_a_voice_message_is_fetched_for_transcription(fake: FakeTelegram, bus: MessageBus, make_channel: Any) -> None:
+    await make_channel(sender=True, max_audio_bytes=2048)
+    recording = b"OggS" + bytes(1000)
+    fake.push_voice(7, 7, recording)
+    msg = await next_inbound(bus)
+    assert msg.audio is not None and (msg.audio.data, msg.audio.mime, msg.audio.filename) == (
+        recording, "audio/ogg", "voice.ogg")
+    assert (msg.text, msg.history_text, msg.images) == ("", "[voice]", ())
+    assert recording.hex() not in repr(msg)
+    fake.push_voice(7, 7, b"OggS" + bytes(5000))  # over the limit: a note, nothing fetched
+    [note] = await fake.wait_sent(1)
+    assert "voice message is too large" in note.text and "type it" in note.text
+    assert len(fake.file_downloads) == 1 and bus.inbound.empty()

@@ -195,7 +195,7 @@ class FakeFeishu:
         self.sent: list[dict[str, Any]] = []  # every accepted create/reply
         self.deleted: list[str] = []  # message ids withdrawn by DELETE, in order
         self.files: dict[str, dict[str, Any]] = {}  # file_key -> {"file_name", "file_type", "data"}
-        self.images: dict[str, tuple[bytes, str]] = {}  # image_key -> (bytes, content type), users' pictures
+        self.images: dict[str, tuple[bytes, str]] = {}  # image_key or file_key -> (bytes, content type), what users send
         self._resources_of: dict[str, set[str]] = {}  # message_id -> the keys its content names
         self.resource_downloads: list[tuple[str, str]] = []  # (message_id, key) of every picture served
         self.requests: list[tuple[str, str]] = []  # (method, path) of every API call
@@ -284,6 +284,13 @@ class FakeFeishu:
         ``image`` message's content (``{"image_key": key}``) or a post's ``img``."""
         key = f"img_v3_{uuid.uuid4().hex[:8]}-{uuid.uuid4().hex[:4]}g"
         self.images[key] = (data, content_type)
+        return key
+
+    def add_audio(self, data: bytes) -> str:
+        """Keep a voice recording a user sends; returns its ``file_key`` for
+        an ``audio`` message's content (``{"file_key": key, "duration": ms}``)."""
+        key = f"file_v3_{uuid.uuid4().hex[:8]}-{uuid.uuid4().hex[:4]}g"
+        self.images[key] = (data, "audio/ogg")
         return key
 
     def texts(self) -> list[str]:

@@ -12,6 +12,13 @@ content parts: ``{"type": "text", "text"}`` and, in user messages only,
 picture (checked by its bytes). Anything else is a 400 with OpenAI's
 wording. :func:`images` decodes a request's pictures.
 
+``POST /v1/audio/transcriptions`` (multipart ``file`` and ``model``, as
+Whisper's endpoint takes them) answers a deterministic transcript: the text
+after ``SAY:`` in the recording's bytes (tests put it there), else
+``"(N bytes of audio)"``; ``response_format`` ``json`` (default) or ``text``.
+Each call is recorded in ``transcriptions``; ``queue_transcription_error``
+scripts a failure.
+
 ``POST /v1/embeddings`` answers with deterministic vectors (see
 :func:`fake_embedding`): words and CJK character bigrams, each mapped through
 ``embedding_concepts`` (so a test can declare "car" and "automobile" one
@@ -203,6 +210,8 @@ class FakeOpenAI:
         # some OpenAI-compatible servers.
         self.models: list[str] | None = ["fake-model"]
         self._embedding_errors: list[int] = []
+        self.transcriptions: list[dict[str, Any]] = []  # {"model", "filename", "content_type", "data"}
+        self._transcription_errors: list[int] = []
         self.responder = responder
         self.requests: list[dict[str, Any]] = []
         self.refused: list[dict[str, Any]] = []  # chat requests answered 400 for their content
@@ -222,6 +231,9 @@ class FakeOpenAI:
 
     def queue_embedding_error(self, status: int = 500, *, times: int = 1) -> None:
         self._embedding_errors.extend([status] * times)
+
+    def queue_transcription_error(self, status: int = 500, *, times: int = 1) -> None:
+        self._transcription_errors.extend([status] * times)
 
     def queue_delay(self, seconds: float, content: str = "late") -> None:
         self._script.append(Reply(content=content, delay=seconds))
@@ -246,6 +258,7 @@ class FakeOpenAI:
         app.router.add_post("/v1/chat/completions", self._chat)
         app.router.add_get("/v1/models", self._models)
         app.router.add_post("/v1/embeddings", self._embeddings)
+        app.router.add_post("/v1/audio/transcriptions", self._transcribe)
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", port)
@@ -324,6 +337,32 @@ class FakeOpenAI:
         return web.json_response(
             {"object": "list", "data": data, "model": body["model"], "usage": {"prompt_tokens": tokens, "total_tokens": tokens}}
         )
+
+    async def _transcribe(self, request: web.Request) -> web.Response:
+        if not self._auth_ok(request):
+            return self._unauthorized()
+        if request.content_type != "multipart/form-data":
+            return self._bad_request("Invalid Content-Type header; expected multipart/form-data.")
+        form = await request.post()
+        file, model = form.get("file"), form.get("model")
+        if not isinstance(file, web.FileField):
+            return self._bad_request("Missing required parameter: 'file'.", "file")
+        if not isinstance(model, str) or not model:
+            return self._bad_request("Missing required parameter: 'model'.", "model")
+        fmt = form.get("response_format", "json")
+        if fmt not in ("json", "text"):
+            return self._bad_request(f"Invalid value: '{fmt}'. Supported values are: 'json' and 'text'.", "response_format")
+        data = file.file.read()
+        self.transcriptions.append(
+            {"model": model, "filename": file.filename, "content_type": file.content_type, "data": data}
+        )
+        if self._transcription_errors:
+            status = self._transcription_errors.pop(0)
+            return web.json_response({"error": {"message": "The server had an error", "type": "server_error"}},
+                                     status=status)
+        marker = data.find(b"SAY:")
+        text = data[marker + 4 :].decode("utf-8", "replace") if marker >= 0 else f"({len(data)} bytes of audio)"
+        return web.Response(text=text) if fmt == "text" else web.json_response({"text": text})
 
     async def _chat(self, request: web.Request) -> web.Response:
         if not self._auth_ok(request):

@@ -453,6 +453,13 @@ class FakeTelegram:
                "file_name": file_name, "mime_type": mime_type}
         return self._with_media(chat_id, user_id, "document", doc, caption, chat_type, mention, False)
 
+    def push_voice(
+        self, chat_id: int, user_id: int, data: bytes, *, chat_type: str = "private", reply_to_bot: bool = False
+    ) -> dict[str, Any]:
+        """Queue a voice message (OGG/Opus, as Telegram records them)."""
+        voice = {**self.add_file(data, "voice", "oga"), "duration": 3, "mime_type": "audio/ogg"}
+        return self._with_media(chat_id, user_id, "voice", voice, None, chat_type, False, reply_to_bot)
+
     def _with_media(
         self, chat_id: int, user_id: int, kind: str, media: Any, caption: str | None, chat_type: str,
         mention: bool, reply_to_bot: bool,
