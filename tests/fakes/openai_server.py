@@ -349,7 +349,7 @@ class FakeOpenAI:
             return self._bad_request("Missing required parameter: 'file'.", "file")
         if not isinstance(model, str) or not model:
             return self._bad_request("Missing required parameter: 'model'.", "model")
-        fmt = form.get("response_format", "json")
+        fmt = str(form.get("response_format", "json"))
         if fmt not in ("json", "text"):
             return self._bad_request(f"Invalid value: '{fmt}'. Supported values are: 'json' and 'text'.", "response_format")
         data = file.file.read()
