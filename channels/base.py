@@ -6,11 +6,14 @@ from __future__ import annotations
 
 import abc
 import asyncio
-from collections.abc import Callable, Iterable, Sequence
+import dataclasses
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 
 import structlog
 
-from gateway.bus import InboundMessage, MessageBus, OutboundMessage
+from gateway.bus import Audio, Image, InboundMessage, MessageBus, OutboundMessage
+
+from .media import FAILED, NOT_READ, VOICE, VOICE_NOT_READ, ImageError, image_note, placeholder
 
 __all__ = ["UNREADABLE_REPLY", "BaseChannel", "ChannelFatalError", "DeliveryError", "rest_of"]
 
@@ -66,9 +69,25 @@ class BaseChannel(abc.ABC):
     # it answers and, kept in the outbox, is erased with their data.
     owner_of_sender: Callable[[str, str], str] | None = None
 
-    def __init__(self, bus: MessageBus, allow_from: Iterable[str] = ()) -> None:
+    # Seconds a message's pictures (or recording) may take to download before
+    # the user is told it failed: intake waits for them, to keep the chat's order.
+    image_timeout: float = 30.0
+
+    def __init__(
+        self,
+        bus: MessageBus,
+        allow_from: Iterable[str] = (),
+        *,
+        max_image_bytes: int | None = None,
+        max_audio_bytes: int | None = None,
+    ) -> None:
+        """``max_image_bytes``: pictures up to this size go to the model
+        (``agent.vision``); ``max_audio_bytes``: voice messages up to this
+        size are transcribed (``agent.transcription``). None: not read."""
         self.bus = bus
         self.allow_from = {str(a).lstrip("@").lower() for a in allow_from if str(a).strip()}
+        self.max_image_bytes = max_image_bytes
+        self.max_audio_bytes = max_audio_bytes
         self.log = structlog.get_logger(channel=self.name)
         self._sender_task: asyncio.Task[None] | None = None
 
@@ -100,9 +119,84 @@ class BaseChannel(abc.ABC):
             )
             return False
         self.log.info("message without text answered with a note", kind=kind, chat_id=msg.chat_id)
-        owner = self.owner_of_sender(msg.channel, msg.sender_id) if self.owner_of_sender is not None else ""
-        await self.bus.publish_outbound(OutboundMessage.answering(msg, UNREADABLE_REPLY, owner=owner))
+        await self._note(msg, UNREADABLE_REPLY)
         return True
+
+    async def publish_image(
+        self, msg: InboundMessage, fetch: Callable[[], Awaitable[Sequence[Image]]], *ids: str
+    ) -> bool:
+        """Publish ``msg`` (its words: a caption, maybe "") with the pictures
+        ``fetch`` downloads (it raises :class:`~channels.media.ImageError`
+        for one it cannot read). Nothing is downloaded for a group message
+        not addressed to the bot (its words go on as any such message's) or
+        from a sender not in the allow-list. A picture not read gets the user
+        a short note; their words still go on, marked "[photo not read]",
+        so a caption is answered and kept. Needs ``max_image_bytes``."""
+        limit = self.max_image_bytes
+        assert limit is not None, "publish_image without max_image_bytes"
+
+        async def complete() -> InboundMessage:
+            images = tuple(await fetch())
+            if not images:
+                raise ImageError(FAILED, "no picture found")
+            return dataclasses.replace(msg, images=images, placeholder=placeholder(len(images)))
+
+        return await self._publish_fetched(msg, complete, ids, limit=limit, what="picture", not_read=NOT_READ)
+
+    async def publish_voice(self, msg: InboundMessage, fetch: Callable[[], Awaitable[Audio]], *ids: str) -> bool:
+        """Publish a voice message with its recording, for the loop to
+        transcribe; the same rules as :meth:`publish_image`. Needs
+        ``max_audio_bytes``."""
+        limit = self.max_audio_bytes
+        assert limit is not None, "publish_voice without max_audio_bytes"
+
+        async def complete() -> InboundMessage:
+            return dataclasses.replace(msg, audio=await fetch(), placeholder=VOICE)
+
+        return await self._publish_fetched(msg, complete, ids, limit=limit, what="voice message",
+                                           not_read=VOICE_NOT_READ)
+
+    async def _publish_fetched(
+        self,
+        msg: InboundMessage,
+        complete: Callable[[], Awaitable[InboundMessage]],
+        ids: Sequence[str],
+        *,
+        limit: int,
+        what: str,
+        not_read: str,
+    ) -> bool:
+        if msg.is_group and not (msg.mentioned or msg.reply_to_bot):
+            return await self.publish(msg, *ids) if msg.text.strip() else False
+        if not self.is_allowed(msg.sender_id, *ids):
+            return await self.publish(msg, *ids)  # logged and dropped there
+        try:
+            async with asyncio.timeout(self.image_timeout):
+                done = await complete()
+        except ImageError as exc:
+            reason, detail = exc.reason, str(exc)
+        except TimeoutError:
+            reason, detail = FAILED, f"no answer within {self.image_timeout:.0f}s"
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # a download bug must not lose the message: told and logged
+            self.log.exception(f"{what} download failed", chat_id=msg.chat_id, message_id=msg.message_id)
+            reason, detail = FAILED, type(exc).__name__
+        else:
+            return await self.publish(done, *ids)
+        self.log.warning(f"{what} not read", reason=reason, error=detail, chat_id=msg.chat_id,
+                         message_id=msg.message_id)
+        has_text = bool(msg.text.strip())
+        await self._note(msg, image_note(reason, limit, has_text=has_text, what=what))
+        if has_text:
+            await self.publish(dataclasses.replace(msg, placeholder=not_read), *ids)
+        return True
+
+    async def _note(self, msg: InboundMessage, text: str) -> None:
+        """A note of the channel's own, straight to the outbound queue:
+        nothing for the agent to do or for memory to learn."""
+        owner = self.owner_of_sender(msg.channel, msg.sender_id) if self.owner_of_sender is not None else ""
+        await self.bus.publish_outbound(OutboundMessage.answering(msg, text, owner=owner))
 
     @abc.abstractmethod
     async def start(self) -> None:

@@ -63,7 +63,8 @@ from telegram.error import (
 from telegram.request import BaseRequest, RequestData
 
 from channels.base import BaseChannel, ChannelFatalError, DeliveryError, rest_of
-from gateway.bus import EDIT, MESSAGE, Attachment, InboundMessage, MessageBus, OutboundMessage
+from channels.media import FAILED, TOO_LARGE, UNSUPPORTED, ImageError, as_image, placeholder
+from gateway.bus import EDIT, MESSAGE, Attachment, Audio, Image, InboundMessage, MessageBus, OutboundMessage
 from gateway.commands import MENU, MENU_ZH
 from gateway.config import TelegramConfig
 
@@ -94,6 +95,9 @@ _UNREADABLE_KINDS = (
     "location", "venue", "contact", "poll", "dice",
 )
 _GROUP_TYPES = frozenset({ChatType.GROUP, ChatType.SUPERGROUP})
+# A document the model may read as a picture (agent.vision); the bytes are
+# checked again once downloaded (channels/media.py).
+_IMAGE_DOCUMENT_TYPES = frozenset({"image/jpeg", "image/png", "image/gif", "image/webp"})
 _CONFIRM_TIMEOUT = 5.0
 
 
@@ -104,6 +108,26 @@ class TelegramSendError(DeliveryError):
     Forbidden: the bot was blocked or removed; InvalidToken), True for
     network trouble, 5xx, a rate limit longer than ``max_retry_after`` and
     a channel that is not running."""
+
+
+@dataclass(frozen=True)
+class _Picture:
+    """Which file of a message to download as its picture: ``file_id``, or
+    none when every size is over the limit (``too_large``) or a document
+    is an image of a type the model does not take (``unsupported``)."""
+
+    file_id: str = ""
+    size: int | None = None
+    refused: str = ""  # TOO_LARGE | UNSUPPORTED
+
+
+@dataclass(frozen=True)
+class _Voice:
+    """A voice message's recording, to download for transcription."""
+
+    file_id: str
+    size: int | None
+    mime: str
 
 
 @dataclass(frozen=True)
@@ -295,7 +319,11 @@ class TelegramChannel(BaseChannel):
     Keyword overrides (tests, benchmarks): ``request`` and
     ``get_updates_request`` (PTB request objects), ``backoff``,
     ``send_attempts``, ``startup_wait`` (seconds ``start()`` waits for
-    ``getMe`` before going on in the background), ``max_retry_after``.
+    ``getMe`` before going on in the background), ``max_retry_after``;
+    ``max_image_bytes`` (the gateway's, with ``agent.vision``): photos and
+    image documents up to this size go to the model; ``max_audio_bytes``
+    (with ``agent.transcription``): voice messages up to this size are
+    downloaded for transcription.
     """
 
     name = "telegram"
@@ -311,8 +339,10 @@ class TelegramChannel(BaseChannel):
         send_attempts: int = 5,
         startup_wait: float = 10.0,
         max_retry_after: float = 300.0,
+        max_image_bytes: int | None = None,
+        max_audio_bytes: int | None = None,
     ) -> None:
-        super().__init__(bus, config.allow_from)
+        super().__init__(bus, config.allow_from, max_image_bytes=max_image_bytes, max_audio_bytes=max_audio_bytes)
         self.config = config
         self.backoff = backoff or Backoff()
         self.send_attempts = max(1, send_attempts)
@@ -342,6 +372,7 @@ class TelegramChannel(BaseChannel):
         self._bot = Bot(
             self._token,
             base_url=self.config.base_url,
+            base_file_url=self.config.file_url,
             request=self._request or _default_request(pool_size=64, read_timeout=10.0),
             # One long poll at a time; PTB adds the poll timeout to read_timeout.
             get_updates_request=self._get_updates_request or _default_request(pool_size=1, read_timeout=10.0),
@@ -517,27 +548,46 @@ class TelegramChannel(BaseChannel):
             self.log.exception("Telegram update could not be read; skipped", update_id=update.update_id)
             return
         if converted is not None:
-            inbound, username = converted
+            inbound, username, picture = converted
             kind = inbound.metadata.get("unreadable")
             if inbound.kind == EDIT:
                 # In a group, the loop changes only a message it stored (one
                 # addressed to the bot); the allow-list applies as to new ones.
                 await self.publish(inbound, inbound.sender_id, username)
                 return
-            if kind:
+            if isinstance(picture, _Voice):
+                voice = picture
+
+                async def record() -> Audio:
+                    return await self._download_voice(voice)
+
+                await self.publish_voice(inbound, record, inbound.sender_id, username)
+            elif picture is not None:
+                still = picture
+
+                async def fetch() -> list[Image]:
+                    return [await self._download(still)]
+
+                await self.publish_image(inbound, fetch, inbound.sender_id, username)
+            elif kind:
                 await self.decline_unreadable(inbound, kind, inbound.sender_id, username)
             else:
                 await self.publish(inbound, inbound.sender_id, username)
 
-    def _to_inbound(self, update: Update) -> tuple[InboundMessage, str] | None:
+    def _to_inbound(self, update: Update) -> tuple[InboundMessage, str, _Picture | _Voice | None] | None:
         edited = update.message is None and update.edited_message is not None
         msg = update.edited_message if edited else update.message
         if msg is None or msg.from_user is None:
             return None
         text = msg.text if msg.text is not None else msg.caption
         unreadable = ""
+        picture: _Picture | _Voice | None = self._picture(msg) if self.max_image_bytes is not None else None
+        if msg.voice is not None and self.max_audio_bytes is not None:
+            picture = _Voice(msg.voice.file_id, msg.voice.file_size, msg.voice.mime_type or "audio/ogg")
         if text is None and edited:
             return None  # a caption removed, a live location moved: no words to change
+        if picture is not None and not edited:
+            text = text or ""  # a photo alone is read too
         if text is None:
             # A photo without caption, sticker, voice...: answered with a
             # note (decline_unreadable); member joins and the like: nothing.
@@ -571,8 +621,64 @@ class TelegramChannel(BaseChannel):
             sender_name=user.full_name,
             metadata=metadata,
             kind=EDIT if edited else MESSAGE,
+            # An edited caption keeps its picture's mark in the history.
+            placeholder=placeholder(1) if edited and isinstance(picture, _Picture) else "",
         )
-        return inbound, user.username or ""
+        return inbound, user.username or "", None if edited else picture
+
+    def _picture(self, msg: Message) -> _Picture | None:
+        """The file to read as the message's picture (agent.vision): the
+        largest photo size within the limit, or a document of an image
+        type; None for a message without one."""
+        limit = self.max_image_bytes
+        assert limit is not None
+        if msg.photo:
+            # Sizes come smallest first; one without file_size is tried and checked once downloaded.
+            fitting = [p for p in msg.photo if p.file_size is None or p.file_size <= limit]
+            if not fitting:
+                return _Picture(refused=TOO_LARGE)
+            best = fitting[-1]
+            return _Picture(best.file_id, best.file_size)
+        doc = msg.document
+        if doc is not None and (doc.mime_type or "").startswith("image/"):
+            if doc.mime_type not in _IMAGE_DOCUMENT_TYPES:
+                return _Picture(refused=UNSUPPORTED)
+            if doc.file_size is not None and doc.file_size > limit:
+                return _Picture(refused=TOO_LARGE)
+            return _Picture(doc.file_id, doc.file_size)
+        return None
+
+    async def _download(self, picture: _Picture) -> Image:
+        """``getFile``, then the file itself, through PTB (its errors mapped
+        to :class:`ImageError`; the token, part of the file's URL, scrubbed)."""
+        limit = self.max_image_bytes
+        bot = self._bot
+        assert limit is not None and bot is not None
+        if picture.refused:
+            raise ImageError(picture.refused, "refused before download")
+        return as_image(await self._file_bytes(bot, picture.file_id, limit), limit)
+
+    async def _download_voice(self, voice: _Voice) -> Audio:
+        limit = self.max_audio_bytes
+        bot = self._bot
+        assert limit is not None and bot is not None
+        if voice.size is not None and voice.size > limit:
+            raise ImageError(TOO_LARGE, f"{voice.size} bytes, over the {limit} byte limit")
+        data = await self._file_bytes(bot, voice.file_id, limit)
+        if len(data) > limit:
+            raise ImageError(TOO_LARGE, f"{len(data)} bytes, over the {limit} byte limit")
+        return Audio(data=data, mime=voice.mime, filename="voice.ogg")  # Telegram voice: OGG/Opus
+
+    async def _file_bytes(self, bot: Bot, file_id: str, limit: int) -> bytes:
+        """``getFile``, then the file, through PTB; errors as :class:`ImageError`."""
+        try:
+            file = await bot.get_file(file_id)
+            if file.file_size is not None and file.file_size > limit:
+                raise ImageError(TOO_LARGE, f"{file.file_size} bytes, over the {limit} byte limit")
+            return bytes(await file.download_as_bytearray())
+        except TelegramError as exc:
+            too_big = "too big" in str(exc).lower()  # getFile's refusal past 20 MB
+            raise ImageError(TOO_LARGE if too_big else FAILED, self._scrub(repr(exc))) from None
 
     def _is_mentioned(self, msg: Message) -> bool:
         assert self._mention_re is not None and self._command_re is not None

@@ -101,6 +101,10 @@ class ChannelSpec:
     # The channel remembers which of its messages answer which (to withdraw
     # them on a recall): given ``reply_store``, its rows in gateway.db.
     keeps_replies: bool = False
+    # The channel can fetch pictures and voice messages users send: with
+    # agent.vision it is given ``max_image_bytes``, with agent.transcription
+    # ``max_audio_bytes``.
+    reads_media: bool = False
 
     def load(self) -> Callable[..., BaseChannel]:
         # Not type[BaseChannel]: channels take (section, bus, ...), BaseChannel (bus, allow_from).
@@ -109,7 +113,7 @@ class ChannelSpec:
 
 
 CHANNELS: tuple[ChannelSpec, ...] = (
-    ChannelSpec("telegram", "channels.telegram", "TelegramChannel", lambda c: c.channels.telegram),
+    ChannelSpec("telegram", "channels.telegram", "TelegramChannel", lambda c: c.channels.telegram, reads_media=True),
     ChannelSpec(
         "feishu",
         "channels.feishu",
@@ -117,6 +121,7 @@ CHANNELS: tuple[ChannelSpec, ...] = (
         lambda c: c.channels.feishu,
         needs_http=lambda c: c.channels.feishu.mode == "webhook",
         keeps_replies=True,
+        reads_media=True,
     ),
 )
 
@@ -138,6 +143,8 @@ def config_secrets(cfg: Config) -> list[str]:
             values.append(fb.provider.api_key)
     if cfg.memory.embedding.provider is not None:
         values.append(cfg.memory.embedding.provider.api_key)
+    if cfg.agent.transcription.provider is not None:
+        values.append(cfg.agent.transcription.provider.api_key)
     return [v.get_secret_value() for v in values if v.get_secret_value()]
 
 
@@ -175,6 +182,7 @@ class App:
         self._embedder: Any = None  # memory.embedding.HttpEmbedder, closed in close()
         self.compressor: Any = None  # memory.compression.Compressor when memory is on
         self._memory_llm: Any = None  # memory.llm.MemoryLLM, closed in close()
+        self._transcriber: Any = None  # gateway.transcription.Transcriber with agent.transcription, closed in close()
         self._cron_store: Any = None  # gateway.cron.CronStore
         self.channels: dict[str, BaseChannel] = {}
         self.failed_channels: dict[str, str] = {}
@@ -269,6 +277,11 @@ class App:
         self.llm = FailoverLLM.from_config(
             cfg.provider, cfg.agent.model, cfg.agent.fallbacks, self.clock, client=self.http_client
         )
+        t = cfg.agent.transcription
+        if t.enabled:
+            from .transcription import Transcriber
+
+            self._transcriber = Transcriber.from_config(t.provider or cfg.provider, model=t.model, client=self.http_client)
         r = cfg.memory.retrieval
         # The file store answers the same tools: a user of the fallback can
         # still ask the bot to remember, look up or forget something.
@@ -296,6 +309,7 @@ class App:
             known_projects=known_projects,
             max_concurrent_chats=cfg.gateway.max_concurrent_chats,
             max_pending=cfg.gateway.queue_size,
+            transcriber=self._transcriber,
             limiter=RateLimiter(
                 self.clock, per_minute=cfg.gateway.rate_limit.per_minute, per_hour=cfg.gateway.rate_limit.per_hour
             ),
@@ -517,6 +531,10 @@ class App:
                     from .sentreplies import SentReplies  # imports the Feishu channel's types
 
                     kwargs["reply_store"] = SentReplies(self.sessions.db, spec.name)
+                if spec.reads_media and self.cfg.agent.vision:
+                    kwargs["max_image_bytes"] = self.cfg.agent.max_image_bytes
+                if spec.reads_media and self.cfg.agent.transcription.enabled:
+                    kwargs["max_audio_bytes"] = self.cfg.agent.transcription.max_audio_bytes
                 built.append(cls(section, self.bus, **kwargs))
             except Exception as exc:  # one channel's trouble must not stop the others
                 self._channel_failed(spec.name, exc)
@@ -685,6 +703,8 @@ class App:
             await self.llm.aclose()
         if self._memory_llm is not None:
             await self._memory_llm.aclose()
+        if self._transcriber is not None:
+            await self._transcriber.aclose()
         hybrid = getattr(getattr(self.backend, "retriever", None), "aclose", None)
         if hybrid is not None:
             await hybrid()  # query vectors still in flight

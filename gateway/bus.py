@@ -15,7 +15,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 __all__ = [
-    "EDIT", "MESSAGE", "RECALL", "ROUTING_KEYS", "Attachment", "InboundMessage", "MessageBus", "OutboundMessage",
+    "EDIT", "MESSAGE", "RECALL", "ROUTING_KEYS", "Attachment", "Audio", "Image", "InboundMessage", "MessageBus",
+    "OutboundMessage",
 ]
 
 # Metadata that says where inside a chat a message was (a Telegram forum
@@ -28,6 +29,30 @@ ROUTING_KEYS = ("message_thread_id",)
 MESSAGE = "message"
 EDIT = "edit"
 RECALL = "recall"
+
+
+@dataclass(frozen=True)
+class Image:
+    """A picture a user sent, for a chat model that reads images
+    (``agent.vision``): its bytes and their type (``image/jpeg``, ``image/png``,
+    ``image/gif`` or ``image/webp``, read from the bytes, not the platform's
+    word). It reaches the model with its message only; the history keeps
+    the message's ``placeholder`` instead, so its bytes are never stored,
+    shown in a repr or logged."""
+
+    data: bytes = field(repr=False)
+    mime: str
+
+
+@dataclass(frozen=True)
+class Audio:
+    """A voice message, to be transcribed (``agent.transcription``) before
+    the model reads it; the transcript becomes the message's words. Its
+    bytes are never stored, shown in a repr or logged."""
+
+    data: bytes = field(repr=False)
+    mime: str
+    filename: str  # the transcription endpoint reads the format from its extension
 
 
 @dataclass(frozen=True)
@@ -44,11 +69,22 @@ class InboundMessage:
     sender_name: str = ""
     metadata: dict[str, Any] = field(default_factory=dict)
     kind: str = MESSAGE  # MESSAGE | EDIT | RECALL
+    images: tuple[Image, ...] = ()  # for the model, with this message only
+    audio: Audio | None = None  # a voice message, transcribed by the loop
+    # What stands for the message's pictures in the history and memory
+    # ("[photo]", "[photo not read]"), in front of its words; "" for none.
+    placeholder: str = ""
 
     @property
     def session_key(self) -> str:
         """Tier 0 history is kept per chat."""
         return f"{self.channel}:{self.chat_id}"
+
+    @property
+    def history_text(self) -> str:
+        """The message as the history (Tier 0) and memory keep it: the
+        placeholder of its pictures, then its words."""
+        return f"{self.placeholder} {self.text}".strip() if self.placeholder else self.text
 
 
 @dataclass(frozen=True)

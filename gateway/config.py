@@ -46,6 +46,7 @@ __all__ = [
     "ProviderConfig",
     "RetrievalConfig",
     "TelegramConfig",
+    "TranscriptionConfig",
     "load_config",
     "parse_duration",
     "unknown_env",
@@ -131,6 +132,30 @@ class FallbackConfig(_Model):
         return v.strip()
 
 
+MAX_IMAGE_BYTES = 20 * 1024 * 1024
+MAX_AUDIO_BYTES = 25 * 1024 * 1024  # OpenAI's /audio/transcriptions limit
+
+
+class TranscriptionConfig(_Model):
+    """Voice messages read as text: an OpenAI-compatible
+    ``/audio/transcriptions`` endpoint (Whisper and kin). Off: a voice
+    message gets a note that only text is read."""
+
+    enabled: bool = False
+    model: str = "whisper-1"
+    provider: ProviderConfig | None = None  # None: the chat provider
+    # Larger recordings are not downloaded (the user is told); a Telegram
+    # bot may download 20 MB at most.
+    max_audio_bytes: int = Field(default=20 * 1024 * 1024, ge=1024, le=MAX_AUDIO_BYTES)
+
+    @field_validator("model")
+    @classmethod
+    def _model(cls, v: str) -> str:
+        if not v.strip():
+            raise ValueError("must name the transcription model")
+        return v
+
+
 class AgentConfig(_Model):
     model: str = "gpt-4o-mini"
     max_tokens: int = Field(default=4096, gt=0)
@@ -138,6 +163,13 @@ class AgentConfig(_Model):
     workspace: str = ""  # empty: $MYCLAW_HOME/workspace
     history_messages: int = Field(default=20, ge=2, le=200)
     fallbacks: list[FallbackConfig] = Field(default_factory=list, max_length=MAX_FALLBACKS)
+    # The chat model reads images: photos users send go to it with their
+    # message. Off: a photo gets a note that only text is read.
+    vision: bool = False
+    # Larger pictures are not downloaded (the user is told); 20 MB is both
+    # what a Telegram bot may download and OpenAI's limit per image.
+    max_image_bytes: int = Field(default=5 * 1024 * 1024, ge=1024, le=MAX_IMAGE_BYTES)
+    transcription: TranscriptionConfig = Field(default_factory=TranscriptionConfig)
 
 
 class TelegramConfig(_Model):
@@ -145,6 +177,9 @@ class TelegramConfig(_Model):
     token: SecretStr = SecretStr("")
     allow_from: list[str] = Field(default_factory=list)
     base_url: str = "https://api.telegram.org/bot"
+    # Where files are downloaded from (photos, with agent.vision); empty:
+    # baseUrl with its last "/bot" read as "/file/bot", as Telegram's are.
+    base_file_url: str = ""
     poll_timeout: int = Field(default=30, ge=0, le=50)
 
     @field_validator("allow_from", mode="before")
@@ -154,6 +189,15 @@ class TelegramConfig(_Model):
         if isinstance(v, list):
             return [str(x) if isinstance(x, int) and not isinstance(x, bool) else x for x in v]
         return v
+
+    @property
+    def file_url(self) -> str:
+        """``baseFileUrl``, else derived from ``baseUrl`` (``.../bot`` ->
+        ``.../file/bot``; a local Bot API server serves files the same way)."""
+        if self.base_file_url:
+            return self.base_file_url
+        head, sep, tail = self.base_url.rpartition("/bot")
+        return f"{head}/file/bot{tail}" if sep else self.base_url.rstrip("/") + "/file/bot"
 
 
 class FeishuConfig(_Model):
@@ -420,6 +464,8 @@ ENV_OVERRIDES: dict[str, tuple[tuple[str, ...], str]] = {
     "MYCLAW_PROVIDER_BASE_URL": (("provider", "baseUrl"), "str"),
     "MYCLAW_AGENT_MODEL": (("agent", "model"), "str"),
     "MYCLAW_AGENT_WORKSPACE": (("agent", "workspace"), "str"),
+    "MYCLAW_AGENT_VISION": (("agent", "vision"), "bool"),
+    "MYCLAW_TRANSCRIPTION_ENABLED": (("agent", "transcription", "enabled"), "bool"),
     "MYCLAW_MEMORY_ENABLED": (("memory", "enabled"), "bool"),
     "MYCLAW_MEMORY_MODEL": (("memory", "model"), "str"),
     "MYCLAW_MEMORY_API_KEY": (("memory", "provider", "apiKey"), "str"),

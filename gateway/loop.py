@@ -31,7 +31,7 @@ import time
 from array import array
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import tzinfo
 
 import structlog
@@ -51,6 +51,7 @@ from .revisions import Revisions
 from .sessions import SessionStore, StoredMessage
 from .timezones import UserTimezones
 from .tools import ToolContext
+from .transcription import Transcriber, TranscriptionError
 
 __all__ = [
     "HELP_TEXT", "HELP_TEXT_ZH", "JobFailed", "JobReply", "LoopStats", "ProcessLoop", "Samples", "parse_command", "percentile",
@@ -106,6 +107,7 @@ _COMMAND = re.compile(
 )
 _CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff]")
 _CONTEXT_TURNS = 4  # recent messages recall may use to disambiguate a short message
+_VOICE_FAILED = "Sorry, I could not make out that voice message. Please send it again or type it."
 
 
 def parse_command(text: str) -> str | None:
@@ -244,8 +246,10 @@ class ProcessLoop:
         limiter: RateLimiter | None = None,
         commands: UserCommands | None = None,
         timezones: UserTimezones | None = None,
+        transcriber: Transcriber | None = None,
     ) -> None:
         self.bus = bus
+        self.transcriber = transcriber  # voice messages' words (agent.transcription)
         self.sessions = sessions
         self.backend = backend
         self.agent = agent
@@ -346,14 +350,15 @@ class ProcessLoop:
         if item.user is None and msg.is_group and not (msg.mentioned or msg.reply_to_bot):
             self.stats.ignored += 1
             return ""
-        if not msg.text.strip():  # a sticker or photo without caption: nothing to answer
+        if not msg.text.strip() and not msg.images and msg.audio is None:  # a sticker, a photo not read
             self.stats.ignored += 1
             return ""
         user = item.user or self.identities.resolve(msg.channel, msg.sender_id)
         private = not msg.is_group
         key = msg.session_key
 
-        found = split_command(msg.text) if item.user is None else None
+        # A photo's caption is a question about it, never a command.
+        found = split_command(msg.text) if item.user is None and not msg.images and msg.audio is None else None
         command, args = found if found is not None else (None, "")
         if command in COMMANDS:
             # Answered here, not by the model, and kept out of Tier 0 and
@@ -397,6 +402,11 @@ class ProcessLoop:
                     )
                     await self._reply(msg, limited_note(decision, chinese=bool(_CJK.search(msg.text))), user)
                 return ""
+        if msg.audio is not None:  # after the rate limit: each one is a paid call
+            heard = await self._transcribe(msg, user)
+            if heard is None:
+                return ""
+            msg = heard
         tz = await self._zone(user)
         hits = await self._recall(user, msg.text, history, private=private, tz=tz)
         retrieval_ms = (time.perf_counter() - t0) * 1000
@@ -408,12 +418,16 @@ class ProcessLoop:
             private=private,
             message_id=msg.message_id,
             sender_id=msg.sender_id,
-            message_text=msg.text,
+            message_text=msg.history_text,
             tz=tz,
         )
         system = await self.prompts.system_prompt(user, private=private, tools=bool(self.agent.tools_for(ctx)), tz=tz)
+        # A photo goes to the model with its message only; the history, and
+        # memory from it, keep its placeholder (msg.history_text), never its
+        # bytes: what it showed is learnt from the reply, which describes it.
         messages = self.prompts.messages(
-            system, history, msg.text, self.prompts.memory_block(hits), self.prompts.time_of_day(tz)
+            system, history, msg.history_text, self.prompts.memory_block(hits), self.prompts.time_of_day(tz),
+            msg.images,
         )
         # The user's message goes to Tier 0 while the LLM runs (the write is
         # queued to SQLite before the request leaves), and is durable before
@@ -429,7 +443,7 @@ class ProcessLoop:
         # attempt leaves no trace in the chat (the scheduler tries again;
         # a stop mid-call runs the job again at start).
         job = item.user is not None
-        user_write = None if job else self._save(msg, "user", msg.text, user, sender_id=msg.sender_id,
+        user_write = None if job else self._save(msg, "user", msg.history_text, user, sender_id=msg.sender_id,
                                                   message_id=msg.message_id)
         try:
             reply: AgentReply = await self.agent.run(messages, ctx, user_text=msg.text)
@@ -526,6 +540,25 @@ class ProcessLoop:
             ),
             name=f"tier0:{key}",
         )
+
+    async def _transcribe(self, msg: InboundMessage, user: str) -> InboundMessage | None:
+        """``msg`` with its recording's transcript as its words (after a
+        caption, if any), or None when there is nothing left to answer: the
+        user is told the recording was not read, and a caption goes on."""
+        assert msg.audio is not None
+        words = ""
+        try:
+            if self.transcriber is None:
+                raise TranscriptionError("agent.transcription is off")
+            words = await self.transcriber.transcribe(msg.audio)
+        except TranscriptionError as exc:
+            log.warning("voice message not transcribed", chat=msg.session_key, error=str(exc))
+        if words:
+            return replace(msg, text=f"{msg.text}\n{words}".strip(), audio=None)
+        await self._reply(msg, _VOICE_FAILED, user)
+        if not msg.text.strip():
+            return None
+        return replace(msg, audio=None, placeholder="[voice not read]")
 
     async def _zone(self, user: str) -> tzinfo | None:
         """The user's own zone (cached after their first message)."""

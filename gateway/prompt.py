@@ -4,7 +4,7 @@
                + how to use memories and cite them
     history    Tier 0: the chat's recent messages, within a token budget
     user       <memories> block (retrieved hits, each with its citation)
-               + the message itself
+               + the message itself (+ its pictures, as image parts)
 
 The retrieved block rides in the user message rather than in a second
 system message: several OpenAI-compatible servers (chat templates of open
@@ -16,6 +16,7 @@ the shared one, never a member's own Tier 1.
 
 from __future__ import annotations
 
+import base64
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -31,6 +32,7 @@ from memory.format import format_hits, truncate
 from memory.tokens import estimate_tokens
 from memory.types import Hit
 
+from .bus import Image
 from .sessions import StoredMessage
 from .timezones import zone_name
 
@@ -41,6 +43,7 @@ __all__ = [
     "PromptBuilder",
     "fit_history",
     "user_content",
+    "user_parts",
 ]
 
 # Lazy: resolved at each call, so it follows configure_logging (and its
@@ -109,6 +112,22 @@ def user_content(text: str, memory_block: str, time: str = "") -> str:
         "</memories>\n\n"
         f"{text}"
     )
+
+
+def user_parts(content: str, images: Sequence[Image]) -> str | list[dict[str, Any]]:
+    """The latest message's content for the model: ``content`` (see
+    :func:`user_content`) alone, or with pictures as OpenAI content parts,
+    the text first, each picture inline as a ``data:`` URL. Only the latest
+    message carries its pictures: the history holds their placeholder."""
+    if not images:
+        return content
+    return [
+        {"type": "text", "text": content},
+        *(
+            {"type": "image_url", "image_url": {"url": f"data:{i.mime};base64,{base64.b64encode(i.data).decode()}"}}
+            for i in images
+        ),
+    ]
 
 
 @dataclass
@@ -192,10 +211,15 @@ class PromptBuilder:
 
     @staticmethod
     def messages(
-        system: str, history: Sequence[StoredMessage], text: str, memory_block: str = "", time: str = ""
+        system: str,
+        history: Sequence[StoredMessage],
+        text: str,
+        memory_block: str = "",
+        time: str = "",
+        images: Sequence[Image] = (),
     ) -> list[dict[str, Any]]:
         return [
             {"role": "system", "content": system},
             *fit_history(history),
-            {"role": "user", "content": user_content(text, memory_block, time)},
+            {"role": "user", "content": user_parts(user_content(text, memory_block, time), images)},
         ]

@@ -78,8 +78,8 @@ class Revisions:
         if row.sender_id != msg.sender_id:
             log.warning("edit by another sender ignored", chat=key, message_id=msg.message_id)
             return "refused"
-        text = msg.text.strip()
-        if not text or text == row.content:
+        text = msg.history_text.strip()  # an edited caption keeps its "[photo]"
+        if not msg.text.strip() or text == row.content:
             return "unchanged"
         await self.sessions.revise(row.id, text)
         memory = "untracked"

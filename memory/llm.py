@@ -388,7 +388,8 @@ Rules:
 6. The input lines are numbered L1, L2, ...: set "lines" to the numbers of the one or two lines each fact comes from.
 7. Never store a fact from a request to forget, delete or stop remembering it ("forget that my cat is called Miso" is no fact about a cat): the user wants it gone, and leave it out of the summary too.
 8. A user line starting with "(edited)" is the user's corrected version of a message they sent earlier: what it says replaces what that message said. Extract its facts as current; where one corrects existing memory N, set "updates": N.
-9. Also write a summary of the conversation of at most 200 characters.
+9. "[photo]" (or "[2 photos]") at the start of a user line stands for pictures the user sent, with their words after it; the assistant's next line says what the pictures show. What it reads in them (a password, a receipt's total, a whiteboard's plan) counts as stated by the user. "[photo not read]": nobody saw the picture, so nothing about it is known. "[voice]" starts a voice message: the words after it are what the user said.
+10. Also write a summary of the conversation of at most 200 characters.
 
 Reply with one JSON object only:
 {{"facts": [{{"content": "...", "project": "...", "topic": "...", "category": "...", "importance": 0.8, "same_as": null, "updates": null, "lines": [2]}}], "summary": "..."}}"""

@@ -27,11 +27,12 @@ from typing import Any
 from aiohttp import web
 
 from channels.base import BaseChannel, ChannelFatalError
-from gateway.bus import MessageBus, OutboundMessage
+from channels.media import FAILED, MAX_IMAGES, TOO_LARGE, ImageError, as_image
+from gateway.bus import Audio, Image, MessageBus, OutboundMessage
 from gateway.config import FeishuConfig
 from gateway.http import HttpServer
 
-from .client import FeishuApiError, FeishuClient, Withdrawal, is_retryable, split_text
+from .client import FeishuApiError, FeishuClient, ResourceTooLarge, Withdrawal, is_retryable, split_text
 from .dedup import RecentIds
 from .events import (
     MESSAGE_EVENT,
@@ -62,12 +63,18 @@ class FeishuChannel(BaseChannel):
         dedup: RecentIds | None = None,
         replies: ReplyLog | None = None,
         reply_store: ReplyStore | None = None,
+        max_image_bytes: int | None = None,
+        max_audio_bytes: int | None = None,
         **client_options: Any,
     ) -> None:
         """``client_options`` go to ``FeishuClient`` (``timeout``,
         ``max_attempts``, ``backoff``, ``http``, ``clock``); ``reply_store``
-        keeps the reply log across restarts (unless ``replies`` is given)."""
-        super().__init__(bus, config.allow_from)
+        keeps the reply log across restarts (unless ``replies`` is given);
+        ``max_image_bytes`` (with ``agent.vision``): images and a post's
+        pictures up to this size go to the model; ``max_audio_bytes`` (with
+        ``agent.transcription``): audio messages up to this size are
+        downloaded for transcription."""
+        super().__init__(bus, config.allow_from, max_image_bytes=max_image_bytes, max_audio_bytes=max_audio_bytes)
         self.config = config
         self.http = http
         self.api = FeishuClient(config.app_id, config.app_secret.get_secret_value(), config.domain, **client_options)
@@ -215,10 +222,50 @@ class FeishuChannel(BaseChannel):
             self.log.debug("feishu message without text ignored", event_id=event_id)
             return
         kind = parsed.message.metadata.get("unreadable")
+        if parsed.image_keys and self.max_image_bytes is not None:
+            message_id, keys = parsed.message.message_id, parsed.image_keys[:MAX_IMAGES]
+
+            async def fetch() -> list[Image]:
+                return [await self._download(message_id, key) for key in keys]
+
+            await self.publish_image(parsed.message, fetch, *parsed.sender_ids)
+            return
+        if parsed.audio_key and self.max_audio_bytes is not None:
+            audio_id, audio_key = parsed.message.message_id, parsed.audio_key
+
+            async def record() -> Audio:
+                return await self._download_audio(audio_id, audio_key)
+
+            await self.publish_voice(parsed.message, record, *parsed.sender_ids)
+            return
         if kind:
             await self.decline_unreadable(parsed.message, kind, *parsed.sender_ids)
             return
         await self.publish(parsed.message, *parsed.sender_ids)
+
+    async def _download_audio(self, message_id: str, file_key: str) -> Audio:
+        """An audio message's recording (Ogg/Opus), by the message resource API."""
+        limit = self.max_audio_bytes
+        assert limit is not None
+        try:
+            got = await self.api.message_resource(message_id, file_key, kind="file", max_bytes=limit)
+        except ResourceTooLarge as exc:
+            raise ImageError(TOO_LARGE, str(exc)) from None
+        except FeishuApiError as exc:
+            raise ImageError(FAILED, str(exc)) from None
+        return Audio(data=got.data, mime=got.content_type or "audio/ogg", filename="voice.ogg")
+
+    async def _download(self, message_id: str, image_key: str) -> Image:
+        """One picture of a user's message, by the message resource API."""
+        limit = self.max_image_bytes
+        assert limit is not None
+        try:
+            got = await self.api.message_resource(message_id, image_key, kind="image", max_bytes=limit)
+        except ResourceTooLarge as exc:
+            raise ImageError(TOO_LARGE, str(exc)) from None
+        except FeishuApiError as exc:
+            raise ImageError(FAILED, str(exc)) from None
+        return as_image(got.data, limit)
 
     async def _recalled(self, payload: dict[str, Any], event_id: str) -> None:
         """A message was withdrawn: its stored words go (gateway/revisions.py).

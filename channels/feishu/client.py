@@ -5,7 +5,8 @@ the tenant token with blocking ``requests``, without our timeouts, and it
 does not retry on rate limits. Running each call in a thread would work but
 costs a thread per in-flight send; five endpoints (token, send, reply,
 delete, file upload) and a bot-info lookup are simple enough to call directly, fully async, with the
-retry rules we need:
+retry rules we need (a picture a user sent is downloaded the same way,
+streamed, and cut off past the caller's limit):
 
 * token-invalid codes (99991663, 99991668, 99991661): drop the cached token,
   fetch a new one and retry once;
@@ -28,16 +29,21 @@ import json
 import time
 import uuid
 import urllib.parse
-from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
 import httpx
 import structlog
 
 from channels.base import DeliveryError, rest_of
 
-__all__ = ["FeishuApiError", "FeishuClient", "Withdrawal", "is_retryable", "part_uuids", "split_text"]
+__all__ = [
+    "FeishuApiError", "FeishuClient", "Resource", "ResourceTooLarge", "Withdrawal", "is_retryable", "part_uuids",
+    "split_text",
+]
+
+_T = TypeVar("_T")
 
 TOKEN_INVALID_CODES = frozenset({99991661, 99991663, 99991668})
 RATE_LIMIT_CODE = 99991400
@@ -65,6 +71,19 @@ class FeishuApiError(DeliveryError):
         self.msg = msg
         self.status = status
         self.endpoint = endpoint
+
+
+class ResourceTooLarge(Exception):
+    """A message's file is over the size the caller takes; not downloaded
+    (or cut off as soon as it was)."""
+
+
+@dataclass(frozen=True)
+class Resource:
+    """A file from a user's message: its bytes and the type Feishu gave."""
+
+    data: bytes = field(repr=False)
+    content_type: str
 
 
 @dataclass(frozen=True)
@@ -229,6 +248,18 @@ class FeishuClient:
             return Withdrawal(message_id, False, exc.code, exc.msg)
         return Withdrawal(message_id, True)
 
+    async def message_resource(self, message_id: str, file_key: str, *, kind: str, max_bytes: int) -> Resource:
+        """A file of a user's message (an image's ``image_key``, a file's
+        ``file_key``): ``GET /open-apis/im/v1/messages/:message_id/resources/:file_key?type=image|file``.
+        The key must be one of that message's. Raises
+        :class:`ResourceTooLarge` past ``max_bytes`` (read no further),
+        :class:`FeishuApiError` as every call does."""
+        path = (
+            f"/open-apis/im/v1/messages/{urllib.parse.quote(message_id, safe='')}"
+            f"/resources/{urllib.parse.quote(file_key, safe='')}"
+        )
+        return await self._with_token(path, lambda token: self._download(path, {"type": kind}, token, max_bytes))
+
     # -- plumbing ------------------------------------------------------------------
     async def _call(
         self,
@@ -240,6 +271,15 @@ class FeishuClient:
         form: dict[str, str] | None = None,
         files: dict[str, tuple[str, bytes, str]] | None = None,
     ) -> dict[str, Any]:
+        return await self._with_token(
+            path,
+            lambda token: self._request(
+                method, path, params=params, json_body=json_body, form=form, files=files, token=token
+            ),
+        )
+
+    async def _with_token(self, path: str, request: Callable[[str], Awaitable[_T]]) -> _T:
+        """``request(token)`` with the retry rules of the module docstring."""
         retried_token = False
         attempt = 0
         while True:
@@ -247,9 +287,7 @@ class FeishuClient:
             token = ""
             try:
                 token = await self.tenant_token()
-                return await self._request(
-                    method, path, params=params, json_body=json_body, form=form, files=files, token=token
-                )
+                return await request(token)
             except FeishuApiError as exc:
                 if exc.code in TOKEN_INVALID_CODES and not retried_token:
                     self._log.info("tenant token rejected, refreshing", code=exc.code, endpoint=path)
@@ -262,6 +300,28 @@ class FeishuClient:
                 delay = self._backoff * 2 ** (attempt - 1)
                 self._log.warning("feishu call retried", code=exc.code, status=exc.status, endpoint=path, delay=delay)
                 await asyncio.sleep(delay)
+
+    async def _download(self, path: str, params: dict[str, str], token: str, max_bytes: int) -> Resource:
+        """A binary answer, streamed; a JSON one is Feishu's error."""
+        try:
+            async with self._http.stream(
+                "GET", self._base + path, params=params, headers={"Authorization": f"Bearer {token}"}
+            ) as resp:
+                content_type = resp.headers.get("content-type", "")
+                if not resp.is_success or content_type.startswith("application/json"):
+                    await resp.aread()
+                    raise _api_error(resp, path)
+                declared = resp.headers.get("content-length", "")
+                if declared.isdigit() and int(declared) > max_bytes:
+                    raise ResourceTooLarge(f"{declared} bytes, over the {max_bytes} byte limit")
+                buf = bytearray()
+                async for chunk in resp.aiter_bytes():
+                    buf += chunk
+                    if len(buf) > max_bytes:
+                        raise ResourceTooLarge(f"over the {max_bytes} byte limit")
+                return Resource(bytes(buf), content_type)
+        except httpx.TransportError as exc:
+            raise FeishuApiError(-2, f"transport error: {type(exc).__name__}", status=0, endpoint=path) from exc
 
     async def _post_json(self, path: str, body: dict[str, Any], *, token: str | None) -> dict[str, Any]:
         return await self._request("POST", path, json_body=body, token=token)
@@ -298,6 +358,17 @@ class FeishuClient:
         if code != 0 or not resp.is_success:
             raise FeishuApiError(int(code or -1), str(data.get("msg") or ""), status=resp.status_code, endpoint=path)
         return data
+
+
+def _api_error(resp: httpx.Response, path: str) -> FeishuApiError:
+    """Feishu's JSON error (``{"code", "msg"}``) of a read response."""
+    try:
+        data = resp.json()
+    except ValueError:
+        data = None
+    if not isinstance(data, dict):
+        return FeishuApiError(-1, f"non-JSON answer: {resp.text[:200]!r}", status=resp.status_code, endpoint=path)
+    return FeishuApiError(int(data.get("code") or -1), str(data.get("msg") or ""), status=resp.status_code, endpoint=path)
 
 
 def is_retryable(exc: FeishuApiError) -> bool:

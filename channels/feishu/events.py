@@ -51,6 +51,10 @@ class ParsedMessage:
     message: InboundMessage
     # Every id of the sender (open_id, union_id, user_id): allowFrom may list any.
     sender_ids: tuple[str, ...]
+    # The pictures of an ``image`` message or a ``post`` (its ``img``
+    # elements), in order: keys for the message resource API.
+    image_keys: tuple[str, ...] = ()
+    audio_key: str = ""  # an ``audio`` message's recording (its ``file_key``)
 
 
 def event_id_of(payload: Mapping[str, Any]) -> str:
@@ -110,12 +114,19 @@ def parse_message_event(
 
     msg_type = message.get("message_type")
     content = _load_content(message.get("content"))
+    image_keys: tuple[str, ...] = ()
+    audio_key = ""
     if msg_type == "text":
         text = _resolve_placeholders(str(content.get("text") or ""), names)
     elif msg_type == "post":
         text, at_bot = _flatten_post(content, names, bot_open_id)
         mentioned = mentioned or at_bot
+        image_keys = _post_image_keys(content)
     elif msg_type in UNREADABLE_TYPES:
+        if msg_type == "image" and content.get("image_key"):
+            image_keys = (str(content["image_key"]),)
+        if msg_type == "audio" and content.get("file_key"):
+            audio_key = str(content["file_key"])
         text = ""  # answered with a note by the channel (metadata "unreadable")
     else:
         return None
@@ -150,7 +161,7 @@ def parse_message_event(
             "user_id": str(ids.get("user_id") or ""),
         },
     )
-    return ParsedMessage(inbound, sender_ids)
+    return ParsedMessage(inbound, sender_ids, image_keys, audio_key)
 
 
 def parse_recall_event(payload: Mapping[str, Any]) -> InboundMessage:
@@ -293,6 +304,19 @@ def _flatten_post(content: Mapping[str, Any], names: Mapping[str, str], bot_open
         if line:
             lines.append(line)
     return _resolve_placeholders("\n".join(lines), names), at_bot
+
+
+def _post_image_keys(content: Mapping[str, Any]) -> tuple[str, ...]:
+    """The ``image_key`` of each ``img`` element of a post, in order."""
+    keys: list[str] = []
+    for paragraph in _post_body(content).get("content") or ():
+        if isinstance(paragraph, list):
+            keys.extend(
+                str(el["image_key"])
+                for el in paragraph
+                if isinstance(el, Mapping) and el.get("tag") == "img" and el.get("image_key")
+            )
+    return tuple(keys)
 
 
 def _tidy(text: str) -> str:

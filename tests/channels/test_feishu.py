@@ -618,3 +618,97 @@ async def test_a_refused_upload_sends_nothing_and_says_why(fake: FakeFeishu) -> 
         assert len(await api.send_file("oc_1", key)) == 1 and fake.sent[0]["file_name"] == "notes.md"
     finally:
         await api.aclose()
+
+
+# -- pictures, with agent.vision (max_image_bytes) ---------------------------------------
+PNG = b"\x89PNG\r\n\x1a\n" + bytes(600)
+JPEG = b"\xff\xd8\xff\xe0\x00\x10JFIF\x00" + bytes(900)
+
+
+@pytest.fixture
+async def seeing(fake: FakeFeishu, http: HttpServer) -> AsyncIterator[FeishuChannel]:
+    """A channel whose model reads pictures up to 2 KB."""
+    ch = FeishuChannel(config(fake), MessageBus(), http, backoff=0.01, max_image_bytes=2048)
+    await ch.start()
+    sender = asyncio.create_task(ch.run_sender())
+    yield ch
+    sender.cancel()
+    await ch.stop()
+
+
+async def test_an_image_message_is_fetched_from_the_message_resource_api(
+    fake: FakeFeishu, http: HttpServer, seeing: FeishuChannel
+) -> None:
+    key = fake.add_image(PNG, "image/png")
+    event = fake.message_event(message_type="image", content={"image_key": key})
+    assert (await fake.push_event(hook(http, seeing), event)).status_code == 200
+    msg = await next_inbound(seeing.bus)
+    assert (msg.text, msg.history_text, [(i.mime, i.data) for i in msg.images]) == ("", "[photo]", [("image/png", PNG)])
+    mid = event["event"]["message"]["message_id"]
+    assert fake.resource_downloads == [(mid, key)]
+    assert ("GET", f"/open-apis/im/v1/messages/{mid}/resources/{key}") in fake.requests
+
+
+async def test_a_post_brings_its_pictures_and_its_words(
+    fake: FakeFeishu, http: HttpServer, seeing: FeishuChannel
+) -> None:
+    a, b = fake.add_image(PNG, "image/png"), fake.add_image(JPEG)
+    post = {"title": "", "content": [[{"tag": "text", "text": "which one is cheaper?"}],
+                                     [{"tag": "img", "image_key": a}], [{"tag": "img", "image_key": b}]]}
+    await fake.push_event(hook(http, seeing), fake.message_event(message_type="post", content=post))
+    msg = await next_inbound(seeing.bus)
+    assert msg.text == "which one is cheaper?\n[image]\n[image]" and msg.placeholder == "[2 photos]"
+    assert [i.data for i in msg.images] == [PNG, JPEG]
+
+
+async def test_a_picture_not_read_gets_a_note_and_nothing_is_lost(
+    fake: FakeFeishu, http: HttpServer, seeing: FeishuChannel
+) -> None:
+    url = hook(http, seeing)
+    big = fake.add_image(JPEG + bytes(4000))
+    await fake.push_event(url, fake.message_event(message_type="image", content={"image_key": big}))
+    # a key that is not the message's: Feishu refuses (234001)
+    await fake.push_event(url, fake.message_event(message_type="image", content={"image_key": "img_v3_other"}))
+    fine = fake.add_image(PNG)
+    post = {"title": "", "content": [[{"tag": "text", "text": "and this?"}], [{"tag": "img", "image_key": big}]]}
+    await fake.push_event(url, fake.message_event(message_type="post", content=post))
+    await fake.push_event(url, fake.message_event(message_type="image", content={"image_key": fine}))
+    post_msg = await next_inbound(seeing.bus)
+    assert (post_msg.history_text, post_msg.images) == ("[photo not read] and this?\n[image]", ())
+    assert (await next_inbound(seeing.bus)).images != ()
+    await asyncio.wait_for(seeing.bus.outbound_queue("feishu").join(), 5)
+    too_large, failed, post_note = fake.texts()
+    assert "too large" in too_large and "2 KB" in too_large
+    assert "could not download" in failed
+    assert "too large" in post_note and "answering your text without it" in post_note
+    assert seeing.bus.inbound.empty()
+
+
+async def test_group_pictures_are_fetched_only_when_the_bot_is_mentioned(
+    fake: FakeFeishu, http: HttpServer, seeing: FeishuChannel
+) -> None:
+    url = hook(http, seeing)
+    key = fake.add_image(PNG)
+    await fake.push_event(url, fake.message_event(message_type="image", content={"image_key": key},
+                                                  chat_id="oc_group", chat_type="group"))
+    post = {"title": "", "content": [[{"tag": "at", "user_id": "@_user_1"}, {"tag": "text", "text": " read this"}],
+                                     [{"tag": "img", "image_key": key}]]}
+    await fake.push_event(url, fake.message_event(message_type="post", content=post, chat_id="oc_group",
+                                                  chat_type="group", mentions=[fake.mention()]))
+    msg = await next_inbound(seeing.bus)
+    assert (msg.mentioned, msg.text, len(msg.images)) == (True, "read this\n[image]", 1)
+    assert len(fake.resource_downloads) == 1 and seeing.bus.inbound.empty() and fake.sent == []
+
+
+async def test_an_audio_message_is_fetched_for_transcription(fake: FakeFeishu, http: HttpServer) -> None:
+    ch = FeishuChannel(config(fake), MessageBus(), http, backoff=0.01, max_audio_bytes=4096)
+    await ch.start()
+    try:
+        key = fake.add_audio(b"OggS" + bytes(700))
+        event = fake.message_event(message_type="audio", content={"file_key": key, "duration": 2000})
+        await fake.push_event(hook(http, ch), event)
+        msg = await next_inbound(ch.bus)
+        assert msg.audio is not None and msg.audio.data == b"OggS" + bytes(700) and msg.history_text == "[voice]"
+        assert fake.requests[-1] == ("GET", f"/open-apis/im/v1/messages/{msg.message_id}/resources/{key}")
+    finally:
+        await ch.stop()

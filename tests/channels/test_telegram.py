@@ -553,3 +553,125 @@ async def test_a_document_telegram_refuses_or_cannot_take_says_whether_to_retry(
     fake.fail_next("sendDocument", 502)
     await within(ch.send(OutboundMessage("telegram", "9009", "your file", attachment=file)))
     assert [d.data for d in fake.documents] == [b"secret words"]
+
+
+# -- pictures, with agent.vision (max_image_bytes) ---------------------------------------
+JPEG_HEAD = b"\xff\xd8\xff\xe0\x00\x10JFIF\x00"
+
+
+def jpeg(size: int, fill: int = 1) -> bytes:
+    return JPEG_HEAD + bytes([fill]) * (size - len(JPEG_HEAD))
+
+
+async def test_a_photo_goes_on_with_its_largest_size_within_the_limit_and_its_caption(
+    fake: FakeTelegram, bus: MessageBus, make_channel: Any
+) -> None:
+    """getFile, then the file from /file/bot<token>/<path>, through PTB: the
+    largest of Telegram's sizes that fits the limit, with the caption."""
+    await make_channel(max_image_bytes=5000)
+    small, large, huge = jpeg(300, 1), jpeg(4000, 2), jpeg(9000, 3)
+    fake.push_photo(7, 7, [small, large, huge], caption="what is the wifi password?")
+    msg = await next_inbound(bus)
+    assert (msg.text, msg.placeholder, msg.history_text) == (
+        "what is the wifi password?", "[photo]", "[photo] what is the wifi password?")
+    [image] = msg.images
+    assert (image.mime, image.data) == ("image/jpeg", large)
+    assert [c.method for c in fake.calls if c.method == "getfile"] == ["getfile"]
+    assert len(fake.file_downloads) == 1 and fake.file_downloads[0].startswith("photos/")
+    assert "4000" not in repr(msg) and JPEG_HEAD.hex() not in repr(msg)
+
+    fake.push_photo(7, 7, [small])  # no caption: the picture alone goes on
+    alone = await next_inbound(bus)
+    assert (alone.text, alone.history_text, [i.data for i in alone.images]) == ("", "[photo]", [small])
+
+
+async def test_image_documents_are_read_other_files_are_not(
+    fake: FakeTelegram, bus: MessageBus, make_channel: Any
+) -> None:
+    await make_channel(sender=True, max_image_bytes=5000)
+    png = b"\x89PNG\r\n\x1a\n" + bytes(500)
+    fake.push_document(7, 7, png, mime_type="image/png", file_name="receipt.png", caption="total?")
+    msg = await next_inbound(bus)
+    assert (msg.text, [(i.mime, i.data) for i in msg.images]) == ("total?", [("image/png", png)])
+    fake.push_document(7, 7, b"%PDF-1.7", mime_type="application/pdf", file_name="a.pdf")
+    fake.push_document(7, 7, b"\x00\x00\x00\x18ftypheic", mime_type="image/heic", file_name="b.heic")
+    # a PNG that claims to be one but is not: read from the bytes, refused
+    fake.push_document(7, 7, b"not a picture", mime_type="image/png", file_name="c.png")
+    sent = await fake.wait_sent(3)
+    assert sent[0].text == UNREADABLE_REPLY  # a PDF: as before
+    assert "only read JPEG, PNG, GIF and WebP" in sent[1].text and "only read JPEG" in sent[2].text
+    assert len(fake.file_downloads) == 2  # the HEIC is refused by its type, unfetched
+    fake.push_text(7, 7, "after")
+    assert (await next_inbound(bus)).text == "after" and bus.inbound.empty()
+
+
+async def test_a_photo_too_large_or_not_downloaded_gets_a_note_and_its_caption_goes_on(
+    fake: FakeTelegram, bus: MessageBus, make_channel: Any
+) -> None:
+    await make_channel(sender=True, max_image_bytes=2048)
+    fake.push_photo(7, 7, [jpeg(3000), jpeg(9000)], caption="read this receipt")
+    [note] = await fake.wait_sent(1)
+    assert "too large" in note.text and "2 KB" in note.text and "answering your text without it" in note.text
+    msg = await next_inbound(bus)
+    assert (msg.text, msg.images, msg.history_text) == ("read this receipt", (), "[photo not read] read this receipt")
+    assert fake.file_downloads == []  # nothing over the limit is fetched
+
+    fake.fail_next("getFile", 400, description="Bad Request: invalid file_id")
+    fake.push_photo(7, 7, [jpeg(1000)])  # no caption: only the note
+    [_, failed] = await fake.wait_sent(2)
+    assert "could not download that picture" in failed.text
+    # a size Telegram did not state is fetched, then measured
+    fake.push_photo(7, 7, [jpeg(4000)], caption="and this?", file_size_known=False)
+    [*_, late] = await fake.wait_sent(3)
+    assert "too large" in late.text
+    assert (await next_inbound(bus)).history_text == "[photo not read] and this?" and bus.inbound.empty()
+
+
+async def test_group_photos_are_fetched_only_when_addressed_to_the_bot(
+    fake: FakeTelegram, bus: MessageBus, make_channel: Any
+) -> None:
+    await make_channel(max_image_bytes=5000, allow_from=["7", "8"])
+    fake.push_photo(-300, 8, [jpeg(500)], chat_type="group")  # no caption, no mention
+    fake.push_photo(-300, 8, [jpeg(500)], caption="look at this", chat_type="group")  # words, no mention
+    fake.push_photo(9, 9, [jpeg(500)], caption="hi")  # not in allowFrom
+    fake.push_photo(-300, 8, [jpeg(600, 5)], caption="what does it say?", chat_type="group", mention=True)
+    unaddressed = await next_inbound(bus)
+    assert (unaddressed.text, unaddressed.images, unaddressed.mentioned) == ("look at this", (), False)
+    asked = await next_inbound(bus)
+    assert (asked.text, asked.mentioned, [i.data for i in asked.images]) == ("what does it say?", True, [jpeg(600, 5)])
+    assert len(fake.file_downloads) == 1 and bus.inbound.empty()
+
+
+async def test_an_edited_caption_keeps_its_photo_mark(fake: FakeTelegram, bus: MessageBus, make_channel: Any) -> None:
+    await make_channel(max_image_bytes=5000)
+    sent = fake.push_photo(7, 7, [jpeg(500)], caption="teh wifi")
+    await next_inbound(bus)
+    fake.push_edit(7, sent["message_id"], "the wifi")
+    msg = await next_inbound(bus)
+    assert (msg.kind, msg.history_text, msg.images) == (EDIT, "[photo] the wifi", ())
+    assert len(fake.file_downloads) == 1  # an edit fetches nothing
+
+
+async def test_without_vision_a_photo_is_not_fetched(fake: FakeTelegram, bus: MessageBus, make_channel: Any) -> None:
+    await make_channel(sender=True)
+    fake.push_photo(7, 7, [jpeg(500)])
+    fake.push_photo(7, 7, [jpeg(500)], caption="a caption")
+    assert [m.text for m in await fake.wait_sent(1)] == [UNREADABLE_REPLY]
+    msg = await next_inbound(bus)
+    assert (msg.history_text, msg.images) == ("a caption", ())  # as before vision
+    assert fake.file_downloads == [] and not any(c.method == "getfile" for c in fake.calls)
+
+
+async def test_a_voice_message_is_fetched_for_transcription(fake: FakeTelegram, bus: MessageBus, make_channel: Any) -> None:
+    await make_channel(sender=True, max_audio_bytes=2048)
+    recording = b"OggS" + bytes(1000)
+    fake.push_voice(7, 7, recording)
+    msg = await next_inbound(bus)
+    assert msg.audio is not None and (msg.audio.data, msg.audio.mime, msg.audio.filename) == (
+        recording, "audio/ogg", "voice.ogg")
+    assert (msg.text, msg.history_text, msg.images) == ("", "[voice]", ())
+    assert recording.hex() not in repr(msg)
+    fake.push_voice(7, 7, b"OggS" + bytes(5000))  # over the limit: a note, nothing fetched
+    [note] = await fake.wait_sent(1)
+    assert "voice message is too large" in note.text and "type it" in note.text
+    assert len(fake.file_downloads) == 1 and bus.inbound.empty()

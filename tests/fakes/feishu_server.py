@@ -16,6 +16,12 @@ Serves, with the real paths and response shapes:
   empty file: 234010), kept in ``files`` by the ``file_key`` it answers;
   a ``msg_type=file`` message must name one (else 230001), and its record
   in ``sent`` carries the file's name and bytes,
+* ``GET /open-apis/im/v1/messages/{message_id}/resources/{file_key}?type=image|file``:
+  the bytes of a picture a user's message carries (``add_image``, then an
+  ``image`` message or a ``post`` with ``img`` elements naming its key),
+  with its ``Content-Type``; a ``type`` other than image/file, or a key
+  that is not that message's: 234001 "Invalid request param." (Feishu: the
+  key and the message must match); counted in ``resource_downloads``,
 * ``DELETE /open-apis/im/v1/messages/{message_id}`` (withdraw: only a
   message the bot sent, else 230026; an unknown id 230001, one already
   withdrawn 230011), recorded in ``deleted``,
@@ -189,6 +195,9 @@ class FakeFeishu:
         self.sent: list[dict[str, Any]] = []  # every accepted create/reply
         self.deleted: list[str] = []  # message ids withdrawn by DELETE, in order
         self.files: dict[str, dict[str, Any]] = {}  # file_key -> {"file_name", "file_type", "data"}
+        self.images: dict[str, tuple[bytes, str]] = {}  # image_key or file_key -> (bytes, content type), what users send
+        self._resources_of: dict[str, set[str]] = {}  # message_id -> the keys its content names
+        self.resource_downloads: list[tuple[str, str]] = []  # (message_id, key) of every picture served
         self.requests: list[tuple[str, str]] = []  # (method, path) of every API call
         self.send_delay = 0.0
         self.ws_acks: dict[str, dict[str, Any]] = {}
@@ -223,6 +232,7 @@ class FakeFeishu:
         app.router.add_post("/open-apis/im/v1/messages", self._create)
         app.router.add_post("/open-apis/im/v1/messages/{message_id}/reply", self._reply)
         app.router.add_delete("/open-apis/im/v1/messages/{message_id}", self._delete)
+        app.router.add_get("/open-apis/im/v1/messages/{message_id}/resources/{file_key}", self._resource)
         app.router.add_post("/open-apis/im/v1/files", self._upload)
         app.router.add_post("/callback/ws/endpoint", self._ws_endpoint)
         app.router.add_get("/ws", self._ws)
@@ -268,6 +278,20 @@ class FakeFeishu:
     def revoke_tokens(self) -> None:
         """Tokens issued so far stop working (as after a secret reset)."""
         self.valid_tokens.clear()
+
+    def add_image(self, data: bytes, content_type: str = "image/jpeg") -> str:
+        """Keep a picture a user sends; returns its ``image_key`` for an
+        ``image`` message's content (``{"image_key": key}``) or a post's ``img``."""
+        key = f"img_v3_{uuid.uuid4().hex[:8]}-{uuid.uuid4().hex[:4]}g"
+        self.images[key] = (data, content_type)
+        return key
+
+    def add_audio(self, data: bytes) -> str:
+        """Keep a voice recording a user sends; returns its ``file_key`` for
+        an ``audio`` message's content (``{"file_key": key, "duration": ms}``)."""
+        key = f"file_v3_{uuid.uuid4().hex[:8]}-{uuid.uuid4().hex[:4]}g"
+        self.images[key] = (data, "audio/ogg")
+        return key
 
     def texts(self) -> list[str]:
         return [m["text"] for m in self.sent if m["msg_type"] == "text"]
@@ -317,6 +341,19 @@ class FakeFeishu:
                 },
             }
         )
+
+    async def _resource(self, request: web.Request) -> web.StreamResponse:
+        """A file of a user's message, as a binary stream."""
+        self.requests.append((request.method, request.path))
+        if (err := self._auth_error(request)) is not None:
+            return err
+        mid, key = request.match_info["message_id"], request.match_info["file_key"]
+        if request.query.get("type") not in ("image", "file") or key not in self._resources_of.get(mid, set()):
+            return web.json_response({"code": 234001, "msg": "Invalid request param."}, status=400)
+        data, content_type = self.images[key]
+        self.resource_downloads.append((mid, key))
+        return web.Response(body=data, headers={"Content-Type": content_type,
+                                                "Content-Disposition": f'attachment; filename="{key}"'})
 
     async def _create(self, request: web.Request) -> web.Response:
         if request.query.get("receive_id_type") != "chat_id":
@@ -466,6 +503,7 @@ class FakeFeishu:
         n = next(self._ids)
         message_id = message_id or f"om_in{n:04d}{uuid.uuid4().hex[:12]}"
         self._chat_of[message_id] = chat_id
+        self._resources_of[message_id] = _keys_in(content or {})
         now = str(int(time.time() * 1000))
         return {
             "schema": "2.0",
@@ -675,6 +713,17 @@ class FakeFeishu:
             return await asyncio.wait_for(waiter, timeout)
         finally:
             self._ack_waiters.pop(mid, None)
+
+
+def _keys_in(content: Any) -> set[str]:
+    """Every ``image_key`` / ``file_key`` a message's content names (a post's
+    ``img`` elements included)."""
+    if isinstance(content, dict):
+        found = {str(v) for k, v in content.items() if k in ("image_key", "file_key") and v}
+        return found.union(*(_keys_in(v) for v in content.values()))
+    if isinstance(content, list):
+        return set().union(*(_keys_in(v) for v in content))
+    return set()
 
 
 def _encrypt(encrypt_key: str, plaintext: str) -> str:

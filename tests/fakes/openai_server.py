@@ -5,6 +5,20 @@ Replies come from a script (``queue_reply`` / ``queue_error``) or from a
 is recorded in ``requests`` so tests can assert on the exact prompt the LLM
 received.
 
+A message's ``content`` is a string or, as the real API takes it, a list of
+content parts: ``{"type": "text", "text"}`` and, in user messages only,
+``{"type": "image_url", "image_url": {"url", "detail"?}}`` whose URL is
+``http(s)`` or a base64 ``data:image/...`` URL of a PNG, JPEG, GIF or WebP
+picture (checked by its bytes). Anything else is a 400 with OpenAI's
+wording. :func:`images` decodes a request's pictures.
+
+``POST /v1/audio/transcriptions`` (multipart ``file`` and ``model``, as
+Whisper's endpoint takes them) answers a deterministic transcript: the text
+after ``SAY:`` in the recording's bytes (tests put it there), else
+``"(N bytes of audio)"``; ``response_format`` ``json`` (default) or ``text``.
+Each call is recorded in ``transcriptions``; ``queue_transcription_error``
+scripts a failure.
+
 ``POST /v1/embeddings`` answers with deterministic vectors (see
 :func:`fake_embedding`): words and CJK character bigrams, each mapped through
 ``embedding_concepts`` (so a test can declare "car" and "automobile" one
@@ -29,7 +43,9 @@ from typing import Any
 
 from aiohttp import web
 
-__all__ = ["FakeOpenAI", "Reply", "embedding_tokens", "fake_embedding", "said", "split_user_content"]
+__all__ = [
+    "FakeOpenAI", "Reply", "embedding_tokens", "fake_embedding", "images", "said", "split_user_content", "text_of",
+]
 
 _WORD = re.compile(r"\w+")
 _CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\u3040-\u30ff\uac00-\ud7af]+")
@@ -80,10 +96,87 @@ def split_user_content(content: str) -> tuple[str, str]:
     return "", content
 
 
+def text_of(content: Any) -> str:
+    """A message's text: the string, or its text parts joined."""
+    if isinstance(content, list):
+        return "".join(str(p.get("text") or "") for p in content if isinstance(p, dict) and p.get("type") == "text")
+    return str(content or "")
+
+
 def said(body: dict[str, Any]) -> str:
     """What the user said in a chat request's latest message, as a model
     would answer it: without the time and recalled memories before it."""
-    return split_user_content(str(body["messages"][-1].get("content") or ""))[1]
+    return split_user_content(text_of(body["messages"][-1].get("content")))[1]
+
+
+_DATA_URL = re.compile(r"^data:(image/[a-z0-9.+-]+);base64,(.*)$", re.DOTALL)
+
+
+def _image_kind(data: bytes) -> str | None:
+    if data.startswith(b"\xff\xd8\xff"):
+        return "image/jpeg"
+    if data.startswith(b"\x89PNG\r\n\x1a\n"):
+        return "image/png"
+    if data[:6] in (b"GIF87a", b"GIF89a"):
+        return "image/gif"
+    if data[:4] == b"RIFF" and data[8:12] == b"WEBP":
+        return "image/webp"
+    return None
+
+
+def images(body: dict[str, Any]) -> list[tuple[str, bytes]]:
+    """Every inline picture of a chat request, in order: (type, bytes)."""
+    out: list[tuple[str, bytes]] = []
+    for m in body.get("messages", []):
+        content = m.get("content")
+        for part in content if isinstance(content, list) else ():
+            if isinstance(part, dict) and part.get("type") == "image_url":
+                found = _DATA_URL.match(str(part["image_url"]["url"]))
+                if found:
+                    out.append((found.group(1), base64.b64decode(found.group(2))))
+    return out
+
+
+def content_error(messages: list[Any]) -> tuple[str, str | None, str | None] | None:
+    """What the real API says of messages whose content it refuses:
+    (message, param, code); None when all are well formed."""
+    for i, m in enumerate(messages):
+        if not isinstance(m, dict):
+            return f"Invalid type for 'messages[{i}]': expected an object.", f"messages[{i}]", "invalid_type"
+        content = m.get("content")
+        if content is None or isinstance(content, str):
+            continue
+        if not isinstance(content, list):
+            return (f"Invalid type for 'messages[{i}].content': expected one of a string or array of objects.",
+                    f"messages[{i}].content", "invalid_type")
+        for j, part in enumerate(content):
+            where = f"messages[{i}].content[{j}]"
+            kind = part.get("type") if isinstance(part, dict) else None
+            if kind == "text" and isinstance(part.get("text"), str):
+                continue
+            if kind != "image_url":
+                return f"Invalid value: '{kind}'. Supported values are: 'text' and 'image_url'.", f"{where}.type", "invalid_value"
+            if m.get("role") != "user":
+                return (f"Image URLs are only allowed for messages with role 'user', but this message with role "
+                        f"'{m.get('role')}' contains an image URL.", f"messages[{i}].content[{j}].type", "invalid_value")
+            image = part.get("image_url")
+            url = image.get("url") if isinstance(image, dict) else None
+            if not isinstance(url, str) or image.get("detail", "auto") not in ("auto", "low", "high"):
+                return f"Invalid '{where}.image_url'.", f"{where}.image_url", "invalid_value"
+            if url.startswith(("http://", "https://")):
+                continue
+            found = _DATA_URL.match(url)
+            try:
+                data = base64.b64decode(found.group(2), validate=True) if found else b""
+            except ValueError:
+                data = b""
+            if not found or not data:
+                return (f"Invalid '{where}.image_url.url'. Expected a base64-encoded data URL with an image MIME type "
+                        "(e.g. 'data:image/png;base64,aW1nIGJ5dGVzIGhlcmU='), but got a value with an invalid format.",
+                        f"{where}.image_url.url", "invalid_value")
+            if _image_kind(data) is None:
+                return "You uploaded an unsupported image. Please make sure your image is valid.", None, "invalid_image_format"
+    return None
 
 
 @dataclass
@@ -122,8 +215,11 @@ class FakeOpenAI:
         # some OpenAI-compatible servers.
         self.models: list[str] | None = ["fake-model"]
         self._embedding_errors: list[int] = []
+        self.transcriptions: list[dict[str, Any]] = []  # {"model", "filename", "content_type", "data"}
+        self._transcription_errors: list[int] = []
         self.responder = responder
         self.requests: list[dict[str, Any]] = []
+        self.refused: list[dict[str, Any]] = []  # chat requests answered 400 for their content
         self.headers: list[dict[str, str]] = []
         self._script: list[Reply] = []
         # Set: every chat request is answered with this (an outage, until
@@ -159,6 +255,9 @@ class FakeOpenAI:
     def queue_embedding_error(self, status: int = 500, *, times: int = 1) -> None:
         self._embedding_errors.extend([status] * times)
 
+    def queue_transcription_error(self, status: int = 500, *, times: int = 1) -> None:
+        self._transcription_errors.extend([status] * times)
+
     def queue_delay(self, seconds: float, content: str = "late") -> None:
         self._script.append(Reply(content=content, delay=seconds))
 
@@ -182,6 +281,7 @@ class FakeOpenAI:
         app.router.add_post("/v1/chat/completions", self._chat)
         app.router.add_get("/v1/models", self._models)
         app.router.add_post("/v1/embeddings", self._embeddings)
+        app.router.add_post("/v1/audio/transcriptions", self._transcribe)
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", port)
@@ -261,6 +361,32 @@ class FakeOpenAI:
             {"object": "list", "data": data, "model": body["model"], "usage": {"prompt_tokens": tokens, "total_tokens": tokens}}
         )
 
+    async def _transcribe(self, request: web.Request) -> web.Response:
+        if not self._auth_ok(request):
+            return self._unauthorized()
+        if request.content_type != "multipart/form-data":
+            return self._bad_request("Invalid Content-Type header; expected multipart/form-data.")
+        form = await request.post()
+        file, model = form.get("file"), form.get("model")
+        if not isinstance(file, web.FileField):
+            return self._bad_request("Missing required parameter: 'file'.", "file")
+        if not isinstance(model, str) or not model:
+            return self._bad_request("Missing required parameter: 'model'.", "model")
+        fmt = str(form.get("response_format", "json"))
+        if fmt not in ("json", "text"):
+            return self._bad_request(f"Invalid value: '{fmt}'. Supported values are: 'json' and 'text'.", "response_format")
+        data = file.file.read()
+        self.transcriptions.append(
+            {"model": model, "filename": file.filename, "content_type": file.content_type, "data": data}
+        )
+        if self._transcription_errors:
+            status = self._transcription_errors.pop(0)
+            return web.json_response({"error": {"message": "The server had an error", "type": "server_error"}},
+                                     status=status)
+        marker = data.find(b"SAY:")
+        text = data[marker + 4 :].decode("utf-8", "replace") if marker >= 0 else f"({len(data)} bytes of audio)"
+        return web.Response(text=text) if fmt == "text" else web.json_response({"text": text})
+
     async def _chat(self, request: web.Request) -> web.Response:
         if not self._auth_ok(request):
             return self._unauthorized()
@@ -271,6 +397,13 @@ class FakeOpenAI:
         if not isinstance(body.get("messages"), list) or not body.get("model"):
             return web.json_response(
                 {"error": {"message": "'model' and 'messages' are required", "type": "invalid_request_error"}}, status=400
+            )
+        refused = content_error(body["messages"])
+        if refused is not None:
+            self.refused.append(body)
+            message, param, code = refused
+            return web.json_response(
+                {"error": {"message": message, "type": "invalid_request_error", "param": param, "code": code}}, status=400
             )
         self.requests.append(body)
         self.headers.append(dict(request.headers))

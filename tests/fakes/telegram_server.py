@@ -19,7 +19,15 @@ shapes, so the client code under test cannot tell it from Telegram:
   a file id or URL instead, an empty file, or a caption over 1024
   characters: 400 with Telegram's wording.
 
-Updates are ``message`` (``push_text``, ``push_media``) and
+* ``getFile`` answers a file a pushed message carries (``push_photo``,
+  ``push_document``) with its ``file_path``, and ``GET
+  /file/bot<token>/<file_path>`` serves its bytes, as Telegram does; an
+  unknown ``file_id``: 400 ``Bad Request: invalid file_id``, one over 20 MB
+  (what bots may download): 400 ``Bad Request: file is too big``; an
+  unknown path: 404. ``file_downloads`` counts what was fetched.
+
+Updates are ``message`` (``push_text``, ``push_media``, ``push_photo``,
+``push_document``) and
 ``edited_message`` (``push_edit``), filtered by ``allowed_updates`` as
 Telegram does (the last list given sticks).
 
@@ -59,6 +67,8 @@ MAX_MESSAGE_LENGTH = 4096
 MAX_CAPTION_LENGTH = 1024
 
 _PATH_RE = re.compile(r"^/bot(?P<token>[^/]*)/(?P<method>[A-Za-z]+)$")
+_FILE_PATH_RE = re.compile(r"^/file/bot(?P<token>[^/]*)/(?P<path>.+)$")
+MAX_DOWNLOAD_BYTES = 20 * 1024 * 1024  # what getFile lets a bot download
 _TOKEN_RE = re.compile(r"^\d+:[A-Za-z0-9_-]+$")
 _MENTION_RE = re.compile(r"@[A-Za-z0-9_]{5,32}")
 # Fields whose form value is JSON text (PTB json-dumps every non-str value).
@@ -120,6 +130,14 @@ class Call:
     method: str
     params: dict[str, Any]
     status: int
+
+
+@dataclass(frozen=True)
+class _File:
+    file_id: str
+    file_unique_id: str
+    data: bytes = field(repr=False)
+    path: str
 
 
 @dataclass
@@ -192,6 +210,9 @@ class FakeTelegram:
         self._pushed: dict[tuple[int, int], dict[str, Any]] = {}  # users' messages, for push_edit
         self._last_bot_message: dict[int, dict[str, Any]] = {}
         self._allowed_updates: frozenset[str] | None = None
+        self._files: dict[str, _File] = {}  # file_id -> the file
+        self._file_ids = itertools.count(1)
+        self.file_downloads: list[str] = []  # file_path of every file served
         self._failures: dict[str, deque[_Failure]] = {}
         self._wake = asyncio.Event()
         self._poll_generation = 0
@@ -330,14 +351,14 @@ class FakeTelegram:
             message["reply_to_message"] = self._last_bot_message.get(chat_id) or self._bot_message(chat, "(earlier reply)")
         if self.record:
             self._messages.add((chat_id, message_id))
-            self._pushed[(chat_id, message_id)] = message
+            self._pushed[(chat_id, message_id)] = message  # the same object _with_media completes
         self._updates.append({"update_id": next(self._update_ids), "message": message})
         self._wake.set()
         return message
 
     def push_edit(self, chat_id: int, message_id: int, text: str, *, mention: bool = False) -> dict[str, Any]:
-        """Queue an ``edited_message`` update: the user changed the text of
-        their message ``message_id`` (pushed earlier with :meth:`push_text`),
+        """Queue an ``edited_message`` update: the user changed the text (or
+        caption) of their message ``message_id`` (pushed earlier),
         as Telegram sends it: the whole message with the new text, its
         entities, and ``edit_date``. Returns the edited message."""
         original = self._pushed.get((chat_id, message_id))
@@ -345,15 +366,17 @@ class FakeTelegram:
             raise KeyError(f"no message {message_id} was pushed in chat {chat_id}")
         if mention:
             text = f"@{self.bot_username} {text}"
-        edited = {k: v for k, v in original.items() if k != "entities"}
-        edited["text"] = text
+        # A photo's or a document's words are its caption.
+        words, marks = ("caption", "caption_entities") if "caption" in original else ("text", "entities")
+        edited = {k: v for k, v in original.items() if k != marks}
+        edited[words] = text
         edited["edit_date"] = int(time.time())
         entities = [
             {"type": "mention", "offset": utf16_len(text[: m.start()]), "length": utf16_len(m.group())}
             for m in _MENTION_RE.finditer(text)
         ]
         if entities:
-            edited["entities"] = entities
+            edited[marks] = entities
         self._pushed[(chat_id, message_id)] = edited
         self._updates.append({"update_id": next(self._update_ids), "edited_message": edited})
         self._wake.set()
@@ -379,6 +402,78 @@ class FakeTelegram:
         message = self.push_text(chat_id, user_id, "x", chat_type=chat_type, reply_to_bot=reply_to_bot, entities=[])
         del message["text"]
         message[kind] = media[kind]
+        return message
+
+    def add_file(self, data: bytes, folder: str = "photos", suffix: str = "jpg") -> dict[str, Any]:
+        """Keep ``data`` as a file users sent; returns its ``file_id``,
+        ``file_unique_id`` and ``file_size`` (for a PhotoSize or Document)."""
+        n = next(self._file_ids)
+        unique = f"AQADfake{n:06d}"
+        file = _File(f"AgACAgIAAxkBAAI{unique}", unique, data, f"{folder}/file_{n}.{suffix}")
+        self._files[file.file_id] = file
+        return {"file_id": file.file_id, "file_unique_id": unique, "file_size": len(data)}
+
+    def push_photo(
+        self,
+        chat_id: int,
+        user_id: int,
+        sizes: list[bytes],
+        *,
+        caption: str | None = None,
+        chat_type: str = "private",
+        mention: bool = False,
+        reply_to_bot: bool = False,
+        file_size_known: bool = True,
+    ) -> dict[str, Any]:
+        """Queue a photo message: ``sizes``, smallest first, are the
+        versions Telegram keeps of it (``photo`` is that list of PhotoSize);
+        ``caption`` with its entities as Telegram sends them."""
+        photo = []
+        for i, data in enumerate(sizes):
+            size = {**self.add_file(data), "width": 90 * (i + 1), "height": 60 * (i + 1)}
+            if not file_size_known:
+                del size["file_size"]
+            photo.append(size)
+        return self._with_media(chat_id, user_id, "photo", photo, caption, chat_type, mention, reply_to_bot)
+
+    def push_document(
+        self,
+        chat_id: int,
+        user_id: int,
+        data: bytes,
+        *,
+        mime_type: str,
+        file_name: str = "file",
+        caption: str | None = None,
+        chat_type: str = "private",
+        mention: bool = False,
+    ) -> dict[str, Any]:
+        """Queue a file sent as a document (not compressed as a photo)."""
+        doc = {**self.add_file(data, "documents", file_name.rpartition(".")[2] or "bin"),
+               "file_name": file_name, "mime_type": mime_type}
+        return self._with_media(chat_id, user_id, "document", doc, caption, chat_type, mention, False)
+
+    def push_voice(
+        self, chat_id: int, user_id: int, data: bytes, *, chat_type: str = "private", reply_to_bot: bool = False
+    ) -> dict[str, Any]:
+        """Queue a voice message (OGG/Opus, as Telegram records them)."""
+        voice = {**self.add_file(data, "voice", "oga"), "duration": 3, "mime_type": "audio/ogg"}
+        return self._with_media(chat_id, user_id, "voice", voice, None, chat_type, False, reply_to_bot)
+
+    def _with_media(
+        self, chat_id: int, user_id: int, kind: str, media: Any, caption: str | None, chat_type: str,
+        mention: bool, reply_to_bot: bool,
+    ) -> dict[str, Any]:
+        text = caption if caption is not None else "x"
+        message = self.push_text(chat_id, user_id, text, chat_type=chat_type, mention=mention and caption is not None,
+                                 reply_to_bot=reply_to_bot, entities=None if caption is not None else [])
+        text = message.pop("text")
+        entities = message.pop("entities", None)
+        if caption is not None:  # a caption's entities are "caption_entities"
+            message["caption"] = text
+            if entities:
+                message["caption_entities"] = entities
+        message[kind] = media
         return message
 
     @property
@@ -436,6 +531,9 @@ class FakeTelegram:
         return params
 
     async def _dispatch(self, request: web.Request) -> web.StreamResponse:
+        file = _FILE_PATH_RE.match(request.path)
+        if file is not None:
+            return self._download(file["token"], file["path"])
         m = _PATH_RE.match(request.path)
         if m is None or not _TOKEN_RE.match(m["token"]):
             return _error(404, "Not Found")
@@ -465,7 +563,27 @@ class FakeTelegram:
         self._notify()
         return response
 
+    def _download(self, token: str, path: str) -> web.StreamResponse:
+        """``GET /file/bot<token>/<file_path>``: the file's bytes."""
+        if token != self.token or self._revoked:
+            return _error(401, "Unauthorized")
+        file = next((f for f in self._files.values() if f.path == path), None)
+        if file is None:
+            return _error(404, "Not Found")
+        self.file_downloads.append(path)
+        self._notify()
+        return web.Response(body=file.data, content_type="application/octet-stream")
+
     # -- methods ----------------------------------------------------------------------
+    async def _get_file(self, params: dict[str, Any]) -> web.Response:
+        file = self._files.get(str(params.get("file_id") or ""))
+        if file is None:
+            return _error(400, "Bad Request: invalid file_id")
+        if len(file.data) > MAX_DOWNLOAD_BYTES:
+            return _error(400, "Bad Request: file is too big")
+        return _ok({"file_id": file.file_id, "file_unique_id": file.file_unique_id,
+                    "file_size": len(file.data), "file_path": file.path})
+
     async def _get_me(self, params: dict[str, Any]) -> web.Response:
         return _ok(
             {
@@ -661,6 +779,7 @@ class FakeTelegram:
         "getupdates": _get_updates,
         "sendmessage": _send_message,
         "senddocument": _send_document,
+        "getfile": _get_file,
         "sendchataction": _true,
         "setmycommands": _true,
         "deletemycommands": _true,

@@ -139,3 +139,22 @@ async def test_record_false_keeps_counts_only(client: httpx.AsyncClient) -> None
         await client.post(api(fake, "sendMessage"), data={"chat_id": "1", "text": "two"})
         await fake.wait_sent(2)
         assert (fake.sent_count, fake.sent, fake.calls, seen) == (2, [], [], ["one", "two"])
+
+
+async def test_get_file_and_the_file_download_path(fake: FakeTelegram, client: httpx.AsyncClient) -> None:
+    data = b"\xff\xd8\xff" + bytes(100)
+    message = fake.push_photo(7, 7, [data], caption="hi")
+    assert message["caption"] == "hi" and "text" not in message
+    file_id = message["photo"][0]["file_id"]
+    got = (await client.post(api(fake, "getFile"), json={"file_id": file_id})).json()["result"]
+    assert got["file_size"] == len(data) and got["file_path"].startswith("photos/")
+    base = fake.base_url.replace("/bot", "/file/bot")
+    download = await client.get(f"{base}{fake.token}/{got['file_path']}")
+    assert (download.status_code, download.content) == (200, data)
+    assert (await client.get(f"{base}{fake.token}/photos/nope.jpg")).status_code == 404
+    assert (await client.get(f"{base}123:wrong-token-abc/{got['file_path']}")).status_code == 401
+    bad = await client.post(api(fake, "getFile"), json={"file_id": "nope"})
+    assert bad.json() == {"ok": False, "error_code": 400, "description": "Bad Request: invalid file_id"}
+    huge = fake.add_file(bytes(20 * 1024 * 1024 + 1))
+    too_big = await client.post(api(fake, "getFile"), json={"file_id": huge["file_id"]})
+    assert too_big.json()["description"] == "Bad Request: file is too big"

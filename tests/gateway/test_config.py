@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from gateway.config import ENV_OVERRIDES, ConfigError, Paths, load_config, parse_duration, unknown_env
+from gateway.config import ENV_OVERRIDES, ConfigError, Paths, TelegramConfig, load_config, parse_duration, unknown_env
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "config.example.json"
 
@@ -225,3 +225,31 @@ def test_fallback_keys_are_redacted_secrets(tmp_path: Path) -> None:
            "memory": {"fallbacks": [{"model": "b", "provider": {"apiKey": "sk-memory-fb-0123456789"}}]}}
     cfg = load_config(write(tmp_path, doc), env={})
     assert {"sk-agent-fb-0123456789", "sk-memory-fb-0123456789"} <= set(config_secrets(cfg))
+
+
+def test_vision_is_off_by_default_and_its_limit_is_checked(tmp_path: Path) -> None:
+    cfg = load_config(write(tmp_path, {}), env={})
+    assert (cfg.agent.vision, cfg.agent.max_image_bytes) == (False, 5 * 1024 * 1024)
+    cfg = load_config(write(tmp_path, {"agent": {"maxImageBytes": 1_000_000}}), env={"MYCLAW_AGENT_VISION": "true"})
+    assert (cfg.agent.vision, cfg.agent.max_image_bytes) == (True, 1_000_000)
+    with pytest.raises(ConfigError) as err:
+        load_config(write(tmp_path, {"agent": {"maxImageBytes": 50 * 1024 * 1024}}), env={})
+    assert "agent.maxImageBytes" in str(err.value)
+
+
+def test_transcription_has_its_own_model_and_provider(tmp_path: Path) -> None:
+    cfg = load_config(write(tmp_path, {}), env={"MYCLAW_TRANSCRIPTION_ENABLED": "1"})
+    t = cfg.agent.transcription
+    assert (t.enabled, t.model, t.provider, t.max_audio_bytes) == (True, "whisper-1", None, 20 * 1024 * 1024)
+    doc = {"agent": {"transcription": {"provider": {"baseUrl": "http://127.0.0.1:9/v1"}, "model": "whisper-large-v3"}}}
+    t = load_config(write(tmp_path, doc), env={}).agent.transcription
+    assert t.provider is not None and (t.provider.base_url, t.model) == ("http://127.0.0.1:9/v1", "whisper-large-v3")
+    with pytest.raises(ConfigError) as err:
+        load_config(write(tmp_path, {"agent": {"transcription": {"model": " "}}}), env={})
+    assert "agent.transcription.model" in str(err.value)
+
+
+def test_telegram_files_come_from_the_file_url_of_the_api() -> None:
+    assert TelegramConfig().file_url == "https://api.telegram.org/file/bot"
+    assert TelegramConfig(base_url="http://127.0.0.1:8081/bot").file_url == "http://127.0.0.1:8081/file/bot"
+    assert TelegramConfig(base_file_url="http://files.local/f/bot").file_url == "http://files.local/f/bot"

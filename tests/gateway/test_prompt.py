@@ -1,9 +1,11 @@
 from __future__ import annotations
 
+import base64
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
-from gateway.prompt import PromptBuilder, fit_history, user_content
+from gateway.bus import Image
+from gateway.prompt import PromptBuilder, fit_history, user_content, user_parts
 from gateway.sessions import StoredMessage
 from memory import Category, MemoryEngine, NewMemory, Provenance
 from memory.clock import ManualClock
@@ -58,3 +60,15 @@ def test_history_budget_cuts_assistant_replies_first_then_drops_oldest() -> None
     assert len(out) == 5 and all(len(m["content"]) <= 500 for m in out)  # never fewer than the minimum
     short = [_msg(i, "user", "hi") for i in range(3)]
     assert fit_history(short) == [{"role": "user", "content": "hi"}] * 3
+
+
+def test_the_latest_message_carries_its_pictures_as_content_parts() -> None:
+    assert user_parts("hello", ()) == "hello"
+    png = b"\x89PNG\r\n\x1a\n" + bytes(8)
+    history = [_msg(1, "user", "[photo] old one")]
+    messages = PromptBuilder.messages("sys", history, "[photo] and now?", "", "09:30", [Image(png, "image/png")])
+    assert messages[1] == {"role": "user", "content": "[photo] old one"}  # the history: text only
+    assert messages[-1]["content"] == [
+        {"type": "text", "text": "<time>09:30</time>\n[photo] and now?"},
+        {"type": "image_url", "image_url": {"url": "data:image/png;base64," + base64.b64encode(png).decode()}},
+    ]

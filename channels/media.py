@@ -1,0 +1,101 @@
+"""Pictures users send, for a chat model that reads them (``agent.vision``),
+and voice messages, for transcription (``agent.transcription``).
+
+A channel fetches the bytes its own way (Telegram ``getFile``, Feishu's
+message resource) and hands them to :func:`as_image`, which checks the size
+and reads the type from the bytes themselves: what a platform or a user's
+file name claims is not what the model provider checks. A picture that
+cannot be read becomes an :class:`ImageError`, whose ``reason`` picks the
+short note the user gets (:func:`image_note`).
+"""
+
+from __future__ import annotations
+
+from gateway.bus import Image
+
+__all__ = [
+    "FAILED",
+    "MAX_IMAGES",
+    "NOT_READ",
+    "VOICE",
+    "VOICE_NOT_READ",
+    "TOO_LARGE",
+    "UNSUPPORTED",
+    "ImageError",
+    "as_image",
+    "image_note",
+    "placeholder",
+    "sniff_mime",
+]
+
+# The formats OpenAI-compatible vision models take.
+_FORMATS = "JPEG, PNG, GIF and WebP"
+TOO_LARGE = "too_large"
+UNSUPPORTED = "unsupported"
+FAILED = "failed"
+# Pictures of one message that go to the model (a Feishu post may hold many).
+MAX_IMAGES = 4
+
+NOT_READ = "[photo not read]"
+VOICE = "[voice]"
+VOICE_NOT_READ = "[voice not read]"
+
+
+class ImageError(Exception):
+    """A picture was not read. ``reason``: :data:`TOO_LARGE`,
+    :data:`UNSUPPORTED` or :data:`FAILED`; the message says why for the
+    log (never the bytes, never a token)."""
+
+    def __init__(self, reason: str, detail: str) -> None:
+        super().__init__(detail)
+        self.reason = reason
+
+
+def sniff_mime(data: bytes) -> str | None:
+    """The image type the bytes are, by their signature; None for any other."""
+    if data.startswith(b"\xff\xd8\xff"):
+        return "image/jpeg"
+    if data.startswith(b"\x89PNG\r\n\x1a\n"):
+        return "image/png"
+    if data[:6] in (b"GIF87a", b"GIF89a"):
+        return "image/gif"
+    if data[:4] == b"RIFF" and data[8:12] == b"WEBP":
+        return "image/webp"
+    return None
+
+
+def as_image(data: bytes, max_bytes: int) -> Image:
+    """``data`` as an :class:`Image`, or :class:`ImageError` when it is over
+    ``max_bytes`` or not a picture the model takes."""
+    if len(data) > max_bytes:
+        raise ImageError(TOO_LARGE, f"{len(data)} bytes, over the {max_bytes} byte limit")
+    mime = sniff_mime(data)
+    if mime is None:
+        raise ImageError(UNSUPPORTED, f"not {_FORMATS} ({len(data)} bytes)")
+    return Image(data=data, mime=mime)
+
+
+def placeholder(count: int) -> str:
+    """What stands for ``count`` pictures in the history: "[photo]", "[3 photos]"."""
+    return "[photo]" if count == 1 else f"[{count} photos]"
+
+
+def image_note(reason: str, max_bytes: int, *, has_text: bool, what: str = "picture") -> str:
+    """The short note a user gets for a picture (``what``: or a "voice
+    message") that was not read; with ``has_text``, their words are
+    answered all the same, and it says so."""
+    if reason == TOO_LARGE:
+        smaller = "a smaller one or a screenshot" if what == "picture" else "a shorter one or type it"
+        note = f"That {what} is too large for me to read (the limit is {_megabytes(max_bytes)}). Please send {smaller}."
+    elif reason == UNSUPPORTED:
+        note = f"I can only read {_FORMATS} pictures, so I could not read that one."
+    else:
+        note = f"Sorry, I could not download that {what}. Please send it again."
+    return note + (" I am answering your text without it." if has_text else "")
+
+
+def _megabytes(n: int) -> str:
+    mb = n / (1024 * 1024)
+    if mb < 1:
+        return f"{n // 1024} KB"
+    return f"{mb:.0f} MB" if mb == int(mb) else f"{mb:.1f} MB"

@@ -1,0 +1,58 @@
+"""The OpenAI-compatible fake takes content parts as the real API does and
+refuses malformed ones with its wording; checked with plain httpx."""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.fakes.openai_server import FakeOpenAI, Reply, images, said
+
+PNG = b"\x89PNG\r\n\x1a\n" + bytes(40)
+
+
+@pytest.fixture
+async def fake() -> AsyncIterator[FakeOpenAI]:
+    async with FakeOpenAI(responder=lambda body: Reply(content=said(body))) as server:
+        yield server
+
+
+async def chat(fake: FakeOpenAI, messages: list[dict[str, Any]]) -> httpx.Response:
+    async with httpx.AsyncClient(timeout=10) as client:
+        return await client.post(fake.url + "/chat/completions", json={"model": "m", "messages": messages})
+
+
+def picture(url: str) -> dict[str, Any]:
+    return {"type": "image_url", "image_url": {"url": url}}
+
+
+async def test_content_parts_are_taken_and_their_text_is_what_was_said(fake: FakeOpenAI) -> None:
+    data_url = "data:image/png;base64," + base64.b64encode(PNG).decode()
+    r = await chat(fake, [{"role": "system", "content": "be brief"},
+                          {"role": "user", "content": [{"type": "text", "text": "<time>09:00</time>\nwhat is it?"},
+                                                       picture(data_url), picture("https://example.com/a.png")]}])
+    assert r.status_code == 200 and r.json()["choices"][0]["message"]["content"] == "what is it?"
+    assert images(fake.requests[0]) == [("image/png", PNG)]
+
+
+@pytest.mark.parametrize(
+    ("messages", "says"),
+    [
+        ([{"role": "user", "content": [picture("data:image/png;base64,%%%")]}], "invalid format"),
+        ([{"role": "user", "content": [picture("data:image/png;base64," + base64.b64encode(b"text").decode())]}],
+         "unsupported image"),
+        ([{"role": "system", "content": [picture("https://example.com/a.png")]}], "only allowed for messages with role 'user'"),
+        ([{"role": "user", "content": [{"type": "audio", "x": 1}]}], "Supported values are"),
+        ([{"role": "user", "content": 42}], "expected one of a string or array"),
+    ],
+)
+async def test_malformed_content_is_refused_as_the_real_api_does(
+    fake: FakeOpenAI, messages: list[dict[str, Any]], says: str
+) -> None:
+    r = await chat(fake, messages)
+    assert r.status_code == 400 and r.json()["error"]["type"] == "invalid_request_error"
+    assert says in r.json()["error"]["message"] and fake.requests == [] and len(fake.refused) == 1
