@@ -32,7 +32,7 @@ from gateway.bus import Audio, Image, MessageBus, OutboundMessage
 from gateway.config import FeishuConfig
 from gateway.http import HttpServer
 
-from .client import FeishuApiError, FeishuClient, ResourceTooLarge, Withdrawal, is_retryable, split_text
+from .client import FeishuApiError, FeishuClient, Resource, ResourceTooLarge, Withdrawal, is_retryable, split_text
 from .dedup import RecentIds
 from .events import (
     MESSAGE_EVENT,
@@ -243,28 +243,27 @@ class FeishuChannel(BaseChannel):
             return
         await self.publish(parsed.message, *parsed.sender_ids)
 
-    async def _download_audio(self, message_id: str, file_key: str) -> Audio:
-        """An audio message's recording (Ogg/Opus), by the message resource API."""
-        limit = self.max_audio_bytes
+    async def _resource(self, message_id: str, key: str, *, kind: str, limit: int | None) -> Resource:
+        """A file of a user's message, by the message resource API; what
+        went wrong as an :class:`ImageError` the user is told about."""
         assert limit is not None
         try:
-            got = await self.api.message_resource(message_id, file_key, kind="file", max_bytes=limit)
+            return await self.api.message_resource(message_id, key, kind=kind, max_bytes=limit)
         except ResourceTooLarge as exc:
             raise ImageError(TOO_LARGE, str(exc)) from None
         except FeishuApiError as exc:
             raise ImageError(FAILED, str(exc)) from None
+
+    async def _download_audio(self, message_id: str, file_key: str) -> Audio:
+        """An audio message's recording (Ogg/Opus)."""
+        got = await self._resource(message_id, file_key, kind="file", limit=self.max_audio_bytes)
         return Audio(data=got.data, mime=got.content_type or "audio/ogg", filename="voice.ogg")
 
     async def _download(self, message_id: str, image_key: str) -> Image:
-        """One picture of a user's message, by the message resource API."""
+        """One picture of a user's message."""
         limit = self.max_image_bytes
+        got = await self._resource(message_id, image_key, kind="image", limit=limit)
         assert limit is not None
-        try:
-            got = await self.api.message_resource(message_id, image_key, kind="image", max_bytes=limit)
-        except ResourceTooLarge as exc:
-            raise ImageError(TOO_LARGE, str(exc)) from None
-        except FeishuApiError as exc:
-            raise ImageError(FAILED, str(exc)) from None
         return as_image(got.data, limit)
 
     async def _recalled(self, payload: dict[str, Any], event_id: str) -> None:

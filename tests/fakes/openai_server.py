@@ -113,6 +113,8 @@ _DATA_URL = re.compile(r"^data:(image/[a-z0-9.+-]+);base64,(.*)$", re.DOTALL)
 
 
 def _image_kind(data: bytes) -> str | None:
+    # The fake's own reading of the signatures, not channels.media's: a
+    # fake that shares the product's check would agree with its bugs.
     if data.startswith(b"\xff\xd8\xff"):
         return "image/jpeg"
     if data.startswith(b"\x89PNG\r\n\x1a\n"):

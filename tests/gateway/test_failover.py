@@ -4,7 +4,6 @@ is timed."""
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator, Mapping, Sequence
 from datetime import timedelta
 from typing import Any
@@ -19,21 +18,13 @@ from gateway.llm import LLMBadRequest, LLMUnavailable
 from gateway.tools import ToolContext
 from memory import ManualClock
 from tests.fakes.openai_server import FakeOpenAI, Reply
+from tests.gateway.test_llm import Sleeps
 
 KEYS = ["sk-primary-secret-0123456789", "sk-backup1-secret-0123456789", "sk-backup2-secret-0123456789"]
 HELLO = [{"role": "user", "content": "a private question about my cat Miso"}]
 ALICE = ToolContext(user="alice", channel="telegram", chat_id="42", private=True, message_id="7", sender_id="100")
 
 
-class Sleeps:
-    """Backoff delays, recorded instead of slept."""
-
-    def __init__(self) -> None:
-        self.delays: list[float] = []
-
-    async def __call__(self, delay: float) -> None:
-        self.delays.append(delay)
-        await asyncio.sleep(0)
 
 
 @pytest.fixture
