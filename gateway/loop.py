@@ -437,11 +437,11 @@ class ProcessLoop:
         # A scheduled job's prompt is not something the user said now, nor is
         # its reply an answer to them: both stay in Tier 0, so the chat reads
         # right, but are written as handled, never buffered for extraction
-        # ("Remind me to drink water" became a fact of the user's), not even
-        # by _settle after a crash.
-        # A job's prompt is written after the model answered: a failed
-        # attempt leaves no trace in the chat (the scheduler tries again;
-        # a stop mid-call runs the job again at start).
+        # ("Remind me to drink water" became a fact of the user's). The
+        # prompt is written only once the model answered (or the job's
+        # fallback is sent): a failed attempt leaves no trace in the chat, as
+        # the scheduler tries again, and a stop mid-call runs the job again
+        # at start.
         job = item.user is not None
         user_write = None if job else self._save(msg, "user", msg.history_text, user, sender_id=msg.sender_id,
                                                   message_id=msg.message_id)

@@ -307,8 +307,9 @@ async def test_run_job_answers_as_the_user_in_their_chat(tmp_path: Path, clock: 
 async def test_a_jobs_rows_are_handled_from_the_moment_they_are_written(
     tmp_path: Path, clock: ManualClock, fake_llm: FakeOpenAI
 ) -> None:
-    """A crash while the job's LLM call runs leaves its prompt in Tier 0;
-    the next turn after the restart must not hand it to memory."""
+    """A crash while the job's LLM call runs leaves nothing of it in Tier 0
+    (its prompt is written once the model answered, as handled); the next
+    turn after the restart must not hand the job's rows to memory."""
     started, release = asyncio.Event(), asyncio.Event()
 
     async def slow(body: dict[str, Any]) -> Reply:
@@ -322,6 +323,7 @@ async def test_a_jobs_rows_are_handled_from_the_moment_they_are_written(
         await asyncio.wait_for(started.wait(), 5)
         await rig.sessions.flush()
         assert await rig.sessions.unbuffered("telegram:1") == []  # the "crash" would find nothing to buffer
+        assert await rig.sessions.db.fetchall("SELECT 1 FROM session_messages") == []  # nor a prompt to re-send
         release.set()
         await asyncio.wait_for(job, 5)
     fake_llm.responder = None
