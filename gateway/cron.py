@@ -131,10 +131,30 @@ def parse_at(text: str, tz: tzinfo) -> datetime:
             f"invalid time {s[:40]!r} for a one-time job: a date and a time of day, e.g. '2026-11-23 09:00'"
         ) from None
     if dt.tzinfo is None:
-        # A wall time that a DST change skips (02:30 on the spring-forward
-        # night) reads as the same offset as before the change, an hour later.
-        dt = dt.replace(tzinfo=tz)
+        return local_instant(dt, tz)
     return dt.astimezone(UTC)
+
+
+def local_instant(wall: datetime, tz: tzinfo) -> datetime:
+    """The instant (UTC) a naive local ``wall`` time means in ``tz``. A time
+    a DST change repeats (01:30 on the fall-back night) is its first
+    occurrence; one it skips (02:30 on the spring-forward night) is the
+    moment the clock jumps (03:00), as cron runs a job set in the skipped
+    hour, and not the hour-late instant Python's ``fold=0`` reads it as."""
+    first = wall.replace(tzinfo=tz, fold=0).astimezone(UTC)
+    if first.astimezone(tz).replace(tzinfo=None) == wall:
+        return first
+    # Skipped: the jump lies between the wall time read with the offset
+    # after the change (fold=1, earlier) and with the one before it.
+    lo, hi = wall.replace(tzinfo=tz, fold=1).astimezone(UTC), first
+    after = hi.astimezone(tz).utcoffset()
+    while hi - lo > timedelta(seconds=1):
+        mid = lo + (hi - lo) / 2
+        if mid.astimezone(tz).utcoffset() == after:
+            hi = mid
+        else:
+            lo = mid
+    return hi.replace(microsecond=0)
 
 
 def once_local(job: CronJob) -> str:
@@ -152,10 +172,25 @@ def _local(at: datetime, tz: tzinfo) -> str:
 
 
 def next_run(expr: str, after: datetime, tz: tzinfo) -> datetime:
-    """The first time strictly after ``after`` that ``expr`` fires in ``tz`` (aware, UTC)."""
-    local = after.astimezone(tz)
-    nxt: datetime = croniter(expr, local).get_next(datetime)
-    return nxt.astimezone(ZoneInfo("UTC"))
+    """The first time strictly after ``after`` that ``expr`` fires in ``tz``
+    (aware, UTC). A schedule at set hours ("30 1 * * *") fires once on the
+    night a DST change repeats its hour, as cron does; one that runs every
+    hour ("*/15 * * * *") keeps running through the repeat. In a skipped
+    hour croniter fires at the jump (03:00), as :func:`local_instant` does."""
+    it = croniter(expr, after.astimezone(tz))
+    set_hours = "*" not in expr.split()[1]
+    for _ in range(4):  # a repeated hour holds at most a few firings of a set-hours schedule
+        nxt: datetime = it.get_next(datetime)
+        utc = nxt.astimezone(UTC)
+        if not (set_hours and _repeated(nxt, utc, tz)):
+            return utc
+    return utc  # pragma: no cover - four firings in one repeated hour: minutes given one by one
+
+
+def _repeated(local: datetime, utc: datetime, tz: tzinfo) -> bool:
+    """Whether ``utc`` is the second occurrence of its local wall time."""
+    wall = local.replace(tzinfo=None)
+    return wall.replace(tzinfo=tz, fold=0).astimezone(UTC) < utc
 
 
 def shortest_gap(expr: str, after: datetime, tz: tzinfo, runs: int = 120) -> timedelta:

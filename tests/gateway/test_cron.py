@@ -281,3 +281,50 @@ async def test_jobs_made_before_the_private_flag_run_with_shared_memory(tmp_path
         assert job.private is False  # made who knows where: never the private memory
     finally:
         await new.close()
+
+
+def test_a_set_time_on_a_dst_night_fires_once_and_a_skipped_one_at_the_jump() -> None:
+    ny = ZoneInfo("America/New_York")
+
+    def runs(expr: str, after: str, n: int) -> list[str]:
+        out, t = [], parse_ts(after)
+        for _ in range(n):
+            t = next_run(expr, t, ny)
+            out.append(f"{t.astimezone(ny):%m-%d %H:%M%z}")
+        return out
+
+    # 1 Nov 2026: 01:00-02:00 happens twice. A daily 01:30 reminder comes once, not at 01:30 EDT and EST.
+    assert runs("30 1 * * *", "2026-10-31T12:00:00Z", 2) == ["11-01 01:30-0400", "11-02 01:30-0500"]
+    # A job that runs every half hour keeps running through the repeated hour: it is about intervals.
+    assert runs("*/30 * * * *", "2026-11-01T05:00:00Z", 4) == [
+        "11-01 01:30-0400", "11-01 01:00-0500", "11-01 01:30-0500", "11-01 02:00-0500"
+    ]
+    # 8 Mar 2026: 02:00-03:00 does not happen; 02:30 fires when the clock jumps.
+    assert runs("30 2 * * *", "2026-03-07T12:00:00Z", 2) == ["03-08 03:00-0400", "03-09 02:30-0400"]
+
+
+def test_a_one_time_job_in_a_dst_gap_or_repeat_is_the_jump_or_the_first_occurrence() -> None:
+    from gateway.cron import parse_at
+
+    ny = ZoneInfo("America/New_York")
+    assert format_ts(parse_at("2026-03-08 02:30", ny)) == "2026-03-08T07:00:00Z"  # 03:00 EDT, not 03:30
+    assert format_ts(parse_at("2026-11-01 01:30", ny)) == "2026-11-01T05:30:00Z"  # the first 01:30 (EDT)
+    assert format_ts(parse_at("2026-06-01 09:00", ny)) == "2026-06-01T13:00:00Z"
+    lord_howe = ZoneInfo("Australia/Lord_Howe")  # a half-hour change: 02:00 -> 02:30
+    assert f"{parse_at('2026-10-04 02:15', lord_howe).astimezone(lord_howe):%H:%M}" == "02:30"
+
+
+async def test_a_daily_job_runs_once_on_the_fall_back_night(clock: ManualClock, store: CronStore) -> None:
+    seen: list[str] = []
+
+    async def run_agent(job: CronJob, attempt: JobAttempt) -> None:
+        seen.append(format_ts(clock.now()))
+
+    clock.set("2026-10-31T12:00:00Z")
+    await store.add(schedule="30 1 * * *", message="pills", channel="telegram", chat_id="1", user="alice",
+                    tz=ZoneInfo("America/New_York"))
+    sched = CronScheduler(store, run_agent_job=run_agent)
+    for at in ("2026-11-01T05:30:00Z", "2026-11-01T06:30:00Z", "2026-11-02T06:30:00Z"):
+        clock.set(at)
+        await sched.run_due()
+    assert seen == ["2026-11-01T05:30:00Z", "2026-11-02T06:30:00Z"]
