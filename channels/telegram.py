@@ -23,6 +23,7 @@ calls ``stop_receiving()`` first and answers what is on the bus before
 from __future__ import annotations
 
 import asyncio
+import html
 import os
 import random
 import re
@@ -48,7 +49,7 @@ from telegram import (
     ReplyParameters,
     Update,
 )
-from telegram.constants import ChatAction, ChatType, UpdateType
+from telegram.constants import ChatAction, ChatType, ParseMode, UpdateType
 from telegram.error import (
     BadRequest,
     ChatMigrated,
@@ -63,6 +64,7 @@ from telegram.error import (
 from telegram.request import BaseRequest, RequestData
 
 from channels.base import BaseChannel, ChannelFatalError, DeliveryError, rest_of
+from channels.markdown import fence_openers, plain_length, telegram_html
 from channels.media import FAILED, TOO_LARGE, UNSUPPORTED, ImageError, as_image, placeholder
 from gateway.bus import EDIT, MESSAGE, Attachment, Audio, Image, InboundMessage, MessageBus, OutboundMessage
 from gateway.commands import MENU, MENU_ZH
@@ -741,7 +743,7 @@ class TelegramChannel(BaseChannel):
         chat_id = _chat_id(msg.chat_id)
         thread_id = msg.metadata.get("message_thread_id")
         reply_to = int(msg.reply_to) if msg.reply_to.isdigit() else None
-        for i, part in enumerate(parts):
+        for i, (part, opener) in enumerate(zip(parts, fence_openers(parts))):
             reply = (
                 # A deleted original must not make the reply fail.
                 ReplyParameters(message_id=reply_to, allow_sending_without_reply=True)
@@ -749,7 +751,9 @@ class TelegramChannel(BaseChannel):
                 else None
             )
             try:
-                chat_id = await self._send_part(bot, chat_id, part, reply, thread_id, f"part {i + 1} of {len(parts)}")
+                chat_id = await self._send_part(
+                    bot, chat_id, part, reply, thread_id, f"part {i + 1} of {len(parts)}", opener=opener
+                )
             except TelegramSendError as exc:
                 if i:  # parts 1..i went out: only the rest may be sent again
                     exc.remaining = rest_of(msg.text, parts, i)
@@ -763,11 +767,29 @@ class TelegramChannel(BaseChannel):
         reply: ReplyParameters | None,
         thread_id: int | None,
         which: str,
+        *,
+        opener: str = "",
     ) -> int | str:
         """Send one part with retries; returns the chat id it went to (a group
-        upgraded to a supergroup gets a new one)."""
+        upgraded to a supergroup gets a new one). The model's Markdown goes
+        as Telegram HTML (channels/markdown.py); a part with no markup, or
+        whose HTML Telegram refuses, goes as the plain text it was."""
+        rendered = telegram_html(text, opener=opener)
+        formatted = rendered if rendered != html.escape(text, quote=False) and plain_length(rendered) <= MAX_MESSAGE_CHARS else None
 
         async def call(to: int | str) -> None:
+            nonlocal formatted
+            if formatted is not None:
+                try:
+                    await _send_message(bot, to, formatted, reply, thread_id, parse_mode=ParseMode.HTML)
+                    return
+                except BadRequest as exc:
+                    if "entit" not in str(exc).lower() and "url" not in str(exc).lower():
+                        raise
+                    # A converter bug must not cost the reply: the words go out as written.
+                    self.log.warning("Telegram refused the reply's formatting; sent as plain text",
+                                     chat_id=to, part=which, error=self._scrub(str(exc)))
+                    formatted = None
             await _send_message(bot, to, text, reply, thread_id)
 
         return await self._with_retries(chat_id, call, "sendMessage", f"{which}, {len(text)} chars")
@@ -834,7 +856,13 @@ class TelegramChannel(BaseChannel):
 
 
 async def _send_message(
-    bot: Bot, chat_id: int | str, text: str, reply: ReplyParameters | None, thread_id: int | None
+    bot: Bot,
+    chat_id: int | str,
+    text: str,
+    reply: ReplyParameters | None,
+    thread_id: int | None,
+    *,
+    parse_mode: str | None = None,
 ) -> None:
     """``sendMessage`` without turning Telegram's answer into a ``Message``.
 
@@ -845,9 +873,12 @@ async def _send_message(
     fall back to the public method if a PTB release renames it."""
     post = getattr(bot, "_post", None)
     if post is None:
-        await bot.send_message(chat_id=chat_id, text=text, reply_parameters=reply, message_thread_id=thread_id)
+        await bot.send_message(chat_id=chat_id, text=text, reply_parameters=reply, message_thread_id=thread_id,
+                               parse_mode=parse_mode)
         return
     data: dict[str, object] = {"chat_id": chat_id, "text": text}
+    if parse_mode is not None:
+        data["parse_mode"] = parse_mode
     if reply is not None:
         data["reply_parameters"] = reply
     if thread_id is not None:

@@ -11,8 +11,11 @@ shapes, so the client code under test cannot tell it from Telegram:
   ``parameters.retry_after``; any other status with Telegram's wording
   (``times=`` in a row, ``after=`` calls that go through first);
 * ``sendMessage`` over 4096 characters (UTF-16 code units, the stricter
-  count): 400 ``Bad Request: message is too long``; to a chat nobody wrote
-  from: 400 ``Bad Request: chat not found``;
+  count; with ``parse_mode=HTML`` counted without the markup): 400 ``Bad
+  Request: message is too long``; to a chat nobody wrote from: 400 ``Bad
+  Request: chat not found``; HTML Telegram would refuse (a tag it does
+  not know, one not closed, a bare ``<``): 400 ``Bad Request: can't parse
+  entities: ...`` (:func:`parse_html`);
 * two ``getUpdates`` at once: the older gets 409 ``Conflict``;
 * ``sendDocument`` takes the file as a multipart upload (as PTB sends an
   ``InputFile``), recorded in ``documents`` with its bytes and filename;
@@ -92,7 +95,7 @@ class SentMessage:
     """One ``sendMessage`` the fake accepted."""
 
     chat_id: int
-    text: str
+    text: str  # as the chat shows it: with parse_mode=HTML, without the tags (params["text"] has them)
     message_id: int
     reply_to: int | None = None
     parse_mode: str | None = None
@@ -151,6 +154,62 @@ class _Failure:
 def utf16_len(text: str) -> int:
     """Telegram counts text lengths and entity offsets in UTF-16 code units."""
     return len(text.encode("utf-16-le", "surrogatepass")) // 2
+
+
+_HTML_TAGS = {
+    "b", "strong", "i", "em", "u", "ins", "s", "strike", "del", "span", "tg-spoiler", "a", "code", "pre",
+    "blockquote", "tg-emoji",
+}
+_HTML_TOKEN = re.compile(r"<(/?)([^\s>/]*)([^>]*)>|&(#x[0-9a-fA-F]+|#[0-9]+|lt|gt|amp|quot);|[<>&]")
+
+
+class EntityError(ValueError):
+    """A ``parse_mode=HTML`` text Telegram would refuse; the message is Telegram's."""
+
+
+def parse_html(text: str) -> str:
+    """The visible text of a ``parse_mode=HTML`` message, checked as
+    Telegram checks it: only its tags, each closed in order, ``a`` with an
+    ``href``, nothing inside ``code`` and only ``code`` inside ``pre``, no
+    quote inside a quote, and every other ``<``, ``>`` and ``&`` written as
+    an entity. Raises :class:`EntityError` with Telegram's wording."""
+    out: list[str] = []
+    stack: list[str] = []
+    pos = 0
+    for m in _HTML_TOKEN.finditer(text):
+        out.append(text[pos : m.start()])
+        pos = m.end()
+        offset = len(text[: m.start()].encode())
+        where = f"at byte offset {offset}"
+        if m.group(0) in "<>&":
+            if m.group(0) == "<":
+                raise EntityError(f"Bad Request: can't parse entities: Unsupported start tag \"\" {where}")
+            out.append(m.group(0))  # Telegram lets a bare ">" or "&" through
+        elif m.group(4) is not None:
+            ref = m.group(4)
+            out.append(chr(int(ref[2:], 16)) if ref.startswith("#x") else chr(int(ref[1:])) if ref[0] == "#"
+                       else {"lt": "<", "gt": ">", "amp": "&", "quot": '"'}[ref])
+        elif m.group(1):
+            name = m.group(2).lower()
+            if not stack or stack[-1] != name:
+                raise EntityError(f"Bad Request: can't parse entities: Unexpected end tag {where}")
+            stack.pop()
+        else:
+            name, attrs = m.group(2).lower(), m.group(3)
+            if name not in _HTML_TAGS:
+                raise EntityError(f"Bad Request: can't parse entities: Unsupported start tag \"{name}\" {where}")
+            if name == "a" and "href=" not in attrs:
+                raise EntityError(f"Bad Request: can't parse entities: Can't find href attribute {where}")
+            inside = stack[-1] if stack else ""
+            if inside == "code" or (inside == "pre" and name != "code") or (name == "blockquote" and "blockquote" in stack):
+                raise EntityError(f"Bad Request: can't parse entities: Can't nest \"{name}\" in \"{inside}\" {where}")
+            stack.append(name)
+    if stack:
+        raise EntityError(
+            f"Bad Request: can't parse entities: Can't find end tag corresponding to start tag \"{stack[-1]}\""
+        )
+    out.append(text[pos:])
+    return "".join(out)
 
 
 def _error(status: int, description: str | None = None, retry_after: int | None = None) -> web.Response:
@@ -709,11 +768,19 @@ class FakeTelegram:
         chat, reply_to, thread_id = target
         if not isinstance(text, str) or not text.strip():
             return _error(400, "Bad Request: message text is empty")
-        if utf16_len(text) > MAX_MESSAGE_LENGTH:
-            return _error(400, "Bad Request: message is too long")
         parse_mode = params.get("parse_mode") or None
         if parse_mode is not None and parse_mode not in ("Markdown", "MarkdownV2", "HTML"):
             return _error(400, f"Bad Request: unsupported parse_mode {parse_mode!r}")
+        if parse_mode == "HTML":
+            # As Telegram: the message's text is what the markup shows, and its length is counted on that.
+            try:
+                text = parse_html(text)
+            except EntityError as exc:
+                return _error(400, str(exc))
+            if not text.strip():
+                return _error(400, "Bad Request: message text is empty")
+        if utf16_len(text) > MAX_MESSAGE_LENGTH:
+            return _error(400, "Bad Request: message is too long")
         msg = self._bot_message(chat, text, thread_id)
         sent = SentMessage(
             chat_id=chat["id"],

@@ -1,0 +1,216 @@
+"""The model writes Markdown; chat apps show it raw ("**Note:**", "```").
+
+:func:`telegram_html` renders a reply in the HTML subset Telegram's
+``parse_mode=HTML`` accepts: bold, italic, strikethrough, inline code,
+``<pre>`` blocks (with their language), links and blockquotes. What
+Telegram has no markup for becomes text: headings bold, list items with
+"•" or their number, a table a monospaced block, a rule a line.
+
+Parsing is markdown-it-py's CommonMark (with GFM tables and
+strikethrough), so ``snake_case``, "2 * 3" and an unclosed "**" stay
+text, as they do in any Markdown viewer. Raw HTML in a reply is text, not
+markup, and indented code is off: a model indents prose too, and fences
+its code.
+
+A reply too long for one message is split on its source (channels cut by
+length first); :func:`fence_openers` says which parts begin inside a code
+block, so each part renders as code on its own.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+import unicodedata
+from collections.abc import Sequence
+
+from markdown_it import MarkdownIt
+from markdown_it.token import Token
+
+__all__ = ["fence_openers", "plain_length", "telegram_html"]
+
+_MD = MarkdownIt("commonmark", {"html": False}).enable(["table", "strikethrough"]).disable("code")
+_LINK_SCHEMES = ("http://", "https://", "tg://", "mailto:")
+_INLINE_TAGS = {"strong": "b", "em": "i", "s": "s"}
+_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})(.*)$")
+_TAG = re.compile(r"<[^>]*>")
+_RULE = "──────────"
+
+
+def telegram_html(text: str, *, opener: str = "") -> str:
+    """``text`` (Markdown) as Telegram HTML. ``opener``: a fence line
+    ("```python") the text continues from (see :func:`fence_openers`)."""
+    source = f"{opener}\n{text}" if opener else text
+    tokens = _MD.parse(source)
+    blocks, _ = _blocks(tokens, 0, None, quoted=False)
+    return "\n\n".join(b for b in blocks if b)
+
+
+def plain_length(rendered: str) -> int:
+    """What Telegram counts of a rendered message: its text, in UTF-16
+    units, without tags and with entities read."""
+    return len(html.unescape(_TAG.sub("", rendered)).encode("utf-16-le", "surrogatepass")) // 2
+
+
+def fence_openers(parts: Sequence[str]) -> list[str]:
+    """For each part of a split reply, the fence line it begins inside of
+    ("" when it begins outside any code block)."""
+    out: list[str] = []
+    open_line, open_marker = "", ""
+    for part in parts:
+        out.append(open_line)
+        for line in part.split("\n"):
+            m = _FENCE.match(line)
+            if m is None:
+                continue
+            marker, rest = m.group(1), m.group(2)
+            if not open_line:
+                if marker[0] == "`" and "`" in rest:
+                    continue  # "```a` b```": inline code, not a fence
+                open_line, open_marker = line.strip(), marker
+            elif marker[0] == open_marker[0] and len(marker) >= len(open_marker) and not rest.strip():
+                open_line, open_marker = "", ""
+    return out
+
+
+def _esc(text: str) -> str:
+    return html.escape(text, quote=False)
+
+
+def _blocks(tokens: list[Token], i: int, close: str | None, *, quoted: bool) -> tuple[list[str], int]:
+    """Render block tokens from ``i`` up to the ``close`` token (the end
+    when None); returns the rendered blocks and the index after ``close``."""
+    out: list[str] = []
+    while i < len(tokens):
+        t = tokens[i]
+        if close is not None and t.type == close:
+            return out, i + 1
+        if t.type in ("paragraph_open", "heading_open"):
+            inline = _inline(tokens[i + 1].children or [])
+            out.append(f"<b>{inline}</b>" if t.type == "heading_open" and inline else inline)
+            i += 3
+        elif t.type == "fence":
+            out.append(_pre(t.content, t.info))
+            i += 1
+        elif t.type == "hr":
+            out.append(_RULE)
+            i += 1
+        elif t.type == "blockquote_open":
+            inner, i = _blocks(tokens, i + 1, "blockquote_close", quoted=True)
+            body = "\n\n".join(b for b in inner if b)
+            # Telegram does not nest quotes: an inner one joins the outer.
+            out.append(body if quoted else f"<blockquote>{body}</blockquote>")
+        elif t.type in ("bullet_list_open", "ordered_list_open"):
+            rendered, i = _list(tokens, i, quoted=quoted)
+            out.append(rendered)
+        elif t.type == "table_open":
+            rendered, i = _table(tokens, i)
+            out.append(rendered)
+        else:  # html_block is off; anything new in a later markdown-it is skipped, not shown raw
+            i += 1
+    return out, i
+
+
+def _list(tokens: list[Token], i: int, *, quoted: bool) -> tuple[str, int]:
+    opening = tokens[i]
+    ordered = opening.type == "ordered_list_open"
+    close = "ordered_list_close" if ordered else "bullet_list_close"
+    number = int(opening.attrs.get("start", 1) or 1) if ordered else 0
+    items: list[str] = []
+    i += 1
+    while tokens[i].type != close:
+        assert tokens[i].type == "list_item_open"
+        inner, i = _blocks(tokens, i + 1, "list_item_close", quoted=quoted)
+        marker = f"{number}. " if ordered else "• "
+        number += 1
+        pad = " " * len(marker)
+        lines = "\n".join(b for b in inner if b).split("\n")
+        items.append(marker + "\n".join([lines[0], *(pad + ln if ln else ln for ln in lines[1:])]))
+    return "\n".join(items), i + 1
+
+
+def _table(tokens: list[Token], i: int) -> tuple[str, int]:
+    """A table as a monospaced block, columns padded to their widest cell."""
+    rows: list[list[str]] = []
+    i += 1
+    while tokens[i].type != "table_close":
+        t = tokens[i]
+        if t.type == "tr_open":
+            rows.append([])
+        elif t.type == "inline" and rows:
+            rows[-1].append(_plain(t.children or []))
+        i += 1
+    if not rows:
+        return "", i + 1
+    n = max(len(r) for r in rows)
+    widths = [max(_width(r[c]) if c < len(r) else 0 for r in rows) for c in range(n)]
+
+    def line(r: list[str]) -> str:
+        return " | ".join(
+            (r[c] if c < len(r) else "") + " " * (widths[c] - _width(r[c] if c < len(r) else "")) for c in range(n)
+        ).rstrip()
+
+    body = [line(rows[0]), "-+-".join("-" * w for w in widths), *(line(r) for r in rows[1:])]
+    return f"<pre>{_esc(chr(10).join(body))}</pre>", i + 1
+
+
+def _width(text: str) -> int:
+    # A CJK character takes two columns in a monospaced font.
+    return sum(2 if unicodedata.east_asian_width(ch) in "WF" else 1 for ch in text)
+
+
+def _pre(code: str, info: str) -> str:
+    code = code[:-1] if code.endswith("\n") else code
+    if not code.strip():
+        return ""
+    lang = info.split()[0] if info.strip() else ""
+    if lang and re.fullmatch(r"[\w+#.-]{1,32}", lang):
+        return f'<pre><code class="language-{_esc(lang)}">{_esc(code)}</code></pre>'
+    return f"<pre>{_esc(code)}</pre>"
+
+
+def _inline(children: list[Token]) -> str:
+    out: list[str] = []
+    links: list[bool] = []  # per open link: whether it became an <a>
+    for t in children:
+        kind = t.type
+        if kind == "text":
+            out.append(_esc(t.content))
+        elif kind in ("softbreak", "hardbreak"):
+            out.append("\n")
+        elif kind == "code_inline":
+            out.append(f"<code>{_esc(t.content)}</code>")
+        elif kind.endswith("_open") and kind[:-5] in _INLINE_TAGS:
+            out.append(f"<{_INLINE_TAGS[kind[:-5]]}>")
+        elif kind.endswith("_close") and kind[:-6] in _INLINE_TAGS:
+            out.append(f"</{_INLINE_TAGS[kind[:-6]]}>")
+        elif kind == "link_open":
+            href = str(t.attrs.get("href") or "")
+            ok = href.lower().startswith(_LINK_SCHEMES)
+            links.append(ok)
+            if ok:
+                out.append(f'<a href="{html.escape(href, quote=True)}">')
+        elif kind == "link_close":
+            if links and links.pop():
+                out.append("</a>")
+        elif kind == "image":
+            src = str(t.attrs.get("src") or "")
+            alt = _esc(t.content or src)
+            ok = src.lower().startswith(_LINK_SCHEMES)
+            out.append(f'<a href="{html.escape(src, quote=True)}">{alt}</a>' if ok else alt)
+        else:  # html_inline is off
+            out.append(_esc(t.content))
+    return "".join(out)
+
+
+def _plain(children: list[Token]) -> str:
+    """An inline's words without markup (a table cell in a monospaced block)."""
+    out: list[str] = []
+    for t in children:
+        if t.type in ("text", "code_inline"):
+            out.append(t.content)
+        elif t.type in ("softbreak", "hardbreak"):
+            out.append(" ")
+        elif t.type == "image":
+            out.append(t.content)
+    return "".join(out)
