@@ -12,6 +12,10 @@ text, as they do in any Markdown viewer. Raw HTML in a reply is text, not
 markup, and indented code is off: a model indents prose too, and fences
 its code.
 
+:func:`feishu_md` prepares a reply for the ``md`` element of a Feishu
+``post``, which renders bold, italic, strikethrough, links, lists, code
+blocks and quotes itself, but not headings (made bold here).
+
 A reply too long for one message is split on its source (channels cut by
 length first); :func:`fence_openers` says which parts begin inside a code
 block, so each part renders as code on its own.
@@ -27,13 +31,14 @@ from collections.abc import Sequence
 from markdown_it import MarkdownIt
 from markdown_it.token import Token
 
-__all__ = ["fence_openers", "plain_length", "telegram_html"]
+__all__ = ["fence_openers", "feishu_md", "has_markup", "plain_length", "telegram_html"]
 
 _MD = MarkdownIt("commonmark", {"html": False}).enable(["table", "strikethrough"]).disable("code")
 _LINK_SCHEMES = ("http://", "https://", "tg://", "mailto:")
 _INLINE_TAGS = {"strong": "b", "em": "i", "s": "s"}
 _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})(.*)$")
 _TAG = re.compile(r"<[^>]*>")
+_HEADING = re.compile(r"^ {0,3}#{1,6}[ \t]+(.+?)(?:[ \t]+#+)?[ \t]*$")
 _RULE = "──────────"
 
 
@@ -44,6 +49,32 @@ def telegram_html(text: str, *, opener: str = "") -> str:
     tokens = _MD.parse(source)
     blocks, _ = _blocks(tokens, 0, None, quoted=False)
     return "\n\n".join(b for b in blocks if b)
+
+
+def has_markup(text: str) -> bool:
+    """Whether ``text`` renders as anything but its own words."""
+    return telegram_html(text) != _esc(text)
+
+
+def feishu_md(text: str, *, opener: str = "") -> str | None:
+    """``text`` for a Feishu ``md`` element, or None when it has no markup
+    (it then goes as a plain text message). ``opener`` as for :func:`telegram_html`."""
+    source = f"{opener}\n{text}" if opener else text
+    if not has_markup(source):
+        return None
+    out: list[str] = []
+    fence = ""
+    for line in source.split("\n"):
+        m = _FENCE.match(line)
+        marker, rest = (m.group(1), m.group(2)) if m is not None else ("", "")
+        if marker and not fence and not (marker[0] == "`" and "`" in rest):
+            fence = marker
+        elif marker and fence and marker[0] == fence[0] and len(marker) >= len(fence) and not rest.strip():
+            fence = ""
+        elif not fence and (h := _HEADING.match(line)) is not None:
+            line = f"**{h.group(1).strip()}**"
+        out.append(line)
+    return "\n".join(out)
 
 
 def plain_length(rendered: str) -> int:

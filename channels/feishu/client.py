@@ -37,6 +37,7 @@ import httpx
 import structlog
 
 from channels.base import DeliveryError, rest_of
+from channels.markdown import feishu_md, fence_openers
 
 __all__ = [
     "FeishuApiError", "FeishuClient", "Resource", "ResourceTooLarge", "Withdrawal", "is_retryable", "part_uuids",
@@ -183,9 +184,12 @@ class FeishuClient:
         ids: list[str] = []
         chunks = split_text(text)
         uuids = part_uuids(key, chunks) if key else [str(uuid.uuid4()) for _ in chunks]
-        for i, chunk in enumerate(chunks):
+        for i, (chunk, opener) in enumerate(zip(chunks, fence_openers(chunks))):
+            md = feishu_md(chunk, opener=opener)
+            # Markdown goes as a post's md element, which Feishu renders; plain words as a text message.
+            content, msg_type = (chunk, "text") if md is None else (_post(md), "post")
             try:
-                got = await self._send_chunk(chat_id, chunk, reply_to, uuids[i])
+                got = await self._send_chunk(chat_id, content, reply_to, uuids[i], msg_type=msg_type)
             except FeishuApiError as exc:
                 if i:  # never send a chunk twice: only the rest is left
                     exc.remaining = rest_of(text, chunks, i)
@@ -389,6 +393,11 @@ def part_uuids(key: str, chunks: list[str]) -> list[str]:
 
 # Any fixed namespace: names only need to differ per key and part.
 _UUID_SPACE = uuid.UUID("6f3c1a52-0d7e-4c59-9a38-4b1f7f0e2d11")
+
+
+def _post(md: str) -> str:
+    """A ``post`` message's content: one ``md`` element (it must stand alone in its paragraph)."""
+    return json.dumps({"zh_cn": {"content": [[{"tag": "md", "text": md}]]}}, ensure_ascii=False)
 
 
 def split_text(text: str, limit: int = TEXT_CHUNK) -> list[str]:

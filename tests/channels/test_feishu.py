@@ -103,6 +103,26 @@ async def test_send_without_reply_to_creates_in_chat_and_splits_long_text(fake: 
     assert len({m["uuid"] for m in fake.sent}) == len(fake.sent)
 
 
+async def test_a_markdown_reply_goes_as_a_post_feishu_renders(fake: FakeFeishu, channel: FeishuChannel) -> None:
+    await channel.send(OutboundMessage("feishu", "oc_room9", "## 明天的安排\n\n- **9:00** 站会\n- 写 `retrieval.py`"))
+    await channel.send(OutboundMessage("feishu", "oc_room9", "好的，明天见。"))
+    post, text = fake.sent
+    assert (post["msg_type"], text["msg_type"]) == ("post", "text")  # plain words stay a text message
+    # Headings have no md syntax in a post: made bold; the rest is Feishu's own Markdown.
+    assert post["text"] == "**明天的安排**\n\n- **9:00** 站会\n- 写 `retrieval.py`"
+    assert fake.texts() == [post["text"], "好的，明天见。"]
+
+
+async def test_a_code_block_split_across_messages_is_code_in_each(fake: FakeFeishu, channel: FeishuChannel) -> None:
+    code = "\n".join(f"row {i:03d} " + "y" * 60 for i in range(120))  # ~8,500 characters: three messages
+    await channel.send(OutboundMessage("feishu", "oc_room9", f"Log:\n\n```text\n{code}\n```\n\nEnd."))
+    parts = fake.texts()
+    assert len(parts) == 3 and all(m["msg_type"] == "post" for m in fake.sent)
+    assert parts[0].startswith("Log:\n\n```text\nrow 000")
+    assert all(p.startswith("```text\nrow ") for p in parts[1:]) and parts[-1].endswith("```\n\nEnd.")
+    assert "\n".join(parts).count("row ") == 120
+
+
 async def test_url_verification_challenge_answered(fake: FakeFeishu, http: HttpServer, channel: FeishuChannel) -> None:
     r = await fake.push_challenge(hook(http, channel), "chal-123")
     assert (r.status_code, r.json()) == (200, {"challenge": "chal-123"})

@@ -7,7 +7,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from channels.markdown import fence_openers, plain_length, telegram_html
+from channels.markdown import feishu_md, fence_openers, plain_length, telegram_html
 from tests.fakes.telegram_server import parse_html
 
 
@@ -78,3 +78,10 @@ def test_any_reply_renders_to_html_telegram_accepts(md: str) -> None:
     parse_html(rendered)  # raises on anything Telegram would refuse
     # No blow-up: the send path falls back to the source past 4096, but that should be rare.
     assert plain_length(rendered) <= 2 * len(md) + 10
+
+
+def test_feishu_gets_its_own_markdown_with_headings_made_bold() -> None:
+    assert feishu_md("plain words, a < b") is None  # a text message, not a post
+    md = "# Title\n\n```bash\n# a comment, not a heading\n```\n### Next ###\n- item"
+    assert feishu_md(md) == "**Title**\n\n```bash\n# a comment, not a heading\n```\n**Next**\n- item"
+    assert feishu_md("rest of it\n```", opener="```py") == "```py\nrest of it\n```"

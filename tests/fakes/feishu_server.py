@@ -15,7 +15,9 @@ Serves, with the real paths and response shapes:
   ``file``; a ``file_type`` not in Feishu's list or no file: 234001, an
   empty file: 234010), kept in ``files`` by the ``file_key`` it answers;
   a ``msg_type=file`` message must name one (else 230001), and its record
-  in ``sent`` carries the file's name and bytes,
+  in ``sent`` carries the file's name and bytes; a ``post`` must be one
+  locale's paragraphs of known elements, an ``md`` element alone in its
+  paragraph (else 230001), and its record's ``text`` is its words,
 * ``GET /open-apis/im/v1/messages/{message_id}/resources/{file_key}?type=image|file``:
   the bytes of a picture a user's message carries (``add_image``, then an
   ``image`` message or a ``post`` with ``img`` elements naming its key),
@@ -294,7 +296,8 @@ class FakeFeishu:
         return key
 
     def texts(self) -> list[str]:
-        return [m["text"] for m in self.sent if m["msg_type"] == "text"]
+        """The words of every text and post message sent (a post's md element as written)."""
+        return [m["text"] for m in self.sent if m["msg_type"] in ("text", "post")]
 
     def visible(self) -> list[dict[str, Any]]:
         """What the bot sent that is still in the chats (not withdrawn)."""
@@ -422,8 +425,10 @@ class FakeFeishu:
             failure = self._failures.pop(0)
             if not failure.accepted:
                 return web.json_response({"code": failure.code, "msg": failure.msg}, status=failure.status)
-        if not chat_id or body.get("msg_type") not in ("text", "file") or not isinstance(body.get("content"), str):
+        if not chat_id or body.get("msg_type") not in ("text", "post", "file") or not isinstance(body.get("content"), str):
             return web.json_response({"code": 230001, "msg": "param is invalid"}, status=400)
+        if body["msg_type"] == "post" and _post_text(body["content"]) is None:
+            return web.json_response({"code": 230001, "msg": "param is invalid: post content"}, status=400)
         if body["msg_type"] == "file" and json.loads(body["content"]).get("file_key", "") not in self.files:
             return web.json_response({"code": 230001, "msg": "param is invalid: file_key"}, status=400)
         answer = self._sent_before(str(body.get("uuid") or "")) or self._accept(body, chat_id=chat_id, reply_to=reply_to)
@@ -456,7 +461,7 @@ class FakeFeishu:
             "reply_to": reply_to,
             "message_id": message_id,
             "msg_type": body["msg_type"],
-            "text": content.get("text", ""),
+            "text": _post_text(body["content"]) if body["msg_type"] == "post" else content.get("text", ""),
             "uuid": body.get("uuid", ""),
         }
         if file is not None:
@@ -713,6 +718,34 @@ class FakeFeishu:
             return await asyncio.wait_for(waiter, timeout)
         finally:
             self._ack_waiters.pop(mid, None)
+
+
+_POST_TAGS = {"text", "a", "at", "img", "media", "emotion", "hr", "code_block", "md"}
+
+
+def _post_text(content: str) -> str | None:
+    """A post's words (its elements' texts, paragraphs on their own lines),
+    or None for content Feishu refuses: one locale object with a
+    ``content`` list of paragraphs, each a list of known elements, an
+    ``md`` element alone in its paragraph."""
+    try:
+        post = json.loads(content)
+    except json.JSONDecodeError:
+        return None
+    if not isinstance(post, dict) or len(post) != 1:
+        return None
+    body = next(iter(post.values()))
+    paragraphs = body.get("content") if isinstance(body, dict) else None
+    if not isinstance(paragraphs, list) or not paragraphs:
+        return None
+    lines = []
+    for para in paragraphs:
+        if not isinstance(para, list) or not all(isinstance(e, dict) and e.get("tag") in _POST_TAGS for e in para):
+            return None
+        if any(e["tag"] == "md" for e in para) and len(para) != 1:
+            return None
+        lines.append("".join(str(e.get("text", "")) for e in para))
+    return "\n".join(lines)
 
 
 def _keys_in(content: Any) -> set[str]:
