@@ -66,7 +66,17 @@ from telegram.request import BaseRequest, RequestData
 from channels.base import BaseChannel, ChannelFatalError, DeliveryError, rest_of
 from channels.markdown import fence_openers, plain_length, telegram_html
 from channels.media import FAILED, TOO_LARGE, UNSUPPORTED, ImageError, as_image, placeholder
-from gateway.bus import EDIT, MESSAGE, Attachment, Audio, Image, InboundMessage, MessageBus, OutboundMessage
+from gateway.bus import (
+    EDIT,
+    MESSAGE,
+    Attachment,
+    Audio,
+    Image,
+    InboundMessage,
+    MessageBus,
+    OutboundMessage,
+    Quoted,
+)
 from gateway.commands import MENU, MENU_ZH
 from gateway.config import TelegramConfig
 
@@ -625,6 +635,7 @@ class TelegramChannel(BaseChannel):
             kind=EDIT if edited else MESSAGE,
             # An edited caption keeps its picture's mark in the history.
             placeholder=placeholder(1) if edited and isinstance(picture, _Picture) else "",
+            quoted=self._quoted(msg),
         )
         return inbound, user.username or "", None if edited else picture
 
@@ -703,6 +714,21 @@ class TelegramChannel(BaseChannel):
         stripped = self._mention_re.sub("", stripped).strip()
         # "@bot" alone: keep it rather than hand the loop an empty message.
         return stripped or text
+
+    def _quoted(self, msg: Message) -> Quoted | None:
+        """The message ``msg`` replies to, for the model: the part the user
+        quoted if they picked one, else its text or caption; None for none
+        (a forum topic's messages all "reply" to its first one)."""
+        replied = msg.reply_to_message
+        if replied is None or (msg.is_topic_message and replied.message_id == msg.message_thread_id):
+            return None
+        part = msg.quote.text if msg.quote is not None else ""
+        text = part or replied.text or replied.caption or ""
+        if not text.strip():
+            return None
+        author = replied.from_user
+        name = "you" if author is not None and author.id == self._bot_id else (author.full_name if author else "")
+        return Quoted(author=name, text=text, partial=bool(part))
 
     def _replies_to_bot(self, msg: Message) -> bool:
         replied = msg.reply_to_message

@@ -56,6 +56,16 @@ class Audio:
 
 
 @dataclass(frozen=True)
+class Quoted:
+    """The message a user replied to (or the part of it they quoted), for
+    the model to read with their words: "what does this mean?" needs it."""
+
+    author: str  # their display name; "you" for the bot's own message
+    text: str
+    partial: bool = False  # the user quoted part of it (Telegram's quote)
+
+
+@dataclass(frozen=True)
 class InboundMessage:
     channel: str  # "telegram" | "feishu" | "terminal"
     chat_id: str
@@ -74,6 +84,10 @@ class InboundMessage:
     # What stands for the message's pictures in the history and memory
     # ("[photo]", "[photo not read]"), in front of its words; "" for none.
     placeholder: str = ""
+    # The message replied to, for the model with this message only: Tier 0
+    # and memory keep the user's own words (the quote may be someone else's,
+    # and is theirs to have remembered), as they keep a photo's mark only.
+    quoted: Quoted | None = None
 
     @property
     def session_key(self) -> str:

@@ -45,7 +45,7 @@ from .agent import Agent, AgentReply, apology
 from .bus import MESSAGE, Attachment, InboundMessage, MessageBus, OutboundMessage
 from .commands import COMMANDS, UserCommands
 from .export import mostly_chinese
-from .prompt import PromptBuilder
+from .prompt import QUOTE_CHARS, PromptBuilder
 from .ratelimit import RateLimiter, limited_note
 from .revisions import Revisions
 from .sessions import SessionStore, StoredMessage
@@ -408,7 +408,8 @@ class ProcessLoop:
                 return ""
             msg = heard
         tz = await self._zone(user)
-        hits = await self._recall(user, msg.text, history, private=private, tz=tz)
+        hits = await self._recall(user, msg.text, history, private=private, tz=tz,
+                                  quoted=msg.quoted.text if msg.quoted is not None else "")
         retrieval_ms = (time.perf_counter() - t0) * 1000
 
         ctx = ToolContext(
@@ -427,7 +428,7 @@ class ProcessLoop:
         # bytes: what it showed is learnt from the reply, which describes it.
         messages = self.prompts.messages(
             system, history, msg.history_text, self.prompts.memory_block(hits), self.prompts.time_of_day(tz),
-            msg.images,
+            msg.images, msg.quoted,
         )
         # The user's message goes to Tier 0 while the LLM runs (the write is
         # queued to SQLite before the request leaves), and is durable before
@@ -571,16 +572,25 @@ class ProcessLoop:
             return None
 
     async def _recall(
-        self, user: str, text: str, history: Sequence[StoredMessage], *, private: bool, tz: tzinfo | None = None
+        self,
+        user: str,
+        text: str,
+        history: Sequence[StoredMessage],
+        *,
+        private: bool,
+        tz: tzinfo | None = None,
+        quoted: str = "",
     ) -> list[Hit]:
         try:
             projects: Iterable[str] = await self.known_projects(user) if self.known_projects else ()
-            if not should_retrieve(text, projects):
+            if not should_retrieve(text, projects) and not (quoted and should_retrieve(quoted, projects)):
                 return []
             self.stats.retrievals += 1
             # The user's own last turns (the assistant's replies would only
             # echo them); bench_recall scores MADial the same way.
             context = [m.content for m in history if m.role == "user"][-_CONTEXT_TURNS:]
+            if quoted:  # "what do you think of this?": the message replied to says what "this" is
+                context.append(quoted[:QUOTE_CHARS])
             return await self.backend.recall(user, text, context=context, private=private, tz=tz)
         except Exception as exc:  # memory trouble costs the memory block, not the reply
             log.error("memory recall failed", user=user, error=repr(exc))

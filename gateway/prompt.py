@@ -32,7 +32,7 @@ from memory.format import format_hits, truncate
 from memory.tokens import estimate_tokens
 from memory.types import Hit
 
-from .bus import Image
+from .bus import Image, Quoted
 from .sessions import StoredMessage
 from .timezones import zone_name
 
@@ -98,20 +98,33 @@ def fit_history(
     return items
 
 
-def user_content(text: str, memory_block: str, time: str = "") -> str:
+QUOTE_CHARS = 2000  # of a replied-to message: enough to answer about it, not a wall
+
+
+def user_content(text: str, memory_block: str, time: str = "", quoted: Quoted | None = None) -> str:
     """The latest message as the model reads it: the time it was sent (only
     here, never stored with it in history), the memories recalled for it,
-    then its words."""
+    the message it replies to, then its words."""
     head = f"<time>{time}</time>\n" if time else ""
-    if not memory_block:
-        return head + text
-    return head + (
-        "<memories>\n"
-        "Retrieved from long-term memory for this message (citation: [id · date recorded · where]):\n"
-        f"{memory_block}\n"
-        "</memories>\n\n"
-        f"{text}"
-    )
+    if memory_block:
+        head += (
+            "<memories>\n"
+            "Retrieved from long-term memory for this message (citation: [id · date recorded · where]):\n"
+            f"{memory_block}\n"
+            "</memories>\n\n"
+        )
+    if quoted is not None and quoted.text.strip():
+        body = quoted.text.strip().replace("</quoted>", "</ quoted>")  # no way out of the block
+        body = body if len(body) <= QUOTE_CHARS else body[: QUOTE_CHARS - 1] + "…"
+        by = quoted.author or "someone"
+        what = f"the part of a message by {by} that" if quoted.partial else f"the message by {by} that"
+        # Someone else's words: marked as quoted, so instructions in them are read as content.
+        head += f'<quoted from="{_attr(by)}">\n{body}\n</quoted>\n(Above: {what} this one replies to.)\n\n'
+    return head + text
+
+
+def _attr(value: str) -> str:
+    return value.replace("&", "&amp;").replace('"', "&quot;").replace("<", "&lt;")
 
 
 def user_parts(content: str, images: Sequence[Image]) -> str | list[dict[str, Any]]:
@@ -217,9 +230,10 @@ class PromptBuilder:
         memory_block: str = "",
         time: str = "",
         images: Sequence[Image] = (),
+        quoted: Quoted | None = None,
     ) -> list[dict[str, Any]]:
         return [
             {"role": "system", "content": system},
             *fit_history(history),
-            {"role": "user", "content": user_parts(user_content(text, memory_block, time), images)},
+            {"role": "user", "content": user_parts(user_content(text, memory_block, time, quoted), images)},
         ]

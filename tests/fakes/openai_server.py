@@ -83,17 +83,18 @@ def fake_embedding(text: str, dim: int = 64, concepts: dict[str, str] | None = N
 
 
 _TIME = re.compile(r"^<time>\d\d:\d\d</time>\n")
+_QUOTED = re.compile(r"^<quoted from=\"[^\"]*\">\n.*?\n</quoted>\n\(Above: [^\n]*\)\n\n", re.S)
 
 
 def split_user_content(content: str) -> tuple[str, str]:
     """The gateway's latest user message (gateway/prompt.py ``user_content``)
     as (its <memories> block or "", the user's own words); the time put
-    first is left out."""
+    first and a quoted message are left out."""
     content = _TIME.sub("", content, count=1)
+    block = ""
     if content.startswith("<memories>\n") and "</memories>\n\n" in content:
-        block, line = content.split("</memories>\n\n", 1)
-        return block, line
-    return "", content
+        block, content = content.split("</memories>\n\n", 1)
+    return block, _QUOTED.sub("", content, count=1)
 
 
 def text_of(content: Any) -> str:

@@ -369,9 +369,14 @@ class FakeTelegram:
         mention: bool = False,
         message_thread_id: int | None = None,
         topic: bool = False,
+        reply_to: dict[str, Any] | None = None,
+        quote: str | None = None,
     ) -> dict[str, Any]:
         """Queue a text message update as Telegram would build it; returns
-        the message object (``["message_id"]`` for reply assertions)."""
+        the message object (``["message_id"]`` for reply assertions).
+        ``reply_to``: a message pushed before (its returned object), which
+        this one replies to; ``quote``: the part of it the user quoted
+        (Telegram's ``quote``, which must be a piece of its text)."""
         if mention:
             text = f"@{self.bot_username} {text}"
         if entities is None:
@@ -408,6 +413,13 @@ class FakeTelegram:
             message["is_topic_message"] = True
         if reply_to_bot:
             message["reply_to_message"] = self._last_bot_message.get(chat_id) or self._bot_message(chat, "(earlier reply)")
+        elif reply_to is not None:
+            message["reply_to_message"] = {k: v for k, v in reply_to.items() if k != "reply_to_message"}
+        if quote is not None:
+            replied = str(message["reply_to_message"].get("text") or message["reply_to_message"].get("caption") or "")
+            if quote not in replied:
+                raise ValueError("Telegram's quote is a piece of the replied-to message")
+            message["quote"] = {"text": quote, "position": utf16_len(replied[: replied.index(quote)]), "is_manual": True}
         if self.record:
             self._messages.add((chat_id, message_id))
             self._pushed[(chat_id, message_id)] = message  # the same object _with_media completes

@@ -72,3 +72,14 @@ def test_the_latest_message_carries_its_pictures_as_content_parts() -> None:
         {"type": "text", "text": "<time>09:30</time>\n[photo] and now?"},
         {"type": "image_url", "image_url": {"url": "data:image/png;base64," + base64.b64encode(png).decode()}},
     ]
+
+
+def test_a_quoted_message_comes_before_the_words_marked_and_cut() -> None:
+    from gateway.bus import Quoted
+    from gateway.prompt import QUOTE_CHARS
+
+    content = user_content("and this?", "", "09:30", Quoted('A "B" <C>', "x" * (QUOTE_CHARS + 50)))
+    head, words = content.rsplit("\n\n", 1)
+    assert words == "and this?"
+    assert head.startswith('<time>09:30</time>\n<quoted from="A &quot;B&quot; &lt;C>">\n' + "x" * (QUOTE_CHARS - 1) + "…\n")
+    assert user_content("hi", "", quoted=Quoted("Bob", "  ")) == "hi"  # nothing to quote: nothing added
