@@ -22,13 +22,14 @@ answer which is kept across restarts when the gateway passes a
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from typing import Any
 
 from aiohttp import web
 
 from channels.base import BaseChannel, ChannelFatalError
 from channels.media import FAILED, MAX_IMAGES, TOO_LARGE, ImageError, as_image
-from gateway.bus import Audio, Image, MessageBus, OutboundMessage
+from gateway.bus import Audio, Image, MessageBus, OutboundMessage, Quoted
 from gateway.config import FeishuConfig
 from gateway.http import HttpServer
 
@@ -42,6 +43,7 @@ from .events import (
     event_type_of,
     parse_message_event,
     parse_recall_event,
+    quoted_of,
 )
 from .replies import ReplyLog, ReplyStore
 from .webhook import WebhookReceiver
@@ -49,6 +51,9 @@ from .webhook import WebhookReceiver
 __all__ = ["FeishuApiError", "FeishuChannel", "FeishuClient", "RecentIds", "ReplyLog", "Withdrawal", "split_text"]
 
 _WITHDRAW_AT_STOP = 10.0  # seconds stop() gives withdrawals still under way
+# Reading the message a user replied to holds up their message (and a
+# webhook's answer to Feishu, which wants one within 3 s): kept short.
+QUOTE_TIMEOUT = 2.0
 
 
 class FeishuChannel(BaseChannel):
@@ -221,6 +226,10 @@ class FeishuChannel(BaseChannel):
         if parsed is None:
             self.log.debug("feishu message without text ignored", event_id=event_id)
             return
+        parent = str(parsed.message.metadata.get("parent_id") or "")
+        if parent and (not parsed.message.is_group or parsed.message.mentioned or parsed.message.reply_to_bot):
+            parsed = dataclasses.replace(parsed, message=dataclasses.replace(parsed.message,
+                                                                             quoted=await self._quoted(parent)))
         kind = parsed.message.metadata.get("unreadable")
         if parsed.image_keys and self.max_image_bytes is not None:
             message_id, keys = parsed.message.message_id, parsed.image_keys[:MAX_IMAGES]
@@ -242,6 +251,17 @@ class FeishuChannel(BaseChannel):
             await self.decline_unreadable(parsed.message, kind, *parsed.sender_ids)
             return
         await self.publish(parsed.message, *parsed.sender_ids)
+
+    async def _quoted(self, message_id: str) -> Quoted | None:
+        """The message a user replied to, for the model (an event names its
+        parent only). A failure costs the quote, never the message."""
+        try:
+            async with asyncio.timeout(QUOTE_TIMEOUT):
+                item = await self.api.get_message(message_id)
+        except (FeishuApiError, TimeoutError) as exc:
+            self.log.warning("could not read the message replied to", parent_id=message_id, error=str(exc))
+            return None
+        return quoted_of(item, app_id=self.config.app_id, bot_open_id=self.bot_open_id) if item else None
 
     async def _resource(self, message_id: str, key: str, *, kind: str, limit: int | None) -> Resource:
         """A file of a user's message, by the message resource API; what

@@ -237,6 +237,16 @@ class FeishuClient:
         inner = data.get("data")
         return [str(inner["message_id"])] if isinstance(inner, dict) and inner.get("message_id") else []
 
+    async def get_message(self, message_id: str) -> dict[str, Any] | None:
+        """One message of a chat the bot is in (``GET
+        /open-apis/im/v1/messages/:message_id``): ``data.items[0]``, with
+        ``msg_type``, ``body.content``, ``sender`` and ``mentions``; None
+        when the answer holds none."""
+        got = await self._call("GET", f"/open-apis/im/v1/messages/{urllib.parse.quote(message_id, safe='')}")
+        inner = got.get("data")
+        items = inner.get("items") if isinstance(inner, dict) else None
+        return dict(items[0]) if isinstance(items, list) and items and isinstance(items[0], dict) else None
+
     async def delete_message(self, message_id: str) -> Withdrawal:
         """Withdraw ("recall") a message the bot sent:
         ``DELETE /open-apis/im/v1/messages/:message_id``. A refusal that

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from gateway.bus import RECALL, InboundMessage
+from gateway.bus import RECALL, InboundMessage, Quoted
 
 __all__ = [
     "MESSAGE_EVENT",
@@ -29,6 +29,7 @@ __all__ = [
     "flatten_post",
     "parse_message_event",
     "parse_recall_event",
+    "quoted_of",
 ]
 
 MESSAGE_EVENT = "im.message.receive_v1"
@@ -195,6 +196,34 @@ def flatten_post(content: Mapping[str, Any] | str, bot_open_id: str | None = Non
 
 
 # -- helpers ---------------------------------------------------------------------
+def quoted_of(item: Mapping[str, Any], *, app_id: str, bot_open_id: str | None) -> Quoted | None:
+    """A message fetched by id (``GET .../messages/:id``, the one a user
+    replied to) as the model reads it: its words (a text's, a post's;
+    mentions by name) and who wrote it ("you" for this app); None for a
+    withdrawn message or one without words (a picture, a file)."""
+    if item.get("deleted"):
+        return None
+    body = item.get("body")
+    content = _load_content(body.get("content") if isinstance(body, Mapping) else None)
+    # A fetched message names a mention's open_id flat; an event nests it.
+    mentions = [{**m, "id": {"open_id": m.get("id")}} if isinstance(m.get("id"), str) else m
+                for m in item.get("mentions") or () if isinstance(m, Mapping)]
+    names = _placeholder_names(mentions, bot_open_id)
+    msg_type = item.get("msg_type")
+    if msg_type == "text":
+        text = _resolve_placeholders(str(content.get("text") or ""), names)
+    elif msg_type == "post":
+        text = _flatten_post(content, names, bot_open_id)[0]
+    else:
+        return None
+    if not text.strip():
+        return None
+    sender = item.get("sender")
+    sender = sender if isinstance(sender, Mapping) else {}
+    mine = sender.get("sender_type") == "app" and sender.get("id") == app_id
+    return Quoted(author="you" if mine else "", text=_tidy(text))
+
+
 def _load_content(raw: Any) -> Mapping[str, Any]:
     # ``content`` is a JSON document inside a JSON string.
     if isinstance(raw, Mapping):

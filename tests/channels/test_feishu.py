@@ -274,6 +274,33 @@ async def test_group_mentions(fake: FakeFeishu, http: HttpServer, channel: Feish
     assert msg.mentioned and msg.text == "what's up with @Bob ?"
 
 
+async def test_a_reply_to_a_message_brings_its_words(fake: FakeFeishu, http: HttpServer, channel: FeishuChannel) -> None:
+    from gateway.bus import Quoted
+
+    url = hook(http, channel)
+    note = fake.message_event("@_user_1 发布改到周四 14:00", chat_type="group", open_id="ou_alice",
+                              mentions=[fake.mention("@_user_1", bot=False, name="Bob")])
+    await fake.push_event(url, note)
+    assert (await next_inbound(channel.bus)).quoted is None  # not a reply
+    parent = note["event"]["message"]["message_id"]
+    ask = fake.message_event("@_user_1 这对我们意味着什么？", chat_type="group", parent_id=parent,
+                             mentions=[fake.mention("@_user_1")])
+    await fake.push_event(url, ask)
+    msg = await next_inbound(channel.bus)
+    assert msg.text == "这对我们意味着什么？" and msg.quoted == Quoted(author="", text="@Bob 发布改到周四 14:00")
+    # A reply to the bot's own message: "you" wrote it (a post's words read as text).
+    [bot_id] = await channel.api.send_text("oc_chat0001", "**明天** 九点")
+    await fake.push_event(url, fake.message_event("为什么？", parent_id=bot_id))
+    assert (await next_inbound(channel.bus)).quoted == Quoted(author="you", text="**明天** 九点")
+    # A group message not addressed to the bot is not worth a request; a failed read costs the quote only.
+    reads = fake.message_reads
+    await fake.push_event(url, fake.message_event("+1", chat_type="group", parent_id=parent))
+    assert (await next_inbound(channel.bus)).quoted is None and fake.message_reads == reads
+    await fake.push_event(url, fake.message_event("这是什么？", parent_id="om_gone"))
+    gone = await next_inbound(channel.bus)
+    assert gone.text == "这是什么？" and gone.quoted is None
+
+
 async def test_allow_list_by_open_union_or_user_id(fake: FakeFeishu, http: HttpServer) -> None:
     ch = FeishuChannel(config(fake, allow_from=["on_friend", "ou_boss"]), MessageBus(), http)
     await ch.start()

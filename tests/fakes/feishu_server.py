@@ -211,6 +211,8 @@ class FakeFeishu:
         self._failures: list[_Failure] = []
         self._delete_failures: list[_Failure] = []
         self._chat_of: dict[str, str] = {}  # message_id -> chat_id, for replies
+        self._items: dict[str, dict[str, Any]] = {}  # message_id -> the message as GET .../messages/:id shows it
+        self.message_reads = 0  # GET .../messages/:id calls answered
         self.clock = clock  # for the uuid window
         self._by_uuid: dict[str, tuple[float, dict[str, Any]]] = {}  # uuid -> (when, the answer's data)
         self.deduplicated = 0  # sends answered from the uuid window
@@ -234,6 +236,7 @@ class FakeFeishu:
         app.router.add_post("/open-apis/im/v1/messages", self._create)
         app.router.add_post("/open-apis/im/v1/messages/{message_id}/reply", self._reply)
         app.router.add_delete("/open-apis/im/v1/messages/{message_id}", self._delete)
+        app.router.add_get("/open-apis/im/v1/messages/{message_id}", self._get_message)
         app.router.add_get("/open-apis/im/v1/messages/{message_id}/resources/{file_key}", self._resource)
         app.router.add_post("/open-apis/im/v1/files", self._upload)
         app.router.add_post("/callback/ws/endpoint", self._ws_endpoint)
@@ -376,6 +379,20 @@ class FakeFeishu:
             return web.json_response({"code": 230011, "msg": "The message is recalled."}, status=400)
         return await self._send(request, body, chat_id=chat_id, reply_to=mid)
 
+    async def _get_message(self, request: web.Request) -> web.Response:
+        """``GET /open-apis/im/v1/messages/:message_id``: a message of a chat
+        the bot is in (a user's or its own), as ``data.items[0]``."""
+        self.requests.append((request.method, request.path))
+        if (err := self._auth_error(request)) is not None:
+            return err
+        mid = request.match_info["message_id"]
+        item = self._items.get(mid)
+        if item is None:
+            return web.json_response({"code": 230001, "msg": f"invalid message_id: {mid}"}, status=400)
+        self.message_reads += 1
+        return web.json_response({"code": 0, "msg": "success",
+                                  "data": {"items": [{**item, "deleted": mid in self.deleted}]}})
+
     async def _delete(self, request: web.Request) -> web.Response:
         """Withdraw a message: a bot may withdraw only its own."""
         self.requests.append((request.method, request.path))
@@ -484,6 +501,7 @@ class FakeFeishu:
         }
         if body.get("uuid"):
             self._by_uuid[str(body["uuid"])] = (self.clock(), data)
+        self._items[message_id] = data
         return data
 
     # -- events ------------------------------------------------------------------------
@@ -510,6 +528,17 @@ class FakeFeishu:
         self._chat_of[message_id] = chat_id
         self._resources_of[message_id] = _keys_in(content or {})
         now = str(int(time.time() * 1000))
+        raw = json.dumps(content if content is not None else {"text": text}, ensure_ascii=False)
+        self._items[message_id] = {
+            "message_id": message_id, "root_id": parent_id, "parent_id": parent_id, "msg_type": message_type,
+            "create_time": now, "update_time": now, "deleted": False, "updated": False, "chat_id": chat_id,
+            "sender": {"id": open_id, "id_type": "open_id", "sender_type": sender_type, "tenant_key": self.tenant_key},
+            "body": {"content": raw},
+            # GET names a mention's id flat, where an event nests its ids
+            "mentions": [{"key": m.get("key"), "id": (m.get("id") or {}).get("open_id", ""), "id_type": "open_id",
+                          "name": m.get("name"), "tenant_key": self.tenant_key} for m in mentions or []],
+            "upper_message_id": "",
+        }
         return {
             "schema": "2.0",
             "header": self._header("im.message.receive_v1", event_id, now),
