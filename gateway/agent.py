@@ -26,8 +26,11 @@ from .llm import (
     LLMRateLimited,
     LLMTimeout,
     ToolCall,
+    has_images,
 )
 from .failover import ChatModel
+from .logging import provider_text
+from .prompt import without_images
 from .tools import Tool, ToolContext, ToolError
 
 __all__ = ["Agent", "AgentReply", "apology"]
@@ -144,25 +147,37 @@ class Agent:
         except asyncio.CancelledError:
             raise
         except LLMError as exc:
-            log.warning("LLM call failed", error=str(exc), error_type=type(exc).__name__, chat_id=ctx.chat_id)
+            # The provider's words, scrubbed of every configured key and cut short.
+            log.warning("LLM call failed", error=provider_text(str(exc)), error_type=type(exc).__name__,
+                        chat_id=ctx.chat_id)
             return AgentReply(
                 apology(user_text, exc), False, llm_ms, rounds, tuple(used), error=type(exc).__name__, forgot=forgot
             )
         raise AssertionError("unreachable: the final round always returns")  # pragma: no cover
 
-    async def _complete(self, msgs: Sequence[Mapping[str, Any]], specs: list[dict[str, Any]], *, final: bool) -> ChatResult:
-        extra = {"tool_choice": "none"} if final and specs else None
-        try:
-            return await self.llm.chat(
-                msgs, tools=specs, max_tokens=self.max_tokens, temperature=self.temperature, extra=extra
-            )
-        except LLMBadRequest as exc:
-            if not (specs and exc.mentions_tools):
-                raise
-            log.warning("provider rejected tools; continuing without function calling", status=exc.status)
-            self.tools_supported = False
-            specs.clear()
-            return await self.llm.chat(msgs, max_tokens=self.max_tokens, temperature=self.temperature)
+    async def _complete(self, msgs: list[Mapping[str, Any]], specs: list[dict[str, Any]], *, final: bool) -> ChatResult:
+        """One completion. A refusal that the request can do without is
+        answered by asking again, once each: without the pictures (a
+        model that cannot read them; ``msgs`` is changed in place, so the
+        turn's later rounds do not send them again) and without tools."""
+        while True:
+            extra = {"tool_choice": "none"} if final and specs else None
+            try:
+                return await self.llm.chat(
+                    msgs, tools=specs, max_tokens=self.max_tokens, temperature=self.temperature, extra=extra
+                )
+            except LLMBadRequest as exc:
+                if exc.refuses_images and has_images(msgs):
+                    # The model (every candidate up) cannot see: it answers the
+                    # words, told that a picture came it could not read. The
+                    # client remembers the refusal and logs it once.
+                    msgs[:] = without_images(msgs)
+                    continue
+                if not (specs and exc.mentions_tools):
+                    raise
+                log.warning("provider rejected tools; continuing without function calling", status=exc.status)
+                self.tools_supported = False
+                specs.clear()
 
     async def _run_tool(self, call: ToolCall, by_name: Mapping[str, Tool], ctx: ToolContext) -> tuple[str, bool]:
         """The tool's result for the model, and whether the tool ran without error."""

@@ -58,6 +58,7 @@ import structlog
 from channels.base import BaseChannel, ChannelFatalError
 from memory.backend import MemoryBackend
 from memory.clock import Clock, SystemClock
+from memory.failover import EndpointCooldowns
 from memory.identity import IdentityMap
 
 from .agent import Agent
@@ -172,6 +173,9 @@ class App:
         self.sessions: SessionStore | None = None
         self.delivery: Delivery | None = None  # sends replies, keeps those that cannot go out yet
         self.llm: FailoverLLM | None = None
+        # One cooldown state per model endpoint for the chat and the memory
+        # model: an outage either finds cools the other's use of it too.
+        self.cooldowns = EndpointCooldowns()
         self.agent: Agent | None = None
         self.loop: ProcessLoop | None = None
         self.http: Any = None  # gateway.http.HttpServer, only when a channel or the memory page needs it
@@ -275,7 +279,8 @@ class App:
             self.compressor.zone_of = self.timezones.get  # a user's day ends at their midnight
         self._user_data = UserData(self.backend, self.sessions, outbox=self.delivery.outbox, timezones=self.timezones)
         self.llm = FailoverLLM.from_config(
-            cfg.provider, cfg.agent.model, cfg.agent.fallbacks, self.clock, client=self.http_client
+            cfg.provider, cfg.agent.model, cfg.agent.fallbacks, self.clock, client=self.http_client,
+            cooldowns=self.cooldowns,
         )
         t = cfg.agent.transcription
         if t.enabled:
@@ -426,7 +431,7 @@ class App:
         report = await migrate_files(self.paths.workspace(cfg), engine)
         if report.changed or report.problems:
             log.info("imported memory files written while memory was off", **report.to_dict())
-        self._memory_llm = MemoryLLM.from_config(cfg, clock=self.clock)
+        self._memory_llm = MemoryLLM.from_config(cfg, clock=self.clock, cooldowns=self.cooldowns)
         ex = cfg.memory.extraction
         assert self.backend is not None
         # What a new fact may restate or replace is found the way recall finds

@@ -11,7 +11,8 @@ Exception tree (every httpx error is mapped with ``raise ... from``)::
     ├── LLMRateLimited      429 after the last retry
     ├── LLMUnavailable      5xx or network failure after the last retry
     │   └── LLMTimeout      no answer within ``timeout`` (last retry)
-    ├── LLMBadRequest       other 4xx (unknown model, tools not supported, ...)
+    ├── LLMBadRequest       other 4xx (unknown model, tools not supported,
+    │                       pictures not read: ``refuses_images``, ...)
     └── LLMBadResponse      2xx whose body is not a chat completion
 
 :func:`fails_over` says which of them another endpoint could fix
@@ -20,7 +21,8 @@ a fallback behind it: at most one retry, and none after a timeout or a 429,
 whose wait the fallback can spend answering instead.
 
 The API key is sent as a header and never appears in a log line or in an
-exception message.
+exception message: a provider's error text is kept scrubbed of it (and of
+the ``redact`` keys, and of anything shaped like a key) and cut short.
 """
 
 from __future__ import annotations
@@ -40,8 +42,9 @@ import httpx
 import structlog
 from pydantic import SecretStr
 
-from memory.failover import model_missing
+from memory.failover import endpoint_scopes, model_missing
 from memory.llm import unbound
+from memory.redact import scrub_provider_text
 
 from .aiohttp_transport import AiohttpTransport
 from .config import ProviderConfig
@@ -59,6 +62,7 @@ __all__ = [
     "ToolCall",
     "Usage",
     "fails_over",
+    "has_images",
     "map_transport_error",
 ]
 
@@ -68,6 +72,25 @@ log = structlog.get_logger(component="llm")
 
 _RETRY_STATUS = frozenset({408, 409, 429})
 _TOOLS_WORDS = re.compile(r"tool|function", re.IGNORECASE)
+# How providers say a model does not read pictures: OpenAI's "Invalid
+# content type. image_url is only supported by certain models.", vLLM's
+# "<model> is not a multimodal model", Ollama's "this model is missing data
+# required for image input", LM Studio's "Model does not support images",
+# DeepSeek's "unknown variant `image_url`", Groq's "content must be a
+# string" (list content refused), and "image input is not supported".
+_IMAGES_REFUSED = re.compile(
+    r"image_url\W{0,3}(?:is )?only supported by certain models"
+    r"|not a multi-?modal model"
+    r"|missing data required for image input"
+    r"|(?:does not|doesn't|cannot|can't|do not|don't) (?:support|accept|handle|process)\s+"
+    r"(?:image|images|image input|image_url|vision|multi-?modal)"
+    r"|(?:image|images|image input|image_url|vision|multi-?modal(?: input)?)(?: content| parts?| inputs?)?"
+    r" (?:is|are) not supported"
+    r"|unknown variant\W{0,2}image_url"
+    r"|content\W{0,3}(?:\W{0,3}\w+){0,2}\W{0,3}must be a string"
+    r"|at most 0 image",
+    re.IGNORECASE,
+)
 
 
 class LLMError(Exception):
@@ -101,7 +124,17 @@ class LLMBadRequest(LLMError):
     @property
     def mentions_tools(self) -> bool:
         """The provider refused the ``tools`` parameter (no function calling)."""
+        if self.refuses_images:  # "... only supported by certain models" is about the pictures
+            return False
         return self.status in (400, 404, 422) and bool(_TOOLS_WORDS.search(self.body or str(self)))
+
+    @property
+    def refuses_images(self) -> bool:
+        """The model cannot read pictures (image content parts refused):
+        the same request without them may be answered. Not a picture the
+        model could read but found broken ("unsupported image", too large):
+        that one says nothing of the model."""
+        return self.status in (400, 415, 422) and bool(_IMAGES_REFUSED.search(self.body or str(self)))
 
 
 class LLMBadResponse(LLMError):
@@ -115,12 +148,14 @@ def fails_over(exc: LLMError) -> bool:
     not a completion, and the model unknown there (404, or a 400/422 saying
     so). No: any other bad request (context too long, invalid messages,
     tools refused): it is about the request, and every model would refuse
-    it the same way (the agent handles a tools refusal by itself).
+    it the same way (the agent handles a tools refusal by itself). Nor
+    pictures refused: the endpoint is fine, that model only cannot see
+    (:class:`gateway.failover.FailoverLLM` asks the next one with them).
     """
     if isinstance(exc, LLMBadRequest):
         if exc.status is None:  # the URL itself is wrong (UnsupportedProtocol): that endpoint's fault
             return True
-        if exc.mentions_tools:
+        if exc.mentions_tools or exc.refuses_images:  # the failover and the agent handle these themselves
             return False
         return model_missing(exc.status, exc.body or str(exc))
     return True
@@ -234,15 +269,18 @@ def parse_completion(data: Any) -> ChatResult:
 
 
 def _error_message(resp: httpx.Response) -> str:
+    """The provider's words for an error, whole: cut only once scrubbed
+    (:func:`memory.redact.scrub_provider_text`), so a key is never cut in
+    two halves that no longer match it."""
     try:
         err = resp.json().get("error")
         if isinstance(err, dict) and err.get("message"):
-            return str(err["message"])[:500]
+            return str(err["message"])
         if isinstance(err, str):
-            return err[:500]
+            return err
     except (ValueError, AttributeError):
         pass
-    return resp.text[:500]
+    return resp.text
 
 
 def _retry_after(resp: httpx.Response, now: datetime | None = None) -> float | None:
@@ -289,8 +327,12 @@ class LLMClient:
         backoff_max: float = 20.0,
         max_retry_after: float = 60.0,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        redact: Sequence[str] = (),
     ) -> None:
         self.base_url = base_url.rstrip("/")
+        # Other keys never to repeat from this provider's text (a failover's
+        # other candidates'); its own is never repeated either.
+        self.redact = tuple(redact)
         self._key = api_key if isinstance(api_key, SecretStr) else SecretStr(api_key)
         self.model = model
         self.timeout = timeout
@@ -310,6 +352,10 @@ class LLMClient:
         self._url = httpx.URL(f"{self.base_url}/chat/completions")
         self._timeout = {"timeout": httpx.Timeout(timeout).as_dict()}
         self._built_headers: tuple[str, list[tuple[str, str]]] | None = None
+        # Models here that refused pictures: (status, the provider's words).
+        # A later request with pictures to one of them is refused without a
+        # call (``LLMBadRequest.refuses_images``), one warning in the log.
+        self._blind: dict[str, tuple[int, str]] = {}
 
     @classmethod
     def from_config(
@@ -338,6 +384,13 @@ class LLMClient:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
+
+    def scopes(self, model: str) -> tuple[str, str, str]:
+        """This endpoint with ``model`` as ``memory.failover`` keys its cooldowns."""
+        return endpoint_scopes(self.base_url, model, self._key.get_secret_value())
+
+    def _secrets(self) -> list[str]:
+        return [self._key.get_secret_value(), *self.redact]
 
     def _headers(self) -> dict[str, str]:
         key = self._key.get_secret_value()
@@ -389,6 +442,11 @@ class LLMClient:
             body["response_format"] = dict(response_format)
         if extra:
             body.update(extra)
+        pictures = has_images(messages)
+        refused = self._blind.get(body["model"]) if pictures else None
+        if refused is not None:  # known not to see: no request to pay for its refusal again
+            raise LLMBadRequest(f"model {body['model']} does not read pictures (refused before)", status=refused[0],
+                                body=refused[1])
         request = self._request(body)
         started = time.perf_counter()
         retries = min(self.max_retries, 1) if fail_fast else self.max_retries
@@ -421,7 +479,8 @@ class LLMClient:
                     attempts=attempt + 1,
                     elapsed_ms=(time.perf_counter() - started) * 1000,
                 )
-            message = _error_message(resp)
+            # Providers echo the key they refused, or parts of the request.
+            message = scrub_provider_text(_error_message(resp), self._secrets(), limit=500)
             slow = fail_fast and status == 429
             if (status in _RETRY_STATUS or status >= 500) and attempt < retries and not slow:
                 delay = self._backoff(attempt, resp)
@@ -429,11 +488,27 @@ class LLMClient:
                 attempt += 1
                 await self._sleep(delay)
                 continue
-            raise _status_error(status, message, _retry_after(resp))
+            error = _status_error(status, message, _retry_after(resp))
+            if pictures and isinstance(error, LLMBadRequest) and error.refuses_images:
+                self._blind[body["model"]] = (status, message)
+                log.warning("model does not read pictures; photos go to it as a note from now on",
+                            model=body["model"], status=status)
+            raise error
+
+
+def has_images(messages: Sequence[Mapping[str, Any]]) -> bool:
+    """Whether any message carries a picture (an ``image_url`` content part)."""
+    return any(
+        isinstance(m.get("content"), list)
+        and any(isinstance(p, Mapping) and p.get("type") == "image_url" for p in m["content"])
+        for m in messages
+    )
 
 
 def _status_error(status: int, message: str, retry_after: float | None = None) -> LLMError:
-    text = f"LLM provider answered {status}: {message}"
+    # ``message`` is scrubbed already; the exception's own text is cut
+    # shorter than the body kept for telling refusals apart.
+    text = f"LLM provider answered {status}: {scrub_provider_text(message)}"
     if status in (401, 403):
         return LLMAuthError(text, status=status, body=message)
     if status == 429:

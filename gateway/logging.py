@@ -22,12 +22,13 @@ from typing import Any, TextIO
 
 import structlog
 
-__all__ = ["Redactor", "configure_logging", "get_logger"]
+from memory.redact import KEY_SHAPES, scrub_provider_text
+
+__all__ = ["Redactor", "configure_logging", "get_logger", "provider_text"]
 
 _SECRET_KEY = re.compile(r"(api[_-]?key|token|secret|password|passwd|authorization|encrypt[_-]?key|cookie)", re.I)
 _SECRET_SHAPES = [
-    (re.compile(r"(?i)\bbearer\s+[A-Za-z0-9._~+/=-]{6,}"), "Bearer ***"),
-    (re.compile(r"\bsk-[A-Za-z0-9_-]{6,}"), "sk-***"),
+    *KEY_SHAPES,  # Bearer ..., sk-..., shared with the clients' own scrubbing of provider text
     (re.compile(r"/bot\d+:[A-Za-z0-9_-]{10,}"), "/bot***"),
     (re.compile(r"\bt-[A-Za-z0-9._-]{16,}"), "t-***"),  # Feishu tenant tokens
     # Feishu long-connection URLs carry credentials in the query string.
@@ -45,6 +46,10 @@ class Redactor:
     def add(self, secrets: Iterable[str]) -> None:
         # Very short values would redact ordinary words; real secrets are long.
         self._secrets.update(s for s in secrets if s and len(s) >= 6)
+
+    @property
+    def secrets(self) -> frozenset[str]:
+        return frozenset(self._secrets)
 
     def scrub(self, text: str) -> str:
         # Longest first: a secret that contains another is replaced whole,
@@ -78,6 +83,16 @@ class Redactor:
 
 
 _redactor = Redactor()
+
+
+def provider_text(text: str, secrets: Iterable[str] = ()) -> str:
+    """A provider's (or a transcription endpoint's) error text for a log
+    line: :func:`memory.redact.scrub_provider_text` with ``secrets`` and
+    every secret logging was configured with (all candidates' keys), on one
+    line and cut short. The log's own redaction runs later too; this one
+    also holds where that is not set up (``capture_logs``, a library's
+    handler) and keeps an echoed prompt out by the length."""
+    return scrub_provider_text(text, [*secrets, *_redactor.secrets])
 
 
 def configure_logging(

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import base64
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, tzinfo
 from pathlib import Path
@@ -41,9 +41,11 @@ __all__ = [
     "HISTORY_MIN_MESSAGES",
     "HISTORY_TOKEN_BUDGET",
     "PromptBuilder",
+    "UNSEEN_NOTE",
     "fit_history",
     "user_content",
     "user_parts",
+    "without_images",
 ]
 
 # Lazy: resolved at each call, so it follows configure_logging (and its
@@ -141,6 +143,31 @@ def user_parts(content: str, images: Sequence[Image]) -> str | list[dict[str, An
             for i in images
         ),
     ]
+
+
+UNSEEN_NOTE = "[{what}: this model cannot read pictures; tell the user]"
+
+
+def without_images(messages: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """``messages`` with every picture taken out of its content parts and a
+    note in their place, for a model that refused them: it answers the
+    words (caption, history) knowing a picture was sent that it could not
+    see, so the reply can say so. Messages without pictures are kept as
+    they are (the same objects)."""
+    out: list[Mapping[str, Any]] = []
+    for m in messages:
+        content = m.get("content")
+        if not isinstance(content, list):
+            out.append(m)
+            continue
+        n = sum(1 for p in content if isinstance(p, dict) and p.get("type") == "image_url")
+        if not n:
+            out.append(m)
+            continue
+        text = "\n\n".join(str(p.get("text") or "") for p in content if isinstance(p, dict) and p.get("type") == "text")
+        note = UNSEEN_NOTE.format(what="photo" if n == 1 else f"{n} photos")
+        out.append({**m, "content": f"{text}\n\n{note}" if text else note})
+    return out
 
 
 @dataclass

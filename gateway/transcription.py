@@ -6,7 +6,8 @@ stored.
 
 The HTTP client is passed in (the gateway's shared one), so tests point it
 at the loopback fake. One error type: :class:`TranscriptionError`, its
-message naming the status, never the key or the audio.
+message naming the status and the endpoint's words (scrubbed of the key,
+cut short), never the key or the audio.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ from __future__ import annotations
 from typing import Any
 
 import httpx
+
+from memory.redact import scrub_provider_text
 
 from .bus import Audio
 from .config import ProviderConfig
@@ -37,6 +40,7 @@ class Transcriber:
     ) -> None:
         self.model = model
         self._url = base_url.rstrip("/") + "/audio/transcriptions"
+        self._key = api_key
         self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self._timeout = timeout
         self._own = client is None
@@ -71,7 +75,9 @@ class Transcriber:
         except httpx.HTTPError as exc:
             raise TranscriptionError(f"transcription endpoint not reached: {type(exc).__name__}") from exc
         if not resp.is_success:
-            raise TranscriptionError(f"transcription refused: HTTP {resp.status_code} {_message(resp)}")
+            # The endpoint's words, without the key it may echo.
+            said = scrub_provider_text(_message(resp), [self._key], limit=200)
+            raise TranscriptionError(f"transcription refused: HTTP {resp.status_code} {said}".rstrip())
         try:
             body: Any = resp.json()
         except ValueError as exc:
@@ -87,4 +93,4 @@ def _message(resp: httpx.Response) -> str:
         error = resp.json().get("error")
     except (ValueError, AttributeError):
         return ""
-    return str(error.get("message", ""))[:200] if isinstance(error, dict) else ""
+    return str(error.get("message", "")) if isinstance(error, dict) else ""

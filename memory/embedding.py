@@ -29,6 +29,7 @@ import structlog
 
 from .clock import Clock, format_ts
 from .db import Database
+from .redact import scrub_provider_text
 
 __all__ = [
     "MAX_TEXT_CHARS",
@@ -154,9 +155,8 @@ class HttpEmbedder:
         return out
 
     def _excerpt(self, text: str) -> str:
-        text = " ".join(text.split())[:200]
         # Some servers echo the key they refused; it must not reach a log.
-        return text.replace(self._api_key, "***") if self._api_key else text
+        return scrub_provider_text(text, [self._api_key], limit=200)
 
     async def _post(self, batch: list[str]) -> list[np.ndarray]:
         body: dict[str, Any] = {"model": self.model, "input": batch, "encoding_format": "float"}

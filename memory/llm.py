@@ -32,7 +32,8 @@ import httpx
 import structlog
 
 from .clock import Clock, SystemClock
-from .failover import Cooldowns, candidate_label, model_missing
+from .failover import Cooldowns, EndpointCooldowns, Scope, candidate_label, endpoint_scopes, model_missing
+from .redact import scrub_provider_text
 from .tokens import estimate_tokens
 from .types import Category
 
@@ -87,6 +88,15 @@ class LLMUnavailable(MemoryLLMError):
         self.retry_after = retry_after
         # For logs: the class of failure, never the provider's words (they may quote the prompt).
         self.reason = reason or (f"HTTP {status}" if status is not None else "unavailable")
+
+    @property
+    def scope(self) -> Scope:
+        """What the failure says is down (``memory/failover.py``)."""
+        if self.status in (401, 403, 429):
+            return "key"
+        if self.status is None and self.reason != "timeout ReadTimeout":
+            return "host"  # no answer at all (a read timeout: the host took the call)
+        return "model"
 
     @property
     def fails_over(self) -> bool:
@@ -471,7 +481,10 @@ class MemoryLLM:
         fallbacks: Sequence[MemoryEndpoint] = (),
         clock: Clock | None = None,
         setting: str = "memory",
+        cooldowns: EndpointCooldowns | None = None,
     ) -> None:
+        """``cooldowns``: the endpoints' state shared with the chat model's
+        client (the App's), so an outage either finds cools both."""
         self.model = model
         self.max_tokens = max_tokens
         self.temperature = temperature
@@ -489,10 +502,13 @@ class MemoryLLM:
             for e in self._endpoints
         ]
         self._client = self._clients[0]
+        self._secrets = [e.api_key for e in self._endpoints]  # never repeated from a provider's text
         self.cooldowns = Cooldowns(
             [candidate_label(setting, i) for i in range(len(self._endpoints))],
             [e.model for e in self._endpoints],
             clock or SystemClock(),
+            scopes=[endpoint_scopes(e.base_url, e.model, e.api_key) for e in self._endpoints],
+            shared=cooldowns,
         )
 
     @classmethod
@@ -541,7 +557,11 @@ class MemoryLLM:
         }
         self.usage.by_kind[kind] = self.usage.by_kind.get(kind, 0) + 1
         plan = self.cooldowns.plan()
+        was_cooling = {i for i in plan if self.cooldowns.cooling(i)}
+        error: LLMUnavailable | None = None
         for n, index in enumerate(plan):
+            if error is not None and self.cooldowns.cooling(index) and index not in was_cooling:
+                continue  # cooled by a failure of this call: the same host (or model) just failed
             last = n == len(plan) - 1
             try:
                 obj = await self._complete_on(
@@ -551,13 +571,13 @@ class MemoryLLM:
             except LLMUnavailable as exc:
                 if not exc.fails_over:
                     raise
-                self.cooldowns.failed(index, exc.reason, retry_after=exc.retry_after)
-                if last:
-                    raise
+                self.cooldowns.failed(index, exc.reason, retry_after=exc.retry_after, scope=exc.scope)
+                error = exc
                 continue
             self.cooldowns.succeeded(index)
             return obj
-        raise AssertionError("unreachable: a plan has at least one candidate")  # pragma: no cover
+        assert error is not None, "a plan has at least one candidate"
+        raise error
 
     async def _complete_on(self, index: int, body: dict[str, Any], kind: str, *, retries: int) -> dict[str, Any]:
         attempt = 0
@@ -585,17 +605,19 @@ class MemoryLLM:
         except httpx.HTTPError as exc:
             raise LLMUnavailable(f"transport: {type(exc).__name__}: {exc}", reason=type(exc).__name__) from exc
         if resp.status_code != 200:
+            # Providers echo the key they refused, or parts of the request.
+            said = scrub_provider_text(resp.text, self._secrets, limit=500)
             raise LLMUnavailable(
-                f"HTTP {resp.status_code}: {resp.text[:200]}",
+                f"HTTP {resp.status_code}: {scrub_provider_text(said, limit=200)}",
                 status=resp.status_code,
-                text=resp.text[:500],
+                text=said,
                 retry_after=_retry_after_s(resp),
             )
         try:
             data = resp.json()
             content = data["choices"][0]["message"]["content"]
         except (ValueError, KeyError, IndexError, TypeError) as exc:
-            raise LLMBadOutput(f"not a chat completion: {resp.text[:200]!r}") from exc
+            raise LLMBadOutput(f"not a chat completion: {scrub_provider_text(resp.text, self._secrets, limit=200)!r}") from exc
         usage = data.get("usage") or {}
         prompt = usage.get("prompt_tokens")
         self.usage.prompt_tokens += (

@@ -6,7 +6,8 @@ What it reads, in order: the config (the same file and ``MYCLAW_*``
 overrides as the gateway, with the same error text), the secrets the
 enabled parts need (set or not and where from, masked, never printed), a
 few settings that are valid but risky (an empty ``allowFrom``), the data
-files, the endpoints (skipped with ``--offline``) and whether a gateway
+files, the endpoints (``agent.transcription``'s too, when on; skipped with
+``--offline``) and whether a gateway
 runs on this home (its lock) and its port is free.
 
 Safe while the gateway runs, and changes nothing: data files are opened
@@ -169,6 +170,10 @@ def _secret_checks(report: Report, cfg: Config, env: Mapping[str, str]) -> None:
             ("memory.embedding.provider.apiKey", ("memory", "embedding", "provider", "apiKey"),
              m.embedding.provider.api_key, "warning")
         )
+    t = cfg.agent.transcription
+    if t.enabled and t.provider is not None:
+        wanted.append(("agent.transcription.provider.apiKey", ("agent", "transcription", "provider", "apiKey"),
+                       t.provider.api_key, "warning"))
     tg, fs = cfg.channels.telegram, cfg.channels.feishu
     if tg.enabled:
         wanted.append(("channels.telegram.token", ("channels", "telegram", "token"), tg.token, "error"))
@@ -339,11 +344,11 @@ class _Answer:
 
 async def _call(
     client: httpx.AsyncClient, method: str, url: str, *, headers: Mapping[str, str] | None = None,
-    json: Any = None,
+    json: Any = None, data: Mapping[str, str] | None = None,
 ) -> _Answer:
     started = time.perf_counter()
     try:
-        resp = await client.request(method, url, headers=headers, json=json)
+        resp = await client.request(method, url, headers=headers, json=json, data=data)
     except httpx.TimeoutException:
         timeout = client.timeout.read
         return _Answer(None, None, 0.0, f"did not answer within {timeout:g} s")
@@ -489,6 +494,54 @@ async def _check_embedding_endpoint(client: httpx.AsyncClient, e: _Endpoint, dim
     return Check(e.name, "ok", f"{base} embeds with {e.models[0]} ({shape}{a.ms:g} ms)", data={"latency_ms": a.ms})
 
 
+async def _check_transcription(client: httpx.AsyncClient, cfg: Config) -> Check:
+    """``agent.transcription``'s endpoint, without sending audio (each
+    recording is a paid call): ``GET /models`` proves the URL and the key
+    and lists the model. Where there is no such list, a transcription
+    request without a file: the endpoint refuses it (400) once it took the
+    key, a wrong URL answers 404, a wrong key 401."""
+    t = cfg.agent.transcription
+    provider = t.provider or cfg.provider
+    setting = "agent.transcription.provider" if t.provider else "provider"
+    # Without a provider of its own it uses the chat provider's: say so where the fix points there.
+    shared = "" if t.provider else " (agent.transcription has no provider of its own: it uses this one)"
+    base, name = provider.base_url, "transcription"
+    e = _Endpoint(name, provider, setting, (t.model,))
+    a = await _call(client, "GET", f"{base}/models", headers=_auth(provider))
+    if a.failure:
+        return Check(name, "error", f"{base} {a.failure}", f"check {setting}.baseUrl and that the server runs{shared}")
+    if a.status in (401, 403):
+        return _with_fix(_refused(e, a, base), shared)
+    if a.status == 200 and isinstance(a.body, dict) and isinstance(a.body.get("data"), list):
+        listed = {str(m.get("id")) for m in a.body["data"] if isinstance(m, dict)}
+        if listed and t.model not in listed:
+            return Check(name, "warning", f"{base} answers in {a.ms:g} ms, but does not list the transcription "
+                         f"model {t.model} ({len(listed)} listed)", "check agent.transcription.model",
+                         {"latency_ms": a.ms, "via": "models"})
+        return Check(name, "ok", f"{base} answers in {a.ms:g} ms; transcription model {t.model} listed",
+                     data={"latency_ms": a.ms, "via": "models"})
+    if a.status not in (404, 405):
+        return Check(name, "error", f"{base}/models answered HTTP {a.status}{_said(a.body)}",
+                     f"check {setting}.baseUrl (an OpenAI-compatible URL usually ends in /v1){shared}",
+                     {"latency_ms": a.ms})
+    url = f"{base}/audio/transcriptions"
+    b = await _call(client, "POST", url, headers=_auth(provider), data={"model": t.model})
+    if b.failure:
+        return Check(name, "error", f"{url} {b.failure}", f"check {setting}.baseUrl and that the server runs{shared}")
+    if b.status in (401, 403):
+        return _with_fix(_refused(e, b, base), shared)
+    if b.status in (400, 415, 422):  # the request without audio refused, after the key was taken
+        return Check(name, "ok", f"{url} answers in {b.ms:g} ms (no /models there: the model "
+                     f"{t.model} is checked by the first voice message)", data={"latency_ms": b.ms, "via": "probe"})
+    return Check(name, "error", f"{url} answered HTTP {b.status}{_said(b.body)}",
+                 f"check {setting}.baseUrl (usually ending in /v1) and that it transcribes audio{shared}",
+                 {"latency_ms": b.ms})
+
+
+def _with_fix(check: Check, note: str) -> Check:
+    return replace(check, fix=check.fix + note)
+
+
 async def _check_telegram(client: httpx.AsyncClient, cfg: Config) -> Check:
     tg = cfg.channels.telegram
     shown = f"{tg.base_url}<token>/getMe"  # the token is part of the URL: never shown
@@ -591,6 +644,8 @@ async def _endpoint_checks(client: httpx.AsyncClient, cfg: Config) -> list[Check
             checks.append(_check_embedding_endpoint(client, e, cfg.memory.embedding.dimensions))
         else:
             checks.append(_check_chat_endpoint(client, e))
+    if cfg.agent.transcription.enabled:
+        checks.append(_check_transcription(client, cfg))
     if cfg.channels.telegram.enabled and cfg.channels.telegram.token.get_secret_value():
         checks.append(_check_telegram(client, cfg))
     fs = cfg.channels.feishu

@@ -19,6 +19,11 @@ after ``SAY:`` in the recording's bytes (tests put it there), else
 Each call is recorded in ``transcriptions``; ``queue_transcription_error``
 scripts a failure.
 
+``blind_models`` names models that cannot read pictures: a chat request for
+one of them with an ``image_url`` part is refused with a 400 in the words
+of the server it plays (:data:`BLIND_WORDINGS`: OpenAI, vLLM, Ollama),
+recorded in ``refused`` like any content refusal.
+
 ``POST /v1/embeddings`` answers with deterministic vectors (see
 :func:`fake_embedding`): words and CJK character bigrams, each mapped through
 ``embedding_concepts`` (so a test can declare "car" and "automobile" one
@@ -44,7 +49,7 @@ from typing import Any
 from aiohttp import web
 
 __all__ = [
-    "FakeOpenAI", "Reply", "embedding_tokens", "fake_embedding", "images", "said", "split_user_content", "text_of",
+    "BLIND_WORDINGS", "FakeOpenAI", "Reply", "embedding_tokens", "fake_embedding", "images", "said", "split_user_content", "text_of",
 ]
 
 _WORD = re.compile(r"\w+")
@@ -182,6 +187,14 @@ def content_error(messages: list[Any]) -> tuple[str, str | None, str | None] | N
     return None
 
 
+# How servers refuse pictures for a model without vision (HTTP 400 each).
+BLIND_WORDINGS = {
+    "openai": "Invalid content type. image_url is only supported by certain models.",
+    "vllm": "{model} is not a multimodal model None",
+    "ollama": "this model is missing data required for image input",
+}
+
+
 @dataclass
 class Reply:
     content: str | None = "ok"
@@ -219,7 +232,7 @@ class FakeOpenAI:
         self.models: list[str] | None = ["fake-model"]
         self._embedding_errors: list[int] = []
         self.transcriptions: list[dict[str, Any]] = []  # {"model", "filename", "content_type", "data"}
-        self._transcription_errors: list[int] = []
+        self._transcription_errors: list[tuple[int, str]] = []
         self.responder = responder
         self.requests: list[dict[str, Any]] = []
         self.refused: list[dict[str, Any]] = []  # chat requests answered 400 for their content
@@ -231,6 +244,8 @@ class FakeOpenAI:
         # Set: a chat request for another model is refused with 404
         # model_not_found, as OpenAI refuses a model it does not serve.
         self.served_models: set[str] | None = None
+        # model -> a key of BLIND_WORDINGS: that model refuses pictures.
+        self.blind_models: dict[str, str] = {}
         self._ids = itertools.count(1)
         self._runner: web.AppRunner | None = None
         self.port = 0
@@ -258,8 +273,9 @@ class FakeOpenAI:
     def queue_embedding_error(self, status: int = 500, *, times: int = 1) -> None:
         self._embedding_errors.extend([status] * times)
 
-    def queue_transcription_error(self, status: int = 500, *, times: int = 1) -> None:
-        self._transcription_errors.extend([status] * times)
+    def queue_transcription_error(self, status: int = 500, *, times: int = 1, body: str = "") -> None:
+        """``body``: the error's message (a provider echoing what it was sent)."""
+        self._transcription_errors.extend([(status, body)] * times)
 
     def queue_delay(self, seconds: float, content: str = "late") -> None:
         self._script.append(Reply(content=content, delay=seconds))
@@ -383,8 +399,8 @@ class FakeOpenAI:
             {"model": model, "filename": file.filename, "content_type": file.content_type, "data": data}
         )
         if self._transcription_errors:
-            status = self._transcription_errors.pop(0)
-            return web.json_response({"error": {"message": "The server had an error", "type": "server_error"}},
+            status, said = self._transcription_errors.pop(0)
+            return web.json_response({"error": {"message": said or "The server had an error", "type": "server_error"}},
                                      status=status)
         marker = data.find(b"SAY:")
         text = data[marker + 4 :].decode("utf-8", "replace") if marker >= 0 else f"({len(data)} bytes of audio)"
@@ -402,6 +418,11 @@ class FakeOpenAI:
                 {"error": {"message": "'model' and 'messages' are required", "type": "invalid_request_error"}}, status=400
             )
         refused = content_error(body["messages"])
+        wording = self.blind_models.get(body["model"])
+        pictures = any(isinstance(m.get("content"), list) and any(p.get("type") == "image_url" for p in m["content"])
+                       for m in body["messages"])
+        if refused is None and wording is not None and pictures:
+            refused = (BLIND_WORDINGS[wording].format(model=body["model"]), None, None)
         if refused is not None:
             self.refused.append(body)
             message, param, code = refused

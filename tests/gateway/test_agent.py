@@ -5,6 +5,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from gateway.agent import Agent, apology
 from gateway.llm import LLMClient, LLMTimeout
 from gateway.memory_tools import memory_tools
@@ -13,7 +15,7 @@ from gateway.tools import Tool, ToolContext
 from memory import Category, MemoryEngine, NewMemory, Provenance
 from memory.retrieval import Retriever
 from memory.service import SqliteMemory
-from tests.fakes.openai_server import FakeOpenAI, Reply
+from tests.fakes.openai_server import FakeOpenAI, Reply, images, text_of
 
 ALICE = ToolContext(user="alice", channel="telegram", chat_id="42", private=True, message_id="7", sender_id="100")
 SYSTEM = [{"role": "system", "content": "sys"}, {"role": "user", "content": "question"}]
@@ -222,3 +224,72 @@ async def test_private_only_tools_are_not_offered_in_groups(fake_llm: FakeOpenAI
         await agent.run(SYSTEM, ALICE)
     assert "tools" not in fake_llm.requests[0]
     assert json.dumps(fake_llm.requests[1]["tools"]).count("secret_tool") == 1
+
+
+# -- a model that cannot see ------------------------------------------------------------
+
+JPEG = b"\xff\xd8\xff\xe0\x00\x10JFIF\x00" + bytes(200)
+
+
+def _photo_turn(caption: str, pictures: int = 1) -> list[dict[str, Any]]:
+    from gateway.bus import Image
+    from gateway.prompt import user_parts
+
+    shots = [Image(JPEG, "image/jpeg")] * pictures
+    return [{"role": "system", "content": "sys"},
+            {"role": "user", "content": "earlier words"}, {"role": "assistant", "content": "earlier reply"},
+            {"role": "user", "content": user_parts(f"[photo] {caption}", shots)}]
+
+
+@pytest.mark.parametrize("wording", ["openai", "vllm", "ollama"])
+async def test_a_model_that_cannot_see_answers_the_words_and_is_told_so(fake_llm: FakeOpenAI, wording: str) -> None:
+    from structlog.testing import capture_logs
+
+    from gateway.prompt import UNSEEN_NOTE
+
+    fake_llm.blind_models = {"m": wording}
+    fake_llm.responder = lambda body: Reply(content=f"re: {text_of(body['messages'][-1]['content'])}")
+    with capture_logs() as logs:
+        async with _llm(fake_llm) as llm:
+            agent = Agent(llm, tools=memory_tools_stub())
+            reply = await agent.run(_photo_turn("what does this note say?"), ALICE, user_text="what does this note say?")
+            assert reply.ok, reply
+            assert len(fake_llm.refused) == 1 and len(fake_llm.requests) == 1
+            last = fake_llm.requests[0]["messages"][-1]
+            # The same request, the picture replaced by a note the model reads: it answers the caption.
+            assert last == {"role": "user", "content": "[photo] what does this note say?\n\n"
+                            + UNSEEN_NOTE.format(what="photo")}
+            assert fake_llm.requests[0]["messages"][:-1] == _photo_turn("x")[:-1]
+            assert fake_llm.requests[0]["tools"]  # the tools stay offered: only the picture was the trouble
+            assert "cannot read pictures; tell the user" in reply.text
+            # Remembered: the next photo costs no refused request, two pictures are named as two.
+            reply = await agent.run(_photo_turn("and this one?", pictures=2), ALICE, user_text="and this one?")
+            assert reply.ok and len(fake_llm.refused) == 1 and len(fake_llm.requests) == 2
+            assert fake_llm.requests[1]["messages"][-1]["content"].endswith(UNSEEN_NOTE.format(what="2 photos"))
+            # Words alone go on as ever.
+            assert (await agent.run(SYSTEM, ALICE)).ok and len(fake_llm.requests) == 3
+    warned = [e for e in logs if e["event"].startswith("model does not read pictures")]
+    assert len(warned) == 1 and warned[0]["log_level"] == "warning" and warned[0]["model"] == "m"
+    assert not [e for e in logs if e["event"] == "LLM call failed"]
+
+
+async def test_a_broken_picture_is_not_taken_for_a_model_that_cannot_see(fake_llm: FakeOpenAI) -> None:
+    """A picture the API cannot decode says nothing of the model: the turn
+    fails as any bad request does, and the next photo is sent as a photo."""
+    from gateway.bus import Image
+    from gateway.prompt import user_parts
+
+    bad = [{"role": "user", "content": user_parts("[photo] look", [Image(b"not a picture at all", "image/jpeg")])}]
+    async with _llm(fake_llm) as llm:
+        agent = Agent(llm)
+        assert not (await agent.run(bad, ALICE)).ok
+        assert (await agent.run(_photo_turn("look again"), ALICE)).ok
+    assert len(fake_llm.refused) == 1
+    assert images(fake_llm.requests[-1]) == [("image/jpeg", JPEG)]
+
+
+def memory_tools_stub() -> list[Tool]:
+    async def nothing(args: Any, ctx: ToolContext) -> str:
+        return "nothing"
+
+    return [Tool("lookup", "look it up", {"type": "object", "properties": {}}, nothing)]

@@ -511,3 +511,52 @@ def test_each_fallback_endpoint_is_checked_like_the_primary(home: Path, fakes: F
     assert line(r, "llm").startswith("ok ") and "model fake-model, fake-model-small listed" in line(r, "llm")
     # Same URL and key as the primary now: one endpoint, asked once for all its models.
     assert not [x for x in r.stdout.splitlines() if x[9:].startswith("agent.fallbacks[1] ")]
+
+
+def test_transcription_is_checked_without_sending_audio(home: Path, fakes: Fakes) -> None:
+    doc = healthy_config(fakes)
+    doc["agent"]["transcription"] = {"enabled": True, "model": "whisper-1"}
+    write_config(home, doc)
+    # Its model unknown there: named, with the setting to fix.
+    r = doctor()
+    assert r.exit_code == 0, r.output
+    t = line(r, "transcription")
+    assert t.startswith("warning ") and "does not list the transcription model whisper-1 (1 listed)" in t
+    assert t.endswith("-> check agent.transcription.model")
+    fakes.llm.models = ["fake-model", "whisper-1"]
+    r = doctor()
+    assert r.exit_code == 0, r.output
+    assert line(r, "transcription").startswith("ok ") and "transcription model whisper-1 listed" in r.stdout
+    # A server without /models: a request without a file, which it refuses once it took the key.
+    fakes.llm.models = None
+    c = checks(doctor("--json"))["transcription"]
+    assert c["status"] == "ok" and c["data"]["via"] == "probe" and "checked by the first voice message" in c["message"]
+    assert fakes.llm.transcriptions == []  # no audio was ever sent
+    # Its own provider: a wrong key, and an unreachable URL, each named with its setting.
+    wrong = "sk-voice-wrong-0123456789"
+    doc["agent"]["transcription"]["provider"] = {"baseUrl": fakes.llm.url, "apiKey": wrong}
+    write_config(home, doc)
+    r = doctor()
+    assert r.exit_code == 1, r.output
+    t = line(r, "transcription")
+    assert "the key was refused (HTTP 401" in t and t.endswith("-> check agent.transcription.provider.apiKey")
+    assert "set (config file): sk-…89, 25 chars" in line(r, "agent.transcription.provider.apiKey")
+    assert wrong not in r.output
+    doc["agent"]["transcription"]["provider"]["baseUrl"] = f"http://127.0.0.1:{closed_port()}/v1"
+    write_config(home, doc)
+    t = line(doctor("--timeout", "2"), "transcription")
+    assert t.startswith("error ") and "is unreachable (Connection refused)" in t
+    assert t.endswith("-> check agent.transcription.provider.baseUrl and that the server runs")
+    # Off: not asked.
+    doc["agent"]["transcription"]["enabled"] = False
+    write_config(home, doc)
+    assert "transcription" not in checks(doctor("--json"))
+
+
+def test_transcription_on_the_chat_provider_points_there(home: Path, fakes: Fakes) -> None:
+    doc = healthy_config(fakes)
+    doc["agent"]["transcription"] = {"enabled": True}
+    write_config(home, doc)
+    r = doctor(MYCLAW_PROVIDER_API_KEY="sk-wrong-key-abcdefghijklmnop")
+    t = line(r, "transcription")
+    assert "-> check provider.apiKey (agent.transcription has no provider of its own: it uses this one)" in t

@@ -17,7 +17,7 @@ from gateway.failover import FailoverLLM
 from gateway.llm import LLMBadRequest, LLMUnavailable
 from gateway.tools import ToolContext
 from memory import ManualClock
-from tests.fakes.openai_server import FakeOpenAI, Reply
+from tests.fakes.openai_server import FakeOpenAI, Reply, images
 from tests.gateway.test_llm import Sleeps
 
 KEYS = ["sk-primary-secret-0123456789", "sk-backup1-secret-0123456789", "sk-backup2-secret-0123456789"]
@@ -234,3 +234,79 @@ async def test_a_fallback_on_the_primary_provider_shares_its_client(fakes: list[
     assert (res.candidate, res.model) == ("agent.fallbacks[0]", "small")
     assert [r["model"] for r in fakes[0].requests] == ["main", "small"]
     await llm.aclose()  # twice is safe
+
+
+# -- a candidate that cannot see ---------------------------------------------------------
+
+JPEG = b"\xff\xd8\xff\xe0\x00\x10JFIF\x00" + bytes(300)
+
+
+def photo(caption: str = "what is on this receipt?") -> list[dict[str, Any]]:
+    from gateway.bus import Image
+    from gateway.prompt import user_parts
+
+    return [{"role": "user", "content": user_parts(f"[photo] {caption}", [Image(JPEG, "image/jpeg")])}]
+
+
+def refused(fakes: Sequence[FakeOpenAI]) -> list[int]:
+    return [len(f.refused) for f in fakes]
+
+
+async def test_a_primary_that_cannot_see_hands_the_photo_to_a_fallback_that_can_and_is_not_cooled(
+    fakes: list[FakeOpenAI], clock: ManualClock
+) -> None:
+    fakes[0].blind_models = {"main": "openai"}
+    fakes[1].responder = lambda body: Reply(content=f"I see {len(images(body))} picture(s)")
+    with capture_logs() as logs:
+        async with failover(fakes, clock) as llm:
+            agent = Agent(llm)
+            reply = await agent.run(photo(), ALICE, user_text="what is on this receipt?")
+            assert (reply.ok, reply.text, reply.candidate) == (True, "I see 1 picture(s)", "agent.fallbacks[0]")
+            assert refused(fakes) == [1, 0, 0] and asked(fakes) == [0, 1, 0]
+            # Not an outage: no cooldown, words still go to the primary at once.
+            assert not llm.cooldowns.cooling(0)
+            assert (await agent.run(HELLO, ALICE)).candidate == "agent"
+            # The next photo goes straight to the fallback: the primary's refusal is remembered.
+            assert (await agent.run(photo("and this?"), ALICE)).candidate == "agent.fallbacks[0]"
+            assert refused(fakes) == [1, 0, 0] and asked(fakes) == [1, 2, 0]
+    assert not [e for e in logs if e["event"] == "model endpoint failed; cooling down"]
+    assert len([e for e in logs if e["event"].startswith("model does not read pictures")]) == 1
+
+
+async def test_when_no_candidate_can_see_the_primary_answers_the_words(
+    fakes: list[FakeOpenAI], clock: ManualClock
+) -> None:
+    from gateway.prompt import UNSEEN_NOTE
+
+    for f, wording in zip(fakes, ["openai", "vllm", "ollama"], strict=True):
+        f.blind_models = {m: wording for m in ("main", "backup-1", "backup-2")}
+    async with failover(fakes, clock) as llm:
+        agent = Agent(llm)
+        reply = await agent.run(photo(), ALICE, user_text="what is on this receipt?")
+        assert reply.ok and reply.candidate == "agent"
+        assert refused(fakes) == [1, 1, 1] and asked(fakes) == [1, 0, 0]
+        assert fakes[0].requests[0]["messages"][-1]["content"] == (
+            "[photo] what is on this receipt?\n\n" + UNSEEN_NOTE.format(what="photo"))
+        # Known now: the next photo is a single request, with the note.
+        assert (await agent.run(photo("and this?"), ALICE)).candidate == "agent"
+        assert refused(fakes) == [1, 1, 1] and asked(fakes) == [2, 0, 0]
+        assert not any(llm.cooldowns.cooling(i) for i in range(3))
+
+
+async def test_a_cooling_fallback_is_not_waited_for_when_the_primary_can_answer_the_words(
+    fakes: list[FakeOpenAI], clock: ManualClock
+) -> None:
+    """The primary cannot see and the only other candidate is cooling (down):
+    the photo's words are answered by the primary at once, not after the
+    cooling one's timeouts and retries."""
+    fakes = fakes[:2]
+    fallbacks = [FallbackConfig(model="backup-1", provider=provider(fakes[1]))]
+    fakes[0].blind_models = {"main": "vllm"}
+    fakes[1].down = Reply(status=503)
+    async with FailoverLLM.from_config(provider(fakes[0]), "main", fallbacks, clock, sleep=Sleeps()) as llm:
+        agent = Agent(llm)
+        assert (await agent.run(HELLO, ALICE)).candidate == "agent"
+        llm.cooldowns.failed(1, "test")  # as an earlier message found it
+        reply = await agent.run(photo(), ALICE)
+        assert reply.ok and reply.candidate == "agent"
+        assert refused(fakes) == [1, 0] and asked(fakes) == [2, 0]

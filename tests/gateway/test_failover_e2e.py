@@ -55,3 +55,34 @@ async def test_replies_and_extraction_go_to_the_fallback_while_the_primary_is_do
             assert await say(app, clock, "hello?", "alice") == "primary again"
         finally:
             await app.close()
+
+
+async def test_an_outage_the_extraction_finds_sends_the_next_chat_turn_to_the_fallback(tmp_path: Path) -> None:
+    """The chat model and the memory model on one endpoint share its
+    cooldown (the App's): the extraction finds the primary down, and the
+    next chat turn goes straight to the fallback without asking it."""
+    clock = ManualClock("2026-03-01T12:00:00Z")
+    async with FakeOpenAI(api_key="sk-e2e-key-0123456789", responder=answer) as primary, \
+            FakeOpenAI(api_key=BACKUP_KEY, responder=answer) as backup:
+        cfg, paths = _config(
+            tmp_path, primary,
+            agent={"model": "test-model", "fallbacks": [{"model": "backup-model", "provider": {"baseUrl": backup.url}}]},
+            env={"MYCLAW_AGENT_FALLBACKS_0_API_KEY": BACKUP_KEY},
+        )
+        app = App(cfg, paths, clock=clock, channel_specs=(ECHO,))
+        try:
+            await app.open()
+            await app.start()
+            assert await say(app, clock, "I drink oat latte every morning", "alice") == "test-model here"
+            assert (len(primary.requests), len(backup.requests)) == (1, 0)
+            primary.down = Reply(status=503)
+            clock.advance(200)
+            assert app.extraction is not None
+            reports = await app.extraction.tick()  # type: ignore[attr-defined]
+            assert [r.ok for r in reports] == [True]  # the memory model's fallback took it
+            assert (len(primary.requests), len(backup.requests)) == (2, 1)
+            # The chat turn does not ask the primary the extraction found down.
+            assert await say(app, clock, "and tea in the evening", "alice") == "backup-model here"
+            assert (len(primary.requests), len(backup.requests)) == (2, 2)
+        finally:
+            await app.close()

@@ -82,3 +82,84 @@ def test_a_secret_that_contains_another_is_redacted_whole() -> None:
 
     app_id, secret = "cli_a1b2c3", "cli_a1b2c3-and-the-secret-part"  # one value inside the other
     assert Redactor([app_id, secret]).scrub(f"id {app_id}, key {secret}") == "id ***, key ***"
+
+
+# -- a provider's words in the log -------------------------------------------------------
+
+# Keys not shaped like "sk-...": only knowing them keeps them out of a line.
+PRIMARY_KEY = "gw-primary-7c1f0e9a2b4d6f8e"
+BACKUP_KEY = "gw-backup-3a5c7e9b1d2f4a6c"
+
+
+def test_provider_text_is_scrubbed_masked_and_cut() -> None:
+    from gateway.logging import provider_text
+    from memory.redact import PROVIDER_TEXT_MAX, scrub_provider_text
+
+    said = (f"Incorrect API key provided: {PRIMARY_KEY}. Header was Authorization: Bearer {BACKUP_KEY}; "
+            "OpenAI shows sk-proj-abc1***************wxyz, Groq gsk_0123456789abcdefABCDEF\n" + "your prompt " * 200)
+    out = scrub_provider_text(said, [PRIMARY_KEY])
+    for leaked in (PRIMARY_KEY, BACKUP_KEY, "abc1", "wxyz", "0123456789abcdef", "\n"):
+        assert leaked not in out
+    assert out.startswith("Incorrect API key provided: ***. Header was Authorization: Bearer ***; OpenAI shows sk-***")
+    assert len(out) == PROVIDER_TEXT_MAX and out.endswith("…")
+    configure_logging(stream=io.StringIO(), secrets=[BACKUP_KEY])
+    assert BACKUP_KEY not in provider_text(f"echo {BACKUP_KEY}")  # the keys logging knows, too
+
+
+async def test_a_provider_echoing_the_keys_never_puts_them_in_the_log() -> None:
+    """The primary echoes its own key and the fallback's (a proxy's error
+    page), and the prompt at length; the log of the failed turn names the
+    error, without either key, cut short. Logging was not told the keys:
+    the clients drop them themselves."""
+    from gateway.agent import Agent
+    from gateway.config import FallbackConfig, ProviderConfig
+    from gateway.failover import FailoverLLM
+    from gateway.tools import ToolContext
+    from memory import ManualClock
+    from tests.fakes.openai_server import FakeOpenAI, Reply
+
+    out = io.StringIO()
+    configure_logging(stream=out)
+    echo = f"Incorrect API key provided: {PRIMARY_KEY} (also tried {BACKUP_KEY}). Request: " + "Miso " * 400
+    ctx = ToolContext(user="alice", channel="telegram", chat_id="42", private=True, message_id="7", sender_id="1")
+    async with FakeOpenAI(api_key=PRIMARY_KEY) as a, FakeOpenAI(api_key=BACKUP_KEY) as b:
+        a.down = b.down = Reply(status=400, error_body=echo)
+
+        def prov(fake: FakeOpenAI) -> ProviderConfig:
+            return ProviderConfig.model_validate({"baseUrl": fake.url, "apiKey": fake.api_key, "maxRetries": 0})
+
+        llm = FailoverLLM.from_config(prov(a), "main", [FallbackConfig(model="backup", provider=prov(b))],
+                                      ManualClock("2026-03-01T12:00:00Z"))
+        async with llm:
+            reply = await Agent(llm).run([{"role": "user", "content": "hi"}], ctx, user_text="hi")
+    assert not reply.ok
+    text = out.getvalue()
+    assert PRIMARY_KEY not in text and BACKUP_KEY not in text
+    [failed] = [r for r in lines(out) if r["event"] == "LLM call failed"]
+    assert failed["error"].startswith("LLM provider answered 400: Incorrect API key provided: *** (also tried ***)")
+    assert len(failed["error"]) <= 300 and text.count("Miso") < 100
+
+
+async def test_memory_and_transcription_errors_drop_the_key_they_were_sent() -> None:
+    import pytest
+
+    from gateway.bus import Audio
+    from gateway.transcription import Transcriber, TranscriptionError
+    from memory.llm import LLMUnavailable, MemoryLLM
+    from tests.fakes.openai_server import FakeOpenAI, Reply
+
+    out = io.StringIO()
+    configure_logging(stream=out)
+    async with FakeOpenAI(api_key=PRIMARY_KEY) as fake:
+        fake.down = Reply(status=503, error_body=f"upstream refused key {PRIMARY_KEY}")
+        async with MemoryLLM(base_url=fake.url, api_key=PRIMARY_KEY, model="m", retries=1, retry_delay=0) as mem:
+            with pytest.raises(LLMUnavailable) as err:
+                await mem.extract("alice: hi")
+        assert PRIMARY_KEY not in str(err.value) and PRIMARY_KEY not in err.value.text
+        fake.queue_transcription_error(500, body=f"bad key {PRIMARY_KEY}")
+        t = Transcriber(base_url=fake.url, api_key=PRIMARY_KEY, model="whisper-1")
+        with pytest.raises(TranscriptionError) as terr:
+            await t.transcribe(Audio(data=b"OggS" + bytes(100), mime="audio/ogg", filename="v.ogg"))
+        await t.aclose()
+    assert str(terr.value) == "transcription refused: HTTP 500 bad key ***"
+    assert "memory llm: retrying" in out.getvalue() and PRIMARY_KEY not in out.getvalue()

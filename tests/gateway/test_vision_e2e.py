@@ -202,3 +202,41 @@ async def test_a_feishu_image_message_reaches_the_model(tmp_path: Path, clock: M
             await asyncio.wait_for(app.close(), 30)
     assert _rows(tmp_path)[0] == ("user", "[photo]")
     assert json.dumps(_rows(tmp_path)).count("PNG") == 0
+
+
+async def test_a_model_that_cannot_see_answers_the_caption_and_says_it_cannot_see(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    """agent.vision on, but the model refuses pictures (OpenAI's 400): the
+    user gets an answer to the caption from a model told it could not see
+    the photo, not the apology, and the next photo is not refused again."""
+
+    def answering(body: dict[str, Any]) -> Reply:
+        said_ = said(body)
+        cannot = "cannot read pictures; tell the user" in said_
+        return Reply(content=("I can't see pictures with this model. " if cannot else "") + "re: "
+                     + said_.split("\n\n")[0])
+
+    async with FakeOpenAI(api_key="sk-vision-e2e-0123456789", responder=answering) as llm, FakeTelegram() as tg:
+        llm.blind_models = {"test-model": "openai"}
+        app = _app(tmp_path, clock, llm, {"telegram": _telegram(tg)}, agent=VISION)
+        try:
+            await app.open()
+            await asyncio.wait_for(app.start(), 15)
+            tg.push_photo(42, 42, [PHOTO], caption="what is the wifi password on this note?")
+            tg.push_photo(42, 42, [PHOTO], caption="and on this one?")
+            await tg.wait_sent(2, timeout=10)
+            assert tg.texts(42) == [
+                "I can't see pictures with this model. re: [photo] what is the wifi password on this note?",
+                "I can't see pictures with this model. re: [photo] and on this one?",
+            ]
+            assert len(llm.refused) == 1 and len(llm.requests) == 2  # the second photo: one request, no refusal
+            assert images(llm.requests[1]) == [] and all(isinstance(m["content"], str)
+                                                         for m in llm.requests[1]["messages"])
+            assert app.loop is not None and await app.loop.drain(5)
+        finally:
+            await asyncio.wait_for(app.close(), 15)
+    assert _rows(tmp_path)[:2] == [
+        ("user", "[photo] what is the wifi password on this note?"),
+        ("assistant", "I can't see pictures with this model. re: [photo] what is the wifi password on this note?"),
+    ]
