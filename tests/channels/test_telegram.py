@@ -726,6 +726,24 @@ async def test_a_chat_with_a_pending_voice_message_keeps_its_order(
         (MESSAGE, "[voice]"), (MESSAGE, "my birthday is 3 May"), (EDIT, "my birthday is 4 May")]
 
 
+async def test_a_full_batch_behind_a_pending_download_is_confirmed_rather_than_stall(
+    fake: FakeTelegram, bus: MessageBus, make_channel: Any
+) -> None:
+    """getUpdates returns at most 100 updates from the offset: when all are
+    taken already, holding the offset at the pending photo would hide every
+    new message, so polling confirms them (the photo too, still pending)."""
+    await make_channel(max_image_bytes=5000, hold_poll=0.05)
+    gate = fake.hold_file(photo_file(fake.push_photo(7, 7, [jpeg(500)])))
+    await fake.wait_until(lambda: len(fake.file_requests) == 1)
+    for i in range(120):
+        fake.push_text(8, 8, f"t{i}")
+    assert [(await next_inbound(bus)).text for _ in range(120)] == [f"t{i}" for i in range(120)]
+    assert fake.pending_updates == 21  # the first 100, the photo's among them, confirmed
+    gate.set()
+    assert len((await next_inbound(bus)).images) == 1  # still read, and on the bus
+    await fake.wait_until(lambda: fake.pending_updates == 0)
+
+
 async def test_stop_during_a_pending_download_still_publishes_it(
     fake: FakeTelegram, bus: MessageBus, make_channel: Any
 ) -> None:
