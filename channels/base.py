@@ -70,7 +70,8 @@ class BaseChannel(abc.ABC):
     owner_of_sender: Callable[[str, str], str] | None = None
 
     # Seconds a message's pictures (or recording) may take to download before
-    # the user is told it failed: intake waits for them, to keep the chat's order.
+    # the user is told it failed: the chat's later messages wait for them, to
+    # keep its order (Telegram: in the chat's lane, channels/lanes.py).
     image_timeout: float = 30.0
 
     def __init__(

@@ -13,16 +13,32 @@ Why our own ``getUpdates`` loop instead of ``Application`` and
   and handler dispatch matters at 1,000 chats and hundreds of messages per
   second.
 
-Delivery: an update's offset is confirmed only after its message is on the
-bus, and ``stop()`` confirms it to Telegram. A crash re-delivers what was not
-handled, and a clean restart re-delivers nothing. At shutdown the gateway
-calls ``stop_receiving()`` first and answers what is on the bus before
-``stop()`` confirms it.
+Intake: a message whose picture or recording must be downloaded (agent.vision,
+agent.transcription), and an album being gathered, wait in their chat's lane
+(channels/lanes.py): the chat's later messages wait behind them, in order,
+and other chats go straight on. A text of a chat with nothing pending goes
+to the bus at once.
+
+Delivery: Telegram confirms every update below the ``offset`` a
+``getUpdates`` names, so the offset polling names never passes an update
+whose message is not on the bus yet (or dropped on purpose). While a
+download is pending that means Telegram keeps offering the updates from it
+on, and ``getUpdates`` answers at once instead of long-polling: polling then
+asks again as soon as a lane finishes, or every ``hold_poll`` seconds (0.5),
+skipping what it already took. So a crash during a download re-delivers that
+message (and the ones after it; the gateway ignores those it answered), and a
+clean restart re-delivers nothing. (One exception, logged: when 100 updates
+already taken sit behind a pending one, a full batch, polling confirms them
+rather than stall every chat; a crash then loses what was pending, a clean
+stop does not.) At shutdown the gateway calls ``stop_receiving()`` first:
+polling stops and pending lanes put their messages on the bus; then it
+answers what is on the bus before ``stop()`` confirms the offset.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import html
 import os
 import random
@@ -64,8 +80,9 @@ from telegram.error import (
 from telegram.request import BaseRequest, RequestData
 
 from channels.base import BaseChannel, ChannelFatalError, DeliveryError, rest_of
+from channels.lanes import Job, Lanes
 from channels.markdown import fence_openers, plain_length, telegram_html
-from channels.media import FAILED, TOO_LARGE, UNSUPPORTED, ImageError, as_image, placeholder
+from channels.media import FAILED, TOO_LARGE, UNSUPPORTED, ImageError, as_image, image_note, placeholder
 from gateway.bus import (
     EDIT,
     MESSAGE,
@@ -111,6 +128,12 @@ _GROUP_TYPES = frozenset({ChatType.GROUP, ChatType.SUPERGROUP})
 # checked again once downloaded (channels/media.py).
 _IMAGE_DOCUMENT_TYPES = frozenset({"image/jpeg", "image/png", "image/gif", "image/webp"})
 _CONFIRM_TIMEOUT = 5.0
+# Parts of one album that go to the model: Telegram allows 10 per album.
+MAX_ALBUM_IMAGES = 10
+# Updates one getUpdates returns at most (Telegram's default limit).
+_BATCH = 100
+# What stop_receiving waits beyond the downloads' own timeout for the lanes.
+_LANE_MARGIN = 5.0
 
 
 class TelegramSendError(DeliveryError):
@@ -131,6 +154,17 @@ class _Picture:
     file_id: str = ""
     size: int | None = None
     refused: str = ""  # TOO_LARGE | UNSUPPORTED
+
+
+@dataclass
+class _Album:
+    """The parts of an album gathered so far (Telegram sends one update
+    per part); ``update_ids`` are held back until its message is on the bus."""
+
+    parts: list[tuple[InboundMessage, str, _Picture]]
+    update_ids: list[int]
+    last_part: float  # loop time the last part came
+    closed: bool = False  # downloading: a later part starts a new album
 
 
 @dataclass(frozen=True)
@@ -331,7 +365,10 @@ class TelegramChannel(BaseChannel):
     Keyword overrides (tests, benchmarks): ``request`` and
     ``get_updates_request`` (PTB request objects), ``backoff``,
     ``send_attempts``, ``startup_wait`` (seconds ``start()`` waits for
-    ``getMe`` before going on in the background), ``max_retry_after``;
+    ``getMe`` before going on in the background), ``max_retry_after``,
+    ``album_quiet`` (seconds an album waits after its last part before it
+    goes on as one message), ``hold_poll`` (seconds between polls while an
+    update is held back for a pending download; see the module docstring);
     ``max_image_bytes`` (the gateway's, with ``agent.vision``): photos and
     image documents up to this size go to the model; ``max_audio_bytes``
     (with ``agent.transcription``): voice messages up to this size are
@@ -353,8 +390,14 @@ class TelegramChannel(BaseChannel):
         max_retry_after: float = 300.0,
         max_image_bytes: int | None = None,
         max_audio_bytes: int | None = None,
+        album_quiet: float = 1.0,
+        hold_poll: float = 0.5,
     ) -> None:
         super().__init__(bus, config.allow_from, max_image_bytes=max_image_bytes, max_audio_bytes=max_audio_bytes)
+        # Parts of an album in a later batch are seen within hold_poll (the
+        # album's first part is held back), so the quiet period must be longer.
+        self.album_quiet = album_quiet
+        self.hold_poll = min(hold_poll, album_quiet / 2)
         self.config = config
         self.backoff = backoff or Backoff()
         self.send_attempts = max(1, send_attempts)
@@ -365,7 +408,11 @@ class TelegramChannel(BaseChannel):
         self._get_updates_request = get_updates_request
         self._bot: Bot | None = None
         self._poll_task: asyncio.Task[None] | None = None
-        self._offset = 0
+        self._next = 0  # the update after the last one taken in
+        self._unsettled: set[int] = set()  # taken into a lane, message not on the bus yet
+        self._floor = 0  # confirmed regardless (a full batch behind a pending update)
+        self._lanes = Lanes("telegram-lanes")
+        self._albums: dict[tuple[str, str], _Album] = {}  # (chat, media_group_id) -> still gathering
         self._ready = asyncio.Event()
         self._failed = asyncio.Event()
         self._failure: ChannelFatalError | None = None
@@ -406,40 +453,63 @@ class TelegramChannel(BaseChannel):
             self.log.warning("Telegram not reachable yet; still trying in the background", base_url=self.config.base_url)
 
     async def stop_receiving(self) -> None:
-        """Stop polling; sending still works. An update's offset moves on
-        only once its message is on the bus, so what polling had fetched
-        but not yet handed over stays unconfirmed and comes again after a
-        restart."""
+        """Stop polling, then wait for the chats' pending downloads and
+        albums to put their messages on the bus (each download within
+        ``image_timeout``; at most ``image_timeout`` + ``album_quiet`` + 5 s
+        in all); sending still works. What is still pending then, or when
+        the caller stops waiting (the gateway bounds this call), is
+        cancelled and never reaches the bus: its update stays unconfirmed,
+        and it comes again after a restart, with the updates after it (the
+        gateway ignores those it answered). Safe to call twice."""
         task, self._poll_task = self._poll_task, None
-        if task is not None:
-            task.cancel()
-            await asyncio.wait({task})
+        try:
+            if task is not None:
+                task.cancel()
+                await asyncio.wait({task})
+            bound = self.image_timeout + self.album_quiet + _LANE_MARGIN
+            if not await self._lanes.wait_idle(bound):
+                self.log.warning("downloads still pending at shutdown; their messages come again after a restart",
+                                 pending=self._lanes.cancel())
+        except asyncio.CancelledError:
+            # Nothing may reach the bus after the gateway stopped waiting:
+            # it would not be answered, yet its offset would be confirmed.
+            self._lanes.cancel()
+            raise
 
     async def stop(self) -> None:
-        """Stop polling, confirm handled updates to Telegram, close; safe twice."""
+        """Stop polling (and wait for pending lanes, as
+        :meth:`stop_receiving`), confirm to Telegram the updates whose
+        messages are on the bus, close; safe twice."""
         if self._state != "running":
             self._state = "stopped"
             return
         self._state = "stopped"
         await self.stop_receiving()
+        await self._lanes.close()
         bot, self._bot = self._bot, None
         if bot is None:
             return
         try:
-            if self._offset and self._ready.is_set() and self._failure is None:
+            if self._confirmable() and self._ready.is_set() and self._failure is None:
                 await self._confirm_offset(bot)
         finally:
             await bot.shutdown()
 
+    def _confirmable(self) -> int:
+        """The offset that confirms every update whose message is on the
+        bus and none that is still pending (0: nothing taken yet)."""
+        return max(self._floor, min(self._unsettled, default=self._next))
+
     async def _confirm_offset(self, bot: Bot) -> None:
         # getUpdates with the next offset is how Telegram learns what we
         # handled; without it a restart gets the last batch again.
+        offset = self._confirmable()
         try:
-            await asyncio.wait_for(bot.get_updates(offset=self._offset, limit=1, timeout=0), _CONFIRM_TIMEOUT)
+            await asyncio.wait_for(bot.get_updates(offset=offset, limit=1, timeout=0), _CONFIRM_TIMEOUT)
         except (TelegramError, TimeoutError) as exc:
             self.log.warning(
                 "could not confirm handled Telegram updates; they may be delivered again",
-                offset=self._offset,
+                offset=offset,
                 error=self._scrub(repr(exc)),
             )
 
@@ -523,10 +593,14 @@ class TelegramChannel(BaseChannel):
         assert bot is not None
         delays = self.backoff.delays()
         while True:
+            offset = self._confirmable()
+            holding = offset < self._next  # an update taken in is not on the bus yet
             try:
                 updates = await bot.get_updates(
-                    offset=self._offset or None,
-                    timeout=self.config.poll_timeout,
+                    offset=offset or None,
+                    # Held back, Telegram answers at once (it has updates from
+                    # the offset on): no long poll to wait in.
+                    timeout=0 if holding else self.config.poll_timeout,
                     allowed_updates=_ALLOWED_UPDATES,
                 )
             except InvalidToken as exc:
@@ -547,11 +621,24 @@ class TelegramChannel(BaseChannel):
                 await asyncio.sleep(next(delays))
                 continue
             delays = self.backoff.delays()
-            for update in updates:
+            fresh = [u for u in updates if u.update_id >= self._next]
+            if holding and not fresh:
+                if len(updates) >= _BATCH:
+                    # Only updates already taken fit in a batch: holding on
+                    # would keep every chat from being read.
+                    self.log.info("Telegram updates confirmed while downloads are pending",
+                                  pending=len(self._unsettled))
+                    self._floor = self._next
+                else:
+                    await self._lanes.wait_change(self.hold_poll)
+                continue
+            for update in fresh:
                 await self._handle(update)
-                self._offset = update.update_id + 1
+                self._next = update.update_id + 1
 
     async def _handle(self, update: Update) -> None:
+        """Put the update's message on the bus, or into its chat's lane when
+        it needs a download or the chat has something pending."""
         try:
             converted = self._to_inbound(update)
         except Exception:
@@ -559,32 +646,129 @@ class TelegramChannel(BaseChannel):
             # logged with its id, and confirmed like the others.
             self.log.exception("Telegram update could not be read; skipped", update_id=update.update_id)
             return
-        if converted is not None:
-            inbound, username, picture = converted
-            kind = inbound.metadata.get("unreadable")
-            if inbound.kind == EDIT:
-                # In a group, the loop changes only a message it stored (one
-                # addressed to the bot); the allow-list applies as to new ones.
-                await self.publish(inbound, inbound.sender_id, username)
+        if converted is None:
+            return
+        inbound, username, picture = converted
+        ids = (inbound.sender_id, username)
+        chat, uid = inbound.chat_id, update.update_id
+        job: Job
+        if inbound.kind == EDIT:
+            # In a group, the loop changes only a message it stored (one
+            # addressed to the bot); the allow-list applies as to new ones.
+            async def job() -> None:
+                await self.publish(inbound, *ids)
+        elif isinstance(picture, _Voice):
+            voice = picture
+
+            async def record() -> Audio:
+                return await self._download_voice(voice)
+
+            async def job() -> None:
+                await self.publish_voice(inbound, record, *ids)
+        elif picture is not None:
+            group = update.effective_message.media_group_id if update.effective_message else None
+            if group:
+                self._add_to_album(chat, group, uid, inbound, username, picture)
                 return
-            if isinstance(picture, _Voice):
-                voice = picture
+            still = picture
 
-                async def record() -> Audio:
-                    return await self._download_voice(voice)
+            async def fetch() -> list[Image]:
+                return [await self._download(still)]
 
-                await self.publish_voice(inbound, record, inbound.sender_id, username)
-            elif picture is not None:
-                still = picture
+            async def job() -> None:
+                await self.publish_image(inbound, fetch, *ids)
+        elif kind := inbound.metadata.get("unreadable"):
+            async def job() -> None:
+                await self.decline_unreadable(inbound, kind, *ids)
+        else:
+            async def job() -> None:
+                await self.publish(inbound, *ids)
+        if picture is None and not self._lanes.busy(chat):
+            await job()  # the fast path: nothing of this chat is pending
+        else:
+            self._hold(chat, [uid], job)
 
-                async def fetch() -> list[Image]:
-                    return [await self._download(still)]
+    def _hold(self, chat: str, update_ids: list[int], job: Job) -> None:
+        """Queue ``job`` in ``chat``'s lane, holding ``update_ids`` (a list
+        an album still adds to) back from the offset until it is done."""
+        self._unsettled.update(update_ids)
 
-                await self.publish_image(inbound, fetch, inbound.sender_id, username)
-            elif kind:
-                await self.decline_unreadable(inbound, kind, inbound.sender_id, username)
-            else:
-                await self.publish(inbound, inbound.sender_id, username)
+        async def settle() -> None:
+            try:
+                await job()
+            except asyncio.CancelledError:
+                raise  # not on the bus: the update stays unconfirmed
+            except Exception:  # a bug: skipped and confirmed, as a malformed update is
+                self.log.exception("Telegram update could not be handled; skipped", update_ids=update_ids)
+            self._unsettled.difference_update(update_ids)
+
+        self._lanes.submit(chat, settle)
+
+    def _add_to_album(
+        self, chat: str, group: str, update_id: int, inbound: InboundMessage, username: str, picture: _Picture
+    ) -> None:
+        """One part of an album: it joins the album still gathering, or
+        starts one, which goes on as one message ``album_quiet`` seconds
+        after its last part (behind what the chat has pending)."""
+        now = asyncio.get_running_loop().time()
+        album = self._albums.get((chat, group))
+        if album is not None and not album.closed:
+            album.parts.append((inbound, username, picture))
+            album.update_ids.append(update_id)
+            album.last_part = now
+            self._unsettled.add(update_id)
+            return
+        album = self._albums[(chat, group)] = _Album([(inbound, username, picture)], [update_id], now)
+
+        async def job() -> None:
+            loop = asyncio.get_running_loop()
+            try:
+                while (quiet := album.last_part + self.album_quiet - loop.time()) > 0:
+                    await asyncio.sleep(quiet)
+            finally:
+                album.closed = True
+                if self._albums.get((chat, group)) is album:
+                    del self._albums[(chat, group)]
+            await self._publish_album(album)
+
+        self._hold(chat, album.update_ids, job)
+
+    async def _publish_album(self, album: _Album) -> None:
+        """The album as one message: the captioned part's words (Telegram
+        puts the caption on one part) and id, every part's picture. A part
+        not read gets the usual note; the others go on."""
+        parts = sorted(album.parts, key=lambda p: int(p[0].message_id or 0))
+        base, username, _ = next((p for p in parts if p[0].text.strip()), parts[0])
+        if len(parts) > MAX_ALBUM_IMAGES:
+            self.log.warning("album parts over the limit not read", chat_id=base.chat_id,
+                             parts=len(parts), limit=MAX_ALBUM_IMAGES)
+        msg = dataclasses.replace(
+            base,
+            mentioned=any(p[0].mentioned for p in parts),
+            reply_to_bot=any(p[0].reply_to_bot for p in parts),
+        )
+        pictures = [p[2] for p in parts[:MAX_ALBUM_IMAGES]]
+        limit = self.max_image_bytes
+        assert limit is not None
+
+        async def fetch() -> list[Image]:
+            got = await asyncio.gather(*(self._download(p) for p in pictures), return_exceptions=True)
+            images = [g for g in got if isinstance(g, Image)]
+            failed = [g for g in got if not isinstance(g, Image)]
+            for exc in failed:
+                if not isinstance(exc, ImageError):
+                    raise exc  # a bug, or cancelled: not a picture's fault
+            if failed and images:
+                first = failed[0]
+                assert isinstance(first, ImageError)
+                self.log.warning("album picture not read", reason=first.reason, error=str(first),
+                                 failed=len(failed), parts=len(pictures), chat_id=msg.chat_id)
+                await self._note(msg, image_note(first.reason, limit, has_text=False))
+            elif failed:
+                raise failed[0]  # none read: told as a single photo is
+            return images
+
+        await self.publish_image(msg, fetch, msg.sender_id, username)
 
     def _to_inbound(self, update: Update) -> tuple[InboundMessage, str, _Picture | _Voice | None] | None:
         edited = update.message is None and update.edited_message is not None

@@ -675,3 +675,198 @@ async def test_a_voice_message_is_fetched_for_transcription(fake: FakeTelegram, 
     [note] = await fake.wait_sent(1)
     assert "voice message is too large" in note.text and "type it" in note.text
     assert len(fake.file_downloads) == 1 and bus.inbound.empty()
+
+
+# -- intake lanes: a download holds up only its own chat ------------------------------------
+
+
+def photo_file(message: dict[str, Any]) -> str:
+    """The file id of a pushed photo's largest size (the one fetched)."""
+    return str(message["photo"][-1]["file_id"])
+
+
+async def test_a_slow_download_holds_up_only_its_own_chat(
+    fake: FakeTelegram, bus: MessageBus, make_channel: Any
+) -> None:
+    """Chat B's text reaches the bus while chat A's photo is still being
+    downloaded; A's later text waits behind its photo. Until the photo is on
+    the bus, Telegram is not told of it, nor of what came after it."""
+    await make_channel(max_image_bytes=5000, hold_poll=0.05)
+    picture = jpeg(500, 4)
+    photo = fake.push_photo(7, 7, [picture], caption="what is this?")
+    gate = fake.hold_file(photo_file(photo))
+    await fake.wait_until(lambda: len(fake.file_requests) == 1)
+    fake.push_text(8, 8, "from B")
+    fake.push_text(7, 7, "A, later")
+    assert (await next_inbound(bus)).text == "from B"
+    assert bus.inbound.empty()  # A's text did not overtake A's photo
+    assert fake.pending_updates == 3  # the photo and everything after it
+
+    gate.set()
+    first = await next_inbound(bus)
+    assert (first.chat_id, first.text, [i.data for i in first.images]) == ("7", "what is this?", [picture])
+    assert (await next_inbound(bus)).text == "A, later"
+    await fake.wait_until(lambda: fake.pending_updates == 0)  # all confirmed once on the bus
+
+
+async def test_a_chat_with_a_pending_voice_message_keeps_its_order(
+    fake: FakeTelegram, bus: MessageBus, make_channel: Any
+) -> None:
+    await make_channel(max_audio_bytes=5000, hold_poll=0.05)
+    voice = fake.push_voice(7, 7, b"OggS" + bytes(100))
+    gate = fake.hold_file(str(voice["voice"]["file_id"]))
+    await fake.wait_until(lambda: len(fake.file_requests) == 1)
+    sent = fake.push_text(7, 7, "my birthday is 3 May")
+    fake.push_edit(7, sent["message_id"], "my birthday is 4 May")
+    fake.push_text(8, 8, "from B")
+    assert (await next_inbound(bus)).text == "from B"
+    gate.set()
+    got = [await next_inbound(bus) for _ in range(3)]
+    assert [(m.kind, m.history_text) for m in got] == [
+        (MESSAGE, "[voice]"), (MESSAGE, "my birthday is 3 May"), (EDIT, "my birthday is 4 May")]
+
+
+async def test_a_full_batch_behind_a_pending_download_is_confirmed_rather_than_stall(
+    fake: FakeTelegram, bus: MessageBus, make_channel: Any
+) -> None:
+    """getUpdates returns at most 100 updates from the offset: when all are
+    taken already, holding the offset at the pending photo would hide every
+    new message, so polling confirms them (the photo too, still pending)."""
+    await make_channel(max_image_bytes=5000, hold_poll=0.05)
+    gate = fake.hold_file(photo_file(fake.push_photo(7, 7, [jpeg(500)])))
+    await fake.wait_until(lambda: len(fake.file_requests) == 1)
+    for i in range(120):
+        fake.push_text(8, 8, f"t{i}")
+    assert [(await next_inbound(bus)).text for _ in range(120)] == [f"t{i}" for i in range(120)]
+    assert fake.pending_updates == 21  # the first 100, the photo's among them, confirmed
+    gate.set()
+    assert len((await next_inbound(bus)).images) == 1  # still read, and on the bus
+    await fake.wait_until(lambda: fake.pending_updates == 0)
+
+
+async def test_stop_during_a_pending_download_still_publishes_it(
+    fake: FakeTelegram, bus: MessageBus, make_channel: Any
+) -> None:
+    """stop_receiving stops polling, then waits for the download: once it
+    returns the message is on the bus, and stop confirms it, so a restart
+    does not deliver it again."""
+    ch = await make_channel(max_image_bytes=5000, hold_poll=0.05)
+    picture = jpeg(500, 6)
+    gate = fake.hold_file(photo_file(fake.push_photo(7, 7, [picture])))
+    await fake.wait_until(lambda: len(fake.file_requests) == 1)
+    stopping = asyncio.create_task(ch.stop_receiving())
+    await asyncio.sleep(0)  # polling is told to stop before the download ends
+    gate.set()
+    await within(stopping)
+    assert bus.inbound.qsize() == 1
+    assert [i.data for i in (await next_inbound(bus)).images] == [picture]
+    await within(ch.stop())
+    assert fake.pending_updates == 0
+
+    await make_channel(max_image_bytes=5000)
+    fake.push_text(7, 7, "after restart")
+    assert (await next_inbound(bus)).text == "after restart"  # the photo not again
+    assert len(fake.file_downloads) == 1
+
+
+async def test_a_stop_cut_short_leaves_the_pending_message_for_the_restart(
+    fake: FakeTelegram, bus: MessageBus, make_channel: Any
+) -> None:
+    """The gateway bounds stop_receiving; a download still pending then is
+    cancelled, never reaches the bus, and its update is not confirmed: the
+    next start gets it again and reads it."""
+    ch = await make_channel(max_image_bytes=5000, hold_poll=0.05)
+    fake.push_text(8, 8, "before")
+    assert (await next_inbound(bus)).text == "before"
+    picture = jpeg(500, 9)
+    gate = fake.hold_file(photo_file(fake.push_photo(7, 7, [picture], caption="read it")))
+    await fake.wait_until(lambda: len(fake.file_requests) == 1)
+    with pytest.raises(TimeoutError):
+        await asyncio.wait_for(ch.stop_receiving(), 0.2)  # as gateway/app.py close() does
+    await within(ch.stop())
+    assert bus.inbound.empty()
+    assert fake.pending_updates == 1  # "before" confirmed, the photo kept
+
+    gate.set()
+    await make_channel(max_image_bytes=5000)
+    again = await next_inbound(bus)
+    assert (again.text, [i.data for i in again.images]) == ("read it", [picture])
+
+
+# -- albums -------------------------------------------------------------------------------
+
+
+async def test_an_album_becomes_one_message_with_its_pictures_and_caption(
+    fake: FakeTelegram, bus: MessageBus, make_channel: Any
+) -> None:
+    await make_channel(sender=True, max_image_bytes=5000, album_quiet=0.05)
+    pictures = [jpeg(400, 1), jpeg(500, 2), jpeg(600, 3)]
+    fake.push_photo(7, 7, [pictures[0]], media_group_id="g1")
+    captioned = fake.push_photo(7, 7, [pictures[1]], caption="which of these is best?", media_group_id="g1")
+    fake.push_photo(7, 7, [pictures[2]], media_group_id="g1")
+    fake.push_text(7, 7, "and then this")
+    album = await next_inbound(bus)
+    assert [i.data for i in album.images] == pictures
+    assert (album.text, album.placeholder, album.history_text) == (
+        "which of these is best?", "[3 photos]", "[3 photos] which of these is best?")
+    assert album.message_id == str(captioned["message_id"])  # an edit of the caption finds it
+    assert (await next_inbound(bus)).text == "and then this"
+    assert bus.inbound.empty() and fake.sent == [] and len(fake.file_downloads) == 3
+
+
+async def test_album_parts_in_a_later_batch_join_the_album(
+    fake: FakeTelegram, bus: MessageBus, make_channel: Any
+) -> None:
+    """Telegram usually sends an album in one batch, not always: the album
+    waits ``album_quiet`` after its last part."""
+    await make_channel(max_image_bytes=5000, album_quiet=2.0, hold_poll=0.05)
+    pictures = [jpeg(400, 1), jpeg(500, 2), jpeg(600, 3)]
+    fake.push_photo(7, 7, [pictures[0]], caption="compare", media_group_id="g2")
+    first = fake.last_update_id
+    # Taken, and held back: polling names its update as the offset.
+    await fake.wait_until(lambda: any(c.method == "getupdates" and str(c.params.get("offset")) == str(first)
+                                      for c in fake.calls))
+    fake.push_photo(7, 7, [pictures[1]], media_group_id="g2")
+    fake.push_photo(7, 7, [pictures[2]], media_group_id="g2")
+    album = await next_inbound(bus)
+    assert ([i.data for i in album.images], album.history_text) == (pictures, "[3 photos] compare")
+    assert bus.inbound.empty()
+
+
+async def test_an_album_part_not_downloaded_gets_the_note_and_the_rest_go_on(
+    fake: FakeTelegram, bus: MessageBus, make_channel: Any
+) -> None:
+    await make_channel(sender=True, max_image_bytes=5000, album_quiet=0.05)
+    pictures = [jpeg(400, 1), jpeg(500, 2), jpeg(600, 3)]
+    fake.fail_next("getFile", 400, description="Bad Request: invalid file_id")
+    for i, picture in enumerate(pictures):
+        fake.push_photo(7, 7, [picture], caption="the receipts" if i == 0 else None, media_group_id="g3")
+    album = await next_inbound(bus)
+    [note] = await fake.wait_sent(1)
+    assert "could not download that picture" in note.text
+    assert len(album.images) == 2 and {i.data for i in album.images} < set(pictures)
+    assert album.history_text == "[2 photos] the receipts"
+
+    fake.fail_next("getFile", 400, description="Bad Request: invalid file_id", times=2)
+    fake.push_photo(7, 7, [jpeg(400, 4)], caption="both lost", media_group_id="g4")
+    fake.push_photo(7, 7, [jpeg(400, 5)], media_group_id="g4")
+    lost = await next_inbound(bus)  # none read: as a single photo, the caption goes on
+    assert (lost.images, lost.history_text) == ((), "[photo not read] both lost")
+    assert "answering your text without it" in (await fake.wait_sent(2))[1].text
+
+
+async def test_group_albums_are_read_only_when_addressed_to_the_bot(
+    fake: FakeTelegram, bus: MessageBus, make_channel: Any
+) -> None:
+    await make_channel(max_image_bytes=5000, album_quiet=0.05)
+    for i in range(2):
+        fake.push_photo(-300, 8, [jpeg(400, i)], caption="look" if i == 0 else None, chat_type="group",
+                        media_group_id="g5")
+    for i in range(2):
+        fake.push_photo(-300, 8, [jpeg(400, i)], caption=None if i == 0 else "which one?", chat_type="group",
+                        mention=i == 1, media_group_id="g6")
+    unaddressed = await next_inbound(bus)
+    assert (unaddressed.text, unaddressed.images, unaddressed.mentioned) == ("look", (), False)
+    asked = await next_inbound(bus)
+    assert (asked.text, asked.mentioned, len(asked.images)) == ("which one?", True, 2)
+    assert len(fake.file_downloads) == 2 and bus.inbound.empty()

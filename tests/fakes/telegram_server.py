@@ -27,7 +27,12 @@ shapes, so the client code under test cannot tell it from Telegram:
   /file/bot<token>/<file_path>`` serves its bytes, as Telegram does; an
   unknown ``file_id``: 400 ``Bad Request: invalid file_id``, one over 20 MB
   (what bots may download): 400 ``Bad Request: file is too big``; an
-  unknown path: 404. ``file_downloads`` counts what was fetched.
+  unknown path: 404. ``file_downloads`` counts what was fetched;
+  ``file_requests`` records a download as it arrives, and ``hold_file(file_id)``
+  returns an ``asyncio.Event`` that file's downloads wait for (a slow
+  download, released by the test).
+* ``push_photo(..., media_group_id=...)``: one part of an album, as Telegram
+  sends albums (one update per part, the caption on one of them).
 
 Updates are ``message`` (``push_text``, ``push_media``, ``push_photo``,
 ``push_document``) and
@@ -272,6 +277,9 @@ class FakeTelegram:
         self._files: dict[str, _File] = {}  # file_id -> the file
         self._file_ids = itertools.count(1)
         self.file_downloads: list[str] = []  # file_path of every file served
+        self.file_requests: list[str] = []  # file_path of every download asked for, served or not yet
+        self._file_gates: dict[str, asyncio.Event] = {}  # file_path -> what its download waits for
+        self.last_update_id = 0
         self._failures: dict[str, deque[_Failure]] = {}
         self._wake = asyncio.Event()
         self._poll_generation = 0
@@ -295,6 +303,8 @@ class FakeTelegram:
         if self._runner is not None:
             runner, self._runner, self._site = self._runner, None, None
             self._wake.set()
+            for gate in self._file_gates.values():  # a held download must not hold up the shutdown
+                gate.set()
             await runner.cleanup()
 
     async def __aenter__(self) -> FakeTelegram:
@@ -423,7 +433,8 @@ class FakeTelegram:
         if self.record:
             self._messages.add((chat_id, message_id))
             self._pushed[(chat_id, message_id)] = message  # the same object _with_media completes
-        self._updates.append({"update_id": next(self._update_ids), "message": message})
+        self.last_update_id = next(self._update_ids)
+        self._updates.append({"update_id": self.last_update_id, "message": message})
         self._wake.set()
         return message
 
@@ -449,7 +460,8 @@ class FakeTelegram:
         if entities:
             edited[marks] = entities
         self._pushed[(chat_id, message_id)] = edited
-        self._updates.append({"update_id": next(self._update_ids), "edited_message": edited})
+        self.last_update_id = next(self._update_ids)
+        self._updates.append({"update_id": self.last_update_id, "edited_message": edited})
         self._wake.set()
         return edited
 
@@ -484,6 +496,11 @@ class FakeTelegram:
         self._files[file.file_id] = file
         return {"file_id": file.file_id, "file_unique_id": unique, "file_size": len(data)}
 
+    def hold_file(self, file_id: str) -> asyncio.Event:
+        """Downloads of ``file_id`` (its bytes, after ``getFile``) wait until
+        the returned event is set: a slow download the test ends."""
+        return self._file_gates.setdefault(self._files[file_id].path, asyncio.Event())
+
     def push_photo(
         self,
         chat_id: int,
@@ -495,17 +512,22 @@ class FakeTelegram:
         mention: bool = False,
         reply_to_bot: bool = False,
         file_size_known: bool = True,
+        media_group_id: str | None = None,
     ) -> dict[str, Any]:
         """Queue a photo message: ``sizes``, smallest first, are the
         versions Telegram keeps of it (``photo`` is that list of PhotoSize);
-        ``caption`` with its entities as Telegram sends them."""
+        ``caption`` with its entities as Telegram sends them;
+        ``media_group_id``: a part of that album."""
         photo = []
         for i, data in enumerate(sizes):
             size = {**self.add_file(data), "width": 90 * (i + 1), "height": 60 * (i + 1)}
             if not file_size_known:
                 del size["file_size"]
             photo.append(size)
-        return self._with_media(chat_id, user_id, "photo", photo, caption, chat_type, mention, reply_to_bot)
+        message = self._with_media(chat_id, user_id, "photo", photo, caption, chat_type, mention, reply_to_bot)
+        if media_group_id is not None:
+            message["media_group_id"] = media_group_id
+        return message
 
     def push_document(
         self,
@@ -604,7 +626,7 @@ class FakeTelegram:
     async def _dispatch(self, request: web.Request) -> web.StreamResponse:
         file = _FILE_PATH_RE.match(request.path)
         if file is not None:
-            return self._download(file["token"], file["path"])
+            return await self._download(file["token"], file["path"])
         m = _PATH_RE.match(request.path)
         if m is None or not _TOKEN_RE.match(m["token"]):
             return _error(404, "Not Found")
@@ -634,13 +656,18 @@ class FakeTelegram:
         self._notify()
         return response
 
-    def _download(self, token: str, path: str) -> web.StreamResponse:
+    async def _download(self, token: str, path: str) -> web.StreamResponse:
         """``GET /file/bot<token>/<file_path>``: the file's bytes."""
         if token != self.token or self._revoked:
             return _error(401, "Unauthorized")
         file = next((f for f in self._files.values() if f.path == path), None)
         if file is None:
             return _error(404, "Not Found")
+        self.file_requests.append(path)
+        self._notify()
+        gate = self._file_gates.get(path)
+        if gate is not None:
+            await gate.wait()
         self.file_downloads.append(path)
         self._notify()
         return web.Response(body=file.data, content_type="application/octet-stream")
