@@ -13,10 +13,16 @@ from tests.channels.test_telegram import bus, fake, make_channel, next_inbound, 
 from tests.fakes.telegram_server import FakeTelegram
 
 
-async def test_a_markdown_reply_is_shown_formatted(fake: FakeTelegram, bus: MessageBus, make_channel: Any) -> None:
+async def _chat(fake: FakeTelegram, bus: MessageBus, make_channel: Any, chat: int, said: str) -> Any:
+    """A running channel that ``chat`` has written to (Telegram sends only to such chats)."""
     ch = await make_channel()
-    fake.push_text(5005, 5005, "how do I install it?")
+    fake.push_text(chat, chat, said)
     await next_inbound(bus)
+    return ch
+
+
+async def test_a_markdown_reply_is_shown_formatted(fake: FakeTelegram, bus: MessageBus, make_channel: Any) -> None:
+    ch = await _chat(fake, bus, make_channel, 5005, "how do I install it?")
     await within(ch.send(OutboundMessage("telegram", "5005", "**Step 1:** run `pip install myclaw` & wait.")))
     [sent] = fake.sent
     assert sent.parse_mode == "HTML"
@@ -25,9 +31,7 @@ async def test_a_markdown_reply_is_shown_formatted(fake: FakeTelegram, bus: Mess
 
 
 async def test_plain_words_go_as_plain_text(fake: FakeTelegram, bus: MessageBus, make_channel: Any) -> None:
-    ch = await make_channel()
-    fake.push_text(5006, 5006, "hi")
-    await next_inbound(bus)
+    ch = await _chat(fake, bus, make_channel, 5006, "hi")
     await within(ch.send(OutboundMessage("telegram", "5006", "Fine, thanks: a < b & snake_case.")))
     [sent] = fake.sent
     assert (sent.parse_mode, sent.text) == (None, "Fine, thanks: a < b & snake_case.")
@@ -36,9 +40,7 @@ async def test_plain_words_go_as_plain_text(fake: FakeTelegram, bus: MessageBus,
 async def test_a_long_code_block_split_in_two_is_code_in_both_parts(
     fake: FakeTelegram, bus: MessageBus, make_channel: Any
 ) -> None:
-    ch = await make_channel()
-    fake.push_text(5007, 5007, "show me the log")
-    await next_inbound(bus)
+    ch = await _chat(fake, bus, make_channel, 5007, "show me the log")
     lines = [f"line {i:04d} " + "x" * 40 for i in range(150)]  # ~7,800 characters of code
     reply = "Here it is:\n\n```text\n" + "\n".join(lines) + "\n```\n\nThat is all."
     await within(ch.send(OutboundMessage("telegram", "5007", reply)))
@@ -52,9 +54,7 @@ async def test_a_long_code_block_split_in_two_is_code_in_both_parts(
 async def test_formatting_telegram_refuses_falls_back_to_the_words(
     fake: FakeTelegram, bus: MessageBus, make_channel: Any
 ) -> None:
-    ch = await make_channel()
-    fake.push_text(5008, 5008, "hi")
-    await next_inbound(bus)
+    ch = await _chat(fake, bus, make_channel, 5008, "hi")
     fake.fail_next("sendMessage", 400, description="Bad Request: can't parse entities: Unsupported start tag \"x\"")
     with capture_logs() as logs:
         await within(ch.send(OutboundMessage("telegram", "5008", "Use **bold** here")))
@@ -69,9 +69,7 @@ async def test_other_refusals_are_not_retried_as_plain(
 ) -> None:
     from channels.telegram import TelegramSendError
 
-    ch = await make_channel()
-    fake.push_text(5009, 5009, "hi")
-    await next_inbound(bus)
+    ch = await _chat(fake, bus, make_channel, 5009, "hi")
     fake.fail_next("sendMessage", 403, description="Forbidden: bot was blocked by the user")
     try:
         await within(ch.send(OutboundMessage("telegram", "5009", "Use **bold** here")))

@@ -23,17 +23,22 @@ def answer(body: dict[str, Any]) -> Reply:
     return Reply(content=f"{body['model']} here")
 
 
+def _app_with_fallback(tmp_path: Path, clock: ManualClock, primary: FakeOpenAI, backup: FakeOpenAI) -> App:
+    """The App on ``primary``'s test-model, with ``backup``'s backup-model behind it."""
+    cfg, paths = _config(
+        tmp_path, primary,
+        agent={"model": "test-model", "fallbacks": [{"model": "backup-model", "provider": {"baseUrl": backup.url}}]},
+        env={"MYCLAW_AGENT_FALLBACKS_0_API_KEY": BACKUP_KEY},
+    )
+    return App(cfg, paths, clock=clock, channel_specs=(ECHO,))
+
+
 async def test_replies_and_extraction_go_to_the_fallback_while_the_primary_is_down(tmp_path: Path) -> None:
     clock = ManualClock("2026-03-01T12:00:00Z")
     async with FakeOpenAI(api_key="sk-e2e-key-0123456789") as primary, \
             FakeOpenAI(api_key=BACKUP_KEY, responder=answer) as backup:
         primary.down = Reply(status=503)
-        cfg, paths = _config(
-            tmp_path, primary,
-            agent={"model": "test-model", "fallbacks": [{"model": "backup-model", "provider": {"baseUrl": backup.url}}]},
-            env={"MYCLAW_AGENT_FALLBACKS_0_API_KEY": BACKUP_KEY},
-        )
-        app = App(cfg, paths, clock=clock, channel_specs=(ECHO,))
+        app = _app_with_fallback(tmp_path, clock, primary, backup)
         try:
             await app.open()
             await app.start()
@@ -64,12 +69,7 @@ async def test_an_outage_the_extraction_finds_sends_the_next_chat_turn_to_the_fa
     clock = ManualClock("2026-03-01T12:00:00Z")
     async with FakeOpenAI(api_key="sk-e2e-key-0123456789", responder=answer) as primary, \
             FakeOpenAI(api_key=BACKUP_KEY, responder=answer) as backup:
-        cfg, paths = _config(
-            tmp_path, primary,
-            agent={"model": "test-model", "fallbacks": [{"model": "backup-model", "provider": {"baseUrl": backup.url}}]},
-            env={"MYCLAW_AGENT_FALLBACKS_0_API_KEY": BACKUP_KEY},
-        )
-        app = App(cfg, paths, clock=clock, channel_specs=(ECHO,))
+        app = _app_with_fallback(tmp_path, clock, primary, backup)
         try:
             await app.open()
             await app.start()
