@@ -17,6 +17,28 @@ in the background so the event's intake (a webhook answered within
 seconds, a long-connection ACK) never waits on Feishu. Which messages
 answer which is kept across restarts when the gateway passes a
 ``reply_store`` (``replies.py``).
+
+Intake goes through per-chat lanes (channels/lanes.py): an event whose
+message needs Feishu read first (its pictures or recording, the message
+it replies to) waits in its chat's lane, and so does any event of a chat
+that has one pending, a recall included; a text of an idle chat goes to
+the bus at once. So both intakes answer Feishu at once (a webhook within
+its ~3 s; the long connection's single SDK thread is never held by a
+download), one chat's download stalls no other chat, and a chat's events
+reach the bus in the order they came: a recall after the message it
+recalls (one recalled before its turn is dropped unread).
+
+Delivery: Feishu is answered (webhook 200, long-connection ACK) once the
+event is taken, before it is on the bus, and an answered event is not
+sent again. Its event id is kept as seen from then on (a redelivery
+while it is pending is dropped), and forgotten if its job fails or is
+cancelled, so a copy Feishu sends anyway is taken. A crash loses what
+was taken but not yet on the bus, as it loses what is on the bus (an
+in-memory queue). At shutdown ``stop_receiving`` waits for the lanes
+(bounded); what the gateway's own bound cuts short is cancelled and lost,
+logged as an error with how many. Answering only once on the bus would
+lose nothing on a stop, but a webhook cannot wait out a 30 s download
+(Feishu retries after 3 s) and the SDK thread serves every chat.
 """
 
 from __future__ import annotations
@@ -28,6 +50,7 @@ from typing import Any
 from aiohttp import web
 
 from channels.base import BaseChannel, ChannelFatalError
+from channels.lanes import Job, Lanes
 from channels.media import FAILED, MAX_IMAGES, TOO_LARGE, ImageError, as_image
 from gateway.bus import Audio, Image, MessageBus, OutboundMessage, Quoted
 from gateway.config import FeishuConfig
@@ -54,6 +77,8 @@ _WITHDRAW_AT_STOP = 10.0  # seconds stop() gives withdrawals still under way
 # Reading the message a user replied to holds up their message (and a
 # webhook's answer to Feishu, which wants one within 3 s): kept short.
 QUOTE_TIMEOUT = 2.0
+# What stop_receiving waits beyond a job's own timeouts for the lanes.
+_LANE_MARGIN = 5.0
 
 
 class FeishuChannel(BaseChannel):
@@ -96,6 +121,7 @@ class FeishuChannel(BaseChannel):
         self._inflight = 0  # webhook requests being handled
         self._idle = asyncio.Event()
         self._idle.set()
+        self._lanes = Lanes("feishu-lanes")  # per chat: the events taken, not on the bus yet
         self._started = False
         self._stopped = False
 
@@ -123,22 +149,39 @@ class FeishuChannel(BaseChannel):
     async def stop_receiving(self) -> None:
         """Accept no more events; replies still go out. The webhook answers
         503 from now on (Feishu delivers the event again later), requests
-        already inside finish handing their event to the bus, and the long
-        connection closes (events it did not ACK are redelivered)."""
+        already inside finish handing their event over, and the long
+        connection closes (events it did not ACK are redelivered). Then the
+        chats' pending jobs put their messages on the bus (each download
+        within ``image_timeout``; at most ``image_timeout`` +
+        ``QUOTE_TIMEOUT`` + 5 s in all). What is still pending then, or when
+        the caller stops waiting (the gateway bounds this call), is
+        cancelled and lost: Feishu was told it was taken (see the module
+        docstring). Safe to call twice."""
         self._receiving = False
-        if self._longconn is not None:
-            await self._longconn.stop()
-        await self._idle.wait()
+        try:
+            if self._longconn is not None:
+                await self._longconn.stop()
+            await self._idle.wait()
+            if not await self._lanes.wait_idle(self.image_timeout + QUOTE_TIMEOUT + _LANE_MARGIN):
+                self.log.error("feishu messages still pending at shutdown are lost", pending=self._lanes.cancel())
+        except asyncio.CancelledError:
+            # Nothing may reach the bus once the gateway stopped waiting:
+            # it would not be answered.
+            if pending := self._lanes.cancel():
+                self.log.error("feishu messages still pending at shutdown are lost", pending=pending)
+            raise
 
     async def stop(self) -> None:
+        """Stop receiving (as :meth:`stop_receiving`), let the withdrawals
+        under way finish, close; safe twice."""
         if self._stopped:
             return
         self._stopped = True
         if self._route is not None and self.http is not None:
             self.http.remove_route(*self._route)
             self._route = None
-        if self._longconn is not None:
-            await self._longconn.stop()
+        await self.stop_receiving()  # at once when the gateway called it already
+        await self._lanes.close()
         await self.withdrawals_done(_WITHDRAW_AT_STOP)
         await self.replies.close()  # the last second's replies
         await self.api.aclose()
@@ -205,52 +248,113 @@ class FeishuChannel(BaseChannel):
 
     # -- receiving -----------------------------------------------------------------
     async def handle_event(self, payload: dict[str, Any]) -> None:
-        """One decoded event, from either intake."""
+        """One decoded event, from either intake. Returns once the event is
+        taken: a quick one (a text, a recall) of a chat with nothing pending
+        is on the bus already; one that reads Feishu first (the pictures, the
+        recording, the message replied to) waits in its chat's lane, so the
+        intake answers Feishu at once and other chats go on. Raises when it
+        could not be taken, so Feishu delivers it again."""
+        if not self._receiving:
+            raise RuntimeError("the Feishu channel is stopping: event not taken")
         event_type = event_type_of(payload)
         if event_type not in (MESSAGE_EVENT, RECALL_EVENT):
             self.log.debug("feishu event ignored", event_type=event_type)
             return
         event_id = event_id_of(payload)
-        # Mark before publishing: a redelivery racing this one is dropped too.
+        # Marked on receipt, so a redelivery while the event is pending is
+        # dropped too; forgotten if its job fails (_settled).
         if event_id and self._dedup.seen_before(event_id):
             self.log.info("duplicate feishu event dropped", event_id=event_id)
             return
-        if event_type == RECALL_EVENT:
-            await self._recalled(payload, event_id)
+        intake = self._recall_job(payload, event_id) if event_type == RECALL_EVENT else \
+            self._message_job(payload, event_id)
+        if intake is None:
             return
+        chat, job, slow = intake
+        settled = self._settled(job, event_id)
+        if slow:
+            self._lanes.submit(chat, settled)
+        else:
+            await self._lanes.run(chat, settled)
+
+    def _settled(self, job: Job, event_id: str) -> Job:
+        async def settle() -> None:
+            try:
+                await job()
+            except BaseException:
+                # Not on the bus: a redelivery of it (before a 200 or an
+                # ACK went out, or Feishu's own repeat) must not be dropped.
+                if event_id:
+                    self._dedup.forget(event_id)
+                raise
+
+        return settle
+
+    def _recall_job(self, payload: dict[str, Any], event_id: str) -> tuple[str, Job, bool] | None:
+        """A message was withdrawn: its stored words go (gateway/revisions.py).
+        Straight onto the bus, without the allow-list: the event names no
+        sender, and it can only erase a message the gateway stored, which
+        came from an allowed sender. In the chat's lane, behind the message
+        it recalls if that is still pending there: applied before the
+        message is stored, it would find nothing to erase."""
+        try:
+            recall = parse_recall_event(payload)
+        except EventParseError as exc:
+            self.log.warning("malformed feishu recall event", event_id=event_id, error=str(exc))
+            return None
+        # Marked at once: a reply to it still being made or sent is then
+        # held back or withdrawn by send(), and the message itself, if still
+        # waiting in its lane, is not put on the bus at all (_message_job).
+        self.replies.mark_recalled(recall.message_id, recall.chat_id)
+
+        async def job() -> None:
+            await self.bus.publish_inbound(recall)
+            self._withdraw_later(recall.message_id, recall.chat_id)
+
+        return recall.chat_id, job, False
+
+    def _message_job(self, payload: dict[str, Any], event_id: str) -> tuple[str, Job, bool] | None:
+        """The job that puts a message event on the bus (with its quote,
+        pictures or recording), and whether it reads Feishu first (slow)."""
         try:
             parsed = parse_message_event(payload, bot_open_id=self.bot_open_id, bot_message_ids=self._sent_ids)
         except EventParseError as exc:
             self.log.warning("malformed feishu message event", event_id=event_id, error=str(exc))
-            return
+            return None
         if parsed is None:
             self.log.debug("feishu message without text ignored", event_id=event_id)
-            return
-        parent = str(parsed.message.metadata.get("parent_id") or "")
-        if parent and (not parsed.message.is_group or parsed.message.mentioned or parsed.message.reply_to_bot):
-            parsed = dataclasses.replace(parsed, message=dataclasses.replace(parsed.message,
-                                                                             quoted=await self._quoted(parent)))
-        kind = parsed.message.metadata.get("unreadable")
-        if parsed.image_keys and self.max_image_bytes is not None:
-            message_id, keys = parsed.message.message_id, parsed.image_keys[:MAX_IMAGES]
+            return None
+        msg, ids = parsed.message, parsed.sender_ids
+        parent = str(msg.metadata.get("parent_id") or "")
+        quote = bool(parent) and (not msg.is_group or msg.mentioned or msg.reply_to_bot)
+        images = parsed.image_keys[:MAX_IMAGES] if self.max_image_bytes is not None else ()
+        audio = parsed.audio_key if self.max_audio_bytes is not None else ""
 
-            async def fetch() -> list[Image]:
-                return [await self._download(message_id, key) for key in keys]
+        async def fetch() -> list[Image]:
+            return [await self._download(msg.message_id, key) for key in images]
 
-            await self.publish_image(parsed.message, fetch, *parsed.sender_ids)
-            return
-        if parsed.audio_key and self.max_audio_bytes is not None:
-            audio_id, audio_key = parsed.message.message_id, parsed.audio_key
+        async def record() -> Audio:
+            return await self._download_audio(msg.message_id, audio)
 
-            async def record() -> Audio:
-                return await self._download_audio(audio_id, audio_key)
+        async def job() -> None:
+            message = msg
+            if self.replies.was_recalled(message.message_id, message.chat_id):
+                # Withdrawn before its turn: never read, stored or answered.
+                self.log.info("recalled feishu message not taken", chat_id=message.chat_id,
+                              message_id=message.message_id)
+                return
+            if quote:
+                message = dataclasses.replace(message, quoted=await self._quoted(parent))
+            if images:
+                await self.publish_image(message, fetch, *ids)
+            elif audio:
+                await self.publish_voice(message, record, *ids)
+            elif kind := message.metadata.get("unreadable"):
+                await self.decline_unreadable(message, kind, *ids)
+            else:
+                await self.publish(message, *ids)
 
-            await self.publish_voice(parsed.message, record, *parsed.sender_ids)
-            return
-        if kind:
-            await self.decline_unreadable(parsed.message, kind, *parsed.sender_ids)
-            return
-        await self.publish(parsed.message, *parsed.sender_ids)
+        return msg.chat_id, job, bool(quote or images or audio)
 
     async def _quoted(self, message_id: str) -> Quoted | None:
         """The message a user replied to, for the model (an event names its
@@ -285,22 +389,6 @@ class FeishuChannel(BaseChannel):
         got = await self._resource(message_id, image_key, kind="image", limit=limit)
         assert limit is not None
         return as_image(got.data, limit)
-
-    async def _recalled(self, payload: dict[str, Any], event_id: str) -> None:
-        """A message was withdrawn: its stored words go (gateway/revisions.py).
-        Straight onto the bus, without the allow-list: the event names no
-        sender, and it can only erase a message the gateway stored, which
-        came from an allowed sender."""
-        try:
-            recall = parse_recall_event(payload)
-        except EventParseError as exc:
-            self.log.warning("malformed feishu recall event", event_id=event_id, error=str(exc))
-            return
-        # Marked first: a reply to it still being made or sent is then held
-        # back or withdrawn by send().
-        self.replies.mark_recalled(recall.message_id, recall.chat_id)
-        await self.bus.publish_inbound(recall)
-        self._withdraw_later(recall.message_id, recall.chat_id)
 
     # -- withdrawing replies -----------------------------------------------------------
     def _withdraw_later(self, answers: str, chat_id: str) -> None:

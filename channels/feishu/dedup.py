@@ -40,6 +40,11 @@ class RecentIds:
             self._seen.popitem(last=False)
         return False
 
+    def forget(self, key: str) -> None:
+        """Unrecord ``key`` (its event was not handled after all), so a
+        redelivery of it is taken again."""
+        self._seen.pop(key, None)
+
     def __contains__(self, key: object) -> bool:
         self._expire(self._clock())
         return key in self._seen

@@ -33,7 +33,7 @@ __all__ = ["LongConnection", "LongConnectionBusyError"]
 # a coroutine, not any awaitable: run_coroutine_threadsafe needs one
 EventHandler = Callable[[dict[str, Any]], Coroutine[Any, Any, None]]
 _ONE_PER_PROCESS = threading.Lock()
-_HANDOFF_TIMEOUT = 5.0  # seconds the SDK thread waits for the event to be on our bus
+_HANDOFF_TIMEOUT = 5.0  # seconds the SDK thread waits for the channel to take the event
 
 
 class LongConnectionBusyError(RuntimeError):
@@ -166,10 +166,12 @@ class LongConnection:
                     pass
 
     def _on_sdk_event(self, data: Any) -> None:
-        """Called by the SDK, on its loop, for each message or recall event. Waits
-        (briefly) until the event is on our bus so the SDK's ACK means it
-        was really taken; on failure the SDK answers 500 and Feishu
-        redelivers (the dedup absorbs the extra copy)."""
+        """Called by the SDK, on its loop, for each message or recall event.
+        Waits (briefly) until the channel has taken the event (on our bus,
+        or in its chat's lane: a download never holds this thread, which
+        serves every chat) so the SDK's ACK means it was really taken; on
+        failure the SDK answers 500 and Feishu redelivers (the dedup absorbs
+        an extra copy, and forgets an event whose handling failed)."""
         header = data.header
         payload: dict[str, Any] = {
             "schema": getattr(data, "schema", None) or "2.0",

@@ -14,8 +14,8 @@ import pytest
 from structlog.testing import capture_logs
 
 from channels.base import UNREADABLE_REPLY, ChannelFatalError
-from channels.feishu import FeishuApiError, FeishuChannel, FeishuClient, Withdrawal
-from gateway.bus import RECALL, Attachment, InboundMessage, MessageBus, OutboundMessage
+from channels.feishu import FeishuApiError, FeishuChannel, FeishuClient, RecentIds, Withdrawal
+from gateway.bus import MESSAGE, RECALL, Attachment, InboundMessage, MessageBus, OutboundMessage
 from gateway.config import FeishuConfig
 from gateway.http import HttpServer
 from tests.fakes.feishu_server import FakeFeishu
@@ -759,3 +759,145 @@ async def test_an_audio_message_is_fetched_for_transcription(fake: FakeFeishu, h
         assert fake.requests[-1] == ("GET", f"/open-apis/im/v1/messages/{msg.message_id}/resources/{key}")
     finally:
         await ch.stop()
+
+
+# -- intake lanes: a download holds up only its own chat ------------------------------------
+
+
+async def until(check: Any, timeout: float = 5.0) -> None:
+    """Wait until ``check()`` holds (the fake saw a request, ...)."""
+    async with asyncio.timeout(timeout):
+        while not check():
+            await asyncio.sleep(0.01)
+
+
+def picture_event(fake: FakeFeishu, data: bytes, *, chat_id: str = "oc_a", **kw: Any) -> tuple[dict[str, Any], str]:
+    key = fake.add_image(data)
+    return fake.message_event(message_type="image", content={"image_key": key}, chat_id=chat_id, **kw), key
+
+
+async def test_a_slow_download_holds_up_only_its_own_chat(
+    fake: FakeFeishu, http: HttpServer, seeing: FeishuChannel
+) -> None:
+    """The webhook answers 200 while chat A's picture is still being
+    downloaded; chat B's text goes on to the bus meanwhile, and A's later
+    text waits behind A's picture."""
+    url = hook(http, seeing)
+    event, key = picture_event(fake, PNG)
+    gate = fake.hold_resource(key)
+    assert (await fake.push_event(url, event)).status_code == 200
+    await until(lambda: fake.resource_requests)
+    assert (await fake.push_event(url, fake.message_event("from B", chat_id="oc_b"))).status_code == 200
+    assert (await fake.push_event(url, fake.message_event("A, later", chat_id="oc_a"))).status_code == 200
+    assert (await next_inbound(seeing.bus)).text == "from B"
+    assert seeing.bus.inbound.empty() and fake.resource_downloads == []  # A's text did not overtake
+
+    gate.set()
+    first = await next_inbound(seeing.bus)
+    assert (first.chat_id, first.history_text, [i.data for i in first.images]) == ("oc_a", "[photo]", [PNG])
+    assert (await next_inbound(seeing.bus)).text == "A, later"
+
+
+async def test_a_reply_waits_for_its_quote_behind_the_chat_s_download(
+    fake: FakeFeishu, http: HttpServer, seeing: FeishuChannel
+) -> None:
+    """Reading the message replied to is a job of the lane too: it keeps
+    its place behind a pending picture."""
+    url = hook(http, seeing)
+    first = fake.message_event("the plan is Thursday", chat_id="oc_a")
+    await fake.push_event(url, first)
+    assert (await next_inbound(seeing.bus)).quoted is None
+    event, key = picture_event(fake, PNG)
+    gate = fake.hold_resource(key)
+    await fake.push_event(url, event)
+    ask = fake.message_event("why?", chat_id="oc_a", parent_id=first["event"]["message"]["message_id"])
+    assert (await fake.push_event(url, ask)).status_code == 200
+    gate.set()
+    assert len((await next_inbound(seeing.bus)).images) == 1
+    reply = await next_inbound(seeing.bus)
+    assert reply.text == "why?" and reply.quoted is not None and reply.quoted.text == "the plan is Thursday"
+
+
+async def test_a_recall_keeps_its_place_behind_the_message_it_recalls(
+    fake: FakeFeishu, http: HttpServer, seeing: FeishuChannel
+) -> None:
+    """A recall of a message still waiting in its lane comes after it: the
+    message recalled before its turn is never put on the bus, and the
+    picture being downloaded when its recall came goes on before the
+    recall, which then erases it (gateway/revisions.py)."""
+    url = hook(http, seeing)
+    event, key = picture_event(fake, PNG)
+    gate = fake.hold_resource(key)
+    await fake.push_event(url, event)
+    await until(lambda: fake.resource_requests)
+    secret = fake.message_event("my password is hunter2", chat_id="oc_a")
+    await fake.push_event(url, secret)
+    picture_id, secret_id = (e["event"]["message"]["message_id"] for e in (event, secret))
+    for recalled in (secret_id, picture_id):
+        assert (await fake.push_event(url, fake.recall_event(recalled))).status_code == 200
+    assert seeing.bus.inbound.empty()
+
+    gate.set()
+    got = [await next_inbound(seeing.bus) for _ in range(3)]
+    assert [(m.kind, m.message_id) for m in got] == [
+        (MESSAGE, picture_id), (RECALL, secret_id), (RECALL, picture_id)]
+    assert seeing.bus.inbound.empty()
+    # The picture's reply, made before the recall was applied, is held back.
+    await seeing.send(OutboundMessage.answering(got[0], "a cat"))
+    assert fake.sent == []
+
+
+async def test_stop_during_a_held_download_still_publishes_it(fake: FakeFeishu, http: HttpServer) -> None:
+    """stop_receiving refuses new events (503: Feishu delivers them again
+    later) and waits for the download: once it returns, the message is on
+    the bus for the gateway to answer."""
+    ch = FeishuChannel(config(fake), MessageBus(), http, backoff=0.01, max_image_bytes=2048)
+    await ch.start()
+    try:
+        url = hook(http, ch)
+        event, key = picture_event(fake, PNG)
+        gate = fake.hold_resource(key)
+        await fake.push_event(url, event)
+        await until(lambda: fake.resource_requests)
+        stopping = asyncio.create_task(ch.stop_receiving())
+        await asyncio.sleep(0)  # told to stop before the download ends
+        assert (await fake.push_event(url, fake.message_event("too late"))).status_code == 503
+        gate.set()
+        await asyncio.wait_for(stopping, 5)
+        assert ch.bus.inbound.qsize() == 1
+        assert [i.data for i in (await next_inbound(ch.bus)).images] == [PNG]
+    finally:
+        await ch.stop()
+
+
+async def test_a_stop_cut_short_loses_the_pending_message_but_not_its_redelivery(
+    fake: FakeFeishu, http: HttpServer
+) -> None:
+    """The gateway bounds stop_receiving: a download still pending then is
+    cancelled and its message never reaches the bus (Feishu was answered
+    200: it is lost, and said so). Its event id is not kept as seen, so a
+    redelivery of it is taken, not dropped as a duplicate."""
+    seen = RecentIds()
+    ch = FeishuChannel(config(fake), MessageBus(), http, backoff=0.01, max_image_bytes=2048, dedup=seen)
+    await ch.start()
+    url = hook(http, ch)
+    event, key = picture_event(fake, PNG)
+    gate = fake.hold_resource(key)
+    await fake.push_event(url, event)
+    await until(lambda: fake.resource_requests)
+    with capture_logs() as logs:
+        with pytest.raises(TimeoutError):
+            await asyncio.wait_for(ch.stop_receiving(), 0.2)  # as gateway/app.py close() does
+        await asyncio.wait_for(ch.stop(), 5)
+    assert ch.bus.inbound.empty()
+    assert [e.get("pending") for e in logs if e["event"] == "feishu messages still pending at shutdown are lost"] == [1]
+    assert event["header"]["event_id"] not in seen
+
+    gate.set()
+    again = FeishuChannel(config(fake), MessageBus(), http, backoff=0.01, max_image_bytes=2048, dedup=seen)
+    await again.start()
+    try:
+        assert (await fake.push_event(hook(http, again), event)).status_code == 200
+        assert [i.data for i in (await next_inbound(again.bus)).images] == [PNG]
+    finally:
+        await again.stop()

@@ -27,6 +27,14 @@ def test_recent_ids_bounded_by_size_and_age() -> None:
     assert len(ids) == 1
 
 
+def test_recent_ids_forget_lets_the_id_in_again() -> None:
+    ids = RecentIds(maxsize=3, ttl=60, clock=Clock())
+    ids.seen_before("a")
+    ids.forget("a")
+    ids.forget("never seen")  # nothing to do
+    assert "a" not in ids and not ids.seen_before("a") and ids.seen_before("a")
+
+
 def test_reply_log_bounded_by_size_and_recall_window_and_kept_per_chat() -> None:
     clock = Clock()
     log = ReplyLog(maxsize=2, ttl=86400, clock=clock)

@@ -125,3 +125,26 @@ async def test_a_normal_stop_is_not_a_failure(fake: FakeFeishu) -> None:
     await asyncio.sleep(0.2)
     assert not watcher.done()
     watcher.cancel()
+
+
+async def test_a_held_download_is_acked_at_once_and_stalls_no_other_chat(fake: FakeFeishu) -> None:
+    """The SDK thread takes events one at a time: a picture's download
+    runs in its chat's lane, so the ACK goes out at once (no "redeliver"
+    after 5 s) and the next chat's message reaches the bus meanwhile."""
+    ch = FeishuChannel(ws_config(fake), MessageBus(), max_image_bytes=2048)
+    await ch.start()
+    try:
+        await fake.wait_ws_connected(CONNECT_TIMEOUT)
+        picture = b"\x89PNG\r\n\x1a\n" + bytes(600)
+        key = fake.add_image(picture, "image/png")
+        gate = fake.hold_resource(key)
+        event = fake.message_event(message_type="image", content={"image_key": key}, chat_id="oc_a")
+        assert (await fake.push_ws_event(event))["code"] == 200
+        assert (await fake.push_ws_event(fake.message_event("from B", chat_id="oc_b")))["code"] == 200
+        assert (await asyncio.wait_for(ch.bus.consume_inbound(), 5)).text == "from B"
+        assert fake.resource_downloads == [] and ch.bus.inbound.empty()
+        gate.set()
+        msg = await asyncio.wait_for(ch.bus.consume_inbound(), 5)
+        assert (msg.chat_id, [i.data for i in msg.images]) == ("oc_a", [picture])
+    finally:
+        await asyncio.wait_for(ch.stop(), 20)

@@ -23,7 +23,10 @@ Serves, with the real paths and response shapes:
   ``image`` message or a ``post`` with ``img`` elements naming its key),
   with its ``Content-Type``; a ``type`` other than image/file, or a key
   that is not that message's: 234001 "Invalid request param." (Feishu: the
-  key and the message must match); counted in ``resource_downloads``,
+  key and the message must match); counted in ``resource_downloads``
+  once served (``resource_requests`` as asked for); ``hold_resource(key)``
+  returns an ``asyncio.Event`` that key's downloads wait for (a slow
+  download, released by the test),
 * ``DELETE /open-apis/im/v1/messages/{message_id}`` (withdraw: only a
   message the bot sent, else 230026; an unknown id 230001, one already
   withdrawn 230011), recorded in ``deleted``,
@@ -200,6 +203,8 @@ class FakeFeishu:
         self.images: dict[str, tuple[bytes, str]] = {}  # image_key or file_key -> (bytes, content type), what users send
         self._resources_of: dict[str, set[str]] = {}  # message_id -> the keys its content names
         self.resource_downloads: list[tuple[str, str]] = []  # (message_id, key) of every picture served
+        self.resource_requests: list[tuple[str, str]] = []  # (message_id, key) as asked for, served or not yet
+        self._resource_gates: dict[str, asyncio.Event] = {}  # key -> what its downloads wait for
         self.requests: list[tuple[str, str]] = []  # (method, path) of every API call
         self.send_delay = 0.0
         self.ws_acks: dict[str, dict[str, Any]] = {}
@@ -298,6 +303,11 @@ class FakeFeishu:
         self.images[key] = (data, "audio/ogg")
         return key
 
+    def hold_resource(self, key: str) -> asyncio.Event:
+        """Downloads of ``key`` (a picture or recording) wait until the
+        returned event is set: a slow download the test ends."""
+        return self._resource_gates.setdefault(key, asyncio.Event())
+
     def texts(self) -> list[str]:
         """The words of every text and post message sent (a post's md element as written)."""
         return [m["text"] for m in self.sent if m["msg_type"] in ("text", "post")]
@@ -356,6 +366,10 @@ class FakeFeishu:
         mid, key = request.match_info["message_id"], request.match_info["file_key"]
         if request.query.get("type") not in ("image", "file") or key not in self._resources_of.get(mid, set()):
             return web.json_response({"code": 234001, "msg": "Invalid request param."}, status=400)
+        self.resource_requests.append((mid, key))
+        gate = self._resource_gates.get(key)
+        if gate is not None:
+            await gate.wait()
         data, content_type = self.images[key]
         self.resource_downloads.append((mid, key))
         return web.Response(body=data, headers={"Content-Type": content_type,
