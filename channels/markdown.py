@@ -31,13 +31,17 @@ from collections.abc import Sequence
 from markdown_it import MarkdownIt
 from markdown_it.token import Token
 
-__all__ = ["fence_openers", "feishu_md", "has_markup", "plain_length", "telegram_html"]
+__all__ = ["fence_openers", "feishu_md", "has_markup", "might_have_markup", "plain_length", "telegram_html"]
 
 _MD = MarkdownIt("commonmark", {"html": False}).enable(["table", "strikethrough"]).disable("code")
 _LINK_SCHEMES = ("http://", "https://", "tg://", "mailto:")
 _INLINE_TAGS = {"strong": "b", "em": "i", "s": "s"}
 _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})(.*)$")
 _TAG = re.compile(r"<[^>]*>")
+# Setext underlines and rules: "=" or "-" runs (spaced too: "- - -") alone on a line.
+_MAYBE_MARKUP = re.compile(
+    r"[*_`~#>\[|\\]|^ {0,3}(?:[-+]|\d{1,9}[.)])(?:[ \t]|$)|^ {0,3}(?:=+|(?:-[ \t]*)+)[ \t]*$", re.M
+)
 _HEADING = re.compile(r"^ {0,3}#{1,6}[ \t]+(.+?)(?:[ \t]+#+)?[ \t]*$")
 _RULE = "──────────"
 
@@ -51,9 +55,17 @@ def telegram_html(text: str, *, opener: str = "") -> str:
     return "\n\n".join(b for b in blocks if b)
 
 
+def might_have_markup(text: str) -> bool:
+    """False when ``text`` holds nothing Markdown could turn into markup,
+    so it goes as written without being parsed (most chat replies): no
+    emphasis, code, heading, quote, link, table or escape character, no
+    list item or heading underline at the start of a line."""
+    return _MAYBE_MARKUP.search(text) is not None
+
+
 def has_markup(text: str) -> bool:
     """Whether ``text`` renders as anything but its own words."""
-    return telegram_html(text) != _esc(text)
+    return might_have_markup(text) and telegram_html(text) != _esc(text)
 
 
 def feishu_md(text: str, *, opener: str = "") -> str | None:

@@ -81,7 +81,7 @@ from telegram.request import BaseRequest, RequestData
 
 from channels.base import BaseChannel, ChannelFatalError, DeliveryError, rest_of
 from channels.lanes import Job, Lanes
-from channels.markdown import fence_openers, plain_length, telegram_html
+from channels.markdown import fence_openers, might_have_markup, plain_length, telegram_html
 from channels.media import FAILED, TOO_LARGE, UNSUPPORTED, ImageError, as_image, image_note, placeholder
 from gateway.bus import (
     EDIT,
@@ -984,8 +984,10 @@ class TelegramChannel(BaseChannel):
         upgraded to a supergroup gets a new one). The model's Markdown goes
         as Telegram HTML (channels/markdown.py); a part with no markup, or
         whose HTML Telegram refuses, goes as the plain text it was."""
-        rendered = telegram_html(text, opener=opener)
-        formatted = rendered if rendered != html.escape(text, quote=False) and plain_length(rendered) <= MAX_MESSAGE_CHARS else None
+        rendered = telegram_html(text, opener=opener) if opener or might_have_markup(text) else None
+        formatted = None
+        if rendered is not None and rendered != html.escape(text, quote=False) and plain_length(rendered) <= MAX_MESSAGE_CHARS:
+            formatted = rendered
 
         async def call(to: int | str) -> None:
             nonlocal formatted
