@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from structlog.testing import capture_logs
 
 from gateway.bus import MessageBus, OutboundMessage
@@ -71,10 +72,7 @@ async def test_other_refusals_are_not_retried_as_plain(
 
     ch = await _chat(fake, bus, make_channel, 5009, "hi")
     fake.fail_next("sendMessage", 403, description="Forbidden: bot was blocked by the user")
-    try:
+    with pytest.raises(TelegramSendError) as refused:
         await within(ch.send(OutboundMessage("telegram", "5009", "Use **bold** here")))
-    except TelegramSendError as exc:
-        assert not exc.retryable
-    else:
-        raise AssertionError("a blocked bot's reply must fail")
+    assert not refused.value.retryable
     assert fake.sent == []
