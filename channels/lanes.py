@@ -38,13 +38,16 @@ class Lanes:
         self._queues: dict[str, deque[Job]] = {}
         self._workers: dict[str, asyncio.Task[None]] = {}
         self._ending: set[asyncio.Task[None]] = set()  # cancelled, not finished yet
+        # Keys whose quick job runs inline right now, set when it ends: a job
+        # for the same key meanwhile (a second webhook request) queues behind it.
+        self._inline: dict[str, asyncio.Event] = {}
         self._changed = asyncio.Event()
         self._closed = False
         self._log = structlog.get_logger(component=name)
 
     def busy(self, key: str) -> bool:
-        """Whether ``key`` has a job waiting or running."""
-        return key in self._workers
+        """Whether ``key`` has a job waiting or running (inline included)."""
+        return key in self._workers or key in self._inline
 
     @property
     def pending(self) -> int:
@@ -53,11 +56,17 @@ class Lanes:
 
     async def run(self, key: str, job: Job) -> None:
         """Run a quick ``job`` now when ``key`` has nothing pending (the
-        caller waits for it); otherwise it goes behind what is pending."""
+        caller waits for it); otherwise it goes behind what is pending,
+        including another caller's job still running inline."""
         if self.busy(key):
             self.submit(key, job)
-        else:
+            return
+        done = self._inline[key] = asyncio.Event()
+        try:
             await job()
+        finally:
+            del self._inline[key]
+            done.set()
 
     def submit(self, key: str, job: Job) -> None:
         """Queue ``job`` at the end of ``key``'s lane and return at once."""
@@ -71,6 +80,8 @@ class Lanes:
         queue.append(job)
 
     async def _work(self, key: str, queue: deque[Job]) -> None:
+        if (inline := self._inline.get(key)) is not None:
+            await inline.wait()  # the job that ran inline came first
         while queue:
             job = queue[0]
             try:

@@ -94,3 +94,31 @@ async def test_cancel_drops_what_is_pending_and_close_refuses_more() -> None:
     await lanes.close()  # safe twice
     with pytest.raises(RuntimeError, match="closed"):
         lanes.submit("a", recorder(log, "a3"))
+
+
+async def test_a_job_for_a_key_whose_quick_job_is_still_running_inline_waits_behind_it() -> None:
+    # Two webhook requests for one idle chat: the first runs inline and is held
+    # up (a full bus); the second must not overtake it.
+    lanes, log = Lanes(), []
+    held = asyncio.Event()
+    first = asyncio.create_task(lanes.run("a", recorder(log, "a1", held)))
+    await asyncio.sleep(0)
+    assert lanes.busy("a")
+    await lanes.run("a", recorder(log, "a2"))  # queued, returns at once
+    await asyncio.sleep(0.01)
+    assert log == []
+    held.set()
+    await first
+    assert await lanes.wait_idle(5)
+    assert log == ["a1", "a2"] and not lanes.busy("a")
+
+
+async def test_an_inline_job_that_fails_or_is_cancelled_lets_the_lane_go_on() -> None:
+    lanes, log = Lanes(), []
+    held = asyncio.Event()
+    first = asyncio.create_task(lanes.run("a", recorder(log, "a1", held)))
+    await asyncio.sleep(0)
+    await lanes.run("a", recorder(log, "a2"))
+    first.cancel()
+    assert await lanes.wait_idle(5)
+    assert log == ["a2"] and not lanes.busy("a")
