@@ -13,6 +13,7 @@ import structlog
 
 from gateway.bus import Audio, Image, InboundMessage, MessageBus, OutboundMessage
 
+from .documents import FILE_NOT_READ, document_note, document_placeholder, read_document
 from .media import FAILED, NOT_READ, VOICE, VOICE_NOT_READ, ImageError, image_note, placeholder
 
 __all__ = ["UNREADABLE_REPLY", "BaseChannel", "ChannelFatalError", "DeliveryError", "rest_of"]
@@ -81,14 +82,20 @@ class BaseChannel(abc.ABC):
         *,
         max_image_bytes: int | None = None,
         max_audio_bytes: int | None = None,
+        max_document_bytes: int | None = None,
+        max_document_tokens: int = 12_000,
     ) -> None:
         """``max_image_bytes``: pictures up to this size go to the model
         (``agent.vision``); ``max_audio_bytes``: voice messages up to this
-        size are transcribed (``agent.transcription``). None: not read."""
+        size are transcribed (``agent.transcription``); ``max_document_bytes``:
+        files up to this size are read as text, at most
+        ``max_document_tokens`` of it (``agent.documents``). None: not read."""
         self.bus = bus
         self.allow_from = {str(a).lstrip("@").lower() for a in allow_from if str(a).strip()}
         self.max_image_bytes = max_image_bytes
         self.max_audio_bytes = max_audio_bytes
+        self.max_document_bytes = max_document_bytes
+        self.max_document_tokens = max_document_tokens
         self.log = structlog.get_logger(channel=self.name)
         self._sender_task: asyncio.Task[None] | None = None
 
@@ -142,7 +149,10 @@ class BaseChannel(abc.ABC):
                 raise ImageError(FAILED, "no picture found")
             return dataclasses.replace(msg, images=images, placeholder=placeholder(len(images)))
 
-        return await self._publish_fetched(msg, complete, ids, limit=limit, what="picture", not_read=NOT_READ)
+        return await self._publish_fetched(
+            msg, complete, ids, what="picture", not_read=NOT_READ,
+            note=lambda reason, has_text: image_note(reason, limit, has_text=has_text),
+        )
 
     async def publish_voice(self, msg: InboundMessage, fetch: Callable[[], Awaitable[Audio]], *ids: str) -> bool:
         """Publish a voice message with its recording, for the loop to
@@ -154,8 +164,33 @@ class BaseChannel(abc.ABC):
         async def complete() -> InboundMessage:
             return dataclasses.replace(msg, audio=await fetch(), placeholder=VOICE)
 
-        return await self._publish_fetched(msg, complete, ids, limit=limit, what="voice message",
-                                           not_read=VOICE_NOT_READ)
+        return await self._publish_fetched(
+            msg, complete, ids, what="voice message", not_read=VOICE_NOT_READ,
+            note=lambda reason, has_text: image_note(reason, limit, has_text=has_text, what="voice message"),
+        )
+
+    async def publish_document(
+        self, msg: InboundMessage, name: str, fetch: Callable[[], Awaitable[bytes]], *ids: str
+    ) -> bool:
+        """Publish a message with the file ``name`` (``fetch`` downloads its
+        bytes), read as text for the model; the same rules as
+        :meth:`publish_image`: a file not read gets the user a short note,
+        and their words still go on, marked ``[file not read]``. Needs
+        ``max_document_bytes``."""
+        limit = self.max_document_bytes
+        assert limit is not None, "publish_document without max_document_bytes"
+        max_tokens = self.max_document_tokens
+
+        async def complete() -> InboundMessage:
+            data = await fetch()
+            # Parsing a PDF is pure Python: off the event loop.
+            doc = await asyncio.to_thread(read_document, data, name, max_bytes=limit, max_tokens=max_tokens)
+            return dataclasses.replace(msg, documents=(doc,), placeholder=document_placeholder(doc.name))
+
+        return await self._publish_fetched(
+            msg, complete, ids, what="file", not_read=FILE_NOT_READ,
+            note=lambda reason, has_text: document_note(reason, limit, has_text=has_text),
+        )
 
     async def _publish_fetched(
         self,
@@ -163,9 +198,9 @@ class BaseChannel(abc.ABC):
         complete: Callable[[], Awaitable[InboundMessage]],
         ids: Sequence[str],
         *,
-        limit: int,
         what: str,
         not_read: str,
+        note: Callable[[str, bool], str],  # (reason, the message has words) -> what the user is told
     ) -> bool:
         if msg.is_group and not (msg.mentioned or msg.reply_to_bot):
             return await self.publish(msg, *ids) if msg.text.strip() else False
@@ -188,7 +223,7 @@ class BaseChannel(abc.ABC):
         self.log.warning(f"{what} not read", reason=reason, error=detail, chat_id=msg.chat_id,
                          message_id=msg.message_id)
         has_text = bool(msg.text.strip())
-        await self._note(msg, image_note(reason, limit, has_text=has_text, what=what))
+        await self._note(msg, note(reason, has_text))
         if has_text:
             await self.publish(dataclasses.replace(msg, placeholder=not_read), *ids)
         return True

@@ -177,6 +177,19 @@ class _Voice:
 
 
 @dataclass(frozen=True)
+class _File:
+    """A document to read as text (agent.documents): a file that is not a
+    picture the model would take."""
+
+    file_id: str
+    size: int | None
+    name: str
+
+
+_Fetch = _Picture | _Voice | _File
+
+
+@dataclass(frozen=True)
 class Backoff:
     """Exponential backoff with jitter, for polling and sending."""
 
@@ -372,7 +385,8 @@ class TelegramChannel(BaseChannel):
     ``max_image_bytes`` (the gateway's, with ``agent.vision``): photos and
     image documents up to this size go to the model; ``max_audio_bytes``
     (with ``agent.transcription``): voice messages up to this size are
-    downloaded for transcription.
+    downloaded for transcription; ``max_document_bytes`` (with
+    ``agent.documents``): other files up to this size are read as text.
     """
 
     name = "telegram"
@@ -390,10 +404,13 @@ class TelegramChannel(BaseChannel):
         max_retry_after: float = 300.0,
         max_image_bytes: int | None = None,
         max_audio_bytes: int | None = None,
+        max_document_bytes: int | None = None,
+        max_document_tokens: int = 12_000,
         album_quiet: float = 1.0,
         hold_poll: float = 0.5,
     ) -> None:
-        super().__init__(bus, config.allow_from, max_image_bytes=max_image_bytes, max_audio_bytes=max_audio_bytes)
+        super().__init__(bus, config.allow_from, max_image_bytes=max_image_bytes, max_audio_bytes=max_audio_bytes,
+                         max_document_bytes=max_document_bytes, max_document_tokens=max_document_tokens)
         # Parts of an album in a later batch are seen within hold_poll (the
         # album's first part is held back), so the quiet period must be longer.
         self.album_quiet = album_quiet
@@ -665,6 +682,14 @@ class TelegramChannel(BaseChannel):
 
             async def job() -> None:
                 await self.publish_voice(inbound, record, *ids)
+        elif isinstance(picture, _File):
+            file = picture
+
+            async def read() -> bytes:
+                return await self._download_file(file)
+
+            async def job() -> None:
+                await self.publish_document(inbound, file.name, read, *ids)
         elif picture is not None:
             group = update.effective_message.media_group_id if update.effective_message else None
             if group:
@@ -770,16 +795,19 @@ class TelegramChannel(BaseChannel):
 
         await self.publish_image(msg, fetch, msg.sender_id, username)
 
-    def _to_inbound(self, update: Update) -> tuple[InboundMessage, str, _Picture | _Voice | None] | None:
+    def _to_inbound(self, update: Update) -> tuple[InboundMessage, str, _Fetch | None] | None:
         edited = update.message is None and update.edited_message is not None
         msg = update.edited_message if edited else update.message
         if msg is None or msg.from_user is None:
             return None
         text = msg.text if msg.text is not None else msg.caption
         unreadable = ""
-        picture: _Picture | _Voice | None = self._picture(msg) if self.max_image_bytes is not None else None
+        picture: _Fetch | None = self._picture(msg) if self.max_image_bytes is not None else None
         if msg.voice is not None and self.max_audio_bytes is not None:
             picture = _Voice(msg.voice.file_id, msg.voice.file_size, msg.voice.mime_type or "audio/ogg")
+        doc = msg.document
+        if picture is None and doc is not None and self.max_document_bytes is not None:
+            picture = _File(doc.file_id, doc.file_size, doc.file_name or "file")
         if text is None and edited:
             return None  # a caption removed, a live location moved: no words to change
         if picture is not None and not edited:
@@ -865,6 +893,14 @@ class TelegramChannel(BaseChannel):
         if len(data) > limit:
             raise ImageError(TOO_LARGE, f"{len(data)} bytes, over the {limit} byte limit")
         return Audio(data=data, mime=voice.mime, filename="voice.ogg")  # Telegram voice: OGG/Opus
+
+    async def _download_file(self, file: _File) -> bytes:
+        limit = self.max_document_bytes
+        bot = self._bot
+        assert limit is not None and bot is not None
+        if file.size is not None and file.size > limit:
+            raise ImageError(TOO_LARGE, f"{file.size} bytes, over the {limit} byte limit")
+        return await self._file_bytes(bot, file.file_id, limit)
 
     async def _file_bytes(self, bot: Bot, file_id: str, limit: int) -> bytes:
         """``getFile``, then the file, through PTB; errors as :class:`ImageError`."""

@@ -540,6 +540,9 @@ class App:
                     kwargs["max_image_bytes"] = self.cfg.agent.max_image_bytes
                 if spec.reads_media and self.cfg.agent.transcription.enabled:
                     kwargs["max_audio_bytes"] = self.cfg.agent.transcription.max_audio_bytes
+                if spec.reads_media and self.cfg.agent.documents.enabled:
+                    kwargs["max_document_bytes"] = self.cfg.agent.documents.max_bytes
+                    kwargs["max_document_tokens"] = self.cfg.agent.documents.max_tokens
                 built.append(cls(section, self.bus, **kwargs))
             except Exception as exc:  # one channel's trouble must not stop the others
                 self._channel_failed(spec.name, exc)

@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 __all__ = [
-    "EDIT", "MESSAGE", "RECALL", "ROUTING_KEYS", "Attachment", "Audio", "Image", "InboundMessage", "MessageBus",
+    "EDIT", "MESSAGE", "RECALL", "ROUTING_KEYS", "Attachment", "Audio", "Document", "Image", "InboundMessage", "MessageBus",
     "OutboundMessage",
 ]
 
@@ -56,6 +56,25 @@ class Audio:
 
 
 @dataclass(frozen=True)
+class Document:
+    """A file a user sent, read as text (``agent.documents``,
+    channels/documents.py) for the model with its message only: the
+    history keeps the message's ``placeholder`` (``[file notes.md]``), and
+    what the file said is learnt from the reply, as a photo's is. The text
+    is never shown in a repr or logged."""
+
+    name: str  # the file name the sender gave it
+    text: str = field(repr=False)  # cut to the token budget
+    total_chars: int = 0  # of the whole text, before the cut
+    pages: int | None = None  # a PDF's
+
+    @property
+    def cut(self) -> bool:
+        """Whether the model reads only the start of the file."""
+        return self.total_chars > len(self.text)
+
+
+@dataclass(frozen=True)
 class Quoted:
     """The message a user replied to (or the part of it they quoted), for
     the model to read with their words: "what does this mean?" needs it."""
@@ -81,6 +100,7 @@ class InboundMessage:
     kind: str = MESSAGE  # MESSAGE | EDIT | RECALL
     images: tuple[Image, ...] = ()  # for the model, with this message only
     audio: Audio | None = None  # a voice message, transcribed by the loop
+    documents: tuple[Document, ...] = ()  # files read as text, for the model with this message only
     # What stands for the message's pictures in the history and memory
     # ("[photo]", "[photo not read]"), in front of its words; "" for none.
     placeholder: str = ""

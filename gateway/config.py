@@ -156,6 +156,22 @@ class TranscriptionConfig(_Model):
         return v
 
 
+MAX_DOCUMENT_BYTES = 20 * 1024 * 1024  # what a Telegram bot may download
+
+
+class DocumentsConfig(_Model):
+    """Files users send (text, PDF, Word) read as text for the model with
+    their message (channels/documents.py). Off: a file gets a note that
+    only text is read."""
+
+    enabled: bool = True
+    # Larger files are not downloaded (the user is told).
+    max_bytes: int = Field(default=10 * 1024 * 1024, ge=1024, le=MAX_DOCUMENT_BYTES)
+    # The model reads at most this much of a file (estimated tokens), told
+    # when it was cut: one file must not take a turn's whole context.
+    max_tokens: int = Field(default=12_000, ge=200, le=200_000)
+
+
 class AgentConfig(_Model):
     model: str = "gpt-4o-mini"
     max_tokens: int = Field(default=4096, gt=0)
@@ -170,6 +186,7 @@ class AgentConfig(_Model):
     # what a Telegram bot may download and OpenAI's limit per image.
     max_image_bytes: int = Field(default=5 * 1024 * 1024, ge=1024, le=MAX_IMAGE_BYTES)
     transcription: TranscriptionConfig = Field(default_factory=TranscriptionConfig)
+    documents: DocumentsConfig = Field(default_factory=DocumentsConfig)
 
 
 class TelegramConfig(_Model):
@@ -466,6 +483,7 @@ ENV_OVERRIDES: dict[str, tuple[tuple[str, ...], str]] = {
     "MYCLAW_AGENT_WORKSPACE": (("agent", "workspace"), "str"),
     "MYCLAW_AGENT_VISION": (("agent", "vision"), "bool"),
     "MYCLAW_TRANSCRIPTION_ENABLED": (("agent", "transcription", "enabled"), "bool"),
+    "MYCLAW_DOCUMENTS_ENABLED": (("agent", "documents", "enabled"), "bool"),
     "MYCLAW_MEMORY_ENABLED": (("memory", "enabled"), "bool"),
     "MYCLAW_MEMORY_MODEL": (("memory", "model"), "str"),
     "MYCLAW_MEMORY_API_KEY": (("memory", "provider", "apiKey"), "str"),

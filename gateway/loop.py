@@ -350,15 +350,16 @@ class ProcessLoop:
         if item.user is None and msg.is_group and not (msg.mentioned or msg.reply_to_bot):
             self.stats.ignored += 1
             return ""
-        if not msg.text.strip() and not msg.images and msg.audio is None:  # a sticker, a photo not read
+        if not msg.text.strip() and not msg.images and msg.audio is None and not msg.documents:  # a sticker
             self.stats.ignored += 1
             return ""
         user = item.user or self.identities.resolve(msg.channel, msg.sender_id)
         private = not msg.is_group
         key = msg.session_key
 
-        # A photo's caption is a question about it, never a command.
-        found = split_command(msg.text) if item.user is None and not msg.images and msg.audio is None else None
+        # A photo's or file's caption is a question about it, never a command.
+        attached = bool(msg.images or msg.documents) or msg.audio is not None
+        found = split_command(msg.text) if item.user is None and not attached else None
         command, args = found if found is not None else (None, "")
         if command in COMMANDS:
             # Answered here, not by the model, and kept out of Tier 0 and
@@ -423,12 +424,13 @@ class ProcessLoop:
             tz=tz,
         )
         system = await self.prompts.system_prompt(user, private=private, tools=bool(self.agent.tools_for(ctx)), tz=tz)
-        # A photo goes to the model with its message only; the history, and
-        # memory from it, keep its placeholder (msg.history_text), never its
-        # bytes: what it showed is learnt from the reply, which describes it.
+        # A photo or file goes to the model with its message only; the
+        # history, and memory from it, keep its placeholder (msg.history_text),
+        # never its bytes: what it showed is learnt from the reply, which
+        # describes it.
         messages = self.prompts.messages(
             system, history, msg.history_text, self.prompts.memory_block(hits), self.prompts.time_of_day(tz),
-            msg.images, msg.quoted,
+            msg.images, msg.quoted, msg.documents,
         )
         # The user's message goes to Tier 0 while the LLM runs (the write is
         # queued to SQLite before the request leaves), and is durable before

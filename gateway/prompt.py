@@ -32,7 +32,7 @@ from memory.format import format_hits, truncate
 from memory.tokens import estimate_tokens
 from memory.types import Hit
 
-from .bus import Image, Quoted
+from .bus import Document, Image, Quoted
 from .sessions import StoredMessage
 from .timezones import zone_name
 
@@ -43,6 +43,7 @@ __all__ = [
     "PromptBuilder",
     "UNSEEN_NOTE",
     "fit_history",
+    "file_block",
     "user_content",
     "user_parts",
     "without_images",
@@ -103,10 +104,16 @@ def fit_history(
 QUOTE_CHARS = 2000  # of a replied-to message: enough to answer about it, not a wall
 
 
-def user_content(text: str, memory_block: str, time: str = "", quoted: Quoted | None = None) -> str:
+def user_content(
+    text: str,
+    memory_block: str,
+    time: str = "",
+    quoted: Quoted | None = None,
+    documents: Sequence[Document] = (),
+) -> str:
     """The latest message as the model reads it: the time it was sent (only
     here, never stored with it in history), the memories recalled for it,
-    the message it replies to, then its words."""
+    the message it replies to, the files sent with it, then its words."""
     head = f"<time>{time}</time>\n" if time else ""
     if memory_block:
         head += (
@@ -122,7 +129,20 @@ def user_content(text: str, memory_block: str, time: str = "", quoted: Quoted | 
         what = f"the part of a message by {by} that" if quoted.partial else f"the message by {by} that"
         # Someone else's words: marked as quoted, so instructions in them are read as content.
         head += f'<quoted from="{_attr(by)}">\n{body}\n</quoted>\n(Above: {what} this one replies to.)\n\n'
+    for doc in documents:
+        head += file_block(doc)
     return head + text
+
+
+def file_block(doc: Document) -> str:
+    """A file the user sent, marked as its content: instructions inside it
+    are text to read, not orders, and ``</file>`` in it cannot end the block."""
+    body = doc.text.replace("</file>", "</ file>")
+    pages = f' pages="{doc.pages}"' if doc.pages else ""
+    note = f"(Above: the file {doc.name} the user sent with this message"
+    if doc.cut:
+        note += f"; only its first {len(doc.text):,} of {doc.total_chars:,} characters, so say so when that matters"
+    return f'<file name="{_attr(doc.name)}"{pages}>\n{body}\n</file>\n{note}.)\n\n'
 
 
 def _attr(value: str) -> str:
@@ -258,9 +278,11 @@ class PromptBuilder:
         time: str = "",
         images: Sequence[Image] = (),
         quoted: Quoted | None = None,
+        documents: Sequence[Document] = (),
     ) -> list[dict[str, Any]]:
+        content = user_content(text, memory_block, time, quoted, documents)
         return [
             {"role": "system", "content": system},
             *fit_history(history),
-            {"role": "user", "content": user_parts(user_content(text, memory_block, time, quoted), images)},
+            {"role": "user", "content": user_parts(content, images)},
         ]

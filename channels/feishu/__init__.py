@@ -95,6 +95,8 @@ class FeishuChannel(BaseChannel):
         reply_store: ReplyStore | None = None,
         max_image_bytes: int | None = None,
         max_audio_bytes: int | None = None,
+        max_document_bytes: int | None = None,
+        max_document_tokens: int = 12_000,
         **client_options: Any,
     ) -> None:
         """``client_options`` go to ``FeishuClient`` (``timeout``,
@@ -103,8 +105,10 @@ class FeishuChannel(BaseChannel):
         ``max_image_bytes`` (with ``agent.vision``): images and a post's
         pictures up to this size go to the model; ``max_audio_bytes`` (with
         ``agent.transcription``): audio messages up to this size are
-        downloaded for transcription."""
-        super().__init__(bus, config.allow_from, max_image_bytes=max_image_bytes, max_audio_bytes=max_audio_bytes)
+        downloaded for transcription; ``max_document_bytes`` (with
+        ``agent.documents``): file messages up to this size are read as text."""
+        super().__init__(bus, config.allow_from, max_image_bytes=max_image_bytes, max_audio_bytes=max_audio_bytes,
+                         max_document_bytes=max_document_bytes, max_document_tokens=max_document_tokens)
         self.config = config
         self.http = http
         self.api = FeishuClient(config.app_id, config.app_secret.get_secret_value(), config.domain, **client_options)
@@ -329,12 +333,16 @@ class FeishuChannel(BaseChannel):
         quote = bool(parent) and (not msg.is_group or msg.mentioned or msg.reply_to_bot)
         images = parsed.image_keys[:MAX_IMAGES] if self.max_image_bytes is not None else ()
         audio = parsed.audio_key if self.max_audio_bytes is not None else ""
+        file_key = parsed.file_key if self.max_document_bytes is not None else ""
 
         async def fetch() -> list[Image]:
             return [await self._download(msg.message_id, key) for key in images]
 
         async def record() -> Audio:
             return await self._download_audio(msg.message_id, audio)
+
+        async def read() -> bytes:
+            return (await self._resource(msg.message_id, file_key, kind="file", limit=self.max_document_bytes)).data
 
         async def job() -> None:
             message = msg
@@ -349,12 +357,14 @@ class FeishuChannel(BaseChannel):
                 await self.publish_image(message, fetch, *ids)
             elif audio:
                 await self.publish_voice(message, record, *ids)
+            elif file_key:
+                await self.publish_document(message, parsed.file_name, read, *ids)
             elif kind := message.metadata.get("unreadable"):
                 await self.decline_unreadable(message, kind, *ids)
             else:
                 await self.publish(message, *ids)
 
-        return msg.chat_id, job, bool(quote or images or audio)
+        return msg.chat_id, job, bool(quote or images or audio or file_key)
 
     async def _quoted(self, message_id: str) -> Quoted | None:
         """The message a user replied to, for the model (an event names its

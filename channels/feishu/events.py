@@ -56,6 +56,8 @@ class ParsedMessage:
     # elements), in order: keys for the message resource API.
     image_keys: tuple[str, ...] = ()
     audio_key: str = ""  # an ``audio`` message's recording (its ``file_key``)
+    file_key: str = ""  # a ``file`` message's file, and its name
+    file_name: str = ""
 
 
 def event_id_of(payload: Mapping[str, Any]) -> str:
@@ -116,7 +118,7 @@ def parse_message_event(
     msg_type = message.get("message_type")
     content = _load_content(message.get("content"))
     image_keys: tuple[str, ...] = ()
-    audio_key = ""
+    audio_key = file_key = file_name = ""
     if msg_type == "text":
         text = _resolve_placeholders(str(content.get("text") or ""), names)
     elif msg_type == "post":
@@ -128,6 +130,8 @@ def parse_message_event(
             image_keys = (str(content["image_key"]),)
         if msg_type == "audio" and content.get("file_key"):
             audio_key = str(content["file_key"])
+        if msg_type == "file" and content.get("file_key"):
+            file_key, file_name = str(content["file_key"]), str(content.get("file_name") or "file")
         text = ""  # answered with a note by the channel (metadata "unreadable")
     else:
         return None
@@ -162,7 +166,7 @@ def parse_message_event(
             "user_id": str(ids.get("user_id") or ""),
         },
     )
-    return ParsedMessage(inbound, sender_ids, image_keys, audio_key)
+    return ParsedMessage(inbound, sender_ids, image_keys, audio_key, file_key, file_name)
 
 
 def parse_recall_event(payload: Mapping[str, Any]) -> InboundMessage:

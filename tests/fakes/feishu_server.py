@@ -303,6 +303,13 @@ class FakeFeishu:
         self.images[key] = (data, "audio/ogg")
         return key
 
+    def add_file(self, data: bytes, content_type: str = "application/octet-stream") -> str:
+        """Keep a file a user sends; returns its ``file_key`` for a ``file``
+        message's content (``{"file_key": key, "file_name": name}``)."""
+        key = f"file_v3_{uuid.uuid4().hex[:8]}-{uuid.uuid4().hex[:4]}g"
+        self.images[key] = (data, content_type)
+        return key
+
     def hold_resource(self, key: str) -> asyncio.Event:
         """Downloads of ``key`` (a picture or recording) wait until the
         returned event is set: a slow download the test ends."""

@@ -89,17 +89,20 @@ def fake_embedding(text: str, dim: int = 64, concepts: dict[str, str] | None = N
 
 _TIME = re.compile(r"^<time>\d\d:\d\d</time>\n")
 _QUOTED = re.compile(r"^<quoted from=\"[^\"]*\">\n.*?\n</quoted>\n\(Above: [^\n]*\)\n\n", re.S)
+# A file the user sent (gateway/prompt.py ``file_block``): its block and the
+# note after it, left out of what the user said.
+_FILE = re.compile(r'<file name="[^"\n]*"(?: pages="\d+")?>\n.*?\n</file>\n\(Above: the file [^\n]*\)\n\n', re.DOTALL)
 
 
 def split_user_content(content: str) -> tuple[str, str]:
     """The gateway's latest user message (gateway/prompt.py ``user_content``)
     as (its <memories> block or "", the user's own words); the time put
-    first and a quoted message are left out."""
+    first, a quoted message and the files sent are left out."""
     content = _TIME.sub("", content, count=1)
     block = ""
     if content.startswith("<memories>\n") and "</memories>\n\n" in content:
         block, content = content.split("</memories>\n\n", 1)
-    return block, _QUOTED.sub("", content, count=1)
+    return block, _FILE.sub("", _QUOTED.sub("", content, count=1))
 
 
 def text_of(content: Any) -> str:

@@ -1,0 +1,216 @@
+"""Files users send (notes, a log, a PDF, a Word document), read as text for
+the model with their message (``agent.documents``).
+
+A channel downloads the bytes its own way and hands them to
+:func:`read_document`, which decides what they are from the bytes, not
+from the file name or the platform's type: a PDF (``%PDF-``, its text
+layer read by pypdf), a Word document (a zip holding
+``word/document.xml``), or plain text in UTF-8, UTF-16/32 with a byte order
+mark, GB18030 (Chinese Windows' default) or Windows-1252. Anything else
+(an archive, a spreadsheet, a program, a scanned PDF without text) is
+refused with a :class:`~channels.media.ImageError` whose reason picks the
+note the user gets (:func:`document_note`).
+
+The text is cut to ``max_tokens`` (estimated as memory/tokens.py does):
+a file is read for one turn, and a whole book would cost every reply's
+budget. Reading runs in a worker thread: a PDF is parsed in pure Python.
+"""
+
+from __future__ import annotations
+
+import io
+import unicodedata
+import zipfile
+from xml.etree import ElementTree
+
+from gateway.bus import Document
+from memory.tokens import estimate_tokens
+
+from .media import FAILED, TOO_LARGE, UNSUPPORTED, ImageError, _megabytes, sniff_mime
+
+__all__ = ["ENCRYPTED", "FILE_NOT_READ", "NO_TEXT", "document_note", "document_placeholder", "read_document"]
+
+ENCRYPTED = "encrypted"  # a PDF behind a password
+NO_TEXT = "no_text"  # a PDF of scanned pages: pictures, no text layer
+FILE_NOT_READ = "[file not read]"
+_MAX_PAGES = 1000  # a PDF's pages read at most (its text usually runs out of budget well before)
+_MAX_XML = 64 * 1024 * 1024  # a .docx's document.xml unpacked: no zip bomb
+_W = "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}"
+# Control characters allowed in text; more than 1% of any other means binary.
+_TEXT_CONTROLS = frozenset("\t\n\r\f\v\x1b")
+
+
+def read_document(data: bytes, name: str, *, max_bytes: int, max_tokens: int) -> Document:
+    """The text of the file ``name`` (``data``), cut to ``max_tokens``; raises
+    :class:`~channels.media.ImageError` when it is over ``max_bytes`` or not
+    a file whose text can be read."""
+    if len(data) > max_bytes:
+        raise ImageError(TOO_LARGE, f"{len(data)} bytes, over the {max_bytes} byte limit")
+    head = data[:1024]
+    if b"%PDF-" in head:
+        text, pages = _pdf_text(data, max_chars=_char_bound(max_tokens))
+    elif data.startswith(b"PK\x03\x04"):
+        text, pages = _docx_text(data), None
+    elif sniff_mime(data) is not None:
+        raise ImageError(UNSUPPORTED, "a picture, not a text file")
+    else:
+        decoded = _decode(data)
+        if decoded is None:
+            raise ImageError(UNSUPPORTED, f"not text ({len(data)} bytes)")
+        text, pages = decoded, None
+    text = text.replace("\r\n", "\n").replace("\r", "\n").strip()
+    if not text:
+        raise ImageError(NO_TEXT if pages else UNSUPPORTED, "no text in the file")
+    total = len(text)
+    shown = _cut(text, max_tokens)
+    return Document(name=_safe_name(name), text=shown, total_chars=total, pages=pages)
+
+
+def document_placeholder(name: str) -> str:
+    """What stands for a file in the history and memory: ``[file notes.md]``."""
+    return f"[file {_safe_name(name)}]"
+
+
+def document_note(reason: str, max_bytes: int, *, has_text: bool) -> str:
+    """The short note a user gets for a file that was not read."""
+    if reason == TOO_LARGE:
+        note = f"That file is too large for me to read (the limit is {_megabytes(max_bytes)})."
+    elif reason == UNSUPPORTED:
+        note = "I can read text files, PDFs and Word documents, but not that kind of file."
+    elif reason == ENCRYPTED:
+        note = "That PDF is protected by a password, so I could not read it."
+    elif reason == NO_TEXT:
+        note = "That PDF has no text I can read (scanned pages?). A text PDF or a screenshot would work."
+    else:
+        assert reason == FAILED, reason
+        note = "Sorry, I could not download that file. Please send it again."
+    return note + (" I am answering your text without it." if has_text else "")
+
+
+def _safe_name(name: str) -> str:
+    # A file name is the sender's text: one line, no brackets closing the marker.
+    flat = " ".join((name or "file").split()).replace("[", "(").replace("]", ")")
+    return flat[:80] or "file"
+
+
+def _char_bound(max_tokens: int) -> int:
+    # A character is at least a quarter of a token (memory/tokens.py), so
+    # more than this many can never fit the budget.
+    return 4 * max_tokens + 4
+
+
+def _cut(text: str, max_tokens: int) -> str:
+    """The longest start of ``text`` within ``max_tokens``, ended at a line
+    break where one is near."""
+    if estimate_tokens(text) <= max_tokens:
+        return text
+    lo, hi = 0, min(len(text), _char_bound(max_tokens))
+    while lo < hi:  # the longest prefix that fits: estimate_tokens grows with the prefix
+        mid = (lo + hi + 1) // 2
+        if estimate_tokens(text[:mid]) <= max_tokens:
+            lo = mid
+        else:
+            hi = mid - 1
+    cut = text[:lo]
+    line = cut.rfind("\n")
+    return cut[:line] if line > lo * 0.9 else cut
+
+
+def _decode(data: bytes) -> str | None:
+    """``data`` as text, or None when it does not read as text."""
+    for bom, encoding in (
+        (b"\xef\xbb\xbf", "utf-8"),
+        (b"\xff\xfe\x00\x00", "utf-32-le"),
+        (b"\x00\x00\xfe\xff", "utf-32-be"),
+        (b"\xff\xfe", "utf-16-le"),
+        (b"\xfe\xff", "utf-16-be"),
+    ):
+        if data.startswith(bom):
+            try:
+                return _textual(data[len(bom):].decode(encoding))
+            except UnicodeDecodeError:
+                return None
+    if b"\x00" in data[:8192]:  # UTF-16 without a mark, or binary: either way not ours to guess
+        return None
+    try:
+        return _textual(data.decode("utf-8"))
+    except UnicodeDecodeError:
+        pass
+    try:
+        text = data.decode("gb18030")
+    except UnicodeDecodeError:
+        text = ""
+    # Windows-1252 bytes may happen to pair up as GB18030; a real GB18030
+    # file is mostly Chinese wherever it is not ASCII.
+    wide = [c for c in text if ord(c) > 0x7F]
+    if wide and sum("\u4e00" <= c <= "\u9fff" or "\u3000" <= c <= "\u303f" or "\uff00" <= c <= "\uffef"
+                    for c in wide) >= 0.8 * len(wide):
+        return _textual(text)
+    try:
+        return _textual(data.decode("cp1252"))
+    except UnicodeDecodeError:
+        return None
+
+
+def _textual(text: str) -> str | None:
+    controls = sum(1 for c in text if c not in _TEXT_CONTROLS and unicodedata.category(c) == "Cc")
+    return text if controls <= len(text) // 100 else None
+
+
+def _pdf_text(data: bytes, *, max_chars: int) -> tuple[str, int]:
+    """The text layer of a PDF, page by page until ``max_chars``; and its
+    page count."""
+    from pypdf import PdfReader  # imported when a PDF comes: it is not on the reply path otherwise
+    from pypdf.errors import PyPdfError
+
+    try:
+        reader = PdfReader(io.BytesIO(data))
+        if reader.is_encrypted and not reader.decrypt(""):  # an owner password alone still opens
+            raise ImageError(ENCRYPTED, "a PDF protected by a password")
+        count = len(reader.pages)
+        parts: list[str] = []
+        chars = 0
+        for number, page in enumerate(reader.pages, 1):
+            if number > _MAX_PAGES or chars > max_chars:
+                break
+            words = (page.extract_text() or "").strip()
+            if words:
+                parts.append(f"[page {number}]\n{words}" if count > 1 else words)
+                chars += len(words)
+    except ImageError:
+        raise
+    except (PyPdfError, ValueError, KeyError, TypeError, AttributeError, RecursionError, NotImplementedError) as exc:
+        # pypdf raises a range of errors on a damaged file; none may lose the message.
+        raise ImageError(UNSUPPORTED, f"a PDF that could not be read ({type(exc).__name__})") from exc
+    return "\n\n".join(parts), count
+
+
+def _docx_text(data: bytes) -> str:
+    """The paragraphs of a Word document (``.docx``), one a line."""
+    try:
+        with zipfile.ZipFile(io.BytesIO(data)) as archive:
+            try:
+                info = archive.getinfo("word/document.xml")
+            except KeyError:
+                raise ImageError(UNSUPPORTED, "a zip archive, not a Word document") from None
+            if info.file_size > _MAX_XML:
+                raise ImageError(UNSUPPORTED, f"a Word document of {info.file_size} bytes unpacked")
+            xml = archive.read(info)
+        # expat (>= 2.4) refuses entity expansion attacks; a .docx has no DTD.
+        root = ElementTree.fromstring(xml)
+    except ImageError:
+        raise
+    except (zipfile.BadZipFile, ElementTree.ParseError, OSError, RuntimeError, EOFError) as exc:
+        raise ImageError(UNSUPPORTED, f"a Word document that could not be read ({type(exc).__name__})") from exc
+    lines = []
+    for paragraph in root.iter(f"{_W}p"):
+        words = []
+        for node in paragraph.iter():
+            if node.tag == f"{_W}t" and node.text:
+                words.append(node.text)
+            elif node.tag == f"{_W}tab":
+                words.append("\t")
+            elif node.tag in (f"{_W}br", f"{_W}cr"):
+                words.append("\n")
+        lines.append("".join(words))
+    return "\n".join(lines)
