@@ -28,11 +28,14 @@ from memory.tokens import estimate_tokens
 
 from .media import FAILED, TOO_LARGE, UNSUPPORTED, ImageError, _megabytes, sniff_mime
 
-__all__ = ["ENCRYPTED", "FILE_NOT_READ", "NO_TEXT", "document_note", "document_placeholder", "read_document"]
+__all__ = ["ENCRYPTED", "FILE_NOT_READ", "KEEP_CHARS", "NO_TEXT", "document_note", "document_placeholder", "read_document"]
 
 ENCRYPTED = "encrypted"  # a PDF behind a password
 NO_TEXT = "no_text"  # a PDF of scanned pages: pictures, no text layer
 FILE_NOT_READ = "[file not read]"
+# What is kept of a file for reading on (gateway/recent_files.py): a long
+# book; a PDF's pages are read up to it, which costs time once.
+KEEP_CHARS = 500_000
 _MAX_PAGES = 1000  # a PDF's pages read at most (its text usually runs out of budget well before)
 _MAX_XML = 64 * 1024 * 1024  # a .docx's document.xml unpacked: no zip bomb
 _W = "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}"
@@ -48,7 +51,7 @@ def read_document(data: bytes, name: str, *, max_bytes: int, max_tokens: int) ->
         raise ImageError(TOO_LARGE, f"{len(data)} bytes, over the {max_bytes} byte limit")
     head = data[:1024]
     if b"%PDF-" in head:
-        text, pages = _pdf_text(data, max_chars=_char_bound(max_tokens))
+        text, pages = _pdf_text(data, max_chars=KEEP_CHARS)
     elif data.startswith(b"PK\x03\x04"):
         text, pages = _docx_text(data), None
     elif sniff_mime(data) is not None:
@@ -61,9 +64,9 @@ def read_document(data: bytes, name: str, *, max_bytes: int, max_tokens: int) ->
     text = text.replace("\r\n", "\n").replace("\r", "\n").strip()
     if not text:
         raise ImageError(NO_TEXT if pages else UNSUPPORTED, "no text in the file")
-    total = len(text)
     shown = _cut(text, max_tokens)
-    return Document(name=_safe_name(name), text=shown, total_chars=total, pages=pages)
+    more = text[:KEEP_CHARS] if len(shown) < len(text) else ""
+    return Document(name=_safe_name(name), text=shown, total_chars=len(text), pages=pages, more=more)
 
 
 def document_placeholder(name: str) -> str:

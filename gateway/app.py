@@ -73,6 +73,7 @@ from .memory_tools import memory_tools
 from .outbox import Outbox
 from .prompt import PromptBuilder
 from .ratelimit import RateLimiter
+from .recent_files import RecentFiles, file_tools
 from .sessions import SessionStore
 from .timezones import UserTimezones
 from .userdata import UserData
@@ -277,7 +278,10 @@ class App:
             self.extraction.zone_of = self.timezones.get  # their messages' times and days, on their clock
         if self.compressor is not None:
             self.compressor.zone_of = self.timezones.get  # a user's day ends at their midnight
-        self._user_data = UserData(self.backend, self.sessions, outbox=self.delivery.outbox, timezones=self.timezones)
+        # Files sent in each chat lately, for file_read (in memory only).
+        self.recent_files = RecentFiles(self.clock) if cfg.agent.documents.enabled else None
+        self._user_data = UserData(self.backend, self.sessions, outbox=self.delivery.outbox, timezones=self.timezones,
+                                   files=self.recent_files)
         self.llm = FailoverLLM.from_config(
             cfg.provider, cfg.agent.model, cfg.agent.fallbacks, self.clock, client=self.http_client,
             cooldowns=self.cooldowns,
@@ -294,6 +298,8 @@ class App:
             self.backend, max_chars=r.max_chars, token_budget=r.token_budget,
             forget_history=self._forget_history,
         )
+        if self.recent_files is not None:
+            tools += file_tools(self.recent_files, max_tokens=min(6000, cfg.agent.documents.max_tokens))
         self.agent = Agent(self.llm, max_tokens=cfg.agent.max_tokens, temperature=cfg.agent.temperature, tools=tools)
         prompts = PromptBuilder(
             self.paths.workspace(cfg),
@@ -315,6 +321,7 @@ class App:
             max_concurrent_chats=cfg.gateway.max_concurrent_chats,
             max_pending=cfg.gateway.queue_size,
             transcriber=self._transcriber,
+            files=self.recent_files,
             limiter=RateLimiter(
                 self.clock, per_minute=cfg.gateway.rate_limit.per_minute, per_hour=cfg.gateway.rate_limit.per_hour
             ),

@@ -67,6 +67,13 @@ class Document:
     text: str = field(repr=False)  # cut to the token budget
     total_chars: int = 0  # of the whole text, before the cut
     pages: int | None = None  # a PDF's
+    # More of it than the model reads at once (up to channels/documents.py
+    # KEEP_CHARS), for ``file_read`` to read on; "": no more than ``text``.
+    more: str = field(default="", repr=False)
+
+    @property
+    def full_text(self) -> str:
+        return self.more or self.text
 
     @property
     def cut(self) -> bool:

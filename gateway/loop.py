@@ -47,6 +47,7 @@ from .commands import COMMANDS, UserCommands
 from .export import mostly_chinese
 from .prompt import QUOTE_CHARS, PromptBuilder
 from .ratelimit import RateLimiter, limited_note
+from .recent_files import RecentFiles
 from .revisions import Revisions
 from .sessions import SessionStore, StoredMessage
 from .timezones import UserTimezones
@@ -247,8 +248,10 @@ class ProcessLoop:
         commands: UserCommands | None = None,
         timezones: UserTimezones | None = None,
         transcriber: Transcriber | None = None,
+        files: RecentFiles | None = None,
     ) -> None:
         self.bus = bus
+        self.files = files  # each chat's recent files, for file_read
         self.transcriber = transcriber  # voice messages' words (agent.transcription)
         self.sessions = sessions
         self.backend = backend
@@ -374,6 +377,8 @@ class ProcessLoop:
             zh = command == "帮助" or await self._chat_is_chinese(key)
             if command == "new":
                 await self.sessions.new_session(key, channel=msg.channel, chat_id=msg.chat_id)
+                if self.files is not None:
+                    self.files.forget_chat(key)  # a fresh conversation: its files go too
                 text = _NEW_TEXT_ZH if zh else _NEW_TEXT
             else:
                 text = HELP_TEXT_ZH if zh else HELP_TEXT
@@ -408,6 +413,8 @@ class ProcessLoop:
             if heard is None:
                 return ""
             msg = heard
+        if msg.documents and self.files is not None:
+            self.files.keep(key, user, msg.documents)  # a later message may ask about them (file_read)
         tz = await self._zone(user)
         hits = await self._recall(user, msg.text, history, private=private, tz=tz,
                                   quoted=msg.quoted.text if msg.quoted is not None else "")

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from .cron import CronStore
     from .outbox import Outbox
     from .sessions import SessionStore
+    from .recent_files import RecentFiles
     from .timezones import UserTimezones
 
 __all__ = ["Census", "UserData"]
@@ -63,8 +64,10 @@ class UserData:
         *,
         outbox: Outbox | None = None,
         timezones: UserTimezones | None = None,
+        files: RecentFiles | None = None,
     ) -> None:
         self.backend = backend
+        self.files = files
         self.sessions = sessions
         self.cron = cron
         self.outbox = outbox
@@ -93,6 +96,8 @@ class UserData:
         messages = await self.outbox.forget_owner(user) if self.outbox is not None else 0
         if self.timezones is not None:
             await self.timezones.forget_owner(user)  # where they live is theirs too
+        if self.files is not None:
+            self.files.forget_owner(user)  # files they sent lately, kept in memory for file_read
         if self.sessions is not None:
             messages += await self.sessions.forget_owner(user)
             if messages:

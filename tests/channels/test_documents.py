@@ -114,6 +114,7 @@ def test_a_long_file_is_cut_within_the_token_budget_at_a_line_break() -> None:
     assert estimate_tokens(doc.text) <= 500 and estimate_tokens(doc.text) > 450
     assert doc.text.endswith(lines[len(doc.text.split("\n")) - 1])  # whole lines only
     assert text.startswith(doc.text)
+    assert doc.full_text == text  # kept whole, for file_read to read on
     chinese = read(("周五发布。" * 3000).encode(), max_tokens=300)
     assert estimate_tokens(chinese.text) <= 300 and chinese.cut  # a Han character is a token
 

@@ -98,3 +98,57 @@ async def test_with_documents_off_a_file_gets_the_note_as_before(tmp_path: Path,
             assert note.text == UNREADABLE_REPLY and llm.requests == [] and tg.file_downloads == []
         finally:
             await asyncio.wait_for(app.close(), 15)
+
+
+def asking_for_the_file(body: dict[str, Any]) -> Reply:
+    """A model that reads a file again with file_read when a message asks
+    about one it cannot see, and answers from the tool's result."""
+    messages = body["messages"]
+    if messages[-1]["role"] == "tool":
+        found = "budget 40k" in messages[-1]["content"]
+        return Reply(content="From the file: budget 40k." if found else f"tool said: {messages[-1]['content']}")
+    latest = text_of(messages[-1]["content"])
+    offered = {t["function"]["name"] for t in body.get("tools") or ()}
+    if "budget" in latest and "<file " not in latest and "file_read" in offered:
+        return Reply(content=None, tool_calls=[{"name": "file_read", "arguments": {}}])
+    return Reply(content=f"re: {said(body)}")
+
+
+async def test_a_question_after_a_file_reads_it_again(tmp_path: Path, clock: ManualClock) -> None:
+    """Feishu files carry no caption: people send the file, then ask. The
+    file is gone from the next turn's prompt, so the model reads it again
+    with file_read; /new ends that."""
+    plan = pdf(["Q3 plan", "Ship on Friday; budget 40k"])
+    async with FakeOpenAI(api_key="sk-docs-e2e-0123456789", responder=asking_for_the_file) as llm, \
+            FakeTelegram() as tg:
+        app = _app(tmp_path, clock, llm, {"telegram": _telegram(tg)}, agent={"model": "test-model"})
+        try:
+            await app.open()
+            await asyncio.wait_for(app.start(), 15)
+            tg.push_document(42, 42, plan, mime_type="application/pdf", file_name="q3.pdf")
+            await tg.wait_sent(1, timeout=10)
+            tg.push_text(42, 42, "what budget does it give?")
+            [_, answer] = await tg.wait_sent(2, timeout=10)
+            assert answer.text == "From the file: budget 40k."
+            tool_result = llm.requests[-1]["messages"][-1]["content"]
+            assert tool_result.startswith("q3.pdf (") and "2 pages" in tool_result
+            # Another chat sees none of it.
+            tg.push_text(77, 77, "what budget does it give?")
+            [*_, other] = await tg.wait_sent(3, timeout=10)
+            assert other.text.startswith("tool said: No file was sent in this chat")
+            tg.push_text(42, 42, "/new")
+            tg.push_text(42, 42, "what budget does it give?")
+            [*_, after_new] = await tg.wait_sent(5, timeout=10)
+            assert after_new.text.startswith("tool said: No file was sent in this chat")
+            # The sender's /forget all takes their files too.
+            tg.push_document(42, 42, plan, mime_type="application/pdf", file_name="q3.pdf")
+            await tg.wait_sent(6, timeout=10)
+            tg.push_text(42, 42, "/forget all")
+            [*_, confirm] = await tg.wait_sent(7, timeout=10)
+            tg.push_text(42, 42, f"/forget all {confirm.text.rsplit(' ', 1)[1]}")
+            await tg.wait_sent(8, timeout=10)
+            tg.push_text(42, 42, "what budget does it give?")
+            [*_, after_forget] = await tg.wait_sent(9, timeout=10)
+            assert after_forget.text.startswith("tool said: No file was sent in this chat")
+        finally:
+            await asyncio.wait_for(app.close(), 15)
