@@ -59,9 +59,15 @@ from telegram import (
     BotCommand,
     BotCommandScopeAllGroupChats,
     BotCommandScopeAllPrivateChats,
+    Chat,
     InputFile,
     Message,
     MessageEntity,
+    MessageOrigin,
+    MessageOriginChannel,
+    MessageOriginChat,
+    MessageOriginHiddenUser,
+    MessageOriginUser,
     ReplyParameters,
     Update,
 )
@@ -122,6 +128,13 @@ _ALLOWED_UPDATES = [UpdateType.MESSAGE, UpdateType.EDITED_MESSAGE]
 _UNREADABLE_KINDS = (
     "photo", "sticker", "voice", "audio", "video", "video_note", "animation", "document",
     "location", "venue", "contact", "poll", "dice",
+)
+# What a message of another chat may hold instead of words (``external_reply``:
+# Telegram sends its media but never its text), in the order looked at.
+_EXTERNAL_MEDIA = (
+    "photo", "video", "animation", "audio", "document", "voice", "video_note", "sticker", "story", "paid_media",
+    "live_photo", "poll", "checklist", "location", "venue", "contact", "dice", "game", "giveaway",
+    "giveaway_winners", "invoice",
 )
 _GROUP_TYPES = frozenset({ChatType.GROUP, ChatType.SUPERGROUP})
 # A document the model may read as a picture (agent.vision); the bytes are
@@ -938,9 +951,12 @@ class TelegramChannel(BaseChannel):
     def _quoted(self, msg: Message) -> Quoted | None:
         """The message ``msg`` replies to, for the model: the part the user
         quoted if they picked one, else its text or caption; None for none
-        (a forum topic's messages all "reply" to its first one)."""
+        (a forum topic's messages all "reply" to its first one). A message
+        of another chat or channel comes as ``external_reply``."""
         replied = msg.reply_to_message
-        if replied is None or (msg.is_topic_message and replied.message_id == msg.message_thread_id):
+        if replied is None:
+            return self._external_quoted(msg) if msg.external_reply is not None else None
+        if msg.is_topic_message and replied.message_id == msg.message_thread_id:
             return None
         part = msg.quote.text if msg.quote is not None else ""
         text = part or replied.text or replied.caption or ""
@@ -949,6 +965,42 @@ class TelegramChannel(BaseChannel):
         author = replied.from_user
         name = "you" if author is not None and author.id == self._bot_id else (author.full_name if author else "")
         return Quoted(author=name, text=text, partial=bool(part))
+
+    def _external_quoted(self, msg: Message) -> Quoted | None:
+        """A reply to a message of another chat or channel: Telegram sends
+        who wrote it (``origin``) and what it holds, but not its text; the
+        words are the part the user quoted, if any, after a stand-in for
+        its media ("[photo]"). None when there is neither."""
+        ext = msg.external_reply
+        assert ext is not None
+        part = msg.quote.text if msg.quote is not None else ""
+        kind = next((k for k in _EXTERNAL_MEDIA if getattr(ext, k, None)), "")
+        stand_in = f"[{kind.replace('_', ' ')}]" if kind else ""
+        if kind == "poll" and ext.poll is not None:
+            stand_in = f"[poll] {ext.poll.question}"
+        text = f"{stand_in} {part}".strip() if stand_in else part
+        if not text.strip():
+            return None
+        return Quoted(author=self._origin_name(ext.origin, ext.chat), text=text, partial=bool(part))
+
+    def _origin_name(self, origin: MessageOrigin, chat: Chat | None) -> str:
+        """Who wrote a message of another chat: a user (by name; "you" for
+        the bot), a user who hides their account, a chat or a channel (by
+        title, with the author's signature when it has one)."""
+        where = f" in {chat.title}" if chat is not None and chat.title else ""
+        if isinstance(origin, MessageOriginUser):
+            user = origin.sender_user
+            return "you" if user.id == self._bot_id else f"{user.full_name}{where}"
+        if isinstance(origin, MessageOriginHiddenUser):
+            return f"{origin.sender_user_name}{where}"
+        if isinstance(origin, MessageOriginChat):
+            title = origin.sender_chat.title or ""
+        elif isinstance(origin, MessageOriginChannel):
+            title = origin.chat.title or ""
+        else:  # a kind of origin newer than this code
+            return (chat.title or "") if chat is not None else ""
+        signature = origin.author_signature
+        return f"{signature} ({title})" if signature and title else signature or title
 
     def _replies_to_bot(self, msg: Message) -> bool:
         replied = msg.reply_to_message

@@ -24,10 +24,18 @@ from channels.telegram import (
     TelegramSendError,
     split_message,
 )
-from gateway.bus import EDIT, MESSAGE, Attachment, InboundMessage, MessageBus, OutboundMessage
+from gateway.bus import EDIT, MESSAGE, Attachment, InboundMessage, MessageBus, OutboundMessage, Quoted
 from gateway.config import TelegramConfig
 from gateway.logging import configure_logging
-from tests.fakes.telegram_server import FakeTelegram, Upload, utf16_len
+from tests.fakes.telegram_server import (
+    FakeTelegram,
+    Upload,
+    origin_channel,
+    origin_chat,
+    origin_hidden_user,
+    origin_user,
+    utf16_len,
+)
 
 T = TypeVar("T")
 FAST = Backoff(initial=0.05, maximum=0.3)
@@ -201,6 +209,37 @@ async def test_an_edit_arrives_as_an_edit_of_the_same_message(
     edit = await next_inbound(bus)
     assert (edit.kind, edit.is_group, edit.mentioned, edit.text) == (EDIT, True, True, "deploy to fra")
     assert fake.sent == []  # an edit is not answered by the channel
+
+
+async def test_a_reply_to_a_message_of_another_chat_brings_its_author_and_quote(
+    fake: FakeTelegram, bus: MessageBus, make_channel: Any
+) -> None:
+    """Telegram sends such a reply as ``external_reply``: who wrote the
+    source message and its media, never its text; the words are the
+    part the user quoted, a media message is named by a stand-in."""
+    await make_channel()
+    post = "Release 2.0 ships on Friday; the beta closes Wednesday."
+    fake.push_external_reply(7, 7, "should we wait for this?", origin=origin_channel(-1001, "Acme News", 88),
+                             original=post, quote="ships on Friday",
+                             source_chat={"id": -1001, "type": "channel", "title": "Acme News"}, source_message_id=88)
+    assert (await next_inbound(bus)).quoted == Quoted(author="Acme News", text="ships on Friday", partial=True)
+    fake.push_external_reply(7, 7, "nice?", origin=origin_channel(-1001, "Acme News", 89, signature="Dana"),
+                             media="photo")
+    assert (await next_inbound(bus)).quoted == Quoted(author="Dana (Acme News)", text="[photo]")
+    fake.push_external_reply(7, 7, "and you?", origin=origin_user(5, "Carol", "Lee"), original="lunch at 12?",
+                             quote="lunch", source_chat={"id": -200, "type": "supergroup", "title": "Team"})
+    assert (await next_inbound(bus)).quoted == Quoted(author="Carol Lee in Team", text="lunch", partial=True)
+    fake.push_external_reply(7, 7, "vote?", origin=origin_hidden_user("Mallory"), media="poll")
+    assert (await next_inbound(bus)).quoted == Quoted(author="Mallory", text="[poll] Lunch at noon?")
+    fake.push_external_reply(7, 7, "what?", origin=origin_chat(-300, "Ops", signature="admin"), media="video",
+                             original="deploy log", quote="log")
+    assert (await next_inbound(bus)).quoted == Quoted(author="admin (Ops)", text="[video] log", partial=True)
+    fake.push_external_reply(7, 7, "yours?", origin=origin_user(fake.bot_id, "myclaw"), original="hi", quote="hi")
+    assert (await next_inbound(bus)).quoted == Quoted(author="you", text="hi", partial=True)
+    # A text message of another chat without a quote: Telegram sends no words to show.
+    fake.push_external_reply(7, 7, "hm", origin=origin_user(5, "Carol"))
+    msg = await next_inbound(bus)
+    assert (msg.text, msg.quoted) == ("hm", None)
 
 
 async def test_an_edit_respects_the_allow_list(fake: FakeTelegram, bus: MessageBus, make_channel: Any) -> None:
