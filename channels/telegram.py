@@ -88,7 +88,7 @@ from telegram.request import BaseRequest, RequestData
 from channels.base import BaseChannel, ChannelFatalError, DeliveryError, rest_of
 from channels.lanes import Job, Lanes
 from channels.markdown import fence_openers, might_have_markup, plain_length, telegram_html
-from channels.media import FAILED, TOO_LARGE, UNSUPPORTED, ImageError, as_image, image_note, placeholder
+from channels.media import FAILED, TOO_LARGE, UNSUPPORTED, ImageError, album_note, as_image, placeholder
 from gateway.bus import (
     EDIT,
     MESSAGE,
@@ -174,7 +174,7 @@ class _Album:
     """The parts of an album gathered so far (Telegram sends one update
     per part); ``update_ids`` are held back until its message is on the bus."""
 
-    parts: list[tuple[InboundMessage, str, _Picture]]
+    parts: list[tuple[InboundMessage, str, _Picture | None]]  # None: not read (no agent.vision, a video)
     update_ids: list[int]
     last_part: float  # loop time the last part came
     closed: bool = False  # downloading: a later part starts a new album
@@ -687,6 +687,11 @@ class TelegramChannel(BaseChannel):
             # addressed to the bot); the allow-list applies as to new ones.
             async def job() -> None:
                 await self.publish(inbound, *ids)
+        elif (group := self._album_of(update)) and not isinstance(picture, (_Voice, _File)):
+            # Also without agent.vision (or a video's part): one message, one note, for the album.
+            # A file read as text (agent.documents) is a message of its own.
+            self._add_to_album(chat, group, uid, inbound, username, picture)
+            return
         elif isinstance(picture, _Voice):
             voice = picture
 
@@ -704,10 +709,6 @@ class TelegramChannel(BaseChannel):
             async def job() -> None:
                 await self.publish_document(inbound, file.name, read, *ids)
         elif picture is not None:
-            group = update.effective_message.media_group_id if update.effective_message else None
-            if group:
-                self._add_to_album(chat, group, uid, inbound, username, picture)
-                return
             still = picture
 
             async def fetch() -> list[Image]:
@@ -742,8 +743,14 @@ class TelegramChannel(BaseChannel):
 
         self._lanes.submit(chat, settle)
 
+    @staticmethod
+    def _album_of(update: Update) -> str:
+        """The album (``media_group_id``) a new message is a part of; "" for none."""
+        msg = update.message
+        return (msg.media_group_id or "") if msg is not None else ""
+
     def _add_to_album(
-        self, chat: str, group: str, update_id: int, inbound: InboundMessage, username: str, picture: _Picture
+        self, chat: str, group: str, update_id: int, inbound: InboundMessage, username: str, picture: _Picture | None
     ) -> None:
         """One part of an album: it joins the album still gathering, or
         starts one, which goes on as one message ``album_quiet`` seconds
@@ -773,37 +780,48 @@ class TelegramChannel(BaseChannel):
 
     async def _publish_album(self, album: _Album) -> None:
         """The album as one message: the captioned part's words (Telegram
-        puts the caption on one part) and id, every part's picture. A part
-        not read gets the usual note; the others go on."""
+        puts the caption on one part) and id, every part's picture. Parts
+        not read get one note saying which ("photo 2 of 3"); the others go
+        on. Without pictures to read (no agent.vision), the caption goes on
+        as a single photo's does, and an album without one gets one note."""
         parts = sorted(album.parts, key=lambda p: int(p[0].message_id or 0))
         base, username, _ = next((p for p in parts if p[0].text.strip()), parts[0])
-        if len(parts) > MAX_ALBUM_IMAGES:
-            self.log.warning("album parts over the limit not read", chat_id=base.chat_id,
-                             parts=len(parts), limit=MAX_ALBUM_IMAGES)
         msg = dataclasses.replace(
             base,
             mentioned=any(p[0].mentioned for p in parts),
             reply_to_bot=any(p[0].reply_to_bot for p in parts),
         )
-        pictures = [p[2] for p in parts[:MAX_ALBUM_IMAGES]]
+        pictures = [p[2] for p in parts if p[2] is not None]
+        if not pictures:
+            if msg.text.strip():
+                await self.publish(msg, msg.sender_id, username)
+            else:
+                await self.decline_unreadable(msg, str(msg.metadata.get("unreadable") or "photo"), msg.sender_id,
+                                              username)
+            return
+        if len(pictures) > MAX_ALBUM_IMAGES:
+            self.log.warning("album parts over the limit not read", chat_id=base.chat_id,
+                             parts=len(pictures), limit=MAX_ALBUM_IMAGES)
+            pictures = pictures[:MAX_ALBUM_IMAGES]
         limit = self.max_image_bytes
         assert limit is not None
 
         async def fetch() -> list[Image]:
             got = await asyncio.gather(*(self._download(p) for p in pictures), return_exceptions=True)
             images = [g for g in got if isinstance(g, Image)]
-            failed = [g for g in got if not isinstance(g, Image)]
-            for exc in failed:
-                if not isinstance(exc, ImageError):
-                    raise exc  # a bug, or cancelled: not a picture's fault
+            failed: list[tuple[int, ImageError]] = []
+            for n, g in enumerate(got, 1):
+                if isinstance(g, ImageError):
+                    failed.append((n, g))
+                elif not isinstance(g, Image):
+                    raise g  # a bug, or cancelled: not a picture's fault
             if failed and images:
-                first = failed[0]
-                assert isinstance(first, ImageError)
-                self.log.warning("album picture not read", reason=first.reason, error=str(first),
-                                 failed=len(failed), parts=len(pictures), chat_id=msg.chat_id)
-                await self._note(msg, image_note(first.reason, limit, has_text=False))
+                self.log.warning("album pictures not read", reasons=[e.reason for _, e in failed],
+                                 errors=[str(e) for _, e in failed], failed=[n for n, _ in failed],
+                                 parts=len(pictures), chat_id=msg.chat_id)
+                await self._note(msg, album_note([(n, e.reason) for n, e in failed], len(pictures), limit))
             elif failed:
-                raise failed[0]  # none read: told as a single photo is
+                raise failed[0][1]  # none read: told as a single photo is
             return images
 
         await self.publish_image(msg, fetch, msg.sender_id, username)

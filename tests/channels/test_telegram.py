@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import io
 import logging
+import re
 import time
 from collections.abc import AsyncIterator, Awaitable, Iterator
 from typing import Any, TypeVar
@@ -882,16 +883,54 @@ async def test_an_album_part_not_downloaded_gets_the_note_and_the_rest_go_on(
         fake.push_photo(7, 7, [picture], caption="the receipts" if i == 0 else None, media_group_id="g3")
     album = await next_inbound(bus)
     [note] = await fake.wait_sent(1)
-    assert "could not download that picture" in note.text
+    # Which one failed depends on which getFile reached the fake first.
+    assert re.fullmatch(r"Sorry, photo [123] of 3 could not be read: the download failed; please send it again\. "
+                        r"I am answering with the others\.", note.text)
     assert len(album.images) == 2 and {i.data for i in album.images} < set(pictures)
     assert album.history_text == "[2 photos] the receipts"
+
+    # Told by their place in the album, once for all of them.
+    for i, sizes in enumerate([[jpeg(400, 7)], [jpeg(9000)], [jpeg(400, 8)], [jpeg(9100)]]):
+        fake.push_photo(7, 7, sizes, caption="four" if i == 2 else None, media_group_id="g7")
+    four = await next_inbound(bus)
+    assert ([i.data for i in four.images], four.history_text) == ([jpeg(400, 7), jpeg(400, 8)], "[2 photos] four")
+    [_, large] = await fake.wait_sent(2)
+    assert large.text == ("Sorry, photos 2 and 4 of 4 could not be read: too large for me (the limit is 4 KB); "
+                          "please send smaller ones or screenshots. I am answering with the others.")
 
     fake.fail_next("getFile", 400, description="Bad Request: invalid file_id", times=2)
     fake.push_photo(7, 7, [jpeg(400, 4)], caption="both lost", media_group_id="g4")
     fake.push_photo(7, 7, [jpeg(400, 5)], media_group_id="g4")
     lost = await next_inbound(bus)  # none read: as a single photo, the caption goes on
     assert (lost.images, lost.history_text) == ((), "[photo not read] both lost")
-    assert "answering your text without it" in (await fake.wait_sent(2))[1].text
+    assert "answering your text without it" in (await fake.wait_sent(3))[2].text
+
+
+async def test_without_vision_an_album_gets_one_note_and_its_caption_goes_on_once(
+    fake: FakeTelegram, bus: MessageBus, make_channel: Any
+) -> None:
+    """A single photo without vision gets the "only text" note, or its
+    caption goes on; an album is one message too: one note for a
+    captionless album, not one per photo, and its caption without a note."""
+    await make_channel(sender=True, album_quiet=0.05, allow_from=["7", "8"])
+    for i in range(3):
+        fake.push_photo(7, 7, [jpeg(400, i)], media_group_id="v1")
+    fake.push_text(7, 7, "after the album")
+    [note] = await fake.wait_sent(1)
+    assert note.text == UNREADABLE_REPLY
+    assert (await next_inbound(bus)).text == "after the album"  # in order, behind the album
+    for i in range(3):
+        fake.push_photo(7, 7, [jpeg(400, i)], caption="which one?" if i == 1 else None, media_group_id="v2")
+    captioned = await next_inbound(bus)
+    assert (captioned.text, captioned.images, captioned.history_text) == ("which one?", (), "which one?")
+    # In a group, only an album addressed to the bot (here: replying to it) gets its note.
+    for i in range(2):
+        fake.push_photo(-300, 8, [jpeg(400, i)], chat_type="group", media_group_id="v3")
+    for i in range(2):
+        fake.push_photo(-300, 8, [jpeg(400, i)], chat_type="group", reply_to_bot=True, media_group_id="v4")
+    [_, group_note] = await fake.wait_sent(2)
+    assert (group_note.chat_id, group_note.text) == (-300, UNREADABLE_REPLY) and group_note.reply_to is not None
+    assert bus.inbound.empty() and fake.file_downloads == []
 
 
 async def test_group_albums_are_read_only_when_addressed_to_the_bot(
