@@ -233,13 +233,19 @@ async def test_a_model_that_cannot_see_answers_the_caption_and_says_it_cannot_se
             assert len(llm.refused) == 1 and len(llm.requests) == 2  # the second photo: one request, no refusal
             assert images(llm.requests[1]) == [] and all(isinstance(m["content"], str)
                                                          for m in llm.requests[1]["messages"])
+            # Nobody saw the first photo: the next prompt's history, and memory, say so.
+            assert {"role": "user", "content": "[photo not read] what is the wifi password on this note?"} \
+                in llm.requests[1]["messages"]
             assert app.loop is not None and await app.loop.drain(5)
+            engine = app.backend.engine  # type: ignore[attr-defined]
+            waiting = [r["content"] for r in await engine.db.fetchall(
+                "SELECT content FROM extraction_buffer WHERE role = 'user' ORDER BY id")]
+            assert waiting == ["[photo not read] what is the wifi password on this note?",
+                               "[photo not read] and on this one?"]
         finally:
             await asyncio.wait_for(app.close(), 15)
-    assert _rows(tmp_path)[:2] == [
-        ("user", "[photo] what is the wifi password on this note?"),
-        ("assistant", "I can't see pictures with this model. re: [photo] what is the wifi password on this note?"),
-    ]
+    assert [c for r, c in _rows(tmp_path) if r == "user"] == [
+        "[photo not read] what is the wifi password on this note?", "[photo not read] and on this one?"]
 
 
 async def test_an_edited_album_caption_keeps_the_albums_mark(tmp_path: Path, clock: ManualClock) -> None:
