@@ -1090,10 +1090,7 @@ class TelegramChannel(BaseChannel):
         upgraded to a supergroup gets a new one). The model's Markdown goes
         as Telegram HTML (channels/markdown.py); a part with no markup, or
         whose HTML Telegram refuses, goes as the plain text it was."""
-        rendered = telegram_html(text, opener=opener) if opener or might_have_markup(text) else None
-        formatted = None
-        if rendered is not None and rendered != html.escape(text, quote=False) and plain_length(rendered) <= MAX_MESSAGE_CHARS:
-            formatted = rendered
+        formatted = _formatted(text, MAX_MESSAGE_CHARS, opener=opener)
 
         async def call(to: int | str) -> None:
             nonlocal formatted
@@ -1102,7 +1099,7 @@ class TelegramChannel(BaseChannel):
                     await _send_message(bot, to, formatted, reply, thread_id, parse_mode=ParseMode.HTML)
                     return
                 except BadRequest as exc:
-                    if "entit" not in str(exc).lower() and "url" not in str(exc).lower():
+                    if not _refuses_markup(exc):
                         raise
                     # A converter bug must not cost the reply: the words go out as written.
                     self.log.warning("Telegram refused the reply's formatting; sent as plain text",
@@ -1113,22 +1110,40 @@ class TelegramChannel(BaseChannel):
         return await self._with_retries(chat_id, call, "sendMessage", f"{which}, {len(text)} chars")
 
     async def _send_document(self, bot: Bot, msg: OutboundMessage, file: Attachment) -> None:
-        """The file with the reply's text as its caption (cut to Telegram's
-        1024 characters), retried as a text part is."""
+        """The file with the reply's text as its caption, retried as a text
+        part is: formatted as a reply is when its visible text fits
+        Telegram's 1024 characters (and as written when Telegram refuses the
+        markup), else as written, cut to fit."""
         thread_id = msg.metadata.get("message_thread_id")
         reply_to = int(msg.reply_to) if msg.reply_to.isdigit() else None
         reply = ReplyParameters(message_id=reply_to, allow_sending_without_reply=True) if reply_to else None
         caption = msg.text if len(msg.text) <= CAPTION_LIMIT else msg.text[: CAPTION_LIMIT - 1] + "…"
+        formatted = _formatted(msg.text, CAPTION_LIMIT)
 
-        async def call(to: int | str) -> None:
+        async def send(to: int | str, words: str | None, parse_mode: str | None) -> None:
             await bot.send_document(
                 chat_id=to,
                 document=InputFile(file.data, filename=file.filename, read_file_handle=False),
                 filename=file.filename,
-                caption=caption or None,
+                caption=words,
+                parse_mode=parse_mode,
                 reply_parameters=reply,
                 message_thread_id=thread_id,
             )
+
+        async def call(to: int | str) -> None:
+            nonlocal formatted
+            if formatted is not None:
+                try:
+                    await send(to, formatted, ParseMode.HTML)
+                    return
+                except BadRequest as exc:
+                    if not _refuses_markup(exc):
+                        raise
+                    self.log.warning("Telegram refused the caption's formatting; sent as plain text",
+                                     chat_id=to, error=self._scrub(str(exc)))
+                    formatted = None
+            await send(to, caption or None, None)
 
         await self._with_retries(_chat_id(msg.chat_id), call, "sendDocument", f"file, {len(file.data)} bytes")
 
@@ -1171,6 +1186,25 @@ class TelegramChannel(BaseChannel):
             f"Telegram reply to chat {chat_id} not sent ({what}) after {attempt} attempts: {error}",
             retryable=True,
         )
+
+
+def _formatted(text: str, limit: int, *, opener: str = "") -> str | None:
+    """``text`` (the model's Markdown) as Telegram HTML, or None when it is
+    better sent as written: no markup, or its visible text over ``limit``
+    (Telegram counts a formatted text without its tags)."""
+    if not (opener or might_have_markup(text)):
+        return None
+    rendered = telegram_html(text, opener=opener)
+    if rendered == html.escape(text, quote=False) or plain_length(rendered) > limit:
+        return None
+    return rendered
+
+
+def _refuses_markup(exc: BadRequest) -> bool:
+    """Telegram could not parse the HTML (an entity, a link), as opposed
+    to refusing the request itself (chat not found)."""
+    words = str(exc).lower()
+    return "entit" in words or "url" in words
 
 
 async def _send_message(

@@ -20,7 +20,8 @@ shapes, so the client code under test cannot tell it from Telegram:
 * ``sendDocument`` takes the file as a multipart upload (as PTB sends an
   ``InputFile``), recorded in ``documents`` with its bytes and filename;
   a file id or URL instead, an empty file, or a caption over 1024
-  characters: 400 with Telegram's wording.
+  characters (with ``parse_mode=HTML``: its visible text, the markup
+  checked as a message's): 400 with Telegram's wording.
 
 * ``getFile`` answers a file a pushed message carries (``push_photo``,
   ``push_document``) with its ``file_path``, and ``GET
@@ -131,9 +132,11 @@ class SentDocument:
     filename: str
     data: bytes = field(repr=False)
     mime_type: str
-    caption: str | None = None
+    caption: str | None = None  # as the chat shows it: with parse_mode=HTML, without the tags
     reply_to: int | None = None
     message_thread_id: int | None = None
+    parse_mode: str | None = None
+    params: dict[str, Any] = field(default_factory=dict)  # as sent, without the file
 
 
 @dataclass(frozen=True)
@@ -939,6 +942,15 @@ class FakeTelegram:
         if not doc.data:
             return _error(400, "Bad Request: file must be non-empty")
         caption = params.get("caption") or None
+        parse_mode = params.get("parse_mode") or None
+        if parse_mode is not None and parse_mode not in ("Markdown", "MarkdownV2", "HTML"):
+            return _error(400, f"Bad Request: unsupported parse_mode {parse_mode!r}")
+        if caption is not None and parse_mode == "HTML":
+            # As for a message: the caption is what the markup shows, counted on that.
+            try:
+                caption = parse_html(caption)
+            except EntityError as exc:
+                return _error(400, str(exc))
         if caption is not None and utf16_len(caption) > MAX_CAPTION_LENGTH:
             return _error(400, "Bad Request: message caption is too long")
         msg = self._bot_message(chat, "", thread_id)
@@ -962,6 +974,8 @@ class FakeTelegram:
             caption=caption,
             reply_to=reply_to,
             message_thread_id=thread_id,
+            parse_mode=parse_mode,
+            params={k: v for k, v in params.items() if k != "document"},
         )
         if self.record:
             self.documents.append(sent)
