@@ -11,7 +11,9 @@ short note the user gets (:func:`image_note`).
 
 from __future__ import annotations
 
-from gateway.bus import Image
+from collections.abc import Sequence
+
+from gateway.bus import PHOTO_NOT_READ, Image
 
 __all__ = [
     "FAILED",
@@ -22,6 +24,7 @@ __all__ = [
     "TOO_LARGE",
     "UNSUPPORTED",
     "ImageError",
+    "album_note",
     "as_image",
     "image_note",
     "placeholder",
@@ -36,7 +39,7 @@ FAILED = "failed"
 # Pictures of one message that go to the model (a Feishu post may hold many).
 MAX_IMAGES = 4
 
-NOT_READ = "[photo not read]"
+NOT_READ = PHOTO_NOT_READ
 VOICE = "[voice]"
 VOICE_NOT_READ = "[voice not read]"
 
@@ -92,6 +95,32 @@ def image_note(reason: str, max_bytes: int, *, has_text: bool, what: str = "pict
     else:
         note = f"Sorry, I could not download that {what}. Please send it again."
     return note + (" I am answering your text without it." if has_text else "")
+
+
+def album_note(failed: Sequence[tuple[int, str]], total: int, max_bytes: int) -> str:
+    """The note for an album of ``total`` pictures of which those in
+    ``failed`` (their place in it, from 1, and the :class:`ImageError`
+    reason) were not read, while the others were: which, and why when they
+    share a reason."""
+    numbers = sorted(n for n, _ in failed)
+    which = f"photo {numbers[0]}" if len(numbers) == 1 else "photos " + _listed(numbers)
+    reasons = {reason for _, reason in failed}
+    why = ""
+    if reasons == {TOO_LARGE}:
+        smaller = "a smaller one or a screenshot" if len(numbers) == 1 else "smaller ones or screenshots"
+        why = f": too large for me (the limit is {_megabytes(max_bytes)}); please send {smaller}"
+    elif reasons == {UNSUPPORTED}:
+        why = f": I can only read {_FORMATS} pictures"
+    elif reasons == {FAILED}:
+        why = ": the download failed; please send it again"
+    rest = "the other one" if total - len(numbers) == 1 else "the others"
+    return f"Sorry, {which} of {total} could not be read{why}. I am answering with {rest}."
+
+
+def _listed(numbers: Sequence[int]) -> str:
+    """``[1, 3, 4]`` -> ``"1, 3 and 4"``."""
+    head, last = numbers[:-1], numbers[-1]
+    return f"{', '.join(map(str, head))} and {last}" if head else str(last)
 
 
 def _megabytes(n: int) -> str:

@@ -59,9 +59,15 @@ from telegram import (
     BotCommand,
     BotCommandScopeAllGroupChats,
     BotCommandScopeAllPrivateChats,
+    Chat,
     InputFile,
     Message,
     MessageEntity,
+    MessageOrigin,
+    MessageOriginChannel,
+    MessageOriginChat,
+    MessageOriginHiddenUser,
+    MessageOriginUser,
     ReplyParameters,
     Update,
 )
@@ -82,7 +88,7 @@ from telegram.request import BaseRequest, RequestData
 from channels.base import BaseChannel, ChannelFatalError, DeliveryError, rest_of
 from channels.lanes import Job, Lanes
 from channels.markdown import fence_openers, might_have_markup, plain_length, telegram_html
-from channels.media import FAILED, TOO_LARGE, UNSUPPORTED, ImageError, as_image, image_note, placeholder
+from channels.media import FAILED, TOO_LARGE, UNSUPPORTED, ImageError, album_note, as_image, placeholder
 from gateway.bus import (
     EDIT,
     MESSAGE,
@@ -123,6 +129,13 @@ _UNREADABLE_KINDS = (
     "photo", "sticker", "voice", "audio", "video", "video_note", "animation", "document",
     "location", "venue", "contact", "poll", "dice",
 )
+# What a message of another chat may hold instead of words (``external_reply``:
+# Telegram sends its media but never its text), in the order looked at.
+_EXTERNAL_MEDIA = (
+    "photo", "video", "animation", "audio", "document", "voice", "video_note", "sticker", "story", "paid_media",
+    "live_photo", "poll", "checklist", "location", "venue", "contact", "dice", "game", "giveaway",
+    "giveaway_winners", "invoice",
+)
 _GROUP_TYPES = frozenset({ChatType.GROUP, ChatType.SUPERGROUP})
 # A document the model may read as a picture (agent.vision); the bytes are
 # checked again once downloaded (channels/media.py).
@@ -161,7 +174,7 @@ class _Album:
     """The parts of an album gathered so far (Telegram sends one update
     per part); ``update_ids`` are held back until its message is on the bus."""
 
-    parts: list[tuple[InboundMessage, str, _Picture]]
+    parts: list[tuple[InboundMessage, str, _Picture | None]]  # None: not read (no agent.vision, a video)
     update_ids: list[int]
     last_part: float  # loop time the last part came
     closed: bool = False  # downloading: a later part starts a new album
@@ -674,6 +687,11 @@ class TelegramChannel(BaseChannel):
             # addressed to the bot); the allow-list applies as to new ones.
             async def job() -> None:
                 await self.publish(inbound, *ids)
+        elif (group := self._album_of(update)) and not isinstance(picture, (_Voice, _File)):
+            # Also without agent.vision (or a video's part): one message, one note, for the album.
+            # A file read as text (agent.documents) is a message of its own.
+            self._add_to_album(chat, group, uid, inbound, username, picture)
+            return
         elif isinstance(picture, _Voice):
             voice = picture
 
@@ -691,10 +709,6 @@ class TelegramChannel(BaseChannel):
             async def job() -> None:
                 await self.publish_document(inbound, file.name, read, *ids)
         elif picture is not None:
-            group = update.effective_message.media_group_id if update.effective_message else None
-            if group:
-                self._add_to_album(chat, group, uid, inbound, username, picture)
-                return
             still = picture
 
             async def fetch() -> list[Image]:
@@ -729,8 +743,14 @@ class TelegramChannel(BaseChannel):
 
         self._lanes.submit(chat, settle)
 
+    @staticmethod
+    def _album_of(update: Update) -> str:
+        """The album (``media_group_id``) a new message is a part of; "" for none."""
+        msg = update.message
+        return (msg.media_group_id or "") if msg is not None else ""
+
     def _add_to_album(
-        self, chat: str, group: str, update_id: int, inbound: InboundMessage, username: str, picture: _Picture
+        self, chat: str, group: str, update_id: int, inbound: InboundMessage, username: str, picture: _Picture | None
     ) -> None:
         """One part of an album: it joins the album still gathering, or
         starts one, which goes on as one message ``album_quiet`` seconds
@@ -760,37 +780,48 @@ class TelegramChannel(BaseChannel):
 
     async def _publish_album(self, album: _Album) -> None:
         """The album as one message: the captioned part's words (Telegram
-        puts the caption on one part) and id, every part's picture. A part
-        not read gets the usual note; the others go on."""
+        puts the caption on one part) and id, every part's picture. Parts
+        not read get one note saying which ("photo 2 of 3"); the others go
+        on. Without pictures to read (no agent.vision), the caption goes on
+        as a single photo's does, and an album without one gets one note."""
         parts = sorted(album.parts, key=lambda p: int(p[0].message_id or 0))
         base, username, _ = next((p for p in parts if p[0].text.strip()), parts[0])
-        if len(parts) > MAX_ALBUM_IMAGES:
-            self.log.warning("album parts over the limit not read", chat_id=base.chat_id,
-                             parts=len(parts), limit=MAX_ALBUM_IMAGES)
         msg = dataclasses.replace(
             base,
             mentioned=any(p[0].mentioned for p in parts),
             reply_to_bot=any(p[0].reply_to_bot for p in parts),
         )
-        pictures = [p[2] for p in parts[:MAX_ALBUM_IMAGES]]
+        pictures = [p[2] for p in parts if p[2] is not None]
+        if not pictures:
+            if msg.text.strip():
+                await self.publish(msg, msg.sender_id, username)
+            else:
+                await self.decline_unreadable(msg, str(msg.metadata.get("unreadable") or "photo"), msg.sender_id,
+                                              username)
+            return
+        if len(pictures) > MAX_ALBUM_IMAGES:
+            self.log.warning("album parts over the limit not read", chat_id=base.chat_id,
+                             parts=len(pictures), limit=MAX_ALBUM_IMAGES)
+            pictures = pictures[:MAX_ALBUM_IMAGES]
         limit = self.max_image_bytes
         assert limit is not None
 
         async def fetch() -> list[Image]:
             got = await asyncio.gather(*(self._download(p) for p in pictures), return_exceptions=True)
             images = [g for g in got if isinstance(g, Image)]
-            failed = [g for g in got if not isinstance(g, Image)]
-            for exc in failed:
-                if not isinstance(exc, ImageError):
-                    raise exc  # a bug, or cancelled: not a picture's fault
+            failed: list[tuple[int, ImageError]] = []
+            for n, g in enumerate(got, 1):
+                if isinstance(g, ImageError):
+                    failed.append((n, g))
+                elif not isinstance(g, Image):
+                    raise g  # a bug, or cancelled: not a picture's fault
             if failed and images:
-                first = failed[0]
-                assert isinstance(first, ImageError)
-                self.log.warning("album picture not read", reason=first.reason, error=str(first),
-                                 failed=len(failed), parts=len(pictures), chat_id=msg.chat_id)
-                await self._note(msg, image_note(first.reason, limit, has_text=False))
+                self.log.warning("album pictures not read", reasons=[e.reason for _, e in failed],
+                                 errors=[str(e) for _, e in failed], failed=[n for n, _ in failed],
+                                 parts=len(pictures), chat_id=msg.chat_id)
+                await self._note(msg, album_note([(n, e.reason) for n, e in failed], len(pictures), limit))
             elif failed:
-                raise failed[0]  # none read: told as a single photo is
+                raise failed[0][1]  # none read: told as a single photo is
             return images
 
         await self.publish_image(msg, fetch, msg.sender_id, username)
@@ -938,9 +969,12 @@ class TelegramChannel(BaseChannel):
     def _quoted(self, msg: Message) -> Quoted | None:
         """The message ``msg`` replies to, for the model: the part the user
         quoted if they picked one, else its text or caption; None for none
-        (a forum topic's messages all "reply" to its first one)."""
+        (a forum topic's messages all "reply" to its first one). A message
+        of another chat or channel comes as ``external_reply``."""
         replied = msg.reply_to_message
-        if replied is None or (msg.is_topic_message and replied.message_id == msg.message_thread_id):
+        if replied is None:
+            return self._external_quoted(msg) if msg.external_reply is not None else None
+        if msg.is_topic_message and replied.message_id == msg.message_thread_id:
             return None
         part = msg.quote.text if msg.quote is not None else ""
         text = part or replied.text or replied.caption or ""
@@ -949,6 +983,42 @@ class TelegramChannel(BaseChannel):
         author = replied.from_user
         name = "you" if author is not None and author.id == self._bot_id else (author.full_name if author else "")
         return Quoted(author=name, text=text, partial=bool(part))
+
+    def _external_quoted(self, msg: Message) -> Quoted | None:
+        """A reply to a message of another chat or channel: Telegram sends
+        who wrote it (``origin``) and what it holds, but not its text; the
+        words are the part the user quoted, if any, after a stand-in for
+        its media ("[photo]"). None when there is neither."""
+        ext = msg.external_reply
+        assert ext is not None
+        part = msg.quote.text if msg.quote is not None else ""
+        kind = next((k for k in _EXTERNAL_MEDIA if getattr(ext, k, None)), "")
+        stand_in = f"[{kind.replace('_', ' ')}]" if kind else ""
+        if kind == "poll" and ext.poll is not None:
+            stand_in = f"[poll] {ext.poll.question}"
+        text = f"{stand_in} {part}".strip() if stand_in else part
+        if not text.strip():
+            return None
+        return Quoted(author=self._origin_name(ext.origin, ext.chat), text=text, partial=bool(part))
+
+    def _origin_name(self, origin: MessageOrigin, chat: Chat | None) -> str:
+        """Who wrote a message of another chat: a user (by name; "you" for
+        the bot), a user who hides their account, a chat or a channel (by
+        title, with the author's signature when it has one)."""
+        where = f" in {chat.title}" if chat is not None and chat.title else ""
+        if isinstance(origin, MessageOriginUser):
+            user = origin.sender_user
+            return "you" if user.id == self._bot_id else f"{user.full_name}{where}"
+        if isinstance(origin, MessageOriginHiddenUser):
+            return f"{origin.sender_user_name}{where}"
+        if isinstance(origin, MessageOriginChat):
+            title = origin.sender_chat.title or ""
+        elif isinstance(origin, MessageOriginChannel):
+            title = origin.chat.title or ""
+        else:  # a kind of origin newer than this code
+            return (chat.title or "") if chat is not None else ""
+        signature = origin.author_signature
+        return f"{signature} ({title})" if signature and title else signature or title
 
     def _replies_to_bot(self, msg: Message) -> bool:
         replied = msg.reply_to_message
@@ -1020,10 +1090,7 @@ class TelegramChannel(BaseChannel):
         upgraded to a supergroup gets a new one). The model's Markdown goes
         as Telegram HTML (channels/markdown.py); a part with no markup, or
         whose HTML Telegram refuses, goes as the plain text it was."""
-        rendered = telegram_html(text, opener=opener) if opener or might_have_markup(text) else None
-        formatted = None
-        if rendered is not None and rendered != html.escape(text, quote=False) and plain_length(rendered) <= MAX_MESSAGE_CHARS:
-            formatted = rendered
+        formatted = _formatted(text, MAX_MESSAGE_CHARS, opener=opener)
 
         async def call(to: int | str) -> None:
             nonlocal formatted
@@ -1032,7 +1099,7 @@ class TelegramChannel(BaseChannel):
                     await _send_message(bot, to, formatted, reply, thread_id, parse_mode=ParseMode.HTML)
                     return
                 except BadRequest as exc:
-                    if "entit" not in str(exc).lower() and "url" not in str(exc).lower():
+                    if not _refuses_markup(exc):
                         raise
                     # A converter bug must not cost the reply: the words go out as written.
                     self.log.warning("Telegram refused the reply's formatting; sent as plain text",
@@ -1043,22 +1110,40 @@ class TelegramChannel(BaseChannel):
         return await self._with_retries(chat_id, call, "sendMessage", f"{which}, {len(text)} chars")
 
     async def _send_document(self, bot: Bot, msg: OutboundMessage, file: Attachment) -> None:
-        """The file with the reply's text as its caption (cut to Telegram's
-        1024 characters), retried as a text part is."""
+        """The file with the reply's text as its caption, retried as a text
+        part is: formatted as a reply is when its visible text fits
+        Telegram's 1024 characters (and as written when Telegram refuses the
+        markup), else as written, cut to fit."""
         thread_id = msg.metadata.get("message_thread_id")
         reply_to = int(msg.reply_to) if msg.reply_to.isdigit() else None
         reply = ReplyParameters(message_id=reply_to, allow_sending_without_reply=True) if reply_to else None
         caption = msg.text if len(msg.text) <= CAPTION_LIMIT else msg.text[: CAPTION_LIMIT - 1] + "…"
+        formatted = _formatted(msg.text, CAPTION_LIMIT)
 
-        async def call(to: int | str) -> None:
+        async def send(to: int | str, words: str | None, parse_mode: str | None) -> None:
             await bot.send_document(
                 chat_id=to,
                 document=InputFile(file.data, filename=file.filename, read_file_handle=False),
                 filename=file.filename,
-                caption=caption or None,
+                caption=words,
+                parse_mode=parse_mode,
                 reply_parameters=reply,
                 message_thread_id=thread_id,
             )
+
+        async def call(to: int | str) -> None:
+            nonlocal formatted
+            if formatted is not None:
+                try:
+                    await send(to, formatted, ParseMode.HTML)
+                    return
+                except BadRequest as exc:
+                    if not _refuses_markup(exc):
+                        raise
+                    self.log.warning("Telegram refused the caption's formatting; sent as plain text",
+                                     chat_id=to, error=self._scrub(str(exc)))
+                    formatted = None
+            await send(to, caption or None, None)
 
         await self._with_retries(_chat_id(msg.chat_id), call, "sendDocument", f"file, {len(file.data)} bytes")
 
@@ -1101,6 +1186,25 @@ class TelegramChannel(BaseChannel):
             f"Telegram reply to chat {chat_id} not sent ({what}) after {attempt} attempts: {error}",
             retryable=True,
         )
+
+
+def _formatted(text: str, limit: int, *, opener: str = "") -> str | None:
+    """``text`` (the model's Markdown) as Telegram HTML, or None when it is
+    better sent as written: no markup, or its visible text over ``limit``
+    (Telegram counts a formatted text without its tags)."""
+    if not (opener or might_have_markup(text)):
+        return None
+    rendered = telegram_html(text, opener=opener)
+    if rendered == html.escape(text, quote=False) or plain_length(rendered) > limit:
+        return None
+    return rendered
+
+
+def _refuses_markup(exc: BadRequest) -> bool:
+    """Telegram could not parse the HTML (an entity, a link), as opposed
+    to refusing the request itself (chat not found)."""
+    words = str(exc).lower()
+    return "entit" in words or "url" in words
 
 
 async def _send_message(

@@ -75,6 +75,9 @@ class AgentReply:
     # at ("agent", "agent.fallbacks[0]"; gateway/failover.py), for logs.
     model: str = ""
     candidate: str = ""
+    # The turn's pictures were taken out because the model refused them
+    # (``without_images``): nobody saw them, and the history must say so.
+    images_unseen: bool = False
 
 
 class Agent:
@@ -120,6 +123,7 @@ class Agent:
         rounds = 0
         used: list[str] = []
         forgot = False
+        pictures = has_images(msgs)  # _complete takes them out of msgs if the model refuses them
         try:
             for round_no in range(self.max_rounds + 1):
                 # The last round may not call tools: the model has to answer.
@@ -137,6 +141,7 @@ class Agent:
                     return AgentReply(
                         text, True, llm_ms, rounds, tuple(used), forgot=forgot,
                         model=result.model, candidate=result.candidate,
+                        images_unseen=pictures and not has_images(msgs),
                     )
                 msgs.append(result.assistant_message())
                 for call in result.tool_calls:
@@ -151,7 +156,8 @@ class Agent:
             log.warning("LLM call failed", error=provider_text(str(exc)), error_type=type(exc).__name__,
                         chat_id=ctx.chat_id)
             return AgentReply(
-                apology(user_text, exc), False, llm_ms, rounds, tuple(used), error=type(exc).__name__, forgot=forgot
+                apology(user_text, exc), False, llm_ms, rounds, tuple(used), error=type(exc).__name__, forgot=forgot,
+                images_unseen=pictures and not has_images(msgs),
             )
         raise AssertionError("unreachable: the final round always returns")  # pragma: no cover
 

@@ -9,14 +9,15 @@ API hiccup) never holds up replies on another.
 from __future__ import annotations
 
 import asyncio
+import re
 import uuid
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
 __all__ = [
-    "EDIT", "MESSAGE", "RECALL", "ROUTING_KEYS", "Attachment", "Audio", "Document", "Image", "InboundMessage", "MessageBus",
-    "OutboundMessage",
+    "EDIT", "MESSAGE", "PHOTO_NOT_READ", "RECALL", "ROUTING_KEYS", "Attachment", "Audio", "Document", "Image",
+    "InboundMessage", "MessageBus", "OutboundMessage", "picture_mark",
 ]
 
 # Metadata that says where inside a chat a message was (a Telegram forum
@@ -29,6 +30,20 @@ ROUTING_KEYS = ("message_thread_id",)
 MESSAGE = "message"
 EDIT = "edit"
 RECALL = "recall"
+
+
+# The history's mark for pictures nobody saw (a download failed, the model
+# could not read them): memory must not take the reply as their description.
+PHOTO_NOT_READ = "[photo not read]"
+# Marks of pictures in front of a stored user message ("[photo]", "[3 photos]",
+# PHOTO_NOT_READ), as ``InboundMessage.placeholder`` puts them there.
+_PICTURE_MARK = re.compile(r"^\[(?:photo|[1-9]\d* photos|photo not read)\](?= |$)")
+
+
+def picture_mark(content: str) -> str:
+    """The mark of pictures a stored user message starts with; "" for none."""
+    m = _PICTURE_MARK.match(content)
+    return m.group(0) if m else ""
 
 
 @dataclass(frozen=True)

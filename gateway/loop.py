@@ -42,7 +42,7 @@ from memory.prefilter import should_retrieve
 from memory.types import Hit
 
 from .agent import Agent, AgentReply, apology
-from .bus import MESSAGE, Attachment, InboundMessage, MessageBus, OutboundMessage
+from .bus import MESSAGE, PHOTO_NOT_READ, Attachment, InboundMessage, MessageBus, OutboundMessage
 from .commands import COMMANDS, UserCommands
 from .export import mostly_chinese
 from .prompt import QUOTE_CHARS, PromptBuilder
@@ -511,8 +511,23 @@ class ProcessLoop:
                 llm_ms=round(reply.llm_ms, 2),
                 total_ms=round(total_ms, 2),
             )
+        if reply.images_unseen and msg.images:  # after the reply: it does not wait for this write
+            user_row = await self._mark_unseen(msg, user_row)
         self._buffer_later(key, [user_row], reply_write, learn=learn)
         return reply.text
+
+    async def _mark_unseen(self, msg: InboundMessage, row: StoredMessage) -> StoredMessage:
+        """The user's row of a message whose pictures the model could not
+        read (it answered the words alone): marked as a picture nobody saw,
+        so memory does not take the reply for what it showed. Written before
+        it is buffered; a failed write costs Tier 0's mark, not the reply,
+        and memory still gets the corrected row."""
+        content = f"{PHOTO_NOT_READ} {msg.text}".strip()
+        try:
+            await self.sessions.revise(row.id, content)
+        except Exception as exc:
+            log.error("marking a photo the model could not see failed", chat=msg.session_key, error=repr(exc))
+        return replace(row, content=content)
 
     async def _chat_is_chinese(self, key: str) -> bool:
         """Are most of the chat's recent user messages Chinese? (Commands are rare: a window read is cheap.)"""

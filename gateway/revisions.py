@@ -44,7 +44,7 @@ import structlog
 
 from memory.backend import MemoryBackend
 
-from .bus import EDIT, RECALL, InboundMessage
+from .bus import EDIT, RECALL, InboundMessage, picture_mark
 from .outbox import Outbox
 from .sessions import SessionStore
 
@@ -79,6 +79,11 @@ class Revisions:
             log.warning("edit by another sender ignored", chat=key, message_id=msg.message_id)
             return "refused"
         text = msg.history_text.strip()  # an edited caption keeps its "[photo]"
+        # ... and the mark stored with it: an album's "[3 photos]", a "[photo not read]"
+        # (the channel knows only that the edited message has a picture).
+        mark = picture_mark(row.content) if msg.placeholder else ""
+        if mark:
+            text = f"{mark} {msg.text.strip()}".strip()
         if not msg.text.strip() or text == row.content:
             return "unchanged"
         await self.sessions.revise(row.id, text)

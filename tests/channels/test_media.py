@@ -5,7 +5,17 @@ from __future__ import annotations
 
 import pytest
 
-from channels.media import FAILED, TOO_LARGE, UNSUPPORTED, ImageError, as_image, image_note, placeholder, sniff_mime
+from channels.media import (
+    FAILED,
+    TOO_LARGE,
+    UNSUPPORTED,
+    ImageError,
+    album_note,
+    as_image,
+    image_note,
+    placeholder,
+    sniff_mime,
+)
 from gateway.bus import Image, InboundMessage
 
 JPEG = b"\xff\xd8\xff\xe0\x00\x10JFIF\x00" + bytes(200)
@@ -46,3 +56,19 @@ def test_placeholders_and_notes() -> None:
     assert "512 KB" in image_note(TOO_LARGE, 512 * 1024, has_text=False)
     assert "JPEG, PNG, GIF and WebP" in image_note(UNSUPPORTED, 1024, has_text=False)
     assert "send it again" in image_note(FAILED, 1024, has_text=False)
+
+
+def test_an_album_note_names_the_pictures_not_read_by_their_place() -> None:
+    mb = 5 * 1024 * 1024
+    assert album_note([(2, FAILED)], 3, mb) == (
+        "Sorry, photo 2 of 3 could not be read: the download failed; please send it again. "
+        "I am answering with the others.")
+    assert album_note([(3, UNSUPPORTED), (1, UNSUPPORTED)], 4, mb) == (
+        "Sorry, photos 1 and 3 of 4 could not be read: I can only read JPEG, PNG, GIF and WebP pictures. "
+        "I am answering with the others.")
+    assert album_note([(1, TOO_LARGE), (2, TOO_LARGE), (4, TOO_LARGE)], 4, mb) == (
+        "Sorry, photos 1, 2 and 4 of 4 could not be read: too large for me (the limit is 5 MB); please send "
+        "smaller ones or screenshots. I am answering with the other one.")
+    # Different reasons: which, without a why that would be wrong for some.
+    assert album_note([(1, TOO_LARGE), (2, FAILED)], 3, mb) == (
+        "Sorry, photos 1 and 2 of 3 could not be read. I am answering with the other one.")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import io
 import logging
+import re
 import time
 from collections.abc import AsyncIterator, Awaitable, Iterator
 from typing import Any, TypeVar
@@ -24,10 +25,18 @@ from channels.telegram import (
     TelegramSendError,
     split_message,
 )
-from gateway.bus import EDIT, MESSAGE, Attachment, InboundMessage, MessageBus, OutboundMessage
+from gateway.bus import EDIT, MESSAGE, Attachment, InboundMessage, MessageBus, OutboundMessage, Quoted
 from gateway.config import TelegramConfig
 from gateway.logging import configure_logging
-from tests.fakes.telegram_server import FakeTelegram, Upload, utf16_len
+from tests.fakes.telegram_server import (
+    FakeTelegram,
+    Upload,
+    origin_channel,
+    origin_chat,
+    origin_hidden_user,
+    origin_user,
+    utf16_len,
+)
 
 T = TypeVar("T")
 FAST = Backoff(initial=0.05, maximum=0.3)
@@ -201,6 +210,37 @@ async def test_an_edit_arrives_as_an_edit_of_the_same_message(
     edit = await next_inbound(bus)
     assert (edit.kind, edit.is_group, edit.mentioned, edit.text) == (EDIT, True, True, "deploy to fra")
     assert fake.sent == []  # an edit is not answered by the channel
+
+
+async def test_a_reply_to_a_message_of_another_chat_brings_its_author_and_quote(
+    fake: FakeTelegram, bus: MessageBus, make_channel: Any
+) -> None:
+    """Telegram sends such a reply as ``external_reply``: who wrote the
+    source message and its media, never its text; the words are the
+    part the user quoted, a media message is named by a stand-in."""
+    await make_channel()
+    post = "Release 2.0 ships on Friday; the beta closes Wednesday."
+    fake.push_external_reply(7, 7, "should we wait for this?", origin=origin_channel(-1001, "Acme News", 88),
+                             original=post, quote="ships on Friday",
+                             source_chat={"id": -1001, "type": "channel", "title": "Acme News"}, source_message_id=88)
+    assert (await next_inbound(bus)).quoted == Quoted(author="Acme News", text="ships on Friday", partial=True)
+    fake.push_external_reply(7, 7, "nice?", origin=origin_channel(-1001, "Acme News", 89, signature="Dana"),
+                             media="photo")
+    assert (await next_inbound(bus)).quoted == Quoted(author="Dana (Acme News)", text="[photo]")
+    fake.push_external_reply(7, 7, "and you?", origin=origin_user(5, "Carol", "Lee"), original="lunch at 12?",
+                             quote="lunch", source_chat={"id": -200, "type": "supergroup", "title": "Team"})
+    assert (await next_inbound(bus)).quoted == Quoted(author="Carol Lee in Team", text="lunch", partial=True)
+    fake.push_external_reply(7, 7, "vote?", origin=origin_hidden_user("Mallory"), media="poll")
+    assert (await next_inbound(bus)).quoted == Quoted(author="Mallory", text="[poll] Lunch at noon?")
+    fake.push_external_reply(7, 7, "what?", origin=origin_chat(-300, "Ops", signature="admin"), media="video",
+                             original="deploy log", quote="log")
+    assert (await next_inbound(bus)).quoted == Quoted(author="admin (Ops)", text="[video] log", partial=True)
+    fake.push_external_reply(7, 7, "yours?", origin=origin_user(fake.bot_id, "myclaw"), original="hi", quote="hi")
+    assert (await next_inbound(bus)).quoted == Quoted(author="you", text="hi", partial=True)
+    # A text message of another chat without a quote: Telegram sends no words to show.
+    fake.push_external_reply(7, 7, "hm", origin=origin_user(5, "Carol"))
+    msg = await next_inbound(bus)
+    assert (msg.text, msg.quoted) == ("hm", None)
 
 
 async def test_an_edit_respects_the_allow_list(fake: FakeTelegram, bus: MessageBus, make_channel: Any) -> None:
@@ -843,16 +883,54 @@ async def test_an_album_part_not_downloaded_gets_the_note_and_the_rest_go_on(
         fake.push_photo(7, 7, [picture], caption="the receipts" if i == 0 else None, media_group_id="g3")
     album = await next_inbound(bus)
     [note] = await fake.wait_sent(1)
-    assert "could not download that picture" in note.text
+    # Which one failed depends on which getFile reached the fake first.
+    assert re.fullmatch(r"Sorry, photo [123] of 3 could not be read: the download failed; please send it again\. "
+                        r"I am answering with the others\.", note.text)
     assert len(album.images) == 2 and {i.data for i in album.images} < set(pictures)
     assert album.history_text == "[2 photos] the receipts"
+
+    # Told by their place in the album, once for all of them.
+    for i, sizes in enumerate([[jpeg(400, 7)], [jpeg(9000)], [jpeg(400, 8)], [jpeg(9100)]]):
+        fake.push_photo(7, 7, sizes, caption="four" if i == 2 else None, media_group_id="g7")
+    four = await next_inbound(bus)
+    assert ([i.data for i in four.images], four.history_text) == ([jpeg(400, 7), jpeg(400, 8)], "[2 photos] four")
+    [_, large] = await fake.wait_sent(2)
+    assert large.text == ("Sorry, photos 2 and 4 of 4 could not be read: too large for me (the limit is 4 KB); "
+                          "please send smaller ones or screenshots. I am answering with the others.")
 
     fake.fail_next("getFile", 400, description="Bad Request: invalid file_id", times=2)
     fake.push_photo(7, 7, [jpeg(400, 4)], caption="both lost", media_group_id="g4")
     fake.push_photo(7, 7, [jpeg(400, 5)], media_group_id="g4")
     lost = await next_inbound(bus)  # none read: as a single photo, the caption goes on
     assert (lost.images, lost.history_text) == ((), "[photo not read] both lost")
-    assert "answering your text without it" in (await fake.wait_sent(2))[1].text
+    assert "answering your text without it" in (await fake.wait_sent(3))[2].text
+
+
+async def test_without_vision_an_album_gets_one_note_and_its_caption_goes_on_once(
+    fake: FakeTelegram, bus: MessageBus, make_channel: Any
+) -> None:
+    """A single photo without vision gets the "only text" note, or its
+    caption goes on; an album is one message too: one note for a
+    captionless album, not one per photo, and its caption without a note."""
+    await make_channel(sender=True, album_quiet=0.05, allow_from=["7", "8"])
+    for i in range(3):
+        fake.push_photo(7, 7, [jpeg(400, i)], media_group_id="v1")
+    fake.push_text(7, 7, "after the album")
+    [note] = await fake.wait_sent(1)
+    assert note.text == UNREADABLE_REPLY
+    assert (await next_inbound(bus)).text == "after the album"  # in order, behind the album
+    for i in range(3):
+        fake.push_photo(7, 7, [jpeg(400, i)], caption="which one?" if i == 1 else None, media_group_id="v2")
+    captioned = await next_inbound(bus)
+    assert (captioned.text, captioned.images, captioned.history_text) == ("which one?", (), "which one?")
+    # In a group, only an album addressed to the bot (here: replying to it) gets its note.
+    for i in range(2):
+        fake.push_photo(-300, 8, [jpeg(400, i)], chat_type="group", media_group_id="v3")
+    for i in range(2):
+        fake.push_photo(-300, 8, [jpeg(400, i)], chat_type="group", reply_to_bot=True, media_group_id="v4")
+    [_, group_note] = await fake.wait_sent(2)
+    assert (group_note.chat_id, group_note.text) == (-300, UNREADABLE_REPLY) and group_note.reply_to is not None
+    assert bus.inbound.empty() and fake.file_downloads == []
 
 
 async def test_group_albums_are_read_only_when_addressed_to_the_bot(

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from structlog.testing import capture_logs
 
-from gateway.bus import MessageBus, OutboundMessage
+from gateway.bus import Attachment, MessageBus, OutboundMessage
 from tests.channels.test_telegram import bus, fake, make_channel, next_inbound, within  # noqa: F401 (fixtures)
 from tests.fakes.telegram_server import FakeTelegram
 
@@ -76,3 +76,58 @@ async def test_other_refusals_are_not_retried_as_plain(
         await within(ch.send(OutboundMessage("telegram", "5009", "Use **bold** here")))
     assert not refused.value.retryable
     assert fake.sent == []
+
+
+# -- a document's caption (/export's file) ---------------------------------------------------
+
+
+async def test_a_documents_caption_with_markup_is_shown_formatted(
+    fake: FakeTelegram, bus: MessageBus, make_channel: Any
+) -> None:
+    ch = await _chat(fake, bus, make_channel, 5010, "/export")
+    file = Attachment("myclaw-memory-2026-11-22.md", b"# kept")
+    await within(ch.send(OutboundMessage("telegram", "5010", "Everything, as **Markdown**; `/forget` erases.", attachment=file)))
+    await within(ch.send(OutboundMessage("telegram", "5010", "Plain words: a < b & snake_case.", attachment=file)))
+    formatted, plain = fake.documents
+    assert formatted.parse_mode == "HTML"
+    assert formatted.params["caption"] == "Everything, as <b>Markdown</b>; <code>/forget</code> erases."
+    assert formatted.caption == "Everything, as Markdown; /forget erases."  # what the user reads
+    assert (plain.parse_mode, plain.caption) == (None, "Plain words: a < b & snake_case.")
+    assert fake.sent == []
+
+
+async def test_a_documents_caption_is_limited_on_its_visible_text(
+    fake: FakeTelegram, bus: MessageBus, make_channel: Any
+) -> None:
+    """Telegram counts 1024 characters of what the caption shows: markup
+    that fits once rendered stays formatted; a caption that does not fit
+    goes as its words, cut."""
+    ch = await _chat(fake, bus, make_channel, 5011, "/export")
+    file = Attachment("f.md", b"x")
+    fits = " ".join(["**ok**"] * 200)  # 1,399 characters written, 599 shown
+    await within(ch.send(OutboundMessage("telegram", "5011", fits, attachment=file)))
+    too_long = "**" + "b" * 1100 + "**"
+    await within(ch.send(OutboundMessage("telegram", "5011", too_long, attachment=file)))
+    shown, cut = fake.documents
+    assert (shown.parse_mode, shown.caption) == ("HTML", " ".join(["ok"] * 200))
+    assert cut.parse_mode is None and cut.caption == too_long[:1023] + "…"
+
+
+async def test_a_caption_whose_formatting_telegram_refuses_goes_as_its_words(
+    fake: FakeTelegram, bus: MessageBus, make_channel: Any
+) -> None:
+    from channels.telegram import TelegramSendError
+
+    ch = await _chat(fake, bus, make_channel, 5012, "/export")
+    file = Attachment("f.md", b"secret file")
+    fake.fail_next("sendDocument", 400, description="Bad Request: can't parse entities: Unsupported start tag \"x\"")
+    with capture_logs() as logs:
+        await within(ch.send(OutboundMessage("telegram", "5012", "Your **file**", attachment=file)))
+    [doc] = fake.documents
+    assert (doc.parse_mode, doc.caption, doc.data) == (None, "Your **file**", b"secret file")
+    assert any(e["event"].startswith("Telegram refused the caption's formatting") for e in logs)
+    assert all("file**" not in str(e) for e in logs)
+    fake.fail_next("sendDocument", 403, description="Forbidden: bot was blocked by the user")
+    with pytest.raises(TelegramSendError) as refused:  # not a formatting matter: not sent again as plain
+        await within(ch.send(OutboundMessage("telegram", "5012", "Your **file**", attachment=file)))
+    assert not refused.value.retryable and len(fake.documents) == 1

@@ -20,7 +20,8 @@ shapes, so the client code under test cannot tell it from Telegram:
 * ``sendDocument`` takes the file as a multipart upload (as PTB sends an
   ``InputFile``), recorded in ``documents`` with its bytes and filename;
   a file id or URL instead, an empty file, or a caption over 1024
-  characters: 400 with Telegram's wording.
+  characters (with ``parse_mode=HTML``: its visible text, the markup
+  checked as a message's): 400 with Telegram's wording.
 
 * ``getFile`` answers a file a pushed message carries (``push_photo``,
   ``push_document``) with its ``file_path``, and ``GET
@@ -35,7 +36,9 @@ shapes, so the client code under test cannot tell it from Telegram:
   sends albums (one update per part, the caption on one of them).
 
 Updates are ``message`` (``push_text``, ``push_media``, ``push_photo``,
-``push_document``) and
+``push_document``, ``push_external_reply``: a reply to a message of another
+chat, with ``origin_user`` / ``origin_hidden_user`` / ``origin_chat`` /
+``origin_channel``) and
 ``edited_message`` (``push_edit``), filtered by ``allowed_updates`` as
 Telegram does (the last list given sticks).
 
@@ -68,7 +71,10 @@ from typing import Any
 
 from aiohttp import web
 
-__all__ = ["DEFAULT_TOKEN", "Call", "FakeTelegram", "SentDocument", "SentMessage", "Upload"]
+__all__ = [
+    "DEFAULT_TOKEN", "Call", "FakeTelegram", "SentDocument", "SentMessage", "Upload", "origin_channel", "origin_chat",
+    "origin_hidden_user", "origin_user",
+]
 
 DEFAULT_TOKEN = "123456789:AAFakeTokenForTests_abcdefghijklmnopq"
 MAX_MESSAGE_LENGTH = 4096
@@ -126,9 +132,11 @@ class SentDocument:
     filename: str
     data: bytes = field(repr=False)
     mime_type: str
-    caption: str | None = None
+    caption: str | None = None  # as the chat shows it: with parse_mode=HTML, without the tags
     reply_to: int | None = None
     message_thread_id: int | None = None
+    parse_mode: str | None = None
+    params: dict[str, Any] = field(default_factory=dict)  # as sent, without the file
 
 
 @dataclass(frozen=True)
@@ -215,6 +223,54 @@ def parse_html(text: str) -> str:
         )
     out.append(text[pos:])
     return "".join(out)
+
+
+def origin_user(user_id: int, first_name: str, last_name: str | None = None) -> dict[str, Any]:
+    """A MessageOriginUser: the source message was sent by this user."""
+    user: dict[str, Any] = {"id": user_id, "is_bot": False, "first_name": first_name}
+    if last_name:
+        user["last_name"] = last_name
+    return {"type": "user", "date": int(time.time()) - 60, "sender_user": user}
+
+
+def origin_hidden_user(name: str) -> dict[str, Any]:
+    """A MessageOriginHiddenUser: a user who hides their account in forwards."""
+    return {"type": "hidden_user", "date": int(time.time()) - 60, "sender_user_name": name}
+
+
+def origin_chat(chat_id: int, title: str, signature: str | None = None) -> dict[str, Any]:
+    """A MessageOriginChat: sent on behalf of a group (an anonymous admin)."""
+    origin: dict[str, Any] = {"type": "chat", "date": int(time.time()) - 60,
+                              "sender_chat": {"id": chat_id, "type": "supergroup", "title": title}}
+    if signature:
+        origin["author_signature"] = signature
+    return origin
+
+
+def origin_channel(chat_id: int, title: str, message_id: int, signature: str | None = None) -> dict[str, Any]:
+    """A MessageOriginChannel: a channel's post."""
+    origin: dict[str, Any] = {"type": "channel", "date": int(time.time()) - 60, "message_id": message_id,
+                              "chat": {"id": chat_id, "type": "channel", "title": title}}
+    if signature:
+        origin["author_signature"] = signature
+    return origin
+
+
+# What an ExternalReplyInfo carries of the source message's media (Bot API shapes).
+_EXTERNAL_MEDIA: dict[str, Any] = {
+    "photo": [{"file_id": "AgACAgIAAxkBAAIextph", "file_unique_id": "AQADext1", "width": 90, "height": 60,
+               "file_size": 1200}],
+    "video": {"file_id": "BAACAgIAAxkBAAIextvi", "file_unique_id": "AQADext2", "width": 640, "height": 360,
+              "duration": 12},
+    "document": {"file_id": "BQACAgIAAxkBAAIextdo", "file_unique_id": "AQADext3", "file_name": "plan.pdf",
+                 "mime_type": "application/pdf"},
+    "voice": {"file_id": "AwACAgIAAxkBAAIextvo", "file_unique_id": "AQADext4", "duration": 4,
+              "mime_type": "audio/ogg"},
+    "poll": {"id": "5012", "question": "Lunch at noon?", "options": [
+        {"persistent_id": "0", "text": "yes", "voter_count": 3}, {"persistent_id": "1", "text": "no", "voter_count": 1}],
+        "total_voter_count": 4, "is_closed": False, "is_anonymous": True, "type": "regular",
+        "allows_multiple_answers": False, "allows_revoting": True, "members_only": False},
+}
 
 
 def _error(status: int, description: str | None = None, retry_after: int | None = None) -> web.Response:
@@ -436,6 +492,44 @@ class FakeTelegram:
         self.last_update_id = next(self._update_ids)
         self._updates.append({"update_id": self.last_update_id, "message": message})
         self._wake.set()
+        return message
+
+    def push_external_reply(
+        self,
+        chat_id: int,
+        user_id: int,
+        text: str,
+        *,
+        origin: dict[str, Any],
+        original: str = "",
+        quote: str | None = None,
+        media: str | None = None,
+        source_chat: dict[str, Any] | None = None,
+        source_message_id: int | None = None,
+        **kw: Any,
+    ) -> dict[str, Any]:
+        """Queue a reply to a message of another chat or channel, as Telegram
+        sends it: ``external_reply`` (an ExternalReplyInfo: ``origin``, from
+        :func:`origin_user` and its siblings; the source ``chat`` and
+        ``message_id`` when the bot may see that chat; the media it holds,
+        ``media``: photo, video, document, voice or poll; never its text),
+        and ``quote``, which must be a piece of ``original``, the text or
+        caption the source message had (the fake's own record: it is not
+        sent). ``kw`` as :meth:`push_text`."""
+        message = self.push_text(chat_id, user_id, text, **kw)
+        info: dict[str, Any] = {"origin": origin}
+        if source_chat is not None:
+            info["chat"] = source_chat
+            if source_message_id is not None:
+                info["message_id"] = source_message_id
+        if media is not None:
+            info[media] = _EXTERNAL_MEDIA[media]
+        message["external_reply"] = info
+        if quote is not None:
+            if quote not in original:
+                raise ValueError("Telegram's quote is a piece of the replied-to message")
+            message["quote"] = {"text": quote, "position": utf16_len(original[: original.index(quote)]),
+                                "is_manual": True}
         return message
 
     def push_edit(self, chat_id: int, message_id: int, text: str, *, mention: bool = False) -> dict[str, Any]:
@@ -848,6 +942,15 @@ class FakeTelegram:
         if not doc.data:
             return _error(400, "Bad Request: file must be non-empty")
         caption = params.get("caption") or None
+        parse_mode = params.get("parse_mode") or None
+        if parse_mode is not None and parse_mode not in ("Markdown", "MarkdownV2", "HTML"):
+            return _error(400, f"Bad Request: unsupported parse_mode {parse_mode!r}")
+        if caption is not None and parse_mode == "HTML":
+            # As for a message: the caption is what the markup shows, counted on that.
+            try:
+                caption = parse_html(caption)
+            except EntityError as exc:
+                return _error(400, str(exc))
         if caption is not None and utf16_len(caption) > MAX_CAPTION_LENGTH:
             return _error(400, "Bad Request: message caption is too long")
         msg = self._bot_message(chat, "", thread_id)
@@ -871,6 +974,8 @@ class FakeTelegram:
             caption=caption,
             reply_to=reply_to,
             message_thread_id=thread_id,
+            parse_mode=parse_mode,
+            params={k: v for k, v in params.items() if k != "document"},
         )
         if self.record:
             self.documents.append(sent)

@@ -262,12 +262,14 @@ async def test_a_model_that_cannot_see_answers_the_words_and_is_told_so(fake_llm
             assert fake_llm.requests[0]["messages"][:-1] == _photo_turn("x")[:-1]
             assert fake_llm.requests[0]["tools"]  # the tools stay offered: only the picture was the trouble
             assert "cannot read pictures; tell the user" in reply.text
+            assert reply.images_unseen  # the loop then stores it as a photo nobody saw
             # Remembered: the next photo costs no refused request, two pictures are named as two.
             reply = await agent.run(_photo_turn("and this one?", pictures=2), ALICE, user_text="and this one?")
-            assert reply.ok and len(fake_llm.refused) == 1 and len(fake_llm.requests) == 2
+            assert reply.ok and reply.images_unseen and len(fake_llm.refused) == 1 and len(fake_llm.requests) == 2
             assert fake_llm.requests[1]["messages"][-1]["content"].endswith(UNSEEN_NOTE.format(what="2 photos"))
             # Words alone go on as ever.
-            assert (await agent.run(SYSTEM, ALICE)).ok and len(fake_llm.requests) == 3
+            words = await agent.run(SYSTEM, ALICE)
+            assert words.ok and not words.images_unseen and len(fake_llm.requests) == 3
     warned = [e for e in logs if e["event"].startswith("model does not read pictures")]
     assert len(warned) == 1 and warned[0]["log_level"] == "warning" and warned[0]["model"] == "m"
     assert not [e for e in logs if e["event"] == "LLM call failed"]
@@ -283,7 +285,8 @@ async def test_a_broken_picture_is_not_taken_for_a_model_that_cannot_see(fake_ll
     async with _llm(fake_llm) as llm:
         agent = Agent(llm)
         assert not (await agent.run(bad, ALICE)).ok
-        assert (await agent.run(_photo_turn("look again"), ALICE)).ok
+        seen = await agent.run(_photo_turn("look again"), ALICE)
+        assert seen.ok and not seen.images_unseen
     assert len(fake_llm.refused) == 1
     assert images(fake_llm.requests[-1]) == [("image/jpeg", JPEG)]
 

@@ -233,10 +233,44 @@ async def test_a_model_that_cannot_see_answers_the_caption_and_says_it_cannot_se
             assert len(llm.refused) == 1 and len(llm.requests) == 2  # the second photo: one request, no refusal
             assert images(llm.requests[1]) == [] and all(isinstance(m["content"], str)
                                                          for m in llm.requests[1]["messages"])
+            # Nobody saw the first photo: the next prompt's history, and memory, say so.
+            assert {"role": "user", "content": "[photo not read] what is the wifi password on this note?"} \
+                in llm.requests[1]["messages"]
             assert app.loop is not None and await app.loop.drain(5)
+            engine = app.backend.engine  # type: ignore[attr-defined]
+            waiting = [r["content"] for r in await engine.db.fetchall(
+                "SELECT content FROM extraction_buffer WHERE role = 'user' ORDER BY id")]
+            assert waiting == ["[photo not read] what is the wifi password on this note?",
+                               "[photo not read] and on this one?"]
         finally:
             await asyncio.wait_for(app.close(), 15)
-    assert _rows(tmp_path)[:2] == [
-        ("user", "[photo] what is the wifi password on this note?"),
-        ("assistant", "I can't see pictures with this model. re: [photo] what is the wifi password on this note?"),
-    ]
+    assert [c for r, c in _rows(tmp_path) if r == "user"] == [
+        "[photo not read] what is the wifi password on this note?", "[photo not read] and on this one?"]
+
+
+async def test_an_edited_album_caption_keeps_the_albums_mark(tmp_path: Path, clock: ManualClock) -> None:
+    """Telegram tells only that the edited message has a picture; the
+    history keeps the album's "[3 photos]" (and a photo nobody saw its
+    "[photo not read]") with the new words."""
+    async with FakeOpenAI(api_key="sk-vision-e2e-0123456789", responder=seeing) as llm, FakeTelegram() as tg:
+        app = _app(tmp_path, clock, llm, {"telegram": _telegram(tg)}, agent={**VISION, "maxImageBytes": 100_000})
+        try:
+            await app.open()
+            await asyncio.wait_for(app.start(), 15)
+            captioned = {}
+            for i in range(3):
+                part = tg.push_photo(42, 42, [THUMB], caption="wich is best?" if i == 0 else None, media_group_id="a1")
+                captioned = captioned or part
+            [reply] = await tg.wait_sent(1, timeout=10)
+            assert reply.text == "I see 3 picture(s). re: [3 photos] wich is best?"
+            unread = tg.push_photo(42, 42, [PHOTO], caption="and thsi one?")  # over maxImageBytes
+            await tg.wait_sent(3, timeout=10)  # the note, then the answer to the caption
+            assert app.loop is not None and await app.loop.drain(5)
+            tg.push_edit(42, captioned["message_id"], "which is best?")
+            tg.push_edit(42, unread["message_id"], "and this one?")
+            await _until(lambda: app.loop is not None and app.loop.stats.revised == 2)
+            assert await app.loop.drain(5)
+        finally:
+            await asyncio.wait_for(app.close(), 15)
+    assert [c for r, c in _rows(tmp_path) if r == "user"] == ["[3 photos] which is best?",
+                                                              "[photo not read] and this one?"]
