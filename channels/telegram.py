@@ -86,6 +86,7 @@ from telegram.error import (
 from telegram.request import BaseRequest, RequestData
 
 from channels.base import BaseChannel, ChannelFatalError, DeliveryError, rest_of
+from channels.documents import document_placeholder
 from channels.lanes import Job, Lanes
 from channels.markdown import fence_openers, might_have_markup, plain_length, telegram_html
 from channels.media import FAILED, TOO_LARGE, UNSUPPORTED, ImageError, album_note, as_image, placeholder
@@ -200,6 +201,14 @@ class _File:
 
 
 _Fetch = _Picture | _Voice | _File
+
+
+def _edited_mark(attached: _Fetch | None) -> str:
+    # An edited caption keeps its message's mark; the stored one wins
+    # (gateway/revisions.py): an album's count, a "not read".
+    if isinstance(attached, _Picture):
+        return placeholder(1)
+    return document_placeholder(attached.name) if isinstance(attached, _File) else ""
 
 
 @dataclass(frozen=True)
@@ -877,7 +886,7 @@ class TelegramChannel(BaseChannel):
             metadata=metadata,
             kind=EDIT if edited else MESSAGE,
             # An edited caption keeps its picture's mark in the history.
-            placeholder=placeholder(1) if edited and isinstance(picture, _Picture) else "",
+            placeholder=_edited_mark(picture) if edited else "",
             quoted=self._quoted(msg),
         )
         return inbound, user.username or "", None if edited else picture

@@ -35,13 +35,14 @@ RECALL = "recall"
 # The history's mark for pictures nobody saw (a download failed, the model
 # could not read them): memory must not take the reply as their description.
 PHOTO_NOT_READ = "[photo not read]"
-# Marks of pictures in front of a stored user message ("[photo]", "[3 photos]",
-# PHOTO_NOT_READ), as ``InboundMessage.placeholder`` puts them there.
-_PICTURE_MARK = re.compile(r"^\[(?:photo|[1-9]\d* photos|photo not read)\](?= |$)")
+# Marks of pictures or a file in front of a stored user message ("[photo]",
+# "[3 photos]", PHOTO_NOT_READ, "[file plan.pdf]", "[file not read]"), as
+# ``InboundMessage.placeholder`` puts them there.
+_PICTURE_MARK = re.compile(r"^\[(?:photo|[1-9]\d* photos|photo not read|file [^\]\n]+)\](?= |$)")
 
 
 def picture_mark(content: str) -> str:
-    """The mark of pictures a stored user message starts with; "" for none."""
+    """The mark of pictures (or a file) a stored user message starts with; "" for none."""
     m = _PICTURE_MARK.match(content)
     return m.group(0) if m else ""
 

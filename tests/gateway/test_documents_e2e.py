@@ -152,3 +152,20 @@ async def test_a_question_after_a_file_reads_it_again(tmp_path: Path, clock: Man
             assert after_forget.text.startswith("tool said: No file was sent in this chat")
         finally:
             await asyncio.wait_for(app.close(), 15)
+
+
+async def test_an_edited_file_caption_keeps_the_files_mark(tmp_path: Path, clock: ManualClock) -> None:
+    async with FakeOpenAI(api_key="sk-docs-e2e-0123456789", responder=reading) as llm, FakeTelegram() as tg:
+        app = _app(tmp_path, clock, llm, {"telegram": _telegram(tg)}, agent={"model": "test-model"})
+        try:
+            await app.open()
+            await asyncio.wait_for(app.start(), 15)
+            sent = tg.push_document(42, 42, b"notes", mime_type="text/plain", file_name="n.txt", caption="sumarise")
+            await tg.wait_sent(1, timeout=10)
+            tg.push_edit(42, sent["message_id"], "summarise, please")
+            tg.push_text(42, 42, "thanks")  # behind the edit in the chat's order
+            await tg.wait_sent(2, timeout=10)
+            assert app.loop is not None and await app.loop.drain(5)
+        finally:
+            await asyncio.wait_for(app.close(), 15)
+    assert _rows(tmp_path)[0] == ("user", "[file n.txt] summarise, please")
