@@ -113,6 +113,15 @@ async def test_a_markdown_reply_goes_as_a_post_feishu_renders(fake: FakeFeishu, 
     assert fake.texts() == [post["text"], "好的，明天见。"]
 
 
+async def test_a_table_goes_as_a_post_with_its_columns_aligned_in_a_code_block(
+    fake: FakeFeishu, channel: FeishuChannel
+) -> None:
+    await channel.send(OutboundMessage("feishu", "oc_room9", "本周:\n\n| 任务 | owner |\n|---|---|\n| 部署 | bob |"))
+    [post] = fake.sent  # the fake refuses a post Feishu would (an md element alone in its paragraph)
+    assert post["msg_type"] == "post"
+    assert post["text"] == "本周:\n\n```\n任务 | owner\n-----+------\n部署 | bob\n```"
+
+
 async def test_a_code_block_split_across_messages_is_code_in_each(fake: FakeFeishu, channel: FeishuChannel) -> None:
     code = "\n".join(f"row {i:03d} " + "y" * 60 for i in range(120))  # ~8,500 characters: three messages
     await channel.send(OutboundMessage("feishu", "oc_room9", f"Log:\n\n```text\n{code}\n```\n\nEnd."))
