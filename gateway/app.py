@@ -41,6 +41,7 @@ with the internal daily/weekly compression jobs, user jobs that run through
 from __future__ import annotations
 
 import asyncio
+import functools
 import importlib
 import sqlite3
 import time
@@ -102,6 +103,10 @@ class ChannelSpec:
     # The channel remembers which of its messages answer which (to withdraw
     # them on a recall): given ``reply_store``, its rows in gateway.db.
     keeps_replies: bool = False
+    # The channel drops what it took before (a platform delivering at least
+    # once) and keeps the recalls it saw: given ``seen_store(kind)``, those
+    # ids are kept in gateway.db, so a restart does not forget them.
+    keeps_seen: bool = False
     # The channel can fetch pictures and voice messages users send: with
     # agent.vision it is given ``max_image_bytes``, with agent.transcription
     # ``max_audio_bytes``.
@@ -122,6 +127,7 @@ CHANNELS: tuple[ChannelSpec, ...] = (
         lambda c: c.channels.feishu,
         needs_http=lambda c: c.channels.feishu.mode == "webhook",
         keeps_replies=True,
+        keeps_seen=True,
         reads_media=True,
     ),
 )
@@ -536,6 +542,10 @@ class App:
                     from .sentreplies import SentReplies  # imports the Feishu channel's types
 
                     kwargs["reply_store"] = SentReplies(self.sessions.db, spec.name)
+                if spec.keeps_seen and self.sessions is not None:
+                    from .seenids import SeenIds  # imports the Feishu channel's types
+
+                    kwargs["seen_store"] = functools.partial(SeenIds, self.sessions.db, spec.name)
                 if spec.reads_media and self.cfg.agent.vision:
                     kwargs["max_image_bytes"] = self.cfg.agent.max_image_bytes
                 if spec.reads_media and self.cfg.agent.transcription.enabled:

@@ -5,7 +5,8 @@ on the gateway's HTTP server, and replies with text over the Open API.
 lark-oapi is imported only by the long connection, in its own thread, so
 importing this package is cheap and webhook mode never loads the SDK.
 
-Modules: ``events`` (event -> InboundMessage), ``dedup`` (event ids seen),
+Modules: ``events`` (event -> InboundMessage), ``dedup`` (ids seen: events
+taken, messages recalled; kept across restarts given a ``seen_store``),
 ``webhook`` (HTTP intake: verification, decryption, signature),
 ``longconn`` (lark-oapi websocket client), ``client`` (sending, token cache),
 ``replies`` (which messages the bot sent as the reply to which message).
@@ -45,6 +46,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+from collections.abc import Callable
 from typing import Any
 
 from aiohttp import web
@@ -57,7 +59,7 @@ from gateway.config import FeishuConfig
 from gateway.http import HttpServer
 
 from .client import FeishuApiError, FeishuClient, Resource, ResourceTooLarge, Withdrawal, is_retryable, split_text
-from .dedup import RecentIds
+from .dedup import IdStore, RecentIds
 from .events import (
     MESSAGE_EVENT,
     RECALL_EVENT,
@@ -93,6 +95,7 @@ class FeishuChannel(BaseChannel):
         dedup: RecentIds | None = None,
         replies: ReplyLog | None = None,
         reply_store: ReplyStore | None = None,
+        seen_store: Callable[[str], IdStore] | None = None,
         max_image_bytes: int | None = None,
         max_audio_bytes: int | None = None,
         **client_options: Any,
@@ -100,6 +103,9 @@ class FeishuChannel(BaseChannel):
         """``client_options`` go to ``FeishuClient`` (``timeout``,
         ``max_attempts``, ``backoff``, ``http``, ``clock``); ``reply_store``
         keeps the reply log across restarts (unless ``replies`` is given);
+        ``seen_store(kind)`` makes the store that keeps one kind of id across
+        restarts: ``"event"``, the event ids taken (unless ``dedup`` is
+        given), and ``"recalled"``, the messages recalled (with the reply log);
         ``max_image_bytes`` (with ``agent.vision``): images and a post's
         pictures up to this size go to the model; ``max_audio_bytes`` (with
         ``agent.transcription``): audio messages up to this size are
@@ -108,10 +114,11 @@ class FeishuChannel(BaseChannel):
         self.config = config
         self.http = http
         self.api = FeishuClient(config.app_id, config.app_secret.get_secret_value(), config.domain, **client_options)
-        self._dedup = dedup or RecentIds()
+        self._dedup = dedup or RecentIds(store=seen_store("event") if seen_store else None)
         self._sent_ids = RecentIds(maxsize=5000, ttl=7 * 86400)  # ours, for reply_to_bot
         # ours, by the message they answer: withdrawn with it
-        self.replies = replies or ReplyLog(store=reply_store)
+        self.replies = replies or ReplyLog(store=reply_store,
+                                           recalled_store=seen_store("recalled") if seen_store else None)
         self._withdrawals: set[asyncio.Task[list[Withdrawal]]] = set()
         self.bot_open_id: str | None = None
         self._longconn: Any = None  # LongConnection, imported lazily
@@ -141,6 +148,7 @@ class FeishuChannel(BaseChannel):
                 raise ChannelFatalError("channels.feishu.mode=webhook needs verificationToken or encryptKey")
         await self._identify_bot()
         await self.replies.open()  # before any recall can come in
+        await self._dedup.open()  # before any event: what was taken before a restart
         if cfg.mode == "webhook":
             self._start_webhook()
         else:
@@ -182,6 +190,7 @@ class FeishuChannel(BaseChannel):
             self._route = None
         await self.stop_receiving()  # at once when the gateway called it already
         await self._lanes.close()
+        await self._dedup.close()  # the last second's ids
         await self.withdrawals_done(_WITHDRAW_AT_STOP)
         await self.replies.close()  # the last second's replies
         await self.api.aclose()
