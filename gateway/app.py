@@ -8,7 +8,7 @@ a clock, started in order and stopped in ``finally``.
     await app.close()      # reverse order; safe after a failed open/start
 
 Shutdown loses nothing: ``close()`` first has every channel stop receiving
-(``BaseChannel.stop_receiving``), then answers everything on the bus and in
+(``BaseChannel.stop_receiving``, within half the timeout), then answers everything on the bus and in
 flight (up to ``timeout``), sends the queued replies, and only then stops
 the channels (Telegram confirms its offsets there). A message a channel did
 not take stays with the platform and is delivered again after a restart.
@@ -79,6 +79,10 @@ from .timezones import UserTimezones
 from .userdata import UserData
 
 __all__ = ["CHANNELS", "App", "ChannelSpec", "Service", "StorageError", "config_secrets"]
+
+# The share of close()'s timeout the channels get to hand over what they
+# took (a download still under way); the rest answers it.
+INTAKE_SHARE = 0.5
 
 # Lazy: resolved at each call, so it follows configure_logging (and its
 # redaction) even though this module is imported before logging is set up.
@@ -673,8 +677,11 @@ class App:
         self._closed = True
         deadline = time.monotonic() + timeout
         # 1. channels take nothing more in; what they did not take stays
-        #    with the platform (Telegram offsets unconfirmed, Feishu not ACKed)
-        await asyncio.gather(*(self._stop_receiving(c, timeout) for c in self.channels.values()))
+        #    with the platform (Telegram offsets unconfirmed, Feishu not ACKed).
+        #    What they took goes on the bus, the loop still running: at most
+        #    half the time, so the rest answers it (Feishu, which told the
+        #    platform it took a message, cuts its downloads short within it).
+        await asyncio.gather(*(self._stop_receiving(c, timeout * INTAKE_SHARE) for c in self.channels.values()))
         # 2. answer everything already taken: on the bus and in flight
         #    (channels still up, so those replies can go out)
         if self._loop_task is not None:
