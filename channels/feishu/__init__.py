@@ -186,14 +186,20 @@ class FeishuChannel(BaseChannel):
         message on the bus then (``_CUT_MARGIN``) is lost, logged as an
         error with how many. Safe to call twice."""
         self._receiving = False
-        loop = asyncio.get_running_loop()
-        grace_ends = loop.time() + self.stop_grace
-        try:
+
+        async def close_longconn() -> None:
             if self._longconn is not None:
-                await self._longconn.stop(timeout=self.stop_grace)
+                await self._longconn.stop()
+
+        async def hand_over() -> None:
             await self._idle.wait()
-            if not await self._lanes.wait_idle(max(0.0, grace_ends - loop.time())):
+            if not await self._lanes.wait_idle(self.stop_grace):
                 await self._cut_short()
+
+        try:
+            # Side by side: the SDK thread may take seconds to end, and
+            # events it still hands over are refused (not ACKed) meanwhile.
+            await asyncio.gather(close_longconn(), hand_over())
         except asyncio.CancelledError:
             # The gateway stops waiting and drains the bus next: what is
             # pending goes there first (a bounded wait, then the cancel).

@@ -916,3 +916,33 @@ async def test_a_stop_cut_short_still_hands_over_what_was_taken_with_a_note(
     finally:
         gate.set()
         await asyncio.wait_for(ch.stop(), 5)
+
+
+async def test_a_message_that_cannot_reach_the_bus_even_after_the_cut_is_lost_and_said_so(
+    fake: FakeFeishu, http: HttpServer
+) -> None:
+    """The last resort: the bus is full and nothing takes from it (a stuck
+    process loop), so even the cut-short message cannot go on. It is
+    cancelled, logged as lost with how many, and its event id is forgotten,
+    so Feishu's own retry of it is taken after the restart."""
+    seen = RecentIds()
+    ch = FeishuChannel(config(fake), MessageBus(maxsize=1), http, backoff=0.01, max_image_bytes=2048, dedup=seen)
+    await ch.start()
+    url = hook(http, ch)
+    await fake.push_event(url, fake.message_event("fills the bus", chat_id="oc_b"))
+    key = fake.add_image(PNG)
+    post = {"title": "", "content": [[{"tag": "text", "text": "what is this?"}], [{"tag": "img", "image_key": key}]]}
+    event = fake.message_event(message_type="post", content=post, chat_id="oc_a")
+    gate = fake.hold_resource(key)
+    try:
+        await fake.push_event(url, event)
+        await until(lambda: fake.resource_requests)
+        with capture_logs() as logs:
+            with pytest.raises(TimeoutError):
+                await asyncio.wait_for(ch.stop_receiving(), 0.2)
+        assert [e.get("pending") for e in logs if e["event"] == "feishu messages still pending at shutdown are lost"] == [1]
+        assert ch.bus.inbound.get_nowait().text == "fills the bus" and ch.bus.inbound.empty()
+        assert event["header"]["event_id"] not in seen
+    finally:
+        gate.set()
+        await asyncio.wait_for(ch.stop(), 5)
