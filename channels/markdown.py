@@ -14,7 +14,8 @@ its code.
 
 :func:`feishu_md` prepares a reply for the ``md`` element of a Feishu
 ``post``, which renders bold, italic, strikethrough, links, lists, code
-blocks and quotes itself, but not headings (made bold here).
+blocks and quotes itself, but not headings (made bold here) nor tables
+(made a code block of aligned columns here, as Telegram's monospaced block).
 
 A reply too long for one message is split on its source (channels cut by
 length first); :func:`fence_openers` says which parts begin inside a code
@@ -74,9 +75,19 @@ def feishu_md(text: str, *, opener: str = "") -> str | None:
     source = f"{opener}\n{text}" if opener else text
     if not has_markup(source):
         return None
+    lines = source.split("\n")
+    tables = _feishu_tables(lines)
     out: list[str] = []
     fence = ""
-    for line in source.split("\n"):
+    n = 0
+    while n < len(lines):
+        if n in tables:  # never inside a code block: markdown-it found it as a table
+            end, block = tables[n]
+            out.extend(block)
+            n = end
+            continue
+        line = lines[n]
+        n += 1
         m = _FENCE.match(line)
         marker, rest = (m.group(1), m.group(2)) if m is not None else ("", "")
         if marker and not fence and not (marker[0] == "`" and "`" in rest):
@@ -87,6 +98,28 @@ def feishu_md(text: str, *, opener: str = "") -> str | None:
             line = f"**{h.group(1).strip()}**"
         out.append(line)
     return "\n".join(out)
+
+
+def _feishu_tables(lines: list[str]) -> dict[int, tuple[int, list[str]]]:
+    """The tables of ``lines`` (a Markdown source), by first line: where
+    each ends and the code block of aligned columns it becomes (Feishu's
+    ``md`` shows a table's pipes raw). A table in a list item or a quote
+    keeps its lines' prefix; one whose lines do not share it stays as is."""
+    tokens = _MD.parse("\n".join(lines))
+    found: dict[int, tuple[int, list[str]]] = {}
+    for i, t in enumerate(tokens):
+        if t.type != "table_open" or t.map is None:
+            continue
+        start, end = t.map
+        first = lines[start]
+        prefix = first[: len(first) - len(first.lstrip(" \t>"))]  # a list item's indent, a quote's "> "
+        if not all(line.startswith(prefix) for line in lines[start:end]):
+            continue
+        body = _table_text(_table_rows(tokens, i)[0])
+        run = max((len(r) for r in re.findall(r"`+", body)), default=0)
+        fence = "`" * max(3, run + 1)  # longer than any backtick run in a cell
+        found[start] = (end, [prefix + ln if ln else prefix.rstrip() for ln in [fence, *body.split("\n"), fence]])
+    return found
 
 
 def plain_length(rendered: str) -> int:
@@ -174,6 +207,13 @@ def _list(tokens: list[Token], i: int, *, quoted: bool) -> tuple[str, int]:
 
 def _table(tokens: list[Token], i: int) -> tuple[str, int]:
     """A table as a monospaced block, columns padded to their widest cell."""
+    rows, i = _table_rows(tokens, i)
+    return (f"<pre>{_esc(_table_text(rows))}</pre>" if rows else ""), i
+
+
+def _table_rows(tokens: list[Token], i: int) -> tuple[list[list[str]], int]:
+    """The cells' words of the table opening at ``tokens[i]``, row by row,
+    and the index after its close."""
     rows: list[list[str]] = []
     i += 1
     while tokens[i].type != "table_close":
@@ -183,8 +223,14 @@ def _table(tokens: list[Token], i: int) -> tuple[str, int]:
         elif t.type == "inline" and rows:
             rows[-1].append(_plain(t.children or []))
         i += 1
+    return rows, i + 1
+
+
+def _table_text(rows: list[list[str]]) -> str:
+    """``rows`` (the first one the header) as lines of columns padded to
+    their widest cell (a CJK character counts two), header underlined."""
     if not rows:
-        return "", i + 1
+        return ""
     n = max(len(r) for r in rows)
     widths = [max(_width(r[c]) if c < len(r) else 0 for r in rows) for c in range(n)]
 
@@ -193,8 +239,7 @@ def _table(tokens: list[Token], i: int) -> tuple[str, int]:
             (r[c] if c < len(r) else "") + " " * (widths[c] - _width(r[c] if c < len(r) else "")) for c in range(n)
         ).rstrip()
 
-    body = [line(rows[0]), "-+-".join("-" * w for w in widths), *(line(r) for r in rows[1:])]
-    return f"<pre>{_esc(chr(10).join(body))}</pre>", i + 1
+    return "\n".join([line(rows[0]), "-+-".join("-" * w for w in widths), *(line(r) for r in rows[1:])])
 
 
 def _width(text: str) -> int:

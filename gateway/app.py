@@ -8,7 +8,7 @@ a clock, started in order and stopped in ``finally``.
     await app.close()      # reverse order; safe after a failed open/start
 
 Shutdown loses nothing: ``close()`` first has every channel stop receiving
-(``BaseChannel.stop_receiving``), then answers everything on the bus and in
+(``BaseChannel.stop_receiving``, within half the timeout), then answers everything on the bus and in
 flight (up to ``timeout``), sends the queued replies, and only then stops
 the channels (Telegram confirms its offsets there). A message a channel did
 not take stays with the platform and is delivered again after a restart.
@@ -41,6 +41,7 @@ with the internal daily/weekly compression jobs, user jobs that run through
 from __future__ import annotations
 
 import asyncio
+import functools
 import importlib
 import sqlite3
 import time
@@ -80,6 +81,10 @@ from .userdata import UserData
 
 __all__ = ["CHANNELS", "App", "ChannelSpec", "Service", "StorageError", "config_secrets"]
 
+# The share of close()'s timeout the channels get to hand over what they
+# took (a download still under way); the rest answers it.
+INTAKE_SHARE = 0.5
+
 # Lazy: resolved at each call, so it follows configure_logging (and its
 # redaction) even though this module is imported before logging is set up.
 log = structlog.get_logger(component="gateway")
@@ -103,6 +108,10 @@ class ChannelSpec:
     # The channel remembers which of its messages answer which (to withdraw
     # them on a recall): given ``reply_store``, its rows in gateway.db.
     keeps_replies: bool = False
+    # The channel drops what it took before (a platform delivering at least
+    # once) and keeps the recalls it saw: given ``seen_store(kind)``, those
+    # ids are kept in gateway.db, so a restart does not forget them.
+    keeps_seen: bool = False
     # The channel can fetch pictures and voice messages users send: with
     # agent.vision it is given ``max_image_bytes``, with agent.transcription
     # ``max_audio_bytes``.
@@ -123,6 +132,7 @@ CHANNELS: tuple[ChannelSpec, ...] = (
         lambda c: c.channels.feishu,
         needs_http=lambda c: c.channels.feishu.mode == "webhook",
         keeps_replies=True,
+        keeps_seen=True,
         reads_media=True,
     ),
 )
@@ -543,6 +553,10 @@ class App:
                     from .sentreplies import SentReplies  # imports the Feishu channel's types
 
                     kwargs["reply_store"] = SentReplies(self.sessions.db, spec.name)
+                if spec.keeps_seen and self.sessions is not None:
+                    from .seenids import SeenIds  # imports the Feishu channel's types
+
+                    kwargs["seen_store"] = functools.partial(SeenIds, self.sessions.db, spec.name)
                 if spec.reads_media and self.cfg.agent.vision:
                     kwargs["max_image_bytes"] = self.cfg.agent.max_image_bytes
                 if spec.reads_media and self.cfg.agent.transcription.enabled:
@@ -673,8 +687,11 @@ class App:
         self._closed = True
         deadline = time.monotonic() + timeout
         # 1. channels take nothing more in; what they did not take stays
-        #    with the platform (Telegram offsets unconfirmed, Feishu not ACKed)
-        await asyncio.gather(*(self._stop_receiving(c, timeout) for c in self.channels.values()))
+        #    with the platform (Telegram offsets unconfirmed, Feishu not ACKed).
+        #    What they took goes on the bus, the loop still running: at most
+        #    half the time, so the rest answers it (Feishu, which told the
+        #    platform it took a message, cuts its downloads short within it).
+        await asyncio.gather(*(self._stop_receiving(c, timeout * INTAKE_SHARE) for c in self.channels.values()))
         # 2. answer everything already taken: on the bus and in flight
         #    (channels still up, so those replies can go out)
         if self._loop_task is not None:

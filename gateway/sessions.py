@@ -152,6 +152,26 @@ async def _m006_sent_replies(conn: aiosqlite.Connection) -> None:
     )
 
 
+async def _m007_seen_ids(conn: aiosqlite.Connection) -> None:
+    # Ids a channel has seen, by kind (gateway/seenids.py; Feishu's event
+    # ids and recalled messages, written behind by its RecentIds), so a
+    # redelivery or a recall is still known after a restart. Platform ids
+    # and a time only; rows go after their TTL (hours).
+    await run_script(
+        conn,
+        """
+        CREATE TABLE seen_ids (
+            channel TEXT NOT NULL,
+            kind    TEXT NOT NULL,
+            id      TEXT NOT NULL,
+            seen_at REAL NOT NULL,
+            PRIMARY KEY (channel, kind, id)
+        ) WITHOUT ROWID;
+        CREATE INDEX idx_seen_ids_age ON seen_ids(channel, kind, seen_at);
+        """,
+    )
+
+
 MIGRATIONS: list[Migration] = [
     _m001_sessions,
     _m002_message_ids,
@@ -159,6 +179,7 @@ MIGRATIONS: list[Migration] = [
     _m004_user_timezones,
     _m005_outbox_send_keys,
     _m006_sent_replies,
+    _m007_seen_ids,
 ]
 
 

@@ -5,7 +5,8 @@ on the gateway's HTTP server, and replies with text over the Open API.
 lark-oapi is imported only by the long connection, in its own thread, so
 importing this package is cheap and webhook mode never loads the SDK.
 
-Modules: ``events`` (event -> InboundMessage), ``dedup`` (event ids seen),
+Modules: ``events`` (event -> InboundMessage), ``dedup`` (ids seen: events
+taken, messages recalled; kept across restarts given a ``seen_store``),
 ``webhook`` (HTTP intake: verification, decryption, signature),
 ``longconn`` (lark-oapi websocket client), ``client`` (sending, token cache),
 ``replies`` (which messages the bot sent as the reply to which message).
@@ -31,21 +32,26 @@ recalls (one recalled before its turn is dropped unread).
 Delivery: Feishu is answered (webhook 200, long-connection ACK) once the
 event is taken, before it is on the bus, and an answered event is not
 sent again. Its event id is kept as seen from then on (a redelivery
-while it is pending is dropped), and forgotten if its job fails or is
-cancelled, so a copy Feishu sends anyway is taken. A crash loses what
-was taken but not yet on the bus, as it loses what is on the bus (an
-in-memory queue). At shutdown ``stop_receiving`` waits for the lanes
-(bounded); what the gateway's own bound cuts short is cancelled and lost,
-logged as an error with how many. Answering only once on the bus would
-lose nothing on a stop, but a webhook cannot wait out a 30 s download
-(Feishu retries after 3 s) and the SDK thread serves every chat.
+while it is pending is dropped, after a restart too), and forgotten if
+its job fails, so a copy Feishu sends anyway is taken. A crash loses
+what was taken but not yet on the bus, as it loses what is on the bus
+(an in-memory queue). A stop loses nothing taken: ``stop_receiving``
+gives the lanes ``stop_grace`` seconds, then cuts the downloads and
+quote reads still under way short, so every pending message goes on the
+bus at once with what a failed download gets (the "[photo not read]"
+note, no quote) and every pending recall after it, while the gateway
+still answers (it drains the bus next). Answering Feishu only once an
+event is on the bus would need no cut, but a webhook cannot wait out a
+30 s download (Feishu retries after 3 s) and the SDK thread serves every
+chat.
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
 
 from aiohttp import web
 
@@ -57,7 +63,7 @@ from gateway.config import FeishuConfig
 from gateway.http import HttpServer
 
 from .client import FeishuApiError, FeishuClient, Resource, ResourceTooLarge, Withdrawal, is_retryable, split_text
-from .dedup import RecentIds
+from .dedup import IdStore, RecentIds
 from .events import (
     MESSAGE_EVENT,
     RECALL_EVENT,
@@ -77,12 +83,23 @@ _WITHDRAW_AT_STOP = 10.0  # seconds stop() gives withdrawals still under way
 # Reading the message a user replied to holds up their message (and a
 # webhook's answer to Feishu, which wants one within 3 s): kept short.
 QUOTE_TIMEOUT = 2.0
-# What stop_receiving waits beyond a job's own timeouts for the lanes.
-_LANE_MARGIN = 5.0
+# What the lanes get once stop_receiving cut their downloads short: the
+# jobs then only put their messages on the bus and their notes out.
+_CUT_MARGIN = 2.0
+
+T = TypeVar("T")
+
+
+class _CutShort(Exception):
+    """A download or quote read ended by the stop (``stop_receiving``)."""
 
 
 class FeishuChannel(BaseChannel):
     name = "feishu"
+    # Seconds stop_receiving lets pending downloads finish before it cuts
+    # them short: within the half of the gateway's shutdown (10 s) that
+    # intake gets, so the rest answers what it hands over.
+    stop_grace: float = 3.0
 
     def __init__(
         self,
@@ -93,6 +110,7 @@ class FeishuChannel(BaseChannel):
         dedup: RecentIds | None = None,
         replies: ReplyLog | None = None,
         reply_store: ReplyStore | None = None,
+        seen_store: Callable[[str], IdStore] | None = None,
         max_image_bytes: int | None = None,
         max_audio_bytes: int | None = None,
         max_document_bytes: int | None = None,
@@ -102,6 +120,9 @@ class FeishuChannel(BaseChannel):
         """``client_options`` go to ``FeishuClient`` (``timeout``,
         ``max_attempts``, ``backoff``, ``http``, ``clock``); ``reply_store``
         keeps the reply log across restarts (unless ``replies`` is given);
+        ``seen_store(kind)`` makes the store that keeps one kind of id across
+        restarts: ``"event"``, the event ids taken (unless ``dedup`` is
+        given), and ``"recalled"``, the messages recalled (with the reply log);
         ``max_image_bytes`` (with ``agent.vision``): images and a post's
         pictures up to this size go to the model; ``max_audio_bytes`` (with
         ``agent.transcription``): audio messages up to this size are
@@ -112,10 +133,13 @@ class FeishuChannel(BaseChannel):
         self.config = config
         self.http = http
         self.api = FeishuClient(config.app_id, config.app_secret.get_secret_value(), config.domain, **client_options)
-        self._dedup = dedup or RecentIds()
+        # "is not None": an empty set is falsy (__len__), and the one given must be the one used
+        self._dedup = dedup if dedup is not None else RecentIds(store=seen_store("event") if seen_store else None)
         self._sent_ids = RecentIds(maxsize=5000, ttl=7 * 86400)  # ours, for reply_to_bot
         # ours, by the message they answer: withdrawn with it
-        self.replies = replies or ReplyLog(store=reply_store)
+        self.replies = replies if replies is not None else ReplyLog(
+            store=reply_store, recalled_store=seen_store("recalled") if seen_store else None
+        )
         self._withdrawals: set[asyncio.Task[list[Withdrawal]]] = set()
         self.bot_open_id: str | None = None
         self._longconn: Any = None  # LongConnection, imported lazily
@@ -126,6 +150,7 @@ class FeishuChannel(BaseChannel):
         self._idle = asyncio.Event()
         self._idle.set()
         self._lanes = Lanes("feishu-lanes")  # per chat: the events taken, not on the bus yet
+        self._cut = asyncio.Event()  # set at stop: downloads and quote reads end at once
         self._started = False
         self._stopped = False
 
@@ -145,6 +170,7 @@ class FeishuChannel(BaseChannel):
                 raise ChannelFatalError("channels.feishu.mode=webhook needs verificationToken or encryptKey")
         await self._identify_bot()
         await self.replies.open()  # before any recall can come in
+        await self._dedup.open()  # before any event: what was taken before a restart
         if cfg.mode == "webhook":
             self._start_webhook()
         else:
@@ -154,26 +180,45 @@ class FeishuChannel(BaseChannel):
         """Accept no more events; replies still go out. The webhook answers
         503 from now on (Feishu delivers the event again later), requests
         already inside finish handing their event over, and the long
-        connection closes (events it did not ACK are redelivered). Then the
-        chats' pending jobs put their messages on the bus (each download
-        within ``image_timeout``; at most ``image_timeout`` +
-        ``QUOTE_TIMEOUT`` + 5 s in all). What is still pending then, or when
-        the caller stops waiting (the gateway bounds this call), is
-        cancelled and lost: Feishu was told it was taken (see the module
-        docstring). Safe to call twice."""
+        connection closes (events it did not ACK are redelivered). The
+        chats' pending jobs get ``stop_grace`` seconds; then the downloads
+        and quote reads still under way are cut short, and their messages
+        go on the bus as after a failed download (the user gets the note,
+        their words are answered and kept); the recalls behind them follow.
+        The same happens at once when the caller stops waiting (the
+        gateway bounds this call). Only a job that cannot even put its
+        message on the bus then (``_CUT_MARGIN``) is lost, logged as an
+        error with how many. Safe to call twice."""
         self._receiving = False
-        try:
+
+        async def close_longconn() -> None:
             if self._longconn is not None:
                 await self._longconn.stop()
+
+        async def hand_over() -> None:
             await self._idle.wait()
-            if not await self._lanes.wait_idle(self.image_timeout + QUOTE_TIMEOUT + _LANE_MARGIN):
-                self.log.error("feishu messages still pending at shutdown are lost", pending=self._lanes.cancel())
+            if not await self._lanes.wait_idle(self.stop_grace):
+                await self._cut_short()
+
+        try:
+            # Side by side: the SDK thread may take seconds to end, and
+            # events it still hands over are refused (not ACKed) meanwhile.
+            await asyncio.gather(close_longconn(), hand_over())
         except asyncio.CancelledError:
-            # Nothing may reach the bus once the gateway stopped waiting:
-            # it would not be answered.
-            if pending := self._lanes.cancel():
-                self.log.error("feishu messages still pending at shutdown are lost", pending=pending)
+            # The gateway stops waiting and drains the bus next: what is
+            # pending goes there first (a bounded wait, then the cancel).
+            await self._cut_short()
             raise
+
+    async def _cut_short(self) -> None:
+        pending = self._lanes.pending
+        self._cut.set()
+        if await self._lanes.wait_idle(_CUT_MARGIN):
+            if pending:
+                self.log.info("feishu downloads cut short at shutdown; their messages went on with a note",
+                              pending=pending)
+        else:
+            self.log.error("feishu messages still pending at shutdown are lost", pending=self._lanes.cancel())
 
     async def stop(self) -> None:
         """Stop receiving (as :meth:`stop_receiving`), let the withdrawals
@@ -186,6 +231,7 @@ class FeishuChannel(BaseChannel):
             self._route = None
         await self.stop_receiving()  # at once when the gateway called it already
         await self._lanes.close()
+        await self._dedup.close()  # the last second's ids
         await self.withdrawals_done(_WITHDRAW_AT_STOP)
         await self.replies.close()  # the last second's replies
         await self.api.aclose()
@@ -371,9 +417,12 @@ class FeishuChannel(BaseChannel):
         parent only). A failure costs the quote, never the message."""
         try:
             async with asyncio.timeout(QUOTE_TIMEOUT):
-                item = await self.api.get_message(message_id)
+                item = await self._unless_cut(self.api.get_message(message_id))
         except (FeishuApiError, TimeoutError) as exc:
             self.log.warning("could not read the message replied to", parent_id=message_id, error=str(exc))
+            return None
+        except _CutShort:
+            self.log.info("reading the message replied to cut short at shutdown", parent_id=message_id)
             return None
         return quoted_of(item, app_id=self.config.app_id, bot_open_id=self.bot_open_id) if item else None
 
@@ -382,11 +431,31 @@ class FeishuChannel(BaseChannel):
         went wrong as an :class:`ImageError` the user is told about."""
         assert limit is not None
         try:
-            return await self.api.message_resource(message_id, key, kind=kind, max_bytes=limit)
+            return await self._unless_cut(self.api.message_resource(message_id, key, kind=kind, max_bytes=limit))
         except ResourceTooLarge as exc:
             raise ImageError(TOO_LARGE, str(exc)) from None
         except FeishuApiError as exc:
             raise ImageError(FAILED, str(exc)) from None
+        except _CutShort:
+            raise ImageError(FAILED, "cut short: the gateway is stopping") from None
+
+    async def _unless_cut(self, work: Awaitable[T]) -> T:
+        """``work`` (a read from Feishu), unless the stop cuts it short
+        first (:class:`_CutShort`; the read is cancelled)."""
+        if self._cut.is_set():
+            raise _CutShort
+        task = asyncio.ensure_future(work)
+        cut = asyncio.ensure_future(self._cut.wait())
+        try:
+            await asyncio.wait((task, cut), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            cut.cancel()
+            if not task.done():
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
+        if task.cancelled():
+            raise _CutShort
+        return task.result()
 
     async def _download_audio(self, message_id: str, file_key: str) -> Audio:
         """An audio message's recording (Ogg/Opus)."""

@@ -1,18 +1,55 @@
-"""Recently seen ids, bounded in count and age.
+"""Recently seen ids, bounded in count and age, optionally kept across
+restarts.
 
 Feishu delivers events at least once: a webhook is retried when our answer
 is slow or lost (after 15 s, 5 min, 1 h, 6 h), and a long connection may
 redeliver after a reconnect. Remembering ids for a few hours is what stops
 the bot answering the same message twice.
+
+Given an :class:`IdStore` (the gateway passes its table in gateway.db,
+``gateway/seenids.py``), the ids are written behind to it and loaded by
+:meth:`RecentIds.open`, so a retry that comes after a restart is dropped
+too. As for the reply log (``replies.py``): an id is seen at once in
+memory, checking one never reads the disk, and a background task hands
+the last ``flush_every`` seconds' changes to the store in one transaction
+(a crash loses at most that second: such an event may be answered twice,
+as every one was before). Expired ids are swept from the store at start
+and with a write at most once a minute, and it keeps only the newest
+``maxsize``. Times are wall-clock seconds (``time.time``), which mean the
+same to the next process.
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from typing import Protocol
 
-__all__ = ["RecentIds"]
+import structlog
+
+__all__ = ["Change", "IdStore", "RecentIds"]
+
+log = structlog.get_logger(channel="feishu")
+
+# (id, when it was seen): seen; (id, None): forgotten.
+Change = tuple[str, float | None]
+
+
+class IdStore(Protocol):
+    """Where a :class:`RecentIds` keeps one kind of id across restarts."""
+
+    async def load(self, since: float, limit: int) -> list[tuple[str, float]]:
+        """The newest ``limit`` ids seen at ``since`` or later, oldest first,
+        each with when it was seen."""
+        ...
+
+    async def write(self, changes: Sequence[Change], *, expired_before: float | None, keep: int) -> None:
+        """Apply ``changes`` in order; given ``expired_before``, also drop
+        the ids seen before it and all but the newest ``keep``; in one
+        transaction."""
+        ...
 
 
 class RecentIds:
@@ -20,7 +57,11 @@ class RecentIds:
         self,
         maxsize: int = 10_000,
         ttl: float = 7 * 3600.0,  # longer than Feishu's last retry (6 h)
-        clock: Callable[[], float] = time.monotonic,
+        clock: Callable[[], float] = time.time,
+        *,
+        store: IdStore | None = None,
+        flush_every: float = 1.0,
+        sweep_every: float = 60.0,
     ) -> None:
         if maxsize < 1 or ttl <= 0:
             raise ValueError("maxsize must be >= 1 and ttl > 0")
@@ -28,6 +69,13 @@ class RecentIds:
         self._ttl = ttl
         self._clock = clock
         self._seen: OrderedDict[str, float] = OrderedDict()  # id -> time first seen, oldest first
+        self._store = store
+        self._flush_every = flush_every
+        self._sweep_every = sweep_every
+        self._swept: float | None = None  # when expired ids last left the store
+        self._changes: list[Change] = []  # not yet in the store, in order
+        self._flusher: asyncio.Task[None] | None = None
+        self._write = asyncio.Lock()  # one write at a time: changes land in order
 
     def seen_before(self, key: str) -> bool:
         """Record ``key``; True when it was already recorded and not expired."""
@@ -38,12 +86,16 @@ class RecentIds:
         self._seen[key] = now
         if len(self._seen) > self._maxsize:
             self._seen.popitem(last=False)
+        if self._store is not None:
+            self._changes.append((key, now))
         return False
 
     def forget(self, key: str) -> None:
         """Unrecord ``key`` (its event was not handled after all), so a
-        redelivery of it is taken again."""
+        redelivery of it is taken again, after a restart too."""
         self._seen.pop(key, None)
+        if self._store is not None:
+            self._changes.append((key, None))
 
     def __contains__(self, key: object) -> bool:
         self._expire(self._clock())
@@ -59,3 +111,64 @@ class RecentIds:
             if now - first < self._ttl:
                 break
             del self._seen[key]
+
+    # -- the store -----------------------------------------------------------------
+    async def open(self) -> None:
+        """Load the ids still within the TTL (before any event is taken in),
+        sweep the expired ones from the store and start writing behind.
+        Without a store: nothing to do."""
+        if self._store is None or self._flusher is not None:
+            return
+        now = self._clock()
+        loaded = OrderedDict(
+            (key, at) for key, at in await self._store.load(now - self._ttl, self._maxsize) if key not in self._seen
+        )
+        loaded.update(self._seen)  # any seen here already is newer
+        self._seen = loaded
+        while len(self._seen) > self._maxsize:
+            self._seen.popitem(last=False)
+        self._expire(now)
+        await self.flush(sweep=True)
+        self._flusher = asyncio.create_task(self._flush_often(), name="feishu-seen-ids")
+
+    async def close(self) -> None:
+        """Stop writing behind and write what is left; safe to call twice."""
+        task, self._flusher = self._flusher, None
+        if task is not None:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+        await self.flush()
+
+    async def flush(self, *, sweep: bool = False) -> None:
+        """Hand the changes noted so far to the store, sweeping expired ids
+        along when ``sweep`` or a minute has passed since the last sweep. A
+        failed write keeps them for the next one (logged): the ids are
+        still known here."""
+        if self._store is None:
+            return
+        async with self._write:
+            changes, self._changes = self._changes, []
+            now = self._clock()
+            sweep = sweep or (bool(changes) and (self._swept is None or now - self._swept >= self._sweep_every))
+            if not changes and not sweep:
+                return
+            try:
+                await self._store.write(changes, expired_before=now - self._ttl if sweep else None, keep=self._maxsize)
+            except asyncio.CancelledError:
+                self._changes[:0] = changes
+                raise
+            except Exception as exc:
+                # Bounded: a store that keeps failing costs the oldest
+                # changes (those ids are forgotten by a restart), not memory.
+                self._changes[:0] = changes
+                del self._changes[: max(0, len(self._changes) - 4 * self._maxsize)]
+                log.error("could not save the ids of events already taken; retrying", pending=len(self._changes),
+                          error=repr(exc))
+            else:
+                if sweep:
+                    self._swept = now
+
+    async def _flush_often(self) -> None:
+        while True:
+            await asyncio.sleep(self._flush_every)
+            await self.flush()

@@ -17,12 +17,14 @@ as all did before). Each write also sweeps the entries past the window.
 :meth:`ReplyLog.close` writes what is left. Times are wall-clock seconds
 (``time.time``), which mean the same to the next process.
 
-It also remembers which inbound messages were recalled (as long, in
-memory only), because a recall can overtake the reply: the message is
-still being answered, or its reply is still being sent. The channel then
-does not send that reply, or withdraws what of it went out. A reply
-waiting in the gateway's outbox is dropped by the gateway itself
-(``gateway/revisions.py``), so after a restart it is not sent either.
+It also remembers which inbound messages were recalled (as long),
+because a recall can overtake the reply: the message is still being
+answered, or its reply is still being sent. The channel then does not
+send that reply, or withdraws what of it went out, and does not take the
+message if it comes again (a redelivery). Given a ``recalled_store``,
+these are kept across restarts the same way (a :class:`RecentIds` written
+behind, ``dedup.py``). A reply waiting in the gateway's outbox is dropped
+by the gateway itself (``gateway/revisions.py``).
 """
 
 from __future__ import annotations
@@ -35,6 +37,8 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 import structlog
+
+from .dedup import IdStore, RecentIds
 
 __all__ = ["RECALL_WINDOW", "ReplyLog", "ReplyStore", "SentPart", "Taken"]
 
@@ -90,6 +94,7 @@ class ReplyLog:
         clock: Callable[[], float] = time.time,
         *,
         store: ReplyStore | None = None,
+        recalled_store: IdStore | None = None,
         flush_every: float = 1.0,
     ) -> None:
         if maxsize < 1 or ttl <= 0:
@@ -104,8 +109,8 @@ class ReplyLog:
         self._write = asyncio.Lock()  # one write at a time: changes land in order
         # inbound message id -> the reply's parts; oldest first
         self._replies: OrderedDict[str, _Reply] = OrderedDict()
-        # (chat id, inbound message id) -> when its recall came; oldest first
-        self._recalled: OrderedDict[tuple[str, str], float] = OrderedDict()
+        # "chat id<space>inbound message id" of the messages recalled
+        self._recalled = RecentIds(maxsize, ttl, clock, store=recalled_store, flush_every=flush_every)
 
     def record(self, answers: str, chat_id: str, message_id: str) -> None:
         """``message_id`` (one part of a reply, sent in ``chat_id``) answers
@@ -147,16 +152,11 @@ class ReplyLog:
         return list(entry.message_ids)
 
     def mark_recalled(self, answers: str, chat_id: str) -> None:
-        now = self._clock()
-        self._expire(now)
-        self._recalled[(chat_id, answers)] = now
-        self._recalled.move_to_end((chat_id, answers))
-        while len(self._recalled) > self._maxsize:
-            self._recalled.popitem(last=False)
+        if answers:
+            self._recalled.seen_before(_recall_key(answers, chat_id))
 
     def was_recalled(self, answers: str, chat_id: str) -> bool:
-        self._expire(self._clock())
-        return bool(answers) and (chat_id, answers) in self._recalled
+        return bool(answers) and _recall_key(answers, chat_id) in self._recalled
 
     def __len__(self) -> int:
         return len(self._replies)
@@ -165,6 +165,7 @@ class ReplyLog:
     async def open(self) -> None:
         """Load the entries still in the window (before any event is taken
         in) and start writing behind. Without a store: nothing to do."""
+        await self._recalled.open()
         if self._store is None or self._flusher is not None:
             return
         now = self._clock()
@@ -180,10 +181,12 @@ class ReplyLog:
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
         await self.flush()
+        await self._recalled.close()
 
     async def flush(self) -> None:
-        """Hand the changes noted so far to the store. A failed write keeps
+        """Hand the changes noted so far to the stores. A failed write keeps
         them for the next one (logged): the replies are still known here."""
+        await self._recalled.flush()
         if self._store is None:
             return
         async with self._write:
@@ -215,8 +218,8 @@ class ReplyLog:
             if now - entry.first_sent < self._ttl:
                 break
             self._replies.popitem(last=False)
-        while self._recalled:
-            first = next(iter(self._recalled.values()))
-            if now - first < self._ttl:
-                break
-            self._recalled.popitem(last=False)
+
+
+def _recall_key(answers: str, chat_id: str) -> str:
+    # Feishu's ids (oc_..., om_...) hold no space.
+    return f"{chat_id} {answers}"

@@ -96,3 +96,18 @@ def test_text_the_quick_check_lets_through_as_plain_shows_its_words(md: str) -> 
     # (up to the whitespace a paragraph trims).
     if not might_have_markup(md):
         assert " ".join(shown(md).split()) == " ".join(html.unescape(md).split())
+
+
+def test_a_table_on_feishu_is_a_code_block_of_aligned_columns() -> None:
+    md = "Prices:\n\n| item | 数量 |\n|---|---|\n| **apple** | 3 |\n| 香蕉 | 10 |\n\n# Total"
+    assert feishu_md(md) == (
+        "Prices:\n\n```\nitem  | 数量\n------+-----\napple | 3\n香蕉  | 10\n```\n\n**Total**"
+    )  # the same columns as Telegram's monospaced block
+    # In a list item or a quote it keeps the line's prefix; a cell's
+    # backticks cannot close the block early.
+    nested = "- costs\n\n  | a | b |\n  |---|---|\n  | ```x | 2 |\n\n> | q |\n> |---|\n> | 1 |"
+    assert feishu_md(nested) == (
+        "- costs\n\n  ````\n  a    | b\n  -----+--\n  ```x | 2\n  ````\n\n> ```\n> q\n> -\n> 1\n> ```"
+    )
+    # Inside a code block (a part continuing one) pipes are code, left alone.
+    assert feishu_md("| a |\n|---|\n| 1 |", opener="```") == "```\n| a |\n|---|\n| 1 |"

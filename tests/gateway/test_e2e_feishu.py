@@ -13,9 +13,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from structlog.testing import capture_logs
 
 from gateway.app import App
 from gateway.config import Paths, load_config
+from gateway.sessions import SessionStore
 from memory import ManualClock, Provenance
 from memory.filestore import FileMemory
 from tests.disk import on_disk
@@ -256,6 +258,51 @@ async def test_a_reply_feishu_will_not_withdraw_stays_but_the_recall_still_erase
         assert rows == []
     finally:
         await asyncio.wait_for(app.close(), 30)
+
+
+async def test_a_download_held_past_the_stop_is_answered_with_a_note_and_nothing_is_lost(
+    tmp_path: Path, clock: ManualClock, feishu: FakeFeishu, echo_llm: FakeOpenAI
+) -> None:
+    """Feishu was told the picture was taken (200) while its download hangs:
+    the gateway's close (the real path, its default timeout) cuts it short
+    after the channel's grace, and the caption is answered with the usual
+    note and kept in the history as "[photo not read]"; a recall that
+    waited behind it in the chat is honoured (the message leaves the
+    history, the reply to it the chat). Nothing is logged as lost."""
+    app = _app(tmp_path, clock, echo_llm, {"feishu": _feishu_section(feishu, "webhook")}, agent={
+        "model": "test-model", "vision": True})
+    key = feishu.add_image(b"\x89PNG\r\n\x1a\n" + bytes(64), "image/png")
+    gate = feishu.hold_resource(key)
+    try:
+        await app.open()
+        await asyncio.wait_for(app.start(), 15)
+        assert app.http is not None and app.loop is not None and app.sessions is not None
+        hook = app.http.url + "/feishu/events"
+
+        async def push(event: dict[str, Any]) -> None:
+            assert (await feishu.push_event(hook, event, encrypt_key=ENCRYPT_KEY)).status_code == 200
+
+        pin = feishu.message_event("my pin is 8812", chat_id="oc_alice", open_id=ALICE)
+        await push(pin)
+        await _until(lambda: len(feishu.sent) == 1)
+        post = {"title": "", "content": [[{"tag": "text", "text": "what is this?"}], [{"tag": "img", "image_key": key}]]}
+        await push(feishu.message_event(message_type="post", content=post, chat_id="oc_alice", open_id=ALICE))
+        await _until(lambda: bool(feishu.resource_requests))
+        await push(feishu.recall_event(pin["event"]["message"]["message_id"]))  # waits behind the picture
+        with capture_logs() as logs:
+            await asyncio.wait_for(app.close(), 30)
+    finally:
+        gate.set()
+        await asyncio.wait_for(app.close(), 30)
+    assert not [e for e in logs if e["log_level"] == "error"]
+    texts = feishu.texts()
+    assert len(texts) == 3 and "could not download that picture" in texts[1]
+    assert texts[2] == "re: [photo not read] what is this?\n[image]"  # the model is told too
+    assert feishu.deleted == [feishu.sent[0]["message_id"]]  # the reply to the recalled pin
+    async with await SessionStore.open(tmp_path / "data" / "gateway.db") as sessions:
+        rows = await sessions.db.fetchall("SELECT role, content FROM session_messages ORDER BY id")
+    assert [tuple(r) for r in rows] == [("user", "[photo not read] what is this?\n[image]"),
+                                        ("assistant", texts[2])]
 
 
 async def test_long_connection_event_gets_a_reply(
