@@ -21,17 +21,14 @@ same to the next process.
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
-import structlog
+from .writebehind import WriteBehind
 
 __all__ = ["Change", "IdStore", "RecentIds"]
-
-log = structlog.get_logger(channel="feishu")
 
 # (id, when it was seen): seen; (id, None): forgotten.
 Change = tuple[str, float | None]
@@ -70,12 +67,14 @@ class RecentIds:
         self._clock = clock
         self._seen: OrderedDict[str, float] = OrderedDict()  # id -> time first seen, oldest first
         self._store = store
-        self._flush_every = flush_every
         self._sweep_every = sweep_every
         self._swept: float | None = None  # when expired ids last left the store
-        self._changes: list[Change] = []  # not yet in the store, in order
-        self._flusher: asyncio.Task[None] | None = None
-        self._write = asyncio.Lock()  # one write at a time: changes land in order
+        self._sweep_next = False  # the next write sweeps, whatever the time
+        self._behind: WriteBehind[Change] = WriteBehind(
+            self._save, every=flush_every, bound=4 * maxsize, name="feishu-seen-ids",
+            # the ids are still known here; a restart would forget them
+            failure="could not save the ids of events already taken; retrying",
+        )
 
     def seen_before(self, key: str) -> bool:
         """Record ``key``; True when it was already recorded and not expired."""
@@ -87,7 +86,7 @@ class RecentIds:
         if len(self._seen) > self._maxsize:
             self._seen.popitem(last=False)
         if self._store is not None:
-            self._changes.append((key, now))
+            self._behind.note((key, now))
         return False
 
     def forget(self, key: str) -> None:
@@ -95,7 +94,7 @@ class RecentIds:
         redelivery of it is taken again, after a restart too."""
         self._seen.pop(key, None)
         if self._store is not None:
-            self._changes.append((key, None))
+            self._behind.note((key, None))
 
     def __contains__(self, key: object) -> bool:
         self._expire(self._clock())
@@ -117,7 +116,7 @@ class RecentIds:
         """Load the ids still within the TTL (before any event is taken in),
         sweep the expired ones from the store and start writing behind.
         Without a store: nothing to do."""
-        if self._store is None or self._flusher is not None:
+        if self._store is None or self._behind.started:
             return
         now = self._clock()
         loaded = OrderedDict(
@@ -129,15 +128,11 @@ class RecentIds:
             self._seen.popitem(last=False)
         self._expire(now)
         await self.flush(sweep=True)
-        self._flusher = asyncio.create_task(self._flush_often(), name="feishu-seen-ids")
+        self._behind.start()
 
     async def close(self) -> None:
         """Stop writing behind and write what is left; safe to call twice."""
-        task, self._flusher = self._flusher, None
-        if task is not None:
-            task.cancel()
-            await asyncio.gather(task, return_exceptions=True)
-        await self.flush()
+        await self._behind.stop()
 
     async def flush(self, *, sweep: bool = False) -> None:
         """Hand the changes noted so far to the store, sweeping expired ids
@@ -146,29 +141,15 @@ class RecentIds:
         still known here."""
         if self._store is None:
             return
-        async with self._write:
-            changes, self._changes = self._changes, []
-            now = self._clock()
-            sweep = sweep or (bool(changes) and (self._swept is None or now - self._swept >= self._sweep_every))
-            if not changes and not sweep:
-                return
-            try:
-                await self._store.write(changes, expired_before=now - self._ttl if sweep else None, keep=self._maxsize)
-            except asyncio.CancelledError:
-                self._changes[:0] = changes
-                raise
-            except Exception as exc:
-                # Bounded: a store that keeps failing costs the oldest
-                # changes (those ids are forgotten by a restart), not memory.
-                self._changes[:0] = changes
-                del self._changes[: max(0, len(self._changes) - 4 * self._maxsize)]
-                log.error("could not save the ids of events already taken; retrying", pending=len(self._changes),
-                          error=repr(exc))
-            else:
-                if sweep:
-                    self._swept = now
+        self._sweep_next = self._sweep_next or sweep
+        await self._behind.flush(always=sweep)
 
-    async def _flush_often(self) -> None:
-        while True:
-            await asyncio.sleep(self._flush_every)
-            await self.flush()
+    async def _save(self, changes: list[Change]) -> None:
+        assert self._store is not None
+        now = self._clock()
+        sweep = self._sweep_next or (bool(changes) and (self._swept is None or now - self._swept >= self._sweep_every))
+        if not changes and not sweep:
+            return
+        await self._store.write(changes, expired_before=now - self._ttl if sweep else None, keep=self._maxsize)
+        if sweep:
+            self._swept, self._sweep_next = now, False

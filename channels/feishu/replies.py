@@ -29,22 +29,19 @@ by the gateway itself (``gateway/revisions.py``).
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-import structlog
-
 from .dedup import IdStore, RecentIds
+from .writebehind import WriteBehind
 
 __all__ = ["RECALL_WINDOW", "ReplyLog", "ReplyStore", "SentPart", "Taken"]
 
 RECALL_WINDOW = 24 * 3600.0  # seconds a bot may recall its own message (Feishu's default)
 
-log = structlog.get_logger(channel="feishu")
 
 
 @dataclass(frozen=True)
@@ -103,10 +100,11 @@ class ReplyLog:
         self._ttl = ttl
         self._clock = clock
         self._store = store
-        self._flush_every = flush_every
-        self._changes: list[SentPart | Taken] = []  # not yet in the store, in order
-        self._flusher: asyncio.Task[None] | None = None
-        self._write = asyncio.Lock()  # one write at a time: changes land in order
+        self._behind: WriteBehind[SentPart | Taken] = WriteBehind(
+            self._save, every=flush_every, bound=4 * maxsize, name="feishu-replies",
+            # the replies are still known here; a restart would leave them visible
+            failure="could not save which messages answer which; retrying",
+        )
         # inbound message id -> the reply's parts; oldest first
         self._replies: OrderedDict[str, _Reply] = OrderedDict()
         # "chat id<space>inbound message id" of the messages recalled
@@ -120,7 +118,7 @@ class ReplyLog:
         now = self._clock()
         self._expire(now)
         if self._add(answers, chat_id, message_id, now) and self._store is not None:
-            self._changes.append(SentPart(answers, chat_id, message_id, now))
+            self._behind.note(SentPart(answers, chat_id, message_id, now))
 
     def _add(self, answers: str, chat_id: str, message_id: str, now: float) -> bool:
         """Note one part; False when it was known (a resend Feishu
@@ -148,7 +146,7 @@ class ReplyLog:
             return []
         del self._replies[answers]
         if self._store is not None:
-            self._changes.append(Taken(answers, chat_id))
+            self._behind.note(Taken(answers, chat_id))
         return list(entry.message_ids)
 
     def mark_recalled(self, answers: str, chat_id: str) -> None:
@@ -166,50 +164,29 @@ class ReplyLog:
         """Load the entries still in the window (before any event is taken
         in) and start writing behind. Without a store: nothing to do."""
         await self._recalled.open()
-        if self._store is None or self._flusher is not None:
+        if self._store is None or self._behind.started:
             return
         now = self._clock()
         for part in await self._store.load(now - self._ttl):
             self._add(part.answers, part.chat_id, part.message_id, part.sent_at)
         self._expire(now)
-        self._flusher = asyncio.create_task(self._flush_often(), name="feishu-replies")
+        self._behind.start()
 
     async def close(self) -> None:
         """Stop writing behind and write what is left; safe to call twice."""
-        task, self._flusher = self._flusher, None
-        if task is not None:
-            task.cancel()
-            await asyncio.gather(task, return_exceptions=True)
-        await self.flush()
+        await self._behind.stop()
         await self._recalled.close()
 
     async def flush(self) -> None:
         """Hand the changes noted so far to the stores. A failed write keeps
         them for the next one (logged): the replies are still known here."""
         await self._recalled.flush()
-        if self._store is None:
-            return
-        async with self._write:
-            changes, self._changes = self._changes, []
-            if not changes:
-                return
-            try:
-                await self._store.write(changes, expired_before=self._clock() - self._ttl)
-            except asyncio.CancelledError:
-                self._changes[:0] = changes
-                raise
-            except Exception as exc:
-                # Bounded: a store that keeps failing costs the oldest
-                # changes (those replies stay visible after a restart), not memory.
-                self._changes[:0] = changes
-                del self._changes[: max(0, len(self._changes) - 4 * self._maxsize)]
-                log.error("could not save which messages answer which; retrying", pending=len(self._changes),
-                          error=repr(exc))
+        if self._store is not None:
+            await self._behind.flush()
 
-    async def _flush_often(self) -> None:
-        while True:
-            await asyncio.sleep(self._flush_every)
-            await self.flush()
+    async def _save(self, changes: list[SentPart | Taken]) -> None:
+        assert self._store is not None
+        await self._store.write(changes, expired_before=self._clock() - self._ttl)
 
     def _expire(self, now: float) -> None:
         # Insertion order is age order: expired entries are all at the front.
