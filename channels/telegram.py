@@ -914,44 +914,43 @@ class TelegramChannel(BaseChannel):
         return None
 
     async def _download(self, picture: _Picture) -> Image:
-        """``getFile``, then the file itself, through PTB (its errors mapped
-        to :class:`ImageError`; the token, part of the file's URL, scrubbed)."""
         limit = self.max_image_bytes
-        bot = self._bot
-        assert limit is not None and bot is not None
+        assert limit is not None
         if picture.refused:
             raise ImageError(picture.refused, "refused before download")
-        return as_image(await self._file_bytes(bot, picture.file_id, limit), limit)
+        return as_image(await self._file_bytes(picture.file_id, picture.size, limit), limit)
 
     async def _download_voice(self, voice: _Voice) -> Audio:
         limit = self.max_audio_bytes
-        bot = self._bot
-        assert limit is not None and bot is not None
-        if voice.size is not None and voice.size > limit:
-            raise ImageError(TOO_LARGE, f"{voice.size} bytes, over the {limit} byte limit")
-        data = await self._file_bytes(bot, voice.file_id, limit)
-        if len(data) > limit:
-            raise ImageError(TOO_LARGE, f"{len(data)} bytes, over the {limit} byte limit")
+        assert limit is not None
+        data = await self._file_bytes(voice.file_id, voice.size, limit)
         return Audio(data=data, mime=voice.mime, filename="voice.ogg")  # Telegram voice: OGG/Opus
 
     async def _download_file(self, file: _File) -> bytes:
         limit = self.max_document_bytes
-        bot = self._bot
-        assert limit is not None and bot is not None
-        if file.size is not None and file.size > limit:
-            raise ImageError(TOO_LARGE, f"{file.size} bytes, over the {limit} byte limit")
-        return await self._file_bytes(bot, file.file_id, limit)
+        assert limit is not None
+        return await self._file_bytes(file.file_id, file.size, limit)
 
-    async def _file_bytes(self, bot: Bot, file_id: str, limit: int) -> bytes:
-        """``getFile``, then the file, through PTB; errors as :class:`ImageError`."""
+    async def _file_bytes(self, file_id: str, size: int | None, limit: int) -> bytes:
+        """``getFile``, then the file itself, through PTB, within ``limit``
+        bytes (the size the update stated is checked first, then getFile's,
+        then the bytes'); errors as :class:`ImageError` (the token, part of
+        the file's URL, scrubbed)."""
+        bot = self._bot
+        assert bot is not None
+        if size is not None and size > limit:
+            raise ImageError(TOO_LARGE, f"{size} bytes, over the {limit} byte limit")
         try:
             file = await bot.get_file(file_id)
             if file.file_size is not None and file.file_size > limit:
                 raise ImageError(TOO_LARGE, f"{file.file_size} bytes, over the {limit} byte limit")
-            return bytes(await file.download_as_bytearray())
+            data = bytes(await file.download_as_bytearray())
         except TelegramError as exc:
             too_big = "too big" in str(exc).lower()  # getFile's refusal past 20 MB
             raise ImageError(TOO_LARGE if too_big else FAILED, self._scrub(repr(exc))) from None
+        if len(data) > limit:
+            raise ImageError(TOO_LARGE, f"{len(data)} bytes, over the {limit} byte limit")
+        return data
 
     def _is_mentioned(self, msg: Message) -> bool:
         assert self._mention_re is not None and self._command_re is not None
