@@ -5,10 +5,8 @@ Feishu channel restarted on the same gateway.db against the fake Open API."""
 from __future__ import annotations
 
 import functools
-from collections.abc import AsyncIterator
 from pathlib import Path
 
-import pytest
 
 from channels.feishu import FeishuChannel, RecentIds
 from gateway.bus import InboundMessage, MessageBus, OutboundMessage
@@ -16,6 +14,7 @@ from gateway.config import FeishuConfig
 from gateway.http import HttpServer
 from gateway.seenids import SeenIds
 from gateway.sessions import SessionStore
+from tests.channels.test_feishu import fake, http  # noqa: F401  (fixtures: the fake Open API, an HTTP server)
 from tests.fakes.feishu_server import FakeFeishu
 from tests.gateway.test_outbox import sessions  # noqa: F401  (the fixture: gateway.db in tmp_path)
 
@@ -91,18 +90,6 @@ async def test_expired_ids_are_swept_at_most_once_a_minute_and_the_file_keeps_th
 
 
 # -- a Feishu channel restarted on the same gateway.db ---------------------------------------
-
-
-@pytest.fixture
-async def fake() -> AsyncIterator[FakeFeishu]:
-    async with FakeFeishu() as f:
-        yield f
-
-
-@pytest.fixture
-async def http() -> AsyncIterator[HttpServer]:
-    async with HttpServer("127.0.0.1", 0) as server:
-        yield server
 
 
 def _channel(fake: FakeFeishu, http: HttpServer, store: SessionStore) -> FeishuChannel:
