@@ -112,7 +112,7 @@ class Agent:
         return list(self._tools.values())
 
     def tools_for(self, ctx: ToolContext) -> list[Tool]:
-        return [t for t in self._tools.values() if ctx.private or not t.private_only]
+        return [t for t in self._tools.values() if t.offered(ctx)]
 
     async def run(self, messages: Sequence[Mapping[str, Any]], ctx: ToolContext, *, user_text: str = "") -> AgentReply:
         msgs: list[Mapping[str, Any]] = list(messages)

@@ -167,5 +167,6 @@ def file_tools(files: RecentFiles, *, max_tokens: int = 6000) -> list[Tool]:
                 },
             },
             handler=read,
+            useful=lambda ctx: bool(files.files(f"{ctx.channel}:{ctx.chat_id}")),
         )
     ]

@@ -39,6 +39,14 @@ class Tool:
     handler: Callable[[Mapping[str, Any], ToolContext], Awaitable[str]]
     private_only: bool = False  # not offered in group chats
     metadata: Mapping[str, Any] = field(default_factory=dict)
+    # Offered only where this says it can help (file_read: a chat with a
+    # recent file): every tool offered costs each request its tokens.
+    useful: Callable[[ToolContext], bool] | None = None
+
+    def offered(self, ctx: ToolContext) -> bool:
+        if self.private_only and not ctx.private:
+            return False
+        return self.useful is None or self.useful(ctx)
 
     def spec(self) -> dict[str, Any]:
         """The OpenAI ``tools`` entry."""

@@ -102,7 +102,7 @@ async def test_registry_builds_enabled_channels_and_replies_flow(tmp_path: Path,
         assert (out.chat_id, out.text) == ("c1", "hello from the app")
         assert (paths.data_dir / "gateway.db").exists() and (paths.data_dir / "memory.db").exists()
         assert [t["function"]["name"] for t in fake_llm.requests[0]["tools"]] == [
-            "memory_search", "memory_save", "memory_forget", "file_read", "cron_add", "cron_list", "cron_remove"
+            "memory_search", "memory_save", "memory_forget", "cron_add", "cron_list", "cron_remove"
         ]
         # the write path and the scheduler were built and started with the gateway
         assert app.extraction is not None and app.cron is not None and app.compressor is not None

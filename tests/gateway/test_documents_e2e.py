@@ -114,6 +114,10 @@ def asking_for_the_file(body: dict[str, Any]) -> Reply:
     return Reply(content=f"re: {said(body)}")
 
 
+def offers_file_read(body: dict[str, Any]) -> bool:
+    return any(t["function"]["name"] == "file_read" for t in body.get("tools") or ())
+
+
 async def test_a_question_after_a_file_reads_it_again(tmp_path: Path, clock: ManualClock) -> None:
     """Feishu files carry no caption: people send the file, then ask. The
     file is gone from the next turn's prompt, so the model reads it again
@@ -132,14 +136,14 @@ async def test_a_question_after_a_file_reads_it_again(tmp_path: Path, clock: Man
             assert answer.text == "From the file: budget 40k."
             tool_result = llm.requests[-1]["messages"][-1]["content"]
             assert tool_result.startswith("q3.pdf (") and "2 pages" in tool_result
-            # Another chat sees none of it.
+            # Another chat sees none of it: file_read is not even offered there.
             tg.push_text(77, 77, "what budget does it give?")
             [*_, other] = await tg.wait_sent(3, timeout=10)
-            assert other.text.startswith("tool said: No file was sent in this chat")
+            assert other.text == "re: what budget does it give?" and not offers_file_read(llm.requests[-1])
             tg.push_text(42, 42, "/new")
             tg.push_text(42, 42, "what budget does it give?")
             [*_, after_new] = await tg.wait_sent(5, timeout=10)
-            assert after_new.text.startswith("tool said: No file was sent in this chat")
+            assert after_new.text == "re: what budget does it give?" and not offers_file_read(llm.requests[-1])
             # The sender's /forget all takes their files too.
             tg.push_document(42, 42, plan, mime_type="application/pdf", file_name="q3.pdf")
             await tg.wait_sent(6, timeout=10)
@@ -149,7 +153,7 @@ async def test_a_question_after_a_file_reads_it_again(tmp_path: Path, clock: Man
             await tg.wait_sent(8, timeout=10)
             tg.push_text(42, 42, "what budget does it give?")
             [*_, after_forget] = await tg.wait_sent(9, timeout=10)
-            assert after_forget.text.startswith("tool said: No file was sent in this chat")
+            assert after_forget.text == "re: what budget does it give?" and not offers_file_read(llm.requests[-1])
         finally:
             await asyncio.wait_for(app.close(), 15)
 

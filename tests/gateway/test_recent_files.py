@@ -87,3 +87,13 @@ async def test_the_whole_text_is_kept_not_only_what_the_model_read_first(clock: 
     files = RecentFiles(clock)
     files.keep("c", "alice", (doc("long.txt", "start", more="start and the rest"),))
     assert files.files("c")[0].text == "start and the rest"
+
+
+async def test_file_read_is_offered_only_in_a_chat_with_a_recent_file(clock: ManualClock) -> None:
+    files = RecentFiles(clock)
+    [tool] = file_tools(files)
+    assert not tool.offered(ctx())  # its description would cost every request's tokens for nothing
+    files.keep("telegram:42", "alice", (doc("plan.md", "ship Friday"),))
+    assert tool.offered(ctx()) and tool.offered(ctx(user="bob")) and not tool.offered(ctx(chat="7"))
+    clock.advance(86400 + 1)
+    assert not tool.offered(ctx())
