@@ -19,12 +19,12 @@ budget. Reading runs in a worker thread: a PDF is parsed in pure Python.
 from __future__ import annotations
 
 import io
-import unicodedata
+import re
 import zipfile
 from xml.etree import ElementTree
 
 from gateway.bus import Document
-from memory.tokens import estimate_tokens
+from memory.tokens import WIDE_CHARS
 
 from .media import FAILED, TOO_LARGE, UNSUPPORTED, ImageError, _megabytes, sniff_mime
 
@@ -39,8 +39,14 @@ KEEP_CHARS = 500_000
 _MAX_PAGES = 1000  # a PDF's pages read at most (its text usually runs out of budget well before)
 _MAX_XML = 64 * 1024 * 1024  # a .docx's document.xml unpacked: no zip bomb
 _W = "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}"
-# Control characters allowed in text; more than 1% of any other means binary.
-_TEXT_CONTROLS = frozenset("\t\n\r\f\v\x1b")
+# Control characters (Unicode Cc) but tab, line breaks and escape (ANSI
+# colours in a log): more than 1% of them means binary.
+_CONTROLS = re.compile(r"[\x00-\x08\x0e-\x1a\x1c-\x1f\x7f-\x9f]")
+# Counted as what is left once the others are removed: findall would make
+# a string of every match (a Chinese file is mostly matches).
+_ASCII_RUNS = re.compile(r"[\x00-\x7f]+")
+_CHINESE_RUNS = re.compile(r"[\u4e00-\u9fff\u3000-\u303f\uff00-\uffef]+")  # Han, CJK punctuation, full width
+_NOT_WIDE_RUNS = re.compile(f"[^{WIDE_CHARS}]+")
 
 
 def read_document(data: bytes, name: str, *, max_bytes: int, max_tokens: int) -> Document:
@@ -102,15 +108,21 @@ def _char_bound(max_tokens: int) -> int:
     return 4 * max_tokens + 4
 
 
+def _tokens(text: str) -> int:
+    # estimate_tokens (memory/tokens.py), counted without a string per match.
+    wide = len(_NOT_WIDE_RUNS.sub("", text))
+    return wide + (len(text) - wide + 3) // 4 if text else 0
+
+
 def _cut(text: str, max_tokens: int) -> str:
     """The longest start of ``text`` within ``max_tokens``, ended at a line
     break where one is near."""
-    if estimate_tokens(text) <= max_tokens:
+    if _tokens(text) <= max_tokens:
         return text
     lo, hi = 0, min(len(text), _char_bound(max_tokens))
     while lo < hi:  # the longest prefix that fits: estimate_tokens grows with the prefix
         mid = (lo + hi + 1) // 2
-        if estimate_tokens(text[:mid]) <= max_tokens:
+        if _tokens(text[:mid]) <= max_tokens:
             lo = mid
         else:
             hi = mid - 1
@@ -145,9 +157,8 @@ def _decode(data: bytes) -> str | None:
         text = ""
     # Windows-1252 bytes may happen to pair up as GB18030; a real GB18030
     # file is mostly Chinese wherever it is not ASCII.
-    wide = [c for c in text if ord(c) > 0x7F]
-    if wide and sum("\u4e00" <= c <= "\u9fff" or "\u3000" <= c <= "\u303f" or "\uff00" <= c <= "\uffef"
-                    for c in wide) >= 0.8 * len(wide):
+    wide = len(_ASCII_RUNS.sub("", text))
+    if wide and len(text) - len(_CHINESE_RUNS.sub("", text)) >= 0.8 * wide:
         return _textual(text)
     try:
         return _textual(data.decode("cp1252"))
@@ -156,8 +167,7 @@ def _decode(data: bytes) -> str | None:
 
 
 def _textual(text: str) -> str | None:
-    controls = sum(1 for c in text if c not in _TEXT_CONTROLS and unicodedata.category(c) == "Cc")
-    return text if controls <= len(text) // 100 else None
+    return text if len(_CONTROLS.findall(text)) <= len(text) // 100 else None
 
 
 def _pdf_text(data: bytes, *, max_chars: int) -> tuple[str, int]:

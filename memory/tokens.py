@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["estimate_tokens"]
+__all__ = ["WIDE_CHARS", "estimate_tokens"]
 
-_WIDE = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]")
+# Kana, CJK, hangul: a token each (the character class, for others to reuse).
+WIDE_CHARS = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
+_WIDE = re.compile(f"[{WIDE_CHARS}]")
 
 
 def estimate_tokens(text: str) -> int:

@@ -1,0 +1,46 @@
+"""How long reading a file a user sent takes (channels/documents.py), per
+kind and size: the time before the model is asked, spent in a worker
+thread. Files are built in memory (tests/fakes/files.py), best of N runs.
+
+    .venv/bin/python scripts/bench_documents.py
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from channels.documents import read_document  # noqa: E402
+from tests.fakes.files import docx, pdf  # noqa: E402
+
+
+def page(i: int) -> str:
+    return "\n".join(f"Line {j} of page {i}: the quarterly revenue grew in region {j}." for j in range(35))
+
+
+CASES = [
+    ("notes.md, 10 KB", "notes.md", ("- decided: ship on Friday, budget 40k\n" * 270).encode()),
+    ("app.log, 1 MB", "app.log", ("2026-03-01 12:00:00 INFO worker 17 heartbeat ok\n" * 22000).encode()),
+    ("会议纪要.txt, GB18030, 600 KB", "会议纪要.txt", ("会议纪要：周五发布，预算四万。\n" * 20000).encode("gb18030")),
+    ("report.pdf, 30 pages", "report.pdf", pdf([page(i) for i in range(30)])),
+    ("book.pdf, 300 pages (read to 500k characters)", "book.pdf", pdf([page(i) for i in range(300)])),
+    ("minutes.docx, 2,000 paragraphs", "minutes.docx", docx([f"Paragraph {i}: we agreed to move the launch." for i in range(2000)])),
+]
+
+
+def main() -> None:
+    print("| file | bytes | characters | ms (best of 3) |\n|---|---|---|---|")
+    for label, name, data in CASES:
+        best = float("inf")
+        for _ in range(3):
+            start = time.perf_counter()
+            doc = read_document(data, name, max_bytes=20 * 1024 * 1024, max_tokens=12_000)
+            best = min(best, time.perf_counter() - start)
+        print(f"| {label} | {len(data):,} | {doc.total_chars:,} | {best * 1000:.1f} |")
+
+
+if __name__ == "__main__":
+    main()
