@@ -30,7 +30,7 @@ from .llm import (
 )
 from .failover import ChatModel
 from .logging import provider_text
-from .prompt import without_images
+from .prompt import smaller_for_context, without_images
 from .tools import Tool, ToolContext, ToolError
 
 __all__ = ["Agent", "AgentReply", "apology"]
@@ -165,7 +165,9 @@ class Agent:
         """One completion. A refusal that the request can do without is
         answered by asking again, once each: without the pictures (a
         model that cannot read them; ``msgs`` is changed in place, so the
-        turn's later rounds do not send them again) and without tools."""
+        turn's later rounds do not send them again) and without tools; and
+        a request over the model's context with less in it, as long as
+        there is less to send (``smaller_for_context``)."""
         while True:
             extra = {"tool_choice": "none"} if final and specs else None
             try:
@@ -173,6 +175,13 @@ class Agent:
                     msgs, tools=specs, max_tokens=self.max_tokens, temperature=self.temperature, extra=extra
                 )
             except LLMBadRequest as exc:
+                if exc.context_too_long and (smaller := smaller_for_context(msgs)) is not None:
+                    # A small model and a long file (or a long history): the
+                    # turn is answered from less rather than not at all.
+                    log.warning("request over the model's context; asking again with less", status=exc.status,
+                                messages=len(msgs))
+                    msgs[:] = smaller
+                    continue
                 if exc.refuses_images and has_images(msgs):
                     # The model (every candidate up) cannot see: it answers the
                     # words, told that a picture came it could not read. The

@@ -78,6 +78,17 @@ _TOOLS_WORDS = re.compile(r"tool|function", re.IGNORECASE)
 # required for image input", LM Studio's "Model does not support images",
 # DeepSeek's "unknown variant `image_url`", Groq's "content must be a
 # string" (list content refused), and "image input is not supported".
+# How providers say a request is over the model's context: OpenAI's code
+# "context_length_exceeded" and "This model's maximum context length is
+# 128000 tokens" (vLLM and DeepSeek say the same), llama.cpp's "the request
+# exceeds the available context size" (exceed_context_size_error),
+# Anthropic-compatible "prompt is too long", Groq's "Please reduce the
+# length of the messages".
+_CONTEXT_EXCEEDED = re.compile(
+    r"context_length_exceeded|maximum context length|exceeds? the (?:available )?context"
+    r"|exceed_context_size|prompt is too long|reduce the length of the messages",
+    re.IGNORECASE,
+)
 _IMAGES_REFUSED = re.compile(
     r"image_url\W{0,3}(?:is )?only supported by certain models"
     r"|not a multi-?modal model"
@@ -121,6 +132,12 @@ class LLMTimeout(LLMUnavailable):
 
 
 class LLMBadRequest(LLMError):
+    @property
+    def context_too_long(self) -> bool:
+        """The request is over the model's context window: the same request
+        with less in it (a shorter file, fewer old messages) may be answered."""
+        return self.status in (400, 413, 422) and bool(_CONTEXT_EXCEEDED.search(self.body or str(self)))
+
     @property
     def mentions_tools(self) -> bool:
         """The provider refused the ``tools`` parameter (no function calling)."""

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import base64
 import os
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, tzinfo
@@ -44,6 +45,7 @@ __all__ = [
     "UNSEEN_NOTE",
     "fit_history",
     "file_block",
+    "smaller_for_context",
     "user_content",
     "user_parts",
     "without_images",
@@ -188,6 +190,44 @@ def without_images(messages: Sequence[Mapping[str, Any]]) -> list[Mapping[str, A
         note = UNSEEN_NOTE.format(what="photo" if n == 1 else f"{n} photos")
         out.append({**m, "content": f"{text}\n\n{note}" if text else note})
     return out
+
+
+# A file block as file_block writes it; its body cannot hold "</file>".
+_FILE_BLOCK = re.compile(
+    r'(<file name="([^"\n]*)"(?: pages="\d+")?>\n)(.*?)(\n</file>\n)\(Above: the [^\n]*\)\n\n', re.DOTALL
+)
+_SHRINKABLE_FILE = 2000  # characters: a file this short is not what fills the context
+
+
+def smaller_for_context(messages: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]] | None:
+    """``messages`` with less in them, for a model that said they are over
+    its context: the files in the latest user message cut to a quarter,
+    or, when none is left to cut, the older half of the history dropped.
+    None when there is nothing left to take out."""
+    last = max((i for i, m in enumerate(messages) if m.get("role") == "user"), default=None)
+    if last is None:
+        return None
+    content = messages[last].get("content")
+    if isinstance(content, str):
+        cut = _FILE_BLOCK.sub(_quarter_file, content)
+        if cut != content:
+            return [*messages[:last], {**messages[last], "content": cut}, *messages[last + 1:]]
+    history = messages[1:last]
+    if len(history) < 2:
+        return None
+    return [messages[0], *history[len(history) // 2:], *messages[last:]]
+
+
+def _quarter_file(m: re.Match[str]) -> str:
+    head, name, body, tail = m.group(1), m.group(2), m.group(3), m.group(4)
+    if len(body) <= _SHRINKABLE_FILE:
+        return m.group(0)
+    body = body[: len(body) // 4]
+    line = body.rfind("\n")
+    body = body[:line] if line > len(body) * 0.9 else body
+    note = (f"(Above: the start of the file {name} the user sent with this message, cut to {len(body):,} characters "
+            "to fit this model's context; say so when that matters.)")
+    return f"{head}{body}{tail}{note}\n\n"
 
 
 @dataclass

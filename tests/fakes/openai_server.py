@@ -91,7 +91,7 @@ _TIME = re.compile(r"^<time>\d\d:\d\d</time>\n")
 _QUOTED = re.compile(r"^<quoted from=\"[^\"]*\">\n.*?\n</quoted>\n\(Above: [^\n]*\)\n\n", re.S)
 # A file the user sent (gateway/prompt.py ``file_block``): its block and the
 # note after it, left out of what the user said.
-_FILE = re.compile(r'<file name="[^"\n]*"(?: pages="\d+")?>\n.*?\n</file>\n\(Above: the file [^\n]*\)\n\n', re.DOTALL)
+_FILE = re.compile(r'<file name="[^"\n]*"(?: pages="\d+")?>\n.*?\n</file>\n\(Above: the [^\n]*\)\n\n', re.DOTALL)
 
 
 def split_user_content(content: str) -> tuple[str, str]:
@@ -190,6 +190,12 @@ def content_error(messages: list[Any]) -> tuple[str, str | None, str | None] | N
     return None
 
 
+def _tokens(text: str) -> int:
+    # The fake's own estimate (not memory/tokens.py's): Han one each, the rest four a token.
+    han = sum(1 for c in text if "\u4e00" <= c <= "\u9fff")
+    return han + (len(text) - han) // 4
+
+
 # How servers refuse pictures for a model without vision (HTTP 400 each).
 BLIND_WORDINGS = {
     "openai": "Invalid content type. image_url is only supported by certain models.",
@@ -249,6 +255,10 @@ class FakeOpenAI:
         self.served_models: set[str] | None = None
         # model -> a key of BLIND_WORDINGS: that model refuses pictures.
         self.blind_models: dict[str, str] = {}
+        # model -> its context window in estimated tokens (a character in
+        # four, a Han character one): a longer request is refused with
+        # OpenAI's context_length_exceeded, as a small local model refuses it.
+        self.context_windows: dict[str, int] = {}
         self._ids = itertools.count(1)
         self._runner: web.AppRunner | None = None
         self.port = 0
@@ -426,6 +436,13 @@ class FakeOpenAI:
                        for m in body["messages"])
         if refused is None and wording is not None and pictures:
             refused = (BLIND_WORDINGS[wording].format(model=body["model"]), None, None)
+        window = self.context_windows.get(body["model"])
+        if refused is None and window is not None:
+            used = sum(_tokens(text_of(m.get("content"))) for m in body["messages"]) + int(body.get("max_tokens") or 0)
+            if used > window:
+                refused = (f"This model's maximum context length is {window} tokens. However, you requested {used} "
+                           "tokens. Please reduce the length of the messages or completion.", "messages",
+                           "context_length_exceeded")
         if refused is not None:
             self.refused.append(body)
             message, param, code = refused

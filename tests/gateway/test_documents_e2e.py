@@ -173,3 +173,31 @@ async def test_an_edited_file_caption_keeps_the_files_mark(tmp_path: Path, clock
         finally:
             await asyncio.wait_for(app.close(), 15)
     assert _rows(tmp_path)[0] == ("user", "[file n.txt] summarise, please")
+
+
+async def test_a_file_over_a_small_models_context_is_answered_from_its_start(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    """A local model with an 8k window and a 40,000-character file: the
+    request is refused as over its context, and asked again with the file
+    cut, rather than the turn lost."""
+    text = "".join(f"row {i}: region {i % 7} sold {i * 3} units\n" for i in range(1300))
+    async with FakeOpenAI(api_key="sk-docs-e2e-0123456789", responder=reading) as llm, FakeTelegram() as tg:
+        llm.context_windows["small-local"] = 8000
+        app = _app(tmp_path, clock, llm, {"telegram": _telegram(tg)}, agent={"model": "small-local", "maxTokens": 1000})
+        try:
+            await app.open()
+            await asyncio.wait_for(app.start(), 15)
+            tg.push_document(42, 42, text.encode(), mime_type="text/csv", file_name="sales.csv", caption="top region?")
+            [reply] = await tg.wait_sent(1, timeout=10)
+            assert reply.text == "re: [file sales.csv] top region?"
+            assert len(llm.refused) == 1 and len(llm.requests) == 1
+            latest = llm.requests[0]["messages"][-1]["content"]
+            assert "row 0: region 0" in latest and "cut to" in latest and "to fit this model's context" in latest
+            # A window nothing fits: the shrinking ends, and the user gets the apology, not a hang.
+            llm.context_windows["small-local"] = 900
+            tg.push_text(42, 42, "and the lowest?")
+            [_, apology] = await tg.wait_sent(2, timeout=10)
+            assert apology.text != "re: and the lowest?" and len(llm.requests) == 1
+        finally:
+            await asyncio.wait_for(app.close(), 15)

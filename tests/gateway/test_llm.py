@@ -208,3 +208,21 @@ async def test_requests_and_responses_leave_no_reference_cycle(fake_llm: FakeOpe
             gc.enable()
     assert res.content == "ok" and res.attempts == 2
     assert cyclic == []
+
+
+@pytest.mark.parametrize(
+    ("status", "body", "too_long"),
+    [
+        (400, '{"error": {"message": "This model\'s maximum context length is 8192 tokens. However, your messages '
+              'resulted in 9000 tokens.", "type": "invalid_request_error", "code": "context_length_exceeded"}}', True),
+        (400, '{"error": {"code": 400, "message": "the request exceeds the available context size, try increasing it",'
+              ' "type": "exceed_context_size_error"}}', True),  # llama.cpp
+        (400, '{"object": "error", "message": "This model\'s maximum context length is 4096 tokens. However, you '
+              'requested 5000 tokens (4000 in the messages, 1000 in the completion)."}', True),  # vLLM
+        (400, '{"error": {"message": "prompt is too long: 210000 tokens > 200000 maximum"}}', True),
+        (400, '{"error": {"message": "Invalid content type. image_url is only supported by certain models."}}', False),
+        (500, '{"error": {"message": "maximum context length"}}', False),  # a server error is not about the request
+    ],
+)
+def test_a_request_over_the_models_context_is_recognised(status: int, body: str, too_long: bool) -> None:
+    assert LLMBadRequest("refused", status=status, body=body).context_too_long is too_long

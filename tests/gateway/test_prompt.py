@@ -83,3 +83,27 @@ def test_a_quoted_message_comes_before_the_words_marked_and_cut() -> None:
     assert words == "and this?"
     assert head.startswith('<time>09:30</time>\n<quoted from="A &quot;B&quot; &lt;C>">\n' + "x" * (QUOTE_CHARS - 1) + "…\n")
     assert user_content("hi", "", quoted=Quoted("Bob", "  ")) == "hi"  # nothing to quote: nothing added
+
+
+def test_a_request_over_the_context_loses_the_files_bulk_first_then_old_history() -> None:
+    from gateway.bus import Document
+    from gateway.prompt import file_block, smaller_for_context
+
+    body = "".join(f"line {i}: figures for region {i}\n" for i in range(400))
+    latest = user_content("[file q3.txt] totals?", "", documents=[Document("q3.txt", body, len(body))])
+    history = [{"role": r, "content": f"old {i}"} for i, r in enumerate(["user", "assistant"] * 3)]
+    messages = [{"role": "system", "content": "sys"}, *history, {"role": "user", "content": latest}]
+    smaller = smaller_for_context(messages)
+    assert smaller is not None and smaller[:-1] == messages[:-1]  # the file first; history as it was
+    cut = smaller[-1]["content"]
+    kept = cut.split('<file name="q3.txt">\n', 1)[1].split("\n</file>\n", 1)[0]
+    assert body.startswith(kept) and len(kept) <= len(body) // 4
+    assert "cut to" in cut and "to fit this model's context" in cut and cut.endswith("[file q3.txt] totals?")
+    steps = [smaller]
+    while (nxt := smaller_for_context(steps[-1])) is not None:
+        steps.append(nxt)
+    last = steps[-1]
+    assert [m["content"] for m in last[1:-1]] == ["old 5"]  # the newest history stays longest
+    assert last[0]["content"] == "sys" and last[-1]["content"].endswith("[file q3.txt] totals?")
+    assert len(steps) <= 6  # every step takes out a good part: few round trips
+    assert file_block(Document("a", "short")) in user_content("x", "", documents=[Document("a", "short")])
