@@ -24,7 +24,7 @@ import zipfile
 from xml.etree import ElementTree
 
 from gateway.bus import Document
-from memory.tokens import WIDE_CHARS
+from memory.tokens import prefix_within
 
 from .media import FAILED, TOO_LARGE, UNSUPPORTED, ImageError, _megabytes, sniff_mime
 
@@ -46,7 +46,6 @@ _CONTROLS = re.compile(r"[\x00-\x08\x0e-\x1a\x1c-\x1f\x7f-\x9f]")
 # a string of every match (a Chinese file is mostly matches).
 _ASCII_RUNS = re.compile(r"[\x00-\x7f]+")
 _CHINESE_RUNS = re.compile(r"[\u4e00-\u9fff\u3000-\u303f\uff00-\uffef]+")  # Han, CJK punctuation, full width
-_NOT_WIDE_RUNS = re.compile(f"[^{WIDE_CHARS}]+")
 
 
 def read_document(data: bytes, name: str, *, max_bytes: int, max_tokens: int) -> Document:
@@ -70,7 +69,7 @@ def read_document(data: bytes, name: str, *, max_bytes: int, max_tokens: int) ->
     text = text.replace("\r\n", "\n").replace("\r", "\n").strip()
     if not text:
         raise ImageError(NO_TEXT if pages else UNSUPPORTED, "no text in the file")
-    shown = _cut(text, max_tokens)
+    shown = prefix_within(text, max_tokens).rstrip("\n")
     more = text[:KEEP_CHARS] if len(shown) < len(text) else ""
     return Document(name=_safe_name(name), text=shown, total_chars=len(text), pages=pages, more=more)
 
@@ -100,35 +99,6 @@ def _safe_name(name: str) -> str:
     # A file name is the sender's text: one line, no brackets closing the marker.
     flat = " ".join((name or "file").split()).replace("[", "(").replace("]", ")")
     return flat[:80] or "file"
-
-
-def _char_bound(max_tokens: int) -> int:
-    # A character is at least a quarter of a token (memory/tokens.py), so
-    # more than this many can never fit the budget.
-    return 4 * max_tokens + 4
-
-
-def _tokens(text: str) -> int:
-    # estimate_tokens (memory/tokens.py), counted without a string per match.
-    wide = len(_NOT_WIDE_RUNS.sub("", text))
-    return wide + (len(text) - wide + 3) // 4 if text else 0
-
-
-def _cut(text: str, max_tokens: int) -> str:
-    """The longest start of ``text`` within ``max_tokens``, ended at a line
-    break where one is near."""
-    if _tokens(text) <= max_tokens:
-        return text
-    lo, hi = 0, min(len(text), _char_bound(max_tokens))
-    while lo < hi:  # the longest prefix that fits: estimate_tokens grows with the prefix
-        mid = (lo + hi + 1) // 2
-        if _tokens(text[:mid]) <= max_tokens:
-            lo = mid
-        else:
-            hi = mid - 1
-    cut = text[:lo]
-    line = cut.rfind("\n")
-    return cut[:line] if line > lo * 0.9 else cut
 
 
 def _decode(data: bytes) -> str | None:

@@ -22,7 +22,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from memory.clock import Clock
-from memory.tokens import estimate_tokens
+from memory.tokens import prefix_within
 
 from .bus import Document
 from .tools import Tool, ToolContext, ToolError
@@ -59,6 +59,8 @@ class RecentFiles:
         self._chars = 0
 
     def keep(self, chat: str, owner: str, docs: tuple[Document, ...]) -> None:
+        if not docs:
+            return
         now = self.clock.now()
         files = self._chats.setdefault(chat, deque())
         self._chats.move_to_end(chat)
@@ -105,19 +107,6 @@ class RecentFiles:
         return dropped
 
 
-def _chunk(text: str, start: int, max_tokens: int) -> str:
-    """``text`` from ``start``, as much as fits ``max_tokens``, ended at a line break where one is near."""
-    end = min(len(text), start + 4 * max_tokens + 4)  # a character is at least a quarter token
-    piece = text[start:end]
-    while estimate_tokens(piece) > max_tokens:
-        piece = piece[: int(len(piece) * 0.9)]
-    if start + len(piece) < len(text):
-        line = piece.rfind("\n")
-        if line > len(piece) * 0.9:
-            piece = piece[: line + 1]
-    return piece
-
-
 def file_tools(files: RecentFiles, *, max_tokens: int = 6000) -> list[Tool]:
     """``file_read``: a file sent in this chat lately, from a character offset."""
 
@@ -140,7 +129,7 @@ def file_tools(files: RecentFiles, *, max_tokens: int = 6000) -> list[Tool]:
             file = matches[-1]
         if start >= len(file.text):
             return f"{file.name} has {len(file.text):,} characters; nothing from {start:,}."
-        piece = _chunk(file.text, start, max_tokens)
+        piece = prefix_within(file.text[start:], max_tokens)
         end = start + len(piece)
         pages = f", {file.pages} pages" if file.pages else ""
         more = f" Call again with start={end} for the rest." if end < len(file.text) else ""
