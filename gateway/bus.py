@@ -11,13 +11,16 @@ from __future__ import annotations
 import asyncio
 import re
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from memory.tokens import estimate_tokens, prefix_within
+
 __all__ = [
-    "EDIT", "MESSAGE", "PHOTO_NOT_READ", "RECALL", "ROUTING_KEYS", "Attachment", "Audio", "Document", "Image",
-    "InboundMessage", "MessageBus", "OutboundMessage", "picture_mark",
+    "EDIT", "FORWARD_TOKENS", "MESSAGE", "PHOTO_NOT_READ", "RECALL", "ROUTING_KEYS", "Attachment", "Audio", "Document",
+    "Forwarded", "Image", "InboundMessage", "MessageBus", "OutboundMessage", "forwarded_text", "picture_mark",
 ]
 
 # Metadata that says where inside a chat a message was (a Telegram forum
@@ -108,6 +111,55 @@ class Quoted:
 
 
 @dataclass(frozen=True)
+class Forwarded:
+    """One message the user forwarded (Telegram's ``forward_origin``, a
+    message of a Feishu chat record): someone else's words, or the user's
+    own from earlier, passed on. Memory must not take them as the user
+    saying them now, so they keep their author and date."""
+
+    author: str  # their display name; "" when the platform hides it
+    text: str  # its words, with a mark for what it held instead ("[photo]")
+    sent_at: datetime | None = None  # when it was first sent
+
+
+# What of a forward the model reads and the history keeps: a long chat
+# record is a file's worth of text, and every later turn re-reads it.
+FORWARD_TOKENS = 4000
+
+
+def forwarded_text(items: Sequence[Forwarded], max_tokens: int = FORWARD_TOKENS) -> str:
+    """Forwarded messages as the history and the model read them: a mark
+    that names the author (``[forwarded from Alice, sent 2026-02-28]``, the
+    words on the next line) or, for several, ``[forwarded: 3 messages, ...]``
+    and one ``author: words`` line each; cut to ``max_tokens``, saying how
+    many messages were left out. "" for none."""
+    if not items:
+        return ""
+    days = sorted({i.sent_at.date().isoformat() for i in items if i.sent_at is not None})
+    when = "" if not days else f", sent {days[0]}" if len(days) == 1 else f", sent {days[0]} to {days[-1]}"
+    if len(items) == 1:
+        by = f" from {items[0].author}" if items[0].author else ""
+        return prefix_within(f"[forwarded{by}{when}]\n{items[0].text.strip()}", max_tokens).rstrip()
+    lines = [f"[forwarded: {len(items)} messages{when}]"]
+    used = estimate_tokens(lines[0])
+    shown = 0
+    for item in items:
+        line = f"{item.author or 'someone'}: {item.text.strip()}"
+        cost = estimate_tokens(line)
+        if used + cost > max_tokens:
+            if not shown:  # one long first message: its start rather than nothing
+                lines.append(prefix_within(line, max(max_tokens - used, 1)).rstrip() + "…")
+                shown = 1
+            break
+        lines.append(line)
+        used += cost
+        shown += 1
+    if shown < len(items):
+        lines.append(f"[{len(items) - shown} more not shown]")
+    return "\n".join(lines)
+
+
+@dataclass(frozen=True)
 class InboundMessage:
     channel: str  # "telegram" | "feishu" | "terminal"
     chat_id: str
@@ -131,6 +183,9 @@ class InboundMessage:
     # and memory keep the user's own words (the quote may be someone else's,
     # and is theirs to have remembered), as they keep a photo's mark only.
     quoted: Quoted | None = None
+    # Messages the user forwarded, in order; ``text`` holds only their own
+    # words (a comment sent with them), maybe "".
+    forwarded: tuple[Forwarded, ...] = ()
 
     @property
     def session_key(self) -> str:
@@ -140,8 +195,12 @@ class InboundMessage:
     @property
     def history_text(self) -> str:
         """The message as the history (Tier 0) and memory keep it: the
-        placeholder of its pictures, then its words."""
-        return f"{self.placeholder} {self.text}".strip() if self.placeholder else self.text
+        placeholder of its pictures, the messages it forwards (marked as
+        forwarded, with their authors), then its own words."""
+        text = self.text
+        if self.forwarded:
+            text = forwarded_text(self.forwarded) + (f"\n\n{text}" if text.strip() else "")
+        return f"{self.placeholder} {text}".strip() if self.placeholder else text
 
 
 @dataclass(frozen=True)

@@ -355,15 +355,16 @@ class ProcessLoop:
         if item.user is None and msg.is_group and not (msg.mentioned or msg.reply_to_bot):
             self.stats.ignored += 1
             return ""
-        if not msg.text.strip() and not msg.images and msg.audio is None and not msg.documents:  # a sticker
+        if not msg.text.strip() and not (msg.images or msg.documents or msg.forwarded) and msg.audio is None:  # a sticker
             self.stats.ignored += 1
             return ""
         user = item.user or self.identities.resolve(msg.channel, msg.sender_id)
         private = not msg.is_group
         key = msg.session_key
 
-        # A photo's or file's caption is a question about it, never a command.
-        attached = bool(msg.images or msg.documents) or msg.audio is not None
+        # A photo's or file's caption is a question about it, never a command
+        # (nor is a forward's comment, or a forwarded "/new").
+        attached = bool(msg.images or msg.documents or msg.forwarded) or msg.audio is not None
         found = split_command(msg.text) if item.user is None and not attached else None
         command, args = found if found is not None else (None, "")
         if command in COMMANDS:
@@ -418,8 +419,14 @@ class ProcessLoop:
         if msg.documents and self.files is not None:
             self.files.keep(key, user, msg.documents)  # a later message may ask about them (file_read)
         tz = await self._zone(user)
-        hits = await self._recall(user, msg.text, history, private=private, tz=tz,
-                                  quoted=msg.quoted.text if msg.quoted is not None else "")
+        # What the message is about beyond its own words: the message it
+        # replies to, the messages it forwards (maybe all there is).
+        about = "\n".join([*([msg.quoted.text] if msg.quoted is not None else []), *(f.text for f in msg.forwarded)])
+        # A forward is passed on for the bot to act on, and "moved to
+        # Thursday" needs what it moved: recalled even when the prefilter
+        # would find its words too plain.
+        hits = await self._recall(user, msg.text or about[:QUOTE_CHARS], history, private=private, tz=tz,
+                                  quoted=about, always=bool(msg.forwarded))
         retrieval_ms = (time.perf_counter() - t0) * 1000
 
         ctx = ToolContext(
@@ -606,10 +613,11 @@ class ProcessLoop:
         private: bool,
         tz: tzinfo | None = None,
         quoted: str = "",
+        always: bool = False,
     ) -> list[Hit]:
         try:
             projects: Iterable[str] = await self.known_projects(user) if self.known_projects else ()
-            if not should_retrieve(text, projects) and not (quoted and should_retrieve(quoted, projects)):
+            if not always and not should_retrieve(text, projects) and not (quoted and should_retrieve(quoted, projects)):
                 return []
             self.stats.retrievals += 1
             # The user's own last turns (the assistant's replies would only

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from gateway.agent import Agent
-from gateway.bus import InboundMessage, MessageBus, OutboundMessage
+from gateway.bus import Forwarded, InboundMessage, MessageBus, OutboundMessage
 from gateway.llm import LLMClient
 from gateway.loop import ProcessLoop
 from gateway.memory_tools import memory_tools
@@ -86,6 +86,7 @@ class Rig:
         group: bool = False,
         mentioned: bool = False,
         reply_to_bot: bool = False,
+        forwarded: tuple[Forwarded, ...] = (),
     ) -> InboundMessage:
         self.counter[0] += 1
         msg = InboundMessage(
@@ -97,6 +98,7 @@ class Rig:
             is_group=group,
             mentioned=mentioned,
             reply_to_bot=reply_to_bot,
+            forwarded=forwarded,
         )
         await self.bus.publish_inbound(msg)
         return msg

@@ -3,9 +3,11 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from gateway.bus import Forwarded
 from gateway.loop import HELP_TEXT, HELP_TEXT_ZH, Samples, parse_command
 from gateway.ratelimit import RateLimiter
 from memory import Category, ManualClock, NewMemory, Provenance
@@ -496,3 +498,31 @@ async def test_a_user_over_the_rate_limit_gets_one_note_and_no_model_call(
         clock.advance(60)
         fake_llm.queue_reply("back")
         assert (await rig.ask("fifth", chat="7")).text == "back"
+
+
+async def test_a_forward_alone_is_answered_with_its_author_and_recalls_by_its_words(
+    tmp_path: Path, clock: ManualClock, fake_llm: FakeOpenAI
+) -> None:
+    """Forwarded words reach the model, Tier 0 and extraction marked with
+    their author and date (memory must not take them as the user's own), and
+    a forward with no comment still finds the memories it speaks of."""
+    async with make_rig(tmp_path, clock, fake_llm) as rig:
+        await rig.engine.add(NewMemory(owner=ALICE, content="Alice runs the Gaggia espresso workshop on Fridays",
+                                       category=Category.EVENT))
+        sent = datetime(2026, 2, 27, 9, 30, tzinfo=UTC)
+        await rig.ask("", forwarded=(Forwarded("Dana", "The Gaggia espresso workshop moves to Thursday", sent),))
+        user = _user(fake_llm.requests[-1])
+        assert user.startswith("<memories>") and "Gaggia espresso workshop on Fridays" in user
+        assert user.endswith("[forwarded from Dana, sent 2026-02-27]\nThe Gaggia espresso workshop moves to Thursday")
+        await rig.ask("who should I tell?", forwarded=(
+            Forwarded("Dana", "moving it", sent), Forwarded("", "fine by me", sent + timedelta(days=1))))
+        assert _user(fake_llm.requests[-1]).endswith(
+            "[forwarded: 2 messages, sent 2026-02-27 to 2026-02-28]\nDana: moving it\nsomeone: fine by me"
+            "\n\nwho should I tell?")
+        await rig.settle()
+        rows = await rig.sessions.window("telegram:1")
+        assert [m.content for m in rows if m.role == "user"] == [
+            "[forwarded from Dana, sent 2026-02-27]\nThe Gaggia espresso workshop moves to Thursday",
+            "[forwarded: 2 messages, sent 2026-02-27 to 2026-02-28]\nDana: moving it\nsomeone: fine by me"
+            "\n\nwho should I tell?",
+        ]

@@ -1,0 +1,41 @@
+"""How forwarded messages read in the history and the prompt
+(gateway/bus.py ``forwarded_text``)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from gateway.bus import Forwarded, InboundMessage, forwarded_text
+from memory.tokens import estimate_tokens
+
+DAY = datetime(2026, 2, 27, 23, 59, tzinfo=UTC)
+
+
+def test_one_forward_names_its_author_and_day_and_a_hidden_author_is_not_invented() -> None:
+    assert forwarded_text([Forwarded("Dana", "  see you at 9  ", DAY)]) == "[forwarded from Dana, sent 2026-02-27]\nsee you at 9"
+    assert forwarded_text([Forwarded("", "see you at 9")]) == "[forwarded]\nsee you at 9"
+    assert forwarded_text([]) == ""
+
+
+def test_a_long_record_is_cut_at_a_message_and_says_how_many_are_left_out() -> None:
+    items = [Forwarded(f"P{n}", f"message number {n} " + "words " * 40) for n in range(100)]
+    text = forwarded_text(items, max_tokens=500)
+    lines = text.split("\n")
+    assert lines[0] == "[forwarded: 100 messages]" and lines[1].startswith("P0: message number 0 ")
+    shown = len(lines) - 2
+    assert 1 < shown < 100 and lines[-1] == f"[{100 - shown} more not shown]"
+    assert estimate_tokens("\n".join(lines[:-1])) <= 500
+
+
+def test_a_first_message_over_the_budget_shows_its_start() -> None:
+    text = forwarded_text([Forwarded("Ann", "word " * 5000), Forwarded("Bo", "ok")], max_tokens=200)
+    head, first, rest = text.split("\n")
+    assert head == "[forwarded: 2 messages]" and first.startswith("Ann: word word") and first.endswith("…")
+    assert rest == "[1 more not shown]"
+
+
+def test_the_history_keeps_the_mark_the_forward_and_then_the_users_own_words() -> None:
+    fwd = (Forwarded("Dana", "launch moves to Friday", DAY),)
+    msg = InboundMessage("telegram", "1", "2", "what should I do?", forwarded=fwd, placeholder="[photo]")
+    assert msg.history_text == "[photo] [forwarded from Dana, sent 2026-02-27]\nlaunch moves to Friday\n\nwhat should I do?"
+    assert InboundMessage("telegram", "1", "2", " ", forwarded=fwd).history_text.endswith("launch moves to Friday")
