@@ -201,8 +201,10 @@ _SHRINKABLE_FILE = 2000  # characters: a file this short is not what fills the c
 
 def smaller_for_context(messages: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]] | None:
     """``messages`` with less in them, for a model that said they are over
-    its context: the files in the latest user message cut to a quarter,
-    or, when none is left to cut, the older half of the history dropped.
+    its context: the files in the latest user message cut to a quarter;
+    when none is left to cut, the older half of the history dropped; when
+    no history is left, this turn's longest tool result cut to half (what
+    the model asked for goes last: it is what the answer is made of).
     None when there is nothing left to take out."""
     last = max((i for i, m in enumerate(messages) if m.get("role") == "user"), default=None)
     if last is None:
@@ -213,9 +215,29 @@ def smaller_for_context(messages: Sequence[Mapping[str, Any]]) -> list[Mapping[s
         if cut != content:
             return [*messages[:last], {**messages[last], "content": cut}, *messages[last + 1:]]
     history = messages[1:last]
-    if len(history) < 2:
+    if len(history) >= 2:
+        return [messages[0], *history[len(history) // 2:], *messages[last:]]
+    results = [(len(str(m.get("content") or "")), i) for i, m in enumerate(messages) if i > last and m.get("role") == "tool"]
+    size, longest = max(results, default=(0, -1))
+    if size <= _SHRINKABLE_RESULT:
         return None
-    return [messages[0], *history[len(history) // 2:], *messages[last:]]
+    out = list(messages)
+    out[longest] = {**messages[longest], "content": _half_result(str(messages[longest]["content"]))}
+    return out
+
+
+_SHRINKABLE_RESULT = 1000  # characters of a tool result: shorter ones are not what fills the context
+_RESULT_CUT_NOTE = "\n[cut to {n:,} characters to fit this model's context; say so when that matters]"
+
+
+def _half_result(text: str) -> str:
+    """A tool result's first half, on a line break near the cut, saying it
+    was cut (once: a result cut again keeps one note)."""
+    text = text.split(_RESULT_CUT_NOTE.split("{", 1)[0], 1)[0]
+    body = text[: len(text) // 2]
+    line = body.rfind("\n")
+    body = body[:line] if line > len(body) * 0.9 else body
+    return body + _RESULT_CUT_NOTE.format(n=len(body))
 
 
 def _quarter_file(m: re.Match[str]) -> str:
