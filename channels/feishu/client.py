@@ -37,7 +37,7 @@ import httpx
 import structlog
 
 from channels.base import DeliveryError, rest_of
-from channels.markdown import feishu_md, fence_openers
+from channels.markdown import feishu_md, part_openers
 
 __all__ = [
     "FeishuApiError", "FeishuClient", "Resource", "ResourceTooLarge", "Withdrawal", "is_retryable", "part_uuids",
@@ -184,7 +184,7 @@ class FeishuClient:
         ids: list[str] = []
         chunks = split_text(text)
         uuids = part_uuids(key, chunks) if key else [str(uuid.uuid4()) for _ in chunks]
-        for i, (chunk, opener) in enumerate(zip(chunks, fence_openers(chunks))):
+        for i, (chunk, opener) in enumerate(zip(chunks, part_openers(chunks))):
             md = feishu_md(chunk, opener=opener)
             # Markdown goes as a post's md element, which Feishu renders; plain words as a text message.
             content, msg_type = (chunk, "text") if md is None else (_post(md), "post")

@@ -132,6 +132,17 @@ async def test_a_code_block_split_across_messages_is_code_in_each(fake: FakeFeis
     assert "\n".join(parts).count("row ") == 120
 
 
+async def test_a_table_split_across_messages_keeps_its_header_in_each(fake: FakeFeishu, channel: FeishuChannel) -> None:
+    rows = "\n".join(f"| host-{i:03d} | {'ok' if i % 7 else 'down'} | " + "note " * 10 + "|" for i in range(150))
+    await channel.send(OutboundMessage("feishu", "oc_room9", f"Hosts:\n\n| host | state | note |\n|---|:-:|---|\n{rows}"))
+    parts = fake.texts()
+    assert len(parts) >= 2 and all(m["msg_type"] == "post" for m in fake.sent)
+    for part in parts:  # every part an aligned block whose first row names the columns, no raw pipes left
+        block = part.split("```\n", 1)[1]
+        assert block.startswith("host     | state | note") and "| host-" not in part
+    assert "\n".join(parts).count("host-") == 150
+
+
 async def test_url_verification_challenge_answered(fake: FakeFeishu, http: HttpServer, channel: FeishuChannel) -> None:
     r = await fake.push_challenge(hook(http, channel), "chal-123")
     assert (r.status_code, r.json()) == (200, {"challenge": "chal-123"})
