@@ -73,6 +73,9 @@ _TOOL_RULES = """- `memory_search` looks up older memories of this user when the
 - When the user asks you to remember something, call `memory_save` with the fact as one short sentence.
 - When the user asks you to forget something, find every memory that says it (Core Memory lines, the memories above, or `memory_search`) and call `memory_forget` with their ids; only what they asked to forget."""
 
+_INCOGNITO_RULES = """# Incognito
+The user turned incognito on (/incognito): nothing they say now is learnt into long-term memory. Use what you remember as usual. Save a fact only when they ask you in so many words, and then mention that incognito is on. /incognito off ends it."""
+
 _GROUP_RULES = """# Group chat
 This is a group chat with several people. Members' personal memories are not shown here; do not reveal private details about anyone."""
 
@@ -298,8 +301,11 @@ class PromptBuilder:
             cached = self._files[name] = _Cached(stamp, text)
         return cached.text
 
-    async def system_prompt(self, user: str, *, private: bool, tools: bool = False, tz: tzinfo | None = None) -> str:
-        """``tz``: the user's own zone (/timezone), else the gateway's."""
+    async def system_prompt(
+        self, user: str, *, private: bool, tools: bool = False, tz: tzinfo | None = None, incognito: bool = False
+    ) -> str:
+        """``tz``: the user's own zone (/timezone), else the gateway's;
+        ``incognito``: the user asked not to be learnt from (/incognito)."""
         parts = [t for t in (self._workspace_file(n) for n in WORKSPACE_FILES) if t]
         try:
             profile = (await self.backend.profile(user, private=private)).strip()
@@ -312,6 +318,8 @@ class PromptBuilder:
         parts.append(rules)
         if not private:
             parts.append(_GROUP_RULES)
+        if incognito:
+            parts.append(_INCOGNITO_RULES)
         zone = tz or self.tz
         now = self.clock.now().astimezone(zone)
         # The date only: the system prompt heads every request, and a prefix
