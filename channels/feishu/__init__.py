@@ -75,7 +75,7 @@ from .events import (
     parse_recall_event,
     quoted_of,
 )
-from .records import RECORD_NOT_READ, Names, flatten_record, people_in, record_note, to_forwarded
+from .records import RECORD_NOT_READ, Names, flatten_record, people_in, record_note, sender_of, to_forwarded
 from .replies import ReplyLog, ReplyStore
 from .webhook import WebhookReceiver
 
@@ -401,7 +401,7 @@ class FeishuChannel(BaseChannel):
                               message_id=message.message_id)
                 return
             if quote:
-                message = dataclasses.replace(message, quoted=await self._quoted(parent))
+                message = dataclasses.replace(message, quoted=await self._quoted(parent, asker=message.sender_id))
             if images:
                 await self.publish_image(message, fetch, *ids)
             elif audio:
@@ -446,9 +446,12 @@ class FeishuChannel(BaseChannel):
             names = {}  # labels will do
         return to_forwarded(messages, app_id=self.config.app_id, forwarder=msg.sender_id, names=names)
 
-    async def _quoted(self, message_id: str) -> Quoted | None:
+    async def _quoted(self, message_id: str, *, asker: str = "") -> Quoted | None:
         """The message a user replied to, for the model (an event names its
-        parent only). A failure costs the quote, never the message."""
+        parent only), with its author: "you" (the bot), "the user" (the
+        asker's own), or a person's name from the contact directory, as a
+        chat record's authors are named (nameless when the app may not read
+        it). A failure costs the quote, never the message."""
         try:
             async with asyncio.timeout(QUOTE_TIMEOUT):
                 item = await self._unless_cut(self.api.get_message(message_id))
@@ -458,7 +461,19 @@ class FeishuChannel(BaseChannel):
         except _CutShort:
             self.log.info("reading the message replied to cut short at shutdown", parent_id=message_id)
             return None
-        return quoted_of(item, app_id=self.config.app_id, bot_open_id=self.bot_open_id) if item else None
+        quoted = quoted_of(item, app_id=self.config.app_id, bot_open_id=self.bot_open_id) if item else None
+        if item is None or quoted is None or quoted.author:
+            return quoted
+        kind, author = sender_of(item)
+        if kind != "user" or not author:
+            return quoted
+        if author == asker:
+            return dataclasses.replace(quoted, author="the user")
+        try:
+            names = await self._unless_cut(self.names.of([author]))
+        except _CutShort:
+            return quoted
+        return dataclasses.replace(quoted, author=names.get(author, ""))
 
     async def _resource(self, message_id: str, key: str, *, kind: str, limit: int | None) -> Resource:
         """A file of a user's message, by the message resource API; what

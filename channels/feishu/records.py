@@ -46,6 +46,7 @@ __all__ = [
     "flatten_record",
     "people_in",
     "record_note",
+    "sender_of",
     "to_forwarded",
 ]
 
@@ -96,7 +97,7 @@ def flatten_record(items: Sequence[Mapping[str, Any]], record_id: str) -> list[M
     return out
 
 
-def _sender(item: Mapping[str, Any]) -> tuple[str, str]:
+def sender_of(item: Mapping[str, Any]) -> tuple[str, str]:
     """(kind, id): kind "user" or "app" (anything not a user)."""
     sender = item.get("sender")
     sender = sender if isinstance(sender, Mapping) else {}
@@ -109,7 +110,7 @@ def people_in(messages: Iterable[Mapping[str, Any]], *, forwarder: str) -> list[
     them, by first appearance: whose names are worth looking up."""
     seen: dict[str, None] = {}
     for item in messages:
-        kind, sid = _sender(item)
+        kind, sid = sender_of(item)
         if kind == "user" and sid and sid != forwarder:
             seen.setdefault(sid, None)
     return list(seen)
@@ -124,7 +125,7 @@ def to_forwarded(
     labels: dict[str, str] = {}
     out: list[Forwarded] = []
     for item in messages:
-        kind, sid = _sender(item)
+        kind, sid = sender_of(item)
         if kind == "app":
             author = "you" if sid == app_id else "a bot"
         elif sid and sid == forwarder:

@@ -321,6 +321,29 @@ async def test_a_reply_to_a_message_brings_its_words(fake: FakeFeishu, http: Htt
     assert gone.text == "这是什么？" and gone.quoted is None
 
 
+async def test_a_quoted_message_names_its_author_from_the_contact_directory(
+    fake: FakeFeishu, http: HttpServer, channel: FeishuChannel
+) -> None:
+    from gateway.bus import Quoted
+
+    url = hook(http, channel)
+    fake.contacts["ou_alice"] = "Alice Wang"
+    said = []
+    for open_id in ("ou_alice", "ou_carol", "ou_me"):
+        note = fake.message_event(f"note by {open_id}", chat_type="group", open_id=open_id)
+        await fake.push_event(url, note)
+        await next_inbound(channel.bus)
+        said.append(note["event"]["message"]["message_id"])
+    got = []
+    for parent in said:
+        await fake.push_event(url, fake.message_event("@_user_1 why?", chat_type="group", open_id="ou_me",
+                                                      parent_id=parent, mentions=[fake.mention("@_user_1")]))
+        got.append((await next_inbound(channel.bus)).quoted)
+    # A name when the directory has one, none rather than a guess, and the asker's own message is theirs.
+    assert got == [Quoted("Alice Wang", "note by ou_alice"), Quoted("", "note by ou_carol"),
+                   Quoted("the user", "note by ou_me")]
+
+
 async def test_allow_list_by_open_union_or_user_id(fake: FakeFeishu, http: HttpServer) -> None:
     ch = FeishuChannel(config(fake, allow_from=["on_friend", "ou_boss"]), MessageBus(), http)
     await ch.start()
