@@ -147,13 +147,13 @@ class _Package:
         info = self._take(name)
         return None if info is None else ElementTree.fromstring(self.archive.read(info))
 
-    def stream(self, name: str, *, whole: bool = False) -> Generator[tuple[str, ElementTree.Element], None, None]:
-        """The part ``name``'s start and end events, fed to the parser a
-        chunk at a time: a long sheet is read only as far as it is used
-        (close the iterator to stop). Its unpacked bytes count against the
-        budget as they are read; where the budget ends, so does the part
-        (:attr:`exhausted`). ``whole``: a part only of use whole (the
-        shared strings) is refused up front when it is over the budget."""
+    def stream(self, name: str, *, whole: bool = False) -> Generator[list[tuple[str, ElementTree.Element]], None, None]:
+        """The part ``name``'s start and end events, a chunk's at a time,
+        fed to the parser as it goes: a long sheet is read only as far as
+        it is used (close the iterator to stop). Its unpacked bytes count
+        against the budget as they are read; where the budget ends, so does
+        the part (:attr:`exhausted`). ``whole``: a part only of use whole
+        (the shared strings) is refused up front when over the budget."""
         info = self.parts.get(name)
         if info is None:
             return
@@ -166,13 +166,15 @@ class _Package:
                     self.exhausted = True
                     return
                 chunk = part.read(min(_CHUNK, self.budget))
-                if not chunk:
+                if chunk:
+                    self.budget -= len(chunk)
+                    parser.feed(chunk)
+                else:
                     parser.close()
-                    yield from _events(parser)
+                # start and end events only were asked for: each an element
+                yield [(item[0], item[1]) for item in parser.read_events() if isinstance(item[-1], ElementTree.Element)]
+                if not chunk:
                     return
-                self.budget -= len(chunk)
-                parser.feed(chunk)
-                yield from _events(parser)
 
     def rels(self, part: str) -> dict[str, tuple[str, str]]:
         """The relationships of ``part``: id -> (type's last word, part name)."""
@@ -187,13 +189,6 @@ class _Package:
                 path = target.lstrip("/") if target.startswith("/") else posixpath.join(folder, target)
                 found[rid] = (kind.rpartition("/")[2], posixpath.normpath(path))
         return found
-
-
-def _events(parser: ElementTree.XMLPullParser[ElementTree.Element]) -> Iterator[tuple[str, ElementTree.Element]]:
-    for item in parser.read_events():
-        event, node = item[0], item[-1]
-        if isinstance(node, ElementTree.Element):  # start and end events only were asked for
-            yield event, node
 
 
 def _table(rows: Sequence[Sequence[str]]) -> list[str]:
@@ -212,9 +207,16 @@ def _table(rows: Sequence[Sequence[str]]) -> list[str]:
 
 # ---- Word ----
 
-def _is_word(tag: object, name: str) -> bool:
-    # w:t, not a:t (DrawingML text inside a picture) nor m:t (an equation's)
-    return isinstance(tag, str) and "wordprocessingml" in tag and _local(tag) == name
+_WORD_NAMESPACES = ("{http://schemas.openxmlformats.org/wordprocessingml/2006/main}",
+                    "{http://purl.oclc.org/ooxml/wordprocessingml/main}")
+# What a run's pieces say (w:t, not a:t inside a picture nor m:t in an
+# equation); None: the text of w:t. Properties (w:rPr, w:pPr) hold no text.
+_WORD_INLINE: dict[str, str | None] = {
+    ns + name: said
+    for ns in _WORD_NAMESPACES
+    for name, said in (("t", None), ("tab", "\t"), ("br", "\n"), ("cr", "\n"), ("noBreakHyphen", "-"),
+                       ("rPr", ""), ("pPr", ""))
+}
 
 
 def _docx(package: _Package) -> str:
@@ -255,16 +257,13 @@ def _word_paragraph(paragraph: ElementTree.Element) -> tuple[str, list[ElementTr
 
     def inline(node: ElementTree.Element) -> None:
         for child in node:
-            tag, name = child.tag, _local(child.tag)
-            if _is_word(tag, "t"):
-                words.append(child.text or "")
-            elif _is_word(tag, "tab"):
-                words.append("\t")
-            elif _is_word(tag, "br") or _is_word(tag, "cr"):
-                words.append("\n")
-            elif _is_word(tag, "noBreakHyphen"):
-                words.append("-")
-            elif name == "txbxContent":
+            tag = child.tag
+            if isinstance(tag, str) and tag in _WORD_INLINE:
+                said = _WORD_INLINE[tag]
+                words.append(child.text or "" if said is None else said)
+                continue
+            name = _local(tag)
+            if name == "txbxContent":
                 boxes.append(child)
             elif name == "AlternateContent":
                 chosen = _choice(child)
@@ -289,6 +288,13 @@ _BRACKETS = re.compile(r"\[[^\]]*\]")  # [Red], [$-409], [>100]
 _ELAPSED = re.compile(r"\[[hms]+\]", re.IGNORECASE)  # [h]:mm: a duration, not a time of day
 _INTEGER = re.compile(r"-?\d{1,15}")
 _CELL = re.compile(r"([A-Za-z]{1,3})(\d*)")
+# A sheet's cells and rows, in the transitional and strict namespaces (compared
+# whole: a sheet has hundreds of thousands of elements).
+_SHEET_NAMESPACES = ("{http://schemas.openxmlformats.org/spreadsheetml/2006/main}",
+                     "{http://purl.oclc.org/ooxml/spreadsheetml/main}", "")
+_C = frozenset(ns + "c" for ns in _SHEET_NAMESPACES)
+_ROW = frozenset(ns + "row" for ns in _SHEET_NAMESPACES)
+_SHEET_DATA = frozenset(ns + "sheetData" for ns in _SHEET_NAMESPACES)
 _DATE = "date"
 _TIME = "time"
 _PERCENT = "percent"
@@ -352,10 +358,11 @@ def _shared_strings(package: _Package, path: str | None) -> list[str]:
     strings: list[str] = []
     if path is None:
         return strings
-    for event, node in package.stream(path, whole=True):
-        if event == "end" and _local(node.tag) == "si":
-            strings.append(_string_item(node))
-            node.clear()
+    for events in package.stream(path, whole=True):
+        for event, node in events:
+            if event == "end" and _local(node.tag) == "si":
+                strings.append(_string_item(node))
+                node.clear()
     return strings
 
 
@@ -475,50 +482,53 @@ def _worksheet(
     parent: ElementTree.Element | None = None  # sheetData: its finished rows are dropped
     row_number = column = rows_seen = 0
     cells: dict[int, str] = {}
-    with contextlib.closing(package.stream(path)) as events:
-        for event, node in events:
-            name = _local(node.tag)
-            if event == "start":
-                if name == "sheetData":
-                    parent = node
-                elif name == "row":
+    with contextlib.closing(package.stream(path)) as batches:
+        for events in batches:
+            for event, node in events:
+                tag = node.tag
+                if event == "end":
+                    if tag in _C:
+                        match = _CELL.fullmatch(node.get("r") or "")
+                        column = _column(match.group(1)) if match else column + 1
+                        if column > _MAX_COLUMNS:
+                            sheet.wide = True
+                            continue
+                        text = _cell(node, tag[:-1], strings, styles, date1904)
+                        if text.strip():
+                            cells[column] = text
+                            sheet.chars += len(text) + 3
+                    elif tag in _ROW:
+                        rows_seen += 1
+                        if cells:
+                            sheet.rows[row_number] = cells
+                            sheet.chars += len(str(row_number)) + 4
+                        if parent is not None:
+                            parent.clear()
+                elif tag in _ROW:
                     if rows_seen >= _MAX_ROWS:
                         sheet.long = True
-                        break
+                        return sheet
                     if sheet.chars >= max_chars:
                         sheet.cut = True
-                        break
+                        return sheet
                     given = node.get("r") or ""
                     row_number = int(given) if given.isdigit() else row_number + 1
                     cells, column = {}, 0
-            elif name == "c":
-                match = _CELL.fullmatch(node.get("r") or "")
-                column = _column(match.group(1)) if match else column + 1
-                if column > _MAX_COLUMNS:
-                    sheet.wide = True
-                    continue
-                text = _cell(node, strings, styles, date1904)
-                if text.strip():
-                    cells[column] = text
-                    sheet.chars += len(text) + 3
-            elif name == "row":
-                rows_seen += 1
-                if cells:
-                    sheet.rows[row_number] = cells
-                    sheet.chars += len(str(row_number)) + 4
-                if parent is not None:
-                    parent.clear()
+                elif tag in _SHEET_DATA:
+                    parent = node
     sheet.cut = sheet.cut or package.exhausted
     return sheet
 
 
-def _cell(node: ElementTree.Element, strings: list[str], styles: list[str | None], date1904: bool) -> str:
-    """A cell's text as Excel shows it, near enough: a formula's cached result."""
+def _cell(
+    node: ElementTree.Element, ns: str, strings: list[str], styles: list[str | None], date1904: bool
+) -> str:
+    """A cell's text as Excel shows it, near enough: a formula's cached
+    result. ``ns``: the cell's namespace, as ``{...}``, or ""."""
     kind = node.get("t") or "n"
-    value_node = _child(node, "v")
-    raw = (value_node.text or "") if value_node is not None else ""
+    raw = node.findtext(ns + "v") or ""
     if kind == "inlineStr":
-        inline = _child(node, "is")
+        inline = node.find(ns + "is")
         return _string_item(inline) if inline is not None else ""
     if kind == "s":
         index = int(raw) if raw.strip().isdigit() else -1
@@ -528,8 +538,8 @@ def _cell(node: ElementTree.Element, strings: list[str], styles: list[str | None
     if kind in ("str", "e", "d"):  # a formula's text, an error (#DIV/0!), an ISO date
         return raw
     if not raw:
-        formula = _child(node, "f")
-        return f"={formula.text}" if formula is not None and formula.text else ""
+        formula = node.findtext(ns + "f")
+        return f"={formula}" if formula else ""
     style = node.get("s") or "0"
     index = int(style) if style.isdigit() else 0
     return _number(raw.strip(), styles[index] if index < len(styles) else None, date1904)

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime
 
-__all__ = ["Formula", "Inline", "Number", "Rich", "Slide", "docx", "ole2", "pdf", "pptx", "scanned_pdf", "xlsx"]
+__all__ = ["Cell", "Formula", "Inline", "Number", "Rich", "Slide", "docx", "ole2", "pdf", "pptx", "scanned_pdf", "xlsx"]
 
 
 def _escape(text: str) -> str:
