@@ -12,6 +12,8 @@ or Windows-1252. Anything else (an archive, an old binary .doc/.xls/.ppt,
 a program, a scanned PDF without text) is refused with a
 :class:`~channels.media.ImageError` whose reason picks the note the user
 gets (:func:`document_note`): the old Office formats' note names the fix.
+A scanned PDF goes to a model that reads pictures as its first pages'
+scans instead (:func:`read_scanned`, called by the channel base).
 
 The text is cut to ``max_tokens`` (estimated as memory/tokens.py does):
 a file is read for one turn, and a whole book would cost every reply's
@@ -23,15 +25,15 @@ from __future__ import annotations
 import io
 import re
 
-from gateway.bus import Document
+from gateway.bus import Document, Image
 from memory.tokens import prefix_within
 
-from .media import FAILED, TOO_LARGE, UNSUPPORTED, ImageError, _megabytes, sniff_mime
+from .media import FAILED, MAX_IMAGES, TOO_LARGE, UNSUPPORTED, ImageError, _megabytes, as_image, sniff_mime
 from .office import ENCRYPTED, OLD_OFFICE, OLE2_MAGIC, office_text, old_office_refusal
 
 __all__ = [
     "ENCRYPTED", "FILE_NOT_READ", "KEEP_CHARS", "NO_TEXT", "OLD_OFFICE",
-    "document_note", "document_placeholder", "read_document",
+    "document_note", "document_placeholder", "read_document", "read_scanned",
 ]
 
 NO_TEXT = "no_text"  # a PDF of scanned pages: pictures, no text layer
@@ -75,6 +77,50 @@ def read_document(data: bytes, name: str, *, max_bytes: int, max_tokens: int) ->
     shown = prefix_within(text, max_tokens).rstrip("\n")
     more = text[:KEEP_CHARS] if len(shown) < len(text) else ""
     return Document(name=_safe_name(name), text=shown, total_chars=len(text), pages=pages, more=more)
+
+
+def read_scanned(data: bytes, name: str, *, max_image_bytes: int) -> tuple[Document, tuple[Image, ...]] | None:
+    """A scanned PDF (no text layer, :data:`NO_TEXT`) for a model that reads
+    pictures: its first pages' scans, at most ``MAX_IMAGES``, each up to
+    ``max_image_bytes``, with a note for the model in place of the text.
+    Only JPEG scans (what scanners and phone apps mostly write), whose bytes
+    are a picture as they are; None when there is none to send."""
+    from pypdf import PdfReader
+    from pypdf.errors import PyPdfError
+
+    pictures: list[Image] = []
+    last = 0  # the last page a scan was taken from
+    try:
+        reader = PdfReader(io.BytesIO(data))
+        count = len(reader.pages)
+        for number, page in enumerate(reader.pages, 1):
+            if number > MAX_IMAGES or len(pictures) >= MAX_IMAGES:
+                break
+            resources = page.get("/Resources")
+            objects = resources.get_object().get("/XObject") if resources is not None else None
+            for ref in objects.get_object().values() if objects is not None else ():
+                image = ref.get_object()
+                filters = image.get("/Filter")
+                if image.get("/Subtype") != "/Image" or "/DCTDecode" not in (
+                        filters if isinstance(filters, list) else [filters]):
+                    continue
+                try:
+                    pictures.append(as_image(image.get_data(), max_image_bytes))
+                except ImageError:  # too large, or not a JPEG after all: the next one
+                    continue
+                last = number
+                if len(pictures) >= MAX_IMAGES:
+                    break
+    except (PyPdfError, ValueError, KeyError, TypeError, AttributeError, RecursionError, NotImplementedError):
+        return None
+    if not pictures:
+        return None
+    which = "Its page" if count == 1 else "Page 1" if last == 1 else f"Pages 1-{last}"
+    scans = "a picture" if len(pictures) == 1 else f"{len(pictures)} pictures"
+    note = (f"(A scanned PDF of {count} page{'s' if count > 1 else ''} with no text layer. {which} attached as"
+            f" {scans}: read the text from {'it' if len(pictures) == 1 else 'them'}."
+            + (" The later pages were not sent: say so when that matters." if count > last else "") + ")")
+    return Document(name=_safe_name(name), text=note, total_chars=len(note), pages=count), tuple(pictures)
 
 
 def document_placeholder(name: str) -> str:

@@ -25,11 +25,14 @@ from channels.documents import (
     document_note,
     document_placeholder,
     read_document,
+    read_scanned,
 )
 from channels.media import TOO_LARGE, UNSUPPORTED, ImageError
 from gateway.prompt import file_block
 from memory.tokens import estimate_tokens
-from tests.fakes.files import Formula, Inline, Number, Rich, Slide, docx, ole2, pdf, pptx, scanned_pdf, xlsx
+from tests.fakes.files import (
+    Formula, Inline, Number, Rich, Slide, docx, jpeg, ole2, pdf, pptx, scanned_pdf, xlsx,
+)
 
 MB = 1024 * 1024
 
@@ -267,6 +270,25 @@ def test_a_pdf_without_text_or_behind_a_password_says_why() -> None:
     limited = io.BytesIO()
     writer.write(limited)
     assert read(limited.getvalue()).text == "open to read"
+
+
+def test_a_scanned_pdf_is_offered_as_its_first_pages_scans() -> None:
+    six = scanned_pdf(6, scans=True)
+    assert refused(six) == NO_TEXT  # as text: nothing
+    found = read_scanned(six, "scan.pdf", max_image_bytes=MB)
+    assert found is not None
+    doc, images = found
+    assert [(i.mime, i.data) for i in images] == [("image/jpeg", jpeg())] * 4  # MAX_IMAGES, byte for byte
+    assert (doc.name, doc.pages) == ("scan.pdf", 6)
+    assert doc.text == ("(A scanned PDF of 6 pages with no text layer. Pages 1-4 attached as 4 pictures: read the"
+                        " text from them. The later pages were not sent: say so when that matters.)")
+    one = read_scanned(scanned_pdf(1, scans=True), "s.pdf", max_image_bytes=MB)
+    assert one is not None and one[0].text == (
+        "(A scanned PDF of 1 page with no text layer. Its page attached as a picture: read the text from it.)")
+    # Raw pixels (not a picture a model takes as they are), or scans over the picture limit: none.
+    assert read_scanned(scanned_pdf(2), "s.pdf", max_image_bytes=MB) is None
+    assert read_scanned(six, "s.pdf", max_image_bytes=len(jpeg()) - 1) is None
+    assert read_scanned(b"%PDF-1.7\n1 0 obj << broken", "s.pdf", max_image_bytes=MB) is None
 
 
 @pytest.mark.parametrize(

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime
 
-__all__ = ["Cell", "Formula", "Inline", "Number", "Rich", "Slide", "docx", "ole2", "pdf", "pptx", "scanned_pdf", "xlsx"]
+__all__ = ["Cell", "Formula", "Inline", "Number", "Rich", "Slide", "docx", "jpeg", "ole2", "pdf", "pptx", "scanned_pdf", "xlsx"]
 
 
 def _escape(text: str) -> str:
@@ -56,18 +56,37 @@ def pdf(pages: list[str]) -> bytes:
     return _assemble(objects)
 
 
-def scanned_pdf() -> bytes:
-    """One page that is only a picture (a 1x1 grey image): no text layer."""
-    image = b"<< /Type /XObject /Subtype /Image /Width 1 /Height 1 /ColorSpace /DeviceGray /BitsPerComponent 8"
-    image += b" /Length 1 >>\nstream\n\x80\nendstream"
-    objects = [
-        b"<< /Type /Catalog /Pages 2 0 R >>",
-        b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
-        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Resources << /XObject << /Im1 5 0 R >> >>"
-        b" /Contents 4 0 R >>",
-        _stream(b"q 612 0 0 792 0 0 cm /Im1 Do Q"),
-        image,
+def jpeg() -> bytes:
+    """A real baseline JPEG: one 8x8 block of mid grey (a DC difference of 0,
+    then end of block), with one-code Huffman tables."""
+    quant = b"\xff\xdb\x00\x43\x00" + b"\x01" * 64
+    frame = b"\xff\xc0\x00\x0b\x08\x00\x08\x00\x08\x01\x01\x11\x00"
+    dc = b"\xff\xc4\x00\x14\x00\x01" + bytes(15) + b"\x00"
+    ac = b"\xff\xc4\x00\x14\x10\x01" + bytes(15) + b"\x00"
+    scan = b"\xff\xda\x00\x08\x01\x01\x00\x00\x3f\x00" + b"\x3f"  # bits 0 (DC: 0), 0 (EOB), padded with 1s
+    return b"\xff\xd8" + quant + frame + dc + ac + scan + b"\xff\xd9"
+
+
+def scanned_pdf(pages: int = 1, *, scans: bool = False) -> bytes:
+    """Pages that are only a picture: no text layer. A 1x1 grey image in
+    raw pixels, or with ``scans`` a JPEG (:func:`jpeg`, DCTDecode) as a
+    scanner writes it."""
+    if scans:
+        data = jpeg()
+        image = b"<< /Type /XObject /Subtype /Image /Width 8 /Height 8 /ColorSpace /DeviceGray"
+        image += b" /BitsPerComponent 8 /Filter /DCTDecode /Length %d >>\nstream\n" % len(data) + data + b"\nendstream"
+    else:
+        image = b"<< /Type /XObject /Subtype /Image /Width 1 /Height 1 /ColorSpace /DeviceGray /BitsPerComponent 8"
+        image += b" /Length 1 >>\nstream\n\x80\nendstream"
+    kids = " ".join(f"{3 + i} 0 R" for i in range(pages))
+    contents, picture = 3 + pages, 4 + pages
+    objects = [b"<< /Type /Catalog /Pages 2 0 R >>", f"<< /Type /Pages /Kids [{kids}] /Count {pages} >>".encode()]
+    objects += [
+        f"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Resources << /XObject << /Im1 {picture} 0 R >> >>"
+        f" /Contents {contents} 0 R >>".encode()
+        for _ in range(pages)
     ]
+    objects += [_stream(b"q 612 0 0 792 0 0 cm /Im1 Do Q"), image]
     return _assemble(objects)
 
 
