@@ -25,7 +25,7 @@ from __future__ import annotations
 import io
 import re
 
-from gateway.bus import Document, Image
+from gateway.bus import FILE_NOT_READ, Document, Image
 from memory.tokens import prefix_within
 
 from .media import FAILED, MAX_IMAGES, TOO_LARGE, UNSUPPORTED, ImageError, _megabytes, as_image, sniff_mime
@@ -37,7 +37,6 @@ __all__ = [
 ]
 
 NO_TEXT = "no_text"  # a PDF of scanned pages: pictures, no text layer
-FILE_NOT_READ = "[file not read]"
 # What is kept of a file for reading on (gateway/recent_files.py): a long
 # book; a PDF's pages are read up to it, which costs time once.
 KEEP_CHARS = 500_000

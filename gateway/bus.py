@@ -19,7 +19,7 @@ from typing import Any
 from memory.tokens import estimate_tokens, prefix_within
 
 __all__ = [
-    "EDIT", "FORWARD_TOKENS", "MESSAGE", "PHOTO_NOT_READ", "RECALL", "ROUTING_KEYS", "Attachment", "Audio", "Document",
+    "EDIT", "FILE_NOT_READ", "FORWARD_TOKENS", "MESSAGE", "PHOTO_NOT_READ", "RECALL", "ROUTING_KEYS", "Attachment", "Audio", "Document",
     "Forwarded", "Image", "InboundMessage", "MessageBus", "OutboundMessage", "forwarded_text", "picture_mark",
 ]
 
@@ -38,6 +38,8 @@ RECALL = "recall"
 # The history's mark for pictures nobody saw (a download failed, the model
 # could not read them): memory must not take the reply as their description.
 PHOTO_NOT_READ = "[photo not read]"
+# ... and for a file nobody read (nor its scans, for a scanned PDF).
+FILE_NOT_READ = "[file not read]"
 # Marks of pictures or a file in front of a stored user message ("[photo]",
 # "[3 photos]", PHOTO_NOT_READ, "[file plan.pdf]", "[file not read]"), as
 # ``InboundMessage.placeholder`` puts them there.

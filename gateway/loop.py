@@ -42,7 +42,7 @@ from memory.prefilter import should_retrieve
 from memory.types import Hit
 
 from .agent import Agent, AgentReply, apology
-from .bus import MESSAGE, PHOTO_NOT_READ, Attachment, InboundMessage, MessageBus, OutboundMessage
+from .bus import FILE_NOT_READ, MESSAGE, PHOTO_NOT_READ, Attachment, InboundMessage, MessageBus, OutboundMessage
 from .commands import COMMANDS, UserCommands
 from .export import mostly_chinese
 from .prompt import QUOTE_CHARS, PromptBuilder
@@ -537,7 +537,9 @@ class ProcessLoop:
         so memory does not take the reply for what it showed. Written before
         it is buffered; a failed write costs Tier 0's mark, not the reply,
         and memory still gets the corrected row."""
-        content = f"{PHOTO_NOT_READ} {msg.text}".strip()
+        # A scanned PDF's pages went as pictures: the file is what nobody read.
+        mark = FILE_NOT_READ if msg.documents else PHOTO_NOT_READ
+        content = replace(msg, placeholder=mark).history_text  # a forward's words stay
         try:
             await self.sessions.revise(row.id, content)
         except Exception as exc:

@@ -118,6 +118,25 @@ async def test_a_scanned_pdf_goes_to_a_model_that_sees_as_its_scans(tmp_path: Pa
     assert _rows(tmp_path)[0] == ("user", "[file receipt.pdf] total?")
 
 
+async def test_a_scanned_pdf_a_model_could_not_see_is_kept_as_a_file_not_read(tmp_path: Path, clock: ManualClock) -> None:
+    """A model that refuses pictures answered the words alone: the history
+    says the file went unread, not a photo, so memory takes nothing from
+    the reply as the file's content."""
+    async with FakeOpenAI(api_key="sk-docs-e2e-0123456789", responder=reading) as llm, FakeTelegram() as tg:
+        llm.blind_models = {"test-model": "openai"}
+        app = _app(tmp_path, clock, llm, {"telegram": _telegram(tg)}, agent={"model": "test-model", "vision": True})
+        try:
+            await app.open()
+            await asyncio.wait_for(app.start(), 15)
+            tg.push_document(42, 42, scanned_pdf(2, scans=True), mime_type="application/pdf", file_name="receipt.pdf",
+                             caption="total?")
+            await tg.wait_sent(1, timeout=10)
+            assert app.loop is not None and await app.loop.drain(5)
+        finally:
+            await asyncio.wait_for(app.close(), 15)
+    assert _rows(tmp_path)[0] == ("user", "[file not read] total?")
+
+
 async def test_a_file_cut_to_the_budget_says_so_to_the_model(tmp_path: Path, clock: ManualClock) -> None:
     log = "".join(f"12:00:{i % 60:02d} worker {i} heartbeat ok\n" for i in range(5000))
     async with FakeOpenAI(api_key="sk-docs-e2e-0123456789", responder=reading) as llm, FakeTelegram() as tg:
