@@ -45,7 +45,8 @@ message a forward; ``push_media`` with ``location`` / ``venue`` /
 Telegram does (the last list given sticks).
 
 ``getUpdates`` keeps updates until an ``offset`` confirms them (at-least-once,
-as Telegram does) and long-polls on an ``asyncio.Event``, so a pushed update
+as Telegram does; ``redeliver(update_id)`` offers confirmed ones again, as
+after a bot crashed before confirming them) and long-polls on an ``asyncio.Event``, so a pushed update
 reaches a waiting poller at once. ``go_offline()`` closes the listener and
 every open connection (clients see refused connections and dropped long
 polls); ``go_online()`` listens again on the same port.
@@ -400,6 +401,7 @@ class FakeTelegram:
         self.counts: Counter[str] = Counter()
         self.port = 0
         self._updates: deque[dict[str, Any]] = deque()
+        self._every_update: list[dict[str, Any]] = []  # record=True: for redeliver()
         self._update_ids = itertools.count(1)
         self._message_ids = itertools.count(1)
         self._chats: dict[int, dict[str, Any]] = {}
@@ -577,7 +579,7 @@ class FakeTelegram:
             self._messages.add((chat_id, message_id))
             self._pushed[(chat_id, message_id)] = message  # the same object _with_media completes
         self.last_update_id = next(self._update_ids)
-        self._updates.append({"update_id": self.last_update_id, "message": message})
+        self._queue({"update_id": self.last_update_id, "message": message})
         self._wake.set()
         return message
 
@@ -619,6 +621,11 @@ class FakeTelegram:
                                 "is_manual": True}
         return message
 
+    def _queue(self, update: dict[str, Any]) -> None:
+        self._updates.append(update)
+        if self.record:
+            self._every_update.append(update)
+
     def push_edit(self, chat_id: int, message_id: int, text: str, *, mention: bool = False) -> dict[str, Any]:
         """Queue an ``edited_message`` update: the user changed the text (or
         caption) of their message ``message_id`` (pushed earlier),
@@ -642,7 +649,7 @@ class FakeTelegram:
             edited[marks] = entities
         self._pushed[(chat_id, message_id)] = edited
         self.last_update_id = next(self._update_ids)
-        self._updates.append({"update_id": self.last_update_id, "edited_message": edited})
+        self._queue({"update_id": self.last_update_id, "edited_message": edited})
         self._wake.set()
         return edited
 
@@ -763,6 +770,16 @@ class FakeTelegram:
                 message["caption_entities"] = entities
         message[kind] = media
         return message
+
+    def redeliver(self, first_update_id: int) -> int:
+        """Offer every update from ``first_update_id`` on again, as Telegram
+        does when a bot stopped without confirming them (it crashed): the
+        same update ids and messages. Returns how many are pending."""
+        again = {u["update_id"]: u for u in self._every_update if u["update_id"] >= first_update_id}
+        again.update((u["update_id"], u) for u in self._updates)
+        self._updates = deque(again[k] for k in sorted(again))
+        self._wake.set()
+        return len(self._updates)
 
     @property
     def pending_updates(self) -> int:
