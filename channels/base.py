@@ -13,7 +13,7 @@ import structlog
 
 from gateway.bus import Audio, Image, InboundMessage, MessageBus, OutboundMessage
 
-from .documents import FILE_NOT_READ, document_note, document_placeholder, read_document
+from .documents import FILE_NOT_READ, NO_TEXT, document_note, document_placeholder, read_document, read_scanned
 from .media import FAILED, NOT_READ, VOICE, VOICE_NOT_READ, ImageError, image_note, placeholder
 
 __all__ = ["UNREADABLE_REPLY", "BaseChannel", "ChannelFatalError", "DeliveryError", "rest_of"]
@@ -175,8 +175,9 @@ class BaseChannel(abc.ABC):
         """Publish a message with the file ``name`` (``fetch`` downloads its
         bytes), read as text for the model; the same rules as
         :meth:`publish_image`: a file not read gets the user a short note,
-        and their words still go on, marked ``[file not read]``. Needs
-        ``max_document_bytes``."""
+        and their words still go on, marked ``[file not read]``. A scanned
+        PDF, when the model reads pictures (``max_image_bytes``), goes to
+        it as its first pages' scans. Needs ``max_document_bytes``."""
         limit = self.max_document_bytes
         assert limit is not None, "publish_document without max_document_bytes"
         max_tokens = self.max_document_tokens
@@ -184,7 +185,18 @@ class BaseChannel(abc.ABC):
         async def complete() -> InboundMessage:
             data = await fetch()
             # Parsing a PDF is pure Python: off the event loop.
-            doc = await asyncio.to_thread(read_document, data, name, max_bytes=limit, max_tokens=max_tokens)
+            try:
+                doc = await asyncio.to_thread(read_document, data, name, max_bytes=limit, max_tokens=max_tokens)
+            except ImageError as exc:
+                # A scanned PDF goes to a model that reads pictures as its pages' scans.
+                if exc.reason != NO_TEXT or self.max_image_bytes is None:
+                    raise
+                scanned = await asyncio.to_thread(read_scanned, data, name, max_image_bytes=self.max_image_bytes)
+                if scanned is None:
+                    raise
+                doc, images = scanned
+                return dataclasses.replace(msg, documents=(doc,), images=images,
+                                           placeholder=document_placeholder(doc.name))
             return dataclasses.replace(msg, documents=(doc,), placeholder=document_placeholder(doc.name))
 
         return await self._publish_fetched(

@@ -1,15 +1,19 @@
-"""Files users send (notes, a log, a PDF, a Word document), read as text for
-the model with their message (``agent.documents``).
+"""Files users send (notes, a log, a PDF, a Word, Excel or PowerPoint
+file), read as text for the model with their message (``agent.documents``).
 
 A channel downloads the bytes its own way and hands them to
 :func:`read_document`, which decides what they are from the bytes, not
 from the file name or the platform's type: a PDF (``%PDF-``, its text
-layer read by pypdf), a Word document (a zip holding
-``word/document.xml``), or plain text in UTF-8, UTF-16/32 with a byte order
-mark, GB18030 (Chinese Windows' default) or Windows-1252. Anything else
-(an archive, a spreadsheet, a program, a scanned PDF without text) is
-refused with a :class:`~channels.media.ImageError` whose reason picks the
-note the user gets (:func:`document_note`).
+layer read by pypdf), an Office file (a zip holding ``word/document.xml``,
+``xl/workbook.xml`` or ``ppt/presentation.xml``: channels/office.py reads
+its paragraphs, sheets as tables, slides and their notes), or plain text in
+UTF-8, UTF-16/32 with a byte order mark, GB18030 (Chinese Windows' default)
+or Windows-1252. Anything else (an archive, an old binary .doc/.xls/.ppt,
+a program, a scanned PDF without text) is refused with a
+:class:`~channels.media.ImageError` whose reason picks the note the user
+gets (:func:`document_note`): the old Office formats' note names the fix.
+A scanned PDF goes to a model that reads pictures as its first pages'
+scans instead (:func:`read_scanned`, called by the channel base).
 
 The text is cut to ``max_tokens`` (estimated as memory/tokens.py does):
 a file is read for one turn, and a whole book would cost every reply's
@@ -20,25 +24,24 @@ from __future__ import annotations
 
 import io
 import re
-import zipfile
-from xml.etree import ElementTree
 
-from gateway.bus import Document
+from gateway.bus import Document, Image
 from memory.tokens import prefix_within
 
-from .media import FAILED, TOO_LARGE, UNSUPPORTED, ImageError, _megabytes, sniff_mime
+from .media import FAILED, MAX_IMAGES, TOO_LARGE, UNSUPPORTED, ImageError, _megabytes, as_image, sniff_mime
+from .office import ENCRYPTED, OLD_OFFICE, OLE2_MAGIC, office_text, old_office_refusal
 
-__all__ = ["ENCRYPTED", "FILE_NOT_READ", "KEEP_CHARS", "NO_TEXT", "document_note", "document_placeholder", "read_document"]
+__all__ = [
+    "ENCRYPTED", "FILE_NOT_READ", "KEEP_CHARS", "NO_TEXT", "OLD_OFFICE",
+    "document_note", "document_placeholder", "read_document", "read_scanned",
+]
 
-ENCRYPTED = "encrypted"  # a PDF behind a password
 NO_TEXT = "no_text"  # a PDF of scanned pages: pictures, no text layer
 FILE_NOT_READ = "[file not read]"
 # What is kept of a file for reading on (gateway/recent_files.py): a long
 # book; a PDF's pages are read up to it, which costs time once.
 KEEP_CHARS = 500_000
 _MAX_PAGES = 1000  # a PDF's pages read at most (its text usually runs out of budget well before)
-_MAX_XML = 64 * 1024 * 1024  # a .docx's document.xml unpacked: no zip bomb
-_W = "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}"
 # Control characters (Unicode Cc) but tab, line breaks and escape (ANSI
 # colours in a log): more than 1% of them means binary.
 _CONTROLS = re.compile(r"[\x00-\x08\x0e-\x1a\x1c-\x1f\x7f-\x9f]")
@@ -58,7 +61,9 @@ def read_document(data: bytes, name: str, *, max_bytes: int, max_tokens: int) ->
     if b"%PDF-" in head:
         text, pages = _pdf_text(data, max_chars=KEEP_CHARS)
     elif data.startswith(b"PK\x03\x04"):
-        text, pages = _docx_text(data), None
+        text, pages = office_text(data, max_chars=KEEP_CHARS), None
+    elif data.startswith(OLE2_MAGIC):
+        raise old_office_refusal(data)
     elif sniff_mime(data) is not None:
         raise ImageError(UNSUPPORTED, "a picture, not a text file")
     else:
@@ -74,6 +79,50 @@ def read_document(data: bytes, name: str, *, max_bytes: int, max_tokens: int) ->
     return Document(name=_safe_name(name), text=shown, total_chars=len(text), pages=pages, more=more)
 
 
+def read_scanned(data: bytes, name: str, *, max_image_bytes: int) -> tuple[Document, tuple[Image, ...]] | None:
+    """A scanned PDF (no text layer, :data:`NO_TEXT`) for a model that reads
+    pictures: its first pages' scans, at most ``MAX_IMAGES``, each up to
+    ``max_image_bytes``, with a note for the model in place of the text.
+    Only JPEG scans (what scanners and phone apps mostly write), whose bytes
+    are a picture as they are; None when there is none to send."""
+    from pypdf import PdfReader
+    from pypdf.errors import PyPdfError
+
+    pictures: list[Image] = []
+    last = 0  # the last page a scan was taken from
+    try:
+        reader = PdfReader(io.BytesIO(data))
+        count = len(reader.pages)
+        for number, page in enumerate(reader.pages, 1):
+            if number > MAX_IMAGES or len(pictures) >= MAX_IMAGES:
+                break
+            resources = page.get("/Resources")
+            objects = resources.get_object().get("/XObject") if resources is not None else None
+            for ref in objects.get_object().values() if objects is not None else ():
+                image = ref.get_object()
+                filters = image.get("/Filter")
+                if image.get("/Subtype") != "/Image" or "/DCTDecode" not in (
+                        filters if isinstance(filters, list) else [filters]):
+                    continue
+                try:
+                    pictures.append(as_image(image.get_data(), max_image_bytes))
+                except ImageError:  # too large, or not a JPEG after all: the next one
+                    continue
+                last = number
+                if len(pictures) >= MAX_IMAGES:
+                    break
+    except (PyPdfError, ValueError, KeyError, TypeError, AttributeError, RecursionError, NotImplementedError):
+        return None
+    if not pictures:
+        return None
+    which = "Its page" if count == 1 else "Page 1" if last == 1 else f"Pages 1-{last}"
+    scans = "a picture" if len(pictures) == 1 else f"{len(pictures)} pictures"
+    note = (f"(A scanned PDF of {count} page{'s' if count > 1 else ''} with no text layer. {which} attached as"
+            f" {scans}: read the text from {'it' if len(pictures) == 1 else 'them'}."
+            + (" The later pages were not sent: say so when that matters." if count > last else "") + ")")
+    return Document(name=_safe_name(name), text=note, total_chars=len(note), pages=count), tuple(pictures)
+
+
 def document_placeholder(name: str) -> str:
     """What stands for a file in the history and memory: ``[file notes.md]``."""
     return f"[file {_safe_name(name)}]"
@@ -84,9 +133,13 @@ def document_note(reason: str, max_bytes: int, *, has_text: bool) -> str:
     if reason == TOO_LARGE:
         note = f"That file is too large for me to read (the limit is {_megabytes(max_bytes)})."
     elif reason == UNSUPPORTED:
-        note = "I can read text files, PDFs and Word documents, but not that kind of file."
+        note = ("I can read text files, PDFs and Word documents (and Excel and PowerPoint files), "
+                "but not that kind of file.")
     elif reason == ENCRYPTED:
-        note = "That PDF is protected by a password, so I could not read it."
+        note = "That file is protected by a password, so I could not read it."
+    elif reason == OLD_OFFICE:
+        note = ("That is an old Office file (.doc, .xls or .ppt), which I cannot read. "
+                "Save it as .docx / .xlsx / .pptx or PDF and send it again.")
     elif reason == NO_TEXT:
         note = "That PDF has no text I can read (scanned pages?). A text PDF or a screenshot would work."
     else:
@@ -166,34 +219,3 @@ def _pdf_text(data: bytes, *, max_chars: int) -> tuple[str, int]:
         # pypdf raises a range of errors on a damaged file; none may lose the message.
         raise ImageError(UNSUPPORTED, f"a PDF that could not be read ({type(exc).__name__})") from exc
     return "\n\n".join(parts), count
-
-
-def _docx_text(data: bytes) -> str:
-    """The paragraphs of a Word document (``.docx``), one a line."""
-    try:
-        with zipfile.ZipFile(io.BytesIO(data)) as archive:
-            try:
-                info = archive.getinfo("word/document.xml")
-            except KeyError:
-                raise ImageError(UNSUPPORTED, "a zip archive, not a Word document") from None
-            if info.file_size > _MAX_XML:
-                raise ImageError(UNSUPPORTED, f"a Word document of {info.file_size} bytes unpacked")
-            xml = archive.read(info)
-        # expat (>= 2.4) refuses entity expansion attacks; a .docx has no DTD.
-        root = ElementTree.fromstring(xml)
-    except ImageError:
-        raise
-    except (zipfile.BadZipFile, ElementTree.ParseError, OSError, RuntimeError, EOFError) as exc:
-        raise ImageError(UNSUPPORTED, f"a Word document that could not be read ({type(exc).__name__})") from exc
-    lines = []
-    for paragraph in root.iter(f"{_W}p"):
-        words = []
-        for node in paragraph.iter():
-            if node.tag == f"{_W}t" and node.text:
-                words.append(node.text)
-            elif node.tag == f"{_W}tab":
-                words.append("\t")
-            elif node.tag in (f"{_W}br", f"{_W}cr"):
-                words.append("\n")
-        lines.append("".join(words))
-    return "\n".join(lines)

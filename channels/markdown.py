@@ -18,8 +18,9 @@ blocks and quotes itself, but not headings (made bold here) nor tables
 (made a code block of aligned columns here, as Telegram's monospaced block).
 
 A reply too long for one message is split on its source (channels cut by
-length first); :func:`fence_openers` says which parts begin inside a code
-block, so each part renders as code on its own.
+length first); :func:`part_openers` says which parts begin inside a code
+block or a table, so each part renders as code, or as a table with its
+header, on its own.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from collections.abc import Sequence
 from markdown_it import MarkdownIt
 from markdown_it.token import Token
 
-__all__ = ["fence_openers", "feishu_md", "has_markup", "might_have_markup", "plain_length", "telegram_html"]
+__all__ = ["part_openers", "feishu_md", "has_markup", "might_have_markup", "plain_length", "telegram_html"]
 
 _MD = MarkdownIt("commonmark", {"html": False}).enable(["table", "strikethrough"]).disable("code")
 _LINK_SCHEMES = ("http://", "https://", "tg://", "mailto:")
@@ -49,7 +50,7 @@ _RULE = "──────────"
 
 def telegram_html(text: str, *, opener: str = "") -> str:
     """``text`` (Markdown) as Telegram HTML. ``opener``: a fence line
-    ("```python") the text continues from (see :func:`fence_openers`)."""
+    ("```python") the text continues from (see :func:`part_openers`)."""
     source = f"{opener}\n{text}" if opener else text
     tokens = _MD.parse(source)
     blocks, _ = _blocks(tokens, 0, None, quoted=False)
@@ -128,25 +129,41 @@ def plain_length(rendered: str) -> int:
     return len(html.unescape(_TAG.sub("", rendered)).encode("utf-16-le", "surrogatepass")) // 2
 
 
-def fence_openers(parts: Sequence[str]) -> list[str]:
-    """For each part of a split reply, the fence line it begins inside of
-    ("" when it begins outside any code block)."""
+def part_openers(parts: Sequence[str]) -> list[str]:
+    """For each part of a split reply, what it continues: the fence line
+    of the code block it begins inside of ("```python"), or the header and
+    delimiter rows of the table it begins inside of (so its rows render as
+    a table with their column names, not as raw pipes); "" for neither."""
     out: list[str] = []
-    open_line, open_marker = "", ""
+    open_line, open_marker, table = "", "", ""
     for part in parts:
-        out.append(open_line)
-        for line in part.split("\n"):
+        lines = part.split("\n")
+        first = lines[0]
+        out.append(open_line or (table if table and "|" in first and first.strip() else ""))
+        if not open_line and table and not ("|" in first and first.strip()):
+            table = ""
+        for n, line in enumerate(lines):
             m = _FENCE.match(line)
-            if m is None:
+            if m is not None:
+                marker, rest = m.group(1), m.group(2)
+                if not open_line:
+                    if marker[0] == "`" and "`" in rest:
+                        continue  # "```a` b```": inline code, not a fence
+                    open_line, open_marker, table = line.strip(), marker, ""
+                elif marker[0] == open_marker[0] and len(marker) >= len(open_marker) and not rest.strip():
+                    open_line, open_marker = "", ""
                 continue
-            marker, rest = m.group(1), m.group(2)
-            if not open_line:
-                if marker[0] == "`" and "`" in rest:
-                    continue  # "```a` b```": inline code, not a fence
-                open_line, open_marker = line.strip(), marker
-            elif marker[0] == open_marker[0] and len(marker) >= len(open_marker) and not rest.strip():
-                open_line, open_marker = "", ""
+            if open_line:
+                continue
+            if "|" in line and n + 1 < len(lines) and _TABLE_DELIMITER.match(lines[n + 1]):
+                table = f"{line}\n{lines[n + 1]}"  # a new table's header
+            elif table and not ("|" in line and line.strip()):
+                table = ""  # a blank or pipe-less line ends a table
     return out
+
+
+# A table's delimiter row: "---|:--:" or "| --- | --- |".
+_TABLE_DELIMITER = re.compile(r"^ {0,3}\|?[ \t]*:?-+:?[ \t]*(?:\|[ \t]*:?-+:?[ \t]*)*\|?[ \t]*$")
 
 
 def _esc(text: str) -> str:

@@ -93,8 +93,8 @@ from telegram.request import BaseRequest, RequestData
 from channels.base import BaseChannel, ChannelFatalError, DeliveryError, rest_of
 from channels.documents import document_placeholder
 from channels.lanes import Job, Lanes
+from channels.markdown import might_have_markup, part_openers, plain_length, telegram_html
 from channels.marks import contact_mark, dice_mark, location_mark, place_mark, poll_mark, sticker_mark
-from channels.markdown import fence_openers, might_have_markup, plain_length, telegram_html
 from channels.media import FAILED, TOO_LARGE, UNSUPPORTED, ImageError, album_note, as_image, placeholder
 from gateway.bus import (
     EDIT,
@@ -1204,7 +1204,7 @@ class TelegramChannel(BaseChannel):
         chat_id = _chat_id(msg.chat_id)
         thread_id = msg.metadata.get("message_thread_id")
         reply_to = int(msg.reply_to) if msg.reply_to.isdigit() else None
-        for i, (part, opener) in enumerate(zip(parts, fence_openers(parts))):
+        for i, (part, opener) in enumerate(zip(parts, part_openers(parts))):
             reply = (
                 # A deleted original must not make the reply fail.
                 ReplyParameters(message_id=reply_to, allow_sending_without_reply=True)

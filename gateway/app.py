@@ -76,6 +76,7 @@ from .prompt import PromptBuilder
 from .ratelimit import RateLimiter
 from .recent_files import RecentFiles, file_tools
 from .sessions import SessionStore
+from .incognito import Incognito
 from .timezones import UserTimezones
 from .userdata import UserData
 
@@ -281,6 +282,7 @@ class App:
         )
         # /forget all; cron joins when open
         self.timezones = UserTimezones(sessions.db)  # each user's own, set with /timezone
+        self.incognito = Incognito(sessions.db)  # who asked not to be learnt from (/incognito)
         if self.extraction is not None:
             from memory.extraction import ExtractionService
 
@@ -291,7 +293,7 @@ class App:
         # Files sent in each chat lately, for file_read (in memory only).
         self.recent_files = RecentFiles(self.clock) if cfg.agent.documents.enabled else None
         self._user_data = UserData(self.backend, self.sessions, outbox=self.delivery.outbox, timezones=self.timezones,
-                                   files=self.recent_files)
+                                   files=self.recent_files, incognito=self.incognito)
         self.llm = FailoverLLM.from_config(
             cfg.provider, cfg.agent.model, cfg.agent.fallbacks, self.clock, client=self.http_client,
             cooldowns=self.cooldowns,
@@ -337,9 +339,10 @@ class App:
             ),
             commands=UserCommands(
                 self.backend, forget_history=self._forget_history, everything=self._user_data, clock=self.clock,
-                timezones=self.timezones, default_tz=self.tz,
+                timezones=self.timezones, default_tz=self.tz, incognito=self.incognito,
             ),
             timezones=self.timezones,
+            incognito=self.incognito,
         )
 
         if cfg.cron.enabled:

@@ -43,12 +43,13 @@ from memory.types import Hit
 
 from .bus import Attachment
 from .export import MIME, export_filename, mostly_chinese, render_user_export
+from .incognito import Incognito
 from .timezones import TimezoneError, UserTimezones, parse_timezone, zone_name
 from .userdata import Census, UserData
 
 __all__ = ["COMMANDS", "MENU", "MENU_ZH", "Answer", "UserCommands"]
 
-COMMANDS = ("memory", "forget", "export", "导出", "timezone", "tz")
+COMMANDS = ("memory", "forget", "export", "导出", "timezone", "tz", "incognito", "无痕")
 # What a platform's command menu offers (Telegram's "/" list): command,
 # description, private chats only. /new and /help are the loop's own.
 MENU = (
@@ -57,6 +58,7 @@ MENU = (
     ("forget", "Erase a memory for good: /forget m12 (/forget all: everything)", True),
     ("export", "A file of everything I keep about you", True),
     ("timezone", "Your time zone, for dates and schedules: /timezone Asia/Shanghai", True),
+    ("incognito", "Stop learning from what you say (/incognito off: learn again)", True),
     ("help", "What I can do", False),
 )
 # The same menu for clients set to Chinese (Telegram picks it by the user's language).
@@ -66,6 +68,7 @@ MENU_ZH = {
     "forget": "永久删除一条记忆：/forget m12（/forget all：全部）",
     "export": "一个包含我保存的关于你的一切的文件",
     "timezone": "你的时区，用于日期和定时任务：/timezone 上海",
+    "incognito": "无痕模式：不从你说的话中学习（/incognito off 关闭）",
     "help": "我能做什么",
 }
 _FORGET_MAX = 20  # as the memory_forget tool
@@ -76,6 +79,8 @@ _CONFIRM_WITHIN = timedelta(minutes=5)
 _EXPORT_EVERY = timedelta(minutes=1)  # one /export per user
 _ALL = ("all", "全部")
 _RESET = ("reset", "default", "clear", "重置", "默认", "恢复")
+_OFF = ("off", "stop", "end", "no", "0", "关", "关闭", "退出", "结束")
+_ON = ("", "on", "start", "yes", "1", "开", "开启", "打开")
 _REF = re.compile(r"^\[?([me]\d+)\]?[,.;]?$", re.IGNORECASE)
 
 ForgetHistory = Callable[[str, Sequence[str]], Awaitable[int]]
@@ -113,8 +118,10 @@ class UserCommands:
         clock: Clock | None = None,
         timezones: UserTimezones | None = None,
         default_tz: tzinfo = UTC,
+        incognito: Incognito | None = None,
     ) -> None:
         self.backend = backend
+        self.incognito = incognito
         self.forget_history = forget_history
         self.everything = everything or UserData(backend, None)
         self.clock = clock or SystemClock()
@@ -138,6 +145,8 @@ class UserCommands:
             return await self._export(user, zh=name == "导出")
         if name in ("timezone", "tz"):
             return Answer(await self._timezone(user, args.strip()))
+        if name in ("incognito", "无痕"):
+            return Answer(await self._incognito(user, args.strip().lower(), zh=name == "无痕"))
         raise ValueError(f"unknown command {name!r}")
 
     async def _export(self, user: str, *, zh: bool) -> Answer:
@@ -171,9 +180,13 @@ class UserCommands:
     async def _overview(self, user: str) -> str:
         o = await self.backend.overview(user, limit=_LIST)
         zh = _chinese([h.content for h in (*o.profile, *o.recent)])
+        quiet = self.incognito is not None and await self.incognito.since(user) is not None
+        note = ("无痕模式开着：我现在不从对话中学习（/incognito off 关闭）。" if zh
+                else "Incognito is on: I am not learning from our conversations (/incognito off ends it).")
         if not o.profile and not o.recent:
-            return "我还没有记住关于你的任何事。" if zh else "I don't remember anything about you yet."
-        out = [
+            empty = "我还没有记住关于你的任何事。" if zh else "I don't remember anything about you yet."
+            return f"{empty}\n\n{note}" if quiet else empty
+        out = [*([note, ""] if quiet else []),
             f"我记得的关于你的事：{o.facts} 条记忆，{o.events} 条对话摘要。"
             if zh
             else f"What I remember about you: {o.facts} memories and {o.events} conversation summaries."
@@ -305,6 +318,34 @@ class UserCommands:
             return out + (f"已有的 {len(jobs)} 个定时任务保持原来的时区。" if jobs else "")
         out = f"Your time zone is now {zone_name(tz)} (it is {now:%Y-%m-%d %H:%M} there). Dates and new schedules use it."
         return out + (f" Your {len(jobs)} existing scheduled job(s) keep the zone they were made in." if jobs else "")
+
+
+    async def _incognito(self, user: str, args: str, *, zh: bool) -> str:
+        zh = zh or _chinese([args])
+        if self.incognito is None:
+            return "这里不能开启无痕模式。" if zh else "Incognito is not available here."
+        if args not in _ON and args not in _OFF:
+            return ("用法：/incognito 开启无痕模式，/incognito off 关闭。" if zh
+                    else "Use /incognito to turn it on and /incognito off to turn it off.")
+        if args in _OFF:
+            if not await self.incognito.end(user):
+                return "无痕模式本来就是关闭的：我会记住对话中重要的事。" if zh else \
+                    "Incognito was not on: I remember what matters from our conversations."
+            return ("无痕模式已关闭：从现在起我会再从对话中记住重要的事。无痕期间说的话不会被记住。" if zh
+                    else "Incognito is off: from now on I learn from our conversations again. "
+                         "What you said while it was on stays unlearnt.")
+        started = await self.incognito.start(user, at=self.clock.now())
+        since = await self.incognito.since(user)
+        tz = (await self.timezones.get(user) if self.timezones is not None else None) or self.default_tz
+        when = f"{since.astimezone(tz):%Y-%m-%d %H:%M}" if since is not None else ""
+        if zh:
+            head = "无痕模式已开启。" if started else f"无痕模式从 {when} 起一直开着。"
+            return (head + "我不会从你现在说的话中学习（在所有对话里），但仍会用已经记得的事来回答；"
+                    "你明确让我记住的事仍会保存。关闭请发送 /incognito off。")
+        head = "Incognito is on." if started else f"Incognito has been on since {when}."
+        return (head + " I won't learn anything from what you say now (in every chat), but I still use what I "
+                "already remember, and save what you ask me in so many words to remember. "
+                "Send /incognito off to end it.")
 
 
 def _counts(c: Census, zh: bool) -> str:

@@ -50,6 +50,7 @@ from .ratelimit import RateLimiter, limited_note
 from .recent_files import RecentFiles
 from .revisions import Revisions
 from .sessions import SessionStore, StoredMessage
+from .incognito import Incognito
 from .timezones import UserTimezones
 from .tools import ToolContext
 from .transcription import Transcriber, TranscriptionError
@@ -79,6 +80,7 @@ you send me (PDF, Word, text) and answer about it.
 /forget all  erase everything I keep about you (asks to confirm)
 /export  a file of everything I keep about you (/导出)
 /timezone Asia/Shanghai  your time zone, for dates and schedules
+/incognito  stop learning from what you say (/incognito off)
 /help this message
 
 In a group, mention me or reply to me to get an answer; there I leave out
@@ -97,6 +99,7 @@ HELP_TEXT_ZH = """myclaw 会记住对话中重要的事，跨越每一次聊天�
 /forget all  删除我保存的关于你的一切（会先请你确认）
 /导出  一个包含我保存的关于你的一切的文件（/export）
 /timezone 上海  你的时区，用于日期和定时任务
+/incognito  无痕模式：不从你说的话中学习（/incognito off 关闭；也可发 /无痕）
 /帮助  显示这段说明（/help）
 
 在群聊中，@我 或回复我的消息我才会回答；在群里我不会用到你的个人资料和你告诉我的秘密。"""
@@ -251,8 +254,10 @@ class ProcessLoop:
         timezones: UserTimezones | None = None,
         transcriber: Transcriber | None = None,
         files: RecentFiles | None = None,
+        incognito: Incognito | None = None,
     ) -> None:
         self.bus = bus
+        self.incognito = incognito  # users who asked not to be learnt from (/incognito)
         self.files = files  # each chat's recent files, for file_read
         self.transcriber = transcriber  # voice messages' words (agent.transcription)
         self.sessions = sessions
@@ -439,7 +444,10 @@ class ProcessLoop:
             message_text=msg.history_text,
             tz=tz,
         )
-        system = await self.prompts.system_prompt(user, private=private, tools=bool(self.agent.tools_for(ctx)), tz=tz)
+        # Incognito: answered with what is remembered, never learnt from.
+        quiet = item.user is None and self.incognito is not None and await self.incognito.since(user) is not None
+        system = await self.prompts.system_prompt(user, private=private, tools=bool(self.agent.tools_for(ctx)), tz=tz,
+                                                  incognito=quiet)
         # A photo or file goes to the model with its message only; the
         # history, and memory from it, keep its placeholder (msg.history_text),
         # never its bytes: what it showed is learnt from the reply, which
@@ -463,7 +471,7 @@ class ProcessLoop:
         # at start.
         job = item.user is not None
         user_write = None if job else self._save(msg, "user", msg.history_text, user, sender_id=msg.sender_id,
-                                                  message_id=msg.message_id)
+                                                  message_id=msg.message_id, buffered=quiet)
         try:
             reply: AgentReply = await self.agent.run(messages, ctx, user_text=msg.text)
         finally:
@@ -489,7 +497,7 @@ class ProcessLoop:
         # request itself says the fact ("forget that my cat is called Miso"),
         # so the next extraction wrote it again. Whatever else the message
         # said is lost to memory with it: forgetting errs on forgetting.
-        learn = not job and not reply.forgot
+        learn = not job and not reply.forgot and not quiet
         reply_write: asyncio.Task[StoredMessage] | None = None
         if reply.ok:  # an apology is not part of the conversation
             # Saved behind the reply; the chat's next message waits for it
@@ -687,7 +695,7 @@ class ProcessLoop:
                 log.error("saving the reply to Tier 0 failed", chat=key, error=repr(exc))
         if not learn:
             try:
-                await self.sessions.mark_buffered([r.id for r in rows], prune_key=key)
+                await self.sessions.mark_buffered([r.id for r in rows], prune_key=key, learn=False)
             except Exception as exc:
                 # Left unbuffered, but the chat stays clean: _settle must not
                 # hand these rows to memory (a restart would; the extraction

@@ -73,6 +73,9 @@ _TOOL_RULES = """- `memory_search` looks up older memories of this user when the
 - When the user asks you to remember something, call `memory_save` with the fact as one short sentence.
 - When the user asks you to forget something, find every memory that says it (Core Memory lines, the memories above, or `memory_search`) and call `memory_forget` with their ids; only what they asked to forget."""
 
+_INCOGNITO_RULES = """# Incognito
+The user turned incognito on (/incognito): nothing they say now is learnt into long-term memory. Use what you remember as usual. Save a fact only when they ask you in so many words, and then mention that incognito is on. /incognito off ends it."""
+
 _GROUP_RULES = """# Group chat
 This is a group chat with several people. Members' personal memories are not shown here; do not reveal private details about anyone."""
 
@@ -201,8 +204,10 @@ _SHRINKABLE_FILE = 2000  # characters: a file this short is not what fills the c
 
 def smaller_for_context(messages: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]] | None:
     """``messages`` with less in them, for a model that said they are over
-    its context: the files in the latest user message cut to a quarter,
-    or, when none is left to cut, the older half of the history dropped.
+    its context: the files in the latest user message cut to a quarter;
+    when none is left to cut, the older half of the history dropped; when
+    no history is left, this turn's longest tool result cut to half (what
+    the model asked for goes last: it is what the answer is made of).
     None when there is nothing left to take out."""
     last = max((i for i, m in enumerate(messages) if m.get("role") == "user"), default=None)
     if last is None:
@@ -213,9 +218,29 @@ def smaller_for_context(messages: Sequence[Mapping[str, Any]]) -> list[Mapping[s
         if cut != content:
             return [*messages[:last], {**messages[last], "content": cut}, *messages[last + 1:]]
     history = messages[1:last]
-    if len(history) < 2:
+    if len(history) >= 2:
+        return [messages[0], *history[len(history) // 2:], *messages[last:]]
+    results = [(len(str(m.get("content") or "")), i) for i, m in enumerate(messages) if i > last and m.get("role") == "tool"]
+    size, longest = max(results, default=(0, -1))
+    if size <= _SHRINKABLE_RESULT:
         return None
-    return [messages[0], *history[len(history) // 2:], *messages[last:]]
+    out = list(messages)
+    out[longest] = {**messages[longest], "content": _half_result(str(messages[longest]["content"]))}
+    return out
+
+
+_SHRINKABLE_RESULT = 1000  # characters of a tool result: shorter ones are not what fills the context
+_RESULT_CUT_NOTE = "\n[cut to {n:,} characters to fit this model's context; say so when that matters]"
+
+
+def _half_result(text: str) -> str:
+    """A tool result's first half, on a line break near the cut, saying it
+    was cut (once: a result cut again keeps one note)."""
+    text = text.split(_RESULT_CUT_NOTE.split("{", 1)[0], 1)[0]
+    body = text[: len(text) // 2]
+    line = body.rfind("\n")
+    body = body[:line] if line > len(body) * 0.9 else body
+    return body + _RESULT_CUT_NOTE.format(n=len(body))
 
 
 def _quarter_file(m: re.Match[str]) -> str:
@@ -276,8 +301,11 @@ class PromptBuilder:
             cached = self._files[name] = _Cached(stamp, text)
         return cached.text
 
-    async def system_prompt(self, user: str, *, private: bool, tools: bool = False, tz: tzinfo | None = None) -> str:
-        """``tz``: the user's own zone (/timezone), else the gateway's."""
+    async def system_prompt(
+        self, user: str, *, private: bool, tools: bool = False, tz: tzinfo | None = None, incognito: bool = False
+    ) -> str:
+        """``tz``: the user's own zone (/timezone), else the gateway's;
+        ``incognito``: the user asked not to be learnt from (/incognito)."""
         parts = [t for t in (self._workspace_file(n) for n in WORKSPACE_FILES) if t]
         try:
             profile = (await self.backend.profile(user, private=private)).strip()
@@ -290,6 +318,8 @@ class PromptBuilder:
         parts.append(rules)
         if not private:
             parts.append(_GROUP_RULES)
+        if incognito:
+            parts.append(_INCOGNITO_RULES)
         zone = tz or self.tz
         now = self.clock.now().astimezone(zone)
         # The date only: the system prompt heads every request, and a prefix

@@ -12,8 +12,9 @@ asks for less, not more.
   message (Tier 0) gets the new words, so the next prompt shows them and
   not the old ones; memory replaces the line still waiting for extraction,
   or, if it was extracted already, buffers the new words as a correction
-  whose facts supersede the old ones (``SqliteMemory.revise``). Only the
-  row's own sender edits it. A message the bot never stored (a group
+  whose facts supersede the old ones (``SqliteMemory.revise``); a row
+  memory must never learn from (an incognito turn, one that erased memory)
+  changes in Tier 0 only. Only the row's own sender edits it. A message the bot never stored (a group
   message not addressed to it, or one pruned from Tier 0) is left alone.
 * **Recall** (Feishu ``im.message.recalled_v1``): the message and the reply
   to it leave Tier 0 (their bytes too: a checkpoint), and memory erases its
@@ -87,9 +88,9 @@ class Revisions:
         if not msg.text.strip() or text == row.content:
             return "unchanged"
         await self.sessions.revise(row.id, text)
-        memory = "untracked"
+        memory = "untracked" if row.learn else "not learnt"  # an incognito turn's edit stays out of memory too
         revise: Any = getattr(self.backend, "revise", None)
-        if callable(revise):
+        if callable(revise) and row.learn:
             memory = await revise(replace(row, content=text).turn(), before=row.content)
         log.info("message edited", chat=key, message_id=msg.message_id, memory=memory)
         return "edited"

@@ -6,9 +6,11 @@ last ``window`` messages of the current session.
 
 Nothing leaves the window unremembered (issue 4, pre-compaction flush):
 every row is written with ``buffered = 0`` and only becomes ``1`` after the
-process loop handed it to ``MemoryBackend.buffer`` (or decided memory must
-not learn from it: a scheduled job's turn is written as ``1``, a turn that
-erased memory is marked without being handed over). :meth:`SessionStore.prune`
+process loop handed it to ``MemoryBackend.buffer``, or ``2`` when memory must
+never learn from it: a scheduled job's turn and an incognito turn are
+written as ``2``, a turn that erased memory is marked so without being
+handed over. An edit of a ``2`` row changes Tier 0 only
+(``StoredMessage.learn``). :meth:`SessionStore.prune`
 deletes old rows only when they are buffered, and :meth:`unbuffered` lets the
 loop find (and buffer) rows a crash or a failed buffer call left behind
 before it builds the next prompt. See ``gateway/loop.py`` for the order.
@@ -172,6 +174,20 @@ async def _m007_seen_ids(conn: aiosqlite.Connection) -> None:
     )
 
 
+async def _m008_user_incognito(conn: aiosqlite.Connection) -> None:
+    # Users who turned incognito on (gateway/incognito.py, /incognito): their
+    # turns are kept in Tier 0 as never to be learnt, until they turn it off.
+    await run_script(
+        conn,
+        """
+        CREATE TABLE user_incognito (
+            owner TEXT PRIMARY KEY,
+            since TEXT NOT NULL
+        ) WITHOUT ROWID;
+        """,
+    )
+
+
 MIGRATIONS: list[Migration] = [
     _m001_sessions,
     _m002_message_ids,
@@ -180,6 +196,7 @@ MIGRATIONS: list[Migration] = [
     _m005_outbox_send_keys,
     _m006_sent_replies,
     _m007_seen_ids,
+    _m008_user_incognito,
 ]
 
 
@@ -199,6 +216,7 @@ class StoredMessage:
     message_id: str
     created_at: str
     buffered: bool
+    learn: bool = True  # False: a turn memory must never learn from (buffered = 2)
 
     def turn(self) -> Turn:
         return Turn(
@@ -240,7 +258,7 @@ def _rows(rows: Iterable[Sequence[Any]]) -> list[StoredMessage]:
     return [
         StoredMessage(
             r[0], r[1], one(r[2], r[2]), one(r[3], r[3]), one(r[4], r[4]), r[5],
-            one(r[6], r[6]), one(r[7], r[7]), r[8], r[9], bool(r[10]),
+            one(r[6], r[6]), one(r[7], r[7]), r[8], r[9], bool(r[10]), r[10] != 2,
         )
         for r in rows
     ]
@@ -271,13 +289,17 @@ class SessionStore:
         # marks are one statement per round trip to the writer thread.
         self._inserts = RowBatcher(db, insert_statement(_INSERT_HEAD, 8, returning="id"), 8, returning=True)
         self._marks = RowBatcher(
-            db, lambda n: f"UPDATE session_messages SET buffered = 1 WHERE id IN ({','.join('?' * n)})", 1
+            db, lambda n: f"UPDATE session_messages SET buffered = 1 WHERE buffered = 0 AND id IN ({','.join('?' * n)})", 1
+        )
+        self._unlearnt = RowBatcher(
+            db, lambda n: f"UPDATE session_messages SET buffered = 2 WHERE id IN ({','.join('?' * n)})", 1
         )
 
     async def flush(self) -> None:
         """Wait until every append and mark queued so far is written."""
         await self._inserts.drain()
         await self._marks.drain()
+        await self._unlearnt.drain()
 
     @classmethod
     async def open(
@@ -328,15 +350,16 @@ class SessionStore:
 
         A message without a platform id gets a random one, so buffering it
         again after a crash is recognised as the same message. ``buffered``
-        writes a row that is not for memory (a scheduled job's turn) as
-        already handled, so no crash leaves it for :meth:`unbuffered`."""
+        writes a row that is not for memory (a scheduled job's turn, an
+        incognito one) as never to be learnt (``buffered = 2``), so no crash
+        leaves it for :meth:`unbuffered` and no edit hands it over later."""
         message_id = message_id or f"g-{secrets.token_hex(8)}"
         now = format_ts(self.clock.now())
         sid = await self.current(key)
         if sid is not None:
             # The common case: one row of a multi-row INSERT shared with the
             # other chats writing now (no BEGIN/COMMIT holding the lock).
-            (mid,) = await self._inserts.write([(sid, role, content, owner, sender_id, message_id, now, int(buffered))])
+            (mid,) = await self._inserts.write([(sid, role, content, owner, sender_id, message_id, now, 2 if buffered else 0)])
         else:
             # A chat's first message: its session, then the message, each one
             # statement (no transaction holding the writer lock across round
@@ -351,10 +374,12 @@ class SessionStore:
                 sid = await self.current(key) or 0
             self._current[key] = sid
             mid, _ = await self.db.write(
-                _INSERT_MESSAGE, (sid, role, content, owner, sender_id, message_id, now, int(buffered))
+                _INSERT_MESSAGE, (sid, role, content, owner, sender_id, message_id, now, 2 if buffered else 0)
             )
         self._appends += 1
-        row = StoredMessage(mid, sid, channel, chat_id, role, content, owner, sender_id, message_id, now, buffered)
+        row = StoredMessage(
+            mid, sid, channel, chat_id, role, content, owner, sender_id, message_id, now, buffered, not buffered
+        )
         cached = self._windows.get(key)
         if cached is not None:
             rows = cached[1]
@@ -414,17 +439,19 @@ class SessionStore:
         )
         return _rows(rows)
 
-    async def mark_buffered(self, ids: Sequence[int], *, prune_key: str | None = None) -> None:
-        """Record that memory has these messages; then prune ``prune_key``'s
-        chat in the same transaction (once a window's worth of rows has
-        been marked since the last prune)."""
+    async def mark_buffered(self, ids: Sequence[int], *, prune_key: str | None = None, learn: bool = True) -> None:
+        """Record that memory has these messages (without ``learn``: that
+        memory must never have them); then prune ``prune_key``'s chat in the
+        same transaction (once a window's worth of rows has been marked
+        since the last prune)."""
         if not ids:
             return
         n = self._unpruned.get(prune_key, 0) + len(ids) if prune_key is not None else 0
         # Single statements, no transaction: pruning deletes only rows
         # marked buffered, so a crash between the two just prunes later.
-        for start in range(0, len(ids), self._marks.max_rows):
-            await self._marks.write([(i,) for i in ids[start : start + self._marks.max_rows]])
+        marks = self._marks if learn else self._unlearnt
+        for start in range(0, len(ids), marks.max_rows):
+            await marks.write([(i,) for i in ids[start : start + marks.max_rows]])
         if prune_key is not None and n >= self.window_size:
             await self.prune(prune_key)
             n = 0
@@ -433,7 +460,9 @@ class SessionStore:
             cached = self._windows.get(prune_key)
             if cached is not None:  # keep the cached rows' flags true
                 marked = set(ids)
-                cached[1][:] = [replace(r, buffered=True) if r.id in marked else r for r in cached[1]]
+                cached[1][:] = [
+                    replace(r, buffered=True, learn=r.learn and learn) if r.id in marked else r for r in cached[1]
+                ]
 
     async def prune(self, key: str) -> int:
         # Only rows memory already has may go; an unbuffered row stays, however
@@ -443,7 +472,7 @@ class SessionStore:
             return 0
         _, deleted = await self.db.write(
             """DELETE FROM session_messages
-               WHERE session_id = ? AND buffered = 1 AND id < COALESCE(
+               WHERE session_id = ? AND buffered != 0 AND id < COALESCE(
                    (SELECT id FROM session_messages WHERE session_id = ? ORDER BY id DESC LIMIT 1 OFFSET ?), 0)""",
             (sid, sid, self.window_size - 1),
         )

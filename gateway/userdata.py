@@ -28,6 +28,7 @@ from .timezones import zone_name
 
 if TYPE_CHECKING:
     from .cron import CronStore
+    from .incognito import Incognito
     from .outbox import Outbox
     from .sessions import SessionStore
     from .recent_files import RecentFiles
@@ -65,8 +66,10 @@ class UserData:
         outbox: Outbox | None = None,
         timezones: UserTimezones | None = None,
         files: RecentFiles | None = None,
+        incognito: Incognito | None = None,
     ) -> None:
         self.backend = backend
+        self.incognito = incognito
         self.files = files
         self.sessions = sessions
         self.cron = cron
@@ -96,6 +99,8 @@ class UserData:
         messages = await self.outbox.forget_owner(user) if self.outbox is not None else 0
         if self.timezones is not None:
             await self.timezones.forget_owner(user)  # where they live is theirs too
+        if self.incognito is not None:
+            await self.incognito.forget_owner(user)
         if self.files is not None:
             self.files.forget_owner(user)  # files they sent lately, kept in memory for file_read
         if self.sessions is not None:

@@ -9,7 +9,8 @@ Modules: ``events`` (event -> InboundMessage), ``dedup`` (ids seen: events
 taken, messages recalled; kept across restarts given a ``seen_store``),
 ``webhook`` (HTTP intake: verification, decryption, signature),
 ``longconn`` (lark-oapi websocket client), ``client`` (sending, token cache),
-``replies`` (which messages the bot sent as the reply to which message).
+``replies`` (which messages the bot sent as the reply to which message),
+``content`` (a message's content as words), ``records`` (chat records).
 
 A recalled message takes the bot's reply along: the RECALL goes on the bus
 (its stored words are erased, gateway/revisions.py) and the reply's parts
@@ -21,7 +22,7 @@ answer which is kept across restarts when the gateway passes a
 
 Intake goes through per-chat lanes (channels/lanes.py): an event whose
 message needs Feishu read first (its pictures or recording, the message
-it replies to) waits in its chat's lane, and so does any event of a chat
+it replies to, the messages of a chat record: ``records``) waits in its chat's lane, and so does any event of a chat
 that has one pending, a recall included; a text of an idle chat goes to
 the bus at once. So both intakes answer Feishu at once (a webhook within
 its ~3 s; the long connection's single SDK thread is never held by a
@@ -58,7 +59,7 @@ from aiohttp import web
 from channels.base import BaseChannel, ChannelFatalError
 from channels.lanes import Job, Lanes
 from channels.media import FAILED, MAX_IMAGES, TOO_LARGE, ImageError, as_image
-from gateway.bus import Audio, Image, MessageBus, OutboundMessage, Quoted
+from gateway.bus import Audio, Forwarded, Image, InboundMessage, MessageBus, OutboundMessage, Quoted
 from gateway.config import FeishuConfig
 from gateway.http import HttpServer
 
@@ -74,6 +75,7 @@ from .events import (
     parse_recall_event,
     quoted_of,
 )
+from .records import RECORD_NOT_READ, Names, flatten_record, people_in, record_note, sender_of, to_forwarded
 from .replies import ReplyLog, ReplyStore
 from .webhook import WebhookReceiver
 
@@ -141,6 +143,7 @@ class FeishuChannel(BaseChannel):
             store=reply_store, recalled_store=seen_store("recalled") if seen_store else None
         )
         self._withdrawals: set[asyncio.Task[list[Withdrawal]]] = set()
+        self.names = Names(self.api.user_name)  # a chat record's authors
         self.bot_open_id: str | None = None
         self._longconn: Any = None  # LongConnection, imported lazily
         self._route: tuple[str, str] | None = None
@@ -398,23 +401,57 @@ class FeishuChannel(BaseChannel):
                               message_id=message.message_id)
                 return
             if quote:
-                message = dataclasses.replace(message, quoted=await self._quoted(parent))
+                message = dataclasses.replace(message, quoted=await self._quoted(parent, asker=message.sender_id))
             if images:
                 await self.publish_image(message, fetch, *ids)
             elif audio:
                 await self.publish_voice(message, record, *ids)
             elif file_key:
                 await self.publish_document(message, parsed.file_name, read, *ids)
+            elif parsed.record:
+                await self._publish_record(message, ids)
             elif kind := message.metadata.get("unreadable"):
                 await self.decline_unreadable(message, kind, *ids)
             else:
                 await self.publish(message, *ids)
 
-        return msg.chat_id, job, bool(quote or images or audio or file_key)
+        return msg.chat_id, job, bool(quote or images or audio or file_key or parsed.record)
 
-    async def _quoted(self, message_id: str) -> Quoted | None:
+    async def _publish_record(self, msg: InboundMessage, ids: tuple[str, ...]) -> None:
+        """A chat record with its messages read (records.py), by the rules of
+        a file: read in a private chat or a group message addressed to the
+        bot (a record carries no mention: a reply to the bot), from an
+        allowed sender; one not read gets the user a short note."""
+
+        async def complete() -> InboundMessage:
+            return dataclasses.replace(msg, forwarded=await self._read_record(msg))
+
+        await self._publish_fetched(msg, complete, ids, what="chat record", not_read=RECORD_NOT_READ,
+                                    note=lambda _reason, has_text: record_note(has_text=has_text))
+
+    async def _read_record(self, msg: InboundMessage) -> tuple[Forwarded, ...]:
+        """The messages of the chat record ``msg``, with their authors."""
+        try:
+            items = await self._unless_cut(self.api.get_message_items(msg.message_id))
+        except FeishuApiError as exc:
+            raise ImageError(FAILED, str(exc)) from None
+        except _CutShort:
+            raise ImageError(FAILED, "cut short: the gateway is stopping") from None
+        messages = flatten_record(items, msg.message_id)
+        if not messages:
+            raise ImageError(FAILED, "the record holds no messages")
+        try:
+            names = await self._unless_cut(self.names.of(people_in(messages, forwarder=msg.sender_id)))
+        except _CutShort:
+            names = {}  # labels will do
+        return to_forwarded(messages, app_id=self.config.app_id, forwarder=msg.sender_id, names=names)
+
+    async def _quoted(self, message_id: str, *, asker: str = "") -> Quoted | None:
         """The message a user replied to, for the model (an event names its
-        parent only). A failure costs the quote, never the message."""
+        parent only), with its author: "you" (the bot), "the user" (the
+        asker's own), or a person's name from the contact directory, as a
+        chat record's authors are named (nameless when the app may not read
+        it). A failure costs the quote, never the message."""
         try:
             async with asyncio.timeout(QUOTE_TIMEOUT):
                 item = await self._unless_cut(self.api.get_message(message_id))
@@ -424,7 +461,19 @@ class FeishuChannel(BaseChannel):
         except _CutShort:
             self.log.info("reading the message replied to cut short at shutdown", parent_id=message_id)
             return None
-        return quoted_of(item, app_id=self.config.app_id, bot_open_id=self.bot_open_id) if item else None
+        quoted = quoted_of(item, app_id=self.config.app_id, bot_open_id=self.bot_open_id) if item else None
+        if item is None or quoted is None or quoted.author:
+            return quoted
+        kind, author = sender_of(item)
+        if kind != "user" or not author:
+            return quoted
+        if author == asker:
+            return dataclasses.replace(quoted, author="the user")
+        try:
+            names = await self._unless_cut(self.names.of([author]))
+        except _CutShort:
+            return quoted
+        return dataclasses.replace(quoted, author=names.get(author, ""))
 
     async def _resource(self, message_id: str, key: str, *, kind: str, limit: int | None) -> Resource:
         """A file of a user's message, by the message resource API; what

@@ -4,7 +4,8 @@ Why not lark-oapi's ``Client`` here: its calls (async ones included) fetch
 the tenant token with blocking ``requests``, without our timeouts, and it
 does not retry on rate limits. Running each call in a thread would work but
 costs a thread per in-flight send; five endpoints (token, send, reply,
-delete, file upload) and a bot-info lookup are simple enough to call directly, fully async, with the
+delete, file upload), a bot-info lookup and two reads (a message by id, a
+user's name) are simple enough to call directly, fully async, with the
 retry rules we need (a picture a user sent is downloaded the same way,
 streamed, and cut off past the caller's limit):
 
@@ -37,7 +38,7 @@ import httpx
 import structlog
 
 from channels.base import DeliveryError, rest_of
-from channels.markdown import feishu_md, fence_openers
+from channels.markdown import feishu_md, part_openers
 
 __all__ = [
     "FeishuApiError", "FeishuClient", "Resource", "ResourceTooLarge", "Withdrawal", "is_retryable", "part_uuids",
@@ -184,7 +185,7 @@ class FeishuClient:
         ids: list[str] = []
         chunks = split_text(text)
         uuids = part_uuids(key, chunks) if key else [str(uuid.uuid4()) for _ in chunks]
-        for i, (chunk, opener) in enumerate(zip(chunks, fence_openers(chunks))):
+        for i, (chunk, opener) in enumerate(zip(chunks, part_openers(chunks))):
             md = feishu_md(chunk, opener=opener)
             # Markdown goes as a post's md element, which Feishu renders; plain words as a text message.
             content, msg_type = (chunk, "text") if md is None else (_post(md), "post")
@@ -242,10 +243,32 @@ class FeishuClient:
         /open-apis/im/v1/messages/:message_id``): ``data.items[0]``, with
         ``msg_type``, ``body.content``, ``sender`` and ``mentions``; None
         when the answer holds none."""
+        items = await self.get_message_items(message_id)
+        return items[0] if items else None
+
+    async def get_message_items(self, message_id: str) -> list[dict[str, Any]]:
+        """Every item ``GET /open-apis/im/v1/messages/:message_id`` answers
+        with: the message itself first, and for a chat record
+        (``merge_forward``) each message in it after, naming its parent in
+        ``upper_message_id`` (a record inside the record nests the same way)."""
         got = await self._call("GET", f"/open-apis/im/v1/messages/{urllib.parse.quote(message_id, safe='')}")
         inner = got.get("data")
         items = inner.get("items") if isinstance(inner, dict) else None
-        return dict(items[0]) if isinstance(items, list) and items and isinstance(items[0], dict) else None
+        return [dict(i) for i in items if isinstance(i, dict)] if isinstance(items, list) else []
+
+    async def user_name(self, open_id: str) -> str:
+        """A user's display name from the contact directory: ``GET
+        /open-apis/contact/v3/users/:user_id?user_id_type=open_id``, which
+        needs a contact permission (``contact:user.base:readonly``) and the
+        user within the app's contact range; "" when the answer has no name
+        (a field the app may not read). Raises :class:`FeishuApiError`."""
+        got = await self._call(
+            "GET", f"/open-apis/contact/v3/users/{urllib.parse.quote(open_id, safe='')}",
+            params={"user_id_type": "open_id"},
+        )
+        inner = got.get("data")
+        user = inner.get("user") if isinstance(inner, dict) else None
+        return str(user.get("name") or "").strip() if isinstance(user, dict) else ""
 
     async def delete_message(self, message_id: str) -> Withdrawal:
         """Withdraw ("recall") a message the bot sent:

@@ -5,27 +5,34 @@ Plain dicts in, so the webhook and the long connection share one parser.
 Text and rich text (``post``) become plain text; ``@_user_N`` placeholders
 are resolved through the event's ``mentions``: the bot's own mention is
 removed (it only addresses the bot), others become ``@Name`` so the model
-still sees who was addressed.
+still sees who was addressed. A location, task, vote, calendar event or
+shared chat or contact becomes one bracketed line (``content.shared_words``);
+a card the user passes on, its words as a forward; a chat record
+(``merge_forward``) is flagged for the channel to read (``records``).
 """
 
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Container, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from gateway.bus import RECALL, InboundMessage, Quoted
+from gateway.bus import RECALL, Forwarded, InboundMessage, Quoted
+
+from .content import SHARED_TYPES, card_text, flatten_post_content, post_image_keys, resolve_placeholders, shared_words
 
 __all__ = [
     "MESSAGE_EVENT",
     "RECALL_EVENT",
+    "RECORD_TYPE",
     "UNREADABLE_TYPES",
     "EventParseError",
     "ParsedMessage",
+    "content_of",
     "event_id_of",
+    "fetched_mention_names",
     "flatten_post",
     "parse_message_event",
     "parse_recall_event",
@@ -39,8 +46,9 @@ RECALL_EVENT = "im.message.recalled_v1"
 # What a user sends that has no text: parsed with text "" and metadata
 # "unreadable", so the channel answers with a note instead of silence.
 UNREADABLE_TYPES = frozenset({"image", "file", "audio", "media", "sticker"})
-_PLACEHOLDER = re.compile(r"(@_user_\d+|@_all)([ \t]?)")
-_LOCALE_PREFERENCE = ("zh_cn", "en_us", "ja_jp")
+# A chat record (合并转发): the event holds a stand-in; the channel reads the
+# messages (records.py).
+RECORD_TYPE = "merge_forward"
 
 
 class EventParseError(ValueError):
@@ -58,6 +66,7 @@ class ParsedMessage:
     audio_key: str = ""  # an ``audio`` message's recording (its ``file_key``)
     file_key: str = ""  # a ``file`` message's file, and its name
     file_name: str = ""
+    record: bool = False  # a chat record: its messages are read by id (records.py)
 
 
 def event_id_of(payload: Mapping[str, Any]) -> str:
@@ -85,9 +94,13 @@ def parse_message_event(
     """Parse one message event.
 
     Returns None for messages the bot does not handle (sent by an app, or of
-    an unknown type, or empty). An image, file, audio, video or sticker
+    an unknown type such as a system message, a red packet or a video call,
+    or empty). An image, file, audio, video or sticker
     (:data:`UNREADABLE_TYPES`) comes back with text "" and
-    ``metadata["unreadable"]`` set to its type. Raises
+    ``metadata["unreadable"]`` set to its type; a chat record with text ""
+    and ``record`` set; a shared location, task, vote, event, chat or
+    contact as one bracketed line of text; a card (which a user can only
+    pass on) as a forward of its words. Raises
     ``EventParseError`` for a payload that is not a message event at all.
 
     ``bot_open_id=None`` (the bot's identity could not be fetched) counts any
@@ -119,12 +132,13 @@ def parse_message_event(
     content = _load_content(message.get("content"))
     image_keys: tuple[str, ...] = ()
     audio_key = file_key = file_name = ""
+    forwarded: tuple[Forwarded, ...] = ()
     if msg_type == "text":
-        text = _resolve_placeholders(str(content.get("text") or ""), names)
+        text = resolve_placeholders(str(content.get("text") or ""), names)
     elif msg_type == "post":
-        text, at_bot = _flatten_post(content, names, bot_open_id)
+        text, at_bot = flatten_post_content(content, names, bot_open_id)
         mentioned = mentioned or at_bot
-        image_keys = _post_image_keys(content)
+        image_keys = post_image_keys(content)
     elif msg_type in UNREADABLE_TYPES:
         if msg_type == "image" and content.get("image_key"):
             image_keys = (str(content["image_key"]),)
@@ -133,10 +147,20 @@ def parse_message_event(
         if msg_type == "file" and content.get("file_key"):
             file_key, file_name = str(content["file_key"]), str(content.get("file_name") or "file")
         text = ""  # answered with a note by the channel (metadata "unreadable")
+    elif msg_type == RECORD_TYPE:
+        text = ""  # the stand-in "Merged and Forwarded Message": the channel reads the record
+    elif msg_type in SHARED_TYPES:
+        text = shared_words(str(msg_type), content)
+    elif msg_type == "interactive":
+        # Someone else's card (a user cannot write one): its words are passed
+        # on, never the user's own, so memory does not take them as theirs.
+        words = _tidy(card_text(content))
+        forwarded = (Forwarded(author="", text=words),) if words else ()
+        text = ""
     else:
         return None
     text = _tidy(text)
-    if not text and msg_type not in UNREADABLE_TYPES:
+    if not text and not forwarded and msg_type not in UNREADABLE_TYPES and msg_type != RECORD_TYPE:
         return None
 
     chat_type = str(message.get("chat_type") or "")
@@ -165,8 +189,10 @@ def parse_message_event(
             "union_id": str(ids.get("union_id") or ""),
             "user_id": str(ids.get("user_id") or ""),
         },
+        forwarded=forwarded,
     )
-    return ParsedMessage(inbound, sender_ids, image_keys, audio_key, file_key, file_name)
+    return ParsedMessage(inbound, sender_ids, image_keys, audio_key, file_key, file_name,
+                         record=msg_type == RECORD_TYPE)
 
 
 def parse_recall_event(payload: Mapping[str, Any]) -> InboundMessage:
@@ -196,7 +222,7 @@ def parse_recall_event(payload: Mapping[str, Any]) -> InboundMessage:
 def flatten_post(content: Mapping[str, Any] | str, bot_open_id: str | None = None) -> str:
     """Rich text as plain text (title, then one line per paragraph)."""
     data = _load_content(content) if isinstance(content, str) else content
-    return _tidy(_flatten_post(data, {}, bot_open_id)[0])
+    return _tidy(flatten_post_content(data, {}, bot_open_id)[0])
 
 
 # -- helpers ---------------------------------------------------------------------
@@ -207,17 +233,13 @@ def quoted_of(item: Mapping[str, Any], *, app_id: str, bot_open_id: str | None) 
     withdrawn message or one without words (a picture, a file)."""
     if item.get("deleted"):
         return None
-    body = item.get("body")
-    content = _load_content(body.get("content") if isinstance(body, Mapping) else None)
-    # A fetched message names a mention's open_id flat; an event nests it.
-    mentions = [{**m, "id": {"open_id": m.get("id")}} if isinstance(m.get("id"), str) else m
-                for m in item.get("mentions") or () if isinstance(m, Mapping)]
-    names = _placeholder_names(mentions, bot_open_id)
+    content = content_of(item)
+    names = fetched_mention_names(item, bot_open_id)
     msg_type = item.get("msg_type")
     if msg_type == "text":
-        text = _resolve_placeholders(str(content.get("text") or ""), names)
+        text = resolve_placeholders(str(content.get("text") or ""), names)
     elif msg_type == "post":
-        text = _flatten_post(content, names, bot_open_id)[0]
+        text = flatten_post_content(content, names, bot_open_id)[0]
     else:
         return None
     if not text.strip():
@@ -226,6 +248,22 @@ def quoted_of(item: Mapping[str, Any], *, app_id: str, bot_open_id: str | None) 
     sender = sender if isinstance(sender, Mapping) else {}
     mine = sender.get("sender_type") == "app" and sender.get("id") == app_id
     return Quoted(author="you" if mine else "", text=_tidy(text))
+
+
+def content_of(item: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The content of a message fetched by id (``body.content``), parsed;
+    ``EventParseError`` when it is not a JSON object."""
+    body = item.get("body")
+    return _load_content(body.get("content") if isinstance(body, Mapping) else None)
+
+
+def fetched_mention_names(item: Mapping[str, Any], bot_open_id: str | None) -> dict[str, str]:
+    """``@_user_N`` -> ``@Name`` for a message fetched by id ("" for the
+    bot when ``bot_open_id`` is given)."""
+    # A fetched message names a mention's open_id flat; an event nests it.
+    mentions = [{**m, "id": {"open_id": m.get("id")}} if isinstance(m.get("id"), str) else m
+                for m in item.get("mentions") or () if isinstance(m, Mapping)]
+    return _placeholder_names(mentions, bot_open_id)
 
 
 def _load_content(raw: Any) -> Mapping[str, Any]:
@@ -264,92 +302,6 @@ def _placeholder_names(mentions: list[Mapping[str, Any]], bot_open_id: str | Non
         is_bot = bot_open_id is not None and _mention_open_id(m) == bot_open_id
         names[key] = "" if is_bot else f"@{m.get('name') or 'user'}"
     return names
-
-
-def _resolve_placeholders(text: str, names: Mapping[str, str]) -> str:
-    def repl(match: re.Match[str]) -> str:
-        key, space = match.group(1), match.group(2)
-        name = names.get(key, "@all" if key == "@_all" else "")
-        return name + space if name else ""  # a removed mention takes its space along
-
-
-    return _PLACEHOLDER.sub(repl, text)
-
-
-def _post_body(content: Mapping[str, Any]) -> Mapping[str, Any]:
-    """Received posts carry ``{title, content}``; sent ones are wrapped in a
-    locale (``{"zh_cn": {...}}``), sometimes under ``"post"``. Accept all."""
-    if "post" in content and isinstance(content["post"], Mapping):
-        content = content["post"]
-    if "content" in content:
-        return content
-    for locale in _LOCALE_PREFERENCE:
-        body = content.get(locale)
-        if isinstance(body, Mapping):
-            return body
-    for value in content.values():
-        if isinstance(value, Mapping) and "content" in value:
-            return value
-    return {}
-
-
-def _flatten_post(content: Mapping[str, Any], names: Mapping[str, str], bot_open_id: str | None) -> tuple[str, bool]:
-    body = _post_body(content)
-    lines: list[str] = []
-    at_bot = False
-    if body.get("title"):
-        lines.append(str(body["title"]))
-    for paragraph in body.get("content") or ():
-        if not isinstance(paragraph, list):
-            continue
-        parts: list[str] = []
-        for el in paragraph:
-            if not isinstance(el, Mapping):
-                continue
-            tag = el.get("tag")
-            if tag in ("text", "md", "code_block"):
-                parts.append(str(el.get("text") or ""))
-            elif tag == "a":
-                label, href = str(el.get("text") or ""), str(el.get("href") or "")
-                parts.append(f"{label} ({href})" if href and href not in label else label or href)
-            elif tag == "at":
-                uid = str(el.get("user_id") or el.get("open_id") or "")
-                if bot_open_id and uid == bot_open_id:
-                    at_bot = True
-                elif uid in names:
-                    at_bot = at_bot or names[uid] == ""
-                    parts.append(names[uid])
-                elif uid in ("@_all", "all"):
-                    parts.append("@all")
-                else:
-                    parts.append(f"@{el.get('user_name') or uid}")
-            elif tag == "img":
-                parts.append("[image]")
-            elif tag == "media":
-                parts.append("[video]")
-            elif tag == "emotion":
-                parts.append(f":{el.get('emoji_type') or 'emoji'}:")
-        line = "".join(parts)
-        if any(isinstance(el, Mapping) and el.get("tag") == "code_block" for el in paragraph):
-            line = line.rstrip()  # keep code indentation
-        else:
-            line = line.strip()  # e.g. the space left where the bot's @ was
-        if line:
-            lines.append(line)
-    return _resolve_placeholders("\n".join(lines), names), at_bot
-
-
-def _post_image_keys(content: Mapping[str, Any]) -> tuple[str, ...]:
-    """The ``image_key`` of each ``img`` element of a post, in order."""
-    keys: list[str] = []
-    for paragraph in _post_body(content).get("content") or ():
-        if isinstance(paragraph, list):
-            keys.extend(
-                str(el["image_key"])
-                for el in paragraph
-                if isinstance(el, Mapping) and el.get("tag") == "img" and el.get("image_key")
-            )
-    return tuple(keys)
 
 
 def _tidy(text: str) -> str:

@@ -163,6 +163,7 @@ def _split(p: HandleMove, counts: dict[str, int]) -> None:
 async def _merge(cfg: Config, where: _Where, mapping: dict[str, str]) -> list[HandleMove]:
     from gateway.outbox import Outbox
     from gateway.sessions import SessionStore
+    from gateway.incognito import Incognito
     from gateway.timezones import UserTimezones
 
     done = [HandleMove(h, u) for h, u in sorted(mapping.items())]
@@ -187,6 +188,8 @@ async def _merge(cfg: Config, where: _Where, mapping: dict[str, str]) -> list[Ha
                         p.files["gateway.db"]["undelivered replies"] = replies
                     if zones := await UserTimezones(sessions.db).move_owner(p.handle, p.user):
                         p.files["gateway.db"]["time zone setting"] = zones
+                    if quiet := await Incognito(sessions.db).move_owner(p.handle, p.user):
+                        p.files["gateway.db"]["incognito setting"] = quiet
         if where.cron_db.exists():
             async with _step(where.cron_db):
                 await _move_jobs(cfg, where.cron_db, done)

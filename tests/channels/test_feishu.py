@@ -132,6 +132,17 @@ async def test_a_code_block_split_across_messages_is_code_in_each(fake: FakeFeis
     assert "\n".join(parts).count("row ") == 120
 
 
+async def test_a_table_split_across_messages_keeps_its_header_in_each(fake: FakeFeishu, channel: FeishuChannel) -> None:
+    rows = "\n".join(f"| host-{i:03d} | {'ok' if i % 7 else 'down'} | " + "note " * 10 + "|" for i in range(150))
+    await channel.send(OutboundMessage("feishu", "oc_room9", f"Hosts:\n\n| host | state | note |\n|---|:-:|---|\n{rows}"))
+    parts = fake.texts()
+    assert len(parts) >= 2 and all(m["msg_type"] == "post" for m in fake.sent)
+    for part in parts:  # every part an aligned block whose first row names the columns, no raw pipes left
+        block = part.split("```\n", 1)[1]
+        assert block.startswith("host     | state | note") and "| host-" not in part
+    assert "\n".join(parts).count("host-") == 150
+
+
 async def test_url_verification_challenge_answered(fake: FakeFeishu, http: HttpServer, channel: FeishuChannel) -> None:
     r = await fake.push_challenge(hook(http, channel), "chal-123")
     assert (r.status_code, r.json()) == (200, {"challenge": "chal-123"})
@@ -308,6 +319,29 @@ async def test_a_reply_to_a_message_brings_its_words(fake: FakeFeishu, http: Htt
     await fake.push_event(url, fake.message_event("这是什么？", parent_id="om_gone"))
     gone = await next_inbound(channel.bus)
     assert gone.text == "这是什么？" and gone.quoted is None
+
+
+async def test_a_quoted_message_names_its_author_from_the_contact_directory(
+    fake: FakeFeishu, http: HttpServer, channel: FeishuChannel
+) -> None:
+    from gateway.bus import Quoted
+
+    url = hook(http, channel)
+    fake.contacts["ou_alice"] = "Alice Wang"
+    said = []
+    for open_id in ("ou_alice", "ou_carol", "ou_me"):
+        note = fake.message_event(f"note by {open_id}", chat_type="group", open_id=open_id)
+        await fake.push_event(url, note)
+        await next_inbound(channel.bus)
+        said.append(note["event"]["message"]["message_id"])
+    got = []
+    for parent in said:
+        await fake.push_event(url, fake.message_event("@_user_1 why?", chat_type="group", open_id="ou_me",
+                                                      parent_id=parent, mentions=[fake.mention("@_user_1")]))
+        got.append((await next_inbound(channel.bus)).quoted)
+    # A name when the directory has one, none rather than a guess, and the asker's own message is theirs.
+    assert got == [Quoted("Alice Wang", "note by ou_alice"), Quoted("", "note by ou_carol"),
+                   Quoted("the user", "note by ou_me")]
 
 
 async def test_allow_list_by_open_union_or_user_id(fake: FakeFeishu, http: HttpServer) -> None:

@@ -1,6 +1,8 @@
-"""Pure pieces of the Feishu channel: dedup, text splitting, post flattening."""
+"""Pure pieces of the Feishu channel: dedup, text splitting, post flattening, what each message kind parses to."""
 
 from __future__ import annotations
+
+import json
 
 import pytest
 
@@ -93,3 +95,63 @@ def test_unknown_bot_identity_counts_any_mention() -> None:
     assert parsed is not None and parsed.message.mentioned and parsed.message.text == "@B hi"
     precise = parse_message_event(event, bot_open_id="ou_someone_else")
     assert precise is not None and not precise.message.mentioned
+
+
+def _event(msg_type: str, content: dict[str, object], *, chat_type: str = "p2p") -> dict[str, object]:
+    """A message event of ``msg_type`` with ``content`` (Feishu's 接收消息内容结构)."""
+    return {"event": {"sender": {"sender_id": {"open_id": "ou_1"}, "sender_type": "user"}, "message": {
+        "chat_id": "oc_1", "message_id": "om_1", "chat_type": chat_type, "message_type": msg_type,
+        "content": json.dumps(content, ensure_ascii=False), "create_time": "1700000000000"}}}
+
+
+def _words(msg_type: str, content: dict[str, object]) -> str:
+    parsed = parse_message_event(_event(msg_type, content), bot_open_id="ou_bot")
+    assert parsed is not None and not parsed.record and not parsed.message.forwarded
+    assert parsed.message.metadata["message_type"] == msg_type and "unreadable" not in parsed.message.metadata
+    return parsed.message.text
+
+
+def test_a_shared_location_task_vote_or_event_is_one_line_of_words() -> None:
+    assert _words("location", {"name": "北京天安门", "longitude": "116.397755", "latitude": "39.903179"}) \
+        == "[location: 北京天安门 (39.903179, 116.397755)]"
+    assert _words("location", {"longitude": "1.5", "latitude": "2.5"}) == "[location: (2.5, 1.5)]"
+    todo = {"task_id": "acd096a5", "due_time": "1623124318000",
+            "summary": {"title": "", "content": [[{"tag": "text", "text": "多吃水果，"}, {"tag": "text", "text": "多运动"}]]}}
+    assert _words("todo", todo) == "[task: 多吃水果，多运动, due 2021-06-08 03:51 UTC]"
+    assert _words("todo", {"task_id": "x", "summary": {"title": "Ship it", "content": []}}) == "[task: Ship it]"
+    assert _words("vote", {"topic": "团建去哪", "options": ["爬山", "烧烤", "唱歌"]}) \
+        == "[vote: 团建去哪 — options: 爬山 / 烧烤 / 唱歌]"
+    event = {"summary": "周会", "start_time": "1608265395000", "end_time": "1608267015000"}
+    for kind in ("share_calendar_event", "calendar", "general_calendar"):
+        assert _words(kind, event) == "[event: 周会, 2020-12-18 04:23–04:50 UTC]"
+    long = {"summary": "offsite", "start_time": "1608265395000", "end_time": "1608365395000"}
+    assert _words("share_calendar_event", long) == "[event: offsite, 2020-12-18 04:23 – 2020-12-19 08:09 UTC]"
+    assert _words("share_chat", {"chat_id": "oc_0dd200d32fda"}) == "[shared group chat]"
+    assert _words("share_user", {"user_id": "ou_0dd200d32"}) == "[shared contact]"
+
+
+def test_a_card_the_user_passes_on_is_a_forward_of_its_words() -> None:
+    card = {"title": "部署通知", "elements": [
+        [{"tag": "text", "text": "v2.3 已上线，"}, {"tag": "a", "href": "https://ci.example/42", "text": "详情"}],
+        [{"tag": "button", "text": "回滚", "type": "danger"}],
+        [{"tag": "note", "elements": [{"tag": "img", "image_key": "img_1"}, {"tag": "text", "text": "值班: Dana"}]}],
+    ]}
+    parsed = parse_message_event(_event("interactive", card), bot_open_id="ou_bot")
+    assert parsed is not None and parsed.message.text == ""
+    [forward] = parsed.message.forwarded
+    assert (forward.author, forward.text) == ("", "部署通知\nv2.3 已上线，详情 (https://ci.example/42)\n值班: Dana")
+    assert parsed.message.history_text == "[forwarded]\n部署通知\nv2.3 已上线，详情 (https://ci.example/42)\n值班: Dana"
+    # A card without words (a lone button) is as empty as an empty text.
+    assert parse_message_event(_event("interactive", {"elements": [[{"tag": "button", "text": ""}]]}),
+                               bot_open_id="ou_bot") is None
+
+
+def test_a_chat_record_is_flagged_for_reading_and_other_kinds_stay_ignored() -> None:
+    parsed = parse_message_event(_event("merge_forward", {"content": "Merged and Forwarded Message"}),
+                                 bot_open_id="ou_bot")
+    assert parsed is not None and parsed.record and parsed.message.text == ""
+    assert parsed.message.metadata["message_type"] == "merge_forward"
+    for kind, content in (("system", {"template": "{from_user} invited {to_chatters} to this chat.",
+                                      "from_user": ["b"], "to_chatters": ["c"]}),
+                          ("hongbao", {"text": "[红包]"}), ("video_chat", {"topic": "t", "start_time": "1"})):
+        assert parse_message_event(_event(kind, content), bot_open_id="ou_bot") is None, kind

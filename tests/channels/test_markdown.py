@@ -9,7 +9,7 @@ import html
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from channels.markdown import feishu_md, fence_openers, might_have_markup, plain_length, telegram_html
+from channels.markdown import feishu_md, part_openers, might_have_markup, plain_length, telegram_html
 from tests.fakes.telegram_server import parse_html
 
 
@@ -56,11 +56,22 @@ def test_prose_that_only_looks_like_markdown_stays_as_written() -> None:
 
 def test_a_part_that_begins_inside_a_code_block_renders_as_code() -> None:
     parts = ["Here:\n```sql\nSELECT 1;", "SELECT 2;\n```\nDone.", "~~~\nx"]
-    assert fence_openers(parts) == ["", "```sql", ""]
+    assert part_openers(parts) == ["", "```sql", ""]
     assert telegram_html(parts[1], opener="```sql") == (
         '<pre><code class="language-sql">SELECT 2;</code></pre>\n\nDone.'
     )
-    assert fence_openers(["````\n```\nstill code", "end\n````", "x"]) == ["", "````", ""]
+    assert part_openers(["````\n```\nstill code", "end\n````", "x"]) == ["", "````", ""]
+
+
+def test_a_part_that_begins_inside_a_table_carries_its_header() -> None:
+    head = "| name | qty |\n|---|--:|"
+    parts = [f"Stock:\n\n{head}\n| pen | 3 |", "| ink | 12 |\n| cap | 1 |\n\nThat is all.", "| not | a table |"]
+    assert part_openers(parts) == ["", head, ""]  # the table ended before the third part
+    assert telegram_html(parts[1], opener=head) == "<pre>name | qty\n-----+----\nink  | 12\ncap  | 1</pre>\n\nThat is all."
+    # A table inside a code block is code; a pipe-less line ends a table.
+    assert part_openers(["```\n| a | b |\n|---|---|\n| 1 | 2 |", "| 3 | 4 |\n```"]) == ["", "```"]
+    assert part_openers([f"{head}\n| pen | 3 |\nprose", "| x | y |"]) == ["", ""]
+    assert part_openers([f"{head}\n| pen | 3 |", "prose after"]) == ["", ""]
 
 
 def test_plain_length_counts_what_telegram_counts() -> None:

@@ -27,6 +27,18 @@ Serves, with the real paths and response shapes:
   once served (``resource_requests`` as asked for); ``hold_resource(key)``
   returns an ``asyncio.Event`` that key's downloads wait for (a slow
   download, released by the test),
+* ``GET /open-apis/im/v1/messages/{message_id}``: the message as
+  ``data.items[0]``; for a chat record (``chat_record_event``: a
+  ``merge_forward`` whose content is the stand-in ``{"content": "Merged and
+  Forwarded Message"}``) the record first, then every message in it, each
+  naming its parent in ``upper_message_id`` (a record inside the record:
+  its messages after it, naming it); ``fail_next(on="read")`` scripts a
+  refusal; counted in ``message_reads``,
+* ``GET /open-apis/contact/v3/users/{user_id}?user_id_type=open_id``: a
+  user's ``name`` from ``contacts``; with ``contact_permission`` off the
+  app lacks the scope (99991672, as Feishu names a missing scope), and a
+  user not in ``contacts`` is out of its range (41050 "no user authority
+  error"); asked ids in ``contact_requests``,
 * ``DELETE /open-apis/im/v1/messages/{message_id}`` (withdraw: only a
   message the bot sent, else 230026; an unknown id 230001, one already
   withdrawn 230011), recorded in ``deleted``,
@@ -68,7 +80,7 @@ from typing import Any
 import httpx
 from aiohttp import WSMsgType, web
 
-__all__ = ["FakeFeishu", "Frame", "decode_frame", "encode_frame"]
+__all__ = ["FakeFeishu", "Frame", "RecordMessage", "decode_frame", "encode_frame"]
 
 
 # -- lark-oapi's pbbp2.Frame, hand-coded (proto2) ---------------------------------
@@ -161,6 +173,19 @@ def decode_frame(data: bytes) -> Frame:
 
 
 # -- the fake ----------------------------------------------------------------------
+@dataclass
+class RecordMessage:
+    """One message of a chat record (:meth:`FakeFeishu.chat_record_event`)."""
+
+    sender: str  # a user's open_id, or with ``app`` an app's app_id
+    text: str = ""
+    msg_type: str = "text"
+    content: dict[str, Any] | None = None  # default: ``{"text": text}``
+    sent_ms: int = 0  # when it was first sent (ms); 0: now
+    app: bool = False
+    messages: list[RecordMessage] = field(default_factory=list)  # a record inside the record (msg_type merge_forward)
+
+
 _FILE_TYPES = frozenset({"opus", "mp4", "pdf", "doc", "xls", "ppt", "stream"})
 
 
@@ -218,6 +243,11 @@ class FakeFeishu:
         self._chat_of: dict[str, str] = {}  # message_id -> chat_id, for replies
         self._items: dict[str, dict[str, Any]] = {}  # message_id -> the message as GET .../messages/:id shows it
         self.message_reads = 0  # GET .../messages/:id calls answered
+        self._record_items: dict[str, list[dict[str, Any]]] = {}  # a chat record's id -> the messages in it
+        self._read_failures: list[_Failure] = []
+        self.contacts: dict[str, str] = {}  # open_id -> name, in the app's contact range
+        self.contact_permission = True  # the app has contact:user.base:readonly
+        self.contact_requests: list[str] = []  # open_ids asked for
         self.clock = clock  # for the uuid window
         self._by_uuid: dict[str, tuple[float, dict[str, Any]]] = {}  # uuid -> (when, the answer's data)
         self.deduplicated = 0  # sends answered from the uuid window
@@ -244,6 +274,7 @@ class FakeFeishu:
         app.router.add_get("/open-apis/im/v1/messages/{message_id}", self._get_message)
         app.router.add_get("/open-apis/im/v1/messages/{message_id}/resources/{file_key}", self._resource)
         app.router.add_post("/open-apis/im/v1/files", self._upload)
+        app.router.add_get("/open-apis/contact/v3/users/{user_id}", self._contact_user)
         app.router.add_post("/callback/ws/endpoint", self._ws_endpoint)
         app.router.add_get("/ws", self._ws)
         self._runner = web.AppRunner(app, access_log=None)
@@ -278,11 +309,12 @@ class FakeFeishu:
         after: int = 0,
         accepted: bool = False,
     ) -> None:
-        """The next ``times`` message sends (``on="delete"``: withdrawals)
-        answer with this Feishu error, after letting ``after`` through (a
-        split reply failing midway); ``accepted``: each is sent all the
-        same (the answer was lost, not the request)."""
-        queue = {"send": self._failures, "delete": self._delete_failures}[on]
+        """The next ``times`` message sends (``on="delete"``: withdrawals;
+        ``on="read"``: reads of a message by id) answer with this Feishu
+        error, after letting ``after`` through (a split reply failing
+        midway); ``accepted``: each is sent all the same (the answer was
+        lost, not the request)."""
+        queue = {"send": self._failures, "delete": self._delete_failures, "read": self._read_failures}[on]
         queue.extend(_Failure(code, msg, status, after if i == 0 else 0, accepted) for i in range(times))
 
     def revoke_tokens(self) -> None:
@@ -406,13 +438,35 @@ class FakeFeishu:
         self.requests.append((request.method, request.path))
         if (err := self._auth_error(request)) is not None:
             return err
+        if self._read_failures:
+            f = self._read_failures.pop(0)
+            return web.json_response({"code": f.code, "msg": f.msg}, status=f.status)
         mid = request.match_info["message_id"]
         item = self._items.get(mid)
         if item is None:
             return web.json_response({"code": 230001, "msg": f"invalid message_id: {mid}"}, status=400)
         self.message_reads += 1
-        return web.json_response({"code": 0, "msg": "success",
-                                  "data": {"items": [{**item, "deleted": mid in self.deleted}]}})
+        items = [{**item, "deleted": mid in self.deleted}, *self._record_items.get(mid, ())]
+        return web.json_response({"code": 0, "msg": "success", "data": {"items": items}})
+
+    async def _contact_user(self, request: web.Request) -> web.Response:
+        """``GET /open-apis/contact/v3/users/:user_id``: a user's basic
+        information, as far as the app's permission and contact range go."""
+        self.requests.append((request.method, request.path))
+        if (err := self._auth_error(request)) is not None:
+            return err
+        if request.query.get("user_id_type", "open_id") != "open_id":
+            return web.json_response({"code": 99992402, "msg": "field validation failed: user_id_type"}, status=400)
+        uid = request.match_info["user_id"]
+        self.contact_requests.append(uid)
+        if not self.contact_permission:
+            return web.json_response({"code": 99991672, "msg": "Access denied. One of the following scopes is "
+                                      "required: [contact:user.base:readonly, contact:contact.base:readonly]."},
+                                     status=400)
+        if uid not in self.contacts:
+            return web.json_response({"code": 41050, "msg": "no user authority error"}, status=400)
+        user = {"open_id": uid, "union_id": "on_" + uid[3:], "name": self.contacts[uid], "en_name": ""}
+        return web.json_response({"code": 0, "msg": "success", "data": {"user": user}})
 
     async def _delete(self, request: web.Request) -> web.Response:
         """Withdraw a message: a bot may withdraw only its own."""
@@ -584,6 +638,36 @@ class FakeFeishu:
                 },
             },
         }
+
+    def chat_record_event(self, messages: list[RecordMessage], **event: Any) -> dict[str, Any]:
+        """A user forwards ``messages`` as a chat record (合并转发): a
+        ``merge_forward`` event (``event``: as :meth:`message_event` takes,
+        e.g. ``chat_id``, ``chat_type``, ``open_id``, ``parent_id``) whose
+        content is the stand-in; the messages are read by its id."""
+        payload = self.message_event(message_type="merge_forward",
+                                     content={"content": "Merged and Forwarded Message"}, **event)
+        record_id = payload["event"]["message"]["message_id"]
+        items: list[dict[str, Any]] = []
+
+        def add(parent: str, subs: list[RecordMessage]) -> None:
+            for sub in subs:
+                mid = f"om_sub{next(self._ids):04d}{uuid.uuid4().hex[:12]}"
+                when = str(sub.sent_ms or int(time.time() * 1000))
+                content = {"content": "Merged and Forwarded Message"} if sub.msg_type == "merge_forward" else \
+                    sub.content if sub.content is not None else {"text": sub.text}
+                items.append({
+                    "message_id": mid, "msg_type": sub.msg_type, "create_time": when, "update_time": when,
+                    "deleted": False, "updated": False, "chat_id": "oc_elsewhere0001",
+                    "sender": {"id": sub.sender, "id_type": "app_id" if sub.app else "open_id",
+                               "sender_type": "app" if sub.app else "user", "tenant_key": self.tenant_key},
+                    "body": {"content": json.dumps(content, ensure_ascii=False)},
+                    "upper_message_id": parent,
+                })
+                add(mid, sub.messages)
+
+        add(record_id, messages)
+        self._record_items[record_id] = items
+        return payload
 
     def recall_event(
         self,

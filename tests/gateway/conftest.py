@@ -12,6 +12,8 @@ import pytest
 
 from gateway.agent import Agent
 from gateway.bus import Forwarded, InboundMessage, MessageBus, OutboundMessage
+from gateway.commands import UserCommands
+from gateway.incognito import Incognito
 from gateway.llm import LLMClient
 from gateway.loop import ProcessLoop
 from gateway.memory_tools import memory_tools
@@ -135,6 +137,7 @@ async def make_rig(
     task: asyncio.Task[None] | None = None
     try:
         backend = FlakyBuffer(engine)
+        incognito = Incognito(sessions.db)
         agent = Agent(llm, max_tokens=256, tools=memory_tools(backend))
         bus = MessageBus(100)
         loop = ProcessLoop(
@@ -147,6 +150,8 @@ async def make_rig(
             known_projects=engine.known_projects,
             max_concurrent_chats=max_concurrent,
             limiter=limiter,
+            commands=UserCommands(backend, clock=clock, incognito=incognito),
+            incognito=incognito,
         )
         task = asyncio.create_task(loop.run())
         yield Rig(bus, loop, sessions, engine, backend, fake)

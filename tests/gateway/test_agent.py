@@ -296,3 +296,32 @@ def memory_tools_stub() -> list[Tool]:
         return "nothing"
 
     return [Tool("lookup", "look it up", {"type": "object", "properties": {}}, nothing)]
+
+
+async def test_a_tool_result_over_the_models_context_is_cut_and_the_turn_answered(fake_llm: FakeOpenAI) -> None:
+    """A small model asks for a long read: rather than the turn lost to a
+    400, the result is cut (the older history went first) until it fits."""
+    page = "".join(f"row {i}: shipped {i * 3} units\n" for i in range(1500))
+
+    async def read(args: Any, ctx: ToolContext) -> str:
+        return page
+
+    def responder(body: dict[str, Any]) -> Reply:
+        if not _tool_messages(body):
+            return Reply(content=None, tool_calls=[{"name": "read_all", "arguments": {}}])
+        return Reply(content=f"read {len(_tool_messages(body)[0])} characters")
+
+    fake_llm.responder = responder
+    fake_llm.context_windows["m"] = 2000
+    tool = Tool("read_all", "d", {"type": "object", "properties": {}}, read)
+    turn = [{"role": "system", "content": "sys"}, {"role": "user", "content": "old " * 300},
+            {"role": "assistant", "content": "ok"}, {"role": "user", "content": "how much did row 7 ship?"}]
+    async with _llm(fake_llm) as llm:
+        reply = await Agent(llm, tools=[tool], max_tokens=500).run(turn, ALICE)
+    assert reply.ok and reply.text.startswith("read ")
+    final = fake_llm.requests[-1]
+    [result] = _tool_messages(final)
+    assert page.startswith(result.split("\n[cut to ")[0]) and "to fit this model's context" in result
+    # The older history went first; the newest of it stays.
+    assert [m["content"] for m in final["messages"][:3]] == ["sys", "ok", "how much did row 7 ship?"]
+    assert len(fake_llm.refused) >= 2

@@ -13,8 +13,8 @@ from typing import Any
 
 from channels.base import UNREADABLE_REPLY
 from memory import ManualClock
-from tests.fakes.files import pdf
-from tests.fakes.openai_server import FakeOpenAI, Reply, said, text_of
+from tests.fakes.files import Formula, jpeg, pdf, scanned_pdf, xlsx
+from tests.fakes.openai_server import FakeOpenAI, Reply, images, said, text_of
 from tests.fakes.telegram_server import FakeTelegram
 
 from .test_e2e_feishu import _app
@@ -67,6 +67,55 @@ async def test_a_pdf_with_a_question_reaches_the_model_and_only_its_mark_is_kept
     rows = _rows(tmp_path)
     assert rows[0] == ("user", "[file q3.pdf] what budget did we agree?")
     assert not any("Ship on Friday" in c for _, c in rows)
+
+
+async def test_a_spreadsheet_reaches_the_model_as_a_table(tmp_path: Path, clock: ManualClock) -> None:
+    book = xlsx({"Budget": [["Item", "Cost"], ["Servers", 30000], ["Licences", 10000],
+                            ["Total", Formula("SUM(B2:B3)", 40000)]],
+                 "Owners": [["Servers", "Li Wei"]]})
+    async with FakeOpenAI(api_key="sk-docs-e2e-0123456789", responder=reading) as llm, FakeTelegram() as tg:
+        app = _app(tmp_path, clock, llm, {"telegram": _telegram(tg)}, agent={"model": "test-model"})
+        try:
+            await app.open()
+            await asyncio.wait_for(app.start(), 15)
+            tg.push_document(42, 42, book, file_name="q3.xlsx", caption="total?",
+                             mime_type="application/vnd.openxmlformats-officedocument.spreadsheetml.sheet")
+            [reply] = await tg.wait_sent(1, timeout=10)
+            assert reply.text == "re: [file q3.xlsx] total?"
+            latest = llm.requests[0]["messages"][-1]["content"]
+            assert isinstance(latest, str)
+            assert ('<file name="q3.xlsx">\nA workbook of 2 sheets: Budget, Owners\n\n## Sheet: Budget\n'
+                    "|  | A | B |\n|---|---|---|\n| 1 | Item | Cost |\n| 2 | Servers | 30000 |\n"
+                    "| 3 | Licences | 10000 |\n| 4 | Total | 40000 |\n\n## Sheet: Owners\n") in latest
+            assert app.loop is not None and await app.loop.drain(5)
+        finally:
+            await asyncio.wait_for(app.close(), 15)
+    assert _rows(tmp_path)[0] == ("user", "[file q3.xlsx] total?")
+
+
+async def test_a_scanned_pdf_goes_to_a_model_that_sees_as_its_scans(tmp_path: Path, clock: ManualClock) -> None:
+    """With ``agent.vision`` a PDF without text reaches the model as the
+    pictures of its first pages, noted as a scan; without it, the note."""
+    scan = scanned_pdf(2, scans=True)
+
+    def seeing(body: dict[str, Any]) -> Reply:
+        return Reply(content=f"I see {len(images(body))} picture(s). re: {said(body)}")
+
+    async with FakeOpenAI(api_key="sk-docs-e2e-0123456789", responder=seeing) as llm, FakeTelegram() as tg:
+        app = _app(tmp_path, clock, llm, {"telegram": _telegram(tg)}, agent={"model": "test-model", "vision": True})
+        try:
+            await app.open()
+            await asyncio.wait_for(app.start(), 15)
+            tg.push_document(42, 42, scan, mime_type="application/pdf", file_name="receipt.pdf", caption="total?")
+            [reply] = await tg.wait_sent(1, timeout=10)
+            assert reply.text == "I see 2 picture(s). re: [file receipt.pdf] total?"
+            assert images(llm.requests[0]) == [("image/jpeg", jpeg())] * 2
+            text = text_of(llm.requests[0]["messages"][-1]["content"])
+            assert '<file name="receipt.pdf" pages="2">\n(A scanned PDF of 2 pages with no text layer.' in text
+            assert app.loop is not None and await app.loop.drain(5)
+        finally:
+            await asyncio.wait_for(app.close(), 15)
+    assert _rows(tmp_path)[0] == ("user", "[file receipt.pdf] total?")
 
 
 async def test_a_file_cut_to_the_budget_says_so_to_the_model(tmp_path: Path, clock: ManualClock) -> None:

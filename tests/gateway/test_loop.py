@@ -298,11 +298,11 @@ async def test_run_job_answers_as_the_user_in_their_chat(tmp_path: Path, clock: 
         assert "Hangzhou" in _system(fake_llm.requests[0])  # private: Tier 1 included
         await rig.settle()
         # The job's prompt is not the user's words: in Tier 0 (the chat reads
-        # right), written as handled so that not even a crash buffers it.
+        # right), written as never for memory (2) so that not even a crash buffers it.
         assert await rig.engine.db.fetchall("SELECT 1 FROM extraction_buffer") == []
         rows = await rig.sessions.db.fetchall("SELECT role, content, sender_id, buffered FROM session_messages ORDER BY id")
         assert [tuple(r) for r in rows] == [
-            ("user", "summarise my day", "cron", 1), ("assistant", "Your daily summary", "", 1)
+            ("user", "summarise my day", "cron", 2), ("assistant", "Your daily summary", "", 2)
         ]
 
 

@@ -107,3 +107,30 @@ def test_a_request_over_the_context_loses_the_files_bulk_first_then_old_history(
     assert last[0]["content"] == "sys" and last[-1]["content"].endswith("[file q3.txt] totals?")
     assert len(steps) <= 6  # every step takes out a good part: few round trips
     assert file_block(Document("a", "short")) in user_content("x", "", documents=[Document("a", "short")])
+
+
+def test_a_request_still_over_the_context_cuts_the_turns_longest_tool_result_last() -> None:
+    from gateway.prompt import smaller_for_context
+
+    page = "".join(f"row {i}: shipped {i * 3} units\n" for i in range(600))
+    call = {"role": "assistant", "content": None,
+            "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "file_read", "arguments": "{}"}}]}
+    messages = [
+        {"role": "system", "content": "sys"}, {"role": "user", "content": "old"}, {"role": "assistant", "content": "ok"},
+        {"role": "user", "content": "how many units in row 7?"}, call,
+        {"role": "tool", "tool_call_id": "c1", "content": page},
+        {"role": "tool", "tool_call_id": "c2", "content": "short result"},
+    ]
+    first = smaller_for_context(messages)
+    assert first is not None and first[-2]["content"] == page  # the old history goes before the result
+    assert [m["content"] for m in first[:2]] == ["sys", "ok"]
+    steps = [first]
+    while (nxt := smaller_for_context(steps[-1])) is not None:
+        steps.append(nxt)
+    cut = steps[1][-2]["content"]
+    kept, note = cut.rsplit("\n[", 1)
+    assert page.startswith(kept) and len(kept) <= len(page) // 2 and "to fit this model's context" in note
+    final = steps[-1]
+    assert final[-2]["tool_call_id"] == "c1" and final[-2]["content"].count("to fit this model's context") == 1
+    assert len(final[-2]["content"]) < 1100 and final[-1]["content"] == "short result"
+    assert final[-3] is call or final[-3] == call  # the call and its result stay paired

@@ -49,6 +49,25 @@ async def test_prune_never_deletes_an_unbuffered_message(tmp_path: Path, clock: 
         assert await store.unbuffered(KEY) == []
 
 
+async def test_a_row_never_for_memory_stays_so_and_is_pruned_like_a_buffered_one(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    async with await SessionStore.open(tmp_path / "g.db", clock, window=2) as store:
+        job = await store.append(KEY, channel="telegram", chat_id="42", role="user", content="job", owner="alice",
+                                 buffered=True)
+        ids = [await _add(store, "user", f"m{i}") for i in range(3)]
+        assert not job.learn and [m.learn for m in await store.window(KEY)] == [True, True]
+        await store.mark_buffered(ids[:1], learn=False)  # a turn that erased memory
+        await store.mark_buffered([job.id, *ids[:2]])  # marking again never makes a row learnable
+        rows = await store.db.fetchall("SELECT content, buffered FROM session_messages ORDER BY id")
+        assert [tuple(r) for r in rows] == [("job", 2), ("m0", 2), ("m1", 1), ("m2", 0)]
+        await store.prune(KEY)
+        rows = await store.db.fetchall("SELECT content FROM session_messages ORDER BY id")
+        assert [r[0] for r in rows] == ["m1", "m2"]
+    async with await SessionStore.open(tmp_path / "g.db", clock, window=2) as store:
+        assert [(m.content, m.learn) for m in await store.window(KEY)] == [("m1", True), ("m2", True)]
+
+
 async def test_new_session_starts_empty_and_keeps_the_old_rows(tmp_path: Path, clock: ManualClock) -> None:
     path = tmp_path / "g.db"
     async with await SessionStore.open(path, clock) as store:

@@ -1,0 +1,631 @@
+"""Office documents read as text, with zipfile and ElementTree only: Word
+(``.docx``), Excel (``.xlsx``) and PowerPoint (``.pptx``) files, which are
+zips of XML parts (Office Open XML, transitional or strict); and the old
+binary ``.doc``/``.xls``/``.ppt`` (OLE2 compound files), which are refused
+with a note that names the fix.
+
+Tables of all three are written as Markdown tables (``| a | b |``): models
+have read a great many of them, an empty cell stays visible (a run of tabs
+is one token and cannot be counted), and a sheet's column letters and row
+numbers let the model name the cell the user sees in Excel ("C7").
+
+A hostile zip is bounded before it is unpacked: each part's unpacked size
+(the zip's own count, which zipfile holds it to) and all parts' together
+are capped at :data:`_MAX_XML`, a sheet is streamed and read only until the
+text kept (``max_chars``) or :data:`_MAX_ROWS` is reached, and any damage
+is an :class:`~channels.media.ImageError`, never another exception.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import math
+import posixpath
+import re
+import zipfile
+import zlib
+from collections.abc import Generator, Iterator, Sequence
+from datetime import datetime, timedelta
+from xml.etree import ElementTree
+
+from .media import UNSUPPORTED, ImageError
+
+__all__ = ["ENCRYPTED", "OLD_OFFICE", "OLE2_MAGIC", "office_text", "old_office_refusal"]
+
+ENCRYPTED = "encrypted"  # a PDF or an Office file behind a password
+OLD_OFFICE = "old_office"  # a binary .doc/.xls/.ppt: save it as .docx/.xlsx/.pptx or PDF
+OLE2_MAGIC = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"
+
+_MAX_XML = 64 * 1024 * 1024  # XML unpacked from one file, all parts together: no zip bomb
+_MAX_ROWS = 5000  # of one sheet (a 1M-row sheet is read from its start)
+_MAX_COLUMNS = 64  # of one sheet, A..BL: a stray cell at XFD1 adds no 16,000 empty columns
+_MAX_SLIDES = 1000
+_ROOM = 10_000  # characters of a workbook's text kept for its last row and notes
+_CHUNK = 64 * 1024  # a sheet streamed into the parser this much at a time
+_DAMAGE = (
+    zipfile.BadZipFile, zipfile.LargeZipFile, ElementTree.ParseError, OSError, EOFError, RuntimeError,
+    ValueError, KeyError, IndexError, LookupError, NotImplementedError, RecursionError, zlib.error,
+)  # what zipfile and expat raise on a damaged or exotic file (RuntimeError: a zip with a password;
+#    LookupError: an XML declaration naming an unknown encoding)
+
+
+def office_text(data: bytes, *, max_chars: int) -> str:
+    """The text of a Word, Excel or PowerPoint file (a zip); raises
+    :class:`~channels.media.ImageError` (UNSUPPORTED) for another zip or
+    a damaged one. A workbook is read up to about ``max_chars``."""
+    try:
+        with zipfile.ZipFile(io.BytesIO(data)) as archive:
+            package = _Package(archive)
+            if package.has("word/document.xml"):
+                return _docx(package)
+            if package.has("xl/workbook.xml"):
+                return _xlsx(package, max_chars)
+            if package.has("ppt/presentation.xml"):
+                return _pptx(package)
+    except ImageError:
+        raise
+    except _DAMAGE as exc:
+        raise ImageError(UNSUPPORTED, f"an Office file that could not be read ({type(exc).__name__})") from exc
+    raise ImageError(UNSUPPORTED, "a zip archive, not an Office document")
+
+
+def old_office_refusal(data: bytes) -> ImageError:
+    """Why an OLE2 compound file (:data:`OLE2_MAGIC`) is not read: a
+    password-protected .docx/.xlsx/.pptx (they are wrapped in one), an old
+    binary Office file, or something else (an Outlook message, an
+    installer). The stream names are in the file's directory, in UTF-16."""
+
+    def named(name: str) -> bool:
+        return name.encode("utf-16-le") in data
+
+    if named("EncryptedPackage"):
+        return ImageError(ENCRYPTED, "an Office file protected by a password")
+    for stream, kind in (("WordDocument", ".doc"), ("Workbook", ".xls"), ("Book", ".xls"),
+                         ("PowerPoint Document", ".ppt")):
+        if named(stream):
+            return ImageError(OLD_OFFICE, f"an old binary Office file ({kind})")
+    return ImageError(UNSUPPORTED, "an OLE2 compound file, not an Office document")
+
+
+def _local(tag: object) -> str:
+    """An element's name without its namespace (transitional and strict
+    OOXML name the same parts in different namespaces). A comment's tag is
+    a function: no name."""
+    return tag.rpartition("}")[2] if isinstance(tag, str) else ""
+
+
+def _children(node: ElementTree.Element, name: str) -> Iterator[ElementTree.Element]:
+    return (child for child in node if _local(child.tag) == name)
+
+
+def _child(node: ElementTree.Element, name: str) -> ElementTree.Element | None:
+    return next(_children(node, name), None)
+
+
+def _rid(node: ElementTree.Element) -> str:
+    """The ``r:id`` of a sheet or slide entry, which names its part in the
+    relationships (a slide's entry has an ``id`` of its own as well)."""
+    for key, value in node.attrib.items():
+        if key.startswith("{") and "relationships" in key and _local(key) == "id":
+            return value
+    return ""
+
+
+def _choice(node: ElementTree.Element) -> ElementTree.Element | None:
+    """What to read of an ``mc:AlternateContent``: its first Choice. The
+    Fallback holds the same content for older readers (a text box as VML),
+    and reading both would say it twice."""
+    chosen = _child(node, "Choice")
+    return chosen if chosen is not None else _child(node, "Fallback")
+
+
+class _Package:
+    """The parts of an OOXML zip, read within one budget of unpacked bytes."""
+
+    def __init__(self, archive: zipfile.ZipFile) -> None:
+        self.archive = archive
+        self.parts = {info.filename: info for info in archive.infolist()}
+        self.budget = _MAX_XML
+        self.exhausted = False  # a part was left unread: the budget ran out
+
+    def has(self, name: str) -> bool:
+        return name in self.parts
+
+    def _take(self, name: str) -> zipfile.ZipInfo | None:
+        info = self.parts.get(name)
+        if info is None:
+            return None
+        if info.file_size > self.budget:
+            raise ImageError(UNSUPPORTED, f"an Office file of over {_MAX_XML} bytes unpacked ({name})")
+        self.budget -= info.file_size
+        return info
+
+    def xml(self, name: str) -> ElementTree.Element | None:
+        """The part ``name`` parsed; None when the file has no such part.
+        expat (>= 2.4) refuses entity expansion attacks; OOXML has no DTD."""
+        info = self._take(name)
+        return None if info is None else ElementTree.fromstring(self.archive.read(info))
+
+    def stream(self, name: str, *, whole: bool = False) -> Generator[list[tuple[str, ElementTree.Element]], None, None]:
+        """The part ``name``'s start and end events, a chunk's at a time,
+        fed to the parser as it goes: a long sheet is read only as far as
+        it is used (close the iterator to stop). Its unpacked bytes count
+        against the budget as they are read; where the budget ends, so does
+        the part (:attr:`exhausted`). ``whole``: a part only of use whole
+        (the shared strings) is refused up front when over the budget."""
+        info = self.parts.get(name)
+        if info is None:
+            return
+        if whole and info.file_size > self.budget:
+            raise ImageError(UNSUPPORTED, f"an Office file of over {_MAX_XML} bytes unpacked ({name})")
+        parser: ElementTree.XMLPullParser[ElementTree.Element] = ElementTree.XMLPullParser(events=("start", "end"))
+        with self.archive.open(info) as part:
+            while True:
+                if self.budget <= 0:
+                    self.exhausted = True
+                    return
+                chunk = part.read(min(_CHUNK, self.budget))
+                if chunk:
+                    self.budget -= len(chunk)
+                    parser.feed(chunk)
+                else:
+                    parser.close()
+                # start and end events only were asked for: each an element
+                yield [(item[0], item[1]) for item in parser.read_events() if isinstance(item[-1], ElementTree.Element)]
+                if not chunk:
+                    return
+
+    def rels(self, part: str) -> dict[str, tuple[str, str]]:
+        """The relationships of ``part``: id -> (type's last word, part name)."""
+        folder, _, base = part.rpartition("/")
+        root = self.xml(f"{folder}/_rels/{base}.rels" if folder else f"_rels/{base}.rels")
+        found: dict[str, tuple[str, str]] = {}
+        for rel in root.iter() if root is not None else ():
+            if _local(rel.tag) != "Relationship" or rel.get("TargetMode") == "External":
+                continue
+            rid, target, kind = rel.get("Id"), rel.get("Target"), rel.get("Type") or ""
+            if rid and target:
+                path = target.lstrip("/") if target.startswith("/") else posixpath.join(folder, target)
+                found[rid] = (kind.rpartition("/")[2], posixpath.normpath(path))
+        return found
+
+
+def _table(rows: Sequence[Sequence[str]]) -> list[str]:
+    """Rows as a Markdown table, the first as its header; short rows padded."""
+    width = max((len(row) for row in rows), default=0)
+    if not width:
+        return []
+    lines = []
+    for number, row in enumerate(rows):
+        cells = [" ".join(cell.split()).replace("|", "\\|") for cell in row] + [""] * (width - len(row))
+        lines.append("| " + " | ".join(cells) + " |")
+        if number == 0:
+            lines.append("|" + "---|" * width)
+    return lines
+
+
+# ---- Word ----
+
+_WORD_NAMESPACES = ("{http://schemas.openxmlformats.org/wordprocessingml/2006/main}",
+                    "{http://purl.oclc.org/ooxml/wordprocessingml/main}")
+# What a run's pieces say (w:t, not a:t inside a picture nor m:t in an
+# equation); None: the text of w:t. Properties (w:rPr, w:pPr) hold no text.
+_WORD_INLINE: dict[str, str | None] = {
+    ns + name: said
+    for ns in _WORD_NAMESPACES
+    for name, said in (("t", None), ("tab", "\t"), ("br", "\n"), ("cr", "\n"), ("noBreakHyphen", "-"),
+                       ("rPr", ""), ("pPr", ""))
+}
+
+
+def _docx(package: _Package) -> str:
+    """The paragraphs of a Word document, one a line; a table's rows as a
+    Markdown table; a text box's paragraphs after the paragraph it sits in."""
+    root = package.xml("word/document.xml")
+    assert root is not None  # office_text checked
+    return "\n".join(_word_blocks(root))
+
+
+def _word_blocks(node: ElementTree.Element) -> list[str]:
+    lines: list[str] = []
+    for child in node:
+        name = _local(child.tag)
+        if name == "p":
+            text, boxes = _word_paragraph(child)
+            lines.append(text)
+            for box in boxes:
+                lines.extend(_word_blocks(box))
+        elif name == "tbl":
+            rows = [[" ".join(part for part in _word_blocks(cell) if part.strip()) for cell in _children(row, "tc")]
+                    for row in _children(child, "tr")]
+            lines.extend(_table(rows))
+        elif name == "AlternateContent":
+            chosen = _choice(child)
+            if chosen is not None:
+                lines.extend(_word_blocks(chosen))
+        elif name not in ("sectPr", "tblPr", "tblGrid", "sdtPr", "sdtEndPr"):
+            lines.extend(_word_blocks(child))  # sdt (content controls), customXml, ins...
+    return lines
+
+
+def _word_paragraph(paragraph: ElementTree.Element) -> tuple[str, list[ElementTree.Element]]:
+    """A paragraph's words, and the text boxes anchored in it (read once:
+    an AlternateContent's Choice, not its Fallback)."""
+    words: list[str] = []
+    boxes: list[ElementTree.Element] = []
+
+    def inline(node: ElementTree.Element) -> None:
+        for child in node:
+            tag = child.tag
+            if isinstance(tag, str) and tag in _WORD_INLINE:
+                said = _WORD_INLINE[tag]
+                words.append(child.text or "" if said is None else said)
+                continue
+            name = _local(tag)
+            if name == "txbxContent":
+                boxes.append(child)
+            elif name == "AlternateContent":
+                chosen = _choice(child)
+                if chosen is not None:
+                    inline(chosen)
+            else:
+                inline(child)
+
+    inline(paragraph)
+    return "".join(words), boxes
+
+
+# ---- Excel ----
+
+# Built-in number formats that are dates or times (ECMA-376 18.8.30); 27-36
+# and 50-58 are the Chinese, Japanese and Korean date formats.
+_DATE_FORMATS = frozenset([*range(14, 23), *range(27, 37), *range(45, 48), *range(50, 59)])
+_TIME_FORMATS = frozenset([18, 19, 20, 21, 45, 46, 47])
+_PERCENT_FORMATS = frozenset([9, 10])
+_QUOTED = re.compile(r'"[^"]*"|\\.|_.|\*.')  # literal text, escaped characters, padding
+_BRACKETS = re.compile(r"\[[^\]]*\]")  # [Red], [$-409], [>100]
+_ELAPSED = re.compile(r"\[[hms]+\]", re.IGNORECASE)  # [h]:mm: a duration, not a time of day
+_INTEGER = re.compile(r"-?\d{1,15}")
+_CELL = re.compile(r"([A-Za-z]{1,3})(\d*)")
+# A sheet's cells and rows, in the transitional and strict namespaces (compared
+# whole: a sheet has hundreds of thousands of elements).
+_SHEET_NAMESPACES = ("{http://schemas.openxmlformats.org/spreadsheetml/2006/main}",
+                     "{http://purl.oclc.org/ooxml/spreadsheetml/main}", "")
+_C = frozenset(ns + "c" for ns in _SHEET_NAMESPACES)
+_ROW = frozenset(ns + "row" for ns in _SHEET_NAMESPACES)
+_SHEET_DATA = frozenset(ns + "sheetData" for ns in _SHEET_NAMESPACES)
+_DATE = "date"
+_TIME = "time"
+_PERCENT = "percent"
+
+
+def _number_format(code: str) -> str | None:
+    """What a custom number format shows a number as: a date, a time of
+    day, a percentage or (None) a number."""
+    bare = _QUOTED.sub("", code)
+    if _ELAPSED.search(bare):
+        return None
+    bare = _BRACKETS.sub("", bare).lower()
+    if "%" in bare:
+        return _PERCENT
+    if re.search("[dy]", bare):
+        return _DATE
+    if re.search("[hms]", bare):
+        return _TIME if "h" in bare or "s" in bare else _DATE  # "mmm" alone is a month
+    return None
+
+
+def _styles(package: _Package, path: str | None) -> list[str | None]:
+    """Each cell style (a cell's ``s``) as :func:`_number_format` says."""
+    root = package.xml(path) if path else None
+    if root is None:
+        return []
+    custom: dict[int, str | None] = {}
+    for fmt in root.iter():
+        if _local(fmt.tag) == "numFmt" and (fmt.get("numFmtId") or "").isdigit():
+            custom[int(fmt.get("numFmtId") or 0)] = _number_format(fmt.get("formatCode") or "")
+    kinds: list[str | None] = []
+    xfs = _child(root, "cellXfs")
+    for xf in _children(xfs, "xf") if xfs is not None else ():
+        raw = xf.get("numFmtId") or "0"
+        fid = int(raw) if raw.isdigit() else 0
+        if fid in custom:
+            kinds.append(custom[fid])
+        elif fid in _TIME_FORMATS:
+            kinds.append(_TIME)
+        elif fid in _DATE_FORMATS:
+            kinds.append(_DATE)
+        else:
+            kinds.append(_PERCENT if fid in _PERCENT_FORMATS else None)
+    return kinds
+
+
+def _string_item(node: ElementTree.Element) -> str:
+    """A shared or inline string: its ``t``, or its rich-text runs' ``t``;
+    not the phonetic reading (``rPh``) of Japanese text."""
+    parts = []
+    for child in node:
+        name = _local(child.tag)
+        if name == "t":
+            parts.append(child.text or "")
+        elif name == "r":
+            parts.extend(t.text or "" for t in _children(child, "t"))
+    return "".join(parts)
+
+
+def _shared_strings(package: _Package, path: str | None) -> list[str]:
+    strings: list[str] = []
+    if path is None:
+        return strings
+    for events in package.stream(path, whole=True):
+        for event, node in events:
+            if event == "end" and _local(node.tag) == "si":
+                strings.append(_string_item(node))
+                node.clear()
+    return strings
+
+
+def _serial_date(value: float, kind: str, date1904: bool) -> str | None:
+    """An Excel date number as ISO 8601; None when it is not a date."""
+    if not 0 <= value < 2958466:  # up to 9999-12-31
+        return None
+    if date1904:
+        base = datetime(1904, 1, 1)
+    else:  # Excel counts 1900-02-29 (Lotus 1-2-3's error): from March on, a day less
+        base = datetime(1899, 12, 30) if value >= 61 else datetime(1899, 12, 31)
+    moment = base + timedelta(seconds=round(value * 86400))
+    clock = moment.strftime("%H:%M:%S" if moment.second else "%H:%M")
+    if kind == _TIME and value < 1:
+        return clock
+    day = moment.date().isoformat()
+    return day if moment.time() == datetime.min.time() else f"{day} {clock}"
+
+
+def _number(raw: str, kind: str | None, date1904: bool) -> str:
+    try:
+        value = float(raw)
+    except ValueError:
+        return raw
+    if not math.isfinite(value):
+        return raw
+    if kind in (_DATE, _TIME):
+        return _serial_date(value, kind, date1904) or raw
+    if kind == _PERCENT:
+        return f"{value * 100:.12g}%"
+    return raw if _INTEGER.fullmatch(raw) else f"{value:.15g}"  # Excel keeps 15 digits
+
+
+def _column(letters: str) -> int:
+    number = 0
+    for letter in letters.upper():
+        number = number * 26 + ord(letter) - 64
+    return number
+
+
+def _column_name(number: int) -> str:
+    name = ""
+    while number:
+        number, rest = divmod(number - 1, 26)
+        name = chr(65 + rest) + name
+    return name
+
+
+class _Sheet:
+    """A worksheet's rows as read: row number -> column -> text."""
+
+    def __init__(self) -> None:
+        self.rows: dict[int, dict[int, str]] = {}
+        self.chars = 0
+        self.wide = False  # a cell past _MAX_COLUMNS was left out
+        self.long = False  # rows past _MAX_ROWS were left out
+        self.cut = False  # rows past the text kept (max_chars) were left out
+
+    def lines(self) -> list[str]:
+        used = sorted({col for row in self.rows.values() for col in row})
+        if not used:
+            return []
+        first, last = used[0], used[-1]
+        header = ["", *(_column_name(col) for col in range(first, last + 1))]
+        body = [[str(number), *(row.get(col, "") for col in range(first, last + 1))]
+                for number, row in sorted(self.rows.items())]
+        lines = _table([header, *body])
+        if self.wide:
+            lines.append(f"(columns after {_column_name(_MAX_COLUMNS)} not read)")
+        if self.long:
+            lines.append(f"(only the first {_MAX_ROWS:,} rows read)")
+        if self.cut:
+            lines.append("(the rest not read: the workbook is longer than I read)")
+        return lines
+
+
+def _xlsx(package: _Package, max_chars: int) -> str:
+    """Each sheet as ``## Sheet: name`` and a Markdown table of its cells,
+    with its column letters and row numbers; rows and columns with nothing
+    in them left out."""
+    workbook = package.xml("xl/workbook.xml")
+    assert workbook is not None  # office_text checked
+    rels = package.rels("xl/workbook.xml")
+    by_kind = {kind: path for kind, path in rels.values()}
+    properties = _child(workbook, "workbookPr")
+    date1904 = properties is not None and properties.get("date1904") in ("1", "true")
+    styles = _styles(package, by_kind.get("styles", "xl/styles.xml"))
+    strings = _shared_strings(package, by_kind.get("sharedStrings", "xl/sharedStrings.xml"))
+    sheets = []
+    holder = _child(workbook, "sheets")
+    for sheet in _children(holder, "sheet") if holder is not None else ():
+        kind, path = rels.get(_rid(sheet), ("", ""))
+        if kind == "worksheet" and package.has(path):  # a chart sheet has no cells
+            hidden = sheet.get("state") in ("hidden", "veryHidden")
+            sheets.append((sheet.get("name") or path, hidden, path))
+    out: list[str] = []
+    if len(sheets) > 1:
+        out.append(f"A workbook of {len(sheets)} sheets: " + ", ".join(name for name, _, _ in sheets))
+    chars = _ROOM  # the last row read and the notes after it fit in the text kept
+    said = False  # a workbook with no cell in it has no text
+    for name, hidden, path in sheets:
+        if chars >= max_chars or package.exhausted:
+            out.append(f"\n## Sheet: {name}\n(not read: the workbook is longer than I read)")
+            continue
+        read = _worksheet(package, path, strings, styles, date1904, max_chars - chars)
+        chars += read.chars
+        out.append(f"\n## Sheet: {name}" + (" (hidden)" if hidden else ""))
+        out.extend(read.lines() or ["(empty)"])
+        said = said or bool(read.rows)
+    return "\n".join(out) if said else ""
+
+
+def _worksheet(
+    package: _Package, path: str, strings: list[str], styles: list[str | None], date1904: bool, max_chars: int
+) -> _Sheet:
+    sheet = _Sheet()
+    parent: ElementTree.Element | None = None  # sheetData: its finished rows are dropped
+    row_number = column = rows_seen = 0
+    cells: dict[int, str] = {}
+    with contextlib.closing(package.stream(path)) as batches:
+        for events in batches:
+            for event, node in events:
+                tag = node.tag
+                if event == "end":
+                    if tag in _C:
+                        match = _CELL.fullmatch(node.get("r") or "")
+                        column = _column(match.group(1)) if match else column + 1
+                        if column > _MAX_COLUMNS:
+                            sheet.wide = True
+                            continue
+                        text = _cell(node, tag[:-1], strings, styles, date1904)
+                        if text.strip():
+                            cells[column] = text
+                            sheet.chars += len(text) + 3
+                    elif tag in _ROW:
+                        rows_seen += 1
+                        if cells:
+                            sheet.rows[row_number] = cells
+                            sheet.chars += len(str(row_number)) + 4
+                        if parent is not None:
+                            parent.clear()
+                elif tag in _ROW:
+                    if rows_seen >= _MAX_ROWS:
+                        sheet.long = True
+                        return sheet
+                    if sheet.chars >= max_chars:
+                        sheet.cut = True
+                        return sheet
+                    given = node.get("r") or ""
+                    row_number = int(given) if given.isdigit() else row_number + 1
+                    cells, column = {}, 0
+                elif tag in _SHEET_DATA:
+                    parent = node
+    sheet.cut = sheet.cut or package.exhausted
+    return sheet
+
+
+def _cell(
+    node: ElementTree.Element, ns: str, strings: list[str], styles: list[str | None], date1904: bool
+) -> str:
+    """A cell's text as Excel shows it, near enough: a formula's cached
+    result. ``ns``: the cell's namespace, as ``{...}``, or ""."""
+    kind = node.get("t") or "n"
+    raw = node.findtext(ns + "v") or ""
+    if kind == "inlineStr":
+        inline = node.find(ns + "is")
+        return _string_item(inline) if inline is not None else ""
+    if kind == "s":
+        index = int(raw) if raw.strip().isdigit() else -1
+        return strings[index] if 0 <= index < len(strings) else ""
+    if kind == "b":
+        return {"1": "TRUE", "0": "FALSE"}.get(raw.strip(), raw)
+    if kind in ("str", "e", "d"):  # a formula's text, an error (#DIV/0!), an ISO date
+        return raw
+    if not raw:
+        formula = node.findtext(ns + "f")
+        return f"={formula}" if formula else ""
+    style = node.get("s") or "0"
+    index = int(style) if style.isdigit() else 0
+    return _number(raw.strip(), styles[index] if index < len(styles) else None, date1904)
+
+
+# ---- PowerPoint ----
+
+# Placeholders whose text is the slide's furniture, not its content.
+_FURNITURE = frozenset(["sldNum", "dt", "ftr", "hdr", "sldImg"])
+
+
+def _pptx(package: _Package) -> str:
+    """Each slide, in the presentation's order, as ``## Slide N`` with its
+    text (a table as a Markdown table) and its speaker notes."""
+    presentation = package.xml("ppt/presentation.xml")
+    assert presentation is not None  # office_text checked
+    rels = package.rels("ppt/presentation.xml")
+    listed = _child(presentation, "sldIdLst")
+    out: list[str] = []
+    said = False  # a deck of pictures only has no text
+    for number, slide_id in enumerate(_children(listed, "sldId") if listed is not None else (), 1):
+        if number > _MAX_SLIDES:
+            break
+        kind, path = rels.get(_rid(slide_id), ("", ""))
+        slide = package.xml(path) if kind == "slide" else None
+        if slide is None:
+            continue
+        out.append(f"\n## Slide {number}" + (" (hidden)" if slide.get("show") in ("0", "false") else ""))
+        shown = _drawing_lines(slide)
+        out.extend(shown)
+        notes = [path for kind, path in package.rels(path).values() if kind == "notesSlide"]
+        notes_root = package.xml(notes[0]) if notes else None
+        spoken = _drawing_lines(notes_root) if notes_root is not None else []
+        if spoken:
+            out.append("Notes:")
+            out.extend(spoken)
+        said = said or bool(shown or spoken)
+    return "\n".join(out) if said else ""
+
+
+def _placeholder(shape: ElementTree.Element) -> str | None:
+    for node in shape.iter():
+        if _local(node.tag) == "ph":
+            return node.get("type") or "body"
+    return None
+
+
+def _drawing_lines(root: ElementTree.Element) -> list[str]:
+    """The text of a slide's shapes, a paragraph a line, in the order the
+    shapes are drawn; empty paragraphs left out."""
+    lines: list[str] = []
+
+    def walk(node: ElementTree.Element) -> None:
+        for child in node:
+            name = _local(child.tag)
+            if name == "AlternateContent":
+                chosen = _choice(child)
+                if chosen is not None:
+                    walk(chosen)
+            elif name == "sp" and _placeholder(child) in _FURNITURE:
+                continue
+            elif name == "tbl":
+                rows = [[" ".join(_paragraphs(cell)) for cell in _children(row, "tc")]
+                        for row in _children(child, "tr")]
+                lines.extend(_table(rows))
+            elif name == "p" and "drawingml" in str(child.tag):
+                text = _drawing_paragraph(child)
+                if text.strip():
+                    lines.append(text)
+            else:
+                walk(child)
+
+    walk(root)
+    return lines
+
+
+def _paragraphs(node: ElementTree.Element) -> list[str]:
+    return [text for p in node.iter() if _local(p.tag) == "p" and (text := _drawing_paragraph(p)).strip()]
+
+
+def _drawing_paragraph(paragraph: ElementTree.Element) -> str:
+    words = []
+    for node in paragraph.iter():
+        name = _local(node.tag)
+        if name == "t":
+            words.append(node.text or "")
+        elif name == "br":
+            words.append("\n")
+    return "".join(words)
