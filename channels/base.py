@@ -234,7 +234,7 @@ class BaseChannel(abc.ABC):
             return await self.publish(done, *ids)
         self.log.warning(f"{what} not read", reason=reason, error=detail, chat_id=msg.chat_id,
                          message_id=msg.message_id)
-        has_text = bool(msg.text.strip())
+        has_text = bool(msg.text.strip() or msg.forwarded)  # forwarded words go on too
         await self._note(msg, note(reason, has_text))
         if has_text:
             await self.publish(dataclasses.replace(msg, placeholder=not_read), *ids)

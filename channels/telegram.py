@@ -17,7 +17,10 @@ Intake: a message whose picture or recording must be downloaded (agent.vision,
 agent.transcription), and an album being gathered, wait in their chat's lane
 (channels/lanes.py): the chat's later messages wait behind them, in order,
 and other chats go straight on. A text of a chat with nothing pending goes
-to the bus at once.
+to the bus at once. A burst of forwards (Telegram sends one update per
+forwarded message) is gathered as an album is, into one message, with the
+comment the client sends just before it when that is in the same batch: a
+text never waits to see whether forwards follow.
 
 Delivery: Telegram confirms every update below the ``offset`` a
 ``getUpdates`` names, so the offset polling names never passes an update
@@ -38,13 +41,14 @@ answers what is on the bus before ``stop()`` confirms the offset.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import html
 import os
 import random
 import re
 from collections.abc import Awaitable, Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
@@ -68,6 +72,7 @@ from telegram import (
     MessageOriginChat,
     MessageOriginHiddenUser,
     MessageOriginUser,
+    Poll,
     ReplyParameters,
     Update,
 )
@@ -88,13 +93,15 @@ from telegram.request import BaseRequest, RequestData
 from channels.base import BaseChannel, ChannelFatalError, DeliveryError, rest_of
 from channels.documents import document_placeholder
 from channels.lanes import Job, Lanes
-from channels.markdown import part_openers, might_have_markup, plain_length, telegram_html
+from channels.markdown import might_have_markup, part_openers, plain_length, telegram_html
+from channels.marks import contact_mark, dice_mark, location_mark, place_mark, poll_mark, sticker_mark
 from channels.media import FAILED, TOO_LARGE, UNSUPPORTED, ImageError, album_note, as_image, placeholder
 from gateway.bus import (
     EDIT,
     MESSAGE,
     Attachment,
     Audio,
+    Forwarded,
     Image,
     InboundMessage,
     MessageBus,
@@ -172,13 +179,17 @@ class _Picture:
 
 @dataclass
 class _Album:
-    """The parts of an album gathered so far (Telegram sends one update
+    """The parts of an album, or of a burst of forwards (with the comment
+    typed just before them), gathered so far (Telegram sends one update
     per part); ``update_ids`` are held back until its message is on the bus."""
 
     parts: list[tuple[InboundMessage, str, _Picture | None]]  # None: not read (no agent.vision, a video)
     update_ids: list[int]
     last_part: float  # loop time the last part came
     closed: bool = False  # downloading: a later part starts a new album
+    # No part can come any more (the sender wrote something else after
+    # their forwards): it goes on without waiting out the quiet period.
+    sealed: asyncio.Event = field(default_factory=asyncio.Event)
 
 
 @dataclass(frozen=True)
@@ -201,6 +212,84 @@ class _File:
 
 
 _Fetch = _Picture | _Voice | _File
+
+
+def _shared_mark(msg: Message) -> str:
+    """What the user shared instead of typing, as words (channels/marks.py):
+    a place, a location, a contact, a poll, a dice roll, a sticker with its
+    emoji; "" for anything else."""
+    if msg.venue is not None:  # a venue carries its location too: the place says more
+        return place_mark(msg.venue.title, msg.venue.address)
+    if msg.location is not None:
+        where = msg.location
+        return location_mark(where.latitude, where.longitude, live=where.live_period is not None)
+    if msg.contact is not None:
+        card = msg.contact
+        return contact_mark(" ".join(n for n in (card.first_name, card.last_name) if n), card.phone_number)
+    if msg.poll is not None:
+        poll = msg.poll
+        return poll_mark(poll.question, [o.text for o in poll.options], quiz=poll.type == Poll.QUIZ)
+    if msg.dice is not None:
+        return dice_mark(msg.dice.emoji, msg.dice.value)
+    if msg.sticker is not None:
+        return sticker_mark(msg.sticker.emoji or "")
+    return ""
+
+
+def _content_mark(msg: Message) -> str:
+    """What a forwarded message holds besides words: what it shares, or
+    the kind of its media ("[voice]", "[file plan.pdf]"); "" for text."""
+    if mark := _shared_mark(msg):
+        return mark
+    if msg.document is not None:
+        return document_placeholder(msg.document.file_name or "file")
+    kind = next((k for k in _EXTERNAL_MEDIA if getattr(msg, k, None)), "")
+    return f"[{kind.replace('_', ' ')}]" if kind else ""
+
+
+def _burst_of(msg: InboundMessage) -> str:
+    """The key a sender's forwards are gathered under in their chat (and
+    forum topic), next to the albums' ``media_group_id``."""
+    return f"forward:{msg.sender_id}:{msg.metadata.get('message_thread_id', '')}"
+
+
+def _is_comment(msg: InboundMessage) -> bool:
+    """Words that may have been typed with forwards: a plain text, not a command."""
+    return bool(msg.text.strip()) and not msg.text.startswith("/") and not msg.metadata.get("unreadable")
+
+
+def _forward_follows(update: Update, following: Update | None) -> bool:
+    """Is ``following`` a forward by the same sender in the same chat (and
+    topic) as ``update``'s message: how a client sends a comment typed with
+    forwards, just before them."""
+    msg, nxt = update.message, following.message if following is not None else None
+    if msg is None or nxt is None or nxt.forward_origin is None or nxt.is_automatic_forward:
+        return False
+    if msg.from_user is None or nxt.from_user is None or msg.media_group_id:
+        return False
+
+    def topic(m: Message) -> int | None:
+        return m.message_thread_id if m.is_topic_message else None
+
+    return (nxt.chat.id, nxt.from_user.id, topic(nxt)) == (msg.chat.id, msg.from_user.id, topic(msg))
+
+
+def _forward_burst(parts: list[tuple[InboundMessage, str, _Picture | None]]) -> tuple[InboundMessage, str]:
+    """A burst of forwards (``parts`` in order) as one message: every
+    forwarded message in order, the comment typed with them as its words.
+    It answers the last part, under which the reply shows, and that
+    part's id is the one a redelivered burst is known by."""
+    comments = [p[0] for p in parts if not p[0].forwarded]
+    last, username, _ = parts[-1]
+    msg = dataclasses.replace(
+        last,
+        text="\n".join(c.text for c in comments if c.text.strip()),
+        forwarded=tuple(f for p in parts for f in p[0].forwarded),
+        mentioned=any(p[0].mentioned for p in parts),
+        reply_to_bot=any(p[0].reply_to_bot for p in parts),
+        quoted=next((c.quoted for c in comments if c.quoted is not None), None),
+    )
+    return msg, username
 
 
 def _edited_mark(attached: _Fetch | None) -> str:
@@ -401,8 +490,8 @@ class TelegramChannel(BaseChannel):
     ``get_updates_request`` (PTB request objects), ``backoff``,
     ``send_attempts``, ``startup_wait`` (seconds ``start()`` waits for
     ``getMe`` before going on in the background), ``max_retry_after``,
-    ``album_quiet`` (seconds an album waits after its last part before it
-    goes on as one message), ``hold_poll`` (seconds between polls while an
+    ``album_quiet`` (seconds an album, or a burst of forwards, waits after its
+    last part before it goes on as one message), ``hold_poll`` (seconds between polls while an
     update is held back for a pending download; see the module docstring);
     ``max_image_bytes`` (the gateway's, with ``agent.vision``): photos and
     image documents up to this size go to the model; ``max_audio_bytes``
@@ -671,13 +760,15 @@ class TelegramChannel(BaseChannel):
                 else:
                     await self._lanes.wait_change(self.hold_poll)
                 continue
-            for update in fresh:
-                await self._handle(update)
+            for i, update in enumerate(fresh):
+                await self._handle(update, fresh[i + 1] if i + 1 < len(fresh) else None)
                 self._next = update.update_id + 1
 
-    async def _handle(self, update: Update) -> None:
+    async def _handle(self, update: Update, following: Update | None = None) -> None:
         """Put the update's message on the bus, or into its chat's lane when
-        it needs a download or the chat has something pending."""
+        it needs a download or the chat has something pending. ``following``:
+        the next update of the batch (a comment typed before forwards comes
+        just before them)."""
         try:
             converted = self._to_inbound(update)
         except Exception:
@@ -691,6 +782,20 @@ class TelegramChannel(BaseChannel):
         ids = (inbound.sender_id, username)
         chat, uid = inbound.chat_id, update.update_id
         job: Job
+        if inbound.kind == MESSAGE:
+            burst = _burst_of(inbound)
+            if inbound.forwarded and not isinstance(picture, (_File, _Voice)):  # (no _Voice: not transcribed)
+                # Telegram sends a multi-message forward (a forwarded album
+                # too) one update per message: one message for all of them,
+                # gathered as an album is. A file read as text goes on alone.
+                self._add_to_album(chat, burst, uid, inbound, username, picture)
+                return
+            self._seal(chat, burst)  # anything else the sender sends ends their burst
+            if picture is None and _is_comment(inbound) and _forward_follows(update, following):
+                # Typed with the forwards, sent just before them; only looked
+                # for in the same batch, so a plain text never waits for it.
+                self._add_to_album(chat, burst, uid, inbound, username, None)
+                return
         if inbound.kind == EDIT:
             # In a group, the loop changes only a message it stored (one
             # addressed to the bot); the allow-list applies as to new ones.
@@ -777,8 +882,9 @@ class TelegramChannel(BaseChannel):
         async def job() -> None:
             loop = asyncio.get_running_loop()
             try:
-                while (quiet := album.last_part + self.album_quiet - loop.time()) > 0:
-                    await asyncio.sleep(quiet)
+                while not album.sealed.is_set() and (quiet := album.last_part + self.album_quiet - loop.time()) > 0:
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(album.sealed.wait(), quiet)
             finally:
                 album.closed = True
                 if self._albums.get((chat, group)) is album:
@@ -787,22 +893,34 @@ class TelegramChannel(BaseChannel):
 
         self._hold(chat, album.update_ids, job)
 
+    def _seal(self, chat: str, group: str) -> None:
+        """The album or burst ``group`` of ``chat`` takes no more parts: it
+        goes on now, and a later part starts a new one."""
+        album = self._albums.pop((chat, group), None)
+        if album is not None:
+            album.closed = True
+            album.sealed.set()
+
     async def _publish_album(self, album: _Album) -> None:
         """The album as one message: the captioned part's words (Telegram
         puts the caption on one part) and id, every part's picture. Parts
         not read get one note saying which ("photo 2 of 3"); the others go
         on. Without pictures to read (no agent.vision), the caption goes on
-        as a single photo's does, and an album without one gets one note."""
+        as a single photo's does, and an album without one gets one note.
+        A burst of forwards goes on as :func:`_forward_burst` makes it."""
         parts = sorted(album.parts, key=lambda p: int(p[0].message_id or 0))
-        base, username, _ = next((p for p in parts if p[0].text.strip()), parts[0])
-        msg = dataclasses.replace(
-            base,
-            mentioned=any(p[0].mentioned for p in parts),
-            reply_to_bot=any(p[0].reply_to_bot for p in parts),
-        )
+        if any(p[0].forwarded for p in parts):
+            msg, username = _forward_burst(parts)
+        else:
+            base, username, _ = next((p for p in parts if p[0].text.strip()), parts[0])
+            msg = dataclasses.replace(
+                base,
+                mentioned=any(p[0].mentioned for p in parts),
+                reply_to_bot=any(p[0].reply_to_bot for p in parts),
+            )
         pictures = [p[2] for p in parts if p[2] is not None]
         if not pictures:
-            if msg.text.strip():
+            if msg.text.strip() or msg.forwarded:
                 await self.publish(msg, msg.sender_id, username)
             else:
                 await self.decline_unreadable(msg, str(msg.metadata.get("unreadable") or "photo"), msg.sender_id,
@@ -842,25 +960,43 @@ class TelegramChannel(BaseChannel):
             return None
         text = msg.text if msg.text is not None else msg.caption
         unreadable = ""
+        # Someone else's message (or the user's own, earlier) passed on; a
+        # channel's post mirrored into its discussion group is not one.
+        origin = msg.forward_origin if not (edited or msg.is_automatic_forward) else None
         picture: _Fetch | None = self._picture(msg) if self.max_image_bytes is not None else None
-        if msg.voice is not None and self.max_audio_bytes is not None:
+        if msg.voice is not None and self.max_audio_bytes is not None and origin is None:
+            # A forwarded recording is someone else's words: not transcribed as the user's.
             picture = _Voice(msg.voice.file_id, msg.voice.file_size, msg.voice.mime_type or "audio/ogg")
         doc = msg.document
         if picture is None and doc is not None and self.max_document_bytes is not None:
             picture = _File(doc.file_id, doc.file_size, doc.file_name or "file")
         if text is None and edited:
             return None  # a caption removed, a live location moved: no words to change
+        forwarded: tuple[Forwarded, ...] = ()
+        if origin is not None:
+            # Its words are the forward's, marked with what it held ("[sticker 😀]");
+            # a picture or file to read keeps its own mark (the placeholder).
+            mark = _content_mark(msg)
+            words = (text or mark) if picture is not None else f"{mark} {text or ''}".strip()
+            if not words and picture is None:
+                return None
+            forwarded = (Forwarded(self._origin_name(origin, None), words, sent_at=origin.date),)
+            text = ""
         if picture is not None and not edited:
             text = text or ""  # a photo alone is read too
+        if text is None and not edited and (mark := _shared_mark(msg)):
+            text = mark  # a place, a contact, a poll...: read as words
         if text is None:
-            # A photo without caption, sticker, voice...: answered with a
+            # A photo without caption, voice, video...: answered with a
             # note (decline_unreadable); member joins and the like: nothing.
             unreadable = next((k for k in _UNREADABLE_KINDS if getattr(msg, k, None)), "")
             if not unreadable:
                 return None
             text = ""
         user, chat = msg.from_user, msg.chat
-        mentioned = self._is_mentioned(msg)
+        # Words forwarded are not the user addressing the bot: in a group, a
+        # burst of forwards is addressed by the comment typed with it.
+        mentioned = not forwarded and self._is_mentioned(msg)
         if mentioned:
             text = self._strip_mention(text)
         metadata: dict[str, Any] = {"chat_type": chat.type}
@@ -881,13 +1017,14 @@ class TelegramChannel(BaseChannel):
             timestamp=msg.date,
             is_group=chat.type in _GROUP_TYPES,
             mentioned=mentioned,
-            reply_to_bot=self._replies_to_bot(msg),
+            reply_to_bot=not forwarded and self._replies_to_bot(msg),
             sender_name=user.full_name,
             metadata=metadata,
             kind=EDIT if edited else MESSAGE,
             # An edited caption keeps its picture's mark in the history.
             placeholder=_edited_mark(picture) if edited else "",
-            quoted=self._quoted(msg),
+            quoted=None if forwarded else self._quoted(msg),
+            forwarded=forwarded,
         )
         return inbound, user.username or "", None if edited else picture
 

@@ -35,6 +35,7 @@ from tests.fakes.telegram_server import (
     origin_chat,
     origin_hidden_user,
     origin_user,
+    sticker,
     utf16_len,
 )
 
@@ -510,20 +511,22 @@ async def test_a_photo_sticker_or_voice_gets_a_note_not_silence(
     """Where a text would be answered (private chat, or a group message
     replying to the bot), a message without text gets a short note; it never
     reaches the loop, and a group's stickers not addressed to the bot stay
-    unanswered."""
+    unanswered. (A sticker with an emoji is read as words:
+    test_telegram_forwards.py.)"""
     await make_channel(sender=True, allow_from=["7", "8"])
-    for kind in ("photo", "sticker", "voice"):
-        fake.push_media(7, 7, kind)
-    sent = await fake.wait_sent(3)
-    assert [(m.chat_id, m.text) for m in sent] == [(7, UNREADABLE_REPLY)] * 3
-    fake.push_media(-300, 8, "sticker", chat_type="group")  # not addressed to the bot
+    kinds = ("photo", "sticker", "voice", "video", "video_note", "animation", "audio")
+    for kind in kinds:
+        fake.push_media(7, 7, kind, content=sticker(None) if kind == "sticker" else None)
+    sent = await fake.wait_sent(len(kinds))
+    assert [(m.chat_id, m.text) for m in sent] == [(7, UNREADABLE_REPLY)] * len(kinds)
+    fake.push_media(-300, 8, "sticker", content=sticker(None), chat_type="group")  # not addressed to the bot
     fake.push_media(9, 9, "photo")  # not in allowFrom
-    fake.push_media(-300, 8, "sticker", chat_type="group", reply_to_bot=True)
-    [*_, last] = await fake.wait_sent(4)
+    fake.push_media(-300, 8, "sticker", content=sticker(None), chat_type="group", reply_to_bot=True)
+    [*_, last] = await fake.wait_sent(len(kinds) + 1)
     assert (last.chat_id, last.text) == (-300, UNREADABLE_REPLY) and last.reply_to is not None
     fake.push_text(7, 7, "and a text")
     assert (await next_inbound(bus)).text == "and a text"  # nothing else came through the bus
-    assert bus.inbound.empty() and len(fake.sent) == 4
+    assert bus.inbound.empty() and len(fake.sent) == len(kinds) + 1
 
 
 async def test_a_failed_send_says_whether_to_retry_and_what_is_left(

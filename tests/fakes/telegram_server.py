@@ -38,12 +38,15 @@ shapes, so the client code under test cannot tell it from Telegram:
 Updates are ``message`` (``push_text``, ``push_media``, ``push_photo``,
 ``push_document``, ``push_external_reply``: a reply to a message of another
 chat, with ``origin_user`` / ``origin_hidden_user`` / ``origin_chat`` /
-``origin_channel``) and
+``origin_channel``; the same origins as ``forward_origin=`` make a pushed
+message a forward; ``push_media`` with ``location`` / ``venue`` /
+``contact`` / ``poll`` / ``dice`` / ``sticker``: what users share) and
 ``edited_message`` (``push_edit``), filtered by ``allowed_updates`` as
 Telegram does (the last list given sticks).
 
 ``getUpdates`` keeps updates until an ``offset`` confirms them (at-least-once,
-as Telegram does) and long-polls on an ``asyncio.Event``, so a pushed update
+as Telegram does; ``redeliver(update_id)`` offers confirmed ones again, as
+after a bot crashed before confirming them) and long-polls on an ``asyncio.Event``, so a pushed update
 reaches a waiting poller at once. ``go_offline()`` closes the listener and
 every open connection (clients see refused connections and dropped long
 polls); ``go_online()`` listens again on the same port.
@@ -72,8 +75,8 @@ from typing import Any
 from aiohttp import web
 
 __all__ = [
-    "DEFAULT_TOKEN", "Call", "FakeTelegram", "SentDocument", "SentMessage", "Upload", "origin_channel", "origin_chat",
-    "origin_hidden_user", "origin_user",
+    "DEFAULT_TOKEN", "Call", "FakeTelegram", "SentDocument", "SentMessage", "Upload", "contact", "dice", "location",
+    "origin_channel", "origin_chat", "origin_hidden_user", "origin_user", "poll", "sticker", "venue",
 ]
 
 DEFAULT_TOKEN = "123456789:AAFakeTokenForTests_abcdefghijklmnopq"
@@ -225,31 +228,37 @@ def parse_html(text: str) -> str:
     return "".join(out)
 
 
-def origin_user(user_id: int, first_name: str, last_name: str | None = None) -> dict[str, Any]:
+# An origin's ``date`` (when the source message was sent, Unix time): a
+# minute ago unless given.
+
+
+def origin_user(user_id: int, first_name: str, last_name: str | None = None, *, date: int | None = None
+                ) -> dict[str, Any]:
     """A MessageOriginUser: the source message was sent by this user."""
     user: dict[str, Any] = {"id": user_id, "is_bot": False, "first_name": first_name}
     if last_name:
         user["last_name"] = last_name
-    return {"type": "user", "date": int(time.time()) - 60, "sender_user": user}
+    return {"type": "user", "date": date or int(time.time()) - 60, "sender_user": user}
 
 
-def origin_hidden_user(name: str) -> dict[str, Any]:
+def origin_hidden_user(name: str, *, date: int | None = None) -> dict[str, Any]:
     """A MessageOriginHiddenUser: a user who hides their account in forwards."""
-    return {"type": "hidden_user", "date": int(time.time()) - 60, "sender_user_name": name}
+    return {"type": "hidden_user", "date": date or int(time.time()) - 60, "sender_user_name": name}
 
 
-def origin_chat(chat_id: int, title: str, signature: str | None = None) -> dict[str, Any]:
+def origin_chat(chat_id: int, title: str, signature: str | None = None, *, date: int | None = None) -> dict[str, Any]:
     """A MessageOriginChat: sent on behalf of a group (an anonymous admin)."""
-    origin: dict[str, Any] = {"type": "chat", "date": int(time.time()) - 60,
+    origin: dict[str, Any] = {"type": "chat", "date": date or int(time.time()) - 60,
                               "sender_chat": {"id": chat_id, "type": "supergroup", "title": title}}
     if signature:
         origin["author_signature"] = signature
     return origin
 
 
-def origin_channel(chat_id: int, title: str, message_id: int, signature: str | None = None) -> dict[str, Any]:
+def origin_channel(chat_id: int, title: str, message_id: int, signature: str | None = None, *,
+                   date: int | None = None) -> dict[str, Any]:
     """A MessageOriginChannel: a channel's post."""
-    origin: dict[str, Any] = {"type": "channel", "date": int(time.time()) - 60, "message_id": message_id,
+    origin: dict[str, Any] = {"type": "channel", "date": date or int(time.time()) - 60, "message_id": message_id,
                               "chat": {"id": chat_id, "type": "channel", "title": title}}
     if signature:
         origin["author_signature"] = signature
@@ -270,6 +279,75 @@ _EXTERNAL_MEDIA: dict[str, Any] = {
         {"persistent_id": "0", "text": "yes", "voter_count": 3}, {"persistent_id": "1", "text": "no", "voter_count": 1}],
         "total_voter_count": 4, "is_closed": False, "is_anonymous": True, "type": "regular",
         "allows_multiple_answers": False, "allows_revoting": True, "members_only": False},
+}
+
+
+# What users share instead of typing (Bot API shapes), for ``push_media(kind, content=...)``.
+
+
+def location(latitude: float, longitude: float, *, live_period: int | None = None) -> dict[str, Any]:
+    """A Location; ``live_period`` (seconds) for a live one."""
+    loc: dict[str, Any] = {"latitude": latitude, "longitude": longitude}
+    if live_period is not None:
+        loc |= {"live_period": live_period, "heading": 90, "horizontal_accuracy": 12.5}
+    return loc
+
+
+def venue(title: str, address: str, latitude: float = 52.5, longitude: float = 13.4) -> dict[str, Any]:
+    """A Venue (a message with one carries its ``location`` too)."""
+    return {"location": location(latitude, longitude), "title": title, "address": address,
+            "foursquare_id": "4b0588a3f964a520b1d322e3"}
+
+
+def contact(phone_number: str, first_name: str, last_name: str | None = None, user_id: int | None = None
+            ) -> dict[str, Any]:
+    card: dict[str, Any] = {"phone_number": phone_number, "first_name": first_name}
+    if last_name:
+        card["last_name"] = last_name
+    if user_id is not None:
+        card["user_id"] = user_id
+    return card
+
+
+def poll(question: str, options: list[str], *, quiz: bool = False) -> dict[str, Any]:
+    """A Poll as a user sends it (``type``: regular or quiz)."""
+    shape: dict[str, Any] = {
+        "id": "5012345678901234567", "question": question,
+        "options": [{"persistent_id": str(i), "text": o, "voter_count": 0} for i, o in enumerate(options)],
+        "total_voter_count": 0, "is_closed": False, "is_anonymous": True, "type": "quiz" if quiz else "regular",
+        "allows_multiple_answers": False, "allows_revoting": not quiz, "members_only": False,
+    }
+    if quiz:
+        shape["correct_option_ids"] = [0]
+    return shape
+
+
+def dice(emoji: str = "🎲", value: int = 4) -> dict[str, Any]:
+    return {"emoji": emoji, "value": value}
+
+
+def sticker(emoji: str | None = "👍") -> dict[str, Any]:
+    """A Sticker; ``emoji`` None for one without."""
+    shape: dict[str, Any] = {"file_id": "CAACAgIAAxkBAAIst1", "file_unique_id": "AgADst1", "width": 512, "height": 512,
+                             "is_animated": False, "is_video": False, "type": "regular"}
+    if emoji is not None:
+        shape["emoji"] = emoji
+    return shape
+
+
+_MEDIA: dict[str, Any] = {
+    "photo": [{"file_id": "ph1", "file_unique_id": "u1", "width": 90, "height": 60}],
+    "sticker": sticker(),
+    "voice": {"file_id": "vo1", "file_unique_id": "u3", "duration": 3, "mime_type": "audio/ogg"},
+    "video": {"file_id": "vi1", "file_unique_id": "u4", "width": 640, "height": 360, "duration": 12},
+    "video_note": {"file_id": "vn1", "file_unique_id": "u5", "length": 240, "duration": 8},
+    "animation": {"file_id": "an1", "file_unique_id": "u6", "width": 320, "height": 240, "duration": 2},
+    "audio": {"file_id": "au1", "file_unique_id": "u7", "duration": 180, "performer": "Nina", "title": "Song"},
+    "location": location(52.52, 13.405),
+    "venue": venue("Café Kranzler", "Kurfürstendamm 18"),
+    "contact": contact("+4915112345678", "Ana", "Ruiz"),
+    "poll": poll("Lunch?", ["pizza", "sushi"]),
+    "dice": dice(),
 }
 
 
@@ -323,6 +401,7 @@ class FakeTelegram:
         self.counts: Counter[str] = Counter()
         self.port = 0
         self._updates: deque[dict[str, Any]] = deque()
+        self._every_update: list[dict[str, Any]] = []  # record=True: for redeliver()
         self._update_ids = itertools.count(1)
         self._message_ids = itertools.count(1)
         self._chats: dict[int, dict[str, Any]] = {}
@@ -437,12 +516,18 @@ class FakeTelegram:
         topic: bool = False,
         reply_to: dict[str, Any] | None = None,
         quote: str | None = None,
+        forward_origin: dict[str, Any] | None = None,
+        automatic_forward: bool = False,
     ) -> dict[str, Any]:
         """Queue a text message update as Telegram would build it; returns
         the message object (``["message_id"]`` for reply assertions).
         ``reply_to``: a message pushed before (its returned object), which
         this one replies to; ``quote``: the part of it the user quoted
-        (Telegram's ``quote``, which must be a piece of its text)."""
+        (Telegram's ``quote``, which must be a piece of its text).
+        ``forward_origin`` (:func:`origin_user` and its siblings): the
+        message is a forward of one sent earlier, by that origin;
+        ``automatic_forward``: a channel's post Telegram mirrored into its
+        linked discussion group (``is_automatic_forward``)."""
         if mention:
             text = f"@{self.bot_username} {text}"
         if entities is None:
@@ -475,6 +560,10 @@ class FakeTelegram:
             message["entities"] = entities
         if message_thread_id is not None:
             message["message_thread_id"] = message_thread_id
+        if forward_origin is not None:
+            message["forward_origin"] = forward_origin
+            if automatic_forward:
+                message["is_automatic_forward"] = True
         if topic:  # a message in a forum topic (then message_thread_id is the topic)
             message["is_topic_message"] = True
         if reply_to_bot:
@@ -490,7 +579,7 @@ class FakeTelegram:
             self._messages.add((chat_id, message_id))
             self._pushed[(chat_id, message_id)] = message  # the same object _with_media completes
         self.last_update_id = next(self._update_ids)
-        self._updates.append({"update_id": self.last_update_id, "message": message})
+        self._queue({"update_id": self.last_update_id, "message": message})
         self._wake.set()
         return message
 
@@ -532,6 +621,11 @@ class FakeTelegram:
                                 "is_manual": True}
         return message
 
+    def _queue(self, update: dict[str, Any]) -> None:
+        self._updates.append(update)
+        if self.record:
+            self._every_update.append(update)
+
     def push_edit(self, chat_id: int, message_id: int, text: str, *, mention: bool = False) -> dict[str, Any]:
         """Queue an ``edited_message`` update: the user changed the text (or
         caption) of their message ``message_id`` (pushed earlier),
@@ -555,7 +649,7 @@ class FakeTelegram:
             edited[marks] = entities
         self._pushed[(chat_id, message_id)] = edited
         self.last_update_id = next(self._update_ids)
-        self._updates.append({"update_id": self.last_update_id, "edited_message": edited})
+        self._queue({"update_id": self.last_update_id, "edited_message": edited})
         self._wake.set()
         return edited
 
@@ -565,20 +659,28 @@ class FakeTelegram:
         user_id: int,
         kind: str,
         *,
+        content: Any = None,
+        caption: str | None = None,
         chat_type: str = "private",
         reply_to_bot: bool = False,
+        forward_origin: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
-        """Queue a message without text (``kind``: photo, sticker or voice),
-        as Telegram sends them; returns the message object."""
-        media: dict[str, Any] = {
-            "photo": [{"file_id": "ph1", "file_unique_id": "u1", "width": 90, "height": 60}],
-            "sticker": {"file_id": "st1", "file_unique_id": "u2", "width": 512, "height": 512,
-                        "is_animated": False, "is_video": False, "type": "regular", "emoji": "👍"},
-            "voice": {"file_id": "vo1", "file_unique_id": "u3", "duration": 3, "mime_type": "audio/ogg"},
-        }
-        message = self.push_text(chat_id, user_id, "x", chat_type=chat_type, reply_to_bot=reply_to_bot, entities=[])
-        del message["text"]
-        message[kind] = media[kind]
+        """Queue a message of ``kind`` (photo, sticker, voice, video,
+        video_note, animation, audio, location, venue, contact, poll, dice)
+        as Telegram sends it, with a sample of that kind or ``content``
+        (:func:`location`, :func:`poll`, ...); a venue carries its location
+        too. Files here cannot be downloaded (``push_photo`` for that).
+        Returns the message object."""
+        message = self.push_text(chat_id, user_id, caption or "x", chat_type=chat_type, reply_to_bot=reply_to_bot,
+                                 entities=None if caption else [], forward_origin=forward_origin)
+        text = message.pop("text")
+        if caption:
+            message["caption"] = text
+            if "entities" in message:
+                message["caption_entities"] = message.pop("entities")
+        message[kind] = content if content is not None else _MEDIA[kind]
+        if kind == "venue":
+            message["location"] = message[kind]["location"]
         return message
 
     def add_file(self, data: bytes, folder: str = "photos", suffix: str = "jpg") -> dict[str, Any]:
@@ -607,18 +709,21 @@ class FakeTelegram:
         reply_to_bot: bool = False,
         file_size_known: bool = True,
         media_group_id: str | None = None,
+        forward_origin: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
         """Queue a photo message: ``sizes``, smallest first, are the
         versions Telegram keeps of it (``photo`` is that list of PhotoSize);
         ``caption`` with its entities as Telegram sends them;
-        ``media_group_id``: a part of that album."""
+        ``media_group_id``: a part of that album; ``forward_origin``: a
+        forwarded photo (see :meth:`push_text`)."""
         photo = []
         for i, data in enumerate(sizes):
             size = {**self.add_file(data), "width": 90 * (i + 1), "height": 60 * (i + 1)}
             if not file_size_known:
                 del size["file_size"]
             photo.append(size)
-        message = self._with_media(chat_id, user_id, "photo", photo, caption, chat_type, mention, reply_to_bot)
+        message = self._with_media(chat_id, user_id, "photo", photo, caption, chat_type, mention, reply_to_bot,
+                                   forward_origin=forward_origin)
         if media_group_id is not None:
             message["media_group_id"] = media_group_id
         return message
@@ -634,11 +739,13 @@ class FakeTelegram:
         caption: str | None = None,
         chat_type: str = "private",
         mention: bool = False,
+        forward_origin: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
         """Queue a file sent as a document (not compressed as a photo)."""
         doc = {**self.add_file(data, "documents", file_name.rpartition(".")[2] or "bin"),
                "file_name": file_name, "mime_type": mime_type}
-        return self._with_media(chat_id, user_id, "document", doc, caption, chat_type, mention, False)
+        return self._with_media(chat_id, user_id, "document", doc, caption, chat_type, mention, False,
+                                forward_origin=forward_origin)
 
     def push_voice(
         self, chat_id: int, user_id: int, data: bytes, *, chat_type: str = "private", reply_to_bot: bool = False
@@ -649,11 +756,12 @@ class FakeTelegram:
 
     def _with_media(
         self, chat_id: int, user_id: int, kind: str, media: Any, caption: str | None, chat_type: str,
-        mention: bool, reply_to_bot: bool,
+        mention: bool, reply_to_bot: bool, *, forward_origin: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
         text = caption if caption is not None else "x"
         message = self.push_text(chat_id, user_id, text, chat_type=chat_type, mention=mention and caption is not None,
-                                 reply_to_bot=reply_to_bot, entities=None if caption is not None else [])
+                                 reply_to_bot=reply_to_bot, entities=None if caption is not None else [],
+                                 forward_origin=forward_origin)
         text = message.pop("text")
         entities = message.pop("entities", None)
         if caption is not None:  # a caption's entities are "caption_entities"
@@ -662,6 +770,16 @@ class FakeTelegram:
                 message["caption_entities"] = entities
         message[kind] = media
         return message
+
+    def redeliver(self, first_update_id: int) -> int:
+        """Offer every update from ``first_update_id`` on again, as Telegram
+        does when a bot stopped without confirming them (it crashed): the
+        same update ids and messages. Returns how many are pending."""
+        again = {u["update_id"]: u for u in self._every_update if u["update_id"] >= first_update_id}
+        again.update((u["update_id"], u) for u in self._updates)
+        self._updates = deque(again[k] for k in sorted(again))
+        self._wake.set()
+        return len(self._updates)
 
     @property
     def pending_updates(self) -> int:
