@@ -16,6 +16,8 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
+from channels.marks import location_mark, place_mark, poll_mark
+
 __all__ = [
     "SHARED_TYPES",
     "card_text",
@@ -171,11 +173,13 @@ def shared_words(msg_type: str, content: Mapping[str, Any]) -> str:
     or calendar event (:data:`SHARED_TYPES`); "" for another type. Times
     are Feishu's millisecond stamps, shown in UTC (the channel does not
     know the user's zone; the model does, and converts)."""
-    if msg_type == "location":
+    if msg_type == "location":  # the same marks as Telegram's: one vocabulary for the model and memory
         name = str(content.get("name") or "").strip()
-        lat, lon = str(content.get("latitude") or "").strip(), str(content.get("longitude") or "").strip()
-        where = f"({lat}, {lon})" if lat and lon else ""
-        return f"[location: {' '.join(p for p in (name, where) if p) or 'unknown'}]"
+        try:
+            lat, lon = float(content.get("latitude") or ""), float(content.get("longitude") or "")
+        except (TypeError, ValueError):
+            return place_mark(name, "") if name else "[location]"
+        return place_mark(name, f"{lat:.5f}, {lon:.5f}") if name else location_mark(lat, lon)
     if msg_type == "share_chat":
         return "[shared group chat]"  # only its chat_id: the name needs the bot in that chat
     if msg_type == "share_user":
@@ -188,8 +192,7 @@ def shared_words(msg_type: str, content: Mapping[str, Any]) -> str:
         return f"[task: {title or 'untitled'}{f', due {due}' if due else ''}]"
     if msg_type == "vote":
         topic = str(content.get("topic") or "").strip() or "untitled"
-        options = [str(o).strip() for o in content.get("options") or () if str(o).strip()]
-        return f"[vote: {topic} — options: {' / '.join(options)}]" if options else f"[vote: {topic}]"
+        return poll_mark(topic, [str(o).strip() for o in content.get("options") or () if str(o).strip()])
     if msg_type in _CALENDAR_TYPES:
         summary = str(content.get("summary") or "").strip() or "untitled"
         span = _span(content.get("start_time"), content.get("end_time"))

@@ -113,14 +113,15 @@ def _words(msg_type: str, content: dict[str, object]) -> str:
 
 def test_a_shared_location_task_vote_or_event_is_one_line_of_words() -> None:
     assert _words("location", {"name": "北京天安门", "longitude": "116.397755", "latitude": "39.903179"}) \
-        == "[location: 北京天安门 (39.903179, 116.397755)]"
-    assert _words("location", {"longitude": "1.5", "latitude": "2.5"}) == "[location: (2.5, 1.5)]"
+        == "[place: 北京天安门, 39.90318, 116.39776]"  # Telegram's marks: one vocabulary for the model
+    assert _words("location", {"longitude": "1.5", "latitude": "2.5"}) == "[location 2.50000, 1.50000]"
+    assert _words("location", {"name": "a]\nb", "longitude": "x"}) == "[place: a) b]"  # no way out of the mark
     todo = {"task_id": "acd096a5", "due_time": "1623124318000",
             "summary": {"title": "", "content": [[{"tag": "text", "text": "多吃水果，"}, {"tag": "text", "text": "多运动"}]]}}
     assert _words("todo", todo) == "[task: 多吃水果，多运动, due 2021-06-08 03:51 UTC]"
     assert _words("todo", {"task_id": "x", "summary": {"title": "Ship it", "content": []}}) == "[task: Ship it]"
     assert _words("vote", {"topic": "团建去哪", "options": ["爬山", "烧烤", "唱歌"]}) \
-        == "[vote: 团建去哪 — options: 爬山 / 烧烤 / 唱歌]"
+        == "[poll: 团建去哪 — options: 爬山 / 烧烤 / 唱歌]"
     event = {"summary": "周会", "start_time": "1608265395000", "end_time": "1608267015000"}
     for kind in ("share_calendar_event", "calendar", "general_calendar"):
         assert _words(kind, event) == "[event: 周会, 2020-12-18 04:23–04:50 UTC]"

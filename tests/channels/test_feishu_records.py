@@ -83,7 +83,7 @@ async def test_the_bot_is_you_the_forwarder_the_user_and_every_kind_has_words(
         ("Dana", "[voice]"),
         ("Dana", "[video]"),
         ("Dana", "[sticker]"),
-        ("Dana", "[location: Office (31.2, 121.5)]"),
+        ("Dana", "[place: Office, 31.20000, 121.50000]"),
         ("Dana", "Alert\ndisk 91%"),
     ]
     assert fake.contact_requests == [DANA]  # neither the user nor an app is looked up
