@@ -8,7 +8,6 @@ again after a restart is not answered twice."""
 from __future__ import annotations
 
 import asyncio
-import sqlite3
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -18,6 +17,7 @@ from tests.fakes.openai_server import FakeOpenAI, Reply, said, text_of
 from tests.fakes.telegram_server import FakeTelegram, location, origin_channel, origin_user
 
 from .test_e2e_feishu import _app
+from .test_quoted_e2e import _rows, _telegram
 
 FEB_27 = int(datetime(2026, 2, 27, 9, 30, tzinfo=UTC).timestamp())
 BLOCK = ("[forwarded: 3 messages, sent 2026-02-27]\nDana Kim: launch moves to Friday\n"
@@ -26,15 +26,6 @@ BLOCK = ("[forwarded: 3 messages, sent 2026-02-27]\nDana Kim: launch moves to Fr
 
 def answering(body: dict[str, Any]) -> Reply:
     return Reply(content=f"noted ({len(said(body))} chars)")
-
-
-def _telegram(tg: FakeTelegram) -> dict[str, Any]:
-    return {"enabled": True, "token": tg.token, "baseUrl": tg.base_url, "pollTimeout": 1}
-
-
-def _rows(tmp_path: Path) -> list[str]:
-    with sqlite3.connect(tmp_path / "data" / "gateway.db") as db:
-        return [c for (c,) in db.execute("SELECT content FROM session_messages WHERE role = 'user' ORDER BY id")]
 
 
 async def test_a_burst_of_forwards_is_answered_once_with_its_authors(tmp_path: Path, clock: ManualClock) -> None:
