@@ -185,6 +185,7 @@ class BaseChannel(abc.ABC):
         async def complete() -> InboundMessage:
             data = await fetch()
             # Parsing a PDF is pure Python: off the event loop.
+            images: tuple[Image, ...] = ()
             try:
                 doc = await asyncio.to_thread(read_document, data, name, max_bytes=limit, max_tokens=max_tokens)
             except ImageError as exc:
@@ -195,9 +196,7 @@ class BaseChannel(abc.ABC):
                 if scanned is None:
                     raise
                 doc, images = scanned
-                return dataclasses.replace(msg, documents=(doc,), images=images,
-                                           placeholder=document_placeholder(doc.name))
-            return dataclasses.replace(msg, documents=(doc,), placeholder=document_placeholder(doc.name))
+            return dataclasses.replace(msg, documents=(doc,), images=images, placeholder=document_placeholder(doc.name))
 
         return await self._publish_fetched(
             msg, complete, ids, what="file", not_read=FILE_NOT_READ,
