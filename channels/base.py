@@ -268,6 +268,18 @@ class BaseChannel(abc.ABC):
         can succeed and what is left to send; any other exception is taken
         as permanent."""
 
+    async def send_draft(self, msg: OutboundMessage) -> bool:
+        """Show ``msg.text``, a reply still being written
+        (``OutboundMessage.draft``), in place of this reply's previous
+        draft. Returns False when this channel (or this chat) shows no
+        drafts: the gateway then sends this reply's later drafts nowhere.
+        The finished reply comes through :meth:`send` with the same
+        ``send_key``; a channel that showed a draft as a message of its own
+        makes that message the reply there. Best effort: an exception
+        drops the draft (and the later ones of this reply), never the
+        reply. The default shows none."""
+        return False
+
     async def run_sender(self) -> None:
         """Drain this channel's outbound queue; a failed send is logged and
         the loop goes on with the next message. The gateway sends through
@@ -277,7 +289,10 @@ class BaseChannel(abc.ABC):
         while True:
             msg = await q.get()
             try:
-                await self.send(msg)
+                if msg.draft:
+                    await self.send_draft(msg)
+                else:
+                    await self.send(msg)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # one bad send must not stop the channel

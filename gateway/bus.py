@@ -241,6 +241,14 @@ class OutboundMessage:
     # so a part that went out before a cut is not shown twice. Not part of
     # equality: two replies of the same words are the same reply to compare.
     send_key: str = field(default_factory=lambda: uuid.uuid4().hex, compare=False)
+    # A preview of a reply still being written (``agent.streaming``):
+    # ``text`` is the reply so far, each draft replacing the one before.
+    # Every draft of one reply, and the reply itself when it is done (an
+    # ordinary message, ``draft`` False), carry the same ``send_key``, so a
+    # channel that shows drafts as a message of their own turns that message
+    # into the reply. Best effort: a draft is never kept in the outbox, and
+    # one that cannot go out now is dropped.
+    draft: bool = False
 
     @classmethod
     def answering(
