@@ -11,7 +11,7 @@ import asyncio
 import json
 import re
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -114,7 +114,17 @@ class Agent:
     def tools_for(self, ctx: ToolContext) -> list[Tool]:
         return [t for t in self._tools.values() if t.offered(ctx)]
 
-    async def run(self, messages: Sequence[Mapping[str, Any]], ctx: ToolContext, *, user_text: str = "") -> AgentReply:
+    async def run(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        ctx: ToolContext,
+        *,
+        user_text: str = "",
+        on_text: Callable[[str], None] | None = None,
+    ) -> AgentReply:
+        """``on_text``: each completion is streamed and ``on_text`` hears
+        its text so far (a round that calls tools may say a few words
+        first; the next round's text starts over)."""
         msgs: list[Mapping[str, Any]] = list(messages)
         offered = self.tools_for(ctx) if self.tools_supported else []
         by_name = {t.name: t for t in offered}
@@ -130,7 +140,7 @@ class Agent:
                 final = round_no == self.max_rounds
                 started = time.perf_counter()
                 try:
-                    result = await self._complete(msgs, specs, final=final)
+                    result = await self._complete(msgs, specs, final=final, on_text=on_text)
                 finally:
                     llm_ms += (time.perf_counter() - started) * 1000
                     rounds += 1
@@ -161,7 +171,14 @@ class Agent:
             )
         raise AssertionError("unreachable: the final round always returns")  # pragma: no cover
 
-    async def _complete(self, msgs: list[Mapping[str, Any]], specs: list[dict[str, Any]], *, final: bool) -> ChatResult:
+    async def _complete(
+        self,
+        msgs: list[Mapping[str, Any]],
+        specs: list[dict[str, Any]],
+        *,
+        final: bool,
+        on_text: Callable[[str], None] | None = None,
+    ) -> ChatResult:
         """One completion. A refusal that the request can do without is
         answered by asking again, once each: without the pictures (a
         model that cannot read them; ``msgs`` is changed in place, so the
@@ -172,7 +189,8 @@ class Agent:
             extra = {"tool_choice": "none"} if final and specs else None
             try:
                 return await self.llm.chat(
-                    msgs, tools=specs, max_tokens=self.max_tokens, temperature=self.temperature, extra=extra
+                    msgs, tools=specs, max_tokens=self.max_tokens, temperature=self.temperature, extra=extra,
+                    on_text=on_text,
                 )
             except LLMBadRequest as exc:
                 if exc.context_too_long and (smaller := smaller_for_context(msgs)) is not None:

@@ -19,13 +19,17 @@ Behaviour kept from httpx's default transport:
   ``RemoteProtocolError``, ``UnsupportedProtocol``), so callers see what
   httpx would have raised.
 
-The response body is read in full before it is returned: no streaming
-(the LLM client reads whole chat completions).
+The response body is read in full before it is returned, except for a
+``text/event-stream`` answer (a streamed chat completion): its body is
+handed on as it arrives, and the connection is released when the caller
+closes the response (``httpx.Response.aclose``, which ``client.send(...,
+stream=True)`` callers owe anyway).
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
 
 import aiohttp
 import httpx
@@ -74,42 +78,84 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
         body = await request.aread()
         connected = False
         try:
-            async with session.request(
+            resp = await session.request(
                 request.method,
                 str(request.url),
                 headers=headers,
                 data=body or None,
                 allow_redirects=False,
                 timeout=timeout,
-            ) as resp:
-                connected = True
-                content = await resp.read()
-                return httpx.Response(
-                    resp.status,
-                    headers=[(k.decode("latin-1"), v.decode("latin-1")) for k, v in resp.raw_headers],
-                    stream=httpx.ByteStream(content),
-                    extensions={"http_version": f"HTTP/{resp.version.major}.{resp.version.minor}".encode()}
-                    if resp.version
-                    else {},
-                    request=request,
-                )
-        except (TimeoutError, asyncio.TimeoutError) as exc:  # aiohttp's ServerTimeoutError is one too
-            if isinstance(exc, aiohttp.ConnectionTimeoutError) or not connected and not isinstance(
-                exc, aiohttp.SocketTimeoutError
-            ):
-                raise httpx.ConnectTimeout(str(exc) or "connect timed out", request=request) from exc
-            raise httpx.ReadTimeout(str(exc) or "read timed out", request=request) from exc
-        except aiohttp.InvalidURL as exc:
-            raise httpx.UnsupportedProtocol(str(exc), request=request) from exc
-        except aiohttp.ClientConnectorError as exc:
-            raise httpx.ConnectError(str(exc), request=request) from exc
-        except (aiohttp.ServerDisconnectedError, aiohttp.ClientPayloadError, aiohttp.ClientResponseError) as exc:
-            raise httpx.RemoteProtocolError(str(exc) or type(exc).__name__, request=request) from exc
-        except aiohttp.ClientError as exc:
-            raise httpx.ReadError(str(exc) or type(exc).__name__, request=request) from exc
+            )
+            connected = True
+            try:
+                if resp.status < 300 and resp.content_type == "text/event-stream":
+                    stream: httpx.AsyncByteStream = _EventStream(resp, request)
+                else:
+                    stream = httpx.ByteStream(await resp.read())
+                    resp.release()
+            except BaseException:
+                resp.release()
+                raise
+            return httpx.Response(
+                resp.status,
+                headers=[(k.decode("latin-1"), v.decode("latin-1")) for k, v in resp.raw_headers],
+                stream=stream,
+                extensions={"http_version": f"HTTP/{resp.version.major}.{resp.version.minor}".encode()}
+                if resp.version
+                else {},
+                request=request,
+            )
+        except Exception as exc:
+            mapped = _as_httpx(exc, request, connected=connected)
+            if mapped is exc:
+                raise
+            raise mapped from exc
 
     async def aclose(self) -> None:
         self._closed = True
         session, self._session = self._session, None
         if session is not None:
             await session.close()
+
+
+def _as_httpx(exc: Exception, request: httpx.Request, *, connected: bool) -> Exception:
+    """The httpx exception matching an aiohttp failure (``exc`` itself when
+    it is none of aiohttp's)."""
+    if isinstance(exc, TimeoutError | asyncio.TimeoutError):  # aiohttp's ServerTimeoutError is one too
+        if isinstance(exc, aiohttp.ConnectionTimeoutError) or not connected and not isinstance(
+            exc, aiohttp.SocketTimeoutError
+        ):
+            return httpx.ConnectTimeout(str(exc) or "connect timed out", request=request)
+        return httpx.ReadTimeout(str(exc) or "read timed out", request=request)
+    if isinstance(exc, aiohttp.InvalidURL):
+        return httpx.UnsupportedProtocol(str(exc), request=request)
+    if isinstance(exc, aiohttp.ClientConnectorError):
+        return httpx.ConnectError(str(exc), request=request)
+    if isinstance(exc, aiohttp.ServerDisconnectedError | aiohttp.ClientPayloadError | aiohttp.ClientResponseError):
+        return httpx.RemoteProtocolError(str(exc) or type(exc).__name__, request=request)
+    if isinstance(exc, aiohttp.ClientError):
+        return httpx.ReadError(str(exc) or type(exc).__name__, request=request)
+    return exc
+
+
+class _EventStream(httpx.AsyncByteStream):
+    """A streamed body handed on chunk by chunk, aiohttp's failures as
+    httpx's; closing it releases the connection."""
+
+    def __init__(self, resp: aiohttp.ClientResponse, request: httpx.Request) -> None:
+        self._resp = resp
+        self._request = request
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        try:
+            async for chunk in self._resp.content.iter_any():
+                yield chunk
+        except Exception as exc:
+            mapped = _as_httpx(exc, self._request, connected=True)
+            if mapped is exc:
+                raise
+            raise mapped from exc
+
+    async def aclose(self) -> None:
+        self._resp.release()
+

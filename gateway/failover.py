@@ -27,7 +27,7 @@ shares with the memory model's client (``memory/failover.py``).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
@@ -63,6 +63,7 @@ class ChatModel(Protocol):
         max_tokens: int | None = None,
         temperature: float | None = None,
         extra: Mapping[str, Any] | None = None,
+        on_text: Callable[[str], None] | None = None,
     ) -> ChatResult: ...
 
     async def aclose(self) -> None: ...
@@ -162,7 +163,10 @@ class FailoverLLM:
         max_tokens: int | None = None,
         temperature: float | None = None,
         extra: Mapping[str, Any] | None = None,
+        on_text: Callable[[str], None] | None = None,
     ) -> ChatResult:
+        """``on_text``: streamed, as :meth:`LLMClient.chat`; the candidate
+        asked after a failed one starts the text over."""
         plan = self.cooldowns.plan()
         blind: LLMBadRequest | None = None  # a candidate that cannot read the pictures said so
         last: LLMError | None = None
@@ -176,7 +180,7 @@ class FailoverLLM:
             try:
                 result = await cand.client.chat(
                     messages, tools=tools, model=cand.model, max_tokens=max_tokens,
-                    temperature=temperature, extra=extra, fail_fast=n < len(plan) - 1,
+                    temperature=temperature, extra=extra, fail_fast=n < len(plan) - 1, on_text=on_text,
                 )
             except LLMBadRequest as exc:
                 if exc.refuses_images and has_images(messages):

@@ -34,7 +34,7 @@ import random
 import re
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -48,6 +48,7 @@ from memory.redact import scrub_provider_text
 
 from .aiohttp_transport import AiohttpTransport
 from .config import ProviderConfig
+from .llm_stream import Accumulator, StreamError, sse_data
 
 __all__ = [
     "ChatResult",
@@ -434,6 +435,52 @@ class LLMClient:
         base = min(self.backoff_max, self.backoff_base * (2.0**attempt))
         return base * (0.5 + random.random() / 2)  # jitter: many chats must not retry in lockstep
 
+    async def _read_stream(self, resp: httpx.Response, on_text: Callable[[str], None]) -> ChatResult:
+        """A streamed completion, put together as it arrives
+        (gateway/llm_stream.py); ``on_text`` hears the text so far. Raises
+        :class:`_StreamFailed` for a stream that broke off (a read error,
+        or its end before ``[DONE]`` or a finish reason), or carried an
+        error object, or a chunk that is not one."""
+        acc = Accumulator()
+        done = False
+        try:
+            async for payload in sse_data(resp.aiter_raw()):
+                if payload.strip() == "[DONE]":
+                    done = True
+                    break
+                if acc.feed(payload):
+                    on_text(acc.text)
+        except httpx.HTTPError as exc:
+            raise _StreamFailed(map_transport_error(exc), retryable=_retryable_transport(exc)) from exc
+        except StreamError as exc:
+            message = scrub_provider_text(str(exc), self._secrets(), limit=500)
+            if not exc.error:
+                raise _StreamFailed(LLMBadResponse(f"LLM provider sent a broken stream: {message}"),
+                                    retryable=False) from exc
+            # A failure the server reported mid-answer (overloaded, cut by a
+            # moderation layer): as the status it names, else a server error.
+            error = _status_error(exc.status or 502, message)
+            raise _StreamFailed(error, retryable=isinstance(error, LLMUnavailable | LLMRateLimited)) from exc
+        if not done and not acc.finish_reason:
+            error = LLMUnavailable("LLM provider's stream ended before the answer did")
+            raise _StreamFailed(error, retryable=True)
+        try:
+            calls = tuple(ToolCall(id=i, name=n, arguments=a) for i, n, a in acc.tool_calls())
+        except StreamError as exc:
+            raise _StreamFailed(LLMBadResponse(f"LLM provider sent a broken stream: {exc}"), retryable=False) from exc
+        usage = acc.usage
+        return ChatResult(
+            content=acc.text,
+            tool_calls=calls,
+            usage=Usage(
+                prompt_tokens=int(usage.get("prompt_tokens") or 0),
+                completion_tokens=int(usage.get("completion_tokens") or 0),
+                total_tokens=int(usage.get("total_tokens") or 0),
+            ),
+            finish_reason=acc.finish_reason,
+            model=acc.model,
+        )
+
     async def chat(
         self,
         messages: Sequence[Mapping[str, Any]],
@@ -445,7 +492,13 @@ class LLMClient:
         response_format: Mapping[str, Any] | None = None,
         extra: Mapping[str, Any] | None = None,
         fail_fast: bool = False,
+        on_text: Callable[[str], None] | None = None,
     ) -> ChatResult:
+        """One completion. ``on_text``: the reply is streamed
+        (``"stream": true``) and ``on_text`` hears the reply's text so far
+        each time it grows; an attempt that fails and is made again starts
+        from "" (so whatever showed the text replaces it). A server that
+        answers a streamed request whole is read as a whole answer."""
         if self._closed:
             raise RuntimeError("LLMClient is closed")
         body: dict[str, Any] = {"model": model or self.model, "messages": list(messages)}
@@ -459,6 +512,9 @@ class LLMClient:
             body["response_format"] = dict(response_format)
         if extra:
             body.update(extra)
+        streaming = on_text is not None
+        if streaming:
+            body["stream"] = True
         pictures = has_images(messages)
         refused = self._blind.get(body["model"]) if pictures else None
         if refused is not None:  # known not to see: no request to pay for its refusal again
@@ -470,7 +526,30 @@ class LLMClient:
         attempt = 0
         while True:
             try:
-                resp = unbound(await self._client.send(request))
+                if on_text is None:
+                    resp = unbound(await self._client.send(request))
+                else:
+                    resp = await self._client.send(request, stream=True)
+                    try:
+                        if resp.status_code < 300 and _event_stream(resp):
+                            streamed = await self._read_stream(resp, on_text)
+                            return replace(streamed, attempts=attempt + 1,
+                                           elapsed_ms=(time.perf_counter() - started) * 1000)
+                        await resp.aread()
+                    finally:
+                        await resp.aclose()
+                        # As ``unbound``: no cycle back to the response.
+                        resp.stream = httpx.ByteStream(b"")  # what was read stays in resp.content
+            except _StreamFailed as failed:
+                exc_ = failed.error
+                if failed.retryable and attempt < retries and not fail_fast:
+                    delay = self._backoff(attempt, None)
+                    log.warning("LLM stream failed, retrying", error=type(exc_).__name__, attempt=attempt + 1,
+                                delay_s=round(delay, 2))
+                    attempt += 1
+                    await self._sleep(delay)
+                    continue
+                raise exc_ from failed.__cause__
             except httpx.HTTPError as exc:
                 slow = fail_fast and isinstance(exc, httpx.TimeoutException)
                 if _retryable_transport(exc) and attempt < retries and not slow:
@@ -511,6 +590,21 @@ class LLMClient:
                 log.warning("model does not read pictures; photos go to it as a note from now on",
                             model=body["model"], status=status)
             raise error
+
+
+class _StreamFailed(Exception):
+    """A streamed answer that broke off or said it failed, as the error
+    to raise and whether another attempt may get a whole one."""
+
+    def __init__(self, error: LLMError, *, retryable: bool) -> None:
+        super().__init__(str(error))
+        self.error = error
+        self.retryable = retryable
+
+
+def _event_stream(resp: httpx.Response) -> bool:
+    kind: str = resp.headers.get("content-type", "")
+    return kind.split(";")[0].strip().lower() == "text/event-stream"
 
 
 def has_images(messages: Sequence[Mapping[str, Any]]) -> bool:

@@ -217,6 +217,18 @@ class Reply:
     error_type: str = "server_error"
     error_code: str | None = None
     headers: dict[str, str] = field(default_factory=dict)
+    # A streamed request (``"stream": true``) gets the reply as server-sent
+    # events: ``pieces`` (None: the content cut into words, a Han character
+    # pair each), ``piece_delay`` seconds apart; ``cut_after`` N pieces the
+    # connection closes without [DONE] (a stream broken off); ``stream_error``
+    # after the pieces an error object instead of the end, as servers report
+    # a failure mid-answer; ``whole``: answered as one JSON body anyway, as
+    # a server that does not stream.
+    pieces: list[str] | None = None
+    piece_delay: float = 0.0
+    cut_after: int | None = None
+    stream_error: str = ""
+    whole: bool = False
 
 
 Responder = Callable[[dict[str, Any]], "Reply | Awaitable[Reply]"]
@@ -289,6 +301,20 @@ class FakeOpenAI:
     def queue_transcription_error(self, status: int = 500, *, times: int = 1, body: str = "") -> None:
         """``body``: the error's message (a provider echoing what it was sent)."""
         self._transcription_errors.extend([(status, body)] * times)
+
+    def queue_stream(
+        self,
+        pieces: list[str],
+        *,
+        delay: float = 0.0,
+        cut_after: int | None = None,
+        error: str = "",
+        tool_calls: list[dict[str, Any]] | None = None,
+    ) -> None:
+        """A reply whose text comes in ``pieces``, ``delay`` seconds apart,
+        when the request streams (whole otherwise)."""
+        self._script.append(Reply(content="".join(pieces), pieces=list(pieces), piece_delay=delay, cut_after=cut_after,
+                                  stream_error=error, tool_calls=tool_calls or []))
 
     def queue_delay(self, seconds: float, content: str = "late") -> None:
         self._script.append(Reply(content=content, delay=seconds))
@@ -419,7 +445,7 @@ class FakeOpenAI:
         text = data[marker + 4 :].decode("utf-8", "replace") if marker >= 0 else f"({len(data)} bytes of audio)"
         return web.Response(text=text) if fmt == "text" else web.json_response({"text": text})
 
-    async def _chat(self, request: web.Request) -> web.Response:
+    async def _chat(self, request: web.Request) -> web.StreamResponse:
         if not self._auth_ok(request):
             return self._unauthorized()
         try:
@@ -474,7 +500,58 @@ class FakeOpenAI:
             msg = reply.error_body or {429: "Rate limit reached", 500: "The server had an error"}.get(reply.status, "error")
             error = {"message": msg, "type": reply.error_type, "param": None, "code": reply.error_code}
             return web.json_response({"error": error}, status=reply.status, headers=reply.headers)
+        if body.get("stream") is True and not reply.whole:
+            return await self._stream(request, body, reply)
         return web.json_response(self._completion(body, reply))
+
+    async def _stream(self, request: web.Request, body: dict[str, Any], reply: Reply) -> web.StreamResponse:
+        """The reply as OpenAI streams it: ``chat.completion.chunk`` events,
+        the role first, then the text's pieces, then each tool call (its id
+        and name, then its arguments in two halves), then the finish reason
+        and ``data: [DONE]``; usage in a last chunk when
+        ``stream_options.include_usage`` asks for it."""
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
+        await resp.prepare(request)
+        ident, created = f"chatcmpl-{next(self._ids)}", int(time.time())
+
+        async def event(delta: dict[str, Any] | None, finish: str | None = None, **extra: Any) -> None:
+            chunk: dict[str, Any] = {"id": ident, "object": "chat.completion.chunk", "created": created,
+                                     "model": body["model"], **extra}
+            if delta is not None:
+                chunk["choices"] = [{"index": 0, "delta": delta, "finish_reason": finish}]
+            await resp.write(f"data: {json.dumps(chunk, ensure_ascii=False)}\n\n".encode())
+
+        await event({"role": "assistant", "content": ""})
+        content = reply.content or ""
+        pieces = reply.pieces if reply.pieces is not None else re.findall(
+            r"[\u4e00-\u9fff]{1,2}|[^\s\u4e00-\u9fff]+\s*|\s+", content)
+        for n, piece in enumerate(pieces):
+            if reply.cut_after is not None and n >= reply.cut_after:
+                await resp.write_eof()  # no [DONE]: the answer broke off
+                return resp
+            if reply.piece_delay and n:
+                await asyncio.sleep(reply.piece_delay)
+            await event({"content": piece})
+        if reply.stream_error:
+            error = {"message": reply.stream_error, "type": "server_error", "code": None}
+            await resp.write(f"data: {json.dumps({'error': error})}\n\n".encode())
+            await resp.write_eof()
+            return resp
+        for i, tc in enumerate(reply.tool_calls):
+            args = tc["arguments"] if isinstance(tc["arguments"], str) else json.dumps(tc["arguments"], ensure_ascii=False)
+            half = len(args) // 2
+            await event({"tool_calls": [{"index": i, "id": f"call_{next(self._ids)}", "type": "function",
+                                         "function": {"name": tc["name"], "arguments": ""}}]})
+            for part in (args[:half], args[half:]):
+                await event({"tool_calls": [{"index": i, "function": {"arguments": part}}]})
+        finish = reply.finish_reason or ("tool_calls" if reply.tool_calls else "stop")
+        await event({}, finish)
+        if (body.get("stream_options") or {}).get("include_usage"):
+            usage = self._completion(body, reply)["usage"]
+            await event(None, choices=[], usage=usage)
+        await resp.write(b"data: [DONE]\n\n")
+        await resp.write_eof()
+        return resp
 
     def _completion(self, body: dict[str, Any], reply: Reply) -> dict[str, Any]:
         message: dict[str, Any] = {"role": "assistant", "content": reply.content}
