@@ -47,6 +47,7 @@ import html
 import os
 import random
 import re
+import zlib
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -1219,6 +1220,37 @@ class TelegramChannel(BaseChannel):
                 if i:  # parts 1..i went out: only the rest may be sent again
                     exc.remaining = rest_of(msg.text, parts, i)
                 raise
+
+    async def send_draft(self, msg: OutboundMessage) -> bool:
+        """Show a reply being written as Telegram's own draft
+        (``sendMessageDraft``): the app animates each change, and the draft
+        is gone once the reply is sent (``send``), or after 30 s without an
+        update. Private chats only (Telegram takes drafts nowhere else):
+        False elsewhere. A draft longer than a message shows its last
+        part, the one still being written. One attempt, no retries: a
+        failure (a rate limit included) ends this reply's drafts."""
+        bot = self._bot
+        chat_id = _chat_id(msg.chat_id)
+        if bot is None or not isinstance(chat_id, int) or chat_id <= 0:
+            return False
+        parts = split_message(msg.text)
+        if not parts:
+            return True
+        text, opener = parts[-1], part_openers(parts)[-1]
+        formatted = _formatted(text, MAX_MESSAGE_CHARS, opener=opener)
+        # Stable for the reply (and non-zero, as Telegram asks): each update animates the same draft.
+        draft_id = zlib.crc32(msg.send_key.encode()) % 2_000_000_000 + 1
+        thread_id = msg.metadata.get("message_thread_id")
+        if formatted is not None:
+            try:
+                await bot.send_message_draft(chat_id=chat_id, draft_id=draft_id, text=formatted,
+                                             message_thread_id=thread_id, parse_mode=ParseMode.HTML)
+                return True
+            except BadRequest as exc:
+                if not _refuses_markup(exc):
+                    raise
+        await bot.send_message_draft(chat_id=chat_id, draft_id=draft_id, text=text, message_thread_id=thread_id)
+        return True
 
     async def _send_part(
         self,

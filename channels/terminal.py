@@ -79,7 +79,11 @@ class TerminalChannel(BaseChannel):
         reply_prefix: str = "myclaw> ",
         banner: str | None = None,
         exports: Path | None = None,
+        drafts: bool | None = None,
     ) -> None:
+        """``drafts``: a reply being written is printed as it grows
+        (``send_draft``); None: only to a person at a terminal, so piped
+        output holds each reply once, whole, as written."""
         super().__init__(bus)
         self.exports = exports
         self._reader = reader
@@ -91,6 +95,9 @@ class TerminalChannel(BaseChannel):
         self.prompt = prompt if prompt is not None else ("you> " if interactive else "")
         self.banner = banner if banner is not None else (BANNER if interactive else "")
         self.reply_prefix = reply_prefix
+        self.drafts = interactive if drafts is None else drafts
+        # The reply being printed as it is written: (its send_key, what is on screen).
+        self._typing: tuple[str, str] | None = None
         self._replied = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._done = asyncio.Event()
@@ -150,9 +157,32 @@ class TerminalChannel(BaseChannel):
             # The note that it failed comes next (gateway/delivery.py), and
             # only then is the prompt shown again.
             raise DeliveryError(f"file not written: {exc.strerror or type(exc).__name__}", retryable=False) from None
-        self._write(f"{self.reply_prefix}{msg.text}\n" + (f"(saved to {saved})\n" if saved else ""))
+        typing, self._typing = self._typing, None
+        if typing is not None and typing[0] == msg.send_key and msg.text.startswith(typing[1]):
+            text = msg.text[len(typing[1]):]  # the rest of what is on screen
+        else:
+            # Nothing typed, or the model started over (a retry): the reply on a line of its own.
+            text = ("\n" if typing is not None else "") + self.reply_prefix + msg.text
+        self._write(f"{text}\n" + (f"(saved to {saved})\n" if saved else ""))
         self.sent += 1
         self._replied.set()
+
+    async def send_draft(self, msg: OutboundMessage) -> bool:
+        """Print what the reply has grown by since the last draft. A draft
+        that is not a continuation (the model started over) is skipped:
+        the reply itself comes on a line of its own."""
+        if not self.drafts:
+            return False
+        if self._typing is None or self._typing[0] != msg.send_key:
+            if self._typing is not None:
+                self._write("\n")  # another reply's words were left mid-line
+            self._write(self.reply_prefix + msg.text)
+        elif msg.text.startswith(self._typing[1]):
+            self._write(msg.text[len(self._typing[1]):])
+        else:
+            return True
+        self._typing = (msg.send_key, msg.text)
+        return True
 
     def _save(self, file: Attachment) -> Path:
         """Write ``file`` into :attr:`exports` (made 0700 if new) as a

@@ -343,6 +343,8 @@ class App:
             ),
             timezones=self.timezones,
             incognito=self.incognito,
+            stream_delay=cfg.agent.streaming.delay.total_seconds() if cfg.agent.streaming.enabled else None,
+            stream_interval=cfg.agent.streaming.interval.total_seconds(),
         )
 
         if cfg.cron.enabled:

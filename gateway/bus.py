@@ -291,3 +291,12 @@ class MessageBus:
 
     async def publish_outbound(self, msg: OutboundMessage) -> None:
         await self.outbound_queue(msg.channel).put(msg)
+
+    def offer_outbound(self, msg: OutboundMessage) -> bool:
+        """Queue ``msg`` if there is room now (a draft: better not shown
+        than waited for); False when the channel's queue is full."""
+        try:
+            self.outbound_queue(msg.channel).put_nowait(msg)
+        except asyncio.QueueFull:
+            return False
+        return True

@@ -172,6 +172,25 @@ class DocumentsConfig(_Model):
     max_tokens: int = Field(default=12_000, ge=200, le=200_000)
 
 
+class StreamingConfig(_Model):
+    """Replies shown while they are written: the chat model's answer is
+    streamed, and a reply that takes longer than ``delay`` shows as a
+    draft, brought up to date every ``interval``, until it is sent whole
+    (Telegram: private chats, as a draft the app animates; Feishu: a
+    message edited in place). Quick replies come whole, as before."""
+
+    enabled: bool = True
+    delay: Duration = timedelta(seconds=1)
+    interval: Duration = timedelta(seconds=1)
+
+    @field_validator("interval")
+    @classmethod
+    def _interval(cls, v: timedelta) -> timedelta:
+        if v < timedelta(milliseconds=200):
+            raise ValueError("must be at least 200ms (each draft is a request to the platform)")
+        return v
+
+
 class AgentConfig(_Model):
     model: str = "gpt-4o-mini"
     max_tokens: int = Field(default=4096, gt=0)
@@ -187,6 +206,7 @@ class AgentConfig(_Model):
     max_image_bytes: int = Field(default=5 * 1024 * 1024, ge=1024, le=MAX_IMAGE_BYTES)
     transcription: TranscriptionConfig = Field(default_factory=TranscriptionConfig)
     documents: DocumentsConfig = Field(default_factory=DocumentsConfig)
+    streaming: StreamingConfig = Field(default_factory=StreamingConfig)
 
 
 class TelegramConfig(_Model):

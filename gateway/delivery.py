@@ -59,6 +59,10 @@ log = structlog.get_logger(component="outbox")
 
 Chat = tuple[str, str]  # (channel, chat_id)
 
+# Send keys remembered as done with drafts: a reply's drafts come within
+# its minute or so, and thousands of replies a minute is far beyond a gateway.
+_DRAFT_KEYS = 4096
+
 FILE_NOT_SENT = "I could not send you the file; please ask for it again in a minute. 文件没能发出，请一分钟后再试。"
 
 
@@ -137,6 +141,8 @@ class Delivery:
         self._pass = asyncio.Lock()
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        # Replies (send keys) whose later drafts are not shown, oldest first.
+        self._no_drafts: dict[str, None] = {}
 
     # -- lifecycle --------------------------------------------------------------------
 
@@ -189,7 +195,11 @@ class Delivery:
         while True:
             msg = await q.get()
             try:
-                await self._send_new(channel, msg)
+                if msg.draft:
+                    await self._send_draft(channel, msg, waiting=not q.empty())
+                else:
+                    self._drafts_over(msg.send_key)
+                    await self._send_new(channel, msg)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # the outbox itself failed: one reply lost, the sender goes on
@@ -223,6 +233,33 @@ class Delivery:
                 replace(msg, text=rest), created_at=now, due=now + timedelta(seconds=delay), attempts=1,
                 error=self._describe(exc, msg.text), reason="send failed", retry_in_s=round(delay),
             )
+
+    async def _send_draft(self, channel: BaseChannel, msg: OutboundMessage, *, waiting: bool) -> None:
+        """Show a draft when nothing is gained by holding it back: not when
+        something waits behind it on the queue (the reply itself, or a
+        newer draft, or another chat's reply: all come first), nor in a
+        chat whose replies queue in the outbox, nor for a reply whose
+        drafts the channel does not show or the reply itself went out."""
+        key = msg.send_key
+        if waiting or key in self._no_drafts or (msg.channel, msg.chat_id) in self._held:
+            return
+        try:
+            shown = await channel.send_draft(msg)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # a draft is a nicety: the reply still goes out whole
+            log.info("draft not shown; the reply will come whole", channel=msg.channel, chat_id=msg.chat_id,
+                     error=self._describe(exc, msg.text))
+            shown = False
+        if not shown:
+            self._drafts_over(key)
+
+    def _drafts_over(self, key: str) -> None:
+        """No more drafts for the reply sent under ``key``: it went out,
+        or its channel shows none."""
+        self._no_drafts[key] = None
+        while len(self._no_drafts) > _DRAFT_KEYS:
+            del self._no_drafts[next(iter(self._no_drafts))]
 
     async def _send_file(self, channel: BaseChannel, msg: OutboundMessage) -> None:
         """Send a reply with a file at once, even to a chat whose older
@@ -289,6 +326,9 @@ class Delivery:
             q = self.bus.outbound_queue(name)
             while not q.empty():
                 msg = q.get_nowait()
+                if msg.draft:  # a preview: the reply it previews is kept, or was never finished
+                    q.task_done()
+                    continue
                 if msg.attachment is not None:  # never stored: the chat hears it was not sent
                     log.warning("file dropped", reason="gateway stopping", channel=msg.channel, chat_id=msg.chat_id)
                     msg = _file_not_sent(msg)

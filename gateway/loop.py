@@ -44,6 +44,7 @@ from memory.types import Hit
 from .agent import Agent, AgentReply, apology
 from .bus import FILE_NOT_READ, MESSAGE, PHOTO_NOT_READ, Attachment, InboundMessage, MessageBus, OutboundMessage
 from .commands import COMMANDS, UserCommands
+from .drafts import Drafts
 from .export import mostly_chinese
 from .prompt import QUOTE_CHARS, PromptBuilder
 from .ratelimit import RateLimiter, limited_note
@@ -235,6 +236,9 @@ class _Item:
     # A job's text for the chat if the model fails (None: raise JobFailed).
     fallback: str | None = None
     fell_back: bool = False  # the fallback was sent
+    # The reply's drafts (agent.streaming), once its model call began: an
+    # apology after a crash takes their place too.
+    drafts: Drafts | None = None
 
 
 class ProcessLoop:
@@ -256,8 +260,15 @@ class ProcessLoop:
         transcriber: Transcriber | None = None,
         files: RecentFiles | None = None,
         incognito: Incognito | None = None,
+        stream_delay: float | None = None,
+        stream_interval: float = 1.0,
     ) -> None:
+        """``stream_delay``: replies are streamed, and one taking longer
+        than this many seconds shows as drafts every ``stream_interval``
+        (gateway/drafts.py); None: no streaming."""
         self.bus = bus
+        self.stream_delay = stream_delay
+        self.stream_interval = stream_interval
         self.incognito = incognito  # users who asked not to be learnt from (/incognito)
         self.files = files  # each chat's recent files, for file_read
         self.transcriber = transcriber  # voice messages' words (agent.transcription)
@@ -338,7 +349,8 @@ class ProcessLoop:
                         not item.msg.is_group or item.msg.mentioned or item.msg.reply_to_bot
                     ):
                         await self._apologise(
-                            item.msg, item.user or self.identities.resolve(item.msg.channel, item.msg.sender_id)
+                            item.msg, item.user or self.identities.resolve(item.msg.channel, item.msg.sender_id),
+                            item.drafts,
                         )
                 finally:
                     if item.counted:
@@ -473,8 +485,13 @@ class ProcessLoop:
         job = item.user is not None
         user_write = None if job else self._save(msg, "user", msg.history_text, user, sender_id=msg.sender_id,
                                                   message_id=msg.message_id, buffered=quiet)
+        # A scheduled job's reply is not waited for by anyone watching: whole.
+        drafts = item.drafts = None if job or self.stream_delay is None else Drafts(
+            self.bus, msg, owner=user, delay=self.stream_delay, interval=self.stream_interval,
+            started=started, monotonic=time.perf_counter,
+        )
         try:
-            reply: AgentReply = await self.agent.run(messages, ctx, user_text=msg.text)
+            reply: AgentReply = await self.agent.run(messages, ctx, user_text=msg.text, on_text=drafts)
         finally:
             if user_write is not None and not user_write.done():  # also when cancelled: the write must finish
                 await asyncio.wait([user_write])
@@ -508,7 +525,7 @@ class ProcessLoop:
             )
         else:
             self.stats.failed += 1
-        await self._reply(msg, reply.text, user)
+        await self._reply(msg, reply.text, user, drafts=drafts)
         total_ms = (time.perf_counter() - started) * 1000
         self.stats.added_ms.append(max(0.0, total_ms - reply.llm_ms))
         self.stats.retrieval_ms.append(retrieval_ms)
@@ -642,19 +659,22 @@ class ProcessLoop:
             return []
 
     async def _reply(
-        self, msg: InboundMessage, text: str, owner: str, attachment: Attachment | None = None
+        self, msg: InboundMessage, text: str, owner: str, attachment: Attachment | None = None, *,
+        drafts: Drafts | None = None,
     ) -> None:
         """``owner``: whose message it answers, named on the reply so that,
         kept in the outbox, it goes with their data (a message not stored
-        in Tier 0 could not be traced back to them)."""
+        in Tier 0 could not be traced back to them). ``drafts``: the
+        reply's drafts, whose place it takes."""
         if not text:
             return
-        await self.bus.publish_outbound(OutboundMessage.answering(msg, text, attachment, owner=owner))
+        out = OutboundMessage.answering(msg, text, attachment, owner=owner)
+        await self.bus.publish_outbound(drafts.reply(out) if drafts is not None else out)
         self.stats.replied += 1
 
-    async def _apologise(self, msg: InboundMessage, owner: str) -> None:
+    async def _apologise(self, msg: InboundMessage, owner: str, drafts: Drafts | None = None) -> None:
         try:
-            await self._reply(msg, apology(msg.text), owner)
+            await self._reply(msg, apology(msg.text), owner, drafts=drafts)
         except Exception as exc:  # the bus itself is gone; nothing more to do
             log.error("could not send the apology", chat=msg.session_key, error=repr(exc))
 

@@ -157,3 +157,27 @@ async def test_without_a_folder_the_file_is_not_written_and_the_user_is_told(
     await _export_session(app, terminal)
     assert out.getvalue() == f"you> myclaw> {FILE_NOT_SENT}\nyou> "
     assert not (tmp_path / "exports").exists()
+
+
+async def test_drafts_print_the_reply_as_it_grows_and_the_reply_ends_it() -> None:
+    from gateway.bus import MessageBus, OutboundMessage
+
+    out = io.StringIO()
+    terminal = TerminalChannel(MessageBus(), reader=asyncio.StreamReader(), output=out, drafts=True)
+
+    def draft(text: str, key: str = "k") -> OutboundMessage:
+        return OutboundMessage("terminal", "local", text, send_key=key, draft=True)
+
+    assert await terminal.send_draft(draft("The launch"))
+    assert await terminal.send_draft(draft("The launch moved"))
+    await terminal.send(OutboundMessage("terminal", "local", "The launch moved to Thursday.", send_key="k"))
+    assert out.getvalue() == "myclaw> The launch moved to Thursday.\n"
+    # The model started over (a retry): that draft is skipped and the reply comes on a line of its own.
+    out.truncate(0), out.seek(0)
+    await terminal.send_draft(draft("Wrong half", "k2"))
+    assert await terminal.send_draft(draft("Right", "k2"))
+    await terminal.send(OutboundMessage("terminal", "local", "Right answer.", send_key="k2"))
+    assert out.getvalue() == "myclaw> Wrong half\nmyclaw> Right answer.\n"
+    # Piped output (the default away from a terminal) shows no drafts.
+    piped = TerminalChannel(MessageBus(), reader=asyncio.StreamReader(), output=io.StringIO())
+    assert not await piped.send_draft(draft("x", "k3"))

@@ -22,6 +22,8 @@ shapes, so the client code under test cannot tell it from Telegram:
   a file id or URL instead, an empty file, or a caption over 1024
   characters (with ``parse_mode=HTML``: its visible text, the markup
   checked as a message's): 400 with Telegram's wording.
+* ``sendMessageDraft`` (a reply shown while it is written) is recorded in
+  ``drafts``; to a chat that is not private, or with ``draft_id`` 0: 400.
 
 * ``getFile`` answers a file a pushed message carries (``push_photo``,
   ``push_document``) with its ``file_path``, and ``GET
@@ -115,6 +117,18 @@ class SentMessage:
     parse_mode: str | None = None
     message_thread_id: int | None = None
     params: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class SentDraft:
+    """One ``sendMessageDraft`` the fake accepted: a reply being written,
+    shown in a private chat until the message itself comes."""
+
+    chat_id: int
+    draft_id: int
+    text: str  # as shown: with parse_mode=HTML, without the tags
+    parse_mode: str | None = None
+    message_thread_id: int | None = None
 
 
 @dataclass(frozen=True)
@@ -395,6 +409,7 @@ class FakeTelegram:
         self.on_send: Callable[[SentMessage], None] | None = None
         self.sent_count = 0
         self.sent: list[SentMessage] = []
+        self.drafts: list[SentDraft] = []
         self.documents: list[SentDocument] = []
         self.on_document: Callable[[SentDocument], None] | None = None
         self.calls: list[Call] = []
@@ -1049,6 +1064,36 @@ class FakeTelegram:
             self.on_send(sent)
         return _ok(msg)
 
+    async def _send_message_draft(self, params: dict[str, Any]) -> web.Response:
+        """As Bot API 10.0: a private chat only, a non-zero ``draft_id``,
+        the text optional (empty: a "Thinking..." placeholder), parsed and
+        counted as a message's."""
+        target = self._target(params)
+        if isinstance(target, web.Response):
+            return target
+        chat, _, thread_id = target
+        if chat.get("type") != "private":
+            return _error(400, "Bad Request: message drafts can be sent only to private chats")
+        draft_id = _as_int(params.get("draft_id"))
+        if not draft_id:
+            return _error(400, "Bad Request: draft_id must be non-zero")
+        text = params.get("text") or ""
+        if not isinstance(text, str):
+            return _error(400, "Bad Request: text must be a string")
+        parse_mode = params.get("parse_mode") or None
+        if parse_mode is not None and parse_mode not in ("Markdown", "MarkdownV2", "HTML"):
+            return _error(400, f"Bad Request: unsupported parse_mode {parse_mode!r}")
+        if parse_mode == "HTML":
+            try:
+                text = parse_html(text)
+            except EntityError as exc:
+                return _error(400, str(exc))
+        if utf16_len(text) > MAX_MESSAGE_LENGTH:
+            return _error(400, "Bad Request: message is too long")
+        if self.record:
+            self.drafts.append(SentDraft(chat["id"], draft_id, text, parse_mode, thread_id))
+        return _ok(True)
+
     async def _send_document(self, params: dict[str, Any]) -> web.Response:
         target = self._target(params)
         if isinstance(target, web.Response):
@@ -1107,6 +1152,7 @@ class FakeTelegram:
         "getwebhookinfo": _get_webhook_info,
         "getupdates": _get_updates,
         "sendmessage": _send_message,
+        "sendmessagedraft": _send_message_draft,
         "senddocument": _send_document,
         "getfile": _get_file,
         "sendchataction": _true,

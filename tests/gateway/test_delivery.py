@@ -342,3 +342,72 @@ async def test_a_file_still_queued_at_shutdown_leaves_only_the_note(tmp_path: Pa
         assert "Miso" not in json.dumps([tuple(r) for r in raw])
     finally:
         await sessions.close()
+
+
+# -- drafts (agent.streaming) ------------------------------------------------------------
+
+
+def _draft(text: str, key: str, chat_id: str = CHAT) -> OutboundMessage:
+    return OutboundMessage("telegram", chat_id, text, send_key=key, draft=True)
+
+
+async def test_a_draft_goes_out_only_when_nothing_waits_behind_it(rig: Rig, tg: FakeTelegram) -> None:
+    tg.push_text(int(CHAT), int(CHAT), "hi")  # the chat is a private one Telegram knows
+    await rig.bus.publish_outbound(_draft("The", "k1"))
+    await asyncio.wait_for(rig.bus.outbound_queue("telegram").join(), 10)
+    # Three at once: the two drafts have something behind them, so only the reply goes.
+    for msg in (_draft("The launch", "k1"), _draft("The launch moved", "k1"),
+                OutboundMessage("telegram", CHAT, "The launch moved to Thursday.", send_key="k1")):
+        rig.bus.offer_outbound(msg)
+    await asyncio.wait_for(rig.bus.outbound_queue("telegram").join(), 10)
+    assert [d.text for d in tg.drafts] == ["The"] and tg.texts() == ["The launch moved to Thursday."]
+    # A draft of a reply already sent (late on the queue) is not shown.
+    await rig.bus.publish_outbound(_draft("The launch moved to", "k1"))
+    await asyncio.wait_for(rig.bus.outbound_queue("telegram").join(), 10)
+    assert len(tg.drafts) == 1
+
+
+async def test_drafts_are_never_kept_for_later(rig: Rig, tg: FakeTelegram) -> None:
+    tg.push_text(int(CHAT), int(CHAT), "hi")
+    tg.fail_next("sendMessage", 502)
+    await rig.reply("first answer")  # kept: the chat's replies now queue in the outbox
+    assert await rig.rows() == ["first answer"]
+    await rig.bus.publish_outbound(_draft("a draft", "k2"))
+    await asyncio.wait_for(rig.bus.outbound_queue("telegram").join(), 10)
+    assert tg.drafts == [] and await rig.outbox.count() == 1  # not shown ahead of the waiting reply, not kept
+    # At shutdown, what is still queued goes to the outbox: the replies, never a draft.
+    q = rig.bus.outbound_queue("telegram")
+    other = MessageBus()
+    other.offer_outbound(_draft("half", "k3"))
+    other.offer_outbound(OutboundMessage("telegram", CHAT, "whole", send_key="k3"))
+    rig.delivery.bus = other
+    assert await rig.delivery.keep_queued(["telegram"]) == 1
+    assert await rig.rows() == ["first answer"] and await rig.outbox.count() == 2
+    assert q.empty()
+
+
+async def test_a_channel_without_drafts_is_not_asked_again_for_that_reply(tmp_path: Path, clock: ManualClock) -> None:
+    asked: list[str] = []
+
+    class Plain(BaseChannel):
+        name = "plain"
+
+        async def start(self) -> None: ...
+
+        async def stop(self) -> None: ...
+
+        async def send(self, msg: OutboundMessage) -> None:
+            asked.append(f"send {msg.text}")
+
+        async def send_draft(self, msg: OutboundMessage) -> bool:
+            asked.append(f"draft {msg.text}")
+            return False
+
+    channel = Plain(MessageBus())
+    async for r in _rig(tmp_path, clock, channel):
+        for text in ("a", "ab", "abc"):
+            await r.bus.publish_outbound(OutboundMessage("plain", "1", text, send_key="k", draft=True))
+            await asyncio.wait_for(r.bus.outbound_queue("plain").join(), 10)
+        await r.bus.publish_outbound(OutboundMessage("plain", "1", "abcd", send_key="k"))
+        await asyncio.wait_for(r.bus.outbound_queue("plain").join(), 10)
+    assert asked == ["draft a", "send abcd"]
