@@ -47,6 +47,7 @@ import html
 import os
 import random
 import re
+import time
 import zlib
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
@@ -536,6 +537,8 @@ class TelegramChannel(BaseChannel):
         self._request = request
         self._get_updates_request = get_updates_request
         self._bot: Bot | None = None
+        # When each group was last shown "typing…" (time.monotonic), for send_draft.
+        self._typing_at: dict[str, float] = {}
         self._poll_task: asyncio.Task[None] | None = None
         self._next = 0  # the update after the last one taken in
         self._unsettled: set[int] = set()  # taken into a lane, message not on the bus yet
@@ -1225,22 +1228,33 @@ class TelegramChannel(BaseChannel):
         """Show a reply being written as Telegram's own draft
         (``sendMessageDraft``): the app animates each change, and the draft
         is gone once the reply is sent (``send``), or after 30 s without an
-        update. Private chats only (Telegram takes drafts nowhere else):
-        False elsewhere. A draft longer than a message shows its last
+        update; empty text is Telegram's "thinking" placeholder. Telegram
+        takes drafts in private chats only: a group (or channel) sees
+        "typing…" instead. A draft longer than a message shows its last
         part, the one still being written. One attempt, no retries: a
         failure (a rate limit included) ends this reply's drafts."""
         bot = self._bot
-        chat_id = _chat_id(msg.chat_id)
-        if bot is None or not isinstance(chat_id, int) or chat_id <= 0:
+        if bot is None:
             return False
+        chat_id = _chat_id(msg.chat_id)
+        thread_id = msg.metadata.get("message_thread_id")
+        if not isinstance(chat_id, int) or chat_id <= 0:
+            # "typing…" lasts 5 s: once every 4 s is enough, however often the words grow.
+            now = time.monotonic()
+            if now - self._typing_at.get(msg.chat_id, float("-inf")) >= 4.0:
+                if len(self._typing_at) > 1000:
+                    self._typing_at = {k: t for k, t in self._typing_at.items() if now - t < 4.0}
+                self._typing_at[msg.chat_id] = now
+                await bot.send_chat_action(chat_id=chat_id, action=ChatAction.TYPING, message_thread_id=thread_id)
+            return True
+        # Stable for the reply (and non-zero, as Telegram asks): each update animates the same draft.
+        draft_id = zlib.crc32(msg.send_key.encode()) % 2_000_000_000 + 1
         parts = split_message(msg.text)
         if not parts:
+            await bot.send_message_draft(chat_id=chat_id, draft_id=draft_id, text="", message_thread_id=thread_id)
             return True
         text, opener = parts[-1], part_openers(parts)[-1]
         formatted = _formatted(text, MAX_MESSAGE_CHARS, opener=opener)
-        # Stable for the reply (and non-zero, as Telegram asks): each update animates the same draft.
-        draft_id = zlib.crc32(msg.send_key.encode()) % 2_000_000_000 + 1
-        thread_id = msg.metadata.get("message_thread_id")
         if formatted is not None:
             try:
                 await bot.send_message_draft(chat_id=chat_id, draft_id=draft_id, text=formatted,

@@ -27,6 +27,13 @@ written to the outbox. When it cannot go out, it is dropped (logged
 without its content) and the chat gets :data:`FILE_NOT_SENT` instead, a
 text like any other (kept if need be); the user can ask again.
 
+A draft (``OutboundMessage.draft``: a reply still being written,
+gateway/drafts.py) is never kept: it is shown only when nothing waits
+behind it on the queue (the reply itself, a newer draft, another chat's
+reply: each matters more), never in a chat whose replies wait in the
+outbox, and a channel that shows none, or fails one, is not asked again
+for that reply. Shutdown drops the drafts still queued.
+
 A late reply is sent as it was written, with no "(delayed)" prefix: in a
 group it still quotes the message it answers, and the log says how late
 it was ("reply delivered late"). Shutdown: a send cut by the gateway

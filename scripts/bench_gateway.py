@@ -223,7 +223,7 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
         with tempfile.TemporaryDirectory(prefix="myclaw-bench-") as tmp:
             doc = {
                 "provider": {"baseUrl": urls["openai"], "apiKey": API_KEY, "maxRetries": 0, "timeout": "30s"},
-                "agent": {"model": "bench-model"},
+                "agent": {"model": "bench-model", "streaming": {"enabled": not args.no_streaming}},
                 "channels": {"telegram": {"enabled": True, "token": urls["token"], "baseUrl": urls["telegram"]}},
                 # Each chat sends its messages within seconds: limits far above
                 # that, so every message is answered and the limiter still runs.
@@ -335,6 +335,8 @@ def main() -> None:
     ap.add_argument("--extract-after", type=int, default=0, metavar="SECONDS",
                     help="memory.extraction.quietGap for the run (default: the config's 3 minutes, so a short run "
                          "never extracts and the extraction buffer only grows); the fake LLM answers extraction calls")
+    ap.add_argument("--no-streaming", action="store_true",
+                    help="agent.streaming off: whole completions, no drafts (streaming is the default)")
     ap.add_argument("--no-extraction", action="store_true", help="do not start the extraction service (diagnosis)")
     ap.add_argument("--default-runtime", action="store_true",
                     help="keep the interpreter's GC settings (diagnosis; see gateway/runtime.py)")

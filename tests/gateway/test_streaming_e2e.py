@@ -62,7 +62,7 @@ async def test_a_quick_reply_has_no_drafts(tmp_path: Path, clock: ManualClock) -
     assert llm.requests[0]["stream"] is True and reply.text == "Quick answer." and tg.drafts == []
 
 
-async def test_a_group_gets_no_drafts_and_the_reply_still_quotes(tmp_path: Path, clock: ManualClock) -> None:
+async def test_a_group_sees_typing_not_drafts_and_the_reply_still_quotes(tmp_path: Path, clock: ManualClock) -> None:
     async with FakeOpenAI(api_key=KEY) as llm, FakeTelegram() as tg:
         app = _app(tmp_path, clock, llm, {"telegram": _telegram(tg)}, **STREAM)
         try:
@@ -74,7 +74,8 @@ async def test_a_group_gets_no_drafts_and_the_reply_still_quotes(tmp_path: Path,
         finally:
             await asyncio.wait_for(app.close(), 15)
     assert reply.text == "The launch moved to Thursday." and reply.reply_to == asked["message_id"]
-    assert tg.drafts == [] and tg.counts["sendmessagedraft"] == 0
+    # Telegram takes drafts in private chats only: the group sees "typing…" meanwhile.
+    assert tg.drafts == [] and tg.counts["sendmessagedraft"] == 0 and tg.counts["sendchataction"] >= 1
 
 
 async def test_a_stream_broken_off_starts_over_and_the_reply_is_the_whole_one(
@@ -148,3 +149,20 @@ async def test_a_scheduled_job_is_not_streamed(tmp_path: Path, clock: ManualCloc
         finally:
             await asyncio.wait_for(app.close(), 15)
     assert llm.requests[0].get("stream") is True and "stream" not in llm.requests[1]
+
+
+async def test_a_slow_start_shows_the_thinking_placeholder_first(tmp_path: Path, clock: ManualClock) -> None:
+    """Before any words come (the model still reading, a tool running), a
+    private chat gets Telegram's empty draft, its "thinking" placeholder."""
+    async with FakeOpenAI(api_key=KEY) as llm, FakeTelegram() as tg:
+        app = _app(tmp_path, clock, llm, {"telegram": _telegram(tg)}, **STREAM)
+        try:
+            await app.open()
+            await asyncio.wait_for(app.start(), 15)
+            llm.queue_delay(0.6, "Done thinking.")
+            tg.push_text(42, 42, "think hard")
+            [reply] = await tg.wait_sent(1, timeout=15)
+        finally:
+            await asyncio.wait_for(app.close(), 15)
+    assert reply.text == "Done thinking."
+    assert tg.drafts and tg.drafts[0].text == "" and tg.drafts[0].chat_id == 42

@@ -1,0 +1,102 @@
+"""Drafts of one streamed reply: when they are published, on a hand-moved
+clock (no sleeping), and how the reply takes their place."""
+
+from __future__ import annotations
+
+import asyncio
+
+from gateway.bus import InboundMessage, MessageBus, OutboundMessage
+from gateway.drafts import REFRESH, Drafts
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _drafts(bus: MessageBus, clock: Clock, *, delay: float = 1.0, interval: float = 1.0, group: bool = False) -> Drafts:
+    msg = InboundMessage(channel="telegram", sender_id="7", chat_id="-5" if group else "7", text="q",
+                         message_id="31", is_group=group, metadata={"message_thread_id": 9})
+    return Drafts(bus, msg, owner="telegram:7", delay=delay, interval=interval, monotonic=clock)
+
+
+def _queued(bus: MessageBus) -> list[OutboundMessage]:
+    q = bus.outbound_queue("telegram")
+    out = []
+    while not q.empty():
+        out.append(q.get_nowait())
+    return out
+
+
+def test_nothing_before_the_delay_then_at_most_one_per_interval() -> None:
+    bus, clock = MessageBus(), Clock()
+    drafts = _drafts(bus, clock)
+    drafts("The")
+    clock.now += 0.9
+    drafts("The launch")
+    assert _queued(bus) == []  # a reply done within the delay shows nothing
+    clock.now += 0.2
+    drafts("The launch moved")
+    clock.now += 0.5
+    drafts("The launch moved to")  # within the interval: skipped
+    clock.now += 0.6
+    drafts("The launch moved to")
+    drafts("The launch moved to Thursday")
+    sent = _queued(bus)
+    assert [m.text for m in sent] == ["The launch moved", "The launch moved to"]
+    assert all(m.draft and m.send_key == drafts.send_key and m.answers == "31" and m.owner == "telegram:7"
+               for m in sent)
+    assert sent[0].metadata == {"message_thread_id": 9}
+
+
+def test_the_reply_takes_the_drafts_key_and_is_no_draft() -> None:
+    bus, clock = MessageBus(), Clock()
+    drafts = _drafts(bus, clock, group=True)
+    reply = drafts.reply(OutboundMessage("telegram", "-5", "whole", reply_to="31"))
+    assert reply.send_key == drafts.send_key and not reply.draft and reply.reply_to == "31"
+
+
+def test_a_full_queue_loses_the_draft_not_the_stream() -> None:
+    bus, clock = MessageBus(maxsize=1), Clock()
+    drafts = _drafts(bus, clock, delay=0.0)
+    bus.offer_outbound(OutboundMessage("telegram", "9", "someone else's reply"))
+    drafts("words")  # returns at once; nothing queued
+    assert [m.text for m in _queued(bus)] == ["someone else's reply"]
+    drafts("words and more")  # not counted as shown: the next chance publishes it
+    assert [m.text for m in _queued(bus)] == ["words and more"] and drafts.published == 1
+
+
+async def _turns() -> None:
+    for _ in range(5):  # the beat wakes from its queue and runs to its next nap
+        await asyncio.sleep(0)
+
+
+async def test_run_shows_work_before_words_and_repeats_a_stale_draft() -> None:
+    bus, clock = MessageBus(), Clock()
+    drafts = _drafts(bus, clock)
+    naps: list[float] = []
+    steps = asyncio.Queue[None]()
+
+    async def sleep(seconds: float) -> None:
+        naps.append(seconds)
+        await steps.get()  # the test says when the nap is over
+        clock.now += seconds
+
+    beat = asyncio.create_task(drafts.run(sleep))
+    await _turns()
+    assert _queued(bus) == [] and naps == [1.0]  # waits out the delay
+    steps.put_nowait(None)
+    await _turns()
+    [thinking] = _queued(bus)
+    assert thinking.text == "" and thinking.draft  # at work, no words yet
+    drafts("First words")  # words follow the empty draft at once, not an interval later
+    assert [m.text for m in _queued(bus)] == ["First words"]
+    steps.put_nowait(None)
+    await _turns()
+    assert [m.text for m in _queued(bus)] == ["First words"]  # repeated REFRESH after the empty one
+    assert naps[1] == REFRESH
+    beat.cancel()
+    await asyncio.gather(beat, return_exceptions=True)
