@@ -10,7 +10,8 @@ taken, messages recalled; kept across restarts given a ``seen_store``),
 ``webhook`` (HTTP intake: verification, decryption, signature),
 ``longconn`` (lark-oapi websocket client), ``client`` (sending, token cache),
 ``replies`` (which messages the bot sent as the reply to which message),
-``content`` (a message's content as words), ``records`` (chat records).
+``content`` (a message's content as words), ``records`` (chat records),
+``drafts`` (a reply shown while it is written, one message edited).
 
 A recalled message takes the bot's reply along: the RECALL goes on the bus
 (its stored words are erased, gateway/revisions.py) and the reply's parts
@@ -51,6 +52,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
@@ -63,8 +65,18 @@ from gateway.bus import Audio, Forwarded, Image, InboundMessage, MessageBus, Out
 from gateway.config import FeishuConfig
 from gateway.http import HttpServer
 
-from .client import FeishuApiError, FeishuClient, Resource, ResourceTooLarge, Withdrawal, is_retryable, split_text
+from .client import (
+    FeishuApiError,
+    FeishuClient,
+    Resource,
+    ResourceTooLarge,
+    Withdrawal,
+    draft_uuid,
+    is_retryable,
+    split_text,
+)
 from .dedup import IdStore, RecentIds
+from .drafts import DRAFT_EDITS, EDIT_INTERVAL, Draft, Drafts, preview
 from .events import (
     MESSAGE_EVENT,
     RECALL_EVENT,
@@ -129,7 +141,8 @@ class FeishuChannel(BaseChannel):
         pictures up to this size go to the model; ``max_audio_bytes`` (with
         ``agent.transcription``): audio messages up to this size are
         downloaded for transcription; ``max_document_bytes`` (with
-        ``agent.documents``): file messages up to this size are read as text."""
+        ``agent.documents``): file messages up to this size are read as text.
+        The ``clock`` (monotonic seconds) also spaces a draft's edits."""
         super().__init__(bus, config.allow_from, max_image_bytes=max_image_bytes, max_audio_bytes=max_audio_bytes,
                          max_document_bytes=max_document_bytes, max_document_tokens=max_document_tokens)
         self.config = config
@@ -143,6 +156,8 @@ class FeishuChannel(BaseChannel):
             store=reply_store, recalled_store=seen_store("recalled") if seen_store else None
         )
         self._withdrawals: set[asyncio.Task[list[Withdrawal]]] = set()
+        self._clock: Callable[[], float] = client_options.get("clock", time.monotonic)
+        self._drafts = Drafts(self._clock)  # reply send_key -> the message showing its drafts
         self.names = Names(self.api.user_name)  # a chat record's authors
         self.bot_open_id: str | None = None
         self._longconn: Any = None  # LongConnection, imported lazily
@@ -564,6 +579,16 @@ class FeishuChannel(BaseChannel):
         return not late
 
     # -- sending -------------------------------------------------------------------
+    def _recorder(self, msg: OutboundMessage) -> Callable[[str], None]:
+        """What notes a message sent as (part of) ``msg``: the bot's, for
+        reply_to_bot, and under the message it answers, to withdraw with it."""
+
+        def sent(message_id: str) -> None:
+            self._sent_ids.seen_before(message_id)
+            self.replies.record(msg.answers, msg.chat_id, message_id)
+
+        return sent
+
     async def send(self, msg: OutboundMessage) -> None:
         """Raises ``FeishuApiError`` (with the Feishu code, ``retryable``
         and, after a partial send, ``remaining``) when Feishu refuses or
@@ -572,18 +597,20 @@ class FeishuChannel(BaseChannel):
         and the file message go out. Each part sent is recorded under the message it answers
         (``msg.answers``), as it goes out. A reply to a message recalled
         meanwhile is not sent, and the parts of one recalled while it was
-        being sent are withdrawn at once."""
+        being sent are withdrawn at once. A reply whose drafts were shown
+        (:meth:`send_draft`, same ``send_key``) turns their message into its
+        first part (:meth:`_send_over_draft`)."""
         if msg.answers and self.replies.was_recalled(msg.answers, msg.chat_id):
             self.log.info("reply to a recalled message not sent", chat_id=msg.chat_id, recalled=msg.answers)
             return
-
-        def sent(message_id: str) -> None:
-            self._sent_ids.seen_before(message_id)  # ours, for reply_to_bot
-            self.replies.record(msg.answers, msg.chat_id, message_id)
-
+        sent = self._recorder(msg)
         try:
             if msg.attachment is None:
-                await self.api.send_text(msg.chat_id, msg.text, reply_to=msg.reply_to, on_sent=sent, key=msg.send_key)
+                # Opened even for a reply never drafted: a draft of it that
+                # comes late (after the reply) must not show up on its own.
+                draft = self._drafts.open(msg.send_key)
+                async with draft.lock:
+                    await self._send_over_draft(msg, draft, sent)
             else:
                 # Uploaded first: a refused upload leaves nothing half sent.
                 # The caption goes as a text before the file (a file message has none).
@@ -596,3 +623,103 @@ class FeishuChannel(BaseChannel):
         finally:
             if msg.answers and self.replies.was_recalled(msg.answers, msg.chat_id):
                 self._withdraw_later(msg.answers, msg.chat_id)
+
+    async def _send_over_draft(self, msg: OutboundMessage, draft: Draft, sent: Callable[[str], None]) -> None:
+        """The finished reply: its first part edited into the draft message
+        (not edited when the draft already shows exactly that), the rest
+        sent as new messages, with ``send_text``'s uuids and ``remaining``.
+        A transient failure of the edit raises (the outbox brings the reply
+        back, and the draft message is still there to edit). A refusal
+        (the message withdrawn, out of edits, past the edit window, ...)
+        sends the whole reply as new messages and withdraws the draft
+        message, best effort. Once the edit is done, a resend (of the rest,
+        after a cut) goes out as new messages, and so does a reply with no
+        draft message; drafts coming after the reply show nothing."""
+        if not draft.message_id or draft.done:
+            draft.done = True
+            await self.api.send_text(msg.chat_id, msg.text, reply_to=msg.reply_to, on_sent=sent, key=msg.send_key)
+            return
+        if not split_text(msg.text):  # a reply of no words: nothing for the draft to become
+            stale, draft.message_id, draft.done = draft.message_id, "", True
+            await self._withdraw_draft(msg.chat_id, stale)
+            return
+
+        async def into_draft(content: str, msg_type: str) -> str:
+            if draft.shown != (content, msg_type):
+                draft.edits += 1
+                await self.api.edit_message(draft.message_id, content, msg_type=msg_type)
+                draft.shown = (content, msg_type)
+            draft.done = True
+            return draft.message_id
+
+        try:
+            await self.api.send_text(msg.chat_id, msg.text, reply_to=msg.reply_to, on_sent=sent,
+                                     key=msg.send_key, first=into_draft)
+        except FeishuApiError as exc:
+            if draft.done or exc.retryable:
+                raise
+            stale, draft.message_id, draft.done = draft.message_id, "", True
+            self.log.info("feishu draft message could not become the reply; sending it anew", chat_id=msg.chat_id,
+                          message_id=stale, code=exc.code, error=exc.msg)
+            try:
+                await self.api.send_text(msg.chat_id, msg.text, reply_to=msg.reply_to, on_sent=sent,
+                                         key=msg.send_key)
+            finally:
+                await self._withdraw_draft(msg.chat_id, stale)
+
+    async def _withdraw_draft(self, chat_id: str, message_id: str) -> None:
+        """Best effort: a draft the reply could not replace stays in the
+        chat if Feishu refuses its withdrawal too (logged)."""
+        try:
+            result = await self.api.delete_message(message_id)
+        except FeishuApiError as exc:
+            result = Withdrawal(message_id, False, exc.code, exc.msg)
+        if not result.deleted:
+            self.log.warning("could not withdraw a stale feishu draft message", chat_id=chat_id,
+                             message_id=message_id, code=result.code, reason=result.reason)
+
+    async def send_draft(self, msg: OutboundMessage) -> bool:
+        """Show a reply still being written (``msg.draft``): its first draft
+        as a new message (answering ``reply_to`` as the reply will), recorded
+        as the reply's parts are; later ones edit that message, at most
+        ``DRAFT_EDITS`` times and ``EDIT_INTERVAL`` seconds apart (a draft
+        skipped for that, or unchanged, still returns True). False once the
+        reply is out, and for a recalled question or a file. A transient
+        failure skips the draft (logged; the next one tries again); a
+        refusal raises ``FeishuApiError``: the gateway sends no more drafts
+        of this reply, which goes out all the same."""
+        if msg.attachment is not None or (msg.answers and self.replies.was_recalled(msg.answers, msg.chat_id)):
+            return False
+        draft = self._drafts.open(msg.send_key)
+        async with draft.lock:
+            if draft.done:
+                return False
+            shown = preview(msg.text)
+            if shown is None or shown == draft.shown:
+                return True
+            now = self._clock()
+            if draft.message_id and (draft.edits >= DRAFT_EDITS or now - draft.last_at < EDIT_INTERVAL):
+                return True
+            content, msg_type = shown
+            draft.last_at = now
+            try:
+                if draft.message_id:
+                    draft.edits += 1
+                    await self.api.edit_message(draft.message_id, content, msg_type=msg_type, attempts=1)
+                else:
+                    message_id = await self.api.send_one(
+                        msg.chat_id, content, msg_type=msg_type, reply_to=msg.reply_to,
+                        part_uuid=draft_uuid(msg.send_key), attempts=1,
+                    )
+                    self._recorder(msg)(message_id)
+                    draft.message_id = message_id
+            except FeishuApiError as exc:
+                if not exc.retryable:
+                    raise
+                self.log.info("feishu draft skipped", chat_id=msg.chat_id, code=exc.code, error=exc.msg)
+                return True
+            finally:
+                if msg.answers and self.replies.was_recalled(msg.answers, msg.chat_id):
+                    self._withdraw_later(msg.answers, msg.chat_id)  # recalled while the draft went out
+            draft.shown = shown
+            return True

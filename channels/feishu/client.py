@@ -3,8 +3,8 @@
 Why not lark-oapi's ``Client`` here: its calls (async ones included) fetch
 the tenant token with blocking ``requests``, without our timeouts, and it
 does not retry on rate limits. Running each call in a thread would work but
-costs a thread per in-flight send; five endpoints (token, send, reply,
-delete, file upload), a bot-info lookup and two reads (a message by id, a
+costs a thread per in-flight send; six endpoints (token, send, reply,
+edit, delete, file upload), a bot-info lookup and two reads (a message by id, a
 user's name) are simple enough to call directly, fully async, with the
 retry rules we need (a picture a user sent is downloaded the same way,
 streamed, and cut off past the caller's limit):
@@ -41,8 +41,8 @@ from channels.base import DeliveryError, rest_of
 from channels.markdown import feishu_md, part_openers
 
 __all__ = [
-    "FeishuApiError", "FeishuClient", "Resource", "ResourceTooLarge", "Withdrawal", "is_retryable", "part_uuids",
-    "split_text",
+    "EDIT_LIMIT", "FeishuApiError", "FeishuClient", "Resource", "ResourceTooLarge", "Withdrawal", "draft_uuid",
+    "is_retryable", "part_uuids", "render", "split_text",
 ]
 
 _T = TypeVar("_T")
@@ -55,6 +55,9 @@ RATE_LIMIT_CODE = 99991400
 # Nothing to retry, nothing wrong with the setup.
 RECALL_REFUSED_CODES = frozenset({230009, 230011, 230026, 230050, 230054})
 TEXT_CHUNK = 4000  # Feishu accepts ~150 KB, but long walls of text read badly in a chat
+# Feishu's edit (PUT .../messages/:id): text and post messages only, at most
+# 20 edits each; the 21st is refused with 230072.
+EDIT_LIMIT = 20
 
 
 class FeishuApiError(DeliveryError):
@@ -173,6 +176,7 @@ class FeishuClient:
         reply_to: str = "",
         on_sent: Callable[[str], None] | None = None,
         key: str = "",
+        first: Callable[[str, str], Awaitable[str]] | None = None,
     ) -> list[str]:
         """Send ``text`` (split into readable chunks) and return the new
         message ids. With ``reply_to`` every chunk replies to that message,
@@ -181,16 +185,19 @@ class FeishuClient:
         knows the parts that went out even when a later one fails. A failing
         chunk raises :class:`FeishuApiError` with ``remaining`` set when
         chunks before it went out. ``key``: the reply's idempotency key
-        (:func:`part_uuids`); "" sends each chunk under a fresh uuid."""
+        (:func:`part_uuids`); "" sends each chunk under a fresh uuid.
+        ``first(content, msg_type)``, when given, delivers the first chunk
+        instead (a draft message edited into it) and returns its message id."""
         ids: list[str] = []
         chunks = split_text(text)
         uuids = part_uuids(key, chunks) if key else [str(uuid.uuid4()) for _ in chunks]
         for i, (chunk, opener) in enumerate(zip(chunks, part_openers(chunks))):
-            md = feishu_md(chunk, opener=opener)
-            # Markdown goes as a post's md element, which Feishu renders; plain words as a text message.
-            content, msg_type = (chunk, "text") if md is None else (_post(md), "post")
+            content, msg_type = render(chunk, opener=opener)
             try:
-                got = await self._send_chunk(chat_id, content, reply_to, uuids[i], msg_type=msg_type)
+                if i == 0 and first is not None:
+                    got = [await first(content, msg_type)]
+                else:
+                    got = await self._send_chunk(chat_id, content, reply_to, uuids[i], msg_type=msg_type)
             except FeishuApiError as exc:
                 if i:  # never send a chunk twice: only the rest is left
                     exc.remaining = rest_of(text, chunks, i)
@@ -200,6 +207,29 @@ class FeishuClient:
                 for message_id in got:
                     on_sent(message_id)
         return ids
+
+    async def send_one(
+        self, chat_id: str, content: str, *, msg_type: str, reply_to: str = "", part_uuid: str, attempts: int = 0
+    ) -> str:
+        """Send one message of ready ``content`` (as :func:`render` gives it)
+        and return its id. ``attempts``: at most this many tries (0: the
+        client's own number), for a message not worth waiting on (a draft)."""
+        got = await self._send_chunk(chat_id, content, reply_to, part_uuid, msg_type=msg_type, attempts=attempts)
+        if not got:
+            raise FeishuApiError(-1, "send answer without data.message_id", endpoint="/open-apis/im/v1/messages")
+        return got[0]
+
+    async def edit_message(self, message_id: str, content: str, *, msg_type: str, attempts: int = 0) -> None:
+        """Replace the content of a text or post message the bot sent:
+        ``PUT /open-apis/im/v1/messages/:message_id`` with ``msg_type``
+        (text or post) and ``content`` (as :func:`render` gives it). Feishu
+        allows :data:`EDIT_LIMIT` edits per message and none of a message
+        withdrawn or past the tenant's edit window; a refusal raises
+        :class:`FeishuApiError` with its code. ``attempts`` as for :meth:`send_one`."""
+        await self._call(
+            "PUT", f"/open-apis/im/v1/messages/{urllib.parse.quote(message_id, safe='')}",
+            json_body={"msg_type": msg_type, "content": _wire(content, msg_type)}, attempts=attempts,
+        )
 
     async def upload_file(self, file_name: str, data: bytes) -> str:
         """Upload a file for a file message: ``POST /open-apis/im/v1/files``
@@ -221,19 +251,17 @@ class FeishuClient:
         return await self._send_chunk(chat_id, json.dumps({"file_key": file_key}), reply_to, part_uuid, msg_type="file")
 
     async def _send_chunk(
-        self, chat_id: str, chunk: str, reply_to: str, part_uuid: str, *, msg_type: str = "text"
+        self, chat_id: str, chunk: str, reply_to: str, part_uuid: str, *, msg_type: str = "text", attempts: int = 0
     ) -> list[str]:
-        body: dict[str, Any] = {
-            "msg_type": msg_type,
-            "content": chunk if msg_type != "text" else json.dumps({"text": chunk}, ensure_ascii=False),
-            "uuid": part_uuid,
-        }
+        body: dict[str, Any] = {"msg_type": msg_type, "content": _wire(chunk, msg_type), "uuid": part_uuid}
         if reply_to:
-            data = await self._call("POST", f"/open-apis/im/v1/messages/{reply_to}/reply", json_body=body)
+            data = await self._call("POST", f"/open-apis/im/v1/messages/{reply_to}/reply", json_body=body,
+                                    attempts=attempts)
         else:
             body["receive_id"] = chat_id
             data = await self._call(
-                "POST", "/open-apis/im/v1/messages", params={"receive_id_type": "chat_id"}, json_body=body
+                "POST", "/open-apis/im/v1/messages", params={"receive_id_type": "chat_id"}, json_body=body,
+                attempts=attempts,
             )
         inner = data.get("data")
         return [str(inner["message_id"])] if isinstance(inner, dict) and inner.get("message_id") else []
@@ -307,16 +335,20 @@ class FeishuClient:
         json_body: dict[str, Any] | None = None,
         form: dict[str, str] | None = None,
         files: dict[str, tuple[str, bytes, str]] | None = None,
+        attempts: int = 0,
     ) -> dict[str, Any]:
         return await self._with_token(
             path,
             lambda token: self._request(
                 method, path, params=params, json_body=json_body, form=form, files=files, token=token
             ),
+            attempts=attempts,
         )
 
-    async def _with_token(self, path: str, request: Callable[[str], Awaitable[_T]]) -> _T:
-        """``request(token)`` with the retry rules of the module docstring."""
+    async def _with_token(self, path: str, request: Callable[[str], Awaitable[_T]], *, attempts: int = 0) -> _T:
+        """``request(token)`` with the retry rules of the module docstring;
+        ``attempts`` (> 0) bounds the tries below the client's own number."""
+        max_attempts = min(attempts, self._max_attempts) if attempts > 0 else self._max_attempts
         retried_token = False
         attempt = 0
         while True:
@@ -332,7 +364,7 @@ class FeishuClient:
                     if token and self._token == token:  # not already replaced by another task
                         self.invalidate_token()
                     continue
-                if not is_retryable(exc) or attempt >= self._max_attempts:
+                if not is_retryable(exc) or attempt >= max_attempts:
                     raise
                 delay = self._backoff * 2 ** (attempt - 1)
                 self._log.warning("feishu call retried", code=exc.code, status=exc.status, endpoint=path, delay=delay)
@@ -424,8 +456,28 @@ def part_uuids(key: str, chunks: list[str]) -> list[str]:
     return [str(uuid.uuid5(_UUID_SPACE, f"{key}:{len(chunks) - i}")) for i in range(len(chunks))]
 
 
+def draft_uuid(key: str) -> str:
+    """The ``uuid`` of the message showing reply ``key``'s drafts: its own,
+    never one of :func:`part_uuids` (Feishu would answer the reply's first
+    part with the draft message), and the same on a retry of that send."""
+    return str(uuid.uuid5(_UUID_SPACE, f"{key}:draft"))
+
+
 # Any fixed namespace: names only need to differ per key and part.
 _UUID_SPACE = uuid.UUID("6f3c1a52-0d7e-4c59-9a38-4b1f7f0e2d11")
+
+
+def render(chunk: str, *, opener: str = "") -> tuple[str, str]:
+    """One chunk of a reply as Feishu takes it: ``(content, msg_type)``.
+    Markdown goes as a post's md element, which Feishu renders; plain words
+    as a text message (``content`` is then the words, wrapped when sent)."""
+    md = feishu_md(chunk, opener=opener)
+    return (chunk, "text") if md is None else (_post(md), "post")
+
+
+def _wire(content: str, msg_type: str) -> str:
+    """A message body's ``content``: a text message's words wrapped as Feishu wants them."""
+    return json.dumps({"text": content}, ensure_ascii=False) if msg_type == "text" else content
 
 
 def _post(md: str) -> str:

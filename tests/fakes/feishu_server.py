@@ -42,6 +42,17 @@ Serves, with the real paths and response shapes:
 * ``DELETE /open-apis/im/v1/messages/{message_id}`` (withdraw: only a
   message the bot sent, else 230026; an unknown id 230001, one already
   withdrawn 230011), recorded in ``deleted``,
+* ``PUT /open-apis/im/v1/messages/{message_id}`` (edit: ``msg_type`` text
+  or post and a ``content`` valid for it, else 230001; an unknown id
+  230001, one withdrawn 230011; at most 20 edits per message, the 21st
+  refused with 230072 "The message has reached the number of times it can
+  be edited."; a body over Feishu's size limits, 150 KB for text and 30 KB
+  for a post, 230025): the message's record in ``sent`` takes the new
+  ``msg_type`` and ``text`` (so ``texts()`` and ``visible()`` show the
+  edited words) and each edit is appended to ``edits``. The docs name no
+  rule against changing a text into a post or back, so the fake allows
+  it. A message that is not the bot's (230071) or not a text or post
+  (230054) is refused with codes assumed here, not documented ones,
 * the long connection: ``POST /callback/ws/endpoint`` hands out a ws URL on
   this server, whose handler speaks lark-oapi's protobuf ``Frame`` protocol
   (ping -> pong with client config, event data frames, ACK frames back).
@@ -54,6 +65,7 @@ signed; or over the long connection (``push_ws_event``).
 
 Scripting: ``fail_next`` (e.g. rate limit 99991400; ``on="delete"`` for
 withdrawals, e.g. 230009 "can only be recalled within one day";
+``on="edit"`` for edits;
 ``accepted=True``: the message is sent but the answer is the error, as
 when the answer is lost on its way back),
 ``revoke_tokens``, ``send_delay``. Error codes for the token and message
@@ -224,6 +236,10 @@ class FakeFeishu:
         self.token_requests = 0
         self.sent: list[dict[str, Any]] = []  # every accepted create/reply
         self.deleted: list[str] = []  # message ids withdrawn by DELETE, in order
+        # every accepted edit, in order: {"message_id", "msg_type", "text"}
+        self.edits: list[dict[str, Any]] = []
+        self.edit_limit = 20  # Feishu's edits per message
+        self._edit_counts: dict[str, int] = {}  # message_id -> edits accepted
         self.files: dict[str, dict[str, Any]] = {}  # file_key -> {"file_name", "file_type", "data"}
         self.images: dict[str, tuple[bytes, str]] = {}  # image_key or file_key -> (bytes, content type), what users send
         self._resources_of: dict[str, set[str]] = {}  # message_id -> the keys its content names
@@ -240,6 +256,7 @@ class FakeFeishu:
         self.ws_refusal: tuple[int, str] | None = None
         self._failures: list[_Failure] = []
         self._delete_failures: list[_Failure] = []
+        self._edit_failures: list[_Failure] = []
         self._chat_of: dict[str, str] = {}  # message_id -> chat_id, for replies
         self._items: dict[str, dict[str, Any]] = {}  # message_id -> the message as GET .../messages/:id shows it
         self.message_reads = 0  # GET .../messages/:id calls answered
@@ -271,6 +288,7 @@ class FakeFeishu:
         app.router.add_post("/open-apis/im/v1/messages", self._create)
         app.router.add_post("/open-apis/im/v1/messages/{message_id}/reply", self._reply)
         app.router.add_delete("/open-apis/im/v1/messages/{message_id}", self._delete)
+        app.router.add_put("/open-apis/im/v1/messages/{message_id}", self._edit)
         app.router.add_get("/open-apis/im/v1/messages/{message_id}", self._get_message)
         app.router.add_get("/open-apis/im/v1/messages/{message_id}/resources/{file_key}", self._resource)
         app.router.add_post("/open-apis/im/v1/files", self._upload)
@@ -310,11 +328,12 @@ class FakeFeishu:
         accepted: bool = False,
     ) -> None:
         """The next ``times`` message sends (``on="delete"``: withdrawals;
-        ``on="read"``: reads of a message by id) answer with this Feishu
-        error, after letting ``after`` through (a split reply failing
-        midway); ``accepted``: each is sent all the same (the answer was
-        lost, not the request)."""
-        queue = {"send": self._failures, "delete": self._delete_failures, "read": self._read_failures}[on]
+        ``on="read"``: reads of a message by id; ``on="edit"``: edits)
+        answer with this Feishu error, after letting ``after`` through (a
+        split reply failing midway); ``accepted``: each is sent (or the edit
+        made) all the same (the answer was lost, not the request)."""
+        queue = {"send": self._failures, "delete": self._delete_failures, "read": self._read_failures,
+                 "edit": self._edit_failures}[on]
         queue.extend(_Failure(code, msg, status, after if i == 0 else 0, accepted) for i in range(times))
 
     def revoke_tokens(self) -> None:
@@ -485,6 +504,58 @@ class FakeFeishu:
             return web.json_response({"code": 230026, "msg": "No permission to recall this message."}, status=400)
         self.deleted.append(mid)
         return web.json_response({"code": 0, "msg": "success", "data": {}})
+
+    async def _edit(self, request: web.Request) -> web.Response:
+        """Edit a text or post message the bot sent, as the docs describe it."""
+        self.requests.append((request.method, request.path))
+        if (err := self._auth_error(request)) is not None:
+            return err
+        failure: _Failure | None = None
+        if self._edit_failures and self._edit_failures[0].after:
+            self._edit_failures[0].after -= 1
+        elif self._edit_failures:
+            failure = self._edit_failures.pop(0)
+            if not failure.accepted:
+                return web.json_response({"code": failure.code, "msg": failure.msg}, status=failure.status)
+        mid = request.match_info["message_id"]
+        raw = await request.read()
+        try:
+            body = json.loads(raw)
+        except json.JSONDecodeError:
+            body = None
+        if not isinstance(body, dict) or body.get("msg_type") not in ("text", "post") \
+                or not isinstance(body.get("content"), str):
+            return web.json_response({"code": 230001, "msg": "param is invalid"}, status=400)
+        msg_type, content = body["msg_type"], body["content"]
+        text = _post_text(content) if msg_type == "post" else _text_of(content)
+        if text is None:
+            return web.json_response({"code": 230001, "msg": f"param is invalid: {msg_type} content"}, status=400)
+        if len(raw) > (150 if msg_type == "text" else 30) * 1024:
+            return web.json_response({"code": 230025, "msg": "The length of the message content reaches its limit."},
+                                     status=400)
+        if mid not in self._chat_of:
+            return web.json_response({"code": 230001, "msg": f"invalid message_id: {mid}"}, status=400)
+        if mid in self.deleted:
+            return web.json_response({"code": 230011, "msg": "The message is recalled."}, status=400)
+        record = next((m for m in self.sent if m["message_id"] == mid), None)
+        if record is None:
+            return web.json_response({"code": 230071, "msg": "The operator is not the sender of the message."},
+                                     status=400)
+        if record["msg_type"] not in ("text", "post"):
+            return web.json_response({"code": 230054, "msg": "This message type does not support the operation."},
+                                     status=400)
+        if self._edit_counts.get(mid, 0) >= self.edit_limit:
+            return web.json_response({"code": 230072, "msg": "The message has reached the number of times it "
+                                      "can be edited."}, status=400)
+        self._edit_counts[mid] = self._edit_counts.get(mid, 0) + 1
+        record.update(msg_type=msg_type, text=text)
+        self.edits.append({"message_id": mid, "msg_type": msg_type, "text": text})
+        item = self._items[mid]
+        item.update(msg_type=msg_type, body={"content": content}, updated=True,
+                    update_time=str(int(time.time() * 1000)))
+        if failure is not None:
+            return web.json_response({"code": failure.code, "msg": failure.msg}, status=failure.status)
+        return web.json_response({"code": 0, "msg": "success", "data": item})
 
     async def _upload(self, request: web.Request) -> web.Response:
         """Upload a file (multipart form), as the docs describe it."""
@@ -880,6 +951,16 @@ def _post_text(content: str) -> str | None:
             return None
         lines.append("".join(str(e.get("text", "")) for e in para))
     return "\n".join(lines)
+
+
+def _text_of(content: str) -> str | None:
+    """A text message's words, or None for content Feishu refuses."""
+    try:
+        parsed = json.loads(content)
+    except json.JSONDecodeError:
+        return None
+    text = parsed.get("text") if isinstance(parsed, dict) else None
+    return text if isinstance(text, str) and text else None
 
 
 def _keys_in(content: Any) -> set[str]:

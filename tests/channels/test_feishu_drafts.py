@@ -1,0 +1,327 @@
+"""Feishu shows a reply while it is written: its drafts as one message,
+edited, which the finished reply becomes; against the fake Open API."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+from structlog.testing import capture_logs
+
+from channels.feishu import FeishuApiError, FeishuChannel, FeishuClient
+from channels.feishu.client import part_uuids, split_text
+from channels.feishu.drafts import DRAFT_EDITS, DRAFT_TTL, Drafts
+from gateway.bus import InboundMessage, MessageBus, OutboundMessage
+from gateway.http import HttpServer
+from tests.channels.test_feishu import Clock, config, fake, hook, http, next_inbound  # noqa: F401 (fixtures)
+from tests.fakes.feishu_server import FakeFeishu
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+@pytest.fixture
+async def channel(fake: FakeFeishu, http: HttpServer, clock: Clock) -> AsyncIterator[FeishuChannel]:
+    ch = FeishuChannel(config(fake), MessageBus(), http, backoff=0.01, clock=clock)
+    await ch.start()
+    yield ch
+    await ch.stop()
+
+
+async def asked(fake: FakeFeishu, http: HttpServer, ch: FeishuChannel, text: str = "question", **event: Any
+                ) -> InboundMessage:
+    assert (await fake.push_event(hook(http, ch), fake.message_event(text, **event))).status_code == 200
+    return await next_inbound(ch.bus)
+
+
+def draft(reply: OutboundMessage, text: str) -> OutboundMessage:
+    """A draft of ``reply`` (the same send_key) saying ``text``."""
+    return dataclasses.replace(reply, text=text, draft=True)
+
+
+async def test_drafts_then_the_reply_leave_one_message_with_the_reply_s_words(
+    fake: FakeFeishu, http: HttpServer, channel: FeishuChannel, clock: Clock
+) -> None:
+    msg = await asked(fake, http, channel, "what is the plan?")
+    reply = OutboundMessage.answering(msg, "The plan: ship on Friday, then rest.")
+    assert await channel.send_draft(draft(reply, "The plan:"))
+    [shown] = fake.sent
+    assert (shown["kind"], shown["chat_id"], shown["text"]) == ("create", msg.chat_id, "The plan:")
+    clock.now += 2
+    assert await channel.send_draft(draft(reply, "The plan: ship on Friday"))
+    assert fake.texts() == ["The plan: ship on Friday"]
+    clock.now += 2
+    await channel.send(reply)
+    assert len(fake.sent) == 1 and fake.visible() == fake.sent
+    assert fake.texts() == ["The plan: ship on Friday, then rest."]
+    assert [e["text"] for e in fake.edits] == ["The plan: ship on Friday", "The plan: ship on Friday, then rest."]
+    # A late draft of the same reply changes nothing.
+    assert not await channel.send_draft(draft(reply, "The plan: ship"))
+    assert len(fake.edits) == 2
+    # The message is the bot's: a reply to it is a reply to the bot.
+    follow = await asked(fake, http, channel, "and after?", parent_id=shown["message_id"])
+    assert follow.reply_to_bot
+
+
+async def test_a_draft_coming_after_its_reply_shows_nothing(
+    fake: FakeFeishu, http: HttpServer, channel: FeishuChannel
+) -> None:
+    msg = await asked(fake, http, channel)
+    reply = OutboundMessage.answering(msg, "Quick answer.")
+    await channel.send(reply)
+    assert not await channel.send_draft(draft(reply, "Quick"))
+    assert fake.texts() == ["Quick answer."] and fake.edits == []
+
+
+async def test_a_reply_no_longer_than_its_last_draft_is_not_edited_again(
+    fake: FakeFeishu, http: HttpServer, channel: FeishuChannel
+) -> None:
+    msg = await asked(fake, http, channel)
+    reply = OutboundMessage.answering(msg, "**Done.**")
+    assert await channel.send_draft(draft(reply, "**Done.**"))
+    await channel.send(reply)
+    assert fake.edits == [] and [(m["msg_type"], m["text"]) for m in fake.sent] == [("post", "**Done.**")]
+
+
+async def test_in_a_group_the_draft_answers_the_question_as_the_reply_does(
+    fake: FakeFeishu, http: HttpServer, channel: FeishuChannel, clock: Clock
+) -> None:
+    msg = await asked(fake, http, channel, "@_user_1 status?", chat_id="oc_group", chat_type="group",
+                      mentions=[fake.mention()])
+    reply = OutboundMessage.answering(msg, "All green.")
+    assert reply.reply_to == msg.message_id
+    assert await channel.send_draft(draft(reply, "All"))
+    clock.now += 2
+    await channel.send(reply)
+    [sent] = fake.sent
+    assert (sent["kind"], sent["chat_id"], sent["reply_to"], sent["text"]) == (
+        "reply", "oc_group", msg.message_id, "All green.")
+
+
+async def test_edits_are_spaced_and_stop_before_feishu_s_limit(
+    fake: FakeFeishu, http: HttpServer, channel: FeishuChannel, clock: Clock
+) -> None:
+    msg = await asked(fake, http, channel)
+    reply = OutboundMessage.answering(msg, "word " * 40 + "end.")
+    assert await channel.send_draft(draft(reply, "word"))
+    clock.now += 1.0  # too soon after the send: skipped, and said to be handled
+    assert await channel.send_draft(draft(reply, "word word"))
+    assert fake.edits == []
+    clock.now += 0.5
+    assert await channel.send_draft(draft(reply, "word word"))
+    assert fake.texts() == ["word word"]
+    assert await channel.send_draft(draft(reply, "word word"))  # unchanged: nothing to edit
+    assert len(fake.edits) == 1
+    for n in range(3, 40):
+        clock.now += 1.5
+        assert await channel.send_draft(draft(reply, " ".join(["word"] * n)))
+    assert len(fake.edits) == DRAFT_EDITS < fake.edit_limit  # the rest were skipped
+    await channel.send(reply)  # the reply still has its edit
+    assert len(fake.edits) == DRAFT_EDITS + 1
+    assert fake.texts() == [reply.text] and len(fake.sent) == 1
+
+
+async def test_a_long_draft_shows_one_message_s_worth_and_an_open_code_block_closed(
+    fake: FakeFeishu, http: HttpServer, channel: FeishuChannel, clock: Clock
+) -> None:
+    msg = await asked(fake, http, channel)
+    reply = OutboundMessage.answering(msg, "Run:\n\n```python\nprint(1)\nprint(2)\n```\n\nThat's it.")
+    assert await channel.send_draft(draft(reply, "Run:\n\n```python\nprint(1)"))
+    [shown] = fake.sent
+    assert (shown["msg_type"], shown["text"]) == ("post", "Run:\n\n```python\nprint(1)\n```")
+    clock.now += 2
+    long = "\n\n".join(f"part {i} " + "y" * 3000 for i in range(3))
+    assert await channel.send_draft(draft(reply, long))
+    [edit] = fake.edits
+    assert (edit["msg_type"], edit["text"]) == ("text", split_text(long)[0] + "…")  # a post turns into a text
+    await channel.send(reply)
+    assert fake.texts() == [reply.text] and fake.sent[0]["msg_type"] == "post"
+
+
+async def test_a_reply_of_several_parts_edits_the_draft_into_its_first_and_sends_the_rest(
+    fake: FakeFeishu, http: HttpServer, channel: FeishuChannel, clock: Clock
+) -> None:
+    msg = await asked(fake, http, channel)
+    text = "\n\n".join(f"part {i} " + "z" * 3000 for i in range(3))
+    reply = OutboundMessage.answering(msg, text)
+    assert await channel.send_draft(draft(reply, "part 0 zzz"))
+    clock.now += 2
+    await channel.send(reply)
+    chunks = split_text(text)
+    assert fake.texts() == chunks and fake.visible() == fake.sent
+    assert [m["kind"] for m in fake.sent] == ["create"] * 3
+    assert fake.edits[-1]["message_id"] == fake.sent[0]["message_id"]
+    assert [m["uuid"] for m in fake.sent[1:]] == part_uuids(reply.send_key, chunks)[1:]
+    # Each part is recorded under the question: a recall withdraws them all.
+    await fake.push_event(hook(http, channel), fake.recall_event(msg.message_id))
+    await next_inbound(channel.bus)
+    assert await channel.withdrawals_done(5)
+    assert sorted(fake.deleted) == sorted(m["message_id"] for m in fake.sent)
+
+
+async def test_a_withdrawn_draft_message_gets_the_reply_as_a_new_message(
+    fake: FakeFeishu, http: HttpServer, channel: FeishuChannel
+) -> None:
+    msg = await asked(fake, http, channel)
+    reply = OutboundMessage.answering(msg, "The answer.")
+    assert await channel.send_draft(draft(reply, "The"))
+    [stale] = fake.sent
+    fake.deleted.append(stale["message_id"])  # recalled by a group admin
+    with capture_logs() as logs:
+        await channel.send(reply)
+    assert [m["text"] for m in fake.visible()] == ["The answer."]
+    assert fake.visible()[0]["message_id"] != stale["message_id"] and fake.edits == []
+    [warned] = [e for e in logs if e["event"] == "could not withdraw a stale feishu draft message"]
+    assert warned["code"] == 230011  # gone already: nothing left to do
+
+
+async def test_a_draft_out_of_edits_is_withdrawn_and_the_reply_sent_anew(
+    fake: FakeFeishu, http: HttpServer, channel: FeishuChannel
+) -> None:
+    msg = await asked(fake, http, channel)
+    text = "\n\n".join(f"part {i} " + "q" * 3000 for i in range(2))
+    reply = OutboundMessage.answering(msg, text)
+    assert await channel.send_draft(draft(reply, "part 0"))
+    [stale] = fake.sent
+    fake.edit_limit = 0  # as if Feishu counted the edits differently
+    await channel.send(reply)
+    assert fake.deleted == [stale["message_id"]]
+    assert [m["text"] for m in fake.visible()] == split_text(text)
+    # A recall later withdraws the new parts (the stale one is gone already).
+    await fake.push_event(hook(http, channel), fake.recall_event(msg.message_id))
+    await next_inbound(channel.bus)
+    assert await channel.withdrawals_done(5)
+    assert fake.visible() == []
+
+
+async def test_a_transient_edit_failure_keeps_the_reply_for_later_and_the_retry_sends_no_duplicate(
+    fake: FakeFeishu, http: HttpServer, channel: FeishuChannel, clock: Clock
+) -> None:
+    msg = await asked(fake, http, channel)
+    text = "\n\n".join(f"part {i} " + "w" * 3000 for i in range(3))
+    reply = OutboundMessage.answering(msg, text)
+    assert await channel.send_draft(draft(reply, "part 0"))
+    clock.now += 2
+    fake.fail_next(1, "internal error", status=502, times=4, on="edit")  # every attempt of the client
+    with pytest.raises(FeishuApiError) as outage:
+        await channel.send(reply)
+    assert outage.value.retryable and outage.value.remaining is None
+    assert fake.texts() == ["part 0"] and len(fake.sent) == 1
+    # The outbox sends it again (same send_key); the second part's answer is lost on its way back.
+    fake.fail_next(1, "internal error", status=502, times=4, accepted=True)
+    with pytest.raises(FeishuApiError) as cut:
+        await channel.send(reply)
+    assert cut.value.retryable and cut.value.remaining == text[text.index("part 1"):]
+    assert cut.value.remaining is not None
+    await channel.send(dataclasses.replace(reply, text=cut.value.remaining))  # what the outbox keeps
+    assert fake.texts() == split_text(text) and len(fake.sent) == 3
+    assert fake.deduplicated >= 1  # the lost part was answered from Feishu's uuid window, not sent twice
+    assert [e["message_id"] for e in fake.edits] == [fake.sent[0]["message_id"]]
+
+
+async def test_a_recalled_question_withdraws_its_draft_and_stops_the_reply(
+    fake: FakeFeishu, http: HttpServer, channel: FeishuChannel, clock: Clock
+) -> None:
+    msg = await asked(fake, http, channel, "oops")
+    reply = OutboundMessage.answering(msg, "An answer to oops.")
+    assert await channel.send_draft(draft(reply, "An answer"))
+    [shown] = fake.sent
+    await fake.push_event(hook(http, channel), fake.recall_event(msg.message_id))
+    await next_inbound(channel.bus)
+    assert await channel.withdrawals_done(5)
+    assert fake.deleted == [shown["message_id"]]
+    clock.now += 2
+    assert not await channel.send_draft(draft(reply, "An answer to"))
+    await channel.send(reply)
+    assert fake.visible() == [] and fake.edits == [] and len(fake.sent) == 1
+
+
+async def test_a_draft_feishu_refuses_never_stops_the_reply(
+    fake: FakeFeishu, http: HttpServer, channel: FeishuChannel
+) -> None:
+    msg = await asked(fake, http, channel)
+    reply = OutboundMessage.answering(msg, "Still answered.")
+    fake.fail_next(230027, "Lack of necessary permissions.")
+    sender = asyncio.create_task(channel.run_sender())
+    try:
+        with capture_logs() as logs:
+            await channel.bus.publish_outbound(draft(reply, "Still"))
+            await channel.bus.publish_outbound(reply)
+            await asyncio.wait_for(channel.bus.outbound_queue("feishu").join(), 5)
+    finally:
+        sender.cancel()
+    assert fake.texts() == ["Still answered."] and fake.edits == []
+    assert any("230027" in str(e.get("error", "")) for e in logs)
+
+
+async def test_a_draft_that_cannot_go_out_now_is_skipped_and_the_next_one_shows(
+    fake: FakeFeishu, http: HttpServer, channel: FeishuChannel, clock: Clock
+) -> None:
+    msg = await asked(fake, http, channel)
+    reply = OutboundMessage.answering(msg, "Three words here.")
+    fake.fail_next(99991400, "request trigger frequency limit", status=429)
+    assert await channel.send_draft(draft(reply, "Three"))  # one try only: a draft waits for nothing
+    assert fake.sent == []
+    clock.now += 2
+    assert await channel.send_draft(draft(reply, "Three words"))
+    await channel.send(reply)
+    assert fake.texts() == ["Three words here."] and len(fake.sent) == 1
+
+
+async def test_a_reply_with_a_draft_forgotten_goes_out_as_new_messages(
+    fake: FakeFeishu, http: HttpServer, channel: FeishuChannel, clock: Clock
+) -> None:
+    msg = await asked(fake, http, channel)
+    reply = OutboundMessage.answering(msg, "Much later.")
+    assert await channel.send_draft(draft(reply, "Much"))
+    clock.now += DRAFT_TTL  # e.g. back from the outbox long after
+    await channel.send(reply)
+    assert fake.texts() == ["Much", "Much later."] and fake.edits == []
+
+
+def test_drafts_are_bounded_in_count_and_age() -> None:
+    clock = Clock()
+    drafts = Drafts(clock, maxsize=2, ttl=10)
+    a = drafts.open("a")
+    assert drafts.open("a") is a and drafts.get("b") is None
+    drafts.open("b")
+    drafts.open("c")
+    assert drafts.get("a") is None and len(drafts) == 2
+    clock.now += 10
+    assert drafts.get("b") is None and drafts.get("c") is None
+
+
+async def test_the_fake_edits_as_feishu_does(fake: FakeFeishu) -> None:
+    api = FeishuClient(fake.app_id, fake.app_secret, fake.url, backoff=0.01)
+    try:
+        [mine] = await api.send_text("oc_1", "first")
+        await api.edit_message(mine, "second", msg_type="text")
+        assert fake.texts() == ["second"] and fake.edits == [{"message_id": mine, "msg_type": "text", "text": "second"}]
+        users = fake.message_event("a user's words")["event"]["message"]["message_id"]
+        for message_id, content, msg_type, code in [
+            ("om_unknown", "x", "text", 230001),
+            (mine, "x", "image", 230001),  # only text and post
+            (mine, '{"zh_cn": {"content": [[{"tag": "md", "text": "a"}, {"tag": "text", "text": "b"}]]}}', "post",
+             230001),  # an md element alone in its paragraph
+            (users, "x", "text", 230071),
+        ]:
+            with pytest.raises(FeishuApiError) as err:
+                await api.edit_message(message_id, content, msg_type=msg_type)
+            assert err.value.code == code
+        for n in range(fake.edit_limit - 1):
+            await api.edit_message(mine, f"edit {n}", msg_type="text")
+        with pytest.raises(FeishuApiError) as spent:
+            await api.edit_message(mine, "one too many", msg_type="text")
+        assert (spent.value.code, spent.value.retryable) == (230072, False)
+        await api.delete_message(mine)
+        with pytest.raises(FeishuApiError) as gone:
+            await api.edit_message(mine, "after recall", msg_type="text")
+        assert gone.value.code == 230011
+        assert fake.texts() == [f"edit {fake.edit_limit - 2}"]
+    finally:
+        await api.aclose()
