@@ -9,10 +9,11 @@ import asyncio
 from pathlib import Path
 
 from memory import ManualClock
+from tests.fakes.feishu_server import FakeFeishu
 from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.telegram_server import FakeTelegram
 
-from .test_e2e_feishu import _app
+from .test_e2e_feishu import ALICE, ENCRYPT_KEY, _app, _feishu_section, _until
 from .test_quoted_e2e import _telegram
 
 KEY = "sk-stream-e2e-0123456789"
@@ -166,3 +167,27 @@ async def test_a_slow_start_shows_the_thinking_placeholder_first(tmp_path: Path,
             await asyncio.wait_for(app.close(), 15)
     assert reply.text == "Done thinking."
     assert tg.drafts and tg.drafts[0].text == "" and tg.drafts[0].chat_id == 42
+
+
+async def test_feishu_shows_one_message_that_grows_into_the_reply(tmp_path: Path, clock: ManualClock) -> None:
+    """Feishu takes no drafts of its own: the first goes out as a message,
+    later ones edit it (at least 1.5 s apart), and the reply edits it into
+    its words: one message in the chat, the reply's."""
+    async with FakeOpenAI(api_key=KEY) as llm, FakeFeishu() as feishu:
+        app = _app(tmp_path, clock, llm, {"feishu": _feishu_section(feishu, "webhook")}, **STREAM)
+        try:
+            await app.open()
+            await asyncio.wait_for(app.start(), 15)
+            assert app.http is not None
+            llm.queue_stream(["The ", "launch ", "moved ", "to ", "Thursday, ", "after ", "the ", "review."], delay=0.4)
+            event = feishu.message_event("when is the launch?", chat_id="oc_alice", open_id=ALICE)
+            r = await feishu.push_event(app.http.url + "/feishu/events", event, encrypt_key=ENCRYPT_KEY)
+            assert r.status_code == 200
+            await _until(lambda: bool(feishu.sent) and feishu.sent[-1]["text"].endswith("review."), timeout=15)
+            assert app.loop is not None and await app.loop.drain(5)
+        finally:
+            await asyncio.wait_for(app.close(), 15)
+    [message] = feishu.visible()
+    assert message["text"] == "The launch moved to Thursday, after the review." and message["chat_id"] == "oc_alice"
+    assert feishu.edits and feishu.edits[-1]["text"] == message["text"]
+    assert all(e["message_id"] == message["message_id"] for e in feishu.edits)
