@@ -374,6 +374,8 @@ class LLMClient:
         # A later request with pictures to one of them is refused without a
         # call (``LLMBadRequest.refuses_images``), one warning in the log.
         self._blind: dict[str, tuple[int, str]] = {}
+        # Models here whose endpoint refused "stream": true: asked for whole answers.
+        self._whole: set[str] = set()
 
     @classmethod
     def from_config(
@@ -512,6 +514,8 @@ class LLMClient:
             body["response_format"] = dict(response_format)
         if extra:
             body.update(extra)
+        if body["model"] in self._whole:
+            on_text = None
         streaming = on_text is not None
         if streaming:
             body["stream"] = True
@@ -585,6 +589,15 @@ class LLMClient:
                 await self._sleep(delay)
                 continue
             error = _status_error(status, message, _retry_after(resp))
+            if streaming and isinstance(error, LLMBadRequest) and "stream" in message.lower():
+                # A proxy or server that does not stream: whole answers from
+                # it from now on, the reply shown when it is done.
+                self._whole.add(body["model"])
+                log.warning("model endpoint refused a streamed request; asking for whole answers from now on",
+                            model=body["model"], status=status)
+                return await self.chat(messages, tools=tools, model=model, max_tokens=max_tokens,
+                                       temperature=temperature, response_format=response_format, extra=extra,
+                                       fail_fast=fail_fast)
             if pictures and isinstance(error, LLMBadRequest) and error.refuses_images:
                 self._blind[body["model"]] = (status, message)
                 log.warning("model does not read pictures; photos go to it as a note from now on",

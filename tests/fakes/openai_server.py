@@ -271,6 +271,9 @@ class FakeOpenAI:
         # four, a Han character one): a longer request is refused with
         # OpenAI's context_length_exceeded, as a small local model refuses it.
         self.context_windows: dict[str, int] = {}
+        # True: a streamed request is refused with a 400, as by a proxy
+        # that does not stream (recorded in ``refused``).
+        self.refuse_stream = False
         self._ids = itertools.count(1)
         self._runner: web.AppRunner | None = None
         self.port = 0
@@ -463,6 +466,8 @@ class FakeOpenAI:
         if refused is None and wording is not None and pictures:
             refused = (BLIND_WORDINGS[wording].format(model=body["model"]), None, None)
         window = self.context_windows.get(body["model"])
+        if refused is None and self.refuse_stream and body.get("stream"):
+            refused = ("stream is not supported by this endpoint", "stream", "unsupported_parameter")
         if refused is None and window is not None:
             used = sum(_tokens(text_of(m.get("content"))) for m in body["messages"]) + int(body.get("max_tokens") or 0)
             if used > window:

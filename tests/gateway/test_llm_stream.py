@@ -170,3 +170,15 @@ async def test_a_broken_event_is_a_bad_response_not_retried() -> None:
     finally:
         await runner.cleanup()
     assert calls == 1
+
+
+async def test_an_endpoint_that_refuses_to_stream_is_asked_for_whole_answers(fake_llm: FakeOpenAI) -> None:
+    fake_llm.refuse_stream = True
+    fake_llm.queue_reply("first")
+    fake_llm.queue_reply("second")
+    seen: list[str] = []
+    async with client(fake_llm) as llm:
+        assert (await llm.chat([{"role": "user", "content": "q"}], on_text=seen.append)).content == "first"
+        assert (await llm.chat([{"role": "user", "content": "q"}], on_text=seen.append)).content == "second"
+    assert len(fake_llm.refused) == 1  # asked to stream once, remembered
+    assert [r.get("stream") for r in fake_llm.requests] == [None, None] and seen == []
