@@ -14,6 +14,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from gateway.bus import PHOTO_NOT_READ, Image
+from gateway.bus import VOICE as VOICE
+from gateway.bus import VOICE_NOT_READ as VOICE_NOT_READ
 
 __all__ = [
     "FAILED",
@@ -25,6 +27,7 @@ __all__ = [
     "UNSUPPORTED",
     "ImageError",
     "album_note",
+    "answering",
     "as_image",
     "image_note",
     "placeholder",
@@ -40,8 +43,6 @@ FAILED = "failed"
 MAX_IMAGES = 4
 
 NOT_READ = PHOTO_NOT_READ
-VOICE = "[voice]"
-VOICE_NOT_READ = "[voice not read]"
 
 
 class ImageError(Exception):
@@ -83,10 +84,26 @@ def placeholder(count: int) -> str:
     return "[photo]" if count == 1 else f"[{count} photos]"
 
 
-def image_note(reason: str, max_bytes: int, *, has_text: bool, what: str = "picture") -> str:
+def answering(*, has_text: bool, forwarded: int = 0) -> str:
+    """The end of a note on something not read: what is answered without
+    it, the user's own words (``has_text``) and/or ``forwarded`` messages
+    with words of their own; "" for nothing. A forward's words are not
+    "your text": the user asked about them, someone else wrote them."""
+    forwards = "the forwarded message" if forwarded == 1 else "the forwarded messages"
+    if has_text and forwarded:
+        what = f"your text and {forwards}"
+    elif forwarded or has_text:
+        what = forwards if forwarded else "your text"
+    else:
+        return ""
+    return f" I am answering {what} without it."
+
+
+def image_note(reason: str, max_bytes: int, *, has_text: bool, what: str = "picture", forwarded: int = 0) -> str:
     """The short note a user gets for a picture (``what``: or a "voice
-    message") that was not read; with ``has_text``, their words are
-    answered all the same, and it says so."""
+    message") that was not read; with ``has_text`` (their words) or
+    ``forwarded`` (forwards with words), those are answered all the same,
+    and it says so (:func:`answering`)."""
     if reason == TOO_LARGE:
         smaller = "a smaller one or a screenshot" if what == "picture" else "a shorter one or type it"
         note = f"That {what} is too large for me to read (the limit is {_megabytes(max_bytes)}). Please send {smaller}."
@@ -94,7 +111,7 @@ def image_note(reason: str, max_bytes: int, *, has_text: bool, what: str = "pict
         note = f"I can only read {_FORMATS} pictures, so I could not read that one."
     else:
         note = f"Sorry, I could not download that {what}. Please send it again."
-    return note + (" I am answering your text without it." if has_text else "")
+    return note + answering(has_text=has_text, forwarded=forwarded)
 
 
 def album_note(failed: Sequence[tuple[int, str]], total: int, max_bytes: int) -> str:

@@ -43,6 +43,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import functools
 import html
 import os
 import random
@@ -183,7 +184,8 @@ class _Album:
     typed just before them), gathered so far (Telegram sends one update
     per part); ``update_ids`` are held back until its message is on the bus."""
 
-    parts: list[tuple[InboundMessage, str, _Picture | None]]  # None: not read (no agent.vision, a video)
+    # None: not read (no agent.vision, a video); _Voice: a forwarded recording (agent.transcription)
+    parts: list[tuple[InboundMessage, str, _Picture | _Voice | None]]
     update_ids: list[int]
     last_part: float  # loop time the last part came
     closed: bool = False  # downloading: a later part starts a new album
@@ -274,7 +276,9 @@ def _forward_follows(update: Update, following: Update | None) -> bool:
     return (nxt.chat.id, nxt.from_user.id, topic(nxt)) == (msg.chat.id, msg.from_user.id, topic(msg))
 
 
-def _forward_burst(parts: list[tuple[InboundMessage, str, _Picture | None]]) -> tuple[InboundMessage, str]:
+def _forward_burst(
+    parts: list[tuple[InboundMessage, str, _Picture | _Voice | None]]
+) -> tuple[InboundMessage, str]:
     """A burst of forwards (``parts`` in order) as one message: every
     forwarded message in order, the comment typed with them as its words.
     It answers the last part, under which the reply shows, and that
@@ -784,10 +788,11 @@ class TelegramChannel(BaseChannel):
         job: Job
         if inbound.kind == MESSAGE:
             burst = _burst_of(inbound)
-            if inbound.forwarded and not isinstance(picture, (_File, _Voice)):  # (no _Voice: not transcribed)
+            if inbound.forwarded and not isinstance(picture, _File):
                 # Telegram sends a multi-message forward (a forwarded album
                 # too) one update per message: one message for all of them,
-                # gathered as an album is. A file read as text goes on alone.
+                # gathered as an album is (its recordings transcribed as their
+                # authors' words). A file read as text goes on alone.
                 self._add_to_album(chat, burst, uid, inbound, username, picture)
                 return
             self._seal(chat, burst)  # anything else the sender sends ends their burst
@@ -864,7 +869,13 @@ class TelegramChannel(BaseChannel):
         return (msg.media_group_id or "") if msg is not None else ""
 
     def _add_to_album(
-        self, chat: str, group: str, update_id: int, inbound: InboundMessage, username: str, picture: _Picture | None
+        self,
+        chat: str,
+        group: str,
+        update_id: int,
+        inbound: InboundMessage,
+        username: str,
+        picture: _Picture | _Voice | None,
     ) -> None:
         """One part of an album: it joins the album still gathering, or
         starts one, which goes on as one message ``album_quiet`` seconds
@@ -911,6 +922,16 @@ class TelegramChannel(BaseChannel):
         parts = sorted(album.parts, key=lambda p: int(p[0].message_id or 0))
         if any(p[0].forwarded for p in parts):
             msg, username = _forward_burst(parts)
+            # Each part forwards one message, in order: a recording's place among them.
+            places = [n for n, p in enumerate(p for p in parts if p[0].forwarded) if isinstance(p[2], _Voice)]
+            voices = [p[2] for p in parts if isinstance(p[2], _Voice)]
+            heard = await self.attach_forwarded_voices(
+                msg, {n: functools.partial(self._download_voice, v) for n, v in zip(places, voices)},
+                msg.sender_id, username,
+            )
+            if heard is None:
+                return  # a recording not read was all: the user was told
+            msg = heard
         else:
             base, username, _ = next((p for p in parts if p[0].text.strip()), parts[0])
             msg = dataclasses.replace(
@@ -918,7 +939,7 @@ class TelegramChannel(BaseChannel):
                 mentioned=any(p[0].mentioned for p in parts),
                 reply_to_bot=any(p[0].reply_to_bot for p in parts),
             )
-        pictures = [p[2] for p in parts if p[2] is not None]
+        pictures = [p[2] for p in parts if isinstance(p[2], _Picture)]
         if not pictures:
             if msg.text.strip() or msg.forwarded:
                 await self.publish(msg, msg.sender_id, username)
@@ -964,8 +985,8 @@ class TelegramChannel(BaseChannel):
         # channel's post mirrored into its discussion group is not one.
         origin = msg.forward_origin if not (edited or msg.is_automatic_forward) else None
         picture: _Fetch | None = self._picture(msg) if self.max_image_bytes is not None else None
-        if msg.voice is not None and self.max_audio_bytes is not None and origin is None:
-            # A forwarded recording is someone else's words: not transcribed as the user's.
+        if msg.voice is not None and self.max_audio_bytes is not None:
+            # A forwarded one is transcribed as its author's words (Forwarded.audio).
             picture = _Voice(msg.voice.file_id, msg.voice.file_size, msg.voice.mime_type or "audio/ogg")
         doc = msg.document
         if picture is None and doc is not None and self.max_document_bytes is not None:
@@ -977,7 +998,9 @@ class TelegramChannel(BaseChannel):
             # Its words are the forward's, marked with what it held ("[sticker 😀]");
             # a picture or file to read keeps its own mark (the placeholder).
             mark = _content_mark(msg)
-            words = (text or mark) if picture is not None else f"{mark} {text or ''}".strip()
+            # (A recording keeps its "[voice]" in front: the transcript follows it.)
+            keeps = picture is not None and not isinstance(picture, _Voice)
+            words = (text or mark) if keeps else f"{mark} {text or ''}".strip()
             if not words and picture is None:
                 return None
             forwarded = (Forwarded(self._origin_name(origin, None), words, sent_at=origin.date),)
