@@ -157,7 +157,8 @@ class BaseChannel(abc.ABC):
             images = tuple(await fetch())
             if not images:
                 raise ImageError(FAILED, "no picture found")
-            return dataclasses.replace(msg, images=images, placeholder=placeholder(len(images)))
+            # A mark already there (an album's videos not watched) stays after the pictures'.
+            return dataclasses.replace(msg, images=images, placeholder=f"{placeholder(len(images))} {msg.placeholder}".strip())
 
         return await self._publish_fetched(
             msg, complete, ids, what="picture", not_read=NOT_READ,
@@ -286,22 +287,22 @@ class BaseChannel(abc.ABC):
             async with asyncio.timeout(self.image_timeout):
                 done = await complete()
         except ImageError as exc:
-            reason, detail = exc.reason, str(exc)
+            reason, detail, told = exc.reason, str(exc), exc.note
         except TimeoutError:
-            reason, detail = FAILED, f"no answer within {self.image_timeout:.0f}s"
+            reason, detail, told = FAILED, f"no answer within {self.image_timeout:.0f}s", ""
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # a download bug must not lose the message: told and logged
             self.log.exception(f"{what} download failed", chat_id=msg.chat_id, message_id=msg.message_id)
-            reason, detail = FAILED, type(exc).__name__
+            reason, detail, told = FAILED, type(exc).__name__, ""
         else:
             return await self.publish(done, *ids)
         self.log.warning(f"{what} not read", reason=reason, error=detail, chat_id=msg.chat_id,
                          message_id=msg.message_id)
         has_text = bool(msg.text.strip() or msg.forwarded)  # forwarded words go on too
-        await self._note(msg, note(reason, has_text))
+        await self._note(msg, told + answering(**_answered(msg), without="them") if told else note(reason, has_text))
         if has_text:
-            await self.publish(dataclasses.replace(msg, placeholder=not_read), *ids)
+            await self.publish(dataclasses.replace(msg, placeholder=f"{not_read} {msg.placeholder}".strip()), *ids)
         return True
 
     async def _note(self, msg: InboundMessage, text: str) -> None:

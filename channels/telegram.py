@@ -95,7 +95,7 @@ from channels.base import BaseChannel, ChannelFatalError, DeliveryError, rest_of
 from channels.documents import document_placeholder
 from channels.lanes import Job, Lanes
 from channels.markdown import might_have_markup, part_openers, plain_length, telegram_html
-from channels.marks import contact_mark, dice_mark, location_mark, place_mark, poll_mark, sticker_mark
+from channels.marks import contact_mark, dice_mark, location_mark, place_mark, poll_mark, sticker_mark, video_mark
 from channels.media import FAILED, TOO_LARGE, UNSUPPORTED, ImageError, album_note, as_image, placeholder
 from gateway.bus import (
     EDIT,
@@ -184,14 +184,20 @@ class _Album:
     typed just before them), gathered so far (Telegram sends one update
     per part); ``update_ids`` are held back until its message is on the bus."""
 
-    # None: not read (no agent.vision, a video); _Voice: a forwarded recording (agent.transcription)
-    parts: list[tuple[InboundMessage, str, _Picture | _Voice | None]]
+    # None: not read (no agent.vision, a forward's video); _Voice: a forwarded recording (agent.transcription)
+    parts: list[tuple[InboundMessage, str, _Picture | _Voice | _Video | None]]
     update_ids: list[int]
     last_part: float  # loop time the last part came
     closed: bool = False  # downloading: a later part starts a new album
     # No part can come any more (the sender wrote something else after
     # their forwards): it goes on without waiting out the quiet period.
     sealed: asyncio.Event = field(default_factory=asyncio.Event)
+
+
+@dataclass(frozen=True)
+class _Video:
+    """An album's video: nothing to fetch, the model cannot watch it; its
+    mark says so (channels/marks.py ``video_mark``)."""
 
 
 @dataclass(frozen=True)
@@ -277,7 +283,7 @@ def _forward_follows(update: Update, following: Update | None) -> bool:
 
 
 def _forward_burst(
-    parts: list[tuple[InboundMessage, str, _Picture | _Voice | None]]
+    parts: list[tuple[InboundMessage, str, _Picture | _Voice | _Video | None]]
 ) -> tuple[InboundMessage, str]:
     """A burst of forwards (``parts`` in order) as one message: every
     forwarded message in order, the comment typed with them as its words.
@@ -809,7 +815,9 @@ class TelegramChannel(BaseChannel):
         elif (group := self._album_of(update)) and not isinstance(picture, (_Voice, _File)):
             # Also without agent.vision (or a video's part): one message, one note, for the album.
             # A file read as text (agent.documents) is a message of its own.
-            self._add_to_album(chat, group, uid, inbound, username, picture)
+            assert update.message is not None  # an album's part is a new message
+            video = picture is None and update.message.video is not None
+            self._add_to_album(chat, group, uid, inbound, username, _Video() if video else picture)
             return
         elif isinstance(picture, _Voice):
             voice = picture
@@ -875,7 +883,7 @@ class TelegramChannel(BaseChannel):
         update_id: int,
         inbound: InboundMessage,
         username: str,
-        picture: _Picture | _Voice | None,
+        picture: _Picture | _Voice | _Video | None,
     ) -> None:
         """One part of an album: it joins the album still gathering, or
         starts one, which goes on as one message ``album_quiet`` seconds
@@ -940,6 +948,15 @@ class TelegramChannel(BaseChannel):
                 reply_to_bot=any(p[0].reply_to_bot for p in parts),
             )
         pictures = [p[2] for p in parts if isinstance(p[2], _Picture)]
+        # A picture's place in an album and the album's size, as the user
+        # sees it; among a burst's pictures, their own.
+        burst = bool(msg.forwarded)
+        places = list(range(1, len(pictures) + 1)) if burst else [
+            n for n, p in enumerate(parts, 1) if isinstance(p[2], _Picture)]
+        total = len(pictures) if burst else len(parts)
+        videos = sum(isinstance(p[2], _Video) for p in parts)
+        if pictures and videos:  # the model and the history say a video came that nobody watched
+            msg = dataclasses.replace(msg, placeholder=video_mark(videos))
         if not pictures:
             if msg.text.strip() or msg.forwarded:
                 await self.publish(msg, msg.sender_id, username)
@@ -958,18 +975,23 @@ class TelegramChannel(BaseChannel):
             got = await asyncio.gather(*(self._download(p) for p in pictures), return_exceptions=True)
             images = [g for g in got if isinstance(g, Image)]
             failed: list[tuple[int, ImageError]] = []
-            for n, g in enumerate(got, 1):
+            for n, g in zip(places, got):
                 if isinstance(g, ImageError):
                     failed.append((n, g))
                 elif not isinstance(g, Image):
                     raise g  # a bug, or cancelled: not a picture's fault
-            if failed and images:
+            if failed:
                 self.log.warning("album pictures not read", reasons=[e.reason for _, e in failed],
                                  errors=[str(e) for _, e in failed], failed=[n for n, _ in failed],
-                                 parts=len(pictures), chat_id=msg.chat_id)
-                await self._note(msg, album_note([(n, e.reason) for n, e in failed], len(pictures), limit))
-            elif failed:
-                raise failed[0][1]  # none read: told as a single photo is
+                                 parts=total, chat_id=msg.chat_id)
+            note = album_note([(n, e.reason) for n, e in failed], total, limit, videos=videos)
+            if failed and not images:
+                if len(pictures) == 1 and not videos:
+                    raise failed[0][1]  # one picture: told as a single photo is
+                # The album's note, and what is answered without them (the publisher's part).
+                raise ImageError(failed[0][1].reason, "; ".join(str(e) for _, e in failed), note=note)
+            if failed or videos:
+                await self._note(msg, note)
             return images
 
         await self.publish_image(msg, fetch, msg.sender_id, username)

@@ -45,9 +45,14 @@ FILE_NOT_READ = "[file not read]"
 VOICE = "[voice]"
 VOICE_NOT_READ = "[voice not read]"
 # Marks of pictures or a file in front of a stored user message ("[photo]",
-# "[3 photos]", PHOTO_NOT_READ, "[file plan.pdf]", "[file not read]"), as
-# ``InboundMessage.placeholder`` puts them there.
-_PICTURE_MARK = re.compile(r"^\[(?:photo|[1-9]\d* photos|photo not read|file [^\]\n]+)\](?= |$)")
+# "[3 photos]", PHOTO_NOT_READ, "[file plan.pdf]", "[file not read]"), with
+# an album's videos the model did not watch after them ("[2 photos] [video
+# not watched]", channels/marks.py), as ``InboundMessage.placeholder`` puts
+# them there.
+_PICTURE_MARK = re.compile(
+    r"^\[(?:photo|[1-9]\d* photos|photo not read|file [^\]\n]+)\]"
+    r"(?: \[(?:video|[1-9]\d* videos) not watched\])?(?= |$)"
+)
 
 
 def picture_mark(content: str) -> str:

@@ -59,6 +59,17 @@ def test_placeholders_and_notes() -> None:
     assert "send it again" in image_note(FAILED, 1024, has_text=False)
 
 
+def test_an_album_note_counts_the_albums_parts_and_its_videos() -> None:
+    mb = 1024 * 1024
+    assert album_note([(1, FAILED), (3, FAILED)], 3, mb, videos=1) == (
+        "Sorry, I could not read either photo of that album: the download failed; please send it again. "
+        "I cannot watch videos, so I did not see the video.")
+    assert album_note([(1, UNSUPPORTED), (2, UNSUPPORTED), (3, UNSUPPORTED)], 3, mb) == (
+        "Sorry, I could not read any of the 3 photos of that album: I can only read JPEG, PNG, GIF and WebP pictures.")
+    assert album_note([], 3, mb, videos=2) == (
+        "I cannot watch videos, so I did not see the 2 videos. I am answering with the photo.")
+
+
 def test_a_note_names_what_it_answers_without_the_thing_not_read() -> None:
     """A forward's words are someone else's: not "your text"."""
     assert answering(has_text=True) == " I am answering your text without it."
