@@ -48,6 +48,7 @@ import html
 import os
 import random
 import re
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -154,6 +155,8 @@ _CONFIRM_TIMEOUT = 5.0
 MAX_ALBUM_IMAGES = 10
 # Updates one getUpdates returns at most (Telegram's default limit).
 _BATCH = 100
+# Comments sent with forwards whose edits are still applied (channel memory).
+_GROUPED_KEPT = 1000
 # What stop_receiving waits beyond the downloads' own timeout for the lanes.
 _LANE_MARGIN = 5.0
 
@@ -284,7 +287,7 @@ def _forward_follows(update: Update, following: Update | None) -> bool:
 
 def _forward_burst(
     parts: list[tuple[InboundMessage, str, _Picture | _Voice | _Video | None]]
-) -> tuple[InboundMessage, str]:
+) -> tuple[InboundMessage, str, list[InboundMessage]]:
     """A burst of forwards (``parts`` in order) as one message: every
     forwarded message in order, the comment typed with them as its words.
     It answers the last part, under which the reply shows, and that
@@ -299,7 +302,7 @@ def _forward_burst(
         reply_to_bot=any(p[0].reply_to_bot for p in parts),
         quoted=next((c.quoted for c in comments if c.quoted is not None), None),
     )
-    return msg, username
+    return msg, username, comments
 
 
 def _edited_mark(attached: _Fetch | None) -> str:
@@ -551,6 +554,11 @@ class TelegramChannel(BaseChannel):
         self._floor = 0  # confirmed regardless (a full batch behind a pending update)
         self._lanes = Lanes("telegram-lanes")
         self._albums: dict[tuple[str, str], _Album] = {}  # (chat, media_group_id) -> still gathering
+        # Comments gathered into a burst's message, for their edits: (chat,
+        # comment's id) -> the burst's message id and its comments' ids and
+        # words, in order. Recent ones only, and in memory: after a restart an
+        # edit of an older comment finds no row, and is logged as such.
+        self._grouped: OrderedDict[tuple[str, str], tuple[str, list[tuple[str, str]]]] = OrderedDict()
         self._ready = asyncio.Event()
         self._failed = asyncio.Event()
         self._failure: ChannelFatalError | None = None
@@ -810,8 +818,9 @@ class TelegramChannel(BaseChannel):
         if inbound.kind == EDIT:
             # In a group, the loop changes only a message it stored (one
             # addressed to the bot); the allow-list applies as to new ones.
+            # Looked up when it runs: a burst still gathering is ahead of it in the lane.
             async def job() -> None:
-                await self.publish(inbound, *ids)
+                await self.publish(self._regrouped(inbound), *ids)
         elif (group := self._album_of(update)) and not isinstance(picture, (_Voice, _File)):
             # Also without agent.vision (or a video's part): one message, one note, for the album.
             # A file read as text (agent.documents) is a message of its own.
@@ -853,6 +862,31 @@ class TelegramChannel(BaseChannel):
             await job()  # the fast path: nothing of this chat is pending
         else:
             self._hold(chat, [uid], job)
+
+    def _group_comments(self, msg: InboundMessage, comments: list[InboundMessage]) -> None:
+        """Remember that ``comments`` were gathered into the burst ``msg``."""
+        words = [(c.message_id, c.text) for c in comments if c.text.strip()]
+        for mid, _ in words:
+            self._grouped[(msg.chat_id, mid)] = (msg.message_id, words)
+        while len(self._grouped) > _GROUPED_KEPT:
+            self._grouped.popitem(last=False)
+
+    def _regrouped(self, edit: InboundMessage) -> InboundMessage:
+        """An edit of a comment gathered into a burst of forwards, as an
+        edit of the burst's stored message: its comments' words now
+        (``text``), and what they were (metadata ``replaces``), which the
+        stored row ends with (gateway/revisions.py). Any other edit as it is."""
+        found = self._grouped.get((edit.chat_id, edit.message_id))
+        if found is None:
+            return edit
+        burst, words = found
+        before = "\n".join(t for _, t in words)
+        words[:] = [(mid, edit.text if mid == edit.message_id else t) for mid, t in words]  # the next edit's before
+        after = "\n".join(t for _, t in words if t.strip())
+        self.log.info("edit of a comment sent with forwards applied to their message", chat_id=edit.chat_id,
+                      message_id=edit.message_id, burst=burst)
+        return dataclasses.replace(edit, message_id=burst, text=after, placeholder="",
+                                   metadata={**edit.metadata, "replaces": before})
 
     def _hold(self, chat: str, update_ids: list[int], job: Job) -> None:
         """Queue ``job`` in ``chat``'s lane, holding ``update_ids`` (a list
@@ -929,7 +963,8 @@ class TelegramChannel(BaseChannel):
         A burst of forwards goes on as :func:`_forward_burst` makes it."""
         parts = sorted(album.parts, key=lambda p: int(p[0].message_id or 0))
         if any(p[0].forwarded for p in parts):
-            msg, username = _forward_burst(parts)
+            msg, username, comments = _forward_burst(parts)
+            self._group_comments(msg, comments)
             # Each part forwards one message, in order: a recording's place among them.
             places = [n for n, p in enumerate(p for p in parts if p[0].forwarded) if isinstance(p[2], _Voice)]
             voices = [p[2] for p in parts if isinstance(p[2], _Voice)]
