@@ -7,14 +7,15 @@ from __future__ import annotations
 import abc
 import asyncio
 import dataclasses
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from typing import Any
 
 import structlog
 
-from gateway.bus import Audio, Image, InboundMessage, MessageBus, OutboundMessage
+from gateway.bus import Audio, Image, InboundMessage, MessageBus, OutboundMessage, picture_mark
 
 from .documents import FILE_NOT_READ, NO_TEXT, document_note, document_placeholder, read_document, read_scanned
-from .media import FAILED, NOT_READ, VOICE, VOICE_NOT_READ, ImageError, image_note, placeholder
+from .media import FAILED, NOT_READ, VOICE, VOICE_NOT_READ, ImageError, answering, image_note, placeholder
 
 __all__ = ["UNREADABLE_REPLY", "BaseChannel", "ChannelFatalError", "DeliveryError", "rest_of"]
 
@@ -60,6 +61,15 @@ def rest_of(text: str, parts: Sequence[str], index: int) -> str:
             return text[found:]
         pos = found + len(part)
     return ""
+
+
+def _answered(msg: InboundMessage) -> dict[str, Any]:
+    """What of ``msg`` is answered without a thing not read, for
+    :func:`~channels.media.answering`: the user's own words, and how many
+    of its forwards say more than the mark of the picture or file they
+    were ("[photo]": the thing not read itself)."""
+    forwarded = sum(f.text.strip() != picture_mark(f.text.strip()) for f in msg.forwarded)
+    return {"has_text": bool(msg.text.strip()), "forwarded": forwarded}
 
 
 class BaseChannel(abc.ABC):
@@ -147,11 +157,12 @@ class BaseChannel(abc.ABC):
             images = tuple(await fetch())
             if not images:
                 raise ImageError(FAILED, "no picture found")
-            return dataclasses.replace(msg, images=images, placeholder=placeholder(len(images)))
+            # A mark already there (an album's videos not watched) stays after the pictures'.
+            return dataclasses.replace(msg, images=images, placeholder=f"{placeholder(len(images))} {msg.placeholder}".strip())
 
         return await self._publish_fetched(
             msg, complete, ids, what="picture", not_read=NOT_READ,
-            note=lambda reason, has_text: image_note(reason, limit, has_text=has_text),
+            note=lambda reason, _: image_note(reason, limit, **_answered(msg)),
         )
 
     async def publish_voice(self, msg: InboundMessage, fetch: Callable[[], Awaitable[Audio]], *ids: str) -> bool:
@@ -166,8 +177,62 @@ class BaseChannel(abc.ABC):
 
         return await self._publish_fetched(
             msg, complete, ids, what="voice message", not_read=VOICE_NOT_READ,
-            note=lambda reason, has_text: image_note(reason, limit, has_text=has_text, what="voice message"),
+            note=lambda reason, _: image_note(reason, limit, what="voice message", **_answered(msg)),
         )
+
+    async def attach_forwarded_voices(
+        self, msg: InboundMessage, fetches: Mapping[int, Callable[[], Awaitable[Audio]]], *ids: str
+    ) -> InboundMessage | None:
+        """``msg`` with the recordings of the voice messages it forwards
+        (``fetches``: a forward's place in ``msg.forwarded`` -> its
+        download) attached, for the loop to transcribe as their authors'
+        words (``Forwarded.audio``). Nothing is downloaded where
+        :meth:`publish_image` downloads nothing (the forwards keep their
+        ``[voice]`` mark). A recording not downloaded becomes ``[voice not
+        read]`` and the user gets a note; None when that leaves nothing to
+        answer (the note was all). Needs ``max_audio_bytes``."""
+        if not fetches or (msg.is_group and not (msg.mentioned or msg.reply_to_bot)):
+            return msg
+        limit = self.max_audio_bytes
+        assert limit is not None, "attach_forwarded_voices without max_audio_bytes"
+        if not self.is_allowed(msg.sender_id, *ids):
+            return msg  # published (and dropped, logged) as any message of theirs
+
+        async def one(fetch: Callable[[], Awaitable[Audio]]) -> Audio | ImageError:
+            try:
+                async with asyncio.timeout(self.image_timeout):
+                    return await fetch()
+            except ImageError as exc:
+                return exc
+            except TimeoutError:
+                return ImageError(FAILED, f"no answer within {self.image_timeout:.0f}s")
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # a download bug must not lose the message: told and logged
+                self.log.exception("voice message download failed", chat_id=msg.chat_id, message_id=msg.message_id)
+                return ImageError(FAILED, type(exc).__name__)
+
+        got = await asyncio.gather(*(one(f) for f in fetches.values()))
+        items = list(msg.forwarded)
+        failed: list[ImageError] = []
+        for n, heard in zip(fetches, got):
+            if isinstance(heard, Audio):
+                items[n] = dataclasses.replace(items[n], audio=heard)
+            else:
+                caption = items[n].text.removeprefix(VOICE).strip()
+                items[n] = dataclasses.replace(items[n], text=f"{VOICE_NOT_READ} {caption}".strip())
+                failed.append(heard)
+        msg = dataclasses.replace(msg, forwarded=tuple(items))
+        if not failed:
+            return msg
+        self.log.warning("forwarded voice message not read", reasons=[e.reason for e in failed],
+                         errors=[str(e) for e in failed], chat_id=msg.chat_id, message_id=msg.message_id)
+        rest = [f for f in items if not f.text.startswith(VOICE_NOT_READ)]
+        reasons = {e.reason for e in failed}
+        reason = reasons.pop() if len(reasons) == 1 else FAILED
+        await self._note(msg, image_note(reason, limit, has_text=bool(msg.text.strip()), forwarded=len(rest),
+                                         what="voice message"))
+        return msg if msg.text.strip() or rest else None
 
     async def publish_document(
         self, msg: InboundMessage, name: str, fetch: Callable[[], Awaitable[bytes]], *ids: str
@@ -200,7 +265,8 @@ class BaseChannel(abc.ABC):
 
         return await self._publish_fetched(
             msg, complete, ids, what="file", not_read=FILE_NOT_READ,
-            note=lambda reason, has_text: document_note(reason, limit, has_text=has_text),
+            # What is answered without it is said as a picture's note says it.
+            note=lambda reason, _: document_note(reason, limit, has_text=False) + answering(**_answered(msg)),
         )
 
     async def _publish_fetched(
@@ -221,22 +287,22 @@ class BaseChannel(abc.ABC):
             async with asyncio.timeout(self.image_timeout):
                 done = await complete()
         except ImageError as exc:
-            reason, detail = exc.reason, str(exc)
+            reason, detail, told = exc.reason, str(exc), exc.note
         except TimeoutError:
-            reason, detail = FAILED, f"no answer within {self.image_timeout:.0f}s"
+            reason, detail, told = FAILED, f"no answer within {self.image_timeout:.0f}s", ""
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # a download bug must not lose the message: told and logged
             self.log.exception(f"{what} download failed", chat_id=msg.chat_id, message_id=msg.message_id)
-            reason, detail = FAILED, type(exc).__name__
+            reason, detail, told = FAILED, type(exc).__name__, ""
         else:
             return await self.publish(done, *ids)
         self.log.warning(f"{what} not read", reason=reason, error=detail, chat_id=msg.chat_id,
                          message_id=msg.message_id)
         has_text = bool(msg.text.strip() or msg.forwarded)  # forwarded words go on too
-        await self._note(msg, note(reason, has_text))
+        await self._note(msg, told + answering(**_answered(msg), without="them") if told else note(reason, has_text))
         if has_text:
-            await self.publish(dataclasses.replace(msg, placeholder=not_read), *ids)
+            await self.publish(dataclasses.replace(msg, placeholder=f"{not_read} {msg.placeholder}".strip()), *ids)
         return True
 
     async def _note(self, msg: InboundMessage, text: str) -> None:

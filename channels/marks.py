@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-__all__ = ["contact_mark", "dice_mark", "location_mark", "place_mark", "poll_mark", "sticker_mark"]
+__all__ = ["contact_mark", "dice_mark", "location_mark", "place_mark", "poll_mark", "sticker_mark", "video_mark"]
 
 # A mark is one line; its parts come from other people's input (a poll's
 # question, a contact's name), so line breaks and brackets are flattened.
@@ -53,6 +53,15 @@ def poll_mark(question: str, options: Sequence[str], *, quiz: bool = False) -> s
 def dice_mark(emoji: str, value: int) -> str:
     """An animated dice (or dart, ball...) and what it landed on: ``[dice 🎲 4]``."""
     return f"[dice {emoji} {value}]"
+
+
+def video_mark(count: int = 1) -> str:
+    """Videos that came with pictures (an album) and that the model cannot
+    watch: ``[video not watched]``, ``[2 videos not watched]``. Kept after
+    the pictures' mark (``[2 photos] [video not watched]``), so the model
+    does not answer as if the pictures were all, and an edited caption
+    keeps it (gateway/bus.py ``picture_mark``)."""
+    return "[video not watched]" if count == 1 else f"[{count} videos not watched]"
 
 
 def sticker_mark(emoji: str) -> str:

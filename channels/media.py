@@ -14,6 +14,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from gateway.bus import PHOTO_NOT_READ, Image
+from gateway.bus import VOICE as VOICE
+from gateway.bus import VOICE_NOT_READ as VOICE_NOT_READ
 
 __all__ = [
     "FAILED",
@@ -25,6 +27,7 @@ __all__ = [
     "UNSUPPORTED",
     "ImageError",
     "album_note",
+    "answering",
     "as_image",
     "image_note",
     "placeholder",
@@ -40,8 +43,6 @@ FAILED = "failed"
 MAX_IMAGES = 4
 
 NOT_READ = PHOTO_NOT_READ
-VOICE = "[voice]"
-VOICE_NOT_READ = "[voice not read]"
 
 
 class ImageError(Exception):
@@ -49,9 +50,12 @@ class ImageError(Exception):
     :data:`UNSUPPORTED` or :data:`FAILED`; the message says why for the
     log (never the bytes, never a token)."""
 
-    def __init__(self, reason: str, detail: str) -> None:
+    def __init__(self, reason: str, detail: str, *, note: str = "") -> None:
         super().__init__(detail)
         self.reason = reason
+        # What the user is told instead of one picture's note (an album's
+        # pictures, none read), without what is answered: the publisher adds that.
+        self.note = note
 
 
 def sniff_mime(data: bytes) -> str | None:
@@ -83,10 +87,26 @@ def placeholder(count: int) -> str:
     return "[photo]" if count == 1 else f"[{count} photos]"
 
 
-def image_note(reason: str, max_bytes: int, *, has_text: bool, what: str = "picture") -> str:
+def answering(*, has_text: bool, forwarded: int = 0, without: str = "it") -> str:
+    """The end of a note on something not read: what is answered without
+    it, the user's own words (``has_text``) and/or ``forwarded`` messages
+    with words of their own; "" for nothing. A forward's words are not
+    "your text": the user asked about them, someone else wrote them."""
+    forwards = "the forwarded message" if forwarded == 1 else "the forwarded messages"
+    if has_text and forwarded:
+        what = f"your text and {forwards}"
+    elif forwarded or has_text:
+        what = forwards if forwarded else "your text"
+    else:
+        return ""
+    return f" I am answering {what} without {without}."
+
+
+def image_note(reason: str, max_bytes: int, *, has_text: bool, what: str = "picture", forwarded: int = 0) -> str:
     """The short note a user gets for a picture (``what``: or a "voice
-    message") that was not read; with ``has_text``, their words are
-    answered all the same, and it says so."""
+    message") that was not read; with ``has_text`` (their words) or
+    ``forwarded`` (forwards with words), those are answered all the same,
+    and it says so (:func:`answering`)."""
     if reason == TOO_LARGE:
         smaller = "a smaller one or a screenshot" if what == "picture" else "a shorter one or type it"
         note = f"That {what} is too large for me to read (the limit is {_megabytes(max_bytes)}). Please send {smaller}."
@@ -94,27 +114,47 @@ def image_note(reason: str, max_bytes: int, *, has_text: bool, what: str = "pict
         note = f"I can only read {_FORMATS} pictures, so I could not read that one."
     else:
         note = f"Sorry, I could not download that {what}. Please send it again."
-    return note + (" I am answering your text without it." if has_text else "")
+    return note + answering(has_text=has_text, forwarded=forwarded)
 
 
-def album_note(failed: Sequence[tuple[int, str]], total: int, max_bytes: int) -> str:
-    """The note for an album of ``total`` pictures of which those in
-    ``failed`` (their place in it, from 1, and the :class:`ImageError`
-    reason) were not read, while the others were: which, and why when they
-    share a reason."""
-    numbers = sorted(n for n, _ in failed)
-    which = f"photo {numbers[0]}" if len(numbers) == 1 else "photos " + _listed(numbers)
-    reasons = {reason for _, reason in failed}
-    why = ""
-    if reasons == {TOO_LARGE}:
-        smaller = "a smaller one or a screenshot" if len(numbers) == 1 else "smaller ones or screenshots"
-        why = f": too large for me (the limit is {_megabytes(max_bytes)}); please send {smaller}"
-    elif reasons == {UNSUPPORTED}:
-        why = f": I can only read {_FORMATS} pictures"
-    elif reasons == {FAILED}:
-        why = ": the download failed; please send it again"
-    rest = "the other one" if total - len(numbers) == 1 else "the others"
-    return f"Sorry, {which} of {total} could not be read{why}. I am answering with {rest}."
+def album_note(failed: Sequence[tuple[int, str]], total: int, max_bytes: int, *, videos: int = 0) -> str:
+    """The note for an album of ``total`` parts, ``videos`` of them videos
+    the model cannot watch and the rest pictures, of which those in
+    ``failed`` (their place in the album, from 1, and the
+    :class:`ImageError` reason) were not read: which, and why when they
+    share a reason; then what is answered. When no picture was read, what
+    is answered is for the publisher to add (:func:`answering`)."""
+    pictures = total - videos
+    read = pictures - len(failed)
+    said: list[str] = []
+    if failed:
+        numbers = sorted(n for n, _ in failed)
+        which = f"photo {numbers[0]}" if len(numbers) == 1 else "photos " + _listed(numbers)
+        reasons = {reason for _, reason in failed}
+        why = ""
+        if reasons == {TOO_LARGE}:
+            smaller = "a smaller one or a screenshot" if len(numbers) == 1 else "smaller ones or screenshots"
+            why = f": too large for me (the limit is {_megabytes(max_bytes)}); please send {smaller}"
+        elif reasons == {UNSUPPORTED}:
+            why = f": I can only read {_FORMATS} pictures"
+        elif reasons == {FAILED}:
+            why = ": the download failed; please send it again"
+        if read:
+            said.append(f"Sorry, {which} of {total} could not be read{why}.")
+        else:
+            none = "the photo" if pictures == 1 else "either photo" if pictures == 2 else f"any of the {pictures} photos"
+            said.append(f"Sorry, I could not read {none} of that album{why}.")
+    if videos:
+        said.append(f"I cannot watch videos, so I did not see {'the video' if videos == 1 else f'the {videos} videos'}.")
+    if read:
+        if not failed:
+            rest = "the photo" if read == 1 else "the photos"
+        elif videos:
+            rest = "the other photo" if read == 1 else "the other photos"
+        else:
+            rest = "the other one" if read == 1 else "the others"
+        said.append(f"I am answering with {rest}.")
+    return " ".join(said)
 
 
 def _listed(numbers: Sequence[int]) -> str:

@@ -43,12 +43,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import functools
 import html
 import os
 import random
 import re
 import time
 import zlib
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -96,7 +98,7 @@ from channels.base import BaseChannel, ChannelFatalError, DeliveryError, rest_of
 from channels.documents import document_placeholder
 from channels.lanes import Job, Lanes
 from channels.markdown import might_have_markup, part_openers, plain_length, telegram_html
-from channels.marks import contact_mark, dice_mark, location_mark, place_mark, poll_mark, sticker_mark
+from channels.marks import contact_mark, dice_mark, location_mark, place_mark, poll_mark, sticker_mark, video_mark
 from channels.media import FAILED, TOO_LARGE, UNSUPPORTED, ImageError, album_note, as_image, placeholder
 from gateway.bus import (
     EDIT,
@@ -155,6 +157,8 @@ _CONFIRM_TIMEOUT = 5.0
 MAX_ALBUM_IMAGES = 10
 # Updates one getUpdates returns at most (Telegram's default limit).
 _BATCH = 100
+# Comments sent with forwards whose edits are still applied (channel memory).
+_GROUPED_KEPT = 1000
 # What stop_receiving waits beyond the downloads' own timeout for the lanes.
 _LANE_MARGIN = 5.0
 
@@ -185,13 +189,20 @@ class _Album:
     typed just before them), gathered so far (Telegram sends one update
     per part); ``update_ids`` are held back until its message is on the bus."""
 
-    parts: list[tuple[InboundMessage, str, _Picture | None]]  # None: not read (no agent.vision, a video)
+    # None: not read (no agent.vision, a forward's video); _Voice: a forwarded recording (agent.transcription)
+    parts: list[tuple[InboundMessage, str, _Picture | _Voice | _Video | None]]
     update_ids: list[int]
     last_part: float  # loop time the last part came
     closed: bool = False  # downloading: a later part starts a new album
     # No part can come any more (the sender wrote something else after
     # their forwards): it goes on without waiting out the quiet period.
     sealed: asyncio.Event = field(default_factory=asyncio.Event)
+
+
+@dataclass(frozen=True)
+class _Video:
+    """An album's video: nothing to fetch, the model cannot watch it; its
+    mark says so (channels/marks.py ``video_mark``)."""
 
 
 @dataclass(frozen=True)
@@ -276,7 +287,9 @@ def _forward_follows(update: Update, following: Update | None) -> bool:
     return (nxt.chat.id, nxt.from_user.id, topic(nxt)) == (msg.chat.id, msg.from_user.id, topic(msg))
 
 
-def _forward_burst(parts: list[tuple[InboundMessage, str, _Picture | None]]) -> tuple[InboundMessage, str]:
+def _forward_burst(
+    parts: list[tuple[InboundMessage, str, _Picture | _Voice | _Video | None]]
+) -> tuple[InboundMessage, str, list[InboundMessage]]:
     """A burst of forwards (``parts`` in order) as one message: every
     forwarded message in order, the comment typed with them as its words.
     It answers the last part, under which the reply shows, and that
@@ -291,7 +304,7 @@ def _forward_burst(parts: list[tuple[InboundMessage, str, _Picture | None]]) -> 
         reply_to_bot=any(p[0].reply_to_bot for p in parts),
         quoted=next((c.quoted for c in comments if c.quoted is not None), None),
     )
-    return msg, username
+    return msg, username, comments
 
 
 def _edited_mark(attached: _Fetch | None) -> str:
@@ -545,6 +558,11 @@ class TelegramChannel(BaseChannel):
         self._floor = 0  # confirmed regardless (a full batch behind a pending update)
         self._lanes = Lanes("telegram-lanes")
         self._albums: dict[tuple[str, str], _Album] = {}  # (chat, media_group_id) -> still gathering
+        # Comments gathered into a burst's message, for their edits: (chat,
+        # comment's id) -> the burst's message id and its comments' ids and
+        # words, in order. Recent ones only, and in memory: after a restart an
+        # edit of an older comment finds no row, and is logged as such.
+        self._grouped: OrderedDict[tuple[str, str], tuple[str, list[tuple[str, str]]]] = OrderedDict()
         self._ready = asyncio.Event()
         self._failed = asyncio.Event()
         self._failure: ChannelFatalError | None = None
@@ -788,10 +806,11 @@ class TelegramChannel(BaseChannel):
         job: Job
         if inbound.kind == MESSAGE:
             burst = _burst_of(inbound)
-            if inbound.forwarded and not isinstance(picture, (_File, _Voice)):  # (no _Voice: not transcribed)
+            if inbound.forwarded and not isinstance(picture, _File):
                 # Telegram sends a multi-message forward (a forwarded album
                 # too) one update per message: one message for all of them,
-                # gathered as an album is. A file read as text goes on alone.
+                # gathered as an album is (its recordings transcribed as their
+                # authors' words). A file read as text goes on alone.
                 self._add_to_album(chat, burst, uid, inbound, username, picture)
                 return
             self._seal(chat, burst)  # anything else the sender sends ends their burst
@@ -803,12 +822,15 @@ class TelegramChannel(BaseChannel):
         if inbound.kind == EDIT:
             # In a group, the loop changes only a message it stored (one
             # addressed to the bot); the allow-list applies as to new ones.
+            # Looked up when it runs: a burst still gathering is ahead of it in the lane.
             async def job() -> None:
-                await self.publish(inbound, *ids)
+                await self.publish(self._regrouped(inbound), *ids)
         elif (group := self._album_of(update)) and not isinstance(picture, (_Voice, _File)):
             # Also without agent.vision (or a video's part): one message, one note, for the album.
             # A file read as text (agent.documents) is a message of its own.
-            self._add_to_album(chat, group, uid, inbound, username, picture)
+            assert update.message is not None  # an album's part is a new message
+            video = picture is None and update.message.video is not None
+            self._add_to_album(chat, group, uid, inbound, username, _Video() if video else picture)
             return
         elif isinstance(picture, _Voice):
             voice = picture
@@ -845,6 +867,31 @@ class TelegramChannel(BaseChannel):
         else:
             self._hold(chat, [uid], job)
 
+    def _group_comments(self, msg: InboundMessage, comments: list[InboundMessage]) -> None:
+        """Remember that ``comments`` were gathered into the burst ``msg``."""
+        words = [(c.message_id, c.text) for c in comments if c.text.strip()]
+        for mid, _ in words:
+            self._grouped[(msg.chat_id, mid)] = (msg.message_id, words)
+        while len(self._grouped) > _GROUPED_KEPT:
+            self._grouped.popitem(last=False)
+
+    def _regrouped(self, edit: InboundMessage) -> InboundMessage:
+        """An edit of a comment gathered into a burst of forwards, as an
+        edit of the burst's stored message: its comments' words now
+        (``text``), and what they were (metadata ``replaces``), which the
+        stored row ends with (gateway/revisions.py). Any other edit as it is."""
+        found = self._grouped.get((edit.chat_id, edit.message_id))
+        if found is None:
+            return edit
+        burst, words = found
+        before = "\n".join(t for _, t in words)
+        words[:] = [(mid, edit.text if mid == edit.message_id else t) for mid, t in words]  # the next edit's before
+        after = "\n".join(t for _, t in words if t.strip())
+        self.log.info("edit of a comment sent with forwards applied to their message", chat_id=edit.chat_id,
+                      message_id=edit.message_id, burst=burst)
+        return dataclasses.replace(edit, message_id=burst, text=after, placeholder="",
+                                   metadata={**edit.metadata, "replaces": before})
+
     def _hold(self, chat: str, update_ids: list[int], job: Job) -> None:
         """Queue ``job`` in ``chat``'s lane, holding ``update_ids`` (a list
         an album still adds to) back from the offset until it is done."""
@@ -868,7 +915,13 @@ class TelegramChannel(BaseChannel):
         return (msg.media_group_id or "") if msg is not None else ""
 
     def _add_to_album(
-        self, chat: str, group: str, update_id: int, inbound: InboundMessage, username: str, picture: _Picture | None
+        self,
+        chat: str,
+        group: str,
+        update_id: int,
+        inbound: InboundMessage,
+        username: str,
+        picture: _Picture | _Voice | _Video | None,
     ) -> None:
         """One part of an album: it joins the album still gathering, or
         starts one, which goes on as one message ``album_quiet`` seconds
@@ -914,7 +967,18 @@ class TelegramChannel(BaseChannel):
         A burst of forwards goes on as :func:`_forward_burst` makes it."""
         parts = sorted(album.parts, key=lambda p: int(p[0].message_id or 0))
         if any(p[0].forwarded for p in parts):
-            msg, username = _forward_burst(parts)
+            msg, username, comments = _forward_burst(parts)
+            self._group_comments(msg, comments)
+            # Each part forwards one message, in order: a recording's place among them.
+            places = [n for n, p in enumerate(p for p in parts if p[0].forwarded) if isinstance(p[2], _Voice)]
+            voices = [p[2] for p in parts if isinstance(p[2], _Voice)]
+            heard = await self.attach_forwarded_voices(
+                msg, {n: functools.partial(self._download_voice, v) for n, v in zip(places, voices)},
+                msg.sender_id, username,
+            )
+            if heard is None:
+                return  # a recording not read was all: the user was told
+            msg = heard
         else:
             base, username, _ = next((p for p in parts if p[0].text.strip()), parts[0])
             msg = dataclasses.replace(
@@ -922,7 +986,16 @@ class TelegramChannel(BaseChannel):
                 mentioned=any(p[0].mentioned for p in parts),
                 reply_to_bot=any(p[0].reply_to_bot for p in parts),
             )
-        pictures = [p[2] for p in parts if p[2] is not None]
+        pictures = [p[2] for p in parts if isinstance(p[2], _Picture)]
+        # A picture's place in an album and the album's size, as the user
+        # sees it; among a burst's pictures, their own.
+        burst = bool(msg.forwarded)
+        places = list(range(1, len(pictures) + 1)) if burst else [
+            n for n, p in enumerate(parts, 1) if isinstance(p[2], _Picture)]
+        total = len(pictures) if burst else len(parts)
+        videos = sum(isinstance(p[2], _Video) for p in parts)
+        if pictures and videos:  # the model and the history say a video came that nobody watched
+            msg = dataclasses.replace(msg, placeholder=video_mark(videos))
         if not pictures:
             if msg.text.strip() or msg.forwarded:
                 await self.publish(msg, msg.sender_id, username)
@@ -941,18 +1014,23 @@ class TelegramChannel(BaseChannel):
             got = await asyncio.gather(*(self._download(p) for p in pictures), return_exceptions=True)
             images = [g for g in got if isinstance(g, Image)]
             failed: list[tuple[int, ImageError]] = []
-            for n, g in enumerate(got, 1):
+            for n, g in zip(places, got):
                 if isinstance(g, ImageError):
                     failed.append((n, g))
                 elif not isinstance(g, Image):
                     raise g  # a bug, or cancelled: not a picture's fault
-            if failed and images:
+            if failed:
                 self.log.warning("album pictures not read", reasons=[e.reason for _, e in failed],
                                  errors=[str(e) for _, e in failed], failed=[n for n, _ in failed],
-                                 parts=len(pictures), chat_id=msg.chat_id)
-                await self._note(msg, album_note([(n, e.reason) for n, e in failed], len(pictures), limit))
-            elif failed:
-                raise failed[0][1]  # none read: told as a single photo is
+                                 parts=total, chat_id=msg.chat_id)
+            note = album_note([(n, e.reason) for n, e in failed], total, limit, videos=videos)
+            if failed and not images:
+                if len(pictures) == 1 and not videos:
+                    raise failed[0][1]  # one picture: told as a single photo is
+                # The album's note, and what is answered without them (the publisher's part).
+                raise ImageError(failed[0][1].reason, "; ".join(str(e) for _, e in failed), note=note)
+            if failed or videos:
+                await self._note(msg, note)
             return images
 
         await self.publish_image(msg, fetch, msg.sender_id, username)
@@ -968,8 +1046,8 @@ class TelegramChannel(BaseChannel):
         # channel's post mirrored into its discussion group is not one.
         origin = msg.forward_origin if not (edited or msg.is_automatic_forward) else None
         picture: _Fetch | None = self._picture(msg) if self.max_image_bytes is not None else None
-        if msg.voice is not None and self.max_audio_bytes is not None and origin is None:
-            # A forwarded recording is someone else's words: not transcribed as the user's.
+        if msg.voice is not None and self.max_audio_bytes is not None:
+            # A forwarded one is transcribed as its author's words (Forwarded.audio).
             picture = _Voice(msg.voice.file_id, msg.voice.file_size, msg.voice.mime_type or "audio/ogg")
         doc = msg.document
         if picture is None and doc is not None and self.max_document_bytes is not None:
@@ -981,7 +1059,9 @@ class TelegramChannel(BaseChannel):
             # Its words are the forward's, marked with what it held ("[sticker 😀]");
             # a picture or file to read keeps its own mark (the placeholder).
             mark = _content_mark(msg)
-            words = (text or mark) if picture is not None else f"{mark} {text or ''}".strip()
+            # (A recording keeps its "[voice]" in front: the transcript follows it.)
+            keeps = picture is not None and not isinstance(picture, _Voice)
+            words = (text or mark) if keeps else f"{mark} {text or ''}".strip()
             if not words and picture is None:
                 return None
             forwarded = (Forwarded(self._origin_name(origin, None), words, sent_at=origin.date),)

@@ -19,7 +19,8 @@ from typing import Any
 from memory.tokens import estimate_tokens, prefix_within
 
 __all__ = [
-    "EDIT", "FILE_NOT_READ", "FORWARD_TOKENS", "MESSAGE", "PHOTO_NOT_READ", "RECALL", "ROUTING_KEYS", "Attachment", "Audio", "Document",
+    "EDIT", "FILE_NOT_READ", "FORWARD_TOKENS", "MESSAGE", "PHOTO_NOT_READ", "RECALL", "ROUTING_KEYS", "VOICE", "VOICE_NOT_READ",
+    "Attachment", "Audio", "Document",
     "Forwarded", "Image", "InboundMessage", "MessageBus", "OutboundMessage", "forwarded_text", "picture_mark",
 ]
 
@@ -40,10 +41,18 @@ RECALL = "recall"
 PHOTO_NOT_READ = "[photo not read]"
 # ... and for a file nobody read (nor its scans, for a scanned PDF).
 FILE_NOT_READ = "[file not read]"
+# A voice message's mark, before its transcript; and one nobody could hear.
+VOICE = "[voice]"
+VOICE_NOT_READ = "[voice not read]"
 # Marks of pictures or a file in front of a stored user message ("[photo]",
-# "[3 photos]", PHOTO_NOT_READ, "[file plan.pdf]", "[file not read]"), as
-# ``InboundMessage.placeholder`` puts them there.
-_PICTURE_MARK = re.compile(r"^\[(?:photo|[1-9]\d* photos|photo not read|file [^\]\n]+)\](?= |$)")
+# "[3 photos]", PHOTO_NOT_READ, "[file plan.pdf]", "[file not read]"), with
+# an album's videos the model did not watch after them ("[2 photos] [video
+# not watched]", channels/marks.py), as ``InboundMessage.placeholder`` puts
+# them there.
+_PICTURE_MARK = re.compile(
+    r"^\[(?:photo|[1-9]\d* photos|photo not read|file [^\]\n]+)\]"
+    r"(?: \[(?:video|[1-9]\d* videos) not watched\])?(?= |$)"
+)
 
 
 def picture_mark(content: str) -> str:
@@ -122,6 +131,9 @@ class Forwarded:
     author: str  # their display name; "" when the platform hides it
     text: str  # its words, with a mark for what it held instead ("[photo]")
     sent_at: datetime | None = None  # when it was first sent
+    # A forwarded voice message's recording, for the loop to transcribe
+    # into ``text`` (agent.transcription), then dropped: never stored.
+    audio: Audio | None = None
 
 
 # What of a forward the model reads and the history keeps: a long chat

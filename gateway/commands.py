@@ -161,13 +161,14 @@ class UserCommands:
         kept = await self.everything.export(user)
         data = kept.data
         zh = zh or mostly_chinese([*(m.content for m in data.memories), *(e.summary for e in data.events)])
-        if not (data.memories or data.events or data.waiting or kept.jobs or kept.history or kept.timezone):
+        if not (data.memories or data.events or data.waiting or kept.jobs or kept.history or kept.timezone
+                or kept.incognito_since):
             return Answer("我没有保存任何关于你的内容，没有可导出的。" if zh
                           else "I keep nothing about you, so there is nothing to export.")
         # Dated in their own zone (/timezone), as the prompt's date is.
         tz = (await self.timezones.get(user) if self.timezones is not None else None) or self.default_tz
         local = now.astimezone(tz)
-        text = render_user_export(kept, at=f"{local:%Y-%m-%d %H:%M} {zone_name(tz)}", zh=zh)
+        text = render_user_export(kept, at=f"{local:%Y-%m-%d %H:%M} {zone_name(tz)}", zh=zh, tz=tz)
         file = Attachment(export_filename(local), text.encode("utf-8"), MIME)
         return Answer(
             "这是我保存的关于你的一切（Markdown 文件）。凭据只列出编号。/forget 可删除其中任何一条。"
@@ -353,11 +354,19 @@ def _counts(c: Census, zh: bool) -> str:
         parts = [f"{c.memories} 条记忆", f"{c.events} 条对话摘要", f"{c.messages} 条聊天记录（所有对话中）"]
         if c.jobs:
             parts.append(f"{c.jobs} 个定时任务")
+        if c.incognito:
+            parts.append("你开启的无痕模式设置")
+        if c.timezone:
+            parts.append("你设置的时区")
         return "、".join(parts)
     parts = [_n(c.memories, "memory", "memories"), _n(c.events, "conversation summary", "conversation summaries"),
              _n(c.messages, "message", "messages") + " of our conversations (every chat)"]
     if c.jobs:
         parts.append(_n(c.jobs, "scheduled job", "scheduled jobs"))
+    if c.incognito:
+        parts.append("your incognito setting (it goes off)")
+    if c.timezone:
+        parts.append("your time zone setting")
     return ", ".join(parts)
 
 

@@ -16,7 +16,7 @@ import re
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime, tzinfo
 from typing import TYPE_CHECKING
 
 from memory.types import GLOBAL_OWNER, Category, Event, Memory, OwnerData, Status
@@ -38,6 +38,7 @@ class UserExport:
     jobs: Sequence[CronJob] = ()
     history: int = 0  # messages of their conversations kept as recent history (counted, not included)
     timezone: str = ""  # the zone they set with /timezone ("" when they set none)
+    incognito_since: datetime | None = None  # when they turned /incognito on; None: off
 
 
 @dataclass(frozen=True)
@@ -118,10 +119,13 @@ def render_markdown(owners: Sequence[OwnerData], *, at: str) -> str:
     return "\n".join(out)
 
 
-def render_user_export(export: UserExport, *, at: str, zh: bool) -> str:
+def render_user_export(export: UserExport, *, at: str, zh: bool, tz: tzinfo = UTC) -> str:
     """A user's own export: only ``export.data.owner``'s rows (the caller
-    reads them for that user alone), credentials by id only."""
+    reads them for that user alone), credentials by id only; times of the
+    user's settings in ``tz``, theirs."""
     data, lab = export.data, (_ZH if zh else _EN)
+    since = export.incognito_since
+    when = f"{since.astimezone(tz):%Y-%m-%d %H:%M}" if since is not None else ""
     out = [f"# {lab.title} ({at})", ""]
     counts = (len(data.memories), len(data.events), len(export.jobs))
     if zh:
@@ -133,6 +137,8 @@ def render_user_export(export: UserExport, *, at: str, zh: bool) -> str:
             out.append(f"另有 {export.history} 条最近的聊天记录作为对话上下文保存（此处未列出）。")
         if export.timezone:
             out.append(f"你设置的时区：{export.timezone}（/timezone）。")
+        out.append(f"无痕模式：自 {when} 起开启（/incognito off 关闭）。" if since is not None
+                   else "无痕模式：关闭（/incognito 开启）。")
     else:
         out += [
             f"Everything I keep about you: {_n(counts[0], 'memory', 'memories')}, "
@@ -145,6 +151,8 @@ def render_user_export(export: UserExport, *, at: str, zh: bool) -> str:
                        "as context for the next replies (not listed here).")
         if export.timezone:
             out.append(f"Your time zone: {export.timezone} (/timezone).")
+        out.append(f"Incognito: on since {when} (/incognito off ends it)." if since is not None
+                   else "Incognito: off (/incognito turns it on).")
     body = _sections(data, lab, hide_credentials=True, level="##")
     if not body:
         out.append("\n" + ("我还没有记住关于你的任何事。" if zh else "I don't remember anything about you yet."))

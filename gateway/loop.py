@@ -42,7 +42,7 @@ from memory.prefilter import should_retrieve
 from memory.types import Hit
 
 from .agent import Agent, AgentReply, apology
-from .bus import FILE_NOT_READ, MESSAGE, PHOTO_NOT_READ, Attachment, InboundMessage, MessageBus, OutboundMessage
+from .bus import FILE_NOT_READ, MESSAGE, PHOTO_NOT_READ, VOICE_NOT_READ, Attachment, InboundMessage, MessageBus, OutboundMessage
 from .commands import COMMANDS, UserCommands
 from .drafts import Drafts
 from .export import mostly_chinese
@@ -54,7 +54,7 @@ from .sessions import SessionStore, StoredMessage
 from .incognito import Incognito
 from .timezones import UserTimezones
 from .tools import ToolContext
-from .transcription import Transcriber, TranscriptionError
+from .transcription import Transcriber, TranscriptionError, hear_forwarded
 
 __all__ = [
     "HELP_TEXT", "HELP_TEXT_ZH", "JobFailed", "JobReply", "LoopStats", "ProcessLoop", "Samples", "parse_command", "percentile",
@@ -116,6 +116,8 @@ _COMMAND = re.compile(
 _CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff]")
 _CONTEXT_TURNS = 4  # recent messages recall may use to disambiguate a short message
 _VOICE_FAILED = "Sorry, I could not make out that voice message. Please send it again or type it."
+_FORWARDED_VOICE_FAILED = "Sorry, I could not make out the forwarded voice message."
+_ANSWERING_FORWARDS = " I am answering the rest without it."
 
 
 def parse_command(text: str) -> str | None:
@@ -434,6 +436,11 @@ class ProcessLoop:
             if heard is None:
                 return ""
             msg = heard
+        if any(f.audio is not None for f in msg.forwarded):  # forwarded recordings: their authors' words
+            heard = await self._transcribe_forwarded(msg, user)
+            if heard is None:
+                return ""
+            msg = heard
         if msg.documents and self.files is not None:
             self.files.keep(key, user, msg.documents)  # a later message may ask about them (file_read)
         tz = await self._zone(user)
@@ -624,6 +631,20 @@ class ProcessLoop:
         if not msg.text.strip():
             return None
         return replace(msg, audio=None, placeholder="[voice not read]")
+
+    async def _transcribe_forwarded(self, msg: InboundMessage, user: str) -> InboundMessage | None:
+        """``msg`` with its forwarded recordings' transcripts in their own
+        words (gateway/transcription.py), or None when a recording not
+        heard was all there was to answer: the user is told."""
+        forwarded, missed = await hear_forwarded(self.transcriber, msg.forwarded)
+        msg = replace(msg, forwarded=forwarded)
+        if missed:
+            log.warning("forwarded voice messages not transcribed", chat=msg.session_key, missed=missed)
+            left = msg.text.strip() or any(not f.text.startswith(VOICE_NOT_READ) for f in forwarded)
+            await self._reply(msg, _FORWARDED_VOICE_FAILED + (_ANSWERING_FORWARDS if left else ""), user)
+            if not left:
+                return None
+        return msg
 
     async def _zone(self, user: str) -> tzinfo | None:
         """The user's own zone (cached after their first message)."""

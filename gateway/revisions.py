@@ -14,7 +14,10 @@ asks for less, not more.
   or, if it was extracted already, buffers the new words as a correction
   whose facts supersede the old ones (``SqliteMemory.revise``); a row
   memory must never learn from (an incognito turn, one that erased memory)
-  changes in Tier 0 only. Only the row's own sender edits it. A message the bot never stored (a group
+  changes in Tier 0 only. Only the row's own sender edits it. A comment
+  sent with forwards is stored at the end of their message (Telegram: the
+  burst's); the channel sends its edit as that message's, with the words it
+  replaces (metadata ``replaces``), and only those change. A message the bot never stored (a group
   message not addressed to it, or one pruned from Tier 0) is left alone.
 * **Recall** (Feishu ``im.message.recalled_v1``): the message and the reply
   to it leave Tier 0 (their bytes too: a checkpoint), and memory erases its
@@ -85,6 +88,16 @@ class Revisions:
         mark = picture_mark(row.content) if msg.placeholder else ""
         if mark:
             text = f"{mark} {msg.text.strip()}".strip()
+        replaces = msg.metadata.get("replaces")
+        if isinstance(replaces, str):
+            # A comment sent with forwards, stored at the end of their message
+            # (InboundMessage.history_text): only those words change, so the
+            # forwards (and a transcript, a picture's mark) stay as stored.
+            if not replaces or not row.content.endswith(replaces):
+                log.info("edit of a comment sent with forwards not applied: the stored words differ",
+                         chat=key, message_id=msg.message_id)
+                return "unknown"
+            text = (row.content[: len(row.content) - len(replaces)] + msg.text.strip()).strip()
         if not msg.text.strip() or text == row.content:
             return "unchanged"
         await self.sessions.revise(row.id, text)

@@ -12,16 +12,22 @@ cut short), never the key or the audio.
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
+from collections.abc import Sequence
 from typing import Any
 
 import httpx
+import structlog
 
 from memory.redact import scrub_provider_text
 
-from .bus import Audio
+from .bus import VOICE, VOICE_NOT_READ, Audio, Forwarded
 from .config import ProviderConfig
 
-__all__ = ["Transcriber", "TranscriptionError"]
+__all__ = ["Transcriber", "TranscriptionError", "hear_forwarded"]
+
+log = structlog.get_logger(component="gateway")
 
 
 class TranscriptionError(Exception):
@@ -86,6 +92,37 @@ class Transcriber:
         if not isinstance(text, str):
             raise TranscriptionError("transcription answer has no text")
         return text.strip()
+
+
+async def hear_forwarded(
+    transcriber: Transcriber | None, items: Sequence[Forwarded]
+) -> tuple[tuple[Forwarded, ...], int]:
+    """``items`` (a message's forwards) with each recording the channel
+    attached turned into its words, still its author's: ``[voice]`` (and
+    the caption it came with), then the transcript; one that could not be
+    transcribed (or with ``transcriber`` None) becomes ``[voice not
+    read]``. Every recording is dropped. Returns them and how many were
+    not heard. The recordings are transcribed at once: a burst may hold
+    several, and the user waits for all."""
+
+    async def hear(item: Forwarded) -> tuple[Forwarded, bool]:
+        if item.audio is None:
+            return item, True
+        said = item.text.removeprefix(VOICE).strip()  # its caption, if any
+        words = ""
+        try:
+            if transcriber is None:
+                raise TranscriptionError("agent.transcription is off")
+            words = await transcriber.transcribe(item.audio)
+        except TranscriptionError as exc:
+            log.warning("forwarded voice message not transcribed", error=str(exc))
+        if not words:
+            return dataclasses.replace(item, text=f"{VOICE_NOT_READ} {said}".strip(), audio=None), False
+        text = f"{said}\n{words}" if said else words  # as a voice message's own caption and transcript
+        return dataclasses.replace(item, text=f"{VOICE} {text}", audio=None), True
+
+    heard = await asyncio.gather(*(hear(i) for i in items))
+    return tuple(i for i, _ in heard), sum(not ok for _, ok in heard)
 
 
 def _message(resp: httpx.Response) -> str:

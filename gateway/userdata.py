@@ -47,10 +47,13 @@ class Census:
     events: int = 0  # conversation summaries (the file store: logged lines)
     messages: int = 0  # conversation history (Tier 0), every chat, and replies waiting in the outbox
     jobs: int = 0  # scheduled jobs they made
+    # Settings they made, data about them too: incognito on, a time zone of theirs.
+    incognito: bool = False
+    timezone: bool = False
 
     @property
     def empty(self) -> bool:
-        return not (self.memories or self.events or self.messages or self.jobs)
+        return not (self.memories or self.events or self.messages or self.jobs or self.incognito or self.timezone)
 
 
 class UserData:
@@ -81,7 +84,9 @@ class UserData:
         messages = await self.sessions.owned(user) if self.sessions is not None else 0
         messages += await self.outbox.owned(user) if self.outbox is not None else 0
         jobs = len(await self.cron.list(user)) if self.cron is not None else 0
-        return Census(memories=o.facts, events=o.events, messages=messages, jobs=jobs)
+        quiet = self.incognito is not None and await self.incognito.since(user) is not None
+        zone = self.timezones is not None and await self.timezones.get(user) is not None
+        return Census(memories=o.facts, events=o.events, messages=messages, jobs=jobs, incognito=quiet, timezone=zone)
 
     async def export(self, user: str) -> UserExport:
         """``user``'s memory rows, their scheduled jobs and how many lines of
@@ -90,17 +95,18 @@ class UserData:
         jobs = [j for j in await self.cron.list(user) if not j.internal] if self.cron is not None else []
         history = await self.sessions.owned(user) if self.sessions is not None else 0
         tz = await self.timezones.get(user) if self.timezones is not None else None
-        return UserExport(data=data, jobs=jobs, history=history, timezone=zone_name(tz) if tz is not None else "")
+        since = await self.incognito.since(user) if self.incognito is not None else None
+        return UserExport(data=data, jobs=jobs, history=history, timezone=zone_name(tz) if tz is not None else "",
+                          incognito_since=since)
 
     async def erase(self, user: str) -> Census:
         """Erase everything of ``user``; returns what went. Memory first: the
         history's rows could otherwise be buffered for extraction again."""
         mem = await self.backend.forget_all(user)
         messages = await self.outbox.forget_owner(user) if self.outbox is not None else 0
-        if self.timezones is not None:
-            await self.timezones.forget_owner(user)  # where they live is theirs too
-        if self.incognito is not None:
-            await self.incognito.forget_owner(user)
+        # Where they live and their asking not to be learnt from are theirs too.
+        zone = bool(await self.timezones.forget_owner(user)) if self.timezones is not None else False
+        quiet = bool(await self.incognito.forget_owner(user)) if self.incognito is not None else False
         if self.files is not None:
             self.files.forget_owner(user)  # files they sent lately, kept in memory for file_read
         if self.sessions is not None:
@@ -115,7 +121,9 @@ class UserData:
                 if not job.internal:
                     await self.cron.remove(job.id, user=user)
                     jobs += 1
-        out = Census(memories=mem.memories, events=mem.events, messages=messages, jobs=jobs)
+        out = Census(memories=mem.memories, events=mem.events, messages=messages, jobs=jobs, incognito=quiet,
+                     timezone=zone)
         log.info("user forgotten at their request", owner=user, memories=out.memories, events=out.events,
-                 waiting=mem.waiting, messages=out.messages, jobs=out.jobs, files=mem.files)
+                 waiting=mem.waiting, messages=out.messages, jobs=out.jobs, files=mem.files, incognito=quiet,
+                 timezone=zone)
         return out

@@ -11,6 +11,7 @@ from channels.media import (
     UNSUPPORTED,
     ImageError,
     album_note,
+    answering,
     as_image,
     image_note,
     placeholder,
@@ -56,6 +57,26 @@ def test_placeholders_and_notes() -> None:
     assert "512 KB" in image_note(TOO_LARGE, 512 * 1024, has_text=False)
     assert "JPEG, PNG, GIF and WebP" in image_note(UNSUPPORTED, 1024, has_text=False)
     assert "send it again" in image_note(FAILED, 1024, has_text=False)
+
+
+def test_an_album_note_counts_the_albums_parts_and_its_videos() -> None:
+    mb = 1024 * 1024
+    assert album_note([(1, FAILED), (3, FAILED)], 3, mb, videos=1) == (
+        "Sorry, I could not read either photo of that album: the download failed; please send it again. "
+        "I cannot watch videos, so I did not see the video.")
+    assert album_note([(1, UNSUPPORTED), (2, UNSUPPORTED), (3, UNSUPPORTED)], 3, mb) == (
+        "Sorry, I could not read any of the 3 photos of that album: I can only read JPEG, PNG, GIF and WebP pictures.")
+    assert album_note([], 3, mb, videos=2) == (
+        "I cannot watch videos, so I did not see the 2 videos. I am answering with the photo.")
+
+
+def test_a_note_names_what_it_answers_without_the_thing_not_read() -> None:
+    """A forward's words are someone else's: not "your text"."""
+    assert answering(has_text=True) == " I am answering your text without it."
+    assert answering(has_text=False, forwarded=1) == " I am answering the forwarded message without it."
+    assert answering(has_text=True, forwarded=3) == " I am answering your text and the forwarded messages without it."
+    assert answering(has_text=False) == ""
+    assert image_note(FAILED, 1024, has_text=False, forwarded=2).endswith("the forwarded messages without it.")
 
 
 def test_an_album_note_names_the_pictures_not_read_by_their_place() -> None:

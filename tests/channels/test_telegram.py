@@ -904,9 +904,40 @@ async def test_an_album_part_not_downloaded_gets_the_note_and_the_rest_go_on(
     fake.fail_next("getFile", 400, description="Bad Request: invalid file_id", times=2)
     fake.push_photo(7, 7, [jpeg(400, 4)], caption="both lost", media_group_id="g4")
     fake.push_photo(7, 7, [jpeg(400, 5)], media_group_id="g4")
-    lost = await next_inbound(bus)  # none read: as a single photo, the caption goes on
+    lost = await next_inbound(bus)  # none read: the caption goes on, as a single photo's
     assert (lost.images, lost.history_text) == ((), "[photo not read] both lost")
-    assert "answering your text without it" in (await fake.wait_sent(3))[2].text
+    assert (await fake.wait_sent(3))[2].text == (  # told of the album, not of "that picture"
+        "Sorry, I could not read either photo of that album: the download failed; please send it again. "
+        "I am answering your text without them.")
+
+
+async def test_an_albums_video_is_marked_and_told_not_skipped(
+    fake: FakeTelegram, bus: MessageBus, make_channel: Any
+) -> None:
+    """A photo+video album: the pictures go to the model, the video is
+    marked as not watched, for the model and in the history, and the
+    note says so; a picture not read is numbered by its place in the
+    album, of all its parts."""
+    await make_channel(sender=True, max_image_bytes=5000, album_quiet=0.05)
+    fake.push_photo(7, 7, [jpeg(400, 1)], caption="which is better?", media_group_id="v1")
+    fake.push_media(7, 7, "video")["media_group_id"] = "v1"
+    fake.push_photo(7, 7, [jpeg(400, 2)], media_group_id="v1")
+    album = await next_inbound(bus)
+    assert [i.data for i in album.images] == [jpeg(400, 1), jpeg(400, 2)]
+    assert album.history_text == "[2 photos] [video not watched] which is better?"
+    [note] = await fake.wait_sent(1)
+    assert note.text == "I cannot watch videos, so I did not see the video. I am answering with the photos."
+
+    fake.push_media(7, 7, "video")["media_group_id"] = "v2"
+    fake.push_photo(7, 7, [jpeg(9000)], media_group_id="v2")
+    fake.push_photo(7, 7, [jpeg(400, 3)], caption="and these?", media_group_id="v2")
+    fake.push_media(7, 7, "video")["media_group_id"] = "v2"
+    album = await next_inbound(bus)
+    assert album.history_text == "[photo] [2 videos not watched] and these?"
+    [_, note] = await fake.wait_sent(2)
+    assert note.text == ("Sorry, photo 2 of 4 could not be read: too large for me (the limit is 4 KB); please send "
+                         "a smaller one or a screenshot. I cannot watch videos, so I did not see the 2 videos. "
+                         "I am answering with the other photo.")
 
 
 async def test_without_vision_an_album_gets_one_note_and_its_caption_goes_on_once(

@@ -227,3 +227,74 @@ async def test_shared_things_are_read_as_words(fake: FakeTelegram, bus: MessageB
     fake.push_media(7, 7, "video", caption="look at the end")
     assert (await next_inbound(bus)).text == "look at the end"
     assert [m.text for m in await fake.wait_sent(2)] == [UNREADABLE_REPLY] * 2
+
+
+async def test_a_forwarded_voice_message_is_fetched_as_its_authors_recording(
+    fake: FakeTelegram, bus: MessageBus, make_channel: Any
+) -> None:
+    """With agent.transcription, a forwarded recording goes to the loop on
+    the forward (``Forwarded.audio``), marked "[voice]", its caption kept;
+    the user's own words stay theirs."""
+    await make_channel(max_audio_bytes=1000, album_quiet=0.05)
+    dana = origin_user(5, "Dana", date=FEB_27)
+    recording = b"OggS" + bytes(100) + b"SAY:bring the slides"
+    fake.push_text(7, 7, "what does she want?")
+    fake.push_text(7, 7, "about tomorrow", forward_origin=dana)
+    fake.push_voice(7, 7, recording, caption="listen", forward_origin=dana)
+    msg = await next_inbound(bus)
+    assert (msg.text, msg.audio, msg.placeholder) == ("what does she want?", None, "")
+    [text, voice] = msg.forwarded
+    assert text == Forwarded("Dana", "about tomorrow", SENT)
+    assert (voice.author, voice.text, voice.sent_at) == ("Dana", "[voice] listen", SENT)
+    assert voice.audio is not None and (voice.audio.data, voice.audio.mime) == (recording, "audio/ogg")
+    assert fake.sent == []
+
+
+async def test_a_forwarded_voice_message_not_downloaded_is_marked_and_told(
+    fake: FakeTelegram, bus: MessageBus, make_channel: Any
+) -> None:
+    """Too large: "[voice not read]" in its place and a note that answers
+    what else was forwarded, not "your text"; alone, only the note."""
+    await make_channel(sender=True, max_audio_bytes=2048, album_quiet=0.05)
+    dana = origin_user(5, "Dana", date=FEB_27)
+    fake.push_text(7, 7, "about tomorrow", forward_origin=dana)
+    fake.push_voice(7, 7, b"OggS" + bytes(5000), forward_origin=dana)
+    [note] = await fake.wait_sent(1)
+    assert note.text == ("That voice message is too large for me to read (the limit is 2 KB). Please send a "
+                         "shorter one or type it. I am answering the forwarded message without it.")
+    msg = await next_inbound(bus)
+    assert [(f.text, f.audio) for f in msg.forwarded] == [("about tomorrow", None), ("[voice not read]", None)]
+    assert fake.file_downloads == []
+
+    fake.push_voice(7, 7, b"OggS" + bytes(5000), forward_origin=dana)
+    [_, alone] = await fake.wait_sent(2)
+    assert alone.text.endswith("Please send a shorter one or type it.")
+    fake.push_text(7, 7, "never mind")
+    assert (await next_inbound(bus)).text == "never mind"  # the lone recording went nowhere
+
+
+async def test_a_forwarded_photo_not_read_is_not_called_your_text(
+    fake: FakeTelegram, bus: MessageBus, make_channel: Any
+) -> None:
+    """The note names what it answers: the forwarded words, the user's
+    comment with them; a lone forwarded photo has nothing else to name."""
+    await make_channel(sender=True, max_image_bytes=1000, album_quiet=0.05)
+    dana = origin_user(5, "Dana")
+    fake.push_text(7, 7, "minutes from today", forward_origin=dana)
+    fake.push_photo(7, 7, [jpeg(4000)], forward_origin=dana)
+    [note] = await fake.wait_sent(1)
+    assert note.text.endswith("I am answering the forwarded message without it.")
+    await next_inbound(bus)
+
+    fake.push_text(7, 7, "thoughts?")
+    fake.push_text(7, 7, "minutes from today", forward_origin=dana)
+    fake.push_text(7, 7, "and the budget", forward_origin=dana)
+    fake.push_photo(7, 7, [jpeg(4000)], forward_origin=dana)
+    [_, both] = await fake.wait_sent(2)
+    assert both.text.endswith("I am answering your text and the forwarded messages without it.")
+    await next_inbound(bus)
+
+    fake.push_photo(7, 7, [jpeg(4000)], forward_origin=dana)
+    [*_, alone] = await fake.wait_sent(3)
+    assert alone.text.endswith("Please send a smaller one or a screenshot.")
+    assert (await next_inbound(bus)).placeholder == "[photo not read]"  # its words still go on, as before

@@ -763,11 +763,14 @@ class FakeTelegram:
                                 forward_origin=forward_origin)
 
     def push_voice(
-        self, chat_id: int, user_id: int, data: bytes, *, chat_type: str = "private", reply_to_bot: bool = False
+        self, chat_id: int, user_id: int, data: bytes, *, chat_type: str = "private", reply_to_bot: bool = False,
+        caption: str | None = None, forward_origin: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
-        """Queue a voice message (OGG/Opus, as Telegram records them)."""
+        """Queue a voice message (OGG/Opus, as Telegram records them);
+        ``forward_origin``: someone else's, forwarded."""
         voice = {**self.add_file(data, "voice", "oga"), "duration": 3, "mime_type": "audio/ogg"}
-        return self._with_media(chat_id, user_id, "voice", voice, None, chat_type, False, reply_to_bot)
+        return self._with_media(chat_id, user_id, "voice", voice, caption, chat_type, False, reply_to_bot,
+                                forward_origin=forward_origin)
 
     def _with_media(
         self, chat_id: int, user_id: int, kind: str, media: Any, caption: str | None, chat_type: str,

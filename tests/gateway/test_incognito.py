@@ -5,6 +5,7 @@ learns again; /forget all takes the setting with the rest."""
 from __future__ import annotations
 
 from dataclasses import replace
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +13,7 @@ from gateway.bus import EDIT, InboundMessage
 from gateway.commands import UserCommands
 from gateway.incognito import Incognito
 from gateway.sessions import SessionStore
+from gateway.timezones import UserTimezones
 from gateway.userdata import UserData
 from memory import Category, ManualClock, NewMemory
 from tests.fakes.openai_server import FakeOpenAI
@@ -125,3 +127,49 @@ async def test_a_turn_that_erased_memory_is_not_learnt_when_edited_later(
         await rig.settle()
         assert ("forget that my cat is called Miso!!", 2) in await _tier0(rig)
         assert not any("Miso" in c for c in await _buffered(rig))
+
+
+def _with_settings(rig: Any, clock: ManualClock) -> tuple[Incognito, UserTimezones]:
+    """The rig's commands with /forget all, /export and /timezone wired as
+    the App wires them (one Incognito for the loop and the commands)."""
+    incognito, timezones = rig.loop.incognito, UserTimezones(rig.sessions.db)
+    everything = UserData(rig.backend, rig.sessions, incognito=incognito, timezones=timezones)
+    rig.loop.commands = UserCommands(rig.backend, everything=everything, clock=clock, incognito=incognito,
+                                     timezones=timezones)
+    return incognito, timezones
+
+
+async def test_forget_all_lists_incognito_and_erases_it_even_when_it_is_all_there_is(
+    tmp_path: Path, clock: ManualClock, fake_llm: FakeOpenAI
+) -> None:
+    async with make_rig(tmp_path, clock, fake_llm) as rig:
+        incognito, _ = _with_settings(rig, clock)
+        await rig.ask("/incognito")
+        asked = (await rig.ask("/forget all")).text
+        assert asked.startswith("This erases everything I keep about you, for good: ")
+        assert "your incognito setting (it goes off)" in asked
+        done = (await rig.ask(f"/forget all {asked.rsplit(' ', 1)[1]}")).text
+        assert done.startswith("Erased for good: ") and "your incognito setting" in done
+        assert await incognito.since(ALICE) is None
+        assert await Incognito(rig.sessions.db).since(ALICE) is None  # the row, not only the cache
+        assert (await rig.ask("/forget all")).text == "I keep nothing about you."
+
+        await rig.ask("/无痕")
+        assert "你开启的无痕模式设置" in (await rig.ask("/forget 全部")).text
+
+
+async def test_export_states_incognito_in_the_users_time_zone(
+    tmp_path: Path, clock: ManualClock, fake_llm: FakeOpenAI
+) -> None:
+    async with make_rig(tmp_path, clock, fake_llm) as rig:
+        _with_settings(rig, clock)
+        await rig.ask("/incognito")  # 2026-03-01 12:00 UTC
+        await rig.ask("/timezone Asia/Shanghai")
+        exported = await rig.ask("/export")
+        assert exported.attachment is not None
+        assert "Incognito: on since 2026-03-01 20:00 (/incognito off ends it)." in exported.attachment.data.decode()
+        await rig.ask("/incognito off")
+        clock.advance(timedelta(minutes=2))  # one export a minute
+        exported = await rig.ask("/export")
+        assert exported.attachment is not None
+        assert "Incognito: off (/incognito turns it on)." in exported.attachment.data.decode()

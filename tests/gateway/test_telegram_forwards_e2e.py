@@ -16,7 +16,7 @@ from memory import ManualClock
 from tests.fakes.openai_server import FakeOpenAI, Reply, said, text_of
 from tests.fakes.telegram_server import FakeTelegram, location, origin_channel, origin_user
 
-from .test_e2e_feishu import _app
+from .test_e2e_feishu import _app, _until
 from .test_quoted_e2e import _rows, _telegram
 
 FEB_27 = int(datetime(2026, 2, 27, 9, 30, tzinfo=UTC).timestamp())
@@ -64,3 +64,32 @@ async def test_a_burst_of_forwards_is_answered_once_with_its_authors(tmp_path: P
         assert "[location 52.52000, 13.40500]" in text_of(llm.requests[1]["messages"][-1]["content"])
     # Tier 0 (and memory, which learns from it) keeps whose words they were.
     assert _rows(tmp_path) == [f"{BLOCK}\n\nwhat does this mean for my week?", "[location 52.52000, 13.40500]"]
+
+
+async def test_an_edit_of_the_comment_sent_with_forwards_changes_their_message(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    """The comment is stored at the end of the burst's message, under the
+    burst's id: its edit changes those words there, and the forwards (a
+    recording's transcript too, which the channel never saw) stay."""
+    transcribing = {"model": "test-model", "transcription": {"enabled": True, "model": "whisper-1"}}
+    async with FakeOpenAI(api_key="sk-fwd-e2e-0123456789", responder=answering) as llm, FakeTelegram() as tg:
+        app = _app(tmp_path, clock, llm, {"telegram": _telegram(tg)}, agent=transcribing)
+        try:
+            await app.open()
+            await asyncio.wait_for(app.start(), 15)
+            comment = tg.push_text(9, 9, "what does she wnat?")
+            dana = origin_user(5, "Dana", "Kim", date=FEB_27)
+            tg.push_text(9, 9, "launch moves to Friday", forward_origin=dana)
+            tg.push_voice(9, 9, b"OggS" + bytes(200) + b"SAY:bring the slides", forward_origin=dana)
+            await tg.wait_sent(1, timeout=10)
+            assert app.loop is not None and await app.loop.drain(5)
+            tg.push_edit(9, comment["message_id"], "what does she want?")
+            await _until(lambda: app.loop is not None and app.loop.stats.revised == 1)
+            tg.push_edit(9, comment["message_id"], "what does she want from me?")  # a second edit: from the first
+            await _until(lambda: app.loop is not None and app.loop.stats.revised == 2)
+            assert await app.loop.drain(5)
+        finally:
+            await asyncio.wait_for(app.close(), 15)
+    assert _rows(tmp_path) == ["[forwarded: 2 messages, sent 2026-02-27]\nDana Kim: launch moves to Friday\n"
+                               "Dana Kim: [voice] bring the slides\n\nwhat does she want from me?"]
