@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from pypdf import PdfReader, PdfWriter
 
 from channels import office
+from channels.xmlzip import MAX_ROWS
 from channels.documents import (
     ENCRYPTED,
     KEEP_CHARS,
@@ -145,8 +146,8 @@ def test_dates_follow_the_workbooks_date_system() -> None:
 
 def test_a_long_or_wide_sheet_is_read_to_its_caps() -> None:
     many = read(xlsx({"Log": [[f"event {i}"] for i in range(6000)], "After": [["still listed"]]}), max_tokens=100)
-    assert f"| {office._MAX_ROWS} | event {office._MAX_ROWS - 1} |" in many.full_text
-    assert f"| {office._MAX_ROWS + 1} |" not in many.full_text
+    assert f"| {MAX_ROWS} | event {MAX_ROWS - 1} |" in many.full_text
+    assert f"| {MAX_ROWS + 1} |" not in many.full_text
     assert "(only the first 5,000 rows read)\n\n## Sheet: After\n" in many.full_text
     # A stray cell far to the right adds no thousands of empty columns.
     wide = read(xlsx({"S": [["a", *[None] * 200, "far"]]})).text
