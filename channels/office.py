@@ -1,8 +1,9 @@
 """Office documents read as text, with zipfile and ElementTree only: Word
 (``.docx``), Excel (``.xlsx``) and PowerPoint (``.pptx``) files, which are
-zips of XML parts (Office Open XML, transitional or strict); and the old
-binary ``.doc``/``.xls``/``.ppt`` (OLE2 compound files), which are refused
-with a note that names the fix.
+zips of XML parts (Office Open XML, transitional or strict); their
+OpenDocument kin (``.odt``, ``.ods``, ``.odp``: LibreOffice, WPS), read by
+channels/odf.py; and the old binary ``.doc``/``.xls``/``.ppt`` (OLE2
+compound files), which are refused with a note that names the fix.
 
 Tables of all three are written as Markdown tables (``| a | b |``): models
 have read a great many of them, an empty cell stays visible (a run of tabs
@@ -31,6 +32,7 @@ from datetime import datetime, timedelta
 from xml.etree import ElementTree
 
 from .media import UNSUPPORTED, ImageError
+from .odf import ODF_TYPES, odf_text
 from .xmlzip import DAMAGE, ENCRYPTED, MAX_COLUMNS, MAX_ROWS, OPEN, SKIP, WHOLE, Package, Sheet, Walk, local, table
 
 __all__ = ["ENCRYPTED", "OLD_OFFICE", "OLE2_MAGIC", "office_text", "old_office_refusal"]
@@ -43,12 +45,19 @@ _ROOM = 10_000  # characters of a workbook's text kept for its last row and note
 
 
 def office_text(data: bytes, *, max_chars: int) -> str:
-    """The text of a Word, Excel or PowerPoint file (a zip), read up to
-    about ``max_chars``; raises :class:`~channels.media.ImageError`
-    (UNSUPPORTED) for another zip or a damaged one."""
+    """The text of a Word, Excel or PowerPoint file or an OpenDocument
+    text, spreadsheet or presentation (a zip), read up to about
+    ``max_chars``; raises :class:`~channels.media.ImageError` (UNSUPPORTED)
+    for another zip or a damaged one, ENCRYPTED for one behind a password."""
     try:
         with zipfile.ZipFile(io.BytesIO(data)) as archive:
             package = Package(archive)
+            # An OpenDocument package says what it is first thing: its "mimetype" part.
+            kind = (package.raw("mimetype", 100) or b"").decode("ascii", "replace").strip()
+            if kind in ODF_TYPES:
+                return odf_text(package, ODF_TYPES[kind], max_chars=max_chars)
+            if kind.startswith("application/vnd.oasis.opendocument."):
+                raise ImageError(UNSUPPORTED, f"an OpenDocument file of a kind not read ({kind})")
             if package.has("word/document.xml"):
                 return _docx(package, max_chars)
             if package.has("xl/workbook.xml"):

@@ -349,7 +349,8 @@ def test_a_file_cannot_close_its_own_block_and_its_name_is_one_line() -> None:
 
 def test_notes_say_what_was_wrong() -> None:
     assert "10 MB" in document_note(TOO_LARGE, 10 * MB, has_text=False)
-    assert "text files, PDFs and Word documents (and Excel and PowerPoint files)" in document_note(UNSUPPORTED, MB, has_text=True)
+    assert ("text files, PDFs and Word documents (and Excel and PowerPoint files, and LibreOffice's .odt, .ods and .odp)"
+            in document_note(UNSUPPORTED, MB, has_text=True))
     assert document_note(UNSUPPORTED, MB, has_text=True).endswith("answering your text without it.")
     assert "password" in document_note(ENCRYPTED, MB, has_text=False)
     assert "scanned" in document_note(NO_TEXT, MB, has_text=False)
