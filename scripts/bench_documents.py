@@ -23,16 +23,17 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from channels.documents import read_document  # noqa: E402
 from datetime import date, timedelta  # noqa: E402
 
-from tests.fakes.files import Cell, Slide, docx, pdf, pptx, xlsx  # noqa: E402
+from tests.fakes.files import Slide, docx, ods, pdf, pptx, xlsx  # noqa: E402
 
 
 def page(i: int) -> str:
     return "\n".join(f"Line {j} of page {i}: the quarterly revenue grew in region {j}." for j in range(35))
 
 
-def sales(rows: int) -> list[list[Cell]]:
+def sales(rows: int) -> list[list[str | int | float | date]]:
+    """Rows of cells both fakes write (xlsx's Cell and ods's OdsCell)."""
     first = date(2026, 1, 1)
-    header: list[Cell] = ["Date", "Region", "Product", "Units", "Price"]
+    header: list[str | int | float | date] = ["Date", "Region", "Product", "Units", "Price"]
     return [header] + [
         [first + timedelta(days=i % 365), f"Region {i % 7}", f"Product {i % 40}", i % 97, round(9.99 + i % 13, 2)]
         for i in range(rows)
@@ -48,6 +49,8 @@ CASES = [
     ("minutes.docx, 2,000 paragraphs", "minutes.docx", docx([f"Paragraph {i}: we agreed to move the launch." for i in range(2000)])),
     ("sales.xlsx, 2 sheets of 5,000 rows x 5 (dates, numbers, strings)", "sales.xlsx",
      xlsx({"2026": sales(5000), "2025": sales(5000)})),
+    ("sales.ods, the same 2 sheets as Calc writes them", "sales.ods",
+     ods({"2026": sales(5000), "2025": sales(5000)})),
     ("deck.pptx, 60 slides with notes", "deck.pptx",
      pptx([Slide([f"Slide {i}: Q3 results", *[f"Point {j}: revenue grew in region {j}" for j in range(6)]],
                  notes=f"Say the numbers for slide {i} slowly.") for i in range(60)])),
