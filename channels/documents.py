@@ -1,12 +1,15 @@
 """Files users send (notes, a log, a PDF, a Word, Excel or PowerPoint
-file), read as text for the model with their message (``agent.documents``).
+file or its OpenDocument kin), read as text for the model with their
+message (``agent.documents``).
 
 A channel downloads the bytes its own way and hands them to
 :func:`read_document`, which decides what they are from the bytes, not
 from the file name or the platform's type: a PDF (``%PDF-``, its text
 layer read by pypdf), an Office file (a zip holding ``word/document.xml``,
-``xl/workbook.xml`` or ``ppt/presentation.xml``: channels/office.py reads
-its paragraphs, sheets as tables, slides and their notes), or plain text in
+``xl/workbook.xml`` or ``ppt/presentation.xml``, or an OpenDocument zip
+whose ``mimetype`` part says text, spreadsheet or presentation:
+channels/office.py and odf.py read its paragraphs, sheets as tables,
+slides and their notes), or plain text in
 UTF-8, UTF-16/32 with a byte order mark, GB18030 (Chinese Windows' default)
 or Windows-1252. Anything else (an archive, an old binary .doc/.xls/.ppt,
 a program, a scanned PDF without text) is refused with a
@@ -132,8 +135,8 @@ def document_note(reason: str, max_bytes: int, *, has_text: bool) -> str:
     if reason == TOO_LARGE:
         note = f"That file is too large for me to read (the limit is {_megabytes(max_bytes)})."
     elif reason == UNSUPPORTED:
-        note = ("I can read text files, PDFs and Word documents (and Excel and PowerPoint files), "
-                "but not that kind of file.")
+        note = ("I can read text files, PDFs and Word documents (and Excel and PowerPoint files, "
+                "and LibreOffice's .odt, .ods and .odp), but not that kind of file.")
     elif reason == ENCRYPTED:
         note = "That file is protected by a password, so I could not read it."
     elif reason == OLD_OFFICE:

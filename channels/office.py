@@ -1,8 +1,9 @@
 """Office documents read as text, with zipfile and ElementTree only: Word
 (``.docx``), Excel (``.xlsx``) and PowerPoint (``.pptx``) files, which are
-zips of XML parts (Office Open XML, transitional or strict); and the old
-binary ``.doc``/``.xls``/``.ppt`` (OLE2 compound files), which are refused
-with a note that names the fix.
+zips of XML parts (Office Open XML, transitional or strict); their
+OpenDocument kin (``.odt``, ``.ods``, ``.odp``: LibreOffice, WPS), read by
+channels/odf.py; and the old binary ``.doc``/``.xls``/``.ppt`` (OLE2
+compound files), which are refused with a note that names the fix.
 
 Tables of all three are written as Markdown tables (``| a | b |``): models
 have read a great many of them, an empty cell stays visible (a run of tabs
@@ -11,9 +12,11 @@ numbers let the model name the cell the user sees in Excel ("C7").
 
 A hostile zip is bounded before it is unpacked: each part's unpacked size
 (the zip's own count, which zipfile holds it to) and all parts' together
-are capped at :data:`_MAX_XML`, a sheet is streamed and read only until the
-text kept (``max_chars``) or :data:`_MAX_ROWS` is reached, and any damage
-is an :class:`~channels.media.ImageError`, never another exception.
+are capped at :data:`~channels.xmlzip.MAX_XML`, a part declaring a DTD is
+refused (channels/xmlzip.py), a Word document and a sheet are streamed and
+read only until the text kept (``max_chars``) or :data:`MAX_ROWS` is
+reached, and any damage is an :class:`~channels.media.ImageError`, never
+another exception.
 """
 
 from __future__ import annotations
@@ -24,48 +27,46 @@ import math
 import posixpath
 import re
 import zipfile
-import zlib
-from collections.abc import Generator, Iterator, Sequence
+from collections.abc import Iterator
 from datetime import datetime, timedelta
 from xml.etree import ElementTree
 
 from .media import UNSUPPORTED, ImageError
+from .odf import ODF_TYPES, odf_text
+from .xmlzip import DAMAGE, ENCRYPTED, MAX_COLUMNS, MAX_ROWS, OPEN, SKIP, WHOLE, Package, Sheet, Walk, local, table
 
 __all__ = ["ENCRYPTED", "OLD_OFFICE", "OLE2_MAGIC", "office_text", "old_office_refusal"]
 
-ENCRYPTED = "encrypted"  # a PDF or an Office file behind a password
 OLD_OFFICE = "old_office"  # a binary .doc/.xls/.ppt: save it as .docx/.xlsx/.pptx or PDF
 OLE2_MAGIC = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"
 
-_MAX_XML = 64 * 1024 * 1024  # XML unpacked from one file, all parts together: no zip bomb
-_MAX_ROWS = 5000  # of one sheet (a 1M-row sheet is read from its start)
-_MAX_COLUMNS = 64  # of one sheet, A..BL: a stray cell at XFD1 adds no 16,000 empty columns
 _MAX_SLIDES = 1000
 _ROOM = 10_000  # characters of a workbook's text kept for its last row and notes
-_CHUNK = 64 * 1024  # a sheet streamed into the parser this much at a time
-_DAMAGE = (
-    zipfile.BadZipFile, zipfile.LargeZipFile, ElementTree.ParseError, OSError, EOFError, RuntimeError,
-    ValueError, KeyError, IndexError, LookupError, NotImplementedError, RecursionError, zlib.error,
-)  # what zipfile and expat raise on a damaged or exotic file (RuntimeError: a zip with a password;
-#    LookupError: an XML declaration naming an unknown encoding)
 
 
 def office_text(data: bytes, *, max_chars: int) -> str:
-    """The text of a Word, Excel or PowerPoint file (a zip); raises
-    :class:`~channels.media.ImageError` (UNSUPPORTED) for another zip or
-    a damaged one. A workbook is read up to about ``max_chars``."""
+    """The text of a Word, Excel or PowerPoint file or an OpenDocument
+    text, spreadsheet or presentation (a zip), read up to about
+    ``max_chars``; raises :class:`~channels.media.ImageError` (UNSUPPORTED)
+    for another zip or a damaged one, ENCRYPTED for one behind a password."""
     try:
         with zipfile.ZipFile(io.BytesIO(data)) as archive:
-            package = _Package(archive)
+            package = Package(archive)
+            # An OpenDocument package says what it is first thing: its "mimetype" part.
+            kind = (package.raw("mimetype", 100) or b"").decode("ascii", "replace").strip()
+            if kind in ODF_TYPES:
+                return odf_text(package, ODF_TYPES[kind], max_chars=max_chars)
+            if kind.startswith("application/vnd.oasis.opendocument."):
+                raise ImageError(UNSUPPORTED, f"an OpenDocument file of a kind not read ({kind})")
             if package.has("word/document.xml"):
-                return _docx(package)
+                return _docx(package, max_chars)
             if package.has("xl/workbook.xml"):
                 return _xlsx(package, max_chars)
             if package.has("ppt/presentation.xml"):
                 return _pptx(package)
     except ImageError:
         raise
-    except _DAMAGE as exc:
+    except DAMAGE as exc:
         raise ImageError(UNSUPPORTED, f"an Office file that could not be read ({type(exc).__name__})") from exc
     raise ImageError(UNSUPPORTED, "a zip archive, not an Office document")
 
@@ -88,26 +89,34 @@ def old_office_refusal(data: bytes) -> ImageError:
     return ImageError(UNSUPPORTED, "an OLE2 compound file, not an Office document")
 
 
-def _local(tag: object) -> str:
-    """An element's name without its namespace (transitional and strict
-    OOXML name the same parts in different namespaces). A comment's tag is
-    a function: no name."""
-    return tag.rpartition("}")[2] if isinstance(tag, str) else ""
-
-
 def _children(node: ElementTree.Element, name: str) -> Iterator[ElementTree.Element]:
-    return (child for child in node if _local(child.tag) == name)
+    return (child for child in node if local(child.tag) == name)
 
 
 def _child(node: ElementTree.Element, name: str) -> ElementTree.Element | None:
     return next(_children(node, name), None)
 
 
+def _rels(package: Package, part: str) -> dict[str, tuple[str, str]]:
+    """The relationships of ``part``: id -> (type's last word, part name)."""
+    folder, _, base = part.rpartition("/")
+    root = package.xml(f"{folder}/_rels/{base}.rels" if folder else f"_rels/{base}.rels")
+    found: dict[str, tuple[str, str]] = {}
+    for rel in root.iter() if root is not None else ():
+        if local(rel.tag) != "Relationship" or rel.get("TargetMode") == "External":
+            continue
+        rid, target, kind = rel.get("Id"), rel.get("Target"), rel.get("Type") or ""
+        if rid and target:
+            path = target.lstrip("/") if target.startswith("/") else posixpath.join(folder, target)
+            found[rid] = (kind.rpartition("/")[2], posixpath.normpath(path))
+    return found
+
+
 def _rid(node: ElementTree.Element) -> str:
     """The ``r:id`` of a sheet or slide entry, which names its part in the
     relationships (a slide's entry has an ``id`` of its own as well)."""
     for key, value in node.attrib.items():
-        if key.startswith("{") and "relationships" in key and _local(key) == "id":
+        if key.startswith("{") and "relationships" in key and local(key) == "id":
             return value
     return ""
 
@@ -118,91 +127,6 @@ def _choice(node: ElementTree.Element) -> ElementTree.Element | None:
     and reading both would say it twice."""
     chosen = _child(node, "Choice")
     return chosen if chosen is not None else _child(node, "Fallback")
-
-
-class _Package:
-    """The parts of an OOXML zip, read within one budget of unpacked bytes."""
-
-    def __init__(self, archive: zipfile.ZipFile) -> None:
-        self.archive = archive
-        self.parts = {info.filename: info for info in archive.infolist()}
-        self.budget = _MAX_XML
-        self.exhausted = False  # a part was left unread: the budget ran out
-
-    def has(self, name: str) -> bool:
-        return name in self.parts
-
-    def _take(self, name: str) -> zipfile.ZipInfo | None:
-        info = self.parts.get(name)
-        if info is None:
-            return None
-        if info.file_size > self.budget:
-            raise ImageError(UNSUPPORTED, f"an Office file of over {_MAX_XML} bytes unpacked ({name})")
-        self.budget -= info.file_size
-        return info
-
-    def xml(self, name: str) -> ElementTree.Element | None:
-        """The part ``name`` parsed; None when the file has no such part.
-        expat (>= 2.4) refuses entity expansion attacks; OOXML has no DTD."""
-        info = self._take(name)
-        return None if info is None else ElementTree.fromstring(self.archive.read(info))
-
-    def stream(self, name: str, *, whole: bool = False) -> Generator[list[tuple[str, ElementTree.Element]], None, None]:
-        """The part ``name``'s start and end events, a chunk's at a time,
-        fed to the parser as it goes: a long sheet is read only as far as
-        it is used (close the iterator to stop). Its unpacked bytes count
-        against the budget as they are read; where the budget ends, so does
-        the part (:attr:`exhausted`). ``whole``: a part only of use whole
-        (the shared strings) is refused up front when over the budget."""
-        info = self.parts.get(name)
-        if info is None:
-            return
-        if whole and info.file_size > self.budget:
-            raise ImageError(UNSUPPORTED, f"an Office file of over {_MAX_XML} bytes unpacked ({name})")
-        parser: ElementTree.XMLPullParser[ElementTree.Element] = ElementTree.XMLPullParser(events=("start", "end"))
-        with self.archive.open(info) as part:
-            while True:
-                if self.budget <= 0:
-                    self.exhausted = True
-                    return
-                chunk = part.read(min(_CHUNK, self.budget))
-                if chunk:
-                    self.budget -= len(chunk)
-                    parser.feed(chunk)
-                else:
-                    parser.close()
-                # start and end events only were asked for: each an element
-                yield [(item[0], item[1]) for item in parser.read_events() if isinstance(item[-1], ElementTree.Element)]
-                if not chunk:
-                    return
-
-    def rels(self, part: str) -> dict[str, tuple[str, str]]:
-        """The relationships of ``part``: id -> (type's last word, part name)."""
-        folder, _, base = part.rpartition("/")
-        root = self.xml(f"{folder}/_rels/{base}.rels" if folder else f"_rels/{base}.rels")
-        found: dict[str, tuple[str, str]] = {}
-        for rel in root.iter() if root is not None else ():
-            if _local(rel.tag) != "Relationship" or rel.get("TargetMode") == "External":
-                continue
-            rid, target, kind = rel.get("Id"), rel.get("Target"), rel.get("Type") or ""
-            if rid and target:
-                path = target.lstrip("/") if target.startswith("/") else posixpath.join(folder, target)
-                found[rid] = (kind.rpartition("/")[2], posixpath.normpath(path))
-        return found
-
-
-def _table(rows: Sequence[Sequence[str]]) -> list[str]:
-    """Rows as a Markdown table, the first as its header; short rows padded."""
-    width = max((len(row) for row in rows), default=0)
-    if not width:
-        return []
-    lines = []
-    for number, row in enumerate(rows):
-        cells = [" ".join(cell.split()).replace("|", "\\|") for cell in row] + [""] * (width - len(row))
-        lines.append("| " + " | ".join(cells) + " |")
-        if number == 0:
-            lines.append("|" + "---|" * width)
-    return lines
 
 
 # ---- Word ----
@@ -219,61 +143,131 @@ _WORD_INLINE: dict[str, str | None] = {
 }
 
 
-def _docx(package: _Package) -> str:
+# How a Word document is walked (:class:`~channels.xmlzip.Walk`): the body,
+# a table, its rows and cells are opened; a paragraph is opened too and its
+# runs taken whole, so a document is held a run at a time.
+_WORD_SKIP = frozenset(["sectPr", "tblPr", "tblGrid", "sdtPr", "sdtEndPr"])
+_W_DOCUMENT, _W_TABLE, _W_ROW, _W_CELL, _W_PARAGRAPH, _W_RUN, _W_BLOCK = "document", "table", "row", "cell", "p", "run", "block"
+_CUT = "(the rest not read: the document is longer than I read)"
+
+
+def _word_rule(tag: str, parent: str) -> tuple[str, str]:
+    name = local(tag)
+    if parent == _W_PARAGRAPH:
+        return _W_RUN, WHOLE
+    if parent == _W_TABLE:
+        return (_W_ROW, OPEN) if name == "tr" else ("", SKIP)
+    if parent == _W_ROW:
+        return (_W_CELL, OPEN) if name == "tc" else ("", SKIP)
+    if name == "p":
+        return _W_PARAGRAPH, OPEN
+    if name == "tbl":
+        return _W_TABLE, OPEN
+    if name == "AlternateContent":
+        return _W_BLOCK, WHOLE
+    if name in _WORD_SKIP:
+        return "", SKIP
+    return _W_DOCUMENT, OPEN  # body, sdt (content controls), customXml, ins...: what they hold is read
+
+
+def _docx(package: Package, max_chars: int) -> str:
     """The paragraphs of a Word document, one a line; a table's rows as a
-    Markdown table; a text box's paragraphs after the paragraph it sits in."""
-    root = package.xml("word/document.xml")
-    assert root is not None  # office_text checked
-    return "\n".join(_word_blocks(root))
+    Markdown table; a text box's paragraphs after the paragraph it sits in.
+    Streamed, and read up to about ``max_chars``."""
+    walk = Walk(package, "word/document.xml", _word_rule, _W_DOCUMENT)
+    sinks: list[list[str]] = [[]]  # lines of the document, and of each table cell being read
+    tables: list[list[list[str]]] = []  # rows of each table being read
+    words = _Words()
+    chars = 0
+    for event, kind, node in walk:
+        if event == "start":
+            if kind == _W_PARAGRAPH:
+                words = _Words()
+            elif kind == _W_TABLE:
+                tables.append([])
+            elif kind == _W_ROW:
+                tables[-1].append([])
+            elif kind == _W_CELL:
+                sinks.append([])
+            continue
+        if kind == _W_RUN:
+            said = len(words.words)
+            words.take(node)
+            chars += sum(len(word) for word in words.words[said:])
+        elif kind == _W_PARAGRAPH:
+            sinks[-1].append("".join(words.words))
+            for box in words.boxes:
+                sinks[-1].extend(_word_blocks(box))
+            chars += 1
+        elif kind == _W_BLOCK:
+            sinks[-1].extend(lines := _word_block(node))
+            chars += sum(len(line) + 1 for line in lines)
+        elif kind == _W_CELL:
+            cell = sinks.pop()
+            tables[-1][-1].append(" ".join(part for part in cell if part.strip()))
+        elif kind == _W_TABLE:
+            sinks[-1].extend(table(tables.pop()))
+        if chars > max_chars:
+            walk.stop()
+    lines = sinks[0]
+    return "\n".join([*lines, _CUT] if walk.cut else lines)
 
 
 def _word_blocks(node: ElementTree.Element) -> list[str]:
-    lines: list[str] = []
-    for child in node:
-        name = _local(child.tag)
-        if name == "p":
-            text, boxes = _word_paragraph(child)
-            lines.append(text)
-            for box in boxes:
-                lines.extend(_word_blocks(box))
-        elif name == "tbl":
-            rows = [[" ".join(part for part in _word_blocks(cell) if part.strip()) for cell in _children(row, "tc")]
-                    for row in _children(child, "tr")]
-            lines.extend(_table(rows))
+    return [line for child in node for line in _word_block(child)]
+
+
+def _word_block(child: ElementTree.Element) -> list[str]:
+    """The lines of a part of a document read whole (a text box's)."""
+    name = local(child.tag)
+    if name == "p":
+        text, boxes = _word_paragraph(child)
+        return [text, *(line for box in boxes for line in _word_blocks(box))]
+    if name == "tbl":
+        rows = [[" ".join(part for part in _word_blocks(cell) if part.strip()) for cell in _children(row, "tc")]
+                for row in _children(child, "tr")]
+        return table(rows)
+    if name == "AlternateContent":
+        chosen = _choice(child)
+        return _word_blocks(chosen) if chosen is not None else []
+    if name in _WORD_SKIP:
+        return []
+    return _word_blocks(child)  # sdt (content controls), customXml, ins...
+
+
+class _Words:
+    """A paragraph's words, and the text boxes anchored in it (read once:
+    an AlternateContent's Choice, not its Fallback), taken a run at a time."""
+
+    def __init__(self) -> None:
+        self.words: list[str] = []
+        self.boxes: list[ElementTree.Element] = []
+
+    def take(self, child: ElementTree.Element) -> None:
+        tag = child.tag
+        if isinstance(tag, str) and tag in _WORD_INLINE:
+            said = _WORD_INLINE[tag]
+            self.words.append(child.text or "" if said is None else said)
+            return
+        name = local(tag)
+        if name == "txbxContent":
+            self.boxes.append(child)
         elif name == "AlternateContent":
             chosen = _choice(child)
             if chosen is not None:
-                lines.extend(_word_blocks(chosen))
-        elif name not in ("sectPr", "tblPr", "tblGrid", "sdtPr", "sdtEndPr"):
-            lines.extend(_word_blocks(child))  # sdt (content controls), customXml, ins...
-    return lines
+                self.inline(chosen)
+        else:
+            self.inline(child)
+
+    def inline(self, node: ElementTree.Element) -> None:
+        for child in node:
+            self.take(child)
 
 
 def _word_paragraph(paragraph: ElementTree.Element) -> tuple[str, list[ElementTree.Element]]:
-    """A paragraph's words, and the text boxes anchored in it (read once:
-    an AlternateContent's Choice, not its Fallback)."""
-    words: list[str] = []
-    boxes: list[ElementTree.Element] = []
-
-    def inline(node: ElementTree.Element) -> None:
-        for child in node:
-            tag = child.tag
-            if isinstance(tag, str) and tag in _WORD_INLINE:
-                said = _WORD_INLINE[tag]
-                words.append(child.text or "" if said is None else said)
-                continue
-            name = _local(tag)
-            if name == "txbxContent":
-                boxes.append(child)
-            elif name == "AlternateContent":
-                chosen = _choice(child)
-                if chosen is not None:
-                    inline(chosen)
-            else:
-                inline(child)
-
-    inline(paragraph)
-    return "".join(words), boxes
+    words = _Words()
+    words.inline(paragraph)
+    return "".join(words.words), words.boxes
 
 
 # ---- Excel ----
@@ -316,14 +310,14 @@ def _number_format(code: str) -> str | None:
     return None
 
 
-def _styles(package: _Package, path: str | None) -> list[str | None]:
+def _styles(package: Package, path: str | None) -> list[str | None]:
     """Each cell style (a cell's ``s``) as :func:`_number_format` says."""
     root = package.xml(path) if path else None
     if root is None:
         return []
     custom: dict[int, str | None] = {}
     for fmt in root.iter():
-        if _local(fmt.tag) == "numFmt" and (fmt.get("numFmtId") or "").isdigit():
+        if local(fmt.tag) == "numFmt" and (fmt.get("numFmtId") or "").isdigit():
             custom[int(fmt.get("numFmtId") or 0)] = _number_format(fmt.get("formatCode") or "")
     kinds: list[str | None] = []
     xfs = _child(root, "cellXfs")
@@ -346,7 +340,7 @@ def _string_item(node: ElementTree.Element) -> str:
     not the phonetic reading (``rPh``) of Japanese text."""
     parts = []
     for child in node:
-        name = _local(child.tag)
+        name = local(child.tag)
         if name == "t":
             parts.append(child.text or "")
         elif name == "r":
@@ -354,13 +348,13 @@ def _string_item(node: ElementTree.Element) -> str:
     return "".join(parts)
 
 
-def _shared_strings(package: _Package, path: str | None) -> list[str]:
+def _shared_strings(package: Package, path: str | None) -> list[str]:
     strings: list[str] = []
     if path is None:
         return strings
     for events in package.stream(path, whole=True):
         for event, node in events:
-            if event == "end" and _local(node.tag) == "si":
+            if event == "end" and local(node.tag) == "si":
                 strings.append(_string_item(node))
                 node.clear()
     return strings
@@ -403,49 +397,13 @@ def _column(letters: str) -> int:
     return number
 
 
-def _column_name(number: int) -> str:
-    name = ""
-    while number:
-        number, rest = divmod(number - 1, 26)
-        name = chr(65 + rest) + name
-    return name
-
-
-class _Sheet:
-    """A worksheet's rows as read: row number -> column -> text."""
-
-    def __init__(self) -> None:
-        self.rows: dict[int, dict[int, str]] = {}
-        self.chars = 0
-        self.wide = False  # a cell past _MAX_COLUMNS was left out
-        self.long = False  # rows past _MAX_ROWS were left out
-        self.cut = False  # rows past the text kept (max_chars) were left out
-
-    def lines(self) -> list[str]:
-        used = sorted({col for row in self.rows.values() for col in row})
-        if not used:
-            return []
-        first, last = used[0], used[-1]
-        header = ["", *(_column_name(col) for col in range(first, last + 1))]
-        body = [[str(number), *(row.get(col, "") for col in range(first, last + 1))]
-                for number, row in sorted(self.rows.items())]
-        lines = _table([header, *body])
-        if self.wide:
-            lines.append(f"(columns after {_column_name(_MAX_COLUMNS)} not read)")
-        if self.long:
-            lines.append(f"(only the first {_MAX_ROWS:,} rows read)")
-        if self.cut:
-            lines.append("(the rest not read: the workbook is longer than I read)")
-        return lines
-
-
-def _xlsx(package: _Package, max_chars: int) -> str:
+def _xlsx(package: Package, max_chars: int) -> str:
     """Each sheet as ``## Sheet: name`` and a Markdown table of its cells,
     with its column letters and row numbers; rows and columns with nothing
     in them left out."""
     workbook = package.xml("xl/workbook.xml")
     assert workbook is not None  # office_text checked
-    rels = package.rels("xl/workbook.xml")
+    rels = _rels(package, "xl/workbook.xml")
     by_kind = {kind: path for kind, path in rels.values()}
     properties = _child(workbook, "workbookPr")
     date1904 = properties is not None and properties.get("date1904") in ("1", "true")
@@ -476,9 +434,9 @@ def _xlsx(package: _Package, max_chars: int) -> str:
 
 
 def _worksheet(
-    package: _Package, path: str, strings: list[str], styles: list[str | None], date1904: bool, max_chars: int
-) -> _Sheet:
-    sheet = _Sheet()
+    package: Package, path: str, strings: list[str], styles: list[str | None], date1904: bool, max_chars: int
+) -> Sheet:
+    sheet = Sheet()
     parent: ElementTree.Element | None = None  # sheetData: its finished rows are dropped
     row_number = column = rows_seen = 0
     cells: dict[int, str] = {}
@@ -490,7 +448,7 @@ def _worksheet(
                     if tag in _C:
                         match = _CELL.fullmatch(node.get("r") or "")
                         column = _column(match.group(1)) if match else column + 1
-                        if column > _MAX_COLUMNS:
+                        if column > MAX_COLUMNS:
                             sheet.wide = True
                             continue
                         text = _cell(node, tag[:-1], strings, styles, date1904)
@@ -505,7 +463,7 @@ def _worksheet(
                         if parent is not None:
                             parent.clear()
                 elif tag in _ROW:
-                    if rows_seen >= _MAX_ROWS:
+                    if rows_seen >= MAX_ROWS:
                         sheet.long = True
                         return sheet
                     if sheet.chars >= max_chars:
@@ -551,12 +509,12 @@ def _cell(
 _FURNITURE = frozenset(["sldNum", "dt", "ftr", "hdr", "sldImg"])
 
 
-def _pptx(package: _Package) -> str:
+def _pptx(package: Package) -> str:
     """Each slide, in the presentation's order, as ``## Slide N`` with its
     text (a table as a Markdown table) and its speaker notes."""
     presentation = package.xml("ppt/presentation.xml")
     assert presentation is not None  # office_text checked
-    rels = package.rels("ppt/presentation.xml")
+    rels = _rels(package, "ppt/presentation.xml")
     listed = _child(presentation, "sldIdLst")
     out: list[str] = []
     said = False  # a deck of pictures only has no text
@@ -570,7 +528,7 @@ def _pptx(package: _Package) -> str:
         out.append(f"\n## Slide {number}" + (" (hidden)" if slide.get("show") in ("0", "false") else ""))
         shown = _drawing_lines(slide)
         out.extend(shown)
-        notes = [path for kind, path in package.rels(path).values() if kind == "notesSlide"]
+        notes = [path for kind, path in _rels(package, path).values() if kind == "notesSlide"]
         notes_root = package.xml(notes[0]) if notes else None
         spoken = _drawing_lines(notes_root) if notes_root is not None else []
         if spoken:
@@ -582,7 +540,7 @@ def _pptx(package: _Package) -> str:
 
 def _placeholder(shape: ElementTree.Element) -> str | None:
     for node in shape.iter():
-        if _local(node.tag) == "ph":
+        if local(node.tag) == "ph":
             return node.get("type") or "body"
     return None
 
@@ -594,7 +552,7 @@ def _drawing_lines(root: ElementTree.Element) -> list[str]:
 
     def walk(node: ElementTree.Element) -> None:
         for child in node:
-            name = _local(child.tag)
+            name = local(child.tag)
             if name == "AlternateContent":
                 chosen = _choice(child)
                 if chosen is not None:
@@ -604,7 +562,7 @@ def _drawing_lines(root: ElementTree.Element) -> list[str]:
             elif name == "tbl":
                 rows = [[" ".join(_paragraphs(cell)) for cell in _children(row, "tc")]
                         for row in _children(child, "tr")]
-                lines.extend(_table(rows))
+                lines.extend(table(rows))
             elif name == "p" and "drawingml" in str(child.tag):
                 text = _drawing_paragraph(child)
                 if text.strip():
@@ -617,13 +575,13 @@ def _drawing_lines(root: ElementTree.Element) -> list[str]:
 
 
 def _paragraphs(node: ElementTree.Element) -> list[str]:
-    return [text for p in node.iter() if _local(p.tag) == "p" and (text := _drawing_paragraph(p)).strip()]
+    return [text for p in node.iter() if local(p.tag) == "p" and (text := _drawing_paragraph(p)).strip()]
 
 
 def _drawing_paragraph(paragraph: ElementTree.Element) -> str:
     words = []
     for node in paragraph.iter():
-        name = _local(node.tag)
+        name = local(node.tag)
         if name == "t":
             words.append(node.text or "")
         elif name == "br":

@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from pypdf import PdfReader, PdfWriter
 
 from channels import office
+from channels.xmlzip import MAX_ROWS
 from channels.documents import (
     ENCRYPTED,
     KEEP_CHARS,
@@ -145,8 +146,8 @@ def test_dates_follow_the_workbooks_date_system() -> None:
 
 def test_a_long_or_wide_sheet_is_read_to_its_caps() -> None:
     many = read(xlsx({"Log": [[f"event {i}"] for i in range(6000)], "After": [["still listed"]]}), max_tokens=100)
-    assert f"| {office._MAX_ROWS} | event {office._MAX_ROWS - 1} |" in many.full_text
-    assert f"| {office._MAX_ROWS + 1} |" not in many.full_text
+    assert f"| {MAX_ROWS} | event {MAX_ROWS - 1} |" in many.full_text
+    assert f"| {MAX_ROWS + 1} |" not in many.full_text
     assert "(only the first 5,000 rows read)\n\n## Sheet: After\n" in many.full_text
     # A stray cell far to the right adds no thousands of empty columns.
     wide = read(xlsx({"S": [["a", *[None] * 200, "far"]]})).text
@@ -348,7 +349,8 @@ def test_a_file_cannot_close_its_own_block_and_its_name_is_one_line() -> None:
 
 def test_notes_say_what_was_wrong() -> None:
     assert "10 MB" in document_note(TOO_LARGE, 10 * MB, has_text=False)
-    assert "text files, PDFs and Word documents (and Excel and PowerPoint files)" in document_note(UNSUPPORTED, MB, has_text=True)
+    assert ("text files, PDFs and Word documents (and Excel and PowerPoint files, and LibreOffice's .odt, .ods and .odp)"
+            in document_note(UNSUPPORTED, MB, has_text=True))
     assert document_note(UNSUPPORTED, MB, has_text=True).endswith("answering your text without it.")
     assert "password" in document_note(ENCRYPTED, MB, has_text=False)
     assert "scanned" in document_note(NO_TEXT, MB, has_text=False)

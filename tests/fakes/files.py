@@ -1,18 +1,24 @@
 """Small real files of the kinds users send, built byte by byte for tests
 (no fixture files to keep in step): a PDF with a text layer per page, a
-PDF of a scanned page (an image, no text), and Word, Excel and PowerPoint
-files, their OOXML parts written by hand as Office writes them."""
+PDF of a scanned page (an image, no text), Word, Excel and PowerPoint
+files, their OOXML parts written by hand as Office writes them, and
+OpenDocument ones as LibreOffice writes them."""
 
 from __future__ import annotations
 
 import io
+import os
 import struct
 import zipfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime
+from itertools import groupby
 
-__all__ = ["Cell", "Formula", "Inline", "Number", "Rich", "Slide", "docx", "jpeg", "ole2", "pdf", "pptx", "scanned_pdf", "xlsx"]
+__all__ = [
+    "Cell", "Formula", "Inline", "Number", "OdsCell", "Rich", "Slide", "docx", "jpeg", "odf", "odp", "ods", "ole2",
+    "pdf", "pptx", "scanned_pdf", "xlsx",
+]
 
 
 def _escape(text: str) -> str:
@@ -396,3 +402,134 @@ def ole2(streams: Sequence[str]) -> bytes:
     directory += struct.pack("<64sHBBIII16sIQQIQ", b"", 0, 0, 0, _NO_SECTOR, _NO_SECTOR, _NO_SECTOR,
                              bytes(16), 0, 0, 0, 0, 0) * (3 - len(streams))
     return header + fat + directory
+
+
+# ---- OpenDocument ----
+
+ODF_NAMESPACES = " ".join(f'xmlns:{prefix}="urn:oasis:names:tc:opendocument:xmlns:{name}:1.0"' for prefix, name in (
+    ("office", "office"), ("text", "text"), ("table", "table"), ("draw", "drawing"), ("presentation", "presentation"),
+    ("style", "style"), ("fo", "xsl-fo-compatible"), ("svg", "svg-compatible"),
+))
+_MANIFEST = "urn:oasis:names:tc:opendocument:xmlns:manifest:1.0"
+
+
+def odf(kind: str, body: str, *, styles: str = "", encrypted: bool = False, prolog: str = "") -> bytes:
+    """An OpenDocument package of ``kind`` (text, spreadsheet,
+    presentation) whose ``office:body`` holds ``<office:{kind}>body``:
+    the ``mimetype`` part first and stored, as the format requires, the
+    manifest, content.xml with ``styles`` as its automatic styles, and
+    styles.xml. ``encrypted``: content.xml behind a password, as
+    LibreOffice writes it (random bytes here; the manifest says how).
+    ``prolog``: written between the XML declaration and the root."""
+    media = f"application/vnd.oasis.opendocument.{kind}"
+    content = (f'{_XML}{prolog}<office:document-content {ODF_NAMESPACES} office:version="1.3">'
+               '<office:font-face-decls><style:font-face style:name="Liberation Serif"/></office:font-face-decls>'
+               f"<office:automatic-styles>{styles}</office:automatic-styles>"
+               f"<office:body><office:{kind}>{body}</office:{kind}></office:body></office:document-content>")
+    secret = (
+        f'<manifest:encryption-data manifest:checksum-type="urn:oasis:names:tc:opendocument:xmlns:manifest:1.0#sha256-1k"'
+        ' manifest:checksum="AAAA"><manifest:algorithm manifest:algorithm-name="http://www.w3.org/2001/04/xmlenc#aes256-cbc"'
+        ' manifest:initialisation-vector="AAAA"/><manifest:key-derivation manifest:key-derivation-name="PBKDF2"'
+        ' manifest:key-size="32" manifest:iteration-count="100000" manifest:salt="AAAA"/></manifest:encryption-data>'
+    ) if encrypted else ""
+    manifest = (
+        f'{_XML}<manifest:manifest xmlns:manifest="{_MANIFEST}" manifest:version="1.3">'
+        f'<manifest:file-entry manifest:full-path="/" manifest:version="1.3" manifest:media-type="{media}"/>'
+        f'<manifest:file-entry manifest:full-path="content.xml" manifest:media-type="text/xml">{secret}'
+        '</manifest:file-entry><manifest:file-entry manifest:full-path="styles.xml" manifest:media-type="text/xml"/>'
+        "</manifest:manifest>"
+    )
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr(zipfile.ZipInfo("mimetype"), media, compress_type=zipfile.ZIP_STORED)
+        archive.writestr("content.xml", os.urandom(400) if encrypted else content.encode())
+        archive.writestr("styles.xml", f"{_XML}<office:document-styles {ODF_NAMESPACES}/>")
+        archive.writestr("META-INF/manifest.xml", manifest)
+    return buf.getvalue()
+
+
+OdsCell = str | bool | int | float | date | None
+
+
+def _ods_cell(value: OdsCell) -> str:
+    """A cell as LibreOffice writes it: its value typed, and what it shows."""
+    if value is None:
+        return "<table:table-cell/>"
+    if isinstance(value, bool):
+        kind = f'office:value-type="boolean" office:boolean-value="{str(value).lower()}"'
+        shown = str(value).upper()
+    elif isinstance(value, datetime):
+        kind = f'office:value-type="date" office:date-value="{value.isoformat()}"'
+        shown = value.strftime("%m/%d/%Y %H:%M")
+    elif isinstance(value, date):
+        kind = f'office:value-type="date" office:date-value="{value.isoformat()}"'
+        shown = value.strftime("%m/%d/%Y")
+    elif isinstance(value, (int, float)):
+        kind = f'office:value-type="float" office:value="{value}"'
+        shown = f"{value:,}"
+    else:
+        return f'<table:table-cell office:value-type="string"><text:p>{_x(value)}</text:p></table:table-cell>'
+    return f'<table:table-cell {kind}><text:p>{shown}</text:p></table:table-cell>'
+
+
+def ods(sheets: dict[str, Sequence[Sequence[OdsCell]]]) -> bytes:
+    """A spreadsheet as LibreOffice Calc writes it: each sheet's rows from
+    A1 (None: an empty cell), runs of equal cells as one cell repeated,
+    runs of equal rows as one row repeated, every row padded with empty
+    cells to column AMJ and the sheet with empty rows to row 1048576."""
+    tables = []
+    for name, rows in sheets.items():
+        xml_rows = []
+        for row, same in groupby([_ods_row(list(cells)) for cells in rows]):
+            count = len(list(same))
+            repeat = f' table:number-rows-repeated="{count}"' if count > 1 else ""
+            xml_rows.append(f'<table:table-row table:style-name="ro1"{repeat}>{row}</table:table-row>')
+        xml_rows.append(f'<table:table-row table:style-name="ro1" table:number-rows-repeated="{1048576 - len(rows)}">'
+                        '<table:table-cell table:number-columns-repeated="1024"/></table:table-row>')
+        tables.append(f'<table:table table:name="{_x(name)}" table:style-name="ta1">'
+                      '<table:table-column table:style-name="co1" table:number-columns-repeated="1024"/>'
+                      + "".join(xml_rows) + "</table:table>")
+    body = "".join(tables) + "<table:named-expressions/>"
+    return odf("spreadsheet", body)
+
+
+def _ods_row(cells: list[OdsCell]) -> str:
+    out = []
+    for cell, same in groupby(_ods_cell(value) for value in cells):
+        count = len(list(same))
+        out.append(cell.replace("<table:table-cell", f'<table:table-cell table:number-columns-repeated="{count}"', 1)
+                   if count > 1 else cell)
+    out.append(f'<table:table-cell table:number-columns-repeated="{1024 - len(cells)}"/>')
+    return "".join(out)
+
+
+def odp(slides: Sequence[Slide], *, names: Sequence[str] = ()) -> bytes:
+    """A presentation as LibreOffice Impress writes it: each slide a
+    ``draw:page`` (named ``page1``... unless ``names`` says), its title
+    and outline frames, a page-number frame, a table in a frame, and its
+    notes page (a thumbnail and a notes frame)."""
+    pages = []
+    for number, slide in enumerate(slides, 1):
+        name = names[number - 1] if number <= len(names) else f"page{number}"
+        frames = [_frame("title", slide.paragraphs[:1])]
+        if slide.paragraphs[1:]:
+            items = "".join(f"<text:list-item><text:p>{_x(p)}</text:p></text:list-item>" for p in slide.paragraphs[1:])
+            frames.append('<draw:frame presentation:class="outline"><draw:text-box>'
+                          f'<text:list text:style-name="L2">{items}</text:list></draw:text-box></draw:frame>')
+        frames.append(_frame("page-number", [str(number)]))
+        if slide.table:
+            rows = "".join("<table:table-row>" + "".join(
+                f"<table:table-cell><text:p>{_x(c)}</text:p></table:table-cell>" for c in row) + "</table:table-row>"
+                for row in slide.table)
+            frames.append(f'<draw:frame><table:table><table:table-column table:number-columns-repeated="{len(slide.table[0])}"/>'
+                          f"{rows}</table:table></draw:frame>")
+        notes = ('<presentation:notes draw:style-name="dp2"><draw:page-thumbnail presentation:class="page"/>'
+                 + _frame("notes", slide.notes.split("\n")) + "</presentation:notes>") if slide.notes else ""
+        pages.append(f'<draw:page draw:name="{_x(name)}" draw:style-name="dp1" draw:master-page-name="Default">'
+                     f'{"".join(frames)}{notes}</draw:page>')
+    return odf("presentation", "".join(pages) + "<presentation:settings/>")
+
+
+def _frame(kind: str, paragraphs: Sequence[str]) -> str:
+    body = "".join(f"<text:p>{_x(p)}</text:p>" for p in paragraphs)
+    return f'<draw:frame presentation:class="{kind}"><draw:text-box>{body}</draw:text-box></draw:frame>'

@@ -13,7 +13,7 @@ from typing import Any
 
 from channels.base import UNREADABLE_REPLY
 from memory import ManualClock
-from tests.fakes.files import Formula, jpeg, pdf, scanned_pdf, xlsx
+from tests.fakes.files import Formula, jpeg, ods, pdf, scanned_pdf, xlsx
 from tests.fakes.openai_server import FakeOpenAI, Reply, images, said, text_of
 from tests.fakes.telegram_server import FakeTelegram
 
@@ -91,6 +91,31 @@ async def test_a_spreadsheet_reaches_the_model_as_a_table(tmp_path: Path, clock:
         finally:
             await asyncio.wait_for(app.close(), 15)
     assert _rows(tmp_path)[0] == ("user", "[file q3.xlsx] total?")
+
+
+async def test_a_libreoffice_spreadsheet_reaches_the_model_as_a_table(tmp_path: Path, clock: ManualClock) -> None:
+    """An .ods as Calc saves it (a million empty rows at its end) is read as
+    an .xlsx is, whatever type Telegram was told."""
+    book = ods({"Budget": [["Item", "Cost"], ["Servers", 30000], ["Licences", 10000], ["Total", 40000]],
+                "Owners": [["Servers", "Li Wei"]]})
+    async with FakeOpenAI(api_key="sk-docs-e2e-0123456789", responder=reading) as llm, FakeTelegram() as tg:
+        app = _app(tmp_path, clock, llm, {"telegram": _telegram(tg)}, agent={"model": "test-model"})
+        try:
+            await app.open()
+            await asyncio.wait_for(app.start(), 15)
+            tg.push_document(42, 42, book, file_name="q3.ods", caption="total?", mime_type="application/octet-stream")
+            [reply] = await tg.wait_sent(1, timeout=10)
+            assert reply.text == "re: [file q3.ods] total?"
+            latest = llm.requests[0]["messages"][-1]["content"]
+            assert isinstance(latest, str)
+            assert ('<file name="q3.ods">\nA workbook of 2 sheets: Budget, Owners\n\n## Sheet: Budget\n'
+                    "|  | A | B |\n|---|---|---|\n| 1 | Item | Cost |\n| 2 | Servers | 30,000 |\n"
+                    "| 3 | Licences | 10,000 |\n| 4 | Total | 40,000 |\n\n## Sheet: Owners\n"
+                    "|  | A | B |\n|---|---|---|\n| 1 | Servers | Li Wei |\n</file>") in latest
+            assert app.loop is not None and await app.loop.drain(5)
+        finally:
+            await asyncio.wait_for(app.close(), 15)
+    assert _rows(tmp_path)[0] == ("user", "[file q3.ods] total?")
 
 
 async def test_a_scanned_pdf_goes_to_a_model_that_sees_as_its_scans(tmp_path: Path, clock: ManualClock) -> None:
