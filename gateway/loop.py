@@ -73,8 +73,8 @@ Ask me what I remember about you or tell me something to remember. In a
 private chat you can also ask me to forget something ("forget that my cat
 is called Miso"): it is erased, not hidden. I can send a message on a
 schedule too ("every weekday at 9, summarise my plans"), and read a file
-you send me (PDF, Word, Excel, PowerPoint, text) or messages you forward
-(a Feishu chat record too), and answer about them.
+you send me (PDF, Word, Excel, PowerPoint, OpenDocument, text) or messages
+you forward (a Feishu chat record too), and answer about them.
 
 /new  start a fresh conversation (long-term memory is kept)
 /memory  what I remember about you (/memory words: search it)
@@ -93,7 +93,7 @@ HELP_TEXT_ZH = """myclaw 会记住对话中重要的事，跨越每一次聊天�
 你可以问我记得关于你的什么，或者告诉我一件要记住的事。在私聊中也可以让我忘掉某件事
 （“忘掉我的猫叫 Miso”）：它会被删除，而不是隐藏。我还可以定时发消息给你
 （“每个工作日 9 点帮我总结计划”，“明天 9 点提醒我打电话”）。发给我文件（PDF、Word、Excel、
-PowerPoint、文本）或转发给我的消息（包括飞书的合并转发聊天记录），我会读完并回答相关问题。
+PowerPoint、OpenDocument、文本）或转发给我的消息（包括飞书的合并转发聊天记录），我会读完并回答相关问题。
 
 /new  开始新的对话（长期记忆保留）
 /memory  我记得关于你的什么（/memory 关键词：搜索）
