@@ -1038,16 +1038,12 @@ class FakeTelegram:
         if not isinstance(text, str) or not text.strip():
             return _error(400, "Bad Request: message text is empty")
         parse_mode = params.get("parse_mode") or None
-        if parse_mode is not None and parse_mode not in ("Markdown", "MarkdownV2", "HTML"):
-            return _error(400, f"Bad Request: unsupported parse_mode {parse_mode!r}")
-        if parse_mode == "HTML":
-            # As Telegram: the message's text is what the markup shows, and its length is counted on that.
-            try:
-                text = parse_html(text)
-            except EntityError as exc:
-                return _error(400, str(exc))
-            if not text.strip():
-                return _error(400, "Bad Request: message text is empty")
+        shown = _shown(text, parse_mode)
+        if isinstance(shown, web.Response):
+            return shown
+        text = shown
+        if not text.strip():
+            return _error(400, "Bad Request: message text is empty")
         if utf16_len(text) > MAX_MESSAGE_LENGTH:
             return _error(400, "Bad Request: message is too long")
         msg = self._bot_message(chat, text, thread_id)
@@ -1084,13 +1080,10 @@ class FakeTelegram:
         if not isinstance(text, str):
             return _error(400, "Bad Request: text must be a string")
         parse_mode = params.get("parse_mode") or None
-        if parse_mode is not None and parse_mode not in ("Markdown", "MarkdownV2", "HTML"):
-            return _error(400, f"Bad Request: unsupported parse_mode {parse_mode!r}")
-        if parse_mode == "HTML":
-            try:
-                text = parse_html(text)
-            except EntityError as exc:
-                return _error(400, str(exc))
+        shown = _shown(text, parse_mode)
+        if isinstance(shown, web.Response):
+            return shown
+        text = shown
         if utf16_len(text) > MAX_MESSAGE_LENGTH:
             return _error(400, "Bad Request: message is too long")
         if self.record:
@@ -1162,6 +1155,20 @@ class FakeTelegram:
         "setmycommands": _true,
         "deletemycommands": _true,
     }
+
+
+def _shown(text: str, parse_mode: str | None) -> str | web.Response:
+    """What a message's (or draft's) text shows, or Telegram's refusal: as
+    Telegram, with ``parse_mode=HTML`` the text the markup shows, whose
+    length is what counts."""
+    if parse_mode is not None and parse_mode not in ("Markdown", "MarkdownV2", "HTML"):
+        return _error(400, f"Bad Request: unsupported parse_mode {parse_mode!r}")
+    if parse_mode != "HTML":
+        return text
+    try:
+        return parse_html(text)
+    except EntityError as exc:
+        return _error(400, str(exc))
 
 
 async def _serve(port: int, token: str) -> None:

@@ -6,8 +6,12 @@ quick reply, a group, a scheduled job and a broken stream each behave."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
+from gateway.app import App
 from memory import ManualClock
 from tests.fakes.feishu_server import FakeFeishu
 from tests.fakes.openai_server import FakeOpenAI
@@ -19,22 +23,32 @@ from .test_quoted_e2e import _telegram
 KEY = "sk-stream-e2e-0123456789"
 # Drafts from the first piece on, one per piece at most: the pieces come
 # 0.3 s apart, further apart than the interval, so each one is a draft.
-STREAM = {"agent": {"model": "test-model", "streaming": {"delay": "0s", "interval": "0.2s"}}}
+STREAM: dict[str, Any] = {"agent": {"model": "test-model", "streaming": {"delay": "0s", "interval": "0.2s"}}}
 PIECES = ["The ", "launch ", "moved ", "to ", "**Thursday**."]
 
 
-async def test_a_slow_reply_shows_as_drafts_then_comes_whole(tmp_path: Path, clock: ManualClock) -> None:
+@contextlib.asynccontextmanager
+async def _telegram_app(
+    tmp_path: Path, clock: ManualClock, *, retries: int = 0, **more: Any
+) -> AsyncIterator[tuple[FakeOpenAI, FakeTelegram, App]]:
+    """The gateway on Telegram's and the LLM's fakes, started; closed after."""
     async with FakeOpenAI(api_key=KEY) as llm, FakeTelegram() as tg:
-        app = _app(tmp_path, clock, llm, {"telegram": _telegram(tg)}, **STREAM)
+        provider = {"baseUrl": llm.url, "apiKey": KEY, "maxRetries": retries, "timeout": "5s"}
+        app = _app(tmp_path, clock, llm, {"telegram": _telegram(tg)}, provider=provider, **more)
         try:
             await app.open()
             await asyncio.wait_for(app.start(), 15)
-            llm.queue_stream(PIECES, delay=0.3)
-            tg.push_text(42, 42, "when is the launch?")
-            [reply] = await tg.wait_sent(1, timeout=15)
-            assert app.loop is not None and await app.loop.drain(5)
+            yield llm, tg, app
         finally:
             await asyncio.wait_for(app.close(), 15)
+
+
+async def test_a_slow_reply_shows_as_drafts_then_comes_whole(tmp_path: Path, clock: ManualClock) -> None:
+    async with _telegram_app(tmp_path, clock, **STREAM) as (llm, tg, app):
+        llm.queue_stream(PIECES, delay=0.3)
+        tg.push_text(42, 42, "when is the launch?")
+        [reply] = await tg.wait_sent(1, timeout=15)
+        assert app.loop is not None and await app.loop.drain(5)
     assert llm.requests[0]["stream"] is True
     assert reply.text == "The launch moved to Thursday." and reply.parse_mode == "HTML"
     texts = [d.text for d in tg.drafts]
@@ -50,30 +64,18 @@ async def test_a_slow_reply_shows_as_drafts_then_comes_whole(tmp_path: Path, clo
 async def test_a_quick_reply_has_no_drafts(tmp_path: Path, clock: ManualClock) -> None:
     """The default waits a second before the first draft: the fake's
     instant reply comes whole, as without streaming."""
-    async with FakeOpenAI(api_key=KEY) as llm, FakeTelegram() as tg:
-        app = _app(tmp_path, clock, llm, {"telegram": _telegram(tg)})
-        try:
-            await app.open()
-            await asyncio.wait_for(app.start(), 15)
-            llm.queue_stream(["Quick ", "answer."])
-            tg.push_text(42, 42, "hi")
-            [reply] = await tg.wait_sent(1, timeout=15)
-        finally:
-            await asyncio.wait_for(app.close(), 15)
+    async with _telegram_app(tmp_path, clock) as (llm, tg, app):
+        llm.queue_stream(["Quick ", "answer."])
+        tg.push_text(42, 42, "hi")
+        [reply] = await tg.wait_sent(1, timeout=15)
     assert llm.requests[0]["stream"] is True and reply.text == "Quick answer." and tg.drafts == []
 
 
 async def test_a_group_sees_typing_not_drafts_and_the_reply_still_quotes(tmp_path: Path, clock: ManualClock) -> None:
-    async with FakeOpenAI(api_key=KEY) as llm, FakeTelegram() as tg:
-        app = _app(tmp_path, clock, llm, {"telegram": _telegram(tg)}, **STREAM)
-        try:
-            await app.open()
-            await asyncio.wait_for(app.start(), 15)
-            llm.queue_stream(PIECES, delay=0.3)
-            asked = tg.push_text(-100777, 7, "when is the launch?", chat_type="supergroup", mention=True)
-            [reply] = await tg.wait_sent(1, timeout=15)
-        finally:
-            await asyncio.wait_for(app.close(), 15)
+    async with _telegram_app(tmp_path, clock, **STREAM) as (llm, tg, app):
+        llm.queue_stream(PIECES, delay=0.3)
+        asked = tg.push_text(-100777, 7, "when is the launch?", chat_type="supergroup", mention=True)
+        [reply] = await tg.wait_sent(1, timeout=15)
     assert reply.text == "The launch moved to Thursday." and reply.reply_to == asked["message_id"]
     # Telegram takes drafts in private chats only: the group sees "typing…" meanwhile.
     assert tg.drafts == [] and tg.counts["sendmessagedraft"] == 0 and tg.counts["sendchataction"] >= 1
@@ -82,53 +84,33 @@ async def test_a_group_sees_typing_not_drafts_and_the_reply_still_quotes(tmp_pat
 async def test_a_stream_broken_off_starts_over_and_the_reply_is_the_whole_one(
     tmp_path: Path, clock: ManualClock
 ) -> None:
-    async with FakeOpenAI(api_key=KEY) as llm, FakeTelegram() as tg:
-        doc = {**STREAM}
-        app = _app(tmp_path, clock, llm, {"telegram": _telegram(tg)},
-                   provider={"baseUrl": llm.url, "apiKey": KEY, "maxRetries": 1, "timeout": "5s"}, **doc)
-        try:
-            await app.open()
-            await asyncio.wait_for(app.start(), 15)
-            llm.queue_stream(["Wrong ", "half ", "answer"], delay=0.3, cut_after=2)
-            llm.queue_stream(["Right ", "answer."], delay=0.3)
-            tg.push_text(42, 42, "tell me")
-            [reply] = await tg.wait_sent(1, timeout=15)
-        finally:
-            await asyncio.wait_for(app.close(), 15)
+    async with _telegram_app(tmp_path, clock, retries=1, **STREAM) as (llm, tg, app):
+        llm.queue_stream(["Wrong ", "half ", "answer"], delay=0.3, cut_after=2)
+        llm.queue_stream(["Right ", "answer."], delay=0.3)
+        tg.push_text(42, 42, "tell me")
+        [reply] = await tg.wait_sent(1, timeout=15)
     assert reply.text == "Right answer." and len(llm.requests) == 2
     texts = [d.text for d in tg.drafts]
     assert "Wrong half" in texts and texts[-1] in ("Right", "Right answer.")
 
 
 async def test_drafts_the_platform_refuses_stop_and_the_reply_still_goes(tmp_path: Path, clock: ManualClock) -> None:
-    async with FakeOpenAI(api_key=KEY) as llm, FakeTelegram() as tg:
-        app = _app(tmp_path, clock, llm, {"telegram": _telegram(tg)}, **STREAM)
-        try:
-            await app.open()
-            await asyncio.wait_for(app.start(), 15)
-            tg.fail_next("sendMessageDraft", 400, description="Bad Request: method is not available")
-            llm.queue_stream(PIECES, delay=0.3)
-            tg.push_text(42, 42, "when is the launch?")
-            [reply] = await tg.wait_sent(1, timeout=15)
-        finally:
-            await asyncio.wait_for(app.close(), 15)
+    async with _telegram_app(tmp_path, clock, **STREAM) as (llm, tg, app):
+        tg.fail_next("sendMessageDraft", 400, description="Bad Request: method is not available")
+        llm.queue_stream(PIECES, delay=0.3)
+        tg.push_text(42, 42, "when is the launch?")
+        [reply] = await tg.wait_sent(1, timeout=15)
     assert reply.text == "The launch moved to Thursday."
     assert tg.counts["sendmessagedraft"] == 1 and tg.drafts == []  # the first refused, no more asked
 
 
 async def test_tool_rounds_stream_and_the_last_round_is_the_reply(tmp_path: Path, clock: ManualClock) -> None:
-    async with FakeOpenAI(api_key=KEY) as llm, FakeTelegram() as tg:
-        app = _app(tmp_path, clock, llm, {"telegram": _telegram(tg)}, **STREAM)
-        try:
-            await app.open()
-            await asyncio.wait_for(app.start(), 15)
-            llm.queue_stream(["Let ", "me ", "look."], delay=0.3,
-                             tool_calls=[{"name": "memory_search", "arguments": {"query": "launch"}}])
-            llm.queue_stream(["Nothing ", "saved ", "about it."], delay=0.3)
-            tg.push_text(42, 42, "what did I say about the launch?")
-            [reply] = await tg.wait_sent(1, timeout=15)
-        finally:
-            await asyncio.wait_for(app.close(), 15)
+    async with _telegram_app(tmp_path, clock, **STREAM) as (llm, tg, app):
+        llm.queue_stream(["Let ", "me ", "look."], delay=0.3,
+                         tool_calls=[{"name": "memory_search", "arguments": {"query": "launch"}}])
+        llm.queue_stream(["Nothing ", "saved ", "about it."], delay=0.3)
+        tg.push_text(42, 42, "what did I say about the launch?")
+        [reply] = await tg.wait_sent(1, timeout=15)
     assert reply.text == "Nothing saved about it."
     assert all(r["stream"] is True for r in llm.requests) and len(llm.requests) == 2
     texts = [d.text for d in tg.drafts]
@@ -136,35 +118,23 @@ async def test_tool_rounds_stream_and_the_last_round_is_the_reply(tmp_path: Path
 
 
 async def test_a_scheduled_job_is_not_streamed(tmp_path: Path, clock: ManualClock) -> None:
-    async with FakeOpenAI(api_key=KEY) as llm, FakeTelegram() as tg:
-        app = _app(tmp_path, clock, llm, {"telegram": _telegram(tg)}, **STREAM)
-        try:
-            await app.open()
-            await asyncio.wait_for(app.start(), 15)
-            tg.push_text(42, 42, "hello")
-            await tg.wait_sent(1, timeout=15)
-            assert app.loop is not None
-            await app.loop.run_job(channel="telegram", chat_id="42", user="telegram:42", text="Remind me to stretch",
-                                   private=True)
-            await tg.wait_sent(2, timeout=15)
-        finally:
-            await asyncio.wait_for(app.close(), 15)
+    async with _telegram_app(tmp_path, clock, **STREAM) as (llm, tg, app):
+        tg.push_text(42, 42, "hello")
+        await tg.wait_sent(1, timeout=15)
+        assert app.loop is not None
+        await app.loop.run_job(channel="telegram", chat_id="42", user="telegram:42", text="Remind me to stretch",
+                               private=True)
+        await tg.wait_sent(2, timeout=15)
     assert llm.requests[0].get("stream") is True and "stream" not in llm.requests[1]
 
 
 async def test_a_slow_start_shows_the_thinking_placeholder_first(tmp_path: Path, clock: ManualClock) -> None:
     """Before any words come (the model still reading, a tool running), a
     private chat gets Telegram's empty draft, its "thinking" placeholder."""
-    async with FakeOpenAI(api_key=KEY) as llm, FakeTelegram() as tg:
-        app = _app(tmp_path, clock, llm, {"telegram": _telegram(tg)}, **STREAM)
-        try:
-            await app.open()
-            await asyncio.wait_for(app.start(), 15)
-            llm.queue_delay(0.6, "Done thinking.")
-            tg.push_text(42, 42, "think hard")
-            [reply] = await tg.wait_sent(1, timeout=15)
-        finally:
-            await asyncio.wait_for(app.close(), 15)
+    async with _telegram_app(tmp_path, clock, **STREAM) as (llm, tg, app):
+        llm.queue_delay(0.6, "Done thinking.")
+        tg.push_text(42, 42, "think hard")
+        [reply] = await tg.wait_sent(1, timeout=15)
     assert reply.text == "Done thinking."
     assert tg.drafts and tg.drafts[0].text == "" and tg.drafts[0].chat_id == 42
 
