@@ -12,16 +12,17 @@ from typing import Any
 
 import structlog
 
-from gateway.bus import Audio, Image, InboundMessage, MessageBus, OutboundMessage, picture_mark
+from gateway.bus import Audio, Image, InboundMessage, MessageBus, OutboundMessage, notes_in_chinese, picture_mark
 
 from .documents import FILE_NOT_READ, NO_TEXT, document_note, document_placeholder, read_document, read_scanned
 from .media import FAILED, NOT_READ, VOICE, VOICE_NOT_READ, ImageError, answering, image_note, placeholder
 
-__all__ = ["UNREADABLE_REPLY", "BaseChannel", "ChannelFatalError", "DeliveryError", "rest_of"]
+__all__ = ["UNREADABLE_REPLY", "UNREADABLE_REPLY_ZH", "BaseChannel", "ChannelFatalError", "DeliveryError", "rest_of"]
 
 # What a photo, sticker or voice message gets instead of silence, which
 # reads as a bot that is down.
 UNREADABLE_REPLY = "Sorry, I can only read text for now. Please type your message (a photo or file caption works too)."
+UNREADABLE_REPLY_ZH = "抱歉，我目前只能读文字。请直接打字发给我（给图片或文件配上文字说明也可以）。"
 
 
 class ChannelFatalError(Exception):
@@ -67,9 +68,9 @@ def _answered(msg: InboundMessage) -> dict[str, Any]:
     """What of ``msg`` is answered without a thing not read, for
     :func:`~channels.media.answering`: the user's own words, and how many
     of its forwards say more than the mark of the picture or file they
-    were ("[photo]": the thing not read itself)."""
+    were ("[photo]": the thing not read itself); and the note's language."""
     forwarded = sum(f.text.strip() != picture_mark(f.text.strip()) for f in msg.forwarded)
-    return {"has_text": bool(msg.text.strip()), "forwarded": forwarded}
+    return {"has_text": bool(msg.text.strip()), "forwarded": forwarded, "zh": notes_in_chinese(msg)}
 
 
 class BaseChannel(abc.ABC):
@@ -137,7 +138,7 @@ class BaseChannel(abc.ABC):
             )
             return False
         self.log.info("message without text answered with a note", kind=kind, chat_id=msg.chat_id)
-        await self._note(msg, UNREADABLE_REPLY)
+        await self._note(msg, UNREADABLE_REPLY_ZH if notes_in_chinese(msg) else UNREADABLE_REPLY)
         return True
 
     async def publish_image(
@@ -231,7 +232,7 @@ class BaseChannel(abc.ABC):
         reasons = {e.reason for e in failed}
         reason = reasons.pop() if len(reasons) == 1 else FAILED
         await self._note(msg, image_note(reason, limit, has_text=bool(msg.text.strip()), forwarded=len(rest),
-                                         what="voice message"))
+                                         what="voice message", zh=notes_in_chinese(msg)))
         return msg if msg.text.strip() or rest else None
 
     async def publish_document(
@@ -266,7 +267,8 @@ class BaseChannel(abc.ABC):
         return await self._publish_fetched(
             msg, complete, ids, what="file", not_read=FILE_NOT_READ,
             # What is answered without it is said as a picture's note says it.
-            note=lambda reason, _: document_note(reason, limit, has_text=False) + answering(**_answered(msg)),
+            note=lambda reason, _: document_note(reason, limit, has_text=False, zh=notes_in_chinese(msg))
+            + answering(**_answered(msg)),
         )
 
     async def _publish_fetched(

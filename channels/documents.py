@@ -130,8 +130,10 @@ def document_placeholder(name: str) -> str:
     return f"[file {_safe_name(name)}]"
 
 
-def document_note(reason: str, max_bytes: int, *, has_text: bool) -> str:
-    """The short note a user gets for a file that was not read."""
+def document_note(reason: str, max_bytes: int, *, has_text: bool, zh: bool = False) -> str:
+    """The short note a user gets for a file that was not read; ``zh``: in Chinese."""
+    if zh:
+        return _DOCUMENT_NOTES_ZH[reason].format(limit=_megabytes(max_bytes)) + ("我先根据你的文字回复。" if has_text else "")
     if reason == TOO_LARGE:
         note = f"That file is too large for me to read (the limit is {_megabytes(max_bytes)})."
     elif reason == UNSUPPORTED:
@@ -148,6 +150,16 @@ def document_note(reason: str, max_bytes: int, *, has_text: bool) -> str:
         assert reason == FAILED, reason
         note = "Sorry, I could not download that file. Please send it again."
     return note + (" I am answering your text without it." if has_text else "")
+
+
+_DOCUMENT_NOTES_ZH = {
+    TOO_LARGE: "这个文件太大了，我读不了（上限 {limit}）。",
+    UNSUPPORTED: "我能读文本文件、PDF 和 Word 文档（以及 Excel、PowerPoint 文件），但读不了这种文件。",
+    ENCRYPTED: "这个文件设了密码，我打不开。",
+    OLD_OFFICE: "这是旧版 Office 文件（.doc、.xls 或 .ppt），我读不了。请另存为 .docx / .xlsx / .pptx 或 PDF 后重新发送。",
+    NO_TEXT: "这个 PDF 里没有我能读取的文字（可能是扫描件？）。发文字版 PDF 或截图都可以。",
+    FAILED: "抱歉，这个文件没能下载下来，请重新发送。",
+}
 
 
 def _safe_name(name: str) -> str:

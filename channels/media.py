@@ -87,11 +87,15 @@ def placeholder(count: int) -> str:
     return "[photo]" if count == 1 else f"[{count} photos]"
 
 
-def answering(*, has_text: bool, forwarded: int = 0, without: str = "it") -> str:
+def answering(*, has_text: bool, forwarded: int = 0, without: str = "it", zh: bool = False) -> str:
     """The end of a note on something not read: what is answered without
     it, the user's own words (``has_text``) and/or ``forwarded`` messages
     with words of their own; "" for nothing. A forward's words are not
-    "your text": the user asked about them, someone else wrote them."""
+    "your text": the user asked about them, someone else wrote them.
+    ``zh``: in Chinese (``without`` has no Chinese: the sentence needs none)."""
+    if zh:
+        what_zh = "和".join(w for w, said in (("你的文字", has_text), ("转发的消息", forwarded)) if said)
+        return f"我先根据{what_zh}回复。" if what_zh else ""
     forwards = "the forwarded message" if forwarded == 1 else "the forwarded messages"
     if has_text and forwarded:
         what = f"your text and {forwards}"
@@ -102,11 +106,27 @@ def answering(*, has_text: bool, forwarded: int = 0, without: str = "it") -> str
     return f" I am answering {what} without {without}."
 
 
-def image_note(reason: str, max_bytes: int, *, has_text: bool, what: str = "picture", forwarded: int = 0) -> str:
+# A Chinese note's name for what was not read (image_note's ``what``).
+_THIS_ZH = {"picture": "这张图片", "voice message": "这条语音"}
+_FORMATS_ZH = "JPEG、PNG、GIF 和 WebP"
+
+
+def image_note(reason: str, max_bytes: int, *, has_text: bool, what: str = "picture", forwarded: int = 0,
+               zh: bool = False) -> str:
     """The short note a user gets for a picture (``what``: or a "voice
     message") that was not read; with ``has_text`` (their words) or
     ``forwarded`` (forwards with words), those are answered all the same,
-    and it says so (:func:`answering`)."""
+    and it says so (:func:`answering`). ``zh``: in Chinese."""
+    if zh:
+        this = _THIS_ZH[what]
+        if reason == TOO_LARGE:
+            smaller = "小一点的图片或截图" if what == "picture" else "短一点的语音，或者直接打字"
+            note = f"{this}太大了，我读不了（上限 {_megabytes(max_bytes)}）。请发{smaller}。"
+        elif reason == UNSUPPORTED:
+            note = f"我只能读 {_FORMATS_ZH} 格式的图片，{this}读不了。"
+        else:
+            note = f"抱歉，{this}没能下载下来，请重新发送。"
+        return note + answering(has_text=has_text, forwarded=forwarded, zh=True)
     if reason == TOO_LARGE:
         smaller = "a smaller one or a screenshot" if what == "picture" else "a shorter one or type it"
         note = f"That {what} is too large for me to read (the limit is {_megabytes(max_bytes)}). Please send {smaller}."
@@ -117,13 +137,17 @@ def image_note(reason: str, max_bytes: int, *, has_text: bool, what: str = "pict
     return note + answering(has_text=has_text, forwarded=forwarded)
 
 
-def album_note(failed: Sequence[tuple[int, str]], total: int, max_bytes: int, *, videos: int = 0) -> str:
+def album_note(failed: Sequence[tuple[int, str]], total: int, max_bytes: int, *, videos: int = 0,
+               zh: bool = False) -> str:
     """The note for an album of ``total`` parts, ``videos`` of them videos
     the model cannot watch and the rest pictures, of which those in
     ``failed`` (their place in the album, from 1, and the
     :class:`ImageError` reason) were not read: which, and why when they
     share a reason; then what is answered. When no picture was read, what
-    is answered is for the publisher to add (:func:`answering`)."""
+    is answered is for the publisher to add (:func:`answering`). ``zh``:
+    in Chinese."""
+    if zh:
+        return _album_note_zh(failed, total, max_bytes, videos=videos)
     pictures = total - videos
     read = pictures - len(failed)
     said: list[str] = []
@@ -155,6 +179,38 @@ def album_note(failed: Sequence[tuple[int, str]], total: int, max_bytes: int, *,
             rest = "the other one" if read == 1 else "the others"
         said.append(f"I am answering with {rest}.")
     return " ".join(said)
+
+
+def _album_note_zh(failed: Sequence[tuple[int, str]], total: int, max_bytes: int, *, videos: int) -> str:
+    """:func:`album_note` in Chinese: the same facts, said as a Chinese app says them."""
+    pictures = total - videos
+    read = pictures - len(failed)
+    said: list[str] = []
+    if failed:
+        numbers = sorted(n for n, _ in failed)
+        reasons = {reason for _, reason in failed}
+        why = ""
+        if reasons == {TOO_LARGE}:
+            why = f"：太大了，我读不了（上限 {_megabytes(max_bytes)}），请发小一点的图片或截图"
+        elif reasons == {UNSUPPORTED}:
+            why = f"：我只能读 {_FORMATS_ZH} 格式的图片"
+        elif reasons == {FAILED}:
+            why = "：下载失败了，请重新发送"
+        if read:
+            unit = "项" if videos else "张"
+            said.append(f"抱歉，这组 {total} {unit}里的第 {'、'.join(map(str, numbers))} 张没能读取{why}。")
+        else:
+            none = "照片" if pictures == 1 else "两张照片都" if pictures == 2 else f"{pictures} 张照片都"
+            said.append(f"抱歉，这组相册里的{none}没能读取{why}。")
+    if videos:
+        said.append(f"我看不了视频，所以没看到{'这段视频' if videos == 1 else f'这 {videos} 段视频'}。")
+    if read:
+        if not failed:
+            rest = "这张照片" if read == 1 else "这些照片"
+        else:
+            rest = "另一张照片" if read == 1 else "其余的照片"
+        said.append(f"我先根据{rest}回复。")
+    return "".join(said)
 
 
 def _listed(numbers: Sequence[int]) -> str:

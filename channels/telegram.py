@@ -111,6 +111,7 @@ from gateway.bus import (
     MessageBus,
     OutboundMessage,
     Quoted,
+    notes_in_chinese,
 )
 from gateway.commands import MENU, MENU_ZH
 from gateway.config import TelegramConfig
@@ -1023,7 +1024,8 @@ class TelegramChannel(BaseChannel):
                 self.log.warning("album pictures not read", reasons=[e.reason for _, e in failed],
                                  errors=[str(e) for _, e in failed], failed=[n for n, _ in failed],
                                  parts=total, chat_id=msg.chat_id)
-            note = album_note([(n, e.reason) for n, e in failed], total, limit, videos=videos)
+            note = album_note([(n, e.reason) for n, e in failed], total, limit, videos=videos,
+                              zh=notes_in_chinese(msg))
             if failed and not images:
                 if len(pictures) == 1 and not videos:
                     raise failed[0][1]  # one picture: told as a single photo is
@@ -1109,6 +1111,7 @@ class TelegramChannel(BaseChannel):
             placeholder=_edited_mark(picture) if edited else "",
             quoted=None if forwarded else self._quoted(msg),
             forwarded=forwarded,
+            locale=user.language_code or "",  # the language of the notes about a message without words
         )
         return inbound, user.username or "", None if edited else picture
 

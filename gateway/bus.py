@@ -21,7 +21,8 @@ from memory.tokens import estimate_tokens, prefix_within
 __all__ = [
     "EDIT", "FILE_NOT_READ", "FORWARD_TOKENS", "MESSAGE", "PHOTO_NOT_READ", "RECALL", "ROUTING_KEYS", "VOICE", "VOICE_NOT_READ",
     "Attachment", "Audio", "Document",
-    "Forwarded", "Image", "InboundMessage", "MessageBus", "OutboundMessage", "forwarded_text", "picture_mark",
+    "Forwarded", "Image", "InboundMessage", "MessageBus", "OutboundMessage", "forwarded_text", "notes_in_chinese",
+    "picture_mark",
 ]
 
 # Metadata that says where inside a chat a message was (a Telegram forum
@@ -53,6 +54,25 @@ _PICTURE_MARK = re.compile(
     r"^\[(?:photo|[1-9]\d* photos|photo not read|file [^\]\n]+)\]"
     r"(?: \[(?:video|[1-9]\d* videos) not watched\])?(?= |$)"
 )
+
+
+_HAN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff]")
+_LATIN = re.compile(r"[A-Za-z]")
+_MARKS = re.compile(r"\[[^\]\n]*\]")  # "[photo]", "[voice not read]", "[file a.pdf]": ours, not the user's words
+
+
+def notes_in_chinese(msg: InboundMessage) -> bool:
+    """Is a note the bot sends by itself about ``msg`` (a picture, voice or
+    file not read) written in Chinese? By the message's own words first
+    (its text, what it forwards; our marks are not words): Chinese
+    characters -> yes, Latin letters only -> no; a message without words
+    goes by the sender's app language (``locale``)."""
+    words = _MARKS.sub(" ", "\n".join([msg.text, *(f.text for f in msg.forwarded)]))
+    if _HAN.search(words):
+        return True
+    if _LATIN.search(words):
+        return False
+    return msg.locale.lower().startswith("zh")
 
 
 def picture_mark(content: str) -> str:
@@ -200,6 +220,11 @@ class InboundMessage:
     # Messages the user forwarded, in order; ``text`` holds only their own
     # words (a comment sent with them), maybe "".
     forwarded: tuple[Forwarded, ...] = ()
+    # The language the sender's app is set to, as the platform says it
+    # (Telegram's ``language_code``, "zh-hans"; Feishu: its app's, by the
+    # domain), "" when unknown: a note of the bot's own about a message
+    # without words is written in it (:func:`notes_in_chinese`).
+    locale: str = ""
 
     @property
     def session_key(self) -> str:

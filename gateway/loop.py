@@ -42,7 +42,10 @@ from memory.prefilter import should_retrieve
 from memory.types import Hit
 
 from .agent import Agent, AgentReply, apology
-from .bus import FILE_NOT_READ, MESSAGE, PHOTO_NOT_READ, VOICE_NOT_READ, Attachment, InboundMessage, MessageBus, OutboundMessage
+from .bus import (
+    FILE_NOT_READ, MESSAGE, PHOTO_NOT_READ, VOICE_NOT_READ, Attachment, InboundMessage, MessageBus, OutboundMessage,
+    notes_in_chinese,
+)
 from .commands import COMMANDS, UserCommands
 from .drafts import Drafts
 from .export import mostly_chinese
@@ -118,6 +121,9 @@ _CONTEXT_TURNS = 4  # recent messages recall may use to disambiguate a short mes
 _VOICE_FAILED = "Sorry, I could not make out that voice message. Please send it again or type it."
 _FORWARDED_VOICE_FAILED = "Sorry, I could not make out the forwarded voice message."
 _ANSWERING_FORWARDS = " I am answering the rest without it."
+_VOICE_FAILED_ZH = "抱歉，这条语音我没听清。请重新发送，或者直接打字。"
+_FORWARDED_VOICE_FAILED_ZH = "抱歉，转发的语音我没听清。"
+_ANSWERING_FORWARDS_ZH = "其余内容我先照常回复。"
 
 
 def parse_command(text: str) -> str | None:
@@ -627,7 +633,7 @@ class ProcessLoop:
             log.warning("voice message not transcribed", chat=msg.session_key, error=str(exc))
         if words:
             return replace(msg, text=f"{msg.text}\n{words}".strip(), audio=None)
-        await self._reply(msg, _VOICE_FAILED, user)
+        await self._reply(msg, _VOICE_FAILED_ZH if notes_in_chinese(msg) else _VOICE_FAILED, user)
         if not msg.text.strip():
             return None
         return replace(msg, audio=None, placeholder="[voice not read]")
@@ -641,7 +647,11 @@ class ProcessLoop:
         if missed:
             log.warning("forwarded voice messages not transcribed", chat=msg.session_key, missed=missed)
             left = msg.text.strip() or any(not f.text.startswith(VOICE_NOT_READ) for f in forwarded)
-            await self._reply(msg, _FORWARDED_VOICE_FAILED + (_ANSWERING_FORWARDS if left else ""), user)
+            if notes_in_chinese(msg):
+                note = _FORWARDED_VOICE_FAILED_ZH + (_ANSWERING_FORWARDS_ZH if left else "")
+            else:
+                note = _FORWARDED_VOICE_FAILED + (_ANSWERING_FORWARDS if left else "")
+            await self._reply(msg, note, user)
             if not left:
                 return None
         return msg

@@ -55,13 +55,15 @@ import dataclasses
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
+from urllib.parse import urlsplit
 
+import httpx
 from aiohttp import web
 
 from channels.base import BaseChannel, ChannelFatalError
 from channels.lanes import Job, Lanes
 from channels.media import FAILED, MAX_IMAGES, TOO_LARGE, ImageError, as_image
-from gateway.bus import Audio, Forwarded, Image, InboundMessage, MessageBus, OutboundMessage, Quoted
+from gateway.bus import Audio, Forwarded, Image, InboundMessage, MessageBus, OutboundMessage, Quoted, notes_in_chinese
 from gateway.config import FeishuConfig
 from gateway.http import HttpServer
 
@@ -91,7 +93,9 @@ from .records import RECORD_NOT_READ, Names, flatten_record, people_in, record_n
 from .replies import ReplyLog, ReplyStore
 from .webhook import WebhookReceiver
 
-__all__ = ["FeishuApiError", "FeishuChannel", "FeishuClient", "RecentIds", "ReplyLog", "Withdrawal", "split_text"]
+__all__ = [
+    "FeishuApiError", "FeishuChannel", "FeishuClient", "RecentIds", "ReplyLog", "Withdrawal", "app_locale", "split_text",
+]
 
 _WITHDRAW_AT_STOP = 10.0  # seconds stop() gives withdrawals still under way
 # Reading the message a user replied to holds up their message (and a
@@ -102,6 +106,18 @@ QUOTE_TIMEOUT = 2.0
 _CUT_MARGIN = 2.0
 
 T = TypeVar("T")
+
+
+def app_locale(domain: str) -> str:
+    """The language of the users an app on ``domain`` serves: Feishu
+    (``open.feishu.cn``) is China's, Lark (``open.larksuite.com``) the
+    world's; "" for another (a private deployment, a test's server)."""
+    host = (urlsplit(domain).hostname or "").lower()
+    if host == "feishu.cn" or host.endswith(".feishu.cn"):
+        return "zh"
+    if host == "larksuite.com" or host.endswith(".larksuite.com"):
+        return "en"
+    return ""
 
 
 class _CutShort(Exception):
@@ -129,10 +145,12 @@ class FeishuChannel(BaseChannel):
         max_audio_bytes: int | None = None,
         max_document_bytes: int | None = None,
         max_document_tokens: int = 12_000,
+        api_http: httpx.AsyncClient | None = None,
         **client_options: Any,
     ) -> None:
         """``client_options`` go to ``FeishuClient`` (``timeout``,
-        ``max_attempts``, ``backoff``, ``http``, ``clock``); ``reply_store``
+        ``max_attempts``, ``backoff``, ``clock``), ``api_http`` as its
+        ``http`` (``http`` here is the webhook's server); ``reply_store``
         keeps the reply log across restarts (unless ``replies`` is given);
         ``seen_store(kind)`` makes the store that keeps one kind of id across
         restarts: ``"event"``, the event ids taken (unless ``dedup`` is
@@ -147,7 +165,9 @@ class FeishuChannel(BaseChannel):
                          max_document_bytes=max_document_bytes, max_document_tokens=max_document_tokens)
         self.config = config
         self.http = http
-        self.api = FeishuClient(config.app_id, config.app_secret.get_secret_value(), config.domain, **client_options)
+        self.locale = app_locale(config.domain)
+        self.api = FeishuClient(config.app_id, config.app_secret.get_secret_value(), config.domain, http=api_http,
+                                **client_options)
         # "is not None": an empty set is falsy (__len__), and the one given must be the one used
         self._dedup = dedup if dedup is not None else RecentIds(store=seen_store("event") if seen_store else None)
         self._sent_ids = RecentIds(maxsize=5000, ttl=7 * 86400)  # ours, for reply_to_bot
@@ -392,7 +412,8 @@ class FeishuChannel(BaseChannel):
         if parsed is None:
             self.log.debug("feishu message without text ignored", event_id=event_id)
             return None
-        msg, ids = parsed.message, parsed.sender_ids
+        # Feishu says nothing of the sender's language: the app's stands in (notes_in_chinese).
+        msg, ids = dataclasses.replace(parsed.message, locale=self.locale), parsed.sender_ids
         parent = str(msg.metadata.get("parent_id") or "")
         quote = bool(parent) and (not msg.is_group or msg.mentioned or msg.reply_to_bot)
         images = parsed.image_keys[:MAX_IMAGES] if self.max_image_bytes is not None else ()
@@ -442,7 +463,8 @@ class FeishuChannel(BaseChannel):
             return dataclasses.replace(msg, forwarded=await self._read_record(msg))
 
         await self._publish_fetched(msg, complete, ids, what="chat record", not_read=RECORD_NOT_READ,
-                                    note=lambda _reason, has_text: record_note(has_text=has_text))
+                                    note=lambda _reason, has_text: record_note(has_text=has_text,
+                                                                               zh=notes_in_chinese(msg)))
 
     async def _read_record(self, msg: InboundMessage) -> tuple[Forwarded, ...]:
         """The messages of the chat record ``msg``, with their authors."""

@@ -60,9 +60,12 @@ NAME_TIMEOUT = 3.0  # the record waits this long for names, then labels the rest
 MAX_LOOKUPS = 20  # names asked for per record; the rest are labelled
 
 
-def record_note(*, has_text: bool) -> str:
+def record_note(*, has_text: bool, zh: bool = False) -> str:
     """What the user is told when a record could not be read (it never has
-    words of its own: a chat record carries none)."""
+    words of its own: a chat record carries none); ``zh``: in Chinese."""
+    if zh:
+        note = "抱歉，这份聊天记录没能读取。"
+        return f"{note}请重新转发，或把需要的消息直接粘贴过来。" if not has_text else note
     note = "Sorry, I could not read that chat record."
     return f"{note} Please forward it again, or paste the messages you need." if not has_text else note
 

@@ -28,7 +28,7 @@ from channels.documents import (
     read_document,
     read_scanned,
 )
-from channels.media import TOO_LARGE, UNSUPPORTED, ImageError
+from channels.media import FAILED, TOO_LARGE, UNSUPPORTED, ImageError
 from gateway.prompt import file_block
 from memory.tokens import estimate_tokens
 from tests.fakes.files import (
@@ -368,3 +368,14 @@ def test_no_bytes_raise_anything_but_a_refusal(data: bytes, prefix: bytes) -> No
         assert exc.reason in (UNSUPPORTED, NO_TEXT, ENCRYPTED, OLD_OFFICE)
     else:
         assert doc.text.strip() and "\x00" not in doc.text
+
+
+def test_notes_in_chinese_say_the_same() -> None:
+    assert document_note(TOO_LARGE, 10 * MB, has_text=True, zh=True) == (
+        "这个文件太大了，我读不了（上限 10 MB）。我先根据你的文字回复。")
+    assert "文本文件、PDF 和 Word 文档（以及 Excel、PowerPoint 文件）" in document_note(UNSUPPORTED, MB, has_text=False, zh=True)
+    assert "密码" in document_note(ENCRYPTED, MB, has_text=False, zh=True)
+    assert "扫描件" in document_note(NO_TEXT, MB, has_text=False, zh=True)
+    old = document_note(OLD_OFFICE, MB, has_text=False, zh=True)
+    assert "旧版 Office 文件" in old and "另存为 .docx / .xlsx / .pptx 或 PDF" in old
+    assert document_note(FAILED, MB, has_text=False, zh=True) == "抱歉，这个文件没能下载下来，请重新发送。"

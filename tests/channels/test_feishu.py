@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 from structlog.testing import capture_logs
 
-from channels.base import UNREADABLE_REPLY, ChannelFatalError
-from channels.feishu import FeishuApiError, FeishuChannel, FeishuClient, RecentIds, Withdrawal
+from channels.base import UNREADABLE_REPLY, UNREADABLE_REPLY_ZH, ChannelFatalError
+from channels.feishu import FeishuApiError, FeishuChannel, FeishuClient, RecentIds, Withdrawal, app_locale
 from gateway.bus import MESSAGE, RECALL, Attachment, InboundMessage, MessageBus, OutboundMessage
 from gateway.config import FeishuConfig
 from gateway.http import HttpServer
@@ -772,6 +772,42 @@ async def test_a_picture_not_read_gets_a_note_and_nothing_is_lost(
     assert "could not download" in failed
     assert "too large" in post_note and "answering your text without it" in post_note
     assert seeing.bus.inbound.empty()
+
+
+async def test_notes_are_in_chinese_on_feishus_own_domain_unless_the_words_are_english(
+    fake: FakeFeishu, http: HttpServer
+) -> None:
+    """Feishu names no sender's language: on open.feishu.cn (the default,
+    reached here through the fake) a message without words gets Chinese;
+    English words get English."""
+    api = fake.client()
+    ch = FeishuChannel(config(fake, domain="https://open.feishu.cn"), MessageBus(), http, backoff=0.01,
+                       max_image_bytes=2048, api_http=api)
+    await ch.start()
+    sender = asyncio.create_task(ch.run_sender())
+    try:
+        url = hook(http, ch)
+        big = fake.add_image(JPEG + bytes(4000))
+        await fake.push_event(url, fake.message_event(message_type="image", content={"image_key": big}))
+        post = {"title": "", "content": [[{"tag": "text", "text": "and this?"}], [{"tag": "img", "image_key": big}]]}
+        await fake.push_event(url, fake.message_event(message_type="post", content=post))
+        await fake.push_event(url, fake.message_event(message_type="sticker", content={"file_key": "s"}))
+        assert (await next_inbound(ch.bus)).history_text == "[photo not read] and this?\n[image]"
+        await asyncio.wait_for(ch.bus.outbound_queue("feishu").join(), 5)
+        chinese, english, sticker = fake.texts()
+        assert chinese == "这张图片太大了，我读不了（上限 2 KB）。请发小一点的图片或截图。"
+        assert english.startswith("That picture is too large") and english.endswith("your text without it.")
+        assert sticker == UNREADABLE_REPLY_ZH
+    finally:
+        sender.cancel()
+        await ch.stop()
+        await api.aclose()
+
+
+def test_the_apps_domain_says_its_users_language() -> None:
+    assert app_locale("https://open.feishu.cn") == app_locale("https://open.feishu.cn/") == "zh"
+    assert app_locale("https://open.larksuite.com") == "en"
+    assert app_locale("http://127.0.0.1:8080") == app_locale("https://feishu.cn.example.com") == ""
 
 
 async def test_group_pictures_are_fetched_only_when_the_bot_is_mentioned(

@@ -17,7 +17,7 @@ from channels.media import (
     placeholder,
     sniff_mime,
 )
-from gateway.bus import Image, InboundMessage
+from gateway.bus import Forwarded, Image, InboundMessage, notes_in_chinese
 
 JPEG = b"\xff\xd8\xff\xe0\x00\x10JFIF\x00" + bytes(200)
 PNG = b"\x89PNG\r\n\x1a\n" + bytes(200)
@@ -93,3 +93,36 @@ def test_an_album_note_names_the_pictures_not_read_by_their_place() -> None:
     # Different reasons: which, without a why that would be wrong for some.
     assert album_note([(1, TOO_LARGE), (2, FAILED)], 3, mb) == (
         "Sorry, photos 1 and 2 of 3 could not be read. I am answering with the other one.")
+
+
+def test_notes_in_chinese_keep_the_same_facts() -> None:
+    mb = 5 * 1024 * 1024
+    assert image_note(TOO_LARGE, mb, has_text=True, zh=True) == (
+        "这张图片太大了，我读不了（上限 5 MB）。请发小一点的图片或截图。我先根据你的文字回复。")
+    assert image_note(TOO_LARGE, 512 * 1024, has_text=False, what="voice message", zh=True) == (
+        "这条语音太大了，我读不了（上限 512 KB）。请发短一点的语音，或者直接打字。")
+    assert image_note(UNSUPPORTED, mb, has_text=False, zh=True) == "我只能读 JPEG、PNG、GIF 和 WebP 格式的图片，这张图片读不了。"
+    assert image_note(FAILED, mb, has_text=False, forwarded=2, zh=True) == (
+        "抱歉，这张图片没能下载下来，请重新发送。我先根据转发的消息回复。")
+    assert answering(has_text=True, forwarded=1, without="them", zh=True) == "我先根据你的文字和转发的消息回复。"
+    assert answering(has_text=False, zh=True) == ""
+    assert album_note([(1, TOO_LARGE), (2, TOO_LARGE), (4, TOO_LARGE)], 4, mb, zh=True) == (
+        "抱歉，这组 4 张里的第 1、2、4 张没能读取：太大了，我读不了（上限 5 MB），请发小一点的图片或截图。"
+        "我先根据另一张照片回复。")
+    assert album_note([(1, FAILED), (3, FAILED)], 3, mb, videos=1, zh=True) == (
+        "抱歉，这组相册里的两张照片都没能读取：下载失败了，请重新发送。我看不了视频，所以没看到这段视频。")
+    assert album_note([], 3, mb, videos=2, zh=True) == "我看不了视频，所以没看到这 2 段视频。我先根据这张照片回复。"
+    # English stays as it was when zh is not asked for.
+    assert image_note(FAILED, mb, has_text=True, zh=False) == image_note(FAILED, mb, has_text=True)
+
+
+def test_the_notes_language_comes_from_the_words_then_the_senders_app() -> None:
+    def zh(text: str, locale: str = "", forwarded: tuple[str, ...] = ()) -> bool:
+        return notes_in_chinese(InboundMessage("telegram", "1", "1", text, locale=locale,
+                                               forwarded=tuple(Forwarded("A", f) for f in forwarded)))
+
+    assert zh("这张收据多少钱？") and zh("看看", locale="en") and zh("", forwarded=("[photo] 明天开会",))
+    assert not zh("what does it say?", locale="zh-hans") and not zh("", locale="zh", forwarded=("[photo] lunch?",))
+    # No words (our marks are not words): the sender's app language.
+    assert zh("", locale="zh-hans") and zh("👍 123", locale="ZH") and zh("", locale="zh", forwarded=("[voice]",))
+    assert not zh("", locale="en") and not zh("") and not zh("", forwarded=("[file report.pdf]",))

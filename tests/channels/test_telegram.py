@@ -670,6 +670,29 @@ async def test_a_photo_too_large_or_not_downloaded_gets_a_note_and_its_caption_g
     assert (await next_inbound(bus)).history_text == "[photo not read] and this?" and bus.inbound.empty()
 
 
+async def test_a_photo_note_is_in_chinese_for_chinese_words_or_a_chinese_client_without_words(
+    fake: FakeTelegram, bus: MessageBus, make_channel: Any
+) -> None:
+    """The caption's language first; no caption: the sender's client's
+    (``language_code``); neither: English, as before."""
+    await make_channel(sender=True, max_image_bytes=2048)
+    fake.push_photo(7, 7, [jpeg(3000)], caption="这张收据多少钱？")
+    [note] = await fake.wait_sent(1)
+    assert note.text == "这张图片太大了，我读不了（上限 2 KB）。请发小一点的图片或截图。我先根据你的文字回复。"
+    assert (await next_inbound(bus)).history_text == "[photo not read] 这张收据多少钱？"
+
+    fake.user_languages[8] = "zh-hans"
+    fake.push_photo(8, 8, [jpeg(3000)])
+    fake.push_photo(8, 8, [jpeg(3000)], caption="and this one?")  # English words win over the client
+    fake.push_photo(9, 9, [jpeg(3000)])  # no words, no language: English
+    await fake.wait_sent(4)
+    [quiet, english], [unknown] = fake.texts(8), fake.texts(9)  # one chat's notes in order
+    assert quiet == "这张图片太大了，我读不了（上限 2 KB）。请发小一点的图片或截图。"
+    assert english.startswith("That picture is too large") and english.endswith("your text without it.")
+    assert unknown.startswith("That picture is too large") and "answering" not in unknown
+    assert (await next_inbound(bus)).text == "and this one?" and bus.inbound.empty()
+
+
 async def test_group_photos_are_fetched_only_when_addressed_to_the_bot(
     fake: FakeTelegram, bus: MessageBus, make_channel: Any
 ) -> None:

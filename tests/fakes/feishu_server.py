@@ -92,7 +92,24 @@ from typing import Any
 import httpx
 from aiohttp import WSMsgType, web
 
-__all__ = ["FakeFeishu", "Frame", "RecordMessage", "decode_frame", "encode_frame"]
+__all__ = ["FakeFeishu", "Frame", "RecordMessage", "ToFake", "decode_frame", "encode_frame"]
+
+
+class ToFake(httpx.AsyncBaseTransport):
+    """Sends every request to ``base`` (the fake's URL), its path and query
+    kept: what a hosts-file entry would do, without root."""
+
+    def __init__(self, base: str) -> None:
+        self._base = httpx.URL(base)
+        self._http = httpx.AsyncHTTPTransport()
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        request.url = request.url.copy_with(scheme=self._base.scheme, host=self._base.host, port=self._base.port)
+        request.headers["Host"] = self._base.netloc.decode()
+        return await self._http.handle_async_request(request)
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
 
 
 # -- lark-oapi's pbbp2.Frame, hand-coded (proto2) ---------------------------------
@@ -280,6 +297,12 @@ class FakeFeishu:
     def url(self) -> str:
         """What to put in ``channels.feishu.domain``."""
         return f"http://127.0.0.1:{self.port}"
+
+    def client(self) -> httpx.AsyncClient:
+        """An HTTP client that takes requests for Feishu's real domain
+        (``https://open.feishu.cn``: a channel configured as in production)
+        to this server, over HTTP as any: for the channel's ``api_http``."""
+        return httpx.AsyncClient(transport=ToFake(self.url))
 
     async def start(self, port: int = 0) -> FakeFeishu:
         app = web.Application()

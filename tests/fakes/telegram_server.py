@@ -400,6 +400,9 @@ class FakeTelegram:
         self.bot_username = bot_username
         self.bot_id = int(token.split(":", 1)[0]) if _TOKEN_RE.match(token) else 1
         self.bot_user = {"id": self.bot_id, "is_bot": True, "first_name": "myclaw", "username": bot_username}
+        # user id -> the IETF tag their client is set to ("zh-hans"): the
+        # ``language_code`` of their User object in every message they send.
+        self.user_languages: dict[int, str] = {}
         # strict: sendMessage to a chat no update came from fails, as it does
         # on Telegram; catches a reply addressed to a user id in a group.
         self.strict_chats = strict_chats
@@ -554,6 +557,8 @@ class FakeTelegram:
         user: dict[str, Any] = {"id": user_id, "is_bot": False, "first_name": first_name or f"User{user_id}"}
         if username:
             user["username"] = username
+        if language := self.user_languages.get(user_id):
+            user["language_code"] = language
         chat = self._chats.get(chat_id)
         if chat is None or chat["type"] != chat_type:
             if chat_type == "private":

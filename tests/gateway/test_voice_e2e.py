@@ -52,6 +52,27 @@ async def test_a_voice_message_is_answered_as_its_transcript(tmp_path: Path, clo
     ]
 
 
+async def test_a_voice_not_heard_is_told_in_the_senders_language(tmp_path: Path, clock: ManualClock) -> None:
+    """A recording has no words to go by: the client's language says
+    Chinese; a caption in English says English."""
+    async with FakeOpenAI(api_key="sk-voice-e2e-0123456789", responder=echo) as llm, FakeTelegram() as tg:
+        app = _app(tmp_path, clock, llm, {"telegram": _telegram(tg)}, agent=TRANSCRIBING)
+        try:
+            await app.open()
+            await asyncio.wait_for(app.start(), 15)
+            tg.user_languages[42] = "zh-hans"
+            llm.queue_transcription_error(500)
+            tg.push_voice(42, 42, RECORDING)
+            [failed] = await tg.wait_sent(1, timeout=10)
+            assert failed.text == "抱歉，这条语音我没听清。请重新发送，或者直接打字。"
+            llm.queue_transcription_error(500)
+            tg.push_voice(42, 42, RECORDING, caption="about my sister")
+            [_, english, _answer] = await tg.wait_sent(3, timeout=10)
+            assert english.text.startswith("Sorry, I could not make out that voice message")
+        finally:
+            await asyncio.wait_for(app.close(), 15)
+
+
 async def test_without_transcription_a_voice_message_gets_the_note(tmp_path: Path, clock: ManualClock) -> None:
     async with FakeOpenAI(api_key="sk-voice-e2e-0123456789", responder=echo) as llm, FakeTelegram() as tg:
         app = _app(tmp_path, clock, llm, {"telegram": _telegram(tg)})
