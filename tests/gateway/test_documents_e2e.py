@@ -11,6 +11,8 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from channels.base import UNREADABLE_REPLY
 from memory import ManualClock
 from tests.fakes.files import Formula, jpeg, ods, pdf, scanned_pdf, xlsx
@@ -69,53 +71,38 @@ async def test_a_pdf_with_a_question_reaches_the_model_and_only_its_mark_is_kept
     assert not any("Ship on Friday" in c for _, c in rows)
 
 
-async def test_a_spreadsheet_reaches_the_model_as_a_table(tmp_path: Path, clock: ManualClock) -> None:
-    book = xlsx({"Budget": [["Item", "Cost"], ["Servers", 30000], ["Licences", 10000],
-                            ["Total", Formula("SUM(B2:B3)", 40000)]],
-                 "Owners": [["Servers", "Li Wei"]]})
+_XLSX = "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"
+_BUDGET: list[list[Any]] = [["Item", "Cost"], ["Servers", 30000], ["Licences", 10000]]
+
+
+@pytest.mark.parametrize(("name", "book", "mime", "cost"), [
+    ("q3.xlsx", xlsx({"Budget": [*_BUDGET, ["Total", Formula("SUM(B2:B3)", 40000)]], "Owners": [["Servers", "Li Wei"]]}),
+     _XLSX, ["30000", "10000", "40000"]),
+    # As Calc saves it (a million empty rows at its end), whatever type Telegram was told: read as an .xlsx is.
+    ("q3.ods", ods({"Budget": [*_BUDGET, ["Total", 40000]], "Owners": [["Servers", "Li Wei"]]}),
+     "application/octet-stream", ["30,000", "10,000", "40,000"]),
+])
+async def test_a_spreadsheet_reaches_the_model_as_a_table(
+    tmp_path: Path, clock: ManualClock, name: str, book: bytes, mime: str, cost: list[str]
+) -> None:
     async with FakeOpenAI(api_key="sk-docs-e2e-0123456789", responder=reading) as llm, FakeTelegram() as tg:
         app = _app(tmp_path, clock, llm, {"telegram": _telegram(tg)}, agent={"model": "test-model"})
         try:
             await app.open()
             await asyncio.wait_for(app.start(), 15)
-            tg.push_document(42, 42, book, file_name="q3.xlsx", caption="total?",
-                             mime_type="application/vnd.openxmlformats-officedocument.spreadsheetml.sheet")
+            tg.push_document(42, 42, book, file_name=name, caption="total?", mime_type=mime)
             [reply] = await tg.wait_sent(1, timeout=10)
-            assert reply.text == "re: [file q3.xlsx] total?"
+            assert reply.text == f"re: [file {name}] total?"
             latest = llm.requests[0]["messages"][-1]["content"]
             assert isinstance(latest, str)
-            assert ('<file name="q3.xlsx">\nA workbook of 2 sheets: Budget, Owners\n\n## Sheet: Budget\n'
-                    "|  | A | B |\n|---|---|---|\n| 1 | Item | Cost |\n| 2 | Servers | 30000 |\n"
-                    "| 3 | Licences | 10000 |\n| 4 | Total | 40000 |\n\n## Sheet: Owners\n") in latest
-            assert app.loop is not None and await app.loop.drain(5)
-        finally:
-            await asyncio.wait_for(app.close(), 15)
-    assert _rows(tmp_path)[0] == ("user", "[file q3.xlsx] total?")
-
-
-async def test_a_libreoffice_spreadsheet_reaches_the_model_as_a_table(tmp_path: Path, clock: ManualClock) -> None:
-    """An .ods as Calc saves it (a million empty rows at its end) is read as
-    an .xlsx is, whatever type Telegram was told."""
-    book = ods({"Budget": [["Item", "Cost"], ["Servers", 30000], ["Licences", 10000], ["Total", 40000]],
-                "Owners": [["Servers", "Li Wei"]]})
-    async with FakeOpenAI(api_key="sk-docs-e2e-0123456789", responder=reading) as llm, FakeTelegram() as tg:
-        app = _app(tmp_path, clock, llm, {"telegram": _telegram(tg)}, agent={"model": "test-model"})
-        try:
-            await app.open()
-            await asyncio.wait_for(app.start(), 15)
-            tg.push_document(42, 42, book, file_name="q3.ods", caption="total?", mime_type="application/octet-stream")
-            [reply] = await tg.wait_sent(1, timeout=10)
-            assert reply.text == "re: [file q3.ods] total?"
-            latest = llm.requests[0]["messages"][-1]["content"]
-            assert isinstance(latest, str)
-            assert ('<file name="q3.ods">\nA workbook of 2 sheets: Budget, Owners\n\n## Sheet: Budget\n'
-                    "|  | A | B |\n|---|---|---|\n| 1 | Item | Cost |\n| 2 | Servers | 30,000 |\n"
-                    "| 3 | Licences | 10,000 |\n| 4 | Total | 40,000 |\n\n## Sheet: Owners\n"
+            assert (f'<file name="{name}">\nA workbook of 2 sheets: Budget, Owners\n\n## Sheet: Budget\n'
+                    f"|  | A | B |\n|---|---|---|\n| 1 | Item | Cost |\n| 2 | Servers | {cost[0]} |\n"
+                    f"| 3 | Licences | {cost[1]} |\n| 4 | Total | {cost[2]} |\n\n## Sheet: Owners\n"
                     "|  | A | B |\n|---|---|---|\n| 1 | Servers | Li Wei |\n</file>") in latest
             assert app.loop is not None and await app.loop.drain(5)
         finally:
             await asyncio.wait_for(app.close(), 15)
-    assert _rows(tmp_path)[0] == ("user", "[file q3.ods] total?")
+    assert _rows(tmp_path)[0] == ("user", f"[file {name}] total?")
 
 
 async def test_a_scanned_pdf_goes_to_a_model_that_sees_as_its_scans(tmp_path: Path, clock: ManualClock) -> None:
