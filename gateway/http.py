@@ -10,6 +10,7 @@ remove its route on ``stop()``.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
@@ -19,9 +20,31 @@ from aiohttp import web
 if TYPE_CHECKING:
     from .health import Health
 
-__all__ = ["Handler", "HttpServer"]
+__all__ = ["Handler", "HttpServer", "stop_listening"]
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+async def stop_listening(runner: web.BaseRunner) -> None:
+    """Close the listening sockets of ``runner``; open connections stay.
+
+    Accepting stops first and the connections already accepted are let in
+    before the sockets close: Python 3.11's asyncio drops a connection it
+    accepted just before its server closed without closing it (its
+    transport asserts the server still listens), leaking the socket.
+    """
+    loop = asyncio.get_running_loop()
+    sites = list(runner.sites)
+    for site in sites:
+        server = site._server  # aiohttp keeps the asyncio server private
+        for sock in server.sockets if isinstance(server, asyncio.Server) else ():
+            loop.remove_reader(sock.fileno())
+    # Two turns of the loop: accepted connections get their transports, then
+    # reach aiohttp (connection_made), so a shutdown after this sees them.
+    await asyncio.sleep(0)
+    await asyncio.sleep(0)
+    for site in sites:
+        await site.stop()
 
 
 class HttpServer:
@@ -82,6 +105,7 @@ class HttpServer:
     async def stop(self) -> None:
         runner, self._runner = self._runner, None
         if runner is not None:
+            await stop_listening(runner)
             await runner.cleanup()
             self._log.info("http server stopped")
 

@@ -92,6 +92,8 @@ from typing import Any
 import httpx
 from aiohttp import WSMsgType, web
 
+from gateway.http import stop_listening
+
 __all__ = ["FakeFeishu", "Frame", "RecordMessage", "ToFake", "decode_frame", "encode_frame"]
 
 
@@ -329,6 +331,7 @@ class FakeFeishu:
         for ws in list(self._sockets):
             await ws.close()
         if self._runner is not None:
+            await stop_listening(self._runner)
             await self._runner.cleanup()
             self._runner = None
 

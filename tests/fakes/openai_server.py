@@ -48,6 +48,8 @@ from typing import Any
 
 from aiohttp import web
 
+from gateway.http import stop_listening
+
 __all__ = [
     "BLIND_WORDINGS", "FakeOpenAI", "Reply", "embedding_tokens", "fake_embedding", "images", "said", "split_user_content", "text_of",
 ]
@@ -352,6 +354,7 @@ class FakeOpenAI:
 
     async def stop(self) -> None:
         if self._runner is not None:
+            await stop_listening(self._runner)
             await self._runner.cleanup()
             self._runner = None
 

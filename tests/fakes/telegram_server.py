@@ -76,6 +76,8 @@ from typing import Any
 
 from aiohttp import web
 
+from gateway.http import stop_listening
+
 __all__ = [
     "DEFAULT_TOKEN", "Call", "FakeTelegram", "SentDocument", "SentMessage", "Upload", "contact", "dice", "location",
     "origin_channel", "origin_chat", "origin_hidden_user", "origin_user", "poll", "sticker", "venue",
@@ -458,6 +460,7 @@ class FakeTelegram:
             self._wake.set()
             for gate in self._file_gates.values():  # a held download must not hold up the shutdown
                 gate.set()
+            await stop_listening(runner)
             await runner.cleanup()
 
     async def __aenter__(self) -> FakeTelegram:
@@ -480,7 +483,7 @@ class FakeTelegram:
             return
         self.online = False
         if self._site is not None:
-            await self._site.stop()
+            await stop_listening(self._runner)
             self._site = None
         for conn in self._runner.server.connections if self._runner.server else []:
             conn.force_close()
