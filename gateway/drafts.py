@@ -13,29 +13,39 @@ Drafts are offered to the bus without waiting (``MessageBus.offer_outbound``):
 the model's stream is never held up by a busy channel, and a draft that
 finds the queue full is simply not shown.
 
-While the turn runs, :meth:`Drafts.run` also repeats the latest draft every
+While the turn runs, the beat (:meth:`Drafts.start`) also repeats the latest draft every
 :data:`REFRESH` seconds once ``delay`` has passed, with empty text before
 any words came (the model still reading, a tool running): a channel shows
 that the bot is at work (Telegram: "typing…" in a group, its "thinking"
 draft in a private chat), and a platform that forgets an indicator or a
-draft after a few seconds keeps showing it.
+draft after a few seconds keeps showing it. The beat is a timer on the
+event loop, not a task: a turn that ends within ``delay`` costs one timer
+set and cancelled.
 """
 
 from __future__ import annotations
 
-import asyncio
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import replace
+from typing import Protocol
 
 from .bus import InboundMessage, MessageBus, OutboundMessage
 
-__all__ = ["REFRESH", "Drafts"]
+__all__ = ["REFRESH", "Drafts", "Schedule"]
 
 # Seconds between repeats of an unchanged draft: Telegram's "typing…" lasts
 # five seconds, its drafts thirty.
 REFRESH = 4.0
+
+
+class _Timer(Protocol):
+    def cancel(self) -> None: ...
+
+
+# ``loop.call_later``: run a callback in so many seconds.
+Schedule = Callable[[float, Callable[[], None]], _Timer]
 
 
 class Drafts:
@@ -64,6 +74,8 @@ class Drafts:
         self._last = float("-inf")  # when the last draft with words was published
         self._sent = float("-inf")  # when the last draft of any kind was
         self._shown = ""
+        self._schedule: Schedule | None = None
+        self._timer: _Timer | None = None
         self.published = 0
 
     def __call__(self, text: str) -> None:
@@ -83,17 +95,28 @@ class Drafts:
             self._shown = text
             self.published += 1
 
-    async def run(self, sleep: Callable[[float], Awaitable[None]] = asyncio.sleep) -> None:
-        """Until cancelled (the turn is over): from ``delay`` on, repeat the
-        latest draft (empty before any words) whenever none went out for
-        :data:`REFRESH` seconds."""
-        while True:
-            now = self._monotonic()
-            due = max(self._started + self._delay, self._sent + REFRESH)
-            if now >= due:
-                self._offer(self._shown, now)
-                due = now + REFRESH
-            await sleep(max(0.05, due - now))
+    def start(self, schedule: Schedule) -> None:
+        """Until :meth:`stop` (the turn is over): from ``delay`` on, repeat
+        the latest draft (empty before any words) whenever none went out for
+        :data:`REFRESH` seconds. ``schedule`` is ``loop.call_later``."""
+        self._schedule = schedule
+        self._beat()
+
+    def stop(self) -> None:
+        self._schedule = None
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    def _beat(self) -> None:
+        if self._schedule is None:
+            return
+        now = self._monotonic()
+        due = max(self._started + self._delay, self._sent + REFRESH)
+        if now >= due:
+            self._offer(self._shown, now)
+            due = now + REFRESH
+        self._timer = self._schedule(max(0.05, due - now), self._beat)
 
     def reply(self, msg: OutboundMessage) -> OutboundMessage:
         """``msg``, the finished reply (or the apology), under this reply's

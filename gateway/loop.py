@@ -503,12 +503,13 @@ class ProcessLoop:
             self.bus, msg, owner=user, delay=self.stream_delay, interval=self.stream_interval,
             started=started, monotonic=time.perf_counter,
         )
-        beat = asyncio.create_task(drafts.run(), name="drafts") if drafts is not None else None
+        if drafts is not None:
+            drafts.start(asyncio.get_running_loop().call_later)
         try:
             reply: AgentReply = await self.agent.run(messages, ctx, user_text=msg.text, on_text=drafts)
         finally:
-            if beat is not None:
-                beat.cancel()
+            if drafts is not None:
+                drafts.stop()
             if user_write is not None and not user_write.done():  # also when cancelled: the write must finish
                 await asyncio.wait([user_write])
         if job and not reply.ok:

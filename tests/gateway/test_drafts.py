@@ -3,7 +3,7 @@ clock (no sleeping), and how the reply takes their place."""
 
 from __future__ import annotations
 
-import asyncio
+from collections.abc import Callable
 
 from gateway.bus import InboundMessage, MessageBus, OutboundMessage
 from gateway.drafts import REFRESH, Drafts
@@ -69,34 +69,61 @@ def test_a_full_queue_loses_the_draft_not_the_stream() -> None:
     assert [m.text for m in _queued(bus)] == ["words and more"] and drafts.published == 1
 
 
-async def _turns() -> None:
-    for _ in range(5):  # the beat wakes from its queue and runs to its next nap
-        await asyncio.sleep(0)
+class Timers:
+    """``loop.call_later`` with the test as the clock: ``fire()`` runs the
+    next timer, with the clock moved to its time."""
+
+    def __init__(self, clock: Clock) -> None:
+        self.clock = clock
+        self.pending: list[tuple[float, Callable[[], None], Timer]] = []
+        self.naps: list[float] = []
+
+    def __call__(self, delay: float, callback: Callable[[], None]) -> Timer:
+        timer = Timer()
+        self.naps.append(delay)
+        self.pending.append((self.clock.now + delay, callback, timer))
+        return timer
+
+    def fire(self) -> None:
+        self.pending.sort(key=lambda p: p[0])
+        at, callback, timer = self.pending.pop(0)
+        assert not timer.cancelled
+        self.clock.now = max(self.clock.now, at)
+        callback()
 
 
-async def test_run_shows_work_before_words_and_repeats_a_stale_draft() -> None:
+class Timer:
+    cancelled = False
+
+    def cancel(self) -> None:
+        self.cancelled = True
+
+
+def test_a_turn_done_within_the_delay_leaves_nothing_behind() -> None:
     bus, clock = MessageBus(), Clock()
     drafts = _drafts(bus, clock)
-    naps: list[float] = []
-    steps = asyncio.Queue[None]()
+    timers = Timers(clock)
+    drafts.start(timers)
+    clock.now += 0.5
+    drafts("the whole reply")  # within the delay: not shown
+    drafts.stop()
+    assert [t.cancelled for _, _, t in timers.pending] == [True] and _queued(bus) == [] and drafts.published == 0
 
-    async def sleep(seconds: float) -> None:
-        naps.append(seconds)
-        await steps.get()  # the test says when the nap is over
-        clock.now += seconds
 
-    beat = asyncio.create_task(drafts.run(sleep))
-    await _turns()
-    assert _queued(bus) == [] and naps == [1.0]  # waits out the delay
-    steps.put_nowait(None)
-    await _turns()
+def test_the_beat_shows_work_before_words_and_repeats_a_stale_draft() -> None:
+    bus, clock = MessageBus(), Clock()
+    drafts = _drafts(bus, clock)
+    timers = Timers(clock)
+    drafts.start(timers)
+    assert _queued(bus) == [] and timers.naps == [1.0]  # waits out the delay
+    timers.fire()
     [thinking] = _queued(bus)
     assert thinking.text == "" and thinking.draft  # at work, no words yet
     drafts("First words")  # words follow the empty draft at once, not an interval later
     assert [m.text for m in _queued(bus)] == ["First words"]
-    steps.put_nowait(None)
-    await _turns()
+    timers.fire()
     assert [m.text for m in _queued(bus)] == ["First words"]  # repeated REFRESH after the empty one
-    assert naps[1] == REFRESH
-    beat.cancel()
-    await asyncio.gather(beat, return_exceptions=True)
+    assert timers.naps[1] == REFRESH
+    [(_, _, last)] = timers.pending
+    drafts.stop()  # the turn is over: its timer goes with it
+    assert last.cancelled and drafts.published == 3
