@@ -58,16 +58,20 @@ _PICTURE_MARK = re.compile(
 
 _HAN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff]")
 _LATIN = re.compile(r"[A-Za-z]")
+# Japanese writes kanji with kana; Chinese slang borrows a lone の at most.
+_KANA = re.compile(r"[\u3040-\u30ff\u31f0-\u31ff].*[\u3040-\u30ff\u31f0-\u31ff]", re.S)
 _MARKS = re.compile(r"\[[^\]\n]*\]")  # "[photo]", "[voice not read]", "[file a.pdf]": ours, not the user's words
 
 
 def notes_in_chinese(msg: InboundMessage) -> bool:
     """Is a note the bot sends by itself about ``msg`` (a picture, voice or
     file not read) written in Chinese? By the message's own words first
-    (its text, what it forwards; our marks are not words): Chinese
-    characters -> yes, Latin letters only -> no; a message without words
-    goes by the sender's app language (``locale``)."""
+    (its text, what it forwards; our marks are not words): kana (Japanese)
+    -> no, Chinese characters -> yes, Latin letters only -> no; a message
+    without words goes by the sender's app language (``locale``)."""
     words = _MARKS.sub(" ", "\n".join([msg.text, *(f.text for f in msg.forwarded)]))
+    if _KANA.search(words):
+        return False
     if _HAN.search(words):
         return True
     if _LATIN.search(words):

@@ -126,3 +126,6 @@ def test_the_notes_language_comes_from_the_words_then_the_senders_app() -> None:
     # No words (our marks are not words): the sender's app language.
     assert zh("", locale="zh-hans") and zh("👍 123", locale="ZH") and zh("", locale="zh", forwarded=("[voice]",))
     assert not zh("", locale="en") and not zh("") and not zh("", forwarded=("[file report.pdf]",))
+    # Japanese has kanji too, but with kana: not Chinese, whatever the app says.
+    assert not zh("この写真は何ですか", locale="zh") and not zh("", forwarded=("[photo] 会議は明日です",))
+    assert zh("会议明天") and zh("我の猫")  # kanji alone, or with a borrowed の: Chinese
