@@ -18,15 +18,23 @@ extraction, merge and profile calls -- so the write path runs too. A line
 starting with "forget" or 忘记 (``t: forget that I live in Berlin``) makes it call
 the ``memory_forget`` tool on the memory recalled first for that line, as a
 real model would, so erasing by asking can be tried too.
+
+With ``--pace 0.4`` the echo is streamed a word every 0.4 s, as a slow
+model writes: replies that take longer than ``agent.streaming.delay`` (1 s)
+show while they are written, and the drafts are printed here as
+"(writing)" lines: Telegram's ``sendMessageDraft`` in the private chat,
+Feishu's message edited as it grows.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import json
 import re
 import sys
+import time
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -113,10 +121,11 @@ def json_reply(body: dict[str, Any]) -> str:
     return json.dumps({"facts": facts, "summary": summary[:150]}, ensure_ascii=False)
 
 
-def responder(body: dict[str, Any]) -> Reply:
+def responder(body: dict[str, Any], pace: float = 0.0) -> Reply:
+    """``pace``: seconds between the words of a streamed echo (0: at once)."""
     if body.get("response_format"):
         return Reply(content=json_reply(body))
-    return forget_reply(body) or Reply(content=echo_reply(body))
+    return forget_reply(body) or Reply(content=echo_reply(body), piece_delay=pace)
 
 
 def config_snippet(tg: FakeTelegram | None, fs: FakeFeishu | None, llm: FakeOpenAI | None, webhook: str | None) -> str:
@@ -145,7 +154,7 @@ def config_snippet(tg: FakeTelegram | None, fs: FakeFeishu | None, llm: FakeOpen
 
 
 async def _watch_feishu(fs: FakeFeishu) -> None:
-    shown = 0
+    shown = edited = 0
     while True:
         await asyncio.sleep(0.2)
         for m in fs.sent[shown:]:
@@ -154,6 +163,18 @@ async def _watch_feishu(fs: FakeFeishu) -> None:
             else:
                 print(f"[feishu {m['chat_id']}] bot: {m['text']}", flush=True)
         shown = len(fs.sent)
+        for e in fs.edits[edited:]:  # a streamed reply: its message grows, then becomes the reply
+            print(f"[feishu {e['message_id']}] bot (edited): {e['text']}", flush=True)
+        edited = len(fs.edits)
+
+
+async def _watch_telegram_drafts(tg: FakeTelegram) -> None:
+    shown = 0
+    while True:
+        await asyncio.sleep(0.2)
+        for d in tg.drafts[shown:]:
+            print(f"[telegram {d.chat_id}] bot (writing): {d.text or '…'}", flush=True)
+        shown = len(tg.drafts)
 
 
 async def _read_lines(tg: FakeTelegram | None, fs: FakeFeishu | None, webhook: str | None) -> None:
@@ -189,7 +210,9 @@ async def serve(args: argparse.Namespace) -> None:
     tg = fs = llm = None
     try:
         if args.telegram is not None:
-            tg = await FakeTelegram(args.token, strict_chats=False).start(args.telegram)
+            # Ids go on from the last run's (by the clock), as Telegram's do.
+            first_id = int(time.time() * 10) % 2_000_000_000
+            tg = await FakeTelegram(args.token, strict_chats=False, first_id=first_id).start(args.telegram)
 
             def show(m: SentMessage) -> None:
                 print(f"[telegram {m.chat_id}] bot: {m.text}", flush=True)
@@ -203,7 +226,7 @@ async def serve(args: argparse.Namespace) -> None:
         if args.feishu is not None:
             fs = await FakeFeishu().start(args.feishu)
         if args.openai is not None:
-            llm = await FakeOpenAI(api_key=API_KEY, responder=responder).start(args.openai)
+            llm = await FakeOpenAI(api_key=API_KEY, responder=functools.partial(responder, pace=args.pace)).start(args.openai)
         for name, url in (("Telegram Bot API", tg and tg.base_url), ("Feishu Open API", fs and fs.url), ("OpenAI", llm and llm.url)):
             if url:
                 print(f"fake {name}: {url}")
@@ -213,6 +236,8 @@ async def serve(args: argparse.Namespace) -> None:
         tasks = [asyncio.create_task(_read_lines(tg, fs, args.feishu_webhook))]
         if fs is not None:
             tasks.append(asyncio.create_task(_watch_feishu(fs)))
+        if tg is not None:
+            tasks.append(asyncio.create_task(_watch_telegram_drafts(tg)))
         await asyncio.Event().wait()
     finally:
         for fake in (tg, fs, llm):
@@ -229,6 +254,9 @@ def main() -> None:
     ap.add_argument("--feishu-webhook", metavar="URL",
                     help="push Feishu events to this webhook (e.g. http://127.0.0.1:18790/feishu/events) "
                          "instead of over the long connection")
+    ap.add_argument("--pace", type=float, default=0.0, metavar="SECONDS",
+                    help="stream the fake model's echo a word every SECONDS (e.g. 0.4), to see replies shown "
+                         "while they are written; 0 (default): at once")
     args = ap.parse_args()
     if args.telegram is None and args.feishu is None and args.openai is None:
         args.telegram, args.feishu, args.openai = 8081, 8082, 8083

@@ -397,7 +397,11 @@ class FakeTelegram:
         bot_username: str = "myclaw_bot",
         strict_chats: bool = True,
         record: bool = True,
+        first_id: int = 1,
     ) -> None:
+        """``first_id``: the first update id and message id (by hand, a
+        fresh fake must not repeat the ids of the last run's: the gateway
+        would take its messages for redeliveries it already answered)."""
         self.token = token
         self.bot_username = bot_username
         self.bot_id = int(token.split(":", 1)[0]) if _TOKEN_RE.match(token) else 1
@@ -422,8 +426,8 @@ class FakeTelegram:
         self.port = 0
         self._updates: deque[dict[str, Any]] = deque()
         self._every_update: list[dict[str, Any]] = []  # record=True: for redeliver()
-        self._update_ids = itertools.count(1)
-        self._message_ids = itertools.count(1)
+        self._update_ids = itertools.count(first_id)
+        self._message_ids = itertools.count(first_id)
         self._chats: dict[int, dict[str, Any]] = {}
         self._messages: set[tuple[int, int]] = set()
         self._pushed: dict[tuple[int, int], dict[str, Any]] = {}  # users' messages, for push_edit

@@ -61,6 +61,13 @@ async def test_offset_confirms_and_long_poll_wakes(fake: FakeTelegram, client: h
     assert empty.json() == {"ok": True, "result": []} and time.monotonic() - started >= 0.9
 
 
+async def test_a_fake_started_by_hand_goes_on_from_the_ids_it_is_given(client: httpx.AsyncClient) -> None:
+    async with FakeTelegram(first_id=7000) as fake:
+        fake.push_text(1, 1, "after a restart")
+        [update] = (await client.post(api(fake, "getUpdates"), data={"timeout": "0"})).json()["result"]
+    assert (update["update_id"], update["message"]["message_id"]) == (7000, 7000)
+
+
 async def test_newer_poller_terminates_older(fake: FakeTelegram, client: httpx.AsyncClient) -> None:
     older = asyncio.create_task(client.post(api(fake, "getUpdates"), data={"timeout": "5"}))
     await asyncio.sleep(0.1)

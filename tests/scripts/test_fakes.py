@@ -5,6 +5,7 @@ against the fakes, and a line typed for Telegram or Feishu gets an answer."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import socket
 from collections.abc import Callable
@@ -97,5 +98,27 @@ async def test_asking_the_demo_bot_to_forget_erases_that_memory_and_nothing_unre
             assert (await say("what do I drink?")).startswith("You said: what do I drink?")
             left = [h.content for h in await app.backend.search(user, "cat oat milk 上海", limit=10)]
             assert left == ["I drink oat milk"]
+        finally:
+            await asyncio.wait_for(app.close(), 15)
+
+
+async def test_with_a_pace_the_demo_reply_shows_while_it_is_written(tmp_path: Path) -> None:
+    """--pace: the echo streams word by word, slower than streaming's 1 s
+    delay, so the demo shows the reply's drafts before the reply."""
+    slow = functools.partial(fakes.responder, pace=0.2)
+    async with FakeTelegram(strict_chats=False) as tg, FakeOpenAI(api_key=fakes.API_KEY, responder=slow) as llm:
+        (tmp_path / "config.json").write_text(fakes.config_snippet(tg, None, llm, webhook=None), encoding="utf-8")
+        cfg = load_config(tmp_path / "config.json", env={"MYCLAW_HOME": str(tmp_path)}, require=True)
+        app = App(cfg, Paths(tmp_path))
+        try:
+            await app.open()
+            await asyncio.wait_for(app.start(), 30)
+            words = "one two three four five six seven eight"
+            tg.push_text(fakes.DEMO_TELEGRAM_USER, fakes.DEMO_TELEGRAM_USER, words, username="demo_user")
+            await tg.wait_sent(1, timeout=15)
+            reply = f"You said: {words}"
+            assert tg.texts(fakes.DEMO_TELEGRAM_USER) == [reply]
+            shown = [d.text for d in tg.drafts if d.text]
+            assert shown and all(reply.startswith(t) for t in shown), shown  # the reply so far, each time
         finally:
             await asyncio.wait_for(app.close(), 15)
