@@ -146,15 +146,23 @@ class _EventStream(httpx.AsyncByteStream):
         self._resp = resp
         self._request = request
 
-    async def __aiter__(self) -> AsyncIterator[bytes]:
+    def __aiter__(self) -> AsyncIterator[bytes]:
+        # An iterator, not an async generator: httpx stops reading at the
+        # end of an event stream's [DONE], and a generator left suspended
+        # costs the loop a task to close it when it is collected.
+        return self
+
+    async def __anext__(self) -> bytes:
         try:
-            async for chunk in self._resp.content.iter_any():
-                yield chunk
+            chunk = await self._resp.content.readany()
         except Exception as exc:
             mapped = _as_httpx(exc, self._request, connected=True)
             if mapped is exc:
                 raise
             raise mapped from exc
+        if not chunk:
+            raise StopAsyncIteration
+        return chunk
 
     async def aclose(self) -> None:
         self._resp.release()

@@ -28,6 +28,7 @@ the ``redact`` keys, and of anything shaped like a key) and cut short.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import email.utils
 import json
 import random
@@ -445,13 +446,15 @@ class LLMClient:
         error object, or a chunk that is not one."""
         acc = Accumulator()
         done = False
+        events = sse_data(resp.aiter_raw())
         try:
-            async for payload in sse_data(resp.aiter_raw()):
-                if payload.strip() == "[DONE]":
-                    done = True
-                    break
-                if acc.feed(payload):
-                    on_text(acc.text)
+            async with contextlib.aclosing(events):  # closed here, not by a task when collected
+                async for payload in events:
+                    if payload.strip() == "[DONE]":
+                        done = True
+                        break
+                    if acc.feed(payload):
+                        on_text(acc.text)
         except httpx.HTTPError as exc:
             raise _StreamFailed(map_transport_error(exc), retryable=_retryable_transport(exc)) from exc
         except StreamError as exc:

@@ -19,7 +19,7 @@ of a chunk, and no ``[DONE]`` before the connection closes.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,30 +37,38 @@ class StreamError(Exception):
         self.error = error  # the server sent an error object (not a malformed event)
 
 
-async def sse_data(chunks: AsyncIterator[bytes]) -> AsyncIterator[str]:
+async def sse_data(chunks: AsyncIterator[bytes]) -> AsyncGenerator[str, None]:
     """The data of each event in a ``text/event-stream`` body, in order,
     ``[DONE]`` included (the caller tells a finished stream from a cut
-    one by it); stops after ``[DONE]`` or at the end of the body."""
+    one by it); stops after ``[DONE]`` or at the end of the body.
+
+    ``chunks`` is closed when this ends or is closed: a generator left
+    suspended costs the event loop a task to close it when it is collected
+    (and the caller stops at ``[DONE]``, before the body's end)."""
     buffer = b""
     data: list[str] = []
-    async for chunk in chunks:
-        buffer += chunk
-        *lines, buffer = buffer.split(b"\n")
-        for raw in lines:
-            line = raw.rstrip(b"\r").decode("utf-8", "replace")
-            if not line:  # an event ends at a blank line
-                if data:
-                    payload = "\n".join(data)
-                    data = []
-                    yield payload
-                    if payload.strip() == "[DONE]":
-                        return
-                continue
-            if line.startswith(":"):
-                continue  # a comment: keep-alive
-            name, _, value = line.partition(":")
-            if name == "data":
-                data.append(value[1:] if value.startswith(" ") else value)
+    try:
+        async for chunk in chunks:
+            buffer += chunk
+            *lines, buffer = buffer.split(b"\n")
+            for raw in lines:
+                line = raw.rstrip(b"\r").decode("utf-8", "replace")
+                if not line:  # an event ends at a blank line
+                    if data:
+                        payload = "\n".join(data)
+                        data = []
+                        yield payload
+                        if payload.strip() == "[DONE]":
+                            return
+                    continue
+                if line.startswith(":"):
+                    continue  # a comment: keep-alive
+                name, _, value = line.partition(":")
+                if name == "data":
+                    data.append(value[1:] if value.startswith(" ") else value)
+    finally:
+        if isinstance(chunks, AsyncGenerator):
+            await chunks.aclose()
     tail = buffer.rstrip(b"\r").decode("utf-8", "replace")
     if tail.startswith("data:"):
         data.append(tail[5:].lstrip(" "))

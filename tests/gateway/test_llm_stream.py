@@ -36,6 +36,30 @@ async def test_sse_last_event_without_blank_line_is_kept() -> None:
     assert await _events(b"data: one\n\ndata: two") == ["one", "two"]
 
 
+async def test_sse_closes_the_body_it_reads_when_it_stops_early() -> None:
+    """The body's generator is closed with the events' (the reader stops at
+    [DONE], before the body's end), not left for the loop to close in a task
+    when it is collected."""
+    closed: list[str] = []
+
+    async def body() -> AsyncIterator[bytes]:
+        try:
+            yield b"data: one\n\ndata: [DONE]\n\n"
+            yield b": the body's end, never read\n\n"
+        finally:
+            closed.append("body")
+
+    assert await _events_of(body()) == ["one", "[DONE]"] and closed == ["body"]  # ends at [DONE]
+    events = sse_data(body())
+    assert [await anext(events), await anext(events)] == ["one", "[DONE]"]
+    await events.aclose()  # a reader that stops at [DONE], as LLMClient does
+    assert closed == ["body", "body"]
+
+
+async def _events_of(chunks: AsyncIterator[bytes]) -> list[str]:
+    return [e async for e in sse_data(chunks)]
+
+
 def test_accumulator_joins_text_and_tool_call_pieces_by_index() -> None:
     acc = Accumulator()
     assert acc.feed('{"model":"m","choices":[{"delta":{"role":"assistant","content":""}}]}') is False
