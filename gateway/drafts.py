@@ -66,7 +66,8 @@ class Drafts:
         default): the delay counts from there, retrieval included."""
         self.bus = bus
         self.send_key = uuid.uuid4().hex
-        self._template = replace(OutboundMessage.answering(msg, "", owner=owner), send_key=self.send_key, draft=True)
+        self._msg, self._owner = msg, owner
+        self._template: OutboundMessage | None = None  # made at the first draft: most replies show none
         self._delay = delay
         self._interval = interval
         self._monotonic = monotonic
@@ -88,6 +89,9 @@ class Drafts:
         self._offer(text, now)
 
     def _offer(self, text: str, now: float) -> None:
+        if self._template is None:
+            self._template = replace(OutboundMessage.answering(self._msg, "", owner=self._owner),
+                                     send_key=self.send_key, draft=True)
         if self.bus.offer_outbound(replace(self._template, text=text)):
             if text:  # "at work" holds no words back: the first words follow it at once
                 self._last = now
