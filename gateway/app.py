@@ -113,6 +113,10 @@ class ChannelSpec:
     # once) and keeps the recalls it saw: given ``seen_store(kind)``, those
     # ids are kept in gateway.db, so a restart does not forget them.
     keeps_seen: bool = False
+    # The channel shows a reply's drafts as a message of its own: given
+    # ``draft_store``, that message's id is kept in gateway.db until the
+    # reply is out (a reply sent after a restart still becomes it).
+    keeps_drafts: bool = False
     # The channel can fetch pictures and voice messages users send: with
     # agent.vision it is given ``max_image_bytes``, with agent.transcription
     # ``max_audio_bytes``.
@@ -134,6 +138,7 @@ CHANNELS: tuple[ChannelSpec, ...] = (
         needs_http=lambda c: c.channels.feishu.mode == "webhook",
         keeps_replies=True,
         keeps_seen=True,
+        keeps_drafts=True,
         reads_media=True,
     ),
 )
@@ -562,6 +567,10 @@ class App:
                     from .seenids import SeenIds  # imports the Feishu channel's types
 
                     kwargs["seen_store"] = functools.partial(SeenIds, self.sessions.db, spec.name)
+                if spec.keeps_drafts and self.sessions is not None:
+                    from .draftmessages import DraftMessages  # imports the Feishu channel's types
+
+                    kwargs["draft_store"] = DraftMessages(self.sessions.db, spec.name)
                 if spec.reads_media and self.cfg.agent.vision:
                     kwargs["max_image_bytes"] = self.cfg.agent.max_image_bytes
                 if spec.reads_media and self.cfg.agent.transcription.enabled:

@@ -188,6 +188,29 @@ async def _m008_user_incognito(conn: aiosqlite.Connection) -> None:
     )
 
 
+async def _m009_draft_messages(conn: aiosqlite.Connection) -> None:
+    # The message showing a reply's drafts, per channel and reply send_key
+    # (gateway/draftmessages.py; Feishu's drafts), from its first draft until
+    # the reply is out, so a reply sent after a restart becomes it and one
+    # whose reply never comes is withdrawn at the next start. Platform ids,
+    # the send key and a time only; rows go after a day at most.
+    await run_script(
+        conn,
+        """
+        CREATE TABLE draft_messages (
+            channel    TEXT NOT NULL,
+            send_key   TEXT NOT NULL,
+            chat_id    TEXT NOT NULL,
+            message_id TEXT NOT NULL,
+            created_at REAL NOT NULL,
+            finishing  INTEGER NOT NULL DEFAULT 0,
+            PRIMARY KEY (channel, send_key)
+        ) WITHOUT ROWID;
+        CREATE INDEX idx_draft_messages_age ON draft_messages(channel, created_at);
+        """,
+    )
+
+
 MIGRATIONS: list[Migration] = [
     _m001_sessions,
     _m002_message_ids,
@@ -197,6 +220,7 @@ MIGRATIONS: list[Migration] = [
     _m006_sent_replies,
     _m007_seen_ids,
     _m008_user_incognito,
+    _m009_draft_messages,
 ]
 
 

@@ -11,7 +11,8 @@ taken, messages recalled; kept across restarts given a ``seen_store``),
 ``longconn`` (lark-oapi websocket client), ``client`` (sending, token cache),
 ``replies`` (which messages the bot sent as the reply to which message),
 ``content`` (a message's content as words), ``records`` (chat records),
-``drafts`` (a reply shown while it is written, one message edited).
+``drafts`` (a reply shown while it is written, one message edited; its id
+kept across restarts given a ``draft_store``).
 
 A recalled message takes the bot's reply along: the RECALL goes on the bus
 (its stored words are erased, gateway/revisions.py) and the reply's parts
@@ -68,6 +69,7 @@ from gateway.config import FeishuConfig
 from gateway.http import HttpServer
 
 from .client import (
+    MESSAGE_RATE_LIMIT_CODE,
     FeishuApiError,
     FeishuClient,
     Resource,
@@ -78,7 +80,18 @@ from .client import (
     split_text,
 )
 from .dedup import IdStore, RecentIds
-from .drafts import DRAFT_EDITS, EDIT_INTERVAL, Draft, Drafts, preview
+from .drafts import (
+    DRAFT_EDITS,
+    DRAFT_KEEP,
+    EDIT_INTERVAL,
+    MAX_PAUSE,
+    RATE_LIMIT_PAUSE,
+    Draft,
+    Drafts,
+    DraftStore,
+    StoredDraft,
+    preview,
+)
 from .events import (
     MESSAGE_EVENT,
     RECALL_EVENT,
@@ -141,6 +154,7 @@ class FeishuChannel(BaseChannel):
         replies: ReplyLog | None = None,
         reply_store: ReplyStore | None = None,
         seen_store: Callable[[str], IdStore] | None = None,
+        draft_store: DraftStore | None = None,
         max_image_bytes: int | None = None,
         max_audio_bytes: int | None = None,
         max_document_bytes: int | None = None,
@@ -155,6 +169,9 @@ class FeishuChannel(BaseChannel):
         ``seen_store(kind)`` makes the store that keeps one kind of id across
         restarts: ``"event"``, the event ids taken (unless ``dedup`` is
         given), and ``"recalled"``, the messages recalled (with the reply log);
+        ``draft_store`` keeps each reply's draft message id until the reply
+        is out, so a reply sent after a restart still becomes its draft
+        (``drafts.py``);
         ``max_image_bytes`` (with ``agent.vision``): images and a post's
         pictures up to this size go to the model; ``max_audio_bytes`` (with
         ``agent.transcription``): audio messages up to this size are
@@ -178,6 +195,7 @@ class FeishuChannel(BaseChannel):
         self._withdrawals: set[asyncio.Task[list[Withdrawal]]] = set()
         self._clock: Callable[[], float] = client_options.get("clock", time.monotonic)
         self._drafts = Drafts(self._clock)  # reply send_key -> the message showing its drafts
+        self._draft_store = draft_store
         self.names = Names(self.api.user_name)  # a chat record's authors
         self.bot_open_id: str | None = None
         self._longconn: Any = None  # LongConnection, imported lazily
@@ -209,6 +227,7 @@ class FeishuChannel(BaseChannel):
         await self._identify_bot()
         await self.replies.open()  # before any recall can come in
         await self._dedup.open()  # before any event: what was taken before a restart
+        await self._clear_orphans()  # before any event: only the last run's drafts are looked at
         if cfg.mode == "webhook":
             self._start_webhook()
         else:
@@ -600,6 +619,89 @@ class FeishuChannel(BaseChannel):
             self.log.warning("withdrawals of recalled replies left unfinished", count=len(late))
         return not late
 
+    # -- drafts left by the last run ---------------------------------------------------
+    async def _clear_orphans(self) -> None:
+        """Find the draft messages the last run left whose reply will never
+        come (``DraftStore.orphans``) and withdraw them in the background
+        (:meth:`withdrawals_done` waits for it too). A store that cannot be
+        read costs only this: they stay, and the next start tries again."""
+        if self._draft_store is None:
+            return
+        try:
+            orphans = await self._draft_store.orphans()
+        except Exception as exc:  # a nicety: the channel starts all the same
+            self.log.error("could not read the feishu drafts left by the last run", error=repr(exc))
+            return
+        if orphans:
+            task = asyncio.create_task(self._withdraw_orphans(orphans), name="feishu-orphan-drafts")
+            self._withdrawals.add(task)
+            task.add_done_callback(self._withdrawals.discard)
+
+    async def _withdraw_orphans(self, orphans: list[StoredDraft]) -> list[Withdrawal]:
+        """Withdraw each orphan draft (one marked finishing may be its
+        reply's first part: left as it is) and forget its row; one Feishu
+        could not be asked about now keeps its row for the next start."""
+        assert self._draft_store is not None
+        done: list[Withdrawal] = []
+        now = time.time()
+        for orphan in orphans:
+            if not orphan.finishing and now - orphan.created_at < DRAFT_KEEP:
+                try:
+                    result = await self.api.delete_message(orphan.message_id)
+                except FeishuApiError as exc:
+                    self.log.warning("could not withdraw a feishu draft left by the last run", chat_id=orphan.chat_id,
+                                     message_id=orphan.message_id, code=exc.code, error=exc.msg)
+                    if exc.retryable:
+                        continue
+                    result = Withdrawal(orphan.message_id, False, exc.code, exc.msg)
+                done.append(result)
+            try:
+                await self._draft_store.remove(orphan.send_key)
+            except Exception as exc:
+                self.log.error("could not forget a feishu draft left by the last run", error=repr(exc))
+        if done:
+            self.log.info("feishu drafts left by the last run withdrawn", chat_ids=sorted({o.chat_id for o in orphans}),
+                          withdrawn=sum(w.deleted for w in done), refused=sum(not w.deleted for w in done))
+        return done
+
+    async def _remember_draft(self, msg: OutboundMessage, draft: Draft) -> None:
+        """The first draft is out: keep its message id on disk until the
+        reply is (best effort: without it, only a restart loses the draft)."""
+        if self._draft_store is None:
+            return
+        now = time.time()
+        try:
+            await self._draft_store.put(StoredDraft(msg.send_key, msg.chat_id, draft.message_id, now),
+                                        expired_before=now - DRAFT_KEEP)
+            draft.stored = True
+        except Exception as exc:
+            self.log.error("could not keep a feishu draft message's id", chat_id=msg.chat_id, error=repr(exc))
+
+    async def _look_up_draft(self, msg: OutboundMessage, draft: Draft) -> None:
+        """A reply whose drafts this run has not shown (sent from the
+        outbox after a restart, or after :data:`~.drafts.DRAFT_TTL`): the
+        draft message the store kept for it, if any, is the one to edit.
+        Its edits so far are unknown: only the reply's edit is tried."""
+        if self._draft_store is None or draft.looked_up or draft.message_id or draft.done:
+            return
+        draft.looked_up = True
+        try:
+            kept = await self._draft_store.get(msg.send_key)
+        except Exception as exc:  # the reply goes out as new messages
+            self.log.error("could not read a feishu draft message's id", chat_id=msg.chat_id, error=repr(exc))
+            return
+        if kept is not None and kept.chat_id == msg.chat_id:
+            draft.message_id, draft.stored, draft.edits = kept.message_id, True, DRAFT_EDITS
+
+    async def _forget_draft(self, msg: OutboundMessage, draft: Draft) -> None:
+        if self._draft_store is None or not draft.stored:
+            return
+        try:
+            await self._draft_store.remove(msg.send_key)
+            draft.stored = False
+        except Exception as exc:  # the next start finds it with no reply waiting: withdrawn then, if not finishing
+            self.log.error("could not forget a feishu draft message", chat_id=msg.chat_id, error=repr(exc))
+
     # -- sending -------------------------------------------------------------------
     def _recorder(self, msg: OutboundMessage) -> Callable[[str], None]:
         """What notes a message sent as (part of) ``msg``: the bot's, for
@@ -624,6 +726,12 @@ class FeishuChannel(BaseChannel):
         first part (:meth:`_send_over_draft`)."""
         if msg.answers and self.replies.was_recalled(msg.answers, msg.chat_id):
             self.log.info("reply to a recalled message not sent", chat_id=msg.chat_id, recalled=msg.answers)
+            if msg.attachment is None:  # its draft went with the recall (the reply log)
+                draft = self._drafts.open(msg.send_key)
+                async with draft.lock:
+                    await self._look_up_draft(msg, draft)
+                    draft.done = True
+                    await self._forget_draft(msg, draft)
             return
         sent = self._recorder(msg)
         try:
@@ -632,7 +740,15 @@ class FeishuChannel(BaseChannel):
                 # comes late (after the reply) must not show up on its own.
                 draft = self._drafts.open(msg.send_key)
                 async with draft.lock:
-                    await self._send_over_draft(msg, draft, sent)
+                    await self._look_up_draft(msg, draft)
+                    try:
+                        await self._send_over_draft(msg, draft, sent)
+                    except FeishuApiError as exc:
+                        # Kept for later (the outbox) with its draft still to edit: its row stays.
+                        if not exc.retryable or draft.done or not draft.message_id:
+                            await self._forget_draft(msg, draft)
+                        raise
+                    await self._forget_draft(msg, draft)
             else:
                 # Uploaded first: a refused upload leaves nothing half sent.
                 # The caption goes as a text before the file (a file message has none).
@@ -654,7 +770,8 @@ class FeishuChannel(BaseChannel):
         back, and the draft message is still there to edit). A refusal
         (the message withdrawn, out of edits, past the edit window, ...)
         sends the whole reply as new messages and withdraws the draft
-        message, best effort. Once the edit is done, a resend (of the rest,
+        message, best effort; so does a rate limit (230020) the client's
+        retries did not outlast. Once the edit is done, a resend (of the rest,
         after a cut) goes out as new messages, and so does a reply with no
         draft message; drafts coming after the reply show nothing."""
         if not draft.message_id or draft.done:
@@ -668,6 +785,11 @@ class FeishuChannel(BaseChannel):
 
         async def into_draft(content: str, msg_type: str) -> str:
             if draft.shown != (content, msg_type):
+                if draft.stored and self._draft_store is not None:
+                    try:  # a crash after the edit must not have the next start withdraw the reply
+                        await self._draft_store.finishing(msg.send_key)
+                    except Exception as exc:
+                        self.log.error("could not mark a feishu draft message finishing", error=repr(exc))
                 draft.edits += 1
                 await self.api.edit_message(draft.message_id, content, msg_type=msg_type)
                 draft.shown = (content, msg_type)
@@ -678,7 +800,9 @@ class FeishuChannel(BaseChannel):
             await self.api.send_text(msg.chat_id, msg.text, reply_to=msg.reply_to, on_sent=sent,
                                      key=msg.send_key, first=into_draft)
         except FeishuApiError as exc:
-            if draft.done or exc.retryable:
+            # Still rate limited after the client's retries: the edit is what
+            # Feishu holds back, so new messages get the reply out now.
+            if draft.done or (exc.retryable and exc.code != MESSAGE_RATE_LIMIT_CODE):
                 raise
             stale, draft.message_id, draft.done = draft.message_id, "", True
             self.log.info("feishu draft message could not become the reply; sending it anew", chat_id=msg.chat_id,
@@ -707,7 +831,8 @@ class FeishuChannel(BaseChannel):
         ``DRAFT_EDITS`` times and ``EDIT_INTERVAL`` seconds apart (a draft
         skipped for that, or unchanged, still returns True). False once the
         reply is out, and for a recalled question or a file. A transient
-        failure skips the draft (logged; the next one tries again); a
+        failure skips the draft (logged; the next one tries again, after
+        ``RATE_LIMIT_PAUSE`` and more when Feishu said "too often"); a
         refusal raises ``FeishuApiError``: the gateway sends no more drafts
         of this reply, which goes out all the same."""
         if msg.attachment is not None or (msg.answers and self.replies.was_recalled(msg.answers, msg.chat_id)):
@@ -720,6 +845,8 @@ class FeishuChannel(BaseChannel):
             if shown is None or shown == draft.shown:
                 return True
             now = self._clock()
+            if now < draft.resume_at:
+                return True
             if draft.message_id and (draft.edits >= DRAFT_EDITS or now - draft.last_at < EDIT_INTERVAL):
                 return True
             content, msg_type = shown
@@ -735,13 +862,19 @@ class FeishuChannel(BaseChannel):
                     )
                     self._recorder(msg)(message_id)
                     draft.message_id = message_id
+                    await self._remember_draft(msg, draft)
             except FeishuApiError as exc:
                 if not exc.retryable:
                     raise
-                self.log.info("feishu draft skipped", chat_id=msg.chat_id, code=exc.code, error=exc.msg)
+                if exc.rate_limited:
+                    draft.pause = min(max(2 * draft.pause, RATE_LIMIT_PAUSE), MAX_PAUSE)
+                    draft.resume_at = now + draft.pause
+                self.log.info("feishu draft skipped", chat_id=msg.chat_id, code=exc.code, error=exc.msg,
+                              **({"pause_s": draft.pause} if exc.rate_limited else {}))
                 return True
             finally:
                 if msg.answers and self.replies.was_recalled(msg.answers, msg.chat_id):
                     self._withdraw_later(msg.answers, msg.chat_id)  # recalled while the draft went out
             draft.shown = shown
+            draft.pause = 0.0
             return True

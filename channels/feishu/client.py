@@ -11,8 +11,10 @@ streamed, and cut off past the caller's limit):
 
 * token-invalid codes (99991663, 99991668, 99991661): drop the cached token,
   fetch a new one and retry once;
-* rate limit (code 99991400 or HTTP 429) and 5xx / transport errors: back
-  off and retry, a bounded number of times. Each message carries a ``uuid``
+* rate limit (code 99991400 or HTTP 429, the platform's; 230020, the
+  message API's own "This operation triggers the frequency limit.", which
+  Feishu answers with HTTP 400 when one chat or message is sent to or
+  edited too often) and 5xx / transport errors: back off and retry, a bounded number of times. Each message carries a ``uuid``
   so Feishu drops a retried send that had in fact gone through (it keeps
   one message per uuid for an hour and answers a repeat with it). With a
   ``key`` (the reply's ``send_key``, kept in the outbox) the uuid is the
@@ -41,14 +43,17 @@ from channels.base import DeliveryError, rest_of
 from channels.markdown import feishu_md, part_openers
 
 __all__ = [
-    "EDIT_LIMIT", "FeishuApiError", "FeishuClient", "Resource", "ResourceTooLarge", "Withdrawal", "draft_uuid",
-    "is_retryable", "part_uuids", "render", "split_text",
+    "EDIT_LIMIT", "MESSAGE_RATE_LIMIT_CODE", "FeishuApiError", "FeishuClient", "Resource", "ResourceTooLarge",
+    "Withdrawal", "draft_uuid", "is_retryable", "part_uuids", "render", "split_text",
 ]
 
 _T = TypeVar("_T")
 
 TOKEN_INVALID_CODES = frozenset({99991661, 99991663, 99991668})
 RATE_LIMIT_CODE = 99991400
+# The message API's own limit (HTTP 400): too many sends to, or edits of,
+# one chat or message. Transient like the platform's.
+MESSAGE_RATE_LIMIT_CODE = 230020
 # DELETE refusals that only say the message cannot be withdrawn (any more):
 # past the tenant's recall window (24 h by default), already withdrawn, not
 # the bot's to recall, invisible to it, of a type that cannot be recalled.
@@ -70,12 +75,18 @@ class FeishuApiError(DeliveryError):
     def __init__(self, code: int, msg: str, *, status: int = 200, endpoint: str = "") -> None:
         super().__init__(
             f"Feishu API error {code} on {endpoint or '?'} (HTTP {status}): {msg}",
-            retryable=code == RATE_LIMIT_CODE or status == 429 or status >= 500 or code == -2,
+            retryable=code in (RATE_LIMIT_CODE, MESSAGE_RATE_LIMIT_CODE) or status == 429 or status >= 500
+            or code == -2,
         )
         self.code = code
         self.msg = msg
         self.status = status
         self.endpoint = endpoint
+
+    @property
+    def rate_limited(self) -> bool:
+        """Feishu asked us to slow down (not down, not refusing)."""
+        return self.code in (RATE_LIMIT_CODE, MESSAGE_RATE_LIMIT_CODE) or self.status == 429
 
 
 class ResourceTooLarge(Exception):

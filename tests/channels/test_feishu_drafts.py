@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import time
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -13,9 +16,13 @@ from structlog.testing import capture_logs
 
 from channels.feishu import FeishuApiError, FeishuChannel, FeishuClient
 from channels.feishu.client import part_uuids, split_text
-from channels.feishu.drafts import DRAFT_EDITS, DRAFT_TTL, Drafts
+from channels.feishu.drafts import DRAFT_EDITS, DRAFT_KEEP, DRAFT_TTL, RATE_LIMIT_PAUSE, Drafts, StoredDraft
 from gateway.bus import InboundMessage, MessageBus, OutboundMessage
+from gateway.draftmessages import DraftMessages
 from gateway.http import HttpServer
+from gateway.outbox import Outbox
+from gateway.sessions import SessionStore
+from memory import ManualClock
 from tests.channels.test_feishu import Clock, config, fake, hook, http, next_inbound  # noqa: F401 (fixtures)
 from tests.fakes.feishu_server import FakeFeishu
 
@@ -37,6 +44,27 @@ async def asked(fake: FakeFeishu, http: HttpServer, ch: FeishuChannel, text: str
                 ) -> InboundMessage:
     assert (await fake.push_event(hook(http, ch), fake.message_event(text, **event))).status_code == 200
     return await next_inbound(ch.bus)
+
+
+@pytest.fixture
+async def store(tmp_path: Path) -> AsyncIterator[DraftMessages]:
+    """Feishu's draft messages in a real gateway.db."""
+    sessions = await SessionStore.open(tmp_path / "gateway.db", ManualClock(datetime(2026, 3, 1, tzinfo=UTC)))
+    try:
+        yield DraftMessages(sessions.db, "feishu")
+    finally:
+        await sessions.close()
+
+
+async def started(fake: FakeFeishu, http: HttpServer, clock: Clock, store: DraftMessages) -> FeishuChannel:
+    """A channel keeping its drafts in ``store`` (a gateway's next run is another one)."""
+    ch = FeishuChannel(config(fake), MessageBus(), http, backoff=0.01, clock=clock, draft_store=store)
+    await ch.start()
+    return ch
+
+
+def edits_asked(fake: FakeFeishu) -> int:
+    return sum(method == "PUT" for method, _ in fake.requests)
 
 
 def draft(reply: OutboundMessage, text: str) -> OutboundMessage:
@@ -267,8 +295,9 @@ async def test_a_draft_that_cannot_go_out_now_is_skipped_and_the_next_one_shows(
     fake.fail_next(99991400, "request trigger frequency limit", status=429)
     assert await channel.send_draft(draft(reply, "Three"))  # one try only: a draft waits for nothing
     assert fake.sent == []
-    clock.now += 2
+    clock.now += RATE_LIMIT_PAUSE  # a rate limit: the next draft waits this long
     assert await channel.send_draft(draft(reply, "Three words"))
+    assert fake.texts() == ["Three words"]
     await channel.send(reply)
     assert fake.texts() == ["Three words here."] and len(fake.sent) == 1
 
@@ -325,3 +354,162 @@ async def test_the_fake_edits_as_feishu_does(fake: FakeFeishu) -> None:
         assert fake.texts() == [f"edit {fake.edit_limit - 2}"]
     finally:
         await api.aclose()
+
+
+# -- rate limits ----------------------------------------------------------------------------------
+
+
+async def test_a_rate_limited_draft_edit_is_skipped_and_later_drafts_wait_longer_each_time(
+    fake: FakeFeishu, http: HttpServer, channel: FeishuChannel, clock: Clock
+) -> None:
+    msg = await asked(fake, http, channel)
+    reply = OutboundMessage.answering(msg, "one two three four five six.")
+    assert await channel.send_draft(draft(reply, "one"))
+    clock.now += 2
+    fake.fail_edits(230020)  # Feishu: "This operation triggers the frequency limit." (HTTP 400)
+    assert await channel.send_draft(draft(reply, "one two"))  # skipped: the reply still comes
+    assert edits_asked(fake) == 1 and fake.edits == []
+    clock.now += RATE_LIMIT_PAUSE - 0.1
+    assert await channel.send_draft(draft(reply, "one two three"))
+    assert edits_asked(fake) == 1  # not even asked: Feishu said "too often"
+    clock.now += 0.1
+    fake.fail_edits(230020)  # still limited: the pause doubles
+    assert await channel.send_draft(draft(reply, "one two three"))
+    assert edits_asked(fake) == 2 and fake.edits == []
+    clock.now += 2 * RATE_LIMIT_PAUSE - 0.1
+    assert await channel.send_draft(draft(reply, "one two three four"))
+    assert edits_asked(fake) == 2
+    clock.now += 0.1
+    assert await channel.send_draft(draft(reply, "one two three four"))
+    assert fake.texts() == ["one two three four"]
+    clock.now += 2  # once through, drafts go at the usual pace again
+    assert await channel.send_draft(draft(reply, "one two three four five"))
+    assert fake.texts() == ["one two three four five"]
+    await channel.send(reply)
+    assert fake.texts() == [reply.text] and len(fake.sent) == 1 and fake.deleted == []
+
+
+async def test_a_rate_limited_reply_edit_is_retried_and_lands_in_the_draft(
+    fake: FakeFeishu, http: HttpServer, channel: FeishuChannel, clock: Clock
+) -> None:
+    msg = await asked(fake, http, channel)
+    reply = OutboundMessage.answering(msg, "The answer, in full.")
+    assert await channel.send_draft(draft(reply, "The answer"))
+    [shown] = fake.sent
+    clock.now += 2
+    fake.fail_edits(230020, times=2, text=reply.text)
+    await channel.send(reply)
+    assert fake.visible() == [shown] and shown["text"] == reply.text
+    assert edits_asked(fake) == 3 and fake.deleted == []
+
+
+async def test_a_reply_edit_rate_limited_past_the_retries_goes_out_anew_and_the_draft_is_withdrawn(
+    fake: FakeFeishu, http: HttpServer, channel: FeishuChannel, clock: Clock
+) -> None:
+    msg = await asked(fake, http, channel)
+    reply = OutboundMessage.answering(msg, "The answer, in full.")
+    assert await channel.send_draft(draft(reply, "The answer"))
+    [stale] = fake.sent
+    clock.now += 2
+    fake.fail_edits(230020, times=10, text=reply.text)
+    with capture_logs() as logs:
+        await channel.send(reply)
+    assert edits_asked(fake) == 4  # the client's attempts, then no more
+    assert fake.deleted == [stale["message_id"]]
+    [new] = fake.visible()
+    assert new["text"] == reply.text and new["message_id"] != stale["message_id"]
+    [fell_back] = [e for e in logs if e["event"] == "feishu draft message could not become the reply; sending it anew"]
+    assert fell_back["code"] == 230020
+
+
+async def test_feishu_s_message_rate_limit_is_transient() -> None:
+    limited = FeishuApiError(230020, "This operation triggers the frequency limit.", status=400)
+    assert limited.retryable and limited.rate_limited
+    refused = FeishuApiError(230072, "The message has reached the number of times it can be edited.", status=400)
+    assert not refused.retryable and not refused.rate_limited
+
+
+# -- kept across restarts ---------------------------------------------------------------------------
+
+
+async def test_a_draft_message_is_kept_on_disk_until_its_reply_is_out(
+    fake: FakeFeishu, http: HttpServer, clock: Clock, store: DraftMessages
+) -> None:
+    ch = await started(fake, http, clock, store)
+    try:
+        msg = await asked(fake, http, ch)
+        reply = OutboundMessage.answering(msg, "Kept, then gone.")
+        assert await ch.send_draft(draft(reply, "Kept"))
+        [shown] = fake.sent
+        kept = await store.get(reply.send_key)
+        assert kept is not None and (kept.chat_id, kept.message_id, kept.finishing) == (
+            msg.chat_id, shown["message_id"], False)
+        clock.now += 2
+        fake.fail_next(1, "internal error", status=502, times=4, on="edit")  # Feishu down: the outbox keeps it
+        with pytest.raises(FeishuApiError):
+            await ch.send(reply)
+        kept = await store.get(reply.send_key)
+        assert kept is not None and kept.finishing  # the edit may have landed: never withdrawn as an orphan
+        await ch.send(reply)
+        assert fake.texts() == [reply.text] and await store.count() == 0
+        # A reply never drafted writes nothing.
+        await ch.send(OutboundMessage.answering(msg, "Quick."))
+        assert await store.count() == 0
+    finally:
+        await ch.stop()
+
+
+async def test_a_reply_sent_after_a_restart_becomes_its_kept_draft(
+    fake: FakeFeishu, http: HttpServer, clock: Clock, store: DraftMessages
+) -> None:
+    first = await started(fake, http, clock, store)
+    try:
+        msg = await asked(fake, http, first)
+        reply = OutboundMessage.answering(msg, "Written before the restart, sent after it.")
+        assert await first.send_draft(draft(reply, "Written before"))
+        [shown] = fake.sent
+    finally:
+        await first.stop()
+    # The reply waits in the outbox, as the gateway keeps one it could not send.
+    now = datetime(2026, 3, 1, tzinfo=UTC)
+    await Outbox(store.db).add(reply, owner="feishu:ou_user0001", created_at=now, next_attempt_at=now)
+    second = await started(fake, http, Clock(), store)
+    try:
+        assert await second.withdrawals_done(5) and fake.deleted == []  # its reply will come: left alone
+        await second.send(reply)
+    finally:
+        await second.stop()
+    assert fake.visible() == [shown] and shown["text"] == reply.text
+    assert [e["message_id"] for e in fake.edits] == [shown["message_id"]]
+    assert await store.count() == 0
+
+
+async def test_drafts_whose_reply_will_never_come_are_withdrawn_at_the_next_start(
+    fake: FakeFeishu, http: HttpServer, clock: Clock, store: DraftMessages
+) -> None:
+    api = FeishuClient(fake.app_id, fake.app_secret, fake.url, backoff=0.01)
+    try:
+        orphan, waited_for, finishing, old = [(await api.send_text("oc_1", f"draft {i}"))[0] for i in range(4)]
+    finally:
+        await api.aclose()
+    now = time.time()
+    for key, message_id, created_at, is_finishing in [
+        ("k-orphan", orphan, now - 60, False),  # the run stopped mid-turn
+        ("k-waited", waited_for, now - 60, False),  # its reply waits in the outbox
+        ("k-finishing", finishing, now - 60, True),  # the reply may be in it already
+        ("k-old", old, now - DRAFT_KEEP - 1, False),  # past Feishu's recall window
+    ]:
+        await store.put(StoredDraft(key, "oc_1", message_id, created_at, is_finishing), expired_before=0)
+    then = datetime(2026, 3, 1, tzinfo=UTC)
+    waiting = OutboundMessage("feishu", "oc_1", "its reply", send_key="k-waited")
+    await Outbox(store.db).add(waiting, owner="", created_at=then, next_attempt_at=then)
+    ch = await started(fake, http, clock, store)
+    try:
+        with capture_logs() as logs:
+            assert await ch.withdrawals_done(5)
+    finally:
+        await ch.stop()
+    assert fake.deleted == [orphan]
+    assert [d.send_key for d in await store.orphans()] == [] and await store.count() == 1
+    assert await store.get("k-waited") is not None
+    assert any(e["event"] == "feishu drafts left by the last run withdrawn" and e["withdrawn"] == 1 for e in logs)

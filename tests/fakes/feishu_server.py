@@ -65,7 +65,10 @@ signed; or over the long connection (``push_ws_event``).
 
 Scripting: ``fail_next`` (e.g. rate limit 99991400; ``on="delete"`` for
 withdrawals, e.g. 230009 "can only be recalled within one day";
-``on="edit"`` for edits;
+``on="edit"`` for edits; ``fail_edits`` for edits only of given words,
+by default Feishu's rate limit of the message API, HTTP 400 with code
+230020 "This operation triggers the frequency limit.", which its error
+code lists give for sends and edits coming too often to one chat);
 ``accepted=True``: the message is sent but the answer is the error, as
 when the answer is lost on its way back),
 ``revoke_tokens``, ``send_delay``. Error codes for the token and message
@@ -276,6 +279,7 @@ class FakeFeishu:
         self._failures: list[_Failure] = []
         self._delete_failures: list[_Failure] = []
         self._edit_failures: list[_Failure] = []
+        self._edit_faults: list[tuple[str | None, _Failure]] = []  # (the words it hits, or any), fail_edits
         self._chat_of: dict[str, str] = {}  # message_id -> chat_id, for replies
         self._items: dict[str, dict[str, Any]] = {}  # message_id -> the message as GET .../messages/:id shows it
         self.message_reads = 0  # GET .../messages/:id calls answered
@@ -361,6 +365,24 @@ class FakeFeishu:
         queue = {"send": self._failures, "delete": self._delete_failures, "read": self._read_failures,
                  "edit": self._edit_failures}[on]
         queue.extend(_Failure(code, msg, status, after if i == 0 else 0, accepted) for i in range(times))
+
+    def fail_edits(
+        self,
+        code: int = 230020,
+        msg: str = "This operation triggers the frequency limit.",
+        *,
+        times: int = 1,
+        text: str | None = None,
+        status: int = 400,
+    ) -> None:
+        """The next ``times`` edits (of a valid body) answer with this
+        Feishu error; with ``text``, only edits to exactly those words
+        (the reply's, not its drafts'). :meth:`clear_edit_failures` ends it."""
+        self._edit_faults.extend((text, _Failure(code, msg, status)) for _ in range(times))
+
+    def clear_edit_failures(self) -> None:
+        self._edit_faults.clear()
+        self._edit_failures.clear()
 
     def revoke_tokens(self) -> None:
         """Tokens issued so far stop working (as after a secret reset)."""
@@ -556,6 +578,10 @@ class FakeFeishu:
         text = _post_text(content) if msg_type == "post" else _text_of(content)
         if text is None:
             return web.json_response({"code": 230001, "msg": f"param is invalid: {msg_type} content"}, status=400)
+        fault = next((i for i, (words, _) in enumerate(self._edit_faults) if words in (None, text)), None)
+        if fault is not None:
+            _, f = self._edit_faults.pop(fault)
+            return web.json_response({"code": f.code, "msg": f.msg}, status=f.status)
         if len(raw) > (150 if msg_type == "text" else 30) * 1024:
             return web.json_response({"code": 230025, "msg": "The length of the message content reaches its limit."},
                                      status=400)

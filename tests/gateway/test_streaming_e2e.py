@@ -1,7 +1,10 @@
 """Streamed replies end to end (``agent.streaming``): the fake LLM streams
 server-sent events slowly, the gateway shows the reply as Telegram drafts
 (``sendMessageDraft``) while it is written and then sends it whole; a
-quick reply, a group, a scheduled job and a broken stream each behave."""
+quick reply, a group, a scheduled job and a broken stream each behave.
+On Feishu the draft is a message the reply becomes, also when the reply
+goes out after a restart (from the outbox); a draft whose reply never
+comes (the gateway stopped mid-turn) is withdrawn at the next start."""
 
 from __future__ import annotations
 
@@ -11,7 +14,9 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-from gateway.app import App
+from channels.feishu import FeishuChannel
+from gateway.app import App, ChannelSpec
+from gateway.config import Paths
 from memory import ManualClock
 from tests.fakes.feishu_server import FakeFeishu
 from tests.fakes.openai_server import FakeOpenAI
@@ -25,6 +30,9 @@ KEY = "sk-stream-e2e-0123456789"
 # 0.3 s apart, further apart than the interval, so each one is a draft.
 STREAM: dict[str, Any] = {"agent": {"model": "test-model", "streaming": {"delay": "0s", "interval": "0.2s"}}}
 PIECES = ["The ", "launch ", "moved ", "to ", "**Thursday**."]
+# Feishu giving up on a send at once (tests/gateway/test_e2e_feishu_outbox.py), its drafts kept in gateway.db.
+FAST_FEISHU = ChannelSpec("feishu", "tests.gateway.test_e2e_feishu_outbox", "FastFeishu", lambda c: c.channels.feishu,
+                          needs_http=lambda c: True, keeps_replies=True, keeps_seen=True, keeps_drafts=True)
 
 
 @contextlib.asynccontextmanager
@@ -161,3 +169,84 @@ async def test_feishu_shows_one_message_that_grows_into_the_reply(tmp_path: Path
     assert message["text"] == "The launch moved to Thursday, after the review." and message["chat_id"] == "oc_alice"
     assert feishu.edits and feishu.edits[-1]["text"] == message["text"]
     assert all(e["message_id"] == message["message_id"] for e in feishu.edits)
+
+
+def _fast_feishu_app(tmp_path: Path, clock: ManualClock, llm: FakeOpenAI, feishu: FakeFeishu) -> App:
+    """A gateway on ``tmp_path`` (the next one, on the same home, is a restart)."""
+    cfg = _app(tmp_path, clock, llm, {"feishu": _feishu_section(feishu, "webhook")}, **STREAM).cfg
+    return App(cfg, Paths(tmp_path), clock=clock, channel_specs=[FAST_FEISHU])
+
+
+async def _ask(app: App, feishu: FakeFeishu, text: str) -> None:
+    assert app.http is not None
+    event = feishu.message_event(text, chat_id="oc_alice", open_id=ALICE)
+    assert (await feishu.push_event(app.http.url + "/feishu/events", event, encrypt_key=ENCRYPT_KEY)).status_code == 200
+
+
+async def _rows(app: App, table: str) -> int:
+    assert app.sessions is not None
+    row = await app.sessions.db.fetchone(f"SELECT COUNT(*) FROM {table}")
+    return int(row[0]) if row else 0
+
+
+async def test_a_feishu_reply_kept_in_the_outbox_becomes_its_draft_after_a_restart(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    words = ["The ", "launch ", "moved ", "to ", "Thursday, ", "after ", "the ", "review."]
+    whole = "".join(words)
+    async with FakeOpenAI(api_key=KEY) as llm, FakeFeishu() as feishu:
+        app = _fast_feishu_app(tmp_path, clock, llm, feishu)
+        try:
+            await app.open()
+            await asyncio.wait_for(app.start(), 15)
+            feishu.fail_edits(1, "internal error", status=502, times=100, text=whole)  # Feishu down for the reply's edit
+            llm.queue_stream(words, delay=0.4)
+            await _ask(app, feishu, "when is the launch?")
+            assert app.delivery is not None
+            await _until(lambda: app.delivery is not None and app.delivery.waiting == 1, timeout=15)
+            [draft] = feishu.visible()
+            assert draft["text"] != whole and whole.startswith(draft["text"])
+            assert await _rows(app, "draft_messages") == 1
+        finally:
+            await asyncio.wait_for(app.close(), 15)
+        feishu.clear_edit_failures()
+        again = _fast_feishu_app(tmp_path, clock, llm, feishu)
+        try:
+            await again.open()
+            await asyncio.wait_for(again.start(), 15)  # the kept reply goes out at once
+            await _until(lambda: feishu.visible()[0]["text"] == whole, timeout=15)
+            assert again.delivery is not None and await again.delivery.sweep() is None
+            assert await _rows(again, "outbox") == 0 and await _rows(again, "draft_messages") == 0
+        finally:
+            await asyncio.wait_for(again.close(), 15)
+    assert feishu.visible() == [draft] and feishu.deleted == []
+    assert feishu.edits[-1] == {"message_id": draft["message_id"], "msg_type": "text", "text": whole}
+
+
+async def test_a_feishu_draft_whose_reply_never_came_is_withdrawn_at_the_next_start(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    async with FakeOpenAI(api_key=KEY) as llm, FakeFeishu() as feishu:
+        app = _fast_feishu_app(tmp_path, clock, llm, feishu)
+        try:
+            await app.open()
+            await asyncio.wait_for(app.start(), 15)
+            llm.queue_stream(["A ", "very ", "long ", "answer "] + ["and more "] * 100, delay=0.3)
+            await _ask(app, feishu, "tell me everything")
+            await _until(lambda: bool(feishu.visible()), timeout=15)
+        finally:
+            await asyncio.wait_for(app.close(timeout=1.0), 15)  # the turn is cut short: no reply, none kept
+        [draft] = feishu.visible()
+        assert draft["text"].startswith("A")
+        again = _fast_feishu_app(tmp_path, clock, llm, feishu)
+        try:
+            await again.open()
+            await asyncio.wait_for(again.start(), 15)
+            await _until(lambda: feishu.deleted == [draft["message_id"]], timeout=15)
+            await _until(lambda: not feishu.visible(), timeout=5)
+            assert await _rows(again, "outbox") == 0
+            channel = again.channels["feishu"]
+            assert isinstance(channel, FeishuChannel) and await channel.withdrawals_done(5)
+            assert await _rows(again, "draft_messages") == 0
+        finally:
+            await asyncio.wait_for(again.close(), 15)
