@@ -99,7 +99,17 @@ from channels.documents import document_placeholder
 from channels.lanes import Job, Lanes
 from channels.markdown import might_have_markup, part_openers, plain_length, telegram_html
 from channels.marks import contact_mark, dice_mark, location_mark, place_mark, poll_mark, sticker_mark, video_mark
-from channels.media import FAILED, TOO_LARGE, UNSUPPORTED, ImageError, album_note, as_image, placeholder
+from channels.media import (
+    FAILED,
+    TOO_LARGE,
+    UNSUPPORTED,
+    ImageError,
+    album_note,
+    as_image,
+    audio_filename,
+    audio_label,
+    placeholder,
+)
 from gateway.bus import (
     EDIT,
     MESSAGE,
@@ -111,6 +121,7 @@ from gateway.bus import (
     MessageBus,
     OutboundMessage,
     Quoted,
+    audio_mark,
     notes_in_chinese,
 )
 from gateway.commands import MENU, MENU_ZH
@@ -208,11 +219,15 @@ class _Video:
 
 @dataclass(frozen=True)
 class _Voice:
-    """A voice message's recording, to download for transcription."""
+    """A voice message's recording, or an audio file's (``name``: as its
+    mark shows it, channels/media.py ``audio_label``), to download for
+    transcription."""
 
     file_id: str
     size: int | None
     mime: str
+    name: str = ""  # "": a voice message
+    filename: str = "voice.ogg"  # what the endpoint reads the format from; Telegram voice: OGG/Opus
 
 
 @dataclass(frozen=True)
@@ -259,6 +274,24 @@ def _content_mark(msg: Message) -> str:
         return document_placeholder(msg.document.file_name or "file")
     kind = next((k for k in _EXTERNAL_MEDIA if getattr(msg, k, None)), "")
     return f"[{kind.replace('_', ' ')}]" if kind else ""
+
+
+def _recording(msg: Message) -> _Voice | None:
+    """A voice message's recording, an audio file's (sent as music, or as a
+    file of an audio type) to transcribe; None for a message without one."""
+    if msg.voice is not None:
+        return _Voice(msg.voice.file_id, msg.voice.file_size, msg.voice.mime_type or "audio/ogg")
+    if msg.audio is not None:
+        a = msg.audio
+        mime = a.mime_type or "audio/mpeg"
+        name = audio_label(title=a.title or "", performer=a.performer or "", file_name=a.file_name or "")
+        return _Voice(a.file_id, a.file_size, mime, name, audio_filename(a.file_name or "", mime))
+    doc = msg.document
+    if doc is not None and (doc.mime_type or "").startswith("audio/"):
+        name = audio_label(file_name=doc.file_name or "")
+        return _Voice(doc.file_id, doc.file_size, doc.mime_type or "", name,
+                      audio_filename(doc.file_name or "", doc.mime_type or ""))
+    return None
 
 
 def _burst_of(msg: InboundMessage) -> str:
@@ -840,7 +873,7 @@ class TelegramChannel(BaseChannel):
                 return await self._download_voice(voice)
 
             async def job() -> None:
-                await self.publish_voice(inbound, record, *ids)
+                await self.publish_voice(inbound, record, *ids, name=voice.name)
         elif isinstance(picture, _File):
             file = picture
 
@@ -975,7 +1008,7 @@ class TelegramChannel(BaseChannel):
             voices = [p[2] for p in parts if isinstance(p[2], _Voice)]
             heard = await self.attach_forwarded_voices(
                 msg, {n: functools.partial(self._download_voice, v) for n, v in zip(places, voices)},
-                msg.sender_id, username,
+                msg.sender_id, username, names={n: v.name for n, v in zip(places, voices) if v.name},
             )
             if heard is None:
                 return  # a recording not read was all: the user was told
@@ -1048,9 +1081,9 @@ class TelegramChannel(BaseChannel):
         # channel's post mirrored into its discussion group is not one.
         origin = msg.forward_origin if not (edited or msg.is_automatic_forward) else None
         picture: _Fetch | None = self._picture(msg) if self.max_image_bytes is not None else None
-        if msg.voice is not None and self.max_audio_bytes is not None:
+        if self.max_audio_bytes is not None and (recording := _recording(msg)) is not None:
             # A forwarded one is transcribed as its author's words (Forwarded.audio).
-            picture = _Voice(msg.voice.file_id, msg.voice.file_size, msg.voice.mime_type or "audio/ogg")
+            picture = recording
         doc = msg.document
         if picture is None and doc is not None and self.max_document_bytes is not None:
             picture = _File(doc.file_id, doc.file_size, doc.file_name or "file")
@@ -1060,7 +1093,7 @@ class TelegramChannel(BaseChannel):
         if origin is not None:
             # Its words are the forward's, marked with what it held ("[sticker 😀]");
             # a picture or file to read keeps its own mark (the placeholder).
-            mark = _content_mark(msg)
+            mark = audio_mark(picture.name) if isinstance(picture, _Voice) else _content_mark(msg)
             # (A recording keeps its "[voice]" in front: the transcript follows it.)
             keeps = picture is not None and not isinstance(picture, _Voice)
             words = (text or mark) if keeps else f"{mark} {text or ''}".strip()
@@ -1148,7 +1181,7 @@ class TelegramChannel(BaseChannel):
         limit = self.max_audio_bytes
         assert limit is not None
         data = await self._file_bytes(voice.file_id, voice.size, limit)
-        return Audio(data=data, mime=voice.mime, filename="voice.ogg")  # Telegram voice: OGG/Opus
+        return Audio(data=data, mime=voice.mime, filename=voice.filename, name=voice.name)
 
     async def _download_file(self, file: _File) -> bytes:
         limit = self.max_document_bytes
