@@ -51,10 +51,10 @@ import re
 import time
 import zlib
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any
+from typing import Any, Protocol
 
 # PTB 22 reads time periods (``RetryAfter.retry_after``) as timedelta when this
 # opt-in is set, and otherwise warns with PTBDeprecationWarning every time
@@ -133,6 +133,8 @@ __all__ = [
     "NOT_FOUND_MESSAGE",
     "MAX_MESSAGE_CHARS",
     "Backoff",
+    "CommentStore",
+    "RecentComments",
     "TelegramChannel",
     "TelegramSendError",
     "split_message",
@@ -169,8 +171,10 @@ _CONFIRM_TIMEOUT = 5.0
 MAX_ALBUM_IMAGES = 10
 # Updates one getUpdates returns at most (Telegram's default limit).
 _BATCH = 100
-# Comments sent with forwards whose edits are still applied (channel memory).
+# Comments sent with forwards whose edits are still applied (RecentComments),
+# and for how long: Telegram's edit window.
 _GROUPED_KEPT = 1000
+_EDIT_WINDOW = 48 * 3600.0
 # What stop_receiving waits beyond the downloads' own timeout for the lanes.
 _LANE_MARGIN = 5.0
 
@@ -339,6 +343,42 @@ def _forward_burst(
         quoted=next((c.quoted for c in comments if c.quoted is not None), None),
     )
     return msg, username, comments
+
+
+class CommentStore(Protocol):
+    """Where the channel keeps which comments went into which burst of
+    forwards (gateway/burstcomments.py: gateway.db, so a restart keeps it):
+    each comment's id and length in characters, in order, under the
+    burst's message id; no words (what they said is in the burst's stored
+    message). Bounded, and expiring with Telegram's edit window."""
+
+    async def keep(self, chat_id: str, burst_id: str, comments: Sequence[tuple[str, int]]) -> None: ...
+
+    async def find(self, chat_id: str, comment_id: str) -> tuple[str, list[tuple[str, int]]] | None: ...
+
+
+class RecentComments:
+    """A :class:`CommentStore` in memory: the newest ``kept`` comments of
+    the last ``window`` seconds (a channel given no store of its own)."""
+
+    def __init__(self, *, kept: int = _GROUPED_KEPT, window: float = _EDIT_WINDOW,
+                 clock: Callable[[], float] = time.time) -> None:
+        self._kept, self._window, self._clock = kept, window, clock
+        self._items: OrderedDict[tuple[str, str], tuple[float, str, list[tuple[str, int]]]] = OrderedDict()
+
+    async def keep(self, chat_id: str, burst_id: str, comments: Sequence[tuple[str, int]]) -> None:
+        now = self._clock()
+        for mid, _ in comments:
+            self._items[(chat_id, mid)] = (now, burst_id, list(comments))
+            self._items.move_to_end((chat_id, mid))
+        while len(self._items) > self._kept:
+            self._items.popitem(last=False)
+
+    async def find(self, chat_id: str, comment_id: str) -> tuple[str, list[tuple[str, int]]] | None:
+        found = self._items.get((chat_id, comment_id))
+        if found is None or found[0] < self._clock() - self._window:
+            return None
+        return found[1], list(found[2])
 
 
 def _edited_mark(attached: _Fetch | None) -> str:
@@ -568,6 +608,7 @@ class TelegramChannel(BaseChannel):
         max_document_tokens: int = 12_000,
         album_quiet: float = 1.0,
         hold_poll: float = 0.5,
+        comment_store: CommentStore | None = None,
     ) -> None:
         super().__init__(bus, config.allow_from, max_image_bytes=max_image_bytes, max_audio_bytes=max_audio_bytes,
                          max_document_bytes=max_document_bytes, max_document_tokens=max_document_tokens)
@@ -592,11 +633,9 @@ class TelegramChannel(BaseChannel):
         self._floor = 0  # confirmed regardless (a full batch behind a pending update)
         self._lanes = Lanes("telegram-lanes")
         self._albums: dict[tuple[str, str], _Album] = {}  # (chat, media_group_id) -> still gathering
-        # Comments gathered into a burst's message, for their edits: (chat,
-        # comment's id) -> the burst's message id and its comments' ids and
-        # words, in order. Recent ones only, and in memory: after a restart an
-        # edit of an older comment finds no row, and is logged as such.
-        self._grouped: OrderedDict[tuple[str, str], tuple[str, list[tuple[str, str]]]] = OrderedDict()
+        # Comments gathered into a burst's message, for their edits: the
+        # gateway's (gateway.db, kept across restarts), or recent ones in memory.
+        self._comments: CommentStore = comment_store if comment_store is not None else RecentComments()
         self._ready = asyncio.Event()
         self._failed = asyncio.Event()
         self._failure: ChannelFatalError | None = None
@@ -858,7 +897,7 @@ class TelegramChannel(BaseChannel):
             # addressed to the bot); the allow-list applies as to new ones.
             # Looked up when it runs: a burst still gathering is ahead of it in the lane.
             async def job() -> None:
-                await self.publish(self._regrouped(inbound), *ids)
+                await self.publish(await self._regrouped(inbound), *ids)
         elif (group := self._album_of(update)) and not isinstance(picture, (_Voice, _File)):
             # Also without agent.vision (or a video's part): one message, one note, for the album.
             # A file read as text (agent.documents) is a message of its own.
@@ -901,30 +940,47 @@ class TelegramChannel(BaseChannel):
         else:
             self._hold(chat, [uid], job)
 
-    def _group_comments(self, msg: InboundMessage, comments: list[InboundMessage]) -> None:
-        """Remember that ``comments`` were gathered into the burst ``msg``."""
-        words = [(c.message_id, c.text) for c in comments if c.text.strip()]
-        for mid, _ in words:
-            self._grouped[(msg.chat_id, mid)] = (msg.message_id, words)
-        while len(self._grouped) > _GROUPED_KEPT:
-            self._grouped.popitem(last=False)
+    async def _group_comments(self, msg: InboundMessage, comments: list[InboundMessage]) -> None:
+        """Keep that ``comments`` were gathered into the burst ``msg``; a
+        store that fails costs their later edits, not the burst (logged)."""
+        kept = [(c.message_id, len(c.text)) for c in comments if c.text.strip()]
+        if not kept:
+            return
+        try:
+            await self._comments.keep(msg.chat_id, msg.message_id, kept)
+        except Exception as exc:
+            self.log.error("comments sent with forwards not kept; their edits will not apply",
+                           chat_id=msg.chat_id, burst=msg.message_id, error=repr(exc))
 
-    def _regrouped(self, edit: InboundMessage) -> InboundMessage:
+    async def _regrouped(self, edit: InboundMessage) -> InboundMessage:
         """An edit of a comment gathered into a burst of forwards, as an
-        edit of the burst's stored message: its comments' words now
-        (``text``), and what they were (metadata ``replaces``), which the
-        stored row ends with (gateway/revisions.py). Any other edit as it is."""
-        found = self._grouped.get((edit.chat_id, edit.message_id))
+        edit of the burst's stored message: the comment's new words
+        (``text``), which of the burst's comments it is (metadata
+        ``comment``) and how long each was (``comments``), for the stored
+        row to change those words only (gateway/revisions.py). Any other
+        edit as it is."""
+        try:
+            found = await self._comments.find(edit.chat_id, edit.message_id)
+        except Exception as exc:
+            self.log.error("comments sent with forwards not read; the edit goes on as it is",
+                           chat_id=edit.chat_id, message_id=edit.message_id, error=repr(exc))
+            found = None
         if found is None:
             return edit
-        burst, words = found
-        before = "\n".join(t for _, t in words)
-        words[:] = [(mid, edit.text if mid == edit.message_id else t) for mid, t in words]  # the next edit's before
-        after = "\n".join(t for _, t in words if t.strip())
+        burst, spans = found
+        at = next(i for i, (mid, _) in enumerate(spans) if mid == edit.message_id)
+        lengths = [chars for _, chars in spans]
+        # The next edit's lengths: this one's words are the comment's now.
+        spans[at] = (edit.message_id, len(edit.text.strip()))  # as the stored row takes them
+        try:
+            await self._comments.keep(edit.chat_id, burst, spans)
+        except Exception as exc:
+            self.log.error("comments sent with forwards not kept; their edits will not apply",
+                           chat_id=edit.chat_id, burst=burst, error=repr(exc))
         self.log.info("edit of a comment sent with forwards applied to their message", chat_id=edit.chat_id,
                       message_id=edit.message_id, burst=burst)
-        return dataclasses.replace(edit, message_id=burst, text=after, placeholder="",
-                                   metadata={**edit.metadata, "replaces": before})
+        return dataclasses.replace(edit, message_id=burst, placeholder="",
+                                   metadata={**edit.metadata, "comments": lengths, "comment": at})
 
     def _hold(self, chat: str, update_ids: list[int], job: Job) -> None:
         """Queue ``job`` in ``chat``'s lane, holding ``update_ids`` (a list
@@ -1002,7 +1058,7 @@ class TelegramChannel(BaseChannel):
         parts = sorted(album.parts, key=lambda p: int(p[0].message_id or 0))
         if any(p[0].forwarded for p in parts):
             msg, username, comments = _forward_burst(parts)
-            self._group_comments(msg, comments)
+            await self._group_comments(msg, comments)
             # Each part forwards one message, in order: a recording's place among them.
             places = [n for n, p in enumerate(p for p in parts if p[0].forwarded) if isinstance(p[2], _Voice)]
             voices = [p[2] for p in parts if isinstance(p[2], _Voice)]

@@ -113,6 +113,10 @@ class ChannelSpec:
     # once) and keeps the recalls it saw: given ``seen_store(kind)``, those
     # ids are kept in gateway.db, so a restart does not forget them.
     keeps_seen: bool = False
+    # The channel gathers a comment with the forwards it was typed with, and
+    # applies the comment's edits to their message: given ``comment_store``,
+    # which went where is kept in gateway.db, so an edit after a restart too.
+    keeps_comments: bool = False
     # The channel can fetch pictures and voice messages users send: with
     # agent.vision it is given ``max_image_bytes``, with agent.transcription
     # ``max_audio_bytes``.
@@ -125,7 +129,8 @@ class ChannelSpec:
 
 
 CHANNELS: tuple[ChannelSpec, ...] = (
-    ChannelSpec("telegram", "channels.telegram", "TelegramChannel", lambda c: c.channels.telegram, reads_media=True),
+    ChannelSpec("telegram", "channels.telegram", "TelegramChannel", lambda c: c.channels.telegram, reads_media=True,
+                keeps_comments=True),
     ChannelSpec(
         "feishu",
         "channels.feishu",
@@ -562,6 +567,10 @@ class App:
                     from .seenids import SeenIds  # imports the Feishu channel's types
 
                     kwargs["seen_store"] = functools.partial(SeenIds, self.sessions.db, spec.name)
+                if spec.keeps_comments and self.sessions is not None:
+                    from .burstcomments import BurstComments
+
+                    kwargs["comment_store"] = BurstComments(self.sessions.db, spec.name)
                 if spec.reads_media and self.cfg.agent.vision:
                     kwargs["max_image_bytes"] = self.cfg.agent.max_image_bytes
                 if spec.reads_media and self.cfg.agent.transcription.enabled:
