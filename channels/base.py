@@ -12,10 +12,21 @@ from typing import Any
 
 import structlog
 
-from gateway.bus import Audio, Image, InboundMessage, MessageBus, OutboundMessage, notes_in_chinese, picture_mark
+from gateway.bus import (
+    Audio,
+    Image,
+    InboundMessage,
+    MessageBus,
+    OutboundMessage,
+    audio_mark,
+    audio_not_read,
+    not_heard,
+    notes_in_chinese,
+    picture_mark,
+)
 
 from .documents import FILE_NOT_READ, NO_TEXT, document_note, document_placeholder, read_document, read_scanned
-from .media import FAILED, NOT_READ, VOICE, VOICE_NOT_READ, ImageError, answering, image_note, placeholder
+from .media import FAILED, NOT_READ, ImageError, answering, image_note, placeholder, recording_note
 
 __all__ = ["UNREADABLE_REPLY", "UNREADABLE_REPLY_ZH", "BaseChannel", "ChannelFatalError", "DeliveryError", "rest_of"]
 
@@ -166,32 +177,40 @@ class BaseChannel(abc.ABC):
             note=lambda reason, _: image_note(reason, limit, **_answered(msg)),
         )
 
-    async def publish_voice(self, msg: InboundMessage, fetch: Callable[[], Awaitable[Audio]], *ids: str) -> bool:
-        """Publish a voice message with its recording, for the loop to
-        transcribe; the same rules as :meth:`publish_image`. Needs
-        ``max_audio_bytes``."""
+    async def publish_voice(
+        self, msg: InboundMessage, fetch: Callable[[], Awaitable[Audio]], *ids: str, name: str = ""
+    ) -> bool:
+        """Publish a voice message (or an audio file, ``name``: as the user
+        sees it, channels/media.py ``audio_label``) with its recording, for
+        the loop to transcribe; the same rules as :meth:`publish_image`.
+        Needs ``max_audio_bytes``."""
         limit = self.max_audio_bytes
         assert limit is not None, "publish_voice without max_audio_bytes"
 
         async def complete() -> InboundMessage:
-            return dataclasses.replace(msg, audio=await fetch(), placeholder=VOICE)
+            audio = dataclasses.replace(await fetch(), name=name)
+            return dataclasses.replace(msg, audio=audio, placeholder=audio_mark(name))
 
         return await self._publish_fetched(
-            msg, complete, ids, what="voice message", not_read=VOICE_NOT_READ,
-            note=lambda reason, _: image_note(reason, limit, what="voice message", **_answered(msg)),
+            msg, complete, ids, what="audio file" if name else "voice message", not_read=audio_not_read(name),
+            note=lambda reason, _: recording_note(reason, limit, name=name, **_answered(msg)),
         )
 
     async def attach_forwarded_voices(
-        self, msg: InboundMessage, fetches: Mapping[int, Callable[[], Awaitable[Audio]]], *ids: str
+        self, msg: InboundMessage, fetches: Mapping[int, Callable[[], Awaitable[Audio]]], *ids: str,
+        names: Mapping[int, str] | None = None,
     ) -> InboundMessage | None:
-        """``msg`` with the recordings of the voice messages it forwards
+        """``msg`` with the recordings of the voice messages (and audio
+        files: ``names``, a forward's place -> the file's name) it forwards
         (``fetches``: a forward's place in ``msg.forwarded`` -> its
         download) attached, for the loop to transcribe as their authors'
         words (``Forwarded.audio``). Nothing is downloaded where
         :meth:`publish_image` downloads nothing (the forwards keep their
         ``[voice]`` mark). A recording not downloaded becomes ``[voice not
-        read]`` and the user gets a note; None when that leaves nothing to
-        answer (the note was all). Needs ``max_audio_bytes``."""
+        read]`` (``[audio NAME not read]``) and the user gets a note; None
+        when that leaves nothing to answer (the note was all). Needs
+        ``max_audio_bytes``."""
+        names = names or {}
         if not fetches or (msg.is_group and not (msg.mentioned or msg.reply_to_bot)):
             return msg
         limit = self.max_audio_bytes
@@ -215,24 +234,27 @@ class BaseChannel(abc.ABC):
 
         got = await asyncio.gather(*(one(f) for f in fetches.values()))
         items = list(msg.forwarded)
-        failed: list[ImageError] = []
+        failed: list[tuple[str, ImageError]] = []
         for n, heard in zip(fetches, got):
+            name = names.get(n, "")
             if isinstance(heard, Audio):
-                items[n] = dataclasses.replace(items[n], audio=heard)
+                items[n] = dataclasses.replace(items[n], audio=dataclasses.replace(heard, name=name))
             else:
-                caption = items[n].text.removeprefix(VOICE).strip()
-                items[n] = dataclasses.replace(items[n], text=f"{VOICE_NOT_READ} {caption}".strip())
-                failed.append(heard)
+                caption = items[n].text.removeprefix(audio_mark(name)).strip()
+                items[n] = dataclasses.replace(items[n], text=f"{audio_not_read(name)} {caption}".strip())
+                failed.append((name, heard))
         msg = dataclasses.replace(msg, forwarded=tuple(items))
         if not failed:
             return msg
-        self.log.warning("forwarded voice message not read", reasons=[e.reason for e in failed],
-                         errors=[str(e) for e in failed], chat_id=msg.chat_id, message_id=msg.message_id)
-        rest = [f for f in items if not f.text.startswith(VOICE_NOT_READ)]
-        reasons = {e.reason for e in failed}
+        self.log.warning("forwarded recording not read", reasons=[e.reason for _, e in failed],
+                         errors=[str(e) for _, e in failed], chat_id=msg.chat_id, message_id=msg.message_id)
+        rest = [f for f in items if not not_heard(f.text)]
+        reasons = {e.reason for _, e in failed}
         reason = reasons.pop() if len(reasons) == 1 else FAILED
-        await self._note(msg, image_note(reason, limit, has_text=bool(msg.text.strip()), forwarded=len(rest),
-                                         what="voice message", zh=notes_in_chinese(msg)))
+        # One audio file is named; voice messages (or several) are said as before.
+        name = failed[0][0] if len(failed) == 1 else ""
+        await self._note(msg, recording_note(reason, limit, name=name, has_text=bool(msg.text.strip()),
+                                             forwarded=len(rest), zh=notes_in_chinese(msg)))
         return msg if msg.text.strip() or rest else None
 
     async def publish_document(

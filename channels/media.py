@@ -1,5 +1,5 @@
 """Pictures users send, for a chat model that reads them (``agent.vision``),
-and voice messages, for transcription (``agent.transcription``).
+and voice messages and audio files, for transcription (``agent.transcription``).
 
 A channel fetches the bytes its own way (Telegram ``getFile``, Feishu's
 message resource) and hands them to :func:`as_image`, which checks the size
@@ -12,6 +12,8 @@ short note the user gets (:func:`image_note`).
 from __future__ import annotations
 
 from collections.abc import Sequence
+
+import re
 
 from gateway.bus import PHOTO_NOT_READ, Image
 from gateway.bus import VOICE as VOICE
@@ -29,7 +31,11 @@ __all__ = [
     "album_note",
     "answering",
     "as_image",
+    "audio_filename",
+    "audio_label",
     "image_note",
+    "is_audio_name",
+    "recording_note",
     "placeholder",
     "sniff_mime",
 ]
@@ -80,6 +86,40 @@ def as_image(data: bytes, max_bytes: int) -> Image:
     if mime is None:
         raise ImageError(UNSUPPORTED, f"not {_FORMATS} ({len(data)} bytes)")
     return Image(data=data, mime=mime)
+
+
+# What transcription endpoints take, by extension (OpenAI's list, and kin).
+_AUDIO_TYPES = {
+    "audio/mpeg": "mp3", "audio/mp3": "mp3", "audio/mp4": "m4a", "audio/x-m4a": "m4a", "audio/m4a": "m4a",
+    "audio/aac": "aac", "audio/ogg": "ogg", "audio/opus": "ogg", "audio/wav": "wav", "audio/x-wav": "wav",
+    "audio/wave": "wav", "audio/webm": "webm", "audio/flac": "flac", "audio/x-flac": "flac", "audio/amr": "amr",
+}
+_AUDIO_EXTENSIONS = frozenset({*_AUDIO_TYPES.values(), "mpga", "mpeg", "oga", "opus", "wma", "aiff"})
+_LABEL_UNSAFE = re.compile(r"[\[\]\s]+")
+
+
+def audio_label(*, title: str = "", performer: str = "", file_name: str = "") -> str:
+    """An audio file's name as its mark shows it (``[audio NAME]``):
+    "performer – title" as a player shows it, else the title, else the
+    file name, else "audio"; one line, without brackets (they end a mark)."""
+    title, performer, file_name = (_LABEL_UNSAFE.sub(" ", w).strip() for w in (title, performer, file_name))
+    if title:
+        return f"{performer} – {title}" if performer else title
+    return file_name or "audio"
+
+
+def is_audio_name(file_name: str) -> bool:
+    """A file name with an audio extension (Feishu says no MIME type of a file)."""
+    return file_name.rpartition(".")[2].lower() in _AUDIO_EXTENSIONS
+
+
+def audio_filename(file_name: str, mime: str) -> str:
+    """The name a recording goes to the transcription endpoint under,
+    which reads the format from its extension: the sender's, when it has
+    one; else by the MIME type (``audio.mp3``)."""
+    if "." in file_name and is_audio_name(file_name):
+        return file_name
+    return f"audio.{_AUDIO_TYPES.get(mime.split(';')[0].strip().lower(), 'mp3')}"
 
 
 def placeholder(count: int) -> str:
@@ -134,6 +174,27 @@ def image_note(reason: str, max_bytes: int, *, has_text: bool, what: str = "pict
         note = f"I can only read {_FORMATS} pictures, so I could not read that one."
     else:
         note = f"Sorry, I could not download that {what}. Please send it again."
+    return note + answering(has_text=has_text, forwarded=forwarded)
+
+
+def recording_note(reason: str, max_bytes: int, *, name: str = "", has_text: bool, forwarded: int = 0,
+                   zh: bool = False) -> str:
+    """The short note for a recording not downloaded: a voice message's
+    (``name`` "") as :func:`image_note` says it; an audio file's names it
+    (and the limit, when it is too large); then what is answered. ``zh``: in Chinese."""
+    if not name:
+        return image_note(reason, max_bytes, has_text=has_text, what="voice message", forwarded=forwarded, zh=zh)
+    if zh:
+        if reason == TOO_LARGE:
+            note = f"音频文件 {name} 太大了，我转写不了（上限 {_megabytes(max_bytes)}）。请发短一点的录音，或者分段发送。"
+        else:
+            note = f"抱歉，音频文件 {name} 没能下载下来，请重新发送。"
+        return note + answering(has_text=has_text, forwarded=forwarded, zh=True)
+    if reason == TOO_LARGE:
+        note = (f"The audio file {name} is too large for me to transcribe (the limit is {_megabytes(max_bytes)}). "
+                "Please send a shorter recording, or split it.")
+    else:
+        note = f"Sorry, I could not download the audio file {name}. Please send it again."
     return note + answering(has_text=has_text, forwarded=forwarded)
 
 

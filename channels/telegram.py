@@ -51,10 +51,10 @@ import re
 import time
 import zlib
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any
+from typing import Any, Protocol
 
 # PTB 22 reads time periods (``RetryAfter.retry_after``) as timedelta when this
 # opt-in is set, and otherwise warns with PTBDeprecationWarning every time
@@ -99,7 +99,17 @@ from channels.documents import document_placeholder
 from channels.lanes import Job, Lanes
 from channels.markdown import might_have_markup, part_openers, plain_length, telegram_html
 from channels.marks import contact_mark, dice_mark, location_mark, place_mark, poll_mark, sticker_mark, video_mark
-from channels.media import FAILED, TOO_LARGE, UNSUPPORTED, ImageError, album_note, as_image, placeholder
+from channels.media import (
+    FAILED,
+    TOO_LARGE,
+    UNSUPPORTED,
+    ImageError,
+    album_note,
+    as_image,
+    audio_filename,
+    audio_label,
+    placeholder,
+)
 from gateway.bus import (
     EDIT,
     MESSAGE,
@@ -111,6 +121,7 @@ from gateway.bus import (
     MessageBus,
     OutboundMessage,
     Quoted,
+    audio_mark,
     notes_in_chinese,
 )
 from gateway.commands import MENU, MENU_ZH
@@ -122,6 +133,8 @@ __all__ = [
     "NOT_FOUND_MESSAGE",
     "MAX_MESSAGE_CHARS",
     "Backoff",
+    "CommentStore",
+    "RecentComments",
     "TelegramChannel",
     "TelegramSendError",
     "split_message",
@@ -158,8 +171,10 @@ _CONFIRM_TIMEOUT = 5.0
 MAX_ALBUM_IMAGES = 10
 # Updates one getUpdates returns at most (Telegram's default limit).
 _BATCH = 100
-# Comments sent with forwards whose edits are still applied (channel memory).
+# Comments sent with forwards whose edits are still applied (RecentComments),
+# and for how long: Telegram's edit window.
 _GROUPED_KEPT = 1000
+_EDIT_WINDOW = 48 * 3600.0
 # What stop_receiving waits beyond the downloads' own timeout for the lanes.
 _LANE_MARGIN = 5.0
 
@@ -208,11 +223,15 @@ class _Video:
 
 @dataclass(frozen=True)
 class _Voice:
-    """A voice message's recording, to download for transcription."""
+    """A voice message's recording, or an audio file's (``name``: as its
+    mark shows it, channels/media.py ``audio_label``), to download for
+    transcription."""
 
     file_id: str
     size: int | None
     mime: str
+    name: str = ""  # "": a voice message
+    filename: str = "voice.ogg"  # what the endpoint reads the format from; Telegram voice: OGG/Opus
 
 
 @dataclass(frozen=True)
@@ -261,6 +280,24 @@ def _content_mark(msg: Message) -> str:
     return f"[{kind.replace('_', ' ')}]" if kind else ""
 
 
+def _recording(msg: Message) -> _Voice | None:
+    """A voice message's recording, an audio file's (sent as music, or as a
+    file of an audio type) to transcribe; None for a message without one."""
+    if msg.voice is not None:
+        return _Voice(msg.voice.file_id, msg.voice.file_size, msg.voice.mime_type or "audio/ogg")
+    if msg.audio is not None:
+        a = msg.audio
+        mime = a.mime_type or "audio/mpeg"
+        name = audio_label(title=a.title or "", performer=a.performer or "", file_name=a.file_name or "")
+        return _Voice(a.file_id, a.file_size, mime, name, audio_filename(a.file_name or "", mime))
+    doc = msg.document
+    if doc is not None and (doc.mime_type or "").startswith("audio/"):
+        name = audio_label(file_name=doc.file_name or "")
+        return _Voice(doc.file_id, doc.file_size, doc.mime_type or "", name,
+                      audio_filename(doc.file_name or "", doc.mime_type or ""))
+    return None
+
+
 def _burst_of(msg: InboundMessage) -> str:
     """The key a sender's forwards are gathered under in their chat (and
     forum topic), next to the albums' ``media_group_id``."""
@@ -306,6 +343,42 @@ def _forward_burst(
         quoted=next((c.quoted for c in comments if c.quoted is not None), None),
     )
     return msg, username, comments
+
+
+class CommentStore(Protocol):
+    """Where the channel keeps which comments went into which burst of
+    forwards (gateway/burstcomments.py: gateway.db, so a restart keeps it):
+    each comment's id and length in characters, in order, under the
+    burst's message id; no words (what they said is in the burst's stored
+    message). Bounded, and expiring with Telegram's edit window."""
+
+    async def keep(self, chat_id: str, burst_id: str, comments: Sequence[tuple[str, int]]) -> None: ...
+
+    async def find(self, chat_id: str, comment_id: str) -> tuple[str, list[tuple[str, int]]] | None: ...
+
+
+class RecentComments:
+    """A :class:`CommentStore` in memory: the newest ``kept`` comments of
+    the last ``window`` seconds (a channel given no store of its own)."""
+
+    def __init__(self, *, kept: int = _GROUPED_KEPT, window: float = _EDIT_WINDOW,
+                 clock: Callable[[], float] = time.time) -> None:
+        self._kept, self._window, self._clock = kept, window, clock
+        self._items: OrderedDict[tuple[str, str], tuple[float, str, list[tuple[str, int]]]] = OrderedDict()
+
+    async def keep(self, chat_id: str, burst_id: str, comments: Sequence[tuple[str, int]]) -> None:
+        now = self._clock()
+        for mid, _ in comments:
+            self._items[(chat_id, mid)] = (now, burst_id, list(comments))
+            self._items.move_to_end((chat_id, mid))
+        while len(self._items) > self._kept:
+            self._items.popitem(last=False)
+
+    async def find(self, chat_id: str, comment_id: str) -> tuple[str, list[tuple[str, int]]] | None:
+        found = self._items.get((chat_id, comment_id))
+        if found is None or found[0] < self._clock() - self._window:
+            return None
+        return found[1], list(found[2])
 
 
 def _edited_mark(attached: _Fetch | None) -> str:
@@ -535,6 +608,7 @@ class TelegramChannel(BaseChannel):
         max_document_tokens: int = 12_000,
         album_quiet: float = 1.0,
         hold_poll: float = 0.5,
+        comment_store: CommentStore | None = None,
     ) -> None:
         super().__init__(bus, config.allow_from, max_image_bytes=max_image_bytes, max_audio_bytes=max_audio_bytes,
                          max_document_bytes=max_document_bytes, max_document_tokens=max_document_tokens)
@@ -559,11 +633,9 @@ class TelegramChannel(BaseChannel):
         self._floor = 0  # confirmed regardless (a full batch behind a pending update)
         self._lanes = Lanes("telegram-lanes")
         self._albums: dict[tuple[str, str], _Album] = {}  # (chat, media_group_id) -> still gathering
-        # Comments gathered into a burst's message, for their edits: (chat,
-        # comment's id) -> the burst's message id and its comments' ids and
-        # words, in order. Recent ones only, and in memory: after a restart an
-        # edit of an older comment finds no row, and is logged as such.
-        self._grouped: OrderedDict[tuple[str, str], tuple[str, list[tuple[str, str]]]] = OrderedDict()
+        # Comments gathered into a burst's message, for their edits: the
+        # gateway's (gateway.db, kept across restarts), or recent ones in memory.
+        self._comments: CommentStore = comment_store if comment_store is not None else RecentComments()
         self._ready = asyncio.Event()
         self._failed = asyncio.Event()
         self._failure: ChannelFatalError | None = None
@@ -825,7 +897,7 @@ class TelegramChannel(BaseChannel):
             # addressed to the bot); the allow-list applies as to new ones.
             # Looked up when it runs: a burst still gathering is ahead of it in the lane.
             async def job() -> None:
-                await self.publish(self._regrouped(inbound), *ids)
+                await self.publish(await self._regrouped(inbound), *ids)
         elif (group := self._album_of(update)) and not isinstance(picture, (_Voice, _File)):
             # Also without agent.vision (or a video's part): one message, one note, for the album.
             # A file read as text (agent.documents) is a message of its own.
@@ -840,7 +912,7 @@ class TelegramChannel(BaseChannel):
                 return await self._download_voice(voice)
 
             async def job() -> None:
-                await self.publish_voice(inbound, record, *ids)
+                await self.publish_voice(inbound, record, *ids, name=voice.name)
         elif isinstance(picture, _File):
             file = picture
 
@@ -868,30 +940,47 @@ class TelegramChannel(BaseChannel):
         else:
             self._hold(chat, [uid], job)
 
-    def _group_comments(self, msg: InboundMessage, comments: list[InboundMessage]) -> None:
-        """Remember that ``comments`` were gathered into the burst ``msg``."""
-        words = [(c.message_id, c.text) for c in comments if c.text.strip()]
-        for mid, _ in words:
-            self._grouped[(msg.chat_id, mid)] = (msg.message_id, words)
-        while len(self._grouped) > _GROUPED_KEPT:
-            self._grouped.popitem(last=False)
+    async def _group_comments(self, msg: InboundMessage, comments: list[InboundMessage]) -> None:
+        """Keep that ``comments`` were gathered into the burst ``msg``; a
+        store that fails costs their later edits, not the burst (logged)."""
+        kept = [(c.message_id, len(c.text)) for c in comments if c.text.strip()]
+        if not kept:
+            return
+        try:
+            await self._comments.keep(msg.chat_id, msg.message_id, kept)
+        except Exception as exc:
+            self.log.error("comments sent with forwards not kept; their edits will not apply",
+                           chat_id=msg.chat_id, burst=msg.message_id, error=repr(exc))
 
-    def _regrouped(self, edit: InboundMessage) -> InboundMessage:
+    async def _regrouped(self, edit: InboundMessage) -> InboundMessage:
         """An edit of a comment gathered into a burst of forwards, as an
-        edit of the burst's stored message: its comments' words now
-        (``text``), and what they were (metadata ``replaces``), which the
-        stored row ends with (gateway/revisions.py). Any other edit as it is."""
-        found = self._grouped.get((edit.chat_id, edit.message_id))
+        edit of the burst's stored message: the comment's new words
+        (``text``), which of the burst's comments it is (metadata
+        ``comment``) and how long each was (``comments``), for the stored
+        row to change those words only (gateway/revisions.py). Any other
+        edit as it is."""
+        try:
+            found = await self._comments.find(edit.chat_id, edit.message_id)
+        except Exception as exc:
+            self.log.error("comments sent with forwards not read; the edit goes on as it is",
+                           chat_id=edit.chat_id, message_id=edit.message_id, error=repr(exc))
+            found = None
         if found is None:
             return edit
-        burst, words = found
-        before = "\n".join(t for _, t in words)
-        words[:] = [(mid, edit.text if mid == edit.message_id else t) for mid, t in words]  # the next edit's before
-        after = "\n".join(t for _, t in words if t.strip())
+        burst, spans = found
+        at = next(i for i, (mid, _) in enumerate(spans) if mid == edit.message_id)
+        lengths = [chars for _, chars in spans]
+        # The next edit's lengths: this one's words are the comment's now.
+        spans[at] = (edit.message_id, len(edit.text.strip()))  # as the stored row takes them
+        try:
+            await self._comments.keep(edit.chat_id, burst, spans)
+        except Exception as exc:
+            self.log.error("comments sent with forwards not kept; their edits will not apply",
+                           chat_id=edit.chat_id, burst=burst, error=repr(exc))
         self.log.info("edit of a comment sent with forwards applied to their message", chat_id=edit.chat_id,
                       message_id=edit.message_id, burst=burst)
-        return dataclasses.replace(edit, message_id=burst, text=after, placeholder="",
-                                   metadata={**edit.metadata, "replaces": before})
+        return dataclasses.replace(edit, message_id=burst, placeholder="",
+                                   metadata={**edit.metadata, "comments": lengths, "comment": at})
 
     def _hold(self, chat: str, update_ids: list[int], job: Job) -> None:
         """Queue ``job`` in ``chat``'s lane, holding ``update_ids`` (a list
@@ -969,13 +1058,13 @@ class TelegramChannel(BaseChannel):
         parts = sorted(album.parts, key=lambda p: int(p[0].message_id or 0))
         if any(p[0].forwarded for p in parts):
             msg, username, comments = _forward_burst(parts)
-            self._group_comments(msg, comments)
+            await self._group_comments(msg, comments)
             # Each part forwards one message, in order: a recording's place among them.
             places = [n for n, p in enumerate(p for p in parts if p[0].forwarded) if isinstance(p[2], _Voice)]
             voices = [p[2] for p in parts if isinstance(p[2], _Voice)]
             heard = await self.attach_forwarded_voices(
                 msg, {n: functools.partial(self._download_voice, v) for n, v in zip(places, voices)},
-                msg.sender_id, username,
+                msg.sender_id, username, names={n: v.name for n, v in zip(places, voices) if v.name},
             )
             if heard is None:
                 return  # a recording not read was all: the user was told
@@ -1048,9 +1137,9 @@ class TelegramChannel(BaseChannel):
         # channel's post mirrored into its discussion group is not one.
         origin = msg.forward_origin if not (edited or msg.is_automatic_forward) else None
         picture: _Fetch | None = self._picture(msg) if self.max_image_bytes is not None else None
-        if msg.voice is not None and self.max_audio_bytes is not None:
+        if self.max_audio_bytes is not None and (recording := _recording(msg)) is not None:
             # A forwarded one is transcribed as its author's words (Forwarded.audio).
-            picture = _Voice(msg.voice.file_id, msg.voice.file_size, msg.voice.mime_type or "audio/ogg")
+            picture = recording
         doc = msg.document
         if picture is None and doc is not None and self.max_document_bytes is not None:
             picture = _File(doc.file_id, doc.file_size, doc.file_name or "file")
@@ -1060,7 +1149,7 @@ class TelegramChannel(BaseChannel):
         if origin is not None:
             # Its words are the forward's, marked with what it held ("[sticker 😀]");
             # a picture or file to read keeps its own mark (the placeholder).
-            mark = _content_mark(msg)
+            mark = audio_mark(picture.name) if isinstance(picture, _Voice) else _content_mark(msg)
             # (A recording keeps its "[voice]" in front: the transcript follows it.)
             keeps = picture is not None and not isinstance(picture, _Voice)
             words = (text or mark) if keeps else f"{mark} {text or ''}".strip()
@@ -1148,7 +1237,7 @@ class TelegramChannel(BaseChannel):
         limit = self.max_audio_bytes
         assert limit is not None
         data = await self._file_bytes(voice.file_id, voice.size, limit)
-        return Audio(data=data, mime=voice.mime, filename="voice.ogg")  # Telegram voice: OGG/Opus
+        return Audio(data=data, mime=voice.mime, filename=voice.filename, name=voice.name)
 
     async def _download_file(self, file: _File) -> bytes:
         limit = self.max_document_bytes

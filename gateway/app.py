@@ -117,6 +117,10 @@ class ChannelSpec:
     # ``draft_store``, that message's id is kept in gateway.db until the
     # reply is out (a reply sent after a restart still becomes it).
     keeps_drafts: bool = False
+    # The channel gathers a comment with the forwards it was typed with, and
+    # applies the comment's edits to their message: given ``comment_store``,
+    # which went where is kept in gateway.db, so an edit after a restart too.
+    keeps_comments: bool = False
     # The channel can fetch pictures and voice messages users send: with
     # agent.vision it is given ``max_image_bytes``, with agent.transcription
     # ``max_audio_bytes``.
@@ -129,7 +133,8 @@ class ChannelSpec:
 
 
 CHANNELS: tuple[ChannelSpec, ...] = (
-    ChannelSpec("telegram", "channels.telegram", "TelegramChannel", lambda c: c.channels.telegram, reads_media=True),
+    ChannelSpec("telegram", "channels.telegram", "TelegramChannel", lambda c: c.channels.telegram, reads_media=True,
+                keeps_comments=True),
     ChannelSpec(
         "feishu",
         "channels.feishu",
@@ -571,6 +576,10 @@ class App:
                     from .draftmessages import DraftMessages  # imports the Feishu channel's types
 
                     kwargs["draft_store"] = DraftMessages(self.sessions.db, spec.name)
+                if spec.keeps_comments and self.sessions is not None:
+                    from .burstcomments import BurstComments
+
+                    kwargs["comment_store"] = BurstComments(self.sessions.db, spec.name)
                 if spec.reads_media and self.cfg.agent.vision:
                     kwargs["max_image_bytes"] = self.cfg.agent.max_image_bytes
                 if spec.reads_media and self.cfg.agent.transcription.enabled:

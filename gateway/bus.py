@@ -21,8 +21,8 @@ from memory.tokens import estimate_tokens, prefix_within
 __all__ = [
     "EDIT", "FILE_NOT_READ", "FORWARD_TOKENS", "MESSAGE", "PHOTO_NOT_READ", "RECALL", "ROUTING_KEYS", "VOICE", "VOICE_NOT_READ",
     "Attachment", "Audio", "Document",
-    "Forwarded", "Image", "InboundMessage", "MessageBus", "OutboundMessage", "forwarded_text", "notes_in_chinese",
-    "picture_mark",
+    "Forwarded", "Image", "InboundMessage", "MessageBus", "OutboundMessage", "audio_mark", "audio_not_read",
+    "forwarded_text", "not_heard", "notes_in_chinese", "picture_mark",
 ]
 
 # Metadata that says where inside a chat a message was (a Telegram forum
@@ -45,6 +45,9 @@ FILE_NOT_READ = "[file not read]"
 # A voice message's mark, before its transcript; and one nobody could hear.
 VOICE = "[voice]"
 VOICE_NOT_READ = "[voice not read]"
+# An audio file's (a recording sent as music or as a file): "[audio NAME]",
+# "[audio NAME not read]"; audio_mark and audio_not_read make them.
+_NOT_HEARD = re.compile(r"^\[(?:voice|audio [^\]\n]+) not read\](?= |\n|$)")
 # Marks of pictures or a file in front of a stored user message ("[photo]",
 # "[3 photos]", PHOTO_NOT_READ, "[file plan.pdf]", "[file not read]"), with
 # an album's videos the model did not watch after them ("[2 photos] [video
@@ -79,6 +82,22 @@ def notes_in_chinese(msg: InboundMessage) -> bool:
     return msg.locale.lower().startswith("zh")
 
 
+def audio_mark(name: str = "") -> str:
+    """What stands for a recording: ``[voice]`` for a voice message (``name``
+    ""), ``[audio NAME]`` for an audio file, named as the user sees it."""
+    return f"[audio {name}]" if name else VOICE
+
+
+def audio_not_read(name: str = "") -> str:
+    """:func:`audio_mark` of a recording nobody could hear."""
+    return f"[audio {name} not read]" if name else VOICE_NOT_READ
+
+
+def not_heard(text: str) -> bool:
+    """Does ``text`` (a forward's words) start with the mark of a recording nobody heard?"""
+    return _NOT_HEARD.match(text) is not None
+
+
 def picture_mark(content: str) -> str:
     """The mark of pictures (or a file) a stored user message starts with; "" for none."""
     m = _PICTURE_MARK.match(content)
@@ -100,13 +119,16 @@ class Image:
 
 @dataclass(frozen=True)
 class Audio:
-    """A voice message, to be transcribed (``agent.transcription``) before
+    """A voice message (or an audio file), to be transcribed (``agent.transcription``) before
     the model reads it; the transcript becomes the message's words. Its
     bytes are never stored, shown in a repr or logged."""
 
     data: bytes = field(repr=False)
     mime: str
     filename: str  # the transcription endpoint reads the format from its extension
+    # An audio file's name as the user sees it (title and performer, or its
+    # file name): its words are marked as its transcript. "": a voice message.
+    name: str = ""
 
 
 @dataclass(frozen=True)

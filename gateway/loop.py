@@ -43,8 +43,8 @@ from memory.types import Hit
 
 from .agent import Agent, AgentReply, apology
 from .bus import (
-    FILE_NOT_READ, MESSAGE, PHOTO_NOT_READ, VOICE_NOT_READ, Attachment, InboundMessage, MessageBus, OutboundMessage,
-    notes_in_chinese,
+    FILE_NOT_READ, MESSAGE, PHOTO_NOT_READ, Attachment, InboundMessage, MessageBus, OutboundMessage, audio_not_read,
+    not_heard, notes_in_chinese,
 )
 from .commands import COMMANDS, UserCommands
 from .drafts import Drafts
@@ -57,7 +57,14 @@ from .sessions import SessionStore, StoredMessage
 from .incognito import Incognito
 from .timezones import UserTimezones
 from .tools import ToolContext
-from .transcription import Transcriber, TranscriptionError, hear_forwarded
+from .transcription import (
+    Transcriber,
+    TranscriptionError,
+    forwarded_not_heard_note,
+    hear_forwarded,
+    not_heard_note,
+    with_transcript,
+)
 
 __all__ = [
     "HELP_TEXT", "HELP_TEXT_ZH", "JobFailed", "JobReply", "LoopStats", "ProcessLoop", "Samples", "parse_command", "percentile",
@@ -118,12 +125,6 @@ _COMMAND = re.compile(
 )
 _CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff]")
 _CONTEXT_TURNS = 4  # recent messages recall may use to disambiguate a short message
-_VOICE_FAILED = "Sorry, I could not make out that voice message. Please send it again or type it."
-_FORWARDED_VOICE_FAILED = "Sorry, I could not make out the forwarded voice message."
-_ANSWERING_FORWARDS = " I am answering the rest without it."
-_VOICE_FAILED_ZH = "抱歉，这条语音我没听清。请重新发送，或者直接打字。"
-_FORWARDED_VOICE_FAILED_ZH = "抱歉，转发的语音我没听清。"
-_ANSWERING_FORWARDS_ZH = "其余内容我先照常回复。"
 
 
 def parse_command(text: str) -> str | None:
@@ -633,11 +634,11 @@ class ProcessLoop:
         except TranscriptionError as exc:
             log.warning("voice message not transcribed", chat=msg.session_key, error=str(exc))
         if words:
-            return replace(msg, text=f"{msg.text}\n{words}".strip(), audio=None)
-        await self._reply(msg, _VOICE_FAILED_ZH if notes_in_chinese(msg) else _VOICE_FAILED, user)
+            return replace(msg, text=with_transcript(msg.text, msg.audio, words), audio=None)
+        await self._reply(msg, not_heard_note(msg.audio, zh=notes_in_chinese(msg)), user)
         if not msg.text.strip():
             return None
-        return replace(msg, audio=None, placeholder="[voice not read]")
+        return replace(msg, audio=None, placeholder=audio_not_read(msg.audio.name))
 
     async def _transcribe_forwarded(self, msg: InboundMessage, user: str) -> InboundMessage | None:
         """``msg`` with its forwarded recordings' transcripts in their own
@@ -646,13 +647,9 @@ class ProcessLoop:
         forwarded, missed = await hear_forwarded(self.transcriber, msg.forwarded)
         msg = replace(msg, forwarded=forwarded)
         if missed:
-            log.warning("forwarded voice messages not transcribed", chat=msg.session_key, missed=missed)
-            left = msg.text.strip() or any(not f.text.startswith(VOICE_NOT_READ) for f in forwarded)
-            if notes_in_chinese(msg):
-                note = _FORWARDED_VOICE_FAILED_ZH + (_ANSWERING_FORWARDS_ZH if left else "")
-            else:
-                note = _FORWARDED_VOICE_FAILED + (_ANSWERING_FORWARDS if left else "")
-            await self._reply(msg, note, user)
+            log.warning("forwarded recordings not transcribed", chat=msg.session_key, missed=len(missed))
+            left = bool(msg.text.strip()) or any(not not_heard(f.text) for f in forwarded)
+            await self._reply(msg, forwarded_not_heard_note(missed, zh=notes_in_chinese(msg), rest=left), user)
             if not left:
                 return None
         return msg

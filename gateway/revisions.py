@@ -16,8 +16,9 @@ asks for less, not more.
   memory must never learn from (an incognito turn, one that erased memory)
   changes in Tier 0 only. Only the row's own sender edits it. A comment
   sent with forwards is stored at the end of their message (Telegram: the
-  burst's); the channel sends its edit as that message's, with the words it
-  replaces (metadata ``replaces``), and only those change. A message the bot never stored (a group
+  burst's); the channel sends its edit as that message's, saying which of
+  its comments it is and how long each was (metadata ``comment``,
+  ``comments``: no words kept), and only those words change. A message the bot never stored (a group
   message not addressed to it, or one pruned from Tier 0) is left alone.
 * **Recall** (Feishu ``im.message.recalled_v1``): the message and the reply
   to it leave Tier 0 (their bytes too: a checkpoint), and memory erases its
@@ -88,16 +89,17 @@ class Revisions:
         mark = picture_mark(row.content) if msg.placeholder else ""
         if mark:
             text = f"{mark} {msg.text.strip()}".strip()
-        replaces = msg.metadata.get("replaces")
-        if isinstance(replaces, str):
+        lengths, at = msg.metadata.get("comments"), msg.metadata.get("comment")
+        if isinstance(lengths, list) and isinstance(at, int):
             # A comment sent with forwards, stored at the end of their message
             # (InboundMessage.history_text): only those words change, so the
             # forwards (and a transcript, a picture's mark) stay as stored.
-            if not replaces or not row.content.endswith(replaces):
+            spliced = _splice(row.content, lengths, at, msg.text.strip())
+            if spliced is None:
                 log.info("edit of a comment sent with forwards not applied: the stored words differ",
                          chat=key, message_id=msg.message_id)
                 return "unknown"
-            text = (row.content[: len(row.content) - len(replaces)] + msg.text.strip()).strip()
+            text = spliced
         if not msg.text.strip() or text == row.content:
             return "unchanged"
         await self.sessions.revise(row.id, text)
@@ -138,3 +140,27 @@ class Revisions:
         log.info("message recalled: erased from history and memory", chat=key, message_id=msg.message_id,
                  history_rows=rows)
         return "recalled"
+
+
+def _splice(content: str, lengths: list[object], at: int, words: str) -> str | None:
+    """``content`` (a burst's stored message: its forwards, a blank line,
+    its comments one a line) with comment ``at`` of those ``lengths`` (in
+    characters, in order) now ``words``; None when the stored row does not
+    end that way (it was edited otherwise, or is not that message)."""
+    if not lengths or not all(isinstance(n, int) and n > 0 for n in lengths) or not 0 <= at < len(lengths):
+        return None
+    sizes = [n for n in lengths if isinstance(n, int)]
+    span = sum(sizes) + len(sizes) - 1
+    head, tail = content[: len(content) - span], content[len(content) - span :]
+    if span > len(content) or not head.endswith("\n\n"):
+        return None
+    pieces, pos = [], 0
+    for i, n in enumerate(sizes):
+        pieces.append(tail[pos : pos + n])
+        pos += n
+        if i < len(sizes) - 1:
+            if tail[pos : pos + 1] != "\n":
+                return None
+            pos += 1
+    pieces[at] = words
+    return (head + "\n".join(p for p in pieces if p.strip())).strip()

@@ -211,6 +211,28 @@ async def _m009_draft_messages(conn: aiosqlite.Connection) -> None:
     )
 
 
+async def _m010_burst_comments(conn: aiosqlite.Connection) -> None:
+    # Which comment went into which burst of forwards (gateway/burstcomments.py,
+    # the Telegram channel's), so its edit after a restart still finds their
+    # message. Platform ids, lengths and a time only; rows go after the
+    # edit window (48 h).
+    await run_script(
+        conn,
+        """
+        CREATE TABLE burst_comments (
+            channel    TEXT NOT NULL,
+            chat_id    TEXT NOT NULL,
+            comment_id TEXT NOT NULL,
+            burst_id   TEXT NOT NULL,
+            comments   TEXT NOT NULL,
+            kept_at    REAL NOT NULL,
+            PRIMARY KEY (channel, chat_id, comment_id)
+        );
+        CREATE INDEX idx_burst_comments_age ON burst_comments(channel, kept_at);
+        """,
+    )
+
+
 MIGRATIONS: list[Migration] = [
     _m001_sessions,
     _m002_message_ids,
@@ -221,6 +243,7 @@ MIGRATIONS: list[Migration] = [
     _m007_seen_ids,
     _m008_user_incognito,
     _m009_draft_messages,
+    _m010_burst_comments,
 ]
 
 

@@ -1,4 +1,4 @@
-"""Voice messages as text (``agent.transcription``): an OpenAI-compatible
+"""Voice messages and audio files as text (``agent.transcription``): an OpenAI-compatible
 ``POST /audio/transcriptions`` (multipart: ``file``, ``model``), answered
 with ``{"text": ...}``. The process loop turns a message's recording into
 its words before anything else reads it; the recording itself is never
@@ -22,10 +22,17 @@ import structlog
 
 from memory.redact import scrub_provider_text
 
-from .bus import VOICE, VOICE_NOT_READ, Audio, Forwarded
+from .bus import Audio, Forwarded, audio_mark, audio_not_read
 from .config import ProviderConfig
 
-__all__ = ["Transcriber", "TranscriptionError", "hear_forwarded"]
+__all__ = [
+    "TRANSCRIPT", "Transcriber", "TranscriptionError", "forwarded_not_heard_note", "hear_forwarded", "not_heard_note",
+    "with_transcript",
+]
+
+# An audio file's words follow this line: someone's recording (a meeting, a
+# lecture), not the user's own dictation, as a voice message is.
+TRANSCRIPT = "[transcript]"
 
 log = structlog.get_logger(component="gateway")
 
@@ -94,35 +101,67 @@ class Transcriber:
         return text.strip()
 
 
+def with_transcript(said: str, audio: Audio, words: str) -> str:
+    """The words of a message (or a forward) whose recording was heard:
+    what was said with it (a caption), then the transcript; an audio
+    file's marked as its transcript (:data:`TRANSCRIPT`)."""
+    return "\n".join(w for w in (said.strip(), TRANSCRIPT if audio.name else "", words) if w)
+
+
+def not_heard_note(audio: Audio, *, zh: bool) -> str:
+    """What the user is told when the recording they sent could not be transcribed."""
+    if not audio.name:
+        return ("抱歉，这条语音我没听清。请重新发送，或者直接打字。" if zh
+                else "Sorry, I could not make out that voice message. Please send it again or type it.")
+    return (f"抱歉，音频文件 {audio.name} 没能转写出来，请重新发送。" if zh
+            else f"Sorry, I could not transcribe the audio file {audio.name}. Please send it again.")
+
+
+def forwarded_not_heard_note(missed: Sequence[Audio], *, zh: bool, rest: bool) -> str:
+    """... and when recordings they forwarded could not be (``rest``: there
+    is more to answer, and it is answered without them)."""
+    files = [a.name for a in missed if a.name]
+    if zh:
+        what = f"转发的音频文件 {'、'.join(files)}" if files and len(files) == len(missed) else "转发的语音"
+        return f"抱歉，{what}我没听清。" + ("其余内容我先照常回复。" if rest else "")
+    if files and len(files) == len(missed):
+        what = f"the forwarded audio file {files[0]}" if len(files) == 1 else "the forwarded audio files " + ", ".join(files)
+    else:
+        what = "the forwarded voice message" if len(missed) == 1 else "the forwarded voice messages"
+    return f"Sorry, I could not make out {what}." + (" I am answering the rest without it." if rest else "")
+
+
 async def hear_forwarded(
     transcriber: Transcriber | None, items: Sequence[Forwarded]
-) -> tuple[tuple[Forwarded, ...], int]:
+) -> tuple[tuple[Forwarded, ...], list[Audio]]:
     """``items`` (a message's forwards) with each recording the channel
-    attached turned into its words, still its author's: ``[voice]`` (and
-    the caption it came with), then the transcript; one that could not be
-    transcribed (or with ``transcriber`` None) becomes ``[voice not
-    read]``. Every recording is dropped. Returns them and how many were
-    not heard. The recordings are transcribed at once: a burst may hold
-    several, and the user waits for all."""
+    attached turned into its words, still its author's: its mark
+    (``[voice]``, ``[audio NAME]``) and the caption it came with, then the
+    transcript (:func:`with_transcript`); one that could not be transcribed
+    (or with ``transcriber`` None) becomes ``[voice not read]`` (``[audio
+    NAME not read]``). Every recording is dropped. Returns them and the
+    recordings not heard. The recordings are transcribed at once: a burst
+    may hold several, and the user waits for all."""
 
-    async def hear(item: Forwarded) -> tuple[Forwarded, bool]:
-        if item.audio is None:
-            return item, True
-        said = item.text.removeprefix(VOICE).strip()  # its caption, if any
+    async def hear(item: Forwarded) -> tuple[Forwarded, Audio | None]:
+        audio = item.audio
+        if audio is None:
+            return item, None
+        said = item.text.removeprefix(audio_mark(audio.name)).strip()  # its caption, if any
         words = ""
         try:
             if transcriber is None:
                 raise TranscriptionError("agent.transcription is off")
-            words = await transcriber.transcribe(item.audio)
+            words = await transcriber.transcribe(audio)
         except TranscriptionError as exc:
-            log.warning("forwarded voice message not transcribed", error=str(exc))
+            log.warning("forwarded recording not transcribed", error=str(exc))
         if not words:
-            return dataclasses.replace(item, text=f"{VOICE_NOT_READ} {said}".strip(), audio=None), False
-        text = f"{said}\n{words}" if said else words  # as a voice message's own caption and transcript
-        return dataclasses.replace(item, text=f"{VOICE} {text}", audio=None), True
+            return dataclasses.replace(item, text=f"{audio_not_read(audio.name)} {said}".strip(), audio=None), audio
+        text = f"{audio_mark(audio.name)} {with_transcript(said, audio, words)}"
+        return dataclasses.replace(item, text=text, audio=None), None
 
     heard = await asyncio.gather(*(hear(i) for i in items))
-    return tuple(i for i, _ in heard), sum(not ok for _, ok in heard)
+    return tuple(i for i, _ in heard), [a for _, a in heard if a is not None]
 
 
 def _message(resp: httpx.Response) -> str:

@@ -63,7 +63,7 @@ from aiohttp import web
 
 from channels.base import BaseChannel, ChannelFatalError
 from channels.lanes import Job, Lanes
-from channels.media import FAILED, MAX_IMAGES, TOO_LARGE, ImageError, as_image
+from channels.media import FAILED, MAX_IMAGES, TOO_LARGE, ImageError, as_image, audio_filename
 from gateway.bus import Audio, Forwarded, Image, InboundMessage, MessageBus, OutboundMessage, Quoted, notes_in_chinese
 from gateway.config import FeishuConfig
 from gateway.http import HttpServer
@@ -443,7 +443,7 @@ class FeishuChannel(BaseChannel):
             return [await self._download(msg.message_id, key) for key in images]
 
         async def record() -> Audio:
-            return await self._download_audio(msg.message_id, audio)
+            return await self._download_audio(msg.message_id, audio, parsed.file_name if parsed.audio_name else "")
 
         async def read() -> bytes:
             return (await self._resource(msg.message_id, file_key, kind="file", limit=self.max_document_bytes)).data
@@ -460,7 +460,7 @@ class FeishuChannel(BaseChannel):
             if images:
                 await self.publish_image(message, fetch, *ids)
             elif audio:
-                await self.publish_voice(message, record, *ids)
+                await self.publish_voice(message, record, *ids, name=parsed.audio_name)
             elif file_key:
                 await self.publish_document(message, parsed.file_name, read, *ids)
             elif parsed.record:
@@ -562,9 +562,12 @@ class FeishuChannel(BaseChannel):
             raise _CutShort
         return task.result()
 
-    async def _download_audio(self, message_id: str, file_key: str) -> Audio:
-        """An audio message's recording (Ogg/Opus)."""
+    async def _download_audio(self, message_id: str, file_key: str, file_name: str = "") -> Audio:
+        """An audio message's recording (Ogg/Opus), or an audio file's (``file_name``)."""
         got = await self._resource(message_id, file_key, kind="file", limit=self.max_audio_bytes)
+        if file_name:
+            mime = got.content_type or "application/octet-stream"
+            return Audio(data=got.data, mime=mime, filename=audio_filename(file_name, mime))
         return Audio(data=got.data, mime=got.content_type or "audio/ogg", filename="voice.ogg")
 
     async def _download(self, message_id: str, image_key: str) -> Image:

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from channels.media import audio_label, is_audio_name
 from gateway.bus import RECALL, Forwarded, InboundMessage, Quoted
 
 from .content import SHARED_TYPES, card_text, flatten_post_content, post_image_keys, resolve_placeholders, shared_words
@@ -63,9 +64,10 @@ class ParsedMessage:
     # The pictures of an ``image`` message or a ``post`` (its ``img``
     # elements), in order: keys for the message resource API.
     image_keys: tuple[str, ...] = ()
-    audio_key: str = ""  # an ``audio`` message's recording (its ``file_key``)
+    audio_key: str = ""  # an ``audio`` message's recording (its ``file_key``), or an audio file's
     file_key: str = ""  # a ``file`` message's file, and its name
     file_name: str = ""
+    audio_name: str = ""  # an audio file's (a ``file`` message of an audio type): its mark's name; "": voice
     record: bool = False  # a chat record: its messages are read by id (records.py)
 
 
@@ -131,7 +133,7 @@ def parse_message_event(
     msg_type = message.get("message_type")
     content = _load_content(message.get("content"))
     image_keys: tuple[str, ...] = ()
-    audio_key = file_key = file_name = ""
+    audio_key = file_key = file_name = audio_name = ""
     forwarded: tuple[Forwarded, ...] = ()
     if msg_type == "text":
         text = resolve_placeholders(str(content.get("text") or ""), names)
@@ -146,6 +148,8 @@ def parse_message_event(
             audio_key = str(content["file_key"])
         if msg_type == "file" and content.get("file_key"):
             file_key, file_name = str(content["file_key"]), str(content.get("file_name") or "file")
+            if is_audio_name(file_name):  # a recording sent as a file: heard, with transcription on
+                audio_key, audio_name = file_key, audio_label(file_name=file_name)
         text = ""  # answered with a note by the channel (metadata "unreadable")
     elif msg_type == RECORD_TYPE:
         text = ""  # the stand-in "Merged and Forwarded Message": the channel reads the record
@@ -191,7 +195,7 @@ def parse_message_event(
         },
         forwarded=forwarded,
     )
-    return ParsedMessage(inbound, sender_ids, image_keys, audio_key, file_key, file_name,
+    return ParsedMessage(inbound, sender_ids, image_keys, audio_key, file_key, file_name, audio_name,
                          record=msg_type == RECORD_TYPE)
 
 

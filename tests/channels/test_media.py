@@ -13,8 +13,12 @@ from channels.media import (
     album_note,
     answering,
     as_image,
+    audio_filename,
+    audio_label,
     image_note,
+    is_audio_name,
     placeholder,
+    recording_note,
     sniff_mime,
 )
 from gateway.bus import Forwarded, Image, InboundMessage, notes_in_chinese
@@ -129,3 +133,26 @@ def test_the_notes_language_comes_from_the_words_then_the_senders_app() -> None:
     # Japanese has kanji too, but with kana: not Chinese, whatever the app says.
     assert not zh("この写真は何ですか", locale="zh") and not zh("", forwarded=("[photo] 会議は明日です",))
     assert zh("会议明天") and zh("我の猫")  # kanji alone, or with a borrowed の: Chinese
+
+
+def test_an_audio_file_is_named_as_a_player_shows_it_and_sent_under_a_name_with_its_format() -> None:
+    assert audio_label(title="Weekly sync", performer="Nina", file_name="a.mp3") == "Nina – Weekly sync"
+    assert audio_label(title="Weekly sync") == "Weekly sync"
+    assert audio_label(file_name="notes [v2]\n.m4a") == "notes v2 .m4a"  # brackets would end its mark
+    assert audio_label() == "audio"
+    assert audio_filename("standup.M4A", "audio/mp4") == "standup.M4A"
+    assert audio_filename("standup", "audio/x-m4a") == "audio.m4a"
+    assert audio_filename("", "audio/ogg; codecs=opus") == "audio.ogg"
+    assert audio_filename("", "application/octet-stream") == "audio.mp3"
+    assert is_audio_name("会议.mp3") and is_audio_name("a.WAV") and not is_audio_name("plan.pdf")
+
+
+def test_a_recording_not_downloaded_is_told_by_name_and_limit() -> None:
+    note = recording_note(TOO_LARGE, 20 * 1024 * 1024, name="sync.m4a", has_text=True)
+    assert note == ("The audio file sync.m4a is too large for me to transcribe (the limit is 20 MB). "
+                    "Please send a shorter recording, or split it. I am answering your text without it.")
+    assert recording_note(FAILED, 1024, name="sync.m4a", has_text=False, zh=True) == \
+        "抱歉，音频文件 sync.m4a 没能下载下来，请重新发送。"
+    # A voice message's is a picture's note, as before.
+    assert recording_note(TOO_LARGE, 1024, has_text=False) == image_note(TOO_LARGE, 1024, has_text=False,
+                                                                         what="voice message")

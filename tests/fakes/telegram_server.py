@@ -784,6 +784,22 @@ class FakeTelegram:
         return self._with_media(chat_id, user_id, "voice", voice, caption, chat_type, False, reply_to_bot,
                                 forward_origin=forward_origin)
 
+    def push_audio(
+        self, chat_id: int, user_id: int, data: bytes, *, title: str | None = None, performer: str | None = None,
+        file_name: str | None = None, mime_type: str = "audio/mpeg", caption: str | None = None,
+        chat_type: str = "private", mention: bool = False, forward_origin: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        """Queue an audio file sent as music (Telegram's ``audio``: a player
+        shows its ``title`` and ``performer``, from the file's tags), as a
+        client sends an mp3 or m4a; ``forward_origin``: someone else's."""
+        suffix = (file_name or "").rpartition(".")[2] or "mp3"
+        audio: dict[str, Any] = {**self.add_file(data, "music", suffix), "duration": 180, "mime_type": mime_type}
+        for key, value in (("title", title), ("performer", performer), ("file_name", file_name)):
+            if value is not None:
+                audio[key] = value
+        return self._with_media(chat_id, user_id, "audio", audio, caption, chat_type, mention, False,
+                                forward_origin=forward_origin)
+
     def _with_media(
         self, chat_id: int, user_id: int, kind: str, media: Any, caption: str | None, chat_type: str,
         mention: bool, reply_to_bot: bool, *, forward_origin: dict[str, Any] | None = None,
