@@ -774,7 +774,8 @@ class FeishuChannel(BaseChannel):
         (the message withdrawn, out of edits, past the edit window, ...)
         sends the whole reply as new messages and withdraws the draft
         message, best effort; so does a rate limit (230020) the client's
-        retries did not outlast. Once the edit is done, a resend (of the rest,
+        retries did not outlast, unless the new messages are held back too:
+        then the draft stays for the outbox's next try. Once the edit is done, a resend (of the rest,
         after a cut) goes out as new messages, and so does a reply with no
         draft message; drafts coming after the reply show nothing."""
         if not draft.message_id or draft.done:
@@ -810,11 +811,29 @@ class FeishuChannel(BaseChannel):
             stale, draft.message_id, draft.done = draft.message_id, "", True
             self.log.info("feishu draft message could not become the reply; sending it anew", chat_id=msg.chat_id,
                           message_id=stale, code=exc.code, error=exc.msg)
+            parts = 0
+
+            def counted(message_id: str) -> None:
+                nonlocal parts
+                parts += 1
+                sent(message_id)
+
             try:
-                await self.api.send_text(msg.chat_id, msg.text, reply_to=msg.reply_to, on_sent=sent,
+                await self.api.send_text(msg.chat_id, msg.text, reply_to=msg.reply_to, on_sent=counted,
                                          key=msg.send_key)
-            finally:
+            except FeishuApiError as again:
+                if parts == 0 and again.retryable:
+                    # Nothing went out (Feishu limits the chat, not one
+                    # message): the draft stays, for the outbox's next try
+                    # to edit, rather than a chat with neither.
+                    draft.message_id, draft.done = stale, False
+                    raise
                 await self._withdraw_draft(msg.chat_id, stale)
+                raise
+            except BaseException:
+                await self._withdraw_draft(msg.chat_id, stale)
+                raise
+            await self._withdraw_draft(msg.chat_id, stale)
 
     async def _withdraw_draft(self, chat_id: str, message_id: str) -> None:
         """Best effort: a draft the reply could not replace stays in the

@@ -422,6 +422,28 @@ async def test_a_reply_edit_rate_limited_past_the_retries_goes_out_anew_and_the_
     assert fell_back["code"] == 230020
 
 
+async def test_a_reply_held_back_as_new_messages_too_keeps_its_draft_for_the_next_try(
+    fake: FakeFeishu, http: HttpServer, channel: FeishuChannel, clock: Clock
+) -> None:
+    """Feishu limits the chat: the edit and the new messages are both held
+    back. The draft stays in the chat (not a chat with neither) and the
+    outbox's next try edits it into the reply."""
+    msg = await asked(fake, http, channel)
+    reply = OutboundMessage.answering(msg, "The answer, in full.")
+    assert await channel.send_draft(draft(reply, "The answer"))
+    [shown] = fake.sent
+    clock.now += 2
+    fake.fail_edits(230020, times=4, text=reply.text)
+    fake.fail_next(230020, "This operation triggers the frequency limit.", times=4)
+    with pytest.raises(FeishuApiError) as held:
+        await channel.send(reply)
+    assert held.value.rate_limited and fake.deleted == []
+    assert [m["text"] for m in fake.visible()] == ["The answer"]  # the draft, still there
+    await channel.send(reply)  # the outbox's next try
+    [edited] = fake.visible()
+    assert (edited["message_id"], edited["text"]) == (shown["message_id"], reply.text) and fake.deleted == []
+
+
 async def test_feishu_s_message_rate_limit_is_transient() -> None:
     limited = FeishuApiError(230020, "This operation triggers the frequency limit.", status=400)
     assert limited.retryable and limited.rate_limited
