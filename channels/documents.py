@@ -133,7 +133,7 @@ def document_placeholder(name: str) -> str:
 def document_note(reason: str, max_bytes: int, *, has_text: bool, zh: bool = False) -> str:
     """The short note a user gets for a file that was not read; ``zh``: in Chinese."""
     if zh:
-        return _DOCUMENT_NOTES_ZH[reason].format(limit=_megabytes(max_bytes)) + ("我先根据你的文字回复。" if has_text else "")
+        return _DOCUMENT_NOTES_ZH[reason].format(limit=_megabytes(max_bytes, zh=True)) + ("我先根据你的文字回复。" if has_text else "")
     if reason == TOO_LARGE:
         note = f"That file is too large for me to read (the limit is {_megabytes(max_bytes)})."
     elif reason == UNSUPPORTED:
