@@ -7,9 +7,10 @@ A channel downloads the bytes its own way and hands them to
 from the file name or the platform's type: a PDF (``%PDF-``, its text
 layer read by pypdf), an Office file (a zip holding ``word/document.xml``,
 ``xl/workbook.xml`` or ``ppt/presentation.xml``, or an OpenDocument zip
-whose ``mimetype`` part says text, spreadsheet or presentation:
-channels/office.py and odf.py read its paragraphs, sheets as tables,
-slides and their notes), or plain text in
+whose ``mimetype`` part says text, spreadsheet or presentation, or a flat
+OpenDocument XML file whose root says so: channels/office.py and odf.py
+read its paragraphs, sheets as tables, slides and their notes), or plain
+text in
 UTF-8, UTF-16/32 with a byte order mark, GB18030 (Chinese Windows' default)
 or Windows-1252. Anything else (an archive, an old binary .doc/.xls/.ppt,
 a program, a scanned PDF without text) is refused with a
@@ -32,7 +33,8 @@ from gateway.bus import FILE_NOT_READ, Document, Image
 from memory.tokens import prefix_within
 
 from .media import FAILED, MAX_IMAGES, TOO_LARGE, UNSUPPORTED, ImageError, _megabytes, as_image, sniff_mime
-from .office import ENCRYPTED, OLD_OFFICE, OLE2_MAGIC, office_text, old_office_refusal
+from .odf import flat_odf_type
+from .office import ENCRYPTED, OLD_OFFICE, OLE2_MAGIC, flat_odf_text, office_text, old_office_refusal
 
 __all__ = [
     "ENCRYPTED", "FILE_NOT_READ", "KEEP_CHARS", "NO_TEXT", "OLD_OFFICE",
@@ -68,6 +70,8 @@ def read_document(data: bytes, name: str, *, max_bytes: int, max_tokens: int) ->
         raise old_office_refusal(data)
     elif sniff_mime(data) is not None:
         raise ImageError(UNSUPPORTED, "a picture, not a text file")
+    elif (flat := flat_odf_type(data)) is not None:  # XML, but read as the document it is, not its source
+        text, pages = flat_odf_text(data, flat, max_chars=KEEP_CHARS), None
     else:
         decoded = _decode(data)
         if decoded is None:
@@ -138,7 +142,7 @@ def document_note(reason: str, max_bytes: int, *, has_text: bool, zh: bool = Fal
         note = f"That file is too large for me to read (the limit is {_megabytes(max_bytes)})."
     elif reason == UNSUPPORTED:
         note = ("I can read text files, PDFs and Word documents (and Excel and PowerPoint files, "
-                "and LibreOffice's .odt, .ods and .odp), but not that kind of file.")
+                "and LibreOffice's .odt, .ods, .odp and .fodt, .fods, .fodp), but not that kind of file.")
     elif reason == ENCRYPTED:
         note = "That file is protected by a password, so I could not read it."
     elif reason == OLD_OFFICE:
@@ -154,7 +158,8 @@ def document_note(reason: str, max_bytes: int, *, has_text: bool, zh: bool = Fal
 
 _DOCUMENT_NOTES_ZH = {
     TOO_LARGE: "这个文件太大了，我读不了（上限 {limit}）。",
-    UNSUPPORTED: "我能读文本文件、PDF 和 Word 文档（以及 Excel、PowerPoint 文件），但读不了这种文件。",
+    UNSUPPORTED: ("我能读文本文件、PDF 和 Word 文档（以及 Excel、PowerPoint 文件，和 LibreOffice 的"
+                  " .odt、.ods、.odp、.fodt、.fods、.fodp），但读不了这种文件。"),
     ENCRYPTED: "这个文件设了密码，我打不开。",
     OLD_OFFICE: "这是旧版 Office 文件（.doc、.xls 或 .ppt），我读不了。请另存为 .docx / .xlsx / .pptx 或 PDF 后重新发送。",
     NO_TEXT: "这个 PDF 里没有我能读取的文字（可能是扫描件？）。发文字版 PDF 或截图都可以。",

@@ -349,8 +349,8 @@ def test_a_file_cannot_close_its_own_block_and_its_name_is_one_line() -> None:
 
 def test_notes_say_what_was_wrong() -> None:
     assert "10 MB" in document_note(TOO_LARGE, 10 * MB, has_text=False)
-    assert ("text files, PDFs and Word documents (and Excel and PowerPoint files, and LibreOffice's .odt, .ods and .odp)"
-            in document_note(UNSUPPORTED, MB, has_text=True))
+    assert ("text files, PDFs and Word documents (and Excel and PowerPoint files, and LibreOffice's .odt, .ods, .odp"
+            " and .fodt, .fods, .fodp)" in document_note(UNSUPPORTED, MB, has_text=True))
     assert document_note(UNSUPPORTED, MB, has_text=True).endswith("answering your text without it.")
     assert "password" in document_note(ENCRYPTED, MB, has_text=False)
     assert "scanned" in document_note(NO_TEXT, MB, has_text=False)
@@ -373,7 +373,8 @@ def test_no_bytes_raise_anything_but_a_refusal(data: bytes, prefix: bytes) -> No
 def test_notes_in_chinese_say_the_same() -> None:
     assert document_note(TOO_LARGE, 10 * MB, has_text=True, zh=True) == (
         "这个文件太大了，我读不了（上限 10 MB）。我先根据你的文字回复。")
-    assert "文本文件、PDF 和 Word 文档（以及 Excel、PowerPoint 文件）" in document_note(UNSUPPORTED, MB, has_text=False, zh=True)
+    assert ("文本文件、PDF 和 Word 文档（以及 Excel、PowerPoint 文件，和 LibreOffice 的 .odt、.ods、.odp、.fodt、.fods、.fodp）"
+            in document_note(UNSUPPORTED, MB, has_text=False, zh=True))
     assert "密码" in document_note(ENCRYPTED, MB, has_text=False, zh=True)
     assert "扫描件" in document_note(NO_TEXT, MB, has_text=False, zh=True)
     old = document_note(OLD_OFFICE, MB, has_text=False, zh=True)
