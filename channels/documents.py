@@ -28,12 +28,15 @@ from __future__ import annotations
 
 import io
 import re
+import zlib
+from typing import Any
 
 from gateway.bus import FILE_NOT_READ, Document, Image
 from memory.tokens import prefix_within
 
 from .media import FAILED, MAX_IMAGES, TOO_LARGE, UNSUPPORTED, ImageError, _megabytes, as_image, sniff_mime
 from .odf import flat_odf_type
+from .png import GREY, PALETTE, RGB, png
 from .office import ENCRYPTED, OLD_OFFICE, OLE2_MAGIC, flat_odf_text, office_text, old_office_refusal
 
 __all__ = [
@@ -89,8 +92,11 @@ def read_scanned(data: bytes, name: str, *, max_image_bytes: int) -> tuple[Docum
     """A scanned PDF (no text layer, :data:`NO_TEXT`) for a model that reads
     pictures: its first pages' scans, at most ``MAX_IMAGES``, each up to
     ``max_image_bytes``, with a note for the model in place of the text.
-    Only JPEG scans (what scanners and phone apps mostly write), whose bytes
-    are a picture as they are; None when there is none to send."""
+    JPEG scans (what scanners and phone apps mostly write), whose bytes are
+    a picture as they are, and Flate-encoded ones (what PNG-like scans and
+    many PDF writers give) framed as a PNG; None when there is none to send.
+    Other encodings (CCITT fax, JBIG2, JPEG 2000) are not pictures a model
+    takes and would need an image library to convert."""
     from pypdf import PdfReader
     from pypdf.errors import PyPdfError
 
@@ -106,18 +112,18 @@ def read_scanned(data: bytes, name: str, *, max_image_bytes: int) -> tuple[Docum
             objects = resources.get_object().get("/XObject") if resources is not None else None
             for ref in objects.get_object().values() if objects is not None else ():
                 image = ref.get_object()
-                filters = image.get("/Filter")
-                if image.get("/Subtype") != "/Image" or "/DCTDecode" not in (
-                        filters if isinstance(filters, list) else [filters]):
+                picture = _scan(image, max_image_bytes) if image.get("/Subtype") == "/Image" else None
+                if picture is None:
                     continue
                 try:
-                    pictures.append(as_image(image.get_data(), max_image_bytes))
+                    pictures.append(as_image(picture, max_image_bytes))
                 except ImageError:  # too large, or not a JPEG after all: the next one
                     continue
                 last = number
                 if len(pictures) >= MAX_IMAGES:
                     break
-    except (PyPdfError, ValueError, KeyError, TypeError, AttributeError, RecursionError, NotImplementedError):
+    except (PyPdfError, ValueError, KeyError, TypeError, AttributeError, RecursionError, NotImplementedError,
+            zlib.error):  # zlib: a damaged Flate image
         return None
     if not pictures:
         return None
@@ -127,6 +133,49 @@ def read_scanned(data: bytes, name: str, *, max_image_bytes: int) -> tuple[Docum
             f" {scans}: read the text from {'it' if len(pictures) == 1 else 'them'}."
             + (" The later pages were not sent: say so when that matters." if count > last else "") + ")")
     return Document(name=_safe_name(name), text=note, total_chars=len(note), pages=count), tuple(pictures)
+
+
+def _scan(image: Any, max_bytes: int) -> bytes | None:
+    """A PDF page image's bytes as a picture: a JPEG's as they are, Flate-
+    encoded samples as a PNG (:func:`~channels.png.png`); None for another
+    kind, or one whose samples alone are over ten times ``max_bytes``
+    (checked before they are inflated)."""
+    filters = image.get("/Filter")
+    names = list(filters) if isinstance(filters, list) else [filters]
+    if "/DCTDecode" in names:
+        data: bytes = image.get_data()
+        return data
+    if names != ["/FlateDecode"] or image.get("/ImageMask") or image.get("/Decode") is not None:
+        return None  # a mask, or samples whose values mean something else (inverted)
+    colour, palette = _colour(image.get("/ColorSpace"))
+    width, height, depth = (int(image.get(key, 0)) for key in ("/Width", "/Height", "/BitsPerComponent"))
+    if colour is None or width * height * depth * (3 if colour == RGB else 1) > 80 * max_bytes:
+        return None
+    return png(width, height, colour, depth, image.get_data(), palette)
+
+
+def _colour(space: Any) -> tuple[int | None, bytes]:
+    """A PDF colour space as a PNG colour type (and its palette); None for
+    one PNG has not (CMYK, Lab, separations)."""
+    space = space.get_object() if hasattr(space, "get_object") else space
+    if space in ("/DeviceGray", "/CalGray"):
+        return GREY, b""
+    if space in ("/DeviceRGB", "/CalRGB"):
+        return RGB, b""
+    if not isinstance(space, list) or not space:
+        return None, b""
+    family = space[0]
+    if family in ("/CalGray", "/CalRGB"):
+        return _colour(family)
+    if family == "/ICCBased" and len(space) > 1:
+        components = space[1].get_object().get("/N")
+        return {1: (GREY, b""), 3: (RGB, b"")}.get(int(components or 0), (None, b""))
+    if family == "/Indexed" and len(space) > 3 and _colour(space[1])[0] == RGB:
+        lookup = space[3].get_object()
+        table = lookup.get_data() if hasattr(lookup, "get_data") else (
+            lookup.get_original_bytes() if hasattr(lookup, "get_original_bytes") else bytes(lookup))
+        return PALETTE, bytes(table[:3 * (int(space[2]) + 1)])
+    return None, b""
 
 
 def document_placeholder(name: str) -> str:

@@ -10,13 +10,15 @@ import io
 import os
 import struct
 import zipfile
+import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime
 from itertools import groupby
 
 __all__ = [
-    "Cell", "Formula", "Inline", "Number", "OdsCell", "Rich", "Slide", "docx", "jpeg", "odf", "odp", "ods", "ole2",
+    "Cell", "Formula", "Inline", "Number", "OdsCell", "Rich", "Slide", "docx", "flate_image", "jpeg", "odf", "odp", "ods",
+    "ole2",
     "pdf", "pptx", "scanned_pdf", "xlsx",
 ]
 
@@ -73,15 +75,37 @@ def jpeg() -> bytes:
     return b"\xff\xd8" + quant + frame + dc + ac + scan + b"\xff\xd9"
 
 
-def scanned_pdf(pages: int = 1, *, scans: bool = False) -> bytes:
+def flate_image(width: int, height: int, samples: bytes, *, space: str = "/DeviceGray", depth: int = 8,
+                components: int = 1, predictor: bool = False, extra: str = "") -> bytes:
+    """A page image object as PDF writers make a lossless scan: samples
+    deflated (FlateDecode), with ``predictor`` each row PNG-filtered first
+    (Sub, as /Predictor 15 allows), ``space`` its colour space."""
+    row = (width * components * depth + 7) // 8
+    parms = ""
+    if predictor:  # each row: filter type 1 (Sub), each byte less the one a pixel before it
+        step = max(components * depth // 8, 1)
+        filtered = b""
+        for at in range(0, row * height, row):
+            line = samples[at:at + row]
+            filtered += b"\x01" + bytes((line[i] - (line[i - step] if i >= step else 0)) % 256 for i in range(row))
+        samples = filtered
+        parms = (f" /DecodeParms << /Predictor 15 /Colors {components} /BitsPerComponent {depth}"
+                 f" /Columns {width} >>")
+    data = zlib.compress(samples)
+    head = (f"<< /Type /XObject /Subtype /Image /Width {width} /Height {height} /ColorSpace {space}"
+            f" /BitsPerComponent {depth} /Filter /FlateDecode{parms}{extra} /Length {len(data)} >>\nstream\n")
+    return head.encode() + data + b"\nendstream"
+
+
+def scanned_pdf(pages: int = 1, *, scans: bool = False, image: bytes = b"") -> bytes:
     """Pages that are only a picture: no text layer. A 1x1 grey image in
     raw pixels, or with ``scans`` a JPEG (:func:`jpeg`, DCTDecode) as a
-    scanner writes it."""
-    if scans:
+    scanner writes it, or ``image`` (:func:`flate_image`)."""
+    if not image and scans:
         data = jpeg()
         image = b"<< /Type /XObject /Subtype /Image /Width 8 /Height 8 /ColorSpace /DeviceGray"
         image += b" /BitsPerComponent 8 /Filter /DCTDecode /Length %d >>\nstream\n" % len(data) + data + b"\nendstream"
-    else:
+    elif not image:
         image = b"<< /Type /XObject /Subtype /Image /Width 1 /Height 1 /ColorSpace /DeviceGray /BitsPerComponent 8"
         image += b" /Length 1 >>\nstream\n\x80\nendstream"
     kids = " ".join(f"{3 + i} 0 R" for i in range(pages))
