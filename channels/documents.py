@@ -7,9 +7,10 @@ A channel downloads the bytes its own way and hands them to
 from the file name or the platform's type: a PDF (``%PDF-``, its text
 layer read by pypdf), an Office file (a zip holding ``word/document.xml``,
 ``xl/workbook.xml`` or ``ppt/presentation.xml``, or an OpenDocument zip
-whose ``mimetype`` part says text, spreadsheet or presentation:
-channels/office.py and odf.py read its paragraphs, sheets as tables,
-slides and their notes), or plain text in
+whose ``mimetype`` part says text, spreadsheet or presentation, or a flat
+OpenDocument XML file whose root says so: channels/office.py and odf.py
+read its paragraphs, sheets as tables, slides and their notes), or plain
+text in
 UTF-8, UTF-16/32 with a byte order mark, GB18030 (Chinese Windows' default)
 or Windows-1252. Anything else (an archive, an old binary .doc/.xls/.ppt,
 a program, a scanned PDF without text) is refused with a
@@ -27,12 +28,16 @@ from __future__ import annotations
 
 import io
 import re
+import zlib
+from typing import Any
 
 from gateway.bus import FILE_NOT_READ, Document, Image
 from memory.tokens import prefix_within
 
 from .media import FAILED, MAX_IMAGES, TOO_LARGE, UNSUPPORTED, ImageError, _megabytes, as_image, sniff_mime
-from .office import ENCRYPTED, OLD_OFFICE, OLE2_MAGIC, office_text, old_office_refusal
+from .odf import flat_odf_type
+from .png import GREY, PALETTE, RGB, png
+from .office import ENCRYPTED, OLD_OFFICE, OLE2_MAGIC, flat_odf_text, office_text, old_office_refusal
 
 __all__ = [
     "ENCRYPTED", "FILE_NOT_READ", "KEEP_CHARS", "NO_TEXT", "OLD_OFFICE",
@@ -68,6 +73,8 @@ def read_document(data: bytes, name: str, *, max_bytes: int, max_tokens: int) ->
         raise old_office_refusal(data)
     elif sniff_mime(data) is not None:
         raise ImageError(UNSUPPORTED, "a picture, not a text file")
+    elif (flat := flat_odf_type(data)) is not None:  # XML, but read as the document it is, not its source
+        text, pages = flat_odf_text(data, flat, max_chars=KEEP_CHARS), None
     else:
         decoded = _decode(data)
         if decoded is None:
@@ -85,8 +92,11 @@ def read_scanned(data: bytes, name: str, *, max_image_bytes: int) -> tuple[Docum
     """A scanned PDF (no text layer, :data:`NO_TEXT`) for a model that reads
     pictures: its first pages' scans, at most ``MAX_IMAGES``, each up to
     ``max_image_bytes``, with a note for the model in place of the text.
-    Only JPEG scans (what scanners and phone apps mostly write), whose bytes
-    are a picture as they are; None when there is none to send."""
+    JPEG scans (what scanners and phone apps mostly write), whose bytes are
+    a picture as they are, and Flate-encoded ones (what PNG-like scans and
+    many PDF writers give) framed as a PNG; None when there is none to send.
+    Other encodings (CCITT fax, JBIG2, JPEG 2000) are not pictures a model
+    takes and would need an image library to convert."""
     from pypdf import PdfReader
     from pypdf.errors import PyPdfError
 
@@ -102,18 +112,18 @@ def read_scanned(data: bytes, name: str, *, max_image_bytes: int) -> tuple[Docum
             objects = resources.get_object().get("/XObject") if resources is not None else None
             for ref in objects.get_object().values() if objects is not None else ():
                 image = ref.get_object()
-                filters = image.get("/Filter")
-                if image.get("/Subtype") != "/Image" or "/DCTDecode" not in (
-                        filters if isinstance(filters, list) else [filters]):
+                picture = _scan(image, max_image_bytes) if image.get("/Subtype") == "/Image" else None
+                if picture is None:
                     continue
                 try:
-                    pictures.append(as_image(image.get_data(), max_image_bytes))
+                    pictures.append(as_image(picture, max_image_bytes))
                 except ImageError:  # too large, or not a JPEG after all: the next one
                     continue
                 last = number
                 if len(pictures) >= MAX_IMAGES:
                     break
-    except (PyPdfError, ValueError, KeyError, TypeError, AttributeError, RecursionError, NotImplementedError):
+    except (PyPdfError, ValueError, KeyError, TypeError, AttributeError, RecursionError, NotImplementedError,
+            zlib.error):  # zlib: a damaged Flate image
         return None
     if not pictures:
         return None
@@ -125,6 +135,49 @@ def read_scanned(data: bytes, name: str, *, max_image_bytes: int) -> tuple[Docum
     return Document(name=_safe_name(name), text=note, total_chars=len(note), pages=count), tuple(pictures)
 
 
+def _scan(image: Any, max_bytes: int) -> bytes | None:
+    """A PDF page image's bytes as a picture: a JPEG's as they are, Flate-
+    encoded samples as a PNG (:func:`~channels.png.png`); None for another
+    kind, or one whose samples alone are over ten times ``max_bytes``
+    (checked before they are inflated)."""
+    filters = image.get("/Filter")
+    names = list(filters) if isinstance(filters, list) else [filters]
+    if "/DCTDecode" in names:
+        data: bytes = image.get_data()
+        return data
+    if names != ["/FlateDecode"] or image.get("/ImageMask") or image.get("/Decode") is not None:
+        return None  # a mask, or samples whose values mean something else (inverted)
+    colour, palette = _colour(image.get("/ColorSpace"))
+    width, height, depth = (int(image.get(key, 0)) for key in ("/Width", "/Height", "/BitsPerComponent"))
+    if colour is None or width * height * depth * (3 if colour == RGB else 1) > 80 * max_bytes:
+        return None
+    return png(width, height, colour, depth, image.get_data(), palette)
+
+
+def _colour(space: Any) -> tuple[int | None, bytes]:
+    """A PDF colour space as a PNG colour type (and its palette); None for
+    one PNG has not (CMYK, Lab, separations)."""
+    space = space.get_object() if hasattr(space, "get_object") else space
+    if space in ("/DeviceGray", "/CalGray"):
+        return GREY, b""
+    if space in ("/DeviceRGB", "/CalRGB"):
+        return RGB, b""
+    if not isinstance(space, list) or not space:
+        return None, b""
+    family = space[0]
+    if family in ("/CalGray", "/CalRGB"):
+        return _colour(family)
+    if family == "/ICCBased" and len(space) > 1:
+        components = space[1].get_object().get("/N")
+        return {1: (GREY, b""), 3: (RGB, b"")}.get(int(components or 0), (None, b""))
+    if family == "/Indexed" and len(space) > 3 and _colour(space[1])[0] == RGB:
+        lookup = space[3].get_object()
+        table = lookup.get_data() if hasattr(lookup, "get_data") else (
+            lookup.get_original_bytes() if hasattr(lookup, "get_original_bytes") else bytes(lookup))
+        return PALETTE, bytes(table[:3 * (int(space[2]) + 1)])
+    return None, b""
+
+
 def document_placeholder(name: str) -> str:
     """What stands for a file in the history and memory: ``[file notes.md]``."""
     return f"[file {_safe_name(name)}]"
@@ -133,12 +186,12 @@ def document_placeholder(name: str) -> str:
 def document_note(reason: str, max_bytes: int, *, has_text: bool, zh: bool = False) -> str:
     """The short note a user gets for a file that was not read; ``zh``: in Chinese."""
     if zh:
-        return _DOCUMENT_NOTES_ZH[reason].format(limit=_megabytes(max_bytes)) + ("我先根据你的文字回复。" if has_text else "")
+        return _DOCUMENT_NOTES_ZH[reason].format(limit=_megabytes(max_bytes, zh=True)) + ("我先根据你的文字回复。" if has_text else "")
     if reason == TOO_LARGE:
         note = f"That file is too large for me to read (the limit is {_megabytes(max_bytes)})."
     elif reason == UNSUPPORTED:
         note = ("I can read text files, PDFs and Word documents (and Excel and PowerPoint files, "
-                "and LibreOffice's .odt, .ods and .odp), but not that kind of file.")
+                "and LibreOffice's .odt, .ods, .odp and .fodt, .fods, .fodp), but not that kind of file.")
     elif reason == ENCRYPTED:
         note = "That file is protected by a password, so I could not read it."
     elif reason == OLD_OFFICE:
@@ -154,7 +207,8 @@ def document_note(reason: str, max_bytes: int, *, has_text: bool, zh: bool = Fal
 
 _DOCUMENT_NOTES_ZH = {
     TOO_LARGE: "这个文件太大了，我读不了（上限 {limit}）。",
-    UNSUPPORTED: "我能读文本文件、PDF 和 Word 文档（以及 Excel、PowerPoint 文件），但读不了这种文件。",
+    UNSUPPORTED: ("我能读文本文件、PDF 和 Word 文档（以及 Excel、PowerPoint 文件，和 LibreOffice 的"
+                  " .odt、.ods、.odp、.fodt、.fods、.fodp），但读不了这种文件。"),
     ENCRYPTED: "这个文件设了密码，我打不开。",
     OLD_OFFICE: "这是旧版 Office 文件（.doc、.xls 或 .ppt），我读不了。请另存为 .docx / .xlsx / .pptx 或 PDF 后重新发送。",
     NO_TEXT: "这个 PDF 里没有我能读取的文字（可能是扫描件？）。发文字版 PDF 或截图都可以。",

@@ -161,7 +161,7 @@ def image_note(reason: str, max_bytes: int, *, has_text: bool, what: str = "pict
         this = _THIS_ZH[what]
         if reason == TOO_LARGE:
             smaller = "小一点的图片或截图" if what == "picture" else "短一点的语音，或者直接打字"
-            note = f"{this}太大了，我读不了（上限 {_megabytes(max_bytes)}）。请发{smaller}。"
+            note = f"{this}太大了，我读不了（上限 {_megabytes(max_bytes, zh=True)}）。请发{smaller}。"
         elif reason == UNSUPPORTED:
             note = f"我只能读 {_FORMATS_ZH} 格式的图片，{this}读不了。"
         else:
@@ -186,7 +186,7 @@ def recording_note(reason: str, max_bytes: int, *, name: str = "", has_text: boo
         return image_note(reason, max_bytes, has_text=has_text, what="voice message", forwarded=forwarded, zh=zh)
     if zh:
         if reason == TOO_LARGE:
-            note = f"音频文件 {name} 太大了，我转写不了（上限 {_megabytes(max_bytes)}）。请发短一点的录音，或者分段发送。"
+            note = f"音频文件 {name} 太大了，我转写不了（上限 {_megabytes(max_bytes, zh=True)}）。请发短一点的录音，或者分段发送。"
         else:
             note = f"抱歉，音频文件 {name} 没能下载下来，请重新发送。"
         return note + answering(has_text=has_text, forwarded=forwarded, zh=True)
@@ -252,7 +252,7 @@ def _album_note_zh(failed: Sequence[tuple[int, str]], total: int, max_bytes: int
         reasons = {reason for _, reason in failed}
         why = ""
         if reasons == {TOO_LARGE}:
-            why = f"：太大了，我读不了（上限 {_megabytes(max_bytes)}），请发小一点的图片或截图"
+            why = f"：太大了，我读不了（上限 {_megabytes(max_bytes, zh=True)}），请发小一点的图片或截图"
         elif reasons == {UNSUPPORTED}:
             why = f"：我只能读 {_FORMATS_ZH} 格式的图片"
         elif reasons == {FAILED}:
@@ -280,8 +280,10 @@ def _listed(numbers: Sequence[int]) -> str:
     return f"{', '.join(map(str, head))} and {last}" if head else str(last)
 
 
-def _megabytes(n: int) -> str:
+def _megabytes(n: int, *, zh: bool = False) -> str:
     mb = n / (1024 * 1024)
+    if n < 1024:  # a limit set that low is shown as it is, not as "0 KB"
+        return f"{n} 字节" if zh else f"{n} byte{'' if n == 1 else 's'}"
     if mb < 1:
         return f"{n // 1024} KB"
     return f"{mb:.0f} MB" if mb == int(mb) else f"{mb:.1f} MB"

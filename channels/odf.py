@@ -1,5 +1,5 @@
 """OpenDocument files read as text (``.odt``, ``.ods``, ``.odp``, as
-LibreOffice and WPS write them), in the shapes the Office readers give
+LibreOffice and WPS write them, and the flat ``.fodt``, ``.fods``, ``.fodp``), in the shapes the Office readers give
 their kin (channels/office.py): a text document's paragraphs a line each
 (headings as Markdown ``#``, lists as ``- `` items, tables as Markdown
 tables, footnotes as ``[^1]`` with their text at the end), a spreadsheet's
@@ -8,7 +8,10 @@ slides in order with their speaker notes.
 
 An ODF file is a zip whose first part, ``mimetype``, says what it is;
 its text is all in ``content.xml``, streamed (:class:`~channels.xmlzip.Walk`)
-and read up to about ``max_chars``. One behind a password (its manifest
+and read up to about ``max_chars``. A flat one is that content alone, one
+XML file under an ``office:document`` root that says what it is, read by
+the same code. A spreadsheet cut short names the sheets it did not reach
+from its settings (``settings.xml``, a flat file's ``office:settings``). One behind a password (its manifest
 names how each part is encrypted) is refused as ENCRYPTED.
 
 ODF text is mixed content: words sit in an element's text and in its
@@ -25,7 +28,7 @@ from xml.etree import ElementTree
 from .media import UNSUPPORTED, ImageError
 from .xmlzip import ENCRYPTED, MAX_COLUMNS, MAX_ROWS, OPEN, SKIP, WHOLE, Package, Sheet, Walk, local, table
 
-__all__ = ["ODF_TYPES", "odf_text"]
+__all__ = ["FLAT_PART", "ODF_TYPES", "flat_odf_type", "odf_text"]
 
 _TEXT_DOC, _SPREADSHEET, _PRESENTATION = "text", "spreadsheet", "presentation"
 _ODF = "application/vnd.oasis.opendocument."
@@ -35,6 +38,14 @@ ODF_TYPES = {
     for kind in (_TEXT_DOC, _SPREADSHEET, _PRESENTATION) for suffix in ("", "-template")
 } | {_ODF + "text-master": _TEXT_DOC}
 
+# A flat OpenDocument file (.fodt, .fods, .fodp): one XML file whose root,
+# office:document, names what it is; read as the one part of a package.
+FLAT_PART = "document.xml"
+_FLAT_ROOT = re.compile(
+    rb'\s*(?:<\?xml[^>]*\?>\s*)?(?:<!--.*?-->\s*)*(?:<!DOCTYPE[^\[>]*(?:\[.*?\])?\s*>\s*)?'
+    rb'<(?:[\w.-]+:)?document\s[^>]*?\bmimetype="(application/vnd\.oasis\.opendocument\.[\w.-]+)"', re.DOTALL)
+_FLAT_HEAD = 64 * 1024  # its root comes first, with its namespaces: a few KB
+_SETTINGS_ROOM = 1024 * 1024  # of the unpacked budget, kept for settings.xml when the sheets run past it
 _MAX_SLIDES = 1000
 _ROOM = 10_000  # characters of a workbook's text kept for its last row and notes
 _CUT = "(the rest not read: the document is longer than I read)"
@@ -46,6 +57,7 @@ _D = "{urn:oasis:names:tc:opendocument:xmlns:drawing:1.0}"
 _P = "{urn:oasis:names:tc:opendocument:xmlns:presentation:1.0}"
 _S = "{urn:oasis:names:tc:opendocument:xmlns:style:1.0}"
 _DR3D = "{urn:oasis:names:tc:opendocument:xmlns:dr3d:1.0}"
+_C = "{urn:oasis:names:tc:opendocument:xmlns:config:1.0}"
 
 _PARAGRAPHS = frozenset([_T + "p", _T + "h"])
 _LIST_ITEMS = frozenset([_T + "list-item", _T + "list-header"])
@@ -71,11 +83,15 @@ _BLOCK, _PARAGRAPH, _LIST, _ITEM, _SHAPE = "block", "paragraph", "list", "item",
 _TABLE, _ROWS, _ROW, _CELL = "table", "rows", "row", "cell"
 _SHEET, _SHEET_ROWS, _SHEET_ROW = "sheet", "sheet rows", "sheet row"
 _PAGE, _NOTES = "page", "notes"
+_SETTINGS = "settings"
 
 
 def _rule(tag: str, parent: str) -> tuple[str, str]:
     if parent == _DOC:
-        return {_O + "body": (_BODY, OPEN), _O + "automatic-styles": (_STYLES, OPEN)}.get(tag, ("", SKIP))
+        return {_O + "body": (_BODY, OPEN), _O + "automatic-styles": (_STYLES, OPEN),
+                _O + "settings": (_SETTINGS, OPEN)}.get(tag, ("", SKIP))
+    if parent == _SETTINGS:  # maps of maps, down to the sheets' names (_SheetsReader.settings)
+        return ("", SKIP) if tag == _C + "config-item" else (_SETTINGS, OPEN)
     if parent == _STYLES:
         return (_STYLE, WHOLE) if tag == _S + "style" else ("", SKIP)
     if parent == _BODY:
@@ -113,18 +129,39 @@ def _rule(tag: str, parent: str) -> tuple[str, str]:
     return _BLOCK, OPEN  # a section, an index's body...: what it holds is read
 
 
-def odf_text(package: Package, kind: str, *, max_chars: int) -> str:
-    """The text of an OpenDocument ``kind`` (:data:`ODF_TYPES`' values)."""
+def flat_odf_type(data: bytes) -> str | None:
+    """What a flat OpenDocument file says it is (its root's
+    ``office:mimetype``); None when ``data`` is not one."""
+    found = _FLAT_ROOT.match(data, 3 if data.startswith(b"\xef\xbb\xbf") else 0, _FLAT_HEAD)
+    return found.group(1).decode("ascii") if found else None
+
+
+def odf_text(package: Package, kind: str, *, max_chars: int, part: str = "content.xml") -> str:
+    """The text of an OpenDocument ``kind`` (:data:`ODF_TYPES`' values)
+    whose content is the part ``part`` (a flat file's: :data:`FLAT_PART`)."""
     manifest = package.xml("META-INF/manifest.xml")
     if package.has("encrypted-package") or any(
             local(node.tag) in ("encryption-data", "keyinfo") for node in (manifest.iter() if manifest is not None else ())):
         raise ImageError(ENCRYPTED, "an OpenDocument file protected by a password")
-    if not package.has("content.xml"):
-        raise ImageError(UNSUPPORTED, "an OpenDocument file without its content.xml")
-    walk = Walk(package, "content.xml", _rule, _DOC)
+    if not package.has(part):
+        raise ImageError(UNSUPPORTED, f"an OpenDocument file without its {part}")
+    # A spreadsheet is of use as far as it is read: past the budget it is read
+    # to it (and its sheets named), not refused.
+    walk = Walk(package, part, _rule, _DOC, max_chars=max_chars, whole=kind != _SPREADSHEET)
     hidden: set[str] = set()  # styles of a hidden sheet or slide
     reader = {_TEXT_DOC: _TextReader, _SPREADSHEET: _SheetsReader, _PRESENTATION: _SlidesReader}[kind](
         walk, hidden, max_chars)
+    room = _SETTINGS_ROOM if kind == _SPREADSHEET and package.has("settings.xml") else 0
+    package.budget -= room
+    _read(walk, reader, hidden)
+    package.budget += room
+    if isinstance(reader, _SheetsReader) and walk.cut and not reader.settings:
+        # The sheets past where reading stopped are named in settings.xml (as LibreOffice and WPS write it).
+        _read(Walk(package, "settings.xml", _rule, _DOC, max_chars=max_chars, whole=False), reader, hidden)
+    return reader.text()
+
+
+def _read(walk: Walk, reader: _Reader, hidden: set[str]) -> None:
     for event, what, node in walk:
         if what == _STYLE:
             for properties in node:
@@ -132,7 +169,6 @@ def odf_text(package: Package, kind: str, *, max_chars: int) -> str:
                     hidden.add(node.get(_S + "name") or "")
         else:
             reader.take(event, what, node)
-    return reader.text()
 
 
 def _count(node: ElementTree.Element, attribute: str, cap: int) -> int:
@@ -329,9 +365,16 @@ class _SheetsReader(_Reader):
         self.done = False  # the sheet's rows past its caps are not read
         self.row_number = self.rows_seen = 0
         self.said = False
+        self.settings: list[str] = []  # every sheet's name, as the settings list them
+        self.in_tables = False  # in the settings' map of the sheets
 
     def take(self, event: str, kind: str, node: ElementTree.Element) -> None:
-        if kind == _SHEET and event == "start":
+        if kind == _SETTINGS:
+            if node.tag == _C + "config-item-map-named":
+                self.in_tables = event == "start" and node.get(_C + "name") == "Tables"
+            elif self.in_tables and event == "start" and node.tag == _C + "config-item-map-entry":
+                self.settings.append(node.get(_C + "name") or "")
+        elif kind == _SHEET and event == "start":
             name = node.get(_TB + "name") or f"Sheet{len(self.names) + 1}"
             self.names.append(name)
             if self.chars >= self.max_chars or self.walk.cut:
@@ -359,6 +402,10 @@ class _SheetsReader(_Reader):
                 continue
             span = _count(cell, _TB + "number-columns-repeated", 1 << 14)
             text = self._cell(cell) if cell.tag == _TB + "table-cell" else ""
+            # A cell as long as the text kept is cut (in the room kept for the last row), the notes after it kept.
+            room = self.max_chars - self.chars - sheet.chars - sum(len(said) + 3 for said in cells.values()) + _ROOM // 2
+            if len(text) > room:
+                text, sheet.cut, self.done = text[:max(room, 0)], True, True
             if text.strip():
                 for at in range(column + 1, column + span + 1):
                     if at > MAX_COLUMNS:
@@ -411,8 +458,15 @@ class _SheetsReader(_Reader):
     def text(self) -> str:
         if not self.said:
             return ""
-        head = [f"A workbook of {len(self.names)} sheets: " + ", ".join(self.names)] if len(self.names) > 1 else []
-        return "\n".join([*head, *self.out])
+        out, names = self.out, self.names
+        if self.walk.cut:  # the sheets after the one reading stopped in, as the settings name them
+            rest = [name for name in self.settings if name and name not in names]
+            out = [*out, *(f"\n## Sheet: {name}\n(not read: the workbook is longer than I read)" for name in rest)]
+            names = [*names, *rest]
+            if not self.settings:
+                out.append("(any sheets after it not read either: the workbook is longer than I read)")
+        head = [f"A workbook of {len(names)} sheets: " + ", ".join(names)] if len(names) > 1 else []
+        return "\n".join([*head, *out])
 
 
 class _SlidesReader(_Reader):

@@ -1,7 +1,8 @@
 """Office documents read as text, with zipfile and ElementTree only: Word
 (``.docx``), Excel (``.xlsx``) and PowerPoint (``.pptx``) files, which are
 zips of XML parts (Office Open XML, transitional or strict); their
-OpenDocument kin (``.odt``, ``.ods``, ``.odp``: LibreOffice, WPS), read by
+OpenDocument kin (``.odt``, ``.ods``, ``.odp``: LibreOffice, WPS, and their
+flat one-XML-file forms ``.fodt``, ``.fods``, ``.fodp``), read by
 channels/odf.py; and the old binary ``.doc``/``.xls``/``.ppt`` (OLE2
 compound files), which are refused with a note that names the fix.
 
@@ -32,10 +33,10 @@ from datetime import datetime, timedelta
 from xml.etree import ElementTree
 
 from .media import UNSUPPORTED, ImageError
-from .odf import ODF_TYPES, odf_text
+from .odf import FLAT_PART, ODF_TYPES, odf_text
 from .xmlzip import DAMAGE, ENCRYPTED, MAX_COLUMNS, MAX_ROWS, OPEN, SKIP, WHOLE, Package, Sheet, Walk, local, table
 
-__all__ = ["ENCRYPTED", "OLD_OFFICE", "OLE2_MAGIC", "office_text", "old_office_refusal"]
+__all__ = ["ENCRYPTED", "OLD_OFFICE", "OLE2_MAGIC", "flat_odf_text", "office_text", "old_office_refusal"]
 
 OLD_OFFICE = "old_office"  # a binary .doc/.xls/.ppt: save it as .docx/.xlsx/.pptx or PDF
 OLE2_MAGIC = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"
@@ -54,21 +55,38 @@ def office_text(data: bytes, *, max_chars: int) -> str:
             package = Package(archive)
             # An OpenDocument package says what it is first thing: its "mimetype" part.
             kind = (package.raw("mimetype", 100) or b"").decode("ascii", "replace").strip()
-            if kind in ODF_TYPES:
-                return odf_text(package, ODF_TYPES[kind], max_chars=max_chars)
             if kind.startswith("application/vnd.oasis.opendocument."):
-                raise ImageError(UNSUPPORTED, f"an OpenDocument file of a kind not read ({kind})")
+                return _odf(package, kind, max_chars, "content.xml")
             if package.has("word/document.xml"):
                 return _docx(package, max_chars)
             if package.has("xl/workbook.xml"):
                 return _xlsx(package, max_chars)
             if package.has("ppt/presentation.xml"):
-                return _pptx(package)
+                return _pptx(package, max_chars)
     except ImageError:
         raise
     except DAMAGE as exc:
         raise ImageError(UNSUPPORTED, f"an Office file that could not be read ({type(exc).__name__})") from exc
     raise ImageError(UNSUPPORTED, "a zip archive, not an Office document")
+
+
+def flat_odf_text(data: bytes, kind: str, *, max_chars: int) -> str:
+    """The text of a flat OpenDocument file (``.fodt``, ``.fods``,
+    ``.fodp``: one XML file) that says it is ``kind``
+    (:func:`~channels.odf.flat_odf_type`), read as the zipped kind is:
+    streamed, a DTD refused, within the same budgets."""
+    try:
+        return _odf(Package.single(FLAT_PART, data), kind, max_chars, FLAT_PART)
+    except ImageError:
+        raise
+    except DAMAGE as exc:
+        raise ImageError(UNSUPPORTED, f"an OpenDocument file that could not be read ({type(exc).__name__})") from exc
+
+
+def _odf(package: Package, kind: str, max_chars: int, part: str) -> str:
+    if kind not in ODF_TYPES:
+        raise ImageError(UNSUPPORTED, f"an OpenDocument file of a kind not read ({kind})")
+    return odf_text(package, ODF_TYPES[kind], max_chars=max_chars, part=part)
 
 
 def old_office_refusal(data: bytes) -> ImageError:
@@ -174,7 +192,7 @@ def _docx(package: Package, max_chars: int) -> str:
     """The paragraphs of a Word document, one a line; a table's rows as a
     Markdown table; a text box's paragraphs after the paragraph it sits in.
     Streamed, and read up to about ``max_chars``."""
-    walk = Walk(package, "word/document.xml", _word_rule, _W_DOCUMENT)
+    walk = Walk(package, "word/document.xml", _word_rule, _W_DOCUMENT, max_chars=max_chars)
     sinks: list[list[str]] = [[]]  # lines of the document, and of each table cell being read
     tables: list[list[list[str]]] = []  # rows of each table being read
     words = _Words()
@@ -452,6 +470,11 @@ def _worksheet(
                             sheet.wide = True
                             continue
                         text = _cell(node, tag[:-1], strings, styles, date1904)
+                        # A cell as long as the text kept is cut (in the room kept for the last row),
+                        # the notes after it kept.
+                        room = max_chars - sheet.chars + _ROOM // 2
+                        if len(text) > room:
+                            text, sheet.cut = text[:max(room, 0)], True
                         if text.strip():
                             cells[column] = text
                             sheet.chars += len(text) + 3
@@ -509,33 +532,128 @@ def _cell(
 _FURNITURE = frozenset(["sldNum", "dt", "ftr", "hdr", "sldImg"])
 
 
-def _pptx(package: Package) -> str:
+# How a slide (or its notes page) is walked: its shape tree, groups, a
+# shape and its text body are opened, and each paragraph taken whole, so a
+# slide of any size is held a paragraph at a time; a table's rows and cells
+# are opened as Word's are. A shape's non-visual properties (which say
+# whether it is a placeholder, and which) come before its text.
+_S_TREE, _S_SHAPE, _S_PROPS, _S_PARAGRAPH, _S_BLOCK = "tree", "shape", "props", "p", "block"
+_S_TABLE, _S_ROW, _S_CELL = "table", "row", "cell"
+_SLIDE_SKIP = frozenset(["spPr", "grpSpPr", "bodyPr", "lstStyle", "style", "extLst", "xfrm", "blipFill",
+                         "nvGrpSpPr", "nvPicPr", "nvGraphicFramePr", "nvCxnSpPr", "tblPr", "tblGrid", "tcPr",
+                         "clrMapOvr", "transition", "timing", "bg"])
+_DECK_CUT = "(the rest not read: the presentation is longer than I read)"
+
+
+def _slide_rule(tag: str, parent: str) -> tuple[str, str]:
+    name = local(tag)
+    if parent == _S_TABLE:
+        return (_S_ROW, OPEN) if name == "tr" else ("", SKIP)
+    if parent == _S_ROW:
+        return (_S_CELL, OPEN) if name == "tc" else ("", SKIP)
+    if parent == _S_SHAPE and name == "nvSpPr":
+        return _S_PROPS, WHOLE
+    if name == "p" and "drawingml" in tag:
+        return _S_PARAGRAPH, WHOLE
+    if name == "tbl":
+        return _S_TABLE, OPEN
+    if name == "sp":
+        return _S_SHAPE, OPEN
+    if name == "AlternateContent":
+        return _S_BLOCK, WHOLE
+    if name in _SLIDE_SKIP:
+        return "", SKIP
+    return _S_TREE, OPEN  # cSld, spTree, a group, a graphic frame, a text body: what they hold is read
+
+
+def _pptx(package: Package, max_chars: int) -> str:
     """Each slide, in the presentation's order, as ``## Slide N`` with its
-    text (a table as a Markdown table) and its speaker notes."""
+    text (a table as a Markdown table) and its speaker notes; streamed, and
+    read up to about ``max_chars``."""
     presentation = package.xml("ppt/presentation.xml")
     assert presentation is not None  # office_text checked
     rels = _rels(package, "ppt/presentation.xml")
     listed = _child(presentation, "sldIdLst")
     out: list[str] = []
+    chars = 0
     said = False  # a deck of pictures only has no text
+    cut = False
     for number, slide_id in enumerate(_children(listed, "sldId") if listed is not None else (), 1):
-        if number > _MAX_SLIDES:
-            break
         kind, path = rels.get(_rid(slide_id), ("", ""))
-        slide = package.xml(path) if kind == "slide" else None
-        if slide is None:
+        if kind != "slide" or not package.has(path):
             continue
-        out.append(f"\n## Slide {number}" + (" (hidden)" if slide.get("show") in ("0", "false") else ""))
-        shown = _drawing_lines(slide)
-        out.extend(shown)
+        if number > _MAX_SLIDES or chars >= max_chars or package.exhausted:
+            cut = True  # a slide left: cut only when there was more to read
+            break
+        shown = _Slide(package, path, max_chars - chars, max_chars)
+        out.append(title := f"\n## Slide {number}" + (" (hidden)" if shown.hidden else ""))
+        out.extend(shown.lines)
+        chars += len(title) + 1 + shown.chars
+        said = said or bool(shown.lines)
         notes = [path for kind, path in _rels(package, path).values() if kind == "notesSlide"]
-        notes_root = package.xml(notes[0]) if notes else None
-        spoken = _drawing_lines(notes_root) if notes_root is not None else []
-        if spoken:
+        if shown.cut or (notes and chars >= max_chars):
+            cut = True
+            break
+        spoken = _Slide(package, notes[0], max_chars - chars, max_chars) if notes else None
+        if spoken is not None and spoken.lines:
             out.append("Notes:")
-            out.extend(spoken)
-        said = said or bool(shown or spoken)
-    return "\n".join(out) if said else ""
+            out.extend(spoken.lines)
+            chars += len("Notes:\n") + spoken.chars
+            said = True
+        if spoken is not None and spoken.cut:
+            cut = True
+            break
+    if not said:
+        return ""
+    return "\n".join([*out, _DECK_CUT] if cut else out)
+
+
+class _Slide:
+    """The text of a slide or notes page (:func:`_drawing_lines`' lines),
+    streamed, read up to about ``max_chars`` (in whole paragraphs: one is
+    cut only past ``piece``, the deck's whole budget)."""
+
+    def __init__(self, package: Package, part: str, max_chars: int, piece: int) -> None:
+        self.hidden = False
+        self.chars = 0
+        sinks: list[list[str]] = [[]]  # lines of the slide, and of each table cell being read
+        tables: list[list[list[str]]] = []
+        furniture = False  # the shape being read is a slide number, a date, a footer
+        walk = Walk(package, part, _slide_rule, _S_TREE, max_chars=piece)
+        for event, kind, node in walk:
+            if event == "start":
+                if local(node.tag) == "sld":  # the root
+                    self.hidden = node.get("show") in ("0", "false")
+                elif kind == _S_SHAPE:
+                    furniture = False
+                elif kind == _S_TABLE:
+                    tables.append([])
+                elif kind == _S_ROW:
+                    tables[-1].append([])
+                elif kind == _S_CELL:
+                    sinks.append([])
+                continue
+            lines: list[str] = []
+            if kind == _S_PROPS:
+                furniture = _placeholder(node) in _FURNITURE
+            elif kind == _S_PARAGRAPH and not furniture:
+                text = _drawing_paragraph(node)
+                lines = [text] if text.strip() else []
+            elif kind == _S_BLOCK:
+                chosen = _choice(node)
+                lines = _drawing_lines(chosen) if chosen is not None else []
+            elif kind == _S_CELL:
+                tables[-1][-1].append(" ".join(sinks.pop()))
+            elif kind == _S_TABLE:
+                lines = table(tables.pop())
+            elif kind == _S_SHAPE:
+                furniture = False
+            sinks[-1].extend(lines)
+            self.chars += sum(len(line) + 1 for line in lines)
+            if self.chars > max_chars:
+                walk.stop()
+        self.lines = sinks[0]
+        self.cut = walk.cut
 
 
 def _placeholder(shape: ElementTree.Element) -> str | None:

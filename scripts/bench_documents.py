@@ -1,8 +1,9 @@
 """How long reading a file a user sent takes (channels/documents.py), per
 kind and size: the time before the model is asked, spent in a worker
 thread. Files are built in memory (tests/fakes/files.py), best of N runs.
-Then the memory a very large Word document costs to read (its
-document.xml near the 64 MB unpacked budget), each in a fresh process:
+Then the memory a very large Word document, PowerPoint slide and
+flat OpenDocument spreadsheet cost to read (each XML near the 64 MB
+unpacked budget, or the 20 MB download limit), each in a fresh process:
 the peak of Python's allocations (tracemalloc, which counts ElementTree's
 and expat's) and the process's peak resident size.
 
@@ -51,6 +52,7 @@ CASES = [
      xlsx({"2026": sales(5000), "2025": sales(5000)})),
     ("sales.ods, the same 2 sheets as Calc writes them", "sales.ods",
      ods({"2026": sales(5000), "2025": sales(5000)})),
+    ("sales.fods, the same as a flat file", "sales.fods", ods({"2026": sales(5000), "2025": sales(5000)}, flat=True)),
     ("deck.pptx, 60 slides with notes", "deck.pptx",
      pptx([Slide([f"Slide {i}: Q3 results", *[f"Point {j}: revenue grew in region {j}" for j in range(6)]],
                  notes=f"Say the numbers for slide {i} slowly.") for i in range(60)])),
@@ -61,6 +63,9 @@ CASES = [
 LARGE = {
     "huge.docx, 59 MB document.xml (500,000 paragraphs)":
         lambda: docx([f"Paragraph {i}: we agreed to move the launch to Friday, budget 40k." for i in range(500_000)]),
+    "huge.pptx, one slide of 58 MB (a text box of 550,000 paragraphs)":
+        lambda: pptx([Slide(["Everything", *(f"Point {i}: revenue grew in region {i % 7}, budget 40k."
+                                             for i in range(550_000))])]),
 }
 
 
@@ -70,7 +75,7 @@ def peak(label: str) -> None:
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     tracemalloc.start()
     start = time.perf_counter()
-    doc = read_document(data, "huge.docx", max_bytes=20 * 1024 * 1024, max_tokens=12_000)
+    doc = read_document(data, label.partition(",")[0], max_bytes=20 * 1024 * 1024, max_tokens=12_000)
     took = time.perf_counter() - start
     _, top = tracemalloc.get_traced_memory()
     tracemalloc.stop()

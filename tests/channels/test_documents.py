@@ -7,7 +7,9 @@ another error."""
 from __future__ import annotations
 
 import io
+import struct
 import zipfile
+import zlib
 from collections.abc import Callable
 from datetime import date, datetime
 
@@ -31,6 +33,7 @@ from channels.documents import (
 from channels.media import FAILED, TOO_LARGE, UNSUPPORTED, ImageError
 from gateway.prompt import file_block
 from memory.tokens import estimate_tokens
+from tests.fakes import files
 from tests.fakes.files import (
     Formula, Inline, Number, Rich, Slide, docx, jpeg, ole2, pdf, pptx, scanned_pdf, xlsx,
 )
@@ -292,6 +295,58 @@ def test_a_scanned_pdf_is_offered_as_its_first_pages_scans() -> None:
     assert read_scanned(b"%PDF-1.7\n1 0 obj << broken", "s.pdf", max_image_bytes=MB) is None
 
 
+def unpng(data: bytes) -> tuple[tuple[int, ...], bytes, bytes]:
+    """A PNG's header fields, its palette and its samples, every chunk's
+    CRC checked and every row's filter byte (none: 0) taken off."""
+    assert data.startswith(b"\x89PNG\r\n\x1a\n")
+    at, chunks = 8, {}
+    while at < len(data):
+        (size,) = struct.unpack(">I", data[at:at + 4])
+        kind, body = data[at + 4:at + 8], data[at + 8:at + 8 + size]
+        assert struct.unpack(">I", data[at + 8 + size:at + 12 + size])[0] == zlib.crc32(kind + body)
+        chunks[kind] = body
+        at += 12 + size
+    assert list(chunks)[-1] == b"IEND"
+    header = struct.unpack(">IIBBBBB", chunks[b"IHDR"])
+    width, depth, colour = header[0], header[2], header[3]
+    row = (width * {0: 1, 2: 3, 3: 1}[colour] * depth + 7) // 8
+    raw = zlib.decompress(chunks[b"IDAT"])
+    assert raw[::row + 1] == bytes(len(raw) // (row + 1))  # filter type 0 on every row
+    return header, chunks.get(b"PLTE", b""), b"".join(raw[at + 1:at + 1 + row] for at in range(0, len(raw), row + 1))
+
+
+def test_a_flate_encoded_scan_is_offered_as_a_png_of_its_samples() -> None:
+    """What PDF writers do with a lossless scan: grey or RGB samples
+    deflated, with or without PNG predictors, or palette indexes."""
+    grey = bytes(range(0, 256, 8)) * 3  # 32 x 3
+    rgb = bytes((x * 7 + y * 3 + c * 50) % 256 for y in range(5) for x in range(6) for c in range(3))
+    bits = bytes([0b10110000, 0b01000000])  # 4 x 2 one-bit grey (fax-like)
+    palette = b"\xff\x00\x00\x00\xff\x00\x00\x00\xff"
+    cases = [
+        (files.flate_image(32, 3, grey), (32, 3, 8, 0), b"", grey),
+        (files.flate_image(32, 3, grey, predictor=True), (32, 3, 8, 0), b"", grey),
+        (files.flate_image(6, 5, rgb, space="/DeviceRGB", components=3, predictor=True), (6, 5, 8, 2), b"", rgb),
+        (files.flate_image(4, 2, bits, depth=1), (4, 2, 1, 0), b"", bits),
+        (files.flate_image(3, 1, b"\x02\x00\x01", space=f"[/Indexed /DeviceRGB 2 <{palette.hex()}>]"),
+         (3, 1, 8, 3), palette, b"\x02\x00\x01"),
+    ]
+    for image, (width, height, depth, colour), plte, samples in cases:
+        found = read_scanned(scanned_pdf(1, image=image), "scan.pdf", max_image_bytes=MB)
+        assert found is not None
+        doc, (picture,) = found
+        assert picture.mime == "image/png"
+        assert unpng(picture.data) == ((width, height, depth, colour, 0, 0, 0), plte, samples)
+        assert doc.text.startswith("(A scanned PDF of 1 page with no text layer. Its page attached as a picture")
+    # What PNG cannot hold as it is (CMYK, inverted samples) or a stream that does not inflate: not sent.
+    for image in (files.flate_image(2, 2, bytes(16), space="/DeviceCMYK", components=4),
+                  files.flate_image(2, 2, bytes(4), extra=" /Decode [1 0]"),
+                  files.flate_image(2, 2, bytes(4)).replace(b"stream\nx", b"stream\nX", 1)):
+        assert read_scanned(scanned_pdf(1, image=image), "s.pdf", max_image_bytes=MB) is None
+    # Samples far over the picture limit are not inflated to find out.
+    big = files.flate_image(4000, 4000, bytes(16_000_000))
+    assert read_scanned(scanned_pdf(1, image=big), "s.pdf", max_image_bytes=100_000) is None
+
+
 @pytest.mark.parametrize(
     "data",
     [
@@ -349,8 +404,8 @@ def test_a_file_cannot_close_its_own_block_and_its_name_is_one_line() -> None:
 
 def test_notes_say_what_was_wrong() -> None:
     assert "10 MB" in document_note(TOO_LARGE, 10 * MB, has_text=False)
-    assert ("text files, PDFs and Word documents (and Excel and PowerPoint files, and LibreOffice's .odt, .ods and .odp)"
-            in document_note(UNSUPPORTED, MB, has_text=True))
+    assert ("text files, PDFs and Word documents (and Excel and PowerPoint files, and LibreOffice's .odt, .ods, .odp"
+            " and .fodt, .fods, .fodp)" in document_note(UNSUPPORTED, MB, has_text=True))
     assert document_note(UNSUPPORTED, MB, has_text=True).endswith("answering your text without it.")
     assert "password" in document_note(ENCRYPTED, MB, has_text=False)
     assert "scanned" in document_note(NO_TEXT, MB, has_text=False)
@@ -373,7 +428,8 @@ def test_no_bytes_raise_anything_but_a_refusal(data: bytes, prefix: bytes) -> No
 def test_notes_in_chinese_say_the_same() -> None:
     assert document_note(TOO_LARGE, 10 * MB, has_text=True, zh=True) == (
         "这个文件太大了，我读不了（上限 10 MB）。我先根据你的文字回复。")
-    assert "文本文件、PDF 和 Word 文档（以及 Excel、PowerPoint 文件）" in document_note(UNSUPPORTED, MB, has_text=False, zh=True)
+    assert ("文本文件、PDF 和 Word 文档（以及 Excel、PowerPoint 文件，和 LibreOffice 的 .odt、.ods、.odp、.fodt、.fods、.fodp）"
+            in document_note(UNSUPPORTED, MB, has_text=False, zh=True))
     assert "密码" in document_note(ENCRYPTED, MB, has_text=False, zh=True)
     assert "扫描件" in document_note(NO_TEXT, MB, has_text=False, zh=True)
     old = document_note(OLD_OFFICE, MB, has_text=False, zh=True)

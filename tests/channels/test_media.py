@@ -21,6 +21,7 @@ from channels.media import (
     recording_note,
     sniff_mime,
 )
+from channels.documents import document_note
 from gateway.bus import Forwarded, Image, InboundMessage, notes_in_chinese
 
 JPEG = b"\xff\xd8\xff\xe0\x00\x10JFIF\x00" + bytes(200)
@@ -97,6 +98,15 @@ def test_an_album_note_names_the_pictures_not_read_by_their_place() -> None:
     # Different reasons: which, without a why that would be wrong for some.
     assert album_note([(1, TOO_LARGE), (2, FAILED)], 3, mb) == (
         "Sorry, photos 1 and 2 of 3 could not be read. I am answering with the other one.")
+
+
+def test_a_limit_under_a_kilobyte_is_shown_in_bytes_not_as_zero() -> None:
+    assert "(the limit is 500 bytes)" in image_note(TOO_LARGE, 500, has_text=False)
+    assert "（上限 500 字节）" in image_note(TOO_LARGE, 500, has_text=False, zh=True)
+    assert "(the limit is 1 byte)" in image_note(TOO_LARGE, 1, has_text=False)
+    assert "(the limit is 1 KB)" in image_note(TOO_LARGE, 1024, has_text=False)
+    assert "(the limit is 800 bytes)" in document_note(TOO_LARGE, 800, has_text=False)
+    assert "（上限 800 字节）" in document_note(TOO_LARGE, 800, has_text=False, zh=True)
 
 
 def test_notes_in_chinese_keep_the_same_facts() -> None:

@@ -17,10 +17,11 @@ from hypothesis import strategies as st
 
 from channels.documents import ENCRYPTED, document_note, read_document
 from channels.media import UNSUPPORTED, ImageError
+from channels import xmlzip
 from channels.office import office_text
 from channels.xmlzip import MAX_ROWS
 from tests.channels.test_documents import rezip
-from tests.fakes.files import Slide, odf, odp, ods
+from tests.fakes.files import Slide, odf, odp, ods, xlsx
 
 MB = 1024 * 1024
 
@@ -237,14 +238,109 @@ def test_a_whole_spreadsheet_stays_small_in_memory() -> None:
     assert peak < 6 * MB
 
 
+def test_a_spreadsheet_cut_short_still_names_the_sheets_not_read_as_a_workbook_does() -> None:
+    """A row over the text kept (one cell of 600,000 characters) ends the
+    reading inside it; the sheets after it are named from the settings,
+    and an .xlsx cut the same way reads the same."""
+    sheets: dict[str, list[list[str | int | None]]] = {
+        "Big": [["head"], ["z" * 600_000]], "Next": [["n"]], "Last": [["l"]]}
+    tail = ("(the rest not read: the workbook is longer than I read)\n\n"
+            "## Sheet: Next\n(not read: the workbook is longer than I read)\n\n"
+            "## Sheet: Last\n(not read: the workbook is longer than I read)")
+    for data in (ods(sheets), xlsx(sheets)):  # type: ignore[arg-type]
+        text = read_document(data, "big", max_bytes=20 * MB, max_tokens=1000).full_text
+        assert text.startswith("A workbook of 3 sheets: Big, Next, Last\n\n## Sheet: Big\n|  | A |\n|---|---|\n"
+                               "| 1 | head |\n")
+        assert text.endswith(tail)
+        assert text.count("z") <= 500_000
+    # Without settings the reader cannot know them, and says so.
+    text = read_document(ods(sheets, settings=False), "big", max_bytes=20 * MB, max_tokens=1000).full_text
+    assert text.startswith("## Sheet: Big\n")
+    assert text.endswith("(the rest not read: the workbook is longer than I read)\n"
+                         "(any sheets after it not read either: the workbook is longer than I read)")
+
+
+def test_a_spreadsheet_past_the_unpacked_budget_is_read_to_it_and_names_the_rest(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """content.xml is read as far as the budget goes, not refused; what is
+    kept back for settings.xml names the sheets it did not reach."""
+    monkeypatch.setattr(xmlzip, "MAX_XML", 2 * MB)
+    book = ods({name: [[f"{name} row {i}", i] for i in range(20_000)] for name in ("A", "B", "C")})
+    with zipfile.ZipFile(io.BytesIO(book)) as archive:
+        assert archive.getinfo("content.xml").file_size > 2 * MB
+    text = read_document(book, "x", max_bytes=10 * MB, max_tokens=1000).full_text
+    assert text.startswith("A workbook of 3 sheets: A, B, C\n\n## Sheet: A\n")
+    assert "| 1 | A row 0 | 0 |\n| 2 | A row 1 | 1 |\n" in text
+    assert text.endswith("## Sheet: B\n(not read: the workbook is longer than I read)\n\n"
+                         "## Sheet: C\n(not read: the workbook is longer than I read)")
+
+
+def flat(data: bytes) -> bytes:
+    """The flat file of a zipped fake: the same content under an office:document root, its settings first."""
+    with zipfile.ZipFile(io.BytesIO(data)) as archive:
+        media = archive.read("mimetype").decode()
+        content = archive.read("content.xml").decode()
+        settings = archive.read("settings.xml").decode() if "settings.xml" in archive.namelist() else ""
+    head, _, rest = content.partition("<office:document-content ")
+    attributes, _, body = rest.partition(">")
+    body = body.replace("</office:document-content>", "</office:document>")
+    inner = settings[settings.find("<office:settings>"):settings.find("</office:document-settings>")]
+    return f'{head}<office:document {attributes} office:mimetype="{media}">{inner}{body}'.encode()
+
+
+def test_a_flat_odf_file_reads_as_its_zipped_kin() -> None:
+    """.fodt, .fods, .fodp: one XML file, read by the same code: the same
+    text, hidden styles and settings included."""
+    hidden = ('<style:style style:name="ta2" style:family="table"><style:table-properties table:display="false"/>'
+              '</style:style>')
+    sheets = ('<table:table table:name="Old" table:style-name="ta2"><table:table-row><table:table-cell>'
+              '<text:p>kept for audit</text:p></table:table-cell></table:table-row></table:table>')
+    for zipped in (odf("text", MINUTES), ods({"Budget": [["Item", 3]], "Notes": [["x"]]}),
+                   odf("spreadsheet", sheets, styles=hidden),
+                   odp([Slide(["Q3 plan", "Ship"], notes="Say it."), Slide(["Costs"], table=[["a", "b"]])])):
+        text = read(zipped)
+        assert read(flat(zipped), "minutes.fodt") == text and text.strip()
+    assert read(odf("spreadsheet", sheets, styles=hidden, flat=True)).startswith("## Sheet: Old (hidden)\n")
+
+
+def test_a_flat_spreadsheet_cut_short_names_the_rest_from_its_own_settings() -> None:
+    sheets: dict[str, list[list[str | int | None]]] = {"Big": [["z" * 600_000]], "Next": [["n"]]}
+    text = read_document(ods(sheets, flat=True), "big.fods", max_bytes=20 * MB, max_tokens=1000).full_text
+    assert text.startswith("A workbook of 2 sheets: Big, Next\n")
+    assert text.endswith("(the rest not read: the workbook is longer than I read)\n\n"
+                         "## Sheet: Next\n(not read: the workbook is longer than I read)")
+
+
+def test_a_flat_odf_file_is_refused_as_the_zipped_one_is() -> None:
+    laughs = ('<!DOCTYPE office:document [<!ENTITY a "hahahahahahahaha">'
+              + "".join(f'<!ENTITY {chr(c)} "{("&" + chr(c - 1) + ";") * 10}">' for c in range(ord("b"), ord("k")))
+              + "]>")
+    bomb = refused(odf("text", "<text:p>&j;</text:p>", prolog=laughs, flat=True))
+    assert bomb.reason == UNSUPPORTED and "DTD" in str(bomb)
+    drawing = odf("text", "<text:p>x</text:p>", flat=True).replace(b"opendocument.text", b"opendocument.graphics")
+    assert "a kind not read" in str(refused(drawing))
+    truncated = odf("text", "<text:p>x</text:p>", flat=True)[:-30]
+    assert "could not be read" in str(refused(truncated))
+
+
+def test_xml_that_is_not_a_flat_odf_file_is_read_as_text() -> None:
+    """Other XML (a config, an SVG's source) is text; the root decides, not
+    a mention of the OpenDocument type somewhere in it."""
+    config = ('<?xml version="1.0"?>\n<config><format mimetype="application/vnd.oasis.opendocument.text"/>'
+              "</config>\n")
+    assert read(config.encode(), "config.xml") == config.strip()
+    assert read(b"<document>plain</document>") == "<document>plain</document>"
+
+
 @settings(max_examples=150, deadline=None)
-@given(st.sampled_from(["odt", "ods", "odp"]), st.integers(0, 10_000), st.integers(0, 60), st.binary(max_size=8))
+@given(st.sampled_from(["odt", "ods", "odp", "fodt", "fods", "fodp"]), st.integers(0, 10_000), st.integers(0, 60),
+       st.binary(max_size=8))
 def test_an_odf_file_with_damaged_xml_raises_only_a_refusal(kind: str, at: int, cut: int, junk: bytes) -> None:
-    original = {
-        "odt": odf("text", MINUTES),
-        "ods": ods({"S": [["a", 1, date(2024, 1, 1), True]]}),
-        "odp": odp([Slide(["Plan", "point"], notes="n", table=[["a"]])]),
-    }[kind]
+    made = {
+        "odt": lambda flat: odf("text", MINUTES, flat=flat),
+        "ods": lambda flat: ods({"S": [["a", 1, date(2024, 1, 1), True]]}, flat=flat),
+        "odp": lambda flat: odp([Slide(["Plan", "point"], notes="n", table=[["a"]])], flat=flat),
+    }[kind.replace("fod", "od")]
 
     def damage(part: str, data: bytes) -> bytes:
         if part == "mimetype":
@@ -253,7 +349,7 @@ def test_an_odf_file_with_damaged_xml_raises_only_a_refusal(kind: str, at: int, 
         return data[:where] + junk + data[where + cut:]
 
     try:
-        text = read(rezip(original, damage))
+        text = read(damage("", made(True)) if kind.startswith("f") else rezip(made(False), damage))
     except ImageError as exc:
         assert exc.reason in (UNSUPPORTED, ENCRYPTED)
     else:

@@ -1,13 +1,15 @@
 """The XML of office files read within bounds (channels/xmlzip.py): a
 part that declares a DTD is refused before any entity is expanded, and a
-Word document is streamed, read only up to the text kept and let go of as
-it is read."""
+Word document, an OpenDocument's content and a PowerPoint slide are
+streamed, read only up to the text kept (within one paragraph too) and
+let go of as they are read."""
 
 from __future__ import annotations
 
 import io
 import tracemalloc
 import zipfile
+from collections.abc import Callable
 from xml.etree import ElementTree
 
 import pytest
@@ -18,7 +20,7 @@ from channels.media import UNSUPPORTED, ImageError
 from channels.office import office_text
 from tests.channels.test_documents import rezip
 from tests.fakes import files
-from tests.fakes.files import docx, xlsx
+from tests.fakes.files import Slide, docx, odf, pptx, xlsx
 
 MB = 1024 * 1024
 # One entity of 100 KB said 60 times: 6 MB of text from 106 KB of XML,
@@ -105,3 +107,81 @@ def test_a_streamed_word_document_reads_as_the_whole_tree_does() -> None:
 
 def docx_box() -> bytes:
     return files._text_box("Box in a cell").encode()
+
+
+def peak_of(read: Callable[[], str]) -> tuple[str, int]:
+    tracemalloc.start()
+    try:
+        text = read()
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    return text, peak
+
+
+def test_one_huge_run_or_paragraph_is_kept_only_up_to_the_text_kept() -> None:
+    """20 MB of text in one Word run, one ODF paragraph of spans, one
+    slide's paragraph: the text is counted as it arrives, not held whole."""
+    words = "".join(f"word{i} " for i in range(2_500_000))  # 20 MB, in order
+    spans = "".join(f"<text:span>word{i} </text:span>" for i in range(1_000_000))
+    slide = rezip(pptx([Slide(["Title", "stub"])]),
+                  lambda p, d: d.replace(b"<a:t>stub</a:t>", f"<a:t>{words}</a:t>".encode()) if p.startswith(
+                      "ppt/slides/slide") else d)
+    cut_doc, cut_deck = ("(the rest not read: the document is longer than I read)",
+                         "(the rest not read: the presentation is longer than I read)")
+    for data, head, cut, said in (
+        (docx([words]), [], cut_doc, words),
+        (odf("text", f"<text:p>{spans}</text:p>"), [], cut_doc, words[:len(words) * 2 // 5]),
+        (slide, ["## Slide 1", "Title"], cut_deck, words),
+    ):
+        text, peak = peak_of(lambda data=data: office_text(data, max_chars=100_000).lstrip("\n"))  # type: ignore[misc]
+        lines = text.split("\n")
+        assert lines[:len(head)] == head and lines[-1] == cut
+        kept = lines[len(head)]
+        assert len(lines) == len(head) + 2 and 90_000 < len(kept) <= 100_000 and said.startswith(kept)
+        assert peak < 8 * MB
+
+
+def test_a_huge_slide_is_read_a_paragraph_at_a_time_up_to_the_text_kept() -> None:
+    """One slide of 200,000 paragraphs (a whole tree of it would be hundreds
+    of MB): its start, in order, then the note; its notes are not reached."""
+    points = [f"Point {i}: revenue grew in region {i % 7}." for i in range(200_000)]
+    deck = pptx([Slide(["Everything", *points], notes="Say it slowly."), Slide(["Next"])])
+    text, peak = peak_of(lambda: office_text(deck, max_chars=20_000).lstrip("\n"))
+    lines = text.split("\n")
+    assert lines[:2] == ["## Slide 1", "Everything"]
+    assert lines[2:-1] == points[:len(lines) - 3]
+    assert lines[-1] == "(the rest not read: the presentation is longer than I read)"
+    assert 20_000 < len(text) < 20_200 and "Notes:" not in text and "Next" not in text
+    assert peak < 8 * MB
+
+
+def test_a_long_deck_is_read_in_whole_slides_with_their_notes_up_to_the_text_kept() -> None:
+    deck = pptx([Slide([f"Slide {i}", f"Point of {i}"], notes=f"Say {i}.") for i in range(500)])
+    text = office_text(deck, max_chars=3000).lstrip("\n")
+    *read, last = text.split("\n\n")
+    assert len(read) > 20
+    for number, block in enumerate(read, 1):
+        assert block == f"## Slide {number}\nSlide {number - 1}\nPoint of {number - 1}\nNotes:\nSay {number - 1}."
+    assert last.endswith("\n(the rest not read: the presentation is longer than I read)")
+    assert 3000 < len(text) < 3200
+    assert "(the rest not read" not in office_text(pptx([Slide(["Only"], notes="n")]), max_chars=3000)
+
+
+def test_a_streamed_slide_reads_as_the_whole_tree_does() -> None:
+    """A group's shapes, a shape chosen once of its AlternateContent, a
+    table, and the furniture left out: as the reader of a whole tree."""
+    extra = (
+        f'<p:grpSp><p:nvGrpSpPr/><p:grpSpPr/>{files._shape(["In a group", "second"])}'
+        f'{files._shape(["12/03/2026"], "dt")}</p:grpSp>'
+        '<mc:AlternateContent xmlns:mc="http://schemas.openxmlformats.org/markup-compatibility/2006">'
+        f'<mc:Choice Requires="p14">{files._shape(["Chosen"])}</mc:Choice>'
+        f'<mc:Fallback>{files._shape(["Fallback"])}</mc:Fallback></mc:AlternateContent>'
+    ).encode()
+    deck = rezip(pptx([Slide(["Title", "Body"], table=[["a", "b"], ["c", ""]])]),
+                 lambda p, d: d.replace(b"</p:spTree>", extra + b"</p:spTree>") if p == "ppt/slides/slide1.xml" else d)
+    with zipfile.ZipFile(io.BytesIO(deck)) as archive:
+        whole = office._drawing_lines(ElementTree.fromstring(archive.read("ppt/slides/slide1.xml")))
+    streamed = office_text(deck, max_chars=1000).lstrip("\n").split("\n")
+    assert streamed == ["## Slide 1", *whole]
+    assert whole == ["Title", "Body", "| a | b |", "|---|---|", "| c |  |", "In a group", "second", "Chosen"]

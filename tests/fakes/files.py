@@ -10,13 +10,15 @@ import io
 import os
 import struct
 import zipfile
+import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime
 from itertools import groupby
 
 __all__ = [
-    "Cell", "Formula", "Inline", "Number", "OdsCell", "Rich", "Slide", "docx", "jpeg", "odf", "odp", "ods", "ole2",
+    "Cell", "Formula", "Inline", "Number", "OdsCell", "Rich", "Slide", "docx", "flate_image", "jpeg", "odf", "odp", "ods",
+    "ole2",
     "pdf", "pptx", "scanned_pdf", "xlsx",
 ]
 
@@ -73,15 +75,37 @@ def jpeg() -> bytes:
     return b"\xff\xd8" + quant + frame + dc + ac + scan + b"\xff\xd9"
 
 
-def scanned_pdf(pages: int = 1, *, scans: bool = False) -> bytes:
+def flate_image(width: int, height: int, samples: bytes, *, space: str = "/DeviceGray", depth: int = 8,
+                components: int = 1, predictor: bool = False, extra: str = "") -> bytes:
+    """A page image object as PDF writers make a lossless scan: samples
+    deflated (FlateDecode), with ``predictor`` each row PNG-filtered first
+    (Sub, as /Predictor 15 allows), ``space`` its colour space."""
+    row = (width * components * depth + 7) // 8
+    parms = ""
+    if predictor:  # each row: filter type 1 (Sub), each byte less the one a pixel before it
+        step = max(components * depth // 8, 1)
+        filtered = b""
+        for at in range(0, row * height, row):
+            line = samples[at:at + row]
+            filtered += b"\x01" + bytes((line[i] - (line[i - step] if i >= step else 0)) % 256 for i in range(row))
+        samples = filtered
+        parms = (f" /DecodeParms << /Predictor 15 /Colors {components} /BitsPerComponent {depth}"
+                 f" /Columns {width} >>")
+    data = zlib.compress(samples)
+    head = (f"<< /Type /XObject /Subtype /Image /Width {width} /Height {height} /ColorSpace {space}"
+            f" /BitsPerComponent {depth} /Filter /FlateDecode{parms}{extra} /Length {len(data)} >>\nstream\n")
+    return head.encode() + data + b"\nendstream"
+
+
+def scanned_pdf(pages: int = 1, *, scans: bool = False, image: bytes = b"") -> bytes:
     """Pages that are only a picture: no text layer. A 1x1 grey image in
     raw pixels, or with ``scans`` a JPEG (:func:`jpeg`, DCTDecode) as a
-    scanner writes it."""
-    if scans:
+    scanner writes it, or ``image`` (:func:`flate_image`)."""
+    if not image and scans:
         data = jpeg()
         image = b"<< /Type /XObject /Subtype /Image /Width 8 /Height 8 /ColorSpace /DeviceGray"
         image += b" /BitsPerComponent 8 /Filter /DCTDecode /Length %d >>\nstream\n" % len(data) + data + b"\nendstream"
-    else:
+    elif not image:
         image = b"<< /Type /XObject /Subtype /Image /Width 1 /Height 1 /ColorSpace /DeviceGray /BitsPerComponent 8"
         image += b" /Length 1 >>\nstream\n\x80\nendstream"
     kids = " ".join(f"{3 + i} 0 R" for i in range(pages))
@@ -408,24 +432,54 @@ def ole2(streams: Sequence[str]) -> bytes:
 
 ODF_NAMESPACES = " ".join(f'xmlns:{prefix}="urn:oasis:names:tc:opendocument:xmlns:{name}:1.0"' for prefix, name in (
     ("office", "office"), ("text", "text"), ("table", "table"), ("draw", "drawing"), ("presentation", "presentation"),
-    ("style", "style"), ("fo", "xsl-fo-compatible"), ("svg", "svg-compatible"),
+    ("style", "style"), ("fo", "xsl-fo-compatible"), ("svg", "svg-compatible"), ("config", "config"),
 ))
 _MANIFEST = "urn:oasis:names:tc:opendocument:xmlns:manifest:1.0"
 
 
-def odf(kind: str, body: str, *, styles: str = "", encrypted: bool = False, prolog: str = "") -> bytes:
+def _settings(sheets: Sequence[str]) -> str:
+    """office:settings as LibreOffice writes them: the view settings, whose
+    map of the sheets names each one, in the workbook's order."""
+    tables = "".join(
+        f'<config:config-item-map-entry config:name="{_x(name)}"><config:config-item config:name="CursorPositionX"'
+        ' config:type="int">0</config:config-item></config:config-item-map-entry>' for name in sheets)
+    return (
+        '<office:settings><config:config-item-set config:name="ooo:view-settings">'
+        '<config:config-item config:name="VisibleAreaTop" config:type="int">0</config:config-item>'
+        '<config:config-item-map-indexed config:name="Views"><config:config-item-map-entry>'
+        '<config:config-item config:name="ViewId" config:type="string">view1</config:config-item>'
+        f'<config:config-item-map-named config:name="Tables">{tables}</config:config-item-map-named>'
+        f'<config:config-item config:name="ActiveTable" config:type="string">{_x(sheets[0] if sheets else "")}'
+        '</config:config-item></config:config-item-map-entry></config:config-item-map-indexed></config:config-item-set>'
+        '<config:config-item-set config:name="ooo:configuration-settings"><config:config-item-map-named'
+        ' config:name="ScriptConfiguration"><config:config-item-map-entry config:name="Sheet9">'
+        '<config:config-item config:name="CodeName" config:type="string">Sheet9</config:config-item>'
+        '</config:config-item-map-entry></config:config-item-map-named></config:config-item-set></office:settings>'
+    )
+
+
+def odf(kind: str, body: str, *, styles: str = "", encrypted: bool = False, prolog: str = "",
+        sheets: Sequence[str] | None = None, flat: bool = False) -> bytes:
     """An OpenDocument package of ``kind`` (text, spreadsheet,
     presentation) whose ``office:body`` holds ``<office:{kind}>body``:
     the ``mimetype`` part first and stored, as the format requires, the
     manifest, content.xml with ``styles`` as its automatic styles, and
     styles.xml. ``encrypted``: content.xml behind a password, as
     LibreOffice writes it (random bytes here; the manifest says how).
-    ``prolog``: written between the XML declaration and the root."""
+    ``prolog``: written between the XML declaration and the root.
+    ``sheets``: settings.xml written too, naming these sheets.
+    ``flat``: the flat file instead (.fodt, .fods, .fodp), one XML
+    document whose root says what it is, its settings first."""
     media = f"application/vnd.oasis.opendocument.{kind}"
-    content = (f'{_XML}{prolog}<office:document-content {ODF_NAMESPACES} office:version="1.3">'
-               '<office:font-face-decls><style:font-face style:name="Liberation Serif"/></office:font-face-decls>'
-               f"<office:automatic-styles>{styles}</office:automatic-styles>"
-               f"<office:body><office:{kind}>{body}</office:{kind}></office:body></office:document-content>")
+    inner = ('<office:font-face-decls><style:font-face style:name="Liberation Serif"/></office:font-face-decls>'
+             f"<office:automatic-styles>{styles}</office:automatic-styles>")
+    content_body = f"<office:body><office:{kind}>{body}</office:{kind}></office:body>"
+    settings = _settings(sheets) if sheets is not None else ""
+    if flat:
+        return (f'{_XML}{prolog}<office:document {ODF_NAMESPACES} office:version="1.3" office:mimetype="{media}">'
+                f"{settings}{inner}<office:styles/><office:master-styles/>{content_body}</office:document>").encode()
+    content = f'{_XML}{prolog}<office:document-content {ODF_NAMESPACES} office:version="1.3">{inner}{content_body}' \
+              "</office:document-content>"
     secret = (
         f'<manifest:encryption-data manifest:checksum-type="urn:oasis:names:tc:opendocument:xmlns:manifest:1.0#sha256-1k"'
         ' manifest:checksum="AAAA"><manifest:algorithm manifest:algorithm-name="http://www.w3.org/2001/04/xmlenc#aes256-cbc"'
@@ -444,6 +498,9 @@ def odf(kind: str, body: str, *, styles: str = "", encrypted: bool = False, prol
         archive.writestr(zipfile.ZipInfo("mimetype"), media, compress_type=zipfile.ZIP_STORED)
         archive.writestr("content.xml", os.urandom(400) if encrypted else content.encode())
         archive.writestr("styles.xml", f"{_XML}<office:document-styles {ODF_NAMESPACES}/>")
+        if settings:
+            archive.writestr("settings.xml", f'{_XML}<office:document-settings {ODF_NAMESPACES} office:version="1.3">'
+                                             f"{settings}</office:document-settings>")
         archive.writestr("META-INF/manifest.xml", manifest)
     return buf.getvalue()
 
@@ -472,11 +529,13 @@ def _ods_cell(value: OdsCell) -> str:
     return f'<table:table-cell {kind}><text:p>{shown}</text:p></table:table-cell>'
 
 
-def ods(sheets: dict[str, Sequence[Sequence[OdsCell]]]) -> bytes:
+def ods(sheets: dict[str, Sequence[Sequence[OdsCell]]], *, settings: bool = True, flat: bool = False) -> bytes:
     """A spreadsheet as LibreOffice Calc writes it: each sheet's rows from
     A1 (None: an empty cell), runs of equal cells as one cell repeated,
     runs of equal rows as one row repeated, every row padded with empty
-    cells to column AMJ and the sheet with empty rows to row 1048576."""
+    cells to column AMJ and the sheet with empty rows to row 1048576;
+    its settings naming the sheets (unless ``settings`` is false).
+    ``flat``: a .fods."""
     tables = []
     for name, rows in sheets.items():
         xml_rows = []
@@ -490,7 +549,7 @@ def ods(sheets: dict[str, Sequence[Sequence[OdsCell]]]) -> bytes:
                       '<table:table-column table:style-name="co1" table:number-columns-repeated="1024"/>'
                       + "".join(xml_rows) + "</table:table>")
     body = "".join(tables) + "<table:named-expressions/>"
-    return odf("spreadsheet", body)
+    return odf("spreadsheet", body, sheets=list(sheets) if settings else None, flat=flat)
 
 
 def _ods_row(cells: list[OdsCell]) -> str:
@@ -503,11 +562,11 @@ def _ods_row(cells: list[OdsCell]) -> str:
     return "".join(out)
 
 
-def odp(slides: Sequence[Slide], *, names: Sequence[str] = ()) -> bytes:
+def odp(slides: Sequence[Slide], *, names: Sequence[str] = (), flat: bool = False) -> bytes:
     """A presentation as LibreOffice Impress writes it: each slide a
     ``draw:page`` (named ``page1``... unless ``names`` says), its title
     and outline frames, a page-number frame, a table in a frame, and its
-    notes page (a thumbnail and a notes frame)."""
+    notes page (a thumbnail and a notes frame). ``flat``: a .fodp."""
     pages = []
     for number, slide in enumerate(slides, 1):
         name = names[number - 1] if number <= len(names) else f"page{number}"
@@ -527,7 +586,7 @@ def odp(slides: Sequence[Slide], *, names: Sequence[str] = ()) -> bytes:
                  + _frame("notes", slide.notes.split("\n")) + "</presentation:notes>") if slide.notes else ""
         pages.append(f'<draw:page draw:name="{_x(name)}" draw:style-name="dp1" draw:master-page-name="Default">'
                      f'{"".join(frames)}{notes}</draw:page>')
-    return odf("presentation", "".join(pages) + "<presentation:settings/>")
+    return odf("presentation", "".join(pages) + "<presentation:settings/>", flat=flat)
 
 
 def _frame(kind: str, paragraphs: Sequence[str]) -> str:
