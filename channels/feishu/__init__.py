@@ -821,17 +821,14 @@ class FeishuChannel(BaseChannel):
             try:
                 await self.api.send_text(msg.chat_id, msg.text, reply_to=msg.reply_to, on_sent=counted,
                                          key=msg.send_key)
-            except FeishuApiError as again:
-                if parts == 0 and again.retryable:
+            except BaseException as again:
+                if parts == 0 and isinstance(again, FeishuApiError) and again.retryable:
                     # Nothing went out (Feishu limits the chat, not one
                     # message): the draft stays, for the outbox's next try
                     # to edit, rather than a chat with neither.
                     draft.message_id, draft.done = stale, False
-                    raise
-                await self._withdraw_draft(msg.chat_id, stale)
-                raise
-            except BaseException:
-                await self._withdraw_draft(msg.chat_id, stale)
+                else:
+                    await self._withdraw_draft(msg.chat_id, stale)
                 raise
             await self._withdraw_draft(msg.chat_id, stale)
 
