@@ -350,7 +350,11 @@ class CommentStore(Protocol):
     forwards (gateway/burstcomments.py: gateway.db, so a restart keeps it):
     each comment's id and length in characters, in order, under the
     burst's message id; no words (what they said is in the burst's stored
-    message). Bounded, and expiring with Telegram's edit window."""
+    message). Bounded, and expiring with Telegram's edit window.
+
+    A recording's own caption is kept the same way, as a burst of one
+    under the recording's id (a burst's id is its last forward's, never a
+    comment's): its stored row holds the transcript after the caption."""
 
     async def keep(self, chat_id: str, burst_id: str, comments: Sequence[tuple[str, int]]) -> None: ...
 
@@ -386,6 +390,8 @@ def _edited_mark(attached: _Fetch | None) -> str:
     # (gateway/revisions.py): an album's count, a "not read".
     if isinstance(attached, _Picture):
         return placeholder(1)
+    if isinstance(attached, _Voice):  # its transcript stays after the caption
+        return audio_mark(attached.name)
     return document_placeholder(attached.name) if isinstance(attached, _File) else ""
 
 
@@ -912,6 +918,7 @@ class TelegramChannel(BaseChannel):
                 return await self._download_voice(voice)
 
             async def job() -> None:
+                await self._keep_caption(inbound)
                 await self.publish_voice(inbound, record, *ids, name=voice.name)
         elif isinstance(picture, _File):
             file = picture
@@ -952,13 +959,29 @@ class TelegramChannel(BaseChannel):
             self.log.error("comments sent with forwards not kept; their edits will not apply",
                            chat_id=msg.chat_id, burst=msg.message_id, error=repr(exc))
 
+    async def _keep_caption(self, msg: InboundMessage) -> None:
+        """Keep how long a recording's caption is (0 for none): its stored
+        row holds the transcript after it, and an edit of the caption
+        changes those characters only. Kept as a burst of one under its own
+        id; a store that fails costs the caption's later edits (logged, and
+        gateway/revisions.py keeps the row rather than guess). Not for a
+        group message the bot does not store (not addressed to it)."""
+        if msg.is_group and not (msg.mentioned or msg.reply_to_bot):
+            return
+        try:
+            await self._comments.keep(msg.chat_id, msg.message_id, [(msg.message_id, len(msg.text.strip()))])
+        except Exception as exc:
+            self.log.error("a recording's caption not kept; its edits may not apply",
+                           chat_id=msg.chat_id, message_id=msg.message_id, error=repr(exc))
+
     async def _regrouped(self, edit: InboundMessage) -> InboundMessage:
         """An edit of a comment gathered into a burst of forwards, as an
         edit of the burst's stored message: the comment's new words
         (``text``), which of the burst's comments it is (metadata
         ``comment``) and how long each was (``comments``), for the stored
-        row to change those words only (gateway/revisions.py). Any other
-        edit as it is."""
+        row to change those words only (gateway/revisions.py). An edit of
+        a recording's caption with how long it was (metadata ``caption``).
+        Any other edit as it is."""
         try:
             found = await self._comments.find(edit.chat_id, edit.message_id)
         except Exception as exc:
@@ -968,6 +991,13 @@ class TelegramChannel(BaseChannel):
         if found is None:
             return edit
         burst, spans = found
+        if burst == edit.message_id:  # a recording's own caption (_keep_caption): a burst ends in a forward
+            try:
+                await self._comments.keep(edit.chat_id, burst, [(burst, len(edit.text.strip()))])
+            except Exception as exc:
+                self.log.error("a recording's caption not kept; its edits may not apply",
+                               chat_id=edit.chat_id, message_id=burst, error=repr(exc))
+            return dataclasses.replace(edit, metadata={**edit.metadata, "caption": spans[0][1]})
         at = next(i for i, (mid, _) in enumerate(spans) if mid == edit.message_id)
         lengths = [chars for _, chars in spans]
         # The next edit's lengths: this one's words are the comment's now.
