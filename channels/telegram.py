@@ -171,6 +171,8 @@ _CONFIRM_TIMEOUT = 5.0
 MAX_ALBUM_IMAGES = 10
 # Updates one getUpdates returns at most (Telegram's default limit).
 _BATCH = 100
+# Comments published on their own kept at most for a burst of forwards to take in.
+_LONE_KEPT = 256
 # Comments sent with forwards whose edits are still applied (RecentComments),
 # and for how long: Telegram's edit window.
 _GROUPED_KEPT = 1000
@@ -213,6 +215,9 @@ class _Album:
     # No part can come any more (the sender wrote something else after
     # their forwards): it goes on without waiting out the quiet period.
     sealed: asyncio.Event = field(default_factory=asyncio.Event)
+    # A comment already on the bus on its own that the burst takes in (its
+    # forwards came in the next poll): the burst's message supersedes it.
+    supersedes: str = ""
 
 
 @dataclass(frozen=True)
@@ -350,7 +355,11 @@ class CommentStore(Protocol):
     forwards (gateway/burstcomments.py: gateway.db, so a restart keeps it):
     each comment's id and length in characters, in order, under the
     burst's message id; no words (what they said is in the burst's stored
-    message). Bounded, and expiring with Telegram's edit window."""
+    message). Bounded, and expiring with Telegram's edit window.
+
+    A recording's own caption is kept the same way, as a burst of one
+    under the recording's id (a burst's id is its last forward's, never a
+    comment's): its stored row holds the transcript after the caption."""
 
     async def keep(self, chat_id: str, burst_id: str, comments: Sequence[tuple[str, int]]) -> None: ...
 
@@ -386,6 +395,8 @@ def _edited_mark(attached: _Fetch | None) -> str:
     # (gateway/revisions.py): an album's count, a "not read".
     if isinstance(attached, _Picture):
         return placeholder(1)
+    if isinstance(attached, _Voice):  # its transcript stays after the caption
+        return audio_mark(attached.name)
     return document_placeholder(attached.name) if isinstance(attached, _File) else ""
 
 
@@ -636,6 +647,10 @@ class TelegramChannel(BaseChannel):
         # Comments gathered into a burst's message, for their edits: the
         # gateway's (gateway.db, kept across restarts), or recent ones in memory.
         self._comments: CommentStore = comment_store if comment_store is not None else RecentComments()
+        # A comment published on its own, by (chat, _burst_of), with its
+        # username and loop time: forwards of its sender in the next poll
+        # (within album_quiet) take it in (_take_comment).
+        self._lone: dict[tuple[str, str], tuple[InboundMessage, str, float]] = {}
         self._ready = asyncio.Event()
         self._failed = asyncio.Event()
         self._failure: ChannelFatalError | None = None
@@ -884,14 +899,25 @@ class TelegramChannel(BaseChannel):
                 # too) one update per message: one message for all of them,
                 # gathered as an album is (its recordings transcribed as their
                 # authors' words). A file read as text goes on alone.
+                fresh = (chat, burst) not in self._albums
                 self._add_to_album(chat, burst, uid, inbound, username, picture)
+                if fresh:
+                    self._take_comment(chat, burst)
                 return
             self._seal(chat, burst)  # anything else the sender sends ends their burst
+            self._lone.pop((chat, burst), None)
             if picture is None and _is_comment(inbound) and _forward_follows(update, following):
                 # Typed with the forwards, sent just before them; only looked
                 # for in the same batch, so a plain text never waits for it.
                 self._add_to_album(chat, burst, uid, inbound, username, None)
                 return
+            if picture is None and _is_comment(inbound):
+                # Its forwards may come in the next poll: then their burst
+                # takes it in and supersedes its turn (_take_comment).
+                now = asyncio.get_running_loop().time()
+                if len(self._lone) >= _LONE_KEPT:  # senders who never forward: only the recent matter
+                    self._lone = {k: v for k, v in self._lone.items() if now - v[2] <= self.album_quiet}
+                self._lone[(chat, burst)] = (inbound, username, now)
         if inbound.kind == EDIT:
             # In a group, the loop changes only a message it stored (one
             # addressed to the bot); the allow-list applies as to new ones.
@@ -912,6 +938,7 @@ class TelegramChannel(BaseChannel):
                 return await self._download_voice(voice)
 
             async def job() -> None:
+                await self._keep_caption(inbound)
                 await self.publish_voice(inbound, record, *ids, name=voice.name)
         elif isinstance(picture, _File):
             file = picture
@@ -952,13 +979,29 @@ class TelegramChannel(BaseChannel):
             self.log.error("comments sent with forwards not kept; their edits will not apply",
                            chat_id=msg.chat_id, burst=msg.message_id, error=repr(exc))
 
+    async def _keep_caption(self, msg: InboundMessage) -> None:
+        """Keep how long a recording's caption is (0 for none): its stored
+        row holds the transcript after it, and an edit of the caption
+        changes those characters only. Kept as a burst of one under its own
+        id; a store that fails costs the caption's later edits (logged, and
+        gateway/revisions.py keeps the row rather than guess). Not for a
+        group message the bot does not store (not addressed to it)."""
+        if msg.is_group and not (msg.mentioned or msg.reply_to_bot):
+            return
+        try:
+            await self._comments.keep(msg.chat_id, msg.message_id, [(msg.message_id, len(msg.text.strip()))])
+        except Exception as exc:
+            self.log.error("a recording's caption not kept; its edits may not apply",
+                           chat_id=msg.chat_id, message_id=msg.message_id, error=repr(exc))
+
     async def _regrouped(self, edit: InboundMessage) -> InboundMessage:
         """An edit of a comment gathered into a burst of forwards, as an
         edit of the burst's stored message: the comment's new words
         (``text``), which of the burst's comments it is (metadata
         ``comment``) and how long each was (``comments``), for the stored
-        row to change those words only (gateway/revisions.py). Any other
-        edit as it is."""
+        row to change those words only (gateway/revisions.py). An edit of
+        a recording's caption with how long it was (metadata ``caption``).
+        Any other edit as it is."""
         try:
             found = await self._comments.find(edit.chat_id, edit.message_id)
         except Exception as exc:
@@ -968,6 +1011,13 @@ class TelegramChannel(BaseChannel):
         if found is None:
             return edit
         burst, spans = found
+        if burst == edit.message_id:  # a recording's own caption (_keep_caption): a burst ends in a forward
+            try:
+                await self._comments.keep(edit.chat_id, burst, [(burst, len(edit.text.strip()))])
+            except Exception as exc:
+                self.log.error("a recording's caption not kept; its edits may not apply",
+                               chat_id=edit.chat_id, message_id=burst, error=repr(exc))
+            return dataclasses.replace(edit, metadata={**edit.metadata, "caption": spans[0][1]})
         at = next(i for i, (mid, _) in enumerate(spans) if mid == edit.message_id)
         lengths = [chars for _, chars in spans]
         # The next edit's lengths: this one's words are the comment's now.
@@ -1040,6 +1090,24 @@ class TelegramChannel(BaseChannel):
 
         self._hold(chat, album.update_ids, job)
 
+    def _take_comment(self, chat: str, burst: str) -> None:
+        """A burst of forwards just begun takes in the comment its sender
+        published on its own within ``album_quiet`` before it (a client
+        sends the comment first; its forwards may come in the next poll):
+        one message, one reply. The comment is on the bus already, so the
+        burst names it (metadata ``supersedes``) and the process loop drops
+        its turn if not yet answered (gateway/loop.py). Costs nothing for a
+        message without forwards after it: it was never held."""
+        lone = self._lone.pop((chat, burst), None)
+        album = self._albums.get((chat, burst))
+        if lone is None or album is None:
+            return
+        comment, username, at = lone
+        if asyncio.get_running_loop().time() - at > self.album_quiet:
+            return
+        album.parts.insert(0, (comment, username, None))
+        album.supersedes = comment.message_id
+
     def _seal(self, chat: str, group: str) -> None:
         """The album or burst ``group`` of ``chat`` takes no more parts: it
         goes on now, and a later part starts a new one."""
@@ -1058,6 +1126,8 @@ class TelegramChannel(BaseChannel):
         parts = sorted(album.parts, key=lambda p: int(p[0].message_id or 0))
         if any(p[0].forwarded for p in parts):
             msg, username, comments = _forward_burst(parts)
+            if album.supersedes:
+                msg = dataclasses.replace(msg, metadata={**msg.metadata, "supersedes": album.supersedes})
             await self._group_comments(msg, comments)
             # Each part forwards one message, in order: a recording's place among them.
             places = [n for n, p in enumerate(p for p in parts if p[0].forwarded) if isinstance(p[2], _Voice)]

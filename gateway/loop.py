@@ -203,6 +203,7 @@ class LoopStats:
     redelivered: int = 0  # a message already answered, delivered again (ignored)
     limited: int = 0  # over a user's rate limit: not answered (gateway/ratelimit.py)
     revised: int = 0  # edits and recalls of earlier messages applied (gateway/revisions.py)
+    superseded: int = 0  # turns dropped unanswered for a message that takes them in (metadata "supersedes")
     # The latest STATS_SAMPLES of each: percentiles of recent traffic, not a
     # gateway's whole life (200,000 were 25 MB).
     added_ms: Samples = field(default_factory=Samples)
@@ -248,6 +249,9 @@ class _Item:
     # The reply's drafts (agent.streaming), once its model call began: an
     # apology after a crash takes their place too.
     drafts: Drafts | None = None
+    # Its model has answered: the turn is past being superseded (a reply may be going out).
+    answering: bool = False
+    superseded: bool = False  # dropped for a message that takes it in (ProcessLoop._supersede)
 
 
 class ProcessLoop:
@@ -297,6 +301,8 @@ class ProcessLoop:
         self._queues: dict[str, deque[_Item]] = {}
         self._workers: dict[str, asyncio.Task[None]] = {}
         self._buffering: dict[str, asyncio.Task[None]] = {}
+        # The turn each chat's worker is handling, for a message that supersedes it.
+        self._current: dict[str, tuple[_Item, asyncio.Task[str]]] = {}
         # Chats known to have no unbuffered row (checked in gateway.db once,
         # then kept true by _buffer), so _settle skips the query per message.
         self._clean: set[str] = set()
@@ -320,12 +326,63 @@ class ProcessLoop:
         if self._closed:
             raise RuntimeError("process loop is closed")
         key = item.msg.session_key
+        gone = item.msg.metadata.get("supersedes") if item.user is None else None
+        if isinstance(gone, str) and gone:
+            self._supersede(key, item.msg, gone)
         q = self._queues.get(key)
         if q is None:
             q = self._queues[key] = deque()
         q.append(item)
         if key not in self._workers:
             self._workers[key] = asyncio.create_task(self._work(key, q), name=f"chat:{key}")
+
+    def _supersede(self, key: str, msg: InboundMessage, message_id: str) -> None:
+        """``msg`` takes in the sender's earlier message ``message_id`` (a
+        comment whose forwards came in a later poll, channels/telegram.py):
+        that message's turn is dropped unanswered if it has not answered
+        yet (still queued, or its model call under way: cancelled, its
+        rows erased by :meth:`_work`), so the chat gets one reply that
+        reads both. Answered already, it stays, and ``msg`` is answered
+        as well. No await: a turn seen unanswered here cannot answer
+        before it is cancelled (``_Item.answering``)."""
+
+        def same(old: _Item) -> bool:
+            return (old.user is None and old.msg.kind == MESSAGE and old.msg.message_id == message_id
+                    and old.msg.sender_id == msg.sender_id)
+
+        for old in self._queues.get(key, ()):
+            if same(old):
+                self._queues[key].remove(old)
+                if old.counted:
+                    self._pending.release()
+                self.stats.superseded += 1
+                log.info("queued message taken in by a later one", chat=key, message_id=message_id, by=msg.message_id)
+                return
+        current = self._current.get(key)
+        if current is not None and same(current[0]) and not current[0].answering and not current[0].superseded:
+            current[0].superseded = True
+            current[1].cancel()
+            self.stats.superseded += 1
+            log.info("turn under way taken in by a later message; its answer dropped", chat=key,
+                     message_id=message_id, by=msg.message_id)
+
+    async def _handle_current(self, key: str, item: _Item) -> str:
+        """:meth:`_handle`, cancellable on its own by :meth:`_supersede`;
+        a superseded turn leaves no row in the chat's history."""
+        handling = asyncio.create_task(self._handle(item), name=f"turn:{key}")
+        self._current[key] = (item, handling)
+        try:
+            return await handling
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if not item.superseded or (task is not None and task.cancelling()):
+                raise  # the worker itself is stopped
+        finally:
+            self._current.pop(key, None)
+        user = self.identities.resolve(item.msg.channel, item.msg.sender_id)
+        rows = await self.sessions.erase_message(key, item.msg.message_id, user)
+        log.info("superseded turn's rows erased", chat=key, message_id=item.msg.message_id, rows=rows)
+        return ""
 
     async def _work(self, key: str, q: deque[_Item]) -> None:
         try:
@@ -336,7 +393,7 @@ class ProcessLoop:
                         item.started = time.perf_counter()
                         self.stats.wait_ms.append((item.started - item.received) * 1000)
                         await self._settle(key)
-                        text = await self._handle(item)
+                        text = await self._handle_current(key, item)
                     if item.future is not None and not item.future.done():
                         item.future.set_result(text)
                 except asyncio.CancelledError:
@@ -513,6 +570,7 @@ class ProcessLoop:
                 drafts.stop()
             if user_write is not None and not user_write.done():  # also when cancelled: the write must finish
                 await asyncio.wait([user_write])
+        item.answering = True  # before anything is sent: from here on the turn is not superseded
         if job and not reply.ok:
             if item.fallback is None:
                 raise JobFailed(reply.error or "the model gave no answer")

@@ -18,7 +18,12 @@ asks for less, not more.
   sent with forwards is stored at the end of their message (Telegram: the
   burst's); the channel sends its edit as that message's, saying which of
   its comments it is and how long each was (metadata ``comment``,
-  ``comments``: no words kept), and only those words change. A message the bot never stored (a group
+  ``comments``: no words kept), and only those words change. A recording's
+  row holds its transcript after the caption (``[voice] caption\ntranscript``):
+  only the caption changes, where the channel kept how long it was
+  (metadata ``caption``) or where the row's form leaves one reading
+  (gateway/transcription.py ``recaptioned``); otherwise the row is kept
+  as it is, logged, rather than cut at a guess. A message the bot never stored (a group
   message not addressed to it, or one pruned from Tier 0) is left alone.
 * **Recall** (Feishu ``im.message.recalled_v1``): the message and the reply
   to it leave Tier 0 (their bytes too: a checkpoint), and memory erases its
@@ -51,6 +56,7 @@ from memory.backend import MemoryBackend
 
 from .bus import EDIT, RECALL, InboundMessage, picture_mark
 from .outbox import Outbox
+from .transcription import recaptioned, recording_mark
 from .sessions import SessionStore
 
 __all__ = ["Revisions"]
@@ -67,7 +73,9 @@ class Revisions:
     async def apply(self, msg: InboundMessage) -> str:
         """Apply an EDIT or RECALL; returns what was done (for logs and
         tests): ``unknown`` (no such stored message), ``refused`` (an edit
-        by someone else), ``unchanged``, ``edited`` / ``recalled``."""
+        by someone else), ``unchanged``, ``kept`` (a recording's caption
+        whose end in the stored row is not known: the row stays, logged),
+        ``edited`` / ``recalled``."""
         if msg.kind == EDIT:
             return await self._edit(msg)
         if msg.kind == RECALL:
@@ -89,6 +97,18 @@ class Revisions:
         mark = picture_mark(row.content) if msg.placeholder else ""
         if mark:
             text = f"{mark} {msg.text.strip()}".strip()
+        elif msg.placeholder and msg.text.strip() and recording_mark(row.content):
+            # A recording's row holds its transcript after the caption: only
+            # the caption changes, where the row says (or the channel kept)
+            # where it ends; else the row stays as it is rather than lose the
+            # transcript to a guess.
+            caption = msg.metadata.get("caption")
+            words = recaptioned(row.content, msg.text.strip(), caption if isinstance(caption, int) else None)
+            if words is None:
+                log.warning("edit of a recording's caption not applied: where its caption ends is not known; "
+                            "the stored message is kept", chat=key, message_id=msg.message_id)
+                return "kept"
+            text = words
         lengths, at = msg.metadata.get("comments"), msg.metadata.get("comment")
         if isinstance(lengths, list) and isinstance(at, int):
             # A comment sent with forwards, stored at the end of their message

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -27,7 +28,7 @@ from .config import ProviderConfig
 
 __all__ = [
     "TRANSCRIPT", "Transcriber", "TranscriptionError", "forwarded_not_heard_note", "hear_forwarded", "not_heard_note",
-    "with_transcript",
+    "recaptioned", "recording_mark", "with_transcript",
 ]
 
 # An audio file's words follow this line: someone's recording (a meeting, a
@@ -35,6 +36,10 @@ __all__ = [
 TRANSCRIPT = "[transcript]"
 
 log = structlog.get_logger(component="gateway")
+
+# The mark a stored recording's row starts with (gateway/bus.py audio_mark,
+# audio_not_read), then a space: "[voice] ", "[audio Song — Band not read] ".
+_RECORDING = re.compile(r"^\[(?:voice|audio [^\]\n]+?)( not read)?\](?= |$)")
 
 
 class TranscriptionError(Exception):
@@ -106,6 +111,50 @@ def with_transcript(said: str, audio: Audio, words: str) -> str:
     what was said with it (a caption), then the transcript; an audio
     file's marked as its transcript (:data:`TRANSCRIPT`)."""
     return "\n".join(w for w in (said.strip(), TRANSCRIPT if audio.name else "", words) if w)
+
+
+def recording_mark(stored: str) -> str:
+    """The mark of a recording a stored user message starts with (``[voice]``,
+    ``[audio NAME not read]``); "" for none."""
+    m = _RECORDING.match(stored)
+    return m.group(0) if m else ""
+
+
+def recaptioned(stored: str, words: str, caption_chars: int | None) -> str | None:
+    """The stored row of a recording (``[voice] caption\ntranscript``, as
+    :func:`with_transcript` made it, or ``[voice not read] caption``) with
+    its caption now ``words`` and the rest as stored; None when ``stored``
+    is not such a row or where its caption ends cannot be told.
+
+    ``caption_chars``: how long the caption was, as the channel kept it
+    (None: not known). Without it, a row is split only where its form
+    leaves one reading: a recording not heard holds its caption only; a
+    voice message's row on one line is its transcript alone; an audio
+    file's caption ends where its one ``[transcript]`` line starts."""
+    m = _RECORDING.match(stored)
+    if m is None:
+        return None
+    mark, rest = m.group(0), stored[m.end() + 1 :]
+    if m.group(1):  # not heard: no transcript, the words are all caption
+        return f"{mark} {words}".strip()
+    split = f"\n{TRANSCRIPT}\n"
+    if caption_chars is not None:
+        if caption_chars < 0 or (caption_chars and rest[caption_chars : caption_chars + 1] != "\n"):
+            return None  # changed since in a way the kept length does not describe
+        tail = rest[caption_chars + 1 :] if caption_chars else rest
+    elif mark == "[voice]":
+        if "\n" in rest:
+            return None  # a caption then the transcript, or a transcript of several lines
+        tail = rest
+    elif rest.startswith(split[1:]):
+        tail = rest
+    elif rest.count(split) == 1:
+        tail = rest[rest.index(split) + 1 :]
+    else:
+        return None
+    if not tail or (mark != "[voice]" and not tail.startswith(split[1:])):
+        return None  # a recording heard keeps its transcript: this row is not one
+    return f"{mark} {words}\n{tail}" if words else f"{mark} {tail}"
 
 
 def not_heard_note(audio: Audio, *, zh: bool) -> str:

@@ -663,8 +663,9 @@ class FakeTelegram:
             raise KeyError(f"no message {message_id} was pushed in chat {chat_id}")
         if mention:
             text = f"@{self.bot_username} {text}"
-        # A photo's or a document's words are its caption.
-        words, marks = ("caption", "caption_entities") if "caption" in original else ("text", "entities")
+        # A photo's, a voice message's or a document's words are its caption
+        # (one added to media sent without one, too).
+        words, marks = ("caption", "caption_entities") if "text" not in original else ("text", "entities")
         edited = {k: v for k, v in original.items() if k != marks}
         edited[words] = text
         edited["edit_date"] = int(time.time())
