@@ -81,7 +81,7 @@ _ALL = ("all", "全部")
 _RESET = ("reset", "default", "clear", "重置", "默认", "恢复")
 _OFF = ("off", "stop", "end", "no", "0", "关", "关闭", "退出", "结束")
 _ON = ("", "on", "start", "yes", "1", "开", "开启", "打开")
-_REF = re.compile(r"^\[?([me]\d+)\]?[,.;]?$", re.IGNORECASE)
+_REF = re.compile(r"^\[?([me]\d+)\]?[,.;，。、；]?$", re.IGNORECASE)
 
 ForgetHistory = Callable[[str, Sequence[str]], Awaitable[int]]
 
@@ -219,7 +219,8 @@ class UserCommands:
         return "\n".join([head, *(_line(h) for h in hits), "", tail])
 
     async def _forget(self, user: str, args: str) -> str:
-        tokens = [t for t in re.split(r"[\s,，]+", args.strip()) if t]
+        # 、 and ； are what a Chinese input method types between ids.
+        tokens = [t for t in re.split(r"[\s,，、;；]+", args.strip()) if t]
         if tokens and tokens[0].lower() in _ALL:
             return await self._forget_all(user, tokens[1:], zh=tokens[0] == "全部")
         refs: list[str] = []
@@ -231,35 +232,52 @@ class UserCommands:
             else:
                 bad.append(t)
         if not refs or bad:
-            return (
-                "Usage: /forget m12 [e3 …], with the ids /memory shows; /forget all erases everything."
-                + (f" Not an id: {', '.join(bad[:5])}." if bad else "")
-            )
+            zh = await self._speaks_chinese(user, bad)
+            usage = ("用法：/forget m12 [e3 …]，编号见 /memory；/forget all 删除全部。" if zh
+                     else "Usage: /forget m12 [e3 …], with the ids /memory shows; /forget all erases everything.")
+            if bad:
+                usage += f" 不是编号：{'、'.join(bad[:5])}。" if zh else f" Not an id: {', '.join(bad[:5])}."
+            return usage
         if len(refs) > _FORGET_MAX:
             return f"At most {_FORGET_MAX} ids at a time."
         done = await self.backend.forget(user, list(dict.fromkeys(refs)))
+        # As /memory: in Chinese when what is shown is mostly Chinese.
+        zh = await self._speaks_chinese(user, [h.content for h in (*done.erased, *done.entries, *done.kept)])
         out: list[str] = []
         if done.erased:
-            out.append("Erased for good:")
+            out.append("已永久删除：" if zh else "Erased for good:")
             out += [_line(h) for h in done.erased]
         if done.entries:
-            out.append("Also erased, profile entries built on it:")
+            out.append("一并删除了基于它的资料条目：" if zh else "Also erased, profile entries built on it:")
             out += [_line(h) for h in done.entries]
         if done.versions:
-            out.append(f"Also erased: {done.versions} older version(s) of it.")
+            out.append(f"一并删除了它的 {done.versions} 个旧版本。" if zh
+                       else f"Also erased: {done.versions} older version(s) of it.")
         if done.erased and self.forget_history is not None:
             gone = await self.forget_history(user, done.texts)
             if gone:
-                out.append(f"Also erased: {gone} message(s) of our conversation that said it.")
+                out.append(f"一并删除了我们对话中说过它的 {gone} 条消息。" if zh
+                           else f"Also erased: {gone} message(s) of our conversation that said it.")
         if done.kept:
-            out.append("Still kept, linked to it (what it was drawn from, or drawn from it); "
+            out.append("仍然保留、与它相关的记录（它的来源，或由它得出的）；如果内容相同，也请用 /forget 删除："
+                       if zh else "Still kept, linked to it (what it was drawn from, or drawn from it); "
                        "if they say the same, /forget them too:")
             out += [_line(h) for h in done.kept]
         if done.shared:
-            out.append(f"Shared by everyone, not yours to erase: {', '.join(done.shared)}.")
+            out.append(f"这些是大家共享的，不能由你删除：{'、'.join(done.shared)}。" if zh
+                       else f"Shared by everyone, not yours to erase: {', '.join(done.shared)}.")
         if done.unknown:
-            out.append(f"You have no memory with id {', '.join(done.unknown)}.")
+            out.append(f"你没有编号为 {'、'.join(done.unknown)} 的记忆。" if zh
+                       else f"You have no memory with id {', '.join(done.unknown)}.")
         return "\n".join(out)
+
+    async def _speaks_chinese(self, user: str, shown: Sequence[str]) -> bool:
+        """Whether to answer in Chinese: what the answer shows, or with
+        nothing to tell by (ids only), what /memory would show."""
+        if shown:
+            return _chinese(list(shown))
+        o = await self.backend.overview(user, limit=_LIST)
+        return _chinese([h.content for h in (*o.profile, *o.recent)])
 
     async def _forget_all(self, user: str, rest: Sequence[str], *, zh: bool) -> str:
         now = self.clock.now()

@@ -11,7 +11,8 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Mapping
+import typing
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -652,6 +653,41 @@ def _set_fallback(doc: dict[str, Any], path: tuple[str | int, ...], name: str, v
     node[str(rest[-1])] = value
 
 
+def _fields_at(loc: Sequence[int | str]) -> list[str]:
+    """The names (as written in the file) the config accepts beside the
+    last step of ``loc``; [] when that is not a model's field."""
+    model: type[BaseModel] | None = Config
+    for step in loc[:-1]:
+        if isinstance(step, int) or model is None:
+            continue  # a list index: the item's model is the list's
+        field = next((f for n, f in model.model_fields.items() if step in (n, f.alias)), None)
+        if field is None:
+            return []
+        model = _model_in(field.annotation)
+    if model is None:
+        return []
+    return [f.alias or n for n, f in model.model_fields.items()]
+
+
+def _model_in(annotation: Any) -> type[BaseModel] | None:
+    """The config model an annotation holds (``X``, ``X | None``, ``list[X]``)."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    return next((m for a in typing.get_args(annotation) if (m := _model_in(a)) is not None), None)
+
+
+def _resembling(loc: Sequence[int | str]) -> str | None:
+    """The field a misspelt key most resembles ("timeZone" -> "timezone")."""
+    import difflib
+
+    name = loc[-1] if loc else None
+    if not isinstance(name, str):
+        return None
+    known = {k.lower(): k for k in _fields_at(loc)}
+    close = difflib.get_close_matches(name.lower(), list(known), n=1, cutoff=0.75)
+    return known[close[0]] if close else None
+
+
 def _describe(err: ValidationError) -> str:
     lines = []
     for e in err.errors():
@@ -660,6 +696,9 @@ def _describe(err: ValidationError) -> str:
         msg = e["msg"]
         if e["type"] == "extra_forbidden":
             msg = "unknown field"
+            close = _resembling(e["loc"])
+            if close:
+                msg += f" (did you mean {close}?)"
         elif msg.startswith("Value error, "):
             msg = msg[len("Value error, ") :]
         value = e.get("input")

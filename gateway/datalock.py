@@ -28,6 +28,8 @@ import time
 from pathlib import Path
 from typing import IO
 
+from memory.db import private_dirs
+
 try:
     import fcntl
 except ImportError:  # pragma: no cover - not POSIX
@@ -61,7 +63,7 @@ class DataLock:
             raise RuntimeError("the data lock is already held")
         if fcntl is None:
             return
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        private_dirs(self.path.parent)
         f = open(self.path, "a+b")  # noqa: SIM115 - held until release()
         try:
             fcntl.flock(f.fileno(), (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | fcntl.LOCK_NB)
@@ -115,7 +117,7 @@ class GatewayLock:
     def acquire(self) -> None:
         if fcntl is None or self._fd is not None:
             return
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        private_dirs(self.path.parent)
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
         try:
             # A few tries: `running_pid` (myclaw doctor) holds a shared lock

@@ -34,6 +34,7 @@ A transaction over both files is atomic per file only (SQLite commits
 from __future__ import annotations
 
 import asyncio
+import os
 import sqlite3
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
@@ -44,9 +45,29 @@ from typing import Any
 
 import aiosqlite
 
-__all__ = ["Attachment", "Database", "InlineReader", "Migration", "SchemaTooNew", "run_script"]
+__all__ = ["Attachment", "Database", "InlineReader", "Migration", "SchemaTooNew", "private_dirs", "private_file", "run_script"]
 
 Migration = Callable[[aiosqlite.Connection], Awaitable[None]]
+
+
+def private_dirs(path: Path) -> None:
+    """Make ``path`` and its missing parents, readable by the owner only
+    (folders already there are left as they are): they hold people's
+    memories and conversations, as a backup of them does."""
+    missing = []
+    while not path.exists():
+        missing.append(path)
+        path = path.parent
+    for d in reversed(missing):
+        d.mkdir(mode=0o700, exist_ok=True)
+
+
+def private_file(path: Path) -> None:
+    """Create ``path`` (and its folders) owner-only if it is missing; an
+    existing file keeps its permissions, the operator's choice. SQLite gives
+    a database's -wal and -shm files the database's own permissions."""
+    private_dirs(path.parent)
+    os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o600))
 
 
 async def run_script(conn: aiosqlite.Connection, script: str) -> None:
@@ -175,7 +196,7 @@ class Database:
         ``main`` lets go of it)."""
         path = Path(path)
         if str(path) != ":memory:":
-            path.parent.mkdir(parents=True, exist_ok=True)
+            private_file(path)
         writer = await aiosqlite.connect(str(path), isolation_level=None)
         reader: aiosqlite.Connection | None = None
         try:
@@ -388,7 +409,7 @@ class Database:
 async def _attach(conn: aiosqlite.Connection, att: Attachment, *, cache_kib: int, wal: bool) -> None:
     side = str(att.path)
     if side != ":memory:":
-        Path(side).parent.mkdir(parents=True, exist_ok=True)
+        private_file(Path(side))
     await conn.execute(f"ATTACH DATABASE ? AS {att.schema}", (side,))
     if wal:  # persistent in the file; set once, by the writer
         await conn.execute(f"PRAGMA {att.schema}.journal_mode = WAL")

@@ -92,6 +92,29 @@ async def test_forget_erases_by_id_and_only_the_senders_own(
         assert len(fake_llm.requests) == 1  # only the conversation, not the commands
 
 
+async def test_forget_takes_ids_as_a_chinese_user_types_them_and_answers_in_chinese(
+    tmp_path: Path, clock: ManualClock, fake_llm: FakeOpenAI
+) -> None:
+    """A Chinese input method separates with 、 or ；, and /memory answered
+    in Chinese: /forget does both too."""
+    async with make_rig(tmp_path, clock, fake_llm) as rig:
+        e = rig.engine
+        tea = (await e.add(NewMemory(owner=ALICE, content="用户喜欢喝乌龙茶", provenance=WHERE))).id
+        cat = (await e.add(NewMemory(owner=ALICE, content="用户的猫叫 Miso", provenance=WHERE))).id
+        dog = (await e.add(NewMemory(owner=ALICE, content="用户的狗叫旺财", provenance=WHERE))).id
+        # Ids alone: the language of what /memory shows them.
+        assert (await rig.ask("/forget m999999", chat="100")).text == "你没有编号为 m999999 的记忆。"
+        usage = (await rig.ask("/forget 我的猫", chat="100")).text
+        assert usage.startswith("用法：/forget m12") and "不是编号：我的猫。" in usage
+        text = (await rig.ask(f"/forget m{tea}、m{cat}；m{dog}。", chat="100")).text
+        assert text.splitlines()[0] == "已永久删除："
+        assert "乌龙茶" in text and "Miso" in text and "旺财" in text
+        assert [await e.get(i) for i in (tea, cat, dog)] == [None, None, None]
+        # English stays English.
+        coffee = (await e.add(NewMemory(owner=ALICE, content="Alice likes flat white", provenance=WHERE))).id
+        assert (await rig.ask(f"/forget m{coffee}", chat="100")).text.startswith("Erased for good:")
+
+
 async def test_forget_explains_its_usage_and_refuses_in_a_group(
     tmp_path: Path, clock: ManualClock, fake_llm: FakeOpenAI
 ) -> None:

@@ -71,6 +71,25 @@ def test_bad_values_name_the_field_and_value(tmp_path: Path, doc: dict, field: s
     assert shown in str(err.value)
 
 
+@pytest.mark.parametrize(
+    ("doc", "line"),
+    [
+        ({"agent": {"maxToken": 100}}, "agent.maxToken: unknown field (did you mean maxTokens?)"),
+        ({"gateway": {"timeZone": "UTC"}}, "gateway.timeZone: unknown field (did you mean timezone?)"),
+        ({"channels": {"telegram": {"alowFrom": []}}}, "channels.telegram.alowFrom: unknown field (did you mean allowFrom?)"),
+        ({"agent": {"fallbacks": [{"modle": "x"}]}}, "agent.fallbacks[0].modle: unknown field (did you mean model?)"),
+        ({"memory": {"embedding": {"provider": {"apikey": "k"}}}},
+         "memory.embedding.provider.apikey: unknown field (did you mean apiKey?)"),
+        ({"chanels": {}}, "chanels: unknown field (did you mean channels?)"),
+        ({"agent": {"colour": "blue"}}, "agent.colour: unknown field\n"),
+    ],
+)
+def test_a_misspelt_field_is_named_with_the_one_it_resembles(tmp_path: Path, doc: dict, line: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        load_config(write(tmp_path, doc), env={})
+    assert line in str(err.value) + "\n"
+
+
 def test_secret_values_are_not_echoed_in_errors(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as err:
         load_config(write(tmp_path, {"channels": {"telegram": {"token": 12345678901}}}), env={})

@@ -104,3 +104,20 @@ def test_a_look_at_the_lock_is_not_taken_for_a_running_gateway(tmp_path: Path) -
     t.join()
     assert running_pid(data) == os.getpid()
     lock.release()
+
+
+def test_the_data_folder_the_locks_make_is_owner_only(tmp_path: Path) -> None:
+    import stat
+
+    old = os.umask(0o022)
+    try:
+        gw = GatewayLock(tmp_path / "home" / "data")
+        gw.acquire()
+        gw.release()
+        lock = DataLock(tmp_path / "home2" / "data")
+        lock.share()
+        lock.release()
+    finally:
+        os.umask(old)
+    for d in ("home", "home/data", "home2", "home2/data"):
+        assert stat.S_IMODE((tmp_path / d).stat().st_mode) == 0o700, d

@@ -399,3 +399,71 @@ async def test_a_user_in_another_time_zone_gets_their_date_and_their_nine_oclock
         engine = app.backend.engine  # type: ignore[union-attr]
         assert [e.event_date for e in await engine.events("echo:alice", uncompressed_only=True)] == ["2026-11-23"]
         assert (await app.compressor.daily(parse_ts("2026-11-23T16:00:00Z"))).events == 1
+
+
+class ProfilingModel(Model):
+    """``Model`` that also answers the weekly profile refresh with
+    ``profile`` (the entries the model would write)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.profile: dict[str, Any] = {"entries": []}
+
+    def __call__(self, body: dict[str, Any]) -> Reply:
+        system = body["messages"][0]["content"]
+        if body.get("response_format", {}).get("type") == "json_object" and "core profile" in system:
+            return Reply(content=json.dumps(self.profile, ensure_ascii=False))
+        return super().__call__(body)
+
+
+async def test_a_decision_that_changes_is_not_kept_as_current_in_the_core_profile(tmp_path: Path) -> None:
+    """The weekly refresh put "launches on February 10" into Core Memory;
+    the user then moves the launch. The next prompt must not show February
+    as current (in Core Memory or the recalled memories), nor /memory."""
+    model = ProfilingModel()
+    clock = ManualClock("2026-01-05T10:00:00Z")
+    async with running(tmp_path, model, clock) as (app, fake):
+        assert app.extraction is not None and app.compressor is not None
+        await say(app, clock, "Project Atlas launches on February 10. I'm the tech lead.", "alice")
+        model.extractions.append(("Atlas", {"facts": [
+            {"content": "Project Atlas launches on February 10", "project": "atlas", "topic": "launch",
+             "category": "decision", "importance": 0.9},
+            {"content": "Alice is the tech lead of Project Atlas", "project": "atlas", "topic": "team",
+             "category": "identity", "importance": 0.9},
+        ], "summary": "Atlas launch date"}))
+        clock.advance(200)
+        assert [r.ok for r in await app.extraction.tick()] == [True]  # type: ignore[attr-defined]
+
+        clock.advance(3 * 86400)
+        model.profile = {"entries": [
+            {"content": "Atlas launches on February 10", "category": "decision", "facts": [1]},
+            {"content": "Alice is tech lead of Atlas", "category": "identity", "facts": [2]},
+        ]}
+        assert (await app.compressor.weekly()).promoted == 2
+
+        clock.advance(2 * 86400)
+        await say(app, clock, "/new", "alice")
+        await say(app, clock, "Update: we moved the Atlas launch to March 3.", "alice")
+        model.extractions.append(("March 3", {"facts": [
+            {"content": "Project Atlas launch moved to March 3", "project": "atlas", "topic": "launch",
+             "category": "decision", "importance": 0.9, "updates": 1},
+        ], "summary": "launch moved"}))
+        clock.advance(200)
+        reports = await app.extraction.tick()  # type: ignore[attr-defined]
+        assert [r.ok for r in reports] == [True] and model.extractions == []
+
+        clock.advance(86400)
+        await say(app, clock, "/new", "alice")
+        await say(app, clock, "When does Atlas launch?", "alice")
+        prompt = json.dumps(fake.requests[-1]["messages"], ensure_ascii=False)
+        assert "Project Atlas launch moved to March 3" in prompt
+        assert "February 10" not in prompt
+        assert "Alice is tech lead of Atlas" in prompt  # the entry on a fact that still holds stays
+        shown = await say(app, clock, "/memory", "alice")
+        assert "March 3" in shown and "February 10" not in shown
+
+        # The retired entry keeps its history: replaced by the newer fact.
+        engine = app.backend.engine  # type: ignore[union-attr]
+        old = [m for m in await engine.list_memories("echo:alice", status=None) if m.tier == 1 and "February" in m.content]
+        new = [m for m in await engine.list_memories("echo:alice") if "March 3" in m.content]
+        assert len(old) == 1 and len(new) == 1 and old[0].superseded_by == new[0].id

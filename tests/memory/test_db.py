@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from memory.db import SMALL_CACHE_KIB, Database
+from memory.db import SMALL_CACHE_KIB, Attachment, Database
 from memory.schema import MIGRATIONS
 
 
@@ -88,3 +88,38 @@ async def test_compact_and_checkpoint_run_back_to_back(tmp_path: Path) -> None:
         await db.compact()
     finally:
         await db.close()
+
+
+async def test_a_new_database_and_the_folders_made_for_it_are_readable_by_the_owner_only(tmp_path: Path) -> None:
+    """memory.db holds every user's memories (credentials too): as a backup
+    of it is, the live file, its WAL and the data folder are owner-only,
+    whatever the umask lets others read."""
+    import os
+    import stat
+
+    path = tmp_path / "home" / "data" / "m.db"
+    old = os.umask(0o022)
+    try:
+        db = await Database.open(path, MIGRATIONS, attach=Attachment("buf", tmp_path / "home" / "data" / "b.db", ()))
+        try:
+            async with db.transaction() as conn:
+                await conn.execute("CREATE TABLE t (x)")
+            for p in (path, path.with_name("m.db-wal"), path.with_name("m.db-shm"), tmp_path / "home" / "data" / "b.db"):
+                assert stat.S_IMODE(p.stat().st_mode) == 0o600, p
+            for d in (tmp_path / "home", tmp_path / "home" / "data"):
+                assert stat.S_IMODE(d.stat().st_mode) == 0o700, d
+        finally:
+            await db.close()
+    finally:
+        os.umask(old)
+
+
+async def test_an_existing_database_keeps_its_permissions(tmp_path: Path) -> None:
+    import stat
+
+    path = tmp_path / "m.db"
+    path.touch(mode=0o640)
+    path.chmod(0o640)
+    db = await Database.open(path, MIGRATIONS)
+    await db.close()
+    assert stat.S_IMODE(path.stat().st_mode) == 0o640  # the operator's choice
