@@ -28,13 +28,16 @@ import math
 import posixpath
 import re
 import zipfile
+from array import array
 from collections.abc import Iterator
 from datetime import datetime, timedelta
 from xml.etree import ElementTree
 
 from .media import UNSUPPORTED, ImageError
 from .odf import FLAT_PART, ODF_TYPES, odf_text
-from .xmlzip import DAMAGE, ENCRYPTED, MAX_COLUMNS, MAX_ROWS, OPEN, SKIP, WHOLE, Package, Sheet, Walk, local, table
+from .xmlzip import (
+    DAMAGE, ENCRYPTED, MAX_COLUMNS, MAX_DEPTH, MAX_ROWS, OPEN, SKIP, WHOLE, Package, Sheet, Walk, local, table,
+)
 
 __all__ = ["ENCRYPTED", "OLD_OFFICE", "OLE2_MAGIC", "flat_odf_text", "office_text", "old_office_refusal"]
 
@@ -366,16 +369,83 @@ def _string_item(node: ElementTree.Element) -> str:
     return "".join(parts)
 
 
-def _shared_strings(package: Package, path: str | None) -> list[str]:
-    strings: list[str] = []
-    if path is None:
-        return strings
-    for events in package.stream(path, whole=True):
-        for event, node in events:
-            if event == "end" and local(node.tag) == "si":
-                strings.append(_string_item(node))
-                node.clear()
-    return strings
+class _SharedStrings:
+    """A workbook's shared strings, streamed into one UTF-8 buffer and an
+    array of offsets: about the part's own size at most, where a list of
+    strings (and the parsed elements left on the root) took 230 MB and
+    35 s for a 57 MB part of 1.5 million strings (docs/BENCHMARKS.md,
+    session 21). The parser's target keeps only the text of each ``si``
+    (its ``t``, or its runs' ``t``; not the phonetic reading, ``rPh``), at
+    most ``max_chars`` of one (the text kept of the workbook), counted as
+    it arrives: one string of 60 MB is not held whole. The part is read to
+    its end (it is refused up front when over the budget)."""
+
+    def __init__(self, package: Package, path: str | None, max_chars: int) -> None:
+        self._text = bytearray()
+        self._ends = array("Q")
+        if path is None or not package.has(path):
+            return
+        target = _StringsTarget(self, max_chars)
+        parser = ElementTree.XMLParser(target=target)
+        with contextlib.closing(package.chunks(path, whole=True)) as chunks:
+            for chunk in chunks:
+                if chunk:
+                    parser.feed(chunk)
+                else:
+                    parser.close()
+
+    def add(self, text: str) -> None:
+        self._text += text.encode("utf-8")
+        self._ends.append(len(self._text))
+
+    def get(self, index: int) -> str | None:
+        """The string at ``index``; None when there is none."""
+        if not 0 <= index < len(self._ends):
+            return None
+        start = self._ends[index - 1] if index else 0
+        return self._text[start:self._ends[index]].decode("utf-8")
+
+
+class _StringsTarget:
+    """sharedStrings.xml's parser target: each ``si``'s text, nothing else kept."""
+
+    def __init__(self, strings: _SharedStrings, max_chars: int) -> None:
+        self.strings = strings
+        self.max_chars = max_chars
+        self.depth = 0
+        self.within = 0  # depth of the si being read; 0: none
+        self.skip = 0  # depth of an rPh (phonetic reading) inside it; 0: none
+        self.taking = False  # inside a t of the si's own text
+        self.parts: list[str] = []
+        self.chars = 0
+
+    def start(self, tag: str, attrib: dict[str, str]) -> None:
+        self.depth += 1
+        if self.depth > MAX_DEPTH:
+            raise ImageError(UNSUPPORTED, f"XML nested over {MAX_DEPTH} deep (sharedStrings)")
+        name = tag.rpartition("}")[2]
+        if not self.within:
+            if name == "si":
+                self.within, self.parts, self.chars = self.depth, [], 0
+        elif name == "rPh" and not self.skip:
+            self.skip = self.depth
+        elif name == "t" and not self.skip:
+            self.taking = True
+
+    def data(self, text: str) -> None:
+        if self.taking and self.chars < self.max_chars:
+            text = text[:self.max_chars - self.chars]
+            self.parts.append(text)
+            self.chars += len(text)
+
+    def end(self, tag: str) -> None:
+        if self.depth == self.within:
+            self.strings.add("".join(self.parts))
+            self.within, self.parts = 0, []
+        elif self.depth == self.skip:
+            self.skip = 0
+        self.taking = False
+        self.depth -= 1
 
 
 def _serial_date(value: float, kind: str, date1904: bool) -> str | None:
@@ -426,7 +496,7 @@ def _xlsx(package: Package, max_chars: int) -> str:
     properties = _child(workbook, "workbookPr")
     date1904 = properties is not None and properties.get("date1904") in ("1", "true")
     styles = _styles(package, by_kind.get("styles", "xl/styles.xml"))
-    strings = _shared_strings(package, by_kind.get("sharedStrings", "xl/sharedStrings.xml"))
+    strings = _SharedStrings(package, by_kind.get("sharedStrings", "xl/sharedStrings.xml"), max_chars)
     sheets = []
     holder = _child(workbook, "sheets")
     for sheet in _children(holder, "sheet") if holder is not None else ():
@@ -452,7 +522,7 @@ def _xlsx(package: Package, max_chars: int) -> str:
 
 
 def _worksheet(
-    package: Package, path: str, strings: list[str], styles: list[str | None], date1904: bool, max_chars: int
+    package: Package, path: str, strings: _SharedStrings, styles: list[str | None], date1904: bool, max_chars: int
 ) -> Sheet:
     sheet = Sheet()
     parent: ElementTree.Element | None = None  # sheetData: its finished rows are dropped
@@ -469,12 +539,15 @@ def _worksheet(
                         if column > MAX_COLUMNS:
                             sheet.wide = True
                             continue
+                        if sheet.cut_at is not None:  # the row was cut: the rest of it is not read
+                            continue
                         text = _cell(node, tag[:-1], strings, styles, date1904)
                         # A cell as long as the text kept is cut (in the room kept for the last row),
-                        # the notes after it kept.
+                        # the notes after it kept; the row says where it was cut, so the cells
+                        # after it do not read as empty.
                         room = max_chars - sheet.chars + _ROOM // 2
                         if len(text) > room:
-                            text, sheet.cut = text[:max(room, 0)], True
+                            text, sheet.cut, sheet.cut_at = text[:max(room, 0)] + " …", True, (row_number, column)
                         if text.strip():
                             cells[column] = text
                             sheet.chars += len(text) + 3
@@ -485,6 +558,8 @@ def _worksheet(
                             sheet.chars += len(str(row_number)) + 4
                         if parent is not None:
                             parent.clear()
+                        if sheet.cut_at is not None:
+                            return sheet
                 elif tag in _ROW:
                     if rows_seen >= MAX_ROWS:
                         sheet.long = True
@@ -502,7 +577,7 @@ def _worksheet(
 
 
 def _cell(
-    node: ElementTree.Element, ns: str, strings: list[str], styles: list[str | None], date1904: bool
+    node: ElementTree.Element, ns: str, strings: _SharedStrings, styles: list[str | None], date1904: bool
 ) -> str:
     """A cell's text as Excel shows it, near enough: a formula's cached
     result. ``ns``: the cell's namespace, as ``{...}``, or ""."""
@@ -513,7 +588,7 @@ def _cell(
         return _string_item(inline) if inline is not None else ""
     if kind == "s":
         index = int(raw) if raw.strip().isdigit() else -1
-        return strings[index] if 0 <= index < len(strings) else ""
+        return strings.get(index) or ""
     if kind == "b":
         return {"1": "TRUE", "0": "FALSE"}.get(raw.strip(), raw)
     if kind in ("str", "e", "d"):  # a formula's text, an error (#DIV/0!), an ISO date

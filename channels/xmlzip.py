@@ -7,7 +7,7 @@ unpacked bytes together are capped at :data:`MAX_XML` (counted as they are
 read; zipfile holds a part to the size the zip states), an XML part that
 declares a DTD is refused before its first element (its entities could
 expand far past the budget: expat's amplification check allows a hundred
-times the input), and a part nested deeper than :data:`_MAX_DEPTH` is
+times the input), and a part nested deeper than :data:`MAX_DEPTH` is
 refused as damaged. A long part is read only as far as it is used:
 :class:`Walk` builds only the pieces its reader takes, lets go of each
 once taken, and keeps no more than the text kept of any one of them (a
@@ -29,7 +29,7 @@ from xml.parsers import expat
 from .media import UNSUPPORTED, ImageError
 
 __all__ = [
-    "DAMAGE", "ENCRYPTED", "MAX_COLUMNS", "MAX_ROWS", "MAX_XML", "OPEN", "SKIP", "WHOLE",
+    "DAMAGE", "ENCRYPTED", "MAX_COLUMNS", "MAX_DEPTH", "MAX_ROWS", "MAX_XML", "OPEN", "SKIP", "WHOLE",
     "Event", "Package", "Sheet", "Walk", "column_name", "local", "table",
 ]
 
@@ -38,7 +38,7 @@ MAX_XML = 64 * 1024 * 1024  # XML unpacked from one file, all parts together: no
 MAX_ROWS = 5000  # of one sheet (a 1M-row sheet is read from its start)
 MAX_COLUMNS = 64  # of one sheet, A..BL: a stray cell at XFD1 adds no 16,000 empty columns
 _CHUNK = 64 * 1024  # a part streamed into the parser this much at a time
-_MAX_DEPTH = 256  # elements nested in a part: real documents stay under 50
+MAX_DEPTH = 256  # elements nested in a part: real documents stay under 50
 # Elements in one piece a walk takes whole (a paragraph, a spreadsheet row,
 # a slide's shape): a real one has hundreds. Past it the text is cut there.
 _MAX_PIECE = 50_000
@@ -221,8 +221,8 @@ class _Target:
         if self.cut:
             return
         stack = self.stack
-        if len(stack) >= _MAX_DEPTH:
-            raise ImageError(UNSUPPORTED, f"XML nested over {_MAX_DEPTH} deep ({self.walk.part})")
+        if len(stack) >= MAX_DEPTH:
+            raise ImageError(UNSUPPORTED, f"XML nested over {MAX_DEPTH} deep ({self.walk.part})")
         if not stack:
             kind, how = self.walk.root, OPEN
         else:
@@ -383,6 +383,7 @@ class Sheet:
         self.wide = False  # a cell past MAX_COLUMNS was left out
         self.long = False  # rows past MAX_ROWS were left out
         self.cut = False  # rows past the text kept (max_chars) were left out
+        self.cut_at: tuple[int, int] | None = None  # (row, column) of a cell cut mid-row: the row's rest unread
 
     def lines(self) -> list[str]:
         used = sorted({col for row in self.rows.values() for col in row})
@@ -390,13 +391,18 @@ class Sheet:
             return []
         first, last = used[0], used[-1]
         header = ["", *(column_name(col) for col in range(first, last + 1))]
-        body = [[str(number), *(row.get(col, "") for col in range(first, last + 1))]
-                for number, row in sorted(self.rows.items())]
+        cut_row, cut_col = self.cut_at or (0, 0)
+        body = [[str(number), *(row.get(col, "…" if number == cut_row and col > cut_col else "")
+                                for col in range(first, last + 1))]
+                for number, row in sorted(self.rows.items())]  # a cut row's unread cells: "…", not empty
         lines = table([header, *body])
         if self.wide:
             lines.append(f"(columns after {column_name(MAX_COLUMNS)} not read)")
         if self.long:
             lines.append(f"(only the first {MAX_ROWS:,} rows read)")
+        if self.cut_at is not None:
+            row, col = self.cut_at
+            lines.append(f"(row {row} cut at {column_name(col)}{row}: its cells after it not read)")
         if self.cut:
             lines.append("(the rest not read: the workbook is longer than I read)")
         return lines

@@ -300,8 +300,10 @@ class App:
             self.extraction.zone_of = self.timezones.get  # their messages' times and days, on their clock
         if self.compressor is not None:
             self.compressor.zone_of = self.timezones.get  # a user's day ends at their midnight
-        # Files sent in each chat lately, for file_read (in memory only).
-        self.recent_files = RecentFiles(self.clock) if cfg.agent.documents.enabled else None
+        # Files sent in each chat lately, for file_read (kept in gateway.db).
+        self.recent_files = RecentFiles(sessions.db, self.clock) if cfg.agent.documents.enabled else None
+        if self.recent_files is not None:
+            await self.recent_files.load()
         self._user_data = UserData(self.backend, self.sessions, outbox=self.delivery.outbox, timezones=self.timezones,
                                    files=self.recent_files, incognito=self.incognito)
         self.llm = FailoverLLM.from_config(
@@ -627,6 +629,8 @@ class App:
                 await svc.start()
                 self._started_services.append(svc)
         self._loop_task = asyncio.create_task(self.loop.run(), name="process-loop")
+        if self.recent_files is not None:  # rows past the day deleted, not only hidden
+            self._tasks.append(asyncio.create_task(self.recent_files.run_sweeper(), name="recent-files"))
         engine = getattr(self.backend, "engine", None)
         if engine is not None:
             # Recalled memories' access counts are written in batches, off the

@@ -162,7 +162,7 @@ class UserCommands:
         data = kept.data
         zh = zh or mostly_chinese([*(m.content for m in data.memories), *(e.summary for e in data.events)])
         if not (data.memories or data.events or data.waiting or kept.jobs or kept.history or kept.timezone
-                or kept.incognito_since):
+                or kept.incognito_since or kept.files):
             return Answer("我没有保存任何关于你的内容，没有可导出的。" if zh
                           else "I keep nothing about you, so there is nothing to export.")
         # Dated in their own zone (/timezone), as the prompt's date is.
@@ -372,6 +372,8 @@ def _counts(c: Census, zh: bool) -> str:
         parts = [f"{c.memories} 条记忆", f"{c.events} 条对话摘要", f"{c.messages} 条聊天记录（所有对话中）"]
         if c.jobs:
             parts.append(f"{c.jobs} 个定时任务")
+        if c.files:
+            parts.append(f"你最近发来的 {c.files} 个文件")
         if c.incognito:
             parts.append("你开启的无痕模式设置")
         if c.timezone:
@@ -381,6 +383,8 @@ def _counts(c: Census, zh: bool) -> str:
              _n(c.messages, "message", "messages") + " of our conversations (every chat)"]
     if c.jobs:
         parts.append(_n(c.jobs, "scheduled job", "scheduled jobs"))
+    if c.files:
+        parts.append(_n(c.files, "file", "files") + " you sent lately")
     if c.incognito:
         parts.append("your incognito setting (it goes off)")
     if c.timezone:

@@ -39,6 +39,7 @@ class UserExport:
     history: int = 0  # messages of their conversations kept as recent history (counted, not included)
     timezone: str = ""  # the zone they set with /timezone ("" when they set none)
     incognito_since: datetime | None = None  # when they turned /incognito on; None: off
+    files: Sequence[tuple[str, datetime]] = ()  # files they sent lately (name, when), kept a day for file_read
 
 
 @dataclass(frozen=True)
@@ -135,6 +136,8 @@ def render_user_export(export: UserExport, *, at: str, zh: bool, tz: tzinfo = UT
         ]
         if export.history:
             out.append(f"另有 {export.history} 条最近的聊天记录作为对话上下文保存（此处未列出）。")
+        if export.files:
+            out.append(f"你最近发来的文件（保存一天，供我再次阅读；此处只列文件名）：{_files(export.files, tz)}。")
         if export.timezone:
             out.append(f"你设置的时区：{export.timezone}（/timezone）。")
         out.append(f"无痕模式：自 {when} 起开启（/incognito off 关闭）。" if since is not None
@@ -149,6 +152,9 @@ def render_user_export(export: UserExport, *, at: str, zh: bool, tz: tzinfo = UT
         if export.history:
             out.append(f"Also kept: {_n(export.history, 'message', 'messages')} of our recent conversations, "
                        "as context for the next replies (not listed here).")
+        if export.files:
+            out.append(f"Files you sent lately, kept a day for me to read again (names only here): "
+                       f"{_files(export.files, tz)}.")
         if export.timezone:
             out.append(f"Your time zone: {export.timezone} (/timezone).")
         out.append(f"Incognito: on since {when} (/incognito off ends it)." if since is not None
@@ -218,6 +224,10 @@ def _memory(m: Memory, lab: _Labels, hide: bool) -> list[str]:
 def _event(e: Event) -> str:
     body = e.summary.replace("\n", "\n  ")
     return f"- [e{e.id}] {e.event_date}: {body}"
+
+
+def _files(files: Sequence[tuple[str, datetime]], tz: tzinfo) -> str:
+    return ", ".join(f"{_one_line(name)} ({when.astimezone(tz):%Y-%m-%d %H:%M})" for name, when in files)
 
 
 def _one_line(text: str) -> str:

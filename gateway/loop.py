@@ -465,7 +465,7 @@ class ProcessLoop:
             if command == "new":
                 await self.sessions.new_session(key, channel=msg.channel, chat_id=msg.chat_id)
                 if self.files is not None:
-                    self.files.forget_chat(key)  # a fresh conversation: its files go too
+                    await self.files.forget_chat(key)  # a fresh conversation: its files go too
                 text = _NEW_TEXT_ZH if zh else _NEW_TEXT
             else:
                 text = HELP_TEXT_ZH if zh else HELP_TEXT
@@ -505,8 +505,12 @@ class ProcessLoop:
             if heard is None:
                 return ""
             msg = heard
+        # Incognito: answered with what is remembered, never learnt from.
+        quiet = item.user is None and self.incognito is not None and await self.incognito.since(user) is not None
         if msg.documents and self.files is not None:
-            self.files.keep(key, user, msg.documents)  # a later message may ask about them (file_read)
+            # A later message may ask about them (file_read); an incognito
+            # turn's stay in memory only, never written to gateway.db.
+            await self.files.keep(key, user, msg.documents, incognito=quiet)
         tz = await self._zone(user)
         # What the message is about beyond its own words: the message it
         # replies to, the messages it forwards (maybe all there is).
@@ -528,8 +532,6 @@ class ProcessLoop:
             message_text=msg.history_text,
             tz=tz,
         )
-        # Incognito: answered with what is remembered, never learnt from.
-        quiet = item.user is None and self.incognito is not None and await self.incognito.since(user) is not None
         system = await self.prompts.system_prompt(user, private=private, tools=bool(self.agent.tools_for(ctx)), tz=tz,
                                                   incognito=quiet)
         # A photo or file goes to the model with its message only; the

@@ -3,25 +3,45 @@
 A file reaches the model with its message only (the history keeps
 ``[file name]``), so "and what does page 3 say?" a few messages later, or a
 question typed after a Feishu file (which carries no caption), would find
-nothing. The chat's recent files stay here instead, in memory only, for a
-day or until ``/new``; ``file_read`` reads one again, from any point, so a
-file longer than one turn's budget can be read on too.
+nothing. The chat's recent files stay here instead, for a day or until
+``/new``; ``file_read`` reads one again, from any point, so a file longer
+than one turn's budget can be read on too.
+
+They live in gateway.db (table ``recent_files``, migration 011 of
+``gateway/sessions.py``), the text zlib-compressed, so a restart (a deploy,
+a crash) does not forget them. The process holds an index of them (names,
+sizes, times: no text) for the bounds and for offering ``file_read``; the
+text is read back from the row when the model asks. Each write is one
+transaction that adds the new rows and deletes what the bounds push out,
+and the index changes only once it has committed, so a crash leaves the
+file whole or absent and the index never names a row that was not written.
+Rows past the day are deleted (on every write, at start, and by
+:meth:`RecentFiles.run_sweeper`), not only hidden.
 
 They are the chat's, not a user's memory: anyone in the chat saw the file,
 and nothing here reaches another chat. ``/forget all`` drops a user's
-files with the rest of their data. A restart forgets them (the platform
-still has the file; the user can send it again).
+files with the rest of their data (and ``/export`` lists them). A file sent
+in an incognito turn is kept in memory only, as every file was before:
+``file_read`` still reads it, a restart forgets it, and it never reaches
+the disk.
 """
 
 from __future__ import annotations
 
-from collections import OrderedDict, deque
-from collections.abc import Mapping
-from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+import asyncio
+import sqlite3
+import zlib
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import aiosqlite
+import structlog
+
 from memory.clock import Clock
+from memory.db import Database
 from memory.tokens import prefix_within
 
 from .bus import Document
@@ -29,82 +49,237 @@ from .tools import Tool, ToolContext, ToolError
 
 __all__ = ["KeptFile", "RecentFiles", "file_tools"]
 
+log = structlog.get_logger(component="gateway")
+
+_SWEEP_EVERY = 3600.0  # seconds between sweeps at most, whatever the clock says
+_IDS_A_STATEMENT = 500  # under SQLite's default limit of bound parameters
+
 
 @dataclass(frozen=True)
 class KeptFile:
+    id: int  # its row in recent_files; below 0: kept in memory only (an incognito turn's)
     name: str
-    text: str = field(repr=False)  # all of it that was read (channels/documents.py KEEP_CHARS)
+    chars: int  # of the text kept: all of it that was read (channels/documents.py KEEP_CHARS)
     received: datetime
     owner: str  # the memory user who sent it, for /forget all
     pages: int | None = None
 
 
 class RecentFiles:
-    """``per_chat`` files a chat, for ``ttl``; at most ``max_chars`` in all
-    (the oldest go first), so a flood of files cannot grow the process."""
+    """``per_chat`` files a chat, for ``ttl``; at most ``max_chars`` of text
+    in all (the oldest file of the chat that least lately got one goes
+    first), so a flood of files cannot grow the database or the process.
+
+    ``db`` is gateway.db's (the session store's). Call :meth:`load` once
+    before use (the App does, at open); the async methods load on first use
+    too."""
 
     def __init__(
         self,
+        db: Database,
         clock: Clock,
         *,
         ttl: timedelta = timedelta(hours=24),
         per_chat: int = 5,
         max_chars: int = 50_000_000,
     ) -> None:
+        self.db = db
         self.clock = clock
         self.ttl = ttl
         self.per_chat = per_chat
         self.max_chars = max_chars
-        self._chats: OrderedDict[str, deque[KeptFile]] = OrderedDict()  # least recently added first
+        self._chats: OrderedDict[str, list[KeptFile]] = OrderedDict()  # least recently added to first
         self._chars = 0
+        self._texts: dict[int, str] = {}  # the in-memory files' text (incognito turns'), by their id
+        self._next_id = 1
+        self._next_memory_id = -1
+        self._loaded = False
+        self._lock = asyncio.Lock()  # one change at a time: each plans from the index it then changes
 
-    def keep(self, chat: str, owner: str, docs: tuple[Document, ...]) -> None:
-        if not docs:
-            return
-        now = self.clock.now()
-        files = self._chats.setdefault(chat, deque())
-        self._chats.move_to_end(chat)
-        for doc in docs:
-            files.append(KeptFile(doc.name, doc.full_text, now, owner, doc.pages))
-            self._chars += len(doc.full_text)
-            while len(files) > self.per_chat:
-                self._chars -= len(files.popleft().text)
-        while self._chars > self.max_chars and self._chats:
-            oldest_chat, oldest = next(iter(self._chats.items()))
-            self._chars -= len(oldest.popleft().text)
-            if not oldest:
-                del self._chats[oldest_chat]
+    # -- reading --------------------------------------------------------------------
 
     def files(self, chat: str) -> list[KeptFile]:
         """The chat's files within ``ttl``, oldest first."""
-        files = self._chats.get(chat)
-        if not files:
-            return []
         cutoff = self.clock.now() - self.ttl
-        while files and files[0].received < cutoff:
-            self._chars -= len(files.popleft().text)
-        if not files:
-            del self._chats[chat]
-        return list(files)
+        return [f for f in self._chats.get(chat, ()) if f.received >= cutoff]
 
-    def forget_chat(self, chat: str) -> int:
-        files = self._chats.pop(chat, deque())
-        self._chars -= sum(len(f.text) for f in files)
-        return len(files)
+    def owned(self, owner: str) -> list[KeptFile]:
+        """Files ``owner`` sent, in any chat, within ``ttl``, oldest first (for /export)."""
+        cutoff = self.clock.now() - self.ttl
+        kept = [f for files in self._chats.values() for f in files if f.owner == owner and f.received >= cutoff]
+        return sorted(kept, key=lambda f: (f.received, abs(f.id)))
 
-    def forget_owner(self, owner: str) -> int:
+    async def text(self, file: KeptFile) -> str | None:
+        """The file's text; None when it is no longer kept (erased meanwhile)."""
+        if file.id < 0:
+            return self._texts.get(file.id)
+        row = await self.db.fetchone("SELECT text FROM recent_files WHERE id = ?", (file.id,))
+        if row is None:
+            return None
+        blob = bytes(row[0])
+        return await asyncio.to_thread(lambda: zlib.decompress(blob).decode("utf-8"))
+
+    # -- changing -------------------------------------------------------------------
+
+    async def load(self) -> None:
+        """Read the index from gateway.db, deleting the rows past ``ttl``."""
+        async with self._lock:
+            await self._load()
+
+    async def _load(self) -> None:
+        if self._loaded:
+            return
+        await self.db.write("DELETE FROM recent_files WHERE received < ?", (self._cutoff(),))
+        rows = await self.db.fetchall(
+            "SELECT id, chat, owner, name, pages, chars, received FROM recent_files ORDER BY id"
+        )
+        for r in rows:
+            f = KeptFile(int(r[0]), str(r[3]), int(r[5]), datetime.fromtimestamp(float(r[6]), UTC), str(r[2]),
+                         None if r[4] is None else int(r[4]))
+            self._chats.setdefault(str(r[1]), []).append(f)
+            self._chats.move_to_end(str(r[1]))
+            self._chars += f.chars
+            self._next_id = max(self._next_id, f.id + 1)
+        self._loaded = True
+
+    async def keep(self, chat: str, owner: str, docs: Sequence[Document], *, incognito: bool = False) -> None:
+        """Keep ``docs``, sent by ``owner`` in ``chat``; ``incognito``: in
+        memory only, never written to disk."""
+        if not docs:
+            return
+        async with self._lock:
+            await self._load()
+            now = self.clock.now()
+            new: list[KeptFile] = []
+            for doc in docs:
+                if incognito:
+                    fid, self._next_memory_id = self._next_memory_id, self._next_memory_id - 1
+                else:
+                    fid, self._next_id = self._next_id, self._next_id + 1
+                new.append(KeptFile(fid, doc.name, len(doc.full_text), now, owner, doc.pages))
+            gone = self._overflow(chat, new, now)
+            written = [(f, d.full_text) for f, d in zip(new, docs, strict=True) if f.id > 0 and f.id not in gone]
+            blobs = await asyncio.to_thread(lambda: [zlib.compress(t.encode("utf-8"), 6) for _, t in written])
+            async with self.db.transaction() as conn:
+                for (f, _), blob in zip(written, blobs, strict=True):
+                    await conn.execute(
+                        "INSERT INTO recent_files (id, chat, owner, name, pages, chars, received, text) "
+                        "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                        (f.id, chat, owner, f.name, f.pages, f.chars, f.received.timestamp(), blob),
+                    )
+                await _delete(conn, (i for i in gone if i > 0))
+                await conn.execute("DELETE FROM recent_files WHERE received < ?", (self._cutoff(),))
+            # Committed: now the index follows.
+            for f, doc in zip(new, docs, strict=True):
+                if f.id < 0 and f.id not in gone:
+                    self._texts[f.id] = doc.full_text
+            self._chats.setdefault(chat, [])
+            self._chats.move_to_end(chat)
+            self._chats[chat] += new
+            self._chars += sum(f.chars for f in new)
+            self._drop(lambda f: f.id in gone)
+
+    async def forget_chat(self, chat: str) -> int:
+        """Drop the chat's files (/new); how many."""
+        async with self._lock:
+            await self._load()
+            _, n = await self.db.write("DELETE FROM recent_files WHERE chat = ?", (chat,))
+            held = self._chats.get(chat, [])
+            memory = sum(1 for f in held if f.id < 0)
+            self._drop(lambda f: True, chats=[chat])
+            return n + memory
+
+    async def forget_owner(self, owner: str) -> int:
         """Drop every file ``owner`` sent, in any chat; how many."""
-        dropped = 0
-        for chat in list(self._chats):
-            files = self._chats[chat]
-            kept = deque(f for f in files if f.owner != owner)
-            dropped += len(files) - len(kept)
-            self._chars -= sum(len(f.text) for f in files if f.owner == owner)
+        async with self._lock:
+            await self._load()
+            _, n = await self.db.write("DELETE FROM recent_files WHERE owner = ?", (owner,))
+            memory = sum(1 for files in self._chats.values() for f in files if f.id < 0 and f.owner == owner)
+            self._drop(lambda f: f.owner == owner)
+            return n + memory
+
+    async def move_owner(self, old: str, new: str) -> int:
+        """Files sent by ``old`` become ``new``'s (``myclaw identity merge``,
+        the gateway stopped: the rows only)."""
+        _, n = await self.db.write("UPDATE recent_files SET owner = ? WHERE owner = ?", (new, old))
+        return n
+
+    async def sweep(self) -> int:
+        """Delete the files past ``ttl``; how many."""
+        async with self._lock:
+            await self._load()
+            _, n = await self.db.write("DELETE FROM recent_files WHERE received < ?", (self._cutoff(),))
+            cutoff = self.clock.now() - self.ttl
+            memory = sum(1 for files in self._chats.values() for f in files if f.id < 0 and f.received < cutoff)
+            self._drop(lambda f: f.received < cutoff)
+            return n + memory
+
+    async def run_sweeper(self) -> None:
+        """Sweep until cancelled: when the oldest file expires, and at least
+        every hour (the clock may be a test's)."""
+        while True:
+            try:
+                await self.sweep()
+            except sqlite3.Error as exc:  # gateway.db busy or failing: the next pass tries again
+                log.warning("recent files not swept", error=repr(exc))
+            oldest = min((files[0].received for files in self._chats.values() if files), default=None)
+            wait = _SWEEP_EVERY
+            if oldest is not None:
+                wait = min(wait, (oldest + self.ttl - self.clock.now()).total_seconds() + 1)
+            await asyncio.sleep(max(1.0, wait))
+
+    # -- the index --------------------------------------------------------------------
+
+    def _cutoff(self) -> float:
+        return (self.clock.now() - self.ttl).timestamp()
+
+    def _overflow(self, chat: str, new: list[KeptFile], now: datetime) -> set[int]:
+        """Ids that go once ``new`` joins ``chat``: past ``ttl``, over
+        ``per_chat``, then the oldest until ``max_chars`` holds (``chat``
+        counts as the most recently added to)."""
+        cutoff = now - self.ttl
+        gone = {f.id for files in self._chats.values() for f in files if f.received < cutoff}
+        mine = [f for f in self._chats.get(chat, ()) if f.id not in gone] + new
+        gone.update(f.id for f in mine[: max(0, len(mine) - self.per_chat)])
+        total = self._chars + sum(f.chars for f in new)
+        total -= sum(f.chars for files in self._chats.values() for f in files if f.id in gone)
+        total -= sum(f.chars for f in new if f.id in gone)
+
+        def oldest_first() -> Iterator[KeptFile]:
+            for other, files in self._chats.items():
+                if other != chat:
+                    yield from files
+            yield from mine
+
+        for f in oldest_first():
+            if total <= self.max_chars:
+                break
+            if f.id not in gone:
+                gone.add(f.id)
+                total -= f.chars
+        return gone
+
+    def _drop(self, drop: Callable[[KeptFile], bool], *, chats: Iterable[str] | None = None) -> None:
+        for chat in list(self._chats if chats is None else chats):
+            files = self._chats.get(chat)
+            if files is None:
+                continue
+            kept = [f for f in files if not drop(f)]
+            for f in files:
+                if drop(f):
+                    self._chars -= f.chars
+                    self._texts.pop(f.id, None)
             if kept:
                 self._chats[chat] = kept
             else:
                 del self._chats[chat]
-        return dropped
+
+
+async def _delete(conn: aiosqlite.Connection, ids: Iterable[int]) -> None:
+    batch = list(ids)
+    for i in range(0, len(batch), _IDS_A_STATEMENT):
+        part = batch[i : i + _IDS_A_STATEMENT]
+        await conn.execute(f"DELETE FROM recent_files WHERE id IN ({', '.join('?' * len(part))})", part)
 
 
 def file_tools(files: RecentFiles, *, max_tokens: int = 6000) -> list[Tool]:
@@ -127,15 +302,18 @@ def file_tools(files: RecentFiles, *, max_tokens: int = 6000) -> list[Tool]:
                 listed = ", ".join(f.name for f in kept)
                 raise ToolError(f"no file named {name!r} in this chat lately; there is: {listed}")
             file = matches[-1]
-        if start >= len(file.text):
-            return f"{file.name} has {len(file.text):,} characters; nothing from {start:,}."
-        piece = prefix_within(file.text[start:], max_tokens)
+        text = await files.text(file)
+        if text is None:  # erased since the list was read (/forget all, /new)
+            return f"{file.name} is no longer kept. Ask the user to send it again."
+        if start >= len(text):
+            return f"{file.name} has {len(text):,} characters; nothing from {start:,}."
+        piece = prefix_within(text[start:], max_tokens)
         end = start + len(piece)
         pages = f", {file.pages} pages" if file.pages else ""
-        more = f" Call again with start={end} for the rest." if end < len(file.text) else ""
+        more = f" Call again with start={end} for the rest." if end < len(text) else ""
         others = [f.name for f in kept if f is not file]
         also = f" Other files here: {', '.join(others)}." if others else ""
-        head = (f"{file.name} ({len(file.text):,} characters{pages}, sent {file.received:%Y-%m-%d %H:%M} UTC): "
+        head = (f"{file.name} ({len(text):,} characters{pages}, sent {file.received:%Y-%m-%d %H:%M} UTC): "
                 f"characters {start:,}-{end:,}.{more}{also}")
         body = piece.replace("</file>", "</ file>")
         return f'{head}\n<file name="{file.name}">\n{body}\n</file>'

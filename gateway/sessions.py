@@ -233,6 +233,31 @@ async def _m010_burst_comments(conn: aiosqlite.Connection) -> None:
     )
 
 
+async def _m011_recent_files(conn: aiosqlite.Connection) -> None:
+    # A chat's recent files for file_read (gateway/recent_files.py), so a
+    # restart does not forget them: the text zlib-compressed, who sent it
+    # (for /forget all) and when (rows go after a day). Ids are given by
+    # the store, not AUTOINCREMENT: it plans its bounds before it writes.
+    await run_script(
+        conn,
+        """
+        CREATE TABLE recent_files (
+            id       INTEGER PRIMARY KEY,
+            chat     TEXT NOT NULL,
+            owner    TEXT NOT NULL,
+            name     TEXT NOT NULL,
+            pages    INTEGER,
+            chars    INTEGER NOT NULL,
+            received REAL NOT NULL,
+            text     BLOB NOT NULL
+        );
+        CREATE INDEX idx_recent_files_chat ON recent_files(chat);
+        CREATE INDEX idx_recent_files_owner ON recent_files(owner);
+        CREATE INDEX idx_recent_files_age ON recent_files(received);
+        """,
+    )
+
+
 MIGRATIONS: list[Migration] = [
     _m001_sessions,
     _m002_message_ids,
@@ -244,6 +269,7 @@ MIGRATIONS: list[Migration] = [
     _m008_user_incognito,
     _m009_draft_messages,
     _m010_burst_comments,
+    _m011_recent_files,
 ]
 
 

@@ -5,8 +5,8 @@ the ``/forget all`` a user sends in a private chat; and gathered for their
 Memory (every tier, the extraction buffer, the change log: the backend's
 :meth:`~memory.backend.MemoryBackend.forget_all`), the conversation history
 of every chat (their messages and the replies to them, group chats too) and
-the jobs they scheduled, and the replies to them still waiting in the
-outbox. ``myclaw memory forget --user`` does the same with
+the jobs they scheduled, the replies to them still waiting in the
+outbox, and the files they sent lately (kept a day for ``file_read``). ``myclaw memory forget --user`` does the same with
 the gateway stopped; this one runs beside it, so each part goes through the
 component that owns it and its caches.
 
@@ -47,13 +47,15 @@ class Census:
     events: int = 0  # conversation summaries (the file store: logged lines)
     messages: int = 0  # conversation history (Tier 0), every chat, and replies waiting in the outbox
     jobs: int = 0  # scheduled jobs they made
+    files: int = 0  # files they sent lately, kept a day for file_read (gateway/recent_files.py)
     # Settings they made, data about them too: incognito on, a time zone of theirs.
     incognito: bool = False
     timezone: bool = False
 
     @property
     def empty(self) -> bool:
-        return not (self.memories or self.events or self.messages or self.jobs or self.incognito or self.timezone)
+        return not (self.memories or self.events or self.messages or self.jobs or self.files or self.incognito
+                    or self.timezone)
 
 
 class UserData:
@@ -86,7 +88,9 @@ class UserData:
         jobs = len(await self.cron.list(user)) if self.cron is not None else 0
         quiet = self.incognito is not None and await self.incognito.since(user) is not None
         zone = self.timezones is not None and await self.timezones.get(user) is not None
-        return Census(memories=o.facts, events=o.events, messages=messages, jobs=jobs, incognito=quiet, timezone=zone)
+        files = len(self.files.owned(user)) if self.files is not None else 0
+        return Census(memories=o.facts, events=o.events, messages=messages, jobs=jobs, files=files, incognito=quiet,
+                      timezone=zone)
 
     async def export(self, user: str) -> UserExport:
         """``user``'s memory rows, their scheduled jobs and how many lines of
@@ -96,8 +100,9 @@ class UserData:
         history = await self.sessions.owned(user) if self.sessions is not None else 0
         tz = await self.timezones.get(user) if self.timezones is not None else None
         since = await self.incognito.since(user) if self.incognito is not None else None
+        files = [(f.name, f.received) for f in self.files.owned(user)] if self.files is not None else []
         return UserExport(data=data, jobs=jobs, history=history, timezone=zone_name(tz) if tz is not None else "",
-                          incognito_since=since)
+                          incognito_since=since, files=files)
 
     async def erase(self, user: str) -> Census:
         """Erase everything of ``user``; returns what went. Memory first: the
@@ -107,11 +112,10 @@ class UserData:
         # Where they live and their asking not to be learnt from are theirs too.
         zone = bool(await self.timezones.forget_owner(user)) if self.timezones is not None else False
         quiet = bool(await self.incognito.forget_owner(user)) if self.incognito is not None else False
-        if self.files is not None:
-            self.files.forget_owner(user)  # files they sent lately, kept in memory for file_read
+        files = await self.files.forget_owner(user) if self.files is not None else 0  # kept for file_read
         if self.sessions is not None:
             messages += await self.sessions.forget_owner(user)
-            if messages:
+            if messages or files:
                 # The deleted rows' old pages stay in the WAL until a
                 # checkpoint overwrites them (as App._forget_history).
                 await self.sessions.db.checkpoint()
@@ -121,9 +125,9 @@ class UserData:
                 if not job.internal:
                     await self.cron.remove(job.id, user=user)
                     jobs += 1
-        out = Census(memories=mem.memories, events=mem.events, messages=messages, jobs=jobs, incognito=quiet,
-                     timezone=zone)
+        out = Census(memories=mem.memories, events=mem.events, messages=messages, jobs=jobs, files=files,
+                     incognito=quiet, timezone=zone)
         log.info("user forgotten at their request", owner=user, memories=out.memories, events=out.events,
-                 waiting=mem.waiting, messages=out.messages, jobs=out.jobs, files=mem.files, incognito=quiet,
-                 timezone=zone)
+                 waiting=mem.waiting, messages=out.messages, jobs=out.jobs, files=mem.files, sent_files=files,
+                 incognito=quiet, timezone=zone)
         return out

@@ -63,6 +63,8 @@ CASES = [
 LARGE = {
     "huge.docx, 59 MB document.xml (500,000 paragraphs)":
         lambda: docx([f"Paragraph {i}: we agreed to move the launch to Friday, budget 40k." for i in range(500_000)]),
+    "huge.xlsx, 1,500,000 rows of distinct strings (a 57 MB sharedStrings.xml)":
+        lambda: xlsx({"Notes": [[f"note {i}: call back"] for i in range(1_500_000)]}),
     "huge.pptx, one slide of 58 MB (a text box of 550,000 paragraphs)":
         lambda: pptx([Slide(["Everything", *(f"Point {i}: revenue grew in region {i % 7}, budget 40k."
                                              for i in range(550_000))])]),

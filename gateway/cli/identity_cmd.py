@@ -164,6 +164,7 @@ async def _merge(cfg: Config, where: _Where, mapping: dict[str, str]) -> list[Ha
     from gateway.outbox import Outbox
     from gateway.sessions import SessionStore
     from gateway.incognito import Incognito
+    from gateway.recent_files import RecentFiles
     from gateway.timezones import UserTimezones
 
     done = [HandleMove(h, u) for h, u in sorted(mapping.items())]
@@ -190,6 +191,8 @@ async def _merge(cfg: Config, where: _Where, mapping: dict[str, str]) -> list[Ha
                         p.files["gateway.db"]["time zone setting"] = zones
                     if quiet := await Incognito(sessions.db).move_owner(p.handle, p.user):
                         p.files["gateway.db"]["incognito setting"] = quiet
+                    if sent := await RecentFiles(sessions.db, SystemClock()).move_owner(p.handle, p.user):
+                        p.files["gateway.db"]["recent files"] = sent
         if where.cron_db.exists():
             async with _step(where.cron_db):
                 await _move_jobs(cfg, where.cron_db, done)

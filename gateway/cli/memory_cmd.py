@@ -440,7 +440,7 @@ def forget(user: str | None, yes: bool) -> None:
     """Erase everything stored about --user, for good: memories of every
     status, daily events, messages waiting for extraction, change-log
     entries, conversation history (Tier 0), replies to them still waiting
-    in the outbox, scheduled jobs and the file store's folder. Run it with
+    in the outbox, files they sent lately, scheduled jobs and the file store's folder. Run it with
     the gateway stopped."""
     cfg = load_cli_config()
     owner = resolve_user(user, cfg)
@@ -459,6 +459,7 @@ async def _forget(cfg: Config, path: Path, owner: str) -> dict[str, int]:
 
     from gateway.cron import CronStore
     from gateway.outbox import Outbox
+    from gateway.recent_files import RecentFiles
     from gateway.sessions import SessionStore
     from gateway.timezones import UserTimezones
     from memory.filestore import FileMemory
@@ -477,7 +478,9 @@ async def _forget(cfg: Config, path: Path, owner: str) -> dict[str, int]:
                 counts["undelivered replies"] = replies
             if await UserTimezones(sessions.db).forget_owner(owner):
                 counts["time zone setting"] = 1
-            if counts["history messages"] or replies:
+            if files := await RecentFiles(sessions.db, SystemClock()).forget_owner(owner):
+                counts["recent files"] = files
+            if counts["history messages"] or replies or files:
                 await sessions.db.compact()  # a running gateway keeps the WAL, and their words in it
     cron_db = paths.cron_db()
     if cron_db.exists():

@@ -163,6 +163,28 @@ def test_a_long_or_wide_sheet_is_read_to_its_caps() -> None:
                                   "## Sheet: Next\n(not read: the workbook is longer than I read)")
 
 
+def test_a_row_cut_by_the_text_kept_says_so_rather_than_show_empty_cells() -> None:
+    book = xlsx({"S": [["id", "note", "owner"], ["1", "y" * 600_000, "Li Wei"], ["2", "next", "Ana"]]})
+    doc = read_document(book, "cut.xlsx", max_bytes=20 * MB, max_tokens=1000)
+    lines = doc.full_text.splitlines()
+    assert lines[-3].startswith("| 2 | 1 | yyy") and lines[-3].endswith("y … | … |")  # C2 unread, not empty
+    assert lines[-2:] == ["(row 2 cut at B2: its cells after it not read)",
+                          "(the rest not read: the workbook is longer than I read)"]
+    assert "Li Wei" not in doc.full_text and "| 3 |" not in doc.full_text and doc.cut
+
+
+def test_shared_strings_are_streamed_one_at_a_time_and_each_kept_to_the_text_budget() -> None:
+    """A string as long as the workbook's text kept is cut as it is read
+    (never held whole); rich text reads as its runs; the strings after a
+    long one are still found by their index."""
+    book = xlsx({"S": [[Rich(["bold ", "plain"])], ["z" * 3_000_000], ["after the long one"]]})
+    doc = read_document(book, "long.xlsx", max_bytes=20 * MB, max_tokens=1000)
+    assert "| 1 | bold plain |" in doc.full_text and len(doc.full_text) <= KEEP_CHARS
+    assert "(row 2 cut at A2: its cells after it not read)" in doc.full_text
+    many = read(xlsx({"S": [[f"s{i}", f"t{i}"] for i in range(3000)]}), max_tokens=100_000)
+    assert "| 2999 | s2998 | t2998 |" in many.full_text and "| 3000 | s2999 | t2999 |" in many.full_text
+
+
 def test_slides_are_read_in_the_presentations_order_with_their_notes() -> None:
     deck = pptx([
         Slide(["Q3 plan", "Ship on Friday"], notes="Mention the budget.\nAsk Li Wei."),

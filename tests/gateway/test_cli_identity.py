@@ -234,7 +234,7 @@ def test_every_table_with_a_user_is_moved(home: Path) -> None:
             conn.close()
     assert found == {
         "gateway.db:session_messages.owner", "gateway.db:outbox.owner", "gateway.db:user_timezones.owner",
-        "gateway.db:user_incognito.owner", "cron.db:cron_jobs.user",
+        "gateway.db:user_incognito.owner", "gateway.db:recent_files.owner", "cron.db:cron_jobs.user",
     }
 
 

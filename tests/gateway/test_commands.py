@@ -7,10 +7,11 @@ from datetime import timedelta
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
-from gateway.bus import OutboundMessage
+from gateway.bus import Document, OutboundMessage
 from gateway.commands import UserCommands
 from gateway.cron import CronStore, parse_at
 from gateway.outbox import Outbox
+from gateway.recent_files import RecentFiles
 from gateway.timezones import UserTimezones
 from gateway.userdata import UserData
 from memory import Category, ManualClock, NewMemory, Provenance
@@ -277,6 +278,38 @@ async def test_export_sends_a_file_of_everything_kept_about_the_sender_only(
             assert "Alice" not in theirs and "oat milk" not in theirs and "plan my day" not in theirs
         finally:
             await cron.close()
+
+
+async def test_the_files_a_user_sent_lately_are_exported_counted_and_erased_with_them(
+    tmp_path: Path, clock: ManualClock, fake_llm: FakeOpenAI
+) -> None:
+    """Files kept a day for file_read (gateway.db) are the sender's data too:
+    /export names them, /forget all counts them and takes them from every
+    chat, and leaves the other people's files in a shared chat."""
+    async with make_rig(tmp_path, clock, fake_llm) as rig:
+        files = RecentFiles(rig.sessions.db, clock)
+        rig.loop.commands = UserCommands(
+            rig.backend, everything=UserData(rig.backend, rig.sessions, files=files), clock=clock
+        )
+        note = Document(name="q3 plan.pdf", text="budget 40k", total_chars=10)
+        await files.keep("telegram:100", ALICE, (note,))
+        await files.keep("telegram:-5", ALICE, (Document(name="team.xlsx", text="rota", total_chars=4),))
+        await files.keep("telegram:-5", BOB, (Document(name="bees.txt", text="hives", total_chars=5),))
+
+        doc = (await rig.ask("/export", chat="100")).attachment
+        assert doc is not None
+        text = doc.data.decode("utf-8")
+        assert ("Files you sent lately, kept a day for me to read again (names only here): "
+                "q3 plan.pdf (2026-03-01 12:00), team.xlsx (2026-03-01 12:00).") in text
+        assert "bees.txt" not in text and "budget 40k" not in text
+
+        ask = (await rig.ask("/forget all", chat="100")).text
+        assert "2 files you sent lately" in ask
+        done = (await rig.ask(f"/forget all {ask.rsplit(' ', 1)[1]}", chat="100")).text
+        assert done.startswith("Erased for good:") and "2 files you sent lately" in done
+        assert files.owned(ALICE) == [] and [f.name for f in files.files("telegram:-5")] == ["bees.txt"]
+        left = await rig.sessions.db.fetchall("SELECT owner, name FROM recent_files")
+        assert [(r[0], r[1]) for r in left] == [(BOB, "bees.txt")]
 
 
 async def test_export_once_a_minute_per_user_and_only_in_a_private_chat(

@@ -238,6 +238,55 @@ async def test_a_question_after_a_file_reads_it_again(tmp_path: Path, clock: Man
             await asyncio.wait_for(app.close(), 15)
 
 
+def _kept_files(tmp_path: Path) -> list[tuple[str, str]]:
+    with sqlite3.connect(tmp_path / "data" / "gateway.db") as db:
+        return [(c, n) for c, n in db.execute("SELECT chat, name FROM recent_files ORDER BY id")]
+
+
+async def test_a_question_after_a_restart_reads_the_file_sent_before_it(tmp_path: Path, clock: ManualClock) -> None:
+    """A deploy or a crash between the file and the question: the file was
+    kept in gateway.db, so the restarted gateway's model still reads it. An
+    incognito user's file never reached the disk, so it is gone."""
+    plan = pdf(["Q3 plan", "Ship on Friday; budget 40k"])
+    async with FakeOpenAI(api_key="sk-docs-e2e-0123456789", responder=asking_for_the_file) as llm, \
+            FakeTelegram() as tg:
+        app = _app(tmp_path, clock, llm, {"telegram": _telegram(tg)}, agent={"model": "test-model"})
+        try:
+            await app.open()
+            await asyncio.wait_for(app.start(), 15)
+            tg.push_document(42, 42, plan, mime_type="application/pdf", file_name="q3.pdf")
+            await tg.wait_sent(1, timeout=10)
+            tg.push_text(43, 43, "/incognito")
+            await tg.wait_sent(2, timeout=10)
+            tg.push_document(43, 43, b"budget 99k, between us", mime_type="text/plain", file_name="quiet.txt")
+            await tg.wait_sent(3, timeout=10)
+            assert app.loop is not None and await app.loop.drain(5)
+        finally:
+            await asyncio.wait_for(app.close(), 15)
+        assert _kept_files(tmp_path) == [("telegram:42", "q3.pdf")]
+
+        app = _app(tmp_path, clock, llm, {"telegram": _telegram(tg)}, agent={"model": "test-model"})
+        try:
+            await app.open()
+            await asyncio.wait_for(app.start(), 15)
+            tg.push_text(42, 42, "what budget does it give?")
+            [*_, answer] = await tg.wait_sent(4, timeout=10)
+            assert answer.text == "From the file: budget 40k."
+            tool_result = llm.requests[-1]["messages"][-1]["content"]
+            assert tool_result.startswith("q3.pdf (") and "2 pages" in tool_result
+            tg.push_text(43, 43, "what budget does it give?")  # the incognito file: gone with the process
+            [*_, quiet] = await tg.wait_sent(5, timeout=10)
+            assert quiet.text == "re: what budget does it give?" and not offers_file_read(llm.requests[-1])
+            tg.push_text(42, 42, "/new")
+            await tg.wait_sent(6, timeout=10)
+            assert _kept_files(tmp_path) == []  # /new deleted the row kept before the restart
+            tg.push_text(42, 42, "what budget does it give?")
+            [*_, after_new] = await tg.wait_sent(7, timeout=10)
+            assert after_new.text == "re: what budget does it give?" and not offers_file_read(llm.requests[-1])
+        finally:
+            await asyncio.wait_for(app.close(), 15)
+
+
 async def test_an_edited_file_caption_keeps_the_files_mark(tmp_path: Path, clock: ManualClock) -> None:
     async with FakeOpenAI(api_key="sk-docs-e2e-0123456789", responder=reading) as llm, FakeTelegram() as tg:
         app = _app(tmp_path, clock, llm, {"telegram": _telegram(tg)}, agent={"model": "test-model"})
