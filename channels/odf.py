@@ -402,10 +402,12 @@ class _SheetsReader(_Reader):
                 continue
             span = _count(cell, _TB + "number-columns-repeated", 1 << 14)
             text = self._cell(cell) if cell.tag == _TB + "table-cell" else ""
-            # A cell as long as the text kept is cut (in the room kept for the last row), the notes after it kept.
+            # A cell as long as the text kept is cut (in the room kept for the last row), the notes after it
+            # kept; the row says where it was cut, so the cells after it do not read as empty (as in an .xlsx).
             room = self.max_chars - self.chars - sheet.chars - sum(len(said) + 3 for said in cells.values()) + _ROOM // 2
             if len(text) > room:
-                text, sheet.cut, self.done = text[:max(room, 0)], True, True
+                text, sheet.cut, self.done = text[:max(room, 0)] + " …", True, True
+                sheet.cut_at, span, repeat = (self.row_number + 1, column + 1), 1, 1
             if text.strip():
                 for at in range(column + 1, column + span + 1):
                     if at > MAX_COLUMNS:
@@ -413,6 +415,8 @@ class _SheetsReader(_Reader):
                         break
                     cells[at] = text
             column += span
+            if sheet.cut_at is not None:
+                break
         first = self.row_number + 1
         self.row_number += repeat
         if not cells:  # an empty run, however long, is one row read
@@ -425,6 +429,7 @@ class _SheetsReader(_Reader):
                 return
             if sheet.chars >= self.max_chars - self.chars:
                 sheet.cut = self.done = True
+                sheet.cut_at = None  # a row cut mid-way but not shown at all names no cell
                 return
             sheet.rows[number] = cells
             sheet.chars += size + len(str(number)) + 4

@@ -361,3 +361,13 @@ def test_the_mimetype_part_comes_first_and_stored_in_the_fakes() -> None:
     with zipfile.ZipFile(io.BytesIO(ods({"S": [["a"]]}))) as archive:
         first = archive.infolist()[0]
         assert (first.filename, first.compress_type) == ("mimetype", zipfile.ZIP_STORED)
+
+
+def test_an_ods_row_cut_by_the_text_kept_says_so_rather_than_show_empty_cells() -> None:
+    """As in an .xlsx: the cells after the one cut are unread, not empty."""
+    book = ods({"S": [["id", "note", "owner"], ["1", "y" * 600_000, "Li Wei"], ["2", "next", "Ana"]]})
+    lines = read_document(book, "cut.ods", max_bytes=20 * MB, max_tokens=1000).full_text.splitlines()
+    assert lines[-3].startswith("| 2 | 1 | yyy") and lines[-3].endswith("y … | … |")
+    assert lines[-2:] == ["(row 2 cut at B2: its cells after it not read)",
+                          "(the rest not read: the workbook is longer than I read)"]
+    assert "Li Wei" not in "\n".join(lines) and "| 3 |" not in "\n".join(lines)
