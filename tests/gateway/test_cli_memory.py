@@ -11,8 +11,10 @@ import pytest
 from click.testing import CliRunner, Result
 
 from gateway.cli import main
+from gateway.bus import Document
+from gateway.recent_files import RecentFiles
 from gateway.sessions import SessionStore
-from memory import ManualClock, MemoryEngine, Provenance, Status
+from memory import ManualClock, MemoryEngine, Provenance, Status, SystemClock
 from memory.backend import Turn
 from memory.filestore import FileMemory
 from tests.disk import on_disk
@@ -329,6 +331,9 @@ def test_forget_erases_a_user_everywhere_and_only_them(home: Path) -> None:
                            owner="alice", message_id="1")
             await s.append("telegram:2", channel="telegram", chat_id="2", role="user", content="hi, I'm bob",
                            owner="bob", message_id="2")
+            recent = RecentFiles(s.db, SystemClock())  # kept a day: the CLI reads them at the real time
+            await recent.keep("telegram:1", "alice", [Document("alice-plan.pdf", "alice's plan")])
+            await recent.keep("telegram:2", "bob", [Document("bob-plan.pdf", "bob's plan")])
         store = await CronStore.open(home / "data" / "cron.db", clock)
         try:
             await store.add(schedule="0 9 * * *", message="daily plan", channel="telegram", chat_id="1", user="alice")
@@ -346,11 +351,13 @@ def test_forget_erases_a_user_everywhere_and_only_them(home: Path) -> None:
 
     out = ok("forget", "--user", "alice", "--yes").stdout
     assert "1 memories" in out and "1 history messages" in out and "2 scheduled jobs" in out and "1 file folders" in out
+    assert "1 recent files" in out
     assert [m.owner for m in db_rows(home)] == ["bob"]
 
     async def left() -> tuple[list[str], list[str]]:
         async with await SessionStore.open(home / "data" / "gateway.db") as s:
             rows = await s.db.fetchall("SELECT owner FROM session_messages")
+            assert [r[0] for r in await s.db.fetchall("SELECT owner FROM recent_files")] == ["bob"]
         store = await CronStore.open(home / "data" / "cron.db", ManualClock())
         try:
             jobs = [j.user for j in await store.list()]
