@@ -171,8 +171,11 @@ class Compressor:
         summaries = [s for _, _, s in events]
         try:
             cands = await self.consolidator.candidates(owner, summaries)
+            # What the candidates replaced: a day that told the old fact
+            # before the new one must not make the old one current again.
+            replaced = [(m.content, n) for m, n in await self.consolidator.replaced(cands)]
             ext = await self.llm.extract(
-                [f"- [{ch}] {s}" for _, ch, s in events], cands.for_prompt(), source="event log"
+                [f"- [{ch}] {s}" for _, ch, s in events], cands.for_prompt(), source="event log", replaced=replaced
             )
         except MemoryLLMError as exc:
             # The events stay uncompressed; tomorrow's run picks them up.
@@ -195,7 +198,7 @@ class Compressor:
                 return  # compressed meanwhile by another run
             applied = await self.consolidator.apply(
                 conn, owner, ext.facts, cands, provenance=prov, source=Source.COMPRESSION, job="daily_compress",
-                said=summaries, line_refs=line_refs,
+                said=summaries, line_refs=line_refs, revive=False,
             )
             await self.engine.mark_events_compressed(ids, conn=conn)
         report.events += len(ids)

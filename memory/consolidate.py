@@ -135,6 +135,20 @@ class Consolidator:
         ]
         return CandidateSet(tuple(chosen[: self.max_candidates]))
 
+    async def replaced(self, cands: CandidateSet) -> list[tuple[Memory, int]]:
+        """The facts each candidate replaced, with the candidate's number:
+        what the input may still tell though it is no longer true."""
+        numbers = {m.id: n for n, m in enumerate(cands.memories, start=1)}
+        if not numbers:
+            return []
+        marks = ",".join("?" * len(numbers))
+        rows = await self.engine.db.fetchall(
+            f"SELECT * FROM memories WHERE status = 'superseded' AND tier = 2 AND superseded_by IN ({marks}) "
+            "ORDER BY id",
+            tuple(numbers),
+        )
+        return [(m, numbers[m.superseded_by]) for m in map(row_to_memory, rows) if m.superseded_by in numbers]
+
     async def apply(
         self,
         conn: aiosqlite.Connection,
@@ -148,6 +162,7 @@ class Consolidator:
         said: Sequence[str] = (),
         line_refs: Sequence[str] = (),
         line_messages: Sequence[str] = (),
+        revive: bool = True,
     ) -> Applied:
         """Write ``facts`` inside the caller's transaction.
 
@@ -160,6 +175,11 @@ class Consolidator:
         names only those of its ``lines`` (``Provenance.message_ids``), so a
         recalled message takes the facts drawn from it and no others
         (``SqliteMemory.retract``).
+        ``revive=False`` (the daily compression, which retells a day already
+        learnt): a fact in the very words of one already replaced, and
+        replacing nothing itself, is not written back: the day told the old
+        fact before the one that replaced it. In a chat (``True``) the same
+        words are the user going back to it, and count as new.
         """
         out = Applied()
         at = self.engine.now()
@@ -172,6 +192,14 @@ class Consolidator:
                 same = None
             if same is None:
                 same = await self._same_wording(conn, owner, fact.content)
+            if same is None and replaced is None and not revive:
+                old = await self._same_wording(conn, owner, fact.content, status="superseded")
+                if old is not None:
+                    await write_log(
+                        conn, at=at, job=job, owner=owner, action="skip", memory_id=old.id,
+                        detail={"restated": fact.content, "replaced_by": old.superseded_by},
+                    )
+                    continue
             if same is not None and (replaced is None or same.id != replaced.id):
                 await self._reinforce(conn, same, fact, words, prov.refs)
                 out.reinforced.append(same.id)
@@ -231,12 +259,14 @@ class Consolidator:
             row = await cur.fetchone()
         return row is not None and row["status"] == "active"
 
-    async def _same_wording(self, conn: aiosqlite.Connection, owner: str, content: str) -> Memory | None:
+    async def _same_wording(
+        self, conn: aiosqlite.Connection, owner: str, content: str, *, status: str = "active"
+    ) -> Memory | None:
         # On the writer connection: sees facts added earlier in this batch.
         async with conn.execute(
-            "SELECT * FROM memories WHERE owner = ? AND content_hash = ? AND status = 'active' AND tier = 2 "
+            "SELECT * FROM memories WHERE owner = ? AND content_hash = ? AND status = ? AND tier = 2 "
             "ORDER BY id LIMIT 1",
-            (owner, content_hash(content)),
+            (owner, content_hash(content), status),
         ) as cur:
             row = await cur.fetchone()
         return row_to_memory(row) if row else None

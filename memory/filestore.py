@@ -49,6 +49,7 @@ import structlog
 
 from .backend import MemoryBackend, Turn
 from .clock import Clock, SystemClock
+from .db import private_dirs
 from .engine import content_hash
 from .forgetting import Forgotten, repeats_forgotten
 from .mdfacts import clean_text, line_fact, render
@@ -267,7 +268,8 @@ def _read(path: Path) -> str:
 
 
 def _write_atomic(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
+    # Folders owner-only, as memory.db's; mkstemp makes the file 0600.
+    private_dirs(path.parent)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
@@ -323,8 +325,10 @@ def _rewrite_erasing(path: Path, text: str | None) -> None:
 
 
 def _append(path: Path, text: str, header: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a+b") as f:
+    private_dirs(path.parent)
+    # "a+b", but a new file is created owner-only: it holds what a user said.
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o600)
+    with open(fd, "a+b") as f:
         end = f.seek(0, os.SEEK_END)
         if end == 0:
             f.write(header.encode("utf-8"))
@@ -470,7 +474,7 @@ class FileMemory(MemoryBackend):
         d = self.user_dir(user)
         if user != GLOBAL_OWNER and not (d / OWNER_FILE).exists():
             _write_atomic(d / OWNER_FILE, owner_record(user))
-        d.mkdir(parents=True, exist_ok=True)
+        private_dirs(d)
         return d
 
     def long_term_file(self, user: str) -> MemoryFile:

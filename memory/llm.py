@@ -401,6 +401,7 @@ Rules:
 9. "[photo]" (or "[2 photos]") at the start of a user line stands for pictures the user sent, with their words after it; the assistant's next line says what the pictures show. What it reads in them (a password, a receipt's total, a whiteboard's plan) counts as stated by the user. "[photo not read]": nobody saw the picture, so nothing about it is known. "[voice]" starts a voice message: the words after it are what the user said. "[file name]" stands for a file the user sent (notes, a PDF), read by the assistant: what its next line reports from the file counts as stated by the user when the file is theirs (their notes, plan, invoice), not when it is something they are reading (an article, a manual). "[file not read]": nobody read it. "[location ...]", "[place: ...]", "[contact: ...]", "[poll: ...]", "[dice ...]" and "[sticker ...]" stand for what the user shared instead of typing: a place or a contact is a fact only with words saying what it is to the user (their home, their dentist), a sticker or dice roll never is.
 10. "[forwarded from NAME]" (or "[forwarded: N messages]", one "name: words" line each) starts messages the user passed on, written by someone else or by the user earlier; the user's own words, if any, follow after a blank line. What forwarded words state is said by their author, not by the user: write "Alice said the launch moved to Friday", never "the user moved the launch". Keep a fact from them only where it matters to the user (a plan, a decision, a deadline they are told), dated by the "sent" date when it speaks of relative days.
 11. Also write a summary of the conversation of at most 200 characters.
+12. The input lines are in time order: where two lines contradict, the later one holds. "Replaced memories", when listed, are no longer true: never extract a fact that states one again (a line saying it is older than the memory that replaced it, which holds).
 
 Reply with one JSON object only:
 {{"facts": [{{"content": "...", "project": "...", "topic": "...", "category": "...", "importance": 0.8, "same_as": null, "updates": null, "lines": [2]}}], "summary": "..."}}"""
@@ -633,12 +634,16 @@ class MemoryLLM:
     # -- the three calls of seed 11.1 ------------------------------------------
 
     async def extract(
-        self, conversation: str | Sequence[str], candidates: Sequence[Candidate] = (), *, source: str = "conversation"
+        self, conversation: str | Sequence[str], candidates: Sequence[Candidate] = (), *, source: str = "conversation",
+        replaced: Sequence[tuple[str, int]] = (),
     ) -> Extraction:
         """Facts and a summary from a conversation (or from event summaries).
 
         The input's lines are shown numbered L1..LN; each fact's ``lines``
         say which of them it came from (numbers outside 1..N are dropped).
+        ``replaced``: older facts (words, number of the candidate that
+        replaced them) the input may still tell, so the model does not
+        extract them again as current (the daily compression's events).
         """
         rows = conversation.split("\n") if isinstance(conversation, str) else list(conversation)
         lang = dominant_language("\n".join(rows))  # before the L-numbers, which are Latin letters
@@ -649,6 +654,8 @@ class MemoryLLM:
             "Existing memories:",
             _numbered(candidates) or "(none)",
             "",
+            *(["Replaced memories (no longer true):", *(f"- {c} (replaced by {n})" for c, n in replaced), ""]
+              if replaced else []),
             f"{source.capitalize()}:",
             conversation,
         ]

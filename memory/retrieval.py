@@ -38,7 +38,8 @@ FTS when fewer than five rows came back, so it ignored the question).
    own word of that class.
 
 Scope: the asking user's active rows plus ``_global``; in a group chat
-(``private=False``) ``credential`` memories are left out.
+(``private=False``) ``credential`` memories and the user's own Tier 1
+(their profile) are left out.
 See docs/RETRIEVAL.md for the measurements behind the constants.
 """
 
@@ -604,7 +605,9 @@ class Retriever:
         if when:
             q.append(QueryTerm(WHEN_TERM, WHEN_WEIGHT, True))
         owners = [user] if user == GLOBAL_OWNER else [user, GLOBAL_OWNER]
-        where = "" if private else "AND x.category != 'credential'"
+        # A group: no credential, and no entry of the asker's own profile
+        # (Tier 1), which the group's system prompt leaves out too.
+        where = "" if private else "AND x.category != 'credential' AND (x.tier = 2 OR x.owner = '_global')"
         rows, idf, stats = await self._candidates(
             _MEMORIES, q, owners, select=_MEMORY_COLUMNS, join="memories x", where=where, when=when
         )

@@ -273,7 +273,8 @@ class VectorIndex:
     ) -> list[tuple[int, float]]:
         """(memory id, cosine) of the ``k`` active memories of ``owners`` most
         like ``query`` (an L2-normalised vector), best first. ``private=False``
-        (a group chat) leaves credentials out, as the lexical search does."""
+        (a group chat) leaves credentials and the owners' own Tier 1 out, as the
+        lexical search does."""
         q = np.asarray(query, dtype=np.float32)
         ids: list[np.ndarray] = []
         sims: list[np.ndarray] = []
@@ -294,7 +295,9 @@ class VectorIndex:
         if not best:
             return []
         marks = ",".join("?" * len(best))
-        shown = "status = 'active'" + ("" if private else " AND category != 'credential'")
+        shown = "status = 'active'" + (
+            "" if private else " AND category != 'credential' AND (tier = 2 OR owner = '_global')"
+        )
         rows = await self.db.reader.execute_fetchall(
             f"SELECT id, {shown} FROM memories WHERE id IN ({marks})", [i for i, _ in best]
         )

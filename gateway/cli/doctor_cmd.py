@@ -326,7 +326,26 @@ def _data_checks(report: Report, cfg: Config | None, paths: Paths) -> None:
     _writable_dir(report, "data dir", paths.data_dir)
     if cfg is not None and paths.memory_db(cfg).parent != paths.data_dir:
         _writable_dir(report, "memory.dbPath dir", paths.memory_db(cfg).parent)
-    report.checks.extend(inspect_database(f) for f in data_files(cfg, paths))
+    files = data_files(cfg, paths)
+    report.checks.extend(inspect_database(f) for f in files)
+    report.checks.append(_check_permissions(files))
+
+
+def _check_permissions(files: list[DataFile]) -> Check:
+    """Data files other accounts can read or write. New ones are made 0600
+    (memory.db.private_file), but an install from before keeps its 0644:
+    myclaw never changes a mode the operator may have chosen, so this names
+    them and the command instead of fixing them silently."""
+    exposed = [
+        p for f in files for p in (f.path, Path(f"{f.path}-wal"), Path(f"{f.path}-shm"))
+        if p.exists() and p.stat().st_mode & 0o077
+    ]
+    if not exposed:
+        return Check("data permissions", "ok", "data files readable by you only")
+    names = " ".join(str(p) for p in exposed)
+    return Check("data permissions", "warning",
+                 f"other accounts on this machine can read (or write) {names}: every user's memories and conversations",
+                 f"chmod go-rwx {names}", {"files": [str(p) for p in exposed]})
 
 
 # -- endpoints ---------------------------------------------------------------------

@@ -560,3 +560,44 @@ def test_transcription_on_the_chat_provider_points_there(home: Path, fakes: Fake
     r = doctor(MYCLAW_PROVIDER_API_KEY="sk-wrong-key-abcdefghijklmnop")
     t = line(r, "transcription")
     assert "-> check provider.apiKey (agent.transcription has no provider of its own: it uses this one)" in t
+
+
+# -- permissions of an older install ---------------------------------------------
+
+
+def test_data_files_others_can_read_are_named_with_the_chmod_to_run(home: Path, fakes: Fakes) -> None:
+    """An install from before data files were made owner-only keeps its 0644
+    files (myclaw never changes an existing file's mode): doctor names each
+    one and the command that fixes them, and changes nothing itself."""
+    write_config(home, healthy_config(fakes))
+    make_data_files(home)
+    data = home / "data"
+    assert doctor("--offline").stdout.splitlines()[-1] == "0 error(s), 0 warning(s)"  # new files: owner-only
+    old = [data / "memory.db", data / "gateway.db"]
+    for p in old:
+        p.chmod(0o644)
+    (data / "cron.db").chmod(0o660)  # group-readable is readable by others too
+    r = doctor("--offline")
+    assert r.exit_code == 0, r.output  # a warning, not an error: the bot works
+    hit = line(r, "data permissions")
+    assert hit.startswith("warning ")
+    named = [data / "memory.db", data / "gateway.db", data / "cron.db"]
+    for p in named:
+        assert str(p) in hit
+    assert str(data / "memory.buffer.db") not in hit.split(" -> ")[0]  # still 0600: not named
+    assert hit.endswith(f"-> chmod go-rwx {' '.join(str(p) for p in named)}")
+    assert {p.name: p.stat().st_mode & 0o777 for p in named} == {"memory.db": 0o644, "gateway.db": 0o644, "cron.db": 0o660}
+    doc = checks(doctor("--offline", "--json"))["data permissions"]
+    assert doc["status"] == "warning" and doc["data"]["files"] == [str(p) for p in named]
+
+
+def test_a_wal_file_others_can_read_is_named_too(home: Path, fakes: Fakes) -> None:
+    """The -wal file holds the latest writes in clear: its mode counts as the
+    database's own."""
+    write_config(home, healthy_config(fakes))
+    make_data_files(home)
+    wal = home / "data" / "memory.db-wal"
+    wal.write_bytes(b"")
+    wal.chmod(0o644)
+    hit = line(doctor("--offline"), "data permissions")
+    assert hit.startswith("warning ") and hit.endswith(f"-> chmod go-rwx {wal}")

@@ -368,3 +368,35 @@ async def test_a_day_larger_than_one_call_is_compressed_in_batches(
     assert rep.failed_groups >= 1
     left = {e.id for e in await engine.events("alice", uncompressed_only=True)}
     assert left and left < set(more) and not left & set(ids)
+
+
+async def test_daily_compression_does_not_revive_a_fact_replaced_the_same_day(
+    engine: MemoryEngine, clock: ManualClock, fake: FakeOpenAI, llm: MemoryLLM
+) -> None:
+    """Said in the morning, replaced in the afternoon: the day's events tell
+    both, and a model that extracts the morning's words again must not make
+    the old fact current beside the new one. The model is shown what was
+    replaced (so it need not), and a fact in the very words of a replaced
+    one is not written back (it would contradict the fact that replaced it)."""
+    old = await engine.add(NewMemory(owner="alice", content="Alice builds the frontend with npm",
+                                     category=Category.DECISION, project="web", topic="tooling"))
+    new = await engine.add(NewMemory(owner="alice", content="Alice builds the frontend with pnpm",
+                                     category=Category.DECISION, project="web", topic="tooling"))
+    await engine.set_status(old.id, "superseded", superseded_by=new.id)
+    await engine.add_event("alice", "2026-02-28", "Alice builds the frontend with npm", channel="telegram")
+    await engine.add_event("alice", "2026-02-28", "Alice switched the frontend from npm to pnpm", channel="telegram")
+    fake.queue_reply(reply([
+        {"content": "Alice builds the frontend with npm", "category": "decision", "project": "web",
+         "topic": "tooling", "lines": [1]},
+        {"content": "Alice builds the frontend with pnpm", "category": "decision", "project": "web",
+         "topic": "tooling", "same_as": 1, "lines": [2]},
+    ]))
+    rep = await Compressor(engine, llm).daily()
+    prompt = user_prompt(fake.requests[0])
+    assert "Replaced memories" in prompt and "Alice builds the frontend with npm (replaced by 1)" in prompt
+    assert "Alice builds the frontend with pnpm" in prompt
+    assert rep.events == 2 and rep.added == 0 and rep.reinforced == 1
+    assert [m.content for m in await engine.list_memories("alice")] == ["Alice builds the frontend with pnpm"]
+    again = await engine.get(old.id)
+    assert again is not None and again.status.value == "superseded" and again.superseded_by == new.id
+    assert any(e.action == "skip" and e.memory_id == old.id for e in await read_log(engine.db, owner="alice"))

@@ -496,3 +496,14 @@ async def test_a_hand_written_memory_md_is_read_as_whole_facts(files: FileMemory
     done = await files.forget("alice", [code.ref, item.ref])
     assert len(done.erased) == 2
     assert memory_md.read_text() == "# Alice\n\n- Projects:\n  - atlas: billing\n- Likes tea\n"
+
+
+async def test_the_files_are_readable_by_their_owner_only(files: FileMemory) -> None:
+    """Every user's memories and daily logs, as the SQLite files are: new
+    files 0600 and the folders myclaw makes 0700, whatever the umask."""
+    await files.remember("alice", "Alice's door code is 4711", provenance=P)
+    await files.buffer([turn("alice", "my door code is 4711", "2026-03-01T10:00:00")])
+    made = [p for p in files.root.rglob("*")]
+    assert any(p.name == "2026-03-01.md" for p in made) and any(p.name == "MEMORY.md" for p in made)
+    modes = {str(p.relative_to(files.root)): p.stat().st_mode & 0o777 for p in made}
+    assert modes == {k: 0o700 if (files.root / k).is_dir() else 0o600 for k in modes}

@@ -36,6 +36,24 @@ async def test_group_chat_gets_no_private_profile_or_credentials(engine: MemoryE
     assert await mem.recall("alice", "server password", private=False) == []
 
 
+async def test_group_recall_does_not_bring_the_private_profile_back(engine: MemoryEngine) -> None:
+    """The profile (Tier 1) is left out of a group's system prompt; recall
+    and the memory_search tool must not put its entries in front of the
+    group either, while the asker's Tier 2 facts and shared entries come."""
+    mem = SqliteMemory(engine)
+    secret = await engine.add(NewMemory(owner="alice", tier=1, content="Alice is pregnant and has not told her team yet",
+                                        category=Category.IDENTITY))
+    shared = await engine.add(NewMemory(owner="_global", tier=1, content="The team offsite is in Hangzhou",
+                                        category=Category.CONFIG))
+    fact = await engine.add(NewMemory(owner="alice", content="Alice told her team about the Hangzhou offsite plan",
+                                      category=Category.DECISION))
+    assert secret.id in {h.id for h in await mem.recall("alice", "what did Alice tell her team?")}
+    for hits in (await mem.recall("alice", "what did Alice tell her team about Hangzhou?", private=False),
+                 await mem.search("alice", "Alice team Hangzhou", private=False)):
+        assert secret.id not in {h.id for h in hits}
+        assert {fact.id, shared.id} <= {h.id for h in hits}
+
+
 async def test_remember_twice_reinforces_instead_of_duplicating(engine: MemoryEngine) -> None:
     mem = SqliteMemory(engine)
     a = await mem.remember("u", "User prefers Chinese", provenance=Provenance(channel="telegram"), importance=0.6)

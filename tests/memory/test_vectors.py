@@ -104,14 +104,19 @@ async def test_archived_and_deleted_memories_leave_the_results_at_once(
     assert await index.count() == 2  # the deleted memory's vector went with it
 
 
-async def test_credentials_stay_out_of_group_chats(engine: MemoryEngine, embedder: CachedEmbedder) -> None:
+async def test_credentials_and_the_private_profile_stay_out_of_group_chats(
+    engine: MemoryEngine, embedder: CachedEmbedder
+) -> None:
     secret = await add(engine, "alice", "the garage automobile code is 4711", category=Category.CREDENTIAL)
     plain = await add(engine, "alice", "alice drives a blue automobile")
+    profile = await add(engine, "alice", "alice is selling her automobile quietly", tier=1)
+    shared = await add(engine, "_global", "the office automobile pool", tier=1)
     index = VectorIndex(engine.db, "m1")
     await Vectorizer(index, embedder).drain()
     q = await vector_of(embedder, "automobile")
-    assert {i for i, _ in await index.search(["alice"], q, 5)} == {secret, plain}
-    assert [i for i, _ in await index.search(["alice"], q, 5, private=False)] == [plain]
+    owners = ["alice", "_global"]
+    assert {i for i, _ in await index.search(owners, q, 5)} == {secret, plain, profile, shared}
+    assert {i for i, _ in await index.search(owners, q, 5, private=False)} == {plain, shared}
 
 
 async def test_min_similarity_and_k(engine: MemoryEngine, embedder: CachedEmbedder) -> None:
