@@ -39,7 +39,8 @@ async def test_memory_block_cites_source_and_date(tmp_path: Path, engine: Memory
     builder = PromptBuilder(tmp_path, mem, clock=clock)
     hits = await mem.recall("alice", "flat white")
     block = builder.memory_block(hits)
-    assert block.startswith("- [m1 · 2026-03-01 · telegram chat 42] Alice drinks flat white")
+    assert block.startswith("- [m1 · 2026-03-01 · told by you on Telegram] Alice drinks flat white")
+    assert builder.memory_block(hits, zh=True).startswith("- [m1 · 2026-03-01 · 你在 Telegram 上告诉我的] Alice drinks")
     content = user_content("what coffee?", block)
     assert content.startswith("<memories>\n") and "</memories>\n\nwhat coffee?" in content
     assert user_content("hi", "") == "hi"
