@@ -538,9 +538,10 @@ class ProcessLoop:
         # history, and memory from it, keep its placeholder (msg.history_text),
         # never its bytes: what it showed is learnt from the reply, which
         # describes it.
+        # Citations in the chat's language: the model may repeat their words.
+        block = self.prompts.memory_block(hits, zh=notes_in_chinese(msg))
         messages = self.prompts.messages(
-            system, history, msg.history_text, self.prompts.memory_block(hits), self.prompts.time_of_day(tz),
-            msg.images, msg.quoted, msg.documents,
+            system, history, msg.history_text, block, self.prompts.time_of_day(tz), msg.images, msg.quoted, msg.documents,
         )
         # The user's message goes to Tier 0 while the LLM runs (the write is
         # queued to SQLite before the request leaves), and is durable before
