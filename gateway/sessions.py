@@ -258,6 +258,16 @@ async def _m011_recent_files(conn: aiosqlite.Connection) -> None:
     )
 
 
+async def _m012_message_context(conn: aiosqlite.Connection) -> None:
+    # How a user's message was to be answered, as the loop got it (group or
+    # not, addressed or not, its routing: gateway/resume.py's TurnContext,
+    # JSON), so a turn a crash cut can be answered the same way at the next
+    # start. "" for rows written before, a job's and the bot's own.
+    columns = {r[1] for r in await conn.execute_fetchall("PRAGMA table_info(session_messages)")}
+    if "context" not in columns:
+        await conn.execute("ALTER TABLE session_messages ADD COLUMN context TEXT NOT NULL DEFAULT ''")
+
+
 MIGRATIONS: list[Migration] = [
     _m001_sessions,
     _m002_message_ids,
@@ -270,6 +280,7 @@ MIGRATIONS: list[Migration] = [
     _m009_draft_messages,
     _m010_burst_comments,
     _m011_recent_files,
+    _m012_message_context,
 ]
 
 
@@ -290,6 +301,7 @@ class StoredMessage:
     created_at: str
     buffered: bool
     learn: bool = True  # False: a turn memory must never learn from (buffered = 2)
+    context: str = ""  # a user message's TurnContext (gateway/resume.py), JSON; "" when not kept
 
     def turn(self) -> Turn:
         return Turn(
@@ -305,12 +317,13 @@ class StoredMessage:
 
 
 _SELECT = """SELECT m.id, m.session_id, s.channel, s.chat_id, m.role, m.content, m.owner, m.sender_id, m.message_id,
-                    m.created_at, m.buffered
+                    m.created_at, m.buffered, m.context
              FROM session_messages m JOIN sessions s ON s.id = m.session_id"""
 _INSERT_HEAD = (
-    "INSERT INTO session_messages (session_id, role, content, owner, sender_id, message_id, created_at, buffered)"
+    "INSERT INTO session_messages (session_id, role, content, owner, sender_id, message_id, created_at, buffered, "
+    "context)"
 )
-_INSERT_MESSAGE = f"{_INSERT_HEAD} VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+_INSERT_MESSAGE = f"{_INSERT_HEAD} VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
 
 
 CACHE_ROWS = 2048
@@ -331,7 +344,7 @@ def _rows(rows: Iterable[Sequence[Any]]) -> list[StoredMessage]:
     return [
         StoredMessage(
             r[0], r[1], one(r[2], r[2]), one(r[3], r[3]), one(r[4], r[4]), r[5],
-            one(r[6], r[6]), one(r[7], r[7]), r[8], r[9], bool(r[10]), r[10] != 2,
+            one(r[6], r[6]), one(r[7], r[7]), r[8], r[9], bool(r[10]), r[10] != 2, r[11],
         )
         for r in rows
     ]
@@ -360,7 +373,7 @@ class SessionStore:
         self._unpruned: dict[str, int] = {}
         # Group commit (memory/batch.py): concurrent chats' appends and
         # marks are one statement per round trip to the writer thread.
-        self._inserts = RowBatcher(db, insert_statement(_INSERT_HEAD, 8, returning="id"), 8, returning=True)
+        self._inserts = RowBatcher(db, insert_statement(_INSERT_HEAD, 9, returning="id"), 9, returning=True)
         self._marks = RowBatcher(
             db, lambda n: f"UPDATE session_messages SET buffered = 1 WHERE buffered = 0 AND id IN ({','.join('?' * n)})", 1
         )
@@ -418,6 +431,7 @@ class SessionStore:
         sender_id: str = "",
         message_id: str = "",
         buffered: bool = False,
+        context: str = "",
     ) -> StoredMessage:
         """Add a message (``buffered = 0``) to the chat's current session.
 
@@ -425,14 +439,16 @@ class SessionStore:
         again after a crash is recognised as the same message. ``buffered``
         writes a row that is not for memory (a scheduled job's turn, an
         incognito one) as never to be learnt (``buffered = 2``), so no crash
-        leaves it for :meth:`unbuffered` and no edit hands it over later."""
+        leaves it for :meth:`unbuffered` and no edit hands it over later.
+        ``context``: how a user's message was to be answered (gateway/resume.py)."""
         message_id = message_id or f"g-{secrets.token_hex(8)}"
         now = format_ts(self.clock.now())
         sid = await self.current(key)
         if sid is not None:
             # The common case: one row of a multi-row INSERT shared with the
             # other chats writing now (no BEGIN/COMMIT holding the lock).
-            (mid,) = await self._inserts.write([(sid, role, content, owner, sender_id, message_id, now, 2 if buffered else 0)])
+            (mid,) = await self._inserts.write([(sid, role, content, owner, sender_id, message_id, now, 2 if buffered else 0,
+                                                    context)])
         else:
             # A chat's first message: its session, then the message, each one
             # statement (no transaction holding the writer lock across round
@@ -447,11 +463,12 @@ class SessionStore:
                 sid = await self.current(key) or 0
             self._current[key] = sid
             mid, _ = await self.db.write(
-                _INSERT_MESSAGE, (sid, role, content, owner, sender_id, message_id, now, 2 if buffered else 0)
+                _INSERT_MESSAGE, (sid, role, content, owner, sender_id, message_id, now, 2 if buffered else 0, context)
             )
         self._appends += 1
         row = StoredMessage(
-            mid, sid, channel, chat_id, role, content, owner, sender_id, message_id, now, buffered, not buffered
+            mid, sid, channel, chat_id, role, content, owner, sender_id, message_id, now, buffered, not buffered,
+            context,
         )
         cached = self._windows.get(key)
         if cached is not None:
@@ -509,6 +526,21 @@ class SessionStore:
         await self.flush()  # rows still queued are not in SQLite yet
         rows = await self.db.reader.execute_fetchall(  # loop thread: short and indexed
             f"{_SELECT} WHERE s.key = ? AND m.buffered = 0 ORDER BY m.id", (key,)
+        )
+        return _rows(rows)
+
+    async def unanswered_last(self, since: str) -> list[StoredMessage]:
+        """The user rows written at ``since`` or later that are the last
+        row of their chat's current session (nothing answered them, nothing
+        came after), oldest first: the turns a stop may have cut
+        (gateway/resume.py). A chat's turns run one after the other, so
+        only its last row can be one."""
+        await self.flush()
+        rows = await self.db.fetchall(
+            f"""{_SELECT} WHERE s.ended_at IS NULL AND m.role = 'user' AND m.created_at >= ?
+                   AND m.id = (SELECT MAX(id) FROM session_messages WHERE session_id = s.id)
+                 ORDER BY m.id""",
+            (since,),
         )
         return _rows(rows)
 
