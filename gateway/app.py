@@ -75,6 +75,7 @@ from .outbox import Outbox
 from .prompt import PromptBuilder
 from .ratelimit import RateLimiter
 from .recent_files import RecentFiles, file_tools
+from .resume import Resumed, resume_cut_turns
 from .sessions import SessionStore
 from .incognito import Incognito
 from .timezones import UserTimezones
@@ -194,6 +195,7 @@ class App:
         self.backend: MemoryBackend | None = None
         self.sessions: SessionStore | None = None
         self.delivery: Delivery | None = None  # sends replies, keeps those that cannot go out yet
+        self.resumed: Resumed | None = None  # the messages a stop left unanswered, as start() found them
         self.llm: FailoverLLM | None = None
         # One cooldown state per model endpoint for the chat and the memory
         # model: an outage either finds cools the other's use of it too.
@@ -663,6 +665,11 @@ class App:
             log.info("channel started", channel=channel.name)
         # Replies kept from the last run go out now, before the new ones to their chats.
         await delivery.start()
+        # Then the messages a stop left unanswered (their replies queue
+        # behind the kept ones); channels are up, Feishu's orphan drafts gone.
+        if self.sessions is not None:
+            self.resumed = await resume_cut_turns(self.loop, self.sessions, delivery.outbox, now=self.clock.now(),
+                                   within=timedelta(minutes=self.cfg.gateway.resume_within_minutes))
 
     async def wait(self, stop: asyncio.Event) -> int:
         """Run until ``stop`` is set (exit code 0), the process loop dies or no

@@ -307,6 +307,11 @@ class GatewayConfig(_Model):
     # for it if nothing else needs one; /healthz is then served too.
     metrics: bool = False
     outbox: OutboxConfig = Field(default_factory=OutboxConfig)
+    # A message whose turn a crash cut (stored, never answered; the platform
+    # will not send it again) is answered at the next start if it is at most
+    # this old (gateway/resume.py); an older one gets nothing (a late answer
+    # to "are you there?" is worse than none). 0 turns it off.
+    resume_within_minutes: float = Field(default=10.0, ge=0, le=24 * 60)
 
     @field_validator("timezone")
     @classmethod

@@ -52,6 +52,7 @@ from .export import mostly_chinese
 from .prompt import QUOTE_CHARS, PromptBuilder, Speaker, speaker_labels
 from .ratelimit import RateLimiter, limited_note
 from .recent_files import RecentFiles
+from .resume import TurnContext
 from .revisions import Revisions
 from .sessions import SessionStore, StoredMessage
 from .incognito import Incognito
@@ -262,6 +263,9 @@ class _Item:
     # Its model has answered: the turn is past being superseded (a reply may be going out).
     answering: bool = False
     superseded: bool = False  # dropped for a message that takes it in (ProcessLoop._supersede)
+    # Set for a message a stop left unanswered (gateway/resume.py): its
+    # row, already in Tier 0, is not written again.
+    resumed: StoredMessage | None = None
 
 
 class ProcessLoop:
@@ -331,6 +335,12 @@ class ProcessLoop:
                 raise
             self.stats.received += 1
             self._enqueue(_Item(msg, time.perf_counter()))
+
+    def resume(self, msg: InboundMessage, row: StoredMessage) -> None:
+        """Answer ``msg``, stored as ``row`` by a run that stopped before
+        answering it (gateway/resume.py), as if it came again."""
+        self.stats.received += 1
+        self._enqueue(_Item(msg, time.perf_counter(), counted=False, resumed=row))
 
     def _enqueue(self, item: _Item) -> None:
         if self._closed:
@@ -494,6 +504,9 @@ class ProcessLoop:
             self.stats.redelivered += 1
             log.info("message already answered; ignoring the redelivery", chat=key, message_id=msg.message_id)
             return ""
+        resumed = item.resumed
+        if resumed is not None:  # the history it was asked after, not itself
+            history = [m for m in history if m.id < resumed.id]
         if item.user is None and self.limiter is not None:
             decision = self.limiter.check(user)
             if not decision.allowed:
@@ -553,9 +566,11 @@ class ProcessLoop:
         # history, and memory from it, keep its placeholder (msg.history_text),
         # never its bytes: what it showed is learnt from the reply, which
         # describes it.
+        # Citations in the chat's language: the model may repeat their words.
+        block = self.prompts.memory_block(hits, zh=notes_in_chinese(msg))
         messages = self.prompts.messages(
-            system, history, msg.history_text, self.prompts.memory_block(hits), self.prompts.time_of_day(tz),
-            msg.images, msg.quoted, msg.documents, speaker,
+            system, history, msg.history_text, block, self.prompts.time_of_day(tz), msg.images, msg.quoted, msg.documents,
+            speaker,
         )
         # The user's message goes to Tier 0 while the LLM runs (the write is
         # queued to SQLite before the request leaves), and is durable before
@@ -571,9 +586,15 @@ class ProcessLoop:
         # the scheduler tries again, and a stop mid-call runs the job again
         # at start.
         job = item.user is not None
-        user_write = None if job else self._save(msg, "user", msg.history_text, user, sender_id=msg.sender_id,
-                                                  message_id=msg.message_id, buffered=quiet,
-                                                  sender_name=msg.sender_name if speaker is not None else "")
+        user_write: asyncio.Task[StoredMessage] | None = None
+        if resumed is not None:
+            user_write = asyncio.create_task(_stored(resumed))
+        elif not job:
+            context = TurnContext.of(msg)  # for answering it at the next start, should a stop cut this turn
+            user_write = self._save(msg, "user", msg.history_text, user, sender_id=msg.sender_id,
+                                    message_id=msg.message_id, buffered=quiet,
+                                    context=context.dumps() if context is not None else "",
+                                    sender_name=msg.sender_name if speaker is not None else "")
         # A scheduled job's reply is not waited for by anyone watching: whole.
         drafts = item.drafts = None if job or self.stream_delay is None else Drafts(
             self.bus, msg, owner=user, delay=self.stream_delay, interval=self.stream_interval,
@@ -615,11 +636,14 @@ class ProcessLoop:
         learn = not job and not reply.forgot and not quiet
         reply_write: asyncio.Task[StoredMessage] | None = None
         if reply.ok:  # an apology is not part of the conversation
-            # Saved behind the reply; the chat's next message waits for it
-            # (_settle), so its window and memory still see the reply.
+            # Written before the reply is sent: a stop in between must not
+            # leave a reply out with no row saying so, or the next start
+            # would answer the message again (gateway/resume.py). A failed
+            # write still sends the reply (_buffer logs it).
             reply_write = self._save(
                 msg, "assistant", reply.text, user, message_id=user_row.message_id, buffered=not learn
             )
+            await asyncio.wait([reply_write])
         else:
             self.stats.failed += 1
         await self._reply(msg, reply.text, user, drafts=drafts)
@@ -643,7 +667,8 @@ class ProcessLoop:
             )
         if reply.images_unseen and msg.images:  # after the reply: it does not wait for this write
             user_row = await self._mark_unseen(msg, user_row)
-        self._buffer_later(key, [user_row], reply_write, learn=learn)
+        # A resumed row was buffered by _settle before this turn began.
+        self._buffer_later(key, [user_row] if resumed is None else [], reply_write, learn=learn)
         return reply.text
 
     async def _mark_unseen(self, msg: InboundMessage, row: StoredMessage) -> StoredMessage:
@@ -681,6 +706,7 @@ class ProcessLoop:
         sender_id: str = "",
         message_id: str,
         buffered: bool = False,
+        context: str = "",
         sender_name: str = "",
     ) -> asyncio.Task[StoredMessage]:
         """Append a row to the chat's Tier 0 in a task of its own (see _handle
@@ -697,6 +723,7 @@ class ProcessLoop:
                 sender_id=sender_id,
                 message_id=message_id,
                 buffered=buffered,
+                context=context,
                 sender_name=sender_name,
             ),
             name=f"tier0:{key}",
@@ -920,6 +947,10 @@ class ProcessLoop:
             await asyncio.gather(*self._workers.values(), return_exceptions=True)
         if self._buffering:
             await asyncio.gather(*self._buffering.values(), return_exceptions=True)
+
+
+async def _stored(row: StoredMessage) -> StoredMessage:
+    return row
 
 
 def _answered(history: Sequence[StoredMessage], message_id: str) -> bool:

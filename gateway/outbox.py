@@ -173,6 +173,16 @@ class Outbox:
         )
         return deleted
 
+    async def answering(self, channel: str, chat_id: str, answers: str) -> bool:
+        """Does a reply to message ``answers`` of this chat wait here?"""
+        if not answers:
+            return False
+        row = await self.db.fetchone(
+            "SELECT 1 FROM outbox WHERE channel = ? AND chat_id = ? AND json_extract(extra, '$.answers') = ? LIMIT 1",
+            (channel, chat_id, answers),
+        )
+        return row is not None
+
     async def count(self) -> int:
         row = await self.db.fetchone("SELECT COUNT(*) FROM outbox")
         return int(row[0]) if row else 0

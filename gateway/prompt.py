@@ -71,8 +71,8 @@ HISTORY_MAX_CHARS = 500
 WORKSPACE_FILES = ("AGENTS.md", "SOUL.md")
 
 _MEMORY_RULES = """# Using memory
-Facts about the user from earlier conversations appear under "Core Memory" above (each line starts with its id, e.g. [m9]) and, when they are relevant to a message, in a <memories> block in front of it. Each retrieved memory starts with a citation [id · date recorded · where], e.g. [m12 · 2026-03-01 · telegram chat 42].
-- Use a memory when it helps; when your answer relies on one, say when it was recorded (e.g. "you told me on 2026-03-01").
+Facts about the user from earlier conversations appear under "Core Memory" above (each line starts with its id, e.g. [m9]) and, when they are relevant to a message, in a <memories> block in front of it (never the Core Memory lines again). Each retrieved memory starts with a citation [id · date recorded · where], e.g. [m12 · 2026-03-01 · from a chat on Telegram]; "where" is written for the user.
+- Use a memory when it helps; when your answer relies on one, say when and where it was recorded (e.g. "you told me on Telegram on 2026-03-01"). The id names the memory for forgetting it (the user's /forget m12); it is not a source.
 - Memories can be out of date: what the user says now wins.
 - Never invent a memory. If you do not know, say so."""
 
@@ -420,8 +420,10 @@ class PromptBuilder:
         """``"04:00"``: now, in ``tz`` (the user's) or the gateway's zone."""
         return f"{self.clock.now().astimezone(tz or self.tz):%H:%M}"
 
-    def memory_block(self, hits: Sequence[Hit]) -> str:
-        return format_hits(hits, max_hits=self.max_hits, max_chars=self.max_chars, token_budget=self.token_budget)
+    def memory_block(self, hits: Sequence[Hit], *, zh: bool = False) -> str:
+        """``zh``: the chat is held in Chinese, so are the citations' words
+        (the model may repeat them to the user)."""
+        return format_hits(hits, max_hits=self.max_hits, max_chars=self.max_chars, token_budget=self.token_budget, zh=zh)
 
     @staticmethod
     def messages(

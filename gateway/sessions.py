@@ -258,7 +258,17 @@ async def _m011_recent_files(conn: aiosqlite.Connection) -> None:
     )
 
 
-async def _m012_sender_names(conn: aiosqlite.Connection) -> None:
+async def _m012_message_context(conn: aiosqlite.Connection) -> None:
+    # How a user's message was to be answered, as the loop got it (group or
+    # not, addressed or not, its routing: gateway/resume.py's TurnContext,
+    # JSON), so a turn a crash cut can be answered the same way at the next
+    # start. "" for rows written before, a job's and the bot's own.
+    columns = {r[1] for r in await conn.execute_fetchall("PRAGMA table_info(session_messages)")}
+    if "context" not in columns:
+        await conn.execute("ALTER TABLE session_messages ADD COLUMN context TEXT NOT NULL DEFAULT ''")
+
+
+async def _m013_sender_names(conn: aiosqlite.Connection) -> None:
     # Who said a group chat's line, by the name the platform gave them then:
     # the prompt labels each member's turns with it (gateway/prompt.py), so
     # the words themselves stay the user's own (an edit or recall still
@@ -280,7 +290,8 @@ MIGRATIONS: list[Migration] = [
     _m009_draft_messages,
     _m010_burst_comments,
     _m011_recent_files,
-    _m012_sender_names,
+    _m012_message_context,
+    _m013_sender_names,
 ]
 
 
@@ -301,6 +312,7 @@ class StoredMessage:
     created_at: str
     buffered: bool
     learn: bool = True  # False: a turn memory must never learn from (buffered = 2)
+    context: str = ""  # a user message's TurnContext (gateway/resume.py), JSON; "" when not kept
     sender_name: str = ""  # the sender's display name when it was said; "" when unknown
 
     def turn(self) -> Turn:
@@ -317,13 +329,13 @@ class StoredMessage:
 
 
 _SELECT = """SELECT m.id, m.session_id, s.channel, s.chat_id, m.role, m.content, m.owner, m.sender_id, m.message_id,
-                    m.created_at, m.buffered, m.sender_name
+                    m.created_at, m.buffered, m.context, m.sender_name
              FROM session_messages m JOIN sessions s ON s.id = m.session_id"""
 _INSERT_HEAD = (
-    "INSERT INTO session_messages (session_id, role, content, owner, sender_id, message_id, created_at, buffered,"
-    " sender_name)"
+    "INSERT INTO session_messages (session_id, role, content, owner, sender_id, message_id, created_at, buffered, "
+    "context, sender_name)"
 )
-_INSERT_MESSAGE = f"{_INSERT_HEAD} VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+_INSERT_MESSAGE = f"{_INSERT_HEAD} VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 
 
 CACHE_ROWS = 2048
@@ -344,7 +356,7 @@ def _rows(rows: Iterable[Sequence[Any]]) -> list[StoredMessage]:
     return [
         StoredMessage(
             r[0], r[1], one(r[2], r[2]), one(r[3], r[3]), one(r[4], r[4]), r[5],
-            one(r[6], r[6]), one(r[7], r[7]), r[8], r[9], bool(r[10]), r[10] != 2, one(r[11], r[11]),
+            one(r[6], r[6]), one(r[7], r[7]), r[8], r[9], bool(r[10]), r[10] != 2, r[11], one(r[12], r[12]),
         )
         for r in rows
     ]
@@ -373,7 +385,7 @@ class SessionStore:
         self._unpruned: dict[str, int] = {}
         # Group commit (memory/batch.py): concurrent chats' appends and
         # marks are one statement per round trip to the writer thread.
-        self._inserts = RowBatcher(db, insert_statement(_INSERT_HEAD, 9, returning="id"), 9, returning=True)
+        self._inserts = RowBatcher(db, insert_statement(_INSERT_HEAD, 10, returning="id"), 10, returning=True)
         self._marks = RowBatcher(
             db, lambda n: f"UPDATE session_messages SET buffered = 1 WHERE buffered = 0 AND id IN ({','.join('?' * n)})", 1
         )
@@ -431,6 +443,7 @@ class SessionStore:
         sender_id: str = "",
         message_id: str = "",
         buffered: bool = False,
+        context: str = "",
         sender_name: str = "",
     ) -> StoredMessage:
         """Add a message (``buffered = 0``) to the chat's current session.
@@ -439,10 +452,11 @@ class SessionStore:
         again after a crash is recognised as the same message. ``buffered``
         writes a row that is not for memory (a scheduled job's turn, an
         incognito one) as never to be learnt (``buffered = 2``), so no crash
-        leaves it for :meth:`unbuffered` and no edit hands it over later."""
+        leaves it for :meth:`unbuffered` and no edit hands it over later.
+        ``context``: how a user's message was to be answered (gateway/resume.py)."""
         message_id = message_id or f"g-{secrets.token_hex(8)}"
         now = format_ts(self.clock.now())
-        values = (role, content, owner, sender_id, message_id, now, 2 if buffered else 0, sender_name)
+        values = (role, content, owner, sender_id, message_id, now, 2 if buffered else 0, context, sender_name)
         sid = await self.current(key)
         if sid is not None:
             # The common case: one row of a multi-row INSERT shared with the
@@ -465,7 +479,7 @@ class SessionStore:
         self._appends += 1
         row = StoredMessage(
             mid, sid, channel, chat_id, role, content, owner, sender_id, message_id, now, buffered, not buffered,
-            sender_name,
+            context, sender_name,
         )
         cached = self._windows.get(key)
         if cached is not None:
@@ -523,6 +537,21 @@ class SessionStore:
         await self.flush()  # rows still queued are not in SQLite yet
         rows = await self.db.reader.execute_fetchall(  # loop thread: short and indexed
             f"{_SELECT} WHERE s.key = ? AND m.buffered = 0 ORDER BY m.id", (key,)
+        )
+        return _rows(rows)
+
+    async def unanswered_last(self, since: str) -> list[StoredMessage]:
+        """The user rows written at ``since`` or later that are the last
+        row of their chat's current session (nothing answered them, nothing
+        came after), oldest first: the turns a stop may have cut
+        (gateway/resume.py). A chat's turns run one after the other, so
+        only its last row can be one."""
+        await self.flush()
+        rows = await self.db.fetchall(
+            f"""{_SELECT} WHERE s.ended_at IS NULL AND m.role = 'user' AND m.created_at >= ?
+                   AND m.id = (SELECT MAX(id) FROM session_messages WHERE session_id = s.id)
+                 ORDER BY m.id""",
+            (since,),
         )
         return _rows(rows)
 

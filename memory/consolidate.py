@@ -26,6 +26,7 @@ import structlog
 
 from .changelog import write_log
 from .engine import MemoryEngine, content_hash, more_source_text, row_to_memory
+from .forgetting import retire_entries_on
 from .llm import Candidate, Fact
 from .hybrid import HybridRetriever
 from .retrieval import Retriever
@@ -239,20 +240,8 @@ class Consolidator:
     ) -> None:
         """Core Memory entries the weekly refresh drew from ``old`` state it
         as current in every prompt; once it is replaced they are superseded
-        by ``new`` too (an entry stating several facts goes as a whole: the
-        others stay in Tier 2, and the next refresh writes the profile again)."""
-        # A profile is at most ~100 active rows: read in Python, as
-        # forgetting.entries_built_on does (no JSON functions on old rows).
-        async with conn.execute(
-            "SELECT * FROM memories WHERE owner = ? AND tier = 1 AND status = 'active'", (owner,)
-        ) as cur:
-            entries = [row_to_memory(r) for r in await cur.fetchall()]
-        for e in (e for e in entries if f"m:{old}" in e.provenance.refs):
-            await self.engine.set_status(e.id, "superseded", superseded_by=new, conn=conn)
-            await write_log(
-                conn, at=at, job=job, owner=owner, action="supersede", memory_id=e.id,
-                detail={"old": e.content, "by": new, "built_on": old},
-            )
+        by ``new`` too (:func:`~memory.forgetting.retire_entries_on`)."""
+        await retire_entries_on(self.engine, conn, owner, old, new, job=job, at=at)
 
     async def _active(self, conn: aiosqlite.Connection, memory_id: int) -> bool:
         async with conn.execute("SELECT status FROM memories WHERE id = ?", (memory_id,)) as cur:

@@ -232,10 +232,13 @@ class MemoryEngine:
         self.clock = clock or SystemClock()
         self._pending_access: Counter[int] = Counter()
         self._projects: dict[str, frozenset[str]] = {}
-        # (owner, include_global) -> (stamp, Tier 1 markdown): the system
-        # prompt reads it for every message, and it changes rarely (a tier-1
-        # write bumps the "tier1" stamp; see Database.stamp).
-        self._profiles: OrderedDict[tuple[str, bool, bool], tuple[tuple[int, int], str]] = OrderedDict()
+        # (owner, include_global, ids) -> (stamp, Tier 1 markdown, the ids
+        # it shows): the system prompt reads it for every message, recall
+        # leaves out what it shows, and it changes rarely (a tier-1 write
+        # bumps the "tier1" stamp; see Database.stamp).
+        self._profiles: OrderedDict[
+            tuple[str, bool, bool], tuple[tuple[int, int], str, frozenset[int]]
+        ] = OrderedDict()
         self._erased: set[int] = set()  # memories erased or reworded since the last purge_erased
         self._erase_listeners: list[Callable[[Sequence[int]], object]] = []
 
@@ -634,14 +637,27 @@ class MemoryEngine:
 
         Cached per owner (the default ``limit`` only) until a tier-1 row
         changes here or another process writes the file (within a second)."""
+        return (await self._profile_shown(owner, limit, include_global, ids))[0]
+
+    async def profile_ids(self, owner: str, *, include_global: bool = True, ids: bool = False) -> frozenset[int]:
+        """The Tier 1 entries :meth:`profile_markdown` shows with the same
+        arguments (what its token budget left out is not among them): recall
+        for a prompt that holds them need not return them again. From the
+        same cache: no statement when the profile is cached."""
+        return (await self._profile_shown(owner, 100, include_global, ids))[1]
+
+    async def _profile_shown(
+        self, owner: str, limit: int, include_global: bool, ids: bool
+    ) -> tuple[str, frozenset[int]]:
         key = (owner, include_global, ids)
         stamp = await self.db.stamp(TIER1)
         cached = self._profiles.get(key) if limit == 100 else None
         if cached is not None and cached[0] == stamp:
             self._profiles.move_to_end(key)
-            return cached[1]
+            return cached[1], cached[2]
         items = await self.profile(owner, limit=limit, include_global=include_global)
         lines: list[str] = []
+        shown: list[int] = []
         used = 0
         for m in items:  # most important first: what the budget leaves out matters least
             line = f"- [m{m.id}] " if ids else "- "
@@ -650,14 +666,15 @@ class MemoryEngine:
             if used + cost > PROFILE_TOKEN_BUDGET:
                 break
             lines.append(line)
+            shown.append(m.id)
             used += cost
-        text = "\n".join(lines)
+        text, held = "\n".join(lines), frozenset(shown)
         if limit == 100 and await self.db.stamp(TIER1) == stamp:  # nothing changed while reading
-            self._profiles[key] = (stamp, text)
+            self._profiles[key] = (stamp, text, held)
             self._profiles.move_to_end(key)
             while len(self._profiles) > PROFILE_CACHE_SIZE:
                 self._profiles.popitem(last=False)
-        return text
+        return text, held
 
     async def known_projects(self, owner: str) -> frozenset[str]:
         """Project partitions ``owner`` (or ``_global``) has memories in."""

@@ -23,7 +23,10 @@ from .changelog import write_log
 from .engine import MemoryEngine, row_to_memory
 from .types import Event, Hit, Memory, Provenance
 
-__all__ = ["Erasure", "Forgotten", "batch_refs", "drop_buffered", "erase_planned", "plan_erasure", "repeats_forgotten"]
+__all__ = [
+    "Erasure", "Forgotten", "batch_refs", "drop_buffered", "erase_planned", "plan_erasure", "repeats_forgotten",
+    "retire_entries_on",
+]
 
 
 @dataclass
@@ -164,6 +167,31 @@ async def entries_built_on(
         m for m in rows
         if m.id not in ids and (cites & set(m.provenance.refs) or repeats_forgotten(m.content, texts))
     ]
+
+
+async def retire_entries_on(
+    engine: MemoryEngine, conn: aiosqlite.Connection, owner: str, old: int, new: int, *, job: str, at: str
+) -> list[Memory]:
+    """Core Memory entries the weekly refresh drew from fact ``old`` state
+    it as current in every prompt: once it is replaced (by ``new``) or
+    reworded (``new`` is ``old``, as a memory page edit does) they are
+    superseded by ``new`` and logged, in ``conn``'s transaction. An entry
+    stating several facts goes as a whole: the others stay in Tier 2, and
+    the next refresh writes the profile again. Returns them."""
+    # A profile is at most ~100 active rows: read in Python, as
+    # entries_built_on does (no JSON functions on old rows).
+    async with conn.execute(
+        "SELECT * FROM memories WHERE owner = ? AND tier = 1 AND status = 'active'", (owner,)
+    ) as cur:
+        entries = [row_to_memory(r) for r in await cur.fetchall()]
+    built = [e for e in entries if e.id != old and f"m:{old}" in e.provenance.refs]
+    for e in built:
+        await engine.set_status(e.id, "superseded", superseded_by=new, conn=conn)
+        await write_log(
+            conn, at=at, job=job, owner=owner, action="supersede", memory_id=e.id,
+            detail={"old": e.content, "by": new, "built_on": old},
+        )
+    return built
 
 
 async def kept_links(

@@ -20,9 +20,10 @@ def truncate(text: str, max_chars: int) -> str:
     return text if len(text) <= max_chars else text[: max_chars - 1].rstrip() + "…"
 
 
-def format_hit(hit: Hit, max_chars: int = 300) -> str:
-    """``- [m12 · 2026-11-20 · telegram chat 42] text``"""
-    return f"- {hit.citation()} {truncate(hit.content, max_chars)}"
+def format_hit(hit: Hit, max_chars: int = 300, *, zh: bool = False) -> str:
+    """``- [m12 · 2026-11-20 · from a chat on Telegram] text`` (the
+    citation in Chinese with ``zh``)."""
+    return f"- {hit.citation(zh=zh)} {truncate(hit.content, max_chars)}"
 
 
 def fit_budget(
@@ -31,6 +32,7 @@ def fit_budget(
     max_hits: int = 5,
     max_chars: int = 300,
     token_budget: int = 2048,
+    zh: bool = False,
 ) -> list[Hit]:
     """The leading hits whose formatted lines fit the budget.
 
@@ -41,7 +43,7 @@ def fit_budget(
     kept: list[Hit] = []
     used = 0
     for h in hits[:max_hits]:
-        cost = estimate_tokens(format_hit(h, max_chars))
+        cost = estimate_tokens(format_hit(h, max_chars, zh=zh))
         if kept and used + cost > token_budget:
             break
         kept.append(h)
@@ -55,7 +57,9 @@ def format_hits(
     max_hits: int = 5,
     max_chars: int = 300,
     token_budget: int = 2048,
+    zh: bool = False,
 ) -> str:
-    """One line per hit; '' for no hits, so nothing is injected."""
-    kept = fit_budget(hits, max_hits=max_hits, max_chars=max_chars, token_budget=token_budget)
-    return "\n".join(format_hit(h, max_chars) for h in kept)
+    """One line per hit; '' for no hits, so nothing is injected. ``zh``:
+    citations in Chinese, for a chat held in Chinese."""
+    kept = fit_budget(hits, max_hits=max_hits, max_chars=max_chars, token_budget=token_budget, zh=zh)
+    return "\n".join(format_hit(h, max_chars, zh=zh) for h in kept)

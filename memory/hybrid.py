@@ -25,7 +25,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import replace
 from datetime import datetime, tzinfo
 from typing import Literal, Protocol
@@ -215,7 +215,10 @@ class HybridRetriever:
         limit: int | None = None,
         projects: Iterable[str] | None = None,
         tz: tzinfo | None = None,
+        exclude: Collection[int] = (),
     ) -> list[Hit]:
+        """As :meth:`Retriever.retrieve`; ``exclude`` leaves those ids out of
+        both rankings."""
         text = query_text(query, context)
         if not text:
             return []
@@ -223,7 +226,8 @@ class HybridRetriever:
         message = query.strip()[-MAX_QUERY_CHARS:]
         task = self._start([text, message] if message and message != text else [text])
         lexical = await self.lexical.retrieve(
-            user, query, context=context, private=private, now=now, limit=self.depth, projects=projects, tz=tz
+            user, query, context=context, private=private, now=now, limit=self.depth, projects=projects, tz=tz,
+            exclude=exclude,
         )
         vec = await self._query_vector(task, started)
         dense: list[tuple[int, float]] = []
@@ -236,6 +240,7 @@ class HybridRetriever:
             except Exception as exc:  # the words alone still make a good answer
                 self.fallbacks += 1
                 log.warning("vector search failed; lexical recall only", error=str(exc) or type(exc).__name__)
+            dense = [(i, c) for i, c in dense if i not in exclude]
             if dense:
                 dense = await self._favour_named_project(user, query, projects, dense)
         lx = self.lexical

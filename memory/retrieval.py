@@ -48,7 +48,7 @@ from __future__ import annotations
 import heapq
 import math
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, tzinfo
 
@@ -583,8 +583,13 @@ class Retriever:
         limit: int | None = None,
         projects: Iterable[str] | None = None,
         tz: tzinfo | None = None,
+        exclude: Collection[int] = (),
     ) -> list[Hit]:
         """Top memories (Tier 1 and 2) for ``query``, best first.
+
+        ``exclude``: memory ids the prompt already holds (the Core Memory
+        entries it shows): never returned, and they pass no score to their
+        neighbours, so the places go to the next best.
 
         ``tz``: the user's zone, for the days of "yesterday" or "上周" (UTC's
         when None).
@@ -619,6 +624,8 @@ class Retriever:
         def score(rs: Iterable[sqlite3.Row]) -> list[tuple[float, sqlite3.Row]]:
             out: list[tuple[float, sqlite3.Row]] = []
             for r in rs:
+                if exclude and r["id"] in exclude:
+                    continue
                 dated = bool(when) and _within(r["created_at"], when)
                 rel = relevance(r["_terms"], dated)
                 if rel < MIN_RELEVANCE:

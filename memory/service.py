@@ -110,12 +110,20 @@ class SqliteMemory(MemoryBackend):
         # With ids, so the model can name an entry to forget (memory_forget).
         if private:
             return await self.engine.profile_markdown(user, ids=True)
-        return await self.engine.profile_markdown("_global", include_global=False, ids=True)
+        return await self.engine.profile_markdown(GLOBAL_OWNER, include_global=False, ids=True)
 
     async def recall(
         self, user: str, query: str, *, context: Sequence[str] = (), private: bool = True, tz: tzinfo | None = None
     ) -> list[Hit]:
-        hits = await self.retriever.retrieve(user, query, context=context, private=private, tz=tz)
+        """Hits for the prompt: the Core Memory entries :meth:`profile` shows
+        in the same prompt are left out, so they do not take the block's few
+        places twice (an entry its token budget left out can be recalled).
+        ``search`` (the memory_search tool, ``/memory <words>``) still finds them."""
+        if private:
+            shown = await self.engine.profile_ids(user, ids=True)
+        else:
+            shown = await self.engine.profile_ids(GLOBAL_OWNER, include_global=False, ids=True)
+        hits = await self.retriever.retrieve(user, query, context=context, private=private, tz=tz, exclude=shown)
         self.engine.note_access(h.id for h in hits if h.kind == "memory")
         return hits
 

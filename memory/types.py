@@ -7,6 +7,8 @@ from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from .origin import origin
+
 __all__ = [
     "GLOBAL_OWNER",
     "Category",
@@ -84,7 +86,9 @@ class Provenance:
         return cls(**{k: v for k, v in d.items() if k in cls.__dataclass_fields__})
 
     def describe(self) -> str:
-        """Short human form for citations: ``telegram chat 42``."""
+        """Short record form, ``telegram chat 42``, for the export and the
+        operator's tools; what the model and the user read is
+        :func:`memory.origin.origin`."""
         parts = []
         if self.channel:
             parts.append(self.channel)
@@ -184,12 +188,12 @@ class Hit:
     def ref(self) -> str:
         return f"{'m' if self.kind == 'memory' else 'e'}{self.id}"
 
-    def citation(self) -> str:
-        """``[m12 · 2026-11-20 · telegram chat 42]``"""
-        bits = [self.ref, self.date]
-        where = self.provenance.describe() or self.source
-        if where:
-            bits.append(where)
+    def citation(self, *, zh: bool = False) -> str:
+        """``[m12 · 2026-11-20 · from a chat on Telegram]``: the id the user
+        can ``/forget``, the day it was recorded, and where it came from in
+        words for a person (:func:`memory.origin.origin`; Chinese with
+        ``zh``), never internal refs the model could repeat to them."""
+        bits = [self.ref, self.date, origin(self.source, self.provenance, zh=zh)]
         return "[" + " · ".join(b for b in bits if b) + "]"
 
 

@@ -7,7 +7,7 @@ timed with realistic queries (words of a target memory wrapped in zh/en
 question phrasing, half with two turns of context).
 
     python scripts/bench_latency.py [--sizes 1000,10000,100000] [--queries 300] [--source-text] [--hybrid DIM]
-                                    [--buffer-writes] [--json FILE]
+                                    [--buffer-writes] [--recall N] [--json FILE]
 
 ``--hybrid DIM`` times the hybrid retriever instead (memory/hybrid.py):
 every memory gets a random unit vector of DIM dimensions, and the message's
@@ -20,6 +20,11 @@ search and is capped by ``memory.embedding.queryTimeout``.
 each query, as the gateway does for every message it handles: another
 connection's commit makes SQLite drop the reader's page cache (WAL), so
 this times retrieval with the cache the gateway really has.
+
+``--recall N`` times ``SqliteMemory.recall`` instead, what the gateway
+calls for a message: the asking user has N Core Memory (Tier 1) entries,
+drawn like the other memories, and recall leaves out those the prompt's
+profile shows (the profile cached, as after the first message).
 
 ``--source-text`` gives every memory the words it was drawn from, as the
 write path does (``NewMemory.source_text``): the memory's text and another
@@ -51,6 +56,7 @@ from memory.engine import MemoryEngine, clean_source_text, content_hash, memory_
 from memory.prefilter import should_retrieve  # noqa: E402
 from memory.hybrid import HybridRetriever  # noqa: E402
 from memory.backend import Turn  # noqa: E402
+from memory.types import NewMemory  # noqa: E402
 from memory.retrieval import Retriever  # noqa: E402
 from memory.service import SqliteMemory  # noqa: E402
 from memory.vectors import VectorIndex  # noqa: E402
@@ -244,7 +250,8 @@ async def add_vectors(eng: MemoryEngine, dim: int) -> None:
 
 
 async def bench_size(
-    size: int, queries: int, seed: int, *, source_text: bool = False, hybrid: int = 0, buffer_writes: bool = False
+    size: int, queries: int, seed: int, *, source_text: bool = False, hybrid: int = 0, buffer_writes: bool = False,
+    recall: int = -1,
 ) -> dict[str, float]:
     gen = Gen(seed)
     clock = ManualClock("2026-03-01T12:00:00Z")
@@ -260,8 +267,13 @@ async def bench_size(
                 r = HybridRetriever(lexical, VectorIndex(eng.db, "bench"), InstantEmbedder(hybrid), min_similarity=-1.0)
             qs = [gen.query(gen.rng.choice(samples)) for _ in range(queries)]
             ctx = [gen.memory()[0], gen.memory()[0]]
+            mem = SqliteMemory(eng, r)
+            for _ in range(max(recall, 0)):  # Core Memory entries, in the index like the rest
+                await eng.add(NewMemory(owner=USER, tier=1, content=gen.memory()[0], importance=0.9))
+            # What is timed: the retriever, or the backend's recall (the gateway's call).
+            run = r.retrieve if recall < 0 else mem.recall
             for q in qs[:20]:  # warm page cache and statement cache
-                await r.retrieve(USER, q)
+                await run(USER, q)
             times: list[float] = []
             found = 0
             cpu0 = time.process_time()
@@ -273,7 +285,7 @@ async def bench_size(
                     await writes.buffer([Turn(owner=USER, channel="bench", chat_id="1", role="user", content=q, message_id=str(i))])
                     cpu_writes += time.process_time() - c  # not the read path's
                 t = time.perf_counter()
-                hits = await r.retrieve(USER, q, context=ctx if i % 2 else ())
+                hits = await run(USER, q, context=ctx if i % 2 else ())
                 times.append((time.perf_counter() - t) * 1000)
                 found += bool(hits)
             # CPU time of all threads: a figure other processes on a shared
@@ -304,6 +316,8 @@ async def main() -> None:
     ap.add_argument("--source-text", action="store_true", help="give every memory the words it was drawn from")
     ap.add_argument("--hybrid", type=int, default=0, metavar="DIM", help="time hybrid recall with DIM-dimensional vectors")
     ap.add_argument("--buffer-writes", action="store_true", help="buffer one message before each query, as the gateway does")
+    ap.add_argument("--recall", type=int, default=-1, metavar="N",
+                    help="time SqliteMemory.recall, the user having N Core Memory entries")
     a = ap.parse_args()
     pre = bench_prefilter()
     print(f"load average before: {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores")
@@ -312,7 +326,8 @@ async def main() -> None:
     print(f"{'memories':>9} {'rows':>8} {'build s':>8} {'db MB':>7} {'p50 ms':>7} {'p95 ms':>7} {'max ms':>7} {'cpu ms':>7} {'hits':>5}")
     for size in (int(s) for s in a.sizes.split(",")):
         res = await bench_size(
-            size, a.queries, a.seed, source_text=a.source_text, hybrid=a.hybrid, buffer_writes=a.buffer_writes
+            size, a.queries, a.seed, source_text=a.source_text, hybrid=a.hybrid, buffer_writes=a.buffer_writes,
+            recall=a.recall,
         )
         rows.append(res)
         print(

@@ -19,7 +19,7 @@ from gateway.export import render_markdown
 from memory import Category, MemoryEngine, MemoryNotFound, NewMemory, Provenance, Source, Status
 from memory.changelog import write_log
 from memory.engine import MAX_CONTENT_CHARS
-from memory.forgetting import Erasure, erase_planned, plan_erasure
+from memory.forgetting import Erasure, erase_planned, plan_erasure, retire_entries_on
 from memory.migrate import MigrationReport, migrate_files
 from memory.retrieval import Retriever
 from memory.clock import SystemClock
@@ -338,6 +338,7 @@ def edit(memory_id: int, user: str | None, status: str | None, as_json: bool, **
 async def _edit(
     path: Path, memory_id: int, owner: str | None, changes: dict[str, Any], status: str | None, as_json: bool
 ) -> None:
+    retired: list[Memory] = []
     async with open_engine(path) as engine:
         before = await _get(engine, memory_id, owner)
         try:
@@ -347,6 +348,10 @@ async def _edit(
                     await engine.update(memory_id, conn=conn, **changes)
                     await write_log(conn, at=engine.now(), job=JOB, owner=before.owner, action="edit",
                                     memory_id=memory_id, detail={"fields": sorted(changes)})
+                    if changes.get("content", before.content) != before.content:
+                        # Core Memory entries built on the old words go with them, as on the memory page.
+                        retired = await retire_entries_on(engine, conn, before.owner, memory_id, memory_id, job=JOB,
+                                                          at=engine.now())
                 if status is not None and status != before.status.value:
                     await engine.set_status(memory_id, status, conn=conn)
                     await write_log(conn, at=engine.now(), job=JOB, owner=before.owner,
@@ -361,6 +366,9 @@ async def _edit(
         echo_json(memory_dict(m))
     else:
         click.echo(f"updated memory {m.id} ({m.owner}, tier {m.tier}, {m.category.value}, {m.status.value}): {_short(m)}")
+        if retired:
+            click.echo(f"superseded {len(retired)} Core Memory entries built on it: "
+                       + ", ".join(str(e.id) for e in retired) + " (the next weekly refresh writes the profile again)")
 
 
 @memory.command()

@@ -16,7 +16,11 @@ cannot drift apart. The semantics follow ``myclaw memory`` (the CLI):
   messages that said it;
 * an action on a memory given together with a user only proceeds when the
   memory is that user's (a stale page cannot change someone else's fact);
-* an edit and its status change happen in one transaction.
+* an edit and its status change happen in one transaction; an edit of a
+  fact's words supersedes the Core Memory entries the weekly refresh built
+  on it (they would state the old words in every prompt until then; the
+  next refresh writes the profile again), as a replaced fact does
+  (:func:`memory.forgetting.retire_entries_on`).
 
 Every change made here is written to the change log (``memory_log``,
 ``job="web"``) without the memory's text, so ``myclaw memory log`` shows
@@ -33,13 +37,14 @@ from typing import Any
 from memory import Category, MemoryEngine, MemoryNotFound, NewMemory, Provenance, Source, Status
 from memory.changelog import LogEntry, read_log, write_log
 from memory.engine import MAX_CONTENT_CHARS, Stats, row_to_memory
-from memory.forgetting import Erasure, erase_planned, plan_erasure
+from memory.forgetting import Erasure, erase_planned, plan_erasure, retire_entries_on
 from memory.retrieval import Retriever
 from memory.types import GLOBAL_OWNER, Hit, Memory
 
 __all__ = [
     "EDITABLE",
     "AdminError",
+    "Edited",
     "ForgetHistory",
     "Invalid",
     "MemoryAdmin",
@@ -65,6 +70,15 @@ class Invalid(AdminError):
 
 class NotFound(AdminError):
     status = 404
+
+
+@dataclass(frozen=True)
+class Edited:
+    """What :meth:`MemoryAdmin.edit` did: the memory as it is now, and the
+    Core Memory entries built on its old words, superseded by it."""
+
+    memory: Memory
+    entries: builtins.list[Memory]  # as they were (active) before the edit
 
 
 @dataclass(frozen=True)
@@ -264,7 +278,7 @@ class MemoryAdmin:
             raise Invalid(str(exc)) from None
         return m, True
 
-    async def edit(self, memory_id: int, owner: str | None, fields: dict[str, Any]) -> Memory:
+    async def edit(self, memory_id: int, owner: str | None, fields: dict[str, Any]) -> Edited:
         changes = parse_changes(fields)
         if not changes:
             raise Invalid("nothing to change: give " + ", ".join(EDITABLE))
@@ -277,13 +291,19 @@ class MemoryAdmin:
         defaults = {"project": GLOBAL_OWNER, "topic": "_general"}
         changes = {k: v for k, v in changes.items() if (v or defaults.get(k, v)) != current[k]}
         if not changes:
-            return m
+            return Edited(m, [])
         try:
             async with self.engine.db.transaction() as conn:
                 await self.engine.update(memory_id, conn=conn, **changes)
+                at = self.engine.now()
                 await write_log(
-                    conn, at=self.engine.now(), job=JOB, owner=m.owner, action="edit", memory_id=memory_id,
+                    conn, at=at, job=JOB, owner=m.owner, action="edit", memory_id=memory_id,
                     detail={"fields": sorted(changes)},
+                )
+                # Entries built on the old words go with them, as when a fact is replaced.
+                entries = (
+                    await retire_entries_on(self.engine, conn, m.owner, memory_id, memory_id, job=JOB, at=at)
+                    if "content" in changes else []
                 )
         except ValueError as exc:
             raise Invalid(str(exc)) from None
@@ -291,7 +311,7 @@ class MemoryAdmin:
             raise NotFound(str(exc)) from None
         if "content" in changes:
             await self.engine.purge_erased()  # an edit can be a redaction: the old words leave the file
-        return await self.get(memory_id)
+        return Edited(await self.get(memory_id), entries)
 
     async def _set_status(self, memory_id: int, owner: str | None, status: Status, action: str) -> Memory:
         m = await self.get(memory_id, owner)

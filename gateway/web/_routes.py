@@ -363,9 +363,10 @@ class MemoryWeb:
         return _redirect(_with_notice(back, "added" if added else "exists", m.id, f"#m{m.id}"))
 
     async def _edit(self, request: web.Request, ident: Identity, ctx: PageContext, data: Data) -> web.StreamResponse:
-        m = await self.admin.edit(_int(data.get("id"), "id"), _user(data, required=False), data)
-        log.info("memory page: memory edited", memory_id=m.id, owner=m.owner)
-        return _redirect(_with_notice(ctx.back, "edited", m.id, f"#m{m.id}"))
+        done = await self.admin.edit(_int(data.get("id"), "id"), _user(data, required=False), data)
+        m = done.memory
+        log.info("memory page: memory edited", memory_id=m.id, owner=m.owner, entries_superseded=len(done.entries))
+        return _redirect(_with_notice(ctx.back, "edited_entries" if done.entries else "edited", m.id, f"#m{m.id}"))
 
     async def _archive(self, request: web.Request, ident: Identity, ctx: PageContext, data: Data) -> web.StreamResponse:
         m = await self.admin.archive(_int(data.get("id"), "id"), _user(data, required=False))
@@ -472,9 +473,11 @@ class MemoryWeb:
         return _json({"added": added, "memory": memory_dict(m)}, status=201 if added else 200)
 
     async def _api_edit(self, request: web.Request, data: Data) -> Any:
-        m = await self.admin.edit(_int(data.get("id"), "id"), _user(data, required=False), data)
-        log.info("memory api: memory edited", memory_id=m.id, owner=m.owner)
-        return {"memory": memory_dict(m)}
+        done = await self.admin.edit(_int(data.get("id"), "id"), _user(data, required=False), data)
+        m = done.memory
+        log.info("memory api: memory edited", memory_id=m.id, owner=m.owner, entries_superseded=len(done.entries))
+        # The Core Memory entries built on its old words, superseded by it.
+        return {"memory": memory_dict(m), "entries_superseded": [e.id for e in done.entries]}
 
     def _api_status(self, action: str) -> ApiFn:
         async def go(request: web.Request, data: Data) -> Any:

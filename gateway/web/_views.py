@@ -48,6 +48,8 @@ DONE = {
     "added": "Memory m{id} added.",
     "exists": "The same memory is already stored as m{id}; nothing added.",
     "edited": "Memory m{id} saved.",
+    "edited_entries": ("Memory m{id} saved. The Core Memory entries built on its old words are superseded "
+                       "(Superseded tab); the next weekly refresh writes the profile again."),
     "archived": "Memory m{id} archived. It can be restored from the Archived tab.",
     "restored": "Memory m{id} restored.",
     "erased": "Memory m{id} erased for good.",

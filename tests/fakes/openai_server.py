@@ -237,6 +237,9 @@ class Reply:
     cut_after: int | None = None
     stream_error: str = ""
     whole: bool = False
+    # Set: the answer waits until this is set (a model call under way when
+    # the gateway stops); the fake sets every hold when it stops.
+    hold: asyncio.Event | None = None
 
 
 Responder = Callable[[dict[str, Any]], "Reply | Awaitable[Reply]"]
@@ -267,6 +270,7 @@ class FakeOpenAI:
         self.refused: list[dict[str, Any]] = []  # chat requests answered 400 for their content
         self.headers: list[dict[str, str]] = []
         self._script: list[Reply] = []
+        self._holds: list[asyncio.Event] = []
         # Set: every chat request is answered with this (an outage, until
         # set back to None); scripted replies wait behind it.
         self.down: Reply | None = None
@@ -327,6 +331,14 @@ class FakeOpenAI:
         self._script.append(Reply(content="".join(pieces), pieces=list(pieces), piece_delay=delay, cut_after=cut_after,
                                   stream_error=error, tool_calls=tool_calls or []))
 
+    def queue_hold(self, content: str = "held") -> asyncio.Event:
+        """The next chat request is answered only once the returned event
+        is set (or the fake stops)."""
+        hold = asyncio.Event()
+        self._holds.append(hold)
+        self._script.append(Reply(content=content, hold=hold))
+        return hold
+
     def queue_delay(self, seconds: float, content: str = "late") -> None:
         self._script.append(Reply(content=content, delay=seconds))
 
@@ -359,6 +371,8 @@ class FakeOpenAI:
         return self
 
     async def stop(self) -> None:
+        for hold in self._holds:  # a held request ends, whoever still waits for it
+            hold.set()
         if self._runner is not None:
             await stop_listening(self._runner)
             await self._runner.cleanup()
@@ -508,6 +522,8 @@ class FakeOpenAI:
             reply = Reply()
         if reply.delay:
             await asyncio.sleep(reply.delay)
+        if reply.hold is not None:
+            await reply.hold.wait()
         if reply.status == 401:
             return self._unauthorized()
         if reply.status != 200:

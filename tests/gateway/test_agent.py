@@ -48,7 +48,7 @@ async def test_memory_search_is_scoped_to_the_asker(fake_llm: FakeOpenAI, engine
         reply = await Agent(llm, tools=memory_tools(mem)).run(SYSTEM, ALICE)
     assert reply.ok and reply.text == "Your cat is Mochi." and reply.tools_used == ("memory_search",)
     (result,) = _tool_messages(fake_llm.requests[1])
-    assert "Mochi" in result and "[m1 · 2026-03-01 · telegram chat 42]" in result
+    assert "Mochi" in result and "[m1 · 2026-03-01 · told by you on Telegram]" in result
     assert "Tiger" not in fake_llm.prompts_text()
     # the assistant's tool call is echoed back before the result
     assert fake_llm.requests[1]["messages"][-2]["tool_calls"][0]["function"]["name"] == "memory_search"

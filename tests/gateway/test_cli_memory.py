@@ -14,7 +14,7 @@ from gateway.cli import main
 from gateway.bus import Document
 from gateway.recent_files import RecentFiles
 from gateway.sessions import SessionStore
-from memory import ManualClock, MemoryEngine, Provenance, Status, SystemClock
+from memory import Category, ManualClock, MemoryEngine, NewMemory, Provenance, Status, SystemClock
 from memory.backend import Turn
 from memory.filestore import FileMemory
 from tests.disk import on_disk
@@ -507,3 +507,23 @@ def test_delete_purge_erases_one_row_by_default_and_names_what_remains(home: Pat
     assert _ids(home, "alice") == {*f.versions, *f.entries, tea}
     logged = json.loads(ok("log", "--user", "alice", "--action", "erase", "--json").stdout)
     assert [x["memory_id"] for x in logged] == [teas, f.home]
+
+
+def test_editing_a_facts_words_supersedes_the_core_memory_entries_built_on_it(home: Path) -> None:
+    """As on the memory page: an entry the weekly refresh drew from the old
+    words would go on stating them in every prompt."""
+    ok("add", "Atlas launches on February 10", "--user", "alice")
+
+    async def profile() -> None:
+        async with await MemoryEngine.open(home / "data" / "memory.db") as e:
+            await e.add(NewMemory(owner="alice", tier=1, content="Alice's Atlas launch is February 10",
+                                  category=Category.DECISION, provenance=Provenance(refs=("weekly", "m:1"))))
+            await e.add(NewMemory(owner="alice", tier=1, content="Alice drinks green tea",
+                                  category=Category.IDENTITY, provenance=Provenance(refs=("weekly", "m:9"))))
+
+    asyncio.run(profile())
+    out = ok("edit", "1", "--content", "Atlas launches on March 3").stdout
+    assert "superseded 1 Core Memory entries built on it: 2" in out
+    status = {m.id: (m.status, m.superseded_by) for m in db_rows(home)}
+    assert status[2] == (Status.SUPERSEDED, 1) and status[3] == (Status.ACTIVE, None)
+    assert "superseded" not in ok("edit", "1", "--importance", "0.9").stdout  # the words unchanged: nothing goes

@@ -101,7 +101,9 @@ async def test_webhook_event_gets_a_reply_with_memory_dedup_and_signature_check(
         [sent] = feishu.sent
         assert (sent["kind"], sent["chat_id"], sent["text"]) == ("create", "oc_alice", "re: 我之前说过我喜欢什么咖啡？")
         prompt = _user_text(echo_llm.requests[0])
-        assert prompt.startswith("<memories>") and "我喜欢喝燕麦拿铁咖啡" in prompt and "feishu chat oc_alice" in prompt
+        # Cited with where it came from, in the chat's language, without the chat's id.
+        assert prompt.startswith("<memories>") and "· 你在飞书上告诉我的] 我喜欢喝燕麦拿铁咖啡" in prompt
+        assert "oc_alice" not in prompt
 
         # Feishu delivers at least once: the same event_id again gets no second reply.
         assert (await feishu.push_event(hook, question, encrypt_key=ENCRYPT_KEY)).status_code == 200

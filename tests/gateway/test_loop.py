@@ -73,12 +73,13 @@ async def test_triggers_retrieve_cited_memories_and_acks_do_not(tmp_path: Path, 
         await rig.ask("我之前说过我喜欢什么咖啡？")
         zh = _user(fake_llm.requests[-1])
         assert zh.startswith("<memories>") and "我喜欢喝燕麦拿铁咖啡" in zh
-        assert "· 2026-03-01 · telegram chat 1]" in zh  # citation with date and source
+        # Cited with date and source, in the chat's language; no chat id.
+        assert "· 2026-03-01 · 来自 Telegram 上的对话] 我喜欢喝燕麦拿铁咖啡" in zh and "chat 1" not in zh
         assert zh.endswith("我之前说过我喜欢什么咖啡？")
 
         await rig.ask("do you remember my deploy password")
         en = _user(fake_llm.requests[-1])
-        assert "Alice's deploy password is hunter2" in en and "[m3 · 2026-03-01 · telegram chat 1]" in en
+        assert "Alice's deploy password is hunter2" in en and "[m3 · 2026-03-01 · from a chat on Telegram]" in en
 
         before = rig.loop.stats.retrievals
         await rig.ask("好的")

@@ -7,7 +7,7 @@ from zoneinfo import ZoneInfo
 from gateway.bus import Image
 from gateway.prompt import PromptBuilder, fit_history, user_content, user_parts
 from gateway.sessions import StoredMessage
-from memory import Category, MemoryEngine, NewMemory, Provenance
+from memory import Category, MemoryEngine, NewMemory, Provenance, Source
 from memory.clock import ManualClock
 from memory.service import SqliteMemory
 
@@ -39,7 +39,8 @@ async def test_memory_block_cites_source_and_date(tmp_path: Path, engine: Memory
     builder = PromptBuilder(tmp_path, mem, clock=clock)
     hits = await mem.recall("alice", "flat white")
     block = builder.memory_block(hits)
-    assert block.startswith("- [m1 · 2026-03-01 · telegram chat 42] Alice drinks flat white")
+    assert block.startswith("- [m1 · 2026-03-01 · told by you on Telegram] Alice drinks flat white")
+    assert builder.memory_block(hits, zh=True).startswith("- [m1 · 2026-03-01 · 你在 Telegram 上告诉我的] Alice drinks")
     content = user_content("what coffee?", block)
     assert content.startswith("<memories>\n") and "</memories>\n\nwhat coffee?" in content
     assert user_content("hi", "") == "hi"
@@ -134,3 +135,38 @@ def test_a_request_still_over_the_context_cuts_the_turns_longest_tool_result_las
     assert final[-2]["tool_call_id"] == "c1" and final[-2]["content"].count("to fit this model's context") == 1
     assert len(final[-2]["content"]) < 1100 and final[-1]["content"] == "short result"
     assert final[-3] is call or final[-3] == call  # the call and its result stay paired
+
+
+async def test_the_memory_block_holds_facts_the_core_memory_does_not(
+    tmp_path: Path, engine: MemoryEngine, clock: ManualClock
+) -> None:
+    """QA, session 21: Core Memory entries, always in the system prompt, took
+    places of the <memories> block, cited by internal refs ([m3 · ... ·
+    weekly,m:1]); a daily summary's fact read '· event:3,event:7'."""
+    mem = SqliteMemory(engine)
+    told = Provenance(channel="telegram", chat_id="42", refs=("buf:1",))
+    src = await engine.add(NewMemory(owner="alice", content="Alice runs the Hangzhou marathon every November",
+                                     category=Category.IDENTITY, provenance=told))
+    entry = await engine.add(NewMemory(owner="alice", tier=1, content="Alice runs the Hangzhou marathon every November",
+                                       category=Category.IDENTITY, provenance=Provenance(refs=("weekly", f"m:{src.id}"))))
+    daily = await engine.add(NewMemory(
+        owner="alice", content="Alice's marathon best time is 3:41", source=Source.COMPRESSION,
+        provenance=Provenance(date_from="2026-02-27", date_to="2026-02-27", refs=("event:3", "event:7")),
+    ))
+    shoes = await engine.add(NewMemory(owner="alice", content="Alice trains for the marathon in Nike Pegasus shoes",
+                                       provenance=told))
+    builder = PromptBuilder(tmp_path, mem, clock=clock, max_hits=4)
+    system = await builder.system_prompt("alice", private=True)
+    assert f"# Core Memory\n- [m{entry.id}] Alice runs the Hangzhou marathon every November" in system
+    hits = await mem.recall("alice", "what is my marathon best time?")
+    first, *rest = builder.memory_block(hits).splitlines()
+    # The fact that answers first; the entry's place goes to another fact,
+    # and its Tier 2 source stays (Core Memory shows no date or origin).
+    assert first == f"- [m{daily.id} · 2026-03-01 · daily summary of 2 conversations, 2026-02-27] Alice's marathon best time is 3:41"
+    assert set(rest) == {
+        f"- [m{shoes.id} · 2026-03-01 · from a chat on Telegram] Alice trains for the marathon in Nike Pegasus shoes",
+        f"- [m{src.id} · 2026-03-01 · from a chat on Telegram] Alice runs the Hangzhou marathon every November",
+    }
+    assert builder.memory_block(hits, zh=True).splitlines()[0].startswith(
+        f"- [m{daily.id} · 2026-03-01 · 每日汇总（2 段对话，2026-02-27）] "
+    )

@@ -8,7 +8,7 @@ from gateway.sessions import StoredMessage
 
 def _row(i: int, sender: str, name: str, text: str, role: str = "user") -> StoredMessage:
     return StoredMessage(i, 1, "telegram", "-1", role, text, f"telegram:{sender}", sender, f"m{i}",
-                         "2026-03-01T00:00:00Z", True, True, name)
+                         "2026-03-01T00:00:00Z", True, True, sender_name=name)
 
 
 def test_members_of_the_same_name_are_told_apart_and_nameless_ones_get_a_stable_tag() -> None:

@@ -752,3 +752,43 @@ async def test_an_id_or_offset_too_large_for_sqlite_is_a_400_not_a_500(site: Sit
         r = await c.get("/memory/item", params={"id": huge})
         assert r.status_code == 400 and "id must be within" in r.text
     assert (await site.engine.get(mid)).status is Status.ACTIVE  # type: ignore[union-attr]
+
+
+async def test_editing_a_fact_supersedes_the_core_memory_entries_built_on_it(site: Site) -> None:
+    """An edited fact's old words left in Core Memory would be stated as
+    current in every prompt until the next weekly refresh."""
+    fact = await site.add("alice", "Alice lives in Hangzhou", category=Category.IDENTITY)
+    other = await site.add("alice", "Alice works at Ant Group", category=Category.IDENTITY)
+    built = await site.add("alice", "Alice lives in Hangzhou and works at Ant Group", tier=1, category=Category.IDENTITY,
+                           source=Source.COMPRESSION, provenance=Provenance(refs=("weekly", f"m:{fact}", f"m:{other}")))
+    apart = await site.add("alice", "Alice works at Ant Group", tier=1, category=Category.IDENTITY,
+                           source=Source.COMPRESSION, provenance=Provenance(refs=("weekly", f"m:{other}")))
+    bobs = await site.add("bob", "Bob lives in Hangzhou", tier=1, provenance=Provenance(refs=("weekly", f"m:{fact}")))
+    async with site.client() as c:
+        # Not the words: the entries stay.
+        r = await c.post("/memory/api/edit", json={"id": fact, "user": "alice", "importance": 0.9})
+        assert r.status_code == 200 and r.json()["entries_superseded"] == []
+        assert f"- [m{built}] Alice lives in Hangzhou" in await site.engine.profile_markdown("alice", ids=True)
+
+        r = await c.post("/memory/api/edit", json={"id": fact, "user": "alice", "content": "Alice moved to Shanghai"})
+        assert r.status_code == 200
+        assert r.json()["memory"]["content"] == "Alice moved to Shanghai" and r.json()["entries_superseded"] == [built]
+    entry = await site.engine.get(built)
+    assert entry is not None and (entry.status, entry.superseded_by) == (Status.SUPERSEDED, fact)
+    profile = await site.engine.profile_markdown("alice", ids=True)
+    assert "Hangzhou" not in profile and f"[m{apart}] Alice works at Ant Group" in profile
+    assert (await site.engine.get(bobs)).status is Status.ACTIVE  # type: ignore[union-attr]  # another user's row
+    [logged] = [x for x in await read_log(site.engine.db, owner="alice") if x.action == "supersede"]
+    assert (logged.job, logged.memory_id) == ("web", built)
+
+    # The page's form does the same, and says so.
+    again = await site.add("alice", "Alice runs every morning", tier=1, source=Source.COMPRESSION,
+                           provenance=Provenance(refs=("weekly", f"m:{other}")))
+    async with site.client() as c:
+        r = await c.post("/memory/edit", data={"id": other, "user": "alice", "content": "Alice works at Alibaba Cloud",
+                                               "tier": "2", "category": "identity", "importance": "0.5",
+                                               "project": "", "topic": ""})
+        assert r.status_code == 303 and "done=edited_entries" in r.headers["Location"]
+        page = (await c.get(r.headers["Location"])).text
+        assert f"Memory m{other} saved. The Core Memory entries built on its old words are superseded" in page
+    assert {(await site.engine.get(i)).status for i in (apart, again)} == {Status.SUPERSEDED}  # type: ignore[union-attr]

@@ -136,7 +136,7 @@ async def test_search_ranks_and_cites_in_chinese_and_english(files: FileMemory) 
     assert [h.content for h in await files.search("alice", "咖啡")] == ["我喜欢喝咖啡"]
     [pg] = await files.search("alice", "which postgres version is on staging?")
     assert pg.content == "14:30 user: The staging server runs Postgres 16" and pg.kind == "event"
-    assert pg.citation() == f"[e{pg.id} · 2026-02-28 · 2026-02-28.md]"
+    assert pg.citation() == f"[e{pg.id} · 2026-02-28 · noted in 2026-02-28.md]"
     shared = await files.search("alice", "部署流程")
     assert shared[0].provenance.refs == ("shared MEMORY.md",)
 

@@ -11,7 +11,47 @@ def hit(i: int, text: str, **kw: object) -> Hit:
 
 def test_each_line_cites_source_and_date() -> None:
     out = format_hits([hit(1, "likes tea", provenance=Provenance(channel="telegram", chat_id="42")), hit(2, "x")])
-    assert out.splitlines() == ["- [m1 · 2026-02-20 · telegram chat 42] likes tea", "- [m2 · 2026-02-20 · manual] x"]
+    assert out.splitlines() == ["- [m1 · 2026-02-20 · told by you on Telegram] likes tea", "- [m2 · 2026-02-20 · told by you] x"]
+
+
+def cited(source: str, zh: bool = False, **prov: object) -> str:
+    p = Provenance(**prov)  # type: ignore[arg-type]
+    return Hit(kind="memory", id=3, content="x", score=1.0, date="2026-11-20", source=source, provenance=p).citation(zh=zh)
+
+
+def test_citations_say_where_for_a_person_never_internal_refs() -> None:
+    # What QA saw: [m3 · 2026-11-20 · weekly,m:1] and "· event:3,event:7".
+    weekly = {"refs": ("weekly", "m:1", "m:4", "m:9"), "date_from": "2026-11-02", "date_to": "2026-11-15"}
+    daily = {"refs": ("event:3", "event:7"), "date_from": "2026-11-19", "date_to": "2026-11-19"}
+    said = {"channel": "telegram", "chat_id": "42", "message_ids": ("7",), "refs": ("buf:1", "buf:2")}
+    cases = {
+        ("compression", False, "weekly"): "[m3 · 2026-11-20 · weekly summary of 3 notes, 2026-11-02 to 2026-11-15]",
+        ("compression", True, "weekly"): "[m3 · 2026-11-20 · 每周汇总（3 条记忆，2026-11-02 至 2026-11-15）]",
+        ("compression", False, "daily"): "[m3 · 2026-11-20 · daily summary of 2 conversations, 2026-11-19]",
+        ("compression", True, "daily"): "[m3 · 2026-11-20 · 每日汇总（2 段对话，2026-11-19）]",
+        ("extraction", False, "said"): "[m3 · 2026-11-20 · from a chat on Telegram]",
+        ("extraction", True, "said"): "[m3 · 2026-11-20 · 来自 Telegram 上的对话]",
+        ("manual", False, "feishu"): "[m3 · 2026-11-20 · told by you on Feishu]",
+        ("manual", True, "feishu"): "[m3 · 2026-11-20 · 你在飞书上告诉我的]",
+        ("manual", False, "web"): "[m3 · 2026-11-20 · saved on the memory page]",
+        ("migration", False, "file"): "[m3 · 2026-11-20 · imported from 2026-02-28.md]",
+        ("migration", True, "file"): "[m3 · 2026-11-20 · 从 2026-02-28.md 导入]",
+        ("migration", False, "files"): "[m3 · 2026-11-20 · imported from files]",
+    }
+    provs: dict[str, dict[str, object]] = {
+        "weekly": weekly, "daily": daily, "said": said, "feishu": {"channel": "feishu", "chat_id": "oc_1"},
+        "web": {"channel": "web"}, "file": {"refs": ("alice/memory/2026-02-28.md",)},
+        "files": {"refs": ("a.md", "b.md")},
+    }
+    for (source, zh, p), want in cases.items():
+        got = cited(source, zh, **provs[p])
+        assert got == want, (source, zh, p)
+        for internal in ("m:", "event:", "buf:", "weekly,", "chat 42", "oc_1", "alice/"):
+            assert internal not in got
+    # A Tier 1 entry ("weekly" plus the facts it states) reads as what it is.
+    assert cited("compression", refs=("weekly", "m:5")) == "[m3 · 2026-11-20 · weekly summary of 1 note]"
+    assert cited("compression", refs=("weekly",)) == "[m3 · 2026-11-20 · weekly summary]"
+    assert cited("benchmark") == "[m3 · 2026-11-20]"  # nothing known: no "where" rather than a made-up one
 
 
 def test_at_most_five_hits() -> None:

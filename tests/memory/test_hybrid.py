@@ -250,3 +250,17 @@ async def test_a_forgotten_memorys_vector_leaves_ram_with_it(engine: MemoryEngin
     assert sorted(index._matrices["alice"].ids.tolist()) == [door, tea]
     await SqliteMemory(engine, h).forget("alice", [f"m{door}"])
     assert index._matrices["alice"].ids.tolist() == [tea]
+
+
+async def test_core_memory_the_prompt_shows_is_left_out_of_both_rankings(
+    engine: MemoryEngine, parts: tuple[CachedEmbedder, VectorIndex]
+) -> None:
+    # The entry shares no word with the question: only its vector finds it.
+    entry = (await engine.add(NewMemory(owner="alice", tier=1, content="Alice's automobile is a blue Tesla",
+                                        category=Category.IDENTITY))).id
+    charged, _ = await remember(engine, parts, ("alice", "Alice's vehicle is charged at work"), ("alice", "Alice drinks tea"))
+    h = hybrid(engine, parts)
+    assert entry in [x.id for x in await h.retrieve("alice", "which car do I drive?")]
+    mem = SqliteMemory(engine, h)
+    assert [x.id for x in await mem.recall("alice", "which car do I drive?")] == [charged]
+    assert entry in [x.id for x in await mem.search("alice", "which car do I drive?")]  # the user's search finds it

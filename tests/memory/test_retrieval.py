@@ -311,7 +311,8 @@ async def test_event_hits_carry_provenance_for_citation(engine: MemoryEngine) ->
     assert [h.id for h in hits] == [ev.id]
     h = hits[0]
     assert h.provenance.channel == "telegram" and h.provenance.message_ids == ("m1", "m2")
-    assert h.citation() == f"[e{ev.id} · 2026-02-20 · telegram chat 42]"
+    assert h.citation() == f"[e{ev.id} · 2026-02-20 · summary of a chat on Telegram]"
+    assert h.citation(zh=True) == f"[e{ev.id} · 2026-02-20 · Telegram 上的对话摘要]"
 
 
 async def test_retrieve_returns_at_most_five_within_the_token_budget(engine: MemoryEngine) -> None:

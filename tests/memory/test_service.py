@@ -47,11 +47,12 @@ async def test_group_recall_does_not_bring_the_private_profile_back(engine: Memo
                                         category=Category.CONFIG))
     fact = await engine.add(NewMemory(owner="alice", content="Alice told her team about the Hangzhou offsite plan",
                                       category=Category.DECISION))
-    assert secret.id in {h.id for h in await mem.recall("alice", "what did Alice tell her team?")}
-    for hits in (await mem.recall("alice", "what did Alice tell her team about Hangzhou?", private=False),
-                 await mem.search("alice", "Alice team Hangzhou", private=False)):
-        assert secret.id not in {h.id for h in hits}
-        assert {fact.id, shared.id} <= {h.id for h in hits}
+    assert secret.id in {h.id for h in await mem.search("alice", "Alice team", private=True)}
+    recalled = {h.id for h in await mem.recall("alice", "what did Alice tell her team about Hangzhou?", private=False)}
+    found = {h.id for h in await mem.search("alice", "Alice team Hangzhou", private=False)}
+    assert secret.id not in recalled and secret.id not in found
+    # The shared entry is in the group's own prompt, so recall spends no place on it; search finds it.
+    assert fact.id in recalled and shared.id not in recalled and {fact.id, shared.id} <= found
 
 
 async def test_remember_twice_reinforces_instead_of_duplicating(engine: MemoryEngine) -> None:
@@ -406,3 +407,62 @@ async def test_owner_data_holds_every_row_of_that_owner_and_nothing_else(engine:
     assert data.memories[0].status == "superseded" and data.memories[0].superseded_by == new.id
     assert [e.summary for e in data.events] == ["Alice booked flights"] and data.waiting == 1
     assert (await mem.owner_data("carol")).memories == [] and (await mem.owner_data("carol")).waiting == 0
+
+
+# -- recall leaves out what the prompt's Core Memory already shows ----------
+
+
+async def test_recall_spends_no_place_on_core_memory_the_prompt_shows(engine: MemoryEngine) -> None:
+    mem = SqliteMemory(engine)
+    told = Provenance(channel="telegram", chat_id="42")
+    source = await engine.add(NewMemory(owner="alice", content="Alice drinks a flat white coffee every morning",
+                                        category=Category.IDENTITY, provenance=told))
+    entry = await engine.add(NewMemory(
+        owner="alice", tier=1, content="Alice drinks a flat white coffee every morning", category=Category.IDENTITY,
+        importance=0.9, provenance=Provenance(refs=("weekly", f"m:{source.id}")),
+    ))
+    facts = [
+        "Alice buys her flat white coffee at Blue Bottle on Nanshan Road",
+        "Alice stopped drinking coffee after 6pm",
+        "Alice's espresso machine is a Gaggia Classic",
+        "Alice likes her coffee with oat milk",
+    ]
+    ids = [(await engine.add(NewMemory(owner="alice", content=f, provenance=told))).id for f in facts]
+    assert f"[m{entry.id}]" in await mem.profile("alice")
+    query = "where do I buy my flat white coffee?"
+    # The user's own search still finds the entry: it matches the question.
+    assert entry.id in [h.id for h in await mem.search("alice", query)]
+    hits = await mem.recall("alice", query)
+    assert entry.id not in [h.id for h in hits]
+    assert hits[0].id == ids[0]  # the fact that answers the question ranks first
+    # The entry's place goes to the other facts; its own Tier 2 source stays:
+    # Core Memory carries no date or origin, the source's citation does.
+    assert {h.id for h in hits} == {source.id, *ids}
+    assert all(h.provenance.channel == "telegram" for h in hits)
+
+
+async def test_a_core_memory_entry_the_profile_budget_left_out_can_be_recalled(engine: MemoryEngine) -> None:
+    from memory.engine import PROFILE_ENTRY_CHARS
+
+    mem = SqliteMemory(engine)
+    shown = await engine.add(NewMemory(owner="alice", tier=1, content="Alice paddles a red kayak on West Lake",
+                                       category=Category.IDENTITY, importance=1.0))
+    for i in range(60):  # more than the profile's token budget holds
+        filler = f"Alice's note number {i} about her week. " * 20
+        await engine.add(NewMemory(owner="alice", tier=1, content=filler[:PROFILE_ENTRY_CHARS], importance=0.8))
+    cut = await engine.add(NewMemory(owner="alice", tier=1, content="Alice keeps a spare kayak paddle in the garage",
+                                     category=Category.IDENTITY, importance=0.1))
+    profile = await mem.profile("alice")
+    assert f"[m{shown.id}]" in profile and f"[m{cut.id}]" not in profile
+    assert [h.id for h in await mem.recall("alice", "where is my kayak paddle?")] == [cut.id]
+
+
+async def test_group_recall_leaves_out_the_shared_profile_it_shows(engine: MemoryEngine) -> None:
+    mem = SqliteMemory(engine)
+    shared = await engine.add(NewMemory(owner="_global", tier=1, content="Team standup is at 10:00 in room Lotus",
+                                        category=Category.CONFIG))
+    fact = await engine.add(NewMemory(owner="_global", content="The standup moved online on Fridays"))
+    assert "Lotus" in await mem.profile("alice", private=False)
+    for private in (True, False):  # a private prompt shows the shared profile too
+        assert [h.id for h in await mem.recall("alice", "when is standup?", private=private)] == [fact.id]
+    assert shared.id in [h.id for h in await mem.search("alice", "when is standup?", private=False)]

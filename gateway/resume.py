@@ -1,0 +1,160 @@
+"""Answering, at start, the messages whose turn a stop cut.
+
+The gateway killed (SIGKILL, OOM, power) while the model writes a reply
+leaves the user's message in Tier 0 (written while the model runs,
+gateway/loop.py) and nothing answering it; the platform will not send it
+again (Telegram's offset is confirmed by the next poll, Feishu's event was
+acknowledged). At the next start, :func:`resume_cut_turns` hands each such
+message back to the process loop, as if redelivered (its row is not
+written twice), oldest first.
+
+A cut turn is the last row of its chat's current session (a chat's turns
+run one after another), a user row, with:
+
+* its :class:`TurnContext`, how the loop got it (group or not, addressed
+  or not, its routing). Rows without one are not answered: written before
+  it was kept, a scheduled job's (the scheduler runs those again), or a
+  message whose pictures, files or quoted message Tier 0 does not keep
+  (answering the words alone would answer something else);
+* a platform message id (one the gateway made up answers nothing);
+* memory allowed to learn from it: an incognito turn is not answered
+  again (the user turned the bot's attention away; not picked up later);
+* no reply to it waiting in the outbox (that goes out from there, once);
+* written within ``gateway.resumeWithinMinutes``: an older one gets
+  nothing, logged.
+
+Not answered because never stored: commands (kept out of Tier 0; a cut
+``/forget all`` is not run again unasked), messages over the rate limit
+(the user was told), group messages not addressed to the bot, stickers.
+A superseded turn's rows are erased before the turn that took it in
+starts, and a recalled message's row is erased with it.
+
+The reply's own row is written before the reply is sent (gateway/loop.py),
+so a reply that went out is never answered again; the cost is the other
+way round: a stop after the row is written but before the send finishes
+loses that reply (the row says answered), as a stop always lost a reply
+still queued. Once sent, a second answer would be worse than none.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any, Protocol
+
+import structlog
+
+from memory.clock import format_ts, parse_ts
+
+from .bus import MESSAGE, ROUTING_KEYS, InboundMessage
+from .outbox import Outbox
+from .sessions import SessionStore, StoredMessage
+
+__all__ = ["Resumed", "TurnContext", "resume_cut_turns"]
+
+log = structlog.get_logger(component="gateway")
+
+# Rows older than the window are still looked at (and logged as skipped) this far back.
+_LOOK_BACK = timedelta(days=1)
+
+
+@dataclass(frozen=True)
+class TurnContext:
+    """What the loop knew of a message beyond its words and sender."""
+
+    is_group: bool = False
+    mentioned: bool = False
+    reply_to_bot: bool = False
+    sender_name: str = ""
+    routing: Mapping[str, Any] = field(default_factory=dict)  # bus.ROUTING_KEYS (a forum topic)
+    locale: str = ""
+
+    @classmethod
+    def of(cls, msg: InboundMessage) -> TurnContext | None:
+        """None for a message Tier 0 does not keep whole: its pictures,
+        files or the message it quotes went to the model with it only."""
+        if msg.kind != MESSAGE or msg.images or msg.documents or msg.quoted is not None:
+            return None
+        return cls(
+            is_group=msg.is_group, mentioned=msg.mentioned, reply_to_bot=msg.reply_to_bot,
+            sender_name=msg.sender_name, routing={k: msg.metadata[k] for k in ROUTING_KEYS if k in msg.metadata},
+            locale=msg.locale,
+        )
+
+    def dumps(self) -> str:
+        return json.dumps({"g": self.is_group, "m": self.mentioned, "r": self.reply_to_bot, "n": self.sender_name,
+                           "k": dict(self.routing), "l": self.locale}, ensure_ascii=False)
+
+    @classmethod
+    def loads(cls, text: str) -> TurnContext | None:
+        """None for "" (not kept) or anything unreadable."""
+        try:
+            d = json.loads(text) if text else None
+        except ValueError:
+            return None
+        if not isinstance(d, dict):
+            return None
+        routing = d.get("k")
+        return cls(is_group=bool(d.get("g")), mentioned=bool(d.get("m")), reply_to_bot=bool(d.get("r")),
+                   sender_name=str(d.get("n") or ""), routing=routing if isinstance(routing, dict) else {},
+                   locale=str(d.get("l") or ""))
+
+    def message(self, row: StoredMessage) -> InboundMessage:
+        """``row`` as the loop first got it (its words as Tier 0 keeps them)."""
+        return InboundMessage(
+            channel=row.channel, chat_id=row.chat_id, sender_id=row.sender_id, text=row.content,
+            message_id=row.message_id, timestamp=parse_ts(row.created_at), is_group=self.is_group,
+            mentioned=self.mentioned, reply_to_bot=self.reply_to_bot, sender_name=self.sender_name,
+            metadata=dict(self.routing), locale=self.locale,
+        )
+
+
+class Resumer(Protocol):
+    def resume(self, msg: InboundMessage, row: StoredMessage) -> None: ...
+
+
+@dataclass(frozen=True)
+class Resumed:
+    answered: list[StoredMessage]  # handed to the loop, oldest first
+    skipped: list[tuple[StoredMessage, str]]  # with why
+
+
+async def resume_cut_turns(
+    loop: Resumer, sessions: SessionStore, outbox: Outbox, *, now: datetime, within: timedelta
+) -> Resumed:
+    """Hand the turns a stop cut within ``within`` of ``now`` back to
+    ``loop`` (see the module docstring); logs each one skipped, with its
+    chat, id, age and why, never its words."""
+    done = Resumed([], [])
+    if within <= timedelta(0):
+        return done
+    since = now - max(within, _LOOK_BACK)
+    for row in await sessions.unanswered_last(format_ts(since)):
+        context = TurnContext.loads(row.context)
+        age = now - parse_ts(row.created_at)
+        why = ""
+        if context is None:
+            why = "not kept whole (a job's, a picture's, a file's, a quote's, or from before)"
+        elif not row.message_id or row.message_id.startswith("g-"):
+            why = "no platform message id"
+        elif not row.learn:
+            why = "incognito"
+        elif age > within:
+            why = "older than gateway.resumeWithinMinutes"
+        elif context.is_group and not (context.mentioned or context.reply_to_bot):
+            why = "a group message not addressed to the bot"
+        elif await outbox.answering(row.channel, row.chat_id, row.message_id):
+            why = "its reply waits in the outbox"
+        if why:
+            done.skipped.append((row, why))
+            log.info("message a stop left unanswered: not answered now", reason=why, channel=row.channel,
+                     chat_id=row.chat_id, message_id=row.message_id, age_s=round(age.total_seconds()))
+            continue
+        assert context is not None
+        done.answered.append(row)
+        log.warning("answering a message a stop left unanswered", channel=row.channel, chat_id=row.chat_id,
+                    message_id=row.message_id, age_s=round(age.total_seconds()))
+        loop.resume(context.message(row), row)
+    return done

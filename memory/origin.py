@@ -1,0 +1,106 @@
+"""Where a memory came from, in words for a person (the "where" of a
+citation, :meth:`memory.types.Hit.citation`).
+
+The model reads a citation and may repeat it to the user, so it names a
+place and a kind of record the user knows ("from a chat on Telegram",
+"weekly summary of 3 notes", "imported from MEMORY.md"), never our
+internal refs (``buf:12``, ``event:3``, ``m:7``) or a chat's numeric id.
+English, or Chinese for a chat held in Chinese.
+"""
+
+from __future__ import annotations
+
+from pathlib import PurePosixPath
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # types.py imports this module
+    from .types import Provenance
+
+__all__ = ["origin"]
+
+# channel -> (English place, Chinese place): "on Telegram", "Telegram 上"
+_PLACES: dict[str, tuple[str, str]] = {
+    "telegram": ("on Telegram", "Telegram 上"),
+    "feishu": ("on Feishu", "飞书上"),
+    "terminal": ("in the terminal", "终端里"),
+}
+
+
+def _place(channel: str, zh: bool) -> str:
+    en, cn = _PLACES.get(channel, (f"on {channel}", f"{channel} 上"))
+    return cn if zh else en
+
+
+def _zh(*parts: str) -> str:
+    """Chinese words joined, with a space where they meet Latin letters or
+    digits ("来自 Telegram 上的对话")."""
+    out = ""
+    for p in parts:
+        if out and p and (out[-1].isascii() != p[0].isascii()) and (out[-1].isalnum() and p[0].isalnum()):
+            out += " "
+        out += p
+    return out
+
+
+def _span(p: Provenance, zh: bool) -> str:
+    """", 2026-11-02 to 2026-11-15" (or one day) when the provenance says
+    when the summarised records were written: a summary's own date is the
+    day the job ran."""
+    a, b = p.date_from[:10], p.date_to[:10]
+    if not a:
+        return ""
+    if not b or b == a:
+        return f"，{a}" if zh else f", {a}"
+    return f"，{a} 至 {b}" if zh else f", {a} to {b}"
+
+
+def _count(n: int, one: str, many: str) -> str:
+    return f"{n} {one if n == 1 else many}"
+
+
+def origin(source: str, p: Provenance, *, zh: bool = False) -> str:
+    """``source`` (a :class:`~memory.types.Source` value, ``"event"`` for a
+    daily event, ``"file"`` for the file store) and provenance ``p`` as
+    words: '' when nothing is known."""
+    ch = p.channel
+    if source == "manual":
+        if ch == "web":
+            return "在记忆管理页保存" if zh else "saved on the memory page"
+        if ch == "cli":
+            return "由管理员添加" if zh else "added by the operator"
+        if ch:
+            return _zh("你在", _place(ch, zh), "告诉我的") if zh else f"told by you {_place(ch, zh)}"
+        return "你告诉我的" if zh else "told by you"
+    if source == "event":
+        if ch:
+            return _zh(_place(ch, zh), "的对话摘要") if zh else f"summary of a chat {_place(ch, zh)}"
+        return "对话摘要" if zh else "summary of a conversation"
+    if source in ("migration", "file"):
+        files = [r for r in p.refs if r]
+        # The file is the user's own notes: its name says where to look.
+        name = PurePosixPath(files[0].removeprefix("shared ")).name if len(files) == 1 else ""
+        if source == "file":
+            if name and files[0].startswith("shared "):  # the file store's shared MEMORY.md
+                return _zh("记在共享的", name) if zh else f"noted in the shared {name}"
+            if name:
+                return _zh("记在", name) if zh else f"noted in {name}"
+            return "记在笔记里" if zh else "noted in files"
+        if name:
+            return _zh("从", name, "导入") if zh else f"imported from {name}"
+        return "从文件导入" if zh else "imported from files"
+    if ch:  # extraction, or anything else said in a chat
+        return _zh("来自", _place(ch, zh), "的对话") if zh else f"from a chat {_place(ch, zh)}"
+    if source == "compression":
+        notes = sum(1 for r in p.refs if r.startswith("m:"))
+        days = sum(1 for r in p.refs if r.startswith("event:"))
+        if notes or "weekly" in p.refs:
+            if zh:
+                return f"每周汇总（{notes} 条记忆{_span(p, zh)}）" if notes else "每周汇总"
+            return f"weekly summary of {_count(notes, 'note', 'notes')}{_span(p, zh)}" if notes else "weekly summary"
+        if zh:
+            return f"每日汇总（{days} 段对话{_span(p, zh)}）" if days else f"每日汇总{_span(p, zh)}"
+        what = f" of {_count(days, 'conversation', 'conversations')}" if days else ""
+        return f"daily summary{what}{_span(p, zh)}"
+    if source == "extraction":
+        return "来自对话" if zh else "from a chat"
+    return ""

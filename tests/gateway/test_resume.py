@@ -1,0 +1,64 @@
+"""gateway/resume.py's parts: what a Tier 0 row keeps of how its message
+was to be answered, and the loop writing a reply's row before sending it."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+from gateway.bus import Image, InboundMessage, OutboundMessage
+from gateway.resume import TurnContext
+from gateway.sessions import StoredMessage
+from memory import ManualClock
+from tests.fakes.openai_server import FakeOpenAI
+
+from .conftest import make_rig
+
+
+def test_a_group_message_in_a_topic_is_answered_again_the_same_way() -> None:
+    msg = InboundMessage(channel="telegram", chat_id="-100", sender_id="7", text="@bot when?", message_id="55",
+                         is_group=True, mentioned=True, sender_name="Ann", metadata={"message_thread_id": 9, "x": 1},
+                         locale="de")
+    context = TurnContext.of(msg)
+    assert context is not None
+    again = TurnContext.loads(context.dumps())
+    assert again == context
+    row = StoredMessage(3, 1, "telegram", "-100", "user", "@bot when?", "tg:7", "7", "55",
+                        "2026-03-01T10:00:00Z", False, True, context.dumps())
+    out = again.message(row)
+    # Only the routing keys come back: the rest of the metadata was the channel's own.
+    assert (out.is_group, out.mentioned, out.reply_to_bot, out.sender_name, out.metadata, out.locale) == (
+        True, True, False, "Ann", {"message_thread_id": 9}, "de")
+    assert (out.chat_id, out.sender_id, out.message_id, out.text) == ("-100", "7", "55", "@bot when?")
+
+
+def test_a_message_whose_picture_tier0_does_not_keep_has_no_context() -> None:
+    msg = InboundMessage(channel="telegram", chat_id="1", sender_id="1", text="what is this?",
+                         images=(Image(data=b"\x89PNG", mime="image/png"),))
+    assert TurnContext.of(msg) is None
+    assert TurnContext.loads("") is None and TurnContext.loads("not json") is None and TurnContext.loads("[1]") is None
+
+
+async def test_the_reply_row_is_written_before_the_reply_goes_out(
+    tmp_path: Path, clock: ManualClock, fake_llm: FakeOpenAI
+) -> None:
+    """A stop just after the send must not leave the message looking
+    unanswered, or the next start would answer it a second time."""
+    fake_llm.queue_reply("Thursday, as planned.")
+    async with make_rig(tmp_path, clock, fake_llm) as rig:
+        seen: list[list[tuple[str, str, str]]] = []
+        publish = rig.bus.publish_outbound
+
+        async def publish_and_look(out: OutboundMessage) -> None:
+            # What the file holds the moment the reply is handed on to be sent.
+            with sqlite3.connect(tmp_path / "gateway.db") as db:
+                seen.append(db.execute("SELECT role, message_id, content FROM session_messages ORDER BY id").fetchall())
+            await publish(out)
+
+        rig.bus.publish_outbound = publish_and_look
+        msg = await rig.send("is the launch on Thursday?")
+        out = await rig.reply()
+        assert out.text == "Thursday, as planned."
+        assert seen == [[("user", msg.message_id, "is the launch on Thursday?"),
+                         ("assistant", msg.message_id, "Thursday, as planned.")]]
+        await rig.settle()

@@ -1,0 +1,163 @@
+"""A message whose turn a stop cut is answered after the restart
+(gateway/resume.py), end to end: the model holds its answer, the gateway
+stops without draining (``close(timeout=0)``: the turn is cancelled, as a
+crash ends it; the platform is told it has the message, as the next poll
+or the webhook's answer tells it), and a new ``App`` on the same home
+answers it once, from the same Tier 0 row."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import sqlite3
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+from gateway.app import App
+from memory import ManualClock
+from tests.fakes.feishu_server import FakeFeishu
+from tests.fakes.openai_server import FakeOpenAI, Reply, said
+from tests.fakes.telegram_server import FakeTelegram
+
+from .test_e2e_feishu import _app, feishu  # noqa: F401 (a fixture)
+from .test_e2e_feishu_outbox import ALICE, Gateway, until
+from .test_quoted_e2e import _telegram
+
+KEY = "sk-resume-e2e-0123456789"
+
+
+def _history(home: Path) -> list[tuple[str, str, str]]:
+    """(role, message id, words) of every Tier 0 row, in order."""
+    with sqlite3.connect(home / "data" / "gateway.db") as db:
+        return [(r, m, c) for r, m, c in db.execute("SELECT role, message_id, content FROM session_messages ORDER BY id")]
+
+
+def _echo(body: dict[str, object]) -> Reply:
+    return Reply(content="re: " + said(body))  # type: ignore[arg-type]
+
+
+@contextlib.asynccontextmanager
+async def _telegram_app(home: Path, clock: ManualClock, llm: FakeOpenAI, tg: FakeTelegram) -> AsyncIterator[App]:
+    """A gateway on ``home``, started; stopped as a crash stops it unless the block stopped it."""
+    app = _app(home, clock, llm, {"telegram": _telegram(tg)})
+    try:
+        await app.open()
+        await asyncio.wait_for(app.start(), 15)
+        yield app
+    finally:
+        await asyncio.wait_for(app.close(timeout=0.0), 30)
+
+
+async def _crash(app: App) -> None:
+    """Stop with no drain: the turn under way is cancelled, its reply never comes."""
+    await asyncio.wait_for(app.close(timeout=0.0), 30)
+
+
+async def _quiet(app: App) -> None:
+    """Every message handed to the loop answered, every reply sent."""
+    assert app.loop is not None and await app.loop.drain(10)
+    for name in app.channels:
+        await asyncio.wait_for(app.bus.outbound_queue(name).join(), 10)
+
+
+async def test_a_telegram_message_cut_by_a_crash_is_answered_once_after_the_restart(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    async with FakeOpenAI(api_key=KEY, responder=_echo) as llm, FakeTelegram() as tg:
+        async with _telegram_app(tmp_path, clock, llm, tg) as app:
+            llm.queue_hold("never sent")
+            tg.push_text(42, 42, "is the launch still on Thursday?")
+            await until(lambda: len(llm.requests) == 1, timeout=15)
+            await _crash(app)
+        assert tg.sent == []
+        [(role, mid, words)] = _history(tmp_path)
+        assert role == "user" and words == "is the launch still on Thursday?"
+
+        clock.advance(60)
+        async with _telegram_app(tmp_path, clock, llm, tg) as again:
+            [reply] = await tg.wait_sent(1, timeout=15)
+            await _quiet(again)
+            assert again.resumed is not None and [r.message_id for r in again.resumed.answered] == [mid]
+        assert reply.chat_id == 42 and reply.text == "re: is the launch still on Thursday?"
+        # Asked once: the stored row is the question, not also in the history before it.
+        prompt = llm.requests[1]["messages"]
+        assert sum("launch still on Thursday" in str(m["content"]) for m in prompt) == 1
+        assert _history(tmp_path) == [("user", mid, "is the launch still on Thursday?"),
+                                      ("assistant", mid, "re: is the launch still on Thursday?")]
+
+        # Answered now: the next start leaves it alone.
+        async with _telegram_app(tmp_path, clock, llm, tg) as third:
+            await _quiet(third)
+            assert third.resumed is not None and third.resumed.answered == []
+        assert len(tg.sent) == 1 and len(llm.requests) == 2 and len(_history(tmp_path)) == 2
+
+
+async def test_a_message_older_than_the_window_gets_nothing(tmp_path: Path, clock: ManualClock) -> None:
+    async with FakeOpenAI(api_key=KEY, responder=_echo) as llm, FakeTelegram() as tg:
+        async with _telegram_app(tmp_path, clock, llm, tg) as app:
+            llm.queue_hold()
+            tg.push_text(42, 42, "are you there?")
+            await until(lambda: len(llm.requests) == 1, timeout=15)
+            await _crash(app)
+        clock.advance(11 * 60)  # gateway.resumeWithinMinutes is 10 by default
+        async with _telegram_app(tmp_path, clock, llm, tg) as again:
+            await _quiet(again)
+            assert again.resumed is not None and again.resumed.answered == []
+            [(row, why)] = again.resumed.skipped
+            assert row.content == "are you there?" and why == "older than gateway.resumeWithinMinutes"
+        assert tg.sent == [] and len(llm.requests) == 1
+        assert [r[0] for r in _history(tmp_path)] == ["user"]
+
+
+async def test_a_feishu_message_cut_by_a_crash_is_answered_once_after_the_restart(
+    tmp_path: Path, clock: ManualClock, feishu: FakeFeishu
+) -> None:
+    async with FakeOpenAI(api_key=KEY, responder=_echo) as llm:
+        g = Gateway(tmp_path, clock, feishu, llm)
+        try:
+            await g.start()
+            llm.queue_hold()
+            event = feishu.message_event("what did we decide about pricing?", chat_id="oc_alice", open_id=ALICE)
+            await g.push(event)  # acknowledged: Feishu will not send it again
+            await until(lambda: len(llm.requests) == 1, timeout=15)
+            await g.stop(timeout=0.0)
+            assert feishu.sent == []
+            app = await g.start()
+            await until(lambda: len(feishu.sent) == 1, timeout=15)
+            await g.settled()
+            assert app.resumed is not None and len(app.resumed.answered) == 1
+        finally:
+            await g.stop()
+        mid = event["event"]["message"]["message_id"]
+        assert [m["text"] for m in feishu.visible()] == ["re: what did we decide about pricing?"]
+        assert _history(tmp_path) == [("user", mid, "what did we decide about pricing?"),
+                                      ("assistant", mid, "re: what did we decide about pricing?")]
+
+
+async def test_a_reply_waiting_in_the_outbox_goes_out_once_not_answered_again(
+    tmp_path: Path, clock: ManualClock, feishu: FakeFeishu
+) -> None:
+    """The reply was written but could not go out (Feishu down), then the
+    gateway died. Its row is gone too, as a build that wrote it after the
+    send could leave it: the outbox row alone says the message is answered."""
+    async with FakeOpenAI(api_key=KEY, responder=_echo) as llm:
+        g = Gateway(tmp_path, clock, feishu, llm)
+        try:
+            await g.start()
+            feishu.fail_next(1, "internal error", status=500)  # Feishu down for the reply (sent once, kept)
+            await g.push(feishu.message_event("when is the review?", chat_id="oc_alice", open_id=ALICE))
+            await g.settled()
+            assert [t for _, t in await g.waiting()] == ["re: when is the review?"]
+            await g.stop(timeout=0.0)
+            with sqlite3.connect(tmp_path / "data" / "gateway.db") as db:
+                db.execute("DELETE FROM session_messages WHERE role = 'assistant'")
+            app = await g.start()
+            await until(lambda: len(feishu.sent) == 1, timeout=15)
+            await g.settled()
+            assert app.resumed is not None and app.resumed.answered == []
+            assert [why for _, why in app.resumed.skipped] == ["its reply waits in the outbox"]
+            assert app.delivery is not None and await app.delivery.sweep() is None
+        finally:
+            await g.stop()
+        assert [m["text"] for m in feishu.visible()] == ["re: when is the review?"]
+        assert len(llm.requests) == 1
