@@ -49,7 +49,7 @@ from .bus import (
 from .commands import COMMANDS, UserCommands
 from .drafts import Drafts
 from .export import mostly_chinese
-from .prompt import QUOTE_CHARS, PromptBuilder
+from .prompt import QUOTE_CHARS, PromptBuilder, Speaker, speaker_labels
 from .ratelimit import RateLimiter, limited_note
 from .recent_files import RecentFiles
 from .resume import TurnContext
@@ -228,6 +228,16 @@ class LoopStats:
 class JobFailed(Exception):
     """A scheduled job's model call failed and it had no fallback: nothing
     was sent, and nothing of it is in Tier 0 (the scheduler tries again)."""
+
+
+class TurnNotSaved(Exception):
+    """The user's message could not be written to Tier 0 (gateway.db's write
+    lock held by another process past the wait): the answer was made but is
+    not sent, as nothing would remember it; the user is told to try again."""
+
+
+_NOT_SAVED = "Sorry, I could not save your message (my storage was busy), so my answer was not sent. Please try again."
+_NOT_SAVED_ZH = "抱歉，你的消息没能保存（存储正忙），所以我的回答没有发出。请再试一次。"
 
 
 @dataclass(frozen=True)
@@ -426,7 +436,7 @@ class ProcessLoop:
                     ):
                         await self._apologise(
                             item.msg, item.user or self.identities.resolve(item.msg.channel, item.msg.sender_id),
-                            item.drafts,
+                            item.drafts, exc,
                         )
                 finally:
                     if item.counted:
@@ -545,8 +555,13 @@ class ProcessLoop:
             message_text=msg.history_text,
             tz=tz,
         )
+        # A group member's message (not a scheduled job's prompt): every user
+        # turn is marked with who said it, and the rules name whose memories
+        # were recalled. A private chat's prompt is left as it was.
+        speaker = Speaker(msg.sender_id, msg.sender_name) if msg.is_group and item.user is None else None
+        asker = "" if speaker is None else speaker_labels(history, speaker)[speaker.sender_id]
         system = await self.prompts.system_prompt(user, private=private, tools=bool(self.agent.tools_for(ctx)), tz=tz,
-                                                  incognito=quiet)
+                                                  incognito=quiet, asker=asker)
         # A photo or file goes to the model with its message only; the
         # history, and memory from it, keep its placeholder (msg.history_text),
         # never its bytes: what it showed is learnt from the reply, which
@@ -555,6 +570,7 @@ class ProcessLoop:
         block = self.prompts.memory_block(hits, zh=notes_in_chinese(msg))
         messages = self.prompts.messages(
             system, history, msg.history_text, block, self.prompts.time_of_day(tz), msg.images, msg.quoted, msg.documents,
+            speaker,
         )
         # The user's message goes to Tier 0 while the LLM runs (the write is
         # queued to SQLite before the request leaves), and is durable before
@@ -577,7 +593,8 @@ class ProcessLoop:
             context = TurnContext.of(msg)  # for answering it at the next start, should a stop cut this turn
             user_write = self._save(msg, "user", msg.history_text, user, sender_id=msg.sender_id,
                                     message_id=msg.message_id, buffered=quiet,
-                                    context=context.dumps() if context is not None else "")
+                                    context=context.dumps() if context is not None else "",
+                                    sender_name=msg.sender_name if speaker is not None else "")
         # A scheduled job's reply is not waited for by anyone watching: whole.
         drafts = item.drafts = None if job or self.stream_delay is None else Drafts(
             self.bus, msg, owner=user, delay=self.stream_delay, interval=self.stream_interval,
@@ -606,7 +623,10 @@ class ProcessLoop:
             user_write = self._save(msg, "user", msg.text, user, sender_id="cron", message_id=msg.message_id,
                                     buffered=True)
             await asyncio.wait([user_write])
-        user_row = user_write.result()  # a failed write fails the message (apology), as before
+        try:
+            user_row = user_write.result()  # a failed write fails the message: not sent, the user told why
+        except Exception as exc:
+            raise TurnNotSaved(repr(exc)) from exc
         # A turn in which memory was erased at the user's request is not
         # learnt from either: its rows were to be buffered after the erasure
         # (which dropped the buffered lines repeating the fact), and the
@@ -687,6 +707,7 @@ class ProcessLoop:
         message_id: str,
         buffered: bool = False,
         context: str = "",
+        sender_name: str = "",
     ) -> asyncio.Task[StoredMessage]:
         """Append a row to the chat's Tier 0 in a task of its own (see _handle
         for when it is awaited); ``buffered``: not for memory, written as handled."""
@@ -703,6 +724,7 @@ class ProcessLoop:
                 message_id=message_id,
                 buffered=buffered,
                 context=context,
+                sender_name=sender_name,
             ),
             name=f"tier0:{key}",
         )
@@ -790,9 +812,15 @@ class ProcessLoop:
         await self.bus.publish_outbound(drafts.reply(out) if drafts is not None else out)
         self.stats.replied += 1
 
-    async def _apologise(self, msg: InboundMessage, owner: str, drafts: Drafts | None = None) -> None:
+    async def _apologise(
+        self, msg: InboundMessage, owner: str, drafts: Drafts | None = None, exc: BaseException | None = None
+    ) -> None:
+        if isinstance(exc, TurnNotSaved):  # the answer was made: say what failed, not that it was not
+            text = _NOT_SAVED_ZH if notes_in_chinese(msg) else _NOT_SAVED
+        else:
+            text = apology(msg.text)
         try:
-            await self._reply(msg, apology(msg.text), owner, drafts=drafts)
+            await self._reply(msg, text, owner, drafts=drafts)
         except Exception as exc:  # the bus itself is gone; nothing more to do
             log.error("could not send the apology", chat=msg.session_key, error=repr(exc))
 

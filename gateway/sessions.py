@@ -268,6 +268,16 @@ async def _m012_message_context(conn: aiosqlite.Connection) -> None:
         await conn.execute("ALTER TABLE session_messages ADD COLUMN context TEXT NOT NULL DEFAULT ''")
 
 
+async def _m013_sender_names(conn: aiosqlite.Connection) -> None:
+    # Who said a group chat's line, by the name the platform gave them then:
+    # the prompt labels each member's turns with it (gateway/prompt.py), so
+    # the words themselves stay the user's own (an edit or recall still
+    # finds them). Erased with the row.
+    cols = {str(r[1]) for r in await conn.execute_fetchall("PRAGMA table_info(session_messages)")}
+    if "sender_name" not in cols:
+        await run_script(conn, "ALTER TABLE session_messages ADD COLUMN sender_name TEXT NOT NULL DEFAULT '';")
+
+
 MIGRATIONS: list[Migration] = [
     _m001_sessions,
     _m002_message_ids,
@@ -281,6 +291,7 @@ MIGRATIONS: list[Migration] = [
     _m010_burst_comments,
     _m011_recent_files,
     _m012_message_context,
+    _m013_sender_names,
 ]
 
 
@@ -302,6 +313,7 @@ class StoredMessage:
     buffered: bool
     learn: bool = True  # False: a turn memory must never learn from (buffered = 2)
     context: str = ""  # a user message's TurnContext (gateway/resume.py), JSON; "" when not kept
+    sender_name: str = ""  # the sender's display name when it was said; "" when unknown
 
     def turn(self) -> Turn:
         return Turn(
@@ -317,13 +329,13 @@ class StoredMessage:
 
 
 _SELECT = """SELECT m.id, m.session_id, s.channel, s.chat_id, m.role, m.content, m.owner, m.sender_id, m.message_id,
-                    m.created_at, m.buffered, m.context
+                    m.created_at, m.buffered, m.context, m.sender_name
              FROM session_messages m JOIN sessions s ON s.id = m.session_id"""
 _INSERT_HEAD = (
     "INSERT INTO session_messages (session_id, role, content, owner, sender_id, message_id, created_at, buffered, "
-    "context)"
+    "context, sender_name)"
 )
-_INSERT_MESSAGE = f"{_INSERT_HEAD} VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+_INSERT_MESSAGE = f"{_INSERT_HEAD} VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 
 
 CACHE_ROWS = 2048
@@ -344,7 +356,7 @@ def _rows(rows: Iterable[Sequence[Any]]) -> list[StoredMessage]:
     return [
         StoredMessage(
             r[0], r[1], one(r[2], r[2]), one(r[3], r[3]), one(r[4], r[4]), r[5],
-            one(r[6], r[6]), one(r[7], r[7]), r[8], r[9], bool(r[10]), r[10] != 2, r[11],
+            one(r[6], r[6]), one(r[7], r[7]), r[8], r[9], bool(r[10]), r[10] != 2, r[11], one(r[12], r[12]),
         )
         for r in rows
     ]
@@ -373,7 +385,7 @@ class SessionStore:
         self._unpruned: dict[str, int] = {}
         # Group commit (memory/batch.py): concurrent chats' appends and
         # marks are one statement per round trip to the writer thread.
-        self._inserts = RowBatcher(db, insert_statement(_INSERT_HEAD, 9, returning="id"), 9, returning=True)
+        self._inserts = RowBatcher(db, insert_statement(_INSERT_HEAD, 10, returning="id"), 10, returning=True)
         self._marks = RowBatcher(
             db, lambda n: f"UPDATE session_messages SET buffered = 1 WHERE buffered = 0 AND id IN ({','.join('?' * n)})", 1
         )
@@ -432,6 +444,7 @@ class SessionStore:
         message_id: str = "",
         buffered: bool = False,
         context: str = "",
+        sender_name: str = "",
     ) -> StoredMessage:
         """Add a message (``buffered = 0``) to the chat's current session.
 
@@ -443,12 +456,12 @@ class SessionStore:
         ``context``: how a user's message was to be answered (gateway/resume.py)."""
         message_id = message_id or f"g-{secrets.token_hex(8)}"
         now = format_ts(self.clock.now())
+        values = (role, content, owner, sender_id, message_id, now, 2 if buffered else 0, context, sender_name)
         sid = await self.current(key)
         if sid is not None:
             # The common case: one row of a multi-row INSERT shared with the
             # other chats writing now (no BEGIN/COMMIT holding the lock).
-            (mid,) = await self._inserts.write([(sid, role, content, owner, sender_id, message_id, now, 2 if buffered else 0,
-                                                    context)])
+            (mid,) = await self._inserts.write([(sid, *values)])
         else:
             # A chat's first message: its session, then the message, each one
             # statement (no transaction holding the writer lock across round
@@ -462,13 +475,11 @@ class SessionStore:
                 self._current.pop(key, None)
                 sid = await self.current(key) or 0
             self._current[key] = sid
-            mid, _ = await self.db.write(
-                _INSERT_MESSAGE, (sid, role, content, owner, sender_id, message_id, now, 2 if buffered else 0, context)
-            )
+            mid, _ = await self.db.write(_INSERT_MESSAGE, (sid, *values))
         self._appends += 1
         row = StoredMessage(
             mid, sid, channel, chat_id, role, content, owner, sender_id, message_id, now, buffered, not buffered,
-            context,
+            context, sender_name,
         )
         cached = self._windows.get(key)
         if cached is not None:

@@ -438,6 +438,10 @@ class FeishuChannel(BaseChannel):
         images = parsed.image_keys[:MAX_IMAGES] if self.max_image_bytes is not None else ()
         audio = parsed.audio_key if self.max_audio_bytes is not None else ""
         file_key = parsed.file_key if self.max_document_bytes is not None else ""
+        # A group member's message to the bot: the model is told who said it
+        # (gateway/prompt.py); an event carries the sender's open_id only.
+        named = msg.is_group and (msg.mentioned or msg.reply_to_bot) and bool(msg.sender_id) \
+            and self.is_allowed(msg.sender_id, *ids)
 
         async def fetch() -> list[Image]:
             return [await self._download(msg.message_id, key) for key in images]
@@ -455,6 +459,12 @@ class FeishuChannel(BaseChannel):
                 self.log.info("recalled feishu message not taken", chat_id=message.chat_id,
                               message_id=message.message_id)
                 return
+            if named:
+                try:
+                    found = await self._unless_cut(self.names.of([message.sender_id]))
+                except _CutShort:
+                    found = {}  # a label will do
+                message = dataclasses.replace(message, sender_name=found.get(message.sender_id, ""))
             if quote:
                 message = dataclasses.replace(message, quoted=await self._quoted(parent, asker=message.sender_id))
             if images:
@@ -470,7 +480,8 @@ class FeishuChannel(BaseChannel):
             else:
                 await self.publish(message, *ids)
 
-        return msg.chat_id, job, bool(quote or images or audio or file_key or parsed.record)
+        slow = quote or images or audio or file_key or parsed.record or (named and not self.names.settled(msg.sender_id))
+        return msg.chat_id, job, bool(slow)
 
     async def _publish_record(self, msg: InboundMessage, ids: tuple[str, ...]) -> None:
         """A chat record with its messages read (records.py), by the rules of

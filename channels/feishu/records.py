@@ -215,6 +215,12 @@ class Names:
         self._log = structlog.get_logger(channel="feishu")
         self.lookups = 0  # asked of Feishu, for tests and debug output
 
+    def settled(self, open_id: str) -> bool:
+        """Whether asking for ``open_id``'s name now would not wait on
+        Feishu: found before, out of the app's range, or the permission is off."""
+        off = self._off_until is not None and self._clock() < self._off_until
+        return off or open_id in self._names or open_id in self._missing
+
     async def of(self, open_ids: Sequence[str]) -> dict[str, str]:
         """The names known of ``open_ids`` (missing ones left out), looking
         up those not known yet within the timeout."""

@@ -96,15 +96,21 @@ _QUOTED = re.compile(r"^<quoted from=\"[^\"]*\">\n.*?\n</quoted>\n\(Above: [^\n]
 _FILE = re.compile(r'<file name="[^"\n]*"(?: pages="\d+")?>\n.*?\n</file>\n\(Above: the [^\n]*\)\n\n', re.DOTALL)
 
 
+_SAID = re.compile(r'<said by="[^"\n]*">\n(.*)\n</said>', re.DOTALL)
+
+
 def split_user_content(content: str) -> tuple[str, str]:
     """The gateway's latest user message (gateway/prompt.py ``user_content``)
     as (its <memories> block or "", the user's own words); the time put
-    first, a quoted message and the files sent are left out."""
+    first, a quoted message and the files sent are left out, and in a group
+    the ``<said by="...">`` mark around the words."""
     content = _TIME.sub("", content, count=1)
     block = ""
     if content.startswith("<memories>\n") and "</memories>\n\n" in content:
         block, content = content.split("</memories>\n\n", 1)
-    return block, _FILE.sub("", _QUOTED.sub("", content, count=1))
+    words = _FILE.sub("", _QUOTED.sub("", content, count=1))
+    said_by = _SAID.fullmatch(words)  # a group member's words, marked with who said them
+    return block, said_by.group(1) if said_by else words
 
 
 def text_of(content: Any) -> str:

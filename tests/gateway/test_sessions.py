@@ -279,3 +279,13 @@ async def test_erasing_a_message_takes_its_reply_and_nothing_of_anyone_else(tmp_
         assert [r[0] for r in rows] == ["bob was here", "re: bob was here", "a later message", "re: a later message"]
         await store.db.checkpoint()
     assert on_disk(tmp_path, "hunter2") == 0
+
+
+async def test_a_sender_name_is_kept_beside_the_words_across_a_restart(tmp_path: Path, clock: ManualClock) -> None:
+    async with await SessionStore.open(tmp_path / "g.db", clock) as store:
+        row = await store.append("telegram:-1", channel="telegram", chat_id="-1", role="user", content="hi",
+                                 owner="telegram:7", sender_id="7", sender_name="Alice")
+        assert (row.content, row.sender_name) == ("hi", "Alice")
+    async with await SessionStore.open(tmp_path / "g.db", clock) as store:
+        [again] = await store.window("telegram:-1")
+        assert (again.content, again.sender_name) == ("hi", "Alice")

@@ -1,0 +1,36 @@
+"""A message whose turn cannot be saved (gateway.db's write lock held by
+another process past the wait) is not answered as if the model failed: the
+user is told it could not be saved, in their language, and to try again."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+from gateway.loop import _NOT_SAVED, _NOT_SAVED_ZH
+from memory import ManualClock
+from tests.fakes.openai_server import FakeOpenAI
+
+from .conftest import make_rig
+
+
+async def test_a_turn_that_cannot_be_saved_says_so(tmp_path: Path, clock: ManualClock, fake_llm: FakeOpenAI) -> None:
+    fake_llm.queue_reply("an answer nobody will remember")
+    fake_llm.queue_reply("另一个回答")
+    async with make_rig(tmp_path, clock, fake_llm) as rig:
+        other = sqlite3.connect(tmp_path / "gateway.db", isolation_level=None)
+        try:
+            other.execute("BEGIN IMMEDIATE")  # another process holds the write lock
+            await rig.send("remember I am vegetarian", chat="1")
+            await rig.send("我吃素", chat="2", sender="200")
+            replies: dict[str, str] = {}
+            for _ in range(2):
+                out = await rig.reply(timeout=30)
+                replies[out.chat_id] = out.text
+        finally:
+            other.rollback()
+            other.close()
+        assert replies == {"1": _NOT_SAVED, "2": _NOT_SAVED_ZH}
+        assert "could not save" in _NOT_SAVED and "try again" in _NOT_SAVED
+        await rig.settle()
+        assert await rig.sessions.window("telegram:1") == [] and rig.loop.stats.errors == 2
