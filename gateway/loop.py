@@ -562,12 +562,12 @@ class ProcessLoop:
         asker = "" if speaker is None else speaker_labels(history, speaker)[speaker.sender_id]
         system = await self.prompts.system_prompt(user, private=private, tools=bool(self.agent.tools_for(ctx)), tz=tz,
                                                   incognito=quiet, asker=asker)
+        # Citations in the chat's language: the model may repeat their words.
+        block = self.prompts.memory_block(hits, zh=notes_in_chinese(msg))
         # A photo or file goes to the model with its message only; the
         # history, and memory from it, keep its placeholder (msg.history_text),
         # never its bytes: what it showed is learnt from the reply, which
         # describes it.
-        # Citations in the chat's language: the model may repeat their words.
-        block = self.prompts.memory_block(hits, zh=notes_in_chinese(msg))
         messages = self.prompts.messages(
             system, history, msg.history_text, block, self.prompts.time_of_day(tz), msg.images, msg.quoted, msg.documents,
             speaker,
