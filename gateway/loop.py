@@ -531,8 +531,10 @@ class ProcessLoop:
         # Incognito: answered with what is remembered, never learnt from.
         quiet = item.user is None and self.incognito is not None and await self.incognito.since(user) is not None
         if msg.documents and self.files is not None:
-            # A later message may ask about them (file_read); an incognito
-            # turn's stay in memory only, never written to gateway.db.
+            # A later message may ask about them (file_read): kept in memory
+            # at once, written to gateway.db in the background (compressing
+            # a 200 KB file and its transaction are not the reply's to wait
+            # for); an incognito turn's stay in memory only.
             await self.files.keep(key, user, msg.documents, incognito=quiet)
         tz = await self._zone(user)
         # What the message is about beyond its own words: the message it
@@ -924,10 +926,10 @@ class ProcessLoop:
 
     async def drain(self, timeout: float | None = None, *, include_bus: bool = True) -> bool:
         """Wait until every message (those still on the bus too, unless
-        ``include_bus`` is false) is answered and buffered."""
+        ``include_bus`` is false) is answered and buffered, and its files written."""
         deadline = None if timeout is None else time.monotonic() + timeout
-        while self._workers or self._buffering or (include_bus and not self.bus.inbound.empty()):
-            pending = [*self._workers.values(), *self._buffering.values()]
+        while self._workers or self._buffering or self._filing() or (include_bus and not self.bus.inbound.empty()):
+            pending = [*self._workers.values(), *self._buffering.values(), *self._filing()]
             left = None if deadline is None else deadline - time.monotonic()
             if left is not None and left <= 0:
                 return False
@@ -936,6 +938,11 @@ class ProcessLoop:
             else:  # on the bus, not yet taken by run()
                 await asyncio.sleep(0.005)
         return True
+
+    def _filing(self) -> list[asyncio.Task[None]]:
+        """The recent files' background write, if one is under way."""
+        writing = self.files.writing if self.files is not None else None
+        return [writing] if writing is not None else []
 
     async def close(self, timeout: float = 10.0) -> None:
         """Finish what is in flight (up to ``timeout``), then cancel the rest.
