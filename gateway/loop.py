@@ -230,6 +230,10 @@ class JobFailed(Exception):
     was sent, and nothing of it is in Tier 0 (the scheduler tries again)."""
 
 
+class _TakenIn(Exception):
+    """A turn's message was taken in by a later one before its reply went (ProcessLoop._handle_current)."""
+
+
 class TurnNotSaved(Exception):
     """The user's message could not be written to Tier 0 (gateway.db's write
     lock held by another process past the wait): the answer was made but is
@@ -397,6 +401,8 @@ class ProcessLoop:
             task = asyncio.current_task()
             if not item.superseded or (task is not None and task.cancelling()):
                 raise  # the worker itself is stopped
+        except _TakenIn:
+            pass
         finally:
             self._current.pop(key, None)
         user = self.identities.resolve(item.msg.channel, item.msg.sender_id)
@@ -611,6 +617,14 @@ class ProcessLoop:
                 drafts.stop()
             if user_write is not None and not user_write.done():  # also when cancelled: the write must finish
                 await asyncio.wait([user_write])
+        if item.user is None and await self.bus.taken_in(key, item.msg.message_id):
+            # Answered while a burst of forwards taking it in was gathered
+            # (gateway/bus.py): the burst's reply reads both; this one is not sent.
+            item.superseded = True
+            self.stats.superseded += 1
+            log.info("answered turn taken in by a burst published meanwhile; its answer dropped", chat=key,
+                     message_id=item.msg.message_id)
+            raise _TakenIn
         item.answering = True  # before anything is sent: from here on the turn is not superseded
         if job and not reply.ok:
             if item.fallback is None:
