@@ -388,6 +388,24 @@ async def test_polling_survives_network_loss(fake: FakeTelegram, bus: MessageBus
     assert (await next_inbound(bus, timeout=10)).text == "after"
 
 
+async def test_another_instance_polling_is_named_and_neither_crashes(
+    fake: FakeTelegram, bus: MessageBus, make_channel: Any
+) -> None:
+    """Two gateways on one token: Telegram answers the older long poll with
+    409 Conflict. Each says so as an error, keeps trying with backoff, and
+    once the other is gone reads on."""
+    with capture_logs() as logs:
+        first = await make_channel()
+        second = await make_channel()
+        await fake.wait_until(lambda: any(c.status == 409 for c in fake.calls if c.method == "getupdates"), 10)
+        await within(second.stop())
+        fake.push_text(7007, 7007, "who reads this?")
+        assert (await next_inbound(bus, timeout=10)).text == "who reads this?"
+    assert first.failure is None and second.failure is None
+    conflicts = [e for e in logs if "conflict" in e["event"]]
+    assert conflicts and all(e["log_level"] == "error" and "another bot instance" in e["event"] for e in conflicts)
+
+
 @pytest.mark.parametrize(
     ("token", "message"),
     [("123456789:wrong-token-abcdefghijklmnop", INVALID_TOKEN_MESSAGE), ("not-a-token", NOT_FOUND_MESSAGE)],
