@@ -19,7 +19,7 @@ from typing import Any
 from memory.tokens import estimate_tokens, prefix_within
 
 __all__ = [
-    "EDIT", "FILE_NOT_READ", "FORWARD_TOKENS", "MESSAGE", "PHOTO_NOT_READ", "RECALL", "ROUTING_KEYS", "VOICE", "VOICE_NOT_READ",
+    "EDIT", "FILE_NOT_READ", "FORWARD_TOKENS", "MESSAGE", "MOVED", "PHOTO_NOT_READ", "RECALL", "ROUTING_KEYS", "VOICE", "VOICE_NOT_READ",
     "Attachment", "Audio", "Document",
     "Forwarded", "Image", "InboundMessage", "MessageBus", "OutboundMessage", "audio_mark", "audio_not_read",
     "forwarded_text", "not_heard", "notes_in_chinese", "picture_mark",
@@ -35,6 +35,10 @@ ROUTING_KEYS = ("message_thread_id",)
 MESSAGE = "message"
 EDIT = "edit"
 RECALL = "recall"
+# The chat now has another id (a Telegram group upgraded to a supergroup):
+# ``chat_id`` is the new one, ``metadata["moved_from"]`` the old; its
+# history follows. No words, no sender.
+MOVED = "moved"
 
 
 # The history's mark for pictures nobody saw (a download failed, the model
@@ -232,7 +236,7 @@ class InboundMessage:
     reply_to_bot: bool = False  # the message replies to one of the bot's
     sender_name: str = ""
     metadata: dict[str, Any] = field(default_factory=dict)
-    kind: str = MESSAGE  # MESSAGE | EDIT | RECALL
+    kind: str = MESSAGE  # MESSAGE | EDIT | RECALL | MOVED
     images: tuple[Image, ...] = ()  # for the model, with this message only
     audio: Audio | None = None  # a voice message, transcribed by the loop
     documents: tuple[Document, ...] = ()  # files read as text, for the model with this message only

@@ -43,7 +43,7 @@ from memory.types import Hit
 
 from .agent import Agent, AgentReply, apology
 from .bus import (
-    FILE_NOT_READ, MESSAGE, PHOTO_NOT_READ, Attachment, InboundMessage, MessageBus, OutboundMessage, audio_not_read,
+    FILE_NOT_READ, MESSAGE, MOVED, PHOTO_NOT_READ, Attachment, InboundMessage, MessageBus, OutboundMessage, audio_not_read,
     not_heard, notes_in_chinese,
 )
 from .commands import COMMANDS, UserCommands
@@ -452,6 +452,14 @@ class ProcessLoop:
 
     async def _handle(self, item: _Item) -> str:
         msg = item.msg
+        if msg.kind == MOVED:  # the chat has a new id: its history follows, no reply
+            old = str(msg.metadata.get("moved_from") or "")
+            moved = await self.sessions.move_chat(msg.channel, old, msg.chat_id) if old else 0
+            self._clean.discard(f"{msg.channel}:{old}")
+            self._clean.discard(msg.session_key)
+            log.info("chat moved to a new id; its history follows", channel=msg.channel, chat_id=old,
+                     new_chat_id=msg.chat_id, messages=moved)
+            return ""
         if msg.kind != MESSAGE:  # an edit or recall of an earlier message: stored words change, no reply
             await self.revisions.apply(msg)
             self.stats.revised += 1

@@ -414,6 +414,28 @@ async def test_tenant_token_cached_refreshed_on_expiry_and_on_invalid_code(fake:
         await api.aclose()
 
 
+@pytest.mark.parametrize("code", [99991663, 99991668])
+async def test_a_token_refused_mid_run_is_fetched_again_once_and_the_message_sent_once(
+    fake: FakeFeishu, code: int
+) -> None:
+    """Feishu refusing the tenant token (invalid 99991663, or 99991668) on a
+    send: one new token, the send once more, one message in the chat; a
+    second refusal in a row is an error, not a loop."""
+    api = FeishuClient(fake.app_id, fake.app_secret, fake.url, backoff=0.01)
+    try:
+        await api.send_text("oc_1", "first")
+        fake.fail_next(code, "Invalid access token for authorization. Please make a request with token attached.")
+        await api.send_text("oc_1", "after the refusal")
+        assert fake.token_requests == 2 and fake.texts() == ["first", "after the refusal"]
+        fake.fail_next(code, "Invalid access token for authorization.", times=2)
+        with pytest.raises(FeishuApiError) as err:
+            await api.send_text("oc_1", "refused twice")
+        assert err.value.code == code and err.value.retryable is False
+        assert fake.token_requests == 3 and fake.texts() == ["first", "after the refusal"]
+    finally:
+        await api.aclose()
+
+
 async def test_rate_limit_retried_other_errors_raised_with_code(fake: FakeFeishu) -> None:
     api = FeishuClient(fake.app_id, fake.app_secret, fake.url, backoff=0.01)
     try:

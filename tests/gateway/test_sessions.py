@@ -289,3 +289,25 @@ async def test_a_sender_name_is_kept_beside_the_words_across_a_restart(tmp_path:
     async with await SessionStore.open(tmp_path / "g.db", clock) as store:
         [again] = await store.window("telegram:-1")
         assert (again.content, again.sender_name) == ("hi", "Alice")
+
+
+async def test_a_chat_moved_to_a_new_id_keeps_its_conversation_in_order(tmp_path: Path, clock: ManualClock) -> None:
+    """A Telegram group upgraded to a supergroup: the history follows the
+    new id, also when the new chat spoke first (the older lines come
+    first), the cached window sees it at once, and a second move of the
+    same chat finds nothing left."""
+    old, new = "telegram:-500", "telegram:-100500"
+    async with await SessionStore.open(tmp_path / "g.db", clock, window=10) as store:
+        await _add(store, "user", "before", key=old)
+        await _add(store, "assistant", "re: before", key=old)
+        await store.window(old)  # cached
+        await _add(store, "user", "first in the supergroup", key=new)
+        assert [m.content for m in await store.window(new)] == ["first in the supergroup"]
+        assert await store.move_chat("telegram", "-500", "-100500") == 2
+        window = await store.window(new)
+        assert [m.content for m in window] == ["before", "re: before", "first in the supergroup"]
+        assert {m.chat_id for m in window} == {"-100500"}
+        assert await store.window(old) == []
+        assert await store.move_chat("telegram", "-500", "-100500") == 0
+        await _add(store, "assistant", "re: first", key=new)
+        assert [m.content for m in await store.window(new)][-2:] == ["first in the supergroup", "re: first"]
