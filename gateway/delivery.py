@@ -379,6 +379,16 @@ class Delivery:
             later = [h.next_attempt_at for h in await self.outbox.heads(list(self.channels))]
             return min(later) if later else None
 
+    async def move_chat(self, channel: str, old_chat: str, new_chat: str) -> int:
+        """The chat's rows went to ``new_chat`` (SessionStore.move_chat): a
+        chat held for them is held under the new id too, so its next reply
+        still queues behind them, and a pass sends them now. 1 if held."""
+        if (channel, old_chat) not in self._held:
+            return 0
+        self._held.add((channel, new_chat))
+        self.wake()
+        return 1
+
     def _release(self, chat: Chat) -> None:
         self._held.discard(chat)
         self._adds.pop(chat, None)

@@ -322,6 +322,9 @@ class ProcessLoop:
         self._clean: set[str] = set()
         # A chat being moved to its new id (MOVED): the new id's key -> the old one's, whose worker runs the move.
         self._moving: dict[str, str] = {}
+        # What else follows a chat to a new id, outside gateway.db's own
+        # move (cron.db's jobs, the outbox's hold): name -> its move, how many.
+        self.chat_moves: dict[str, Callable[[str, str, str], Awaitable[int]]] = {}
         self._closed = False
 
     # -- dispatch ---------------------------------------------------------------
@@ -482,14 +485,20 @@ class ProcessLoop:
         msg = item.msg
         if msg.kind == MOVED:  # the chat has a new id: its history follows, no reply
             old = str(msg.metadata.get("moved_from") or "")
+            moved: dict[str, int] = {}
             try:
-                moved = await self.sessions.move_chat(msg.channel, old, msg.chat_id) if old else 0
+                if old:  # gateway.db's rows in one transaction, the files with their index, then the rest
+                    moved = await self.sessions.move_chat(msg.channel, old, msg.chat_id)
+                    if self.files is not None:
+                        moved["files"] = await self.files.move_chat(f"{msg.channel}:{old}", msg.session_key)
+                    for name, move in self.chat_moves.items():
+                        moved[name] = await move(msg.channel, old, msg.chat_id)
             finally:
                 self._moved(f"{msg.channel}:{old}", msg.session_key)
             self._clean.discard(f"{msg.channel}:{old}")
             self._clean.discard(msg.session_key)
             log.info("chat moved to a new id; its history follows", channel=msg.channel, chat_id=old,
-                     new_chat_id=msg.chat_id, messages=moved)
+                     new_chat_id=msg.chat_id, **moved)
             return ""
         if msg.kind != MESSAGE:  # an edit or recall of an earlier message: stored words change, no reply
             await self.revisions.apply(msg)

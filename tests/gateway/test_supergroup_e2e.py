@@ -10,6 +10,7 @@ import asyncio
 import sqlite3
 from pathlib import Path
 
+from gateway.bus import Document
 from memory import ManualClock
 from tests.fakes.openai_server import FakeOpenAI, text_of
 from tests.fakes.telegram_server import FakeTelegram
@@ -35,6 +36,11 @@ async def test_the_conversation_moves_with_the_group_to_its_supergroup(tmp_path:
                          mention=True)
             [first] = await tg.wait_sent(1, timeout=10)
             assert first.chat_id == -500
+            assert app._cron_store is not None and app.recent_files is not None
+            job = await app._cron_store.add(schedule="0 9 * * *", message="standup", channel="telegram",
+                                            chat_id="-500", user="telegram:7")
+            await app.recent_files.keep("telegram:-500", "telegram:7", [Document(name="plan.txt", text="the plan",
+                                                                                 total_chars=8)])
             tg.migrate_group(-500, -100500, 7)
             tg.push_text(-100500, 7, "what was the codename?", chat_type="supergroup", first_name="Alice",
                          mention=True)
@@ -45,6 +51,11 @@ async def test_the_conversation_moves_with_the_group_to_its_supergroup(tmp_path:
             assert any("the launch codename is Bluebird" in s for s in said[:-1])
             assert any("re: the launch codename is Bluebird" in s for s in said[:-1])
             assert app.loop is not None and await app.loop.drain(5)
+            # Its scheduled jobs and recent files went along.
+            moved = await app._cron_store.get(job.id)
+            assert moved is not None and moved.chat_id == "-100500"
+            assert [f.name for f in app.recent_files.files("telegram:-100500")] == ["plan.txt"]
+            assert app.recent_files.files("telegram:-500") == []
         finally:
             await asyncio.wait_for(app.close(), 15)
     # One conversation, under the new id, in order.
