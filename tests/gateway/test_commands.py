@@ -260,7 +260,7 @@ async def test_export_sends_a_file_of_everything_kept_about_the_sender_only(
             assert f"- [m{ids['password']}] (a credential, not shown here)" in doc and "hunter2" not in doc
             assert "Credentials are listed by id only" in doc
             assert "Alice planned the Hangzhou trip" in doc and "plan my day" in doc
-            assert "- [job-mom] once at 2026-03-02 09:00 (Asia/Shanghai) call mom _(telegram chat 100)_" in doc
+            assert "- [job-mom] once at 2026-03-02 09:00 (Asia/Shanghai) call mom _(replies in a chat on Telegram)_" in doc
             assert "2 lines of our conversations still waiting to be learnt from." in doc
             assert "bees" not in doc and "honey" not in doc and "floor 3" not in doc  # nobody else's, nor shared
             # Answered without the model, kept out of history and memory.
