@@ -501,7 +501,9 @@ class ProcessLoop:
             # Answered here, not by the model, and kept out of Tier 0 and
             # memory: a listing of memories is not something to learn again.
             self.stats.commands += 1
-            answer = await self.commands.answer(command, args, user=user, private=private)
+            # They speak as the chat does, as /help does.
+            chat_zh = await self._chat_is_chinese(key) if private else None
+            answer = await self.commands.answer(command, args, user=user, private=private, chat_zh=chat_zh)
             await self._reply(msg, answer.text, user, answer.attachment)
             return answer.text
         if command in ("new", "help", "start", "帮助") and not args:
@@ -712,15 +714,16 @@ class ProcessLoop:
             log.error("marking a photo the model could not see failed", chat=msg.session_key, error=repr(exc))
         return replace(row, content=content)
 
-    async def _chat_is_chinese(self, key: str) -> bool:
-        """Are most of the chat's recent user messages Chinese? (Commands are rare: a window read is cheap.)"""
+    async def _chat_is_chinese(self, key: str) -> bool | None:
+        """Are most of the chat's recent user messages Chinese? None: it has
+        none to tell by. (Commands are rare: a window read is cheap.)"""
         try:
             history = await self.sessions.window(key)
-        except Exception as exc:  # the answer falls back to English, it is not lost
+        except Exception as exc:  # the answer goes by what it shows, it is not lost
             log.warning("chat history not read for a command's language", chat=key, error=repr(exc))
-            return False
+            return None
         said = [m.content for m in history if m.role == "user"][-_CONTEXT_TURNS:]
-        return mostly_chinese(said)
+        return mostly_chinese(said) if said else None
 
     def _save(
         self,
