@@ -379,3 +379,20 @@ async def test_export_is_dated_in_the_users_own_time_zone_and_names_it(
         assert "Your time zone: Asia/Shanghai (/timezone)." in doc
         bob = (await rig.ask("/export", chat="200", sender="200")).text
         assert bob == "I keep nothing about you, so there is nothing to export."  # her zone is not his
+
+
+async def test_memory_shows_a_full_profile_a_page_at_a_time(
+    tmp_path: Path, clock: ManualClock, fake_llm: FakeOpenAI
+) -> None:
+    """A profile at its cap of 100 entries made /memory one 21,000-character
+    answer (six Telegram messages) before the newest memories; it shows the
+    most important entries and says where the rest are."""
+    async with make_rig(tmp_path, clock, fake_llm) as rig:
+        for i in range(100):
+            await rig.engine.add(NewMemory(owner=ALICE, tier=1, content=f"profile entry {i:03d} " + "x" * 150,
+                                           category=Category.IDENTITY, importance=0.5 + i / 1000))
+        text = (await rig.ask("/memory", chat="100")).text
+        shown = re.findall(r"profile entry (\d{3})", text)
+        assert shown == [f"{i:03d}" for i in range(99, 89, -1)]  # the ten most important, in order
+        assert "…and 90 more always in mind: /export lists them all." in text
+        assert len(text) < 4096  # one Telegram message
