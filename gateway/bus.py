@@ -22,7 +22,7 @@ __all__ = [
     "EDIT", "FILE_NOT_READ", "FORWARD_TOKENS", "MESSAGE", "MOVED", "PHOTO_NOT_READ", "RECALL", "ROUTING_KEYS", "VOICE", "VOICE_NOT_READ",
     "Attachment", "Audio", "Document",
     "Forwarded", "Image", "InboundMessage", "MessageBus", "OutboundMessage", "audio_mark", "audio_not_read",
-    "forwarded_text", "not_heard", "notes_in_chinese", "picture_mark",
+    "forwarded_text", "not_heard", "notes_in_chinese", "picture_mark", "words_in_chinese",
 ]
 
 # Metadata that says where inside a chat a message was (a Telegram forum
@@ -76,14 +76,22 @@ def notes_in_chinese(msg: InboundMessage) -> bool:
     (its text, what it forwards; our marks are not words): kana (Japanese)
     -> no, Chinese characters -> yes, Latin letters only -> no; a message
     without words goes by the sender's app language (``locale``)."""
-    words = _MARKS.sub(" ", "\n".join([msg.text, *(f.text for f in msg.forwarded)]))
+    zh = words_in_chinese("\n".join([msg.text, *(f.text for f in msg.forwarded)]))
+    return msg.locale.lower().startswith("zh") if zh is None else zh
+
+
+def words_in_chinese(text: str) -> bool | None:
+    """Are ``text``'s words (our marks are not words) Chinese? Kana
+    (Japanese) -> no, Chinese characters -> yes, Latin letters only -> no;
+    None when it has no words to tell by."""
+    words = _MARKS.sub(" ", text)
     if _KANA.search(words):
         return False
     if _HAN.search(words):
         return True
     if _LATIN.search(words):
         return False
-    return msg.locale.lower().startswith("zh")
+    return None
 
 
 def audio_mark(name: str = "") -> str:

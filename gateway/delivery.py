@@ -155,6 +155,9 @@ class Delivery:
         self._refused: set[Chat] = set()
         # Replies (send keys) whose later drafts are not shown, oldest first.
         self._no_drafts: dict[str, None] = {}
+        # Outbox rows sent whose removal failed (gateway.db full or locked):
+        # never sent again; their removal is tried at the next pass.
+        self._delivered: set[int] = set()
 
     # -- lifecycle --------------------------------------------------------------------
 
@@ -375,12 +378,16 @@ class Delivery:
                 if chat not in adding and self._adds[chat] == adds.get(chat, 0):
                     self._release(chat)
             due = [h for h in heads if h.message.channel in self.channels and (force or h.next_attempt_at <= now)]
+            failed = False
             for failure in await asyncio.gather(*(self._drain_chat(h) for h in due), return_exceptions=True):
                 if isinstance(failure, asyncio.CancelledError):
                     raise failure
                 if isinstance(failure, BaseException):  # that chat waits for the next pass
+                    failed = True
                     log.error("outbox redelivery failed", error=repr(failure))
             self.waiting = await self.outbox.count()
+            if failed:  # its row is still due: a pass at once would fail (and log) again at once
+                return None
             later = [h.next_attempt_at for h in await self.outbox.heads(list(self.channels))]
             return min(later) if later else None
 
@@ -426,6 +433,10 @@ class Delivery:
     async def _redeliver(self, channel: BaseChannel, row: Pending) -> bool:
         """Send one row; True when the chat may go on with its next one."""
         msg = row.message
+        if row.id in self._delivered:  # sent already; only its removal failed
+            await self.outbox.remove(row.id)
+            self._delivered.discard(row.id)
+            return True
         try:
             await channel.send(msg)
         except asyncio.CancelledError:
@@ -446,7 +457,9 @@ class Delivery:
             log.warning("reply kept for redelivery", reason="send failed again", channel=msg.channel,
                         chat_id=msg.chat_id, attempts=attempts, retry_in_s=round(delay), error=error)
             return False
+        self._delivered.add(row.id)  # should the removal fail, it is not sent again
         await self.outbox.remove(row.id)
+        self._delivered.discard(row.id)
         self._refused.discard(row.chat)
         log.info("reply delivered late", channel=msg.channel, chat_id=msg.chat_id, attempts=row.attempts + 1,
                  late_s=round((self.clock.now() - row.created_at).total_seconds()))

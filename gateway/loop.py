@@ -25,8 +25,10 @@ at the user's request, whose words repeat what was erased.
 from __future__ import annotations
 
 import asyncio
+import errno
 import logging
 import re
+import sqlite3
 import time
 from array import array
 from collections import deque
@@ -232,12 +234,28 @@ class JobFailed(Exception):
 
 class TurnNotSaved(Exception):
     """The user's message could not be written to Tier 0 (gateway.db's write
-    lock held by another process past the wait): the answer was made but is
-    not sent, as nothing would remember it; the user is told to try again."""
+    lock held by another process past the wait, or its disk full): the
+    answer was made but is not sent, as nothing would remember it; the user
+    is told to try again. ``full``: the disk was, so "busy" would not be true."""
+
+    def __init__(self, cause: BaseException) -> None:
+        super().__init__(repr(cause))
+        self.full = _disk_full(cause)
+
+
+def _disk_full(exc: BaseException) -> bool:
+    if isinstance(exc, sqlite3.Error):  # SQLITE_FULL, or an IO error (ENOSPC/EFBIG on the WAL)
+        return (getattr(exc, "sqlite_errorcode", 0) & 0xFF) in (sqlite3.SQLITE_FULL, sqlite3.SQLITE_IOERR)
+    return isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EFBIG, errno.EDQUOT)
 
 
 _NOT_SAVED = "Sorry, I could not save your message (my storage was busy), so my answer was not sent. Please try again."
 _NOT_SAVED_ZH = "抱歉，你的消息没能保存（存储正忙），所以我的回答没有发出。请再试一次。"
+_NOT_SAVED_FULL = (
+    "Sorry, I could not save your message (my storage is full), so my answer was not sent. "
+    "Please try again later."
+)
+_NOT_SAVED_FULL_ZH = "抱歉，你的消息没能保存（存储空间已满），所以我的回答没有发出。请稍后再试。"
 
 
 @dataclass(frozen=True)
@@ -523,7 +541,9 @@ class ProcessLoop:
             # Answered here, not by the model, and kept out of Tier 0 and
             # memory: a listing of memories is not something to learn again.
             self.stats.commands += 1
-            answer = await self.commands.answer(command, args, user=user, private=private)
+            # They speak as the chat does, as /help does.
+            chat_zh = await self._chat_is_chinese(key) if private else None
+            answer = await self.commands.answer(command, args, user=user, private=private, chat_zh=chat_zh)
             await self._reply(msg, answer.text, user, answer.attachment)
             return answer.text
         if command in ("new", "help", "start", "帮助") and not args:
@@ -674,7 +694,7 @@ class ProcessLoop:
         try:
             user_row = user_write.result()  # a failed write fails the message: not sent, the user told why
         except Exception as exc:
-            raise TurnNotSaved(repr(exc)) from exc
+            raise TurnNotSaved(exc) from exc
         # A turn in which memory was erased at the user's request is not
         # learnt from either: its rows were to be buffered after the erasure
         # (which dropped the buffered lines repeating the fact), and the
@@ -734,15 +754,16 @@ class ProcessLoop:
             log.error("marking a photo the model could not see failed", chat=msg.session_key, error=repr(exc))
         return replace(row, content=content)
 
-    async def _chat_is_chinese(self, key: str) -> bool:
-        """Are most of the chat's recent user messages Chinese? (Commands are rare: a window read is cheap.)"""
+    async def _chat_is_chinese(self, key: str) -> bool | None:
+        """Are most of the chat's recent user messages Chinese? None: it has
+        none to tell by. (Commands are rare: a window read is cheap.)"""
         try:
             history = await self.sessions.window(key)
-        except Exception as exc:  # the answer falls back to English, it is not lost
+        except Exception as exc:  # the answer goes by what it shows, it is not lost
             log.warning("chat history not read for a command's language", chat=key, error=repr(exc))
-            return False
+            return None
         said = [m.content for m in history if m.role == "user"][-_CONTEXT_TURNS:]
-        return mostly_chinese(said)
+        return mostly_chinese(said) if said else None
 
     def _save(
         self,
@@ -864,7 +885,8 @@ class ProcessLoop:
         self, msg: InboundMessage, owner: str, drafts: Drafts | None = None, exc: BaseException | None = None
     ) -> None:
         if isinstance(exc, TurnNotSaved):  # the answer was made: say what failed, not that it was not
-            text = _NOT_SAVED_ZH if notes_in_chinese(msg) else _NOT_SAVED
+            zh = notes_in_chinese(msg)
+            text = (_NOT_SAVED_FULL_ZH if zh else _NOT_SAVED_FULL) if exc.full else (_NOT_SAVED_ZH if zh else _NOT_SAVED)
         else:
             text = apology(msg.text)
         try:

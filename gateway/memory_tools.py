@@ -19,9 +19,18 @@ from memory.backend import MemoryBackend
 from memory.format import format_hits
 from memory.types import Category, Provenance
 
+from .bus import words_in_chinese
 from .tools import Tool, ToolContext, ToolError
 
 __all__ = ["memory_tools"]
+
+
+def _zh(ctx: ToolContext, query: str = "") -> bool:
+    """Citations in the language of the message answered (the model repeats
+    their words to the user), as the recalled <memories> are; a message
+    without words goes by what the model searched for."""
+    zh = words_in_chinese(ctx.message_text)
+    return bool(words_in_chinese(query)) if zh is None else zh
 
 _SEARCH_LIMIT_MAX = 10
 _FORGET_MAX = 20
@@ -49,7 +58,7 @@ def memory_tools(
         hits = await backend.search(ctx.user, query.strip(), limit=limit, private=ctx.private, tz=ctx.tz)
         if not hits:
             return "No matching memories."
-        return format_hits(hits, max_hits=limit, max_chars=max_chars, token_budget=token_budget)
+        return format_hits(hits, max_hits=limit, max_chars=max_chars, token_budget=token_budget, zh=_zh(ctx, query))
 
     async def save(args: Mapping[str, Any], ctx: ToolContext) -> str:
         content = args.get("content")
@@ -73,7 +82,7 @@ def memory_tools(
             importance=0.8,  # the user asked for it explicitly
             source_text=ctx.message_text,
         )
-        return f"Saved {hit.citation()} {hit.content}"
+        return f"Saved {hit.citation(zh=_zh(ctx, content))} {hit.content}"
 
     async def forget(args: Mapping[str, Any], ctx: ToolContext) -> str:
         ids = args.get("ids")

@@ -54,6 +54,23 @@ async def test_memory_search_is_scoped_to_the_asker(fake_llm: FakeOpenAI, engine
     assert fake_llm.requests[1]["messages"][-2]["tool_calls"][0]["function"]["name"] == "memory_search"
 
 
+async def test_memory_search_cites_in_chinese_when_the_message_is_chinese(
+    fake_llm: FakeOpenAI, engine: MemoryEngine
+) -> None:
+    """The model repeats a citation's words to the user: they are in the
+    language of the message it answers, as the recalled <memories> are."""
+    mem = SqliteMemory(engine)
+    await mem.remember("alice", "Alice's cat is called Mochi", provenance=Provenance(channel="telegram", chat_id="42"))
+    for said, cited in (("[photo] 我的猫叫什么？", "[m1 · 2026-03-01 · 你在 Telegram 上告诉我的]"),
+                        ("what is my cat called?", "[m1 · 2026-03-01 · told by you on Telegram]")):
+        fake_llm.queue_reply(None, tool_calls=[{"name": "memory_search", "arguments": {"query": "cat"}}])
+        fake_llm.queue_reply("Mochi")
+        async with _llm(fake_llm) as llm:
+            await Agent(llm, tools=memory_tools(mem)).run(SYSTEM, replace(ALICE, message_text=said))
+        (result,) = _tool_messages(fake_llm.requests[-1])
+        assert cited in result
+
+
 async def test_memory_save_writes_for_the_asker_with_provenance(fake_llm: FakeOpenAI, engine: MemoryEngine) -> None:
     fake_llm.queue_reply(None, tool_calls=[{"name": "memory_save", "arguments": {"content": "部署密码在 1Password 里", "category": "credential"}}])
     fake_llm.queue_reply("记住了")

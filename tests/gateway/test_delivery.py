@@ -435,3 +435,33 @@ async def test_a_channel_without_drafts_is_not_asked_again_for_that_reply(tmp_pa
         await r.bus.publish_outbound(OutboundMessage("plain", "1", "abcd", send_key="k"))
         await asyncio.wait_for(r.bus.outbound_queue("plain").join(), 10)
     assert asked == ["draft a", "send abcd"]
+
+
+async def test_a_reply_sent_late_whose_row_cannot_be_removed_is_not_sent_again(
+    tmp_path: Path, rig: Rig, tg: FakeTelegram
+) -> None:
+    # gateway.db takes no write (its lock held by another process past the
+    # wait here; a full disk fails the same DELETE): the reply went out, so
+    # the row still in the outbox must not send it again at every pass.
+    import sqlite3
+
+    tg.fail_next("sendMessage", 502)
+    await rig.reply("kept answer")
+    assert await rig.rows() == ["kept answer"]
+    await rig.outbox.db.write("PRAGMA busy_timeout = 50")
+    other = sqlite3.connect(tmp_path / "gateway.db", isolation_level=None)
+    try:
+        other.execute("BEGIN IMMEDIATE")
+        with capture_logs() as logs:
+            await rig.later(60)  # due: sent, but the row stays
+            for _ in range(3):
+                await asyncio.wait_for(rig.delivery.sweep(), 10)
+        assert tg.texts() == ["kept answer"]
+        assert any(e["event"] == "outbox redelivery failed" and "locked" in e["error"] for e in logs)
+    finally:
+        other.rollback()
+        other.close()
+    await asyncio.wait_for(rig.delivery.sweep(), 10)
+    assert tg.texts() == ["kept answer"] and await rig.outbox.count() == 0
+    await rig.reply("next answer")  # the chat is released: straight out
+    assert tg.texts() == ["kept answer", "next answer"]
