@@ -227,3 +227,37 @@ async def test_a_daily_run_past_the_weekly_slot_delays_the_weekly_not_skips_it(t
     assert monday[1][1] > monday[0][1] and monday[1][1] < "03-23 05:00", monday
     assert [f"{t:%m-%d}" for job, t in at if job == "weekly_compress"] == ["03-23", "03-30"]
     assert weekly is not None and weekly.last_status == "ok" and weekly.due_at is None
+
+
+async def test_a_fact_said_after_midnight_in_shanghai_is_cited_with_the_users_day(tmp_path: Path) -> None:
+    """03:00 on 2026-03-20 in Shanghai is 19:00 UTC on the 19th: the prompt's
+    citation, /memory, /memory <words> and /export all say the 20th, the
+    day the user said it (as its Tier 3 event does)."""
+    model = MonthModel()
+    clock = ManualClock("2026-03-19T18:00:00Z")
+    async with FakeOpenAI(api_key="sk-month-key-0123456789", responder=model) as fake:
+        async with gateway(tmp_path, fake, clock) as app:
+            assert await say(app, clock, "/timezone Asia/Shanghai", "bob")
+            clock.set("2026-03-19T19:00:00Z")
+            await say(app, clock, "DECISION builds use toolchain zebra", "bob")
+            clock.advance(300)
+            await _tick(app)
+            events = await _rows(app, "SELECT event_date FROM daily_events WHERE owner = 'echo:bob'")
+            assert [e[0] for e in events] == ["2026-03-20"]
+            clock.advance(600)
+            await say(app, clock, "which toolchain do builds use?", "bob")
+            prompt = json.dumps(fake.requests[-1]["messages"], ensure_ascii=False)
+            overview = await say(app, clock, "/memory", "bob")
+            found = await say(app, clock, "/memory toolchain", "bob")
+            await say(app, clock, "/export", "bob")
+            echo = app.channels["echo"]
+            attachment = echo.sent[-1].attachment  # type: ignore[attr-defined]
+            assert attachment is not None
+            export = attachment.data.decode("utf-8")
+
+    cited = re.findall(r"\[m\d+ · (\d{4}-\d{2}-\d{2})[^\]]*\] builds use toolchain zebra", prompt)
+    assert cited == ["2026-03-20"], prompt
+    assert "2026-03-20" in overview and "2026-03-19" not in overview, overview
+    assert "2026-03-20" in found and "2026-03-19" not in found, found
+    fact = next(line for line in export.splitlines() if "builds use toolchain zebra" in line)
+    assert "2026-03-20" in fact and "2026-03-19" not in fact, fact
