@@ -178,7 +178,7 @@ class UserCommands:
             return Answer("我没有保存任何关于你的内容，没有可导出的。" if zh
                           else "I keep nothing about you, so there is nothing to export.")
         # Dated in their own zone (/timezone), as the prompt's date is.
-        tz = (await self.timezones.get(user) if self.timezones is not None else None) or self.default_tz
+        tz = await self._zone(user)
         local = now.astimezone(tz)
         text = render_user_export(kept, at=f"{local:%Y-%m-%d %H:%M} {zone_name(tz)}", zh=zh, tz=tz)
         file = Attachment(export_filename(local), text.encode("utf-8"), MIME)
@@ -190,8 +190,13 @@ class UserCommands:
             file,
         )
 
+    async def _zone(self, user: str) -> tzinfo:
+        """The user's own zone (/timezone), else the gateway's."""
+        return (await self.timezones.get(user) if self.timezones is not None else None) or self.default_tz
+
     async def _overview(self, user: str, chat_zh: bool | None) -> str:
-        o = await self.backend.overview(user, limit=_LIST)
+        # Dated on their calendar, as their prompt's citations are.
+        o = await self.backend.overview(user, limit=_LIST, tz=await self._zone(user))
         zh = _chinese([h.content for h in (*o.profile, *o.recent)]) if chat_zh is None else chat_zh
         quiet = self.incognito is not None and await self.incognito.since(user) is not None
         note = ("无痕模式开着：我现在不从对话中学习（/incognito off 关闭）。" if zh
@@ -226,7 +231,7 @@ class UserCommands:
     async def _search(self, user: str, words: str, chat_zh: bool | None) -> str:
         # The same search the memory_search tool runs: the user's memories and
         # the shared ones the bot uses for everyone (/forget says which is which).
-        hits = await self.backend.search(user, words.strip(), limit=_SEARCH, private=True)
+        hits = await self.backend.search(user, words.strip(), limit=_SEARCH, private=True, tz=await self._zone(user))
         zh = _chinese([words]) or bool(chat_zh)
         if not hits:
             return f"没有找到与“{words.strip()}”有关的记忆。" if zh else f"No memories match “{words.strip()}”."

@@ -40,7 +40,17 @@ apology for a question nobody asked. A run that starts more than
 that long) tells the model so (:func:`job_prompt`), so the reply can say
 it is late. A job whose channel is not running (:class:`CronError`) is not
 retried: the slot is recorded as failed (a one-time job is deleted).
-Internal jobs are not retried either: their work waits for the next run.
+Internal jobs are not retried after a failure: their work waits for the
+next run. An internal job that finds the compression lease held (the other
+one still running, or a holder that died and left it until it expires) is
+not a failure: it tries again ``busy_retry`` later, for the same slot
+(``due_at``), until the lease frees; a slot that could not run before the
+next one comes is folded into it (the next run does both slots' work: the
+daily job compresses every ended day, the weekly one the whole week), so a
+daily run lasting past 04:00 on a Monday delays the weekly job, and never
+costs it the week. It never runs twice for one slot (its next slot is
+computed from the run that did its work) nor at once with the other (the
+lease).
 """
 
 from __future__ import annotations
@@ -70,6 +80,7 @@ from memory.lease import LeaseBusy
 from .timezones import TimezoneError, parse_timezone, zone_name
 
 __all__ = [
+    "BUSY_RETRY",
     "INTERNAL_DAILY",
     "LATE_AFTER",
     "RETRY_DELAYS",
@@ -111,6 +122,8 @@ ONCE_HORIZON = timedelta(days=366)
 
 # After a failed agent run, the next attempts (see the module's docstring).
 RETRY_DELAYS: tuple[timedelta, ...] = (timedelta(minutes=1), timedelta(minutes=3), timedelta(minutes=10))
+# An internal job whose lease is held looks again this much later.
+BUSY_RETRY = timedelta(minutes=1)
 # A run starting this long after its slot says it is late.
 LATE_AFTER = timedelta(minutes=5)
 
@@ -524,13 +537,17 @@ class CronStore:
                 (format_ts(ran_at), status, error, nxt, job.id),
             )
 
-    async def record_retry(self, job: CronJob, *, ran_at: datetime, retry_at: datetime, error: str) -> None:
-        """A failed attempt with another to come at ``retry_at``, for the same slot."""
+    async def record_retry(
+        self, job: CronJob, *, ran_at: datetime, retry_at: datetime, error: str, busy: bool = False
+    ) -> None:
+        """A failed attempt with another to come at ``retry_at``, for the same
+        slot. ``busy``: it did not start (its lease is held), so it is not
+        counted as an attempt."""
         async with self.db.transaction() as conn:
             await conn.execute(
-                "UPDATE cron_jobs SET last_run_at = ?, last_status = 'retry', last_error = ?, next_run_at = ?, "
-                "attempts = attempts + 1, due_at = COALESCE(due_at, next_run_at) WHERE id = ?",
-                (format_ts(ran_at), error, format_ts(retry_at), job.id),
+                "UPDATE cron_jobs SET last_run_at = ?, last_status = ?, last_error = ?, next_run_at = ?, "
+                "attempts = attempts + ?, due_at = COALESCE(due_at, next_run_at) WHERE id = ?",
+                (format_ts(ran_at), "busy" if busy else "retry", error, format_ts(retry_at), 0 if busy else 1, job.id),
             )
 
 
@@ -543,7 +560,8 @@ class JobRun:
     job_id: str
     # "ok"; "fallback" (the model failed on the last attempt: the job's own
     # words were sent); "retry" (failed, tried again later); "error"
-    # (failed for good); "busy" (an internal job's lease is held)
+    # (failed for good); "busy" (an internal job's lease is held: tried
+    # again ``busy_retry`` later, or folded into its next slot)
     status: str
     error: str | None = None
 
@@ -560,6 +578,7 @@ class CronScheduler:
         internal: Sequence[InternalJob] = (),
         poll_interval: float = 15.0,
         retry_delays: Sequence[timedelta] = RETRY_DELAYS,
+        busy_retry: timedelta = BUSY_RETRY,
     ) -> None:
         self.store = store
         self.clock = store.clock
@@ -567,6 +586,7 @@ class CronScheduler:
         self.internal: Mapping[str, InternalJob] = {j.id: j for j in internal}
         self.poll_interval = poll_interval
         self.retry_delays = tuple(retry_delays)
+        self.busy_retry = busy_retry
         self._running: dict[str, asyncio.Task[JobRun]] = {}
         self._task: asyncio.Task[None] | None = None
 
@@ -630,6 +650,16 @@ class CronScheduler:
             return None  # the next slot comes first: it is the retry
         return at
 
+    def _busy_retry_at(self, job: CronJob, now: datetime) -> datetime | None:
+        """When a job that found its lease held looks again; None: its next
+        slot comes first and does this slot's work too."""
+        if job.once:
+            return None
+        at = now + self.busy_retry
+        if at >= next_run(job.schedule, now, self.store.zone_of(job)):
+            return None
+        return at
+
     async def _run(self, job: CronJob, now: datetime) -> JobRun:
         log.info("cron job starting", job=job.id, kind=job.kind, attempt=job.attempts + 1)
         retry_at: datetime | None = None
@@ -656,8 +686,9 @@ class CronScheduler:
                 else JobRun(job.id, "fallback", "the model could not be reached; the job's own text was sent")
             )
         except LeaseBusy as exc:
-            # Another compression holds the lease: skip this slot, fail fast.
+            # Another compression holds the lease: fail fast, look again soon.
             result = JobRun(job.id, "busy", str(exc))
+            retry_at = self._busy_retry_at(job, now)
         except CronError as exc:  # not wired here, or its channel is not running: retrying cannot help
             result = JobRun(job.id, "error", str(exc)[:500])
         except Exception as exc:  # noqa: BLE001 - a job's failure is recorded on the job and logged; the scheduler goes on
@@ -665,10 +696,12 @@ class CronScheduler:
             result = JobRun(job.id, "error" if retry_at is None else "retry", error)
         (log.info if result.status == "ok" else log.warning)(
             "cron job finished", job=job.id, status=result.status, error=result.error,
-            retry_at=format_ts(retry_at) if result.status == "retry" and retry_at is not None else None,
+            retry_at=format_ts(retry_at) if result.status in ("retry", "busy") and retry_at is not None else None,
         )
-        if result.status == "retry" and retry_at is not None:
-            record = self.store.record_retry(job, ran_at=now, retry_at=retry_at, error=result.error or "")
+        if result.status in ("retry", "busy") and retry_at is not None:
+            record = self.store.record_retry(
+                job, ran_at=now, retry_at=retry_at, error=result.error or "", busy=result.status == "busy"
+            )
         else:
             record = self.store.record_run(job, ran_at=now, status=result.status, error=result.error)
         await asyncio.shield(record)

@@ -19,7 +19,7 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime, tzinfo
 from typing import TYPE_CHECKING
 
-from memory.clock import parse_ts
+from memory.clock import local_day, parse_ts
 from memory.origin import origin, place
 from memory.types import GLOBAL_OWNER, Category, Event, Memory, OwnerData, Provenance, Source, Status
 
@@ -178,7 +178,7 @@ def render_user_export(export: UserExport, *, at: str, zh: bool, tz: tzinfo = UT
             out.append(f"Your time zone: {export.timezone} (/timezone).")
         out.append(f"Incognito: on since {when} (/incognito off ends it)." if since is not None
                    else "Incognito: off (/incognito turns it on).")
-    body = _sections(data, lab, hide_credentials=True, level="##")
+    body = _sections(data, lab, hide_credentials=True, level="##", tz=tz)
     if not body:
         out.append("\n" + ("我还没有记住关于你的任何事。" if zh else "I don't remember anything about you yet."))
     out += body
@@ -195,7 +195,11 @@ def render_user_export(export: UserExport, *, at: str, zh: bool, tz: tzinfo = UT
     return "\n".join(out) + "\n"
 
 
-def _sections(data: OwnerData, lab: _Labels, *, hide_credentials: bool, level: str) -> list[str]:
+def _sections(
+    data: OwnerData, lab: _Labels, *, hide_credentials: bool, level: str, tz: tzinfo | None = None
+) -> list[str]:
+    """``tz``: the owner's zone, for the days memories were said (their
+    events are dated in it already); None: UTC's, as the operator's export."""
     out: list[str] = []
     groups: dict[tuple[int, str], list[Memory]] = defaultdict(list)
     for m in data.memories:
@@ -209,7 +213,7 @@ def _sections(data: OwnerData, lab: _Labels, *, hide_credentials: bool, level: s
         title = lab.profile if tier == 1 else lab.knowledge
         out.append(f"\n{level} {title}" + ("" if project == GLOBAL_OWNER else f" — {lab.project} {project}") + "\n")
         for m in sorted(items, key=lambda m: m.id):
-            out += _memory(m, lab, hide_credentials, shown, secret_words)
+            out += _memory(m, lab, hide_credentials, shown, secret_words, tz)
     if data.events:
         out.append(f"\n{level} {lab.events}\n")
         for e in sorted(data.events, key=lambda e: (e.event_date, e.id)):
@@ -235,17 +239,19 @@ def _built_on(p: Provenance, shown: set[str], lab: _Labels) -> str:
     return f"{lab.built_on} " + ("、" if lab is _ZH else ", ").join(ids)
 
 
-def _memory(m: Memory, lab: _Labels, hide: bool, shown: set[str], secret_words: set[str]) -> list[str]:
+def _memory(
+    m: Memory, lab: _Labels, hide: bool, shown: set[str], secret_words: set[str], tz: tzinfo | None
+) -> list[str]:
     secret = hide and m.category is Category.CREDENTIAL
-    flags = [lab.categories.get(m.category.value, m.category.value), f"{lab.importance} {m.importance:.2f}",
-             m.created_at[:10]]
+    said, updated = local_day(m.created_at, tz), local_day(m.updated_at, tz)
+    flags = [lab.categories.get(m.category.value, m.category.value), f"{lab.importance} {m.importance:.2f}", said]
     if m.status is not Status.ACTIVE:
         flags.append(lab.statuses.get(m.status.value, m.status.value))
     flags += [x for x in (_where(m.source.value, m.provenance, lab), _built_on(m.provenance, shown, lab)) if x]
     if m.topic not in ("_general", "_profile", ""):
         flags.append(f"{lab.topic} {m.topic}")
-    if m.updated_at[:10] > m.created_at[:10]:
-        flags.append(f"{lab.updated} {m.updated_at[:10]}")
+    if updated > said:
+        flags.append(f"{lab.updated} {updated}")
     if m.superseded_by is not None:
         flags.append(f"{lab.replaced_by} m{m.superseded_by}")
     body = lab.hidden if secret else m.content.replace("\n", "\n  ")

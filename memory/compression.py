@@ -34,7 +34,7 @@ import aiosqlite
 import structlog
 
 from .changelog import write_log
-from .clock import ZoneOf, owner_zone, parse_ts
+from .clock import ZoneOf, local_day, owner_zone, parse_ts
 from .consolidate import Consolidator
 from .decay import decay_factor
 from .engine import MemoryEngine, content_hash, row_to_memory
@@ -306,6 +306,8 @@ class Compressor:
                 )
             return
         project, topic = rows[0].project, rows[0].topic
+        # The span is dated on the owner's calendar, as their events are.
+        zone = await owner_zone(self.zone_of, owner, self.tz)
         async with self.engine.db.transaction() as conn:
             if not await self._all_active(conn, [m.id for m in rows]):
                 return  # changed while the model was thinking; next week
@@ -327,8 +329,8 @@ class Compressor:
                         topic=topic,
                         source=Source.COMPRESSION,
                         provenance=Provenance(
-                            date_from=min(s.created_at for s in srcs)[:10],
-                            date_to=max(s.created_at for s in srcs)[:10],
+                            date_from=local_day(min(s.created_at for s in srcs), zone),
+                            date_to=local_day(max(s.created_at for s in srcs), zone),
                             refs=tuple(f"m:{s.id}" for s in srcs),
                         ),
                         # What the merged facts were drawn from (cut to MAX_SOURCE_CHARS).

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass, field
+from datetime import tzinfo
 from enum import StrEnum
 from typing import Any
 
+from .clock import local_day
 from .origin import origin
 
 __all__ = [
@@ -125,13 +127,14 @@ class Memory:
     access_count: int
     source_text: str = ""
 
-    def to_hit(self, score: float = 1.0) -> Hit:
+    def to_hit(self, score: float = 1.0, *, tz: tzinfo | None = None) -> Hit:
+        """As a hit dated on ``tz``'s calendar (the owner's zone; UTC's when None)."""
         return Hit(
             kind="memory",
             id=self.id,
             content=self.content,
             score=score,
-            date=self.created_at[:10],
+            date=local_day(self.created_at, tz),
             category=self.category.value,
             project=self.project,
             topic=self.topic,

@@ -8,6 +8,7 @@ extraction buffer drains."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 from collections import Counter
@@ -19,6 +20,7 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from gateway.app import App
+from gateway.cron import INTERNAL_DAILY, INTERNAL_WEEKLY
 from memory import ManualClock
 from memory.clock import parse_ts
 from tests.fakes.openai_server import FakeOpenAI, Reply
@@ -163,3 +165,99 @@ async def test_a_month_of_daily_and_weekly_jobs_runs_each_once_and_loses_no_day(
         ("2026-03-23", 0, 4), ("2026-03-30", 0, 4), ("2026-04-06", 0, 4), ("2026-04-13", 0, 4)
     ]
     assert {j.last_status for j in cron if j.internal} == {"ok"}
+
+
+class HeldModel(MonthModel):
+    """A MonthModel whose daily-compression calls wait, one by one, until
+    the test lets each go (a slow memory model in the night)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.holding = False
+        self.entered: asyncio.Queue[asyncio.Event] = asyncio.Queue()
+
+    async def respond(self, body: dict[str, Any]) -> Reply:
+        user = body["messages"][-1]["content"]
+        if self.holding and body.get("response_format", {}).get("type") == "json_object" and "Event log:" in user:
+            go = asyncio.Event()
+            await self.entered.put(go)
+            await go.wait()
+        return self(body)
+
+
+async def test_a_daily_run_past_the_weekly_slot_delays_the_weekly_not_skips_it(tmp_path: Path) -> None:
+    model = HeldModel()
+    clock = ManualClock("2026-03-22T07:00:00Z")  # a Sunday, 08:00 in Berlin
+    async with FakeOpenAI(api_key="sk-month-key-0123456789", responder=model.respond) as fake:
+        async with gateway(tmp_path, fake, clock) as app:
+            assert app.cron is not None
+            for hour in (9, 13, 20):
+                clock.set(parse_ts(f"2026-03-22T{hour:02d}:00:00").replace(tzinfo=BERLIN))
+                await say(app, clock, f"DECISION builds use toolchain v{hour}", "alice")
+                await say(app, clock, f"EVENT bob did thing {hour}", "bob")
+                clock.advance(300)
+                await _tick(app)
+            clock.set(parse_ts("2026-03-23T02:05:00").replace(tzinfo=BERLIN))
+            await _tick(app)
+            # Monday 03:05: the daily job starts; its model calls are slow.
+            model.holding = True
+            clock.set(parse_ts("2026-03-23T03:05:00").replace(tzinfo=BERLIN))
+            daily = asyncio.create_task(app.cron.run_due())  # type: ignore[attr-defined]
+            first = await asyncio.wait_for(model.entered.get(), 10)
+            clock.set(parse_ts("2026-03-23T03:58:00").replace(tzinfo=BERLIN))
+            first.set()  # its first group done, the lease renewed; the next group waits
+            second = await asyncio.wait_for(model.entered.get(), 10)
+            clock.set(parse_ts("2026-03-23T04:05:00").replace(tzinfo=BERLIN))
+            busy = await app.cron.run_due()  # type: ignore[attr-defined]
+            assert [(r.job_id, r.status) for r in busy] == [(INTERNAL_WEEKLY, "busy")]
+            second.set()
+            model.holding = False
+            assert [(r.job_id, r.status) for r in await asyncio.wait_for(daily, 10)] == [(INTERNAL_DAILY, "ok")]
+            # The hours go on: the weekly job runs once the lease is free, once.
+            end = parse_ts("2026-03-31T08:00:00").replace(tzinfo=BERLIN)
+            while clock.now() < end:  # by the minute at 04:xx, by the hour otherwise
+                clock.advance(3600 if clock.now().astimezone(BERLIN).hour != 4 else 60)
+                await _tick(app)
+            runs = await _rows(app, "SELECT at, job FROM memory_log WHERE action = 'run' ORDER BY at, id")
+            weekly = await app._cron_store.get(INTERNAL_WEEKLY)  # type: ignore[union-attr]
+
+    at = [(r["job"], parse_ts(r["at"]).astimezone(BERLIN)) for r in runs]
+    monday = [(job, f"{t:%m-%d %H:%M}") for job, t in at if t.date().isoformat() == "2026-03-23"]
+    assert [job for job, _ in monday] == ["daily_compress", "weekly_compress"], monday
+    assert monday[1][1] > monday[0][1] and monday[1][1] < "03-23 05:00", monday
+    assert [f"{t:%m-%d}" for job, t in at if job == "weekly_compress"] == ["03-23", "03-30"]
+    assert weekly is not None and weekly.last_status == "ok" and weekly.due_at is None
+
+
+async def test_a_fact_said_after_midnight_in_shanghai_is_cited_with_the_users_day(tmp_path: Path) -> None:
+    """03:00 on 2026-03-20 in Shanghai is 19:00 UTC on the 19th: the prompt's
+    citation, /memory, /memory <words> and /export all say the 20th, the
+    day the user said it (as its Tier 3 event does)."""
+    model = MonthModel()
+    clock = ManualClock("2026-03-19T18:00:00Z")
+    async with FakeOpenAI(api_key="sk-month-key-0123456789", responder=model) as fake:
+        async with gateway(tmp_path, fake, clock) as app:
+            assert await say(app, clock, "/timezone Asia/Shanghai", "bob")
+            clock.set("2026-03-19T19:00:00Z")
+            await say(app, clock, "DECISION builds use toolchain zebra", "bob")
+            clock.advance(300)
+            await _tick(app)
+            events = await _rows(app, "SELECT event_date FROM daily_events WHERE owner = 'echo:bob'")
+            assert [e[0] for e in events] == ["2026-03-20"]
+            clock.advance(600)
+            await say(app, clock, "which toolchain do builds use?", "bob")
+            prompt = json.dumps(fake.requests[-1]["messages"], ensure_ascii=False)
+            overview = await say(app, clock, "/memory", "bob")
+            found = await say(app, clock, "/memory toolchain", "bob")
+            await say(app, clock, "/export", "bob")
+            echo = app.channels["echo"]
+            attachment = echo.sent[-1].attachment  # type: ignore[attr-defined]
+            assert attachment is not None
+            export = attachment.data.decode("utf-8")
+
+    cited = re.findall(r"\[m\d+ · (\d{4}-\d{2}-\d{2})[^\]]*\] builds use toolchain zebra", prompt)
+    assert cited == ["2026-03-20"], prompt
+    assert "2026-03-20" in overview and "2026-03-19" not in overview, overview
+    assert "2026-03-20" in found and "2026-03-19" not in found, found
+    fact = next(line for line in export.splitlines() if "builds use toolchain zebra" in line)
+    assert "2026-03-20" in fact and "2026-03-19" not in fact, fact

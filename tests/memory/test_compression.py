@@ -132,6 +132,34 @@ async def test_weekly_merge_archives_and_links_never_deletes(engine: MemoryEngin
     assert sorted(actions) == ["drop", "merge", "run"]  # no fact >= 0.7: no profile call
 
 
+async def test_a_weekly_merge_is_dated_on_its_owners_calendar(
+    engine: MemoryEngine, clock: ManualClock, fake: FakeOpenAI, llm: MemoryLLM
+) -> None:
+    """Facts said at 03:00 and 05:00 in Shanghai (19:00 and 21:00 UTC the day
+    before) merge into a summary of 2026-03-20, the day the owner said them."""
+    clock.set("2026-03-19T19:00:00Z")
+    await fill(engine, 6, owner="shan")
+    clock.set("2026-03-19T21:00:00Z")
+    await fill(engine, 6, owner="shan", topic="deploy")
+
+    async def zone_of(owner: str) -> tzinfo | None:
+        return ZoneInfo("Asia/Shanghai") if owner == "shan" else None
+
+    def responder(body: dict[str, Any]) -> Reply:
+        if kind(body) == "profile":
+            return Reply(json.dumps({"entries": []}))
+        return Reply(json.dumps({"facts": [{"content": "atlas deploy facts merged", "category": "decision",
+                                            "from": list(range(1, 13))}], "drop": []}))
+
+    fake.responder = responder
+    clock.set("2026-03-23T04:00:00Z")
+    compressor = Compressor(engine, llm)
+    compressor.zone_of = zone_of
+    assert (await compressor.weekly()).created == 1
+    [new] = [m for m in await engine.list_memories("shan") if m.content == "atlas deploy facts merged"]
+    assert (new.provenance.date_from, new.provenance.date_to) == ("2026-03-20", "2026-03-20")
+
+
 async def test_merge_dropping_over_a_quarter_is_rejected(engine: MemoryEngine, fake: FakeOpenAI, llm: MemoryLLM) -> None:
     await fill(engine, 12)
     before = await active_ids(engine)
