@@ -50,6 +50,16 @@ def apology(user_text: str, exc: BaseException | None = None) -> str:
         return "抱歉，模型这次响应超时了，请稍后再试。" if zh else "Sorry, the language model took too long to answer. Please try again in a moment."
     if isinstance(exc, LLMRateLimited):
         return "抱歉，模型服务现在太忙了，请过一会儿再试。" if zh else "Sorry, the language model is busy right now. Please try again in a minute."
+    if isinstance(exc, LLMBadRequest) and exc.context_too_long:
+        # Asked again with less until nothing was left to leave out: "try
+        # again" would fail the same way, a shorter message (or a file, cut
+        # to fit) would not.
+        return (
+            "抱歉，这些内容太长，即使去掉较早的消息，模型也读不下。请发短一些，或把长文作为文件发送。"
+            if zh
+            else "Sorry, this is too long for the model to read at once, even with the older messages left out. "
+            "Please send it shorter, or send the text as a file."
+        )
     if isinstance(exc, LLMAuthError):
         return (
             "抱歉，我现在无法连接模型服务（API 密钥未被接受），请联系管理员。"

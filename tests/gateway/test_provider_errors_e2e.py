@@ -165,3 +165,13 @@ async def test_parallel_malformed_and_unknown_tool_calls_each_get_an_answer(tmp_
     assert not results[0]["content"].startswith("error")
     assert results[1]["content"].startswith("error: arguments are not a JSON object")
     assert results[2]["content"] == "error: there is no tool named 'web_browse'"
+
+async def test_a_message_over_the_models_context_is_told_so_after_one_smaller_try(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    async with _telegram_app(tmp_path, clock, **WHOLE) as (llm, tg, app):
+        llm.context_windows["test-model"] = 2000
+        tg.push_text(42, 42, "summarise this: " + "lorem ipsum dolor sit amet " * 800)
+        text = await _one_reply(tg, app)
+    assert "too long" in text and "try again in a moment" not in text
+    assert len(llm.refused) <= 2 and llm.requests == []
