@@ -12,8 +12,11 @@ Exception tree (every httpx error is mapped with ``raise ... from``)::
     ├── LLMUnavailable      5xx or network failure after the last retry
     │   └── LLMTimeout      no answer within ``timeout`` (last retry)
     ├── LLMBadRequest       other 4xx (unknown model, tools not supported,
-    │                       pictures not read: ``refuses_images``, ...)
+    │                       pictures not read: ``refuses_images``, the
+    │                       prompt refused by a content filter: ``filtered``)
     └── LLMBadResponse      2xx whose body is not a chat completion
+        └── LLMFiltered     a completion the provider's content filter
+                            withheld (raised by the agent, which reads it)
 
 :func:`fails_over` says which of them another endpoint could fix
 (``gateway/failover.py``). ``chat(fail_fast=True)`` is for an endpoint with
@@ -58,6 +61,7 @@ __all__ = [
     "LLMBadResponse",
     "LLMClient",
     "LLMError",
+    "LLMFiltered",
     "LLMRateLimited",
     "LLMTimeout",
     "LLMUnavailable",
@@ -91,6 +95,10 @@ _CONTEXT_EXCEEDED = re.compile(
     r"|exceed_context_size|prompt is too long|reduce the length of the messages",
     re.IGNORECASE,
 )
+# How providers say their content filter refused the prompt: Azure OpenAI's
+# 400 "The response was filtered due to the prompt triggering Azure
+# OpenAI's content management policy" (code "content_filter").
+_FILTERED = re.compile(r"content management policy|content[_ ]filter", re.IGNORECASE)
 _IMAGES_REFUSED = re.compile(
     r"image_url\W{0,3}(?:is )?only supported by certain models"
     r"|not a multi-?modal model"
@@ -141,6 +149,12 @@ class LLMBadRequest(LLMError):
         return self.status in (400, 413, 422) and bool(_CONTEXT_EXCEEDED.search(self.body or str(self)))
 
     @property
+    def filtered(self) -> bool:
+        """The provider's content filter refused the prompt: asking again
+        the same way cannot help."""
+        return self.status in (400, 403, 422) and bool(_FILTERED.search(self.body or str(self)))
+
+    @property
     def mentions_tools(self) -> bool:
         """The provider refused the ``tools`` parameter (no function calling)."""
         if self.refuses_images:  # "... only supported by certain models" is about the pictures
@@ -158,6 +172,11 @@ class LLMBadRequest(LLMError):
 
 class LLMBadResponse(LLMError):
     pass
+
+
+class LLMFiltered(LLMBadResponse):
+    """The provider withheld the answer (``finish_reason: content_filter``)
+    and said nothing else."""
 
 
 def fails_over(exc: LLMError) -> bool:

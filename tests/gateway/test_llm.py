@@ -226,3 +226,16 @@ async def test_requests_and_responses_leave_no_reference_cycle(fake_llm: FakeOpe
 )
 def test_a_request_over_the_models_context_is_recognised(status: int, body: str, too_long: bool) -> None:
     assert LLMBadRequest("refused", status=status, body=body).context_too_long is too_long
+
+
+@pytest.mark.parametrize(
+    ("status", "body", "filtered"),
+    [
+        (400, "The response was filtered due to the prompt triggering Azure OpenAI's content management policy.", True),
+        (400, "Input flagged by content_filter", True),
+        (400, "Invalid value for 'temperature'", False),
+        (500, "content management policy service down", False),  # a server error, not a refusal
+    ],
+)
+def test_a_prompt_refused_by_a_content_filter_is_recognised(status: int, body: str, filtered: bool) -> None:
+    assert LLMBadRequest("refused", status=status, body=body).filtered is filtered

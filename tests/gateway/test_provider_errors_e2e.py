@@ -175,3 +175,41 @@ async def test_a_message_over_the_models_context_is_told_so_after_one_smaller_tr
         text = await _one_reply(tg, app)
     assert "too long" in text and "try again in a moment" not in text
     assert len(llm.refused) <= 2 and llm.requests == []
+
+async def test_a_reply_cut_at_the_length_limit_says_so(tmp_path: Path, clock: ManualClock) -> None:
+    async with _telegram_app(tmp_path, clock, **WHOLE) as (llm, tg, app):
+        llm.queue(Reply(content="The three steps are: first, back up the", finish_reason="length"))
+        tg.push_text(42, 42, "how do I migrate the database?")
+        text = await _one_reply(tg, app)
+    assert text.startswith("The three steps are: first, back up the")
+    assert "cut off" in text
+
+async def test_a_streamed_reply_cut_at_the_length_limit_says_so_in_chinese(tmp_path: Path, clock: ManualClock) -> None:
+    async with _telegram_app(tmp_path, clock, **STREAM) as (llm, tg, app):
+        llm.queue(Reply(content="迁移分三步：第一，备份", pieces=["迁移", "分三步：", "第一，备份"],
+                                 finish_reason="length"))
+        tg.push_text(42, 42, "数据库怎么迁移？")
+        text = await _one_reply(tg, app)
+    assert text.startswith("迁移分三步：第一，备份") and "截断" in text
+
+async def test_a_filtered_reply_says_the_provider_withheld_it(tmp_path: Path, clock: ManualClock) -> None:
+    async with _telegram_app(tmp_path, clock, **WHOLE) as (llm, tg, app):
+        llm.queue(Reply(content=None, finish_reason="content_filter"))
+        tg.push_text(42, 42, "tell me a story")
+        text = await _one_reply(tg, app)
+        llm.queue(Reply(content="Once upon a time", finish_reason="content_filter"))
+        tg.push_text(42, 42, "another story")
+        await tg.wait_sent(2, timeout=15)
+    assert "filter" in text and "try again in a moment" not in text
+    assert tg.sent[1].text.startswith("Once upon a time") and "filter" in tg.sent[1].text
+
+
+async def test_a_prompt_the_providers_filter_refuses_is_told_so(tmp_path: Path, clock: ManualClock) -> None:
+    """Azure OpenAI refuses a prompt its content filter flags with a 400."""
+    async with _telegram_app(tmp_path, clock, **WHOLE) as (llm, tg, app):
+        llm.queue(Reply(content=None, status=400, error_type="invalid_request_error", error_code="content_filter",
+                        error_body="The response was filtered due to the prompt triggering Azure OpenAI's content "
+                        "management policy. Please modify your prompt and retry."))
+        tg.push_text(42, 42, "给我讲个故事")
+        text = await _one_reply(tg, app)
+    assert "过滤" in text and "稍后再试" not in text
