@@ -50,6 +50,16 @@ def apology(user_text: str, exc: BaseException | None = None) -> str:
     if isinstance(exc, LLMTimeout):
         return "抱歉，模型这次响应超时了，请稍后再试。" if zh else "Sorry, the language model took too long to answer. Please try again in a moment."
     if isinstance(exc, LLMRateLimited):
+        wait = exc.retry_after or 0.0
+        if wait > 90:  # the provider said how long: "in a minute" would not be true
+            minutes = round(wait / 60)
+            if minutes < 90:
+                zh_when, en_when = f"约 {minutes} 分钟后", f"in about {minutes} minutes"
+            else:
+                hours = round(wait / 3600)
+                zh_when, en_when = f"约 {hours} 小时后", f"in about {hours} hour{'s' if hours != 1 else ''}"
+            return (f"抱歉，模型服务现在太忙了（已达到使用上限），请{zh_when}再试。" if zh
+                    else f"Sorry, the language model's usage limit is reached. Please try again {en_when}.")
         return "抱歉，模型服务现在太忙了，请过一会儿再试。" if zh else "Sorry, the language model is busy right now. Please try again in a minute."
     if isinstance(exc, LLMFiltered) or (isinstance(exc, LLMBadRequest) and exc.filtered):
         return (

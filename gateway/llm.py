@@ -1,8 +1,11 @@
 """An OpenAI-compatible chat completions client over ``httpx.AsyncClient``.
 
 One request per :meth:`LLMClient.chat`, retried with exponential backoff
-(honouring ``Retry-After``) on 408/409/429/5xx and on network errors, up to
-``max_retries`` extra attempts. The result is typed (:class:`ChatResult`).
+(honouring ``Retry-After``, and on a 429 OpenAI's ``x-ratelimit-reset-*``)
+on 408/409/429/5xx and on network errors, up to ``max_retries`` extra
+attempts; a provider asking for a wait longer than ``max_retry_after`` (a
+quota reset in an hour) is not waited for: the error is raised at once,
+with that wait in ``retry_after``. The result is typed (:class:`ChatResult`).
 
 Exception tree (every httpx error is mapped with ``raise ... from``)::
 
@@ -321,6 +324,41 @@ def _error_message(resp: httpx.Response) -> str:
     return resp.text
 
 
+_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
+_DURATION_UNIT = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def _duration(text: str) -> float | None:
+    """Seconds in a rate-limit reset as providers write it: Go's durations
+    ("6m0s", "1h2m3.5s", "20ms") or a bare number of seconds."""
+    text = text.strip()
+    try:
+        return max(0.0, float(text))
+    except ValueError:
+        pass
+    total, pos = 0.0, 0
+    for m in _DURATION_PART.finditer(text):
+        if m.start() != pos:
+            return None
+        total += float(m.group(1)) * _DURATION_UNIT[m.group(2)]
+        pos = m.end()
+    return total if text and pos == len(text) else None
+
+
+def _ratelimit_reset(resp: httpx.Response) -> float | None:
+    """When an exhausted rate limit frees up, from OpenAI's (and Groq's,
+    DeepSeek's ...) ``x-ratelimit-remaining-*`` / ``x-ratelimit-reset-*``
+    headers: the latest reset of the limits at 0, None when no limit says
+    it is at 0 (the 429 is about something else)."""
+    waits = []
+    for limit in ("requests", "tokens"):
+        if resp.headers.get(f"x-ratelimit-remaining-{limit}", "").strip() == "0":
+            wait = _duration(resp.headers.get(f"x-ratelimit-reset-{limit}", ""))
+            if wait is not None:
+                waits.append(wait)
+    return max(waits, default=None)
+
+
 def _retry_after(resp: httpx.Response, now: datetime | None = None) -> float | None:
     """Seconds the provider asked us to wait, if it said."""
     ms = resp.headers.get("retry-after-ms")
@@ -331,7 +369,7 @@ def _retry_after(resp: httpx.Response, now: datetime | None = None) -> float | N
             pass
     raw = resp.headers.get("retry-after")
     if not raw:
-        return None
+        return _ratelimit_reset(resp) if resp.status_code == 429 else None
     try:
         return max(0.0, float(raw))
     except ValueError:
@@ -603,14 +641,20 @@ class LLMClient:
                 )
             # Providers echo the key they refused, or parts of the request.
             message = scrub_provider_text(_error_message(resp), self._secrets(), limit=500)
-            slow = fail_fast and status == 429
+            asked = _retry_after(resp)
+            # A 429 with a fallback behind it, or a wait longer than we would
+            # sleep (a quota reset in an hour): no retry could be answered.
+            slow = (fail_fast and status == 429) or (asked is not None and asked > self.max_retry_after)
             if (status in _RETRY_STATUS or status >= 500) and attempt < retries and not slow:
                 delay = self._backoff(attempt, resp)
                 log.warning("LLM provider error, retrying", status=status, attempt=attempt + 1, delay_s=round(delay, 2))
                 attempt += 1
                 await self._sleep(delay)
                 continue
-            error = _status_error(status, message, _retry_after(resp))
+            if asked is not None and asked > self.max_retry_after and attempt < retries:
+                log.warning("LLM provider asked to wait longer than we retry", status=status,
+                            retry_after_s=round(asked))
+            error = _status_error(status, message, asked)
             if streaming and isinstance(error, LLMBadRequest) and "stream" in message.lower():
                 # A proxy or server that does not stream: whole answers from
                 # it from now on, the reply shown when it is done.

@@ -9,9 +9,11 @@ in their language, and no key reaches a log line or the chat."""
 from __future__ import annotations
 
 import asyncio
+import email.utils
 import contextlib
 import json
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -213,3 +215,23 @@ async def test_a_prompt_the_providers_filter_refuses_is_told_so(tmp_path: Path, 
         tg.push_text(42, 42, "给我讲个故事")
         text = await _one_reply(tg, app)
     assert "过滤" in text and "稍后再试" not in text
+
+
+async def test_a_quota_reset_far_off_is_not_waited_for_and_the_user_told_when(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    when = email.utils.format_datetime(datetime.now(UTC) + timedelta(minutes=30), usegmt=True)
+    async with _telegram_app(tmp_path, clock, retries=3, **WHOLE) as (llm, tg, app):
+        llm.queue(Reply(content=None, status=429, error_body="You exceeded your current quota",
+                        headers={"Retry-After": when}))
+        tg.push_text(42, 42, "what's on today?")
+        await tg.wait_sent(1, timeout=15)
+        llm.queue(Reply(content=None, status=429, error_body="Rate limit reached for requests",
+                        headers={"x-ratelimit-remaining-requests": "0", "x-ratelimit-reset-requests": "2h0m0s",
+                                 "x-ratelimit-remaining-tokens": "39000", "x-ratelimit-reset-tokens": "1s"}))
+        tg.push_text(42, 42, "今天有什么安排？")
+        await tg.wait_sent(2, timeout=15)
+        assert app.loop is not None and await app.loop.drain(10)
+    first, second = _texts(tg)
+    assert "in about 30 minutes" in first and "约 2 小时后" in second
+    assert len(llm.requests) == 2  # one each: nothing slept and asked again
