@@ -321,7 +321,14 @@ def _error_message(resp: httpx.Response) -> str:
             return err
     except (ValueError, AttributeError):
         pass
+    if "html" in resp.headers.get("content-type", "").lower():
+        # A proxy's or gateway's error page: its words, not its markup.
+        return " ".join(_TAG.sub(" ", _HIDDEN.sub(" ", resp.text)).split())
     return resp.text
+
+
+_HIDDEN = re.compile(r"<(script|style)\b.*?</\1\s*>", re.IGNORECASE | re.DOTALL)
+_TAG = re.compile(r"<[^>]*>")
 
 
 _DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")

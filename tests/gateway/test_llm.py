@@ -20,7 +20,7 @@ from gateway.llm import (
     map_transport_error,
     parse_completion,
 )
-from tests.fakes.openai_server import FakeOpenAI
+from tests.fakes.openai_server import FakeOpenAI, Reply
 
 KEY = "sk-test-secret-key-123456"
 
@@ -267,3 +267,13 @@ async def test_a_wait_longer_than_we_retry_is_not_slept_but_raised_with_it(fake_
     async with client(fake_llm, sleep=sleeps, max_retries=3) as llm:
         assert (await llm.chat([{"role": "user", "content": "x"}])).content == "ok"
     assert sleeps.delays == [2.0]
+
+
+async def test_an_html_error_page_is_read_as_its_words(fake_llm: FakeOpenAI) -> None:
+    page = ("<html><head><title>502 Bad Gateway</title><style>body{color:red}</style></head>"
+            "<body><h1>Bad Gateway</h1><p>cloudflare</p></body></html>")
+    fake_llm.queue(Reply(status=502, raw=page, content_type="text/html"))
+    async with client(fake_llm, max_retries=0) as llm:
+        with pytest.raises(LLMUnavailable) as err:
+            await llm.chat([{"role": "user", "content": "x"}])
+    assert err.value.body == "502 Bad Gateway Bad Gateway cloudflare" and "<" not in str(err.value)
