@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from gateway.agent import Agent, apology
-from gateway.llm import LLMClient, LLMTimeout
+from gateway.llm import LLMBadRequest, LLMClient, LLMTimeout
 from gateway.memory_tools import memory_tools
 from gateway.sessions import SessionStore
 from gateway.tools import Tool, ToolContext
@@ -228,6 +228,8 @@ async def test_failures_become_apologies_in_the_users_language(fake_llm: FakeOpe
     assert not en.ok and en.text.startswith("Sorry")
     assert not empty.ok and empty.error == "LLMBadResponse"
     assert "took too long" in apology("x", LLMTimeout("t"))
+    over = LLMBadRequest("400", status=400, body="This model's maximum context length is 8192 tokens")
+    assert "too long" in apology("x", over) and "太长" in apology("总结一下", over)
 
 
 async def test_private_only_tools_are_not_offered_in_groups(fake_llm: FakeOpenAI) -> None:
