@@ -25,19 +25,19 @@ from .test_compression import kind
 from .test_extraction_full import _indexes_agree
 
 
-def _words(seed: int, n: int) -> str:
+def words(seed: int, n: int) -> str:
     rnd = random.Random(seed)  # words that do not compress into a few pages
     return " ".join("".join(rnd.choice("abcdefghij") for _ in range(8)) for _ in range(n))
 
 
-async def _full(engine: MemoryEngine) -> None:
+async def fill_up(engine: MemoryEngine) -> None:
     """memory.db at its last page, with no room left in it: another user's
     facts fill it until SQLite says it is full."""
     (pages,) = await engine.db.fetchall("PRAGMA main.page_count")
     await engine.db.write(f"PRAGMA main.max_page_count = {pages[0] + 8}")
     for i in range(10_000):
         try:
-            await engine.add(NewMemory(owner="zed", content=f"zed filler {i}: {_words(i, 100)}"))
+            await engine.add(NewMemory(owner="zed", content=f"zed filler {i}: {words(i, 100)}"))
         except sqlite3.OperationalError as exc:
             assert "full" in str(exc)
             return
@@ -53,9 +53,9 @@ async def test_a_full_memory_db_stops_the_daily_run_whole_and_the_next_run_does_
 ) -> None:
     days = {"2026-02-26": "Alice chose Postgres", "2026-02-27": "Alice set up CI", "2026-02-28": "Alice hired Bob"}
     events = [(await engine.add_event("alice", d, s, channel="telegram")).id for d, s in days.items()]
-    facts = [{"content": f"alice fact {i}: {_words(i, 30)}", "category": "decision"} for i in range(40)]
+    facts = [{"content": f"alice fact {i}: {words(i, 30)}", "category": "decision"} for i in range(40)]
     fake.responder = lambda body: Reply(reply(facts, "x"))
-    await _full(engine)
+    await fill_up(engine)
     with pytest.raises(Exception, match="full"):
         await Compressor(engine, llm).daily()
     assert len(fake.requests) == 1  # the first day failed: the others were not asked for, to fail the same way
@@ -78,7 +78,7 @@ async def test_a_full_memory_db_archives_no_source_fact_of_a_merge_it_could_not_
                    category=Category.DECISION, importance=0.5), None)
         for i in range(1, 13)
     )
-    merged = f"atlas deploy facts merged: {_words(99, 2000)}"
+    merged = f"atlas deploy facts merged: {words(99, 2000)}"
 
     def responder(body: dict[str, Any]) -> Reply:
         if kind(body) == "profile":
@@ -86,7 +86,7 @@ async def test_a_full_memory_db_archives_no_source_fact_of_a_merge_it_could_not_
         return Reply(json.dumps({"facts": [{"content": merged, "category": "decision", "from": list(range(1, 13))}]}))
 
     fake.responder = responder
-    await _full(engine)
+    await fill_up(engine)
     with pytest.raises(Exception, match="full"):
         await Compressor(engine, llm).weekly()
     rows = await engine.list_memories("alice", status=None, limit=100)
