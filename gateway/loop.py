@@ -325,6 +325,7 @@ class ProcessLoop:
         self.known_projects = known_projects
         self.stats = LoopStats()
         self._not_saved = 0  # messages not saved since the last one that was (TurnNotSaved)
+        self._unbuffered = 0  # failed buffering attempts since the last that worked
         self.limiter = limiter
         self.commands = commands or UserCommands(backend)
         self.timezones = timezones  # each user's own (/timezone); None: the gateway's for all
@@ -920,8 +921,13 @@ class ProcessLoop:
         except Exception as exc:  # the rows stay unbuffered; _settle retries
             self._clean.discard(key)
             self.stats.buffer_errors += 1
-            log.error("buffering for extraction failed; will retry", chat=key, rows=len(rows), error=repr(exc))
+            self._unbuffered += 1  # one error while it lasts (a full disk fails every turn alike), then a count
+            (log.error if self._unbuffered == 1 else log.info)(
+                "buffering for extraction failed; will retry", chat=key, rows=len(rows), error=repr(exc))
             return
+        if self._unbuffered:
+            log.warning("buffering for extraction works again", failed=self._unbuffered)
+            self._unbuffered = 0
         self.stats.buffered += len(rows)
         try:
             await self.sessions.mark_buffered([r.id for r in rows], prune_key=key)

@@ -83,6 +83,21 @@ async def test_the_gateway_tells_the_truth_on_a_full_disk_and_recovers_when_spac
             assert await app.extraction.tick() == [] and len(llm.requests) == asked  # type: ignore[attr-defined]
             assert [m for m in await engine.list_memories("telegram:42", limit=100)] == []
 
+            # The buffer's file fills too: answered all the same; what is said waits in gateway.db.
+            (pages,) = await engine.db.fetchall("PRAGMA buffer.page_count")
+            await engine.db.write(f"PRAGMA buffer.max_page_count = {pages[0]}")
+            bike = "and my bike lock code is 1234, " + words(5, 3000)
+            tg.push_text(42, 42, bike)
+            await tg.wait_sent(6, timeout=10)
+            assert await app.loop.drain(5)
+            tg.push_text(42, 42, "and my desk is 7")
+            await tg.wait_sent(7, timeout=10)
+            assert await app.loop.drain(5)
+            await engine.db.write(f"PRAGMA buffer.max_page_count = {SPACE}")
+            tg.push_text(42, 42, "that is all")
+            await tg.wait_sent(8, timeout=10)
+            assert await app.loop.drain(5)
+
             await engine.db.write(f"PRAGMA main.max_page_count = {SPACE}")
             clock.advance(BACKOFF[0])
             learnt = await app.extraction.tick()  # type: ignore[attr-defined]
@@ -90,11 +105,16 @@ async def test_the_gateway_tells_the_truth_on_a_full_disk_and_recovers_when_spac
             assert await engine.db.fetchall("SELECT id FROM extraction_buffer") == []  # every turn learnt from
 
             # Each message answered once, in order, in its own language.
-            assert tg.texts(42) == ["re: hello", _NOT_SAVED_FULL, f"re: {plan[:40].strip()}", "re: my locker is 42"]
+            assert tg.texts(42) == [
+                "re: hello", _NOT_SAVED_FULL, f"re: {plan[:40].strip()}", "re: my locker is 42", f"re: {bike[:40].strip()}",
+                "re: and my desk is 7", "re: that is all",
+            ]
             assert tg.texts(43) == [_NOT_SAVED_FULL_ZH]
             assert await _history(app, "telegram:42") == [
                 ("user", "hello"), ("assistant", "re: hello"), ("user", plan[:40]), ("assistant", f"re: {plan[:36]}"),
                 ("user", "my locker is 42"), ("assistant", "re: my locker is 42"),
+                ("user", bike[:40]), ("assistant", f"re: {bike[:36]}"), ("user", "and my desk is 7"),
+                ("assistant", "re: and my desk is 7"), ("user", "that is all"), ("assistant", "re: that is all"),
             ]
             assert app.delivery is not None and await app.delivery.outbox.count() == 0
         finally:
@@ -104,6 +124,8 @@ async def test_the_gateway_tells_the_truth_on_a_full_disk_and_recovers_when_spac
     assert loud == [
         ("error", "message not saved, so not answered; later ones are counted until one is"),
         ("warning", "messages are saved again"),
+        ("error", "buffering for extraction failed; will retry"),
+        ("warning", "buffering for extraction works again"),
     ]
     [again] = [e for e in lines if e["event"] == "messages are saved again"]
     assert again["not_saved"] == 2
