@@ -20,11 +20,12 @@ from gateway.logging import configure_logging
 from gateway.loop import _NOT_SAVED_FULL, _NOT_SAVED_FULL_ZH
 from memory import ManualClock
 from memory.extraction import BACKOFF
+from tests.fakes.feishu_server import FakeFeishu
 from tests.fakes.openai_server import FakeOpenAI, Reply, said
 from tests.fakes.telegram_server import FakeTelegram
 from tests.memory.test_compression_full import fill_up, words
 
-from .test_e2e_feishu import _app
+from .test_e2e_feishu import ALICE, ENCRYPT_KEY, _app, _feishu_section, _until
 from .test_quoted_e2e import _telegram
 
 FACTS = [{"content": f"Alice keeps note {i}: {words(i, 30)}", "category": "config"} for i in range(40)]
@@ -130,3 +131,33 @@ async def test_the_gateway_tells_the_truth_on_a_full_disk_and_recovers_when_spac
     [again] = [e for e in lines if e["event"] == "messages are saved again"]
     assert again["not_saved"] == 2
     assert not any("travel plan" in line or "每一天" in line for line in stream.getvalue().splitlines())
+
+
+async def test_feishu_on_a_full_gateway_db_says_so_once_and_a_redelivered_event_is_not_answered_twice(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    async with FakeOpenAI(api_key="sk-diskfull-0123456789", responder=model) as llm, FakeFeishu() as feishu:
+        app = _app(tmp_path, clock, llm, {"feishu": _feishu_section(feishu, "webhook")})
+        try:
+            await app.open()
+            await asyncio.wait_for(app.start(), 15)
+            assert app.sessions is not None and app.loop is not None and app.http is not None
+            hook = app.http.url + "/feishu/events"
+            (pages,) = await app.sessions.db.fetchall("PRAGMA page_count")
+            await app.sessions.db.write(f"PRAGMA max_page_count = {pages[0]}")
+            plan = "我的行程：" + "每一天，" * 4000
+            first = feishu.message_event(plan, chat_id="oc_alice", open_id=ALICE)
+            assert (await feishu.push_event(hook, first, encrypt_key=ENCRYPT_KEY)).status_code == 200
+            await _until(lambda: len(feishu.sent) == 1)
+            assert await app.loop.drain(5)
+            # Feishu sends the same event again (it does, when unsure it arrived): not answered again.
+            assert (await feishu.push_event(hook, first, encrypt_key=ENCRYPT_KEY)).status_code == 200
+            assert await app.loop.drain(5)
+            await app.sessions.db.write(f"PRAGMA max_page_count = {SPACE}")
+            again = feishu.message_event(plan, chat_id="oc_alice", open_id=ALICE)
+            assert (await feishu.push_event(hook, again, encrypt_key=ENCRYPT_KEY)).status_code == 200
+            await _until(lambda: len(feishu.sent) == 2)
+            assert await app.loop.drain(5)
+            assert [m["text"] for m in feishu.sent] == [_NOT_SAVED_FULL_ZH, f"re: {plan[:40]}"]
+        finally:
+            await asyncio.wait_for(app.close(), 30)
