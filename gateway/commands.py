@@ -73,6 +73,9 @@ MENU_ZH = {
 }
 _FORGET_MAX = 20  # as the memory_forget tool
 _LIST = 10  # newest facts shown by /memory
+# Profile entries /memory shows, most important first: a profile at its cap
+# (100) filled six Telegram messages; /export lists them all.
+_PROFILE_SHOWN = 10
 _SEARCH = 10
 _SHOWN_CHARS = 200
 _CONFIRM_WITHIN = timedelta(minutes=5)
@@ -202,7 +205,11 @@ class UserCommands:
             else f"What I remember about you: {o.facts} memories and {o.events} conversation summaries."
         ]
         if o.profile:
-            out += ["", "始终记在心里：" if zh else "Always in mind:", *(_line(h, zh) for h in o.profile)]
+            out += ["", "始终记在心里：" if zh else "Always in mind:", *(_line(h, zh) for h in o.profile[:_PROFILE_SHOWN])]
+            if len(o.profile) > _PROFILE_SHOWN:
+                rest = len(o.profile) - _PROFILE_SHOWN
+                out.append(f"……还有 {rest} 条始终记在心里：/export 列出全部。" if zh
+                           else f"…and {rest} more always in mind: /export lists them all.")
         if o.recent:
             out += ["", "最新的记忆：" if zh else "Newest:", *(_line(h, zh) for h in o.recent)]
         more = o.facts - len(o.profile) - len(o.recent)

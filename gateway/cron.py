@@ -496,6 +496,19 @@ class CronStore:
             await conn.execute("DELETE FROM cron_jobs WHERE id = ?", (job_id,))
         log.info("cron job removed", job=job_id)
 
+    async def move_chat(self, channel: str, old_chat: str, new_chat: str) -> int:
+        """Jobs aimed at ``old_chat`` go to ``new_chat`` (a Telegram group
+        upgraded to a supergroup), so each run's reply and history are the
+        new chat's; how many. A second call finds none."""
+        async with self.db.transaction() as conn:
+            cur = await conn.execute(
+                "UPDATE cron_jobs SET chat_id = ? WHERE channel = ? AND chat_id = ?", (new_chat, channel, old_chat)
+            )
+            n = cur.rowcount
+        if n:
+            log.info("cron jobs moved with their chat", channel=channel, chat_id=old_chat, new_chat_id=new_chat, jobs=n)
+        return n
+
     async def due(self, now: datetime) -> builtins.list[CronJob]:  # `list` is a method here
         rows = await self.db.fetchall(
             "SELECT * FROM cron_jobs WHERE next_run_at <= ? ORDER BY next_run_at, id", (format_ts(now),)

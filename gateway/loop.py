@@ -340,6 +340,11 @@ class ProcessLoop:
         # Chats known to have no unbuffered row (checked in gateway.db once,
         # then kept true by _buffer), so _settle skips the query per message.
         self._clean: set[str] = set()
+        # A chat being moved to its new id (MOVED): the new id's key -> the old one's, whose worker runs the move.
+        self._moving: dict[str, str] = {}
+        # What else follows a chat to a new id, outside gateway.db's own
+        # move (cron.db's jobs, the outbox's hold): name -> its move, how many.
+        self.chat_moves: dict[str, Callable[[str, str, str], Awaitable[int]]] = {}
         self._closed = False
 
     # -- dispatch ---------------------------------------------------------------
@@ -365,7 +370,14 @@ class ProcessLoop:
     def _enqueue(self, item: _Item) -> None:
         if self._closed:
             raise RuntimeError("process loop is closed")
-        key = item.msg.session_key
+        key = self._moving.get(item.msg.session_key, item.msg.session_key)
+        moved_from = item.msg.metadata.get("moved_from") if item.msg.kind == MOVED else None
+        if isinstance(moved_from, str) and moved_from:
+            # Through the old chat's worker, after its turn under way (whose
+            # reply is then stored before the rows move, not under the old id
+            # after); the new id's messages queue behind it until it is done.
+            key = f"{item.msg.channel}:{moved_from}"
+            self._moving[item.msg.session_key] = key
         gone = item.msg.metadata.get("supersedes") if item.user is None else None
         if isinstance(gone, str) and gone:
             self._supersede(key, item.msg, gone)
@@ -478,17 +490,45 @@ class ProcessLoop:
             if not q:
                 self._queues.pop(key, None)
 
+    def _moved(self, old_key: str, new_key: str) -> None:
+        """The move from ``old_key`` is done: the new id's messages that
+        queued behind it in the old chat's worker go on in the new id's
+        own, in order, and so do those that come next (no await here, so
+        none slips in between)."""
+        if self._moving.get(new_key) != old_key:
+            return
+        del self._moving[new_key]
+        q = self._queues.get(old_key)
+        rest = [i for i in q if i.msg.session_key == new_key] if q else []
+        if not rest or q is None:
+            return
+        for i in rest:
+            q.remove(i)
+        nq = self._queues.setdefault(new_key, deque())
+        nq.extend(rest)
+        if new_key not in self._workers:
+            self._workers[new_key] = asyncio.create_task(self._work(new_key, nq), name=f"chat:{new_key}")
+
     # -- one message ------------------------------------------------------------
 
     async def _handle(self, item: _Item) -> str:
         msg = item.msg
         if msg.kind == MOVED:  # the chat has a new id: its history follows, no reply
             old = str(msg.metadata.get("moved_from") or "")
-            moved = await self.sessions.move_chat(msg.channel, old, msg.chat_id) if old else 0
+            moved: dict[str, int] = {}
+            try:
+                if old:  # gateway.db's rows in one transaction, the files with their index, then the rest
+                    moved = await self.sessions.move_chat(msg.channel, old, msg.chat_id)
+                    if self.files is not None:
+                        moved["files"] = await self.files.move_chat(f"{msg.channel}:{old}", msg.session_key)
+                    for name, move in self.chat_moves.items():
+                        moved[name] = await move(msg.channel, old, msg.chat_id)
+            finally:
+                self._moved(f"{msg.channel}:{old}", msg.session_key)
             self._clean.discard(f"{msg.channel}:{old}")
             self._clean.discard(msg.session_key)
             log.info("chat moved to a new id; its history follows", channel=msg.channel, chat_id=old,
-                     new_chat_id=msg.chat_id, messages=moved)
+                     new_chat_id=msg.chat_id, **moved)
             return ""
         if msg.kind != MESSAGE:  # an edit or recall of an earlier message: stored words change, no reply
             await self.revisions.apply(msg)

@@ -219,6 +219,22 @@ class RecentFiles:
         _, n = await self.db.write("UPDATE recent_files SET owner = ? WHERE owner = ?", (new, old))
         return n
 
+    async def move_chat(self, old: str, new: str) -> int:
+        """The chat ``old`` goes on as ``new`` (a Telegram group upgraded to
+        a supergroup, keys as :meth:`files` takes them): its files follow,
+        rows and index together, under the store's lock; how many. Should
+        ``new`` have files already, the older come first; the bounds apply
+        at the next file."""
+        async with self._lock:
+            await self._load()
+            _, n = await self.db.write("UPDATE recent_files SET chat = ? WHERE chat = ?", (new, old))
+            held = self._chats.pop(old, [])
+            if held:
+                merged = sorted([*held, *self._chats.get(new, [])], key=lambda f: (f.received, abs(f.id)))
+                self._chats[new] = merged
+                self._chats.move_to_end(new)
+            return n + sum(1 for f in held if f.id < 0)
+
     async def sweep(self) -> int:
         """Delete the files past ``ttl``; how many."""
         async with self._lock:

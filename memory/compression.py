@@ -39,7 +39,7 @@ from .consolidate import Consolidator
 from .decay import decay_factor
 from .engine import MemoryEngine, content_hash, row_to_memory
 from .lease import Lease, Leases
-from .llm import Candidate, MemoryLLM, MemoryLLMError
+from .llm import Candidate, MemoryLLM, MemoryLLMError, ProfileEntry
 from .tokens import estimate_tokens
 from .types import Memory, NewMemory, Provenance, Source
 
@@ -400,13 +400,31 @@ class Compressor:
                 # thinking: its entries could restate what is gone. Next week.
                 report.notes.append(f"{owner}: profile refresh skipped, memories changed meanwhile")
                 return
+            new: list[tuple[int, ProfileEntry]] = []
             for rank, e in enumerate(entries):
                 h = content_hash(e.content)
                 if h in keep:
                     continue
                 keep.add(h)
-                if h in cur_by_hash:
-                    continue
+                if h not in cur_by_hash:
+                    new.append((rank, e))
+            # The gate, for the profile: one refresh demotes at most a quarter
+            # of it (at least one entry), the least important first; the rest
+            # stays until a later refresh agrees again. A model that loses
+            # half of someone's profile in one answer is more likely wrong
+            # than the person changed that much in a week.
+            dropped = sorted((m for h, m in cur_by_hash.items() if h not in keep), key=lambda m: (m.importance, m.id))
+            allowed = max(1, int(self.gate * len(current)))
+            # The cap holds too: what the gate keeps takes its room, so new
+            # entries (in the model's order) wait for the weeks the old ones
+            # they replace may go (a full profile grew past 100 here).
+            room = max(0, self.profile_limit - (len(current) - min(len(dropped), allowed)))
+            if len(new) > room:
+                report.notes.append(f"{owner}: {len(new) - room} new profile entries wait for room")
+                await write_log(conn, at=at, job="weekly_compress", owner=owner, action="promote_held",
+                                detail={"limit": self.profile_limit, "waiting": len(new) - room})
+            for rank, e in new[:room]:
+                h = content_hash(e.content)
                 # Importance keeps the model's order in a profile read by importance.
                 importance = imp_by_hash.get(h, round(1.0 - rank / 1000, 3))
                 # The Tier 2 facts it states, as a merge cites its sources
@@ -421,13 +439,6 @@ class Compressor:
                 report.promoted += 1
                 await write_log(conn, at=at, job="weekly_compress", owner=owner, action="promote", memory_id=m.id,
                                 detail=e.content)
-            # The gate, for the profile: one refresh demotes at most a quarter
-            # of it (at least one entry), the least important first; the rest
-            # stays until a later refresh agrees again. A model that loses
-            # half of someone's profile in one answer is more likely wrong
-            # than the person changed that much in a week.
-            dropped = sorted((m for h, m in cur_by_hash.items() if h not in keep), key=lambda m: (m.importance, m.id))
-            allowed = max(1, int(self.gate * len(current)))
             for m in dropped[:allowed]:
                 await self.engine.set_status(m.id, "archived", conn=conn)
                 report.demoted += 1

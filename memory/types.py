@@ -85,19 +85,6 @@ class Provenance:
                 d[k] = tuple(str(x) for x in d[k])
         return cls(**{k: v for k, v in d.items() if k in cls.__dataclass_fields__})
 
-    def describe(self) -> str:
-        """Short record form, ``telegram chat 42``, for the export and the
-        operator's tools; what the model and the user read is
-        :func:`memory.origin.origin`."""
-        parts = []
-        if self.channel:
-            parts.append(self.channel)
-        if self.chat_id:
-            parts.append(f"chat {self.chat_id}")
-        if self.refs and not parts:
-            parts.append(",".join(self.refs[:3]))
-        return " ".join(parts)
-
 
 @dataclass(frozen=True)
 class NewMemory:

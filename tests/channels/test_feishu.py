@@ -199,6 +199,23 @@ async def test_wrong_verification_token_rejected_without_encryption(
     assert channel.bus.inbound.empty()
 
 
+async def test_an_event_for_another_app_is_refused_with_a_log_line(
+    fake: FakeFeishu, http: HttpServer, channel: FeishuChannel
+) -> None:
+    """Defence in depth behind the token and the signature: an event whose
+    ``header.app_id`` is not ours reaches nothing, and the log says why."""
+    foreign = fake.message_event("from another app")
+    foreign["header"]["app_id"] = "cli_someone_else"
+    with capture_logs() as logs:
+        r = await fake.push_event(hook(http, channel), foreign)
+    assert r.status_code == 200  # taken and dropped: a redelivery would be refused again
+    assert channel.bus.inbound.empty()
+    [refused] = [e for e in logs if e["event"] == "feishu event for another app refused"]
+    assert refused["app_id"] == "cli_someone_else" and refused["log_level"] == "warning"
+    assert (await fake.push_event(hook(http, channel), fake.message_event("ours"))).status_code == 200
+    assert (await next_inbound(channel.bus)).text == "ours"
+
+
 # -- dedup, parsing, mentions, allow-list ---------------------------------------------------
 async def test_duplicate_event_id_gives_one_message(fake: FakeFeishu, http: HttpServer, channel: FeishuChannel) -> None:
     event = fake.message_event("once")

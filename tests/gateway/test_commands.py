@@ -422,3 +422,20 @@ async def test_commands_answer_in_the_language_the_chat_is_held_in(
         assert (await rig.ask("/forget m999999", chat="200", sender="200")).text == (
             "You have no memory with id m999999.")
         assert "Not an id: 12 (did you mean m12?)." in (await rig.ask("/forget 12", chat="200", sender="200")).text
+
+
+async def test_memory_shows_a_full_profile_a_page_at_a_time(
+    tmp_path: Path, clock: ManualClock, fake_llm: FakeOpenAI
+) -> None:
+    """A profile at its cap of 100 entries made /memory one 21,000-character
+    answer (six Telegram messages) before the newest memories; it shows the
+    most important entries and says where the rest are."""
+    async with make_rig(tmp_path, clock, fake_llm) as rig:
+        for i in range(100):
+            await rig.engine.add(NewMemory(owner=ALICE, tier=1, content=f"profile entry {i:03d} " + "x" * 150,
+                                           category=Category.IDENTITY, importance=0.5 + i / 1000))
+        text = (await rig.ask("/memory", chat="100")).text
+        shown = re.findall(r"profile entry (\d{3})", text)
+        assert shown == [f"{i:03d}" for i in range(99, 89, -1)]  # the ten most important, in order
+        assert "…and 90 more always in mind: /export lists them all." in text
+        assert len(text) < 4096  # one Telegram message

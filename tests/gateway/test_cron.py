@@ -328,3 +328,22 @@ async def test_a_daily_job_runs_once_on_the_fall_back_night(clock: ManualClock, 
         clock.set(at)
         await sched.run_due()
     assert seen == ["2026-11-01T05:30:00Z", "2026-11-02T06:30:00Z"]
+
+
+async def test_a_chat_moved_to_a_new_id_takes_its_jobs(clock: ManualClock, store: CronStore) -> None:
+    """A Telegram group upgraded to a supergroup: its jobs run in the new
+    chat (reply and history there); another chat's stay; a second move finds none."""
+    seen: list[str] = []
+
+    async def run_agent(job: CronJob, attempt: JobAttempt) -> None:
+        seen.append(job.chat_id)
+
+    group = await store.add(schedule="0 9 * * *", message="standup", channel="telegram", chat_id="-500", user="alice")
+    other = await store.add(schedule="0 9 * * *", message="standup", channel="feishu", chat_id="-500", user="bob")
+    assert await store.move_chat("telegram", "-500", "-100500") == 1
+    assert await store.move_chat("telegram", "-500", "-100500") == 0
+    assert (await store.get(group.id)).chat_id == "-100500"  # type: ignore[union-attr]
+    assert (await store.get(other.id)).chat_id == "-500"  # type: ignore[union-attr]
+    clock.set("2026-03-02T01:00:00Z")  # 09:00 Shanghai
+    await CronScheduler(store, run_agent_job=run_agent).run_due()
+    assert sorted(seen) == ["-100500", "-500"]

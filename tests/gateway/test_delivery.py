@@ -114,6 +114,30 @@ async def test_replies_sent_while_telegram_fails_arrive_once_in_order_after_it_r
     assert tg.texts() == ["first answer", "second answer", "third answer"]
 
 
+async def test_a_user_who_blocked_the_bot_is_logged_once_not_per_reply(rig: Rig, tg: FakeTelegram) -> None:
+    """Several replies waiting when the user blocks the bot: each is
+    dropped, the log says so once for the chat; once the chat takes a
+    reply again, the next refusal is logged again."""
+    blocked = "Forbidden: bot was blocked by the user"
+    tg.fail_next("sendMessage", 502)
+    await rig.reply("first", "second", "third")  # the first failed: all three wait in the outbox
+    assert await rig.outbox.count() == 3
+    tg.fail_next("sendMessage", 403, description=blocked, times=4)
+    with capture_logs() as logs:
+        await rig.later(60)
+        await rig.reply("fourth")
+    assert sends(tg) == [502, 403, 403, 403, 403] and await rig.outbox.count() == 0
+    [dropped] = [e for e in logs if e["event"] == "reply dropped" and e["log_level"] != "debug"]
+    assert dropped["reason"] == "refused" and "blocked" in dropped["error"] and dropped["chat_id"] == CHAT
+    assert dropped["log_level"] == "error"
+    await rig.reply("unblocked")
+    assert tg.texts() == ["unblocked"]
+    tg.fail_next("sendMessage", 403, description=blocked)
+    with capture_logs() as logs:
+        await rig.reply("blocked again")
+    assert [e["log_level"] for e in logs if e["event"] == "reply dropped"] == ["error"]
+
+
 async def test_a_chat_waiting_does_not_hold_up_another(rig: Rig, tg: FakeTelegram) -> None:
     tg.fail_next("sendMessage", 502)
     await rig.reply("for the chat that waits")

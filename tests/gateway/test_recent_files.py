@@ -290,3 +290,23 @@ async def test_a_full_gateway_db_costs_the_file_not_the_turn_and_is_logged_once(
         await files.keep("c1", "alice", (doc("b.pdf", big),))
     assert [f.name for f in files.files("c1")] == ["a", "b.pdf"] and await files.text(files.files("c1")[1]) == big
     assert [e["event"] for e in logs] == ["recent files kept again"]
+
+
+async def test_a_chat_moved_to_a_new_id_takes_its_files(tmp_path: Path, db: Database, clock: ManualClock) -> None:
+    """A Telegram group upgraded to a supergroup: file_read finds its files
+    under the new id, at once and after a restart; older ones first."""
+    files = RecentFiles(db, clock)
+    await files.keep("telegram:-500", "alice", [doc("plan.txt", "the plan")])
+    await files.keep("telegram:-500", "bob", [doc("notes.txt", "off the record")], incognito=True)
+    clock.advance(60)
+    await files.keep("telegram:-100500", "alice", [doc("new.txt", "in the supergroup")])
+    assert await files.move_chat("telegram:-500", "telegram:-100500") == 2
+    assert await files.move_chat("telegram:-500", "telegram:-100500") == 0
+    assert files.files("telegram:-500") == []
+    assert [f.name for f in files.files("telegram:-100500")] == ["plan.txt", "notes.txt", "new.txt"]
+    assert await rows(db) == [("telegram:-100500", "alice", "plan.txt"), ("telegram:-100500", "alice", "new.txt")]
+    d, again = await reopened(tmp_path / "gateway.db", clock)
+    try:
+        assert [f.name for f in again.files("telegram:-100500")] == ["plan.txt", "new.txt"]
+    finally:
+        await d.close()
