@@ -40,8 +40,13 @@ apology for a question nobody asked. A run that starts more than
 that long) tells the model so (:func:`job_prompt`), so the reply can say
 it is late. A job whose channel is not running (:class:`CronError`) is not
 retried: the slot is recorded as failed (a one-time job is deleted).
-Internal jobs are not retried after a failure: their work waits for the
-next run. An internal job that finds the compression lease held (the other
+Internal jobs are not retried after a failure, their work waits for the
+next run, except when memory.db could not be written (full, or its write
+lock held elsewhere: ``sqlite3.OperationalError``): compression wrote
+nothing then (one transaction a day's batch, a merge), and a week is long
+to wait for a disk to get space again, so it is tried again 10 minutes, 1
+and 6 hours later (``INTERNAL_RETRY_DELAYS``), never past its next slot.
+An internal job that finds the compression lease held (the other
 one still running, or a holder that died and left it until it expires) is
 not a failure: it tries again ``busy_retry`` later, for the same slot
 (``due_at``), until the lease frees; a slot that could not run before the
@@ -83,6 +88,7 @@ __all__ = [
     "BUSY_RETRY",
     "INTERNAL_DAILY",
     "LATE_AFTER",
+    "INTERNAL_RETRY_DELAYS",
     "RETRY_DELAYS",
     "INTERNAL_WEEKLY",
     "CronError",
@@ -124,6 +130,8 @@ ONCE_HORIZON = timedelta(days=366)
 RETRY_DELAYS: tuple[timedelta, ...] = (timedelta(minutes=1), timedelta(minutes=3), timedelta(minutes=10))
 # An internal job whose lease is held looks again this much later.
 BUSY_RETRY = timedelta(minutes=1)
+# An internal job that could not write memory.db tries again after these (module docstring).
+INTERNAL_RETRY_DELAYS: tuple[timedelta, ...] = (timedelta(minutes=10), timedelta(hours=1), timedelta(hours=6))
 # A run starting this long after its slot says it is late.
 LATE_AFTER = timedelta(minutes=5)
 
@@ -579,6 +587,7 @@ class CronScheduler:
         poll_interval: float = 15.0,
         retry_delays: Sequence[timedelta] = RETRY_DELAYS,
         busy_retry: timedelta = BUSY_RETRY,
+        internal_retry_delays: Sequence[timedelta] = INTERNAL_RETRY_DELAYS,
     ) -> None:
         self.store = store
         self.clock = store.clock
@@ -587,6 +596,7 @@ class CronScheduler:
         self.poll_interval = poll_interval
         self.retry_delays = tuple(retry_delays)
         self.busy_retry = busy_retry
+        self.internal_retry_delays = tuple(internal_retry_delays)
         self._running: dict[str, asyncio.Task[JobRun]] = {}
         self._task: asyncio.Task[None] | None = None
 
@@ -643,9 +653,10 @@ class CronScheduler:
 
     def _retry_at(self, job: CronJob, slot: datetime, now: datetime) -> datetime | None:
         """When to try ``job`` again if this attempt fails; None: this is its last."""
-        if job.attempts >= len(self.retry_delays):
+        delays = self.internal_retry_delays if job.internal else self.retry_delays
+        if job.attempts >= len(delays):
             return None
-        at = now + self.retry_delays[job.attempts]
+        at = now + delays[job.attempts]
         if not job.once and at >= next_run(job.schedule, max(slot, now), self.store.zone_of(job)):
             return None  # the next slot comes first: it is the retry
         return at
@@ -693,6 +704,8 @@ class CronScheduler:
             result = JobRun(job.id, "error", str(exc)[:500])
         except Exception as exc:  # noqa: BLE001 - a job's failure is recorded on the job and logged; the scheduler goes on
             error = f"{type(exc).__name__}: {exc}"[:500]
+            if job.internal and isinstance(exc, sqlite3.OperationalError):  # memory.db full or locked: see above
+                retry_at = self._retry_at(job, parse_ts(job.slot), now)
             result = JobRun(job.id, "error" if retry_at is None else "retry", error)
         (log.info if result.status == "ok" else log.warning)(
             "cron job finished", job=job.id, status=result.status, error=result.error,

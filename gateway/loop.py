@@ -324,6 +324,8 @@ class ProcessLoop:
         self.identities = identities or IdentityMap()
         self.known_projects = known_projects
         self.stats = LoopStats()
+        self._not_saved = 0  # messages not saved since the last one that was (TurnNotSaved)
+        self._unbuffered = 0  # failed buffering attempts since the last that worked
         self.limiter = limiter
         self.commands = commands or UserCommands(backend)
         self.timezones = timezones  # each user's own (/timezone); None: the gateway's for all
@@ -457,7 +459,17 @@ class ProcessLoop:
                         item.future.set_exception(exc)
                 except Exception as exc:  # one bad message must not stop the chat
                     self.stats.errors += 1
-                    log.error("handling a message failed", chat=key, error=repr(exc), exc_info=True)
+                    if isinstance(exc, TurnNotSaved):
+                        # Its cause is known (gateway.db full or locked) and
+                        # every message fails alike until it passes: one
+                        # error, then a count ("messages are saved again").
+                        self._not_saved += 1
+                        (log.error if self._not_saved == 1 else log.info)(
+                            "message not saved, so not answered; later ones are counted until one is",
+                            chat=key, full=exc.full, error=str(exc),
+                        )
+                    else:
+                        log.error("handling a message failed", chat=key, error=repr(exc), exc_info=True)
                     if item.future is not None:
                         if not item.future.done():
                             item.future.set_exception(exc)
@@ -695,6 +707,9 @@ class ProcessLoop:
             user_row = user_write.result()  # a failed write fails the message: not sent, the user told why
         except Exception as exc:
             raise TurnNotSaved(exc) from exc
+        if self._not_saved:
+            log.warning("messages are saved again", not_saved=self._not_saved)
+            self._not_saved = 0
         # A turn in which memory was erased at the user's request is not
         # learnt from either: its rows were to be buffered after the erasure
         # (which dropped the buffered lines repeating the fact), and the
@@ -946,8 +961,13 @@ class ProcessLoop:
         except Exception as exc:  # the rows stay unbuffered; _settle retries
             self._clean.discard(key)
             self.stats.buffer_errors += 1
-            log.error("buffering for extraction failed; will retry", chat=key, rows=len(rows), error=repr(exc))
+            self._unbuffered += 1  # one error while it lasts (a full disk fails every turn alike), then a count
+            (log.error if self._unbuffered == 1 else log.info)(
+                "buffering for extraction failed; will retry", chat=key, rows=len(rows), error=repr(exc))
             return
+        if self._unbuffered:
+            log.warning("buffering for extraction works again", failed=self._unbuffered)
+            self._unbuffered = 0
         self.stats.buffered += len(rows)
         try:
             await self.sessions.mark_buffered([r.id for r in rows], prune_key=key)

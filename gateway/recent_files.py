@@ -95,6 +95,7 @@ class RecentFiles:
         self._next_memory_id = -1
         self._loaded = False
         self._lock = asyncio.Lock()  # one change at a time: each plans from the index it then changes
+        self._unwritable = False  # the last write failed (logged once, until one works)
 
     # -- reading --------------------------------------------------------------------
 
@@ -160,15 +161,29 @@ class RecentFiles:
             gone = self._overflow(chat, new, now)
             written = [(f, d.full_text) for f, d in zip(new, docs, strict=True) if f.id > 0 and f.id not in gone]
             blobs = await asyncio.to_thread(lambda: [zlib.compress(t.encode("utf-8"), 6) for _, t in written])
-            async with self.db.transaction() as conn:
-                for (f, _), blob in zip(written, blobs, strict=True):
-                    await conn.execute(
-                        "INSERT INTO recent_files (id, chat, owner, name, pages, chars, received, text) "
-                        "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                        (f.id, chat, owner, f.name, f.pages, f.chars, f.received.timestamp(), blob),
-                    )
-                await _delete(conn, (i for i in gone if i > 0))
-                await conn.execute("DELETE FROM recent_files WHERE received < ?", (self._cutoff(),))
+            try:
+                async with self.db.transaction() as conn:
+                    for (f, _), blob in zip(written, blobs, strict=True):
+                        await conn.execute(
+                            "INSERT INTO recent_files (id, chat, owner, name, pages, chars, received, text) "
+                            "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                            (f.id, chat, owner, f.name, f.pages, f.chars, f.received.timestamp(), blob),
+                        )
+                    await _delete(conn, (i for i in gone if i > 0))
+                    await conn.execute("DELETE FROM recent_files WHERE received < ?", (self._cutoff(),))
+            except sqlite3.OperationalError as exc:
+                # gateway.db full (or its write lock held elsewhere): the
+                # files are not kept (rolled back, the index unchanged); the
+                # turn still gets its answer, the file is in front of the
+                # model now. Logged once until a write works again.
+                if not self._unwritable:
+                    self._unwritable = True
+                    log.warning("recent files not kept: gateway.db cannot be written", file=self.db.path.name,
+                                chat=chat, files=len(docs), error=f"{type(exc).__name__}: {exc}")
+                return
+            if self._unwritable:
+                self._unwritable = False
+                log.info("recent files kept again", file=self.db.path.name)
             # Committed: now the index follows.
             for f, doc in zip(new, docs, strict=True):
                 if f.id < 0 and f.id not in gone:

@@ -7,12 +7,14 @@ after a restart still has them; an incognito turn's never reach the file."""
 
 from __future__ import annotations
 
+import random
 import sqlite3
 import zlib
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+from structlog.testing import capture_logs
 
 from gateway.bus import Document
 from gateway.recent_files import RecentFiles, file_tools
@@ -266,6 +268,28 @@ async def test_a_write_that_fails_leaves_the_files_as_they_were(clock: ManualClo
         await files.keep("c1", "alice", (doc("b", "second"), doc("c", "third")))
     assert [f.name for f in files.files("c1")] == ["a"]
     assert [r[2] for r in await rows(db)] == ["a", "x"]  # neither b nor c: the whole write rolled back
+
+
+async def test_a_full_gateway_db_costs_the_file_not_the_turn_and_is_logged_once(
+    clock: ManualClock, db: Database
+) -> None:
+    files = RecentFiles(db, clock)
+    await files.keep("c1", "alice", (doc("a", "first"),))
+    (pages,) = await db.fetchall("PRAGMA page_count")
+    await db.write(f"PRAGMA max_page_count = {pages[0]}")  # SQLITE_FULL on the real gateway.db
+    big = random.Random(7).randbytes(200_000).hex()  # does not compress into the free pages
+    with capture_logs() as logs:
+        await files.keep("c1", "alice", (doc("b.pdf", big),))  # no error: the turn goes on to its answer
+        await files.keep("c2", "bob", (doc("c.pdf", big),))
+    assert [f.name for f in files.files("c1")] == ["a"] and files.files("c2") == []  # not kept, not named
+    assert [r[2] for r in await rows(db)] == ["a"]
+    assert [e["event"] for e in logs] == ["recent files not kept: gateway.db cannot be written"]
+    assert "full" in logs[0]["error"] and logs[0]["file"] == "gateway.db"
+    await db.write("PRAGMA max_page_count = 1073741823")  # space is back
+    with capture_logs() as logs:
+        await files.keep("c1", "alice", (doc("b.pdf", big),))
+    assert [f.name for f in files.files("c1")] == ["a", "b.pdf"] and await files.text(files.files("c1")[1]) == big
+    assert [e["event"] for e in logs] == ["recent files kept again"]
 
 
 async def test_a_chat_moved_to_a_new_id_takes_its_files(tmp_path: Path, db: Database, clock: ManualClock) -> None:
