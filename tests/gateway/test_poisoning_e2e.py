@@ -103,3 +103,35 @@ async def test_a_member_cannot_steer_a_save_into_another_members_memory(tmp_path
     assert len(tool) == 1 and "private chat" in tool[0]["content"]  # the model is told why, and can say so
     private = llm.requests[-1]
     assert all("sent to Bob" not in text_of(m["content"]) for m in private["messages"])
+
+
+async def test_what_a_member_says_about_another_stays_in_the_speakers_memory(tmp_path: Path, clock: ManualClock) -> None:
+    async with FakeOpenAI(api_key="sk-poison-e2e-0123456789", responder=_complying) as llm, FakeTelegram() as tg:
+        app = _app(tmp_path, clock, llm, {"telegram": _telegram(tg)})
+        try:
+            await app.open()
+            await asyncio.wait_for(app.start(), 15)
+            tg.push_text(-100901, 8, "Alice is pregnant, keep it quiet", chat_type="supergroup", first_name="Bob",
+                         mention=True)
+            await tg.wait_sent(1, timeout=10)
+            assert app.loop is not None and await app.loop.drain(5)
+            # What extraction would learn from Bob's line, and where it would put it.
+            engine = app.backend.engine  # type: ignore[attr-defined]
+            await engine.add(NewMemory(owner="telegram:8", content="Alice is pregnant", category=Category.IDENTITY))
+            # In another group, and in private: neither Alice nor Carol is shown Bob's memory.
+            for n, (chat, user, name) in enumerate([(-100902, 7, "Alice"), (-100902, 9, "Carol"), (7, 7, "Alice")], 2):
+                kind = "private" if chat > 0 else "supergroup"
+                tg.push_text(chat, user, "is anyone pregnant? remind me what you know", chat_type=kind,
+                             first_name=name, mention=chat < 0)
+                await tg.wait_sent(n, timeout=10)
+            assert app.loop is not None and await app.loop.drain(5)
+        finally:
+            await asyncio.wait_for(app.close(), 15)
+
+    with sqlite3.connect(tmp_path / "data" / "memory.buffer.db") as db:
+        owners = {o for o, c in db.execute("SELECT owner, content FROM extraction_buffer") if "Alice is pregnant" in c}
+    assert "telegram:8" in owners and "telegram:7" not in owners  # Bob's words, in Bob's lines
+    assert len(llm.requests) == 4
+    for body in llm.requests[1:]:
+        block, _ = split_user_content(text_of(body["messages"][-1]["content"]))
+        assert "Alice is pregnant" not in block + text_of(body["messages"][0]["content"])
