@@ -205,7 +205,7 @@ def user_content(
             "</memories>\n\n"
         )
     if quoted is not None and quoted.text.strip():
-        body = quoted.text.strip().replace("</quoted>", "</ quoted>")  # no way out of the block
+        body = defuse_tags(quoted.text.strip())  # no way out of the block, nor a turn in a member's name
         body = body if len(body) <= QUOTE_CHARS else body[: QUOTE_CHARS - 1] + "…"
         by = quoted.author or "someone"
         what = f"the part of a message by {by} that" if quoted.partial else f"the message by {by} that"
@@ -218,8 +218,9 @@ def user_content(
 
 def file_block(doc: Document) -> str:
     """A file the user sent, marked as its content: instructions inside it
-    are text to read, not orders, and ``</file>`` in it cannot end the block."""
-    body = doc.text.replace("</file>", "</ file>")
+    are text to read, not orders, and ``</file>`` in it (any case, as any
+    tag of the prompt's) cannot end the block."""
+    body = defuse_tags(doc.text)
     pages = f' pages="{doc.pages}"' if doc.pages else ""
     note = f"(Above: the file {doc.name} the user sent with this message"
     if doc.cut:
