@@ -199,6 +199,16 @@ class Forwarded:
 FORWARD_TOKENS = 4000
 
 
+# A blank line in a forward's words: memory reads the first blank line of a
+# message with forwards as where the user's own words begin (extraction's
+# rule 10), so a forward's paragraphs are joined by a single line break.
+_BLANK_LINES = re.compile(r"\s*\n\s*\n\s*")
+
+
+def _forward_words(text: str) -> str:
+    return _BLANK_LINES.sub("\n", text.strip())
+
+
 def forwarded_text(items: Sequence[Forwarded], max_tokens: int = FORWARD_TOKENS) -> str:
     """Forwarded messages as the history and the model read them: a mark
     that names the author (``[forwarded from Alice, sent 2026-02-28]``, the
@@ -211,12 +221,12 @@ def forwarded_text(items: Sequence[Forwarded], max_tokens: int = FORWARD_TOKENS)
     when = "" if not days else f", sent {days[0]}" if len(days) == 1 else f", sent {days[0]} to {days[-1]}"
     if len(items) == 1:
         by = f" from {items[0].author}" if items[0].author else ""
-        return prefix_within(f"[forwarded{by}{when}]\n{items[0].text.strip()}", max_tokens).rstrip()
+        return prefix_within(f"[forwarded{by}{when}]\n{_forward_words(items[0].text)}", max_tokens).rstrip()
     lines = [f"[forwarded: {len(items)} messages{when}]"]
     used = estimate_tokens(lines[0])
     shown = 0
     for item in items:
-        line = f"{item.author or 'someone'}: {item.text.strip()}"
+        line = f"{item.author or 'someone'}: {_forward_words(item.text)}"
         cost = estimate_tokens(line)
         if used + cost > max_tokens:
             if not shown:  # one long first message: its start rather than nothing
