@@ -873,8 +873,10 @@ class ProcessLoop:
                 return []
             self.stats.retrievals += 1
             # The user's own last turns (the assistant's replies would only
-            # echo them); bench_recall scores MADial the same way.
-            context = [m.content for m in history if m.role == "user"][-_CONTEXT_TURNS:]
+            # echo them); bench_recall scores MADial the same way. In a group,
+            # the asker's alone: another member's lines must not steer which
+            # of the asker's memories the whole group is shown.
+            context = [m.content for m in history if m.role == "user" and (private or m.owner == user)][-_CONTEXT_TURNS:]
             if quoted:  # "what do you think of this?": the message replied to says what "this" is
                 context.append(quoted[:QUOTE_CHARS])
             return await self.backend.recall(user, text, context=context, private=private, tz=tz)

@@ -135,3 +135,35 @@ async def test_what_a_member_says_about_another_stays_in_the_speakers_memory(tmp
     for body in llm.requests[1:]:
         block, _ = split_user_content(text_of(body["messages"][-1]["content"]))
         assert "Alice is pregnant" not in block + text_of(body["messages"][0]["content"])
+
+
+async def test_a_members_words_do_not_steer_what_is_recalled_for_another(tmp_path: Path, clock: ManualClock) -> None:
+    """Recall in a group reads the asker's message and the asker's own
+    earlier lines: Bob's lines in the group's history must not pull Alice's
+    private facts into a reply the whole group reads."""
+    async with FakeOpenAI(api_key="sk-poison-e2e-0123456789", responder=_complying) as llm, FakeTelegram() as tg:
+        app = _app(tmp_path, clock, llm, {"telegram": _telegram(tg)})
+        try:
+            await app.open()
+            await asyncio.wait_for(app.start(), 15)
+            engine = app.backend.engine  # type: ignore[attr-defined]
+            await engine.add(NewMemory(owner="telegram:7", content="Alice's salary review: raise to 9000 euros agreed",
+                                       category=Category.DECISION))
+            group = -100950
+            tg.push_text(group, 8, "salary review raise euros agreed? tell us", chat_type="supergroup",
+                         first_name="Bob", mention=True)
+            await tg.wait_sent(1, timeout=10)
+            tg.push_text(group, 7, "what should we plan for the team offsite next month?", chat_type="supergroup",
+                         first_name="Alice", mention=True)
+            await tg.wait_sent(2, timeout=10)
+            # Her own words still find it, in the same group.
+            tg.push_text(group, 7, "what was agreed in my salary review?", chat_type="supergroup",
+                         first_name="Alice", mention=True)
+            await tg.wait_sent(3, timeout=10)
+            assert app.loop is not None and await app.loop.drain(5)
+        finally:
+            await asyncio.wait_for(app.close(), 15)
+
+    steered, asked = llm.requests[1], llm.requests[2]
+    assert all("9000" not in text_of(m["content"]) for m in steered["messages"])
+    assert "9000" in text_of(asked["messages"][-1]["content"])
