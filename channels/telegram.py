@@ -113,6 +113,7 @@ from channels.media import (
 from gateway.bus import (
     EDIT,
     MESSAGE,
+    MOVED,
     Attachment,
     Audio,
     Forwarded,
@@ -638,6 +639,10 @@ class TelegramChannel(BaseChannel):
         self._bot: Bot | None = None
         # When each group was last shown "typing…" (time.monotonic), for send_draft.
         self._typing_at: dict[str, float] = {}
+        # Groups upgraded to supergroups, (old id, new id), already told to
+        # the gateway: Telegram says it up to three times (two service
+        # messages, and each send to the old id).
+        self._moves: set[tuple[str, str]] = set()
         self._poll_task: asyncio.Task[None] | None = None
         self._next = 0  # the update after the last one taken in
         self._unsettled: set[int] = set()  # taken into a lane, message not on the bus yet
@@ -884,6 +889,8 @@ class TelegramChannel(BaseChannel):
         it needs a download or the chat has something pending. ``following``:
         the next update of the batch (a comment typed before forwards comes
         just before them)."""
+        if self._migration(update):
+            return
         try:
             converted = self._to_inbound(update)
         except Exception:
@@ -1212,6 +1219,39 @@ class TelegramChannel(BaseChannel):
             return images
 
         await self.publish_image(msg, fetch, msg.sender_id, username)
+
+    def _migration(self, update: Update) -> bool:
+        """A group upgraded to a supergroup (a new chat id): the service
+        message either chat gets is told to the gateway as the move, once,
+        so the conversation follows the chat. True when ``update`` was one."""
+        msg = update.message
+        if msg is None:
+            return False
+        if msg.migrate_from_chat_id is not None:
+            self._tell_moved(str(msg.migrate_from_chat_id), str(msg.chat.id))
+        elif msg.migrate_to_chat_id is not None:
+            self._tell_moved(str(msg.chat.id), str(msg.migrate_to_chat_id))
+        else:
+            return False
+        return True
+
+    def _tell_moved(self, old: str, new: str) -> None:
+        """Put a MOVED event (``chat_id`` the new id, ``moved_from`` the old)
+        on the bus; no words, no sender, no allow-list: it changes where a
+        chat's history is kept, nothing else. Without waiting: it may come
+        from the send path, which must not wait on the inbound queue."""
+        if (old, new) in self._moves:
+            return
+        self.log.info("Telegram group upgraded to a supergroup; its conversation follows", chat_id=old,
+                      new_chat_id=new)
+        moved = InboundMessage(channel=self.name, chat_id=new, sender_id="", text="", is_group=True, kind=MOVED,
+                               metadata={"moved_from": old})
+        try:
+            self.bus.inbound.put_nowait(moved)
+        except asyncio.QueueFull:
+            self.log.warning("Telegram group move not told: the inbound queue is full", chat_id=old, new_chat_id=new)
+            return
+        self._moves.add((old, new))
 
     def _to_inbound(self, update: Update) -> tuple[InboundMessage, str, _Fetch | None] | None:
         edited = update.message is None and update.edited_message is not None
@@ -1610,7 +1650,9 @@ class TelegramChannel(BaseChannel):
                 await call(chat_id)
                 return chat_id
             except ChatMigrated as exc:
-                self.log.info("Telegram group moved to a supergroup", chat_id=chat_id, new_chat_id=exc.new_chat_id)
+                # Missed the service messages (the gateway was down longer
+                # than Telegram keeps updates): the send tells the move.
+                self._tell_moved(str(chat_id), str(exc.new_chat_id))
                 chat_id = exc.new_chat_id
                 continue
             except RetryAfter as exc:

@@ -23,6 +23,7 @@ from .llm import (
     LLMBadRequest,
     LLMBadResponse,
     LLMError,
+    LLMFiltered,
     LLMRateLimited,
     LLMTimeout,
     ToolCall,
@@ -33,7 +34,7 @@ from .logging import provider_text
 from .prompt import smaller_for_context, without_images
 from .tools import Tool, ToolContext, ToolError
 
-__all__ = ["Agent", "AgentReply", "apology"]
+__all__ = ["Agent", "AgentReply", "apology", "ending_note"]
 
 # Lazy: resolved at each call, so it follows configure_logging (and its
 # redaction) even though this module is imported before logging is set up.
@@ -49,7 +50,33 @@ def apology(user_text: str, exc: BaseException | None = None) -> str:
     if isinstance(exc, LLMTimeout):
         return "抱歉，模型这次响应超时了，请稍后再试。" if zh else "Sorry, the language model took too long to answer. Please try again in a moment."
     if isinstance(exc, LLMRateLimited):
+        wait = exc.retry_after or 0.0
+        if wait > 90:  # the provider said how long: "in a minute" would not be true
+            minutes = round(wait / 60)
+            if minutes < 90:
+                zh_when, en_when = f"约 {minutes} 分钟后", f"in about {minutes} minutes"
+            else:
+                hours = round(wait / 3600)
+                zh_when, en_when = f"约 {hours} 小时后", f"in about {hours} hour{'s' if hours != 1 else ''}"
+            return (f"抱歉，模型服务现在太忙了（已达到使用上限），请{zh_when}再试。" if zh
+                    else f"Sorry, the language model's usage limit is reached. Please try again {en_when}.")
         return "抱歉，模型服务现在太忙了，请过一会儿再试。" if zh else "Sorry, the language model is busy right now. Please try again in a minute."
+    if isinstance(exc, LLMFiltered) or (isinstance(exc, LLMBadRequest) and exc.filtered):
+        return (
+            "抱歉，模型服务商的内容过滤拦下了这次回答。换个说法也许可以。"
+            if zh
+            else "Sorry, the model provider's content filter withheld this answer. Rephrasing it may help."
+        )
+    if isinstance(exc, LLMBadRequest) and exc.context_too_long:
+        # Asked again with less until nothing was left to leave out: "try
+        # again" would fail the same way, a shorter message (or a file, cut
+        # to fit) would not.
+        return (
+            "抱歉，这些内容太长，即使去掉较早的消息，模型也读不下。请发短一些，或把长文作为文件发送。"
+            if zh
+            else "Sorry, this is too long for the model to read at once, even with the older messages left out. "
+            "Please send it shorter, or send the text as a file."
+        )
     if isinstance(exc, LLMAuthError):
         return (
             "抱歉，我现在无法连接模型服务（API 密钥未被接受），请联系管理员。"
@@ -57,6 +84,20 @@ def apology(user_text: str, exc: BaseException | None = None) -> str:
             else "Sorry, I cannot reach the language model (its API key was not accepted). Please tell the operator."
         )
     return "抱歉，我这次没能生成回复，请稍后再试。" if zh else "Sorry, I could not produce an answer this time. Please try again in a moment."
+
+
+def ending_note(user_text: str, finish_reason: str) -> str:
+    """What follows a reply the model did not finish: cut at its length
+    limit, or the rest withheld by the provider's filter; "" otherwise.
+    It stays in the history, so the next turn's model sees where it stopped."""
+    zh = bool(_CJK.search(user_text))
+    if finish_reason == "length":
+        return ("\n\n（回答到这里被截断了：达到了模型的长度上限。说“继续”，我接着写。）" if zh
+                else "\n\n(The answer was cut off here: it reached the model's length limit. Say \"go on\" and I will continue.)")
+    if finish_reason == "content_filter":
+        return ("\n\n（后面的内容被模型服务商的内容过滤拦下了。）" if zh
+                else "\n\n(The rest was withheld by the model provider's content filter.)")
+    return ""
 
 
 @dataclass(frozen=True)
@@ -146,10 +187,12 @@ class Agent:
                     rounds += 1
                 if not result.tool_calls or not specs or final:
                     text = result.content.strip()
+                    if not text and result.finish_reason == "content_filter":
+                        raise LLMFiltered("the provider's content filter withheld the reply")
                     if not text:
                         raise LLMBadResponse(f"empty reply (finish_reason={result.finish_reason or '?'})")
                     return AgentReply(
-                        text, True, llm_ms, rounds, tuple(used), forgot=forgot,
+                        text + ending_note(user_text, result.finish_reason), True, llm_ms, rounds, tuple(used), forgot=forgot,
                         model=result.model, candidate=result.candidate,
                         images_unseen=pictures and not has_images(msgs),
                     )

@@ -361,6 +361,7 @@ class App:
             stream_delay=cfg.agent.streaming.delay.total_seconds() if cfg.agent.streaming.enabled else None,
             stream_interval=cfg.agent.streaming.interval.total_seconds(),
         )
+        self.loop.chat_moves["outbox_held"] = self.delivery.move_chat  # a moved chat's kept replies stay ahead
 
         if cfg.cron.enabled:
             await self._open_cron()
@@ -502,6 +503,7 @@ class App:
         self._user_data.cron = self._cron_store
         loop = self.loop
         assert loop is not None and self.agent is not None
+        loop.chat_moves["cron_jobs"] = self._cron_store.move_chat  # a moved chat's jobs run there (cron.db)
 
         async def run_agent_job(job: CronJob, attempt: JobAttempt) -> bool:
             # The reply goes to the job's chat through the bus, like any reply;

@@ -14,6 +14,10 @@ deleted (``buffer_gone``), so a buffer copy older than the memory.db copy
 is the case opening the database already mends (memory/buffer.py); the
 other order could bring back lines a batch had already extracted.
 
+A backup that fails (a full disk, most often) removes what it made: the
+folder, when it created it (and the folders above it it created), else
+what it wrote into the empty folder it was given; never anything else.
+
 Restore checks the backup first (checksums, ``PRAGMA quick_check``), then
 moves the current files aside into ``data/before-restore-<time>/`` (nothing
 is deleted) and copies the backup's files in. It needs the gateway and
@@ -23,6 +27,7 @@ is deleted) and copies the backup's files in. It needs the gateway and
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -125,6 +130,7 @@ def backup(cfg: Config, paths: Paths, dest: Path, *, now: Callable[[], datetime]
         raise BackupError(f"{dest} is not empty; give a new folder")
     stamp = (now or (lambda: datetime.now(UTC)))().strftime("%Y-%m-%dT%H:%M:%SZ")
     manifest = Manifest(created_at=stamp, myclaw_version=_version())
+    made = _missing(dest)
     old_umask = os.umask(0o077)  # every file below: owner only
     try:
         _private_dir(dest)
@@ -145,11 +151,46 @@ def backup(cfg: Config, paths: Paths, dest: Path, *, now: Callable[[], datetime]
             os.chmod(dest / WORKSPACE, 0o700)
             manifest.workspace_files = sum(1 for p in (dest / WORKSPACE).rglob("*") if p.is_file())
         (dest / MANIFEST).write_text(json.dumps(asdict(manifest), indent=2) + "\n", encoding="utf-8")
-    except OSError as exc:
-        raise BackupError(f"cannot write the backup in {dest}: {exc.strerror or exc}") from None
+    except BaseException as exc:
+        # A partial backup is no backup, and on a full disk its space is
+        # wanted back: what this call made goes, nothing else.
+        _remove_partial(dest, made)
+        if isinstance(exc, OSError):
+            raise BackupError(f"cannot write the backup in {dest}: {exc.strerror or exc}") from None
+        raise
     finally:
         os.umask(old_umask)
     return manifest
+
+
+def _missing(dest: Path) -> list[Path]:
+    """The folders from ``dest`` up that do not exist yet, innermost first."""
+    made = []
+    for p in (dest, *dest.parents):
+        if p.exists():
+            break
+        made.append(p)
+    return made
+
+
+def _remove_partial(dest: Path, made: list[Path]) -> None:
+    """Remove a failed backup: ``dest`` when it made it (with the folders
+    above it it made), else only what it wrote into ``dest`` (which was
+    empty before)."""
+    if not dest.is_dir():
+        return
+    if made:
+        shutil.rmtree(dest, ignore_errors=True)
+        for p in made[1:]:  # rmdir: only while still empty (another process may have written there since)
+            with contextlib.suppress(OSError):
+                p.rmdir()
+        return
+    for p in dest.iterdir():
+        if p.is_dir() and not p.is_symlink():
+            shutil.rmtree(p, ignore_errors=True)
+        else:
+            with contextlib.suppress(OSError):
+                p.unlink()
 
 
 def verify(src: Path) -> Manifest:

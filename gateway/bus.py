@@ -19,10 +19,10 @@ from typing import Any
 from memory.tokens import estimate_tokens, prefix_within
 
 __all__ = [
-    "EDIT", "FILE_NOT_READ", "FORWARD_TOKENS", "MESSAGE", "PHOTO_NOT_READ", "RECALL", "ROUTING_KEYS", "VOICE", "VOICE_NOT_READ",
+    "EDIT", "FILE_NOT_READ", "FORWARD_TOKENS", "MESSAGE", "MOVED", "PHOTO_NOT_READ", "RECALL", "ROUTING_KEYS", "VOICE", "VOICE_NOT_READ",
     "Attachment", "Audio", "Document",
     "Forwarded", "Image", "InboundMessage", "MessageBus", "OutboundMessage", "audio_mark", "audio_not_read",
-    "forwarded_text", "not_heard", "notes_in_chinese", "picture_mark",
+    "forwarded_text", "not_heard", "notes_in_chinese", "picture_mark", "words_in_chinese",
 ]
 
 # Metadata that says where inside a chat a message was (a Telegram forum
@@ -35,6 +35,10 @@ ROUTING_KEYS = ("message_thread_id",)
 MESSAGE = "message"
 EDIT = "edit"
 RECALL = "recall"
+# The chat now has another id (a Telegram group upgraded to a supergroup):
+# ``chat_id`` is the new one, ``metadata["moved_from"]`` the old; its
+# history follows. No words, no sender.
+MOVED = "moved"
 
 
 # The history's mark for pictures nobody saw (a download failed, the model
@@ -72,14 +76,22 @@ def notes_in_chinese(msg: InboundMessage) -> bool:
     (its text, what it forwards; our marks are not words): kana (Japanese)
     -> no, Chinese characters -> yes, Latin letters only -> no; a message
     without words goes by the sender's app language (``locale``)."""
-    words = _MARKS.sub(" ", "\n".join([msg.text, *(f.text for f in msg.forwarded)]))
+    zh = words_in_chinese("\n".join([msg.text, *(f.text for f in msg.forwarded)]))
+    return msg.locale.lower().startswith("zh") if zh is None else zh
+
+
+def words_in_chinese(text: str) -> bool | None:
+    """Are ``text``'s words (our marks are not words) Chinese? Kana
+    (Japanese) -> no, Chinese characters -> yes, Latin letters only -> no;
+    None when it has no words to tell by."""
+    words = _MARKS.sub(" ", text)
     if _KANA.search(words):
         return False
     if _HAN.search(words):
         return True
     if _LATIN.search(words):
         return False
-    return msg.locale.lower().startswith("zh")
+    return None
 
 
 def audio_mark(name: str = "") -> str:
@@ -187,6 +199,16 @@ class Forwarded:
 FORWARD_TOKENS = 4000
 
 
+# A blank line in a forward's words: memory reads the first blank line of a
+# message with forwards as where the user's own words begin (extraction's
+# rule 10), so a forward's paragraphs are joined by a single line break.
+_BLANK_LINES = re.compile(r"\s*\n\s*\n\s*")
+
+
+def _forward_words(text: str) -> str:
+    return _BLANK_LINES.sub("\n", text.strip())
+
+
 def forwarded_text(items: Sequence[Forwarded], max_tokens: int = FORWARD_TOKENS) -> str:
     """Forwarded messages as the history and the model read them: a mark
     that names the author (``[forwarded from Alice, sent 2026-02-28]``, the
@@ -199,12 +221,12 @@ def forwarded_text(items: Sequence[Forwarded], max_tokens: int = FORWARD_TOKENS)
     when = "" if not days else f", sent {days[0]}" if len(days) == 1 else f", sent {days[0]} to {days[-1]}"
     if len(items) == 1:
         by = f" from {items[0].author}" if items[0].author else ""
-        return prefix_within(f"[forwarded{by}{when}]\n{items[0].text.strip()}", max_tokens).rstrip()
+        return prefix_within(f"[forwarded{by}{when}]\n{_forward_words(items[0].text)}", max_tokens).rstrip()
     lines = [f"[forwarded: {len(items)} messages{when}]"]
     used = estimate_tokens(lines[0])
     shown = 0
     for item in items:
-        line = f"{item.author or 'someone'}: {item.text.strip()}"
+        line = f"{item.author or 'someone'}: {_forward_words(item.text)}"
         cost = estimate_tokens(line)
         if used + cost > max_tokens:
             if not shown:  # one long first message: its start rather than nothing
@@ -232,7 +254,7 @@ class InboundMessage:
     reply_to_bot: bool = False  # the message replies to one of the bot's
     sender_name: str = ""
     metadata: dict[str, Any] = field(default_factory=dict)
-    kind: str = MESSAGE  # MESSAGE | EDIT | RECALL
+    kind: str = MESSAGE  # MESSAGE | EDIT | RECALL | MOVED
     images: tuple[Image, ...] = ()  # for the model, with this message only
     audio: Audio | None = None  # a voice message, transcribed by the loop
     documents: tuple[Document, ...] = ()  # files read as text, for the model with this message only

@@ -73,6 +73,9 @@ MENU_ZH = {
 }
 _FORGET_MAX = 20  # as the memory_forget tool
 _LIST = 10  # newest facts shown by /memory
+# Profile entries /memory shows, most important first: a profile at its cap
+# (100) filled six Telegram messages; /export lists them all.
+_PROFILE_SHOWN = 10
 _SEARCH = 10
 _SHOWN_CHARS = 200
 _CONFIRM_WITHIN = timedelta(minutes=5)
@@ -86,10 +89,14 @@ _REF = re.compile(r"^\[?([me]\d+)\]?[,.;，。、；]?$", re.IGNORECASE)
 ForgetHistory = Callable[[str, Sequence[str]], Awaitable[int]]
 
 
-def _line(h: Hit) -> str:
-    text = "(a credential, not shown here)" if h.category == "credential" else truncate(h.content, _SHOWN_CHARS)
-    date = f" · {h.date}" if h.date else ""
-    return f"- [{h.ref}{date}] {text}"
+def _line(h: Hit, zh: bool) -> str:
+    """``- [m12 · 2026-11-20 · from a chat on Telegram] words``: the id
+    /forget takes, and when and where it was said, as citations say it."""
+    if h.category == "credential":
+        text = "（凭据，此处不显示）" if zh else "(a credential, not shown here)"
+    else:
+        text = truncate(h.content, _SHOWN_CHARS)
+    return f"- {h.citation(zh=zh)} {text}"
 
 
 _chinese = mostly_chinese  # answer in Chinese when most of what is shown is Chinese
@@ -130,26 +137,30 @@ class UserCommands:
         self._codes: dict[str, tuple[str, datetime]] = {}  # user -> /forget all code, valid until
         self._exported: dict[str, datetime] = {}  # user -> when their last /export was made
 
-    async def run(self, name: str, args: str, *, user: str, private: bool) -> str:
+    async def run(self, name: str, args: str, *, user: str, private: bool, chat_zh: bool | None = None) -> str:
         """The answer's text (what the text-only commands answer)."""
-        return (await self.answer(name, args, user=user, private=private)).text
+        return (await self.answer(name, args, user=user, private=private, chat_zh=chat_zh)).text
 
-    async def answer(self, name: str, args: str, *, user: str, private: bool) -> Answer:
+    async def answer(self, name: str, args: str, *, user: str, private: bool, chat_zh: bool | None = None) -> Answer:
+        """``chat_zh``: whether the chat's recent messages are mostly Chinese
+        (None: it has none yet). A command's answer speaks as the chat does,
+        unless its own words say otherwise (``/导出``, ``/memory 咖啡``);
+        with nothing to tell by, in the language of what it shows."""
         if not private:
             return Answer("I show and erase your memories only in a private chat with me. 记忆只能在私聊中查看或删除。")
         if name == "memory":
-            return Answer(await (self._search(user, args) if args.strip() else self._overview(user)))
+            return Answer(await (self._search(user, args, chat_zh) if args.strip() else self._overview(user, chat_zh)))
         if name == "forget":
-            return Answer(await self._forget(user, args))
+            return Answer(await self._forget(user, args, chat_zh))
         if name in ("export", "导出"):
-            return await self._export(user, zh=name == "导出")
+            return await self._export(user, zh=True if name == "导出" else chat_zh)
         if name in ("timezone", "tz"):
-            return Answer(await self._timezone(user, args.strip()))
+            return Answer(await self._timezone(user, args.strip(), chat_zh))
         if name in ("incognito", "无痕"):
-            return Answer(await self._incognito(user, args.strip().lower(), zh=name == "无痕"))
+            return Answer(await self._incognito(user, args.strip().lower(), zh=True if name == "无痕" else chat_zh))
         raise ValueError(f"unknown command {name!r}")
 
-    async def _export(self, user: str, *, zh: bool) -> Answer:
+    async def _export(self, user: str, *, zh: bool | None) -> Answer:
         now = self.clock.now()
         self._exported = {u: t for u, t in self._exported.items() if now - t < _EXPORT_EVERY}
         last = self._exported.get(user)
@@ -160,13 +171,14 @@ class UserCommands:
         self._exported[user] = now
         kept = await self.everything.export(user)
         data = kept.data
-        zh = zh or mostly_chinese([*(m.content for m in data.memories), *(e.summary for e in data.events)])
+        if zh is None:
+            zh = mostly_chinese([*(m.content for m in data.memories), *(e.summary for e in data.events)])
         if not (data.memories or data.events or data.waiting or kept.jobs or kept.history or kept.timezone
                 or kept.incognito_since or kept.files):
             return Answer("我没有保存任何关于你的内容，没有可导出的。" if zh
                           else "I keep nothing about you, so there is nothing to export.")
         # Dated in their own zone (/timezone), as the prompt's date is.
-        tz = (await self.timezones.get(user) if self.timezones is not None else None) or self.default_tz
+        tz = await self._zone(user)
         local = now.astimezone(tz)
         text = render_user_export(kept, at=f"{local:%Y-%m-%d %H:%M} {zone_name(tz)}", zh=zh, tz=tz)
         file = Attachment(export_filename(local), text.encode("utf-8"), MIME)
@@ -178,9 +190,14 @@ class UserCommands:
             file,
         )
 
-    async def _overview(self, user: str) -> str:
-        o = await self.backend.overview(user, limit=_LIST)
-        zh = _chinese([h.content for h in (*o.profile, *o.recent)])
+    async def _zone(self, user: str) -> tzinfo:
+        """The user's own zone (/timezone), else the gateway's."""
+        return (await self.timezones.get(user) if self.timezones is not None else None) or self.default_tz
+
+    async def _overview(self, user: str, chat_zh: bool | None) -> str:
+        # Dated on their calendar, as their prompt's citations are.
+        o = await self.backend.overview(user, limit=_LIST, tz=await self._zone(user))
+        zh = _chinese([h.content for h in (*o.profile, *o.recent)]) if chat_zh is None else chat_zh
         quiet = self.incognito is not None and await self.incognito.since(user) is not None
         note = ("无痕模式开着：我现在不从对话中学习（/incognito off 关闭）。" if zh
                 else "Incognito is on: I am not learning from our conversations (/incognito off ends it).")
@@ -193,9 +210,13 @@ class UserCommands:
             else f"What I remember about you: {o.facts} memories and {o.events} conversation summaries."
         ]
         if o.profile:
-            out += ["", "始终记在心里：" if zh else "Always in mind:", *(_line(h) for h in o.profile)]
+            out += ["", "始终记在心里：" if zh else "Always in mind:", *(_line(h, zh) for h in o.profile[:_PROFILE_SHOWN])]
+            if len(o.profile) > _PROFILE_SHOWN:
+                rest = len(o.profile) - _PROFILE_SHOWN
+                out.append(f"……还有 {rest} 条始终记在心里：/export 列出全部。" if zh
+                           else f"…and {rest} more always in mind: /export lists them all.")
         if o.recent:
-            out += ["", "最新的记忆：" if zh else "Newest:", *(_line(h) for h in o.recent)]
+            out += ["", "最新的记忆：" if zh else "Newest:", *(_line(h, zh) for h in o.recent)]
         more = o.facts - len(o.profile) - len(o.recent)
         if more > 0 and o.recent and o.recent[0].kind == "memory":
             out.append(f"……还有 {more} 条。" if zh else f"…and {more} more.")
@@ -207,22 +228,23 @@ class UserCommands:
         ]
         return "\n".join(out)
 
-    async def _search(self, user: str, words: str) -> str:
+    async def _search(self, user: str, words: str, chat_zh: bool | None) -> str:
         # The same search the memory_search tool runs: the user's memories and
         # the shared ones the bot uses for everyone (/forget says which is which).
-        hits = await self.backend.search(user, words.strip(), limit=_SEARCH, private=True)
-        zh = _chinese([words])
+        hits = await self.backend.search(user, words.strip(), limit=_SEARCH, private=True, tz=await self._zone(user))
+        zh = _chinese([words]) or bool(chat_zh)
         if not hits:
             return f"没有找到与“{words.strip()}”有关的记忆。" if zh else f"No memories match “{words.strip()}”."
         head = f"与“{words.strip()}”有关的记忆：" if zh else f"Memories matching “{words.strip()}”:"
         tail = "/forget m12 永久删除一条。" if zh else "/forget m12 erases one for good."
-        return "\n".join([head, *(_line(h) for h in hits), "", tail])
+        return "\n".join([head, *(_line(h, zh) for h in hits), "", tail])
 
-    async def _forget(self, user: str, args: str) -> str:
+    async def _forget(self, user: str, args: str, chat_zh: bool | None) -> str:
         # 、 and ； are what a Chinese input method types between ids.
         tokens = [t for t in re.split(r"[\s,，、;；]+", args.strip()) if t]
         if tokens and tokens[0].lower() in _ALL:
-            return await self._forget_all(user, tokens[1:], zh=tokens[0] == "全部")
+            zh = tokens[0] == "全部" or await self._speaks_chinese(user, [], chat_zh)
+            return await self._forget_all(user, tokens[1:], zh=zh)
         refs: list[str] = []
         bad: list[str] = []
         for t in tokens:
@@ -232,24 +254,28 @@ class UserCommands:
             else:
                 bad.append(t)
         if not refs or bad:
-            zh = await self._speaks_chinese(user, bad)
+            zh = _chinese(bad) or await self._speaks_chinese(user, bad, chat_zh)
             usage = ("用法：/forget m12 [e3 …]，编号见 /memory；/forget all 删除全部。" if zh
                      else "Usage: /forget m12 [e3 …], with the ids /memory shows; /forget all erases everything.")
             if bad:
-                usage += f" 不是编号：{'、'.join(bad[:5])}。" if zh else f" Not an id: {', '.join(bad[:5])}."
+                # "/forget 12": the number of an id, its letter left out.
+                named = [(f"{b}（是 m{b} 吗？）" if zh else f"{b} (did you mean m{b}?)") if b.isdigit() else b
+                         for b in bad[:5]]
+                usage += f" 不是编号：{'、'.join(named)}。" if zh else f" Not an id: {', '.join(named)}."
             return usage
         if len(refs) > _FORGET_MAX:
-            return f"At most {_FORGET_MAX} ids at a time."
+            zh = await self._speaks_chinese(user, [], chat_zh)
+            return f"一次最多删除 {_FORGET_MAX} 条。" if zh else f"At most {_FORGET_MAX} ids at a time."
         done = await self.backend.forget(user, list(dict.fromkeys(refs)))
         # As /memory: in Chinese when what is shown is mostly Chinese.
-        zh = await self._speaks_chinese(user, [h.content for h in (*done.erased, *done.entries, *done.kept)])
+        zh = await self._speaks_chinese(user, [h.content for h in (*done.erased, *done.entries, *done.kept)], chat_zh)
         out: list[str] = []
         if done.erased:
             out.append("已永久删除：" if zh else "Erased for good:")
-            out += [_line(h) for h in done.erased]
+            out += [_line(h, zh) for h in done.erased]
         if done.entries:
             out.append("一并删除了基于它的资料条目：" if zh else "Also erased, profile entries built on it:")
-            out += [_line(h) for h in done.entries]
+            out += [_line(h, zh) for h in done.entries]
         if done.versions:
             out.append(f"一并删除了它的 {done.versions} 个旧版本。" if zh
                        else f"Also erased: {done.versions} older version(s) of it.")
@@ -262,7 +288,7 @@ class UserCommands:
             out.append("仍然保留、与它相关的记录（它的来源，或由它得出的）；如果内容相同，也请用 /forget 删除："
                        if zh else "Still kept, linked to it (what it was drawn from, or drawn from it); "
                        "if they say the same, /forget them too:")
-            out += [_line(h) for h in done.kept]
+            out += [_line(h, zh) for h in done.kept]
         if done.shared:
             out.append(f"这些是大家共享的，不能由你删除：{'、'.join(done.shared)}。" if zh
                        else f"Shared by everyone, not yours to erase: {', '.join(done.shared)}.")
@@ -271,9 +297,12 @@ class UserCommands:
                        else f"You have no memory with id {', '.join(done.unknown)}.")
         return "\n".join(out)
 
-    async def _speaks_chinese(self, user: str, shown: Sequence[str]) -> bool:
-        """Whether to answer in Chinese: what the answer shows, or with
-        nothing to tell by (ids only), what /memory would show."""
+    async def _speaks_chinese(self, user: str, shown: Sequence[str], chat_zh: bool | None) -> bool:
+        """Whether to answer in Chinese: as the chat is held, else what the
+        answer shows, or with nothing to tell by (ids only), what /memory
+        would show."""
+        if chat_zh is not None:
+            return chat_zh
         if shown:
             return _chinese(list(shown))
         o = await self.backend.overview(user, limit=_LIST)
@@ -307,8 +336,9 @@ class UserCommands:
                 f"To confirm, send within 5 minutes: /forget all {code}")
 
 
-    async def _timezone(self, user: str, args: str) -> str:
-        zh = _chinese([args]) if args else False
+    async def _timezone(self, user: str, args: str, chat_zh: bool | None) -> str:
+        # A zone's name ("Berlin") says nothing of the chat's language.
+        zh = _chinese([args]) or bool(chat_zh)
         if self.timezones is None:
             return "这里不能设置时区。" if zh else "Time zones cannot be set here."
         gateway = zone_name(self.default_tz)
@@ -316,8 +346,14 @@ class UserCommands:
             mine = await self.timezones.get(user)
             now = self.clock.now().astimezone(mine or self.default_tz)
             if mine is None:
+                if zh:
+                    return (f"我用网关的时区 {gateway}（现在是 {now:%Y-%m-%d %H:%M}）来计算日期和定时任务。"
+                            "告诉我你的时区：/timezone Asia/Shanghai、/timezone 上海 或 /timezone UTC+8。")
                 return (f"I use the gateway's time zone, {gateway} (now {now:%Y-%m-%d %H:%M}), for dates and "
                         "schedules. Tell me yours: /timezone Asia/Shanghai, /timezone Berlin or /timezone UTC+8.")
+            if zh:
+                return (f"你的时区：{zone_name(mine)}（现在是 {now:%Y-%m-%d %H:%M}）。/timezone 时区 可以更改；"
+                        f"/timezone reset 恢复为网关的时区（{gateway}）。")
             return (f"Your time zone: {zone_name(mine)} (now {now:%Y-%m-%d %H:%M}). "
                     f"/timezone <zone> changes it; /timezone reset goes back to the gateway's ({gateway}).")
         if args.lower() in _RESET:
@@ -339,8 +375,8 @@ class UserCommands:
         return out + (f" Your {len(jobs)} existing scheduled job(s) keep the zone they were made in." if jobs else "")
 
 
-    async def _incognito(self, user: str, args: str, *, zh: bool) -> str:
-        zh = zh or _chinese([args])
+    async def _incognito(self, user: str, args: str, *, zh: bool | None) -> str:
+        zh = _chinese([args]) or bool(zh)
         if self.incognito is None:
             return "这里不能开启无痕模式。" if zh else "Incognito is not available here."
         if args not in _ON and args not in _OFF:

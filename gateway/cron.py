@@ -40,7 +40,22 @@ apology for a question nobody asked. A run that starts more than
 that long) tells the model so (:func:`job_prompt`), so the reply can say
 it is late. A job whose channel is not running (:class:`CronError`) is not
 retried: the slot is recorded as failed (a one-time job is deleted).
-Internal jobs are not retried either: their work waits for the next run.
+Internal jobs are not retried after a failure, their work waits for the
+next run, except when memory.db could not be written (full, or its write
+lock held elsewhere: ``sqlite3.OperationalError``): compression wrote
+nothing then (one transaction a day's batch, a merge), and a week is long
+to wait for a disk to get space again, so it is tried again 10 minutes, 1
+and 6 hours later (``INTERNAL_RETRY_DELAYS``), never past its next slot.
+An internal job that finds the compression lease held (the other
+one still running, or a holder that died and left it until it expires) is
+not a failure: it tries again ``busy_retry`` later, for the same slot
+(``due_at``), until the lease frees; a slot that could not run before the
+next one comes is folded into it (the next run does both slots' work: the
+daily job compresses every ended day, the weekly one the whole week), so a
+daily run lasting past 04:00 on a Monday delays the weekly job, and never
+costs it the week. It never runs twice for one slot (its next slot is
+computed from the run that did its work) nor at once with the other (the
+lease).
 """
 
 from __future__ import annotations
@@ -70,8 +85,10 @@ from memory.lease import LeaseBusy
 from .timezones import TimezoneError, parse_timezone, zone_name
 
 __all__ = [
+    "BUSY_RETRY",
     "INTERNAL_DAILY",
     "LATE_AFTER",
+    "INTERNAL_RETRY_DELAYS",
     "RETRY_DELAYS",
     "INTERNAL_WEEKLY",
     "CronError",
@@ -111,6 +128,10 @@ ONCE_HORIZON = timedelta(days=366)
 
 # After a failed agent run, the next attempts (see the module's docstring).
 RETRY_DELAYS: tuple[timedelta, ...] = (timedelta(minutes=1), timedelta(minutes=3), timedelta(minutes=10))
+# An internal job whose lease is held looks again this much later.
+BUSY_RETRY = timedelta(minutes=1)
+# An internal job that could not write memory.db tries again after these (module docstring).
+INTERNAL_RETRY_DELAYS: tuple[timedelta, ...] = (timedelta(minutes=10), timedelta(hours=1), timedelta(hours=6))
 # A run starting this long after its slot says it is late.
 LATE_AFTER = timedelta(minutes=5)
 
@@ -489,6 +510,19 @@ class CronStore:
             await conn.execute("DELETE FROM cron_jobs WHERE id = ?", (job_id,))
         log.info("cron job removed", job=job_id)
 
+    async def move_chat(self, channel: str, old_chat: str, new_chat: str) -> int:
+        """Jobs aimed at ``old_chat`` go to ``new_chat`` (a Telegram group
+        upgraded to a supergroup), so each run's reply and history are the
+        new chat's; how many. A second call finds none."""
+        async with self.db.transaction() as conn:
+            cur = await conn.execute(
+                "UPDATE cron_jobs SET chat_id = ? WHERE channel = ? AND chat_id = ?", (new_chat, channel, old_chat)
+            )
+            n = cur.rowcount
+        if n:
+            log.info("cron jobs moved with their chat", channel=channel, chat_id=old_chat, new_chat_id=new_chat, jobs=n)
+        return n
+
     async def due(self, now: datetime) -> builtins.list[CronJob]:  # `list` is a method here
         rows = await self.db.fetchall(
             "SELECT * FROM cron_jobs WHERE next_run_at <= ? ORDER BY next_run_at, id", (format_ts(now),)
@@ -511,13 +545,17 @@ class CronStore:
                 (format_ts(ran_at), status, error, nxt, job.id),
             )
 
-    async def record_retry(self, job: CronJob, *, ran_at: datetime, retry_at: datetime, error: str) -> None:
-        """A failed attempt with another to come at ``retry_at``, for the same slot."""
+    async def record_retry(
+        self, job: CronJob, *, ran_at: datetime, retry_at: datetime, error: str, busy: bool = False
+    ) -> None:
+        """A failed attempt with another to come at ``retry_at``, for the same
+        slot. ``busy``: it did not start (its lease is held), so it is not
+        counted as an attempt."""
         async with self.db.transaction() as conn:
             await conn.execute(
-                "UPDATE cron_jobs SET last_run_at = ?, last_status = 'retry', last_error = ?, next_run_at = ?, "
-                "attempts = attempts + 1, due_at = COALESCE(due_at, next_run_at) WHERE id = ?",
-                (format_ts(ran_at), error, format_ts(retry_at), job.id),
+                "UPDATE cron_jobs SET last_run_at = ?, last_status = ?, last_error = ?, next_run_at = ?, "
+                "attempts = attempts + ?, due_at = COALESCE(due_at, next_run_at) WHERE id = ?",
+                (format_ts(ran_at), "busy" if busy else "retry", error, format_ts(retry_at), 0 if busy else 1, job.id),
             )
 
 
@@ -530,7 +568,8 @@ class JobRun:
     job_id: str
     # "ok"; "fallback" (the model failed on the last attempt: the job's own
     # words were sent); "retry" (failed, tried again later); "error"
-    # (failed for good); "busy" (an internal job's lease is held)
+    # (failed for good); "busy" (an internal job's lease is held: tried
+    # again ``busy_retry`` later, or folded into its next slot)
     status: str
     error: str | None = None
 
@@ -547,6 +586,8 @@ class CronScheduler:
         internal: Sequence[InternalJob] = (),
         poll_interval: float = 15.0,
         retry_delays: Sequence[timedelta] = RETRY_DELAYS,
+        busy_retry: timedelta = BUSY_RETRY,
+        internal_retry_delays: Sequence[timedelta] = INTERNAL_RETRY_DELAYS,
     ) -> None:
         self.store = store
         self.clock = store.clock
@@ -554,6 +595,8 @@ class CronScheduler:
         self.internal: Mapping[str, InternalJob] = {j.id: j for j in internal}
         self.poll_interval = poll_interval
         self.retry_delays = tuple(retry_delays)
+        self.busy_retry = busy_retry
+        self.internal_retry_delays = tuple(internal_retry_delays)
         self._running: dict[str, asyncio.Task[JobRun]] = {}
         self._task: asyncio.Task[None] | None = None
 
@@ -610,11 +653,22 @@ class CronScheduler:
 
     def _retry_at(self, job: CronJob, slot: datetime, now: datetime) -> datetime | None:
         """When to try ``job`` again if this attempt fails; None: this is its last."""
-        if job.attempts >= len(self.retry_delays):
+        delays = self.internal_retry_delays if job.internal else self.retry_delays
+        if job.attempts >= len(delays):
             return None
-        at = now + self.retry_delays[job.attempts]
+        at = now + delays[job.attempts]
         if not job.once and at >= next_run(job.schedule, max(slot, now), self.store.zone_of(job)):
             return None  # the next slot comes first: it is the retry
+        return at
+
+    def _busy_retry_at(self, job: CronJob, now: datetime) -> datetime | None:
+        """When a job that found its lease held looks again; None: its next
+        slot comes first and does this slot's work too."""
+        if job.once:
+            return None
+        at = now + self.busy_retry
+        if at >= next_run(job.schedule, now, self.store.zone_of(job)):
+            return None
         return at
 
     async def _run(self, job: CronJob, now: datetime) -> JobRun:
@@ -643,19 +697,24 @@ class CronScheduler:
                 else JobRun(job.id, "fallback", "the model could not be reached; the job's own text was sent")
             )
         except LeaseBusy as exc:
-            # Another compression holds the lease: skip this slot, fail fast.
+            # Another compression holds the lease: fail fast, look again soon.
             result = JobRun(job.id, "busy", str(exc))
+            retry_at = self._busy_retry_at(job, now)
         except CronError as exc:  # not wired here, or its channel is not running: retrying cannot help
             result = JobRun(job.id, "error", str(exc)[:500])
         except Exception as exc:  # noqa: BLE001 - a job's failure is recorded on the job and logged; the scheduler goes on
             error = f"{type(exc).__name__}: {exc}"[:500]
+            if job.internal and isinstance(exc, sqlite3.OperationalError):  # memory.db full or locked: see above
+                retry_at = self._retry_at(job, parse_ts(job.slot), now)
             result = JobRun(job.id, "error" if retry_at is None else "retry", error)
         (log.info if result.status == "ok" else log.warning)(
             "cron job finished", job=job.id, status=result.status, error=result.error,
-            retry_at=format_ts(retry_at) if result.status == "retry" and retry_at is not None else None,
+            retry_at=format_ts(retry_at) if result.status in ("retry", "busy") and retry_at is not None else None,
         )
-        if result.status == "retry" and retry_at is not None:
-            record = self.store.record_retry(job, ran_at=now, retry_at=retry_at, error=result.error or "")
+        if result.status in ("retry", "busy") and retry_at is not None:
+            record = self.store.record_retry(
+                job, ran_at=now, retry_at=retry_at, error=result.error or "", busy=result.status == "busy"
+            )
         else:
             record = self.store.record_run(job, ran_at=now, status=result.status, error=result.error)
         await asyncio.shield(record)

@@ -51,6 +51,7 @@ from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
+from typing import Any
 
 import structlog
 
@@ -148,8 +149,15 @@ class Delivery:
         self._pass = asyncio.Lock()
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        # Chats that refused a reply, logged: their next refusals (a user
+        # who blocked the bot, every reply queued for them) are logged at
+        # debug, until the chat takes a reply again.
+        self._refused: set[Chat] = set()
         # Replies (send keys) whose later drafts are not shown, oldest first.
         self._no_drafts: dict[str, None] = {}
+        # Outbox rows sent whose removal failed (gateway.db full or locked):
+        # never sent again; their removal is tried at the next pass.
+        self._delivered: set[int] = set()
 
     # -- lifecycle --------------------------------------------------------------------
 
@@ -225,14 +233,14 @@ class Delivery:
             return
         try:
             await channel.send(msg)
+            self._refused.discard((msg.channel, msg.chat_id))
         except asyncio.CancelledError:
             # The gateway is stopping with this send in flight.
             await self._keep(msg, created_at=now, due=now, reason="gateway stopping")
             raise
         except Exception as exc:
             if not _retryable(exc):
-                log.error("reply dropped", reason="refused", channel=msg.channel, chat_id=msg.chat_id,
-                          error=self._describe(exc, msg.text))
+                self._log_refused(msg, self._describe(exc, msg.text))
                 return
             rest = exc.remaining if isinstance(exc, DeliveryError) and exc.remaining else msg.text
             delay = self.policy.delay(1, self._rng)
@@ -370,14 +378,37 @@ class Delivery:
                 if chat not in adding and self._adds[chat] == adds.get(chat, 0):
                     self._release(chat)
             due = [h for h in heads if h.message.channel in self.channels and (force or h.next_attempt_at <= now)]
+            failed = False
             for failure in await asyncio.gather(*(self._drain_chat(h) for h in due), return_exceptions=True):
                 if isinstance(failure, asyncio.CancelledError):
                     raise failure
                 if isinstance(failure, BaseException):  # that chat waits for the next pass
+                    failed = True
                     log.error("outbox redelivery failed", error=repr(failure))
             self.waiting = await self.outbox.count()
+            if failed:  # its row is still due: a pass at once would fail (and log) again at once
+                return None
             later = [h.next_attempt_at for h in await self.outbox.heads(list(self.channels))]
             return min(later) if later else None
+
+    async def move_chat(self, channel: str, old_chat: str, new_chat: str) -> int:
+        """The chat's rows went to ``new_chat`` (SessionStore.move_chat): a
+        chat held for them is held under the new id too, so its next reply
+        still queues behind them, and a pass sends them now. 1 if held."""
+        if (channel, old_chat) not in self._held:
+            return 0
+        self._held.add((channel, new_chat))
+        self.wake()
+        return 1
+
+    def _log_refused(self, msg: OutboundMessage, error: str, **more: Any) -> None:
+        """A reply refused for good: logged once a chat until the chat takes
+        a reply again, so a user who blocked the bot with ten replies
+        waiting makes one line, not ten (the rest at debug)."""
+        chat = (msg.channel, msg.chat_id)
+        said = log.debug if chat in self._refused else log.error
+        self._refused.add(chat)
+        said("reply dropped", reason="refused", channel=msg.channel, chat_id=msg.chat_id, error=error, **more)
 
     def _release(self, chat: Chat) -> None:
         self._held.discard(chat)
@@ -402,6 +433,10 @@ class Delivery:
     async def _redeliver(self, channel: BaseChannel, row: Pending) -> bool:
         """Send one row; True when the chat may go on with its next one."""
         msg = row.message
+        if row.id in self._delivered:  # sent already; only its removal failed
+            await self.outbox.remove(row.id)
+            self._delivered.discard(row.id)
+            return True
         try:
             await channel.send(msg)
         except asyncio.CancelledError:
@@ -410,8 +445,7 @@ class Delivery:
             error = self._describe(exc, msg.text)
             if not _retryable(exc):
                 await self.outbox.remove(row.id)
-                log.error("reply dropped", reason="refused", channel=msg.channel, chat_id=msg.chat_id,
-                          attempts=row.attempts + 1, error=error)
+                self._log_refused(msg, error, attempts=row.attempts + 1)
                 return True
             attempts = row.attempts + 1
             delay = self.policy.delay(attempts, self._rng)
@@ -423,7 +457,10 @@ class Delivery:
             log.warning("reply kept for redelivery", reason="send failed again", channel=msg.channel,
                         chat_id=msg.chat_id, attempts=attempts, retry_in_s=round(delay), error=error)
             return False
+        self._delivered.add(row.id)  # should the removal fail, it is not sent again
         await self.outbox.remove(row.id)
+        self._delivered.discard(row.id)
+        self._refused.discard(row.chat)
         log.info("reply delivered late", channel=msg.channel, chat_id=msg.chat_id, attempts=row.attempts + 1,
                  late_s=round((self.clock.now() - row.created_at).total_seconds()))
         return True

@@ -15,11 +15,15 @@ from __future__ import annotations
 import re
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, tzinfo
 from typing import TYPE_CHECKING
 
-from memory.types import GLOBAL_OWNER, Category, Event, Memory, OwnerData, Status
+from memory.clock import local_day, parse_ts
+from memory.origin import origin, place
+from memory.types import GLOBAL_OWNER, Category, Event, Memory, OwnerData, Provenance, Source, Status
+
+from .timezones import TimezoneError, parse_timezone, zone_name
 
 if TYPE_CHECKING:
     from .cron import CronJob
@@ -58,6 +62,10 @@ class _Labels:
     updated: str
     topic: str
     importance: str
+    built_on: str
+    next_run: str
+    categories: dict[str, str]
+    statuses: dict[str, str]
 
 
 _EN = _Labels(
@@ -75,6 +83,10 @@ _EN = _Labels(
     updated="updated",
     topic="topic",
     importance="importance",
+    built_on="built on",
+    next_run="next",
+    categories={},  # the values are English words already
+    statuses={},
 )
 _ZH = _Labels(
     title="myclaw 记忆导出",
@@ -91,6 +103,13 @@ _ZH = _Labels(
     updated="更新于",
     topic="主题",
     importance="重要性",
+    built_on="基于",
+    next_run="下次",
+    categories={
+        "identity": "身份", "config": "配置", "credential": "凭据", "decision": "决定", "solution": "解决办法",
+        "event": "事件", "conversation": "对话", "temp": "临时", "debug": "调试",
+    },
+    statuses={"superseded": "旧版本", "archived": "已归档"},
 )
 
 
@@ -159,20 +178,13 @@ def render_user_export(export: UserExport, *, at: str, zh: bool, tz: tzinfo = UT
             out.append(f"Your time zone: {export.timezone} (/timezone).")
         out.append(f"Incognito: on since {when} (/incognito off ends it)." if since is not None
                    else "Incognito: off (/incognito turns it on).")
-    body = _sections(data, lab, hide_credentials=True, level="##")
+    body = _sections(data, lab, hide_credentials=True, level="##", tz=tz)
     if not body:
         out.append("\n" + ("我还没有记住关于你的任何事。" if zh else "I don't remember anything about you yet."))
     out += body
     if export.jobs:
-        from .cron import once_local  # here: the scheduler is not needed for the operator's export
-
         out.append(f"\n## {lab.jobs}\n")
-        for job in export.jobs:
-            where = f"{job.channel} chat {job.chat_id}" if job.channel else ""
-            nxt = f"next {job.next_run_at}" if job.next_run_at and not job.once else ""
-            extra = ", ".join(x for x in (where, nxt) if x)
-            when = f"{lab.once} {once_local(job)}" if job.once else f"`{job.schedule}`"
-            out.append(f"- [{job.id}] {when} {_one_line(job.message)}" + (f" _({extra})_" if extra else ""))
+        out += [_job(job, lab) for job in export.jobs]
     if data.waiting:
         out.append(f"\n## {lab.waiting}\n")
         out.append(
@@ -183,47 +195,108 @@ def render_user_export(export: UserExport, *, at: str, zh: bool, tz: tzinfo = UT
     return "\n".join(out) + "\n"
 
 
-def _sections(data: OwnerData, lab: _Labels, *, hide_credentials: bool, level: str) -> list[str]:
+def _sections(
+    data: OwnerData, lab: _Labels, *, hide_credentials: bool, level: str, tz: tzinfo | None = None
+) -> list[str]:
+    """``tz``: the owner's zone, for the days memories were said (their
+    events are dated in it already); None: UTC's, as the operator's export."""
     out: list[str] = []
     groups: dict[tuple[int, str], list[Memory]] = defaultdict(list)
     for m in data.memories:
         groups[(m.tier, m.project)].append(m)
+    shown = {f"m:{m.id}" for m in data.memories} | {f"event:{e.id}" for e in data.events}
+    # The words a credential was drawn from hold it, also when another fact
+    # came from the same message: those lines are not shown either.
+    secret_words = ({line for m in data.memories if m.category is Category.CREDENTIAL
+                     for line in m.source_text.splitlines() if line.strip()} if hide_credentials else set())
     for (tier, project), items in sorted(groups.items()):
         title = lab.profile if tier == 1 else lab.knowledge
         out.append(f"\n{level} {title}" + ("" if project == GLOBAL_OWNER else f" — {lab.project} {project}") + "\n")
         for m in sorted(items, key=lambda m: m.id):
-            out += _memory(m, lab, hide_credentials)
+            out += _memory(m, lab, hide_credentials, shown, secret_words, tz)
     if data.events:
         out.append(f"\n{level} {lab.events}\n")
         for e in sorted(data.events, key=lambda e: (e.event_date, e.id)):
-            out.append(_event(e))
+            out.append(_event(e, lab))
     return out
 
 
-def _memory(m: Memory, lab: _Labels, hide: bool) -> list[str]:
+def _where(source: str, p: Provenance, lab: _Labels) -> str:
+    """Where a row came from in the words citations use (memory/origin.py),
+    never ``telegram chat 100`` or ``weekly,m:1``."""
+    if not p.channel and p.refs and all(r.endswith(".md") for r in p.refs) and source != Source.MIGRATION:
+        source = "file"  # the file store's own MEMORY.md and daily files
+    return origin(source, p, zh=lab is _ZH)
+
+
+def _built_on(p: Provenance, shown: set[str], lab: _Labels) -> str:
+    """"built on m1, m2, e3": the rows of this file a summary or a profile
+    entry was made from, by the ids the file shows (the raw refs mean
+    nothing to a reader, and a row erased since is not named)."""
+    ids = [("m" + r[2:]) if r.startswith("m:") else ("e" + r[6:]) for r in p.refs if r in shown]
+    if not ids:
+        return ""
+    return f"{lab.built_on} " + ("、" if lab is _ZH else ", ").join(ids)
+
+
+def _memory(
+    m: Memory, lab: _Labels, hide: bool, shown: set[str], secret_words: set[str], tz: tzinfo | None
+) -> list[str]:
     secret = hide and m.category is Category.CREDENTIAL
-    flags = [m.category.value, f"{lab.importance} {m.importance:.2f}", m.source.value, m.created_at[:10]]
+    said, updated = local_day(m.created_at, tz), local_day(m.updated_at, tz)
+    flags = [lab.categories.get(m.category.value, m.category.value), f"{lab.importance} {m.importance:.2f}", said]
     if m.status is not Status.ACTIVE:
-        flags.append(m.status.value)
-    where = m.provenance.describe()
-    if where:
-        flags.append(where)
+        flags.append(lab.statuses.get(m.status.value, m.status.value))
+    flags += [x for x in (_where(m.source.value, m.provenance, lab), _built_on(m.provenance, shown, lab)) if x]
     if m.topic not in ("_general", "_profile", ""):
         flags.append(f"{lab.topic} {m.topic}")
-    if m.updated_at[:10] > m.created_at[:10]:
-        flags.append(f"{lab.updated} {m.updated_at[:10]}")
+    if updated > said:
+        flags.append(f"{lab.updated} {updated}")
     if m.superseded_by is not None:
         flags.append(f"{lab.replaced_by} m{m.superseded_by}")
     body = lab.hidden if secret else m.content.replace("\n", "\n  ")
-    lines = [f"- [m{m.id}] {body} _({', '.join(flags)})_"]
-    if m.source_text and not secret:  # the words a credential was drawn from hold it too
-        lines.append(f"  > {lab.drawn_from}: " + m.source_text.replace("\n", "\n  > "))
+    lines = [f"- [m{m.id}] {body} _({('，' if lab is _ZH else ', ').join(flags)})_"]
+    said = m.source_text
+    if said and not secret and not any(line in secret_words for line in said.splitlines()):
+        lines.append(f"  > {lab.drawn_from}: " + said.replace("\n", "\n  > "))
     return lines
 
 
-def _event(e: Event) -> str:
+def _event(e: Event, lab: _Labels) -> str:
     body = e.summary.replace("\n", "\n  ")
-    return f"- [e{e.id}] {e.event_date}: {body}"
+    p = e.provenance if e.provenance.channel or not e.channel else replace(e.provenance, channel=e.channel)
+    where = _where("event", p, lab)
+    return f"- [e{e.id}] {e.event_date}: {body}" + (f" _({where})_" if where else "")
+
+
+def _job(job: CronJob, lab: _Labels) -> str:
+    """A scheduled job with where its reply goes in words (not a chat's
+    numeric id) and its next run in the zone it runs by."""
+    from .cron import once_local  # here: the scheduler is not needed for the operator's export
+
+    zh = lab is _ZH
+    where = ""
+    if job.channel:
+        pl = place(job.channel, zh=zh)
+        if zh:
+            where = f"回复发到{' ' if pl[0].isascii() else ''}{pl}的{'私聊' if job.private else '对话'}"
+        else:
+            where = f"replies in {'our private chat' if job.private else 'a chat'} {pl}"
+    nxt = f"{lab.next_run} {_next_local(job)}" if job.next_run_at and not job.once else ""
+    extra = ("，" if zh else ", ").join(x for x in (where, nxt) if x)
+    when = f"{lab.once} {once_local(job)}" if job.once else f"`{job.schedule}`"
+    return f"- [{job.id}] {when} {_one_line(job.message)}" + (f" _({extra})_" if extra else "")
+
+
+def _next_local(job: CronJob) -> str:
+    """"2026-11-23 09:00 (Asia/Shanghai)": the next run in the zone the job
+    runs by (its own, else UTC, as the scheduler stores it)."""
+    try:
+        tz = parse_timezone(job.timezone or "UTC")
+        at = parse_ts(job.next_run_at)
+    except (TimezoneError, ValueError):
+        return job.next_run_at
+    return f"{at.astimezone(tz):%Y-%m-%d %H:%M} ({zone_name(tz)})"
 
 
 def _files(files: Sequence[tuple[str, datetime]], tz: tzinfo) -> str:

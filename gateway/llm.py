@@ -1,8 +1,11 @@
 """An OpenAI-compatible chat completions client over ``httpx.AsyncClient``.
 
 One request per :meth:`LLMClient.chat`, retried with exponential backoff
-(honouring ``Retry-After``) on 408/409/429/5xx and on network errors, up to
-``max_retries`` extra attempts. The result is typed (:class:`ChatResult`).
+(honouring ``Retry-After``, and on a 429 OpenAI's ``x-ratelimit-reset-*``)
+on 408/409/429/5xx and on network errors, up to ``max_retries`` extra
+attempts; a provider asking for a wait longer than ``max_retry_after`` (a
+quota reset in an hour) is not waited for: the error is raised at once,
+with that wait in ``retry_after``. The result is typed (:class:`ChatResult`).
 
 Exception tree (every httpx error is mapped with ``raise ... from``)::
 
@@ -12,8 +15,11 @@ Exception tree (every httpx error is mapped with ``raise ... from``)::
     ├── LLMUnavailable      5xx or network failure after the last retry
     │   └── LLMTimeout      no answer within ``timeout`` (last retry)
     ├── LLMBadRequest       other 4xx (unknown model, tools not supported,
-    │                       pictures not read: ``refuses_images``, ...)
+    │                       pictures not read: ``refuses_images``, the
+    │                       prompt refused by a content filter: ``filtered``)
     └── LLMBadResponse      2xx whose body is not a chat completion
+        └── LLMFiltered     a completion the provider's content filter
+                            withheld (raised by the agent, which reads it)
 
 :func:`fails_over` says which of them another endpoint could fix
 (``gateway/failover.py``). ``chat(fail_fast=True)`` is for an endpoint with
@@ -58,6 +64,7 @@ __all__ = [
     "LLMBadResponse",
     "LLMClient",
     "LLMError",
+    "LLMFiltered",
     "LLMRateLimited",
     "LLMTimeout",
     "LLMUnavailable",
@@ -91,6 +98,10 @@ _CONTEXT_EXCEEDED = re.compile(
     r"|exceed_context_size|prompt is too long|reduce the length of the messages",
     re.IGNORECASE,
 )
+# How providers say their content filter refused the prompt: Azure OpenAI's
+# 400 "The response was filtered due to the prompt triggering Azure
+# OpenAI's content management policy" (code "content_filter").
+_FILTERED = re.compile(r"content management policy|content[_ ]filter", re.IGNORECASE)
 _IMAGES_REFUSED = re.compile(
     r"image_url\W{0,3}(?:is )?only supported by certain models"
     r"|not a multi-?modal model"
@@ -141,6 +152,12 @@ class LLMBadRequest(LLMError):
         return self.status in (400, 413, 422) and bool(_CONTEXT_EXCEEDED.search(self.body or str(self)))
 
     @property
+    def filtered(self) -> bool:
+        """The provider's content filter refused the prompt: asking again
+        the same way cannot help."""
+        return self.status in (400, 403, 422) and bool(_FILTERED.search(self.body or str(self)))
+
+    @property
     def mentions_tools(self) -> bool:
         """The provider refused the ``tools`` parameter (no function calling)."""
         if self.refuses_images:  # "... only supported by certain models" is about the pictures
@@ -158,6 +175,11 @@ class LLMBadRequest(LLMError):
 
 class LLMBadResponse(LLMError):
     pass
+
+
+class LLMFiltered(LLMBadResponse):
+    """The provider withheld the answer (``finish_reason: content_filter``)
+    and said nothing else."""
 
 
 def fails_over(exc: LLMError) -> bool:
@@ -299,7 +321,49 @@ def _error_message(resp: httpx.Response) -> str:
             return err
     except (ValueError, AttributeError):
         pass
+    if "html" in resp.headers.get("content-type", "").lower():
+        # A proxy's or gateway's error page: its words, not its markup.
+        return " ".join(_TAG.sub(" ", _HIDDEN.sub(" ", resp.text)).split())
     return resp.text
+
+
+_HIDDEN = re.compile(r"<(script|style)\b.*?</\1\s*>", re.IGNORECASE | re.DOTALL)
+_TAG = re.compile(r"<[^>]*>")
+
+
+_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
+_DURATION_UNIT = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def _duration(text: str) -> float | None:
+    """Seconds in a rate-limit reset as providers write it: Go's durations
+    ("6m0s", "1h2m3.5s", "20ms") or a bare number of seconds."""
+    text = text.strip()
+    try:
+        return max(0.0, float(text))
+    except ValueError:
+        pass
+    total, pos = 0.0, 0
+    for m in _DURATION_PART.finditer(text):
+        if m.start() != pos:
+            return None
+        total += float(m.group(1)) * _DURATION_UNIT[m.group(2)]
+        pos = m.end()
+    return total if text and pos == len(text) else None
+
+
+def _ratelimit_reset(resp: httpx.Response) -> float | None:
+    """When an exhausted rate limit frees up, from OpenAI's (and Groq's,
+    DeepSeek's ...) ``x-ratelimit-remaining-*`` / ``x-ratelimit-reset-*``
+    headers: the latest reset of the limits at 0, None when no limit says
+    it is at 0 (the 429 is about something else)."""
+    waits = []
+    for limit in ("requests", "tokens"):
+        if resp.headers.get(f"x-ratelimit-remaining-{limit}", "").strip() == "0":
+            wait = _duration(resp.headers.get(f"x-ratelimit-reset-{limit}", ""))
+            if wait is not None:
+                waits.append(wait)
+    return max(waits, default=None)
 
 
 def _retry_after(resp: httpx.Response, now: datetime | None = None) -> float | None:
@@ -312,7 +376,7 @@ def _retry_after(resp: httpx.Response, now: datetime | None = None) -> float | N
             pass
     raw = resp.headers.get("retry-after")
     if not raw:
-        return None
+        return _ratelimit_reset(resp) if resp.status_code == 429 else None
     try:
         return max(0.0, float(raw))
     except ValueError:
@@ -584,14 +648,20 @@ class LLMClient:
                 )
             # Providers echo the key they refused, or parts of the request.
             message = scrub_provider_text(_error_message(resp), self._secrets(), limit=500)
-            slow = fail_fast and status == 429
+            asked = _retry_after(resp)
+            # A 429 with a fallback behind it, or a wait longer than we would
+            # sleep (a quota reset in an hour): no retry could be answered.
+            slow = (fail_fast and status == 429) or (asked is not None and asked > self.max_retry_after)
             if (status in _RETRY_STATUS or status >= 500) and attempt < retries and not slow:
                 delay = self._backoff(attempt, resp)
                 log.warning("LLM provider error, retrying", status=status, attempt=attempt + 1, delay_s=round(delay, 2))
                 attempt += 1
                 await self._sleep(delay)
                 continue
-            error = _status_error(status, message, _retry_after(resp))
+            if asked is not None and asked > self.max_retry_after and attempt < retries:
+                log.warning("LLM provider asked to wait longer than we retry", status=status,
+                            retry_after_s=round(asked))
+            error = _status_error(status, message, asked)
             if streaming and isinstance(error, LLMBadRequest) and "stream" in message.lower():
                 # A proxy or server that does not stream: whole answers from
                 # it from now on, the reply shown when it is done.

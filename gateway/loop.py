@@ -25,8 +25,10 @@ at the user's request, whose words repeat what was erased.
 from __future__ import annotations
 
 import asyncio
+import errno
 import logging
 import re
+import sqlite3
 import time
 from array import array
 from collections import deque
@@ -43,7 +45,7 @@ from memory.types import Hit
 
 from .agent import Agent, AgentReply, apology
 from .bus import (
-    FILE_NOT_READ, MESSAGE, PHOTO_NOT_READ, Attachment, InboundMessage, MessageBus, OutboundMessage, audio_not_read,
+    FILE_NOT_READ, MESSAGE, MOVED, PHOTO_NOT_READ, Attachment, InboundMessage, MessageBus, OutboundMessage, audio_not_read,
     not_heard, notes_in_chinese,
 )
 from .commands import COMMANDS, UserCommands
@@ -236,12 +238,28 @@ class _TakenIn(Exception):
 
 class TurnNotSaved(Exception):
     """The user's message could not be written to Tier 0 (gateway.db's write
-    lock held by another process past the wait): the answer was made but is
-    not sent, as nothing would remember it; the user is told to try again."""
+    lock held by another process past the wait, or its disk full): the
+    answer was made but is not sent, as nothing would remember it; the user
+    is told to try again. ``full``: the disk was, so "busy" would not be true."""
+
+    def __init__(self, cause: BaseException) -> None:
+        super().__init__(repr(cause))
+        self.full = _disk_full(cause)
+
+
+def _disk_full(exc: BaseException) -> bool:
+    if isinstance(exc, sqlite3.Error):  # SQLITE_FULL, or an IO error (ENOSPC/EFBIG on the WAL)
+        return (getattr(exc, "sqlite_errorcode", 0) & 0xFF) in (sqlite3.SQLITE_FULL, sqlite3.SQLITE_IOERR)
+    return isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EFBIG, errno.EDQUOT)
 
 
 _NOT_SAVED = "Sorry, I could not save your message (my storage was busy), so my answer was not sent. Please try again."
 _NOT_SAVED_ZH = "抱歉，你的消息没能保存（存储正忙），所以我的回答没有发出。请再试一次。"
+_NOT_SAVED_FULL = (
+    "Sorry, I could not save your message (my storage is full), so my answer was not sent. "
+    "Please try again later."
+)
+_NOT_SAVED_FULL_ZH = "抱歉，你的消息没能保存（存储空间已满），所以我的回答没有发出。请稍后再试。"
 
 
 @dataclass(frozen=True)
@@ -310,6 +328,8 @@ class ProcessLoop:
         self.identities = identities or IdentityMap()
         self.known_projects = known_projects
         self.stats = LoopStats()
+        self._not_saved = 0  # messages not saved since the last one that was (TurnNotSaved)
+        self._unbuffered = 0  # failed buffering attempts since the last that worked
         self.limiter = limiter
         self.commands = commands or UserCommands(backend)
         self.timezones = timezones  # each user's own (/timezone); None: the gateway's for all
@@ -324,6 +344,11 @@ class ProcessLoop:
         # Chats known to have no unbuffered row (checked in gateway.db once,
         # then kept true by _buffer), so _settle skips the query per message.
         self._clean: set[str] = set()
+        # A chat being moved to its new id (MOVED): the new id's key -> the old one's, whose worker runs the move.
+        self._moving: dict[str, str] = {}
+        # What else follows a chat to a new id, outside gateway.db's own
+        # move (cron.db's jobs, the outbox's hold): name -> its move, how many.
+        self.chat_moves: dict[str, Callable[[str, str, str], Awaitable[int]]] = {}
         self._closed = False
 
     # -- dispatch ---------------------------------------------------------------
@@ -349,7 +374,14 @@ class ProcessLoop:
     def _enqueue(self, item: _Item) -> None:
         if self._closed:
             raise RuntimeError("process loop is closed")
-        key = item.msg.session_key
+        key = self._moving.get(item.msg.session_key, item.msg.session_key)
+        moved_from = item.msg.metadata.get("moved_from") if item.msg.kind == MOVED else None
+        if isinstance(moved_from, str) and moved_from:
+            # Through the old chat's worker, after its turn under way (whose
+            # reply is then stored before the rows move, not under the old id
+            # after); the new id's messages queue behind it until it is done.
+            key = f"{item.msg.channel}:{moved_from}"
+            self._moving[item.msg.session_key] = key
         gone = item.msg.metadata.get("supersedes") if item.user is None else None
         if isinstance(gone, str) and gone:
             self._supersede(key, item.msg, gone)
@@ -433,7 +465,17 @@ class ProcessLoop:
                         item.future.set_exception(exc)
                 except Exception as exc:  # one bad message must not stop the chat
                     self.stats.errors += 1
-                    log.error("handling a message failed", chat=key, error=repr(exc), exc_info=True)
+                    if isinstance(exc, TurnNotSaved):
+                        # Its cause is known (gateway.db full or locked) and
+                        # every message fails alike until it passes: one
+                        # error, then a count ("messages are saved again").
+                        self._not_saved += 1
+                        (log.error if self._not_saved == 1 else log.info)(
+                            "message not saved, so not answered; later ones are counted until one is",
+                            chat=key, full=exc.full, error=str(exc),
+                        )
+                    else:
+                        log.error("handling a message failed", chat=key, error=repr(exc), exc_info=True)
                     if item.future is not None:
                         if not item.future.done():
                             item.future.set_exception(exc)
@@ -454,10 +496,46 @@ class ProcessLoop:
             if not q:
                 self._queues.pop(key, None)
 
+    def _moved(self, old_key: str, new_key: str) -> None:
+        """The move from ``old_key`` is done: the new id's messages that
+        queued behind it in the old chat's worker go on in the new id's
+        own, in order, and so do those that come next (no await here, so
+        none slips in between)."""
+        if self._moving.get(new_key) != old_key:
+            return
+        del self._moving[new_key]
+        q = self._queues.get(old_key)
+        rest = [i for i in q if i.msg.session_key == new_key] if q else []
+        if not rest or q is None:
+            return
+        for i in rest:
+            q.remove(i)
+        nq = self._queues.setdefault(new_key, deque())
+        nq.extend(rest)
+        if new_key not in self._workers:
+            self._workers[new_key] = asyncio.create_task(self._work(new_key, nq), name=f"chat:{new_key}")
+
     # -- one message ------------------------------------------------------------
 
     async def _handle(self, item: _Item) -> str:
         msg = item.msg
+        if msg.kind == MOVED:  # the chat has a new id: its history follows, no reply
+            old = str(msg.metadata.get("moved_from") or "")
+            moved: dict[str, int] = {}
+            try:
+                if old:  # gateway.db's rows in one transaction, the files with their index, then the rest
+                    moved = await self.sessions.move_chat(msg.channel, old, msg.chat_id)
+                    if self.files is not None:
+                        moved["files"] = await self.files.move_chat(f"{msg.channel}:{old}", msg.session_key)
+                    for name, move in self.chat_moves.items():
+                        moved[name] = await move(msg.channel, old, msg.chat_id)
+            finally:
+                self._moved(f"{msg.channel}:{old}", msg.session_key)
+            self._clean.discard(f"{msg.channel}:{old}")
+            self._clean.discard(msg.session_key)
+            log.info("chat moved to a new id; its history follows", channel=msg.channel, chat_id=old,
+                     new_chat_id=msg.chat_id, **moved)
+            return ""
         if msg.kind != MESSAGE:  # an edit or recall of an earlier message: stored words change, no reply
             await self.revisions.apply(msg)
             self.stats.revised += 1
@@ -481,7 +559,9 @@ class ProcessLoop:
             # Answered here, not by the model, and kept out of Tier 0 and
             # memory: a listing of memories is not something to learn again.
             self.stats.commands += 1
-            answer = await self.commands.answer(command, args, user=user, private=private)
+            # They speak as the chat does, as /help does.
+            chat_zh = await self._chat_is_chinese(key) if private else None
+            answer = await self.commands.answer(command, args, user=user, private=private, chat_zh=chat_zh)
             await self._reply(msg, answer.text, user, answer.attachment)
             return answer.text
         if command in ("new", "help", "start", "帮助") and not args:
@@ -642,7 +722,10 @@ class ProcessLoop:
         try:
             user_row = user_write.result()  # a failed write fails the message: not sent, the user told why
         except Exception as exc:
-            raise TurnNotSaved(repr(exc)) from exc
+            raise TurnNotSaved(exc) from exc
+        if self._not_saved:
+            log.warning("messages are saved again", not_saved=self._not_saved)
+            self._not_saved = 0
         # A turn in which memory was erased at the user's request is not
         # learnt from either: its rows were to be buffered after the erasure
         # (which dropped the buffered lines repeating the fact), and the
@@ -702,15 +785,16 @@ class ProcessLoop:
             log.error("marking a photo the model could not see failed", chat=msg.session_key, error=repr(exc))
         return replace(row, content=content)
 
-    async def _chat_is_chinese(self, key: str) -> bool:
-        """Are most of the chat's recent user messages Chinese? (Commands are rare: a window read is cheap.)"""
+    async def _chat_is_chinese(self, key: str) -> bool | None:
+        """Are most of the chat's recent user messages Chinese? None: it has
+        none to tell by. (Commands are rare: a window read is cheap.)"""
         try:
             history = await self.sessions.window(key)
-        except Exception as exc:  # the answer falls back to English, it is not lost
+        except Exception as exc:  # the answer goes by what it shows, it is not lost
             log.warning("chat history not read for a command's language", chat=key, error=repr(exc))
-            return False
+            return None
         said = [m.content for m in history if m.role == "user"][-_CONTEXT_TURNS:]
-        return mostly_chinese(said)
+        return mostly_chinese(said) if said else None
 
     def _save(
         self,
@@ -805,8 +889,10 @@ class ProcessLoop:
                 return []
             self.stats.retrievals += 1
             # The user's own last turns (the assistant's replies would only
-            # echo them); bench_recall scores MADial the same way.
-            context = [m.content for m in history if m.role == "user"][-_CONTEXT_TURNS:]
+            # echo them); bench_recall scores MADial the same way. In a group,
+            # the asker's alone: another member's lines must not steer which
+            # of the asker's memories the whole group is shown.
+            context = [m.content for m in history if m.role == "user" and (private or m.owner == user)][-_CONTEXT_TURNS:]
             if quoted:  # "what do you think of this?": the message replied to says what "this" is
                 context.append(quoted[:QUOTE_CHARS])
             return await self.backend.recall(user, text, context=context, private=private, tz=tz)
@@ -832,7 +918,8 @@ class ProcessLoop:
         self, msg: InboundMessage, owner: str, drafts: Drafts | None = None, exc: BaseException | None = None
     ) -> None:
         if isinstance(exc, TurnNotSaved):  # the answer was made: say what failed, not that it was not
-            text = _NOT_SAVED_ZH if notes_in_chinese(msg) else _NOT_SAVED
+            zh = notes_in_chinese(msg)
+            text = (_NOT_SAVED_FULL_ZH if zh else _NOT_SAVED_FULL) if exc.full else (_NOT_SAVED_ZH if zh else _NOT_SAVED)
         else:
             text = apology(msg.text)
         try:
@@ -892,8 +979,13 @@ class ProcessLoop:
         except Exception as exc:  # the rows stay unbuffered; _settle retries
             self._clean.discard(key)
             self.stats.buffer_errors += 1
-            log.error("buffering for extraction failed; will retry", chat=key, rows=len(rows), error=repr(exc))
+            self._unbuffered += 1  # one error while it lasts (a full disk fails every turn alike), then a count
+            (log.error if self._unbuffered == 1 else log.info)(
+                "buffering for extraction failed; will retry", chat=key, rows=len(rows), error=repr(exc))
             return
+        if self._unbuffered:
+            log.warning("buffering for extraction works again", failed=self._unbuffered)
+            self._unbuffered = 0
         self.stats.buffered += len(rows)
         try:
             await self.sessions.mark_buffered([r.id for r in rows], prune_key=key)

@@ -112,6 +112,7 @@ class RecentFiles:
         self._writes: deque[_Write] = deque()  # kept files not yet on disk, in order
         self._writer: asyncio.Task[None] | None = None  # writes them, one transaction each
         self._undeleted: set[int] = set()  # rows the bounds pushed out whose delete failed: the next write's
+        self._unwritable = False  # the last write failed for want of room or the lock (logged once, until one works)
 
     # -- reading --------------------------------------------------------------------
 
@@ -210,6 +211,15 @@ class RecentFiles:
             job = self._writes[0]
             try:
                 await self._write(job)
+            except sqlite3.OperationalError as exc:
+                # gateway.db full (or its write lock held elsewhere): rolled
+                # back; the files stay readable in memory until a restart.
+                # Logged once until a write works again.
+                self._undeleted |= job.gone
+                if not self._unwritable:
+                    self._unwritable = True
+                    log.warning("recent files not kept: gateway.db cannot be written", file=self.db.path.name,
+                                chat=job.chat, files=len(job.files), error=f"{type(exc).__name__}: {exc}")
             except Exception as exc:
                 # Off the reply path, nobody awaits this task to hear of it:
                 # the files stay readable in memory until a restart, and the
@@ -217,6 +227,10 @@ class RecentFiles:
                 self._undeleted |= job.gone
                 log.error("recent file not written to gateway.db; kept in memory only", chat=job.chat,
                           files=len(job.files), error=repr(exc))
+            else:
+                if self._unwritable:
+                    self._unwritable = False
+                    log.info("recent files kept again", file=self.db.path.name)
             finally:
                 self._writes.popleft()
 
@@ -229,12 +243,16 @@ class RecentFiles:
         async with self._lock:  # /new, /forget all and sweeps wait: they see the file on disk or not at all
             written = [(f, blob) for (f, _), blob in zip(texts, blobs, strict=True) if f.id in self._texts]
             gone = job.gone | self._undeleted
+            ids = {f.id for f, _ in written}
+            # Its chat now: move_chat (a group become a supergroup) may have moved it since.
+            chat_of = {f.id: c for c, files in self._chats.items() for f in files if f.id in ids}
             async with self.db.transaction() as conn:
                 for f, blob in written:
                     await conn.execute(
                         "INSERT INTO recent_files (id, chat, owner, name, pages, chars, received, text) "
                         "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                        (f.id, job.chat, f.owner, f.name, f.pages, f.chars, f.received.timestamp(), blob),
+                        (f.id, chat_of.get(f.id, job.chat), f.owner, f.name, f.pages, f.chars,
+                         f.received.timestamp(), blob),
                     )
                 await _delete(conn, gone)
                 await conn.execute("DELETE FROM recent_files WHERE received < ?", (self._cutoff(),))
@@ -267,6 +285,22 @@ class RecentFiles:
         the gateway stopped: the rows only)."""
         _, n = await self.db.write("UPDATE recent_files SET owner = ? WHERE owner = ?", (new, old))
         return n
+
+    async def move_chat(self, old: str, new: str) -> int:
+        """The chat ``old`` goes on as ``new`` (a Telegram group upgraded to
+        a supergroup, keys as :meth:`files` takes them): its files follow,
+        rows and index together, under the store's lock (a file not yet
+        written is written under ``new``); how many. Should ``new`` have
+        files already, the older come first; the bounds apply at the next file."""
+        async with self._lock:
+            await self._load()
+            _, n = await self.db.write("UPDATE recent_files SET chat = ? WHERE chat = ?", (new, old))
+            held = self._chats.pop(old, [])
+            if held:
+                merged = sorted([*held, *self._chats.get(new, [])], key=lambda f: (f.received, abs(f.id)))
+                self._chats[new] = merged
+                self._chats.move_to_end(new)
+            return n + sum(1 for f in held if f.id in self._texts)
 
     async def sweep(self) -> int:
         """Delete the files past ``ttl``; how many."""

@@ -36,6 +36,8 @@ from memory.forgetting import repeats_forgotten
 __all__ = ["MIGRATIONS", "SessionStore", "StoredMessage"]
 
 _HISTORY = "history"  # Database.stamp name of the cached windows
+# Tables here whose rows belong to a chat, by (channel, chat_id): they follow it to a new id.
+_CHAT_TABLES = ("outbox", "sent_replies", "draft_messages", "burst_comments")
 
 
 async def _m001_sessions(conn: aiosqlite.Connection) -> None:
@@ -695,6 +697,52 @@ class SessionStore:
             if cur.rowcount:
                 self.db.bump(_HISTORY)
         return cur.rowcount
+
+    async def move_chat(self, channel: str, old_chat: str, new_chat: str) -> dict[str, int]:
+        """The chat ``old_chat`` goes on as ``new_chat`` (a Telegram group
+        upgraded to a supergroup): its sessions take the new id, so the
+        conversation reads on. Should the new chat have spoken already,
+        the old current session's messages join its current one (they are
+        older, so they come first). Its other rows here go along in the
+        same transaction: replies waiting in the outbox, the bot's replies
+        a recall or quote finds (``sent_replies``), draft messages, burst
+        comments (``recent_files`` moves with its store's index,
+        :meth:`RecentFiles.move_chat`). Returns how many rows of each moved
+        (``messages`` for the history); a second call finds nothing to move."""
+        old_key, new_key = f"{channel}:{old_chat}", f"{channel}:{new_chat}"
+        moved = {"messages": 0, **{table: 0 for table in _CHAT_TABLES}}
+        if old_key == new_key:
+            return moved
+        now = format_ts(self.clock.now())
+        await self.flush()  # an append still queued would land in the old chat after the move
+        async with self.db.transaction() as conn:
+            self.db.bump(_HISTORY)
+            rows = list(await conn.execute_fetchall(
+                "SELECT COUNT(*) FROM session_messages WHERE session_id IN (SELECT id FROM sessions WHERE key = ?)",
+                (old_key,),
+            ))
+            moved["messages"] = int(rows[0][0]) if rows else 0
+            for table in _CHAT_TABLES:  # OR REPLACE: burst_comments' key has the chat in it
+                cur = await conn.execute(
+                    f"UPDATE OR REPLACE {table} SET chat_id = ? WHERE channel = ? AND chat_id = ?",
+                    (new_chat, channel, old_chat),
+                )
+                moved[table] = cur.rowcount
+            current = list(await conn.execute_fetchall(
+                "SELECT id FROM sessions WHERE key = ? AND ended_at IS NULL", (new_key,)
+            ))
+            if current:
+                await conn.execute(
+                    "UPDATE session_messages SET session_id = ? WHERE session_id IN"
+                    " (SELECT id FROM sessions WHERE key = ? AND ended_at IS NULL)",
+                    (int(current[0][0]), old_key),
+                )
+                await conn.execute("UPDATE sessions SET ended_at = ? WHERE key = ? AND ended_at IS NULL", (now, old_key))
+            await conn.execute("UPDATE sessions SET key = ?, chat_id = ? WHERE key = ?", (new_key, new_chat, old_key))
+            for key in (old_key, new_key):
+                self._current.pop(key, None)
+                self._uncache(key)
+        return moved
 
     async def new_session(self, key: str, *, channel: str, chat_id: str) -> int:
         """End the current session (its rows are kept) and start a fresh one."""

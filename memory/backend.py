@@ -87,9 +87,10 @@ class MemoryBackend(Protocol):
         their lines writes nothing."""
         ...
 
-    async def overview(self, user: str, *, limit: int = 10) -> MemoryOverview:
+    async def overview(self, user: str, *, limit: int = 10, tz: tzinfo | None = None) -> MemoryOverview:
         """What ``user`` has stored, for their ``/memory`` command: their own
-        rows only (not ``_global``), at most ``limit`` recent ones."""
+        rows only (not ``_global``), at most ``limit`` recent ones, dated on
+        ``tz``'s calendar (the user's zone)."""
         ...
 
     async def owner_data(self, user: str) -> OwnerData:

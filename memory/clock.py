@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta, tzinfo
 
 import structlog
 
-__all__ = ["Clock", "ManualClock", "SystemClock", "ZoneOf", "format_ts", "owner_zone", "parse_ts"]
+__all__ = ["Clock", "ManualClock", "SystemClock", "ZoneOf", "format_ts", "local_day", "owner_zone", "parse_ts"]
 
 # A user's own time zone (the gateway's /timezone), None when they set none.
 ZoneOf = Callable[[str], Awaitable[tzinfo | None]]
@@ -62,6 +62,15 @@ def parse_ts(text: str) -> datetime:
     if dt.tzinfo is None:
         dt = dt.replace(tzinfo=UTC)
     return dt.astimezone(UTC)
+
+
+def local_day(stamp: str, tz: tzinfo | None) -> str:
+    """The calendar day (YYYY-MM-DD) of stored ``stamp`` in ``tz`` (UTC's
+    when None): the day the user said it on their clock, as their events
+    are dated. A stamp that is a date already (the file store's) stays."""
+    if tz is None or len(stamp) <= 10:
+        return stamp[:10]
+    return parse_ts(stamp).astimezone(tz).strftime("%Y-%m-%d")
 
 
 async def owner_zone(zone_of: ZoneOf | None, owner: str, default: tzinfo) -> tzinfo:

@@ -34,12 +34,12 @@ import aiosqlite
 import structlog
 
 from .changelog import write_log
-from .clock import ZoneOf, owner_zone, parse_ts
+from .clock import ZoneOf, local_day, owner_zone, parse_ts
 from .consolidate import Consolidator
 from .decay import decay_factor
 from .engine import MemoryEngine, content_hash, row_to_memory
 from .lease import Lease, Leases
-from .llm import Candidate, MemoryLLM, MemoryLLMError
+from .llm import Candidate, MemoryLLM, MemoryLLMError, ProfileEntry
 from .tokens import estimate_tokens
 from .types import Memory, NewMemory, Provenance, Source
 
@@ -306,6 +306,8 @@ class Compressor:
                 )
             return
         project, topic = rows[0].project, rows[0].topic
+        # The span is dated on the owner's calendar, as their events are.
+        zone = await owner_zone(self.zone_of, owner, self.tz)
         async with self.engine.db.transaction() as conn:
             if not await self._all_active(conn, [m.id for m in rows]):
                 return  # changed while the model was thinking; next week
@@ -327,8 +329,8 @@ class Compressor:
                         topic=topic,
                         source=Source.COMPRESSION,
                         provenance=Provenance(
-                            date_from=min(s.created_at for s in srcs)[:10],
-                            date_to=max(s.created_at for s in srcs)[:10],
+                            date_from=local_day(min(s.created_at for s in srcs), zone),
+                            date_to=local_day(max(s.created_at for s in srcs), zone),
                             refs=tuple(f"m:{s.id}" for s in srcs),
                         ),
                         # What the merged facts were drawn from (cut to MAX_SOURCE_CHARS).
@@ -400,13 +402,31 @@ class Compressor:
                 # thinking: its entries could restate what is gone. Next week.
                 report.notes.append(f"{owner}: profile refresh skipped, memories changed meanwhile")
                 return
+            new: list[tuple[int, ProfileEntry]] = []
             for rank, e in enumerate(entries):
                 h = content_hash(e.content)
                 if h in keep:
                     continue
                 keep.add(h)
-                if h in cur_by_hash:
-                    continue
+                if h not in cur_by_hash:
+                    new.append((rank, e))
+            # The gate, for the profile: one refresh demotes at most a quarter
+            # of it (at least one entry), the least important first; the rest
+            # stays until a later refresh agrees again. A model that loses
+            # half of someone's profile in one answer is more likely wrong
+            # than the person changed that much in a week.
+            dropped = sorted((m for h, m in cur_by_hash.items() if h not in keep), key=lambda m: (m.importance, m.id))
+            allowed = max(1, int(self.gate * len(current)))
+            # The cap holds too: what the gate keeps takes its room, so new
+            # entries (in the model's order) wait for the weeks the old ones
+            # they replace may go (a full profile grew past 100 here).
+            room = max(0, self.profile_limit - (len(current) - min(len(dropped), allowed)))
+            if len(new) > room:
+                report.notes.append(f"{owner}: {len(new) - room} new profile entries wait for room")
+                await write_log(conn, at=at, job="weekly_compress", owner=owner, action="promote_held",
+                                detail={"limit": self.profile_limit, "waiting": len(new) - room})
+            for rank, e in new[:room]:
+                h = content_hash(e.content)
                 # Importance keeps the model's order in a profile read by importance.
                 importance = imp_by_hash.get(h, round(1.0 - rank / 1000, 3))
                 # The Tier 2 facts it states, as a merge cites its sources
@@ -421,13 +441,6 @@ class Compressor:
                 report.promoted += 1
                 await write_log(conn, at=at, job="weekly_compress", owner=owner, action="promote", memory_id=m.id,
                                 detail=e.content)
-            # The gate, for the profile: one refresh demotes at most a quarter
-            # of it (at least one entry), the least important first; the rest
-            # stays until a later refresh agrees again. A model that loses
-            # half of someone's profile in one answer is more likely wrong
-            # than the person changed that much in a week.
-            dropped = sorted((m for h, m in cur_by_hash.items() if h not in keep), key=lambda m: (m.importance, m.id))
-            allowed = max(1, int(self.gate * len(current)))
             for m in dropped[:allowed]:
                 await self.engine.set_status(m.id, "archived", conn=conn)
                 report.demoted += 1

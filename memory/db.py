@@ -314,13 +314,20 @@ class Database:
             await self._writer.execute("BEGIN IMMEDIATE")
             try:
                 yield self._writer
-            except BaseException:
-                await asyncio.shield(self._writer.execute("ROLLBACK"))
-                raise
-            else:
                 await self._writer.execute("COMMIT")
+            except BaseException:
+                await asyncio.shield(self._rollback())
+                raise
             finally:
                 self._bump_dirty()
+
+    async def _rollback(self) -> None:
+        # SQLite may have rolled the transaction back itself (SQLITE_FULL,
+        # SQLITE_IOERR): a ROLLBACK then fails, and its error would hide the
+        # one that says why. A COMMIT that failed may leave it open (a
+        # deferred foreign key): the writer must not stay inside it.
+        if self._writer.in_transaction:
+            await self._writer.execute("ROLLBACK")
 
     async def write(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> tuple[int, int]:
         """One statement on its own, atomic without ``BEGIN``/``COMMIT``
@@ -440,7 +447,8 @@ async def _migrate(
                 await run(conn)
                 if last:
                     await conn.execute(f"PRAGMA {schema}.user_version = {version}")
+                await conn.execute("COMMIT")
             except BaseException:
-                await conn.execute("ROLLBACK")
+                if conn.in_transaction:  # see Database._rollback
+                    await conn.execute("ROLLBACK")
                 raise
-            await conn.execute("COMMIT")

@@ -139,6 +139,10 @@ class ExtractionService:
         self._task: asyncio.Task[None] | None = None
         self._last_daily = self._daily_slot(engine.clock.now())
         self._written: list[Callable[[str], None]] = []
+        # owner -> (attempts, retry at) of a failure memory.db could not
+        # record (full disk, write lock held elsewhere): the backoff holds
+        # anyway, or every tick would ask the model again and log again.
+        self._held: dict[str, tuple[int, datetime]] = {}
 
     # -- lifecycle ------------------------------------------------------------
 
@@ -284,7 +288,11 @@ class ExtractionService:
         if not rows:
             return []
         head = rows[0]
-        if not force and head.next_attempt_at and parse_ts(head.next_attempt_at) > self.engine.clock.now():
+        now = self.engine.clock.now()
+        if not force and head.next_attempt_at and parse_ts(head.next_attempt_at) > now:
+            return []
+        held = self._held.get(owner)
+        if not force and held is not None and held[1] > now:
             return []
         batch: list[_Row] = []
         tokens = 0
@@ -372,8 +380,14 @@ class ExtractionService:
             return report
         except (MemoryLLMError, sqlite3.Error, ValueError) as exc:
             report.error = f"{type(exc).__name__}: {exc}"
-            await self._record_failure(owner, rows, report.error)
+            if isinstance(exc, sqlite3.Error):  # which file: there are several
+                report.error += f" ({self.engine.db.path.name})"
+            try:
+                await self._record_failure(owner, rows, report.error)
+            except sqlite3.Error as unrecorded:
+                self._hold(owner, rows, report.error, unrecorded)
             return report
+        self._held.pop(owner, None)
         report.added, report.reinforced, report.superseded = applied.added, applied.reinforced, applied.superseded
         report.event_id = event.id
         log.info(
@@ -382,8 +396,22 @@ class ExtractionService:
         )
         return report
 
+    def _attempts(self, owner: str, rows: Sequence[_Row]) -> int:
+        held = self._held.get(owner)
+        return max(max(r.attempts for r in rows), held[0] if held is not None else 0) + 1
+
+    def _hold(self, owner: str, rows: Sequence[_Row], error: str, unrecorded: sqlite3.Error) -> None:
+        attempts = self._attempts(owner, rows)
+        retry_at = self.engine.clock.now() + BACKOFF[min(attempts, len(BACKOFF)) - 1]
+        self._held[owner] = (attempts, retry_at)
+        log.error(
+            "extraction failed and the failure could not be recorded; buffer kept, retried after the backoff",
+            file=str(self.engine.db.path), owner=owner, rows=len(rows), attempts=attempts,
+            retry_at=format_ts(retry_at), error=error[:200], unrecorded=f"{type(unrecorded).__name__}: {unrecorded}",
+        )
+
     async def _record_failure(self, owner: str, rows: Sequence[_Row], error: str) -> None:
-        attempts = max(r.attempts for r in rows) + 1
+        attempts = self._attempts(owner, rows)
         now = self.engine.clock.now()
         retry_at = format_ts(now + BACKOFF[min(attempts, len(BACKOFF)) - 1])
         ids = [r.id for r in rows]
@@ -398,6 +426,7 @@ class ExtractionService:
                     conn, at=format_ts(now), job="extraction", owner=owner, action="backlog",
                     detail={"rows": len(ids), "attempts": attempts, "error": error[:200]},
                 )
+        self._held.pop(owner, None)  # the backoff is on disk now
         (log.warning if attempts >= BACKLOG_AFTER else log.info)(
             "extraction failed; buffer kept", owner=owner, rows=len(ids), attempts=attempts,
             retry_at=retry_at, error=error[:200],

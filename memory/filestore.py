@@ -608,7 +608,8 @@ class FileMemory(MemoryBackend):
             provenance=Provenance(refs=(where,), date_from=e.date, date_to=e.date),
         )
 
-    async def overview(self, user: str, *, limit: int = 10) -> MemoryOverview:
+    async def overview(self, user: str, *, limit: int = 10, tz: tzinfo | None = None) -> MemoryOverview:
+        # ``tz`` unused: the files' lines are dated in the store's own zone as written.
         return await asyncio.to_thread(self._overview, user, limit)
 
     def _overview(self, user: str, limit: int) -> MemoryOverview:

@@ -4,12 +4,25 @@ block within ``token_budget`` tokens, every hit with its source and date."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 from .tokens import estimate_tokens
 from .types import Hit
 
-__all__ = ["fit_budget", "format_hit", "format_hits", "truncate"]
+__all__ = ["defuse_tags", "fit_budget", "format_hit", "format_hits", "truncate"]
+
+# The tags the prompt marks its blocks with (gateway/prompt.py). A memory
+# holds a user's words, shown later, maybe in another chat: one of these in
+# it must not end its block or open another (a fake member's turn, a second
+# <memories> block after the real one closed).
+_PROMPT_TAG = re.compile(r"<(/?)(memories|said|quoted|file|time)\b", re.IGNORECASE)
+
+
+def defuse_tags(text: str) -> str:
+    """``text`` with the prompt's tags broken (``</memories`` -> ``</ memories``,
+    ``<said`` -> ``< said``): still readable, no longer markup."""
+    return _PROMPT_TAG.sub(r"<\1 \2", text)
 
 
 def truncate(text: str, max_chars: int) -> str:
@@ -23,7 +36,7 @@ def truncate(text: str, max_chars: int) -> str:
 def format_hit(hit: Hit, max_chars: int = 300, *, zh: bool = False) -> str:
     """``- [m12 · 2026-11-20 · from a chat on Telegram] text`` (the
     citation in Chinese with ``zh``)."""
-    return f"- {hit.citation(zh=zh)} {truncate(hit.content, max_chars)}"
+    return f"- {hit.citation(zh=zh)} {truncate(defuse_tags(hit.content), max_chars)}"
 
 
 def fit_budget(

@@ -244,7 +244,7 @@ class HybridRetriever:
             if dense:
                 dense = await self._favour_named_project(user, query, projects, dense)
         lx = self.lexical
-        hits = await self._fuse(lexical, dense, limit if limit is not None else 2 * lx.max_hits)
+        hits = await self._fuse(lexical, dense, limit if limit is not None else 2 * lx.max_hits, tz)
         if limit is not None:
             return hits
         return fit_budget(hits, max_hits=lx.max_hits, max_chars=lx.max_chars, token_budget=lx.token_budget)
@@ -265,7 +265,9 @@ class HybridRetriever:
         scaled = [(i, c * OTHER_PROJECT_FACTOR if i in other else c) for i, c in dense]
         return sorted(scaled, key=lambda ic: -ic[1])
 
-    async def _fuse(self, lexical: list[Hit], dense: list[tuple[int, float]], want: int) -> list[Hit]:
+    async def _fuse(
+        self, lexical: list[Hit], dense: list[tuple[int, float]], want: int, tz: tzinfo | None = None
+    ) -> list[Hit]:
         if not dense:
             return lexical[:want]
         fused = self._rrf(lexical, dense) if self.fusion == "rrf" else self._weighted(lexical, dense)
@@ -275,7 +277,7 @@ class HybridRetriever:
         missing = [mid for mid in order[:want] if mid not in by_id]
         if missing:
             for mid, m in (await self.engine.get_many(missing)).items():
-                by_id[mid] = m.to_hit()
+                by_id[mid] = m.to_hit(tz=tz)  # dated as the lexical hits are
         order = [mid for mid in order[:want] if mid in by_id]
         if not order:
             return []

@@ -144,7 +144,21 @@ def parse_json_object(text: str) -> dict[str, Any]:
             continue
         if isinstance(obj, dict):
             return obj
-    raise LLMBadOutput(f"no JSON object in reply: {text[:120]!r}")
+    # Its shape, not its words: the reply repeats the conversation (a
+    # password the user said), and this text reaches the log.
+    raise LLMBadOutput(f"no JSON object in reply ({_shape(text)})")
+
+
+def _shape(text: str) -> str:
+    """What a reply that is no JSON object looks like, without its words."""
+    start = text.lstrip()[:1]
+    kind = "JSON cut short or invalid" if start in ("{", "[", "`") else "prose"
+    return f"{kind}, {len(text)} characters"
+
+
+def _keys(obj: dict[str, Any]) -> list[str]:
+    """An object's keys, for a log line: the model's names, cut short."""
+    return [str(k)[:30] for k in list(obj)[:10]]
 
 
 _CATEGORY_ALIASES: dict[str, Category] = {
@@ -282,17 +296,25 @@ def _refs(raw: Any) -> tuple[int, ...]:
 
 def normalize_fact(raw: Any) -> Fact | None:
     """Repair one fact from the model, or ``None`` (logged) if hopeless."""
+    fact = _normalize(raw)
+    if isinstance(fact, str):
+        log.warning("memory llm: fact rejected", reason=fact)
+        return None
+    return fact
+
+
+def _normalize(raw: Any) -> Fact | str:
+    """One fact repaired, or why it cannot be (its kind and keys, never
+    its words: a fact may hold a password)."""
     if isinstance(raw, str):
         raw = {"content": raw}
     if not isinstance(raw, dict):
-        log.warning("memory llm: fact rejected", reason="not an object", value=repr(raw)[:120])
-        return None
+        return f"not an object ({type(raw).__name__})"
     content = raw.get("content", raw.get("fact", raw.get("text")))
     if isinstance(content, int | float) and not isinstance(content, bool):
         content = str(content)
     if not isinstance(content, str) or not content.strip():
-        log.warning("memory llm: fact rejected", reason="no content", value=repr(raw)[:120])
-        return None
+        return f"no content (keys {', '.join(_keys(raw)) or 'none'})"
     content = " ".join(content.replace("\x00", "").split())
     notes: list[str] = []
     if len(content) > MAX_FACT_CHARS:
@@ -324,7 +346,17 @@ def _facts(obj: dict[str, Any], key: str = "facts") -> list[Fact]:
         return []
     if not isinstance(raw, list):
         raw = [raw]
-    return [f for f in (normalize_fact(x) for x in raw) if f is not None]
+    facts: list[Fact] = []
+    rejected: list[str] = []
+    for x in raw:
+        fact = _normalize(x)
+        if isinstance(fact, str):
+            rejected.append(fact)
+        else:
+            facts.append(fact)
+    if rejected:  # one line a reply, not one a fact
+        log.warning("memory llm: facts rejected", count=len(rejected), of=len(raw), reasons=sorted(set(rejected))[:5])
+    return facts
 
 
 def dominant_language(text: str) -> str:
@@ -619,7 +651,9 @@ class MemoryLLM:
             data = resp.json()
             content = data["choices"][0]["message"]["content"]
         except (ValueError, KeyError, IndexError, TypeError) as exc:
-            raise LLMBadOutput(f"not a chat completion: {scrub_provider_text(resp.text, self._secrets, limit=200)!r}") from exc
+            # Its shape only: a body that is no completion may still quote the conversation.
+            kind = resp.headers.get("content-type", "no content type").split(";")[0]
+            raise LLMBadOutput(f"not a chat completion ({kind}, {len(resp.content)} bytes)") from exc
         usage = data.get("usage") or {}
         prompt = usage.get("prompt_tokens")
         self.usage.prompt_tokens += (
@@ -661,7 +695,7 @@ class MemoryLLM:
         ]
         obj = await self.complete_json(EXTRACT_SYSTEM, "\n".join(parts), kind="extract")
         if "facts" not in obj and "summary" not in obj:
-            raise LLMBadOutput(f"extraction reply has neither facts nor summary: {str(obj)[:120]}")
+            raise LLMBadOutput(f"extraction reply has neither facts nor summary (keys: {', '.join(_keys(obj)) or 'none'})")
         facts = _facts(obj)
         n = len(candidates)
         # A number outside 1..N points at nothing the model was shown.

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:  # types.py imports this module
     from .types import Provenance
 
-__all__ = ["origin"]
+__all__ = ["origin", "place"]
 
 # channel -> (English place, Chinese place): "on Telegram", "Telegram 上"
 _PLACES: dict[str, tuple[str, str]] = {
@@ -26,9 +26,14 @@ _PLACES: dict[str, tuple[str, str]] = {
 }
 
 
-def _place(channel: str, zh: bool) -> str:
+def place(channel: str, *, zh: bool = False) -> str:
+    """Where a chat is held, as the user names it: "on Telegram", "飞书上"."""
     en, cn = _PLACES.get(channel, (f"on {channel}", f"{channel} 上"))
     return cn if zh else en
+
+
+def _place(channel: str, zh: bool) -> str:
+    return place(channel, zh=zh)
 
 
 def _zh(*parts: str) -> str:

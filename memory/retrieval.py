@@ -54,7 +54,7 @@ from datetime import datetime, tzinfo
 
 import sqlite3
 
-from .clock import format_ts, parse_ts
+from .clock import format_ts, local_day, parse_ts
 from .decay import decay_factor
 from .engine import INDEX, MemoryEngine, owner_key
 from .format import fit_budget
@@ -644,7 +644,7 @@ class Retriever:
             scored = _credit_neighbours(scored, near)
         scored.sort(key=lambda sr: (-sr[0], -sr[1]["id"]))
         # Build Hits for the few that can be returned only.
-        hits = [_memory_hit(sc, r) for sc, r in scored[: limit if limit is not None else self.max_hits]]
+        hits = [_memory_hit(sc, r, tz) for sc, r in scored[: limit if limit is not None else self.max_hits]]
         if limit is not None:
             return hits
         return fit_budget(
@@ -762,13 +762,14 @@ def _credit_neighbours(
     return out
 
 
-def _memory_hit(score: float, r: sqlite3.Row) -> Hit:
+def _memory_hit(score: float, r: sqlite3.Row, tz: tzinfo | None) -> Hit:
+    # Dated on the user's calendar (``tz``), as their events are, not UTC's.
     return Hit(
         kind="memory",
         id=r["id"],
         content=r["content"],
         score=score,
-        date=r["created_at"][:10],
+        date=local_day(r["created_at"], tz),
         category=r["category"],
         project=r["project"],
         topic=r["topic"],

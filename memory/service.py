@@ -171,7 +171,7 @@ class SqliteMemory(MemoryBackend):
             listener(user)
         return m.to_hit()
 
-    async def overview(self, user: str, *, limit: int = 10) -> MemoryOverview:
+    async def overview(self, user: str, *, limit: int = 10, tz: tzinfo | None = None) -> MemoryOverview:
         engine = self.engine
         profile = await engine.profile(user, include_global=False)
         recent = await engine.list_memories(user, tier=2, limit=limit)
@@ -181,8 +181,8 @@ class SqliteMemory(MemoryBackend):
             [user, user],
         )
         return MemoryOverview(
-            profile=[m.to_hit() for m in profile],
-            recent=[m.to_hit() for m in recent],
+            profile=[m.to_hit(tz=tz) for m in profile],
+            recent=[m.to_hit(tz=tz) for m in recent],
             facts=counts[0] if counts else 0,
             events=counts[1] if counts else 0,
         )

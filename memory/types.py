@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass, field
+from datetime import tzinfo
 from enum import StrEnum
 from typing import Any
 
+from .clock import local_day
 from .origin import origin
 
 __all__ = [
@@ -85,19 +87,6 @@ class Provenance:
                 d[k] = tuple(str(x) for x in d[k])
         return cls(**{k: v for k, v in d.items() if k in cls.__dataclass_fields__})
 
-    def describe(self) -> str:
-        """Short record form, ``telegram chat 42``, for the export and the
-        operator's tools; what the model and the user read is
-        :func:`memory.origin.origin`."""
-        parts = []
-        if self.channel:
-            parts.append(self.channel)
-        if self.chat_id:
-            parts.append(f"chat {self.chat_id}")
-        if self.refs and not parts:
-            parts.append(",".join(self.refs[:3]))
-        return " ".join(parts)
-
 
 @dataclass(frozen=True)
 class NewMemory:
@@ -138,13 +127,14 @@ class Memory:
     access_count: int
     source_text: str = ""
 
-    def to_hit(self, score: float = 1.0) -> Hit:
+    def to_hit(self, score: float = 1.0, *, tz: tzinfo | None = None) -> Hit:
+        """As a hit dated on ``tz``'s calendar (the owner's zone; UTC's when None)."""
         return Hit(
             kind="memory",
             id=self.id,
             content=self.content,
             score=score,
-            date=self.created_at[:10],
+            date=local_day(self.created_at, tz),
             category=self.category.value,
             project=self.project,
             topic=self.topic,

@@ -367,6 +367,14 @@ class FeishuChannel(BaseChannel):
         if event_type not in (MESSAGE_EVENT, RECALL_EVENT):
             self.log.debug("feishu event ignored", event_type=event_type)
             return
+        header = payload.get("header")
+        app_id = str(header.get("app_id") or "") if isinstance(header, dict) else ""
+        if app_id and app_id != self.config.app_id:
+            # The token and the signature already vouch for it; an event
+            # meant for another app is still none of ours (defence in depth).
+            self.log.warning("feishu event for another app refused", app_id=app_id, event_type=event_type,
+                             event_id=event_id_of(payload))
+            return
         event_id = event_id_of(payload)
         # Marked on receipt, so a redelivery while the event is pending is
         # dropped too; forgotten if its job fails (_settled).

@@ -275,6 +275,11 @@ def inspect_database(f: DataFile) -> Check:
     module docstring)."""
     if not f.path.exists():
         return Check(f.name, "ok", f"{f.path} not created yet (made at first start)", data={"path": str(f.path)})
+    if not f.path.is_file():  # a directory (or a device) where the file goes: SQLite would say "disk I/O error"
+        kind = "a directory" if f.path.is_dir() else "not a regular file"
+        return Check(f.name, "error", f"{f.path}: is {kind}, not a database file: the gateway cannot open it",
+                     "move it aside (the gateway makes a new one at its next start) or restore a backup",
+                     {"path": str(f.path)})
     wal, shm = Path(f"{f.path}-wal"), Path(f"{f.path}-shm")
     size = f.path.stat().st_size + (wal.stat().st_size if wal.exists() else 0)
     data: dict[str, Any] = {"path": str(f.path), "bytes": size, "expected_version": f.expected}

@@ -19,6 +19,7 @@ from urllib.parse import urlencode
 from memory.changelog import LogEntry
 from memory.engine import Stats
 from memory.forgetting import Erasure
+from memory.origin import origin
 from memory.types import GLOBAL_OWNER, Category, Hit, Memory, Source, Status
 
 from ._actions import UserSummary
@@ -106,22 +107,21 @@ def _when(ts: str) -> str:
     return ts[:16].replace("T", " ") if ts else "-"
 
 
-def _provenance(m: Memory, *, full: bool = False) -> str:
+def _provenance(ctx: PageContext, m: Memory) -> str:
+    """Where it came from in the words citations use (memory/origin.py),
+    the chat for the operator, and the memories it was built on as links:
+    never raw refs (``m:12``, ``buf:7``), which mean nothing on a page."""
     p = m.provenance
-    bits = []
-    if p.channel:
-        bits.append(f"from {p.channel}" + (f" chat {p.chat_id}" if p.chat_id else ""))
-    if p.session:
-        bits.append(f"session {p.session}")
-    if p.date_from or p.date_to:
+    bits = [e(x) for x in (origin(m.source.value, p), f"chat {p.chat_id}" if p.chat_id else "",
+                           f"session {p.session}" if p.session else "") if x]
+    if (p.date_from or p.date_to) and m.source is not Source.COMPRESSION:  # a summary's words say its span
         span = p.date_from if p.date_from == p.date_to or not p.date_to else f"{p.date_from or '?'} – {p.date_to}"
-        bits.append(f"said {span}")
-    if full and p.message_ids:
-        bits.append(f"messages {', '.join(p.message_ids[:20])}" + (" …" if len(p.message_ids) > 20 else ""))
-    if p.refs:
-        refs = p.refs if full else p.refs[:2]
-        bits.append(", ".join(refs) + (" …" if len(p.refs) > len(refs) else ""))
-    return " · ".join(e(b) for b in bits)
+        bits.append(f"said {e(span)}")
+    built = [r[2:] for r in p.refs if r.startswith("m:") and r[2:].isdigit()]
+    if built:
+        links = ", ".join(f'<a href="{e(url("/memory/item", id=i, user=ctx.user))}">m{e(i)}</a>' for i in built[:10])
+        bits.append("built on " + links + (" …" if len(built) > 10 else ""))
+    return " · ".join(bits)
 
 
 def _options(values: Iterable[str], selected: str) -> str:
@@ -167,7 +167,7 @@ def card(ctx: PageContext, m: Memory, *, replaced: Sequence[Memory] = (), score:
         meta.append(f"<span>{e(m.project)} / {e(m.topic)}</span>")
     if score is not None:
         meta.append(f'<span class="score" title="retrieval score">score {score:.3f}</span>')
-    where = _provenance(m)
+    where = _provenance(ctx, m)
     dates = f"created {e(_when(m.created_at))}"
     if m.updated_at != m.created_at:
         dates += f" · updated {e(_when(m.updated_at))}"

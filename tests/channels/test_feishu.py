@@ -199,6 +199,23 @@ async def test_wrong_verification_token_rejected_without_encryption(
     assert channel.bus.inbound.empty()
 
 
+async def test_an_event_for_another_app_is_refused_with_a_log_line(
+    fake: FakeFeishu, http: HttpServer, channel: FeishuChannel
+) -> None:
+    """Defence in depth behind the token and the signature: an event whose
+    ``header.app_id`` is not ours reaches nothing, and the log says why."""
+    foreign = fake.message_event("from another app")
+    foreign["header"]["app_id"] = "cli_someone_else"
+    with capture_logs() as logs:
+        r = await fake.push_event(hook(http, channel), foreign)
+    assert r.status_code == 200  # taken and dropped: a redelivery would be refused again
+    assert channel.bus.inbound.empty()
+    [refused] = [e for e in logs if e["event"] == "feishu event for another app refused"]
+    assert refused["app_id"] == "cli_someone_else" and refused["log_level"] == "warning"
+    assert (await fake.push_event(hook(http, channel), fake.message_event("ours"))).status_code == 200
+    assert (await next_inbound(channel.bus)).text == "ours"
+
+
 # -- dedup, parsing, mentions, allow-list ---------------------------------------------------
 async def test_duplicate_event_id_gives_one_message(fake: FakeFeishu, http: HttpServer, channel: FeishuChannel) -> None:
     event = fake.message_event("once")
@@ -410,6 +427,28 @@ async def test_tenant_token_cached_refreshed_on_expiry_and_on_invalid_code(fake:
         await api.send_text("oc_1", "after revoke")
         assert fake.token_requests == 3
         assert fake.texts()[-1] == "after revoke"
+    finally:
+        await api.aclose()
+
+
+@pytest.mark.parametrize("code", [99991663, 99991668])
+async def test_a_token_refused_mid_run_is_fetched_again_once_and_the_message_sent_once(
+    fake: FakeFeishu, code: int
+) -> None:
+    """Feishu refusing the tenant token (invalid 99991663, or 99991668) on a
+    send: one new token, the send once more, one message in the chat; a
+    second refusal in a row is an error, not a loop."""
+    api = FeishuClient(fake.app_id, fake.app_secret, fake.url, backoff=0.01)
+    try:
+        await api.send_text("oc_1", "first")
+        fake.fail_next(code, "Invalid access token for authorization. Please make a request with token attached.")
+        await api.send_text("oc_1", "after the refusal")
+        assert fake.token_requests == 2 and fake.texts() == ["first", "after the refusal"]
+        fake.fail_next(code, "Invalid access token for authorization.", times=2)
+        with pytest.raises(FeishuApiError) as err:
+            await api.send_text("oc_1", "refused twice")
+        assert err.value.code == code and err.value.retryable is False
+        assert fake.token_requests == 3 and fake.texts() == ["first", "after the refusal"]
     finally:
         await api.aclose()
 

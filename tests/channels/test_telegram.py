@@ -25,7 +25,7 @@ from channels.telegram import (
     TelegramSendError,
     split_message,
 )
-from gateway.bus import EDIT, MESSAGE, Attachment, InboundMessage, MessageBus, OutboundMessage, Quoted
+from gateway.bus import EDIT, MESSAGE, MOVED, Attachment, InboundMessage, MessageBus, OutboundMessage, Quoted
 from gateway.config import TelegramConfig
 from gateway.logging import configure_logging
 from tests.fakes.telegram_server import (
@@ -388,6 +388,24 @@ async def test_polling_survives_network_loss(fake: FakeTelegram, bus: MessageBus
     assert (await next_inbound(bus, timeout=10)).text == "after"
 
 
+async def test_another_instance_polling_is_named_and_neither_crashes(
+    fake: FakeTelegram, bus: MessageBus, make_channel: Any
+) -> None:
+    """Two gateways on one token: Telegram answers the older long poll with
+    409 Conflict. Each says so as an error, keeps trying with backoff, and
+    once the other is gone reads on."""
+    with capture_logs() as logs:
+        first = await make_channel()
+        second = await make_channel()
+        await fake.wait_until(lambda: any(c.status == 409 for c in fake.calls if c.method == "getupdates"), 10)
+        await within(second.stop())
+        fake.push_text(7007, 7007, "who reads this?")
+        assert (await next_inbound(bus, timeout=10)).text == "who reads this?"
+    assert first.failure is None and second.failure is None
+    conflicts = [e for e in logs if "conflict" in e["event"]]
+    assert conflicts and all(e["log_level"] == "error" and "another bot instance" in e["event"] for e in conflicts)
+
+
 @pytest.mark.parametrize(
     ("token", "message"),
     [("123456789:wrong-token-abcdefghijklmnop", INVALID_TOKEN_MESSAGE), ("not-a-token", NOT_FOUND_MESSAGE)],
@@ -553,6 +571,26 @@ async def test_a_failed_send_says_whether_to_retry_and_what_is_left(
     with pytest.raises(TelegramSendError) as stopped:
         await within(ch.send(OutboundMessage("telegram", "7007", "after stop")))
     assert stopped.value.retryable is True
+
+
+async def test_a_group_upgraded_to_a_supergroup_is_told_once_as_a_move_and_replies_follow(
+    fake: FakeTelegram, bus: MessageBus, make_channel: Any
+) -> None:
+    """Telegram gives the supergroup a new id: the gateway is told the chat
+    moved (so its history follows), with no words to answer; a reply still
+    addressed to the old id goes to the new one."""
+    ch = await make_channel()
+    fake.push_text(-500, 7, "before the upgrade", chat_type="group")
+    assert (await next_inbound(bus)).chat_id == "-500"
+    fake.migrate_group(-500, -100500, 7)
+    fake.push_text(-100500, 7, "after the upgrade", chat_type="supergroup")
+    moved = await next_inbound(bus)
+    assert moved.kind == MOVED and moved.chat_id == "-100500" and moved.metadata["moved_from"] == "-500"
+    assert moved.text == "" and not moved.mentioned
+    after = await next_inbound(bus)  # the old group's own notice is the same move: not told twice
+    assert after.kind == MESSAGE and after.text == "after the upgrade" and after.chat_id == "-100500"
+    await within(ch.send(OutboundMessage("telegram", "-500", "late answer")))
+    assert [(m.chat_id, m.text) for m in fake.sent] == [(-100500, "late answer")]
 
 
 # -- files (/export) ------------------------------------------------------------------------

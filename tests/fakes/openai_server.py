@@ -240,6 +240,15 @@ class Reply:
     # Set: the answer waits until this is set (a model call under way when
     # the gateway stops); the fake sets every hold when it stops.
     hold: asyncio.Event | None = None
+    # Set: the answer is this text as it is, with ``status`` and
+    # ``content_type``, whatever was asked (a proxy's HTML error page, a
+    # 200 whose JSON is no completion, ...).
+    raw: str | None = None
+    content_type: str = "application/json"
+    # A streamed reply as some providers and proxies send it: a
+    # ``: keep-alive`` comment before each event, and each event written
+    # in two sends cut inside its ``data:`` line.
+    ragged: bool = False
 
 
 Responder = Callable[[dict[str, Any]], "Reply | Awaitable[Reply]"]
@@ -291,6 +300,10 @@ class FakeOpenAI:
         self.port = 0
 
     # -- scripting ------------------------------------------------------------
+    def queue(self, reply: Reply) -> None:
+        """The next chat request is answered with ``reply``, as scripted."""
+        self._script.append(reply)
+
     def queue_reply(self, content: str | None = "ok", tool_calls: list[dict[str, Any]] | None = None) -> None:
         self._script.append(Reply(content=content, tool_calls=tool_calls or []))
 
@@ -524,6 +537,9 @@ class FakeOpenAI:
             await asyncio.sleep(reply.delay)
         if reply.hold is not None:
             await reply.hold.wait()
+        if reply.raw is not None:
+            return web.Response(text=reply.raw, status=reply.status, content_type=reply.content_type,
+                                headers=reply.headers)
         if reply.status == 401:
             return self._unauthorized()
         if reply.status != 200:
@@ -549,7 +565,13 @@ class FakeOpenAI:
                                      "model": body["model"], **extra}
             if delta is not None:
                 chunk["choices"] = [{"index": 0, "delta": delta, "finish_reason": finish}]
-            await resp.write(f"data: {json.dumps(chunk, ensure_ascii=False)}\n\n".encode())
+            data = f"data: {json.dumps(chunk, ensure_ascii=False)}\n\n".encode()
+            if reply.ragged:
+                await resp.write(b": keep-alive\n\n")
+                await resp.write(data[:9])  # "data: {\"i": the event goes on in the next send
+                await asyncio.sleep(0)
+                data = data[9:]
+            await resp.write(data)
 
         await event({"role": "assistant", "content": ""})
         content = reply.content or ""

@@ -17,6 +17,12 @@ shapes, so the client code under test cannot tell it from Telegram:
   not know, one not closed, a bare ``<``): 400 ``Bad Request: can't parse
   entities: ...`` (:func:`parse_html`);
 * two ``getUpdates`` at once: the older gets 409 ``Conflict``;
+* ``migrate_group(old, new)``: a group upgraded to a supergroup, as
+  Telegram does it: the supergroup's first message is a service message
+  with ``migrate_from_chat_id``, the old group's last one has
+  ``migrate_to_chat_id``, and any send to the old id is refused with 400
+  ``Bad Request: group chat was upgraded to a supergroup chat`` and
+  ``parameters.migrate_to_chat_id``;
 * ``sendDocument`` takes the file as a multipart upload (as PTB sends an
   ``InputFile``), recorded in ``documents`` with its bytes and filename;
   a file id or URL instead, an empty file, or a caption over 1024
@@ -367,12 +373,16 @@ _MEDIA: dict[str, Any] = {
 }
 
 
-def _error(status: int, description: str | None = None, retry_after: int | None = None) -> web.Response:
+def _error(
+    status: int, description: str | None = None, retry_after: int | None = None, *, migrate_to: int | None = None
+) -> web.Response:
     if description is None:
         description = f"Too Many Requests: retry after {retry_after}" if status == 429 else _STATUS_TEXT.get(status, "Error")
     body: dict[str, Any] = {"ok": False, "error_code": status, "description": description}
     if retry_after is not None:
         body["parameters"] = {"retry_after": retry_after}
+    if migrate_to is not None:
+        body["parameters"] = {"migrate_to_chat_id": migrate_to}
     return web.json_response(body, status=status)
 
 
@@ -429,6 +439,7 @@ class FakeTelegram:
         self._update_ids = itertools.count(first_id)
         self._message_ids = itertools.count(first_id)
         self._chats: dict[int, dict[str, Any]] = {}
+        self._migrated: dict[int, int] = {}  # a group upgraded to a supergroup -> the supergroup's id
         self._messages: set[tuple[int, int]] = set()
         self._pushed: dict[tuple[int, int], dict[str, Any]] = {}  # users' messages, for push_edit
         self._last_bot_message: dict[int, dict[str, Any]] = {}
@@ -609,6 +620,23 @@ class FakeTelegram:
         self._queue({"update_id": self.last_update_id, "message": message})
         self._wake.set()
         return message
+
+    def migrate_group(self, old_id: int, new_id: int, user_id: int) -> None:
+        """Upgrade group ``old_id`` (a chat pushed to before) to supergroup
+        ``new_id``, by user ``user_id``: the two service messages Telegram
+        sends (the supergroup's ``migrate_from_chat_id`` first, then the old
+        group's ``migrate_to_chat_id``), and from now on a send to
+        ``old_id`` is refused with the new id."""
+        old = self._chats[old_id]
+        new = self._chats[new_id] = {"id": new_id, "type": "supergroup", "title": old.get("title", f"Group {new_id}")}
+        self._migrated[old_id] = new_id
+        user: dict[str, Any] = {"id": user_id, "is_bot": False, "first_name": f"User{user_id}"}
+        for chat, field, value in ((new, "migrate_from_chat_id", old_id), (old, "migrate_to_chat_id", new_id)):
+            message = {"message_id": next(self._message_ids), "from": user, "chat": chat, "date": int(time.time()),
+                       field: value}
+            self.last_update_id = next(self._update_ids)
+            self._queue({"update_id": self.last_update_id, "message": message})
+        self._wake.set()
 
     def push_external_reply(
         self,
@@ -1037,6 +1065,9 @@ class FakeTelegram:
         chat_id = _as_int(params.get("chat_id"))
         if chat_id is None:
             return _error(400, "Bad Request: chat_id is empty" if not params.get("chat_id") else "Bad Request: chat not found")
+        if chat_id in self._migrated:
+            return _error(400, "Bad Request: group chat was upgraded to a supergroup chat",
+                          migrate_to=self._migrated[chat_id])
         chat = self._chats.get(chat_id)
         if chat is None:
             if self.strict_chats:

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from gateway.agent import Agent, apology
-from gateway.llm import LLMClient, LLMTimeout
+from gateway.llm import LLMBadRequest, LLMClient, LLMTimeout
 from gateway.memory_tools import memory_tools
 from gateway.sessions import SessionStore
 from gateway.tools import Tool, ToolContext
@@ -52,6 +52,23 @@ async def test_memory_search_is_scoped_to_the_asker(fake_llm: FakeOpenAI, engine
     assert "Tiger" not in fake_llm.prompts_text()
     # the assistant's tool call is echoed back before the result
     assert fake_llm.requests[1]["messages"][-2]["tool_calls"][0]["function"]["name"] == "memory_search"
+
+
+async def test_memory_search_cites_in_chinese_when_the_message_is_chinese(
+    fake_llm: FakeOpenAI, engine: MemoryEngine
+) -> None:
+    """The model repeats a citation's words to the user: they are in the
+    language of the message it answers, as the recalled <memories> are."""
+    mem = SqliteMemory(engine)
+    await mem.remember("alice", "Alice's cat is called Mochi", provenance=Provenance(channel="telegram", chat_id="42"))
+    for said, cited in (("[photo] 我的猫叫什么？", "[m1 · 2026-03-01 · 你在 Telegram 上告诉我的]"),
+                        ("what is my cat called?", "[m1 · 2026-03-01 · told by you on Telegram]")):
+        fake_llm.queue_reply(None, tool_calls=[{"name": "memory_search", "arguments": {"query": "cat"}}])
+        fake_llm.queue_reply("Mochi")
+        async with _llm(fake_llm) as llm:
+            await Agent(llm, tools=memory_tools(mem)).run(SYSTEM, replace(ALICE, message_text=said))
+        (result,) = _tool_messages(fake_llm.requests[-1])
+        assert cited in result
 
 
 async def test_memory_save_writes_for_the_asker_with_provenance(fake_llm: FakeOpenAI, engine: MemoryEngine) -> None:
@@ -211,6 +228,8 @@ async def test_failures_become_apologies_in_the_users_language(fake_llm: FakeOpe
     assert not en.ok and en.text.startswith("Sorry")
     assert not empty.ok and empty.error == "LLMBadResponse"
     assert "took too long" in apology("x", LLMTimeout("t"))
+    over = LLMBadRequest("400", status=400, body="This model's maximum context length is 8192 tokens")
+    assert "too long" in apology("x", over) and "太长" in apology("总结一下", over)
 
 
 async def test_private_only_tools_are_not_offered_in_groups(fake_llm: FakeOpenAI) -> None:

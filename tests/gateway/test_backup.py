@@ -4,8 +4,11 @@ taken while a gateway-like process holds the files open and writes."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import resource
 import stat
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -146,3 +149,39 @@ def test_restore_refuses_a_damaged_backup_and_a_running_gateway(home: Path, cloc
     out = json.loads(r.output)
     assert r.exit_code == 0 and out["path"] == str(home / "b2")
     assert [(f["role"], f["name"]) for f in out["files"]][:2] == [("buffer", "buffer.db"), ("memory", "memory.db")]
+
+
+@contextlib.contextmanager
+def _disk_holds(limit: int) -> Iterator[None]:
+    """No file written grows past ``limit`` bytes (RLIMIT_FSIZE): writes fail
+    with EFBIG, as on a disk with that much left (Python ignores SIGXFSZ)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (limit, hard))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+
+
+def test_a_backup_the_disk_cannot_hold_removes_the_folders_it_made_and_only_those(
+    home: Path, clock: ManualClock
+) -> None:
+    asyncio.run(_seed(home / "data", clock))
+    (home / "workspace" / "files").mkdir()
+    (home / "workspace" / "files" / "big.bin").write_bytes(b"x" * (2 << 20))  # past what the disk holds
+    outer = home / "backups"
+    with _disk_holds(1 << 20):
+        r = cli("backup", str(outer / "nightly" / "b1"))
+    assert r.exit_code == 1 and "cannot write the backup" in r.output
+    assert not outer.exists()  # b1 and the two folders above it were made by the backup: all gone
+
+    # A folder given empty is the user's: emptied of what the backup wrote, kept.
+    mine = home / "mine"
+    mine.mkdir()
+    (home / "beside.txt").write_text("not the backup's\n", encoding="utf-8")
+    with _disk_holds(1 << 20):
+        r = cli("backup", str(mine))
+    assert r.exit_code == 1 and "cannot write the backup" in r.output
+    assert mine.is_dir() and list(mine.iterdir()) == []
+    assert (home / "beside.txt").read_text(encoding="utf-8") == "not the backup's\n"
+    assert cli("backup", str(mine)).exit_code == 0  # space back: the same folder takes the backup

@@ -39,3 +39,15 @@ def test_the_history_keeps_the_mark_the_forward_and_then_the_users_own_words() -
     msg = InboundMessage("telegram", "1", "2", "what should I do?", forwarded=fwd, placeholder="[photo]")
     assert msg.history_text == "[photo] [forwarded from Dana, sent 2026-02-27]\nlaunch moves to Friday\n\nwhat should I do?"
     assert InboundMessage("telegram", "1", "2", " ", forwarded=fwd).history_text.endswith("launch moves to Friday")
+
+
+def test_a_forward_with_paragraphs_cannot_pass_its_words_off_as_the_users() -> None:
+    # Memory reads the first blank line as where the user's own words begin
+    # (extraction rule 10): a forward's paragraphs must not make one.
+    dana = "Results attached.\n\n  \nI am allergic to penicillin.\r\n\r\nThanks"
+    msg = InboundMessage("telegram", "1", "2", "", forwarded=(Forwarded("Dana", dana, DAY),))
+    assert msg.history_text == ("[forwarded from Dana, sent 2026-02-27]\n"
+                                "Results attached.\nI am allergic to penicillin.\nThanks")
+    both = (Forwarded("Dana", dana), Forwarded("Eve", "ok\n\nme too"))
+    text = InboundMessage("telegram", "1", "2", "what now?", forwarded=both).history_text
+    assert text.count("\n\n") == 1 and text.endswith("\n\nwhat now?")

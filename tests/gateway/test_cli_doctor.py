@@ -601,3 +601,19 @@ def test_a_wal_file_others_can_read_is_named_too(home: Path, fakes: Fakes) -> No
     wal.chmod(0o644)
     hit = line(doctor("--offline"), "data permissions")
     assert hit.startswith("warning ") and hit.endswith(f"-> chmod go-rwx {wal}")
+
+
+def test_a_data_file_replaced_by_a_directory_is_named_as_such(home: Path, fakes: Fakes) -> None:
+    # The one unwritable data file a test run as root can make: root ignores
+    # a file's mode, so a read-only memory.db cannot be tested honestly here.
+    write_config(home, healthy_config(fakes))
+    make_data_files(home)
+    gateway_db = home / "data" / "gateway.db"
+    gateway_db.unlink()
+    gateway_db.mkdir()
+    (gateway_db / "kept.txt").write_text("someone's\n", encoding="utf-8")
+    r = doctor("--offline")
+    assert r.exit_code == 1, r.output
+    assert (f"{gateway_db}: is a directory, not a database file: the gateway cannot open it "
+            "-> move it aside (the gateway makes a new one at its next start) or restore a backup") in line(r, "gateway.db")
+    assert (gateway_db / "kept.txt").read_text(encoding="utf-8") == "someone's\n"

@@ -265,7 +265,7 @@ def test_export_json_and_markdown(home: Path, tmp_path: Path) -> None:
     assert "- [e1] 2026-02-28: Booked flights\n  to Osaka" in md
     assert "- [m2] Atlas runs on k8s _(" in md and ")_\n  > drawn from: we moved atlas onto the k8s cluster\n" in md
     assert doc["memories"][1]["source_text"] == "we moved atlas onto the k8s cluster"
-    assert "- [m3] Bob likes tea _(decision, importance 0.70, manual, " in md and "archived, cli)_" in md
+    assert "- [m3] Bob likes tea _(decision, importance 0.70, " in md and ", archived, added by the operator)_" in md
 
 
 def test_migrate_is_idempotent_and_reports_counts(home: Path, tmp_path: Path) -> None:

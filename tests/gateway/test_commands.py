@@ -10,6 +10,7 @@ from zoneinfo import ZoneInfo
 from gateway.bus import Document, OutboundMessage
 from gateway.commands import UserCommands
 from gateway.cron import CronStore, parse_at
+from gateway.incognito import Incognito
 from gateway.outbox import Outbox
 from gateway.recent_files import RecentFiles
 from gateway.timezones import UserTimezones
@@ -260,7 +261,7 @@ async def test_export_sends_a_file_of_everything_kept_about_the_sender_only(
             assert f"- [m{ids['password']}] (a credential, not shown here)" in doc and "hunter2" not in doc
             assert "Credentials are listed by id only" in doc
             assert "Alice planned the Hangzhou trip" in doc and "plan my day" in doc
-            assert "- [job-mom] once at 2026-03-02 09:00 (Asia/Shanghai) call mom _(telegram chat 100)_" in doc
+            assert "- [job-mom] once at 2026-03-02 09:00 (Asia/Shanghai) call mom _(replies in a chat on Telegram)_" in doc
             assert "2 lines of our conversations still waiting to be learnt from." in doc
             assert "bees" not in doc and "honey" not in doc and "floor 3" not in doc  # nobody else's, nor shared
             # Answered without the model, kept out of history and memory.
@@ -379,3 +380,62 @@ async def test_export_is_dated_in_the_users_own_time_zone_and_names_it(
         assert "Your time zone: Asia/Shanghai (/timezone)." in doc
         bob = (await rig.ask("/export", chat="200", sender="200")).text
         assert bob == "I keep nothing about you, so there is nothing to export."  # her zone is not his
+
+
+async def test_commands_answer_in_the_language_the_chat_is_held_in(
+    tmp_path: Path, clock: ManualClock, fake_llm: FakeOpenAI
+) -> None:
+    """Alice's memories are in English but she now writes in Chinese: every
+    command answers her in Chinese, with no English label or note left in."""
+    async with make_rig(tmp_path, clock, fake_llm) as rig:
+        rig.loop.commands = UserCommands(rig.backend, everything=UserData(rig.backend, rig.sessions), clock=clock,
+                                         timezones=UserTimezones(rig.sessions.db), incognito=Incognito(rig.sessions.db))
+        ids = await _seed(rig)
+        fake_llm.queue_reply("好的。")
+        await rig.ask("我最近在学做咖啡", chat="100")
+        await rig.settle()
+        overview = (await rig.ask("/memory", chat="100")).text
+        assert overview.startswith("我记得的关于你的事：3 条记忆，0 条对话摘要。")
+        assert f"- [m{ids['coffee']} · {clock.now():%Y-%m-%d} · 来自 Telegram 上的对话] Alice likes oat milk" in overview
+        assert f"- [m{ids['password']} · {clock.now():%Y-%m-%d} · 来自 Telegram 上的对话] （凭据，此处不显示）" in overview
+        assert "credential" not in overview and "Newest" not in overview
+        assert (await rig.ask("/forget m999999", chat="100")).text == "你没有编号为 m999999 的记忆。"
+        usage = (await rig.ask("/forget 12", chat="100")).text
+        assert usage.startswith("用法：/forget m12") and usage.endswith("不是编号：12（是 m12 吗？）。")
+        assert (await rig.ask("/forget all", chat="100")).text.startswith("这会永久删除我保存的关于你的一切")
+        assert (await rig.ask("/forget all 0000x", chat="100")).text.startswith("这个确认码不对或已过期")
+        many = " ".join(f"m{i}" for i in range(1, 23))
+        assert (await rig.ask(f"/forget {many}", chat="100")).text == "一次最多删除 20 条。"
+        assert (await rig.ask("/timezone", chat="100")).text.startswith("我用网关的时区 UTC")
+        assert (await rig.ask("/timezone Berlin", chat="100")).text.startswith("好的，你的时区是 Europe/Berlin")
+        assert (await rig.ask("/timezone Mars/Olympus", chat="100")).text.startswith("不认识的时区“Mars/Olympus”")
+        assert (await rig.ask("/incognito maybe", chat="100")).text.startswith("用法：/incognito")
+        export = await rig.ask("/export", chat="100")
+        assert export.text.startswith("这是我保存的关于你的一切") and export.attachment is not None
+        assert export.attachment.data.decode("utf-8").startswith("# myclaw 记忆导出")
+        # Bob writes in English about Chinese memories: English it is.
+        await rig.engine.add(NewMemory(owner=BOB, content="用户喜欢喝乌龙茶", provenance=WHERE))
+        fake_llm.queue_reply("Sure.")
+        await rig.ask("I am learning to make tea", chat="200", sender="200")
+        await rig.settle()
+        assert (await rig.ask("/memory", chat="200", sender="200")).text.startswith("What I remember about you:")
+        assert (await rig.ask("/forget m999999", chat="200", sender="200")).text == (
+            "You have no memory with id m999999.")
+        assert "Not an id: 12 (did you mean m12?)." in (await rig.ask("/forget 12", chat="200", sender="200")).text
+
+
+async def test_memory_shows_a_full_profile_a_page_at_a_time(
+    tmp_path: Path, clock: ManualClock, fake_llm: FakeOpenAI
+) -> None:
+    """A profile at its cap of 100 entries made /memory one 21,000-character
+    answer (six Telegram messages) before the newest memories; it shows the
+    most important entries and says where the rest are."""
+    async with make_rig(tmp_path, clock, fake_llm) as rig:
+        for i in range(100):
+            await rig.engine.add(NewMemory(owner=ALICE, tier=1, content=f"profile entry {i:03d} " + "x" * 150,
+                                           category=Category.IDENTITY, importance=0.5 + i / 1000))
+        text = (await rig.ask("/memory", chat="100")).text
+        shown = re.findall(r"profile entry (\d{3})", text)
+        assert shown == [f"{i:03d}" for i in range(99, 89, -1)]  # the ten most important, in order
+        assert "…and 90 more always in mind: /export lists them all." in text
+        assert len(text) < 4096  # one Telegram message

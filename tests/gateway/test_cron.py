@@ -23,8 +23,8 @@ from gateway.cron_tools import cron_tools
 from gateway.tools import ToolContext, ToolError
 from memory import ManualClock, MemoryEngine
 from memory.clock import format_ts, parse_ts
-from memory.compression import Compressor
-from memory.lease import LeaseBusy
+from memory.compression import COMPRESS_LEASE, Compressor
+from memory.lease import LeaseBusy, Leases
 from memory.llm import MemoryLLM
 from tests.fakes.openai_server import FakeOpenAI, Reply
 from tests.memory._writepath import reply
@@ -138,15 +138,76 @@ async def test_agent_jobs_call_back_with_target_and_failures_are_recorded(clock:
     assert (await store.get(ok.id)).next_run_at == "2026-03-03T01:00:00Z"  # type: ignore[union-attr]
 
 
-async def test_a_busy_lease_skips_the_slot(clock: ManualClock, store: CronStore) -> None:
-    async def busy() -> None:
-        raise LeaseBusy("memory:compress", "weekly@1", "2026-03-01T13:00:00Z")
+async def test_a_busy_lease_tries_again_for_the_same_slot_and_runs_it_once(clock: ManualClock, store: CronStore) -> None:
+    held = [True]
+    ran: list[str] = []
 
-    sched = CronScheduler(store, internal=[InternalJob(INTERNAL_DAILY, "0 3 * * *", busy)])
+    async def daily() -> None:
+        if held[0]:
+            raise LeaseBusy("memory:compress", "weekly@1", "2026-03-01T19:15:00Z")
+        ran.append(format_ts(clock.now()))
+
+    sched = CronScheduler(store, internal=[InternalJob(INTERNAL_DAILY, "0 3 * * *", daily)])
     await sched.start(loop=False)
-    clock.set("2026-03-01T19:00:00Z")
+    clock.set("2026-03-01T19:00:00Z")  # 03:00 in Shanghai
     [run] = await sched.run_due()
-    assert run.status == "busy" and (await store.get(INTERNAL_DAILY)).last_status == "busy"  # type: ignore[union-attr]
+    job = await store.get(INTERNAL_DAILY)
+    assert run.status == "busy" and job is not None and job.last_status == "busy"
+    # Not skipped: looked at again a minute later, for the same slot; not an attempt used up.
+    assert (job.next_run_at, job.due_at, job.attempts) == ("2026-03-01T19:01:00Z", "2026-03-01T19:00:00Z", 0)
+    clock.advance(60)
+    assert [r.status for r in await sched.run_due()] == ["busy"]
+    held[0] = False
+    clock.advance(60)
+    assert [r.status for r in await sched.run_due()] == ["ok"]
+    job = await store.get(INTERNAL_DAILY)
+    assert job is not None and (job.next_run_at, job.due_at, job.last_status) == ("2026-03-02T19:00:00Z", None, "ok")
+    clock.advance(60)
+    assert await sched.run_due() == []
+    assert ran == ["2026-03-01T19:02:00Z"]  # once for the slot
+
+
+async def test_a_busy_slot_with_no_time_left_folds_into_the_next(clock: ManualClock, store: CronStore) -> None:
+    async def busy() -> None:
+        raise LeaseBusy("memory:compress", "daily@1", "2026-03-01T19:15:00Z")
+
+    await store.ensure_internal("__internal:test:often", "*/1 * * * *")
+    sched = CronScheduler(store, internal=[InternalJob("__internal:test:often", "*/1 * * * *", busy)],
+                          busy_retry=timedelta(minutes=5))
+    clock.set("2026-03-01T12:01:00Z")
+    [run] = await sched.run_due()
+    job = await store.get("__internal:test:often")
+    # The next slot comes before the retry would: it is the retry.
+    assert run.status == "busy" and job is not None and (job.next_run_at, job.due_at) == ("2026-03-01T12:02:00Z", None)
+
+
+async def test_a_restart_after_a_crash_mid_run_runs_the_daily_job_once_the_dead_lease_expires(
+    tmp_path: Path, clock: ManualClock, store: CronStore
+) -> None:
+    async with FakeOpenAI(responder=lambda body: Reply(reply([{"content": "Alice set up CI"}], "s"))) as fake:
+        engine = await MemoryEngine.open(tmp_path / "memory.db", clock)
+        llm = MemoryLLM(base_url=fake.url, model="m", retries=0)
+        sched = CronScheduler(store, internal=memory_jobs(Compressor(engine, llm, timezone="Asia/Shanghai")))
+        try:
+            await engine.add_event("alice", "2026-03-01", "Alice set up CI today")
+            await store.ensure_internal(INTERNAL_DAILY, "0 3 * * *")
+            await store.ensure_internal(INTERNAL_WEEKLY, "0 4 * * 1")
+            clock.set("2026-03-01T19:00:00Z")  # 03:00 in Shanghai: the run that crashed took the lease
+            await Leases(engine.db, clock).acquire(COMPRESS_LEASE, "daily_compress@4242:dead")
+            clock.advance(120)  # restarted two minutes later, within the lease's 15
+            assert [(r.job_id, r.status) for r in await sched.start(loop=False)] == [(INTERNAL_DAILY, "busy")]
+            statuses = []
+            while clock.now() < parse_ts("2026-03-01T19:20:00Z"):
+                clock.advance(60)
+                statuses += [r.status for r in await sched.run_due()]
+            assert statuses.count("ok") == 1 and set(statuses) == {"busy", "ok"}, statuses
+            assert await engine.events("alice", uncompressed_only=True) == []  # the day was not lost
+            job = await store.get(INTERNAL_DAILY)
+            assert job is not None and (job.next_run_at, job.due_at) == ("2026-03-02T19:00:00Z", None)
+        finally:
+            await sched.stop()
+            await llm.aclose()
+            await engine.close()
 
 
 async def test_validation_and_removal(store: CronStore) -> None:
@@ -328,3 +389,22 @@ async def test_a_daily_job_runs_once_on_the_fall_back_night(clock: ManualClock, 
         clock.set(at)
         await sched.run_due()
     assert seen == ["2026-11-01T05:30:00Z", "2026-11-02T06:30:00Z"]
+
+
+async def test_a_chat_moved_to_a_new_id_takes_its_jobs(clock: ManualClock, store: CronStore) -> None:
+    """A Telegram group upgraded to a supergroup: its jobs run in the new
+    chat (reply and history there); another chat's stay; a second move finds none."""
+    seen: list[str] = []
+
+    async def run_agent(job: CronJob, attempt: JobAttempt) -> None:
+        seen.append(job.chat_id)
+
+    group = await store.add(schedule="0 9 * * *", message="standup", channel="telegram", chat_id="-500", user="alice")
+    other = await store.add(schedule="0 9 * * *", message="standup", channel="feishu", chat_id="-500", user="bob")
+    assert await store.move_chat("telegram", "-500", "-100500") == 1
+    assert await store.move_chat("telegram", "-500", "-100500") == 0
+    assert (await store.get(group.id)).chat_id == "-100500"  # type: ignore[union-attr]
+    assert (await store.get(other.id)).chat_id == "-500"  # type: ignore[union-attr]
+    clock.set("2026-03-02T01:00:00Z")  # 09:00 Shanghai
+    await CronScheduler(store, run_agent_job=run_agent).run_due()
+    assert sorted(seen) == ["-100500", "-500"]

@@ -11,23 +11,34 @@ from pathlib import Path
 from zoneinfo import ZoneInfo
 
 import pytest
+from structlog.testing import capture_logs
 
 from gateway.app import App
 from gateway.cron import (
     CRON_MIGRATIONS,
+    INTERNAL_DAILY,
     CronJob,
     CronScheduler,
     CronStore,
+    InternalJob,
     JobAttempt,
     fallback_text,
     job_prompt,
+    memory_jobs,
     parse_at,
 )
-from memory import ManualClock
+from memory import ManualClock, MemoryEngine
 from memory.clock import parse_ts
-from tests.fakes.openai_server import FakeOpenAI, said
+from memory.compression import Compressor
+from memory.llm import MemoryLLM
+from tests.fakes.openai_server import FakeOpenAI, Reply, said
 from tests.gateway.test_app import ECHO, EchoChannel, _config
 from tests.gateway.test_cron import old_cron_db
+from tests.memory._writepath import reply
+from tests.memory.test_compression_full import fill_up, words
+
+# Facts more than a full memory.db holds (a fact is cut at 300 characters).
+FACTS = [{"content": f"alice fact {i}: {words(i, 30)}", "category": "decision"} for i in range(40)]
 
 SHANGHAI = ZoneInfo("Asia/Shanghai")
 
@@ -252,3 +263,50 @@ async def test_the_model_down_for_good_sends_the_reminder_as_written(
         assert app.loop.stats.failed == 4 and app.loop.stats.errors == 0
     finally:
         await app.close()
+
+
+async def test_compression_on_a_full_memory_db_is_retried_later_not_recorded_done(
+    tmp_path: Path, clock: ManualClock, store: CronStore
+) -> None:
+    async with FakeOpenAI(responder=lambda body: Reply(reply(FACTS, "s"))) as fake:
+        engine = await MemoryEngine.open(tmp_path / "memory.db", clock)
+        llm = MemoryLLM(base_url=fake.url, model="m", retries=0)
+        try:
+            await engine.add_event("alice", "2026-03-01", "Alice chose Postgres for atlas")
+            sched = CronScheduler(store, internal=memory_jobs(Compressor(engine, llm)))
+            await sched.start(loop=False)
+            await fill_up(engine)
+            clock.set("2026-03-02T03:00:00Z")
+            with capture_logs() as logs:
+                runs = await sched.run_due()
+            assert [(r.job_id, r.status) for r in runs] == [(INTERNAL_DAILY, "retry")]
+            assert [e["event"] for e in logs if e["log_level"] != "info"] == ["cron job finished"]  # once
+            assert "full" in (logs[-1]["error"] or "")
+            job = await store.get(INTERNAL_DAILY)
+            assert job is not None and job.last_status == "retry" and "full" in (job.last_error or "")
+            assert (job.next_run_at, job.due_at) == ("2026-03-02T03:10:00Z", "2026-03-02T03:00:00Z")
+            assert len(await engine.events("alice", uncompressed_only=True)) == 1
+            assert await sched.run_due() == []  # not before the retry's time
+            await engine.db.write("PRAGMA main.max_page_count = 1073741823")  # space is back
+            clock.set("2026-03-02T03:10:00Z")
+            assert [r.status for r in await sched.run_due()] == ["ok"]
+            assert await engine.events("alice", uncompressed_only=True) == []
+            job = await store.get(INTERNAL_DAILY)
+            assert job is not None and (job.last_status, job.next_run_at, job.attempts) == (
+                "ok", "2026-03-03T03:00:00Z", 0)
+        finally:
+            await llm.aclose()
+            await engine.close()
+
+
+async def test_an_internal_job_failing_for_another_reason_waits_for_its_next_slot(
+    clock: ManualClock, store: CronStore
+) -> None:
+    async def broken() -> None:
+        raise ValueError("a bug, not the disk")
+
+    sched = CronScheduler(store, internal=[InternalJob(INTERNAL_DAILY, "0 3 * * *", broken)])
+    await sched.start(loop=False)
+    clock.set("2026-03-02T03:00:00Z")
+    assert [r.status for r in await sched.run_due()] == ["error"]
+    assert (await store.get(INTERNAL_DAILY)).next_run_at == "2026-03-03T03:00:00Z"  # type: ignore[union-attr]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime
 
 from gateway.cron import CronJob
@@ -51,14 +52,17 @@ def test_a_user_export_shows_every_tier_status_and_date_and_hides_credentials() 
     assert "Credentials are listed by id only" in doc and "Also kept: 12 messages of our recent conversations" in doc
     assert doc.index("## Tier 1 — profile") < doc.index("- [m1] Alice is a backend engineer _(identity, ")
     assert "## Tier 2 — knowledge — project atlas" in doc
-    assert ("- [m2] Atlas runs on k8s _(decision, importance 0.70, extraction, 2026-11-20, telegram chat 100, "
+    assert ("- [m2] Atlas runs on k8s _(decision, importance 0.70, 2026-11-20, from a chat on Telegram, "
             "topic deploy, updated 2026-11-21)_") in doc
-    assert "- [m3] Alice lives in Berlin _(event, importance 0.70, extraction, 2026-11-20, superseded, " in doc
+    assert "- [m3] Alice lives in Berlin _(event, importance 0.70, 2026-11-20, superseded, from a chat on Telegram" in doc
     assert "replaced by m5)_" in doc
     assert "- [m4] (a credential, not shown here) _(credential, " in doc and "tulip" not in doc
     assert "- [m5] Alice lives in Hangzhou _(" in doc and "  > drawn from: I moved to Hangzhou" in doc
-    assert doc.index("- [e7] 2026-11-20: Booked flights") < doc.index("- [e8] 2026-11-21: Planned the trip\n  to Osaka")
-    assert "## Scheduled jobs\n\n- [job-1] `0 9 * * 1-5` summarise my plans _(telegram chat 100, next 2026-11-23" in doc
+    assert doc.index("- [e7] 2026-11-20: Booked flights _(summary of a chat on Telegram)_") < doc.index(
+        "- [e8] 2026-11-21: Planned the trip\n  to Osaka _(summary of a chat on Telegram)_")
+    assert ("## Scheduled jobs\n\n- [job-1] `0 9 * * 1-5` summarise my plans _(replies in a chat on Telegram, "
+            "next 2026-11-23 09:00 (UTC))_") in doc
+    assert "chat 100" not in doc  # a chat's number means nothing to its reader
     assert doc.endswith("## Waiting to be learnt\n\n- 3 lines of our conversations still waiting to be learnt from.\n")
 
 
@@ -69,11 +73,70 @@ def test_a_chinese_export_is_labelled_in_chinese() -> None:
     zh = mostly_chinese([m.content for m in data.memories])
     doc = render_user_export(UserExport(data), at=AT, zh=zh)
     assert zh and doc.startswith(f"# myclaw 记忆导出 ({AT})\n\n我保存的关于你的一切：2 条记忆、1 条每日事件、0 个定时任务。")
-    assert "## 第 2 层 — 知识" in doc and "- [m9] 我喜欢喝燕麦拿铁咖啡 _(event, 重要性 0.70" in doc
+    assert "## 第 2 层 — 知识" in doc
+    assert "- [m9] 我喜欢喝燕麦拿铁咖啡 _(事件，重要性 0.70，2026-11-20，来自 Telegram 上的对话，更新于 2026-11-21)_" in doc
     assert "- [m10] （凭据，此处不显示）" in doc and "hunter2" not in doc
-    assert "## 第 3 层 — 每日事件\n\n- [e3] 2026-11-21: 讨论了部署计划" in doc
+    assert "## 第 3 层 — 每日事件\n\n- [e3] 2026-11-21: 讨论了部署计划 _(Telegram 上的对话摘要)_" in doc
+    assert "- [m10] （凭据，此处不显示） _(凭据，" in doc
     assert "定时任务\n" not in doc and "等待学习" not in doc  # no empty sections
     assert not mostly_chinese(["Alice lives in Hangzhou", "Atlas runs on k8s", "我喜欢"])
+
+
+def _made(mid: int, content: str, source: Source, p: Provenance, **kw: object) -> Memory:
+    return replace(_memory(mid, content, **kw), source=source, provenance=p)  # type: ignore[arg-type]
+
+
+WEEKLY = Provenance(refs=("weekly", "m:1", "m:2", "m:99"), date_from="2026-11-02", date_to="2026-11-15")
+
+
+def test_every_line_says_where_it_came_from_in_words_and_names_only_ids_of_the_file() -> None:
+    data = OwnerData("alice", [
+        _memory(1, "Alice uses pnpm"), _memory(2, "Alice uses vite"),
+        _made(3, "Alice's toolchain: pnpm and vite", Source.COMPRESSION, WEEKLY),
+        _made(4, "Alice drinks tea", Source.MIGRATION, Provenance(refs=("MEMORY.md",))),
+        _made(5, "Alice likes Go", Source.MANUAL, Provenance(channel="feishu", chat_id="oc_1")),
+        _made(6, "Staging is at 10.0.0.5", Source.MANUAL, Provenance(channel="cli")),
+    ], [_event(7, "2026-11-20", "Talked about tools")])
+    for doc in (render_user_export(UserExport(data), at=AT, zh=False), render_markdown([data], at=AT)):
+        assert ("- [m3] Alice's toolchain: pnpm and vite _(event, importance 0.70, 2026-11-20, weekly summary of "
+                "3 notes, 2026-11-02 to 2026-11-15, built on m1, m2, updated 2026-11-21)_") in doc
+        assert "imported from MEMORY.md" in doc and "told by you on Feishu" in doc and "added by the operator" in doc
+        for raw in ("m:1", "weekly,", "m99", "chat oc_1", "feishu chat", "extraction", "compression", "manual"):
+            assert raw not in doc
+    zh = render_user_export(UserExport(data), at=AT, zh=True)
+    assert "每周汇总（3 条记忆，2026-11-02 至 2026-11-15），基于 m1、m2，" in zh
+    assert "从 MEMORY.md 导入" in zh and "你在飞书上告诉我的" in zh and "由管理员添加" in zh
+
+
+def test_the_file_stores_notes_are_named_by_their_file() -> None:
+    data = OwnerData("alice", [_made(1, "Alice likes tea", Source.MANUAL, Provenance(refs=("MEMORY.md",)), tier=1)],
+                     [Event(id=2, owner="alice", event_date="2026-11-20", channel="", chat_id="", summary="Tea talk",
+                            raw_tokens=3, is_compressed=False, created_at="2026-11-20",
+                            provenance=Provenance(refs=("2026-11-20.md",), date_from="2026-11-20"))])
+    doc = render_user_export(UserExport(data), at=AT, zh=False)
+    assert "- [m1] Alice likes tea _(event, importance 0.70, 2026-11-20, noted in MEMORY.md, " in doc
+    assert "- [e2] 2026-11-20: Tea talk _(noted in 2026-11-20.md)_" in doc  # the daily file it is in
+
+
+def test_the_words_a_credential_came_from_stay_hidden_under_another_fact_too() -> None:
+    said = "my wifi is HomeNet, password tulip-4471"
+    data = OwnerData("alice", [
+        _memory(1, "Alice's wifi is called HomeNet", category=Category.CONFIG, source_text=said),
+        _memory(2, "Alice's wifi password is tulip-4471", category=Category.CREDENTIAL, source_text=said),
+        _memory(3, "Alice lives in Hangzhou", source_text="I moved to Hangzhou"),
+    ], [])
+    doc = render_user_export(UserExport(data), at=AT, zh=False)
+    assert "- [m1] Alice's wifi is called HomeNet _(config" in doc and "tulip" not in doc
+    assert "  > drawn from: I moved to Hangzhou" in doc
+    assert "tulip-4471" in render_markdown([data], at=AT)  # the operator's file hides nothing
+
+
+def test_a_chinese_export_says_where_jobs_reply_and_when_they_run_next_in_their_zone() -> None:
+    job = CronJob(id="job-2", schedule="0 9 * * *", message="提醒我喝水", kind="agent", channel="feishu",
+                  chat_id="oc_1", user="bob", private=True, timezone="Asia/Shanghai",
+                  next_run_at="2026-11-23T01:00:00Z")
+    doc = render_user_export(UserExport(OwnerData("bob", [], []), jobs=[job]), at=AT, zh=True)
+    assert "- [job-2] `0 9 * * *` 提醒我喝水 _(回复发到飞书上的私聊，下次 2026-11-23 09:00 (Asia/Shanghai))_" in doc
 
 
 def test_an_empty_user_gets_a_file_saying_so() -> None:

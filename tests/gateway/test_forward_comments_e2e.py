@@ -45,5 +45,6 @@ async def test_an_edit_of_a_comment_after_a_restart_changes_the_bursts_message(
         finally:
             await asyncio.wait_for(app.close(), 15)
     assert len(llm.requests) == 1  # an edit is not answered
-    assert _rows(tmp_path) == ["[forwarded from Dana Kim, sent 2026-02-27]\nlaunch moves to Friday\n\nsee you there"
+    # The forward's paragraphs joined by one line break: the blank line is the comment's.
+    assert _rows(tmp_path) == ["[forwarded from Dana Kim, sent 2026-02-27]\nlaunch moves to Friday\nsee you there"
                                "\n\nwhat does she want from me?"]

@@ -16,10 +16,11 @@ from gateway.llm import (
     LLMRateLimited,
     LLMTimeout,
     LLMUnavailable,
+    _retry_after,
     map_transport_error,
     parse_completion,
 )
-from tests.fakes.openai_server import FakeOpenAI
+from tests.fakes.openai_server import FakeOpenAI, Reply
 
 KEY = "sk-test-secret-key-123456"
 
@@ -226,3 +227,53 @@ async def test_requests_and_responses_leave_no_reference_cycle(fake_llm: FakeOpe
 )
 def test_a_request_over_the_models_context_is_recognised(status: int, body: str, too_long: bool) -> None:
     assert LLMBadRequest("refused", status=status, body=body).context_too_long is too_long
+
+
+@pytest.mark.parametrize(
+    ("status", "body", "filtered"),
+    [
+        (400, "The response was filtered due to the prompt triggering Azure OpenAI's content management policy.", True),
+        (400, "Input flagged by content_filter", True),
+        (400, "Invalid value for 'temperature'", False),
+        (500, "content management policy service down", False),  # a server error, not a refusal
+    ],
+)
+def test_a_prompt_refused_by_a_content_filter_is_recognised(status: int, body: str, filtered: bool) -> None:
+    assert LLMBadRequest("refused", status=status, body=body).filtered is filtered
+
+
+def test_openai_rate_limit_resets_are_read_on_a_429() -> None:
+    llm = LLMClient(base_url="http://127.0.0.1:9/v1", model="m", max_retry_after=10.0)
+    exhausted = {"x-ratelimit-remaining-requests": "0", "x-ratelimit-reset-requests": "1.5s",
+                 "x-ratelimit-remaining-tokens": "0", "x-ratelimit-reset-tokens": "6m0s"}
+    assert _retry_after(httpx.Response(429, headers=exhausted)) == 360.0  # both at 0: the later reset
+    requests = {"x-ratelimit-remaining-requests": "0", "x-ratelimit-reset-requests": "20ms",
+                "x-ratelimit-remaining-tokens": "149000", "x-ratelimit-reset-tokens": "1h2m3.5s"}
+    assert llm._backoff(0, httpx.Response(429, headers=requests)) == pytest.approx(0.02)
+    assert _retry_after(httpx.Response(429, headers={**exhausted, "Retry-After": "2"})) == 2.0  # Retry-After first
+    assert _retry_after(httpx.Response(200, headers=exhausted)) is None  # only a 429 is about them
+    garbled = {"x-ratelimit-remaining-requests": "0", "x-ratelimit-reset-requests": "soon"}
+    assert _retry_after(httpx.Response(429, headers=garbled)) is None
+
+
+async def test_a_wait_longer_than_we_retry_is_not_slept_but_raised_with_it(fake_llm: FakeOpenAI) -> None:
+    fake_llm.queue_error(429, retry_after=3600)
+    sleeps = Sleeps()
+    async with client(fake_llm, sleep=sleeps, max_retries=3) as llm:
+        with pytest.raises(LLMRateLimited) as err:
+            await llm.chat([{"role": "user", "content": "x"}])
+    assert sleeps.delays == [] and len(fake_llm.requests) == 1 and err.value.retry_after == 3600
+    fake_llm.queue_error(503, retry_after=2)  # a short wait is still waited
+    async with client(fake_llm, sleep=sleeps, max_retries=3) as llm:
+        assert (await llm.chat([{"role": "user", "content": "x"}])).content == "ok"
+    assert sleeps.delays == [2.0]
+
+
+async def test_an_html_error_page_is_read_as_its_words(fake_llm: FakeOpenAI) -> None:
+    page = ("<html><head><title>502 Bad Gateway</title><style>body{color:red}</style></head>"
+            "<body><h1>Bad Gateway</h1><p>cloudflare</p></body></html>")
+    fake_llm.queue(Reply(status=502, raw=page, content_type="text/html"))
+    async with client(fake_llm, max_retries=0) as llm:
+        with pytest.raises(LLMUnavailable) as err:
+            await llm.chat([{"role": "user", "content": "x"}])
+    assert err.value.body == "502 Bad Gateway Bad Gateway cloudflare" and "<" not in str(err.value)

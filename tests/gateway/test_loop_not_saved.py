@@ -7,7 +7,7 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from gateway.loop import _NOT_SAVED, _NOT_SAVED_ZH
+from gateway.loop import _NOT_SAVED, _NOT_SAVED_FULL, _NOT_SAVED_FULL_ZH, _NOT_SAVED_ZH
 from memory import ManualClock
 from tests.fakes.openai_server import FakeOpenAI
 
@@ -34,3 +34,27 @@ async def test_a_turn_that_cannot_be_saved_says_so(tmp_path: Path, clock: Manual
         assert "could not save" in _NOT_SAVED and "try again" in _NOT_SAVED
         await rig.settle()
         assert await rig.sessions.window("telegram:1") == [] and rig.loop.stats.errors == 2
+
+
+async def test_a_full_disk_is_named_as_such_and_the_gateway_serves_again_once_space_is_back(
+    tmp_path: Path, clock: ManualClock, fake_llm: FakeOpenAI
+) -> None:
+    for text in ("hello there", "an answer nobody will remember", "没人会记住的回答", "now it is kept"):
+        fake_llm.queue_reply(text)
+    async with make_rig(tmp_path, clock, fake_llm) as rig:
+        assert (await rig.ask("hello", chat="1")).text == "hello there"
+        await rig.settle()
+        (pages,) = await rig.sessions.db.fetchall("PRAGMA page_count")
+        await rig.sessions.db.write(f"PRAGMA max_page_count = {pages[0]}")  # SQLITE_FULL on the real gateway.db
+        long = "my whole travel plan: " + "day by day, " * 2000  # more than the free pages hold
+        assert (await rig.ask(long, chat="1")).text == _NOT_SAVED_FULL
+        assert (await rig.ask("我的行程：" + "每一天，" * 3000, chat="2", sender="200")).text == _NOT_SAVED_FULL_ZH
+        assert "storage is full" in _NOT_SAVED_FULL and "try again" in _NOT_SAVED_FULL
+        await rig.settle()
+        await rig.sessions.db.write("PRAGMA max_page_count = 1073741823")  # space is back: no restart
+        assert (await rig.ask(long, chat="1")).text == "now it is kept"
+        await rig.settle()
+        window = await rig.sessions.window("telegram:1")
+        assert [(m.role, m.content) for m in window] == [
+            ("user", "hello"), ("assistant", "hello there"), ("user", long), ("assistant", "now it is kept"),
+        ]

@@ -7,6 +7,7 @@ after a restart still has them; an incognito turn's never reach the file."""
 
 from __future__ import annotations
 
+import random
 import sqlite3
 import zlib
 from collections.abc import AsyncIterator
@@ -305,3 +306,60 @@ async def test_a_kept_file_is_read_before_it_is_written_and_an_erasure_first_mea
         await d.close()
     on_disk = b"".join(p.read_bytes() for p in tmp_path.iterdir() if p.name.startswith("gateway.db"))
     assert b"ship Friday" not in on_disk and b"plan.md" not in on_disk
+
+
+async def test_a_full_gateway_db_costs_the_files_disk_copy_not_the_turn_and_is_logged_once(
+    clock: ManualClock, db: Database
+) -> None:
+    files = RecentFiles(db, clock)
+    await files.keep("c1", "alice", (doc("a", "first"),))
+    await files.flush()
+    (pages,) = await db.fetchall("PRAGMA page_count")
+    await db.write(f"PRAGMA max_page_count = {pages[0]}")  # SQLITE_FULL on the real gateway.db
+    big = random.Random(7).randbytes(200_000).hex()  # does not compress into the free pages
+    with capture_logs() as logs:
+        await files.keep("c1", "alice", (doc("b.pdf", big),))  # no error: the turn goes on to its answer
+        await files.keep("c2", "bob", (doc("c.pdf", big),))
+        await files.flush()
+    # Not on disk; still read in this process (a restart would not).
+    assert [f.name for f in files.files("c1")] == ["a", "b.pdf"] and [f.name for f in files.files("c2")] == ["c.pdf"]
+    assert await files.text(files.files("c2")[0]) == big
+    assert [r[2] for r in await rows(db)] == ["a"]
+    assert [e["event"] for e in logs] == ["recent files not kept: gateway.db cannot be written"]
+    assert "full" in logs[0]["error"] and logs[0]["file"] == "gateway.db"
+    await db.write("PRAGMA max_page_count = 1073741823")  # space is back
+    with capture_logs() as logs:
+        await files.keep("c1", "alice", (doc("d.pdf", big),))
+        await files.flush()
+    assert [r[2] for r in await rows(db)] == ["a", "d.pdf"] and await files.text(files.files("c1")[-1]) == big
+    assert [e["event"] for e in logs] == ["recent files kept again"]
+
+
+async def test_a_chat_moved_to_a_new_id_takes_its_files(tmp_path: Path, db: Database, clock: ManualClock) -> None:
+    """A Telegram group upgraded to a supergroup: file_read finds its files
+    under the new id, at once and after a restart; older ones first."""
+    files = RecentFiles(db, clock)
+    await files.keep("telegram:-500", "alice", [doc("plan.txt", "the plan")])
+    await files.keep("telegram:-500", "bob", [doc("notes.txt", "off the record")], incognito=True)
+    clock.advance(60)
+    await files.keep("telegram:-100500", "alice", [doc("new.txt", "in the supergroup")])
+    await files.flush()
+    assert await files.move_chat("telegram:-500", "telegram:-100500") == 2
+    assert await files.move_chat("telegram:-500", "telegram:-100500") == 0
+    assert files.files("telegram:-500") == []
+    assert [f.name for f in files.files("telegram:-100500")] == ["plan.txt", "notes.txt", "new.txt"]
+    assert await rows(db) == [("telegram:-100500", "alice", "plan.txt"), ("telegram:-100500", "alice", "new.txt")]
+    d, again = await reopened(tmp_path / "gateway.db", clock)
+    try:
+        assert [f.name for f in again.files("telegram:-100500")] == ["plan.txt", "new.txt"]
+    finally:
+        await d.close()
+
+
+async def test_a_file_not_yet_written_is_written_under_the_chat_it_moved_to(db: Database, clock: ManualClock) -> None:
+    files = RecentFiles(db, clock)
+    await files.keep("telegram:-500", "alice", [doc("plan.txt", "the plan")])
+    assert files.writing is not None
+    assert await files.move_chat("telegram:-500", "telegram:-100500") == 1  # before its write
+    await files.flush()
+    assert await rows(db) == [("telegram:-100500", "alice", "plan.txt")]

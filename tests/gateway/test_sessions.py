@@ -289,3 +289,62 @@ async def test_a_sender_name_is_kept_beside_the_words_across_a_restart(tmp_path:
     async with await SessionStore.open(tmp_path / "g.db", clock) as store:
         [again] = await store.window("telegram:-1")
         assert (again.content, again.sender_name) == ("hi", "Alice")
+
+
+async def test_a_chat_moved_to_a_new_id_keeps_its_conversation_in_order(tmp_path: Path, clock: ManualClock) -> None:
+    """A Telegram group upgraded to a supergroup: the history follows the
+    new id, also when the new chat spoke first (the older lines come
+    first), the cached window sees it at once, and a second move of the
+    same chat finds nothing left."""
+    old, new = "telegram:-500", "telegram:-100500"
+    async with await SessionStore.open(tmp_path / "g.db", clock, window=10) as store:
+        await _add(store, "user", "before", key=old)
+        await _add(store, "assistant", "re: before", key=old)
+        await store.window(old)  # cached
+        await _add(store, "user", "first in the supergroup", key=new)
+        assert [m.content for m in await store.window(new)] == ["first in the supergroup"]
+        assert (await store.move_chat("telegram", "-500", "-100500"))["messages"] == 2
+        window = await store.window(new)
+        assert [m.content for m in window] == ["before", "re: before", "first in the supergroup"]
+        assert {m.chat_id for m in window} == {"-100500"}
+        assert await store.window(old) == []
+        assert (await store.move_chat("telegram", "-500", "-100500"))["messages"] == 0
+        await _add(store, "assistant", "re: first", key=new)
+        assert [m.content for m in await store.window(new)][-2:] == ["first in the supergroup", "re: first"]
+
+
+async def test_a_moved_chat_takes_its_rows_in_every_gateway_table(tmp_path: Path, clock: ManualClock) -> None:
+    """The chat's replies waiting in the outbox, the bot's replies a quote
+    or recall finds, its draft messages and burst comments go to the new
+    id with the history; another channel's chat of the same id stays."""
+    from channels.feishu.drafts import StoredDraft
+    from channels.feishu.replies import SentPart
+    from gateway.burstcomments import BurstComments
+    from gateway.bus import OutboundMessage
+    from gateway.draftmessages import DraftMessages
+    from gateway.outbox import Outbox
+    from gateway.sentreplies import SentReplies
+
+    async with await SessionStore.open(tmp_path / "g.db", clock) as store:
+        now = clock.now()
+        outbox = Outbox(store.db)
+        for channel in ("telegram", "feishu"):
+            await outbox.add(OutboundMessage(channel=channel, chat_id="-500", text="late reply"), owner="telegram:7",
+                             created_at=now, next_attempt_at=now)
+            await SentReplies(store.db, channel).write([SentPart("11", "-500", "12", 1.0)], expired_before=0.0)
+            await DraftMessages(store.db, channel).put(StoredDraft(f"k-{channel}", "-500", "13", 1.0), expired_before=0.0)
+        comments = BurstComments(store.db, "telegram", clock=lambda: 100.0)
+        await comments.keep("-500", "20", [("21", 5)])
+        moved = await store.move_chat("telegram", "-500", "-100500")
+        assert moved == {"messages": 0, "outbox": 1, "sent_replies": 1, "draft_messages": 1, "burst_comments": 1}
+        assert set(await outbox.chats()) == {("telegram", "-100500"), ("feishu", "-500")}
+        [part] = await SentReplies(store.db, "telegram").load(0.0)
+        assert part == SentPart("11", "-100500", "12", 1.0)
+        draft = await DraftMessages(store.db, "telegram").get("k-telegram")
+        assert draft is not None and draft.chat_id == "-100500"
+        assert await comments.find("-500", "21") is None
+        assert await comments.find("-100500", "21") == ("20", [("21", 5)])
+        [feishu] = await SentReplies(store.db, "feishu").load(0.0)
+        assert feishu.chat_id == "-500"
+        again = await store.move_chat("telegram", "-500", "-100500")
+        assert set(again.values()) == {0}

@@ -112,6 +112,19 @@ async def test_drafts_the_platform_refuses_stop_and_the_reply_still_goes(tmp_pat
     assert tg.counts["sendmessagedraft"] == 1 and tg.drafts == []  # the first refused, no more asked
 
 
+async def test_a_rate_limited_draft_ends_the_drafts_not_the_reply(tmp_path: Path, clock: ManualClock) -> None:
+    """Telegram's 429 on ``sendMessageDraft`` (``retry_after``): no wait and no
+    retry for a draft; the reply itself still goes out whole, once."""
+    async with _telegram_app(tmp_path, clock, **STREAM) as (llm, tg, app):
+        tg.fail_next("sendMessageDraft", 429, retry_after=5)
+        llm.queue_stream(PIECES, delay=0.3)
+        tg.push_text(42, 42, "when is the launch?")
+        [reply] = await tg.wait_sent(1, timeout=15)
+        assert app.loop is not None and await app.loop.drain(5)
+    assert reply.text == "The launch moved to Thursday." and tg.texts() == ["The launch moved to Thursday."]
+    assert tg.counts["sendmessagedraft"] == 1 and tg.drafts == []
+
+
 async def test_tool_rounds_stream_and_the_last_round_is_the_reply(tmp_path: Path, clock: ManualClock) -> None:
     async with _telegram_app(tmp_path, clock, **STREAM) as (llm, tg, app):
         llm.queue_stream(["Let ", "me ", "look."], delay=0.3,

@@ -792,3 +792,17 @@ async def test_editing_a_fact_supersedes_the_core_memory_entries_built_on_it(sit
         page = (await c.get(r.headers["Location"])).text
         assert f"Memory m{other} saved. The Core Memory entries built on its old words are superseded" in page
     assert {(await site.engine.get(i)).status for i in (apart, again)} == {Status.SUPERSEDED}  # type: ignore[union-attr]
+
+
+async def test_a_card_says_where_a_memory_came_from_in_words_and_links_what_it_was_built_on(site: Site) -> None:
+    fact = await site.add("alice", "Alice lives in Hangzhou", provenance=Provenance(channel="telegram", chat_id="100"))
+    built = await site.add("alice", "Alice lives in Hangzhou (profile)", tier=1, source=Source.COMPRESSION,
+                           provenance=Provenance(refs=("weekly", f"m:{fact}", "buf:7"), date_from="2026-02-02",
+                                                 date_to="2026-02-15"))
+    async with site.client() as c:
+        page = (await c.get("/memory", params={"user": "alice"})).text
+    assert "from a chat on Telegram · chat 100" in page
+    card = page[page.index(f'id="m{built}"'):]
+    card = card[:card.index("</article>")]
+    assert f'weekly summary of 1 note, 2026-02-02 to 2026-02-15 · built on <a href="/memory/item?id={fact}' in card
+    assert f"m:{fact}" not in card and "buf:7" not in card and "weekly," not in card

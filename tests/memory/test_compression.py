@@ -132,6 +132,34 @@ async def test_weekly_merge_archives_and_links_never_deletes(engine: MemoryEngin
     assert sorted(actions) == ["drop", "merge", "run"]  # no fact >= 0.7: no profile call
 
 
+async def test_a_weekly_merge_is_dated_on_its_owners_calendar(
+    engine: MemoryEngine, clock: ManualClock, fake: FakeOpenAI, llm: MemoryLLM
+) -> None:
+    """Facts said at 03:00 and 05:00 in Shanghai (19:00 and 21:00 UTC the day
+    before) merge into a summary of 2026-03-20, the day the owner said them."""
+    clock.set("2026-03-19T19:00:00Z")
+    await fill(engine, 6, owner="shan")
+    clock.set("2026-03-19T21:00:00Z")
+    await fill(engine, 6, owner="shan", topic="deploy")
+
+    async def zone_of(owner: str) -> tzinfo | None:
+        return ZoneInfo("Asia/Shanghai") if owner == "shan" else None
+
+    def responder(body: dict[str, Any]) -> Reply:
+        if kind(body) == "profile":
+            return Reply(json.dumps({"entries": []}))
+        return Reply(json.dumps({"facts": [{"content": "atlas deploy facts merged", "category": "decision",
+                                            "from": list(range(1, 13))}], "drop": []}))
+
+    fake.responder = responder
+    clock.set("2026-03-23T04:00:00Z")
+    compressor = Compressor(engine, llm)
+    compressor.zone_of = zone_of
+    assert (await compressor.weekly()).created == 1
+    [new] = [m for m in await engine.list_memories("shan") if m.content == "atlas deploy facts merged"]
+    assert (new.provenance.date_from, new.provenance.date_to) == ("2026-03-20", "2026-03-20")
+
+
 async def test_merge_dropping_over_a_quarter_is_rejected(engine: MemoryEngine, fake: FakeOpenAI, llm: MemoryLLM) -> None:
     await fill(engine, 12)
     before = await active_ids(engine)
@@ -400,3 +428,30 @@ async def test_daily_compression_does_not_revive_a_fact_replaced_the_same_day(
     again = await engine.get(old.id)
     assert again is not None and again.status.value == "superseded" and again.superseded_by == new.id
     assert any(e.action == "skip" and e.memory_id == old.id for e in await read_log(engine.db, owner="alice"))
+
+
+async def test_a_full_profile_stays_within_its_cap_when_the_gate_holds_demotions_back(
+    engine: MemoryEngine, fake: FakeOpenAI, llm: MemoryLLM
+) -> None:
+    """A profile at its cap of 100, and a model that rewords 40 entries: the
+    gate demotes at most 25 of the old wordings this week, so at most 25 new
+    ones come in; the profile never grows past its cap (it grew to 115)."""
+    for i in range(100):
+        await engine.add(NewMemory(owner="alice", tier=1, content=f"Alice entry {i}", category=Category.IDENTITY,
+                                   importance=0.5 + i / 1000))
+    await engine.add(NewMemory(owner="alice", content="Alice moved to Shanghai", category=Category.IDENTITY, importance=1.0))
+    entries = [{"content": f"Alice entry {i}", "category": "identity"} for i in range(40, 100)]
+    entries += [{"content": f"Alice entry {i}, reworded", "category": "identity"} for i in range(40)]
+    fake.responder = lambda body: Reply(json.dumps({"entries": entries}))
+    compressor = Compressor(engine, llm)
+    rep = await compressor.weekly()
+    assert (rep.promoted, rep.demoted) == (25, 25)
+    assert any("15 new profile entries wait for room" in n for n in rep.notes)
+    profile = await engine.profile("alice", include_global=False, limit=1000)
+    assert len(profile) == 100
+    # The model's first new entries came in; the rest come the weeks the gate lets the old ones go.
+    assert {f"Alice entry {i}, reworded" for i in range(25)} <= {m.content for m in profile}
+    for _ in range(2):
+        await compressor.weekly()
+    profile = await engine.profile("alice", include_global=False, limit=1000)
+    assert sorted(m.content for m in profile) == sorted(e["content"] for e in entries)

@@ -1,8 +1,12 @@
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
 
-from memory.db import SMALL_CACHE_KIB, Attachment, Database
+import aiosqlite
+import pytest
+
+from memory.db import SMALL_CACHE_KIB, Attachment, Database, run_script
 from memory.schema import MIGRATIONS
 
 
@@ -123,3 +127,52 @@ async def test_an_existing_database_keeps_its_permissions(tmp_path: Path) -> Non
     db = await Database.open(path, MIGRATIONS)
     await db.close()
     assert stat.S_IMODE(path.stat().st_mode) == 0o640  # the operator's choice
+
+
+async def _m_items(conn: aiosqlite.Connection) -> None:
+    await run_script(
+        conn,
+        """
+        CREATE TABLE parent (id INTEGER PRIMARY KEY);
+        CREATE TABLE item (id INTEGER PRIMARY KEY, v TEXT NOT NULL,
+                           parent INTEGER REFERENCES parent(id) DEFERRABLE INITIALLY DEFERRED);
+        """,
+    )
+
+
+async def test_a_full_disk_mid_transaction_raises_the_full_disk_and_the_writer_goes_on(tmp_path: Path) -> None:
+    # SQLite rolls a transaction back by itself on SQLITE_FULL; the ROLLBACK
+    # sent after it failed ("no transaction is active") and that error
+    # replaced the one saying the disk is full.
+    db = await Database.open(tmp_path / "f.db", [_m_items])
+    try:
+        (pages,) = await db.fetchall("PRAGMA page_count")
+        await db.write(f"PRAGMA max_page_count = {pages[0]}")  # a real SQLITE_FULL on a real file
+        with pytest.raises(sqlite3.OperationalError, match="database or disk is full"):
+            async with db.transaction() as conn:
+                await conn.execute("INSERT INTO item (v) VALUES ('kept')")
+                await conn.execute("INSERT INTO item (v) VALUES (?)", ("x" * 50_000,))
+        assert await db.fetchall("SELECT v FROM item") == []  # nothing half-written
+        await db.write("PRAGMA max_page_count = 1073741823")  # space is back
+        async with db.transaction() as conn:
+            await conn.execute("INSERT INTO item (v) VALUES (?)", ("x" * 50_000,))
+        assert [len(r[0]) for r in await db.fetchall("SELECT v FROM item")] == [50_000]
+    finally:
+        await db.close()
+
+
+async def test_a_commit_that_fails_leaves_no_transaction_open(tmp_path: Path) -> None:
+    # A COMMIT can fail and leave its transaction open (a deferred foreign
+    # key, SQLITE_BUSY): the writer must not stay inside it, or every later
+    # BEGIN fails ("cannot start a transaction within a transaction").
+    db = await Database.open(tmp_path / "c.db", [_m_items])
+    try:
+        with pytest.raises(sqlite3.IntegrityError, match="FOREIGN KEY"):
+            async with db.transaction() as conn:
+                await conn.execute("INSERT INTO item (v, parent) VALUES ('orphan', 7)")
+        assert await db.fetchall("SELECT v FROM item") == []
+        async with db.transaction() as conn:
+            await conn.execute("INSERT INTO item (v) VALUES ('next')")
+        assert [r[0] for r in await db.fetchall("SELECT v FROM item")] == ["next"]
+    finally:
+        await db.close()

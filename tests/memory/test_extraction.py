@@ -364,3 +364,39 @@ async def test_a_users_own_zone_times_their_lines_and_dates_their_day(
     assert "[2026-03-01 20:00] user: I fly to Rome tomorrow" in bob_prompt
     assert [e.event_date for e in await engine.events("alice")] == ["2026-03-02"]
     assert [e.event_date for e in await engine.events("bob")] == ["2026-03-01"]
+
+
+async def test_broken_memory_model_output_keeps_the_buffer_and_never_logs_what_was_said(
+    engine: MemoryEngine, clock: ManualClock, fake: FakeOpenAI, llm: MemoryLLM
+) -> None:
+    """Invalid JSON, a reply cut inside its facts, prose, an object without
+    facts, and facts without content: the buffer stays whole and is
+    retried, nothing is half-written, and the log says what went wrong
+    without the conversation's words (the model's reply repeats them)."""
+    from structlog.testing import capture_logs
+
+    secret = "4242-LOCKER"
+    mem = SqliteMemory(engine)
+    svc = service(engine, llm)
+    await mem.buffer(turns("alice", (f"remember: my locker code is {secret}", "noted")))
+    clock.advance(timedelta(minutes=3))  # the quiet gap
+    broken = [
+        '{"facts": [{"content": "Alice\'s locker code is ' + secret,  # cut at the length limit
+        f'```json\n{{"facts": [{{"content": "locker code {secret}", "category": "credential"}},\n```',  # fenced, cut
+        f"Sorry, I cannot store the locker code {secret}.",
+        json.dumps({"note": f"locker code {secret}"}),
+    ]
+    with capture_logs() as logs:
+        for attempt, text in enumerate(broken, start=1):
+            fake.queue_reply(text)
+            [rep] = await svc.tick()
+            assert rep.error is not None and await counts(engine) == (0, 0, 2)
+            assert {r[3] for r in await buffered(engine)} == {attempt}
+            clock.advance(BACKOFF[attempt - 1])
+        # Facts with missing fields: the one without words is dropped, the rest stored.
+        fake.queue_reply("```json\n" + reply([{"category": "credential", "text_": f"code {secret}"},
+                                              {"content": f"Alice's locker code is {secret}"}], "locker") + "\n```")
+        [rep] = await svc.tick()
+    assert rep.ok and await counts(engine) == (1, 1, 0)
+    assert secret not in repr(logs)
+    assert len([e for e in logs if e["log_level"] in ("warning", "error")]) <= 2  # no storm: one line a failure at most

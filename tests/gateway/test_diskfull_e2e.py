@@ -1,0 +1,163 @@
+"""A full disk under the whole gateway, end to end: the App built from a
+config, the fake Telegram server and the fake model on 127.0.0.1, real
+SQLite files filled for real (``PRAGMA max_page_count``: SQLite's own
+SQLITE_FULL). gateway.db fills first, then memory.db, then space comes
+back, with no restart: each user is told the truth in their language,
+nothing is answered twice, nothing accepted is lost, and the log says so
+a line a failure, not a line a retry."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from gateway.app import App
+from gateway.logging import configure_logging
+from gateway.loop import _NOT_SAVED_FULL, _NOT_SAVED_FULL_ZH
+from memory import ManualClock
+from memory.extraction import BACKOFF
+from tests.fakes.feishu_server import FakeFeishu
+from tests.fakes.openai_server import FakeOpenAI, Reply, said
+from tests.fakes.telegram_server import FakeTelegram
+from tests.memory.test_compression_full import fill_up, words
+
+from .test_e2e_feishu import ALICE, ENCRYPT_KEY, _app, _feishu_section, _until
+from .test_quoted_e2e import _telegram
+
+FACTS = [{"content": f"Alice keeps note {i}: {words(i, 30)}", "category": "config"} for i in range(40)]
+SPACE = 1073741823  # SQLite's default max_page_count: the disk has room again
+
+
+def model(body: dict[str, Any]) -> Reply:
+    if body.get("response_format", {}).get("type") == "json_object":  # the memory model
+        return Reply(content=json.dumps({"facts": FACTS, "summary": "Alice's notes"}))
+    return Reply(content=f"re: {said(body)[:40].strip()}")
+
+
+async def _history(app: App, chat: str) -> list[tuple[str, str]]:
+    assert app.sessions is not None
+    return [(m.role, m.content[:40]) for m in await app.sessions.window(chat)]
+
+
+async def test_the_gateway_tells_the_truth_on_a_full_disk_and_recovers_when_space_is_back(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    stream = io.StringIO()
+    configure_logging(level="INFO", stream=stream, json_output=True)
+    async with FakeOpenAI(api_key="sk-diskfull-0123456789", responder=model) as llm, FakeTelegram() as tg:
+        app = _app(tmp_path, clock, llm, {"telegram": _telegram(tg)})
+        try:
+            await app.open()
+            await asyncio.wait_for(app.start(), 15)
+            assert app.sessions is not None and app.loop is not None and app.extraction is not None
+            engine = app.backend.engine  # type: ignore[union-attr]
+            tg.push_text(42, 42, "hello")
+            await tg.wait_sent(1, timeout=10)
+
+            # gateway.db is full: the turns cannot be kept, so they are not answered as if they were.
+            (pages,) = await app.sessions.db.fetchall("PRAGMA page_count")
+            await app.sessions.db.write(f"PRAGMA max_page_count = {pages[0]}")
+            plan = "my whole travel plan: " + words(1, 3000)  # more than the free pages hold
+            tg.push_text(42, 42, plan)
+            tg.push_text(43, 43, "我的行程：" + "每一天，" * 4000)
+            await tg.wait_sent(3, timeout=10)
+            assert await app.loop.drain(5)
+
+            # Space is back: the same gateway serves again, and keeps what it answers.
+            await app.sessions.db.write(f"PRAGMA max_page_count = {SPACE}")
+            tg.push_text(42, 42, plan)
+            await tg.wait_sent(4, timeout=10)
+
+            # memory.db is full: the chat goes on (the buffer is its own file); learning waits.
+            await fill_up(engine)
+            tg.push_text(42, 42, "my locker is 42")
+            await tg.wait_sent(5, timeout=10)
+            assert await app.loop.drain(5)
+            clock.advance(timedelta(minutes=4))  # past the quiet gap
+            [failed] = await app.extraction.tick()  # type: ignore[attr-defined]
+            assert failed.error is not None and "full" in failed.error
+            asked = len(llm.requests)
+            assert await app.extraction.tick() == [] and len(llm.requests) == asked  # type: ignore[attr-defined]
+            assert [m for m in await engine.list_memories("telegram:42", limit=100)] == []
+
+            # The buffer's file fills too: answered all the same; what is said waits in gateway.db.
+            (pages,) = await engine.db.fetchall("PRAGMA buffer.page_count")
+            await engine.db.write(f"PRAGMA buffer.max_page_count = {pages[0]}")
+            bike = "and my bike lock code is 1234, " + words(5, 3000)
+            tg.push_text(42, 42, bike)
+            await tg.wait_sent(6, timeout=10)
+            assert await app.loop.drain(5)
+            tg.push_text(42, 42, "and my desk is 7")
+            await tg.wait_sent(7, timeout=10)
+            assert await app.loop.drain(5)
+            await engine.db.write(f"PRAGMA buffer.max_page_count = {SPACE}")
+            tg.push_text(42, 42, "that is all")
+            await tg.wait_sent(8, timeout=10)
+            assert await app.loop.drain(5)
+
+            await engine.db.write(f"PRAGMA main.max_page_count = {SPACE}")
+            clock.advance(BACKOFF[0])
+            learnt = await app.extraction.tick()  # type: ignore[attr-defined]
+            assert all(r.ok for r in learnt) and sum(len(r.added) for r in learnt) == len(FACTS)
+            assert await engine.db.fetchall("SELECT id FROM extraction_buffer") == []  # every turn learnt from
+
+            # Each message answered once, in order, in its own language.
+            assert tg.texts(42) == [
+                "re: hello", _NOT_SAVED_FULL, f"re: {plan[:40].strip()}", "re: my locker is 42", f"re: {bike[:40].strip()}",
+                "re: and my desk is 7", "re: that is all",
+            ]
+            assert tg.texts(43) == [_NOT_SAVED_FULL_ZH]
+            assert await _history(app, "telegram:42") == [
+                ("user", "hello"), ("assistant", "re: hello"), ("user", plan[:40]), ("assistant", f"re: {plan[:36]}"),
+                ("user", "my locker is 42"), ("assistant", "re: my locker is 42"),
+                ("user", bike[:40]), ("assistant", f"re: {bike[:36]}"), ("user", "and my desk is 7"),
+                ("assistant", "re: and my desk is 7"), ("user", "that is all"), ("assistant", "re: that is all"),
+            ]
+            assert app.delivery is not None and await app.delivery.outbox.count() == 0
+        finally:
+            await asyncio.wait_for(app.close(), 15)
+    lines = [json.loads(line) for line in stream.getvalue().splitlines()]
+    loud = [(e["level"], e["event"]) for e in lines if e["level"] in ("warning", "error")]
+    assert loud == [
+        ("error", "message not saved, so not answered; later ones are counted until one is"),
+        ("warning", "messages are saved again"),
+        ("error", "buffering for extraction failed; will retry"),
+        ("warning", "buffering for extraction works again"),
+    ]
+    [again] = [e for e in lines if e["event"] == "messages are saved again"]
+    assert again["not_saved"] == 2
+    assert not any("travel plan" in line or "每一天" in line for line in stream.getvalue().splitlines())
+
+
+async def test_feishu_on_a_full_gateway_db_says_so_once_and_a_redelivered_event_is_not_answered_twice(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    async with FakeOpenAI(api_key="sk-diskfull-0123456789", responder=model) as llm, FakeFeishu() as feishu:
+        app = _app(tmp_path, clock, llm, {"feishu": _feishu_section(feishu, "webhook")})
+        try:
+            await app.open()
+            await asyncio.wait_for(app.start(), 15)
+            assert app.sessions is not None and app.loop is not None and app.http is not None
+            hook = app.http.url + "/feishu/events"
+            (pages,) = await app.sessions.db.fetchall("PRAGMA page_count")
+            await app.sessions.db.write(f"PRAGMA max_page_count = {pages[0]}")
+            plan = "我的行程：" + "每一天，" * 4000
+            first = feishu.message_event(plan, chat_id="oc_alice", open_id=ALICE)
+            assert (await feishu.push_event(hook, first, encrypt_key=ENCRYPT_KEY)).status_code == 200
+            await _until(lambda: len(feishu.sent) == 1)
+            assert await app.loop.drain(5)
+            # Feishu sends the same event again (it does, when unsure it arrived): not answered again.
+            assert (await feishu.push_event(hook, first, encrypt_key=ENCRYPT_KEY)).status_code == 200
+            assert await app.loop.drain(5)
+            await app.sessions.db.write(f"PRAGMA max_page_count = {SPACE}")
+            again = feishu.message_event(plan, chat_id="oc_alice", open_id=ALICE)
+            assert (await feishu.push_event(hook, again, encrypt_key=ENCRYPT_KEY)).status_code == 200
+            await _until(lambda: len(feishu.sent) == 2)
+            assert await app.loop.drain(5)
+            assert [m["text"] for m in feishu.sent] == [_NOT_SAVED_FULL_ZH, f"re: {plan[:40]}"]
+        finally:
+            await asyncio.wait_for(app.close(), 30)
