@@ -1611,15 +1611,16 @@ class TelegramChannel(BaseChannel):
         formatted = _formatted(msg.text, CAPTION_LIMIT)
 
         async def send(to: int | str, words: str | None, parse_mode: str | None) -> None:
-            await bot.send_document(
-                chat_id=to,
-                document=InputFile(file.data, filename=file.filename, read_file_handle=False),
-                filename=file.filename,
-                caption=words,
-                parse_mode=parse_mode,
-                reply_parameters=reply,
-                message_thread_id=thread_id,
-            )
+            with file.open() as content:  # streamed from the start on each try (a large export is on disk)
+                await bot.send_document(
+                    chat_id=to,
+                    document=InputFile(content, filename=file.filename, read_file_handle=False),
+                    filename=file.filename,
+                    caption=words,
+                    parse_mode=parse_mode,
+                    reply_parameters=reply,
+                    message_thread_id=thread_id,
+                )
 
         async def call(to: int | str) -> None:
             nonlocal formatted
@@ -1635,7 +1636,7 @@ class TelegramChannel(BaseChannel):
                     formatted = None
             await send(to, caption or None, None)
 
-        await self._with_retries(_chat_id(msg.chat_id), call, "sendDocument", f"file, {len(file.data)} bytes")
+        await self._with_retries(_chat_id(msg.chat_id), call, "sendDocument", f"file, {file.size} bytes")
 
     async def _with_retries(
         self, chat_id: int | str, call: Callable[[int | str], Awaitable[None]], method: str, what: str

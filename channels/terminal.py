@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import sys
 import tempfile
 import threading
@@ -193,8 +194,8 @@ class TerminalChannel(BaseChannel):
         path = self.exports / Path(file.filename).name  # never outside the folder
         fd, tmp = tempfile.mkstemp(dir=self.exports, prefix=f".{path.name}.", suffix=".tmp")  # mode 0600
         try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(file.data)
+            with os.fdopen(fd, "wb") as f, file.open() as content:
+                shutil.copyfileobj(content, f)
             os.replace(tmp, path)
         except BaseException:
             Path(tmp).unlink(missing_ok=True)

@@ -9,12 +9,14 @@ API hiccup) never holds up replies on another.
 from __future__ import annotations
 
 import asyncio
+import io
+import os
 import re
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, BinaryIO
 
 from memory.tokens import estimate_tokens, prefix_within
 
@@ -296,11 +298,36 @@ class Attachment:
 
     It may hold everything kept about a user, so it is never written to the
     outbox (gateway/delivery.py drops it when it cannot go out now) and its
-    bytes never show in a repr or a log line."""
+    bytes never show in a repr or a log line.
+
+    A large one is not held in memory: ``file`` is an anonymous temporary
+    file (no name on disk, gone when closed or when the process ends) and
+    ``data`` is empty. Whoever sends it reads it through :meth:`open` and
+    calls :meth:`close` once it is sent or dropped (gateway/delivery.py)."""
 
     filename: str
-    data: bytes = field(repr=False)
+    data: bytes = field(default=b"", repr=False)
     mime: str = "text/markdown"
+    file: BinaryIO | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def size(self) -> int:
+        return len(self.data) if self.file is None else os.fstat(self.file.fileno()).st_size
+
+    def open(self) -> BinaryIO:
+        """The content from its start, as a file of its own to read (and
+        close: an uploader may close what it is given); each call starts over,
+        for a retried upload."""
+        if self.file is None:
+            return io.BytesIO(self.data)
+        f = os.fdopen(os.dup(self.file.fileno()), "rb")  # shares the offset: sends of one file take turns
+        f.seek(0)
+        return f
+
+    def close(self) -> None:
+        """Release the file (its bytes go with it); safe twice."""
+        if self.file is not None:
+            self.file.close()
 
 
 @dataclass(frozen=True)

@@ -42,7 +42,7 @@ from memory.format import truncate
 from memory.types import Hit
 
 from .bus import Attachment
-from .export import MIME, export_filename, mostly_chinese, render_user_export
+from .export import MIME, Spool, chinese_enough, export_filename, mostly_chinese, write_user_export
 from .incognito import Incognito
 from .timezones import TimezoneError, UserTimezones, parse_timezone, zone_name
 from .userdata import Census, UserData
@@ -80,6 +80,7 @@ _SEARCH = 10
 _SHOWN_CHARS = 200
 _CONFIRM_WITHIN = timedelta(minutes=5)
 _EXPORT_EVERY = timedelta(minutes=1)  # one /export per user
+SPOOL_BYTES = 1 << 20  # an /export past this leaves memory for a temporary file
 _ALL = ("all", "全部")
 _RESET = ("reset", "default", "clear", "重置", "默认", "恢复")
 _OFF = ("off", "stop", "end", "no", "0", "关", "关闭", "退出", "结束")
@@ -126,8 +127,10 @@ class UserCommands:
         timezones: UserTimezones | None = None,
         default_tz: tzinfo = UTC,
         incognito: Incognito | None = None,
+        spool_bytes: int = SPOOL_BYTES,
     ) -> None:
         self.backend = backend
+        self.spool_bytes = spool_bytes  # an export larger than this is written to a temporary file
         self.incognito = incognito
         self.forget_history = forget_history
         self.everything = everything or UserData(backend, None)
@@ -169,19 +172,26 @@ class UserCommands:
             return Answer(f"每分钟只能导出一次；请 {wait} 秒后再试。" if zh
                           else f"One export a minute: please ask again in {wait} s.")
         self._exported[user] = now
-        kept = await self.everything.export(user)
-        data = kept.data
+        kept, index = await self.everything.export(user)
         if zh is None:
-            zh = mostly_chinese([*(m.content for m in data.memories), *(e.summary for e in data.events)])
-        if not (data.memories or data.events or data.waiting or kept.jobs or kept.history or kept.timezone
+            zh = chinese_enough(index.chinese, len(index.memory_ids) + len(index.event_ids))
+        if not (index.memory_ids or index.event_ids or index.waiting or kept.jobs or kept.history or kept.timezone
                 or kept.incognito_since or kept.files):
             return Answer("我没有保存任何关于你的内容，没有可导出的。" if zh
                           else "I keep nothing about you, so there is nothing to export.")
         # Dated in their own zone (/timezone), as the prompt's date is.
         tz = await self._zone(user)
         local = now.astimezone(tz)
-        text = render_user_export(kept, at=f"{local:%Y-%m-%d %H:%M} {zone_name(tz)}", zh=zh, tz=tz)
-        file = Attachment(export_filename(local), text.encode("utf-8"), MIME)
+        # Written as the rows are read, a page at a time; a large file
+        # leaves memory for a temporary file (closed once sent: delivery.py).
+        spool = Spool(self.spool_bytes)
+        try:
+            rows = self.everything.backend.owner_rows(user, index)
+            await write_user_export(spool.write, kept, index, rows, at=f"{local:%Y-%m-%d %H:%M} {zone_name(tz)}",
+                                    zh=zh, tz=tz)
+            file = spool.attachment(export_filename(local), MIME)
+        finally:
+            spool.close()
         return Answer(
             "这是我保存的关于你的一切（Markdown 文件）。凭据只列出编号。/forget 可删除其中任何一条。"
             if zh

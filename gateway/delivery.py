@@ -292,6 +292,9 @@ class Delivery:
             log.error("file dropped", reason="send failed", retryable=_retryable(exc), channel=msg.channel,
                       chat_id=msg.chat_id, error=self._describe(exc, msg.text))
             await self._send_new(channel, note)
+        finally:
+            if msg.attachment is not None:
+                msg.attachment.close()  # sent or dropped: a large export's temporary file goes now
 
     async def _keep(
         self,
@@ -346,6 +349,7 @@ class Delivery:
                     continue
                 if msg.attachment is not None:  # never stored: the chat hears it was not sent
                     log.warning("file dropped", reason="gateway stopping", channel=msg.channel, chat_id=msg.chat_id)
+                    msg.attachment.close()
                     msg = _file_not_sent(msg)
                 try:
                     now = self.clock.now()

@@ -13,22 +13,26 @@ Markdown viewer, and every line starts with the id ``/forget`` takes.
 from __future__ import annotations
 
 import re
+import tempfile
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import AsyncIterable, Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, tzinfo
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import TYPE_CHECKING, BinaryIO
 
 from memory.clock import local_day, parse_ts
 from memory.origin import origin, place
-from memory.types import GLOBAL_OWNER, Category, Event, Memory, OwnerData, Provenance, Source, Status
+from memory.types import GLOBAL_OWNER, Category, Event, Memory, OwnerData, OwnerIndex, Provenance, Source, Status
 
+from .bus import Attachment
 from .timezones import TimezoneError, parse_timezone, zone_name
 
 if TYPE_CHECKING:
     from .cron import CronJob
 
-__all__ = ["MIME", "UserExport", "export_filename", "mostly_chinese", "render_markdown", "render_user_export"]
+__all__ = ["MIME", "Spool", "UserExport", "chinese_enough", "export_filename", "mostly_chinese", "render_markdown", "render_user_export",
+           "write_user_export"]
 
 MIME = "text/markdown"
 _CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff]")
@@ -113,10 +117,60 @@ _ZH = _Labels(
 )
 
 
+class Spool:
+    """Where an export is written: in memory up to ``limit`` bytes, then in
+    an anonymous temporary file (0600, no name on disk: it goes when the
+    attachment is closed, or with the process), so a large memory's export
+    is not held in memory whole, neither while written nor while sent."""
+
+    _CHUNK = 1 << 16  # bytes gathered before a write to the file
+
+    def __init__(self, limit: int, folder: Path | None = None) -> None:
+        self.limit = limit
+        self.folder = folder
+        self._buf: list[bytes] = []
+        self._held = 0
+        self._file: BinaryIO | None = None
+
+    def write(self, text: str) -> None:
+        data = text.encode("utf-8")
+        self._buf.append(data)
+        self._held += len(data)
+        if self._held > (self._CHUNK if self._file is not None else self.limit):
+            self._flush()
+
+    def _flush(self) -> None:
+        if self._file is None:
+            self._file = tempfile.TemporaryFile(dir=self.folder)  # O_TMPFILE where the system has it
+        self._file.write(b"".join(self._buf))
+        self._buf, self._held = [], 0
+
+    def attachment(self, filename: str, mime: str) -> Attachment:
+        """What was written, as a file to send: its bytes when small."""
+        if self._file is None:
+            data, self._buf, self._held = b"".join(self._buf), [], 0
+            return Attachment(filename, data, mime)
+        self._flush()
+        self._file.flush()
+        file, self._file = self._file, None
+        return Attachment(filename, mime=mime, file=file)
+
+    def close(self) -> None:
+        """Drop what was written (an export that failed half way)."""
+        self._buf, self._held = [], 0
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+
 def mostly_chinese(texts: Sequence[str]) -> bool:
     """Label the file in Chinese when most of what it shows is Chinese."""
-    cjk = sum(1 for t in texts if _CJK.search(t))
-    return cjk > 0 and cjk * 2 >= len(texts)
+    return chinese_enough(sum(1 for t in texts if _CJK.search(t)), len(texts))
+
+
+def chinese_enough(chinese: int, rows: int) -> bool:
+    """:func:`mostly_chinese` from counts (:attr:`OwnerIndex.chinese`)."""
+    return chinese > 0 and chinese * 2 >= rows
 
 
 def export_filename(now: datetime) -> str:
@@ -142,12 +196,77 @@ def render_markdown(owners: Sequence[OwnerData], *, at: str) -> str:
 def render_user_export(export: UserExport, *, at: str, zh: bool, tz: tzinfo = UTC) -> str:
     """A user's own export: only ``export.data.owner``'s rows (the caller
     reads them for that user alone), credentials by id only; times of the
-    user's settings in ``tz``, theirs."""
+    user's settings in ``tz``, theirs. All in memory: :func:`write_user_export`
+    writes the same text from rows read page by page."""
     data, lab = export.data, (_ZH if zh else _EN)
+    out = _user_head(export, len(data.memories), len(data.events), at=at, zh=zh, tz=tz)
+    body = _sections(data, lab, hide_credentials=True, level="##", tz=tz)
+    if not body:
+        out.append("\n" + _nothing(zh))
+    out += body
+    out += _user_tail(export, data.waiting, lab, zh=zh)
+    return "\n".join(out) + "\n"
+
+
+async def write_user_export(
+    write: Callable[[str], None],
+    export: UserExport,
+    index: OwnerIndex,
+    rows: AsyncIterable[Memory | Event],
+    *,
+    at: str,
+    zh: bool,
+    tz: tzinfo = UTC,
+) -> None:
+    """:func:`render_user_export`'s text, handed to ``write`` a line at a
+    time, from ``index`` (what must be known first: the ids the file shows,
+    the credentials' words) and ``rows`` (its rows in its order, as
+    :meth:`~memory.backend.MemoryBackend.owner_rows` reads them), so only a
+    page of rows is in memory at once. ``export.data``'s rows are not read."""
+    lab = _ZH if zh else _EN
+    first = True
+
+    def line(text: str) -> None:
+        nonlocal first
+        write(text if first else "\n" + text)
+        first = False
+
+    for text in _user_head(export, len(index.memory_ids), len(index.event_ids), at=at, zh=zh, tz=tz):
+        line(text)
+    if not (index.memory_ids or index.event_ids):
+        line("\n" + _nothing(zh))
+    shown = {f"m:{i}" for i in index.memory_ids} | {f"event:{i}" for i in index.event_ids}
+    secret_words = {ln for said in index.credential_sources for ln in said.splitlines() if ln.strip()}
+    group: tuple[int, str] | None = None
+    events = False
+    async for row in rows:
+        if isinstance(row, Memory):
+            if (row.tier, row.project) != group:
+                group = (row.tier, row.project)
+                line(_group_title(row.tier, row.project, lab, "##"))
+            for text in _memory(row, lab, True, shown, secret_words, tz):
+                line(text)
+        else:
+            if not events:
+                events = True
+                line(f"\n## {lab.events}\n")
+            line(_event(row, lab))
+    for text in _user_tail(export, index.waiting, lab, zh=zh):
+        line(text)
+    write("\n")
+
+
+def _nothing(zh: bool) -> str:
+    return "我还没有记住关于你的任何事。" if zh else "I don't remember anything about you yet."
+
+
+def _user_head(export: UserExport, memories: int, events: int, *, at: str, zh: bool, tz: tzinfo) -> list[str]:
+    """The title and what the file holds, before the rows."""
+    lab = _ZH if zh else _EN
     since = export.incognito_since
     when = f"{since.astimezone(tz):%Y-%m-%d %H:%M}" if since is not None else ""
     out = [f"# {lab.title} ({at})", ""]
-    counts = (len(data.memories), len(data.events), len(export.jobs))
+    counts = (memories, events, len(export.jobs))
     if zh:
         out += [
             f"我保存的关于你的一切：{counts[0]} 条记忆、{counts[1]} 条每日事件、{counts[2]} 个定时任务。",
@@ -178,21 +297,28 @@ def render_user_export(export: UserExport, *, at: str, zh: bool, tz: tzinfo = UT
             out.append(f"Your time zone: {export.timezone} (/timezone).")
         out.append(f"Incognito: on since {when} (/incognito off ends it)." if since is not None
                    else "Incognito: off (/incognito turns it on).")
-    body = _sections(data, lab, hide_credentials=True, level="##", tz=tz)
-    if not body:
-        out.append("\n" + ("我还没有记住关于你的任何事。" if zh else "I don't remember anything about you yet."))
-    out += body
+    return out
+
+
+def _user_tail(export: UserExport, waiting: int, lab: _Labels, *, zh: bool) -> list[str]:
+    """Their scheduled jobs and what waits to be learnt, after the rows."""
+    out: list[str] = []
     if export.jobs:
         out.append(f"\n## {lab.jobs}\n")
         out += [_job(job, lab) for job in export.jobs]
-    if data.waiting:
+    if waiting:
         out.append(f"\n## {lab.waiting}\n")
         out.append(
-            f"- {data.waiting} 条聊天内容还在等待提取为记忆。"
+            f"- {waiting} 条聊天内容还在等待提取为记忆。"
             if zh
-            else f"- {_n(data.waiting, 'line', 'lines')} of our conversations still waiting to be learnt from."
+            else f"- {_n(waiting, 'line', 'lines')} of our conversations still waiting to be learnt from."
         )
-    return "\n".join(out) + "\n"
+    return out
+
+
+def _group_title(tier: int, project: str, lab: _Labels, level: str) -> str:
+    title = lab.profile if tier == 1 else lab.knowledge
+    return f"\n{level} {title}" + ("" if project == GLOBAL_OWNER else f" — {lab.project} {project}") + "\n"
 
 
 def _sections(
@@ -210,8 +336,7 @@ def _sections(
     secret_words = ({line for m in data.memories if m.category is Category.CREDENTIAL
                      for line in m.source_text.splitlines() if line.strip()} if hide_credentials else set())
     for (tier, project), items in sorted(groups.items()):
-        title = lab.profile if tier == 1 else lab.knowledge
-        out.append(f"\n{level} {title}" + ("" if project == GLOBAL_OWNER else f" — {lab.project} {project}") + "\n")
+        out.append(_group_title(tier, project, lab, level))
         for m in sorted(items, key=lambda m: m.id):
             out += _memory(m, lab, hide_credentials, shown, secret_words, tz)
     if data.events:

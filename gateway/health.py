@@ -62,7 +62,8 @@ class Snapshot:
         }
         if self.backlog is not None:
             out["extraction"] = {"waiting": self.backlog.lines, "retrying": self.backlog.retrying,
-                                 "failing": self.backlog.stuck, "oldest_waiting_s": self.oldest_waiting_s}
+                                 "failing": self.backlog.stuck, "oldest_waiting_s": self.oldest_waiting_s,
+                                 "set_aside": self.backlog.set_aside}
         if self.outbox_waiting is not None:
             out["outbox"] = {"waiting": self.outbox_waiting}
         if self.extra:
@@ -207,6 +208,8 @@ class Health:
                    [({}, b.stuck)])
             metric("myclaw_extraction_oldest_waiting_seconds", "gauge", "age of the oldest waiting message",
                    [({}, s.oldest_waiting_s or 0.0)])
+            metric("myclaw_extraction_set_aside", "gauge",
+                   "messages the memory model could not take even alone: kept, not retried", [({}, b.set_aside)])
         if s.outbox_waiting is not None:
             metric("myclaw_outbox_waiting", "gauge", "replies kept for redelivery (channel trouble)",
                    [({}, s.outbox_waiting)])

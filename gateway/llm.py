@@ -49,9 +49,9 @@ import httpx
 import structlog
 from pydantic import SecretStr
 
-from memory.failover import endpoint_scopes, model_missing
+from memory.failover import context_exceeded, endpoint_scopes, model_missing
 from memory.llm import unbound
-from memory.redact import scrub_provider_text
+from memory.redact import provider_error_text, scrub_provider_text
 
 from .aiohttp_transport import AiohttpTransport
 from .config import ProviderConfig
@@ -81,27 +81,16 @@ log = structlog.get_logger(component="llm")
 
 _RETRY_STATUS = frozenset({408, 409, 429})
 _TOOLS_WORDS = re.compile(r"tool|function", re.IGNORECASE)
+# How providers say their content filter refused the prompt: Azure OpenAI's
+# 400 "The response was filtered due to the prompt triggering Azure
+# OpenAI's content management policy" (code "content_filter").
+_FILTERED = re.compile(r"content management policy|content[_ ]filter", re.IGNORECASE)
 # How providers say a model does not read pictures: OpenAI's "Invalid
 # content type. image_url is only supported by certain models.", vLLM's
 # "<model> is not a multimodal model", Ollama's "this model is missing data
 # required for image input", LM Studio's "Model does not support images",
 # DeepSeek's "unknown variant `image_url`", Groq's "content must be a
 # string" (list content refused), and "image input is not supported".
-# How providers say a request is over the model's context: OpenAI's code
-# "context_length_exceeded" and "This model's maximum context length is
-# 128000 tokens" (vLLM and DeepSeek say the same), llama.cpp's "the request
-# exceeds the available context size" (exceed_context_size_error),
-# Anthropic-compatible "prompt is too long", Groq's "Please reduce the
-# length of the messages".
-_CONTEXT_EXCEEDED = re.compile(
-    r"context_length_exceeded|maximum context length|exceeds? the (?:available )?context"
-    r"|exceed_context_size|prompt is too long|reduce the length of the messages",
-    re.IGNORECASE,
-)
-# How providers say their content filter refused the prompt: Azure OpenAI's
-# 400 "The response was filtered due to the prompt triggering Azure
-# OpenAI's content management policy" (code "content_filter").
-_FILTERED = re.compile(r"content management policy|content[_ ]filter", re.IGNORECASE)
 _IMAGES_REFUSED = re.compile(
     r"image_url\W{0,3}(?:is )?only supported by certain models"
     r"|not a multi-?modal model"
@@ -149,7 +138,7 @@ class LLMBadRequest(LLMError):
     def context_too_long(self) -> bool:
         """The request is over the model's context window: the same request
         with less in it (a shorter file, fewer old messages) may be answered."""
-        return self.status in (400, 413, 422) and bool(_CONTEXT_EXCEEDED.search(self.body or str(self)))
+        return context_exceeded(self.status, self.body or str(self))
 
     @property
     def filtered(self) -> bool:
@@ -307,28 +296,6 @@ def parse_completion(data: Any) -> ChatResult:
         raise
     except (KeyError, IndexError, TypeError, ValueError, AttributeError) as exc:
         raise LLMBadResponse(f"not a chat completion: {type(exc).__name__} {exc}") from exc
-
-
-def _error_message(resp: httpx.Response) -> str:
-    """The provider's words for an error, whole: cut only once scrubbed
-    (:func:`memory.redact.scrub_provider_text`), so a key is never cut in
-    two halves that no longer match it."""
-    try:
-        err = resp.json().get("error")
-        if isinstance(err, dict) and err.get("message"):
-            return str(err["message"])
-        if isinstance(err, str):
-            return err
-    except (ValueError, AttributeError):
-        pass
-    if "html" in resp.headers.get("content-type", "").lower():
-        # A proxy's or gateway's error page: its words, not its markup.
-        return " ".join(_TAG.sub(" ", _HIDDEN.sub(" ", resp.text)).split())
-    return resp.text
-
-
-_HIDDEN = re.compile(r"<(script|style)\b.*?</\1\s*>", re.IGNORECASE | re.DOTALL)
-_TAG = re.compile(r"<[^>]*>")
 
 
 _DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
@@ -647,7 +614,7 @@ class LLMClient:
                     elapsed_ms=(time.perf_counter() - started) * 1000,
                 )
             # Providers echo the key they refused, or parts of the request.
-            message = scrub_provider_text(_error_message(resp), self._secrets(), limit=500)
+            message = scrub_provider_text(provider_error_text(resp), self._secrets(), limit=500)
             asked = _retry_after(resp)
             # A 429 with a fallback behind it, or a wait longer than we would
             # sleep (a quota reset in an hour): no retry could be answered.

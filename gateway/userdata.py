@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 import structlog
 
 from memory.backend import MemoryBackend
+from memory.types import OwnerData, OwnerIndex
 
 from .export import UserExport
 from .timezones import zone_name
@@ -92,17 +93,20 @@ class UserData:
         return Census(memories=o.facts, events=o.events, messages=messages, jobs=jobs, files=files, incognito=quiet,
                       timezone=zone)
 
-    async def export(self, user: str) -> UserExport:
-        """``user``'s memory rows, their scheduled jobs and how many lines of
-        history are kept: each read for ``user`` alone."""
-        data = await self.backend.owner_data(user)
+    async def export(self, user: str) -> tuple[UserExport, OwnerIndex]:
+        """What ``user``'s export starts from: their settings, scheduled jobs
+        and how many lines of history are kept, and the index of their
+        memory's rows (the rows themselves are read page by page as the file
+        is written: ``backend.owner_rows``); each read for ``user`` alone."""
+        index = await self.backend.owner_index(user)
+        data = OwnerData(owner=user, memories=[], events=[], waiting=index.waiting)  # rows: read as written
         jobs = [j for j in await self.cron.list(user) if not j.internal] if self.cron is not None else []
         history = await self.sessions.owned(user) if self.sessions is not None else 0
         tz = await self.timezones.get(user) if self.timezones is not None else None
         since = await self.incognito.since(user) if self.incognito is not None else None
         files = [(f.name, f.received) for f in self.files.owned(user)] if self.files is not None else []
         return UserExport(data=data, jobs=jobs, history=history, timezone=zone_name(tz) if tz is not None else "",
-                          incognito_since=since, files=files)
+                          incognito_since=since, files=files), index
 
     async def erase(self, user: str) -> Census:
         """Erase everything of ``user``; returns what went. Memory first: the

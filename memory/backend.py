@@ -8,12 +8,12 @@ Tier 1 profile or any ``credential`` memory.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime, tzinfo
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
-from .types import ErasedAll, Hit, MemoryOverview, OwnerData, Provenance
+from .types import ErasedAll, Event, Hit, Memory, MemoryOverview, OwnerData, OwnerIndex, Provenance
 
 if TYPE_CHECKING:  # forgetting.py needs the engine; the interface does not
     from .forgetting import Forgotten
@@ -98,6 +98,18 @@ class MemoryBackend(Protocol):
         memory export``: facts and events of every status, and how many
         lines wait for extraction. Credentials included: the caller decides
         what to show."""
+        ...
+
+    async def owner_index(self, user: str) -> OwnerIndex:
+        """What an export of ``user``'s rows needs first (ids in order, the
+        credentials' source text, how many rows are Chinese), without the
+        rows: a large memory is then exported page by page."""
+        ...
+
+    def owner_rows(self, user: str, ids: OwnerIndex, *, page: int = 500) -> AsyncIterator[Memory | Event]:
+        """The rows ``ids`` names, read ``page`` at a time: its memories in
+        its order, then its events. A row erased since the index was taken
+        is skipped."""
         ...
 
     async def buffer(self, turns: Sequence[Turn]) -> None:

@@ -177,6 +177,9 @@ class Stats:
     # Active memories with a current vector, by embedding model (hybrid
     # recall; empty when it is off or nothing is embedded yet).
     vectors: dict[str, int] = field(default_factory=dict)
+    # Of ``buffered``, the lines set aside: extraction could not take them
+    # even one at a time (memory/extraction.py); kept, never retried.
+    set_aside: int = 0
 
 
 @dataclass(frozen=True)
@@ -188,6 +191,7 @@ class Backlog:
     retrying: int  # of them, whose extraction failed at least once
     stuck: int  # of them, failed ``stuck_after`` times or more (the ``backlog`` log line)
     oldest: str | None  # created_at of the oldest waiting line
+    set_aside: int = 0  # lines extraction could not take even alone: kept, not waiting, not retried
 
 
 async def _scrub_log(conn: aiosqlite.Connection, memory_id: int, content: str) -> None:
@@ -821,13 +825,16 @@ class MemoryEngine:
         """How much waits for extraction; one pass over the buffer's rows,
         which stay few (a flush deletes them), on the reader connection."""
         row = await self.db.fetchone(
-            f"""SELECT COUNT(*), COALESCE(SUM(attempts > 0), 0), COALESCE(SUM(attempts >= ?), 0), MIN(created_at)
-                  FROM extraction_buffer WHERE {NOT_GONE}""",
+            f"""SELECT COALESCE(SUM(w), 0), COALESCE(SUM(w AND attempts > 0), 0),
+                       COALESCE(SUM(w AND attempts >= ?), 0), MIN(CASE WHEN w THEN created_at END),
+                       COALESCE(SUM(NOT w), 0)
+                  FROM (SELECT set_aside_at IS NULL AS w, attempts, created_at
+                          FROM extraction_buffer WHERE {NOT_GONE})""",
             (stuck_after,),
         )
         if row is None:
             return Backlog(0, 0, 0, None)
-        return Backlog(lines=row[0], retrying=row[1], stuck=row[2], oldest=row[3])
+        return Backlog(lines=row[0], retrying=row[1], stuck=row[2], oldest=row[3], set_aside=row[4])
 
     async def stats(self, owner: str | None = None) -> Stats:
         w, a = ("WHERE owner = ?", [owner]) if owner is not None else ("", [])
@@ -853,7 +860,8 @@ class MemoryEngine:
         ev = await self.db.fetchone(
             f"SELECT COUNT(*), COALESCE(SUM(is_compressed = 0), 0) FROM daily_events {w}", a
         )
-        buf = await self.db.fetchone(f"SELECT COUNT(*) FROM extraction_buffer {w}", a)
+        buf = await self.db.fetchone(
+            f"SELECT COUNT(*), COALESCE(SUM(set_aside_at IS NOT NULL), 0) FROM extraction_buffer {w}", a)
         owners = await self.db.fetchone(
             "SELECT COUNT(*) FROM (SELECT owner FROM memories UNION SELECT owner FROM daily_events)"
         )
@@ -877,4 +885,5 @@ class MemoryEngine:
             buffered=buf[0] if buf else 0,
             owners=owners[0] if owners else 0,
             vectors=vectors,
+            set_aside=buf[1] if buf else 0,
         )

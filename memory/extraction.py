@@ -21,6 +21,16 @@ writes nothing twice. A crash or cancellation at any step rolls back to the
 untouched buffer; a failed LLM call leaves the rows with ``attempts`` and
 ``next_attempt_at`` (10m, 30m, 2h, 6h, 12h, then 12h on; a ``backlog`` log
 line after 5 failures).
+
+A batch that is too much for the model (its reply cut at ``max_tokens``,
+the prompt over its context: :class:`~memory.llm.LLMOverflow`) would fail
+the same way on every retry, and hold up every line behind it. It is split
+in halves at once, down to one line; the parts are written as they succeed,
+in order. A single line that still overflows is *set aside*: kept in the
+buffer with ``set_aside_at`` (so ``/forget``, ``/export`` and erasure still
+find it), one ``set-aside`` entry in the memory log, counted by
+``MemoryEngine.backlog`` and ``stats`` (the memory page, ``myclaw memory
+stats``), and never sent to the model again.
 """
 
 from __future__ import annotations
@@ -40,7 +50,7 @@ from .changelog import write_log
 from .clock import ZoneOf, format_ts, owner_zone, parse_ts
 from .consolidate import Consolidator
 from .engine import MemoryEngine
-from .llm import MemoryLLM, MemoryLLMError
+from .llm import LLMOverflow, MemoryLLM, MemoryLLMError
 from .service import SqliteMemory, original_message_id
 from .types import Provenance, Source
 
@@ -60,6 +70,9 @@ MAX_MESSAGE_CHARS = 2000
 """One pasted log must not crowd out the rest of a batch in the prompt."""
 
 StepHook = Callable[[str, str], Awaitable[None]]
+
+_WAITING = f"set_aside_at IS NULL AND {NOT_GONE}"
+"""SQL condition on ``extraction_buffer``: a line still to extract."""
 
 
 @dataclass(frozen=True)
@@ -86,6 +99,10 @@ class FlushReport:
     event_id: int | None = None
     error: str | None = None
     skipped: str | None = None
+    set_aside: bool = False
+    """The batch's one line could not be extracted even alone: kept, never retried."""
+    overflow: bool = False
+    """The batch was too much for the model; it is split (internal: its parts report)."""
 
     @property
     def ok(self) -> bool:
@@ -204,8 +221,8 @@ class ExtractionService:
         rows = await self.engine.db.fetchall(
             """SELECT b.owner, MAX(b.created_at) AS last, SUM(b.token_count) AS tokens,
                       (SELECT h.next_attempt_at FROM extraction_buffer h
-                        WHERE h.owner = b.owner ORDER BY h.id LIMIT 1) AS retry_at
-               FROM extraction_buffer b GROUP BY b.owner ORDER BY MIN(b.id)"""
+                        WHERE h.owner = b.owner AND h.set_aside_at IS NULL ORDER BY h.id LIMIT 1) AS retry_at
+               FROM extraction_buffer b WHERE b.set_aside_at IS NULL GROUP BY b.owner ORDER BY MIN(b.id)"""
         )
         quiet_before = format_ts(now - self.quiet_gap)
         stamp = format_ts(now)
@@ -223,7 +240,7 @@ class ExtractionService:
         if slot > self._last_daily:
             self._last_daily = slot
             owners = [r["owner"] for r in await self.engine.db.fetchall(
-                "SELECT owner FROM extraction_buffer GROUP BY owner ORDER BY MIN(id)")]
+                f"SELECT owner FROM extraction_buffer WHERE {_WAITING} GROUP BY owner ORDER BY MIN(id)")]
             stamp = format_ts(now)
             retry = {r["owner"]: r["n"] for r in await self.engine.db.fetchall(
                 "SELECT owner, COUNT(*) AS n FROM extraction_buffer WHERE next_attempt_at > ? GROUP BY owner",
@@ -253,7 +270,7 @@ class ExtractionService:
 
     async def flush_all(self) -> list[FlushReport]:
         owners = [r["owner"] for r in await self.engine.db.fetchall(
-            "SELECT owner FROM extraction_buffer GROUP BY owner ORDER BY MIN(id)")]
+            f"SELECT owner FROM extraction_buffer WHERE {_WAITING} GROUP BY owner ORDER BY MIN(id)")]
         out: list[FlushReport] = []
         for o in owners:
             out.extend(await self.flush_now(o))
@@ -268,9 +285,15 @@ class ExtractionService:
                 if not rows or rows[0].id in seen:
                     break  # empty, in backoff, or a batch that failed in this call
                 seen.add(rows[0].id)
-                report = await self._flush_batch(owner, rows)
-                reports.append(report)
-                if report.error is not None:
+                done = await self._flush_split(owner, rows)
+                reports.extend(done)
+                aside = [r for r in done if r.set_aside]
+                if aside:  # one line a batch, however many were set aside (each is in the memory log)
+                    log.warning(
+                        "extraction set aside lines the memory model cannot take even alone; kept, not retried",
+                        owner=owner, lines=len(aside), error=(aside[0].error or "")[:200],
+                    )
+                if any(r.error is not None and not r.set_aside for r in done):
                     break
         if any(r.added or r.superseded for r in reports):
             for listener in self._written:
@@ -281,7 +304,7 @@ class ExtractionService:
         raw = await self.engine.db.fetchall(
             f"""SELECT id, channel, chat_id, message_id, role, content, token_count, created_at,
                       attempts, next_attempt_at
-               FROM extraction_buffer WHERE owner = ? AND {NOT_GONE} ORDER BY id LIMIT 2000""",
+               FROM extraction_buffer WHERE owner = ? AND {_WAITING} ORDER BY id LIMIT 2000""",
             (owner,),
         )
         rows = [_Row(**dict(r)) for r in raw]
@@ -323,6 +346,46 @@ class ExtractionService:
             text = r.content if len(r.content) <= MAX_MESSAGE_CHARS else r.content[:MAX_MESSAGE_CHARS] + " […]"
             lines.append(f"[{when}] {r.role}: {text}")
         return lines
+
+    async def _flush_split(self, owner: str, rows: Sequence[_Row]) -> list[FlushReport]:
+        """Flush ``rows``; when they are too much for the model, each half
+        in turn, down to one line, which is then set aside. A part that
+        fails otherwise (an outage) stops here: what follows it waits,
+        in order, behind its backoff."""
+        report = await self._flush_batch(owner, rows)
+        if not report.overflow:
+            return [report]
+        if len(rows) == 1:
+            return [await self._set_aside(owner, rows[0], report)]
+        log.debug("extraction batch too much for the memory model; split", owner=owner, rows=len(rows))
+        mid = len(rows) // 2
+        out = await self._flush_split(owner, rows[:mid])
+        if any(r.error is not None and not r.set_aside for r in out):
+            return out
+        return out + await self._flush_split(owner, rows[mid:])
+
+    async def _set_aside(self, owner: str, row: _Row, report: FlushReport) -> FlushReport:
+        error = report.error or "too much for the memory model"
+        now = format_ts(self.engine.clock.now())
+        try:
+            async with self.engine.db.transaction() as conn:
+                await conn.execute(
+                    f"UPDATE extraction_buffer SET set_aside_at = ?, last_error = ?, attempts = attempts + 1 "
+                    f"WHERE id = ? AND {NOT_GONE}",
+                    (now, error[:500], row.id),
+                )
+                # Its size and the failure's class, never its words.
+                await write_log(
+                    conn, at=now, job="extraction", owner=owner, action="set-aside",
+                    detail={"rows": 1, "line": row.id, "role": row.role, "chars": len(row.content),
+                            "error": error[:200]},
+                )
+        except sqlite3.Error as unrecorded:
+            self._hold(owner, [row], error, unrecorded)
+            return report
+        self._held.pop(owner, None)
+        report.set_aside = True
+        return report
 
     async def _flush_batch(self, owner: str, rows: Sequence[_Row]) -> FlushReport:
         report = FlushReport(owner=owner, rows=len(rows))
@@ -377,6 +440,10 @@ class ExtractionService:
         except _AlreadyFlushed:
             report.skipped = "rows already flushed by another worker"
             log.info("extraction batch already flushed elsewhere", owner=owner, rows=len(ids))
+            return report
+        except LLMOverflow as exc:
+            # The same call would fail the same way: no backoff, the caller splits.
+            report.error, report.overflow = f"{type(exc).__name__}: {exc}", True
             return report
         except (MemoryLLMError, sqlite3.Error, ValueError) as exc:
             report.error = f"{type(exc).__name__}: {exc}"

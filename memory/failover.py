@@ -45,7 +45,7 @@ from .clock import Clock
 
 __all__ = [
     "COOLDOWN_BASE", "COOLDOWN_MAX", "Cooldowns", "EndpointCooldowns", "Scope", "candidate_label",
-    "endpoint_scopes", "model_missing",
+    "context_exceeded", "endpoint_scopes", "model_missing",
 ]
 
 log = structlog.get_logger(component="failover")
@@ -64,6 +64,26 @@ _MODEL_MISSING = re.compile(
 )
 # "This model's maximum context length is ..." names the model but is the request's fault.
 _TOO_LONG = re.compile(r"context|too long|too many tokens|maximum.{0,40}tokens", re.IGNORECASE)
+
+
+# How providers say a request is over the model's context: OpenAI's code
+# "context_length_exceeded" and "This model's maximum context length is
+# 128000 tokens" (vLLM and DeepSeek say the same), llama.cpp's "the request
+# exceeds the available context size" (exceed_context_size_error),
+# Anthropic-compatible "prompt is too long", Groq's "Please reduce the
+# length of the messages".
+_CONTEXT_EXCEEDED = re.compile(
+    r"context_length_exceeded|maximum context length|exceeds? the (?:available )?context"
+    r"|exceed_context_size|prompt is too long|reduce the length of the messages",
+    re.IGNORECASE,
+)
+
+
+def context_exceeded(status: int | None, text: str) -> bool:
+    """The request is over the model's context window: the same request
+    with less in it may be answered, the same one never (nor elsewhere,
+    as far as we know: it is not a failure to fail over)."""
+    return status in (400, 413, 422) and bool(_CONTEXT_EXCEEDED.search(text))
 
 
 def model_missing(status: int | None, text: str) -> bool:

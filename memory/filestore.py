@@ -40,7 +40,7 @@ import os
 import re
 import tempfile
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, date, datetime, timedelta, tzinfo
 from pathlib import Path
@@ -66,6 +66,7 @@ from .types import (
     Memory,
     MemoryOverview,
     OwnerData,
+    OwnerIndex,
     Provenance,
     Source,
     Status,
@@ -630,6 +631,29 @@ class FileMemory(MemoryBackend):
     async def owner_data(self, user: str) -> OwnerData:
         async with self._lock(user):
             return await asyncio.to_thread(self._owner_data, user)
+
+    async def owner_index(self, user: str) -> OwnerIndex:
+        """From :meth:`owner_data`: the files are small (a day's log, MEMORY.md)."""
+        data = await self.owner_data(user)
+        cjk = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff]")  # as gateway/export.py's mostly_chinese
+        return OwnerIndex(
+            owner=user,
+            memory_ids=tuple(m.id for m in sorted(data.memories, key=lambda m: (m.tier, m.project, m.id))),
+            event_ids=tuple(e.id for e in sorted(data.events, key=lambda e: (e.event_date, e.id))),
+            chinese=sum(1 for t in (*(m.content for m in data.memories), *(e.summary for e in data.events))
+                        if cjk.search(t)),
+            waiting=data.waiting,
+        )
+
+    async def owner_rows(self, user: str, ids: OwnerIndex, *, page: int = 500) -> AsyncIterator[Memory | Event]:
+        data = await self.owner_data(user)
+        memories, events = {m.id: m for m in data.memories}, {e.id: e for e in data.events}
+        for mid in ids.memory_ids:
+            if (m := memories.get(mid)) is not None:
+                yield m
+        for eid in ids.event_ids:
+            if (e := events.get(eid)) is not None:
+                yield e
 
     def _owner_data(self, user: str) -> OwnerData:
         """MEMORY.md's lines as Tier 1 memories and each logged message as an

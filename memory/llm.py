@@ -15,6 +15,8 @@ Exceptions::
 
     MemoryLLMError
     ├── LLMUnavailable   transport error, timeout, 429/5xx, bad status
+    ├── LLMOverflow      too much for one call: the prompt over the model's
+    │                    context, or the reply cut at ``max_tokens``
     └── LLMBadOutput     the reply is not a usable JSON object
 """
 
@@ -32,8 +34,16 @@ import httpx
 import structlog
 
 from .clock import Clock, SystemClock
-from .failover import Cooldowns, EndpointCooldowns, Scope, candidate_label, endpoint_scopes, model_missing
-from .redact import scrub_provider_text
+from .failover import (
+    Cooldowns,
+    EndpointCooldowns,
+    Scope,
+    candidate_label,
+    context_exceeded,
+    endpoint_scopes,
+    model_missing,
+)
+from .redact import provider_error_text, scrub_provider_text
 from .tokens import estimate_tokens
 from .types import Category
 
@@ -42,6 +52,7 @@ __all__ = [
     "Extraction",
     "Fact",
     "LLMBadOutput",
+    "LLMOverflow",
     "LLMUnavailable",
     "MemoryEndpoint",
     "MemoryLLM",
@@ -116,6 +127,18 @@ def _retry_after_s(resp: httpx.Response) -> float | None:
 
 class LLMBadOutput(MemoryLLMError):
     """The endpoint answered, but not with a JSON object we can use."""
+
+
+class LLMOverflow(MemoryLLMError):
+    """The input is too much for one call: the endpoint refused the prompt
+    as over the model's context (``status``), or the reply was cut at
+    ``max_tokens`` (``finish_reason: "length"``, ``status`` None). The same
+    call fails the same way every time, so it is not retried: the caller
+    asks with less (memory/extraction.py splits the batch)."""
+
+    def __init__(self, message: str, *, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
 
 
 # -- parsing and normalisation --------------------------------------------
@@ -627,7 +650,7 @@ class MemoryLLM:
                     raise
                 log.info("memory llm: retrying", kind=kind, attempt=attempt, error=str(exc))
                 await asyncio.sleep(self.retry_delay * attempt)
-            except LLMBadOutput:
+            except (LLMBadOutput, LLMOverflow):
                 self.usage.failures += 1
                 raise
 
@@ -640,7 +663,11 @@ class MemoryLLM:
             raise LLMUnavailable(f"transport: {type(exc).__name__}: {exc}", reason=type(exc).__name__) from exc
         if resp.status_code != 200:
             # Providers echo the key they refused, or parts of the request.
-            said = scrub_provider_text(resp.text, self._secrets, limit=500)
+            said = scrub_provider_text(provider_error_text(resp), self._secrets, limit=500)
+            if context_exceeded(resp.status_code, said):
+                # The provider's words may quote the prompt: the class only.
+                raise LLMOverflow(f"HTTP {resp.status_code}: the prompt is over the model's context",
+                                  status=resp.status_code)
             raise LLMUnavailable(
                 f"HTTP {resp.status_code}: {scrub_provider_text(said, limit=200)}",
                 status=resp.status_code,
@@ -649,7 +676,8 @@ class MemoryLLM:
             )
         try:
             data = resp.json()
-            content = data["choices"][0]["message"]["content"]
+            choice = data["choices"][0]
+            content = choice["message"]["content"]
         except (ValueError, KeyError, IndexError, TypeError) as exc:
             # Its shape only: a body that is no completion may still quote the conversation.
             kind = resp.headers.get("content-type", "no content type").split(";")[0]
@@ -661,6 +689,10 @@ class MemoryLLM:
         )
         comp = usage.get("completion_tokens")
         self.usage.completion_tokens += int(comp) if isinstance(comp, int) else estimate_tokens(content or "")
+        if isinstance(choice, dict) and choice.get("finish_reason") == "length":
+            # Part of a JSON reply is not part of the facts: the rest was never written.
+            raise LLMOverflow(f"reply cut at max_tokens ({body.get('max_tokens')}): "
+                              f"{len(content) if isinstance(content, str) else 0} characters written")
         if not isinstance(content, str):
             raise LLMBadOutput("reply has no text content")
         return content

@@ -16,7 +16,9 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-__all__ = ["KEY_SHAPES", "PROVIDER_TEXT_MAX", "scrub_provider_text"]
+import httpx
+
+__all__ = ["KEY_SHAPES", "PROVIDER_TEXT_MAX", "provider_error_text", "scrub_provider_text"]
 
 # What API keys and tokens look like, also when a provider masks part of
 # one ("sk-proj-****…wxyz" still gives away its ends).
@@ -43,3 +45,27 @@ def scrub_provider_text(text: str, secrets: Iterable[str] = (), *, limit: int = 
     for pattern, repl in KEY_SHAPES:
         text = pattern.sub(repl, text)
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def provider_error_text(resp: httpx.Response) -> str:
+    """The provider's words for an error, whole: the ``error.message`` of
+    a JSON body, a proxy's HTML error page as its text, else the body.
+    Scrub it (:func:`scrub_provider_text`) before it goes anywhere: cut
+    only once scrubbed, so a key is never cut in two halves that no longer
+    match it."""
+    try:
+        err = resp.json().get("error")
+        if isinstance(err, dict) and err.get("message"):
+            return str(err["message"])
+        if isinstance(err, str):
+            return err
+    except (ValueError, AttributeError):
+        pass
+    if "html" in resp.headers.get("content-type", "").lower():
+        # A proxy's or gateway's error page: its words, not its markup.
+        return " ".join(_TAG.sub(" ", _HIDDEN.sub(" ", resp.text)).split())
+    return resp.text
+
+
+_HIDDEN = re.compile(r"<(script|style)\b.*?</\1\s*>", re.IGNORECASE | re.DOTALL)
+_TAG = re.compile(r"<[^>]*>")

@@ -244,7 +244,18 @@ async def _buffer_v1(conn: aiosqlite.Connection) -> None:
     )
 
 
-BUFFER_MIGRATIONS: list[Migration] = [_buffer_v1]
+async def _buffer_v2_set_aside(conn: aiosqlite.Connection) -> None:
+    # A line the memory model can never take, even alone (its reply cut at
+    # max_tokens, the prompt over its context), is set aside: kept, counted,
+    # erasable, exported, but never sent to extraction again
+    # (memory/extraction.py). NULL: waiting as usual.
+    async with conn.execute("PRAGMA buffer.table_info(extraction_buffer)") as cur:
+        columns = {r[1] for r in await cur.fetchall()}
+    if "set_aside_at" not in columns:
+        await conn.execute("ALTER TABLE buffer.extraction_buffer ADD COLUMN set_aside_at TEXT")
+
+
+BUFFER_MIGRATIONS: list[Migration] = [_buffer_v1, _buffer_v2_set_aside]
 
 
 async def _adopt_buffer(conn: aiosqlite.Connection) -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import tzinfo
 
@@ -37,9 +37,14 @@ from .types import (
     MemoryOverview,
     NewMemory,
     OwnerData,
+    OwnerIndex,
     Provenance,
     Source,
 )
+
+# Rows "in Chinese" for an export's language: a CJK ideograph anywhere, the
+# same ranges as gateway/export.py's ``mostly_chinese`` (GLOB compares code points).
+_CJK_GLOB = "*[\u3400-\u4dbf\u4e00-\u9fff]*"
 
 __all__ = ["EDITED_MARK", "EDITED_SUFFIX", "Retracted", "SqliteMemory", "original_message_id"]
 
@@ -200,6 +205,45 @@ class SqliteMemory(MemoryBackend):
         ]
         row = await db.fetchone(f"SELECT COUNT(*) FROM extraction_buffer WHERE owner = ? AND {NOT_GONE}", [user])
         return OwnerData(owner=user, memories=memories, events=events, waiting=row[0] if row else 0)
+
+    async def owner_index(self, user: str) -> OwnerIndex:
+        """Ids and counts only (the words of credentials aside), in a few
+        queries on the reader connection; as :meth:`owner_data`, queued turns
+        are written first."""
+        await self._buffer_rows.drain()
+        db = self.engine.db
+        mids = await db.fetchall("SELECT id FROM memories WHERE owner = ? ORDER BY tier, project, id", [user])
+        eids = await db.fetchall("SELECT id FROM daily_events WHERE owner = ? ORDER BY event_date, id", [user])
+        secrets = await db.fetchall(
+            "SELECT source_text FROM memories WHERE owner = ? AND category = 'credential' ORDER BY id", [user]
+        )
+        row = await db.fetchone(
+            f"""SELECT (SELECT COUNT(*) FROM memories WHERE owner = ? AND content GLOB '{_CJK_GLOB}'),
+                       (SELECT COUNT(*) FROM daily_events WHERE owner = ? AND summary GLOB '{_CJK_GLOB}'),
+                       (SELECT COUNT(*) FROM extraction_buffer WHERE owner = ? AND {NOT_GONE})""",
+            [user, user, user],
+        )
+        chinese, waiting = (row[0] + row[1], row[2]) if row else (0, 0)
+        return OwnerIndex(
+            owner=user, memory_ids=tuple(r[0] for r in mids), event_ids=tuple(r[0] for r in eids),
+            credential_sources=tuple(r[0] or "" for r in secrets), chinese=chinese, waiting=waiting,
+        )
+
+    async def owner_rows(self, user: str, ids: OwnerIndex, *, page: int = 500) -> AsyncIterator[Memory | Event]:
+        """By primary key, ``page`` ids a query: no query sorts the whole
+        set again, and only a page of rows (with their source text) is held."""
+        db = self.engine.db
+        for table, wanted, convert in (("memories", ids.memory_ids, row_to_memory),
+                                       ("daily_events", ids.event_ids, row_to_event)):
+            for k in range(0, len(wanted), page):
+                chunk = wanted[k : k + page]
+                marks = ",".join("?" * len(chunk))
+                rows = await db.fetchall(f"SELECT * FROM {table} WHERE owner = ? AND id IN ({marks})", [user, *chunk])
+                found: dict[int, Memory | Event] = {r["id"]: convert(r) for r in rows}
+                for i in chunk:
+                    got = found.get(i)
+                    if got is not None:
+                        yield got
 
     async def forget(self, user: str, refs: Sequence[str]) -> Forgotten:
         """Erase, for good, the memories (``m12``) and daily events (``e3``)

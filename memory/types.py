@@ -21,6 +21,7 @@ __all__ = [
     "MemoryOverview",
     "NewMemory",
     "OwnerData",
+    "OwnerIndex",
     "Provenance",
     "Source",
     "Status",
@@ -220,4 +221,21 @@ class OwnerData:
     owner: str
     memories: list[Memory]  # every tier and status, oldest first
     events: list[Event]  # by date, then id
+    waiting: int = 0  # lines still waiting for extraction
+
+
+@dataclass(frozen=True)
+class OwnerIndex:
+    """What an export must know of one owner's rows before it writes a line
+    (:meth:`MemoryBackend.owner_index`), small however much is kept: the ids
+    in the file's order (its "built on m1, m2" names only rows it shows),
+    the words credentials were drawn from (lines saying them are hidden),
+    how many rows are in Chinese (the file's language); the rows themselves
+    come in pages (:meth:`MemoryBackend.owner_rows`)."""
+
+    owner: str
+    memory_ids: tuple[int, ...]  # every tier and status, by tier, project, then id
+    event_ids: tuple[int, ...]  # by date, then id
+    credential_sources: tuple[str, ...] = ()  # the source text of each credential fact
+    chinese: int = 0  # memories and events whose words hold a CJK ideograph
     waiting: int = 0  # lines still waiting for extraction

@@ -774,7 +774,7 @@ class FeishuChannel(BaseChannel):
             else:
                 # Uploaded first: a refused upload leaves nothing half sent.
                 # The caption goes as a text before the file (a file message has none).
-                key = await self.api.upload_file(msg.attachment.filename, msg.attachment.data)
+                key = await self.api.upload_file(msg.attachment.filename, msg.attachment.open)
                 if msg.text.strip():
                     await self.api.send_text(msg.chat_id, msg.text, reply_to=msg.reply_to, on_sent=sent,
                                              key=msg.send_key)

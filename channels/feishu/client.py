@@ -34,7 +34,7 @@ import uuid
 import urllib.parse
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, BinaryIO, TypeVar
 
 import httpx
 import structlog
@@ -242,13 +242,24 @@ class FeishuClient:
             json_body={"msg_type": msg_type, "content": _wire(content, msg_type)}, attempts=attempts,
         )
 
-    async def upload_file(self, file_name: str, data: bytes) -> str:
+    async def upload_file(self, file_name: str, data: bytes | Callable[[], BinaryIO]) -> str:
         """Upload a file for a file message: ``POST /open-apis/im/v1/files``
-        (multipart, ``file_type=stream``: any file). Returns its ``file_key``."""
-        got = await self._call(
-            "POST", "/open-apis/im/v1/files", form={"file_type": "stream", "file_name": file_name},
-            files={"file": (file_name, data, "application/octet-stream")},
-        )
+        (multipart, ``file_type=stream``: any file). Returns its ``file_key``.
+        ``data``: the bytes, or what opens the file from its start (each try
+        streams it again: a large export is not read into memory)."""
+        path = "/open-apis/im/v1/files"
+        form = {"file_type": "stream", "file_name": file_name}
+        if isinstance(data, bytes):
+            got = await self._call("POST", path, form=form, files={"file": (file_name, data, "application/octet-stream")})
+        else:
+            opener = data
+
+            async def upload(token: str) -> dict[str, Any]:
+                with opener() as content:
+                    return await self._request("POST", path, form=form, token=token,
+                                               files={"file": (file_name, content, "application/octet-stream")})
+
+            got = await self._with_token(path, upload)
         inner = got.get("data")
         key = inner.get("file_key") if isinstance(inner, dict) else None
         if not isinstance(key, str) or not key:
@@ -345,7 +356,7 @@ class FeishuClient:
         params: dict[str, str] | None = None,
         json_body: dict[str, Any] | None = None,
         form: dict[str, str] | None = None,
-        files: dict[str, tuple[str, bytes, str]] | None = None,
+        files: dict[str, tuple[str, bytes | BinaryIO, str]] | None = None,
         attempts: int = 0,
     ) -> dict[str, Any]:
         return await self._with_token(
@@ -414,7 +425,7 @@ class FeishuClient:
         params: dict[str, str] | None = None,
         json_body: dict[str, Any] | None = None,
         form: dict[str, str] | None = None,
-        files: dict[str, tuple[str, bytes, str]] | None = None,
+        files: dict[str, tuple[str, bytes | BinaryIO, str]] | None = None,
         token: str | None,
     ) -> dict[str, Any]:
         # A multipart body (``files``) sets its own Content-Type, with the boundary.

@@ -77,15 +77,16 @@ def flush(user: str | None, as_json: bool) -> None:
                 daily_flush=ex.daily_flush, timezone=cfg.gateway.timezone,
             )
             reports = await (svc.flush_now(owner) if owner else svc.flush_all())
-        failed = [r for r in reports if r.error]
+        failed = [r for r in reports if r.error and not r.set_aside]
         if as_json:
             echo_json([asdict(r) for r in reports])
         elif not reports:
             click.echo("nothing buffered")
         else:
             for r in reports:
-                state = f"failed: {r.error}" if r.error else r.skipped or (
-                    f"{len(r.added)} added, {len(r.reinforced)} reinforced, {len(r.superseded)} superseded")
+                state = (f"set aside: {r.error}; kept, not retried" if r.set_aside
+                         else f"failed: {r.error}" if r.error else r.skipped or (
+                    f"{len(r.added)} added, {len(r.reinforced)} reinforced, {len(r.superseded)} superseded"))
                 click.echo(f"{r.owner}: {r.rows} messages, {state}")
         if failed:
             raise click.ClickException(f"{len(failed)} batch(es) failed; their messages stay buffered for a retry")
@@ -100,7 +101,7 @@ def flush(user: str | None, as_json: bool) -> None:
     "web (the memory page), cli (these commands)",
 )
 @click.option("--user", "-u", help="Only this user's entries.")
-@click.option("--action", "actions", multiple=True, help="add, reinforce, supersede, merge, drop, decay, promote, demote, ...")
+@click.option("--action", "actions", multiple=True, help="add, reinforce, supersede, merge, drop, decay, promote, demote, backlog, set-aside, ...")
 @click.option("--limit", "-n", default=50, show_default=True, type=click.IntRange(1, 100_000))
 @json_option
 @db_option

@@ -224,7 +224,9 @@ def _stats_bar(s: Stats) -> str:
         ("Archived", s.by_status.get("archived", 0), "hidden from the bot, restorable"),
         ("Superseded", s.by_status.get("superseded", 0), "replaced by a newer fact"),
         ("Events", s.events, "tier 3 conversation summaries"),
-        ("Buffered", s.buffered, "messages waiting for extraction"),
+        ("Buffered", s.buffered - s.set_aside, "messages waiting for extraction"),
+        *([("Set aside", s.set_aside, "messages the memory model could not take even one at a time: kept, "
+            "not retried (myclaw memory log --action set-aside)")] if s.set_aside else []),
     ]
     body = "".join(f'<div class="tile" title="{e(t)}"><b>{v}</b><span>{e(k)}</span></div>' for k, v, t in tiles)
     return f'<section class="stats" aria-label="statistics"><div class="tile total"><b>{s.total}</b><span>Total</span></div>{body}</section>'

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import io
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -82,5 +83,62 @@ async def test_export_over_feishu_uploads_the_file_and_sends_it(
             assert file["file_name"] == f"myclaw-memory-{clock.now().date().isoformat()}.md"
             assert "我喜欢喝燕麦拿铁咖啡" in file["data"].decode("utf-8")
             assert fake_llm.requests == []
+        finally:
+            await asyncio.wait_for(app.close(), 30)
+
+
+async def test_a_large_export_goes_out_from_a_temporary_file_whole(
+    tmp_path: Any, clock: ManualClock, fake_llm: FakeOpenAI
+) -> None:
+    """Past the spool's limit the file is written to disk and streamed to
+    Telegram: what arrives is the same text as a small export's, every row."""
+    async with FakeTelegram() as tg:
+        telegram = {"enabled": True, "token": tg.token, "baseUrl": tg.base_url, "pollTimeout": 1}
+        app = _app(tmp_path, clock, fake_llm, {"telegram": telegram})
+        try:
+            await app.open()
+            assert app.backend is not None and app.loop is not None
+            for i in range(40):
+                await app.backend.remember("telegram:42", f"Alice's fact number {i}", provenance=WHERE,
+                                           source_text=f"I said fact {i}")
+            await asyncio.wait_for(app.start(), 15)
+            tg.push_text(42, 42, "/export")  # in memory: the default limit is far above this
+            await tg.wait_until(lambda: len(tg.documents) == 1, 10)
+            clock.advance(timedelta(minutes=1))
+            app.loop.commands.spool_bytes = 256
+            tg.push_text(42, 42, "/export")
+            await tg.wait_until(lambda: len(tg.documents) == 2, 10)
+            small, large = (d.data.decode("utf-8") for d in tg.documents)
+            assert len(large.encode("utf-8")) > 256 * 4
+            assert all(f"Alice's fact number {i} _(" in large and f"> drawn from: I said fact {i}" in large
+                       for i in range(40))
+            # Only the time in the title differs.
+            assert large.split("\n", 1)[1] == small.split("\n", 1)[1]
+        finally:
+            await asyncio.wait_for(app.close(), 15)
+
+
+async def test_a_large_export_is_uploaded_to_feishu_from_a_temporary_file(
+    tmp_path: Any, clock: ManualClock, fake_llm: FakeOpenAI
+) -> None:
+    alice = "ou_alice0000000000000000000000000"
+    async with FakeFeishu() as feishu:
+        app = _app(tmp_path, clock, fake_llm, {"feishu": _feishu_section(feishu, "webhook")})
+        try:
+            await app.open()
+            assert app.backend is not None and app.loop is not None
+            for i in range(40):
+                await app.backend.remember(f"feishu:{alice}", f"我喜欢第 {i} 种咖啡", provenance=Provenance(channel="feishu"))
+            app.loop.commands.spool_bytes = 256
+            await asyncio.wait_for(app.start(), 15)
+            assert app.http is not None
+            event = feishu.message_event("/导出", chat_id="oc_alice", open_id=alice)
+            assert (await feishu.push_event(app.http.url + "/feishu/events", event, encrypt_key=ENCRYPT_KEY)).status_code == 200
+            await _until(lambda: len(feishu.sent) == 2)
+            file = feishu.sent[1]
+            assert file["msg_type"] == "file"
+            doc = file["data"].decode("utf-8")
+            assert len(file["data"]) > 256 * 4 and doc.startswith("# myclaw 记忆导出")
+            assert all(f"我喜欢第 {i} 种咖啡 _(" in doc for i in range(40))
         finally:
             await asyncio.wait_for(app.close(), 30)

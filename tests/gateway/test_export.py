@@ -4,9 +4,23 @@ from __future__ import annotations
 
 from dataclasses import replace
 from datetime import UTC, datetime
+from pathlib import Path
+from zoneinfo import ZoneInfo
 
 from gateway.cron import CronJob
-from gateway.export import UserExport, export_filename, mostly_chinese, render_markdown, render_user_export
+from gateway.export import (
+    Spool,
+    UserExport,
+    chinese_enough,
+    export_filename,
+    mostly_chinese,
+    render_markdown,
+    render_user_export,
+    write_user_export,
+)
+from memory import MemoryEngine, NewMemory
+from memory.filestore import FileMemory
+from memory.service import SqliteMemory
 from memory.types import Category, Event, Memory, OwnerData, Provenance, Source, Status
 
 AT = "2026-11-22 09:30 UTC"
@@ -156,3 +170,86 @@ def test_the_operators_export_groups_by_owner_and_hides_nothing() -> None:
 
 def test_the_file_is_named_by_the_day() -> None:
     assert export_filename(datetime(2026, 11, 22, 23, 59, tzinfo=UTC)) == "myclaw-memory-2026-11-22.md"
+
+
+async def _written(backend: SqliteMemory | FileMemory, export: UserExport, *, zh: bool, page: int) -> str:
+    index = await backend.owner_index(export.data.owner)
+    parts: list[str] = []
+    await write_user_export(parts.append, export, index, backend.owner_rows(export.data.owner, index, page=page),
+                            at=AT, zh=zh, tz=ZoneInfo("Asia/Shanghai"))
+    return "".join(parts)
+
+
+async def test_written_page_by_page_is_the_text_rendered_whole(tmp_path: Path) -> None:
+    """The safety net of the paged export: on a real store, every page size
+    gives byte for byte what the in-memory renderer gives."""
+    where = Provenance(channel="telegram", chat_id="100")
+    async with await MemoryEngine.open(tmp_path / "memory.db") as engine:
+        backend = SqliteMemory(engine)
+        ids = await engine.add_many([
+            (NewMemory(owner="alice", tier=1, category=Category.IDENTITY, content="Alice is a backend engineer",
+                       provenance=where), None),
+            (NewMemory(owner="alice", content="Atlas runs on k8s", project="atlas", topic="deploy",
+                       category=Category.DECISION, provenance=where, source_text="we moved atlas\nto k8s"), None),
+            (NewMemory(owner="alice", content="Alice lives in Berlin", provenance=where), None),
+            (NewMemory(owner="alice", content="Alice's vault password is tulip-4471", category=Category.CREDENTIAL,
+                       source_text="my vault password is tulip-4471\nand I use it for atlas"), None),
+            (NewMemory(owner="alice", content="Alice uses the vault for atlas", provenance=where,
+                       source_text="my vault password is tulip-4471\nand I use it for atlas"), None),
+            (NewMemory(owner="alice", content="爱丽丝喜欢燕麦拿铁", project="咖啡", provenance=where,
+                       source_text="我喜欢燕麦拿铁"), None),
+            (NewMemory(owner="bob", content="Bob keeps bees", source_text="I keep bees"), None),
+        ])
+        await engine.add_many([(NewMemory(owner="alice", tier=1, category=Category.IDENTITY, source=Source.COMPRESSION,
+                                          content="Alice likes k8s", provenance=Provenance(refs=(f"m:{ids[1]}",))), None)])
+        await engine.set_status(ids[2], Status.SUPERSEDED)
+        await engine.add_event("alice", "2026-11-21", "Planned the trip\nto Osaka", channel="telegram", chat_id="100")
+        await engine.add_event("alice", "2026-11-20", "订了机票", channel="telegram", chat_id="100")
+        await engine.add_event("bob", "2026-11-20", "Bob harvested honey")
+        data = await backend.owner_data("alice")
+        export = UserExport(replace(data, memories=[], events=[]), history=3, timezone="Asia/Shanghai")
+        for zh in (False, True):
+            whole = render_user_export(replace(export, data=data), at=AT, zh=zh, tz=ZoneInfo("Asia/Shanghai"))
+            assert "tulip" not in whole and "Bob" not in whole and ("基于 m" if zh else "built on m") in whole  # worth comparing
+            for page in (1, 2, 500):
+                assert await _written(backend, export, zh=zh, page=page) == whole
+        index = await backend.owner_index("alice")
+        assert chinese_enough(index.chinese, len(index.memory_ids) + len(index.event_ids)) == mostly_chinese(
+            [*(m.content for m in data.memories), *(e.summary for e in data.events)])
+        assert index.chinese == 2
+
+
+async def test_the_file_store_is_written_as_rendered(tmp_path: Path) -> None:
+    backend = FileMemory(tmp_path / "workspace")
+    await backend.remember("alice", "Alice likes tea", provenance=Provenance(channel="telegram"))
+    await backend.remember("alice", "爱丽丝喜欢茶", provenance=Provenance(channel="telegram"))
+    data = await backend.owner_data("alice")
+    assert data.memories or data.events
+    export = UserExport(replace(data, memories=[], events=[]))
+    for zh in (False, True):
+        whole = render_user_export(replace(export, data=data), at=AT, zh=zh, tz=ZoneInfo("Asia/Shanghai"))
+        assert await _written(backend, export, zh=zh, page=1) == whole
+
+
+def test_a_spool_past_its_limit_moves_to_an_anonymous_file_and_reads_back_whole() -> None:
+    small = Spool(limit=1 << 10)
+    small.write("# a small export\n")
+    kept = small.attachment("f.md", "text/markdown")
+    assert kept.file is None and kept.data == b"# a small export\n" and kept.size == 17
+    big = Spool(limit=100)
+    lines = [f"- [m{i}] fact {i} 事实\n" for i in range(20_000)]
+    for line in lines:
+        big.write(line)
+    file = big.attachment("f.md", "text/markdown")
+    try:
+        assert file.data == b"" and file.file is not None
+        whole = "".join(lines).encode("utf-8")
+        assert file.size == len(whole)
+        for _ in range(2):  # each open reads from the start: a retried upload sends it all again
+            with file.open() as f:
+                assert f.read() == whole
+        assert "事实" not in repr(file)
+    finally:
+        file.close()
+        file.close()  # safe twice
+    assert file.file is not None and file.file.closed

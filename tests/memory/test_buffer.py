@@ -90,6 +90,25 @@ async def test_an_interrupted_upgrade_copies_again_and_loses_nothing(tmp_path: P
         await engine.close()
 
 
+async def test_a_buffer_file_before_set_aside_keeps_its_lines_all_waiting(tmp_path: Path, clock: ManualClock) -> None:
+    from memory.db import Attachment
+    from memory.schema import BUFFER_MIGRATIONS, buffer_path
+
+    path = tmp_path / "memory.db"
+    old = await Database.open(path, MIGRATIONS, attach=Attachment("buffer", buffer_path(path), BUFFER_MIGRATIONS[:1]))
+    async with old.transaction() as conn:
+        await conn.execute(_INSERT, (7, "7", "a line"))
+    await old.close()
+    engine = await MemoryEngine.open(path, clock)
+    try:
+        assert await lines(engine) == [(7, "a line")]
+        assert [tuple(r) for r in await engine.db.fetchall("SELECT set_aside_at FROM extraction_buffer")] == [(None,)]
+        assert (await engine.backlog()).lines == 1 and (await engine.backlog()).set_aside == 0
+        assert tuple(await engine.db.fetchone("PRAGMA buffer.user_version") or ()) == (len(BUFFER_MIGRATIONS),)
+    finally:
+        await engine.close()
+
+
 async def test_a_buffered_message_does_not_reset_the_read_path_cache(engine: MemoryEngine) -> None:
     # Another connection's commit to a WAL file makes SQLite drop the
     # reader's whole page cache; ``data_version`` counts those commits.

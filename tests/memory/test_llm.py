@@ -234,3 +234,52 @@ async def test_responses_leave_no_reference_cycle(fake: FakeOpenAI, llm: MemoryL
         gc.garbage.clear()
         gc.enable()
     assert cyclic == []
+
+
+async def test_a_reply_cut_at_max_tokens_is_an_overflow_not_retried(fake: FakeOpenAI) -> None:
+    """``finish_reason: "length"``: the reply was cut at ``max_tokens``, and
+    the same input would be cut the same way: not retried, and said as
+    such (its shape, never its words) so the caller can ask with less."""
+    from memory.llm import LLMOverflow
+    from tests.fakes.openai_server import Reply
+
+    client = MemoryLLM(base_url=fake.url, model="m", retries=2, retry_delay=0.01)
+    try:
+        fake.queue(Reply(content='{"facts": [{"content": "the locker code is 4242', finish_reason="length"))
+        with pytest.raises(LLMOverflow, match="max_tokens") as err:
+            await client.extract("my locker code is 4242")
+        assert "4242" not in str(err.value) and len(fake.requests) == 1
+        # Cut at the limit even though what came parses: a part of the facts is not the facts.
+        fake.queue(Reply(content=reply([{"content": "fact"}]), finish_reason="length"))
+        with pytest.raises(LLMOverflow):
+            await client.extract("hi")
+    finally:
+        await client.aclose()
+
+
+async def test_a_prompt_over_the_context_is_an_overflow_not_retried(fake: FakeOpenAI) -> None:
+    from memory.llm import LLMOverflow
+
+    client = MemoryLLM(base_url=fake.url, model="m", retries=2, retry_delay=0.01)
+    try:
+        fake.context_windows["m"] = 100  # under max_tokens alone: every request is refused
+        with pytest.raises(LLMOverflow, match="context") as err:
+            await client.extract("hi")
+        assert err.value.status == 400 and len(fake.refused) == 1
+    finally:
+        await client.aclose()
+
+
+async def test_an_html_error_page_is_read_as_its_words(fake: FakeOpenAI) -> None:
+    from tests.fakes.openai_server import Reply
+
+    page = ("<html><head><title>502 Bad Gateway</title><style>body{color:red}</style></head>"
+            "<body><h1>Bad Gateway</h1><p>cloudflare</p><script>var k='sk-test-000000'</script></body></html>")
+    client = MemoryLLM(base_url=fake.url, model="m", api_key="sk-test-000000", retries=0)
+    try:
+        fake.queue(Reply(status=502, raw=page, content_type="text/html"))
+        with pytest.raises(LLMUnavailable) as err:
+            await client.extract("hi")
+    finally:
+        await client.aclose()
+    assert err.value.text == "502 Bad Gateway Bad Gateway cloudflare" and "<" not in str(err.value)

@@ -10,7 +10,7 @@ import pytest
 from structlog.testing import capture_logs
 
 from memory import ManualClock
-from memory.llm import LLMBadOutput, LLMUnavailable, MemoryEndpoint, MemoryLLM
+from memory.llm import LLMBadOutput, LLMOverflow, LLMUnavailable, MemoryEndpoint, MemoryLLM
 from tests.fakes.openai_server import FakeOpenAI, Reply
 
 FACTS = json.dumps({"facts": [{"content": "The user's cat is called Miso", "category": "identity"}], "summary": "cat"})
@@ -80,12 +80,15 @@ async def test_a_bad_request_or_a_bad_reply_is_not_failed_over(
     a, b = pair
     async with client(a, b, clock, retries=0) as llm:
         a.queue_error(400, code="context_length_exceeded", body="This model's maximum context length is 8192 tokens.")
+        with pytest.raises(LLMOverflow, match="HTTP 400"):  # the caller asks with less instead
+            await llm.extract("hi")
+        a.queue_error(400, body="'messages' must not be empty")
         with pytest.raises(LLMUnavailable, match="HTTP 400"):
             await llm.extract("hi")
         a.queue_reply("I would rather not answer in JSON.")
         with pytest.raises(LLMBadOutput):
             await llm.extract("hi")
-        assert (len(a.requests), len(b.requests)) == (2, 0)
+        assert (len(a.requests), len(b.requests)) == (3, 0)
         assert not llm.cooldowns.cooling(0)
 
 
