@@ -656,6 +656,8 @@ class TelegramChannel(BaseChannel):
         # username and loop time: forwards of its sender in the next poll
         # (within album_quiet) take it in (_take_comment).
         self._lone: dict[tuple[str, str], tuple[InboundMessage, str, float]] = {}
+        # (session key, comment id) a burst still gathering holds on the bus; let go once it is published.
+        self._holding: set[tuple[str, str]] = set()
         self._ready = asyncio.Event()
         self._failed = asyncio.Event()
         self._failure: ChannelFatalError | None = None
@@ -718,6 +720,9 @@ class TelegramChannel(BaseChannel):
             # it would not be answered, yet its offset would be confirmed.
             self._lanes.cancel()
             raise
+        finally:  # a burst cancelled before it ran: the comment it held is answered on its own
+            for key, message_id in list(self._holding):
+                self._let_go(key, message_id)
 
     async def stop(self) -> None:
         """Stop polling (and wait for pending lanes, as
@@ -1093,7 +1098,11 @@ class TelegramChannel(BaseChannel):
                 album.closed = True
                 if self._albums.get((chat, group)) is album:
                     del self._albums[(chat, group)]
-            await self._publish_album(album)
+            try:
+                await self._publish_album(album)
+            finally:  # published (marked taken on the bus) or not: the comment's reply waits no more
+                if album.supersedes:
+                    self._let_go(album.parts[0][0].session_key, album.supersedes)
 
         self._hold(chat, album.update_ids, job)
 
@@ -1114,6 +1123,14 @@ class TelegramChannel(BaseChannel):
             return
         album.parts.insert(0, (comment, username, None))
         album.supersedes = comment.message_id
+        # Its reply, if the model answers before the burst is quiet, waits
+        # for the burst and is dropped if the burst takes it in (gateway/bus.py).
+        self.bus.hold(comment.session_key, comment.message_id)
+        self._holding.add((comment.session_key, comment.message_id))
+
+    def _let_go(self, key: str, message_id: str) -> None:
+        self._holding.discard((key, message_id))
+        self.bus.release(key, message_id)
 
     def _seal(self, chat: str, group: str) -> None:
         """The album or burst ``group`` of ``chat`` takes no more parts: it

@@ -202,6 +202,7 @@ class App:
         self.cooldowns = EndpointCooldowns()
         self.agent: Agent | None = None
         self.loop: ProcessLoop | None = None
+        self.recent_files: RecentFiles | None = None  # set by open() when agent.documents is on
         self.http: Any = None  # gateway.http.HttpServer, only when a channel or the memory page needs it
         # Hook points (see the module docstring).
         self.extraction: Service | None = None
@@ -738,6 +739,8 @@ class App:
             await asyncio.gather(self._loop_task, return_exceptions=True)
         if self.loop is not None:
             await self.loop.close(max(0.0, deadline - time.monotonic()))
+        if self.recent_files is not None:
+            await self.recent_files.flush()  # files kept by the last turns, before gateway.db closes
         # 2. let queued replies go out
         for channel in self.channels.values():
             q = self.bus.outbound_queue(channel.name)

@@ -383,14 +383,58 @@ class OutboundMessage:
         )
 
 
+@dataclass
+class _Takeover:
+    """A message a later one, still being gathered, is to take in."""
+
+    over: asyncio.Event = field(default_factory=asyncio.Event)  # gathered: published or given up
+    taken: bool = False  # published, naming the message (metadata "supersedes")
+
+
 class MessageBus:
     def __init__(self, maxsize: int = 1000) -> None:
         self._maxsize = maxsize
         self.inbound: asyncio.Queue[InboundMessage] = asyncio.Queue(maxsize)
         self._outbound: dict[str, asyncio.Queue[OutboundMessage]] = {}
+        self._takeovers: dict[tuple[str, str], _Takeover] = {}
 
     async def publish_inbound(self, msg: InboundMessage) -> None:
+        gone = msg.metadata.get("supersedes")
+        takeover = self._takeovers.get((msg.session_key, gone)) if isinstance(gone, str) else None
+        if takeover is not None:  # marked before the put: the held turn must not wake to a message not yet there
+            takeover.taken = True
         await self.inbound.put(msg)
+
+    # A comment published on its own whose forwards then begin a burst
+    # (channels/telegram.py): the burst goes on the bus only once it is
+    # quiet, and a comment answered meanwhile would get a reply of its own
+    # as well as the burst's. The channel holds the comment from the burst's
+    # start until it is published (or given up); the process loop, before it
+    # sends the comment's reply, waits for that and drops the reply if the
+    # burst took it in.
+
+    def hold(self, session_key: str, message_id: str) -> None:
+        """A message being gathered is to take in ``message_id``: a reply to it waits (:meth:`taken_in`)."""
+        self._takeovers.setdefault((session_key, message_id), _Takeover())
+
+    def release(self, session_key: str, message_id: str) -> None:
+        """The message that was to take in ``message_id`` is published (or given up). Safe twice."""
+        takeover = self._takeovers.pop((session_key, message_id), None)
+        if takeover is not None:
+            takeover.over.set()
+
+    def holding(self, session_key: str, message_id: str) -> bool:
+        """Is ``message_id`` held by a message still being gathered?"""
+        return (session_key, message_id) in self._takeovers
+
+    async def taken_in(self, session_key: str, message_id: str) -> bool:
+        """Wait while ``message_id`` is held; True when the message that
+        held it was published taking it in (its own reply is not to go)."""
+        takeover = self._takeovers.get((session_key, message_id))
+        if takeover is None:
+            return False
+        await takeover.over.wait()
+        return takeover.taken
 
     async def consume_inbound(self) -> InboundMessage:
         return await self.inbound.get()

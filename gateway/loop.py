@@ -232,6 +232,10 @@ class JobFailed(Exception):
     was sent, and nothing of it is in Tier 0 (the scheduler tries again)."""
 
 
+class _TakenIn(Exception):
+    """A turn's message was taken in by a later one before its reply went (ProcessLoop._handle_current)."""
+
+
 class TurnNotSaved(Exception):
     """The user's message could not be written to Tier 0 (gateway.db's write
     lock held by another process past the wait, or its disk full): the
@@ -429,6 +433,8 @@ class ProcessLoop:
             task = asyncio.current_task()
             if not item.superseded or (task is not None and task.cancelling()):
                 raise  # the worker itself is stopped
+        except _TakenIn:
+            pass
         finally:
             self._current.pop(key, None)
         user = self.identities.resolve(item.msg.channel, item.msg.sender_id)
@@ -611,8 +617,10 @@ class ProcessLoop:
         # Incognito: answered with what is remembered, never learnt from.
         quiet = item.user is None and self.incognito is not None and await self.incognito.since(user) is not None
         if msg.documents and self.files is not None:
-            # A later message may ask about them (file_read); an incognito
-            # turn's stay in memory only, never written to gateway.db.
+            # A later message may ask about them (file_read): kept in memory
+            # at once, written to gateway.db in the background (compressing
+            # a 200 KB file and its transaction are not the reply's to wait
+            # for); an incognito turn's stay in memory only.
             await self.files.keep(key, user, msg.documents, incognito=quiet)
         tz = await self._zone(user)
         # What the message is about beyond its own words: the message it
@@ -689,6 +697,14 @@ class ProcessLoop:
                 drafts.stop()
             if user_write is not None and not user_write.done():  # also when cancelled: the write must finish
                 await asyncio.wait([user_write])
+        if item.user is None and await self.bus.taken_in(key, item.msg.message_id):
+            # Answered while a burst of forwards taking it in was gathered
+            # (gateway/bus.py): the burst's reply reads both; this one is not sent.
+            item.superseded = True
+            self.stats.superseded += 1
+            log.info("answered turn taken in by a burst published meanwhile; its answer dropped", chat=key,
+                     message_id=item.msg.message_id)
+            raise _TakenIn
         item.answering = True  # before anything is sent: from here on the turn is not superseded
         if job and not reply.ok:
             if item.fallback is None:
@@ -1016,10 +1032,10 @@ class ProcessLoop:
 
     async def drain(self, timeout: float | None = None, *, include_bus: bool = True) -> bool:
         """Wait until every message (those still on the bus too, unless
-        ``include_bus`` is false) is answered and buffered."""
+        ``include_bus`` is false) is answered and buffered, and its files written."""
         deadline = None if timeout is None else time.monotonic() + timeout
-        while self._workers or self._buffering or (include_bus and not self.bus.inbound.empty()):
-            pending = [*self._workers.values(), *self._buffering.values()]
+        while self._workers or self._buffering or self._filing() or (include_bus and not self.bus.inbound.empty()):
+            pending = [*self._workers.values(), *self._buffering.values(), *self._filing()]
             left = None if deadline is None else deadline - time.monotonic()
             if left is not None and left <= 0:
                 return False
@@ -1028,6 +1044,11 @@ class ProcessLoop:
             else:  # on the bus, not yet taken by run()
                 await asyncio.sleep(0.005)
         return True
+
+    def _filing(self) -> list[asyncio.Task[None]]:
+        """The recent files' background write, if one is under way."""
+        writing = self.files.writing if self.files is not None else None
+        return [writing] if writing is not None else []
 
     async def close(self, timeout: float = 10.0) -> None:
         """Finish what is in flight (up to ``timeout``), then cancel the rest.

@@ -11,10 +11,15 @@ They live in gateway.db (table ``recent_files``, migration 011 of
 ``gateway/sessions.py``), the text zlib-compressed, so a restart (a deploy,
 a crash) does not forget them. The process holds an index of them (names,
 sizes, times: no text) for the bounds and for offering ``file_read``; the
-text is read back from the row when the model asks. Each write is one
-transaction that adds the new rows and deletes what the bounds push out,
-and the index changes only once it has committed, so a crash leaves the
-file whole or absent and the index never names a row that was not written.
+text is read back from the row when the model asks. The write (compression
+and a transaction) is off the reply path: a kept file joins the index at
+once with its text held in memory, so the same turn and the next read it
+from there, and a background task writes it (one transaction that adds the
+new rows and deletes what the bounds pushed out; a crash leaves the file
+whole or absent), then lets the text go. An erasure waits for a write under
+way and drops what is not written yet, which then never is: nothing erased
+comes back. A write that fails is logged, and its files stay readable in
+memory until a restart. ``App.close`` waits for the writes (:meth:`RecentFiles.flush`).
 Rows past the day are deleted (on every write, at start, and by
 :meth:`RecentFiles.run_sweeper`), not only hidden.
 
@@ -31,7 +36,7 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 import zlib
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -57,12 +62,19 @@ _IDS_A_STATEMENT = 500  # under SQLite's default limit of bound parameters
 
 @dataclass(frozen=True)
 class KeptFile:
-    id: int  # its row in recent_files; below 0: kept in memory only (an incognito turn's)
+    id: int  # its row in recent_files (once written); below 0: kept in memory only (an incognito turn's)
     name: str
     chars: int  # of the text kept: all of it that was read (channels/documents.py KEEP_CHARS)
     received: datetime
     owner: str  # the memory user who sent it, for /forget all
     pages: int | None = None
+
+
+@dataclass(frozen=True)
+class _Write:
+    chat: str
+    files: list[KeptFile]  # to write, if still kept by then
+    gone: set[int]  # rows to delete: pushed out by the bounds
 
 
 class RecentFiles:
@@ -94,8 +106,13 @@ class RecentFiles:
         self._next_id = 1
         self._next_memory_id = -1
         self._loaded = False
-        self._lock = asyncio.Lock()  # one change at a time: each plans from the index it then changes
-        self._unwritable = False  # the last write failed (logged once, until one works)
+        # Held by each erasure and by each write's transaction: an erasure
+        # sees a file on disk or not yet written, never half of it.
+        self._lock = asyncio.Lock()
+        self._writes: deque[_Write] = deque()  # kept files not yet on disk, in order
+        self._writer: asyncio.Task[None] | None = None  # writes them, one transaction each
+        self._undeleted: set[int] = set()  # rows the bounds pushed out whose delete failed: the next write's
+        self._unwritable = False  # the last write failed for want of room or the lock (logged once, until one works)
 
     # -- reading --------------------------------------------------------------------
 
@@ -112,8 +129,9 @@ class RecentFiles:
 
     async def text(self, file: KeptFile) -> str | None:
         """The file's text; None when it is no longer kept (erased meanwhile)."""
-        if file.id < 0:
-            return self._texts.get(file.id)
+        held = self._texts.get(file.id)  # not written yet, or never to be (incognito)
+        if held is not None or file.id < 0:
+            return held
         row = await self.db.fetchone("SELECT text FROM recent_files WHERE id = ?", (file.id,))
         if row is None:
             return None
@@ -144,55 +162,104 @@ class RecentFiles:
         self._loaded = True
 
     async def keep(self, chat: str, owner: str, docs: Sequence[Document], *, incognito: bool = False) -> None:
-        """Keep ``docs``, sent by ``owner`` in ``chat``; ``incognito``: in
+        """Keep ``docs``, sent by ``owner`` in ``chat``: in the index and in
+        memory at once (``file_read`` reads them from here on), on disk in
+        the background (:meth:`flush` waits for it); ``incognito``: in
         memory only, never written to disk."""
         if not docs:
             return
-        async with self._lock:
-            await self._load()
-            now = self.clock.now()
-            new: list[KeptFile] = []
-            for doc in docs:
-                if incognito:
-                    fid, self._next_memory_id = self._next_memory_id, self._next_memory_id - 1
-                else:
-                    fid, self._next_id = self._next_id, self._next_id + 1
-                new.append(KeptFile(fid, doc.name, len(doc.full_text), now, owner, doc.pages))
-            gone = self._overflow(chat, new, now)
-            written = [(f, d.full_text) for f, d in zip(new, docs, strict=True) if f.id > 0 and f.id not in gone]
-            blobs = await asyncio.to_thread(lambda: [zlib.compress(t.encode("utf-8"), 6) for _, t in written])
+        if not self._loaded:
+            async with self._lock:
+                await self._load()
+        # No await from here: the plan and the index change are one step.
+        now = self.clock.now()
+        new: list[KeptFile] = []
+        for doc in docs:
+            if incognito:
+                fid, self._next_memory_id = self._next_memory_id, self._next_memory_id - 1
+            else:
+                fid, self._next_id = self._next_id, self._next_id + 1
+            new.append(KeptFile(fid, doc.name, len(doc.full_text), now, owner, doc.pages))
+        gone = self._overflow(chat, new, now)
+        for f, doc in zip(new, docs, strict=True):
+            if f.id not in gone:
+                self._texts[f.id] = doc.full_text  # until its row is written (incognito: for good)
+        self._chats.setdefault(chat, [])
+        self._chats.move_to_end(chat)
+        self._chats[chat] += new
+        self._chars += sum(f.chars for f in new)
+        self._drop(lambda f: f.id in gone)
+        written = [f for f in new if f.id > 0 and f.id not in gone]
+        if written or any(i > 0 for i in gone):
+            self._writes.append(_Write(chat, written, {i for i in gone if i > 0}))
+            if self._writer is None or self._writer.done():
+                self._writer = asyncio.create_task(self._write_all(), name="recent-files-write")
+
+    async def flush(self) -> None:
+        """Wait until every file kept so far is written (or its write failed
+        and was logged). The App calls it at a graceful stop."""
+        while self._writer is not None and not self._writer.done():
+            await asyncio.shield(self._writer)  # a caller cancelled must not cut a write short
+
+    @property
+    def writing(self) -> asyncio.Task[None] | None:
+        """The background write under way, if any (ProcessLoop.drain waits for it)."""
+        return self._writer if self._writer is not None and not self._writer.done() else None
+
+    async def _write_all(self) -> None:
+        while self._writes:
+            job = self._writes[0]
             try:
-                async with self.db.transaction() as conn:
-                    for (f, _), blob in zip(written, blobs, strict=True):
-                        await conn.execute(
-                            "INSERT INTO recent_files (id, chat, owner, name, pages, chars, received, text) "
-                            "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                            (f.id, chat, owner, f.name, f.pages, f.chars, f.received.timestamp(), blob),
-                        )
-                    await _delete(conn, (i for i in gone if i > 0))
-                    await conn.execute("DELETE FROM recent_files WHERE received < ?", (self._cutoff(),))
+                await self._write(job)
             except sqlite3.OperationalError as exc:
-                # gateway.db full (or its write lock held elsewhere): the
-                # files are not kept (rolled back, the index unchanged); the
-                # turn still gets its answer, the file is in front of the
-                # model now. Logged once until a write works again.
+                # gateway.db full (or its write lock held elsewhere): rolled
+                # back; the files stay readable in memory until a restart.
+                # Logged once until a write works again.
+                self._undeleted |= job.gone
                 if not self._unwritable:
                     self._unwritable = True
                     log.warning("recent files not kept: gateway.db cannot be written", file=self.db.path.name,
-                                chat=chat, files=len(docs), error=f"{type(exc).__name__}: {exc}")
-                return
-            if self._unwritable:
-                self._unwritable = False
-                log.info("recent files kept again", file=self.db.path.name)
-            # Committed: now the index follows.
-            for f, doc in zip(new, docs, strict=True):
-                if f.id < 0 and f.id not in gone:
-                    self._texts[f.id] = doc.full_text
-            self._chats.setdefault(chat, [])
-            self._chats.move_to_end(chat)
-            self._chats[chat] += new
-            self._chars += sum(f.chars for f in new)
-            self._drop(lambda f: f.id in gone)
+                                chat=job.chat, files=len(job.files), error=f"{type(exc).__name__}: {exc}")
+            except Exception as exc:
+                # Off the reply path, nobody awaits this task to hear of it:
+                # the files stay readable in memory until a restart, and the
+                # rows the bounds pushed out are deleted with the next write.
+                self._undeleted |= job.gone
+                log.error("recent file not written to gateway.db; kept in memory only", chat=job.chat,
+                          files=len(job.files), error=repr(exc))
+            else:
+                if self._unwritable:
+                    self._unwritable = False
+                    log.info("recent files kept again", file=self.db.path.name)
+            finally:
+                self._writes.popleft()
+
+    async def _write(self, job: _Write) -> None:
+        """One transaction: ``job``'s files still kept (an erasure since
+        dropped their text: never written, so nothing erased comes back)
+        in, the rows the bounds pushed out and those past ``ttl`` out."""
+        texts = [(f, self._texts[f.id]) for f in job.files if f.id in self._texts]
+        blobs = await asyncio.to_thread(lambda: [zlib.compress(t.encode("utf-8"), 6) for _, t in texts])
+        async with self._lock:  # /new, /forget all and sweeps wait: they see the file on disk or not at all
+            written = [(f, blob) for (f, _), blob in zip(texts, blobs, strict=True) if f.id in self._texts]
+            gone = job.gone | self._undeleted
+            ids = {f.id for f, _ in written}
+            # Its chat now: move_chat (a group become a supergroup) may have moved it since.
+            chat_of = {f.id: c for c, files in self._chats.items() for f in files if f.id in ids}
+            async with self.db.transaction() as conn:
+                for f, blob in written:
+                    await conn.execute(
+                        "INSERT INTO recent_files (id, chat, owner, name, pages, chars, received, text) "
+                        "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                        (f.id, chat_of.get(f.id, job.chat), f.owner, f.name, f.pages, f.chars,
+                         f.received.timestamp(), blob),
+                    )
+                await _delete(conn, gone)
+                await conn.execute("DELETE FROM recent_files WHERE received < ?", (self._cutoff(),))
+            # Committed: the text is read back from its row from now on.
+            self._undeleted -= gone
+            for f, _ in written:
+                self._texts.pop(f.id, None)
 
     async def forget_chat(self, chat: str) -> int:
         """Drop the chat's files (/new); how many."""
@@ -200,7 +267,7 @@ class RecentFiles:
             await self._load()
             _, n = await self.db.write("DELETE FROM recent_files WHERE chat = ?", (chat,))
             held = self._chats.get(chat, [])
-            memory = sum(1 for f in held if f.id < 0)
+            memory = sum(1 for f in held if f.id in self._texts)  # not on disk (yet, or ever)
             self._drop(lambda f: True, chats=[chat])
             return n + memory
 
@@ -209,7 +276,7 @@ class RecentFiles:
         async with self._lock:
             await self._load()
             _, n = await self.db.write("DELETE FROM recent_files WHERE owner = ?", (owner,))
-            memory = sum(1 for files in self._chats.values() for f in files if f.id < 0 and f.owner == owner)
+            memory = sum(1 for files in self._chats.values() for f in files if f.id in self._texts and f.owner == owner)
             self._drop(lambda f: f.owner == owner)
             return n + memory
 
@@ -222,9 +289,9 @@ class RecentFiles:
     async def move_chat(self, old: str, new: str) -> int:
         """The chat ``old`` goes on as ``new`` (a Telegram group upgraded to
         a supergroup, keys as :meth:`files` takes them): its files follow,
-        rows and index together, under the store's lock; how many. Should
-        ``new`` have files already, the older come first; the bounds apply
-        at the next file."""
+        rows and index together, under the store's lock (a file not yet
+        written is written under ``new``); how many. Should ``new`` have
+        files already, the older come first; the bounds apply at the next file."""
         async with self._lock:
             await self._load()
             _, n = await self.db.write("UPDATE recent_files SET chat = ? WHERE chat = ?", (new, old))
@@ -233,7 +300,7 @@ class RecentFiles:
                 merged = sorted([*held, *self._chats.get(new, [])], key=lambda f: (f.received, abs(f.id)))
                 self._chats[new] = merged
                 self._chats.move_to_end(new)
-            return n + sum(1 for f in held if f.id < 0)
+            return n + sum(1 for f in held if f.id in self._texts)
 
     async def sweep(self) -> int:
         """Delete the files past ``ttl``; how many."""
@@ -241,7 +308,7 @@ class RecentFiles:
             await self._load()
             _, n = await self.db.write("DELETE FROM recent_files WHERE received < ?", (self._cutoff(),))
             cutoff = self.clock.now() - self.ttl
-            memory = sum(1 for files in self._chats.values() for f in files if f.id < 0 and f.received < cutoff)
+            memory = sum(1 for files in self._chats.values() for f in files if f.id in self._texts and f.received < cutoff)
             self._drop(lambda f: f.received < cutoff)
             return n + memory
 

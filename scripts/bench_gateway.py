@@ -31,6 +31,11 @@ Reported:
 
     .venv/bin/python scripts/bench_gateway.py                # 1,000 x 10
     .venv/bin/python scripts/bench_gateway.py --chats 100 --messages 5
+
+``--with-file KB``: every message is a text file of that size (words that
+compress as prose does, different per message) with the message as its
+caption, so ``added_ms`` includes what a turn carrying a document costs the
+gateway after it was read (keeping it for ``file_read``: gateway/recent_files.py).
 """
 
 from __future__ import annotations
@@ -40,6 +45,7 @@ import asyncio
 import json
 import multiprocessing
 import os
+import random
 import re
 import sys
 import tempfile
@@ -91,11 +97,28 @@ def _instant_llm(body: dict[str, Any]) -> Reply:
     return Reply(content=f"ok ({m.group(0)[1:-1]})" if m else "ok")
 
 
-def run_fakes(conn: Connection, chats: int, messages: int, timeout: float, rate: float, burst: int) -> None:
-    asyncio.run(_fakes(conn, chats, messages, timeout, rate, burst))
+def document_text(chat: int, i: int, kib: int) -> bytes:
+    """``kib`` KB of words, pseudo-random per message: zlib gets prose's
+    ratio from it, not a repeated line's."""
+    rng = random.Random(chat * 100_003 + i)
+    words = ["budget", "revenue", "region", "quarter", "launch", "server", "licence", "plan", "team", "risk",
+             "Friday", "customer", "contract", "migration", "database", "latency", "invoice", "supplier"]
+    out: list[str] = []
+    size = 0
+    while size < kib * 1024:
+        line = " ".join(rng.choice(words) + str(rng.randrange(1000)) for _ in range(12)) + "\n"
+        out.append(line)
+        size += len(line)
+    return "".join(out).encode()
 
 
-async def _fakes(conn: Connection, chats: int, messages: int, timeout: float, rate: float, burst: int) -> None:
+def run_fakes(conn: Connection, chats: int, messages: int, timeout: float, rate: float, burst: int,
+              file_kib: int = 0) -> None:
+    asyncio.run(_fakes(conn, chats, messages, timeout, rate, burst, file_kib))
+
+
+async def _fakes(conn: Connection, chats: int, messages: int, timeout: float, rate: float, burst: int,
+                 file_kib: int = 0) -> None:
     total = chats * messages
     answered: dict[int, list[int]] = defaultdict(list)
     strays = 0
@@ -121,6 +144,8 @@ async def _fakes(conn: Connection, chats: int, messages: int, timeout: float, ra
     async with FakeTelegram(record=False) as tg, FakeOpenAI(api_key=API_KEY, responder=_instant_llm) as llm:
         tg.on_send = on_send
         conn.send({"telegram": tg.base_url, "token": tg.token, "openai": llm.url})
+        files = {(chat, i): document_text(chat, i, file_kib) for i in range(messages) for chat in range(chats)} \
+            if file_kib else {}
         await asyncio.to_thread(conn.recv)  # "go": the gateway is up
         first, cpu0 = time.perf_counter(), _cpu_seconds()
         pushed = 0
@@ -130,7 +155,11 @@ async def _fakes(conn: Connection, chats: int, messages: int, timeout: float, ra
                     await asyncio.sleep(max(0.0, first + pushed / rate - time.perf_counter()))
                 user = FIRST_USER + chat
                 pushed_at[(chat, i)] = time.perf_counter()
-                tg.push_text(user, user, message_text(chat, i), username=f"user{chat}")
+                if file_kib:
+                    tg.push_document(user, user, files[(chat, i)], mime_type="text/plain",
+                                     file_name=f"notes-{chat}-{i}.txt", caption=message_text(chat, i))
+                else:
+                    tg.push_text(user, user, message_text(chat, i), username=f"user{chat}")
                 pushed += 1
         try:
             await asyncio.wait_for(done.wait(), timeout)
@@ -216,7 +245,8 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
     total = args.chats * args.messages
     ctx = multiprocessing.get_context("spawn")
     parent, child = ctx.Pipe()
-    proc = ctx.Process(target=run_fakes, args=(child, args.chats, args.messages, args.timeout, args.rate, args.burst), daemon=True)
+    proc = ctx.Process(target=run_fakes, args=(child, args.chats, args.messages, args.timeout, args.rate, args.burst,
+                                               args.with_file), daemon=True)
     proc.start()
     try:
         urls = await asyncio.to_thread(parent.recv)
@@ -279,6 +309,7 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
                     chats=args.chats,
                     messages_per_chat=args.messages,
                     offered_rate=args.rate or "all at once",
+                    file_kib=args.with_file or None,
                     burst=args.burst if args.rate else None,
                     seeded_memories=seeded,
                     retrievals=stats.retrievals,
@@ -342,6 +373,8 @@ def main() -> None:
                     help="keep the interpreter's GC settings (diagnosis; see gateway/runtime.py)")
     ap.add_argument("--hybrid", action="store_true",
                     help="hybrid recall on (memory.embedding), against the fake's /v1/embeddings")
+    ap.add_argument("--with-file", type=int, default=0, metavar="KB",
+                    help="every message is a text file of KB kilobytes with the message as its caption")
     ap.add_argument("--json", type=Path, help="also write the figures to this file")
     args = ap.parse_args()
     result = asyncio.run(bench(args))

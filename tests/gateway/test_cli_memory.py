@@ -334,6 +334,7 @@ def test_forget_erases_a_user_everywhere_and_only_them(home: Path) -> None:
             recent = RecentFiles(s.db, SystemClock())  # kept a day: the CLI reads them at the real time
             await recent.keep("telegram:1", "alice", [Document("alice-plan.pdf", "alice's plan")])
             await recent.keep("telegram:2", "bob", [Document("bob-plan.pdf", "bob's plan")])
+            await recent.flush()  # on disk, as a stopped gateway leaves them
         store = await CronStore.open(home / "data" / "cron.db", clock)
         try:
             await store.add(schedule="0 9 * * *", message="daily plan", channel="telegram", chat_id="1", user="alice")

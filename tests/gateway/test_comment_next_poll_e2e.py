@@ -62,6 +62,36 @@ async def test_forwards_in_the_next_poll_supersede_their_comments_turn(tmp_path:
     assert _rows(tmp_path) == [("user", BURST), ("assistant", f"re: {BURST}")]
 
 
+async def test_a_comment_answered_while_its_burst_gathers_gets_no_reply_of_its_own(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    """The model answers the comment after its forwards came but before
+    their burst is quiet (album_quiet after the last forward): the answer
+    waits for the burst, which takes the comment in, and is never sent.
+    One reply, the burst's."""
+    model = SlowFirst()
+    calls = model.calls
+    async with FakeOpenAI(api_key="sk-poll-e2e-0123456789", responder=model) as llm, FakeTelegram() as tg:
+        app = _app(tmp_path, clock, llm, {"telegram": _telegram(tg)})
+        try:
+            await app.open()
+            await asyncio.wait_for(app.start(), 15)
+            comment_id = str(tg.push_text(9, 9, "what does she want?")["message_id"])
+            await _until(lambda: len(calls) == 1)  # its model call under way
+            tg.push_text(9, 9, "launch moves to Friday", forward_origin=origin_user(5, "Dana", date=FEB_27))
+            await _until(lambda: app.bus.holding("telegram:9", comment_id))  # the burst began, gathering
+            model.gate.set()  # the comment is answered now, while the burst still gathers
+            [reply] = await tg.wait_sent(1, timeout=10)
+            assert reply.text == f"re: {BURST}"
+            assert app.loop is not None and await app.loop.drain(5)
+            assert app.loop.stats.superseded == 1 and calls == ["what does she want?", BURST]
+            assert len(tg.sent) == 1 and not app.bus.holding("telegram:9", comment_id)
+        finally:
+            model.gate.set()
+            await asyncio.wait_for(app.close(), 15)
+    assert _rows(tmp_path) == [("user", BURST), ("assistant", f"re: {BURST}")]
+
+
 async def test_a_queued_comment_is_taken_in_without_asking_the_model(tmp_path: Path, clock: ManualClock) -> None:
     """The chat is busy with an earlier message: the comment waits in its
     queue, and the forwards' message takes its place there."""

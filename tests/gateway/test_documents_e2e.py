@@ -287,6 +287,30 @@ async def test_a_question_after_a_restart_reads_the_file_sent_before_it(tmp_path
             await asyncio.wait_for(app.close(), 15)
 
 
+async def test_new_right_after_a_file_leaves_nothing_of_it_on_disk(tmp_path: Path, clock: ManualClock) -> None:
+    """The file's row is written in the background, after the reply: a /new
+    that follows at once (the same poll) still erases it, and no write
+    brings it back before the gateway stops."""
+    plan = pdf(["Q3 plan", "Ship on Friday; budget 40k"])
+    async with FakeOpenAI(api_key="sk-docs-e2e-0123456789", responder=reading) as llm, FakeTelegram() as tg:
+        app = _app(tmp_path, clock, llm, {"telegram": _telegram(tg)}, agent={"model": "test-model"})
+        try:
+            await app.open()
+            await asyncio.wait_for(app.start(), 15)
+            tg.push_document(42, 42, plan, mime_type="application/pdf", file_name="q3.pdf", caption="budget?")
+            tg.push_text(42, 42, "/new")
+            tg.push_document(77, 77, plan, mime_type="application/pdf", file_name="kept.pdf", caption="budget?")
+            replies = await tg.wait_sent(3, timeout=10)
+            assert sorted(r.text for r in replies) == [
+                "New conversation started. I still remember what you told me before.",
+                "The plan says: budget 40k. re: [file kept.pdf] budget?",
+                "The plan says: budget 40k. re: [file q3.pdf] budget?",
+            ]
+        finally:
+            await asyncio.wait_for(app.close(), 15)
+        assert _kept_files(tmp_path) == [("telegram:77", "kept.pdf")]  # written by the stop at the latest
+
+
 async def test_an_edited_file_caption_keeps_the_files_mark(tmp_path: Path, clock: ManualClock) -> None:
     async with FakeOpenAI(api_key="sk-docs-e2e-0123456789", responder=reading) as llm, FakeTelegram() as tg:
         app = _app(tmp_path, clock, llm, {"telegram": _telegram(tg)}, agent={"model": "test-model"})

@@ -139,6 +139,7 @@ async def test_a_restart_keeps_the_files_and_file_read_still_reads_them(tmp_path
                                                   pages=3),))
     await files.keep("telegram:42", "bob", (doc("notes.txt", "bob's notes"),))
     await files.keep("telegram:99", "carol", (doc("carol.txt", "carol's secret"),))
+    await files.flush()  # what App.close does before gateway.db closes
     await d.close()
 
     d, files = await reopened(tmp_path / "gateway.db", clock)
@@ -153,6 +154,7 @@ async def test_a_restart_keeps_the_files_and_file_read_still_reads_them(tmp_path
         await files.keep("telegram:42", "alice", (doc("later.md", "later"),))
         assert [f.name for f in files.files("telegram:42")] == ["plan.pdf", "notes.txt", "later.md"]
         assert "ship Friday" in await tool.handler({"name": "plan.pdf"}, ctx())
+        await files.flush()
         assert len(await rows(d)) == 4
     finally:
         await d.close()
@@ -162,6 +164,7 @@ async def test_the_text_is_stored_compressed_with_its_chat_owner_and_time(clock:
     files = RecentFiles(db, clock)
     text = "".join(f"row {i % 50}: budget 40k\n" for i in range(5000))
     await files.keep("telegram:42", "alice", (doc("big.csv", text[:100], more=text, pages=None),))
+    await files.flush()
     [row] = await db.fetchall("SELECT chat, owner, name, pages, chars, received, text FROM recent_files")
     assert (row[0], row[1], row[2], row[3], row[4]) == ("telegram:42", "alice", "big.csv", None, len(text))
     assert row[5] == clock.now().timestamp()
@@ -173,6 +176,7 @@ async def test_files_past_the_day_are_deleted_not_only_hidden(tmp_path: Path, cl
     await files.keep("c1", "alice", (doc("old.txt", "old"),))
     clock.advance(3600)
     await files.keep("c2", "bob", (doc("newer.txt", "newer"),))
+    await files.flush()
     clock.advance(86400 - 1800)
     assert await files.sweep() == 1  # old.txt's day is over; newer.txt has half an hour left
     assert await rows(d) == [("c2", "bob", "newer.txt")] and files.files("c1") == []
@@ -184,6 +188,7 @@ async def test_files_past_the_day_are_deleted_not_only_hidden(tmp_path: Path, cl
         await files.keep("c3", "bob", (doc("a.txt", "a"),))
         clock.advance(86400 + 1)
         await files.keep("c4", "bob", (doc("b.txt", "b"),))  # a write sweeps every chat
+        await files.flush()
         assert await rows(d) == [("c4", "bob", "b.txt")]
     finally:
         await d.close()
@@ -195,6 +200,7 @@ async def test_new_and_forget_all_drop_files_kept_before_a_restart(tmp_path: Pat
     await files.keep("c1", "bob", (doc("b1", "bob in c1"),))
     await files.keep("c2", "alice", (doc("a2", "alice in c2"),))
     await files.keep("c3", "bob", (doc("b3", "bob in c3"),))
+    await files.flush()
     await d.close()
 
     d, files = await reopened(tmp_path / "gateway.db", clock)
@@ -219,6 +225,7 @@ async def test_an_incognito_turns_file_is_read_but_never_written_to_disk(tmp_pat
     await files.keep("telegram:42", "alice", (doc("private.txt", secret),), incognito=True)
     await files.keep("telegram:42", "bob", (doc("public.txt", "public"),))
     assert secret in await tool.handler({"name": "private"}, ctx())
+    await files.flush()
     assert await rows(d) == [("telegram:42", "bob", "public.txt")]
     assert [f.name for f in files.owned("alice")] == ["private.txt"]  # /export lists it while it is kept
     await d.close()
@@ -243,52 +250,88 @@ async def test_the_bounds_hold_across_a_restart(tmp_path: Path, clock: ManualClo
     await files.keep("c1", "alice", (doc("a", "1111111111"),))
     await files.keep("c2", "alice", (doc("b", "2222222222"),))
     await files.keep("c1", "alice", (doc("c", "3333333333"),))  # c1 is the chat added to last
+    await files.flush()
     await d.close()
 
     d, files = await reopened(path, clock, per_chat=2, max_chars=30)
     try:
         await files.keep("c3", "bob", (doc("d", "4444444444"),))
+        await files.flush()
         # 40 characters: the oldest file of the chat least lately added to (c2) goes.
         assert await rows(d) == [("c1", "alice", "a"), ("c1", "alice", "c"), ("c3", "bob", "d")]
         await files.keep("c3", "bob", (doc("e", "5"), doc("f", "6")))  # two a chat: d goes
         assert [f.name for f in files.files("c3")] == ["e", "f"]
+        await files.flush()
         assert [r[2] for r in await rows(d)] == ["a", "c", "e", "f"]
     finally:
         await d.close()
 
 
-async def test_a_write_that_fails_leaves_the_files_as_they_were(clock: ManualClock, db: Database) -> None:
+async def test_a_write_that_fails_is_logged_rolled_back_and_the_files_still_read(clock: ManualClock, db: Database) -> None:
     files = RecentFiles(db, clock)
     await files.keep("c1", "alice", (doc("a", "first"),))
+    await files.flush()
     # Another writer took the id the second new file would get: that
     # insert fails mid-transaction, after the first one ran.
     await db.write("INSERT INTO recent_files (id, chat, owner, name, chars, received, text) "
                    "VALUES (3, 'x', 'x', 'x', 0, ?, x'')", (clock.now().timestamp(),))
-    with pytest.raises(sqlite3.IntegrityError, match="UNIQUE"):
-        await files.keep("c1", "alice", (doc("b", "second"), doc("c", "third")))
-    assert [f.name for f in files.files("c1")] == ["a"]
+    with capture_logs() as logs:
+        await files.keep("c1", "alice", (doc("b", "second"), doc("c", "third")))  # the turn goes on
+        await files.flush()
+    [failed] = [e for e in logs if e["log_level"] == "error"]
+    assert failed["event"].startswith("recent file not written") and "UNIQUE" in failed["error"]
     assert [r[2] for r in await rows(db)] == ["a", "x"]  # neither b nor c: the whole write rolled back
+    # Not lost: this process still reads them (a restart would not).
+    assert [f.name for f in files.files("c1")] == ["a", "b", "c"]
+    assert [await files.text(f) for f in files.files("c1")] == ["first", "second", "third"]
 
 
-async def test_a_full_gateway_db_costs_the_file_not_the_turn_and_is_logged_once(
+async def test_a_kept_file_is_read_before_it_is_written_and_an_erasure_first_means_never_written(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    d, files = await reopened(tmp_path / "gateway.db", clock)
+    try:
+        [tool] = file_tools(files)
+        await files.keep("telegram:42", "alice", (doc("plan.md", "ship Friday"),))
+        assert files.writing is not None  # in the background, not yet on disk
+        assert "ship Friday" in await tool.handler({}, ctx())  # the same turn reads it from memory
+        assert await files.forget_owner("alice") == 1  # /forget all lands before the write
+        await files.keep("telegram:42", "bob", (doc("bob.md", "bob's"),))
+        await files.keep("telegram:7", "carol", (doc("carol.md", "carol's"),))
+        assert await files.forget_chat("telegram:42") == 1  # /new, the same
+        await files.flush()
+        assert await rows(d) == [("telegram:7", "carol", "carol.md")]  # nothing erased came back
+        assert "No file was sent" in await tool.handler({}, ctx())
+    finally:
+        await d.close()
+    on_disk = b"".join(p.read_bytes() for p in tmp_path.iterdir() if p.name.startswith("gateway.db"))
+    assert b"ship Friday" not in on_disk and b"plan.md" not in on_disk
+
+
+async def test_a_full_gateway_db_costs_the_files_disk_copy_not_the_turn_and_is_logged_once(
     clock: ManualClock, db: Database
 ) -> None:
     files = RecentFiles(db, clock)
     await files.keep("c1", "alice", (doc("a", "first"),))
+    await files.flush()
     (pages,) = await db.fetchall("PRAGMA page_count")
     await db.write(f"PRAGMA max_page_count = {pages[0]}")  # SQLITE_FULL on the real gateway.db
     big = random.Random(7).randbytes(200_000).hex()  # does not compress into the free pages
     with capture_logs() as logs:
         await files.keep("c1", "alice", (doc("b.pdf", big),))  # no error: the turn goes on to its answer
         await files.keep("c2", "bob", (doc("c.pdf", big),))
-    assert [f.name for f in files.files("c1")] == ["a"] and files.files("c2") == []  # not kept, not named
+        await files.flush()
+    # Not on disk; still read in this process (a restart would not).
+    assert [f.name for f in files.files("c1")] == ["a", "b.pdf"] and [f.name for f in files.files("c2")] == ["c.pdf"]
+    assert await files.text(files.files("c2")[0]) == big
     assert [r[2] for r in await rows(db)] == ["a"]
     assert [e["event"] for e in logs] == ["recent files not kept: gateway.db cannot be written"]
     assert "full" in logs[0]["error"] and logs[0]["file"] == "gateway.db"
     await db.write("PRAGMA max_page_count = 1073741823")  # space is back
     with capture_logs() as logs:
-        await files.keep("c1", "alice", (doc("b.pdf", big),))
-    assert [f.name for f in files.files("c1")] == ["a", "b.pdf"] and await files.text(files.files("c1")[1]) == big
+        await files.keep("c1", "alice", (doc("d.pdf", big),))
+        await files.flush()
+    assert [r[2] for r in await rows(db)] == ["a", "d.pdf"] and await files.text(files.files("c1")[-1]) == big
     assert [e["event"] for e in logs] == ["recent files kept again"]
 
 
@@ -300,6 +343,7 @@ async def test_a_chat_moved_to_a_new_id_takes_its_files(tmp_path: Path, db: Data
     await files.keep("telegram:-500", "bob", [doc("notes.txt", "off the record")], incognito=True)
     clock.advance(60)
     await files.keep("telegram:-100500", "alice", [doc("new.txt", "in the supergroup")])
+    await files.flush()
     assert await files.move_chat("telegram:-500", "telegram:-100500") == 2
     assert await files.move_chat("telegram:-500", "telegram:-100500") == 0
     assert files.files("telegram:-500") == []
@@ -310,3 +354,12 @@ async def test_a_chat_moved_to_a_new_id_takes_its_files(tmp_path: Path, db: Data
         assert [f.name for f in again.files("telegram:-100500")] == ["plan.txt", "new.txt"]
     finally:
         await d.close()
+
+
+async def test_a_file_not_yet_written_is_written_under_the_chat_it_moved_to(db: Database, clock: ManualClock) -> None:
+    files = RecentFiles(db, clock)
+    await files.keep("telegram:-500", "alice", [doc("plan.txt", "the plan")])
+    assert files.writing is not None
+    assert await files.move_chat("telegram:-500", "telegram:-100500") == 1  # before its write
+    await files.flush()
+    assert await rows(db) == [("telegram:-100500", "alice", "plan.txt")]
