@@ -190,3 +190,17 @@ async def test_set_aside_lines_retried_by_hand_are_learnt_by_the_next_run(
     await svc.flush_all()
     assert await learnt(engine, "bob") == ["User said: a long story BOB-LONG"]
     assert await waiting(engine) == [] and (await engine.backlog()).set_aside == 0
+
+
+async def test_a_users_data_counts_lines_set_aside_apart_from_those_waiting(
+    engine: MemoryEngine, clock: ManualClock, fake: FakeOpenAI, llm: MemoryLLM
+) -> None:
+    fake.responder = lambda body: Reply(CUT, finish_reason="length")
+    mem = SqliteMemory(engine)
+    await mem.buffer(turns("alice", ("a long story", "ok")))
+    clock.advance(timedelta(minutes=3))
+    await ExtractionService(engine, llm).tick()
+    await mem.buffer(turns("alice", ("said later", "ok"), start=10))
+    data, index = await mem.owner_data("alice"), await mem.owner_index("alice")
+    assert (data.waiting, data.set_aside) == (2, 2) and (index.waiting, index.set_aside) == (2, 2)
+    assert (await mem.owner_data("bob")).set_aside == 0
