@@ -175,8 +175,8 @@ class UserCommands:
         kept, index = await self.everything.export(user)
         if zh is None:
             zh = chinese_enough(index.chinese, len(index.memory_ids) + len(index.event_ids))
-        if not (index.memory_ids or index.event_ids or index.waiting or kept.jobs or kept.history or kept.timezone
-                or kept.incognito_since or kept.files):
+        if not (index.memory_ids or index.event_ids or index.waiting or index.set_aside or kept.jobs or kept.history
+                or kept.timezone or kept.incognito_since or kept.files):
             return Answer("我没有保存任何关于你的内容，没有可导出的。" if zh
                           else "I keep nothing about you, so there is nothing to export.")
         # Dated in their own zone (/timezone), as the prompt's date is.

@@ -707,10 +707,19 @@ class CronScheduler:
             if job.internal and isinstance(exc, sqlite3.OperationalError):  # memory.db full or locked: see above
                 retry_at = self._retry_at(job, parse_ts(job.slot), now)
             result = JobRun(job.id, "error" if retry_at is None else "retry", error)
-        (log.info if result.status == "ok" else log.warning)(
-            "cron job finished", job=job.id, status=result.status, error=result.error,
-            retry_at=format_ts(retry_at) if result.status in ("retry", "busy") and retry_at is not None else None,
-        )
+        if result.status == "busy" and retry_at is None:
+            # Once a slot, not once a look: the lease was held all the way to the next slot.
+            log.warning(
+                "cron job gave up its slot (lease held until its next slot, which does this one's work)",
+                job=job.id, status="busy", error=result.error,
+                next_run_at=format_ts(next_run(job.schedule, now, self.store.zone_of(job))) if not job.once else None,
+            )
+        else:
+            # A busy look is routine (the other job runs, or a dead holder's lease has yet to expire).
+            (log.info if result.status in ("ok", "busy") else log.warning)(
+                "cron job finished", job=job.id, status=result.status, error=result.error,
+                retry_at=format_ts(retry_at) if result.status in ("retry", "busy") and retry_at is not None else None,
+            )
         if result.status in ("retry", "busy") and retry_at is not None:
             record = self.store.record_retry(
                 job, ran_at=now, retry_at=retry_at, error=result.error or "", busy=result.status == "busy"

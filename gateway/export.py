@@ -60,6 +60,7 @@ class _Labels:
     jobs: str
     once: str
     waiting: str
+    set_aside: str
     hidden: str
     drawn_from: str
     replaced_by: str
@@ -81,6 +82,7 @@ _EN = _Labels(
     jobs="Scheduled jobs",
     once="once at",
     waiting="Waiting to be learnt",
+    set_aside="Not learnt",
     hidden="(a credential, not shown here)",
     drawn_from="drawn from",
     replaced_by="replaced by",
@@ -101,6 +103,7 @@ _ZH = _Labels(
     jobs="定时任务",
     once="一次性",
     waiting="等待学习",
+    set_aside="未能学习",
     hidden="（凭据，此处不显示）",
     drawn_from="出自",
     replaced_by="已被替换为",
@@ -183,13 +186,17 @@ def render_markdown(owners: Sequence[OwnerData], *, at: str) -> str:
     hidden (the file is theirs to keep safe: written 0600)."""
     out = [f"# {_EN.title} ({at})"]
     for data in sorted(owners, key=lambda d: d.owner):
-        if not (data.memories or data.events or data.waiting):
+        if not (data.memories or data.events or data.waiting or data.set_aside):
             continue
         out.append(f"\n## {data.owner}")
         out += _sections(data, _EN, hide_credentials=False, level="###")
         if data.waiting:
             out.append(f"\n### {_EN.waiting}\n")
             out.append(f"- {_n(data.waiting, 'line', 'lines')} waiting for extraction")
+        if data.set_aside:
+            out.append(f"\n### {_EN.set_aside}\n")
+            out.append(f"- {_n(data.set_aside, 'line', 'lines')} set aside: too long for the memory model "
+                       f"(myclaw memory retry-set-aside tries {'it' if data.set_aside == 1 else 'them'} again)")
     return "\n".join(out)
 
 
@@ -204,7 +211,7 @@ def render_user_export(export: UserExport, *, at: str, zh: bool, tz: tzinfo = UT
     if not body:
         out.append("\n" + _nothing(zh))
     out += body
-    out += _user_tail(export, data.waiting, lab, zh=zh)
+    out += _user_tail(export, data.waiting, lab, zh=zh, set_aside=data.set_aside)
     return "\n".join(out) + "\n"
 
 
@@ -251,7 +258,7 @@ async def write_user_export(
                 events = True
                 line(f"\n## {lab.events}\n")
             line(_event(row, lab))
-    for text in _user_tail(export, index.waiting, lab, zh=zh):
+    for text in _user_tail(export, index.waiting, lab, zh=zh, set_aside=index.set_aside):
         line(text)
     write("\n")
 
@@ -300,8 +307,9 @@ def _user_head(export: UserExport, memories: int, events: int, *, at: str, zh: b
     return out
 
 
-def _user_tail(export: UserExport, waiting: int, lab: _Labels, *, zh: bool) -> list[str]:
-    """Their scheduled jobs and what waits to be learnt, after the rows."""
+def _user_tail(export: UserExport, waiting: int, lab: _Labels, *, zh: bool, set_aside: int = 0) -> list[str]:
+    """Their scheduled jobs, what waits to be learnt and what could not be
+    (lines set aside: kept, theirs, but not waiting), after the rows."""
     out: list[str] = []
     if export.jobs:
         out.append(f"\n## {lab.jobs}\n")
@@ -312,6 +320,13 @@ def _user_tail(export: UserExport, waiting: int, lab: _Labels, *, zh: bool) -> l
             f"- {waiting} 条聊天内容还在等待提取为记忆。"
             if zh
             else f"- {_n(waiting, 'line', 'lines')} of our conversations still waiting to be learnt from."
+        )
+    if set_aside:
+        out.append(f"\n## {lab.set_aside}\n")
+        out.append(
+            f"- {set_aside} 条内容我没能学习：对记忆模型来说太长了。"
+            if zh
+            else f"- {_n(set_aside, 'line', 'lines')} I could not learn from: too long for the memory model."
         )
     return out
 

@@ -99,7 +99,8 @@ class UserData:
         memory's rows (the rows themselves are read page by page as the file
         is written: ``backend.owner_rows``); each read for ``user`` alone."""
         index = await self.backend.owner_index(user)
-        data = OwnerData(owner=user, memories=[], events=[], waiting=index.waiting)  # rows: read as written
+        data = OwnerData(owner=user, memories=[], events=[], waiting=index.waiting,
+                         set_aside=index.set_aside)  # rows: read as written
         jobs = [j for j in await self.cron.list(user) if not j.internal] if self.cron is not None else []
         history = await self.sessions.owned(user) if self.sessions is not None else 0
         tz = await self.timezones.get(user) if self.timezones is not None else None

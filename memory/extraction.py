@@ -30,7 +30,9 @@ in order. A single line that still overflows is *set aside*: kept in the
 buffer with ``set_aside_at`` (so ``/forget``, ``/export`` and erasure still
 find it), one ``set-aside`` entry in the memory log, counted by
 ``MemoryEngine.backlog`` and ``stats`` (the memory page, ``myclaw memory
-stats``), and never sent to the model again.
+stats``), and never sent to the model again, unless the operator asks
+(:func:`retry_set_aside`: ``myclaw memory retry-set-aside``, the memory
+page), after switching to a bigger memory model.
 """
 
 from __future__ import annotations
@@ -54,7 +56,7 @@ from .llm import LLMOverflow, MemoryLLM, MemoryLLMError
 from .service import SqliteMemory, original_message_id
 from .types import Provenance, Source
 
-__all__ = ["BACKOFF", "BACKLOG_AFTER", "ExtractionService", "FlushReport"]
+__all__ = ["BACKOFF", "BACKLOG_AFTER", "ExtractionService", "FlushReport", "retry_set_aside"]
 
 log = structlog.get_logger(component="memory")
 
@@ -73,6 +75,28 @@ StepHook = Callable[[str, str], Awaitable[None]]
 
 _WAITING = f"set_aside_at IS NULL AND {NOT_GONE}"
 """SQL condition on ``extraction_buffer``: a line still to extract."""
+
+
+async def retry_set_aside(engine: MemoryEngine, owner: str | None, *, job: str) -> int:
+    """Clear the set-aside mark of ``owner``'s lines (everyone's with None),
+    so the next extraction run tries them again, from a fresh backoff.
+    One ``retry-set-aside`` entry in the memory log per user. Returns how
+    many lines were cleared."""
+    where, args = ("AND owner = ?", (owner,)) if owner is not None else ("", ())
+    now = format_ts(engine.clock.now())
+    async with engine.db.transaction() as conn:
+        async with conn.execute(
+            f"SELECT owner, COUNT(*) FROM extraction_buffer WHERE set_aside_at IS NOT NULL AND {NOT_GONE} {where} "
+            "GROUP BY owner ORDER BY owner", args,
+        ) as cur:
+            counts = [(r[0], r[1]) for r in await cur.fetchall()]
+        await conn.execute(
+            f"UPDATE extraction_buffer SET set_aside_at = NULL, next_attempt_at = NULL, attempts = 0 "
+            f"WHERE set_aside_at IS NOT NULL AND {NOT_GONE} {where}", args,
+        )
+        for who, n in counts:
+            await write_log(conn, at=now, job=job, owner=who, action="retry-set-aside", detail={"rows": n})
+    return sum(n for _, n in counts)
 
 
 @dataclass(frozen=True)

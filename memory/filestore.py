@@ -643,6 +643,7 @@ class FileMemory(MemoryBackend):
             chinese=sum(1 for t in (*(m.content for m in data.memories), *(e.summary for e in data.events))
                         if cjk.search(t)),
             waiting=data.waiting,
+            set_aside=data.set_aside,
         )
 
     async def owner_rows(self, user: str, ids: OwnerIndex, *, page: int = 500) -> AsyncIterator[Memory | Event]:

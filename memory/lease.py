@@ -121,5 +121,15 @@ class Leases:
                         yield lease
                 except TimeoutError as exc:
                     raise JobTimeout(f"{job} ran longer than {timeout:g}s; stopped") from exc
-        finally:
-            await asyncio.shield(self.release(lease))
+        except BaseException:
+            # The job's own failure says what went wrong (memory.db full, say);
+            # a release that fails for the same reason must not replace it.
+            # The lease then expires at ``expires_at`` and the next run takes it over.
+            try:
+                await asyncio.shield(self.release(lease))
+            except Exception as exc:  # noqa: BLE001 - logged; the job's error is the one raised
+                log.error("job lease release failed after the job failed; it expires by itself",
+                          lease=name, holder=lease.holder, expires_at=lease.expires_at,
+                          error=f"{type(exc).__name__}: {exc}"[:300])
+            raise
+        await asyncio.shield(self.release(lease))

@@ -256,6 +256,8 @@ async def _buffer_v2_set_aside(conn: aiosqlite.Connection) -> None:
 
 
 BUFFER_MIGRATIONS: list[Migration] = [_buffer_v1, _buffer_v2_set_aside]
+SET_ASIDE_SINCE = BUFFER_MIGRATIONS.index(_buffer_v2_set_aside) + 1
+"""The buffer's schema version with ``set_aside_at`` (``myclaw doctor`` reads older files as they are)."""
 
 
 async def _adopt_buffer(conn: aiosqlite.Connection) -> None:

@@ -203,8 +203,11 @@ class SqliteMemory(MemoryBackend):
             row_to_event(r)
             for r in await db.fetchall("SELECT * FROM daily_events WHERE owner = ? ORDER BY event_date, id", [user])
         ]
-        row = await db.fetchone(f"SELECT COUNT(*) FROM extraction_buffer WHERE owner = ? AND {NOT_GONE}", [user])
-        return OwnerData(owner=user, memories=memories, events=events, waiting=row[0] if row else 0)
+        row = await db.fetchone(
+            f"SELECT COALESCE(SUM(set_aside_at IS NULL), 0), COALESCE(SUM(set_aside_at IS NOT NULL), 0) "
+            f"FROM extraction_buffer WHERE owner = ? AND {NOT_GONE}", [user])
+        waiting, aside = (row[0], row[1]) if row else (0, 0)
+        return OwnerData(owner=user, memories=memories, events=events, waiting=waiting, set_aside=aside)
 
     async def owner_index(self, user: str) -> OwnerIndex:
         """Ids and counts only (the words of credentials aside), in a few
@@ -220,13 +223,17 @@ class SqliteMemory(MemoryBackend):
         row = await db.fetchone(
             f"""SELECT (SELECT COUNT(*) FROM memories WHERE owner = ? AND content GLOB '{_CJK_GLOB}'),
                        (SELECT COUNT(*) FROM daily_events WHERE owner = ? AND summary GLOB '{_CJK_GLOB}'),
-                       (SELECT COUNT(*) FROM extraction_buffer WHERE owner = ? AND {NOT_GONE})""",
-            [user, user, user],
+                       (SELECT COUNT(*) FROM extraction_buffer WHERE owner = ? AND {NOT_GONE}
+                        AND set_aside_at IS NULL),
+                       (SELECT COUNT(*) FROM extraction_buffer WHERE owner = ? AND {NOT_GONE}
+                        AND set_aside_at IS NOT NULL)""",
+            [user, user, user, user],
         )
-        chinese, waiting = (row[0] + row[1], row[2]) if row else (0, 0)
+        chinese, waiting, aside = (row[0] + row[1], row[2], row[3]) if row else (0, 0, 0)
         return OwnerIndex(
             owner=user, memory_ids=tuple(r[0] for r in mids), event_ids=tuple(r[0] for r in eids),
             credential_sources=tuple(r[0] or "" for r in secrets), chinese=chinese, waiting=waiting,
+            set_aside=aside,
         )
 
     async def owner_rows(self, user: str, ids: OwnerIndex, *, page: int = 500) -> AsyncIterator[Memory | Event]:

@@ -222,6 +222,7 @@ class OwnerData:
     memories: list[Memory]  # every tier and status, oldest first
     events: list[Event]  # by date, then id
     waiting: int = 0  # lines still waiting for extraction
+    set_aside: int = 0  # lines extraction set aside (too long for the memory model): kept, not waiting
 
 
 @dataclass(frozen=True)
@@ -239,3 +240,4 @@ class OwnerIndex:
     credential_sources: tuple[str, ...] = ()  # the source text of each credential fact
     chinese: int = 0  # memories and events whose words hold a CJK ideograph
     waiting: int = 0  # lines still waiting for extraction
+    set_aside: int = 0  # lines extraction set aside (too long for the memory model): kept, not waiting

@@ -244,6 +244,7 @@ class DataFile:
     name: str
     path: Path
     expected: int  # the schema version this build writes (its number of migrations)
+    set_aside_since: int | None = None  # the buffer file: the version from which lines can be set aside
 
 
 def data_files(cfg: Config | None, paths: Paths) -> list[DataFile]:
@@ -251,14 +252,15 @@ def data_files(cfg: Config | None, paths: Paths) -> list[DataFile]:
     (:meth:`Paths.data_files`), with the schema version this build writes."""
     from gateway.cron import CRON_MIGRATIONS
     from gateway.sessions import MIGRATIONS as SESSION_MIGRATIONS
-    from memory.schema import BUFFER_MIGRATIONS, MIGRATIONS
+    from memory.schema import BUFFER_MIGRATIONS, MIGRATIONS, SET_ASIDE_SINCE
 
     versions = {"buffer": len(BUFFER_MIGRATIONS), "memory": len(MIGRATIONS), "gateway": len(SESSION_MIGRATIONS),
                 "cron": len(CRON_MIGRATIONS)}
     files = paths.data_files(cfg)
     # Checked in the order people read them: memory.db before its buffer file.
     order = [r for r in ("memory", "buffer", "gateway", "cron") if r in files]
-    return [DataFile("memory.db" if r == "memory" else files[r].name, files[r], versions[r]) for r in order]
+    return [DataFile("memory.db" if r == "memory" else files[r].name, files[r], versions[r],
+                     SET_ASIDE_SINCE if r == "buffer" else None) for r in order]
 
 
 def _size(n: float) -> str:
@@ -292,6 +294,12 @@ def inspect_database(f: DataFile) -> Check:
         with closing(sqlite3.connect(uri, uri=True, timeout=2.0)) as conn:
             problems = [str(r[0]) for r in conn.execute("PRAGMA quick_check(5)")]
             version = int(conn.execute("PRAGMA user_version").fetchone()[0])
+            if f.set_aside_since is not None and f.expected >= version >= f.set_aside_since:
+                # Counts only (never the lines' words); a v1 buffer has no such column.
+                lines, users = conn.execute(
+                    "SELECT COUNT(*), COUNT(DISTINCT owner) FROM extraction_buffer WHERE set_aside_at IS NOT NULL"
+                ).fetchone()
+                data["set_aside"] = {"lines": int(lines), "users": int(users)}
     except sqlite3.DatabaseError as exc:  # "file is not a database", "database disk image is malformed"
         return Check(f.name, "error", f"{f.path}: cannot open it as a myclaw database ({exc})",
                      "stop the gateway, then restore it from a backup or move it aside", data)
@@ -310,6 +318,17 @@ def inspect_database(f: DataFile) -> Check:
     elif live:
         note += "; open in another process (the gateway?)"
     return Check(f.name, "ok", f"{f.path}: {_size(size)}, quick_check ok, {note}", data=data)
+
+
+def _set_aside_check(lines: int, users: int) -> Check:
+    return Check(
+        "set aside", "warning",
+        f"{lines} line{'s' if lines != 1 else ''} set aside ({users} user{'s' if users != 1 else ''}): "
+        "the memory model could not take them even one at a time; kept, never retried",
+        "use a memory.model with a larger context, or a higher memory.maxTokens, then run `myclaw memory retry-set-aside` "
+        "(`myclaw memory log --action set-aside` lists them, by size)",
+        {"lines": lines, "users": users},
+    )
 
 
 def _writable_dir(report: Report, name: str, d: Path) -> None:
@@ -332,7 +351,11 @@ def _data_checks(report: Report, cfg: Config | None, paths: Paths) -> None:
     if cfg is not None and paths.memory_db(cfg).parent != paths.data_dir:
         _writable_dir(report, "memory.dbPath dir", paths.memory_db(cfg).parent)
     files = data_files(cfg, paths)
-    report.checks.extend(inspect_database(f) for f in files)
+    for f in files:
+        check = inspect_database(f)
+        report.checks.append(check)
+        if (aside := check.data.get("set_aside")) and aside["lines"]:
+            report.checks.append(_set_aside_check(aside["lines"], aside["users"]))
     report.checks.append(_check_permissions(files))
 
 

@@ -116,7 +116,7 @@ async def _stats(path: Path, owner: str | None, as_json: bool) -> None:
         ("sources", counts(s.by_source)),
         ("events", f"{s.events} ({s.events_uncompressed} not compressed)"),
         ("buffered", f"{s.buffered} messages" + (f" ({s.set_aside} set aside: the memory model cannot take them, "
-                                                 "not retried)" if s.set_aside else "")),
+                                                 "not retried until myclaw memory retry-set-aside)" if s.set_aside else "")),
         ("vectors", counts(s.vectors) + f" of {s.by_status.get('active', 0)} active" if s.vectors else "-"),
     ]:
         click.echo(f"{label:<11} {value}")

@@ -1,4 +1,4 @@
-"""``myclaw memory compress|flush|log``: the write path's jobs by hand. They
+"""``myclaw memory compress|flush|retry-set-aside|log``: the write path's jobs by hand. They
 run the same code as the gateway's scheduler and extraction service, and
 take the same lease, so a hand-run compression never overlaps the gateway's.
 """
@@ -16,7 +16,7 @@ from gateway.config import Config
 from memory import MemoryEngine
 from memory.changelog import read_log
 from memory.compression import Compressor
-from memory.extraction import ExtractionService
+from memory.extraction import ExtractionService, retry_set_aside
 from memory.lease import JobTimeout, LeaseBusy
 from memory.llm import MemoryLLM
 
@@ -90,6 +90,33 @@ def flush(user: str | None, as_json: bool) -> None:
                 click.echo(f"{r.owner}: {r.rows} messages, {state}")
         if failed:
             raise click.ClickException(f"{len(failed)} batch(es) failed; their messages stay buffered for a retry")
+
+    run(go())
+
+
+@memory.command("retry-set-aside")
+@click.option("--user", "-u", help="Only this user's lines (default: everyone's).")
+@json_option
+@db_option
+def retry_set_aside_cmd(user: str | None, as_json: bool) -> None:
+    """Try set-aside lines again (after switching to a bigger memory model).
+
+    Lines the memory model could not take even one at a time are kept but
+    never sent again; this clears that mark, so the next extraction run
+    (the gateway's, or `myclaw memory flush`) tries them once more."""
+    cfg = load_cli_config()
+    owner = resolve_user(user, cfg)
+
+    async def go() -> None:
+        async with open_engine(resolve_db(cfg)) as engine:
+            cleared = await retry_set_aside(engine, owner, job="cli")
+        if as_json:
+            echo_json({"cleared": cleared})
+        elif not cleared:
+            click.echo("no lines set aside")
+        else:
+            click.echo(f"{cleared} line{'s' if cleared != 1 else ''} set aside will be tried again by the next "
+                       "extraction run (myclaw memory flush runs one now)")
 
     run(go())
 

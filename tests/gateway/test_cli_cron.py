@@ -201,3 +201,38 @@ def test_memory_compress_daily_and_weekly(home: Path, fake_llm: FakeOpenAI) -> N
     assert "created 1" in r.output and "merged 10" in r.output
     actions = {e["action"] for e in json.loads(cli("memory", "log", "--json", "--job", "weekly_compress").stdout)}
     assert actions == {"merge", "run"}
+
+
+def test_memory_retry_set_aside_clears_the_mark_for_the_next_run(home: Path, fake_llm: FakeOpenAI) -> None:
+    async def buffer(engine: MemoryEngine) -> None:
+        for owner in ("alice", "bob"):
+            await SqliteMemory(engine).buffer([
+                Turn(owner=owner, channel="telegram", chat_id=owner, role="user", content=f"{owner}'s long story",
+                     message_id="1"),
+            ])
+
+    seed(home, buffer)
+    takes_long = [False]
+
+    def model(body: dict[str, Any]) -> Reply:
+        if not takes_long[0]:
+            return Reply('{"facts": [{"content": "cut', finish_reason="length")  # a reply cut at max_tokens
+        said = "alice" if "alice's" in body["messages"][-1]["content"] else "bob"
+        return Reply(json.dumps({"facts": [{"content": f"{said} told a long story"}], "summary": "s"}))
+
+    fake_llm.responder = model
+    r = cli("memory", "flush")
+    assert r.exit_code == 0 and r.stdout.count("messages, set aside") == 2, r.output
+    assert cli("memory", "flush").output.strip() == "nothing buffered"  # kept, not retried
+
+    takes_long[0] = True  # a bigger memory model
+    r = cli("memory", "retry-set-aside", "--user", "alice")
+    assert r.exit_code == 0 and "1 line set aside will be tried again" in r.output, r.output
+    r = cli("memory", "flush")
+    assert r.exit_code == 0 and "alice: 1 messages, 1 added" in r.output and "bob" not in r.output, r.output
+    r = cli("memory", "retry-set-aside", "--json")
+    assert r.exit_code == 0 and json.loads(r.stdout) == {"cleared": 1}
+    assert cli("memory", "retry-set-aside").output.strip() == "no lines set aside"
+    assert "bob: 1 messages, 1 added" in cli("memory", "flush").output
+    actions = [(e["owner"], e["action"]) for e in json.loads(cli("memory", "log", "--json").stdout)]
+    assert actions.count(("alice", "retry-set-aside")) == 1 and actions.count(("bob", "retry-set-aside")) == 1

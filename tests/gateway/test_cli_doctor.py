@@ -12,6 +12,7 @@ import socket
 import sqlite3
 import threading
 from collections.abc import Coroutine, Iterator
+from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,8 @@ from gateway.http import HttpServer
 from gateway.sessions import MIGRATIONS as GATEWAY_MIGRATIONS
 from gateway.sessions import SessionStore
 from memory import ManualClock, MemoryEngine, NewMemory
+from memory.backend import Turn
+from memory.service import SqliteMemory
 from tests.fakes.feishu_server import FakeFeishu
 from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.telegram_server import FakeTelegram
@@ -617,3 +620,37 @@ def test_a_data_file_replaced_by_a_directory_is_named_as_such(home: Path, fakes:
     assert (f"{gateway_db}: is a directory, not a database file: the gateway cannot open it "
             "-> move it aside (the gateway makes a new one at its next start) or restore a backup") in line(r, "gateway.db")
     assert (gateway_db / "kept.txt").read_text(encoding="utf-8") == "someone's\n"
+
+
+def test_lines_set_aside_are_a_warning_with_the_retry_to_run(home: Path, fakes: Fakes) -> None:
+    write_config(home, healthy_config(fakes))
+    make_data_files(home)
+    buffer = home / "data" / "memory.buffer.db"
+    # A v1 buffer (before set-aside) has none, and is read without error.
+    with closing(sqlite3.connect(buffer)) as conn:
+        conn.execute("ALTER TABLE extraction_buffer DROP COLUMN set_aside_at")
+        conn.execute("PRAGMA user_version = 1")
+        conn.commit()
+    r = doctor("--offline", "--json")
+    assert r.exit_code == 0, r.output
+    assert "set aside" not in checks(r) and checks(r)["memory.buffer.db"]["status"] == "ok"
+
+    async def seed() -> None:
+        engine = await MemoryEngine.open(home / "data" / "memory.db", ManualClock("2026-03-01T12:00:00Z"))
+        try:
+            await SqliteMemory(engine).buffer([
+                Turn(owner=o, channel="telegram", chat_id="1", role="user", content=f"{o}'s long story", message_id=o)
+                for o in ("alice", "bob", "carol")
+            ])
+            await engine.db.write("UPDATE extraction_buffer SET set_aside_at = '2026-03-01T12:05:00Z' "
+                                  "WHERE owner != 'carol'")  # as extraction leaves a line it cannot take
+        finally:
+            await engine.close()
+
+    asyncio.run(seed())
+    r = doctor("--offline")
+    assert r.exit_code == 0 and "0 error(s), 1 warning(s)" in r.stdout, r.output
+    assert "2 lines set aside" in line(r, "set aside") and line(r, "set aside").startswith("warning ")
+    assert "myclaw memory retry-set-aside" in line(r, "set aside") and "long story" not in r.output
+    c = checks(doctor("--offline", "--json"))["set aside"]
+    assert c["data"] == {"lines": 2, "users": 2}

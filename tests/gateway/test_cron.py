@@ -408,3 +408,30 @@ async def test_a_chat_moved_to_a_new_id_takes_its_jobs(clock: ManualClock, store
     clock.set("2026-03-02T01:00:00Z")  # 09:00 Shanghai
     await CronScheduler(store, run_agent_job=run_agent).run_due()
     assert sorted(seen) == ["-100500", "-500"]
+
+
+async def test_a_busy_retry_logs_at_info_and_a_slot_folded_into_the_next_warns_once(
+    clock: ManualClock, store: CronStore
+) -> None:
+    from structlog.testing import capture_logs
+
+    async def busy() -> None:
+        raise LeaseBusy("memory:compress", "weekly@1", "2026-03-01T19:15:00Z")
+
+    sched = CronScheduler(store, internal=[InternalJob(INTERNAL_DAILY, "0 3 * * *", busy)])
+    await sched.start(loop=False)
+    clock.set("2026-03-01T19:00:00Z")
+    with capture_logs() as logs:
+        for _ in range(3):  # the other job holds the lease for a while: one look a minute
+            assert [r.status for r in await sched.run_due()] == ["busy"]
+            clock.advance(60)
+    finished = [e for e in logs if e["event"] != "cron job starting"]
+    assert [(e["log_level"], e["event"], e["status"]) for e in finished] == [("info", "cron job finished", "busy")] * 3
+    # The lease still held when the next slot comes: this slot is given up, once, with a warning.
+    clock.set("2026-03-02T18:59:30Z")
+    with capture_logs() as logs:
+        assert [r.status for r in await sched.run_due()] == ["busy"]
+    warned = [e for e in logs if e["log_level"] == "warning"]
+    assert len(warned) == 1 and warned[0]["job"] == INTERNAL_DAILY and warned[0]["status"] == "busy"
+    assert "next slot" in warned[0]["event"] and warned[0]["next_run_at"] == "2026-03-02T19:00:00Z"
+    assert [e for e in logs if e["event"] == "cron job finished" and e["log_level"] == "info"] == []

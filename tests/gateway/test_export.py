@@ -253,3 +253,18 @@ def test_a_spool_past_its_limit_moves_to_an_anonymous_file_and_reads_back_whole(
         file.close()
         file.close()  # safe twice
     assert file.file is not None and file.file.closed
+
+
+def test_lines_set_aside_are_said_apart_from_the_lines_still_waiting() -> None:
+    data = replace(ALICE, waiting=2, set_aside=1)
+    doc = render_user_export(UserExport(data), at=AT, zh=False)
+    assert "## Waiting to be learnt\n\n- 2 lines of our conversations still waiting to be learnt from." in doc
+    assert doc.endswith("## Not learnt\n\n- 1 line I could not learn from: too long for the memory model.\n")
+    doc = render_user_export(UserExport(replace(data, waiting=0)), at=AT, zh=True)
+    assert "等待学习" not in doc and doc.endswith("## 未能学习\n\n- 1 条内容我没能学习：对记忆模型来说太长了。\n")
+    doc = render_markdown([data], at=AT)
+    assert "### Waiting to be learnt\n\n- 2 lines waiting for extraction" in doc
+    assert doc.endswith("### Not learnt\n\n- 1 line set aside: too long for the memory model "
+                        "(myclaw memory retry-set-aside tries it again)")
+    only = OwnerData("dan", [], [], set_aside=2)  # nothing else kept: still theirs, still listed
+    assert "## dan" in render_markdown([only], at=AT)

@@ -14,7 +14,7 @@ from structlog.testing import capture_logs
 
 from memory import ManualClock, MemoryEngine
 from memory.changelog import read_log
-from memory.extraction import BACKOFF, ExtractionService
+from memory.extraction import BACKOFF, ExtractionService, retry_set_aside
 from memory.llm import EXTRACT_SYSTEM, MemoryLLM
 from memory.service import SqliteMemory
 from tests.fakes.openai_server import FakeOpenAI, Reply, _tokens
@@ -154,3 +154,53 @@ async def test_a_half_that_fails_otherwise_backs_off_whole(
     fake.responder = facts_of
     reports = await svc.tick()
     assert all(r.ok for r in reports) and len(await learnt(engine)) == 4 and await waiting(engine) == []
+
+
+async def test_set_aside_lines_retried_by_hand_are_learnt_by_the_next_run(
+    engine: MemoryEngine, clock: ManualClock, fake: FakeOpenAI, llm: MemoryLLM
+) -> None:
+    """After a switch to a bigger memory model: ``retry_set_aside`` clears
+    the mark (of one user, or everyone's), and the next run learns them."""
+    big = {"alice": "ALICE-LONG", "bob": "BOB-LONG"}
+    takes_long = [False]
+
+    def model(body: dict[str, Any]) -> Reply:
+        if not takes_long[0] and any(w in user_prompt(body) for w in big.values()):
+            return Reply(CUT, finish_reason="length")
+        return facts_of(body)
+
+    fake.responder = model
+    mem, svc = SqliteMemory(engine), ExtractionService(engine, llm)
+    for owner, word in big.items():
+        await mem.buffer(turns(owner, (f"a long story {word}", "ok")))
+    clock.advance(timedelta(minutes=3))
+    await svc.tick()
+    assert (await engine.backlog()).set_aside == 2
+
+    takes_long[0] = True  # the bigger model
+    assert await retry_set_aside(engine, "alice", job="cli") == 1
+    assert await retry_set_aside(engine, "alice", job="cli") == 0  # nothing left to clear
+    assert ((await engine.backlog()).set_aside, (await engine.backlog()).lines) == (1, 1)
+    [entry] = await read_log(engine.db, actions=["retry-set-aside"])
+    assert (entry.owner, entry.job, json.loads(entry.detail)) == ("alice", "cli", {"rows": 1})
+    await svc.flush_all()
+    assert await learnt(engine) == ["User said: a long story ALICE-LONG"] and await learnt(engine, "bob") == []
+
+    assert await retry_set_aside(engine, None, job="web") == 1  # everyone's
+    await svc.flush_all()
+    assert await learnt(engine, "bob") == ["User said: a long story BOB-LONG"]
+    assert await waiting(engine) == [] and (await engine.backlog()).set_aside == 0
+
+
+async def test_a_users_data_counts_lines_set_aside_apart_from_those_waiting(
+    engine: MemoryEngine, clock: ManualClock, fake: FakeOpenAI, llm: MemoryLLM
+) -> None:
+    fake.responder = lambda body: Reply(CUT, finish_reason="length")
+    mem = SqliteMemory(engine)
+    await mem.buffer(turns("alice", ("a long story", "ok")))
+    clock.advance(timedelta(minutes=3))
+    await ExtractionService(engine, llm).tick()
+    await mem.buffer(turns("alice", ("said later", "ok"), start=10))
+    data, index = await mem.owner_data("alice"), await mem.owner_index("alice")
+    assert (data.waiting, data.set_aside) == (2, 2) and (index.waiting, index.set_aside) == (2, 2)
+    assert (await mem.owner_data("bob")).set_aside == 0

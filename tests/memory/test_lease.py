@@ -2,7 +2,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sqlite3
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -79,3 +81,49 @@ async def test_a_stuck_job_fails_fast_and_releases(engine: MemoryEngine, fake: F
         await stuck.aclose()
     assert await Leases(engine.db, engine.clock).holder(COMPRESS_LEASE) is None
     assert len(await engine.events("alice", uncompressed_only=True)) == 1
+
+
+async def test_a_release_that_fails_after_the_job_failed_keeps_the_jobs_own_error(
+    engine: MemoryEngine, clock: ManualClock, tmp_path: Path
+) -> None:
+    """memory.db full (SQLite's own SQLITE_FULL, through ``PRAGMA
+    max_page_count``) fails the job; the release then cannot write either
+    (here: the write lock held by another connection). The caller learns
+    why the job failed, not why the release did; the release failure is
+    logged once."""
+    from structlog.testing import capture_logs
+
+    from .test_compression_full import fill_up, words
+
+    await engine.db.write("PRAGMA busy_timeout = 0")  # the other writer's lock fails the release at once
+    other = sqlite3.connect(tmp_path / "memory.db", isolation_level=None)
+    try:
+        with capture_logs() as logs, pytest.raises(sqlite3.OperationalError, match="full"):
+            async with Leases(engine.db, clock).hold(COMPRESS_LEASE, "daily_compress"):
+                try:
+                    await fill_up(engine)
+                    await engine.add(NewMemory(owner="alice", content=words(7, 2000)))  # pages it cannot have
+                finally:
+                    other.execute("BEGIN IMMEDIATE")
+        other.execute("ROLLBACK")
+    finally:
+        other.close()
+    failed = [e for e in logs if "release" in e["event"]]
+    assert len(failed) == 1 and failed[0]["log_level"] == "error" and "locked" in failed[0]["error"]
+    assert failed[0]["lease"] == COMPRESS_LEASE and failed[0]["expires_at"]
+    holder = await Leases(engine.db, clock).holder(COMPRESS_LEASE)
+    assert holder is not None and holder[0].startswith("daily_compress@")  # it expires; the next run takes it over
+
+
+async def test_a_release_that_fails_after_the_job_succeeded_is_raised(
+    engine: MemoryEngine, clock: ManualClock, tmp_path: Path
+) -> None:
+    await engine.db.write("PRAGMA busy_timeout = 0")
+    other = sqlite3.connect(tmp_path / "memory.db", isolation_level=None)
+    try:
+        with pytest.raises(sqlite3.OperationalError, match="locked"):
+            async with Leases(engine.db, clock).hold(COMPRESS_LEASE, "daily_compress"):
+                other.execute("BEGIN IMMEDIATE")
+        other.execute("ROLLBACK")
+    finally:
+        other.close()
