@@ -36,6 +36,7 @@ from typing import Any
 
 from memory import Category, MemoryEngine, MemoryNotFound, NewMemory, Provenance, Source, Status
 from memory.changelog import LogEntry, read_log, write_log
+from memory.extraction import retry_set_aside
 from memory.engine import MAX_CONTENT_CHARS, Stats, row_to_memory
 from memory.forgetting import Erasure, erase_planned, plan_erasure, retire_entries_on
 from memory.retrieval import Retriever
@@ -377,6 +378,12 @@ class MemoryAdmin:
                 conn, at=self.engine.now(), job=JOB, owner=owner, action="archive_all", detail={"count": len(ids)}
             )
         return len(ids)
+
+    async def retry_set_aside(self, owner: str) -> int:
+        """Clear the set-aside mark of ``owner``'s buffered lines, so the
+        next extraction run tries them again (after the memory model was
+        changed for one that takes them). Returns how many lines."""
+        return await retry_set_aside(self.engine, _clean_owner(owner), job=JOB)
 
     async def erase_all(self, owner: str) -> int:
         """Erase every memory of ``owner`` (all statuses) for good."""

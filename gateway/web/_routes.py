@@ -7,7 +7,7 @@ Pages (GET renders, POST changes and redirects back with a short notice)::
     GET  /memory/item?id=        one memory: provenance, supersede chain, its log entries
     GET  /memory/log?user=       the user's change log (memory_log)
     POST /memory/login           token -> session cookie;  POST /memory/logout
-    POST /memory/add | edit | archive | restore | erase | archive-all | erase-all
+    POST /memory/add | edit | archive | restore | erase | archive-all | erase-all | retry-set-aside
 
 ``erase`` and ``archive-all`` without ``confirm=yes`` answer with a
 confirmation page; ``erase-all`` also needs the user name typed again.
@@ -185,6 +185,7 @@ class MemoryWeb:
             ("POST", "/memory/erase", page(self._erase, post=True)),
             ("POST", "/memory/archive-all", page(self._archive_all, post=True)),
             ("POST", "/memory/erase-all", page(self._erase_all, post=True)),
+            ("POST", "/memory/retry-set-aside", page(self._retry_set_aside, post=True)),
             ("GET", "/memory/api/users", api(self._api_users)),
             ("GET", "/memory/api/stats", api(self._api_stats)),
             ("GET", "/memory/api/memories", api(self._api_memories)),
@@ -404,6 +405,15 @@ class MemoryWeb:
         n = await self.admin.archive_all(user)
         log.info("memory page: all memories archived", owner=user, count=n)
         return _redirect(_with_notice(f"/memory?{urlencode({'user': user})}", "archived_all", n))
+
+    async def _retry_set_aside(
+        self, request: web.Request, ident: Identity, ctx: PageContext, data: Data
+    ) -> web.StreamResponse:
+        user = _user(data)
+        assert user is not None
+        n = await self.admin.retry_set_aside(user)
+        log.info("memory page: set-aside lines to be tried again", owner=user, lines=n)
+        return _redirect(_with_notice(f"/memory?{urlencode({'user': user})}", "retried_set_aside", n))
 
     async def _erase_all(self, request: web.Request, ident: Identity, ctx: PageContext, data: Data) -> web.StreamResponse:
         user = _user(data)

@@ -57,6 +57,7 @@ DONE = {
     "erased_cascade": "Memory m{id} erased for good, with its older versions and the Core Memory entries built on it.",
     "archived_all": "{memories} archived.",
     "erased_all": "{memories} erased for good.",
+    "retried_set_aside": "{id} set-aside lines will be tried again at the next extraction run.",
 }
 
 
@@ -226,10 +227,20 @@ def _stats_bar(s: Stats) -> str:
         ("Events", s.events, "tier 3 conversation summaries"),
         ("Buffered", s.buffered - s.set_aside, "messages waiting for extraction"),
         *([("Set aside", s.set_aside, "messages the memory model could not take even one at a time: kept, "
-            "not retried (myclaw memory log --action set-aside)")] if s.set_aside else []),
+            "not retried until asked (Try again, below, or myclaw memory retry-set-aside)")] if s.set_aside else []),
     ]
     body = "".join(f'<div class="tile" title="{e(t)}"><b>{v}</b><span>{e(k)}</span></div>' for k, v, t in tiles)
     return f'<section class="stats" aria-label="statistics"><div class="tile total"><b>{s.total}</b><span>Total</span></div>{body}</section>'
+
+
+def _set_aside(ctx: PageContext, user: str, s: Stats) -> str:
+    """Lines the memory model could not take: after a switch to a model
+    that can, the operator has them tried again."""
+    if not s.set_aside:
+        return ""
+    return (f'<p class="muted">{s.set_aside} buffered lines were set aside: the memory model could not take them. '
+            f'After changing it for one with a larger context: '
+            f'{_post(ctx, "/memory/retry-set-aside", "Try them again", user=user)}</p>')
 
 
 # -- layout ---------------------------------------------------------------------
@@ -442,7 +453,7 @@ def main_page(
     body = f"""<div class="head"><h2>{e(user)}</h2><span class="grow"></span>
 <button type="button" class="primary" data-open="add-dialog">+ Add memory</button>
 <a class="button" href="{e(url("/memory/log", user=user))}">Change log</a></div>
-{_stats_bar(stats)}{search}{listing}{add_dialog}{danger}"""
+{_stats_bar(stats)}{_set_aside(ctx, user, stats)}{search}{listing}{add_dialog}{danger}"""
     return layout(ctx, user, body)
 
 

@@ -806,3 +806,25 @@ async def test_a_card_says_where_a_memory_came_from_in_words_and_links_what_it_w
     card = card[:card.index("</article>")]
     assert f'weekly summary of 1 note, 2026-02-02 to 2026-02-15 · built on <a href="/memory/item?id={fact}' in card
     assert f"m:{fact}" not in card and "buf:7" not in card and "weekly," not in card
+
+
+async def test_lines_set_aside_can_be_tried_again_from_the_page(site: Site) -> None:
+    """The "Set aside" tile offers what `myclaw memory retry-set-aside`
+    does: the mark is cleared (that user's only), logged, and said."""
+    from memory.service import SqliteMemory
+    from tests.memory._writepath import turns
+
+    await SqliteMemory(site.engine).buffer(turns("alice", ("a very long story", "ok")) + turns("bob", ("another", "ok")))
+    await site.engine.db.write("UPDATE extraction_buffer SET set_aside_at = '2026-11-20T00:00:00Z'")
+    async with site.client() as c:
+        page = (await c.get("/memory", params={"user": "alice"})).text
+        assert "Set aside" in page and 'action="/memory/retry-set-aside"' in page
+        r = await c.post("/memory/retry-set-aside", data={"user": "alice"})
+        assert r.status_code == 303 and "done=retried_set_aside&n=2" in r.headers["Location"]
+        after = (await c.get(r.headers["Location"])).text
+        assert "2 set-aside lines will be tried again at the next extraction run." in after
+        assert 'action="/memory/retry-set-aside"' not in after
+    rows = await site.engine.db.fetchall("SELECT owner, set_aside_at FROM extraction_buffer ORDER BY id")
+    assert {(o, s is None) for o, s in rows} == {("alice", True), ("bob", False)}
+    [entry] = await read_log(site.engine.db, actions=["retry-set-aside"])
+    assert entry.owner == "alice" and entry.job == "web"
