@@ -106,13 +106,17 @@ class BaseChannel(abc.ABC):
         max_audio_bytes: int | None = None,
         max_document_bytes: int | None = None,
         max_document_tokens: int = 12_000,
+        max_file_bytes: int | None = None,
     ) -> None:
         """``max_image_bytes``: pictures up to this size go to the model
         (``agent.vision``); ``max_audio_bytes``: voice messages up to this
         size are transcribed (``agent.transcription``); ``max_document_bytes``:
         files up to this size are read as text, at most
-        ``max_document_tokens`` of it (``agent.documents``). None: not read."""
+        ``max_document_tokens`` of it (``agent.documents``). None: not read.
+        ``max_file_bytes``: the largest file the platform lets the bot send
+        (gateway/delivery.py compresses a larger ``/export``); None: no limit."""
         self.bus = bus
+        self.max_file_bytes = max_file_bytes
         self.allow_from = {str(a).lstrip("@").lower() for a in allow_from if str(a).strip()}
         self.max_image_bytes = max_image_bytes
         self.max_audio_bytes = max_audio_bytes

@@ -143,6 +143,9 @@ __all__ = [
 
 MAX_MESSAGE_CHARS = 4096
 CAPTION_LIMIT = 1024  # a document's caption
+# Bot API sendDocument: "files of any type of up to 50 MB" (decimal here:
+# the safe reading; a larger /export is compressed first, gateway/delivery.py).
+MAX_UPLOAD_BYTES = 50_000_000
 INVALID_TOKEN_MESSAGE = "Telegram rejected the bot token (401 Unauthorized): check channels.telegram.token"
 # Telegram answers 404 to a malformed token; so does a wrong baseUrl.
 NOT_FOUND_MESSAGE = (
@@ -621,9 +624,11 @@ class TelegramChannel(BaseChannel):
         album_quiet: float = 1.0,
         hold_poll: float = 0.5,
         comment_store: CommentStore | None = None,
+        max_file_bytes: int = MAX_UPLOAD_BYTES,
     ) -> None:
         super().__init__(bus, config.allow_from, max_image_bytes=max_image_bytes, max_audio_bytes=max_audio_bytes,
-                         max_document_bytes=max_document_bytes, max_document_tokens=max_document_tokens)
+                         max_document_bytes=max_document_bytes, max_document_tokens=max_document_tokens,
+                         max_file_bytes=max_file_bytes)
         # Parts of an album in a later batch are seen within hold_poll (the
         # album's first part is held back), so the quiet period must be longer.
         self.album_quiet = album_quiet
@@ -1612,9 +1617,11 @@ class TelegramChannel(BaseChannel):
 
         async def send(to: int | str, words: str | None, parse_mode: str | None) -> None:
             with file.open() as content:  # streamed from the start on each try (a large export is on disk)
+                document = InputFile(content, filename=file.filename, read_file_handle=False)
+                document.mimetype = file.mime  # PTB guesses by the name, and takes .md.gz for text/markdown
                 await bot.send_document(
                     chat_id=to,
-                    document=InputFile(content, filename=file.filename, read_file_handle=False),
+                    document=document,
                     filename=file.filename,
                     caption=words,
                     parse_mode=parse_mode,

@@ -25,7 +25,15 @@ A reply with a file (``OutboundMessage.attachment``: a user's ``/export``)
 is sent now or never: it holds what is kept about them, so it is never
 written to the outbox. When it cannot go out, it is dropped (logged
 without its content) and the chat gets :data:`FILE_NOT_SENT` instead, a
-text like any other (kept if need be); the user can ask again.
+text like any other (kept if need be); the user can ask again. A file
+larger than the channel takes (``BaseChannel.max_file_bytes``: Telegram
+50 MB, Feishu 30 MB) is gzipped first, streamed into another anonymous
+temporary file (Markdown shrinks several times), and sent as ``.md.gz``;
+still too large, the chat gets :func:`file_too_large` instead, which says
+the operator can write it with ``myclaw memory export`` and never to ask
+again (it would fail the same way). Not split into parts: a memory that
+big is hundreds of MB of text, dozens of messages to put back together,
+and a cut half way would leave part of it in the chat and part not.
 
 A draft (``OutboundMessage.draft``: a reply still being written,
 gateway/drafts.py) is never kept: it is shown only when nothing waits
@@ -45,7 +53,10 @@ still queued into the outbox; the next start sends every row at once.
 from __future__ import annotations
 
 import asyncio
+import gzip
 import random
+import shutil
+import tempfile
 import uuid
 from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable, Mapping
@@ -58,10 +69,10 @@ import structlog
 from channels.base import BaseChannel, DeliveryError
 from memory.clock import Clock
 
-from .bus import MessageBus, OutboundMessage
+from .bus import Attachment, MessageBus, OutboundMessage, words_in_chinese
 from .outbox import Outbox, Pending
 
-__all__ = ["FILE_NOT_SENT", "Delivery", "RetryPolicy"]
+__all__ = ["FILE_NOT_SENT", "Delivery", "RetryPolicy", "file_too_large", "gzipped"]
 
 log = structlog.get_logger(component="outbox")
 
@@ -97,6 +108,40 @@ def _file_not_sent(msg: OutboundMessage) -> OutboundMessage:
     caption's last (the same uuid) when the caption had gone out, and the
     chat never saw it."""
     return replace(msg, text=FILE_NOT_SENT, attachment=None, send_key=uuid.uuid4().hex)
+
+
+GZIP_MIME = "application/gzip"
+
+
+def _size(n: int) -> str:
+    return f"{n / 1_000_000:.1f} MB" if n >= 100_000 else f"{n / 1000:.0f} KB"
+
+
+def file_too_large(size: int, limit: int, *, zh: bool) -> str:
+    """What the chat is told instead of a file it cannot take even
+    gzipped (``size``: the file's bytes): where to get it instead, never
+    to ask again."""
+    if zh:
+        return (f"你的导出文件太大，无法在这个聊天里发送：它有 {_size(size)}，压缩后仍超过这里的文件上限 "
+                f"{_size(limit)}。请本机器人的管理员运行 myclaw memory export 把它写成文件交给你。")
+    return (f"Your export is too large for this chat: it is {_size(size)}, and even compressed it is over the "
+            f"{_size(limit)} this chat takes. The operator of this bot can write it to a file for you with "
+            "myclaw memory export.")
+
+
+def gzipped(file: Attachment) -> Attachment:
+    """``file`` gzipped, streamed into an anonymous temporary file (0600,
+    no name on disk) and named ``.gz``; blocking (run it in a thread).
+    The caller closes both."""
+    out = tempfile.TemporaryFile()
+    try:
+        with file.open() as src, gzip.GzipFile(filename=file.filename, mode="wb", fileobj=out, mtime=0) as gz:
+            shutil.copyfileobj(src, gz, 1 << 16)
+        out.flush()
+    except BaseException:
+        out.close()
+        raise
+    return Attachment(f"{file.filename}.gz", mime=GZIP_MIME, file=out)
 
 
 def _retryable(exc: BaseException) -> bool:
@@ -278,10 +323,16 @@ class Delivery:
 
     async def _send_file(self, channel: BaseChannel, msg: OutboundMessage) -> None:
         """Send a reply with a file at once, even to a chat whose older
-        replies wait (it cannot queue behind them); on any failure drop it
-        and send :data:`FILE_NOT_SENT` the usual way."""
+        replies wait (it cannot queue behind them), gzipped when it is over
+        the channel's limit, or :func:`file_too_large` when even that is;
+        on any failure drop it and send :data:`FILE_NOT_SENT` the usual way."""
         note = _file_not_sent(msg)
+        original = msg.attachment
         try:
+            fitted = await self._fit(channel, msg)
+            if fitted is None:
+                return
+            msg = fitted
             await channel.send(msg)
         except asyncio.CancelledError:
             log.warning("file dropped", reason="gateway stopping", channel=msg.channel, chat_id=msg.chat_id)
@@ -293,8 +344,33 @@ class Delivery:
                       chat_id=msg.chat_id, error=self._describe(exc, msg.text))
             await self._send_new(channel, note)
         finally:
-            if msg.attachment is not None:
-                msg.attachment.close()  # sent or dropped: a large export's temporary file goes now
+            # Sent or dropped: a large export's temporary files go now.
+            for done in (original, msg.attachment):
+                if done is not None:
+                    done.close()
+
+    async def _fit(self, channel: BaseChannel, msg: OutboundMessage) -> OutboundMessage | None:
+        """``msg`` as ``channel`` can take its file: as it is, or gzipped
+        (the caption says so); None when even gzipped it is too large (the
+        chat was told, ``file_too_large``)."""
+        file, limit = msg.attachment, channel.max_file_bytes
+        if file is None or limit is None or file.size <= limit:
+            return msg
+        zh = bool(words_in_chinese(msg.text))  # the caption is in the chat's language
+        packed = await asyncio.to_thread(gzipped, file)
+        size = packed.size
+        if size <= limit:
+            log.info("file gzipped to fit the chat", channel=msg.channel, chat_id=msg.chat_id, size=file.size,
+                     gzipped=size, limit=limit)
+            said = "（文件较大，已用 gzip 压缩。）" if zh else "(Compressed with gzip: too large for this chat as it is.)"
+            return replace(msg, text=f"{msg.text}\n\n{said}" if msg.text.strip() else said, attachment=packed)
+        packed.close()
+        log.warning("file too large for the chat", channel=msg.channel, chat_id=msg.chat_id, size=file.size,
+                    gzipped=size, limit=limit)
+        too_large = replace(msg, text=file_too_large(file.size, limit, zh=zh), attachment=None,
+                            send_key=uuid.uuid4().hex)
+        await self._send_new(channel, too_large)
+        return None
 
     async def _keep(
         self,

@@ -29,10 +29,12 @@ from .bus import Attachment
 from .timezones import TimezoneError, parse_timezone, zone_name
 
 if TYPE_CHECKING:
+    from memory.backend import MemoryBackend
+
     from .cron import CronJob
 
 __all__ = ["MIME", "Spool", "UserExport", "chinese_enough", "export_filename", "mostly_chinese", "render_markdown", "render_user_export",
-           "write_user_export"]
+           "write_markdown", "write_user_export"]
 
 MIME = "text/markdown"
 _CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff]")
@@ -183,7 +185,8 @@ def export_filename(now: datetime) -> str:
 
 def render_markdown(owners: Sequence[OwnerData], *, at: str) -> str:
     """The operator's export: every owner given, grouped by owner, nothing
-    hidden (the file is theirs to keep safe: written 0600)."""
+    hidden (the file is theirs to keep safe: written 0600). All in memory:
+    :func:`write_markdown` writes the same text from rows read page by page."""
     out = [f"# {_EN.title} ({at})"]
     for data in sorted(owners, key=lambda d: d.owner):
         if not (data.memories or data.events or data.waiting or data.set_aside):
@@ -198,6 +201,52 @@ def render_markdown(owners: Sequence[OwnerData], *, at: str) -> str:
             out.append(f"- {_n(data.set_aside, 'line', 'lines')} set aside: too long for the memory model "
                        f"(myclaw memory retry-set-aside tries {'it' if data.set_aside == 1 else 'them'} again)")
     return "\n".join(out)
+
+
+async def write_markdown(
+    write: Callable[[str], None], backend: MemoryBackend, owners: Sequence[str], *, at: str, page: int = 500
+) -> tuple[int, int]:
+    """:func:`render_markdown`'s text and a newline (the file the CLI
+    wrote), handed to ``write`` a line at a time: each owner's index first
+    (:meth:`~memory.backend.MemoryBackend.owner_index`), then their rows
+    ``page`` at a time (``owner_rows``), so only a page is in memory
+    however large the store. Returns how many memories and events it wrote."""
+    first = True
+
+    def line(text: str) -> None:
+        nonlocal first
+        write(text if first else "\n" + text)
+        first = False
+
+    line(f"# {_EN.title} ({at})")
+    memories = events = 0
+    for owner in sorted(owners):
+        index = await backend.owner_index(owner)
+        if not (index.memory_ids or index.event_ids or index.waiting):
+            continue
+        line(f"\n## {owner}")
+        shown = {f"m:{i}" for i in index.memory_ids} | {f"event:{i}" for i in index.event_ids}
+        group: tuple[int, str] | None = None
+        dated = False
+        async for row in backend.owner_rows(owner, index, page=page):
+            if isinstance(row, Memory):
+                memories += 1
+                if (row.tier, row.project) != group:
+                    group = (row.tier, row.project)
+                    line(_group_title(row.tier, row.project, _EN, "###"))
+                for text in _memory(row, _EN, False, shown, set(), None):
+                    line(text)
+            else:
+                events += 1
+                if not dated:
+                    dated = True
+                    line(f"\n### {_EN.events}\n")
+                line(_event(row, _EN))
+        if index.waiting:
+            line(f"\n### {_EN.waiting}\n")
+            line(f"- {_n(index.waiting, 'line', 'lines')} waiting for extraction")
+    write("\n")
+    return memories, events
 
 
 def render_user_export(export: UserExport, *, at: str, zh: bool, tz: tzinfo = UTC) -> str:

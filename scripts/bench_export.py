@@ -9,7 +9,10 @@ the peak of Python's allocations (``tracemalloc``) during it. The command
 is the same on every version of the gateway, so the script runs unchanged
 in an older worktree for an A/B comparison.
 
-    .venv/bin/python scripts/bench_export.py [--facts 20000] [--days 365] [--json FILE]
+``--cli``: the operator's ``myclaw memory export --format markdown -o FILE``
+instead (the click command, in this process), on the same memory.
+
+    .venv/bin/python scripts/bench_export.py [--facts 20000] [--days 365] [--cli] [--json FILE]
 """
 
 from __future__ import annotations
@@ -97,14 +100,49 @@ async def measure(facts: int, days: int, seed: int = 1) -> dict[str, Any]:
             "wall_s": round(took, 2), "peak_mb": round(peak / 1e6, 1)}
 
 
+def measure_cli(facts: int, days: int, seed: int = 1) -> dict[str, Any]:
+    """``myclaw memory export --format markdown`` into a file, on the
+    memory :func:`measure` builds: the command as the operator runs it."""
+    from click.testing import CliRunner
+
+    from gateway.cli import main as cli
+
+    rng = random.Random(seed)
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        db = folder / "memory.db"
+
+        async def build() -> None:
+            async with await MemoryEngine.open(db) as engine:
+                await _build(engine, facts, days, rng)
+                await engine.db.checkpoint()
+
+        asyncio.run(build())
+        db_mb = db.stat().st_size / 1e6
+        out = folder / "export.md"
+        gc.collect()
+        tracemalloc.start()
+        t0 = time.perf_counter()
+        result = CliRunner().invoke(cli, ["memory", "export", "--format", "markdown", "--db", str(db), "-o", str(out)],
+                                    env={"MYCLAW_HOME": str(folder)})  # no operator config is read
+        took = time.perf_counter() - t0
+        _, peak = tracemalloc.get_traced_memory()
+        tracemalloc.stop()
+        assert result.exit_code == 0, result.output
+        size = out.stat().st_size
+    return {"facts": facts, "days": days, "db_mb": round(db_mb, 1), "file_mb": round(size / 1e6, 1),
+            "wall_s": round(took, 2), "peak_mb": round(peak / 1e6, 1)}
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--facts", type=int, default=20_000)
     ap.add_argument("--days", type=int, default=365)
+    ap.add_argument("--cli", action="store_true", help="measure `myclaw memory export --format markdown -o FILE`")
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args(argv)
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(30))  # warnings and up
-    row = asyncio.run(measure(args.facts, args.days))
+    row = measure_cli(args.facts, args.days) if args.cli else asyncio.run(measure(args.facts, args.days))
     print(f"{'facts':>7} {'days':>5} {'db MB':>6} {'file MB':>8} {'wall s':>7} {'peak MB':>8}")
     print(f"{row['facts']:>7} {row['days']:>5} {row['db_mb']:>6} {row['file_mb']:>8} {row['wall_s']:>7} "
           f"{row['peak_mb']:>8}")

@@ -111,6 +111,9 @@ __all__ = [
 ]
 
 _WITHDRAW_AT_STOP = 10.0  # seconds stop() gives withdrawals still under way
+# POST /open-apis/im/v1/files: "文件大小不得超过 30 MB" for every file_type
+# (opus, mp4, pdf, doc, xls, ppt, stream); decimal here, the safe reading.
+MAX_UPLOAD_BYTES = 30_000_000
 # Reading the message a user replied to holds up their message (and a
 # webhook's answer to Feishu, which wants one within 3 s): kept short.
 QUOTE_TIMEOUT = 2.0
@@ -159,6 +162,7 @@ class FeishuChannel(BaseChannel):
         max_audio_bytes: int | None = None,
         max_document_bytes: int | None = None,
         max_document_tokens: int = 12_000,
+        max_file_bytes: int = MAX_UPLOAD_BYTES,
         api_http: httpx.AsyncClient | None = None,
         **client_options: Any,
     ) -> None:
@@ -176,10 +180,12 @@ class FeishuChannel(BaseChannel):
         pictures up to this size go to the model; ``max_audio_bytes`` (with
         ``agent.transcription``): audio messages up to this size are
         downloaded for transcription; ``max_document_bytes`` (with
-        ``agent.documents``): file messages up to this size are read as text.
+        ``agent.documents``): file messages up to this size are read as text;
+        ``max_file_bytes``: the largest file it uploads (:data:`MAX_UPLOAD_BYTES`).
         The ``clock`` (monotonic seconds) also spaces a draft's edits."""
         super().__init__(bus, config.allow_from, max_image_bytes=max_image_bytes, max_audio_bytes=max_audio_bytes,
-                         max_document_bytes=max_document_bytes, max_document_tokens=max_document_tokens)
+                         max_document_bytes=max_document_bytes, max_document_tokens=max_document_tokens,
+                         max_file_bytes=max_file_bytes)
         self.config = config
         self.http = http
         self.locale = app_locale(config.domain)

@@ -14,11 +14,11 @@ import sqlite3
 import sys
 import tempfile
 import unicodedata
-from collections.abc import AsyncIterator, Coroutine, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Coroutine, Iterator, Sequence
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TextIO, TypeVar
 
 import click
 
@@ -219,14 +219,27 @@ def render_table(headers: Sequence[str], rows: Sequence[Sequence[Any]], *, width
 def write_private_file(path: Path, text: str) -> None:
     """Write ``text`` atomically, readable by the owner only (an export
     holds everything people told the bot, credentials included)."""
+    with private_file(path) as f:
+        f.write(text)
+
+
+@contextmanager
+def private_file(path: Path) -> Iterator[TextIO]:
+    """A text file to write ``path`` with, readable by the owner only: a
+    temporary file beside it, renamed over it once the block ends, removed
+    if the block fails (a half-written export never takes the old one's
+    place). For what is written a piece at a time."""
     if not path.parent.is_dir():
         raise click.ClickException(f"cannot write {path}: directory {path.parent} does not exist")
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
+            yield f
         os.replace(tmp, path)
     except OSError as exc:
         Path(tmp).unlink(missing_ok=True)
         raise click.ClickException(f"cannot write {path}: {exc.strerror}") from None
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
 

@@ -9,13 +9,15 @@ person is never shared by a forgotten option.
 from __future__ import annotations
 
 import json
+import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import click
 
 from gateway.config import Config, Paths
-from gateway.export import render_markdown
+from gateway.export import write_markdown
 from memory import Category, MemoryEngine, MemoryNotFound, NewMemory, Provenance, Source, Status
 from memory.changelog import write_log
 from memory.engine import MAX_CONTENT_CHARS
@@ -39,6 +41,7 @@ from ._common import (
     resolve_db,
     resolve_user,
     run,
+    private_file,
     setup_cli_logging,
     write_private_file,
 )
@@ -559,27 +562,46 @@ def export(user: str | None, output: Path | None, fmt: str) -> None:
     """Everything stored (all statuses, with provenance), as JSON or markdown."""
     cfg = load_cli_config()
     path, owner = resolve_db(cfg), resolve_user(user, cfg)
+    if fmt == "markdown":
+        _export_markdown(path, owner, output)
+        return
     owners, at = run(_export(path, owner))
     memories = sorted((m for d in owners for m in d.memories), key=lambda m: m.id)
     events = [e for d in owners for e in d.events]
-    if fmt == "json":
-        text = json.dumps(
-            {
-                "exported_at": at,
-                "user": owner,
-                "memories": [memory_dict(m) for m in memories],
-                "events": [event_dict(e) for e in events],
-            },
-            ensure_ascii=False,
-            indent=2,
-        )
-    else:
-        text = render_markdown(owners, at=at)
+    text = json.dumps(
+        {
+            "exported_at": at,
+            "user": owner,
+            "memories": [memory_dict(m) for m in memories],
+            "events": [event_dict(e) for e in events],
+        },
+        ensure_ascii=False,
+        indent=2,
+    )
     if output is None:
         click.echo(text)
         return
     write_private_file(output, text + "\n")
     click.echo(f"wrote {len(memories)} memories and {len(events)} events to {output}", err=True)
+
+
+def _export_markdown(path: Path, owner: str | None, output: Path | None) -> None:
+    """Markdown written as the rows are read, a page at a time (the store
+    is never in memory whole): to stdout, or into a private temporary file
+    renamed to ``output`` at the end."""
+    if output is None:
+        run(_write_markdown(path, owner, sys.stdout.write))  # buffered: click.echo flushes every line
+        sys.stdout.flush()
+        return
+    with private_file(output) as f:
+        memories, events = run(_write_markdown(path, owner, f.write))
+    click.echo(f"wrote {memories} memories and {events} events to {output}", err=True)
+
+
+async def _write_markdown(path: Path, owner: str | None, write: Callable[[str], Any]) -> tuple[int, int]:
+    async with open_engine(path) as engine:
+        owners = [owner] if owner else await engine.owners()
+        return await write_markdown(write, SqliteMemory(engine), owners, at=engine.now())
 
 
 async def _export(path: Path, owner: str | None) -> tuple[list[OwnerData], str]:

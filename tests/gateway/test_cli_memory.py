@@ -11,12 +11,14 @@ import pytest
 from click.testing import CliRunner, Result
 
 from gateway.cli import main
+from gateway.export import render_markdown
 from gateway.bus import Document
 from gateway.recent_files import RecentFiles
 from gateway.sessions import SessionStore
 from memory import Category, ManualClock, MemoryEngine, NewMemory, Provenance, Status, SystemClock
 from memory.backend import Turn
 from memory.filestore import FileMemory
+from memory.service import SqliteMemory
 from tests.disk import on_disk
 from tests.gateway.lineage import Lineage, buffered, lineage
 
@@ -267,6 +269,34 @@ def test_export_json_and_markdown(home: Path, tmp_path: Path) -> None:
     assert doc["memories"][1]["source_text"] == "we moved atlas onto the k8s cluster"
     assert "- [m3] Bob likes tea _(decision, importance 0.70, " in md and ", archived, added by the operator)_" in md
 
+
+
+def test_a_markdown_export_is_written_into_a_private_file_as_rendered_whole(home: Path, tmp_path: Path) -> None:
+    """Streamed page by page into a temporary file renamed at the end: the
+    text the in-memory renderer gives, 0600, nothing else left beside it."""
+    ok("add", "Alice lives in Hangzhou", "--user", "alice", "--tier", "1")
+    ok("add", "爱丽丝喜欢燕麦拿铁", "--user", "alice", "--project", "咖啡")
+    ok("add", "Bob's vault password is tulip-4471", "--user", "bob", "--category", "credential")
+    folder = tmp_path / "out"
+    folder.mkdir()
+    out = folder / "all.md"
+    out.write_text("an older export")
+    r = ok("export", "--format", "markdown", "-o", str(out))
+    assert r.stdout == "" and "wrote 3 memories and 0 events" in r.output
+    assert list(folder.iterdir()) == [out] and stat.S_IMODE(out.stat().st_mode) == 0o600
+    text = out.read_text(encoding="utf-8")
+    head = text.split("\n", 1)[0]
+    at = head.removeprefix("# myclaw memory export (").removesuffix(")")
+
+    async def rendered() -> str:
+        async with await MemoryEngine.open(home / "data" / "memory.db") as e:
+            backend = SqliteMemory(e)
+            return render_markdown([await backend.owner_data(u) for u in await e.owners()], at=at)
+
+    assert text == asyncio.run(rendered()) + "\n"
+    assert "tulip-4471" in text and "咖啡" in text
+    stdout = ok("export", "--format", "markdown").stdout
+    assert stdout.split("\n", 1)[1] == text.split("\n", 1)[1]
 
 def test_migrate_is_idempotent_and_reports_counts(home: Path, tmp_path: Path) -> None:
     ws = home / "workspace"  # the default workspace under MYCLAW_HOME

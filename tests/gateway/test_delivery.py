@@ -5,7 +5,9 @@ bus; a ManualClock drives the backoff (no sleeping through it)."""
 from __future__ import annotations
 
 import asyncio
+import gzip
 import json
+import os
 import random
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -23,7 +25,8 @@ from channels.telegram import Backoff, TelegramChannel, split_message
 from gateway.app import App, ChannelSpec
 from gateway.bus import Attachment, MessageBus, OutboundMessage
 from gateway.config import FeishuConfig, Paths, TelegramConfig, load_config
-from gateway.delivery import FILE_NOT_SENT, Delivery
+from gateway.delivery import FILE_NOT_SENT, Delivery, file_too_large
+from gateway.export import MIME, Spool
 from gateway.outbox import Outbox
 from gateway.sessions import SessionStore
 from memory import ManualClock
@@ -352,6 +355,122 @@ async def test_a_file_goes_out_at_once_even_to_a_chat_with_replies_waiting(rig: 
     assert [d.data for d in tg.documents] == [EXPORTED] and await rig.rows() == ["an older answer"]
     await rig.later(30)
     assert tg.texts() == ["an older answer"]
+
+
+# -- a file over the channel's upload limit ----------------------------------------------------
+
+LIMIT = 20_000  # the channel's largest file, lowered for the test (Telegram's is 50 MB, Feishu's 30 MB)
+# An export several times the limit that gzip brings well under it.
+BIG_EXPORT = "".join(f"- [m{i}] 用户喜欢在周末去徒步，Alice's cat is called Miso ({i})\n" for i in range(2000)).encode()
+NO_TRY_AGAIN = ("again", "再试")
+
+
+def _spooled(data: bytes, name: str = "myclaw-memory-2026-11-22.md") -> Attachment:
+    """An export as /export makes a large one: on disk, in an anonymous temporary file."""
+    spool = Spool(0)
+    spool.write(data.decode())
+    return spool.attachment(name, MIME)
+
+
+def _open_temp_files() -> int:
+    """Anonymous temporary files this process holds open (Linux: the
+    descriptor's link reads "/tmp/#123 (deleted)")."""
+    fds = Path("/proc/self/fd")
+    count = 0
+    for fd in fds.iterdir():
+        try:
+            count += os.readlink(fd).endswith(" (deleted)")
+        except OSError:  # closed meanwhile (the listing's own descriptor)
+            pass
+    return count
+
+
+@pytest.fixture
+async def small_tg(tmp_path: Path, clock: ManualClock, tg: FakeTelegram) -> AsyncIterator[Rig]:
+    cfg = TelegramConfig(enabled=True, token=SecretStr(tg.token), base_url=tg.base_url, poll_timeout=1)
+    channel = TelegramChannel(cfg, MessageBus(), backoff=FAST, send_attempts=1, max_file_bytes=LIMIT)
+    await asyncio.wait_for(channel.start(), 10)
+    async for r in _rig(tmp_path, clock, channel):
+        yield r
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="counts open files through /proc")
+async def test_a_file_over_telegrams_limit_goes_gzipped_and_unpacks_to_the_original(
+    small_tg: Rig, tg: FakeTelegram
+) -> None:
+    assert len(BIG_EXPORT) > 3 * LIMIT
+    before = _open_temp_files()
+    file = _spooled(BIG_EXPORT)
+    assert _open_temp_files() == before + 1
+    with capture_logs() as logs:
+        await small_tg.bus.publish_outbound(OutboundMessage("telegram", CHAT, "Everything I keep about you", attachment=file))
+        await asyncio.wait_for(small_tg.bus.outbound_queue("telegram").join(), 10)
+    [doc] = tg.documents
+    assert doc.filename == "myclaw-memory-2026-11-22.md.gz" and doc.mime_type == "application/gzip"
+    assert len(doc.data) <= LIMIT and gzip.decompress(doc.data) == BIG_EXPORT
+    assert doc.caption is not None and doc.caption.startswith("Everything I keep about you")
+    assert "gzip" in doc.caption
+    assert tg.texts() == [] and await small_tg.outbox.count() == 0
+    assert _open_temp_files() == before  # the export's file and the compressed one: both closed
+    assert all("Miso" not in json.dumps(e, default=str) for e in logs)
+
+
+async def test_a_file_under_the_limit_goes_as_it_is(small_tg: Rig, tg: FakeTelegram) -> None:
+    await _send_file(small_tg)
+    [doc] = tg.documents
+    assert doc.filename == "myclaw-memory-2026-11-22.md" and doc.data == EXPORTED
+    assert doc.mime_type == "text/markdown" and doc.caption == "Everything I keep about you"
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="counts open files through /proc")
+@pytest.mark.parametrize(("caption", "zh"), [("Everything I keep about you", False), ("这是我保存的关于你的一切", True)])
+async def test_a_file_too_large_even_gzipped_gets_a_note_in_the_chats_language_never_try_again(
+    small_tg: Rig, tg: FakeTelegram, caption: str, zh: bool
+) -> None:
+    # Random words gzip cannot shrink below the limit.
+    words = random.Random(3).choices(range(0x4E00, 0x9FA5), k=4 * LIMIT)
+    data = "".join(map(chr, words)).encode()
+    before = _open_temp_files()
+    with capture_logs() as logs:
+        await small_tg.bus.publish_outbound(OutboundMessage("telegram", CHAT, caption, attachment=_spooled(data)))
+        await asyncio.wait_for(small_tg.bus.outbound_queue("telegram").join(), 10)
+    assert tg.documents == []
+    [note] = tg.texts()
+    assert note == file_too_large(len(data), LIMIT, zh=zh)
+    assert "myclaw memory export" in note and not any(w in note for w in NO_TRY_AGAIN)
+    assert ("太大" in note) is zh
+    assert await small_tg.outbox.count() == 0
+    assert _open_temp_files() == before
+    [told] = [e for e in logs if e["event"] == "file too large for the chat"]
+    assert told["size"] == len(data) and told["limit"] == LIMIT and told["gzipped"] > LIMIT
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="counts open files through /proc")
+async def test_a_file_over_feishus_limit_goes_gzipped_and_the_too_large_one_gets_the_note(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    async with FakeFeishu() as fake:
+        cfg = FeishuConfig(enabled=True, app_id=fake.app_id, app_secret=SecretStr(fake.app_secret), domain=fake.url)
+        channel = FeishuChannel(cfg, MessageBus(), max_attempts=1, max_file_bytes=LIMIT)
+        async for r in _rig(tmp_path, clock, channel):
+            before = _open_temp_files()
+            await r.bus.publish_outbound(
+                OutboundMessage("feishu", "oc_chat", "这是我保存的关于你的一切", attachment=_spooled(BIG_EXPORT)))
+            await asyncio.wait_for(r.bus.outbound_queue("feishu").join(), 10)
+            [sent] = [s for s in fake.sent if s["msg_type"] == "file"]
+            assert sent["file_name"] == "myclaw-memory-2026-11-22.md.gz"
+            assert gzip.decompress(sent["data"]) == BIG_EXPORT
+            assert fake.texts()[0].startswith("这是我保存的关于你的一切") and "gzip" in fake.texts()[0]
+            assert _open_temp_files() == before
+
+            data = os.urandom(3 * LIMIT)  # nothing to compress
+            await r.bus.publish_outbound(
+                OutboundMessage("feishu", "oc_chat", "Everything I keep about you",
+                                attachment=Attachment("myclaw-memory-2026-11-22.md", data)))
+            await asyncio.wait_for(r.bus.outbound_queue("feishu").join(), 10)
+            assert len([s for s in fake.sent if s["msg_type"] == "file"]) == 1
+            assert fake.texts()[-1] == file_too_large(len(data), LIMIT, zh=False)
+            assert await r.outbox.count() == 0 and _open_temp_files() == before
 
 
 async def test_a_file_still_queued_at_shutdown_leaves_only_the_note(tmp_path: Path, clock: ManualClock) -> None:

@@ -16,10 +16,12 @@ from gateway.export import (
     mostly_chinese,
     render_markdown,
     render_user_export,
+    write_markdown,
     write_user_export,
 )
 from memory import MemoryEngine, NewMemory
 from memory.filestore import FileMemory
+from memory.backend import Turn
 from memory.service import SqliteMemory
 from memory.types import Category, Event, Memory, OwnerData, Provenance, Source, Status
 
@@ -218,6 +220,41 @@ async def test_written_page_by_page_is_the_text_rendered_whole(tmp_path: Path) -
             [*(m.content for m in data.memories), *(e.summary for e in data.events)])
         assert index.chinese == 2
 
+
+
+async def test_the_operators_export_written_page_by_page_is_the_text_rendered_whole(tmp_path: Path) -> None:
+    """``myclaw memory export --format markdown`` streamed: byte for byte
+    what the in-memory renderer gave (the file the CLI wrote: its text and
+    a newline), on every page size, with credentials shown, projects, CJK,
+    a superseded fact, lines waiting, and an owner with nothing left out."""
+    where = Provenance(channel="feishu", chat_id="oc_1")
+    async with await MemoryEngine.open(tmp_path / "memory.db") as engine:
+        backend = SqliteMemory(engine)
+        ids = await engine.add_many([
+            (NewMemory(owner="bob", content="Bob keeps bees", source_text="I keep bees"), None),
+            (NewMemory(owner="alice", tier=1, category=Category.IDENTITY, content="Alice is a backend engineer",
+                       provenance=where), None),
+            (NewMemory(owner="alice", content="Alice's vault password is tulip-4471", category=Category.CREDENTIAL,
+                       source_text="my vault password is tulip-4471"), None),
+            (NewMemory(owner="alice", content="爱丽丝住在柏林", provenance=where, source_text="我住在柏林"), None),
+            (NewMemory(owner="alice", content="爱丽丝喜欢燕麦拿铁", project="咖啡", provenance=where), None),
+            (NewMemory(owner="alice", content="Atlas runs on k8s", project="atlas", topic="deploy",
+                       category=Category.DECISION, provenance=where, source_text="we moved atlas\nto k8s"), None),
+            (NewMemory(owner="alice", content="Alice lives in Hangzhou", provenance=where), None),
+        ])
+        await engine.set_status(ids[3], Status.SUPERSEDED)
+        await engine.add_event("alice", "2026-11-21", "Planned the trip\nto Osaka", channel="telegram", chat_id="100")
+        await engine.add_event("alice", "2026-11-20", "订了机票", channel="telegram", chat_id="100")
+        await engine.add_event("bob", "2026-11-20", "Bob harvested honey")
+        await backend.buffer([Turn("carol", "telegram", "7", "user", "I might move to Lisbon")])
+        owners = ["bob", "nobody", "carol", "alice"]
+        whole = render_markdown([await backend.owner_data(u) for u in owners], at=AT) + "\n"
+        assert "tulip-4471" in whole and "柏林" in whole and "— project 咖啡" in whole and "## carol" in whole
+        assert "## nobody" not in whole  # worth comparing
+        for page in (1, 2, 500):
+            parts: list[str] = []
+            assert await write_markdown(parts.append, backend, owners, at=AT, page=page) == (7, 3)
+            assert "".join(parts) == whole
 
 async def test_the_file_store_is_written_as_rendered(tmp_path: Path) -> None:
     backend = FileMemory(tmp_path / "workspace")
