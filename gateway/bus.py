@@ -361,6 +361,11 @@ class OutboundMessage:
     # into the reply. Best effort: a draft is never kept in the outbox, and
     # one that cannot go out now is dropped.
     draft: bool = False
+    # The reply whose drafts were shown under this ``send_key`` will not
+    # come (its turn was superseded, taken in, or cut by a stop): a channel
+    # takes those drafts away (``BaseChannel.drop_draft``). No words; never
+    # kept in the outbox.
+    dropped: bool = False
 
     @classmethod
     def answering(

@@ -429,12 +429,16 @@ class ProcessLoop:
         self._current[key] = (item, handling)
         try:
             return await handling
-        except asyncio.CancelledError:
+        except (asyncio.CancelledError, _TakenIn) as exc:
+            # Superseded, taken in, or cut by a stop: no reply takes its
+            # drafts' place, so they are taken away (a Feishu message half written).
+            if item.drafts is not None:
+                item.drafts.drop()
             task = asyncio.current_task()
-            if not item.superseded or (task is not None and task.cancelling()):
+            if isinstance(exc, asyncio.CancelledError) and (
+                not item.superseded or (task is not None and task.cancelling())
+            ):
                 raise  # the worker itself is stopped
-        except _TakenIn:
-            pass
         finally:
             self._current.pop(key, None)
         user = self.identities.resolve(item.msg.channel, item.msg.sender_id)
