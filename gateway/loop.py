@@ -646,6 +646,8 @@ class ProcessLoop:
             sender_id=msg.sender_id,
             message_text=msg.history_text,
             tz=tz,
+            forwards=bool(msg.forwarded),
+            files=bool(msg.documents),
         )
         # A group member's message (not a scheduled job's prompt): every user
         # turn is marked with who said it, and the rules name whose memories
