@@ -82,7 +82,7 @@ class Drafts:
 
     def __call__(self, text: str) -> None:
         now = self._monotonic()
-        if now - self._started < self._delay or now - self._last < self._interval:
+        if self._replied or now - self._started < self._delay or now - self._last < self._interval:
             return
         text = text.strip()
         if not text or text == self._shown:
