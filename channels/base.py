@@ -374,6 +374,13 @@ class BaseChannel(abc.ABC):
         reply. The default shows none."""
         return False
 
+    async def drop_draft(self, msg: OutboundMessage) -> None:
+        """The reply whose drafts were shown under ``msg.send_key`` will
+        not come (``OutboundMessage.dropped``): take away what they left in
+        the chat. Best effort, like a draft. The default has nothing to
+        take away (no drafts, or drafts that fade by themselves)."""
+        return None
+
     async def run_sender(self) -> None:
         """Drain this channel's outbound queue; a failed send is logged and
         the loop goes on with the next message. The gateway sends through
@@ -385,6 +392,8 @@ class BaseChannel(abc.ABC):
             try:
                 if msg.draft:
                     await self.send_draft(msg)
+                elif msg.dropped:
+                    await self.drop_draft(msg)
                 else:
                     await self.send(msg)
             except asyncio.CancelledError:

@@ -215,8 +215,9 @@ def forwarded_text(items: Sequence[Forwarded], max_tokens: int = FORWARD_TOKENS)
     """Forwarded messages as the history and the model read them: a mark
     that names the author (``[forwarded from Alice, sent 2026-02-28]``, the
     words on the next line) or, for several, ``[forwarded: 3 messages, ...]``
-    and one ``author: words`` line each; cut to ``max_tokens``, saying how
-    many messages were left out. "" for none."""
+    and one ``author: words`` line each (a message's later lines indented
+    by two spaces); cut to ``max_tokens``, saying how many messages were
+    left out. "" for none."""
     if not items:
         return ""
     days = sorted({i.sent_at.date().isoformat() for i in items if i.sent_at is not None})
@@ -228,7 +229,9 @@ def forwarded_text(items: Sequence[Forwarded], max_tokens: int = FORWARD_TOKENS)
     used = estimate_tokens(lines[0])
     shown = 0
     for item in items:
-        line = f"{item.author or 'someone'}: {_forward_words(item.text)}"
+        # A message's later lines are indented: one saying "Bob: ..." must
+        # not read as a message of Bob's (extraction rule 10, memory/llm.py).
+        line = f"{item.author or 'someone'}: " + _forward_words(item.text).replace("\n", "\n  ")
         cost = estimate_tokens(line)
         if used + cost > max_tokens:
             if not shown:  # one long first message: its start rather than nothing
@@ -361,6 +364,11 @@ class OutboundMessage:
     # into the reply. Best effort: a draft is never kept in the outbox, and
     # one that cannot go out now is dropped.
     draft: bool = False
+    # The reply whose drafts were shown under this ``send_key`` will not
+    # come (its turn was superseded, taken in, or cut by a stop): a channel
+    # takes those drafts away (``BaseChannel.drop_draft``). No words; never
+    # kept in the outbox.
+    dropped: bool = False
 
     @classmethod
     def answering(

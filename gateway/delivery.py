@@ -40,7 +40,10 @@ gateway/drafts.py) is never kept: it is shown only when nothing waits
 behind it on the queue (the reply itself, a newer draft, another chat's
 reply: each matters more), never in a chat whose replies wait in the
 outbox, and a channel that shows none, or fails one, is not asked again
-for that reply. Shutdown drops the drafts still queued.
+for that reply. Shutdown drops the drafts still queued. A reply dropped
+after its drafts were shown (``OutboundMessage.dropped``) ends its drafts
+and has the channel take them away (``BaseChannel.drop_draft``); it is
+never kept either.
 
 A late reply is sent as it was written, with no "(delayed)" prefix: in a
 group it still quotes the message it answers, and the log says how late
@@ -257,6 +260,8 @@ class Delivery:
             try:
                 if msg.draft:
                     await self._send_draft(channel, msg, waiting=not q.empty())
+                elif msg.dropped:
+                    await self._drop_draft(channel, msg)
                 else:
                     self._drafts_over(msg.send_key)
                     await self._send_new(channel, msg)
@@ -313,6 +318,20 @@ class Delivery:
             shown = False
         if not shown:
             self._drafts_over(key)
+
+    async def _drop_draft(self, channel: BaseChannel, msg: OutboundMessage) -> None:
+        """The reply previewed under ``msg.send_key`` will not come: no
+        more of its drafts are shown and the channel takes away those it
+        showed. Never kept: a draft message left by a failure here is
+        what the channel clears at its next start (Feishu's orphans)."""
+        self._drafts_over(msg.send_key)
+        try:
+            await channel.drop_draft(msg)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            log.info("drafts of a dropped reply not taken away", channel=msg.channel, chat_id=msg.chat_id,
+                     error=self._describe(exc, ""))
 
     def _drafts_over(self, key: str) -> None:
         """No more drafts for the reply sent under ``key``: it went out,
@@ -420,7 +439,7 @@ class Delivery:
             q = self.bus.outbound_queue(name)
             while not q.empty():
                 msg = q.get_nowait()
-                if msg.draft:  # a preview: the reply it previews is kept, or was never finished
+                if msg.draft or msg.dropped:  # a preview: the reply it previews is kept, or was never finished
                     q.task_done()
                     continue
                 if msg.attachment is not None:  # never stored: the chat hears it was not sent

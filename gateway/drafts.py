@@ -78,10 +78,11 @@ class Drafts:
         self._schedule: Schedule | None = None
         self._timer: _Timer | None = None
         self.published = 0
+        self._replied = False  # reply() made the reply (or drop() dropped it)
 
     def __call__(self, text: str) -> None:
         now = self._monotonic()
-        if now - self._started < self._delay or now - self._last < self._interval:
+        if self._replied or now - self._started < self._delay or now - self._last < self._interval:
             return
         text = text.strip()
         if not text or text == self._shown:
@@ -125,4 +126,18 @@ class Drafts:
     def reply(self, msg: OutboundMessage) -> OutboundMessage:
         """``msg``, the finished reply (or the apology), under this reply's
         ``send_key``, so that it takes the drafts' place."""
+        self._replied = True
         return replace(msg, send_key=self.send_key, draft=False)
+
+    def drop(self) -> None:
+        """The reply will not come (the turn was dropped): the drafts
+        stop, and if any was offered, the channel is told to take them
+        away (``OutboundMessage.dropped``). Offered, not awaited: it is
+        called from a turn being cancelled. Nothing once :meth:`reply` made
+        the reply, which takes the drafts' place itself; a full queue
+        leaves them (Feishu withdraws its draft message at the next start)."""
+        self.stop()
+        if self._replied or self._template is None:
+            return
+        self._replied = True  # once
+        self.bus.offer_outbound(replace(self._template, text="", draft=False, dropped=True))

@@ -429,12 +429,16 @@ class ProcessLoop:
         self._current[key] = (item, handling)
         try:
             return await handling
-        except asyncio.CancelledError:
+        except (asyncio.CancelledError, _TakenIn) as exc:
+            # Superseded, taken in, or cut by a stop: no reply takes its
+            # drafts' place, so they are taken away (a Feishu message half written).
+            if item.drafts is not None:
+                item.drafts.drop()
             task = asyncio.current_task()
-            if not item.superseded or (task is not None and task.cancelling()):
+            if isinstance(exc, asyncio.CancelledError) and (
+                not item.superseded or (task is not None and task.cancelling())
+            ):
                 raise  # the worker itself is stopped
-        except _TakenIn:
-            pass
         finally:
             self._current.pop(key, None)
         user = self.identities.resolve(item.msg.channel, item.msg.sender_id)
@@ -642,6 +646,8 @@ class ProcessLoop:
             sender_id=msg.sender_id,
             message_text=msg.history_text,
             tz=tz,
+            forwards=bool(msg.forwarded),
+            files=bool(msg.documents),
         )
         # A group member's message (not a scheduled job's prompt): every user
         # turn is marked with who said it, and the rules name whose memories

@@ -20,6 +20,7 @@ from typing import Any
 
 from memory.backend import MemoryBackend
 from memory.format import format_hits
+from memory.origin import carried
 from memory.types import Category, Provenance
 
 from .bus import words_in_chinese
@@ -83,6 +84,8 @@ def memory_tools(
                 channel=ctx.channel,
                 chat_id=ctx.chat_id,
                 message_ids=(ctx.message_id,) if ctx.message_id else (),
+                # Whose words it may be: "from a message you forwarded", not "told by you".
+                refs=carried(forwards=ctx.forwards, files=ctx.files),
             ),
             category=str(category),
             importance=0.8,  # the user asked for it explicitly

@@ -29,6 +29,10 @@ class ToolContext:
     sender_id: str = ""
     message_text: str = ""  # the message being answered: a saved memory is indexed with it
     tz: tzinfo | None = None  # the user's own zone (/timezone); None: the gateway's
+    # The message carries others' words (messages it forwards, a file it
+    # sends): a memory saved in its turn may be theirs, and is cited so.
+    forwards: bool = False
+    files: bool = False
 
 
 @dataclass(frozen=True)

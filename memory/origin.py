@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:  # types.py imports this module
     from .types import Provenance
 
-__all__ = ["origin", "place"]
+__all__ = ["FILE", "FORWARDED", "carried", "origin", "place"]
 
 # channel -> (English place, Chinese place): "on Telegram", "Telegram 上"
 _PLACES: dict[str, tuple[str, str]] = {
@@ -24,6 +24,18 @@ _PLACES: dict[str, tuple[str, str]] = {
     "feishu": ("on Feishu", "飞书上"),
     "terminal": ("in the terminal", "终端里"),
 }
+
+
+# A saved memory's ``refs`` (source "manual"): the message it was saved
+# from carried others' words, so they may be whose it is, not the user's.
+FORWARDED = "forwarded"
+FILE = "file"
+
+
+def carried(*, forwards: bool, files: bool) -> tuple[str, ...]:
+    """The ``refs`` of a memory saved in a turn whose message forwards
+    messages and/or sends a file."""
+    return (*((FORWARDED,) if forwards else ()), *((FILE,) if files else ()))
 
 
 def place(channel: str, *, zh: bool = False) -> str:
@@ -73,6 +85,14 @@ def origin(source: str, p: Provenance, *, zh: bool = False) -> str:
             return "在记忆管理页保存" if zh else "saved on the memory page"
         if ch == "cli":
             return "由管理员添加" if zh else "added by the operator"
+        forwarded, filed = FORWARDED in p.refs, FILE in p.refs
+        if forwarded or filed:  # someone else's words, passed on by the user
+            if zh:
+                what = "转发的消息和发来的文件" if forwarded and filed else "转发的消息" if forwarded else "发来的文件"
+                return _zh("来自你在", _place(ch, zh), what) if ch else f"来自你{what}"
+            what = ("messages you forwarded and a file you sent" if forwarded and filed
+                    else "a message you forwarded" if forwarded else "a file you sent")
+            return f"from {what} {_place(ch, zh)}" if ch else f"from {what}"
         if ch:
             return _zh("你在", _place(ch, zh), "告诉我的") if zh else f"told by you {_place(ch, zh)}"
         return "你告诉我的" if zh else "told by you"

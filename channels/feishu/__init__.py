@@ -857,6 +857,35 @@ class FeishuChannel(BaseChannel):
                 raise
             await self._withdraw_draft(msg.chat_id, stale)
 
+    async def drop_draft(self, msg: OutboundMessage) -> None:
+        """The reply will not come (its turn was dropped): the message its
+        drafts showed, half written, is withdrawn (as an orphan is at
+        start, for the same reasons), and later drafts show nothing. A
+        reply already in it is left. Feishu unreachable now: the row stays
+        and the next start withdraws it; a refusal is logged."""
+        draft = self._drafts.get(msg.send_key)
+        if draft is None:  # never shown, or forgotten: the store's row, if any, is for the next start
+            return
+        async with draft.lock:
+            if draft.done:
+                return
+            draft.done = True
+            stale, draft.message_id = draft.message_id, ""
+            if not stale:
+                return
+            try:
+                result = await self.api.delete_message(stale)
+            except FeishuApiError as exc:
+                self.log.warning("could not withdraw the draft of a dropped reply", chat_id=msg.chat_id,
+                                 message_id=stale, code=exc.code, error=exc.msg)
+                if exc.retryable:
+                    return
+                result = Withdrawal(stale, False, exc.code, exc.msg)
+            if not result.deleted:
+                self.log.warning("could not withdraw the draft of a dropped reply", chat_id=msg.chat_id,
+                                 message_id=stale, code=result.code, reason=result.reason)
+            await self._forget_draft(msg, draft)
+
     async def _withdraw_draft(self, chat_id: str, message_id: str) -> None:
         """Best effort: a draft the reply could not replace stays in the
         chat if Feishu refuses its withdrawal too (logged)."""

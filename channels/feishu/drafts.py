@@ -41,7 +41,10 @@ chat's language, and it is what a stale draft gets anyway. One marked
 finishing may already be the reply's first part: it is left in the chat,
 its row dropped. The small window between Feishu answering a first draft
 and its row being written is not covered: a crash there leaves that draft
-standing, as before.
+standing, as before. A reply the gateway drops after its drafts were shown
+(its turn superseded, or cut by a stop: ``OutboundMessage.dropped``) has
+its draft message withdrawn at once (``FeishuChannel.drop_draft``); one
+Feishu could not withdraw then is an orphan for the next start.
 """
 
 from __future__ import annotations

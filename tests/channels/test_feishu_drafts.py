@@ -535,3 +535,46 @@ async def test_drafts_whose_reply_will_never_come_are_withdrawn_at_the_next_star
     assert [d.send_key for d in await store.orphans()] == [] and await store.count() == 1
     assert await store.get("k-waited") is not None
     assert any(e["event"] == "feishu drafts left by the last run withdrawn" and e["withdrawn"] == 1 for e in logs)
+
+
+async def test_a_dropped_reply_s_draft_is_withdrawn_and_later_drafts_show_nothing(
+    fake: FakeFeishu, http: HttpServer, clock: Clock, store: DraftMessages
+) -> None:
+    """The turn was dropped after its drafts were shown (superseded, cut by
+    a stop): its half-written message goes, and so does its row on disk."""
+    ch = await started(fake, http, clock, store)
+    try:
+        msg = await asked(fake, http, ch)
+        reply = OutboundMessage.answering(msg, "Half of an answer that never")
+        assert await ch.send_draft(draft(reply, "Half of an"))
+        [shown] = fake.sent
+        await ch.drop_draft(dataclasses.replace(reply, text="", dropped=True))
+        assert fake.deleted == [shown["message_id"]] and fake.visible() == []
+        assert await store.count() == 0
+        clock.now += 2
+        assert not await ch.send_draft(draft(reply, "Half of an answer"))  # one late from the queue
+        assert len(fake.sent) == 1 and fake.edits == []
+        # A reply never drafted, or already out, is left alone.
+        out = OutboundMessage.answering(msg, "Sent whole.")
+        await ch.send(out)
+        await ch.drop_draft(dataclasses.replace(out, text="", dropped=True))
+        await ch.drop_draft(dataclasses.replace(OutboundMessage.answering(msg, ""), dropped=True))
+        assert [m["text"] for m in fake.visible()] == ["Sent whole."] and len(fake.deleted) == 1
+    finally:
+        await ch.stop()
+
+
+async def test_a_dropped_draft_feishu_cannot_withdraw_now_is_left_for_the_next_start(
+    fake: FakeFeishu, http: HttpServer, clock: Clock, store: DraftMessages
+) -> None:
+    ch = await started(fake, http, clock, store)
+    try:
+        msg = await asked(fake, http, ch)
+        reply = OutboundMessage.answering(msg, "Half of an answer that never")
+        assert await ch.send_draft(draft(reply, "Half of an"))
+        [shown] = fake.sent
+        fake.fail_next(1, "internal error", status=502, times=10, on="delete")
+        await ch.drop_draft(dataclasses.replace(reply, text="", dropped=True))
+        assert fake.deleted == [] and [d.message_id for d in await store.orphans()] == [shown["message_id"]]
+    finally:
+        await ch.stop()

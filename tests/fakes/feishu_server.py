@@ -380,6 +380,12 @@ class FakeFeishu:
         (the reply's, not its drafts'). :meth:`clear_edit_failures` ends it."""
         self._edit_faults.extend((text, _Failure(code, msg, status)) for _ in range(times))
 
+    def clear_failures(self) -> None:
+        """Every failure still scripted by :meth:`fail_next` and :meth:`fail_edits` is dropped."""
+        for queue in (self._failures, self._delete_failures, self._read_failures):
+            queue.clear()
+        self.clear_edit_failures()
+
     def clear_edit_failures(self) -> None:
         self._edit_faults.clear()
         self._edit_failures.clear()

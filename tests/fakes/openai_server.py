@@ -238,8 +238,11 @@ class Reply:
     stream_error: str = ""
     whole: bool = False
     # Set: the answer waits until this is set (a model call under way when
-    # the gateway stops); the fake sets every hold when it stops.
+    # the gateway stops); the fake sets every hold when it stops. With
+    # ``hold_after`` N, a streamed answer sends its first N pieces before it
+    # waits (a reply shown half written while the model is still at it).
     hold: asyncio.Event | None = None
+    hold_after: int | None = None
     # Set: the answer is this text as it is, with ``status`` and
     # ``content_type``, whatever was asked (a proxy's HTML error page, a
     # 200 whose JSON is no completion, ...).
@@ -338,11 +341,19 @@ class FakeOpenAI:
         cut_after: int | None = None,
         error: str = "",
         tool_calls: list[dict[str, Any]] | None = None,
-    ) -> None:
+        hold_after: int | None = None,
+    ) -> asyncio.Event | None:
         """A reply whose text comes in ``pieces``, ``delay`` seconds apart,
-        when the request streams (whole otherwise)."""
+        when the request streams (whole otherwise). ``hold_after`` N: the
+        rest waits after N pieces until the returned event is set (or the
+        fake stops)."""
+        hold = None
+        if hold_after is not None:
+            hold = asyncio.Event()
+            self._holds.append(hold)
         self._script.append(Reply(content="".join(pieces), pieces=list(pieces), piece_delay=delay, cut_after=cut_after,
-                                  stream_error=error, tool_calls=tool_calls or []))
+                                  stream_error=error, tool_calls=tool_calls or [], hold=hold, hold_after=hold_after))
+        return hold
 
     def queue_hold(self, content: str = "held") -> asyncio.Event:
         """The next chat request is answered only once the returned event
@@ -535,7 +546,7 @@ class FakeOpenAI:
             reply = Reply()
         if reply.delay:
             await asyncio.sleep(reply.delay)
-        if reply.hold is not None:
+        if reply.hold is not None and reply.hold_after is None:
             await reply.hold.wait()
         if reply.raw is not None:
             return web.Response(text=reply.raw, status=reply.status, content_type=reply.content_type,
@@ -583,6 +594,8 @@ class FakeOpenAI:
                 return resp
             if reply.piece_delay and n:
                 await asyncio.sleep(reply.piece_delay)
+            if reply.hold is not None and n == reply.hold_after:
+                await reply.hold.wait()
             await event({"content": piece})
         if reply.stream_error:
             error = {"message": reply.stream_error, "type": "server_error", "code": None}

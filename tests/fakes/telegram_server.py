@@ -30,6 +30,10 @@ shapes, so the client code under test cannot tell it from Telegram:
   checked as a message's): 400 with Telegram's wording.
 * ``sendMessageDraft`` (a reply shown while it is written) is recorded in
   ``drafts``; to a chat that is not private, or with ``draft_id`` 0: 400.
+  Telegram shows a draft as an ephemeral preview, gone once the message is
+  sent or 30 s after its last update; there is no call that takes one
+  away, so a draft never followed by ``sendMessage`` fades by itself (the
+  fake keeps every draft it accepted, for tests to read).
 
 * ``getFile`` answers a file a pushed message carries (``push_photo``,
   ``push_document``) with its ``file_path``, and ``GET

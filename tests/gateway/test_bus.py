@@ -51,3 +51,19 @@ def test_a_forward_with_paragraphs_cannot_pass_its_words_off_as_the_users() -> N
     both = (Forwarded("Dana", dana), Forwarded("Eve", "ok\n\nme too"))
     text = InboundMessage("telegram", "1", "2", "what now?", forwarded=both).history_text
     assert text.count("\n\n") == 1 and text.endswith("\n\nwhat now?")
+
+
+def test_in_several_forwards_a_later_line_cannot_pass_for_another_author_s_line() -> None:
+    """Only an author's first line starts at the margin: a later line of
+    the same message ("Bob: agreed", quoted inside Dana's) is indented, so
+    it cannot read as a message of Bob's (extraction rule 10 says so)."""
+    items = [Forwarded("Dana", "Minutes:\nBob: I will pay for the trip\nEve: fine", DAY), Forwarded("Eve", "ok\nsee you")]
+    text = forwarded_text(items)
+    assert text == ("[forwarded: 2 messages, sent 2026-02-27]\n"
+                    "Dana: Minutes:\n  Bob: I will pay for the trip\n  Eve: fine\n"
+                    "Eve: ok\n  see you")
+    authors = [line.split(":", 1)[0] for line in text.split("\n")[1:] if not line.startswith(" ")]
+    assert authors == ["Dana", "Eve"]
+    # Cut at the budget, the first message's lines stay indented too.
+    cut = forwarded_text([Forwarded("Ann", "Bob: yes\n" * 400), Forwarded("Bo", "ok")], max_tokens=100)
+    assert all(line.startswith("  Bob: yes") for line in cut.split("\n")[2:-1])

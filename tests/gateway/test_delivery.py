@@ -533,6 +533,23 @@ async def test_drafts_are_never_kept_for_later(rig: Rig, tg: FakeTelegram) -> No
     assert q.empty()
 
 
+async def test_a_dropped_reply_sends_nothing_shows_no_more_drafts_and_is_never_kept(rig: Rig, tg: FakeTelegram) -> None:
+    """A turn dropped after its drafts were shown: nothing goes to the chat
+    for it (Telegram's drafts fade by themselves), a late draft of it is
+    not shown, and neither reaches the outbox at shutdown."""
+    tg.push_text(int(CHAT), int(CHAT), "hi")
+    await rig.bus.publish_outbound(_draft("Half", "k4"))
+    await asyncio.wait_for(rig.bus.outbound_queue("telegram").join(), 10)
+    await rig.bus.publish_outbound(OutboundMessage("telegram", CHAT, "", send_key="k4", dropped=True))
+    await rig.bus.publish_outbound(_draft("Half of it", "k4"))
+    await asyncio.wait_for(rig.bus.outbound_queue("telegram").join(), 10)
+    assert [d.text for d in tg.drafts] == ["Half"] and tg.sent == [] and await rig.outbox.count() == 0
+    other = MessageBus()
+    other.offer_outbound(OutboundMessage("telegram", CHAT, "", send_key="k5", dropped=True))
+    rig.delivery.bus = other
+    assert await rig.delivery.keep_queued(["telegram"]) == 0 and await rig.outbox.count() == 0
+
+
 async def test_a_channel_without_drafts_is_not_asked_again_for_that_reply(tmp_path: Path, clock: ManualClock) -> None:
     asked: list[str] = []
 

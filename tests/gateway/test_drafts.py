@@ -127,3 +127,29 @@ def test_the_beat_shows_work_before_words_and_repeats_a_stale_draft() -> None:
     [(_, _, last)] = timers.pending
     drafts.stop()  # the turn is over: its timer goes with it
     assert last.cancelled and drafts.published == 3
+
+
+def test_a_dropped_reply_tells_the_channel_once_and_only_after_drafts_were_shown() -> None:
+    bus, clock = MessageBus(), Clock()
+    quick = _drafts(bus, clock)
+    quick("The")  # within the delay: nothing shown, nothing to take away
+    quick.drop()
+    assert _queued(bus) == []
+    shown = _drafts(bus, clock)
+    clock.now += 2
+    shown("The launch")
+    shown.drop()
+    shown.drop()
+    clock.now += 2
+    shown("The launch moved")  # a late piece of a cancelled stream: the drafts are over
+    [draft, dropped] = _queued(bus)
+    assert draft.draft and draft.text == "The launch"
+    assert dropped.dropped and not dropped.draft and dropped.text == "" and dropped.send_key == shown.send_key
+    assert dropped.answers == "31" and dropped.owner == "telegram:7"
+    # A reply that was made takes the drafts' place itself: no drop after it.
+    answered = _drafts(bus, clock)
+    clock.now += 2
+    answered("The launch")
+    answered.reply(OutboundMessage("telegram", "7", "The launch moved."))
+    answered.drop()
+    assert [m.dropped for m in _queued(bus)] == [False]

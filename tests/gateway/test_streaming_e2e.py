@@ -236,9 +236,41 @@ async def test_a_feishu_reply_kept_in_the_outbox_becomes_its_draft_after_a_resta
     assert feishu.edits[-1] == {"message_id": draft["message_id"], "msg_type": "text", "text": whole}
 
 
+async def test_a_feishu_draft_of_a_turn_cut_by_a_stop_is_withdrawn_as_the_gateway_stops(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    """The model is still writing when the gateway stops: the turn is cut
+    (it is answered at the next start), and its half-written message does
+    not stay in the chat meanwhile."""
+    async with FakeOpenAI(api_key=KEY) as llm, FakeFeishu() as feishu:
+        app = _fast_feishu_app(tmp_path, clock, llm, feishu)
+        try:
+            await app.open()
+            await asyncio.wait_for(app.start(), 15)
+            llm.queue_stream(["A ", "long ", "answer ", "and ", "more."], hold_after=3)
+            await _ask(app, feishu, "tell me everything")
+            await _until(lambda: bool(feishu.visible()), timeout=15)
+            [draft] = feishu.visible()
+        finally:
+            await asyncio.wait_for(app.close(timeout=1.0), 15)  # the turn is cut short: no reply, none kept
+        assert feishu.deleted == [draft["message_id"]] and feishu.visible() == []
+        again = _fast_feishu_app(tmp_path, clock, llm, feishu)
+        try:
+            await again.open()
+            assert await _rows(again, "draft_messages") == 0
+            await asyncio.wait_for(again.start(), 15)
+            channel = again.channels["feishu"]
+            assert isinstance(channel, FeishuChannel) and await channel.withdrawals_done(5)
+            assert feishu.deleted == [draft["message_id"]]
+        finally:
+            await asyncio.wait_for(again.close(), 15)
+
+
 async def test_a_feishu_draft_whose_reply_never_came_is_withdrawn_at_the_next_start(
     tmp_path: Path, clock: ManualClock
 ) -> None:
+    """Feishu could not take the draft back as the gateway stopped: the
+    next start does."""
     async with FakeOpenAI(api_key=KEY) as llm, FakeFeishu() as feishu:
         app = _fast_feishu_app(tmp_path, clock, llm, feishu)
         try:
@@ -247,10 +279,12 @@ async def test_a_feishu_draft_whose_reply_never_came_is_withdrawn_at_the_next_st
             llm.queue_stream(["A ", "very ", "long ", "answer "] + ["and more "] * 100, delay=0.3)
             await _ask(app, feishu, "tell me everything")
             await _until(lambda: bool(feishu.visible()), timeout=15)
+            feishu.fail_next(1, "internal error", status=502, times=10, on="delete")
         finally:
             await asyncio.wait_for(app.close(timeout=1.0), 15)  # the turn is cut short: no reply, none kept
         [draft] = feishu.visible()
         assert draft["text"].startswith("A")
+        feishu.clear_failures()
         again = _fast_feishu_app(tmp_path, clock, llm, feishu)
         try:
             await again.open()

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from memory.format import defuse_tags, fit_budget, format_hits, truncate
+from memory.origin import carried
 from memory.tokens import estimate_tokens
 from memory.types import Hit, Provenance
 
@@ -52,6 +53,23 @@ def test_citations_say_where_for_a_person_never_internal_refs() -> None:
     assert cited("compression", refs=("weekly", "m:5")) == "[m3 · 2026-11-20 · weekly summary of 1 note]"
     assert cited("compression", refs=("weekly",)) == "[m3 · 2026-11-20 · weekly summary]"
     assert cited("benchmark") == "[m3 · 2026-11-20]"  # nothing known: no "where" rather than a made-up one
+
+
+def test_a_save_from_others_words_is_cited_as_passed_on_not_as_told() -> None:
+    """memory_save in a turn whose message forwards messages or sends a
+    file (refs from memory.origin.carried): cited as theirs, in the chat's language."""
+    cases = {
+        ((True, False), False): "[m3 · 2026-11-20 · from a message you forwarded on Telegram]",
+        ((True, False), True): "[m3 · 2026-11-20 · 来自你在 Telegram 上转发的消息]",
+        ((False, True), False): "[m3 · 2026-11-20 · from a file you sent on Telegram]",
+        ((False, True), True): "[m3 · 2026-11-20 · 来自你在 Telegram 上发来的文件]",
+        ((True, True), False): "[m3 · 2026-11-20 · from messages you forwarded and a file you sent on Telegram]",
+        ((True, True), True): "[m3 · 2026-11-20 · 来自你在 Telegram 上转发的消息和发来的文件]",
+        ((False, False), False): "[m3 · 2026-11-20 · told by you on Telegram]",
+    }
+    for ((forwards, files), zh), want in cases.items():
+        assert cited("manual", zh, channel="telegram", refs=carried(forwards=forwards, files=files)) == want
+    assert cited("manual", refs=carried(forwards=True, files=False)) == "[m3 · 2026-11-20 · from a message you forwarded]"
 
 
 def test_at_most_five_hits() -> None:
