@@ -112,6 +112,7 @@ from channels.media import (
 )
 from gateway.bus import (
     EDIT,
+    LEFT,
     MESSAGE,
     MOVED,
     Attachment,
@@ -913,6 +914,8 @@ class TelegramChannel(BaseChannel):
         just before them)."""
         if self._migration(update):
             return
+        if await self._departure(update):
+            return
         try:
             converted = self._to_inbound(update)
         except Exception:
@@ -1255,6 +1258,23 @@ class TelegramChannel(BaseChannel):
             self._tell_moved(str(msg.chat.id), str(msg.migrate_to_chat_id))
         else:
             return False
+        return True
+
+    async def _departure(self, update: Update) -> bool:
+        """A member left the group or was removed: told to the gateway as
+        LEFT, whoever they are (no allow-list: it only takes away), so the
+        jobs they made there stop speaking for them. True when ``update``
+        was such a service message."""
+        msg = update.message
+        if msg is None or msg.left_chat_member is None:
+            return False
+        gone = msg.left_chat_member
+        if gone.id != self._bot_id:
+            self.log.info("member left a group", chat_id=msg.chat.id, sender_id=gone.id)
+            await self.bus.publish_inbound(InboundMessage(
+                channel=self.name, chat_id=str(msg.chat.id), sender_id=str(gone.id), text="", is_group=True,
+                kind=LEFT, message_id=str(msg.message_id),
+            ))
         return True
 
     def _tell_moved(self, old: str, new: str) -> None:

@@ -649,6 +649,17 @@ class FakeTelegram:
         self._wake.set()
         return message
 
+    def push_left(self, chat_id: int, user_id: int, *, by: int | None = None) -> None:
+        """The service message of member ``user_id`` leaving group
+        ``chat_id`` (a chat pushed to before), or removed by ``by``."""
+        left: dict[str, Any] = {"id": user_id, "is_bot": False, "first_name": f"User{user_id}"}
+        actor = left if by is None else {"id": by, "is_bot": False, "first_name": f"User{by}"}
+        message = {"message_id": next(self._message_ids), "from": actor, "chat": self._chats[chat_id],
+                   "date": int(time.time()), "left_chat_member": left}
+        self.last_update_id = next(self._update_ids)
+        self._queue({"update_id": self.last_update_id, "message": message})
+        self._wake.set()
+
     def migrate_group(self, old_id: int, new_id: int, user_id: int) -> None:
         """Upgrade group ``old_id`` (a chat pushed to before) to supergroup
         ``new_id``, by user ``user_id``: the two service messages Telegram
