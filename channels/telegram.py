@@ -112,6 +112,7 @@ from channels.media import (
 )
 from gateway.bus import (
     EDIT,
+    LEFT,
     MESSAGE,
     MOVED,
     Attachment,
@@ -307,6 +308,23 @@ def _recording(msg: Message) -> _Voice | None:
     return None
 
 
+def _sender(msg: Message) -> tuple[str, str, str]:
+    """(id, display name, username) of who sent ``msg``. One sent on behalf
+    of a chat (an anonymous group admin, a member posting as their channel,
+    a channel's post mirrored into its discussion group) has in ``from`` an
+    account Telegram shares among every such sender in every chat
+    (GroupAnonymousBot, Channel_Bot, 777000): the sender is the chat, so
+    one group's anonymous admin never shares memory with another's."""
+    on_behalf = msg.sender_chat
+    if on_behalf is not None:
+        title = on_behalf.title or on_behalf.effective_name or ""
+        name = f"{msg.author_signature} ({title})" if msg.author_signature and title else title
+        return str(on_behalf.id), name, on_behalf.username or ""
+    user = msg.from_user
+    assert user is not None
+    return str(user.id), user.full_name, user.username or ""
+
+
 def _burst_of(msg: InboundMessage) -> str:
     """The key a sender's forwards are gathered under in their chat (and
     forum topic), next to the albums' ``media_group_id``."""
@@ -331,7 +349,7 @@ def _forward_follows(update: Update, following: Update | None) -> bool:
     def topic(m: Message) -> int | None:
         return m.message_thread_id if m.is_topic_message else None
 
-    return (nxt.chat.id, nxt.from_user.id, topic(nxt)) == (msg.chat.id, msg.from_user.id, topic(msg))
+    return (nxt.chat.id, _sender(nxt)[0], topic(nxt)) == (msg.chat.id, _sender(msg)[0], topic(msg))
 
 
 def _forward_burst(
@@ -896,6 +914,8 @@ class TelegramChannel(BaseChannel):
         just before them)."""
         if self._migration(update):
             return
+        if await self._departure(update):
+            return
         try:
             converted = self._to_inbound(update)
         except Exception:
@@ -1240,6 +1260,23 @@ class TelegramChannel(BaseChannel):
             return False
         return True
 
+    async def _departure(self, update: Update) -> bool:
+        """A member left the group or was removed: told to the gateway as
+        LEFT, whoever they are (no allow-list: it only takes away), so the
+        jobs they made there stop speaking for them. True when ``update``
+        was such a service message."""
+        msg = update.message
+        if msg is None or msg.left_chat_member is None:
+            return False
+        gone = msg.left_chat_member
+        if gone.id != self._bot_id:
+            self.log.info("member left a group", chat_id=msg.chat.id, sender_id=gone.id)
+            await self.bus.publish_inbound(InboundMessage(
+                channel=self.name, chat_id=str(msg.chat.id), sender_id=str(gone.id), text="", is_group=True,
+                kind=LEFT, message_id=str(msg.message_id),
+            ))
+        return True
+
     def _tell_moved(self, old: str, new: str) -> None:
         """Put a MOVED event (``chat_id`` the new id, ``moved_from`` the old)
         on the bus; no words, no sender, no allow-list: it changes where a
@@ -1301,6 +1338,7 @@ class TelegramChannel(BaseChannel):
                 return None
             text = ""
         user, chat = msg.from_user, msg.chat
+        sender_id, sender_name, username = _sender(msg)
         # Words forwarded are not the user addressing the bot: in a group, a
         # burst of forwards is addressed by the comment typed with it.
         mentioned = not forwarded and self._is_mentioned(msg)
@@ -1309,8 +1347,8 @@ class TelegramChannel(BaseChannel):
         metadata: dict[str, Any] = {"chat_type": chat.type}
         if unreadable:
             metadata["unreadable"] = unreadable
-        if user.username:
-            metadata["username"] = user.username
+        if username:
+            metadata["username"] = username
         if chat.title:
             metadata["chat_title"] = chat.title
         if msg.is_topic_message and msg.message_thread_id is not None:
@@ -1318,14 +1356,14 @@ class TelegramChannel(BaseChannel):
         inbound = InboundMessage(
             channel=self.name,
             chat_id=str(chat.id),
-            sender_id=str(user.id),
+            sender_id=sender_id,
             text=text,
             message_id=str(msg.message_id),
             timestamp=msg.date,
             is_group=chat.type in _GROUP_TYPES,
             mentioned=mentioned,
             reply_to_bot=not forwarded and self._replies_to_bot(msg),
-            sender_name=user.full_name,
+            sender_name=sender_name,
             metadata=metadata,
             kind=EDIT if edited else MESSAGE,
             # An edited caption keeps its picture's mark in the history.
@@ -1334,7 +1372,7 @@ class TelegramChannel(BaseChannel):
             forwarded=forwarded,
             locale=user.language_code or "",  # the language of the notes about a message without words
         )
-        return inbound, user.username or "", None if edited else picture
+        return inbound, username, None if edited else picture
 
     def _picture(self, msg: Message) -> _Picture | None:
         """The file to read as the message's picture (agent.vision): the
@@ -1434,7 +1472,8 @@ class TelegramChannel(BaseChannel):
         if not text.strip():
             return None
         author = replied.from_user
-        name = "you" if author is not None and author.id == self._bot_id else (author.full_name if author else "")
+        name = "you" if author is not None and author.id == self._bot_id else (
+            _sender(replied)[1] if author is not None or replied.sender_chat is not None else "")
         return Quoted(author=name, text=text, partial=bool(part))
 
     def _external_quoted(self, msg: Message) -> Quoted | None:

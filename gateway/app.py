@@ -504,6 +504,7 @@ class App:
         loop = self.loop
         assert loop is not None and self.agent is not None
         loop.chat_moves["cron_jobs"] = self._cron_store.move_chat  # a moved chat's jobs run there (cron.db)
+        loop.member_left["cron_jobs"] = self._cron_store.remove_member  # a member's jobs leave the group with them
 
         async def run_agent_job(job: CronJob, attempt: JobAttempt) -> bool:
             # The reply goes to the job's chat through the bus, like any reply;

@@ -21,7 +21,7 @@ from typing import Any, BinaryIO
 from memory.tokens import estimate_tokens, prefix_within
 
 __all__ = [
-    "EDIT", "FILE_NOT_READ", "FORWARD_TOKENS", "MESSAGE", "MOVED", "PHOTO_NOT_READ", "RECALL", "ROUTING_KEYS", "VOICE", "VOICE_NOT_READ",
+    "EDIT", "FILE_NOT_READ", "FORWARD_TOKENS", "LEFT", "MESSAGE", "MOVED", "PHOTO_NOT_READ", "RECALL", "ROUTING_KEYS", "VOICE", "VOICE_NOT_READ",
     "Attachment", "Audio", "Document",
     "Forwarded", "Image", "InboundMessage", "MessageBus", "OutboundMessage", "audio_mark", "audio_not_read",
     "forwarded_text", "not_heard", "notes_in_chinese", "picture_mark", "words_in_chinese",
@@ -41,6 +41,9 @@ RECALL = "recall"
 # ``chat_id`` is the new one, ``metadata["moved_from"]`` the old; its
 # history follows. No words, no sender.
 MOVED = "moved"
+# A member left the group, or was removed (``sender_id``: theirs): what
+# they set up there to speak for them (scheduled jobs) goes. No words.
+LEFT = "left"
 
 
 # The history's mark for pictures nobody saw (a download failed, the model
@@ -259,7 +262,7 @@ class InboundMessage:
     reply_to_bot: bool = False  # the message replies to one of the bot's
     sender_name: str = ""
     metadata: dict[str, Any] = field(default_factory=dict)
-    kind: str = MESSAGE  # MESSAGE | EDIT | RECALL | MOVED
+    kind: str = MESSAGE  # MESSAGE | EDIT | RECALL | MOVED | LEFT
     images: tuple[Image, ...] = ()  # for the model, with this message only
     audio: Audio | None = None  # a voice message, transcribed by the loop
     documents: tuple[Document, ...] = ()  # files read as text, for the model with this message only

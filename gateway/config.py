@@ -408,6 +408,11 @@ class MemoryConfig(_Model):
                 if h in seen and seen[h] != user:
                     raise ValueError(f"handle {h!r} is mapped to both {seen[h]!r} and {user!r}")
                 seen[h] = user
+        for user in v:
+            # Named as another person's handle, they would be handed what
+            # that handle stored before it was mapped (the other's words).
+            if seen.get(user, user) != user:
+                raise ValueError(f"user name {user!r} is a handle mapped to {seen[user]!r}")
         return v
 
 

@@ -523,6 +523,21 @@ class CronStore:
             log.info("cron jobs moved with their chat", channel=channel, chat_id=old_chat, new_chat_id=new_chat, jobs=n)
         return n
 
+    async def remove_member(self, channel: str, chat_id: str, user: str) -> int:
+        """``user`` left the group ``channel``/``chat_id``: their jobs there
+        are deleted (each run answers as them, with their memories, to
+        people they are no longer with); how many. Their jobs elsewhere stay."""
+        async with self.db.transaction() as conn:
+            cur = await conn.execute(
+                "DELETE FROM cron_jobs WHERE kind = 'agent' AND channel = ? AND chat_id = ? AND user = ?",
+                (channel, chat_id, user),
+            )
+            n = cur.rowcount
+        if n:
+            log.info("cron jobs of a member who left the chat deleted", channel=channel, chat_id=chat_id, user=user,
+                     jobs=n)
+        return n
+
     async def due(self, now: datetime) -> builtins.list[CronJob]:  # `list` is a method here
         rows = await self.db.fetchall(
             "SELECT * FROM cron_jobs WHERE next_run_at <= ? ORDER BY next_run_at, id", (format_ts(now),)

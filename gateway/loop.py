@@ -45,7 +45,7 @@ from memory.types import Hit
 
 from .agent import Agent, AgentReply, apology
 from .bus import (
-    FILE_NOT_READ, MESSAGE, MOVED, PHOTO_NOT_READ, Attachment, InboundMessage, MessageBus, OutboundMessage, audio_not_read,
+    FILE_NOT_READ, LEFT, MESSAGE, MOVED, PHOTO_NOT_READ, Attachment, InboundMessage, MessageBus, OutboundMessage, audio_not_read,
     not_heard, notes_in_chinese,
 )
 from .commands import COMMANDS, UserCommands
@@ -349,6 +349,10 @@ class ProcessLoop:
         # What else follows a chat to a new id, outside gateway.db's own
         # move (cron.db's jobs, the outbox's hold): name -> its move, how many.
         self.chat_moves: dict[str, Callable[[str, str, str], Awaitable[int]]] = {}
+        # What a member set up in a group to speak for them there, taken
+        # away when they leave it (LEFT; cron.db's jobs): name -> its
+        # removal ``(channel, chat_id, user)``, how many.
+        self.member_left: dict[str, Callable[[str, str, str], Awaitable[int]]] = {}
         self._closed = False
 
     # -- dispatch ---------------------------------------------------------------
@@ -539,6 +543,12 @@ class ProcessLoop:
             self._clean.discard(msg.session_key)
             log.info("chat moved to a new id; its history follows", channel=msg.channel, chat_id=old,
                      new_chat_id=msg.chat_id, **moved)
+            return ""
+        if msg.kind == LEFT:  # a member left the group: their jobs there no longer post as them, no reply
+            gone = self.identities.resolve(msg.channel, msg.sender_id)
+            removed = {name: await remove(msg.channel, msg.chat_id, gone) for name, remove in self.member_left.items()}
+            log.info("member left a group; what spoke for them there removed", chat=msg.session_key, user=gone,
+                     **removed)
             return ""
         if msg.kind != MESSAGE:  # an edit or recall of an earlier message: stored words change, no reply
             await self.revisions.apply(msg)

@@ -93,11 +93,13 @@ from .drafts import (
     preview,
 )
 from .events import (
+    LEFT_EVENT,
     MESSAGE_EVENT,
     RECALL_EVENT,
     EventParseError,
     event_id_of,
     event_type_of,
+    parse_left_event,
     parse_message_event,
     parse_recall_event,
     quoted_of,
@@ -370,7 +372,7 @@ class FeishuChannel(BaseChannel):
         if not self._receiving:
             raise RuntimeError("the Feishu channel is stopping: event not taken")
         event_type = event_type_of(payload)
-        if event_type not in (MESSAGE_EVENT, RECALL_EVENT):
+        if event_type not in (MESSAGE_EVENT, RECALL_EVENT, LEFT_EVENT):
             self.log.debug("feishu event ignored", event_type=event_type)
             return
         header = payload.get("header")
@@ -388,7 +390,7 @@ class FeishuChannel(BaseChannel):
             self.log.info("duplicate feishu event dropped", event_id=event_id)
             return
         intake = self._recall_job(payload, event_id) if event_type == RECALL_EVENT else \
-            self._message_job(payload, event_id)
+            self._left_job(payload, event_id) if event_type == LEFT_EVENT else self._message_job(payload, event_id)
         if intake is None:
             return
         chat, job, slow = intake
@@ -433,6 +435,23 @@ class FeishuChannel(BaseChannel):
             self._withdraw_later(recall.message_id, recall.chat_id)
 
         return recall.chat_id, job, False
+
+    def _left_job(self, payload: dict[str, Any], event_id: str) -> tuple[str, Job, bool] | None:
+        """Members left a group: a LEFT each, without the allow-list (it
+        only takes away what they set up there), in the chat's lane."""
+        try:
+            gone = parse_left_event(payload)
+        except EventParseError as exc:
+            self.log.warning("malformed feishu member event", event_id=event_id, error=str(exc))
+            return None
+        if not gone:
+            return None
+
+        async def job() -> None:
+            for left in gone:
+                await self.bus.publish_inbound(left)
+
+        return gone[0].chat_id, job, False
 
     def _message_job(self, payload: dict[str, Any], event_id: str) -> tuple[str, Job, bool] | None:
         """The job that puts a message event on the bus (with its quote,

@@ -1,5 +1,6 @@
 """``im.message.receive_v1`` events (schema 2.0) -> ``InboundMessage``, and
-``im.message.recalled_v1`` -> a RECALL of the message it names.
+``im.message.recalled_v1`` -> a RECALL of the message it names, and
+``im.chat.member.user.deleted_v1`` -> a LEFT for each member who went.
 
 Plain dicts in, so the webhook and the long connection share one parser.
 Text and rich text (``post``) become plain text; ``@_user_N`` placeholders
@@ -20,11 +21,12 @@ from datetime import UTC, datetime
 from typing import Any
 
 from channels.media import audio_label, is_audio_name
-from gateway.bus import RECALL, Forwarded, InboundMessage, Quoted
+from gateway.bus import LEFT, RECALL, Forwarded, InboundMessage, Quoted
 
 from .content import SHARED_TYPES, card_text, flatten_post_content, post_image_keys, resolve_placeholders, shared_words
 
 __all__ = [
+    "LEFT_EVENT",
     "MESSAGE_EVENT",
     "RECALL_EVENT",
     "RECORD_TYPE",
@@ -35,6 +37,7 @@ __all__ = [
     "event_id_of",
     "fetched_mention_names",
     "flatten_post",
+    "parse_left_event",
     "parse_message_event",
     "parse_recall_event",
     "quoted_of",
@@ -44,6 +47,8 @@ MESSAGE_EVENT = "im.message.receive_v1"
 # A message was withdrawn ("unsent"). lark-oapi has no event for an edited
 # message, so Feishu edits are not followed.
 RECALL_EVENT = "im.message.recalled_v1"
+# Members left a group or were removed from it: a LEFT for each.
+LEFT_EVENT = "im.chat.member.user.deleted_v1"
 # What a user sends that has no text: parsed with text "" and metadata
 # "unreadable", so the channel answers with a note instead of silence.
 UNREADABLE_TYPES = frozenset({"image", "file", "audio", "media", "sticker"})
@@ -197,6 +202,24 @@ def parse_message_event(
     )
     return ParsedMessage(inbound, sender_ids, image_keys, audio_key, file_key, file_name, audio_name,
                          record=msg_type == RECORD_TYPE)
+
+
+def parse_left_event(payload: Mapping[str, Any]) -> list[InboundMessage]:
+    """Parse one ``im.chat.member.user.deleted_v1`` event: ``{chat_id,
+    users: [{user_id: {open_id, ...}}]}``, a LEFT for each member named by
+    open_id (as their messages are: their jobs are theirs by it). Raises
+    ``EventParseError`` without a chat id."""
+    event = payload.get("event")
+    if not isinstance(event, Mapping) or not event.get("chat_id"):
+        raise EventParseError("member event has no chat_id")
+    gone: list[InboundMessage] = []
+    for user in event.get("users") or ():
+        ids = user.get("user_id") if isinstance(user, Mapping) else None
+        open_id = str(ids.get("open_id") or "") if isinstance(ids, Mapping) else ""
+        if open_id:
+            gone.append(InboundMessage(channel="feishu", chat_id=str(event["chat_id"]), sender_id=open_id, text="",
+                                       is_group=True, kind=LEFT, metadata={"event_id": event_id_of(payload)}))
+    return gone
 
 
 def parse_recall_event(payload: Mapping[str, Any]) -> InboundMessage:

@@ -26,7 +26,7 @@ from typing import Any
 
 import structlog
 
-from .events import MESSAGE_EVENT, RECALL_EVENT
+from .events import LEFT_EVENT, MESSAGE_EVENT, RECALL_EVENT
 
 __all__ = ["LongConnection", "LongConnectionBusyError"]
 
@@ -133,6 +133,7 @@ class LongConnection:
                 .register_p2_customized_event(MESSAGE_EVENT, self._on_sdk_event)
                 # Raw, as the message event: one parser for both intakes.
                 .register_p2_customized_event(RECALL_EVENT, self._on_sdk_event)
+                .register_p2_customized_event(LEFT_EVENT, self._on_sdk_event)
                 .build()
             )
             client = lark.ws.Client(

@@ -821,6 +821,23 @@ class FakeFeishu:
             },
         }
 
+    def member_left_event(self, chat_id: str, *open_ids: str, event_id: str | None = None) -> dict[str, Any]:
+        """A realistic ``im.chat.member.user.deleted_v1`` event (schema 2.0):
+        members who left group ``chat_id`` or were removed from it."""
+        now = str(int(time.time() * 1000))
+        return {
+            "schema": "2.0",
+            "header": self._header("im.chat.member.user.deleted_v1", event_id, now),
+            "event": {
+                "chat_id": chat_id,
+                "external": False,
+                "operator_id": {"open_id": "ou_owner0001", "union_id": "on_owner0001", "user_id": None},
+                "operator_tenant_key": self.tenant_key,
+                "users": [{"name": f"Member {o}", "tenant_key": self.tenant_key,
+                           "user_id": {"open_id": o, "union_id": f"on_{o}", "user_id": None}} for o in open_ids],
+            },
+        }
+
     def _header(self, event_type: str, event_id: str | None, now: str) -> dict[str, Any]:
         """The schema 2.0 header every event carries."""
         return {

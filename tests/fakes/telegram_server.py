@@ -258,6 +258,22 @@ def parse_html(text: str) -> str:
 # minute ago unless given.
 
 
+# The accounts Telegram puts in ``from`` of a message sent on behalf of a
+# chat (Bot API: Message.from): the same for every group and channel.
+_ANONYMOUS_ADMIN: dict[str, Any] = {"id": 1087968824, "is_bot": True, "first_name": "Group", "username": "GroupAnonymousBot"}
+_CHANNEL_BOT: dict[str, Any] = {"id": 136817688, "is_bot": True, "first_name": "Channel", "username": "Channel_Bot"}
+
+
+def anonymous_admin(group_id: int, title: str) -> dict[str, Any]:
+    """``sender_chat`` of a message an anonymous admin sent: the group itself."""
+    return {"id": group_id, "type": "supergroup", "title": title}
+
+
+def as_channel(channel_id: int, title: str) -> dict[str, Any]:
+    """``sender_chat`` of a message a member sent as one of their channels."""
+    return {"id": channel_id, "type": "channel", "title": title}
+
+
 def origin_user(user_id: int, first_name: str, last_name: str | None = None, *, date: int | None = None
                 ) -> dict[str, Any]:
     """A MessageOriginUser: the source message was sent by this user."""
@@ -558,6 +574,7 @@ class FakeTelegram:
         quote: str | None = None,
         forward_origin: dict[str, Any] | None = None,
         automatic_forward: bool = False,
+        sender_chat: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
         """Queue a text message update as Telegram would build it; returns
         the message object (``["message_id"]`` for reply assertions).
@@ -567,7 +584,10 @@ class FakeTelegram:
         ``forward_origin`` (:func:`origin_user` and its siblings): the
         message is a forward of one sent earlier, by that origin;
         ``automatic_forward``: a channel's post Telegram mirrored into its
-        linked discussion group (``is_automatic_forward``)."""
+        linked discussion group (``is_automatic_forward``);
+        ``sender_chat`` (:func:`anonymous_admin`, :func:`as_channel`): sent
+        on behalf of a chat, ``from`` then Telegram's placeholder account
+        shared by every such sender (``user_id`` is ignored)."""
         if mention:
             text = f"@{self.bot_username} {text}"
         if entities is None:
@@ -579,6 +599,8 @@ class FakeTelegram:
         user: dict[str, Any] = {"id": user_id, "is_bot": False, "first_name": first_name or f"User{user_id}"}
         if username:
             user["username"] = username
+        if sender_chat is not None:
+            user = dict(_CHANNEL_BOT if sender_chat["type"] == "channel" else _ANONYMOUS_ADMIN)
         if language := self.user_languages.get(user_id):
             user["language_code"] = language
         chat = self._chats.get(chat_id)
@@ -600,6 +622,8 @@ class FakeTelegram:
         }
         if entities:
             message["entities"] = entities
+        if sender_chat is not None:
+            message["sender_chat"] = sender_chat
         if message_thread_id is not None:
             message["message_thread_id"] = message_thread_id
         if forward_origin is not None:
@@ -624,6 +648,17 @@ class FakeTelegram:
         self._queue({"update_id": self.last_update_id, "message": message})
         self._wake.set()
         return message
+
+    def push_left(self, chat_id: int, user_id: int, *, by: int | None = None) -> None:
+        """The service message of member ``user_id`` leaving group
+        ``chat_id`` (a chat pushed to before), or removed by ``by``."""
+        left: dict[str, Any] = {"id": user_id, "is_bot": False, "first_name": f"User{user_id}"}
+        actor = left if by is None else {"id": by, "is_bot": False, "first_name": f"User{by}"}
+        message = {"message_id": next(self._message_ids), "from": actor, "chat": self._chats[chat_id],
+                   "date": int(time.time()), "left_chat_member": left}
+        self.last_update_id = next(self._update_ids)
+        self._queue({"update_id": self.last_update_id, "message": message})
+        self._wake.set()
 
     def migrate_group(self, old_id: int, new_id: int, user_id: int) -> None:
         """Upgrade group ``old_id`` (a chat pushed to before) to supergroup

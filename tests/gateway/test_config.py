@@ -148,6 +148,17 @@ def test_identity_handle_mapped_twice_is_an_error(tmp_path: Path) -> None:
         load_config(write(tmp_path, doc), env={})
 
 
+def test_identity_named_as_another_users_handle_is_an_error(tmp_path: Path) -> None:
+    """A person named "telegram:8" while telegram:8 is alice's handle would
+    be handed what telegram:8 stored before it was mapped (alice's words)."""
+    doc = {"memory": {"identities": {"alice": ["telegram:8"], "telegram:8": ["feishu:ou_x"]}}}
+    with pytest.raises(ConfigError, match="telegram:8"):
+        load_config(write(tmp_path, doc), env={})
+    # Naming a person after their own handle is fine.
+    cfg = load_config(write(tmp_path, {"memory": {"identities": {"telegram:8": ["telegram:8", "feishu:ou_x"]}}}), env={})
+    assert cfg.memory.identities == {"telegram:8": ["telegram:8", "feishu:ou_x"]}
+
+
 def test_paths_follow_myclaw_home(tmp_path: Path) -> None:
     paths = Paths.from_env({"MYCLAW_HOME": str(tmp_path)})
     cfg = load_config(paths.config_file, env={})
