@@ -59,6 +59,16 @@ class DeliveryError(Exception):
         self.remaining = remaining
 
 
+class FileTooLarge(DeliveryError):
+    """The platform refused a reply's file as too large for it (Telegram's
+    413, Feishu's 234006): the same file again cannot help, a smaller one
+    (gzipped) may. Raised when a channel's ``max_file_bytes`` (its
+    ``maxUploadBytes``) says more than the platform takes."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, retryable=False)
+
+
 def rest_of(text: str, parts: Sequence[str], index: int) -> str:
     """``text`` from where ``parts[index]`` starts: what is left to send
     when the parts before it went out. Splitters cut ``text`` into

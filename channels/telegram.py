@@ -94,7 +94,7 @@ from telegram.error import (
 )
 from telegram.request import BaseRequest, RequestData
 
-from channels.base import BaseChannel, ChannelFatalError, DeliveryError, rest_of
+from channels.base import BaseChannel, ChannelFatalError, DeliveryError, FileTooLarge, rest_of
 from channels.documents import document_placeholder
 from channels.lanes import Job, Lanes
 from channels.markdown import might_have_markup, part_openers, plain_length, telegram_html
@@ -642,11 +642,11 @@ class TelegramChannel(BaseChannel):
         album_quiet: float = 1.0,
         hold_poll: float = 0.5,
         comment_store: CommentStore | None = None,
-        max_file_bytes: int = MAX_UPLOAD_BYTES,
+        max_file_bytes: int | None = None,
     ) -> None:
         super().__init__(bus, config.allow_from, max_image_bytes=max_image_bytes, max_audio_bytes=max_audio_bytes,
                          max_document_bytes=max_document_bytes, max_document_tokens=max_document_tokens,
-                         max_file_bytes=max_file_bytes)
+                         max_file_bytes=config.max_upload_bytes if max_file_bytes is None else max_file_bytes)
         # Parts of an album in a later batch are seen within hold_poll (the
         # album's first part is held back), so the quiet period must be longer.
         self.album_quiet = album_quiet
@@ -1717,6 +1717,8 @@ class TelegramChannel(BaseChannel):
                     retryable=False,
                 ) from None
             except (NetworkError, Conflict) as exc:
+                if _too_large(exc):  # 413: a file over what this Bot API server takes; no use sending it again
+                    raise FileTooLarge(f"Telegram refused the file for chat {chat_id} ({what}) as too large") from None
                 error = self._scrub(repr(exc))
                 if attempt < self.send_attempts:
                     self.log.warning(f"Telegram {method} failed; retrying", chat_id=chat_id, attempt=attempt, error=error)
@@ -1725,6 +1727,12 @@ class TelegramChannel(BaseChannel):
             f"Telegram reply to chat {chat_id} not sent ({what}) after {attempt} attempts: {error}",
             retryable=True,
         )
+
+
+def _too_large(exc: TelegramError) -> bool:
+    """PTB raises a 413 as a plain ``NetworkError`` with Telegram's
+    description ("Request Entity Too Large") or the status phrase."""
+    return isinstance(exc, NetworkError) and ("Request Entity Too Large" in exc.message or "(413)" in exc.message)
 
 
 def _formatted(text: str, limit: int, *, opener: str = "") -> str | None:

@@ -219,6 +219,9 @@ class TelegramConfig(_Model):
     # baseUrl with its last "/bot" read as "/file/bot", as Telegram's are.
     base_file_url: str = ""
     poll_timeout: int = Field(default=30, ge=0, le=50)
+    # The largest file the bot sends (an /export): the Bot API takes 50 MB;
+    # a local Bot API server (baseUrl on your own host) takes up to 2000 MB.
+    max_upload_bytes: int = Field(default=50_000_000, ge=1_000_000, le=2_000_000_000)
 
     @field_validator("allow_from", mode="before")
     @classmethod
@@ -248,6 +251,8 @@ class FeishuConfig(_Model):
     domain: str = "https://open.feishu.cn"
     allow_from: list[str] = Field(default_factory=list)
     webhook_path: str = "/feishu/events"
+    # The largest file the bot uploads (an /export): Feishu's own limit is 30 MB.
+    max_upload_bytes: int = Field(default=30_000_000, ge=1_000_000, le=30_000_000)
 
 
 class ChannelsConfig(_Model):

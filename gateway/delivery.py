@@ -69,7 +69,7 @@ from typing import Any
 
 import structlog
 
-from channels.base import BaseChannel, DeliveryError
+from channels.base import BaseChannel, DeliveryError, FileTooLarge
 from memory.clock import Clock
 
 from .bus import Attachment, MessageBus, OutboundMessage, words_in_chinese
@@ -120,16 +120,19 @@ def _size(n: int) -> str:
     return f"{n / 1_000_000:.1f} MB" if n >= 100_000 else f"{n / 1000:.0f} KB"
 
 
-def file_too_large(size: int, limit: int, *, zh: bool) -> str:
+def file_too_large(size: int, limit: int | None, *, zh: bool) -> str:
     """What the chat is told instead of a file it cannot take even
-    gzipped (``size``: the file's bytes): where to get it instead, never
-    to ask again."""
+    gzipped (``size``: the file's bytes; ``limit``: what the chat takes,
+    None when only the platform's refusal says so): where to get it
+    instead, never to ask again."""
     if zh:
-        return (f"你的导出文件太大，无法在这个聊天里发送：它有 {_size(size)}，压缩后仍超过这里的文件上限 "
-                f"{_size(limit)}。请本机器人的管理员运行 myclaw memory export 把它写成文件交给你。")
-    return (f"Your export is too large for this chat: it is {_size(size)}, and even compressed it is over the "
-            f"{_size(limit)} this chat takes. The operator of this bot can write it to a file for you with "
-            "myclaw memory export.")
+        over = f"压缩后仍超过这里的文件上限 {_size(limit)}" if limit is not None else "压缩后这里仍然收不下"
+        return (f"你的导出文件太大，无法在这个聊天里发送：它有 {_size(size)}，{over}。"
+                "请本机器人的管理员运行 myclaw memory export 把它写成文件交给你。")
+    over = f"even compressed it is over the {_size(limit)} this chat takes" if limit is not None else \
+        "even compressed this chat would not take it"
+    return (f"Your export is too large for this chat: it is {_size(size)}, and {over}. The operator of this bot "
+            "can write it to a file for you with myclaw memory export.")
 
 
 def gzipped(file: Attachment) -> Attachment:
@@ -346,13 +349,34 @@ class Delivery:
         the channel's limit, or :func:`file_too_large` when even that is;
         on any failure drop it and send :data:`FILE_NOT_SENT` the usual way."""
         note = _file_not_sent(msg)
-        original = msg.attachment
+        original, first = msg.attachment, msg
         try:
-            fitted = await self._fit(channel, msg)
+            fitted = await self._fit(channel, msg, channel.max_file_bytes)
             if fitted is None:
                 return
             msg = fitted
-            await channel.send(msg)
+            try:
+                await channel.send(msg)
+            except FileTooLarge:
+                # The platform takes less than the channel's maxUploadBytes
+                # says (a local Bot API server's limit set for Telegram's own
+                # servers): gzipped, if it was not, and under what it refused.
+                refused = msg.attachment.size if msg.attachment is not None else 0
+                log.warning("file refused as too large by the platform", channel=msg.channel, chat_id=msg.chat_id,
+                            size=refused, limit=channel.max_file_bytes,
+                            hint=f"channels.{msg.channel}.maxUploadBytes is more than the platform takes")
+                if msg.attachment is not original or refused <= 1:
+                    await self._too_large(channel, first, gzipped_size=refused, limit=None)
+                    return
+                fitted = await self._fit(channel, first, refused - 1, say_limit=False)
+                if fitted is None:
+                    return
+                msg = fitted
+                try:
+                    await channel.send(msg)
+                except FileTooLarge:
+                    await self._too_large(channel, first, gzipped_size=msg.attachment.size if msg.attachment else 0,
+                                          limit=None)
         except asyncio.CancelledError:
             log.warning("file dropped", reason="gateway stopping", channel=msg.channel, chat_id=msg.chat_id)
             now = self.clock.now()
@@ -368,11 +392,14 @@ class Delivery:
                 if done is not None:
                     done.close()
 
-    async def _fit(self, channel: BaseChannel, msg: OutboundMessage) -> OutboundMessage | None:
-        """``msg`` as ``channel`` can take its file: as it is, or gzipped
-        (the caption says so); None when even gzipped it is too large (the
-        chat was told, ``file_too_large``)."""
-        file, limit = msg.attachment, channel.max_file_bytes
+    async def _fit(
+        self, channel: BaseChannel, msg: OutboundMessage, limit: int | None, *, say_limit: bool = True
+    ) -> OutboundMessage | None:
+        """``msg`` as ``channel`` can take its file (at most ``limit``
+        bytes): as it is, or gzipped (the caption says so); None when even
+        gzipped it is too large (the chat was told, :func:`file_too_large`,
+        naming ``limit`` when ``say_limit``)."""
+        file = msg.attachment
         if file is None or limit is None or file.size <= limit:
             return msg
         zh = bool(words_in_chinese(msg.text))  # the caption is in the chat's language
@@ -384,12 +411,19 @@ class Delivery:
             said = "（文件较大，已用 gzip 压缩。）" if zh else "(Compressed with gzip: too large for this chat as it is.)"
             return replace(msg, text=f"{msg.text}\n\n{said}" if msg.text.strip() else said, attachment=packed)
         packed.close()
-        log.warning("file too large for the chat", channel=msg.channel, chat_id=msg.chat_id, size=file.size,
-                    gzipped=size, limit=limit)
-        too_large = replace(msg, text=file_too_large(file.size, limit, zh=zh), attachment=None,
-                            send_key=uuid.uuid4().hex)
-        await self._send_new(channel, too_large)
+        await self._too_large(channel, msg, gzipped_size=size, limit=limit if say_limit else None)
         return None
+
+    async def _too_large(self, channel: BaseChannel, msg: OutboundMessage, *, gzipped_size: int,
+                         limit: int | None) -> None:
+        """Tell the chat its file (``msg``'s, as first asked for) cannot go even gzipped."""
+        file = msg.attachment
+        size = file.size if file is not None else 0
+        log.warning("file too large for the chat", channel=msg.channel, chat_id=msg.chat_id, size=size,
+                    gzipped=gzipped_size, limit=limit if limit is not None else channel.max_file_bytes)
+        zh = bool(words_in_chinese(msg.text))
+        await self._send_new(channel, replace(msg, text=file_too_large(size, limit, zh=zh), attachment=None,
+                                              send_key=uuid.uuid4().hex))
 
     async def _keep(
         self,

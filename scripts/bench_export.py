@@ -10,9 +10,10 @@ is the same on every version of the gateway, so the script runs unchanged
 in an older worktree for an A/B comparison.
 
 ``--cli``: the operator's ``myclaw memory export --format markdown -o FILE``
-instead (the click command, in this process), on the same memory.
+instead (the click command, in this process), on the same memory;
+``--cli-format json`` the same command's JSON.
 
-    .venv/bin/python scripts/bench_export.py [--facts 20000] [--days 365] [--cli] [--json FILE]
+    .venv/bin/python scripts/bench_export.py [--facts 20000] [--days 365] [--cli [--cli-format json]] [--json FILE]
 """
 
 from __future__ import annotations
@@ -100,9 +101,9 @@ async def measure(facts: int, days: int, seed: int = 1) -> dict[str, Any]:
             "wall_s": round(took, 2), "peak_mb": round(peak / 1e6, 1)}
 
 
-def measure_cli(facts: int, days: int, seed: int = 1) -> dict[str, Any]:
-    """``myclaw memory export --format markdown`` into a file, on the
-    memory :func:`measure` builds: the command as the operator runs it."""
+def measure_cli(facts: int, days: int, seed: int = 1, fmt: str = "markdown") -> dict[str, Any]:
+    """``myclaw memory export --format FMT`` into a file, on the memory
+    :func:`measure` builds: the command as the operator runs it."""
     from click.testing import CliRunner
 
     from gateway.cli import main as cli
@@ -119,11 +120,11 @@ def measure_cli(facts: int, days: int, seed: int = 1) -> dict[str, Any]:
 
         asyncio.run(build())
         db_mb = db.stat().st_size / 1e6
-        out = folder / "export.md"
+        out = folder / f"export.{'md' if fmt == 'markdown' else fmt}"
         gc.collect()
         tracemalloc.start()
         t0 = time.perf_counter()
-        result = CliRunner().invoke(cli, ["memory", "export", "--format", "markdown", "--db", str(db), "-o", str(out)],
+        result = CliRunner().invoke(cli, ["memory", "export", "--format", fmt, "--db", str(db), "-o", str(out)],
                                     env={"MYCLAW_HOME": str(folder)})  # no operator config is read
         took = time.perf_counter() - t0
         _, peak = tracemalloc.get_traced_memory()
@@ -139,10 +140,12 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--facts", type=int, default=20_000)
     ap.add_argument("--days", type=int, default=365)
     ap.add_argument("--cli", action="store_true", help="measure `myclaw memory export --format markdown -o FILE`")
+    ap.add_argument("--cli-format", choices=("markdown", "json"), default="markdown",
+                    help="with --cli: the export's format")
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args(argv)
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(30))  # warnings and up
-    row = measure_cli(args.facts, args.days) if args.cli else asyncio.run(measure(args.facts, args.days))
+    row = measure_cli(args.facts, args.days, fmt=args.cli_format) if args.cli else asyncio.run(measure(args.facts, args.days))
     print(f"{'facts':>7} {'days':>5} {'db MB':>6} {'file MB':>8} {'wall s':>7} {'peak MB':>8}")
     print(f"{row['facts']:>7} {row['days']:>5} {row['db_mb']:>6} {row['file_mb']:>8} {row['wall_s']:>7} "
           f"{row['peak_mb']:>8}")

@@ -61,7 +61,7 @@ from urllib.parse import urlsplit
 import httpx
 from aiohttp import web
 
-from channels.base import BaseChannel, ChannelFatalError
+from channels.base import BaseChannel, ChannelFatalError, FileTooLarge
 from channels.lanes import Job, Lanes
 from channels.media import FAILED, MAX_IMAGES, TOO_LARGE, ImageError, as_image, audio_filename
 from gateway.bus import Audio, Forwarded, Image, InboundMessage, MessageBus, OutboundMessage, Quoted, notes_in_chinese
@@ -116,6 +116,7 @@ _WITHDRAW_AT_STOP = 10.0  # seconds stop() gives withdrawals still under way
 # POST /open-apis/im/v1/files: "文件大小不得超过 30 MB" for every file_type
 # (opus, mp4, pdf, doc, xls, ppt, stream); decimal here, the safe reading.
 MAX_UPLOAD_BYTES = 30_000_000
+FILE_TOO_LARGE_CODE = 234006  # im/v1/files: over the size Feishu takes
 # Reading the message a user replied to holds up their message (and a
 # webhook's answer to Feishu, which wants one within 3 s): kept short.
 QUOTE_TIMEOUT = 2.0
@@ -164,7 +165,7 @@ class FeishuChannel(BaseChannel):
         max_audio_bytes: int | None = None,
         max_document_bytes: int | None = None,
         max_document_tokens: int = 12_000,
-        max_file_bytes: int = MAX_UPLOAD_BYTES,
+        max_file_bytes: int | None = None,
         api_http: httpx.AsyncClient | None = None,
         **client_options: Any,
     ) -> None:
@@ -183,11 +184,12 @@ class FeishuChannel(BaseChannel):
         ``agent.transcription``): audio messages up to this size are
         downloaded for transcription; ``max_document_bytes`` (with
         ``agent.documents``): file messages up to this size are read as text;
-        ``max_file_bytes``: the largest file it uploads (:data:`MAX_UPLOAD_BYTES`).
+        ``max_file_bytes``: the largest file it uploads (default
+        ``maxUploadBytes``, at most :data:`MAX_UPLOAD_BYTES`).
         The ``clock`` (monotonic seconds) also spaces a draft's edits."""
         super().__init__(bus, config.allow_from, max_image_bytes=max_image_bytes, max_audio_bytes=max_audio_bytes,
                          max_document_bytes=max_document_bytes, max_document_tokens=max_document_tokens,
-                         max_file_bytes=max_file_bytes)
+                         max_file_bytes=config.max_upload_bytes if max_file_bytes is None else max_file_bytes)
         self.config = config
         self.http = http
         self.locale = app_locale(config.domain)
@@ -799,7 +801,13 @@ class FeishuChannel(BaseChannel):
             else:
                 # Uploaded first: a refused upload leaves nothing half sent.
                 # The caption goes as a text before the file (a file message has none).
-                key = await self.api.upload_file(msg.attachment.filename, msg.attachment.open)
+                try:
+                    key = await self.api.upload_file(msg.attachment.filename, msg.attachment.open)
+                except FeishuApiError as exc:
+                    if exc.code == FILE_TOO_LARGE_CODE:  # no use uploading it again; a gzipped one may go
+                        raise FileTooLarge(f"Feishu refused the file for chat {msg.chat_id} as too large "
+                                           f"({msg.attachment.size} bytes)") from None
+                    raise
                 if msg.text.strip():
                     await self.api.send_text(msg.chat_id, msg.text, reply_to=msg.reply_to, on_sent=sent,
                                              key=msg.send_key)

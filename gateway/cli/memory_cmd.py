@@ -8,7 +8,6 @@ person is never shared by a forgotten option.
 
 from __future__ import annotations
 
-import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -18,6 +17,7 @@ import click
 
 from gateway.config import Config, Paths
 from gateway.export import write_markdown
+from ._json_export import write_json
 from memory import Category, MemoryEngine, MemoryNotFound, NewMemory, Provenance, Source, Status
 from memory.changelog import write_log
 from memory.engine import MAX_CONTENT_CHARS
@@ -26,13 +26,12 @@ from memory.migrate import MigrationReport, migrate_files
 from memory.retrieval import Retriever
 from memory.clock import SystemClock
 from memory.service import SqliteMemory
-from memory.types import GLOBAL_OWNER, Hit, Memory, OwnerData
+from memory.types import GLOBAL_OWNER, Hit, Memory
 
 from . import main
 from ._common import (
     db_option,
     echo_json,
-    event_dict,
     json_option,
     load_cli_config,
     memory_dict,
@@ -43,7 +42,6 @@ from ._common import (
     run,
     private_file,
     setup_cli_logging,
-    write_private_file,
 )
 
 CATEGORIES = [c.value for c in Category]
@@ -565,24 +563,13 @@ def export(user: str | None, output: Path | None, fmt: str) -> None:
     if fmt == "markdown":
         _export_markdown(path, owner, output)
         return
-    owners, at = run(_export(path, owner))
-    memories = sorted((m for d in owners for m in d.memories), key=lambda m: m.id)
-    events = [e for d in owners for e in d.events]
-    text = json.dumps(
-        {
-            "exported_at": at,
-            "user": owner,
-            "memories": [memory_dict(m) for m in memories],
-            "events": [event_dict(e) for e in events],
-        },
-        ensure_ascii=False,
-        indent=2,
-    )
     if output is None:
-        click.echo(text)
+        run(_write_json(path, owner, sys.stdout.write))
+        sys.stdout.flush()
         return
-    write_private_file(output, text + "\n")
-    click.echo(f"wrote {len(memories)} memories and {len(events)} events to {output}", err=True)
+    with private_file(output) as f:
+        memories, events = run(_write_json(path, owner, f.write))
+    click.echo(f"wrote {memories} memories and {events} events to {output}", err=True)
 
 
 def _export_markdown(path: Path, owner: str | None, output: Path | None) -> None:
@@ -604,13 +591,9 @@ async def _write_markdown(path: Path, owner: str | None, write: Callable[[str], 
         return await write_markdown(write, SqliteMemory(engine), owners, at=engine.now())
 
 
-async def _export(path: Path, owner: str | None) -> tuple[list[OwnerData], str]:
-    """Each owner's rows as the gateway reads them for ``/export``
-    (:meth:`SqliteMemory.owner_data`): every owner, or the one given."""
+async def _write_json(path: Path, owner: str | None, write: Callable[[str], Any]) -> tuple[int, int]:
     async with open_engine(path) as engine:
-        backend = SqliteMemory(engine)
-        owners = [owner] if owner else await engine.owners()
-        return [await backend.owner_data(u) for u in owners], engine.now()
+        return await write_json(write, engine, owner, at=engine.now())
 
 
 # -- migrate ----------------------------------------------------------------------

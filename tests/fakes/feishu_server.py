@@ -13,7 +13,7 @@ Serves, with the real paths and response shapes:
   send at most one message within 1 hour"),
 * ``POST /open-apis/im/v1/files`` (multipart: ``file_type``, ``file_name``,
   ``file``; a ``file_type`` not in Feishu's list or no file: 234001, an
-  empty file: 234010), kept in ``files`` by the ``file_key`` it answers;
+  empty file: 234010, one over ``max_upload_bytes``, 30 MB: 234006), kept in ``files`` by the ``file_key`` it answers;
   a ``msg_type=file`` message must name one (else 230001), and its record
   in ``sent`` carries the file's name and bytes; a ``post`` must be one
   locale's paragraphs of known elements, an ``md`` element alone in its
@@ -263,6 +263,7 @@ class FakeFeishu:
         self.edit_limit = 20  # Feishu's edits per message
         self._edit_counts: dict[str, int] = {}  # message_id -> edits accepted
         self.files: dict[str, dict[str, Any]] = {}  # file_key -> {"file_name", "file_type", "data"}
+        self.max_upload_bytes = 30_000_000  # "文件大小不得超过 30 MB" (im/v1/files)
         self.images: dict[str, tuple[bytes, str]] = {}  # image_key or file_key -> (bytes, content type), what users send
         self._resources_of: dict[str, set[str]] = {}  # message_id -> the keys its content names
         self.resource_downloads: list[tuple[str, str]] = []  # (message_id, key) of every picture served
@@ -311,7 +312,7 @@ class FakeFeishu:
         return httpx.AsyncClient(transport=ToFake(self.url))
 
     async def start(self, port: int = 0) -> FakeFeishu:
-        app = web.Application()
+        app = web.Application(client_max_size=64 * 1024 * 1024)  # room for a file over Feishu's own limit
         app.router.add_post("/open-apis/auth/v3/tenant_access_token/internal", self._token)
         app.router.add_get("/open-apis/bot/v3/info", self._bot_info)
         app.router.add_post("/open-apis/im/v1/messages", self._create)
@@ -629,6 +630,8 @@ class FakeFeishu:
         data = file.file.read()
         if not data:
             return web.json_response({"code": 234010, "msg": "File's size can't be 0."}, status=400)
+        if len(data) > self.max_upload_bytes:
+            return web.json_response({"code": 234006, "msg": "The file size exceed the max value."}, status=400)
         key = f"file_v3_{uuid.uuid4().hex}"
         self.files[key] = {"file_name": file_name, "file_type": file_type, "data": data}
         return web.json_response({"code": 0, "msg": "success", "data": {"file_key": key}})

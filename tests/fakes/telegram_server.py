@@ -27,7 +27,8 @@ shapes, so the client code under test cannot tell it from Telegram:
   ``InputFile``), recorded in ``documents`` with its bytes and filename;
   a file id or URL instead, an empty file, or a caption over 1024
   characters (with ``parse_mode=HTML``: its visible text, the markup
-  checked as a message's): 400 with Telegram's wording.
+  checked as a message's): 400 with Telegram's wording; a file over
+  ``max_upload_bytes`` (50 MB): 413 ``Request Entity Too Large``.
 * ``sendMessageDraft`` (a reply shown while it is written) is recorded in
   ``drafts``; to a chat that is not private, or with ``draft_id`` 0: 400.
   Telegram shows a draft as an ephemeral preview, gone once the message is
@@ -450,6 +451,9 @@ class FakeTelegram:
         self.sent: list[SentMessage] = []
         self.drafts: list[SentDraft] = []
         self.documents: list[SentDocument] = []
+        # The Bot API's "up to 50 MB" for a bot's files (a local Bot API
+        # server takes 2000 MB): larger, 413 as Telegram answers it.
+        self.max_upload_bytes = 50_000_000
         self.on_document: Callable[[SentDocument], None] | None = None
         self.calls: list[Call] = []
         self.counts: Counter[str] = Counter()
@@ -1199,6 +1203,8 @@ class FakeTelegram:
             return _error(400, "Bad Request: wrong file identifier/HTTP URL specified")
         if not doc.data:
             return _error(400, "Bad Request: file must be non-empty")
+        if len(doc.data) > self.max_upload_bytes:
+            return _error(413, "Request Entity Too Large")
         caption = params.get("caption") or None
         parse_mode = params.get("parse_mode") or None
         if parse_mode is not None and parse_mode not in ("Markdown", "MarkdownV2", "HTML"):

@@ -558,3 +558,57 @@ def test_editing_a_facts_words_supersedes_the_core_memory_entries_built_on_it(ho
     status = {m.id: (m.status, m.superseded_by) for m in db_rows(home)}
     assert status[2] == (Status.SUPERSEDED, 1) and status[3] == (Status.ACTIVE, None)
     assert "superseded" not in ok("edit", "1", "--importance", "0.9").stdout  # the words unchanged: nothing goes
+
+
+def test_a_json_export_streamed_a_page_at_a_time_is_the_document_json_dumps_makes(home: Path, tmp_path: Path) -> None:
+    """Written as the rows are read (pages of 2 here, to cross page and
+    owner boundaries): byte for byte what ``json.dumps(indent=2)`` makes
+    of the whole store, for every owner and for one; an empty store's
+    lists are ``[]``."""
+    from gateway.cli._common import event_dict, memory_dict
+    from gateway.cli._json_export import write_json
+
+    db = home / "data" / "memory.db"
+
+    async def both(owner: str | None) -> tuple[str, str]:
+        async with await MemoryEngine.open(db) as e:
+            parts: list[str] = []
+            counts = await write_json(parts.append, e, owner, at="2026-11-23T00:00:00Z", page=2)
+            backend = SqliteMemory(e)
+            datas = [await backend.owner_data(u) for u in ([owner] if owner else await e.owners())]
+            whole = json.dumps({
+                "exported_at": "2026-11-23T00:00:00Z", "user": owner,
+                "memories": [memory_dict(m) for m in sorted((m for d in datas for m in d.memories), key=lambda m: m.id)],
+                "events": [event_dict(ev) for d in datas for ev in d.events],
+            }, ensure_ascii=False, indent=2) + "\n"
+            assert counts == (sum(len(d.memories) for d in datas), sum(len(d.events) for d in datas))
+            return "".join(parts), whole
+
+    streamed, whole = asyncio.run(both(None))  # an empty store
+    assert streamed == whole and json.loads(streamed)["memories"] == []
+
+    for user, text in [("bob", "Bob likes tea"), ("alice", "爱丽丝喜欢燕麦拿铁"), ("alice", "Alice lives in Hangzhou"),
+                       ("bob", 'Bob\'s "vault" is tulip-4471'), ("carol", "Carol runs\nthe atlas deploys")]:
+        ok("add", text, "--user", user)
+    ok("delete", "2", "-y")
+
+    async def seed() -> None:
+        async with await MemoryEngine.open(db) as e:
+            for day, who, what in [("2026-03-01", "alice", "Booked flights"), ("2026-02-28", "alice", "去大阪"),
+                                   ("2026-02-28", "alice", "Packed"), ("2026-01-01", "bob", "New year")]:
+                await e.add_event(who, day, what, provenance=Provenance(channel="telegram"))
+
+    asyncio.run(seed())
+    for owner in (None, "alice", "dave"):
+        streamed, whole = asyncio.run(both(owner))
+        assert streamed == whole, owner
+    doc = json.loads(streamed)
+    assert doc["memories"] == [] and doc["events"] == []  # dave has nothing
+
+    out = tmp_path / "all.json"
+    r = ok("export", "-o", str(out))
+    assert "wrote 5 memories and 4 events" in r.output and stat.S_IMODE(out.stat().st_mode) == 0o600
+    doc = json.loads(out.read_text(encoding="utf-8"))
+    assert [m["id"] for m in doc["memories"]] == [1, 2, 3, 4, 5] and doc["memories"][1]["status"] == "archived"
+    assert [e["summary"] for e in doc["events"]] == ["去大阪", "Packed", "Booked flights", "New year"]
+    assert json.loads(ok("export").stdout) == doc | {"exported_at": json.loads(ok("export").stdout)["exported_at"]}

@@ -62,6 +62,8 @@ def test_missing_file_means_defaults_unless_required(tmp_path: Path) -> None:
         ({"memory": {"embedding": {"fusion": "max"}}}, "memory.embedding.fusion", "max"),
         ({"memory": {"embedding": {"queryTimeout": "soon"}}}, "memory.embedding.queryTimeout", "soon"),
         ({"memory": {"embedding": {"provider": {"baseUrl": "localhost"}}}}, "memory.embedding.provider.baseUrl", "localhost"),
+        ({"channels": {"feishu": {"maxUploadBytes": 40000000}}}, "channels.feishu.maxUploadBytes", "40000000"),
+        ({"channels": {"telegram": {"maxUploadBytes": 3000000000}}}, "channels.telegram.maxUploadBytes", "3000000000"),
     ],
 )
 def test_bad_values_name_the_field_and_value(tmp_path: Path, doc: dict, field: str, shown: str) -> None:

@@ -11,7 +11,6 @@ import os
 import random
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -471,6 +470,87 @@ async def test_a_file_over_feishus_limit_goes_gzipped_and_the_too_large_one_gets
             assert len([s for s in fake.sent if s["msg_type"] == "file"]) == 1
             assert fake.texts()[-1] == file_too_large(len(data), LIMIT, zh=False)
             assert await r.outbox.count() == 0 and _open_temp_files() == before
+
+
+def test_each_channel_takes_its_upload_limit_from_its_config(tmp_path: Path) -> None:
+    """``channels.*.maxUploadBytes``: Telegram's Bot API takes 50 MB, a
+    local Bot API server up to 2000 MB; Feishu 30 MB, and no more."""
+    doc = {"channels": {"telegram": {"maxUploadBytes": 2_000_000_000}, "feishu": {"maxUploadBytes": 5_000_000}}}
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(doc))
+    cfg = load_config(path, env={})
+    assert TelegramChannel(cfg.channels.telegram, MessageBus()).max_file_bytes == 2_000_000_000
+    assert FeishuChannel(cfg.channels.feishu, MessageBus()).max_file_bytes == 5_000_000
+    assert TelegramChannel(TelegramConfig(), MessageBus()).max_file_bytes == 50_000_000
+    assert FeishuChannel(FeishuConfig(), MessageBus()).max_file_bytes == 30_000_000
+
+
+@pytest.fixture
+async def overstated_tg(tmp_path: Path, clock: ManualClock, tg: FakeTelegram) -> AsyncIterator[Rig]:
+    """The channel believes in twice what the Bot API server takes (an
+    operator's maxUploadBytes for a local server, pointed at Telegram's)."""
+    tg.max_upload_bytes = LIMIT
+    cfg = TelegramConfig(enabled=True, token=SecretStr(tg.token), base_url=tg.base_url, poll_timeout=1)
+    channel = TelegramChannel(cfg, MessageBus(), backoff=FAST, send_attempts=3, max_file_bytes=2 * LIMIT)
+    await asyncio.wait_for(channel.start(), 10)
+    async for r in _rig(tmp_path, clock, channel):
+        yield r
+
+
+async def test_a_file_the_platform_refuses_as_too_large_goes_again_gzipped_once(
+    overstated_tg: Rig, tg: FakeTelegram
+) -> None:
+    data = BIG_EXPORT.decode()[:LIMIT].encode()  # between the server's limit and the channel's
+    assert LIMIT < len(data) < 2 * LIMIT
+    with capture_logs() as logs:
+        await overstated_tg.bus.publish_outbound(
+            OutboundMessage("telegram", CHAT, "Everything I keep about you", attachment=_spooled(data)))
+        await asyncio.wait_for(overstated_tg.bus.outbound_queue("telegram").join(), 10)
+    assert tg.counts["senddocument"] == 2  # the 413 is not retried as it was: once as it is, once gzipped
+    [doc] = tg.documents
+    assert doc.filename.endswith(".md.gz") and gzip.decompress(doc.data) == data
+    assert doc.caption is not None and "gzip" in doc.caption and tg.texts() == []
+    [told] = [e for e in logs if e["event"] == "file refused as too large by the platform"]
+    assert told["size"] == len(data) and told["limit"] == 2 * LIMIT and "maxUploadBytes" in told["hint"]
+    assert await overstated_tg.outbox.count() == 0
+
+
+@pytest.mark.parametrize("compressible", [False, True])
+async def test_a_file_the_platform_refuses_even_gzipped_gets_the_note_not_try_again(
+    overstated_tg: Rig, tg: FakeTelegram, compressible: bool
+) -> None:
+    before = _open_temp_files()
+    if compressible:  # gzip brings it under what was refused, not under the server's limit: refused twice
+        data = "".join(map(chr, random.Random(5).choices(range(0x4E00, 0x9FA5), k=LIMIT // 2))).encode()
+        file = _spooled(data)
+    else:  # gzip makes it larger: not sent again
+        data = os.urandom(LIMIT * 3 // 2)
+        file = Attachment("myclaw-memory-2026-11-22.md", data)
+    assert LIMIT < len(data) < 2 * LIMIT
+    await overstated_tg.bus.publish_outbound(OutboundMessage("telegram", CHAT, "这是我保存的关于你的一切", attachment=file))
+    await asyncio.wait_for(overstated_tg.bus.outbound_queue("telegram").join(), 10)
+    assert tg.counts["senddocument"] == (2 if compressible else 1) and tg.documents == []
+    [note] = tg.texts()
+    assert note == file_too_large(len(data), None, zh=True)
+    assert "myclaw memory export" in note and not any(w in note for w in NO_TRY_AGAIN)
+    assert _open_temp_files() == before and await overstated_tg.outbox.count() == 0
+
+
+async def test_feishu_refusing_a_file_as_too_large_gets_it_gzipped(tmp_path: Path, clock: ManualClock) -> None:
+    async with FakeFeishu() as fake:
+        fake.max_upload_bytes = LIMIT
+        cfg = FeishuConfig(enabled=True, app_id=fake.app_id, app_secret=SecretStr(fake.app_secret), domain=fake.url)
+        channel = FeishuChannel(cfg, MessageBus(), max_attempts=3, max_file_bytes=2 * LIMIT)
+        async for r in _rig(tmp_path, clock, channel):
+            data = BIG_EXPORT.decode()[:LIMIT].encode()
+            await r.bus.publish_outbound(
+                OutboundMessage("feishu", "oc_chat", "这是我保存的关于你的一切", attachment=_spooled(data)))
+            await asyncio.wait_for(r.bus.outbound_queue("feishu").join(), 10)
+            uploads = [q for q in fake.requests if q[1] == "/open-apis/im/v1/files"]
+            assert len(uploads) == 2
+            [sent] = [s for s in fake.sent if s["msg_type"] == "file"]
+            assert sent["file_name"].endswith(".md.gz") and gzip.decompress(sent["data"]) == data
+            assert "gzip" in fake.texts()[0]
 
 
 async def test_a_file_still_queued_at_shutdown_leaves_only_the_note(tmp_path: Path, clock: ManualClock) -> None:

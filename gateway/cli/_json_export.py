@@ -1,0 +1,85 @@
+"""``myclaw memory export`` as JSON, written as the rows are read.
+
+The document is the one ``json.dumps(doc, ensure_ascii=False, indent=2)``
+makes of ``{"exported_at", "user", "memories", "events"}`` (memories by
+id, events by owner, date, id), byte for byte, but only a page of rows is
+ever in memory: an operator's export of a large store no longer holds the
+whole store, and its JSON text, at once."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+from memory import MemoryEngine
+from memory.engine import row_to_event, row_to_memory
+
+from ._common import event_dict, memory_dict
+
+PAGE = 500
+
+
+async def write_json(
+    write: Callable[[str], Any], engine: MemoryEngine, owner: str | None, *, at: str, page: int = PAGE
+) -> tuple[int, int]:
+    """Write the export of ``owner`` (every owner when None) through
+    ``write``, with a trailing newline; returns (memories, events)."""
+    write("{\n" + f'  "exported_at": {_dump(at)},\n  "user": {_dump(owner)},\n  "memories": ')
+    memories = await _array(write, (memory_dict(m) async for m in _memories(engine, owner, page)))
+    write(',\n  "events": ')
+    owners = [owner] if owner is not None else await engine.owners()
+    events = await _array(write, (event_dict(e) async for o in _each(owners) async for e in _events(engine, o, page)))
+    write("\n}\n")
+    return memories, events
+
+
+def _dump(obj: Any) -> str:
+    return json.dumps(obj, ensure_ascii=False, indent=2)
+
+
+async def _array(write: Callable[[str], Any], items: AsyncIterator[dict[str, Any]]) -> int:
+    """A list as ``json.dumps`` indents it at depth 1: ``[]`` when empty."""
+    n = 0
+    async for item in items:
+        write(("[\n" if n == 0 else ",\n") + "\n".join("    " + ln for ln in _dump(item).split("\n")))
+        n += 1
+    write("\n  ]" if n else "[]")
+    return n
+
+
+async def _each(owners: list[str]) -> AsyncIterator[str]:
+    for o in owners:
+        yield o
+
+
+async def _memories(engine: MemoryEngine, owner: str | None, page: int) -> AsyncIterator[Any]:
+    """Every status, by id, a page a query (keyset: no OFFSET rescans)."""
+    last = 0
+    where = "id > ?" if owner is None else "owner = ? AND id > ?"
+    while True:
+        args: list[Any] = [last] if owner is None else [owner, last]
+        rows = await engine.db.fetchall(f"SELECT * FROM memories WHERE {where} ORDER BY id LIMIT {int(page)}", args)
+        for r in rows:
+            yield row_to_memory(r)
+        if len(rows) < page:
+            return
+        last = rows[-1]["id"]
+
+
+async def _events(engine: MemoryEngine, owner: str, page: int) -> AsyncIterator[Any]:
+    """``owner``'s daily events by date, then id, a page a query."""
+    key: tuple[str, int] | None = None
+    while True:
+        if key is None:
+            rows = await engine.db.fetchall(
+                f"SELECT * FROM daily_events WHERE owner = ? ORDER BY event_date, id LIMIT {int(page)}", [owner])
+        else:
+            rows = await engine.db.fetchall(
+                "SELECT * FROM daily_events WHERE owner = ? AND (event_date, id) > (?, ?) "
+                f"ORDER BY event_date, id LIMIT {int(page)}", [owner, *key])
+        for r in rows:
+            yield row_to_event(r)
+        if len(rows) < page:
+            return
+        key = (rows[-1]["event_date"], rows[-1]["id"])
