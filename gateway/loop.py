@@ -751,6 +751,7 @@ class ProcessLoop:
             await asyncio.wait([reply_write])
         else:
             self.stats.failed += 1
+            await self._mark_apologised(msg)
         await self._reply(msg, reply.text, user, drafts=drafts)
         total_ms = (time.perf_counter() - started) * 1000
         self.stats.added_ms.append(max(0.0, total_ms - reply.llm_ms))
@@ -928,10 +929,22 @@ class ProcessLoop:
             text = (_NOT_SAVED_FULL_ZH if zh else _NOT_SAVED_FULL) if exc.full else (_NOT_SAVED_ZH if zh else _NOT_SAVED)
         else:
             text = apology(msg.text)
+            await self._mark_apologised(msg)
         try:
             await self._reply(msg, text, owner, drafts=drafts)
         except Exception as exc:  # the bus itself is gone; nothing more to do
             log.error("could not send the apology", chat=msg.session_key, error=repr(exc))
+
+    async def _mark_apologised(self, msg: InboundMessage) -> None:
+        """Before an apology goes out: it is the message's one answer, so a
+        restart must not answer it again (gateway/resume.py). A failed
+        write still lets the apology go (a second answer after a crash
+        beats none now)."""
+        try:
+            await self.sessions.mark_apologised(msg.session_key, msg.message_id)
+        except Exception as exc:
+            log.error("could not record the apology; a restart may answer the message again",
+                      chat=msg.session_key, error=repr(exc))
 
     # -- buffering for extraction ---------------------------------------------
 

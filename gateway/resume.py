@@ -20,6 +20,8 @@ run one after another), a user row, with:
 * memory allowed to learn from it: an incognito turn is not answered
   again (the user turned the bot's attention away; not picked up later);
 * no reply to it waiting in the outbox (that goes out from there, once);
+* no apology sent for it (the row's context is then ``APOLOGISED``,
+  written before the apology is sent): that was its one answer;
 * written within ``gateway.resumeWithinMinutes``: an older one gets
   nothing, logged.
 
@@ -50,7 +52,7 @@ from memory.clock import format_ts, parse_ts
 
 from .bus import MESSAGE, ROUTING_KEYS, InboundMessage
 from .outbox import Outbox
-from .sessions import SessionStore, StoredMessage
+from .sessions import APOLOGISED, SessionStore, StoredMessage
 
 __all__ = ["Resumed", "TurnContext", "resume_cut_turns"]
 
@@ -135,7 +137,9 @@ async def resume_cut_turns(
         context = TurnContext.loads(row.context)
         age = now - parse_ts(row.created_at)
         why = ""
-        if context is None:
+        if row.context == APOLOGISED:
+            why = "answered with an apology"
+        elif context is None:
             why = "not kept whole (a job's, a picture's, a file's, a quote's, or from before)"
         elif not row.message_id or row.message_id.startswith("g-"):
             why = "no platform message id"

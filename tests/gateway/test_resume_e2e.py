@@ -161,3 +161,26 @@ async def test_a_reply_waiting_in_the_outbox_goes_out_once_not_answered_again(
             await g.stop()
         assert [m["text"] for m in feishu.visible()] == ["re: when is the review?"]
         assert len(llm.requests) == 1
+
+
+async def test_a_message_answered_with_an_apology_is_not_answered_again_after_a_crash(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    """The model failed, the user read the apology, then the gateway died:
+    the apology was their one answer, the next start does not add another."""
+    async with FakeOpenAI(api_key=KEY, responder=_echo) as llm, FakeTelegram() as tg:
+        async with _telegram_app(tmp_path, clock, llm, tg) as app:
+            llm.queue_error(400, body="unsupported parameter")  # not retried: the apology at once
+            tg.push_text(42, 42, "what's on my list today?")
+            [apology] = await tg.wait_sent(1, timeout=15)
+            await _crash(app)
+        assert apology.text.startswith("Sorry")
+        clock.advance(60)
+        async with _telegram_app(tmp_path, clock, llm, tg) as again:
+            await _quiet(again)
+            assert again.resumed is not None and again.resumed.answered == []
+            [(row, why)] = again.resumed.skipped
+            assert row.content == "what's on my list today?" and why == "answered with an apology"
+        assert len(tg.sent) == 1 and len(llm.requests) == 1
+        # Tier 0 keeps the question alone: the apology is not part of the conversation.
+        assert [(r, w) for r, _, w in _history(tmp_path)] == [("user", "what's on my list today?")]
