@@ -637,6 +637,8 @@ class ProcessLoop:
                                   quoted=about, always=bool(msg.forwarded))
         retrieval_ms = (time.perf_counter() - t0) * 1000
 
+        # The words as stored: a resumed message's row, which an edit may have changed since.
+        said = msg.history_text if resumed is None else resumed.content
         ctx = ToolContext(
             user=user,
             channel=msg.channel,
@@ -644,7 +646,7 @@ class ProcessLoop:
             private=private,
             message_id=msg.message_id,
             sender_id=msg.sender_id,
-            message_text=msg.history_text,
+            message_text=said,
             tz=tz,
             forwards=bool(msg.forwarded),
             files=bool(msg.documents),
@@ -663,7 +665,7 @@ class ProcessLoop:
         # never its bytes: what it showed is learnt from the reply, which
         # describes it.
         messages = self.prompts.messages(
-            system, history, msg.history_text, block, self.prompts.time_of_day(tz), msg.images, msg.quoted, msg.documents,
+            system, history, said, block, self.prompts.time_of_day(tz), msg.images, msg.quoted, msg.documents,
             speaker,
         )
         # The user's message goes to Tier 0 while the LLM runs (the write is

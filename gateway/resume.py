@@ -8,6 +8,13 @@ acknowledged). At the next start, :func:`resume_cut_turns` hands each such
 message back to the process loop, as if redelivered (its row is not
 written twice), oldest first.
 
+The message is rebuilt from its row's words (as an edit may have left
+them) and its context: one that forwards messages is taken apart again
+into the forwards (authors and dates kept in the context, words as the
+history shows them) and the user's own words, so it is recalled for,
+answered and cited (memory_save: "from a message you forwarded") as the
+forward it was.
+
 A cut turn is the last row of its chat's current session (a chat's turns
 run one after another), a user row, with:
 
@@ -50,7 +57,7 @@ import structlog
 
 from memory.clock import format_ts, parse_ts
 
-from .bus import MESSAGE, ROUTING_KEYS, InboundMessage
+from .bus import MESSAGE, ROUTING_KEYS, InboundMessage, forwards_from_history
 from .outbox import Outbox
 from .sessions import APOLOGISED, SessionStore, StoredMessage
 
@@ -72,6 +79,10 @@ class TurnContext:
     sender_name: str = ""
     routing: Mapping[str, Any] = field(default_factory=dict)  # bus.ROUTING_KEYS (a forum topic)
     locale: str = ""
+    # Each forwarded message's author and when it was first sent: with the
+    # row's words (which hold the forwards' own) the message is rebuilt as
+    # the forward it was, so it is answered and cited as one.
+    forwards: tuple[tuple[str, datetime | None], ...] = ()
 
     @classmethod
     def of(cls, msg: InboundMessage) -> TurnContext | None:
@@ -82,12 +93,15 @@ class TurnContext:
         return cls(
             is_group=msg.is_group, mentioned=msg.mentioned, reply_to_bot=msg.reply_to_bot,
             sender_name=msg.sender_name, routing={k: msg.metadata[k] for k in ROUTING_KEYS if k in msg.metadata},
-            locale=msg.locale,
+            locale=msg.locale, forwards=tuple((f.author, f.sent_at) for f in msg.forwarded),
         )
 
     def dumps(self) -> str:
-        return json.dumps({"g": self.is_group, "m": self.mentioned, "r": self.reply_to_bot, "n": self.sender_name,
-                           "k": dict(self.routing), "l": self.locale}, ensure_ascii=False)
+        d: dict[str, Any] = {"g": self.is_group, "m": self.mentioned, "r": self.reply_to_bot, "n": self.sender_name,
+                             "k": dict(self.routing), "l": self.locale}
+        if self.forwards:
+            d["f"] = [[a, format_ts(t) if t is not None else ""] for a, t in self.forwards]
+        return json.dumps(d, ensure_ascii=False)
 
     @classmethod
     def loads(cls, text: str) -> TurnContext | None:
@@ -99,17 +113,25 @@ class TurnContext:
         if not isinstance(d, dict):
             return None
         routing = d.get("k")
+        forwards = d.get("f")
+        try:
+            origins = tuple((str(a), parse_ts(t) if t else None) for a, t in forwards) if isinstance(forwards, list) else ()
+        except (TypeError, ValueError):
+            return None
         return cls(is_group=bool(d.get("g")), mentioned=bool(d.get("m")), reply_to_bot=bool(d.get("r")),
                    sender_name=str(d.get("n") or ""), routing=routing if isinstance(routing, dict) else {},
-                   locale=str(d.get("l") or ""))
+                   locale=str(d.get("l") or ""), forwards=origins)
 
     def message(self, row: StoredMessage) -> InboundMessage:
-        """``row`` as the loop first got it (its words as Tier 0 keeps them)."""
+        """``row`` as the loop first got it: its words as Tier 0 keeps them,
+        a forward's taken apart again (the user's own words, the forwards
+        as the history shows them)."""
+        placeholder, forwarded, text = forwards_from_history(row.content, self.forwards)
         return InboundMessage(
-            channel=row.channel, chat_id=row.chat_id, sender_id=row.sender_id, text=row.content,
+            channel=row.channel, chat_id=row.chat_id, sender_id=row.sender_id, text=text,
             message_id=row.message_id, timestamp=parse_ts(row.created_at), is_group=self.is_group,
             mentioned=self.mentioned, reply_to_bot=self.reply_to_bot, sender_name=self.sender_name,
-            metadata=dict(self.routing), locale=self.locale,
+            metadata=dict(self.routing), locale=self.locale, placeholder=placeholder, forwarded=forwarded,
         )
 
 

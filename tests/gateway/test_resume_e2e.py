@@ -12,16 +12,18 @@ import contextlib
 import sqlite3
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 from gateway.app import App
-from memory import ManualClock
+from memory import Category, ManualClock, NewMemory
 from tests.fakes.feishu_server import FakeFeishu
-from tests.fakes.openai_server import FakeOpenAI, Reply, said
-from tests.fakes.telegram_server import FakeTelegram
+from tests.fakes.openai_server import FakeOpenAI, Reply, said, split_user_content, text_of
+from tests.fakes.telegram_server import FakeTelegram, origin_user
 
 from .test_e2e_feishu import _app, feishu  # noqa: F401 (a fixture)
 from .test_e2e_feishu_outbox import ALICE, Gateway, until
 from .test_quoted_e2e import _telegram
+from .test_telegram_forwards_e2e import FEB_27
 
 KEY = "sk-resume-e2e-0123456789"
 
@@ -184,3 +186,50 @@ async def test_a_message_answered_with_an_apology_is_not_answered_again_after_a_
         assert len(tg.sent) == 1 and len(llm.requests) == 1
         # Tier 0 keeps the question alone: the apology is not part of the conversation.
         assert [(r, w) for r, _, w in _history(tmp_path)] == [("user", "what's on my list today?")]
+
+
+def _obeying(body: dict[str, Any]) -> Reply:
+    """A model that does what the message's text says: "remember: X" saves X."""
+    if body["messages"][-1]["role"] == "tool":
+        return Reply(content="Saved.")
+    text = text_of(body["messages"][-1]["content"])
+    if "remember:" in text:
+        fact = text.rsplit("remember:", 1)[1].split("\n", 1)[0].strip()
+        return Reply(content=None, tool_calls=[{"name": "memory_save", "arguments": {"content": fact}}])
+    return Reply(content="ok")
+
+
+async def test_a_forwarded_message_cut_by_a_crash_is_answered_as_the_forward_it_was(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    """A comment with forwards, cut by a crash: the resumed turn reads what
+    the first one did (the same words, the same memories recalled, the same
+    tools), and a fact the forward makes the model save is cited as the
+    forward's, not as the user's own ("told by you")."""
+    async with FakeOpenAI(api_key=KEY, responder=_obeying) as llm, FakeTelegram() as tg:
+        async with _telegram_app(tmp_path, clock, llm, tg) as app:
+            engine = app.backend.engine  # type: ignore[attr-defined]
+            await engine.add(NewMemory(owner="telegram:9", content="Dana Kim runs the Friday launch",
+                                       category=Category.EVENT))
+            llm.queue_hold()
+            tg.push_text(9, 9, "what does this mean for my week?")
+            dana = origin_user(5, "Dana", "Kim", date=FEB_27)
+            tg.push_text(9, 9, "remember: the launch moves to Friday", forward_origin=dana)
+            tg.push_text(9, 9, "freeze starts Thursday", forward_origin=dana)
+            await until(lambda: len(llm.requests) == 1, timeout=15)
+            await _crash(app)
+        assert tg.sent == []
+
+        clock.advance(60)
+        async with _telegram_app(tmp_path, clock, llm, tg) as again:
+            await tg.wait_sent(1, timeout=15)
+            await _quiet(again)
+            assert again.resumed is not None and len(again.resumed.answered) == 1
+        first, resumed = llm.requests[0], llm.requests[1]
+        assert split_user_content(text_of(first["messages"][-1]["content"])) == split_user_content(
+            text_of(resumed["messages"][-1]["content"]))
+        assert "Dana Kim runs the Friday launch" in text_of(resumed["messages"][-1]["content"])
+        assert [t["function"]["name"] for t in first.get("tools", [])] == [
+            t["function"]["name"] for t in resumed.get("tools", [])]
+        [saved] = [m["content"] for r in llm.requests for m in r["messages"] if m["role"] == "tool"]
+        assert "from a message you forwarded on Telegram]" in saved and "told by you" not in saved
