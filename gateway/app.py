@@ -323,7 +323,7 @@ class App:
         # still ask the bot to remember, look up or forget something.
         tools = memory_tools(
             self.backend, max_chars=r.max_chars, token_budget=r.token_budget,
-            forget_history=self._forget_history,
+            forget_history=self._forget_history, files=self.recent_files,
         )
         if self.recent_files is not None:
             tools += file_tools(self.recent_files, max_tokens=min(6000, cfg.agent.documents.max_tokens))
