@@ -19,10 +19,11 @@ A cut turn is the last row of its chat's current session (a chat's turns
 run one after another), a user row, with:
 
 * its :class:`TurnContext`, how the loop got it (group or not, addressed
-  or not, its routing). Rows without one are not answered: written before
-  it was kept, a scheduled job's (the scheduler runs those again), or a
-  message whose pictures, files or quoted message Tier 0 does not keep
-  (answering the words alone would answer something else);
+  or not, its routing, what a private chat's message replied to). Rows
+  without one are not answered: written before it was kept, a scheduled
+  job's (the scheduler runs those again), or a message whose pictures,
+  files or (in a group) quoted message Tier 0 does not keep (answering the
+  words alone would answer something else);
 * a platform message id (one the gateway made up answers nothing);
 * memory allowed to learn from it: an incognito turn is not answered
   again (the user turned the bot's attention away; not picked up later);
@@ -57,7 +58,8 @@ import structlog
 
 from memory.clock import format_ts, parse_ts
 
-from .bus import MESSAGE, ROUTING_KEYS, InboundMessage, forwards_from_history
+from .bus import MESSAGE, ROUTING_KEYS, InboundMessage, Quoted, forwards_from_history
+from .prompt import QUOTE_CHARS
 from .outbox import Outbox
 from .sessions import APOLOGISED, SessionStore, StoredMessage
 
@@ -83,14 +85,20 @@ class TurnContext:
     # row's words (which hold the forwards' own) the message is rebuilt as
     # the forward it was, so it is answered and cited as one.
     forwards: tuple[tuple[str, datetime | None], ...] = ()
+    # What a private chat's message replied to (the bot's words, the user's
+    # own, a post they chose to bring), as much as the prompt shows; a
+    # group's is never kept (another member's words).
+    quoted: Quoted | None = None
 
     @classmethod
     def of(cls, msg: InboundMessage) -> TurnContext | None:
         """None for a message Tier 0 does not keep whole: its pictures,
-        files or the message it quotes went to the model with it only."""
-        if msg.kind != MESSAGE or msg.images or msg.documents or msg.quoted is not None:
+        files or (in a group) the message it quotes went to the model with it only."""
+        if msg.kind != MESSAGE or msg.images or msg.documents or (msg.quoted is not None and msg.is_group):
             return None
+        q = msg.quoted
         return cls(
+            quoted=None if q is None else Quoted(q.author, q.text.strip()[:QUOTE_CHARS], q.partial),
             is_group=msg.is_group, mentioned=msg.mentioned, reply_to_bot=msg.reply_to_bot,
             sender_name=msg.sender_name, routing={k: msg.metadata[k] for k in ROUTING_KEYS if k in msg.metadata},
             locale=msg.locale, forwards=tuple((f.author, f.sent_at) for f in msg.forwarded),
@@ -101,6 +109,8 @@ class TurnContext:
                              "k": dict(self.routing), "l": self.locale}
         if self.forwards:
             d["f"] = [[a, format_ts(t) if t is not None else ""] for a, t in self.forwards]
+        if self.quoted is not None:
+            d["q"] = [self.quoted.author, self.quoted.text, self.quoted.partial]
         return json.dumps(d, ensure_ascii=False)
 
     @classmethod
@@ -118,9 +128,13 @@ class TurnContext:
             origins = tuple((str(a), parse_ts(t) if t else None) for a, t in forwards) if isinstance(forwards, list) else ()
         except (TypeError, ValueError):
             return None
+        q = d.get("q")
+        if q is not None and not (isinstance(q, list) and len(q) == 3):
+            return None
         return cls(is_group=bool(d.get("g")), mentioned=bool(d.get("m")), reply_to_bot=bool(d.get("r")),
                    sender_name=str(d.get("n") or ""), routing=routing if isinstance(routing, dict) else {},
-                   locale=str(d.get("l") or ""), forwards=origins)
+                   locale=str(d.get("l") or ""), forwards=origins,
+                   quoted=None if q is None else Quoted(str(q[0]), str(q[1]), bool(q[2])))
 
     def message(self, row: StoredMessage) -> InboundMessage:
         """``row`` as the loop first got it: its words as Tier 0 keeps them,
@@ -132,6 +146,7 @@ class TurnContext:
             message_id=row.message_id, timestamp=parse_ts(row.created_at), is_group=self.is_group,
             mentioned=self.mentioned, reply_to_bot=self.reply_to_bot, sender_name=self.sender_name,
             metadata=dict(self.routing), locale=self.locale, placeholder=placeholder, forwarded=forwarded,
+            quoted=self.quoted,
         )
 
 

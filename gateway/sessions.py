@@ -266,9 +266,11 @@ async def _m011_recent_files(conn: aiosqlite.Connection) -> None:
 
 async def _m012_message_context(conn: aiosqlite.Connection) -> None:
     # How a user's message was to be answered, as the loop got it (group or
-    # not, addressed or not, its routing: gateway/resume.py's TurnContext,
+    # not, addressed or not, its routing, a forward's authors and dates, what
+    # a private chat's message replied to: gateway/resume.py's TurnContext,
     # JSON), so a turn a crash cut can be answered the same way at the next
-    # start. "" for rows written before, a job's and the bot's own.
+    # start. "" for rows written before, a job's and the bot's own;
+    # APOLOGISED once an apology answered it.
     columns = {r[1] for r in await conn.execute_fetchall("PRAGMA table_info(session_messages)")}
     if "context" not in columns:
         await conn.execute("ALTER TABLE session_messages ADD COLUMN context TEXT NOT NULL DEFAULT ''")

@@ -233,3 +233,41 @@ async def test_a_forwarded_message_cut_by_a_crash_is_answered_as_the_forward_it_
             t["function"]["name"] for t in resumed.get("tools", [])]
         [saved] = [m["content"] for r in llm.requests for m in r["messages"] if m["role"] == "tool"]
         assert "from a message you forwarded on Telegram]" in saved and "told by you" not in saved
+
+
+def _quote(body: dict[str, Any]) -> str:
+    content = text_of(body["messages"][-1]["content"])
+    return content[content.index("<quoted"):content.index("</quoted>")] if "<quoted" in content else ""
+
+
+async def test_a_reply_to_a_message_cut_by_a_crash_is_answered_with_what_it_replies_to(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    """In a private chat a reply quotes the bot's words or the user's own
+    (or a post they chose to bring): kept with the row until answered, the
+    resumed turn reads the same quote. In a group the quote may be another
+    member's words, never kept: that message is not answered blind."""
+    async with FakeOpenAI(api_key=KEY, responder=_echo) as llm, FakeTelegram() as tg:
+        async with _telegram_app(tmp_path, clock, llm, tg) as app:
+            tg.push_text(42, 42, "is the launch on Thursday?")
+            await tg.wait_sent(1, timeout=15)
+            llm.queue_hold()
+            tg.push_text(42, 42, "why Thursday?", reply_to_bot=True, quote="re: is the launch")
+            await until(lambda: len(llm.requests) == 2, timeout=15)
+            group = -100500
+            alice = tg.push_text(group, 7, "we ship Friday", chat_type="supergroup", first_name="Alice")
+            llm.queue_hold()
+            tg.push_text(group, 8, "is that right?", chat_type="supergroup", first_name="Bob", mention=True,
+                         reply_to=alice)
+            await until(lambda: len(llm.requests) == 3, timeout=15)
+            await _crash(app)
+        assert len(tg.sent) == 1
+        clock.advance(60)
+        async with _telegram_app(tmp_path, clock, llm, tg) as again:
+            [_, reply] = await tg.wait_sent(2, timeout=15)
+            await _quiet(again)
+            assert again.resumed is not None and [r.content for r in again.resumed.answered] == ["why Thursday?"]
+            assert [(r.content, why) for r, why in again.resumed.skipped] == [
+                ("is that right?", "not kept whole (a job's, a picture's, a file's, a quote's, or from before)")]
+        assert reply.text == "re: why Thursday?" and len(llm.requests) == 4
+        assert _quote(llm.requests[3]) == _quote(llm.requests[1]) != ""
