@@ -349,6 +349,11 @@ class ProcessLoop:
         # What else follows a chat to a new id, outside gateway.db's own
         # move (cron.db's jobs, the outbox's hold): name -> its move, how many.
         self.chat_moves: dict[str, Callable[[str, str, str], Awaitable[int]]] = {}
+        # Resumed turns (:meth:`resume`) wait for it: the App hands them over
+        # before any channel can deliver a message, so each is first in its
+        # chat, and opens it once the replies kept from the last run are held.
+        self.resume_gate = asyncio.Event()
+        self.resume_gate.set()
         self._closed = False
 
     # -- dispatch ---------------------------------------------------------------
@@ -451,6 +456,8 @@ class ProcessLoop:
             while q:
                 item = q.popleft()
                 try:
+                    if item.resumed is not None:
+                        await self.resume_gate.wait()
                     async with self._slots:
                         item.started = time.perf_counter()
                         self.stats.wait_ms.append((item.started - item.received) * 1000)

@@ -6,7 +6,11 @@ gateway/loop.py) and nothing answering it; the platform will not send it
 again (Telegram's offset is confirmed by the next poll, Feishu's event was
 acknowledged). At the next start, :func:`resume_cut_turns` hands each such
 message back to the process loop, as if redelivered (its row is not
-written twice), oldest first.
+written twice), oldest first. That runs before any channel or webhook can
+deliver a message (a new one would no longer leave the cut turn its
+chat's last row, or be taken for one and answered ahead of it), and the
+resumed turns wait (``ProcessLoop.resume_gate``) until the replies kept
+in the outbox from the last run are held, so theirs go out after.
 
 The message is rebuilt from its row's words (as an edit may have left
 them) and its context: one that forwards messages is taken apart again

@@ -271,3 +271,26 @@ async def test_a_reply_to_a_message_cut_by_a_crash_is_answered_with_what_it_repl
                 ("is that right?", "not kept whole (a job's, a picture's, a file's, a quote's, or from before)")]
         assert reply.text == "re: why Thursday?" and len(llm.requests) == 4
         assert _quote(llm.requests[3]) == _quote(llm.requests[1]) != ""
+
+
+async def test_a_message_sent_while_the_gateway_was_down_does_not_hide_the_cut_one(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    """The user asked again while the gateway was down: at the start both
+    are answered, once each, the cut one first (the new one's row must not
+    make it look answered, nor be taken for a cut turn itself)."""
+    async with FakeOpenAI(api_key=KEY, responder=_echo) as llm, FakeTelegram() as tg:
+        async with _telegram_app(tmp_path, clock, llm, tg) as app:
+            llm.queue_hold()
+            tg.push_text(42, 42, "is the launch on Thursday?")
+            await until(lambda: len(llm.requests) == 1, timeout=15)
+            await _crash(app)
+        tg.push_text(42, 42, "hello? are you there?")  # while down: the first poll brings it
+        clock.advance(60)
+        async with _telegram_app(tmp_path, clock, llm, tg) as again:
+            await tg.wait_sent(2, timeout=15)
+            await _quiet(again)
+            assert again.resumed is not None and [r.content for r in again.resumed.answered] == [
+                "is the launch on Thursday?"]
+        assert [m.text for m in tg.sent] == ["re: is the launch on Thursday?", "re: hello? are you there?"]
+        assert [r for r, _, _ in _history(tmp_path)] == ["user", "assistant", "user", "assistant"]
