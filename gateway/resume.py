@@ -63,8 +63,8 @@ import structlog
 from memory.clock import format_ts, parse_ts
 
 from .bus import MESSAGE, ROUTING_KEYS, InboundMessage, Quoted, forwards_from_history
-from .prompt import QUOTE_CHARS
 from .outbox import Outbox
+from .prompt import QUOTE_CHARS
 from .sessions import APOLOGISED, SessionStore, StoredMessage
 
 __all__ = ["Resumed", "TurnContext", "resume_cut_turns"]
