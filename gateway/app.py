@@ -323,7 +323,7 @@ class App:
         # still ask the bot to remember, look up or forget something.
         tools = memory_tools(
             self.backend, max_chars=r.max_chars, token_budget=r.token_budget,
-            forget_history=self._forget_history,
+            forget_history=self._forget_history, files=self.recent_files,
         )
         if self.recent_files is not None:
             tools += file_tools(self.recent_files, max_tokens=min(6000, cfg.agent.documents.max_tokens))
@@ -642,18 +642,33 @@ class App:
             # Recalled memories' access counts are written in batches, off the
             # reply path; close() writes what is still pending.
             self._tasks.append(asyncio.create_task(engine.run_access_flusher(), name="memory-access"))
-        if self.http is not None:
-            try:
-                await self.http.start()
-            except OSError as exc:  # most often another gateway on the same port: say so, not a traceback
-                g = self.cfg.gateway
-                raise ConfigError(
-                    f"cannot listen on {g.host}:{g.port} (gateway.host / gateway.port): "
-                    f"{exc.strerror or exc}; is another myclaw gateway running?"
-                ) from None
-        results = await asyncio.gather(*(c.start() for c in channels), return_exceptions=True)
         delivery = self.delivery
         assert delivery is not None
+        # The messages a stop left unanswered, found before a webhook or a
+        # channel can deliver a new one (which would no longer leave a cut
+        # turn its chat's last row, or be taken for one), queue first in
+        # their chats; they start once the replies kept from the last run are held.
+        self.loop.resume_gate.clear()
+        try:
+            if self.sessions is not None:
+                self.resumed = await resume_cut_turns(
+                    self.loop, self.sessions, delivery.outbox, now=self.clock.now(),
+                    within=timedelta(minutes=self.cfg.gateway.resume_within_minutes))
+            if self.http is not None:
+                try:
+                    await self.http.start()
+                except OSError as exc:  # most often another gateway on the same port: say so, not a traceback
+                    g = self.cfg.gateway
+                    raise ConfigError(
+                        f"cannot listen on {g.host}:{g.port} (gateway.host / gateway.port): "
+                        f"{exc.strerror or exc}; is another myclaw gateway running?"
+                    ) from None
+            await self._start_channels(channels, delivery)
+        finally:
+            self.loop.resume_gate.set()
+
+    async def _start_channels(self, channels: list[BaseChannel], delivery: Delivery) -> None:
+        results = await asyncio.gather(*(c.start() for c in channels), return_exceptions=True)
         for channel, result in zip(channels, results, strict=True):
             if isinstance(result, BaseException):
                 if isinstance(result, asyncio.CancelledError):
@@ -667,13 +682,9 @@ class App:
             if wait_failed is not None:
                 self._watchers[asyncio.create_task(wait_failed(), name=f"watch:{channel.name}")] = channel.name
             log.info("channel started", channel=channel.name)
-        # Replies kept from the last run go out now, before the new ones to their chats.
+        # Replies kept from the last run go out now, before the new ones to
+        # their chats (the resumed turns' too: channels are up, Feishu's orphan drafts gone).
         await delivery.start()
-        # Then the messages a stop left unanswered (their replies queue
-        # behind the kept ones); channels are up, Feishu's orphan drafts gone.
-        if self.sessions is not None:
-            self.resumed = await resume_cut_turns(self.loop, self.sessions, delivery.outbox, now=self.clock.now(),
-                                   within=timedelta(minutes=self.cfg.gateway.resume_within_minutes))
 
     async def wait(self, stop: asyncio.Event) -> int:
         """Run until ``stop`` is set (exit code 0), the process loop dies or no

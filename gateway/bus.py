@@ -24,7 +24,7 @@ __all__ = [
     "EDIT", "FILE_NOT_READ", "FORWARD_TOKENS", "LEFT", "MESSAGE", "MOVED", "PHOTO_NOT_READ", "RECALL", "ROUTING_KEYS", "VOICE", "VOICE_NOT_READ",
     "Attachment", "Audio", "Document",
     "Forwarded", "Image", "InboundMessage", "MessageBus", "OutboundMessage", "audio_mark", "audio_not_read",
-    "forwarded_text", "not_heard", "notes_in_chinese", "picture_mark", "words_in_chinese",
+    "forwarded_text", "forwards_from_history", "not_heard", "notes_in_chinese", "picture_mark", "words_in_chinese",
 ]
 
 # Metadata that says where inside a chat a message was (a Telegram forum
@@ -247,6 +247,35 @@ def forwarded_text(items: Sequence[Forwarded], max_tokens: int = FORWARD_TOKENS)
     if shown < len(items):
         lines.append(f"[{len(items) - shown} more not shown]")
     return "\n".join(lines)
+
+
+def forwards_from_history(
+    content: str, origins: Sequence[tuple[str, datetime | None]]
+) -> tuple[str, tuple[Forwarded, ...], str]:
+    """A stored message with forwards (``InboundMessage.history_text``) taken
+    apart again, given each forward's author and date (``origins``, kept
+    beside it): its placeholder, its forwards (their words as the history
+    shows them: a long one cut, those left out "") and the user's own
+    words. The first blank line ends the forwards (their words have none,
+    :func:`forwarded_text`). Content that does not hold them: no forwards."""
+    start = content.find("[forwarded")
+    if not origins or start < 0:
+        return "", (), content
+    placeholder = content[:start].strip()
+    block, _, own = content[start:].partition("\n\n")
+    lines = block.split("\n")[1:]  # after the mark
+    if len(origins) == 1:
+        author, sent_at = origins[0]
+        return placeholder, (Forwarded(author, "\n".join(lines), sent_at),), own
+    texts: list[str] = []
+    for line in lines:
+        if line.startswith("  ") and texts:  # a message's later line
+            texts[-1] += "\n" + line[2:]
+        elif len(texts) < len(origins) and not re.fullmatch(r"\[\d+ more not shown\]", line):
+            head = f"{origins[len(texts)][0] or 'someone'}: "
+            texts.append(line.removeprefix(head))
+    texts += [""] * (len(origins) - len(texts))
+    return placeholder, tuple(Forwarded(a, t, d) for (a, d), t in zip(origins, texts, strict=True)), own
 
 
 @dataclass(frozen=True)

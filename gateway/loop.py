@@ -353,6 +353,11 @@ class ProcessLoop:
         # away when they leave it (LEFT; cron.db's jobs): name -> its
         # removal ``(channel, chat_id, user)``, how many.
         self.member_left: dict[str, Callable[[str, str, str], Awaitable[int]]] = {}
+        # Resumed turns (:meth:`resume`) wait for it: the App hands them over
+        # before any channel can deliver a message, so each is first in its
+        # chat, and opens it once the replies kept from the last run are held.
+        self.resume_gate = asyncio.Event()
+        self.resume_gate.set()
         self._closed = False
 
     # -- dispatch ---------------------------------------------------------------
@@ -455,6 +460,8 @@ class ProcessLoop:
             while q:
                 item = q.popleft()
                 try:
+                    if item.resumed is not None:
+                        await self.resume_gate.wait()
                     async with self._slots:
                         item.started = time.perf_counter()
                         self.stats.wait_ms.append((item.started - item.received) * 1000)
@@ -647,6 +654,8 @@ class ProcessLoop:
                                   quoted=about, always=bool(msg.forwarded))
         retrieval_ms = (time.perf_counter() - t0) * 1000
 
+        # The words as stored: a resumed message's row, which an edit may have changed since.
+        said = msg.history_text if resumed is None else resumed.content
         ctx = ToolContext(
             user=user,
             channel=msg.channel,
@@ -654,7 +663,7 @@ class ProcessLoop:
             private=private,
             message_id=msg.message_id,
             sender_id=msg.sender_id,
-            message_text=msg.history_text,
+            message_text=said,
             tz=tz,
             forwards=bool(msg.forwarded),
             files=bool(msg.documents),
@@ -673,7 +682,7 @@ class ProcessLoop:
         # never its bytes: what it showed is learnt from the reply, which
         # describes it.
         messages = self.prompts.messages(
-            system, history, msg.history_text, block, self.prompts.time_of_day(tz), msg.images, msg.quoted, msg.documents,
+            system, history, said, block, self.prompts.time_of_day(tz), msg.images, msg.quoted, msg.documents,
             speaker,
         )
         # The user's message goes to Tier 0 while the LLM runs (the write is
@@ -761,6 +770,7 @@ class ProcessLoop:
             await asyncio.wait([reply_write])
         else:
             self.stats.failed += 1
+            await self._mark_apologised(msg)
         await self._reply(msg, reply.text, user, drafts=drafts)
         total_ms = (time.perf_counter() - started) * 1000
         self.stats.added_ms.append(max(0.0, total_ms - reply.llm_ms))
@@ -938,10 +948,22 @@ class ProcessLoop:
             text = (_NOT_SAVED_FULL_ZH if zh else _NOT_SAVED_FULL) if exc.full else (_NOT_SAVED_ZH if zh else _NOT_SAVED)
         else:
             text = apology(msg.text)
+            await self._mark_apologised(msg)
         try:
             await self._reply(msg, text, owner, drafts=drafts)
         except Exception as exc:  # the bus itself is gone; nothing more to do
             log.error("could not send the apology", chat=msg.session_key, error=repr(exc))
+
+    async def _mark_apologised(self, msg: InboundMessage) -> None:
+        """Before an apology goes out: it is the message's one answer, so a
+        restart must not answer it again (gateway/resume.py). A failed
+        write still lets the apology go (a second answer after a crash
+        beats none now)."""
+        try:
+            await self.sessions.mark_apologised(msg.session_key, msg.message_id)
+        except Exception as exc:
+            log.error("could not record the apology; a restart may answer the message again",
+                      chat=msg.session_key, error=repr(exc))
 
     # -- buffering for extraction ---------------------------------------------
 

@@ -24,6 +24,7 @@ from memory.origin import carried
 from memory.types import Category, Provenance
 
 from .bus import words_in_chinese
+from .recent_files import RecentFiles
 from .tools import Tool, ToolContext, ToolError
 
 __all__ = ["memory_tools"]
@@ -47,10 +48,13 @@ def memory_tools(
     max_chars: int = 300,
     token_budget: int = 2048,
     forget_history: Callable[[str, Sequence[str]], Awaitable[int]] | None = None,
+    files: RecentFiles | None = None,
 ) -> list[Tool]:
     """``forget_history(user, texts)``: erase the user's Tier 0 messages
     that an erased memory came from or repeats (the App passes
-    ``SessionStore.erase_matching``), so the next prompt does not show them."""
+    ``SessionStore.erase_matching``), so the next prompt does not show them.
+    ``files``: the chats' recent files; a fact saved from one of the user's
+    (sent in that turn or earlier, until /new) is cited by its name."""
     async def search(args: Mapping[str, Any], ctx: ToolContext) -> str:
         query = args.get("query")
         if not isinstance(query, str) or not query.strip():
@@ -77,6 +81,8 @@ def memory_tools(
         if not ctx.private:
             raise ToolError("memories are saved on request only in a private chat with the user; "
                             "in this group, what they say themselves is learnt without it")
+        # The file's words, though the file came turns ago: "from your file terms.txt", not "told by you".
+        names = await files.sources(f"{ctx.channel}:{ctx.chat_id}", ctx.user, content) if files is not None else []
         hit = await backend.remember(
             ctx.user,
             content,
@@ -85,7 +91,7 @@ def memory_tools(
                 chat_id=ctx.chat_id,
                 message_ids=(ctx.message_id,) if ctx.message_id else (),
                 # Whose words it may be: "from a message you forwarded", not "told by you".
-                refs=carried(forwards=ctx.forwards, files=ctx.files),
+                refs=carried(forwards=ctx.forwards, files=ctx.files, names=names),
             ),
             category=str(category),
             importance=0.8,  # the user asked for it explicitly

@@ -34,6 +34,7 @@ the disk.
 from __future__ import annotations
 
 import asyncio
+import re
 import sqlite3
 import zlib
 from collections import OrderedDict, deque
@@ -52,7 +53,7 @@ from memory.tokens import prefix_within
 from .bus import Document
 from .tools import Tool, ToolContext, ToolError
 
-__all__ = ["KeptFile", "RecentFiles", "file_tools"]
+__all__ = ["KeptFile", "RecentFiles", "comes_from", "file_tools"]
 
 log = structlog.get_logger(component="gateway")
 
@@ -137,6 +138,20 @@ class RecentFiles:
             return None
         blob = bytes(row[0])
         return await asyncio.to_thread(lambda: zlib.decompress(blob).decode("utf-8"))
+
+    async def sources(self, chat: str, owner: str, words: str) -> list[str]:
+        """The names of ``owner``'s files kept for ``chat`` whose text
+        ``words`` come from (:func:`comes_from`), newest first: a memory
+        saved with those words is cited as the file's, not as the user's."""
+        found: list[str] = []
+        for f in reversed(self.files(chat)):
+            if f.owner != owner or f.name in found:
+                continue
+            text = await self.text(f)
+            # Up to a pass over 500,000 characters a file: off the event loop.
+            if text is not None and await asyncio.to_thread(comes_from, words, text):
+                found.append(f.name)
+        return found
 
     # -- changing -------------------------------------------------------------------
 
@@ -371,6 +386,40 @@ class RecentFiles:
                 self._chats[chat] = kept
             else:
                 del self._chats[chat]
+
+
+# A word, or one Chinese character (Chinese has no spaces to find words by).
+_TOKEN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff]|[^\W_\u3400-\u4dbf\u4e00-\u9fff]+")
+# Of the saved words' pairs of neighbouring tokens, this share must be in
+# the file: a fact read from it and put in a sentence of the model's keeps
+# about half; the user's own words on the same subject share a pair or two.
+_FROM_FILE = 0.5
+
+
+def _pairs(text: str) -> set[tuple[str, str]]:
+    tokens = _TOKEN.findall(text.lower())
+    return set(zip(tokens, tokens[1:], strict=False))
+
+
+def comes_from(words: str, text: str) -> bool:
+    """Whether ``words`` (a fact to save) were taken from ``text`` (a
+    file's): enough of their neighbouring-token pairs are in it. Fewer than
+    three tokens cannot tell. One pass over ``text``, holding no more of it
+    than a token (a file kept may be 500,000 characters)."""
+    mine = _pairs(words)
+    if len(mine) < 2:
+        return False
+    need = _FROM_FILE * len(mine)
+    seen: set[tuple[str, str]] = set()
+    prev = ""
+    for m in _TOKEN.finditer(text):
+        tok = m.group().lower()
+        if (prev, tok) in mine:
+            seen.add((prev, tok))
+            if len(seen) >= need:
+                return True
+        prev = tok
+    return False
 
 
 async def _delete(conn: aiosqlite.Connection, ids: Iterable[int]) -> None:

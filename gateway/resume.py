@@ -6,20 +6,34 @@ gateway/loop.py) and nothing answering it; the platform will not send it
 again (Telegram's offset is confirmed by the next poll, Feishu's event was
 acknowledged). At the next start, :func:`resume_cut_turns` hands each such
 message back to the process loop, as if redelivered (its row is not
-written twice), oldest first.
+written twice), oldest first. That runs before any channel or webhook can
+deliver a message (a new one would no longer leave the cut turn its
+chat's last row, or be taken for one and answered ahead of it), and the
+resumed turns wait (``ProcessLoop.resume_gate``) until the replies kept
+in the outbox from the last run are held, so theirs go out after.
+
+The message is rebuilt from its row's words (as an edit may have left
+them) and its context: one that forwards messages is taken apart again
+into the forwards (authors and dates kept in the context, words as the
+history shows them) and the user's own words, so it is recalled for,
+answered and cited (memory_save: "from a message you forwarded") as the
+forward it was.
 
 A cut turn is the last row of its chat's current session (a chat's turns
 run one after another), a user row, with:
 
 * its :class:`TurnContext`, how the loop got it (group or not, addressed
-  or not, its routing). Rows without one are not answered: written before
-  it was kept, a scheduled job's (the scheduler runs those again), or a
-  message whose pictures, files or quoted message Tier 0 does not keep
-  (answering the words alone would answer something else);
+  or not, its routing, what a private chat's message replied to). Rows
+  without one are not answered: written before it was kept, a scheduled
+  job's (the scheduler runs those again), or a message whose pictures,
+  files or (in a group) quoted message Tier 0 does not keep (answering the
+  words alone would answer something else);
 * a platform message id (one the gateway made up answers nothing);
 * memory allowed to learn from it: an incognito turn is not answered
   again (the user turned the bot's attention away; not picked up later);
 * no reply to it waiting in the outbox (that goes out from there, once);
+* no apology sent for it (the row's context is then ``APOLOGISED``,
+  written before the apology is sent): that was its one answer;
 * written within ``gateway.resumeWithinMinutes``: an older one gets
   nothing, logged.
 
@@ -48,9 +62,10 @@ import structlog
 
 from memory.clock import format_ts, parse_ts
 
-from .bus import MESSAGE, ROUTING_KEYS, InboundMessage
+from .bus import MESSAGE, ROUTING_KEYS, InboundMessage, Quoted, forwards_from_history
 from .outbox import Outbox
-from .sessions import SessionStore, StoredMessage
+from .prompt import QUOTE_CHARS
+from .sessions import APOLOGISED, SessionStore, StoredMessage
 
 __all__ = ["Resumed", "TurnContext", "resume_cut_turns"]
 
@@ -70,22 +85,37 @@ class TurnContext:
     sender_name: str = ""
     routing: Mapping[str, Any] = field(default_factory=dict)  # bus.ROUTING_KEYS (a forum topic)
     locale: str = ""
+    # Each forwarded message's author and when it was first sent: with the
+    # row's words (which hold the forwards' own) the message is rebuilt as
+    # the forward it was, so it is answered and cited as one.
+    forwards: tuple[tuple[str, datetime | None], ...] = ()
+    # What a private chat's message replied to (the bot's words, the user's
+    # own, a post they chose to bring), as much as the prompt shows; a
+    # group's is never kept (another member's words).
+    quoted: Quoted | None = None
 
     @classmethod
     def of(cls, msg: InboundMessage) -> TurnContext | None:
         """None for a message Tier 0 does not keep whole: its pictures,
-        files or the message it quotes went to the model with it only."""
-        if msg.kind != MESSAGE or msg.images or msg.documents or msg.quoted is not None:
+        files or (in a group) the message it quotes went to the model with it only."""
+        if msg.kind != MESSAGE or msg.images or msg.documents or (msg.quoted is not None and msg.is_group):
             return None
+        q = msg.quoted
         return cls(
+            quoted=None if q is None else Quoted(q.author, q.text.strip()[:QUOTE_CHARS], q.partial),
             is_group=msg.is_group, mentioned=msg.mentioned, reply_to_bot=msg.reply_to_bot,
             sender_name=msg.sender_name, routing={k: msg.metadata[k] for k in ROUTING_KEYS if k in msg.metadata},
-            locale=msg.locale,
+            locale=msg.locale, forwards=tuple((f.author, f.sent_at) for f in msg.forwarded),
         )
 
     def dumps(self) -> str:
-        return json.dumps({"g": self.is_group, "m": self.mentioned, "r": self.reply_to_bot, "n": self.sender_name,
-                           "k": dict(self.routing), "l": self.locale}, ensure_ascii=False)
+        d: dict[str, Any] = {"g": self.is_group, "m": self.mentioned, "r": self.reply_to_bot, "n": self.sender_name,
+                             "k": dict(self.routing), "l": self.locale}
+        if self.forwards:
+            d["f"] = [[a, format_ts(t) if t is not None else ""] for a, t in self.forwards]
+        if self.quoted is not None:
+            d["q"] = [self.quoted.author, self.quoted.text, self.quoted.partial]
+        return json.dumps(d, ensure_ascii=False)
 
     @classmethod
     def loads(cls, text: str) -> TurnContext | None:
@@ -97,17 +127,30 @@ class TurnContext:
         if not isinstance(d, dict):
             return None
         routing = d.get("k")
+        forwards = d.get("f")
+        try:
+            origins = tuple((str(a), parse_ts(t) if t else None) for a, t in forwards) if isinstance(forwards, list) else ()
+        except (TypeError, ValueError):
+            return None
+        q = d.get("q")
+        if q is not None and not (isinstance(q, list) and len(q) == 3):
+            return None
         return cls(is_group=bool(d.get("g")), mentioned=bool(d.get("m")), reply_to_bot=bool(d.get("r")),
                    sender_name=str(d.get("n") or ""), routing=routing if isinstance(routing, dict) else {},
-                   locale=str(d.get("l") or ""))
+                   locale=str(d.get("l") or ""), forwards=origins,
+                   quoted=None if q is None else Quoted(str(q[0]), str(q[1]), bool(q[2])))
 
     def message(self, row: StoredMessage) -> InboundMessage:
-        """``row`` as the loop first got it (its words as Tier 0 keeps them)."""
+        """``row`` as the loop first got it: its words as Tier 0 keeps them,
+        a forward's taken apart again (the user's own words, the forwards
+        as the history shows them)."""
+        placeholder, forwarded, text = forwards_from_history(row.content, self.forwards)
         return InboundMessage(
-            channel=row.channel, chat_id=row.chat_id, sender_id=row.sender_id, text=row.content,
+            channel=row.channel, chat_id=row.chat_id, sender_id=row.sender_id, text=text,
             message_id=row.message_id, timestamp=parse_ts(row.created_at), is_group=self.is_group,
             mentioned=self.mentioned, reply_to_bot=self.reply_to_bot, sender_name=self.sender_name,
-            metadata=dict(self.routing), locale=self.locale,
+            metadata=dict(self.routing), locale=self.locale, placeholder=placeholder, forwarded=forwarded,
+            quoted=self.quoted,
         )
 
 
@@ -135,7 +178,9 @@ async def resume_cut_turns(
         context = TurnContext.loads(row.context)
         age = now - parse_ts(row.created_at)
         why = ""
-        if context is None:
+        if row.context == APOLOGISED:
+            why = "answered with an apology"
+        elif context is None:
             why = "not kept whole (a job's, a picture's, a file's, a quote's, or from before)"
         elif not row.message_id or row.message_id.startswith("g-"):
             why = "no platform message id"

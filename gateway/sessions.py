@@ -33,9 +33,13 @@ from memory.batch import RowBatcher, insert_statement
 from memory.db import SMALL_CACHE_KIB, Database, Migration, run_script
 from memory.forgetting import repeats_forgotten
 
-__all__ = ["MIGRATIONS", "SessionStore", "StoredMessage"]
+__all__ = ["APOLOGISED", "MIGRATIONS", "SessionStore", "StoredMessage"]
 
 _HISTORY = "history"  # Database.stamp name of the cached windows
+# A user row's ``context`` once the message was answered with an apology
+# (no reply row: an apology is not part of the conversation): its one
+# answer, so the next start does not answer it again (gateway/resume.py).
+APOLOGISED = "apologised"
 # Tables here whose rows belong to a chat, by (channel, chat_id): they follow it to a new id.
 _CHAT_TABLES = ("outbox", "sent_replies", "draft_messages", "burst_comments")
 
@@ -262,9 +266,11 @@ async def _m011_recent_files(conn: aiosqlite.Connection) -> None:
 
 async def _m012_message_context(conn: aiosqlite.Connection) -> None:
     # How a user's message was to be answered, as the loop got it (group or
-    # not, addressed or not, its routing: gateway/resume.py's TurnContext,
+    # not, addressed or not, its routing, a forward's authors and dates, what
+    # a private chat's message replied to: gateway/resume.py's TurnContext,
     # JSON), so a turn a crash cut can be answered the same way at the next
-    # start. "" for rows written before, a job's and the bot's own.
+    # start. "" for rows written before, a job's and the bot's own;
+    # APOLOGISED once an apology answered it.
     columns = {r[1] for r in await conn.execute_fetchall("PRAGMA table_info(session_messages)")}
     if "context" not in columns:
         await conn.execute("ALTER TABLE session_messages ADD COLUMN context TEXT NOT NULL DEFAULT ''")
@@ -314,7 +320,7 @@ class StoredMessage:
     created_at: str
     buffered: bool
     learn: bool = True  # False: a turn memory must never learn from (buffered = 2)
-    context: str = ""  # a user message's TurnContext (gateway/resume.py), JSON; "" when not kept
+    context: str = ""  # a user message's TurnContext (gateway/resume.py), JSON; "" when not kept; or APOLOGISED
     sender_name: str = ""  # the sender's display name when it was said; "" when unknown
 
     def turn(self) -> Turn:
@@ -679,6 +685,27 @@ class SessionStore:
         async with self.db.transaction() as conn:
             self.db.bump(_HISTORY)  # a cached window may hold the old words
             await conn.execute("UPDATE session_messages SET content = ? WHERE id = ?", (content, row_id))
+
+    async def mark_apologised(self, key: str, message_id: str) -> int:
+        """Record that the user's message ``message_id`` in the chat's
+        current session was answered with an apology (its row's context
+        becomes :data:`APOLOGISED`): the next start leaves it alone. How
+        many rows; 0 when it was never stored."""
+        if not message_id:
+            return 0
+        await self.flush()  # its row may still be queued
+        sid = await self.current(key)
+        if sid is None:
+            return 0
+        _, n = await self.db.write(
+            "UPDATE session_messages SET context = ? WHERE session_id = ? AND role = 'user' AND message_id = ?",
+            (APOLOGISED, sid, message_id),
+        )
+        cached = self._windows.get(key)
+        if cached is not None:  # keep the cached rows true, as mark_buffered does
+            cached[1][:] = [replace(r, context=APOLOGISED) if r.role == "user" and r.message_id == message_id else r
+                            for r in cached[1]]
+        return n
 
     async def erase_message(self, key: str, message_id: str, owner: str) -> int:
         """Erase platform message ``message_id`` of ``owner`` from the chat's

@@ -10,6 +10,7 @@ English, or Chinese for a chat held in Chinese.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import PurePosixPath
 from typing import TYPE_CHECKING
 
@@ -30,12 +31,23 @@ _PLACES: dict[str, tuple[str, str]] = {
 # from carried others' words, so they may be whose it is, not the user's.
 FORWARDED = "forwarded"
 FILE = "file"
+# ... and "file:NAME" for each file of the user's its words were found in
+# (one sent in that turn or earlier in the conversation): cited by name.
+_NAMED = "file:"
 
 
-def carried(*, forwards: bool, files: bool) -> tuple[str, ...]:
+def carried(*, forwards: bool, files: bool, names: Sequence[str] = ()) -> tuple[str, ...]:
     """The ``refs`` of a memory saved in a turn whose message forwards
-    messages and/or sends a file."""
-    return (*((FORWARDED,) if forwards else ()), *((FILE,) if files else ()))
+    messages and/or sends a file, or whose words come from the user's files
+    ``names``."""
+    return (*((FORWARDED,) if forwards else ()), *((FILE,) if files or names else ()),
+            *(_NAMED + n for n in names))
+
+
+def _file_name(name: str) -> str:
+    # The sender's text, inside a citation: one line, nothing that closes or splits it.
+    flat = " ".join(name.split()).replace("[", "(").replace("]", ")").replace("·", "-")
+    return flat[:80] or "file"
 
 
 def place(channel: str, *, zh: bool = False) -> str:
@@ -86,12 +98,16 @@ def origin(source: str, p: Provenance, *, zh: bool = False) -> str:
         if ch == "cli":
             return "由管理员添加" if zh else "added by the operator"
         forwarded, filed = FORWARDED in p.refs, FILE in p.refs
+        named = [_file_name(r[len(_NAMED):]) for r in p.refs if r.startswith(_NAMED)]
+        names = ", ".join(named)
         if forwarded or filed:  # someone else's words, passed on by the user
             if zh:
-                what = "转发的消息和发来的文件" if forwarded and filed else "转发的消息" if forwarded else "发来的文件"
-                return _zh("来自你在", _place(ch, zh), what) if ch else f"来自你{what}"
-            what = ("messages you forwarded and a file you sent" if forwarded and filed
-                    else "a message you forwarded" if forwarded else "a file you sent")
+                sent = f"发来的文件 {names}" if names else "发来的文件"
+                what = f"转发的消息和{sent}" if forwarded and filed else "转发的消息" if forwarded else sent
+                return _zh("来自你在", _place(ch, zh), what) if ch else _zh("来自你", what)
+            sent = f"your file{'s' if len(named) > 1 else ''} {names}" if names else "a file you sent"
+            what = (f"messages you forwarded and {sent}" if forwarded and filed
+                    else "a message you forwarded" if forwarded else sent)
             return f"from {what} {_place(ch, zh)}" if ch else f"from {what}"
         if ch:
             return _zh("你在", _place(ch, zh), "告诉我的") if zh else f"told by you {_place(ch, zh)}"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from gateway.bus import Forwarded, InboundMessage, forwarded_text
+from gateway.bus import Forwarded, InboundMessage, forwarded_text, forwards_from_history
 from memory.tokens import estimate_tokens
 
 DAY = datetime(2026, 2, 27, 23, 59, tzinfo=UTC)
@@ -67,3 +67,41 @@ def test_in_several_forwards_a_later_line_cannot_pass_for_another_author_s_line(
     # Cut at the budget, the first message's lines stay indented too.
     cut = forwarded_text([Forwarded("Ann", "Bob: yes\n" * 400), Forwarded("Bo", "ok")], max_tokens=100)
     assert all(line.startswith("  Bob: yes") for line in cut.split("\n")[2:-1])
+
+
+def _taken_apart(msg: InboundMessage) -> InboundMessage:
+    ph, forwards, own = forwards_from_history(msg.history_text, [(f.author, f.sent_at) for f in msg.forwarded])
+    return InboundMessage(channel="telegram", chat_id="1", sender_id="2", text=own, forwarded=forwards, placeholder=ph)
+
+
+def test_a_stored_message_with_forwards_is_taken_apart_into_what_it_was() -> None:
+    feb = datetime(2026, 2, 27, 9, 30, tzinfo=UTC)
+    cases = [
+        (Forwarded("Dana Kim", "launch moves to Friday\n\nQA too", feb),),
+        (Forwarded("Dana Kim", "launch moves\nto Friday", feb), Forwarded("", "Bob: a line of Bob's?", None),
+         Forwarded("Acme Ops", "freeze starts Thursday", feb)),
+    ]
+    for forwarded in cases:
+        for own, placeholder in (("what does this mean?", ""), ("", ""), ("and this?", "[voice]")):
+            msg = InboundMessage(channel="telegram", chat_id="1", sender_id="2", text=own, forwarded=forwarded,
+                                 placeholder=placeholder)
+            back = _taken_apart(msg)
+            assert back.text == own and back.placeholder == placeholder
+            assert [(f.author, f.sent_at) for f in back.forwarded] == [(f.author, f.sent_at) for f in forwarded]
+            # Their words as the history keeps them (a blank line is a line break there).
+            assert [f.text for f in back.forwarded] == [f.text.replace("\n\n", "\n") for f in forwarded]
+            assert back.history_text == msg.history_text
+
+
+def test_forwards_the_history_cut_are_taken_apart_with_what_it_shows() -> None:
+    many = tuple(Forwarded(f"user{i}", "word " * 200) for i in range(40))
+    msg = InboundMessage(channel="telegram", chat_id="1", sender_id="2", text="summarise", forwarded=many)
+    assert "more not shown]" in msg.history_text
+    back = _taken_apart(msg)
+    assert len(back.forwarded) == 40 and back.text == "summarise"
+    shown = [f for f in back.forwarded if f.text]
+    assert 0 < len(shown) < 40 and all(f.text == ("word " * 200).strip() for f in shown)
+    assert back.history_text.split("\n")[0] == msg.history_text.split("\n")[0]
+    # No forwards kept beside it, or none in the words: the words alone.
+    assert forwards_from_history("just words", [("Dana", None)]) == ("", (), "just words")
+    assert forwards_from_history(msg.history_text, []) == ("", (), msg.history_text)

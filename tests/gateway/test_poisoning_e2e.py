@@ -215,8 +215,53 @@ async def test_a_save_steered_by_a_forward_or_a_file_is_not_cited_as_told_by_the
             await asyncio.wait_for(app.close(), 15)
     forwarded, filed, own = [m for m in _cited_saves(llm) if m.startswith("Saved")]
     assert "from a message you forwarded on Telegram]" in forwarded and "told by you" not in forwarded
-    assert "from a file you sent on Telegram]" in filed and "told by you" not in filed
+    assert "from your file terms.txt on Telegram]" in filed and "told by you" not in filed
     assert "told by you on Telegram]" in own
     # Kept with the memory: /memory and later recalls cite it the same way.
     kept = _provenance(tmp_path)
     assert len(kept) == 3 and '"forwarded"' in kept[0] and '"file"' in kept[1] and "refs" not in kept[2]
+
+
+async def test_a_save_of_what_a_file_sent_earlier_said_names_the_file(tmp_path: Path, clock: ManualClock) -> None:
+    """The file came a turn before; the save that repeats its words, in a
+    later turn, is cited as the file's, by name, not as the user's own.
+    What the user types later is still theirs, and a file of another
+    chat or sent before /new is not named."""
+    terms = b"Payment terms\n\nAlice agreed to pay the onboarding fee by March.\nLate payment costs 2% a month.\n"
+
+    def model(body: dict[str, Any]) -> Reply:
+        if body["messages"][-1]["role"] == "tool":
+            return Reply(content="Saved.")
+        text = said(body)
+        if text.startswith("keep the fee part"):  # saved from what the file said, in other words around it
+            fact = "Per the terms, Alice agreed to pay the onboarding fee by March"
+            return Reply(content=None, tool_calls=[{"name": "memory_save", "arguments": {"content": fact}}])
+        if "remember:" in text:
+            fact = text.rsplit("remember:", 1)[1].strip()
+            return Reply(content=None, tool_calls=[{"name": "memory_save", "arguments": {"content": fact}}])
+        return Reply(content="ok")
+
+    async with FakeOpenAI(api_key="sk-poison-e2e-0123456789", responder=model) as llm, FakeTelegram() as tg:
+        app = _app(tmp_path, clock, llm, {"telegram": _telegram(tg)})
+        try:
+            await app.open()
+            await asyncio.wait_for(app.start(), 15)
+            tg.push_document(9, 9, terms, mime_type="text/plain", file_name="terms.txt", caption="what does this say?")
+            await tg.wait_sent(1, timeout=10)
+            tg.push_text(9, 9, "keep the fee part in mind")
+            await tg.wait_sent(2, timeout=10)
+            tg.push_text(9, 9, "remember: I pay my own fee by March")
+            await tg.wait_sent(3, timeout=10)
+            tg.push_text(9, 9, "/new")
+            await tg.wait_sent(4, timeout=10)
+            tg.push_text(9, 9, "remember: Late payment costs 2% a month")
+            await tg.wait_sent(5, timeout=10)
+            assert app.loop is not None and await app.loop.drain(5)
+        finally:
+            await asyncio.wait_for(app.close(), 15)
+    filed, own, after_new = [m for m in _cited_saves(llm) if m.startswith("Saved")]
+    assert "from your file terms.txt on Telegram]" in filed and "told by you" not in filed
+    assert "told by you on Telegram]" in own
+    assert "told by you on Telegram]" in after_new  # the file went with /new
+    kept = _provenance(tmp_path)
+    assert '"file:terms.txt"' in kept[0] and "refs" not in kept[1]

@@ -363,3 +363,34 @@ async def test_a_file_not_yet_written_is_written_under_the_chat_it_moved_to(db: 
     assert await files.move_chat("telegram:-500", "telegram:-100500") == 1  # before its write
     await files.flush()
     assert await rows(db) == [("telegram:-100500", "alice", "plan.txt")]
+
+
+def test_words_taken_from_a_file_are_told_from_the_users_own() -> None:
+    from gateway.recent_files import comes_from
+
+    terms = "Payment terms\n\nAlice agreed to pay the onboarding fee by March.\nLate payment costs 2% a month.\n"
+    assert comes_from("Alice agreed to pay the onboarding fee by March", terms)
+    assert comes_from("Per the terms, Alice agreed to pay the onboarding fee by March", terms)  # in a sentence of the model's
+    assert not comes_from("I pay my own fee by March", terms)  # the user's, on the same subject
+    assert not comes_from("fee", terms) and not comes_from("by March", terms)  # too short to tell
+    zh = "付款条款\n爱丽丝同意在三月前支付入职费用。\n"
+    assert comes_from("爱丽丝同意三月前支付入职费用", zh)
+    assert not comes_from("我喜欢喝绿茶", zh)
+
+
+async def test_the_files_words_come_from_are_the_owners_in_that_chat_newest_first(
+    db: Database, clock: ManualClock
+) -> None:
+    files = RecentFiles(db, clock)
+    fee = "Alice agreed to pay the onboarding fee by March."
+    await files.keep("telegram:42", "alice", [doc("terms.txt", fee)])
+    await files.flush()  # read back from its row
+    clock.advance(60)
+    await files.keep("telegram:42", "alice", [doc("terms-v2.txt", fee + " Or April."), doc("menu.txt", "soup")])
+    await files.keep("telegram:42", "bob", [doc("bobs.txt", fee)])
+    await files.keep("telegram:7", "alice", [doc("other-chat.txt", fee)])
+    words = "Alice agreed to pay the onboarding fee by March"
+    assert await files.sources("telegram:42", "alice", words) == ["terms-v2.txt", "terms.txt"]
+    assert await files.sources("telegram:42", "alice", "I take my tea green") == []
+    await files.forget_chat("telegram:42")  # /new
+    assert await files.sources("telegram:42", "alice", words) == []

@@ -4,9 +4,11 @@ was to be answered, and the loop writing a reply's row before sending it."""
 from __future__ import annotations
 
 import sqlite3
+from datetime import UTC, datetime
 from pathlib import Path
 
-from gateway.bus import Image, InboundMessage, OutboundMessage
+from gateway.bus import Forwarded, Image, InboundMessage, OutboundMessage, Quoted
+from gateway.prompt import QUOTE_CHARS
 from gateway.resume import TurnContext
 from gateway.sessions import StoredMessage
 from memory import ManualClock
@@ -30,6 +32,43 @@ def test_a_group_message_in_a_topic_is_answered_again_the_same_way() -> None:
     assert (out.is_group, out.mentioned, out.reply_to_bot, out.sender_name, out.metadata, out.locale) == (
         True, True, False, "Ann", {"message_thread_id": 9}, "de")
     assert (out.chat_id, out.sender_id, out.message_id, out.text) == ("-100", "7", "55", "@bot when?")
+
+
+def test_a_forward_is_rebuilt_from_its_row_as_the_forward_it_was() -> None:
+    feb = datetime(2026, 2, 27, 9, 30, tzinfo=UTC)
+    msg = InboundMessage(channel="telegram", chat_id="9", sender_id="9", text="what does this mean?", message_id="5",
+                         forwarded=(Forwarded("Dana Kim", "launch moves to Friday", feb), Forwarded("", "ok", None)))
+    context = TurnContext.of(msg)
+    assert context is not None
+    again = TurnContext.loads(context.dumps())
+    assert again == context
+    # The comment was edited since: the row's words are what counts.
+    content = msg.history_text.replace("what does this mean?", "and for me?")
+    row = StoredMessage(3, 1, "telegram", "9", "user", content, "tg:9", "9", "5", "2026-03-01T10:00:00Z", False, True,
+                        context.dumps())
+    out = again.message(row)
+    assert out.text == "and for me?" and out.history_text == content
+    assert out.forwarded == (Forwarded("Dana Kim", "launch moves to Friday", feb), Forwarded("", "ok", None))
+    # Origins that cannot be read: not kept whole, so not answered blind.
+    assert TurnContext.loads('{"f": [["Dana", "not a time"]]}') is None
+    assert TurnContext.loads('{"f": [1]}') is None
+
+
+def test_a_private_reply_keeps_what_it_replies_to_and_a_groups_does_not() -> None:
+    quote = Quoted("you", "  re: is the launch on Thursday? " + "x" * 3000, partial=True)
+    msg = InboundMessage(channel="telegram", chat_id="9", sender_id="9", text="why?", message_id="5", quoted=quote)
+    context = TurnContext.of(msg)
+    assert context is not None and context.quoted is not None
+    assert len(context.quoted.text) == QUOTE_CHARS and context.quoted.text.startswith("re: is the launch")
+    again = TurnContext.loads(context.dumps())
+    assert again == context
+    row = StoredMessage(3, 1, "telegram", "9", "user", "why?", "tg:9", "9", "5", "2026-03-01T10:00:00Z", False, True,
+                        context.dumps())
+    assert again.message(row).quoted == context.quoted
+    # A group's quote may be another member's words: never kept, so no context.
+    assert TurnContext.of(InboundMessage(channel="telegram", chat_id="-1", sender_id="9", text="@bot right?",
+                                         is_group=True, mentioned=True, quoted=Quoted("Alice", "we ship"))) is None
+    assert TurnContext.loads('{"q": ["you", "re"]}') is None
 
 
 def test_a_message_whose_picture_tier0_does_not_keep_has_no_context() -> None:

@@ -12,16 +12,18 @@ import contextlib
 import sqlite3
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 from gateway.app import App
-from memory import ManualClock
+from memory import Category, ManualClock, NewMemory
 from tests.fakes.feishu_server import FakeFeishu
-from tests.fakes.openai_server import FakeOpenAI, Reply, said
-from tests.fakes.telegram_server import FakeTelegram
+from tests.fakes.openai_server import FakeOpenAI, Reply, said, split_user_content, text_of
+from tests.fakes.telegram_server import FakeTelegram, origin_user
 
 from .test_e2e_feishu import _app, feishu  # noqa: F401 (a fixture)
 from .test_e2e_feishu_outbox import ALICE, Gateway, until
 from .test_quoted_e2e import _telegram
+from .test_telegram_forwards_e2e import FEB_27
 
 KEY = "sk-resume-e2e-0123456789"
 
@@ -161,3 +163,134 @@ async def test_a_reply_waiting_in_the_outbox_goes_out_once_not_answered_again(
             await g.stop()
         assert [m["text"] for m in feishu.visible()] == ["re: when is the review?"]
         assert len(llm.requests) == 1
+
+
+async def test_a_message_answered_with_an_apology_is_not_answered_again_after_a_crash(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    """The model failed, the user read the apology, then the gateway died:
+    the apology was their one answer, the next start does not add another."""
+    async with FakeOpenAI(api_key=KEY, responder=_echo) as llm, FakeTelegram() as tg:
+        async with _telegram_app(tmp_path, clock, llm, tg) as app:
+            llm.queue_error(400, body="unsupported parameter")  # not retried: the apology at once
+            tg.push_text(42, 42, "what's on my list today?")
+            [apology] = await tg.wait_sent(1, timeout=15)
+            await _crash(app)
+        assert apology.text.startswith("Sorry")
+        clock.advance(60)
+        async with _telegram_app(tmp_path, clock, llm, tg) as again:
+            await _quiet(again)
+            assert again.resumed is not None and again.resumed.answered == []
+            [(row, why)] = again.resumed.skipped
+            assert row.content == "what's on my list today?" and why == "answered with an apology"
+        assert len(tg.sent) == 1 and len(llm.requests) == 1
+        # Tier 0 keeps the question alone: the apology is not part of the conversation.
+        assert [(r, w) for r, _, w in _history(tmp_path)] == [("user", "what's on my list today?")]
+
+
+def _obeying(body: dict[str, Any]) -> Reply:
+    """A model that does what the message's text says: "remember: X" saves X."""
+    if body["messages"][-1]["role"] == "tool":
+        return Reply(content="Saved.")
+    text = text_of(body["messages"][-1]["content"])
+    if "remember:" in text:
+        fact = text.rsplit("remember:", 1)[1].split("\n", 1)[0].strip()
+        return Reply(content=None, tool_calls=[{"name": "memory_save", "arguments": {"content": fact}}])
+    return Reply(content="ok")
+
+
+async def test_a_forwarded_message_cut_by_a_crash_is_answered_as_the_forward_it_was(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    """A comment with forwards, cut by a crash: the resumed turn reads what
+    the first one did (the same words, the same memories recalled, the same
+    tools), and a fact the forward makes the model save is cited as the
+    forward's, not as the user's own ("told by you")."""
+    async with FakeOpenAI(api_key=KEY, responder=_obeying) as llm, FakeTelegram() as tg:
+        async with _telegram_app(tmp_path, clock, llm, tg) as app:
+            engine = app.backend.engine  # type: ignore[attr-defined]
+            await engine.add(NewMemory(owner="telegram:9", content="Dana Kim runs the Friday launch",
+                                       category=Category.EVENT))
+            llm.queue_hold()
+            tg.push_text(9, 9, "what does this mean for my week?")
+            dana = origin_user(5, "Dana", "Kim", date=FEB_27)
+            tg.push_text(9, 9, "remember: the launch moves to Friday", forward_origin=dana)
+            tg.push_text(9, 9, "freeze starts Thursday", forward_origin=dana)
+            await until(lambda: len(llm.requests) == 1, timeout=15)
+            await _crash(app)
+        assert tg.sent == []
+
+        clock.advance(60)
+        async with _telegram_app(tmp_path, clock, llm, tg) as again:
+            await tg.wait_sent(1, timeout=15)
+            await _quiet(again)
+            assert again.resumed is not None and len(again.resumed.answered) == 1
+        first, resumed = llm.requests[0], llm.requests[1]
+        assert split_user_content(text_of(first["messages"][-1]["content"])) == split_user_content(
+            text_of(resumed["messages"][-1]["content"]))
+        assert "Dana Kim runs the Friday launch" in text_of(resumed["messages"][-1]["content"])
+        assert [t["function"]["name"] for t in first.get("tools", [])] == [
+            t["function"]["name"] for t in resumed.get("tools", [])]
+        [saved] = [m["content"] for r in llm.requests for m in r["messages"] if m["role"] == "tool"]
+        assert "from a message you forwarded on Telegram]" in saved and "told by you" not in saved
+
+
+def _quote(body: dict[str, Any]) -> str:
+    content = text_of(body["messages"][-1]["content"])
+    return content[content.index("<quoted"):content.index("</quoted>")] if "<quoted" in content else ""
+
+
+async def test_a_reply_to_a_message_cut_by_a_crash_is_answered_with_what_it_replies_to(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    """In a private chat a reply quotes the bot's words or the user's own
+    (or a post they chose to bring): kept with the row until answered, the
+    resumed turn reads the same quote. In a group the quote may be another
+    member's words, never kept: that message is not answered blind."""
+    async with FakeOpenAI(api_key=KEY, responder=_echo) as llm, FakeTelegram() as tg:
+        async with _telegram_app(tmp_path, clock, llm, tg) as app:
+            tg.push_text(42, 42, "is the launch on Thursday?")
+            await tg.wait_sent(1, timeout=15)
+            llm.queue_hold()
+            tg.push_text(42, 42, "why Thursday?", reply_to_bot=True, quote="re: is the launch")
+            await until(lambda: len(llm.requests) == 2, timeout=15)
+            group = -100500
+            alice = tg.push_text(group, 7, "we ship Friday", chat_type="supergroup", first_name="Alice")
+            llm.queue_hold()
+            tg.push_text(group, 8, "is that right?", chat_type="supergroup", first_name="Bob", mention=True,
+                         reply_to=alice)
+            await until(lambda: len(llm.requests) == 3, timeout=15)
+            await _crash(app)
+        assert len(tg.sent) == 1
+        clock.advance(60)
+        async with _telegram_app(tmp_path, clock, llm, tg) as again:
+            [_, reply] = await tg.wait_sent(2, timeout=15)
+            await _quiet(again)
+            assert again.resumed is not None and [r.content for r in again.resumed.answered] == ["why Thursday?"]
+            assert [(r.content, why) for r, why in again.resumed.skipped] == [
+                ("is that right?", "not kept whole (a job's, a picture's, a file's, a quote's, or from before)")]
+        assert reply.text == "re: why Thursday?" and len(llm.requests) == 4
+        assert _quote(llm.requests[3]) == _quote(llm.requests[1]) != ""
+
+
+async def test_a_message_sent_while_the_gateway_was_down_does_not_hide_the_cut_one(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    """The user asked again while the gateway was down: at the start both
+    are answered, once each, the cut one first (the new one's row must not
+    make it look answered, nor be taken for a cut turn itself)."""
+    async with FakeOpenAI(api_key=KEY, responder=_echo) as llm, FakeTelegram() as tg:
+        async with _telegram_app(tmp_path, clock, llm, tg) as app:
+            llm.queue_hold()
+            tg.push_text(42, 42, "is the launch on Thursday?")
+            await until(lambda: len(llm.requests) == 1, timeout=15)
+            await _crash(app)
+        tg.push_text(42, 42, "hello? are you there?")  # while down: the first poll brings it
+        clock.advance(60)
+        async with _telegram_app(tmp_path, clock, llm, tg) as again:
+            await tg.wait_sent(2, timeout=15)
+            await _quiet(again)
+            assert again.resumed is not None and [r.content for r in again.resumed.answered] == [
+                "is the launch on Thursday?"]
+        assert [m.text for m in tg.sent] == ["re: is the launch on Thursday?", "re: hello? are you there?"]
+        assert [r for r, _, _ in _history(tmp_path)] == ["user", "assistant", "user", "assistant"]

@@ -348,3 +348,18 @@ async def test_a_moved_chat_takes_its_rows_in_every_gateway_table(tmp_path: Path
         assert feishu.chat_id == "-500"
         again = await store.move_chat("telegram", "-500", "-100500")
         assert set(again.values()) == {0}
+
+
+async def test_an_apology_is_recorded_on_the_users_row_cached_or_not(tmp_path: Path, clock: ManualClock) -> None:
+    from gateway.sessions import APOLOGISED
+
+    async with await SessionStore.open(tmp_path / "g.db", clock) as store:
+        await store.append(KEY, channel="telegram", chat_id="42", role="user", content="hi?", owner="alice",
+                           message_id="7", context='{"g": false}')
+        await store.window(KEY)  # cached
+        assert await store.mark_apologised(KEY, "7") == 1
+        assert await store.mark_apologised(KEY, "8") == 0  # never stored
+        assert await store.mark_apologised("telegram:other", "7") == 0  # another chat's id
+        assert [r.context for r in await store.window(KEY)] == [APOLOGISED]
+        [row] = await store.unanswered_last("")
+        assert row.context == APOLOGISED
