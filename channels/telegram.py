@@ -1589,9 +1589,12 @@ class TelegramChannel(BaseChannel):
 
         async def call(to: int | str) -> None:
             nonlocal formatted
+            # Sent on to a supergroup (ChatMigrated), the reply quotes nothing:
+            # it numbers its messages anew, so the id names another message there.
+            quoted = reply if to == chat_id else None
             if formatted is not None:
                 try:
-                    await _send_message(bot, to, formatted, reply, thread_id, parse_mode=ParseMode.HTML)
+                    await _send_message(bot, to, formatted, quoted, thread_id, parse_mode=ParseMode.HTML)
                     return
                 except BadRequest as exc:
                     if not _refuses_markup(exc):
@@ -1600,7 +1603,7 @@ class TelegramChannel(BaseChannel):
                     self.log.warning("Telegram refused the reply's formatting; sent as plain text",
                                      chat_id=to, part=which, error=self._scrub(str(exc)))
                     formatted = None
-            await _send_message(bot, to, text, reply, thread_id)
+            await _send_message(bot, to, text, quoted, thread_id)
 
         return await self._with_retries(chat_id, call, "sendMessage", f"{which}, {len(text)} chars")
 
@@ -1625,7 +1628,7 @@ class TelegramChannel(BaseChannel):
                     filename=file.filename,
                     caption=words,
                     parse_mode=parse_mode,
-                    reply_parameters=reply,
+                    reply_parameters=reply if str(to) == msg.chat_id else None,  # moved on: as _send_part
                     message_thread_id=thread_id,
                 )
 

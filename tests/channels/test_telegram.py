@@ -580,7 +580,7 @@ async def test_a_group_upgraded_to_a_supergroup_is_told_once_as_a_move_and_repli
     moved (so its history follows), with no words to answer; a reply still
     addressed to the old id goes to the new one."""
     ch = await make_channel()
-    fake.push_text(-500, 7, "before the upgrade", chat_type="group")
+    before = fake.push_text(-500, 7, "before the upgrade", chat_type="group")
     assert (await next_inbound(bus)).chat_id == "-500"
     fake.migrate_group(-500, -100500, 7)
     fake.push_text(-100500, 7, "after the upgrade", chat_type="supergroup")
@@ -589,8 +589,11 @@ async def test_a_group_upgraded_to_a_supergroup_is_told_once_as_a_move_and_repli
     assert moved.text == "" and not moved.mentioned
     after = await next_inbound(bus)  # the old group's own notice is the same move: not told twice
     assert after.kind == MESSAGE and after.text == "after the upgrade" and after.chat_id == "-100500"
-    await within(ch.send(OutboundMessage("telegram", "-500", "late answer")))
-    assert [(m.chat_id, m.text) for m in fake.sent] == [(-100500, "late answer")]
+    # Answering the old group's message: the supergroup numbers its own
+    # messages, where that id is another one (here its first), so the reply
+    # quotes nothing rather than the wrong message.
+    await within(ch.send(OutboundMessage("telegram", "-500", "late answer", reply_to=str(before["message_id"]))))
+    assert [(m.chat_id, m.text, m.reply_to) for m in fake.sent] == [(-100500, "late answer", None)]
 
 
 # -- files (/export) ------------------------------------------------------------------------

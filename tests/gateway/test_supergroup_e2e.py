@@ -187,3 +187,40 @@ async def test_a_move_that_fails_lets_the_new_id_s_waiting_messages_go_on(tmp_pa
             assert await loop.drain(5) and loop.stats.errors == 1
         finally:
             await asyncio.wait_for(app.close(), 15)
+
+
+async def test_the_supergroup_s_own_message_ids_never_meet_the_old_group_s(tmp_path: Path, clock: ManualClock) -> None:
+    # A supergroup numbers its messages from 1, a basic group took its ids
+    # from the bot's counter: the old group's ids come back in the new chat,
+    # meaning other messages. Its history's rows keep the old ids apart, so
+    # a supergroup message is not taken for one answered before the upgrade,
+    # and an edit in the supergroup changes only the message edited.
+    async with FakeOpenAI(api_key="sk-super-e2e-0123456789", responder=answering) as llm, FakeTelegram() as tg:
+        app = _app(tmp_path, clock, llm, {"telegram": _telegram(tg)})
+        try:
+            await app.open()
+            await asyncio.wait_for(app.start(), 15)
+            old_ids = []
+            for i, text in enumerate(["one", "two", "three"]):
+                old_ids.append(tg.push_text(-500, 7, text, chat_type="group", first_name="Alice",
+                                            mention=True)["message_id"])
+                await tg.wait_sent(i + 1, timeout=10)
+            tg.migrate_group(-500, -100500, 7)
+            tg.push_text(-100500, 8, "hi all", chat_type="supergroup", first_name="Bob")  # not to the bot
+            new_ids = []
+            for i, text in enumerate(["four", "five", "six"]):
+                new_ids.append(tg.push_text(-100500, 7, text, chat_type="supergroup", first_name="Alice",
+                                            mention=True)["message_id"])
+                await tg.wait_sent(4 + i, timeout=10)
+            assert set(old_ids) & set(new_ids)  # the fake numbers them as Telegram does
+            assert [m.text for m in tg.sent[3:]] == ["re: four", "re: five", "re: six"]
+            # An edit of "four" whose id an old message had: only "four" changes.
+            tg.push_edit(-100500, new_ids[0], "four, edited")
+            loop = app.loop
+            assert loop is not None
+            await _until(lambda: loop.stats.revised == 1)
+            assert await loop.drain(5)
+        finally:
+            await asyncio.wait_for(app.close(), 15)
+    said = [text for _, text in _chats(tmp_path) if not text.startswith("re: ")]
+    assert said == ["one", "two", "three", "four, edited", "five", "six"]
