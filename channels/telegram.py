@@ -1475,7 +1475,14 @@ class TelegramChannel(BaseChannel):
 
     def _replies_to_bot(self, msg: Message) -> bool:
         replied = msg.reply_to_message
-        if replied is None or replied.from_user is None or replied.from_user.id != self._bot_id:
+        if replied is None:
+            # A reply to the bot's message in another chat: above all, in a
+            # supergroup, to its answer from before the group's upgrade
+            # (shown in the same chat, but the old group's message).
+            ext = msg.external_reply
+            origin = ext.origin if ext is not None else None
+            return isinstance(origin, MessageOriginUser) and origin.sender_user.id == self._bot_id
+        if replied.from_user is None or replied.from_user.id != self._bot_id:
             return False
         # In forum topics every message "replies" to the topic's first message.
         return not (msg.is_topic_message and replied.message_id == msg.message_thread_id)
