@@ -1514,7 +1514,14 @@ class TelegramChannel(BaseChannel):
 
     def _replies_to_bot(self, msg: Message) -> bool:
         replied = msg.reply_to_message
-        if replied is None or replied.from_user is None or replied.from_user.id != self._bot_id:
+        if replied is None:
+            # A reply to the bot's message in another chat: above all, in a
+            # supergroup, to its answer from before the group's upgrade
+            # (shown in the same chat, but the old group's message).
+            ext = msg.external_reply
+            origin = ext.origin if ext is not None else None
+            return isinstance(origin, MessageOriginUser) and origin.sender_user.id == self._bot_id
+        if replied.from_user is None or replied.from_user.id != self._bot_id:
             return False
         # In forum topics every message "replies" to the topic's first message.
         return not (msg.is_topic_message and replied.message_id == msg.message_thread_id)
@@ -1628,9 +1635,12 @@ class TelegramChannel(BaseChannel):
 
         async def call(to: int | str) -> None:
             nonlocal formatted
+            # Sent on to a supergroup (ChatMigrated), the reply quotes nothing:
+            # it numbers its messages anew, so the id names another message there.
+            quoted = reply if to == chat_id else None
             if formatted is not None:
                 try:
-                    await _send_message(bot, to, formatted, reply, thread_id, parse_mode=ParseMode.HTML)
+                    await _send_message(bot, to, formatted, quoted, thread_id, parse_mode=ParseMode.HTML)
                     return
                 except BadRequest as exc:
                     if not _refuses_markup(exc):
@@ -1639,7 +1649,7 @@ class TelegramChannel(BaseChannel):
                     self.log.warning("Telegram refused the reply's formatting; sent as plain text",
                                      chat_id=to, part=which, error=self._scrub(str(exc)))
                     formatted = None
-            await _send_message(bot, to, text, reply, thread_id)
+            await _send_message(bot, to, text, quoted, thread_id)
 
         return await self._with_retries(chat_id, call, "sendMessage", f"{which}, {len(text)} chars")
 
@@ -1664,7 +1674,7 @@ class TelegramChannel(BaseChannel):
                     filename=file.filename,
                     caption=words,
                     parse_mode=parse_mode,
-                    reply_parameters=reply,
+                    reply_parameters=reply if str(to) == msg.chat_id else None,  # moved on: as _send_part
                     message_thread_id=thread_id,
                 )
 

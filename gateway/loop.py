@@ -385,10 +385,12 @@ class ProcessLoop:
             raise RuntimeError("process loop is closed")
         key = self._moving.get(item.msg.session_key, item.msg.session_key)
         moved_from = item.msg.metadata.get("moved_from") if item.msg.kind == MOVED else None
-        if isinstance(moved_from, str) and moved_from:
+        if isinstance(moved_from, str) and moved_from and moved_from != item.msg.chat_id:
             # Through the old chat's worker, after its turn under way (whose
             # reply is then stored before the rows move, not under the old id
-            # after); the new id's messages queue behind it until it is done.
+            # after); the new id's messages queue behind it until it is done,
+            # and a worker the new id has already stops at its next message
+            # (_work), the move waiting for its turn under way (_quiet).
             key = f"{item.msg.channel}:{moved_from}"
             self._moving[item.msg.session_key] = key
         gone = item.msg.metadata.get("supersedes") if item.user is None else None
@@ -458,10 +460,16 @@ class ProcessLoop:
     async def _work(self, key: str, q: deque[_Item]) -> None:
         try:
             while q:
+                if key in self._moving:
+                    # A move into this chat is pending: it waits for the turn
+                    # just done, and the rest of the queue goes on after it (_moved).
+                    break
                 item = q.popleft()
                 try:
                     if item.resumed is not None:
                         await self.resume_gate.wait()
+                    if item.msg.kind == MOVED:
+                        await self._quiet(item.msg.session_key)
                     async with self._slots:
                         item.started = time.perf_counter()
                         self.stats.wait_ms.append((item.started - item.received) * 1000)
@@ -504,6 +512,9 @@ class ProcessLoop:
                 finally:
                     if item.counted:
                         self._pending.release()
+                    if item.msg.kind == MOVED:  # however it ended, the new id's messages go on (once)
+                        self._moved(f"{item.msg.channel}:{item.msg.metadata.get('moved_from') or ''}",
+                                    item.msg.session_key)
         finally:
             # No await between the last `while q` check and here, so no
             # message can slip into a queue nobody drains.
@@ -521,14 +532,26 @@ class ProcessLoop:
         del self._moving[new_key]
         q = self._queues.get(old_key)
         rest = [i for i in q if i.msg.session_key == new_key] if q else []
-        if not rest or q is None:
-            return
         for i in rest:
+            assert q is not None
             q.remove(i)
-        nq = self._queues.setdefault(new_key, deque())
+        nq = self._queues.get(new_key)  # left by the new id's own worker, stopped for the move
+        if nq is None:
+            if not rest:
+                return
+            nq = self._queues[new_key] = deque()
         nq.extend(rest)
-        if new_key not in self._workers:
+        if nq and new_key not in self._workers:
             self._workers[new_key] = asyncio.create_task(self._work(new_key, nq), name=f"chat:{new_key}")
+
+    async def _quiet(self, new_key: str) -> None:
+        """Wait until the new id of a chat being moved has no turn under
+        way: its worker stops before its next message while the move is
+        pending (:meth:`_work`), so the rows never move beneath a turn.
+        Outside ``_slots``: that turn may be waiting for one."""
+        worker = self._workers.get(new_key)
+        if worker is not None and worker is not asyncio.current_task():
+            await asyncio.wait({worker})
 
     # -- one message ------------------------------------------------------------
 
@@ -1093,9 +1116,11 @@ class ProcessLoop:
         Buffer writes already started are always awaited."""
         self._closed = True
         if not await self.drain(timeout, include_bus=False):
-            for t in list(self._workers.values()):
-                t.cancel()
-            await asyncio.gather(*self._workers.values(), return_exceptions=True)
+            # Again while any is left: a cancelled move starts its new id's worker (_moved).
+            while live := [t for t in self._workers.values() if not t.done()]:
+                for t in live:
+                    t.cancel()
+                await asyncio.gather(*live, return_exceptions=True)
         if self._buffering:
             await asyncio.gather(*self._buffering.values(), return_exceptions=True)
 

@@ -33,7 +33,7 @@ from memory.batch import RowBatcher, insert_statement
 from memory.db import SMALL_CACHE_KIB, Database, Migration, run_script
 from memory.forgetting import repeats_forgotten
 
-__all__ = ["APOLOGISED", "MIGRATIONS", "SessionStore", "StoredMessage"]
+__all__ = ["APOLOGISED", "MIGRATIONS", "SessionStore", "StoredMessage", "moved_message_id"]
 
 _HISTORY = "history"  # Database.stamp name of the cached windows
 # A user row's ``context`` once the message was answered with an apology
@@ -41,7 +41,17 @@ _HISTORY = "history"  # Database.stamp name of the cached windows
 # answer, so the next start does not answer it again (gateway/resume.py).
 APOLOGISED = "apologised"
 # Tables here whose rows belong to a chat, by (channel, chat_id): they follow it to a new id.
-_CHAT_TABLES = ("outbox", "sent_replies", "draft_messages", "burst_comments")
+# Not burst_comments: its rows name the old chat's message ids, which an
+# edit of those messages names with the old chat's id still; under the new
+# id they would meet the supergroup's own (it numbers its messages from 1).
+_CHAT_TABLES = ("outbox", "sent_replies", "draft_messages")
+
+
+def moved_message_id(old_chat: str, message_id: str) -> str:
+    """What a row of a chat moved from ``old_chat`` calls its platform
+    message ``message_id``: the old chat's id in front, so it is never the
+    id of a message of the new chat."""
+    return f"{old_chat}/{message_id}"
 
 
 async def _m001_sessions(conn: aiosqlite.Connection) -> None:
@@ -732,10 +742,14 @@ class SessionStore:
         the old current session's messages join its current one (they are
         older, so they come first). Its other rows here go along in the
         same transaction: replies waiting in the outbox, the bot's replies
-        a recall or quote finds (``sent_replies``), draft messages, burst
-        comments (``recent_files`` moves with its store's index,
-        :meth:`RecentFiles.move_chat`). Returns how many rows of each moved
-        (``messages`` for the history); a second call finds nothing to move."""
+        a recall or quote finds (``sent_replies``), draft messages
+        (``recent_files`` moves with its store's index,
+        :meth:`RecentFiles.move_chat`). The moved rows' message ids become
+        the old chat's (:func:`moved_message_id`), and moved replies quote
+        nothing: the new chat numbers its messages anew. Burst comments stay
+        under the old id, which edits of those comments name. Returns how
+        many rows of each moved (``messages`` for the history); a second
+        call finds nothing to move."""
         old_key, new_key = f"{channel}:{old_chat}", f"{channel}:{new_chat}"
         moved = {"messages": 0, **{table: 0 for table in _CHAT_TABLES}}
         if old_key == new_key:
@@ -749,7 +763,18 @@ class SessionStore:
                 (old_key,),
             ))
             moved["messages"] = int(rows[0][0]) if rows else 0
-            for table in _CHAT_TABLES:  # OR REPLACE: burst_comments' key has the chat in it
+            # The new chat's message ids are another count (a supergroup's
+            # from 1, a basic group's the bot's own): a moved reply quotes no
+            # message there, and a moved row's id is made the old chat's
+            # (moved_message_id), so a new message of the same number is not
+            # taken for one answered already, nor its edit for the old one's.
+            await conn.execute("UPDATE outbox SET reply_to = '' WHERE channel = ? AND chat_id = ?", (channel, old_chat))
+            await conn.execute(
+                "UPDATE session_messages SET message_id = ? || message_id WHERE message_id != '' AND session_id IN"
+                " (SELECT id FROM sessions WHERE key = ?)",
+                (moved_message_id(old_chat, ""), old_key),
+            )
+            for table in _CHAT_TABLES:  # OR REPLACE: should a key hold the chat, the newer row wins
                 cur = await conn.execute(
                     f"UPDATE OR REPLACE {table} SET chat_id = ? WHERE channel = ? AND chat_id = ?",
                     (new_chat, channel, old_chat),

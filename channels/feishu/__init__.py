@@ -70,6 +70,7 @@ from gateway.http import HttpServer
 
 from .client import (
     MESSAGE_RATE_LIMIT_CODE,
+    RECALL_TOO_LATE_CODE,
     FeishuApiError,
     FeishuClient,
     Resource,
@@ -112,6 +113,8 @@ __all__ = [
     "FeishuApiError", "FeishuChannel", "FeishuClient", "RecentIds", "ReplyLog", "Withdrawal", "app_locale", "split_text",
 ]
 
+# A dropped reply's draft Feishu will not withdraw any more says this instead, by the app's locale.
+_STOPPED = {"zh": "（已停止）", "": "(stopped)"}
 _WITHDRAW_AT_STOP = 10.0  # seconds stop() gives withdrawals still under way
 # POST /open-apis/im/v1/files: "文件大小不得超过 30 MB" for every file_type
 # (opus, mp4, pdf, doc, xls, ppt, stream); decimal here, the safe reading.
@@ -692,6 +695,7 @@ class FeishuChannel(BaseChannel):
         could not be asked about now keeps its row for the next start."""
         assert self._draft_store is not None
         done: list[Withdrawal] = []
+        stopped = 0  # refused as too old, edited into the "stopped" note instead
         now = time.time()
         for orphan in orphans:
             if not orphan.finishing and now - orphan.created_at < DRAFT_KEEP:
@@ -703,6 +707,8 @@ class FeishuChannel(BaseChannel):
                     if exc.retryable:
                         continue
                     result = Withdrawal(orphan.message_id, False, exc.code, exc.msg)
+                if not result.deleted and await self._mark_stopped(orphan.chat_id, result):
+                    stopped += 1
                 done.append(result)
             try:
                 await self._draft_store.remove(orphan.send_key)
@@ -710,7 +716,8 @@ class FeishuChannel(BaseChannel):
                 self.log.error("could not forget a feishu draft left by the last run", error=repr(exc))
         if done:
             self.log.info("feishu drafts left by the last run withdrawn", chat_ids=sorted({o.chat_id for o in orphans}),
-                          withdrawn=sum(w.deleted for w in done), refused=sum(not w.deleted for w in done))
+                          withdrawn=sum(w.deleted for w in done), marked_stopped=stopped,
+                          refused=sum(not w.deleted for w in done) - stopped)
         return done
 
     async def _remember_draft(self, msg: OutboundMessage, draft: Draft) -> None:
@@ -890,10 +897,10 @@ class FeishuChannel(BaseChannel):
         start, for the same reasons), and later drafts show nothing. A
         reply already in it is left. Feishu unreachable now: the row stays
         and the next start withdraws it; a refusal is logged."""
-        draft = self._drafts.get(msg.send_key)
-        if draft is None:  # never shown, or forgotten: the store's row, if any, is for the next start
-            return
+        draft = self._drafts.open(msg.send_key)
         async with draft.lock:
+            # Shown more than DRAFT_TTL ago (a long turn), memory forgot it: the store did not.
+            await self._look_up_draft(msg, draft)
             if draft.done:
                 return
             draft.done = True
@@ -908,10 +915,29 @@ class FeishuChannel(BaseChannel):
                 if exc.retryable:
                     return
                 result = Withdrawal(stale, False, exc.code, exc.msg)
-            if not result.deleted:
+            if not result.deleted and not await self._mark_stopped(msg.chat_id, result):
                 self.log.warning("could not withdraw the draft of a dropped reply", chat_id=msg.chat_id,
                                  message_id=stale, code=result.code, reason=result.reason)
             await self._forget_draft(msg, draft)
+
+    async def _mark_stopped(self, chat_id: str, refused: Withdrawal) -> bool:
+        """A draft Feishu would not withdraw because it is past the tenant's
+        recall window (its admin may set that to minutes; editing has a
+        window of its own, often longer): its half-written words are edited
+        into a short note that the reply stopped, so they do not read as
+        the answer. True when that was done. A draft has edits to spare for
+        it: drafts stop two short of Feishu's limit."""
+        if refused.code != RECALL_TOO_LATE_CODE:
+            return False
+        try:
+            await self.api.edit_message(refused.message_id, _STOPPED.get(self.locale, _STOPPED[""]), msg_type="text")
+        except FeishuApiError as exc:
+            self.log.warning("could not mark a feishu draft past its recall window as stopped", chat_id=chat_id,
+                             message_id=refused.message_id, code=exc.code, error=exc.msg)
+            return False
+        self.log.info("feishu draft past its recall window marked as stopped", chat_id=chat_id,
+                      message_id=refused.message_id)
+        return True
 
     async def _withdraw_draft(self, chat_id: str, message_id: str) -> None:
         """Best effort: a draft the reply could not replace stays in the
@@ -939,6 +965,9 @@ class FeishuChannel(BaseChannel):
             return False
         draft = self._drafts.open(msg.send_key)
         async with draft.lock:
+            # A turn quiet past DRAFT_TTL (a long tool call) has its message
+            # in the store only: that one is edited on, not a second sent.
+            await self._look_up_draft(msg, draft)
             if draft.done:
                 return False
             shown = preview(msg.text)

@@ -59,6 +59,7 @@ MESSAGE_RATE_LIMIT_CODE = 230020
 # the bot's to recall, invisible to it, of a type that cannot be recalled.
 # Nothing to retry, nothing wrong with the setup.
 RECALL_REFUSED_CODES = frozenset({230009, 230011, 230026, 230050, 230054})
+RECALL_TOO_LATE_CODE = 230009  # of those: past the recall window, which a tenant's admin may set to minutes
 TEXT_CHUNK = 4000  # Feishu accepts ~150 KB, but long walls of text read badly in a chat
 # Feishu's edit (PUT .../messages/:id): text and post messages only, at most
 # 20 edits each; the 21st is refused with 230072.

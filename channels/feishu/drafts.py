@@ -44,7 +44,10 @@ and its row being written is not covered: a crash there leaves that draft
 standing, as before. A reply the gateway drops after its drafts were shown
 (its turn superseded, or cut by a stop: ``OutboundMessage.dropped``) has
 its draft message withdrawn at once (``FeishuChannel.drop_draft``); one
-Feishu could not withdraw then is an orphan for the next start.
+Feishu could not withdraw then is an orphan for the next start. One Feishu
+refuses to withdraw as past the tenant's recall window (230009: its admin
+may set it to minutes) is edited into a short "(stopped)" note instead,
+the one edit a note needs being among the two drafts keep free.
 """
 
 from __future__ import annotations
@@ -68,7 +71,7 @@ __all__ = [
 
 DRAFT_EDITS = EDIT_LIMIT - 2  # the reply's edit, and one retry of it, stay free
 EDIT_INTERVAL = 1.5  # seconds between two edits of one draft message
-DRAFT_TTL = 600.0  # seconds a reply's draft message is remembered in memory
+DRAFT_TTL = 600.0  # seconds a reply's draft message is remembered in memory, unused (the store keeps it on)
 DRAFT_KEEP = 24 * 3600.0  # seconds a stored one is: past it Feishu refuses to withdraw it, the outbox drops its reply
 RATE_LIMIT_PAUSE = 3.0  # seconds a reply's drafts wait after Feishu said "too often"
 MAX_PAUSE = 30.0  # ... doubling while it keeps saying so
@@ -81,7 +84,7 @@ class Draft:
     and the reply itself go out one at a time, so the reply never misses a
     draft message still being sent."""
 
-    born: float
+    used: float  # when it was last opened or looked at (Drafts forgets the least recently used)
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     message_id: str = ""  # "" until the first draft is out
     shown: tuple[str, str] | None = None  # (content, msg_type) Feishu last accepted
@@ -130,7 +133,10 @@ class DraftStore(Protocol):
 
 
 class Drafts:
-    """Reply ``send_key`` -> its :class:`Draft`, the oldest forgotten first."""
+    """Reply ``send_key`` -> its :class:`Draft`; one unused for ``ttl``
+    is forgotten, the least recently used first. By use, not by age: a
+    turn still drafting after ``ttl`` (tool calls, a slow model) must keep
+    its message, not start a second one."""
 
     def __init__(self, clock: Callable[[], float] = time.monotonic, *, maxsize: int = 1000,
                  ttl: float = DRAFT_TTL) -> None:
@@ -141,24 +147,33 @@ class Drafts:
 
     def get(self, key: str) -> Draft | None:
         self._expire()
-        return self._drafts.get(key)
+        draft = self._drafts.get(key)
+        if draft is not None:
+            self._use(key, draft)
+        return draft
 
     def open(self, key: str) -> Draft:
         """The draft of reply ``key``, new if it has none."""
         self._expire()
         draft = self._drafts.get(key)
         if draft is None:
-            draft = self._drafts[key] = Draft(born=self._clock())
+            draft = self._drafts[key] = Draft(used=self._clock())
             while len(self._drafts) > self._maxsize:
                 self._drafts.popitem(last=False)
+        else:
+            self._use(key, draft)
         return draft
+
+    def _use(self, key: str, draft: Draft) -> None:
+        draft.used = self._clock()
+        self._drafts.move_to_end(key)
 
     def __len__(self) -> int:
         return len(self._drafts)
 
     def _expire(self) -> None:
         now = self._clock()
-        while self._drafts and now - next(iter(self._drafts.values())).born >= self._ttl:
+        while self._drafts and now - next(iter(self._drafts.values())).used >= self._ttl:
             self._drafts.popitem(last=False)
 
 

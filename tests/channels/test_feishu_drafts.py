@@ -323,6 +323,13 @@ def test_drafts_are_bounded_in_count_and_age() -> None:
     assert drafts.get("a") is None and len(drafts) == 2
     clock.now += 10
     assert drafts.get("b") is None and drafts.get("c") is None
+    # Age counts from the last use: a draft in use is kept past the ttl.
+    d = drafts.open("d")
+    for _ in range(3):
+        clock.now += 6
+        assert drafts.open("d") is d
+    clock.now += 10
+    assert drafts.get("d") is None
 
 
 async def test_the_fake_edits_as_feishu_does(fake: FakeFeishu) -> None:
@@ -578,3 +585,86 @@ async def test_a_dropped_draft_feishu_cannot_withdraw_now_is_left_for_the_next_s
         assert fake.deleted == [] and [d.message_id for d in await store.orphans()] == [shown["message_id"]]
     finally:
         await ch.stop()
+
+
+async def test_a_dropped_reply_s_draft_shown_long_ago_is_withdrawn_all_the_same(
+    fake: FakeFeishu, http: HttpServer, clock: Clock, store: DraftMessages
+) -> None:
+    """A turn that ran past DRAFT_TTL (a long tool call) then stopped: the
+    draft is no longer in memory, but its row says which message to take."""
+    ch = await started(fake, http, clock, store)
+    try:
+        msg = await asked(fake, http, ch)
+        reply = OutboundMessage.answering(msg, "Half of an answer that never")
+        assert await ch.send_draft(draft(reply, "Half of an"))
+        [shown] = fake.sent
+        clock.now += DRAFT_TTL + 60
+        await ch.drop_draft(dataclasses.replace(reply, text="", dropped=True))
+        assert fake.deleted == [shown["message_id"]] and fake.visible() == []
+        assert await store.count() == 0
+    finally:
+        await ch.stop()
+
+
+async def test_a_draft_feishu_will_not_withdraw_any_more_says_the_reply_stopped(
+    fake: FakeFeishu, http: HttpServer, clock: Clock, store: DraftMessages
+) -> None:
+    """The tenant's recall window (set by its admin, possibly minutes) is
+    past: the half-written words are edited into a short note instead."""
+    ch = await started(fake, http, clock, store)
+    try:
+        msg = await asked(fake, http, ch)
+        reply = OutboundMessage.answering(msg, "Half of an answer that never")
+        assert await ch.send_draft(draft(reply, "Half of an"))
+        [shown] = fake.sent
+        fake.fail_next(230009, "can only be recalled within one day", on="delete")
+        with capture_logs() as logs:
+            await ch.drop_draft(dataclasses.replace(reply, text="", dropped=True))
+        assert fake.deleted == []
+        assert [m["text"] for m in fake.visible()] == ["(stopped)"]
+        assert [e["message_id"] for e in fake.edits] == [shown["message_id"]]
+        assert await store.count() == 0
+        assert not any(e["log_level"] == "warning" for e in logs)
+    finally:
+        await ch.stop()
+
+
+async def test_a_draft_left_by_the_last_run_past_the_recall_window_says_the_reply_stopped(
+    fake: FakeFeishu, http: HttpServer, clock: Clock, store: DraftMessages
+) -> None:
+    api = FeishuClient(fake.app_id, fake.app_secret, fake.url, backoff=0.01)
+    try:
+        [orphan] = await api.send_text("oc_1", "half a draft")
+    finally:
+        await api.aclose()
+    await store.put(StoredDraft("k-orphan", "oc_1", orphan, time.time() - 60), expired_before=0)
+    fake.fail_next(230009, "can only be recalled within one day", on="delete")
+    ch = await started(fake, http, clock, store)
+    try:
+        assert await ch.withdrawals_done(5)
+    finally:
+        await ch.stop()
+    assert fake.deleted == [] and [m["text"] for m in fake.visible()] == ["(stopped)"]
+    assert await store.count() == 0
+
+
+async def test_a_turn_drafting_past_the_memory_s_ttl_keeps_to_its_one_draft_message(
+    fake: FakeFeishu, http: HttpServer, clock: Clock, store: DraftMessages
+) -> None:
+    """A long turn (tool calls between drafts): its drafts and its reply
+    stay in the one message, and no earlier draft is left standing."""
+    ch = await started(fake, http, clock, store)
+    try:
+        msg = await asked(fake, http, ch)
+        reply = OutboundMessage.answering(msg, "First, then much later the rest.")
+        assert await ch.send_draft(draft(reply, "First"))
+        for step in range(1, 4):  # drafting on, a draft every 4 minutes
+            clock.now += 240
+            assert await ch.send_draft(draft(reply, "First, then" + " much" * step))
+        clock.now += DRAFT_TTL + 60  # a long quiet spell
+        assert await ch.send_draft(draft(reply, reply.text))  # the whole reply shown before it is sent
+        await ch.send(reply)
+    finally:
+        await ch.stop()
+    assert len(fake.sent) == 1 and [m["text"] for m in fake.visible()] == [reply.text]
+    assert fake.deleted == [] and await store.count() == 0

@@ -580,7 +580,7 @@ async def test_a_group_upgraded_to_a_supergroup_is_told_once_as_a_move_and_repli
     moved (so its history follows), with no words to answer; a reply still
     addressed to the old id goes to the new one."""
     ch = await make_channel()
-    fake.push_text(-500, 7, "before the upgrade", chat_type="group")
+    before = fake.push_text(-500, 7, "before the upgrade", chat_type="group")
     assert (await next_inbound(bus)).chat_id == "-500"
     fake.migrate_group(-500, -100500, 7)
     fake.push_text(-100500, 7, "after the upgrade", chat_type="supergroup")
@@ -589,8 +589,34 @@ async def test_a_group_upgraded_to_a_supergroup_is_told_once_as_a_move_and_repli
     assert moved.text == "" and not moved.mentioned
     after = await next_inbound(bus)  # the old group's own notice is the same move: not told twice
     assert after.kind == MESSAGE and after.text == "after the upgrade" and after.chat_id == "-100500"
-    await within(ch.send(OutboundMessage("telegram", "-500", "late answer")))
-    assert [(m.chat_id, m.text) for m in fake.sent] == [(-100500, "late answer")]
+    # Answering the old group's message: the supergroup numbers its own
+    # messages, where that id is another one (here its first), so the reply
+    # quotes nothing rather than the wrong message.
+    await within(ch.send(OutboundMessage("telegram", "-500", "late answer", reply_to=str(before["message_id"]))))
+    assert [(m.chat_id, m.text, m.reply_to) for m in fake.sent] == [(-100500, "late answer", None)]
+
+
+async def test_in_the_supergroup_a_reply_to_the_bot_s_answer_from_before_the_upgrade_is_answered(
+    fake: FakeTelegram, bus: MessageBus, make_channel: Any
+) -> None:
+    """The supergroup shows the old group's messages above its own; a reply
+    to the bot's answer there comes as a reply to another chat's message
+    (``external_reply``, the old group): it is addressed to the bot as a
+    reply in the chat would be. Another's message quoted so is not."""
+    await make_channel()
+    fake.push_text(-500, 7, "before the upgrade", chat_type="group")
+    await next_inbound(bus)
+    fake.migrate_group(-500, -100500, 7)
+    assert (await next_inbound(bus)).kind == MOVED
+    old_group = {"id": -500, "type": "group", "title": "Group -500"}
+    by_bot = {"type": "user", "date": int(time.time()) - 60, "sender_user": fake.bot_user}
+    fake.push_external_reply(-100500, 7, "and why?", origin=by_bot, original="Launch is on Friday.",
+                             quote="Friday", source_chat=old_group, source_message_id=2, chat_type="supergroup")
+    asked = await next_inbound(bus)
+    assert asked.reply_to_bot and asked.quoted is not None and asked.quoted.author == "you"
+    fake.push_external_reply(-100500, 7, "agreed", origin=origin_user(8, "Bob"), original="lunch at 12?",
+                             source_chat=old_group, source_message_id=3, chat_type="supergroup")
+    assert not (await next_inbound(bus)).reply_to_bot
 
 
 # -- files (/export) ------------------------------------------------------------------------

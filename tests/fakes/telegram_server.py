@@ -18,7 +18,9 @@ shapes, so the client code under test cannot tell it from Telegram:
   entities: ...`` (:func:`parse_html`);
 * two ``getUpdates`` at once: the older gets 409 ``Conflict``;
 * ``migrate_group(old, new)``: a group upgraded to a supergroup, as
-  Telegram does it: the supergroup's first message is a service message
+  Telegram does it: the supergroup numbers its messages from 1 on its own
+  (a basic group's come from the account's counter, so the old group's ids
+  come back there, meaning other messages); its first message is a service message
   with ``migrate_from_chat_id``, the old group's last one has
   ``migrate_to_chat_id``, and any send to the old id is refused with 400
   ``Bad Request: group chat was upgraded to a supergroup chat`` and
@@ -81,7 +83,7 @@ import json
 import re
 import time
 from collections import Counter, deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -464,6 +466,10 @@ class FakeTelegram:
         self._message_ids = itertools.count(first_id)
         self._chats: dict[int, dict[str, Any]] = {}
         self._migrated: dict[int, int] = {}  # a group upgraded to a supergroup -> the supergroup's id
+        # Chats numbering their messages from 1 on their own, as supergroups
+        # do (the supergroups migrate_group makes); the others share the
+        # account's counter, as private chats and basic groups do.
+        self._own_ids: dict[int, Iterator[int]] = {}
         self._messages: set[tuple[int, int]] = set()
         self._pushed: dict[tuple[int, int], dict[str, Any]] = {}  # users' messages, for push_edit
         self._last_bot_message: dict[int, dict[str, Any]] = {}
@@ -616,7 +622,7 @@ class FakeTelegram:
             else:
                 chat = {"id": chat_id, "type": chat_type, "title": f"Group {chat_id}"}
             self._chats[chat_id] = chat
-        message_id = next(self._message_ids)
+        message_id = self._next_message_id(chat_id)
         message: dict[str, Any] = {
             "message_id": message_id,
             "from": user,
@@ -673,9 +679,10 @@ class FakeTelegram:
         old = self._chats[old_id]
         new = self._chats[new_id] = {"id": new_id, "type": "supergroup", "title": old.get("title", f"Group {new_id}")}
         self._migrated[old_id] = new_id
+        self._own_ids[new_id] = itertools.count(1)  # a supergroup's own ids: the old group's come back
         user: dict[str, Any] = {"id": user_id, "is_bot": False, "first_name": f"User{user_id}"}
         for chat, field, value in ((new, "migrate_from_chat_id", old_id), (old, "migrate_to_chat_id", new_id)):
-            message = {"message_id": next(self._message_ids), "from": user, "chat": chat, "date": int(time.time()),
+            message = {"message_id": self._next_message_id(chat["id"]), "from": user, "chat": chat, "date": int(time.time()),
                        field: value}
             self.last_update_id = next(self._update_ids)
             self._queue({"update_id": self.last_update_id, "message": message})
@@ -1086,8 +1093,12 @@ class FakeTelegram:
                 # Offline or stopping: this connection is already cut.
                 return _error(502)
 
+    def _next_message_id(self, chat_id: int) -> int:
+        own = self._own_ids.get(chat_id)
+        return next(own) if own is not None else next(self._message_ids)
+
     def _bot_message(self, chat: dict[str, Any], text: str, thread_id: int | None = None) -> dict[str, Any]:
-        message_id = next(self._message_ids)
+        message_id = self._next_message_id(chat["id"])
         msg: dict[str, Any] = {
             "message_id": message_id,
             "from": self.bot_user,

@@ -313,10 +313,42 @@ async def test_a_chat_moved_to_a_new_id_keeps_its_conversation_in_order(tmp_path
         assert [m.content for m in await store.window(new)][-2:] == ["first in the supergroup", "re: first"]
 
 
+async def test_a_moved_chat_s_message_ids_stay_apart_from_the_new_chat_s(tmp_path: Path, clock: ManualClock) -> None:
+    """The supergroup numbers its messages from 1: a moved row's id is the
+    old chat's, so the new chat's message 5 finds only itself, and a moved
+    reply waiting in the outbox quotes nothing there."""
+    from gateway.bus import OutboundMessage
+    from gateway.outbox import Outbox
+    from gateway.sessions import moved_message_id
+
+    old, new = "telegram:-500", "telegram:-100500"
+    async with await SessionStore.open(tmp_path / "g.db", clock) as store:
+        await store.append(old, channel="telegram", chat_id="-500", role="user", content="old five", owner="alice",
+                           message_id="5")
+        await store.append(old, channel="telegram", chat_id="-500", role="assistant", content="re: old five",
+                           owner="alice", message_id="5")
+        now = clock.now()
+        outbox = Outbox(store.db)
+        await outbox.add(OutboundMessage(channel="telegram", chat_id="-500", text="late", reply_to="5"),
+                         owner="alice", created_at=now, next_attempt_at=now)
+        await outbox.add(OutboundMessage(channel="telegram", chat_id="-100500", text="new", reply_to="2"),
+                         owner="alice", created_at=now, next_attempt_at=now)
+        await store.move_chat("telegram", "-500", "-100500")
+        await store.append(new, channel="telegram", chat_id="-100500", role="user", content="new five", owner="alice",
+                           message_id="5")
+        assert [m.message_id for m in await store.window(new)] == [moved_message_id("-500", "5")] * 2 + ["5"]
+        found = await store.find(new, "5")
+        assert found is not None and found.content == "new five"
+        kept = await store.find(new, moved_message_id("-500", "5"), role="assistant")
+        assert kept is not None and kept.content == "re: old five"
+        rows = await store.db.fetchall("SELECT text, reply_to FROM outbox ORDER BY id")
+        assert [tuple(r) for r in rows] == [("late", ""), ("new", "2")]
+
+
 async def test_a_moved_chat_takes_its_rows_in_every_gateway_table(tmp_path: Path, clock: ManualClock) -> None:
     """The chat's replies waiting in the outbox, the bot's replies a quote
-    or recall finds, its draft messages and burst comments go to the new
-    id with the history; another channel's chat of the same id stays."""
+    or recall finds and its draft messages go to the new id with the
+    history; another channel's chat of the same id stays."""
     from channels.feishu.drafts import StoredDraft
     from channels.feishu.replies import SentPart
     from gateway.burstcomments import BurstComments
@@ -336,14 +368,16 @@ async def test_a_moved_chat_takes_its_rows_in_every_gateway_table(tmp_path: Path
         comments = BurstComments(store.db, "telegram", clock=lambda: 100.0)
         await comments.keep("-500", "20", [("21", 5)])
         moved = await store.move_chat("telegram", "-500", "-100500")
-        assert moved == {"messages": 0, "outbox": 1, "sent_replies": 1, "draft_messages": 1, "burst_comments": 1}
+        assert moved == {"messages": 0, "outbox": 1, "sent_replies": 1, "draft_messages": 1}
         assert set(await outbox.chats()) == {("telegram", "-100500"), ("feishu", "-500")}
         [part] = await SentReplies(store.db, "telegram").load(0.0)
         assert part == SentPart("11", "-100500", "12", 1.0)
         draft = await DraftMessages(store.db, "telegram").get("k-telegram")
         assert draft is not None and draft.chat_id == "-100500"
-        assert await comments.find("-500", "21") is None
-        assert await comments.find("-100500", "21") == ("20", [("21", 5)])
+        # Burst comments stay: an edit of one names the old chat, and their
+        # ids under the new one would be the supergroup's other messages.
+        assert await comments.find("-500", "21") == ("20", [("21", 5)])
+        assert await comments.find("-100500", "21") is None
         [feishu] = await SentReplies(store.db, "feishu").load(0.0)
         assert feishu.chat_id == "-500"
         again = await store.move_chat("telegram", "-500", "-100500")

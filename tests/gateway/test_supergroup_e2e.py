@@ -10,7 +10,7 @@ import asyncio
 import sqlite3
 from pathlib import Path
 
-from gateway.bus import Document
+from gateway.bus import MOVED, Document, InboundMessage
 from memory import ManualClock
 from tests.fakes.openai_server import FakeOpenAI, text_of
 from tests.fakes.telegram_server import FakeTelegram
@@ -102,3 +102,125 @@ async def test_a_turn_under_way_at_the_upgrade_is_stored_under_the_new_id(tmp_pa
         ("-100500", "what was the codename?"),
         ("-100500", "re: what was the codename?"),
     ]
+
+
+async def test_a_turn_of_the_new_id_under_way_at_the_upgrade_ends_before_the_move(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    # The supergroup spoke before the move was told (the service messages
+    # missed; the move comes from a refused send, or just later): its turn
+    # under way ends before the rows move, and its next message waits for
+    # the move, so it reads the whole conversation.
+    async with FakeOpenAI(api_key="sk-super-e2e-0123456789", responder=answering) as llm, FakeTelegram() as tg:
+        app = _app(tmp_path, clock, llm, {"telegram": _telegram(tg)})
+        try:
+            await app.open()
+            await asyncio.wait_for(app.start(), 15)
+            loop = app.loop
+            assert loop is not None
+            turns_at_move: list[set[str]] = []
+
+            async def seen(channel: str, old: str, new: str) -> int:
+                turns_at_move.append(set(loop._current))
+                return 0
+
+            loop.chat_moves["seen"] = seen
+            tg.push_text(-500, 7, "the launch codename is Bluebird", chat_type="group", first_name="Alice",
+                         mention=True)
+            await tg.wait_sent(1, timeout=10)
+            hold = llm.queue_hold("hello there")
+            tg.push_text(-100500, 7, "hello from the supergroup", chat_type="supergroup", first_name="Alice",
+                         mention=True)
+            await _until(lambda: len(llm.requests) == 2)
+            # The move is told only now (as the channel tells it), the supergroup's turn still with the model.
+            await app.bus.publish_inbound(InboundMessage(channel="telegram", chat_id="-100500", sender_id="", text="",
+                                                         is_group=True, kind=MOVED, metadata={"moved_from": "-500"}))
+            tg.push_text(-100500, 7, "what was the codename?", chat_type="supergroup", first_name="Alice",
+                         mention=True)
+            await _until(lambda: loop.stats.received >= 4)
+            await asyncio.sleep(0.2)  # a move running alongside the turn would have run by now
+            hold.set()
+            [_, hello, second] = await tg.wait_sent(3, timeout=10)
+            assert hello.text == "hello there" and second.text == "re: what was the codename?"
+            said = [text_of(m["content"]) for m in llm.requests[-1]["messages"]]
+            assert any("the launch codename is Bluebird" in s for s in said[:-1])
+            assert any("hello there" in s for s in said[:-1])
+            assert await loop.drain(5)
+            # No turn of the new id under way while the rows moved (the old id's is the move itself).
+            assert turns_at_move == [{"telegram:-500"}]
+        finally:
+            await asyncio.wait_for(app.close(), 15)
+    assert _chats(tmp_path) == [
+        ("-100500", "the launch codename is Bluebird"),
+        ("-100500", "re: the launch codename is Bluebird"),
+        ("-100500", "hello from the supergroup"),
+        ("-100500", "hello there"),
+        ("-100500", "what was the codename?"),
+        ("-100500", "re: what was the codename?"),
+    ]
+
+
+async def test_a_move_that_fails_lets_the_new_id_s_waiting_messages_go_on(tmp_path: Path, clock: ManualClock) -> None:
+    async with FakeOpenAI(api_key="sk-super-e2e-0123456789", responder=answering) as llm, FakeTelegram() as tg:
+        app = _app(tmp_path, clock, llm, {"telegram": _telegram(tg)})
+        try:
+            await app.open()
+            await asyncio.wait_for(app.start(), 15)
+            loop = app.loop
+            assert loop is not None
+
+            async def broken(channel: str, old: str, new: str) -> int:
+                raise OSError("cron.db is gone")
+
+            loop.chat_moves["broken"] = broken
+            hold = llm.queue_hold("hello there")
+            tg.push_text(-100500, 7, "hello from the supergroup", chat_type="supergroup", first_name="Alice",
+                         mention=True)
+            await _until(lambda: len(llm.requests) == 1)
+            await app.bus.publish_inbound(InboundMessage(channel="telegram", chat_id="-100500", sender_id="", text="",
+                                                         is_group=True, kind=MOVED, metadata={"moved_from": "-500"}))
+            tg.push_text(-100500, 7, "still there?", chat_type="supergroup", first_name="Alice", mention=True)
+            await _until(lambda: loop.stats.received >= 3)
+            hold.set()
+            [hello, second] = await tg.wait_sent(2, timeout=10)
+            assert hello.text == "hello there" and second.text == "re: still there?"
+            assert await loop.drain(5) and loop.stats.errors == 1
+        finally:
+            await asyncio.wait_for(app.close(), 15)
+
+
+async def test_the_supergroup_s_own_message_ids_never_meet_the_old_group_s(tmp_path: Path, clock: ManualClock) -> None:
+    # A supergroup numbers its messages from 1, a basic group took its ids
+    # from the bot's counter: the old group's ids come back in the new chat,
+    # meaning other messages. Its history's rows keep the old ids apart, so
+    # a supergroup message is not taken for one answered before the upgrade,
+    # and an edit in the supergroup changes only the message edited.
+    async with FakeOpenAI(api_key="sk-super-e2e-0123456789", responder=answering) as llm, FakeTelegram() as tg:
+        app = _app(tmp_path, clock, llm, {"telegram": _telegram(tg)})
+        try:
+            await app.open()
+            await asyncio.wait_for(app.start(), 15)
+            old_ids = []
+            for i, text in enumerate(["one", "two", "three"]):
+                old_ids.append(tg.push_text(-500, 7, text, chat_type="group", first_name="Alice",
+                                            mention=True)["message_id"])
+                await tg.wait_sent(i + 1, timeout=10)
+            tg.migrate_group(-500, -100500, 7)
+            tg.push_text(-100500, 8, "hi all", chat_type="supergroup", first_name="Bob")  # not to the bot
+            new_ids = []
+            for i, text in enumerate(["four", "five", "six"]):
+                new_ids.append(tg.push_text(-100500, 7, text, chat_type="supergroup", first_name="Alice",
+                                            mention=True)["message_id"])
+                await tg.wait_sent(4 + i, timeout=10)
+            assert set(old_ids) & set(new_ids)  # the fake numbers them as Telegram does
+            assert [m.text for m in tg.sent[3:]] == ["re: four", "re: five", "re: six"]
+            # An edit of "four" whose id an old message had: only "four" changes.
+            tg.push_edit(-100500, new_ids[0], "four, edited")
+            loop = app.loop
+            assert loop is not None
+            await _until(lambda: loop.stats.revised == 1)
+            assert await loop.drain(5)
+        finally:
+            await asyncio.wait_for(app.close(), 15)
+    said = [text for _, text in _chats(tmp_path) if not text.startswith("re: ")]
+    assert said == ["one", "two", "three", "four, edited", "five", "six"]
