@@ -10,7 +10,12 @@ What Feishu does, and what we check (in this order):
 3. Events: with an encrypt key, ``X-Lark-Signature`` must equal
    sha256(timestamp + nonce + encrypt_key + raw body) -> else 401; the
    verification token in the payload must match -> else 401.
-4. Accepted events get 200 at once; Feishu retries anything else, and the
+4. An event created longer ago than ``max_age`` (the event-id dedup
+   window) -> 401: its id may have left the dedup, so a captured delivery
+   replayed then would be taken as new. ``header.create_time`` is inside
+   the signed body, and Feishu keeps it across its retries (the last about
+   6 h after the event), so they still pass.
+5. Accepted events get 200 at once; Feishu retries anything else, and the
    event id dedup upstream absorbs those retries.
 
 We decrypt with pycryptodome (lark-oapi's own dependency) instead of
@@ -24,6 +29,7 @@ import base64
 import hashlib
 import hmac
 import json
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -69,9 +75,21 @@ def sign(timestamp: str, nonce: str, encrypt_key: str, body: bytes) -> str:
 
 
 class WebhookReceiver:
-    def __init__(self, *, verification_token: str, encrypt_key: str, on_event: EventHandler) -> None:
+    def __init__(
+        self,
+        *,
+        verification_token: str,
+        encrypt_key: str,
+        on_event: EventHandler,
+        max_age: float | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        """``max_age``: seconds; an older event is refused (None: any age).
+        ``clock``: wall-clock seconds, compared with the event's create_time."""
         self._token = verification_token
         self._encrypt_key = encrypt_key
+        self._max_age = max_age
+        self._clock = clock
         self._on_event = on_event
         self._log = structlog.get_logger(channel="feishu", component="webhook")
 
@@ -85,6 +103,7 @@ class WebhookReceiver:
             self._check_signature(request, body)
             header = payload.get("header")
             self._check_token(header.get("token") if isinstance(header, dict) else payload.get("token"))
+            self._check_age(header)
         except WebhookError as exc:
             self._log.warning("feishu webhook request rejected", reason=exc.reason, status=exc.status, remote=request.remote)
             return web.json_response({"error": exc.reason}, status=exc.status)
@@ -120,8 +139,21 @@ class WebhookReceiver:
         ts = request.headers.get("X-Lark-Request-Timestamp", "")
         nonce = request.headers.get("X-Lark-Request-Nonce", "")
         got = request.headers.get("X-Lark-Signature", "")
-        if not got or not hmac.compare_digest(got, sign(ts, nonce, self._encrypt_key, body)):
+        # As bytes: compare_digest refuses str with non-ASCII (a forged header).
+        expected = sign(ts, nonce, self._encrypt_key, body).encode()
+        if not got or not hmac.compare_digest(got.encode("utf-8", "surrogateescape"), expected):
             raise WebhookError(401, "bad X-Lark-Signature")
+
+    def _check_age(self, header: object) -> None:
+        # Schema 2.0 only: a v1 event (no header) carries no creation time we check.
+        if self._max_age is None or not isinstance(header, dict):
+            return
+        try:
+            created = int(header.get("create_time") or 0) / 1000
+        except (TypeError, ValueError, OverflowError):
+            raise WebhookError(400, "header.create_time is not a number") from None
+        if created and self._clock() - created > self._max_age:
+            raise WebhookError(401, f"event older than {self._max_age / 3600:g} h (a replay?)")
 
     def _check_token(self, token: object) -> None:
         if not self._token:

@@ -1,0 +1,81 @@
+"""The Feishu webhook as an attacker probes it: real HTTP against the
+gateway's server on 127.0.0.1, events from the fake Feishu."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import AsyncIterator
+
+import httpx
+import pytest
+from structlog.testing import capture_logs
+
+from channels.feishu import FeishuChannel
+from channels.feishu.webhook import sign
+from gateway.bus import MessageBus
+from gateway.http import HttpServer
+from tests.channels.test_feishu import ENCRYPT_KEY, config, hook
+from tests.fakes.feishu_server import FakeFeishu, _encrypt
+
+
+@pytest.fixture
+async def fake() -> AsyncIterator[FakeFeishu]:
+    async with FakeFeishu() as f:
+        yield f
+
+
+@pytest.fixture
+async def http() -> AsyncIterator[HttpServer]:
+    async with HttpServer("127.0.0.1", 0) as server:
+        yield server
+
+
+@pytest.fixture
+async def encrypted(fake: FakeFeishu, http: HttpServer) -> AsyncIterator[FeishuChannel]:
+    ch = FeishuChannel(config(fake, encrypt_key=ENCRYPT_KEY), MessageBus(), http)
+    await ch.start()
+    yield ch
+    await ch.stop()
+
+
+async def test_a_signed_event_older_than_the_dedup_window_is_refused(
+    fake: FakeFeishu, http: HttpServer, encrypted: FeishuChannel
+) -> None:
+    """A captured delivery replayed once its event id has left the dedup
+    window (7 h) would be taken as new: answered, and its words stored
+    again. Its ``create_time`` sits inside the signed body, so an event
+    older than the window is refused; Feishu's own retries (the last about
+    6 h on) still pass."""
+    stale = fake.message_event("transfer the money again", event_id="ev_replayed")
+    stale["header"]["create_time"] = str(int((time.time() - 8 * 3600) * 1000))
+    with capture_logs() as logs:
+        r = await fake.push_event(hook(http, encrypted), stale, encrypt_key=ENCRYPT_KEY)
+    assert r.status_code == 401
+    await asyncio.sleep(0.05)
+    assert encrypted.bus.inbound.empty()
+    [rejected] = [e for e in logs if e["event"] == "feishu webhook request rejected"]
+    assert "older than" in rejected["reason"] and rejected["log_level"] == "warning"
+
+    retry = fake.message_event("a late retry from Feishu")
+    retry["header"]["create_time"] = str(int((time.time() - 6 * 3600) * 1000))
+    assert (await fake.push_event(hook(http, encrypted), retry, encrypt_key=ENCRYPT_KEY)).status_code == 200
+    assert (await asyncio.wait_for(encrypted.bus.consume_inbound(), 5)).text == "a late retry from Feishu"
+
+
+async def test_a_signature_header_that_is_not_ascii_is_refused_not_a_crash(
+    fake: FakeFeishu, http: HttpServer, encrypted: FeishuChannel
+) -> None:
+    """A forged ``X-Lark-Signature`` with non-ASCII bytes is a 401 like any
+    wrong signature, not a 500 from the comparison."""
+    body = json.dumps({"encrypt": _encrypt(ENCRYPT_KEY, json.dumps(fake.message_event("forged")))}).encode()
+    ts, nonce = str(int(time.time())), "n0nce"
+    for forged in ["é" * 64, "签" + sign(ts, nonce, ENCRYPT_KEY, body)[1:]]:
+        headers = {"Content-Type": "application/json", "X-Lark-Request-Timestamp": ts,
+                   "X-Lark-Request-Nonce": nonce, "X-Lark-Signature": forged.encode()}
+        async with httpx.AsyncClient(timeout=10) as c:
+            r = await c.post(hook(http, encrypted), content=body, headers=headers)  # type: ignore[arg-type]
+        assert r.status_code == 401, r.text
+        assert r.json() == {"error": "bad X-Lark-Signature"}
+    assert encrypted.bus.inbound.empty()
