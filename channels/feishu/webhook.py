@@ -113,7 +113,8 @@ class WebhookReceiver:
     def _open(self, body: bytes) -> dict[str, Any]:
         try:
             outer = json.loads(body or b"{}")
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as exc:
+            # RecursionError: nested too deep ("[[[[..."), no ValueError
             raise WebhookError(400, "body is not JSON") from exc
         if not isinstance(outer, dict):
             raise WebhookError(400, "body is not a JSON object")
@@ -129,6 +130,8 @@ class WebhookReceiver:
             inner = json.loads(decrypt_event(self._encrypt_key, str(encrypted)))
         except (ValueError, json.JSONDecodeError) as exc:
             raise WebhookError(400, f"cannot decrypt event: {exc}") from exc
+        except RecursionError as exc:
+            raise WebhookError(400, "decrypted event is not JSON (nested too deep)") from exc
         if not isinstance(inner, dict):
             raise WebhookError(400, "decrypted event is not a JSON object")
         return inner

@@ -79,3 +79,27 @@ async def test_a_signature_header_that_is_not_ascii_is_refused_not_a_crash(
         assert r.status_code == 401, r.text
         assert r.json() == {"error": "bad X-Lark-Signature"}
     assert encrypted.bus.inbound.empty()
+
+
+@pytest.mark.parametrize("encrypt", [False, True], ids=["plain", "encrypted"])
+async def test_json_nested_too_deep_is_a_400_not_a_500(fake: FakeFeishu, http: HttpServer, encrypt: bool) -> None:
+    """``[[[[...`` a few thousand deep makes json.loads raise RecursionError,
+    which is no ValueError: anyone who found the URL got a 500 and a
+    traceback in the log per request."""
+    ch = FeishuChannel(config(fake, encrypt_key=ENCRYPT_KEY if encrypt else ""), MessageBus(), http)
+    await ch.start()
+    try:
+        deep = "[" * 100_000 + "]" * 100_000
+        body = json.dumps({"encrypt": _encrypt(ENCRYPT_KEY, deep)}).encode() if encrypt else deep.encode()
+        headers = {"Content-Type": "application/json"}
+        if encrypt:
+            ts = str(int(time.time()))
+            headers |= {"X-Lark-Request-Timestamp": ts, "X-Lark-Request-Nonce": "n",
+                        "X-Lark-Signature": sign(ts, "n", ENCRYPT_KEY, body)}
+        async with httpx.AsyncClient(timeout=10) as c:
+            r = await c.post(hook(http, ch), content=body, headers=headers)
+        assert r.status_code == 400, r.text
+        assert "JSON" in r.json()["error"]
+        assert ch.bus.inbound.empty()
+    finally:
+        await ch.stop()
