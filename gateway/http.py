@@ -11,7 +11,8 @@ Slow clients are bounded: a connection that has not sent a whole request
 (headers) within ``idle_timeout`` seconds, or sits idle that long between
 requests, is closed; a body not in within ``body_timeout`` gets 408. Without
 these, aiohttp holds a half-sent request for an hour, and a few hundred
-such connections use up the process's file descriptors.
+such connections use up the process's file descriptors. A handler that
+fails answers a bare 500; its traceback goes to the log only.
 """
 
 from __future__ import annotations
@@ -144,7 +145,15 @@ class HttpServer:
         if handler is not None:
             if request.body_exists and (slow := await self._read_body(request)) is not None:
                 return slow
-            return await handler(request)
+            try:
+                return await handler(request)
+            except web.HTTPException:
+                raise  # aiohttp's own answers (413, ...)
+            except Exception:
+                # The edge of the server: the traceback goes to the (redacted)
+                # log, never to the client, as aiohttp would in asyncio debug mode.
+                self._log.exception("http handler failed", method=request.method, path=request.path)
+                return web.json_response({"error": "internal error (see the gateway's log)"}, status=500)
         if any(path == request.path for _, path in self._routes):
             return web.json_response({"error": "method not allowed"}, status=405)
         return web.json_response({"error": "not found"}, status=404)

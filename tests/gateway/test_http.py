@@ -144,3 +144,27 @@ async def test_a_body_that_does_not_arrive_in_time_gets_408_and_never_reaches_th
 def test_the_default_timeouts_are_bounded() -> None:
     server = HttpServer()
     assert 0 < server.idle_timeout <= 120 and 0 < server.body_timeout <= 60
+
+
+async def test_a_failing_handler_is_a_plain_500_even_in_asyncio_debug_mode() -> None:
+    """Under ``python -X dev`` (asyncio debug) aiohttp sends the traceback,
+    with its messages and file paths, to whoever made the request: the
+    server answers a bare 500 and keeps the traceback for its log."""
+
+    async def broken(request: web.Request) -> web.Response:
+        raise RuntimeError("db at /srv/myclaw/secret-path.db is locked")
+
+    loop = asyncio.get_running_loop()
+    was = loop.get_debug()
+    loop.set_debug(True)
+    try:
+        async with HttpServer("127.0.0.1", 0) as server:
+            server.add_route("GET", "/broken", broken)
+            async with httpx.AsyncClient(base_url=server.url, timeout=5) as client:
+                for accept in ("text/html", "*/*"):
+                    r = await client.get("/broken", headers={"Accept": accept})
+                    assert r.status_code == 500
+                    assert "Traceback" not in r.text and "secret-path" not in r.text, r.text
+                assert (await client.get("/healthz")).status_code == 200  # the server goes on
+    finally:
+        loop.set_debug(was)
