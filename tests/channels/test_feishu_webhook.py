@@ -103,3 +103,35 @@ async def test_json_nested_too_deep_is_a_400_not_a_500(fake: FakeFeishu, http: H
         assert ch.bus.inbound.empty()
     finally:
         await ch.stop()
+
+
+async def test_tampered_ciphertext_gets_one_answer_whatever_it_decrypts_to(
+    fake: FakeFeishu, http: HttpServer, encrypted: FeishuChannel
+) -> None:
+    """A padding oracle: "invalid padding" and "not JSON" were different
+    answers to ciphertext nobody had signed, which is enough to decrypt a
+    captured delivery (the message and the verification token) byte by byte
+    without the key. Signed requests are now checked before decrypting, and
+    an unsigned one (only the URL check is sent unsigned) gets one answer
+    for every failure."""
+    import base64
+
+    good = _encrypt(ENCRYPT_KEY, json.dumps(fake.message_event("captured words")))
+    raw = bytearray(base64.b64decode(good))
+    raw[-1] ^= 0x01  # breaks the padding
+    bad_padding = base64.b64encode(bytes(raw)).decode()
+    not_json = _encrypt(ENCRYPT_KEY, "{{{ valid padding, not JSON")
+    not_utf8 = _encrypt(ENCRYPT_KEY, "x") [:-24] + _encrypt(ENCRYPT_KEY, "y")[-24:]  # garbage, padding may hold
+    event = _encrypt(ENCRYPT_KEY, json.dumps(fake.message_event("an event, unsigned")))
+    answers = set()
+    for blob in (bad_padding, not_json, not_utf8, event):
+        body = json.dumps({"encrypt": blob}).encode()
+        for headers in ({}, {"X-Lark-Request-Timestamp": "1", "X-Lark-Request-Nonce": "n", "X-Lark-Signature": "0" * 64}):
+            async with httpx.AsyncClient(timeout=10) as c:
+                r = await c.post(hook(http, encrypted), content=body, headers={"Content-Type": "application/json", **headers})
+            answers.add((r.status_code, r.text))
+    assert answers == {(401, json.dumps({"error": "bad X-Lark-Signature"}))}
+    assert encrypted.bus.inbound.empty()
+    # The URL check, encrypted and unsigned as Feishu sends it, still works.
+    r = await fake.push_challenge(hook(http, encrypted), "chal-1", encrypt_key=ENCRYPT_KEY)
+    assert r.json() == {"challenge": "chal-1"}
