@@ -76,6 +76,11 @@ class RecentIds:
             failure="could not save the ids of events already taken; retrying",
         )
 
+    @property
+    def ttl(self) -> float:
+        """Seconds an id is remembered: an event older than this may be taken twice."""
+        return self._ttl
+
     def seen_before(self, key: str) -> bool:
         """Record ``key``; True when it was already recorded and not expired."""
         now = self._clock()

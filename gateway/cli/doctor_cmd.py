@@ -224,6 +224,11 @@ def _setting_checks(report: Report, cfg: Config) -> None:
                    "mode=webhook without verificationToken or encryptKey: the channel refuses "
                    "to start (anyone who found the URL could post events)",
                    "set channels.feishu.verificationToken or encryptKey (from the app's event settings)")
+    elif fs.enabled and fs.mode == "webhook" and not fs.encrypt_key.get_secret_value():
+        report.add("feishu webhook", "warning",
+                   "verificationToken without encryptKey: Feishu's events are not signed and the token rides in "
+                   "every body, so whoever reads one delivery can post events as any user",
+                   "set an Encrypt Key in the app's event settings and channels.feishu.encryptKey")
     admin = cfg.gateway.admin
     if admin.enabled and not cfg.memory.enabled:
         report.add("memory page", "warning",

@@ -135,9 +135,11 @@ def parse_changes(raw: dict[str, Any]) -> dict[str, Any]:
                 raise Invalid(f"importance must be within [0, 1], got {f}")
             out[key] = f
         elif key == "tier":
+            if isinstance(v, bool) or (isinstance(v, float) and not v.is_integer()):
+                raise Invalid(f"tier must be 1 or 2, got {v!r}")  # int() would make true or 1.5 tier 1
             try:
                 t = int(v)
-            except (TypeError, ValueError):
+            except (TypeError, ValueError, OverflowError):  # OverflowError: JSON Infinity
                 raise Invalid(f"tier must be 1 or 2, got {v!r}") from None
             if t not in (1, 2):
                 raise Invalid(f"tier must be 1 or 2, got {t}")

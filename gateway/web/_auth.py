@@ -30,7 +30,7 @@ from urllib.parse import urlsplit
 
 from aiohttp import web
 
-__all__ = ["COOKIE", "AdminAuth", "FailedAttempts", "Identity"]
+__all__ = ["COOKIE", "AdminAuth", "FailedAttempts", "Identity", "same_origin"]
 
 COOKIE = "myclaw_admin"
 COOKIE_PATH = "/memory"

@@ -42,7 +42,7 @@ from gateway.http import HttpServer
 from memory.types import Status
 
 from ._actions import EDITABLE, AdminError, Invalid, MemoryAdmin
-from ._auth import COOKIE, COOKIE_PATH, AdminAuth, Identity
+from ._auth import COOKIE, COOKIE_PATH, AdminAuth, Identity, same_origin
 from ._views import (
     DONE,
     PageContext,
@@ -271,7 +271,7 @@ class MemoryWeb:
             if post:
                 try:
                     body = await request.json()
-                except ValueError:
+                except (ValueError, RecursionError):  # RecursionError: nested too deep
                     return _json({"error": "the body must be a JSON object"}, status=400)
                 if not isinstance(body, dict):
                     return _json({"error": "the body must be a JSON object"}, status=400)
@@ -298,6 +298,12 @@ class MemoryWeb:
         if (slow := self._throttled(request, as_json=False)) is not None:
             return slow
         nonce = secrets.token_urlsafe(16)
+        if not same_origin(request):
+            # Another site's page posting wrong tokens from the operator's
+            # browser would lock the operator's own address out: not counted.
+            self._refused(request, "login posted from another site")
+            text = "This sign-in did not come from this page. Open the memory page and sign in there."
+            return _html(message_page(PageContext(nonce=nonce, csrf=""), "Request refused", text), nonce, status=403)
         form = await request.post()
         token = form.get("token")
         if not isinstance(token, str) or not self.auth.token_ok(token):

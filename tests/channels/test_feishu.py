@@ -169,8 +169,8 @@ async def test_encrypted_signed_event_is_decrypted(fake: FakeFeishu, http: HttpS
     [
         ({"encrypt_key": ENCRYPT_KEY, "bad_signature": True}, 401),
         ({"encrypt_key": ENCRYPT_KEY, "verification_token": "forged"}, 401),
-        ({"encrypt_key": "some-other-key-123"}, 400),
-        ({}, 400),  # plaintext while an encrypt key is configured
+        ({"encrypt_key": "some-other-key-123"}, 401),  # signed with another key: refused before decrypting
+        ({}, 401),  # plaintext (so unsigned) while an encrypt key is configured
     ],
     ids=["bad-signature", "bad-token", "wrong-key", "unencrypted"],
 )

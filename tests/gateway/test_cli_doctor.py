@@ -353,6 +353,22 @@ def test_risky_settings_are_warnings(home: Path, fakes: Fakes) -> None:
     assert "mode=webhook without verificationToken or encryptKey" in line(r, "feishu webhook")
 
 
+
+def test_a_webhook_with_a_token_but_no_encrypt_key_is_a_warning(home: Path, fakes: Fakes) -> None:
+    """Without an encrypt key Feishu neither signs nor encrypts: the token
+    rides in every body, so whoever reads one delivery (a proxy's log) can
+    post events as any user, and replay them."""
+    doc = healthy_config(fakes)
+    doc["channels"]["feishu"].update(mode="webhook", verificationToken="verify-token-0123456789")
+    write_config(home, doc)
+    r = doctor("--offline")
+    warned = line(r, "feishu webhook")
+    assert warned.startswith("warning ") and "not signed" in warned and "encryptKey" in warned
+    assert "verify-token-0123456789" not in r.output
+    doc["channels"]["feishu"]["encryptKey"] = "encrypt-key-0123456789"
+    write_config(home, doc)
+    assert not any(x[9:].startswith("feishu webhook ") for x in doctor("--offline").stdout.splitlines())
+
 def test_a_corrupt_data_file_is_an_error_and_left_as_it_was(home: Path, fakes: Fakes) -> None:
     write_config(home, healthy_config(fakes))
     make_data_files(home)

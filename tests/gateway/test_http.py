@@ -90,3 +90,81 @@ async def test_a_connection_accepted_as_the_server_stops_is_closed_not_leaked() 
         assert client.recv(1) == b""  # the server closed its end
     finally:
         client.close()
+
+
+# -- slow clients ------------------------------------------------------------------
+
+
+async def _read_until_closed(reader: asyncio.StreamReader) -> bytes:
+    data = b""
+    while chunk := await reader.read(4096):
+        data += chunk
+    return data
+
+
+async def test_a_client_that_never_finishes_its_headers_is_disconnected() -> None:
+    """Slowloris: each connection sending half a request held a socket for
+    aiohttp's default hour, so a few hundred of them used up the process's
+    file descriptors (and with them the bot's own API calls and SQLite)."""
+    async with HttpServer("127.0.0.1", 0, idle_timeout=0.3) as server:
+        reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+        try:
+            writer.write(b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow: ")
+            await writer.drain()
+            assert await asyncio.wait_for(_read_until_closed(reader), 10) == b""
+        finally:
+            writer.close()
+
+
+async def test_a_body_that_does_not_arrive_in_time_gets_408_and_never_reaches_the_handler() -> None:
+    reached: list[bytes] = []
+
+    async def hook(request: web.Request) -> web.Response:
+        reached.append(await request.read())
+        return web.json_response({})
+
+    async with HttpServer("127.0.0.1", 0, body_timeout=0.3) as server:
+        server.add_route("POST", "/hook", hook)
+        reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+        try:
+            writer.write(b"POST /hook HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"a\"")
+            await writer.drain()
+            # aiohttp then drains what is left for up to 10 s before closing.
+            answer = await asyncio.wait_for(reader.readuntil(b"received within 0.3 s"), 10)
+        finally:
+            writer.close()
+        assert answer.startswith(b"HTTP/1.1 408 "), answer[:80]
+        assert b"request body" in answer and reached == []
+        # A whole body in time is served as before.
+        async with httpx.AsyncClient(base_url=server.url, timeout=5) as client:
+            assert (await client.post("/hook", content=b'{"a": 1}')).status_code == 200
+        assert reached == [b'{"a": 1}']
+
+
+def test_the_default_timeouts_are_bounded() -> None:
+    server = HttpServer()
+    assert 0 < server.idle_timeout <= 120 and 0 < server.body_timeout <= 60
+
+
+async def test_a_failing_handler_is_a_plain_500_even_in_asyncio_debug_mode() -> None:
+    """Under ``python -X dev`` (asyncio debug) aiohttp sends the traceback,
+    with its messages and file paths, to whoever made the request: the
+    server answers a bare 500 and keeps the traceback for its log."""
+
+    async def broken(request: web.Request) -> web.Response:
+        raise RuntimeError("db at /srv/myclaw/secret-path.db is locked")
+
+    loop = asyncio.get_running_loop()
+    was = loop.get_debug()
+    loop.set_debug(True)
+    try:
+        async with HttpServer("127.0.0.1", 0) as server:
+            server.add_route("GET", "/broken", broken)
+            async with httpx.AsyncClient(base_url=server.url, timeout=5) as client:
+                for accept in ("text/html", "*/*"):
+                    r = await client.get("/broken", headers={"Accept": accept})
+                    assert r.status_code == 500
+                    assert "Traceback" not in r.text and "secret-path" not in r.text, r.text
+                assert (await client.get("/healthz")).status_code == 200  # the server goes on
+    finally:
+        loop.set_debug(was)

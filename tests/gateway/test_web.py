@@ -704,6 +704,41 @@ async def test_too_many_wrong_tokens_from_one_address_are_refused_for_a_while(si
         assert r.status_code == 429
 
 
+
+async def test_a_login_posted_from_another_site_is_refused_and_locks_no_one_out(site: Site) -> None:
+    """A page elsewhere can make the operator's browser post wrong tokens to
+    /memory/login; counted as failures, ten of them locked the operator's
+    own address (and their scripts' Bearer calls) out for five minutes."""
+    async with site.client(bearer=False) as c:
+        for _ in range(12):
+            r = await c.post("/memory/login", data={"token": "guessed-by-another-site-0000"},
+                             headers={"Origin": "http://evil.example"})
+            assert r.status_code == 403
+        r = await c.post("/memory/login", data={"token": TOKEN}, headers={"Origin": "http://evil.example"})
+        assert r.status_code == 403 and "Set-Cookie" not in r.headers  # nor does it sign anyone in
+        r = await c.post("/memory/login", data={"token": TOKEN}, headers={"Origin": site.url})
+        assert r.status_code == 303 and "myclaw_admin=" in r.headers["Set-Cookie"]
+
+
+async def test_api_json_nested_too_deep_is_a_400_not_a_500(site: Site) -> None:
+    async with site.client() as c:
+        r = await c.post("/memory/api/add", content=b"[" * 100_000 + b"]" * 100_000,
+                         headers={"Content-Type": "application/json"})
+    assert r.status_code == 400 and "JSON" in r.json()["error"]
+
+
+@pytest.mark.parametrize("tier", [b"Infinity", b"1.5", b"true"])
+async def test_an_api_tier_that_is_not_1_or_2_is_a_400_and_changes_nothing(site: Site, tier: bytes) -> None:
+    """JSON ``Infinity`` made int() raise OverflowError (a 500); 1.5 and true
+    were taken as tier 1."""
+    mid = await site.add("alice", "alice likes tea", tier=2)
+    async with site.client() as c:
+        for path, fields in [("/memory/api/edit", b'"id": %d, ' % mid), ("/memory/api/add", b'"content": "alice likes cocoa", ')]:
+            body = b'{' + fields + b'"user": "alice", "tier": ' + tier + b'}'
+            r = await c.post(path, content=body, headers={"Content-Type": "application/json"})
+            assert r.status_code == 400 and "tier must be 1 or 2" in r.json()["error"], (path, r.text)
+    assert [(m.content, m.tier) for m in await site.engine.list_memories("alice")] == [("alice likes tea", 2)]
+
 def test_failed_attempts_expire_and_stay_bounded() -> None:
     from gateway.web._auth import FailedAttempts
 
