@@ -23,7 +23,7 @@ from memory.tokens import estimate_tokens, prefix_within
 __all__ = [
     "EDIT", "FILE_NOT_READ", "FORWARD_TOKENS", "MESSAGE", "MOVED", "PHOTO_NOT_READ", "RECALL", "ROUTING_KEYS", "VOICE", "VOICE_NOT_READ",
     "Attachment", "Audio", "Document",
-    "Forwarded", "Image", "InboundMessage", "MessageBus", "OutboundMessage", "audio_mark", "audio_not_read",
+    "Forwarded", "Image", "InboundMessage", "MessageBus", "OutboundMessage", "app_in_chinese", "audio_mark", "audio_not_read",
     "forwarded_text", "not_heard", "notes_in_chinese", "picture_mark", "words_in_chinese",
 ]
 
@@ -79,7 +79,14 @@ def notes_in_chinese(msg: InboundMessage) -> bool:
     -> no, Chinese characters -> yes, Latin letters only -> no; a message
     without words goes by the sender's app language (``locale``)."""
     zh = words_in_chinese("\n".join([msg.text, *(f.text for f in msg.forwarded)]))
-    return msg.locale.lower().startswith("zh") if zh is None else zh
+    return app_in_chinese(msg) if zh is None else zh
+
+
+def app_in_chinese(msg: InboundMessage) -> bool:
+    """Is the sender's app set to Chinese (Telegram's ``language_code``
+    "zh-hans", a Feishu app on ``open.feishu.cn``)? The last word on the
+    language of what the bot says, when nothing said tells."""
+    return msg.locale.lower().startswith("zh")
 
 
 def words_in_chinese(text: str) -> bool | None:

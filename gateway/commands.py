@@ -41,7 +41,7 @@ from memory.clock import Clock, SystemClock
 from memory.format import truncate
 from memory.types import Hit
 
-from .bus import Attachment
+from .bus import Attachment, words_in_chinese
 from .export import MIME, Spool, chinese_enough, export_filename, mostly_chinese, write_user_export
 from .incognito import Incognito
 from .timezones import TimezoneError, UserTimezones, parse_timezone, zone_name
@@ -140,41 +140,49 @@ class UserCommands:
         self._codes: dict[str, tuple[str, datetime]] = {}  # user -> /forget all code, valid until
         self._exported: dict[str, datetime] = {}  # user -> when their last /export was made
 
-    async def run(self, name: str, args: str, *, user: str, private: bool, chat_zh: bool | None = None) -> str:
+    async def run(self, name: str, args: str, *, user: str, private: bool, chat_zh: bool | None = None,
+                  app_zh: bool = False) -> str:
         """The answer's text (what the text-only commands answer)."""
-        return (await self.answer(name, args, user=user, private=private, chat_zh=chat_zh)).text
+        return (await self.answer(name, args, user=user, private=private, chat_zh=chat_zh, app_zh=app_zh)).text
 
-    async def answer(self, name: str, args: str, *, user: str, private: bool, chat_zh: bool | None = None) -> Answer:
-        """``chat_zh``: whether the chat's recent messages are mostly Chinese
-        (None: it has none yet). A command's answer speaks as the chat does,
-        unless its own words say otherwise (``/导出``, ``/memory 咖啡``);
-        with nothing to tell by, in the language of what it shows."""
+    async def answer(self, name: str, args: str, *, user: str, private: bool, chat_zh: bool | None = None,
+                     app_zh: bool = False) -> Answer:
+        """``chat_zh``: whether the sender's recent messages in the chat are
+        mostly Chinese (None: none yet). A command's answer speaks as the
+        chat does, unless its own words say otherwise (``/导出``, ``/memory
+        咖啡``); with nothing to tell by, in the language of what it shows,
+        and with nothing shown either (a new user), as the sender's app is
+        set (``app_zh``)."""
         if not private:
-            return Answer("I show and erase your memories only in a private chat with me. 记忆只能在私聊中查看或删除。")
+            zh = name in ("导出", "无痕") or (app_zh if chat_zh is None else chat_zh)
+            return Answer("这个命令只能在和我的私聊中使用：记忆只在那里查看或删除。" if zh
+                          else "This command works only in a private chat with me: I show and erase your memories only there.")
+        said = app_zh if chat_zh is None else chat_zh  # for answers whose words tell nothing
         if name == "memory":
-            return Answer(await (self._search(user, args, chat_zh) if args.strip() else self._overview(user, chat_zh)))
+            return Answer(await (self._search(user, args, said) if args.strip() else self._overview(user, chat_zh, app_zh)))
         if name == "forget":
-            return Answer(await self._forget(user, args, chat_zh))
+            return Answer(await self._forget(user, args, chat_zh, app_zh))
         if name in ("export", "导出"):
-            return await self._export(user, zh=True if name == "导出" else chat_zh)
+            return await self._export(user, zh=True if name == "导出" else chat_zh, app_zh=app_zh)
         if name in ("timezone", "tz"):
-            return Answer(await self._timezone(user, args.strip(), chat_zh))
+            return Answer(await self._timezone(user, args.strip(), said))
         if name in ("incognito", "无痕"):
-            return Answer(await self._incognito(user, args.strip().lower(), zh=True if name == "无痕" else chat_zh))
+            return Answer(await self._incognito(user, args.strip().lower(), zh=True if name == "无痕" else said))
         raise ValueError(f"unknown command {name!r}")
 
-    async def _export(self, user: str, *, zh: bool | None) -> Answer:
+    async def _export(self, user: str, *, zh: bool | None, app_zh: bool = False) -> Answer:
         now = self.clock.now()
         self._exported = {u: t for u, t in self._exported.items() if now - t < _EXPORT_EVERY}
         last = self._exported.get(user)
         if last is not None:
             wait = max(1, math.ceil((last + _EXPORT_EVERY - now).total_seconds()))
-            return Answer(f"每分钟只能导出一次；请 {wait} 秒后再试。" if zh
+            return Answer(f"每分钟只能导出一次；请 {wait} 秒后再试。" if (app_zh if zh is None else zh)
                           else f"One export a minute: please ask again in {wait} s.")
         self._exported[user] = now
         kept, index = await self.everything.export(user)
         if zh is None:
-            zh = chinese_enough(index.chinese, len(index.memory_ids) + len(index.event_ids))
+            shown = len(index.memory_ids) + len(index.event_ids)
+            zh = chinese_enough(index.chinese, shown) if shown else app_zh
         if not (index.memory_ids or index.event_ids or index.waiting or index.set_aside or kept.jobs or kept.history
                 or kept.timezone or kept.incognito_since or kept.files):
             return Answer("我没有保存任何关于你的内容，没有可导出的。" if zh
@@ -204,10 +212,11 @@ class UserCommands:
         """The user's own zone (/timezone), else the gateway's."""
         return (await self.timezones.get(user) if self.timezones is not None else None) or self.default_tz
 
-    async def _overview(self, user: str, chat_zh: bool | None) -> str:
+    async def _overview(self, user: str, chat_zh: bool | None, app_zh: bool = False) -> str:
         # Dated on their calendar, as their prompt's citations are.
         o = await self.backend.overview(user, limit=_LIST, tz=await self._zone(user))
-        zh = _chinese([h.content for h in (*o.profile, *o.recent)]) if chat_zh is None else chat_zh
+        shown = [h.content for h in (*o.profile, *o.recent)]
+        zh = (_chinese(shown) if shown else app_zh) if chat_zh is None else chat_zh
         quiet = self.incognito is not None and await self.incognito.since(user) is not None
         note = ("无痕模式开着：我现在不从对话中学习（/incognito off 关闭）。" if zh
                 else "Incognito is on: I am not learning from our conversations (/incognito off ends it).")
@@ -249,11 +258,11 @@ class UserCommands:
         tail = "/forget m12 永久删除一条。" if zh else "/forget m12 erases one for good."
         return "\n".join([head, *(_line(h, zh) for h in hits), "", tail])
 
-    async def _forget(self, user: str, args: str, chat_zh: bool | None) -> str:
+    async def _forget(self, user: str, args: str, chat_zh: bool | None, app_zh: bool = False) -> str:
         # 、 and ； are what a Chinese input method types between ids.
         tokens = [t for t in re.split(r"[\s,，、;；]+", args.strip()) if t]
         if tokens and tokens[0].lower() in _ALL:
-            zh = tokens[0] == "全部" or await self._speaks_chinese(user, [], chat_zh)
+            zh = tokens[0] == "全部" or await self._speaks_chinese(user, [], chat_zh, app_zh)
             return await self._forget_all(user, tokens[1:], zh=zh)
         refs: list[str] = []
         bad: list[str] = []
@@ -264,7 +273,8 @@ class UserCommands:
             else:
                 bad.append(t)
         if not refs or bad:
-            zh = _chinese(bad) or await self._speaks_chinese(user, bad, chat_zh)
+            zh = _chinese(bad) or await self._speaks_chinese(
+                user, [b for b in bad if words_in_chinese(b) is not None], chat_zh, app_zh)  # "12" says nothing
             usage = ("用法：/forget m12 [e3 …]，编号见 /memory；/forget all 删除全部。" if zh
                      else "Usage: /forget m12 [e3 …], with the ids /memory shows; /forget all erases everything.")
             if bad:
@@ -274,11 +284,11 @@ class UserCommands:
                 usage += f" 不是编号：{'、'.join(named)}。" if zh else f" Not an id: {', '.join(named)}."
             return usage
         if len(refs) > _FORGET_MAX:
-            zh = await self._speaks_chinese(user, [], chat_zh)
+            zh = await self._speaks_chinese(user, [], chat_zh, app_zh)
             return f"一次最多删除 {_FORGET_MAX} 条。" if zh else f"At most {_FORGET_MAX} ids at a time."
         done = await self.backend.forget(user, list(dict.fromkeys(refs)))
         # As /memory: in Chinese when what is shown is mostly Chinese.
-        zh = await self._speaks_chinese(user, [h.content for h in (*done.erased, *done.entries, *done.kept)], chat_zh)
+        zh = await self._speaks_chinese(user, [h.content for h in (*done.erased, *done.entries, *done.kept)], chat_zh, app_zh)
         out: list[str] = []
         if done.erased:
             out.append("已永久删除：" if zh else "Erased for good:")
@@ -307,16 +317,17 @@ class UserCommands:
                        else f"You have no memory with id {', '.join(done.unknown)}.")
         return "\n".join(out)
 
-    async def _speaks_chinese(self, user: str, shown: Sequence[str], chat_zh: bool | None) -> bool:
+    async def _speaks_chinese(self, user: str, shown: Sequence[str], chat_zh: bool | None, app_zh: bool = False) -> bool:
         """Whether to answer in Chinese: as the chat is held, else what the
         answer shows, or with nothing to tell by (ids only), what /memory
-        would show."""
+        would show, and with nothing to show, as the sender's app is set."""
         if chat_zh is not None:
             return chat_zh
         if shown:
             return _chinese(list(shown))
         o = await self.backend.overview(user, limit=_LIST)
-        return _chinese([h.content for h in (*o.profile, *o.recent)])
+        known = [h.content for h in (*o.profile, *o.recent)]
+        return _chinese(known) if known else app_zh
 
     async def _forget_all(self, user: str, rest: Sequence[str], *, zh: bool) -> str:
         now = self.clock.now()

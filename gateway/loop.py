@@ -45,12 +45,11 @@ from memory.types import Hit
 
 from .agent import Agent, AgentReply, apology
 from .bus import (
-    FILE_NOT_READ, MESSAGE, MOVED, PHOTO_NOT_READ, Attachment, InboundMessage, MessageBus, OutboundMessage, audio_not_read,
-    not_heard, notes_in_chinese,
+    FILE_NOT_READ, MESSAGE, MOVED, PHOTO_NOT_READ, Attachment, InboundMessage, MessageBus, OutboundMessage, app_in_chinese,
+    audio_not_read, not_heard, notes_in_chinese, words_in_chinese,
 )
 from .commands import COMMANDS, UserCommands
 from .drafts import Drafts
-from .export import mostly_chinese
 from .prompt import QUOTE_CHARS, PromptBuilder, Speaker, speaker_labels
 from .ratelimit import RateLimiter, limited_note
 from .recent_files import RecentFiles
@@ -126,7 +125,6 @@ _NEW_TEXT_ZH = "已开始新的对话。之前告诉我的事我仍然记得。"
 _COMMAND = re.compile(
     r"^(?:@\S+\s+)?/([a-z_]+|[\u4e00-\u9fff]+)(?:@\S+)?(?:\s+(.*))?$", re.IGNORECASE | re.DOTALL
 )
-_CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff]")
 _CONTEXT_TURNS = 4  # recent messages recall may use to disambiguate a short message
 
 
@@ -563,15 +561,19 @@ class ProcessLoop:
             # Answered here, not by the model, and kept out of Tier 0 and
             # memory: a listing of memories is not something to learn again.
             self.stats.commands += 1
-            # They speak as the chat does, as /help does.
-            chat_zh = await self._chat_is_chinese(key) if private else None
-            answer = await self.commands.answer(command, args, user=user, private=private, chat_zh=chat_zh)
+            # They speak as the chat does, as /help does; with nothing said
+            # to tell by, as what they show, then as the sender's app.
+            chat_zh = await self._chat_is_chinese(msg)
+            answer = await self.commands.answer(command, args, user=user, private=private, chat_zh=chat_zh,
+                                                app_zh=app_in_chinese(msg))
             await self._reply(msg, answer.text, user, answer.attachment)
             return answer.text
         if command in ("new", "help", "start", "帮助") and not args:
             self.stats.commands += 1
-            # "/help" has no words to tell the language by: the chat's recent ones do.
-            zh = command == "帮助" or await self._chat_is_chinese(key)
+            # "/help" has no words to tell the language by: the sender's
+            # recent ones do, else the app's (a new user's /start).
+            said = await self._chat_is_chinese(msg)
+            zh = command == "帮助" or (app_in_chinese(msg) if said is None else said)
             if command == "new":
                 await self.sessions.new_session(key, channel=msg.channel, chat_id=msg.chat_id)
                 if self.files is not None:
@@ -606,7 +608,7 @@ class ProcessLoop:
                         "user over the rate limit; messages not answered",
                         user=user, window=decision.window, retry_after_s=round(decision.retry_after),
                     )
-                    await self._reply(msg, limited_note(decision, chinese=bool(_CJK.search(msg.text))), user)
+                    await self._reply(msg, limited_note(decision, chinese=notes_in_chinese(msg)), user)
                 return ""
         if msg.audio is not None:  # after the rate limit: each one is a paid call
             heard = await self._transcribe(msg, user)
@@ -697,7 +699,8 @@ class ProcessLoop:
         if drafts is not None:
             drafts.start(asyncio.get_running_loop().call_later)
         try:
-            reply: AgentReply = await self.agent.run(messages, ctx, user_text=msg.text, on_text=drafts)
+            reply: AgentReply = await self.agent.run(messages, ctx, user_text=msg.text, zh=notes_in_chinese(msg),
+                                                  on_text=drafts)
         finally:
             if drafts is not None:
                 drafts.stop()
@@ -791,16 +794,24 @@ class ProcessLoop:
             log.error("marking a photo the model could not see failed", chat=msg.session_key, error=repr(exc))
         return replace(row, content=content)
 
-    async def _chat_is_chinese(self, key: str) -> bool | None:
-        """Are most of the chat's recent user messages Chinese? None: it has
-        none to tell by. (Commands are rare: a window read is cheap.)"""
+    async def _chat_is_chinese(self, msg: InboundMessage) -> bool | None:
+        """Are most of the sender's recent words in the chat Chinese? In a
+        group where they said none yet: their app's language if known, else
+        most of everyone's. Messages without words (👍, a photo) do not
+        count; None: nothing to tell by. (Commands are rare: a window read
+        is cheap.)"""
+        key = msg.session_key
         try:
             history = await self.sessions.window(key)
         except Exception as exc:  # the answer goes by what it shows, it is not lost
             log.warning("chat history not read for a command's language", chat=key, error=repr(exc))
             return None
-        said = [m.content for m in history if m.role == "user"][-_CONTEXT_TURNS:]
-        return mostly_chinese(said) if said else None
+        said = [m for m in history if m.role == "user" and words_in_chinese(m.content) is not None]
+        theirs = [m for m in said if m.sender_id == msg.sender_id]
+        if not theirs and msg.is_group and msg.locale:
+            return app_in_chinese(msg)
+        votes = [words_in_chinese(m.content) for m in (theirs or said)[-_CONTEXT_TURNS:]]
+        return votes.count(True) * 2 >= len(votes) if votes else None
 
     def _save(
         self,
@@ -927,7 +938,7 @@ class ProcessLoop:
             zh = notes_in_chinese(msg)
             text = (_NOT_SAVED_FULL_ZH if zh else _NOT_SAVED_FULL) if exc.full else (_NOT_SAVED_ZH if zh else _NOT_SAVED)
         else:
-            text = apology(msg.text)
+            text = apology(msg.text, zh=notes_in_chinese(msg))
         try:
             await self._reply(msg, text, owner, drafts=drafts)
         except Exception as exc:  # the bus itself is gone; nothing more to do

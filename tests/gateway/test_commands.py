@@ -125,7 +125,7 @@ async def test_forget_explains_its_usage_and_refuses_in_a_group(
         assert (await rig.ask("/forget", chat="100")).text.startswith("Usage: /forget m12")
         assert "Not an id: coffee." in (await rig.ask("/forget coffee", chat="100")).text
         group = await rig.ask(f"/forget m{ids['coffee']}", chat="-5", group=True, mentioned=True)
-        assert group.text.startswith("I show and erase your memories only in a private chat")
+        assert group.text.startswith("This command works only in a private chat with me")
         listing = await rig.ask("/memory", chat="-5", group=True, mentioned=True)
         assert "oat milk" not in listing.text and "Hangzhou" not in listing.text
         assert await rig.engine.get(ids["coffee"]) is not None
@@ -217,7 +217,7 @@ async def test_a_forget_all_code_expires_after_five_minutes_and_groups_are_refus
         rig.loop.commands = UserCommands(rig.backend, everything=UserData(rig.backend, rig.sessions), clock=clock)
         ids = await _seed(rig)
         group = await rig.ask("/forget all", chat="-5", group=True, mentioned=True)
-        assert group.text.startswith("I show and erase your memories only in a private chat")
+        assert group.text.startswith("This command works only in a private chat with me")
         zh = (await rig.ask("/forget 全部", chat="100")).text
         assert zh.startswith("这会永久删除我保存的关于你的一切：3 条记忆、0 条对话摘要、0 条聊天记录")
         code = zh.rsplit(" ", 1)[1]
@@ -320,7 +320,7 @@ async def test_export_once_a_minute_per_user_and_only_in_a_private_chat(
         rig.loop.commands = UserCommands(rig.backend, everything=UserData(rig.backend, rig.sessions), clock=clock)
         await _seed(rig)
         group = await rig.ask("/export", chat="-5", group=True, mentioned=True)
-        assert group.text.startswith("I show and erase your memories only in a private chat") and group.attachment is None
+        assert group.text.startswith("This command works only in a private chat with me") and group.attachment is None
         assert (await rig.ask("/export", chat="100")).attachment is not None
         clock.advance(timedelta(seconds=20))
         again = await rig.ask("/export", chat="100")
