@@ -226,7 +226,8 @@ class UserCommands:
         out = [*([note, ""] if quiet else []),
             f"我记得的关于你的事：{o.facts} 条记忆，{o.events} 条对话摘要。"
             if zh
-            else f"What I remember about you: {o.facts} memories and {o.events} conversation summaries."
+            else f"What I remember about you: {_n(o.facts, 'memory', 'memories')} and "
+            f"{_n(o.events, 'conversation summary', 'conversation summaries')}."
         ]
         if o.profile:
             out += ["", "始终记在心里：" if zh else "Always in mind:", *(_line(h, zh) for h in o.profile[:_PROFILE_SHOWN])]
@@ -298,12 +299,12 @@ class UserCommands:
             out += [_line(h, zh) for h in done.entries]
         if done.versions:
             out.append(f"一并删除了它的 {done.versions} 个旧版本。" if zh
-                       else f"Also erased: {done.versions} older version(s) of it.")
+                       else f"Also erased: {_n(done.versions, 'older version', 'older versions')} of it.")
         if done.erased and self.forget_history is not None:
             gone = await self.forget_history(user, done.texts)
             if gone:
                 out.append(f"一并删除了我们对话中说过它的 {gone} 条消息。" if zh
-                           else f"Also erased: {gone} message(s) of our conversation that said it.")
+                           else f"Also erased: {_n(gone, 'message', 'messages')} of our conversation that said it.")
         if done.kept:
             out.append("仍然保留、与它相关的记录（它的来源，或由它得出的）；如果内容相同，也请用 /forget 删除："
                        if zh else "Still kept, linked to it (what it was drawn from, or drawn from it); "
@@ -314,7 +315,7 @@ class UserCommands:
                        else f"Shared by everyone, not yours to erase: {', '.join(done.shared)}.")
         if done.unknown:
             out.append(f"你没有编号为 {'、'.join(done.unknown)} 的记忆。" if zh
-                       else f"You have no memory with id {', '.join(done.unknown)}.")
+                       else f"You have no memory with {'id' if len(done.unknown) == 1 else 'ids'} {', '.join(done.unknown)}.")
         return "\n".join(out)
 
     async def _speaks_chinese(self, user: str, shown: Sequence[str], chat_zh: bool | None, app_zh: bool = False) -> bool:
@@ -393,7 +394,8 @@ class UserCommands:
             out = f"好的，你的时区是 {zone_name(tz)}（现在是 {now:%Y-%m-%d %H:%M}）。日期和新建的定时任务都按这个时区。"
             return out + (f"已有的 {len(jobs)} 个定时任务保持原来的时区。" if jobs else "")
         out = f"Your time zone is now {zone_name(tz)} (it is {now:%Y-%m-%d %H:%M} there). Dates and new schedules use it."
-        return out + (f" Your {len(jobs)} existing scheduled job(s) keep the zone they were made in." if jobs else "")
+        return out + ((" Your existing scheduled job keeps the zone it was made in." if len(jobs) == 1 else
+                       f" Your {len(jobs)} existing scheduled jobs keep the zone they were made in.") if jobs else "")
 
 
     async def _incognito(self, user: str, args: str, *, zh: bool | None) -> str:
