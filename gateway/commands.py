@@ -64,10 +64,10 @@ MENU = (
 # The same menu for clients set to Chinese (Telegram picks it by the user's language).
 MENU_ZH = {
     "new": "开始新的对话（记得的事仍然保留）",
-    "memory": "我记得关于你的什么；/memory 关键词 可以搜索",
+    "memory": "看看我记得你哪些事；/memory 关键词 可以搜索",
     "forget": "永久删除一条记忆：/forget m12（/forget all：全部）",
-    "export": "一个包含我保存的关于你的一切的文件",
-    "timezone": "你的时区，用于日期和定时任务：/timezone 上海",
+    "export": "把我保存的关于你的一切导出成文件",
+    "timezone": "设置你的时区，日期和定时任务都按它计算：/timezone 上海",
     "incognito": "无痕模式：不从你说的话中学习（/incognito off 关闭）",
     "help": "我能做什么",
 }
@@ -409,7 +409,7 @@ class UserCommands:
             if not await self.incognito.end(user):
                 return "无痕模式本来就是关闭的：我会记住对话中重要的事。" if zh else \
                     "Incognito was not on: I remember what matters from our conversations."
-            return ("无痕模式已关闭：从现在起我会再从对话中记住重要的事。无痕期间说的话不会被记住。" if zh
+            return ("无痕模式已关闭：从现在起我会重新记住对话中重要的事。无痕期间说的话不会被记住。" if zh
                     else "Incognito is off: from now on I learn from our conversations again. "
                          "What you said while it was on stays unlearnt.")
         started = await self.incognito.start(user, at=self.clock.now())
@@ -418,7 +418,7 @@ class UserCommands:
         when = f"{since.astimezone(tz):%Y-%m-%d %H:%M}" if since is not None else ""
         if zh:
             head = "无痕模式已开启。" if started else f"无痕模式从 {when} 起一直开着。"
-            return (head + "我不会从你现在说的话中学习（在所有对话里），但仍会用已经记得的事来回答；"
+            return (head + "从现在起，我在所有对话里都不会从你说的话中学习，但仍会用已经记得的事来回答；"
                     "你明确让我记住的事仍会保存。关闭请发送 /incognito off。")
         head = "Incognito is on." if started else f"Incognito has been on since {when}."
         return (head + " I won't learn anything from what you say now (in every chat), but I still use what I "

@@ -79,44 +79,44 @@ log = structlog.get_logger(component="gateway")
 
 KnownProjects = Callable[[str], Awaitable[Iterable[str]]]
 
-HELP_TEXT = """myclaw remembers what matters across conversations.
+# A paragraph is one line: a chat shows every newline, and the app wraps
+# the line to its own width.
+HELP_TEXT = (
+    "myclaw remembers what matters across conversations.\n\n"
+    "Ask me what I remember about you or tell me something to remember. In a "
+    "private chat you can also ask me to forget something (\"forget that my cat "
+    "is called Miso\"): it is erased, not hidden. I can send a message on a "
+    "schedule too (\"every weekday at 9, summarise my plans\"), and read a file "
+    "you send me (PDF, Word, Excel, PowerPoint, OpenDocument, text) or messages "
+    "you forward (a Feishu chat record too), and answer about them.\n\n"
+    "/new  start a fresh conversation (long-term memory is kept)\n"
+    "/memory  what I remember about you (/memory words: search it)\n"
+    "/forget m12  erase a memory for good, by the id /memory shows\n"
+    "/forget all  erase everything I keep about you (asks to confirm)\n"
+    "/export  a file of everything I keep about you (/导出)\n"
+    "/timezone Asia/Shanghai  your time zone, for dates and schedules\n"
+    "/incognito  stop learning from what you say (/incognito off)\n"
+    "/help  this message\n\n"
+    "In a group, mention me or reply to me to get an answer; there I leave out "
+    "your profile and anything secret you told me."
+)
 
-Ask me what I remember about you or tell me something to remember. In a
-private chat you can also ask me to forget something ("forget that my cat
-is called Miso"): it is erased, not hidden. I can send a message on a
-schedule too ("every weekday at 9, summarise my plans"), and read a file
-you send me (PDF, Word, Excel, PowerPoint, OpenDocument, text) or messages
-you forward (a Feishu chat record too), and answer about them.
-
-/new  start a fresh conversation (long-term memory is kept)
-/memory  what I remember about you (/memory words: search it)
-/forget m12  erase a memory for good, by the id /memory shows
-/forget all  erase everything I keep about you (asks to confirm)
-/export  a file of everything I keep about you (/导出)
-/timezone Asia/Shanghai  your time zone, for dates and schedules
-/incognito  stop learning from what you say (/incognito off)
-/help this message
-
-In a group, mention me or reply to me to get an answer; there I leave out
-your profile and anything secret you told me."""
-
-HELP_TEXT_ZH = """myclaw 会记住对话中重要的事，跨越每一次聊天。
-
-你可以问我记得关于你的什么，或者告诉我一件要记住的事。在私聊中也可以让我忘掉某件事
-（“忘掉我的猫叫 Miso”）：它会被删除，而不是隐藏。我还可以定时发消息给你
-（“每个工作日 9 点帮我总结计划”，“明天 9 点提醒我打电话”）。发给我文件（PDF、Word、Excel、
-PowerPoint、OpenDocument、文本）或转发给我的消息（包括飞书的合并转发聊天记录），我会读完并回答相关问题。
-
-/new  开始新的对话（长期记忆保留）
-/memory  我记得关于你的什么（/memory 关键词：搜索）
-/forget m12  按 /memory 显示的编号永久删除一条记忆
-/forget all  删除我保存的关于你的一切（会先请你确认）
-/导出  一个包含我保存的关于你的一切的文件（/export）
-/timezone 上海  你的时区，用于日期和定时任务
-/incognito  无痕模式：不从你说的话中学习（/incognito off 关闭；也可发 /无痕）
-/帮助  显示这段说明（/help）
-
-在群聊中，@我 或回复我的消息我才会回答；在群里我不会用到你的个人资料和你告诉我的秘密。"""
+HELP_TEXT_ZH = (
+    "myclaw 会在一次次对话中记住重要的事。\n\n"
+    "你可以问我记得你哪些事，也可以告诉我一件要记住的事。在私聊中还可以让我忘掉某件事"
+    "（“忘掉我的猫叫 Miso”）：它会被真正删除，而不只是隐藏。我也能定时给你发消息"
+    "（“每个工作日 9 点帮我总结计划”“明天 9 点提醒我打电话”）。发给我文件（PDF、Word、Excel、"
+    "PowerPoint、OpenDocument、纯文本），或转发消息给我（包括飞书的合并转发聊天记录），我读完后回答相关问题。\n\n"
+    "/new  开始新的对话（长期记忆保留）\n"
+    "/memory  看看我记得你哪些事（/memory 关键词：搜索）\n"
+    "/forget m12  按 /memory 显示的编号永久删除一条记忆\n"
+    "/forget all  删除我保存的关于你的一切（会先请你确认）\n"
+    "/导出  把我保存的关于你的一切导出成文件（/export）\n"
+    "/timezone 上海  设置你的时区，日期和定时任务都按它计算\n"
+    "/incognito  无痕模式：不从你说的话中学习（/incognito off 关闭；也可发 /无痕）\n"
+    "/帮助  显示这段说明（/help）\n\n"
+    "在群聊中，@我 或回复我的消息，我才会回答；在群里我不会用到你的个人资料和你告诉我的秘密。"
+)
 
 _NEW_TEXT = "New conversation started. I still remember what you told me before."
 _NEW_TEXT_ZH = "已开始新的对话。之前告诉我的事我仍然记得。"

@@ -51,7 +51,7 @@ async def test_a_new_chinese_user_gets_help_and_new_in_chinese(tmp_path: Path, c
         [start] = await _replies(tg, app, 1)
         tg.push_text(42, 42, "/new")
         [_, new] = await _replies(tg, app, 2)
-    assert start.startswith("myclaw 会记住") and "/帮助" in start
+    assert start.startswith("myclaw 会在一次次对话中记住") and "/帮助" in start
     assert new.startswith("已开始新的对话")
 
 
@@ -119,7 +119,7 @@ async def test_emoji_and_pictures_do_not_outvote_a_chats_chinese(tmp_path: Path,
         await _replies(tg, app, 3)
         tg.push_text(42, 42, "/help")
         texts = await _replies(tg, app, 4)
-    assert texts[-1].startswith("myclaw 会记住"), texts[-1]
+    assert texts[-1].startswith("myclaw 会在一次次对话中记住"), texts[-1]
 
 
 async def test_in_a_group_each_sender_is_answered_in_their_own_language(tmp_path: Path, clock: ManualClock) -> None:
