@@ -66,10 +66,13 @@ _PICTURE_MARK = re.compile(
 
 
 _HAN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff]")
-_LATIN = re.compile(r"[A-Za-z]")
 # Japanese writes kanji with kana; Chinese slang borrows a lone の at most.
 _KANA = re.compile(r"[\u3040-\u30ff\u31f0-\u31ff].*[\u3040-\u30ff\u31f0-\u31ff]", re.S)
 _MARKS = re.compile(r"\[[^\]\n]*\]")  # "[photo]", "[voice not read]", "[file a.pdf]": ours, not the user's words
+# Code and links are in no one's language: a Chinese user's pasted
+# traceback or URL says nothing about what to answer them in.
+_NOT_WORDS = re.compile(r"```.*?(?:```|$)|`[^`\n]+`|\b(?:https?|ftp)://\S+|\bwww\.\S+", re.S | re.I)
+_LATIN_WORD = re.compile(r"[A-Za-z]+")
 
 
 def notes_in_chinese(msg: InboundMessage) -> bool:
@@ -90,17 +93,19 @@ def app_in_chinese(msg: InboundMessage) -> bool:
 
 
 def words_in_chinese(text: str) -> bool | None:
-    """Are ``text``'s words (our marks are not words) Chinese? Kana
-    (Japanese) -> no, Chinese characters -> yes, Latin letters only -> no;
-    None when it has no words to tell by."""
-    words = _MARKS.sub(" ", text)
+    """Are ``text``'s words Chinese? Kana (Japanese) -> no, Chinese
+    characters -> yes (an English word among them changes nothing), Latin
+    letters only -> no; None when it has no words to tell by: our marks,
+    emoji, code, links, or a bare "ok" (a Chinese speaker types it too)."""
+    words = _NOT_WORDS.sub(" ", _MARKS.sub(" ", text))
     if _KANA.search(words):
         return False
     if _HAN.search(words):
         return True
-    if _LATIN.search(words):
-        return False
-    return None
+    latin = _LATIN_WORD.findall(words)
+    if not latin or (len(latin) == 1 and len(latin[0]) <= 3):
+        return None
+    return False
 
 
 def audio_mark(name: str = "") -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from gateway.bus import Forwarded, InboundMessage, forwarded_text
+from gateway.bus import Forwarded, InboundMessage, forwarded_text, notes_in_chinese, words_in_chinese
 from memory.tokens import estimate_tokens
 
 DAY = datetime(2026, 2, 27, 23, 59, tzinfo=UTC)
@@ -67,3 +67,25 @@ def test_in_several_forwards_a_later_line_cannot_pass_for_another_author_s_line(
     # Cut at the budget, the first message's lines stay indented too.
     cut = forwarded_text([Forwarded("Ann", "Bob: yes\n" * 400), Forwarded("Bo", "ok")], max_tokens=100)
     assert all(line.startswith("  Bob: yes") for line in cut.split("\n")[2:-1])
+
+
+def test_the_language_of_a_messages_words() -> None:
+    """Chinese characters make it Chinese (one English word among them
+    changes nothing), kana make it Japanese, Latin letters English; what is
+    not words in a language says nothing (None): our marks, emoji, code, a
+    link, a bare "ok"."""
+    assert words_in_chinese("帮我看看这个 bug") is True
+    assert words_in_chinese("明日の会議は何時からですか？") is False
+    assert words_in_chinese("what time is the meeting?") is False
+    assert words_in_chinese("ok, thanks") is False
+    for wordless in ("👍", "[photo]", "```\nprint(1)\n```", "`ls -la`", "https://example.com/a?b=c", "ok", "OK!",
+                     "thx", "[file plan.pdf] 👍", "12:30"):
+        assert words_in_chinese(wordless) is None, wordless
+    assert words_in_chinese("```\nprint(1)\n``` 为什么报错？") is True
+    assert words_in_chinese("`ls` does not list hidden files") is False
+
+
+def test_a_message_without_words_goes_by_the_app_language() -> None:
+    assert notes_in_chinese(InboundMessage("telegram", "1", "1", "ok", locale="zh-hans")) is True
+    assert notes_in_chinese(InboundMessage("telegram", "1", "1", "https://example.com", locale="en")) is False
+    assert notes_in_chinese(InboundMessage("telegram", "1", "1", "so what?", locale="zh-hans")) is False

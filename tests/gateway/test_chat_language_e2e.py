@@ -142,3 +142,16 @@ async def test_in_a_group_each_sender_is_answered_in_their_own_language(tmp_path
     assert tom_memory.startswith("This command works only in a private chat") and "私聊" not in tom_memory
     assert wei_memory.startswith("这个命令只能在和我的私聊中使用") and "private" not in wei_memory
     assert lin_memory.startswith("这个命令只能"), lin_memory  # the group's words
+
+
+async def test_an_ok_a_link_or_code_from_a_chinese_user_gets_chinese(tmp_path: Path, clock: ManualClock) -> None:
+    """Not words in a language: the app's language decides, not the letters."""
+    async with _running(tmp_path, clock) as (llm, tg, app):
+        tg.user_languages[42] = "zh-hans"
+        said = ["ok", "https://example.com/report?id=7", "```\nTraceback (most recent call last):\nKeyError: 'x'\n```"]
+        llm.queue_error(500, times=len(said))
+        for i, text in enumerate(said, 1):
+            tg.push_text(42, 42, text)
+            await _replies(tg, app, i)
+        texts = [m.text for m in tg.sent]
+    assert all(t.startswith("抱歉") for t in texts), texts
