@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import re
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -17,6 +16,7 @@ from typing import Any
 
 import structlog
 
+from .bus import words_in_chinese
 from .llm import (
     ChatResult,
     LLMAuthError,
@@ -40,13 +40,19 @@ __all__ = ["Agent", "AgentReply", "apology", "ending_note"]
 # redaction) even though this module is imported before logging is set up.
 log = structlog.get_logger(component="agent")
 
-_CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff]")
 _TOOL_RESULT_MAX_CHARS = 8000
 
 
-def apology(user_text: str, exc: BaseException | None = None) -> str:
-    """What the user reads when no answer could be produced."""
-    zh = bool(_CJK.search(user_text))
+def _in_chinese(user_text: str, zh: bool | None) -> bool:
+    # Japanese writes kanji too: words_in_chinese tells it by its kana.
+    return words_in_chinese(user_text) is True if zh is None else zh
+
+
+def apology(user_text: str, exc: BaseException | None = None, *, zh: bool | None = None) -> str:
+    """What the user reads when no answer could be produced. ``zh``: in
+    Chinese or not, as the caller knows (a message without words goes by
+    the sender's app language); None: by ``user_text``'s words."""
+    zh = _in_chinese(user_text, zh)
     if isinstance(exc, LLMTimeout):
         return "抱歉，模型这次响应超时了，请稍后再试。" if zh else "Sorry, the language model took too long to answer. Please try again in a moment."
     if isinstance(exc, LLMRateLimited):
@@ -86,11 +92,12 @@ def apology(user_text: str, exc: BaseException | None = None) -> str:
     return "抱歉，我这次没能生成回复，请稍后再试。" if zh else "Sorry, I could not produce an answer this time. Please try again in a moment."
 
 
-def ending_note(user_text: str, finish_reason: str) -> str:
+def ending_note(user_text: str, finish_reason: str, *, zh: bool | None = None) -> str:
     """What follows a reply the model did not finish: cut at its length
     limit, or the rest withheld by the provider's filter; "" otherwise.
-    It stays in the history, so the next turn's model sees where it stopped."""
-    zh = bool(_CJK.search(user_text))
+    It stays in the history, so the next turn's model sees where it stopped.
+    ``zh`` as for :func:`apology`."""
+    zh = _in_chinese(user_text, zh)
     if finish_reason == "length":
         return ("\n\n（回答到这里被截断了：达到了模型的长度上限。说“继续”，我接着写。）" if zh
                 else "\n\n(The answer was cut off here: it reached the model's length limit. Say \"go on\" and I will continue.)")
@@ -161,11 +168,14 @@ class Agent:
         ctx: ToolContext,
         *,
         user_text: str = "",
+        zh: bool | None = None,
         on_text: Callable[[str], None] | None = None,
     ) -> AgentReply:
         """``on_text``: each completion is streamed and ``on_text`` hears
         its text so far (a round that calls tools may say a few words
-        first; the next round's text starts over)."""
+        first; the next round's text starts over). ``zh``: whether the
+        bot's own notes (an apology, a cut reply's note) are in Chinese;
+        None: by ``user_text``'s words."""
         msgs: list[Mapping[str, Any]] = list(messages)
         offered = self.tools_for(ctx) if self.tools_supported else []
         by_name = {t.name: t for t in offered}
@@ -192,7 +202,7 @@ class Agent:
                     if not text:
                         raise LLMBadResponse(f"empty reply (finish_reason={result.finish_reason or '?'})")
                     return AgentReply(
-                        text + ending_note(user_text, result.finish_reason), True, llm_ms, rounds, tuple(used), forgot=forgot,
+                        text + ending_note(user_text, result.finish_reason, zh=zh), True, llm_ms, rounds, tuple(used), forgot=forgot,
                         model=result.model, candidate=result.candidate,
                         images_unseen=pictures and not has_images(msgs),
                     )
@@ -209,7 +219,7 @@ class Agent:
             log.warning("LLM call failed", error=provider_text(str(exc)), error_type=type(exc).__name__,
                         chat_id=ctx.chat_id)
             return AgentReply(
-                apology(user_text, exc), False, llm_ms, rounds, tuple(used), error=type(exc).__name__, forgot=forgot,
+                apology(user_text, exc, zh=zh), False, llm_ms, rounds, tuple(used), error=type(exc).__name__, forgot=forgot,
                 images_unseen=pictures and not has_images(msgs),
             )
         raise AssertionError("unreachable: the final round always returns")  # pragma: no cover

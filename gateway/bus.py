@@ -23,8 +23,9 @@ from memory.tokens import estimate_tokens, prefix_within
 __all__ = [
     "EDIT", "FILE_NOT_READ", "FORWARD_TOKENS", "LEFT", "MESSAGE", "MOVED", "PHOTO_NOT_READ", "RECALL", "ROUTING_KEYS", "VOICE", "VOICE_NOT_READ",
     "Attachment", "Audio", "Document",
-    "Forwarded", "Image", "InboundMessage", "MessageBus", "OutboundMessage", "audio_mark", "audio_not_read",
-    "forwarded_text", "forwards_from_history", "not_heard", "notes_in_chinese", "picture_mark", "words_in_chinese",
+    "Forwarded", "Image", "InboundMessage", "MessageBus", "OutboundMessage", "app_in_chinese", "audio_mark",
+    "audio_not_read", "forwarded_text", "forwards_from_history", "not_heard", "notes_in_chinese", "picture_mark",
+    "words_in_chinese",
 ]
 
 # Metadata that says where inside a chat a message was (a Telegram forum
@@ -69,10 +70,13 @@ _PICTURE_MARK = re.compile(
 
 
 _HAN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff]")
-_LATIN = re.compile(r"[A-Za-z]")
 # Japanese writes kanji with kana; Chinese slang borrows a lone の at most.
 _KANA = re.compile(r"[\u3040-\u30ff\u31f0-\u31ff].*[\u3040-\u30ff\u31f0-\u31ff]", re.S)
 _MARKS = re.compile(r"\[[^\]\n]*\]")  # "[photo]", "[voice not read]", "[file a.pdf]": ours, not the user's words
+# Code and links are in no one's language: a Chinese user's pasted
+# traceback or URL says nothing about what to answer them in.
+_NOT_WORDS = re.compile(r"```.*?(?:```|$)|`[^`\n]+`|\b(?:https?|ftp)://\S+|\bwww\.\S+", re.S | re.I)
+_LATIN_WORD = re.compile(r"[A-Za-z]+")
 
 
 def notes_in_chinese(msg: InboundMessage) -> bool:
@@ -82,21 +86,30 @@ def notes_in_chinese(msg: InboundMessage) -> bool:
     -> no, Chinese characters -> yes, Latin letters only -> no; a message
     without words goes by the sender's app language (``locale``)."""
     zh = words_in_chinese("\n".join([msg.text, *(f.text for f in msg.forwarded)]))
-    return msg.locale.lower().startswith("zh") if zh is None else zh
+    return app_in_chinese(msg) if zh is None else zh
+
+
+def app_in_chinese(msg: InboundMessage) -> bool:
+    """Is the sender's app set to Chinese (Telegram's ``language_code``
+    "zh-hans", a Feishu app on ``open.feishu.cn``)? The last word on the
+    language of what the bot says, when nothing said tells."""
+    return msg.locale.lower().startswith("zh")
 
 
 def words_in_chinese(text: str) -> bool | None:
-    """Are ``text``'s words (our marks are not words) Chinese? Kana
-    (Japanese) -> no, Chinese characters -> yes, Latin letters only -> no;
-    None when it has no words to tell by."""
-    words = _MARKS.sub(" ", text)
+    """Are ``text``'s words Chinese? Kana (Japanese) -> no, Chinese
+    characters -> yes (an English word among them changes nothing), Latin
+    letters only -> no; None when it has no words to tell by: our marks,
+    emoji, code, links, or a bare "ok" (a Chinese speaker types it too)."""
+    words = _NOT_WORDS.sub(" ", _MARKS.sub(" ", text))
     if _KANA.search(words):
         return False
     if _HAN.search(words):
         return True
-    if _LATIN.search(words):
-        return False
-    return None
+    latin = _LATIN_WORD.findall(words)
+    if not latin or (len(latin) == 1 and len(latin[0]) <= 3):
+        return None
+    return False
 
 
 def audio_mark(name: str = "") -> str:

@@ -41,7 +41,7 @@ from memory.clock import Clock, SystemClock
 from memory.format import truncate
 from memory.types import Hit
 
-from .bus import Attachment
+from .bus import Attachment, words_in_chinese
 from .export import MIME, Spool, chinese_enough, export_filename, mostly_chinese, write_user_export
 from .incognito import Incognito
 from .timezones import TimezoneError, UserTimezones, parse_timezone, zone_name
@@ -64,10 +64,10 @@ MENU = (
 # The same menu for clients set to Chinese (Telegram picks it by the user's language).
 MENU_ZH = {
     "new": "开始新的对话（记得的事仍然保留）",
-    "memory": "我记得关于你的什么；/memory 关键词 可以搜索",
+    "memory": "看看我记得你哪些事；/memory 关键词 可以搜索",
     "forget": "永久删除一条记忆：/forget m12（/forget all：全部）",
-    "export": "一个包含我保存的关于你的一切的文件",
-    "timezone": "你的时区，用于日期和定时任务：/timezone 上海",
+    "export": "把我保存的关于你的一切导出成文件",
+    "timezone": "设置你的时区，日期和定时任务都按它计算：/timezone 上海",
     "incognito": "无痕模式：不从你说的话中学习（/incognito off 关闭）",
     "help": "我能做什么",
 }
@@ -140,41 +140,49 @@ class UserCommands:
         self._codes: dict[str, tuple[str, datetime]] = {}  # user -> /forget all code, valid until
         self._exported: dict[str, datetime] = {}  # user -> when their last /export was made
 
-    async def run(self, name: str, args: str, *, user: str, private: bool, chat_zh: bool | None = None) -> str:
+    async def run(self, name: str, args: str, *, user: str, private: bool, chat_zh: bool | None = None,
+                  app_zh: bool = False) -> str:
         """The answer's text (what the text-only commands answer)."""
-        return (await self.answer(name, args, user=user, private=private, chat_zh=chat_zh)).text
+        return (await self.answer(name, args, user=user, private=private, chat_zh=chat_zh, app_zh=app_zh)).text
 
-    async def answer(self, name: str, args: str, *, user: str, private: bool, chat_zh: bool | None = None) -> Answer:
-        """``chat_zh``: whether the chat's recent messages are mostly Chinese
-        (None: it has none yet). A command's answer speaks as the chat does,
-        unless its own words say otherwise (``/导出``, ``/memory 咖啡``);
-        with nothing to tell by, in the language of what it shows."""
+    async def answer(self, name: str, args: str, *, user: str, private: bool, chat_zh: bool | None = None,
+                     app_zh: bool = False) -> Answer:
+        """``chat_zh``: whether the sender's recent messages in the chat are
+        mostly Chinese (None: none yet). A command's answer speaks as the
+        chat does, unless its own words say otherwise (``/导出``, ``/memory
+        咖啡``); with nothing to tell by, in the language of what it shows,
+        and with nothing shown either (a new user), as the sender's app is
+        set (``app_zh``)."""
         if not private:
-            return Answer("I show and erase your memories only in a private chat with me. 记忆只能在私聊中查看或删除。")
+            zh = name in ("导出", "无痕") or (app_zh if chat_zh is None else chat_zh)
+            return Answer("这个命令只能在和我的私聊中使用：记忆只在那里查看或删除。" if zh
+                          else "This command works only in a private chat with me: I show and erase your memories only there.")
+        said = app_zh if chat_zh is None else chat_zh  # for answers whose words tell nothing
         if name == "memory":
-            return Answer(await (self._search(user, args, chat_zh) if args.strip() else self._overview(user, chat_zh)))
+            return Answer(await (self._search(user, args, said) if args.strip() else self._overview(user, chat_zh, app_zh)))
         if name == "forget":
-            return Answer(await self._forget(user, args, chat_zh))
+            return Answer(await self._forget(user, args, chat_zh, app_zh))
         if name in ("export", "导出"):
-            return await self._export(user, zh=True if name == "导出" else chat_zh)
+            return await self._export(user, zh=True if name == "导出" else chat_zh, app_zh=app_zh)
         if name in ("timezone", "tz"):
-            return Answer(await self._timezone(user, args.strip(), chat_zh))
+            return Answer(await self._timezone(user, args.strip(), said))
         if name in ("incognito", "无痕"):
-            return Answer(await self._incognito(user, args.strip().lower(), zh=True if name == "无痕" else chat_zh))
+            return Answer(await self._incognito(user, args.strip().lower(), zh=True if name == "无痕" else said))
         raise ValueError(f"unknown command {name!r}")
 
-    async def _export(self, user: str, *, zh: bool | None) -> Answer:
+    async def _export(self, user: str, *, zh: bool | None, app_zh: bool = False) -> Answer:
         now = self.clock.now()
         self._exported = {u: t for u, t in self._exported.items() if now - t < _EXPORT_EVERY}
         last = self._exported.get(user)
         if last is not None:
             wait = max(1, math.ceil((last + _EXPORT_EVERY - now).total_seconds()))
-            return Answer(f"每分钟只能导出一次；请 {wait} 秒后再试。" if zh
+            return Answer(f"每分钟只能导出一次；请 {wait} 秒后再试。" if (app_zh if zh is None else zh)
                           else f"One export a minute: please ask again in {wait} s.")
         self._exported[user] = now
         kept, index = await self.everything.export(user)
         if zh is None:
-            zh = chinese_enough(index.chinese, len(index.memory_ids) + len(index.event_ids))
+            shown = len(index.memory_ids) + len(index.event_ids)
+            zh = chinese_enough(index.chinese, shown) if shown else app_zh
         if not (index.memory_ids or index.event_ids or index.waiting or index.set_aside or kept.jobs or kept.history
                 or kept.timezone or kept.incognito_since or kept.files):
             return Answer("我没有保存任何关于你的内容，没有可导出的。" if zh
@@ -204,10 +212,11 @@ class UserCommands:
         """The user's own zone (/timezone), else the gateway's."""
         return (await self.timezones.get(user) if self.timezones is not None else None) or self.default_tz
 
-    async def _overview(self, user: str, chat_zh: bool | None) -> str:
+    async def _overview(self, user: str, chat_zh: bool | None, app_zh: bool = False) -> str:
         # Dated on their calendar, as their prompt's citations are.
         o = await self.backend.overview(user, limit=_LIST, tz=await self._zone(user))
-        zh = _chinese([h.content for h in (*o.profile, *o.recent)]) if chat_zh is None else chat_zh
+        shown = [h.content for h in (*o.profile, *o.recent)]
+        zh = (_chinese(shown) if shown else app_zh) if chat_zh is None else chat_zh
         quiet = self.incognito is not None and await self.incognito.since(user) is not None
         note = ("无痕模式开着：我现在不从对话中学习（/incognito off 关闭）。" if zh
                 else "Incognito is on: I am not learning from our conversations (/incognito off ends it).")
@@ -217,7 +226,8 @@ class UserCommands:
         out = [*([note, ""] if quiet else []),
             f"我记得的关于你的事：{o.facts} 条记忆，{o.events} 条对话摘要。"
             if zh
-            else f"What I remember about you: {o.facts} memories and {o.events} conversation summaries."
+            else f"What I remember about you: {_n(o.facts, 'memory', 'memories')} and "
+            f"{_n(o.events, 'conversation summary', 'conversation summaries')}."
         ]
         if o.profile:
             out += ["", "始终记在心里：" if zh else "Always in mind:", *(_line(h, zh) for h in o.profile[:_PROFILE_SHOWN])]
@@ -249,11 +259,11 @@ class UserCommands:
         tail = "/forget m12 永久删除一条。" if zh else "/forget m12 erases one for good."
         return "\n".join([head, *(_line(h, zh) for h in hits), "", tail])
 
-    async def _forget(self, user: str, args: str, chat_zh: bool | None) -> str:
+    async def _forget(self, user: str, args: str, chat_zh: bool | None, app_zh: bool = False) -> str:
         # 、 and ； are what a Chinese input method types between ids.
         tokens = [t for t in re.split(r"[\s,，、;；]+", args.strip()) if t]
         if tokens and tokens[0].lower() in _ALL:
-            zh = tokens[0] == "全部" or await self._speaks_chinese(user, [], chat_zh)
+            zh = tokens[0] == "全部" or await self._speaks_chinese(user, [], chat_zh, app_zh)
             return await self._forget_all(user, tokens[1:], zh=zh)
         refs: list[str] = []
         bad: list[str] = []
@@ -264,7 +274,8 @@ class UserCommands:
             else:
                 bad.append(t)
         if not refs or bad:
-            zh = _chinese(bad) or await self._speaks_chinese(user, bad, chat_zh)
+            zh = _chinese(bad) or await self._speaks_chinese(
+                user, [b for b in bad if words_in_chinese(b) is not None], chat_zh, app_zh)  # "12" says nothing
             usage = ("用法：/forget m12 [e3 …]，编号见 /memory；/forget all 删除全部。" if zh
                      else "Usage: /forget m12 [e3 …], with the ids /memory shows; /forget all erases everything.")
             if bad:
@@ -274,11 +285,11 @@ class UserCommands:
                 usage += f" 不是编号：{'、'.join(named)}。" if zh else f" Not an id: {', '.join(named)}."
             return usage
         if len(refs) > _FORGET_MAX:
-            zh = await self._speaks_chinese(user, [], chat_zh)
+            zh = await self._speaks_chinese(user, [], chat_zh, app_zh)
             return f"一次最多删除 {_FORGET_MAX} 条。" if zh else f"At most {_FORGET_MAX} ids at a time."
         done = await self.backend.forget(user, list(dict.fromkeys(refs)))
         # As /memory: in Chinese when what is shown is mostly Chinese.
-        zh = await self._speaks_chinese(user, [h.content for h in (*done.erased, *done.entries, *done.kept)], chat_zh)
+        zh = await self._speaks_chinese(user, [h.content for h in (*done.erased, *done.entries, *done.kept)], chat_zh, app_zh)
         out: list[str] = []
         if done.erased:
             out.append("已永久删除：" if zh else "Erased for good:")
@@ -288,12 +299,12 @@ class UserCommands:
             out += [_line(h, zh) for h in done.entries]
         if done.versions:
             out.append(f"一并删除了它的 {done.versions} 个旧版本。" if zh
-                       else f"Also erased: {done.versions} older version(s) of it.")
+                       else f"Also erased: {_n(done.versions, 'older version', 'older versions')} of it.")
         if done.erased and self.forget_history is not None:
             gone = await self.forget_history(user, done.texts)
             if gone:
                 out.append(f"一并删除了我们对话中说过它的 {gone} 条消息。" if zh
-                           else f"Also erased: {gone} message(s) of our conversation that said it.")
+                           else f"Also erased: {_n(gone, 'message', 'messages')} of our conversation that said it.")
         if done.kept:
             out.append("仍然保留、与它相关的记录（它的来源，或由它得出的）；如果内容相同，也请用 /forget 删除："
                        if zh else "Still kept, linked to it (what it was drawn from, or drawn from it); "
@@ -304,19 +315,20 @@ class UserCommands:
                        else f"Shared by everyone, not yours to erase: {', '.join(done.shared)}.")
         if done.unknown:
             out.append(f"你没有编号为 {'、'.join(done.unknown)} 的记忆。" if zh
-                       else f"You have no memory with id {', '.join(done.unknown)}.")
+                       else f"You have no memory with {'id' if len(done.unknown) == 1 else 'ids'} {', '.join(done.unknown)}.")
         return "\n".join(out)
 
-    async def _speaks_chinese(self, user: str, shown: Sequence[str], chat_zh: bool | None) -> bool:
+    async def _speaks_chinese(self, user: str, shown: Sequence[str], chat_zh: bool | None, app_zh: bool = False) -> bool:
         """Whether to answer in Chinese: as the chat is held, else what the
         answer shows, or with nothing to tell by (ids only), what /memory
-        would show."""
+        would show, and with nothing to show, as the sender's app is set."""
         if chat_zh is not None:
             return chat_zh
         if shown:
             return _chinese(list(shown))
         o = await self.backend.overview(user, limit=_LIST)
-        return _chinese([h.content for h in (*o.profile, *o.recent)])
+        known = [h.content for h in (*o.profile, *o.recent)]
+        return _chinese(known) if known else app_zh
 
     async def _forget_all(self, user: str, rest: Sequence[str], *, zh: bool) -> str:
         now = self.clock.now()
@@ -382,7 +394,8 @@ class UserCommands:
             out = f"好的，你的时区是 {zone_name(tz)}（现在是 {now:%Y-%m-%d %H:%M}）。日期和新建的定时任务都按这个时区。"
             return out + (f"已有的 {len(jobs)} 个定时任务保持原来的时区。" if jobs else "")
         out = f"Your time zone is now {zone_name(tz)} (it is {now:%Y-%m-%d %H:%M} there). Dates and new schedules use it."
-        return out + (f" Your {len(jobs)} existing scheduled job(s) keep the zone they were made in." if jobs else "")
+        return out + ((" Your existing scheduled job keeps the zone it was made in." if len(jobs) == 1 else
+                       f" Your {len(jobs)} existing scheduled jobs keep the zone they were made in.") if jobs else "")
 
 
     async def _incognito(self, user: str, args: str, *, zh: bool | None) -> str:
@@ -396,7 +409,7 @@ class UserCommands:
             if not await self.incognito.end(user):
                 return "无痕模式本来就是关闭的：我会记住对话中重要的事。" if zh else \
                     "Incognito was not on: I remember what matters from our conversations."
-            return ("无痕模式已关闭：从现在起我会再从对话中记住重要的事。无痕期间说的话不会被记住。" if zh
+            return ("无痕模式已关闭：从现在起我会重新记住对话中重要的事。无痕期间说的话不会被记住。" if zh
                     else "Incognito is off: from now on I learn from our conversations again. "
                          "What you said while it was on stays unlearnt.")
         started = await self.incognito.start(user, at=self.clock.now())
@@ -405,7 +418,7 @@ class UserCommands:
         when = f"{since.astimezone(tz):%Y-%m-%d %H:%M}" if since is not None else ""
         if zh:
             head = "无痕模式已开启。" if started else f"无痕模式从 {when} 起一直开着。"
-            return (head + "我不会从你现在说的话中学习（在所有对话里），但仍会用已经记得的事来回答；"
+            return (head + "从现在起，我在所有对话里都不会从你说的话中学习，但仍会用已经记得的事来回答；"
                     "你明确让我记住的事仍会保存。关闭请发送 /incognito off。")
         head = "Incognito is on." if started else f"Incognito has been on since {when}."
         return (head + " I won't learn anything from what you say now (in every chat), but I still use what I "

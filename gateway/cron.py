@@ -82,6 +82,7 @@ from memory.db import SMALL_CACHE_KIB, Database, Migration, run_script
 from memory.compression import Compressor
 from memory.lease import LeaseBusy
 
+from .bus import words_in_chinese
 from .timezones import TimezoneError, parse_timezone, zone_name
 
 __all__ = [
@@ -134,8 +135,6 @@ BUSY_RETRY = timedelta(minutes=1)
 INTERNAL_RETRY_DELAYS: tuple[timedelta, ...] = (timedelta(minutes=10), timedelta(hours=1), timedelta(hours=6))
 # A run starting this long after its slot says it is late.
 LATE_AFTER = timedelta(minutes=5)
-
-_CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff]")
 
 
 def parse_at(text: str, tz: tzinfo) -> datetime:
@@ -313,7 +312,7 @@ def fallback_text(job: CronJob, slot: datetime, now: datetime, tz: tzinfo) -> st
     """What the chat gets when the model cannot be reached on the last
     attempt: the job's own words, marked as such, in their language."""
     when = _when(slot, now, tz)
-    if _CJK.search(job.message):
+    if words_in_chinese(job.message):  # kana: Japanese, not Chinese
         return f"⏰ {job.message}\n（定于 {when}。助手暂时无法回应，以上是设定时的原文。）"
     return f"⏰ {job.message}\n(Scheduled for {when}. The assistant could not be reached, so this is the task as it was set.)"
 

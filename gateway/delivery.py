@@ -75,7 +75,7 @@ from memory.clock import Clock
 from .bus import Attachment, MessageBus, OutboundMessage, words_in_chinese
 from .outbox import Outbox, Pending
 
-__all__ = ["FILE_NOT_SENT", "Delivery", "RetryPolicy", "file_too_large", "gzipped"]
+__all__ = ["FILE_NOT_SENT", "FILE_NOT_SENT_ZH", "Delivery", "RetryPolicy", "file_too_large", "gzipped"]
 
 log = structlog.get_logger(component="outbox")
 
@@ -85,7 +85,8 @@ Chat = tuple[str, str]  # (channel, chat_id)
 # its minute or so, and thousands of replies a minute is far beyond a gateway.
 _DRAFT_KEYS = 4096
 
-FILE_NOT_SENT = "I could not send you the file; please ask for it again in a minute. 文件没能发出，请一分钟后再试。"
+FILE_NOT_SENT = "I could not send you the file; please ask for it again in a minute."
+FILE_NOT_SENT_ZH = "文件没能发出去，请过一分钟再向我要一次。"
 
 
 @dataclass(frozen=True)
@@ -110,7 +111,8 @@ def _file_not_sent(msg: OutboundMessage) -> OutboundMessage:
     ``send_key``. With the file's, Feishu took the note's one part for the
     caption's last (the same uuid) when the caption had gone out, and the
     chat never saw it."""
-    return replace(msg, text=FILE_NOT_SENT, attachment=None, send_key=uuid.uuid4().hex)
+    zh = words_in_chinese(msg.text) is True  # the caption is in the chat's language
+    return replace(msg, text=FILE_NOT_SENT_ZH if zh else FILE_NOT_SENT, attachment=None, send_key=uuid.uuid4().hex)
 
 
 GZIP_MIME = "application/gzip"
@@ -402,7 +404,7 @@ class Delivery:
         file = msg.attachment
         if file is None or limit is None or file.size <= limit:
             return msg
-        zh = bool(words_in_chinese(msg.text))  # the caption is in the chat's language
+        zh = words_in_chinese(msg.text) is True  # the caption is in the chat's language
         packed = await asyncio.to_thread(gzipped, file)
         size = packed.size
         if size <= limit:

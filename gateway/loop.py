@@ -45,12 +45,11 @@ from memory.types import Hit
 
 from .agent import Agent, AgentReply, apology
 from .bus import (
-    FILE_NOT_READ, LEFT, MESSAGE, MOVED, PHOTO_NOT_READ, Attachment, InboundMessage, MessageBus, OutboundMessage, audio_not_read,
-    not_heard, notes_in_chinese,
+    FILE_NOT_READ, LEFT, MESSAGE, MOVED, PHOTO_NOT_READ, Attachment, InboundMessage, MessageBus, OutboundMessage,
+    app_in_chinese, audio_not_read, not_heard, notes_in_chinese, words_in_chinese,
 )
 from .commands import COMMANDS, UserCommands
 from .drafts import Drafts
-from .export import mostly_chinese
 from .prompt import QUOTE_CHARS, PromptBuilder, Speaker, speaker_labels
 from .ratelimit import RateLimiter, limited_note
 from .recent_files import RecentFiles
@@ -80,44 +79,44 @@ log = structlog.get_logger(component="gateway")
 
 KnownProjects = Callable[[str], Awaitable[Iterable[str]]]
 
-HELP_TEXT = """myclaw remembers what matters across conversations.
+# A paragraph is one line: a chat shows every newline, and the app wraps
+# the line to its own width.
+HELP_TEXT = (
+    "myclaw remembers what matters across conversations.\n\n"
+    "Ask me what I remember about you or tell me something to remember. In a "
+    "private chat you can also ask me to forget something (\"forget that my cat "
+    "is called Miso\"): it is erased, not hidden. I can send a message on a "
+    "schedule too (\"every weekday at 9, summarise my plans\"), and read a file "
+    "you send me (PDF, Word, Excel, PowerPoint, OpenDocument, text) or messages "
+    "you forward (a Feishu chat record too), and answer about them.\n\n"
+    "/new  start a fresh conversation (long-term memory is kept)\n"
+    "/memory  what I remember about you (/memory words: search it)\n"
+    "/forget m12  erase a memory for good, by the id /memory shows\n"
+    "/forget all  erase everything I keep about you (asks to confirm)\n"
+    "/export  a file of everything I keep about you (/导出)\n"
+    "/timezone Asia/Shanghai  your time zone, for dates and schedules\n"
+    "/incognito  stop learning from what you say (/incognito off)\n"
+    "/help  this message\n\n"
+    "In a group, mention me or reply to me to get an answer; there I leave out "
+    "your profile and anything secret you told me."
+)
 
-Ask me what I remember about you or tell me something to remember. In a
-private chat you can also ask me to forget something ("forget that my cat
-is called Miso"): it is erased, not hidden. I can send a message on a
-schedule too ("every weekday at 9, summarise my plans"), and read a file
-you send me (PDF, Word, Excel, PowerPoint, OpenDocument, text) or messages
-you forward (a Feishu chat record too), and answer about them.
-
-/new  start a fresh conversation (long-term memory is kept)
-/memory  what I remember about you (/memory words: search it)
-/forget m12  erase a memory for good, by the id /memory shows
-/forget all  erase everything I keep about you (asks to confirm)
-/export  a file of everything I keep about you (/导出)
-/timezone Asia/Shanghai  your time zone, for dates and schedules
-/incognito  stop learning from what you say (/incognito off)
-/help this message
-
-In a group, mention me or reply to me to get an answer; there I leave out
-your profile and anything secret you told me."""
-
-HELP_TEXT_ZH = """myclaw 会记住对话中重要的事，跨越每一次聊天。
-
-你可以问我记得关于你的什么，或者告诉我一件要记住的事。在私聊中也可以让我忘掉某件事
-（“忘掉我的猫叫 Miso”）：它会被删除，而不是隐藏。我还可以定时发消息给你
-（“每个工作日 9 点帮我总结计划”，“明天 9 点提醒我打电话”）。发给我文件（PDF、Word、Excel、
-PowerPoint、OpenDocument、文本）或转发给我的消息（包括飞书的合并转发聊天记录），我会读完并回答相关问题。
-
-/new  开始新的对话（长期记忆保留）
-/memory  我记得关于你的什么（/memory 关键词：搜索）
-/forget m12  按 /memory 显示的编号永久删除一条记忆
-/forget all  删除我保存的关于你的一切（会先请你确认）
-/导出  一个包含我保存的关于你的一切的文件（/export）
-/timezone 上海  你的时区，用于日期和定时任务
-/incognito  无痕模式：不从你说的话中学习（/incognito off 关闭；也可发 /无痕）
-/帮助  显示这段说明（/help）
-
-在群聊中，@我 或回复我的消息我才会回答；在群里我不会用到你的个人资料和你告诉我的秘密。"""
+HELP_TEXT_ZH = (
+    "myclaw 会在一次次对话中记住重要的事。\n\n"
+    "你可以问我记得你哪些事，也可以告诉我一件要记住的事。在私聊中还可以让我忘掉某件事"
+    "（“忘掉我的猫叫 Miso”）：它会被真正删除，而不只是隐藏。我也能定时给你发消息"
+    "（“每个工作日 9 点帮我总结计划”“明天 9 点提醒我打电话”）。发给我文件（PDF、Word、Excel、"
+    "PowerPoint、OpenDocument、纯文本），或转发消息给我（包括飞书的合并转发聊天记录），我读完后回答相关问题。\n\n"
+    "/new  开始新的对话（长期记忆保留）\n"
+    "/memory  看看我记得你哪些事（/memory 关键词：搜索）\n"
+    "/forget m12  按 /memory 显示的编号永久删除一条记忆\n"
+    "/forget all  删除我保存的关于你的一切（会先请你确认）\n"
+    "/导出  把我保存的关于你的一切导出成文件（/export）\n"
+    "/timezone 上海  设置你的时区，日期和定时任务都按它计算\n"
+    "/incognito  无痕模式：不从你说的话中学习（/incognito off 关闭；也可发 /无痕）\n"
+    "/帮助  显示这段说明（/help）\n\n"
+    "在群聊中，@我 或回复我的消息，我才会回答；在群里我不会用到你的个人资料和你告诉我的秘密。"
+)
 
 _NEW_TEXT = "New conversation started. I still remember what you told me before."
 _NEW_TEXT_ZH = "已开始新的对话。之前告诉我的事我仍然记得。"
@@ -126,7 +125,6 @@ _NEW_TEXT_ZH = "已开始新的对话。之前告诉我的事我仍然记得。"
 _COMMAND = re.compile(
     r"^(?:@\S+\s+)?/([a-z_]+|[\u4e00-\u9fff]+)(?:@\S+)?(?:\s+(.*))?$", re.IGNORECASE | re.DOTALL
 )
-_CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff]")
 _CONTEXT_TURNS = 4  # recent messages recall may use to disambiguate a short message
 
 
@@ -603,15 +601,19 @@ class ProcessLoop:
             # Answered here, not by the model, and kept out of Tier 0 and
             # memory: a listing of memories is not something to learn again.
             self.stats.commands += 1
-            # They speak as the chat does, as /help does.
-            chat_zh = await self._chat_is_chinese(key) if private else None
-            answer = await self.commands.answer(command, args, user=user, private=private, chat_zh=chat_zh)
+            # They speak as the chat does, as /help does; with nothing said
+            # to tell by, as what they show, then as the sender's app.
+            chat_zh = await self._chat_is_chinese(msg)
+            answer = await self.commands.answer(command, args, user=user, private=private, chat_zh=chat_zh,
+                                                app_zh=app_in_chinese(msg))
             await self._reply(msg, answer.text, user, answer.attachment)
             return answer.text
         if command in ("new", "help", "start", "帮助") and not args:
             self.stats.commands += 1
-            # "/help" has no words to tell the language by: the chat's recent ones do.
-            zh = command == "帮助" or await self._chat_is_chinese(key)
+            # "/help" has no words to tell the language by: the sender's
+            # recent ones do, else the app's (a new user's /start).
+            chat_zh = await self._chat_is_chinese(msg)
+            zh = command == "帮助" or (app_in_chinese(msg) if chat_zh is None else chat_zh)
             if command == "new":
                 await self.sessions.new_session(key, channel=msg.channel, chat_id=msg.chat_id)
                 if self.files is not None:
@@ -646,7 +648,7 @@ class ProcessLoop:
                         "user over the rate limit; messages not answered",
                         user=user, window=decision.window, retry_after_s=round(decision.retry_after),
                     )
-                    await self._reply(msg, limited_note(decision, chinese=bool(_CJK.search(msg.text))), user)
+                    await self._reply(msg, limited_note(decision, chinese=notes_in_chinese(msg)), user)
                 return ""
         if msg.audio is not None:  # after the rate limit: each one is a paid call
             heard = await self._transcribe(msg, user)
@@ -739,7 +741,8 @@ class ProcessLoop:
         if drafts is not None:
             drafts.start(asyncio.get_running_loop().call_later)
         try:
-            reply: AgentReply = await self.agent.run(messages, ctx, user_text=msg.text, on_text=drafts)
+            reply: AgentReply = await self.agent.run(messages, ctx, user_text=msg.text, zh=notes_in_chinese(msg),
+                                                  on_text=drafts)
         finally:
             if drafts is not None:
                 drafts.stop()
@@ -834,16 +837,24 @@ class ProcessLoop:
             log.error("marking a photo the model could not see failed", chat=msg.session_key, error=repr(exc))
         return replace(row, content=content)
 
-    async def _chat_is_chinese(self, key: str) -> bool | None:
-        """Are most of the chat's recent user messages Chinese? None: it has
-        none to tell by. (Commands are rare: a window read is cheap.)"""
+    async def _chat_is_chinese(self, msg: InboundMessage) -> bool | None:
+        """Are most of the sender's recent words in the chat Chinese? In a
+        group where they said none yet: their app's language if known, else
+        most of everyone's. Messages without words (👍, a photo) do not
+        count; None: nothing to tell by. (Commands are rare: a window read
+        is cheap.)"""
+        key = msg.session_key
         try:
             history = await self.sessions.window(key)
         except Exception as exc:  # the answer goes by what it shows, it is not lost
             log.warning("chat history not read for a command's language", chat=key, error=repr(exc))
             return None
-        said = [m.content for m in history if m.role == "user"][-_CONTEXT_TURNS:]
-        return mostly_chinese(said) if said else None
+        said = [m for m in history if m.role == "user" and words_in_chinese(m.content) is not None]
+        theirs = [m for m in said if m.sender_id == msg.sender_id]
+        if not theirs and msg.is_group and msg.locale:
+            return app_in_chinese(msg)
+        votes = [words_in_chinese(m.content) for m in (theirs or said)[-_CONTEXT_TURNS:]]
+        return votes.count(True) * 2 >= len(votes) if votes else None
 
     def _save(
         self,
@@ -970,7 +981,7 @@ class ProcessLoop:
             zh = notes_in_chinese(msg)
             text = (_NOT_SAVED_FULL_ZH if zh else _NOT_SAVED_FULL) if exc.full else (_NOT_SAVED_ZH if zh else _NOT_SAVED)
         else:
-            text = apology(msg.text)
+            text = apology(msg.text, zh=notes_in_chinese(msg))
             await self._mark_apologised(msg)
         try:
             await self._reply(msg, text, owner, drafts=drafts)

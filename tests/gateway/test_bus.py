@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from gateway.bus import Forwarded, InboundMessage, forwarded_text, forwards_from_history
+from gateway.bus import Forwarded, InboundMessage, forwarded_text, forwards_from_history, notes_in_chinese, words_in_chinese
 from memory.tokens import estimate_tokens
 
 DAY = datetime(2026, 2, 27, 23, 59, tzinfo=UTC)
@@ -105,3 +105,25 @@ def test_forwards_the_history_cut_are_taken_apart_with_what_it_shows() -> None:
     # No forwards kept beside it, or none in the words: the words alone.
     assert forwards_from_history("just words", [("Dana", None)]) == ("", (), "just words")
     assert forwards_from_history(msg.history_text, []) == ("", (), msg.history_text)
+
+
+def test_the_language_of_a_messages_words() -> None:
+    """Chinese characters make it Chinese (one English word among them
+    changes nothing), kana make it Japanese, Latin letters English; what is
+    not words in a language says nothing (None): our marks, emoji, code, a
+    link, a bare "ok"."""
+    assert words_in_chinese("帮我看看这个 bug") is True
+    assert words_in_chinese("明日の会議は何時からですか？") is False
+    assert words_in_chinese("what time is the meeting?") is False
+    assert words_in_chinese("ok, thanks") is False
+    for wordless in ("👍", "[photo]", "```\nprint(1)\n```", "`ls -la`", "https://example.com/a?b=c", "ok", "OK!",
+                     "thx", "[file plan.pdf] 👍", "12:30"):
+        assert words_in_chinese(wordless) is None, wordless
+    assert words_in_chinese("```\nprint(1)\n``` 为什么报错？") is True
+    assert words_in_chinese("`ls` does not list hidden files") is False
+
+
+def test_a_message_without_words_goes_by_the_app_language() -> None:
+    assert notes_in_chinese(InboundMessage("telegram", "1", "1", "ok", locale="zh-hans")) is True
+    assert notes_in_chinese(InboundMessage("telegram", "1", "1", "https://example.com", locale="en")) is False
+    assert notes_in_chinese(InboundMessage("telegram", "1", "1", "so what?", locale="zh-hans")) is False

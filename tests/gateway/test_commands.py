@@ -59,6 +59,18 @@ async def test_memory_lists_the_users_own_memories_without_the_model(
         assert "I don't remember anything about you yet." in (await rig.ask("/memory", chat="300", sender="300")).text
 
 
+async def test_counts_of_one_are_singular(tmp_path: Path, clock: ManualClock, fake_llm: FakeOpenAI) -> None:
+    """"1 memory", never "1 memories" nor "1 older version(s)"."""
+    async with make_rig(tmp_path, clock, fake_llm) as rig:
+        old = await rig.engine.add(NewMemory(owner=ALICE, content="Alice lives in Hangzhou", provenance=WHERE))
+        now = await rig.engine.add(NewMemory(owner=ALICE, content="Alice lives in Shanghai", provenance=WHERE))
+        await rig.engine.set_status(old.id, "superseded", superseded_by=now.id)
+        text = (await rig.ask("/memory", chat="100")).text
+        assert text.startswith("What I remember about you: 1 memory and 0 conversation summaries."), text
+        erased = (await rig.ask(f"/forget m{now.id}", chat="100")).text
+        assert "Also erased: 1 older version of it." in erased, erased
+
+
 async def test_memory_with_words_searches_and_ranks_the_match_first(
     tmp_path: Path, clock: ManualClock, fake_llm: FakeOpenAI
 ) -> None:
@@ -84,9 +96,9 @@ async def test_forget_erases_by_id_and_only_the_senders_own(
         coffee, bob, shared = f"m{ids['coffee']}", f"m{ids['bob']}", f"m{ids['shared']}"
         text = (await rig.ask(f"/forget {coffee} {bob} {shared} m999999", chat="100")).text
         assert text.splitlines()[0] == "Erased for good:" and "oat milk flat white coffee" in text
-        assert "Also erased: 1 message(s) of our conversation that said it." in text
+        assert "Also erased: 1 message of our conversation that said it." in text
         assert f"Shared by everyone, not yours to erase: {shared}." in text
-        assert f"You have no memory with id {bob}, m999999." in text
+        assert f"You have no memory with ids {bob}, m999999." in text
         assert await rig.engine.get(ids["coffee"]) is None
         assert await rig.engine.get(ids["bob"]) is not None and await rig.engine.get(ids["shared"]) is not None
         window = [m.content for m in await rig.sessions.window("telegram:100")]
@@ -125,7 +137,7 @@ async def test_forget_explains_its_usage_and_refuses_in_a_group(
         assert (await rig.ask("/forget", chat="100")).text.startswith("Usage: /forget m12")
         assert "Not an id: coffee." in (await rig.ask("/forget coffee", chat="100")).text
         group = await rig.ask(f"/forget m{ids['coffee']}", chat="-5", group=True, mentioned=True)
-        assert group.text.startswith("I show and erase your memories only in a private chat")
+        assert group.text.startswith("This command works only in a private chat with me")
         listing = await rig.ask("/memory", chat="-5", group=True, mentioned=True)
         assert "oat milk" not in listing.text and "Hangzhou" not in listing.text
         assert await rig.engine.get(ids["coffee"]) is not None
@@ -217,7 +229,7 @@ async def test_a_forget_all_code_expires_after_five_minutes_and_groups_are_refus
         rig.loop.commands = UserCommands(rig.backend, everything=UserData(rig.backend, rig.sessions), clock=clock)
         ids = await _seed(rig)
         group = await rig.ask("/forget all", chat="-5", group=True, mentioned=True)
-        assert group.text.startswith("I show and erase your memories only in a private chat")
+        assert group.text.startswith("This command works only in a private chat with me")
         zh = (await rig.ask("/forget 全部", chat="100")).text
         assert zh.startswith("这会永久删除我保存的关于你的一切：3 条记忆、0 条对话摘要、0 条聊天记录")
         code = zh.rsplit(" ", 1)[1]
@@ -320,7 +332,7 @@ async def test_export_once_a_minute_per_user_and_only_in_a_private_chat(
         rig.loop.commands = UserCommands(rig.backend, everything=UserData(rig.backend, rig.sessions), clock=clock)
         await _seed(rig)
         group = await rig.ask("/export", chat="-5", group=True, mentioned=True)
-        assert group.text.startswith("I show and erase your memories only in a private chat") and group.attachment is None
+        assert group.text.startswith("This command works only in a private chat with me") and group.attachment is None
         assert (await rig.ask("/export", chat="100")).attachment is not None
         clock.advance(timedelta(seconds=20))
         again = await rig.ask("/export", chat="100")
@@ -439,3 +451,22 @@ async def test_memory_shows_a_full_profile_a_page_at_a_time(
         assert shown == [f"{i:03d}" for i in range(99, 89, -1)]  # the ten most important, in order
         assert "…and 90 more always in mind: /export lists them all." in text
         assert len(text) < 4096  # one Telegram message
+
+
+async def test_a_new_zone_names_one_existing_job_in_the_singular(
+    tmp_path: Path, clock: ManualClock, fake_llm: FakeOpenAI
+) -> None:
+    async with make_rig(tmp_path, clock, fake_llm) as rig:
+        cron = await CronStore.open(tmp_path / "cron.db", clock)
+        try:
+            zones = UserTimezones(rig.sessions.db)
+            everything = UserData(rig.backend, rig.sessions, cron, timezones=zones)
+            rig.loop.commands = UserCommands(rig.backend, everything=everything, clock=clock, timezones=zones)
+            await cron.add(schedule="0 9 * * *", message="plan my day", channel="telegram", chat_id="100", user=ALICE)
+            text = (await rig.ask("/timezone Berlin", chat="100")).text
+            assert text.endswith(" Your existing scheduled job keeps the zone it was made in."), text
+            await cron.add(schedule="0 9 * * *", message="每天早上九点总结计划", channel="telegram", chat_id="100", user=ALICE)
+            text = (await rig.ask("/timezone 上海", chat="100")).text
+            assert text.endswith("已有的 2 个定时任务保持原来的时区。"), text
+        finally:
+            await cron.close()

@@ -173,6 +173,9 @@ def test_the_fallback_is_in_the_jobs_language_and_dates_another_day() -> None:
     assert "runs 25 h late" in job_prompt(job, slot, late, SHANGHAI)
     assert "runs 3 days late" in job_prompt(job, slot, slot + timedelta(days=3, hours=5), SHANGHAI)
     assert job_prompt(job, slot, slot + timedelta(minutes=4), SHANGHAI) == job.message  # on time enough
+    # Japanese writes kanji too, but is not Chinese.
+    japanese = CronJob(id="k", schedule="", message="母に電話するのを思い出させて", kind="agent", timezone="Asia/Tokyo")
+    assert "(Scheduled for 09:00." in fallback_text(japanese, slot, parse_ts("2026-03-02T01:14:00Z"), SHANGHAI)
 
 
 async def test_an_old_cron_db_gains_the_retry_columns(tmp_path: Path, clock: ManualClock) -> None:

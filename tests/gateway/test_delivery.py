@@ -24,7 +24,7 @@ from channels.telegram import Backoff, TelegramChannel, split_message
 from gateway.app import App, ChannelSpec
 from gateway.bus import Attachment, MessageBus, OutboundMessage
 from gateway.config import FeishuConfig, Paths, TelegramConfig, load_config
-from gateway.delivery import FILE_NOT_SENT, Delivery, file_too_large
+from gateway.delivery import FILE_NOT_SENT, FILE_NOT_SENT_ZH, Delivery, file_too_large
 from gateway.export import MIME, Spool
 from gateway.outbox import Outbox
 from gateway.sessions import SessionStore
@@ -318,9 +318,9 @@ async def test_replies_still_queued_when_shutdown_times_out_survive_it(tmp_path:
 EXPORTED = "- [m1] Alice's cat is called Miso".encode()
 
 
-async def _send_file(rig: Rig, chat_id: str = CHAT) -> None:
+async def _send_file(rig: Rig, chat_id: str = CHAT, caption: str = "Everything I keep about you") -> None:
     file = Attachment("myclaw-memory-2026-11-22.md", EXPORTED)
-    await rig.bus.publish_outbound(OutboundMessage("telegram", chat_id, "Everything I keep about you", attachment=file))
+    await rig.bus.publish_outbound(OutboundMessage("telegram", chat_id, caption, attachment=file))
     await asyncio.wait_for(rig.bus.outbound_queue("telegram").join(), 10)
 
 
@@ -332,6 +332,7 @@ async def test_a_file_that_cannot_go_out_is_dropped_not_kept_and_the_chat_is_tol
     assert await rig.outbox.count() == 0
     [dropped] = [e for e in logs if e["event"] == "file dropped"]
     assert dropped["reason"] == "send failed" and dropped["retryable"] is True and dropped["chat_id"] == CHAT
+
     assert all("Miso" not in json.dumps(e, default=str) for e in logs)  # never the file's words
     # Telegram down for the note too: the note waits in the outbox, the file is gone.
     tg.fail_next("sendDocument", 502)
@@ -344,6 +345,14 @@ async def test_a_file_that_cannot_go_out_is_dropped_not_kept_and_the_chat_is_tol
     assert "Miso" not in json.dumps([tuple(r) for r in raw])
     await rig.later(30)
     assert tg.texts() == [FILE_NOT_SENT, FILE_NOT_SENT] and await rig.outbox.count() == 0
+
+
+async def test_a_chinese_chat_is_told_of_a_dropped_file_in_chinese_only(rig: Rig, tg: FakeTelegram) -> None:
+    """The caption says the chat's language; the note is in that one alone."""
+    tg.fail_next("sendDocument", 502)
+    await _send_file(rig, caption="这是我保存的关于你的一切（Markdown 文件）。")
+    assert tg.texts() == [FILE_NOT_SENT_ZH] and "file" not in FILE_NOT_SENT_ZH
+    assert "文件" not in FILE_NOT_SENT
 
 
 async def test_a_file_goes_out_at_once_even_to_a_chat_with_replies_waiting(rig: Rig, tg: FakeTelegram) -> None:

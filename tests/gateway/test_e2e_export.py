@@ -52,7 +52,7 @@ async def test_export_over_telegram_gives_each_user_their_own_file(
             assert bob.data.decode().startswith("# myclaw 记忆导出") and "Bob keeps bees on his roof" in bob.data.decode()
             assert "Miso" not in bob.data.decode()
             [refused] = tg.texts(-100)
-            assert refused.startswith("I show and erase your memories only in a private chat")
+            assert refused.startswith("This command works only in a private chat with me")
             logged = stream.getvalue()
             assert "Telegram bot connected" in logged and "Miso" not in logged and "bees" not in logged
             assert fake_llm.requests == []

@@ -178,6 +178,16 @@ async def test_help_and_new_answer_in_the_chats_language(tmp_path: Path, clock: 
         assert set(re.findall(r"^/\w+", HELP_TEXT, re.M)) <= set(re.findall(r"/[a-z]+", HELP_TEXT_ZH))
 
 
+
+def test_help_paragraphs_are_not_broken_mid_sentence() -> None:
+    """A chat shows every newline: a paragraph is one line, which the app
+    wraps to its own width (a Chinese line cut in two reads as two)."""
+    for text in (HELP_TEXT, HELP_TEXT_ZH):
+        for para in text.split("\n\n"):
+            lines = para.splitlines()
+            assert len(lines) == 1 or all(line.startswith("/") for line in lines), para
+
+
 def test_samples_keep_the_latest_in_order_in_fixed_memory() -> None:
     s = Samples(3)
     assert list(s) == [] and len(s) == 0
