@@ -352,33 +352,28 @@ class Delivery:
         on any failure drop it and send :data:`FILE_NOT_SENT` the usual way."""
         note = _file_not_sent(msg)
         original, first = msg.attachment, msg
+        limit, say_limit = channel.max_file_bytes, True
         try:
-            fitted = await self._fit(channel, msg, channel.max_file_bytes)
-            if fitted is None:
-                return
-            msg = fitted
-            try:
-                await channel.send(msg)
-            except FileTooLarge:
-                # The platform takes less than the channel's maxUploadBytes
-                # says (a local Bot API server's limit set for Telegram's own
-                # servers): gzipped, if it was not, and under what it refused.
-                refused = msg.attachment.size if msg.attachment is not None else 0
-                log.warning("file refused as too large by the platform", channel=msg.channel, chat_id=msg.chat_id,
-                            size=refused, limit=channel.max_file_bytes,
-                            hint=f"channels.{msg.channel}.maxUploadBytes is more than the platform takes")
-                if msg.attachment is not original or refused <= 1:
-                    await self._too_large(channel, first, gzipped_size=refused, limit=None)
-                    return
-                fitted = await self._fit(channel, first, refused - 1, say_limit=False)
+            while True:
+                fitted = await self._fit(channel, first, limit, say_limit=say_limit)
                 if fitted is None:
                     return
                 msg = fitted
                 try:
                     await channel.send(msg)
+                    return
                 except FileTooLarge:
-                    await self._too_large(channel, first, gzipped_size=msg.attachment.size if msg.attachment else 0,
-                                          limit=None)
+                    # The platform takes less than the channel's maxUploadBytes
+                    # says (a local Bot API server's limit set for Telegram's own
+                    # servers): gzipped, if it was not, and under what it refused.
+                    refused = msg.attachment.size if msg.attachment is not None else 0
+                    log.warning("file refused as too large by the platform", channel=msg.channel,
+                                chat_id=msg.chat_id, size=refused, limit=channel.max_file_bytes,
+                                hint=f"channels.{msg.channel}.maxUploadBytes is more than the platform takes")
+                    if msg.attachment is not original or refused <= 1:
+                        await self._too_large(channel, first, gzipped_size=refused, limit=None)
+                        return
+                    limit, say_limit = refused - 1, False
         except asyncio.CancelledError:
             log.warning("file dropped", reason="gateway stopping", channel=msg.channel, chat_id=msg.chat_id)
             now = self.clock.now()
