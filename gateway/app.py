@@ -236,18 +236,21 @@ class App:
 
     async def _open(self) -> None:
         cfg = self.cfg
-        if self.config_channels:  # the gateway, not `myclaw chat` (gateway/datalock.py)
-            self._instance = GatewayLock(self.paths.data_dir)
-            try:
-                self._instance.acquire()
-            except AlreadyRunning as exc:
-                raise StorageError(str(exc)) from None
-        # Held while this process may write the data files (released in
-        # close()): `myclaw memory merge-identities` waits for no one.
+        data_dir = self.paths.data_dir
         try:
+            if self.config_channels:  # the gateway, not `myclaw chat` (gateway/datalock.py)
+                self._instance = GatewayLock(data_dir)
+                self._instance.acquire()
+            # Held while this process may write the data files (released in
+            # close()): `myclaw memory merge-identities` waits for no one.
             self._data_lock.share()
-        except DataBusy as exc:
+        except (AlreadyRunning, DataBusy) as exc:
             raise StorageError(str(exc)) from None
+        except OSError as exc:  # the locks are the first files made there
+            raise StorageError(
+                f"{data_dir}: cannot use it as the data folder ({exc.strerror or exc}): make it a folder "
+                "this account can write, or set MYCLAW_HOME to another home"
+            ) from None
         known_projects: KnownProjects | None = None
         if cfg.memory.enabled:
             from memory.engine import MemoryEngine

@@ -131,3 +131,21 @@ async def test_a_data_file_that_is_not_a_database_is_named_and_left_as_it_was(tm
         assert "Traceback" not in err
         assert broken.read_bytes() == b"this is not a database, but it may be someone's only copy" * 100
         broken.unlink()
+
+
+async def test_a_data_folder_that_cannot_be_made_is_named_with_what_to_do(tmp_path: Path, fake_llm: FakeOpenAI) -> None:
+    # A file where the data folder goes stands for any folder that cannot be
+    # made or written (running as root, permissions alone would not stop it).
+    doc = {
+        "provider": {"baseUrl": fake_llm.url, "apiKey": fake_llm.api_key},
+        "channels": {"telegram": {"enabled": True, "token": "123:abcdefghijklmnop", "baseUrl": "http://127.0.0.1:9/bot"}},
+    }
+    (tmp_path / "config.json").write_text(json.dumps(doc), encoding="utf-8")
+    (tmp_path / "data").write_text("not a folder", encoding="utf-8")
+    for command in ("gateway", "chat"):
+        code, _, err = await _myclaw(tmp_path, command, stdin="hello\n")
+        assert code == 1, err
+        assert f"myclaw: {tmp_path / 'data'}: cannot use it as the data folder" in err
+        assert "MYCLAW_HOME" in err
+        assert "Traceback" not in err
+        assert (tmp_path / "data").read_text(encoding="utf-8") == "not a folder"
