@@ -648,10 +648,12 @@ class App:
             try:
                 await self.http.start()
             except OSError as exc:  # most often another gateway on the same port: say so, not a traceback
+                from gateway.listen import cannot_listen
+
                 g = self.cfg.gateway
+                what, fix = cannot_listen(g.host, exc)
                 raise ConfigError(
-                    f"cannot listen on {g.host}:{g.port} (gateway.host / gateway.port): "
-                    f"{exc.strerror or exc}; is another myclaw gateway running?"
+                    f"cannot listen on {g.host}:{g.port} (gateway.host / gateway.port): {what}; {fix}"
                 ) from None
         results = await asyncio.gather(*(c.start() for c in channels), return_exceptions=True)
         delivery = self.delivery

@@ -70,7 +70,22 @@ async def test_a_port_already_in_use_is_named_with_its_setting_and_exits_2(tmp_p
         code, _, err = await _myclaw(tmp_path, "gateway")
     assert code == 2, err
     assert f"cannot listen on 127.0.0.1:{port} (gateway.host / gateway.port)" in err
-    assert "is another myclaw gateway running?" in err
+    assert "the port is taken; change gateway.port, or stop what uses it (another myclaw gateway?)" in err
+    assert "Traceback" not in err
+
+
+async def test_a_gateway_host_not_of_this_machine_is_named_as_such(tmp_path: Path, fake_llm: FakeOpenAI) -> None:
+    doc = {
+        "provider": {"baseUrl": fake_llm.url, "apiKey": fake_llm.api_key},
+        "channels": {"telegram": {"enabled": True, "token": "123:abcdefghijklmnop", "baseUrl": "http://127.0.0.1:9/bot"}},
+        "gateway": {"host": "192.0.2.7", "port": 0, "admin": {"enabled": True, "token": "admin-token-0123456789abcdef"}},
+    }
+    (tmp_path / "config.json").write_text(json.dumps(doc), encoding="utf-8")
+    code, _, err = await _myclaw(tmp_path, "gateway")
+    assert code == 2, err
+    assert "cannot listen on 192.0.2.7:0 (gateway.host / gateway.port): 192.0.2.7 is not an address of this machine" in err
+    assert "set gateway.host to one of its addresses (127.0.0.1, or 0.0.0.0 for all)" in err
+    assert "another myclaw gateway" not in err  # not what is wrong here
     assert "Traceback" not in err
 
 
