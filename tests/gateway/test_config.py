@@ -28,6 +28,51 @@ def test_example_config_is_valid_and_shows_every_section() -> None:
     assert (cfg.gateway.rate_limit.per_minute, cfg.gateway.rate_limit.per_hour) == (10, 200)
 
 
+def test_example_config_names_every_setting_the_schema_takes() -> None:
+    """An operator learns the settings from config.example.json: each field of
+    each section is written out at least once (an optional section, such as a
+    fallback's own provider, where it appears in full)."""
+    from pydantic import BaseModel
+
+    from gateway.config import Config, _model_in
+
+    seen: dict[type[BaseModel], set[str]] = {}
+
+    def walk(model: type[BaseModel], node: object) -> None:
+        if not isinstance(node, dict):
+            return
+        seen.setdefault(model, set()).update(node)
+        for name, field in model.model_fields.items():
+            sub, value = _model_in(field.annotation), node.get(field.alias or name)
+            for item in value if isinstance(value, list) else [value]:
+                if sub is not None:
+                    walk(sub, item)
+
+    walk(Config, json.loads(EXAMPLE.read_text(encoding="utf-8")))
+    missing = [f"{m.__name__}.{f.alias or n}" for m, keys in seen.items()
+               for n, f in m.model_fields.items() if (f.alias or n) not in keys]
+
+    def reachable(model: type[BaseModel]) -> set[type[BaseModel]]:
+        subs = {s for f in model.model_fields.values() if (s := _model_in(f.annotation)) is not None}
+        return {model}.union(*(reachable(s) for s in subs))
+
+    assert missing == []
+    assert reachable(Config) == set(seen)  # no section left out
+
+
+def test_readme_lists_every_environment_override_with_its_setting() -> None:
+    """README's table of MYCLAW_* variables is the operator's list: each one
+    myclaw reads, with the setting it replaces."""
+    from gateway.config import ENV_OVERRIDES, OTHER_ENV
+
+    readme = (EXAMPLE.parent / "README.md").read_text(encoding="utf-8")
+    rows = {line.split("|")[1].strip(" `"): line.split("|")[2].strip(" `")
+            for line in readme.splitlines() if line.startswith("| `MYCLAW_") and "<i>" not in line}
+    assert {n: ".".join(p) for n, (p, _kind) in ENV_OVERRIDES.items()} == {
+        n: v for n, v in rows.items() if n not in OTHER_ENV}
+    assert OTHER_ENV <= rows.keys()
+
+
 def test_embedding_env_overrides_and_provider_fallback(tmp_path: Path) -> None:
     doc = {"memory": {"provider": {"baseUrl": "http://mem.example/v1"}}}
     cfg = load_config(write(tmp_path, doc), env={"MYCLAW_EMBEDDING_ENABLED": "true", "MYCLAW_EMBEDDING_MODEL": "bge-m3"})
