@@ -236,6 +236,10 @@ class App:
 
     async def _open(self) -> None:
         cfg = self.cfg
+        if self.config_channels and not self._extra_channels and not any(
+            spec.section(cfg).enabled for spec in self.channel_specs
+        ):
+            raise ConfigError(NO_CHANNEL)  # before any file is made: a config mistake leaves nothing behind
         data_dir = self.paths.data_dir
         try:
             if self.config_channels:  # the gateway, not `myclaw chat` (gateway/datalock.py)
@@ -628,10 +632,7 @@ class App:
         channels = self._build_channels()
         self._open_health()  # after the channels: a webhook may have made the HTTP server
         if not channels and not self.failed_channels:
-            raise ConfigError(
-                "no channel is enabled: set channels.telegram.enabled or channels.feishu.enabled "
-                "(or try `myclaw chat` in a terminal)"
-            )
+            raise ConfigError(NO_CHANNEL)
         for svc in (self.extraction, self.cron, self.vectorizer):
             if svc is not None:
                 await svc.start()
@@ -802,6 +803,12 @@ class App:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
+
+
+NO_CHANNEL = (
+    "no channel is enabled: set channels.telegram.enabled or channels.feishu.enabled "
+    "(or try `myclaw chat` in a terminal)"
+)
 
 
 class StorageError(Exception):

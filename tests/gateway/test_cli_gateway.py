@@ -164,3 +164,11 @@ async def test_a_data_folder_that_cannot_be_made_is_named_with_what_to_do(tmp_pa
         assert "MYCLAW_HOME" in err
         assert "Traceback" not in err
         assert (tmp_path / "data").read_text(encoding="utf-8") == "not a folder"
+
+
+async def test_no_channel_enabled_exits_2_before_making_any_data_file(tmp_path: Path) -> None:
+    (tmp_path / "config.json").write_text(json.dumps({"channels": {"telegram": {"enabled": False}}}), encoding="utf-8")
+    code, _, err = await _myclaw(tmp_path, "gateway")
+    assert code == 2, err
+    assert "myclaw: no channel is enabled: set channels.telegram.enabled or channels.feishu.enabled" in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["config.json"]  # no data folder left behind
