@@ -739,7 +739,18 @@ def load_config(
     doc: dict[str, Any] = {}
     if path.exists():
         try:
-            doc = json.loads(path.read_text(encoding="utf-8"))
+            text = path.read_text(encoding="utf-8-sig")  # -sig: Notepad and PowerShell write a BOM
+        except UnicodeDecodeError as exc:
+            raise ConfigError(
+                f"{path}: not UTF-8 text (byte {exc.object[exc.start]:#04x} at position {exc.start}): "
+                "save it as UTF-8"
+            ) from None
+        except OSError as exc:
+            raise ConfigError(f"{path}: cannot read it ({exc.strerror or exc})") from None
+        if not text.strip():
+            raise ConfigError(f"{path}: the file is empty: copy config.example.json there and fill it in")
+        try:
+            doc = json.loads(text)
         except json.JSONDecodeError as exc:
             raise ConfigError(f"{path}: not valid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from None
         if not isinstance(doc, dict):

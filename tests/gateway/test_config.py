@@ -73,6 +73,28 @@ def test_readme_lists_every_environment_override_with_its_setting() -> None:
     assert OTHER_ENV <= rows.keys()
 
 
+def test_a_config_file_saved_with_a_byte_order_mark_is_read(tmp_path: Path) -> None:
+    # Windows Notepad and PowerShell save UTF-8 with a BOM.
+    p = tmp_path / "config.json"
+    p.write_bytes(b"\xef\xbb\xbf" + json.dumps({"gateway": {"port": 18791}}).encode())
+    assert load_config(p, env={}).gateway.port == 18791
+
+
+def test_a_config_file_that_cannot_be_read_is_named_with_what_to_do(tmp_path: Path) -> None:
+    p = tmp_path / "config.json"
+    p.write_bytes(b"\xff\xfe" + '{"gateway": {}}'.encode("utf-16-le"))  # PowerShell 5's `>`
+    with pytest.raises(ConfigError, match=rf"{p}: not UTF-8 text \(byte 0xff at position 0\): save it as UTF-8"):
+        load_config(p, env={})
+    p.unlink()
+    p.mkdir()
+    with pytest.raises(ConfigError, match=rf"{p}: cannot read it \(Is a directory\)"):
+        load_config(p, env={})
+    p.rmdir()
+    p.write_text("", encoding="utf-8")
+    with pytest.raises(ConfigError, match=rf"{p}: the file is empty: copy config.example.json there and fill it in"):
+        load_config(p, env={})
+
+
 def test_embedding_env_overrides_and_provider_fallback(tmp_path: Path) -> None:
     doc = {"memory": {"provider": {"baseUrl": "http://mem.example/v1"}}}
     cfg = load_config(write(tmp_path, doc), env={"MYCLAW_EMBEDDING_ENABLED": "true", "MYCLAW_EMBEDDING_MODEL": "bge-m3"})
