@@ -95,6 +95,23 @@ def test_a_config_file_that_cannot_be_read_is_named_with_what_to_do(tmp_path: Pa
         load_config(p, env={})
 
 
+def test_a_bad_value_from_the_environment_names_the_variable_not_only_the_setting(tmp_path: Path) -> None:
+    # The file may not even have the setting: the operator must look at the variable.
+    p = write(tmp_path, {"gateway": {"port": 18790}})
+    with pytest.raises(ConfigError) as err:
+        load_config(p, env={"MYCLAW_GATEWAY_PORT": "99999", "MYCLAW_TIMEZONE": "Mars/Base"})
+    assert "gateway.port (from MYCLAW_GATEWAY_PORT): Input should be less than or equal to 65535" in str(err.value)
+    assert "gateway.timezone (from MYCLAW_TIMEZONE): unknown timezone 'Mars/Base'" in str(err.value)
+    with pytest.raises(ConfigError) as err:
+        load_config(p, env={"MYCLAW_AGENT_FALLBACKS_0_BASE_URL": "api.example.com"})
+    assert "agent.fallbacks[0].model (from the MYCLAW_AGENT_FALLBACKS_0_* variables): Field required" in str(err.value)
+    assert ("agent.fallbacks[0].provider.baseUrl (from MYCLAW_AGENT_FALLBACKS_0_BASE_URL): invalid URL"
+            in str(err.value))
+    with pytest.raises(ConfigError) as err:  # from the file: no variable named
+        load_config(write(tmp_path, {"gateway": {"port": 99999}}), env={})
+    assert "gateway.port: Input should be" in str(err.value)
+
+
 def test_embedding_env_overrides_and_provider_fallback(tmp_path: Path) -> None:
     doc = {"memory": {"provider": {"baseUrl": "http://mem.example/v1"}}}
     cfg = load_config(write(tmp_path, doc), env={"MYCLAW_EMBEDDING_ENABLED": "true", "MYCLAW_EMBEDDING_MODEL": "bge-m3"})
@@ -292,7 +309,8 @@ def test_a_fallback_key_comes_from_the_environment_by_index(tmp_path: Path) -> N
     with pytest.raises(ConfigError, match=r"MYCLAW_AGENT_FALLBACKS_5_API_KEY: agent.fallbacks has 2 entries"):
         load_config(write(tmp_path, doc), env={"MYCLAW_AGENT_FALLBACKS_5_API_KEY": "sk-x"})
     # A key for a fallback that names no model: the error says which field is missing.
-    with pytest.raises(ConfigError, match=r"agent\.fallbacks\[0\]\.model: Field required"):
+    with pytest.raises(ConfigError, match=r"agent\.fallbacks\[0\]\.model \(from the MYCLAW_AGENT_FALLBACKS_0_\* "
+                       r"variables\): Field required"):
         load_config(write(tmp_path, {}), env={"MYCLAW_AGENT_FALLBACKS_0_API_KEY": "sk-x"})
 
 
