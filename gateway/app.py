@@ -236,18 +236,25 @@ class App:
 
     async def _open(self) -> None:
         cfg = self.cfg
-        if self.config_channels:  # the gateway, not `myclaw chat` (gateway/datalock.py)
-            self._instance = GatewayLock(self.paths.data_dir)
-            try:
-                self._instance.acquire()
-            except AlreadyRunning as exc:
-                raise StorageError(str(exc)) from None
-        # Held while this process may write the data files (released in
-        # close()): `myclaw memory merge-identities` waits for no one.
+        if self.config_channels and not self._extra_channels and not any(
+            spec.section(cfg).enabled for spec in self.channel_specs
+        ):
+            raise ConfigError(NO_CHANNEL)  # before any file is made: a config mistake leaves nothing behind
+        data_dir = self.paths.data_dir
         try:
+            if self.config_channels:  # the gateway, not `myclaw chat` (gateway/datalock.py)
+                self._instance = GatewayLock(data_dir)
+                self._instance.acquire()
+            # Held while this process may write the data files (released in
+            # close()): `myclaw memory merge-identities` waits for no one.
             self._data_lock.share()
-        except DataBusy as exc:
+        except (AlreadyRunning, DataBusy) as exc:
             raise StorageError(str(exc)) from None
+        except OSError as exc:  # the locks are the first files made there
+            raise StorageError(
+                f"{data_dir}: cannot use it as the data folder ({exc.strerror or exc}): make it a folder "
+                "this account can write, or set MYCLAW_HOME to another home"
+            ) from None
         known_projects: KnownProjects | None = None
         if cfg.memory.enabled:
             from memory.engine import MemoryEngine
@@ -626,10 +633,7 @@ class App:
         channels = self._build_channels()
         self._open_health()  # after the channels: a webhook may have made the HTTP server
         if not channels and not self.failed_channels:
-            raise ConfigError(
-                "no channel is enabled: set channels.telegram.enabled or channels.feishu.enabled "
-                "(or try `myclaw chat` in a terminal)"
-            )
+            raise ConfigError(NO_CHANNEL)
         for svc in (self.extraction, self.cron, self.vectorizer):
             if svc is not None:
                 await svc.start()
@@ -658,10 +662,12 @@ class App:
                 try:
                     await self.http.start()
                 except OSError as exc:  # most often another gateway on the same port: say so, not a traceback
+                    from gateway.listen import cannot_listen
+
                     g = self.cfg.gateway
+                    what, fix = cannot_listen(g.host, exc)
                     raise ConfigError(
-                        f"cannot listen on {g.host}:{g.port} (gateway.host / gateway.port): "
-                        f"{exc.strerror or exc}; is another myclaw gateway running?"
+                        f"cannot listen on {g.host}:{g.port} (gateway.host / gateway.port): {what}; {fix}"
                     ) from None
             await self._start_channels(channels, delivery)
         finally:
@@ -809,6 +815,12 @@ class App:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
+
+
+NO_CHANNEL = (
+    "no channel is enabled: set channels.telegram.enabled or channels.feishu.enabled "
+    "(or try `myclaw chat` in a terminal)"
+)
 
 
 class StorageError(Exception):

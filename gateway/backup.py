@@ -128,6 +128,9 @@ def backup(cfg: Config, paths: Paths, dest: Path, *, now: Callable[[], datetime]
     """Copy every data file and the workspace into ``dest`` (a new folder)."""
     if dest.exists() and any(dest.iterdir()):
         raise BackupError(f"{dest} is not empty; give a new folder")
+    if not paths.workspace(cfg).is_dir() and not any(p.exists() for p in paths.data_files(cfg).values()):
+        # An empty backup would pass for one until the day it is needed.
+        raise BackupError(f"nothing to back up in {paths.home}: no data files and no workspace (wrong MYCLAW_HOME?)")
     stamp = (now or (lambda: datetime.now(UTC)))().strftime("%Y-%m-%dT%H:%M:%SZ")
     manifest = Manifest(created_at=stamp, myclaw_version=_version())
     made = _missing(dest)

@@ -703,11 +703,26 @@ def _resembling(loc: Sequence[int | str]) -> str | None:
     return known[close[0]] if close else None
 
 
-def _describe(err: ValidationError) -> str:
+def _source(loc: tuple[int | str, ...], doc: Mapping[str, Any], env: Mapping[str, str]) -> str:
+    """`` (from MYCLAW_...)`` when the environment set the value at ``loc``
+    (or made the fallback entry it is in): the file may not even have it."""
+    name = env_name(loc, env)
+    if name is not None:
+        return f" (from {name})"
+    if len(loc) > 3 and loc[1] == "fallbacks" and isinstance(loc[2], int):
+        in_file = doc.get(str(loc[0]), {}) if isinstance(doc.get(str(loc[0])), dict) else {}
+        listed = in_file.get("fallbacks")
+        if not (isinstance(listed, list) and loc[2] < len(listed)):
+            return f" (from the MYCLAW_{str(loc[0]).upper()}_FALLBACKS_{loc[2]}_* variables)"
+    return ""
+
+
+def _describe(err: ValidationError, doc: Mapping[str, Any] | None = None, env: Mapping[str, str] | None = None) -> str:
     lines = []
     for e in err.errors():
         # agent.fallbacks[1].provider.baseUrl: an index in brackets, as written in JSON paths
         path = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in e["loc"]).lstrip(".") or "(root)"
+        path += _source(tuple(e["loc"]), doc or {}, env or {})
         msg = e["msg"]
         if e["type"] == "extra_forbidden":
             msg = "unknown field"
@@ -726,11 +741,14 @@ def _describe(err: ValidationError) -> str:
     return "invalid configuration:\n  " + "\n  ".join(lines)
 
 
-def validate(doc: Mapping[str, Any]) -> Config:
+def validate(doc: Mapping[str, Any], *, file_doc: Mapping[str, Any] | None = None,
+             env: Mapping[str, str] | None = None) -> Config:
+    """``file_doc`` and ``env``: what the file said and the variables applied
+    over it, so an error can name the variable that set a bad value."""
     try:
         return Config.model_validate(doc)
     except ValidationError as exc:
-        raise ConfigError(_describe(exc)) from None
+        raise ConfigError(_describe(exc, file_doc, env)) from None
 
 
 def load_config(
@@ -749,11 +767,22 @@ def load_config(
     doc: dict[str, Any] = {}
     if path.exists():
         try:
-            doc = json.loads(path.read_text(encoding="utf-8"))
+            text = path.read_text(encoding="utf-8-sig")  # -sig: Notepad and PowerShell write a BOM
+        except UnicodeDecodeError as exc:
+            raise ConfigError(
+                f"{path}: not UTF-8 text (byte {exc.object[exc.start]:#04x} at position {exc.start}): "
+                "save it as UTF-8"
+            ) from None
+        except OSError as exc:
+            raise ConfigError(f"{path}: cannot read it ({exc.strerror or exc})") from None
+        if not text.strip():
+            raise ConfigError(f"{path}: the file is empty: copy config.example.json there and fill it in")
+        try:
+            doc = json.loads(text)
         except json.JSONDecodeError as exc:
             raise ConfigError(f"{path}: not valid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from None
         if not isinstance(doc, dict):
             raise ConfigError(f"{path}: the top level must be a JSON object")
     elif require:
         raise ConfigError(f"no config file at {path}: copy config.example.json there and fill it in")
-    return validate(apply_env(doc, env))
+    return validate(apply_env(doc, env), file_doc=doc, env=env)

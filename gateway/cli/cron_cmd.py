@@ -19,8 +19,13 @@ from ._common import echo_json, json_option, load_cli_config, render_table, reso
 
 
 @asynccontextmanager
-async def open_store(cfg: Config) -> AsyncIterator[CronStore]:
-    store = await CronStore.open(Paths.from_env().cron_db(), SystemClock(), cfg.gateway.timezone)
+async def open_store(cfg: Config, *, create: bool = False) -> AsyncIterator[CronStore]:
+    """``create=False`` (list, remove): a wrong ``MYCLAW_HOME`` is reported,
+    not answered "no jobs" from a database made there on the spot."""
+    path = Paths.from_env().cron_db()
+    if not create and not path.exists():
+        raise click.ClickException(f"no cron database at {path} (no job added yet, or wrong MYCLAW_HOME)")
+    store = await CronStore.open(path, SystemClock(), cfg.gateway.timezone)
     try:
         yield store
     finally:
@@ -87,7 +92,7 @@ def add(
         raise click.BadParameter(str(exc), param_hint="'--timezone'") from None
 
     async def go() -> None:
-        async with open_store(cfg) as store:
+        async with open_store(cfg, create=True) as store:
             try:
                 at = parse_at(at_text, tz or store.tz) if at_text is not None else None
                 job = await store.add(

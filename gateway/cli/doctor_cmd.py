@@ -762,7 +762,16 @@ async def _check_running(client: httpx.AsyncClient, cfg: Config, paths: Paths) -
         return Check("gateway", "warning", f"{running}, but {url} {what}",
                      "see the gateway's log: its HTTP server (memory page / Feishu webhook) may have failed", data)
     if a.failure:
-        return Check("gateway", "ok", f"{running}; {host}:{g.port} is free", data=data)
+        # Nothing answers HTTP there; something that speaks no HTTP may
+        # still hold the port, or the host may not be this machine's.
+        from gateway.listen import bind_error, cannot_listen
+
+        exc = bind_error(g.host, g.port)
+        if exc is None:
+            return Check("gateway", "ok", f"{running}; {host}:{g.port} is free", data=data)
+        what, fix = cannot_listen(g.host, exc)
+        what = f"{host}:{g.port} is taken" if what == "the port is taken" else what
+        return Check("gateway", "error", f"{running}, but {what}: `myclaw gateway` could not listen there", fix, data)
     whose = "another myclaw gateway (another MYCLAW_HOME?)" if ours else f"something else (HTTP {a.status})"
     return Check("gateway", "error", f"{running}, but {host}:{g.port} is taken by {whose}: `myclaw gateway` "
                  "could not listen there", "change gateway.port or stop what uses it", data)

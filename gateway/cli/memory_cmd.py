@@ -612,8 +612,11 @@ def migrate(workspace: Path | None, as_json: bool) -> None:
     database. Safe to repeat: what was imported before is not added again."""
     cfg = load_cli_config()
     ws = workspace or Paths.from_env().workspace(cfg)
-    if workspace is not None and not (ws / "memory").is_dir():
-        raise click.ClickException(f"no memory directory at {ws / 'memory'}")
+    if not (ws / "memory").is_dir():  # a wrong MYCLAW_HOME gets no database made there
+        raise click.ClickException(
+            f"no memory directory at {ws / 'memory'} (what the file store writes with memory.enabled false; "
+            "nothing to import, or wrong MYCLAW_HOME / --workspace)"
+        )
     path = resolve_db(cfg)
     report = run(_migrate(path, ws))
     for p in report.problems:

@@ -192,9 +192,9 @@ async def test_no_enabled_channel_is_a_config_error(tmp_path: Path, clock: Manua
     cfg, paths = _config(tmp_path, fake_llm, channels={})
     app = App(cfg, paths, clock=clock)
     try:
-        await app.open()
         with pytest.raises(ConfigError, match="no channel is enabled"):
-            await app.start()
+            await app.open()  # before any file is made
+        assert not paths.data_dir.exists()
     finally:
         await app.close()
 

@@ -185,3 +185,17 @@ def test_a_backup_the_disk_cannot_hold_removes_the_folders_it_made_and_only_thos
     assert mine.is_dir() and list(mine.iterdir()) == []
     assert (home / "beside.txt").read_text(encoding="utf-8") == "not the backup's\n"
     assert cli("backup", str(mine)).exit_code == 0  # space back: the same folder takes the backup
+
+
+def test_a_backup_of_a_home_with_no_data_is_refused_and_makes_nothing(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    # A wrong MYCLAW_HOME must not pass for a backup: an empty one, made
+    # there, would be found the day it is needed.
+    home = tmp_path / "not-the-home"
+    monkeypatch.setenv("MYCLAW_HOME", str(home))
+    r = cli("backup")
+    assert r.exit_code == 1, r.output
+    assert f"nothing to back up in {home}: no data files and no workspace (wrong MYCLAW_HOME?)" in r.output
+    assert not home.exists()
+    r = cli("backup", str(tmp_path / "dest"))
+    assert r.exit_code == 1 and not (tmp_path / "dest").exists()

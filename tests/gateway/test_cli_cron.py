@@ -145,7 +145,7 @@ def test_cron_add_refuses_a_channel_the_gateway_does_not_have(home: Path) -> Non
     """Such a job's reply would be queued for nobody, an LLM call a run."""
     r = cli("cron", "add", "-s", "0 9 * * *", "-m", "x", "--channel", "slack", "--chat-id", "1", "-u", "alice")
     assert r.exit_code == 2 and "unknown channel 'slack' (one of telegram, feishu)" in r.output
-    assert cli("cron", "list").output.strip() == "no jobs"
+    assert not (home / "data" / "cron.db").exists()  # nothing added, nothing made
     # A known channel not enabled (yet): added, with a warning saying so.
     (home / "config.json").write_text(json.dumps({"channels": {"telegram": {"enabled": True, "token": "1:abc"}}}))
     r = cli("cron", "add", "-s", "0 9 * * *", "-m", "x", "--channel", "feishu", "--chat-id", "oc_1", "-u", "alice")
@@ -236,3 +236,16 @@ def test_memory_retry_set_aside_clears_the_mark_for_the_next_run(home: Path, fak
     assert "bob: 1 messages, 1 added" in cli("memory", "flush").output
     actions = [(e["owner"], e["action"]) for e in json.loads(cli("memory", "log", "--json").stdout)]
     assert actions.count(("alice", "retry-set-aside")) == 1 and actions.count(("bob", "retry-set-aside")) == 1
+
+
+def test_cron_list_and_remove_on_a_home_without_jobs_say_so_and_make_nothing(tmp_path: Path,
+                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    # A wrong MYCLAW_HOME (a typo, another account's) must not be answered
+    # "no jobs" from a database made there on the spot.
+    home = tmp_path / "not-the-home"
+    monkeypatch.setenv("MYCLAW_HOME", str(home))
+    for args in (["cron", "list"], ["cron", "remove", "job-1"]):
+        r = CliRunner().invoke(main, args)
+        assert r.exit_code == 1, r.output
+        assert f"no cron database at {home / 'data' / 'cron.db'} (no job added yet, or wrong MYCLAW_HOME)" in r.output
+    assert not home.exists()

@@ -507,6 +507,37 @@ def test_a_running_gateway_is_seen_by_its_lock_and_its_port(home: Path, fakes: F
         fakes.run(server.stop())
 
 
+def test_a_port_held_by_something_that_speaks_no_http_is_not_called_free(home: Path, fakes: Fakes) -> None:
+    doc = healthy_config(fakes)
+    doc["gateway"]["admin"] = {"enabled": True, "token": "admin-token-0123456789abcdef"}
+    with socket.socket() as taken:  # a database, an SSH tunnel...: it never answers HTTP
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        doc["gateway"]["port"] = port = taken.getsockname()[1]
+        write_config(home, doc)
+        r = doctor("--offline", "--timeout", "0.5")
+    assert r.exit_code == 1, r.output
+    assert (f"no gateway is running on this home, but 127.0.0.1:{port} is taken: `myclaw gateway` could not "
+            "listen there") in line(r, "gateway")
+    assert "change gateway.port, or stop what uses it" in line(r, "gateway")
+    # Free again: said so.
+    write_config(home, doc)
+    r = doctor("--offline", "--timeout", "0.5")
+    assert r.exit_code == 0, r.output
+    assert line(r, "gateway").endswith(f"no gateway is running on this home; 127.0.0.1:{port} is free")
+
+
+def test_a_gateway_host_that_is_not_this_machines_is_an_error(home: Path, fakes: Fakes) -> None:
+    doc = healthy_config(fakes)
+    doc["gateway"].update(host="192.0.2.7", port=closed_port(),  # TEST-NET-1: no machine's address
+                          admin={"enabled": True, "token": "admin-token-0123456789abcdef"})
+    write_config(home, doc)
+    r = doctor("--offline", "--timeout", "0.5")
+    assert r.exit_code == 1, r.output
+    assert "192.0.2.7 is not an address of this machine: `myclaw gateway` could not listen there" in line(r, "gateway")
+    assert "set gateway.host to one of its addresses (127.0.0.1, or 0.0.0.0 for all)" in line(r, "gateway")
+
+
 def test_each_fallback_endpoint_is_checked_like_the_primary(home: Path, fakes: Fakes) -> None:
     doc = healthy_config(fakes)
     doc["agent"]["fallbacks"] = [

@@ -70,7 +70,22 @@ async def test_a_port_already_in_use_is_named_with_its_setting_and_exits_2(tmp_p
         code, _, err = await _myclaw(tmp_path, "gateway")
     assert code == 2, err
     assert f"cannot listen on 127.0.0.1:{port} (gateway.host / gateway.port)" in err
-    assert "is another myclaw gateway running?" in err
+    assert "the port is taken; change gateway.port, or stop what uses it (another myclaw gateway?)" in err
+    assert "Traceback" not in err
+
+
+async def test_a_gateway_host_not_of_this_machine_is_named_as_such(tmp_path: Path, fake_llm: FakeOpenAI) -> None:
+    doc = {
+        "provider": {"baseUrl": fake_llm.url, "apiKey": fake_llm.api_key},
+        "channels": {"telegram": {"enabled": True, "token": "123:abcdefghijklmnop", "baseUrl": "http://127.0.0.1:9/bot"}},
+        "gateway": {"host": "192.0.2.7", "port": 0, "admin": {"enabled": True, "token": "admin-token-0123456789abcdef"}},
+    }
+    (tmp_path / "config.json").write_text(json.dumps(doc), encoding="utf-8")
+    code, _, err = await _myclaw(tmp_path, "gateway")
+    assert code == 2, err
+    assert "cannot listen on 192.0.2.7:0 (gateway.host / gateway.port): 192.0.2.7 is not an address of this machine" in err
+    assert "set gateway.host to one of its addresses (127.0.0.1, or 0.0.0.0 for all)" in err
+    assert "another myclaw gateway" not in err  # not what is wrong here
     assert "Traceback" not in err
 
 
@@ -131,3 +146,29 @@ async def test_a_data_file_that_is_not_a_database_is_named_and_left_as_it_was(tm
         assert "Traceback" not in err
         assert broken.read_bytes() == b"this is not a database, but it may be someone's only copy" * 100
         broken.unlink()
+
+
+async def test_a_data_folder_that_cannot_be_made_is_named_with_what_to_do(tmp_path: Path, fake_llm: FakeOpenAI) -> None:
+    # A file where the data folder goes stands for any folder that cannot be
+    # made or written (running as root, permissions alone would not stop it).
+    doc = {
+        "provider": {"baseUrl": fake_llm.url, "apiKey": fake_llm.api_key},
+        "channels": {"telegram": {"enabled": True, "token": "123:abcdefghijklmnop", "baseUrl": "http://127.0.0.1:9/bot"}},
+    }
+    (tmp_path / "config.json").write_text(json.dumps(doc), encoding="utf-8")
+    (tmp_path / "data").write_text("not a folder", encoding="utf-8")
+    for command in ("gateway", "chat"):
+        code, _, err = await _myclaw(tmp_path, command, stdin="hello\n")
+        assert code == 1, err
+        assert f"myclaw: {tmp_path / 'data'}: cannot use it as the data folder" in err
+        assert "MYCLAW_HOME" in err
+        assert "Traceback" not in err
+        assert (tmp_path / "data").read_text(encoding="utf-8") == "not a folder"
+
+
+async def test_no_channel_enabled_exits_2_before_making_any_data_file(tmp_path: Path) -> None:
+    (tmp_path / "config.json").write_text(json.dumps({"channels": {"telegram": {"enabled": False}}}), encoding="utf-8")
+    code, _, err = await _myclaw(tmp_path, "gateway")
+    assert code == 2, err
+    assert "myclaw: no channel is enabled: set channels.telegram.enabled or channels.feishu.enabled" in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["config.json"]  # no data folder left behind

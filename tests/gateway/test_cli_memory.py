@@ -325,6 +325,16 @@ def test_migrate_is_idempotent_and_reports_counts(home: Path, tmp_path: Path) ->
     assert r.exit_code == 1 and "no memory directory at" in r.output
 
 
+def test_migrate_without_a_file_store_says_so_and_makes_no_database(tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    home = tmp_path / "not-the-home"  # a wrong MYCLAW_HOME, or memory never disabled
+    monkeypatch.setenv("MYCLAW_HOME", str(home))
+    r = cli("migrate")
+    assert r.exit_code == 1, r.output
+    assert f"no memory directory at {home / 'workspace' / 'memory'}" in r.output
+    assert not home.exists()
+
+
 def test_db_override_and_identity_handles(home: Path, tmp_path: Path) -> None:
     home.mkdir()
     (home / "config.json").write_text(json.dumps({"memory": {"identities": {"alice": ["telegram:777"]}}}))

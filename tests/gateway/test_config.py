@@ -28,6 +28,90 @@ def test_example_config_is_valid_and_shows_every_section() -> None:
     assert (cfg.gateway.rate_limit.per_minute, cfg.gateway.rate_limit.per_hour) == (10, 200)
 
 
+def test_example_config_names_every_setting_the_schema_takes() -> None:
+    """An operator learns the settings from config.example.json: each field of
+    each section is written out at least once (an optional section, such as a
+    fallback's own provider, where it appears in full)."""
+    from pydantic import BaseModel
+
+    from gateway.config import Config, _model_in
+
+    seen: dict[type[BaseModel], set[str]] = {}
+
+    def walk(model: type[BaseModel], node: object) -> None:
+        if not isinstance(node, dict):
+            return
+        seen.setdefault(model, set()).update(node)
+        for name, field in model.model_fields.items():
+            sub, value = _model_in(field.annotation), node.get(field.alias or name)
+            for item in value if isinstance(value, list) else [value]:
+                if sub is not None:
+                    walk(sub, item)
+
+    walk(Config, json.loads(EXAMPLE.read_text(encoding="utf-8")))
+    missing = [f"{m.__name__}.{f.alias or n}" for m, keys in seen.items()
+               for n, f in m.model_fields.items() if (f.alias or n) not in keys]
+
+    def reachable(model: type[BaseModel]) -> set[type[BaseModel]]:
+        subs = {s for f in model.model_fields.values() if (s := _model_in(f.annotation)) is not None}
+        return {model}.union(*(reachable(s) for s in subs))
+
+    assert missing == []
+    assert reachable(Config) == set(seen)  # no section left out
+
+
+def test_readme_lists_every_environment_override_with_its_setting() -> None:
+    """README's table of MYCLAW_* variables is the operator's list: each one
+    myclaw reads, with the setting it replaces."""
+    from gateway.config import ENV_OVERRIDES, OTHER_ENV
+
+    readme = (EXAMPLE.parent / "README.md").read_text(encoding="utf-8")
+    rows = {line.split("|")[1].strip(" `"): line.split("|")[2].strip(" `")
+            for line in readme.splitlines() if line.startswith("| `MYCLAW_") and "<i>" not in line}
+    assert {n: ".".join(p) for n, (p, _kind) in ENV_OVERRIDES.items()} == {
+        n: v for n, v in rows.items() if n not in OTHER_ENV}
+    assert OTHER_ENV <= rows.keys()
+
+
+def test_a_config_file_saved_with_a_byte_order_mark_is_read(tmp_path: Path) -> None:
+    # Windows Notepad and PowerShell save UTF-8 with a BOM.
+    p = tmp_path / "config.json"
+    p.write_bytes(b"\xef\xbb\xbf" + json.dumps({"gateway": {"port": 18791}}).encode())
+    assert load_config(p, env={}).gateway.port == 18791
+
+
+def test_a_config_file_that_cannot_be_read_is_named_with_what_to_do(tmp_path: Path) -> None:
+    p = tmp_path / "config.json"
+    p.write_bytes(b"\xff\xfe" + '{"gateway": {}}'.encode("utf-16-le"))  # PowerShell 5's `>`
+    with pytest.raises(ConfigError, match=rf"{p}: not UTF-8 text \(byte 0xff at position 0\): save it as UTF-8"):
+        load_config(p, env={})
+    p.unlink()
+    p.mkdir()
+    with pytest.raises(ConfigError, match=rf"{p}: cannot read it \(Is a directory\)"):
+        load_config(p, env={})
+    p.rmdir()
+    p.write_text("", encoding="utf-8")
+    with pytest.raises(ConfigError, match=rf"{p}: the file is empty: copy config.example.json there and fill it in"):
+        load_config(p, env={})
+
+
+def test_a_bad_value_from_the_environment_names_the_variable_not_only_the_setting(tmp_path: Path) -> None:
+    # The file may not even have the setting: the operator must look at the variable.
+    p = write(tmp_path, {"gateway": {"port": 18790}})
+    with pytest.raises(ConfigError) as err:
+        load_config(p, env={"MYCLAW_GATEWAY_PORT": "99999", "MYCLAW_TIMEZONE": "Mars/Base"})
+    assert "gateway.port (from MYCLAW_GATEWAY_PORT): Input should be less than or equal to 65535" in str(err.value)
+    assert "gateway.timezone (from MYCLAW_TIMEZONE): unknown timezone 'Mars/Base'" in str(err.value)
+    with pytest.raises(ConfigError) as err:
+        load_config(p, env={"MYCLAW_AGENT_FALLBACKS_0_BASE_URL": "api.example.com"})
+    assert "agent.fallbacks[0].model (from the MYCLAW_AGENT_FALLBACKS_0_* variables): Field required" in str(err.value)
+    assert ("agent.fallbacks[0].provider.baseUrl (from MYCLAW_AGENT_FALLBACKS_0_BASE_URL): invalid URL"
+            in str(err.value))
+    with pytest.raises(ConfigError) as err:  # from the file: no variable named
+        load_config(write(tmp_path, {"gateway": {"port": 99999}}), env={})
+    assert "gateway.port: Input should be" in str(err.value)
+
+
 def test_embedding_env_overrides_and_provider_fallback(tmp_path: Path) -> None:
     doc = {"memory": {"provider": {"baseUrl": "http://mem.example/v1"}}}
     cfg = load_config(write(tmp_path, doc), env={"MYCLAW_EMBEDDING_ENABLED": "true", "MYCLAW_EMBEDDING_MODEL": "bge-m3"})
@@ -238,7 +322,8 @@ def test_a_fallback_key_comes_from_the_environment_by_index(tmp_path: Path) -> N
     with pytest.raises(ConfigError, match=r"MYCLAW_AGENT_FALLBACKS_5_API_KEY: agent.fallbacks has 2 entries"):
         load_config(write(tmp_path, doc), env={"MYCLAW_AGENT_FALLBACKS_5_API_KEY": "sk-x"})
     # A key for a fallback that names no model: the error says which field is missing.
-    with pytest.raises(ConfigError, match=r"agent\.fallbacks\[0\]\.model: Field required"):
+    with pytest.raises(ConfigError, match=r"agent\.fallbacks\[0\]\.model \(from the MYCLAW_AGENT_FALLBACKS_0_\* "
+                       r"variables\): Field required"):
         load_config(write(tmp_path, {}), env={"MYCLAW_AGENT_FALLBACKS_0_API_KEY": "sk-x"})
 
 
