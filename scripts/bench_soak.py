@@ -38,7 +38,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from scripts.bench_gateway import API_KEY, rss_kib, run_fakes, seed  # noqa: E402
+from bench_gateway import API_KEY, rss_kib, run_fakes, seed  # noqa: E402  (scripts/ is sys.path[0])
 
 # (label, path from the App): each is len()-ed when it exists in this tree.
 STRUCTURES: list[tuple[str, str]] = [
