@@ -82,22 +82,41 @@ def _resolve(app: Any, path: str) -> Any:
     return obj
 
 
-def sizes(app: Any) -> dict[str, int]:
+def sizes(app: Any) -> tuple[dict[str, int], int]:
+    """Each structure's length, and roughly what they hold in all (KiB:
+    the containers, their keys and their values' top objects)."""
     out: dict[str, int] = {}
+    held = 0
     for label, path in STRUCTURES:
         found = _resolve(app, path)
         if isinstance(found, Sized):
             out[label] = len(found)
-    return out
+            held += _bytes(found)
+    return out, held // 1024
+
+
+def _bytes(container: Any) -> int:
+    inner = getattr(container, "_items", None)  # memory.lru.LRU: its OrderedDict
+    if inner is not None and not isinstance(container, dict):
+        container = inner
+    total = sys.getsizeof(container)
+    items = container.items() if isinstance(container, dict) else ((k, None) for k in container)
+    for key, value in items:
+        total += sys.getsizeof(key) + (sys.getsizeof(value) if value is not None else 0)
+        if isinstance(key, tuple):
+            total += sum(sys.getsizeof(k) for k in key)
+    return total
 
 
 def snapshot(app: Any) -> dict[str, Any]:
     gc.collect()
+    lengths, kib = sizes(app)
     return {
         "rss_mib": round(rss_kib() / 1024, 1),
         "open_fds": len(os.listdir("/proc/self/fd")),
         "asyncio_tasks": len(asyncio.all_tasks()),
-        "structures": sizes(app),
+        "structures_kib": kib,
+        "structures": lengths,
     }
 
 
