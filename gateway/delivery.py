@@ -507,7 +507,8 @@ class Delivery:
     def _log_refused(self, msg: OutboundMessage, error: str, **more: Any) -> None:
         """A reply refused for good: logged once a chat until the chat takes
         a reply again, so a user who blocked the bot with ten replies
-        waiting makes one line, not ten (the rest at debug)."""
+        waiting makes one line, not ten (the rest at debug). Once 4,096 other
+        chats refused since, it may be logged again: a line, not a leak."""
         chat = (msg.channel, msg.chat_id)
         said = log.debug if chat in self._refused else log.error
         self._refused[chat] = None
