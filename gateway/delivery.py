@@ -71,6 +71,7 @@ import structlog
 
 from channels.base import BaseChannel, DeliveryError, FileTooLarge
 from memory.clock import Clock
+from memory.lru import LRU
 
 from .bus import Attachment, MessageBus, OutboundMessage, words_in_chinese
 from .outbox import Outbox, Pending
@@ -84,6 +85,7 @@ Chat = tuple[str, str]  # (channel, chat_id)
 # Send keys remembered as done with drafts: a reply's drafts come within
 # its minute or so, and thousands of replies a minute is far beyond a gateway.
 _DRAFT_KEYS = 4096
+_REFUSED_KEPT = 4096  # chats whose refusals are logged at debug (Delivery._refused)
 
 FILE_NOT_SENT = "I could not send you the file; please ask for it again in a minute."
 FILE_NOT_SENT_ZH = "文件没能发出去，请过一分钟再向我要一次。"
@@ -178,6 +180,7 @@ class Delivery:
         rng: random.Random | None = None,
         concurrency: int = 8,
         poll: float = 60.0,
+        chats_kept: int = _REFUSED_KEPT,
     ) -> None:
         self.bus = bus
         self.outbox = outbox
@@ -204,8 +207,9 @@ class Delivery:
         self._task: asyncio.Task[None] | None = None
         # Chats that refused a reply, logged: their next refusals (a user
         # who blocked the bot, every reply queued for them) are logged at
-        # debug, until the chat takes a reply again.
-        self._refused: set[Chat] = set()
+        # debug, until the chat takes a reply again. The most recent
+        # `chats_kept`: one who blocked it and never came back goes, in time.
+        self._refused: LRU[Chat, None] = LRU(chats_kept)
         # Replies (send keys) whose later drafts are not shown, oldest first.
         self._no_drafts: dict[str, None] = {}
         # Outbox rows sent whose removal failed (gateway.db full or locked):
@@ -534,10 +538,11 @@ class Delivery:
     def _log_refused(self, msg: OutboundMessage, error: str, **more: Any) -> None:
         """A reply refused for good: logged once a chat until the chat takes
         a reply again, so a user who blocked the bot with ten replies
-        waiting makes one line, not ten (the rest at debug)."""
+        waiting makes one line, not ten (the rest at debug). Once 4,096 other
+        chats refused since, it may be logged again: a line, not a leak."""
         chat = (msg.channel, msg.chat_id)
         said = log.debug if chat in self._refused else log.error
-        self._refused.add(chat)
+        self._refused[chat] = None
         said("reply dropped", reason="refused", channel=msg.channel, chat_id=msg.chat_id, error=error, **more)
 
     def _release(self, chat: Chat) -> None:

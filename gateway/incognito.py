@@ -20,17 +20,21 @@ from datetime import datetime
 
 from memory.clock import format_ts, parse_ts
 from memory.db import Database
+from memory.lru import LRU
 
 __all__ = ["Incognito"]
+
+USERS_KEPT = 4096  # users whose setting is cached (asked once per message)
 
 
 class Incognito:
     """``user_incognito`` in gateway.db, read through a cache (asked once
     per message)."""
 
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: Database, *, users_kept: int = USERS_KEPT) -> None:
         self.db = db
-        self._cache: dict[str, datetime | None] = {}
+        # The most recent users' answers; one forgotten is read again.
+        self._cache: LRU[str, datetime | None] = LRU(users_kept)
 
     async def since(self, owner: str) -> datetime | None:
         """When the user turned incognito on; None when it is off."""

@@ -40,6 +40,7 @@ import structlog
 
 from memory.backend import MemoryBackend
 from memory.identity import IdentityMap
+from memory.lru import LRU
 from memory.prefilter import should_retrieve
 from memory.types import Hit
 
@@ -150,6 +151,8 @@ def percentile(values: Sequence[float], q: float) -> float:
 
 
 STATS_SAMPLES = 10_000
+# Chats known to have nothing left unbuffered (ProcessLoop._clean): the recent ones.
+CHATS_KEPT = 4096
 
 
 class Samples:
@@ -309,10 +312,12 @@ class ProcessLoop:
         incognito: Incognito | None = None,
         stream_delay: float | None = None,
         stream_interval: float = 1.0,
+        chats_kept: int = CHATS_KEPT,
     ) -> None:
         """``stream_delay``: replies are streamed, and one taking longer
         than this many seconds shows as drafts every ``stream_interval``
-        (gateway/drafts.py); None: no streaming."""
+        (gateway/drafts.py); None: no streaming. ``chats_kept``: chats
+        remembered as having nothing left unbuffered (the most recent)."""
         self.bus = bus
         self.stream_delay = stream_delay
         self.stream_interval = stream_interval
@@ -341,7 +346,8 @@ class ProcessLoop:
         self._current: dict[str, tuple[_Item, asyncio.Task[str]]] = {}
         # Chats known to have no unbuffered row (checked in gateway.db once,
         # then kept true by _buffer), so _settle skips the query per message.
-        self._clean: set[str] = set()
+        # Capped: a chat forgotten is checked again, once, at its next message.
+        self._clean: LRU[str, None] = LRU(chats_kept)
         # A chat being moved to its new id (MOVED): the new id's key -> the old one's, whose worker runs the move.
         self._moving: dict[str, str] = {}
         # What else follows a chat to a new id, outside gateway.db's own
@@ -1074,7 +1080,7 @@ class ProcessLoop:
         if key in self._clean:
             return
         leftover = await self.sessions.unbuffered(key)
-        self._clean.add(key)  # _buffer takes it back out if this fails
+        self._clean[key] = None  # _buffer takes it back out if this fails
         if leftover:
             log.info("buffering messages left unbuffered", chat=key, rows=len(leftover))
             await self._buffer(key, leftover)

@@ -32,6 +32,7 @@ from memory.clock import Clock, SystemClock, format_ts, parse_ts
 from memory.batch import RowBatcher, insert_statement
 from memory.db import SMALL_CACHE_KIB, Database, Migration, run_script
 from memory.forgetting import repeats_forgotten
+from memory.lru import LRU
 
 __all__ = ["APOLOGISED", "MIGRATIONS", "SessionStore", "StoredMessage", "moved_message_id"]
 
@@ -357,6 +358,9 @@ _INSERT_MESSAGE = f"{_INSERT_HEAD} VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 
 
 CACHE_ROWS = 2048
+# Chats whose current session id and prune count are kept in memory (a
+# gateway meets thousands over months; a chat forgotten costs one indexed read).
+CHATS_KEPT = 4096
 """Rows of Tier 0 the store keeps in memory (least recently used chats go
 first): every chat's whole window in a personal or team gateway (~100
 chats), about 1 MB. A busier gateway reads the rest from SQLite: 65 us
@@ -381,7 +385,15 @@ def _rows(rows: Iterable[Sequence[Any]]) -> list[StoredMessage]:
 
 
 class SessionStore:
-    def __init__(self, db: Database, clock: Clock | None = None, *, window: int = 20, cache_rows: int = CACHE_ROWS) -> None:
+    def __init__(
+        self,
+        db: Database,
+        clock: Clock | None = None,
+        *,
+        window: int = 20,
+        cache_rows: int = CACHE_ROWS,
+        chats_kept: int = CHATS_KEPT,
+    ) -> None:
         self.db = db
         self.clock = clock or SystemClock()
         self.window_size = window
@@ -395,12 +407,14 @@ class SessionStore:
         self._windows: OrderedDict[str, tuple[tuple[int, int], list[StoredMessage]]] = OrderedDict()
         self._cached_rows = 0
         self._appends = 0  # a window read from SQLite is cached only if no append ran meanwhile
-        # key -> current session id; one process owns gateway.db.
-        self._current: dict[str, int] = {}
+        # key -> current session id; one process owns gateway.db. The most
+        # recently used `chats_kept` chats: a chat forgotten is read again.
+        self._current: LRU[str, int] = LRU(chats_kept)
         # key -> rows marked buffered since the chat was last pruned. Pruning
         # every `window` rows instead of every turn halves the writes per
-        # message; gateway.db holds at most ~2 windows per chat.
-        self._unpruned: dict[str, int] = {}
+        # message; gateway.db holds at most ~2 windows per chat (~3 for one
+        # whose count was forgotten: capped like _current, it starts again at 0).
+        self._unpruned: LRU[str, int] = LRU(chats_kept)
         # Group commit (memory/batch.py): concurrent chats' appends and
         # marks are one statement per round trip to the writer thread.
         self._inserts = RowBatcher(db, insert_statement(_INSERT_HEAD, 10, returning="id"), 10, returning=True)
@@ -419,10 +433,16 @@ class SessionStore:
 
     @classmethod
     async def open(
-        cls, path: Path | str, clock: Clock | None = None, *, window: int = 20, cache_rows: int = CACHE_ROWS
+        cls,
+        path: Path | str,
+        clock: Clock | None = None,
+        *,
+        window: int = 20,
+        cache_rows: int = CACHE_ROWS,
+        chats_kept: int = CHATS_KEPT,
     ) -> SessionStore:
         db = await Database.open(path, MIGRATIONS, inline_cache_kib=SMALL_CACHE_KIB)
-        return cls(db, clock, window=window, cache_rows=cache_rows)
+        return cls(db, clock, window=window, cache_rows=cache_rows, chats_kept=chats_kept)
 
     async def close(self) -> None:
         await self.flush()

@@ -23,8 +23,11 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
 from memory.clock import format_ts
 from memory.db import Database
+from memory.lru import LRU
 
 __all__ = ["TimezoneError", "UserTimezones", "parse_timezone", "zone_name"]
+
+USERS_KEPT = 4096  # users whose zone is cached (the prompt asks once per message)
 
 _OFFSET = re.compile(r"^(?:utc|gmt|z)?\s*([+-])\s*(\d{1,2})(?::?(\d{2}))?$", re.IGNORECASE)
 _CITIES_ZH = {
@@ -110,9 +113,10 @@ class UserTimezones:
     """``user_timezones`` in gateway.db, read through a small cache (the
     prompt asks once per message)."""
 
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: Database, *, users_kept: int = USERS_KEPT) -> None:
         self.db = db
-        self._cache: dict[str, tzinfo | None] = {}
+        # The most recent users' zones; one forgotten is read again.
+        self._cache: LRU[str, tzinfo | None] = LRU(users_kept)
 
     async def get(self, owner: str) -> tzinfo | None:
         """The user's zone, or None when they set none."""

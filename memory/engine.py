@@ -31,6 +31,7 @@ from .clock import Clock, SystemClock, format_ts
 from .buffer import NOT_GONE, continue_ids, drop_owner_lines, reconcile
 from .db import Database
 from .format import truncate
+from .lru import LRU
 from .schema import open_memory_db
 from .tokenize import TOKENIZER_VERSION, index_text, normalize
 from .tokens import estimate_tokens
@@ -231,11 +232,12 @@ def _in_transaction(method: _W) -> _W:
 
 
 class MemoryEngine:
-    def __init__(self, db: Database, clock: Clock | None = None) -> None:
+    def __init__(self, db: Database, clock: Clock | None = None, *, owners_kept: int = PROFILE_CACHE_SIZE) -> None:
         self.db = db
         self.clock = clock or SystemClock()
         self._pending_access: Counter[int] = Counter()
-        self._projects: dict[str, frozenset[str]] = {}
+        # owner -> their projects, for the most recent `owners_kept` owners (read again once forgotten)
+        self._projects: LRU[str, frozenset[str]] = LRU(owners_kept)
         # (owner, include_global, ids) -> (stamp, Tier 1 markdown, the ids
         # it shows): the system prompt reads it for every message, recall
         # leaves out what it shows, and it changes rarely (a tier-1 write
@@ -247,9 +249,11 @@ class MemoryEngine:
         self._erase_listeners: list[Callable[[Sequence[int]], object]] = []
 
     @classmethod
-    async def open(cls, path: Path | str, clock: Clock | None = None) -> MemoryEngine:
+    async def open(
+        cls, path: Path | str, clock: Clock | None = None, *, owners_kept: int = PROFILE_CACHE_SIZE
+    ) -> MemoryEngine:
         db = await open_memory_db(path)
-        engine = cls(db, clock)
+        engine = cls(db, clock, owners_kept=owners_kept)
         try:
             await engine._check_tokenizer()
             left = await reconcile(db)

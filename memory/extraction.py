@@ -40,7 +40,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import sqlite3
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, tzinfo
 from zoneinfo import ZoneInfo
@@ -175,7 +175,10 @@ class ExtractionService:
         self.wake_gap = wake_gap
         self.on_step = on_step
         self._sem = asyncio.Semaphore(max_concurrency)
+        # One flush of a user at a time: their lock, while a flush holds or
+        # waits for it (how many do), then gone; not one per user ever seen.
         self._locks: dict[str, asyncio.Lock] = {}
+        self._lockers: dict[str, int] = {}
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._last_daily = self._daily_slot(engine.clock.now())
@@ -273,18 +276,26 @@ class ExtractionService:
             log.info("daily flush", owners=len(owners))
         else:
             owners = await self.due_owners(now)
-        busy = [o for o in owners if self._lock(o).locked()]
+        busy = [o for o in owners if o in self._locks and self._locks[o].locked()]
         todo = [o for o in owners if o not in busy]
         results = await asyncio.gather(*(self._flush_owner(o, force=False) for o in todo))
         return [r for batch in results for r in batch]
 
     # -- flushing -----------------------------------------------------------------
 
-    def _lock(self, owner: str) -> asyncio.Lock:
+    @contextlib.asynccontextmanager
+    async def _owner_lock(self, owner: str) -> AsyncIterator[None]:
         lock = self._locks.get(owner)
         if lock is None:
             lock = self._locks[owner] = asyncio.Lock()
-        return lock
+        self._lockers[owner] = self._lockers.get(owner, 0) + 1
+        try:
+            async with lock:
+                yield
+        finally:
+            self._lockers[owner] -= 1
+            if not self._lockers[owner]:  # nobody holds or waits for it
+                del self._lockers[owner], self._locks[owner]
 
     async def flush_now(self, owner: str) -> list[FlushReport]:
         """Extract everything ``owner`` has buffered, now: the pre-compaction
@@ -302,7 +313,7 @@ class ExtractionService:
 
     async def _flush_owner(self, owner: str, *, force: bool) -> list[FlushReport]:
         reports: list[FlushReport] = []
-        async with self._lock(owner), self._sem:
+        async with self._owner_lock(owner), self._sem:
             seen: set[int] = set()
             while True:
                 rows = await self._next_batch(owner, force=force)

@@ -117,7 +117,10 @@ class VectorIndex:
         self._max_cached = int(max_cached_mb * 1e6)
         self._cached = 0
         self._matrices: OrderedDict[str, _Matrix] = OrderedDict()
-        self._generation: dict[str, int] = {}  # owner -> stores so far (a load racing one is not kept)
+        # owner -> stores while a load of theirs is under way (a load racing
+        # one is not kept); only owners being loaded, not every owner ever stored.
+        self._generation: dict[str, int] = {}
+        self._loading: dict[str, int] = {}  # owner -> loads under way
         self._drops = 0  # erasures so far (a load racing one is not kept either)
 
     # -- write side (the vectorizer) -------------------------------------------
@@ -159,7 +162,8 @@ class VectorIndex:
                 if cur.rowcount > 0:
                     written.append((p, v))
         for p, _ in written:
-            self._generation[p.owner] = self._generation.get(p.owner, 0) + 1
+            if p.owner in self._loading:
+                self._generation[p.owner] = self._generation.get(p.owner, 0) + 1
         for p, v in written:  # after the commit: the cache never shows what was rolled back
             m = self._matrices.get(p.owner)
             if m is None:
@@ -238,8 +242,16 @@ class VectorIndex:
             self._matrices.move_to_end(owner)
             return m
         generation, drops = self._generation.get(owner, 0), self._drops
-        m = await self._load(owner)
-        if self._generation.get(owner, 0) != generation or self._drops != drops:
+        self._loading[owner] = self._loading.get(owner, 0) + 1
+        try:
+            m = await self._load(owner)
+            raced = self._generation.get(owner, 0) != generation or self._drops != drops
+        finally:
+            self._loading[owner] -= 1
+            if not self._loading[owner]:  # no load left for a later store to race
+                del self._loading[owner]
+                self._generation.pop(owner, None)
+        if raced:
             return m  # vectors stored or erased meanwhile: right for this search, not kept
         self._matrices[owner] = m
         self._cached += m.nbytes

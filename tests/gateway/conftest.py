@@ -128,9 +128,11 @@ async def make_rig(
     timeout: float = 5.0,
     identities: dict[str, list[str]] | None = None,
     limiter: RateLimiter | None = None,
+    chats_kept: int | None = None,
 ) -> Any:
+    kept = {} if chats_kept is None else {"chats_kept": chats_kept}  # the defaults' caps, unless a test asks
     engine = await MemoryEngine.open(tmp_path / "memory.db", clock)
-    sessions = await SessionStore.open(tmp_path / "gateway.db", clock, window=history)
+    sessions = await SessionStore.open(tmp_path / "gateway.db", clock, window=history, **kept)
     llm = LLMClient(
         base_url=fake.url, api_key=fake.api_key or "", model="test-model", timeout=timeout, max_retries=retries, backoff_base=0.01
     )
@@ -152,6 +154,7 @@ async def make_rig(
             limiter=limiter,
             commands=UserCommands(backend, clock=clock, incognito=incognito),
             incognito=incognito,
+            **kept,
         )
         task = asyncio.create_task(loop.run())
         yield Rig(bus, loop, sessions, engine, backend, fake)

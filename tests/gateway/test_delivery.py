@@ -140,6 +140,22 @@ async def test_a_user_who_blocked_the_bot_is_logged_once_not_per_reply(rig: Rig,
     assert [e["log_level"] for e in logs if e["event"] == "reply dropped"] == ["error"]
 
 
+async def test_chats_that_blocked_the_bot_are_remembered_for_the_log_up_to_a_cap(
+    tmp_path: Path, clock: ManualClock, tg: FakeTelegram
+) -> None:
+    # Over months thousands of users block the bot and never come back.
+    cfg = TelegramConfig(enabled=True, token=SecretStr(tg.token), base_url=tg.base_url, poll_timeout=1)
+    channel = TelegramChannel(cfg, MessageBus(), backoff=FAST, send_attempts=1)
+    await asyncio.wait_for(channel.start(), 10)
+    async for r in _rig(tmp_path, clock, channel, chats_kept=4):
+        tg.fail_next("sendMessage", 403, description="Forbidden: bot was blocked by the user", times=20)
+        with capture_logs() as logs:
+            for i in range(20):
+                await r.reply("hi", chat_id=str(1000 + i))
+        assert len(r.delivery._refused) <= 4
+        assert [e["log_level"] for e in logs if e["event"] == "reply dropped"] == ["error"] * 20  # each chat once
+
+
 async def test_a_chat_waiting_does_not_hold_up_another(rig: Rig, tg: FakeTelegram) -> None:
     tg.fail_next("sendMessage", 502)
     await rig.reply("for the chat that waits")

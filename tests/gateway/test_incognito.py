@@ -173,3 +173,15 @@ async def test_export_states_incognito_in_the_users_time_zone(
         exported = await rig.ask("/export")
         assert exported.attachment is not None
         assert "Incognito: off (/incognito turns it on)." in exported.attachment.data.decode()
+
+
+async def test_the_cache_of_who_is_incognito_is_capped_and_forgets_nothing(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    async with await SessionStore.open(tmp_path / "gateway.db", clock) as sessions:
+        incognito = Incognito(sessions.db, users_kept=4)
+        assert await incognito.start(ALICE, at=clock.now())
+        for i in range(20):  # thousands of users over months: a capped cache
+            assert await incognito.since(f"telegram:{i}") is None
+        assert len(incognito._cache) <= 4
+        assert await incognito.since(ALICE) == clock.now()  # read again from gateway.db

@@ -397,3 +397,21 @@ async def test_an_apology_is_recorded_on_the_users_row_cached_or_not(tmp_path: P
         assert [r.context for r in await store.window(KEY)] == [APOLOGISED]
         [row] = await store.unanswered_last("")
         assert row.context == APOLOGISED
+
+
+async def test_per_chat_maps_are_capped_and_a_forgotten_chat_reads_its_session_again(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    # Months of chats must not mean an entry per chat ever seen.
+    async with await SessionStore.open(tmp_path / "g.db", clock, window=2, chats_kept=4) as store:
+        first = await store.new_session(KEY, channel="telegram", chat_id="42")
+        ids = [await _add(store, "user", "m0")]
+        await store.mark_buffered(ids, prune_key=KEY)
+        for chat in range(20):
+            key = f"telegram:{chat}"
+            await store.mark_buffered([await _add(store, "user", "hi", key=key)], prune_key=key)
+        assert len(store._current) <= 4 and len(store._unpruned) <= 4
+        assert KEY not in store._current
+        await _add(store, "user", "m1")  # the chat forgotten above goes on in its own session
+        assert await store.current(KEY) == first
+        assert [m.content for m in await store.window(KEY)] == ["m0", "m1"]

@@ -217,3 +217,13 @@ async def test_a_zone_that_cannot_be_read_costs_the_zone_not_the_reply(
         fake_llm.queue_reply("Hello!")
         assert (await rig.ask("hi", chat="100")).text == "Hello!"
         assert "Current date: 2026-11-22 Sunday (UTC)" in fake_llm.requests[-1]["messages"][0]["content"]
+
+
+async def test_the_cache_of_users_zones_is_capped_and_forgets_nothing(tmp_path: Path, clock: ManualClock) -> None:
+    async with await SessionStore.open(tmp_path / "gateway.db", clock) as sessions:
+        zones = UserTimezones(sessions.db, users_kept=4)
+        await zones.set(ALICE, ZoneInfo("Asia/Shanghai"), at=clock.now())
+        for i in range(20):  # thousands of users over months: a capped cache
+            assert await zones.get(f"telegram:{i}") is None
+        assert len(zones._cache) <= 4
+        assert await zones.get(ALICE) == ZoneInfo("Asia/Shanghai")  # read again from gateway.db

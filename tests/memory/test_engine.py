@@ -347,3 +347,17 @@ async def test_erased_words_are_gone_from_the_file_not_only_from_the_tables(tmp_
     finally:
         await engine.close()
     assert on_disk(folder, "zqxjkv4711") == 0 and on_disk(folder, "wvutsr1234") == 0
+
+
+async def test_the_per_owner_projects_cache_is_capped_and_forgets_nothing(tmp_path: Path, clock: ManualClock) -> None:
+    # A gateway meets thousands of users over months: a capped cache.
+    engine = await MemoryEngine.open(tmp_path / "memory.db", clock, owners_kept=4)
+    try:
+        await engine.add(NewMemory(owner="telegram:1", content="we ship Atlas on Friday", project="atlas"))
+        assert await engine.known_projects("telegram:1") == frozenset({"atlas"})
+        for i in range(2, 22):
+            assert await engine.known_projects(f"telegram:{i}") == frozenset()
+        assert len(engine._projects) <= 4
+        assert await engine.known_projects("telegram:1") == frozenset({"atlas"})  # read again
+    finally:
+        await engine.close()

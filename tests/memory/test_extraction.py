@@ -400,3 +400,33 @@ async def test_broken_memory_model_output_keeps_the_buffer_and_never_logs_what_w
     assert rep.ok and await counts(engine) == (1, 1, 0)
     assert secret not in repr(logs)
     assert len([e for e in logs if e["log_level"] in ("warning", "error")]) <= 2  # no storm: one line a failure at most
+
+
+async def test_a_users_lock_goes_once_their_flush_is_done_and_one_flush_at_a_time_holds(
+    engine: MemoryEngine, fake: FakeOpenAI, llm: MemoryLLM
+) -> None:
+    # A lock per user ever flushed was kept for good: thousands over months.
+    mem = SqliteMemory(engine)
+    for i in range(12):
+        await mem.buffer(turns(f"user{i}", (f"I use editor number {i}", "ok")))
+    fake.responder = lambda body: Reply(reply([{"content": "uses an editor"}], "editor"))
+    svc = service(engine, llm)
+    for i in range(12):
+        assert [r.ok for r in await svc.flush_now(f"user{i}")] == [True]
+    assert svc._locks == {}
+
+    await mem.buffer(turns("alice", ("I use vim", "ok")))
+    started = asyncio.Event()
+
+    async def slow(body: dict[str, Any]) -> Reply:
+        started.set()
+        await asyncio.sleep(0.2)
+        return Reply(reply([{"content": "Alice uses vim"}], "editor"))
+
+    fake.responder = slow
+    first = asyncio.create_task(svc.flush_now("alice"))
+    await started.wait()
+    second = await svc.flush_now("alice")  # waits for the first, which took the rows
+    assert [r.ok for r in await first] == [True] and second == []
+    assert svc._locks == {}
+    assert len([r for r in fake.requests if r.get("response_format")]) == 13

@@ -448,3 +448,49 @@ async def test_an_erased_or_reworded_memorys_vector_leaves_the_cached_matrix_at_
     assert ids[2] in cached.ids.tolist()
     assert ids[2] not in [i for i, _ in await index.search(["alice"], q, 5)]
     assert cached.ids.tolist() == [ids[3]]
+
+
+class _PausedLoad(VectorIndex):
+    """The real index, its load held at the start until told to go on, so a
+    store can land while it is under way."""
+
+    def __init__(self, *a: object, **kw: object) -> None:
+        super().__init__(*a, **kw)  # type: ignore[arg-type]
+        self.hold = asyncio.Event()
+        self.loading = asyncio.Event()
+        self.hold.set()
+
+    async def _load(self, owner: str):  # type: ignore[no-untyped-def]
+        self.loading.set()
+        await self.hold.wait()
+        return await super()._load(owner)
+
+
+async def test_per_owner_store_counts_are_kept_only_while_a_load_races_them(
+    engine: MemoryEngine, embedder: CachedEmbedder
+) -> None:
+    # A count per owner ever embedded was kept for good: thousands over months.
+    for i in range(12):
+        await add(engine, f"user{i}", f"user{i} drives a blue automobile")
+    index = _PausedLoad(engine.db, "m1")
+    assert await Vectorizer(index, embedder).drain() == 12
+    for i in range(12):
+        assert len(await index.search([f"user{i}"], await vector_of(embedder, "car"), 5)) == 1
+    assert index._generation == {}
+
+    # A store while alice's matrix loads: that load answers its search but is not kept.
+    await add(engine, "alice", "alice adopted a kitten in may")
+    await Vectorizer(index, embedder).drain()
+    index.forget_cached()
+    index.hold.clear()
+    index.loading.clear()
+    search = asyncio.create_task(index.search(["alice"], await vector_of(embedder, "cat"), 5))
+    await index.loading.wait()
+    car = await add(engine, "alice", "alice drives a red automobile")
+    assert await Vectorizer(index, embedder).drain() == 1
+    index.hold.set()
+    await search
+    assert "alice" not in index._matrices  # raced a store: not cached
+    hits = await index.search(["alice"], await vector_of(embedder, "car"), 5)
+    assert hits[0][0] == car and "alice" in index._matrices
+    assert index._generation == {}
