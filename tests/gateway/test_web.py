@@ -604,7 +604,8 @@ def _app_config(tmp_path: Path, fake: FakeOpenAI, **extra: Any) -> tuple[Config,
 
 
 async def test_the_app_serves_the_page_when_only_admin_needs_http(tmp_path: Path, clock: ManualClock, fake_llm: FakeOpenAI) -> None:
-    cfg, paths = _app_config(tmp_path, fake_llm)
+    gateway = {"port": 0, "admin": {"enabled": True, "token": TOKEN}, "trustedProxies": ["127.0.0.1"]}
+    cfg, paths = _app_config(tmp_path, fake_llm, gateway=gateway)
     app = App(cfg, paths, clock=clock, channel_specs=[QUIET])
     try:
         await app.open()
@@ -613,6 +614,7 @@ async def test_the_app_serves_the_page_when_only_admin_needs_http(tmp_path: Path
         await app.start()
         assert list(app.channels) == ["quiet"] and app.http is not None
         assert app.http.host == "127.0.0.1"  # gateway.host
+        assert app.http.trusted_proxies == ("127.0.0.1/32",)  # gateway.trustedProxies
         async with httpx.AsyncClient(base_url=app.http.url, timeout=10) as c:
             assert (await c.get("/healthz")).status_code == 200
             assert (await c.get("/memory", params={"user": "alice"})).status_code == 401
@@ -702,7 +704,52 @@ async def test_too_many_wrong_tokens_from_one_address_are_refused_for_a_while(si
         assert r.status_code == 429 and int(r.headers["Retry-After"]) > 0 and "too many wrong tokens" in r.json()["error"]
         r = await anon.post("/memory/login", data={"token": TOKEN})
         assert r.status_code == 429
+        for r in (r, await anon.get("/memory/api/users")):  # a page's 429 and the API's
+            assert r.headers["X-Content-Type-Options"] == "nosniff" and r.headers["X-Frame-Options"] == "DENY"
+            assert r.headers["Cache-Control"] == "no-store" and r.headers["Referrer-Policy"] == "no-referrer"
+            assert "frame-ancestors 'none'" in r.headers["Content-Security-Policy"]
+            assert r.headers["Server"] == "myclaw"
 
+
+
+async def test_spoofed_forwarded_addresses_do_not_escape_the_lockout_without_a_trusted_proxy(site: Site) -> None:
+    async with site.client(bearer=False) as anon:
+        for i in range(10):
+            r = await anon.get("/memory/api/users", headers={"Authorization": "Bearer wrong-token-but-long-enough",
+                                                            "X-Forwarded-For": f"203.0.113.{i}"})
+            assert r.status_code == 401
+        r = await anon.get("/memory/api/users", headers={**BEARER, "X-Forwarded-For": "198.51.100.7"})
+        assert r.status_code == 429
+
+
+@pytest.fixture
+async def proxied_site(engine: MemoryEngine) -> AsyncIterator[Site]:
+    """The page behind a reverse proxy on the same host (gateway.trustedProxies)."""
+    http = HttpServer("127.0.0.1", 0, trusted_proxies=["127.0.0.1"])
+    mount_memory_page(http, engine, Retriever(engine), TOKEN)
+    async with http:
+        yield Site(http, engine)
+
+
+async def test_behind_a_trusted_proxy_one_clients_wrong_tokens_lock_out_that_client_only(proxied_site: Site) -> None:
+    """Every request reached the page from the proxy's 127.0.0.1: ten wrong
+    tokens from anyone locked the operator out, for as long as they kept on."""
+    wrong = {"Authorization": "Bearer wrong-token-but-long-enough"}
+    async with proxied_site.client(bearer=False) as c:
+        with capture_logs() as logs:
+            for _ in range(10):
+                r = await c.get("/memory/api/users", headers={**wrong, "X-Forwarded-For": "1.2.3.4, 203.0.113.9"})
+                assert r.status_code == 401
+        assert {e["remote"] for e in logs if e["event"] == "memory page: request refused"} == {"203.0.113.9"}
+        r = await c.get("/memory/api/users", headers={**BEARER, "X-Forwarded-For": "203.0.113.9"})
+        assert r.status_code == 429
+        # What the attacker writes on the left changes nothing: the proxy appends the peer it saw.
+        r = await c.get("/memory/api/users", headers={**BEARER, "X-Forwarded-For": "198.51.100.7, 203.0.113.9"})
+        assert r.status_code == 429
+        r = await c.get("/memory/api/users", headers={**BEARER, "X-Forwarded-For": "198.51.100.7"})
+        assert r.status_code == 200  # the operator, elsewhere, is let in
+        r = await c.post("/memory/login", data={"token": TOKEN}, headers={"X-Forwarded-For": "198.51.100.7"})
+        assert r.status_code == 303
 
 
 async def test_a_login_posted_from_another_site_is_refused_and_locks_no_one_out(site: Site) -> None:
