@@ -134,6 +134,44 @@ async def test_login_sets_a_strict_httponly_session_cookie(site: Site) -> None:
         assert (await c.get("/memory")).status_code == 401
 
 
+async def test_signing_out_ends_the_session_on_the_server_too(site: Site) -> None:
+    """Sign-out only deleted the cookie: a copy of it (stolen, or kept by a
+    shared machine) went on working for up to 12 hours."""
+    async with site.client(bearer=False) as c, site.client(bearer=False) as other:
+        await login(other)  # another browser's session is not affected
+        csrf = await login(c)
+        stolen = c.cookies["myclaw_admin"]
+        r = await c.post("/memory/logout", data={"csrf": csrf})
+        assert r.status_code == 303
+        with capture_logs() as logs:
+            async with httpx.AsyncClient(base_url=site.url, cookies={"myclaw_admin": stolen}) as thief:
+                assert (await thief.get("/memory")).status_code == 401
+                assert (await thief.get("/memory/api/users")).status_code == 401
+                r = await thief.post("/memory/add", data={"csrf": csrf, "user": "alice", "content": "planted"})
+                assert r.status_code == 401
+        assert [e["reason"] for e in logs if e["event"] == "memory page: request refused"] == ["invalid or expired session"] * 3
+        assert (await other.get("/memory")).status_code == 200
+    assert await site.engine.list_memories("alice") == []
+
+
+def test_sessions_do_not_outlive_the_process_and_stay_bounded() -> None:
+    """Restart-safe in the safe direction: a session this process did not
+    issue is refused (after a restart the operator signs in again)."""
+    now = [1_000_000.0]
+    auth = AdminAuth(TOKEN, session_ttl=60, clock=lambda: now[0], max_sessions=3)
+    s = auth.new_session()
+    assert not AdminAuth(TOKEN, clock=lambda: now[0]).session_ok(s)  # the same token, another process
+    sessions = [auth.new_session() for _ in range(3)]
+    assert not auth.session_ok(s) and all(auth.session_ok(x) for x in sessions)  # the oldest made room
+    auth.end_session(sessions[0])
+    auth.end_session(sessions[0])  # twice, or a forged one, is harmless
+    auth.end_session("1.forged.value")
+    assert [auth.session_ok(x) for x in sessions] == [False, True, True]
+    now[0] += 61
+    auth.new_session()
+    assert len(auth._sessions) == 1  # expired ones are dropped as new ones come
+
+
 def test_sessions_expire_and_die_with_a_token_change() -> None:
     now = [1_000_000.0]
     auth = AdminAuth(TOKEN, session_ttl=60, clock=lambda: now[0])
