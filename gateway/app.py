@@ -611,7 +611,8 @@ class App:
         if self.http is None:
             from .http import HttpServer
 
-            self.http = HttpServer(self.cfg.gateway.host, self.cfg.gateway.port)
+            gw = self.cfg.gateway
+            self.http = HttpServer(gw.host, gw.port, trusted_proxies=gw.trusted_proxies)
         return self.http
 
     def _channel_failed(self, name: str, exc: BaseException) -> None:

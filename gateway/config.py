@@ -31,6 +31,8 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel
 
+from .proxies import trusted_networks
+
 __all__ = [
     "AdminConfig",
     "AgentConfig",
@@ -308,6 +310,11 @@ class GatewayConfig(_Model):
     history_cache_rows: int = Field(default=2048, ge=0, le=1_000_000)
     rate_limit: RateLimitConfig = Field(default_factory=RateLimitConfig)
     admin: AdminConfig = Field(default_factory=AdminConfig)
+    # Reverse proxies (addresses or CIDR networks) whose X-Forwarded-For names
+    # the client (gateway/proxies.py): the memory page's sign-in lockout and
+    # the log then see the real client, not the proxy. Empty: the header is
+    # ignored, as anyone can send it.
+    trusted_proxies: list[str] = Field(default_factory=list)
     # GET /metrics (Prometheus text) on host:port, the HTTP server started
     # for it if nothing else needs one; /healthz is then served too.
     metrics: bool = False
@@ -317,6 +324,12 @@ class GatewayConfig(_Model):
     # this old (gateway/resume.py); an older one gets nothing (a late answer
     # to "are you there?" is worse than none). 0 turns it off.
     resume_within_minutes: float = Field(default=10.0, ge=0, le=24 * 60)
+
+    @field_validator("trusted_proxies")
+    @classmethod
+    def _proxies(cls, v: list[str]) -> list[str]:
+        trusted_networks(v)  # ValueError names the bad entry
+        return v
 
     @field_validator("timezone")
     @classmethod

@@ -13,23 +13,68 @@ requests, is closed; a body not in within ``body_timeout`` gets 408. Without
 these, aiohttp holds a half-sent request for an hour, and a few hundred
 such connections use up the process's file descriptors. A handler that
 fails answers a bare 500; its traceback goes to the log only.
+
+Every answer, aiohttp's own included (a malformed request's 400, a 413),
+carries the security headers of :data:`SECURITY_HEADERS` and a ``Server``
+header that names no version. It is set as the response is prepared
+(aiohttp's ``Request._prepare_hook``), the one point every answer passes:
+that is why the server runs aiohttp's low-level ``web.Server`` with our own
+request class rather than a ``web.Application``, whose hook skips answers to
+requests it never routed.
+
+With ``trusted_proxies`` (``gateway.trustedProxies``), a request from one of
+them has its ``remote`` taken from ``X-Forwarded-For`` (gateway/proxies.py).
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING
+from collections.abc import Awaitable, Callable, Iterable
+from typing import TYPE_CHECKING, Any
 
 import structlog
-from aiohttp import web
+from aiohttp import HttpVersion11, web
+from aiohttp.web_protocol import RequestHandler
+
+from .proxies import client_address, trusted_networks
 
 if TYPE_CHECKING:
     from .health import Health
 
-__all__ = ["Handler", "HttpServer", "stop_listening"]
+__all__ = ["SECURITY_HEADERS", "SERVER_NAME", "Handler", "HttpServer", "stop_listening"]
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+SERVER_NAME = "myclaw"  # not aiohttp's "Python/3.11 aiohttp/3.x.y": no version to look up
+# Defaults: a response that sets its own (the memory page's CSP with its nonce) keeps it.
+SECURITY_HEADERS = {
+    "Content-Security-Policy": "default-src 'none'; frame-ancestors 'none'; base-uri 'none'",
+    "X-Content-Type-Options": "nosniff",
+    "X-Frame-Options": "DENY",
+    "Referrer-Policy": "no-referrer",
+    "Cache-Control": "no-store",
+}
+
+
+class _Request(web.Request):
+    async def _prepare_hook(self, response: web.StreamResponse) -> None:
+        # Runs before aiohttp fills in its defaults (Server among them).
+        response.headers["Server"] = SERVER_NAME
+        for name, value in SECURITY_HEADERS.items():
+            response.headers.setdefault(name, value)
+        await super()._prepare_hook(response)
+
+
+async def _continue(request: web.Request) -> None:
+    """``Expect: 100-continue`` (curl, for a body over 1 KB): a web.Application
+    answers it; the low-level server leaves it to us."""
+    expect = request.headers.get("Expect", "")
+    if not expect:
+        return
+    if request.version != HttpVersion11 or expect.lower() != "100-continue":
+        raise web.HTTPExpectationFailed(text=f"unknown Expect: {expect[:40]}")
+    await request.writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+    request.writer.output_size = 0
 
 
 async def stop_listening(runner: web.BaseRunner) -> None:
@@ -63,16 +108,18 @@ class HttpServer:
         client_max_size: int = 4 * 1024 * 1024,
         idle_timeout: float = 75.0,  # over a reverse proxy's idle upstream keep-alive (nginx: 60 s)
         body_timeout: float = 30.0,
+        trusted_proxies: Iterable[str] = (),
     ) -> None:
         if idle_timeout <= 0 or body_timeout <= 0:
             raise ValueError("idle_timeout and body_timeout must be > 0")
+        self._trusted = trusted_networks(trusted_proxies)
         self.host = host
         self._requested_port = port
         self._client_max_size = client_max_size
         self.idle_timeout = idle_timeout
         self.body_timeout = body_timeout
         self._routes: dict[tuple[str, str], Handler] = {}
-        self._runner: web.AppRunner | None = None
+        self._runner: web.ServerRunner | None = None
         self._port: int | None = None
         self._log = structlog.get_logger(component="http")
         self.health: Health | None = None  # set by the App; without it /healthz only says the server answers
@@ -103,14 +150,18 @@ class HttpServer:
     def url(self) -> str:
         return f"http://{self.host}:{self.port}"
 
+    @property
+    def trusted_proxies(self) -> tuple[str, ...]:
+        return tuple(str(n) for n in self._trusted)
+
     async def start(self) -> None:
         if self._runner is not None:
             return
-        app = web.Application(client_max_size=self._client_max_size)
-        app.router.add_route("*", "/{tail:.*}", self._dispatch)
         # keepalive_timeout also runs from the moment a connection opens until
         # its first request is whole: aiohttp's only bound on slow headers.
-        runner = web.AppRunner(app, access_log=None, keepalive_timeout=self.idle_timeout)
+        server = web.Server(self._handle, request_factory=self._make_request, access_log=None,
+                            keepalive_timeout=self.idle_timeout)
+        runner = web.ServerRunner(server)
         await runner.setup()
         site = web.TCPSite(runner, self.host, self._requested_port)
         try:
@@ -138,6 +189,21 @@ class HttpServer:
         await self.stop()
 
     # -- handlers --------------------------------------------------------------
+    def _make_request(self, message: Any, payload: Any, protocol: RequestHandler, writer: Any,
+                      task: asyncio.Task[None], **_: Any) -> web.BaseRequest:
+        request = _Request(message, payload, protocol, writer, task, asyncio.get_running_loop(),
+                           client_max_size=self._client_max_size)
+        if self._trusted:
+            remote = client_address(request.remote, request.headers.getall("X-Forwarded-For", []), self._trusted)
+            if remote is not None and remote != request.remote:
+                return request.clone(remote=remote)
+        return request
+
+    async def _handle(self, request: web.BaseRequest) -> web.StreamResponse:
+        assert isinstance(request, web.Request)  # made by _make_request
+        await _continue(request)
+        return await self._dispatch(request)
+
     async def _dispatch(self, request: web.Request) -> web.StreamResponse:
         handler = self._routes.get((request.method, request.path))
         if handler is None and request.method == "HEAD":

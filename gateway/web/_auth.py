@@ -6,8 +6,10 @@ A request is let in with either
 * the session cookie the login form sets after a correct token: HttpOnly,
   SameSite=Strict, path ``/memory``. Its value is ``issued.nonce.mac``, the
   MAC keyed with a key derived from the token, so changing the token ends
-  every session and the server keeps no session state. Sessions expire
-  after ``session_ttl`` seconds.
+  every session. The server also keeps the live sessions it issued (in
+  memory): signing out ends one there, so a copy of the cookie is refused
+  too, and a restart ends them all (the operator signs in again; a session
+  is never let in wrongly). Sessions expire after ``session_ttl`` seconds.
 
 Every comparison is constant-time (``hmac.compare_digest``).
 
@@ -43,6 +45,7 @@ class Identity:
 
     via: str  # "bearer" | "cookie"
     csrf: str
+    session: str = ""  # the cookie's value, to end it on sign-out
 
 
 class FailedAttempts:
@@ -87,7 +90,9 @@ def _mac(key: bytes, msg: str) -> str:
 
 
 class AdminAuth:
-    def __init__(self, token: str, *, session_ttl: float = 12 * 3600, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self, token: str, *, session_ttl: float = 12 * 3600, clock: Callable[[], float] = time.time, max_sessions: int = 1000
+    ) -> None:
         if len(token.strip()) < 16:
             raise ValueError("the admin token must be at least 16 characters")
         self._token = token.encode("utf-8")
@@ -95,6 +100,10 @@ class AdminAuth:
         self.session_ttl = session_ttl
         self._clock = clock
         self.attempts = FailedAttempts()
+        # Live sessions' nonces -> when they expire, oldest first. Bounded:
+        # only the token's holder signs in, and the oldest session goes first.
+        self._sessions: OrderedDict[str, float] = OrderedDict()
+        self._max_sessions = max_sessions
 
     # -- the token ------------------------------------------------------------
 
@@ -104,15 +113,36 @@ class AdminAuth:
     # -- sessions -------------------------------------------------------------
 
     def new_session(self) -> str:
-        head = f"{int(self._clock())}.{secrets.token_hex(8)}"
+        now = self._clock()
+        while self._sessions and next(iter(self._sessions.values())) < now:
+            self._sessions.popitem(last=False)  # expired
+        while len(self._sessions) >= self._max_sessions:
+            self._sessions.popitem(last=False)
+        nonce = secrets.token_hex(16)
+        self._sessions[nonce] = int(now) + self.session_ttl
+        head = f"{int(now)}.{nonce}"
         return f"{head}.{_mac(self._key, 'session.' + head)}"
 
-    def session_ok(self, value: str) -> bool:
+    def _nonce(self, value: str) -> str | None:
+        """The nonce of a cookie value this key signed, else None. The MAC is
+        checked first: without the key no one can probe for live nonces."""
         head, _, mac = value.rpartition(".")
-        issued, _, _nonce = head.partition(".")
+        issued, _, nonce = head.partition(".")
         if not issued.isdigit() or not hmac.compare_digest(mac.encode(), _mac(self._key, "session." + head).encode()):
-            return False
-        return 0 <= self._clock() - int(issued) <= self.session_ttl
+            return None
+        if not 0 <= self._clock() - int(issued) <= self.session_ttl:
+            return None
+        return nonce
+
+    def session_ok(self, value: str) -> bool:
+        nonce = self._nonce(value)
+        return nonce is not None and nonce in self._sessions
+
+    def end_session(self, value: str) -> None:
+        """Sign-out: the session is refused from now on, whoever holds it."""
+        nonce = self._nonce(value)
+        if nonce is not None:
+            self._sessions.pop(nonce, None)
 
     def csrf_for(self, session: str) -> str:
         return _mac(self._key, "csrf." + session)[:32]
@@ -135,7 +165,7 @@ class AdminAuth:
             return None, "no credentials"
         if not self.session_ok(session):
             return None, "invalid or expired session"
-        return Identity("cookie", self.csrf_for(session)), ""
+        return Identity("cookie", self.csrf_for(session), session), ""
 
     def csrf_ok(self, identity: Identity, request: web.Request, sent: str) -> bool:
         if not same_origin(request):

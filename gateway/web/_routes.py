@@ -315,8 +315,11 @@ class MemoryWeb:
         return response
 
     async def _logout(self, request: web.Request, ident: Identity, ctx: PageContext, data: Data) -> web.StreamResponse:
+        if ident.session:  # a Bearer request has no session to end
+            self.auth.end_session(ident.session)
         response = _redirect("/memory")
         response.del_cookie(COOKIE, path=COOKIE_PATH)
+        log.info("memory page: signed out", remote=request.remote)
         return response
 
     # -- pages -----------------------------------------------------------------

@@ -148,6 +148,8 @@ def test_missing_file_means_defaults_unless_required(tmp_path: Path) -> None:
         ({"memory": {"embedding": {"provider": {"baseUrl": "localhost"}}}}, "memory.embedding.provider.baseUrl", "localhost"),
         ({"channels": {"feishu": {"maxUploadBytes": 40000000}}}, "channels.feishu.maxUploadBytes", "40000000"),
         ({"channels": {"telegram": {"maxUploadBytes": 3000000000}}}, "channels.telegram.maxUploadBytes", "3000000000"),
+        ({"gateway": {"trustedProxies": ["127.0.0.1", "localhost"]}}, "gateway.trustedProxies", "localhost"),
+        ({"gateway": {"trustedProxies": ["10.0.0.1/8"]}}, "gateway.trustedProxies", "10.0.0.1/8"),
     ],
 )
 def test_bad_values_name_the_field_and_value(tmp_path: Path, doc: dict, field: str, shown: str) -> None:
@@ -370,3 +372,9 @@ def test_telegram_files_come_from_the_file_url_of_the_api() -> None:
     assert TelegramConfig().file_url == "https://api.telegram.org/file/bot"
     assert TelegramConfig(base_url="http://127.0.0.1:8081/bot").file_url == "http://127.0.0.1:8081/file/bot"
     assert TelegramConfig(base_file_url="http://files.local/f/bot").file_url == "http://files.local/f/bot"
+
+
+def test_trusted_proxies_are_off_unless_listed(tmp_path: Path) -> None:
+    assert load_config(write(tmp_path, {}), env={}).gateway.trusted_proxies == []
+    cfg = load_config(write(tmp_path, {"gateway": {"trustedProxies": ["127.0.0.1", "::1", "10.0.0.0/8"]}}), env={})
+    assert cfg.gateway.trusted_proxies == ["127.0.0.1", "::1", "10.0.0.0/8"]

@@ -168,3 +168,123 @@ async def test_a_failing_handler_is_a_plain_500_even_in_asyncio_debug_mode() -> 
                 assert (await client.get("/healthz")).status_code == 200  # the server goes on
     finally:
         loop.set_debug(was)
+
+
+# -- the client's address behind a reverse proxy ----------------------------------
+
+
+async def _echo_remote(request: web.Request) -> web.Response:
+    return web.json_response({"remote": request.remote})
+
+
+async def _remote_seen(server: HttpServer, forwarded: str | None) -> str:
+    headers = {} if forwarded is None else {"X-Forwarded-For": forwarded}
+    async with httpx.AsyncClient(base_url=server.url, timeout=5) as client:
+        r = await client.get("/who", headers=headers)
+    assert r.status_code == 200, r.text
+    remote: str = r.json()["remote"]
+    return remote
+
+
+async def test_behind_a_trusted_proxy_the_client_is_the_right_most_untrusted_forwarded_address() -> None:
+    """Behind the reverse proxy the README recommends every peer is
+    127.0.0.1: one attacker's wrong tokens locked everyone out."""
+    async with HttpServer("127.0.0.1", 0, trusted_proxies=["127.0.0.1", "10.0.0.0/8"]) as server:
+        server.add_route("GET", "/who", _echo_remote)
+        assert await _remote_seen(server, "203.0.113.9") == "203.0.113.9"
+        # What the client sent itself is on the left; the proxy appends the peer it saw.
+        assert await _remote_seen(server, "1.1.1.1, 203.0.113.9") == "203.0.113.9"
+        # Proxies we trust (a chain) are skipped from the right.
+        assert await _remote_seen(server, "198.51.100.7, 10.1.2.3, 127.0.0.1") == "198.51.100.7"
+        assert await _remote_seen(server, "2001:db8::1") == "2001:db8::1"
+        assert await _remote_seen(server, None) == "127.0.0.1"
+        # Every hop trusted: the left-most (a request made on the proxy's host).
+        assert await _remote_seen(server, "10.0.0.5, 127.0.0.1") == "10.0.0.5"
+        # A right-most entry that is no address: the proxy is misconfigured; the peer it is.
+        assert await _remote_seen(server, "1.1.1.1, not-an-ip") == "127.0.0.1"
+        assert await _remote_seen(server, "") == "127.0.0.1"
+
+
+@pytest.mark.parametrize("trusted", [(), ("10.0.0.0/8",)])
+async def test_a_forwarded_address_from_an_untrusted_peer_is_ignored(trusted: tuple[str, ...]) -> None:
+    async with HttpServer("127.0.0.1", 0, trusted_proxies=trusted) as server:
+        server.add_route("GET", "/who", _echo_remote)
+        assert await _remote_seen(server, "203.0.113.9") == "127.0.0.1"
+
+
+def test_trusted_proxies_must_be_addresses_or_networks() -> None:
+    with pytest.raises(ValueError, match="not-a-network"):
+        HttpServer(trusted_proxies=["127.0.0.1", "not-a-network"])
+    assert HttpServer(trusted_proxies=["::1", "192.168.0.0/16"]).trusted_proxies == ("::1/128", "192.168.0.0/16")
+
+
+# -- every answer, errors included, carries the security headers --------------------
+
+
+def _assert_hardened(headers: httpx.Headers | dict[str, str], what: str) -> None:
+    h = {k.lower(): v for k, v in headers.items()}
+    assert h.get("x-content-type-options") == "nosniff", what
+    assert h.get("x-frame-options") == "DENY", what
+    assert h.get("referrer-policy") == "no-referrer", what
+    assert h.get("cache-control") == "no-store", what
+    assert "frame-ancestors 'none'" in h.get("content-security-policy", ""), what
+    assert "aiohttp" not in h.get("server", "").lower() and "python" not in h.get("server", "").lower(), (what, h.get("server"))
+
+
+async def test_error_answers_carry_the_security_headers_and_no_server_version() -> None:
+    async def broken(request: web.Request) -> web.Response:
+        raise RuntimeError("boom")
+
+    async def echo(request: web.Request) -> web.Response:
+        return web.Response(body=await request.read())
+
+    async with HttpServer("127.0.0.1", 0, client_max_size=1024, body_timeout=0.3) as server:
+        server.add_route("GET", "/broken", broken)
+        server.add_route("POST", "/echo", echo)
+        async with httpx.AsyncClient(base_url=server.url, timeout=5) as client:
+            for method, path, body, status in [
+                ("GET", "/healthz", None, 200),
+                ("GET", "/nope", None, 404),
+                ("GET", "/echo", None, 405),
+                ("POST", "/echo", b"x" * 4096, 413),
+                ("GET", "/broken", None, 500),
+            ]:
+                r = await client.request(method, path, content=body)
+                assert r.status_code == status, (path, r.status_code)
+                _assert_hardened(r.headers, f"{method} {path}")
+        # aiohttp's own answers to what is not HTTP at all, and to a late body.
+        for raw, status in [
+            (b"GET /healthz HTTP/1.1\r\nHost: x\r\nBad Header\r\n\r\n", b"400"),
+            (b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{", b"408"),
+        ]:
+            reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+            try:
+                writer.write(raw)
+                await writer.drain()
+                head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
+            finally:
+                writer.close()
+            lines = head.decode().split("\r\n")
+            assert lines[0].split(" ")[1].encode() == status, lines[0]
+            _assert_hardened(dict(line.split(": ", 1) for line in lines[1:] if ": " in line), lines[0])
+
+
+async def test_a_client_that_waits_for_100_continue_gets_it() -> None:
+    """curl asks before sending a body over 1 KB; unanswered, it waits a second."""
+
+    async def echo(request: web.Request) -> web.Response:
+        return web.Response(body=await request.read())
+
+    async with HttpServer("127.0.0.1", 0) as server:
+        server.add_route("POST", "/echo", echo)
+        reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+        try:
+            writer.write(b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nExpect: 100-continue\r\n\r\n")
+            await writer.drain()
+            assert await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5) == b"HTTP/1.1 100 Continue\r\n\r\n"
+            writer.write(b"hello")
+            await writer.drain()
+            answer = await asyncio.wait_for(reader.readuntil(b"hello"), 5)
+        finally:
+            writer.close()
+        assert answer.startswith(b"HTTP/1.1 200 ")

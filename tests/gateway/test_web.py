@@ -134,6 +134,44 @@ async def test_login_sets_a_strict_httponly_session_cookie(site: Site) -> None:
         assert (await c.get("/memory")).status_code == 401
 
 
+async def test_signing_out_ends_the_session_on_the_server_too(site: Site) -> None:
+    """Sign-out only deleted the cookie: a copy of it (stolen, or kept by a
+    shared machine) went on working for up to 12 hours."""
+    async with site.client(bearer=False) as c, site.client(bearer=False) as other:
+        await login(other)  # another browser's session is not affected
+        csrf = await login(c)
+        stolen = c.cookies["myclaw_admin"]
+        r = await c.post("/memory/logout", data={"csrf": csrf})
+        assert r.status_code == 303
+        with capture_logs() as logs:
+            async with httpx.AsyncClient(base_url=site.url, cookies={"myclaw_admin": stolen}) as thief:
+                assert (await thief.get("/memory")).status_code == 401
+                assert (await thief.get("/memory/api/users")).status_code == 401
+                r = await thief.post("/memory/add", data={"csrf": csrf, "user": "alice", "content": "planted"})
+                assert r.status_code == 401
+        assert [e["reason"] for e in logs if e["event"] == "memory page: request refused"] == ["invalid or expired session"] * 3
+        assert (await other.get("/memory")).status_code == 200
+    assert await site.engine.list_memories("alice") == []
+
+
+def test_sessions_do_not_outlive_the_process_and_stay_bounded() -> None:
+    """Restart-safe in the safe direction: a session this process did not
+    issue is refused (after a restart the operator signs in again)."""
+    now = [1_000_000.0]
+    auth = AdminAuth(TOKEN, session_ttl=60, clock=lambda: now[0], max_sessions=3)
+    s = auth.new_session()
+    assert not AdminAuth(TOKEN, clock=lambda: now[0]).session_ok(s)  # the same token, another process
+    sessions = [auth.new_session() for _ in range(3)]
+    assert not auth.session_ok(s) and all(auth.session_ok(x) for x in sessions)  # the oldest made room
+    auth.end_session(sessions[0])
+    auth.end_session(sessions[0])  # twice, or a forged one, is harmless
+    auth.end_session("1.forged.value")
+    assert [auth.session_ok(x) for x in sessions] == [False, True, True]
+    now[0] += 61
+    auth.new_session()
+    assert len(auth._sessions) == 1  # expired ones are dropped as new ones come
+
+
 def test_sessions_expire_and_die_with_a_token_change() -> None:
     now = [1_000_000.0]
     auth = AdminAuth(TOKEN, session_ttl=60, clock=lambda: now[0])
@@ -604,7 +642,8 @@ def _app_config(tmp_path: Path, fake: FakeOpenAI, **extra: Any) -> tuple[Config,
 
 
 async def test_the_app_serves_the_page_when_only_admin_needs_http(tmp_path: Path, clock: ManualClock, fake_llm: FakeOpenAI) -> None:
-    cfg, paths = _app_config(tmp_path, fake_llm)
+    gateway = {"port": 0, "admin": {"enabled": True, "token": TOKEN}, "trustedProxies": ["127.0.0.1"]}
+    cfg, paths = _app_config(tmp_path, fake_llm, gateway=gateway)
     app = App(cfg, paths, clock=clock, channel_specs=[QUIET])
     try:
         await app.open()
@@ -613,6 +652,7 @@ async def test_the_app_serves_the_page_when_only_admin_needs_http(tmp_path: Path
         await app.start()
         assert list(app.channels) == ["quiet"] and app.http is not None
         assert app.http.host == "127.0.0.1"  # gateway.host
+        assert app.http.trusted_proxies == ("127.0.0.1/32",)  # gateway.trustedProxies
         async with httpx.AsyncClient(base_url=app.http.url, timeout=10) as c:
             assert (await c.get("/healthz")).status_code == 200
             assert (await c.get("/memory", params={"user": "alice"})).status_code == 401
@@ -702,7 +742,52 @@ async def test_too_many_wrong_tokens_from_one_address_are_refused_for_a_while(si
         assert r.status_code == 429 and int(r.headers["Retry-After"]) > 0 and "too many wrong tokens" in r.json()["error"]
         r = await anon.post("/memory/login", data={"token": TOKEN})
         assert r.status_code == 429
+        for r in (r, await anon.get("/memory/api/users")):  # a page's 429 and the API's
+            assert r.headers["X-Content-Type-Options"] == "nosniff" and r.headers["X-Frame-Options"] == "DENY"
+            assert r.headers["Cache-Control"] == "no-store" and r.headers["Referrer-Policy"] == "no-referrer"
+            assert "frame-ancestors 'none'" in r.headers["Content-Security-Policy"]
+            assert r.headers["Server"] == "myclaw"
 
+
+
+async def test_spoofed_forwarded_addresses_do_not_escape_the_lockout_without_a_trusted_proxy(site: Site) -> None:
+    async with site.client(bearer=False) as anon:
+        for i in range(10):
+            r = await anon.get("/memory/api/users", headers={"Authorization": "Bearer wrong-token-but-long-enough",
+                                                            "X-Forwarded-For": f"203.0.113.{i}"})
+            assert r.status_code == 401
+        r = await anon.get("/memory/api/users", headers={**BEARER, "X-Forwarded-For": "198.51.100.7"})
+        assert r.status_code == 429
+
+
+@pytest.fixture
+async def proxied_site(engine: MemoryEngine) -> AsyncIterator[Site]:
+    """The page behind a reverse proxy on the same host (gateway.trustedProxies)."""
+    http = HttpServer("127.0.0.1", 0, trusted_proxies=["127.0.0.1"])
+    mount_memory_page(http, engine, Retriever(engine), TOKEN)
+    async with http:
+        yield Site(http, engine)
+
+
+async def test_behind_a_trusted_proxy_one_clients_wrong_tokens_lock_out_that_client_only(proxied_site: Site) -> None:
+    """Every request reached the page from the proxy's 127.0.0.1: ten wrong
+    tokens from anyone locked the operator out, for as long as they kept on."""
+    wrong = {"Authorization": "Bearer wrong-token-but-long-enough"}
+    async with proxied_site.client(bearer=False) as c:
+        with capture_logs() as logs:
+            for _ in range(10):
+                r = await c.get("/memory/api/users", headers={**wrong, "X-Forwarded-For": "1.2.3.4, 203.0.113.9"})
+                assert r.status_code == 401
+        assert {e["remote"] for e in logs if e["event"] == "memory page: request refused"} == {"203.0.113.9"}
+        r = await c.get("/memory/api/users", headers={**BEARER, "X-Forwarded-For": "203.0.113.9"})
+        assert r.status_code == 429
+        # What the attacker writes on the left changes nothing: the proxy appends the peer it saw.
+        r = await c.get("/memory/api/users", headers={**BEARER, "X-Forwarded-For": "198.51.100.7, 203.0.113.9"})
+        assert r.status_code == 429
+        r = await c.get("/memory/api/users", headers={**BEARER, "X-Forwarded-For": "198.51.100.7"})
+        assert r.status_code == 200  # the operator, elsewhere, is let in
+        r = await c.post("/memory/login", data={"token": TOKEN}, headers={"X-Forwarded-For": "198.51.100.7"})
+        assert r.status_code == 303
 
 
 async def test_a_login_posted_from_another_site_is_refused_and_locks_no_one_out(site: Site) -> None:
