@@ -1298,7 +1298,13 @@ class TelegramChannel(BaseChannel):
     def _to_inbound(self, update: Update) -> tuple[InboundMessage, str, _Fetch | None] | None:
         edited = update.message is None and update.edited_message is not None
         msg = update.edited_message if edited else update.message
-        if msg is None or msg.from_user is None:
+        if msg is None:
+            return None
+        if msg.from_user is None:
+            # Only a channel's own posts lack ``from`` (not read here): one
+            # naming nobody would be owned by no one, so nobody's to answer.
+            self.log.warning("Telegram message without a sender ignored", chat_id=msg.chat.id,
+                             message_id=msg.message_id, update_id=update.update_id)
             return None
         text = msg.text if msg.text is not None else msg.caption
         unreadable = ""

@@ -75,6 +75,7 @@ from .outbox import Outbox
 from .prompt import PromptBuilder
 from .ratelimit import RateLimiter
 from .recent_files import RecentFiles, file_tools
+from .privatechat import private_chat_refusal
 from .resume import Resumed, resume_cut_turns
 from .sessions import SessionStore
 from .incognito import Incognito
@@ -523,6 +524,14 @@ class App:
                     f"channel {job.channel!r} is not running in this gateway (enabled: "
                     f"{', '.join(sorted(self._job_channels())) or 'none'}); the reply would reach nobody"
                 )
+            if job.private and (why := await private_chat_refusal(
+                    self.sessions, loop.identities, channel=job.channel, chat_id=job.chat_id, user=job.user,
+                    proven=False)):
+                # Made before `cron add` checked, or cron.db edited: the
+                # user's private memory must not reach a group (no LLM call).
+                log.error("private cron job refused: the chat is not the user's private chat", job=job.id,
+                          channel=job.channel, chat_id=job.chat_id, reason=why)
+                raise CronError(f"{why}: a private job (the user's private memory) is not run there")
             sent = await loop.run_job(
                 channel=job.channel, chat_id=job.chat_id, user=job.user, text=attempt.prompt, private=job.private,
                 fallback=attempt.fallback,

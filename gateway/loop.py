@@ -649,6 +649,10 @@ class ProcessLoop:
             decision = self.limiter.check(user)
             if not decision.allowed:
                 self.stats.limited += 1
+                if resumed is not None:
+                    # Refused is its one answer (the note, now or earlier in
+                    # the window): the next start must not answer it after all.
+                    await self._mark_apologised(msg)
                 if decision.notify:
                     log.warning(
                         "user over the rate limit; messages not answered",

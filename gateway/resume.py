@@ -32,8 +32,9 @@ run one after another), a user row, with:
 * memory allowed to learn from it: an incognito turn is not answered
   again (the user turned the bot's attention away; not picked up later);
 * no reply to it waiting in the outbox (that goes out from there, once);
-* no apology sent for it (the row's context is then ``APOLOGISED``,
-  written before the apology is sent): that was its one answer;
+* no apology sent for it, and not refused over the rate limit when it
+  was resumed (the row's context is then ``APOLOGISED``, written before
+  the apology or the limit's note is sent): that was its one answer;
 * written within ``gateway.resumeWithinMinutes``: an older one gets
   nothing, logged.
 
@@ -179,7 +180,7 @@ async def resume_cut_turns(
         age = now - parse_ts(row.created_at)
         why = ""
         if row.context == APOLOGISED:
-            why = "answered with an apology"
+            why = "answered with an apology"  # or with the rate limit's note (resumed, refused)
         elif context is None:
             why = "not kept whole (a job's, a picture's, a file's, a quote's, or from before)"
         elif not row.message_id or row.message_id.startswith("g-"):

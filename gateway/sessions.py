@@ -23,7 +23,7 @@ from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import aiosqlite
 
@@ -592,6 +592,22 @@ class SessionStore:
             (since,),
         )
         return _rows(rows)
+
+    async def chat_kind(self, channel: str, chat_id: str, owner: str) -> Literal["group", "theirs", "another's", "unknown"]:
+        """What the stored user rows of a chat say it is (gateway/privatechat.py):
+        a group (any row came in one), ``owner``'s private chat, another
+        user's, or unknown (no row with its context kept)."""
+        await self.flush()
+        rows = await self.db.fetchall(
+            """SELECT DISTINCT json_extract(m.context, '$.g'), m.owner
+                 FROM session_messages m JOIN sessions s ON s.id = m.session_id
+                WHERE s.channel = ? AND s.chat_id = ? AND m.role = 'user' AND json_valid(m.context)""",
+            (channel, chat_id),
+        )
+        if any(g for g, _ in rows):
+            return "group"
+        owners = {o for _, o in rows}
+        return "theirs" if owner in owners else "another's" if owners else "unknown"
 
     async def mark_buffered(self, ids: Sequence[int], *, prune_key: str | None = None, learn: bool = True) -> None:
         """Record that memory has these messages (without ``learn``: that

@@ -108,7 +108,8 @@ def parse_message_event(
     and ``record`` set; a shared location, task, vote, event, chat or
     contact as one bracketed line of text; a card (which a user can only
     pass on) as a forward of its words. Raises
-    ``EventParseError`` for a payload that is not a message event at all.
+    ``EventParseError`` for a payload that is not a message event at all,
+    or one of a user who is named by no id.
 
     ``bot_open_id=None`` (the bot's identity could not be fetched) counts any
     mention as addressing the bot: better to answer one group message too
@@ -130,6 +131,9 @@ def parse_message_event(
     ids: Mapping[str, Any] = sender_id if isinstance(sender_id, Mapping) else {}
     open_id = str(ids.get("open_id") or "")
     sender_ids = tuple(str(ids[k]) for k in ("open_id", "union_id", "user_id") if ids.get(k))
+    if not sender_ids:
+        # Its owner would be "feishu:", one shared by every such sender.
+        raise EventParseError("message sender has no open_id, union_id or user_id")
 
     mentions = [m for m in message.get("mentions") or () if isinstance(m, Mapping)]
     mentioned = _mentions_bot(mentions, bot_open_id)
@@ -180,7 +184,7 @@ def parse_message_event(
     inbound = InboundMessage(
         channel="feishu",
         chat_id=str(chat_id),
-        sender_id=open_id or (sender_ids[0] if sender_ids else ""),
+        sender_id=open_id or sender_ids[0],
         text=text,
         message_id=str(message_id),
         timestamp=_timestamp(message.get("create_time") or header.get("create_time")),

@@ -11,8 +11,10 @@ import click
 
 from gateway.config import Config, Paths
 from gateway.cron import CronError, CronJob, CronStore, once_local, parse_at
+from gateway.privatechat import private_chat_refusal
 from gateway.timezones import TimezoneError, parse_timezone
 from memory.clock import SystemClock
+from memory.identity import IdentityMap
 
 from . import main
 from ._common import echo_json, json_option, load_cli_config, render_table, resolve_user, run, setup_cli_logging
@@ -54,6 +56,24 @@ def _check_channel(cfg: Config, channel: str) -> None:
         )
 
 
+async def _check_private(cfg: Config, channel: str, chat_id: str, user: str) -> None:
+    """``--private`` only for the user's own private chat: into a group,
+    or another's chat, their private memory would reach others."""
+    from gateway.sessions import SessionStore  # lazily, as _check_channel
+
+    path = Paths.from_env().gateway_db()
+    identities = IdentityMap(cfg.memory.identities)
+    if channel == "telegram" or not path.exists():
+        why = await private_chat_refusal(None, identities, channel=channel, chat_id=chat_id, user=user, proven=True)
+    else:
+        async with await SessionStore.open(path) as sessions:
+            why = await private_chat_refusal(sessions, identities, channel=channel, chat_id=chat_id, user=user,
+                                             proven=True)
+    if why:
+        raise click.BadParameter(f"{why}; a job there may use shared memory only (leave out --private)",
+                                 param_hint="'--private'")
+
+
 @cron.command("add")
 @click.option("--schedule", "-s", help="A recurring job: cron expression, five fields, e.g. '0 9 * * 1-5'.")
 @click.option(
@@ -92,6 +112,8 @@ def add(
         raise click.BadParameter(str(exc), param_hint="'--timezone'") from None
 
     async def go() -> None:
+        if private:
+            await _check_private(cfg, channel, chat_id, owner)
         async with open_store(cfg, create=True) as store:
             try:
                 at = parse_at(at_text, tz or store.tz) if at_text is not None else None

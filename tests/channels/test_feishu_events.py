@@ -156,3 +156,13 @@ def test_a_chat_record_is_flagged_for_reading_and_other_kinds_stay_ignored() -> 
                                       "from_user": ["b"], "to_chatters": ["c"]}),
                           ("hongbao", {"text": "[红包]"}), ("video_chat", {"topic": "t", "start_time": "1"})):
         assert parse_message_event(_event(kind, content), bot_open_id="ou_bot") is None, kind
+
+
+def test_a_user_named_by_no_id_is_refused() -> None:
+    # Owned by "feishu:", every such sender would share one memory.
+    for ids in ({}, {"open_id": "", "union_id": None, "user_id": ""}):
+        event = {"event": {"sender": {"sender_id": ids, "sender_type": "user"}, "message": {
+            "chat_id": "oc_1", "message_id": "om_1", "chat_type": "p2p", "message_type": "text",
+            "content": '{"text":"hi"}'}}}
+        with pytest.raises(EventParseError, match="no open_id, union_id or user_id"):
+            parse_message_event(event, bot_open_id=None)

@@ -585,6 +585,7 @@ class FakeTelegram:
         forward_origin: dict[str, Any] | None = None,
         automatic_forward: bool = False,
         sender_chat: dict[str, Any] | None = None,
+        without_sender: bool = False,
     ) -> dict[str, Any]:
         """Queue a text message update as Telegram would build it; returns
         the message object (``["message_id"]`` for reply assertions).
@@ -597,7 +598,9 @@ class FakeTelegram:
         linked discussion group (``is_automatic_forward``);
         ``sender_chat`` (:func:`anonymous_admin`, :func:`as_channel`): sent
         on behalf of a chat, ``from`` then Telegram's placeholder account
-        shared by every such sender (``user_id`` is ignored)."""
+        shared by every such sender (``user_id`` is ignored);
+        ``without_sender``: neither ``from`` nor ``sender_chat`` (the Bot
+        API leaves ``from`` empty only in channels: a malformed update)."""
         if mention:
             text = f"@{self.bot_username} {text}"
         if entities is None:
@@ -634,6 +637,8 @@ class FakeTelegram:
             message["entities"] = entities
         if sender_chat is not None:
             message["sender_chat"] = sender_chat
+        if without_sender:
+            del message["from"]
         if message_thread_id is not None:
             message["message_thread_id"] = message_thread_id
         if forward_origin is not None:

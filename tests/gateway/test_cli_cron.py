@@ -18,6 +18,8 @@ import pytest
 from click.testing import CliRunner
 
 from gateway.cli import main
+from gateway.resume import TurnContext
+from gateway.sessions import SessionStore
 from memory import MemoryEngine, NewMemory
 from memory.backend import Turn
 from memory.service import SqliteMemory
@@ -95,13 +97,59 @@ def test_cron_add_list_remove_persist(home: Path) -> None:
 def test_cron_add_uses_private_memory_only_when_told_the_chat_is_the_users_own(home: Path) -> None:
     base = ("cron", "add", "-s", "0 9 * * *", "--channel", "telegram", "-u", "alice")
     assert cli(*base, "-m", "team brief", "--chat-id", "-100", "--id", "team").exit_code == 0
-    assert cli(*base, "-m", "my brief", "--chat-id", "42", "--id", "mine", "--private").exit_code == 0
+    mine = ("cron", "add", "-s", "0 9 * * *", "--channel", "telegram", "-u", "telegram:42")
+    assert cli(*mine, "-m", "my brief", "--chat-id", "42", "--id", "mine", "--private").exit_code == 0
     jobs = {j["id"]: j["private"] for j in json.loads(cli("cron", "list", "--json").stdout)}
     assert jobs == {"team": False, "mine": True}
     table = cli("cron", "list").output.splitlines()
     assert "memory" in table[0]
     assert any("team" in line and "shared" in line for line in table)
     assert any("mine" in line and "private" in line for line in table)
+
+
+def _chat_rows(home: Path, rows: list[tuple[str, str, str, bool]]) -> None:
+    """Tier 0 rows: (channel, chat_id, owner, came in a group), as the gateway writes them."""
+    async def go() -> None:
+        async with await SessionStore.open(home / "data" / "gateway.db") as sessions:
+            for channel, chat_id, owner, group in rows:
+                await sessions.append(f"{channel}:{chat_id}", channel=channel, chat_id=chat_id, role="user",
+                                      content="hi", owner=owner, message_id=f"m-{chat_id}-{owner}",
+                                      context=TurnContext(is_group=group, mentioned=group).dumps())
+
+    (home / "data").mkdir(exist_ok=True)
+    asyncio.run(go())
+
+
+def test_cron_add_private_only_into_the_users_own_private_chat(home: Path) -> None:
+    """--private into a group (or another's chat) would post the user's
+    private memory (profile, credentials) where others read it."""
+    (home / "config.json").write_text(json.dumps(
+        {"memory": {"identities": {"alice": ["telegram:42", "feishu:ou_alice"]}}}), encoding="utf-8")
+    _chat_rows(home, [("feishu", "oc_team", "alice", True), ("feishu", "oc_team", "feishu:ou_bob", True),
+                      ("feishu", "oc_alice", "alice", False), ("feishu", "oc_bob", "feishu:ou_bob", False)])
+
+    def add(channel: str, chat_id: str, job_id: str) -> Any:
+        return cli("cron", "add", "-s", "0 9 * * *", "-m", "my brief", "--channel", channel, "--chat-id", chat_id,
+                   "-u", "alice", "--id", job_id, "--private")
+
+    refused = {
+        ("telegram", "-100123"): "telegram chat -100123 is a group",
+        ("telegram", "77"): "telegram chat 77 is not alice's private chat",
+        ("feishu", "oc_team"): "feishu chat oc_team is a group",
+        ("feishu", "oc_bob"): "feishu chat oc_bob is another user's private chat",
+        ("feishu", "oc_new"): "feishu chat oc_new is not known as alice's private chat",
+    }
+    for n, ((channel, chat_id), why) in enumerate(refused.items()):
+        r = add(channel, chat_id, f"bad{n}")
+        assert r.exit_code == 2, r.output
+        assert why in r.output and "--private" in r.output, r.output
+    assert add("telegram", "42", "tg").exit_code == 0
+    assert add("feishu", "oc_alice", "fs").exit_code == 0
+    assert {j["id"] for j in json.loads(cli("cron", "list", "--json").stdout)} == {"tg", "fs"}
+    # Without --private, a group is fine: shared memory only.
+    r = cli("cron", "add", "-s", "0 9 * * *", "-m", "team brief", "--channel", "feishu", "--chat-id", "oc_team",
+            "-u", "alice", "--id", "team")
+    assert r.exit_code == 0, r.output
 
 
 def test_cron_add_reads_the_schedule_in_the_zone_given(home: Path) -> None:

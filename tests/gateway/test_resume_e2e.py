@@ -294,3 +294,48 @@ async def test_a_message_sent_while_the_gateway_was_down_does_not_hide_the_cut_o
                 "is the launch on Thursday?"]
         assert [m.text for m in tg.sent] == ["re: is the launch on Thursday?", "re: hello? are you there?"]
         assert [r for r, _, _ in _history(tmp_path)] == ["user", "assistant", "user", "assistant"]
+
+
+async def test_a_resumed_turn_over_the_rate_limit_is_not_tried_again_at_the_next_start(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    """Two turns of one user cut (their private chat, a group): resumed
+    under a limit of one a minute, one is answered and the other refused
+    with the limit's note. That was its answer: a restart within the
+    window answered it again (a fresh limiter), after the note."""
+    limited = {"gateway": {"host": "127.0.0.1", "port": 0, "rateLimit": {"perMinute": 1}}}
+    async with FakeOpenAI(api_key=KEY, responder=_echo) as llm, FakeTelegram() as tg:
+        async with _telegram_app(tmp_path, clock, llm, tg) as app:
+            llm.queue_hold("never sent")
+            llm.queue_hold("never sent")
+            tg.push_text(42, 42, "is the launch still on Thursday?")
+            tg.push_text(-100500, 42, "who brings the slides?", chat_type="supergroup", mention=True)
+            await until(lambda: len(llm.requests) == 2, timeout=15)
+            await _crash(app)
+        assert tg.sent == []
+
+        clock.advance(60)
+        app = _app(tmp_path, clock, llm, {"telegram": _telegram(tg)}, **limited)
+        try:
+            await app.open()
+            await asyncio.wait_for(app.start(), 15)
+            await tg.wait_sent(2, timeout=15)
+            await _quiet(app)
+        finally:
+            await asyncio.wait_for(app.close(), 30)
+        assert app.resumed is not None and len(app.resumed.answered) == 2
+        answered = len(llm.requests)
+        assert answered == 3  # one resumed turn reached the model; the other got the note
+        notes = [m for m in tg.sent if not m.text.startswith("re: ")]
+        assert len(notes) == 1
+
+        clock.advance(60)
+        app = _app(tmp_path, clock, llm, {"telegram": _telegram(tg)}, **limited)
+        try:
+            await app.open()
+            await asyncio.wait_for(app.start(), 15)
+            await _quiet(app)
+        finally:
+            await asyncio.wait_for(app.close(), 30)
+        assert app.resumed is not None and app.resumed.answered == []
+        assert len(llm.requests) == answered and len(tg.sent) == 2
