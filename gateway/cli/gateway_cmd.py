@@ -98,6 +98,24 @@ def _setup_logging(cfg: Config, level: str) -> None:
     logging.getLogger("aiosqlite").setLevel(max(logging.INFO, logging.getLogger().level))
 
 
+def _level(flag: str | None, default: str) -> str:
+    """--log-level, else MYCLAW_LOG_LEVEL (as every other command reads it),
+    else the command's default."""
+    import os
+
+    from ._common import LOG_LEVELS
+
+    if flag is not None:
+        return flag.upper()
+    raw = os.environ.get("MYCLAW_LOG_LEVEL")
+    if raw is None:
+        return default
+    if raw.strip().upper() not in LOG_LEVELS:
+        click.echo(f"myclaw: MYCLAW_LOG_LEVEL: unknown level {raw!r} (use {', '.join(LOG_LEVELS)})", err=True)
+        sys.exit(2)
+    return raw.strip().upper()
+
+
 def _load(require: bool) -> tuple[Config, Paths]:
     from ._common import warn_unknown_env
 
@@ -123,23 +141,26 @@ def _run(coro: Coroutine[Any, Any, int]) -> int:
 
 
 @main.command()
-@click.option("--log-level", type=LOG_LEVEL, default="INFO", show_default=True, help="DEBUG shows per-message timings.")
-def gateway(log_level: str) -> None:
+@click.option("--log-level", type=LOG_LEVEL, default=None,
+              help="DEBUG shows per-message timings.  [default: MYCLAW_LOG_LEVEL, else INFO]")
+def gateway(log_level: str | None) -> None:
     """Run the gateway with every channel enabled in the config."""
+    level = _level(log_level, "INFO")
     cfg, paths = _load(require=True)
-    _setup_logging(cfg, log_level)
+    _setup_logging(cfg, level)
     sys.exit(_run(run_gateway(cfg, paths, tune_runtime=True)))
 
 
 @main.command()
 @click.option("--user", default=None, help="Sender id in the terminal channel (default: your login name).")
-@click.option("--log-level", type=LOG_LEVEL, default="WARNING", show_default=True)
-def chat(user: str | None, log_level: str) -> None:
+@click.option("--log-level", type=LOG_LEVEL, default=None, help="[default: MYCLAW_LOG_LEVEL, else WARNING]")
+def chat(user: str | None, log_level: str | None) -> None:
     """Talk to myclaw in this terminal (needs only an LLM endpoint).
 
     Memory is shared with other channels through memory.identities, e.g.
     {"alice": ["terminal:alice", "telegram:777"]}.
     """
+    level = _level(log_level, "WARNING")
     cfg, paths = _load(require=False)
-    _setup_logging(cfg, log_level)
+    _setup_logging(cfg, level)
     sys.exit(_run(run_chat(cfg, paths, user=user or getpass.getuser())))

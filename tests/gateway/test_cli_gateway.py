@@ -122,6 +122,60 @@ async def test_sigterm_is_acknowledged_and_the_stop_logged(tmp_path: Path, fake_
     assert tg.token not in text and (fake_llm.api_key or "") not in text
 
 
+async def _one_message_then_sigterm(home: Path, fake_llm: FakeOpenAI, *args: str, **env: str) -> tuple[int, str]:
+    """``myclaw gateway`` answers one Telegram message and is stopped: its exit code and stderr."""
+    home.mkdir(exist_ok=True)
+    import signal
+
+    from tests.fakes.telegram_server import FakeTelegram
+
+    fake_llm.responder = lambda body: Reply(content="re: " + said(body))
+    async with FakeTelegram() as tg:
+        doc = {
+            "provider": {"baseUrl": fake_llm.url, "apiKey": fake_llm.api_key},
+            "channels": {"telegram": {"enabled": True, "token": tg.token, "baseUrl": tg.base_url, "pollTimeout": 1}},
+        }
+        (home / "config.json").write_text(json.dumps(doc), encoding="utf-8")
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-c", "from gateway.cli import main; main()", "gateway", *args,
+            cwd=REPO, env=_env(home, **env), stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        )
+        try:
+            tg.push_text(42, 42, "hello")
+            await tg.wait_sent(1, timeout=30)
+            proc.send_signal(signal.SIGTERM)
+            _, err = await asyncio.wait_for(proc.communicate(), 30)
+        finally:
+            if proc.returncode is None:
+                proc.kill()
+                await proc.wait()
+    assert proc.returncode is not None
+    return proc.returncode, err.decode()
+
+
+async def test_the_gateway_takes_its_log_level_from_myclaw_log_level_and_the_flag_wins(
+    tmp_path: Path, fake_llm: FakeOpenAI
+) -> None:
+    # README: MYCLAW_LOG_LEVEL sets every command's level; --log-level, where there is one, wins.
+    code, err = await _one_message_then_sigterm(tmp_path / "a", fake_llm, MYCLAW_LOG_LEVEL="debug")
+    assert code == 0, err
+    assert "message handled" in err  # DEBUG: the per-message timings
+    code, err = await _one_message_then_sigterm(tmp_path / "b", fake_llm, "--log-level", "info", MYCLAW_LOG_LEVEL="DEBUG")
+    assert code == 0, err
+    assert "message handled" not in err and "gateway stopped" in err
+    code, err = await _one_message_then_sigterm(tmp_path / "c", fake_llm, MYCLAW_LOG_LEVEL="WARNING")
+    assert code == 0, err
+    assert "gateway stopped" not in err  # INFO is below WARNING
+
+
+async def test_an_unknown_myclaw_log_level_is_named_before_anything_is_made(tmp_path: Path) -> None:
+    for command in ("gateway", "chat"):
+        code, out, err = await _myclaw(tmp_path, command, MYCLAW_LOG_LEVEL="verbose")
+        assert code == 2 and out == "", err
+        assert "MYCLAW_LOG_LEVEL: unknown level 'verbose' (use DEBUG, INFO, WARNING, ERROR)" in err
+        assert list(tmp_path.iterdir()) == []
+
+
 async def test_a_misspelt_setting_in_the_environment_is_named_before_anything_else(tmp_path: Path) -> None:
     code, out, err = await _myclaw(tmp_path, "gateway", MYCLAW_TELEGRAM_TOKN="123:secret-token-abcdef")
     assert code == 2 and "no config file" in err and out == ""
