@@ -226,3 +226,21 @@ async def test_no_channel_enabled_exits_2_before_making_any_data_file(tmp_path: 
     assert code == 2, err
     assert "myclaw: no channel is enabled: set channels.telegram.enabled or channels.feishu.enabled" in err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["config.json"]  # no data folder left behind
+
+
+async def test_every_file_a_run_makes_in_the_data_folder_is_owner_only(tmp_path: Path, fake_llm: FakeOpenAI) -> None:
+    # The usual umask (022) would leave a file others can read; the lock files included.
+    import stat
+
+    fake_llm.responder = lambda body: Reply(content="re: " + said(body))
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", "import os; os.umask(0o022); from gateway.cli import main; main()",
+        "chat", "--user", "ada", cwd=REPO,
+        env=_env(tmp_path, MYCLAW_PROVIDER_BASE_URL=fake_llm.url, MYCLAW_PROVIDER_API_KEY=fake_llm.api_key or ""),
+        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await asyncio.wait_for(proc.communicate(b"hello\n"), 60)
+    assert proc.returncode == 0, err.decode()
+    made = {p.name: stat.S_IMODE(p.stat().st_mode) for p in (tmp_path / "data").iterdir() if p.is_file()}
+    assert "myclaw.lock" in made
+    assert {n: m for n, m in made.items() if m != 0o600} == {}
