@@ -244,3 +244,54 @@ async def test_every_file_a_run_makes_in_the_data_folder_is_owner_only(tmp_path:
     made = {p.name: stat.S_IMODE(p.stat().st_mode) for p in (tmp_path / "data").iterdir() if p.is_file()}
     assert "myclaw.lock" in made
     assert {n: m for n, m in made.items() if m != 0o600} == {}
+
+
+async def test_ctrl_c_during_start_up_stops_it_and_closes_what_it_opened(tmp_path: Path, fake_llm: FakeOpenAI) -> None:
+    """Telegram unreachable: start() waits for it (channels.telegram's
+    start-up wait) and Ctrl-C was logged but ignored until then."""
+    import signal
+
+    from gateway.datalock import running_pid
+
+    with socket.socket() as s:  # a port nothing listens on: every getMe is refused
+        s.bind(("127.0.0.1", 0))
+        dead = s.getsockname()[1]
+    doc = {
+        "provider": {"baseUrl": fake_llm.url, "apiKey": fake_llm.api_key},
+        "gateway": {"port": 0, "admin": {"enabled": True, "token": "admin-token-0123456789abcdef"}},
+        "channels": {"telegram": {"enabled": True, "token": "123:unreachable-token-abc",
+                                  "baseUrl": f"http://127.0.0.1:{dead}/bot"}},
+    }
+    (tmp_path / "config.json").write_text(json.dumps(doc), encoding="utf-8")
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", "from gateway.cli import main; main()", "gateway",
+        cwd=REPO, env=_env(tmp_path), stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )
+    assert proc.stderr is not None
+    seen: list[str] = []
+    try:
+        async def until_telegram_is_tried() -> None:
+            assert proc.stderr is not None
+            while line := (await proc.stderr.readline()).decode():
+                seen.append(line)
+                if "Telegram getMe failed; retrying" in line:
+                    return
+            raise AssertionError("".join(seen))
+
+        await asyncio.wait_for(until_telegram_is_tried(), 30)
+        proc.send_signal(signal.SIGINT)
+        _, rest = await asyncio.wait_for(proc.communicate(), 30)
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+    text = "".join(seen) + rest.decode()
+    assert proc.returncode == 130, text
+    assert "SIGINT received during start-up: stopping" in text
+    assert "still trying in the background" not in text and "channel started" not in text  # the start was cut
+    assert "http server stopped" in text  # what it opened is closed
+    assert "gateway stopped" in text.rstrip().splitlines()[-1]
+    assert "Traceback" not in text and "unreachable-token" not in text
+    data = tmp_path / "data"
+    assert running_pid(data) is None
+    assert sorted(p.name for p in data.iterdir() if p.name.endswith("-wal")) == []  # databases closed, not cut off
