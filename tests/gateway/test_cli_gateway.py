@@ -12,6 +12,7 @@ import socket
 import sys
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from gateway.cli import main
@@ -246,7 +247,10 @@ async def test_every_file_a_run_makes_in_the_data_folder_is_owner_only(tmp_path:
     assert {n: m for n, m in made.items() if m != 0o600} == {}
 
 
-async def test_ctrl_c_during_start_up_stops_it_and_closes_what_it_opened(tmp_path: Path, fake_llm: FakeOpenAI) -> None:
+@pytest.mark.parametrize(("sig", "code"), [("SIGINT", 130), ("SIGTERM", 0)])
+async def test_ctrl_c_during_start_up_stops_it_and_closes_what_it_opened(
+    tmp_path: Path, fake_llm: FakeOpenAI, sig: str, code: int
+) -> None:
     """Telegram unreachable: start() waits for it (channels.telegram's
     start-up wait) and Ctrl-C was logged but ignored until then."""
     import signal
@@ -279,15 +283,15 @@ async def test_ctrl_c_during_start_up_stops_it_and_closes_what_it_opened(tmp_pat
             raise AssertionError("".join(seen))
 
         await asyncio.wait_for(until_telegram_is_tried(), 30)
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(getattr(signal, sig))
         _, rest = await asyncio.wait_for(proc.communicate(), 30)
     finally:
         if proc.returncode is None:
             proc.kill()
             await proc.wait()
     text = "".join(seen) + rest.decode()
-    assert proc.returncode == 130, text
-    assert "SIGINT received during start-up: stopping" in text
+    assert proc.returncode == code, text
+    assert f"{sig} received during start-up: stopping" in text
     assert "still trying in the background" not in text and "channel started" not in text  # the start was cut
     assert "http server stopped" in text  # what it opened is closed
     assert "gateway stopped" in text.rstrip().splitlines()[-1]
