@@ -684,7 +684,13 @@ class App:
             self.loop.resume_gate.set()
 
     async def _start_channels(self, channels: list[BaseChannel], delivery: Delivery) -> None:
-        results = await asyncio.gather(*(c.start() for c in channels), return_exceptions=True)
+        try:
+            results = await asyncio.gather(*(c.start() for c in channels), return_exceptions=True)
+        except asyncio.CancelledError:
+            # A stop during start-up: close() knows only the channels that
+            # started, so the ones cut short mid-start are stopped here.
+            await asyncio.gather(*(self._stop_channel(c) for c in channels))
+            raise
         for channel, result in zip(channels, results, strict=True):
             if isinstance(result, BaseException):
                 if isinstance(result, asyncio.CancelledError):

@@ -764,6 +764,26 @@ def validate(doc: Mapping[str, Any], *, file_doc: Mapping[str, Any] | None = Non
         raise ConfigError(_describe(exc, file_doc, env)) from None
 
 
+def _first_comment(text: str) -> tuple[str, int] | None:
+    """The first ``//`` or ``/* */`` outside a string, and its line: editors
+    and examples write JSONC, and the decode error alone does not say why."""
+    in_string = escaped = False
+    for i, ch in enumerate(text):
+        if in_string:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+        elif ch == '"':
+            in_string = True
+        elif ch == "/" and text[i + 1 : i + 2] in ("/", "*"):
+            kind = "//" if text[i + 1] == "/" else "/* */"
+            return kind, text.count("\n", 0, i) + 1
+    return None
+
+
 def load_config(
     path: Path | None = None,
     env: Mapping[str, str] | None = None,
@@ -793,7 +813,11 @@ def load_config(
         try:
             doc = json.loads(text)
         except json.JSONDecodeError as exc:
-            raise ConfigError(f"{path}: not valid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from None
+            found = _first_comment(text)
+            hint = f": JSON has no comments: remove the {found[0]} on line {found[1]}" if found else ""
+            raise ConfigError(
+                f"{path}: not valid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}{hint}"
+            ) from None
         if not isinstance(doc, dict):
             raise ConfigError(f"{path}: the top level must be a JSON object")
     elif require:

@@ -64,7 +64,8 @@ class DataLock:
         if fcntl is None:
             return
         private_dirs(self.path.parent)
-        f = open(self.path, "a+b")  # noqa: SIM115 - held until release()
+        # 0600 like the data files (an existing file keeps its mode); held until release().
+        f = os.fdopen(os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o600), "a+b")
         try:
             fcntl.flock(f.fileno(), (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | fcntl.LOCK_NB)
         except BlockingIOError:

@@ -36,7 +36,7 @@ import structlog
 from aiohttp import HttpVersion11, web
 from aiohttp.web_protocol import RequestHandler
 
-from .proxies import client_address, trusted_networks
+from .proxies import client_address, forwarded_value, trusted_networks
 
 if TYPE_CHECKING:
     from .health import Health
@@ -194,9 +194,20 @@ class HttpServer:
         request = _Request(message, payload, protocol, writer, task, asyncio.get_running_loop(),
                            client_max_size=self._client_max_size)
         if self._trusted:
-            remote = client_address(request.remote, request.headers.getall("X-Forwarded-For", []), self._trusted)
-            if remote is not None and remote != request.remote:
-                return request.clone(remote=remote)
+            headers = request.headers
+            peer = request.remote
+            remote = client_address(peer, headers.getall("X-Forwarded-For", []), self._trusted)
+            proto = (forwarded_value(peer, headers.getall("X-Forwarded-Proto", []), self._trusted) or "").lower()
+            host = forwarded_value(peer, headers.getall("X-Forwarded-Host", []), self._trusted)
+            changes: dict[str, Any] = {}  # one clone: a clone of a clone forgets the first's changes
+            if remote is not None and remote != peer:
+                changes["remote"] = remote
+            if proto in ("http", "https"):
+                changes["scheme"] = proto  # request.secure: the cookie's Secure flag
+            if host:
+                changes["host"] = host  # the Origin check's own host
+            if changes:
+                return request.clone(**changes)
         return request
 
     async def _handle(self, request: web.BaseRequest) -> web.StreamResponse:

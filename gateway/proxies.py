@@ -1,7 +1,10 @@
 """Who a request came from when a reverse proxy stands in front
 (``gateway.trustedProxies``).
 
-Only a peer in the trusted set may name the client, in ``X-Forwarded-For``.
+Only a peer in the trusted set may name the client, in ``X-Forwarded-For``,
+and the scheme and host the client used, in ``X-Forwarded-Proto`` and
+``X-Forwarded-Host`` (:func:`forwarded_value`: the right-most value, the one
+that peer wrote).
 The header is read from the right: each proxy appends the address it saw,
 so the right-most entry not itself a trusted proxy is the client; what is
 to its left was written by the client and may be anything. From any other
@@ -13,7 +16,7 @@ from __future__ import annotations
 import ipaddress
 from collections.abc import Iterable, Sequence
 
-__all__ = ["Network", "client_address", "trusted_networks"]
+__all__ = ["Network", "client_address", "forwarded_value", "trusted_networks"]
 
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 
@@ -58,3 +61,14 @@ def client_address(peer: str | None, forwarded_for: Sequence[str], networks: Seq
         if not trusted:
             return hop
     return hops[0]  # every hop a proxy of ours: the request began on one
+
+
+def forwarded_value(peer: str | None, values: Sequence[str], networks: Sequence[Network]) -> str | None:
+    """What a trusted ``peer`` says in a one-value header (``X-Forwarded-Proto``,
+    ``X-Forwarded-Host``), else None. Right-most: a proxy that appends
+    rather than sets leaves the client's own value on the left."""
+    if peer is None or not networks or not _trusted(peer, networks):
+        return None
+    hops = [h.strip() for value in values for h in value.split(",")]
+    hops = [h for h in hops if h]
+    return hops[-1] if hops else None

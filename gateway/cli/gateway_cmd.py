@@ -1,6 +1,7 @@
 """``myclaw gateway`` (all configured channels) and ``myclaw chat`` (this
 terminal). Exit codes: 0 stopped normally, 1 the gateway could not keep
-running (no channel left), 2 bad configuration."""
+running (no channel left), 2 bad configuration, 130 the gateway's start-up
+cut short by Ctrl-C."""
 
 from __future__ import annotations
 
@@ -26,38 +27,83 @@ __all__ = ["chat", "gateway", "run_chat", "run_gateway"]
 LOG_LEVEL = click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False)
 
 
-def _install_signals(stop: asyncio.Event) -> None:
-    loop = asyncio.get_running_loop()
+class _Stop:
+    """SIGINT / SIGTERM set ``event``, once, and say what happens next;
+    ``signal`` remembers the first (Ctrl-C during start-up exits 130)."""
 
-    def stopping(sig: signal.Signals) -> None:
+    def __init__(self, event: asyncio.Event) -> None:
+        self.event = event
+        self.signal: signal.Signals | None = None
+        self.starting = False
+
+    def __call__(self, sig: signal.Signals) -> None:
         # Shutdown answers what was already taken first, which can take a
         # few seconds: say so, or Ctrl-C looks ignored.
-        if not stop.is_set():
+        if not self.event.is_set():
+            self.signal = sig
             structlog.get_logger(component="gateway").info(
-                f"{sig.name} received: stopping after the messages already taken are answered"
+                f"{sig.name} received during start-up: stopping" if self.starting
+                else f"{sig.name} received: stopping after the messages already taken are answered"
             )
-        stop.set()
+        self.event.set()
 
+
+def _install_signals(stop: asyncio.Event) -> _Stop:
+    loop = asyncio.get_running_loop()
+    handler = _Stop(stop)
     for sig in (signal.SIGINT, signal.SIGTERM):
         try:
-            loop.add_signal_handler(sig, stopping, sig)
+            loop.add_signal_handler(sig, handler, sig)
         except (NotImplementedError, RuntimeError):  # not the main thread / not POSIX
             pass
+    return handler
+
+
+async def _open_and_start(app: Any) -> None:
+    await app.open()
+    await app.start()
+
+
+async def _start_unless_stopped(app: Any, stop: asyncio.Event) -> bool:
+    """Open and start ``app``; False when ``stop`` is set first. Then the
+    start-up is cancelled where it is (a channel still connecting, say) and
+    the caller's ``app.close()`` closes what it opened; a write under way
+    rolls back (every write is one transaction)."""
+    startup = asyncio.create_task(_open_and_start(app), name="gateway-start")
+    stopper = asyncio.create_task(stop.wait(), name="stop-signal")
+    try:
+        await asyncio.wait({startup, stopper}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        stopper.cancel()
+        if not startup.done():
+            startup.cancel()
+            await asyncio.wait({startup})  # not `await startup`: our own cancellation must stay ours
+    if startup.cancelled():
+        return False
+    startup.result()  # the start's own error (ConfigError, StorageError...), even if a stop came too
+    return not stop.is_set()
 
 
 async def run_gateway(
     cfg: Config, paths: Paths, *, stop: asyncio.Event | None = None, tune_runtime: bool = False
 ) -> int:
     """``tune_runtime``: apply :func:`gateway.runtime.tune_runtime` once
-    started (``myclaw gateway`` does; it changes process-wide settings)."""
+    started (``myclaw gateway`` does; it changes process-wide settings).
+    SIGINT / SIGTERM (or ``stop``) during start-up cut it short: exit 130
+    for Ctrl-C, as when it comes before the gateway code runs, else 0."""
     from gateway.app import App
 
+    from . import INTERRUPTED_CODE
+
     stop = stop or asyncio.Event()
-    _install_signals(stop)
+    signals = _install_signals(stop)
     app = App(cfg, paths)
     try:
-        await app.open()
-        await app.start()
+        signals.starting = True
+        started = await _start_unless_stopped(app, stop)
+        signals.starting = False
+        if not started:
+            return INTERRUPTED_CODE if signals.signal is signal.SIGINT else 0
         if tune_runtime:
             from gateway.runtime import tune_runtime as tune
 
@@ -98,6 +144,24 @@ def _setup_logging(cfg: Config, level: str) -> None:
     logging.getLogger("aiosqlite").setLevel(max(logging.INFO, logging.getLogger().level))
 
 
+def _level(flag: str | None, default: str) -> str:
+    """--log-level, else MYCLAW_LOG_LEVEL (as every other command reads it),
+    else the command's default."""
+    import os
+
+    from ._common import LOG_LEVELS
+
+    if flag is not None:
+        return flag.upper()
+    raw = os.environ.get("MYCLAW_LOG_LEVEL")
+    if raw is None:
+        return default
+    if raw.strip().upper() not in LOG_LEVELS:
+        click.echo(f"myclaw: MYCLAW_LOG_LEVEL: unknown level {raw!r} (use {', '.join(LOG_LEVELS)})", err=True)
+        sys.exit(2)
+    return raw.strip().upper()
+
+
 def _load(require: bool) -> tuple[Config, Paths]:
     from ._common import warn_unknown_env
 
@@ -123,23 +187,26 @@ def _run(coro: Coroutine[Any, Any, int]) -> int:
 
 
 @main.command()
-@click.option("--log-level", type=LOG_LEVEL, default="INFO", show_default=True, help="DEBUG shows per-message timings.")
-def gateway(log_level: str) -> None:
+@click.option("--log-level", type=LOG_LEVEL, default=None,
+              help="DEBUG shows per-message timings.  [default: MYCLAW_LOG_LEVEL, else INFO]")
+def gateway(log_level: str | None) -> None:
     """Run the gateway with every channel enabled in the config."""
+    level = _level(log_level, "INFO")
     cfg, paths = _load(require=True)
-    _setup_logging(cfg, log_level)
+    _setup_logging(cfg, level)
     sys.exit(_run(run_gateway(cfg, paths, tune_runtime=True)))
 
 
 @main.command()
 @click.option("--user", default=None, help="Sender id in the terminal channel (default: your login name).")
-@click.option("--log-level", type=LOG_LEVEL, default="WARNING", show_default=True)
-def chat(user: str | None, log_level: str) -> None:
+@click.option("--log-level", type=LOG_LEVEL, default=None, help="[default: MYCLAW_LOG_LEVEL, else WARNING]")
+def chat(user: str | None, log_level: str | None) -> None:
     """Talk to myclaw in this terminal (needs only an LLM endpoint).
 
     Memory is shared with other channels through memory.identities, e.g.
     {"alice": ["terminal:alice", "telegram:777"]}.
     """
+    level = _level(log_level, "WARNING")
     cfg, paths = _load(require=False)
-    _setup_logging(cfg, log_level)
+    _setup_logging(cfg, level)
     sys.exit(_run(run_chat(cfg, paths, user=user or getpass.getuser())))

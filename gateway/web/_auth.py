@@ -188,8 +188,10 @@ class AdminAuth:
 
 
 def is_https(request: web.Request) -> bool:
-    """Behind a TLS-terminating reverse proxy the cookie gets ``Secure``."""
-    return request.secure or request.headers.get("X-Forwarded-Proto", "").lower() == "https"
+    """Behind a TLS-terminating reverse proxy the cookie gets ``Secure``: the
+    server takes the scheme from ``X-Forwarded-Proto`` of a listed proxy only
+    (``gateway.trustedProxies``, gateway/http.py)."""
+    return request.secure
 
 
 def same_origin(request: web.Request) -> bool:
@@ -200,5 +202,5 @@ def same_origin(request: web.Request) -> bool:
         return True
     if origin == "null":
         return False
-    host = request.headers.get("X-Forwarded-Host") or request.host
-    return urlsplit(origin).netloc.lower() == host.lower()
+    # request.host is X-Forwarded-Host only when a listed proxy sent it (gateway/http.py).
+    return urlsplit(origin).netloc.lower() == request.host.lower()

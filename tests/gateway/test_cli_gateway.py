@@ -12,6 +12,7 @@ import socket
 import sys
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from gateway.cli import main
@@ -122,6 +123,60 @@ async def test_sigterm_is_acknowledged_and_the_stop_logged(tmp_path: Path, fake_
     assert tg.token not in text and (fake_llm.api_key or "") not in text
 
 
+async def _one_message_then_sigterm(home: Path, fake_llm: FakeOpenAI, *args: str, **env: str) -> tuple[int, str]:
+    """``myclaw gateway`` answers one Telegram message and is stopped: its exit code and stderr."""
+    home.mkdir(exist_ok=True)
+    import signal
+
+    from tests.fakes.telegram_server import FakeTelegram
+
+    fake_llm.responder = lambda body: Reply(content="re: " + said(body))
+    async with FakeTelegram() as tg:
+        doc = {
+            "provider": {"baseUrl": fake_llm.url, "apiKey": fake_llm.api_key},
+            "channels": {"telegram": {"enabled": True, "token": tg.token, "baseUrl": tg.base_url, "pollTimeout": 1}},
+        }
+        (home / "config.json").write_text(json.dumps(doc), encoding="utf-8")
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-c", "from gateway.cli import main; main()", "gateway", *args,
+            cwd=REPO, env=_env(home, **env), stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        )
+        try:
+            tg.push_text(42, 42, "hello")
+            await tg.wait_sent(1, timeout=30)
+            proc.send_signal(signal.SIGTERM)
+            _, err = await asyncio.wait_for(proc.communicate(), 30)
+        finally:
+            if proc.returncode is None:
+                proc.kill()
+                await proc.wait()
+    assert proc.returncode is not None
+    return proc.returncode, err.decode()
+
+
+async def test_the_gateway_takes_its_log_level_from_myclaw_log_level_and_the_flag_wins(
+    tmp_path: Path, fake_llm: FakeOpenAI
+) -> None:
+    # README: MYCLAW_LOG_LEVEL sets every command's level; --log-level, where there is one, wins.
+    code, err = await _one_message_then_sigterm(tmp_path / "a", fake_llm, MYCLAW_LOG_LEVEL="debug")
+    assert code == 0, err
+    assert "message handled" in err  # DEBUG: the per-message timings
+    code, err = await _one_message_then_sigterm(tmp_path / "b", fake_llm, "--log-level", "info", MYCLAW_LOG_LEVEL="DEBUG")
+    assert code == 0, err
+    assert "message handled" not in err and "gateway stopped" in err
+    code, err = await _one_message_then_sigterm(tmp_path / "c", fake_llm, MYCLAW_LOG_LEVEL="WARNING")
+    assert code == 0, err
+    assert "gateway stopped" not in err  # INFO is below WARNING
+
+
+async def test_an_unknown_myclaw_log_level_is_named_before_anything_is_made(tmp_path: Path) -> None:
+    for command in ("gateway", "chat"):
+        code, out, err = await _myclaw(tmp_path, command, MYCLAW_LOG_LEVEL="verbose")
+        assert code == 2 and out == "", err
+        assert "MYCLAW_LOG_LEVEL: unknown level 'verbose' (use DEBUG, INFO, WARNING, ERROR)" in err
+        assert list(tmp_path.iterdir()) == []
+
+
 async def test_a_misspelt_setting_in_the_environment_is_named_before_anything_else(tmp_path: Path) -> None:
     code, out, err = await _myclaw(tmp_path, "gateway", MYCLAW_TELEGRAM_TOKN="123:secret-token-abcdef")
     assert code == 2 and "no config file" in err and out == ""
@@ -172,3 +227,75 @@ async def test_no_channel_enabled_exits_2_before_making_any_data_file(tmp_path: 
     assert code == 2, err
     assert "myclaw: no channel is enabled: set channels.telegram.enabled or channels.feishu.enabled" in err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["config.json"]  # no data folder left behind
+
+
+async def test_every_file_a_run_makes_in_the_data_folder_is_owner_only(tmp_path: Path, fake_llm: FakeOpenAI) -> None:
+    # The usual umask (022) would leave a file others can read; the lock files included.
+    import stat
+
+    fake_llm.responder = lambda body: Reply(content="re: " + said(body))
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", "import os; os.umask(0o022); from gateway.cli import main; main()",
+        "chat", "--user", "ada", cwd=REPO,
+        env=_env(tmp_path, MYCLAW_PROVIDER_BASE_URL=fake_llm.url, MYCLAW_PROVIDER_API_KEY=fake_llm.api_key or ""),
+        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await asyncio.wait_for(proc.communicate(b"hello\n"), 60)
+    assert proc.returncode == 0, err.decode()
+    made = {p.name: stat.S_IMODE(p.stat().st_mode) for p in (tmp_path / "data").iterdir() if p.is_file()}
+    assert "myclaw.lock" in made
+    assert {n: m for n, m in made.items() if m != 0o600} == {}
+
+
+@pytest.mark.parametrize(("sig", "code"), [("SIGINT", 130), ("SIGTERM", 0)])
+async def test_ctrl_c_during_start_up_stops_it_and_closes_what_it_opened(
+    tmp_path: Path, fake_llm: FakeOpenAI, sig: str, code: int
+) -> None:
+    """Telegram unreachable: start() waits for it (channels.telegram's
+    start-up wait) and Ctrl-C was logged but ignored until then."""
+    import signal
+
+    from gateway.datalock import running_pid
+
+    with socket.socket() as s:  # a port nothing listens on: every getMe is refused
+        s.bind(("127.0.0.1", 0))
+        dead = s.getsockname()[1]
+    doc = {
+        "provider": {"baseUrl": fake_llm.url, "apiKey": fake_llm.api_key},
+        "gateway": {"port": 0, "admin": {"enabled": True, "token": "admin-token-0123456789abcdef"}},
+        "channels": {"telegram": {"enabled": True, "token": "123:unreachable-token-abc",
+                                  "baseUrl": f"http://127.0.0.1:{dead}/bot"}},
+    }
+    (tmp_path / "config.json").write_text(json.dumps(doc), encoding="utf-8")
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", "from gateway.cli import main; main()", "gateway",
+        cwd=REPO, env=_env(tmp_path), stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )
+    assert proc.stderr is not None
+    seen: list[str] = []
+    try:
+        async def until_telegram_is_tried() -> None:
+            assert proc.stderr is not None
+            while line := (await proc.stderr.readline()).decode():
+                seen.append(line)
+                if "Telegram getMe failed; retrying" in line:
+                    return
+            raise AssertionError("".join(seen))
+
+        await asyncio.wait_for(until_telegram_is_tried(), 30)
+        proc.send_signal(getattr(signal, sig))
+        _, rest = await asyncio.wait_for(proc.communicate(), 30)
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+    text = "".join(seen) + rest.decode()
+    assert proc.returncode == code, text
+    assert f"{sig} received during start-up: stopping" in text
+    assert "still trying in the background" not in text and "channel started" not in text  # the start was cut
+    assert "http server stopped" in text  # what it opened is closed
+    assert "gateway stopped" in text.rstrip().splitlines()[-1]
+    assert "Traceback" not in text and "unreachable-token" not in text
+    data = tmp_path / "data"
+    assert running_pid(data) is None
+    assert sorted(p.name for p in data.iterdir() if p.name.endswith("-wal")) == []  # databases closed, not cut off

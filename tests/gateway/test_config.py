@@ -378,3 +378,25 @@ def test_trusted_proxies_are_off_unless_listed(tmp_path: Path) -> None:
     assert load_config(write(tmp_path, {}), env={}).gateway.trusted_proxies == []
     cfg = load_config(write(tmp_path, {"gateway": {"trustedProxies": ["127.0.0.1", "::1", "10.0.0.0/8"]}}), env={})
     assert cfg.gateway.trusted_proxies == ["127.0.0.1", "::1", "10.0.0.0/8"]
+
+
+def test_a_config_file_with_comments_is_named_with_the_line_to_remove(tmp_path: Path) -> None:
+    # Operators copy JSONC from editors and blog posts; the bare decode error does not say why.
+    p = tmp_path / "config.json"
+    p.write_text('{\n  "gateway": {\n    // the port\n    "port": 18791\n  }\n}\n', encoding="utf-8")
+    with pytest.raises(ConfigError) as err:
+        load_config(p, env={})
+    assert str(err.value).startswith(f"{p}: not valid JSON at line 3 column 5")
+    assert str(err.value).endswith("JSON has no comments: remove the // on line 3")
+    # A block comment; and '//' inside a string (a URL) before it is not a comment.
+    p.write_text('{"provider": {"baseUrl": "http://x/v1"},\n\n  /* old:\n "port": 1 */ "gateway": {}}',
+                 encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"JSON has no comments: remove the /\* \*/ on line 3$"):
+        load_config(p, env={})
+    # Valid JSON with '//' only inside strings loads; a plain syntax error gets no comment hint.
+    p.write_text('{"provider": {"baseUrl": "http://x/v1"}}', encoding="utf-8")
+    assert load_config(p, env={}).provider.base_url == "http://x/v1"
+    p.write_text('{"gateway": {"port": 1,}}', encoding="utf-8")
+    with pytest.raises(ConfigError) as err:
+        load_config(p, env={})
+    assert "comments" not in str(err.value)

@@ -212,6 +212,22 @@ async def test_a_forwarded_address_from_an_untrusted_peer_is_ignored(trusted: tu
         assert await _remote_seen(server, "203.0.113.9") == "127.0.0.1"
 
 
+async def _echo_origin(request: web.Request) -> web.Response:
+    return web.json_response({"scheme": request.scheme, "host": request.host})
+
+
+@pytest.mark.parametrize("trusted", [(), ("10.0.0.0/8",), ("127.0.0.1",)])
+async def test_forwarded_proto_and_host_count_only_from_a_trusted_peer(trusted: tuple[str, ...]) -> None:
+    async with HttpServer("127.0.0.1", 0, trusted_proxies=trusted) as server:
+        server.add_route("GET", "/origin", _echo_origin)
+        async with httpx.AsyncClient(base_url=server.url, timeout=5) as client:
+            r = await client.get("/origin", headers={"X-Forwarded-Proto": "https", "X-Forwarded-Host": "memory.example"})
+            bogus = await client.get("/origin", headers={"X-Forwarded-Proto": "gopher"})
+    own = {"scheme": "http", "host": f"127.0.0.1:{server.port}"}
+    assert r.json() == ({"scheme": "https", "host": "memory.example"} if trusted == ("127.0.0.1",) else own)
+    assert bogus.json() == own  # neither http nor https: ignored
+
+
 def test_trusted_proxies_must_be_addresses_or_networks() -> None:
     with pytest.raises(ValueError, match="not-a-network"):
         HttpServer(trusted_proxies=["127.0.0.1", "not-a-network"])

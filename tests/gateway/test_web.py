@@ -805,6 +805,28 @@ async def test_a_login_posted_from_another_site_is_refused_and_locks_no_one_out(
         assert r.status_code == 303 and "myclaw_admin=" in r.headers["Set-Cookie"]
 
 
+async def test_forwarded_host_and_proto_count_only_from_a_trusted_proxy(site: Site, proxied_site: Site) -> None:
+    """Anyone could send X-Forwarded-Host to pass the Origin check as another
+    site, or X-Forwarded-Proto to decide the cookie's Secure flag."""
+    proxy = {"Origin": "https://memory.example", "X-Forwarded-Host": "memory.example", "X-Forwarded-Proto": "https"}
+    async with site.client(bearer=False) as c:  # no trusted proxy: the headers are anyone's
+        r = await c.post("/memory/login", data={"token": TOKEN}, headers=proxy)
+        assert r.status_code == 403 and "Set-Cookie" not in r.headers
+        r = await c.post("/memory/login", data={"token": TOKEN}, headers={"X-Forwarded-Proto": "https"})
+        assert r.status_code == 303 and "secure" not in r.headers["Set-Cookie"].lower()
+    async with proxied_site.client(bearer=False) as c:  # from the listed proxy: what it says is so
+        r = await c.post("/memory/login", data={"token": TOKEN}, headers=proxy)
+        assert r.status_code == 303 and "secure" in r.headers["Set-Cookie"].lower()
+        r = await c.post("/memory/login", data={"token": TOKEN},
+                         headers={**proxy, "Origin": "http://evil.example"})
+        assert r.status_code == 403
+        # A chain: the right-most value, the one our own proxy wrote, counts.
+        r = await c.post("/memory/login", data={"token": TOKEN},
+                         headers={**proxy, "X-Forwarded-Host": "evil.example, memory.example",
+                                  "X-Forwarded-Proto": "https, http"})
+        assert r.status_code == 303 and "secure" not in r.headers["Set-Cookie"].lower()
+
+
 async def test_api_json_nested_too_deep_is_a_400_not_a_500(site: Site) -> None:
     async with site.client() as c:
         r = await c.post("/memory/api/add", content=b"[" * 100_000 + b"]" * 100_000,
