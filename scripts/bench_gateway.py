@@ -51,6 +51,8 @@ import sys
 import tempfile
 import time
 from collections import defaultdict
+from collections.abc import Iterator
+from contextlib import contextmanager
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
@@ -235,6 +237,23 @@ async def seed(app: Any, chats: int) -> int:
     return len(items)
 
 
+@contextmanager
+def fakes_process(chats: int, messages: int, timeout: float, rate: float, burst: int,
+                  with_file: int) -> Iterator[Connection]:
+    """The fakes (:func:`run_fakes`) in a process of their own, and the
+    pipe to it; the process is waited for, then ended, on the way out."""
+    ctx = multiprocessing.get_context("spawn")
+    parent, child = ctx.Pipe()
+    proc = ctx.Process(target=run_fakes, args=(child, chats, messages, timeout, rate, burst, with_file), daemon=True)
+    proc.start()
+    try:
+        yield parent
+    finally:
+        proc.join(10)
+        if proc.is_alive():
+            proc.terminate()
+
+
 async def bench(args: argparse.Namespace) -> dict[str, Any]:
     from gateway.app import App
     from gateway.config import Paths, load_config
@@ -243,12 +262,7 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
 
     configure_logging(level="WARNING")
     total = args.chats * args.messages
-    ctx = multiprocessing.get_context("spawn")
-    parent, child = ctx.Pipe()
-    proc = ctx.Process(target=run_fakes, args=(child, args.chats, args.messages, args.timeout, args.rate, args.burst,
-                                               args.with_file), daemon=True)
-    proc.start()
-    try:
+    with fakes_process(args.chats, args.messages, args.timeout, args.rate, args.burst, args.with_file) as parent:
         urls = await asyncio.to_thread(parent.recv)
         with tempfile.TemporaryDirectory(prefix="myclaw-bench-") as tmp:
             doc = {
@@ -343,10 +357,6 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
             finally:
                 await app.close()
                 parent.send("stop")
-    finally:
-        proc.join(10)
-        if proc.is_alive():
-            proc.terminate()
     return result
 
 

@@ -28,7 +28,6 @@ import argparse
 import asyncio
 import gc
 import json
-import multiprocessing
 import os
 import sys
 import tempfile
@@ -38,7 +37,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench_gateway import API_KEY, rss_kib, run_fakes, seed  # noqa: E402  (scripts/ is sys.path[0])
+from bench_gateway import API_KEY, fakes_process, rss_kib, seed  # noqa: E402  (scripts/ is sys.path[0])
 
 # (label, path from the App): each is len()-ed when it exists in this tree.
 STRUCTURES: list[tuple[str, str]] = [
@@ -126,12 +125,8 @@ async def soak(args: argparse.Namespace) -> dict[str, Any]:
     from gateway.logging import configure_logging
 
     configure_logging(level="WARNING")
-    ctx = multiprocessing.get_context("spawn")
-    parent, child = ctx.Pipe()
     # all at once (rate 0), no files: bench_gateway's fakes, which check every message is answered once, in order
-    proc = ctx.Process(target=run_fakes, args=(child, args.chats, args.messages, args.timeout, 0.0, 1, 0), daemon=True)
-    proc.start()
-    try:
+    with fakes_process(args.chats, args.messages, args.timeout, 0.0, 1, 0) as parent:
         urls = await asyncio.to_thread(parent.recv)
         with tempfile.TemporaryDirectory(prefix="myclaw-soak-") as tmp:
             doc = {
@@ -161,10 +156,6 @@ async def soak(args: argparse.Namespace) -> dict[str, Any]:
             finally:
                 await app.close()
                 parent.send("stop")
-    finally:
-        proc.join(10)
-        if proc.is_alive():
-            proc.terminate()
     return result
 
 
