@@ -9,8 +9,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from pathlib import Path
 from typing import Any
+
+from structlog.testing import capture_logs
 
 from memory import Category, ManualClock, NewMemory, Provenance
 from tests.fakes.openai_server import FakeOpenAI, Reply, said, text_of
@@ -86,3 +89,34 @@ async def test_a_group_reads_only_what_the_member_said_there(tmp_path: Path, clo
             assert "depression" not in " ".join(_prompt(b) for b in llm.requests[:-1])
         finally:
             await asyncio.wait_for(app.close(), 15)
+
+
+async def test_debug_logs_carry_no_message_or_memory_text(tmp_path: Path, clock: ManualClock) -> None:
+    """At debug level the gateway logs what it did (ids, counts, times),
+    never what was said or remembered: an operator's log is no copy of
+    people's chats."""
+    root = logging.getLogger()
+    level = root.level
+    root.setLevel(logging.DEBUG)
+    try:
+        with capture_logs() as logs:
+            async with (FakeOpenAI(api_key="sk-group-privacy-0123456789", responder=_searching) as llm,
+                        FakeTelegram() as tg):
+                app = _app(tmp_path, clock, llm, {"telegram": _telegram(tg)})
+                try:
+                    await app.open()
+                    await _seed(app)
+                    await asyncio.wait_for(app.start(), 15)
+                    tg.push_text(7, 7, ASK, first_name="Alice")
+                    tg.push_text(-500, 7, "search it: sertraline Bluebird", chat_type="group", first_name="Alice",
+                                 mention=True)
+                    await tg.wait_sent(2, timeout=10)
+                    assert app.loop is not None and await app.loop.drain(5)
+                finally:
+                    await asyncio.wait_for(app.close(), 15)
+    finally:
+        root.setLevel(level)
+    assert any(e.get("event") == "message handled" for e in logs)  # debug lines were on
+    text = json.dumps(logs, ensure_ascii=False, default=str)
+    for said_or_kept in ("sertraline", "Bluebird", "depression", "300 dollars"):
+        assert said_or_kept not in text
