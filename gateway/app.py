@@ -370,6 +370,9 @@ class App:
             stream_interval=cfg.agent.streaming.interval.total_seconds(),
         )
         self.loop.chat_moves["outbox_held"] = self.delivery.move_chat  # a moved chat's kept replies stay ahead
+        moves = getattr(self.backend, "engine", None)  # None: the file store, which no group reads
+        if moves is not None:  # a group reads what was said in it, under its new id too
+            self.loop.chat_moves["memories"] = moves.move_chat
 
         if cfg.cron.enabled:
             await self._open_cron()

@@ -42,6 +42,7 @@ from memory.backend import MemoryBackend
 from memory.identity import IdentityMap
 from memory.lru import LRU
 from memory.prefilter import should_retrieve
+from memory.scope import Chat
 from memory.types import Hit
 
 from .agent import Agent, AgentReply, apology
@@ -686,7 +687,7 @@ class ProcessLoop:
         # Thursday" needs what it moved: recalled even when the prefilter
         # would find its words too plain.
         hits = await self._recall(user, msg.text or about[:QUOTE_CHARS], history, private=private, tz=tz,
-                                  quoted=about, always=bool(msg.forwarded))
+                                  quoted=about, always=bool(msg.forwarded), chat=(msg.channel, msg.chat_id))
         retrieval_ms = (time.perf_counter() - t0) * 1000
 
         # The words as stored: a resumed message's row, which an edit may have changed since.
@@ -952,7 +953,10 @@ class ProcessLoop:
         tz: tzinfo | None = None,
         quoted: str = "",
         always: bool = False,
+        chat: Chat | None = None,
     ) -> list[Hit]:
+        """``chat``: where the answer is read; a group reads only what the
+        user said there (memory/scope.py)."""
         try:
             projects: Iterable[str] = await self.known_projects(user) if self.known_projects else ()
             if not always and not should_retrieve(text, projects) and not (quoted and should_retrieve(quoted, projects)):
@@ -965,7 +969,7 @@ class ProcessLoop:
             context = [m.content for m in history if m.role == "user" and (private or m.owner == user)][-_CONTEXT_TURNS:]
             if quoted:  # "what do you think of this?": the message replied to says what "this" is
                 context.append(quoted[:QUOTE_CHARS])
-            return await self.backend.recall(user, text, context=context, private=private, tz=tz)
+            return await self.backend.recall(user, text, context=context, private=private, tz=tz, chat=chat)
         except Exception as exc:  # memory trouble costs the memory block, not the reply
             log.error("memory recall failed", user=user, error=repr(exc))
             return []

@@ -3,7 +3,8 @@
 (``memory.filestore.FileMemory``) when ``memory.enabled`` is false.
 
 ``private=False`` is used for group chats: they never see a user's own
-Tier 1 profile or any ``credential`` memory.
+Tier 1 profile or any ``credential`` memory, and of the rest only what the
+user said in that group, ``chat`` (memory/scope.py).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime, tzinfo
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
+from .scope import Chat
 from .types import ErasedAll, Event, Hit, Memory, MemoryOverview, OwnerData, OwnerIndex, Provenance
 
 if TYPE_CHECKING:  # forgetting.py needs the engine; the interface does not
@@ -44,7 +46,8 @@ class MemoryBackend(Protocol):
         ...
 
     async def recall(
-        self, user: str, query: str, *, context: Sequence[str] = (), private: bool = True, tz: tzinfo | None = None
+        self, user: str, query: str, *, context: Sequence[str] = (), private: bool = True, tz: tzinfo | None = None,
+        chat: Chat | None = None,
     ) -> list[Hit]:
         """The read path: top hits for this message, within the injection budget.
         No LLM call; must not raise on any text. ``tz``: the user's own zone
@@ -52,9 +55,11 @@ class MemoryBackend(Protocol):
         ...
 
     async def search(
-        self, user: str, query: str, *, limit: int = 8, private: bool = True, tz: tzinfo | None = None
+        self, user: str, query: str, *, limit: int = 8, private: bool = True, tz: tzinfo | None = None,
+        chat: Chat | None = None,
     ) -> list[Hit]:
-        """The ``memory_search`` tool: Tier 2 and Tier 3 of this user."""
+        """The ``memory_search`` tool: Tier 2 and Tier 3 of this user (in a
+        group, Tier 2 said in ``chat`` only)."""
         ...
 
     async def remember(

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo
 
@@ -89,6 +89,12 @@ def _batches(events: Sequence[tuple[int, str, str]], max_tokens: int) -> list[li
     return out
 
 
+def _one_chat(mems: Sequence[Memory]) -> tuple[str, str]:
+    """(channel, chat_id) the memories were all said in, or ('', '')."""
+    chats = {(m.provenance.channel, m.provenance.chat_id) for m in mems}
+    return chats.pop() if len(chats) == 1 else ("", "")
+
+
 class Compressor:
     def __init__(
         self,
@@ -143,22 +149,26 @@ class Compressor:
             self.engine.db.larger_cache(),
         ):
             rows = await self.engine.db.fetchall(
-                "SELECT id, owner, event_date, channel, summary FROM daily_events "
+                "SELECT id, owner, event_date, channel, chat_id, summary FROM daily_events "
                 "WHERE is_compressed = 0 AND event_date < ? ORDER BY owner, event_date, id",
                 (latest,),
             )
             today: dict[str, str] = {}
-            groups: dict[tuple[str, str], list[tuple[int, str, str]]] = defaultdict(list)
+            # One chat's day at a time: a group's summary is then that group's
+            # (memory/scope.py), and no private words are mixed into it.
+            groups: dict[tuple[str, str, str, str], list[tuple[int, str, str]]] = defaultdict(list)
             for r in rows:
                 owner = r["owner"]
                 if owner not in today:
                     zone = await owner_zone(self.zone_of, owner, self.tz)
                     today[owner] = now.astimezone(zone).strftime("%Y-%m-%d")
                 if r["event_date"] < today[owner]:
-                    groups[(owner, r["event_date"])].append((r["id"], r["channel"], r["summary"]))
-            for (owner, day), events in groups.items():
+                    key = (owner, r["event_date"], r["channel"], r["chat_id"])
+                    groups[key].append((r["id"], r["channel"], r["summary"]))
+            for (owner, day, channel, chat_id), events in groups.items():
+                chat = Provenance(channel=channel if channel != "unknown" else "", chat_id=chat_id)
                 for batch in _batches(events, self.daily_batch_tokens):
-                    await self._daily_group(owner, day, batch, report)
+                    await self._daily_group(owner, day, batch, report, chat)
                     await lease.renew()
             async with self.engine.db.transaction() as conn:
                 await write_log(conn, at=self.engine.now(), job="daily_compress", action="run", detail=report.__dict__)
@@ -166,7 +176,8 @@ class Compressor:
         return report
 
     async def _daily_group(
-        self, owner: str, day: str, events: Sequence[tuple[int, str, str]], report: DailyReport
+        self, owner: str, day: str, events: Sequence[tuple[int, str, str]], report: DailyReport,
+        chat: Provenance = Provenance(),
     ) -> None:
         summaries = [s for _, _, s in events]
         try:
@@ -187,7 +198,7 @@ class Compressor:
         # A fact cites the events of the lines it names (``lines``, as its
         # source words); one naming none cites the whole day's, as before.
         line_refs = [f"event:{i}" for i in ids]
-        prov = Provenance(date_from=day, date_to=day, refs=tuple(line_refs))
+        prov = replace(chat, date_from=day, date_to=day, refs=tuple(line_refs))
         async with self.engine.db.transaction() as conn:
             async with conn.execute(
                 f"SELECT COUNT(*) FROM daily_events WHERE is_compressed = 0 AND id IN ({marks})", ids
@@ -329,6 +340,8 @@ class Compressor:
                         topic=topic,
                         source=Source.COMPRESSION,
                         provenance=Provenance(
+                            # Merged from one chat's facts: still that chat's (memory/scope.py).
+                            *_one_chat(srcs),
                             date_from=local_day(min(s.created_at for s in srcs), zone),
                             date_to=local_day(max(s.created_at for s in srcs), zone),
                             refs=tuple(f"m:{s.id}" for s in srcs),

@@ -48,6 +48,10 @@ are the most recent. One ``buf:`` ref of a batch links its whole event, so a
 few of each end keep both the first and the latest batches linked."""
 
 
+def _chat(p: Provenance) -> tuple[str, str]:
+    return (p.channel, p.chat_id)
+
+
 def merged_refs(have: Sequence[str], new: Sequence[str]) -> tuple[str, ...]:
     """``have`` then ``new``, deduplicated in order; past :data:`MAX_REFS`
     the first :data:`FIRST_REFS` and the most recent ones (``new`` last)."""
@@ -188,6 +192,10 @@ class Consolidator:
             words = "\n".join(said[i - 1] for i in fact.lines if 1 <= i <= len(said))
             prov = _cited(provenance, fact.lines, line_refs, line_messages)
             replaced = cands.get(fact.updates)
+            if replaced is not None and _chat(replaced.provenance) != _chat(prov):
+                # A rewrite of a fact from another chat (a private one, another
+                # group) may carry its words: no group reads it (memory/scope.py).
+                prov = replace(prov, chat_id="")
             same = None if replaced else cands.get(fact.same_as)
             if same is not None and not await self._active(conn, same.id):
                 same = None

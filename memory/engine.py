@@ -735,6 +735,30 @@ class MemoryEngine:
             except sqlite3.Error as exc:
                 log.warning("access flush failed; will retry", error=str(exc))
 
+    @_in_transaction
+    async def move_chat(
+        self, channel: str, old_chat: str, new_chat: str, *, conn: aiosqlite.Connection | None = None
+    ) -> int:
+        """A chat that got a new id (a Telegram group upgraded to a
+        supergroup): its memories, events and buffered turns name the new
+        id, so the group still reads what was said in it (memory/scope.py).
+        The number of memories moved."""
+        assert conn is not None  # opened by @_in_transaction when not given
+        said_there = ("CASE WHEN json_valid(provenance) THEN json_extract(provenance, '$.channel') = ?"
+                      " AND json_extract(provenance, '$.chat_id') = ? ELSE 0 END")
+        moved = 0
+        for table in ("memories", "daily_events"):
+            cur = await conn.execute(
+                f"UPDATE {table} SET provenance = json_set(provenance, '$.chat_id', ?) WHERE {said_there}",
+                (new_chat, channel, old_chat),
+            )
+            moved = moved or cur.rowcount
+        await conn.execute("UPDATE daily_events SET chat_id = ? WHERE channel = ? AND chat_id = ?",
+                           (new_chat, channel, old_chat))
+        await conn.execute("UPDATE extraction_buffer SET chat_id = ? WHERE channel = ? AND chat_id = ?",
+                           (new_chat, channel, old_chat))
+        return moved
+
     # -- Tier 3 -------------------------------------------------------------
 
     @_in_transaction

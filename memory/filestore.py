@@ -54,6 +54,7 @@ from .engine import content_hash
 from .forgetting import Forgotten, repeats_forgotten
 from .mdfacts import clean_text, line_fact, render
 from .mdfacts import facts as md_facts
+from .scope import Chat
 from .service import EDITED_MARK, Retracted
 from .tokenize import index_terms, normalize
 from .tokens import estimate_tokens
@@ -556,12 +557,14 @@ class FileMemory(MemoryBackend):
 
     # ``tz`` is accepted for the interface: the file store reads no time references.
     async def recall(
-        self, user: str, query: str, *, context: Sequence[str] = (), private: bool = True, tz: tzinfo | None = None
+        self, user: str, query: str, *, context: Sequence[str] = (), private: bool = True, tz: tzinfo | None = None,
+        chat: Chat | None = None,  # a group reads the shared MEMORY.md only, whichever group
     ) -> list[Hit]:
         return await asyncio.to_thread(self._search, user, query, self.max_hits, private, True)
 
     async def search(
-        self, user: str, query: str, *, limit: int = 8, private: bool = True, tz: tzinfo | None = None
+        self, user: str, query: str, *, limit: int = 8, private: bool = True, tz: tzinfo | None = None,
+        chat: Chat | None = None,
     ) -> list[Hit]:
         return await asyncio.to_thread(self._search, user, query, limit, private, False)
 

@@ -36,6 +36,7 @@ import structlog
 from .engine import MemoryEngine
 from .format import fit_budget
 from .retrieval import MAX_QUERY_CHARS, OTHER_PROJECT_FACTOR, Retriever, _named_projects
+from .scope import Chat
 from .types import GLOBAL_OWNER, Hit
 from .vectors import VectorIndex
 
@@ -216,6 +217,7 @@ class HybridRetriever:
         projects: Iterable[str] | None = None,
         tz: tzinfo | None = None,
         exclude: Collection[int] = (),
+        chat: Chat | None = None,
     ) -> list[Hit]:
         """As :meth:`Retriever.retrieve`; ``exclude`` leaves those ids out of
         both rankings."""
@@ -227,7 +229,7 @@ class HybridRetriever:
         task = self._start([text, message] if message and message != text else [text])
         lexical = await self.lexical.retrieve(
             user, query, context=context, private=private, now=now, limit=self.depth, projects=projects, tz=tz,
-            exclude=exclude,
+            exclude=exclude, chat=chat,
         )
         vec = await self._query_vector(task, started)
         dense: list[tuple[int, float]] = []
@@ -235,7 +237,7 @@ class HybridRetriever:
             owners = [user] if user == GLOBAL_OWNER else [user, GLOBAL_OWNER]
             try:
                 dense = await self.vectors.search(
-                    owners, vec, self.depth, private=private, min_similarity=self.min_similarity
+                    owners, vec, self.depth, private=private, chat=chat, min_similarity=self.min_similarity
                 )
             except Exception as exc:  # the words alone still make a good answer
                 self.fallbacks += 1

@@ -129,9 +129,7 @@ def origin(source: str, p: Provenance, *, zh: bool = False) -> str:
         if name:
             return _zh("从", name, "导入") if zh else f"imported from {name}"
         return "从文件导入" if zh else "imported from files"
-    if ch:  # extraction, or anything else said in a chat
-        return _zh("来自", _place(ch, zh), "的对话") if zh else f"from a chat {_place(ch, zh)}"
-    if source == "compression":
+    if source == "compression":  # a summary names what it summarised, whether or not of one chat
         notes = sum(1 for r in p.refs if r.startswith("m:"))
         days = sum(1 for r in p.refs if r.startswith("event:"))
         if notes or "weekly" in p.refs:
@@ -142,6 +140,8 @@ def origin(source: str, p: Provenance, *, zh: bool = False) -> str:
             return f"每日汇总（{days} 段对话{_span(p, zh)}）" if days else f"每日汇总{_span(p, zh)}"
         what = f" of {_count(days, 'conversation', 'conversations')}" if days else ""
         return f"daily summary{what}{_span(p, zh)}"
+    if ch:  # extraction, or anything else said in a chat
+        return _zh("来自", _place(ch, zh), "的对话") if zh else f"from a chat {_place(ch, zh)}"
     if source == "extraction":
         return "来自对话" if zh else "from a chat"
     return ""

@@ -38,8 +38,8 @@ FTS when fewer than five rows came back, so it ignored the question).
    own word of that class.
 
 Scope: the asking user's active rows plus ``_global``; in a group chat
-(``private=False``) ``credential`` memories and the user's own Tier 1
-(their profile) are left out.
+(``private=False``) only what the user said in that group (``chat``) and
+the shared rows, never a credential (memory/scope.py).
 See docs/RETRIEVAL.md for the measurements behind the constants.
 """
 
@@ -61,6 +61,7 @@ from .format import fit_budget
 from .mood import LEXICON, MOOD_TERMS, NEGATIVE, is_mood_term, mood_class, mood_term, moods
 from .timeref import Period, periods
 from .tokenize import normalize, query_terms, quote
+from .scope import Chat, shown_in
 from .types import GLOBAL_OWNER, Hit, Provenance
 
 __all__ = ["CONTEXT_WEIGHT", "QueryTerm", "Retriever", "build_match", "build_query"]
@@ -584,8 +585,12 @@ class Retriever:
         projects: Iterable[str] | None = None,
         tz: tzinfo | None = None,
         exclude: Collection[int] = (),
+        chat: Chat | None = None,
     ) -> list[Hit]:
         """Top memories (Tier 1 and 2) for ``query``, best first.
+
+        ``private=False``: a group, ``chat``, which reads only what the user
+        said there and the shared rows (memory/scope.py).
 
         ``exclude``: memory ids the prompt already holds (the Core Memory
         entries it shows): never returned, and they pass no score to their
@@ -610,9 +615,7 @@ class Retriever:
         if when:
             q.append(QueryTerm(WHEN_TERM, WHEN_WEIGHT, True))
         owners = [user] if user == GLOBAL_OWNER else [user, GLOBAL_OWNER]
-        # A group: no credential, and no entry of the asker's own profile
-        # (Tier 1), which the group's system prompt leaves out too.
-        where = "" if private else "AND x.category != 'credential' AND (x.tier = 2 OR x.owner = '_global')"
+        where = shown_in(private=private, chat=chat)
         rows, idf, stats = await self._candidates(
             _MEMORIES, q, owners, select=_MEMORY_COLUMNS, join="memories x", where=where, when=when
         )

@@ -24,6 +24,7 @@ from .buffer import NOT_GONE, drop_lines
 from .clock import format_ts
 from .engine import MemoryEngine, more_source_text, row_to_event, row_to_memory
 from .forgetting import Forgotten, erase_planned, event_hit, plan_erasure, repeats_forgotten
+from .scope import Chat
 from .hybrid import HybridRetriever
 from .retrieval import Retriever
 from .tokens import estimate_tokens
@@ -118,7 +119,8 @@ class SqliteMemory(MemoryBackend):
         return await self.engine.profile_markdown(GLOBAL_OWNER, include_global=False, ids=True)
 
     async def recall(
-        self, user: str, query: str, *, context: Sequence[str] = (), private: bool = True, tz: tzinfo | None = None
+        self, user: str, query: str, *, context: Sequence[str] = (), private: bool = True, tz: tzinfo | None = None,
+        chat: Chat | None = None,
     ) -> list[Hit]:
         """Hits for the prompt: the Core Memory entries :meth:`profile` shows
         in the same prompt are left out, so they do not take the block's few
@@ -128,14 +130,16 @@ class SqliteMemory(MemoryBackend):
             shown = await self.engine.profile_ids(user, ids=True)
         else:
             shown = await self.engine.profile_ids(GLOBAL_OWNER, include_global=False, ids=True)
-        hits = await self.retriever.retrieve(user, query, context=context, private=private, tz=tz, exclude=shown)
+        hits = await self.retriever.retrieve(user, query, context=context, private=private, tz=tz, exclude=shown,
+                                             chat=chat)
         self.engine.note_access(h.id for h in hits if h.kind == "memory")
         return hits
 
     async def search(
-        self, user: str, query: str, *, limit: int = 8, private: bool = True, tz: tzinfo | None = None
+        self, user: str, query: str, *, limit: int = 8, private: bool = True, tz: tzinfo | None = None,
+        chat: Chat | None = None,
     ) -> list[Hit]:
-        facts = await self.retriever.retrieve(user, query, private=private, limit=limit, tz=tz)
+        facts = await self.retriever.retrieve(user, query, private=private, limit=limit, tz=tz, chat=chat)
         events = await self.retriever.search_events(user, query, limit=limit) if private else []
         hits = sorted([*facts, *events], key=lambda h: -h.score)[:limit]
         self.engine.note_access(h.id for h in hits if h.kind == "memory")

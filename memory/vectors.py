@@ -28,6 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .db import Database
+from .scope import Chat, shown_in
 
 __all__ = ["Pending", "VectorIndex"]
 
@@ -281,12 +282,13 @@ class VectorIndex:
         return loaded
 
     async def search(
-        self, owners: Sequence[str], query: np.ndarray, k: int, *, private: bool = True, min_similarity: float = -1.0
+        self, owners: Sequence[str], query: np.ndarray, k: int, *, private: bool = True, min_similarity: float = -1.0,
+        chat: Chat | None = None,
     ) -> list[tuple[int, float]]:
         """(memory id, cosine) of the ``k`` active memories of ``owners`` most
         like ``query`` (an L2-normalised vector), best first. ``private=False``
-        (a group chat) leaves credentials and the owners' own Tier 1 out, as the
-        lexical search does."""
+        (a group chat, ``chat``) keeps what the lexical search keeps
+        (memory/scope.py)."""
         q = np.asarray(query, dtype=np.float32)
         ids: list[np.ndarray] = []
         sims: list[np.ndarray] = []
@@ -307,9 +309,7 @@ class VectorIndex:
         if not best:
             return []
         marks = ",".join("?" * len(best))
-        shown = "status = 'active'" + (
-            "" if private else " AND category != 'credential' AND (tier = 2 OR owner = '_global')"
-        )
+        shown = "status = 'active' " + shown_in(private=private, chat=chat, prefix="")
         rows = await self.db.reader.execute_fetchall(
             f"SELECT id, {shown} FROM memories WHERE id IN ({marks})", [i for i, _ in best]
         )

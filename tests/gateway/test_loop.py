@@ -104,6 +104,8 @@ async def test_group_chat_needs_a_mention_and_never_sees_private_memory(
 ) -> None:
     async with make_rig(tmp_path, clock, fake_llm) as rig:
         await _seed_alice(rig)
+        await rig.engine.add(NewMemory(owner=ALICE, content="Alice brings flat white coffee to the team standup",
+                                       provenance=Provenance(channel="telegram", chat_id="g1")))
         await rig.send("do you remember my deploy password", chat="g1", group=True)
         await rig.send("   ", chat="p1")  # nothing to answer in a private chat either
         await rig.settle()
@@ -118,7 +120,10 @@ async def test_group_chat_needs_a_mention_and_never_sees_private_memory(
         text = fake_llm.prompts_text()
         assert "Hangzhou" not in text and "hunter2" not in text
         assert "# Group chat" in _system(fake_llm.requests[0])
-        assert "flat white" in text  # non-credential facts may still help in a group
+        # What she said in this group helps here; what she told the bot in
+        # her private chat (chat 1) does not come (memory/scope.py).
+        assert "Alice brings flat white coffee to the team standup" in text
+        assert "oat milk" not in text and "燕麦拿铁" not in text
 
 
 async def test_llm_failure_and_timeout_get_an_apology_and_the_loop_goes_on(

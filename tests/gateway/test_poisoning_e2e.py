@@ -11,7 +11,7 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
-from memory import Category, ManualClock, NewMemory
+from memory import Category, ManualClock, NewMemory, Provenance
 from tests.fakes.openai_server import FakeOpenAI, Reply, said, split_user_content, text_of
 from tests.fakes.telegram_server import FakeTelegram, origin_user
 
@@ -148,9 +148,11 @@ async def test_a_members_words_do_not_steer_what_is_recalled_for_another(tmp_pat
             await app.open()
             await asyncio.wait_for(app.start(), 15)
             engine = app.backend.engine  # type: ignore[attr-defined]
-            await engine.add(NewMemory(owner="telegram:7", content="Alice's salary review: raise to 9000 euros agreed",
-                                       category=Category.DECISION))
             group = -100950
+            # Said in this group (a private chat's fact never comes to a group: test_group_privacy_e2e).
+            await engine.add(NewMemory(owner="telegram:7", content="Alice's salary review: raise to 9000 euros agreed",
+                                       category=Category.DECISION,
+                                       provenance=Provenance(channel="telegram", chat_id=str(group))))
             tg.push_text(group, 8, "salary review raise euros agreed? tell us", chat_type="supergroup",
                          first_name="Bob", mention=True)
             await tg.wait_sent(1, timeout=10)

@@ -7,6 +7,7 @@ is moved, nothing lost."""
 from __future__ import annotations
 
 import asyncio
+import json
 import sqlite3
 from pathlib import Path
 
@@ -224,3 +225,32 @@ async def test_the_supergroup_s_own_message_ids_never_meet_the_old_group_s(tmp_p
             await asyncio.wait_for(app.close(), 15)
     said = [text for _, text in _chats(tmp_path) if not text.startswith("re: ")]
     assert said == ["one", "two", "three", "four, edited", "five", "six"]
+
+
+async def test_what_was_learnt_in_the_group_is_still_read_in_its_supergroup(tmp_path: Path, clock: ManualClock) -> None:
+    """A group reads only what its members said in it (memory/scope.py):
+    the memories, events and buffered turns of the old id take the new one,
+    or the supergroup would lose them."""
+    from memory import NewMemory, Provenance
+
+    async with FakeOpenAI(api_key="sk-super-e2e-0123456789", responder=answering) as llm, FakeTelegram() as tg:
+        app = _app(tmp_path, clock, llm, {"telegram": _telegram(tg)})
+        try:
+            await app.open()
+            engine = app.backend.engine  # type: ignore[union-attr]
+            await engine.add(NewMemory(owner="telegram:7", content="The Bluebird launch codename was chosen by Alice",
+                                       provenance=Provenance(channel="telegram", chat_id="-500")))
+            await engine.add_event("telegram:7", "2026-02-28", "Alice picked the Bluebird codename",
+                                   channel="telegram", chat_id="-500")
+            await asyncio.wait_for(app.start(), 15)
+            tg.push_text(-500, 7, "hello", chat_type="group", first_name="Alice", mention=True)
+            await tg.wait_sent(1, timeout=10)
+            tg.migrate_group(-500, -100500, 7)
+            tg.push_text(-100500, 7, "who chose the Bluebird codename?", chat_type="supergroup", first_name="Alice",
+                         mention=True)
+            await tg.wait_sent(2, timeout=10)
+            assert "chosen by Alice" in json.dumps(llm.requests[-1]["messages"])
+            [event] = await engine.events("telegram:7")
+            assert event.chat_id == "-100500"
+        finally:
+            await asyncio.wait_for(app.close(), 15)

@@ -455,3 +455,52 @@ async def test_a_full_profile_stays_within_its_cap_when_the_gate_holds_demotions
         await compressor.weekly()
     profile = await engine.profile("alice", include_global=False, limit=1000)
     assert sorted(m.content for m in profile) == sorted(e["content"] for e in entries)
+
+
+async def test_daily_compression_keeps_each_chats_day_apart(engine: MemoryEngine, fake: FakeOpenAI, llm: MemoryLLM) -> None:
+    """A group's day is summarised on its own, and its facts stay that
+    group's (memory/scope.py); what the user said in private that day never
+    reaches the group's summary, nor the group's facts."""
+    await engine.add_event("alice", "2026-02-28", "Alice said her divorce hearing is on Monday",
+                           channel="telegram", chat_id="100")
+    await engine.add_event("alice", "2026-02-28", "Alice said the atlas release slips to Monday",
+                           channel="telegram", chat_id="-5")
+    private_line, group_line = "] Alice said her divorce", "] Alice said the atlas"
+    fake.responder = lambda body: Reply(reply(
+        [{"content": "Alice has a divorce hearing on Monday" if private_line in user_prompt(body)
+          else "The atlas release is on Monday", "lines": [1]}], "x"))
+    rep = await Compressor(engine, llm).daily()
+    assert (rep.events, rep.added) == (2, 2) and len(fake.requests) == 2
+    assert not any(private_line in user_prompt(b) and group_line in user_prompt(b) for b in fake.requests)
+    mem = SqliteMemory(engine)
+    group = [h.content for h in await mem.search("alice", "Monday divorce atlas release", private=False,
+                                                 chat=("telegram", "-5"))]
+    assert group == ["The atlas release is on Monday"]
+    [hit] = [h for h in await mem.search("alice", "divorce hearing") if h.kind == "memory"]
+    assert hit.citation().endswith("daily summary of 1 conversation, 2026-02-28]")  # cited as before
+
+
+async def test_a_weekly_merge_of_one_groups_facts_stays_that_groups(
+    engine: MemoryEngine, fake: FakeOpenAI, llm: MemoryLLM
+) -> None:
+    group, private = Provenance(channel="telegram", chat_id="-5"), Provenance(channel="telegram", chat_id="100")
+    ids = await engine.add_many(
+        (NewMemory(owner="alice", content=f"atlas deploy fact number {i}", project="atlas", topic="deploy",
+                   category=Category.DECISION, provenance=group if i <= 10 else private), None)
+        for i in range(1, 13)
+    )
+
+    def responder(body: dict[str, Any]) -> Reply:
+        if kind(body) == "profile":
+            return Reply(json.dumps({"entries": []}))
+        facts = [{"content": "atlas deploy facts 1-4 merged", "category": "decision", "from": [1, 2, 3, 4]},
+                 {"content": "atlas deploy facts 10-12 merged", "category": "decision", "from": [10, 11, 12]}]
+        facts += [{"content": f"atlas deploy fact number {i}", "category": "decision", "from": [i]} for i in range(5, 10)]
+        return Reply(json.dumps({"facts": facts, "drop": []}))
+
+    fake.responder = responder
+    assert (await Compressor(engine, llm).weekly()).created == 2
+    rows = {m.content: m for m in await engine.list_memories("alice", limit=100)}
+    assert rows["atlas deploy facts 1-4 merged"].provenance.chat_id == "-5"
+    assert rows["atlas deploy facts 1-4 merged"].provenance.refs == tuple(f"m:{i}" for i in ids[:4])
+    assert rows["atlas deploy facts 10-12 merged"].provenance.chat_id == ""  # a private fact's words in it

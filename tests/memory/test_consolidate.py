@@ -171,3 +171,31 @@ def test_merged_refs_dedupes_keeps_order_and_caps() -> None:
     # the first refs, then the most recent, a ref cited again counting as recent
     assert got == (*have[:8], "buf:18", "buf:19", *have[20:], "buf:20", "buf:99")
     assert len(got) == MAX_REFS
+
+
+async def test_a_group_fact_that_rewrites_a_private_one_is_not_read_in_the_group(
+    engine: MemoryEngine, clock: ManualClock, fake: FakeOpenAI, llm: MemoryLLM
+) -> None:
+    """The model rewrites a fact told in a private chat with words said in
+    a group ("updates"): the new fact may carry the private one's words
+    (the dose), so it names no chat any group reads (memory/scope.py); the
+    private chat still has it. One said in the group alone keeps the group."""
+    mem, svc = SqliteMemory(engine), ExtractionService(engine, llm)
+    fake.queue_reply(reply([{"content": "Alice takes sertraline 50mg for depression", "lines": [1]}]))
+    await mem.buffer(turns("alice", ("I take sertraline 50mg for my depression", "ok"), chat="100"))
+    [rep] = await svc.flush_now("alice")
+    assert rep.ok
+    clock.advance(timedelta(hours=1))
+    fake.queue_reply(reply([
+        {"content": "Alice is switching from sertraline 50mg to a new medication next week", "updates": 1, "lines": [1]},
+        {"content": "Alice leads the Friday release", "lines": [1]},
+    ]))
+    await mem.buffer(turns("alice", ("I'm switching off sertraline next week, and I lead the Friday release", "ok"),
+                           chat="-5", start=10))
+    [rep] = await svc.flush_now("alice")
+    assert rep.ok and "1. [" in user_prompt(fake.requests[-1])  # the private fact was a candidate
+    group = {h.content for h in await mem.search("alice", "sertraline medication release Friday", private=False,
+                                                chat=("telegram", "-5"))}
+    assert group == {"Alice leads the Friday release"}
+    mine = {h.content for h in await mem.search("alice", "sertraline medication", private=True)}
+    assert "Alice is switching from sertraline 50mg to a new medication next week" in mine

@@ -4,7 +4,7 @@ from datetime import timedelta
 
 import pytest
 
-from memory import Category, ManualClock, MemoryEngine, NewMemory, Provenance, retrieval
+from memory import GLOBAL_OWNER, Category, ManualClock, MemoryEngine, NewMemory, Provenance, Source, retrieval
 from memory.clock import format_ts
 from memory.retrieval import MIN_RELEVANCE, NEIGHBOUR_WEIGHT, Retriever
 from memory.tokenize import TOKENIZER_VERSION
@@ -245,11 +245,34 @@ async def test_user_never_sees_another_users_rows_but_both_see_global(engine: Me
 
 
 async def test_group_chat_excludes_credentials(engine: MemoryEngine) -> None:
-    cred = await add(engine, "u", "the router password is swordfish", category=Category.CREDENTIAL)
-    other = await add(engine, "u", "the router is in the hallway", category=Category.CONFIG)
+    here = Provenance(channel="telegram", chat_id="-5")
+    cred = await add(engine, "u", "the router password is swordfish", category=Category.CREDENTIAL, provenance=here)
+    other = await add(engine, "u", "the router is in the hallway", category=Category.CONFIG, provenance=here)
     r = Retriever(engine)
     assert cred in await ids(r, "u", "router password")
-    assert await ids(r, "u", "router password", private=False) == [other]
+    assert await ids(r, "u", "router password", private=False, chat=("telegram", "-5")) == [other]
+
+
+async def test_a_group_reads_only_what_the_user_said_in_it(engine: MemoryEngine) -> None:
+    """A private chat's fact (health), another group's, and one of no chat
+    (a summary, a note from the memory page) stay out; the shared row comes."""
+    private = await add(engine, "u", "my insomnia medication is zolpidem",
+                        provenance=Provenance(channel="telegram", chat_id="100"))
+    here = await add(engine, "u", "the team medication tracker ships Friday",
+                     provenance=Provenance(channel="telegram", chat_id="-5"))
+    there = await add(engine, "u", "I told the climbing club about my medication",
+                      provenance=Provenance(channel="telegram", chat_id="-6"))
+    other_channel = await add(engine, "u", "medication reminders on Feishu",
+                              provenance=Provenance(channel="feishu", chat_id="-5"))
+    summary = await add(engine, "u", "weekly: medication and sleep", source=Source.COMPRESSION)
+    shared = await add(engine, GLOBAL_OWNER, "the office medication cabinet is in room 3")
+    r = Retriever(engine)
+    assert set(await ids(r, "u", "medication", limit=10)) == {private, here, there, other_channel, summary, shared}
+    assert set(await ids(r, "u", "medication", private=False, chat=("telegram", "-5"))) == {here, shared}
+    assert set(await ids(r, "u", "medication", private=False, chat=("telegram", "-6"))) == {there, shared}
+    # No group named: the shared rows only; a quote in an id is an id, not SQL.
+    assert await ids(r, "u", "medication", private=False) == [shared]
+    assert await ids(r, "u", "medication", private=False, chat=("telegram", "-5' OR 1=1 --")) == [shared]
 
 
 async def test_inactive_rows_are_not_retrieved(engine: MemoryEngine) -> None:

@@ -46,10 +46,12 @@ async def test_group_recall_does_not_bring_the_private_profile_back(engine: Memo
     shared = await engine.add(NewMemory(owner="_global", tier=1, content="The team offsite is in Hangzhou",
                                         category=Category.CONFIG))
     fact = await engine.add(NewMemory(owner="alice", content="Alice told her team about the Hangzhou offsite plan",
-                                      category=Category.DECISION))
+                                      category=Category.DECISION, provenance=Provenance(channel="feishu", chat_id="oc_team")))
     assert secret.id in {h.id for h in await mem.search("alice", "Alice team", private=True)}
-    recalled = {h.id for h in await mem.recall("alice", "what did Alice tell her team about Hangzhou?", private=False)}
-    found = {h.id for h in await mem.search("alice", "Alice team Hangzhou", private=False)}
+    team = ("feishu", "oc_team")
+    recalled = {h.id for h in await mem.recall("alice", "what did Alice tell her team about Hangzhou?", private=False,
+                                               chat=team)}
+    found = {h.id for h in await mem.search("alice", "Alice team Hangzhou", private=False, chat=team)}
     assert secret.id not in recalled and secret.id not in found
     # The shared entry is in the group's own prompt, so recall spends no place on it; search finds it.
     assert fact.id in recalled and shared.id not in recalled and {fact.id, shared.id} <= found

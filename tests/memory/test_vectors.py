@@ -13,7 +13,7 @@ import pytest
 from memory.clock import ManualClock
 from memory.embedding import CachedEmbedder, EmbeddingError, HttpEmbedder
 from memory.engine import MemoryEngine
-from memory.types import Category, NewMemory
+from memory.types import Category, NewMemory, Provenance
 from memory.vectorize import Vectorizer
 from memory.vectors import VectorIndex
 from tests.fakes.openai_server import FakeOpenAI
@@ -107,16 +107,22 @@ async def test_archived_and_deleted_memories_leave_the_results_at_once(
 async def test_credentials_and_the_private_profile_stay_out_of_group_chats(
     engine: MemoryEngine, embedder: CachedEmbedder
 ) -> None:
-    secret = await add(engine, "alice", "the garage automobile code is 4711", category=Category.CREDENTIAL)
-    plain = await add(engine, "alice", "alice drives a blue automobile")
+    group = Provenance(channel="telegram", chat_id="-5")
+    secret = await add(engine, "alice", "the garage automobile code is 4711", category=Category.CREDENTIAL,
+                       provenance=group)
+    plain = await add(engine, "alice", "alice drives a blue automobile", provenance=group)
+    told = await add(engine, "alice", "alice told me privately her automobile loan is late",
+                     provenance=Provenance(channel="telegram", chat_id="100"))
     profile = await add(engine, "alice", "alice is selling her automobile quietly", tier=1)
     shared = await add(engine, "_global", "the office automobile pool", tier=1)
     index = VectorIndex(engine.db, "m1")
     await Vectorizer(index, embedder).drain()
     q = await vector_of(embedder, "automobile")
     owners = ["alice", "_global"]
-    assert {i for i, _ in await index.search(owners, q, 5)} == {secret, plain, profile, shared}
-    assert {i for i, _ in await index.search(owners, q, 5, private=False)} == {plain, shared}
+    assert {i for i, _ in await index.search(owners, q, 5)} == {secret, plain, told, profile, shared}
+    # A group reads what alice said there and the shared rows only (memory/scope.py).
+    assert {i for i, _ in await index.search(owners, q, 5, private=False, chat=("telegram", "-5"))} == {plain, shared}
+    assert {i for i, _ in await index.search(owners, q, 5, private=False)} == {shared}
 
 
 async def test_min_similarity_and_k(engine: MemoryEngine, embedder: CachedEmbedder) -> None:

@@ -1,0 +1,47 @@
+"""Which of a user's memories a chat may read.
+
+A private chat (``private=True``) reads all of the user's own memories and
+the shared (``_global``) ones. A group is read by everyone in it, so it
+reads, of the asking member's memories, only those learnt from what they
+said in THAT group (the row's provenance names the group's channel and
+chat), never their profile (Tier 1) nor a credential; the shared ones
+too, less credentials. What a member told the bot in a private chat
+(health, money, family...), what they said in another group, and rows of
+no one chat (daily and weekly summaries drawn from several chats, notes
+saved on the memory page or imported from files) stay out of every group.
+A summary drawn from one group's words only keeps that group's name
+(memory/compression.py), so it is read there.
+"""
+
+from __future__ import annotations
+
+from .types import GLOBAL_OWNER
+
+__all__ = ["Chat", "shown_in"]
+
+Chat = tuple[str, str]
+"""(channel, chat_id) of the chat an answer is read in."""
+
+
+def _literal(text: str) -> str:
+    # SQLite string literals have no escapes but the doubled quote.
+    return "'" + text.replace("'", "''") + "'"
+
+
+def shown_in(*, private: bool, chat: Chat | None, prefix: str = "x.") -> str:
+    """An SQL condition (``AND ...``, or '' for a private chat) on the
+    ``memories`` columns (``prefix``: the table's alias and a dot) that
+    keeps the rows ``chat`` may read. A group with no ``chat`` named reads
+    the shared rows only."""
+    if private:
+        return ""
+    p = prefix
+    shared = f"{p}owner = {_literal(GLOBAL_OWNER)}"
+    said_here = "0"
+    if chat is not None and all(chat) and "\x00" not in "".join(chat):
+        channel, chat_id = chat
+        # CASE: a row whose provenance is not JSON (hand-edited) is just not shown.
+        said_here = (f"({p}tier = 2 AND CASE WHEN json_valid({p}provenance) THEN"
+                     f" json_extract({p}provenance, '$.channel') = {_literal(channel)}"
+                     f" AND json_extract({p}provenance, '$.chat_id') = {_literal(chat_id)} ELSE 0 END)")
+    return f"AND {p}category != 'credential' AND ({shared} OR {said_here})"
