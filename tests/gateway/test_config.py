@@ -400,3 +400,22 @@ def test_a_config_file_with_comments_is_named_with_the_line_to_remove(tmp_path: 
     with pytest.raises(ConfigError) as err:
         load_config(p, env={})
     assert "comments" not in str(err.value)
+
+
+def test_a_trailing_comma_is_named_with_its_line(tmp_path: Path) -> None:
+    # JavaScript and JSONC allow them, and the decode error points at the bracket after.
+    p = tmp_path / "config.json"
+    p.write_text('{\n  "gateway": {\n    "port": 18791,\n  },\n  "agent": {}\n}\n', encoding="utf-8")
+    with pytest.raises(ConfigError) as err:
+        load_config(p, env={})
+    assert str(err.value).startswith(f"{p}: not valid JSON at line 4 column 3")
+    assert str(err.value).endswith("JSON allows no comma before } or ]: remove the one at the end of line 3")
+    # In a list, and with blank lines between the comma and the bracket.
+    p.write_text('{"channels": {"telegram": {"allowFrom": [\n  "alice",\n  "bob",\n\n]}}}', encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"remove the one at the end of line 3$"):
+        load_config(p, env={})
+    # A comma inside a string before a bracket is no trailing comma; a missing value gets no hint.
+    p.write_text('{"agent": {"model": "a,}"}, "gateway": {"port": }}', encoding="utf-8")
+    with pytest.raises(ConfigError) as err:
+        load_config(p, env={})
+    assert str(err.value).endswith("Expecting value")
