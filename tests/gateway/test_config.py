@@ -28,6 +28,19 @@ def test_example_config_is_valid_and_shows_every_section() -> None:
     assert (cfg.gateway.rate_limit.per_minute, cfg.gateway.rate_limit.per_hour) == (10, 200)
 
 
+def test_the_example_asks_for_one_model_key_and_keeps_the_default_zone() -> None:
+    # Copied as it is, the example's memory model uses the chat provider (no
+    # second placeholder key to find), and its time zone is the one a config
+    # without it gets: the example and the defaults tell one story.
+    cfg = load_config(EXAMPLE, env={})
+    assert cfg.memory.provider is None
+    assert cfg.gateway.timezone == load_config(tmp_missing(), env={}).gateway.timezone == "UTC"
+
+
+def tmp_missing() -> Path:
+    return EXAMPLE.parent / "no-such-config.json"
+
+
 def test_example_config_names_every_setting_the_schema_takes() -> None:
     """An operator learns the settings from config.example.json: each field of
     each section is written out at least once (an optional section, such as a
