@@ -337,7 +337,8 @@ class FeishuChannel(BaseChannel):
             verification_token=self.config.verification_token.get_secret_value(),
             encrypt_key=self.config.encrypt_key.get_secret_value(),
             on_event=self.handle_event,
-            max_age=self._dedup.ttl,  # older: its id may be forgotten, so a replay would pass as new
+            # older: its id may be forgotten, so a replay would pass as new
+            remembered_after=self._dedup.remembered_after,
         )
         self._receiver = receiver
         self._route = ("POST", self.config.webhook_path)
