@@ -251,6 +251,10 @@ class FeishuConfig(_Model):
     encrypt_key: SecretStr = SecretStr("")
     mode: Literal["websocket", "webhook"] = "websocket"
     domain: str = "https://open.feishu.cn"
+    # What the bot's own notes speak when nothing said tells (Feishu does not
+    # say a user's app language): "auto" is Chinese on feishu.cn, English on
+    # larksuite.com or another domain (a private deployment: set "zh").
+    language: Literal["auto", "zh", "en"] = "auto"
     allow_from: list[str] = Field(default_factory=list)
     webhook_path: str = "/feishu/events"
     # The largest file the bot uploads (an /export): Feishu's own limit is 30 MB.
