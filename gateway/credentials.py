@@ -1,4 +1,5 @@
-"""The credentials a configuration uses, and the example's placeholders.
+"""The credentials a configuration uses, and the example's placeholders
+(its keys, and the Telegram allow-list it shows).
 
 ``myclaw doctor`` reports on each credential the enabled parts need;
 ``myclaw gateway`` and ``myclaw chat`` refuse to start while one of them
@@ -16,12 +17,19 @@ from pydantic import SecretStr
 
 from .config import ENV_OVERRIDES, Config
 
-__all__ = ["EXAMPLE_PLACEHOLDERS", "Credential", "credentials_in_use", "env_variable", "placeholders_in_use"]
+__all__ = [
+    "EXAMPLE_ALLOW_FROM", "EXAMPLE_PLACEHOLDERS", "Credential", "credentials_in_use", "env_variable",
+    "example_allow_from", "placeholders_in_use",
+]
 
 # The placeholders of config.example.json: copied but never filled in.
 EXAMPLE_PLACEHOLDERS = frozenset(
     {"sk-your-key", "sk-memory-key", "123456789:your-bot-token", "your-app-secret", "cli_xxx"}
 )
+
+
+# Its Telegram allow-list: a name anyone may register, and someone's id.
+EXAMPLE_ALLOW_FROM = ("your_username", "123456789")
 
 
 @dataclass(frozen=True)
@@ -78,7 +86,15 @@ def placeholders_in_use(cfg: Config, *, channels: bool = True) -> list[str]:
         if c.value.get_secret_value() in EXAMPLE_PLACEHOLDERS and (channels or not c.channel):
             name = env_variable(c.path)
             out.append(f"{c.setting} (or {name})" if name else c.setting)
+    if channels and (left := example_allow_from(cfg)):
+        out.append("channels.telegram.allowFrom: " + ", ".join(f'"{e}"' for e in left))
     return out
+
+
+def example_allow_from(cfg: Config) -> list[str]:
+    """The entries of the example's allow-list an enabled Telegram still lets in."""
+    tg = cfg.channels.telegram
+    return [e for e in tg.allow_from if e in EXAMPLE_ALLOW_FROM] if tg.enabled else []
 
 
 def env_variable(path: tuple[str | int, ...]) -> str | None:

@@ -51,7 +51,7 @@ from gateway.config import (
     load_config,
     unknown_env,
 )
-from gateway.credentials import EXAMPLE_PLACEHOLDERS, credentials_in_use
+from gateway.credentials import EXAMPLE_PLACEHOLDERS, credentials_in_use, example_allow_from
 from gateway.logging import Redactor
 
 from . import main
@@ -187,6 +187,11 @@ def _setting_checks(report: Report, cfg: Config) -> None:
             report.add(f"{name} allowFrom", "warning",
                        "empty: anyone who finds the bot can talk to it and fill its memory",
                        f"list user ids or names in channels.{name}.allowFrom")
+    if left := example_allow_from(cfg):
+        report.add("telegram allowFrom", "error",
+                   "still lists config.example.json's " + ", ".join(f'"{e}"' for e in left)
+                   + ": whoever has that name or id can talk to the bot",
+                   "put your users' ids or names in channels.telegram.allowFrom")
     fs = cfg.channels.feishu
     if fs.enabled and fs.mode == "webhook" and not (
         fs.verification_token.get_secret_value() or fs.encrypt_key.get_secret_value()

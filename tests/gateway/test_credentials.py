@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 from gateway.config import Config
-from gateway.credentials import credentials_in_use, env_variable, placeholders_in_use
+from gateway.credentials import credentials_in_use, env_variable, example_allow_from, placeholders_in_use
 
 
 def test_only_the_credentials_in_use_are_named_with_their_variable() -> None:
@@ -26,3 +26,15 @@ def test_filled_in_credentials_are_not_placeholders() -> None:
     cfg = Config.model_validate({"provider": {"apiKey": "sk-real"}, "memory": {"provider": {"apiKey": ""}}})
     assert placeholders_in_use(cfg) == []
     assert env_variable(("agent", "transcription", "provider", "apiKey")) is None
+
+
+def test_the_examples_allow_list_left_in_is_named() -> None:
+    # "your_username" is a name anyone may register, 123456789 someone's id:
+    # left in, a stranger may talk to the bot and fill its memory.
+    cfg = Config.model_validate({"provider": {"apiKey": "sk-real"}, "channels": {"telegram": {
+        "enabled": True, "token": "1:real", "allowFrom": ["your_username", 123456789, "ada"]}}})
+    assert example_allow_from(cfg) == ["your_username", "123456789"]
+    assert placeholders_in_use(cfg) == ['channels.telegram.allowFrom: "your_username", "123456789"']
+    assert placeholders_in_use(cfg, channels=False) == []
+    off = Config.model_validate({"channels": {"telegram": {"enabled": False, "allowFrom": ["your_username"]}}})
+    assert example_allow_from(off) == []
