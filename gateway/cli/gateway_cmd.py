@@ -200,7 +200,13 @@ def _run(coro: Coroutine[Any, Any, int]) -> int:
 @click.option("--log-level", type=LOG_LEVEL, default=None,
               help="DEBUG shows per-message timings.  [default: MYCLAW_LOG_LEVEL, else INFO]")
 def gateway(log_level: str | None) -> None:
-    """Run the gateway with every channel enabled in the config."""
+    """Run the gateway with every channel enabled in the config.
+
+    Exit code 2: bad configuration (named); 1: no channel could keep running,
+    a data file could not be opened, or another gateway runs on this
+    MYCLAW_HOME; 130: Ctrl-C during start-up. Ctrl-C or SIGTERM once it
+    runs stops it cleanly (exit 0).
+    """
     level = _level(log_level, "INFO")
     cfg, paths = _load(require=True, channels=True)
     _setup_logging(cfg, level)
