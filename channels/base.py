@@ -101,6 +101,10 @@ class BaseChannel(abc.ABC):
     # identities), so a note the channel sends itself names whose message
     # it answers and, kept in the outbox, is erased with their data.
     owner_of_sender: Callable[[str, str], str] | None = None
+    # The app language of all its users, when the channel knows one
+    # (Feishu's, by its domain or config; "": per sender, or unknown): what
+    # a scheduled job's note speaks when nothing said in the chat tells.
+    locale: str = ""
 
     # Seconds a message's pictures (or recording) may take to download before
     # the user is told it failed: the chat's later messages wait for them, to

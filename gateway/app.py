@@ -535,9 +535,10 @@ class App:
                 log.error("private cron job refused: the chat is not the user's private chat", job=job.id,
                           channel=job.channel, chat_id=job.chat_id, reason=why)
                 raise CronError(f"{why}: a private job (the user's private memory) is not run there")
+            running = self.channels.get(job.channel)
             sent = await loop.run_job(
                 channel=job.channel, chat_id=job.chat_id, user=job.user, text=attempt.prompt, private=job.private,
-                fallback=attempt.fallback,
+                fallback=attempt.fallback, locale=running.locale if running is not None else "",
             )
             return sent.answered
 

@@ -251,6 +251,10 @@ class FeishuConfig(_Model):
     encrypt_key: SecretStr = SecretStr("")
     mode: Literal["websocket", "webhook"] = "websocket"
     domain: str = "https://open.feishu.cn"
+    # What the bot's own notes speak when nothing said tells (Feishu does not
+    # say a user's app language): "auto" is Chinese on feishu.cn, English on
+    # larksuite.com or another domain (a private deployment: set "zh").
+    language: Literal["auto", "zh", "en"] = "auto"
     allow_from: list[str] = Field(default_factory=list)
     webhook_path: str = "/feishu/events"
     # The largest file the bot uploads (an /export): Feishu's own limit is 30 MB.
@@ -784,6 +788,16 @@ def _first_comment(text: str) -> tuple[str, int] | None:
     return None
 
 
+def _trailing_comma(text: str, exc: json.JSONDecodeError) -> int | None:
+    """The line of a comma right before the ``}`` or ``]`` the decoder
+    stopped at: JavaScript and JSONC allow one there, JSON does not. The
+    decoder took the comma as a separator, so it is not inside a string."""
+    if text[exc.pos : exc.pos + 1] not in ("}", "]"):
+        return None
+    before = text[: exc.pos].rstrip()
+    return before.count("\n") + 1 if before.endswith(",") else None
+
+
 def load_config(
     path: Path | None = None,
     env: Mapping[str, str] | None = None,
@@ -815,6 +829,8 @@ def load_config(
         except json.JSONDecodeError as exc:
             found = _first_comment(text)
             hint = f": JSON has no comments: remove the {found[0]} on line {found[1]}" if found else ""
+            if not hint and (comma := _trailing_comma(text, exc)) is not None:
+                hint = f": JSON allows no comma before }} or ]: remove the one at the end of line {comma}"
             raise ConfigError(
                 f"{path}: not valid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}{hint}"
             ) from None

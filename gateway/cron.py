@@ -269,13 +269,17 @@ class CronJob:
         return self.due_at or self.next_run_at
 
 
+Fallback = Callable[[bool | None], str]
+
+
 @dataclass(frozen=True)
 class JobAttempt:
     """One run of an agent job, as the scheduler hands it to ``run_agent_job``."""
 
     prompt: str  # the job's message, with a note when the run is late
-    # Set on the last attempt: what to send if the model fails once more.
-    fallback: str | None = None
+    # Set on the last attempt: what to send if the model fails once more,
+    # given the chat's language (True: Chinese; None: nothing tells).
+    fallback: Fallback | None = None
     number: int = 1
 
 
@@ -308,13 +312,20 @@ def job_prompt(job: CronJob, slot: datetime, now: datetime, tz: tzinfo) -> str:
     )
 
 
-def fallback_text(job: CronJob, slot: datetime, now: datetime, tz: tzinfo) -> str:
+def fallback_text(job: CronJob, slot: datetime, now: datetime, tz: tzinfo, *, chat_zh: bool | None = None) -> str:
     """What the chat gets when the model cannot be reached on the last
-    attempt: the job's own words, marked as such, in their language."""
+    attempt: the job's own words, marked as such, in their language; when
+    they have none to tell by ("📞 13800138000"), in the chat's
+    (``chat_zh``, the loop's one language rule), else English."""
     when = _when(slot, now, tz)
-    if words_in_chinese(job.message):  # kana: Japanese, not Chinese
+    zh = words_in_chinese(job.message)  # kana: Japanese, not Chinese
+    if zh if zh is not None else chat_zh:
         return f"⏰ {job.message}\n（定于 {when}。助手暂时无法回应，以上是设定时的原文。）"
     return f"⏰ {job.message}\n(Scheduled for {when}. The assistant could not be reached, so this is the task as it was set.)"
+
+
+def _fallback(job: CronJob, slot: datetime, now: datetime, tz: tzinfo) -> Fallback:
+    return lambda chat_zh: fallback_text(job, slot, now, tz, chat_zh=chat_zh)
 
 
 @dataclass(frozen=True)
@@ -702,7 +713,7 @@ class CronScheduler:
                 retry_at = self._retry_at(job, slot, now)
                 attempt = JobAttempt(
                     prompt=job_prompt(job, slot, now, tz),
-                    fallback=fallback_text(job, slot, now, tz) if retry_at is None else None,
+                    fallback=_fallback(job, slot, now, tz) if retry_at is None else None,
                     number=job.attempts + 1,
                 )
                 answered = await self.run_agent_job(job, attempt)

@@ -23,6 +23,7 @@ design). The file records the holder's pid for the message.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from pathlib import Path
@@ -39,6 +40,22 @@ __all__ = ["GATEWAY_LOCK_FILE", "LOCK_FILE", "AlreadyRunning", "DataBusy", "Data
 
 LOCK_FILE = "myclaw.lock"
 GATEWAY_LOCK_FILE = "gateway.lock"
+
+
+def _open_private(path: Path, flags: int = 0) -> int:
+    """Open (or create) a lock file owner-only, like the data files. One
+    made before locks were created 0600 is 0644 under the usual umask and
+    keeps that mode when opened: put it right (the lock file has no mode an
+    operator chose; a file someone else owns is left, and still locks)."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | flags, 0o600)
+    try:
+        if os.fstat(fd).st_mode & 0o077:
+            with contextlib.suppress(PermissionError):
+                os.fchmod(fd, 0o600)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
 
 
 class DataBusy(Exception):
@@ -64,8 +81,8 @@ class DataLock:
         if fcntl is None:
             return
         private_dirs(self.path.parent)
-        # 0600 like the data files (an existing file keeps its mode); held until release().
-        f = os.fdopen(os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o600), "a+b")
+        # Held until release().
+        f = os.fdopen(_open_private(self.path, os.O_APPEND), "a+b")
         try:
             fcntl.flock(f.fileno(), (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -119,7 +136,7 @@ class GatewayLock:
         if fcntl is None or self._fd is not None:
             return
         private_dirs(self.path.parent)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        fd = _open_private(self.path)
         try:
             # A few tries: `running_pid` (myclaw doctor) holds a shared lock
             # for an instant, which must not read as a running gateway.

@@ -278,8 +278,9 @@ class _Item:
     future: asyncio.Future[str] | None = None  # set for jobs: the reply
     counted: bool = True  # holds a max_pending slot
     started: float = 0.0  # perf_counter when its handling began (slot taken)
-    # A job's text for the chat if the model fails (None: raise JobFailed).
-    fallback: str | None = None
+    # A job's text for the chat if the model fails, given the chat's
+    # language (None: raise JobFailed).
+    fallback: Callable[[bool | None], str] | None = None
     fell_back: bool = False  # the fallback was sent
     # The reply's drafts (agent.streaming), once its model call began: an
     # apology after a crash takes their place too.
@@ -774,7 +775,10 @@ class ProcessLoop:
             log.warning("scheduled job: the model failed again; sending the job's own text", chat=key,
                         error=reply.error)
             item.fell_back = True
-            reply = AgentReply(text=item.fallback, ok=True, llm_ms=reply.llm_ms, rounds=reply.rounds,
+            # The bot speaks by itself: as the chat does, then as the channel's app.
+            chat_zh = await self._chat_is_chinese(msg)
+            text = item.fallback(app_in_chinese(msg) if chat_zh is None and msg.locale else chat_zh)
+            reply = AgentReply(text=text, ok=True, llm_ms=reply.llm_ms, rounds=reply.rounds,
                                tools_used=reply.tools_used, error=reply.error, forgot=reply.forgot)
             self.stats.failed += 1
         if user_write is None:
@@ -860,9 +864,11 @@ class ProcessLoop:
         except Exception as exc:  # the answer goes by what it shows, it is not lost
             log.warning("chat history not read for a command's language", chat=key, error=repr(exc))
             return None
-        said = [m for m in history if m.role == "user" and words_in_chinese(m.content) is not None]
+        # A job's own rows ("cron") are its text, not the chat speaking.
+        said = [m for m in history if m.role == "user" and m.sender_id != "cron"
+                and words_in_chinese(m.content) is not None]
         theirs = [m for m in said if m.sender_id == msg.sender_id]
-        if not theirs and msg.is_group and msg.locale:
+        if not theirs and msg.is_group and msg.locale and msg.sender_id:  # a job has no sender: the group's words
             return app_in_chinese(msg)
         votes = [words_in_chinese(m.content) for m in (theirs or said)[-_CONTEXT_TURNS:]]
         return votes.count(True) * 2 >= len(votes) if votes else None
@@ -1096,7 +1102,8 @@ class ProcessLoop:
     # -- scheduled jobs -----------------------------------------------------------
 
     async def run_job(
-        self, *, channel: str, chat_id: str, user: str, text: str, private: bool = False, fallback: str | None = None
+        self, *, channel: str, chat_id: str, user: str, text: str, private: bool = False,
+        fallback: Callable[[bool | None], str] | None = None, locale: str = "",
     ) -> JobReply:
         """Run ``text`` through the agent as ``user`` and publish the reply to
         ``channel``/``chat_id``. In order with the chat's messages.
@@ -1107,8 +1114,12 @@ class ProcessLoop:
 
         If the model fails, no apology is sent (nobody asked anything): with
         ``fallback`` that text is sent instead (``answered`` False), without
-        it :class:`JobFailed` is raised and nothing was sent or stored."""
-        msg = InboundMessage(channel=channel, chat_id=chat_id, sender_id="", text=text, is_group=not private)
+        it :class:`JobFailed` is raised and nothing was sent or stored;
+        ``fallback(chat_zh)`` is told the chat's language (None: nothing
+        tells). ``locale``: the channel's app language, when it has one for
+        all its users (Feishu's)."""
+        msg = InboundMessage(channel=channel, chat_id=chat_id, sender_id="", text=text, is_group=not private,
+                             locale=locale)
         future: asyncio.Future[str] = asyncio.get_running_loop().create_future()
         item = _Item(msg, time.perf_counter(), user=user, future=future, counted=False, fallback=fallback)
         self._enqueue(item)

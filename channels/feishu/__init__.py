@@ -133,13 +133,12 @@ T = TypeVar("T")
 def app_locale(domain: str) -> str:
     """The language of the users an app on ``domain`` serves: Feishu
     (``open.feishu.cn``) is China's, Lark (``open.larksuite.com``) the
-    world's; "" for another (a private deployment, a test's server)."""
+    world's; English for another (a private deployment, a test's server),
+    which ``channels.feishu.language`` can say otherwise."""
     host = (urlsplit(domain).hostname or "").lower()
     if host == "feishu.cn" or host.endswith(".feishu.cn"):
         return "zh"
-    if host == "larksuite.com" or host.endswith(".larksuite.com"):
-        return "en"
-    return ""
+    return "en"
 
 
 class _CutShort(Exception):
@@ -195,7 +194,7 @@ class FeishuChannel(BaseChannel):
                          max_file_bytes=config.max_upload_bytes if max_file_bytes is None else max_file_bytes)
         self.config = config
         self.http = http
-        self.locale = app_locale(config.domain)
+        self.locale = app_locale(config.domain) if config.language == "auto" else config.language
         self.api = FeishuClient(config.app_id, config.app_secret.get_secret_value(), config.domain, http=api_http,
                                 **client_options)
         # "is not None": an empty set is falsy (__len__), and the one given must be the one used
@@ -337,7 +336,8 @@ class FeishuChannel(BaseChannel):
             verification_token=self.config.verification_token.get_secret_value(),
             encrypt_key=self.config.encrypt_key.get_secret_value(),
             on_event=self.handle_event,
-            max_age=self._dedup.ttl,  # older: its id may be forgotten, so a replay would pass as new
+            # older: its id may be forgotten, so a replay would pass as new
+            remembered_after=self._dedup.remembered_after,
         )
         self._receiver = receiver
         self._route = ("POST", self.config.webhook_path)

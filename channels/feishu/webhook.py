@@ -13,11 +13,12 @@ What Feishu does, and what we check (in this order):
    (padding, JSON, token), gets the same 401: different answers to
    unsigned ciphertext would be a padding oracle.
 3. Events: the verification token in the payload must match -> else 401.
-4. An event created longer ago than ``max_age`` (the event-id dedup
-   window) -> 401: its id may have left the dedup, so a captured delivery
-   replayed then would be taken as new. ``header.create_time`` is inside
-   the signed body, and Feishu keeps it across its retries (the last about
-   6 h after the event), so they still pass.
+4. An event created before what the event-id dedup surely remembers
+   (``remembered_after``: 7 h back, less on a bot so busy that ids left
+   it for room) -> 401: its id may have left the dedup, so a captured
+   delivery replayed then would be taken as new. ``header.create_time`` is
+   inside the signed body, and Feishu keeps it across its retries (the
+   last about 6 h after the event), so they still pass.
 5. Accepted events get 200 at once; Feishu retries anything else, and the
    event id dedup upstream absorbs those retries.
 
@@ -90,14 +91,15 @@ class WebhookReceiver:
         verification_token: str,
         encrypt_key: str,
         on_event: EventHandler,
-        max_age: float | None = None,
+        remembered_after: Callable[[], float] | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        """``max_age``: seconds; an older event is refused (None: any age).
-        ``clock``: wall-clock seconds, compared with the event's create_time."""
+        """``remembered_after()``: wall-clock seconds; an event created at or
+        before it is refused (None: any age). ``clock``: wall-clock seconds,
+        to tell the refusal by how old such an event is allowed to be."""
         self._token = verification_token
         self._encrypt_key = encrypt_key
-        self._max_age = max_age
+        self._remembered_after = remembered_after
         self._clock = clock
         self._on_event = on_event
         self._log = structlog.get_logger(channel="feishu", component="webhook")
@@ -170,14 +172,17 @@ class WebhookReceiver:
 
     def _check_age(self, header: object) -> None:
         # Schema 2.0 only: a v1 event (no header) carries no creation time we check.
-        if self._max_age is None or not isinstance(header, dict):
+        if self._remembered_after is None or not isinstance(header, dict):
             return
         try:
             created = int(header.get("create_time") or 0) / 1000
         except (TypeError, ValueError, OverflowError):
             raise WebhookError(400, "header.create_time is not a number") from None
-        if created and self._clock() - created > self._max_age:
-            raise WebhookError(401, f"event older than {self._max_age / 3600:g} h (a replay?)")
+        oldest = self._remembered_after()
+        if created and created <= oldest:
+            window = max(self._clock() - oldest, 0.0)
+            shown = f"{window / 3600:.3g} h" if window >= 3600 else f"{window:.0f} s"
+            raise WebhookError(401, f"event older than {shown}, what the dedup remembers (a replay?)")
 
     def _check_token(self, token: object) -> None:
         if not self._token:

@@ -29,7 +29,12 @@ class _Main(click.Group):
 @click.group(cls=_Main, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="myclaw")
 def main() -> None:
-    """myclaw: a chat gateway with long-term memory."""
+    """myclaw: a chat gateway with long-term memory.
+
+    The config is $MYCLAW_HOME/config.json (default ~/.myclaw/config.json):
+    copy config.example.json there and fill it in, then `myclaw doctor`
+    says what is still wrong.
+    """
 
 
 # Command groups register themselves on `main` when imported. This is most

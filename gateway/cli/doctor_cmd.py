@@ -37,7 +37,6 @@ from zoneinfo import ZoneInfo
 
 import click
 import httpx
-from pydantic import SecretStr
 
 from gateway.config import (
     ENV_OVERRIDES,
@@ -52,6 +51,7 @@ from gateway.config import (
     load_config,
     unknown_env,
 )
+from gateway.credentials import EXAMPLE_PLACEHOLDERS, credentials_in_use, example_allow_from
 from gateway.logging import Redactor
 
 from . import main
@@ -136,8 +136,6 @@ def _check_config(report: Report, env: Mapping[str, str]) -> Config | None:
     return cfg
 
 
-# The placeholders of config.example.json: copied but never filled in.
-_PLACEHOLDERS = frozenset({"sk-your-key", "sk-memory-key", "123456789:your-bot-token", "your-app-secret", "cli_xxx"})
 _TELEGRAM_TOKEN = re.compile(r"\d+:[A-Za-z0-9_-]+")
 
 
@@ -152,41 +150,14 @@ def _mask(value: str) -> str:
 
 
 def _secret_checks(report: Report, cfg: Config, env: Mapping[str, str]) -> None:
-    # (setting, path in the JSON document, value, what an empty value means)
-    wanted: list[tuple[str, tuple[str | int, ...], SecretStr, Status]] = [
-        ("provider.apiKey", ("provider", "apiKey"), cfg.provider.api_key, "warning")
-    ]
-    m = cfg.memory
-    if m.enabled and m.provider is not None:
-        wanted.append(("memory.provider.apiKey", ("memory", "provider", "apiKey"), m.provider.api_key, "warning"))
-    own_fallbacks = {"agent": cfg.agent.fallbacks, "memory": (m.fallbacks or []) if m.enabled else []}
-    for section, fallbacks in own_fallbacks.items():
-        for i, fb in enumerate(fallbacks):
-            if fb.provider is not None:
-                wanted.append((f"{section}.fallbacks[{i}].provider.apiKey",
-                               (section, "fallbacks", i, "provider", "apiKey"), fb.provider.api_key, "warning"))
-    if m.enabled and m.embedding.enabled and m.embedding.provider is not None:
-        wanted.append(
-            ("memory.embedding.provider.apiKey", ("memory", "embedding", "provider", "apiKey"),
-             m.embedding.provider.api_key, "warning")
-        )
-    t = cfg.agent.transcription
-    if t.enabled and t.provider is not None:
-        wanted.append(("agent.transcription.provider.apiKey", ("agent", "transcription", "provider", "apiKey"),
-                       t.provider.api_key, "warning"))
-    tg, fs = cfg.channels.telegram, cfg.channels.feishu
-    if tg.enabled:
-        wanted.append(("channels.telegram.token", ("channels", "telegram", "token"), tg.token, "error"))
-    if fs.enabled:
-        wanted.append(("channels.feishu.appId", ("channels", "feishu", "appId"), SecretStr(fs.app_id), "error"))
-        wanted.append(("channels.feishu.appSecret", ("channels", "feishu", "appSecret"), fs.app_secret, "error"))
-    for name, path, secret, if_empty in wanted:
-        setting, value, source = name, secret.get_secret_value(), _source(path, env)
+    for c in credentials_in_use(cfg):
+        name = setting = c.setting
+        value, source, if_empty = c.value.get_secret_value(), _source(c.path, env), c.if_empty
         if not value:
             # A local endpoint may need no key; a channel cannot run without its credentials.
             hint = " (fine for an endpoint that needs none)" if if_empty == "warning" else ""
             report.add(name, if_empty, f"not set{hint}", f"set {setting} or its MYCLAW_* variable", source=None)
-        elif value in _PLACEHOLDERS:
+        elif value in EXAMPLE_PLACEHOLDERS:
             report.add(name, "error", f"still the placeholder from config.example.json ({source})",
                        f"put the real value in {setting}", source=source)
         elif value != value.strip():
@@ -216,6 +187,11 @@ def _setting_checks(report: Report, cfg: Config) -> None:
             report.add(f"{name} allowFrom", "warning",
                        "empty: anyone who finds the bot can talk to it and fill its memory",
                        f"list user ids or names in channels.{name}.allowFrom")
+    if left := example_allow_from(cfg):
+        report.add("telegram allowFrom", "error",
+                   "still lists config.example.json's " + ", ".join(f'"{e}"' for e in left)
+                   + ": whoever has that name or id can talk to the bot",
+                   "put your users' ids or names in channels.telegram.allowFrom")
     fs = cfg.channels.feishu
     if fs.enabled and fs.mode == "webhook" and not (
         fs.verification_token.get_secret_value() or fs.encrypt_key.get_secret_value()

@@ -162,15 +162,25 @@ def _level(flag: str | None, default: str) -> str:
     return raw.strip().upper()
 
 
-def _load(require: bool) -> tuple[Config, Paths]:
+def _load(require: bool, *, channels: bool) -> tuple[Config, Paths]:
+    """The config, or exit 2 saying what is wrong; ``channels``: the
+    enabled channels will run (their credentials count)."""
+    from gateway.credentials import placeholders_in_use
+
     from ._common import warn_unknown_env
 
     warn_unknown_env()
     try:
-        return load_config(require=require), Paths.from_env()
+        cfg = load_config(require=require)
     except ConfigError as exc:
         click.echo(f"myclaw: {exc}", err=True)
         sys.exit(2)
+    if left := placeholders_in_use(cfg, channels=channels):
+        # Every reply would fail with the provider's 401, or the channel not connect.
+        click.echo("myclaw: still the placeholders from config.example.json: put the real values in their place\n  "
+                   + "\n  ".join(left), err=True)
+        sys.exit(2)
+    return cfg, Paths.from_env()
 
 
 def _run(coro: Coroutine[Any, Any, int]) -> int:
@@ -190,9 +200,15 @@ def _run(coro: Coroutine[Any, Any, int]) -> int:
 @click.option("--log-level", type=LOG_LEVEL, default=None,
               help="DEBUG shows per-message timings.  [default: MYCLAW_LOG_LEVEL, else INFO]")
 def gateway(log_level: str | None) -> None:
-    """Run the gateway with every channel enabled in the config."""
+    """Run the gateway with every channel enabled in the config.
+
+    Exit code 2: bad configuration (named); 1: no channel could keep running,
+    a data file could not be opened, or another gateway runs on this
+    MYCLAW_HOME; 130: Ctrl-C during start-up. Ctrl-C or SIGTERM once it
+    runs stops it cleanly (exit 0).
+    """
     level = _level(log_level, "INFO")
-    cfg, paths = _load(require=True)
+    cfg, paths = _load(require=True, channels=True)
     _setup_logging(cfg, level)
     sys.exit(_run(run_gateway(cfg, paths, tune_runtime=True)))
 
@@ -207,6 +223,6 @@ def chat(user: str | None, log_level: str | None) -> None:
     {"alice": ["terminal:alice", "telegram:777"]}.
     """
     level = _level(log_level, "WARNING")
-    cfg, paths = _load(require=False)
+    cfg, paths = _load(require=False, channels=False)
     _setup_logging(cfg, level)
     sys.exit(_run(run_chat(cfg, paths, user=user or getpass.getuser())))

@@ -846,7 +846,18 @@ async def test_notes_are_in_chinese_on_feishus_own_domain_unless_the_words_are_e
 def test_the_apps_domain_says_its_users_language() -> None:
     assert app_locale("https://open.feishu.cn") == app_locale("https://open.feishu.cn/") == "zh"
     assert app_locale("https://open.larksuite.com") == "en"
-    assert app_locale("http://127.0.0.1:8080") == app_locale("https://feishu.cn.example.com") == ""
+    # A private deployment (or a test's server) says nothing: English, as Lark's.
+    assert app_locale("http://127.0.0.1:8080") == app_locale("https://feishu.cn.example.com") == "en"
+
+
+def test_the_apps_language_can_be_set(fake: FakeFeishu) -> None:
+    # A private deployment of Feishu serves Chinese users on its own domain.
+    assert FeishuChannel(config(fake, domain="https://open.feishu.corp.example"), MessageBus()).locale == "en"
+    assert FeishuChannel(config(fake, domain="https://open.feishu.corp.example", language="zh"), MessageBus()).locale == "zh"
+    assert FeishuChannel(config(fake, domain="https://open.feishu.cn", language="en"), MessageBus()).locale == "en"
+    assert FeishuChannel(config(fake, domain="https://open.feishu.cn"), MessageBus()).locale == "zh"  # "auto"
+    with pytest.raises(ValueError, match="language"):
+        config(fake, language="fr")
 
 
 async def test_group_pictures_are_fetched_only_when_the_bot_is_mentioned(

@@ -29,6 +29,24 @@ def test_recent_ids_bounded_by_size_and_age() -> None:
     assert len(ids) == 1
 
 
+def test_recent_ids_say_since_when_every_id_is_remembered() -> None:
+    # The webhook refuses events created before this: an id dropped for
+    # room (a bot busier than maxsize ids in the TTL) would let its replay in.
+    clock = Clock()
+    clock.now = 1000.0
+    ids = RecentIds(maxsize=3, ttl=60, clock=clock)
+    assert ids.remembered_after() == 940.0  # the TTL alone
+    for at, k in ((1001.0, "a"), (1002.0, "b"), (1003.0, "c")):
+        clock.now = at
+        ids.seen_before(k)
+    assert ids.remembered_after() == 943.0
+    clock.now = 1004.0
+    ids.seen_before("d")  # "a" leaves for room, 56 s before its TTL
+    assert "a" not in ids and ids.remembered_after() == 1001.0
+    clock.now = 1070.0  # "a"'s TTL is over too: the TTL rules again
+    assert ids.remembered_after() == 1010.0
+
+
 def test_recent_ids_forget_lets_the_id_in_again() -> None:
     ids = RecentIds(maxsize=3, ttl=60, clock=Clock())
     ids.seen_before("a")

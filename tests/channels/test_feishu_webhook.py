@@ -64,6 +64,35 @@ async def test_a_signed_event_older_than_the_dedup_window_is_refused(
     assert (await asyncio.wait_for(encrypted.bus.consume_inbound(), 5)).text == "a late retry from Feishu"
 
 
+async def test_a_replay_of_an_event_dedup_dropped_for_room_is_refused(fake: FakeFeishu, http: HttpServer) -> None:
+    """A bot busier than the dedup holds (``maxsize`` ids within its 7 h)
+    drops the oldest ids early: a captured delivery replayed after its id
+    left must not pass as new just because it is younger than 7 h. Events
+    created before the oldest id still held are refused; new ones pass."""
+    from channels.feishu import RecentIds
+
+    ch = FeishuChannel(config(fake, encrypt_key=ENCRYPT_KEY), MessageBus(), http, dedup=RecentIds(maxsize=3))
+    await ch.start()
+    try:
+        first = fake.message_event("transfer the money", event_id="ev_first")
+        first["header"]["create_time"] = str(int((time.time() - 60) * 1000))
+        assert (await fake.push_event(hook(http, ch), first, encrypt_key=ENCRYPT_KEY)).status_code == 200
+        await asyncio.sleep(0.01)  # the next are seen after it
+        for i in range(3):  # "ev_first" leaves the dedup for room
+            event = fake.message_event(f"busy {i}", event_id=f"ev_busy{i}")
+            assert (await fake.push_event(hook(http, ch), event, encrypt_key=ENCRYPT_KEY)).status_code == 200
+        for _ in range(4):
+            await asyncio.wait_for(ch.bus.consume_inbound(), 5)
+        r = await fake.push_event(hook(http, ch), first, encrypt_key=ENCRYPT_KEY)
+        assert r.status_code == 401 and "older than" in r.json()["error"]
+        fresh = fake.message_event("a new one", event_id="ev_new")
+        assert (await fake.push_event(hook(http, ch), fresh, encrypt_key=ENCRYPT_KEY)).status_code == 200
+        assert (await asyncio.wait_for(ch.bus.consume_inbound(), 5)).text == "a new one"
+        assert ch.bus.inbound.empty()
+    finally:
+        await ch.stop()
+
+
 async def test_a_signature_header_that_is_not_ascii_is_refused_not_a_crash(
     fake: FakeFeishu, http: HttpServer, encrypted: FeishuChannel
 ) -> None:

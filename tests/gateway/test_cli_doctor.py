@@ -341,6 +341,18 @@ def test_a_placeholder_left_from_the_example_is_an_error(home: Path, fakes: Fake
     assert "still the placeholder from config.example.json (config file)" in line(r, "provider.apiKey")
 
 
+def test_the_examples_allow_list_left_in_is_an_error(home: Path, fakes: Fakes) -> None:
+    doc = healthy_config(fakes)
+    doc["channels"]["telegram"]["allowFrom"] = ["your_username", "123456789", "42"]
+    write_config(home, doc)
+    r = doctor("--offline")
+    assert r.exit_code == 1
+    got = line(r, "telegram allowFrom")
+    assert got.startswith("error ")
+    assert got.endswith('still lists config.example.json\'s "your_username", "123456789": whoever has that name '
+                        "or id can talk to the bot -> put your users' ids or names in channels.telegram.allowFrom")
+
+
 def test_risky_settings_are_warnings(home: Path, fakes: Fakes) -> None:
     doc = healthy_config(fakes)
     doc["channels"]["telegram"]["allowFrom"] = []

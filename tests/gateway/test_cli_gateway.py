@@ -229,6 +229,32 @@ async def test_no_channel_enabled_exits_2_before_making_any_data_file(tmp_path: 
     assert sorted(p.name for p in tmp_path.iterdir()) == ["config.json"]  # no data folder left behind
 
 
+async def test_a_credential_left_as_the_examples_placeholder_stops_the_start_naming_it(
+        tmp_path: Path, fake_llm: FakeOpenAI) -> None:
+    # An operator copies config.example.json and enables Telegram, but fills
+    # in nothing: every reply would fail with the provider's 401, so say so now.
+    (tmp_path / "config.json").write_text((REPO / "config.example.json").read_text(encoding="utf-8"), encoding="utf-8")
+    code, _, err = await _myclaw(tmp_path, "gateway", MYCLAW_TELEGRAM_ENABLED="true")
+    assert code == 2, err
+    assert err.splitlines() == [
+        "myclaw: still the placeholders from config.example.json: put the real values in their place",
+        "  provider.apiKey (or MYCLAW_PROVIDER_API_KEY)",
+        "  channels.telegram.token (or MYCLAW_TELEGRAM_TOKEN)",
+        '  channels.telegram.allowFrom: "your_username", "123456789"',
+    ]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["config.json"]
+    # `myclaw chat` runs no channel: only the model's key counts; once given
+    # (the memory model uses the same provider), it answers.
+    code, _, err = await _myclaw(tmp_path, "chat", "--user", "ada")
+    assert code == 2, err
+    assert "provider.apiKey (or MYCLAW_PROVIDER_API_KEY)" in err and "telegram" not in err
+    fake_llm.responder = lambda body: Reply(content="re: " + said(body))
+    code, out, err = await _myclaw(tmp_path, "chat", "--user", "ada", stdin="hello\n",
+                                   MYCLAW_PROVIDER_BASE_URL=fake_llm.url, MYCLAW_PROVIDER_API_KEY=fake_llm.api_key or "")
+    assert code == 0, err
+    assert out.splitlines() == ["myclaw> re: hello"]
+
+
 async def test_every_file_a_run_makes_in_the_data_folder_is_owner_only(tmp_path: Path, fake_llm: FakeOpenAI) -> None:
     # The usual umask (022) would leave a file others can read; the lock files included.
     import stat

@@ -61,3 +61,18 @@ def test_an_unknown_command_names_itself_and_exits_2(tmp_path: Path) -> None:
     assert r.returncode == 2
     assert "No such command 'frobnicate'" in r.stderr
     assert "Try 'myclaw --help' for help." in r.stderr
+
+
+def test_the_help_says_where_the_config_is_and_what_the_exit_codes_mean() -> None:
+    # A new operator's first look: where the file goes, how to check a
+    # setup, and what `myclaw gateway`'s exit code says.
+    from click.testing import CliRunner
+
+    from gateway.cli import main
+
+    top = " ".join(CliRunner().invoke(main, ["--help"]).output.split())
+    assert "$MYCLAW_HOME/config.json (default ~/.myclaw/config.json)" in top
+    assert "config.example.json" in top and "myclaw doctor" in top
+    gateway = " ".join(CliRunner().invoke(main, ["gateway", "--help"]).output.split())
+    assert "Exit code 2: bad configuration" in gateway
+    assert "1: no channel could keep running" in gateway

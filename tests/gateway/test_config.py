@@ -28,6 +28,19 @@ def test_example_config_is_valid_and_shows_every_section() -> None:
     assert (cfg.gateway.rate_limit.per_minute, cfg.gateway.rate_limit.per_hour) == (10, 200)
 
 
+def test_the_example_asks_for_one_model_key_and_keeps_the_default_zone() -> None:
+    # Copied as it is, the example's memory model uses the chat provider (no
+    # second placeholder key to find), and its time zone is the one a config
+    # without it gets: the example and the defaults tell one story.
+    cfg = load_config(EXAMPLE, env={})
+    assert cfg.memory.provider is None
+    assert cfg.gateway.timezone == load_config(tmp_missing(), env={}).gateway.timezone == "UTC"
+
+
+def tmp_missing() -> Path:
+    return EXAMPLE.parent / "no-such-config.json"
+
+
 def test_example_config_names_every_setting_the_schema_takes() -> None:
     """An operator learns the settings from config.example.json: each field of
     each section is written out at least once (an optional section, such as a
@@ -400,3 +413,22 @@ def test_a_config_file_with_comments_is_named_with_the_line_to_remove(tmp_path: 
     with pytest.raises(ConfigError) as err:
         load_config(p, env={})
     assert "comments" not in str(err.value)
+
+
+def test_a_trailing_comma_is_named_with_its_line(tmp_path: Path) -> None:
+    # JavaScript and JSONC allow them, and the decode error points at the bracket after.
+    p = tmp_path / "config.json"
+    p.write_text('{\n  "gateway": {\n    "port": 18791,\n  },\n  "agent": {}\n}\n', encoding="utf-8")
+    with pytest.raises(ConfigError) as err:
+        load_config(p, env={})
+    assert str(err.value).startswith(f"{p}: not valid JSON at line 4 column 3")
+    assert str(err.value).endswith("JSON allows no comma before } or ]: remove the one at the end of line 3")
+    # In a list, and with blank lines between the comma and the bracket.
+    p.write_text('{"channels": {"telegram": {"allowFrom": [\n  "alice",\n  "bob",\n\n]}}}', encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"remove the one at the end of line 3$"):
+        load_config(p, env={})
+    # A comma inside a string before a bracket is no trailing comma; a missing value gets no hint.
+    p.write_text('{"agent": {"model": "a,}"}, "gateway": {"port": }}', encoding="utf-8")
+    with pytest.raises(ConfigError) as err:
+        load_config(p, env={})
+    assert str(err.value).endswith("Expecting value")

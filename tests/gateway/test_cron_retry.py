@@ -67,7 +67,7 @@ class Flaky:
             self.sent.append(f"model: {attempt.prompt}")
             return True
         if attempt.fallback is not None:
-            self.sent.append(attempt.fallback)
+            self.sent.append(attempt.fallback(None))  # the chat tells nothing
             return False
         raise RuntimeError("LLMUnavailable")
 
@@ -176,6 +176,21 @@ def test_the_fallback_is_in_the_jobs_language_and_dates_another_day() -> None:
     # Japanese writes kanji too, but is not Chinese.
     japanese = CronJob(id="k", schedule="", message="母に電話するのを思い出させて", kind="agent", timezone="Asia/Tokyo")
     assert "(Scheduled for 09:00." in fallback_text(japanese, slot, parse_ts("2026-03-02T01:14:00Z"), SHANGHAI)
+
+
+def test_a_fallback_without_words_speaks_as_the_chat_does() -> None:
+    # The bot's own note follows the one language rule: the job's words
+    # first; a job of none (a number, an emoji, a link) by the chat's
+    # (the loop's answer: its recent words, then the app's language).
+    slot, now = parse_ts("2026-03-02T01:00:00Z"), parse_ts("2026-03-02T01:14:00Z")
+    wordless = CronJob(id="w", schedule="", message="📞 13800138000", kind="agent", timezone="Asia/Shanghai")
+    assert fallback_text(wordless, slot, now, SHANGHAI, chat_zh=True) == (
+        "⏰ 📞 13800138000\n（定于 09:00。助手暂时无法回应，以上是设定时的原文。）"
+    )
+    assert "(Scheduled for 09:00." in fallback_text(wordless, slot, now, SHANGHAI, chat_zh=False)
+    assert "(Scheduled for 09:00." in fallback_text(wordless, slot, now, SHANGHAI)  # nothing tells: English
+    chinese = CronJob(id="c", schedule="", message="提醒我喝水", kind="agent", timezone="Asia/Shanghai")
+    assert "（定于 09:00。" in fallback_text(chinese, slot, now, SHANGHAI, chat_zh=False)  # its words first
 
 
 async def test_an_old_cron_db_gains_the_retry_columns(tmp_path: Path, clock: ManualClock) -> None:

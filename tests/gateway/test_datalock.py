@@ -121,3 +121,20 @@ def test_the_data_folder_the_locks_make_is_owner_only(tmp_path: Path) -> None:
         os.umask(old)
     for d in ("home", "home/data", "home2", "home2/data"):
         assert stat.S_IMODE((tmp_path / d).stat().st_mode) == 0o700, d
+
+
+def test_an_older_lock_file_left_readable_by_all_is_made_owner_only(tmp_path: Path) -> None:
+    # Before the lock was created 0600 it was 0644 under the usual umask; an
+    # upgrade keeps the file, so opening it puts its mode right (the pid it
+    # holds is nobody else's business, as nothing in data/ is).
+    import stat
+
+    data, gateway = DataLock(tmp_path), GatewayLock(tmp_path)
+    for path, take, release in ((data.path, data.exclusive, data.release),
+                                (data.path, data.share, data.release),
+                                (gateway.path, gateway.acquire, gateway.release)):
+        path.write_bytes(b"")
+        path.chmod(0o644)
+        take()
+        release()
+        assert stat.S_IMODE(path.stat().st_mode) == 0o600, take

@@ -406,6 +406,35 @@ async def test_a_memory_forget_call_that_failed_leaves_the_turn_to_memory(
         assert [r[0] for r in rows] == ["forget the thing I said", "Which memory do you mean?"]
 
 
+async def test_a_jobs_fallback_is_told_the_chats_language(
+    tmp_path: Path, clock: ManualClock, fake_llm: FakeOpenAI
+) -> None:
+    # The job's text may have no words to tell by: the fallback then speaks
+    # as the chat does (its words; a job's own rows are not the chat's),
+    # then as the channel's app (Feishu on feishu.cn: Chinese).
+    told: list[bool | None] = []
+
+    def fallback(chat_zh: bool | None) -> str:
+        told.append(chat_zh)
+        return "⏰ 📞"
+
+    async with make_rig(tmp_path, clock, fake_llm, retries=0) as rig:
+        fake_llm.queue_reply("好的")
+        await rig.ask("明天提醒我打电话给妈妈", chat="7")
+        fake_llm.queue_error(500)
+        sent = await asyncio.wait_for(
+            rig.loop.run_job(channel="telegram", chat_id="7", user=ALICE, text="📞", private=True, fallback=fallback), 5)
+        assert (sent.text, sent.answered, told) == ("⏰ 📞", False, [True])
+        await rig.reply()
+        fake_llm.queue_error(500)  # a chat with nothing said: the app's language, when the channel has one
+        await asyncio.wait_for(rig.loop.run_job(channel="feishu", chat_id="oc_new", user=ALICE, text="📞",
+                                                fallback=fallback, locale="zh"), 5)
+        fake_llm.queue_error(500)
+        await asyncio.wait_for(rig.loop.run_job(channel="telegram", chat_id="8", user=ALICE, text="📞",
+                                                fallback=fallback), 5)
+        assert told == [True, True, None]
+
+
 async def test_a_job_not_made_private_is_answered_as_in_a_group(
     tmp_path: Path, clock: ManualClock, fake_llm: FakeOpenAI
 ) -> None:

@@ -26,6 +26,31 @@ class Clock:
         return self.now
 
 
+async def test_a_reopened_set_that_was_full_still_refuses_what_it_may_have_dropped(sessions: SessionStore) -> None:
+    # The file keeps the newest maxsize ids, as the set does: after a restart
+    # of a full set, events before its oldest are still refused as replays.
+    clock, store = Clock(), SeenIds(sessions.db, "feishu", "event")
+    ids = RecentIds(maxsize=3, ttl=3600, clock=clock, store=store)
+    await ids.open()
+    for i in range(4):
+        clock.now += 1
+        ids.seen_before(f"ev_{i}")
+    await ids.close()
+    again = RecentIds(maxsize=3, ttl=3600, clock=clock, store=store)
+    await again.open()
+    try:
+        assert again.remembered_after() == 1_000_002.0  # ev_1's: ev_0 left for room
+        assert again.seen_before("ev_1") and not again.seen_before("ev_new")
+    finally:
+        await again.close()
+    roomy = RecentIds(maxsize=10, ttl=3600, clock=clock, store=store)
+    await roomy.open()  # fewer than maxsize in the file: nothing was dropped that it knows of
+    try:
+        assert roomy.remembered_after() == clock.now - 3600
+    finally:
+        await roomy.close()
+
+
 async def test_a_reopened_set_knows_the_ids_still_within_the_ttl(sessions: SessionStore) -> None:
     clock, store = Clock(), SeenIds(sessions.db, "feishu", "event")
     ids = RecentIds(ttl=3600, clock=clock, store=store, flush_every=3600)  # only explicit flushes here
