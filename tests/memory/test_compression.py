@@ -455,3 +455,40 @@ async def test_a_full_profile_stays_within_its_cap_when_the_gate_holds_demotions
         await compressor.weekly()
     profile = await engine.profile("alice", include_global=False, limit=1000)
     assert sorted(m.content for m in profile) == sorted(e["content"] for e in entries)
+
+
+async def test_a_forgotten_fact_is_not_learnt_again_from_its_batchs_event_by_the_daily_run(
+    engine: MemoryEngine, clock: ManualClock, fake: FakeOpenAI, llm: MemoryLLM
+) -> None:
+    """/forget on the day a fact was said: its batch's event (kept and named:
+    it may say more) is still uncompressed, and the next daily run read it
+    and wrote the fact back. The daily run now leaves that event alone; the
+    day's other events are compressed as usual."""
+    from memory.extraction import ExtractionService
+
+    from ._writepath import turns
+
+    mem, svc = SqliteMemory(engine), ExtractionService(engine, llm)
+    fake.queue_reply(reply([{"content": "User is allergic to shrimp", "category": "identity", "lines": [1]}],
+                           "Alice said she is allergic to shrimp"))
+    await mem.buffer(turns("alice", ("I'm allergic to shrimp", "noted")))
+    [rep] = await svc.flush_now("alice")
+    fake.queue_reply(reply([{"content": "User runs on Sundays", "category": "identity", "lines": [1]}],
+                           "Alice runs on Sundays"))
+    await mem.buffer(turns("alice", ("I go running every Sunday", "nice"), start=5))
+    [other] = await svc.flush_now("alice")
+    [fact] = [m for m in await engine.list_memories("alice") if "shrimp" in m.content]
+    done = await mem.forget("alice", [f"m{fact.id}"])
+    assert [h.ref for h in done.kept] == [f"e{rep.event_id}"]  # named, still kept
+
+    clock.advance(timedelta(days=1))
+    fake.responder = lambda body: Reply(reply(
+        [{"content": "User is allergic to shrimp" if "shrimp" in user_prompt(body) else "User runs on Sundays",
+          "category": "identity", "lines": [1]}]))
+    daily = await Compressor(engine, llm).daily()
+    assert daily.events == 1 and all("shrimp" not in user_prompt(b) for b in fake.requests[2:])
+    assert not [m for m in await engine.list_memories("alice", status=None) if "shrimp" in m.content]
+    assert await engine.events("alice", uncompressed_only=True) == []
+    assert [e.id for e in await engine.events("alice")] == [rep.event_id, other.event_id]  # the event stays
+    [held] = await read_log(engine.db, actions=["hold_event"])
+    assert held.detail == f'{{"event":{rep.event_id},"why":"a fact drawn from it was forgotten"}}'
