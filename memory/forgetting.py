@@ -206,7 +206,8 @@ async def retire_entries_on(
     """Core Memory entries the weekly refresh drew from fact ``old`` state
     it as current in every prompt: once it is replaced (by ``new``) or
     reworded (``new`` is ``old``, as a memory page edit does) they are
-    superseded by ``new`` and logged, in ``conn``'s transaction. An entry
+    superseded by ``new`` and logged, in ``conn``'s transaction; so are
+    those drawn from a row merged into ``old`` since (:func:`lineage`). An entry
     stating several facts goes as a whole: the others stay in Tier 2, and
     the next refresh writes the profile again. Returns them."""
     # A profile is at most ~100 active rows: read in Python, as
@@ -215,7 +216,10 @@ async def retire_entries_on(
         "SELECT * FROM memories WHERE owner = ? AND tier = 1 AND status = 'active'", (owner,)
     ) as cur:
         entries = [row_to_memory(r) for r in await cur.fetchall()]
-    built = [e for e in entries if e.id != old and f"m:{old}" in e.provenance.refs]
+    # Cited by the fact or by a row folded into it since (a weekly merge
+    # archives the facts an entry was drawn from into a new one).
+    cites = {f"m:{old}"} | {f"m:{m.id}" for m in await lineage(conn, owner, [old])}
+    built = [e for e in entries if e.id != old and cites & set(e.provenance.refs)]
     for e in built:
         await engine.set_status(e.id, "superseded", superseded_by=new, conn=conn)
         await write_log(

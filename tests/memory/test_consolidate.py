@@ -237,3 +237,28 @@ async def test_a_second_look_that_fails_keeps_the_first_answer(
     assert len(fake.requests) == 3
     assert {m.content for m in await engine.list_memories("alice")} == {"User lives in Shanghai", "User moved to Berlin"}
     assert await engine.db.fetchall("SELECT id FROM extraction_buffer") == []
+
+
+async def test_a_core_memory_entry_drawn_from_a_fact_merged_since_goes_when_the_merged_fact_is_replaced(
+    engine: MemoryEngine, clock: ManualClock, fake: FakeOpenAI, llm: MemoryLLM
+) -> None:
+    """The weekly refresh drew the entry from "lives in Shanghai" (m:1); a
+    later weekly merge folded that fact into another; the move replaced the
+    merged fact, and the entry, citing only the original, kept saying
+    Shanghai in every prompt."""
+    from memory import Category, NewMemory, Provenance
+
+    first = await engine.add(NewMemory(owner="alice", content="User lives in Shanghai", category=Category.IDENTITY))
+    merged = await engine.add(NewMemory(owner="alice", content="User lives in Shanghai, in Jing'an",
+                                        category=Category.IDENTITY))
+    await engine.set_status(first.id, "archived", superseded_by=merged.id)  # the weekly merge
+    entry = await engine.add(NewMemory(owner="alice", tier=1, content="Lives in Shanghai", category=Category.IDENTITY,
+                                       provenance=Provenance(refs=("weekly", f"m:{first.id}"))))
+    mem, svc = SqliteMemory(engine), ExtractionService(engine, llm)
+    fake.responder = updating([{"content": "User moved to Berlin", "category": "identity"}],
+                              {"User moved to Berlin": "Shanghai"})
+    await say(mem, svc, "alice", "I left Shanghai, I live in Berlin now", 1)
+    assert (await engine.get(merged.id)).status.value == "superseded"  # type: ignore[union-attr]
+    gone = await engine.get(entry.id)
+    assert gone is not None and gone.status.value == "superseded"
+    assert "Shanghai" not in await mem.profile("alice")
