@@ -154,10 +154,7 @@ class Consolidator:
         same project and topic (not ``_general``) find what they replace.
         At most ``per_query`` more, the old numbers unchanged."""
         shown = {m.id for m in cands.memories}
-        fresh = [
-            f for f in facts
-            if f.same_as is None and f.updates is None and await self.engine.find_same(owner, f.content) is None
-        ]
+        fresh = [f for f in facts if f.same_as is None and f.updates is None and not await self._stored(owner, f.content)]
         if not fresh:
             return None
         found: dict[int, Memory] = {}
@@ -190,6 +187,14 @@ class Consolidator:
         if not found:
             return None
         return CandidateSet(cands.memories + tuple(list(found.values())[: self.per_query]))
+
+    async def _stored(self, owner: str, content: str) -> bool:
+        """An active Tier 2 fact in these words (it is reinforced, as in :meth:`apply`)."""
+        row = await self.engine.db.fetchone(
+            "SELECT 1 FROM memories WHERE owner = ? AND content_hash = ? AND status = 'active' AND tier = 2 LIMIT 1",
+            (owner, content_hash(content)),
+        )
+        return row is not None
 
     async def replaced(self, cands: CandidateSet) -> list[tuple[Memory, int]]:
         """The facts each candidate replaced, with the candidate's number:

@@ -262,3 +262,23 @@ async def test_a_core_memory_entry_drawn_from_a_fact_merged_since_goes_when_the_
     gone = await engine.get(entry.id)
     assert gone is not None and gone.status.value == "superseded"
     assert "Shanghai" not in await mem.profile("alice")
+
+
+async def test_no_second_look_for_a_restatement_or_a_fact_sharing_only_its_subject(
+    engine: MemoryEngine, clock: ManualClock, fake: FakeOpenAI, llm: MemoryLLM
+) -> None:
+    """Every fact starts "User ...": a hit on that word alone is no reason
+    to ask again, nor is a fact already stored in the same words."""
+    from memory import Category, NewMemory
+
+    for fact in ["User lives in Shanghai", "User works as a nurse", "Billing service uses Postgres",
+                 "Deploys run on Fridays"]:
+        await engine.add(NewMemory(owner="alice", content=fact, category=Category.IDENTITY))
+    mem, svc = SqliteMemory(engine), ExtractionService(engine, llm)
+    # "User has a cat" hits both "User ..." facts on that word, at 0.39 and 0.355.
+    fake.responder = updating([{"content": "User lives in Shanghai", "category": "identity"},
+                               {"content": "User has a cat", "category": "identity"}], {})
+    await say(mem, svc, "alice", "same home as ever; and we adopted a kitten", 1)
+    assert "(none)" in user_prompt(fake.requests[0])  # the words found nothing: both facts were searched
+    assert len(fake.requests) == 1
+    assert len(await engine.list_memories("alice")) == 5
