@@ -172,9 +172,9 @@ class Consolidator:
             # Facts share their subject ("User ...", "用户..."): a hit that
             # shares only that scores like all the others. One about the
             # same thing stands out (docs/RETRIEVAL.md, "Second look").
-            floor = max(RECHECK_MIN_SCORE, RECHECK_STANDOUT * min(h.score for h in hits)) if len(hits) > 1 else 0.0
+            floor = max(RECHECK_MIN_SCORE, RECHECK_STANDOUT * min(h.score for h in hits) if len(hits) > 1 else 0.0)
             for h in hits:
-                if h.score >= max(floor, RECHECK_MIN_SCORE) and h.id in mems and mems[h.id].category == f.category:
+                if h.score >= floor and h.id in mems and mems[h.id].category == f.category:
                     take(mems[h.id])
             if f.topic != "_general":
                 rows = await self.engine.db.fetchall(
