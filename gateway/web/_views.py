@@ -547,7 +547,7 @@ def _kept(owner: str, kept: Sequence[Hit]) -> str:
             for h in facts
         )
     if events:
-        out += "<p>Daily events of the same conversation (the daily compression could write it again):</p>" + _linked(
+        out += "<p>Daily events of the same conversation (kept; they may still say it, and recall can show them):</p>" + _linked(
             f'<a href="{e(url("/memory", user=owner, q=" ".join(h.content.split())[:100]))}">e{h.id}</a> '
             f"{e(h.date)} “{e(_short(h.content, 100))}”"
             for h in events
