@@ -5,8 +5,8 @@ and ``/memory/api/...`` (JSON) to the gateway's :class:`~gateway.http.HttpServer
 The App does this when ``gateway.admin.enabled`` and memory are on.
 
 Modules: ``_actions`` (what can be done, shared by page and API),
-``_auth`` (token, session cookie, CSRF), ``_views`` (HTML), ``_routes``
-(handlers).
+``_auth`` (token, session cookie, CSRF), ``_store`` (sign-ins kept in
+gateway.db across restarts), ``_views`` (HTML), ``_routes`` (handlers).
 """
 
 from __future__ import annotations
@@ -19,8 +19,9 @@ from gateway.http import HttpServer
 from ._actions import AdminError, ForgetHistory, MemoryAdmin
 from ._auth import AdminAuth
 from ._routes import MemoryWeb
+from ._store import AdminStore
 
-__all__ = ["AdminAuth", "AdminError", "MemoryAdmin", "MemoryWeb", "mount_memory_page"]
+__all__ = ["AdminAuth", "AdminError", "AdminStore", "MemoryAdmin", "MemoryWeb", "mount_memory_page"]
 
 
 def mount_memory_page(

@@ -211,11 +211,11 @@ class MemoryWeb:
 
     # -- guards ----------------------------------------------------------------
 
-    def _refused(self, request: web.Request, reason: str) -> None:
+    async def _refused(self, request: web.Request, reason: str) -> None:
         # Never the token, the cookie or the Authorization header: only why.
         log.warning("memory page: request refused", path=request.path, method=request.method, remote=request.remote, reason=reason)
         if reason.startswith("wrong"):  # a token was tried and was wrong
-            self.auth.attempts.failed(request.remote or "?")
+            await self.auth.failed(request.remote or "?")
 
     def _throttled(self, request: web.Request, *, as_json: bool) -> web.StreamResponse | None:
         wait = self.auth.attempts.retry_after(request.remote or "?")
@@ -234,14 +234,14 @@ class MemoryWeb:
             nonce = secrets.token_urlsafe(16)
             ident, why = self.auth.identify(request)
             if ident is None:
-                self._refused(request, why)
+                await self._refused(request, why)
                 return _html(login_page(nonce), nonce, status=401)
             data: Data = dict(request.query)
             if post:
                 form = await request.post()
                 data = {k: v for k, v in form.items() if isinstance(v, str)}
                 if not self.auth.csrf_ok(ident, request, data.get("csrf", "")):
-                    self._refused(request, "missing or wrong CSRF token")
+                    await self._refused(request, "missing or wrong CSRF token")
                     ctx = PageContext(nonce=nonce, csrf=ident.csrf)
                     text = "This form has expired or did not come from this page. Reload the page and try again."
                     return _html(message_page(ctx, "Request refused", text), nonce, status=403)
@@ -265,7 +265,7 @@ class MemoryWeb:
                 return slow
             ident, why = self.auth.identify(request)
             if ident is None:
-                self._refused(request, why)
+                await self._refused(request, why)
                 return _json({"error": "unauthorized: send Authorization: Bearer <admin token>"}, status=401)
             data: Data = dict(request.query)
             if post:
@@ -280,7 +280,7 @@ class MemoryWeb:
                     return _json({"error": f"unknown field {unknown[0]!r} (this endpoint takes {', '.join(post)})"}, status=400)
                 data = body
                 if not self.auth.csrf_ok(ident, request, ""):
-                    self._refused(request, "missing or wrong CSRF token")
+                    await self._refused(request, "missing or wrong CSRF token")
                     return _json({"error": "missing or wrong X-CSRF-Token"}, status=403)
             try:
                 result = await fn(request, data)
@@ -301,22 +301,22 @@ class MemoryWeb:
         if not same_origin(request):
             # Another site's page posting wrong tokens from the operator's
             # browser would lock the operator's own address out: not counted.
-            self._refused(request, "login posted from another site")
+            await self._refused(request, "login posted from another site")
             text = "This sign-in did not come from this page. Open the memory page and sign in there."
             return _html(message_page(PageContext(nonce=nonce, csrf=""), "Request refused", text), nonce, status=403)
         form = await request.post()
         token = form.get("token")
         if not isinstance(token, str) or not self.auth.token_ok(token):
-            self._refused(request, "wrong token at login" if token else "empty login")
+            await self._refused(request, "wrong token at login" if token else "empty login")
             return _html(login_page(nonce, failed=True), nonce, status=401)
         response = _redirect(safe_back(form.get("back")))
-        self.auth.set_cookie(request, response, self.auth.new_session())
+        self.auth.set_cookie(request, response, await self.auth.new_session())
         log.info("memory page: signed in", remote=request.remote)
         return response
 
     async def _logout(self, request: web.Request, ident: Identity, ctx: PageContext, data: Data) -> web.StreamResponse:
         if ident.session:  # a Bearer request has no session to end
-            self.auth.end_session(ident.session)
+            await self.auth.end_session(ident.session)
         response = _redirect("/memory")
         response.del_cookie(COOKIE, path=COOKIE_PATH)
         log.info("memory page: signed out", remote=request.remote)
