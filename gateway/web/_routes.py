@@ -6,6 +6,7 @@ Pages (GET renders, POST changes and redirects back with a short notice)::
     GET  /memory                 users; with ?user= stats, list (?status=, ?offset=) or search (?q=)
     GET  /memory/item?id=        one memory: provenance, supersede chain, its log entries
     GET  /memory/log?user=       the user's change log (memory_log)
+    GET  /memory/lang?set=en|zh  the page's language (a cookie; no sign-in needed), back to ?back=
     POST /memory/login           token -> session cookie;  POST /memory/logout
     POST /memory/add | edit | archive | restore | erase | archive-all | erase-all | retry-set-aside
 
@@ -42,7 +43,8 @@ from gateway.http import HttpServer
 from memory.types import Status
 
 from ._actions import EDITABLE, AdminError, Invalid, MemoryAdmin
-from ._auth import COOKIE, COOKIE_PATH, AdminAuth, Identity, same_origin
+from ._auth import COOKIE, COOKIE_PATH, AdminAuth, Identity, is_https, same_origin
+from ._i18n import LANG_COOKIE, Words, pick_lang
 from ._views import (
     DONE,
     PageContext,
@@ -177,6 +179,7 @@ class MemoryWeb:
             ("GET", "/memory/item", page(self._item)),
             ("GET", "/memory/log", page(self._log)),
             ("POST", "/memory/login", self._login),
+            ("GET", "/memory/lang", self._lang),
             ("POST", "/memory/logout", page(self._logout, post=True)),
             ("POST", "/memory/add", page(self._add, post=True)),
             ("POST", "/memory/edit", page(self._edit, post=True)),
@@ -222,36 +225,36 @@ class MemoryWeb:
         if wait <= 0:
             return None
         headers = {"Retry-After": str(max(1, math.ceil(wait)))}
-        text = f"too many wrong tokens from this address; try again in {math.ceil(wait)} s"
         if as_json:
+            text = Words()("too_many", seconds=math.ceil(wait))  # the API speaks English
             return web.json_response({"error": text}, status=429, headers=headers)
-        return web.Response(text=text, status=429, headers=headers)
+        return web.Response(text=_words(request)("too_many", seconds=math.ceil(wait)), status=429, headers=headers)
 
     def _page(self, fn: PageFn, *, post: bool = False) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
         async def handler(request: web.Request) -> web.StreamResponse:
             if (slow := self._throttled(request, as_json=False)) is not None:
                 return slow
             nonce = secrets.token_urlsafe(16)
+            t = _words(request)
             ident, why = self.auth.identify(request)
             if ident is None:
                 await self._refused(request, why)
-                return _html(login_page(nonce), nonce, status=401)
+                return _html(login_page(nonce, t=t), nonce, status=401)
             data: Data = dict(request.query)
             if post:
                 form = await request.post()
                 data = {k: v for k, v in form.items() if isinstance(v, str)}
                 if not self.auth.csrf_ok(ident, request, data.get("csrf", "")):
                     await self._refused(request, "missing or wrong CSRF token")
-                    ctx = PageContext(nonce=nonce, csrf=ident.csrf)
-                    text = "This form has expired or did not come from this page. Reload the page and try again."
-                    return _html(message_page(ctx, "Request refused", text), nonce, status=403)
+                    ctx = PageContext(nonce=nonce, csrf=ident.csrf, t=t)
+                    return _html(message_page(ctx, t("refused"), t("form_expired")), nonce, status=403)
             back = safe_back(data.get("back") if post else request.path_qs)
-            ctx = PageContext(nonce=nonce, csrf=ident.csrf, back=_strip_notice(back))
+            ctx = PageContext(nonce=nonce, csrf=ident.csrf, back=_strip_notice(back), t=t)
             try:
                 ctx.users = await self.admin.users()
                 return await fn(request, ident, ctx, data)
             except AdminError as exc:
-                return _html(message_page(ctx, "Cannot do that", str(exc)), nonce, status=exc.status)
+                return _html(message_page(ctx, t("cannot"), str(exc)), nonce, status=exc.status)
 
         return handler
 
@@ -298,20 +301,32 @@ class MemoryWeb:
         if (slow := self._throttled(request, as_json=False)) is not None:
             return slow
         nonce = secrets.token_urlsafe(16)
+        t = _words(request)
         if not same_origin(request):
             # Another site's page posting wrong tokens from the operator's
             # browser would lock the operator's own address out: not counted.
             await self._refused(request, "login posted from another site")
-            text = "This sign-in did not come from this page. Open the memory page and sign in there."
-            return _html(message_page(PageContext(nonce=nonce, csrf=""), "Request refused", text), nonce, status=403)
+            ctx = PageContext(nonce=nonce, csrf="", t=t)
+            return _html(message_page(ctx, t("refused"), t("login_elsewhere")), nonce, status=403)
         form = await request.post()
         token = form.get("token")
         if not isinstance(token, str) or not self.auth.token_ok(token):
             await self._refused(request, "wrong token at login" if token else "empty login")
-            return _html(login_page(nonce, failed=True), nonce, status=401)
+            return _html(login_page(nonce, failed=True, t=t), nonce, status=401)
         response = _redirect(safe_back(form.get("back")))
         self.auth.set_cookie(request, response, await self.auth.new_session())
         log.info("memory page: signed in", remote=request.remote)
+        return response
+
+    async def _lang(self, request: web.Request) -> web.StreamResponse:
+        """The language switch: remembered in a cookie (a year), so the page
+        stays in the chosen language whatever the browser asks for."""
+        lang = request.query.get("set", "")
+        if lang not in ("en", "zh"):
+            return _json({"error": "set must be en or zh"}, status=400)
+        response = _redirect(safe_back(request.query.get("back")))
+        response.set_cookie(LANG_COOKIE, lang, path=COOKIE_PATH, max_age=365 * 24 * 3600, httponly=True,
+                            samesite="Lax", secure=is_https(request))
         return response
 
     async def _logout(self, request: web.Request, ident: Identity, ctx: PageContext, data: Data) -> web.StreamResponse:
@@ -326,7 +341,7 @@ class MemoryWeb:
 
     async def _main(self, request: web.Request, ident: Identity, ctx: PageContext, data: Data) -> web.StreamResponse:
         user = _user(data, required=False)
-        ctx.flash = _notice(data)
+        ctx.flash = _notice(ctx.t, data)
         if user is None:
             return _html(layout(ctx, "memory", overview_body(ctx)), ctx.nonce)
         ctx.user = user
@@ -352,7 +367,7 @@ class MemoryWeb:
     async def _item(self, request: web.Request, ident: Identity, ctx: PageContext, data: Data) -> web.StreamResponse:
         m = await self.admin.get(_int(data.get("id"), "id"))
         ctx.user = m.owner
-        ctx.flash = _notice(data)
+        ctx.flash = _notice(ctx.t, data)
         older, newer = await self.admin.chain(m.id)
         entries = await self.admin.memory_log([m.id, *(x.id for x in older), *(x.id for x in newer)])
         return _html(detail_page(ctx, m, older=older, newer=newer, log=entries), ctx.nonce)
@@ -432,7 +447,7 @@ class MemoryWeb:
             stats = await self.admin.stats(user)
             retry = data.get("confirm") == "yes"
             if retry:
-                ctx.flash = "The name you typed does not match; nothing was erased."
+                ctx.flash = ctx.t("name_mismatch")
             page = clear_confirm_page(ctx, erase=True, count=stats.total)
             return _html(page, ctx.nonce, status=400 if retry else 200)
         n = await self.admin.erase_all(user)
@@ -534,12 +549,16 @@ def _strip_notice(back: str) -> str:
     return parts.path + ("?" + urlencode(q) if q else "")
 
 
-def _notice(data: Data) -> str:
-    template = DONE.get(str(data.get("done") or ""))
-    if template is None:
+def _words(request: web.Request) -> Words:
+    return Words(pick_lang(request.headers.get("Accept-Language", ""), request.cookies.get(LANG_COOKIE, "")))
+
+
+def _notice(t: Words, data: Data) -> str:
+    done = str(data.get("done") or "")
+    if done not in DONE:
         return ""
     try:
         n = int(data.get("n") or 0)
-        return template.format(id=n, memories=count_memories(n))
     except ValueError:
         return ""
+    return t(f"done_{done}", id=n, memories=count_memories(n, t))

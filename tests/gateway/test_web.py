@@ -491,7 +491,7 @@ async def test_counts_read_as_a_person_writes_them_and_an_empty_user_has_nothing
         r = await c.post("/memory/archive-all", data={"user": "alice", "confirm": "yes"})
         assert r.status_code == 303
         r = await c.get(r.headers["Location"])
-        assert 'class="flash">1 memory archived.<' in r.text
+        assert 'class="flash" role="status">1 memory archived.<' in r.text
         r = await c.post("/memory/erase-all", data={"user": "alice"})
         assert "Erase all 1 memory of alice for good?" in r.text
         r = await c.post("/memory/erase-all", data={"user": "alice", "confirm": "yes", "typed": "alice"})
