@@ -180,9 +180,24 @@ class MemoryAdmin:
     async def stats(self, owner: str) -> Stats:
         return await self.engine.stats(_clean_owner(owner))
 
-    async def list(self, owner: str, *, status: Status | None = Status.ACTIVE, limit: int = 20, offset: int = 0) -> list[Memory]:
+    async def list(
+        self, owner: str, *, status: Status | None = Status.ACTIVE, category: Category | None = None, limit: int = 20,
+        offset: int = 0,
+    ) -> list[Memory]:
         """Newest first."""
-        return await self.engine.list_memories(_clean_owner(owner), status=status, limit=limit, offset=offset)
+        return await self.engine.list_memories(
+            _clean_owner(owner), status=status, category=category, limit=limit, offset=offset
+        )
+
+    async def count(self, owner: str, *, status: Status | None = Status.ACTIVE, category: Category | None = None) -> int:
+        """How many :meth:`list` pages through (the pager's "of N")."""
+        sql, args = "SELECT COUNT(*) FROM memories WHERE owner = ?", [_clean_owner(owner)]
+        if status is not None:
+            sql, args = sql + " AND status = ?", [*args, status.value]
+        if category is not None:
+            sql, args = sql + " AND category = ?", [*args, category.value]
+        row = await self.engine.db.fetchone(sql, args)
+        return int(row[0]) if row is not None else 0
 
     async def search(self, owner: str, query: str, *, limit: int = 20) -> SearchResult:
         """What the bot would recall for ``query`` as ``owner`` (their active

@@ -6,6 +6,7 @@ Pages (GET renders, POST changes and redirects back with a short notice)::
     GET  /memory                 users; with ?user= stats, list (?status=, ?offset=) or search (?q=)
     GET  /memory/item?id=        one memory: provenance, supersede chain, its log entries
     GET  /memory/log?user=       the user's change log (memory_log)
+    GET  /memory/export?user=    the user's memories as a Markdown file (as ``myclaw memory export``)
     GET  /memory/lang?set=en|zh  the page's language (a cookie; no sign-in needed), back to ?back=
     POST /memory/login           token -> session cookie;  POST /memory/logout
     POST /memory/add | edit | archive | restore | erase | archive-all | erase-all | retry-set-aside
@@ -31,6 +32,7 @@ from __future__ import annotations
 
 import math
 import secrets
+from datetime import UTC, datetime
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 from urllib.parse import parse_qsl, urlencode, urlsplit
@@ -39,8 +41,10 @@ import structlog
 from aiohttp import web
 
 from gateway.cli._common import memory_dict
+from gateway.export import MIME, Spool, write_markdown
 from gateway.http import HttpServer
-from memory.types import Status
+from memory.service import SqliteMemory
+from memory.types import Category, Status
 
 from ._actions import EDITABLE, AdminError, Invalid, MemoryAdmin
 from ._auth import COOKIE, COOKIE_PATH, AdminAuth, Identity, is_https, same_origin
@@ -69,6 +73,7 @@ PageFn = Callable[[web.Request, Identity, PageContext, Data], Awaitable[web.Stre
 ApiFn = Callable[[web.Request, Data], Awaitable[Any]]
 
 MAX_LIMIT = 200
+EXPORT_IN_MEMORY = 1 << 20  # an export larger than this is spooled to an anonymous temporary file
 
 _R = TypeVar("_R", bound=web.StreamResponse)
 
@@ -129,6 +134,15 @@ def _status(value: str | None) -> Status | None:
         raise Invalid(f"unknown status {value!r} (active, archived, superseded or all)") from None
 
 
+def _category(value: str | None) -> Category | None:
+    if not value:
+        return None
+    try:
+        return Category(value)
+    except ValueError:
+        raise Invalid(f"unknown category {value!r} (one of {', '.join(c.value for c in Category)})") from None
+
+
 def _user(data: Data, *, required: bool = True) -> str | None:
     u = data.get("user")
     if u is None or (isinstance(u, str) and not u.strip()):
@@ -178,6 +192,7 @@ class MemoryWeb:
             ("GET", "/memory", page(self._main)),
             ("GET", "/memory/item", page(self._item)),
             ("GET", "/memory/log", page(self._log)),
+            ("GET", "/memory/export", page(self._export)),
             ("POST", "/memory/login", self._login),
             ("GET", "/memory/lang", self._lang),
             ("POST", "/memory/logout", page(self._logout, post=True)),
@@ -239,7 +254,9 @@ class MemoryWeb:
             ident, why = self.auth.identify(request)
             if ident is None:
                 await self._refused(request, why)
-                return _html(login_page(nonce, t=t), nonce, status=401)
+                # Signed in, the user lands where they were going (a bookmark, a link).
+                back = safe_back(request.path_qs) if request.method == "GET" else "/memory"
+                return _html(login_page(nonce, t=t, back=back), nonce, status=401)
             data: Data = dict(request.query)
             if post:
                 form = await request.post()
@@ -342,6 +359,8 @@ class MemoryWeb:
     async def _main(self, request: web.Request, ident: Identity, ctx: PageContext, data: Data) -> web.StreamResponse:
         user = _user(data, required=False)
         ctx.flash = _notice(ctx.t, data)
+        if ctx.flash and data.get("done") == "archived":  # the one change a click undoes
+            ctx.undo = _int(data.get("n"), "n", default=0)
         if user is None:
             return _html(layout(ctx, "memory", overview_body(ctx)), ctx.nonce)
         ctx.user = user
@@ -354,13 +373,16 @@ class MemoryWeb:
             text = main_page(ctx, stats=stats, status=status_text, query=query, scored=found.memories, events=found.events, replaced=replaced)
             return _html(text, ctx.nonce)
         status = _status(status_text)
+        category = _category(str(data.get("category") or ""))
         offset = _int(data.get("offset"), "offset", default=0)
-        rows = await self.admin.list(user, status=status, limit=self.page_size + 1, offset=offset)
+        rows = await self.admin.list(user, status=status, category=category, limit=self.page_size + 1, offset=offset)
         more, rows = len(rows) > self.page_size, rows[: self.page_size]
+        total = await self.admin.count(user, status=status, category=category)
         replaced = await self.admin.replaced([m.id for m in rows])
         text = main_page(
             ctx, stats=stats, status=status_text if status is not None else "all", query="", memories=rows,
-            replaced=replaced, offset=offset, page_size=self.page_size, more=more,
+            replaced=replaced, offset=offset, page_size=self.page_size, more=more, total=total,
+            category=category.value if category else "",
         )
         return _html(text, ctx.nonce)
 
@@ -376,6 +398,40 @@ class MemoryWeb:
         user = _user(data)
         ctx.user = user
         return _html(log_page(ctx, await self.admin.log(user or "")), ctx.nonce)
+
+    async def _export(self, request: web.Request, ident: Identity, ctx: PageContext, data: Data) -> web.StreamResponse:
+        """The operator's Markdown export (gateway/export.py) of one user,
+        written page by page into a :class:`Spool` (a large memory goes to an
+        anonymous temporary file, not into RAM), then sent in chunks. Written
+        whole first: a failure is a 500, never a file cut short."""
+        user = _user(data)
+        assert user is not None
+        now = datetime.now(UTC)
+        spool = Spool(EXPORT_IN_MEMORY)
+        try:
+            await write_markdown(spool.write, SqliteMemory(self.admin.engine, self.admin.retriever), [user],
+                                 at=now.strftime("%Y-%m-%d %H:%M UTC"))
+        except BaseException:
+            spool.close()
+            raise
+        name = f"myclaw-memory-{_file_part(user)}-{now.date().isoformat()}.md"
+        attachment = spool.attachment(name, MIME)
+        size = attachment.size
+        try:
+            response = _security_headers(web.StreamResponse(headers={
+                "Content-Type": f"{MIME}; charset=utf-8",
+                "Content-Disposition": f'attachment; filename="{name}"',
+                "Content-Length": str(size),
+            }))
+            await response.prepare(request)
+            with attachment.open() as f:
+                while chunk := f.read(1 << 16):
+                    await response.write(chunk)
+            await response.write_eof()
+        finally:
+            attachment.close()
+        log.info("memory page: memories exported", owner=user, bytes=size)
+        return response
 
     async def _add(self, request: web.Request, ident: Identity, ctx: PageContext, data: Data) -> web.StreamResponse:
         user = _user(data)
@@ -547,6 +603,15 @@ def _strip_notice(back: str) -> str:
     parts = urlsplit(back)
     q = [(k, v) for k, v in parse_qsl(parts.query) if k not in ("done", "n")]
     return parts.path + ("?" + urlencode(q) if q else "")
+
+
+def _file_name_safe(c: str) -> bool:
+    return c.isascii() and (c.isalnum() or c in "-_.")
+
+
+def _file_part(user: str) -> str:
+    """A user name in a download's file name: header-safe ASCII only."""
+    return "".join(c if _file_name_safe(c) else "_" for c in user)[:60].strip("._") or "user"
 
 
 def _words(request: web.Request) -> Words:

@@ -70,6 +70,7 @@ class PageContext:
     flash: str = ""
     extra_head: list[str] = field(default_factory=list)
     t: Words = field(default_factory=Words)  # the page's language
+    undo: int = 0  # a memory just archived: its notice offers to restore it
 
 
 # -- building blocks -----------------------------------------------------------
@@ -300,6 +301,10 @@ dialog::backdrop{background:rgba(15,23,42,.45)}dialog h3{margin:0 0 4px}
 .login h1{font-size:18px;margin:0 0 12px}.login input{width:100%;margin:6px 0 12px}
 .confirm{background:#fff;border:1px solid #f1b8b3;border-radius:10px;padding:16px 20px}
 .confirm h3{margin:14px 0 4px;font-size:15px}ul.linked{margin:4px 0 8px;padding-left:20px}ul.linked li{margin:3px 0}
+.skip{position:absolute;left:-9999px;top:0;background:#fff;padding:6px 12px;z-index:10}.skip:focus{left:8px}
+a:focus-visible,button:focus-visible,summary:focus-visible,input:focus-visible,select:focus-visible,textarea:focus-visible{outline:2px solid #0b63c5;outline-offset:2px}
+form.filter{display:inline-flex;gap:6px;align-items:flex-end;margin-left:auto}form.filter label{flex-direction:row;align-items:center;gap:6px}
+@media (max-width: 720px){.layout{flex-direction:column}nav.users{width:auto;border-right:none;border-bottom:1px solid #e3e6ea;max-height:32vh;overflow:auto}main{padding:12px}header.top{padding:10px 12px;gap:10px}.tabs{flex-wrap:wrap}.row input,.row select{max-width:100%}table.log{display:block;overflow-x:auto}table.prov th{width:auto;white-space:normal}}
 """
 
 JS = """
@@ -325,13 +330,15 @@ def layout(ctx: PageContext, title: str, body: str, *, picker: bool = True) -> s
     other = "en" if t.zh else "zh"
     switch = (f'<a href="{e(url("/memory/lang", set=other, back=ctx.back))}" lang="{"en" if t.zh else "zh-Hans"}"'
               f' title="{e(t("switch_hint"))}">{e(t("switch_to"))}</a>')
-    flash = f'<div class="flash" role="status">{e(ctx.flash)}</div>' if ctx.flash else ""
+    undo = (" " + _post(ctx, "/memory/restore", t("undo"), id=ctx.undo, user=ctx.user or "")) if ctx.undo and ctx.csrf else ""
+    flash = f'<div class="flash" role="status">{e(ctx.flash)}{undo}</div>' if ctx.flash else ""
     return f"""<!doctype html>
 <html lang="{t.html_lang}"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1">
 <meta name="referrer" content="no-referrer"><title>{e(title)} · {e(t("title_suffix"))}</title>
 <style nonce="{e(ctx.nonce)}">{CSS}</style></head>
-<body><header class="top"><h1><a href="/memory">{e(t("brand"))}</a></h1><span class="grow"></span>{switch}{logout}</header>
-<div class="layout">{nav}<main>{flash}{body}</main></div>
+<body><a class="skip" href="#main">{e(t("skip"))}</a>
+<header class="top"><h1><a href="/memory">{e(t("brand"))}</a></h1><span class="grow"></span>{switch}{logout}</header>
+<div class="layout">{nav}<main id="main">{flash}{body}</main></div>
 <script nonce="{e(ctx.nonce)}">{JS}</script></body></html>"""
 
 
@@ -394,12 +401,16 @@ def main_page(
     offset: int = 0,
     page_size: int = 20,
     more: bool = False,
+    total: int = 0,
+    category: str = "",
 ) -> str:
     t = ctx.t
     user = ctx.user or ""
     replaced = replaced or {}
+    cat = category or None
     tabs = "".join(
-        f'<a href="{e(url("/memory", user=user, status=k))}" class="{"on" if k == status and not query else ""}">{e(t(f"tab_{k}"))}'
+        f'<a href="{e(url("/memory", user=user, status=k, category=cat))}" class="{"on" if k == status and not query else ""}"'
+        f'{CURRENT if k == status and not query else ""}>{e(t(f"tab_{k}"))}'
         + (f" ({stats.by_status.get(k, 0)})" if k != "all" else f" ({stats.total})")
         + "</a>"
         for k in STATUS_TABS
@@ -423,22 +434,35 @@ def main_page(
         if memories:
             listing = "".join(card(ctx, m, replaced=replaced.get(m.id, ())) for m in memories)
         elif offset:
-            listing = _empty(t("no_more"), t("no_more_text"))
+            # A stale link or a page emptied by erasing: the way back is the last page that has any.
+            last = max(0, (total - 1) // page_size * page_size)
+            back = f'<p><a class="button" href="{e(url("/memory", user=user, status=status, category=cat, offset=last))}">{e(t("newer"))}</a></p>'
+            listing = _empty(t("no_more"), t("no_more_text")) + (back if total else "")
+        elif category:
+            shown = t("none_in_category", status=_status(t, status) if status != "all" else "", category=_category(t, category))
+            listing = _empty(" ".join(shown.split()), t("nothing_here"))
         elif status in ("active", "all"):
             listing = _empty(t("user_empty", user=user), t("user_empty_text"))
         else:
             listing = _empty(t("none_in_tab", status=_status(t, status)), t("nothing_here"))
         pager = ""
-        if offset or more:
+        if memories and (offset or more):
             prev = (
-                f'<a class="button" rel="prev" href="{e(url("/memory", user=user, status=status, offset=max(0, offset - page_size)))}">{e(t("newer"))}</a>'
+                f'<a class="button" rel="prev" href="{e(url("/memory", user=user, status=status, category=cat, offset=max(0, offset - page_size)))}">{e(t("newer"))}</a>'
                 if offset
                 else "<span></span>"
             )
-            nxt = (f'<a class="button" rel="next" href="{e(url("/memory", user=user, status=status, offset=offset + page_size))}">{e(t("older"))}</a>'
+            nxt = (f'<a class="button" rel="next" href="{e(url("/memory", user=user, status=status, category=cat, offset=offset + page_size))}">{e(t("older"))}</a>'
                    if more else "<span></span>")
-            pager = f'<nav class="pager" aria-label="{e(t("pages"))}">{prev}<span class="muted">{offset + 1}–{offset + len(memories)}</span>{nxt}</nav>'
-        listing = f'<nav class="tabs" aria-label="{e(t("tabs_label"))}">{tabs}</nav>' + listing + pager
+            shown = t("shown", first=offset + 1, last=offset + len(memories), total=max(total, offset + len(memories)))
+            pager = f'<nav class="pager" aria-label="{e(t("pages"))}">{prev}<span class="muted">{e(shown)}</span>{nxt}</nav>'
+        cats = f'<option value="">{e(t("all_categories"))}</option>' + _options(
+            (c.value for c in Category), category, lambda c: _category(t, c))
+        filters = (f'<form class="filter" method="get" action="/memory"><input type="hidden" name="user" value="{e(user)}">'
+                   f'<input type="hidden" name="status" value="{e(status)}">'
+                   f'<label>{e(t("filter_category"))}<select name="category">{cats}</select></label>'
+                   f'<button type="submit">{e(t("filter"))}</button></form>')
+        listing = f'<nav class="tabs" aria-label="{e(t("tabs_label"))}">{tabs}</nav>{filters}' + listing + pager
     add_dialog = f"""<dialog id="add-dialog" aria-labelledby="add-title"><h3 id="add-title">{e(t("add_title", user=user))}</h3>
 <p class="muted">{e(t("add_text", everyone=t("add_everyone") if user == GLOBAL_OWNER else ""))}</p>
 <form method="post" action="/memory/add">{_hidden(ctx, user=user)}{_fields(t, None)}
@@ -450,7 +474,8 @@ def main_page(
 {_post(ctx, "/memory/erase-all", t("erase_all_dots"), cls="danger", user=user)}</details>""" if stats.total else ""
     body = f"""<div class="head"><h2>{e(user)}</h2><span class="grow"></span>
 <button type="button" class="primary" data-open="add-dialog">{e(t("add_button"))}</button>
-<a class="button" href="{e(url("/memory/log", user=user))}">{e(t("change_log"))}</a></div>
+<a class="button" href="{e(url("/memory/log", user=user))}">{e(t("change_log"))}</a>
+<a class="button" href="{e(url("/memory/export", user=user))}" download title="{e(t("export_hint", user=user))}">{e(t("export"))}</a></div>
 {_stats_bar(t, stats)}{_set_aside(ctx, user, stats)}{search}{listing}{add_dialog}{danger}"""
     return layout(ctx, user, body)
 
