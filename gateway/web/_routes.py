@@ -61,6 +61,7 @@ from ._views import (
     login_page,
     main_page,
     message_page,
+    retry_page,
     overview_body,
 )
 
@@ -108,18 +109,20 @@ _SQLITE_MAX_INT = 2**63 - 1
 def _int(value: Any, name: str, *, default: int | None = None, lo: int = 0, hi: int = _SQLITE_MAX_INT) -> int:
     if value is None or value == "":
         if default is None:
-            raise Invalid(f"{name} is required")
+            raise Invalid(f"{name} is required", key="err_required", name=name)
         return default
     if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
         # JSON true is not the id 1, nor 2.7 the id 2.
-        raise Invalid(f"{name} must be an integer, got {value!r}")
+        raise Invalid(f"{name} must be an integer, got {value!r}", key="err_int", name=name, value=repr(value))
     try:
         n = int(value)
     except (TypeError, ValueError, OverflowError):
-        raise Invalid(f"{name} must be an integer, got {value!r}") from None
+        raise Invalid(f"{name} must be an integer, got {value!r}", key="err_int", name=name,
+                      value=repr(value)[:40]) from None
     if n < lo or n > hi:
         shown = "∞" if hi == _SQLITE_MAX_INT else hi
-        raise Invalid(f"{name} must be within [{lo}, {shown}], got {str(value)[:40]}")
+        raise Invalid(f"{name} must be within [{lo}, {shown}], got {str(value)[:40]}", key="err_range", name=name, lo=lo,
+                      hi=shown, value=str(value)[:40])
     return n
 
 
@@ -131,7 +134,8 @@ def _status(value: str | None) -> Status | None:
     try:
         return Status(value)
     except ValueError:
-        raise Invalid(f"unknown status {value!r} (active, archived, superseded or all)") from None
+        raise Invalid(f"unknown status {value!r} (active, archived, superseded or all)", key="err_status",
+                      value=repr(value)) from None
 
 
 def _category(value: str | None) -> Category | None:
@@ -140,17 +144,18 @@ def _category(value: str | None) -> Category | None:
     try:
         return Category(value)
     except ValueError:
-        raise Invalid(f"unknown category {value!r} (one of {', '.join(c.value for c in Category)})") from None
+        raise Invalid(f"unknown category {value!r} (one of {', '.join(c.value for c in Category)})", key="err_category",
+                      value=repr(value), choices=", ".join(c.value for c in Category)) from None
 
 
 def _user(data: Data, *, required: bool = True) -> str | None:
     u = data.get("user")
     if u is None or (isinstance(u, str) and not u.strip()):
         if required:
-            raise Invalid("user is required")
+            raise Invalid("user is required", key="err_required", name="user")
         return None
     if not isinstance(u, str):
-        raise Invalid("user must be a string")
+        raise Invalid("user must be a string", key="err_user_string")
     return u.strip()
 
 
@@ -271,7 +276,12 @@ class MemoryWeb:
                 ctx.users = await self.admin.users()
                 return await fn(request, ident, ctx, data)
             except AdminError as exc:
-                return _html(message_page(ctx, t("cannot"), str(exc)), nonce, status=exc.status)
+                text = t(exc.key, **exc.fields) if exc.key and t.zh else str(exc)
+                if request.path in ("/memory/add", "/memory/edit"):
+                    page = retry_page(ctx, t("cannot"), text, action=request.path, typed=data)
+                else:
+                    page = message_page(ctx, t("cannot"), text, back=ctx.back if post else "/memory")
+                return _html(page, nonce, status=exc.status)
 
         return handler
 
@@ -359,8 +369,7 @@ class MemoryWeb:
     async def _main(self, request: web.Request, ident: Identity, ctx: PageContext, data: Data) -> web.StreamResponse:
         user = _user(data, required=False)
         ctx.flash = _notice(ctx.t, data)
-        if ctx.flash and data.get("done") == "archived":  # the one change a click undoes
-            ctx.undo = _int(data.get("n"), "n", default=0)
+        ctx.undo = _undo(ctx, data)
         if user is None:
             return _html(layout(ctx, "memory", overview_body(ctx)), ctx.nonce)
         ctx.user = user
@@ -390,6 +399,7 @@ class MemoryWeb:
         m = await self.admin.get(_int(data.get("id"), "id"))
         ctx.user = m.owner
         ctx.flash = _notice(ctx.t, data)
+        ctx.undo = _undo(ctx, data)
         older, newer = await self.admin.chain(m.id)
         entries = await self.admin.memory_log([m.id, *(x.id for x in older), *(x.id for x in newer)])
         return _html(detail_page(ctx, m, older=older, newer=newer, log=entries), ctx.nonce)
@@ -612,6 +622,17 @@ def _file_name_safe(c: str) -> bool:
 def _file_part(user: str) -> str:
     """A user name in a download's file name: header-safe ASCII only."""
     return "".join(c if _file_name_safe(c) else "_" for c in user)[:60].strip("._") or "user"
+
+
+def _undo(ctx: PageContext, data: Data) -> int:
+    """The memory an archive's notice offers to restore (the one change a
+    click undoes; an erase is asked for twice instead)."""
+    if not ctx.flash or data.get("done") != "archived":
+        return 0
+    try:
+        return int(data.get("n") or 0)
+    except ValueError:
+        return 0
 
 
 def _words(request: web.Request) -> Words:

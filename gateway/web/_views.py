@@ -22,7 +22,7 @@ from memory.forgetting import Erasure
 from memory.origin import origin
 from memory.types import GLOBAL_OWNER, Category, Hit, Memory, Source, Status
 
-from ._actions import UserSummary
+from ._actions import EDITABLE, UserSummary
 from ._i18n import CATALOGUE, Words
 
 __all__ = [
@@ -36,6 +36,7 @@ __all__ = [
     "login_page",
     "main_page",
     "message_page",
+    "retry_page",
 ]
 
 STATUS_TABS = ("active", "archived", "superseded", "all")
@@ -120,15 +121,27 @@ def _options(values: Iterable[str], selected: str, label: Callable[[str], str] =
     )
 
 
-def _fields(t: Words, m: Memory | None) -> str:
-    """The editable fields, filled from ``m`` (edit) or defaults (add)."""
-    content = m.content if m else ""
-    tier = str(m.tier) if m else "2"
-    cat = m.category.value if m else ""
-    imp = f"{m.importance:.2f}" if m else "0.70"
-    project = "" if m is None or m.project == GLOBAL_OWNER else m.project
-    topic = "" if m is None or m.topic == "_general" else m.topic
-    cat_opts = ("" if m else f'<option value="">{e(t("category_default"))}</option>') + _options(
+def _values(m: Memory | None) -> dict[str, str]:
+    """A form's fields from ``m`` (edit) or the defaults (add)."""
+    if m is None:
+        return {"content": "", "tier": "2", "category": "", "importance": "0.70", "project": "", "topic": ""}
+    return {
+        "content": m.content, "tier": str(m.tier), "category": m.category.value, "importance": f"{m.importance:.2f}",
+        "project": "" if m.project == GLOBAL_OWNER else m.project, "topic": "" if m.topic == "_general" else m.topic,
+    }
+
+
+def _fields(t: Words, m: Memory | None, *, typed: dict[str, str] | None = None, add: bool | None = None) -> str:
+    """The editable fields, filled from ``m`` (edit) or defaults (add), or
+    with what was ``typed`` into a form the server refused."""
+    v = {**_values(m), **(typed or {})}
+    add = m is None if add is None else add
+    content, tier, cat, project, topic = v["content"], v["tier"], v["category"], v["project"], v["topic"]
+    try:
+        imp = f"{float(v['importance']):.2f}"
+    except ValueError:
+        imp = v["importance"]
+    cat_opts = (f'<option value="">{e(t("category_default"))}</option>' if add else "") + _options(
         (c.value for c in Category), cat, lambda c: _category(t, c)
     )
     return f"""
@@ -371,9 +384,24 @@ def login_page(nonce: str, *, failed: bool = False, t: Words | None = None, back
     return layout(ctx, t("sign_in"), body, picker=False)
 
 
-def message_page(ctx: PageContext, title: str, text: str) -> str:
+def message_page(ctx: PageContext, title: str, text: str, *, back: str = "/memory") -> str:
     return layout(ctx, title, f'<h2>{e(title)}</h2><div class="flash err" role="alert">{e(text)}</div>'
-                              f'<p><a href="/memory">{e(ctx.t("back_to_page"))}</a></p>')
+                              f'<p><a href="{e(back)}">{e(ctx.t("back_to_page"))}</a></p>')
+
+
+def retry_page(ctx: PageContext, title: str, text: str, *, action: str, typed: dict[str, str]) -> str:
+    """An add or edit the server refused: the reason, and the form again
+    with what was typed in it, so nothing typed is lost."""
+    t = ctx.t
+    keep = {k: typed[k] for k in ("id", "user") if typed.get(k)}
+    values: dict[str, str] = {k: str(typed[k]) for k in EDITABLE if k in typed}
+    form = (f'<form method="post" action="{e(action)}">{_hidden(ctx, **keep)}'
+            f'{_fields(t, None, typed=values, add=action == "/memory/add")}'
+            f'<div class="actions"><button type="submit" class="primary">{e(t("save"))}</button>'
+            f'<a class="button" href="{e(ctx.back)}">{e(t("cancel"))}</a></div></form>')
+    body = (f'<h2>{e(title)}</h2><div class="flash err" role="alert">{e(text)}</div>'
+            f'<p>{e(t("try_again_below"))}</p>{form}')
+    return layout(ctx, title, body)
 
 
 def overview_body(ctx: PageContext) -> str:

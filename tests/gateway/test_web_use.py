@@ -121,3 +121,59 @@ async def test_the_page_fits_a_phone_and_reads_well_with_a_screen_reader(site: S
 def _labelled(page: str, control: str) -> bool:
     at = page.index(control)
     return page.rfind("<label", 0, at) > page.rfind("</label>", 0, at)
+
+
+async def _signed_in(c: object, site: Site, lang: str = "en") -> str:
+    import httpx
+
+    assert isinstance(c, httpx.AsyncClient)
+    await c.post("/memory/login", data={"token": TOKEN})
+    c.cookies.set("myclaw_lang", lang)
+    return csrf_of((await c.get("/memory", params={"user": "alice"})).text)
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+async def test_a_refused_add_or_edit_gives_back_what_was_typed(site: Site, lang: str) -> None:
+    """The error page had only a link to the overview: the words typed into
+    the form were gone, and the way back led to another page."""
+    mid = await site.add("alice", "alice keeps bees")
+    back = "/memory?user=alice&offset=0&category=decision"
+    async with site.client(bearer=False) as c:
+        csrf = await _signed_in(c, site, lang)
+        typed = {"csrf": csrf, "user": "alice", "content": "  ", "topic": "garden", "importance": "0.9", "back": back}
+        r = await c.post("/memory/add", data=typed)
+        assert r.status_code == 400
+        assert ("content is empty" if lang == "en" else "内容为空") in r.text
+        form = re.search(r'<form method="post" action="/memory/add"[^>]*>(.*?)</form>', r.text, re.S)
+        assert form and 'value="garden"' in form.group(1) and 'value="0.90"' in form.group(1)
+        assert f'href="{back.replace("&", "&amp;")}"' in r.text  # back to the page the form was on
+        long_text = "a fact worth keeping " * 200  # over the 4000 characters a memory holds
+        r = await c.post("/memory/edit", data={"csrf": csrf, "id": str(mid), "user": "alice", "content": long_text,
+                                               "importance": "0.4", "back": back})
+        assert r.status_code == 400 and ("4000" in r.text)
+        form = re.search(r'<form method="post" action="/memory/edit"[^>]*>(.*?)</form>', r.text, re.S)
+        assert form and long_text.strip() in form.group(1) and f'name="id" value="{mid}"' in form.group(1)
+        r = await c.post("/memory/edit", data={"csrf": csrf, "id": "999999", "user": "alice", "content": "x", "back": back})
+        assert r.status_code == 404 and ("no memory with id 999999" if lang == "en" else "没有编号为 999999 的记忆") in r.text
+    assert [m.content for m in await site.engine.list_memories("alice")] == ["alice keeps bees"]  # nothing changed
+
+
+async def test_an_archive_from_a_memorys_own_page_can_be_undone_there(site: Site) -> None:
+    mid = await site.add("alice", "alice keeps bees")
+    async with site.client(bearer=False) as c:
+        csrf = await _signed_in(c, site)
+        r = await c.post("/memory/archive", data={"csrf": csrf, "id": str(mid), "user": "alice",
+                                                  "back": f"/memory/item?id={mid}"}, follow_redirects=True)
+        flash = r.text.split('class="flash"')[1].split("</div>")[0]
+        assert f"Memory m{mid} archived" in flash and 'action="/memory/restore"' in flash and ">Undo<" in flash
+
+
+async def test_chinese_errors_for_bad_links(site: Site) -> None:
+    async with site.client() as c:
+        zh = {"Accept-Language": "zh-CN"}
+        r = await c.get("/memory", params={"user": "alice", "offset": "-1"}, headers=zh)
+        assert r.status_code == 400 and "无法完成" in r.text and "offset 必须在 [0, ∞] 之内" in r.text
+        r = await c.get("/memory/item", params={"id": "abc"}, headers=zh)
+        assert r.status_code == 400 and "id 必须是整数" in r.text
+        r = await c.get("/memory", params={"user": "alice", "status": "gone"}, headers=zh)
+        assert r.status_code == 400 and "未知的状态" in r.text
