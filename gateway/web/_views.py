@@ -82,10 +82,13 @@ def _hidden(ctx: PageContext, **values: object) -> str:
     return "".join(f'<input type="hidden" name="{e(k)}" value="{e(v)}">' for k, v in fields.items() if v is not None)
 
 
-def _post(ctx: PageContext, action: str, label: str, *, cls: str = "", **values: object) -> str:
+def _post(ctx: PageContext, action: str, label: str, *, cls: str = "", aria: str = "", **values: object) -> str:
+    """A one-button form; ``aria``: the button's full name for a screen
+    reader when ``label`` alone does not say what it acts on."""
+    named = f' aria-label="{e(aria)}"' if aria else ""
     return (
         f'<form method="post" action="{e(action)}" class="inline">{_hidden(ctx, **values)}'
-        f'<button type="submit" class="{e(cls)}">{e(label)}</button></form>'
+        f'<button type="submit" class="{e(cls)}"{named}>{e(label)}</button></form>'
     )
 
 
@@ -188,18 +191,22 @@ def card(ctx: PageContext, m: Memory, *, replaced: Sequence[Memory] = (), score:
     actions = []
     if not shared:
         actions.append(
-            f'<details class="edit"><summary>{e(t("edit"))}</summary><form method="post" action="/memory/edit"'
+            f'<details class="edit"><summary aria-label="{e(t("edit_label", id=m.id))}">{e(t("edit"))}</summary>'
+            f'<form method="post" action="/memory/edit"'
             f' aria-label="{e(t("edit_label", id=m.id))}">'
             f"{_hidden(ctx, id=m.id, user=m.owner)}{_fields(t, m)}"
             f'<button type="submit" class="primary">{e(t("save"))}</button></form></details>'
         )
+        # Twenty cards a page: each button names its memory for a screen reader.
         if m.status is Status.ACTIVE:
-            actions.append(_post(ctx, "/memory/archive", t("archive"), id=m.id, user=m.owner))
+            actions.append(_post(ctx, "/memory/archive", t("archive"), aria=f"{t('archive')} m{m.id}", id=m.id, user=m.owner))
         else:
-            actions.append(_post(ctx, "/memory/restore", t("restore"), id=m.id, user=m.owner))
-        actions.append(_post(ctx, "/memory/erase", t("erase_dots"), cls="danger", id=m.id, user=m.owner))
+            actions.append(_post(ctx, "/memory/restore", t("restore"), aria=f"{t('restore')} m{m.id}", id=m.id, user=m.owner))
+        actions.append(_post(ctx, "/memory/erase", t("erase_dots"), cls="danger", aria=f"{t('erase_dots')} m{m.id}",
+                             id=m.id, user=m.owner))
     if detail_link:
-        actions.append(f'<a class="button" href="{e(url("/memory/item", id=m.id, user=ctx.user))}">{e(t("details"))}</a>')
+        actions.append(f'<a class="button" href="{e(url("/memory/item", id=m.id, user=ctx.user))}"'
+                       f' aria-label="{e(t("details"))} m{m.id}">{e(t("details"))}</a>')
     return f"""
 <article class="card st-{e(m.status.value)}" id="m{m.id}">
   <p class="content">{e(m.content)}</p>

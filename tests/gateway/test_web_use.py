@@ -177,3 +177,29 @@ async def test_chinese_errors_for_bad_links(site: Site) -> None:
         assert r.status_code == 400 and "id 必须是整数" in r.text
         r = await c.get("/memory", params={"user": "alice", "status": "gone"}, headers=zh)
         assert r.status_code == 400 and "未知的状态" in r.text
+
+
+@pytest.mark.parametrize(("lang", "words"), [("en", ("Archive", "Erase", "Details")), ("zh", ("归档", "删除", "详情"))])
+async def test_each_cards_buttons_say_which_memory_they_act_on(site: Site, lang: str, words: tuple[str, ...]) -> None:
+    """A screen reader's list of buttons read "Archive, Archive, Archive…":
+    twenty of each on a page, none saying which memory."""
+    ids = [await site.add("alice", f"fact number {i}") for i in range(3)]
+    async with site.client() as c:
+        c.cookies.set("myclaw_lang", lang)
+        page = (await c.get("/memory", params={"user": "alice"})).text
+    for mid in ids:
+        card = re.search(rf'<article [^>]*id="m{mid}">(.*?)</article>', page, re.S)
+        assert card
+        names = re.findall(r'<(?:button|a)\b[^>]*aria-label="([^"]+)"', card.group(1))
+        for word in words:
+            assert any(word in n and f"m{mid}" in n for n in names), (word, names)
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+async def test_a_hostile_search_is_shown_as_text_in_both_languages(site: Site, lang: str) -> None:
+    await site.add("alice", "alice keeps bees")
+    hostile = '"><script>alert(1)</script> OR NEAR(a b) * ^ 绿茶 \x00'
+    async with site.client() as c:
+        c.cookies.set("myclaw_lang", lang)
+        r = await c.get("/memory", params={"user": "alice", "q": hostile})
+    assert r.status_code == 200 and "<script>alert(1)" not in r.text and "&lt;script&gt;alert(1)" in r.text
