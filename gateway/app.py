@@ -466,7 +466,7 @@ class App:
         assert self.backend is not None
         self.memory_web = mount_memory_page(
             self._http_server(), engine, self.backend.retriever, admin.token.get_secret_value(),  # type: ignore[attr-defined]
-            forget_history=self._forget_history,
+            forget_history=self._forget_history, tz=self.tz,
         )
         log.info("memory page enabled", path="/memory", host=self.cfg.gateway.host, port=self.cfg.gateway.port)
 

@@ -11,6 +11,8 @@ gateway.db across restarts), ``_views`` (HTML), ``_routes`` (handlers).
 
 from __future__ import annotations
 
+from datetime import UTC, tzinfo
+
 from memory.engine import MemoryEngine
 from memory.retrieval import Retriever
 
@@ -32,9 +34,12 @@ def mount_memory_page(
     *,
     session_ttl: float = 12 * 3600,
     forget_history: ForgetHistory | None = None,
+    tz: tzinfo = UTC,
 ) -> MemoryWeb:
     """Register the page's routes on ``http`` (before or after it starts).
-    ``forget_history``: as :class:`MemoryAdmin`'s."""
-    web = MemoryWeb(MemoryAdmin(engine, retriever, forget_history=forget_history), AdminAuth(token, session_ttl=session_ttl))
+    ``forget_history``: as :class:`MemoryAdmin`'s; ``tz``: the clock its
+    times are shown on (``gateway.timezone``)."""
+    admin = MemoryAdmin(engine, retriever, forget_history=forget_history)
+    web = MemoryWeb(admin, AdminAuth(token, session_ttl=session_ttl), tz=tz)
     web.mount(http)
     return web

@@ -12,7 +12,10 @@ Counts read as a person says them: "1 memory" / "2 memories", "3 条记忆".
 
 from __future__ import annotations
 
+from datetime import UTC, tzinfo
 from typing import Literal
+
+from memory.clock import parse_ts
 
 __all__ = ["CATALOGUE", "LANG_COOKIE", "Lang", "Words", "pick_lang"]
 
@@ -37,6 +40,7 @@ CATALOGUE: dict[str, tuple[str, str]] = {
     "needs_token": ("The memory page needs the admin token (<code>gateway.admin.token</code>).",
                     "记忆管理页需要管理员令牌（<code>gateway.admin.token</code>）。"),
     "admin_token": ("Admin token", "管理员令牌"),
+    "times_in": ("Times are in {zone}.", "时间为 {zone} 时间。"),
     "too_many": ("too many wrong tokens from this address; try again in {seconds} s",
                  "这个地址输错令牌的次数太多；请 {seconds} 秒后再试"),
     "login_elsewhere": ("This sign-in did not come from this page. Open the memory page and sign in there.",
@@ -340,9 +344,14 @@ def pick_lang(accept_language: str, chosen: str = "") -> Lang:
 class Words:
     """The catalogue in one language: ``t("key", field=...)``."""
 
-    def __init__(self, lang: Lang = "en") -> None:
+    def __init__(self, lang: Lang = "en", tz: tzinfo = UTC) -> None:
         self.lang: Lang = lang
+        self.tz = tz  # the gateway's (gateway.timezone): times are shown on its clock
         self._i = 1 if lang == "zh" else 0
+
+    @property
+    def zone(self) -> str:
+        return str(getattr(self.tz, "key", None) or self.tz.tzname(None) or "UTC")
 
     @property
     def zh(self) -> bool:
@@ -360,13 +369,12 @@ class Words:
         return self(f"{noun}_1" if n == 1 else f"{noun}_n", n=n)
 
     def when(self, ts: str) -> str:
-        """``2026-03-01T12:00:00Z`` -> ``2026-03-01 12:00`` (UTC) or ``2026年3月1日 12:00``."""
+        """``2026-03-01T12:00:00Z`` -> ``2026-03-01 12:00`` or ``2026年3月1日 12:00``
+        on the gateway's clock (:attr:`tz`)."""
         if not ts:
             return "-"
-        short = ts[:16].replace("T", " ")
-        if not self.zh:
-            return short
         try:
-            return f"{int(ts[:4])}年{int(ts[5:7])}月{int(ts[8:10])}日 {ts[11:16]}"
+            at = parse_ts(ts).astimezone(self.tz)
         except ValueError:  # not ours: shown as it is
-            return short
+            return ts[:16].replace("T", " ")
+        return f"{at.year}年{at.month}月{at.day}日 {at:%H:%M}" if self.zh else f"{at:%Y-%m-%d %H:%M}"

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import math
 import secrets
-from datetime import UTC, datetime
+from datetime import UTC, datetime, tzinfo
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 from urllib.parse import parse_qsl, urlencode, urlsplit
@@ -185,10 +185,11 @@ def _redirect(location: str) -> web.Response:
 class MemoryWeb:
     """The memory page's handlers; :meth:`mount` registers them."""
 
-    def __init__(self, admin: MemoryAdmin, auth: AdminAuth, *, page_size: int = 20) -> None:
+    def __init__(self, admin: MemoryAdmin, auth: AdminAuth, *, page_size: int = 20, tz: tzinfo = UTC) -> None:
         self.admin = admin
         self.auth = auth
         self.page_size = page_size
+        self.tz = tz
         self._mounted: list[tuple[str, str]] = []
 
     def routes(self) -> list[tuple[str, str, Callable[[web.Request], Awaitable[web.StreamResponse]]]]:
@@ -248,14 +249,14 @@ class MemoryWeb:
         if as_json:
             text = Words()("too_many", seconds=math.ceil(wait))  # the API speaks English
             return web.json_response({"error": text}, status=429, headers=headers)
-        return web.Response(text=_words(request)("too_many", seconds=math.ceil(wait)), status=429, headers=headers)
+        return web.Response(text=_words(request, self.tz)("too_many", seconds=math.ceil(wait)), status=429, headers=headers)
 
     def _page(self, fn: PageFn, *, post: bool = False) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
         async def handler(request: web.Request) -> web.StreamResponse:
             if (slow := self._throttled(request, as_json=False)) is not None:
                 return slow
             nonce = secrets.token_urlsafe(16)
-            t = _words(request)
+            t = _words(request, self.tz)
             ident, why = self.auth.identify(request)
             if ident is None:
                 await self._refused(request, why)
@@ -328,7 +329,7 @@ class MemoryWeb:
         if (slow := self._throttled(request, as_json=False)) is not None:
             return slow
         nonce = secrets.token_urlsafe(16)
-        t = _words(request)
+        t = _words(request, self.tz)
         if not same_origin(request):
             # Another site's page posting wrong tokens from the operator's
             # browser would lock the operator's own address out: not counted.
@@ -635,8 +636,8 @@ def _undo(ctx: PageContext, data: Data) -> int:
         return 0
 
 
-def _words(request: web.Request) -> Words:
-    return Words(pick_lang(request.headers.get("Accept-Language", ""), request.cookies.get(LANG_COOKIE, "")))
+def _words(request: web.Request, tz: tzinfo = UTC) -> Words:
+    return Words(pick_lang(request.headers.get("Accept-Language", ""), request.cookies.get(LANG_COOKIE, "")), tz)
 
 
 def _notice(t: Words, data: Data) -> str:

@@ -352,13 +352,15 @@ def layout(ctx: PageContext, title: str, body: str, *, picker: bool = True) -> s
               f' title="{e(t("switch_hint"))}">{e(t("switch_to"))}</a>')
     undo = (" " + _post(ctx, "/memory/restore", t("undo"), id=ctx.undo, user=ctx.user or "")) if ctx.undo and ctx.csrf else ""
     flash = f'<div class="flash" role="status">{e(ctx.flash)}{undo}</div>' if ctx.flash else ""
+    # Signed in only (the users are listed): the gateway's zone is no one else's business.
+    footer = f'<footer class="muted">{e(t("times_in", zone=t.zone))}</footer>' if ctx.users else ""
     return f"""<!doctype html>
 <html lang="{t.html_lang}"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1">
 <meta name="referrer" content="no-referrer"><title>{e(title)} · {e(t("title_suffix"))}</title>
 <style nonce="{e(ctx.nonce)}">{CSS}</style></head>
 <body><a class="skip" href="#main">{e(t("skip"))}</a>
 <header class="top"><h1><a href="/memory">{e(t("brand"))}</a></h1><span class="grow"></span>{switch}{logout}</header>
-<div class="layout">{nav}<main id="main">{flash}{body}</main></div>
+<div class="layout">{nav}<main id="main">{flash}{body}{footer}</main></div>
 <script nonce="{e(ctx.nonce)}">{JS}</script></body></html>"""
 
 

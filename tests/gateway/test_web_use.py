@@ -7,10 +7,14 @@ from __future__ import annotations
 import re
 from urllib.parse import parse_qs, urlsplit
 
+import httpx
 import pytest
 
-from memory import Category, Status
-from tests.gateway.test_web import TOKEN, Site, cards, csrf_of, site  # noqa: F401  (site: the fixture)
+from gateway.http import HttpServer
+from gateway.web import mount_memory_page
+from memory import Category, MemoryEngine, NewMemory, Status
+from memory.retrieval import Retriever
+from tests.gateway.test_web import BEARER, TOKEN, Site, cards, csrf_of, site  # noqa: F401  (site: the fixture)
 
 
 async def _many(site: Site, n: int = 45) -> list[int]:
@@ -123,10 +127,7 @@ def _labelled(page: str, control: str) -> bool:
     return page.rfind("<label", 0, at) > page.rfind("</label>", 0, at)
 
 
-async def _signed_in(c: object, site: Site, lang: str = "en") -> str:
-    import httpx
-
-    assert isinstance(c, httpx.AsyncClient)
+async def _signed_in(c: httpx.AsyncClient, site: Site, lang: str = "en") -> str:
     await c.post("/memory/login", data={"token": TOKEN})
     c.cookies.set("myclaw_lang", lang)
     return csrf_of((await c.get("/memory", params={"user": "alice"})).text)
@@ -203,3 +204,18 @@ async def test_a_hostile_search_is_shown_as_text_in_both_languages(site: Site, l
         c.cookies.set("myclaw_lang", lang)
         r = await c.get("/memory", params={"user": "alice", "q": hostile})
     assert r.status_code == 200 and "<script>alert(1)" not in r.text and "&lt;script&gt;alert(1)" in r.text
+
+
+async def test_times_are_on_the_gateways_clock_and_say_which(engine: MemoryEngine) -> None:
+    """Times were UTC and did not say so: an operator in Shanghai read 12:00
+    for a fact saved at 20:00 their time."""
+    from zoneinfo import ZoneInfo
+
+    http = HttpServer("127.0.0.1", 0)
+    mount_memory_page(http, engine, Retriever(engine), TOKEN, tz=ZoneInfo("Asia/Shanghai"))
+    mid = (await engine.add(NewMemory(owner="alice", content="alice keeps bees"))).id  # 2026-03-01T12:00:00Z
+    async with http, httpx.AsyncClient(base_url=http.url, headers=BEARER) as c:
+        r = await c.get("/memory", params={"user": "alice"})
+        assert "created 2026-03-01 20:00" in r.text and "Times are in Asia/Shanghai" in r.text
+        r = await c.get("/memory/item", params={"id": mid}, headers={"Accept-Language": "zh"})
+        assert "2026年3月1日 20:00" in r.text and "时间为 Asia/Shanghai 时间" in r.text
