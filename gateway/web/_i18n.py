@@ -17,7 +17,7 @@ from typing import Literal
 
 from memory.clock import parse_ts
 
-__all__ = ["CATALOGUE", "LANG_COOKIE", "Lang", "Words", "pick_lang"]
+__all__ = ["CATALOGUE", "LANG_COOKIE", "LOG_WORDS_ZH", "Lang", "Words", "pick_lang"]
 
 Lang = Literal["en", "zh"]
 LANG_COOKIE = "myclaw_lang"
@@ -318,6 +318,21 @@ CATALOGUE: dict[str, tuple[str, str]] = {
 }
 
 
+# The change log's codes (memory_log.job / .action, written by the write
+# path, this page and the CLI): Chinese words for the Chinese page; the
+# English page shows the codes, as `myclaw memory log` does.
+LOG_WORDS_ZH: dict[str, str] = {
+    "web": "记忆管理页", "cli": "命令行", "chat": "对话", "extraction": "提取", "daily_compress": "每日压缩",
+    "weekly_compress": "每周压缩",
+    "add": "添加", "edit": "编辑", "archive": "归档", "archive_all": "全部归档", "restore": "恢复", "erase": "删除",
+    "erase_all": "全部删除", "forget": "忘记", "supersede": "被取代", "merge": "合并", "merge_identity": "合并身份",
+    "merge_rejected": "拒绝合并", "profile_rejected": "拒绝写入档案", "promote": "提升为个人档案",
+    "promote_held": "暂缓提升", "demote": "降为知识", "demote_held": "暂缓降级", "reinforce": "强化",
+    "recall": "回想", "decay": "衰减", "drop": "丢弃", "skip": "跳过", "backlog": "积压", "run": "运行",
+    "set-aside": "暂存", "retry-set-aside": "重试暂存",
+}
+
+
 def pick_lang(accept_language: str, chosen: str = "") -> Lang:
     """The page's language: ``chosen`` (the switch's cookie) when it names
     one, else the first English or Chinese tag of ``Accept-Language`` by
@@ -363,6 +378,11 @@ class Words:
 
     def __call__(self, key: str, **fields: object) -> str:
         return CATALOGUE[key][self._i].format(**fields)
+
+    def code(self, code: str) -> str:
+        """A change log code (job, action) in words: Chinese on the Chinese
+        page when known, else the code itself."""
+        return LOG_WORDS_ZH.get(code, code) if self.zh else code
 
     def count(self, noun: str, n: int) -> str:
         """``noun`` in ``memory``, ``version``, ``entry``, ``row``, ``time``: "1 memory", "3 条记忆"."""

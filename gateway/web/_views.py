@@ -556,12 +556,18 @@ def detail_page(
 
 def _log_table(t: Words, entries: Sequence[LogEntry]) -> str:
     rows = "".join(
-        f"<tr><td>{e(t.when(x.at))}</td><td>{e(x.job)}</td><td>{e(x.action)}</td>"
+        f"<tr><td>{e(t.when(x.at))}</td><td{_code(t, x.job)}>{e(t.code(x.job))}</td>"
+        f"<td{_code(t, x.action)}>{e(t.code(x.action))}</td>"
         f"<td>{_memory_link(x.memory_id)}</td><td class='detail'>{e(_detail(x.detail))}</td></tr>"
         for x in entries
     )
     head = "".join(f'<th scope="col">{e(t(k))}</th>' for k in ("col_when", "col_job", "col_action", "col_memory", "col_detail"))
     return f'<table class="log"><tr>{head}</tr>{rows}</table>'
+
+
+def _code(t: Words, code: str) -> str:
+    """The code itself as a cell's title where words stand for it (the CLI's log shows codes)."""
+    return f' title="{e(code)}"' if t.code(code) != code else ""
 
 
 def _memory_link(memory_id: int | None) -> str:

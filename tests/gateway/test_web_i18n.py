@@ -140,3 +140,25 @@ async def test_notices_and_confirmations_speak_chinese_too(site: Site) -> None:
     async with httpx.AsyncClient(base_url=site.url, headers=BEARER) as api:  # the API stays English
         r = await api.get("/memory/api/memories", params={"user": "alice", "status": "nope"}, headers=ZH)
         assert r.status_code == 400 and "unknown status" in r.json()["error"]
+
+
+async def test_the_chinese_change_log_names_jobs_and_actions_in_chinese(site: Site) -> None:
+    """The log showed the write path's codes ("web", "add", "weekly_compress"):
+    English words on the Chinese page. The code stays in the cell's title."""
+    from memory.changelog import write_log
+
+    async with site.client() as c:
+        r = await c.post("/memory/api/add", json={"user": "alice", "content": "alice keeps bees"})
+        mid = r.json()["memory"]["id"]
+        async with site.engine.db.transaction() as conn:
+            await write_log(conn, at="2026-03-01T12:00:00Z", job="weekly_compress", owner="alice", action="promote",
+                            memory_id=mid)
+            await write_log(conn, at="2026-03-01T12:00:00Z", job="someday_job", owner="alice", action="new_thing")
+        r = await c.get("/memory/log", params={"user": "alice"}, headers=ZH)
+        cells = re.findall(r"<td[^>]*>(.*?)</td>", r.text)
+        for word in ("记忆管理页", "添加", "每周压缩", "提升为个人档案"):
+            assert word in cells, word
+        assert "someday_job" in cells and "new_thing" in cells  # a code it does not know is shown as it is
+        assert 'title="weekly_compress"' in r.text
+        r = await c.get("/memory/log", params={"user": "alice"})  # English keeps the codes
+        assert "weekly_compress" in re.findall(r"<td[^>]*>(.*?)</td>", r.text)
