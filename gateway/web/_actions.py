@@ -263,8 +263,16 @@ class MemoryAdmin:
                 newer.append(current)
         return older, newer
 
-    async def log(self, owner: str, *, limit: int = 200) -> builtins.list[LogEntry]:
-        return await read_log(self.engine.db, owner=_clean_owner(owner), limit=limit)
+    async def log(self, owner: str, *, limit: int = 200, before: int | None = None) -> builtins.list[LogEntry]:
+        """Newest first; ``before``: only entries older than that id (the
+        page's next page: by id, so entries written meanwhile shift nothing)."""
+        if before is None:
+            return await read_log(self.engine.db, owner=_clean_owner(owner), limit=limit)
+        rows = await self.engine.db.fetchall(
+            "SELECT * FROM memory_log WHERE owner = ? AND id < ? ORDER BY id DESC LIMIT ?",
+            [_clean_owner(owner), before, limit],
+        )
+        return [LogEntry(r["id"], r["at"], r["job"], r["owner"], r["action"], r["memory_id"], r["detail"]) for r in rows]
 
     async def memory_log(self, memory_ids: Sequence[int], *, limit: int = 100) -> builtins.list[LogEntry]:
         if not memory_ids:

@@ -195,6 +195,7 @@ CATALOGUE: dict[str, tuple[str, str]] = {
     "newer": ("← Newer", "← 较新"),
     "older": ("Older →", "较旧 →"),
     "pages": ("pages", "翻页"),
+    "newest": ("↑ Newest", "↑ 最新"),
     "shown": ("{first}–{last} of {total}", "第 {first}–{last} 条，共 {total} 条"),
     "add_title": ("Add a memory for {user}", "为 {user} 添加记忆"),
     "add_text": ("Stored as “Added by hand”; the bot recalls it like any other memory{everyone}.",

@@ -5,7 +5,7 @@ Pages (GET renders, POST changes and redirects back with a short notice)::
 
     GET  /memory                 users; with ?user= stats, list (?status=, ?offset=) or search (?q=)
     GET  /memory/item?id=        one memory: provenance, supersede chain, its log entries
-    GET  /memory/log?user=       the user's change log (memory_log)
+    GET  /memory/log?user=       the user's change log (memory_log), older with ?before=<entry id>
     GET  /memory/export?user=    the user's memories as a Markdown file (as ``myclaw memory export``)
     GET  /memory/lang?set=en|zh  the page's language (a cookie; no sign-in needed), back to ?back=
     POST /memory/login           token -> session cookie;  POST /memory/logout
@@ -74,6 +74,7 @@ PageFn = Callable[[web.Request, Identity, PageContext, Data], Awaitable[web.Stre
 ApiFn = Callable[[web.Request, Data], Awaitable[Any]]
 
 MAX_LIMIT = 200
+LOG_PAGE = 200  # change log entries a page
 EXPORT_IN_MEMORY = 1 << 20  # an export larger than this is spooled to an anonymous temporary file
 
 _R = TypeVar("_R", bound=web.StreamResponse)
@@ -408,7 +409,10 @@ class MemoryWeb:
     async def _log(self, request: web.Request, ident: Identity, ctx: PageContext, data: Data) -> web.StreamResponse:
         user = _user(data)
         ctx.user = user
-        return _html(log_page(ctx, await self.admin.log(user or "")), ctx.nonce)
+        before = _int(data.get("before"), "before", default=0) or None
+        entries = await self.admin.log(user or "", limit=LOG_PAGE + 1, before=before)
+        more, entries = len(entries) > LOG_PAGE, entries[:LOG_PAGE]
+        return _html(log_page(ctx, entries, older=entries[-1].id if more else None, paged=before is not None), ctx.nonce)
 
     async def _export(self, request: web.Request, ident: Identity, ctx: PageContext, data: Data) -> web.StreamResponse:
         """The operator's Markdown export (gateway/export.py) of one user,

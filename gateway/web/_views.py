@@ -583,13 +583,20 @@ def _detail(text: str) -> str:
         return text
 
 
-def log_page(ctx: PageContext, entries: Sequence[LogEntry]) -> str:
+def log_page(ctx: PageContext, entries: Sequence[LogEntry], *, older: int | None = None, paged: bool = False) -> str:
+    """``older``: the id the next (older) page starts below; ``paged``: this is not the newest page."""
     t = ctx.t
     user = ctx.user or ""
+    pager = ""
+    if older is not None or paged:
+        first = f'<a class="button" href="{e(url("/memory/log", user=user))}">{e(t("newest"))}</a>' if paged else "<span></span>"
+        nxt = (f'<a class="button" rel="next" href="{e(url("/memory/log", user=user, before=older))}">{e(t("older"))}</a>'
+               if older is not None else "<span></span>")
+        pager = f'<nav class="pager" aria-label="{e(t("pages"))}">{first}{nxt}</nav>'
     body = f"""<div class="head"><h2>{e(t("log_title", user=user))}</h2><span class="grow"></span>
 <a class="button" href="{e(url("/memory", user=user))}">← {e(user)}</a></div>
 <p class="muted">{t("log_text")}</p>
-{_log_table(t, entries) if entries else _empty(t("log_empty"), t("log_empty_text"))}"""
+{_log_table(t, entries) if entries else _empty(t("log_empty"), t("log_empty_text"))}{pager}"""
     return layout(ctx, t("log_title", user=user), body)
 
 

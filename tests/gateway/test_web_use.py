@@ -219,3 +219,25 @@ async def test_times_are_on_the_gateways_clock_and_say_which(engine: MemoryEngin
         assert "created 2026-03-01 20:00" in r.text and "Times are in Asia/Shanghai" in r.text
         r = await c.get("/memory/item", params={"id": mid}, headers={"Accept-Language": "zh"})
         assert "2026年3月1日 20:00" in r.text and "时间为 Asia/Shanghai 时间" in r.text
+
+
+async def test_a_long_change_log_pages_back_to_its_first_entry(site: Site) -> None:
+    """The log page showed the newest 200 entries and no way to older ones:
+    a few hundred memories' history was cut off without a word."""
+    from memory.changelog import write_log
+
+    async with site.engine.db.transaction() as conn:
+        for i in range(250):
+            await write_log(conn, at="2026-03-01T12:00:00Z", job="cli", owner="alice", action="add", detail={"n": i})
+    async with site.client() as c:
+        seen: list[str] = []
+        path: str | None = "/memory/log?user=alice"
+        while path:
+            r = await c.get(path)
+            assert r.status_code == 200
+            seen += re.findall(r"\{&quot;n&quot;: (\d+)\}", r.text)
+            older = re.search(r'rel="next" href="([^"]+)"', r.text)
+            path = older.group(1).replace("&amp;", "&") if older else None
+        assert seen == [str(i) for i in range(249, -1, -1)]
+        r = await c.get("/memory/log", params={"user": "alice", "before": "x"})
+        assert r.status_code == 400
