@@ -372,6 +372,8 @@ class MemoryWeb:
         user = _user(data, required=False)
         ctx.flash = _notice(ctx.t, data)
         ctx.undo = _undo(ctx, data)
+        if ctx.flash and data.get("done") in ANCHORED:
+            ctx.flash_on = _notice_id(data)
         if user is None:
             return _html(layout(ctx, "memory", overview_body(ctx)), ctx.nonce)
         ctx.user = user
@@ -629,15 +631,21 @@ def _file_part(user: str) -> str:
     return "".join(c if _file_name_safe(c) else "_" for c in user)[:60].strip("._") or "user"
 
 
-def _undo(ctx: PageContext, data: Data) -> int:
-    """The memory an archive's notice offers to restore (the one change a
-    click undoes; an erase is asked for twice instead)."""
-    if not ctx.flash or data.get("done") != "archived":
-        return 0
+# Notices whose redirect jumps to the memory's card (#m<id>): shown on it.
+ANCHORED = ("added", "exists", "edited", "edited_entries", "restored")
+
+
+def _notice_id(data: Data) -> int:
     try:
         return int(data.get("n") or 0)
     except ValueError:
         return 0
+
+
+def _undo(ctx: PageContext, data: Data) -> int:
+    """The memory an archive's notice offers to restore (the one change a
+    click undoes; an erase is asked for twice instead)."""
+    return _notice_id(data) if ctx.flash and data.get("done") == "archived" else 0
 
 
 def _words(request: web.Request, tz: tzinfo = UTC) -> Words:

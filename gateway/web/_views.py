@@ -72,6 +72,8 @@ class PageContext:
     extra_head: list[str] = field(default_factory=list)
     t: Words = field(default_factory=Words)  # the page's language
     undo: int = 0  # a memory just archived: its notice offers to restore it
+    flash_on: int = 0  # the memory the notice is about: shown on its card (the page scrolls there), if on the page
+    flash_shown: bool = False  # a card showed the notice: not again at the top
 
 
 # -- building blocks -----------------------------------------------------------
@@ -207,8 +209,11 @@ def card(ctx: PageContext, m: Memory, *, replaced: Sequence[Memory] = (), score:
     if detail_link:
         actions.append(f'<a class="button" href="{e(url("/memory/item", id=m.id, user=ctx.user))}"'
                        f' aria-label="{e(t("details"))} m{m.id}">{e(t("details"))}</a>')
+    notice = ""
+    if ctx.flash and ctx.flash_on == m.id and not ctx.flash_shown:
+        notice, ctx.flash_shown = f'<div class="flash" role="status">{e(ctx.flash)}</div>', True
     return f"""
-<article class="card st-{e(m.status.value)}" id="m{m.id}">
+<article class="card st-{e(m.status.value)}" id="m{m.id}">{notice}
   <p class="content">{e(m.content)}</p>
   <div class="meta">{" ".join(meta)}</div>
   <div class="meta sub"><a href="{e(url("/memory/item", id=m.id, user=ctx.user))}">m{m.id}</a> · {dates}{" · " + where if where else ""}</div>
@@ -351,7 +356,7 @@ def layout(ctx: PageContext, title: str, body: str, *, picker: bool = True) -> s
     switch = (f'<a href="{e(url("/memory/lang", set=other, back=ctx.back))}" lang="{"en" if t.zh else "zh-Hans"}"'
               f' title="{e(t("switch_hint"))}">{e(t("switch_to"))}</a>')
     undo = (" " + _post(ctx, "/memory/restore", t("undo"), id=ctx.undo, user=ctx.user or "")) if ctx.undo and ctx.csrf else ""
-    flash = f'<div class="flash" role="status">{e(ctx.flash)}{undo}</div>' if ctx.flash else ""
+    flash = f'<div class="flash" role="status">{e(ctx.flash)}{undo}</div>' if ctx.flash and not ctx.flash_shown else ""
     # Signed in only (the users are listed): the gateway's zone is no one else's business.
     footer = f'<footer class="muted">{e(t("times_in", zone=t.zone))}</footer>' if ctx.users else ""
     return f"""<!doctype html>

@@ -241,3 +241,20 @@ async def test_a_long_change_log_pages_back_to_its_first_entry(site: Site) -> No
         assert seen == [str(i) for i in range(249, -1, -1)]
         r = await c.get("/memory/log", params={"user": "alice", "before": "x"})
         assert r.status_code == 400
+
+
+async def test_the_notice_of_an_edit_is_shown_on_the_card_the_page_scrolls_to(site: Site) -> None:
+    """After saving a card low on page 2 the browser jumps to it (#m…), and
+    the notice sat at the top of the page, out of sight."""
+    ids = await _many(site, 45)
+    target = ids[10]  # page 2 (newest first)
+    back = "/memory?user=alice&offset=20"
+    async with site.client(bearer=False) as c:
+        csrf = await _signed_in(c, site)
+        r = await c.post("/memory/edit", data={"csrf": csrf, "id": str(target), "user": "alice", "content": "fact ten, edited",
+                                               "back": back})
+        assert r.status_code == 303 and r.headers["Location"].endswith(f"#m{target}")
+        r = await c.get(r.headers["Location"].split("#")[0])
+        card = re.search(rf'<article [^>]*id="m{target}">(.*?)</article>', r.text, re.S)
+        assert card and f"Memory m{target} saved." in card.group(1) and 'role="status"' in card.group(1)
+        assert r.text.count(f"Memory m{target} saved.") == 1  # not twice
