@@ -159,6 +159,24 @@ def parse_changes(raw: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _filters(owner: str, status: Status | None, category: Category | None, has: str) -> tuple[str, list[object]]:
+    where: list[str] = ["owner = ?"]
+    args: list[object] = [_clean_owner(owner)]
+    if status is not None:
+        where.append("status = ?")
+        args.append(status.value)
+    if category is not None:
+        where.append("category = ?")
+        args.append(category.value)
+    if has:
+        # instr, not LIKE: "%", "_" and a backslash typed by the user match as themselves.
+        # lower() folds ASCII only; Chinese has no case. A user's rows are
+        # few thousand at most: the scan is fine without an index.
+        where.append("instr(lower(content), lower(?)) > 0")
+        args.append(has)
+    return " AND ".join(where), args
+
+
 ForgetHistory = Callable[[str, Sequence[str]], Awaitable[int]]
 """``(owner, texts) -> how many``: erase the owner's Tier 0 messages that
 repeat ``texts`` (the gateway's ``SessionStore.erase_matching``)."""
@@ -191,22 +209,22 @@ class MemoryAdmin:
         return await self.engine.stats(_clean_owner(owner))
 
     async def list(
-        self, owner: str, *, status: Status | None = Status.ACTIVE, category: Category | None = None, limit: int = 20,
-        offset: int = 0,
+        self, owner: str, *, status: Status | None = Status.ACTIVE, category: Category | None = None, has: str = "",
+        limit: int = 20, offset: int = 0,
     ) -> list[Memory]:
-        """Newest first."""
-        return await self.engine.list_memories(
-            _clean_owner(owner), status=status, category=category, limit=limit, offset=offset
+        """Newest first; ``has``: only memories whose words hold it (any case)."""
+        where, args = _filters(owner, status, category, has)
+        rows = await self.engine.db.fetchall(
+            f"SELECT * FROM memories WHERE {where} ORDER BY id DESC LIMIT ? OFFSET ?", [*args, limit, offset]
         )
+        return [row_to_memory(r) for r in rows]
 
-    async def count(self, owner: str, *, status: Status | None = Status.ACTIVE, category: Category | None = None) -> int:
+    async def count(
+        self, owner: str, *, status: Status | None = Status.ACTIVE, category: Category | None = None, has: str = ""
+    ) -> int:
         """How many :meth:`list` pages through (the pager's "of N")."""
-        sql, args = "SELECT COUNT(*) FROM memories WHERE owner = ?", [_clean_owner(owner)]
-        if status is not None:
-            sql, args = sql + " AND status = ?", [*args, status.value]
-        if category is not None:
-            sql, args = sql + " AND category = ?", [*args, category.value]
-        row = await self.engine.db.fetchone(sql, args)
+        where, args = _filters(owner, status, category, has)
+        row = await self.engine.db.fetchone(f"SELECT COUNT(*) FROM memories WHERE {where}", args)
         return int(row[0]) if row is not None else 0
 
     async def search(self, owner: str, query: str, *, limit: int = 20) -> SearchResult:

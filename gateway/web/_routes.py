@@ -3,7 +3,7 @@
 
 Pages (GET renders, POST changes and redirects back with a short notice)::
 
-    GET  /memory                 users; with ?user= stats, list (?status=, ?offset=) or search (?q=)
+    GET  /memory                 users; with ?user= stats, list (?status=, ?category=, ?has=, ?offset=) or search (?q=)
     GET  /memory/item?id=        one memory: provenance, supersede chain, its log entries
     GET  /memory/log?user=       the user's change log (memory_log), older with ?before=<entry id>
     GET  /memory/export?user=    the user's memories as a Markdown file (as ``myclaw memory export``)
@@ -75,6 +75,7 @@ ApiFn = Callable[[web.Request, Data], Awaitable[Any]]
 
 MAX_LIMIT = 200
 LOG_PAGE = 200  # change log entries a page
+MAX_HAS = 200  # characters of the list's words filter (a memory holds at most 4000)
 EXPORT_IN_MEMORY = 1 << 20  # an export larger than this is spooled to an anonymous temporary file
 
 _R = TypeVar("_R", bound=web.StreamResponse)
@@ -387,15 +388,17 @@ class MemoryWeb:
             return _html(text, ctx.nonce)
         status = _status(status_text)
         category = _category(str(data.get("category") or ""))
+        has = " ".join(str(data.get("has") or "").split())[:MAX_HAS]
         offset = _int(data.get("offset"), "offset", default=0)
-        rows = await self.admin.list(user, status=status, category=category, limit=self.page_size + 1, offset=offset)
+        rows = await self.admin.list(user, status=status, category=category, has=has, limit=self.page_size + 1,
+                                     offset=offset)
         more, rows = len(rows) > self.page_size, rows[: self.page_size]
-        total = await self.admin.count(user, status=status, category=category)
+        total = await self.admin.count(user, status=status, category=category, has=has)
         replaced = await self.admin.replaced([m.id for m in rows])
         text = main_page(
             ctx, stats=stats, status=status_text if status is not None else "all", query="", memories=rows,
             replaced=replaced, offset=offset, page_size=self.page_size, more=more, total=total,
-            category=category.value if category else "",
+            category=category.value if category else "", has=has,
         )
         return _html(text, ctx.nonce)
 

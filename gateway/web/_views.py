@@ -445,13 +445,15 @@ def main_page(
     more: bool = False,
     total: int = 0,
     category: str = "",
+    has: str = "",
 ) -> str:
     t = ctx.t
     user = ctx.user or ""
     replaced = replaced or {}
     cat = category or None
+    kept = {"category": cat, "has": has or None}  # the list's filters, kept by its tabs and pages
     tabs = "".join(
-        f'<a href="{e(url("/memory", user=user, status=k, category=cat))}" class="{"on" if k == status and not query else ""}"'
+        f'<a href="{e(url("/memory", user=user, status=k, **kept))}" class="{"on" if k == status and not query else ""}"'
         f'{CURRENT if k == status and not query else ""}>{e(t(f"tab_{k}"))}'
         + (f" ({stats.by_status.get(k, 0)})" if k != "all" else f" ({stats.total})")
         + "</a>"
@@ -467,6 +469,9 @@ def main_page(
         cards = "".join(card(ctx, m, score=s, replaced=replaced.get(m.id, ())) for m, s in scored)
         if not scored:
             cards = _empty(t("nothing_found"), t("nothing_found_text", user=user, query=query))
+        # The bot recalls its best few; the list holds every one with the words.
+        cards += (f'<p><a class="button" href="{e(url("/memory", user=user, status="all", has=" ".join(query.split())[:200]))}">'
+                  f'{e(t("every_holding", words=query))}</a></p>')
         if events:
             cards += f"<h3>{e(t('matching_events'))}</h3><ul class='events'>" + "".join(
                 f"<li><b>{e(h.date)}</b> {e(h.content)} <span class='muted'>{e(h.citation())}</span></li>" for h in events
@@ -478,8 +483,11 @@ def main_page(
         elif offset:
             # A stale link or a page emptied by erasing: the way back is the last page that has any.
             last = max(0, (total - 1) // page_size * page_size)
-            back = f'<p><a class="button" href="{e(url("/memory", user=user, status=status, category=cat, offset=last))}">{e(t("newer"))}</a></p>'
+            back = f'<p><a class="button" href="{e(url("/memory", user=user, status=status, **kept, offset=last))}">{e(t("newer"))}</a></p>'
             listing = _empty(t("no_more"), t("no_more_text")) + (back if total else "")
+        elif has:
+            shown = t("none_holding", status=_status(t, status) if status != "all" else "", words=has)
+            listing = _empty(" ".join(shown.split()), t("nothing_here"))
         elif category:
             shown = t("none_in_category", status=_status(t, status) if status != "all" else "", category=_category(t, category))
             listing = _empty(" ".join(shown.split()), t("nothing_here"))
@@ -490,11 +498,11 @@ def main_page(
         pager = ""
         if memories and (offset or more):
             prev = (
-                f'<a class="button" rel="prev" href="{e(url("/memory", user=user, status=status, category=cat, offset=max(0, offset - page_size)))}">{e(t("newer"))}</a>'
+                f'<a class="button" rel="prev" href="{e(url("/memory", user=user, status=status, **kept, offset=max(0, offset - page_size)))}">{e(t("newer"))}</a>'
                 if offset
                 else "<span></span>"
             )
-            nxt = (f'<a class="button" rel="next" href="{e(url("/memory", user=user, status=status, category=cat, offset=offset + page_size))}">{e(t("older"))}</a>'
+            nxt = (f'<a class="button" rel="next" href="{e(url("/memory", user=user, status=status, **kept, offset=offset + page_size))}">{e(t("older"))}</a>'
                    if more else "<span></span>")
             shown = t("shown", first=offset + 1, last=offset + len(memories), total=max(total, offset + len(memories)))
             pager = f'<nav class="pager" aria-label="{e(t("pages"))}">{prev}<span class="muted">{e(shown)}</span>{nxt}</nav>'
@@ -503,6 +511,8 @@ def main_page(
         filters = (f'<form class="filter" method="get" action="/memory"><input type="hidden" name="user" value="{e(user)}">'
                    f'<input type="hidden" name="status" value="{e(status)}">'
                    f'<label>{e(t("filter_category"))}<select name="category">{cats}</select></label>'
+                   f'<label>{e(t("has_label"))}<input type="search" name="has" value="{e(has)}" maxlength="200"'
+                   f' placeholder="{e(t("has_placeholder"))}"></label>'
                    f'<button type="submit">{e(t("filter"))}</button></form>')
         listing = f'<nav class="tabs" aria-label="{e(t("tabs_label"))}">{tabs}</nav>{filters}' + listing + pager
     add_dialog = f"""<dialog id="add-dialog" aria-labelledby="add-title"><h3 id="add-title">{e(t("add_title", user=user))}</h3>

@@ -258,3 +258,29 @@ async def test_the_notice_of_an_edit_is_shown_on_the_card_the_page_scrolls_to(si
         card = re.search(rf'<article [^>]*id="m{target}">(.*?)</article>', r.text, re.S)
         assert card and f"Memory m{target} saved." in card.group(1) and 'role="status"' in card.group(1)
         assert r.text.count(f"Memory m{target} saved.") == 1  # not twice
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+async def test_every_memory_holding_some_words_can_be_listed_not_only_the_best_few(site: Site, lang: str) -> None:
+    """A search shows what the bot would recall: its best 30 or so. Someone
+    cleaning up every memory about green tea among hundreds could not see
+    the rest. The list now filters by the words a memory holds, paged."""
+    for i in range(60):
+        await site.add("alice", f"alice drinks green tea number {i}", category=Category.IDENTITY if i % 2 else Category.DECISION)
+    await site.add("alice", "100% sure: a_b\\c")
+    async with site.client() as c:
+        c.cookies.set("myclaw_lang", lang)
+        r = await c.get("/memory", params={"user": "alice", "q": "green tea"})
+        assert 0 < len(cards(r.text)) < 60
+        every = re.search(r'<a [^>]*href="(/memory\?[^"]*has=green\+tea[^"]*)"', r.text)
+        assert every, "no way from the search to every memory holding its words"
+        r = await c.get(every.group(1).replace("&amp;", "&"))
+        assert len(cards(r.text)) == 20 and ("1–20 of 60" if lang == "en" else "共 60 条") in r.text
+        assert 'name="has" value="green tea"' in r.text  # the filter shows what it filters by
+        older = re.search(r'rel="next" href="([^"]+)"', r.text)
+        assert older and "has=green+tea" in older.group(1)
+        r = await c.get("/memory", params={"user": "alice", "has": "TEA NUMBER 4", "category": "decision"})
+        assert sorted(cards(r.text)) == ["alice drinks green tea number 4"] + [f"alice drinks green tea number 4{i}" for i in (0, 2, 4, 6, 8)]
+        for literal in ("100%", "a_b", "\\"):  # LIKE's wildcards and escape match as themselves
+            r = await c.get("/memory", params={"user": "alice", "has": literal})
+            assert cards(r.text) == ["100% sure: a_b\\c"], literal
