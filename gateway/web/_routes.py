@@ -19,7 +19,7 @@ the Core Memory entries built on it (the confirmation page lists them).
 JSON API (same actions, ``Authorization: Bearer <token>``; a browser
 session may use it too with the ``X-CSRF-Token`` header on POST)::
 
-    GET  /memory/api/users | stats?user= | memories?user=&status=&limit=&offset=
+    GET  /memory/api/users | stats?user= | memories?user=&status=&category=&has=&limit=&offset=
     GET  /memory/api/search?user=&q=&limit= | memory?id= | log?user=
     POST /memory/api/add | edit | archive | restore | erase     (JSON body)
 
@@ -543,10 +543,13 @@ class MemoryWeb:
         user = _user(data)
         limit = _int(data.get("limit"), "limit", default=self.page_size, lo=1, hi=MAX_LIMIT)
         offset = _int(data.get("offset"), "offset", default=0)
-        rows = await self.admin.list(user or "", status=_status(data.get("status")), limit=limit + 1, offset=offset)
+        status, category = _status(data.get("status")), _category(data.get("category"))
+        has = " ".join(str(data.get("has") or "").split())[:MAX_HAS]
+        rows = await self.admin.list(user or "", status=status, category=category, has=has, limit=limit + 1, offset=offset)
         return {
             "memories": [memory_dict(m) for m in rows[:limit]],
             "next_offset": offset + limit if len(rows) > limit else None,
+            "total": await self.admin.count(user or "", status=status, category=category, has=has),
         }
 
     async def _api_search(self, request: web.Request, data: Data) -> Any:

@@ -284,3 +284,15 @@ async def test_every_memory_holding_some_words_can_be_listed_not_only_the_best_f
         for literal in ("100%", "a_b", "\\"):  # LIKE's wildcards and escape match as themselves
             r = await c.get("/memory", params={"user": "alice", "has": literal})
             assert cards(r.text) == ["100% sure: a_b\\c"], literal
+
+
+async def test_the_api_lists_by_category_and_words_as_the_page_does(site: Site) -> None:
+    await _many(site, 45)
+    async with site.client() as c:
+        r = await c.get("/memory/api/memories", params={"user": "alice", "category": "identity", "has": "NUMBER 1", "limit": "50"})
+        assert r.status_code == 200
+        assert sorted(m["content"] for m in r.json()["memories"]) == sorted(
+            f"fact number {i}" for i in range(45) if i % 3 == 0 and str(i).startswith("1"))
+        assert r.json()["total"] == len(r.json()["memories"])
+        r = await c.get("/memory/api/memories", params={"user": "alice", "category": "nope"})
+        assert r.status_code == 400 and "unknown category" in r.json()["error"]
