@@ -342,7 +342,7 @@ class MemoryWeb:
         token = form.get("token")
         if not isinstance(token, str) or not self.auth.token_ok(token):
             await self._refused(request, "wrong token at login" if token else "empty login")
-            return _html(login_page(nonce, failed=True, t=t), nonce, status=401)
+            return _html(login_page(nonce, failed=True, t=t, back=safe_back(form.get("back"))), nonce, status=401)
         response = _redirect(safe_back(form.get("back")))
         self.auth.set_cookie(request, response, await self.auth.new_session())
         log.info("memory page: signed in", remote=request.remote)

@@ -82,6 +82,8 @@ async def test_signing_in_from_a_bookmarked_page_returns_to_it(site: Site) -> No
         assert r.status_code == 401
         back = re.search(r'name="back" value="([^"]*)"', r.text)
         assert back and back.group(1).replace("&amp;", "&") == "/memory?user=alice&status=archived"
+        r = await c.post("/memory/login", data={"token": "a-wrong-token-typed-first", "back": back.group(1).replace("&amp;", "&")})
+        assert r.status_code == 401 and 'name="back" value="/memory?user=alice&amp;status=archived"' in r.text  # kept on a retry
         r = await c.post("/memory/login", data={"token": TOKEN, "back": back.group(1).replace("&amp;", "&")})
         assert r.status_code == 303 and r.headers["Location"] == "/memory?user=alice&status=archived"
 
