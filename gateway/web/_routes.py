@@ -35,7 +35,7 @@ import secrets
 from datetime import UTC, datetime, tzinfo
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
-from urllib.parse import parse_qsl, urlencode, urlsplit
+from urllib.parse import parse_qsl, quote, urlencode, urlsplit
 
 import structlog
 from aiohttp import web
@@ -435,12 +435,14 @@ class MemoryWeb:
             spool.close()
             raise
         name = f"myclaw-memory-{_file_part(user)}-{now.date().isoformat()}.md"
+        # filename*: the user's own name (RFC 6266), for a name not in ASCII; filename for old clients.
+        named = quote(f"myclaw-memory-{user}-{now.date().isoformat()}.md", safe="")
         attachment = spool.attachment(name, MIME)
         size = attachment.size
         try:
             response = _security_headers(web.StreamResponse(headers={
                 "Content-Type": f"{MIME}; charset=utf-8",
-                "Content-Disposition": f'attachment; filename="{name}"',
+                "Content-Disposition": f"attachment; filename=\"{name}\"; filename*=UTF-8''{named}",
                 "Content-Length": str(size),
             }))
             await response.prepare(request)

@@ -298,3 +298,13 @@ async def test_the_api_lists_by_category_and_words_as_the_page_does(site: Site) 
         assert r.json()["total"] == len(r.json()["memories"])
         r = await c.get("/memory/api/memories", params={"user": "alice", "category": "nope"})
         assert r.status_code == 400 and "unknown category" in r.json()["error"]
+
+
+async def test_an_export_of_a_user_named_in_chinese_is_named_after_them(site: Site) -> None:
+    await site.add("张三", "张三养蜜蜂")
+    async with site.client() as c:
+        r = await c.get("/memory/export", params={"user": "张三"})
+    assert r.status_code == 200 and "张三养蜜蜂" in r.text
+    disposition = r.headers["Content-Disposition"]
+    assert disposition.startswith('attachment; filename="myclaw-memory-user-')  # ASCII for old clients
+    assert "filename*=UTF-8''myclaw-memory-%E5%BC%A0%E4%B8%89-" in disposition
