@@ -205,6 +205,7 @@ class App:
         self.loop: ProcessLoop | None = None
         self.recent_files: RecentFiles | None = None  # set by open() when agent.documents is on
         self.http: Any = None  # gateway.http.HttpServer, only when a channel or the memory page needs it
+        self.memory_web: Any = None  # gateway.web.MemoryWeb, when the memory page is served
         # Hook points (see the module docstring).
         self.extraction: Service | None = None
         self.cron: Service | None = None
@@ -287,6 +288,11 @@ class App:
                 cache_rows=cfg.gateway.history_cache_rows,
             )
         sessions = self.sessions
+        if self.memory_web is not None:
+            from .web import AdminStore
+
+            # Sign-ins outlive a restart (before start(): no request comes sooner).
+            await self.memory_web.auth.attach(AdminStore(sessions.db))
         secrets = config_secrets(cfg)
 
         async def owner_of(msg: OutboundMessage) -> str:
@@ -461,9 +467,9 @@ class App:
         from .web import mount_memory_page
 
         assert self.backend is not None
-        mount_memory_page(
+        self.memory_web = mount_memory_page(
             self._http_server(), engine, self.backend.retriever, admin.token.get_secret_value(),  # type: ignore[attr-defined]
-            forget_history=self._forget_history,
+            forget_history=self._forget_history, tz=self.tz,
         )
         log.info("memory page enabled", path="/memory", host=self.cfg.gateway.host, port=self.cfg.gateway.port)
 
