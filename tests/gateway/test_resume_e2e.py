@@ -339,3 +339,29 @@ async def test_a_resumed_turn_over_the_rate_limit_is_not_tried_again_at_the_next
             await asyncio.wait_for(app.close(), 30)
         assert app.resumed is not None and app.resumed.answered == []
         assert len(llm.requests) == answered and len(tg.sent) == 2
+
+
+async def test_a_cron_job_missed_while_down_does_not_hide_the_cut_turn_of_its_chat(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    """Found by scripts/chaos_kill.py: the scheduler's catch-up at start (a
+    job whose minute passed while the gateway was down) ran before the cut
+    turns were looked for, and its rows, written in the same chat, left the
+    cut message no longer its chat's last row: never answered. Now both are
+    answered, once each, the cut turn first."""
+    async with FakeOpenAI(api_key=KEY, responder=_echo) as llm, FakeTelegram() as tg:
+        async with _telegram_app(tmp_path, clock, llm, tg) as app:
+            assert app._cron_store is not None
+            await app._cron_store.add(message="how is the garden?", channel="telegram", chat_id="42",
+                                      user="telegram:42", schedule="* * * * *", job_id="garden")
+            llm.queue_hold()
+            tg.push_text(42, 42, "is the launch on Thursday?")
+            await until(lambda: len(llm.requests) == 1, timeout=15)
+            await _crash(app)
+        clock.advance(120)  # the job's minute passed while down: it runs once at the start
+        async with _telegram_app(tmp_path, clock, llm, tg) as again:
+            await tg.wait_sent(2, timeout=15)
+            await _quiet(again)
+            assert again.resumed is not None and [r.content for r in again.resumed.answered] == [
+                "is the launch on Thursday?"]
+        assert [m.text for m in tg.sent] == ["re: is the launch on Thursday?", "re: how is the garden?"]
