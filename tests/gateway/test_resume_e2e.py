@@ -394,3 +394,29 @@ async def test_messages_queued_behind_a_turn_cut_by_a_crash_are_answered_after_t
             await _quiet(again)
         assert sorted(m.text for m in tg.sent) == ["re: also, book the room", "re: and who runs the demo?",
                                                    "re: is the launch on Thursday?"]
+
+
+async def test_a_reply_sent_whose_row_could_not_be_written_is_not_answered_again(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    """Found by scripts/chaos_kill.py --disk-full: the reply's Tier 0 row
+    failed (the disk full), the reply went out all the same, and the next
+    start took the message for a cut turn and answered it a second time.
+    The user row is marked answered instead (an update, which a full disk
+    still takes where an insert fails)."""
+    async with FakeOpenAI(api_key=KEY, responder=_echo) as llm, FakeTelegram() as tg:
+        async with _telegram_app(tmp_path, clock, llm, tg) as app:
+            with sqlite3.connect(tmp_path / "data" / "gateway.db") as db:  # only the reply's row fails, for real
+                db.execute("CREATE TRIGGER full BEFORE INSERT ON session_messages WHEN NEW.role = 'assistant' "
+                           "BEGIN SELECT RAISE(ABORT, 'database or disk is full'); END")
+            tg.push_text(42, 42, "is the launch on Thursday?")
+            await tg.wait_sent(1, timeout=15)
+            await _quiet(app)
+            await _crash(app)
+        with sqlite3.connect(tmp_path / "data" / "gateway.db") as db:
+            db.execute("DROP TRIGGER full")  # space is back
+        clock.advance(60)
+        async with _telegram_app(tmp_path, clock, llm, tg) as again:
+            await _quiet(again)
+            assert again.resumed is not None and again.resumed.answered == []
+        assert [m.text for m in tg.sent] == ["re: is the launch on Thursday?"]
