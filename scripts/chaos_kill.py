@@ -38,8 +38,10 @@ import asyncio
 import contextlib
 import fcntl
 import json
+import logging
 import os
 import random
+import resource
 import re
 import signal
 import socket
@@ -266,10 +268,44 @@ async def feishu_pusher(world: World, fs: FakeFeishu, stop: asyncio.Event) -> No
             world.feishu_waiting.pop(0)
 
 
-async def start_gateway(home: Path, log: Any) -> asyncio.subprocess.Process:
+async def start_gateway(home: Path, log: Any, fsize: int | None = None) -> asyncio.subprocess.Process:
+    """``fsize``: no file the gateway writes may grow past it (RLIMIT_FSIZE:
+    a write past it fails with EFBIG, as on a full disk; Python ignores
+    SIGXFSZ, so the process lives on)."""
+    def limit() -> None:
+        if fsize is not None:
+            resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, resource.getrlimit(resource.RLIMIT_FSIZE)[1]))
+
     return await asyncio.create_subprocess_exec(
         *myclaw("gateway", "--log-level", "INFO"), cwd=str(ROOT), env=env_for(home),
-        stdout=log, stderr=log, start_new_session=True)
+        stdout=log, stderr=log, start_new_session=True, preexec_fn=limit)
+
+
+async def disk_full(home: Path, tg: FakeTelegram, seconds: float, margin: int) -> dict[str, Any]:
+    """The gateway on a "full disk": every file may grow ``margin`` bytes
+    past the largest data file (so memory.db, gateway.db, the buffer and
+    their WALs soon cannot grow), with traffic, for ``seconds``; then
+    SIGTERM. What it logged about the writes that failed is counted."""
+    data = home / "data"
+    largest = max(f.stat().st_size for f in data.iterdir() if f.is_file())
+    with open(home / "gateway-diskfull.log", "wb") as log:
+        before = tg.counts["sendmessage"]
+        proc = await start_gateway(home, log, fsize=largest + margin)
+        await asyncio.sleep(seconds)
+        proc.send_signal(signal.SIGTERM)
+        try:
+            code = await asyncio.wait_for(proc.wait(), 60)
+        except TimeoutError:
+            proc.kill()
+            code = await proc.wait()
+    events: Counter[str] = Counter()
+    for line in (home / "gateway-diskfull.log").read_text(errors="replace").splitlines():
+        with contextlib.suppress(ValueError):
+            doc = json.loads(line)
+            if doc.get("level") in ("warning", "error", "critical"):
+                events[str(doc.get("event"))[:90]] += 1
+    return {"limit_bytes": largest + margin, "exit": code, "replies_sent": tg.counts["sendmessage"] - before,
+            "warnings": dict(events.most_common(8))}
 
 
 async def _first_poll(tg: FakeTelegram, before: int, proc: asyncio.subprocess.Process) -> None:
@@ -302,7 +338,15 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     stop = asyncio.Event()
     tasks = [asyncio.create_task(traffic(world, tg, fs, stop)), asyncio.create_task(feishu_pusher(world, fs, stop))]
     started = time.monotonic()
-    with open(home / "gateway.log", "ab") as log:
+    proc: asyncio.subprocess.Process | None = None
+    full: dict[str, Any] | None = None
+    with open(home / "gateway.log", "ab") as log, contextlib.ExitStack() as cleanup:
+        # the script itself failing leaves no gateway running
+        def kill_left() -> None:
+            if proc is not None and proc.returncode is None:
+                os.kill(proc.pid, signal.SIGKILL)
+
+        cleanup.callback(kill_left)
         for rnd in range(args.rounds):
             polls = tg.counts["getupdates"]
             proc = await start_gateway(home, log)
@@ -324,6 +368,10 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             feishu_seen = len(fs.sent)
             for v in await asyncio.to_thread(check, home):
                 violations.append(f"round {rnd}: {v}")
+        if args.disk_full:
+            full = await disk_full(home, tg, args.disk_full, args.disk_margin)
+            for v in await asyncio.to_thread(check, home):
+                violations.append(f"disk full: {v}")
         # the last run: no kill; traffic stops, everything pushed is answered
         stop.set()
         proc = await start_gateway(home, log)
@@ -355,16 +403,27 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     never = sorted(t for t in world.pushed if not world.answers[t])
     reasons = why_unanswered(home, never)
     undocumented = [t for t in never if not reasons[t].endswith("(documented)")]
+    # (with every update confirmed and every Feishu event acknowledged, "not in Tier 0" means the message
+    # was on the gateway's in-memory bus, queued behind its chat's turn, when the process died)
     if twice:
         violations.append(f"{len(twice)} messages answered more than once: {twice[:5]}")
     if undocumented:
         violations.append(f"{len(undocumented)} messages never answered: "
                           + ", ".join(f"{t} ({reasons[t]})" for t in undocumented[:5]))
     # cron: one run per job and minute slot (a catch-up at start counts for the slot it makes up)
-    slots = Counter(int((t - started) // 60) for t in world.cron_runs)
-    doubled = {k: n for k, n in slots.items() if n > 1}
-    if doubled:
-        violations.append(f"cron ran more than once in one minute: {doubled}")
+    # A second reply in one minute is the documented at-least-once window
+    # (gateway/cron.py) when a kill followed the first within 2 s: the run
+    # was sent but not yet recorded.
+    by_minute: dict[int, list[float]] = defaultdict(list)
+    for t in world.cron_runs:
+        by_minute[int((t - started) // 60)].append(t)
+    cron_twice = {"documented": 0, "undocumented": 0}
+    for runs in by_minute.values():
+        for first in sorted(runs)[:-1]:
+            window = any(first <= k <= first + 2.0 for k in kills)
+            cron_twice["documented" if window else "undocumented"] += 1
+    if cron_twice["undocumented"]:
+        violations.append(f"cron ran twice in one minute with no kill after the first run: {cron_twice['undocumented']}")
     await tg.stop()
     await fs.stop()
     await llm.stop()
@@ -387,10 +446,12 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         "telegram_updates_pending": tg.pending_updates,
         "feishu_events_unacknowledged": len(world.feishu_waiting),
         "cron_runs": len(world.cron_runs),
+        "cron_second_runs_in_a_minute": cron_twice,
         "facts": facts,
         "still_buffered": buffered,
         "extraction_calls": sum(1 for r in llm.requests if r.get("response_format")),
         "seconds": round(time.monotonic() - started, 1),
+        "disk_full": full,
         "violations": violations,
         "home": str(home) if args.keep else None,
     }
@@ -406,9 +467,14 @@ def main() -> None:
     ap.add_argument("--early", type=float, default=0.15, help="share of kills during start-up (0.5-3 s after spawn)")
     ap.add_argument("--drain", type=float, default=120.0, help="seconds the last run may take to answer everything")
     ap.add_argument("--settle", type=float, default=3.0, help="seconds the last run goes on after that")
+    ap.add_argument("--disk-full", type=float, default=0.0, metavar="SECONDS",
+                    help="before the last run, run the gateway this long with its files unable to grow (RLIMIT_FSIZE)")
+    ap.add_argument("--disk-margin", type=int, default=16384, help="bytes a file may grow past the largest data file")
     ap.add_argument("--keep", metavar="DIR", help="the gateway's home (kept, with gateway.log) instead of a temp dir")
     ap.add_argument("--json", type=Path, help="also write the result to this file")
     args = ap.parse_args()
+    # a kill cuts the fakes' requests short: aiohttp logs each as an error, which is the point here
+    logging.getLogger("aiohttp").setLevel(logging.CRITICAL)
     result = asyncio.run(run(args))
     text = json.dumps(result, indent=2, ensure_ascii=False)
     print(text)
