@@ -654,7 +654,7 @@ class App:
         self._open_health()  # after the channels: a webhook may have made the HTTP server
         if not channels and not self.failed_channels:
             raise ConfigError(NO_CHANNEL)
-        for svc in (self.extraction, self.cron, self.vectorizer):
+        for svc in (self.extraction, self.vectorizer):
             if svc is not None:
                 await svc.start()
                 self._started_services.append(svc)
@@ -692,6 +692,13 @@ class App:
             await self._start_channels(channels, delivery)
         finally:
             self.loop.resume_gate.set()
+        # Last: its catch-up (the jobs missed while down) writes rows in their
+        # chats, which before the resume above would hide a cut turn there
+        # (no longer its chat's last row: never answered); now such a job
+        # waits behind the resumed turn in its chat's queue.
+        if self.cron is not None:
+            await self.cron.start()
+            self._started_services.append(self.cron)
 
     async def _start_channels(self, channels: list[BaseChannel], delivery: Delivery) -> None:
         try:

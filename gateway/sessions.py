@@ -756,8 +756,9 @@ class SessionStore:
 
     async def mark_apologised(self, key: str, message_id: str) -> int:
         """Record that the user's message ``message_id`` in the chat's
-        current session was answered with an apology (its row's context
-        becomes :data:`APOLOGISED`): the next start leaves it alone. How
+        current session was answered with an apology, or with a reply whose
+        own row could not be written (its row's context becomes
+        :data:`APOLOGISED`): the next start leaves it alone. How
         many rows; 0 when it was never stored."""
         if not message_id:
             return 0
