@@ -317,6 +317,7 @@ class Kind:
     open_at: Callable[[Path, Sequence[Migration]], Awaitable[Database]]  # as the code of that version did
     current: Callable[[Path], Any]  # the current code's opener: an async context manager of its Database
     file: str = "data.db"
+    role: str = ""  # its name in Paths.data_files and in a backup
     rewritten: frozenset[tuple[str, str]] = frozenset()  # (table, column) a later migration fills in
 
 
@@ -324,13 +325,13 @@ KINDS = {
     k.name: k
     for k in [
         Kind("memory.db", MIGRATIONS, MEMORY_ERAS, "MEMORY_ERAS",
-             lambda p, ms: _open_memory_at(p, ms, BUFFER_MIGRATIONS), _engine, "memory.db"),
+             lambda p, ms: _open_memory_at(p, ms, BUFFER_MIGRATIONS), _engine, "memory.db", "memory"),
         Kind("memory.buffer.db", BUFFER_MIGRATIONS, BUFFER_ERAS, "BUFFER_ERAS",
-             lambda p, ms: _open_memory_at(p, MIGRATIONS, ms), _engine, "memory.db"),
+             lambda p, ms: _open_memory_at(p, MIGRATIONS, ms), _engine, "memory.db", "buffer"),
         Kind("gateway.db", SESSION_MIGRATIONS, GATEWAY_ERAS, "GATEWAY_ERAS",
-             lambda p, ms: Database.open(p, ms), _sessions, "gateway.db",
+             lambda p, ms: Database.open(p, ms), _sessions, "gateway.db", "gateway",
              rewritten=frozenset({("outbox", "extra")})),
-        Kind("cron.db", CRON_MIGRATIONS, CRON_ERAS, "CRON_ERAS", lambda p, ms: Database.open(p, ms), _cron, "cron.db"),
+        Kind("cron.db", CRON_MIGRATIONS, CRON_ERAS, "CRON_ERAS", lambda p, ms: Database.open(p, ms), _cron, "cron.db", "cron"),
     ]
 }
 
@@ -394,6 +395,30 @@ async def check_current(kind: Kind, path: Path, written: list[Row]) -> None:
 
 def _prefixes() -> list[tuple[str, int]]:
     return [(k.name, n) for k in KINDS.values() for n in range(len(k.migrations) + 1)]
+
+
+def test_every_list_of_migrations_and_every_data_file_is_tested_here() -> None:
+    """A new database (a module-level ``list[Migration]``) or a new data
+    file backed up must come with a :class:`Kind` in :data:`KINDS`."""
+    import importlib
+    import re
+
+    from gateway.backup import schema_versions
+    from gateway.config import Config, Paths
+
+    root = Path(__file__).parent.parent
+    lists = {}
+    for package in ("gateway", "memory", "channels"):
+        for source in (root / package).rglob("*.py"):
+            for name in re.findall(r"^(\w+): list\[Migration\] =", source.read_text(encoding="utf-8"), re.M):
+                module = ".".join(source.relative_to(root).with_suffix("").parts)
+                lists[f"{module}.{name}"] = getattr(importlib.import_module(module), name)
+    tested = [k.migrations for k in KINDS.values()]
+    untested = [where for where, found in lists.items() if not any(found is t for t in tested)]
+    assert not untested, f"add a Kind to KINDS in {__file__} for {untested}"
+    assert len(lists) == len(KINDS)
+    roles = set(Paths(Path("/nonexistent")).data_files(Config()))
+    assert roles == set(schema_versions()) == {k.role for k in KINDS.values()}
 
 
 def test_every_migration_has_representative_rows() -> None:
