@@ -872,6 +872,18 @@ async def _storage(path: Path) -> AsyncIterator[None]:
     except SchemaTooNew as exc:
         raise StorageError(f"{path}: {exc}") from None
     except sqlite3.DatabaseError as exc:
+        code = getattr(exc, "sqlite_errorcode", 0) & 0xFF
+        # Often an upgrade's migration meeting a full disk: the file is
+        # fine (the step rolled back), so not the advice for a damaged one.
+        if code in (sqlite3.SQLITE_FULL, sqlite3.SQLITE_IOERR):
+            raise StorageError(
+                f"{path}: cannot write it ({exc}): the disk is full (or failing); free some space and start again "
+                "(the file is as it was: a change cut short is rolled back, and an upgrade resumes)"
+            ) from None
+        if code in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
+            raise StorageError(
+                f"{path}: another process kept it locked ({exc}): wait for it (a `myclaw memory` job?) and start again"
+            ) from None
         raise StorageError(
             f"{path}: cannot open it as a myclaw database ({exc}); restore it from a backup or move it aside"
         ) from None
