@@ -258,6 +258,11 @@ GATEWAY_ERAS: dict[str, Era] = {
     ],
     "_m012_message_context": lambda v: _chat(v, context=True),
     "_m013_sender_names": lambda v: _chat(v, context=True, sender_name=True),
+    "_m014_admin_sessions": lambda v: [
+        *_chat(v, context=True, sender_name=True),
+        ("admin_sessions", {"id_hash": f"{v:064x}", "expires_at": 1_700_000_000 + v}),
+        ("admin_failures", {"who": f"127.0.0.{v}", "at": 1_700_000_000.25 + v}),
+    ],
 }
 
 
