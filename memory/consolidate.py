@@ -30,6 +30,7 @@ from .forgetting import retire_entries_on
 from .llm import Candidate, Fact
 from .hybrid import HybridRetriever
 from .retrieval import Retriever
+from .scope import Chat, said_in
 from .types import Memory, NewMemory, Provenance, Source
 
 __all__ = ["MAX_REFS", "Applied", "CandidateSet", "Consolidator", "merged_refs"]
@@ -120,15 +121,21 @@ class Consolidator:
         self.per_query = per_query
         self.max_queries = max_queries
 
-    async def candidates(self, owner: str, texts: Sequence[str]) -> CandidateSet:
-        """The owner's Tier 2 facts that the texts are most about."""
+    async def candidates(self, owner: str, texts: Sequence[str], *, group: Chat | None = None) -> CandidateSet:
+        """The owner's Tier 2 facts that the texts are most about. ``group``:
+        the texts were said in that group chat; only the owner's facts that
+        group may read are candidates (memory/scope.py): shown the member's
+        private facts to merge with, the model copies their words into a
+        new fact of the group ("sertraline 50mg")."""
         best: dict[int, float] = {}
         asked = list(texts)[-self.max_queries :]
         prepare = getattr(self.retriever, "prepare", None)
         if prepare is not None:  # hybrid recall: the texts' vectors in one request
             await prepare(asked)
         for text in asked:
-            for hit in await self.retriever.retrieve(owner, text, limit=self.per_query):
+            found = (await self.retriever.retrieve(owner, text, limit=self.per_query) if group is None else
+                     await self.retriever.retrieve(owner, text, limit=self.per_query, private=False, chat=group))
+            for hit in found:
                 best[hit.id] = max(best.get(hit.id, 0.0), hit.score)
         ranked = sorted(best, key=lambda i: -best[i])
         mems = await self.engine.get_many(ranked)
@@ -136,7 +143,7 @@ class Consolidator:
         # _global memories or the Tier 1 profile (refreshed weekly from Tier 2).
         chosen = [
             mems[i] for i in ranked if i in mems and mems[i].owner == owner and mems[i].tier == 2
-            and mems[i].status.value == "active"
+            and mems[i].status.value == "active" and (group is None or said_in(mems[i].provenance, group))
         ]
         return CandidateSet(tuple(chosen[: self.max_candidates]))
 

@@ -173,13 +173,13 @@ def test_merged_refs_dedupes_keeps_order_and_caps() -> None:
     assert len(got) == MAX_REFS
 
 
-async def test_a_group_fact_that_rewrites_a_private_one_is_not_read_in_the_group(
+async def test_a_group_batch_cannot_rewrite_a_private_fact_and_a_private_rewrite_leaves_the_group(
     engine: MemoryEngine, clock: ManualClock, fake: FakeOpenAI, llm: MemoryLLM
 ) -> None:
-    """The model rewrites a fact told in a private chat with words said in
-    a group ("updates"): the new fact may carry the private one's words
-    (the dose), so it names no chat any group reads (memory/scope.py); the
-    private chat still has it. One said in the group alone keeps the group."""
+    """A group's batch is not shown the member's private facts (the dose),
+    so it can neither copy nor rewrite them; a private chat's batch that
+    rewrites a group's fact ("updates") may carry private words into it, so
+    the new fact names no chat any group reads (memory/scope.py)."""
     mem, svc = SqliteMemory(engine), ExtractionService(engine, llm)
     fake.queue_reply(reply([{"content": "Alice takes sertraline 50mg for depression", "lines": [1]}]))
     await mem.buffer(turns("alice", ("I take sertraline 50mg for my depression", "ok"), chat="100"))
@@ -187,15 +187,26 @@ async def test_a_group_fact_that_rewrites_a_private_one_is_not_read_in_the_group
     assert rep.ok
     clock.advance(timedelta(hours=1))
     fake.queue_reply(reply([
-        {"content": "Alice is switching from sertraline 50mg to a new medication next week", "updates": 1, "lines": [1]},
+        {"content": "Alice is switching off sertraline next week", "updates": 1, "lines": [1]},
         {"content": "Alice leads the Friday release", "lines": [1]},
     ]))
     await mem.buffer(turns("alice", ("I'm switching off sertraline next week, and I lead the Friday release", "ok"),
                            chat="-5", start=10))
     [rep] = await svc.flush_now("alice")
-    assert rep.ok and "1. [" in user_prompt(fake.requests[-1])  # the private fact was a candidate
+    sent = user_prompt(fake.requests[-1])
+    assert rep.ok and "50mg" not in sent and "Existing memories:\n(none)" in sent
+    assert rep.superseded == []  # "updates": 1 pointed at nothing it was shown
     group = {h.content for h in await mem.search("alice", "sertraline medication release Friday", private=False,
                                                 chat=("telegram", "-5"))}
-    assert group == {"Alice leads the Friday release"}
-    mine = {h.content for h in await mem.search("alice", "sertraline medication", private=True)}
-    assert "Alice is switching from sertraline 50mg to a new medication next week" in mine
+    assert group == {"Alice is switching off sertraline next week", "Alice leads the Friday release"}
+    clock.advance(timedelta(hours=1))
+    fake.queue_reply(reply([{"content": "Alice leads the Friday release, on sertraline 25mg", "updates": 1,
+                             "lines": [1]}]))
+    await mem.buffer(turns("alice", ("I still lead the Friday release, dose now 25mg", "ok"), chat="100", start=20))
+    [rep] = await svc.flush_now("alice")
+    assert rep.ok and len(rep.superseded) == 1
+    group = {h.content for h in await mem.search("alice", "sertraline release Friday", private=False,
+                                                chat=("telegram", "-5"))}
+    assert not any("25mg" in c for c in group)
+    mine = {h.content for h in await mem.search("alice", "sertraline release", private=True)}
+    assert "Alice leads the Friday release, on sertraline 25mg" in mine
