@@ -11,6 +11,12 @@ no one chat (daily and weekly summaries drawn from several chats, notes
 saved on the memory page or imported from files) stay out of every group.
 A summary drawn from one group's words only keeps that group's name
 (memory/compression.py), so it is read there.
+
+The same rule holds when memory learns: the memory model, learning from a
+group's turns or day (memory/extraction.py, memory/compression.py), is
+shown as existing facts only those the group may read, so a new group
+fact cannot copy a private one's words. Tier 1 may be drawn from a
+member's group facts: it is their own words, read by them alone.
 """
 
 from __future__ import annotations

@@ -558,3 +558,22 @@ async def test_a_weekly_merge_never_reads_a_private_fact_beside_a_groups(
     await Compressor(engine, llm).weekly()
     assert len(merged) == 2
     assert all(("private fact" in p) != ("group fact" in p) for p in merged)
+
+
+async def test_core_memory_drawn_from_a_group_fact_is_read_in_private_only(
+    engine: MemoryEngine, fake: FakeOpenAI, llm: MemoryLLM
+) -> None:
+    """The member's own words in a group may become their Core Memory: it is
+    shown to them alone (their private chats), never in a group, this one
+    included (memory/scope.py); the group keeps reading the fact itself."""
+    team = Provenance(channel="feishu", chat_id="oc_team", group=True)
+    await engine.add(NewMemory(owner="alice", content="Alice leads the atlas release", category=Category.DECISION,
+                               importance=0.9, provenance=team))
+    fake.queue_reply(json.dumps({"entries": [{"content": "Leads the atlas release", "category": "decision",
+                                              "facts": [1]}]}))
+    assert (await Compressor(engine, llm).weekly()).promoted == 1
+    mem = SqliteMemory(engine)
+    assert "Leads the atlas release" in await mem.profile("alice")
+    assert "Leads the atlas release" not in await mem.profile("alice", private=False)
+    there = [h.content for h in await mem.search("alice", "atlas release", private=False, chat=("feishu", "oc_team"))]
+    assert there == ["Alice leads the atlas release"]
