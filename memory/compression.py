@@ -350,6 +350,10 @@ class Compressor:
         project, topic = rows[0].project, rows[0].topic
         # The span is dated on the owner's calendar, as their events are.
         zone = await owner_zone(self.zone_of, owner, self.tz)
+        # A fact is written as one chat's only when the whole call read that
+        # chat's facts alone: the model may put any fact's words it was
+        # shown into any fact it writes, whatever it says it merged.
+        read = _one_chat(rows)
         async with self.engine.db.transaction() as conn:
             if not await self._all_active(conn, [m.id for m in rows]):
                 return  # changed while the model was thinking; next week
@@ -372,8 +376,8 @@ class Compressor:
                         source=Source.COMPRESSION,
                         provenance=Provenance(
                             # Merged from one chat's facts: still that chat's (memory/scope.py).
-                            *_one_chat(srcs),
-                            group=all(in_group(s.provenance) for s in srcs) and bool(_one_chat(srcs)[1]),
+                            *read,
+                            group=bool(read[1]) and all(in_group(s.provenance) for s in srcs),
                             date_from=local_day(min(s.created_at for s in srcs), zone),
                             date_to=local_day(max(s.created_at for s in srcs), zone),
                             refs=tuple(f"m:{s.id}" for s in srcs),

@@ -577,3 +577,31 @@ async def test_core_memory_drawn_from_a_group_fact_is_read_in_private_only(
     assert "Leads the atlas release" not in await mem.profile("alice", private=False)
     there = [h.content for h in await mem.search("alice", "atlas release", private=False, chat=("feishu", "oc_team"))]
     assert there == ["Alice leads the atlas release"]
+
+
+async def test_a_merge_that_read_several_chats_writes_facts_no_group_reads(
+    engine: MemoryEngine, fake: FakeOpenAI, llm: MemoryLLM
+) -> None:
+    """A Feishu group's facts from before the chat's kind was kept look like
+    a private chat's, so they may share a merge call with private facts:
+    what that call writes names no chat, even when it says it came from
+    the group's facts alone."""
+    team = Provenance(channel="feishu", chat_id="oc_team")  # no kind recorded
+    await engine.add_many(
+        (NewMemory(owner="alice", content=f"atlas deploy fact number {i}", project="atlas", topic="deploy",
+                   category=Category.DECISION, provenance=team if i <= 6 else Provenance(channel="feishu",
+                                                                                         chat_id="oc_alice")), None)
+        for i in range(1, 11)
+    )
+
+    def responder(body: dict[str, Any]) -> Reply:
+        if kind(body) == "profile":
+            return Reply(json.dumps({"entries": []}))
+        facts = [{"content": "atlas deploy facts 1-2 merged", "from": [1, 2]}]
+        facts += [{"content": f"atlas deploy fact number {i}", "from": [i]} for i in range(3, 11)]
+        return Reply(json.dumps({"facts": facts}))
+
+    fake.responder = responder
+    assert (await Compressor(engine, llm).weekly()).created == 1
+    [merged] = [m for m in await engine.list_memories("alice", limit=100) if m.content.endswith("merged")]
+    assert merged.provenance.chat_id == ""
