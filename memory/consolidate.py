@@ -30,7 +30,7 @@ from .forgetting import retire_entries_on
 from .llm import Candidate, Fact
 from .hybrid import HybridRetriever
 from .retrieval import Retriever
-from .scope import Chat, said_in
+from .scope import Chat, in_group, said_in
 from .types import Memory, NewMemory, Provenance, Source
 
 __all__ = ["MAX_REFS", "Applied", "CandidateSet", "Consolidator", "merged_refs"]
@@ -217,7 +217,10 @@ class Consolidator:
                     )
                     continue
             if same is not None and (replaced is None or same.id != replaced.id):
-                await self._reinforce(conn, same, fact, words, prov.refs)
+                # A group searches its facts by their source words: another
+                # chat's words (a private one) must not join a group's fact.
+                heard = words if not in_group(same.provenance) or _chat(same.provenance) == _chat(prov) else ""
+                await self._reinforce(conn, same, fact, heard, prov.refs)
                 out.reinforced.append(same.id)
                 await write_log(
                     conn, at=at, job=job, owner=owner, action="reinforce", memory_id=same.id,

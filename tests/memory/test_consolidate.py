@@ -210,3 +210,22 @@ async def test_a_group_batch_cannot_rewrite_a_private_fact_and_a_private_rewrite
     assert not any("25mg" in c for c in group)
     mine = {h.content for h in await mem.search("alice", "sertraline release", private=True)}
     assert "Alice leads the Friday release, on sertraline 25mg" in mine
+
+
+async def test_a_private_restatement_of_a_groups_fact_adds_no_words_the_group_searches(
+    engine: MemoryEngine, clock: ManualClock, fake: FakeOpenAI, llm: MemoryLLM
+) -> None:
+    """A fact's source words are indexed: a group's search finds its fact by
+    them. Said again in private, with private words around it, the group's
+    fact is reinforced but does not take those words."""
+    mem, svc = SqliteMemory(engine), ExtractionService(engine, llm)
+    fake.queue_reply(reply([{"content": "Alice drinks chamomile tea", "lines": [1]}]))
+    await mem.buffer(turns("alice", ("I drink chamomile tea", "ok"), chat="-5"))
+    [rep] = await svc.flush_now("alice")
+    [tea] = rep.added
+    clock.advance(timedelta(hours=1))
+    fake.queue_reply(reply([{"content": "Alice drinks chamomile tea", "same_as": 1, "lines": [1]}]))
+    await mem.buffer(turns("alice", ("chamomile tea calms my panic attacks", "ok"), chat="100", start=10))
+    [rep] = await svc.flush_now("alice")
+    assert rep.reinforced == [tea]
+    assert await mem.search("alice", "panic attacks", private=False, chat=("telegram", "-5")) == []
