@@ -356,7 +356,9 @@ class StoredMessage:
     context: str = ""  # a user message's TurnContext (gateway/resume.py), JSON; "" when not kept; or APOLOGISED
     sender_name: str = ""  # the sender's display name when it was said; "" when unknown
 
-    def turn(self) -> Turn:
+    def turn(self, *, group: bool = False) -> Turn:
+        """For memory; ``group``: the chat is a group (Tier 0 does not keep
+        that with every row: gateway/loop.py knows it)."""
         return Turn(
             owner=self.owner,
             channel=self.channel,
@@ -366,6 +368,7 @@ class StoredMessage:
             sender_id=self.sender_id,
             message_id=self.message_id,
             at=parse_ts(self.created_at),
+            group=group,
         )
 
 

@@ -149,6 +149,12 @@ BUFFER_ERAS: dict[str, Era] = {
                                "content": f"carol's {word(v)} is too long to learn", "token_count": 9000,
                                "created_at": at(v), "set_aside_at": at(v, 9)}),
     ],
+    "_buffer_v3_in_group": lambda v: [
+        ("extraction_buffer", {"id": 1000 + v, "owner": "feishu:ou_carol", "channel": "feishu", "chat_id": "oc_team",
+                               "sender_id": "ou_carol", "message_id": f"om_{v}", "role": "user",
+                               "content": f"carol's {word(v)} is on the team board", "token_count": 8,
+                               "created_at": at(v), "in_group": 1}),
+    ],
 }
 
 # The buffer moved into its own file with this memory.db version.
