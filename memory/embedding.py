@@ -5,7 +5,8 @@ Every vector handed out is a float32 1-D array of unit length, so cosine
 similarity is a plain dot product for the vector index.
 
 :class:`CachedEmbedder` keeps vectors in ``embedding_cache`` keyed by the
-SHA-256 of the exact text and the model, so the write path never pays twice
+SHA-256 of the exact text and the model (with the ``dimensions`` asked
+of it, if any), so the write path never pays twice
 for the same words. The read path (a chat message's query) passes
 ``persist=False``: it must not write the database on the reply's critical
 path, so its vectors stay in a small in-process LRU instead.
@@ -39,6 +40,7 @@ __all__ = [
     "HttpEmbedder",
     "blob_to_vector",
     "text_hash",
+    "vector_model",
     "vector_to_blob",
 ]
 
@@ -77,6 +79,13 @@ def blob_to_vector(b: bytes) -> np.ndarray:
         raise ValueError(f"vector blob of {len(b)} bytes is not float32")
     # A native, writable copy: frombuffer alone is read-only and borrows ``b``.
     return np.frombuffer(b, dtype="<f4").astype(np.float32)
+
+
+def vector_model(model: str, dimensions: int | None) -> str:
+    """The name vectors are stored under: the model, and the size asked of
+    it, since one model cut to two sizes gives vectors that cannot be
+    compared (``text-embedding-3-small@512``)."""
+    return model if dimensions is None else f"{model}@{dimensions}"
 
 
 def text_hash(text: str) -> str:
@@ -192,6 +201,10 @@ class CachedEmbedder:
     def __init__(self, inner: Embedder, db: Database, clock: Clock, *, memory_items: int = 2048) -> None:
         self.inner = inner
         self.model = inner.model
+        # Cache rows are keyed by the size asked for too: after a change of
+        # ``dimensions`` the old size's rows would otherwise be handed out
+        # (and stored as the new size's vectors) until a miss told the size.
+        self.key = vector_model(inner.model, getattr(inner, "dimensions", None))
         self.db = db
         self.clock = clock
         self.memory_items = memory_items
@@ -222,7 +235,7 @@ class CachedEmbedder:
             rows = await self.db.reader.execute_fetchall(
                 f"SELECT text_hash, dimension, vector FROM embedding_cache"
                 f" WHERE model = ? AND text_hash IN ({','.join('?' * len(chunk))})",
-                [self.model, *chunk],
+                [self.key, *chunk],
             )
             for row in rows:
                 blob = bytes(row["vector"])
@@ -293,7 +306,7 @@ class CachedEmbedder:
                 await conn.executemany(
                     "INSERT OR REPLACE INTO embedding_cache"
                     " (text_hash, model, dimension, vector, created_at, last_used_at) VALUES (?, ?, ?, ?, ?, ?)",
-                    [(k, self.model, len(v), vector_to_blob(v), now, now) for k, v in fresh.items()],
+                    [(k, self.key, len(v), vector_to_blob(v), now, now) for k, v in fresh.items()],
                 )
             if hits:
                 # An upsert, not an UPDATE: a hit from the LRU (the read path
@@ -302,7 +315,7 @@ class CachedEmbedder:
                     "INSERT INTO embedding_cache"
                     " (text_hash, model, dimension, vector, created_at, last_used_at) VALUES (?, ?, ?, ?, ?, ?)"
                     " ON CONFLICT (text_hash, model) DO UPDATE SET last_used_at = excluded.last_used_at",
-                    [(k, self.model, len(v), vector_to_blob(v), now, now) for k, v in hits.items()],
+                    [(k, self.key, len(v), vector_to_blob(v), now, now) for k, v in hits.items()],
                 )
 
     async def prune(self, *, unused_days: int) -> int:

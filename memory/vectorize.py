@@ -99,7 +99,10 @@ class Vectorizer:
             upto = min(end, self._cursor + self.window)
             need = self.batch_size - len(todo)
             asked = need + len(self.refused)
-            raw = await self.index.pending(asked, after=self._cursor, upto=upto)
+            # The size of the endpoint's latest answer, once there is one:
+            # vectors of another size (it changed what it serves) are redone.
+            raw = await self.index.pending(asked, after=self._cursor, upto=upto,
+                                           dimension=getattr(self.embedder, "dimension", None))
             rows = [p for p in raw if self.refused.get(p.memory_id, ("",))[0] != p.content_hash]
             todo += rows[:need]
             # Continue after the last memory taken, or after the last one read

@@ -113,3 +113,20 @@ async def test_a_fact_saved_or_extracted_is_found_by_meaning_at_once(tmp_path: P
         clock.advance(200)
         assert [r.ok for r in await app.extraction.tick()] == [True]
         assert await embedded(2)
+
+
+async def test_a_new_dimensions_setting_embeds_every_memory_again(tmp_path: Path) -> None:
+    """The operator changes ``dimensions`` of the same model: the cached
+    vectors of the old size must not be stored as the new size's, or every
+    query (of the new size) misses every memory (of the old one) for good."""
+    clock = ManualClock("2026-03-02T10:00:00Z")
+    async with running(tmp_path, clock, dimensions=256) as (app, fake):
+        await seed(app)
+    async with running(tmp_path, clock, dimensions=128) as (app, fake):
+        assert await app.vectorizer.drain() == 3
+        rows = await app.backend.engine.db.fetchall(  # type: ignore[union-attr]
+            "SELECT DISTINCT length(vector) FROM memory_vectors WHERE model = 'fake-embed@128'"
+        )
+        assert [r[0] for r in rows] == [4 * 128]
+        await say(app, clock, "what colour is my car?", "alice")
+        assert "Alice's automobile is a blue Tesla" in prompt_of(fake)

@@ -435,3 +435,15 @@ async def test_any_embedder_can_be_wrapped(db: Database, clock: ManualClock) -> 
     assert len(await rows(db)) == 3
     await cached.embed(["x", "y", "z"])
     assert len(inner.calls) == 2
+
+
+async def test_the_cache_is_keyed_by_the_dimensions_asked_for_too(
+    fake: FakeOpenAI, db: Database, clock: ManualClock
+) -> None:
+    async with HttpEmbedder(base_url=fake.url, api_key=KEY, model="m", dimensions=32) as emb:
+        await CachedEmbedder(emb, db, clock).embed(["same words"])
+    async with HttpEmbedder(base_url=fake.url, api_key=KEY, model="m", dimensions=16) as emb:
+        fresh = CachedEmbedder(emb, db, clock)  # a restart: nothing learnt yet
+        (v,) = await fresh.embed(["same words"])
+    assert v.shape == (16,) and len(fake.embedding_requests) == 2
+    assert sorted((r[1], r[2]) for r in await rows(db)) == [("m@16", 16), ("m@32", 32)]

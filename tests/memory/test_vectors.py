@@ -500,3 +500,24 @@ async def test_per_owner_store_counts_are_kept_only_while_a_load_races_them(
     hits = await index.search(["alice"], await vector_of(embedder, "car"), 5)
     assert hits[0][0] == car and "alice" in index._matrices
     assert index._generation == {}
+
+
+async def test_vectors_of_another_size_under_the_same_name_are_redone(
+    engine: MemoryEngine, embedder: CachedEmbedder, fake: FakeOpenAI
+) -> None:
+    """A database where vectors of the old size were stored under the new
+    size's name (before the cache was keyed by size) is repaired: the
+    index knows the size asked for, and the vectorizer the size served."""
+    car = await add(engine, "alice", "alice drives a blue automobile")
+    await Vectorizer(VectorIndex(engine.db, "m1@32"), embedder).drain()  # 64 stored as "@32"
+    index = VectorIndex(engine.db, "m1@32", dimension=32)
+    assert [p.memory_id for p in await index.pending()] == [car]
+    # Without a size configured, the endpoint's answer tells it.
+    fake.embedding_dim = 16
+    plain = VectorIndex(engine.db, "m1@32")
+    vz = Vectorizer(plain, embedder)
+    assert await plain.pending() == []
+    await vector_of(embedder, "a question the endpoint answers at 16")
+    assert await vz.drain() == 1
+    hits = await plain.search(["alice"], await vector_of(embedder, "which vehicle"), 3)
+    assert [i for i, _ in hits] == [car]
