@@ -55,7 +55,21 @@ _IN_CHUNK = 500  # text hashes per ``IN (...)``: under SQLite's 999-parameter fl
 
 
 class EmbeddingError(RuntimeError):
-    """No usable vectors: what failed, with a short excerpt, never the key."""
+    """No usable vectors: what failed, with a short excerpt, never the key.
+
+    ``endpoint`` is True when the endpoint is at fault, not the texts (down,
+    slow, rate-limiting, refusing the key, not speaking the API): asking
+    for each text alone cannot help then, and only adds to its load."""
+
+    def __init__(self, message: str, *, endpoint: bool = False) -> None:
+        super().__init__(message)
+        self.endpoint = endpoint
+
+
+def _endpoint_status(status: int) -> bool:
+    # 400/413/422 can be one text's fault (too long, empty, refused); the
+    # rest are the endpoint's or the configuration's, whatever is sent.
+    return status not in (400, 413, 422)
 
 
 class Embedder(Protocol):
@@ -174,16 +188,23 @@ class HttpEmbedder:
         try:
             resp = await self._client.post(self._url, json=body, headers=self._headers, timeout=self._timeout)
         except httpx.TimeoutException as exc:
-            raise EmbeddingError(f"embeddings: timeout after {self._timeout:g}s ({type(exc).__name__})") from exc
+            raise EmbeddingError(
+                f"embeddings: timeout after {self._timeout:g}s ({type(exc).__name__})", endpoint=True
+            ) from exc
         except httpx.HTTPError as exc:
-            raise EmbeddingError(f"embeddings: transport: {type(exc).__name__}: {self._excerpt(str(exc))}") from exc
+            raise EmbeddingError(
+                f"embeddings: transport: {type(exc).__name__}: {self._excerpt(str(exc))}", endpoint=True
+            ) from exc
         if resp.status_code != 200:
-            raise EmbeddingError(f"embeddings: HTTP {resp.status_code}: {self._excerpt(resp.text)}")
+            raise EmbeddingError(f"embeddings: HTTP {resp.status_code}: {self._excerpt(resp.text)}",
+                                 endpoint=_endpoint_status(resp.status_code))
         try:
             data = resp.json()["data"]
             items = sorted(((int(d["index"]), d["embedding"]) for d in data), key=lambda p: p[0])
         except (ValueError, KeyError, TypeError) as exc:
-            raise EmbeddingError(f"embeddings: not an embeddings response: {self._excerpt(resp.text)}") from exc
+            # An HTML error page from a proxy, or another API: not the texts.
+            raise EmbeddingError(f"embeddings: not an embeddings response: {self._excerpt(resp.text)}",
+                                 endpoint=True) from exc
         if [i for i, _ in items] != list(range(len(batch))):
             raise EmbeddingError(f"embeddings: {len(items)} vectors (indexes not 0..n-1) for {len(batch)} inputs")
         vectors = [_unit(raw, f"embeddings: input {i}") for i, raw in items]

@@ -18,12 +18,18 @@ import time
 import numpy as np
 import structlog
 
-from .embedding import Embedder
+from .embedding import Embedder, EmbeddingError
 from .vectors import Pending, VectorIndex
 
 __all__ = ["Vectorizer"]
 
 log = structlog.get_logger(component="vectorize")
+
+
+def _endpoints_fault(exc: Exception) -> bool:
+    """Down, slow, limiting: asking for each memory alone would only
+    multiply the requests (or the timeouts) by the batch's size."""
+    return isinstance(exc, EmbeddingError) and exc.endpoint
 
 
 class Vectorizer:
@@ -73,9 +79,9 @@ class Vectorizer:
         try:
             vectors = await self.embedder.embed([p.content for p in todo])
             pairs: list[tuple[Pending, np.ndarray]] = list(zip(todo, vectors, strict=True))
-        except Exception:
-            if len(todo) == 1:
-                raise
+        except Exception as exc:
+            if len(todo) == 1 or _endpoints_fault(exc):
+                raise  # retried with backoff, the batch whole
             pairs = await self._one_by_one(todo)
         stored = await self.index.store(pairs)
         if stored < len(todo):
@@ -125,6 +131,8 @@ class Vectorizer:
             try:
                 good.append((p, (await self.embedder.embed([p.content]))[0]))
             except Exception as exc:
+                if _endpoints_fault(exc):
+                    raise  # it went down meanwhile: the rest would fail (or wait) the same
                 bad.append((p, exc))
         if not good:
             raise bad[0][1]

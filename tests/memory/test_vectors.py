@@ -261,11 +261,38 @@ async def test_a_down_endpoint_refuses_nothing_for_good(
     await add(engine, "alice", "alice drives a blue automobile")
     await add(engine, "alice", "alice adopted a kitten")
     vz = Vectorizer(VectorIndex(engine.db, "m1"), embedder)
-    fake.queue_embedding_error(503, times=3)  # the batch, then each one alone
+    fake.queue_embedding_error(503)
     with pytest.raises(EmbeddingError):
         await vz.run_once()
     assert vz.refused == {}
     assert await vz.drain() == 2
+
+
+@pytest.mark.parametrize("status", [429, 500, 503])
+async def test_a_down_or_limiting_endpoint_gets_one_request_per_try_not_one_per_memory(
+    engine: MemoryEngine, embedder: CachedEmbedder, fake: FakeOpenAI, status: int
+) -> None:
+    """Asking each memory alone is for a text the endpoint refuses; a 429
+    or a 5xx is the endpoint's trouble, and 64 more requests (or 64
+    timeouts) only deepen it."""
+    for i in range(10):
+        await add(engine, "alice", f"alice note number {i}")
+    vz = Vectorizer(VectorIndex(engine.db, "m1"), embedder)
+    fake.queue_embedding_error(status, times=50)
+    with pytest.raises(EmbeddingError):
+        await vz.run_once()
+    assert len(fake.embedding_requests) == 1 and vz.refused == {}
+
+
+async def test_a_hung_endpoint_costs_one_timeout_per_try(engine: MemoryEngine, fake: FakeOpenAI, clock: ManualClock) -> None:
+    for i in range(5):
+        await add(engine, "alice", f"alice note number {i}")
+    async with HttpEmbedder(base_url=fake.url, api_key="", model="m1", timeout=0.2) as raw:
+        vz = Vectorizer(VectorIndex(engine.db, "m1"), CachedEmbedder(raw, engine.db, clock))
+        fake.embedding_delay = 1.0
+        with pytest.raises(EmbeddingError, match="timeout"):
+            await vz.run_once()
+    assert len(fake.embedding_requests) == 1
 
 
 async def test_the_sweep_reads_in_short_windows_and_misses_nothing(
