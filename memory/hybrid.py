@@ -131,6 +131,10 @@ class HybridRetriever:
         self.lexical_share = lexical_share
         self.rrf_k = rrf_k
         self.fallbacks = 0  # answers given without vectors (late or failed endpoint)
+        # Fallbacks since the endpoint last gave a vector in time: the first
+        # of an outage is logged, the rest at debug (a down endpoint on a
+        # busy gateway is one line, not one per message), and the recovery.
+        self._outage = 0
         self._pending: set[asyncio.Task[list[np.ndarray]]] = set()
         # An erased memory's vector leaves the cached matrices at once.
         lexical.engine.on_erased(vectors.drop)
@@ -156,14 +160,15 @@ class HybridRetriever:
         if not task.done():
             await asyncio.wait({task}, timeout=max(0.0, left))
         if not task.done():
-            self.fallbacks += 1
-            log.info("query vector late; lexical recall only", timeout_s=self.timeout)
+            self._fell_back(f"no vector within {self.timeout:g} s")
             return None  # the task goes on and fills the embedder's cache
         if task.cancelled() or task.exception() is not None:
-            self.fallbacks += 1
             exc = None if task.cancelled() else task.exception()
-            log.warning("query vector failed; lexical recall only", error=str(exc) or type(exc).__name__)
+            self._fell_back(str(exc) or type(exc).__name__)
             return None
+        if self._outage:
+            log.info("query vectors work again", fallbacks=self._outage)
+            self._outage = 0
         vectors = task.result()
         if len(vectors) == 1:
             return vectors[0]
@@ -172,6 +177,12 @@ class HybridRetriever:
         both = vectors[0] + vectors[1]
         norm = float(np.linalg.norm(both))
         return both / norm if norm > 0 else vectors[1]
+
+    def _fell_back(self, error: str) -> None:
+        self.fallbacks += 1
+        self._outage += 1
+        say = log.warning if self._outage == 1 else log.debug
+        say("query vectors unavailable; lexical recall only until they work again", error=error)
 
     def _start(self, texts: list[str]) -> asyncio.Task[list[np.ndarray]]:
         task = asyncio.create_task(self.embedder.embed(texts, persist=False), name="query-vector")
