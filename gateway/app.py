@@ -428,7 +428,7 @@ class App:
         )
         self._embedder = raw
         cached = CachedEmbedder(raw, engine.db, self.clock)
-        # The index is per model: switching models re-embeds, old vectors stay unused.
+        # The index is per model and size: switching either re-embeds, each old vector replaced in turn.
         index = VectorIndex(engine.db, vector_model(e.model, e.dimensions), dimension=e.dimensions)
         self.vectorizer = Vectorizer(index, cached, interval=e.interval.total_seconds(), batch_size=e.batch_size)
         log.info("hybrid recall enabled", model=e.model, fusion=e.fusion, base_url=provider.base_url)
