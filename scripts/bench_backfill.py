@@ -37,7 +37,7 @@ from memory.hybrid import HybridRetriever  # noqa: E402
 from memory.retrieval import Retriever  # noqa: E402
 from memory.vectorize import Vectorizer  # noqa: E402
 from memory.vectors import VectorIndex  # noqa: E402
-from scripts.bench_latency import USER, Gen, build, pct  # noqa: E402
+from bench_latency import USER, Gen, build, pct  # noqa: E402  (scripts/ is sys.path[0])
 
 _SERVER = """
 import asyncio, sys
