@@ -135,6 +135,10 @@ class HybridRetriever:
         # of an outage is logged, the rest at debug (a down endpoint on a
         # busy gateway is one line, not one per message), and the recovery.
         self._outage = 0
+        # The last query vector that came too late: while it is still out,
+        # the next messages neither ask nor wait (one request in flight to a
+        # hung endpoint, not one per message for the provider's timeout).
+        self._late: asyncio.Task[list[np.ndarray]] | None = None
         self._pending: set[asyncio.Task[list[np.ndarray]]] = set()
         # An erased memory's vector leaves the cached matrices at once.
         lexical.engine.on_erased(vectors.drop)
@@ -160,6 +164,7 @@ class HybridRetriever:
         if not task.done():
             await asyncio.wait({task}, timeout=max(0.0, left))
         if not task.done():
+            self._late = task
             self._fell_back(f"no vector within {self.timeout:g} s")
             return None  # the task goes on and fills the embedder's cache
         if task.cancelled() or task.exception() is not None:
@@ -169,6 +174,10 @@ class HybridRetriever:
         if self._outage:
             log.info("query vectors work again", fallbacks=self._outage)
             self._outage = 0
+        # The last query vector that came too late: while it is still out,
+        # the next messages neither ask nor wait (one request in flight to a
+        # hung endpoint, not one per message for the provider's timeout).
+        self._late: asyncio.Task[list[np.ndarray]] | None = None
         vectors = task.result()
         if len(vectors) == 1:
             return vectors[0]
@@ -237,12 +246,17 @@ class HybridRetriever:
             return []
         started = time.perf_counter()
         message = query.strip()[-MAX_QUERY_CHARS:]
-        task = self._start([text, message] if message and message != text else [text])
+        hung = self._late is not None and not self._late.done()
+        task = None if hung else self._start([text, message] if message and message != text else [text])
         lexical = await self.lexical.retrieve(
             user, query, context=context, private=private, now=now, limit=self.depth, projects=projects, tz=tz,
             exclude=exclude, chat=chat,
         )
-        vec = await self._query_vector(task, started)
+        vec: np.ndarray | None = None
+        if task is not None:
+            vec = await self._query_vector(task, started)
+        else:
+            self._fell_back("the endpoint has not answered an earlier query vector yet")
         dense: list[tuple[int, float]] = []
         if vec is not None:
             owners = [user] if user == GLOBAL_OWNER else [user, GLOBAL_OWNER]
