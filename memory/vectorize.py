@@ -66,6 +66,12 @@ class Vectorizer:
         # while others of their batch went through; skipped until edited.
         self.refused: dict[int, tuple[str, str]] = {}
         self.last_error = ""
+        # A backfill (full batches back to back: hybrid recall turned on for
+        # memories written before, or a new model): memories embedded so far,
+        # when it started, when progress was last logged.
+        self._backfill = 0
+        self._backfill_started = 0.0
+        self._backfill_logged = 0.0
         self._task: asyncio.Task[None] | None = None
         self._wake = asyncio.Event()
 
@@ -161,6 +167,23 @@ class Vectorizer:
             log.info("embedding cache pruned", rows=n, unused_days=self.keep_days)
         return n
 
+    def _progress(self, n: int) -> None:
+        """Log a backfill's start, its progress each minute, and its end; an
+        ordinary write (a batch not full) logs nothing."""
+        now = time.monotonic()
+        if not self._backfill:
+            if n < self.batch_size:
+                return
+            self._backfill_started = self._backfill_logged = now
+            log.info("embedding memories in the background", batch_size=self.batch_size)
+        self._backfill += n
+        if n < self.batch_size:
+            log.info("memories embedded", memories=self._backfill, seconds=round(now - self._backfill_started, 1))
+            self._backfill = 0
+        elif now - self._backfill_logged >= 60.0:
+            self._backfill_logged = now
+            log.info("embedding memories", so_far=self._backfill, seconds=round(now - self._backfill_started, 1))
+
     def wake(self) -> None:
         """New memories were written (a fact saved or extracted): embed them
         now instead of at the next interval, so a question right after
@@ -205,6 +228,7 @@ class Vectorizer:
                 )
                 n = 0
             else:
+                self._progress(n)
                 if self.failures:
                     log.info("embedding memories works again", after_failures=self.failures)
                 self.failures = 0

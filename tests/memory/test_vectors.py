@@ -548,3 +548,35 @@ async def test_vectors_of_another_size_under_the_same_name_are_redone(
     assert await vz.drain() == 1
     hits = await plain.search(["alice"], await vector_of(embedder, "which vehicle"), 3)
     assert [i for i, _ in hits] == [car]
+
+
+async def test_a_backfill_says_in_the_log_when_it_starts_and_when_it_is_done(
+    engine: MemoryEngine, embedder: CachedEmbedder
+) -> None:
+    """Hybrid recall turned on for a gateway with many memories: the log
+    says the backfill started, and when every memory has its vector."""
+    from structlog.testing import capture_logs
+
+    for i in range(150):
+        await add(engine, "alice", f"alice note number {i}")
+    index = VectorIndex(engine.db, "m1")
+    vz = Vectorizer(index, embedder, batch_size=64, interval=3600)
+    with capture_logs() as logs:
+        await vz.start()
+        try:
+            assert await _until(lambda: _said(logs, "memories embedded"))
+            await add(engine, "alice", "one more note")  # an ordinary write later: no backfill lines
+            vz.wake()
+            assert await _until(lambda: _count(index, 151))
+        finally:
+            await vz.stop()
+    said = [(e["event"], e.get("memories")) for e in logs if e["log_level"] == "info"]
+    assert said == [("embedding memories in the background", None), ("memories embedded", 150)]
+
+
+async def _said(logs: list[dict[str, object]], event: str) -> bool:
+    return any(e["event"] == event for e in logs)
+
+
+async def _count(index: VectorIndex, n: int) -> bool:
+    return await index.count() == n
