@@ -173,7 +173,8 @@ class HttpEmbedder:
             batch = [t[:MAX_TEXT_CHARS] for t in texts[start : start + self.batch_size]]
             vectors = await self._post(batch)
             if out and len(vectors[0]) != len(out[0]):
-                raise EmbeddingError(f"embeddings: dimension changed between batches ({len(out[0])} -> {len(vectors[0])})")
+                raise EmbeddingError(f"embeddings: dimension changed between batches ({len(out[0])} -> {len(vectors[0])})",
+                                     endpoint=True)
             out.extend(vectors)
         return out
 
@@ -212,7 +213,9 @@ class HttpEmbedder:
         if len(dims) != 1:
             raise EmbeddingError(f"embeddings: vectors of different dimensions {sorted(dims)} in one response")
         if self.dimensions is not None and self.dimensions not in dims:
-            raise EmbeddingError(f"embeddings: asked for {self.dimensions} dimensions, got {dims.pop()}")
+            # The endpoint ignores ``dimensions`` (or serves another model):
+            # every text would get the same answer.
+            raise EmbeddingError(f"embeddings: asked for {self.dimensions} dimensions, got {dims.pop()}", endpoint=True)
         return vectors
 
 

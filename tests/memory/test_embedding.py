@@ -475,3 +475,11 @@ async def test_a_refused_connection_is_the_endpoints_fault() -> None:
         with pytest.raises(EmbeddingError, match="transport") as err:
             await emb.embed(["a"])
     assert err.value.endpoint and KEY not in str(err.value)
+
+
+async def test_a_size_other_than_asked_is_the_endpoints_fault(canned: Canned) -> None:
+    canned.json({"object": "list", "data": [{"index": 0, "embedding": [1.0, 0.0]}]})
+    async with HttpEmbedder(base_url=f"http://127.0.0.1:{canned.port}/v1", api_key="", model="m", dimensions=4) as emb:
+        with pytest.raises(EmbeddingError, match="asked for 4 dimensions, got 2") as err:
+            await emb.embed(["a"])
+    assert err.value.endpoint
