@@ -150,7 +150,7 @@ class Vectorizer:
         return good
 
     async def drain(self) -> int:
-        """Embed everything pending now (tests, ``myclaw memory reindex``)."""
+        """Embed everything pending now (tests, benchmarks; the gateway runs :meth:`start`)."""
         total = 0
         while n := await self.run_once():
             total += n
