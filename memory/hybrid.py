@@ -174,10 +174,6 @@ class HybridRetriever:
         if self._outage:
             log.info("query vectors work again", fallbacks=self._outage)
             self._outage = 0
-        # The last query vector that came too late: while it is still out,
-        # the next messages neither ask nor wait (one request in flight to a
-        # hung endpoint, not one per message for the provider's timeout).
-        self._late: asyncio.Task[list[np.ndarray]] | None = None
         vectors = task.result()
         if len(vectors) == 1:
             return vectors[0]
