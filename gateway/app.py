@@ -410,7 +410,7 @@ class App:
     def _open_hybrid(self, engine: Any, lexical: Any) -> Any:
         """Recall by meaning too (memory.embedding): the vectorizer embeds
         memories in the background, the hybrid retriever fuses rankings."""
-        from memory.embedding import CachedEmbedder, HttpEmbedder
+        from memory.embedding import CachedEmbedder, HttpEmbedder, vector_model
         from memory.hybrid import HybridRetriever
         from memory.vectorize import Vectorizer
         from memory.vectors import VectorIndex
@@ -428,8 +428,8 @@ class App:
         )
         self._embedder = raw
         cached = CachedEmbedder(raw, engine.db, self.clock)
-        # The index is per model: switching models re-embeds, old vectors stay unused.
-        index = VectorIndex(engine.db, e.model if e.dimensions is None else f"{e.model}@{e.dimensions}")
+        # The index is per model and size: switching either re-embeds, each old vector replaced in turn.
+        index = VectorIndex(engine.db, vector_model(e.model, e.dimensions), dimension=e.dimensions)
         self.vectorizer = Vectorizer(index, cached, interval=e.interval.total_seconds(), batch_size=e.batch_size)
         log.info("hybrid recall enabled", model=e.model, fusion=e.fusion, base_url=provider.base_url)
         return HybridRetriever(

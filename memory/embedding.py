@@ -5,7 +5,8 @@ Every vector handed out is a float32 1-D array of unit length, so cosine
 similarity is a plain dot product for the vector index.
 
 :class:`CachedEmbedder` keeps vectors in ``embedding_cache`` keyed by the
-SHA-256 of the exact text and the model, so the write path never pays twice
+SHA-256 of the exact text and the model (with the ``dimensions`` asked
+of it, if any), so the write path never pays twice
 for the same words. The read path (a chat message's query) passes
 ``persist=False``: it must not write the database on the reply's critical
 path, so its vectors stay in a small in-process LRU instead.
@@ -39,6 +40,7 @@ __all__ = [
     "HttpEmbedder",
     "blob_to_vector",
     "text_hash",
+    "vector_model",
     "vector_to_blob",
 ]
 
@@ -53,7 +55,21 @@ _IN_CHUNK = 500  # text hashes per ``IN (...)``: under SQLite's 999-parameter fl
 
 
 class EmbeddingError(RuntimeError):
-    """No usable vectors: what failed, with a short excerpt, never the key."""
+    """No usable vectors: what failed, with a short excerpt, never the key.
+
+    ``endpoint`` is True when the endpoint is at fault, not the texts (down,
+    slow, rate-limiting, refusing the key, not speaking the API): asking
+    for each text alone cannot help then, and only adds to its load."""
+
+    def __init__(self, message: str, *, endpoint: bool = False) -> None:
+        super().__init__(message)
+        self.endpoint = endpoint
+
+
+def _endpoint_status(status: int) -> bool:
+    # 400/413/422 can be one text's fault (too long, empty, refused); the
+    # rest are the endpoint's or the configuration's, whatever is sent.
+    return status not in (400, 413, 422)
 
 
 class Embedder(Protocol):
@@ -77,6 +93,13 @@ def blob_to_vector(b: bytes) -> np.ndarray:
         raise ValueError(f"vector blob of {len(b)} bytes is not float32")
     # A native, writable copy: frombuffer alone is read-only and borrows ``b``.
     return np.frombuffer(b, dtype="<f4").astype(np.float32)
+
+
+def vector_model(model: str, dimensions: int | None) -> str:
+    """The name vectors are stored under: the model, and the size asked of
+    it, since one model cut to two sizes gives vectors that cannot be
+    compared (``text-embedding-3-small@512``)."""
+    return model if dimensions is None else f"{model}@{dimensions}"
 
 
 def text_hash(text: str) -> str:
@@ -150,7 +173,8 @@ class HttpEmbedder:
             batch = [t[:MAX_TEXT_CHARS] for t in texts[start : start + self.batch_size]]
             vectors = await self._post(batch)
             if out and len(vectors[0]) != len(out[0]):
-                raise EmbeddingError(f"embeddings: dimension changed between batches ({len(out[0])} -> {len(vectors[0])})")
+                raise EmbeddingError(f"embeddings: dimension changed between batches ({len(out[0])} -> {len(vectors[0])})",
+                                     endpoint=True)
             out.extend(vectors)
         return out
 
@@ -165,16 +189,23 @@ class HttpEmbedder:
         try:
             resp = await self._client.post(self._url, json=body, headers=self._headers, timeout=self._timeout)
         except httpx.TimeoutException as exc:
-            raise EmbeddingError(f"embeddings: timeout after {self._timeout:g}s ({type(exc).__name__})") from exc
+            raise EmbeddingError(
+                f"embeddings: timeout after {self._timeout:g}s ({type(exc).__name__})", endpoint=True
+            ) from exc
         except httpx.HTTPError as exc:
-            raise EmbeddingError(f"embeddings: transport: {type(exc).__name__}: {self._excerpt(str(exc))}") from exc
+            raise EmbeddingError(
+                f"embeddings: transport: {type(exc).__name__}: {self._excerpt(str(exc))}", endpoint=True
+            ) from exc
         if resp.status_code != 200:
-            raise EmbeddingError(f"embeddings: HTTP {resp.status_code}: {self._excerpt(resp.text)}")
+            raise EmbeddingError(f"embeddings: HTTP {resp.status_code}: {self._excerpt(resp.text)}",
+                                 endpoint=_endpoint_status(resp.status_code))
         try:
             data = resp.json()["data"]
             items = sorted(((int(d["index"]), d["embedding"]) for d in data), key=lambda p: p[0])
         except (ValueError, KeyError, TypeError) as exc:
-            raise EmbeddingError(f"embeddings: not an embeddings response: {self._excerpt(resp.text)}") from exc
+            # An HTML error page from a proxy, or another API: not the texts.
+            raise EmbeddingError(f"embeddings: not an embeddings response: {self._excerpt(resp.text)}",
+                                 endpoint=True) from exc
         if [i for i, _ in items] != list(range(len(batch))):
             raise EmbeddingError(f"embeddings: {len(items)} vectors (indexes not 0..n-1) for {len(batch)} inputs")
         vectors = [_unit(raw, f"embeddings: input {i}") for i, raw in items]
@@ -182,7 +213,9 @@ class HttpEmbedder:
         if len(dims) != 1:
             raise EmbeddingError(f"embeddings: vectors of different dimensions {sorted(dims)} in one response")
         if self.dimensions is not None and self.dimensions not in dims:
-            raise EmbeddingError(f"embeddings: asked for {self.dimensions} dimensions, got {dims.pop()}")
+            # The endpoint ignores ``dimensions`` (or serves another model):
+            # every text would get the same answer.
+            raise EmbeddingError(f"embeddings: asked for {self.dimensions} dimensions, got {dims.pop()}", endpoint=True)
         return vectors
 
 
@@ -192,6 +225,10 @@ class CachedEmbedder:
     def __init__(self, inner: Embedder, db: Database, clock: Clock, *, memory_items: int = 2048) -> None:
         self.inner = inner
         self.model = inner.model
+        # Cache rows are keyed by the size asked for too: after a change of
+        # ``dimensions`` the old size's rows would otherwise be handed out
+        # (and stored as the new size's vectors) until a miss told the size.
+        self.key = vector_model(inner.model, getattr(inner, "dimensions", None))
         self.db = db
         self.clock = clock
         self.memory_items = memory_items
@@ -222,7 +259,7 @@ class CachedEmbedder:
             rows = await self.db.reader.execute_fetchall(
                 f"SELECT text_hash, dimension, vector FROM embedding_cache"
                 f" WHERE model = ? AND text_hash IN ({','.join('?' * len(chunk))})",
-                [self.model, *chunk],
+                [self.key, *chunk],
             )
             for row in rows:
                 blob = bytes(row["vector"])
@@ -293,7 +330,7 @@ class CachedEmbedder:
                 await conn.executemany(
                     "INSERT OR REPLACE INTO embedding_cache"
                     " (text_hash, model, dimension, vector, created_at, last_used_at) VALUES (?, ?, ?, ?, ?, ?)",
-                    [(k, self.model, len(v), vector_to_blob(v), now, now) for k, v in fresh.items()],
+                    [(k, self.key, len(v), vector_to_blob(v), now, now) for k, v in fresh.items()],
                 )
             if hits:
                 # An upsert, not an UPDATE: a hit from the LRU (the read path
@@ -302,7 +339,7 @@ class CachedEmbedder:
                     "INSERT INTO embedding_cache"
                     " (text_hash, model, dimension, vector, created_at, last_used_at) VALUES (?, ?, ?, ?, ?, ?)"
                     " ON CONFLICT (text_hash, model) DO UPDATE SET last_used_at = excluded.last_used_at",
-                    [(k, self.model, len(v), vector_to_blob(v), now, now) for k, v in hits.items()],
+                    [(k, self.key, len(v), vector_to_blob(v), now, now) for k, v in hits.items()],
                 )
 
     async def prune(self, *, unused_days: int) -> int:

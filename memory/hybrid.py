@@ -131,6 +131,14 @@ class HybridRetriever:
         self.lexical_share = lexical_share
         self.rrf_k = rrf_k
         self.fallbacks = 0  # answers given without vectors (late or failed endpoint)
+        # Fallbacks since the endpoint last gave a vector in time: the first
+        # of an outage is logged, the rest at debug (a down endpoint on a
+        # busy gateway is one line, not one per message), and the recovery.
+        self._outage = 0
+        # The last query vector that came too late: while it is still out,
+        # the next messages neither ask nor wait (one request in flight to a
+        # hung endpoint, not one per message for the provider's timeout).
+        self._late: asyncio.Task[list[np.ndarray]] | None = None
         self._pending: set[asyncio.Task[list[np.ndarray]]] = set()
         # An erased memory's vector leaves the cached matrices at once.
         lexical.engine.on_erased(vectors.drop)
@@ -156,14 +164,16 @@ class HybridRetriever:
         if not task.done():
             await asyncio.wait({task}, timeout=max(0.0, left))
         if not task.done():
-            self.fallbacks += 1
-            log.info("query vector late; lexical recall only", timeout_s=self.timeout)
+            self._late = task
+            self._fell_back(f"no vector within {self.timeout:g} s")
             return None  # the task goes on and fills the embedder's cache
         if task.cancelled() or task.exception() is not None:
-            self.fallbacks += 1
             exc = None if task.cancelled() else task.exception()
-            log.warning("query vector failed; lexical recall only", error=str(exc) or type(exc).__name__)
+            self._fell_back(str(exc) or type(exc).__name__)
             return None
+        if self._outage:
+            log.info("query vectors work again", fallbacks=self._outage)
+            self._outage = 0
         vectors = task.result()
         if len(vectors) == 1:
             return vectors[0]
@@ -172,6 +182,12 @@ class HybridRetriever:
         both = vectors[0] + vectors[1]
         norm = float(np.linalg.norm(both))
         return both / norm if norm > 0 else vectors[1]
+
+    def _fell_back(self, error: str) -> None:
+        self.fallbacks += 1
+        self._outage += 1
+        say = log.warning if self._outage == 1 else log.debug
+        say("query vectors unavailable; lexical recall only until they work again", error=error)
 
     def _start(self, texts: list[str]) -> asyncio.Task[list[np.ndarray]]:
         task = asyncio.create_task(self.embedder.embed(texts, persist=False), name="query-vector")
@@ -226,12 +242,17 @@ class HybridRetriever:
             return []
         started = time.perf_counter()
         message = query.strip()[-MAX_QUERY_CHARS:]
-        task = self._start([text, message] if message and message != text else [text])
+        hung = self._late is not None and not self._late.done()
+        task = None if hung else self._start([text, message] if message and message != text else [text])
         lexical = await self.lexical.retrieve(
             user, query, context=context, private=private, now=now, limit=self.depth, projects=projects, tz=tz,
             exclude=exclude, chat=chat,
         )
-        vec = await self._query_vector(task, started)
+        vec: np.ndarray | None = None
+        if task is not None:
+            vec = await self._query_vector(task, started)
+        else:
+            self._fell_back("the endpoint has not answered an earlier query vector yet")
         dense: list[tuple[int, float]] = []
         if vec is not None:
             owners = [user] if user == GLOBAL_OWNER else [user, GLOBAL_OWNER]

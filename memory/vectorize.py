@@ -18,12 +18,18 @@ import time
 import numpy as np
 import structlog
 
-from .embedding import Embedder
+from .embedding import Embedder, EmbeddingError
 from .vectors import Pending, VectorIndex
 
 __all__ = ["Vectorizer"]
 
 log = structlog.get_logger(component="vectorize")
+
+
+def _endpoints_fault(exc: Exception) -> bool:
+    """Down, slow, limiting: asking for each memory alone would only
+    multiply the requests (or the timeouts) by the batch's size."""
+    return isinstance(exc, EmbeddingError) and exc.endpoint
 
 
 class Vectorizer:
@@ -60,6 +66,12 @@ class Vectorizer:
         # while others of their batch went through; skipped until edited.
         self.refused: dict[int, tuple[str, str]] = {}
         self.last_error = ""
+        # A backfill (full batches back to back: hybrid recall turned on for
+        # memories written before, or a new model): memories embedded so far,
+        # when it started, when progress was last logged.
+        self._backfill = 0
+        self._backfill_started = 0.0
+        self._backfill_logged = 0.0
         self._task: asyncio.Task[None] | None = None
         self._wake = asyncio.Event()
 
@@ -73,9 +85,9 @@ class Vectorizer:
         try:
             vectors = await self.embedder.embed([p.content for p in todo])
             pairs: list[tuple[Pending, np.ndarray]] = list(zip(todo, vectors, strict=True))
-        except Exception:
-            if len(todo) == 1:
-                raise
+        except Exception as exc:
+            if len(todo) == 1 or _endpoints_fault(exc):
+                raise  # retried with backoff, the batch whole
             pairs = await self._one_by_one(todo)
         stored = await self.index.store(pairs)
         if stored < len(todo):
@@ -99,7 +111,10 @@ class Vectorizer:
             upto = min(end, self._cursor + self.window)
             need = self.batch_size - len(todo)
             asked = need + len(self.refused)
-            raw = await self.index.pending(asked, after=self._cursor, upto=upto)
+            # The size of the endpoint's latest answer, once there is one:
+            # vectors of another size (it changed what it serves) are redone.
+            raw = await self.index.pending(asked, after=self._cursor, upto=upto,
+                                           dimension=getattr(self.embedder, "dimension", None))
             rows = [p for p in raw if self.refused.get(p.memory_id, ("",))[0] != p.content_hash]
             todo += rows[:need]
             # Continue after the last memory taken, or after the last one read
@@ -122,6 +137,8 @@ class Vectorizer:
             try:
                 good.append((p, (await self.embedder.embed([p.content]))[0]))
             except Exception as exc:
+                if _endpoints_fault(exc):
+                    raise  # it went down meanwhile: the rest would fail (or wait) the same
                 bad.append((p, exc))
         if not good:
             raise bad[0][1]
@@ -133,7 +150,7 @@ class Vectorizer:
         return good
 
     async def drain(self) -> int:
-        """Embed everything pending now (tests, ``myclaw memory reindex``)."""
+        """Embed everything pending now (tests, benchmarks; the gateway runs :meth:`start`)."""
         total = 0
         while n := await self.run_once():
             total += n
@@ -149,6 +166,23 @@ class Vectorizer:
         if n:
             log.info("embedding cache pruned", rows=n, unused_days=self.keep_days)
         return n
+
+    def _progress(self, n: int) -> None:
+        """Log a backfill's start, its progress each minute, and its end; an
+        ordinary write (a batch not full) logs nothing."""
+        now = time.monotonic()
+        if not self._backfill:
+            if n < self.batch_size:
+                return
+            self._backfill_started = self._backfill_logged = now
+            log.info("embedding memories in the background", batch_size=self.batch_size)
+        self._backfill += n
+        if n < self.batch_size:
+            log.info("memories embedded", memories=self._backfill, seconds=round(now - self._backfill_started, 1))
+            self._backfill = 0
+        elif now - self._backfill_logged >= 60.0:
+            self._backfill_logged = now
+            log.info("embedding memories", so_far=self._backfill, seconds=round(now - self._backfill_started, 1))
 
     def wake(self) -> None:
         """New memories were written (a fact saved or extracted): embed them
@@ -194,6 +228,7 @@ class Vectorizer:
                 )
                 n = 0
             else:
+                self._progress(n)
                 if self.failures:
                     log.info("embedding memories works again", after_failures=self.failures)
                 self.failures = 0

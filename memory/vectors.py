@@ -110,9 +110,12 @@ class _Matrix:
 
 
 class VectorIndex:
-    def __init__(self, db: Database, model: str, *, max_cached_mb: float = 256.0) -> None:
+    def __init__(self, db: Database, model: str, *, dimension: int | None = None, max_cached_mb: float = 256.0) -> None:
         self.db = db
         self.model = model
+        # The size the endpoint is asked for (``memory.embedding.dimensions``),
+        # if any: a stored vector of another size is stale whatever its name.
+        self.dimension = dimension
         # 10k memories of 1536 dimensions are 61 MB: the cache is bounded by
         # bytes, not by owners (the one being searched always stays).
         self._max_cached = int(max_cached_mb * 1e6)
@@ -126,18 +129,24 @@ class VectorIndex:
 
     # -- write side (the vectorizer) -------------------------------------------
 
-    async def pending(self, limit: int = 256, *, after: int = 0, upto: int | None = None) -> list[Pending]:
+    async def pending(
+        self, limit: int = 256, *, after: int = 0, upto: int | None = None, dimension: int | None = None
+    ) -> list[Pending]:
         """Active memories still to embed, by id, with ``after < id <= upto``
         (a window keeps each read short: the reader connection also serves
-        replies, and a sweep of 120k memories in one query holds it ~50 ms)."""
+        replies, and a sweep of 120k memories in one query holds it ~50 ms).
+        A vector of another size than ``dimension`` (default: the index's)
+        counts as stale: the endpoint serves another size now."""
         window = "" if upto is None else "AND m.id <= ?"
+        dim = dimension or self.dimension
+        size = "" if dim is None else "OR length(v.vector) != ?"
         rows = await self.db.reader.execute_fetchall(
             f"""SELECT m.id, m.owner, m.content, m.content_hash
                  FROM memories m LEFT JOIN memory_vectors v ON v.memory_id = m.id
                 WHERE m.id > ? {window} AND m.status = 'active'
-                  AND (v.memory_id IS NULL OR v.model != ? OR v.content_hash != m.content_hash)
+                  AND (v.memory_id IS NULL OR v.model != ? OR v.content_hash != m.content_hash {size})
                 ORDER BY m.id LIMIT ?""",
-            (after, *(() if upto is None else (upto,)), self.model, limit),
+            (after, *(() if upto is None else (upto,)), self.model, *(() if dim is None else (4 * dim,)), limit),
         )
         return [Pending(r[0], r[1], r[2], r[3]) for r in rows]
 

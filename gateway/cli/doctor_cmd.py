@@ -310,6 +310,46 @@ def _set_aside_check(lines: int, users: int) -> Check:
     )
 
 
+def inspect_vectors(path: Path, model: str | None, dimension: int | None) -> Check | None:
+    """How far hybrid recall's embedding got (``model``: the name vectors
+    are stored under, ``None`` when ``memory.embedding`` is off): counts
+    only, read-only. ``None`` when there is nothing to say."""
+    if not path.is_file():
+        return None
+    live = Path(f"{path}-wal").exists() and Path(f"{path}-shm").exists()
+    uri = path.absolute().as_uri() + ("?mode=ro" if live else "?mode=ro&immutable=1")
+    size = "" if dimension is None else " AND length(v.vector) = ?"
+    try:
+        with closing(sqlite3.connect(uri, uri=True, timeout=2.0)) as conn:
+            active, embedded, total = conn.execute(
+                f"""SELECT (SELECT COUNT(*) FROM memories WHERE status = 'active'),
+                           (SELECT COUNT(*) FROM memory_vectors v JOIN memories m ON m.id = v.memory_id
+                             WHERE m.status = 'active' AND v.model = ? AND v.content_hash = m.content_hash{size}),
+                           (SELECT COUNT(*) FROM memory_vectors)""",
+                (model or "", *(() if dimension is None else (4 * dimension,))),
+            ).fetchone()
+            current = conn.execute("SELECT COUNT(*) FROM memory_vectors WHERE model = ?", (model or "",)).fetchone()[0]
+    except sqlite3.DatabaseError:  # no such table (before schema 4), damage: memory.db's own check says
+        return None
+    other = int(total) - int(current)
+    if model is None:
+        if not total:
+            return None
+        return Check("memory vectors", "ok", f"{total} vector{'s' if total != 1 else ''} kept while memory.embedding "
+                     "is off: unused, deleted with their memories, reused if it is turned on again with the same model",
+                     data={"model": None, "active": active, "embedded": 0, "other": total})
+    todo = int(active) - int(embedded)
+    msg = f"{embedded} of {active} active memories embedded with {model}"
+    if todo:
+        msg += (f"; {todo} still to embed (a running gateway embeds them in the background, a batch at a time;"
+                " found by their words meanwhile)")
+    if other:
+        msg += (f"; {other} vector{'s' if other != 1 else ''} of another model or size"
+                " (unused; each replaced when its memory is embedded again)")
+    return Check("memory vectors", "ok", msg, data={"model": model, "active": active, "embedded": embedded,
+                                                     "other": other})
+
+
 def _writable_dir(report: Report, name: str, d: Path) -> None:
     existing = d
     while not existing.exists() and existing != existing.parent:
@@ -335,6 +375,14 @@ def _data_checks(report: Report, cfg: Config | None, paths: Paths) -> None:
         report.checks.append(check)
         if (aside := check.data.get("set_aside")) and aside["lines"]:
             report.checks.append(_set_aside_check(aside["lines"], aside["users"]))
+        if f.name == "memory.db" and cfg is not None and cfg.memory.enabled and check.status == "ok":
+            from memory.embedding import vector_model
+
+            e = cfg.memory.embedding
+            vectors = inspect_vectors(f.path, vector_model(e.model, e.dimensions) if e.enabled else None,
+                                      e.dimensions)
+            if vectors is not None:
+                report.checks.append(vectors)
     report.checks.append(_check_permissions(files))
 
 

@@ -713,3 +713,43 @@ def test_lines_set_aside_are_a_warning_with_the_retry_to_run(home: Path, fakes: 
     assert "myclaw memory retry-set-aside" in line(r, "set aside") and "long story" not in r.output
     c = checks(doctor("--offline", "--json"))["set aside"]
     assert c["data"] == {"lines": 2, "users": 2}
+
+
+def test_memory_vectors_say_how_far_the_embedding_got(home: Path, fakes: Fakes) -> None:
+    """An operator who turns hybrid recall on for a gateway with thousands
+    of memories sees how many are embedded yet, with which model."""
+    import numpy as np
+
+    from memory.vectors import VectorIndex
+
+    doc = healthy_config(fakes)
+    write_config(home, doc)
+    make_data_files(home)
+
+    async def embed(model: str) -> None:
+        engine = await MemoryEngine.open(home / "data" / "memory.db", ManualClock("2026-03-01T12:00:00Z"))
+        try:
+            index = VectorIndex(engine.db, model)
+            await index.store([(p, np.ones(8, dtype=np.float32) / np.sqrt(8)) for p in await index.pending()])
+        finally:
+            await engine.close()
+
+    r = doctor("--offline")
+    assert r.exit_code == 0, r.output
+    assert line(r, "memory vectors").startswith("ok ")
+    assert "0 of 1 active memories embedded with fake-embed; 1 still to embed" in line(r, "memory vectors")
+    asyncio.run(embed("old-model"))  # embedded before, with another model
+    r = doctor("--offline")
+    assert "0 of 1 active memories embedded with fake-embed; 1 still to embed" in line(r, "memory vectors")
+    assert "1 vector of another model or size (unused; each replaced" in line(r, "memory vectors")
+    asyncio.run(embed("fake-embed"))
+    r = doctor("--offline")
+    assert line(r, "memory vectors").endswith("1 of 1 active memories embedded with fake-embed")
+    c = checks(doctor("--offline", "--json"))["memory vectors"]
+    assert c["data"] == {"model": "fake-embed", "active": 1, "embedded": 1, "other": 0}
+
+    doc["memory"]["embedding"] = {"enabled": False}  # turned off again: nothing lost, nothing breaks
+    write_config(home, doc)
+    r = doctor("--offline")
+    assert r.exit_code == 0, r.output
+    assert "1 vector kept while memory.embedding is off" in line(r, "memory vectors")

@@ -113,3 +113,41 @@ async def test_a_fact_saved_or_extracted_is_found_by_meaning_at_once(tmp_path: P
         clock.advance(200)
         assert [r.ok for r in await app.extraction.tick()] == [True]
         assert await embedded(2)
+
+
+async def test_a_new_dimensions_setting_embeds_every_memory_again(tmp_path: Path) -> None:
+    """The operator changes ``dimensions`` of the same model: the cached
+    vectors of the old size must not be stored as the new size's, or every
+    query (of the new size) misses every memory (of the old one) for good."""
+    clock = ManualClock("2026-03-02T10:00:00Z")
+    async with running(tmp_path, clock, dimensions=256) as (app, fake):
+        await seed(app)
+    async with running(tmp_path, clock, dimensions=128) as (app, fake):
+        assert await app.vectorizer.drain() == 3
+        rows = await app.backend.engine.db.fetchall(  # type: ignore[union-attr]
+            "SELECT DISTINCT length(vector) FROM memory_vectors WHERE model = 'fake-embed@128'"
+        )
+        assert [r[0] for r in rows] == [4 * 128]
+        await say(app, clock, "what colour is my car?", "alice")
+        assert "Alice's automobile is a blue Tesla" in prompt_of(fake)
+
+
+async def test_turned_off_and_on_again_nothing_breaks_and_nothing_is_embedded_twice(tmp_path: Path) -> None:
+    clock = ManualClock("2026-03-02T10:00:00Z")
+    async with running(tmp_path, clock) as (app, fake):
+        await seed(app)
+    async with running(tmp_path, clock, enabled=False) as (app, fake):
+        engine = app.backend.engine  # type: ignore[union-attr]
+        assert app.vectorizer is None
+        assert await say(app, clock, "where does my sister live?", "alice")
+        assert "Lisbon" in prompt_of(fake) and fake.embedding_requests == []
+        [sister] = [m for m in await engine.list_memories("echo:alice") if "Lisbon" in m.content]
+        await engine.delete(sister.id)  # forgotten while off: its vector goes with it
+        await engine.purge_erased()
+        rows = await engine.db.fetchall("SELECT count(*) FROM memory_vectors")
+        assert rows[0][0] == 2
+    async with running(tmp_path, clock) as (app, fake):
+        assert await app.vectorizer.drain() == 0 and fake.embedding_requests == []  # the kept vectors serve
+        await say(app, clock, "what colour is my car?", "alice")
+        assert "Alice's automobile is a blue Tesla" in prompt_of(fake)
+        assert "Lisbon" not in prompt_of(fake)

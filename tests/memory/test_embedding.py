@@ -435,3 +435,51 @@ async def test_any_embedder_can_be_wrapped(db: Database, clock: ManualClock) -> 
     assert len(await rows(db)) == 3
     await cached.embed(["x", "y", "z"])
     assert len(inner.calls) == 2
+
+
+async def test_the_cache_is_keyed_by_the_dimensions_asked_for_too(
+    fake: FakeOpenAI, db: Database, clock: ManualClock
+) -> None:
+    async with HttpEmbedder(base_url=fake.url, api_key=KEY, model="m", dimensions=32) as emb:
+        await CachedEmbedder(emb, db, clock).embed(["same words"])
+    async with HttpEmbedder(base_url=fake.url, api_key=KEY, model="m", dimensions=16) as emb:
+        fresh = CachedEmbedder(emb, db, clock)  # a restart: nothing learnt yet
+        (v,) = await fresh.embed(["same words"])
+    assert v.shape == (16,) and len(fake.embedding_requests) == 2
+    assert sorted((r[1], r[2]) for r in await rows(db)) == [("m@16", 16), ("m@32", 32)]
+
+
+@pytest.mark.parametrize(
+    ("status", "body", "endpoint"),
+    [
+        (400, b'{"error": {"message": "input too long"}}', False),  # may be one text's fault
+        (413, b"too large", False),
+        (401, b'{"error": {"message": "bad key"}}', True),
+        (429, b'{"error": {"message": "Rate limit reached"}}', True),
+        (502, b"<html><body><h1>502 Bad Gateway</h1></body></html>", True),
+        (200, b"<html><body>Please sign in to the proxy</body></html>", True),  # an HTML page with 200
+    ],
+)
+async def test_errors_say_whether_the_endpoint_or_the_texts_are_at_fault(
+    canned: Canned, status: int, body: bytes, endpoint: bool
+) -> None:
+    canned.status, canned.body = status, body
+    async with canned.embedder() as emb:
+        with pytest.raises(EmbeddingError) as err:
+            await emb.embed(["a"])
+    assert err.value.endpoint is endpoint
+
+
+async def test_a_refused_connection_is_the_endpoints_fault() -> None:
+    async with HttpEmbedder(base_url="http://127.0.0.1:9/v1", api_key=KEY, model="m", timeout=2.0) as emb:
+        with pytest.raises(EmbeddingError, match="transport") as err:
+            await emb.embed(["a"])
+    assert err.value.endpoint and KEY not in str(err.value)
+
+
+async def test_a_size_other_than_asked_is_the_endpoints_fault(canned: Canned) -> None:
+    canned.json({"object": "list", "data": [{"index": 0, "embedding": [1.0, 0.0]}]})
+    async with HttpEmbedder(base_url=f"http://127.0.0.1:{canned.port}/v1", api_key="", model="m", dimensions=4) as emb:
+        with pytest.raises(EmbeddingError, match="asked for 4 dimensions, got 2") as err:
+            await emb.embed(["a"])
+    assert err.value.endpoint

@@ -264,3 +264,63 @@ async def test_core_memory_the_prompt_shows_is_left_out_of_both_rankings(
     mem = SqliteMemory(engine, h)
     assert [x.id for x in await mem.recall("alice", "which car do I drive?")] == [charged]
     assert entry in [x.id for x in await mem.search("alice", "which car do I drive?")]  # the user's search finds it
+
+
+async def test_a_down_endpoint_logs_one_line_not_one_per_message(
+    engine: MemoryEngine, parts: tuple[CachedEmbedder, VectorIndex], fake: FakeOpenAI
+) -> None:
+    from structlog.testing import capture_logs
+
+    await remember(engine, parts, ("alice", "Alice's automobile is a blue Tesla"), ("alice", "Alice drinks tea"))
+    h = hybrid(engine, parts)
+    fake.queue_embedding_error(500, times=20)
+    with capture_logs() as logs:
+        for i in range(20):
+            assert (await h.retrieve("alice", f"does Alice drink tea? ({i})"))[0].content == "Alice drinks tea"
+        assert h.fallbacks == 20
+        assert (await h.retrieve("alice", "which car?"))[0].content == "Alice's automobile is a blue Tesla"
+    said = [(e["log_level"], e["event"]) for e in logs if e["log_level"] != "debug"]
+    assert said == [("warning", "query vectors unavailable; lexical recall only until they work again"),
+                    ("info", "query vectors work again")]
+    first, back = (e for e in logs if e["log_level"] != "debug")
+    assert "HTTP 500" in first["error"] and back["fallbacks"] == 20
+
+
+async def test_late_vectors_log_once_per_episode_too(
+    engine: MemoryEngine, parts: tuple[CachedEmbedder, VectorIndex], fake: FakeOpenAI
+) -> None:
+    from structlog.testing import capture_logs
+
+    await remember(engine, parts, ("alice", "Alice drinks tea"))
+    h = hybrid(engine, parts, timeout=0.02)
+    fake.embedding_delay = 0.3
+    with capture_logs() as logs:
+        for i in range(3):
+            await h.retrieve("alice", f"tea {i}?")
+    await h.aclose()
+    said = [e for e in logs if e["log_level"] != "debug"]
+    assert [e["event"] for e in said] == ["query vectors unavailable; lexical recall only until they work again"]
+    assert said[0]["error"] == "no vector within 0.02 s" and h.fallbacks == 3
+
+
+async def test_a_hung_endpoint_has_one_query_vector_in_flight_not_one_per_message(
+    engine: MemoryEngine, parts: tuple[CachedEmbedder, VectorIndex], fake: FakeOpenAI
+) -> None:
+    """While the last message's vector is still not back, the next message
+    does not ask (and wait) again: a hung endpoint would otherwise hold a
+    request per message for the provider's whole timeout, and make every
+    reply wait its queryTimeout."""
+    import asyncio
+
+    await remember(engine, parts, ("alice", "Alice's automobile is a blue Tesla"), ("alice", "Alice drinks tea"))
+    h = hybrid(engine, parts, timeout=0.05)
+    asked = len(fake.embedding_requests)
+    fake.embedding_delay = 0.5
+    for i in range(5):
+        assert (await h.retrieve("alice", f"does Alice drink tea? ({i})"))[0].content == "Alice drinks tea"
+    assert len(fake.embedding_requests) == asked + 1 and h.fallbacks == 5
+    fake.embedding_delay = 0.0
+    while h._pending:  # the late one lands (in the cache), then the endpoint is asked again
+        await asyncio.sleep(0.01)
+    assert (await h.retrieve("alice", "which car?"))[0].content == "Alice's automobile is a blue Tesla"
+    assert len(fake.embedding_requests) == asked + 2 and h.fallbacks == 5

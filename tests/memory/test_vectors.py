@@ -261,11 +261,38 @@ async def test_a_down_endpoint_refuses_nothing_for_good(
     await add(engine, "alice", "alice drives a blue automobile")
     await add(engine, "alice", "alice adopted a kitten")
     vz = Vectorizer(VectorIndex(engine.db, "m1"), embedder)
-    fake.queue_embedding_error(503, times=3)  # the batch, then each one alone
+    fake.queue_embedding_error(503)
     with pytest.raises(EmbeddingError):
         await vz.run_once()
     assert vz.refused == {}
     assert await vz.drain() == 2
+
+
+@pytest.mark.parametrize("status", [429, 500, 503])
+async def test_a_down_or_limiting_endpoint_gets_one_request_per_try_not_one_per_memory(
+    engine: MemoryEngine, embedder: CachedEmbedder, fake: FakeOpenAI, status: int
+) -> None:
+    """Asking each memory alone is for a text the endpoint refuses; a 429
+    or a 5xx is the endpoint's trouble, and 64 more requests (or 64
+    timeouts) only deepen it."""
+    for i in range(10):
+        await add(engine, "alice", f"alice note number {i}")
+    vz = Vectorizer(VectorIndex(engine.db, "m1"), embedder)
+    fake.queue_embedding_error(status, times=50)
+    with pytest.raises(EmbeddingError):
+        await vz.run_once()
+    assert len(fake.embedding_requests) == 1 and vz.refused == {}
+
+
+async def test_a_hung_endpoint_costs_one_timeout_per_try(engine: MemoryEngine, fake: FakeOpenAI, clock: ManualClock) -> None:
+    for i in range(5):
+        await add(engine, "alice", f"alice note number {i}")
+    async with HttpEmbedder(base_url=fake.url, api_key="", model="m1", timeout=0.2) as raw:
+        vz = Vectorizer(VectorIndex(engine.db, "m1"), CachedEmbedder(raw, engine.db, clock))
+        fake.embedding_delay = 1.0
+        with pytest.raises(EmbeddingError, match="timeout"):
+            await vz.run_once()
+    assert len(fake.embedding_requests) == 1
 
 
 async def test_the_sweep_reads_in_short_windows_and_misses_nothing(
@@ -500,3 +527,56 @@ async def test_per_owner_store_counts_are_kept_only_while_a_load_races_them(
     hits = await index.search(["alice"], await vector_of(embedder, "car"), 5)
     assert hits[0][0] == car and "alice" in index._matrices
     assert index._generation == {}
+
+
+async def test_vectors_of_another_size_under_the_same_name_are_redone(
+    engine: MemoryEngine, embedder: CachedEmbedder, fake: FakeOpenAI
+) -> None:
+    """A database where vectors of the old size were stored under the new
+    size's name (before the cache was keyed by size) is repaired: the
+    index knows the size asked for, and the vectorizer the size served."""
+    car = await add(engine, "alice", "alice drives a blue automobile")
+    await Vectorizer(VectorIndex(engine.db, "m1@32"), embedder).drain()  # 64 stored as "@32"
+    index = VectorIndex(engine.db, "m1@32", dimension=32)
+    assert [p.memory_id for p in await index.pending()] == [car]
+    # Without a size configured, the endpoint's answer tells it.
+    fake.embedding_dim = 16
+    plain = VectorIndex(engine.db, "m1@32")
+    vz = Vectorizer(plain, embedder)
+    assert await plain.pending() == []
+    await vector_of(embedder, "a question the endpoint answers at 16")
+    assert await vz.drain() == 1
+    hits = await plain.search(["alice"], await vector_of(embedder, "which vehicle"), 3)
+    assert [i for i, _ in hits] == [car]
+
+
+async def test_a_backfill_says_in_the_log_when_it_starts_and_when_it_is_done(
+    engine: MemoryEngine, embedder: CachedEmbedder
+) -> None:
+    """Hybrid recall turned on for a gateway with many memories: the log
+    says the backfill started, and when every memory has its vector."""
+    from structlog.testing import capture_logs
+
+    for i in range(150):
+        await add(engine, "alice", f"alice note number {i}")
+    index = VectorIndex(engine.db, "m1")
+    vz = Vectorizer(index, embedder, batch_size=64, interval=3600)
+    with capture_logs() as logs:
+        await vz.start()
+        try:
+            assert await _until(lambda: _said(logs, "memories embedded"))
+            await add(engine, "alice", "one more note")  # an ordinary write later: no backfill lines
+            vz.wake()
+            assert await _until(lambda: _count(index, 151))
+        finally:
+            await vz.stop()
+    said = [(e["event"], e.get("memories")) for e in logs if e["log_level"] == "info"]
+    assert said == [("embedding memories in the background", None), ("memories embedded", 150)]
+
+
+async def _said(logs: list[dict[str, object]], event: str) -> bool:
+    return any(e["event"] == event for e in logs)
+
+
+async def _count(index: VectorIndex, n: int) -> bool:
+    return await index.count() == n

@@ -1,0 +1,147 @@
+"""Turning hybrid recall on for a gateway that already holds memories: how
+fast the vectorizer embeds them (the backfill), and what it costs the
+replies meanwhile (docs/BENCHMARKS.md, "Hybrid recall: the backfill").
+
+A fresh SQLite file gets ``--memories`` memories (bench_latency.py's
+generator: one user's, plus 20% spread over 50 others), the real
+``Vectorizer`` embeds them through ``CachedEmbedder`` and ``HttpEmbedder``
+against the fake OpenAI server's ``/v1/embeddings`` in a process of its
+own (hashed words, ``--dim`` dimensions: the JSON an endpoint of that size
+sends, not a model's speed), and while it runs, and after, a hybrid
+retrieve of the user is timed every ``--every`` seconds, with the event
+loop's lag (how late a timer fires: what every reply waits behind).
+
+    .venv/bin/python scripts/bench_backfill.py [--memories 5000] [--dim 1536] [--batch 64]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import structlog  # noqa: E402
+
+from memory.clock import ManualClock  # noqa: E402
+from memory.embedding import CachedEmbedder, HttpEmbedder  # noqa: E402
+from memory.engine import MemoryEngine  # noqa: E402
+from memory.hybrid import HybridRetriever  # noqa: E402
+from memory.retrieval import Retriever  # noqa: E402
+from memory.vectorize import Vectorizer  # noqa: E402
+from memory.vectors import VectorIndex  # noqa: E402
+from bench_latency import USER, Gen, build, pct  # noqa: E402  (scripts/ is sys.path[0])
+
+_SERVER = """
+import asyncio, sys
+sys.path.insert(0, sys.argv[1])
+from tests.fakes.openai_server import FakeOpenAI
+async def main():
+    async with FakeOpenAI() as f:
+        print(f.url, flush=True)
+        await asyncio.Event().wait()
+asyncio.run(main())
+"""
+
+
+def summary(lat: list[float], lag: list[float], fallbacks: int) -> dict[str, float]:
+    return {
+        "retrieves": len(lat), "lexical_only": fallbacks,
+        "retrieve_p50_ms": round(pct(lat, 50), 1), "retrieve_p95_ms": round(pct(lat, 95), 1),
+        "retrieve_max_ms": round(max(lat), 1),
+        "loop_lag_p95_ms": round(pct(lag, 95), 1), "loop_lag_max_ms": round(max(lag), 1),
+    }
+
+
+async def probe(h: HybridRetriever, queries: list[str], every: float, until: asyncio.Event) -> tuple[list[float], list[float]]:
+    lat: list[float] = []
+    lag: list[float] = []
+    i = 0
+    while not until.is_set():
+        t = time.perf_counter()
+        await asyncio.sleep(every)
+        lag.append((time.perf_counter() - t - every) * 1000)
+        t = time.perf_counter()
+        await h.retrieve(USER, queries[i % len(queries)])
+        lat.append((time.perf_counter() - t) * 1000)
+        i += 1
+    return lat, lag
+
+
+async def run(args: argparse.Namespace, url: str) -> dict[str, object]:
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(30))  # warnings only
+    clock = ManualClock("2026-03-01T12:00:00Z")
+    gen = Gen(0)
+    with tempfile.TemporaryDirectory() as d:
+        path = Path(d) / "bench.db"
+        _, samples = await build(path, args.memories, gen, clock)
+        queries = [gen.query(gen.rng.choice(samples)) for _ in range(200)]
+        eng = await MemoryEngine.open(path, clock)
+        try:
+            raw = HttpEmbedder(base_url=url, api_key="", model="bench", dimensions=args.dim, batch_size=args.batch)
+            cached = CachedEmbedder(raw, eng.db, clock)
+            index = VectorIndex(eng.db, f"bench@{args.dim}", dimension=args.dim)
+            h = HybridRetriever(Retriever(eng), index, cached)
+            vz = Vectorizer(index, cached, batch_size=args.batch)
+            total = int(args.memories * 1.2)
+            for q in queries[:10]:  # warm the lexical side's caches
+                await h.retrieve(USER, q)
+            done = asyncio.Event()
+            probing = asyncio.create_task(probe(h, queries, args.every, done))
+            t0 = time.perf_counter()
+            await vz.start()
+            while await index.count() < total:
+                await asyncio.sleep(0.2)
+            backfill_s = time.perf_counter() - t0
+            done.set()
+            during = (*await probing, h.fallbacks)
+            before = h.fallbacks
+            done = asyncio.Event()
+            probing = asyncio.create_task(probe(h, queries, args.every, done))
+            await asyncio.sleep(max(5.0, len(during[0]) * args.every / 2))
+            done.set()
+            after = (*await probing, h.fallbacks - before)
+            await vz.stop()
+            await h.aclose()
+            await raw.aclose()
+        finally:
+            await eng.close()
+    return {
+        "memories": total, "dim": args.dim, "batch": args.batch, "backfill_s": round(backfill_s, 1),
+        "memories_per_s": round(total / backfill_s), "during": summary(*during), "after": summary(*after),
+        "cpu_s": round(time.process_time(), 1),
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--memories", type=int, default=5000, help="the user's memories (20%% more over 50 others)")
+    ap.add_argument("--dim", type=int, default=1536)
+    ap.add_argument("--batch", type=int, default=64)
+    ap.add_argument("--every", type=float, default=0.05, help="seconds between timed retrieves")
+    ap.add_argument("--json", metavar="FILE")
+    args = ap.parse_args()
+    root = str(Path(__file__).resolve().parents[1])
+    server = subprocess.Popen([sys.executable, "-c", _SERVER, root], stdout=subprocess.PIPE, text=True,
+                              env={**os.environ, "PYTHONPATH": root})
+    try:
+        assert server.stdout is not None
+        url = server.stdout.readline().strip()
+        out = asyncio.run(run(args, url))
+    finally:
+        server.terminate()
+        server.wait(10)
+    print(json.dumps(out, indent=2))
+    if args.json:
+        Path(args.json).write_text(json.dumps(out, indent=2), encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()
