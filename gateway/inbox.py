@@ -132,6 +132,7 @@ class Inbox:
             + ", ".join(["(?, ?, ?)"] * n) + ")", 3)
         self._dropping: set[asyncio.Task[list[Any]]] = set()
         self.failed = 0  # messages not kept (a full disk): answered, not durable
+        self._failing = 0  # of those, since the last one kept
 
     async def keep(self, msg: InboundMessage) -> None:
         """Write ``msg`` (if :func:`kept`) before the platform learns it
@@ -142,9 +143,17 @@ class Inbox:
         try:
             await self._adds.write([(msg.channel, msg.chat_id, msg.message_id, format_ts(self.clock.now()), dumps(msg))])
         except (sqlite3.Error, OSError, RuntimeError) as exc:
+            # A full disk fails every write alike until it passes: one error, then a count.
             self.failed += 1
-            log.error("message not saved in the inbox: answered, but a crash before its turn would lose it",
-                      channel=msg.channel, chat_id=msg.chat_id, message_id=msg.message_id, error=repr(exc))
+            self._failing += 1
+            (log.error if self._failing == 1 else log.info)(
+                "message not saved in the inbox: answered, but a crash before its turn would lose it; "
+                "later ones are counted until one is",
+                channel=msg.channel, chat_id=msg.chat_id, message_id=msg.message_id, error=repr(exc))
+            return
+        if self._failing:
+            log.warning("messages are saved in the inbox again", not_saved=self._failing)
+            self._failing = 0
 
     def done(self, msg: InboundMessage) -> None:
         """``msg``'s turn ended (answered, refused, ignored, failed): its
