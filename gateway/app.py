@@ -76,7 +76,8 @@ from .prompt import PromptBuilder
 from .ratelimit import RateLimiter
 from .recent_files import RecentFiles, file_tools
 from .privatechat import private_chat_refusal
-from .resume import Resumed, resume_cut_turns
+from .inbox import Inbox
+from .resume import Redelivered, Resumed, resume_cut_turns, resume_inbox
 from .sessions import SessionStore
 from .incognito import Incognito
 from .timezones import UserTimezones
@@ -196,6 +197,8 @@ class App:
         self.backend: MemoryBackend | None = None
         self.sessions: SessionStore | None = None
         self.delivery: Delivery | None = None  # sends replies, keeps those that cannot go out yet
+        self.inbox: Inbox | None = None
+        self.redelivered: Redelivered | None = None  # the messages taken and never begun, as start() found them
         self.resumed: Resumed | None = None  # the messages a stop left unanswered, as start() found them
         self.llm: FailoverLLM | None = None
         # One cooldown state per model endpoint for the chat and the memory
@@ -288,6 +291,10 @@ class App:
                 cache_rows=cfg.gateway.history_cache_rows,
             )
         sessions = self.sessions
+        # Every message taken is written here before the platform learns it
+        # arrived, until its turn ends (gateway/inbox.py): a crash loses none.
+        self.inbox = Inbox(sessions.db, self.clock)
+        self.bus.inbox = self.inbox
         if self.memory_web is not None:
             from .web import AdminStore
 
@@ -374,6 +381,7 @@ class App:
             incognito=self.incognito,
             stream_delay=cfg.agent.streaming.delay.total_seconds() if cfg.agent.streaming.enabled else None,
             stream_interval=cfg.agent.streaming.interval.total_seconds(),
+            inbox=self.inbox,
         )
         self.loop.chat_moves["outbox_held"] = self.delivery.move_chat  # a moved chat's kept replies stay ahead
         moves = getattr(self.backend, "engine", None)  # None: the file store, which no group reads
@@ -678,6 +686,10 @@ class App:
                 self.resumed = await resume_cut_turns(
                     self.loop, self.sessions, delivery.outbox, now=self.clock.now(),
                     within=timedelta(minutes=self.cfg.gateway.resume_within_minutes))
+            if self.inbox is not None:  # after the cut turns: each chat's queued messages behind its cut turn
+                self.redelivered = await resume_inbox(
+                    self.loop, self.inbox, self.bus, now=self.clock.now(),
+                    within=timedelta(minutes=self.cfg.gateway.resume_within_minutes))
             if self.http is not None:
                 try:
                     await self.http.start()
@@ -834,6 +846,8 @@ class App:
             await self._embedder.aclose()
         if self._cron_store is not None:
             await self._cron_store.close()
+        if self.inbox is not None:
+            await self.inbox.flush()  # the rows of the turns just ended go before gateway.db closes
         if self.sessions is not None:
             await self.sessions.close()
         if self.backend is not None:

@@ -16,7 +16,7 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, Protocol
 
 from memory.tokens import estimate_tokens, prefix_within
 
@@ -444,9 +444,19 @@ class _Takeover:
     taken: bool = False  # published, naming the message (metadata "supersedes")
 
 
+class Keeper(Protocol):
+    """Where an inbound message is written before it goes on the bus (gateway/inbox.py)."""
+
+    async def keep(self, msg: InboundMessage) -> None: ...
+
+
 class MessageBus:
-    def __init__(self, maxsize: int = 1000) -> None:
+    def __init__(self, maxsize: int = 1000, inbox: Keeper | None = None) -> None:
         self._maxsize = maxsize
+        # The durable inbox: a message is written there before it is on the
+        # bus, so before a channel lets the platform take it as received
+        # (Telegram's offset, Feishu's answer); the bus itself is memory only.
+        self.inbox = inbox
         self.inbound: asyncio.Queue[InboundMessage] = asyncio.Queue(maxsize)
         self._outbound: dict[str, asyncio.Queue[OutboundMessage]] = {}
         self._takeovers: dict[tuple[str, str], _Takeover] = {}
@@ -456,6 +466,8 @@ class MessageBus:
         takeover = self._takeovers.get((msg.session_key, gone)) if isinstance(gone, str) else None
         if takeover is not None:  # marked before the put: the held turn must not wake to a message not yet there
             takeover.taken = True
+        if self.inbox is not None:
+            await self.inbox.keep(msg)
         await self.inbound.put(msg)
 
     # A comment published on its own whose forwards then begin a burst

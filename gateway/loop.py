@@ -58,6 +58,7 @@ from .recent_files import RecentFiles
 from .resume import TurnContext
 from .revisions import Revisions
 from .sessions import SessionStore, StoredMessage
+from .inbox import Inbox
 from .incognito import Incognito
 from .timezones import UserTimezones
 from .tools import ToolContext
@@ -291,6 +292,9 @@ class _Item:
     # Set for a message a stop left unanswered (gateway/resume.py): its
     # row, already in Tier 0, is not written again.
     resumed: StoredMessage | None = None
+    # Waits for the resumed turns to start (``resume_gate``): a message the
+    # inbox kept from the last run (:meth:`ProcessLoop.redeliver`).
+    gated: bool = False
 
 
 class ProcessLoop:
@@ -315,12 +319,14 @@ class ProcessLoop:
         stream_delay: float | None = None,
         stream_interval: float = 1.0,
         chats_kept: int = CHATS_KEPT,
+        inbox: Inbox | None = None,
     ) -> None:
         """``stream_delay``: replies are streamed, and one taking longer
         than this many seconds shows as drafts every ``stream_interval``
         (gateway/drafts.py); None: no streaming. ``chats_kept``: chats
         remembered as having nothing left unbuffered (the most recent)."""
         self.bus = bus
+        self.inbox = inbox  # the messages taken and not done with (gateway/inbox.py): a row goes when its turn ends
         self.stream_delay = stream_delay
         self.stream_interval = stream_interval
         self.incognito = incognito  # users who asked not to be learnt from (/incognito)
@@ -386,6 +392,13 @@ class ProcessLoop:
         self.stats.received += 1
         self._enqueue(_Item(msg, time.perf_counter(), counted=False, resumed=row))
 
+    def redeliver(self, msg: InboundMessage) -> None:
+        """Answer ``msg``, kept in the inbox by a run that stopped before
+        its turn began (gateway/resume.py), as if it came again: its turn
+        writes its row; it starts with the resumed turns, behind any in its chat."""
+        self.stats.received += 1
+        self._enqueue(_Item(msg, time.perf_counter(), counted=False, gated=True))
+
     def _enqueue(self, item: _Item) -> None:
         if self._closed:
             raise RuntimeError("process loop is closed")
@@ -426,6 +439,7 @@ class ProcessLoop:
         for old in self._queues.get(key, ()):
             if same(old):
                 self._queues[key].remove(old)
+                self._done(old)
                 if old.counted:
                     self._pending.release()
                 self.stats.superseded += 1
@@ -471,8 +485,9 @@ class ProcessLoop:
                     # just done, and the rest of the queue goes on after it (_moved).
                     break
                 item = q.popleft()
+                cut = False
                 try:
-                    if item.resumed is not None:
+                    if item.resumed is not None or item.gated:
                         await self.resume_gate.wait()
                     if item.msg.kind == MOVED:
                         await self._quiet(item.msg.session_key)
@@ -484,6 +499,7 @@ class ProcessLoop:
                     if item.future is not None and not item.future.done():
                         item.future.set_result(text)
                 except asyncio.CancelledError:
+                    cut = True  # a stop: the inbox keeps it for the next start
                     if item.future is not None and not item.future.done():
                         item.future.cancel()
                     raise
@@ -516,6 +532,8 @@ class ProcessLoop:
                             item.drafts, exc,
                         )
                 finally:
+                    if not cut:
+                        self._done(item)
                     if item.counted:
                         self._pending.release()
                     if item.msg.kind == MOVED:  # however it ended, the new id's messages go on (once)
@@ -560,6 +578,11 @@ class ProcessLoop:
             await asyncio.wait({worker})
 
     # -- one message ------------------------------------------------------------
+
+    def _done(self, item: _Item) -> None:
+        """``item``'s turn is over, however it ended: the inbox lets it go."""
+        if self.inbox is not None and item.user is None:
+            self.inbox.done(item.msg)
 
     async def _handle(self, item: _Item) -> str:
         msg = item.msg

@@ -39,6 +39,17 @@ run one after another), a user row, with:
 * written within ``gateway.resumeWithinMinutes``: an older one gets
   nothing, logged.
 
+The messages taken but never begun (queued behind a turn, on the bus):
+their first record is the durable inbox (gateway/inbox.py), written
+before the platform was told they arrived. :func:`resume_inbox`, run after
+:func:`resume_cut_turns`, hands each back to the loop as if it came again
+(its turn writes its Tier 0 row), oldest first, so in arrival order in
+each chat and after the chat's cut turn; one with a Tier 0 row was begun
+(the cut-turn resume's, or answered) and is not handed back. Not a command
+(a cut ``/forget all`` is not run again unasked), nor one older than
+``gateway.resumeWithinMinutes``; one that carried pictures or a recording
+(their bytes are never stored) gets one note asking for it again.
+
 Not answered because never stored: commands (kept out of Tier 0; a cut
 ``/forget all`` is not run again unasked), messages over the rate limit
 (the user was told), group messages not addressed to the bot, stickers.
@@ -55,6 +66,7 @@ still queued. Once sent, a second answer would be worse than none.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -64,12 +76,13 @@ import structlog
 
 from memory.clock import format_ts, parse_ts
 
-from .bus import MESSAGE, ROUTING_KEYS, InboundMessage, Quoted, forwards_from_history
+from .bus import MESSAGE, ROUTING_KEYS, InboundMessage, OutboundMessage, Quoted, forwards_from_history, notes_in_chinese
+from .inbox import Inbox
 from .outbox import Outbox
 from .prompt import QUOTE_CHARS
 from .sessions import APOLOGISED, SessionStore, StoredMessage
 
-__all__ = ["Resumed", "TurnContext", "resume_cut_turns"]
+__all__ = ["Redelivered", "Resumed", "TurnContext", "resume_cut_turns", "resume_inbox"]
 
 log = structlog.get_logger(component="gateway")
 
@@ -205,3 +218,76 @@ async def resume_cut_turns(
                     message_id=row.message_id, age_s=round(age.total_seconds()))
         loop.resume(context.message(row), row)
     return done
+
+
+@dataclass(frozen=True)
+class Redelivered:
+    answered: list[InboundMessage]  # handed to the loop (or asked for again), oldest first
+    skipped: list[tuple[InboundMessage, str]]  # with why
+
+
+class Redeliverer(Protocol):
+    def redeliver(self, msg: InboundMessage) -> None: ...
+
+
+class NoteSender(Protocol):
+    async def publish_outbound(self, msg: OutboundMessage) -> None: ...
+
+
+_ASK_AGAIN = "Sorry, I restarted before I could answer, and the {what} you sent {are} no longer with me. Please send {it} again."
+_ASK_AGAIN_ZH = "抱歉，我在回答之前重启了，你发来的{what}没有留下。请再发一次。"
+
+
+def ask_again(msg: InboundMessage, pictures: int, unheard: bool) -> str:
+    """The note for a message whose pictures or recording a restart lost, in the user's language."""
+    if notes_in_chinese(msg):
+        return _ASK_AGAIN_ZH.format(what="图片" if pictures else "语音消息")
+    if pictures:
+        many = pictures > 1
+        return _ASK_AGAIN.format(what="photos" if many else "photo", are="are" if many else "is",
+                                 it="them" if many else "it")
+    return _ASK_AGAIN.format(what="voice message", are="is", it="it")
+
+
+async def resume_inbox(
+    loop: Redeliverer, inbox: Inbox, notes: NoteSender, *, now: datetime, within: timedelta
+) -> Redelivered:
+    """Hand the messages the inbox kept whose turn never began back to
+    ``loop``, oldest first (see the module docstring); a message whose
+    pictures or recording are gone gets a note on ``notes`` instead. Logs
+    each one, with its chat, id and age, never its words."""
+    done = Redelivered([], [])
+    gone: list[int] = []
+    for w in await inbox.waiting():
+        msg = w.msg
+        age = now - w.received_at
+        why = ""
+        if within <= timedelta(0):
+            why = "gateway.resumeWithinMinutes is 0"
+        elif age > within:
+            why = "older than gateway.resumeWithinMinutes"
+        elif not (w.pictures or w.unheard or msg.documents or msg.forwarded) and _COMMAND.match(msg.text.strip()):
+            why = "a command (not run again unasked)"
+        if why:
+            gone.append(w.id)
+            done.skipped.append((w.msg, why))
+            log.info("message taken before a stop, never begun: not answered now", reason=why, channel=msg.channel,
+                     chat_id=msg.chat_id, message_id=msg.message_id, age_s=round(age.total_seconds()))
+            continue
+        done.answered.append(msg)
+        if w.pictures or w.unheard:
+            gone.append(w.id)
+            log.warning("message taken before a stop, never begun: its pictures or recording asked for again",
+                        channel=msg.channel, chat_id=msg.chat_id, message_id=msg.message_id,
+                        age_s=round(age.total_seconds()))
+            await notes.publish_outbound(OutboundMessage.answering(msg, ask_again(msg, w.pictures, w.unheard)))
+            continue
+        log.warning("answering a message taken before a stop, never begun", channel=msg.channel,
+                    chat_id=msg.chat_id, message_id=msg.message_id, age_s=round(age.total_seconds()))
+        loop.redeliver(msg)  # its row goes when its turn ends
+    await inbox.drop(gone)
+    return done
+
+
+# A command, as gateway/loop.py's split_command reads one ("/export", "@bot /forget all").
+_COMMAND = re.compile(r"^(?:@\S+\s+)?/\S")

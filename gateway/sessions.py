@@ -318,6 +318,27 @@ async def _m014_admin_sessions(conn: aiosqlite.Connection) -> None:
     )
 
 
+async def _m015_inbox(conn: aiosqlite.Connection) -> None:
+    # Messages taken from a platform (Telegram's offset will pass them,
+    # Feishu is answered) whose turn has not ended (gateway/inbox.py): what
+    # a crash would otherwise lose, answered at the next start. A row lives
+    # from the message's arrival to its turn's end.
+    await run_script(
+        conn,
+        """
+        CREATE TABLE IF NOT EXISTS inbox (
+            id          INTEGER PRIMARY KEY AUTOINCREMENT,
+            channel     TEXT NOT NULL,
+            chat_id     TEXT NOT NULL,
+            message_id  TEXT NOT NULL,
+            received_at TEXT NOT NULL,
+            payload     TEXT NOT NULL,
+            UNIQUE (channel, chat_id, message_id)
+        );
+        """,
+    )
+
+
 MIGRATIONS: list[Migration] = [
     _m001_sessions,
     _m002_message_ids,
@@ -333,6 +354,7 @@ MIGRATIONS: list[Migration] = [
     _m012_message_context,
     _m013_sender_names,
     _m014_admin_sessions,
+    _m015_inbox,
 ]
 
 

@@ -269,6 +269,11 @@ GATEWAY_ERAS: dict[str, Era] = {
         ("admin_sessions", {"id_hash": f"{v:064x}", "expires_at": 1_700_000_000 + v}),
         ("admin_failures", {"who": f"127.0.0.{v}", "at": 1_700_000_000.25 + v}),
     ],
+    "_m015_inbox": lambda v: [
+        *_chat(v, context=True, sender_name=True),
+        ("inbox", {"id": v, "channel": "telegram", "chat_id": str(v), "message_id": f"{v}07", "received_at": at(v),
+                   "payload": json.dumps({"text": f"and the {word(v)}?"})}),
+    ],
 }
 
 

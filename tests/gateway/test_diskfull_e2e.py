@@ -123,7 +123,11 @@ async def test_the_gateway_tells_the_truth_on_a_full_disk_and_recovers_when_spac
     lines = [json.loads(line) for line in stream.getvalue().splitlines()]
     loud = [(e["level"], e["event"]) for e in lines if e["level"] in ("warning", "error")]
     assert loud == [
+        # The inbox fails first (before the message goes on the bus), then Tier 0.
+        ("error", "message not saved in the inbox: answered, but a crash before its turn would lose it; "
+                  "later ones are counted until one is"),
         ("error", "message not saved, so not answered; later ones are counted until one is"),
+        ("warning", "messages are saved in the inbox again"),
         ("warning", "messages are saved again"),
         ("error", "buffering for extraction failed; will retry"),
         ("warning", "buffering for extraction works again"),

@@ -369,9 +369,6 @@ async def test_a_cron_job_missed_while_down_does_not_hide_the_cut_turn_of_its_ch
         assert [m.text for m in tg.sent] == ["re: is the launch on Thursday?", "re: how is the garden?"]
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "known gap (scripts/chaos_kill.py, BENCHMARKS.md 'Chaos'): the next getUpdates confirms every update whose "
-    "message is on the in-memory bus, so messages queued behind a chat's turn are lost by a crash"))
 async def test_messages_queued_behind_a_turn_cut_by_a_crash_are_answered_after_the_restart(
     tmp_path: Path, clock: ManualClock
 ) -> None:
@@ -392,8 +389,15 @@ async def test_messages_queued_behind_a_turn_cut_by_a_crash_are_answered_after_t
             with contextlib.suppress(TimeoutError):
                 await tg.wait_sent(3, timeout=5)
             await _quiet(again)
-        assert sorted(m.text for m in tg.sent) == ["re: also, book the room", "re: and who runs the demo?",
-                                                   "re: is the launch on Thursday?"]
+        # In order: the cut turn first (its row), then the two the inbox kept, as they came.
+        assert [m.text for m in tg.sent] == ["re: is the launch on Thursday?", "re: and who runs the demo?",
+                                             "re: also, book the room"]
+        assert [r for r, _, _ in _history(tmp_path)] == ["user", "assistant"] * 3
+        clock.advance(60)
+        async with _telegram_app(tmp_path, clock, llm, tg) as third:  # answered once: nothing again
+            await _quiet(third)
+            assert third.inbox is not None and await third.inbox.count() == 0
+        assert len(tg.sent) == 3
 
 
 async def test_a_reply_sent_whose_row_could_not_be_written_is_not_answered_again(

@@ -1,0 +1,218 @@
+"""The durable inbox: every message taken from a platform, in gateway.db
+(table ``inbox``, migration 015 of ``gateway/sessions.py``) from the
+moment it is taken until its turn ends.
+
+Why: a platform is told a message was received before the gateway has
+answered it (Telegram's next ``getUpdates`` confirms every update whose
+message is on the bus; Feishu is answered on arrival), and the bus is an
+in-memory queue. Without the inbox a crash (SIGKILL, out of memory,
+power) lost every message taken but not yet begun, its first durable
+record being the Tier 0 row its turn writes. Now :meth:`MessageBus.
+publish_inbound <gateway.bus.MessageBus.publish_inbound>` awaits
+:meth:`Inbox.keep` before the message goes on the bus, so before the
+channel can confirm it (Telegram's offset moves past an update only once
+its message is on the bus; a Feishu text's webhook or long-connection
+handler returns only once it is); the process loop drops the row when
+the turn ends, however it ended (:meth:`Inbox.done`); the next start
+answers what is left (gateway/resume.py ``resume_inbox``), after the cut
+turns, in arrival order per chat, once: a message with a Tier 0 row was
+begun, and is the cut-turn resume's or answered already.
+
+What is kept: what the loop needs to answer the message again, as JSON:
+its words, forwards, quote, files read as text (recent files keep them a
+day anyway), routing and flags. Never a picture's or a recording's bytes
+(``Image``/``Audio``: never stored); only that there were some, so such a
+message gets a note asking for it again. Only new messages the loop may
+answer are kept (not edits, recalls, stickers, nor group messages not
+addressed to the bot): the cost is one grouped insert (memory/batch.py)
+and one grouped delete per message.
+
+A write that fails (a full disk, gateway.db locked) costs durability, not
+the message: logged as an error, and it goes on the bus all the same.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sqlite3
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import structlog
+
+from memory.batch import RowBatcher, insert_statement
+from memory.clock import Clock, format_ts, parse_ts
+from memory.db import Database
+
+from .bus import MESSAGE, ROUTING_KEYS, Document, Forwarded, InboundMessage, Quoted
+
+__all__ = ["Inbox", "Waiting", "dumps", "kept", "loads"]
+
+log = structlog.get_logger(component="gateway")
+
+
+def kept(msg: InboundMessage) -> bool:
+    """Is ``msg`` one the inbox keeps: a new message with a platform id
+    that the loop would answer (addressed to the bot, with something in it)?"""
+    if msg.kind != MESSAGE or not msg.message_id:
+        return False
+    if msg.is_group and not (msg.mentioned or msg.reply_to_bot):
+        return False
+    return bool(msg.text.strip() or msg.images or msg.documents or msg.forwarded or msg.audio is not None)
+
+
+def dumps(msg: InboundMessage) -> str:
+    """``msg`` as the inbox keeps it (no picture or recording bytes)."""
+    d: dict[str, Any] = {
+        "s": msg.sender_id, "t": msg.text, "ts": format_ts(msg.timestamp), "g": msg.is_group,
+        "m": msg.mentioned, "r": msg.reply_to_bot, "n": msg.sender_name, "l": msg.locale, "p": msg.placeholder,
+        "k": {k: msg.metadata[k] for k in ROUTING_KEYS if k in msg.metadata},
+    }
+    if msg.quoted is not None:
+        d["q"] = [msg.quoted.author, msg.quoted.text, msg.quoted.partial]
+    if msg.forwarded:
+        d["f"] = [[f.author, f.text, format_ts(f.sent_at) if f.sent_at is not None else "", f.audio is not None]
+                  for f in msg.forwarded]
+    if msg.documents:
+        d["d"] = [[x.name, x.text, x.total_chars, x.pages, x.more] for x in msg.documents]
+    if msg.images:
+        d["i"] = len(msg.images)
+    if msg.audio is not None:
+        d["a"] = True
+    return json.dumps(d, ensure_ascii=False)
+
+
+@dataclass(frozen=True)
+class Waiting:
+    """A message the inbox kept whose turn never ended, as it came back."""
+
+    id: int
+    received_at: datetime
+    msg: InboundMessage  # without its pictures or recording (see ``unheard`` and ``pictures``)
+    pictures: int = 0  # how many pictures it carried (their bytes are not kept)
+    unheard: bool = False  # it carried a recording (its own or a forward's), not kept
+
+
+def loads(channel: str, chat_id: str, message_id: str, payload: str) -> tuple[InboundMessage, int, bool]:
+    """The message :func:`dumps` kept, how many pictures it had, whether
+    it had a recording. Raises ValueError for a payload it cannot read."""
+    d = json.loads(payload)
+    if not isinstance(d, dict):
+        raise ValueError("inbox payload is not an object")
+    q = d.get("q")
+    forwards = tuple(Forwarded(str(a), str(t), parse_ts(s) if s else None) for a, t, s, _ in d.get("f") or ())
+    docs = tuple(Document(str(n), str(t), int(c), p if p is None else int(p), str(m)) for n, t, c, p, m in d.get("d") or ())
+    unheard = bool(d.get("a")) or any(bool(f[3]) for f in d.get("f") or ())
+    routing = d.get("k")
+    msg = InboundMessage(
+        channel=channel, chat_id=chat_id, sender_id=str(d["s"]), text=str(d["t"]), message_id=message_id,
+        timestamp=parse_ts(str(d["ts"])), is_group=bool(d.get("g")), mentioned=bool(d.get("m")),
+        reply_to_bot=bool(d.get("r")), sender_name=str(d.get("n") or ""),
+        metadata=dict(routing) if isinstance(routing, dict) else {}, locale=str(d.get("l") or ""),
+        placeholder=str(d.get("p") or ""), quoted=None if q is None else Quoted(str(q[0]), str(q[1]), bool(q[2])),
+        forwarded=forwards, documents=docs,
+    )
+    return msg, int(d.get("i") or 0), unheard
+
+
+class Inbox:
+    """``Inbox(db, clock)``: the ``inbox`` table of gateway.db's
+    :class:`~memory.db.Database` (the session store's)."""
+
+    def __init__(self, db: Database, clock: Clock) -> None:
+        self.db = db
+        self.clock = clock
+        self._adds = RowBatcher(
+            db, insert_statement(
+                "INSERT OR IGNORE INTO inbox (channel, chat_id, message_id, received_at, payload)", 5), 5)
+        self._drops = RowBatcher(
+            db, lambda n: "DELETE FROM inbox WHERE (channel, chat_id, message_id) IN (VALUES "
+            + ", ".join(["(?, ?, ?)"] * n) + ")", 3)
+        self._dropping: set[asyncio.Task[list[Any]]] = set()
+        self.failed = 0  # messages not kept (a full disk): answered, not durable
+        self._failing = 0  # of those, since the last one kept
+
+    async def keep(self, msg: InboundMessage) -> None:
+        """Write ``msg`` (if :func:`kept`) before the platform learns it
+        was received; a redelivery of one kept is not written twice. A
+        failed write is logged, never raised: the message goes on."""
+        if not kept(msg):
+            return
+        try:
+            await self._adds.write([(msg.channel, msg.chat_id, msg.message_id, format_ts(self.clock.now()), dumps(msg))])
+        except (sqlite3.Error, OSError, RuntimeError) as exc:
+            # A full disk fails every write alike until it passes: one error, then a count.
+            self.failed += 1
+            self._failing += 1
+            (log.error if self._failing == 1 else log.info)(
+                "message not saved in the inbox: answered, but a crash before its turn would lose it; "
+                "later ones are counted until one is",
+                channel=msg.channel, chat_id=msg.chat_id, message_id=msg.message_id, error=repr(exc))
+            return
+        if self._failing:
+            log.warning("messages are saved in the inbox again", not_saved=self._failing)
+            self._failing = 0
+
+    def done(self, msg: InboundMessage) -> None:
+        """``msg``'s turn ended (answered, refused, ignored, failed): its
+        row goes, in the background (grouped with others'). A crash first
+        leaves it for the next start, which finds its Tier 0 row (if any)
+        and does not answer it twice."""
+        if not kept(msg):
+            return
+        task = asyncio.ensure_future(self._drops.write([(msg.channel, msg.chat_id, msg.message_id)]))
+        self._dropping.add(task)
+        task.add_done_callback(self._dropped)
+
+    def _dropped(self, task: asyncio.Task[list[Any]]) -> None:
+        self._dropping.discard(task)
+        if not task.cancelled() and (exc := task.exception()) is not None:
+            # Left in the inbox: the next start finds it answered (its Tier 0 row) or answers it.
+            log.warning("answered message still in the inbox", error=repr(exc))
+
+    async def flush(self) -> None:
+        """Wait for the rows being dropped (before gateway.db closes)."""
+        if self._dropping:
+            await asyncio.wait(set(self._dropping))
+        await self._adds.drain()
+
+    async def waiting(self) -> list[Waiting]:
+        """The messages whose turn never ended and never began (no Tier 0
+        row with their id in their chat), oldest first; the others (begun:
+        the cut-turn resume's, or answered) are dropped, as are rows that
+        cannot be read (logged)."""
+        begun = """EXISTS (SELECT 1 FROM session_messages m JOIN sessions s ON s.id = m.session_id
+                           WHERE m.message_id = i.message_id AND s.key = i.channel || ':' || i.chat_id)"""
+        rows = await self.db.fetchall(
+            f"SELECT i.id, i.channel, i.chat_id, i.message_id, i.received_at, i.payload, {begun} AS begun "
+            "FROM inbox i ORDER BY i.id"
+        )
+        out: list[Waiting] = []
+        gone: list[int] = []
+        for r in rows:
+            if r["begun"]:
+                gone.append(int(r["id"]))
+                continue
+            try:
+                msg, pictures, unheard = loads(str(r["channel"]), str(r["chat_id"]), str(r["message_id"]), str(r["payload"]))
+                at = parse_ts(str(r["received_at"]))
+            except (ValueError, TypeError, KeyError) as exc:
+                log.error("inbox row unreadable; dropped", id=int(r["id"]), channel=r["channel"], chat_id=r["chat_id"],
+                          message_id=r["message_id"], error=repr(exc))
+                gone.append(int(r["id"]))
+                continue
+            out.append(Waiting(int(r["id"]), at, msg, pictures, unheard))
+        await self.drop(gone)
+        return out
+
+    async def drop(self, ids: list[int]) -> None:
+        """Delete rows by id (a message not to be answered after all)."""
+        for i in range(0, len(ids), 500):
+            part = ids[i : i + 500]
+            await self.db.write(f"DELETE FROM inbox WHERE id IN ({','.join('?' * len(part))})", part)
+
+    async def count(self) -> int:
+        row = await self.db.fetchone("SELECT COUNT(*) FROM inbox")
+        return int(row[0]) if row else 0

@@ -1,0 +1,153 @@
+"""The durable inbox end to end (gateway/inbox.py): a message Feishu or
+Telegram was told arrived is in gateway.db before that, and a crash with
+messages queued behind a turn loses none of them."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from pathlib import Path
+
+import structlog
+
+from channels.feishu import FeishuChannel
+from gateway.bus import MessageBus
+from gateway.inbox import Inbox
+from gateway.sessions import SessionStore
+from memory import ManualClock
+from tests.fakes.feishu_server import FakeFeishu
+from tests.fakes.openai_server import FakeOpenAI
+from tests.fakes.telegram_server import FakeTelegram
+
+from .test_e2e_feishu import feishu  # noqa: F401 (a fixture)
+from .test_e2e_feishu_outbox import ALICE, Gateway, until
+from tests.channels.test_feishu_longconn import ws_config
+from .test_resume_e2e import KEY, _crash, _echo, _history, _quiet, _telegram_app
+
+
+async def test_feishu_webhook_messages_queued_behind_a_crashed_turn_are_answered_in_order(
+    tmp_path: Path, clock: ManualClock, feishu: FakeFeishu  # noqa: F811
+) -> None:
+    """Three questions over the webhook, each answered 200 (Feishu will
+    not send them again); the model holds the first and the gateway dies.
+    After the restart all three are answered, in the order they came, once."""
+    async with FakeOpenAI(api_key=KEY, responder=_echo) as llm:
+        g = Gateway(tmp_path, clock, feishu, llm)
+        try:
+            app = await g.start()
+            llm.queue_hold()
+            words = ["what did we decide about pricing?", "and the launch date?", "who owns the deck?"]
+            events = [feishu.message_event(w, chat_id="oc_alice", open_id=ALICE) for w in words]
+            await g.push(events[0])
+            await until(lambda: len(llm.requests) == 1, timeout=15)
+            for e in events[1:]:
+                await g.push(e)  # answered 200: in the inbox already
+            assert app.inbox is not None and await app.inbox.count() == 3
+            await g.stop(timeout=0.0)
+            assert feishu.sent == []
+            clock.advance(60)
+            app = await g.start()
+            await until(lambda: len(feishu.sent) == 3, timeout=15)
+            await g.settled()
+            assert app.redelivered is not None and len(app.redelivered.answered) == 2
+            assert app.inbox is not None
+            await app.inbox.flush()
+            assert await app.inbox.count() == 0
+        finally:
+            await g.stop()
+        assert [m["text"] for m in feishu.visible()] == [f"re: {w}" for w in words]
+        ids = [e["event"]["message"]["message_id"] for e in events]
+        assert [(r, m) for r, m, _ in _history(tmp_path)] == [(r, i) for i in ids for r in ("user", "assistant")]
+        app = await g.start()  # a third start answers nothing again
+        try:
+            await g.settled()
+        finally:
+            await g.stop()
+        assert len(feishu.sent) == 3
+
+
+async def test_a_feishu_long_connection_event_is_in_the_inbox_before_its_ack(tmp_path: Path, clock: ManualClock) -> None:
+    """The long connection's handler returns (and the SDK ACKs the event,
+    after which Feishu never sends it again) only once the message is
+    written to gateway.db."""
+    async with FakeFeishu() as fake, await SessionStore.open(tmp_path / "gateway.db", clock) as store:
+        inbox = Inbox(store.db, clock)
+        ch = FeishuChannel(ws_config(fake), MessageBus(inbox=inbox))
+        await ch.start()
+        try:
+            await fake.wait_ws_connected(60)
+            event = fake.message_event("via websocket", chat_id="oc_ws", open_id="ou_ws")
+            assert (await fake.push_ws_event(event))["code"] == 200
+            [waiting] = await inbox.waiting()  # the ACK came after the write
+            assert (waiting.msg.chat_id, waiting.msg.text) == ("oc_ws", "via websocket")
+            assert waiting.msg.message_id == event["event"]["message"]["message_id"]
+        finally:
+            await asyncio.wait_for(ch.stop(), 20)
+
+
+async def test_a_message_the_inbox_cannot_write_is_still_answered(tmp_path: Path, clock: ManualClock) -> None:
+    """gateway.db full for the inbox: the message goes on and is answered;
+    the failure is logged as an error (with no words of the message)."""
+    async with FakeOpenAI(api_key=KEY, responder=_echo) as llm, FakeTelegram() as tg:
+        async with _telegram_app(tmp_path, clock, llm, tg) as app:
+            with sqlite3.connect(tmp_path / "data" / "gateway.db") as db:  # only the inbox's insert fails, for real
+                db.execute("CREATE TRIGGER full BEFORE INSERT ON inbox "
+                           "BEGIN SELECT RAISE(ABORT, 'database or disk is full'); END")
+            with structlog.testing.capture_logs() as logs:
+                tg.push_text(42, 42, "is the launch on Thursday?")
+                await tg.wait_sent(1, timeout=15)
+                await _quiet(app)
+            assert app.inbox is not None and app.inbox.failed == 1
+        assert [m.text for m in tg.sent] == ["re: is the launch on Thursday?"]
+        [err] = [e for e in logs if e["log_level"] == "error"]
+        assert "inbox" in err["event"] and "database or disk is full" in err["error"]
+        assert "launch" not in str(err)
+
+
+async def test_a_stop_past_its_timeout_leaves_the_waiting_messages_for_the_next_start(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    """A SIGTERM whose drain times out on a slow answer, two messages
+    waiting behind it in the chat and one from another chat still on the
+    bus: all are answered after the restart, each chat in its order."""
+    async with FakeOpenAI(api_key=KEY, responder=_echo) as llm, FakeTelegram() as tg:
+        async with _telegram_app(tmp_path, clock, llm, tg) as app:
+            llm.queue_hold()
+            tg.push_text(42, 42, "first")
+            await until(lambda: len(llm.requests) == 1, timeout=15)
+            tg.push_text(42, 42, "second")
+            tg.push_text(42, 42, "third")
+            await until(lambda: tg.pending_updates == 0, timeout=15)
+            await asyncio.wait_for(app.close(timeout=0.5), 30)
+        assert tg.sent == []
+        clock.advance(60)
+        async with _telegram_app(tmp_path, clock, llm, tg) as again:
+            await tg.wait_sent(3, timeout=15)
+            await _quiet(again)
+        assert [m.text for m in tg.sent] == ["re: first", "re: second", "re: third"]
+        # Each answered knowing the ones before it and their replies.
+        assert "re: first" in str(llm.requests[-2]["messages"]) and "re: second" in str(llm.requests[-1]["messages"])
+
+
+async def test_a_crash_after_the_reply_but_before_the_inbox_row_went_answers_nothing_twice(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    """The inbox row outlives the turn (a crash right after the reply): the
+    next start finds the message's Tier 0 rows and lets it go unanswered."""
+    async with FakeOpenAI(api_key=KEY, responder=_echo) as llm, FakeTelegram() as tg:
+        async with _telegram_app(tmp_path, clock, llm, tg) as app:
+            tg.push_text(42, 42, "ping")
+            await tg.wait_sent(1, timeout=15)
+            await _quiet(app)
+            assert app.inbox is not None
+            await app.inbox.flush()
+            with sqlite3.connect(tmp_path / "data" / "gateway.db") as db:  # as if its delete never ran
+                db.execute("INSERT INTO inbox (channel, chat_id, message_id, received_at, payload) "
+                           "SELECT 'telegram', '42', message_id, created_at, '{\"s\": \"42\", \"t\": \"ping\", "
+                           "\"ts\": \"2026-03-01T12:00:00Z\"}' FROM session_messages WHERE role = 'user'")
+            await _crash(app)
+        async with _telegram_app(tmp_path, clock, llm, tg) as again:
+            await _quiet(again)
+            assert again.redelivered is not None and again.redelivered.answered == []
+            assert again.inbox is not None and await again.inbox.count() == 0
+        assert [m.text for m in tg.sent] == ["re: ping"]
