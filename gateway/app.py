@@ -671,7 +671,7 @@ class App:
             if self.sessions is not None:
                 self.resumed = await resume_cut_turns(
                     self.loop, self.sessions, delivery.outbox, now=self.clock.now(),
-                    within=timedelta(minutes=self.cfg.gateway.resume_within_minutes))
+                    within=timedelta(minutes=self.cfg.gateway.resume_within_minutes), files=self.recent_files)
             if self.http is not None:
                 try:
                     await self.http.start()

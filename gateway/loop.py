@@ -54,7 +54,7 @@ from .commands import COMMANDS, UserCommands
 from .drafts import Drafts
 from .prompt import QUOTE_CHARS, PromptBuilder, Speaker, speaker_labels
 from .ratelimit import RateLimiter, limited_note
-from .recent_files import RecentFiles
+from .recent_files import KeptFile, RecentFiles
 from .resume import TurnContext
 from .revisions import Revisions
 from .sessions import SessionStore, StoredMessage
@@ -291,6 +291,9 @@ class _Item:
     # Set for a message a stop left unanswered (gateway/resume.py): its
     # row, already in Tier 0, is not written again.
     resumed: StoredMessage | None = None
+    # A resumed message whose files or pictures are not to be had again:
+    # answered with this note alone (gateway/resume.py lost_note).
+    lost: str = ""
 
 
 class ProcessLoop:
@@ -380,11 +383,12 @@ class ProcessLoop:
             self.stats.received += 1
             self._enqueue(_Item(msg, time.perf_counter()))
 
-    def resume(self, msg: InboundMessage, row: StoredMessage) -> None:
+    def resume(self, msg: InboundMessage, row: StoredMessage, *, lost: str = "") -> None:
         """Answer ``msg``, stored as ``row`` by a run that stopped before
-        answering it (gateway/resume.py), as if it came again."""
+        answering it (gateway/resume.py), as if it came again; with
+        ``lost``, that note alone answers it."""
         self.stats.received += 1
-        self._enqueue(_Item(msg, time.perf_counter(), counted=False, resumed=row))
+        self._enqueue(_Item(msg, time.perf_counter(), counted=False, resumed=row, lost=lost))
 
     def _enqueue(self, item: _Item) -> None:
         if self._closed:
@@ -647,6 +651,12 @@ class ProcessLoop:
         resumed = item.resumed
         if resumed is not None:  # the history it was asked after, not itself
             history = [m for m in history if m.id < resumed.id]
+        if item.lost:
+            # Its files or pictures are gone with the stop: asked for again,
+            # once (marked first, as an apology is), no model call.
+            await self._mark_apologised(msg)
+            await self._reply(msg, item.lost, user)
+            return item.lost
         if item.user is None and self.limiter is not None:
             decision = self.limiter.check(user)
             if not decision.allowed:
@@ -674,12 +684,13 @@ class ProcessLoop:
             msg = heard
         # Incognito: answered with what is remembered, never learnt from.
         quiet = item.user is None and self.incognito is not None and await self.incognito.since(user) is not None
-        if msg.documents and self.files is not None:
+        kept: list[KeptFile] = []
+        if msg.documents and self.files is not None and resumed is None:  # a resumed turn's are kept already
             # A later message may ask about them (file_read): kept in memory
             # at once, written to gateway.db in the background (compressing
             # a 200 KB file and its transaction are not the reply's to wait
             # for); an incognito turn's stay in memory only.
-            await self.files.keep(key, user, msg.documents, incognito=quiet)
+            kept = await self.files.keep(key, user, msg.documents, incognito=quiet)
         tz = await self._zone(user)
         # What the message is about beyond its own words: the message it
         # replies to, the messages it forwards (maybe all there is).
@@ -740,7 +751,7 @@ class ProcessLoop:
         if resumed is not None:
             user_write = asyncio.create_task(_stored(resumed))
         elif not job:
-            context = TurnContext.of(msg)  # for answering it at the next start, should a stop cut this turn
+            context = TurnContext.of(msg, kept)  # for answering it at the next start, should a stop cut this turn
             user_write = self._save(msg, "user", msg.history_text, user, sender_id=msg.sender_id,
                                     message_id=msg.message_id, buffered=quiet,
                                     context=context.dumps() if context is not None else "",

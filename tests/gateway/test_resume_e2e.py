@@ -268,7 +268,7 @@ async def test_a_reply_to_a_message_cut_by_a_crash_is_answered_with_what_it_repl
             await _quiet(again)
             assert again.resumed is not None and [r.content for r in again.resumed.answered] == ["why Thursday?"]
             assert [(r.content, why) for r, why in again.resumed.skipped] == [
-                ("is that right?", "not kept whole (a job's, a picture's, a file's, a quote's, or from before)")]
+                ("is that right?", "not kept whole (a job's, a group's quote, or from before)")]
         assert reply.text == "re: why Thursday?" and len(llm.requests) == 4
         assert _quote(llm.requests[3]) == _quote(llm.requests[1]) != ""
 
