@@ -57,7 +57,7 @@ from .ratelimit import RateLimiter, limited_note
 from .recent_files import KeptFile, RecentFiles
 from .resume import TurnContext
 from .revisions import Revisions
-from .sessions import SessionStore, StoredMessage
+from .sessions import APOLOGISED, SessionStore, StoredMessage
 from .incognito import Incognito
 from .timezones import UserTimezones
 from .tools import ToolContext
@@ -644,7 +644,9 @@ class ProcessLoop:
             # was late and redelivers after a reconnect, Telegram resends the
             # last batch when the process stopped before confirming it. The
             # reply row carries the message's id and is in Tier 0, so this
-            # holds across restarts too. (Asked but never answered: answered now.)
+            # holds across restarts too. (Asked but never answered: answered
+            # now. Answered with an apology: that was its answer, as at a
+            # restart; the user retries with a message of their own.)
             self.stats.redelivered += 1
             log.info("message already answered; ignoring the redelivery", chat=key, message_id=msg.message_id)
             return ""
@@ -1177,8 +1179,9 @@ async def _stored(row: StoredMessage) -> StoredMessage:
 
 
 def _answered(history: Sequence[StoredMessage], message_id: str) -> bool:
-    """Is there a reply to ``message_id`` in the window (reply rows carry the id of the message they answer)?"""
-    return any(m.role == "assistant" and m.message_id == message_id for m in history)
+    """Is there a reply to ``message_id`` in the window (reply rows carry the
+    id of the message they answer), or an apology (its row so marked)?"""
+    return any(m.message_id == message_id and (m.role == "assistant" or m.context == APOLOGISED) for m in history)
 
 
 def log_debug_enabled() -> bool:
