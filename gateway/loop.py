@@ -294,6 +294,10 @@ class _Item:
     # A resumed message whose files or pictures are not to be had again:
     # answered with this note alone (gateway/resume.py lost_note).
     lost: str = ""
+    # Its user row is written (or being written): a stop now leaves a cut
+    # turn the next start answers; before, the stop writes it (_park).
+    saved: bool = False
+    kept: list[KeptFile] | None = None  # its files as recent files kept them, once they are
 
 
 class ProcessLoop:
@@ -362,6 +366,8 @@ class ProcessLoop:
         # away when they leave it (LEFT; cron.db's jobs): name -> its
         # removal ``(channel, chat_id, user)``, how many.
         self.member_left: dict[str, Callable[[str, str, str], Awaitable[int]]] = {}
+        # Messages whose turn a stop cut before their row was written (_work): _park writes them.
+        self._cut: list[_Item] = []
         # Resumed turns (:meth:`resume`) wait for it: the App hands them over
         # before any channel can deliver a message, so each is first in its
         # chat, and opens it once the replies kept from the last run are held.
@@ -490,6 +496,8 @@ class ProcessLoop:
                 except asyncio.CancelledError:
                     if item.future is not None and not item.future.done():
                         item.future.cancel()
+                    if self._closed and not item.saved:
+                        self._cut.append(item)  # stopped before its row was written: close() parks it
                     raise
                 except JobFailed as exc:  # the scheduler's to retry; nothing was sent
                     self.stats.failed += 1
@@ -651,8 +659,11 @@ class ProcessLoop:
             log.info("message already answered; ignoring the redelivery", chat=key, message_id=msg.message_id)
             return ""
         resumed = item.resumed
-        if resumed is not None:  # the history it was asked after, not itself
-            history = [m for m in history if m.id < resumed.id]
+        if resumed is not None:
+            # The history it was asked after, not itself nor the messages a
+            # stop wrote after it, still to be answered; with the replies
+            # since to those before it (a stop wrote it before they came).
+            history = [m for m in history if m.id < resumed.id or (m.id > resumed.id and m.role == "assistant")]
         if item.lost:
             # Its files or pictures are gone with the stop: asked for again,
             # once (marked first, as an apology is), no model call.
@@ -692,7 +703,7 @@ class ProcessLoop:
             # at once, written to gateway.db in the background (compressing
             # a 200 KB file and its transaction are not the reply's to wait
             # for); an incognito turn's stay in memory only.
-            kept = await self.files.keep(key, user, msg.documents, incognito=quiet)
+            kept = item.kept = await self.files.keep(key, user, msg.documents, incognito=quiet)
         tz = await self._zone(user)
         # What the message is about beyond its own words: the message it
         # replies to, the messages it forwards (maybe all there is).
@@ -750,6 +761,7 @@ class ProcessLoop:
         # at start.
         job = item.user is not None
         user_write: asyncio.Task[StoredMessage] | None = None
+        item.saved = True
         if resumed is not None:
             user_write = asyncio.create_task(_stored(resumed))
         elif not job:
@@ -1170,8 +1182,65 @@ class ProcessLoop:
                 for t in live:
                     t.cancel()
                 await asyncio.gather(*live, return_exceptions=True)
+        await self._park_left()
         if self._buffering:
             await asyncio.gather(*self._buffering.values(), return_exceptions=True)
+
+    async def _park_left(self) -> None:
+        """The messages taken but not answered when the stop came (cut
+        before their row was written, queued behind a turn, still on the
+        bus): the platform will not send them again (Telegram's offset is
+        confirmed at the stop, Feishu acknowledged them), so each is
+        written to Tier 0 as it would have been, for the next start to
+        answer (gateway/resume.py), in order."""
+        left = [*self._cut, *(i for q in self._queues.values() for i in q)]
+        self._cut.clear()
+        self._queues.clear()
+        while not self.bus.inbound.empty():
+            left.append(_Item(self.bus.inbound.get_nowait(), time.perf_counter()))
+        parked = 0
+        for item in left:
+            try:
+                parked += await self._park(item)
+            except Exception as exc:  # gateway.db failing: the rest are still tried
+                log.error("message left by the stop not saved; it will not be answered", chat=item.msg.session_key,
+                          message_id=item.msg.message_id, error=repr(exc))
+        if left:
+            log.warning("messages left unanswered by the stop saved; the next start answers them",
+                        saved=parked, dropped=len(left) - parked)
+
+    async def _park(self, item: _Item) -> bool:
+        """Write ``item``'s row as its turn would have (its words, its
+        context: its files kept in recent files, its pictures and recording
+        counted, as their bytes are not kept); False for what no row is
+        written for (a job, the scheduler's to run again; an edit, a
+        command, a sticker, a group message not addressed to the bot)."""
+        msg = item.msg
+        if item.user is not None or item.resumed is not None or msg.kind != MESSAGE or not msg.message_id:
+            return False
+        if msg.is_group and not (msg.mentioned or msg.reply_to_bot):
+            return False
+        attached = bool(msg.images or msg.documents or msg.forwarded) or msg.audio is not None
+        if not msg.text.strip() and not attached:
+            return False
+        if not attached and split_command(msg.text) is not None:
+            log.warning("command left unanswered by the stop; not run again unasked", chat=msg.session_key,
+                        message_id=msg.message_id)
+            return False
+        user = self.identities.resolve(msg.channel, msg.sender_id)
+        key = msg.session_key
+        quiet = self.incognito is not None and await self.incognito.since(user) is not None
+        kept = item.kept
+        if kept is None and msg.documents and self.files is not None:
+            kept = await self.files.keep(key, user, msg.documents, incognito=quiet)
+        context = TurnContext.of(msg, kept or [])
+        await self.sessions.append(
+            key, channel=msg.channel, chat_id=msg.chat_id, role="user", content=msg.history_text, owner=user,
+            sender_id=msg.sender_id, message_id=msg.message_id, buffered=quiet,
+            context=context.dumps() if context is not None else "",
+            sender_name=msg.sender_name if msg.is_group else "",
+        )
+        return True
 
 
 async def _stored(row: StoredMessage) -> StoredMessage:

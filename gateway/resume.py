@@ -19,8 +19,16 @@ history shows them) and the user's own words, so it is recalled for,
 answered and cited (memory_save: "from a message you forwarded") as the
 forward it was.
 
-A cut turn is the last row of its chat's current session (a chat's turns
-run one after another), a user row, with:
+A stop also finds messages taken from the platform whose turn had not
+begun (queued behind a slow turn in their chat, still on the bus, or cut
+before their row was written): ``ProcessLoop.close`` writes their rows as
+their turns would have (the platform will not send them again), after the
+cut turn's, so they are answered here too, in order. A crash runs no
+``close``: those are lost (their row is written when their turn begins).
+
+A cut turn is a user row with no reply after it in its chat's current
+session (a chat's turns run one after another, so the last row, and the
+rows a stop wrote after it), with:
 
 * its :class:`TurnContext`, how the loop got it (group or not, addressed
   or not, its routing, what a private chat's message replied to, the
@@ -60,8 +68,9 @@ What a message carried beyond its words, per kind:
   same note asking for it again;
 * a voice note or audio file: the row is written after the transcription,
   with the transcript as its words, so the resumed turn reads what the
-  first one read (not transcribed again). A stop during the transcription
-  itself leaves no row: that message is lost as any before its row is.
+  first one read (not transcribed again). One a stop found not yet
+  transcribed (waiting its turn, or mid-transcription) gets the note:
+  its recording is not kept.
 
 The reply's own row is written before the reply is sent (gateway/loop.py),
 so a reply that went out is never answered again; the cost is the other
@@ -133,6 +142,9 @@ class TurnContext:
     # whose bytes are never stored, is asked for again (:func:`lost_note`).
     files: tuple[FileMark, ...] = ()
     photos: int = 0
+    # A recording not transcribed yet (its turn never began: a stop found
+    # it waiting, ProcessLoop._park): its bytes are gone, so it is asked for again.
+    unheard: bool = False
 
     @classmethod
     def of(cls, msg: InboundMessage, kept: Sequence[KeptFile] = ()) -> TurnContext | None:
@@ -149,7 +161,7 @@ class TurnContext:
             sender_name=msg.sender_name, routing={k: msg.metadata[k] for k in ROUTING_KEYS if k in msg.metadata},
             locale=msg.locale, forwards=tuple((f.author, f.sent_at) for f in msg.forwarded),
             files=tuple(FileMark(d.name, i, len(d.text), d.total_chars) for d, i in zip(msg.documents, ids, strict=False)),
-            photos=len(msg.images),
+            photos=len(msg.images), unheard=msg.audio is not None or any(f.audio is not None for f in msg.forwarded),
         )
 
     def dumps(self) -> str:
@@ -163,6 +175,8 @@ class TurnContext:
             d["d"] = [[f.name, f.id, f.shown, f.total] for f in self.files]
         if self.photos:
             d["p"] = self.photos
+        if self.unheard:
+            d["a"] = True
         return json.dumps(d, ensure_ascii=False)
 
     @classmethod
@@ -191,7 +205,8 @@ class TurnContext:
         return cls(is_group=bool(d.get("g")), mentioned=bool(d.get("m")), reply_to_bot=bool(d.get("r")),
                    sender_name=str(d.get("n") or ""), routing=routing if isinstance(routing, dict) else {},
                    locale=str(d.get("l") or ""), forwards=origins,
-                   quoted=None if q is None else Quoted(str(q[0]), str(q[1]), bool(q[2])), files=files, photos=photos)
+                   quoted=None if q is None else Quoted(str(q[0]), str(q[1]), bool(q[2])), files=files, photos=photos,
+                   unheard=bool(d.get("a")))
 
     def message(self, row: StoredMessage, documents: tuple[Document, ...] = ()) -> InboundMessage:
         """``row`` as the loop first got it: its words as Tier 0 keeps them,
@@ -199,7 +214,7 @@ class TurnContext:
         as the history shows them), a file's or a picture's mark apart
         from the words (``documents``: the files, read again)."""
         placeholder, forwarded, text = forwards_from_history(row.content, self.forwards)
-        if not forwarded and (self.files or self.photos):
+        if not forwarded and (self.files or self.photos) and not self.unheard:
             placeholder = picture_mark(row.content)
             text = row.content[len(placeholder):].strip()
         return InboundMessage(
@@ -215,6 +230,8 @@ _LOST_FILES = "Sorry, I restarted before I could answer, and {what} you sent ({n
 _LOST_FILES_ZH = "抱歉，我在回答之前重启了，你发来的文件（{names}）没有留下。请再发一次。"
 _LOST_PHOTOS = "Sorry, I restarted before I could answer, and {what} you sent {are} no longer with me. Please send {it} again."
 _LOST_PHOTOS_ZH = "抱歉，我在回答之前重启了，你发来的图片没有留下。请再发一次。"
+_LOST_RECORDING = "Sorry, I restarted before I could listen to your voice message. Please send it again."
+_LOST_RECORDING_ZH = "抱歉，我还没来得及听你的语音消息就重启了。请再发一次。"
 
 
 def lost_note(context: TurnContext, msg: InboundMessage) -> str:
@@ -229,6 +246,8 @@ def lost_note(context: TurnContext, msg: InboundMessage) -> str:
         many = len(context.files) > 1
         return _LOST_FILES.format(what="the files" if many else "the file", names=names,
                                   are="are" if many else "is", it="them" if many else "it")
+    if not context.photos:
+        return _LOST_RECORDING_ZH if zh else _LOST_RECORDING
     if zh:
         return _LOST_PHOTOS_ZH
     many = context.photos > 1
@@ -240,7 +259,7 @@ async def _read_again(context: TurnContext, row: StoredMessage, files: RecentFil
     """The files ``row``'s message carried, as the model read them, from
     recent files; None when one is no longer there (its background write
     cut by the stop, /forget all, past the day) or a picture came with them."""
-    if context.photos:
+    if context.photos or context.unheard:
         return None
     if not context.files:
         return ()
@@ -308,7 +327,8 @@ async def resume_cut_turns(
         docs = await _read_again(context, row, files)
         log.warning("answering a message a stop left unanswered", channel=row.channel, chat_id=row.chat_id,
                     message_id=row.message_id, age_s=round(age.total_seconds()),
-                    **({"asked_again": "files" if context.files else "photos"} if docs is None else {}))
+                    **({"asked_again": "files" if context.files else "photos" if context.photos else "recording"}
+                       if docs is None else {}))
         if docs is None:  # answered with the note alone: the files or pictures are not to be had
             msg = context.message(row)
             loop.resume(msg, row, lost=lost_note(context, msg))

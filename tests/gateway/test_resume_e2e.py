@@ -339,3 +339,34 @@ async def test_a_resumed_turn_over_the_rate_limit_is_not_tried_again_at_the_next
             await asyncio.wait_for(app.close(), 30)
         assert app.resumed is not None and app.resumed.answered == []
         assert len(llm.requests) == answered and len(tg.sent) == 2
+
+
+async def test_a_message_queued_behind_a_cut_turn_is_answered_after_the_restart(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    """Two questions in a row; the model is slow on the first and the
+    gateway stops (SIGTERM past its timeout, or a crash) with the second
+    still waiting its turn: taken from Telegram (its update confirmed), not
+    yet in Tier 0. After the restart each is answered, once, in order."""
+    for stop in (1.0, 0.0):  # a stop past its drain timeout; a crash
+        home = tmp_path / f"stop-{stop}"
+        home.mkdir()
+        async with FakeOpenAI(api_key=KEY, responder=_echo) as llm, FakeTelegram() as tg:
+            async with _telegram_app(home, clock, llm, tg) as app:
+                llm.queue_hold("never sent")
+                tg.push_text(42, 42, "is the launch still on Thursday?")
+                await until(lambda: len(llm.requests) == 1, timeout=15)
+                tg.push_text(42, 42, "and who brings the slides?")
+                assert app.loop is not None
+                loop = app.loop
+                await until(lambda: loop.stats.received == 2, timeout=15)
+                await asyncio.wait_for(app.close(timeout=stop), 30)
+            assert tg.sent == []
+            clock.advance(60)
+            async with _telegram_app(home, clock, llm, tg) as again:
+                await tg.wait_sent(2, timeout=15)
+                await _quiet(again)
+            assert [m.text for m in tg.sent] == ["re: is the launch still on Thursday?", "re: and who brings the slides?"]
+            # The second was written at the stop, after the first, and is answered knowing the first's reply.
+            assert [r for r, _, _ in _history(home)] == ["user", "user", "assistant", "assistant"]
+            assert "re: is the launch still on Thursday?" in str(llm.requests[-1]["messages"])

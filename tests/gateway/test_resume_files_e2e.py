@@ -132,3 +132,38 @@ async def test_a_voice_note_cut_by_a_crash_is_answered_as_its_transcript(tmp_pat
         assert len(llm.transcriptions) == 1  # heard once: the row keeps the transcript
         first, resumed = (_latest(r) for r in llm.requests[:2])
         assert resumed == first
+
+
+async def test_a_file_and_a_voice_note_waiting_behind_a_cut_turn_are_answered_after_the_restart(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    """The gateway stops with a question's turn under way and a file and a
+    voice note waiting behind it, taken from Telegram: the stop writes them
+    to Tier 0 (the file into recent files), and the next start answers all
+    three in order, once: the file read, the recording (not kept, never
+    heard) asked for again."""
+    async with FakeOpenAI(api_key=KEY, responder=_echo) as llm, FakeTelegram() as tg:
+        async with _running(tmp_path, clock, llm, tg) as app:
+            llm.queue_hold("never sent")
+            tg.push_text(42, 42, "is the launch on Thursday?")
+            await until(lambda: len(llm.requests) == 1, timeout=15)
+            tg.push_document(42, 42, b"budget 40k\n", mime_type="text/plain", file_name="notes.txt", caption="what budget?")
+            tg.push_voice(42, 42, RECORDING)
+            assert app.loop is not None
+            loop = app.loop
+            await until(lambda: loop.stats.received == 3, timeout=15)
+            await asyncio.wait_for(app.close(timeout=1.0), 30)  # SIGTERM: the turn under way is past the timeout
+        assert tg.sent == [] and llm.transcriptions == []
+        clock.advance(60)
+        async with _running(tmp_path, clock, llm, tg) as again:
+            await tg.wait_sent(3, timeout=15)
+            await _quiet(again)
+            assert again.resumed is not None and len(again.resumed.answered) == 3
+        first, file, voice = (m.text for m in tg.sent)
+        assert (first, file) == ("re: is the launch on Thursday?", "re: [file notes.txt] what budget?")
+        assert voice == "Sorry, I restarted before I could listen to your voice message. Please send it again."
+        assert "budget 40k" in _latest(llm.requests[-1]) and len(llm.requests) == 3
+        async with _running(tmp_path, clock, llm, tg) as third:
+            await _quiet(third)
+            assert third.resumed is not None and third.resumed.answered == []
+        assert len(tg.sent) == 3
