@@ -120,6 +120,10 @@ HELP_TEXT_ZH = (
     "在群聊中，@我 或回复我的消息，我才会回答；在群里我不会用到你的个人资料和你告诉我的秘密。"
 )
 
+# A command a stop cut or found waiting (ProcessLoop._park).
+_CUT_COMMAND = "Sorry, I restarted before I could answer {command}. Please send it again."
+_CUT_COMMAND_ZH = "抱歉，我在回答 {command} 之前重启了。请再发一次。"
+
 _NEW_TEXT = "New conversation started. I still remember what you told me before."
 _NEW_TEXT_ZH = "已开始新的对话。之前告诉我的事我仍然记得。"
 
@@ -1223,11 +1227,17 @@ class ProcessLoop:
         attached = bool(msg.images or msg.documents or msg.forwarded) or msg.audio is not None
         if not msg.text.strip() and not attached:
             return False
-        if not attached and split_command(msg.text) is not None:
-            log.warning("command left unanswered by the stop; not run again unasked", chat=msg.session_key,
-                        message_id=msg.message_id)
-            return False
         user = self.identities.resolve(msg.channel, msg.sender_id)
+        found = split_command(msg.text) if not attached else None
+        if found is not None and (found[0] in COMMANDS or (found[0] in ("new", "help", "start", "帮助") and not found[1])):
+            # Kept out of Tier 0 and not run again unasked (a half-run
+            # "/forget all"): the user is told, now or from the outbox.
+            chat_zh = await self._chat_is_chinese(msg)
+            zh = found[0] in ("帮助", "导出", "无痕") or (app_in_chinese(msg) if chat_zh is None else chat_zh)
+            await self._reply(msg, (_CUT_COMMAND_ZH if zh else _CUT_COMMAND).format(command=f"/{found[0]}"), user)
+            log.warning("command left unanswered by the stop; the user is asked to send it again",
+                        chat=msg.session_key, message_id=msg.message_id)
+            return False
         key = msg.session_key
         quiet = self.incognito is not None and await self.incognito.since(user) is not None
         kept = item.kept

@@ -370,3 +370,31 @@ async def test_a_message_queued_behind_a_cut_turn_is_answered_after_the_restart(
             # The second was written at the stop, after the first, and is answered knowing the first's reply.
             assert [r for r, _, _ in _history(home)] == ["user", "user", "assistant", "assistant"]
             assert "re: is the launch still on Thursday?" in str(llm.requests[-1]["messages"])
+
+
+async def test_a_command_a_stop_left_unanswered_gets_a_note_asking_for_it_again(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    """/export waiting behind a slow turn when the gateway stops: commands
+    are kept out of Tier 0 and not run again unasked, but the user hears
+    it was not done (at the stop, or from the outbox at the next start),
+    once, rather than nothing."""
+    async with FakeOpenAI(api_key=KEY, responder=_echo) as llm, FakeTelegram() as tg:
+        async with _telegram_app(tmp_path, clock, llm, tg) as app:
+            llm.queue_hold("never sent")
+            tg.push_text(42, 42, "is the launch still on Thursday?")
+            await until(lambda: len(llm.requests) == 1, timeout=15)
+            tg.push_text(42, 42, "/export")
+            assert app.loop is not None
+            loop = app.loop
+            await until(lambda: loop.stats.received == 2, timeout=15)
+            await asyncio.wait_for(app.close(timeout=1.0), 30)
+        clock.advance(60)
+        async with _telegram_app(tmp_path, clock, llm, tg) as again:
+            await tg.wait_sent(2, timeout=15)
+            await _quiet(again)
+        texts = [m.text for m in tg.sent]
+        assert "re: is the launch still on Thursday?" in texts and len(texts) == 2
+        [note] = [t for t in texts if not t.startswith("re: ")]
+        assert "/export" in note and "send it again" in note and tg.documents == []
+        assert [r for r, _, _ in _history(tmp_path)] == ["user", "assistant"]  # the command is not in Tier 0

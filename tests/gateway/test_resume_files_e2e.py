@@ -167,3 +167,20 @@ async def test_a_file_and_a_voice_note_waiting_behind_a_cut_turn_are_answered_af
             await _quiet(third)
             assert third.resumed is not None and third.resumed.answered == []
         assert len(tg.sent) == 3
+
+
+async def test_a_voice_note_cut_while_it_was_transcribed_gets_one_note(tmp_path: Path, clock: ManualClock) -> None:
+    """The stop comes while the recording is being transcribed, before its
+    row is written: the stop writes it, and the next start asks for it
+    again (its bytes are not kept), once."""
+    async with FakeOpenAI(api_key=KEY, responder=_echo) as llm, FakeTelegram() as tg:
+        async with _running(tmp_path, clock, llm, tg) as app:
+            llm.queue_transcription_hold()
+            tg.push_voice(42, 42, RECORDING, caption="for the minutes")
+            await until(lambda: len(llm.transcriptions) == 1, timeout=15)
+            await asyncio.wait_for(app.close(timeout=1.0), 30)
+        assert tg.sent == [] and llm.requests == []
+        await _restart_twice(tmp_path, clock, llm, tg)
+        [note] = tg.sent
+        assert note.text == "Sorry, I restarted before I could listen to your voice message. Please send it again."
+        assert [(r, w) for r, _, w in _history(tmp_path)] == [("user", "[voice] for the minutes")]
