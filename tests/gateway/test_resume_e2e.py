@@ -398,3 +398,36 @@ async def test_a_command_a_stop_left_unanswered_gets_a_note_asking_for_it_again(
         [note] = [t for t in texts if not t.startswith("re: ")]
         assert "/export" in note and "send it again" in note and tg.documents == []
         assert [r for r, _, _ in _history(tmp_path)] == ["user", "assistant"]  # the command is not in Tier 0
+
+
+async def test_a_reminder_whose_turn_a_stop_cut_comes_once_after_the_restart(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    """A one-time job's model call is under way when the gateway stops
+    past its timeout: nothing of it is in Tier 0 (a job's prompt is written
+    once the model answered), so it is not a cut turn; the scheduler runs
+    it again at the next start, and the chat gets it once."""
+    from datetime import timedelta
+
+    async with FakeOpenAI(api_key=KEY, responder=_echo) as llm, FakeTelegram() as tg:
+        async with _telegram_app(tmp_path, clock, llm, tg) as app:
+            assert app._cron_store is not None and app.cron is not None
+            tg.push_text(42, 42, "hi")  # the chat, as Telegram knows it
+            await tg.wait_sent(1, timeout=15)
+            await app._cron_store.add(at=clock.now() + timedelta(minutes=1), message="call mom", channel="telegram",
+                                      chat_id="42", user="telegram:42", private=True)
+            llm.queue_hold("never sent")
+            clock.advance(61)
+            await app.cron.run_due(wait=False)  # type: ignore[attr-defined]
+            await until(lambda: len(llm.requests) == 2, timeout=15)
+            await asyncio.wait_for(app.close(timeout=1.0), 30)
+        assert len(tg.sent) == 1
+        clock.advance(60)
+        async with _telegram_app(tmp_path, clock, llm, tg) as again:
+            await tg.wait_sent(2, timeout=15)
+            await _quiet(again)
+            assert again.resumed is not None and again.resumed.answered == []
+            assert again._cron_store is not None and await again._cron_store.list("telegram:42") == []
+        async with _telegram_app(tmp_path, clock, llm, tg) as third:
+            await _quiet(third)
+        assert [m.text for m in tg.sent] == ["re: hi", "re: call mom"]
