@@ -48,9 +48,10 @@ rows a stop wrote after it), with:
   nothing, logged.
 
 Not answered because never stored: commands (kept out of Tier 0; a cut
-``/forget all`` is not run again unasked; one a stop cut or found waiting
-gets a note asking for it again, sent by ``ProcessLoop._park``), messages over the rate limit
-(the user was told), group messages not addressed to the bot, stickers.
+``/forget all`` is not run again unasked; one a stop cut or found
+waiting gets a note asking for it again, sent by ``ProcessLoop._park``),
+messages over the rate limit (the user was told), group messages not
+addressed to the bot, stickers.
 A superseded turn's rows are erased before the turn that took it in
 starts, and a recalled message's row is erased with it.
 
