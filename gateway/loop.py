@@ -838,6 +838,10 @@ class ProcessLoop:
                 msg, "assistant", reply.text, user, message_id=user_row.message_id, buffered=not learn
             )
             await asyncio.wait([reply_write])
+            if reply_write.exception() is not None and msg.message_id:
+                # No row says it was answered (a full disk takes no insert):
+                # the user row is marked so, an update, which it may still take.
+                await self._mark_answered(msg)
         else:
             self.stats.failed += 1
             await self._mark_apologised(msg)
@@ -1036,6 +1040,16 @@ class ProcessLoop:
             await self._reply(msg, text, owner, drafts=drafts)
         except Exception as exc:  # the bus itself is gone; nothing more to do
             log.error("could not send the apology", chat=msg.session_key, error=repr(exc))
+
+    async def _mark_answered(self, msg: InboundMessage) -> None:
+        """The reply goes out but its row could not be written: its message
+        is marked as :meth:`_mark_apologised` marks it, so a restart does not
+        answer it a second time."""
+        try:
+            await self.sessions.mark_apologised(msg.session_key, msg.message_id)
+        except Exception as exc:
+            log.error("could not record that the message was answered; a restart may answer it again",
+                      chat=msg.session_key, error=repr(exc))
 
     async def _mark_apologised(self, msg: InboundMessage) -> None:
         """Before an apology goes out: it is the message's one answer, so a

@@ -121,8 +121,8 @@ def memory_tools(
         if done.kept:
             parts.append("Not erased, records linked to it (what it was drawn from, or what was drawn from it): "
                          + "; ".join(f"{h.ref} {h.content}" for h in done.kept)
-                         + ". Those that say what the user asked to forget must go too, or the memory's "
-                         "compression writes it again: forget them as well; leave the others.")
+                         + ". Those that say what the user asked to forget must go too, or recall still shows it (and "
+                         "the weekly refresh writes a fact back into Core Memory): forget them as well; leave the others.")
         if done.shared:
             parts.append(f"Not erased, shared by everyone (an administrator can remove it): {', '.join(done.shared)}")
         if done.unknown:

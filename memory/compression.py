@@ -27,7 +27,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timedelta
+from datetime import datetime, timedelta, tzinfo
 from zoneinfo import ZoneInfo
 
 import aiosqlite
@@ -72,6 +72,14 @@ class WeeklyReport:
     promoted: int = 0
     demoted: int = 0
     notes: list[str] = field(default_factory=list)
+
+
+def _said(m: Memory, zone: tzinfo) -> str:
+    """``said 2026-03-01`` (and ``, last said 2026-06-02`` when it was said
+    again later), on the owner's calendar: the profile model tells by it
+    which of two contradicting facts holds."""
+    first, last = local_day(m.created_at, zone), local_day(m.updated_at, zone)
+    return f"said {first}" + (f", last said {last}" if last != first else "")
 
 
 def _batches(events: Sequence[tuple[int, str, str]], max_tokens: int) -> list[list[tuple[int, str, str]]]:
@@ -390,7 +398,9 @@ class Compressor:
         current = await self.engine.profile(owner, limit=1000, include_global=False)
         if not high:
             return  # nothing to promote; the profile stays as it is
-        cands = [Candidate(i, m.content, m.category.value, m.importance) for i, m in enumerate(high, start=1)]
+        zone = await owner_zone(self.zone_of, owner, self.tz)
+        cands = [Candidate(i, m.content, m.category.value, m.importance, _said(m, zone))
+                 for i, m in enumerate(high, start=1)]
         try:
             entries = await self.llm.profile([m.content for m in current], cands)
         except MemoryLLMError as exc:

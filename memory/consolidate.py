@@ -39,6 +39,11 @@ log = structlog.get_logger(component="memory")
 REINFORCE_STEP = 0.05
 """How much a restatement raises importance (capped at 1.0)."""
 
+RECHECK_MIN_SCORE = 0.3
+RECHECK_STANDOUT = 1.5
+"""A hit on a new fact's words is shown to the model again (:meth:`Consolidator.recheck`)
+when it scores at least this, and this many times the fact's weakest hit."""
+
 MAX_REFS = 32
 """Refs a reinforced fact keeps at most: a fact said a thousand times must
 not grow a thousand-ref row that every forget scans with ``json_each``."""
@@ -139,6 +144,61 @@ class Consolidator:
             and mems[i].status.value == "active"
         ]
         return CandidateSet(tuple(chosen[: self.max_candidates]))
+
+    async def recheck(self, owner: str, facts: Sequence[Fact], cands: CandidateSet) -> CandidateSet | None:
+        """``cands`` and the owner's active Tier 2 facts that the model's
+        new ``facts`` (neither ``same_as`` nor ``updates``) may replace but
+        it was not shown; None when there are none.
+
+        Candidates are searched by the input's words, and a change is often
+        said in others ("I moved to Berlin" / "User lives in Shanghai"):
+        then the model was shown nothing to replace and both facts stayed
+        current. The facts it wrote say what they are about: their words
+        (hits of the same category) and the facts already filed under the
+        same project and topic (not ``_general``) find what they replace.
+        At most ``per_query`` more, the old numbers unchanged."""
+        shown = {m.id for m in cands.memories}
+        fresh = [f for f in facts if f.same_as is None and f.updates is None and not await self._stored(owner, f.content)]
+        if not fresh:
+            return None
+        found: dict[int, Memory] = {}
+
+        def take(m: Memory) -> None:
+            if m.owner == owner and m.tier == 2 and m.status.value == "active" and m.id not in shown:
+                found.setdefault(m.id, m)
+
+        prepare = getattr(self.retriever, "prepare", None)
+        if prepare is not None:  # hybrid recall: the facts' vectors in one request
+            await prepare([f.content for f in fresh])
+        for f in fresh:
+            hits = await self.retriever.retrieve(owner, f.content, limit=self.per_query)
+            mems = await self.engine.get_many([h.id for h in hits])
+            # Facts share their subject ("User ...", "用户..."): a hit that
+            # shares only that scores like all the others. One about the
+            # same thing stands out (docs/RETRIEVAL.md, "Second look").
+            floor = max(RECHECK_MIN_SCORE, RECHECK_STANDOUT * min(h.score for h in hits) if len(hits) > 1 else 0.0)
+            for h in hits:
+                if h.score >= floor and h.id in mems and mems[h.id].category == f.category:
+                    take(mems[h.id])
+            if f.topic != "_general":
+                rows = await self.engine.db.fetchall(
+                    "SELECT * FROM memories WHERE owner = ? AND tier = 2 AND status = 'active' AND project = ? "
+                    "AND topic = ? ORDER BY updated_at DESC, id DESC LIMIT ?",
+                    (owner, f.project, f.topic, self.per_query),
+                )
+                for m in map(row_to_memory, rows):
+                    take(m)
+        if not found:
+            return None
+        return CandidateSet(cands.memories + tuple(list(found.values())[: self.per_query]))
+
+    async def _stored(self, owner: str, content: str) -> bool:
+        """An active Tier 2 fact in these words (it is reinforced, as in :meth:`apply`)."""
+        row = await self.engine.db.fetchone(
+            "SELECT 1 FROM memories WHERE owner = ? AND content_hash = ? AND status = 'active' AND tier = 2 LIMIT 1",
+            (owner, content_hash(content)),
+        )
+        return row is not None
 
     async def replaced(self, cands: CandidateSet) -> list[tuple[Memory, int]]:
         """The facts each candidate replaced, with the candidate's number:

@@ -430,7 +430,17 @@ class ExtractionService:
             cands = await self.consolidator.candidates(owner, [r.content for r in rows if r.role == "user"])
             await self._step("candidates", owner)
             tz = await self._zone(owner)
-            extraction = await self.llm.extract(self._conversation(rows, tz), cands.for_prompt())
+            conversation = self._conversation(rows, tz)
+            extraction = await self.llm.extract(conversation, cands.for_prompt())
+            more = await self.consolidator.recheck(owner, extraction.facts, cands)
+            if more is not None:
+                # A second look, with what the facts it wrote may replace
+                # (Consolidator.recheck); the first answer stands if it fails.
+                try:
+                    extraction, cands = await self.llm.extract(conversation, more.for_prompt()), more
+                except MemoryLLMError as exc:
+                    log.warning("extraction's second look failed; the first answer is kept", owner=owner,
+                                error=f"{type(exc).__name__}: {str(exc)[:200]}")
             await self._step("llm", owner)
             first, last = rows[0], rows[-1]
             prov = Provenance(

@@ -24,7 +24,8 @@ from .engine import MemoryEngine, row_to_memory
 from .types import Event, Hit, Memory, Provenance
 
 __all__ = [
-    "Erasure", "Forgotten", "batch_refs", "drop_buffered", "erase_planned", "plan_erasure", "repeats_forgotten",
+    "Erasure", "Forgotten", "batch_refs", "drop_buffered", "erase_planned", "hold_events", "plan_erasure",
+    "repeats_forgotten",
     "retire_entries_on",
 ]
 
@@ -124,8 +125,38 @@ async def erase_planned(
         )
     for ev in plan.events:
         await engine.delete_event(ev.id, conn=conn)
+    await hold_events(engine, conn, plan, job=job)
     if buffered:
         plan.buffered_lines = await drop_buffered(conn, plan.owner, plan.texts())
+
+
+async def hold_events(engine: MemoryEngine, conn: aiosqlite.Connection, plan: Erasure, *, job: str) -> list[int]:
+    """The daily compression's way back to an erased fact: an event of its
+    extraction batch (the same ``buf:`` messages) not compressed yet would
+    be read by the next daily run, and the fact written again. Such events
+    are marked compressed (kept and named, as :func:`kept_links` names them:
+    a summary often says more, and the batch's other facts were extracted
+    with it) and logged as ``hold_event``. Returns their ids."""
+    facts = [m for m in (*plan.named, *plan.versions) if m.tier == 2]
+    batches = set().union(*(batch_refs(m.provenance) for m in facts)) if facts else set()
+    if not batches:
+        return []
+    marks = ",".join("?" * len(batches))
+    gone = {ev.id for ev in plan.events}
+    async with conn.execute(
+        f"""SELECT e.id FROM daily_events e
+             WHERE e.owner = ? AND e.is_compressed = 0 AND json_valid(e.provenance) AND EXISTS (
+                   SELECT 1 FROM json_each(e.provenance, '$.refs') j WHERE j.value IN ({marks}))
+             ORDER BY e.id""",
+        [plan.owner, *batches],
+    ) as cur:
+        held = [r[0] for r in await cur.fetchall() if r[0] not in gone]
+    if held:
+        await engine.mark_events_compressed(held, conn=conn)
+    for eid in held:
+        await write_log(conn, at=engine.now(), job=job, action="hold_event", owner=plan.owner,
+                        detail={"event": eid, "why": "a fact drawn from it was forgotten"})
+    return held
 
 
 async def drop_buffered(conn: aiosqlite.Connection, owner: str, texts: Sequence[str]) -> int:
@@ -175,7 +206,8 @@ async def retire_entries_on(
     """Core Memory entries the weekly refresh drew from fact ``old`` state
     it as current in every prompt: once it is replaced (by ``new``) or
     reworded (``new`` is ``old``, as a memory page edit does) they are
-    superseded by ``new`` and logged, in ``conn``'s transaction. An entry
+    superseded by ``new`` and logged, in ``conn``'s transaction; so are
+    those drawn from a row merged into ``old`` since (:func:`lineage`). An entry
     stating several facts goes as a whole: the others stay in Tier 2, and
     the next refresh writes the profile again. Returns them."""
     # A profile is at most ~100 active rows: read in Python, as
@@ -184,7 +216,10 @@ async def retire_entries_on(
         "SELECT * FROM memories WHERE owner = ? AND tier = 1 AND status = 'active'", (owner,)
     ) as cur:
         entries = [row_to_memory(r) for r in await cur.fetchall()]
-    built = [e for e in entries if e.id != old and f"m:{old}" in e.provenance.refs]
+    # Cited by the fact or by a row folded into it since (a weekly merge
+    # archives the facts an entry was drawn from into a new one).
+    cites = {f"m:{old}"} | {f"m:{m.id}" for m in await lineage(conn, owner, [old])}
+    built = [e for e in entries if e.id != old and cites & set(e.provenance.refs)]
     for e in built:
         await engine.set_status(e.id, "superseded", superseded_by=new, conn=conn)
         await write_log(

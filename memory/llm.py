@@ -402,6 +402,9 @@ class Candidate:
     content: str
     category: str = "event"
     importance: float = 0.5
+    said: str = ""
+    """When it was said (``YYYY-MM-DD``, and when last said again): shown
+    where the model must tell which of two facts holds (the profile)."""
 
 
 @dataclass(frozen=True)
@@ -474,14 +477,16 @@ Reply with one JSON object only:
 
 PROFILE_SYSTEM = f"""You maintain a user's core profile: at most 100 short entries that are worth reading before every conversation (identity, stable preferences, configuration, key decisions).
 
-Given the current profile and important facts, return the complete new profile. Keep entries that still hold, add what is new and important, remove what is outdated. Keep the language of the facts; never translate. Categories: {_CATS}. For each entry, list in "facts" the numbers of the important facts it states (empty for an entry kept only from the current profile).
+Given the current profile and important facts, return the complete new profile. Keep entries that still hold, add what is new and important, remove what is outdated. Each important fact says when it was said: where facts or entries contradict (the user moved, changed jobs, reversed a decision), the latest holds: leave out the older fact and any entry stating it. Keep the language of the facts; never translate. Categories: {_CATS}. For each entry, list in "facts" the numbers of the important facts it states (empty for an entry kept only from the current profile).
 
 Reply with one JSON object only:
 {{"entries": [{{"content": "...", "category": "identity", "facts": [1, 3]}}]}}"""
 
 
 def _numbered(cands: Sequence[Candidate]) -> str:
-    return "\n".join(f"{c.n}. [{c.category}, {c.importance:.1f}] {c.content}" for c in cands)
+    return "\n".join(
+        f"{c.n}. [{c.category}, {c.importance:.1f}{', ' + c.said if c.said else ''}] {c.content}" for c in cands
+    )
 
 
 # -- the client ----------------------------------------------------------------

@@ -184,3 +184,25 @@ async def test_the_memory_block_holds_facts_the_core_memory_does_not(
     assert builder.memory_block(hits, zh=True).splitlines()[0].startswith(
         f"- [m{daily.id} · 2026-03-01 · 每日汇总（2 段对话，2026-02-27）] "
     )
+
+
+async def test_two_memories_that_disagree_are_dated_and_the_rules_say_the_later_holds(
+    tmp_path: Path, engine: MemoryEngine, clock: ManualClock
+) -> None:
+    """The memory model did not say the new manager replaced the old one:
+    both are current and recalled, the old one first (its words match the
+    question better). Each is dated, and the rules tell the model that the
+    one recorded later holds (they said only "what the user says now wins")."""
+    from datetime import timedelta
+
+    mem = SqliteMemory(engine)
+    said = Provenance(channel="telegram", chat_id="42")
+    old = await mem.remember("alice", "Alice's manager is Li", provenance=said)
+    clock.advance(timedelta(days=120))
+    new = await mem.remember("alice", "Alice's manager is now Zhang, Li left", provenance=said)
+    builder = PromptBuilder(tmp_path, mem, clock=clock)
+    block = builder.memory_block(await mem.recall("alice", "who is my manager?"))
+    assert f"[m{old.id} · 2026-03-01 · told by you on Telegram] Alice's manager is Li" in block
+    assert f"[m{new.id} · 2026-06-29 · told by you on Telegram] Alice's manager is now Zhang" in block
+    system = await builder.system_prompt("alice", private=True)
+    assert "where two memories disagree, the one recorded later holds" in system

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import re
 from datetime import timedelta, tzinfo
 from typing import Any
 from zoneinfo import ZoneInfo
@@ -504,3 +505,72 @@ async def test_a_weekly_merge_of_one_groups_facts_stays_that_groups(
     assert rows["atlas deploy facts 1-4 merged"].provenance.chat_id == "-5"
     assert rows["atlas deploy facts 1-4 merged"].provenance.refs == tuple(f"m:{i}" for i in ids[:4])
     assert rows["atlas deploy facts 10-12 merged"].provenance.chat_id == ""  # a private fact's words in it
+
+
+async def test_a_forgotten_fact_is_not_learnt_again_from_its_batchs_event_by_the_daily_run(
+    engine: MemoryEngine, clock: ManualClock, fake: FakeOpenAI, llm: MemoryLLM
+) -> None:
+    """/forget on the day a fact was said: its batch's event (kept and named:
+    it may say more) is still uncompressed, and the next daily run read it
+    and wrote the fact back. The daily run now leaves that event alone; the
+    day's other events are compressed as usual."""
+    from memory.extraction import ExtractionService
+
+    from ._writepath import turns
+
+    mem, svc = SqliteMemory(engine), ExtractionService(engine, llm)
+    fake.queue_reply(reply([{"content": "User is allergic to shrimp", "category": "identity", "lines": [1]}],
+                           "Alice said she is allergic to shrimp"))
+    await mem.buffer(turns("alice", ("I'm allergic to shrimp", "noted")))
+    [rep] = await svc.flush_now("alice")
+    fake.queue_reply(reply([{"content": "User runs on Sundays", "category": "identity", "lines": [1]}],
+                           "Alice runs on Sundays"))
+    await mem.buffer(turns("alice", ("I go running every Sunday", "nice"), start=5))
+    [other] = await svc.flush_now("alice")
+    [fact] = [m for m in await engine.list_memories("alice") if "shrimp" in m.content]
+    done = await mem.forget("alice", [f"m{fact.id}"])
+    assert [h.ref for h in done.kept] == [f"e{rep.event_id}"]  # named, still kept
+
+    clock.advance(timedelta(days=1))
+    fake.responder = lambda body: Reply(reply(
+        [{"content": "User is allergic to shrimp" if "shrimp" in user_prompt(body) else "User runs on Sundays",
+          "category": "identity", "lines": [1]}]))
+    daily = await Compressor(engine, llm).daily()
+    days = [user_prompt(b) for b in fake.requests if "Event log:" in user_prompt(b)]
+    assert daily.events == 1 and len(days) == 1 and "shrimp" not in days[0]
+    assert not [m for m in await engine.list_memories("alice", status=None) if "shrimp" in m.content]
+    assert await engine.events("alice", uncompressed_only=True) == []
+    assert [e.id for e in await engine.events("alice")] == [rep.event_id, other.event_id]  # the event stays
+    [held] = await read_log(engine.db, actions=["hold_event"])
+    assert held.detail == f'{{"event":{rep.event_id},"why":"a fact drawn from it was forgotten"}}'
+
+
+async def test_the_profile_refresh_is_told_when_each_fact_was_said_and_the_latest_holds(
+    engine: MemoryEngine, clock: ManualClock, fake: FakeOpenAI, llm: MemoryLLM
+) -> None:
+    """"User lives in Shanghai" (March) and "User moved to Berlin" (July),
+    both current when the model never said ``updates``: the profile model
+    was shown both, undated, in importance order, and could not tell which
+    holds. Each fact now says when it was said (and last said again), and
+    the rules say the latest holds."""
+    old = await engine.add(NewMemory(owner="alice", content="User lives in Shanghai", category=Category.IDENTITY,
+                                     importance=1.0))
+    clock.advance(timedelta(days=30))
+    await engine.update(old.id, touch=True)  # said again in April
+    clock.advance(timedelta(days=90))
+    await engine.add(NewMemory(owner="alice", content="User moved to Berlin", category=Category.IDENTITY, importance=1.0))
+
+    def profile(body: dict[str, Any]) -> Reply:
+        # A model that keeps the latest of the two places it is shown.
+        facts = [line for line in user_prompt(body).splitlines() if line[:1].isdigit()]
+        latest = max(facts, key=lambda line: max(re.findall(r"\d{4}-\d\d-\d\d", line.split("]")[0])))
+        return Reply(json.dumps({"entries": [{"content": latest.split("] ", 1)[1], "category": "identity",
+                                              "facts": [int(latest.split(".")[0])]}]}))
+
+    fake.responder = profile
+    rep = await Compressor(engine, llm).weekly()
+    prompt = user_prompt(fake.requests[-1])
+    assert "1. [identity, 1.0, said 2026-06-29] User moved to Berlin" in prompt
+    assert "2. [identity, 1.0, said 2026-03-01, last said 2026-03-31] User lives in Shanghai" in prompt
+    assert "the latest holds" in fake.requests[-1]["messages"][0]["content"]
+    assert rep.promoted == 1 and await engine.profile_markdown("alice") == "- User moved to Berlin"

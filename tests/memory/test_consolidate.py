@@ -199,3 +199,114 @@ async def test_a_group_fact_that_rewrites_a_private_one_is_not_read_in_the_group
     assert group == {"Alice leads the Friday release"}
     mine = {h.content for h in await mem.search("alice", "sertraline medication", private=True)}
     assert "Alice is switching from sertraline 50mg to a new medication next week" in mine
+
+
+def updating(facts: list[dict[str, Any]], old: dict[str, str]) -> Any:
+    """A model that marks a fact ``updates: N`` when the memory it replaces
+    (``old[fact content]``, a part of its words) is among those shown."""
+
+    def responder(body: dict[str, Any]) -> Reply:
+        shown = user_prompt(body).split("Existing memories:")[1].split("\n\n")[0].splitlines()
+        out = []
+        for f in facts:
+            n = next((int(line.split(".")[0]) for line in shown if f["content"] in old and old[f["content"]] in line), None)
+            out.append({**f, "updates": n})
+        return Reply(reply(out))
+
+    return responder
+
+
+async def test_a_change_said_in_other_words_is_shown_the_fact_it_replaces_and_supersedes_it(
+    engine: MemoryEngine, clock: ManualClock, fake: FakeOpenAI, llm: MemoryLLM
+) -> None:
+    """"I moved to Berlin" shares no word with "User lives in Shanghai": the
+    memories searched by the user's lines missed it, the model was shown
+    none, could not say ``updates``, and both stayed current ("where do I
+    live?" answered Shanghai). The facts the model wrote are searched too
+    (their words, and the facts it filed under the same topic); what they
+    find that it was not shown is shown in a second call."""
+    mem, svc = SqliteMemory(engine), ExtractionService(engine, llm)
+    fake.responder = updating([{"content": "User lives in Shanghai", "category": "identity", "topic": "home"}], {})
+    await say(mem, svc, "alice", "I live in Shanghai", 1)
+    fake.responder = updating([{"content": "Billing service uses Postgres", "category": "decision",
+                                "project": "billing"}], {})
+    await say(mem, svc, "alice", "We chose Postgres", 2)
+    assert len(fake.requests) == 2  # nothing to look at again: one call a batch
+    clock.advance(timedelta(days=120))
+
+    fake.responder = updating([{"content": "User moved to Berlin", "category": "identity", "topic": "home"}],
+                              {"User moved to Berlin": "Shanghai"})
+    await say(mem, svc, "alice", "I moved to Berlin last week", 3)
+    first, second = (user_prompt(b) for b in fake.requests[2:])
+    assert "Shanghai" not in first and "1. [identity, 1.0] User lives in Shanghai" in second
+    fake.responder = updating([{"content": "Billing service uses MySQL", "category": "decision",
+                                "project": "billing"}], {"Billing service uses MySQL": "Postgres"})
+    await say(mem, svc, "alice", "we switched to MySQL", 4)
+    assert "Postgres" not in user_prompt(fake.requests[4]) and "Postgres" in user_prompt(fake.requests[5])
+
+    now = {m.content for m in await engine.list_memories("alice")}
+    assert now == {"User moved to Berlin", "Billing service uses MySQL"}
+    r = Retriever(engine)
+    hits = [h.content for h in await r.retrieve("alice", "which database does billing use?")]
+    assert hits[0] == "Billing service uses MySQL" and "Billing service uses Postgres" not in hits
+    assert "User lives in Shanghai" not in [h.content for h in await r.retrieve("alice", "where do I live?")]
+    assert len(await read_log(engine.db, actions=["supersede"])) == 2
+
+
+async def test_a_second_look_that_fails_keeps_the_first_answer(
+    engine: MemoryEngine, clock: ManualClock, fake: FakeOpenAI, llm: MemoryLLM
+) -> None:
+    mem, svc = SqliteMemory(engine), ExtractionService(engine, llm)
+    fake.queue_reply(reply([{"content": "User lives in Shanghai", "category": "identity", "topic": "home"}]))
+    await say(mem, svc, "alice", "I live in Shanghai", 1)
+    fake.queue_reply(reply([{"content": "User moved to Berlin", "category": "identity", "topic": "home"}]))
+    fake.queue_error(500, times=3)
+    await say(mem, svc, "alice", "I moved to Berlin", 2)
+    assert len(fake.requests) == 3
+    assert {m.content for m in await engine.list_memories("alice")} == {"User lives in Shanghai", "User moved to Berlin"}
+    assert await engine.db.fetchall("SELECT id FROM extraction_buffer") == []
+
+
+async def test_a_core_memory_entry_drawn_from_a_fact_merged_since_goes_when_the_merged_fact_is_replaced(
+    engine: MemoryEngine, clock: ManualClock, fake: FakeOpenAI, llm: MemoryLLM
+) -> None:
+    """The weekly refresh drew the entry from "lives in Shanghai" (m:1); a
+    later weekly merge folded that fact into another; the move replaced the
+    merged fact, and the entry, citing only the original, kept saying
+    Shanghai in every prompt."""
+    from memory import Category, NewMemory, Provenance
+
+    first = await engine.add(NewMemory(owner="alice", content="User lives in Shanghai", category=Category.IDENTITY))
+    merged = await engine.add(NewMemory(owner="alice", content="User lives in Shanghai, in Jing'an",
+                                        category=Category.IDENTITY))
+    await engine.set_status(first.id, "archived", superseded_by=merged.id)  # the weekly merge
+    entry = await engine.add(NewMemory(owner="alice", tier=1, content="Lives in Shanghai", category=Category.IDENTITY,
+                                       provenance=Provenance(refs=("weekly", f"m:{first.id}"))))
+    mem, svc = SqliteMemory(engine), ExtractionService(engine, llm)
+    fake.responder = updating([{"content": "User moved to Berlin", "category": "identity"}],
+                              {"User moved to Berlin": "Shanghai"})
+    await say(mem, svc, "alice", "I left Shanghai, I live in Berlin now", 1)
+    assert (await engine.get(merged.id)).status.value == "superseded"  # type: ignore[union-attr]
+    gone = await engine.get(entry.id)
+    assert gone is not None and gone.status.value == "superseded"
+    assert "Shanghai" not in await mem.profile("alice")
+
+
+async def test_no_second_look_for_a_restatement_or_a_fact_sharing_only_its_subject(
+    engine: MemoryEngine, clock: ManualClock, fake: FakeOpenAI, llm: MemoryLLM
+) -> None:
+    """Every fact starts "User ...": a hit on that word alone is no reason
+    to ask again, nor is a fact already stored in the same words."""
+    from memory import Category, NewMemory
+
+    for fact in ["User lives in Shanghai", "User works as a nurse", "Billing service uses Postgres",
+                 "Deploys run on Fridays"]:
+        await engine.add(NewMemory(owner="alice", content=fact, category=Category.IDENTITY))
+    mem, svc = SqliteMemory(engine), ExtractionService(engine, llm)
+    # "User has a cat" hits both "User ..." facts on that word, at 0.39 and 0.355.
+    fake.responder = updating([{"content": "User lives in Shanghai", "category": "identity"},
+                               {"content": "User has a cat", "category": "identity"}], {})
+    await say(mem, svc, "alice", "same home as ever; and we adopted a kitten", 1)
+    assert "(none)" in user_prompt(fake.requests[0])  # the words found nothing: both facts were searched
+    assert len(fake.requests) == 1
+    assert len(await engine.list_memories("alice")) == 5

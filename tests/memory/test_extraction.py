@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -79,10 +80,12 @@ async def test_quiet_gap_extracts_in_the_conversation_language(
     assert event.summary == summary and event.event_date == "2026-03-01" and event.raw_tokens > 0
     assert await buffered(engine) == []
     # The batch's facts and its event cite the same messages: forgetting a
-    # fact names the event, which the daily compression would turn back into it.
+    # fact names the event, and holds it from the daily compression, which
+    # would turn it back into the fact.
     assert event.provenance.refs == prov.refs
     done = await mem.forget("alice", [f"m{stored[0].id}"])
-    assert [h.ref for h in done.kept] == [f"e{event.id}"] and await engine.events("alice") == [event]
+    assert [h.ref for h in done.kept] == [f"e{event.id}"]
+    assert await engine.events("alice") == [replace(event, is_compressed=True)]
 
 
 async def test_token_budget_triggers_at_once_and_caps_the_batch(
