@@ -685,7 +685,7 @@ class App:
             if self.sessions is not None:
                 self.resumed = await resume_cut_turns(
                     self.loop, self.sessions, delivery.outbox, now=self.clock.now(),
-                    within=timedelta(minutes=self.cfg.gateway.resume_within_minutes))
+                    within=timedelta(minutes=self.cfg.gateway.resume_within_minutes), files=self.recent_files)
             if self.inbox is not None:  # after the cut turns: each chat's queued messages behind its cut turn
                 self.redelivered = await resume_inbox(
                     self.loop, self.inbox, self.bus, now=self.clock.now(),
@@ -774,8 +774,23 @@ class App:
             log.error("channel did not stop cleanly", channel=channel.name, error=repr(exc))
 
     async def _stop_receiving(self, channel: BaseChannel, timeout: float) -> None:
+        """``channel.stop_receiving()`` for at most ``timeout``, then cut:
+        begun in any case, so its cut (what is pending put on the bus, or
+        dropped unconfirmed) happens now, while the loop still drains the
+        bus. ``wait_for`` with no time left cancelled it before it began,
+        and the channel's ``stop()`` ran it whole after the loop had closed:
+        what it put on the bus then was never answered."""
+        task = asyncio.create_task(channel.stop_receiving(), name=f"stop-receiving:{channel.name}")
         try:
-            await asyncio.wait_for(channel.stop_receiving(), timeout)
+            done, _ = await asyncio.wait({task}, timeout=max(timeout, 0.0))
+            if not done:
+                task.cancel()
+                await asyncio.wait({task})
+                raise TimeoutError
+            task.result()
+        except asyncio.CancelledError:
+            task.cancel()
+            raise
         except Exception as exc:  # stopping the rest matters more
             log.error("channel did not stop receiving cleanly", channel=channel.name, error=repr(exc))
 

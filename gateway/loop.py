@@ -54,10 +54,10 @@ from .commands import COMMANDS, UserCommands
 from .drafts import Drafts
 from .prompt import QUOTE_CHARS, PromptBuilder, Speaker, speaker_labels
 from .ratelimit import RateLimiter, limited_note
-from .recent_files import RecentFiles
+from .recent_files import KeptFile, RecentFiles
 from .resume import TurnContext
 from .revisions import Revisions
-from .sessions import SessionStore, StoredMessage
+from .sessions import APOLOGISED, SessionStore, StoredMessage
 from .inbox import Inbox
 from .incognito import Incognito
 from .timezones import UserTimezones
@@ -120,6 +120,10 @@ HELP_TEXT_ZH = (
     "/帮助  显示这段说明（/help）\n\n"
     "在群聊中，@我 或回复我的消息，我才会回答；在群里我不会用到你的个人资料和你告诉我的秘密。"
 )
+
+# A command a stop cut or found waiting (ProcessLoop._park).
+_CUT_COMMAND = "Sorry, I restarted before I could answer {command}. Please send it again."
+_CUT_COMMAND_ZH = "抱歉，我在回答 {command} 之前重启了。请再发一次。"
 
 _NEW_TEXT = "New conversation started. I still remember what you told me before."
 _NEW_TEXT_ZH = "已开始新的对话。之前告诉我的事我仍然记得。"
@@ -295,6 +299,13 @@ class _Item:
     # Waits for the resumed turns to start (``resume_gate``): a message the
     # inbox kept from the last run (:meth:`ProcessLoop.redeliver`).
     gated: bool = False
+    # A resumed message whose files or pictures are not to be had again:
+    # answered with this note alone (gateway/resume.py lost_note).
+    lost: str = ""
+    # Its user row is written (or being written): a stop now leaves a cut
+    # turn the next start answers; before, the stop writes it (_park).
+    saved: bool = False
+    kept: list[KeptFile] | None = None  # its files as recent files kept them, once they are
 
 
 class ProcessLoop:
@@ -365,6 +376,8 @@ class ProcessLoop:
         # away when they leave it (LEFT; cron.db's jobs): name -> its
         # removal ``(channel, chat_id, user)``, how many.
         self.member_left: dict[str, Callable[[str, str, str], Awaitable[int]]] = {}
+        # Messages whose turn a stop cut before their row was written (_work): _park writes them.
+        self._cut: list[_Item] = []
         # Resumed turns (:meth:`resume`) wait for it: the App hands them over
         # before any channel can deliver a message, so each is first in its
         # chat, and opens it once the replies kept from the last run are held.
@@ -386,11 +399,12 @@ class ProcessLoop:
             self.stats.received += 1
             self._enqueue(_Item(msg, time.perf_counter()))
 
-    def resume(self, msg: InboundMessage, row: StoredMessage) -> None:
+    def resume(self, msg: InboundMessage, row: StoredMessage, *, lost: str = "") -> None:
         """Answer ``msg``, stored as ``row`` by a run that stopped before
-        answering it (gateway/resume.py), as if it came again."""
+        answering it (gateway/resume.py), as if it came again; with
+        ``lost``, that note alone answers it."""
         self.stats.received += 1
-        self._enqueue(_Item(msg, time.perf_counter(), counted=False, resumed=row))
+        self._enqueue(_Item(msg, time.perf_counter(), counted=False, resumed=row, lost=lost))
 
     def redeliver(self, msg: InboundMessage) -> None:
         """Answer ``msg``, kept in the inbox by a run that stopped before
@@ -502,6 +516,8 @@ class ProcessLoop:
                     cut = True  # a stop: the inbox keeps it for the next start
                     if item.future is not None and not item.future.done():
                         item.future.cancel()
+                    if self._closed and not item.saved:
+                        self._cut.append(item)  # stopped before its row was written: close() parks it
                     raise
                 except JobFailed as exc:  # the scheduler's to retry; nothing was sent
                     self.stats.failed += 1
@@ -663,13 +679,24 @@ class ProcessLoop:
             # was late and redelivers after a reconnect, Telegram resends the
             # last batch when the process stopped before confirming it. The
             # reply row carries the message's id and is in Tier 0, so this
-            # holds across restarts too. (Asked but never answered: answered now.)
+            # holds across restarts too. (Asked but never answered: answered
+            # now. Answered with an apology: that was its answer, as at a
+            # restart; the user retries with a message of their own.)
             self.stats.redelivered += 1
             log.info("message already answered; ignoring the redelivery", chat=key, message_id=msg.message_id)
             return ""
         resumed = item.resumed
-        if resumed is not None:  # the history it was asked after, not itself
-            history = [m for m in history if m.id < resumed.id]
+        if resumed is not None:
+            # The history it was asked after, not itself nor the messages a
+            # stop wrote after it, still to be answered; with the replies
+            # since to those before it (a stop wrote it before they came).
+            history = [m for m in history if m.id < resumed.id or (m.id > resumed.id and m.role == "assistant")]
+        if item.lost:
+            # Its files or pictures are gone with the stop: asked for again,
+            # once (marked first, as an apology is), no model call.
+            await self._mark_apologised(msg)
+            await self._reply(msg, item.lost, user)
+            return item.lost
         if item.user is None and self.limiter is not None:
             decision = self.limiter.check(user)
             if not decision.allowed:
@@ -697,12 +724,13 @@ class ProcessLoop:
             msg = heard
         # Incognito: answered with what is remembered, never learnt from.
         quiet = item.user is None and self.incognito is not None and await self.incognito.since(user) is not None
-        if msg.documents and self.files is not None:
+        kept: list[KeptFile] = []
+        if msg.documents and self.files is not None and resumed is None:  # a resumed turn's are kept already
             # A later message may ask about them (file_read): kept in memory
             # at once, written to gateway.db in the background (compressing
             # a 200 KB file and its transaction are not the reply's to wait
             # for); an incognito turn's stay in memory only.
-            await self.files.keep(key, user, msg.documents, incognito=quiet)
+            kept = item.kept = await self.files.keep(key, user, msg.documents, incognito=quiet)
         tz = await self._zone(user)
         # What the message is about beyond its own words: the message it
         # replies to, the messages it forwards (maybe all there is).
@@ -760,10 +788,11 @@ class ProcessLoop:
         # at start.
         job = item.user is not None
         user_write: asyncio.Task[StoredMessage] | None = None
+        item.saved = True
         if resumed is not None:
             user_write = asyncio.create_task(_stored(resumed))
         elif not job:
-            context = TurnContext.of(msg)  # for answering it at the next start, should a stop cut this turn
+            context = TurnContext.of(msg, kept)  # for answering it at the next start, should a stop cut this turn
             user_write = self._save(msg, "user", msg.history_text, user, sender_id=msg.sender_id,
                                     message_id=msg.message_id, buffered=quiet,
                                     context=context.dumps() if context is not None else "",
@@ -1211,8 +1240,71 @@ class ProcessLoop:
                 for t in live:
                     t.cancel()
                 await asyncio.gather(*live, return_exceptions=True)
+        await self._park_left()
         if self._buffering:
             await asyncio.gather(*self._buffering.values(), return_exceptions=True)
+
+    async def _park_left(self) -> None:
+        """The messages taken but not answered when the stop came (cut
+        before their row was written, queued behind a turn, still on the
+        bus): the platform will not send them again (Telegram's offset is
+        confirmed at the stop, Feishu acknowledged them), so each is
+        written to Tier 0 as it would have been, for the next start to
+        answer (gateway/resume.py), in order."""
+        left = [*self._cut, *(i for q in self._queues.values() for i in q)]
+        self._cut.clear()
+        self._queues.clear()
+        while not self.bus.inbound.empty():
+            left.append(_Item(self.bus.inbound.get_nowait(), time.perf_counter()))
+        parked = 0
+        for item in left:
+            try:
+                parked += await self._park(item)
+            except Exception as exc:  # gateway.db failing: the rest are still tried
+                log.error("message left by the stop not saved; it will not be answered", chat=item.msg.session_key,
+                          message_id=item.msg.message_id, error=repr(exc))
+        if left:
+            log.warning("messages left unanswered by the stop saved; the next start answers them",
+                        saved=parked, dropped=len(left) - parked)
+
+    async def _park(self, item: _Item) -> bool:
+        """Write ``item``'s row as its turn would have (its words, its
+        context: its files kept in recent files, its pictures and recording
+        counted, as their bytes are not kept); False for what no row is
+        written for (a job, the scheduler's to run again; an edit, a
+        command, a sticker, a group message not addressed to the bot)."""
+        msg = item.msg
+        if item.user is not None or item.resumed is not None or msg.kind != MESSAGE or not msg.message_id:
+            return False
+        if msg.is_group and not (msg.mentioned or msg.reply_to_bot):
+            return False
+        attached = bool(msg.images or msg.documents or msg.forwarded) or msg.audio is not None
+        if not msg.text.strip() and not attached:
+            return False
+        user = self.identities.resolve(msg.channel, msg.sender_id)
+        found = split_command(msg.text) if not attached else None
+        if found is not None and (found[0] in COMMANDS or (found[0] in ("new", "help", "start", "帮助") and not found[1])):
+            # Kept out of Tier 0 and not run again unasked (a half-run
+            # "/forget all"): the user is told, now or from the outbox.
+            chat_zh = await self._chat_is_chinese(msg)
+            zh = found[0] in ("帮助", "导出", "无痕") or (app_in_chinese(msg) if chat_zh is None else chat_zh)
+            await self._reply(msg, (_CUT_COMMAND_ZH if zh else _CUT_COMMAND).format(command=f"/{found[0]}"), user)
+            log.warning("command left unanswered by the stop; the user is asked to send it again",
+                        chat=msg.session_key, message_id=msg.message_id)
+            return False
+        key = msg.session_key
+        quiet = self.incognito is not None and await self.incognito.since(user) is not None
+        kept = item.kept
+        if kept is None and msg.documents and self.files is not None:
+            kept = await self.files.keep(key, user, msg.documents, incognito=quiet)
+        context = TurnContext.of(msg, kept or [])
+        await self.sessions.append(
+            key, channel=msg.channel, chat_id=msg.chat_id, role="user", content=msg.history_text, owner=user,
+            sender_id=msg.sender_id, message_id=msg.message_id, buffered=quiet,
+            context=context.dumps() if context is not None else "",
+            sender_name=msg.sender_name if msg.is_group else "",
+        )
+        return True
 
 
 async def _stored(row: StoredMessage) -> StoredMessage:
@@ -1220,8 +1312,9 @@ async def _stored(row: StoredMessage) -> StoredMessage:
 
 
 def _answered(history: Sequence[StoredMessage], message_id: str) -> bool:
-    """Is there a reply to ``message_id`` in the window (reply rows carry the id of the message they answer)?"""
-    return any(m.role == "assistant" and m.message_id == message_id for m in history)
+    """Is there a reply to ``message_id`` in the window (reply rows carry the
+    id of the message they answer), or an apology (its row so marked)?"""
+    return any(m.message_id == message_id and (m.role == "assistant" or m.context == APOLOGISED) for m in history)
 
 
 def log_debug_enabled() -> bool:

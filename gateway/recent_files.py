@@ -176,13 +176,16 @@ class RecentFiles:
             self._next_id = max(self._next_id, f.id + 1)
         self._loaded = True
 
-    async def keep(self, chat: str, owner: str, docs: Sequence[Document], *, incognito: bool = False) -> None:
+    async def keep(
+        self, chat: str, owner: str, docs: Sequence[Document], *, incognito: bool = False
+    ) -> list[KeptFile]:
         """Keep ``docs``, sent by ``owner`` in ``chat``: in the index and in
         memory at once (``file_read`` reads them from here on), on disk in
         the background (:meth:`flush` waits for it); ``incognito``: in
-        memory only, never written to disk."""
+        memory only, never written to disk. Returns them as kept, one per
+        doc in order (a turn a stop cuts finds its files again by their ids)."""
         if not docs:
-            return
+            return []
         if not self._loaded:
             async with self._lock:
                 await self._load()
@@ -209,6 +212,7 @@ class RecentFiles:
             self._writes.append(_Write(chat, written, {i for i in gone if i > 0}))
             if self._writer is None or self._writer.done():
                 self._writer = asyncio.create_task(self._write_all(), name="recent-files-write")
+        return new
 
     async def flush(self) -> None:
         """Wait until every file kept so far is written (or its write failed

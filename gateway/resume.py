@@ -19,15 +19,24 @@ history shows them) and the user's own words, so it is recalled for,
 answered and cited (memory_save: "from a message you forwarded") as the
 forward it was.
 
-A cut turn is the last row of its chat's current session (a chat's turns
-run one after another), a user row, with:
+A stop also finds messages taken from the platform whose turn had not
+begun (queued behind a slow turn in their chat, still on the bus, or cut
+before their row was written): ``ProcessLoop.close`` writes their rows as
+their turns would have (the platform will not send them again), after the
+cut turn's, so they are answered here too, in order. A crash runs no
+``close``: those are lost (their row is written when their turn begins).
+
+A cut turn is a user row with no reply after it in its chat's current
+session (a chat's turns run one after another, so the last row, and the
+rows a stop wrote after it), with:
 
 * its :class:`TurnContext`, how the loop got it (group or not, addressed
-  or not, its routing, what a private chat's message replied to). Rows
-  without one are not answered: written before it was kept, a scheduled
-  job's (the scheduler runs those again), or a message whose pictures,
-  files or (in a group) quoted message Tier 0 does not keep (answering the
-  words alone would answer something else);
+  or not, its routing, what a private chat's message replied to, the
+  files and pictures it carried). Rows without one are not answered:
+  written before it was kept, a scheduled job's (the scheduler runs those
+  again), or a group message whose quoted message Tier 0 does not keep
+  (another member's words; answering the words alone would answer
+  something else);
 * a platform message id (one the gateway made up answers nothing);
 * memory allowed to learn from it: an incognito turn is not answered
   again (the user turned the bot's attention away; not picked up later);
@@ -51,10 +60,31 @@ each chat and after the chat's cut turn; one with a Tier 0 row was begun
 (their bytes are never stored) gets one note asking for it again.
 
 Not answered because never stored: commands (kept out of Tier 0; a cut
-``/forget all`` is not run again unasked), messages over the rate limit
-(the user was told), group messages not addressed to the bot, stickers.
+``/forget all`` is not run again unasked; one a stop cut or found
+waiting gets a note asking for it again, sent by ``ProcessLoop._park``),
+messages over the rate limit (the user was told), group messages not
+addressed to the bot, stickers.
 A superseded turn's rows are erased before the turn that took it in
 starts, and a recalled message's row is erased with it.
+
+What a message carried beyond its words, per kind:
+
+* a file (a document read as text): kept in recent files before the row
+  is written (gateway/recent_files.py), and the context names it by its
+  row id and where the model's read was cut, so the resumed turn reads
+  it again as the first turn did. Where it can no longer be had (the stop
+  came before its background write, ``/forget all``, past the day,
+  documents turned off), the message is answered once with a note in the
+  user's language asking them to send it again (no model call; marked
+  ``APOLOGISED`` first, as an apology is);
+* a photo (and a scanned PDF's pages, which went as pictures): the model
+  saw it as content parts, whose bytes are never stored, so it gets the
+  same note asking for it again;
+* a voice note or audio file: the row is written after the transcription,
+  with the transcript as its words, so the resumed turn reads what the
+  first one read (not transcribed again). One a stop found not yet
+  transcribed (waiting its turn, or mid-transcription) gets the note:
+  its recording is not kept.
 
 The reply's own row is written before the reply is sent (gateway/loop.py),
 so a reply that went out is never answered again; the cost is the other
@@ -67,7 +97,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Protocol
@@ -76,18 +106,33 @@ import structlog
 
 from memory.clock import format_ts, parse_ts
 
-from .bus import MESSAGE, ROUTING_KEYS, InboundMessage, OutboundMessage, Quoted, forwards_from_history, notes_in_chinese
+from .bus import (
+    MESSAGE, ROUTING_KEYS, Document, InboundMessage, OutboundMessage, Quoted, forwards_from_history,
+    notes_in_chinese, picture_mark,
+)
 from .inbox import Inbox
 from .outbox import Outbox
 from .prompt import QUOTE_CHARS
+from .recent_files import KeptFile, RecentFiles
 from .sessions import APOLOGISED, SessionStore, StoredMessage
 
-__all__ = ["Redelivered", "Resumed", "TurnContext", "resume_cut_turns", "resume_inbox"]
+__all__ = ["FileMark", "Redelivered", "Resumed", "TurnContext", "lost_note", "resume_cut_turns", "resume_inbox"]
 
 log = structlog.get_logger(component="gateway")
 
 # Rows older than the window are still looked at (and logged as skipped) this far back.
 _LOOK_BACK = timedelta(days=1)
+
+
+@dataclass(frozen=True)
+class FileMark:
+    """A file a message carried, as the model read it: found again in
+    recent files by its row id (and name), cut where the first turn's was."""
+
+    name: str
+    id: int  # its KeptFile id; 0: not kept (recent files off)
+    shown: int  # characters the model read with the message (Document.text)
+    total: int  # of the whole text (Document.total_chars)
 
 
 @dataclass(frozen=True)
@@ -108,19 +153,32 @@ class TurnContext:
     # own, a post they chose to bring), as much as the prompt shows; a
     # group's is never kept (another member's words).
     quoted: Quoted | None = None
+    # The files it carried (kept in recent files) and how many pictures:
+    # the row keeps only their mark ("[file q3.pdf]", "[photo]"), so a
+    # resumed turn reads the files again from recent files, and a picture,
+    # whose bytes are never stored, is asked for again (:func:`lost_note`).
+    files: tuple[FileMark, ...] = ()
+    photos: int = 0
+    # A recording not transcribed yet (its turn never began: a stop found
+    # it waiting, ProcessLoop._park): its bytes are gone, so it is asked for again.
+    unheard: bool = False
 
     @classmethod
-    def of(cls, msg: InboundMessage) -> TurnContext | None:
-        """None for a message Tier 0 does not keep whole: its pictures,
-        files or (in a group) the message it quotes went to the model with it only."""
-        if msg.kind != MESSAGE or msg.images or msg.documents or (msg.quoted is not None and msg.is_group):
+    def of(cls, msg: InboundMessage, kept: Sequence[KeptFile] = ()) -> TurnContext | None:
+        """None for a message Tier 0 does not keep whole: in a group, the
+        message it quotes went to the model with it only (another member's
+        words). ``kept``: its documents as recent files kept them, in order."""
+        if msg.kind != MESSAGE or (msg.quoted is not None and msg.is_group):
             return None
         q = msg.quoted
+        ids = [k.id for k in kept] + [0] * (len(msg.documents) - len(kept))
         return cls(
             quoted=None if q is None else Quoted(q.author, q.text.strip()[:QUOTE_CHARS], q.partial),
             is_group=msg.is_group, mentioned=msg.mentioned, reply_to_bot=msg.reply_to_bot,
             sender_name=msg.sender_name, routing={k: msg.metadata[k] for k in ROUTING_KEYS if k in msg.metadata},
             locale=msg.locale, forwards=tuple((f.author, f.sent_at) for f in msg.forwarded),
+            files=tuple(FileMark(d.name, i, len(d.text), d.total_chars) for d, i in zip(msg.documents, ids, strict=False)),
+            photos=len(msg.images), unheard=msg.audio is not None or any(f.audio is not None for f in msg.forwarded),
         )
 
     def dumps(self) -> str:
@@ -130,6 +188,12 @@ class TurnContext:
             d["f"] = [[a, format_ts(t) if t is not None else ""] for a, t in self.forwards]
         if self.quoted is not None:
             d["q"] = [self.quoted.author, self.quoted.text, self.quoted.partial]
+        if self.files:
+            d["d"] = [[f.name, f.id, f.shown, f.total] for f in self.files]
+        if self.photos:
+            d["p"] = self.photos
+        if self.unheard:
+            d["a"] = True
         return json.dumps(d, ensure_ascii=False)
 
     @classmethod
@@ -150,27 +214,88 @@ class TurnContext:
         q = d.get("q")
         if q is not None and not (isinstance(q, list) and len(q) == 3):
             return None
+        try:
+            files = tuple(FileMark(str(n), int(i), int(a), int(b)) for n, i, a, b in d.get("d") or ())
+            photos = int(d.get("p") or 0)
+        except (TypeError, ValueError):
+            return None
         return cls(is_group=bool(d.get("g")), mentioned=bool(d.get("m")), reply_to_bot=bool(d.get("r")),
                    sender_name=str(d.get("n") or ""), routing=routing if isinstance(routing, dict) else {},
                    locale=str(d.get("l") or ""), forwards=origins,
-                   quoted=None if q is None else Quoted(str(q[0]), str(q[1]), bool(q[2])))
+                   quoted=None if q is None else Quoted(str(q[0]), str(q[1]), bool(q[2])), files=files, photos=photos,
+                   unheard=bool(d.get("a")))
 
-    def message(self, row: StoredMessage) -> InboundMessage:
+    def message(self, row: StoredMessage, documents: tuple[Document, ...] = ()) -> InboundMessage:
         """``row`` as the loop first got it: its words as Tier 0 keeps them,
         a forward's taken apart again (the user's own words, the forwards
-        as the history shows them)."""
+        as the history shows them), a file's or a picture's mark apart
+        from the words (``documents``: the files, read again)."""
         placeholder, forwarded, text = forwards_from_history(row.content, self.forwards)
+        if not forwarded and (self.files or self.photos) and not self.unheard:
+            placeholder = picture_mark(row.content)
+            text = row.content[len(placeholder):].strip()
         return InboundMessage(
             channel=row.channel, chat_id=row.chat_id, sender_id=row.sender_id, text=text,
             message_id=row.message_id, timestamp=parse_ts(row.created_at), is_group=self.is_group,
             mentioned=self.mentioned, reply_to_bot=self.reply_to_bot, sender_name=self.sender_name,
             metadata=dict(self.routing), locale=self.locale, placeholder=placeholder, forwarded=forwarded,
-            quoted=self.quoted,
+            quoted=self.quoted, documents=documents,
         )
 
 
+_LOST_FILES = "Sorry, I restarted before I could answer, and {what} you sent ({names}) {are} no longer with me. Please send {it} again."
+_LOST_FILES_ZH = "抱歉，我在回答之前重启了，你发来的文件（{names}）没有留下。请再发一次。"
+_LOST_PHOTOS = "Sorry, I restarted before I could answer, and {what} you sent {are} no longer with me. Please send {it} again."
+_LOST_PHOTOS_ZH = "抱歉，我在回答之前重启了，你发来的图片没有留下。请再发一次。"
+_LOST_RECORDING = "Sorry, I restarted before I could listen to your voice message. Please send it again."
+_LOST_RECORDING_ZH = "抱歉，我还没来得及听你的语音消息就重启了。请再发一次。"
+
+
+def lost_note(context: TurnContext, msg: InboundMessage) -> str:
+    """What a cut turn whose files or pictures cannot be had again is
+    answered with, in the user's language: send them again (its words
+    alone would answer something else)."""
+    zh = notes_in_chinese(msg)
+    if context.files:  # a scanned PDF's pages are pictures too: the file is what to send
+        names = ", ".join(f.name for f in context.files)
+        if zh:
+            return _LOST_FILES_ZH.format(names=names)
+        many = len(context.files) > 1
+        return _LOST_FILES.format(what="the files" if many else "the file", names=names,
+                                  are="are" if many else "is", it="them" if many else "it")
+    if not context.photos:
+        return _LOST_RECORDING_ZH if zh else _LOST_RECORDING
+    if zh:
+        return _LOST_PHOTOS_ZH
+    many = context.photos > 1
+    return _LOST_PHOTOS.format(what="the photos" if many else "the photo", are="are" if many else "is",
+                               it="them" if many else "it")
+
+
+async def _read_again(context: TurnContext, row: StoredMessage, files: RecentFiles | None) -> tuple[Document, ...] | None:
+    """The files ``row``'s message carried, as the model read them, from
+    recent files; None when one is no longer there (its background write
+    cut by the stop, /forget all, past the day) or a picture came with them."""
+    if context.photos or context.unheard:
+        return None
+    if not context.files:
+        return ()
+    if files is None:
+        return None
+    index = {f.id: f for f in files.files(f"{row.channel}:{row.chat_id}")}
+    docs: list[Document] = []
+    for mark in context.files:
+        kept = index.get(mark.id)
+        text = await files.text(kept) if kept is not None and kept.name == mark.name else None
+        if text is None:
+            return None
+        docs.append(Document(mark.name, text[: mark.shown], total_chars=mark.total, pages=kept.pages if kept else None,
+                             more=text if mark.shown < len(text) else ""))
+    return tuple(docs)
+
+
 class Resumer(Protocol):
-    def resume(self, msg: InboundMessage, row: StoredMessage) -> None: ...
+    def resume(self, msg: InboundMessage, row: StoredMessage, *, lost: str = "") -> None: ...
 
 
 @dataclass(frozen=True)
@@ -180,11 +305,13 @@ class Resumed:
 
 
 async def resume_cut_turns(
-    loop: Resumer, sessions: SessionStore, outbox: Outbox, *, now: datetime, within: timedelta
+    loop: Resumer, sessions: SessionStore, outbox: Outbox, *, now: datetime, within: timedelta,
+    files: RecentFiles | None = None,
 ) -> Resumed:
     """Hand the turns a stop cut within ``within`` of ``now`` back to
-    ``loop`` (see the module docstring); logs each one skipped, with its
-    chat, id, age and why, never its words."""
+    ``loop`` (see the module docstring), a file's read again from
+    ``files``; logs each one skipped, with its chat, id, age and why,
+    never its words."""
     done = Resumed([], [])
     if within <= timedelta(0):
         return done
@@ -196,7 +323,7 @@ async def resume_cut_turns(
         if row.context == APOLOGISED:
             why = "answered with an apology"  # or with the rate limit's note (resumed, refused)
         elif context is None:
-            why = "not kept whole (a job's, a picture's, a file's, a quote's, or from before)"
+            why = "not kept whole (a job's, a group's quote, or from before)"
         elif not row.message_id or row.message_id.startswith("g-"):
             why = "no platform message id"
         elif not row.learn:
@@ -214,9 +341,16 @@ async def resume_cut_turns(
             continue
         assert context is not None
         done.answered.append(row)
+        docs = await _read_again(context, row, files)
         log.warning("answering a message a stop left unanswered", channel=row.channel, chat_id=row.chat_id,
-                    message_id=row.message_id, age_s=round(age.total_seconds()))
-        loop.resume(context.message(row), row)
+                    message_id=row.message_id, age_s=round(age.total_seconds()),
+                    **({"asked_again": "files" if context.files else "photos" if context.photos else "recording"}
+                       if docs is None else {}))
+        if docs is None:  # answered with the note alone: the files or pictures are not to be had
+            msg = context.message(row)
+            loop.resume(msg, row, lost=lost_note(context, msg))
+        else:
+            loop.resume(context.message(row, docs), row)
     return done
 
 

@@ -626,15 +626,17 @@ class SessionStore:
         return _rows(rows)
 
     async def unanswered_last(self, since: str) -> list[StoredMessage]:
-        """The user rows written at ``since`` or later that are the last
-        row of their chat's current session (nothing answered them, nothing
-        came after), oldest first: the turns a stop may have cut
-        (gateway/resume.py). A chat's turns run one after the other, so
-        only its last row can be one."""
+        """The user rows written at ``since`` or later with no reply after
+        them in their chat's current session (the chat's last rows), oldest
+        first: the turns a stop may have cut (gateway/resume.py). A chat's
+        turns run one after the other, so only its last row can be one,
+        save the messages a stop found still waiting their turn, written
+        after it (ProcessLoop.close); an apology's row is among them, so marked."""
         await self.flush()
         rows = await self.db.fetchall(
             f"""{_SELECT} WHERE s.ended_at IS NULL AND m.role = 'user' AND m.created_at >= ?
-                   AND m.id = (SELECT MAX(id) FROM session_messages WHERE session_id = s.id)
+                   AND NOT EXISTS (SELECT 1 FROM session_messages a
+                                    WHERE a.session_id = s.id AND a.id > m.id AND a.role = 'assistant')
                  ORDER BY m.id""",
             (since,),
         )

@@ -38,7 +38,7 @@ import os
 import sqlite3
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -311,8 +311,10 @@ class Database:
         if self._closed:
             raise RuntimeError("database is closed")
         async with self._lock:
-            await self._writer.execute("BEGIN IMMEDIATE")
             try:
+                # Inside the try: cancelled while it is on its way, the BEGIN
+                # still runs in the writer thread, and must be rolled back.
+                await self._writer.execute("BEGIN IMMEDIATE")
                 yield self._writer
                 await self._writer.execute("COMMIT")
             except BaseException:
@@ -325,7 +327,12 @@ class Database:
         # SQLite may have rolled the transaction back itself (SQLITE_FULL,
         # SQLITE_IOERR): a ROLLBACK then fails, and its error would hide the
         # one that says why. A COMMIT that failed may leave it open (a
-        # deferred foreign key): the writer must not stay inside it.
+        # deferred foreign key): the writer must not stay inside it. A
+        # statement whose caller was cancelled still runs: the writer thread
+        # runs calls in order, so one more round trip lets it finish first
+        # (a BEGIN, or a COMMIT, which then leaves nothing to roll back).
+        with suppress(sqlite3.Error):  # its error must not hide the one that says why
+            await self._writer.execute("SELECT 1")
         if self._writer.in_transaction:
             await self._writer.execute("ROLLBACK")
 

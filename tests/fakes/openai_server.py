@@ -277,6 +277,7 @@ class FakeOpenAI:
         self._embedding_errors: list[int] = []
         self.transcriptions: list[dict[str, Any]] = []  # {"model", "filename", "content_type", "data"}
         self._transcription_errors: list[tuple[int, str]] = []
+        self._transcription_holds: list[asyncio.Event] = []
         self.responder = responder
         self.requests: list[dict[str, Any]] = []
         self.refused: list[dict[str, Any]] = []  # chat requests answered 400 for their content
@@ -332,6 +333,13 @@ class FakeOpenAI:
     def queue_transcription_error(self, status: int = 500, *, times: int = 1, body: str = "") -> None:
         """``body``: the error's message (a provider echoing what it was sent)."""
         self._transcription_errors.extend([(status, body)] * times)
+
+    def queue_transcription_hold(self) -> asyncio.Event:
+        """The next transcription waits until the returned event is set (or the fake stops)."""
+        hold = asyncio.Event()
+        self._holds.append(hold)
+        self._transcription_holds.append(hold)
+        return hold
 
     def queue_stream(
         self,
@@ -487,6 +495,8 @@ class FakeOpenAI:
         self.transcriptions.append(
             {"model": model, "filename": file.filename, "content_type": file.content_type, "data": data}
         )
+        if self._transcription_holds:
+            await self._transcription_holds.pop(0).wait()
         if self._transcription_errors:
             status, said = self._transcription_errors.pop(0)
             return web.json_response({"error": {"message": said or "The server had an error", "type": "server_error"}},

@@ -22,6 +22,7 @@ from .test_telegram_forwards_e2e import FEB_27
 from .test_vision_e2e import _rows
 
 BURST = "[forwarded from Dana, sent 2026-02-27]\nlaunch moves to Friday\n\nwhat does she want?"
+FORWARD = "[forwarded from Dana, sent 2026-02-27]\nlaunch moves to Friday"
 
 
 class SlowFirst:
@@ -138,3 +139,47 @@ async def test_a_comment_already_answered_stays_and_its_forwards_are_answered_to
             assert app.loop.stats.superseded == 0 and len(llm.requests) == 2
         finally:
             await asyncio.wait_for(app.close(), 15)
+
+
+async def test_a_stop_while_the_burst_gathers_loses_neither_the_comment_nor_its_forwards(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    """The comment's turn is under way and its forward is still being
+    gathered when the gateway stops past its timeout (with no time left at
+    all, too): the comment's turn is answered at the restart, and the
+    forward, never put on the bus so never confirmed, comes again from
+    Telegram and is answered too. Each once; not as one message (what the
+    burst took in is not known across a restart). With no time left the
+    forward went on the bus after the loop had closed, was confirmed, and
+    was never answered."""
+    for stop in (0.0, 1.0):
+        home = tmp_path / f"stop-{stop}"
+        home.mkdir()
+        model = SlowFirst()
+        async with FakeOpenAI(api_key="sk-poll-e2e-0123456789", responder=model) as llm, FakeTelegram() as tg:
+            app = _app(home, clock, llm, {"telegram": _telegram(tg)})
+            try:
+                await app.open()
+                await asyncio.wait_for(app.start(), 15)
+                comment = str(tg.push_text(9, 9, "what does she want?")["message_id"])
+                await _until(lambda: len(model.calls) == 1)
+                tg.push_text(9, 9, "launch moves to Friday", forward_origin=origin_user(5, "Dana", date=FEB_27))
+                bus = app.bus
+                await _until(lambda: bus.holding("telegram:9", comment))  # the forward's burst gathering, the comment in it
+            finally:
+                await asyncio.wait_for(app.close(timeout=stop), 15)
+            model.gate.set()
+            assert tg.pending_updates == 1, stop  # the forward: not confirmed
+            clock.advance(60)
+            app = _app(home, clock, llm, {"telegram": _telegram(tg)})
+            try:
+                await app.open()
+                await asyncio.wait_for(app.start(), 15)
+                await tg.wait_sent(2, timeout=10)
+                assert app.loop is not None and await app.loop.drain(5)
+                await asyncio.sleep(1.5)  # a second reply, if any, would come now
+            finally:
+                await asyncio.wait_for(app.close(), 15)
+            assert [m.text for m in tg.sent] == ["re: what does she want?", f"re: {FORWARD}"], stop
+            assert _rows(home) == [("user", "what does she want?"), ("assistant", "re: what does she want?"),
+                                   ("user", FORWARD), ("assistant", f"re: {FORWARD}")]

@@ -307,6 +307,42 @@ async def test_a_download_held_past_the_stop_is_answered_with_a_note_and_nothing
                                         ("assistant", texts[2])]
 
 
+async def test_a_download_held_past_a_stop_with_no_time_left_is_answered_after_the_restart(
+    tmp_path: Path, clock: ManualClock, feishu: FakeFeishu, echo_llm: FakeOpenAI
+) -> None:
+    """As above, but the stop has no time left (``close(timeout=0)``):
+    the download is still cut short, before the loop closes, so the
+    message is saved and the next start answers it, once. It went on the
+    bus after the loop had closed, and was lost (Feishu had its 200)."""
+    app = _app(tmp_path, clock, echo_llm, {"feishu": _feishu_section(feishu, "webhook")}, agent={
+        "model": "test-model", "vision": True})
+    key = feishu.add_image(b"\x89PNG\r\n\x1a\n" + bytes(64), "image/png")
+    gate = feishu.hold_resource(key)
+    try:
+        await app.open()
+        await asyncio.wait_for(app.start(), 15)
+        assert app.http is not None
+        post = {"title": "", "content": [[{"tag": "text", "text": "what is this?"}], [{"tag": "img", "image_key": key}]]}
+        event = feishu.message_event(message_type="post", content=post, chat_id="oc_alice", open_id=ALICE)
+        assert (await feishu.push_event(app.http.url + "/feishu/events", event, encrypt_key=ENCRYPT_KEY)).status_code == 200
+        await _until(lambda: bool(feishu.resource_requests))
+        await asyncio.wait_for(app.close(timeout=0.0), 30)
+    finally:
+        gate.set()
+        await asyncio.wait_for(app.close(), 30)
+    clock.advance(60)
+    again = _app(tmp_path, clock, echo_llm, {"feishu": _feishu_section(feishu, "webhook")}, agent={
+        "model": "test-model", "vision": True})
+    try:
+        await again.open()
+        await asyncio.wait_for(again.start(), 15)
+        await _until(lambda: any(t.startswith("re: ") for t in feishu.texts()), timeout=15)
+        assert again.loop is not None and await again.loop.drain(5)
+    finally:
+        await asyncio.wait_for(again.close(), 30)
+    assert [t for t in feishu.texts() if t.startswith("re: ")] == ["re: [photo not read] what is this?\n[image]"]
+
+
 async def test_long_connection_event_gets_a_reply(
     tmp_path: Path, clock: ManualClock, feishu: FakeFeishu, echo_llm: FakeOpenAI
 ) -> None:

@@ -22,7 +22,7 @@ from tests.fakes.telegram_server import FakeTelegram
 from .test_e2e_feishu import feishu  # noqa: F401 (a fixture)
 from .test_e2e_feishu_outbox import ALICE, Gateway, until
 from tests.channels.test_feishu_longconn import ws_config
-from .test_resume_e2e import KEY, _crash, _echo, _history, _quiet, _telegram_app
+from .test_resume_e2e import KEY, _as_killed_now, _crash, _echo, _history, _quiet, _telegram_app, _undo_since
 
 
 async def test_feishu_webhook_messages_queued_behind_a_crashed_turn_are_answered_in_order(
@@ -43,7 +43,10 @@ async def test_feishu_webhook_messages_queued_behind_a_crashed_turn_are_answered
             for e in events[1:]:
                 await g.push(e)  # answered 200: in the inbox already
             assert app.inbox is not None and await app.inbox.count() == 3
+            await app.inbox.flush()
+            _as_killed_now(tmp_path)  # killed: the stop's own writes (ProcessLoop._park) never happen
             await g.stop(timeout=0.0)
+            _undo_since(tmp_path)
             assert feishu.sent == []
             clock.advance(60)
             app = await g.start()

@@ -3,6 +3,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -485,9 +486,14 @@ async def test_a_redelivered_message_is_answered_once_even_across_a_restart(
         assert (await rig.reply("feishu")).text == "sure"
 
 
-async def test_a_message_that_only_got_an_apology_is_answered_when_delivered_again(
+async def test_a_message_that_only_got_an_apology_is_not_answered_again_when_delivered_again(
     tmp_path: Path, clock: ManualClock, fake_llm: FakeOpenAI
 ) -> None:
+    """The apology ("something went wrong, please try again") was its
+    answer, as at a restart (gateway/resume.py): a redelivery (Telegram's
+    batch after a crash, Feishu's retry hours later) would answer unasked,
+    maybe after the user's own retry, and store the question twice. The
+    user's retry, a message of its own, is answered."""
     from gateway.bus import InboundMessage
 
     msg = InboundMessage(channel="telegram", chat_id="9", sender_id="100", text="hello?", message_id="77")
@@ -496,9 +502,15 @@ async def test_a_message_that_only_got_an_apology_is_answered_when_delivered_aga
         await rig.bus.publish_inbound(msg)
         first = await rig.reply()
         assert rig.loop.stats.failed == 1 and first.text  # the apology
-        fake_llm.queue_reply("hello!")
         await rig.bus.publish_inbound(msg)
+        await rig.settle()
+        assert rig.bus.outbound_queue("telegram").empty() and len(fake_llm.requests) == 1
+        assert rig.loop.stats.redelivered == 1
+        fake_llm.queue_reply("hello!")
+        await rig.bus.publish_inbound(replace(msg, message_id="78"))  # "try again": asked again
         assert (await rig.reply()).text == "hello!"
+        assert [(m.role, m.content) for m in await rig.sessions.window("telegram:9")] == [
+            ("user", "hello?"), ("user", "hello?"), ("assistant", "hello!")]
 
 
 async def test_recall_uses_the_users_last_four_messages_as_context(

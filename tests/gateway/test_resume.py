@@ -7,9 +7,10 @@ import sqlite3
 from datetime import UTC, datetime
 from pathlib import Path
 
-from gateway.bus import Forwarded, Image, InboundMessage, OutboundMessage, Quoted
+from gateway.bus import Document, Forwarded, Image, InboundMessage, OutboundMessage, Quoted
 from gateway.prompt import QUOTE_CHARS
-from gateway.resume import TurnContext
+from gateway.recent_files import KeptFile
+from gateway.resume import FileMark, TurnContext
 from gateway.sessions import StoredMessage
 from memory import ManualClock
 from tests.fakes.openai_server import FakeOpenAI
@@ -71,10 +72,25 @@ def test_a_private_reply_keeps_what_it_replies_to_and_a_groups_does_not() -> Non
     assert TurnContext.loads('{"q": ["you", "re"]}') is None
 
 
-def test_a_message_whose_picture_tier0_does_not_keep_has_no_context() -> None:
-    msg = InboundMessage(channel="telegram", chat_id="1", sender_id="1", text="what is this?",
-                         images=(Image(data=b"\x89PNG", mime="image/png"),))
-    assert TurnContext.of(msg) is None
+def test_a_message_with_pictures_and_files_keeps_their_marks_not_their_bytes() -> None:
+    """The pictures' count and each file's kept id and cut, for the resumed
+    turn to read the files again (or ask for them): never their bytes or text."""
+    doc = Document("q3.pdf", "Ship on Friday", total_chars=9000, pages=2, more="Ship on Friday" + "x" * 8986)
+    msg = InboundMessage(channel="telegram", chat_id="1", sender_id="1", text="what is this?", message_id="5",
+                         images=(Image(data=b"\x89PNG", mime="image/png"),), documents=(doc,),
+                         placeholder="[file q3.pdf]")
+    kept = KeptFile(17, "q3.pdf", 9000, datetime(2026, 3, 1, tzinfo=UTC), "tg:1", 2)
+    context = TurnContext.of(msg, [kept])
+    assert context is not None
+    assert (context.files, context.photos) == ((FileMark("q3.pdf", 17, 14, 9000),), 1)
+    dumped = context.dumps()
+    assert "Ship on Friday" not in dumped and "PNG" not in dumped
+    assert TurnContext.loads(dumped) == context
+    row = StoredMessage(3, 1, "telegram", "1", "user", "[file q3.pdf] what is this?", "tg:1", "1", "5",
+                        "2026-03-01T10:00:00Z", False, True, dumped)
+    out = context.message(row)
+    assert (out.placeholder, out.text, out.history_text) == ("[file q3.pdf]", "what is this?", row.content)
+    assert TurnContext.loads('{"d": [["a.pdf", "x", 1, 1]]}') is None  # not a file's id: unreadable, not guessed
     assert TurnContext.loads("") is None and TurnContext.loads("not json") is None and TurnContext.loads("[1]") is None
 
 

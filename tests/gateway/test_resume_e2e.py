@@ -14,8 +14,6 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from gateway.app import App
 from memory import Category, ManualClock, NewMemory
 from tests.fakes.feishu_server import FakeFeishu
@@ -55,6 +53,29 @@ async def _telegram_app(home: Path, clock: ManualClock, llm: FakeOpenAI, tg: Fak
 async def _crash(app: App) -> None:
     """Stop with no drain: the turn under way is cancelled, its reply never comes."""
     await asyncio.wait_for(app.close(timeout=0.0), 30)
+
+
+def _as_killed_now(home: Path) -> None:
+    """Keep gateway.db as it is at this moment (an online backup), for
+    :func:`_undo_since` to put back: a SIGKILL as the files see it."""
+    path = home / "data" / "gateway.db"
+    with sqlite3.connect(path) as src, sqlite3.connect(path.with_name("killed.db")) as dst:
+        src.backup(dst)
+
+
+def _undo_since(home: Path) -> None:
+    """Whatever a stop wrote to gateway.db since :func:`_as_killed_now` undone."""
+    path = home / "data" / "gateway.db"
+    for extra in (path.with_name("gateway.db-wal"), path.with_name("gateway.db-shm")):
+        extra.unlink(missing_ok=True)
+    path.with_name("killed.db").replace(path)
+
+
+async def _killed(app: App, home: Path) -> None:
+    """A SIGKILL as the files see it: no stop's writes reach gateway.db."""
+    _as_killed_now(home)
+    await _crash(app)
+    _undo_since(home)
 
 
 async def _quiet(app: App) -> None:
@@ -270,7 +291,7 @@ async def test_a_reply_to_a_message_cut_by_a_crash_is_answered_with_what_it_repl
             await _quiet(again)
             assert again.resumed is not None and [r.content for r in again.resumed.answered] == ["why Thursday?"]
             assert [(r.content, why) for r, why in again.resumed.skipped] == [
-                ("is that right?", "not kept whole (a job's, a picture's, a file's, a quote's, or from before)")]
+                ("is that right?", "not kept whole (a job's, a group's quote, or from before)")]
         assert reply.text == "re: why Thursday?" and len(llm.requests) == 4
         assert _quote(llm.requests[3]) == _quote(llm.requests[1]) != ""
 
@@ -343,6 +364,98 @@ async def test_a_resumed_turn_over_the_rate_limit_is_not_tried_again_at_the_next
         assert len(llm.requests) == answered and len(tg.sent) == 2
 
 
+async def test_a_message_queued_behind_a_cut_turn_is_answered_after_the_restart(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    """Two questions in a row; the model is slow on the first and the
+    gateway stops (SIGTERM past its timeout, or a crash) with the second
+    still waiting its turn: taken from Telegram (its update confirmed), not
+    yet in Tier 0. After the restart each is answered, once, in order."""
+    for stop in (1.0, 0.0):  # a stop past its drain timeout; a crash
+        home = tmp_path / f"stop-{stop}"
+        home.mkdir()
+        async with FakeOpenAI(api_key=KEY, responder=_echo) as llm, FakeTelegram() as tg:
+            async with _telegram_app(home, clock, llm, tg) as app:
+                llm.queue_hold("never sent")
+                tg.push_text(42, 42, "is the launch still on Thursday?")
+                await until(lambda: len(llm.requests) == 1, timeout=15)
+                tg.push_text(42, 42, "and who brings the slides?")
+                assert app.loop is not None
+                loop = app.loop
+                await until(lambda: loop.stats.received == 2, timeout=15)
+                await asyncio.wait_for(app.close(timeout=stop), 30)
+            assert tg.sent == []
+            clock.advance(60)
+            async with _telegram_app(home, clock, llm, tg) as again:
+                await tg.wait_sent(2, timeout=15)
+                await _quiet(again)
+            assert [m.text for m in tg.sent] == ["re: is the launch still on Thursday?", "re: and who brings the slides?"]
+            # The second was written at the stop, after the first, and is answered knowing the first's reply.
+            assert [r for r, _, _ in _history(home)] == ["user", "user", "assistant", "assistant"]
+            assert "re: is the launch still on Thursday?" in str(llm.requests[-1]["messages"])
+
+
+async def test_a_command_a_stop_left_unanswered_gets_a_note_asking_for_it_again(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    """/export waiting behind a slow turn when the gateway stops: commands
+    are kept out of Tier 0 and not run again unasked, but the user hears
+    it was not done (at the stop, or from the outbox at the next start),
+    once, rather than nothing."""
+    async with FakeOpenAI(api_key=KEY, responder=_echo) as llm, FakeTelegram() as tg:
+        async with _telegram_app(tmp_path, clock, llm, tg) as app:
+            llm.queue_hold("never sent")
+            tg.push_text(42, 42, "is the launch still on Thursday?")
+            await until(lambda: len(llm.requests) == 1, timeout=15)
+            tg.push_text(42, 42, "/export")
+            assert app.loop is not None
+            loop = app.loop
+            await until(lambda: loop.stats.received == 2, timeout=15)
+            await asyncio.wait_for(app.close(timeout=1.0), 30)
+        clock.advance(60)
+        async with _telegram_app(tmp_path, clock, llm, tg) as again:
+            await tg.wait_sent(2, timeout=15)
+            await _quiet(again)
+        texts = [m.text for m in tg.sent]
+        assert "re: is the launch still on Thursday?" in texts and len(texts) == 2
+        [note] = [t for t in texts if not t.startswith("re: ")]
+        assert "/export" in note and "send it again" in note and tg.documents == []
+        assert [r for r, _, _ in _history(tmp_path)] == ["user", "assistant"]  # the command is not in Tier 0
+
+
+async def test_a_reminder_whose_turn_a_stop_cut_comes_once_after_the_restart(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    """A one-time job's model call is under way when the gateway stops
+    past its timeout: nothing of it is in Tier 0 (a job's prompt is written
+    once the model answered), so it is not a cut turn; the scheduler runs
+    it again at the next start, and the chat gets it once."""
+    from datetime import timedelta
+
+    async with FakeOpenAI(api_key=KEY, responder=_echo) as llm, FakeTelegram() as tg:
+        async with _telegram_app(tmp_path, clock, llm, tg) as app:
+            assert app._cron_store is not None and app.cron is not None
+            tg.push_text(42, 42, "hi")  # the chat, as Telegram knows it
+            await tg.wait_sent(1, timeout=15)
+            await app._cron_store.add(at=clock.now() + timedelta(minutes=1), message="call mom", channel="telegram",
+                                      chat_id="42", user="telegram:42", private=True)
+            llm.queue_hold("never sent")
+            clock.advance(61)
+            await app.cron.run_due(wait=False)  # type: ignore[attr-defined]
+            await until(lambda: len(llm.requests) == 2, timeout=15)
+            await asyncio.wait_for(app.close(timeout=1.0), 30)
+        assert len(tg.sent) == 1
+        clock.advance(60)
+        async with _telegram_app(tmp_path, clock, llm, tg) as again:
+            await tg.wait_sent(2, timeout=15)
+            await _quiet(again)
+            assert again.resumed is not None and again.resumed.answered == []
+            assert again._cron_store is not None and await again._cron_store.list("telegram:42") == []
+        async with _telegram_app(tmp_path, clock, llm, tg) as third:
+            await _quiet(third)
+        assert [m.text for m in tg.sent] == ["re: hi", "re: call mom"]
+
+
 async def test_a_cron_job_missed_while_down_does_not_hide_the_cut_turn_of_its_chat(
     tmp_path: Path, clock: ManualClock
 ) -> None:
@@ -369,12 +482,15 @@ async def test_a_cron_job_missed_while_down_does_not_hide_the_cut_turn_of_its_ch
         assert [m.text for m in tg.sent] == ["re: is the launch on Thursday?", "re: how is the garden?"]
 
 
-async def test_messages_queued_behind_a_turn_cut_by_a_crash_are_answered_after_the_restart(
+async def test_messages_queued_behind_a_turn_cut_by_a_stop_with_no_time_left_are_answered_after_the_restart(
     tmp_path: Path, clock: ManualClock
 ) -> None:
     """The user sent two more messages while the model wrote the first
     reply; Telegram was told the gateway has them (the next poll); the
-    process dies. All three must be answered after the restart."""
+    gateway stops with no time left (``close(timeout=0)``): the stop
+    writes the waiting ones to Tier 0 (ProcessLoop._park) and all three
+    are answered after the restart. A real crash runs no close and still
+    loses them (scripts/chaos_kill.py, BENCHMARKS.md "Chaos")."""
     async with FakeOpenAI(api_key=KEY, responder=_echo) as llm, FakeTelegram() as tg:
         async with _telegram_app(tmp_path, clock, llm, tg) as app:
             llm.queue_hold()
@@ -384,6 +500,39 @@ async def test_messages_queued_behind_a_turn_cut_by_a_crash_are_answered_after_t
             tg.push_text(42, 42, "also, book the room")
             await until(lambda: tg.pending_updates == 0, timeout=15)  # confirmed: Telegram will not send them again
             await _crash(app)
+        clock.advance(60)
+        async with _telegram_app(tmp_path, clock, llm, tg) as again:
+            with contextlib.suppress(TimeoutError):
+                await tg.wait_sent(3, timeout=5)
+            await _quiet(again)
+        # In order: the cut turn first (its row), then the two the inbox kept, as they came.
+        assert [m.text for m in tg.sent] == ["re: is the launch on Thursday?", "re: and who runs the demo?",
+                                             "re: also, book the room"]
+        # The stop wrote the waiting rows before their replies (README: noticed, left).
+        assert sorted(r for r, _, _ in _history(tmp_path)) == ["assistant"] * 3 + ["user"] * 3
+        clock.advance(60)
+        async with _telegram_app(tmp_path, clock, llm, tg) as third:  # answered once: nothing again
+            await _quiet(third)
+            assert third.inbox is not None and await third.inbox.count() == 0
+        assert len(tg.sent) == 3
+
+
+async def test_messages_queued_behind_a_turn_cut_by_a_crash_are_answered_after_the_restart(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    """The same, killed: no stop runs, so nothing is parked in Tier 0; the
+    durable inbox, written before Telegram's offset passed them, has the
+    two waiting messages, and the next start answers them after the cut
+    turn, in order, once (found by scripts/chaos_kill.py)."""
+    async with FakeOpenAI(api_key=KEY, responder=_echo) as llm, FakeTelegram() as tg:
+        async with _telegram_app(tmp_path, clock, llm, tg) as app:
+            llm.queue_hold()
+            tg.push_text(42, 42, "is the launch on Thursday?")
+            await until(lambda: len(llm.requests) == 1, timeout=15)
+            tg.push_text(42, 42, "and who runs the demo?")
+            tg.push_text(42, 42, "also, book the room")
+            await until(lambda: tg.pending_updates == 0, timeout=15)  # confirmed: Telegram will not send them again
+            await _killed(app, tmp_path)
         clock.advance(60)
         async with _telegram_app(tmp_path, clock, llm, tg) as again:
             with contextlib.suppress(TimeoutError):

@@ -14,6 +14,8 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from channels.feishu import FeishuChannel
 from gateway.app import App, ChannelSpec
 from gateway.config import Paths
@@ -297,3 +299,43 @@ async def test_a_feishu_draft_whose_reply_never_came_is_withdrawn_at_the_next_st
             assert await _rows(again, "draft_messages") == 0
         finally:
             await asyncio.wait_for(again.close(), 15)
+
+
+@pytest.mark.xfail(strict=False, reason=(
+    "open: under load (the full suite on 2 shared cores, 2 of 3 runs) the next start finds no draft_messages "
+    "row and the draft stays in the chat beside the resumed answer; passes alone"))
+async def test_a_feishu_turn_cut_mid_draft_leaves_one_message_after_the_restart(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    """Stopped with no time left while the reply shows as a draft, and
+    Feishu refusing to take the draft back just then: after the restart
+    the chat shows one message, the answer (the resumed turn's), and no
+    half-written draft."""
+    async with FakeOpenAI(api_key=KEY) as llm, FakeFeishu() as feishu:
+        app = _fast_feishu_app(tmp_path, clock, llm, feishu)
+        try:
+            await app.open()
+            await asyncio.wait_for(app.start(), 15)
+            llm.queue_stream(["A ", "long ", "answer ", "and ", "more."], hold_after=3)
+            await _ask(app, feishu, "tell me everything")
+            await _until(lambda: bool(feishu.visible()), timeout=15)
+            feishu.fail_next(1, "internal error", status=502, times=10, on="delete")
+        finally:
+            await asyncio.wait_for(app.close(timeout=0.0), 15)
+        [draft] = feishu.visible()
+        feishu.clear_failures()
+        clock.advance(60)
+        llm.queue_stream(["The ", "whole ", "answer."])
+        again = _fast_feishu_app(tmp_path, clock, llm, feishu)
+        try:
+            await again.open()
+            await asyncio.wait_for(again.start(), 15)
+            await _until(lambda: [m["text"] for m in feishu.visible()] == ["The whole answer."], timeout=15)
+            assert again.loop is not None and await again.loop.drain(5)
+            channel = again.channels["feishu"]
+            assert isinstance(channel, FeishuChannel) and await channel.withdrawals_done(5)
+            assert await _rows(again, "draft_messages") == 0
+        finally:
+            await asyncio.wait_for(again.close(), 15)
+    assert feishu.deleted == [draft["message_id"]] and len(llm.requests) == 2
+    assert [m["text"] for m in feishu.visible()] == ["The whole answer."]

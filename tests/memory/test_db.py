@@ -179,6 +179,34 @@ async def test_a_commit_that_fails_leaves_no_transaction_open(tmp_path: Path) ->
         await db.close()
 
 
+async def test_a_transaction_cancelled_as_it_begins_leaves_none_open(tmp_path: Path) -> None:
+    # A stop cancels a transaction (a channel's write-behind, a draft's row)
+    # while its BEGIN is on its way to the writer thread, which still runs
+    # it: left open, every later BEGIN failed ("cannot start a transaction
+    # within a transaction") and every later write joined a transaction
+    # never committed (a Feishu draft's row lost, so never withdrawn).
+    db = await Database.open(tmp_path / "b.db", [_m_items])
+    try:
+        async def cut() -> None:
+            async with db.transaction() as conn:
+                await conn.execute("INSERT INTO item (v) VALUES ('cut')")
+
+        for _ in range(20):  # the cancel lands before and after the BEGIN ran in the thread
+            task = asyncio.create_task(cut())
+            await asyncio.sleep(0)  # its BEGIN IMMEDIATE sent, awaited
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            await db.write("INSERT INTO item (v) VALUES ('alone')")
+            async with db.transaction() as conn:
+                await conn.execute("INSERT INTO item (v) VALUES ('next')")
+        await db.close()
+        db = await Database.open(tmp_path / "b.db", [_m_items])  # what was committed, read back
+        assert sorted({r[0] for r in await db.fetchall("SELECT v FROM item")}) == ["alone", "next"]
+    finally:
+        await db.close()
+
+
 class _Announcing:
     """An aiosqlite connection that says when it begins a transaction."""
 
