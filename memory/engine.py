@@ -53,6 +53,7 @@ __all__ = [
     "clean_source_text",
     "content_hash",
     "memory_index_text",
+    "replaced_words",
     "more_source_text",
     "owner_key",
 ]
@@ -121,10 +122,32 @@ def more_source_text(have: str, said: str) -> str | None:
     return clean_source_text(f"{have}\n{more}" if have else more)
 
 
-def memory_index_text(content: str, source_text: str = "") -> str:
+def memory_index_text(content: str, source_text: str = "", replaced: str = "") -> str:
     """What the FTS row of a memory holds: its content's terms, then those of
-    the words it was drawn from."""
-    return index_text(f"{content}\n{source_text}" if source_text else content)
+    the words it was drawn from, then those of the facts it replaced
+    (:func:`replaced_words`)."""
+    return index_text("\n".join(t for t in (content, source_text, replaced) if t))
+
+
+REPLACED_DEPTH = 8
+"""How many replacements back a fact's index reaches (a chain of moves)."""
+
+_REPLACED_SQL = """WITH RECURSIVE replaced(id, depth) AS (
+        SELECT id, 1 FROM memories WHERE owner = ? AND superseded_by = ? AND tier = 2 AND status <> 'active'
+        UNION SELECT m.id, r.depth + 1 FROM memories m JOIN replaced r ON m.superseded_by = r.id
+         WHERE m.owner = ? AND m.tier = 2 AND m.status <> 'active' AND r.depth < ?)
+    SELECT content FROM memories WHERE id IN (SELECT id FROM replaced) ORDER BY id DESC"""
+
+
+async def replaced_words(conn: aiosqlite.Connection, owner: str, memory_id: int) -> str:
+    """The words of the owner's Tier 2 facts that ``memory_id`` replaced or
+    absorbed (``superseded_by``, at up to :data:`REPLACED_DEPTH` removes),
+    newest first, cut as source text is. "User moved to Berlin" shares no
+    word with "where do I live?"; the "User lives in Shanghai" it replaced
+    does. Indexed, never shown; gone with the old fact when it is erased."""
+    async with conn.execute(_REPLACED_SQL, (owner, memory_id, owner, REPLACED_DEPTH)) as cur:
+        rows = await cur.fetchall()
+    return clean_source_text("\n".join(r[0] for r in rows))
 
 
 def row_to_memory(r: sqlite3.Row) -> Memory:
@@ -299,12 +322,17 @@ class MemoryEngine:
             await conn.execute("DELETE FROM events_fts")
             n = 0
             async with conn.execute(
-                "SELECT id, owner, content, source_text FROM memories WHERE status = 'active'"
+                "SELECT id, owner, content, source_text, EXISTS (SELECT 1 FROM memories o "
+                "WHERE o.owner = m.owner AND o.superseded_by = m.id) FROM memories m WHERE status = 'active'"
             ) as cur:
                 rows = list(await cur.fetchall())
             await conn.executemany(
                 "INSERT INTO memories_fts(rowid, owner, text) VALUES (?, ?, ?)",
-                [(r[0], owner_key(r[1]), memory_index_text(r[2], r[3])) for r in rows],
+                [
+                    (r[0], owner_key(r[1]),
+                     memory_index_text(r[2], r[3], await replaced_words(conn, r[1], r[0]) if r[4] else ""))
+                    for r in rows
+                ],
             )
             n += len(rows)
             async with conn.execute("SELECT id, owner, summary FROM daily_events") as cur:
@@ -437,7 +465,11 @@ class MemoryEngine:
             await conn.execute("DELETE FROM memory_vectors WHERE memory_id = ?", (memory_id,))
             self._erased.add(memory_id)
         if ("content" in sets or "source_text" in sets) and row["status"] == "active":
-            text = memory_index_text(sets.get("content", row["content"]), sets.get("source_text", row["source_text"]))
+            text = memory_index_text(
+                sets.get("content", row["content"]),
+                sets.get("source_text", row["source_text"]),
+                await replaced_words(conn, row["owner"], memory_id),
+            )
             await conn.execute("UPDATE memories_fts SET text = ? WHERE rowid = ?", (text, memory_id))
             self.db.bump(INDEX)
         self._projects.pop(row["owner"], None)
@@ -461,7 +493,7 @@ class MemoryEngine:
         assert conn is not None  # opened by @_in_transaction when not given
         status = Status(status)
         async with conn.execute(
-            "SELECT owner, content, source_text, status, tier FROM memories WHERE id = ?", (memory_id,)
+            "SELECT owner, content, source_text, status, tier, superseded_by FROM memories WHERE id = ?", (memory_id,)
         ) as cur:
             row = await cur.fetchone()
         if row is None:
@@ -476,20 +508,43 @@ class MemoryEngine:
         if was_active and status is not Status.ACTIVE:
             await conn.execute("DELETE FROM memories_fts WHERE rowid = ?", (memory_id,))
         elif not was_active and status is Status.ACTIVE:
+            replaced = await replaced_words(conn, row["owner"], memory_id)
             await conn.execute(
                 "INSERT INTO memories_fts(rowid, owner, text) VALUES (?, ?, ?)",
-                (memory_id, owner_key(row["owner"]), memory_index_text(row["content"], row["source_text"])),
+                (memory_id, owner_key(row["owner"]), memory_index_text(row["content"], row["source_text"], replaced)),
             )
+        # The fact it now points at (or pointed at) carries its words, or no longer does.
+        for target in {row["superseded_by"], superseded_by} - {None, memory_id}:
+            await self._reindex_one(conn, target)
         self._projects.pop(row["owner"], None)
         if row["tier"] == 1:
             self.db.bump(TIER1)
+
+    async def _reindex_one(self, conn: aiosqlite.Connection, memory_id: int) -> None:
+        """Rewrite the FTS row of ``memory_id``, or of the active fact that
+        replaced it since (what it carries changed: :func:`replaced_words`)."""
+        for _ in range(REPLACED_DEPTH):
+            async with conn.execute(
+                "SELECT owner, content, source_text, status, superseded_by FROM memories WHERE id = ?", (memory_id,)
+            ) as cur:
+                row = await cur.fetchone()
+            if row is None or row["status"] == "active" or row["superseded_by"] is None:
+                break
+            memory_id = row["superseded_by"]
+        if row is None or row["status"] != "active":
+            return
+        text = memory_index_text(row["content"], row["source_text"], await replaced_words(conn, row["owner"], memory_id))
+        await conn.execute("UPDATE memories_fts SET text = ? WHERE rowid = ?", (text, memory_id))
+        self.db.bump(INDEX)
 
     @_in_transaction
     async def delete(self, memory_id: int, *, conn: aiosqlite.Connection | None = None) -> None:
         """Erase a memory for good (the user's right to have it gone); call
         :meth:`purge_erased` once the erasing transaction has committed."""
         assert conn is not None  # opened by @_in_transaction when not given
-        async with conn.execute("SELECT owner, tier, content FROM memories WHERE id = ?", (memory_id,)) as cur:
+        async with conn.execute(
+            "SELECT owner, tier, content, superseded_by FROM memories WHERE id = ?", (memory_id,)
+        ) as cur:
             row = await cur.fetchone()
         if row is None:
             raise MemoryNotFound(f"no memory with id {memory_id}")
@@ -497,6 +552,8 @@ class MemoryEngine:
         self.db.bump(INDEX)
         await conn.execute("DELETE FROM memories_fts WHERE rowid = ?", (memory_id,))
         await conn.execute("DELETE FROM memories WHERE id = ?", (memory_id,))
+        if row["superseded_by"] is not None:  # its words leave the fact that replaced it
+            await self._reindex_one(conn, row["superseded_by"])
         await _scrub_log(conn, memory_id, content)
         await _drop_cached_vectors(conn, [content])
         self._erased.add(memory_id)
