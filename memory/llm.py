@@ -199,7 +199,17 @@ _CATEGORY_ALIASES: dict[str, Category] = {
     "howto": Category.SOLUTION,
     "choice": Category.DECISION,
     "plan": Category.DECISION,
-    "chat": Category.CONVERSATION,
+    # Small talk is temporary (seed 8.2): "conversation" is the gist of a
+    # discussion, kept at 10 % for ranking; "temp" fades and is archived.
+    "chat": Category.TEMP,
+    "chitchat": Category.TEMP,
+    "chit-chat": Category.TEMP,
+    "small talk": Category.TEMP,
+    "smalltalk": Category.TEMP,
+    "small_talk": Category.TEMP,
+    "greeting": Category.TEMP,
+    "summary": Category.CONVERSATION,
+    "discussion": Category.CONVERSATION,
     "temporary": Category.TEMP,
     "bug": Category.DEBUG,
     "error": Category.DEBUG,
@@ -451,7 +461,7 @@ Rules:
 1. Only facts stated explicitly; never guess.
 2. Each fact is one self-contained sentence of at most 100 characters.
 3. LANGUAGE: write every fact and the summary in the same language as the conversation. A Chinese conversation gives Chinese facts; an English one gives English facts. Never translate.
-4. Label each fact with project and topic (short lowercase slugs, e.g. "myclaw", "deploy"; "_global" / "_general" when none), category ({_CATS}) and importance in [0.0, 1.0] (identity 1.0, technical decision 0.8, ordinary event 0.5, temporary 0.2).
+4. Label each fact with project and topic (short lowercase slugs, e.g. "myclaw", "deploy"; "_global" / "_general" when none), category ({_CATS}) and importance in [0.0, 1.0] (identity 1.0, technical decision 0.8, ordinary event 0.5, temporary 0.2). "conversation" is the gist of a discussion worth recalling months later; small talk, greetings, passing moods and today's weather are "temp" (forgotten within weeks); a passing error being chased is "debug".
 5. Existing memories are listed with numbers. If a fact only restates existing memory N, set "same_as": N. If it replaces or contradicts existing memory N (moved, switched tools, changed a setting), set "updates": N. Otherwise omit both.
 6. The input lines are numbered L1, L2, ...: set "lines" to the numbers of the one or two lines each fact comes from.
 7. Never store a fact from a request to forget, delete or stop remembering it ("forget that my cat is called Miso" is no fact about a cat): the user wants it gone, and leave it out of the summary too.

@@ -621,3 +621,43 @@ async def test_a_core_memory_entry_whose_facts_were_replaced_goes_at_once_outsid
         assert (await engine.get(m.id)).status.value == "archived"  # type: ignore[union-attr]
     stale = [e for e in await read_log(engine.db, limit=100) if e.action == "demote" and "replaced" in e.detail]
     assert len(stale) == 2 and len(others) == 6
+
+
+async def test_chit_chat_is_temporary_and_fades_while_a_conversation_summary_stays(
+    engine: MemoryEngine, clock: ManualClock, fake: FakeOpenAI, llm: MemoryLLM
+) -> None:
+    """Seed 8.2's table: ``event``/``conversation`` are summaries of what
+    happened or was discussed (half-life 30 days, kept at 10 % for ranking,
+    never archived); ``temp`` is the temporary (half-life 7 days, down to 0,
+    archived weekly). Small talk is temporary: the model is told so, and
+    its names for it ("small talk", "chitchat", "chat") are read as ``temp``."""
+    from memory.extraction import ExtractionService
+
+    from ._writepath import turns
+
+    said = {
+        "nice weather today": ("User chatted about the nice weather", "small talk"),
+        "hi there!": ("User greeted the assistant", "chat"),
+        "let's go through the flat options in Berlin": ("User discussed flat options in Berlin", "conversation"),
+    }
+
+    def model(body: dict[str, Any]) -> Reply:
+        prompt = user_prompt(body)
+        facts = [{"content": fact, "category": cat, "lines": [1]} for words, (fact, cat) in said.items() if words in prompt]
+        return Reply(reply(facts))
+
+    fake.responder = model
+    mem, svc = SqliteMemory(engine), ExtractionService(engine, llm)
+    for n, words in enumerate(said):
+        await mem.buffer(turns("alice", (words, "ok"), start=n * 2))
+        assert all(r.ok for r in await svc.flush_now("alice"))
+    system = fake.requests[0]["messages"][0]["content"]
+    assert "small talk" in system and "temp" in system
+    cats = {m.content: m.category.value for m in await engine.list_memories("alice")}
+    assert cats == {"User chatted about the nice weather": "temp", "User greeted the assistant": "temp",
+                    "User discussed flat options in Berlin": "conversation"}
+
+    clock.advance(timedelta(days=60))
+    rep = await Compressor(engine, llm, min_partition=100).weekly()
+    assert rep.decayed == 2
+    assert [m.content for m in await engine.list_memories("alice")] == ["User discussed flat options in Berlin"]
