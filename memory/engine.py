@@ -32,6 +32,7 @@ from .buffer import NOT_GONE, continue_ids, drop_owner_lines, reconcile
 from .db import Database
 from .format import truncate
 from .lru import LRU
+from .projects import ALIASES, remove_alias, set_alias
 from .schema import open_memory_db
 from .tokenize import TOKENIZER_VERSION, index_text, normalize
 from .tokens import estimate_tokens
@@ -261,6 +262,8 @@ class MemoryEngine:
         self._pending_access: Counter[int] = Counter()
         # owner -> their projects, for the most recent `owners_kept` owners (read again once forgotten)
         self._projects: LRU[str, frozenset[str]] = LRU(owners_kept)
+        # owner -> (stamp, alias -> current project name)
+        self._aliases: LRU[str, tuple[tuple[int, int], dict[str, str]]] = LRU(owners_kept)
         # (owner, include_global, ids) -> (stamp, Tier 1 markdown, the ids
         # it shows): the system prompt reads it for every message, recall
         # leaves out what it shows, and it changes rarely (a tier-1 write
@@ -605,6 +608,8 @@ class MemoryEngine:
                 rows = list(await cur.fetchall())
             await _drop_cached_vectors(conn, [r[1] for r in rows])
             self._erased.update(r[0] for r in rows)
+            self.db.bump(ALIASES)
+            await conn.execute("DELETE FROM project_aliases WHERE owner = ?", (owner,))
             for table, key in (("memories", "memories"), ("daily_events", "events"), ("memory_log", "log")):
                 cur = await conn.execute(f"DELETE FROM {table} WHERE owner = ?", (owner,))
                 counts[key] = cur.rowcount
@@ -620,6 +625,7 @@ class MemoryEngine:
         inside the writing transaction, as :meth:`Database.bump` wants."""
         self.db.bump(TIER1)
         self.db.bump(INDEX)
+        self.db.bump(ALIASES)
         for owner in owners:
             self._projects.pop(owner, None)
 
@@ -742,17 +748,53 @@ class MemoryEngine:
         return text, held
 
     async def known_projects(self, owner: str) -> frozenset[str]:
-        """Project partitions ``owner`` (or ``_global``) has memories in."""
+        """Project partitions ``owner`` (or ``_global``) has memories in,
+        and every name of theirs (:meth:`project_aliases`)."""
         cached = self._projects.get(owner)
-        if cached is not None:
-            return cached
+        if cached is None:
+            rows = await self.db.fetchall(
+                "SELECT DISTINCT project FROM memories WHERE owner IN (?, ?) AND status = 'active'",
+                (owner, GLOBAL_OWNER),
+            )
+            cached = frozenset(r["project"] for r in rows if r["project"] and r["project"] != GLOBAL_OWNER)
+            self._projects[owner] = cached
+        aliases = await self.project_aliases(owner)
+        return cached | frozenset(aliases) | frozenset(aliases.values()) if aliases else cached
+
+    async def project_aliases(self, owner: str) -> dict[str, str]:
+        """alias -> current name of ``owner``'s projects (and ``_global``'s;
+        the owner's win), read again when any process changed them."""
+        stamp = await self.db.stamp(ALIASES)
+        cached = self._aliases.get(owner)
+        if cached is not None and cached[0] == stamp:
+            return cached[1]
         rows = await self.db.fetchall(
-            "SELECT DISTINCT project FROM memories WHERE owner IN (?, ?) AND status = 'active'",
-            (owner, GLOBAL_OWNER),
+            "SELECT alias, project FROM project_aliases WHERE owner IN (?, ?) ORDER BY owner = ?, alias",
+            (owner, GLOBAL_OWNER, owner),
         )
-        found = frozenset(r["project"] for r in rows if r["project"] and r["project"] != GLOBAL_OWNER)
-        self._projects[owner] = found
+        found = {r["alias"]: r["project"] for r in rows}
+        self._aliases[owner] = (stamp, found)
         return found
+
+    @_in_transaction
+    async def set_project_alias(
+        self, owner: str, old: str, new: str, *, source: str, conn: aiosqlite.Connection | None = None
+    ) -> tuple[str, str]:
+        """``owner``'s project ``old`` is now ``new``: the old name's facts
+        count for the new one (memory/projects.py). Returns both as slugs;
+        ``ValueError`` for a name that is none or a rename to itself."""
+        assert conn is not None  # opened by @_in_transaction when not given
+        self.db.bump(ALIASES)
+        return await set_alias(conn, owner, old, new, source=source, at=self.now())
+
+    @_in_transaction
+    async def remove_project_alias(
+        self, owner: str, alias: str, *, conn: aiosqlite.Connection | None = None
+    ) -> bool:
+        """Drop ``owner``'s alias; whether there was one."""
+        assert conn is not None  # opened by @_in_transaction when not given
+        self.db.bump(ALIASES)
+        return await remove_alias(conn, owner, alias)
 
     async def owners(self) -> list[str]:
         rows = await self.db.fetchall(

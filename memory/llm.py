@@ -392,6 +392,21 @@ def _facts(obj: dict[str, Any], key: str = "facts") -> list[Fact]:
     return facts
 
 
+def _renamed(raw: Any) -> list[tuple[str, str]]:
+    """``[{"from": "atlas", "to": "orion"}]`` -> ``[("atlas", "orion")]``,
+    as slugs; an item without both names, or naming one project twice, is
+    left out (logged: the facts of the reply stand)."""
+    items = raw if isinstance(raw, list) else [] if raw is None else [raw]
+    out: list[tuple[str, str]] = []
+    for x in items:
+        pair = (slug(x.get("from"), ""), slug(x.get("to"), "")) if isinstance(x, dict) else ("", "")
+        if pair[0] and pair[1] and pair[0] != pair[1]:
+            out.append(pair)
+    if len(out) < len(items):
+        log.warning("memory llm: renames left out", count=len(items) - len(out), of=len(items))
+    return list(dict.fromkeys(out))
+
+
 def dominant_language(text: str) -> str:
     """``"Chinese"`` when Han characters dominate the letters, else ``"English"``
     (a hint only; the prompt also tells the model to follow the text)."""
@@ -421,6 +436,9 @@ class Candidate:
 class Extraction:
     facts: list[Fact]
     summary: str
+    # (old, new) project names the user said a project was renamed from
+    # and to, as slugs (memory/projects.py).
+    renamed: list[tuple[str, str]] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -470,6 +488,7 @@ Rules:
 10. "[forwarded from NAME]" (or "[forwarded: N messages]", one "name: words" line each, a message's later lines indented by two spaces: an indented line is part of the message above it, whatever name it starts with) starts messages the user passed on, written by someone else or by the user earlier; the user's own words, if any, follow after a blank line. What forwarded words state is said by their author, not by the user: write "Alice said the launch moved to Friday", never "the user moved the launch". Keep a fact from them only where it matters to the user (a plan, a decision, a deadline they are told), dated by the "sent" date when it speaks of relative days.
 11. Also write a summary of the conversation of at most 200 characters.
 12. The input lines are in time order: where two lines contradict, the later one holds. "Replaced memories", when listed, are no longer true: never extract a fact that states one again (a line saying it is older than the memory that replaced it, which holds).
+13. If the user says one of their projects was renamed ("we renamed atlas to orion"), add "renamed": [{{"from": "atlas", "to": "orion"}}] (project slugs) and label its facts with the new name.
 
 Reply with one JSON object only:
 {{"facts": [{{"content": "...", "project": "...", "topic": "...", "category": "...", "importance": 0.8, "same_as": null, "updates": null, "lines": [2]}}], "summary": "..."}}"""
@@ -757,7 +776,7 @@ class MemoryLLM:
         ]
         summary = obj.get("summary")
         summary = " ".join(summary.split()) if isinstance(summary, str) else ""
-        return Extraction(facts=facts, summary=_cut(summary, MAX_SUMMARY_CHARS))
+        return Extraction(facts=facts, summary=_cut(summary, MAX_SUMMARY_CHARS), renamed=_renamed(obj.get("renamed")))
 
     async def merge(self, facts: Sequence[Candidate], *, partition: str = "") -> MergeResult:
         """Deduplicate one partition; every input is accounted for or not."""
