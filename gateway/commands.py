@@ -192,7 +192,7 @@ class UserCommands:
             shown = len(index.memory_ids) + len(index.event_ids)
             zh = chinese_enough(index.chinese, shown) if shown else app_zh
         if not (index.memory_ids or index.event_ids or index.waiting or index.set_aside or kept.jobs or kept.history
-                or kept.timezone or kept.incognito_since or kept.files):
+                or kept.timezone or kept.incognito_since or kept.files or kept.projects):
             return Answer("我没有保存任何关于你的内容，没有可导出的。" if zh
                           else "I keep nothing about you, so there is nothing to export.")
         # Dated in their own zone (/timezone), as the prompt's date is.

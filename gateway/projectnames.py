@@ -31,11 +31,10 @@ async def project_command(engine: MemoryEngine | None, user: str, args: str, *, 
         return "这里的记忆不支持项目改名。" if zh else "Project renames are not kept by this memory store."
     words = args.split()
     if not words:
-        aliases = await engine.project_aliases(user)
-        mine = {a: p for a, p in aliases.items() if await _own(engine, user, a)}
+        mine = await engine.owned_project_aliases(user)  # _global's are the operator's to list
         if not mine:
             return ("还没有改过名的项目。" if zh else "No renamed projects yet. ") + _usage(zh)
-        listed = "\n".join(f"- {a} → {p}" for a, p in sorted(mine.items()))
+        listed = "\n".join(f"- {a} → {p}" for a, p in mine)
         head = "改过名的项目（旧名 → 新名）：" if zh else "Renamed projects (old name → new name):"
         return f"{head}\n{listed}\n" + ("/project remove 旧名 可以取消。" if zh else "/project remove <old> undoes one.")
     if words[0].lower() in _REMOVE and len(words) == 2:
@@ -60,8 +59,3 @@ async def project_command(engine: MemoryEngine | None, user: str, args: str, *, 
         return f"记下了：{old} 现在叫 {new}；{old} 下记得的事都归到 {new}。"
     return f"Noted: {old} is now called {new}; what I know of {old} counts for {new}."
 
-
-async def _own(engine: MemoryEngine, user: str, alias: str) -> bool:
-    """The user's own alias (``_global``'s are listed by the operator's command)."""
-    row = await engine.db.fetchone("SELECT 1 FROM project_aliases WHERE owner = ? AND alias = ?", (user, alias))
-    return row is not None

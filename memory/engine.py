@@ -776,6 +776,13 @@ class MemoryEngine:
         self._aliases[owner] = (stamp, found)
         return found
 
+    async def owned_project_aliases(self, owner: str) -> list[tuple[str, str]]:
+        """``owner``'s own aliases (not ``_global``'s), as (alias, current name)."""
+        rows = await self.db.fetchall(
+            "SELECT alias, project FROM project_aliases WHERE owner = ? ORDER BY alias", (owner,)
+        )
+        return [(r["alias"], r["project"]) for r in rows]
+
     @_in_transaction
     async def set_project_alias(
         self, owner: str, old: str, new: str, *, source: str, conn: aiosqlite.Connection | None = None

@@ -486,6 +486,8 @@ async def test_project_names_a_renamed_project_for_the_sender_only(
         assert text == "Noted: atlas is now called orion; what I know of atlas counts for orion."
         assert await e.project_aliases(ALICE) == {"atlas": "orion"} and await e.project_aliases(BOB) == {}
         assert "atlas → orion" in (await rig.ask("/project", chat="100")).text
+        doc = (await rig.ask("/export", chat="100")).attachment
+        assert doc is not None and "Your renamed projects: atlas → orion (/project)." in doc.data.decode("utf-8")
         hits = await rig.backend.recall(ALICE, "where does orion store its data?")
         assert hits[0].content == "atlas stores its data in Postgres"
         # Bad input: said so, nothing changed; in Chinese for a Chinese command.
