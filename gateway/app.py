@@ -205,6 +205,7 @@ class App:
         self.loop: ProcessLoop | None = None
         self.recent_files: RecentFiles | None = None  # set by open() when agent.documents is on
         self.http: Any = None  # gateway.http.HttpServer, only when a channel or the memory page needs it
+        self.memory_web: Any = None  # gateway.web.MemoryWeb, when the memory page is served
         # Hook points (see the module docstring).
         self.extraction: Service | None = None
         self.cron: Service | None = None
@@ -287,6 +288,11 @@ class App:
                 cache_rows=cfg.gateway.history_cache_rows,
             )
         sessions = self.sessions
+        if self.memory_web is not None:
+            from .web import AdminStore
+
+            # Sign-ins outlive a restart (before start(): no request comes sooner).
+            await self.memory_web.auth.attach(AdminStore(sessions.db))
         secrets = config_secrets(cfg)
 
         async def owner_of(msg: OutboundMessage) -> str:
@@ -462,9 +468,9 @@ class App:
         from .web import mount_memory_page
 
         assert self.backend is not None
-        mount_memory_page(
+        self.memory_web = mount_memory_page(
             self._http_server(), engine, self.backend.retriever, admin.token.get_secret_value(),  # type: ignore[attr-defined]
-            forget_history=self._forget_history,
+            forget_history=self._forget_history, tz=self.tz,
         )
         log.info("memory page enabled", path="/memory", host=self.cfg.gateway.host, port=self.cfg.gateway.port)
 
@@ -649,7 +655,7 @@ class App:
         self._open_health()  # after the channels: a webhook may have made the HTTP server
         if not channels and not self.failed_channels:
             raise ConfigError(NO_CHANNEL)
-        for svc in (self.extraction, self.cron, self.vectorizer):
+        for svc in (self.extraction, self.vectorizer):
             if svc is not None:
                 await svc.start()
                 self._started_services.append(svc)
@@ -687,6 +693,13 @@ class App:
             await self._start_channels(channels, delivery)
         finally:
             self.loop.resume_gate.set()
+        # Last: its catch-up (the jobs missed while down) writes rows in their
+        # chats, which before the resume above would hide a cut turn there
+        # (no longer its chat's last row: never answered); now such a job
+        # waits behind the resumed turn in its chat's queue.
+        if self.cron is not None:
+            await self.cron.start()
+            self._started_services.append(self.cron)
 
     async def _start_channels(self, channels: list[BaseChannel], delivery: Delivery) -> None:
         try:
@@ -860,6 +873,18 @@ async def _storage(path: Path) -> AsyncIterator[None]:
     except SchemaTooNew as exc:
         raise StorageError(f"{path}: {exc}") from None
     except sqlite3.DatabaseError as exc:
+        code = getattr(exc, "sqlite_errorcode", 0) & 0xFF
+        # Often an upgrade's migration meeting a full disk: the file is
+        # fine (the step rolled back), so not the advice for a damaged one.
+        if code in (sqlite3.SQLITE_FULL, sqlite3.SQLITE_IOERR):
+            raise StorageError(
+                f"{path}: cannot write it ({exc}): the disk is full (or failing); free some space and start again "
+                "(the file is as it was: a change cut short is rolled back, and an upgrade resumes)"
+            ) from None
+        if code in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
+            raise StorageError(
+                f"{path}: another process kept it locked ({exc}): wait for it (a `myclaw memory` job?) and start again"
+            ) from None
         raise StorageError(
             f"{path}: cannot open it as a myclaw database ({exc}); restore it from a backup or move it aside"
         ) from None

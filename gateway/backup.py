@@ -18,7 +18,10 @@ A backup that fails (a full disk, most often) removes what it made: the
 folder, when it created it (and the folders above it it created), else
 what it wrote into the empty folder it was given; never anything else.
 
-Restore checks the backup first (checksums, ``PRAGMA quick_check``), then
+Restore checks the backup first (checksums, ``PRAGMA quick_check``, and
+that this myclaw can open every file: none of a schema newer than its own,
+none it does not know of; a file of an older schema is migrated at the
+next start, as an old install's would be), then
 moves the current files aside into ``data/before-restore-<time>/`` (nothing
 is deleted) and copies the backup's files in. It needs the gateway and
 ``myclaw chat`` stopped: it holds the data lock exclusively
@@ -40,7 +43,7 @@ from pathlib import Path
 
 from .config import Config, Paths
 
-__all__ = ["BackupError", "BackupFile", "Manifest", "backup", "restore", "verify"]
+__all__ = ["BackupError", "BackupFile", "Manifest", "backup", "restore", "schema_versions", "verify"]
 
 MANIFEST = "manifest.json"
 FORMAT = 1
@@ -67,6 +70,18 @@ class Manifest:
     files: list[BackupFile] = field(default_factory=list)
     workspace_files: int = 0
     format: int = FORMAT
+
+
+def schema_versions() -> dict[str, int]:
+    """Role (as :meth:`Paths.data_files` names them) -> the schema version
+    this myclaw writes: its number of migrations."""
+    from memory.schema import BUFFER_MIGRATIONS, MIGRATIONS
+
+    from .cron import CRON_MIGRATIONS
+    from .sessions import MIGRATIONS as SESSION_MIGRATIONS
+
+    return {"buffer": len(BUFFER_MIGRATIONS), "memory": len(MIGRATIONS), "gateway": len(SESSION_MIGRATIONS),
+            "cron": len(CRON_MIGRATIONS)}
 
 
 def _sha256(path: Path) -> str:
@@ -208,13 +223,23 @@ def verify(src: Path) -> Manifest:
         raise BackupError(f"{src / MANIFEST} is not a backup manifest this myclaw reads: {exc}") from None
     if manifest.format != FORMAT:
         raise BackupError(f"{src} is a backup of format {manifest.format}; this myclaw reads format {FORMAT}")
+    ours = schema_versions()
+    newer = "it was made by a newer myclaw: restore it with that version or a later one (a downgrade is not supported)"
     for f in manifest.files:
         path = src / f.name
+        if f.role not in ours:  # restoring the rest would leave its data behind
+            raise BackupError(f"{f.name} in {src} holds '{f.role}', a file this myclaw does not keep; {newer}")
         if not path.is_file():
             raise BackupError(f"{f.name} is missing from {src}")
         if _sha256(path) != f.sha256:
             raise BackupError(f"{f.name} in {src} has changed since the backup was made (checksum differs)")
-        _check(path)
+        # The file's own version, not the manifest's: the gateway would
+        # refuse to start on a newer one (memory/db.py, SchemaTooNew).
+        version = _check(path)
+        if version > ours[f.role]:
+            raise BackupError(
+                f"{f.name} in {src} is at schema version {version}, newer than this myclaw's ({ours[f.role]}); {newer}"
+            )
     return manifest
 
 

@@ -811,6 +811,10 @@ class ProcessLoop:
                 msg, "assistant", reply.text, user, message_id=user_row.message_id, buffered=not learn
             )
             await asyncio.wait([reply_write])
+            if reply_write.exception() is not None and msg.message_id:
+                # No row says it was answered (a full disk takes no insert):
+                # the user row is marked so, an update, which it may still take.
+                await self._mark_answered(msg)
         else:
             self.stats.failed += 1
             await self._mark_apologised(msg)
@@ -836,7 +840,7 @@ class ProcessLoop:
         if reply.images_unseen and msg.images:  # after the reply: it does not wait for this write
             user_row = await self._mark_unseen(msg, user_row)
         # A resumed row was buffered by _settle before this turn began.
-        self._buffer_later(key, [user_row] if resumed is None else [], reply_write, learn=learn)
+        self._buffer_later(key, [user_row] if resumed is None else [], reply_write, learn=learn, group=msg.is_group)
         return reply.text
 
     async def _mark_unseen(self, msg: InboundMessage, row: StoredMessage) -> StoredMessage:
@@ -1010,6 +1014,16 @@ class ProcessLoop:
         except Exception as exc:  # the bus itself is gone; nothing more to do
             log.error("could not send the apology", chat=msg.session_key, error=repr(exc))
 
+    async def _mark_answered(self, msg: InboundMessage) -> None:
+        """The reply goes out but its row could not be written: its message
+        is marked as :meth:`_mark_apologised` marks it, so a restart does not
+        answer it a second time."""
+        try:
+            await self.sessions.mark_apologised(msg.session_key, msg.message_id)
+        except Exception as exc:
+            log.error("could not record that the message was answered; a restart may answer it again",
+                      chat=msg.session_key, error=repr(exc))
+
     async def _mark_apologised(self, msg: InboundMessage) -> None:
         """Before an apology goes out: it is the message's one answer, so a
         restart must not answer it again (gateway/resume.py). A failed
@@ -1030,8 +1044,9 @@ class ProcessLoop:
         pending: asyncio.Task[StoredMessage] | None = None,
         *,
         learn: bool = True,
+        group: bool = False,
     ) -> None:
-        task = asyncio.create_task(self._buffer(key, rows, pending, learn=learn), name=f"buffer:{key}")
+        task = asyncio.create_task(self._buffer(key, rows, pending, learn=learn, group=group), name=f"buffer:{key}")
         self._buffering[key] = task
 
         def _forget(t: asyncio.Task[None]) -> None:
@@ -1047,10 +1062,13 @@ class ProcessLoop:
         pending: asyncio.Task[StoredMessage] | None = None,
         *,
         learn: bool = True,
+        group: bool | None = None,
     ) -> None:
         """Hand rows (and ``pending``'s row, once written) to memory, then
         mark them so the window may drop them. Without ``learn``, only mark
-        them: a turn memory must not learn from (see _handle)."""
+        them: a turn memory must not learn from (see _handle). ``group``:
+        the chat is a group (None: as Tier 0 tells, :meth:`_in_group`);
+        memory learns from a group's turns only as that group's."""
         if pending is not None:
             try:
                 rows = [*rows, await asyncio.shield(pending)]
@@ -1069,7 +1087,9 @@ class ProcessLoop:
                 log.error("marking rows handled failed", chat=key, error=repr(exc))
             return
         try:
-            await self.backend.buffer([r.turn() for r in rows])
+            if group is None:
+                group = await self._in_group(rows)
+            await self.backend.buffer([r.turn(group=group) for r in rows])
         except Exception as exc:  # the rows stay unbuffered; _settle retries
             self._clean.discard(key)
             self.stats.buffer_errors += 1
@@ -1086,6 +1106,17 @@ class ProcessLoop:
         except Exception as exc:  # memory has them; re-buffering later is idempotent
             self._clean.discard(key)
             log.error("marking rows buffered failed", chat=key, error=repr(exc))
+
+    async def _in_group(self, rows: Sequence[StoredMessage]) -> bool:
+        """Rows buffered late (after a stop): is their chat a group? Tier 0
+        says so in a kept message's context (or a Telegram group's id);
+        unknown counts as a group, memory's narrower way to learn."""
+        if not rows:
+            return False
+        channel, chat_id = rows[0].channel, rows[0].chat_id
+        if channel == "telegram":
+            return chat_id.startswith("-")
+        return await self.sessions.chat_kind(channel, chat_id, rows[0].owner) in ("group", "unknown")
 
     async def _settle(self, key: str) -> None:
         """Before a chat's next message reads its window: the previous turn's

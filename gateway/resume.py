@@ -32,9 +32,10 @@ run one after another), a user row, with:
 * memory allowed to learn from it: an incognito turn is not answered
   again (the user turned the bot's attention away; not picked up later);
 * no reply to it waiting in the outbox (that goes out from there, once);
-* no apology sent for it, and not refused over the rate limit when it
-  was resumed (the row's context is then ``APOLOGISED``, written before
-  the apology or the limit's note is sent): that was its one answer;
+* no apology sent for it, no reply whose own row could not be written
+  (a full disk), and not refused over the rate limit when it was resumed
+  (the row's context is then ``APOLOGISED``, written before the apology,
+  the reply or the limit's note is sent): that was its one answer;
 * written within ``gateway.resumeWithinMinutes``: an older one gets
   nothing, logged.
 

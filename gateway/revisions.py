@@ -126,7 +126,7 @@ class Revisions:
         memory = "untracked" if row.learn else "not learnt"  # an incognito turn's edit stays out of memory too
         revise: Any = getattr(self.backend, "revise", None)
         if callable(revise) and row.learn:
-            memory = await revise(replace(row, content=text).turn(), before=row.content)
+            memory = await revise(replace(row, content=text).turn(group=msg.is_group), before=row.content)
         log.info("message edited", chat=key, message_id=msg.message_id, memory=memory)
         return "edited"
 

@@ -297,6 +297,27 @@ async def _m013_sender_names(conn: aiosqlite.Connection) -> None:
         await run_script(conn, "ALTER TABLE session_messages ADD COLUMN sender_name TEXT NOT NULL DEFAULT '';")
 
 
+async def _m014_admin_sessions(conn: aiosqlite.Connection) -> None:
+    # The memory page's sign-ins (gateway/web/_store.py), so a restart does
+    # not sign everyone out: a keyed hash of each session's id, never the
+    # cookie; and the wrong-token lockout, so a restart does not reopen it.
+    await run_script(
+        conn,
+        """
+        CREATE TABLE IF NOT EXISTS admin_sessions (
+            id_hash    TEXT PRIMARY KEY,
+            expires_at INTEGER NOT NULL
+        ) WITHOUT ROWID;
+        CREATE TABLE IF NOT EXISTS admin_failures (
+            who TEXT NOT NULL,
+            at  REAL NOT NULL
+        );
+        CREATE INDEX IF NOT EXISTS idx_admin_failures ON admin_failures(who, at);
+        CREATE INDEX IF NOT EXISTS idx_admin_failures_at ON admin_failures(at);
+        """,
+    )
+
+
 MIGRATIONS: list[Migration] = [
     _m001_sessions,
     _m002_message_ids,
@@ -311,6 +332,7 @@ MIGRATIONS: list[Migration] = [
     _m011_recent_files,
     _m012_message_context,
     _m013_sender_names,
+    _m014_admin_sessions,
 ]
 
 
@@ -334,7 +356,9 @@ class StoredMessage:
     context: str = ""  # a user message's TurnContext (gateway/resume.py), JSON; "" when not kept; or APOLOGISED
     sender_name: str = ""  # the sender's display name when it was said; "" when unknown
 
-    def turn(self) -> Turn:
+    def turn(self, *, group: bool = False) -> Turn:
+        """For memory; ``group``: the chat is a group (Tier 0 does not keep
+        that with every row: gateway/loop.py knows it)."""
         return Turn(
             owner=self.owner,
             channel=self.channel,
@@ -344,6 +368,7 @@ class StoredMessage:
             sender_id=self.sender_id,
             message_id=self.message_id,
             at=parse_ts(self.created_at),
+            group=group,
         )
 
 
@@ -734,8 +759,9 @@ class SessionStore:
 
     async def mark_apologised(self, key: str, message_id: str) -> int:
         """Record that the user's message ``message_id`` in the chat's
-        current session was answered with an apology (its row's context
-        becomes :data:`APOLOGISED`): the next start leaves it alone. How
+        current session was answered with an apology, or with a reply whose
+        own row could not be written (its row's context becomes
+        :data:`APOLOGISED`): the next start leaves it alone. How
         many rows; 0 when it was never stored."""
         if not message_id:
             return 0

@@ -35,6 +35,9 @@ class Turn:
     sender_id: str = ""
     message_id: str = ""
     at: datetime | None = None
+    group: bool = False
+    """Said in a group chat: extraction then shows the memory model only
+    what that group may read of the member (memory/scope.py)."""
 
 
 @runtime_checkable

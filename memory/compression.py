@@ -40,6 +40,7 @@ from .decay import decay_factor
 from .engine import MemoryEngine, content_hash, row_to_memory
 from .forgetting import repeats_forgotten
 from .lease import Lease, Leases
+from .scope import in_group
 from .llm import Candidate, MemoryLLM, MemoryLLMError, ProfileEntry
 from .tokens import estimate_tokens
 from .types import Memory, NewMemory, Provenance, Source
@@ -104,6 +105,21 @@ def _one_chat(mems: Sequence[Memory]) -> tuple[str, str]:
     return chats.pop() if len(chats) == 1 else ("", "")
 
 
+def _reader(m: Memory) -> tuple[str, str]:
+    """Who may read a fact besides its owner: the group it was said in, or
+    ('', '') for a fact no group reads (private, several chats, notes)."""
+    p = m.provenance
+    return (p.channel, p.chat_id) if in_group(p) and p.chat_id else ("", "")
+
+
+def _provenance(text: str | None, channel: str, chat_id: str) -> Provenance:
+    """An event's provenance; one unreadable (hand-edited) as its chat alone."""
+    try:
+        return Provenance.from_json(text)
+    except (ValueError, TypeError):
+        return Provenance(channel=channel, chat_id=chat_id)
+
+
 class Compressor:
     def __init__(
         self,
@@ -158,7 +174,7 @@ class Compressor:
             self.engine.db.larger_cache(),
         ):
             rows = await self.engine.db.fetchall(
-                "SELECT id, owner, event_date, channel, chat_id, summary FROM daily_events "
+                "SELECT id, owner, event_date, channel, chat_id, summary, provenance FROM daily_events "
                 "WHERE is_compressed = 0 AND event_date < ? ORDER BY owner, event_date, id",
                 (latest,),
             )
@@ -166,6 +182,7 @@ class Compressor:
             # One chat's day at a time: a group's summary is then that group's
             # (memory/scope.py), and no private words are mixed into it.
             groups: dict[tuple[str, str, str, str], list[tuple[int, str, str]]] = defaultdict(list)
+            said_in_group: set[tuple[str, str]] = set()
             for r in rows:
                 owner = r["owner"]
                 if owner not in today:
@@ -174,8 +191,11 @@ class Compressor:
                 if r["event_date"] < today[owner]:
                     key = (owner, r["event_date"], r["channel"], r["chat_id"])
                     groups[key].append((r["id"], r["channel"], r["summary"]))
+                    if in_group(_provenance(r["provenance"], r["channel"], r["chat_id"])):
+                        said_in_group.add((r["channel"], r["chat_id"]))
             for (owner, day, channel, chat_id), events in groups.items():
-                chat = Provenance(channel=channel if channel != "unknown" else "", chat_id=chat_id)
+                chat = Provenance(channel=channel if channel != "unknown" else "", chat_id=chat_id,
+                                  group=(channel, chat_id) in said_in_group and bool(chat_id))
                 for batch in _batches(events, self.daily_batch_tokens):
                     await self._daily_group(owner, day, batch, report, chat)
                     await lease.renew()
@@ -190,12 +210,16 @@ class Compressor:
     ) -> None:
         summaries = [s for _, _, s in events]
         try:
-            cands = await self.consolidator.candidates(owner, summaries)
+            # A group's day: only what that group may read of the member
+            # (memory/scope.py), or a private fact's words end up in its facts.
+            cands = await self.consolidator.candidates(
+                owner, summaries, group=(chat.channel, chat.chat_id) if chat.group else None)
             # What the candidates replaced: a day that told the old fact
             # before the new one must not make the old one current again.
             replaced = [(m.content, n) for m, n in await self.consolidator.replaced(cands)]
             ext = await self.llm.extract(
-                [f"- [{ch}] {s}" for _, ch, s in events], cands.for_prompt(), source="event log", replaced=replaced
+                [f"- [{ch}] {s}" for _, ch, s in events], cands.for_prompt(), source="event log", replaced=replaced,
+                group=chat.group,
             )
         except MemoryLLMError as exc:
             # The events stay uncompressed; tomorrow's run picks them up.
@@ -290,15 +314,22 @@ class Compressor:
         self, owner: str, project: str, topic: str, report: WeeklyReport, lease: Lease
     ) -> None:
         rows = await self._partition_rows(owner, project, topic)
-        # Oldest first, so "higher number is newer" holds; a huge partition is
-        # merged in slices so a prompt stays small and one bad answer costs
-        # only its slice.
-        for start in range(0, len(rows), self.max_merge_batch):
-            chunk = rows[start : start + self.max_merge_batch]
-            if len(chunk) < 2:
-                continue
-            await self._merge_chunk(owner, f"{project}/{topic}", chunk, report)
-            await lease.renew()
+        # One group's facts apart from the rest: a merge shown a private
+        # fact beside a group's may write its words into a fact it says
+        # comes from the group's alone, which the group then reads.
+        readers: dict[tuple[str, str], list[Memory]] = defaultdict(list)
+        for m in rows:
+            readers[_reader(m)].append(m)
+        for part in readers.values():
+            # Oldest first, so "higher number is newer" holds; a huge partition is
+            # merged in slices so a prompt stays small and one bad answer costs
+            # only its slice.
+            for start in range(0, len(part), self.max_merge_batch):
+                chunk = part[start : start + self.max_merge_batch]
+                if len(chunk) < 2:
+                    continue
+                await self._merge_chunk(owner, f"{project}/{topic}", chunk, report)
+                await lease.renew()
 
     async def _merge_chunk(self, owner: str, partition: str, rows: Sequence[Memory], report: WeeklyReport) -> None:
         cands = [Candidate(i, m.content, m.category.value, m.importance) for i, m in enumerate(rows, start=1)]
@@ -328,6 +359,10 @@ class Compressor:
         project, topic = rows[0].project, rows[0].topic
         # The span is dated on the owner's calendar, as their events are.
         zone = await owner_zone(self.zone_of, owner, self.tz)
+        # A fact is written as one chat's only when the whole call read that
+        # chat's facts alone: the model may put any fact's words it was
+        # shown into any fact it writes, whatever it says it merged.
+        read = _one_chat(rows)
         async with self.engine.db.transaction() as conn:
             if not await self._all_active(conn, [m.id for m in rows]):
                 return  # changed while the model was thinking; next week
@@ -350,7 +385,8 @@ class Compressor:
                         source=Source.COMPRESSION,
                         provenance=Provenance(
                             # Merged from one chat's facts: still that chat's (memory/scope.py).
-                            *_one_chat(srcs),
+                            *read,
+                            group=bool(read[1]) and all(in_group(s.provenance) for s in srcs),
                             date_from=local_day(min(s.created_at for s in srcs), zone),
                             date_to=local_day(max(s.created_at for s in srcs), zone),
                             refs=tuple(f"m:{s.id}" for s in srcs),

@@ -31,6 +31,7 @@ from .llm import Candidate, Fact
 from .hybrid import HybridRetriever
 from .retrieval import Retriever
 from .projects import read_aliases
+from .scope import Chat, in_group, said_in
 from .types import GLOBAL_OWNER, Memory, NewMemory, Provenance, Source
 
 __all__ = ["MAX_REFS", "Applied", "CandidateSet", "Consolidator", "merged_refs"]
@@ -126,15 +127,21 @@ class Consolidator:
         self.per_query = per_query
         self.max_queries = max_queries
 
-    async def candidates(self, owner: str, texts: Sequence[str]) -> CandidateSet:
-        """The owner's Tier 2 facts that the texts are most about."""
+    async def candidates(self, owner: str, texts: Sequence[str], *, group: Chat | None = None) -> CandidateSet:
+        """The owner's Tier 2 facts that the texts are most about. ``group``:
+        the texts were said in that group chat; only the owner's facts that
+        group may read are candidates (memory/scope.py): shown the member's
+        private facts to merge with, the model copies their words into a
+        new fact of the group ("sertraline 50mg")."""
         best: dict[int, float] = {}
         asked = list(texts)[-self.max_queries :]
         prepare = getattr(self.retriever, "prepare", None)
         if prepare is not None:  # hybrid recall: the texts' vectors in one request
             await prepare(asked)
         for text in asked:
-            for hit in await self.retriever.retrieve(owner, text, limit=self.per_query):
+            found = (await self.retriever.retrieve(owner, text, limit=self.per_query) if group is None else
+                     await self.retriever.retrieve(owner, text, limit=self.per_query, private=False, chat=group))
+            for hit in found:
                 best[hit.id] = max(best.get(hit.id, 0.0), hit.score)
         ranked = sorted(best, key=lambda i: -best[i])
         mems = await self.engine.get_many(ranked)
@@ -142,11 +149,13 @@ class Consolidator:
         # _global memories or the Tier 1 profile (refreshed weekly from Tier 2).
         chosen = [
             mems[i] for i in ranked if i in mems and mems[i].owner == owner and mems[i].tier == 2
-            and mems[i].status.value == "active"
+            and mems[i].status.value == "active" and (group is None or said_in(mems[i].provenance, group))
         ]
         return CandidateSet(tuple(chosen[: self.max_candidates]))
 
-    async def recheck(self, owner: str, facts: Sequence[Fact], cands: CandidateSet) -> CandidateSet | None:
+    async def recheck(
+        self, owner: str, facts: Sequence[Fact], cands: CandidateSet, *, group: Chat | None = None
+    ) -> CandidateSet | None:
         """``cands`` and the owner's active Tier 2 facts that the model's
         new ``facts`` (neither ``same_as`` nor ``updates``) may replace but
         it was not shown; None when there are none.
@@ -157,7 +166,8 @@ class Consolidator:
         current. The facts it wrote say what they are about: their words
         (hits of the same category) and the facts already filed under the
         same project and topic (not ``_general``) find what they replace.
-        At most ``per_query`` more, the old numbers unchanged."""
+        At most ``per_query`` more, the old numbers unchanged. ``group``: as
+        for :meth:`candidates`, only what that group may read."""
         shown = {m.id for m in cands.memories}
         fresh = [f for f in facts if f.same_as is None and f.updates is None and not await self._stored(owner, f.content)]
         if not fresh:
@@ -165,14 +175,16 @@ class Consolidator:
         found: dict[int, Memory] = {}
 
         def take(m: Memory) -> None:
-            if m.owner == owner and m.tier == 2 and m.status.value == "active" and m.id not in shown:
+            if (m.owner == owner and m.tier == 2 and m.status.value == "active" and m.id not in shown
+                    and (group is None or said_in(m.provenance, group))):
                 found.setdefault(m.id, m)
 
         prepare = getattr(self.retriever, "prepare", None)
         if prepare is not None:  # hybrid recall: the facts' vectors in one request
             await prepare([f.content for f in fresh])
         for f in fresh:
-            hits = await self.retriever.retrieve(owner, f.content, limit=self.per_query)
+            hits = (await self.retriever.retrieve(owner, f.content, limit=self.per_query) if group is None else
+                    await self.retriever.retrieve(owner, f.content, limit=self.per_query, private=False, chat=group))
             mems = await self.engine.get_many([h.id for h in hits])
             # Facts share their subject ("User ...", "用户..."): a hit that
             # shares only that scores like all the others. One about the
@@ -277,7 +289,10 @@ class Consolidator:
                     )
                     continue
             if same is not None and (replaced is None or same.id != replaced.id):
-                await self._reinforce(conn, same, fact, words, prov.refs)
+                # A group searches its facts by their source words: another
+                # chat's words (a private one) must not join a group's fact.
+                heard = words if not in_group(same.provenance) or _chat(same.provenance) == _chat(prov) else ""
+                await self._reinforce(conn, same, fact, heard, prov.refs)
                 out.reinforced.append(same.id)
                 await write_log(
                     conn, at=at, job=job, owner=owner, action="reinforce", memory_id=same.id,

@@ -425,6 +425,12 @@ async def _attach(conn: aiosqlite.Connection, att: Attachment, *, cache_kib: int
     await conn.execute(f"PRAGMA {att.schema}.secure_delete = ON")  # as main's: erased words zeroed
 
 
+async def _user_version(conn: aiosqlite.Connection, schema: str) -> int:
+    async with conn.execute(f"PRAGMA {schema}.user_version") as cur:
+        row = await cur.fetchone()
+    return int(row[0]) if row else 0
+
+
 async def _migrate(
     conn: aiosqlite.Connection,
     migrations: Sequence[Migration],
@@ -432,9 +438,7 @@ async def _migrate(
     schema: str = "main",
     before: Mapping[int, Migration] | None = None,
 ) -> None:
-    async with conn.execute(f"PRAGMA {schema}.user_version") as cur:
-        row = await cur.fetchone()
-    current = int(row[0]) if row else 0
+    current = await _user_version(conn, schema)
     if current > len(migrations):
         raise SchemaTooNew(
             f"database schema version {current} ({schema}) is newer than this myclaw ({len(migrations)})"
@@ -444,9 +448,14 @@ async def _migrate(
         for run, last in [*steps, (step, True)]:
             await conn.execute("BEGIN IMMEDIATE")
             try:
-                await run(conn)
-                if last:
-                    await conn.execute(f"PRAGMA {schema}.user_version = {version}")
+                # Read again under the lock: another process opening the
+                # same old file (the gateway and a `myclaw memory` command
+                # started together) may have applied it while this one
+                # waited, and a step run twice fails ("duplicate column").
+                if await _user_version(conn, schema) < version:
+                    await run(conn)
+                    if last:
+                        await conn.execute(f"PRAGMA {schema}.user_version = {version}")
                 await conn.execute("COMMIT")
             except BaseException:
                 if conn.in_transaction:  # see Database._rollback

@@ -298,6 +298,10 @@ class MemoryEngine:
             return
         try:
             await self.flush_access()
+        except sqlite3.Error as exc:
+            # A full disk at shutdown: the counts only rank recall, and the
+            # caller still has files to close; given up, said so.
+            log.warning("access counts not written at close", memories=len(self._pending_access), error=str(exc))
         finally:
             await self.db.close()
 

@@ -39,9 +39,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
 import sqlite3
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, tzinfo
 from zoneinfo import ZoneInfo
 
@@ -52,7 +53,8 @@ from .changelog import write_log
 from .clock import ZoneOf, format_ts, owner_zone, parse_ts
 from .consolidate import Consolidator
 from .engine import MemoryEngine
-from .llm import LLMOverflow, MemoryLLM, MemoryLLMError
+from .llm import Fact, LLMOverflow, MemoryLLM, MemoryLLMError
+from .scope import in_group
 from .service import SqliteMemory, original_message_id
 from .types import Provenance, Source
 
@@ -111,6 +113,7 @@ class _Row:
     created_at: str
     attempts: int
     next_attempt_at: str | None
+    in_group: int = 0
 
 
 @dataclass
@@ -338,7 +341,7 @@ class ExtractionService:
     async def _next_batch(self, owner: str, *, force: bool) -> list[_Row]:
         raw = await self.engine.db.fetchall(
             f"""SELECT id, channel, chat_id, message_id, role, content, token_count, created_at,
-                      attempts, next_attempt_at
+                      attempts, next_attempt_at, in_group
                FROM extraction_buffer WHERE owner = ? AND {_WAITING} ORDER BY id LIMIT 2000""",
             (owner,),
         )
@@ -373,13 +376,16 @@ class ExtractionService:
     async def _zone(self, owner: str) -> tzinfo:
         return await owner_zone(self.zone_of, owner, self.tz)
 
-    def _conversation(self, rows: Sequence[_Row], tz: tzinfo) -> list[str]:
-        """One line per message (the model sees them numbered L1..LN)."""
+    def _conversation(self, rows: Sequence[_Row], tz: tzinfo, *, group: bool = False) -> list[str]:
+        """One line per message (the model sees them numbered L1..LN). In a
+        group the bot's replies are marked as not the user's: they answer
+        everyone and may repeat another member's words."""
         lines = []
         for r in rows:
             when = parse_ts(r.created_at).astimezone(tz).strftime("%Y-%m-%d %H:%M")
             text = r.content if len(r.content) <= MAX_MESSAGE_CHARS else r.content[:MAX_MESSAGE_CHARS] + " […]"
-            lines.append(f"[{when}] {r.role}: {text}")
+            role = _GROUP_REPLY if group and r.role == "assistant" else r.role
+            lines.append(f"[{when}] {role}: {text}")
         return lines
 
     async def _flush_split(self, owner: str, rows: Sequence[_Row]) -> list[FlushReport]:
@@ -427,22 +433,29 @@ class ExtractionService:
         ids = [r.id for r in rows]
         try:
             await self._step("read", owner)
-            cands = await self.consolidator.candidates(owner, [r.content for r in rows if r.role == "user"])
+            first, last = rows[0], rows[-1]
+            group = any(r.in_group for r in rows) or in_group(Provenance(channel=first.channel, chat_id=first.chat_id))
+            cands = await self.consolidator.candidates(
+                owner, [r.content for r in rows if r.role == "user"],
+                group=(first.channel, first.chat_id) if group else None,
+            )
             await self._step("candidates", owner)
             tz = await self._zone(owner)
-            conversation = self._conversation(rows, tz)
-            extraction = await self.llm.extract(conversation, cands.for_prompt())
-            more = await self.consolidator.recheck(owner, extraction.facts, cands)
+            conversation = self._conversation(rows, tz, group=group)
+            extraction = await self.llm.extract(conversation, cands.for_prompt(), group=group)
+            chat = (first.channel, first.chat_id) if group else None
+            more = await self.consolidator.recheck(owner, extraction.facts, cands, group=chat)
             if more is not None:
                 # A second look, with what the facts it wrote may replace
                 # (Consolidator.recheck); the first answer stands if it fails.
                 try:
-                    extraction, cands = await self.llm.extract(conversation, more.for_prompt()), more
+                    extraction, cands = await self.llm.extract(conversation, more.for_prompt(), group=group), more
                 except MemoryLLMError as exc:
                     log.warning("extraction's second look failed; the first answer is kept", owner=owner,
                                 error=f"{type(exc).__name__}: {str(exc)[:200]}")
+            if group:
+                extraction = replace(extraction, facts=_the_askers(extraction.facts, rows))
             await self._step("llm", owner)
-            first, last = rows[0], rows[-1]
             prov = Provenance(
                 channel=first.channel,
                 chat_id=first.chat_id,
@@ -452,6 +465,7 @@ class ExtractionService:
                 date_to=last.created_at,
                 # The buffer ids the facts came from: the batch's identity.
                 refs=tuple(f"buf:{i}" for i in ids),
+                group=group,
             )
             summary = extraction.summary or _fallback_summary(rows)
             marks = ",".join("?" * len(ids))
@@ -547,6 +561,38 @@ class ExtractionService:
             "extraction failed; buffer kept", owner=owner, rows=len(ids), attempts=attempts,
             retry_at=retry_at, error=error[:200],
         )
+
+
+_GROUP_REPLY = "assistant (to the whole group; not the user's words)"
+"""How a bot's reply in a group is labelled for the memory model."""
+
+# A user line showing pictures or a file the model read (gateway/bus.py's
+# marks): the reply after it says what they show, which counts as the user's.
+_SHOWN = re.compile(r"^\[(?:photo|[1-9]\d* photos|file [^\]\n]+)\]")
+
+
+def _the_askers(facts: Sequence[Fact], rows: Sequence[_Row]) -> list[Fact]:
+    """Of a group batch's facts, those the member's own lines may have
+    said: a fact the model drew only from the bot's replies (which repeat
+    what other members said: "Bob is moving to Tokyo" became the asker's
+    move) is dropped, unless the reply tells what the member's picture or
+    file shows. A fact naming no line is left to the prompt's rule."""
+    def theirs(i: int) -> bool:
+        r = rows[i - 1]
+        if r.role == "user":
+            return True
+        before = rows[i - 2] if i >= 2 else None
+        return before is not None and before.role == "user" and _SHOWN.match(before.content) is not None
+
+    kept = []
+    for f in facts:
+        valid = [i for i in f.lines if 1 <= i <= len(rows)]
+        if valid and not any(theirs(i) for i in valid):
+            # Its length, not its words (logs outlive erasure).
+            log.info("group fact drawn only from the bot's reply dropped", chars=len(f.content))
+            continue
+        kept.append(f)
+    return kept
 
 
 def _fallback_summary(rows: Sequence[_Row]) -> str:

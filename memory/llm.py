@@ -488,7 +488,8 @@ Rules:
 10. "[forwarded from NAME]" (or "[forwarded: N messages]", one "name: words" line each, a message's later lines indented by two spaces: an indented line is part of the message above it, whatever name it starts with) starts messages the user passed on, written by someone else or by the user earlier; the user's own words, if any, follow after a blank line. What forwarded words state is said by their author, not by the user: write "Alice said the launch moved to Friday", never "the user moved the launch". Keep a fact from them only where it matters to the user (a plan, a decision, a deadline they are told), dated by the "sent" date when it speaks of relative days.
 11. Also write a summary of the conversation of at most 200 characters.
 12. The input lines are in time order: where two lines contradict, the later one holds. "Replaced memories", when listed, are no longer true: never extract a fact that states one again (a line saying it is older than the memory that replaced it, which holds).
-13. If the user says one of their projects was renamed ("we renamed atlas to orion"), add "renamed": [{{"from": "atlas", "to": "orion"}}] (project slugs) and label its facts with the new name.
+13. Whose words: a fact about the user comes from what the user said or sent (rule 9), never from what someone else said. In a group chat (the input says so) the assistant answers everyone and its lines may repeat what other members said (a move, an illness, a plan): that is never a fact about the user. Write the summary about what the user said and asked; anything it tells of someone else names them.
+14. If the user says one of their projects was renamed ("we renamed atlas to orion"), add "renamed": [{{"from": "atlas", "to": "orion"}}] (project slugs) and label its facts with the new name.
 
 Reply with one JSON object only:
 {{"facts": [{{"content": "...", "project": "...", "topic": "...", "category": "...", "importance": 0.8, "same_as": null, "updates": null, "lines": [2]}}], "summary": "..."}}"""
@@ -510,6 +511,12 @@ Given the current profile and important facts, return the complete new profile. 
 
 Reply with one JSON object only:
 {{"entries": [{{"content": "...", "category": "identity", "facts": [1, 3]}}]}}"""
+
+
+_GROUP_NOTE = (
+    "The {source} is from a GROUP chat (rule 13): only the user's own words are theirs. What the assistant "
+    "(or a summary) tells of other members is not the user's words: never a fact about the user."
+)
 
 
 def _numbered(cands: Sequence[Candidate]) -> str:
@@ -735,7 +742,7 @@ class MemoryLLM:
 
     async def extract(
         self, conversation: str | Sequence[str], candidates: Sequence[Candidate] = (), *, source: str = "conversation",
-        replaced: Sequence[tuple[str, int]] = (),
+        replaced: Sequence[tuple[str, int]] = (), group: bool = False,
     ) -> Extraction:
         """Facts and a summary from a conversation (or from event summaries).
 
@@ -744,12 +751,15 @@ class MemoryLLM:
         ``replaced``: older facts (words, number of the candidate that
         replaced them) the input may still tell, so the model does not
         extract them again as current (the daily compression's events).
+        ``group``: the input is from a group chat, whose other members'
+        words the assistant (or a summary) may repeat (rule 13).
         """
         rows = conversation.split("\n") if isinstance(conversation, str) else list(conversation)
         lang = dominant_language("\n".join(rows))  # before the L-numbers, which are Latin letters
         conversation = "\n".join(f"L{i} {line}" for i, line in enumerate(rows, start=1))
         parts = [
             f"The {source} below is mainly in {lang}: write the facts and the summary in {lang}.",
+            *([_GROUP_NOTE.format(source=source)] if group else []),
             "",
             "Existing memories:",
             _numbered(candidates) or "(none)",

@@ -276,7 +276,21 @@ async def _buffer_v2_set_aside(conn: aiosqlite.Connection) -> None:
         await conn.execute("ALTER TABLE buffer.extraction_buffer ADD COLUMN set_aside_at TEXT")
 
 
-BUFFER_MIGRATIONS: list[Migration] = [_buffer_v1, _buffer_v2_set_aside]
+async def _buffer_v3_in_group(conn: aiosqlite.Connection) -> None:
+    # Whether a line was said in a group chat: learning from it then shows
+    # the memory model only that group's facts of the member, and their own
+    # lines as theirs (memory/extraction.py). A Feishu chat id does not say;
+    # a Telegram group's is negative, so lines waiting from before are known.
+    async with conn.execute("PRAGMA buffer.table_info(extraction_buffer)") as cur:
+        columns = {r[1] for r in await cur.fetchall()}
+    if "in_group" not in columns:
+        await conn.execute("ALTER TABLE buffer.extraction_buffer ADD COLUMN in_group INTEGER NOT NULL DEFAULT 0")
+    await conn.execute(
+        "UPDATE buffer.extraction_buffer SET in_group = 1 WHERE channel = 'telegram' AND chat_id LIKE '-%'"
+    )
+
+
+BUFFER_MIGRATIONS: list[Migration] = [_buffer_v1, _buffer_v2_set_aside, _buffer_v3_in_group]
 SET_ASIDE_SINCE = BUFFER_MIGRATIONS.index(_buffer_v2_set_aside) + 1
 """The buffer's schema version with ``set_aside_at`` (``myclaw doctor`` reads older files as they are)."""
 

@@ -11,16 +11,35 @@ no one chat (daily and weekly summaries drawn from several chats, notes
 saved on the memory page or imported from files) stay out of every group.
 A summary drawn from one group's words only keeps that group's name
 (memory/compression.py), so it is read there.
+
+The same rule holds when memory learns: the memory model, learning from a
+group's turns or day (memory/extraction.py, memory/compression.py), is
+shown as existing facts only those the group may read, so a new group
+fact cannot copy a private one's words. Tier 1 may be drawn from a
+member's group facts: it is their own words, read by them alone.
 """
 
 from __future__ import annotations
 
-from .types import GLOBAL_OWNER
+from .types import GLOBAL_OWNER, Provenance
 
-__all__ = ["Chat", "shown_in"]
+__all__ = ["Chat", "in_group", "said_in", "shown_in"]
 
 Chat = tuple[str, str]
 """(channel, chat_id) of the chat an answer is read in."""
+
+
+def in_group(provenance: Provenance) -> bool:
+    """Was it said in a group chat? Recorded since the buffer kept the
+    chat's kind; before, a Telegram group is known by its negative id."""
+    p = provenance
+    return p.group or (p.channel == "telegram" and p.chat_id.startswith("-"))
+
+
+def said_in(provenance: Provenance, chat: Chat) -> bool:
+    """Is ``provenance`` of ``chat`` (channel and chat id)? A group reads
+    of a member's Tier 2 facts only those (:func:`shown_in`)."""
+    return bool(all(chat)) and (provenance.channel, provenance.chat_id) == chat
 
 
 def _literal(text: str) -> str:

@@ -54,8 +54,9 @@ log = structlog.get_logger(component="memory")
 BufferListener = Callable[[str], Awaitable[None] | None]
 
 _INSERT_BUFFER = """INSERT OR IGNORE INTO extraction_buffer
-    (owner, channel, chat_id, sender_id, message_id, role, content, token_count, created_at)"""
-_ONE_STATEMENT_ROWS = 100  # x 9 parameters, far below SQLite's limit of 32,766
+    (owner, channel, chat_id, sender_id, message_id, role, content, token_count, created_at, in_group)"""
+_BUFFER_VALUES = f"{_INSERT_BUFFER} VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+_ONE_STATEMENT_ROWS = 100  # x 10 parameters, far below SQLite's limit of 32,766
 _REF = re.compile(r"^\[?\s*([me])(\d{1,12})\b", re.IGNORECASE)
 
 EDITED_MARK = "(edited)"
@@ -101,7 +102,7 @@ class SqliteMemory(MemoryBackend):
         self._saved: list[Callable[[str], None]] = []
         # Group commit (memory/batch.py): the turns concurrent chats buffer
         # now are one multi-row INSERT, one round trip to the writer thread.
-        self._buffer_rows = RowBatcher(engine.db, insert_statement(_INSERT_BUFFER, 9), 9)
+        self._buffer_rows = RowBatcher(engine.db, insert_statement(_INSERT_BUFFER, 10), 10)
 
     def on_buffered(self, listener: BufferListener) -> None:
         """Call ``listener(owner)`` after turns of ``owner`` were buffered."""
@@ -356,7 +357,7 @@ class SqliteMemory(MemoryBackend):
         correction = f"{mid}{EDITED_SUFFIX}"
         async with self.engine.db.transaction() as conn:
             async with conn.execute(
-                f"""SELECT id, sender_id, message_id, created_at FROM extraction_buffer
+                f"""SELECT id, sender_id, message_id, created_at, in_group FROM extraction_buffer
                     WHERE owner = ? AND channel = ? AND chat_id = ? AND message_id IN (?, ?) AND role = 'user'
                       AND {NOT_GONE} ORDER BY id DESC LIMIT 1""",
                 (owner, turn.channel, turn.chat_id, mid, correction),
@@ -366,18 +367,18 @@ class SqliteMemory(MemoryBackend):
                 words = content if waiting["message_id"] == mid else f"{EDITED_MARK} {content}"
                 await drop_lines(conn, [waiting["id"]])
                 row = (owner, turn.channel, turn.chat_id, waiting["sender_id"], waiting["message_id"], "user",
-                       words, estimate_tokens(words), waiting["created_at"])
+                       words, estimate_tokens(words), waiting["created_at"], waiting["in_group"] or int(turn.group))
                 outcome = "replaced"
             elif await _cites(conn, "daily_events", owner, turn.channel, turn.chat_id, mid) or await _cites(
                 conn, "memories", owner, turn.channel, turn.chat_id, mid
             ):
                 words = f"{EDITED_MARK} {content}"
                 row = (owner, turn.channel, turn.chat_id, turn.sender_id, correction, "user",
-                       words, estimate_tokens(words), self.engine.now())
+                       words, estimate_tokens(words), self.engine.now(), int(turn.group))
                 outcome = "corrected"
             else:
                 return "untracked"
-            await conn.execute(f"{_INSERT_BUFFER} VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", row)
+            await conn.execute(_BUFFER_VALUES, row)
         log.info("edited message handed to memory", owner=owner, outcome=outcome)
         await self._notify(owner)
         return outcome
@@ -505,6 +506,7 @@ class SqliteMemory(MemoryBackend):
                 _clean(t.content),
                 estimate_tokens(t.content),
                 format_ts(t.at) if t.at else now,
+                int(t.group),
             )
             for t in turns
         ]
@@ -514,7 +516,7 @@ class SqliteMemory(MemoryBackend):
             await self._buffer_rows.write(rows)
         else:
             async with self.engine.db.transaction() as conn:
-                await conn.executemany(f"{_INSERT_BUFFER} VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
+                await conn.executemany(_BUFFER_VALUES, rows)
         for owner in dict.fromkeys(t.owner for t in turns):
             await self._notify(owner)
 

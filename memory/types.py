@@ -73,6 +73,8 @@ class Provenance:
     date_from: str = ""
     date_to: str = ""
     refs: tuple[str, ...] = ()
+    group: bool = False
+    """Said in a group chat (a Feishu chat id does not tell; memory/scope.py)."""
 
     def to_json(self) -> str:
         d = {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(self).items() if v}
@@ -86,6 +88,8 @@ class Provenance:
         for k in ("message_ids", "refs"):
             if k in d:
                 d[k] = tuple(str(x) for x in d[k])
+        if "group" in d:
+            d["group"] = d["group"] is True
         return cls(**{k: v for k, v in d.items() if k in cls.__dataclass_fields__})
 
 

@@ -231,12 +231,10 @@ class DataFile:
 def data_files(cfg: Config | None, paths: Paths) -> list[DataFile]:
     """Every SQLite file the gateway opens, where it opens it
     (:meth:`Paths.data_files`), with the schema version this build writes."""
-    from gateway.cron import CRON_MIGRATIONS
-    from gateway.sessions import MIGRATIONS as SESSION_MIGRATIONS
-    from memory.schema import BUFFER_MIGRATIONS, MIGRATIONS, SET_ASIDE_SINCE
+    from gateway.backup import schema_versions
+    from memory.schema import SET_ASIDE_SINCE
 
-    versions = {"buffer": len(BUFFER_MIGRATIONS), "memory": len(MIGRATIONS), "gateway": len(SESSION_MIGRATIONS),
-                "cron": len(CRON_MIGRATIONS)}
+    versions = schema_versions()
     files = paths.data_files(cfg)
     # Checked in the order people read them: memory.db before its buffer file.
     order = [r for r in ("memory", "buffer", "gateway", "cron") if r in files]

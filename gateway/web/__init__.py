@@ -5,11 +5,13 @@ and ``/memory/api/...`` (JSON) to the gateway's :class:`~gateway.http.HttpServer
 The App does this when ``gateway.admin.enabled`` and memory are on.
 
 Modules: ``_actions`` (what can be done, shared by page and API),
-``_auth`` (token, session cookie, CSRF), ``_views`` (HTML), ``_routes``
-(handlers).
+``_auth`` (token, session cookie, CSRF), ``_store`` (sign-ins kept in
+gateway.db across restarts), ``_views`` (HTML), ``_routes`` (handlers).
 """
 
 from __future__ import annotations
+
+from datetime import UTC, tzinfo
 
 from memory.engine import MemoryEngine
 from memory.retrieval import Retriever
@@ -19,8 +21,9 @@ from gateway.http import HttpServer
 from ._actions import AdminError, ForgetHistory, MemoryAdmin
 from ._auth import AdminAuth
 from ._routes import MemoryWeb
+from ._store import AdminStore
 
-__all__ = ["AdminAuth", "AdminError", "MemoryAdmin", "MemoryWeb", "mount_memory_page"]
+__all__ = ["AdminAuth", "AdminError", "AdminStore", "MemoryAdmin", "MemoryWeb", "mount_memory_page"]
 
 
 def mount_memory_page(
@@ -31,9 +34,12 @@ def mount_memory_page(
     *,
     session_ttl: float = 12 * 3600,
     forget_history: ForgetHistory | None = None,
+    tz: tzinfo = UTC,
 ) -> MemoryWeb:
     """Register the page's routes on ``http`` (before or after it starts).
-    ``forget_history``: as :class:`MemoryAdmin`'s."""
-    web = MemoryWeb(MemoryAdmin(engine, retriever, forget_history=forget_history), AdminAuth(token, session_ttl=session_ttl))
+    ``forget_history``: as :class:`MemoryAdmin`'s; ``tz``: the clock its
+    times are shown on (``gateway.timezone``)."""
+    admin = MemoryAdmin(engine, retriever, forget_history=forget_history)
+    web = MemoryWeb(admin, AdminAuth(token, session_ttl=session_ttl), tz=tz)
     web.mount(http)
     return web

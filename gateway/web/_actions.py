@@ -60,9 +60,17 @@ DEFAULT_IMPORTANCE = 0.7  # as `myclaw memory add`
 
 
 class AdminError(Exception):
-    """A request the page or API cannot carry out; ``status`` is the HTTP code."""
+    """A request the page or API cannot carry out; ``status`` is the HTTP code.
+    ``key`` and ``fields``: the same words in the page's catalogue
+    (gateway/web/_i18n.py ``err_*``), for a page in Chinese; the message
+    itself is the API's (English)."""
 
     status = 400
+
+    def __init__(self, message: str, *, key: str = "", **fields: object) -> None:
+        super().__init__(message)
+        self.key = key
+        self.fields = fields
 
 
 class Invalid(AdminError):
@@ -103,7 +111,7 @@ class SearchResult:
 def _clean_owner(owner: str) -> str:
     owner = owner.strip()
     if not owner:
-        raise Invalid("user is empty")
+        raise Invalid("user is empty", key="err_user_empty")
     return owner
 
 
@@ -116,37 +124,57 @@ def parse_changes(raw: dict[str, Any]) -> dict[str, Any]:
             continue  # not given (a form's empty select / number field)
         if key == "content":
             if not str(v).strip():
-                raise Invalid("content is empty")
+                raise Invalid("content is empty", key="err_content_empty")
             text = str(v).strip()
             if len(text) > MAX_CONTENT_CHARS:  # the engine would cut it without a word
-                raise Invalid(f"content is {len(text)} characters; a memory holds at most {MAX_CONTENT_CHARS}")
+                raise Invalid(f"content is {len(text)} characters; a memory holds at most {MAX_CONTENT_CHARS}",
+                              key="err_content_long", n=len(text), most=MAX_CONTENT_CHARS)
             out[key] = text
         elif key == "category":
             try:
                 out[key] = Category(str(v).strip())
             except ValueError:
-                raise Invalid(f"unknown category {v!r} (one of {', '.join(c.value for c in Category)})") from None
+                raise Invalid(f"unknown category {v!r} (one of {', '.join(c.value for c in Category)})",
+                              key="err_category", value=repr(v), choices=", ".join(c.value for c in Category)) from None
         elif key == "importance":
             try:
                 f = float(v)
             except (TypeError, ValueError):
-                raise Invalid(f"importance must be a number, got {v!r}") from None
+                raise Invalid(f"importance must be a number, got {v!r}", key="err_importance", value=repr(v)) from None
             if not 0.0 <= f <= 1.0:
-                raise Invalid(f"importance must be within [0, 1], got {f}")
+                raise Invalid(f"importance must be within [0, 1], got {f}", key="err_importance", value=f)
             out[key] = f
         elif key == "tier":
             if isinstance(v, bool) or (isinstance(v, float) and not v.is_integer()):
-                raise Invalid(f"tier must be 1 or 2, got {v!r}")  # int() would make true or 1.5 tier 1
+                raise Invalid(f"tier must be 1 or 2, got {v!r}", key="err_tier", value=repr(v))  # int() would make true or 1.5 tier 1
             try:
                 t = int(v)
             except (TypeError, ValueError, OverflowError):  # OverflowError: JSON Infinity
-                raise Invalid(f"tier must be 1 or 2, got {v!r}") from None
+                raise Invalid(f"tier must be 1 or 2, got {v!r}", key="err_tier", value=repr(v)) from None
             if t not in (1, 2):
-                raise Invalid(f"tier must be 1 or 2, got {t}")
+                raise Invalid(f"tier must be 1 or 2, got {t}", key="err_tier", value=t)
             out[key] = t
         else:  # project, topic: empty means the default partition
             out[key] = str(v).strip()
     return out
+
+
+def _filters(owner: str, status: Status | None, category: Category | None, has: str) -> tuple[str, list[object]]:
+    where: list[str] = ["owner = ?"]
+    args: list[object] = [_clean_owner(owner)]
+    if status is not None:
+        where.append("status = ?")
+        args.append(status.value)
+    if category is not None:
+        where.append("category = ?")
+        args.append(category.value)
+    if has:
+        # instr, not LIKE: "%", "_" and a backslash typed by the user match as themselves.
+        # lower() folds ASCII only; Chinese has no case. A user's rows are
+        # few thousand at most: the scan is fine without an index.
+        where.append("instr(lower(content), lower(?)) > 0")
+        args.append(has)
+    return " AND ".join(where), args
 
 
 ForgetHistory = Callable[[str, Sequence[str]], Awaitable[int]]
@@ -180,9 +208,24 @@ class MemoryAdmin:
     async def stats(self, owner: str) -> Stats:
         return await self.engine.stats(_clean_owner(owner))
 
-    async def list(self, owner: str, *, status: Status | None = Status.ACTIVE, limit: int = 20, offset: int = 0) -> list[Memory]:
-        """Newest first."""
-        return await self.engine.list_memories(_clean_owner(owner), status=status, limit=limit, offset=offset)
+    async def list(
+        self, owner: str, *, status: Status | None = Status.ACTIVE, category: Category | None = None, has: str = "",
+        limit: int = 20, offset: int = 0,
+    ) -> list[Memory]:
+        """Newest first; ``has``: only memories whose words hold it (any case)."""
+        where, args = _filters(owner, status, category, has)
+        rows = await self.engine.db.fetchall(
+            f"SELECT * FROM memories WHERE {where} ORDER BY id DESC LIMIT ? OFFSET ?", [*args, limit, offset]
+        )
+        return [row_to_memory(r) for r in rows]
+
+    async def count(
+        self, owner: str, *, status: Status | None = Status.ACTIVE, category: Category | None = None, has: str = ""
+    ) -> int:
+        """How many :meth:`list` pages through (the pager's "of N")."""
+        where, args = _filters(owner, status, category, has)
+        row = await self.engine.db.fetchone(f"SELECT COUNT(*) FROM memories WHERE {where}", args)
+        return int(row[0]) if row is not None else 0
 
     async def search(self, owner: str, query: str, *, limit: int = 20) -> SearchResult:
         """What the bot would recall for ``query`` as ``owner`` (their active
@@ -197,7 +240,8 @@ class MemoryAdmin:
     async def get(self, memory_id: int, owner: str | None = None) -> Memory:
         m = await self.engine.get(memory_id)
         if m is None or (owner is not None and m.owner != owner):
-            raise NotFound(f"no memory with id {memory_id}" + (f" for user {owner}" if owner else ""))
+            raise NotFound(f"no memory with id {memory_id}" + (f" for user {owner}" if owner else ""),
+                           key="err_not_found_for" if owner else "err_not_found", id=memory_id, user=owner)
         return m
 
     async def replaced(self, ids: Sequence[int]) -> dict[int, builtins.list[Memory]]:  # `list` is a method here
@@ -237,8 +281,16 @@ class MemoryAdmin:
                 newer.append(current)
         return older, newer
 
-    async def log(self, owner: str, *, limit: int = 200) -> builtins.list[LogEntry]:
-        return await read_log(self.engine.db, owner=_clean_owner(owner), limit=limit)
+    async def log(self, owner: str, *, limit: int = 200, before: int | None = None) -> builtins.list[LogEntry]:
+        """Newest first; ``before``: only entries older than that id (the
+        page's next page: by id, so entries written meanwhile shift nothing)."""
+        if before is None:
+            return await read_log(self.engine.db, owner=_clean_owner(owner), limit=limit)
+        rows = await self.engine.db.fetchall(
+            "SELECT * FROM memory_log WHERE owner = ? AND id < ? ORDER BY id DESC LIMIT ?",
+            [_clean_owner(owner), before, limit],
+        )
+        return [LogEntry(r["id"], r["at"], r["job"], r["owner"], r["action"], r["memory_id"], r["detail"]) for r in rows]
 
     async def memory_log(self, memory_ids: Sequence[int], *, limit: int = 100) -> builtins.list[LogEntry]:
         if not memory_ids:
@@ -257,7 +309,7 @@ class MemoryAdmin:
         owner = _clean_owner(owner)
         f = parse_changes(fields)
         if "content" not in f:
-            raise Invalid("content is empty")
+            raise Invalid("content is empty", key="err_content_empty")
         same = await self.engine.find_same(owner, f["content"])
         if same is not None:
             return same, False
@@ -284,7 +336,7 @@ class MemoryAdmin:
     async def edit(self, memory_id: int, owner: str | None, fields: dict[str, Any]) -> Edited:
         changes = parse_changes(fields)
         if not changes:
-            raise Invalid("nothing to change: give " + ", ".join(EDITABLE))
+            raise Invalid("nothing to change: give " + ", ".join(EDITABLE), key="err_nothing", fields=", ".join(EDITABLE))
         m = await self.get(memory_id, owner)
         # A form sends every field; change (and log) only what differs.
         current = {

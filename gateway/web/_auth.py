@@ -6,10 +6,11 @@ A request is let in with either
 * the session cookie the login form sets after a correct token: HttpOnly,
   SameSite=Strict, path ``/memory``. Its value is ``issued.nonce.mac``, the
   MAC keyed with a key derived from the token, so changing the token ends
-  every session. The server also keeps the live sessions it issued (in
-  memory): signing out ends one there, so a copy of the cookie is refused
-  too, and a restart ends them all (the operator signs in again; a session
-  is never let in wrongly). Sessions expire after ``session_ttl`` seconds.
+  every session. The server also keeps the live sessions it issued: signing
+  out ends one there, so a copy of the cookie is refused too. With a store
+  (:meth:`AdminAuth.attach`, the gateway's ``gateway.db``) they outlive a
+  restart; the store holds only a keyed hash of each nonce, so its file
+  alone gives no cookie. Sessions expire after ``session_ttl`` seconds.
 
 Every comparison is constant-time (``hmac.compare_digest``).
 
@@ -31,6 +32,8 @@ from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from aiohttp import web
+
+from ._store import AdminStore
 
 __all__ = ["COOKIE", "AdminAuth", "FailedAttempts", "Identity", "same_origin"]
 
@@ -77,9 +80,10 @@ class FailedAttempts:
             return 0.0
         return self.window - (now - times[0]) if len(times) >= self.limit else 0.0
 
-    def failed(self, who: str) -> None:
+    def failed(self, who: str, at: float | None = None) -> None:
+        """One more wrong token from ``who``, now or ``at`` (taken up from a store)."""
         times = self._failures.pop(who, None) or deque(maxlen=self.limit)
-        times.append(self._clock())
+        times.append(self._clock() if at is None else at)
         self._failures[who] = times  # most recent last
         while len(self._failures) > self._max_clients:
             self._failures.popitem(last=False)
@@ -99,27 +103,60 @@ class AdminAuth:
         self._key = hmac.new(self._token, b"myclaw admin session v1", hashlib.sha256).digest()
         self.session_ttl = session_ttl
         self._clock = clock
-        self.attempts = FailedAttempts()
-        # Live sessions' nonces -> when they expire, oldest first. Bounded:
-        # only the token's holder signs in, and the oldest session goes first.
+        # The wall clock, not a monotonic one: lockouts are kept across restarts.
+        self.attempts = FailedAttempts(clock=clock)
+        # Live sessions (the keyed hash of their nonce) -> when they expire,
+        # oldest first. Bounded: only the token's holder signs in, and the
+        # oldest session goes first.
         self._sessions: OrderedDict[str, float] = OrderedDict()
         self._max_sessions = max_sessions
+        self._store: AdminStore | None = None
+
+    async def attach(self, store: AdminStore) -> None:
+        """Keep sessions and lockouts in ``store`` from now on, taking up the
+        live ones it kept (a session a previous process issued)."""
+        now = self._clock()
+        kept = dict(await store.sessions(now))
+        for h, expires in self._sessions.items():
+            await store.add_session(h, expires)
+        kept.update(self._sessions)
+        self._sessions = OrderedDict(sorted(kept.items(), key=lambda kv: kv[1]))
+        for who, at in await store.failures(now - self.attempts.window):
+            self.attempts.failed(who, at)
+        self._store = store
 
     # -- the token ------------------------------------------------------------
 
     def token_ok(self, candidate: str) -> bool:
         return hmac.compare_digest(candidate.encode("utf-8", "surrogatepass"), self._token)
 
+    async def failed(self, who: str) -> None:
+        """A wrong token from ``who`` (counted towards its lockout)."""
+        self.attempts.failed(who)
+        if self._store is not None:
+            now = self._clock()
+            await self._store.add_failure(who, now, keep=self.attempts.limit, since=now - self.attempts.window)
+
     # -- sessions -------------------------------------------------------------
 
-    def new_session(self) -> str:
+    def _id_hash(self, nonce: str) -> str:
+        """What the server keeps of a session: keyed, so the stored value is
+        no use without the token."""
+        return _mac(self._key, "sid." + nonce)
+
+    async def new_session(self) -> str:
         now = self._clock()
+        gone: list[str] = []
         while self._sessions and next(iter(self._sessions.values())) < now:
-            self._sessions.popitem(last=False)  # expired
+            gone.append(self._sessions.popitem(last=False)[0])  # expired
         while len(self._sessions) >= self._max_sessions:
-            self._sessions.popitem(last=False)
+            gone.append(self._sessions.popitem(last=False)[0])
         nonce = secrets.token_hex(16)
-        self._sessions[nonce] = int(now) + self.session_ttl
+        h = self._id_hash(nonce)
+        self._sessions[h] = int(now) + self.session_ttl
+        if self._store is not None:
+            await self._store.end_sessions(gone)
+            await self._store.add_session(h, self._sessions[h])
         head = f"{int(now)}.{nonce}"
         return f"{head}.{_mac(self._key, 'session.' + head)}"
 
@@ -136,13 +173,16 @@ class AdminAuth:
 
     def session_ok(self, value: str) -> bool:
         nonce = self._nonce(value)
-        return nonce is not None and nonce in self._sessions
+        return nonce is not None and self._id_hash(nonce) in self._sessions
 
-    def end_session(self, value: str) -> None:
+    async def end_session(self, value: str) -> None:
         """Sign-out: the session is refused from now on, whoever holds it."""
         nonce = self._nonce(value)
         if nonce is not None:
-            self._sessions.pop(nonce, None)
+            h = self._id_hash(nonce)
+            self._sessions.pop(h, None)
+            if self._store is not None:
+                await self._store.end_sessions([h])
 
     def csrf_for(self, session: str) -> str:
         return _mac(self._key, "csrf." + session)[:32]

@@ -3,9 +3,11 @@
 
 Pages (GET renders, POST changes and redirects back with a short notice)::
 
-    GET  /memory                 users; with ?user= stats, list (?status=, ?offset=) or search (?q=)
+    GET  /memory                 users; with ?user= stats, list (?status=, ?category=, ?has=, ?offset=) or search (?q=)
     GET  /memory/item?id=        one memory: provenance, supersede chain, its log entries
-    GET  /memory/log?user=       the user's change log (memory_log)
+    GET  /memory/log?user=       the user's change log (memory_log), older with ?before=<entry id>
+    GET  /memory/export?user=    the user's memories as a Markdown file (as ``myclaw memory export``)
+    GET  /memory/lang?set=en|zh  the page's language (a cookie; no sign-in needed), back to ?back=
     POST /memory/login           token -> session cookie;  POST /memory/logout
     POST /memory/add | edit | archive | restore | erase | archive-all | erase-all | retry-set-aside
 
@@ -17,7 +19,7 @@ the Core Memory entries built on it (the confirmation page lists them).
 JSON API (same actions, ``Authorization: Bearer <token>``; a browser
 session may use it too with the ``X-CSRF-Token`` header on POST)::
 
-    GET  /memory/api/users | stats?user= | memories?user=&status=&limit=&offset=
+    GET  /memory/api/users | stats?user= | memories?user=&status=&category=&has=&limit=&offset=
     GET  /memory/api/search?user=&q=&limit= | memory?id= | log?user=
     POST /memory/api/add | edit | archive | restore | erase     (JSON body)
 
@@ -30,19 +32,23 @@ from __future__ import annotations
 
 import math
 import secrets
+from datetime import UTC, datetime, tzinfo
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
-from urllib.parse import parse_qsl, urlencode, urlsplit
+from urllib.parse import parse_qsl, quote, urlencode, urlsplit
 
 import structlog
 from aiohttp import web
 
 from gateway.cli._common import memory_dict
+from gateway.export import MIME, Spool, write_markdown
 from gateway.http import HttpServer
-from memory.types import Status
+from memory.service import SqliteMemory
+from memory.types import Category, Status
 
 from ._actions import EDITABLE, AdminError, Invalid, MemoryAdmin
-from ._auth import COOKIE, COOKIE_PATH, AdminAuth, Identity, same_origin
+from ._auth import COOKIE, COOKIE_PATH, AdminAuth, Identity, is_https, same_origin
+from ._i18n import LANG_COOKIE, Words, pick_lang
 from ._views import (
     DONE,
     PageContext,
@@ -55,6 +61,7 @@ from ._views import (
     login_page,
     main_page,
     message_page,
+    retry_page,
     overview_body,
 )
 
@@ -67,6 +74,9 @@ PageFn = Callable[[web.Request, Identity, PageContext, Data], Awaitable[web.Stre
 ApiFn = Callable[[web.Request, Data], Awaitable[Any]]
 
 MAX_LIMIT = 200
+LOG_PAGE = 200  # change log entries a page
+MAX_HAS = 200  # characters of the list's words filter (a memory holds at most 4000)
+EXPORT_IN_MEMORY = 1 << 20  # an export larger than this is spooled to an anonymous temporary file
 
 _R = TypeVar("_R", bound=web.StreamResponse)
 
@@ -101,18 +111,20 @@ _SQLITE_MAX_INT = 2**63 - 1
 def _int(value: Any, name: str, *, default: int | None = None, lo: int = 0, hi: int = _SQLITE_MAX_INT) -> int:
     if value is None or value == "":
         if default is None:
-            raise Invalid(f"{name} is required")
+            raise Invalid(f"{name} is required", key="err_required", name=name)
         return default
     if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
         # JSON true is not the id 1, nor 2.7 the id 2.
-        raise Invalid(f"{name} must be an integer, got {value!r}")
+        raise Invalid(f"{name} must be an integer, got {value!r}", key="err_int", name=name, value=repr(value))
     try:
         n = int(value)
     except (TypeError, ValueError, OverflowError):
-        raise Invalid(f"{name} must be an integer, got {value!r}") from None
+        raise Invalid(f"{name} must be an integer, got {value!r}", key="err_int", name=name,
+                      value=repr(value)[:40]) from None
     if n < lo or n > hi:
         shown = "∞" if hi == _SQLITE_MAX_INT else hi
-        raise Invalid(f"{name} must be within [{lo}, {shown}], got {str(value)[:40]}")
+        raise Invalid(f"{name} must be within [{lo}, {shown}], got {str(value)[:40]}", key="err_range", name=name, lo=lo,
+                      hi=shown, value=str(value)[:40])
     return n
 
 
@@ -124,17 +136,28 @@ def _status(value: str | None) -> Status | None:
     try:
         return Status(value)
     except ValueError:
-        raise Invalid(f"unknown status {value!r} (active, archived, superseded or all)") from None
+        raise Invalid(f"unknown status {value!r} (active, archived, superseded or all)", key="err_status",
+                      value=repr(value)) from None
+
+
+def _category(value: str | None) -> Category | None:
+    if not value:
+        return None
+    try:
+        return Category(value)
+    except ValueError:
+        raise Invalid(f"unknown category {value!r} (one of {', '.join(c.value for c in Category)})", key="err_category",
+                      value=repr(value), choices=", ".join(c.value for c in Category)) from None
 
 
 def _user(data: Data, *, required: bool = True) -> str | None:
     u = data.get("user")
     if u is None or (isinstance(u, str) and not u.strip()):
         if required:
-            raise Invalid("user is required")
+            raise Invalid("user is required", key="err_required", name="user")
         return None
     if not isinstance(u, str):
-        raise Invalid("user must be a string")
+        raise Invalid("user must be a string", key="err_user_string")
     return u.strip()
 
 
@@ -164,10 +187,11 @@ def _redirect(location: str) -> web.Response:
 class MemoryWeb:
     """The memory page's handlers; :meth:`mount` registers them."""
 
-    def __init__(self, admin: MemoryAdmin, auth: AdminAuth, *, page_size: int = 20) -> None:
+    def __init__(self, admin: MemoryAdmin, auth: AdminAuth, *, page_size: int = 20, tz: tzinfo = UTC) -> None:
         self.admin = admin
         self.auth = auth
         self.page_size = page_size
+        self.tz = tz
         self._mounted: list[tuple[str, str]] = []
 
     def routes(self) -> list[tuple[str, str, Callable[[web.Request], Awaitable[web.StreamResponse]]]]:
@@ -176,7 +200,9 @@ class MemoryWeb:
             ("GET", "/memory", page(self._main)),
             ("GET", "/memory/item", page(self._item)),
             ("GET", "/memory/log", page(self._log)),
+            ("GET", "/memory/export", page(self._export)),
             ("POST", "/memory/login", self._login),
+            ("GET", "/memory/lang", self._lang),
             ("POST", "/memory/logout", page(self._logout, post=True)),
             ("POST", "/memory/add", page(self._add, post=True)),
             ("POST", "/memory/edit", page(self._edit, post=True)),
@@ -211,47 +237,54 @@ class MemoryWeb:
 
     # -- guards ----------------------------------------------------------------
 
-    def _refused(self, request: web.Request, reason: str) -> None:
+    async def _refused(self, request: web.Request, reason: str) -> None:
         # Never the token, the cookie or the Authorization header: only why.
         log.warning("memory page: request refused", path=request.path, method=request.method, remote=request.remote, reason=reason)
         if reason.startswith("wrong"):  # a token was tried and was wrong
-            self.auth.attempts.failed(request.remote or "?")
+            await self.auth.failed(request.remote or "?")
 
     def _throttled(self, request: web.Request, *, as_json: bool) -> web.StreamResponse | None:
         wait = self.auth.attempts.retry_after(request.remote or "?")
         if wait <= 0:
             return None
         headers = {"Retry-After": str(max(1, math.ceil(wait)))}
-        text = f"too many wrong tokens from this address; try again in {math.ceil(wait)} s"
         if as_json:
+            text = Words()("too_many", seconds=math.ceil(wait))  # the API speaks English
             return web.json_response({"error": text}, status=429, headers=headers)
-        return web.Response(text=text, status=429, headers=headers)
+        return web.Response(text=_words(request, self.tz)("too_many", seconds=math.ceil(wait)), status=429, headers=headers)
 
     def _page(self, fn: PageFn, *, post: bool = False) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
         async def handler(request: web.Request) -> web.StreamResponse:
             if (slow := self._throttled(request, as_json=False)) is not None:
                 return slow
             nonce = secrets.token_urlsafe(16)
+            t = _words(request, self.tz)
             ident, why = self.auth.identify(request)
             if ident is None:
-                self._refused(request, why)
-                return _html(login_page(nonce), nonce, status=401)
+                await self._refused(request, why)
+                # Signed in, the user lands where they were going (a bookmark, a link).
+                back = safe_back(request.path_qs) if request.method == "GET" else "/memory"
+                return _html(login_page(nonce, t=t, back=back), nonce, status=401)
             data: Data = dict(request.query)
             if post:
                 form = await request.post()
                 data = {k: v for k, v in form.items() if isinstance(v, str)}
                 if not self.auth.csrf_ok(ident, request, data.get("csrf", "")):
-                    self._refused(request, "missing or wrong CSRF token")
-                    ctx = PageContext(nonce=nonce, csrf=ident.csrf)
-                    text = "This form has expired or did not come from this page. Reload the page and try again."
-                    return _html(message_page(ctx, "Request refused", text), nonce, status=403)
+                    await self._refused(request, "missing or wrong CSRF token")
+                    ctx = PageContext(nonce=nonce, csrf=ident.csrf, t=t)
+                    return _html(message_page(ctx, t("refused"), t("form_expired")), nonce, status=403)
             back = safe_back(data.get("back") if post else request.path_qs)
-            ctx = PageContext(nonce=nonce, csrf=ident.csrf, back=_strip_notice(back))
+            ctx = PageContext(nonce=nonce, csrf=ident.csrf, back=_strip_notice(back), t=t)
             try:
                 ctx.users = await self.admin.users()
                 return await fn(request, ident, ctx, data)
             except AdminError as exc:
-                return _html(message_page(ctx, "Cannot do that", str(exc)), nonce, status=exc.status)
+                text = t(exc.key, **exc.fields) if exc.key and t.zh else str(exc)
+                if request.path in ("/memory/add", "/memory/edit"):
+                    page = retry_page(ctx, t("cannot"), text, action=request.path, typed=data)
+                else:
+                    page = message_page(ctx, t("cannot"), text, back=ctx.back if post else "/memory")
+                return _html(page, nonce, status=exc.status)
 
         return handler
 
@@ -265,7 +298,7 @@ class MemoryWeb:
                 return slow
             ident, why = self.auth.identify(request)
             if ident is None:
-                self._refused(request, why)
+                await self._refused(request, why)
                 return _json({"error": "unauthorized: send Authorization: Bearer <admin token>"}, status=401)
             data: Data = dict(request.query)
             if post:
@@ -280,7 +313,7 @@ class MemoryWeb:
                     return _json({"error": f"unknown field {unknown[0]!r} (this endpoint takes {', '.join(post)})"}, status=400)
                 data = body
                 if not self.auth.csrf_ok(ident, request, ""):
-                    self._refused(request, "missing or wrong CSRF token")
+                    await self._refused(request, "missing or wrong CSRF token")
                     return _json({"error": "missing or wrong X-CSRF-Token"}, status=403)
             try:
                 result = await fn(request, data)
@@ -298,25 +331,37 @@ class MemoryWeb:
         if (slow := self._throttled(request, as_json=False)) is not None:
             return slow
         nonce = secrets.token_urlsafe(16)
+        t = _words(request, self.tz)
         if not same_origin(request):
             # Another site's page posting wrong tokens from the operator's
             # browser would lock the operator's own address out: not counted.
-            self._refused(request, "login posted from another site")
-            text = "This sign-in did not come from this page. Open the memory page and sign in there."
-            return _html(message_page(PageContext(nonce=nonce, csrf=""), "Request refused", text), nonce, status=403)
+            await self._refused(request, "login posted from another site")
+            ctx = PageContext(nonce=nonce, csrf="", t=t)
+            return _html(message_page(ctx, t("refused"), t("login_elsewhere")), nonce, status=403)
         form = await request.post()
         token = form.get("token")
         if not isinstance(token, str) or not self.auth.token_ok(token):
-            self._refused(request, "wrong token at login" if token else "empty login")
-            return _html(login_page(nonce, failed=True), nonce, status=401)
+            await self._refused(request, "wrong token at login" if token else "empty login")
+            return _html(login_page(nonce, failed=True, t=t, back=safe_back(form.get("back"))), nonce, status=401)
         response = _redirect(safe_back(form.get("back")))
-        self.auth.set_cookie(request, response, self.auth.new_session())
+        self.auth.set_cookie(request, response, await self.auth.new_session())
         log.info("memory page: signed in", remote=request.remote)
+        return response
+
+    async def _lang(self, request: web.Request) -> web.StreamResponse:
+        """The language switch: remembered in a cookie (a year), so the page
+        stays in the chosen language whatever the browser asks for."""
+        lang = request.query.get("set", "")
+        if lang not in ("en", "zh"):
+            return _json({"error": "set must be en or zh"}, status=400)
+        response = _redirect(safe_back(request.query.get("back")))
+        response.set_cookie(LANG_COOKIE, lang, path=COOKIE_PATH, max_age=365 * 24 * 3600, httponly=True,
+                            samesite="Lax", secure=is_https(request))
         return response
 
     async def _logout(self, request: web.Request, ident: Identity, ctx: PageContext, data: Data) -> web.StreamResponse:
         if ident.session:  # a Bearer request has no session to end
-            self.auth.end_session(ident.session)
+            await self.auth.end_session(ident.session)
         response = _redirect("/memory")
         response.del_cookie(COOKIE, path=COOKIE_PATH)
         log.info("memory page: signed out", remote=request.remote)
@@ -326,7 +371,10 @@ class MemoryWeb:
 
     async def _main(self, request: web.Request, ident: Identity, ctx: PageContext, data: Data) -> web.StreamResponse:
         user = _user(data, required=False)
-        ctx.flash = _notice(data)
+        ctx.flash = _notice(ctx.t, data)
+        ctx.undo = _undo(ctx, data)
+        if ctx.flash and data.get("done") in ANCHORED:
+            ctx.flash_on = _notice_id(data)
         if user is None:
             return _html(layout(ctx, "memory", overview_body(ctx)), ctx.nonce)
         ctx.user = user
@@ -339,20 +387,26 @@ class MemoryWeb:
             text = main_page(ctx, stats=stats, status=status_text, query=query, scored=found.memories, events=found.events, replaced=replaced)
             return _html(text, ctx.nonce)
         status = _status(status_text)
+        category = _category(str(data.get("category") or ""))
+        has = " ".join(str(data.get("has") or "").split())[:MAX_HAS]
         offset = _int(data.get("offset"), "offset", default=0)
-        rows = await self.admin.list(user, status=status, limit=self.page_size + 1, offset=offset)
+        rows = await self.admin.list(user, status=status, category=category, has=has, limit=self.page_size + 1,
+                                     offset=offset)
         more, rows = len(rows) > self.page_size, rows[: self.page_size]
+        total = await self.admin.count(user, status=status, category=category, has=has)
         replaced = await self.admin.replaced([m.id for m in rows])
         text = main_page(
             ctx, stats=stats, status=status_text if status is not None else "all", query="", memories=rows,
-            replaced=replaced, offset=offset, page_size=self.page_size, more=more,
+            replaced=replaced, offset=offset, page_size=self.page_size, more=more, total=total,
+            category=category.value if category else "", has=has,
         )
         return _html(text, ctx.nonce)
 
     async def _item(self, request: web.Request, ident: Identity, ctx: PageContext, data: Data) -> web.StreamResponse:
         m = await self.admin.get(_int(data.get("id"), "id"))
         ctx.user = m.owner
-        ctx.flash = _notice(data)
+        ctx.flash = _notice(ctx.t, data)
+        ctx.undo = _undo(ctx, data)
         older, newer = await self.admin.chain(m.id)
         entries = await self.admin.memory_log([m.id, *(x.id for x in older), *(x.id for x in newer)])
         return _html(detail_page(ctx, m, older=older, newer=newer, log=entries), ctx.nonce)
@@ -360,7 +414,46 @@ class MemoryWeb:
     async def _log(self, request: web.Request, ident: Identity, ctx: PageContext, data: Data) -> web.StreamResponse:
         user = _user(data)
         ctx.user = user
-        return _html(log_page(ctx, await self.admin.log(user or "")), ctx.nonce)
+        before = _int(data.get("before"), "before", default=0) or None
+        entries = await self.admin.log(user or "", limit=LOG_PAGE + 1, before=before)
+        more, entries = len(entries) > LOG_PAGE, entries[:LOG_PAGE]
+        return _html(log_page(ctx, entries, older=entries[-1].id if more else None, paged=before is not None), ctx.nonce)
+
+    async def _export(self, request: web.Request, ident: Identity, ctx: PageContext, data: Data) -> web.StreamResponse:
+        """The operator's Markdown export (gateway/export.py) of one user,
+        written page by page into a :class:`Spool` (a large memory goes to an
+        anonymous temporary file, not into RAM), then sent in chunks. Written
+        whole first: a failure is a 500, never a file cut short."""
+        user = _user(data)
+        assert user is not None
+        now = datetime.now(UTC)
+        spool = Spool(EXPORT_IN_MEMORY)
+        try:
+            await write_markdown(spool.write, SqliteMemory(self.admin.engine, self.admin.retriever), [user],
+                                 at=now.strftime("%Y-%m-%d %H:%M UTC"))
+        except BaseException:
+            spool.close()
+            raise
+        name = f"myclaw-memory-{_file_part(user)}-{now.date().isoformat()}.md"
+        # filename*: the user's own name (RFC 6266), for a name not in ASCII; filename for old clients.
+        named = quote(f"myclaw-memory-{user}-{now.date().isoformat()}.md", safe="")
+        attachment = spool.attachment(name, MIME)
+        size = attachment.size
+        try:
+            response = _security_headers(web.StreamResponse(headers={
+                "Content-Type": f"{MIME}; charset=utf-8",
+                "Content-Disposition": f"attachment; filename=\"{name}\"; filename*=UTF-8''{named}",
+                "Content-Length": str(size),
+            }))
+            await response.prepare(request)
+            with attachment.open() as f:
+                while chunk := f.read(1 << 16):
+                    await response.write(chunk)
+            await response.write_eof()
+        finally:
+            attachment.close()
+        log.info("memory page: memories exported", owner=user, bytes=size)
+        return response
 
     async def _add(self, request: web.Request, ident: Identity, ctx: PageContext, data: Data) -> web.StreamResponse:
         user = _user(data)
@@ -432,7 +525,7 @@ class MemoryWeb:
             stats = await self.admin.stats(user)
             retry = data.get("confirm") == "yes"
             if retry:
-                ctx.flash = "The name you typed does not match; nothing was erased."
+                ctx.flash = ctx.t("name_mismatch")
             page = clear_confirm_page(ctx, erase=True, count=stats.total)
             return _html(page, ctx.nonce, status=400 if retry else 200)
         n = await self.admin.erase_all(user)
@@ -452,10 +545,13 @@ class MemoryWeb:
         user = _user(data)
         limit = _int(data.get("limit"), "limit", default=self.page_size, lo=1, hi=MAX_LIMIT)
         offset = _int(data.get("offset"), "offset", default=0)
-        rows = await self.admin.list(user or "", status=_status(data.get("status")), limit=limit + 1, offset=offset)
+        status, category = _status(data.get("status")), _category(data.get("category"))
+        has = " ".join(str(data.get("has") or "").split())[:MAX_HAS]
+        rows = await self.admin.list(user or "", status=status, category=category, has=has, limit=limit + 1, offset=offset)
         return {
             "memories": [memory_dict(m) for m in rows[:limit]],
             "next_offset": offset + limit if len(rows) > limit else None,
+            "total": await self.admin.count(user or "", status=status, category=category, has=has),
         }
 
     async def _api_search(self, request: web.Request, data: Data) -> Any:
@@ -534,12 +630,42 @@ def _strip_notice(back: str) -> str:
     return parts.path + ("?" + urlencode(q) if q else "")
 
 
-def _notice(data: Data) -> str:
-    template = DONE.get(str(data.get("done") or ""))
-    if template is None:
+def _file_name_safe(c: str) -> bool:
+    return c.isascii() and (c.isalnum() or c in "-_.")
+
+
+def _file_part(user: str) -> str:
+    """A user name in a download's file name: header-safe ASCII only."""
+    return "".join(c if _file_name_safe(c) else "_" for c in user)[:60].strip("._") or "user"
+
+
+# Notices whose redirect jumps to the memory's card (#m<id>): shown on it.
+ANCHORED = ("added", "exists", "edited", "edited_entries", "restored")
+
+
+def _notice_id(data: Data) -> int:
+    try:
+        return int(data.get("n") or 0)
+    except ValueError:
+        return 0
+
+
+def _undo(ctx: PageContext, data: Data) -> int:
+    """The memory an archive's notice offers to restore (the one change a
+    click undoes; an erase is asked for twice instead)."""
+    return _notice_id(data) if ctx.flash and data.get("done") == "archived" else 0
+
+
+def _words(request: web.Request, tz: tzinfo = UTC) -> Words:
+    return Words(pick_lang(request.headers.get("Accept-Language", ""), request.cookies.get(LANG_COOKIE, "")), tz)
+
+
+def _notice(t: Words, data: Data) -> str:
+    done = str(data.get("done") or "")
+    if done not in DONE:
         return ""
     try:
         n = int(data.get("n") or 0)
-        return template.format(id=n, memories=count_memories(n))
     except ValueError:
         return ""
+    return t(f"done_{done}", id=n, memories=count_memories(n, t))

@@ -11,7 +11,7 @@ attributes: the page's Content-Security-Policy allows only the one
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from html import escape
 from urllib.parse import urlencode
@@ -22,11 +22,11 @@ from memory.forgetting import Erasure
 from memory.origin import origin
 from memory.types import GLOBAL_OWNER, Category, Hit, Memory, Source, Status
 
-from ._actions import UserSummary
+from ._actions import EDITABLE, UserSummary
+from ._i18n import CATALOGUE, Words
 
 __all__ = [
     "PageContext",
-    "SOURCE_LABELS",
     "clear_confirm_page",
     "count_memories",
     "detail_page",
@@ -36,38 +36,22 @@ __all__ = [
     "login_page",
     "main_page",
     "message_page",
+    "retry_page",
 ]
 
-SOURCE_LABELS = {
-    Source.EXTRACTION: "Auto-extracted",
-    Source.COMPRESSION: "Auto (compressed)",
-    Source.MANUAL: "Added by hand",
-    Source.MIGRATION: "Migrated from file",
-}
-STATUS_TABS = (("active", "Active"), ("archived", "Archived"), ("superseded", "Superseded"), ("all", "All"))
-DONE = {
-    "added": "Memory m{id} added.",
-    "exists": "The same memory is already stored as m{id}; nothing added.",
-    "edited": "Memory m{id} saved.",
-    "edited_entries": ("Memory m{id} saved. The Core Memory entries built on its old words are superseded "
-                       "(Superseded tab); the next weekly refresh writes the profile again."),
-    "archived": "Memory m{id} archived. It can be restored from the Archived tab.",
-    "restored": "Memory m{id} restored.",
-    "erased": "Memory m{id} erased for good.",
-    "erased_cascade": "Memory m{id} erased for good, with its older versions and the Core Memory entries built on it.",
-    "archived_all": "{memories} archived.",
-    "erased_all": "{memories} erased for good.",
-    "retried_set_aside": "{id} set-aside lines will be tried again at the next extraction run.",
-}
+STATUS_TABS = ("active", "archived", "superseded", "all")
+# The notices a POST's redirect names (``?done=``): catalogue keys ``done_<name>``.
+DONE = ("added", "exists", "edited", "edited_entries", "archived", "restored", "erased", "erased_cascade",
+        "archived_all", "erased_all", "retried_set_aside")
 
 
 def e(value: object) -> str:
     return escape(str(value), quote=True)
 
 
-def count_memories(n: int) -> str:
-    """"1 memory", "2 memories": a count as a person writes it."""
-    return f"{n} memory" if n == 1 else f"{n} memories"
+def count_memories(n: int, t: Words | None = None) -> str:
+    """"1 memory", "2 memories", "2 条记忆": a count as a person writes it."""
+    return (t or Words()).count("memory", n)
 
 
 def url(path: str, **params: object) -> str:
@@ -86,6 +70,10 @@ class PageContext:
     back: str = "/memory"
     flash: str = ""
     extra_head: list[str] = field(default_factory=list)
+    t: Words = field(default_factory=Words)  # the page's language
+    undo: int = 0  # a memory just archived: its notice offers to restore it
+    flash_on: int = 0  # the memory the notice is about: shown on its card (the page scrolls there), if on the page
+    flash_shown: bool = False  # a card showed the notice: not again at the top
 
 
 # -- building blocks -----------------------------------------------------------
@@ -96,109 +84,136 @@ def _hidden(ctx: PageContext, **values: object) -> str:
     return "".join(f'<input type="hidden" name="{e(k)}" value="{e(v)}">' for k, v in fields.items() if v is not None)
 
 
-def _post(ctx: PageContext, action: str, label: str, *, cls: str = "", **values: object) -> str:
+def _post(ctx: PageContext, action: str, label: str, *, cls: str = "", aria: str = "", **values: object) -> str:
+    """A one-button form; ``aria``: the button's full name for a screen
+    reader when ``label`` alone does not say what it acts on."""
+    named = f' aria-label="{e(aria)}"' if aria else ""
     return (
         f'<form method="post" action="{e(action)}" class="inline">{_hidden(ctx, **values)}'
-        f'<button type="submit" class="{e(cls)}">{e(label)}</button></form>'
+        f'<button type="submit" class="{e(cls)}"{named}>{e(label)}</button></form>'
     )
 
 
-def _when(ts: str) -> str:
-    """``2026-03-01T12:00:00Z`` -> ``2026-03-01 12:00``."""
-    return ts[:16].replace("T", " ") if ts else "-"
+def _status(t: Words, status: Status | str) -> str:
+    return t(f"st_{status}")
+
+
+def _category(t: Words, category: str) -> str:
+    return t(f"cat_{category}") if f"cat_{category}" in CATALOGUE else category
 
 
 def _provenance(ctx: PageContext, m: Memory) -> str:
     """Where it came from in the words citations use (memory/origin.py),
     the chat for the operator, and the memories it was built on as links:
     never raw refs (``m:12``, ``buf:7``), which mean nothing on a page."""
+    t = ctx.t
     p = m.provenance
-    bits = [e(x) for x in (origin(m.source.value, p), f"chat {p.chat_id}" if p.chat_id else "",
-                           f"session {p.session}" if p.session else "") if x]
+    bits = [e(x) for x in (origin(m.source.value, p, zh=t.zh), t("chat", id=p.chat_id) if p.chat_id else "",
+                           t("session", id=p.session) if p.session else "") if x]
     if (p.date_from or p.date_to) and m.source is not Source.COMPRESSION:  # a summary's words say its span
         span = p.date_from if p.date_from == p.date_to or not p.date_to else f"{p.date_from or '?'} – {p.date_to}"
-        bits.append(f"said {e(span)}")
+        bits.append(e(t("said", span=span)))
     built = [r[2:] for r in p.refs if r.startswith("m:") and r[2:].isdigit()]
     if built:
         links = ", ".join(f'<a href="{e(url("/memory/item", id=i, user=ctx.user))}">m{e(i)}</a>' for i in built[:10])
-        bits.append("built on " + links + (" …" if len(built) > 10 else ""))
+        bits.append(t("built_on", links=links + (" …" if len(built) > 10 else "")))
     return " · ".join(bits)
 
 
-def _options(values: Iterable[str], selected: str) -> str:
-    return "".join(f'<option value="{e(v)}"{" selected" if v == selected else ""}>{e(v)}</option>' for v in values)
+def _options(values: Iterable[str], selected: str, label: Callable[[str], str] = str) -> str:
+    return "".join(
+        f'<option value="{e(v)}"{" selected" if v == selected else ""}>{e(label(v))}</option>' for v in values
+    )
 
 
-def _fields(m: Memory | None) -> str:
-    """The editable fields, filled from ``m`` (edit) or defaults (add)."""
-    content = m.content if m else ""
-    tier = str(m.tier) if m else "2"
-    cat = m.category.value if m else ""
-    imp = f"{m.importance:.2f}" if m else "0.70"
-    project = "" if m is None or m.project == GLOBAL_OWNER else m.project
-    topic = "" if m is None or m.topic == "_general" else m.topic
-    cat_opts = ("" if m else '<option value="">default (identity for tier 1, decision for tier 2)</option>') + _options(
-        (c.value for c in Category), cat
+def _values(m: Memory | None) -> dict[str, str]:
+    """A form's fields from ``m`` (edit) or the defaults (add)."""
+    if m is None:
+        return {"content": "", "tier": "2", "category": "", "importance": "0.70", "project": "", "topic": ""}
+    return {
+        "content": m.content, "tier": str(m.tier), "category": m.category.value, "importance": f"{m.importance:.2f}",
+        "project": "" if m.project == GLOBAL_OWNER else m.project, "topic": "" if m.topic == "_general" else m.topic,
+    }
+
+
+def _fields(t: Words, m: Memory | None, *, typed: dict[str, str] | None = None, add: bool | None = None) -> str:
+    """The editable fields, filled from ``m`` (edit) or defaults (add), or
+    with what was ``typed`` into a form the server refused."""
+    v = {**_values(m), **(typed or {})}
+    add = m is None if add is None else add
+    content, tier, cat, project, topic = v["content"], v["tier"], v["category"], v["project"], v["topic"]
+    try:
+        imp = f"{float(v['importance']):.2f}"
+    except ValueError:
+        imp = v["importance"]
+    cat_opts = (f'<option value="">{e(t("category_default"))}</option>' if add else "") + _options(
+        (c.value for c in Category), cat, lambda c: _category(t, c)
     )
     return f"""
-<label class="wide">Content<textarea name="content" rows="3" required maxlength="4000">{e(content)}</textarea></label>
+<label class="wide">{e(t("content"))}<textarea name="content" rows="3" required maxlength="4000">{e(content)}</textarea></label>
 <div class="row">
-<label>Tier<select name="tier">{_options(["1", "2"], tier)}</select></label>
-<label>Category<select name="category">{cat_opts}</select></label>
-<label>Importance<input type="number" name="importance" min="0" max="1" step="0.05" value="{e(imp)}"></label>
-<label>Project<input name="project" value="{e(project)}" placeholder="{GLOBAL_OWNER}"></label>
-<label>Topic<input name="topic" value="{e(topic)}" placeholder="_general"></label>
+<label>{e(t("tier"))}<select name="tier">{_options(["1", "2"], tier, lambda x: t(f"tier_{x}"))}</select></label>
+<label>{e(t("category"))}<select name="category">{cat_opts}</select></label>
+<label>{e(t("importance_label"))}<input type="number" name="importance" min="0" max="1" step="0.05" value="{e(imp)}"></label>
+<label>{e(t("project"))}<input name="project" value="{e(project)}" placeholder="{GLOBAL_OWNER}"></label>
+<label>{e(t("topic"))}<input name="topic" value="{e(topic)}" placeholder="_general"></label>
 </div>"""
 
 
 def card(ctx: PageContext, m: Memory, *, replaced: Sequence[Memory] = (), score: float | None = None, detail_link: bool = True) -> str:
+    t = ctx.t
     shared = m.owner != ctx.user
-    tier = "profile (tier 1)" if m.tier == 1 else "knowledge (tier 2)"
     meta = [
-        f'<span class="badge src-{e(m.source.value)}">{e(SOURCE_LABELS.get(m.source, m.source.value))}</span>',
-        f'<span class="badge tier">{e(tier)}</span>',
-        f'<span class="badge cat">{e(m.category.value)}</span>',
-        f'<span title="importance">★ {m.importance:.2f}</span>',
+        f'<span class="badge src-{e(m.source.value)}">{e(t(f"src_{m.source.value}"))}</span>',
+        f'<span class="badge tier">{e(t(f"tier_{m.tier}"))}</span>',
+        f'<span class="badge cat">{e(_category(t, m.category.value))}</span>',
+        f'<span title="{e(t("importance"))}">★ {m.importance:.2f}</span>',
     ]
     if m.status is not Status.ACTIVE:
-        meta.insert(0, f'<span class="badge st-{e(m.status.value)}">{e(m.status.value)}</span>')
+        meta.insert(0, f'<span class="badge st-{e(m.status.value)}">{e(_status(t, m.status))}</span>')
     if shared:
-        meta.insert(0, f'<span class="badge shared" title="visible to every user">shared: {e(m.owner)}</span>')
+        meta.insert(0, f'<span class="badge shared" title="{e(t("shared_hint"))}">{e(t("shared", owner=m.owner))}</span>')
     if m.project != GLOBAL_OWNER or m.topic != "_general":
         meta.append(f"<span>{e(m.project)} / {e(m.topic)}</span>")
     if score is not None:
-        meta.append(f'<span class="score" title="retrieval score">score {score:.3f}</span>')
+        meta.append(f'<span class="score" title="{e(t("score_hint"))}">{e(t("score", score=f"{score:.3f}"))}</span>')
     where = _provenance(ctx, m)
-    dates = f"created {e(_when(m.created_at))}"
+    dates = e(t("created", when=t.when(m.created_at)))
     if m.updated_at != m.created_at:
-        dates += f" · updated {e(_when(m.updated_at))}"
+        dates += " · " + e(t("updated", when=t.when(m.updated_at)))
     chain = ""
     if replaced:
         items = ", ".join(
             f'<a href="{e(url("/memory/item", id=r.id, user=ctx.user))}">m{r.id}</a> “{e(_short(r.content))}”' for r in replaced
         )
-        chain += f'<p class="chain">Replaced {items}</p>'
+        chain += f'<p class="chain">{t("replaced", items=items)}</p>'
     if m.superseded_by is not None:
-        chain += (
-            f'<p class="chain">Superseded by <a href="{e(url("/memory/item", id=m.superseded_by, user=ctx.user))}">'
-            f"m{m.superseded_by}</a></p>"
-        )
+        link = f'<a href="{e(url("/memory/item", id=m.superseded_by, user=ctx.user))}">m{m.superseded_by}</a>'
+        chain += f'<p class="chain">{t("superseded_by", link=link)}</p>'
     actions = []
     if not shared:
         actions.append(
-            f'<details class="edit"><summary>Edit</summary><form method="post" action="/memory/edit">'
-            f"{_hidden(ctx, id=m.id, user=m.owner)}{_fields(m)}"
-            f'<button type="submit" class="primary">Save</button></form></details>'
+            f'<details class="edit"><summary aria-label="{e(t("edit_label", id=m.id))}">{e(t("edit"))}</summary>'
+            f'<form method="post" action="/memory/edit"'
+            f' aria-label="{e(t("edit_label", id=m.id))}">'
+            f"{_hidden(ctx, id=m.id, user=m.owner)}{_fields(t, m)}"
+            f'<button type="submit" class="primary">{e(t("save"))}</button></form></details>'
         )
+        # Twenty cards a page: each button names its memory for a screen reader.
         if m.status is Status.ACTIVE:
-            actions.append(_post(ctx, "/memory/archive", "Archive", id=m.id, user=m.owner))
+            actions.append(_post(ctx, "/memory/archive", t("archive"), aria=f"{t('archive')} m{m.id}", id=m.id, user=m.owner))
         else:
-            actions.append(_post(ctx, "/memory/restore", "Restore", id=m.id, user=m.owner))
-        actions.append(_post(ctx, "/memory/erase", "Erase…", cls="danger", id=m.id, user=m.owner))
+            actions.append(_post(ctx, "/memory/restore", t("restore"), aria=f"{t('restore')} m{m.id}", id=m.id, user=m.owner))
+        actions.append(_post(ctx, "/memory/erase", t("erase_dots"), cls="danger", aria=f"{t('erase_dots')} m{m.id}",
+                             id=m.id, user=m.owner))
     if detail_link:
-        actions.append(f'<a class="button" href="{e(url("/memory/item", id=m.id, user=ctx.user))}">Details</a>')
+        actions.append(f'<a class="button" href="{e(url("/memory/item", id=m.id, user=ctx.user))}"'
+                       f' aria-label="{e(t("details"))} m{m.id}">{e(t("details"))}</a>')
+    notice = ""
+    if ctx.flash and ctx.flash_on == m.id and not ctx.flash_shown:
+        notice, ctx.flash_shown = f'<div class="flash" role="status">{e(ctx.flash)}</div>', True
     return f"""
-<article class="card st-{e(m.status.value)}" id="m{m.id}">
+<article class="card st-{e(m.status.value)}" id="m{m.id}">{notice}
   <p class="content">{e(m.content)}</p>
   <div class="meta">{" ".join(meta)}</div>
   <div class="meta sub"><a href="{e(url("/memory/item", id=m.id, user=ctx.user))}">m{m.id}</a> · {dates}{" · " + where if where else ""}</div>
@@ -212,25 +227,28 @@ def _short(text: str, n: int = 60) -> str:
     return text if len(text) <= n else text[: n - 1] + "…"
 
 
-def _stats_bar(s: Stats) -> str:
+def _stats_bar(t: Words, s: Stats) -> str:
     src = s.by_source
     auto = src.get("extraction", 0) + src.get("compression", 0)
     tiles = [
-        ("Active", s.by_status.get("active", 0), "active memories: what the bot can recall"),
-        ("Profile", s.by_tier.get("1", 0), "tier 1: always in the prompt (active)"),
-        ("Knowledge", s.by_tier.get("2", 0), "tier 2: recalled when relevant (active)"),
-        ("Auto-extracted", auto, "extracted or compressed from conversations (active)"),
-        ("By hand", src.get("manual", 0), "added by hand: this page, the CLI or the bot's memory_save (active)"),
-        ("Migrated", src.get("migration", 0), "imported from MEMORY.md / daily files (active)"),
-        ("Archived", s.by_status.get("archived", 0), "hidden from the bot, restorable"),
-        ("Superseded", s.by_status.get("superseded", 0), "replaced by a newer fact"),
-        ("Events", s.events, "tier 3 conversation summaries"),
-        ("Buffered", s.buffered - s.set_aside, "messages waiting for extraction"),
-        *([("Set aside", s.set_aside, "messages the memory model could not take even one at a time: kept, "
-            "not retried until asked (Try again, below, or myclaw memory retry-set-aside)")] if s.set_aside else []),
+        ("active", s.by_status.get("active", 0)),
+        ("profile", s.by_tier.get("1", 0)),
+        ("knowledge", s.by_tier.get("2", 0)),
+        ("auto", auto),
+        ("manual", src.get("manual", 0)),
+        ("migrated", src.get("migration", 0)),
+        ("archived", s.by_status.get("archived", 0)),
+        ("superseded", s.by_status.get("superseded", 0)),
+        ("events", s.events),
+        ("buffered", s.buffered - s.set_aside),
+        *([("set_aside", s.set_aside)] if s.set_aside else []),
     ]
-    body = "".join(f'<div class="tile" title="{e(t)}"><b>{v}</b><span>{e(k)}</span></div>' for k, v, t in tiles)
-    return f'<section class="stats" aria-label="statistics"><div class="tile total"><b>{s.total}</b><span>Total</span></div>{body}</section>'
+    body = "".join(
+        f'<div class="tile" title="{e(t(f"tile_{k}_hint"))}"><b>{v}</b><span>{e(t(f"tile_{k}"))}</span></div>'
+        for k, v in tiles
+    )
+    return (f'<section class="stats" aria-label="{e(t("statistics"))}"><div class="tile total"><b>{s.total}</b>'
+            f'<span>{e(t("total"))}</span></div>{body}</section>')
 
 
 def _set_aside(ctx: PageContext, user: str, s: Stats) -> str:
@@ -238,9 +256,8 @@ def _set_aside(ctx: PageContext, user: str, s: Stats) -> str:
     that can, the operator has them tried again."""
     if not s.set_aside:
         return ""
-    return (f'<p class="muted">{s.set_aside} buffered lines were set aside: the memory model could not take them. '
-            f'After changing it for one with a larger context: '
-            f'{_post(ctx, "/memory/retry-set-aside", "Try them again", user=user)}</p>')
+    return (f'<p class="muted">{e(ctx.t("set_aside_text", n=s.set_aside))}'
+            f'{_post(ctx, "/memory/retry-set-aside", ctx.t("try_again"), user=user)}</p>')
 
 
 # -- layout ---------------------------------------------------------------------
@@ -309,6 +326,10 @@ dialog::backdrop{background:rgba(15,23,42,.45)}dialog h3{margin:0 0 4px}
 .login h1{font-size:18px;margin:0 0 12px}.login input{width:100%;margin:6px 0 12px}
 .confirm{background:#fff;border:1px solid #f1b8b3;border-radius:10px;padding:16px 20px}
 .confirm h3{margin:14px 0 4px;font-size:15px}ul.linked{margin:4px 0 8px;padding-left:20px}ul.linked li{margin:3px 0}
+.skip{position:absolute;left:-9999px;top:0;background:#fff;padding:6px 12px;z-index:10}.skip:focus{left:8px}
+a:focus-visible,button:focus-visible,summary:focus-visible,input:focus-visible,select:focus-visible,textarea:focus-visible{outline:2px solid #0b63c5;outline-offset:2px}
+form.filter{display:inline-flex;gap:6px;align-items:flex-end;margin-left:auto}form.filter label{flex-direction:row;align-items:center;gap:6px}
+@media (max-width: 720px){.layout{flex-direction:column}nav.users{width:auto;border-right:none;border-bottom:1px solid #e3e6ea;max-height:32vh;overflow:auto}main{padding:12px}header.top{padding:10px 12px;gap:10px}.tabs{flex-wrap:wrap}.row input,.row select{max-width:100%}table.log{display:block;overflow-x:auto}table.prov th{width:auto;white-space:normal}}
 """
 
 JS = """
@@ -324,57 +345,85 @@ if (linked && linked.tagName === 'DIALOG') { linked.showModal(); }
 
 
 def layout(ctx: PageContext, title: str, body: str, *, picker: bool = True) -> str:
+    t = ctx.t
     nav = _picker(ctx) if picker else ""
     logout = (
-        f'<form method="post" action="/memory/logout" class="inline">{_hidden(ctx)}<button type="submit">Sign out</button></form>'
+        f'<form method="post" action="/memory/logout" class="inline">{_hidden(ctx)}<button type="submit">{e(t("sign_out"))}</button></form>'
         if ctx.csrf
         else ""
     )
-    flash = f'<div class="flash">{e(ctx.flash)}</div>' if ctx.flash else ""
+    other = "en" if t.zh else "zh"
+    switch = (f'<a href="{e(url("/memory/lang", set=other, back=ctx.back))}" lang="{"en" if t.zh else "zh-Hans"}"'
+              f' title="{e(t("switch_hint"))}">{e(t("switch_to"))}</a>')
+    undo = (" " + _post(ctx, "/memory/restore", t("undo"), id=ctx.undo, user=ctx.user or "")) if ctx.undo and ctx.csrf else ""
+    flash = f'<div class="flash" role="status">{e(ctx.flash)}{undo}</div>' if ctx.flash and not ctx.flash_shown else ""
+    # Signed in only (the users are listed): the gateway's zone is no one else's business.
+    footer = f'<footer class="muted">{e(t("times_in", zone=t.zone))}</footer>' if ctx.users else ""
     return f"""<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1">
-<meta name="referrer" content="no-referrer"><title>{e(title)} · myclaw memory</title>
+<html lang="{t.html_lang}"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1">
+<meta name="referrer" content="no-referrer"><title>{e(title)} · {e(t("title_suffix"))}</title>
 <style nonce="{e(ctx.nonce)}">{CSS}</style></head>
-<body><header class="top"><h1><a href="/memory">myclaw · memory</a></h1><span class="grow"></span>{logout}</header>
-<div class="layout">{nav}<main>{flash}{body}</main></div>
+<body><a class="skip" href="#main">{e(t("skip"))}</a>
+<header class="top"><h1><a href="/memory">{e(t("brand"))}</a></h1><span class="grow"></span>{switch}{logout}</header>
+<div class="layout">{nav}<main id="main">{flash}{body}{footer}</main></div>
 <script nonce="{e(ctx.nonce)}">{JS}</script></body></html>"""
 
 
+CURRENT = ' aria-current="page"'
+
+
 def _picker(ctx: PageContext) -> str:
+    t = ctx.t
     items = "".join(
         f'<li><a href="{e(url("/memory", user=u.name))}" class="{"on" if u.name == ctx.user else ""}"'
-        f' title="{u.active} active, {u.archived} archived, {u.superseded} superseded">'
+        f'{CURRENT if u.name == ctx.user else ""}'
+        f' title="{e(t("user_counts", active=u.active, archived=u.archived, superseded=u.superseded))}">'
         f'<span>{e(u.name)}</span><span class="count">{u.active}</span></a></li>'
         for u in ctx.users
     )
-    return f'<nav class="users" aria-label="users"><h2>Users</h2><ul>{items}</ul></nav>'
+    return f'<nav class="users" aria-label="{e(t("users_nav"))}"><h2>{e(t("users"))}</h2><ul>{items}</ul></nav>'
 
 
 # -- pages ------------------------------------------------------------------------
 
 
-def login_page(nonce: str, *, failed: bool = False) -> str:
-    ctx = PageContext(nonce=nonce, csrf="")
-    msg = '<div class="flash err">Wrong token.</div>' if failed else ""
-    body = f"""<div class="login"><h1>Sign in</h1>{msg}
-<p class="muted">The memory page needs the admin token (<code>gateway.admin.token</code>).</p>
-<form method="post" action="/memory/login"><label>Admin token<input type="password" name="token" autocomplete="current-password" required autofocus></label>
-<button type="submit" class="primary">Sign in</button></form></div>"""
-    return layout(ctx, "Sign in", body, picker=False)
+def login_page(nonce: str, *, failed: bool = False, t: Words | None = None, back: str = "/memory") -> str:
+    ctx = PageContext(nonce=nonce, csrf="", t=t or Words(), back=back)
+    t = ctx.t
+    msg = f'<div class="flash err" role="alert">{e(t("wrong_token"))}</div>' if failed else ""
+    body = f"""<div class="login"><h2>{e(t("sign_in"))}</h2>{msg}
+<p class="muted">{t("needs_token")}</p>
+<form method="post" action="/memory/login"><input type="hidden" name="back" value="{e(back)}"><label>{e(t("admin_token"))}<input type="password" name="token" autocomplete="current-password" required autofocus></label>
+<button type="submit" class="primary">{e(t("sign_in"))}</button></form></div>"""
+    return layout(ctx, t("sign_in"), body, picker=False)
 
 
-def message_page(ctx: PageContext, title: str, text: str) -> str:
-    return layout(ctx, title, f'<h2>{e(title)}</h2><div class="flash err">{e(text)}</div><p><a href="/memory">Back to the memory page</a></p>')
+def message_page(ctx: PageContext, title: str, text: str, *, back: str = "/memory") -> str:
+    return layout(ctx, title, f'<h2>{e(title)}</h2><div class="flash err" role="alert">{e(text)}</div>'
+                              f'<p><a href="{e(back)}">{e(ctx.t("back_to_page"))}</a></p>')
+
+
+def retry_page(ctx: PageContext, title: str, text: str, *, action: str, typed: dict[str, str]) -> str:
+    """An add or edit the server refused: the reason, and the form again
+    with what was typed in it, so nothing typed is lost."""
+    t = ctx.t
+    keep = {k: typed[k] for k in ("id", "user") if typed.get(k)}
+    values: dict[str, str] = {k: str(typed[k]) for k in EDITABLE if k in typed}
+    form = (f'<form method="post" action="{e(action)}">{_hidden(ctx, **keep)}'
+            f'{_fields(t, None, typed=values, add=action == "/memory/add")}'
+            f'<div class="actions"><button type="submit" class="primary">{e(t("save"))}</button>'
+            f'<a class="button" href="{e(ctx.back)}">{e(t("cancel"))}</a></div></form>')
+    body = (f'<h2>{e(title)}</h2><div class="flash err" role="alert">{e(text)}</div>'
+            f'<p>{e(t("try_again_below"))}</p>{form}')
+    return layout(ctx, title, body)
 
 
 def overview_body(ctx: PageContext) -> str:
+    t = ctx.t
     if not ctx.users or all(u.total == 0 for u in ctx.users):
-        return _empty("No memories yet", "Memories appear here once people talk to the bot, or add one by hand under a user (for example _global, which every user sees).")
-    return (
-        '<div class="head"><h2>Choose a user</h2></div>'
-        '<p class="muted">Each person the bot talks to has their own memories; <b>_global</b> holds facts every user sees. '
-        "Pick one on the left to see, search and edit their memories.</p>"
-    )
+        return _empty(t("no_memories_title"), t("no_memories_text"))
+    return f'<div class="head"><h2>{e(t("choose_user"))}</h2></div><p class="muted">{t("choose_user_text")}</p>'
+
 
 
 def _empty(title: str, text: str) -> str:
@@ -394,28 +443,37 @@ def main_page(
     offset: int = 0,
     page_size: int = 20,
     more: bool = False,
+    total: int = 0,
+    category: str = "",
+    has: str = "",
 ) -> str:
+    t = ctx.t
     user = ctx.user or ""
     replaced = replaced or {}
+    cat = category or None
+    kept = {"category": cat, "has": has or None}  # the list's filters, kept by its tabs and pages
     tabs = "".join(
-        f'<a href="{e(url("/memory", user=user, status=k))}" class="{"on" if k == status and not query else ""}">{e(label)}'
+        f'<a href="{e(url("/memory", user=user, status=k, **kept))}" class="{"on" if k == status and not query else ""}"'
+        f'{CURRENT if k == status and not query else ""}>{e(t(f"tab_{k}"))}'
         + (f" ({stats.by_status.get(k, 0)})" if k != "all" else f" ({stats.total})")
         + "</a>"
-        for k, label in STATUS_TABS
+        for k in STATUS_TABS
     )
     search = f"""<form class="search" method="get" action="/memory" role="search">
 <input type="hidden" name="user" value="{e(user)}">
-<input type="search" name="q" value="{e(query)}" placeholder="Search {e(user)}'s memories as the bot would recall them…" aria-label="search">
-<button type="submit">Search</button>{f'<a class="button" href="{e(url("/memory", user=user))}">Clear</a>' if query else ""}</form>"""
+<input type="search" name="q" value="{e(query)}" placeholder="{e(t("search_placeholder", user=user))}" aria-label="{e(t("search_label"))}">
+<button type="submit">{e(t("search"))}</button>{f'<a class="button" href="{e(url("/memory", user=user))}">{e(t("clear"))}</a>' if query else ""}</form>"""
     if query:
-        head = f'<p class="muted">{count_memories(len(scored))} the bot would recall for “{e(query)}”, best first (active memories of {e(user)}'
-        head += "" if user == GLOBAL_OWNER else " and _global"
-        head += ").</p>"
+        also = "" if user == GLOBAL_OWNER else t("found_also_global")
+        head = f'<p class="muted">{e(t("found_head", memories=count_memories(len(scored), t), query=query, user=user, also=also))}</p>'
         cards = "".join(card(ctx, m, score=s, replaced=replaced.get(m.id, ())) for m, s in scored)
         if not scored:
-            cards = _empty("Nothing found", f"No active memory of {user} matches “{query}”. Archived memories are not searched.")
+            cards = _empty(t("nothing_found"), t("nothing_found_text", user=user, query=query))
+        # The bot recalls its best few; the list holds every one with the words.
+        cards += (f'<p><a class="button" href="{e(url("/memory", user=user, status="all", has=" ".join(query.split())[:200]))}">'
+                  f'{e(t("every_holding", words=query))}</a></p>')
         if events:
-            cards += "<h3>Matching events (tier 3)</h3><ul class='events'>" + "".join(
+            cards += f"<h3>{e(t('matching_events'))}</h3><ul class='events'>" + "".join(
                 f"<li><b>{e(h.date)}</b> {e(h.content)} <span class='muted'>{e(h.citation())}</span></li>" for h in events
             ) + "</ul>"
         listing = head + cards
@@ -423,82 +481,108 @@ def main_page(
         if memories:
             listing = "".join(card(ctx, m, replaced=replaced.get(m.id, ())) for m in memories)
         elif offset:
-            listing = _empty("No more memories", "You are past the last page.")
-        elif status == "active":
-            listing = _empty(
-                f"{user} has no memories yet",
-                "The bot extracts facts from conversations in the background; you can also add one by hand.",
-            )
+            # A stale link or a page emptied by erasing: the way back is the last page that has any.
+            last = max(0, (total - 1) // page_size * page_size)
+            back = f'<p><a class="button" href="{e(url("/memory", user=user, status=status, **kept, offset=last))}">{e(t("newer"))}</a></p>'
+            listing = _empty(t("no_more"), t("no_more_text")) + (back if total else "")
+        elif has:
+            shown = t("none_holding", status=_status(t, status) if status != "all" else "", words=has)
+            listing = _empty(" ".join(shown.split()), t("nothing_here"))
+        elif category:
+            shown = t("none_in_category", status=_status(t, status) if status != "all" else "", category=_category(t, category))
+            listing = _empty(" ".join(shown.split()), t("nothing_here"))
+        elif status in ("active", "all"):
+            listing = _empty(t("user_empty", user=user), t("user_empty_text"))
         else:
-            listing = _empty(f"No {status} memories", "Nothing here.")
+            listing = _empty(t("none_in_tab", status=_status(t, status)), t("nothing_here"))
         pager = ""
-        if offset or more:
+        if memories and (offset or more):
             prev = (
-                f'<a class="button" href="{e(url("/memory", user=user, status=status, offset=max(0, offset - page_size)))}">← Newer</a>'
+                f'<a class="button" rel="prev" href="{e(url("/memory", user=user, status=status, **kept, offset=max(0, offset - page_size)))}">{e(t("newer"))}</a>'
                 if offset
                 else "<span></span>"
             )
-            nxt = f'<a class="button" href="{e(url("/memory", user=user, status=status, offset=offset + page_size))}">Older →</a>' if more else "<span></span>"
-            pager = f'<div class="pager">{prev}<span class="muted">{offset + 1}–{offset + len(memories)}</span>{nxt}</div>'
-        listing = f'<div class="tabs">{tabs}</div>' + listing + pager
-    add_dialog = f"""<dialog id="add-dialog"><h3>Add a memory for {e(user)}</h3>
-<p class="muted">Stored as “Added by hand”; the bot recalls it like any other memory{"" if user != GLOBAL_OWNER else ", for every user"}.</p>
-<form method="post" action="/memory/add">{_hidden(ctx, user=user)}{_fields(None)}
-<div class="actions"><button type="submit" class="primary">Add memory</button><button type="button" data-close>Cancel</button></div></form></dialog>"""
-    danger = f"""<details class="danger"><summary>Clear this user's memories</summary>
-<p>Archive every active memory of <b>{e(user)}</b> ({stats.by_status.get("active", 0)}): they leave the bot's recall and can be restored one by one from the Archived tab.</p>
-{_post(ctx, "/memory/archive-all", "Archive all…", cls="danger", user=user)}
-<p>Or erase all {count_memories(stats.total)} of <b>{e(user)}</b> for good (all statuses; cannot be undone).</p>
-{_post(ctx, "/memory/erase-all", "Erase all for good…", cls="danger", user=user)}</details>""" if stats.total else ""
+            nxt = (f'<a class="button" rel="next" href="{e(url("/memory", user=user, status=status, **kept, offset=offset + page_size))}">{e(t("older"))}</a>'
+                   if more else "<span></span>")
+            shown = t("shown", first=offset + 1, last=offset + len(memories), total=max(total, offset + len(memories)))
+            pager = f'<nav class="pager" aria-label="{e(t("pages"))}">{prev}<span class="muted">{e(shown)}</span>{nxt}</nav>'
+        cats = f'<option value="">{e(t("all_categories"))}</option>' + _options(
+            (c.value for c in Category), category, lambda c: _category(t, c))
+        filters = (f'<form class="filter" method="get" action="/memory"><input type="hidden" name="user" value="{e(user)}">'
+                   f'<input type="hidden" name="status" value="{e(status)}">'
+                   f'<label>{e(t("filter_category"))}<select name="category">{cats}</select></label>'
+                   f'<label>{e(t("has_label"))}<input type="search" name="has" value="{e(has)}" maxlength="200"'
+                   f' placeholder="{e(t("has_placeholder"))}"></label>'
+                   f'<button type="submit">{e(t("filter"))}</button></form>')
+        listing = f'<nav class="tabs" aria-label="{e(t("tabs_label"))}">{tabs}</nav>{filters}' + listing + pager
+    add_dialog = f"""<dialog id="add-dialog" aria-labelledby="add-title"><h3 id="add-title">{e(t("add_title", user=user))}</h3>
+<p class="muted">{e(t("add_text", everyone=t("add_everyone") if user == GLOBAL_OWNER else ""))}</p>
+<form method="post" action="/memory/add">{_hidden(ctx, user=user)}{_fields(t, None)}
+<div class="actions"><button type="submit" class="primary">{e(t("add_memory"))}</button><button type="button" data-close>{e(t("cancel"))}</button></div></form></dialog>"""
+    danger = f"""<details class="danger"><summary>{e(t("clear_title"))}</summary>
+<p>{t("clear_archive_text", user=e(user), n=stats.by_status.get("active", 0))}</p>
+{_post(ctx, "/memory/archive-all", t("archive_all_dots"), cls="danger", user=user)}
+<p>{t("clear_erase_text", memories=e(count_memories(stats.total, t)), user=e(user))}</p>
+{_post(ctx, "/memory/erase-all", t("erase_all_dots"), cls="danger", user=user)}</details>""" if stats.total else ""
     body = f"""<div class="head"><h2>{e(user)}</h2><span class="grow"></span>
-<button type="button" class="primary" data-open="add-dialog">+ Add memory</button>
-<a class="button" href="{e(url("/memory/log", user=user))}">Change log</a></div>
-{_stats_bar(stats)}{_set_aside(ctx, user, stats)}{search}{listing}{add_dialog}{danger}"""
+<button type="button" class="primary" data-open="add-dialog">{e(t("add_button"))}</button>
+<a class="button" href="{e(url("/memory/log", user=user))}">{e(t("change_log"))}</a>
+<a class="button" href="{e(url("/memory/export", user=user))}" download title="{e(t("export_hint", user=user))}">{e(t("export"))}</a></div>
+{_stats_bar(t, stats)}{_set_aside(ctx, user, stats)}{search}{listing}{add_dialog}{danger}"""
     return layout(ctx, user, body)
 
 
 def detail_page(
     ctx: PageContext, m: Memory, *, older: Sequence[Memory], newer: Sequence[Memory], log: Sequence[LogEntry]
 ) -> str:
+    t = ctx.t
     p = m.provenance
     prov_rows = [
-        ("Owner", m.owner),
-        ("Status", m.status.value),
-        ("Source", SOURCE_LABELS.get(m.source, m.source.value)),
-        ("Channel", p.channel),
-        ("Chat", p.chat_id),
-        ("Session", p.session),
-        ("Said", " – ".join(x for x in (p.date_from, p.date_to) if x)),
-        ("Messages", ", ".join(p.message_ids)),
-        ("Refs", ", ".join(p.refs)),
+        ("p_owner", m.owner),
+        ("p_status", _status(t, m.status)),
+        ("p_source", t(f"src_{m.source.value}")),
+        ("p_channel", p.channel),
+        ("p_chat", p.chat_id),
+        ("p_session", p.session),
+        ("p_said", " – ".join(x for x in (p.date_from, p.date_to) if x)),
+        ("p_messages", ", ".join(p.message_ids)),
+        ("p_refs", ", ".join(p.refs)),
         # Indexed with the fact, never shown to the model: the owner may see it.
-        ("Drawn from", m.source_text),
-        ("Created", _when(m.created_at)),
-        ("Updated", _when(m.updated_at)),
-        ("Last recalled", f"{_when(m.last_accessed)} ({m.access_count} times)" if m.access_count else "never"),
+        ("p_drawn_from", m.source_text),
+        ("p_created", t.when(m.created_at)),
+        ("p_updated", t.when(m.updated_at)),
+        ("p_recalled", t("recalled_times", when=t.when(m.last_accessed), times=t.count("time", m.access_count))
+         if m.access_count else t("never")),
     ]
-    table = "".join(f"<tr><th>{e(k)}</th><td>{e(v)}</td></tr>" for k, v in prov_rows if v)
+    table = "".join(f'<tr><th scope="row">{e(t(k))}</th><td>{e(v)}</td></tr>' for k, v in prov_rows if v)
     chain = ""
     if newer:
-        chain += "<h3>Replaced by</h3>" + "".join(card(ctx, x) for x in newer)
+        chain += f"<h3>{e(t('replaced_by_h'))}</h3>" + "".join(card(ctx, x) for x in newer)
     if older:
-        chain += "<h3>This fact replaced</h3>" + "".join(card(ctx, x) for x in older)
-    body = f"""<div class="head"><h2>Memory m{m.id}</h2><span class="grow"></span>
+        chain += f"<h3>{e(t('this_replaced_h'))}</h3>" + "".join(card(ctx, x) for x in older)
+    body = f"""<div class="head"><h2>{e(t("memory_title", id=m.id))}</h2><span class="grow"></span>
 <a class="button" href="{e(url("/memory", user=ctx.user or m.owner))}">← {e(ctx.user or m.owner)}</a></div>
 {card(ctx, m, detail_link=False)}
-<h3>Provenance</h3><table class="log prov">{table}</table>
-{chain or '<p class="muted">No earlier or later version of this fact.</p>'}
-<h3>Change log</h3>{_log_table(log) if log else '<p class="muted">No log entries for this memory.</p>'}"""
+<h3>{e(t("provenance"))}</h3><table class="log prov">{table}</table>
+{chain or f'<p class="muted">{e(t("no_versions"))}</p>'}
+<h3>{e(t("change_log"))}</h3>{_log_table(t, log) if log else f'<p class="muted">{e(t("no_log_for_memory"))}</p>'}"""
     return layout(ctx, f"m{m.id}", body)
 
 
-def _log_table(entries: Sequence[LogEntry]) -> str:
+def _log_table(t: Words, entries: Sequence[LogEntry]) -> str:
     rows = "".join(
-        f"<tr><td>{e(_when(x.at))}</td><td>{e(x.job)}</td><td>{e(x.action)}</td>"
+        f"<tr><td>{e(t.when(x.at))}</td><td{_code(t, x.job)}>{e(t.code(x.job))}</td>"
+        f"<td{_code(t, x.action)}>{e(t.code(x.action))}</td>"
         f"<td>{_memory_link(x.memory_id)}</td><td class='detail'>{e(_detail(x.detail))}</td></tr>"
         for x in entries
     )
-    return f'<table class="log"><tr><th>When</th><th>Job</th><th>Action</th><th>Memory</th><th>Detail</th></tr>{rows}</table>'
+    head = "".join(f'<th scope="col">{e(t(k))}</th>' for k in ("col_when", "col_job", "col_action", "col_memory", "col_detail"))
+    return f'<table class="log"><tr>{head}</tr>{rows}</table>'
+
+
+def _code(t: Words, code: str) -> str:
+    """The code itself as a cell's title where words stand for it (the CLI's log shows codes)."""
+    return f' title="{e(code)}"' if t.code(code) != code else ""
 
 
 def _memory_link(memory_id: int | None) -> str:
@@ -514,40 +598,48 @@ def _detail(text: str) -> str:
         return text
 
 
-def log_page(ctx: PageContext, entries: Sequence[LogEntry]) -> str:
+def log_page(ctx: PageContext, entries: Sequence[LogEntry], *, older: int | None = None, paged: bool = False) -> str:
+    """``older``: the id the next (older) page starts below; ``paged``: this is not the newest page."""
+    t = ctx.t
     user = ctx.user or ""
-    body = f"""<div class="head"><h2>Change log: {e(user)}</h2><span class="grow"></span>
+    pager = ""
+    if older is not None or paged:
+        first = f'<a class="button" href="{e(url("/memory/log", user=user))}">{e(t("newest"))}</a>' if paged else "<span></span>"
+        nxt = (f'<a class="button" rel="next" href="{e(url("/memory/log", user=user, before=older))}">{e(t("older"))}</a>'
+               if older is not None else "<span></span>")
+        pager = f'<nav class="pager" aria-label="{e(t("pages"))}">{first}{nxt}</nav>'
+    body = f"""<div class="head"><h2>{e(t("log_title", user=user))}</h2><span class="grow"></span>
 <a class="button" href="{e(url("/memory", user=user))}">← {e(user)}</a></div>
-<p class="muted">What extraction, compression, the bot (asked to forget), this page and <code>myclaw memory</code> changed, newest first (the same log as <code>myclaw memory log</code>).</p>
-{_log_table(entries) if entries else _empty("No changes logged", "Nothing has changed this user's memories through the write path or this page yet.")}"""
-    return layout(ctx, f"log {user}", body)
+<p class="muted">{t("log_text")}</p>
+{_log_table(t, entries) if entries else _empty(t("log_empty"), t("log_empty_text"))}{pager}"""
+    return layout(ctx, t("log_title", user=user), body)
 
 
 def _linked(items: Iterable[str]) -> str:
     return '<ul class="linked">' + "".join(f"<li>{i}</li>" for i in items) + "</ul>"
 
 
-def _linked_memories(rows: Sequence[Memory]) -> str:
+def _linked_memories(t: Words, rows: Sequence[Memory]) -> str:
     return _linked(
         f'<a href="{e(url("/memory/item", id=m.id, user=m.owner))}">m{m.id}</a> '
-        f'<span class="badge st-{e(m.status.value)}">{e(m.status.value)}</span> “{e(_short(m.content, 100))}”'
+        f'<span class="badge st-{e(m.status.value)}">{e(_status(t, m.status))}</span> “{e(_short(m.content, 100))}”'
         for m in rows
     )
 
 
-def _kept(owner: str, kept: Sequence[Hit]) -> str:
+def _kept(t: Words, owner: str, kept: Sequence[Hit]) -> str:
     """The linked records an erase leaves, each with a link: a memory to its
     page, an event (no page of its own) to a search for its words."""
     facts = [h for h in kept if h.kind == "memory"]
     events = [h for h in kept if h.kind == "event"]
     out = ""
     if facts:
-        out += "<p>Facts it was drawn from (the weekly refresh could write it again from them):</p>" + _linked(
+        out += f"<p>{e(t('kept_facts'))}</p>" + _linked(
             f'<a href="{e(url("/memory/item", id=h.id, user=owner))}">m{h.id}</a> “{e(_short(h.content, 100))}”'
             for h in facts
         )
     if events:
-        out += "<p>Daily events of the same conversation (kept; they may still say it, and recall can show them):</p>" + _linked(
+        out += f"<p>{e(t('kept_events'))}</p>" + _linked(
             f'<a href="{e(url("/memory", user=owner, q=" ".join(h.content.split())[:100]))}">e{h.id}</a> '
             f"{e(h.date)} “{e(_short(h.content, 100))}”"
             for h in events
@@ -559,64 +651,54 @@ def erase_confirm_page(ctx: PageContext, m: Memory, plan: Erasure) -> str:
     """Erase one row, or with it what would keep the fact alive: its older
     versions (the same words, restorable) and the Core Memory entries built
     on it (in every system prompt, and kept fresh by the weekly refresh)."""
+    t = ctx.t
     more = len(plan.versions) + len(plan.entries)
     built = ""
     if plan.versions:
-        built += (
-            f"<p>{len(plan.versions)} older version{'s' if len(plan.versions) != 1 else ''} of this fact "
-            "(the versions it replaced, the originals a weekly merge folded into it):</p>"
-            + _linked_memories(plan.versions)
-        )
+        built += f"<p>{e(t('versions_of', versions=t.count('version', len(plan.versions))))}</p>" + _linked_memories(t, plan.versions)
     if plan.entries:
-        built += (
-            f"<p>{len(plan.entries)} Core Memory entr{'ies' if len(plan.entries) != 1 else 'y'} built on it "
-            "(in every system prompt):</p>" + _linked_memories(plan.entries)
-        )
+        built += f"<p>{e(t('entries_on', entries=t.count('entry', len(plan.entries))))}</p>" + _linked_memories(t, plan.entries)
     if built:
-        built = (
-            f"<h3>Built on it, erased only with its history</h3>{built}"
-            '<p class="muted">With its history also go the messages that said it, still waiting for extraction '
-            "or in the recent conversation, so the bot does not learn it again.</p>"
-        )
+        built = f"<h3>{e(t('built_h'))}</h3>{built}" f'<p class="muted">{e(t("built_note"))}</p>'
     else:
-        built = '<p class="muted">No older version of it and no Core Memory entry built on it.</p>'
+        built = f'<p class="muted">{e(t("nothing_built"))}</p>'
     kept = ""
     if plan.kept:
-        kept = (
-            "<h3>Linked records that stay either way</h3>"
-            '<p class="muted">A summary often holds several facts, so these are not erased; '
-            "edit or erase them yourself if they say the same.</p>" + _kept(m.owner, plan.kept)
-        )
+        kept = f"<h3>{e(t('kept_h'))}</h3>" f'<p class="muted">{e(t("kept_note"))}</p>' + _kept(t, m.owner, plan.kept)
     if more:
         buttons = (
-            _post(ctx, "/memory/erase", f"Erase it with its history and the Core Memory entries built on it ({more + 1} rows)",
+            _post(ctx, "/memory/erase", t("erase_with_history", rows=t.count("row", more + 1)),
                   cls="danger solid", id=m.id, user=m.owner, confirm="yes", cascade="yes")
-            + _post(ctx, "/memory/erase", "Erase this row only", cls="danger", id=m.id, user=m.owner, confirm="yes")
+            + _post(ctx, "/memory/erase", t("erase_row_only"), cls="danger", id=m.id, user=m.owner, confirm="yes")
         )
     else:
-        buttons = _post(ctx, "/memory/erase", "Erase for good", cls="danger solid", id=m.id, user=m.owner, confirm="yes")
-    body = f"""<div class="confirm"><h2>Erase memory m{m.id} for good?</h2>
+        buttons = _post(ctx, "/memory/erase", t("erase_for_good"), cls="danger solid", id=m.id, user=m.owner, confirm="yes")
+    body = f"""<div class="confirm"><h2>{e(t("erase_q", id=m.id))}</h2>
 <p class="content">{e(m.content)}</p>
-<p>This deletes it from the database; it cannot be restored. To hide it from the bot but keep it, archive it instead.</p>
+<p>{e(t("erase_text"))}</p>
 {built}{kept}
 <div class="actions">{buttons}
-{_post(ctx, "/memory/archive", "Archive instead", id=m.id, user=m.owner)}
-<a class="button" href="{e(ctx.back)}">Cancel</a></div></div>"""
-    return layout(ctx, f"erase m{m.id}", body)
+{_post(ctx, "/memory/archive", t("archive_instead"), id=m.id, user=m.owner)}
+<a class="button" href="{e(ctx.back)}">{e(t("cancel"))}</a></div></div>"""
+    return layout(ctx, t("erase_q", id=m.id), body)
 
 
 def clear_confirm_page(ctx: PageContext, *, erase: bool, count: int) -> str:
+    t = ctx.t
     user = ctx.user or ""
     if erase:
-        body = f"""<div class="confirm"><h2>Erase all {count_memories(count)} of {e(user)} for good?</h2>
-<p>Every memory of <b>{e(user)}</b>, active, archived and superseded, is deleted from the database. This cannot be undone.</p>
+        title = t("erase_all_q", memories=count_memories(count, t), user=user)
+        body = f"""<div class="confirm"><h2>{e(title)}</h2>
+<p>{t("erase_all_text", user=e(user))}</p>
 <form method="post" action="/memory/erase-all">{_hidden(ctx, user=user, confirm="yes")}
-<label>Type the user name <b>{e(user)}</b> to confirm<input name="typed" autocomplete="off" required></label>
-<div class="actions"><button type="submit" class="danger solid">Erase all for good</button>
-<a class="button" href="{e(ctx.back)}">Cancel</a></div></form></div>"""
+<label>{t("type_name", user=e(user))}<input name="typed" autocomplete="off" required></label>
+<div class="actions"><button type="submit" class="danger solid">{e(t("erase_all"))}</button>
+<a class="button" href="{e(ctx.back)}">{e(t("cancel"))}</a></div></form></div>"""
     else:
-        body = f"""<div class="confirm"><h2>Archive {"the" if count == 1 else "all"} {count} active {"memory" if count == 1 else "memories"} of {e(user)}?</h2>
-<p>The bot stops recalling them. They stay in the database and can be restored one by one from the Archived tab.</p>
-<div class="actions">{_post(ctx, "/memory/archive-all", "Yes, archive all", cls="danger solid", user=user, confirm="yes")}
-<a class="button" href="{e(ctx.back)}">Cancel</a></div></div>"""
-    return layout(ctx, "clear " + user, body)
+        title = t("archive_all_q", which="the" if count == 1 else "all", count=count,
+                  noun="memory" if count == 1 else "memories", user=user)
+        body = f"""<div class="confirm"><h2>{e(title)}</h2>
+<p>{e(t("archive_all_text"))}</p>
+<div class="actions">{_post(ctx, "/memory/archive-all", t("archive_all_yes"), cls="danger solid", user=user, confirm="yes")}
+<a class="button" href="{e(ctx.back)}">{e(t("cancel"))}</a></div></div>"""
+    return layout(ctx, title, body)

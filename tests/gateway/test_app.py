@@ -558,3 +558,71 @@ async def test_a_second_gateway_on_the_same_home_is_refused_and_myclaw_chat_is_n
     again = App(cfg, paths, clock=clock, channel_specs=[ECHO])
     await again.open()
     await again.close()
+
+
+async def test_a_migration_the_disk_cannot_hold_is_said_so_and_the_next_start_finishes_it(
+    tmp_path: Path, clock: ManualClock, fake_llm: FakeOpenAI
+) -> None:
+    """An upgrade on a nearly full disk: the start stops, saying the disk is
+    full (not that the file is damaged, which would have the operator
+    restore a backup over a good file); the file keeps its rows at the last
+    version that fitted, and once there is room the next start finishes."""
+    import resource
+    import sqlite3
+
+    from gateway.app import StorageError
+    from gateway.sessions import MIGRATIONS
+    from memory.db import Database
+
+    cfg, paths = _config(tmp_path, fake_llm, memory={"enabled": False})
+    old = await Database.open(paths.gateway_db(), MIGRATIONS[:1])
+    await old.write("INSERT INTO sessions (key, channel, chat_id, started_at) VALUES ('t:1', 't', '1', '2025-01-01T00:00:00Z')")
+    await old.close()
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (40_000, hard))  # writes past it fail with EFBIG (SIGXFSZ is ignored)
+    try:
+        app = App(cfg, paths, clock=clock, channel_specs=[ECHO])
+        with pytest.raises(StorageError) as err:
+            await app.open()
+        await app.close()
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+    said = str(err.value)
+    assert str(paths.gateway_db()) in said and "full" in said and "start again" in said, said
+    assert "restore it from a backup" not in said
+    with sqlite3.connect(paths.gateway_db()) as conn:
+        # The steps that fitted stay (each is its own transaction); the one cut is rolled back.
+        assert 1 <= conn.execute("PRAGMA user_version").fetchone()[0] < len(MIGRATIONS)
+        assert conn.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
+        assert conn.execute("SELECT key FROM sessions").fetchall() == [("t:1",)]
+    conn.close()
+    app = App(cfg, paths, clock=clock, channel_specs=[ECHO])
+    try:
+        await app.open()
+        assert app.sessions is not None
+        assert (await app.sessions.db.fetchone("PRAGMA user_version"))[0] == len(MIGRATIONS)
+    finally:
+        await app.close()
+
+
+async def test_a_data_file_another_process_keeps_locked_is_not_called_damaged(tmp_path: Path) -> None:
+    # A long `myclaw memory` job holding the write lock through the start's
+    # busy timeout: wait and start again, not "restore it from a backup".
+    import sqlite3
+
+    from gateway.app import StorageError, _storage
+
+    path = tmp_path / "gateway.db"
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("CREATE TABLE t (x)")
+    holder.execute("BEGIN EXCLUSIVE")
+    late = sqlite3.connect(path, timeout=0)
+    try:
+        with pytest.raises(StorageError) as err:
+            async with _storage(path):
+                late.execute("SELECT * FROM t")
+    finally:
+        late.close()
+        holder.close()
+    said = str(err.value)
+    assert "locked" in said and "start again" in said and "restore it from a backup" not in said, said

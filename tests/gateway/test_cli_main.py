@@ -15,6 +15,9 @@ REPO = Path(__file__).resolve().parents[2]
 # command runs. A finder on sys.meta_path sees each import as it begins.
 _INTERRUPT_AT = """
 import os, signal, sys
+# As from a terminal: a shell's background job (CI, a helper's run) starts
+# with SIGINT ignored, and Python then keeps it ignored.
+signal.signal(signal.SIGINT, signal.default_int_handler)
 at = sys.argv.pop(1)
 class Interrupt:
     def find_spec(self, name, path=None, target=None):

@@ -99,3 +99,31 @@ async def test_feishu_group_names_members_from_contacts_or_a_stable_label(tmp_pa
     # Each name was asked of the contact directory once.
     assert feishu.contact_requests.count(alice) == 1 and feishu.contact_requests.count(bob) == 1
     assert [r[:2] for r in _rows(tmp_path)] == [(alice, "Alice Wang"), (bob, ""), (bob, "")]
+
+
+async def test_memory_is_told_which_feishu_turns_were_said_in_a_group(tmp_path: Path, clock: ManualClock) -> None:
+    """A Feishu chat id does not say whether it is a group; the loop does,
+    and the buffered lines keep it, so extraction learns from a group's
+    turns as a group's (memory/extraction.py), a private chat's as before."""
+    alice = "ou_alice0000000000000000000000001"
+    async with FakeOpenAI(api_key="sk-group-e2e-0123456789", responder=_answering) as llm, FakeFeishu() as feishu:
+        app = _app(tmp_path, clock, llm, {"feishu": _feishu_section(feishu, "webhook")})
+        try:
+            await app.open()
+            await asyncio.wait_for(app.start(), 15)
+            assert app.http is not None
+            hook = app.http.url + "/feishu/events"
+            for n, event in enumerate([
+                feishu.message_event("@_user_1 the deadline is Friday", chat_id="oc_team", chat_type="group",
+                                     open_id=alice, mentions=[feishu.mention()]),
+                feishu.message_event("I am vegetarian", chat_id="oc_alice", chat_type="p2p", open_id=alice),
+            ], start=1):
+                assert (await feishu.push_event(hook, event, encrypt_key=ENCRYPT_KEY)).status_code == 200
+                await _until(lambda: len(feishu.sent) == n)
+            assert app.loop is not None and await app.loop.drain(5)
+            rows = await app.backend.engine.db.fetchall(
+                "SELECT chat_id, role, in_group FROM extraction_buffer ORDER BY id")
+        finally:
+            await asyncio.wait_for(app.close(), 30)
+    assert sorted(tuple(r) for r in rows) == [("oc_alice", "assistant", 0), ("oc_alice", "user", 0),
+                                             ("oc_team", "assistant", 1), ("oc_team", "user", 1)]

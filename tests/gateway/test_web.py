@@ -81,7 +81,7 @@ async def login(c: httpx.AsyncClient) -> str:
 def test_public_names() -> None:
     import gateway.web
 
-    assert gateway.web.__all__ == ["AdminAuth", "AdminError", "MemoryAdmin", "MemoryWeb", "mount_memory_page"]
+    assert gateway.web.__all__ == ["AdminAuth", "AdminError", "AdminStore", "MemoryAdmin", "MemoryWeb", "mount_memory_page"]
 
 
 # -- auth --------------------------------------------------------------------------
@@ -154,28 +154,56 @@ async def test_signing_out_ends_the_session_on_the_server_too(site: Site) -> Non
     assert await site.engine.list_memories("alice") == []
 
 
-def test_sessions_do_not_outlive_the_process_and_stay_bounded() -> None:
-    """Restart-safe in the safe direction: a session this process did not
-    issue is refused (after a restart the operator signs in again)."""
+async def test_sessions_without_a_store_do_not_outlive_the_process_and_stay_bounded() -> None:
+    """Without a store (gateway.db, attached by the App), a session this
+    process did not issue is refused: the safe direction."""
     now = [1_000_000.0]
     auth = AdminAuth(TOKEN, session_ttl=60, clock=lambda: now[0], max_sessions=3)
-    s = auth.new_session()
+    s = await auth.new_session()
     assert not AdminAuth(TOKEN, clock=lambda: now[0]).session_ok(s)  # the same token, another process
-    sessions = [auth.new_session() for _ in range(3)]
+    sessions = [await auth.new_session() for _ in range(3)]
     assert not auth.session_ok(s) and all(auth.session_ok(x) for x in sessions)  # the oldest made room
-    auth.end_session(sessions[0])
-    auth.end_session(sessions[0])  # twice, or a forged one, is harmless
-    auth.end_session("1.forged.value")
+    await auth.end_session(sessions[0])
+    await auth.end_session(sessions[0])  # twice, or a forged one, is harmless
+    await auth.end_session("1.forged.value")
     assert [auth.session_ok(x) for x in sessions] == [False, True, True]
     now[0] += 61
-    auth.new_session()
+    await auth.new_session()
     assert len(auth._sessions) == 1  # expired ones are dropped as new ones come
 
 
-def test_sessions_expire_and_die_with_a_token_change() -> None:
+async def test_stored_sessions_keep_only_a_keyed_hash_and_expire_and_stay_bounded(tmp_path: Path) -> None:
+    from gateway.sessions import SessionStore
+    from gateway.web import AdminStore
+
+    now = [1_000_000.0]
+    async with await SessionStore.open(tmp_path / "gateway.db") as store:
+        auth = AdminAuth(TOKEN, session_ttl=60, clock=lambda: now[0], max_sessions=2)
+        await auth.attach(AdminStore(store.db))
+        first, second, third = [await auth.new_session() for _ in range(3)]  # the first made room
+        rows = await store.db.fetchall("SELECT id_hash, expires_at FROM admin_sessions")
+        assert len(rows) == 2 and all(r[1] == 1_000_060 for r in rows)
+        assert not any(part in str(r[0]) for r in rows for part in third.split("."))
+        again = AdminAuth(TOKEN, session_ttl=60, clock=lambda: now[0])  # the next process
+        await again.attach(AdminStore(store.db))
+        assert [again.session_ok(x) for x in (first, second, third)] == [False, True, True]
+        rotated = AdminAuth(TOKEN + "-rotated", session_ttl=60, clock=lambda: now[0])
+        await rotated.attach(AdminStore(store.db))
+        assert not rotated.session_ok(third)  # a new token ends every session
+        await again.end_session(second)
+        now[0] += 30
+        later = AdminAuth(TOKEN, session_ttl=60, clock=lambda: now[0])
+        await later.attach(AdminStore(store.db))
+        assert [later.session_ok(x) for x in (second, third)] == [False, True]
+        now[0] += 31
+        await AdminAuth(TOKEN, session_ttl=60, clock=lambda: now[0]).attach(AdminStore(store.db))
+        assert await store.db.fetchall("SELECT * FROM admin_sessions") == []  # expired rows go
+
+
+async def test_sessions_expire_and_die_with_a_token_change() -> None:
     now = [1_000_000.0]
     auth = AdminAuth(TOKEN, session_ttl=60, clock=lambda: now[0])
-    s = auth.new_session()
+    s = await auth.new_session()
     assert auth.session_ok(s)
     assert not auth.session_ok(s[:-1] + ("0" if s[-1] != "0" else "1"))
     assert not AdminAuth(TOKEN + "-rotated", clock=lambda: now[0]).session_ok(s)
@@ -463,7 +491,7 @@ async def test_counts_read_as_a_person_writes_them_and_an_empty_user_has_nothing
         r = await c.post("/memory/archive-all", data={"user": "alice", "confirm": "yes"})
         assert r.status_code == 303
         r = await c.get(r.headers["Location"])
-        assert 'class="flash">1 memory archived.<' in r.text
+        assert 'class="flash" role="status">1 memory archived.<' in r.text
         r = await c.post("/memory/erase-all", data={"user": "alice"})
         assert "Erase all 1 memory of alice for good?" in r.text
         r = await c.post("/memory/erase-all", data={"user": "alice", "confirm": "yes", "typed": "alice"})
@@ -970,3 +998,57 @@ async def test_lines_set_aside_can_be_tried_again_from_the_page(site: Site) -> N
     assert {(o, s is None) for o, s in rows} == {("alice", True), ("bob", False)}
     [entry] = await read_log(site.engine.db, actions=["retry-set-aside"])
     assert entry.owner == "alice" and entry.job == "web"
+
+
+async def test_a_signed_in_session_survives_a_gateway_restart_and_sign_out_still_ends_it(
+    tmp_path: Path, clock: ManualClock, fake_llm: FakeOpenAI
+) -> None:
+    """Sessions lived in memory: every restart (an upgrade, a crash) signed
+    everyone out. They live in gateway.db now, as a keyed hash only: the
+    file alone gives no usable cookie."""
+    gateway = {"port": 0, "admin": {"enabled": True, "token": TOKEN}, "trustedProxies": ["127.0.0.1"]}
+    cfg, paths = _app_config(tmp_path, fake_llm, gateway=gateway)
+    scanner = {"Authorization": "Bearer wrong-token-but-long-enough", "X-Forwarded-For": "203.0.113.9"}
+
+    async def started() -> App:
+        app = App(cfg, paths, clock=clock, channel_specs=[QUIET])
+        await app.open()
+        await app.start()
+        return app
+
+    app = await started()
+    try:
+        assert app.http is not None
+        async with httpx.AsyncClient(base_url=app.http.url, timeout=10) as c:
+            csrf = await login(c)
+            cookie = c.cookies["myclaw_admin"]
+            for _ in range(10):  # a scanner from another address is locked out
+                assert (await c.get("/memory/api/users", headers=scanner)).status_code == 401
+            assert (await c.get("/memory/api/users", headers=scanner)).status_code == 429
+    finally:
+        await app.close()
+    issued, nonce, mac = cookie.split(".")
+    assert on_disk(paths.data_dir, nonce) == 0 and on_disk(paths.data_dir, mac) == 0 and on_disk(paths.data_dir, cookie) == 0
+
+    app = await started()
+    try:
+        assert app.http is not None
+        async with httpx.AsyncClient(base_url=app.http.url, timeout=10, cookies={"myclaw_admin": cookie}) as c:
+            r = await c.get("/memory", params={"user": "alice"})
+            assert r.status_code == 200 and csrf_of(r.text) == csrf  # the same session, its forms still good
+            r = await c.get("/memory/api/users", headers={**BEARER, "X-Forwarded-For": "203.0.113.9"})
+            assert r.status_code == 429  # a restart does not let the scanner try again at once
+            r = await c.post("/memory/add", data={"csrf": csrf, "user": "alice", "content": "alice keeps bees"})
+            assert r.status_code == 303
+            r = await c.post("/memory/logout", data={"csrf": csrf})
+            assert r.status_code == 303
+    finally:
+        await app.close()
+
+    app = await started()
+    try:
+        assert app.http is not None
+        async with httpx.AsyncClient(base_url=app.http.url, timeout=10, cookies={"myclaw_admin": cookie}) as thief:
+            assert (await thief.get("/memory")).status_code == 401  # signed out stays signed out
+    finally:
+        await app.close()

@@ -109,6 +109,26 @@ async def test_a_buffer_file_before_set_aside_keeps_its_lines_all_waiting(tmp_pa
         await engine.close()
 
 
+async def test_a_buffer_file_before_chat_kinds_knows_its_telegram_groups(tmp_path: Path, clock: ManualClock) -> None:
+    """Lines waiting from before the buffer kept the chat's kind: a Telegram
+    group's (negative id) are known as a group's; others as before."""
+    from memory.db import Attachment
+    from memory.schema import BUFFER_MIGRATIONS, buffer_path
+
+    path = tmp_path / "memory.db"
+    old = await Database.open(path, MIGRATIONS, attach=Attachment("buffer", buffer_path(path), BUFFER_MIGRATIONS[:2]))
+    async with old.transaction() as conn:
+        await conn.execute(_INSERT, (7, "7", "a private line"))
+        await conn.execute(_INSERT.replace("'1'", "'-100'"), (8, "8", "a group's line"))
+    await old.close()
+    engine = await MemoryEngine.open(path, clock)
+    try:
+        kinds = [tuple(r) for r in await engine.db.fetchall("SELECT id, in_group FROM extraction_buffer ORDER BY id")]
+        assert kinds == [(7, 0), (8, 1)]
+    finally:
+        await engine.close()
+
+
 async def test_a_buffered_message_does_not_reset_the_read_path_cache(engine: MemoryEngine) -> None:
     # Another connection's commit to a WAL file makes SQLite drop the
     # reader's whole page cache; ``data_version`` counts those commits.

@@ -494,9 +494,10 @@ async def test_a_weekly_merge_of_one_groups_facts_stays_that_groups(
     def responder(body: dict[str, Any]) -> Reply:
         if kind(body) == "profile":
             return Reply(json.dumps({"entries": []}))
-        facts = [{"content": "atlas deploy facts 1-4 merged", "category": "decision", "from": [1, 2, 3, 4]},
-                 {"content": "atlas deploy facts 10-12 merged", "category": "decision", "from": [10, 11, 12]}]
-        facts += [{"content": f"atlas deploy fact number {i}", "category": "decision", "from": [i]} for i in range(5, 10)]
+        if "number 11" in user_prompt(body):  # the private facts' own merge
+            return Reply(json.dumps({"facts": [{"content": "atlas deploy facts 11-12 merged", "from": [1, 2]}]}))
+        facts = [{"content": "atlas deploy facts 1-4 merged", "category": "decision", "from": [1, 2, 3, 4]}]
+        facts += [{"content": f"atlas deploy fact number {i}", "category": "decision", "from": [i]} for i in range(5, 11)]
         return Reply(json.dumps({"facts": facts, "drop": []}))
 
     fake.responder = responder
@@ -504,7 +505,107 @@ async def test_a_weekly_merge_of_one_groups_facts_stays_that_groups(
     rows = {m.content: m for m in await engine.list_memories("alice", limit=100)}
     assert rows["atlas deploy facts 1-4 merged"].provenance.chat_id == "-5"
     assert rows["atlas deploy facts 1-4 merged"].provenance.refs == tuple(f"m:{i}" for i in ids[:4])
-    assert rows["atlas deploy facts 10-12 merged"].provenance.chat_id == ""  # a private fact's words in it
+    assert rows["atlas deploy facts 11-12 merged"].provenance.chat_id == "100"  # merged apart, still private
+
+
+async def test_a_groups_day_is_compressed_with_only_that_groups_facts_of_the_member(
+    engine: MemoryEngine, fake: FakeOpenAI, llm: MemoryLLM
+) -> None:
+    """The day's summary of a group may tell what other members said: the
+    model is told so, and is shown only the facts that group may read of
+    the member (never a private one to copy words from); what it learns
+    stays the group's."""
+    await engine.add(NewMemory(owner="alice", content="Alice takes sertraline 50mg every morning",
+                               category=Category.IDENTITY, provenance=Provenance(channel="feishu", chat_id="ou_a")))
+    await engine.add(NewMemory(owner="alice", content="Alice is cutting down on sertraline", category=Category.EVENT,
+                               provenance=Provenance(channel="feishu", chat_id="oc_team", group=True)))
+    await engine.add_event("alice", "2026-02-28", "Alice said she stops sertraline in April; Bob is moving to Tokyo",
+                           channel="feishu", chat_id="oc_team",
+                           provenance=Provenance(channel="feishu", chat_id="oc_team", group=True))
+    fake.queue_reply(reply([{"content": "Alice stops sertraline in April", "category": "event", "lines": [1]}], "x"))
+    rep = await Compressor(engine, llm).daily()
+    assert rep.added == 1
+    sent = user_prompt(fake.requests[0])
+    assert "cutting down on sertraline" in sent and "50mg" not in sent
+    assert "GROUP chat" in sent and "other members" in sent
+    [new] = [m for m in await engine.list_memories("alice") if m.content == "Alice stops sertraline in April"]
+    assert (new.provenance.chat_id, new.provenance.group) == ("oc_team", True)
+
+
+async def test_a_weekly_merge_never_reads_a_private_fact_beside_a_groups(
+    engine: MemoryEngine, fake: FakeOpenAI, llm: MemoryLLM
+) -> None:
+    """Shown a private fact beside a group's, a merge may write its words
+    into a fact it says comes from the group's alone: each merge call reads
+    one group's facts, or the ones no group reads."""
+    group = Provenance(channel="feishu", chat_id="oc_team", group=True)
+    private = Provenance(channel="feishu", chat_id="ou_a")
+    await engine.add_many(
+        (NewMemory(owner="alice", content=f"atlas deploy {'private' if i > 6 else 'group'} fact number {i}",
+                   project="atlas", topic="deploy", category=Category.DECISION,
+                   provenance=group if i <= 6 else private), None)
+        for i in range(1, 13)
+    )
+    merged: list[str] = []
+
+    def responder(body: dict[str, Any]) -> Reply:
+        if kind(body) == "profile":
+            return Reply(json.dumps({"entries": []}))
+        merged.append(user_prompt(body))
+        n = user_prompt(body).count("atlas deploy")
+        return Reply(json.dumps({"facts": [{"content": f"atlas deploy fact {i}", "from": [i]} for i in range(1, n + 1)]}))
+
+    fake.responder = responder
+    await Compressor(engine, llm).weekly()
+    assert len(merged) == 2
+    assert all(("private fact" in p) != ("group fact" in p) for p in merged)
+
+
+async def test_core_memory_drawn_from_a_group_fact_is_read_in_private_only(
+    engine: MemoryEngine, fake: FakeOpenAI, llm: MemoryLLM
+) -> None:
+    """The member's own words in a group may become their Core Memory: it is
+    shown to them alone (their private chats), never in a group, this one
+    included (memory/scope.py); the group keeps reading the fact itself."""
+    team = Provenance(channel="feishu", chat_id="oc_team", group=True)
+    await engine.add(NewMemory(owner="alice", content="Alice leads the atlas release", category=Category.DECISION,
+                               importance=0.9, provenance=team))
+    fake.queue_reply(json.dumps({"entries": [{"content": "Leads the atlas release", "category": "decision",
+                                              "facts": [1]}]}))
+    assert (await Compressor(engine, llm).weekly()).promoted == 1
+    mem = SqliteMemory(engine)
+    assert "Leads the atlas release" in await mem.profile("alice")
+    assert "Leads the atlas release" not in await mem.profile("alice", private=False)
+    there = [h.content for h in await mem.search("alice", "atlas release", private=False, chat=("feishu", "oc_team"))]
+    assert there == ["Alice leads the atlas release"]
+
+
+async def test_a_merge_that_read_several_chats_writes_facts_no_group_reads(
+    engine: MemoryEngine, fake: FakeOpenAI, llm: MemoryLLM
+) -> None:
+    """A Feishu group's facts from before the chat's kind was kept look like
+    a private chat's, so they may share a merge call with private facts:
+    what that call writes names no chat, even when it says it came from
+    the group's facts alone."""
+    team = Provenance(channel="feishu", chat_id="oc_team")  # no kind recorded
+    await engine.add_many(
+        (NewMemory(owner="alice", content=f"atlas deploy fact number {i}", project="atlas", topic="deploy",
+                   category=Category.DECISION, provenance=team if i <= 6 else Provenance(channel="feishu",
+                                                                                         chat_id="oc_alice")), None)
+        for i in range(1, 11)
+    )
+
+    def responder(body: dict[str, Any]) -> Reply:
+        if kind(body) == "profile":
+            return Reply(json.dumps({"entries": []}))
+        facts = [{"content": "atlas deploy facts 1-2 merged", "from": [1, 2]}]
+        facts += [{"content": f"atlas deploy fact number {i}", "from": [i]} for i in range(3, 11)]
+        return Reply(json.dumps({"facts": facts}))
+
+    fake.responder = responder
+    assert (await Compressor(engine, llm).weekly()).created == 1
+    [merged] = [m for m in await engine.list_memories("alice", limit=100) if m.content.endswith("merged")]
+    assert merged.provenance.chat_id == ""
 
 
 async def test_a_forgotten_fact_is_not_learnt_again_from_its_batchs_event_by_the_daily_run(

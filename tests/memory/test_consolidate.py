@@ -173,13 +173,13 @@ def test_merged_refs_dedupes_keeps_order_and_caps() -> None:
     assert len(got) == MAX_REFS
 
 
-async def test_a_group_fact_that_rewrites_a_private_one_is_not_read_in_the_group(
+async def test_a_group_batch_cannot_rewrite_a_private_fact_and_a_private_rewrite_leaves_the_group(
     engine: MemoryEngine, clock: ManualClock, fake: FakeOpenAI, llm: MemoryLLM
 ) -> None:
-    """The model rewrites a fact told in a private chat with words said in
-    a group ("updates"): the new fact may carry the private one's words
-    (the dose), so it names no chat any group reads (memory/scope.py); the
-    private chat still has it. One said in the group alone keeps the group."""
+    """A group's batch is not shown the member's private facts (the dose),
+    so it can neither copy nor rewrite them; a private chat's batch that
+    rewrites a group's fact ("updates") may carry private words into it, so
+    the new fact names no chat any group reads (memory/scope.py)."""
     mem, svc = SqliteMemory(engine), ExtractionService(engine, llm)
     fake.queue_reply(reply([{"content": "Alice takes sertraline 50mg for depression", "lines": [1]}]))
     await mem.buffer(turns("alice", ("I take sertraline 50mg for my depression", "ok"), chat="100"))
@@ -187,18 +187,48 @@ async def test_a_group_fact_that_rewrites_a_private_one_is_not_read_in_the_group
     assert rep.ok
     clock.advance(timedelta(hours=1))
     fake.queue_reply(reply([
-        {"content": "Alice is switching from sertraline 50mg to a new medication next week", "updates": 1, "lines": [1]},
+        {"content": "Alice is switching off sertraline next week", "updates": 1, "lines": [1]},
         {"content": "Alice leads the Friday release", "lines": [1]},
     ]))
     await mem.buffer(turns("alice", ("I'm switching off sertraline next week, and I lead the Friday release", "ok"),
                            chat="-5", start=10))
     [rep] = await svc.flush_now("alice")
-    assert rep.ok and "1. [" in user_prompt(fake.requests[-1])  # the private fact was a candidate
+    sent = user_prompt(fake.requests[-1])
+    assert rep.ok and "50mg" not in sent and "Existing memories:\n(none)" in sent
+    assert rep.superseded == []  # "updates": 1 pointed at nothing it was shown
     group = {h.content for h in await mem.search("alice", "sertraline medication release Friday", private=False,
                                                 chat=("telegram", "-5"))}
-    assert group == {"Alice leads the Friday release"}
-    mine = {h.content for h in await mem.search("alice", "sertraline medication", private=True)}
-    assert "Alice is switching from sertraline 50mg to a new medication next week" in mine
+    assert group == {"Alice is switching off sertraline next week", "Alice leads the Friday release"}
+    clock.advance(timedelta(hours=1))
+    fake.queue_reply(reply([{"content": "Alice leads the Friday release, on sertraline 25mg", "updates": 1,
+                             "lines": [1]}]))
+    await mem.buffer(turns("alice", ("I still lead the Friday release, dose now 25mg", "ok"), chat="100", start=20))
+    [rep] = await svc.flush_now("alice")
+    assert rep.ok and len(rep.superseded) == 1
+    group = {h.content for h in await mem.search("alice", "sertraline release Friday", private=False,
+                                                chat=("telegram", "-5"))}
+    assert not any("25mg" in c for c in group)
+    mine = {h.content for h in await mem.search("alice", "sertraline release", private=True)}
+    assert "Alice leads the Friday release, on sertraline 25mg" in mine
+
+
+async def test_a_private_restatement_of_a_groups_fact_adds_no_words_the_group_searches(
+    engine: MemoryEngine, clock: ManualClock, fake: FakeOpenAI, llm: MemoryLLM
+) -> None:
+    """A fact's source words are indexed: a group's search finds its fact by
+    them. Said again in private, with private words around it, the group's
+    fact is reinforced but does not take those words."""
+    mem, svc = SqliteMemory(engine), ExtractionService(engine, llm)
+    fake.queue_reply(reply([{"content": "Alice drinks chamomile tea", "lines": [1]}]))
+    await mem.buffer(turns("alice", ("I drink chamomile tea", "ok"), chat="-5"))
+    [rep] = await svc.flush_now("alice")
+    [tea] = rep.added
+    clock.advance(timedelta(hours=1))
+    fake.queue_reply(reply([{"content": "Alice drinks chamomile tea", "same_as": 1, "lines": [1]}]))
+    await mem.buffer(turns("alice", ("chamomile tea calms my panic attacks", "ok"), chat="100", start=10))
+    [rep] = await svc.flush_now("alice")
+    assert rep.reinforced == [tea]
+    assert await mem.search("alice", "panic attacks", private=False, chat=("telegram", "-5")) == []
 
 
 def updating(facts: list[dict[str, Any]], old: dict[str, str]) -> Any:
@@ -310,3 +340,27 @@ async def test_no_second_look_for_a_restatement_or_a_fact_sharing_only_its_subje
     assert "(none)" in user_prompt(fake.requests[0])  # the words found nothing: both facts were searched
     assert len(fake.requests) == 1
     assert len(await engine.list_memories("alice")) == 5
+
+
+async def test_a_second_look_in_a_group_shows_only_what_the_group_may_read(
+    engine: MemoryEngine, clock: ManualClock, fake: FakeOpenAI, llm: MemoryLLM
+) -> None:
+    """The second look (Consolidator.recheck) searches the facts the model
+    wrote; learning from a group it must find only that group's facts of
+    the member, as the first look does: shown a private fact to replace, the
+    model would copy its words into the group's."""
+    mem, svc = SqliteMemory(engine), ExtractionService(engine, llm)
+    fake.responder = updating([{"content": "User lives in Shanghai near the Jing'an clinic", "category": "identity",
+                                "topic": "home"}], {})
+    await mem.buffer(turns("alice", ("I live in Shanghai, near the Jing'an clinic", "ok"), chat="100"))
+    [rep] = await svc.flush_now("alice")
+    assert rep.ok
+    clock.advance(timedelta(days=30))
+    fake.responder = updating([{"content": "User moved to Berlin", "category": "identity", "topic": "home"}],
+                              {"User moved to Berlin": "Shanghai"})
+    await mem.buffer(turns("alice", ("I moved to Berlin last week", "welcome!"), chat="-5", start=10))
+    [rep] = await svc.flush_now("alice")
+    assert rep.ok and rep.superseded == []
+    assert len(fake.requests) == 2  # no second call: nothing the group may read to show
+    assert not any("Jing'an" in user_prompt(b) for b in fake.requests[1:])
+    assert [m.content for m in await engine.list_memories("alice") if "Shanghai" in m.content]  # still current

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import asyncio
 import sqlite3
 from pathlib import Path
 
@@ -176,3 +177,45 @@ async def test_a_commit_that_fails_leaves_no_transaction_open(tmp_path: Path) ->
         assert [r[0] for r in await db.fetchall("SELECT v FROM item")] == ["next"]
     finally:
         await db.close()
+
+
+class _Announcing:
+    """An aiosqlite connection that says when it begins a transaction."""
+
+    def __init__(self, conn: aiosqlite.Connection, began: asyncio.Event) -> None:
+        self._conn, self._began = conn, began
+
+    def execute(self, sql: str, *args: object) -> object:
+        if sql.startswith("BEGIN"):
+            self._began.set()
+        return self._conn.execute(sql, *args)
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._conn, name)
+
+
+async def test_two_processes_opening_an_old_file_at_once_apply_each_migration_once(tmp_path: Path) -> None:
+    """The gateway and a `myclaw memory` command started together after an
+    upgrade: both read the old version; the one that waits for the other's
+    migration must not run it again ("duplicate column name")."""
+    from memory.db import _migrate
+
+    path = tmp_path / "m.db"
+    await (await Database.open(path, MIGRATIONS[:2])).close()
+    first = sqlite3.connect(path, isolation_level=None)
+    first.execute("BEGIN IMMEDIATE")  # the other process, inside migration 3
+    first.execute("ALTER TABLE memories ADD COLUMN source_text TEXT NOT NULL DEFAULT ''")
+    first.execute("PRAGMA user_version = 3")
+    began = asyncio.Event()
+    conn = await aiosqlite.connect(path, isolation_level=None)
+    try:
+        await conn.execute("PRAGMA busy_timeout = 10000")
+        second = asyncio.create_task(_migrate(_Announcing(conn, began), MIGRATIONS))  # type: ignore[arg-type]
+        await began.wait()  # it has read version 2 and waits for the lock
+        first.execute("COMMIT")
+        await second
+        (version,) = await (await conn.execute("PRAGMA user_version")).fetchone()  # type: ignore[misc]
+        assert version == len(MIGRATIONS)
+    finally:
+        await conn.close()
+        first.close()

@@ -124,6 +124,23 @@ async def test_access_is_batched_and_flushed(engine: MemoryEngine, clock: Manual
     assert after is not None and after.access_count == 2 and after.last_accessed == "2026-03-01T13:00:00Z"
 
 
+async def test_close_on_a_full_disk_closes_without_the_last_access_counts(tmp_path: Path, clock: ManualClock) -> None:
+    """Found by scripts/chaos_kill.py --disk-full: the gateway's stop on a
+    full disk ended in a traceback (exit 1) from the last access flush, and
+    what App.close() had still to do was skipped. The counts only say how
+    often a memory was recalled: they are given up, the file is closed."""
+    engine = await MemoryEngine.open(tmp_path / "memory.db", clock)
+    m = await engine.add(NewMemory(owner="u", content="x"))
+    with sqlite3.connect(tmp_path / "memory.db") as db:  # the update fails for real, as on a full disk
+        db.execute("CREATE TRIGGER full BEFORE UPDATE OF access_count ON memories "
+                   "BEGIN SELECT RAISE(ABORT, 'database or disk is full'); END")
+    engine.note_access([m.id])
+    await engine.close()
+    assert engine.db.closed
+    with sqlite3.connect(tmp_path / "memory.db") as db:
+        assert db.execute("SELECT content, access_count FROM memories").fetchall() == [("x", 0)]
+
+
 async def test_events_roundtrip_and_compression_flag(engine: MemoryEngine) -> None:
     e1 = await engine.add_event("u", "2026-02-28", "Discussed the deploy", channel="telegram", raw_tokens=120)
     await engine.add_event("u", "2026-03-01", "Chose SQLite")
