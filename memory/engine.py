@@ -53,6 +53,7 @@ __all__ = [
     "MemoryNotFound",
     "clean_source_text",
     "content_hash",
+    "INDEX_VERSION",
     "memory_index_text",
     "replaced_words",
     "more_source_text",
@@ -129,6 +130,11 @@ def memory_index_text(content: str, source_text: str = "", replaced: str = "") -
     (:func:`replaced_words`)."""
     return index_text("\n".join(t for t in (content, source_text, replaced) if t))
 
+
+INDEX_VERSION = f"{TOKENIZER_VERSION}+replaced-1"
+"""What the FTS rows hold (the tokenizer's terms of a fact's words, its
+source words and, since ``+replaced``, the replaced facts' words); a file
+indexed otherwise is reindexed on open (``meta.tokenizer``)."""
 
 REPLACED_DEPTH = 8
 """How many replacements back a fact's index reaches (a chain of moves)."""
@@ -318,7 +324,7 @@ class MemoryEngine:
 
     async def _check_tokenizer(self) -> None:
         row = await self.db.fetchone("SELECT value FROM meta WHERE key = 'tokenizer'")
-        if row is None or row["value"] != TOKENIZER_VERSION:
+        if row is None or row["value"] != INDEX_VERSION:
             await self.reindex()
 
     async def reindex(self) -> int:
@@ -351,10 +357,10 @@ class MemoryEngine:
             await conn.execute(
                 "INSERT INTO meta(key, value) VALUES ('tokenizer', ?) "
                 "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
-                (TOKENIZER_VERSION,),
+                (INDEX_VERSION,),
             )
         if n or erows:
-            log.info("fts reindexed", memories=n, events=len(erows), tokenizer=TOKENIZER_VERSION)
+            log.info("fts reindexed", memories=n, events=len(erows), tokenizer=INDEX_VERSION)
         return n + len(erows)
 
     # -- Tier 1 / Tier 2 writes --------------------------------------------

@@ -422,3 +422,26 @@ async def test_a_fact_that_replaced_another_is_found_by_the_old_facts_words(engi
     assert not await r.retrieve("alice", "Shanghai")
     assert "paris" not in " ".join(r[0] for r in await engine.db.fetchall(
         "SELECT text FROM memories_fts WHERE rowid <> (SELECT id FROM memories WHERE owner = 'bob')"))
+
+
+async def test_an_index_written_before_replaced_words_is_rebuilt_on_open(tmp_path: Path, clock: ManualClock) -> None:
+    """A file indexed by older code (``meta.tokenizer`` without
+    ``+replaced``) has its replacing facts' rows without the old words:
+    opening it reindexes, and "where do I live?" finds the move."""
+    from memory.engine import INDEX_VERSION
+    from memory.retrieval import Retriever
+    from memory.tokenize import TOKENIZER_VERSION
+
+    path = tmp_path / "m.db"
+    async with await MemoryEngine.open(path, clock) as eng:
+        old = await _fact(eng, "alice", "User lives in Shanghai")
+        new = await _fact(eng, "alice", "User moved to Berlin")
+        await eng.set_status(old, "superseded", superseded_by=new)
+        async with eng.db.transaction() as conn:  # as the older code left them
+            await conn.execute("UPDATE memories_fts SET text = ? WHERE rowid = ?",
+                               (index_text("User moved to Berlin"), new))
+            await conn.execute("UPDATE meta SET value = ? WHERE key = 'tokenizer'", (TOKENIZER_VERSION,))
+        assert not await Retriever(eng).retrieve("alice", "where do I live?")
+    async with await MemoryEngine.open(path, clock) as eng:
+        assert (await eng.db.fetchone("SELECT value FROM meta WHERE key = 'tokenizer'"))[0] == INDEX_VERSION
+        assert [h.id for h in await Retriever(eng).retrieve("alice", "where do I live?")] == [new]

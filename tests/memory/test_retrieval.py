@@ -7,7 +7,7 @@ import pytest
 from memory import GLOBAL_OWNER, Category, ManualClock, MemoryEngine, NewMemory, Provenance, Source, retrieval
 from memory.clock import format_ts
 from memory.retrieval import MIN_RELEVANCE, NEIGHBOUR_WEIGHT, Retriever
-from memory.tokenize import TOKENIZER_VERSION
+from memory.engine import INDEX_VERSION
 
 
 async def add(engine: MemoryEngine, owner: str, content: str, *, at: str | None = None, **kw: object) -> int:
@@ -357,7 +357,7 @@ async def test_tokenizer_change_reindexes_on_open(tmp_path, clock: ManualClock) 
             await conn.execute("UPDATE meta SET value = 'old' WHERE key = 'tokenizer'")
     async with await MemoryEngine.open(path, clock) as eng:
         row = await eng.db.fetchone("SELECT value FROM meta WHERE key = 'tokenizer'")
-        assert row is not None and row[0] == TOKENIZER_VERSION
+        assert row is not None and row[0] == INDEX_VERSION
         assert await ids(Retriever(eng), "u", "preferred") == [mid]
 
 
