@@ -376,6 +376,7 @@ class App:
             commands=UserCommands(
                 self.backend, forget_history=self._forget_history, everything=self._user_data, clock=self.clock,
                 timezones=self.timezones, default_tz=self.tz, incognito=self.incognito,
+                projects=getattr(self.backend, "engine", None),  # None: the file store
             ),
             timezones=self.timezones,
             incognito=self.incognito,

@@ -38,18 +38,20 @@ from datetime import UTC, datetime, timedelta, tzinfo
 
 from memory.backend import MemoryBackend
 from memory.clock import Clock, SystemClock
+from memory.engine import MemoryEngine
 from memory.format import truncate
 from memory.types import Hit
 
 from .bus import Attachment, words_in_chinese
 from .export import MIME, Spool, chinese_enough, export_filename, mostly_chinese, write_user_export
 from .incognito import Incognito
+from .projectnames import project_command
 from .timezones import TimezoneError, UserTimezones, parse_timezone, zone_name
 from .userdata import Census, UserData
 
 __all__ = ["COMMANDS", "MENU", "MENU_ZH", "Answer", "UserCommands"]
 
-COMMANDS = ("memory", "forget", "export", "导出", "timezone", "tz", "incognito", "无痕")
+COMMANDS = ("memory", "forget", "export", "导出", "timezone", "tz", "incognito", "无痕", "project")
 # What a platform's command menu offers (Telegram's "/" list): command,
 # description, private chats only. /new and /help are the loop's own.
 MENU = (
@@ -59,6 +61,7 @@ MENU = (
     ("export", "A file of everything I keep about you", True),
     ("timezone", "Your time zone, for dates and schedules: /timezone Asia/Shanghai", True),
     ("incognito", "Stop learning from what you say (/incognito off: learn again)", True),
+    ("project", "A project was renamed: /project atlas orion", True),
     ("help", "What I can do", False),
 )
 # The same menu for clients set to Chinese (Telegram picks it by the user's language).
@@ -69,6 +72,7 @@ MENU_ZH = {
     "export": "把我保存的关于你的一切导出成文件",
     "timezone": "设置你的时区，日期和定时任务都按它计算：/timezone 上海",
     "incognito": "无痕模式：不从你说的话中学习（/incognito off 关闭）",
+    "project": "项目改名了：/project 旧名 新名",
     "help": "我能做什么",
 }
 _FORGET_MAX = 20  # as the memory_forget tool
@@ -128,8 +132,10 @@ class UserCommands:
         default_tz: tzinfo = UTC,
         incognito: Incognito | None = None,
         spool_bytes: int = SPOOL_BYTES,
+        projects: MemoryEngine | None = None,
     ) -> None:
         self.backend = backend
+        self.projects = projects  # /project: the SQLite store's engine (None: the file store keeps no aliases)
         self.spool_bytes = spool_bytes  # an export larger than this is written to a temporary file
         self.incognito = incognito
         self.forget_history = forget_history
@@ -168,6 +174,8 @@ class UserCommands:
             return Answer(await self._timezone(user, args.strip(), said))
         if name in ("incognito", "无痕"):
             return Answer(await self._incognito(user, args.strip().lower(), zh=True if name == "无痕" else said))
+        if name == "project":
+            return Answer(await project_command(self.projects, user, args, zh=_chinese([args]) or said))
         raise ValueError(f"unknown command {name!r}")
 
     async def _export(self, user: str, *, zh: bool | None, app_zh: bool = False) -> Answer:
@@ -184,7 +192,7 @@ class UserCommands:
             shown = len(index.memory_ids) + len(index.event_ids)
             zh = chinese_enough(index.chinese, shown) if shown else app_zh
         if not (index.memory_ids or index.event_ids or index.waiting or index.set_aside or kept.jobs or kept.history
-                or kept.timezone or kept.incognito_since or kept.files):
+                or kept.timezone or kept.incognito_since or kept.files or kept.projects):
             return Answer("我没有保存任何关于你的内容，没有可导出的。" if zh
                           else "I keep nothing about you, so there is nothing to export.")
         # Dated in their own zone (/timezone), as the prompt's date is.

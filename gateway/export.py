@@ -50,6 +50,7 @@ class UserExport:
     timezone: str = ""  # the zone they set with /timezone ("" when they set none)
     incognito_since: datetime | None = None  # when they turned /incognito on; None: off
     files: Sequence[tuple[str, datetime]] = ()  # files they sent lately (name, when), kept a day for file_read
+    projects: Sequence[tuple[str, str]] = ()  # their renamed projects (old name, new name), /project
 
 
 @dataclass(frozen=True)
@@ -334,6 +335,8 @@ def _user_head(export: UserExport, memories: int, events: int, *, at: str, zh: b
             out.append(f"你最近发来的文件（保存一天，供我再次阅读；此处只列文件名）：{_files(export.files, tz)}。")
         if export.timezone:
             out.append(f"你设置的时区：{export.timezone}（/timezone）。")
+        if export.projects:
+            out.append(f"改过名的项目：{_renamed(export.projects)}（/project）。")
         out.append(f"无痕模式：自 {when} 起开启（/incognito off 关闭）。" if since is not None
                    else "无痕模式：关闭（/incognito 开启）。")
     else:
@@ -351,9 +354,15 @@ def _user_head(export: UserExport, memories: int, events: int, *, at: str, zh: b
                        f"{_files(export.files, tz)}.")
         if export.timezone:
             out.append(f"Your time zone: {export.timezone} (/timezone).")
+        if export.projects:
+            out.append(f"Your renamed projects: {_renamed(export.projects)} (/project).")
         out.append(f"Incognito: on since {when} (/incognito off ends it)." if since is not None
                    else "Incognito: off (/incognito turns it on).")
     return out
+
+
+def _renamed(projects: Sequence[tuple[str, str]]) -> str:
+    return ", ".join(f"{old} → {new}" for old, new in projects)
 
 
 def _user_tail(export: UserExport, waiting: int, lab: _Labels, *, zh: bool, set_aside: int = 0) -> list[str]:

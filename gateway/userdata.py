@@ -106,8 +106,10 @@ class UserData:
         tz = await self.timezones.get(user) if self.timezones is not None else None
         since = await self.incognito.since(user) if self.incognito is not None else None
         files = [(f.name, f.received) for f in self.files.owned(user)] if self.files is not None else []
+        engine = getattr(self.backend, "engine", None)  # None: the file store, which keeps no aliases
+        projects = await engine.owned_project_aliases(user) if engine is not None else []
         return UserExport(data=data, jobs=jobs, history=history, timezone=zone_name(tz) if tz is not None else "",
-                          incognito_since=since, files=files), index
+                          incognito_since=since, files=files, projects=projects), index
 
     async def erase(self, user: str) -> Census:
         """Erase everything of ``user``; returns what went. Memory first: the

@@ -38,6 +38,7 @@ from .clock import ZoneOf, local_day, owner_zone, parse_ts
 from .consolidate import Consolidator
 from .decay import decay_factor
 from .engine import MemoryEngine, content_hash, row_to_memory
+from .forgetting import repeats_forgotten
 from .lease import Lease, Leases
 from .scope import in_group
 from .llm import Candidate, MemoryLLM, MemoryLLMError, ProfileEntry
@@ -475,11 +476,16 @@ class Compressor:
             # half of someone's profile in one answer is more likely wrong
             # than the person changed that much in a week.
             dropped = sorted((m for h, m in cur_by_hash.items() if h not in keep), key=lambda m: (m.importance, m.id))
+            # An entry whose facts were replaced is no slip of the model: it
+            # goes now, outside the gate (which takes the least important
+            # first, so a replaced identity entry waited behind every other).
+            stale = await _stale_entries(conn, owner, dropped)
+            dropped = [m for m in dropped if m.id not in {s.id for s in stale}]
             allowed = max(1, int(self.gate * len(current)))
             # The cap holds too: what the gate keeps takes its room, so new
             # entries (in the model's order) wait for the weeks the old ones
             # they replace may go (a full profile grew past 100 here).
-            room = max(0, self.profile_limit - (len(current) - min(len(dropped), allowed)))
+            room = max(0, self.profile_limit - (len(current) - len(stale) - min(len(dropped), allowed)))
             if len(new) > room:
                 report.notes.append(f"{owner}: {len(new) - room} new profile entries wait for room")
                 await write_log(conn, at=at, job="weekly_compress", owner=owner, action="promote_held",
@@ -500,6 +506,11 @@ class Compressor:
                 report.promoted += 1
                 await write_log(conn, at=at, job="weekly_compress", owner=owner, action="promote", memory_id=m.id,
                                 detail=e.content)
+            for m in stale:
+                await self.engine.set_status(m.id, "archived", conn=conn)
+                report.demoted += 1
+                await write_log(conn, at=at, job="weekly_compress", owner=owner, action="demote",
+                                memory_id=m.id, detail={"content": m.content, "why": "its facts were replaced"})
             for m in dropped[:allowed]:
                 await self.engine.set_status(m.id, "archived", conn=conn)
                 report.demoted += 1
@@ -510,3 +521,35 @@ class Compressor:
                 report.notes.append(f"{owner}: {len(held)} profile demotions over the {self.gate:.0%} gate held back")
                 await write_log(conn, at=at, job="weekly_compress", owner=owner, action="demote_held",
                                 detail={"gate": self.gate, "held": [m.id for m in held]})
+
+
+async def _stale_entries(conn: aiosqlite.Connection, owner: str, entries: Sequence[Memory]) -> list[Memory]:
+    """The Core Memory ``entries`` (left out by the model) that state what
+    is no longer current: every fact they cite (``m:<id>``) has left the
+    active ones (replaced, merged into another, dropped), or their words
+    repeat a replaced fact's. :func:`~memory.forgetting.retire_entries_on`
+    retires entries when their fact is replaced, but only those citing it:
+    an entry kept from an older profile cites none, and a weekly merge that
+    folds "manager is Li" into "manager is now Zhang" replaces nothing."""
+    if not entries:
+        return []
+    async with conn.execute(
+        "SELECT content FROM memories WHERE owner = ? AND tier = 2 AND status = 'superseded'", (owner,)
+    ) as cur:
+        replaced = [" ".join(r[0].split()) for r in await cur.fetchall()]
+    out = []
+    for e in entries:
+        cited = [int(r[2:]) for r in e.provenance.refs if r.startswith("m:") and r[2:].isdigit()]
+        if cited:
+            marks = ",".join("?" * len(cited))
+            async with conn.execute(
+                f"SELECT COUNT(*) FROM memories WHERE owner = ? AND status = 'active' AND id IN ({marks})",
+                (owner, *cited),
+            ) as cur:
+                row = await cur.fetchone()
+            if row is not None and row[0] == 0:
+                out.append(e)
+                continue
+        if repeats_forgotten(e.content, replaced):
+            out.append(e)
+    return out

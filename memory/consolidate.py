@@ -30,8 +30,9 @@ from .forgetting import retire_entries_on
 from .llm import Candidate, Fact
 from .hybrid import HybridRetriever
 from .retrieval import Retriever
+from .projects import read_aliases
 from .scope import Chat, in_group, said_in
-from .types import Memory, NewMemory, Provenance, Source
+from .types import GLOBAL_OWNER, Memory, NewMemory, Provenance, Source
 
 __all__ = ["MAX_REFS", "Applied", "CandidateSet", "Consolidator", "merged_refs"]
 
@@ -260,7 +261,13 @@ class Consolidator:
         """
         out = Applied()
         at = self.engine.now()
+        # A fact labelled with a renamed project's old name goes under the
+        # current one (memory/projects.py); read here, so a rename learnt
+        # in this transaction counts.
+        aliases = await read_aliases(conn, [GLOBAL_OWNER, owner])
         for fact in facts:
+            if fact.project in aliases:
+                fact = replace(fact, project=aliases[fact.project])
             words = "\n".join(said[i - 1] for i in fact.lines if 1 <= i <= len(said))
             prov = _cited(provenance, fact.lines, line_refs, line_messages)
             replaced = cands.get(fact.updates)

@@ -32,6 +32,7 @@ from .buffer import NOT_GONE, continue_ids, drop_owner_lines, reconcile
 from .db import Database
 from .format import truncate
 from .lru import LRU
+from .projects import ALIASES, remove_alias, set_alias
 from .schema import open_memory_db
 from .tokenize import TOKENIZER_VERSION, index_text, normalize
 from .tokens import estimate_tokens
@@ -52,7 +53,9 @@ __all__ = [
     "MemoryNotFound",
     "clean_source_text",
     "content_hash",
+    "INDEX_VERSION",
     "memory_index_text",
+    "replaced_words",
     "more_source_text",
     "owner_key",
 ]
@@ -121,10 +124,37 @@ def more_source_text(have: str, said: str) -> str | None:
     return clean_source_text(f"{have}\n{more}" if have else more)
 
 
-def memory_index_text(content: str, source_text: str = "") -> str:
+def memory_index_text(content: str, source_text: str = "", replaced: str = "") -> str:
     """What the FTS row of a memory holds: its content's terms, then those of
-    the words it was drawn from."""
-    return index_text(f"{content}\n{source_text}" if source_text else content)
+    the words it was drawn from, then those of the facts it replaced
+    (:func:`replaced_words`)."""
+    return index_text("\n".join(t for t in (content, source_text, replaced) if t))
+
+
+INDEX_VERSION = f"{TOKENIZER_VERSION}+replaced-1"
+"""What the FTS rows hold (the tokenizer's terms of a fact's words, its
+source words and, since ``+replaced``, the replaced facts' words); a file
+indexed otherwise is reindexed on open (``meta.tokenizer``)."""
+
+REPLACED_DEPTH = 8
+"""How many replacements back a fact's index reaches (a chain of moves)."""
+
+_REPLACED_SQL = """WITH RECURSIVE replaced(id, depth) AS (
+        SELECT id, 1 FROM memories WHERE owner = ? AND superseded_by = ? AND tier = 2 AND status <> 'active'
+        UNION SELECT m.id, r.depth + 1 FROM memories m JOIN replaced r ON m.superseded_by = r.id
+         WHERE m.owner = ? AND m.tier = 2 AND m.status <> 'active' AND r.depth < ?)
+    SELECT content FROM memories WHERE id IN (SELECT id FROM replaced) ORDER BY id DESC"""
+
+
+async def replaced_words(conn: aiosqlite.Connection, owner: str, memory_id: int) -> str:
+    """The words of the owner's Tier 2 facts that ``memory_id`` replaced or
+    absorbed (``superseded_by``, at up to :data:`REPLACED_DEPTH` removes),
+    newest first, cut as source text is. "User moved to Berlin" shares no
+    word with "where do I live?"; the "User lives in Shanghai" it replaced
+    does. Indexed, never shown; gone with the old fact when it is erased."""
+    async with conn.execute(_REPLACED_SQL, (owner, memory_id, owner, REPLACED_DEPTH)) as cur:
+        rows = await cur.fetchall()
+    return clean_source_text("\n".join(r[0] for r in rows))
 
 
 def row_to_memory(r: sqlite3.Row) -> Memory:
@@ -238,6 +268,8 @@ class MemoryEngine:
         self._pending_access: Counter[int] = Counter()
         # owner -> their projects, for the most recent `owners_kept` owners (read again once forgotten)
         self._projects: LRU[str, frozenset[str]] = LRU(owners_kept)
+        # owner -> (stamp, alias -> current project name)
+        self._aliases: LRU[str, tuple[tuple[int, int], dict[str, str]]] = LRU(owners_kept)
         # (owner, include_global, ids) -> (stamp, Tier 1 markdown, the ids
         # it shows): the system prompt reads it for every message, recall
         # leaves out what it shows, and it changes rarely (a tier-1 write
@@ -292,7 +324,7 @@ class MemoryEngine:
 
     async def _check_tokenizer(self) -> None:
         row = await self.db.fetchone("SELECT value FROM meta WHERE key = 'tokenizer'")
-        if row is None or row["value"] != TOKENIZER_VERSION:
+        if row is None or row["value"] != INDEX_VERSION:
             await self.reindex()
 
     async def reindex(self) -> int:
@@ -303,12 +335,17 @@ class MemoryEngine:
             await conn.execute("DELETE FROM events_fts")
             n = 0
             async with conn.execute(
-                "SELECT id, owner, content, source_text FROM memories WHERE status = 'active'"
+                "SELECT id, owner, content, source_text, EXISTS (SELECT 1 FROM memories o "
+                "WHERE o.owner = m.owner AND o.superseded_by = m.id) FROM memories m WHERE status = 'active'"
             ) as cur:
                 rows = list(await cur.fetchall())
             await conn.executemany(
                 "INSERT INTO memories_fts(rowid, owner, text) VALUES (?, ?, ?)",
-                [(r[0], owner_key(r[1]), memory_index_text(r[2], r[3])) for r in rows],
+                [
+                    (r[0], owner_key(r[1]),
+                     memory_index_text(r[2], r[3], await replaced_words(conn, r[1], r[0]) if r[4] else ""))
+                    for r in rows
+                ],
             )
             n += len(rows)
             async with conn.execute("SELECT id, owner, summary FROM daily_events") as cur:
@@ -320,10 +357,10 @@ class MemoryEngine:
             await conn.execute(
                 "INSERT INTO meta(key, value) VALUES ('tokenizer', ?) "
                 "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
-                (TOKENIZER_VERSION,),
+                (INDEX_VERSION,),
             )
         if n or erows:
-            log.info("fts reindexed", memories=n, events=len(erows), tokenizer=TOKENIZER_VERSION)
+            log.info("fts reindexed", memories=n, events=len(erows), tokenizer=INDEX_VERSION)
         return n + len(erows)
 
     # -- Tier 1 / Tier 2 writes --------------------------------------------
@@ -441,7 +478,11 @@ class MemoryEngine:
             await conn.execute("DELETE FROM memory_vectors WHERE memory_id = ?", (memory_id,))
             self._erased.add(memory_id)
         if ("content" in sets or "source_text" in sets) and row["status"] == "active":
-            text = memory_index_text(sets.get("content", row["content"]), sets.get("source_text", row["source_text"]))
+            text = memory_index_text(
+                sets.get("content", row["content"]),
+                sets.get("source_text", row["source_text"]),
+                await replaced_words(conn, row["owner"], memory_id),
+            )
             await conn.execute("UPDATE memories_fts SET text = ? WHERE rowid = ?", (text, memory_id))
             self.db.bump(INDEX)
         self._projects.pop(row["owner"], None)
@@ -465,7 +506,7 @@ class MemoryEngine:
         assert conn is not None  # opened by @_in_transaction when not given
         status = Status(status)
         async with conn.execute(
-            "SELECT owner, content, source_text, status, tier FROM memories WHERE id = ?", (memory_id,)
+            "SELECT owner, content, source_text, status, tier, superseded_by FROM memories WHERE id = ?", (memory_id,)
         ) as cur:
             row = await cur.fetchone()
         if row is None:
@@ -480,20 +521,43 @@ class MemoryEngine:
         if was_active and status is not Status.ACTIVE:
             await conn.execute("DELETE FROM memories_fts WHERE rowid = ?", (memory_id,))
         elif not was_active and status is Status.ACTIVE:
+            replaced = await replaced_words(conn, row["owner"], memory_id)
             await conn.execute(
                 "INSERT INTO memories_fts(rowid, owner, text) VALUES (?, ?, ?)",
-                (memory_id, owner_key(row["owner"]), memory_index_text(row["content"], row["source_text"])),
+                (memory_id, owner_key(row["owner"]), memory_index_text(row["content"], row["source_text"], replaced)),
             )
+        # The fact it now points at (or pointed at) carries its words, or no longer does.
+        for target in {row["superseded_by"], superseded_by} - {None, memory_id}:
+            await self._reindex_one(conn, target)
         self._projects.pop(row["owner"], None)
         if row["tier"] == 1:
             self.db.bump(TIER1)
+
+    async def _reindex_one(self, conn: aiosqlite.Connection, memory_id: int) -> None:
+        """Rewrite the FTS row of ``memory_id``, or of the active fact that
+        replaced it since (what it carries changed: :func:`replaced_words`)."""
+        for _ in range(REPLACED_DEPTH):
+            async with conn.execute(
+                "SELECT owner, content, source_text, status, superseded_by FROM memories WHERE id = ?", (memory_id,)
+            ) as cur:
+                row = await cur.fetchone()
+            if row is None or row["status"] == "active" or row["superseded_by"] is None:
+                break
+            memory_id = row["superseded_by"]
+        if row is None or row["status"] != "active":
+            return
+        text = memory_index_text(row["content"], row["source_text"], await replaced_words(conn, row["owner"], memory_id))
+        await conn.execute("UPDATE memories_fts SET text = ? WHERE rowid = ?", (text, memory_id))
+        self.db.bump(INDEX)
 
     @_in_transaction
     async def delete(self, memory_id: int, *, conn: aiosqlite.Connection | None = None) -> None:
         """Erase a memory for good (the user's right to have it gone); call
         :meth:`purge_erased` once the erasing transaction has committed."""
         assert conn is not None  # opened by @_in_transaction when not given
-        async with conn.execute("SELECT owner, tier, content FROM memories WHERE id = ?", (memory_id,)) as cur:
+        async with conn.execute(
+            "SELECT owner, tier, content, superseded_by FROM memories WHERE id = ?", (memory_id,)
+        ) as cur:
             row = await cur.fetchone()
         if row is None:
             raise MemoryNotFound(f"no memory with id {memory_id}")
@@ -501,6 +565,8 @@ class MemoryEngine:
         self.db.bump(INDEX)
         await conn.execute("DELETE FROM memories_fts WHERE rowid = ?", (memory_id,))
         await conn.execute("DELETE FROM memories WHERE id = ?", (memory_id,))
+        if row["superseded_by"] is not None:  # its words leave the fact that replaced it
+            await self._reindex_one(conn, row["superseded_by"])
         await _scrub_log(conn, memory_id, content)
         await _drop_cached_vectors(conn, [content])
         self._erased.add(memory_id)
@@ -552,6 +618,8 @@ class MemoryEngine:
                 rows = list(await cur.fetchall())
             await _drop_cached_vectors(conn, [r[1] for r in rows])
             self._erased.update(r[0] for r in rows)
+            self.db.bump(ALIASES)
+            await conn.execute("DELETE FROM project_aliases WHERE owner = ?", (owner,))
             for table, key in (("memories", "memories"), ("daily_events", "events"), ("memory_log", "log")):
                 cur = await conn.execute(f"DELETE FROM {table} WHERE owner = ?", (owner,))
                 counts[key] = cur.rowcount
@@ -567,6 +635,7 @@ class MemoryEngine:
         inside the writing transaction, as :meth:`Database.bump` wants."""
         self.db.bump(TIER1)
         self.db.bump(INDEX)
+        self.db.bump(ALIASES)
         for owner in owners:
             self._projects.pop(owner, None)
 
@@ -689,17 +758,60 @@ class MemoryEngine:
         return text, held
 
     async def known_projects(self, owner: str) -> frozenset[str]:
-        """Project partitions ``owner`` (or ``_global``) has memories in."""
+        """Project partitions ``owner`` (or ``_global``) has memories in,
+        and every name of theirs (:meth:`project_aliases`)."""
         cached = self._projects.get(owner)
-        if cached is not None:
-            return cached
+        if cached is None:
+            rows = await self.db.fetchall(
+                "SELECT DISTINCT project FROM memories WHERE owner IN (?, ?) AND status = 'active'",
+                (owner, GLOBAL_OWNER),
+            )
+            cached = frozenset(r["project"] for r in rows if r["project"] and r["project"] != GLOBAL_OWNER)
+            self._projects[owner] = cached
+        aliases = await self.project_aliases(owner)
+        return cached | frozenset(aliases) | frozenset(aliases.values()) if aliases else cached
+
+    async def project_aliases(self, owner: str) -> dict[str, str]:
+        """alias -> current name of ``owner``'s projects (and ``_global``'s;
+        the owner's win), read again when any process changed them."""
+        stamp = await self.db.stamp(ALIASES)
+        cached = self._aliases.get(owner)
+        if cached is not None and cached[0] == stamp:
+            return cached[1]
         rows = await self.db.fetchall(
-            "SELECT DISTINCT project FROM memories WHERE owner IN (?, ?) AND status = 'active'",
-            (owner, GLOBAL_OWNER),
+            "SELECT alias, project FROM project_aliases WHERE owner IN (?, ?) ORDER BY owner = ?, alias",
+            (owner, GLOBAL_OWNER, owner),
         )
-        found = frozenset(r["project"] for r in rows if r["project"] and r["project"] != GLOBAL_OWNER)
-        self._projects[owner] = found
+        found = {r["alias"]: r["project"] for r in rows}
+        self._aliases[owner] = (stamp, found)
         return found
+
+    async def owned_project_aliases(self, owner: str) -> list[tuple[str, str]]:
+        """``owner``'s own aliases (not ``_global``'s), as (alias, current name)."""
+        rows = await self.db.fetchall(
+            "SELECT alias, project FROM project_aliases WHERE owner = ? ORDER BY alias", (owner,)
+        )
+        return [(r["alias"], r["project"]) for r in rows]
+
+    @_in_transaction
+    async def set_project_alias(
+        self, owner: str, old: str, new: str, *, source: str, conn: aiosqlite.Connection | None = None
+    ) -> tuple[str, str]:
+        """``owner``'s project ``old`` is now ``new``: the old name's facts
+        count for the new one (memory/projects.py). Returns both as slugs;
+        ``ValueError`` for a name that is none or a rename to itself."""
+        assert conn is not None  # opened by @_in_transaction when not given
+        self.db.bump(ALIASES)
+        return await set_alias(conn, owner, old, new, source=source, at=self.now())
+
+    @_in_transaction
+    async def remove_project_alias(
+        self, owner: str, alias: str, *, conn: aiosqlite.Connection | None = None
+    ) -> bool:
+        """Drop ``owner``'s alias; whether there was one."""
+        assert conn is not None  # opened by @_in_transaction when not given
+        self.db.bump(ALIASES)
+        return await remove_alias(conn, owner, alias)
 
     async def owners(self) -> list[str]:
         rows = await self.db.fetchall(

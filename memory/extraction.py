@@ -477,6 +477,10 @@ class ExtractionService:
                 assert row is not None  # COUNT(*) always returns a row
                 if row[0] != len(ids):
                     raise _AlreadyFlushed()
+                for old, new in extraction.renamed:  # before the facts, which go under the new name
+                    await self.engine.set_project_alias(owner, old, new, source="extraction", conn=conn)
+                    await write_log(conn, at=self.engine.now(), job="extraction", owner=owner, action="alias",
+                                    detail={"from": old, "to": new})
                 applied = await self.consolidator.apply(
                     conn, owner, extraction.facts, cands, provenance=prov, source=Source.EXTRACTION,
                     said=[r.content for r in rows],

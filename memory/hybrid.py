@@ -35,7 +35,7 @@ import structlog
 
 from .engine import MemoryEngine
 from .format import fit_budget
-from .retrieval import MAX_QUERY_CHARS, OTHER_PROJECT_FACTOR, Retriever, _named_projects
+from .retrieval import MAX_QUERY_CHARS, OTHER_PROJECT_FACTOR, Retriever, named_projects
 from .scope import Chat
 from .types import GLOBAL_OWNER, Hit
 from .vectors import VectorIndex
@@ -277,7 +277,7 @@ class HybridRetriever:
     ) -> list[tuple[int, float]]:
         """As on the lexical side: when the message names a project, a
         memory of another project counts OTHER_PROJECT_FACTOR of itself."""
-        named = _named_projects(query, await self.engine.known_projects(user) if projects is None else projects)
+        named = await named_projects(self.engine, user, query, projects)
         if not named:
             return dense
         marks = ",".join("?" * len(dense))

@@ -199,7 +199,17 @@ _CATEGORY_ALIASES: dict[str, Category] = {
     "howto": Category.SOLUTION,
     "choice": Category.DECISION,
     "plan": Category.DECISION,
-    "chat": Category.CONVERSATION,
+    # Small talk is temporary (seed 8.2): "conversation" is the gist of a
+    # discussion, kept at 10 % for ranking; "temp" fades and is archived.
+    "chat": Category.TEMP,
+    "chitchat": Category.TEMP,
+    "chit-chat": Category.TEMP,
+    "small talk": Category.TEMP,
+    "smalltalk": Category.TEMP,
+    "small_talk": Category.TEMP,
+    "greeting": Category.TEMP,
+    "summary": Category.CONVERSATION,
+    "discussion": Category.CONVERSATION,
     "temporary": Category.TEMP,
     "bug": Category.DEBUG,
     "error": Category.DEBUG,
@@ -382,6 +392,21 @@ def _facts(obj: dict[str, Any], key: str = "facts") -> list[Fact]:
     return facts
 
 
+def _renamed(raw: Any) -> list[tuple[str, str]]:
+    """``[{"from": "atlas", "to": "orion"}]`` -> ``[("atlas", "orion")]``,
+    as slugs; an item without both names, or naming one project twice, is
+    left out (logged: the facts of the reply stand)."""
+    items = raw if isinstance(raw, list) else [] if raw is None else [raw]
+    out: list[tuple[str, str]] = []
+    for x in items:
+        pair = (slug(x.get("from"), ""), slug(x.get("to"), "")) if isinstance(x, dict) else ("", "")
+        if pair[0] and pair[1] and pair[0] != pair[1]:
+            out.append(pair)
+    if len(out) < len(items):
+        log.warning("memory llm: renames left out", count=len(items) - len(out), of=len(items))
+    return list(dict.fromkeys(out))
+
+
 def dominant_language(text: str) -> str:
     """``"Chinese"`` when Han characters dominate the letters, else ``"English"``
     (a hint only; the prompt also tells the model to follow the text)."""
@@ -411,6 +436,9 @@ class Candidate:
 class Extraction:
     facts: list[Fact]
     summary: str
+    # (old, new) project names the user said a project was renamed from
+    # and to, as slugs (memory/projects.py).
+    renamed: list[tuple[str, str]] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -451,7 +479,7 @@ Rules:
 1. Only facts stated explicitly; never guess.
 2. Each fact is one self-contained sentence of at most 100 characters.
 3. LANGUAGE: write every fact and the summary in the same language as the conversation. A Chinese conversation gives Chinese facts; an English one gives English facts. Never translate.
-4. Label each fact with project and topic (short lowercase slugs, e.g. "myclaw", "deploy"; "_global" / "_general" when none), category ({_CATS}) and importance in [0.0, 1.0] (identity 1.0, technical decision 0.8, ordinary event 0.5, temporary 0.2).
+4. Label each fact with project and topic (short lowercase slugs, e.g. "myclaw", "deploy"; "_global" / "_general" when none), category ({_CATS}) and importance in [0.0, 1.0] (identity 1.0, technical decision 0.8, ordinary event 0.5, temporary 0.2). "conversation" is the gist of a discussion worth recalling months later; small talk, greetings, passing moods and today's weather are "temp" (forgotten within weeks); a passing error being chased is "debug".
 5. Existing memories are listed with numbers. If a fact only restates existing memory N, set "same_as": N. If it replaces or contradicts existing memory N (moved, switched tools, changed a setting), set "updates": N. Otherwise omit both.
 6. The input lines are numbered L1, L2, ...: set "lines" to the numbers of the one or two lines each fact comes from.
 7. Never store a fact from a request to forget, delete or stop remembering it ("forget that my cat is called Miso" is no fact about a cat): the user wants it gone, and leave it out of the summary too.
@@ -461,6 +489,7 @@ Rules:
 11. Also write a summary of the conversation of at most 200 characters.
 12. The input lines are in time order: where two lines contradict, the later one holds. "Replaced memories", when listed, are no longer true: never extract a fact that states one again (a line saying it is older than the memory that replaced it, which holds).
 13. Whose words: a fact about the user comes from what the user said or sent (rule 9), never from what someone else said. In a group chat (the input says so) the assistant answers everyone and its lines may repeat what other members said (a move, an illness, a plan): that is never a fact about the user. Write the summary about what the user said and asked; anything it tells of someone else names them.
+14. If the user says one of their projects was renamed ("we renamed atlas to orion"), add "renamed": [{{"from": "atlas", "to": "orion"}}] (project slugs) and label its facts with the new name.
 
 Reply with one JSON object only:
 {{"facts": [{{"content": "...", "project": "...", "topic": "...", "category": "...", "importance": 0.8, "same_as": null, "updates": null, "lines": [2]}}], "summary": "..."}}"""
@@ -757,7 +786,7 @@ class MemoryLLM:
         ]
         summary = obj.get("summary")
         summary = " ".join(summary.split()) if isinstance(summary, str) else ""
-        return Extraction(facts=facts, summary=_cut(summary, MAX_SUMMARY_CHARS))
+        return Extraction(facts=facts, summary=_cut(summary, MAX_SUMMARY_CHARS), renamed=_renamed(obj.get("renamed")))
 
     async def merge(self, facts: Sequence[Candidate], *, partition: str = "") -> MergeResult:
         """Deduplicate one partition; every input is accounted for or not."""

@@ -9,8 +9,9 @@ files' moves (gateway.db, cron.db, the file store's folder).
 
 Tables that name an owner (every one; a test pins the list against the
 schema): ``memories`` and the ``owner`` token of its FTS rows,
-``daily_events`` and ``events_fts``, ``memory_vectors``, ``memory_log``, and
-the buffer file's ``extraction_buffer``. ``buffer_gone`` and
+``daily_events`` and ``events_fts``, ``memory_vectors``, ``memory_log``,
+``project_aliases`` (an alias the user already has wins), and the buffer
+file's ``extraction_buffer``. ``buffer_gone`` and
 ``embedding_cache`` hold ids and hashes, no owner; ``meta``'s migration
 ledger is keyed by owner too, and moves with the files it describes
 (:func:`memory.migrate.carry_ledger`).
@@ -50,6 +51,7 @@ __all__ = ["OWNED_TABLES", "move_owner", "survey"]
 
 OWNED_TABLES = (
     "memories", "memories_fts", "daily_events", "events_fts", "memory_vectors", "memory_log", "extraction_buffer",
+    "project_aliases",
 )  # fmt: skip
 """Every table of memory.db and its buffer file with an owner column."""
 
@@ -84,6 +86,7 @@ async def _survey(fetch: Fetch, old: str, new: str) -> dict[str, int]:
         "events": await _count(fetch, "daily_events", old),
         "vectors": await _count(fetch, "memory_vectors", old),
         "log entries": await _count(fetch, "memory_log", old),
+        "project aliases": await _count(fetch, "project_aliases", old),
         "buffered": await _count(fetch, "extraction_buffer", old),
         "buffered duplicates": len(await fetch(_SAME_LINES, (old, new))),
     }
@@ -133,6 +136,9 @@ async def move_owner(engine: MemoryEngine, old: str, new: str, *, job: str) -> d
         )
         for table in ("memories", "daily_events", "memory_vectors", "memory_log"):
             await conn.execute(f"UPDATE {table} SET owner = ? WHERE owner = ?", (new, old))
+        # One alias per name and owner: the user's own stays.
+        await conn.execute("UPDATE OR IGNORE project_aliases SET owner = ? WHERE owner = ?", (new, old))
+        await conn.execute("DELETE FROM project_aliases WHERE owner = ?", (old,))
         same = [r[0] for r in await conn.execute_fetchall(_SAME_LINES, (old, new))]
         await drop_lines(conn, same)  # tombstoned in memory.db first, as every buffer delete
         await conn.execute("UPDATE extraction_buffer SET owner = ? WHERE owner = ?", (new, old))

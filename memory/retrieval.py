@@ -58,6 +58,7 @@ from .clock import format_ts, local_day, parse_ts
 from .decay import decay_factor
 from .engine import INDEX, MemoryEngine, owner_key
 from .format import fit_budget
+from .projects import linked_projects
 from .mood import LEXICON, MOOD_TERMS, NEGATIVE, is_mood_term, mood_class, mood_term, moods
 from .timeref import Period, periods
 from .tokenize import normalize, query_terms, quote
@@ -614,6 +615,12 @@ class Retriever:
         when = periods(normalize(query[:MAX_QUERY_CHARS]), now, tz) if WHEN_WEIGHT > 0 else []
         if when:
             q.append(QueryTerm(WHEN_TERM, WHEN_WEIGHT, True))
+        named = await named_projects(self.engine, user, query, projects)
+        # A renamed project's other names are searched too: its old facts
+        # say "atlas", the message "orion" (memory/projects.py).
+        have = {t.term for t in q}
+        for name in sorted(named - _named_projects(query, named)):
+            q += [QueryTerm(t, w, True) for t, w in query_terms(name) if t not in have]
         owners = [user] if user == GLOBAL_OWNER else [user, GLOBAL_OWNER]
         where = shown_in(private=private, chat=chat)
         rows, idf, stats = await self._candidates(
@@ -622,7 +629,6 @@ class Retriever:
         if not rows:
             return []
         relevance = _Relevance(q, idf, stats.avg_len)
-        named = _named_projects(query, await self.engine.known_projects(user) if projects is None else projects)
 
         def score(rs: Iterable[sqlite3.Row]) -> list[tuple[float, sqlite3.Row]]:
             out: list[tuple[float, sqlite3.Row]] = []
@@ -806,6 +812,18 @@ def _match_terms(present: list[QueryTerm], idf: dict[str, float], df: dict[str, 
         if len(out) == MAX_MATCH_TERMS:
             break
     return out
+
+
+async def named_projects(
+    engine: MemoryEngine, user: str, query: str, projects: Iterable[str] | None = None
+) -> frozenset[str]:
+    """The projects the message names (``projects``, default the user's
+    known ones), with every other name of theirs (memory/projects.py): a
+    fact filed under a project's old name counts as the named project's."""
+    aliases = await engine.project_aliases(user)
+    known = await engine.known_projects(user) if projects is None else frozenset(projects)
+    named = _named_projects(query, known | frozenset(aliases) | frozenset(aliases.values()))
+    return linked_projects(aliases, named) if named and aliases else named
 
 
 def _named_projects(query: str, projects: Iterable[str]) -> frozenset[str]:

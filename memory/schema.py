@@ -200,12 +200,33 @@ async def _v5_buffer_own_file(conn: aiosqlite.Connection) -> None:
     )
 
 
+async def _v6_project_aliases(conn: aiosqlite.Connection) -> None:
+    # A renamed project's other names ("we renamed atlas to orion"): each
+    # alias points at the current name (memory/projects.py). Facts stay
+    # filed under the name they were written with; recall counts them for
+    # every name of their project.
+    await run_script(
+        conn,
+        """
+        CREATE TABLE project_aliases (
+            owner      TEXT NOT NULL,
+            alias      TEXT NOT NULL,
+            project    TEXT NOT NULL,
+            source     TEXT NOT NULL,
+            created_at TEXT NOT NULL,
+            PRIMARY KEY (owner, alias)
+        ) WITHOUT ROWID;
+        """,
+    )
+
+
 MIGRATIONS: list[Migration] = [
     _v1_core,
     _v2_memories_by_owner_date,
     _v3_memory_source_text,
     _v4_embeddings,
     _v5_buffer_own_file,
+    _v6_project_aliases,
 ]
 
 BUFFER_SCHEMA = "buffer"

@@ -43,12 +43,12 @@ from gateway.sessions import MIGRATIONS as SESSION_MIGRATIONS
 from gateway.sessions import SessionStore
 from memory import ManualClock, MemoryEngine
 from memory.db import Attachment, Database, Migration
-from memory.engine import memory_index_text, owner_key
+from memory.engine import INDEX_VERSION, memory_index_text, owner_key
 from memory.retrieval import Retriever
 from memory.schema import (
     BUFFER_MIGRATIONS, BUFFER_SCHEMA, MIGRATIONS, _adopt_buffer, _v5_buffer_own_file, buffer_path,
 )
-from memory.tokenize import TOKENIZER_VERSION, index_text
+from memory.tokenize import index_text
 
 Row = tuple[str, dict[str, Any]]  # (table, column -> value)
 Era = Callable[[int], list[Row]]  # the rows written by the code of version v (given v)
@@ -75,7 +75,7 @@ def at(v: int, hour: int = 8) -> str:
 # -- memory.db ---------------------------------------------------------------
 
 
-def _memory(v: int, i: int, owner: str, content: str, **cols: Any) -> list[Row]:
+def _memory(v: int, i: int, owner: str, content: str, *, replaced: str = "", **cols: Any) -> list[Row]:
     status = cols.get("status", "active")
     row = {
         "id": v * 10 + i, "owner": owner, "tier": 1 if i == 1 else 2, "category": cols.pop("category", "event"),
@@ -85,7 +85,9 @@ def _memory(v: int, i: int, owner: str, content: str, **cols: Any) -> list[Row]:
     }
     rows: list[Row] = [("memories", row)]
     if status == "active":  # only active rows are indexed
-        fts = {"rowid": row["id"], "owner": owner_key(owner), "text": memory_index_text(content, cols.get("source_text", ""))}
+        # As the current code indexes it (INDEX_VERSION): with the words of the fact it replaced.
+        text = memory_index_text(content, cols.get("source_text", ""), replaced)
+        fts = {"rowid": row["id"], "owner": owner_key(owner), "text": text}
         rows.append(("memories_fts", fts))
     return rows
 
@@ -94,7 +96,8 @@ def _memory_v1(v: int, *, source_text: bool = False) -> list[Row]:
     w = word(v)
     extra: dict[str, Any] = {"source_text": f"we talked about the {w}field trip"} if source_text else {}
     return [
-        *_memory(v, 1, "telegram:alice", f"Alice keeps a {w} in the garden", category="identity", **extra),
+        *_memory(v, 1, "telegram:alice", f"Alice keeps a {w} in the garden", category="identity",
+                 replaced=f"Alice kept a {w} once", **extra),
         *_memory(v, 2, "telegram:bob", f"Bob's {w} password is hunter2", category="credential"),
         *_memory(v, 3, "telegram:alice", f"Alice kept a {w} once", category="decision", status="superseded",
                  superseded_by=v * 10 + 1),
@@ -130,11 +133,16 @@ def _memory_v4(v: int) -> list[Row]:
 
 
 MEMORY_ERAS: dict[str, Era] = {
-    "_v1_core": lambda v: [("meta", {"key": "tokenizer", "value": TOKENIZER_VERSION}), *_memory_v1(v)],
+    "_v1_core": lambda v: [("meta", {"key": "tokenizer", "value": INDEX_VERSION}), *_memory_v1(v)],
     "_v2_memories_by_owner_date": _memory_v1,  # an index: the same rows again
     "_v3_memory_source_text": _memory_v3,
     "_v4_embeddings": _memory_v4,
     "_v5_buffer_own_file": _memory_v4,  # extraction_buffer now names the buffer file's table
+    "_v6_project_aliases": lambda v: [
+        *_memory_v4(v),
+        ("project_aliases", {"owner": "telegram:alice", "alias": f"{word(v)}-old", "project": word(v),
+                             "source": "extraction", "created_at": at(v)}),
+    ],
 }
 
 BUFFER_ERAS: dict[str, Era] = {

@@ -43,6 +43,7 @@ try:
     from . import memory_cmd  # noqa: E402,F401
     from . import memory_jobs_cmd, cron_cmd  # noqa: E402,F401  (write path: compress/flush/log, cron)
     from . import identity_cmd  # noqa: E402,F401  (memory merge-identities)
+    from . import project_cmd  # noqa: E402,F401  (memory project-alias)
     from . import gateway_cmd  # noqa: E402,F401
     from . import backup_cmd  # noqa: E402,F401
     from . import doctor_cmd  # noqa: E402,F401

@@ -152,7 +152,7 @@ async def make_rig(
             known_projects=engine.known_projects,
             max_concurrent_chats=max_concurrent,
             limiter=limiter,
-            commands=UserCommands(backend, clock=clock, incognito=incognito),
+            commands=UserCommands(backend, clock=clock, incognito=incognito, projects=engine),
             incognito=incognito,
             **kept,
         )

@@ -470,3 +470,30 @@ async def test_a_new_zone_names_one_existing_job_in_the_singular(
             assert text.endswith("已有的 2 个定时任务保持原来的时区。"), text
         finally:
             await cron.close()
+
+
+async def test_project_names_a_renamed_project_for_the_sender_only(
+    tmp_path: Path, clock: ManualClock, fake_llm: FakeOpenAI
+) -> None:
+    """The user's own way to say a project was renamed, without the model:
+    the old name's facts then count for the new one (memory/projects.py)."""
+    async with make_rig(tmp_path, clock, fake_llm) as rig:
+        e = rig.engine
+        await e.add(NewMemory(owner=ALICE, content="atlas stores its data in Postgres", project="atlas"))
+        await e.add(NewMemory(owner=ALICE, content="webshop stores its data in MySQL", project="webshop"))
+        assert "/project atlas orion" in (await rig.ask("/project", chat="100")).text
+        text = (await rig.ask("/project atlas Orion", chat="100")).text
+        assert text == "Noted: atlas is now called orion; what I know of atlas counts for orion."
+        assert await e.project_aliases(ALICE) == {"atlas": "orion"} and await e.project_aliases(BOB) == {}
+        assert "atlas → orion" in (await rig.ask("/project", chat="100")).text
+        doc = (await rig.ask("/export", chat="100")).attachment
+        assert doc is not None and "Your renamed projects: atlas → orion (/project)." in doc.data.decode("utf-8")
+        hits = await rig.backend.recall(ALICE, "where does orion store its data?")
+        assert hits[0].content == "atlas stores its data in Postgres"
+        # Bad input: said so, nothing changed; in Chinese for a Chinese command.
+        assert "renamed to itself" in (await rig.ask("/project atlas ATLAS", chat="100")).text
+        assert "/project atlas orion" in (await rig.ask("/project atlas", chat="100")).text
+        assert (await rig.ask("/project 删除 atlas", chat="100")).text == "好的，atlas 不再是别的项目的旧名。"
+        assert await e.project_aliases(ALICE) == {}
+        assert "no renamed" in (await rig.ask("/project remove atlas", chat="100")).text.lower()
+        assert "private chat" in (await rig.ask("/project atlas orion", chat="-5", group=True, mentioned=True)).text

@@ -675,3 +675,90 @@ async def test_the_profile_refresh_is_told_when_each_fact_was_said_and_the_lates
     assert "2. [identity, 1.0, said 2026-03-01, last said 2026-03-31] User lives in Shanghai" in prompt
     assert "the latest holds" in fake.requests[-1]["messages"][0]["content"]
     assert rep.promoted == 1 and await engine.profile_markdown("alice") == "- User moved to Berlin"
+
+
+async def test_a_core_memory_entry_whose_facts_were_replaced_goes_at_once_outside_the_gate(
+    engine: MemoryEngine, fake: FakeOpenAI, llm: MemoryLLM
+) -> None:
+    """The gate demotes the least important first, so a replaced identity
+    entry (importance 1.0) waited behind every other drop, for weeks. An
+    entry the model leaves out whose facts are all gone (replaced, merged,
+    dropped) or that repeats a replaced fact's words is stale, not a model's
+    slip: it goes at once, and the gate counts only the others."""
+    def fact(content: str) -> NewMemory:
+        return NewMemory(owner="alice", content=content, category=Category.IDENTITY, importance=1.0)
+
+    shanghai, berlin = await engine.add(fact("User lives in Shanghai")), await engine.add(fact("User moved to Berlin"))
+    li, zhang = await engine.add(fact("User's manager is Li")), await engine.add(fact("User's manager is now Zhang"))
+    backed = [await engine.add(fact(f"User likes sport {i}")) for i in range(6)]
+
+    def entry(content: str, *facts: int, importance: float = 1.0) -> NewMemory:
+        refs = ("weekly", *(f"m:{i}" for i in facts))
+        return NewMemory(owner="alice", tier=1, content=content, category=Category.IDENTITY, importance=importance,
+                         provenance=Provenance(refs=refs))
+
+    stale_words = await engine.add(entry("User lives in Shanghai"))  # cites nothing: an old profile's entry
+    stale_merged = await engine.add(entry("Manager: Li", li.id))
+    others = [await engine.add(entry(f"Likes sport {i}", backed[i].id, importance=0.8)) for i in range(6)]
+    # A change the write path took (no entry cited the fact), and a weekly
+    # merge that folded Li into Zhang: neither retired an entry.
+    await engine.set_status(shanghai.id, "superseded", superseded_by=berlin.id)
+    await engine.set_status(li.id, "archived", superseded_by=zhang.id)
+
+    # The model drops the two stale entries and four backed ones: six of eight.
+    fake.responder = lambda body: Reply(json.dumps({"entries": [
+        {"content": "User moved to Berlin", "category": "identity"},
+        {"content": "User's manager is now Zhang", "category": "identity"},
+        {"content": "Likes sport 4", "category": "identity"},
+        {"content": "Likes sport 5", "category": "identity"},
+    ]}) if kind(body) == "profile" else Reply(json.dumps({"facts": [], "drop": []})))
+    rep = await Compressor(engine, llm, min_partition=100).weekly()
+    left = {m.content for m in await engine.profile("alice", include_global=False, limit=1000)}
+    assert "User lives in Shanghai" not in left and "Manager: Li" not in left
+    assert {"User moved to Berlin", "User's manager is now Zhang"} <= left
+    # The gate (a quarter of eight: two) still holds the backed ones back.
+    assert rep.demoted == 4 and sum(f"Likes sport {i}" in left for i in range(4)) == 2
+    for m in (stale_words, stale_merged):
+        assert (await engine.get(m.id)).status.value == "archived"  # type: ignore[union-attr]
+    stale = [e for e in await read_log(engine.db, limit=100) if e.action == "demote" and "replaced" in e.detail]
+    assert len(stale) == 2 and len(others) == 6
+
+
+async def test_chit_chat_is_temporary_and_fades_while_a_conversation_summary_stays(
+    engine: MemoryEngine, clock: ManualClock, fake: FakeOpenAI, llm: MemoryLLM
+) -> None:
+    """Seed 8.2's table: ``event``/``conversation`` are summaries of what
+    happened or was discussed (half-life 30 days, kept at 10 % for ranking,
+    never archived); ``temp`` is the temporary (half-life 7 days, down to 0,
+    archived weekly). Small talk is temporary: the model is told so, and
+    its names for it ("small talk", "chitchat", "chat") are read as ``temp``."""
+    from memory.extraction import ExtractionService
+
+    from ._writepath import turns
+
+    said = {
+        "nice weather today": ("User chatted about the nice weather", "small talk"),
+        "hi there!": ("User greeted the assistant", "chat"),
+        "let's go through the flat options in Berlin": ("User discussed flat options in Berlin", "conversation"),
+    }
+
+    def model(body: dict[str, Any]) -> Reply:
+        prompt = user_prompt(body)
+        facts = [{"content": fact, "category": cat, "lines": [1]} for words, (fact, cat) in said.items() if words in prompt]
+        return Reply(reply(facts))
+
+    fake.responder = model
+    mem, svc = SqliteMemory(engine), ExtractionService(engine, llm)
+    for n, words in enumerate(said):
+        await mem.buffer(turns("alice", (words, "ok"), start=n * 2))
+        assert all(r.ok for r in await svc.flush_now("alice"))
+    system = fake.requests[0]["messages"][0]["content"]
+    assert "small talk" in system and "temp" in system
+    cats = {m.content: m.category.value for m in await engine.list_memories("alice")}
+    assert cats == {"User chatted about the nice weather": "temp", "User greeted the assistant": "temp",
+                    "User discussed flat options in Berlin": "conversation"}
+
+    clock.advance(timedelta(days=60))
+    rep = await Compressor(engine, llm, min_partition=100).weekly()
+    assert rep.decayed == 2
+    assert [m.content for m in await engine.list_memories("alice")] == ["User discussed flat options in Berlin"]

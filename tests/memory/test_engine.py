@@ -378,3 +378,70 @@ async def test_the_per_owner_projects_cache_is_capped_and_forgets_nothing(tmp_pa
         assert await engine.known_projects("telegram:1") == frozenset({"atlas"})  # read again
     finally:
         await engine.close()
+
+
+async def _fact(engine: MemoryEngine, owner: str, content: str, source_text: str = "") -> int:
+    m = await engine.add(NewMemory(owner=owner, content=content, category=Category.IDENTITY, importance=1.0,
+                                   source_text=source_text))
+    return m.id
+
+
+async def test_a_fact_that_replaced_another_is_found_by_the_old_facts_words(engine: MemoryEngine) -> None:
+    """"User moved to Berlin" shares no word with "where do I live?": the
+    fact it replaced did ("User lives in Shanghai"), so its FTS row carries
+    those words (never shown), and so does a later replacement's."""
+    from memory.retrieval import Retriever
+
+    r = Retriever(engine)
+    old = await _fact(engine, "alice", "User lives in Shanghai", "I live in Shanghai")
+    zh_old = await _fact(engine, "alice", "用户住在上海")
+    await _fact(engine, "alice", "User has a cat named Miso")
+    await _fact(engine, "bob", "Bob lives in Paris")  # another user's words never reach alice's rows
+    new = await _fact(engine, "alice", "User moved to Berlin", "I moved to Berlin last week")
+    zh_new = await _fact(engine, "alice", "用户搬到了柏林")
+    assert not [h for h in await r.retrieve("alice", "where do I live?") if h.id == new]  # before: no shared word
+    await engine.set_status(old, "superseded", superseded_by=new)
+    await engine.set_status(zh_old, "superseded", superseded_by=zh_new)
+
+    for q in ("where do I live?", "do I still live in Shanghai?"):
+        hits = await r.retrieve("alice", q)
+        assert hits[0].id == new and hits[0].content == "User moved to Berlin", q
+    assert (await r.retrieve("alice", "我住在哪里？"))[0].id == zh_new
+    # A second move carries both older facts' words.
+    newer = await _fact(engine, "alice", "User relocated to Munich")
+    await engine.set_status(new, "superseded", superseded_by=newer)
+    assert (await r.retrieve("alice", "do I still live in Shanghai?"))[0].id == newer
+    assert (await r.retrieve("alice", "am I in Berlin?"))[0].id == newer
+    # The words survive an edit and a reindex, and go when the old fact is erased.
+    await engine.update(newer, source_text="we found a flat")
+    await engine.reindex()
+    assert (await r.retrieve("alice", "do I still live in Shanghai?"))[0].id == newer
+    await engine.delete(old)
+    assert "shanghai" not in (await engine.db.fetchone(
+        "SELECT text FROM memories_fts WHERE rowid = ?", (newer,)))[0]
+    assert not await r.retrieve("alice", "Shanghai")
+    assert "paris" not in " ".join(r[0] for r in await engine.db.fetchall(
+        "SELECT text FROM memories_fts WHERE rowid <> (SELECT id FROM memories WHERE owner = 'bob')"))
+
+
+async def test_an_index_written_before_replaced_words_is_rebuilt_on_open(tmp_path: Path, clock: ManualClock) -> None:
+    """A file indexed by older code (``meta.tokenizer`` without
+    ``+replaced``) has its replacing facts' rows without the old words:
+    opening it reindexes, and "where do I live?" finds the move."""
+    from memory.engine import INDEX_VERSION
+    from memory.retrieval import Retriever
+    from memory.tokenize import TOKENIZER_VERSION
+
+    path = tmp_path / "m.db"
+    async with await MemoryEngine.open(path, clock) as eng:
+        old = await _fact(eng, "alice", "User lives in Shanghai")
+        new = await _fact(eng, "alice", "User moved to Berlin")
+        await eng.set_status(old, "superseded", superseded_by=new)
+        async with eng.db.transaction() as conn:  # as the older code left them
+            await conn.execute("UPDATE memories_fts SET text = ? WHERE rowid = ?",
+                               (index_text("User moved to Berlin"), new))
+            await conn.execute("UPDATE meta SET value = ? WHERE key = 'tokenizer'", (TOKENIZER_VERSION,))
+        assert not await Retriever(eng).retrieve("alice", "where do I live?")
+    async with await MemoryEngine.open(path, clock) as eng:
+        assert (await eng.db.fetchone("SELECT value FROM meta WHERE key = 'tokenizer'"))[0] == INDEX_VERSION
+        assert [h.id for h in await Retriever(eng).retrieve("alice", "where do I live?")] == [new]

@@ -433,3 +433,34 @@ async def test_a_users_lock_goes_once_their_flush_is_done_and_one_flush_at_a_tim
     assert [r.ok for r in await first] == [True] and second == []
     assert svc._locks == {}
     assert len([r for r in fake.requests if r.get("response_format")]) == 13
+
+
+async def test_a_rename_the_user_states_is_learnt_and_old_facts_count_for_the_new_name(
+    engine: MemoryEngine, fake: FakeOpenAI, llm: MemoryLLM
+) -> None:
+    """"We renamed atlas to orion": the model says so (``renamed``), the
+    alias is kept (logged), a fact still labelled with the old name is
+    filed under the new one, and the old facts answer for the new name."""
+    def model(body: dict[str, Any]) -> Reply:
+        prompt = user_prompt(body)
+        if "renamed atlas" in prompt:
+            return Reply(reply([{"content": "orion launches in May", "project": "atlas", "lines": [1]}],
+                               renamed=[{"from": "atlas", "to": "orion"}, {"from": "x"}, "junk",
+                                        {"from": "orion", "to": "Orion"}]))
+        facts = [{"content": "atlas stores its data in Postgres", "project": "atlas", "lines": [1]},
+                 {"content": "webshop stores its data in MySQL", "project": "webshop", "lines": [1]}]
+        return Reply(reply(facts if "Postgres" in prompt else []))
+
+    fake.responder = model
+    mem, svc = SqliteMemory(engine), ExtractionService(engine, llm)
+    for n, words in enumerate(["atlas uses Postgres, webshop MySQL", "we renamed atlas to orion, it launches in May"]):
+        await mem.buffer(turns("alice", (words, "ok"), start=n * 2))
+        assert all(r.ok for r in await svc.flush_now("alice"))
+    assert "renamed" in fake.requests[0]["messages"][0]["content"]
+    assert await engine.project_aliases("alice") == {"atlas": "orion"}
+    projects = {m.content: m.project for m in await engine.list_memories("alice")}
+    assert projects["orion launches in May"] == "orion" and projects["atlas stores its data in Postgres"] == "atlas"
+    [logged] = await read_log(engine.db, actions=["alias"])
+    assert logged.owner == "alice" and json.loads(logged.detail) == {"from": "atlas", "to": "orion"}
+    hits = await Retriever(engine).retrieve("alice", "where does orion store its data?")
+    assert hits[0].content == "atlas stores its data in Postgres"

@@ -41,6 +41,10 @@ async def seed(engine: MemoryEngine) -> dict[str, int]:
     await engine.db.write(
         "INSERT INTO memory_log (at, job, owner, action) VALUES ('2026-02-20', 'extraction', ?, 'add')", (HANDLE,)
     )
+    # Project aliases: the handle's move, except one the user has already.
+    await engine.set_project_alias(HANDLE, "nimbus", "cirrus", source="extraction")
+    await engine.set_project_alias(HANDLE, "atlas", "orion", source="extraction")
+    await engine.set_project_alias(USER, "atlas", "nova", source="manual")
     return ids
 
 
@@ -69,9 +73,10 @@ async def test_the_handles_rows_move_to_the_user_and_recall_finds_them(engine: M
     planned = await survey(engine, HANDLE, USER)
     moved = await move_owner(engine, HANDLE, USER, job="cli")
     assert moved == planned == {
-        "memories": 4, "duplicates": 2, "events": 1, "vectors": 1, "log entries": 1,
+        "memories": 4, "duplicates": 2, "events": 1, "vectors": 1, "log entries": 1, "project aliases": 2,
         "buffered": 2, "buffered duplicates": 1,
     }  # fmt: skip
+    assert await engine.project_aliases(USER) == {"atlas": "nova", "nimbus": "cirrus"}
 
     hits = await Retriever(engine).retrieve(USER, "where is my sailboat?")
     assert hits[0].id == ids["boat"]

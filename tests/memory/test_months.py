@@ -128,6 +128,9 @@ async def test_four_months_keep_the_current_truth_and_what_lasts(
     assert "shrimp" not in core and "Shanghai" not in core and "manager is Li" not in core
     assert len(await engine.profile("alice", limit=1000)) <= 100
     assert "Shanghai" not in await prompt("where do I live?")
+    # The move is recalled by the words of what it replaced (docs/RETRIEVAL.md §6a).
+    for q in ("where do I live?", "do I still live in Shanghai?"):
+        assert "User moved to Berlin" in format_hits(await mem.recall("alice", q)), q
     assert "shrimp" not in await prompt("what am I allergic to?")
     assert "manager is Li" not in await prompt("who is my manager?")
     assert "4711" not in await prompt("what is my locker code?")

@@ -7,7 +7,7 @@ import pytest
 from memory import GLOBAL_OWNER, Category, ManualClock, MemoryEngine, NewMemory, Provenance, Source, retrieval
 from memory.clock import format_ts
 from memory.retrieval import MIN_RELEVANCE, NEIGHBOUR_WEIGHT, Retriever
-from memory.tokenize import TOKENIZER_VERSION
+from memory.engine import INDEX_VERSION
 
 
 async def add(engine: MemoryEngine, owner: str, content: str, *, at: str | None = None, **kw: object) -> int:
@@ -357,7 +357,7 @@ async def test_tokenizer_change_reindexes_on_open(tmp_path, clock: ManualClock) 
             await conn.execute("UPDATE meta SET value = 'old' WHERE key = 'tokenizer'")
     async with await MemoryEngine.open(path, clock) as eng:
         row = await eng.db.fetchone("SELECT value FROM meta WHERE key = 'tokenizer'")
-        assert row is not None and row[0] == TOKENIZER_VERSION
+        assert row is not None and row[0] == INDEX_VERSION
         assert await ids(Retriever(eng), "u", "preferred") == [mid]
 
 
@@ -589,3 +589,38 @@ async def test_a_user_with_few_memories_gets_the_same_ranking_read_whole(engine:
         whole = [(h.id, round(h.score, 9)) for h in await Retriever(engine, candidates=8).retrieve("me", q, limit=10)]
         matched = [(h.id, round(h.score, 9)) for h in await Retriever(engine, candidates=7).retrieve("me", q, limit=10)]
         assert whole and whole == matched, q
+
+
+async def test_a_renamed_projects_old_facts_count_for_its_new_name(engine: MemoryEngine) -> None:
+    """"We renamed atlas to orion": the facts stay filed under atlas. Asked
+    about orion, recall took them for another project's (x0.8) and matched
+    none of their words; with the alias, either name finds them, first."""
+    old = await add(engine, "alice", "atlas stores its data in Postgres", project="atlas")
+    other = await add(engine, "alice", "webshop stores its data in MySQL", project="webshop")
+    await add(engine, "alice", "webshop deploys on Fridays", project="webshop")
+    bobs = await add(engine, "bob", "atlas stores its data in SQLite", project="atlas")
+    r = Retriever(engine)
+    assert (await ids(r, "alice", "where does orion store its data?"))[0] == other  # before: nothing links them
+
+    assert await engine.set_project_alias("alice", "Atlas", "orion", source="manual") == ("atlas", "orion")
+    assert {"atlas", "orion", "webshop"} <= await engine.known_projects("alice")
+    for q in ("where does orion store its data?", "where does atlas store its data?"):
+        got = await ids(r, "alice", q)
+        assert got[0] == old and other in got, q
+    # Alice's alias is hers alone: bob's atlas is no orion.
+    assert await engine.project_aliases("bob") == {} and "orion" not in await engine.known_projects("bob")
+    assert not await retrieval.named_projects(engine, "bob", "where does orion store its data?")
+    assert bobs in await ids(r, "bob", "where does atlas store its data?")
+    # A later rename carries the old name along; a rename back drops the self-link.
+    await engine.set_project_alias("alice", "orion", "nova", source="manual")
+    assert await engine.project_aliases("alice") == {"atlas": "nova", "orion": "nova"}
+    assert (await ids(r, "alice", "where does nova store its data?"))[0] == old
+    await engine.set_project_alias("alice", "nova", "atlas", source="manual")
+    assert await engine.project_aliases("alice") == {"nova": "atlas", "orion": "atlas"}
+    with pytest.raises(ValueError, match="renamed to itself"):
+        await engine.set_project_alias("alice", "atlas", "ATLAS", source="manual")
+    with pytest.raises(ValueError, match="not a project name"):
+        await engine.set_project_alias("alice", "atlas", "  ", source="manual")
+    assert await engine.remove_project_alias("alice", "nova") and not await engine.remove_project_alias("alice", "nova")
+    await engine.forget_owner("alice")
+    assert await engine.project_aliases("alice") == {}

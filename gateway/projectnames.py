@@ -1,0 +1,61 @@
+"""``/project``: the user says a project of theirs was renamed.
+
+``/project atlas orion`` makes ``atlas`` an alias of ``orion``: what memory
+holds under ``atlas`` counts for ``orion`` in recall (memory/projects.py).
+``/project`` lists the user's aliases, ``/project remove atlas`` drops one.
+The extraction model learns a rename said in so many words; this is the
+user's way when it did not. Logged as ``alias`` / ``unalias`` (job ``chat``).
+"""
+
+from __future__ import annotations
+
+from memory.changelog import write_log
+from memory.engine import MemoryEngine
+
+__all__ = ["project_command"]
+
+_REMOVE = ("remove", "delete", "rm", "删除", "移除")
+_JOB = "chat"
+
+
+def _usage(zh: bool) -> str:
+    if zh:
+        return "项目改名后告诉我：/project 旧名 新名（如 /project atlas orion），旧名下记得的事就归到新名下。"
+    return ("When a project is renamed, tell me: /project atlas orion (old name, new name); "
+            "what I know of the old name then counts for the new one.")
+
+
+async def project_command(engine: MemoryEngine | None, user: str, args: str, *, zh: bool) -> str:
+    """The answer to ``/project args`` from ``user``."""
+    if engine is None:
+        return "这里的记忆不支持项目改名。" if zh else "Project renames are not kept by this memory store."
+    words = args.split()
+    if not words:
+        mine = await engine.owned_project_aliases(user)  # _global's are the operator's to list
+        if not mine:
+            return ("还没有改过名的项目。" if zh else "No renamed projects yet. ") + _usage(zh)
+        listed = "\n".join(f"- {a} → {p}" for a, p in mine)
+        head = "改过名的项目（旧名 → 新名）：" if zh else "Renamed projects (old name → new name):"
+        return f"{head}\n{listed}\n" + ("/project remove 旧名 可以取消。" if zh else "/project remove <old> undoes one.")
+    if words[0].lower() in _REMOVE and len(words) == 2:
+        async with engine.db.transaction() as conn:
+            gone = await engine.remove_project_alias(user, words[1], conn=conn)
+            if gone:
+                await write_log(conn, at=engine.now(), job=_JOB, owner=user, action="unalias",
+                                detail={"alias": words[1]})
+        if zh:
+            return f"好的，{words[1]} 不再是别的项目的旧名。" if gone else f"{words[1]} 不是改过名的项目。"
+        return (f"Done: {words[1]} is no longer another project's old name." if gone
+                else f"No renamed project is called {words[1]}.")
+    if len(words) != 2:
+        return _usage(zh)
+    try:
+        async with engine.db.transaction() as conn:
+            old, new = await engine.set_project_alias(user, words[0], words[1], source="user", conn=conn)
+            await write_log(conn, at=engine.now(), job=_JOB, owner=user, action="alias", detail={"from": old, "to": new})
+    except ValueError as exc:
+        return (f"没有改名：{exc}" if zh else f"Nothing renamed: {exc}")[:300]
+    if zh:
+        return f"记下了：{old} 现在叫 {new}；{old} 下记得的事都归到 {new}。"
+    return f"Noted: {old} is now called {new}; what I know of {old} counts for {new}."
+

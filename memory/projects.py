@@ -1,0 +1,88 @@
+"""Project aliases: a renamed project's old names count for the new one.
+
+"We renamed atlas to orion": the facts filed under ``atlas`` stay there
+(a partition is never rewritten behind the user's back), and recall asked
+about ``orion`` took them for another project's (scaled by
+``OTHER_PROJECT_FACTOR``) and matched none of their words. An alias
+(``project_aliases``: owner, alias -> current name) links the names: a
+message naming either counts the other's facts as the named project's and
+searches its name too (memory/retrieval.py), and a new fact filed under the
+old name goes under the current one (memory/consolidate.py).
+
+Each alias points at the current name directly: renaming ``orion`` to
+``nova`` later moves ``atlas`` along, and renaming back drops the alias
+that would point a name at itself. Aliases are learnt from the extraction
+model (``renamed``) and set by the operator (``myclaw memory alias``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+import aiosqlite
+
+from .llm import slug
+
+__all__ = ["ALIASES", "linked_projects", "project_name", "read_aliases", "remove_alias", "set_alias"]
+
+ALIASES = "project_aliases"
+"""The cache stamp of the aliases (``Database.stamp``)."""
+
+
+def project_name(raw: str) -> str:
+    """``raw`` as a project slug (as the extraction model's are kept); a
+    ``ValueError`` naming it when nothing of it is one."""
+    name = slug(raw, "")
+    if not name:  # "_global", "none" and the like are no project's name
+        raise ValueError(f"not a project name: {raw!r} (letters, digits or CJK, e.g. 'orion')")
+    return name
+
+
+async def set_alias(
+    conn: aiosqlite.Connection, owner: str, old: str, new: str, *, source: str, at: str
+) -> tuple[str, str]:
+    """Record that ``owner``'s project ``old`` is now called ``new`` (both
+    slugged, returned); ``ValueError`` when they are one name."""
+    old, new = project_name(old), project_name(new)
+    if old == new:
+        raise ValueError(f"a project cannot be renamed to itself: {old!r}")
+    # ``new`` is current now (a rename back drops the alias it had), and
+    # older names of ``old`` follow it to ``new``.
+    await conn.execute("DELETE FROM project_aliases WHERE owner = ? AND alias = ?", (owner, new))
+    await conn.execute("UPDATE project_aliases SET project = ? WHERE owner = ? AND project = ?", (new, owner, old))
+    await conn.execute(
+        "INSERT INTO project_aliases (owner, alias, project, source, created_at) VALUES (?, ?, ?, ?, ?) "
+        "ON CONFLICT (owner, alias) DO UPDATE SET project = excluded.project, source = excluded.source, "
+        "created_at = excluded.created_at",
+        (owner, old, new, source, at),
+    )
+    return old, new
+
+
+async def remove_alias(conn: aiosqlite.Connection, owner: str, alias: str) -> bool:
+    """Drop ``owner``'s alias ``alias``; whether there was one."""
+    cur = await conn.execute(
+        "DELETE FROM project_aliases WHERE owner = ? AND alias = ?", (owner, slug(alias, "") or alias)
+    )
+    return cur.rowcount > 0
+
+
+async def read_aliases(conn: aiosqlite.Connection, owners: Iterable[str]) -> dict[str, str]:
+    """alias -> current name for ``owners``; a later owner's win (the
+    user's over ``_global``'s, when given in that order)."""
+    out: dict[str, str] = {}
+    for owner in owners:
+        async with conn.execute(
+            "SELECT alias, project FROM project_aliases WHERE owner = ? ORDER BY alias", (owner,)
+        ) as cur:
+            out.update({r[0]: r[1] for r in await cur.fetchall()})
+    return out
+
+
+def linked_projects(aliases: Mapping[str, str], names: Iterable[str]) -> frozenset[str]:
+    """``names`` and every other name of the same projects."""
+    out: set[str] = set()
+    for name in names:
+        head = aliases.get(name, name)
+        out |= {name, head} | {a for a, p in aliases.items() if p == head}
+    return frozenset(out)
