@@ -268,6 +268,16 @@ async def feishu_pusher(world: World, fs: FakeFeishu, stop: asyncio.Event) -> No
             world.feishu_waiting.pop(0)
 
 
+async def stop_gateway(proc: asyncio.subprocess.Process) -> tuple[int, bool]:
+    """SIGTERM, then SIGKILL after 60 s: the exit code, and whether SIGTERM did it."""
+    proc.send_signal(signal.SIGTERM)
+    try:
+        return await asyncio.wait_for(proc.wait(), 60), True
+    except TimeoutError:
+        proc.kill()
+        return await proc.wait(), False
+
+
 async def start_gateway(home: Path, log: Any, fsize: int | None = None) -> asyncio.subprocess.Process:
     """``fsize``: no file the gateway writes may grow past it (RLIMIT_FSIZE:
     a write past it fails with EFBIG, as on a full disk; Python ignores
@@ -292,12 +302,7 @@ async def disk_full(home: Path, tg: FakeTelegram, seconds: float, margin: int) -
         before = tg.counts["sendmessage"]
         proc = await start_gateway(home, log, fsize=largest + margin)
         await asyncio.sleep(seconds)
-        proc.send_signal(signal.SIGTERM)
-        try:
-            code = await asyncio.wait_for(proc.wait(), 60)
-        except TimeoutError:
-            proc.kill()
-            code = await proc.wait()
+        code, _ = await stop_gateway(proc)
     events: Counter[str] = Counter()
     for line in (home / "gateway-diskfull.log").read_text(errors="replace").splitlines():
         with contextlib.suppress(ValueError):
@@ -386,12 +391,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         await asyncio.sleep(args.settle)  # a late duplicate, and extraction of the last lines
         for sent in fs.sent[feishu_seen:]:
             count_reply(world, str(sent.get("text") or ""), loop_time())
-        proc.send_signal(signal.SIGTERM)
-        try:
-            code = await asyncio.wait_for(proc.wait(), 60)
-        except TimeoutError:
-            proc.kill()
-            code = await proc.wait()
+        code, stopped = await stop_gateway(proc)
+        if not stopped:
             violations.append("the last run did not stop within 60 s of SIGTERM")
         if code != 0:
             violations.append(f"the last run exited {code} on SIGTERM")

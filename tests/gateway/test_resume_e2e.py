@@ -14,6 +14,8 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from gateway.app import App
 from memory import Category, ManualClock, NewMemory
 from tests.fakes.feishu_server import FakeFeishu
@@ -482,15 +484,17 @@ async def test_a_cron_job_missed_while_down_does_not_hide_the_cut_turn_of_its_ch
         assert [m.text for m in tg.sent] == ["re: is the launch on Thursday?", "re: how is the garden?"]
 
 
-async def test_messages_queued_behind_a_turn_cut_by_a_stop_with_no_time_left_are_answered_after_the_restart(
-    tmp_path: Path, clock: ManualClock
+@pytest.mark.parametrize("end", ["stop", "kill"])
+async def test_messages_queued_behind_a_cut_turn_are_answered_after_the_restart(
+    tmp_path: Path, clock: ManualClock, end: str
 ) -> None:
     """The user sent two more messages while the model wrote the first
-    reply; Telegram was told the gateway has them (the next poll); the
-    gateway stops with no time left (``close(timeout=0)``): the stop
-    writes the waiting ones to Tier 0 (ProcessLoop._park) and all three
-    are answered after the restart. A real crash runs no close and still
-    loses them (scripts/chaos_kill.py, BENCHMARKS.md "Chaos")."""
+    reply; Telegram was told the gateway has them (the next poll). A stop
+    with no time left (``close(timeout=0)``) writes the waiting ones to
+    Tier 0 (ProcessLoop._park); a kill runs no stop, and the durable inbox,
+    written before Telegram's offset passed them, has them (found by
+    scripts/chaos_kill.py). Either way all three are answered after the
+    restart, the cut turn first, in order, once."""
     async with FakeOpenAI(api_key=KEY, responder=_echo) as llm, FakeTelegram() as tg:
         async with _telegram_app(tmp_path, clock, llm, tg) as app:
             llm.queue_hold()
@@ -499,49 +503,19 @@ async def test_messages_queued_behind_a_turn_cut_by_a_stop_with_no_time_left_are
             tg.push_text(42, 42, "and who runs the demo?")
             tg.push_text(42, 42, "also, book the room")
             await until(lambda: tg.pending_updates == 0, timeout=15)  # confirmed: Telegram will not send them again
-            await _crash(app)
+            await (_crash(app) if end == "stop" else _killed(app, tmp_path))
         clock.advance(60)
         async with _telegram_app(tmp_path, clock, llm, tg) as again:
             with contextlib.suppress(TimeoutError):
                 await tg.wait_sent(3, timeout=5)
             await _quiet(again)
-        # In order: the cut turn first (its row), then the two the inbox kept, as they came.
         assert [m.text for m in tg.sent] == ["re: is the launch on Thursday?", "re: and who runs the demo?",
                                              "re: also, book the room"]
-        # The stop wrote the waiting rows before their replies (README: noticed, left).
-        assert sorted(r for r, _, _ in _history(tmp_path)) == ["assistant"] * 3 + ["user"] * 3
-        clock.advance(60)
-        async with _telegram_app(tmp_path, clock, llm, tg) as third:  # answered once: nothing again
-            await _quiet(third)
-            assert third.inbox is not None and await third.inbox.count() == 0
-        assert len(tg.sent) == 3
-
-
-async def test_messages_queued_behind_a_turn_cut_by_a_crash_are_answered_after_the_restart(
-    tmp_path: Path, clock: ManualClock
-) -> None:
-    """The same, killed: no stop runs, so nothing is parked in Tier 0; the
-    durable inbox, written before Telegram's offset passed them, has the
-    two waiting messages, and the next start answers them after the cut
-    turn, in order, once (found by scripts/chaos_kill.py)."""
-    async with FakeOpenAI(api_key=KEY, responder=_echo) as llm, FakeTelegram() as tg:
-        async with _telegram_app(tmp_path, clock, llm, tg) as app:
-            llm.queue_hold()
-            tg.push_text(42, 42, "is the launch on Thursday?")
-            await until(lambda: len(llm.requests) == 1, timeout=15)
-            tg.push_text(42, 42, "and who runs the demo?")
-            tg.push_text(42, 42, "also, book the room")
-            await until(lambda: tg.pending_updates == 0, timeout=15)  # confirmed: Telegram will not send them again
-            await _killed(app, tmp_path)
-        clock.advance(60)
-        async with _telegram_app(tmp_path, clock, llm, tg) as again:
-            with contextlib.suppress(TimeoutError):
-                await tg.wait_sent(3, timeout=5)
-            await _quiet(again)
-        # In order: the cut turn first (its row), then the two the inbox kept, as they came.
-        assert [m.text for m in tg.sent] == ["re: is the launch on Thursday?", "re: and who runs the demo?",
-                                             "re: also, book the room"]
-        assert [r for r, _, _ in _history(tmp_path)] == ["user", "assistant"] * 3
+        roles = [r for r, _, _ in _history(tmp_path)]
+        if end == "stop":  # the stop wrote the waiting rows before their replies (noticed, left)
+            assert sorted(roles) == ["assistant"] * 3 + ["user"] * 3
+        else:
+            assert roles == ["user", "assistant"] * 3
         clock.advance(60)
         async with _telegram_app(tmp_path, clock, llm, tg) as third:  # answered once: nothing again
             await _quiet(third)
