@@ -98,9 +98,10 @@ def make_responder(world: World) -> Any:
         if body.get("response_format"):
             system = str(body["messages"][0].get("content") or "")
             user = str(body["messages"][-1].get("content") or "")
-            if system.startswith("You maintain") or '"from"' in system:  # profile / weekly merge: keep as is
+            merge = system.startswith("You consolidate")  # the weekly merge (the extraction's rules name "from" too)
+            if system.startswith("You maintain") or merge:  # profile / weekly merge: keep as is
                 numbered = re.findall(r"^(\d+)\. (?:\[[^\]]*\] )?(.*)$", user, re.M)
-                if '"from"' in system:
+                if merge:
                     facts = [{"content": c, "category": "event", "importance": 0.5, "from": [int(n)]} for n, c in numbered]
                     return Reply(content=json.dumps({"facts": facts, "drop": []}), delay=delay)
                 entries = [{"content": c[:100], "category": "identity", "facts": [int(n)]} for n, c in numbered[:20]]
