@@ -368,21 +368,6 @@ class NoteSender(Protocol):
     async def publish_outbound(self, msg: OutboundMessage) -> None: ...
 
 
-_ASK_AGAIN = "Sorry, I restarted before I could answer, and the {what} you sent {are} no longer with me. Please send {it} again."
-_ASK_AGAIN_ZH = "抱歉，我在回答之前重启了，你发来的{what}没有留下。请再发一次。"
-
-
-def ask_again(msg: InboundMessage, pictures: int, unheard: bool) -> str:
-    """The note for a message whose pictures or recording a restart lost, in the user's language."""
-    if notes_in_chinese(msg):
-        return _ASK_AGAIN_ZH.format(what="图片" if pictures else "语音消息")
-    if pictures:
-        many = pictures > 1
-        return _ASK_AGAIN.format(what="photos" if many else "photo", are="are" if many else "is",
-                                 it="them" if many else "it")
-    return _ASK_AGAIN.format(what="voice message", are="is", it="it")
-
-
 async def resume_inbox(
     loop: Redeliverer, inbox: Inbox, notes: NoteSender, *, now: datetime, within: timedelta
 ) -> Redelivered:
@@ -414,7 +399,8 @@ async def resume_inbox(
             log.warning("message taken before a stop, never begun: its pictures or recording asked for again",
                         channel=msg.channel, chat_id=msg.chat_id, message_id=msg.message_id,
                         age_s=round(age.total_seconds()))
-            await notes.publish_outbound(OutboundMessage.answering(msg, ask_again(msg, w.pictures, w.unheard)))
+            note = lost_note(TurnContext(photos=w.pictures, unheard=w.unheard), msg)  # the cut turns' own note
+            await notes.publish_outbound(OutboundMessage.answering(msg, note))
             continue
         log.warning("answering a message taken before a stop, never begun", channel=msg.channel,
                     chat_id=msg.chat_id, message_id=msg.message_id, age_s=round(age.total_seconds()))

@@ -154,3 +154,34 @@ async def test_a_crash_after_the_reply_but_before_the_inbox_row_went_answers_not
             assert again.redelivered is not None and again.redelivered.answered == []
             assert again.inbox is not None and await again.inbox.count() == 0
         assert [m.text for m in tg.sent] == ["re: ping"]
+
+
+async def test_a_photo_queued_behind_a_turn_a_crash_cut_is_asked_for_again_in_the_cut_turns_words(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    """A picture's bytes are never kept: a photo the inbox held when the
+    gateway was killed gets the same note a cut turn's photo gets
+    (resume.lost_note), once, and the cut turn is answered."""
+    from .test_resume_files_e2e import _running
+    from .test_vision_e2e import PHOTO
+
+    async with FakeOpenAI(api_key=KEY, responder=_echo) as llm, FakeTelegram() as tg:
+        async with _running(tmp_path, clock, llm, tg) as app:
+            llm.queue_hold()
+            tg.push_text(42, 42, "first")
+            await until(lambda: len(llm.requests) == 1, timeout=15)
+            tg.push_photo(42, 42, [PHOTO], caption="what does this sign say?")
+            await until(lambda: tg.pending_updates == 0, timeout=15)
+            assert app.inbox is not None
+            await until(lambda: app.bus.inbound.qsize() == 0, timeout=15)  # taken by the chat's worker, queued
+            await app.inbox.flush()
+            _as_killed_now(tmp_path)
+        _undo_since(tmp_path)  # _running's stop wrote nothing that stays
+        clock.advance(60)
+        async with _running(tmp_path, clock, llm, tg) as again:
+            await tg.wait_sent(2, timeout=15)
+            await _quiet(again)
+        assert sorted(m.text for m in tg.sent) == [
+            "Sorry, I restarted before I could answer, and the photo you sent is no longer with me. Please send it again.",
+            "re: first",
+        ]
