@@ -27,14 +27,14 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timedelta, tzinfo
+from datetime import date, datetime, time, timedelta, tzinfo
 from zoneinfo import ZoneInfo
 
 import aiosqlite
 import structlog
 
 from .changelog import write_log
-from .clock import ZoneOf, local_day, owner_zone, parse_ts
+from .clock import ZoneOf, format_ts, local_day, owner_zone, parse_ts
 from .consolidate import Consolidator
 from .decay import decay_factor
 from .engine import MemoryEngine, content_hash, row_to_memory
@@ -240,9 +240,16 @@ class Compressor:
             assert row is not None  # COUNT(*) always returns a row
             if row[0] != len(ids):
                 return  # compressed meanwhile by another run
+            # Dated when said (seed 002), not this morning: an event's last
+            # line, else the day's noon on its owner's calendar.
+            async with conn.execute(f"SELECT id, provenance FROM daily_events WHERE id IN ({marks})", ids) as cur:
+                said = {r["id"]: _provenance(r["provenance"], "", "").date_to for r in await cur.fetchall()}
+            zone = await owner_zone(self.zone_of, owner, self.tz)
+            noon = datetime.combine(date.fromisoformat(day), time(12), zone)
             applied = await self.consolidator.apply(
                 conn, owner, ext.facts, cands, provenance=prov, source=Source.COMPRESSION, job="daily_compress",
                 said=summaries, line_refs=line_refs, revive=False,
+                line_times=[t if len(t := said.get(i, "")) > 10 else "" for i in ids], said_at=format_ts(noon),
             )
             await self.engine.mark_events_compressed(ids, conn=conn)
         report.events += len(ids)

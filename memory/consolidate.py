@@ -240,6 +240,8 @@ class Consolidator:
         said: Sequence[str] = (),
         line_refs: Sequence[str] = (),
         line_messages: Sequence[str] = (),
+        line_times: Sequence[str] = (),
+        said_at: str = "",
         revive: bool = True,
     ) -> Applied:
         """Write ``facts`` inside the caller's transaction.
@@ -253,6 +255,11 @@ class Consolidator:
         names only those of its ``lines`` (``Provenance.message_ids``), so a
         recalled message takes the facts drawn from it and no others
         (``SqliteMemory.retract``).
+        ``line_times``: when each of those lines was said (stored stamps);
+        a new fact is dated by the latest of its ``lines``, else
+        ``said_at``, else now: a batch learnt late (after the memory model's
+        backoff, or the next morning's compression) is still cited, and found
+        by "yesterday", on the day it was said (seed 002).
         ``revive=False`` (the daily compression, which retells a day already
         learnt): a fact in the very words of one already replaced, and
         replacing nothing itself, is not written back: the day told the old
@@ -299,6 +306,7 @@ class Consolidator:
                     detail={"restated": fact.content},
                 )
                 continue
+            times = [t for i in fact.lines if 1 <= i <= len(line_times) and (t := line_times[i - 1])]
             new = await self.engine.add(
                 NewMemory(
                     owner=owner,
@@ -312,6 +320,7 @@ class Consolidator:
                     source_text=words,
                 ),
                 conn=conn,
+                at=min(max(times, default=said_at) or at, at),  # never after now
             )
             out.added.append(new.id)
             await write_log(conn, at=at, job=job, owner=owner, action="add", memory_id=new.id, detail=fact.content)

@@ -485,6 +485,7 @@ class ExtractionService:
                     conn, owner, extraction.facts, cands, provenance=prov, source=Source.EXTRACTION,
                     said=[r.content for r in rows],
                     line_messages=[original_message_id(r.message_id) for r in rows],
+                    line_times=[r.created_at for r in rows], said_at=last.created_at,
                 )
                 await self._step("facts", owner)
                 event = await self.engine.add_event(

@@ -269,12 +269,24 @@ def _read(path: Path) -> str:
         return ""
 
 
+def _read_exact(path: Path) -> str:
+    """``path`` for rewriting: a byte that is not UTF-8 (a line an editor
+    saved as Latin-1) becomes a lone surrogate that :func:`_write_atomic`
+    writes back as that byte, so a rewrite never turns it into U+FFFD.
+    Its lines are :func:`_read`'s lines: neither decoding makes a line
+    break. Never shown, hashed or logged: those read :func:`_read`."""
+    try:
+        return path.read_bytes().decode("utf-8", "surrogateescape")
+    except FileNotFoundError:
+        return ""
+
+
 def _write_atomic(path: Path, text: str) -> None:
     # Folders owner-only, as memory.db's; mkstemp makes the file 0600.
     private_dirs(path.parent)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
+        with os.fdopen(fd, "w", encoding="utf-8", errors="surrogateescape") as f:  # see _read_exact
             f.write(text)
             f.flush()
             os.fsync(f.fileno())
@@ -386,7 +398,7 @@ def _erase_entries(parsed: Sequence[tuple[MemoryFile, str, list[_Entry]]], drop:
         gone = {n for e in drop if e.file == f for n in range(e.line_no, max(e.end_no, e.line_no) + 1)}
         if not gone:
             continue
-        lines = text.splitlines(keepends=True)
+        lines = _read_exact(f.path).splitlines(keepends=True)  # the kept lines' own bytes
         kept = "".join(ln for no, ln in enumerate(lines, start=1) if no not in gone)
         left = len(entries) - sum(1 for e in entries if e in drop)
         _rewrite_erasing(f.path, None if f.day and left == 0 else kept)
@@ -714,7 +726,7 @@ class FileMemory(MemoryBackend):
         for m in md_facts(text):
             if content_hash(m.text) == want:
                 return m.first, m.text, False
-        lines = text.splitlines()
+        lines = _read_exact(path).splitlines()  # the other lines' own bytes
         if not lines:
             lines = ["# Long-term memory", ""]
         lines.append(f"- {fact}")
@@ -913,7 +925,8 @@ class FileMemory(MemoryBackend):
         hhmm, role, words = _said_as(found)
         if words.startswith(f"{EDITED_MARK} ") and not content.startswith(EDITED_MARK):
             content = f"{EDITED_MARK} {content}"  # a correction stays one
-        f, text = next((f, text) for f, text, _ in parsed if f == found.file)
+        f = found.file
+        text = _read_exact(f.path)  # the other lines' own bytes
         lines = text.splitlines(keepends=True)
         end = max(found.end_no, found.line_no)
         new = "".join(lines[: found.line_no - 1]) + _log_line(hhmm, role, content) + "".join(lines[end:])

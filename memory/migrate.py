@@ -30,8 +30,13 @@ transaction as the imported rows. So:
   a daily file that was *edited* otherwise replaces that day's migrated
   events with one event of the whole file.
 
-Lines removed from a file are not removed from SQLite: after migration the
-database is the record, and ``myclaw memory delete`` edits it.
+A MEMORY.md line removed from the file (forgotten while the file store
+ran, or deleted by hand: the file is the truth, seed 004) archives the
+memory imported from it, if that is still active in the words imported
+and cites this file; logged (``file_removed``), undone from the memory
+page. A file left with no facts at all archives nothing (an editor crash
+or a bad sync is likelier than a wish to forget everything): reported.
+Lines removed from a daily file are not removed from SQLite.
 """
 
 from __future__ import annotations
@@ -59,7 +64,8 @@ from .filestore import (
 from .mdfacts import MdFact
 from .mdfacts import facts as md_facts
 from .tokens import estimate_tokens
-from .types import GLOBAL_OWNER, Category, NewMemory, Provenance, Source
+from .changelog import write_log
+from .types import GLOBAL_OWNER, Category, NewMemory, Provenance, Source, Status
 
 __all__ = ["MigrationReport", "carry_ledger", "discover", "migrate_files"]
 
@@ -77,6 +83,7 @@ EVENT_MAX_TOKENS = 2000
 class MigrationReport:
     memories_added: int = 0
     memories_skipped: int = 0  # already imported, or already stored with that wording
+    memories_archived: int = 0  # imported from a MEMORY.md line no longer in the file
     events_added: int = 0
     events_replaced: int = 0  # daily files edited since their last import
     events_skipped: int = 0  # empty, or identical event already stored
@@ -87,7 +94,7 @@ class MigrationReport:
 
     @property
     def changed(self) -> bool:
-        return bool(self.memories_added or self.events_added or self.events_replaced)
+        return bool(self.memories_added or self.memories_archived or self.events_added or self.events_replaced)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -248,7 +255,14 @@ async def _long_term(
 ) -> None:
     known: set[str] = set((entry or {}).get("lines", []))
     new: list[NewMemory] = []
-    for md in md_facts(data.decode("utf-8")):  # checked by the caller
+    mds = md_facts(data.decode("utf-8"))  # checked by the caller
+    present = {content_hash(x) for md in mds for x in (md.text, *md.lines)}
+    removed = known - present
+    if removed and not mds:
+        report.problems.append(f"{_ref(root, f)}: holds no facts now; nothing archived (myclaw memory delete does that)")
+        removed = set()
+    known -= removed  # a line written back later is imported again
+    for md in mds:
         fact = md.text
         h = content_hash(fact)
         # An import before facts were read as Markdown blocks recorded each
@@ -263,10 +277,37 @@ async def _long_term(
         new.append(_long_term_memory(f.owner, md, _ref(root, f)))
     # Rows and ledger in one transaction: a crash leaves neither or both.
     async with engine.db.transaction() as conn:
+        report.memories_archived += await _archive_removed(engine, conn, f.owner, _ref(root, f), removed)
         for m in new:
             await engine.add(m, conn=conn)
         await _save_ledger(conn, _ledger_key(f), {**stamp, "lines": sorted(known)})
     report.memories_added += len(new)
+
+
+async def _archive_removed(
+    engine: MemoryEngine, conn: aiosqlite.Connection, owner: str, ref: str, removed: set[str]
+) -> int:
+    """Archive ``owner``'s active memories imported from ``ref`` whose
+    wording (by hash) left the file; one edited or learnt since is the
+    database's own and stays."""
+    if not removed:
+        return 0
+    marks = ",".join("?" * len(removed))
+    async with conn.execute(
+        f"""SELECT id, content, provenance FROM memories WHERE owner = ? AND source = ? AND status = 'active'
+              AND content_hash IN ({marks})""",
+        (owner, Source.MIGRATION.value, *sorted(removed)),
+    ) as cur:
+        rows = await cur.fetchall()
+    n = 0
+    for r in rows:
+        if ref not in Provenance.from_json(r["provenance"]).refs:
+            continue
+        await engine.set_status(r["id"], Status.ARCHIVED, conn=conn)
+        await write_log(conn, at=engine.now(), job="migration", owner=owner, action="file_removed",
+                        memory_id=r["id"], detail={"file": ref})
+        n += 1
+    return n
 
 
 def _long_term_memory(owner: str, md: MdFact, ref: str) -> NewMemory:

@@ -634,6 +634,8 @@ def migrate(workspace: Path | None, as_json: bool) -> None:
             ],
         )
     )
+    if report.memories_archived:
+        click.echo(f"{report.memories_archived} memories archived: their lines are no longer in MEMORY.md")
     click.echo(f"{report.files_seen} files seen, {report.files_unchanged} unchanged; users: {', '.join(report.owners) or '-'}")
 
 

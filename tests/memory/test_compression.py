@@ -762,3 +762,26 @@ async def test_chit_chat_is_temporary_and_fades_while_a_conversation_summary_sta
     rep = await Compressor(engine, llm, min_partition=100).weekly()
     assert rep.decayed == 2
     assert [m.content for m in await engine.list_memories("alice")] == ["User discussed flat options in Berlin"]
+
+
+async def test_a_days_facts_are_dated_that_day_not_the_morning_they_were_compressed(
+    engine: MemoryEngine, clock: ManualClock, fake: FakeOpenAI, llm: MemoryLLM
+) -> None:
+    """Seed 002: a fact the daily compression draws from the 27th's events
+    is cited with the 27th (when its lines were said, or that day's noon
+    in the owner's zone for an event that does not say), not the 1st."""
+    await engine.add_event("alice", "2026-02-27", "Alice chose Postgres for atlas", channel="telegram",
+                           provenance=Provenance(channel="telegram", date_from="2026-02-27T20:00:00Z",
+                                                 date_to="2026-02-27T21:10:00Z"))
+    await engine.add_event("bob", "2026-02-26", "Bob moved the CI to Drone", channel="migration")
+    fake.responder = lambda body: Reply(reply(
+        [{"content": "atlas uses Postgres" if "Postgres" in user_prompt(body) else "Bob's CI runs on Drone",
+          "category": "decision", "project": "atlas", "lines": [1]}], "x"))
+    rep = await Compressor(engine, llm, timezone="Asia/Shanghai").daily()
+    assert rep.added == 2
+    [pg] = await engine.list_memories("alice")
+    assert pg.created_at == "2026-02-27T21:10:00Z"
+    [ci] = await engine.list_memories("bob")
+    assert ci.created_at == "2026-02-26T04:00:00Z"  # noon in Shanghai
+    [hit] = await Retriever(engine).retrieve("alice", "which database does atlas use?")
+    assert hit.date == "2026-02-27"

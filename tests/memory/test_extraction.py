@@ -464,3 +464,30 @@ async def test_a_rename_the_user_states_is_learnt_and_old_facts_count_for_the_ne
     assert logged.owner == "alice" and json.loads(logged.detail) == {"from": "atlas", "to": "orion"}
     hits = await Retriever(engine).retrieve("alice", "where does orion store its data?")
     assert hits[0].content == "atlas stores its data in Postgres"
+
+
+async def test_a_fact_learnt_late_is_dated_the_day_it_was_said(
+    engine: MemoryEngine, clock: ManualClock, fake: FakeOpenAI, llm: MemoryLLM
+) -> None:
+    """Seed 002: an answer says when a thing was said. Said at 23:55, its
+    extraction failed and ran again after the backoff, the next day: the
+    fact is still dated the day it was said, and "yesterday" finds it."""
+    clock.set("2026-03-01T23:55:00Z")
+    mem = SqliteMemory(engine)
+    svc = service(engine, llm)
+    await mem.buffer(turns("alice", ("my locker number is 42", "ok")))
+    clock.advance(timedelta(minutes=3))
+    fake.queue_error(500)
+    [rep] = await svc.tick()
+    assert rep.error is not None
+    clock.advance(BACKOFF[0])
+    fake.queue_reply(reply([{"content": "Alice's locker number is 42", "category": "config", "lines": [1]}], "locker"))
+    [rep] = await svc.tick()
+    assert rep.ok
+    [m] = await engine.list_memories("alice")
+    assert m.created_at.startswith("2026-03-01T23:55")
+    [hit] = await Retriever(engine).retrieve("alice", "what is my locker number?")
+    assert hit.date == "2026-03-01" and "2026-03-01" in hit.citation()
+    clock.advance(timedelta(hours=12))  # the 2nd, noon
+    [hit] = await Retriever(engine).retrieve("alice", "what did I tell you yesterday about the locker?")
+    assert hit.id == m.id

@@ -507,3 +507,29 @@ async def test_the_files_are_readable_by_their_owner_only(files: FileMemory) -> 
     assert any(p.name == "2026-03-01.md" for p in made) and any(p.name == "MEMORY.md" for p in made)
     modes = {str(p.relative_to(files.root)): p.stat().st_mode & 0o777 for p in made}
     assert modes == {k: 0o700 if (files.root / k).is_dir() else 0o600 for k in modes}
+
+
+async def test_a_hand_saved_line_not_in_utf8_keeps_its_bytes_when_the_bot_writes(files: FileMemory) -> None:
+    """Seed 004: the operator edits MEMORY.md by hand, and an editor saved
+    one line as Latin-1. The bot's save, forget and an edited message
+    rewrite the file: that line keeps its very bytes (a later re-save as
+    UTF-8 or `myclaw memory migrate` can still read it), never U+FFFD."""
+    await files.remember("alice", "Alice likes tea", provenance=Provenance())
+    f = files.long_term_file("alice").path
+    latin = "- Alice's café is Le Procope\n".encode("latin-1")
+    f.write_bytes(f.read_bytes() + latin)
+    assert "Le Procope" in await files.profile("alice")  # read, the bad byte shown as such
+
+    locker = await files.remember("alice", "Alice's locker is 42", provenance=Provenance())
+    assert latin in f.read_bytes()
+    assert (await files.forget("alice", [locker.ref])).erased
+    raw = f.read_bytes()
+    assert latin in raw and b"locker" not in raw and b"\xef\xbf\xbd" not in raw
+
+    await files.buffer([turn("alice", "my flat is on Rue de Buci", "2026-03-01T10:00:00", mid="7")])
+    day = next(iter(files.daily_files("alice"))).path
+    day.write_bytes(day.read_bytes() + "- 10:05 user: caf\xe9 cr\xe8me\n".encode("latin-1"))
+    assert await files.revise(turn("alice", "my flat is on Rue Jacob", "2026-03-01T10:00:00", mid="7"),
+                              before="my flat is on Rue de Buci") == "replaced"
+    raw = day.read_bytes()
+    assert "caf\xe9 cr\xe8me".encode("latin-1") in raw and b"Rue Jacob" in raw and b"Buci" not in raw

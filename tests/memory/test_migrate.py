@@ -282,3 +282,43 @@ async def test_a_file_imported_line_by_line_before_is_not_imported_again(tmp_pat
     r = await migrate_files(tmp_path, engine)
     assert [m.content for m in await engine.list_memories("_global")] == ["Likes tea"]
     assert (r.memories_added, r.memories_skipped) == (1, 1)
+
+
+async def test_a_fact_forgotten_in_the_files_does_not_come_back_with_sqlite(
+    tmp_path: Path, engine: MemoryEngine, clock: ManualClock
+) -> None:
+    """memory on, off, on (seed 000 §12.3): a profile line imported once and
+    then forgotten while the file store ran (or deleted from MEMORY.md by
+    hand) leaves the prompt; the file is the truth (seed 004). Kept lines
+    stay, and a line written back later is imported again."""
+    files = FileMemory(tmp_path, clock)
+    await files.remember("alice", "Alice's locker code is 4321", provenance=P)
+    await files.remember("alice", "Alice's cat is called Miso", provenance=P)
+    await migrate_files(tmp_path, engine)
+    sql = SqliteMemory(engine)
+    assert "4321" in await sql.profile("alice")
+
+    [hit] = [h for h in (await files.overview("alice")).profile if "4321" in h.content]
+    assert (await files.forget("alice", [hit.ref])).erased
+    r = await migrate_files(tmp_path, engine)
+    assert r.memories_archived == 1
+    profile = await sql.profile("alice")
+    assert "4321" not in profile and "Miso" in profile
+    [gone] = [m for m in await engine.list_memories("alice", status=None) if "4321" in m.content]
+    assert gone.status == Status.ARCHIVED
+    assert not (await migrate_files(tmp_path, engine)).changed
+
+    await files.remember("alice", "Alice's locker code is 4321", provenance=P)  # said again
+    assert (await migrate_files(tmp_path, engine)).memories_added == 1
+    assert "4321" in await sql.profile("alice")
+
+
+async def test_an_emptied_memory_md_archives_nothing(tmp_path: Path, engine: MemoryEngine) -> None:
+    """A MEMORY.md cut to nothing (an editor crash, a bad sync) is more
+    likely an accident than a wish to forget everything: reported, kept."""
+    legacy_workspace(tmp_path)
+    await migrate_files(tmp_path, engine)
+    (tmp_path / "memory" / "MEMORY.md").write_text("")
+    r = await migrate_files(tmp_path, engine)
+    assert r.memories_archived == 0 and any("MEMORY.md" in p for p in r.problems)
+    assert len(await engine.list_memories("_global")) == 2
