@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import re
 from datetime import timedelta
 from typing import Any
 
@@ -421,3 +422,35 @@ async def test_a_new_fact_about_who_the_user_is_is_shown_their_others_though_no_
     assert "User lives in Shanghai" in second and "Paris" not in second and "Postgres" not in second
     assert {m.content for m in await engine.list_memories("alice", category="identity")} == {
         "User moved to Berlin last week", "User works as a nurse", "User's partner is Sam"}
+
+
+async def test_the_second_look_says_which_memories_it_adds_and_asks_about_each(
+    engine: MemoryEngine, clock: ManualClock, fake: FakeOpenAI, llm: MemoryLLM
+) -> None:
+    """Shown the old fact among the others, a model that did not connect
+    "moved to Berlin" with "lives in Shanghai" said nothing again, and both
+    stayed current. The second call says which memories were found for the
+    facts it wrote and asks, for each, whether one of them replaces it. The
+    fake model here marks ``updates`` only for a memory the prompt points at
+    that way (as a model that skims a long list would)."""
+    from memory import Category, NewMemory
+
+    home = await engine.add(NewMemory(owner="alice", content="User lives in Shanghai", category=Category.IDENTITY))
+    await engine.add(NewMemory(owner="alice", content="User works as a nurse", category=Category.IDENTITY))
+    mem, svc = SqliteMemory(engine), ExtractionService(engine, llm)
+
+    def skimming(body: dict[str, Any]) -> Reply:
+        prompt = user_prompt(body)
+        pointed = re.search(r"Memories ([\d, ]+) were found by the facts you wrote", prompt)
+        shown = prompt.split("Existing memories:")[1].split("\n\n")[0].splitlines()
+        numbers = {int(n) for n in pointed.group(1).split(", ")} if pointed else set()
+        n = next((int(line.split(".")[0]) for line in shown if "Shanghai" in line), None)
+        return Reply(reply([{"content": "User moved to Berlin last week", "category": "identity",
+                             "updates": n if n in numbers else None}]))
+
+    fake.responder = skimming
+    await say(mem, svc, "alice", "I moved to Berlin last week", 1)
+    second = user_prompt(fake.requests[1])
+    assert "Memories 1, 2 were found by the facts you wrote" in second and '"updates"' in second
+    assert "were found by" not in user_prompt(fake.requests[0])
+    assert (await engine.get(home.id)).status.value == "superseded"  # type: ignore[union-attr]
