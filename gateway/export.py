@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 import tempfile
 from collections import defaultdict
-from collections.abc import AsyncIterable, Callable, Sequence
+from collections.abc import AsyncIterable, Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, tzinfo
 from pathlib import Path
@@ -205,13 +205,17 @@ def render_markdown(owners: Sequence[OwnerData], *, at: str) -> str:
 
 
 async def write_markdown(
-    write: Callable[[str], None], backend: MemoryBackend, owners: Sequence[str], *, at: str, page: int = 500
+    write: Callable[[str], None], backend: MemoryBackend, owners: Sequence[str], *, at: str, page: int = 500,
+    renamed: Callable[[str], Awaitable[Sequence[tuple[str, str]]]] | None = None,
 ) -> tuple[int, int]:
     """:func:`render_markdown`'s text and a newline (the file the CLI
     wrote), handed to ``write`` a line at a time: each owner's index first
     (:meth:`~memory.backend.MemoryBackend.owner_index`), then their rows
     ``page`` at a time (``owner_rows``), so only a page is in memory
-    however large the store. Returns how many memories and events it wrote."""
+    however large the store. Returns how many memories and events it wrote.
+    ``renamed``: an owner's renamed projects (old name, new name), said
+    under their name (``MemoryEngine.owned_project_aliases``; the file
+    store keeps none)."""
     first = True
 
     def line(text: str) -> None:
@@ -226,6 +230,8 @@ async def write_markdown(
         if not (index.memory_ids or index.event_ids or index.waiting):
             continue
         line(f"\n## {owner}")
+        if renamed is not None and (projects := await renamed(owner)):
+            line(f"\n{_EN_RENAMED}: {_renamed(projects)}")
         shown = {f"m:{i}" for i in index.memory_ids} | {f"event:{i}" for i in index.event_ids}
         group: tuple[int, str] | None = None
         dated = False
@@ -359,6 +365,9 @@ def _user_head(export: UserExport, memories: int, events: int, *, at: str, zh: b
         out.append(f"Incognito: on since {when} (/incognito off ends it)." if since is not None
                    else "Incognito: off (/incognito turns it on).")
     return out
+
+
+_EN_RENAMED = "Renamed projects"  # old name → new name
 
 
 def _renamed(projects: Sequence[tuple[str, str]]) -> str:

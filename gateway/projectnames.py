@@ -1,7 +1,8 @@
 """``/project``: the user says a project of theirs was renamed.
 
 ``/project atlas orion`` makes ``atlas`` an alias of ``orion``: what memory
-holds under ``atlas`` counts for ``orion`` in recall (memory/projects.py).
+holds under ``atlas`` is filed under ``orion``, and a message naming either
+name recalls it (memory/projects.py).
 ``/project`` lists the user's aliases, ``/project remove atlas`` drops one.
 The extraction model learns a rename said in so many words; this is the
 user's way when it did not. Logged as ``alias`` / ``unalias`` (job ``chat``).
@@ -22,7 +23,7 @@ def _usage(zh: bool) -> str:
     if zh:
         return "项目改名后告诉我：/project 旧名 新名（如 /project atlas orion），旧名下记得的事就归到新名下。"
     return ("When a project is renamed, tell me: /project atlas orion (old name, new name); "
-            "what I know of the old name then counts for the new one.")
+            "what I know of the old name is then filed under the new one.")
 
 
 async def project_command(engine: MemoryEngine | None, user: str, args: str, *, zh: bool) -> str:
@@ -57,5 +58,5 @@ async def project_command(engine: MemoryEngine | None, user: str, args: str, *, 
         return (f"没有改名：{exc}" if zh else f"Nothing renamed: {exc}")[:300]
     if zh:
         return f"记下了：{old} 现在叫 {new}；{old} 下记得的事都归到 {new}。"
-    return f"Noted: {old} is now called {new}; what I know of {old} counts for {new}."
+    return f"Noted: {old} is now called {new}; what I knew of {old} is filed under {new}."
 

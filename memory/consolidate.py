@@ -30,9 +30,9 @@ from .forgetting import retire_entries_on
 from .llm import Candidate, Fact
 from .hybrid import HybridRetriever
 from .retrieval import Retriever
-from .projects import read_aliases
+from .projects import linked_projects, read_aliases
 from .scope import Chat, in_group, said_in
-from .types import GLOBAL_OWNER, Memory, NewMemory, Provenance, Source
+from .types import GLOBAL_OWNER, Category, Memory, NewMemory, Provenance, Source
 
 __all__ = ["MAX_REFS", "Applied", "CandidateSet", "Consolidator", "merged_refs"]
 
@@ -40,6 +40,13 @@ log = structlog.get_logger(component="memory")
 
 REINFORCE_STEP = 0.05
 """How much a restatement raises importance (capped at 1.0)."""
+
+ONE_AT_A_TIME = frozenset({Category.IDENTITY})
+"""Categories whose facts hold one value at a time (where the user lives,
+works, who their partner is): a new one is shown the owner's current facts
+of its category whatever their words (:meth:`Consolidator.recheck`)."""
+ONE_AT_A_TIME_SHOWN = 12
+"""Of those, the most recently updated this many at most."""
 
 RECHECK_MIN_SCORE = 0.3
 RECHECK_STANDOUT = 1.5
@@ -165,19 +172,25 @@ class Consolidator:
         then the model was shown nothing to replace and both facts stayed
         current. The facts it wrote say what they are about: their words
         (hits of the same category) and the facts already filed under the
-        same project and topic (not ``_general``) find what they replace.
-        At most ``per_query`` more, the old numbers unchanged. ``group``: as
-        for :meth:`candidates`, only what that group may read."""
+        same project (any of its names, memory/projects.py) and topic (not
+        ``_general``) find what they replace; at most ``per_query`` of
+        those. A fact of a category that holds one value at a time
+        (:data:`ONE_AT_A_TIME`: "User moved to Berlin" under ``_general``
+        shares no telling word with "User lives in Shanghai") is also shown
+        the owner's current facts of that category, at most
+        :data:`ONE_AT_A_TIME_SHOWN`. The old numbers stay unchanged.
+        ``group``: as for :meth:`candidates`, only what that group may read."""
         shown = {m.id for m in cands.memories}
         fresh = [f for f in facts if f.same_as is None and f.updates is None and not await self._stored(owner, f.content)]
         if not fresh:
             return None
         found: dict[int, Memory] = {}
+        aliases = await self.engine.project_aliases(owner)
 
-        def take(m: Memory) -> None:
+        def take(m: Memory, into: dict[int, Memory] = found) -> None:
             if (m.owner == owner and m.tier == 2 and m.status.value == "active" and m.id not in shown
                     and (group is None or said_in(m.provenance, group))):
-                found.setdefault(m.id, m)
+                into.setdefault(m.id, m)
 
         prepare = getattr(self.retriever, "prepare", None)
         if prepare is not None:  # hybrid recall: the facts' vectors in one request
@@ -194,16 +207,30 @@ class Consolidator:
                 if h.score >= floor and h.id in mems and mems[h.id].category == f.category:
                     take(mems[h.id])
             if f.topic != "_general":
+                names = sorted(linked_projects(aliases, [f.project]))
                 rows = await self.engine.db.fetchall(
-                    "SELECT * FROM memories WHERE owner = ? AND tier = 2 AND status = 'active' AND project = ? "
-                    "AND topic = ? ORDER BY updated_at DESC, id DESC LIMIT ?",
-                    (owner, f.project, f.topic, self.per_query),
+                    "SELECT * FROM memories WHERE owner = ? AND tier = 2 AND status = 'active' "
+                    f"AND project IN ({','.join('?' * len(names))}) AND topic = ? "
+                    "ORDER BY updated_at DESC, id DESC LIMIT ?",
+                    (owner, *names, f.topic, self.per_query),
                 )
                 for m in map(row_to_memory, rows):
                     take(m)
-        if not found:
+        more = list(found.values())[: self.per_query]
+        alike: dict[int, Memory] = {}
+        for cat in sorted({f.category for f in fresh if f.category in ONE_AT_A_TIME}):
+            rows = await self.engine.db.fetchall(
+                "SELECT * FROM memories WHERE owner = ? AND tier = 2 AND status = 'active' AND category = ? "
+                "ORDER BY updated_at DESC, id DESC LIMIT ?",
+                (owner, cat.value, ONE_AT_A_TIME_SHOWN + len(shown) + len(more)),
+            )
+            for m in map(row_to_memory, rows):
+                if m.id not in found:
+                    take(m, alike)
+        more += list(alike.values())[:ONE_AT_A_TIME_SHOWN]
+        if not more:
             return None
-        return CandidateSet(cands.memories + tuple(list(found.values())[: self.per_query]))
+        return CandidateSet(cands.memories + tuple(more))
 
     async def _stored(self, owner: str, content: str) -> bool:
         """An active Tier 2 fact in these words (it is reinforced, as in :meth:`apply`)."""

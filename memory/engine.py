@@ -32,7 +32,7 @@ from .buffer import NOT_GONE, continue_ids, drop_owner_lines, reconcile
 from .db import Database
 from .format import truncate
 from .lru import LRU
-from .projects import ALIASES, remove_alias, set_alias
+from .projects import ALIASES, move_facts, remove_alias, set_alias
 from .schema import open_memory_db
 from .tokenize import TOKENIZER_VERSION, index_text, normalize
 from .tokens import estimate_tokens
@@ -798,11 +798,20 @@ class MemoryEngine:
         self, owner: str, old: str, new: str, *, source: str, conn: aiosqlite.Connection | None = None
     ) -> tuple[str, str]:
         """``owner``'s project ``old`` is now ``new``: the old name's facts
-        count for the new one (memory/projects.py). Returns both as slugs;
-        ``ValueError`` for a name that is none or a rename to itself."""
+        are filed under the new one and recall counts the old name for it
+        (memory/projects.py). Returns both as slugs; ``ValueError`` for a
+        name that is none or a rename to itself."""
         assert conn is not None  # opened by @_in_transaction when not given
         self.db.bump(ALIASES)
-        return await set_alias(conn, owner, old, new, source=source, at=self.now())
+        old, new = await set_alias(conn, owner, old, new, source=source, at=self.now())
+        if await move_facts(conn, owner, old, new):
+            self.db.bump(INDEX)
+            self.db.bump(TIER1)  # Core Memory entries of the project moved too
+            if owner == GLOBAL_OWNER:
+                self._projects.clear()  # every owner's known projects include _global's
+            else:
+                self._projects.pop(owner, None)
+        return old, new
 
     @_in_transaction
     async def remove_project_alias(

@@ -449,7 +449,10 @@ class ExtractionService:
                 # A second look, with what the facts it wrote may replace
                 # (Consolidator.recheck); the first answer stands if it fails.
                 try:
-                    extraction, cands = await self.llm.extract(conversation, more.for_prompt(), group=group), more
+                    added = range(len(cands.memories) + 1, len(more.memories) + 1)
+                    extraction = await self.llm.extract(conversation, more.for_prompt(), group=group,
+                                                        found_for_facts=added)
+                    cands = more
                 except MemoryLLMError as exc:
                     log.warning("extraction's second look failed; the first answer is kept", owner=owner,
                                 error=f"{type(exc).__name__}: {str(exc)[:200]}")

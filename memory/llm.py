@@ -519,6 +519,13 @@ _GROUP_NOTE = (
 )
 
 
+_SECOND_LOOK = (
+    "Memories {numbers} were found by the facts you wrote from this conversation in a first reading. For each "
+    "of them, check whether a fact replaces or contradicts it (the user moved, changed jobs, a relationship "
+    'ended, a tool or setting was switched): if so, set "updates" to its number on that fact (rule 5).'
+)
+
+
 def _numbered(cands: Sequence[Candidate]) -> str:
     return "\n".join(
         f"{c.n}. [{c.category}, {c.importance:.1f}{', ' + c.said if c.said else ''}] {c.content}" for c in cands
@@ -742,7 +749,7 @@ class MemoryLLM:
 
     async def extract(
         self, conversation: str | Sequence[str], candidates: Sequence[Candidate] = (), *, source: str = "conversation",
-        replaced: Sequence[tuple[str, int]] = (), group: bool = False,
+        replaced: Sequence[tuple[str, int]] = (), group: bool = False, found_for_facts: Sequence[int] = (),
     ) -> Extraction:
         """Facts and a summary from a conversation (or from event summaries).
 
@@ -753,6 +760,10 @@ class MemoryLLM:
         extract them again as current (the daily compression's events).
         ``group``: the input is from a group chat, whose other members'
         words the assistant (or a summary) may repeat (rule 13).
+        ``found_for_facts``: the candidates' numbers that the facts of a
+        first reading found (the second look, memory/consolidate.py): named
+        to the model with the question whether a fact replaces each, since
+        one shown them in a long list without it may still say nothing.
         """
         rows = conversation.split("\n") if isinstance(conversation, str) else list(conversation)
         lang = dominant_language("\n".join(rows))  # before the L-numbers, which are Latin letters
@@ -763,6 +774,7 @@ class MemoryLLM:
             "",
             "Existing memories:",
             _numbered(candidates) or "(none)",
+            *([_SECOND_LOOK.format(numbers=", ".join(map(str, found_for_facts)))] if found_for_facts else []),
             "",
             *(["Replaced memories (no longer true):", *(f"- {c} (replaced by {n})" for c, n in replaced), ""]
               if replaced else []),

@@ -1,13 +1,21 @@
 """Project aliases: a renamed project's old names count for the new one.
 
-"We renamed atlas to orion": the facts filed under ``atlas`` stay there
-(a partition is never rewritten behind the user's back), and recall asked
-about ``orion`` took them for another project's (scaled by
+"We renamed atlas to orion": recall asked about ``orion`` took the facts
+filed under ``atlas`` for another project's (scaled by
 ``OTHER_PROJECT_FACTOR``) and matched none of their words. An alias
 (``project_aliases``: owner, alias -> current name) links the names: a
 message naming either counts the other's facts as the named project's and
 searches its name too (memory/retrieval.py), and a new fact filed under the
 old name goes under the current one (memory/consolidate.py).
+
+The rename also moves the owner's facts filed under the old name to the
+new one (:func:`move_facts`, in the rename's transaction): what the user
+renamed is listed under the name they use now (/memories, the memory page,
+exports, Core Memory) and the second look finds it under the name a new
+fact is filed with. ``_global``'s facts are the operator's and move only
+with an alias of ``_global``'s. Renaming back moves them back; dropping an
+alias leaves them where they are. The project is no FTS column, so the
+index needs no change.
 
 Each alias points at the current name directly: renaming ``orion`` to
 ``nova`` later moves ``atlas`` along, and renaming back drops the alias
@@ -23,7 +31,9 @@ import aiosqlite
 
 from .llm import slug
 
-__all__ = ["ALIASES", "linked_projects", "project_name", "read_aliases", "remove_alias", "set_alias"]
+__all__ = [
+    "ALIASES", "linked_projects", "move_facts", "project_name", "read_aliases", "remove_alias", "set_alias",
+]
 
 ALIASES = "project_aliases"
 """The cache stamp of the aliases (``Database.stamp``)."""
@@ -57,6 +67,17 @@ async def set_alias(
         (owner, old, new, source, at),
     )
     return old, new
+
+
+async def move_facts(conn: aiosqlite.Connection, owner: str, old: str, new: str) -> int:
+    """File ``owner``'s memories under project ``old`` (every tier and
+    status, so history and Core Memory follow) under ``new``; how many.
+    ``updated_at`` stays: a rename is no news about a fact (decay, "newer
+    wins" in the weekly merge read it)."""
+    cur = await conn.execute(
+        "UPDATE memories SET project = ? WHERE owner = ? AND project = ?", (new, owner, old)
+    )
+    return cur.rowcount
 
 
 async def remove_alias(conn: aiosqlite.Connection, owner: str, alias: str) -> bool:

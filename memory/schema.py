@@ -220,6 +220,39 @@ async def _v6_project_aliases(conn: aiosqlite.Connection) -> None:
     )
 
 
+async def _v7_facts_under_current_project_name(conn: aiosqlite.Connection) -> None:
+    # A rename now files the owner's facts under the new name (memory/
+    # projects.py, move_facts); facts of a rename made before are moved
+    # here the same way, so listings and the second look see one name.
+    await conn.execute(
+        "UPDATE memories SET project = (SELECT a.project FROM project_aliases a "
+        "WHERE a.owner = memories.owner AND a.alias = memories.project) "
+        "WHERE EXISTS (SELECT 1 FROM project_aliases a WHERE a.owner = memories.owner AND a.alias = memories.project)"
+    )
+
+
+async def _v8_small_talk_is_temp(conn: aiosqlite.Connection) -> None:
+    # Small talk was filed as "conversation" (floor 10 %, never archived)
+    # until the extraction prompt said it is "temp". The model rated it as
+    # the prompt's scale has "temporary" (0.2); the gist of a discussion is
+    # rated higher, and a restatement raises it. Such active Tier 2 facts
+    # drawn by the model become temp, which fades and is archived (never
+    # deleted). Logged as "relabel" so the operator sees what changed.
+    await conn.execute(
+        "INSERT INTO memory_log (at, job, owner, action, memory_id, detail) "
+        "SELECT strftime('%Y-%m-%dT%H:%M:%SZ', 'now'), 'migration', owner, 'relabel', id, ? "
+        f"FROM memories WHERE {_SMALL_TALK} ORDER BY id",
+        ('{"from":"conversation","to":"temp"}',),
+    )
+    await conn.execute(f"UPDATE memories SET category = 'temp' WHERE {_SMALL_TALK}")
+
+
+_SMALL_TALK = (
+    "category = 'conversation' AND importance <= 0.2 AND tier = 2 AND status = 'active' "
+    "AND source IN ('extraction', 'compression')"
+)
+
+
 MIGRATIONS: list[Migration] = [
     _v1_core,
     _v2_memories_by_owner_date,
@@ -227,6 +260,8 @@ MIGRATIONS: list[Migration] = [
     _v4_embeddings,
     _v5_buffer_own_file,
     _v6_project_aliases,
+    _v7_facts_under_current_project_name,
+    _v8_small_talk_is_temp,
 ]
 
 BUFFER_SCHEMA = "buffer"

@@ -1,8 +1,9 @@
 """``myclaw memory export`` as JSON, written as the rows are read.
 
 The document is the one ``json.dumps(doc, ensure_ascii=False, indent=2)``
-makes of ``{"exported_at", "user", "memories", "events"}`` (memories by
-id, events by owner, date, id), byte for byte, but only a page of rows is
+makes of ``{"exported_at", "user", "memories", "events", "project_aliases"}``
+(memories by id, events by owner, date, id, a renamed project's old names
+by owner and name), byte for byte, but only a page of rows is
 ever in memory: an operator's export of a large store no longer holds the
 whole store, and its JSON text, at once."""
 
@@ -30,6 +31,8 @@ async def write_json(
     write(',\n  "events": ')
     owners = [owner] if owner is not None else await engine.owners()
     events = await _array(write, (event_dict(e) async for o in _each(owners) async for e in _events(engine, o, page)))
+    write(',\n  "project_aliases": ')
+    await _array(write, _aliases(engine, owner))
     write("\n}\n")
     return memories, events
 
@@ -83,3 +86,12 @@ async def _events(engine: MemoryEngine, owner: str, page: int) -> AsyncIterator[
         if len(rows) < page:
             return
         key = (rows[-1]["event_date"], rows[-1]["id"])
+
+
+async def _aliases(engine: MemoryEngine, owner: str | None) -> AsyncIterator[dict[str, Any]]:
+    """The renamed projects' old names (memory/projects.py): a handful a user."""
+    where, args = ("", []) if owner is None else ("WHERE owner = ? ", [owner])
+    rows = await engine.db.fetchall(
+        f"SELECT owner, alias, project, source, created_at FROM project_aliases {where}ORDER BY owner, alias", args)
+    for r in rows:
+        yield {k: r[k] for k in ("owner", "alias", "project", "source", "created_at")}

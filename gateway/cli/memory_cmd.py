@@ -588,7 +588,8 @@ def _export_markdown(path: Path, owner: str | None, output: Path | None) -> None
 async def _write_markdown(path: Path, owner: str | None, write: Callable[[str], Any]) -> tuple[int, int]:
     async with open_engine(path) as engine:
         owners = [owner] if owner else await engine.owners()
-        return await write_markdown(write, SqliteMemory(engine), owners, at=engine.now())
+        return await write_markdown(write, SqliteMemory(engine), owners, at=engine.now(),
+                                    renamed=engine.owned_project_aliases)
 
 
 async def _write_json(path: Path, owner: str | None, write: Callable[[str], Any]) -> tuple[int, int]:

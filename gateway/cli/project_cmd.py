@@ -2,7 +2,7 @@
 
 The extraction model learns a rename the user states ("we renamed atlas to
 orion"); this sets, lists and removes one (memory/projects.py): the old
-name's facts then count for the new name in recall. Logged as ``alias``
+name's facts are then filed under the new name. Logged as ``alias``
 (``unalias``) under the ``cli`` job.
 """
 
@@ -26,8 +26,8 @@ from .memory_cmd import JOB, memory, user_option
 @json_option
 @db_option
 def project_alias(old: str | None, new: str | None, user: str | None, remove: bool, as_json: bool) -> None:
-    """OLD NEW: the user's project OLD is now called NEW (its facts count
-    for NEW). No names: list the aliases. OLD --remove: drop one."""
+    """OLD NEW: the user's project OLD is now called NEW (its facts are
+    filed under NEW). No names: list the aliases. OLD --remove: drop one."""
     cfg = load_cli_config()
     owner = resolve_user(user, cfg)
     path = resolve_db(cfg)

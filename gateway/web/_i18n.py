@@ -209,6 +209,8 @@ CATALOGUE: dict[str, tuple[str, str]] = {
     "add_button": ("+ Add memory", "+ 添加记忆"),
     "cancel": ("Cancel", "取消"),
     "change_log": ("Change log", "变更日志"),
+    "renamed_projects": ("Renamed projects (old name → new name, facts filed under the new): {names}",
+                         "改过名的项目（旧名 → 新名，记忆归在新名下）：{names}"),
     "export": ("Export", "导出"),
     "export_hint": ("Download all of {user}'s memories as Markdown", "把 {user} 的全部记忆下载为 Markdown"),
     "clear_title": ("Clear this user's memories", "清空此用户的记忆"),

@@ -379,12 +379,14 @@ class MemoryWeb:
             return _html(layout(ctx, "memory", overview_body(ctx)), ctx.nonce)
         ctx.user = user
         stats = await self.admin.stats(user)
+        renamed = await self.admin.engine.owned_project_aliases(user)
         query = str(data.get("q") or "").strip()
         status_text = str(data.get("status") or "active")
         if query:
             found = await self.admin.search(user, query, limit=50)
             replaced = await self.admin.replaced([m.id for m, _ in found.memories])
-            text = main_page(ctx, stats=stats, status=status_text, query=query, scored=found.memories, events=found.events, replaced=replaced)
+            text = main_page(ctx, stats=stats, status=status_text, query=query, scored=found.memories, events=found.events,
+                             replaced=replaced, renamed=renamed)
             return _html(text, ctx.nonce)
         status = _status(status_text)
         category = _category(str(data.get("category") or ""))
@@ -398,7 +400,7 @@ class MemoryWeb:
         text = main_page(
             ctx, stats=stats, status=status_text if status is not None else "all", query="", memories=rows,
             replaced=replaced, offset=offset, page_size=self.page_size, more=more, total=total,
-            category=category.value if category else "", has=has,
+            category=category.value if category else "", has=has, renamed=renamed,
         )
         return _html(text, ctx.nonce)
 
@@ -430,7 +432,7 @@ class MemoryWeb:
         spool = Spool(EXPORT_IN_MEMORY)
         try:
             await write_markdown(spool.write, SqliteMemory(self.admin.engine, self.admin.retriever), [user],
-                                 at=now.strftime("%Y-%m-%d %H:%M UTC"))
+                                 at=now.strftime("%Y-%m-%d %H:%M UTC"), renamed=self.admin.engine.owned_project_aliases)
         except BaseException:
             spool.close()
             raise

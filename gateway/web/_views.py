@@ -227,6 +227,14 @@ def _short(text: str, n: int = 60) -> str:
     return text if len(text) <= n else text[: n - 1] + "…"
 
 
+def _renamed(t: Words, renamed: Sequence[tuple[str, str]]) -> str:
+    """The user's renamed projects (memory/projects.py), or nothing."""
+    if not renamed:
+        return ""
+    names = ", ".join(f"{old} → {new}" for old, new in renamed)
+    return f'<p class="muted">{e(t("renamed_projects", names=names))}</p>'
+
+
 def _stats_bar(t: Words, s: Stats) -> str:
     src = s.by_source
     auto = src.get("extraction", 0) + src.get("compression", 0)
@@ -446,6 +454,7 @@ def main_page(
     total: int = 0,
     category: str = "",
     has: str = "",
+    renamed: Sequence[tuple[str, str]] = (),
 ) -> str:
     t = ctx.t
     user = ctx.user or ""
@@ -528,7 +537,7 @@ def main_page(
 <button type="button" class="primary" data-open="add-dialog">{e(t("add_button"))}</button>
 <a class="button" href="{e(url("/memory/log", user=user))}">{e(t("change_log"))}</a>
 <a class="button" href="{e(url("/memory/export", user=user))}" download title="{e(t("export_hint", user=user))}">{e(t("export"))}</a></div>
-{_stats_bar(t, stats)}{_set_aside(ctx, user, stats)}{search}{listing}{add_dialog}{danger}"""
+{_stats_bar(t, stats)}{_renamed(t, renamed)}{_set_aside(ctx, user, stats)}{search}{listing}{add_dialog}{danger}"""
     return layout(ctx, user, body)
 
 

@@ -29,6 +29,7 @@ from gateway.http import HttpServer
 from gateway.sessions import MIGRATIONS as GATEWAY_MIGRATIONS
 from gateway.sessions import SessionStore
 from memory import ManualClock, MemoryEngine, NewMemory
+from memory.schema import MIGRATIONS
 from memory.backend import Turn
 from memory.service import SqliteMemory
 from tests.fakes.feishu_server import FakeFeishu
@@ -171,7 +172,7 @@ def test_a_healthy_setup_is_all_ok_and_exits_0(home: Path, fakes: Fakes) -> None
     assert "ticket" not in r.output and "access_key" not in r.output
     assert f"{fakes.llm.url} answers in" in line(r, "llm") and "model fake-model listed" in line(r, "llm")
     assert "embeds with fake-embed (64 dimensions" in line(r, "embedding")
-    assert "quick_check ok, schema v6" in line(r, "memory.db")
+    assert f"quick_check ok, schema v{len(MIGRATIONS)}" in line(r, "memory.db")
     assert f"quick_check ok, schema v{len(GATEWAY_MIGRATIONS)}" in line(r, "gateway.db")
     assert "Asia/Shanghai, now" in line(r, "timezone")
     # Secrets: where from, masked, never printed.
@@ -190,7 +191,7 @@ def test_json_has_every_check_with_its_figures(home: Path, fakes: Fakes) -> None
     c = checks(r)
     assert {c["status"] for c in doc["checks"]} == {"ok"}
     assert c["llm"]["data"]["via"] == "models" and c["llm"]["data"]["latency_ms"] >= 0
-    assert c["memory.db"]["data"]["version"] == c["memory.db"]["data"]["expected_version"] == 6
+    assert c["memory.db"]["data"]["version"] == c["memory.db"]["data"]["expected_version"] == len(MIGRATIONS)
     assert c["memory.db"]["data"]["bytes"] > 0
     assert c["telegram"]["data"]["username"] == "myclaw_bot"
     assert API_KEY not in r.stdout

@@ -246,7 +246,7 @@ def test_export_json_and_markdown(home: Path, tmp_path: Path) -> None:
     asyncio.run(seed())
 
     doc = json.loads(ok("export").stdout)
-    assert set(doc) == {"exported_at", "user", "memories", "events"}
+    assert set(doc) == {"exported_at", "user", "memories", "events", "project_aliases"}
     assert [m["id"] for m in doc["memories"]] == [1, 2, 3] and doc["memories"][2]["status"] == "archived"
     assert set(doc["memories"][0]) == DB_KEYS
     assert doc["events"][0]["summary"] == "Booked flights\nto Osaka"
@@ -269,6 +269,27 @@ def test_export_json_and_markdown(home: Path, tmp_path: Path) -> None:
     assert doc["memories"][1]["source_text"] == "we moved atlas onto the k8s cluster"
     assert "- [m3] Bob likes tea _(decision, importance 0.70, " in md and ", archived, added by the operator)_" in md
 
+
+
+def test_an_export_names_each_users_renamed_projects(home: Path) -> None:
+    """The operator's export (JSON and Markdown) left the aliases out: a
+    restore from it, or a reader of it, lost that atlas is now orion."""
+    ok("add", "atlas stores its data in Postgres", "--user", "alice", "--project", "atlas")
+    ok("add", "Bob likes tea", "--user", "bob")
+    ok("project-alias", "atlas", "orion", "--user", "alice")
+    ok("project-alias", "nimbus", "cirrus", "--user", "bob")
+    doc = json.loads(ok("export").stdout)
+    assert [(a["owner"], a["alias"], a["project"], a["source"]) for a in doc["project_aliases"]] == [
+        ("alice", "atlas", "orion", "manual"), ("bob", "nimbus", "cirrus", "manual")]
+    assert doc["memories"][0]["project"] == "orion"
+    mine = json.loads(ok("export", "--user", "bob").stdout)["project_aliases"]
+    assert [(a["owner"], a["alias"]) for a in mine] == [("bob", "nimbus")]
+
+    md = ok("export", "--format", "markdown").stdout
+    alice, bob = md.index("## alice"), md.index("## bob")
+    assert alice < md.index("Renamed projects: atlas → orion") < md.index("project orion") < bob
+    assert bob < md.index("Renamed projects: nimbus → cirrus")
+    assert "atlas → orion" not in ok("export", "--format", "markdown", "--user", "bob").stdout
 
 
 def test_a_markdown_export_is_written_into_a_private_file_as_rendered_whole(home: Path, tmp_path: Path) -> None:
@@ -590,6 +611,7 @@ def test_a_json_export_streamed_a_page_at_a_time_is_the_document_json_dumps_make
                 "exported_at": "2026-11-23T00:00:00Z", "user": owner,
                 "memories": [memory_dict(m) for m in sorted((m for d in datas for m in d.memories), key=lambda m: m.id)],
                 "events": [event_dict(ev) for d in datas for ev in d.events],
+                "project_aliases": [],
             }, ensure_ascii=False, indent=2) + "\n"
             assert counts == (sum(len(d.memories) for d in datas), sum(len(d.events) for d in datas))
             return "".join(parts), whole

@@ -476,14 +476,14 @@ async def test_project_names_a_renamed_project_for_the_sender_only(
     tmp_path: Path, clock: ManualClock, fake_llm: FakeOpenAI
 ) -> None:
     """The user's own way to say a project was renamed, without the model:
-    the old name's facts then count for the new one (memory/projects.py)."""
+    the old name's facts are then filed under the new one (memory/projects.py)."""
     async with make_rig(tmp_path, clock, fake_llm) as rig:
         e = rig.engine
         await e.add(NewMemory(owner=ALICE, content="atlas stores its data in Postgres", project="atlas"))
         await e.add(NewMemory(owner=ALICE, content="webshop stores its data in MySQL", project="webshop"))
         assert "/project atlas orion" in (await rig.ask("/project", chat="100")).text
         text = (await rig.ask("/project atlas Orion", chat="100")).text
-        assert text == "Noted: atlas is now called orion; what I know of atlas counts for orion."
+        assert text == "Noted: atlas is now called orion; what I knew of atlas is filed under orion."
         assert await e.project_aliases(ALICE) == {"atlas": "orion"} and await e.project_aliases(BOB) == {}
         assert "atlas → orion" in (await rig.ask("/project", chat="100")).text
         doc = (await rig.ask("/export", chat="100")).attachment

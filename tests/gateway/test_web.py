@@ -432,6 +432,23 @@ async def test_a_user_page_shows_only_that_users_memories(site: Site) -> None:
         assert {u["user"]: u["active"] for u in users} == {"_global": 0, "alice": 1, "bob": 1, "telegram:777": 1}
 
 
+async def test_a_user_page_and_its_export_name_that_users_renamed_projects(site: Site) -> None:
+    """The memory page showed facts under orion with nothing saying that
+    alice's atlas is orion now, nor how to read an old note about atlas."""
+    await site.add("alice", "atlas stores its data in Postgres", project="atlas")
+    await site.engine.set_project_alias("alice", "atlas", "orion", source="user")
+    await site.engine.set_project_alias("bob", "nimbus", "<b>cirrus</b>", source="user")  # slugged: never HTML
+    async with site.client() as c:
+        page = (await c.get("/memory", params={"user": "alice"})).text
+        assert "Renamed projects" in page and "atlas → orion" in page and "nimbus" not in page
+        assert "orion / _general" in page  # the card's project: the current name
+        assert "Renamed projects" not in (await c.get("/memory", params={"user": "carol"})).text
+        md = (await c.get("/memory/export", params={"user": "alice"})).text
+        assert "Renamed projects: atlas → orion" in md and "project orion" in md
+        bob = (await c.get("/memory", params={"user": "bob"})).text
+        assert "nimbus → b-cirrus-b" in bob and "<b>cirrus" not in bob
+
+
 async def test_memory_text_is_escaped_everywhere(site: Site) -> None:
     payload = '<script>alert(1)</script><img src=x onerror="alert(2)">'
     mid = await site.add("alice", payload, project="<b>proj</b>", provenance=Provenance(channel="<i>tg</i>", chat_id='"><svg>'))

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import re
 from datetime import timedelta
 from typing import Any
 
@@ -326,16 +327,18 @@ async def test_no_second_look_for_a_restatement_or_a_fact_sharing_only_its_subje
     engine: MemoryEngine, clock: ManualClock, fake: FakeOpenAI, llm: MemoryLLM
 ) -> None:
     """Every fact starts "User ...": a hit on that word alone is no reason
-    to ask again, nor is a fact already stored in the same words."""
+    to ask again, nor is a fact already stored in the same words. (Events
+    here: a new identity fact is shown the user's others whatever its
+    words, test_a_new_fact_about_who_the_user_is_...)"""
     from memory import Category, NewMemory
 
     for fact in ["User lives in Shanghai", "User works as a nurse", "Billing service uses Postgres",
                  "Deploys run on Fridays"]:
-        await engine.add(NewMemory(owner="alice", content=fact, category=Category.IDENTITY))
+        await engine.add(NewMemory(owner="alice", content=fact, category=Category.EVENT))
     mem, svc = SqliteMemory(engine), ExtractionService(engine, llm)
     # "User has a cat" hits both "User ..." facts on that word, at 0.39 and 0.355.
-    fake.responder = updating([{"content": "User lives in Shanghai", "category": "identity"},
-                               {"content": "User has a cat", "category": "identity"}], {})
+    fake.responder = updating([{"content": "User lives in Shanghai", "category": "event"},
+                               {"content": "User has a cat", "category": "event"}], {})
     await say(mem, svc, "alice", "same home as ever; and we adopted a kitten", 1)
     assert "(none)" in user_prompt(fake.requests[0])  # the words found nothing: both facts were searched
     assert len(fake.requests) == 1
@@ -364,3 +367,90 @@ async def test_a_second_look_in_a_group_shows_only_what_the_group_may_read(
     assert len(fake.requests) == 2  # no second call: nothing the group may read to show
     assert not any("Jing'an" in user_prompt(b) for b in fake.requests[1:])
     assert [m.content for m in await engine.list_memories("alice") if "Shanghai" in m.content]  # still current
+
+
+async def test_a_second_look_finds_the_fact_filed_under_another_name_of_the_project(
+    engine: MemoryEngine, clock: ManualClock, fake: FakeOpenAI, llm: MemoryLLM
+) -> None:
+    """The topic lookup asked for the project name the model wrote: after
+    "/project atlas orion" the old fact is filed under orion, and a model
+    still saying "atlas" found nothing; nor did a fact under the user's
+    atlas after the operator renamed _global's atlas. Every name of the
+    project is looked under."""
+    from memory import GLOBAL_OWNER, Category, NewMemory
+
+    go = await engine.add(NewMemory(owner="alice", content="Service code uses Go", category=Category.DECISION,
+                                    project="atlas", topic="language"))
+    await engine.set_project_alias("alice", "atlas", "orion", source="user")
+    mem, svc = SqliteMemory(engine), ExtractionService(engine, llm)
+    fake.responder = updating([{"content": "Switched to Rust", "category": "decision", "project": "atlas",
+                                "topic": "language"}], {"Switched to Rust": "uses Go"})
+    await say(mem, svc, "alice", "we switched to Rust", 1)
+    assert len(fake.requests) == 2 and "Service code uses Go" in user_prompt(fake.requests[1])
+    assert (await engine.get(go.id)).status.value == "superseded"  # type: ignore[union-attr]
+    assert {(m.content, m.project) for m in await engine.list_memories("alice")} == {("Switched to Rust", "orion")}
+
+    js = await engine.add(NewMemory(owner="bob", content="Frontend is plain JS", category=Category.DECISION,
+                                    project="nimbus", topic="frontend"))
+    await engine.set_project_alias(GLOBAL_OWNER, "nimbus", "cirrus", source="manual")  # bob's facts stay
+    fake.responder = updating([{"content": "TypeScript everywhere now", "category": "decision", "project": "cirrus",
+                                "topic": "frontend"}], {"TypeScript everywhere now": "plain JS"})
+    await say(mem, svc, "bob", "TypeScript everywhere now", 2)
+    assert (await engine.get(js.id)).status.value == "superseded"  # type: ignore[union-attr]
+
+
+async def test_a_new_fact_about_who_the_user_is_is_shown_their_others_though_no_word_is_shared(
+    engine: MemoryEngine, clock: ManualClock, fake: FakeOpenAI, llm: MemoryLLM
+) -> None:
+    """Old "User lives in Shanghai" and new "User moved to Berlin last week"
+    are both filed under _general and share only "User" (no standout hit):
+    neither the words nor the topic found the old one, and both stayed
+    current. An identity fact (home, work, partner: one value at a time)
+    is shown the user's current identity facts whatever their words."""
+    from memory import Category, NewMemory
+
+    for fact in ("User lives in Shanghai", "User works as a nurse", "User's partner is Sam"):
+        await engine.add(NewMemory(owner="alice", content=fact, category=Category.IDENTITY))
+    await engine.add(NewMemory(owner="alice", content="Billing service uses Postgres", category=Category.DECISION))
+    await engine.add(NewMemory(owner="bob", content="User lives in Paris", category=Category.IDENTITY))
+    mem, svc = SqliteMemory(engine), ExtractionService(engine, llm)
+    fake.responder = updating([{"content": "User moved to Berlin last week", "category": "identity"}],
+                              {"User moved to Berlin last week": "Shanghai"})
+    await say(mem, svc, "alice", "I moved to Berlin last week", 1)
+    assert len(fake.requests) == 2
+    second = user_prompt(fake.requests[1])
+    assert "User lives in Shanghai" in second and "Paris" not in second and "Postgres" not in second
+    assert {m.content for m in await engine.list_memories("alice", category="identity")} == {
+        "User moved to Berlin last week", "User works as a nurse", "User's partner is Sam"}
+
+
+async def test_the_second_look_says_which_memories_it_adds_and_asks_about_each(
+    engine: MemoryEngine, clock: ManualClock, fake: FakeOpenAI, llm: MemoryLLM
+) -> None:
+    """Shown the old fact among the others, a model that did not connect
+    "moved to Berlin" with "lives in Shanghai" said nothing again, and both
+    stayed current. The second call says which memories were found for the
+    facts it wrote and asks, for each, whether one of them replaces it. The
+    fake model here marks ``updates`` only for a memory the prompt points at
+    that way (as a model that skims a long list would)."""
+    from memory import Category, NewMemory
+
+    home = await engine.add(NewMemory(owner="alice", content="User lives in Shanghai", category=Category.IDENTITY))
+    await engine.add(NewMemory(owner="alice", content="User works as a nurse", category=Category.IDENTITY))
+    mem, svc = SqliteMemory(engine), ExtractionService(engine, llm)
+
+    def skimming(body: dict[str, Any]) -> Reply:
+        prompt = user_prompt(body)
+        pointed = re.search(r"Memories ([\d, ]+) were found by the facts you wrote", prompt)
+        shown = prompt.split("Existing memories:")[1].split("\n\n")[0].splitlines()
+        numbers = {int(n) for n in pointed.group(1).split(", ")} if pointed else set()
+        n = next((int(line.split(".")[0]) for line in shown if "Shanghai" in line), None)
+        return Reply(reply([{"content": "User moved to Berlin last week", "category": "identity",
+                             "updates": n if n in numbers else None}]))
+
+    fake.responder = skimming
+    await say(mem, svc, "alice", "I moved to Berlin last week", 1)
+    second = user_prompt(fake.requests[1])
+    assert "Memories 1, 2 were found by the facts you wrote" in second and '"updates"' in second
+    assert "were found by" not in user_prompt(fake.requests[0])
+    assert (await engine.get(home.id)).status.value == "superseded"  # type: ignore[union-attr]

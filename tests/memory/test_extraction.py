@@ -439,8 +439,8 @@ async def test_a_rename_the_user_states_is_learnt_and_old_facts_count_for_the_ne
     engine: MemoryEngine, fake: FakeOpenAI, llm: MemoryLLM
 ) -> None:
     """"We renamed atlas to orion": the model says so (``renamed``), the
-    alias is kept (logged), a fact still labelled with the old name is
-    filed under the new one, and the old facts answer for the new name."""
+    alias is kept (logged), the old facts and a fact still labelled with
+    the old name are filed under the new one, and answer for it."""
     def model(body: dict[str, Any]) -> Reply:
         prompt = user_prompt(body)
         if "renamed atlas" in prompt:
@@ -459,7 +459,8 @@ async def test_a_rename_the_user_states_is_learnt_and_old_facts_count_for_the_ne
     assert "renamed" in fake.requests[0]["messages"][0]["content"]
     assert await engine.project_aliases("alice") == {"atlas": "orion"}
     projects = {m.content: m.project for m in await engine.list_memories("alice")}
-    assert projects["orion launches in May"] == "orion" and projects["atlas stores its data in Postgres"] == "atlas"
+    assert projects["orion launches in May"] == "orion" and projects["atlas stores its data in Postgres"] == "orion"
+    assert projects["webshop stores its data in MySQL"] == "webshop"
     [logged] = await read_log(engine.db, actions=["alias"])
     assert logged.owner == "alice" and json.loads(logged.detail) == {"from": "atlas", "to": "orion"}
     hits = await Retriever(engine).retrieve("alice", "where does orion store its data?")

@@ -592,9 +592,10 @@ async def test_a_user_with_few_memories_gets_the_same_ranking_read_whole(engine:
 
 
 async def test_a_renamed_projects_old_facts_count_for_its_new_name(engine: MemoryEngine) -> None:
-    """"We renamed atlas to orion": the facts stay filed under atlas. Asked
-    about orion, recall took them for another project's (x0.8) and matched
-    none of their words; with the alias, either name finds them, first."""
+    """"We renamed atlas to orion": asked about orion, recall took atlas's
+    facts for another project's (x0.8) and matched none of their words;
+    with the alias (the facts now filed under orion), either name finds
+    them, first."""
     old = await add(engine, "alice", "atlas stores its data in Postgres", project="atlas")
     other = await add(engine, "alice", "webshop stores its data in MySQL", project="webshop")
     await add(engine, "alice", "webshop deploys on Fridays", project="webshop")
