@@ -62,6 +62,8 @@ CATALOGUE: dict[str, tuple[str, str]] = {
                          "机器人对每个人都有各自的记忆；<b>_global</b> 里的事实所有用户都能看到。"
                          "在左侧选一个用户，查看、搜索和编辑其记忆。"),
     # -- notices after an action ------------------------------------------------
+    "done_undone_edit": ("Edit of m{id} undone.", "已撤销对 m{id} 的编辑。"),
+    "done_undone_archive_all": ("{memories} restored.", "已恢复 {memories}。"),
     "done_added": ("Memory m{id} added.", "已添加记忆 m{id}。"),
     "done_exists": ("The same memory is already stored as m{id}; nothing added.",
                     "同样的记忆已存为 m{id}，未重复添加。"),
@@ -307,6 +309,9 @@ CATALOGUE: dict[str, tuple[str, str]] = {
     "err_tier": ("tier must be 1 or 2, got {value}", "层级必须是 1 或 2，收到的是 {value}"),
     "err_not_found": ("no memory with id {id}", "没有编号为 {id} 的记忆"),
     "err_not_found_for": ("no memory with id {id} for user {user}", "用户 {user} 没有编号为 {id} 的记忆"),
+    "err_undo_gone": ("this undo has expired or was used already; nothing was changed",
+                      "这个撤销已过期或已用过；什么也没有改动"),
+    "err_undo_changed": ("memory m{id} was changed since; nothing was changed", "记忆 m{id} 之后又被改过；什么也没有改动"),
     "err_nothing": ("nothing to change: give {fields}", "没有要改的内容：请填写 {fields}"),
     "try_again_below": ("Nothing was saved. Correct it and send it again:", "什么也没有保存。改正后再提交一次："),
     # -- counts ------------------------------------------------------------------------

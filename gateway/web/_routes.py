@@ -10,6 +10,7 @@ Pages (GET renders, POST changes and redirects back with a short notice)::
     GET  /memory/lang?set=en|zh  the page's language (a cookie; no sign-in needed), back to ?back=
     POST /memory/login           token -> session cookie;  POST /memory/logout
     POST /memory/add | edit | archive | restore | erase | archive-all | erase-all | retry-set-aside
+    POST /memory/undo            token= (from an edit's or archive-all's notice): put back what it changed
 
 ``erase`` and ``archive-all`` without ``confirm=yes`` answer with a
 confirmation page; ``erase-all`` also needs the user name typed again.
@@ -46,9 +47,10 @@ from gateway.http import HttpServer
 from memory.service import SqliteMemory
 from memory.types import Category, Status
 
-from ._actions import EDITABLE, AdminError, Invalid, MemoryAdmin
+from ._actions import EDITABLE, AdminError, Conflict, Invalid, MemoryAdmin, editable_values
 from ._auth import COOKIE, COOKIE_PATH, AdminAuth, Identity, is_https, same_origin
 from ._i18n import LANG_COOKIE, Words, pick_lang
+from ._undo import ArchiveAllUndo, EditUndo, UndoStore
 from ._views import (
     DONE,
     PageContext,
@@ -173,10 +175,13 @@ def safe_back(value: Any, default: str = "/memory") -> str:
     return value
 
 
-def _with_notice(back: str, done: str, n: int, anchor: str = "") -> str:
+NOTICE_KEYS = ("done", "n", "undo")  # a notice's part of an address: not kept by the next one
+
+
+def _with_notice(back: str, done: str, n: int, anchor: str = "", *, undo: str = "") -> str:
     parts = urlsplit(back)
-    q = [(k, v) for k, v in parse_qsl(parts.query) if k not in ("done", "n")]
-    q += [("done", done), ("n", str(n))]
+    q = [(k, v) for k, v in parse_qsl(parts.query) if k not in NOTICE_KEYS]
+    q += [("done", done), ("n", str(n))] + ([("undo", undo)] if undo else [])
     return f"{parts.path}?{urlencode(q)}{anchor}"
 
 
@@ -187,9 +192,12 @@ def _redirect(location: str) -> web.Response:
 class MemoryWeb:
     """The memory page's handlers; :meth:`mount` registers them."""
 
-    def __init__(self, admin: MemoryAdmin, auth: AdminAuth, *, page_size: int = 20, tz: tzinfo = UTC) -> None:
+    def __init__(
+        self, admin: MemoryAdmin, auth: AdminAuth, *, page_size: int = 20, tz: tzinfo = UTC, undo: UndoStore | None = None
+    ) -> None:
         self.admin = admin
         self.auth = auth
+        self.undo = undo or UndoStore()
         self.page_size = page_size
         self.tz = tz
         self._mounted: list[tuple[str, str]] = []
@@ -212,6 +220,7 @@ class MemoryWeb:
             ("POST", "/memory/archive-all", page(self._archive_all, post=True)),
             ("POST", "/memory/erase-all", page(self._erase_all, post=True)),
             ("POST", "/memory/retry-set-aside", page(self._retry_set_aside, post=True)),
+            ("POST", "/memory/undo", page(self._undo, post=True)),
             ("GET", "/memory/api/users", api(self._api_users)),
             ("GET", "/memory/api/stats", api(self._api_stats)),
             ("GET", "/memory/api/memories", api(self._api_memories)),
@@ -373,6 +382,7 @@ class MemoryWeb:
         user = _user(data, required=False)
         ctx.flash = _notice(ctx.t, data)
         ctx.undo = _undo(ctx, data)
+        ctx.undo_token = self._undo_token(ctx, data)
         if ctx.flash and data.get("done") in ANCHORED:
             ctx.flash_on = _notice_id(data)
         if user is None:
@@ -407,6 +417,7 @@ class MemoryWeb:
         ctx.user = m.owner
         ctx.flash = _notice(ctx.t, data)
         ctx.undo = _undo(ctx, data)
+        ctx.undo_token = self._undo_token(ctx, data)
         older, newer = await self.admin.chain(m.id)
         entries = await self.admin.memory_log([m.id, *(x.id for x in older), *(x.id for x in newer)])
         return _html(detail_page(ctx, m, older=older, newer=newer, log=entries), ctx.nonce)
@@ -469,7 +480,13 @@ class MemoryWeb:
         done = await self.admin.edit(_int(data.get("id"), "id"), _user(data, required=False), data)
         m = done.memory
         log.info("memory page: memory edited", memory_id=m.id, owner=m.owner, entries_superseded=len(done.entries))
-        return _redirect(_with_notice(ctx.back, "edited_entries" if done.entries else "edited", m.id, f"#m{m.id}"))
+        token = ""
+        if done.before is not None:
+            was, now = editable_values(done.before), editable_values(m)
+            changed = {k: v for k, v in was.items() if v != now[k]}
+            token = self.undo.put(EditUndo(m.id, m.owner, changed, now, tuple(x.id for x in done.entries)))
+        return _redirect(_with_notice(ctx.back, "edited_entries" if done.entries else "edited", m.id, f"#m{m.id}",
+                                      undo=token))
 
     async def _archive(self, request: web.Request, ident: Identity, ctx: PageContext, data: Data) -> web.StreamResponse:
         m = await self.admin.archive(_int(data.get("id"), "id"), _user(data, required=False))
@@ -504,9 +521,29 @@ class MemoryWeb:
         if data.get("confirm") != "yes":
             stats = await self.admin.stats(user)
             return _html(clear_confirm_page(ctx, erase=False, count=stats.by_status.get("active", 0)), ctx.nonce)
-        n = await self.admin.archive_all(user)
-        log.info("memory page: all memories archived", owner=user, count=n)
-        return _redirect(_with_notice(f"/memory?{urlencode({'user': user})}", "archived_all", n))
+        ids = await self.admin.archive_all(user)
+        log.info("memory page: all memories archived", owner=user, count=len(ids))
+        token = self.undo.put(ArchiveAllUndo(user, tuple(ids))) if ids else ""
+        return _redirect(_with_notice(f"/memory?{urlencode({'user': user})}", "archived_all", len(ids), undo=token))
+
+    async def _undo(self, request: web.Request, ident: Identity, ctx: PageContext, data: Data) -> web.StreamResponse:
+        """The Undo of an edit's or an archive-all's notice (a single
+        archive's Undo is a plain restore)."""
+        item = self.undo.take(str(data.get("token") or ""))
+        if item is None:
+            raise Conflict("this undo has expired or was used already; nothing was changed", key="err_undo_gone")
+        if isinstance(item, EditUndo):
+            m = await self.admin.undo_edit(item.memory_id, item.owner, item.before, item.after, item.entries)
+            log.info("memory page: edit undone", memory_id=m.id, owner=m.owner)
+            return _redirect(_with_notice(ctx.back, "undone_edit", m.id, f"#m{m.id}"))
+        n = await self.admin.restore_archived(item.owner, item.ids)
+        log.info("memory page: archive-all undone", owner=item.owner, count=n)
+        return _redirect(_with_notice(f"/memory?{urlencode({'user': item.owner})}", "undone_archive_all", n))
+
+    def _undo_token(self, ctx: PageContext, data: Data) -> str:
+        """The undo a notice offers, if it is still there to be had."""
+        token = str(data.get("undo") or "")
+        return token if ctx.flash and token and self.undo.peek(token) is not None else ""
 
     async def _retry_set_aside(
         self, request: web.Request, ident: Identity, ctx: PageContext, data: Data
@@ -626,7 +663,7 @@ class MemoryWeb:
 
 def _strip_notice(back: str) -> str:
     parts = urlsplit(back)
-    q = [(k, v) for k, v in parse_qsl(parts.query) if k not in ("done", "n")]
+    q = [(k, v) for k, v in parse_qsl(parts.query) if k not in NOTICE_KEYS]
     return parts.path + ("?" + urlencode(q) if q else "")
 
 
@@ -640,7 +677,7 @@ def _file_part(user: str) -> str:
 
 
 # Notices whose redirect jumps to the memory's card (#m<id>): shown on it.
-ANCHORED = ("added", "exists", "edited", "edited_entries", "restored")
+ANCHORED = ("added", "exists", "edited", "edited_entries", "restored", "undone_edit")
 
 
 def _notice_id(data: Data) -> int:

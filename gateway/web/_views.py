@@ -42,7 +42,7 @@ __all__ = [
 STATUS_TABS = ("active", "archived", "superseded", "all")
 # The notices a POST's redirect names (``?done=``): catalogue keys ``done_<name>``.
 DONE = ("added", "exists", "edited", "edited_entries", "archived", "restored", "erased", "erased_cascade",
-        "archived_all", "erased_all", "retried_set_aside")
+        "archived_all", "erased_all", "retried_set_aside", "undone_edit", "undone_archive_all")
 
 
 def e(value: object) -> str:
@@ -72,6 +72,7 @@ class PageContext:
     extra_head: list[str] = field(default_factory=list)
     t: Words = field(default_factory=Words)  # the page's language
     undo: int = 0  # a memory just archived: its notice offers to restore it
+    undo_token: str = ""  # an edit or archive-all just made: its notice offers to undo it (gateway/web/_undo.py)
     flash_on: int = 0  # the memory the notice is about: shown on its card (the page scrolls there), if on the page
     flash_shown: bool = False  # a card showed the notice: not again at the top
 
@@ -211,7 +212,7 @@ def card(ctx: PageContext, m: Memory, *, replaced: Sequence[Memory] = (), score:
                        f' aria-label="{e(t("details"))} m{m.id}">{e(t("details"))}</a>')
     notice = ""
     if ctx.flash and ctx.flash_on == m.id and not ctx.flash_shown:
-        notice, ctx.flash_shown = f'<div class="flash" role="status">{e(ctx.flash)}</div>', True
+        notice, ctx.flash_shown = f'<div class="flash" role="status">{e(ctx.flash)}{_undo_button(ctx)}</div>', True
     return f"""
 <article class="card st-{e(m.status.value)}" id="m{m.id}">{notice}
   <p class="content">{e(m.content)}</p>
@@ -220,6 +221,18 @@ def card(ctx: PageContext, m: Memory, *, replaced: Sequence[Memory] = (), score:
   {chain}
   <div class="actions">{"".join(actions)}</div>
 </article>"""
+
+
+def _undo_button(ctx: PageContext) -> str:
+    """The notice's Undo: a single archive's is a restore; an edit's or an
+    archive-all's names what the server kept of it (gateway/web/_undo.py)."""
+    if not ctx.csrf:
+        return ""
+    if ctx.undo:
+        return " " + _post(ctx, "/memory/restore", ctx.t("undo"), id=ctx.undo, user=ctx.user or "")
+    if ctx.undo_token:
+        return " " + _post(ctx, "/memory/undo", ctx.t("undo"), token=ctx.undo_token)
+    return ""
 
 
 def _short(text: str, n: int = 60) -> str:
@@ -355,8 +368,7 @@ def layout(ctx: PageContext, title: str, body: str, *, picker: bool = True) -> s
     other = "en" if t.zh else "zh"
     switch = (f'<a href="{e(url("/memory/lang", set=other, back=ctx.back))}" lang="{"en" if t.zh else "zh-Hans"}"'
               f' title="{e(t("switch_hint"))}">{e(t("switch_to"))}</a>')
-    undo = (" " + _post(ctx, "/memory/restore", t("undo"), id=ctx.undo, user=ctx.user or "")) if ctx.undo and ctx.csrf else ""
-    flash = f'<div class="flash" role="status">{e(ctx.flash)}{undo}</div>' if ctx.flash and not ctx.flash_shown else ""
+    flash = f'<div class="flash" role="status">{e(ctx.flash)}{_undo_button(ctx)}</div>' if ctx.flash and not ctx.flash_shown else ""
     # Signed in only (the users are listed): the gateway's zone is no one else's business.
     footer = f'<footer class="muted">{e(t("times_in", zone=t.zone))}</footer>' if ctx.users else ""
     return f"""<!doctype html>
