@@ -7,7 +7,7 @@ Pages (GET renders, POST changes and redirects back with a short notice)::
     GET  /memory/item?id=        one memory: provenance, supersede chain, its log entries
     GET  /memory/log?user=       the user's change log (memory_log), older with ?before=<entry id>
     GET  /memory/export?user=    the user's memories as a Markdown file (as ``myclaw memory export``)
-    GET  /memory/lang?set=en|zh  the page's language (a cookie; no sign-in needed), back to ?back=
+    GET  /memory/lang?set=en|zh|zh-Hant  the page's language (a cookie; no sign-in needed), back to ?back=
     POST /memory/login           token -> session cookie;  POST /memory/logout
     POST /memory/add | edit | archive | restore | erase | archive-all | erase-all | retry-set-aside
     POST /memory/undo            token= (from an edit's or archive-all's notice): put back what it changed
@@ -49,7 +49,7 @@ from memory.types import Category, Status
 
 from ._actions import EDITABLE, AdminError, Conflict, Invalid, MemoryAdmin, editable_values
 from ._auth import COOKIE, COOKIE_PATH, AdminAuth, Identity, is_https, same_origin
-from ._i18n import LANG_COOKIE, Words, pick_lang
+from ._i18n import LANG_COOKIE, LANGS, Words, pick_lang
 from ._undo import ArchiveAllUndo, EditUndo, UndoStore
 from ._views import (
     DONE,
@@ -361,8 +361,8 @@ class MemoryWeb:
         """The language switch: remembered in a cookie (a year), so the page
         stays in the chosen language whatever the browser asks for."""
         lang = request.query.get("set", "")
-        if lang not in ("en", "zh"):
-            return _json({"error": "set must be en or zh"}, status=400)
+        if lang not in LANGS:
+            return _json({"error": "set must be one of " + ", ".join(LANGS)}, status=400)
         response = _redirect(safe_back(request.query.get("back")))
         response.set_cookie(LANG_COOKIE, lang, path=COOKIE_PATH, max_age=365 * 24 * 3600, httponly=True,
                             samesite="Lax", secure=is_https(request))

@@ -23,7 +23,7 @@ from memory.origin import origin
 from memory.types import GLOBAL_OWNER, Category, Hit, Memory, Source, Status
 
 from ._actions import EDITABLE, UserSummary
-from ._i18n import CATALOGUE, Words
+from ._i18n import CATALOGUE, LANGS, Words
 
 __all__ = [
     "PageContext",
@@ -109,7 +109,7 @@ def _provenance(ctx: PageContext, m: Memory) -> str:
     never raw refs (``m:12``, ``buf:7``), which mean nothing on a page."""
     t = ctx.t
     p = m.provenance
-    bits = [e(x) for x in (origin(m.source.value, p, zh=t.zh), t("chat", id=p.chat_id) if p.chat_id else "",
+    bits = [e(x) for x in (t.chinese(origin(m.source.value, p, zh=t.zh)), t("chat", id=p.chat_id) if p.chat_id else "",
                            t("session", id=p.session) if p.session else "") if x]
     if (p.date_from or p.date_to) and m.source is not Source.COMPRESSION:  # a summary's words say its span
         span = p.date_from if p.date_from == p.date_to or not p.date_to else f"{p.date_from or '?'} – {p.date_to}"
@@ -282,7 +282,7 @@ body{margin:0;font:14px/1.5 system-ui,-apple-system,"Segoe UI","Noto Sans","Ping
 a{color:#0b63c5;text-decoration:none}a:hover{text-decoration:underline}
 header.top{display:flex;align-items:center;gap:16px;padding:10px 20px;background:#1f2937;color:#fff}
 header.top h1{font-size:16px;margin:0;font-weight:600}header.top .grow{flex:1}
-header.top a{color:#cbd5e1}header.top button{background:transparent;color:#cbd5e1;border-color:#475569}
+header.top a{color:#cbd5e1}.langs{display:flex;gap:10px}header.top button{background:transparent;color:#cbd5e1;border-color:#475569}
 .layout{display:flex;min-height:calc(100vh - 46px)}
 nav.users{width:230px;flex:none;background:#fff;border-right:1px solid #e3e6ea;padding:12px 0}
 nav.users h2{font-size:12px;text-transform:uppercase;letter-spacing:.05em;color:#6b7280;margin:4px 16px 8px}
@@ -365,9 +365,11 @@ def layout(ctx: PageContext, title: str, body: str, *, picker: bool = True) -> s
         if ctx.csrf
         else ""
     )
-    other = "en" if t.zh else "zh"
-    switch = (f'<a href="{e(url("/memory/lang", set=other, back=ctx.back))}" lang="{"en" if t.zh else "zh-Hans"}"'
-              f' title="{e(t("switch_hint"))}">{e(t("switch_to"))}</a>')
+    # The other languages, each in its own words (a reader lost in one still finds theirs).
+    switch = '<span class="langs">' + " ".join(
+        f'<a href="{e(url("/memory/lang", set=code, back=ctx.back))}" lang="{tag}" hreflang="{tag}">{e(name)}</a>'
+        for code, (name, tag) in LANGS.items() if code != t.lang
+    ) + "</span>"
     flash = f'<div class="flash" role="status">{e(ctx.flash)}{_undo_button(ctx)}</div>' if ctx.flash and not ctx.flash_shown else ""
     # Signed in only (the users are listed): the gateway's zone is no one else's business.
     footer = f'<footer class="muted">{e(t("times_in", zone=t.zone))}</footer>' if ctx.users else ""
