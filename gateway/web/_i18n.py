@@ -46,6 +46,7 @@ CATALOGUE: dict[str, tuple[str, str]] = {
                     "记忆管理页需要管理员令牌（<code>gateway.admin.token</code>）。"),
     "admin_token": ("Admin token", "管理员令牌"),
     "times_in": ("Times are in {zone}.", "时间为 {zone} 时间。"),
+    "too_many_title": ("Try again later", "请稍后再试"),
     "too_many": ("too many wrong tokens from this address; try again in {seconds} s",
                  "这个地址输错令牌的次数太多；请 {seconds} 秒后再试"),
     "login_elsewhere": ("This sign-in did not come from this page. Open the memory page and sign in there.",

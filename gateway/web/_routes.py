@@ -260,7 +260,13 @@ class MemoryWeb:
         if as_json:
             text = Words()("too_many", seconds=math.ceil(wait))  # the API speaks English
             return web.json_response({"error": text}, status=429, headers=headers)
-        return web.Response(text=_words(request, self.tz)("too_many", seconds=math.ceil(wait)), status=429, headers=headers)
+        # The page's own look and language, with no form: a token typed now would only be refused.
+        nonce, t = secrets.token_urlsafe(16), _words(request, self.tz)
+        ctx = PageContext(nonce=nonce, csrf="", t=t)
+        page = message_page(ctx, t("too_many_title"), t("too_many", seconds=headers["Retry-After"]))
+        response = _html(page, nonce, status=429)
+        response.headers.update(headers)
+        return response
 
     def _page(self, fn: PageFn, *, post: bool = False) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
         async def handler(request: web.Request) -> web.StreamResponse:
