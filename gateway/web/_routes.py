@@ -5,6 +5,7 @@ Pages (GET renders, POST changes and redirects back with a short notice)::
 
     GET  /memory                 users; with ?user= stats, list (?status=, ?category=, ?has=, ?offset=) or search (?q=)
     GET  /memory/item?id=        one memory: provenance, supersede chain, its log entries
+    GET  /memory/edit?id=&back=  one memory's edit form (a card's Edit without JavaScript)
     GET  /memory/log?user=       the user's change log (memory_log), older with ?before=<entry id>
     GET  /memory/export?user=    the user's memories as a Markdown file (as ``myclaw memory export``)
     GET  /memory/lang?set=en|zh|zh-Hant  the page's language (a cookie; no sign-in needed), back to ?back=
@@ -57,6 +58,7 @@ from ._views import (
     clear_confirm_page,
     count_memories,
     detail_page,
+    edit_page,
     erase_confirm_page,
     layout,
     log_page,
@@ -207,6 +209,7 @@ class MemoryWeb:
         return [
             ("GET", "/memory", page(self._main)),
             ("GET", "/memory/item", page(self._item)),
+            ("GET", "/memory/edit", page(self._edit_form)),
             ("GET", "/memory/log", page(self._log)),
             ("GET", "/memory/export", page(self._export)),
             ("POST", "/memory/login", self._login),
@@ -427,6 +430,13 @@ class MemoryWeb:
         older, newer = await self.admin.chain(m.id)
         entries = await self.admin.memory_log([m.id, *(x.id for x in older), *(x.id for x in newer)])
         return _html(detail_page(ctx, m, older=older, newer=newer, log=entries), ctx.nonce)
+
+    async def _edit_form(self, request: web.Request, ident: Identity, ctx: PageContext, data: Data) -> web.StreamResponse:
+        m = await self.admin.get(_int(data.get("id"), "id"))
+        ctx.user = m.owner
+        # Saved or cancelled, back to the list the Edit link was on.
+        ctx.back = _strip_notice(safe_back(data.get("back"), f"/memory?{urlencode({'user': m.owner})}"))
+        return _html(edit_page(ctx, m), ctx.nonce)
 
     async def _log(self, request: web.Request, ident: Identity, ctx: PageContext, data: Data) -> web.StreamResponse:
         user = _user(data)

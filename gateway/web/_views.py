@@ -30,6 +30,7 @@ __all__ = [
     "clear_confirm_page",
     "count_memories",
     "detail_page",
+    "edit_page",
     "e",
     "erase_confirm_page",
     "log_page",
@@ -93,6 +94,46 @@ def _post(ctx: PageContext, action: str, label: str, *, cls: str = "", aria: str
         f'<form method="post" action="{e(action)}" class="inline">{_hidden(ctx, **values)}'
         f'<button type="submit" class="{e(cls)}"{named}>{e(label)}</button></form>'
     )
+
+
+ACTION_FORM = "act"  # the id of a page's one form the cards' buttons submit (HTML's form= attribute)
+
+
+def _act(ctx: PageContext, action: str, label: str, memory_id: int, *, cls: str = "") -> str:
+    """A card's button: no form of its own, it submits the page's action
+    form (:func:`_action_form`) to ``action`` with ``id``; works with
+    JavaScript off."""
+    named = f' class="{e(cls)}"' if cls else ""
+    return (f'<button type="submit" form="{ACTION_FORM}" formaction="{e(action)}" name="id" value="{memory_id}"{named}'
+            f' aria-label="{e(label)} m{memory_id}">{e(label)}</button>')
+
+
+def _action_form(ctx: PageContext) -> str:
+    """The one form behind every card's buttons: the CSRF token, where to
+    come back to, and the user whose page it is (a card of another user
+    has no buttons)."""
+    return (f'<form id="{ACTION_FORM}" method="post" action="/memory/archive" hidden>'
+            f"{_hidden(ctx, user=ctx.user or '')}</form>")
+
+
+def _edit_dialog(ctx: PageContext) -> str:
+    """The page's one edit form, for JavaScript to fill from a card."""
+    t = ctx.t
+    return (f'<dialog id="edit-dialog" aria-labelledby="edit-title"><h3 id="edit-title">{e(t("edit"))}</h3>'
+            f'<form method="post" action="/memory/edit">{_hidden(ctx, id="", user="")}{_fields(t, None, add=False)}'
+            f'<div class="actions"><button type="submit" class="primary">{e(t("save"))}</button>'
+            f'<button type="button" data-close>{e(t("cancel"))}</button></div></form></dialog>')
+
+
+def edit_page(ctx: PageContext, m: Memory) -> str:
+    """A memory's edit form on a page of its own: the card's Edit link
+    without JavaScript (and a link to share: "fix this one")."""
+    t = ctx.t
+    title = t("edit_label", id=m.id)
+    form = (f'<form method="post" action="/memory/edit">{_hidden(ctx, id=m.id, user=m.owner)}{_fields(t, m)}'
+            f'<div class="actions"><button type="submit" class="primary">{e(t("save"))}</button>'
+            f'<a class="button" href="{e(ctx.back)}">{e(t("cancel"))}</a></div></form>')
+    return layout(ctx, title, f'<div class="head"><h2>{e(title)}</h2></div>{form}')
 
 
 def _status(t: Words, status: Status | str) -> str:
@@ -192,21 +233,22 @@ def card(ctx: PageContext, m: Memory, *, replaced: Sequence[Memory] = (), score:
         link = f'<a href="{e(url("/memory/item", id=m.superseded_by, user=ctx.user))}">m{m.superseded_by}</a>'
         chain += f'<p class="chain">{t("superseded_by", link=link)}</p>'
     actions = []
+    data = ""
     if not shared:
-        actions.append(
-            f'<details class="edit"><summary aria-label="{e(t("edit_label", id=m.id))}">{e(t("edit"))}</summary>'
-            f'<form method="post" action="/memory/edit"'
-            f' aria-label="{e(t("edit_label", id=m.id))}">'
-            f"{_hidden(ctx, id=m.id, user=m.owner)}{_fields(t, m)}"
-            f'<button type="submit" class="primary">{e(t("save"))}</button></form></details>'
-        )
+        # A light card: Edit is a link to the memory's own form (the page's
+        # one edit dialog opens instead when JavaScript runs, filled from
+        # the card's words and data-*), and the buttons belong to the page's
+        # one action form (ACTION_FORM), so no card repeats a form or its words.
+        v = _values(m)  # an empty project or topic is left out: the dialog's default
+        data = "".join(f' data-{k}="{e(v[k])}"' for k in ("tier", "category", "importance", "project", "topic") if v[k])
+        actions.append(f'<a class="button" href="{e(url("/memory/edit", id=m.id, back=ctx.back))}" data-edit'
+                       f' aria-label="{e(t("edit_label", id=m.id))}">{e(t("edit"))}</a>')
         # Twenty cards a page: each button names its memory for a screen reader.
         if m.status is Status.ACTIVE:
-            actions.append(_post(ctx, "/memory/archive", t("archive"), aria=f"{t('archive')} m{m.id}", id=m.id, user=m.owner))
+            actions.append(_act(ctx, "/memory/archive", t("archive"), m.id))
         else:
-            actions.append(_post(ctx, "/memory/restore", t("restore"), aria=f"{t('restore')} m{m.id}", id=m.id, user=m.owner))
-        actions.append(_post(ctx, "/memory/erase", t("erase_dots"), cls="danger", aria=f"{t('erase_dots')} m{m.id}",
-                             id=m.id, user=m.owner))
+            actions.append(_act(ctx, "/memory/restore", t("restore"), m.id))
+        actions.append(_act(ctx, "/memory/erase", t("erase_dots"), m.id, cls="danger"))
     if detail_link:
         actions.append(f'<a class="button" href="{e(url("/memory/item", id=m.id, user=ctx.user))}"'
                        f' aria-label="{e(t("details"))} m{m.id}">{e(t("details"))}</a>')
@@ -214,7 +256,7 @@ def card(ctx: PageContext, m: Memory, *, replaced: Sequence[Memory] = (), score:
     if ctx.flash and ctx.flash_on == m.id and not ctx.flash_shown:
         notice, ctx.flash_shown = f'<div class="flash" role="status">{e(ctx.flash)}{_undo_button(ctx)}</div>', True
     return f"""
-<article class="card st-{e(m.status.value)}" id="m{m.id}">{notice}
+<article class="card st-{e(m.status.value)}" id="m{m.id}" data-id="{m.id}"{data}>{notice}
   <p class="content">{e(m.content)}</p>
   <div class="meta">{" ".join(meta)}</div>
   <div class="meta sub"><a href="{e(url("/memory/item", id=m.id, user=ctx.user))}">m{m.id}</a> · {dates}{" · " + where if where else ""}</div>
@@ -318,8 +360,6 @@ button.danger{color:#b42318;border-color:#f1b8b3}button.danger:hover{background:
 button.danger.solid{background:#b42318;color:#fff;border-color:#b42318}
 input,select,textarea{font:inherit;padding:5px 8px;border:1px solid #cfd5dc;border-radius:6px;background:#fff}
 textarea{width:100%;resize:vertical}
-details.edit{order:-1}details.edit[open]{flex-basis:100%;padding:8px;border:1px solid #e3e6ea;border-radius:8px;background:#fbfcfd}
-details.edit summary{display:inline-block;cursor:pointer;padding:4px 12px;border:1px solid #cfd5dc;border-radius:6px;font-size:13px;background:#fff}
 label{display:flex;flex-direction:column;font-size:12px;color:#4b5563;gap:2px}label.wide{margin:8px 0}
 .row{display:flex;flex-wrap:wrap;gap:10px;margin-bottom:8px}.row input[type=number]{width:90px}
 .empty{text-align:center;padding:50px 20px;color:#6b7280;background:#fff;border:1px dashed #cfd5dc;border-radius:10px}
@@ -352,6 +392,20 @@ document.querySelectorAll('[data-open]').forEach(function (b) {
 document.querySelectorAll('[data-close]').forEach(function (b) {
   b.addEventListener('click', function () { b.closest('dialog').close(); });
 });
+document.querySelectorAll('a[data-edit]').forEach(function (a) {
+  a.addEventListener('click', function (ev) {
+    var card = a.closest('article'), d = document.getElementById('edit-dialog');
+    if (!card || !d || !d.showModal) { return; }  // the link's own page then
+    ev.preventDefault();
+    var f = d.querySelector('form'), el = function (n) { return f.elements.namedItem(n); };
+    el('id').value = card.dataset.id;
+    el('user').value = document.getElementById('act').elements.namedItem('user').value;
+    el('content').value = card.querySelector('.content').textContent;
+    ['tier', 'category', 'importance', 'project', 'topic'].forEach(function (k) { el(k).value = card.dataset[k] || ''; });
+    document.getElementById('edit-title').textContent = a.getAttribute('aria-label');
+    d.showModal();
+  });
+});
 var linked = location.hash && document.getElementById(location.hash.slice(1));
 if (linked && linked.tagName === 'DIALOG') { linked.showModal(); }
 """
@@ -379,7 +433,7 @@ def layout(ctx: PageContext, title: str, body: str, *, picker: bool = True) -> s
 <style nonce="{e(ctx.nonce)}">{CSS}</style></head>
 <body><a class="skip" href="#main">{e(t("skip"))}</a>
 <header class="top"><h1><a href="/memory">{e(t("brand"))}</a></h1><span class="grow"></span>{switch}{logout}</header>
-<div class="layout">{nav}<main id="main">{flash}{body}{footer}</main></div>
+<div class="layout">{nav}<main id="main">{flash}{body}{_action_form(ctx) if ctx.user else ""}{footer}</main></div>
 <script nonce="{e(ctx.nonce)}">{JS}</script></body></html>"""
 
 
@@ -542,7 +596,7 @@ def main_page(
 <button type="button" class="primary" data-open="add-dialog">{e(t("add_button"))}</button>
 <a class="button" href="{e(url("/memory/log", user=user))}">{e(t("change_log"))}</a>
 <a class="button" href="{e(url("/memory/export", user=user))}" download title="{e(t("export_hint", user=user))}">{e(t("export"))}</a></div>
-{_stats_bar(t, stats)}{_set_aside(ctx, user, stats)}{search}{listing}{add_dialog}{danger}"""
+{_stats_bar(t, stats)}{_set_aside(ctx, user, stats)}{search}{listing}{add_dialog}{_edit_dialog(ctx)}{danger}"""
     return layout(ctx, user, body)
 
 
@@ -579,7 +633,8 @@ def detail_page(
 {card(ctx, m, detail_link=False)}
 <h3>{e(t("provenance"))}</h3><table class="log prov">{table}</table>
 {chain or f'<p class="muted">{e(t("no_versions"))}</p>'}
-<h3>{e(t("change_log"))}</h3>{_log_table(t, log) if log else f'<p class="muted">{e(t("no_log_for_memory"))}</p>'}"""
+<h3>{e(t("change_log"))}</h3>{_log_table(t, log) if log else f'<p class="muted">{e(t("no_log_for_memory"))}</p>'}
+{_edit_dialog(ctx)}"""
     return layout(ctx, f"m{m.id}", body)
 
 

@@ -12,6 +12,7 @@ import httpx
 import pytest
 
 from tests.gateway.test_web import TOKEN, Site, cards, csrf_of, site  # noqa: F401  (site: the fixture)
+from tests.gateway.webform import parse
 
 WRONG = "a-wrong-token-typed-by-a-scanner"
 
@@ -40,3 +41,62 @@ async def test_a_locked_out_browser_gets_the_pages_html_in_its_language(site: Si
             assert seconds and int(seconds.group(1)) == int(r.headers["Retry-After"])
         r = await c.get("/memory/api/users")  # the API's stays JSON
         assert r.status_code == 429 and "too many wrong tokens" in r.json()["error"]
+
+
+async def _post_click(c: httpx.AsyncClient, html: str, label: str) -> httpx.Response:
+    method, action, fields = parse(html).submit(parse(html).button(label))
+    assert method == "post"
+    return await asyncio.wait_for(c.post(action, data=dict(fields)), 10)
+
+
+async def _hundreds(site: Site, n: int) -> list[int]:
+    words = "alice mentioned her sister in lisbon and the garden project with postgres on friday mornings "
+    return [await site.add("alice", f"{words * 2}number {i}") for i in range(n)]
+
+
+async def test_a_page_of_hundreds_of_memories_is_light_and_carries_each_memorys_words_once(site: Site) -> None:
+    """Each card carried its own edit form (the words a second time, every
+    field, the CSRF token): 71 KiB for twenty cards on a phone."""
+    ids = await _hundreds(site, 120)
+    async with site.client(bearer=False) as c:
+        await c.post("/memory/login", data={"token": TOKEN})
+        r = await c.get("/memory", params={"user": "alice"})
+        assert len(cards(r.text)) == 20
+        assert len(r.content) < 44 * 1024, len(r.content)  # 75.8 KiB before
+        assert r.text.count("number 119<") == 1  # its words once, in its card
+        # The page's forms, none a card's: actions, add, edit, archive all, erase all, sign out.
+        assert r.text.count('name="csrf"') == 6
+        assert r.text.count("<textarea") == 2  # the add and the edit dialog's
+        r = await c.get("/memory", params={"user": "alice", "q": "lisbon garden"})
+        assert len(cards(r.text)) == 30 and len(r.content) < 64 * 1024, len(r.content)  # 30 recalled: 73 KiB before
+    assert len(ids) == 120
+
+
+async def test_with_javascript_off_every_cards_action_still_works(site: Site) -> None:
+    ids = await _hundreds(site, 25)
+    target, other = ids[-1], ids[-2]
+    async with site.client(bearer=False) as c:
+        await c.post("/memory/login", data={"token": TOKEN})
+        page = (await c.get("/memory", params={"user": "alice", "category": "event"})).text
+        # Edit: a link to the memory's own form (the shared dialog is JavaScript's shortcut to it).
+        r = await c.get(parse(page).link(f"Edit memory m{target}"))
+        assert r.status_code == 200
+        form = [f for f in parse(r.text).forms if f.action == "/memory/edit"]
+        assert len(form) == 1 and dict(form[0].fields)["content"].endswith(f"number {len(ids) - 1}")
+        fields = dict(form[0].fields)
+        assert fields["id"] == str(target) and fields["back"] == "/memory?user=alice&category=event"
+        fields["content"] = "Alice's sister moved from Lisbon to Porto"
+        r = await c.post("/memory/edit", data=fields, follow_redirects=True)
+        assert r.status_code == 200 and str(r.url.params.get("category")) == "event"
+        assert cards(r.text)[0] == "Alice&#x27;s sister moved from Lisbon to Porto"
+        # Archive and erase: buttons of the page's one shared form.
+        r = await _post_click(c, r.text, f"Archive m{other}")
+        assert r.status_code == 303
+        r = await c.get(r.headers["Location"])
+        assert f"Memory m{other} archived" in r.text
+        r = await _post_click(c, r.text, f"Erase… m{target}")
+        assert r.status_code == 200 and f"Erase memory m{target} for good?" in r.text
+        r = await _post_click(c, r.text, "Erase for good")
+        assert r.status_code == 303
+    assert (await site.engine.get(other)).status.value == "archived"  # type: ignore[union-attr]
+    assert await site.engine.get(target) is None
