@@ -134,7 +134,8 @@ def parse_changes(raw: dict[str, Any]) -> dict[str, Any]:
         if key == "content":
             if not str(v).strip():
                 raise Invalid("content is empty", key="err_content_empty")
-            text = str(v).strip()
+            # A browser sends a textarea's line breaks as CRLF: the same words, not a change of them.
+            text = str(v).replace("\r\n", "\n").replace("\r", "\n").strip()
             if len(text) > MAX_CONTENT_CHARS:  # the engine would cut it without a word
                 raise Invalid(f"content is {len(text)} characters; a memory holds at most {MAX_CONTENT_CHARS}",
                               key="err_content_long", n=len(text), most=MAX_CONTENT_CHARS)

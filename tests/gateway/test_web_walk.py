@@ -100,3 +100,76 @@ async def test_with_javascript_off_every_cards_action_still_works(site: Site) ->
         assert r.status_code == 303
     assert (await site.engine.get(other)).status.value == "archived"  # type: ignore[union-attr]
     assert await site.engine.get(target) is None
+
+
+HOSTILE_QUERIES = ['"', '"unbalanced', "AND", "NOT tea", "tea OR", "*", "(", ")", "NEAR(tea", "^tea", "-tea", "owner:alice",
+                   "text:tea", "tea*", "'", "\\", "%", "_", "🍵", "绿茶\"", "a" * 5000, "  ", "\x00tea", "tea\u200b",
+                   "<script>alert(1)</script>", "{}", "[]", ";DROP TABLE memories;--"]
+
+
+async def test_searching_with_fts5_syntax_or_hostile_text_answers_and_never_fails(site: Site) -> None:
+    await site.add("alice", "Alice drinks green tea 绿茶 🍵")
+    async with site.client() as c:
+        for q in HOSTILE_QUERIES:
+            r = await asyncio.wait_for(c.get("/memory", params={"user": "alice", "q": q}), 10)
+            assert r.status_code in (200, 400), (q, r.status_code)
+            assert "<script>alert(1)</script>" not in r.text
+            r = await asyncio.wait_for(c.get("/memory", params={"user": "alice", "has": q, "status": "all"}), 10)
+            assert r.status_code in (200, 400), (q, r.status_code)
+            r = await asyncio.wait_for(c.get("/memory/api/search", params={"user": "alice", "q": q}), 10)
+            assert r.status_code in (200, 400), (q, r.status_code)
+        r = await c.get("/memory", params={"user": "alice", "q": "NOT tea"})
+        assert "Alice drinks green tea" in r.text  # words, not FTS5 operators
+
+
+EVIL = '"><script>alert(1)</script><img src=x onerror=alert(2)>{{7*7}}</p></article>'
+
+
+@pytest.mark.parametrize("user", ["alice", 'mallory"><script>alert(3)</script>'])
+async def test_markup_in_a_memory_or_a_user_name_is_shown_as_text_and_survives_an_edit(site: Site, user: str) -> None:
+    from memory import Category
+
+    mid = await site.add(user, EVIL + "\nsecond line", project='p"x', topic="<t>", category=Category.DECISION)
+    async with site.client(bearer=False) as c:
+        await c.post("/memory/login", data={"token": TOKEN})
+        pages = [(await c.get("/memory", params={"user": user})).text,
+                 (await c.get("/memory", params={"user": user, "q": "script alert"})).text,
+                 (await c.get("/memory/item", params={"id": str(mid)})).text,
+                 (await c.get("/memory/edit", params={"id": str(mid)})).text,
+                 (await c.get("/memory/log", params={"user": user})).text]
+        for html in pages:
+            assert "<script>alert" not in html and "<img src=x" not in html and 'p"x' not in html and "<t>" not in html
+            assert len(re.findall(r"<script\b", html)) == 1  # the page's own
+        assert len(cards(pages[0])) == 1
+        # Saved unchanged through the no-JavaScript edit form, the words come back exactly.
+        form = next(f for f in parse(pages[3]).forms if f.action == "/memory/edit")
+        r = await c.post("/memory/edit", data=dict(form.fields))
+        assert r.status_code == 303
+    m = await site.engine.get(mid)
+    assert m is not None and (m.content, m.project, m.topic) == (EVIL + "\nsecond line", 'p"x', "<t>")
+
+
+async def test_a_browsers_line_breaks_in_the_edit_form_are_not_a_change_of_the_words(site: Site) -> None:
+    """A browser sends a textarea's line breaks as CRLF (HTML's form
+    encoding): saving a new importance of a two-line memory changed its
+    words, superseding the Core Memory entries built on them."""
+    from memory import Category, Provenance, Source, Status
+    from memory.changelog import read_log
+
+    fact = await site.add("alice", "Alice's plan:\nmove to Porto", category=Category.DECISION)
+    entry = await site.add("alice", "Alice plans to move to Porto", tier=1, source=Source.COMPRESSION,
+                           provenance=Provenance(refs=("weekly", f"m:{fact}")))
+    async with site.client(bearer=False) as c:
+        await c.post("/memory/login", data={"token": TOKEN})
+        form = next(f for f in parse((await c.get("/memory/edit", params={"id": str(fact)})).text).forms
+                    if f.action == "/memory/edit")
+        fields = dict(form.fields)
+        assert fields["content"] == "Alice's plan:\nmove to Porto"
+        fields.update(content=fields["content"].replace("\n", "\r\n"), importance="0.9")
+        r = await c.post("/memory/edit", data=fields)
+        assert r.status_code == 303 and "done=edited&" in r.headers["Location"]
+    m = await site.engine.get(fact)
+    assert m is not None and (m.content, m.importance) == ("Alice's plan:\nmove to Porto", 0.9)
+    assert (await site.engine.get(entry)).status is Status.ACTIVE  # type: ignore[union-attr]
+    [edit] = [x for x in await read_log(site.engine.db, owner="alice") if x.action == "edit"]
+    assert '"importance"' in edit.detail and "content" not in edit.detail
