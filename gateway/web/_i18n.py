@@ -55,6 +55,8 @@ CATALOGUE: dict[str, tuple[str, str]] = {
     "refused": ("Request refused", "请求被拒绝"),
     "form_expired": ("This form has expired or did not come from this page. Reload the page and try again.",
                      "这个表单已过期，或不是从本页面发出的。请刷新页面后再试。"),
+    "form_expired_kept": ("This form had expired (signed out and in again since it was opened, or from another page).",
+                          "这个表单已过期（打开后又重新登录过，或不是从本页面发出的）。"),
     "cannot": ("Cannot do that", "无法完成"),
     "back_to_page": ("Back to the memory page", "返回记忆管理页"),
     "no_memories_title": ("No memories yet", "还没有记忆"),

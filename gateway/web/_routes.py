@@ -289,8 +289,15 @@ class MemoryWeb:
                 data = {k: v for k, v in form.items() if isinstance(v, str)}
                 if not self.auth.csrf_ok(ident, request, data.get("csrf", "")):
                     await self._refused(request, "missing or wrong CSRF token")
-                    ctx = PageContext(nonce=nonce, csrf=ident.csrf, t=t)
-                    return _html(message_page(ctx, t("refused"), t("form_expired")), nonce, status=403)
+                    ctx = PageContext(nonce=nonce, csrf=ident.csrf, t=t, back=_strip_notice(safe_back(data.get("back"))))
+                    if request.path in ("/memory/add", "/memory/edit"):
+                        # A tab left open across a new sign-in: nothing saved, and
+                        # nothing typed lost; sent again, it carries this session's token.
+                        ctx.users = await self.admin.users()
+                        page = retry_page(ctx, t("refused"), t("form_expired_kept"), action=request.path, typed=data)
+                    else:
+                        page = message_page(ctx, t("refused"), t("form_expired"))
+                    return _html(page, nonce, status=403)
             back = safe_back(data.get("back") if post else request.path_qs)
             ctx = PageContext(nonce=nonce, csrf=ident.csrf, back=_strip_notice(back), t=t)
             try:

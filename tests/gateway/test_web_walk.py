@@ -173,3 +173,26 @@ async def test_a_browsers_line_breaks_in_the_edit_form_are_not_a_change_of_the_w
     assert (await site.engine.get(entry)).status is Status.ACTIVE  # type: ignore[union-attr]
     [edit] = [x for x in await read_log(site.engine.db, owner="alice") if x.action == "edit"]
     assert '"importance"' in edit.detail and "content" not in edit.detail
+
+
+async def test_a_form_from_a_tab_left_open_across_a_new_sign_in_gives_back_what_was_typed(site: Site) -> None:
+    """Signed out and in again in another tab, the first tab's CSRF token
+    is stale: its add or edit was refused and the words typed were gone."""
+    mid = await site.add("alice", "alice keeps bees")
+    async with site.client(bearer=False) as c:
+        await c.post("/memory/login", data={"token": TOKEN})
+        stale = csrf_of((await c.get("/memory", params={"user": "alice"})).text)
+        await c.post("/memory/logout", data={"csrf": stale})
+        await c.post("/memory/login", data={"token": TOKEN})
+        typed = "alice keeps bees and two hives of wasps, a long note typed on a phone"
+        for action, extra in [("/memory/edit", {"id": str(mid)}), ("/memory/add", {})]:
+            r = await c.post(action, data={"csrf": stale, "user": "alice", "content": typed, "importance": "0.8",
+                                           "back": "/memory?user=alice", **extra})
+            assert r.status_code == 403 and "form had expired" in r.text
+            form = next(f for f in parse(r.text).forms if f.action == action)
+            fields = dict(form.fields)
+            assert fields["content"] == typed and fields["importance"] == "0.80" and fields["csrf"] != stale
+            assert fields.get("id", "") == extra.get("id", "")
+            r = await c.post(action, data=fields)  # sent again from the page: the fresh token
+            assert r.status_code == 303
+    assert [m.content for m in await site.engine.list_memories("alice")] == [typed]  # edited; the add found it
