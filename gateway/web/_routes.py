@@ -280,8 +280,14 @@ class MemoryWeb:
             ident, why = self.auth.identify(request)
             if ident is None:
                 await self._refused(request, why)
-                # Signed in, the user lands where they were going (a bookmark, a link).
-                back = safe_back(request.path_qs) if request.method == "GET" else "/memory"
+                # Signed in, the user lands where they were going (a bookmark, a
+                # link) or, after a POST, on the page the form was on (only its
+                # "back" is read: nothing the form asked for is done unasked).
+                if request.method == "GET":
+                    back = safe_back(request.path_qs)
+                else:
+                    form = await request.post()
+                    back = _strip_notice(safe_back(form.get("back")))
                 return _html(login_page(nonce, t=t, back=back), nonce, status=401)
             data: Data = dict(request.query)
             if post:

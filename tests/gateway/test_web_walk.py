@@ -196,3 +196,21 @@ async def test_a_form_from_a_tab_left_open_across_a_new_sign_in_gives_back_what_
             r = await c.post(action, data=fields)  # sent again from the page: the fresh token
             assert r.status_code == 303
     assert [m.content for m in await site.engine.list_memories("alice")] == [typed]  # edited; the add found it
+
+
+async def test_a_session_ended_under_a_form_signs_in_back_to_the_page_it_was_on(site: Site) -> None:
+    """The session expired (12 hours, or signed out on the laptop) while a
+    phone's page was open: its next click led to the sign-in, and signing in
+    led to the overview, not back to the list the user was working on."""
+    mid = await site.add("alice", "alice keeps bees")
+    async with site.client(bearer=False) as c:
+        await c.post("/memory/login", data={"token": TOKEN})
+        page = (await c.get("/memory", params={"user": "alice", "status": "all", "category": "event"})).text
+        c.cookies.clear()  # the session is gone
+        r = await _post_click(c, page, f"Archive m{mid}")
+        assert r.status_code == 401 and 'action="/memory/login"' in r.text
+        back = dict(next(f for f in parse(r.text).forms if f.action == "/memory/login").fields)["back"]
+        assert back == "/memory?user=alice&status=all&category=event"
+        r = await c.post("/memory/login", data={"token": TOKEN, "back": back})
+        assert r.status_code == 303 and r.headers["Location"] == back
+    assert (await site.engine.get(mid)).status.value == "active"  # type: ignore[union-attr]  # nothing done unasked
