@@ -344,7 +344,8 @@ form.search{display:flex;gap:8px;margin:8px 0}form.search input[type=search]{fle
 .tabs a{padding:6px 12px;border-radius:6px 6px 0 0;color:#4b5563}.tabs a.on{background:#fff;border:1px solid #e3e6ea;border-bottom-color:#fff;margin-bottom:-1px;color:#1f2328;font-weight:600}
 .card{background:#fff;border:1px solid #e3e6ea;border-radius:10px;padding:12px 16px;margin:10px 0}
 .card.st-archived,.card.st-superseded{background:#fafafa;border-style:dashed}
-.card .content{margin:0 0 6px;font-size:15px;white-space:pre-wrap;overflow-wrap:anywhere}
+.content{white-space:pre-wrap;overflow-wrap:anywhere}.card .content{margin:0 0 6px;font-size:15px}
+table.log td,.events li,ul.linked li{overflow-wrap:anywhere}
 .meta{display:flex;flex-wrap:wrap;gap:6px;align-items:center;color:#4b5563;font-size:12px}.meta.sub{margin-top:4px;color:#6b7280}
 .badge{border-radius:10px;padding:1px 8px;background:#eef2f7;color:#374151}
 .src-extraction,.src-compression{background:#e6f4ea;color:#1e6b34}.src-manual{background:#e8effd;color:#1d4ed8}.src-migration{background:#fdf3e1;color:#8a5a00}

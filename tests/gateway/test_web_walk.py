@@ -214,3 +214,25 @@ async def test_a_session_ended_under_a_form_signs_in_back_to_the_page_it_was_on(
         r = await c.post("/memory/login", data={"token": TOKEN, "back": back})
         assert r.status_code == 303 and r.headers["Location"] == back
     assert (await site.engine.get(mid)).status.value == "active"  # type: ignore[union-attr]  # nothing done unasked
+
+
+async def test_a_very_long_unbroken_memory_wraps_on_a_phone_wherever_it_is_shown(site: Site) -> None:
+    """A 4000-character link or hash pasted into a chat: the erase
+    confirmation and a memory's provenance table ran off a phone's screen."""
+    word = "https://example.com/" + "x" * 3900
+    mid = await site.add("alice", word, source_text=word)
+    async with site.client(bearer=False) as c:
+        await c.post("/memory/login", data={"token": TOKEN})
+        csrf = csrf_of((await c.get("/memory", params={"user": "alice"})).text)
+        pages = {"list": (await c.get("/memory", params={"user": "alice"})).text,
+                 "detail": (await c.get("/memory/item", params={"id": str(mid)})).text,
+                 "erase": (await c.post("/memory/erase", data={"csrf": csrf, "id": str(mid), "user": "alice"})).text}
+    css = re.search(r"<style[^>]*>(.*?)</style>", pages["list"], re.S).group(1)  # type: ignore[union-attr]
+    wrapping = {sel.strip() for sels, body in re.findall(r"([^{}]+)\{([^}]*)\}", css) if "overflow-wrap:anywhere" in body
+                for sel in sels.split(",")}
+    for name, html in pages.items():
+        # Each element holding the long word, by its tag and class, must be a wrapping one.
+        for tag, attrs in re.findall(r"<(\w+)([^>]*)>[^<]*" + re.escape(word[:40]), html):
+            cls = re.search(r'class="([^"]+)"', attrs)
+            sel = f".{cls.group(1).split()[0]}" if cls else tag
+            assert sel in wrapping or f"table.log {tag}" in wrapping, (name, tag, attrs, sorted(wrapping))
