@@ -10,6 +10,7 @@ Pages (GET renders, POST changes and redirects back with a short notice)::
     GET  /memory/export?user=    the user's memories as a Markdown file (as ``myclaw memory export``)
     GET  /memory/lang?set=en|zh|zh-Hant  the page's language (a cookie; no sign-in needed), back to ?back=
     POST /memory/login           token -> session cookie;  POST /memory/logout
+    GET  /memory/erase | archive-all | erase-all ?id= or ?user=, &back=   the confirmation page (a link)
     POST /memory/add | edit | archive | restore | erase | archive-all | erase-all | retry-set-aside
     POST /memory/undo            token= (from an edit's or archive-all's notice): put back what it changed
 
@@ -66,6 +67,7 @@ from ._views import (
     main_page,
     message_page,
     retry_page,
+    url,
     overview_body,
 )
 
@@ -210,6 +212,10 @@ class MemoryWeb:
             ("GET", "/memory", page(self._main)),
             ("GET", "/memory/item", page(self._item)),
             ("GET", "/memory/edit", page(self._edit_form)),
+            # The confirmations, reached by links: Back after the POST that follows meets no resubmission.
+            ("GET", "/memory/erase", page(self._confirm(self._erase))),
+            ("GET", "/memory/archive-all", page(self._confirm(self._archive_all))),
+            ("GET", "/memory/erase-all", page(self._confirm(self._erase_all))),
             ("GET", "/memory/log", page(self._log)),
             ("GET", "/memory/export", page(self._export)),
             ("POST", "/memory/login", self._login),
@@ -306,15 +312,17 @@ class MemoryWeb:
                     return _html(page, nonce, status=403)
             back = safe_back(data.get("back") if post else request.path_qs)
             ctx = PageContext(nonce=nonce, csrf=ident.csrf, back=_strip_notice(back), t=t)
+            here = ctx.back
             try:
                 ctx.users = await self.admin.users()
                 return await fn(request, ident, ctx, data)
             except AdminError as exc:
                 text = t(exc.key, **exc.fields) if exc.key and t.zh else str(exc)
-                if request.path in ("/memory/add", "/memory/edit"):
+                if post and request.path in ("/memory/add", "/memory/edit"):
                     page = retry_page(ctx, t("cannot"), text, action=request.path, typed=data)
                 else:
-                    page = message_page(ctx, t("cannot"), text, back=ctx.back if post else "/memory")
+                    # Back to the form's page, or the page a link came from (?back=), else the start.
+                    page = message_page(ctx, t("cannot"), text, back=ctx.back if post or ctx.back != here else "/memory")
                 return _html(page, nonce, status=exc.status)
 
         return handler
@@ -443,6 +451,16 @@ class MemoryWeb:
         older, newer = await self.admin.chain(m.id)
         entries = await self.admin.memory_log([m.id, *(x.id for x in older), *(x.id for x in newer)])
         return _html(detail_page(ctx, m, older=older, newer=newer, log=entries), ctx.nonce)
+
+    def _confirm(self, fn: PageFn) -> PageFn:
+        """An action's confirmation page by GET: never the action itself
+        (``confirm`` is dropped); Cancel and the action go back to ``?back=``."""
+        async def go(request: web.Request, ident: Identity, ctx: PageContext, data: Data) -> web.StreamResponse:
+            user = _user(data, required=False)
+            ctx.back = _strip_notice(safe_back(data.get("back"), url("/memory", user=user)))
+            return await fn(request, ident, ctx, {k: v for k, v in data.items() if k != "confirm"})
+
+        return go
 
     async def _edit_form(self, request: web.Request, ident: Identity, ctx: PageContext, data: Data) -> web.StreamResponse:
         m = await self.admin.get(_int(data.get("id"), "id"))

@@ -38,6 +38,7 @@ __all__ = [
     "main_page",
     "message_page",
     "retry_page",
+    "url",
 ]
 
 STATUS_TABS = ("active", "archived", "superseded", "all")
@@ -248,7 +249,9 @@ def card(ctx: PageContext, m: Memory, *, replaced: Sequence[Memory] = (), score:
             actions.append(_act(ctx, "/memory/archive", t("archive"), m.id))
         else:
             actions.append(_act(ctx, "/memory/restore", t("restore"), m.id))
-        actions.append(_act(ctx, "/memory/erase", t("erase_dots"), m.id, cls="danger"))
+        # A link to the confirmation (no POST yet: Back after the erase meets no resubmission).
+        actions.append(f'<a class="button danger" href="{e(url("/memory/erase", id=m.id, back=ctx.back))}"'
+                       f' aria-label="{e(t("erase_dots"))} m{m.id}">{e(t("erase_dots"))}</a>')
     if detail_link:
         actions.append(f'<a class="button" href="{e(url("/memory/item", id=m.id, user=ctx.user))}"'
                        f' aria-label="{e(t("details"))} m{m.id}">{e(t("details"))}</a>')
@@ -357,7 +360,7 @@ form.inline{display:inline}
 button,.button{font:inherit;font-size:13px;padding:4px 12px;border:1px solid #cfd5dc;border-radius:6px;background:#fff;color:#1f2328;cursor:pointer;display:inline-block}
 button:hover,.button:hover{background:#f1f5f9;text-decoration:none}
 button.primary,.button.primary{background:#0b63c5;border-color:#0b63c5;color:#fff}button.primary:hover{background:#0a56ab}
-button.danger{color:#b42318;border-color:#f1b8b3}button.danger:hover{background:#fdecec}
+button.danger,.button.danger{color:#b42318;border-color:#f1b8b3}button.danger:hover,.button.danger:hover{background:#fdecec}
 button.danger.solid{background:#b42318;color:#fff;border-color:#b42318}
 input,select,textarea{font:inherit;padding:5px 8px;border:1px solid #cfd5dc;border-radius:6px;background:#fff}
 textarea{width:100%;resize:vertical}
@@ -590,9 +593,9 @@ def main_page(
 <div class="actions"><button type="submit" class="primary">{e(t("add_memory"))}</button><button type="button" data-close>{e(t("cancel"))}</button></div></form></dialog>"""
     danger = f"""<details class="danger"><summary>{e(t("clear_title"))}</summary>
 <p>{t("clear_archive_text", user=e(user), n=stats.by_status.get("active", 0))}</p>
-{_post(ctx, "/memory/archive-all", t("archive_all_dots"), cls="danger", user=user)}
+<a class="button danger" href="{e(url("/memory/archive-all", user=user, back=ctx.back))}">{e(t("archive_all_dots"))}</a>
 <p>{t("clear_erase_text", memories=e(count_memories(stats.total, t)), user=e(user))}</p>
-{_post(ctx, "/memory/erase-all", t("erase_all_dots"), cls="danger", user=user)}</details>""" if stats.total else ""
+<a class="button danger" href="{e(url("/memory/erase-all", user=user, back=ctx.back))}">{e(t("erase_all_dots"))}</a></details>""" if stats.total else ""
     body = f"""<div class="head"><h2>{e(user)}</h2><span class="grow"></span>
 <button type="button" class="primary" data-open="add-dialog">{e(t("add_button"))}</button>
 <a class="button" href="{e(url("/memory/log", user=user))}">{e(t("change_log"))}</a>
