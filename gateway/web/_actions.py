@@ -45,6 +45,7 @@ from memory.types import GLOBAL_OWNER, Hit, Memory
 __all__ = [
     "EDITABLE",
     "AdminError",
+    "Conflict",
     "Edited",
     "ForgetHistory",
     "Invalid",
@@ -52,6 +53,7 @@ __all__ = [
     "NotFound",
     "SearchResult",
     "UserSummary",
+    "editable_values",
 ]
 
 JOB = "web"
@@ -81,6 +83,12 @@ class NotFound(AdminError):
     status = 404
 
 
+class Conflict(AdminError):
+    """The page's view is stale: an undo over a later change, or used already."""
+
+    status = 409
+
+
 @dataclass(frozen=True)
 class Edited:
     """What :meth:`MemoryAdmin.edit` did: the memory as it is now, and the
@@ -88,6 +96,7 @@ class Edited:
 
     memory: Memory
     entries: builtins.list[Memory]  # as they were (active) before the edit
+    before: Memory | None = None  # the memory before the edit; None when nothing changed
 
 
 @dataclass(frozen=True)
@@ -125,7 +134,8 @@ def parse_changes(raw: dict[str, Any]) -> dict[str, Any]:
         if key == "content":
             if not str(v).strip():
                 raise Invalid("content is empty", key="err_content_empty")
-            text = str(v).strip()
+            # A browser sends a textarea's line breaks as CRLF: the same words, not a change of them.
+            text = str(v).replace("\r\n", "\n").replace("\r", "\n").strip()
             if len(text) > MAX_CONTENT_CHARS:  # the engine would cut it without a word
                 raise Invalid(f"content is {len(text)} characters; a memory holds at most {MAX_CONTENT_CHARS}",
                               key="err_content_long", n=len(text), most=MAX_CONTENT_CHARS)
@@ -157,6 +167,12 @@ def parse_changes(raw: dict[str, Any]) -> dict[str, Any]:
         else:  # project, topic: empty means the default partition
             out[key] = str(v).strip()
     return out
+
+
+def editable_values(m: Memory) -> dict[str, Any]:
+    """The fields an edit can change, as :meth:`MemoryEngine.update` takes them."""
+    return {"content": m.content, "category": m.category, "importance": m.importance, "tier": m.tier,
+            "project": m.project, "topic": m.topic}
 
 
 def _filters(owner: str, status: Status | None, category: Category | None, has: str) -> tuple[str, list[object]]:
@@ -339,10 +355,7 @@ class MemoryAdmin:
             raise Invalid("nothing to change: give " + ", ".join(EDITABLE), key="err_nothing", fields=", ".join(EDITABLE))
         m = await self.get(memory_id, owner)
         # A form sends every field; change (and log) only what differs.
-        current = {
-            "content": m.content, "category": m.category, "importance": m.importance, "tier": m.tier,
-            "project": m.project, "topic": m.topic,
-        }
+        current = editable_values(m)
         defaults = {"project": GLOBAL_OWNER, "topic": "_general"}
         changes = {k: v for k, v in changes.items() if (v or defaults.get(k, v)) != current[k]}
         if not changes:
@@ -366,7 +379,36 @@ class MemoryAdmin:
             raise NotFound(str(exc)) from None
         if "content" in changes:
             await self.engine.purge_erased()  # an edit can be a redaction: the old words leave the file
-        return Edited(await self.get(memory_id), entries)
+        return Edited(await self.get(memory_id), entries, before=m)
+
+    async def undo_edit(self, memory_id: int, owner: str, before: dict[str, Any], after: dict[str, Any],
+                        entries: Sequence[int]) -> Memory:
+        """Put back the fields an edit changed (``before``) and the Core
+        Memory entries it superseded, if the memory is still as the edit
+        left it (``after``): an undo never overwrites a later change."""
+        m = await self.get(memory_id, owner)
+        if editable_values(m) != after:
+            raise Conflict(f"memory m{memory_id} was changed since; nothing was changed",
+                           key="err_undo_changed", id=memory_id)
+        try:
+            async with self.engine.db.transaction() as conn:
+                await self.engine.update(memory_id, conn=conn, **before)
+                at = self.engine.now()
+                await write_log(conn, at=at, job=JOB, owner=m.owner, action="edit", memory_id=memory_id,
+                                detail={"fields": sorted(before), "undo": True})
+                for entry_id in entries:
+                    async with conn.execute("SELECT status, superseded_by FROM memories WHERE id = ?", (entry_id,)) as cur:
+                        row = await cur.fetchone()
+                    if row is None or row[0] != Status.SUPERSEDED.value or row[1] != memory_id:
+                        continue  # erased or changed since: left as it is
+                    await self.engine.set_status(entry_id, Status.ACTIVE, conn=conn)
+                    await write_log(conn, at=at, job=JOB, owner=m.owner, action="restore", memory_id=entry_id,
+                                    detail={"was": Status.SUPERSEDED.value, "undo": "edit"})
+        except MemoryNotFound as exc:
+            raise NotFound(str(exc)) from None
+        if "content" in before:
+            await self.engine.purge_erased()  # the undone words leave the file as an edit's do
+        return await self.get(memory_id)
 
     async def _set_status(self, memory_id: int, owner: str | None, status: Status, action: str) -> Memory:
         m = await self.get(memory_id, owner)
@@ -420,8 +462,9 @@ class MemoryAdmin:
             plan.history_lines = await self.forget_history(plan.owner, plan.texts())
         return plan
 
-    async def archive_all(self, owner: str) -> int:
-        """Archive every active memory of ``owner`` (recoverable one by one)."""
+    async def archive_all(self, owner: str) -> builtins.list[int]:
+        """Archive every active memory of ``owner`` (recoverable one by one,
+        or together with :meth:`restore_archived`); returns their ids."""
         owner = _clean_owner(owner)
         async with self.engine.db.transaction() as conn:
             async with conn.execute("SELECT id FROM memories WHERE owner = ? AND status = 'active'", (owner,)) as cur:
@@ -431,7 +474,25 @@ class MemoryAdmin:
             await write_log(
                 conn, at=self.engine.now(), job=JOB, owner=owner, action="archive_all", detail={"count": len(ids)}
             )
-        return len(ids)
+        return ids
+
+    async def restore_archived(self, owner: str, ids: Sequence[int]) -> int:
+        """Restore those of ``ids`` (``owner``'s) still archived, in one
+        transaction: the undo of :meth:`archive_all`. Returns how many."""
+        owner = _clean_owner(owner)
+        n = 0
+        async with self.engine.db.transaction() as conn:
+            at = self.engine.now()
+            for mid in ids:
+                async with conn.execute("SELECT owner, status FROM memories WHERE id = ?", (mid,)) as cur:
+                    row = await cur.fetchone()
+                if row is None or row[0] != owner or row[1] != Status.ARCHIVED.value:
+                    continue  # erased, restored or changed since
+                await self.engine.set_status(mid, Status.ACTIVE, conn=conn)
+                await write_log(conn, at=at, job=JOB, owner=owner, action="restore", memory_id=mid,
+                                detail={"was": Status.ARCHIVED.value, "undo": "archive_all"})
+                n += 1
+        return n
 
     async def retry_set_aside(self, owner: str) -> int:
         """Clear the set-aside mark of ``owner``'s buffered lines, so the

@@ -1,11 +1,13 @@
-"""The memory page's words, in English and Chinese (zh-Hans).
+"""The memory page's words, in English and Chinese (zh-Hans, and zh-Hant
+drawn from it by gateway/web/_hant.py).
 
 One catalogue of ``key -> (English, Chinese)`` templates (``str.format``
 fields, the same in both), read through :class:`Words`. The page's
 language: the one the user chose with the switch (cookie ``myclaw_lang``),
 else the first of English and Chinese in the browser's ``Accept-Language``
-(any ``zh`` tag is Chinese, as for the bot's replies: gateway/bus.py
-``app_in_chinese``; Japanese is not), else English.
+by weight (any ``zh`` tag is Chinese, as for the bot's replies: gateway/bus.py
+``app_in_chinese``; Japanese is not; ``zh-TW``, ``zh-HK``, ``zh-MO`` and
+``zh-Hant`` read Traditional characters), else English.
 
 Counts read as a person says them: "1 memory" / "2 memories", "3 条记忆".
 """
@@ -17,10 +19,15 @@ from typing import Literal
 
 from memory.clock import parse_ts
 
-__all__ = ["CATALOGUE", "LANG_COOKIE", "LOG_WORDS_ZH", "Lang", "Words", "pick_lang"]
+from ._hant import to_hant
 
-Lang = Literal["en", "zh"]
+__all__ = ["CATALOGUE", "LANGS", "LANG_COOKIE", "LOG_WORDS_ZH", "Lang", "Words", "pick_lang"]
+
+Lang = Literal["en", "zh", "zh-Hant"]
 LANG_COOKIE = "myclaw_lang"
+# Each language by its own name, as the page's switch offers it; and its <html lang>.
+LANGS: dict[Lang, tuple[str, str]] = {"en": ("English", "en"), "zh": ("简体中文", "zh-Hans"), "zh-Hant": ("繁體中文", "zh-Hant")}
+_HANT_REGIONS = ("tw", "hk", "mo")
 
 CATALOGUE: dict[str, tuple[str, str]] = {
     # -- frame ------------------------------------------------------------------
@@ -28,8 +35,6 @@ CATALOGUE: dict[str, tuple[str, str]] = {
     "title_suffix": ("myclaw memory", "myclaw 记忆"),
     "skip": ("Skip to the memories", "跳到记忆列表"),
     "sign_out": ("Sign out", "退出登录"),
-    "switch_to": ("中文", "English"),
-    "switch_hint": ("Show this page in Chinese", "Show this page in English"),
     "users": ("Users", "用户"),
     "users_nav": ("users", "用户"),
     "user_counts": ("{active} active, {archived} archived, {superseded} superseded",
@@ -41,6 +46,7 @@ CATALOGUE: dict[str, tuple[str, str]] = {
                     "记忆管理页需要管理员令牌（<code>gateway.admin.token</code>）。"),
     "admin_token": ("Admin token", "管理员令牌"),
     "times_in": ("Times are in {zone}.", "时间为 {zone} 时间。"),
+    "too_many_title": ("Try again later", "请稍后再试"),
     "too_many": ("too many wrong tokens from this address; try again in {seconds} s",
                  "这个地址输错令牌的次数太多；请 {seconds} 秒后再试"),
     "login_elsewhere": ("This sign-in did not come from this page. Open the memory page and sign in there.",
@@ -49,6 +55,8 @@ CATALOGUE: dict[str, tuple[str, str]] = {
     "refused": ("Request refused", "请求被拒绝"),
     "form_expired": ("This form has expired or did not come from this page. Reload the page and try again.",
                      "这个表单已过期，或不是从本页面发出的。请刷新页面后再试。"),
+    "form_expired_kept": ("This form had expired (signed out and in again since it was opened, or from another page).",
+                          "这个表单已过期（打开后又重新登录过，或不是从本页面发出的）。"),
     "cannot": ("Cannot do that", "无法完成"),
     "back_to_page": ("Back to the memory page", "返回记忆管理页"),
     "no_memories_title": ("No memories yet", "还没有记忆"),
@@ -62,6 +70,8 @@ CATALOGUE: dict[str, tuple[str, str]] = {
                          "机器人对每个人都有各自的记忆；<b>_global</b> 里的事实所有用户都能看到。"
                          "在左侧选一个用户，查看、搜索和编辑其记忆。"),
     # -- notices after an action ------------------------------------------------
+    "done_undone_edit": ("Edit of m{id} undone.", "已撤销对 m{id} 的编辑。"),
+    "done_undone_archive_all": ("{memories} restored.", "已恢复 {memories}。"),
     "done_added": ("Memory m{id} added.", "已添加记忆 m{id}。"),
     "done_exists": ("The same memory is already stored as m{id}; nothing added.",
                     "同样的记忆已存为 m{id}，未重复添加。"),
@@ -309,6 +319,9 @@ CATALOGUE: dict[str, tuple[str, str]] = {
     "err_tier": ("tier must be 1 or 2, got {value}", "层级必须是 1 或 2，收到的是 {value}"),
     "err_not_found": ("no memory with id {id}", "没有编号为 {id} 的记忆"),
     "err_not_found_for": ("no memory with id {id} for user {user}", "用户 {user} 没有编号为 {id} 的记忆"),
+    "err_undo_gone": ("this undo has expired or was used already; nothing was changed",
+                      "这个撤销已过期或已用过；什么也没有改动"),
+    "err_undo_changed": ("memory m{id} was changed since; nothing was changed", "记忆 m{id} 之后又被改过；什么也没有改动"),
     "err_nothing": ("nothing to change: give {fields}", "没有要改的内容：请填写 {fields}"),
     "try_again_below": ("Nothing was saved. Correct it and send it again:", "什么也没有保存。改正后再提交一次："),
     # -- counts ------------------------------------------------------------------------
@@ -340,13 +353,26 @@ LOG_WORDS_ZH: dict[str, str] = {
 }
 
 
+def _chinese(tag: str) -> Lang:
+    """``zh-Hant*``, ``zh-TW``, ``zh-HK``, ``zh-MO``: Traditional; a script
+    said outright wins over the region (``zh-Hans-HK``); else Simplified."""
+    parts = tag.split("-")[1:]
+    if "hant" in parts:
+        return "zh-Hant"
+    if "hans" in parts:
+        return "zh"
+    return "zh-Hant" if any(p in _HANT_REGIONS for p in parts) else "zh"
+
+
 def pick_lang(accept_language: str, chosen: str = "") -> Lang:
     """The page's language: ``chosen`` (the switch's cookie) when it names
     one, else the first English or Chinese tag of ``Accept-Language`` by
-    its weight (``zh-CN``, ``zh-Hans``, ``zh-TW``: Chinese), else English."""
-    if chosen in ("en", "zh"):
-        return "zh" if chosen == "zh" else "en"
-    ranked: list[tuple[float, int, str]] = []
+    its weight (``zh-CN``, ``zh-Hans``: Simplified; ``zh-TW``, ``zh-HK``:
+    Traditional), else English."""
+    for lang in LANGS:
+        if chosen == lang:
+            return lang
+    ranked: list[tuple[float, int, Lang]] = []
     for i, part in enumerate(accept_language.split(",")[:30]):  # a header is not a reason to loop long
         tag, _, params = part.strip().partition(";")
         q = 1.0
@@ -357,10 +383,11 @@ def pick_lang(accept_language: str, chosen: str = "") -> Lang:
                     q = float(value)
                 except ValueError:
                     q = 0.0
-        primary = tag.strip().lower().split("-")[0]
+        tag = tag.strip().lower()
+        primary = tag.split("-")[0]
         if q > 0 and primary in ("en", "zh"):
-            ranked.append((-q, i, primary))
-    return "zh" if ranked and min(ranked)[2] == "zh" else "en"
+            ranked.append((-q, i, "en" if primary == "en" else _chinese(tag)))
+    return min(ranked)[2] if ranked else "en"
 
 
 class Words:
@@ -369,7 +396,8 @@ class Words:
     def __init__(self, lang: Lang = "en", tz: tzinfo = UTC) -> None:
         self.lang: Lang = lang
         self.tz = tz  # the gateway's (gateway.timezone): times are shown on its clock
-        self._i = 1 if lang == "zh" else 0
+        self._i = 0 if lang == "en" else 1
+        self._hant = lang == "zh-Hant"
 
     @property
     def zone(self) -> str:
@@ -377,19 +405,25 @@ class Words:
 
     @property
     def zh(self) -> bool:
-        return self.lang == "zh"
+        """Chinese, in either script."""
+        return self.lang != "en"
 
     @property
     def html_lang(self) -> str:
-        return "zh-Hans" if self.zh else "en"
+        return LANGS[self.lang][1]
 
     def __call__(self, key: str, **fields: object) -> str:
-        return CATALOGUE[key][self._i].format(**fields)
+        # Converted before the fields go in: a user's name or words are never changed.
+        return (_HANT[key] if self._hant else CATALOGUE[key][self._i]).format(**fields)
+
+    def chinese(self, text: str) -> str:
+        """Simplified Chinese words made elsewhere (memory/origin.py) in this page's script."""
+        return to_hant(text) if self._hant else text
 
     def code(self, code: str) -> str:
         """A change log code (job, action) in words: Chinese on the Chinese
         page when known, else the code itself."""
-        return LOG_WORDS_ZH.get(code, code) if self.zh else code
+        return self.chinese(LOG_WORDS_ZH.get(code, code)) if self.zh else code
 
     def count(self, noun: str, n: int) -> str:
         """``noun`` in ``memory``, ``version``, ``entry``, ``row``, ``time``: "1 memory", "3 条记忆"."""
@@ -405,3 +439,6 @@ class Words:
         except ValueError:  # not ours: shown as it is
             return ts[:16].replace("T", " ")
         return f"{at.year}年{at.month}月{at.day}日 {at:%H:%M}" if self.zh else f"{at:%Y-%m-%d %H:%M}"
+
+
+_HANT: dict[str, str] = {key: to_hant(zh) for key, (_, zh) in CATALOGUE.items()}

@@ -5,11 +5,14 @@ Pages (GET renders, POST changes and redirects back with a short notice)::
 
     GET  /memory                 users; with ?user= stats, list (?status=, ?category=, ?has=, ?offset=) or search (?q=)
     GET  /memory/item?id=        one memory: provenance, supersede chain, its log entries
+    GET  /memory/edit?id=&back=  one memory's edit form (a card's Edit without JavaScript)
     GET  /memory/log?user=       the user's change log (memory_log), older with ?before=<entry id>
     GET  /memory/export?user=    the user's memories as a Markdown file (as ``myclaw memory export``)
-    GET  /memory/lang?set=en|zh  the page's language (a cookie; no sign-in needed), back to ?back=
+    GET  /memory/lang?set=en|zh|zh-Hant  the page's language (a cookie; no sign-in needed), back to ?back=
     POST /memory/login           token -> session cookie;  POST /memory/logout
+    GET  /memory/erase | archive-all | erase-all ?id= or ?user=, &back=   the confirmation page (a link)
     POST /memory/add | edit | archive | restore | erase | archive-all | erase-all | retry-set-aside
+    POST /memory/undo            token= (from an edit's or archive-all's notice): put back what it changed
 
 ``erase`` and ``archive-all`` without ``confirm=yes`` answer with a
 confirmation page; ``erase-all`` also needs the user name typed again.
@@ -46,15 +49,17 @@ from gateway.http import HttpServer
 from memory.service import SqliteMemory
 from memory.types import Category, Status
 
-from ._actions import EDITABLE, AdminError, Invalid, MemoryAdmin
+from ._actions import EDITABLE, AdminError, Conflict, Invalid, MemoryAdmin, editable_values
 from ._auth import COOKIE, COOKIE_PATH, AdminAuth, Identity, is_https, same_origin
-from ._i18n import LANG_COOKIE, Words, pick_lang
+from ._i18n import LANG_COOKIE, LANGS, Words, pick_lang
+from ._undo import ArchiveAllUndo, EditUndo, UndoStore
 from ._views import (
     DONE,
     PageContext,
     clear_confirm_page,
     count_memories,
     detail_page,
+    edit_page,
     erase_confirm_page,
     layout,
     log_page,
@@ -62,6 +67,7 @@ from ._views import (
     main_page,
     message_page,
     retry_page,
+    url,
     overview_body,
 )
 
@@ -173,10 +179,13 @@ def safe_back(value: Any, default: str = "/memory") -> str:
     return value
 
 
-def _with_notice(back: str, done: str, n: int, anchor: str = "") -> str:
+NOTICE_KEYS = ("done", "n", "undo")  # a notice's part of an address: not kept by the next one
+
+
+def _with_notice(back: str, done: str, n: int, anchor: str = "", *, undo: str = "") -> str:
     parts = urlsplit(back)
-    q = [(k, v) for k, v in parse_qsl(parts.query) if k not in ("done", "n")]
-    q += [("done", done), ("n", str(n))]
+    q = [(k, v) for k, v in parse_qsl(parts.query) if k not in NOTICE_KEYS]
+    q += [("done", done), ("n", str(n))] + ([("undo", undo)] if undo else [])
     return f"{parts.path}?{urlencode(q)}{anchor}"
 
 
@@ -187,9 +196,12 @@ def _redirect(location: str) -> web.Response:
 class MemoryWeb:
     """The memory page's handlers; :meth:`mount` registers them."""
 
-    def __init__(self, admin: MemoryAdmin, auth: AdminAuth, *, page_size: int = 20, tz: tzinfo = UTC) -> None:
+    def __init__(
+        self, admin: MemoryAdmin, auth: AdminAuth, *, page_size: int = 20, tz: tzinfo = UTC, undo: UndoStore | None = None
+    ) -> None:
         self.admin = admin
         self.auth = auth
+        self.undo = undo or UndoStore()
         self.page_size = page_size
         self.tz = tz
         self._mounted: list[tuple[str, str]] = []
@@ -199,6 +211,11 @@ class MemoryWeb:
         return [
             ("GET", "/memory", page(self._main)),
             ("GET", "/memory/item", page(self._item)),
+            ("GET", "/memory/edit", page(self._edit_form)),
+            # The confirmations, reached by links: Back after the POST that follows meets no resubmission.
+            ("GET", "/memory/erase", page(self._confirm(self._erase))),
+            ("GET", "/memory/archive-all", page(self._confirm(self._archive_all))),
+            ("GET", "/memory/erase-all", page(self._confirm(self._erase_all))),
             ("GET", "/memory/log", page(self._log)),
             ("GET", "/memory/export", page(self._export)),
             ("POST", "/memory/login", self._login),
@@ -212,6 +229,7 @@ class MemoryWeb:
             ("POST", "/memory/archive-all", page(self._archive_all, post=True)),
             ("POST", "/memory/erase-all", page(self._erase_all, post=True)),
             ("POST", "/memory/retry-set-aside", page(self._retry_set_aside, post=True)),
+            ("POST", "/memory/undo", page(self._undo, post=True)),
             ("GET", "/memory/api/users", api(self._api_users)),
             ("GET", "/memory/api/stats", api(self._api_stats)),
             ("GET", "/memory/api/memories", api(self._api_memories)),
@@ -251,7 +269,13 @@ class MemoryWeb:
         if as_json:
             text = Words()("too_many", seconds=math.ceil(wait))  # the API speaks English
             return web.json_response({"error": text}, status=429, headers=headers)
-        return web.Response(text=_words(request, self.tz)("too_many", seconds=math.ceil(wait)), status=429, headers=headers)
+        # The page's own look and language, with no form: a token typed now would only be refused.
+        nonce, t = secrets.token_urlsafe(16), _words(request, self.tz)
+        ctx = PageContext(nonce=nonce, csrf="", t=t)
+        page = message_page(ctx, t("too_many_title"), t("too_many", seconds=headers["Retry-After"]))
+        response = _html(page, nonce, status=429)
+        response.headers.update(headers)
+        return response
 
     def _page(self, fn: PageFn, *, post: bool = False) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
         async def handler(request: web.Request) -> web.StreamResponse:
@@ -262,8 +286,14 @@ class MemoryWeb:
             ident, why = self.auth.identify(request)
             if ident is None:
                 await self._refused(request, why)
-                # Signed in, the user lands where they were going (a bookmark, a link).
-                back = safe_back(request.path_qs) if request.method == "GET" else "/memory"
+                # Signed in, the user lands where they were going (a bookmark, a
+                # link) or, after a POST, on the page the form was on (only its
+                # "back" is read: nothing the form asked for is done unasked).
+                if request.method == "GET":
+                    back = safe_back(request.path_qs)
+                else:
+                    form = await request.post()
+                    back = _strip_notice(safe_back(form.get("back")))
                 return _html(login_page(nonce, t=t, back=back), nonce, status=401)
             data: Data = dict(request.query)
             if post:
@@ -271,19 +301,28 @@ class MemoryWeb:
                 data = {k: v for k, v in form.items() if isinstance(v, str)}
                 if not self.auth.csrf_ok(ident, request, data.get("csrf", "")):
                     await self._refused(request, "missing or wrong CSRF token")
-                    ctx = PageContext(nonce=nonce, csrf=ident.csrf, t=t)
-                    return _html(message_page(ctx, t("refused"), t("form_expired")), nonce, status=403)
+                    ctx = PageContext(nonce=nonce, csrf=ident.csrf, t=t, back=_strip_notice(safe_back(data.get("back"))))
+                    if request.path in ("/memory/add", "/memory/edit"):
+                        # A tab left open across a new sign-in: nothing saved, and
+                        # nothing typed lost; sent again, it carries this session's token.
+                        ctx.users = await self.admin.users()
+                        page = retry_page(ctx, t("refused"), t("form_expired_kept"), action=request.path, typed=data)
+                    else:
+                        page = message_page(ctx, t("refused"), t("form_expired"))
+                    return _html(page, nonce, status=403)
             back = safe_back(data.get("back") if post else request.path_qs)
             ctx = PageContext(nonce=nonce, csrf=ident.csrf, back=_strip_notice(back), t=t)
+            here = ctx.back
             try:
                 ctx.users = await self.admin.users()
                 return await fn(request, ident, ctx, data)
             except AdminError as exc:
                 text = t(exc.key, **exc.fields) if exc.key and t.zh else str(exc)
-                if request.path in ("/memory/add", "/memory/edit"):
+                if post and request.path in ("/memory/add", "/memory/edit"):
                     page = retry_page(ctx, t("cannot"), text, action=request.path, typed=data)
                 else:
-                    page = message_page(ctx, t("cannot"), text, back=ctx.back if post else "/memory")
+                    # Back to the form's page, or the page a link came from (?back=), else the start.
+                    page = message_page(ctx, t("cannot"), text, back=ctx.back if post or ctx.back != here else "/memory")
                 return _html(page, nonce, status=exc.status)
 
         return handler
@@ -352,8 +391,8 @@ class MemoryWeb:
         """The language switch: remembered in a cookie (a year), so the page
         stays in the chosen language whatever the browser asks for."""
         lang = request.query.get("set", "")
-        if lang not in ("en", "zh"):
-            return _json({"error": "set must be en or zh"}, status=400)
+        if lang not in LANGS:
+            return _json({"error": "set must be one of " + ", ".join(LANGS)}, status=400)
         response = _redirect(safe_back(request.query.get("back")))
         response.set_cookie(LANG_COOKIE, lang, path=COOKIE_PATH, max_age=365 * 24 * 3600, httponly=True,
                             samesite="Lax", secure=is_https(request))
@@ -373,6 +412,7 @@ class MemoryWeb:
         user = _user(data, required=False)
         ctx.flash = _notice(ctx.t, data)
         ctx.undo = _undo(ctx, data)
+        ctx.undo_token = self._undo_token(ctx, data)
         if ctx.flash and data.get("done") in ANCHORED:
             ctx.flash_on = _notice_id(data)
         if user is None:
@@ -409,9 +449,27 @@ class MemoryWeb:
         ctx.user = m.owner
         ctx.flash = _notice(ctx.t, data)
         ctx.undo = _undo(ctx, data)
+        ctx.undo_token = self._undo_token(ctx, data)
         older, newer = await self.admin.chain(m.id)
         entries = await self.admin.memory_log([m.id, *(x.id for x in older), *(x.id for x in newer)])
         return _html(detail_page(ctx, m, older=older, newer=newer, log=entries), ctx.nonce)
+
+    def _confirm(self, fn: PageFn) -> PageFn:
+        """An action's confirmation page by GET: never the action itself
+        (``confirm`` is dropped); Cancel and the action go back to ``?back=``."""
+        async def go(request: web.Request, ident: Identity, ctx: PageContext, data: Data) -> web.StreamResponse:
+            user = _user(data, required=False)
+            ctx.back = _strip_notice(safe_back(data.get("back"), url("/memory", user=user)))
+            return await fn(request, ident, ctx, {k: v for k, v in data.items() if k != "confirm"})
+
+        return go
+
+    async def _edit_form(self, request: web.Request, ident: Identity, ctx: PageContext, data: Data) -> web.StreamResponse:
+        m = await self.admin.get(_int(data.get("id"), "id"))
+        ctx.user = m.owner
+        # Saved or cancelled, back to the list the Edit link was on.
+        ctx.back = _strip_notice(safe_back(data.get("back"), f"/memory?{urlencode({'user': m.owner})}"))
+        return _html(edit_page(ctx, m), ctx.nonce)
 
     async def _log(self, request: web.Request, ident: Identity, ctx: PageContext, data: Data) -> web.StreamResponse:
         user = _user(data)
@@ -471,7 +529,13 @@ class MemoryWeb:
         done = await self.admin.edit(_int(data.get("id"), "id"), _user(data, required=False), data)
         m = done.memory
         log.info("memory page: memory edited", memory_id=m.id, owner=m.owner, entries_superseded=len(done.entries))
-        return _redirect(_with_notice(ctx.back, "edited_entries" if done.entries else "edited", m.id, f"#m{m.id}"))
+        token = ""
+        if done.before is not None:
+            was, now = editable_values(done.before), editable_values(m)
+            changed = {k: v for k, v in was.items() if v != now[k]}
+            token = self.undo.put(EditUndo(m.id, m.owner, changed, now, tuple(x.id for x in done.entries)))
+        return _redirect(_with_notice(ctx.back, "edited_entries" if done.entries else "edited", m.id, f"#m{m.id}",
+                                      undo=token))
 
     async def _archive(self, request: web.Request, ident: Identity, ctx: PageContext, data: Data) -> web.StreamResponse:
         m = await self.admin.archive(_int(data.get("id"), "id"), _user(data, required=False))
@@ -506,9 +570,29 @@ class MemoryWeb:
         if data.get("confirm") != "yes":
             stats = await self.admin.stats(user)
             return _html(clear_confirm_page(ctx, erase=False, count=stats.by_status.get("active", 0)), ctx.nonce)
-        n = await self.admin.archive_all(user)
-        log.info("memory page: all memories archived", owner=user, count=n)
-        return _redirect(_with_notice(f"/memory?{urlencode({'user': user})}", "archived_all", n))
+        ids = await self.admin.archive_all(user)
+        log.info("memory page: all memories archived", owner=user, count=len(ids))
+        token = self.undo.put(ArchiveAllUndo(user, tuple(ids))) if ids else ""
+        return _redirect(_with_notice(f"/memory?{urlencode({'user': user})}", "archived_all", len(ids), undo=token))
+
+    async def _undo(self, request: web.Request, ident: Identity, ctx: PageContext, data: Data) -> web.StreamResponse:
+        """The Undo of an edit's or an archive-all's notice (a single
+        archive's Undo is a plain restore)."""
+        item = self.undo.take(str(data.get("token") or ""))
+        if item is None:
+            raise Conflict("this undo has expired or was used already; nothing was changed", key="err_undo_gone")
+        if isinstance(item, EditUndo):
+            m = await self.admin.undo_edit(item.memory_id, item.owner, item.before, item.after, item.entries)
+            log.info("memory page: edit undone", memory_id=m.id, owner=m.owner)
+            return _redirect(_with_notice(ctx.back, "undone_edit", m.id, f"#m{m.id}"))
+        n = await self.admin.restore_archived(item.owner, item.ids)
+        log.info("memory page: archive-all undone", owner=item.owner, count=n)
+        return _redirect(_with_notice(f"/memory?{urlencode({'user': item.owner})}", "undone_archive_all", n))
+
+    def _undo_token(self, ctx: PageContext, data: Data) -> str:
+        """The undo a notice offers, if it is still there to be had."""
+        token = str(data.get("undo") or "")
+        return token if ctx.flash and token and self.undo.peek(token) is not None else ""
 
     async def _retry_set_aside(
         self, request: web.Request, ident: Identity, ctx: PageContext, data: Data
@@ -628,7 +712,7 @@ class MemoryWeb:
 
 def _strip_notice(back: str) -> str:
     parts = urlsplit(back)
-    q = [(k, v) for k, v in parse_qsl(parts.query) if k not in ("done", "n")]
+    q = [(k, v) for k, v in parse_qsl(parts.query) if k not in NOTICE_KEYS]
     return parts.path + ("?" + urlencode(q) if q else "")
 
 
@@ -642,7 +726,7 @@ def _file_part(user: str) -> str:
 
 
 # Notices whose redirect jumps to the memory's card (#m<id>): shown on it.
-ANCHORED = ("added", "exists", "edited", "edited_entries", "restored")
+ANCHORED = ("added", "exists", "edited", "edited_entries", "restored", "undone_edit")
 
 
 def _notice_id(data: Data) -> int:

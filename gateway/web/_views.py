@@ -23,13 +23,14 @@ from memory.origin import origin
 from memory.types import GLOBAL_OWNER, Category, Hit, Memory, Source, Status
 
 from ._actions import EDITABLE, UserSummary
-from ._i18n import CATALOGUE, Words
+from ._i18n import CATALOGUE, LANGS, Words
 
 __all__ = [
     "PageContext",
     "clear_confirm_page",
     "count_memories",
     "detail_page",
+    "edit_page",
     "e",
     "erase_confirm_page",
     "log_page",
@@ -37,12 +38,13 @@ __all__ = [
     "main_page",
     "message_page",
     "retry_page",
+    "url",
 ]
 
 STATUS_TABS = ("active", "archived", "superseded", "all")
 # The notices a POST's redirect names (``?done=``): catalogue keys ``done_<name>``.
 DONE = ("added", "exists", "edited", "edited_entries", "archived", "restored", "erased", "erased_cascade",
-        "archived_all", "erased_all", "retried_set_aside")
+        "archived_all", "erased_all", "retried_set_aside", "undone_edit", "undone_archive_all")
 
 
 def e(value: object) -> str:
@@ -72,6 +74,7 @@ class PageContext:
     extra_head: list[str] = field(default_factory=list)
     t: Words = field(default_factory=Words)  # the page's language
     undo: int = 0  # a memory just archived: its notice offers to restore it
+    undo_token: str = ""  # an edit or archive-all just made: its notice offers to undo it (gateway/web/_undo.py)
     flash_on: int = 0  # the memory the notice is about: shown on its card (the page scrolls there), if on the page
     flash_shown: bool = False  # a card showed the notice: not again at the top
 
@@ -94,6 +97,46 @@ def _post(ctx: PageContext, action: str, label: str, *, cls: str = "", aria: str
     )
 
 
+ACTION_FORM = "act"  # the id of a page's one form the cards' buttons submit (HTML's form= attribute)
+
+
+def _act(ctx: PageContext, action: str, label: str, memory_id: int, *, cls: str = "") -> str:
+    """A card's button: no form of its own, it submits the page's action
+    form (:func:`_action_form`) to ``action`` with ``id``; works with
+    JavaScript off."""
+    named = f' class="{e(cls)}"' if cls else ""
+    return (f'<button type="submit" form="{ACTION_FORM}" formaction="{e(action)}" name="id" value="{memory_id}"{named}'
+            f' aria-label="{e(label)} m{memory_id}">{e(label)}</button>')
+
+
+def _action_form(ctx: PageContext) -> str:
+    """The one form behind every card's buttons: the CSRF token, where to
+    come back to, and the user whose page it is (a card of another user
+    has no buttons)."""
+    return (f'<form id="{ACTION_FORM}" method="post" action="/memory/archive" hidden>'
+            f"{_hidden(ctx, user=ctx.user or '')}</form>")
+
+
+def _edit_dialog(ctx: PageContext) -> str:
+    """The page's one edit form, for JavaScript to fill from a card."""
+    t = ctx.t
+    return (f'<dialog id="edit-dialog" aria-labelledby="edit-title"><h3 id="edit-title">{e(t("edit"))}</h3>'
+            f'<form method="post" action="/memory/edit">{_hidden(ctx, id="", user="")}{_fields(t, None, add=False)}'
+            f'<div class="actions"><button type="submit" class="primary">{e(t("save"))}</button>'
+            f'<button type="button" data-close>{e(t("cancel"))}</button></div></form></dialog>')
+
+
+def edit_page(ctx: PageContext, m: Memory) -> str:
+    """A memory's edit form on a page of its own: the card's Edit link
+    without JavaScript (and a link to share: "fix this one")."""
+    t = ctx.t
+    title = t("edit_label", id=m.id)
+    form = (f'<form method="post" action="/memory/edit">{_hidden(ctx, id=m.id, user=m.owner)}{_fields(t, m)}'
+            f'<div class="actions"><button type="submit" class="primary">{e(t("save"))}</button>'
+            f'<a class="button" href="{e(ctx.back)}">{e(t("cancel"))}</a></div></form>')
+    return layout(ctx, title, f'<div class="head"><h2>{e(title)}</h2></div>{form}')
+
+
 def _status(t: Words, status: Status | str) -> str:
     return t(f"st_{status}")
 
@@ -108,7 +151,7 @@ def _provenance(ctx: PageContext, m: Memory) -> str:
     never raw refs (``m:12``, ``buf:7``), which mean nothing on a page."""
     t = ctx.t
     p = m.provenance
-    bits = [e(x) for x in (origin(m.source.value, p, zh=t.zh), t("chat", id=p.chat_id) if p.chat_id else "",
+    bits = [e(x) for x in (t.chinese(origin(m.source.value, p, zh=t.zh)), t("chat", id=p.chat_id) if p.chat_id else "",
                            t("session", id=p.session) if p.session else "") if x]
     if (p.date_from or p.date_to) and m.source is not Source.COMPRESSION:  # a summary's words say its span
         span = p.date_from if p.date_from == p.date_to or not p.date_to else f"{p.date_from or '?'} – {p.date_to}"
@@ -191,35 +234,50 @@ def card(ctx: PageContext, m: Memory, *, replaced: Sequence[Memory] = (), score:
         link = f'<a href="{e(url("/memory/item", id=m.superseded_by, user=ctx.user))}">m{m.superseded_by}</a>'
         chain += f'<p class="chain">{t("superseded_by", link=link)}</p>'
     actions = []
+    data = ""
     if not shared:
-        actions.append(
-            f'<details class="edit"><summary aria-label="{e(t("edit_label", id=m.id))}">{e(t("edit"))}</summary>'
-            f'<form method="post" action="/memory/edit"'
-            f' aria-label="{e(t("edit_label", id=m.id))}">'
-            f"{_hidden(ctx, id=m.id, user=m.owner)}{_fields(t, m)}"
-            f'<button type="submit" class="primary">{e(t("save"))}</button></form></details>'
-        )
+        # A light card: Edit is a link to the memory's own form (the page's
+        # one edit dialog opens instead when JavaScript runs, filled from
+        # the card's words and data-*), and the buttons belong to the page's
+        # one action form (ACTION_FORM), so no card repeats a form or its words.
+        v = _values(m)  # an empty project or topic is left out: the dialog's default
+        data = "".join(f' data-{k}="{e(v[k])}"' for k in ("tier", "category", "importance", "project", "topic") if v[k])
+        actions.append(f'<a class="button" href="{e(url("/memory/edit", id=m.id, back=ctx.back))}" data-edit'
+                       f' aria-label="{e(t("edit_label", id=m.id))}">{e(t("edit"))}</a>')
         # Twenty cards a page: each button names its memory for a screen reader.
         if m.status is Status.ACTIVE:
-            actions.append(_post(ctx, "/memory/archive", t("archive"), aria=f"{t('archive')} m{m.id}", id=m.id, user=m.owner))
+            actions.append(_act(ctx, "/memory/archive", t("archive"), m.id))
         else:
-            actions.append(_post(ctx, "/memory/restore", t("restore"), aria=f"{t('restore')} m{m.id}", id=m.id, user=m.owner))
-        actions.append(_post(ctx, "/memory/erase", t("erase_dots"), cls="danger", aria=f"{t('erase_dots')} m{m.id}",
-                             id=m.id, user=m.owner))
+            actions.append(_act(ctx, "/memory/restore", t("restore"), m.id))
+        # A link to the confirmation (no POST yet: Back after the erase meets no resubmission).
+        actions.append(f'<a class="button danger" href="{e(url("/memory/erase", id=m.id, back=ctx.back))}"'
+                       f' aria-label="{e(t("erase_dots"))} m{m.id}">{e(t("erase_dots"))}</a>')
     if detail_link:
         actions.append(f'<a class="button" href="{e(url("/memory/item", id=m.id, user=ctx.user))}"'
                        f' aria-label="{e(t("details"))} m{m.id}">{e(t("details"))}</a>')
     notice = ""
     if ctx.flash and ctx.flash_on == m.id and not ctx.flash_shown:
-        notice, ctx.flash_shown = f'<div class="flash" role="status">{e(ctx.flash)}</div>', True
+        notice, ctx.flash_shown = f'<div class="flash" role="status">{e(ctx.flash)}{_undo_button(ctx)}</div>', True
     return f"""
-<article class="card st-{e(m.status.value)}" id="m{m.id}">{notice}
+<article class="card st-{e(m.status.value)}" id="m{m.id}" data-id="{m.id}"{data}>{notice}
   <p class="content">{e(m.content)}</p>
   <div class="meta">{" ".join(meta)}</div>
   <div class="meta sub"><a href="{e(url("/memory/item", id=m.id, user=ctx.user))}">m{m.id}</a> · {dates}{" · " + where if where else ""}</div>
   {chain}
   <div class="actions">{"".join(actions)}</div>
 </article>"""
+
+
+def _undo_button(ctx: PageContext) -> str:
+    """The notice's Undo: a single archive's is a restore; an edit's or an
+    archive-all's names what the server kept of it (gateway/web/_undo.py)."""
+    if not ctx.csrf:
+        return ""
+    if ctx.undo:
+        return " " + _post(ctx, "/memory/restore", ctx.t("undo"), id=ctx.undo, user=ctx.user or "")
+    if ctx.undo_token:
+        return " " + _post(ctx, "/memory/undo", ctx.t("undo"), token=ctx.undo_token)
+    return ""
 
 
 def _short(text: str, n: int = 60) -> str:
@@ -277,7 +335,7 @@ body{margin:0;font:14px/1.5 system-ui,-apple-system,"Segoe UI","Noto Sans","Ping
 a{color:#0b63c5;text-decoration:none}a:hover{text-decoration:underline}
 header.top{display:flex;align-items:center;gap:16px;padding:10px 20px;background:#1f2937;color:#fff}
 header.top h1{font-size:16px;margin:0;font-weight:600}header.top .grow{flex:1}
-header.top a{color:#cbd5e1}header.top button{background:transparent;color:#cbd5e1;border-color:#475569}
+header.top a{color:#cbd5e1}.langs{display:flex;gap:10px}header.top button{background:transparent;color:#cbd5e1;border-color:#475569}
 .layout{display:flex;min-height:calc(100vh - 46px)}
 nav.users{width:230px;flex:none;background:#fff;border-right:1px solid #e3e6ea;padding:12px 0}
 nav.users h2{font-size:12px;text-transform:uppercase;letter-spacing:.05em;color:#6b7280;margin:4px 16px 8px}
@@ -297,7 +355,8 @@ form.search{display:flex;gap:8px;margin:8px 0}form.search input[type=search]{fle
 .tabs a{padding:6px 12px;border-radius:6px 6px 0 0;color:#4b5563}.tabs a.on{background:#fff;border:1px solid #e3e6ea;border-bottom-color:#fff;margin-bottom:-1px;color:#1f2328;font-weight:600}
 .card{background:#fff;border:1px solid #e3e6ea;border-radius:10px;padding:12px 16px;margin:10px 0}
 .card.st-archived,.card.st-superseded{background:#fafafa;border-style:dashed}
-.card .content{margin:0 0 6px;font-size:15px;white-space:pre-wrap;overflow-wrap:anywhere}
+.content{white-space:pre-wrap;overflow-wrap:anywhere}.card .content{margin:0 0 6px;font-size:15px}
+table.log td,.events li,ul.linked li{overflow-wrap:anywhere}
 .meta{display:flex;flex-wrap:wrap;gap:6px;align-items:center;color:#4b5563;font-size:12px}.meta.sub{margin-top:4px;color:#6b7280}
 .badge{border-radius:10px;padding:1px 8px;background:#eef2f7;color:#374151}
 .src-extraction,.src-compression{background:#e6f4ea;color:#1e6b34}.src-manual{background:#e8effd;color:#1d4ed8}.src-migration{background:#fdf3e1;color:#8a5a00}
@@ -309,12 +368,10 @@ form.inline{display:inline}
 button,.button{font:inherit;font-size:13px;padding:4px 12px;border:1px solid #cfd5dc;border-radius:6px;background:#fff;color:#1f2328;cursor:pointer;display:inline-block}
 button:hover,.button:hover{background:#f1f5f9;text-decoration:none}
 button.primary,.button.primary{background:#0b63c5;border-color:#0b63c5;color:#fff}button.primary:hover{background:#0a56ab}
-button.danger{color:#b42318;border-color:#f1b8b3}button.danger:hover{background:#fdecec}
+button.danger,.button.danger{color:#b42318;border-color:#f1b8b3}button.danger:hover,.button.danger:hover{background:#fdecec}
 button.danger.solid{background:#b42318;color:#fff;border-color:#b42318}
 input,select,textarea{font:inherit;padding:5px 8px;border:1px solid #cfd5dc;border-radius:6px;background:#fff}
 textarea{width:100%;resize:vertical}
-details.edit{order:-1}details.edit[open]{flex-basis:100%;padding:8px;border:1px solid #e3e6ea;border-radius:8px;background:#fbfcfd}
-details.edit summary{display:inline-block;cursor:pointer;padding:4px 12px;border:1px solid #cfd5dc;border-radius:6px;font-size:13px;background:#fff}
 label{display:flex;flex-direction:column;font-size:12px;color:#4b5563;gap:2px}label.wide{margin:8px 0}
 .row{display:flex;flex-wrap:wrap;gap:10px;margin-bottom:8px}.row input[type=number]{width:90px}
 .empty{text-align:center;padding:50px 20px;color:#6b7280;background:#fff;border:1px dashed #cfd5dc;border-radius:10px}
@@ -347,6 +404,20 @@ document.querySelectorAll('[data-open]').forEach(function (b) {
 document.querySelectorAll('[data-close]').forEach(function (b) {
   b.addEventListener('click', function () { b.closest('dialog').close(); });
 });
+document.querySelectorAll('a[data-edit]').forEach(function (a) {
+  a.addEventListener('click', function (ev) {
+    var card = a.closest('article'), d = document.getElementById('edit-dialog');
+    if (!card || !d || !d.showModal) { return; }  // the link's own page then
+    ev.preventDefault();
+    var f = d.querySelector('form'), el = function (n) { return f.elements.namedItem(n); };
+    el('id').value = card.dataset.id;
+    el('user').value = document.getElementById('act').elements.namedItem('user').value;
+    el('content').value = card.querySelector('.content').textContent;
+    ['tier', 'category', 'importance', 'project', 'topic'].forEach(function (k) { el(k).value = card.dataset[k] || ''; });
+    document.getElementById('edit-title').textContent = a.getAttribute('aria-label');
+    d.showModal();
+  });
+});
 var linked = location.hash && document.getElementById(location.hash.slice(1));
 if (linked && linked.tagName === 'DIALOG') { linked.showModal(); }
 """
@@ -360,11 +431,12 @@ def layout(ctx: PageContext, title: str, body: str, *, picker: bool = True) -> s
         if ctx.csrf
         else ""
     )
-    other = "en" if t.zh else "zh"
-    switch = (f'<a href="{e(url("/memory/lang", set=other, back=ctx.back))}" lang="{"en" if t.zh else "zh-Hans"}"'
-              f' title="{e(t("switch_hint"))}">{e(t("switch_to"))}</a>')
-    undo = (" " + _post(ctx, "/memory/restore", t("undo"), id=ctx.undo, user=ctx.user or "")) if ctx.undo and ctx.csrf else ""
-    flash = f'<div class="flash" role="status">{e(ctx.flash)}{undo}</div>' if ctx.flash and not ctx.flash_shown else ""
+    # The other languages, each in its own words (a reader lost in one still finds theirs).
+    switch = '<span class="langs">' + " ".join(
+        f'<a href="{e(url("/memory/lang", set=code, back=ctx.back))}" lang="{tag}" hreflang="{tag}">{e(name)}</a>'
+        for code, (name, tag) in LANGS.items() if code != t.lang
+    ) + "</span>"
+    flash = f'<div class="flash" role="status">{e(ctx.flash)}{_undo_button(ctx)}</div>' if ctx.flash and not ctx.flash_shown else ""
     # Signed in only (the users are listed): the gateway's zone is no one else's business.
     footer = f'<footer class="muted">{e(t("times_in", zone=t.zone))}</footer>' if ctx.users else ""
     return f"""<!doctype html>
@@ -373,7 +445,7 @@ def layout(ctx: PageContext, title: str, body: str, *, picker: bool = True) -> s
 <style nonce="{e(ctx.nonce)}">{CSS}</style></head>
 <body><a class="skip" href="#main">{e(t("skip"))}</a>
 <header class="top"><h1><a href="/memory">{e(t("brand"))}</a></h1><span class="grow"></span>{switch}{logout}</header>
-<div class="layout">{nav}<main id="main">{flash}{body}{footer}</main></div>
+<div class="layout">{nav}<main id="main">{flash}{body}{_action_form(ctx) if ctx.user else ""}{footer}</main></div>
 <script nonce="{e(ctx.nonce)}">{JS}</script></body></html>"""
 
 
@@ -530,14 +602,14 @@ def main_page(
 <div class="actions"><button type="submit" class="primary">{e(t("add_memory"))}</button><button type="button" data-close>{e(t("cancel"))}</button></div></form></dialog>"""
     danger = f"""<details class="danger"><summary>{e(t("clear_title"))}</summary>
 <p>{t("clear_archive_text", user=e(user), n=stats.by_status.get("active", 0))}</p>
-{_post(ctx, "/memory/archive-all", t("archive_all_dots"), cls="danger", user=user)}
+<a class="button danger" href="{e(url("/memory/archive-all", user=user, back=ctx.back))}">{e(t("archive_all_dots"))}</a>
 <p>{t("clear_erase_text", memories=e(count_memories(stats.total, t)), user=e(user))}</p>
-{_post(ctx, "/memory/erase-all", t("erase_all_dots"), cls="danger", user=user)}</details>""" if stats.total else ""
+<a class="button danger" href="{e(url("/memory/erase-all", user=user, back=ctx.back))}">{e(t("erase_all_dots"))}</a></details>""" if stats.total else ""
     body = f"""<div class="head"><h2>{e(user)}</h2><span class="grow"></span>
 <button type="button" class="primary" data-open="add-dialog">{e(t("add_button"))}</button>
 <a class="button" href="{e(url("/memory/log", user=user))}">{e(t("change_log"))}</a>
 <a class="button" href="{e(url("/memory/export", user=user))}" download title="{e(t("export_hint", user=user))}">{e(t("export"))}</a></div>
-{_stats_bar(t, stats)}{_renamed(t, renamed)}{_set_aside(ctx, user, stats)}{search}{listing}{add_dialog}{danger}"""
+{_stats_bar(t, stats)}{_renamed(t, renamed)}{_set_aside(ctx, user, stats)}{search}{listing}{add_dialog}{_edit_dialog(ctx)}{danger}"""
     return layout(ctx, user, body)
 
 
@@ -574,7 +646,8 @@ def detail_page(
 {card(ctx, m, detail_link=False)}
 <h3>{e(t("provenance"))}</h3><table class="log prov">{table}</table>
 {chain or f'<p class="muted">{e(t("no_versions"))}</p>'}
-<h3>{e(t("change_log"))}</h3>{_log_table(t, log) if log else f'<p class="muted">{e(t("no_log_for_memory"))}</p>'}"""
+<h3>{e(t("change_log"))}</h3>{_log_table(t, log) if log else f'<p class="muted">{e(t("no_log_for_memory"))}</p>'}
+{_edit_dialog(ctx)}"""
     return layout(ctx, f"m{m.id}", body)
 
 

@@ -191,7 +191,7 @@ async def test_each_cards_buttons_say_which_memory_they_act_on(site: Site, lang:
         c.cookies.set("myclaw_lang", lang)
         page = (await c.get("/memory", params={"user": "alice"})).text
     for mid in ids:
-        card = re.search(rf'<article [^>]*id="m{mid}">(.*?)</article>', page, re.S)
+        card = re.search(rf'<article [^>]*id="m{mid}"[^>]*>(.*?)</article>', page, re.S)
         assert card
         names = re.findall(r'<(?:button|a)\b[^>]*aria-label="([^"]+)"', card.group(1))
         for word in words:
@@ -257,7 +257,7 @@ async def test_the_notice_of_an_edit_is_shown_on_the_card_the_page_scrolls_to(si
                                                "back": back})
         assert r.status_code == 303 and r.headers["Location"].endswith(f"#m{target}")
         r = await c.get(r.headers["Location"].split("#")[0])
-        card = re.search(rf'<article [^>]*id="m{target}">(.*?)</article>', r.text, re.S)
+        card = re.search(rf'<article [^>]*id="m{target}"[^>]*>(.*?)</article>', r.text, re.S)
         assert card and f"Memory m{target} saved." in card.group(1) and 'role="status"' in card.group(1)
         assert r.text.count(f"Memory m{target} saved.") == 1  # not twice
 
