@@ -59,9 +59,10 @@ class Redactor:
                 text = text.replace(s, "***")
         for pattern, repl in _SECRET_SHAPES:
             text = pattern.sub(repl, text)
-        # What a user may have typed (a password line, a card, a private
-        # key): memory keeps none of it, and a log line must not either.
-        return redact_credentials(text)
+        # What a user may have typed (a key, a card, a private key: memory
+        # keeps none of it; a password line, which memory may keep for its
+        # owner): a log line keeps none of it.
+        return redact_credentials(text, passwords=True)
 
     def _clean(self, key: str, value: Any) -> Any:
         if key and _SECRET_KEY.search(key) and not key.endswith(("_count", "_tokens", "tokens")):

@@ -58,16 +58,21 @@ _PRIVATE_KEY = re.compile(
     r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----.*?(?:-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----|\Z)",
     re.DOTALL,
 )
-# A password-like word, then its value. After ":" or "=" the value goes
+# A secret's name, then its value. After ":" or "=" the value goes
 # whatever it is (that is how a credential is written down); after "is" /
 # "是" only a value no sentence word looks like (a digit or a symbol in it):
 # "the password is required" stays.
-_SECRET_WORD = (
-    r"(?:(?<![A-Za-z])(?:pass(?:word|wd|phrase|code)|pwd|pin|secret|api[ _-]?key|access[ _-]?key|private[ _-]?key"
-    r"|token)(?![A-Za-z])|密码|口令|密钥|私钥|验证码)"
+# Machine secrets (keys, tokens, one-time codes) are never worth keeping.
+_MACHINE_WORD = (
+    r"(?:(?<![A-Za-z])(?:secret|api[ _-]?key|access[ _-]?key|private[ _-]?key|token)(?![A-Za-z])|密钥|私钥|验证码)"
 )
+# A password a person chose is theirs to have remembered (the ``credential``
+# category: shown by id only, in private chats only); it is kept out of logs.
+_PASSWORD_WORD = r"(?:(?<![A-Za-z])(?:pass(?:word|wd|phrase|code)|pwd|pin)(?![A-Za-z])|密码|口令)"
 _VALUE = r"[^\s，。；、,;\"'“”]+"
-_SET_SECRET = re.compile(rf"(?i)({_SECRET_WORD}\s*(?:[:：=]|\bis\b:?|是|为)\s*)({_VALUE})")
+_LEAD = r"\s*(?:[:：=]|\bis\b:?|是|为)\s*"
+_SET_MACHINE_SECRET = re.compile(rf"(?i)({_MACHINE_WORD}{_LEAD})({_VALUE})")
+_SET_PASSWORD = re.compile(rf"(?i)({_PASSWORD_WORD}{_LEAD})({_VALUE})")
 _SYMBOLISH = re.compile(r"[\d!@#$%^&*()_+=\[\]{}|\\/<>?~`-]")
 _SEPARATED = re.compile(r"[:：=]")
 # 13 to 19 digits, in groups split by single spaces or dashes, starting as
@@ -100,15 +105,20 @@ def _card(m: re.Match[str]) -> str:
 CREDENTIAL_SHAPES = [*KEY_SHAPES, *TOKEN_SHAPES]
 
 
-def redact_credentials(text: str) -> str:
+def redact_credentials(text: str, *, passwords: bool = False) -> str:
     """``text`` without what would open something if it were read from
     memory later: key and token shapes, private key blocks, the value of a
-    "password: ..." line, card numbers (Luhn-checked). Everything else,
-    line breaks included, is left as it was."""
+    "token: ..." / "api key = ..." line, card numbers (Luhn-checked).
+    ``passwords`` also takes the value of a "password: ..." line: the logs
+    ask for it; memory keeps a password the user told it (category
+    ``credential``, never shown outside their private chats). Everything
+    else, line breaks included, is left as it was."""
     text = _PRIVATE_KEY.sub("[private key redacted]", text)
     for pattern, repl in CREDENTIAL_SHAPES:
         text = pattern.sub(repl, text)
-    text = _SET_SECRET.sub(_set_secret, text)
+    text = _SET_MACHINE_SECRET.sub(_set_secret, text)
+    if passwords:
+        text = _SET_PASSWORD.sub(_set_secret, text)
     return _CARD.sub(_card, text)
 
 

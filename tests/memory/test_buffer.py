@@ -192,8 +192,8 @@ async def test_lines_of_a_forgotten_fact_stay_gone_when_the_buffer_commit_was_lo
     path = folder / "memory.db"
     engine = await MemoryEngine.open(path, clock)
     mem = SqliteMemory(engine)
-    fact = await engine.add(NewMemory(owner="alice", content="my locker number is 4921"))  # a PIN would be redacted before it is buffered (memory/redact.py)
-    await mem.buffer(turns("alice", ("my locker number is 4921", "ok"), ("I like tea", "ok"), start=1))
+    fact = await engine.add(NewMemory(owner="alice", content="my bank PIN is 4921", category=Category.CREDENTIAL))
+    await mem.buffer(turns("alice", ("my bank PIN is 4921", "ok"), ("I like tea", "ok"), start=1))
     await engine.close()
     saved = shutil.copy(folder / "memory.buffer.db", tmp_path / "saved.db")
 

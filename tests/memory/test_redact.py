@@ -1,6 +1,7 @@
 """``redact_credentials``: what a user pastes that opens something (a key, a
-password, a private key, a card number) leaves the text before memory keeps
-it; ordinary numbers, dates, phone numbers and words about passwords stay."""
+token, a private key, a card number) leaves the text before memory keeps
+it, and a password line too before a log line does; ordinary numbers,
+dates, phone numbers and words about passwords stay."""
 
 from __future__ import annotations
 
@@ -19,11 +20,8 @@ PRIVATE_KEY = (
 @pytest.mark.parametrize(("said", "kept", "gone"), [
     ("my key is sk-proj-AbCdEf0123456789xyz, use it", "my key is sk-***, use it", "AbCdEf0123456789"),
     ("curl -H 'Authorization: Bearer eyJhbGciOiJIUzI1NiJ9.e30.abc'", "Bearer ***", "eyJhbGci"),
-    ("password: hunter2", f"password: {REDACTED}", "hunter2"),
-    ("Password=Tr0ub4dor&3 for the staging db", f"Password={REDACTED} for the staging db", "Tr0ub4dor"),
-    ("the wifi password is Sunny-Day-42", f"the wifi password is {REDACTED}", "Sunny-Day-42"),
-    ("wifi密码是 qwerty123，别告诉别人", f"wifi密码是 {REDACTED}，别告诉别人", "qwerty123"),
-    ("服务器密码：Passw0rd!", f"服务器密码：{REDACTED}", "Passw0rd"),
+    ("token: 9f8e7d6c5b4a", f"token: {REDACTED}", "9f8e7d6c5b4a"),
+    ("验证码是 482913，五分钟内有效", f"验证码是 {REDACTED}，五分钟内有效", "482913"),
     ("api_key = AKIAIOSFODNN7EXAMPLE", f"api_key = {REDACTED}", "AKIAIOSFODNN7EXAMPLE"),
     ("the token ghp_16C7e42F292c6912E7710c838347Ae178B4a works", "the token *** works", "ghp_16C7e42F"),
     (f"here is my key\n{PRIVATE_KEY}\nthanks", "here is my key\n[private key redacted]\nthanks", "b3BlbnNzaC1"),
@@ -34,6 +32,21 @@ def test_credentials_are_redacted(said: str, kept: str, gone: str) -> None:
     out = redact_credentials(said)
     assert gone not in out, out
     assert kept in out, out
+
+
+@pytest.mark.parametrize(("said", "kept", "gone"), [
+    ("password: hunter2", f"password: {REDACTED}", "hunter2"),
+    ("Password=Tr0ub4dor&3 for the staging db", f"Password={REDACTED} for the staging db", "Tr0ub4dor"),
+    ("the wifi password is Sunny-Day-42", f"the wifi password is {REDACTED}", "Sunny-Day-42"),
+    ("wifi密码是 qwerty123，别告诉别人", f"wifi密码是 {REDACTED}，别告诉别人", "qwerty123"),
+    ("服务器密码：Passw0rd!", f"服务器密码：{REDACTED}", "Passw0rd"),
+])
+def test_a_password_line_leaves_a_log_line_but_memory_keeps_it_for_its_owner(said: str, kept: str, gone: str) -> None:
+    # A password the user asked to have remembered is a ``credential`` fact
+    # (by id only, private chats only); the logs never carry it.
+    assert redact_credentials(said) == said
+    out = redact_credentials(said, passwords=True)
+    assert gone not in out and kept in out, out
 
 
 @pytest.mark.parametrize("said", [
@@ -50,6 +63,7 @@ def test_credentials_are_redacted(said: str, kept: str, gone: str) -> None:
 ])
 def test_ordinary_text_survives(said: str) -> None:
     assert redact_credentials(said) == said
+    assert redact_credentials(said, passwords=True) == said
 
 
 def test_luhn() -> None:

@@ -1,4 +1,6 @@
-"""A user pastes credentials into chat: long-term memory never keeps them.
+"""A user pastes credentials into chat: long-term memory never keeps the
+machine ones (keys, tokens, private keys, card numbers); a password the
+user tells it is theirs to have remembered (a ``credential`` fact).
 The real engine on a real file and the memory model over HTTP (the fake
 server, which echoes what it was shown into the facts it returns, as a
 model that copies would): the buffer, the prompt, the facts and their
@@ -25,7 +27,7 @@ KEY = "sk-proj-Zq8VbN3mK1pLx9RtY7wQ"
 PASSWORD = "hunter2-Blue"
 CARD = "4111 1111 1111 1111"
 PEM = "MIIEvQIBADANBgkqhkiG9w0BAQEFAASCBKcwggSjAgEAAoIBAQC7"
-SECRETS = (KEY, PASSWORD, CARD, "4111111111111111", PEM)
+SECRETS = (KEY, CARD, "4111111111111111", PEM)
 
 SAID = [
     f"here is my OpenAI key {KEY}, keep it handy",
@@ -76,7 +78,7 @@ async def test_sqlite_memory_keeps_no_credential_anywhere(
     _clean("the buffer", "\n".join(buffered))
     # What survives is the sentence around them, so the fact is still learnt.
     assert "here is my OpenAI key sk-***, keep it handy" in buffered
-    assert "and the NAS login is password: [redacted]" in buffered
+    assert f"and the NAS login is password: {PASSWORD}" in buffered  # the user's own, remembered
     assert "call me on 13812345678 before 2026-03-05" in buffered[4]
 
     fake.responder = _echo_model
@@ -87,10 +89,10 @@ async def test_sqlite_memory_keeps_no_credential_anywhere(
     _clean("the extraction prompt", "\n".join(str(b["messages"]) for b in fake.requests))
 
     # An explicit "remember this" and an edit of a message still waiting.
-    hit = await mem.remember("alice", f"Alice's NAS password: {PASSWORD}", category="credential",
+    hit = await mem.remember("alice", f"Alice's NAS key: {KEY}", category="credential",
                              provenance=Provenance(channel="telegram", chat_id="1", message_ids=("9",)),
-                             source_text=f"remember my NAS password: {PASSWORD}")
-    assert hit.content == "Alice's NAS password: [redacted]"
+                             source_text=f"remember my NAS key: {KEY}")
+    assert hit.content == "Alice's NAS key: sk-***"
     await mem.buffer([Turn(owner="alice", channel="telegram", chat_id="1", role="user", content="typo", message_id="10")])
     assert await mem.revise(Turn(owner="alice", channel="telegram", chat_id="1", role="user",
                                  content=f"the key is {KEY}", message_id="10")) == "replaced"
@@ -100,7 +102,7 @@ async def test_sqlite_memory_keeps_no_credential_anywhere(
 async def test_the_file_store_keeps_no_credential_in_its_markdown(tmp_path: Path, clock: ManualClock) -> None:
     files = FileMemory(tmp_path / "ws", clock)
     await files.buffer(_turns())
-    await files.remember("alice", f"NAS password: {PASSWORD}", provenance=Provenance(channel="telegram", chat_id="1"))
+    await files.remember("alice", f"NAS token: {KEY}", provenance=Provenance(channel="telegram", chat_id="1"))
     # An edit is found by its words as said (Tier 0 keeps them whole).
     assert await files.revise(
         Turn(owner="alice", channel="telegram", chat_id="1", role="user", content="my card is on file",
@@ -109,5 +111,5 @@ async def test_the_file_store_keeps_no_credential_in_its_markdown(tmp_path: Path
     ) == "replaced"
     written = "\n".join(p.read_text(encoding="utf-8") for p in (tmp_path / "ws").rglob("*.md"))
     _clean("the markdown files", written)
-    assert "NAS password: [redacted]" in written and "my card is on file" in written
+    assert "NAS token: [redacted]" in written and "my card is on file" in written
     assert "[private key redacted]" in written
