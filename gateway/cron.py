@@ -96,6 +96,9 @@ __all__ = [
     "CronJob",
     "CronScheduler",
     "CronStore",
+    "check_job_id",
+    "check_message",
+    "check_once",
     "InternalJob",
     "JobAttempt",
     "fallback_text",
@@ -105,6 +108,7 @@ __all__ = [
     "once_local",
     "parse_at",
     "shortest_gap",
+    "validate_schedule",
 ]
 
 log = structlog.get_logger(component="cron")
@@ -125,7 +129,29 @@ def validate_schedule(expr: str) -> str:
     return expr
 
 
+def check_message(message: str) -> str:
+    """A job's message, stripped; empty is refused."""
+    message = message.strip()
+    if not message:
+        raise CronError("the job's message is empty")
+    return message
+
+
+def check_job_id(job_id: str) -> str:
+    if job_id.startswith(INTERNAL_PREFIX):
+        raise CronError(f"job ids starting with {INTERNAL_PREFIX!r} are reserved")
+    return job_id
+
+
 ONCE_HORIZON = timedelta(days=366)
+
+
+def check_once(at: datetime, now: datetime, zone: tzinfo) -> None:
+    """A one-time job's instant: after ``now``, within a year."""
+    if at <= now:
+        raise CronError(f"{_local(at, zone)} is in the past: it is now {_local(now, zone)}")
+    if at - now > ONCE_HORIZON:
+        raise CronError(f"{_local(at, zone)} is more than a year ahead (it is now {_local(now, zone)})")
 
 # After a failed agent run, the next attempts (see the module's docstring).
 RETRY_DELAYS: tuple[timedelta, ...] = (timedelta(minutes=1), timedelta(minutes=3), timedelta(minutes=10))
@@ -444,14 +470,10 @@ class CronStore:
                 "give either a schedule (a recurring job) or a time (a one-time job): "
                 + ("not both" if at is not None else "neither was given")
             )
-        message = message.strip()
-        if not message:
-            raise CronError("the job's message is empty")
+        message = check_message(message)
         if not channel or not chat_id or not user:
             raise CronError("a job needs a channel, a chat id and a user")
-        job_id = job_id or "job-" + uuid.uuid4().hex[:8]
-        if job_id.startswith(INTERNAL_PREFIX):
-            raise CronError(f"job ids starting with {INTERNAL_PREFIX!r} are reserved")
+        job_id = check_job_id(job_id or "job-" + uuid.uuid4().hex[:8])
         now = self.clock.now()
         zone = tz or self.tz
         if schedule is not None:
@@ -459,10 +481,7 @@ class CronStore:
             nxt, once, stored_zone = next_run(schedule, now, zone), None, zone_name(tz) if tz is not None else ""
         else:
             assert at is not None
-            if at <= now:
-                raise CronError(f"{_local(at, zone)} is in the past: it is now {_local(now, zone)}")
-            if at - now > ONCE_HORIZON:
-                raise CronError(f"{_local(at, zone)} is more than a year ahead (it is now {_local(now, zone)})")
+            check_once(at, now, zone)
             # The instant is absolute; its zone is kept to show it as asked.
             schedule, nxt, once, stored_zone = "", at, format_ts(at), zone_name(zone)
         try:

@@ -4,9 +4,14 @@
 
 The gateway and ``myclaw chat`` hold it shared for as long as they run;
 any number of them may. A command that changes whose rows are whose in
-every data file at once (``myclaw memory merge-identities``) holds it
-exclusively, so it never runs beside a process that is writing those rows
-under the old owner, and such a process does not start while it runs.
+every data file at once (``myclaw memory merge-identities``) or puts
+other files in their place (``myclaw restore``) holds it exclusively, so
+it never runs beside a process that is writing those rows under the old
+owner, and such a process does not start while it runs. ``myclaw memory``
+and ``myclaw cron`` hold it shared while they run: beside a gateway, never
+beside a restore (a file opened mid-restore could be the old one, or half
+of the new). The exclusive holder writes its pid and its name into the
+file, for the message the others refuse with.
 
 ``flock(2)``: the kernel drops the lock when its holder dies, so a crashed
 gateway never leaves a stale one (a lease row would, until it expired).
@@ -71,11 +76,20 @@ class DataLock:
         """For a process that reads and writes the data files as it runs."""
         self._take(shared=True)
 
-    def exclusive(self) -> None:
-        """For a command that must be alone with the data files."""
-        self._take(shared=False)
+    def exclusive(self, by: str) -> None:
+        """For a command that must be alone with the data files; ``by``
+        names it ("`myclaw restore` (putting a backup in place)") for the
+        message the others refuse with."""
+        self._take(shared=False, by=by)
 
-    def _take(self, *, shared: bool) -> None:
+    def _holder(self) -> str:
+        try:
+            pid, _, by = self.path.read_text(encoding="utf-8").strip().partition(" ")
+        except OSError:
+            return "another myclaw command"
+        return f"{by or 'another myclaw command'}" + (f" (pid {pid})" if pid.isdigit() else "")
+
+    def _take(self, *, shared: bool, by: str = "") -> None:
         if self._file is not None:
             raise RuntimeError("the data lock is already held")
         if fcntl is None:
@@ -88,12 +102,10 @@ class DataLock:
         except BlockingIOError:
             f.close()
             if shared:
-                raise DataBusy(
-                    f"{self.path.parent} is locked by `myclaw memory merge-identities` (moving memories to the "
-                    "users memory.identities names); start again when it is done"
-                ) from None
+                raise DataBusy(f"{self.path.parent} is locked by {self._holder()}; start again when it is done") from None
             raise DataBusy(
-                f"the gateway or `myclaw chat` is running on {self.path.parent}: stop it first, then run this again"
+                f"the gateway, `myclaw chat` or another myclaw command is running on {self.path.parent}: stop it "
+                "first (or let the command finish), then run this again"
             ) from None
         except BaseException:
             f.close()
@@ -101,7 +113,7 @@ class DataLock:
         if not shared:
             # Who holds it, for an operator looking at the file.
             f.truncate(0)
-            f.write(f"{os.getpid()}\n".encode())
+            f.write(f"{os.getpid()} {by}\n".encode())
             f.flush()
         self._file = f
 

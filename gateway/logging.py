@@ -22,7 +22,7 @@ from typing import Any, TextIO
 
 import structlog
 
-from memory.redact import KEY_SHAPES, scrub_provider_text
+from memory.redact import KEY_SHAPES, redact_credentials, scrub_provider_text
 
 __all__ = ["Redactor", "configure_logging", "get_logger", "provider_text"]
 
@@ -59,7 +59,10 @@ class Redactor:
                 text = text.replace(s, "***")
         for pattern, repl in _SECRET_SHAPES:
             text = pattern.sub(repl, text)
-        return text
+        # What a user may have typed (a key, a card, a private key: memory
+        # keeps none of it; a password line, which memory may keep for its
+        # owner): a log line keeps none of it.
+        return redact_credentials(text, passwords=True)
 
     def _clean(self, key: str, value: Any) -> Any:
         if key and _SECRET_KEY.search(key) and not key.endswith(("_count", "_tokens", "tokens")):

@@ -54,6 +54,7 @@ from .engine import content_hash
 from .forgetting import Forgotten, repeats_forgotten
 from .mdfacts import clean_text, line_fact, render
 from .mdfacts import facts as md_facts
+from .redact import redact_credentials
 from .scope import Chat
 from .service import EDITED_MARK, Retracted
 from .tokenize import index_terms, normalize
@@ -707,7 +708,7 @@ class FileMemory(MemoryBackend):
         source_text: str = "",  # no index here: the files hold the fact only
     ) -> Hit:
         # One fact per line: newlines and runs of spaces collapse.
-        fact = " ".join(clean_text(content).split())
+        fact = " ".join(redact_credentials(clean_text(content)).split())
         if not fact:
             raise ValueError("memory content is empty")
         async with self._lock(user):
@@ -845,7 +846,7 @@ class FileMemory(MemoryBackend):
         now = self.clock.now()
         for t in turns:
             at = self._local(t.at or now)
-            text = clean_text(t.content).strip()
+            text = redact_credentials(clean_text(t.content)).strip()  # no credential in the files
             if not text:
                 continue
             per_day.setdefault(at.date().isoformat(), []).append(_log_line(f"{at:%H:%M}", t.role, text))
@@ -907,10 +908,10 @@ class FileMemory(MemoryBackend):
 
         MEMORY.md is left alone: a fact the model saved from the old words
         is the user's to correct or forget."""
-        content = clean_text(turn.content).strip()
+        content = redact_credentials(clean_text(turn.content)).strip()
         if not turn.message_id or not content or turn.role != "user":
             return "untracked"
-        said = " ".join(clean_text(before).split())
+        said = " ".join(redact_credentials(clean_text(before)).split())  # as it was logged
         async with self._lock(turn.owner):
             outcome = await asyncio.to_thread(self._revise, turn, content, said)
         log.info("edited message handed to memory", owner=turn.owner, store="files", outcome=outcome)
@@ -957,7 +958,7 @@ class FileMemory(MemoryBackend):
         longer has the row) or ``text`` nothing can be found: nothing is
         touched, and no other user's files ever are."""
         out = Retracted()
-        said = " ".join(clean_text(text).split())
+        said = " ".join(redact_credentials(clean_text(text)).split())  # as it was logged
         if not message_id or owner is None or not said:
             return out
         async with self._lock(owner):

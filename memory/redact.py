@@ -8,6 +8,11 @@ embeddings' and the transcription client) passes it through
 wherever it goes next, whether or not the logging set up its own
 redaction (``gateway/logging.py``, which shares :data:`KEY_SHAPES`).
 
+Chat text on its way into long-term memory goes through
+:func:`redact_credentials`: a key, a password, a private key or a card
+number a user pastes is replaced before the extraction buffer (and so the
+memory model, facts, events and Core Memory) or the file store keeps it.
+
 It lives in ``memory`` because ``memory`` must not import ``gateway``.
 """
 
@@ -18,7 +23,16 @@ from collections.abc import Iterable
 
 import httpx
 
-__all__ = ["KEY_SHAPES", "PROVIDER_TEXT_MAX", "provider_error_text", "scrub_provider_text"]
+__all__ = [
+    "CREDENTIAL_SHAPES",
+    "KEY_SHAPES",
+    "PROVIDER_TEXT_MAX",
+    "REDACTED",
+    "luhn_ok",
+    "provider_error_text",
+    "redact_credentials",
+    "scrub_provider_text",
+]
 
 # What API keys and tokens look like, also when a provider masks part of
 # one ("sk-proj-****…wxyz" still gives away its ends).
@@ -28,6 +42,85 @@ KEY_SHAPES: list[tuple[re.Pattern[str], str]] = [
     (re.compile(r"\b(?:gsk|xai|rk)[-_][A-Za-z0-9_*.…-]{12,}"), "***"),  # Groq, xAI, restricted keys
     (re.compile(r"\bAIza[0-9A-Za-z_-]{20,}"), "***"),  # Google API keys
 ]
+
+REDACTED = "[redacted]"
+
+# Tokens whose prefix says what they are (GitHub, Slack, AWS key ids,
+# Telegram bot tokens); with KEY_SHAPES, what memory never keeps.
+TOKEN_SHAPES: list[tuple[re.Pattern[str], str]] = [
+    (re.compile(r"\b(?:ghp|gho|ghu|ghs|ghr|github_pat)_[A-Za-z0-9_]{20,}"), "***"),
+    (re.compile(r"\bxox[abprs]-[A-Za-z0-9-]{10,}"), "***"),
+    (re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"), "***"),
+    (re.compile(r"\b\d{8,10}:[A-Za-z0-9_-]{35}\b"), "***"),
+]
+
+_PRIVATE_KEY = re.compile(
+    r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----.*?(?:-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----|\Z)",
+    re.DOTALL,
+)
+# A secret's name, then its value. After ":" or "=" the value goes
+# whatever it is (that is how a credential is written down); after "is" /
+# "是" only a value no sentence word looks like (a digit or a symbol in it):
+# "the password is required" stays.
+# Machine secrets (keys, tokens, one-time codes) are never worth keeping.
+_MACHINE_WORD = (
+    r"(?:(?<![A-Za-z])(?:secret|api[ _-]?key|access[ _-]?key|private[ _-]?key|token)(?![A-Za-z])|密钥|私钥|验证码)"
+)
+# A password a person chose is theirs to have remembered (the ``credential``
+# category: shown by id only, in private chats only); it is kept out of logs.
+_PASSWORD_WORD = r"(?:(?<![A-Za-z])(?:pass(?:word|wd|phrase|code)|pwd|pin)(?![A-Za-z])|密码|口令)"
+_VALUE = r"[^\s，。；、,;\"'“”]+"
+_LEAD = r"\s*(?:[:：=]|\bis\b:?|是|为)\s*"
+_SET_MACHINE_SECRET = re.compile(rf"(?i)({_MACHINE_WORD}{_LEAD})({_VALUE})")
+_SET_PASSWORD = re.compile(rf"(?i)({_PASSWORD_WORD}{_LEAD})({_VALUE})")
+_SYMBOLISH = re.compile(r"[\d!@#$%^&*()_+=\[\]{}|\\/<>?~`-]")
+_SEPARATED = re.compile(r"[:：=]")
+# 13 to 19 digits, in groups split by single spaces or dashes, starting as
+# card numbers do (2 to 6): not part of a longer number, not a phone (11),
+# a date, a Telegram chat id (-100...) or a timestamp (1...).
+_CARD = re.compile(r"(?<![\d-])[2-6](?:[ -]?\d){12,18}(?![\d])")
+
+
+def luhn_ok(digits: str) -> bool:
+    """The check digit every card number carries (ISO/IEC 7812)."""
+    total = 0
+    for i, c in enumerate(reversed(digits)):
+        d = int(c) * (2 if i % 2 else 1)
+        total += d - 9 if d > 9 else d
+    return total % 10 == 0
+
+
+def _set_secret(m: re.Match[str]) -> str:
+    lead, value = m.group(1), m.group(2)
+    if _SEPARATED.search(lead) or _SYMBOLISH.search(value):
+        return lead + REDACTED
+    return m.group(0)
+
+
+def _card(m: re.Match[str]) -> str:
+    digits = re.sub(r"\D", "", m.group(0))
+    return "[card number redacted]" if luhn_ok(digits) else m.group(0)
+
+
+CREDENTIAL_SHAPES = [*KEY_SHAPES, *TOKEN_SHAPES]
+
+
+def redact_credentials(text: str, *, passwords: bool = False) -> str:
+    """``text`` without what would open something if it were read from
+    memory later: key and token shapes, private key blocks, the value of a
+    "token: ..." / "api key = ..." line, card numbers (Luhn-checked).
+    ``passwords`` also takes the value of a "password: ..." line: the logs
+    ask for it; memory keeps a password the user told it (category
+    ``credential``, never shown outside their private chats). Everything
+    else, line breaks included, is left as it was."""
+    text = _PRIVATE_KEY.sub("[private key redacted]", text)
+    for pattern, repl in CREDENTIAL_SHAPES:
+        text = pattern.sub(repl, text)
+    text = _SET_MACHINE_SECRET.sub(_set_secret, text)
+    if passwords:
+        text = _SET_PASSWORD.sub(_set_secret, text)
+    return _CARD.sub(_card, text)
+
 
 PROVIDER_TEXT_MAX = 300
 """Characters of a provider's text kept: enough to say what went wrong,

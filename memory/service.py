@@ -26,6 +26,7 @@ from .engine import MemoryEngine, more_source_text, row_to_event, row_to_memory
 from .forgetting import Forgotten, erase_planned, event_hit, plan_erasure, repeats_forgotten
 from .scope import Chat
 from .hybrid import HybridRetriever
+from .redact import redact_credentials
 from .retrieval import Retriever
 from .tokens import estimate_tokens
 from .types import (
@@ -157,6 +158,7 @@ class SqliteMemory(MemoryBackend):
         source_text: str = "",
     ) -> Hit:
         cat = Category(category) if category in Category._value2member_map_ else Category.EVENT
+        content, source_text = redact_credentials(content), redact_credentials(source_text)
         same = await self.engine.find_same(user, content)
         if same is not None:
             # Saying it again reinforces the existing memory instead of duplicating it.
@@ -431,7 +433,7 @@ class SqliteMemory(MemoryBackend):
                         (channel, chat_id, message_id),
                     ) as cur:
                         owners.update(dict.fromkeys(r[0] for r in await cur.fetchall()))
-            said = " ".join(text.split())
+            said = " ".join(redact_credentials(text).split())  # as its lines and facts were kept
             for who_ in owners:
                 await self._retract_owner(conn, who_, channel, chat_id, message_id, said, out)
             out.owners = list(owners)
@@ -526,7 +528,10 @@ class SqliteMemory(MemoryBackend):
 
 
 def _clean(text: str) -> str:
-    return text.encode("utf-8", "ignore").decode("utf-8").replace("\x00", "")
+    """Chat text as memory keeps it: valid UTF-8, no NUL, and no credential
+    (memory/redact.py): what the buffer holds is what the memory model
+    reads, and what facts, events and Core Memory are made from."""
+    return redact_credentials(text.encode("utf-8", "ignore").decode("utf-8").replace("\x00", ""))
 
 
 async def _cites(conn: aiosqlite.Connection, table: str, owner: str, channel: str, chat_id: str, mid: str) -> bool:

@@ -1,12 +1,14 @@
 """Helpers shared by the command modules: config, database, users, output.
 
 This is the CLI edge: library errors become user messages here (exit 1 for
-a failed request, 2 for bad usage or configuration), never tracebacks.
+a failed request, 2 for bad usage or configuration, 75 for data another
+command holds: see :class:`DataBusyFailure`), never tracebacks.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import os
 import shutil
@@ -14,15 +16,16 @@ import sqlite3
 import sys
 import tempfile
 import unicodedata
-from collections.abc import AsyncIterator, Coroutine, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any, TextIO, TypeVar
+from typing import Any, ParamSpec, TextIO, TypeVar
 
 import click
 
 from gateway.config import Config, ConfigError, Paths, load_config, unknown_env
+from gateway.datalock import DataBusy, DataLock
 from gateway.logging import configure_logging
 from memory import IdentityMap, MemoryEngine, MemoryNotFound
 from memory.db import SchemaTooNew
@@ -30,6 +33,8 @@ from memory.types import Event, Memory
 
 __all__ = [
     "ConfigFailure",
+    "DataBusyFailure",
+    "data_lock",
     "db_option",
     "echo_json",
     "event_dict",
@@ -42,10 +47,12 @@ __all__ = [
     "resolve_user",
     "run",
     "setup_cli_logging",
+    "shares_data",
     "write_private_file",
 ]
 
 T = TypeVar("T")
+P = ParamSpec("P")
 _DB_KEY = "myclaw.db"
 
 
@@ -53,6 +60,51 @@ class ConfigFailure(click.ClickException):
     """The configuration cannot be used: exit 2, like a usage error."""
 
     exit_code = 2
+
+
+class DataBusyFailure(click.ClickException):
+    """Another process holds the data lock in a way that excludes this
+    command (a restore, a merge-identities, or for those two a running
+    gateway): nothing was done; run it again once that one is done. Exit
+    75, EX_TEMPFAIL of sysexits.h, so a script can tell "try later" from a
+    failed request."""
+
+    exit_code = 75
+
+
+@contextmanager
+def data_lock(*, exclusive: str | None = None) -> Iterator[None]:
+    """The data lock (gateway/datalock.py) for the block: shared, or
+    exclusive when ``exclusive`` names the command. Shared, with no data
+    folder yet, takes nothing: there is nothing to open mid-restore, and a
+    wrong MYCLAW_HOME is reported by the command, not made on the spot."""
+    data_dir = Paths.from_env().data_dir
+    lock = DataLock(data_dir)
+    if exclusive is not None or data_dir.is_dir():
+        try:
+            if exclusive is None:
+                lock.share()
+            else:
+                lock.exclusive(exclusive)
+        except DataBusy as exc:
+            raise DataBusyFailure(str(exc)) from None
+    try:
+        yield
+    finally:
+        lock.release()
+
+
+def shares_data(f: Callable[P, T]) -> Callable[P, T]:
+    """A command that opens the data files holds the data lock shared while
+    it runs (beside a gateway, never beside a restore); ``--help`` and bad
+    options are answered before it is taken. Put it right above ``def``."""
+
+    @functools.wraps(f)
+    def held(*args: P.args, **kwargs: P.kwargs) -> T:
+        with data_lock():
+            return f(*args, **kwargs)
+
+    return held
 
 
 class _Stderr:

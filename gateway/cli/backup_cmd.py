@@ -10,10 +10,11 @@ import click
 
 from gateway.backup import BackupError, Manifest, backup, restore, verify
 from gateway.config import Paths
-from gateway.datalock import DataBusy, DataLock
 
 from . import main
-from ._common import echo_json, json_option, load_cli_config
+from ._common import data_lock, echo_json, json_option, load_cli_config, shares_data
+
+RESTORING = "`myclaw restore` (putting a backup in place)"
 
 
 def _summary(m: Manifest) -> str:
@@ -25,6 +26,7 @@ def _summary(m: Manifest) -> str:
 @main.command("backup")
 @click.argument("dest", required=False, type=click.Path(file_okay=False, path_type=Path))
 @json_option
+@shares_data
 def backup_cmd(dest: Path | None, as_json: bool) -> None:
     """Copy every data file and the workspace into DEST (default:
     $MYCLAW_HOME/backups/<time>), safely while the gateway runs. The config
@@ -61,18 +63,11 @@ def restore_cmd(src: Path, check: bool, yes: bool) -> None:
     click.echo(f"{src}: ok: {_summary(manifest)}", err=not check)
     if check:
         return
-    lock = DataLock(paths.data_dir)
-    try:
-        lock.exclusive()
-    except DataBusy as exc:
-        raise click.ClickException(str(exc)) from None
-    try:
+    with data_lock(exclusive=RESTORING):
         if not yes and not click.confirm(f"Replace the data in {paths.home} with this backup?", err=True):
             raise click.ClickException("cancelled; nothing changed")
         try:
             aside = restore(cfg, paths, src)
         except BackupError as exc:
             raise click.ClickException(str(exc)) from None
-    finally:
-        lock.release()
     click.echo(f"restored from {src}; the files it replaced are in {aside}")

@@ -3,21 +3,30 @@ A running gateway sees the change at its next poll."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import asdict
+from datetime import datetime, tzinfo
+from typing import TypeVar
+from zoneinfo import ZoneInfo
 
 import click
 
 from gateway.config import Config, Paths
-from gateway.cron import CronError, CronJob, CronStore, once_local, parse_at
+from gateway.cron import (
+    CronError, CronJob, CronStore, check_job_id, check_message, check_once, once_local, parse_at, validate_schedule,
+)
 from gateway.privatechat import private_chat_refusal
 from gateway.timezones import TimezoneError, parse_timezone
 from memory.clock import SystemClock
 from memory.identity import IdentityMap
 
 from . import main
-from ._common import echo_json, json_option, load_cli_config, render_table, resolve_user, run, setup_cli_logging
+from ._common import (
+    echo_json, json_option, load_cli_config, render_table, resolve_user, run, setup_cli_logging, shares_data,
+)
+
+T = TypeVar("T")
 
 
 @asynccontextmanager
@@ -95,6 +104,7 @@ async def _check_private(cfg: Config, channel: str, chat_id: str, user: str) -> 
     help="The zone the schedule or --at is read in (Asia/Shanghai, Berlin, UTC+8; default gateway.timezone).",
 )
 @json_option
+@shares_data
 def add(
     schedule: str | None, at_text: str | None, message: str, channel: str, chat_id: str, user: str,
     job_id: str | None, private: bool, zone: str | None, as_json: bool,
@@ -110,13 +120,15 @@ def add(
         tz = parse_timezone(zone) if zone is not None else None
     except TimezoneError as exc:
         raise click.BadParameter(str(exc), param_hint="'--timezone'") from None
+    # Every argument is checked before cron.db is opened: a mistake makes
+    # nothing (no database left behind on a wrong MYCLAW_HOME either).
+    at = _check_args(schedule, at_text, message, job_id, tz or ZoneInfo(cfg.gateway.timezone))
 
     async def go() -> None:
         if private:
             await _check_private(cfg, channel, chat_id, owner)
         async with open_store(cfg, create=True) as store:
             try:
-                at = parse_at(at_text, tz or store.tz) if at_text is not None else None
                 job = await store.add(
                     schedule=schedule, at=at, message=message, channel=channel, chat_id=chat_id, user=owner,
                     job_id=job_id, private=private, tz=tz,
@@ -133,9 +145,33 @@ def add(
     run(go())
 
 
+def _check_args(
+    schedule: str | None, at_text: str | None, message: str, job_id: str | None, tz: tzinfo
+) -> datetime | None:
+    """What ``CronStore.add`` would refuse, named by its option; the instant of ``--at``."""
+
+    def check(hint: str, fn: Callable[[], T]) -> T:
+        try:
+            return fn()
+        except CronError as exc:
+            raise click.BadParameter(str(exc), param_hint=hint) from None
+
+    check("'--message'", lambda: check_message(message))
+    if job_id is not None:
+        check("'--id'", lambda: check_job_id(job_id))
+    if schedule is not None:
+        check("'--schedule'", lambda: validate_schedule(schedule))
+        return None
+    assert at_text is not None
+    at = check("'--at'", lambda: parse_at(at_text, tz))
+    check("'--at'", lambda: check_once(at, SystemClock().now(), tz))
+    return at
+
+
 @cron.command("list")
 @click.option("--user", "-u", help="Only this user's jobs.")
 @json_option
+@shares_data
 def list_jobs(user: str | None, as_json: bool) -> None:
     """List jobs, the internal memory jobs included."""
     cfg = load_cli_config()
@@ -174,6 +210,7 @@ def _when(j: CronJob) -> str:
 
 @cron.command("remove")
 @click.argument("job_id")
+@shares_data
 def remove(job_id: str) -> None:
     """Remove a job by id (internal jobs cannot be removed)."""
     cfg = load_cli_config()

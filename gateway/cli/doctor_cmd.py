@@ -473,6 +473,7 @@ class _Endpoint:
     provider: ProviderConfig
     setting: str  # where its URL and key are set, for the fix text
     models: tuple[str, ...]  # the chat models used on it, or the embedding model
+    fallback: bool = False  # only fallbacks use it: the gateway runs without it, but fails over to nothing there
 
 
 def _endpoints(cfg: Config) -> list[_Endpoint]:
@@ -485,9 +486,10 @@ def _endpoints(cfg: Config) -> list[_Endpoint]:
     def add(name: str, provider: ProviderConfig, setting: str, model: str) -> None:
         for n, e in enumerate(chat):
             if (e.provider.base_url, e.provider.api_key) == (provider.base_url, provider.api_key):
-                chat[n] = replace(e, models=tuple(dict.fromkeys((*e.models, model))))
+                chat[n] = replace(e, models=tuple(dict.fromkeys((*e.models, model))),
+                                  fallback=e.fallback and "fallbacks[" in name)
                 return
-        chat.append(_Endpoint(name, provider, setting, (model,)))
+        chat.append(_Endpoint(name, provider, setting, (model,), fallback="fallbacks[" in name))
 
     for i, fb in enumerate(cfg.agent.fallbacks):
         add(f"agent.fallbacks[{i}]", fb.provider or cfg.provider, f"agent.fallbacks[{i}].provider", fb.model)
@@ -518,6 +520,13 @@ async def _check_chat_endpoint(client: httpx.AsyncClient, e: _Endpoint) -> Check
     (404/405, some proxies), a 1-token completion with the first model."""
     base = e.provider.base_url
     a = await _call(client, "GET", f"{base}/models", headers=_auth(e.provider))
+    if a.failure and e.fallback:
+        # Most often a local server (Ollama, LM Studio) not running: the
+        # gateway starts without it, so say what is lost and every way out.
+        return Check(e.name, "error",
+                     f"fallback model {', '.join(e.models)}: {base} {a.failure}: when the "
+                     f"{'memory' if e.name.startswith('memory') else 'chat'} model fails, replies cannot fall back to it",
+                     f"start the server at {base}, correct {e.setting}.baseUrl, or remove {e.name}")
     if a.failure:
         return Check(e.name, "error", f"{base} {a.failure}", f"check {e.setting}.baseUrl and that the server runs")
     if a.status in (401, 403):

@@ -30,7 +30,6 @@ import click
 import structlog
 
 from gateway.config import Config, Paths
-from gateway.datalock import DataBusy, DataLock
 from memory import IdentityMap, MemoryEngine
 from memory.clock import SystemClock
 from memory.compression import COMPRESS_LEASE
@@ -39,13 +38,16 @@ from memory.lease import LeaseBusy, Leases
 from memory.merge import move_owner, survey
 from memory.migrate import carry_ledger
 
-from ._common import db_option, echo_json, json_option, load_cli_config, open_engine, render_table, resolve_db, run
+from ._common import (
+    data_lock, db_option, echo_json, json_option, load_cli_config, open_engine, render_table, resolve_db, run,
+)
 from .memory_cmd import JOB, memory
 
 log = structlog.get_logger(component="cli")
 
 FILES = ("memory.db", "memory.buffer.db", "gateway.db", "cron.db", "files")
 _LEASE_TTL = timedelta(minutes=2)  # a crashed run blocks compression (and a re-run) this long at most
+MERGING = "`myclaw memory merge-identities` (moving memories to the users memory.identities names)"
 
 
 @dataclass
@@ -95,15 +97,11 @@ def merge_identities(dry_run: bool, yes: bool, as_json: bool) -> None:
         return
     where = _Where.of(cfg)
     if dry_run:
-        plan = run(_survey(cfg, where, mapping))
+        with data_lock():  # it only reads: beside a gateway, not beside a restore
+            plan = run(_survey(cfg, where, mapping))
         _report(plan, as_json, dry_run=True)
         return
-    lock = DataLock(Paths.from_env().data_dir)
-    try:
-        lock.exclusive()
-    except DataBusy as exc:
-        raise click.ClickException(str(exc)) from None
-    try:
+    with data_lock(exclusive=MERGING):
         plan = run(_survey(cfg, where, mapping))
         if not any(p.total for p in plan):
             _report(plan, as_json, dry_run=False)
@@ -113,8 +111,6 @@ def merge_identities(dry_run: bool, yes: bool, as_json: bool) -> None:
             if not click.confirm("Move these rows to the users memory.identities names?", err=True):
                 raise click.ClickException("cancelled; nothing changed")
         done = run(_merge(cfg, where, mapping))
-    finally:
-        lock.release()
     _report(done, as_json, dry_run=False)
 
 

@@ -42,6 +42,7 @@ from ._common import (
     run,
     private_file,
     setup_cli_logging,
+    shares_data,
 )
 
 CATEGORIES = [c.value for c in Category]
@@ -80,6 +81,7 @@ async def _get(engine: MemoryEngine, memory_id: int, owner: str | None) -> Memor
 @user_option
 @json_option
 @db_option
+@shares_data
 def stats(user: str | None, as_json: bool) -> None:
     """Counts by status, tier, category and source, and per user."""
     cfg = load_cli_config()
@@ -148,6 +150,7 @@ async def _stats(path: Path, owner: str | None, as_json: bool) -> None:
 @click.option("--limit", type=click.IntRange(min=1), default=50, show_default=True)
 @json_option
 @db_option
+@shares_data
 def list_cmd(
     user: str | None,
     tier: int | None,
@@ -199,6 +202,7 @@ async def _list(path: Path, owner: str | None, filters: dict[str, Any], as_json:
 @click.option("--limit", type=click.IntRange(min=1), default=10, show_default=True)
 @json_option
 @db_option
+@shares_data
 def search(query: str, user: str | None, limit: int, as_json: bool) -> None:
     """Rank memories and events for QUERY as the bot would (all users unless --user)."""
     cfg = load_cli_config()
@@ -262,6 +266,7 @@ def _content(value: str, hint: str = "'CONTENT'") -> str:
 @click.option("--topic", default="_general", show_default=True)
 @json_option
 @db_option
+@shares_data
 def add(
     content: str,
     user: str,
@@ -324,6 +329,7 @@ async def _add(path: Path, new: NewMemory, as_json: bool) -> None:
 @click.option("--status", type=click.Choice(["active", "archived"]), help="active restores an archived memory.")
 @json_option
 @db_option
+@shares_data
 def edit(memory_id: int, user: str | None, status: str | None, as_json: bool, **changes: Any) -> None:
     """Change fields of memory ID (with --user: only if it is that user's)."""
     changes = {k: v for k, v in changes.items() if v is not None}
@@ -385,6 +391,7 @@ async def _edit(
 )
 @click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
 @db_option
+@shares_data
 def delete(memory_id: int, user: str | None, purge: bool, cascade: bool, yes: bool) -> None:
     """Archive memory ID (recoverable with `edit ID --status active`), or
     erase it for good with --purge (with --cascade, together with its older
@@ -446,6 +453,7 @@ def _built_on(plan: Erasure) -> str:
 @user_option
 @click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
 @db_option
+@shares_data
 def forget(user: str | None, yes: bool) -> None:
     """Erase everything stored about --user, for good: memories of every
     status, daily events, messages waiting for extraction, change-log
@@ -556,6 +564,7 @@ async def _erase(path: Path, memory_id: int, cascade: bool) -> Erasure:
 @click.option("--output", "-o", type=click.Path(dir_okay=False, path_type=Path), help="File to write (default: stdout).")
 @click.option("--format", "fmt", type=click.Choice(["json", "markdown"]), default="json", show_default=True)
 @db_option
+@shares_data
 def export(user: str | None, output: Path | None, fmt: str) -> None:
     """Everything stored (all statuses, with provenance), as JSON or markdown."""
     cfg = load_cli_config()
@@ -608,6 +617,7 @@ async def _write_json(path: Path, owner: str | None, write: Callable[[str], Any]
 )
 @json_option
 @db_option
+@shares_data
 def migrate(workspace: Path | None, as_json: bool) -> None:
     """Import MEMORY.md and YYYY-MM-DD.md files (the file store) into the
     database. Safe to repeat: what was imported before is not added again."""

@@ -20,7 +20,7 @@ from memory.extraction import ExtractionService, retry_set_aside
 from memory.lease import JobTimeout, LeaseBusy
 from memory.llm import MemoryLLM
 
-from ._common import db_option, echo_json, json_option, load_cli_config, open_engine, render_table, resolve_db, resolve_user, run
+from ._common import shares_data, db_option, echo_json, json_option, load_cli_config, open_engine, render_table, resolve_db, resolve_user, run
 from .memory_cmd import memory
 
 
@@ -35,6 +35,7 @@ async def _write_path(cfg: Config) -> AsyncIterator[tuple[MemoryEngine, MemoryLL
 @click.option("--weekly", "which", flag_value="weekly", help="Merge partitions, refresh Tier 1, archive decayed.")
 @json_option
 @db_option
+@shares_data
 def compress(which: str | None, as_json: bool) -> None:
     """Run the daily or weekly compression now."""
     if which is None:
@@ -64,6 +65,7 @@ def compress(which: str | None, as_json: bool) -> None:
 @click.option("--user", "-u", help="Only this user (default: everyone with buffered messages).")
 @json_option
 @db_option
+@shares_data
 def flush(user: str | None, as_json: bool) -> None:
     """Extract buffered messages now, ignoring the quiet gap and backoff."""
     cfg = load_cli_config()
@@ -98,6 +100,7 @@ def flush(user: str | None, as_json: bool) -> None:
 @click.option("--user", "-u", help="Only this user's lines (default: everyone's).")
 @json_option
 @db_option
+@shares_data
 def retry_set_aside_cmd(user: str | None, as_json: bool) -> None:
     """Try set-aside lines again (after switching to a bigger memory model).
 
@@ -132,6 +135,7 @@ def retry_set_aside_cmd(user: str | None, as_json: bool) -> None:
 @click.option("--limit", "-n", default=50, show_default=True, type=click.IntRange(1, 100_000))
 @json_option
 @db_option
+@shares_data
 def log_cmd(job: str | None, user: str | None, actions: tuple[str, ...], limit: int, as_json: bool) -> None:
     """What the write path changed and why (newest first)."""
     cfg = load_cli_config()

@@ -14,7 +14,7 @@ import click
 
 from memory.changelog import write_log
 
-from ._common import db_option, echo_json, json_option, load_cli_config, open_engine, render_table, resolve_db, resolve_user, run
+from ._common import shares_data, db_option, echo_json, json_option, load_cli_config, open_engine, render_table, resolve_db, resolve_user, run
 from .memory_cmd import JOB, memory, user_option
 
 
@@ -25,6 +25,7 @@ from .memory_cmd import JOB, memory, user_option
 @click.option("--remove", is_flag=True, help="Drop the alias OLD.")
 @json_option
 @db_option
+@shares_data
 def project_alias(old: str | None, new: str | None, user: str | None, remove: bool, as_json: bool) -> None:
     """OLD NEW: the user's project OLD is now called NEW (its facts are
     filed under NEW). No names: list the aliases. OLD --remove: drop one."""

@@ -396,7 +396,7 @@ async def test_the_gateway_does_not_start_while_identities_are_merged(
 
     cfg, paths = _config(tmp_path, fake_llm)
     merge = DataLock(paths.data_dir)
-    merge.exclusive()  # `myclaw memory merge-identities` is running
+    merge.exclusive("`myclaw memory merge-identities`")  # it is running
     try:
         app = App(cfg, paths, clock=clock, channel_specs=[ECHO])
         with pytest.raises(StorageError, match="merge-identities"):
@@ -408,11 +408,11 @@ async def test_the_gateway_does_not_start_while_identities_are_merged(
     try:
         await app.open()
         with pytest.raises(DataBusy, match="is running"):
-            DataLock(paths.data_dir).exclusive()
+            DataLock(paths.data_dir).exclusive("test")
     finally:
         await app.close()
     after = DataLock(paths.data_dir)
-    after.exclusive()  # closed: free again
+    after.exclusive("test")  # closed: free again
     after.release()
 
 

@@ -86,7 +86,7 @@ def test_cron_add_list_remove_persist(home: Path) -> None:
     assert job["next_run_at"].endswith("T01:00:00Z")  # 09:00 in Shanghai
     assert "morning" in cli("cron", "list").output
     bad = cli("cron", "add", "-s", "soon", "-m", "x", "--channel", "telegram", "--chat-id", "1", "-u", "u")
-    assert bad.exit_code == 1 and "invalid cron schedule" in bad.output
+    assert bad.exit_code == 2 and "Invalid value for '--schedule': invalid cron schedule" in bad.output
     dup = cli("cron", "add", "-s", "0 9 * * *", "-m", "x", "--channel", "telegram", "--chat-id", "1", "-u", "u", "--id", "morning")
     assert dup.exit_code == 1 and "already exists" in dup.output
     assert cli("cron", "remove", "morning").stdout.strip() == "removed morning"
@@ -180,13 +180,32 @@ def test_cron_add_at_makes_a_one_time_job_in_the_zone_given(home: Path) -> None:
     # Without --timezone: the gateway's (Shanghai, from the environment).
     assert "(Asia/Shanghai)" in cli(*base, "--at", f"{tomorrow} 09:00").stdout
     past = cli(*base, "--at", "2020-01-01 09:00")
-    assert past.exit_code == 1 and "2020-01-01 09:00 (Asia/Shanghai) is in the past: it is now" in past.output
+    assert past.exit_code == 2 and "'--at': 2020-01-01 09:00 (Asia/Shanghai) is in the past: it is now" in past.output
     both = cli(*base, "--at", f"{tomorrow} 09:00", "-s", "0 9 * * *")
     neither = cli(*base)
     for r in (both, neither):
         assert r.exit_code == 2 and "give --schedule (a recurring job) or --at (a one-time job), exactly one" in r.output
     assert len(json.loads(cli("cron", "list", "--json").stdout)) == 2
     assert cli("cron", "remove", "mom").exit_code == 0
+
+
+@pytest.mark.parametrize(("args", "says"), [
+    (("-s", "soon", "-m", "x"), "Invalid value for '--schedule': invalid cron schedule 'soon'"),
+    (("-s", "0 9 * * * *", "-m", "x"), "Invalid value for '--schedule': invalid cron schedule '0 9 * * * *'"),
+    (("--at", "tomorrow 9am", "-m", "x"), "Invalid value for '--at': invalid time 'tomorrow 9am'"),
+    (("--at", "2020-01-01 09:00", "-m", "x"), "Invalid value for '--at': 2020-01-01 09:00 (Asia/Shanghai) is in the past"),
+    (("--at", "2099-01-01 09:00", "-m", "x"), "Invalid value for '--at': 2099-01-01 09:00 (Asia/Shanghai) is more than a year"),
+    (("-s", "0 9 * * *", "-m", "   "), "Invalid value for '--message': the job's message is empty"),
+    (("-s", "0 9 * * *", "-m", "x", "--id", "__internal:mine"),
+     "Invalid value for '--id': job ids starting with '__internal:' are reserved"),
+])
+def test_cron_add_with_a_bad_argument_names_it_and_makes_nothing(home: Path, args: tuple[str, ...], says: str) -> None:
+    """Checked before cron.db is opened: a typo on a fresh home (or a wrong
+    MYCLAW_HOME) leaves no database, no data folder behind."""
+    r = cli("cron", "add", *args, "--channel", "telegram", "--chat-id", "1", "-u", "alice")
+    assert r.exit_code == 2, r.output
+    assert says in r.output, r.output
+    assert not (home / "data").exists()
 
 
 def test_cron_add_refuses_a_channel_the_gateway_does_not_have(home: Path) -> None:

@@ -576,6 +576,38 @@ def test_each_fallback_endpoint_is_checked_like_the_primary(home: Path, fakes: F
     assert not [x for x in r.stdout.splitlines() if x[9:].startswith("agent.fallbacks[1] ")]
 
 
+def test_an_unreachable_fallback_is_named_as_a_fallback_with_its_model_and_the_fixes(home: Path, fakes: Fakes) -> None:
+    doc = healthy_config(fakes)
+    url = f"http://127.0.0.1:{closed_port()}/v1"  # a local server (Ollama, say) that is not running
+    doc["agent"]["fallbacks"] = [{"model": "qwen2.5:14b", "provider": {"baseUrl": url}}]
+    write_config(home, doc)
+    r = doctor()
+    assert r.exit_code == 1, r.output
+    fb = line(r, "agent.fallbacks[0]")
+    assert fb.startswith("error ") and f"fallback model qwen2.5:14b: {url} is unreachable (Connection refused)" in fb
+    assert "when the chat model fails, replies cannot fall back to it" in fb
+    assert fb.endswith(f"-> start the server at {url}, correct agent.fallbacks[0].provider.baseUrl, "
+                       "or remove agent.fallbacks[0]")
+    assert line(r, "llm").startswith("ok ")  # the primary is fine, and said so apart
+
+
+def test_the_examples_fallbacks_point_at_no_server_that_is_not_there(home: Path, fakes: Fakes) -> None:
+    """config.example.json as copied, with only the provider filled in: no
+    fallback of its own endpoint (a local server the operator never set
+    up) for doctor to fail on."""
+    doc = json.loads((Path(__file__).resolve().parents[2] / "config.example.json").read_text(encoding="utf-8"))
+    for fb in doc["agent"]["fallbacks"] or []:
+        assert fb.get("provider") is None, fb  # on the provider filled in, nothing else
+    doc["provider"].update(baseUrl=fakes.llm.url, apiKey=API_KEY)
+    doc["agent"]["model"] = "fake-model"
+    fakes.llm.models = ["fake-model", *(fb["model"] for fb in doc["agent"]["fallbacks"] or [])]
+    doc["memory"].update(model="fake-model")
+    write_config(home, doc)
+    r = doctor()
+    assert not [x for x in r.stdout.splitlines() if "fallbacks[" in x and not x.startswith("ok ")], r.output
+    assert line(r, "llm").startswith("ok "), r.output
+
+
 def test_transcription_is_checked_without_sending_audio(home: Path, fakes: Fakes) -> None:
     doc = healthy_config(fakes)
     doc["agent"]["transcription"] = {"enabled": True, "model": "whisper-1"}

@@ -191,7 +191,7 @@ def test_it_does_not_run_beside_a_running_gateway(home: Path) -> None:
     gateway.share()  # what App.open takes
     try:
         r = cli("--yes")
-        assert r.exit_code == 1 and "is running" in r.output
+        assert r.exit_code == 75 and "is running" in r.output
         assert snapshot(home) == before
         assert "1 memories" in ok("--dry-run").stdout  # reading is fine
     finally:

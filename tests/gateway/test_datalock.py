@@ -19,11 +19,11 @@ def test_many_share_it_and_one_alone_excludes_them(tmp_path: Path) -> None:
     a.share()
     b.share()  # two gateways' worth of readers-and-writers: fine
     with pytest.raises(DataBusy, match="is running"):
-        alone.exclusive()
+        alone.exclusive(by="`myclaw memory merge-identities`")
     a.release()
     b.release()
     b.release()  # safe twice
-    alone.exclusive()
+    alone.exclusive(by="`myclaw memory merge-identities`")
     with pytest.raises(DataBusy, match="merge-identities"):
         a.share()
     alone.release()
@@ -53,9 +53,9 @@ def _held_by_another_process(statement: str, data: Path) -> Iterator[int]:
 def test_a_holder_that_dies_leaves_no_lock(tmp_path: Path) -> None:
     with _held_by_another_process("lock = DataLock(d); lock.share()", tmp_path):
         with pytest.raises(DataBusy):
-            DataLock(tmp_path).exclusive()
+            DataLock(tmp_path).exclusive(by="test")
     lock = DataLock(tmp_path)
-    lock.exclusive()  # the kernel let go of the dead gateway's lock
+    lock.exclusive(by="test")  # the kernel let go of the dead gateway's lock
     lock.release()
 
 
@@ -130,7 +130,7 @@ def test_an_older_lock_file_left_readable_by_all_is_made_owner_only(tmp_path: Pa
     import stat
 
     data, gateway = DataLock(tmp_path), GatewayLock(tmp_path)
-    for path, take, release in ((data.path, data.exclusive, data.release),
+    for path, take, release in ((data.path, lambda: data.exclusive("test"), data.release),
                                 (data.path, data.share, data.release),
                                 (gateway.path, gateway.acquire, gateway.release)):
         path.write_bytes(b"")

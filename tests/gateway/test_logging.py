@@ -163,3 +163,19 @@ async def test_memory_and_transcription_errors_drop_the_key_they_were_sent() -> 
         await t.aclose()
     assert str(terr.value) == "transcription refused: HTTP 500 bad key ***"
     assert "memory llm: retrying" in out.getvalue() and PRIMARY_KEY not in out.getvalue()
+
+
+def test_credentials_a_user_typed_are_redacted_from_any_line() -> None:
+    """A message's words reaching a log line (an exception's text, a
+    library's debug line) lose what memory would not keep either."""
+    out = io.StringIO()
+    configure_logging(stream=out)
+    structlog.get_logger().warning(
+        "could not parse", error="ValueError('password: hunter2 and card 4111-1111-1111-1111')",
+        text="-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEAu1SU1L7VLPHCgcB\n-----END RSA PRIVATE KEY-----",
+        when="2026-11-23 09:30, phone 13812345678",
+    )
+    text = out.getvalue()
+    for secret in ("hunter2", "4111-1111-1111-1111", "MIIEowIBAAKCAQEAu1SU1L7VLPHCgcB"):
+        assert secret not in text, text
+    assert "2026-11-23 09:30, phone 13812345678" in text
