@@ -580,3 +580,33 @@ async def _said(logs: list[dict[str, object]], event: str) -> bool:
 
 async def _count(index: VectorIndex, n: int) -> bool:
     return await index.count() == n
+
+
+async def test_a_stray_vector_row_never_shows_another_users_memory(
+    engine: MemoryEngine, embedder: CachedEmbedder
+) -> None:
+    """Defence in depth: if ``memory_vectors`` held a row filed under alice
+    whose memory is bob's (a hand edit, a merge another process made while
+    this one's matrices were cached), alice's search must not return it, in
+    a private chat nor in a group both of them are in."""
+    group = Provenance(channel="telegram", chat_id="-5")
+    mine = await add(engine, "alice", "alice drives a blue automobile", provenance=group)
+    bobs = await add(engine, "bob", "bob hides his automobile key under the mat", provenance=group)
+    elsewhere = await add(engine, "alice", "alice's automobile loan is late",
+                          provenance=Provenance(channel="telegram", chat_id="-9"))
+    index = VectorIndex(engine.db, "m1")
+    vz = Vectorizer(index, embedder)
+    await vz.drain()
+    await engine.db.write("UPDATE memory_vectors SET owner = 'alice' WHERE memory_id = ?", (bobs,))
+    index.forget_cached()
+    q = await vector_of(embedder, "automobile key")
+    owners = ["alice", "_global"]
+    assert {i for i, _ in await index.search(owners, q, 5)} == {mine, elsewhere}
+    assert {i for i, _ in await index.search(owners, q, 5, private=False, chat=("telegram", "-5"))} == {mine}
+    # The stray row is not searched again from the cache, and the
+    # vectorizer files it under its owner again.
+    assert bobs not in {int(i) for i in index._matrices["alice"].ids}
+    assert [p.memory_id for p in await index.pending()] == [bobs]
+    assert await vz.drain() == 1
+    assert {i for i, _ in await index.search(["bob"], q, 5)} == {bobs}
+    assert {i for i, _ in await index.search(owners, q, 5)} == {mine, elsewhere}
