@@ -345,7 +345,7 @@ class VectorIndex:
             # Out of these owners' matrices (its owner's stays as it is);
             # the vectorizer files the row under its owner again.
             for owner in searched:
-                if (m := self._matrices.get(owner)) is not None:
-                    m.drop(stray)
+                if (cached := self._matrices.get(owner)) is not None:
+                    cached.drop(stray)
             log.warning("vector rows filed under another owner left out of a search", memories=len(stray))
         return [(i, s) for i, s in best if i in live][:k]
