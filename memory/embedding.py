@@ -18,11 +18,13 @@ Exceptions::
 
 from __future__ import annotations
 
+import base64
+import binascii
 import hashlib
 from collections import OrderedDict
 from collections.abc import Sequence
 from datetime import timedelta
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 import httpx
 import numpy as np
@@ -108,13 +110,28 @@ def text_hash(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def _unit(raw: Any, where: str) -> np.ndarray:
-    if not isinstance(raw, list) or not raw:
-        raise EmbeddingError(f"{where}: embedding is not a non-empty list of floats")
+def _decoded(raw: str, where: str) -> np.ndarray:
+    """``encoding_format: base64``: the vector's little-endian float32
+    bytes, as OpenAI, vLLM and TEI send them."""
     try:
-        arr = np.asarray(raw, dtype=np.float64)
-    except (TypeError, ValueError) as exc:
-        raise EmbeddingError(f"{where}: embedding is not a list of floats") from exc
+        data = base64.b64decode(raw, validate=True)
+    except (binascii.Error, ValueError) as exc:
+        raise EmbeddingError(f"{where}: embedding is neither a list of floats nor base64") from exc
+    if not data or len(data) % 4:
+        raise EmbeddingError(f"{where}: base64 embedding of {len(data)} bytes is not float32")
+    return np.frombuffer(data, dtype="<f4").astype(np.float64)
+
+
+def _unit(raw: Any, where: str) -> np.ndarray:
+    if isinstance(raw, str):
+        arr = _decoded(raw, where)
+    elif not isinstance(raw, list) or not raw:
+        raise EmbeddingError(f"{where}: embedding is not a non-empty list of floats")
+    else:
+        try:
+            arr = np.asarray(raw, dtype=np.float64)
+        except (TypeError, ValueError) as exc:
+            raise EmbeddingError(f"{where}: embedding is not a list of floats") from exc
     if arr.ndim != 1:
         raise EmbeddingError(f"{where}: embedding is not a flat list")
     if not np.all(np.isfinite(arr)):
@@ -127,7 +144,14 @@ def _unit(raw: Any, where: str) -> np.ndarray:
 
 
 class HttpEmbedder:
-    """An OpenAI-compatible ``POST {base_url}/embeddings`` client."""
+    """An OpenAI-compatible ``POST {base_url}/embeddings`` client.
+
+    It asks for ``encoding_format: base64``: 64 vectors of 1536 floats as
+    JSON numbers (2 MB) take 25-70 ms of the event loop to parse, as base64
+    about a millisecond (docs/BENCHMARKS.md). A server that answers floats
+    all the same (Ollama) is read as it answers; one that refuses base64
+    with a 400 or 422 (llama.cpp, scripts/embed_server.py) gets the request
+    again in floats, and floats from then on."""
 
     def __init__(
         self,
@@ -153,6 +177,7 @@ class HttpEmbedder:
         # carry this endpoint's key to other hosts.
         self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self._timeout = timeout
+        self.encoding: Literal["base64", "float"] = "base64"
         self._own_client = client is None
         self._client = client if client is not None else httpx.AsyncClient(timeout=timeout)
 
@@ -182,12 +207,9 @@ class HttpEmbedder:
         # Some servers echo the key they refused; it must not reach a log.
         return scrub_provider_text(text, [self._api_key], limit=200)
 
-    async def _post(self, batch: list[str]) -> list[np.ndarray]:
-        body: dict[str, Any] = {"model": self.model, "input": batch, "encoding_format": "float"}
-        if self.dimensions is not None:
-            body["dimensions"] = self.dimensions
+    async def _send(self, body: dict[str, Any]) -> httpx.Response:
         try:
-            resp = await self._client.post(self._url, json=body, headers=self._headers, timeout=self._timeout)
+            return await self._client.post(self._url, json=body, headers=self._headers, timeout=self._timeout)
         except httpx.TimeoutException as exc:
             raise EmbeddingError(
                 f"embeddings: timeout after {self._timeout:g}s ({type(exc).__name__})", endpoint=True
@@ -196,9 +218,29 @@ class HttpEmbedder:
             raise EmbeddingError(
                 f"embeddings: transport: {type(exc).__name__}: {self._excerpt(str(exc))}", endpoint=True
             ) from exc
+
+    async def _post(self, batch: list[str]) -> list[np.ndarray]:
+        body: dict[str, Any] = {"model": self.model, "input": batch, "encoding_format": self.encoding}
+        if self.dimensions is not None:
+            body["dimensions"] = self.dimensions
+        resp = await self._send(body)
+        if resp.status_code in (400, 422) and self.encoding == "base64":
+            # Perhaps base64 it refuses, perhaps these texts: floats tell.
+            # If they go through, the server only speaks floats; if not,
+            # the texts are at fault, and base64 stays.
+            resp = await self._send({**body, "encoding_format": "float"})
+            if resp.status_code == 200:
+                self.encoding = "float"
+                log.info("the embeddings endpoint refuses base64; asking for floats", model=self.model)
         if resp.status_code != 200:
             raise EmbeddingError(f"embeddings: HTTP {resp.status_code}: {self._excerpt(resp.text)}",
                                  endpoint=_endpoint_status(resp.status_code))
+        return self.vectors_of(resp, len(batch))
+
+    def vectors_of(self, resp: httpx.Response, n: int) -> list[np.ndarray]:
+        """The ``n`` unit vectors of a 200 answer (floats or base64); runs
+        on the event loop, so its cost is what every reply waits behind
+        (scripts/bench_backfill.py times it)."""
         try:
             data = resp.json()["data"]
             items = sorted(((int(d["index"]), d["embedding"]) for d in data), key=lambda p: p[0])
@@ -206,8 +248,8 @@ class HttpEmbedder:
             # An HTML error page from a proxy, or another API: not the texts.
             raise EmbeddingError(f"embeddings: not an embeddings response: {self._excerpt(resp.text)}",
                                  endpoint=True) from exc
-        if [i for i, _ in items] != list(range(len(batch))):
-            raise EmbeddingError(f"embeddings: {len(items)} vectors (indexes not 0..n-1) for {len(batch)} inputs")
+        if [i for i, _ in items] != list(range(n)):
+            raise EmbeddingError(f"embeddings: {len(items)} vectors (indexes not 0..n-1) for {n} inputs")
         vectors = [_unit(raw, f"embeddings: input {i}") for i, raw in items]
         dims = {len(v) for v in vectors}
         if len(dims) != 1:

@@ -10,16 +10,22 @@ own (hashed words, ``--dim`` dimensions: the JSON an endpoint of that size
 sends, not a model's speed), and while it runs, and after, a hybrid
 retrieve of the user is timed every ``--every`` seconds, with the event
 loop's lag (how late a timer fires: what every reply waits behind).
+``parse_ms``: how long the client's reading of one answer of ``--batch``
+vectors holds the loop (``HttpEmbedder.vectors_of``), in the encoding the
+client asks for (``--encoding``: base64, its default, or float).
 
-    .venv/bin/python scripts/bench_backfill.py [--memories 5000] [--dim 1536] [--batch 64]
+    .venv/bin/python scripts/bench_backfill.py [--memories 5000] [--dim 1536] [--batch 64] [--encoding float]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import base64
 import json
 import os
+import random
+import struct
 import subprocess
 import sys
 import tempfile
@@ -28,6 +34,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+import httpx  # noqa: E402
 import structlog  # noqa: E402
 
 from memory.clock import ManualClock  # noqa: E402
@@ -49,6 +56,24 @@ async def main():
         await asyncio.Event().wait()
 asyncio.run(main())
 """
+
+
+def parse_ms(raw: HttpEmbedder, dim: int, n: int, encoding: str, runs: int = 30) -> dict[str, float]:
+    """Milliseconds the client's reading of one answer of ``n`` vectors
+    (the fake's JSON, as sent over the wire) holds the event loop."""
+    rng = random.Random(0)
+    data = []
+    for i in range(n):
+        vec = [rng.uniform(-1, 1) for _ in range(dim)]
+        emb: object = vec if encoding == "float" else base64.b64encode(struct.pack(f"<{dim}f", *vec)).decode()
+        data.append({"object": "embedding", "index": i, "embedding": emb})
+    body = json.dumps({"object": "list", "data": data, "model": "bench"}).encode()
+    took = []
+    for _ in range(runs):
+        t = time.perf_counter()
+        raw.vectors_of(httpx.Response(200, content=body), n)
+        took.append((time.perf_counter() - t) * 1000)
+    return {"answer_kb": round(len(body) / 1024), "p50": round(pct(took, 50), 2), "max": round(max(took), 2)}
 
 
 def summary(lat: list[float], lag: list[float], fallbacks: int) -> dict[str, float]:
@@ -86,6 +111,8 @@ async def run(args: argparse.Namespace, url: str) -> dict[str, object]:
         eng = await MemoryEngine.open(path, clock)
         try:
             raw = HttpEmbedder(base_url=url, api_key="", model="bench", dimensions=args.dim, batch_size=args.batch)
+            raw.encoding = args.encoding
+            parse = parse_ms(raw, args.dim, args.batch, args.encoding)
             cached = CachedEmbedder(raw, eng.db, clock)
             index = VectorIndex(eng.db, f"bench@{args.dim}", dimension=args.dim)
             h = HybridRetriever(Retriever(eng), index, cached)
@@ -114,7 +141,8 @@ async def run(args: argparse.Namespace, url: str) -> dict[str, object]:
         finally:
             await eng.close()
     return {
-        "memories": total, "dim": args.dim, "batch": args.batch, "backfill_s": round(backfill_s, 1),
+        "memories": total, "dim": args.dim, "batch": args.batch, "encoding": args.encoding, "parse_ms": parse,
+        "backfill_s": round(backfill_s, 1),
         "memories_per_s": round(total / backfill_s), "during": summary(*during), "after": summary(*after),
         "cpu_s": round(time.process_time(), 1),
     }
@@ -126,6 +154,7 @@ def main() -> None:
     ap.add_argument("--dim", type=int, default=1536)
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--every", type=float, default=0.05, help="seconds between timed retrieves")
+    ap.add_argument("--encoding", choices=("base64", "float"), default="base64", help="what the client asks for")
     ap.add_argument("--json", metavar="FILE")
     args = ap.parse_args()
     root = str(Path(__file__).resolve().parents[1])
