@@ -290,6 +290,9 @@ class CachedEmbedder:
         self.memory_items = memory_items
         self.dimension: int | None = None
         """The API's dimension, from its latest answer; ``None`` until then."""
+        self.queries = 0
+        """Read-path requests (``persist=False``) sent to the endpoint so far:
+        the vectorizer makes its batches small while users are asking."""
         self._lru: OrderedDict[str, np.ndarray] = OrderedDict()
 
     def now(self) -> str:
@@ -358,6 +361,8 @@ class CachedEmbedder:
         got.update(await self._lookup([k for k in keys.values() if k not in got]))
         missing = [t for t, k in keys.items() if k not in got]
         fresh: dict[str, np.ndarray] = {}
+        if missing and not persist:
+            self.queries += 1
         if missing:
             for t, v in zip(missing, await self._ask(missing), strict=True):
                 fresh[keys[t]] = v

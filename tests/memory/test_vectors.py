@@ -610,3 +610,45 @@ async def test_a_stray_vector_row_never_shows_another_users_memory(
     assert await vz.drain() == 1
     assert {i for i, _ in await index.search(["bob"], q, 5)} == {bobs}
     assert {i for i, _ in await index.search(owners, q, 5)} == {mine, elsewhere}
+
+
+async def test_a_users_query_waits_behind_a_few_memories_not_a_backfill_batch(
+    engine: MemoryEngine, embedder: CachedEmbedder, fake: FakeOpenAI
+) -> None:
+    """On a one-worker endpoint (Ollama's default, scripts/embed_server.py)
+    a query vector waits for the batch being embedded: 64 memories are
+    0.7 s of a small local model, past the 500 ms queryTimeout. Once a
+    query has reached the endpoint, the backfill's batches are small."""
+    fake.embedding_serial = True
+    fake.embedding_per_text = 0.01
+    for i in range(120):
+        await add(engine, "alice", f"alice's note number {i} about her automobile")
+    index = VectorIndex(engine.db, "m1")
+    vz = Vectorizer(index, embedder, batch_size=64, busy_batch_size=8)
+
+    async def one_request() -> bool:
+        return len(fake.embedding_requests) >= 1
+
+    async def all_embedded() -> bool:
+        return await index.count() == 120
+
+    await vz.start()
+    try:
+        assert await _until(one_request)  # the first batch, 64 memories, is being embedded
+        await asyncio.wait_for(embedder.embed(["which car do I drive"], persist=False), 10)
+        asked = len(fake.embedding_requests)
+
+        async def next_batch() -> bool:
+            return len(fake.embedding_requests) > asked
+
+        assert await _until(next_batch)  # the backfill goes on
+        await asyncio.wait_for(embedder.embed(["and my kitten?"], persist=False), 10)
+        assert await _until(all_embedded, tries=1000)
+    finally:
+        await vz.stop()
+    first_q = fake.embedding_requests.index(["which car do I drive"])
+    second_q = fake.embedding_requests.index(["and my kitten?"])
+    assert len(fake.embedding_requests[0]) == 64  # no user was asking: full batches
+    assert fake.embedding_waited[first_q] <= 64  # that batch was already out
+    assert fake.embedding_waited[second_q] <= 8
+    assert all(len(r) <= 8 for r in fake.embedding_requests[first_q + 1:])
