@@ -163,8 +163,8 @@ class HttpEmbedder:
     """An OpenAI-compatible ``POST {base_url}/embeddings`` client.
 
     It asks for ``encoding_format: base64``: 64 vectors of 1536 floats as
-    JSON numbers (2 MB) take 25-70 ms of the event loop to parse, as base64
-    about a millisecond (docs/BENCHMARKS.md). A server that answers floats
+    JSON numbers (2 MB) held the event loop 90-160 ms on a loaded box, as
+    base64 8-18 ms (docs/BENCHMARKS.md, session 25). A server that answers floats
     all the same (Ollama) is read as it answers; one that refuses base64
     with a 400 or 422 (llama.cpp, scripts/embed_server.py) gets the request
     again in floats, and floats from then on."""

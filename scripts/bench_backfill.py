@@ -13,8 +13,13 @@ loop's lag (how late a timer fires: what every reply waits behind).
 ``parse_ms``: how long the client's reading of one answer of ``--batch``
 vectors holds the loop (``HttpEmbedder.vectors_of``), in the encoding the
 client asks for (``--encoding``: base64, its default, or float).
+``--serial-ms`` plays an endpoint with one worker that takes that long per
+text (Ollama's default; all-MiniLM-L6-v2 on scripts/embed_server.py: 11 ms),
+where a query vector waits for the batch being embedded; ``--busy-batch``
+is the vectorizer's batch while users ask (64: as before session 25).
 
     .venv/bin/python scripts/bench_backfill.py [--memories 5000] [--dim 1536] [--batch 64] [--encoding float]
+        [--serial-ms 11 --busy-batch 64]
 """
 
 from __future__ import annotations
@@ -52,6 +57,9 @@ sys.path.insert(0, sys.argv[1])
 from tests.fakes.openai_server import FakeOpenAI
 async def main():
     async with FakeOpenAI() as f:
+        per_text = float(sys.argv[2])
+        if per_text:  # one worker, as Ollama by default and scripts/embed_server.py
+            f.embedding_serial, f.embedding_per_text = True, per_text
         print(f.url, flush=True)
         await asyncio.Event().wait()
 asyncio.run(main())
@@ -116,7 +124,7 @@ async def run(args: argparse.Namespace, url: str) -> dict[str, object]:
             cached = CachedEmbedder(raw, eng.db, clock)
             index = VectorIndex(eng.db, f"bench@{args.dim}", dimension=args.dim)
             h = HybridRetriever(Retriever(eng), index, cached)
-            vz = Vectorizer(index, cached, batch_size=args.batch)
+            vz = Vectorizer(index, cached, batch_size=args.batch, busy_batch_size=args.busy_batch)
             total = int(args.memories * 1.2)
             for q in queries[:10]:  # warm the lexical side's caches
                 await h.retrieve(USER, q)
@@ -142,6 +150,7 @@ async def run(args: argparse.Namespace, url: str) -> dict[str, object]:
             await eng.close()
     return {
         "memories": total, "dim": args.dim, "batch": args.batch, "encoding": args.encoding, "parse_ms": parse,
+        "serial_ms": args.serial_ms, "busy_batch": args.busy_batch,
         "backfill_s": round(backfill_s, 1),
         "memories_per_s": round(total / backfill_s), "during": summary(*during), "after": summary(*after),
         "cpu_s": round(time.process_time(), 1),
@@ -154,11 +163,13 @@ def main() -> None:
     ap.add_argument("--dim", type=int, default=1536)
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--every", type=float, default=0.05, help="seconds between timed retrieves")
+    ap.add_argument("--serial-ms", type=float, default=0.0, help="one worker, this many ms per text (0: parallel, instant)")
+    ap.add_argument("--busy-batch", type=int, default=8, help="the vectorizer's batch while users ask")
     ap.add_argument("--encoding", choices=("base64", "float"), default="base64", help="what the client asks for")
     ap.add_argument("--json", metavar="FILE")
     args = ap.parse_args()
     root = str(Path(__file__).resolve().parents[1])
-    server = subprocess.Popen([sys.executable, "-c", _SERVER, root], stdout=subprocess.PIPE, text=True,
+    server = subprocess.Popen([sys.executable, "-c", _SERVER, root, str(args.serial_ms / 1000)], stdout=subprocess.PIPE, text=True,
                               env={**os.environ, "PYTHONPATH": root})
     try:
         assert server.stdout is not None
