@@ -476,9 +476,12 @@ class App:
         from .web import mount_memory_page
 
         assert self.backend is not None
+        # An add or edit made on the page is embedded at once, as a saved fact is.
+        wake = self.vectorizer.wake if self.vectorizer is not None else None
         self.memory_web = mount_memory_page(
             self._http_server(), engine, self.backend.retriever, admin.token.get_secret_value(),  # type: ignore[attr-defined]
             forget_history=self._forget_history, tz=self.tz,
+            on_written=(lambda _owner: wake()) if wake is not None else None,
         )
         log.info("memory page enabled", path="/memory", host=self.cfg.gateway.host, port=self.cfg.gateway.port)
 

@@ -18,11 +18,12 @@ Exceptions::
 
 from __future__ import annotations
 
+import binascii
 import hashlib
 from collections import OrderedDict
 from collections.abc import Sequence
 from datetime import timedelta
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 import httpx
 import numpy as np
@@ -108,7 +109,23 @@ def text_hash(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def _unit(raw: Any, where: str) -> np.ndarray:
+def _decoded(raw: str, where: str) -> np.ndarray:
+    """``encoding_format: base64``: the vector's little-endian float32
+    bytes, as OpenAI, vLLM and TEI send them."""
+    try:
+        # strict_mode, not b64decode's validate=True: that runs a regex over
+        # the text, the most of a 64-vector answer's reading time.
+        data = binascii.a2b_base64(raw.encode("ascii"), strict_mode=True)
+    except (binascii.Error, ValueError) as exc:
+        raise EmbeddingError(f"{where}: embedding is neither a list of floats nor base64") from exc
+    if not data or len(data) % 4:
+        raise EmbeddingError(f"{where}: base64 embedding of {len(data)} bytes is not float32")
+    return np.frombuffer(data, dtype="<f4")
+
+
+def _flat(raw: Any, where: str) -> np.ndarray:
+    if isinstance(raw, str):
+        return _decoded(raw, where)
     if not isinstance(raw, list) or not raw:
         raise EmbeddingError(f"{where}: embedding is not a non-empty list of floats")
     try:
@@ -117,17 +134,40 @@ def _unit(raw: Any, where: str) -> np.ndarray:
         raise EmbeddingError(f"{where}: embedding is not a list of floats") from exc
     if arr.ndim != 1:
         raise EmbeddingError(f"{where}: embedding is not a flat list")
-    if not np.all(np.isfinite(arr)):
-        raise EmbeddingError(f"{where}: embedding has non-finite values")
-    peak = float(np.max(np.abs(arr)))
-    if peak == 0.0:
-        raise EmbeddingError(f"{where}: embedding is the zero vector")
-    arr = arr / peak  # first, so the norm of huge values cannot overflow
-    return (arr / np.linalg.norm(arr)).astype(np.float32)
+    return arr
+
+
+def _units(raws: Sequence[Any]) -> list[np.ndarray]:
+    """The answer's vectors, checked and L2-normalised as one matrix (per
+    vector, numpy's call overhead was most of reading a base64 answer)."""
+    arrays = [_flat(raw, f"embeddings: input {i}") for i, raw in enumerate(raws)]
+    if not arrays:
+        return []
+    dims = {len(a) for a in arrays}
+    if len(dims) != 1:
+        raise EmbeddingError(f"embeddings: vectors of different dimensions {sorted(dims)} in one response")
+    m = np.vstack(arrays).astype(np.float64, copy=False)
+    finite = np.isfinite(m).all(axis=1)
+    if not finite.all():
+        raise EmbeddingError(f"embeddings: input {int(np.argmin(finite))}: embedding has non-finite values")
+    peak = np.abs(m).max(axis=1)
+    if not peak.all():
+        raise EmbeddingError(f"embeddings: input {int(np.argmin(peak))}: embedding is the zero vector")
+    m = m / peak[:, None]  # first, so the norm of huge values cannot overflow
+    m /= np.linalg.norm(m, axis=1)[:, None]
+    # One array per vector, each its own (a row view would keep the batch alive).
+    return [row.copy() for row in m.astype(np.float32)]
 
 
 class HttpEmbedder:
-    """An OpenAI-compatible ``POST {base_url}/embeddings`` client."""
+    """An OpenAI-compatible ``POST {base_url}/embeddings`` client.
+
+    It asks for ``encoding_format: base64``: 64 vectors of 1536 floats as
+    JSON numbers (2 MB) held the event loop 90-160 ms on a loaded box, as
+    base64 8-18 ms (docs/BENCHMARKS.md, session 25). A server that answers floats
+    all the same (Ollama) is read as it answers; one that refuses base64
+    with a 400 or 422 (llama.cpp, scripts/embed_server.py) gets the request
+    again in floats, and floats from then on."""
 
     def __init__(
         self,
@@ -153,6 +193,7 @@ class HttpEmbedder:
         # carry this endpoint's key to other hosts.
         self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self._timeout = timeout
+        self.encoding: Literal["base64", "float"] = "base64"
         self._own_client = client is None
         self._client = client if client is not None else httpx.AsyncClient(timeout=timeout)
 
@@ -182,12 +223,9 @@ class HttpEmbedder:
         # Some servers echo the key they refused; it must not reach a log.
         return scrub_provider_text(text, [self._api_key], limit=200)
 
-    async def _post(self, batch: list[str]) -> list[np.ndarray]:
-        body: dict[str, Any] = {"model": self.model, "input": batch, "encoding_format": "float"}
-        if self.dimensions is not None:
-            body["dimensions"] = self.dimensions
+    async def _send(self, body: dict[str, Any]) -> httpx.Response:
         try:
-            resp = await self._client.post(self._url, json=body, headers=self._headers, timeout=self._timeout)
+            return await self._client.post(self._url, json=body, headers=self._headers, timeout=self._timeout)
         except httpx.TimeoutException as exc:
             raise EmbeddingError(
                 f"embeddings: timeout after {self._timeout:g}s ({type(exc).__name__})", endpoint=True
@@ -196,9 +234,29 @@ class HttpEmbedder:
             raise EmbeddingError(
                 f"embeddings: transport: {type(exc).__name__}: {self._excerpt(str(exc))}", endpoint=True
             ) from exc
+
+    async def _post(self, batch: list[str]) -> list[np.ndarray]:
+        body: dict[str, Any] = {"model": self.model, "input": batch, "encoding_format": self.encoding}
+        if self.dimensions is not None:
+            body["dimensions"] = self.dimensions
+        resp = await self._send(body)
+        if resp.status_code in (400, 422) and self.encoding == "base64":
+            # Perhaps base64 it refuses, perhaps these texts: floats tell.
+            # If they go through, the server only speaks floats; if not,
+            # the texts are at fault, and base64 stays.
+            resp = await self._send({**body, "encoding_format": "float"})
+            if resp.status_code == 200:
+                self.encoding = "float"
+                log.info("the embeddings endpoint refuses base64; asking for floats", model=self.model)
         if resp.status_code != 200:
             raise EmbeddingError(f"embeddings: HTTP {resp.status_code}: {self._excerpt(resp.text)}",
                                  endpoint=_endpoint_status(resp.status_code))
+        return self.vectors_of(resp, len(batch))
+
+    def vectors_of(self, resp: httpx.Response, n: int) -> list[np.ndarray]:
+        """The ``n`` unit vectors of a 200 answer (floats or base64); runs
+        on the event loop, so its cost is what every reply waits behind
+        (scripts/bench_backfill.py times it)."""
         try:
             data = resp.json()["data"]
             items = sorted(((int(d["index"]), d["embedding"]) for d in data), key=lambda p: p[0])
@@ -206,12 +264,10 @@ class HttpEmbedder:
             # An HTML error page from a proxy, or another API: not the texts.
             raise EmbeddingError(f"embeddings: not an embeddings response: {self._excerpt(resp.text)}",
                                  endpoint=True) from exc
-        if [i for i, _ in items] != list(range(len(batch))):
-            raise EmbeddingError(f"embeddings: {len(items)} vectors (indexes not 0..n-1) for {len(batch)} inputs")
-        vectors = [_unit(raw, f"embeddings: input {i}") for i, raw in items]
-        dims = {len(v) for v in vectors}
-        if len(dims) != 1:
-            raise EmbeddingError(f"embeddings: vectors of different dimensions {sorted(dims)} in one response")
+        if [i for i, _ in items] != list(range(n)):
+            raise EmbeddingError(f"embeddings: {len(items)} vectors (indexes not 0..n-1) for {n} inputs")
+        vectors = _units([raw for _, raw in items])
+        dims = {len(vectors[0])} if vectors else set()
         if self.dimensions is not None and self.dimensions not in dims:
             # The endpoint ignores ``dimensions`` (or serves another model):
             # every text would get the same answer.
@@ -234,6 +290,9 @@ class CachedEmbedder:
         self.memory_items = memory_items
         self.dimension: int | None = None
         """The API's dimension, from its latest answer; ``None`` until then."""
+        self.queries = 0
+        """Read-path requests (``persist=False``) sent to the endpoint so far:
+        the vectorizer makes its batches small while users are asking."""
         self._lru: OrderedDict[str, np.ndarray] = OrderedDict()
 
     def now(self) -> str:
@@ -302,6 +361,8 @@ class CachedEmbedder:
         got.update(await self._lookup([k for k in keys.values() if k not in got]))
         missing = [t for t, k in keys.items() if k not in got]
         fresh: dict[str, np.ndarray] = {}
+        if missing and not persist:
+            self.queries += 1
         if missing:
             for t, v in zip(missing, await self._ask(missing), strict=True):
                 fresh[keys[t]] = v

@@ -7,13 +7,21 @@ the active memories whose vector is missing or stale
 through the cached embedder, so no reply ever waits on an embedding of a
 memory. A failing endpoint loses nothing: the memories stay found by their
 words, and the batch is retried with backoff.
+
+A backfill yields to users: on an endpoint with one worker (Ollama's
+default, scripts/embed_server.py) a query vector waits for the batch being
+embedded, and 64 memories are 0.7 s of a small local model, past the
+500 ms query timeout. For ``busy_for`` seconds after a query vector reached
+the endpoint (``CachedEmbedder.queries``), batches are ``busy_batch_size``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import time
+from collections.abc import Callable
 
 import numpy as np
 import structlog
@@ -47,11 +55,22 @@ class Vectorizer:
         window: int = 2000,
         keep_days: int = 90,
         prune_every: float = 86400.0,
+        busy_batch_size: int = 8,
+        busy_for: float = 30.0,
+        monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self.index = index
         self.embedder = embedder
         self.interval = interval
         self.batch_size = batch_size
+        # A query waits behind at most this many memories while users ask
+        # (8 of a small local model: ~90 ms); the backfill is slower then.
+        self.busy_batch_size = min(busy_batch_size, batch_size)
+        self.busy_for = busy_for
+        self._monotonic = monotonic
+        self._queries_seen = 0
+        self._busy_until = -math.inf
+        self._size = batch_size  # of the batch last asked for
         self.max_backoff = max_backoff
         self.window = window
         self._cursor = 0  # the id the next sweep starts after
@@ -95,21 +114,33 @@ class Vectorizer:
             log.debug("memories changed while embedding", embedded=len(todo), stored=stored)
         return len(pairs)
 
+    def _batch_limit(self) -> int:
+        """``busy_batch_size`` for ``busy_for`` seconds after a query vector
+        was asked of the endpoint, else ``batch_size``."""
+        asked = getattr(self.embedder, "queries", 0)
+        now = self._monotonic()
+        if asked != self._queries_seen:
+            self._queries_seen = asked
+            self._busy_until = now + self.busy_for
+        return self.busy_batch_size if now < self._busy_until else self.batch_size
+
     async def _next_batch(self) -> list[Pending]:
-        """Up to ``batch_size`` memories to embed, found by sweeping the ids
-        in windows of ``window`` from where the last batch ended (wrapping
-        around once), so no single read holds the shared reader for long."""
+        """Up to ``batch_size`` (or ``busy_batch_size``) memories to embed,
+        found by sweeping the ids in windows of ``window`` from where the
+        last batch ended (wrapping around once), so no single read holds the
+        shared reader for long."""
+        size = self._size = self._batch_limit()
         top = await self.index.max_id()
         start = self._cursor = self._cursor if self._cursor < top else 0
         end, wrapped = top, False
         todo: list[Pending] = []
-        while len(todo) < self.batch_size:
+        while len(todo) < size:
             if self._cursor >= end:
                 if wrapped or start == 0:
                     break  # every id seen once
                 self._cursor, end, wrapped = 0, start, True
             upto = min(end, self._cursor + self.window)
-            need = self.batch_size - len(todo)
+            need = size - len(todo)
             asked = need + len(self.refused)
             # The size of the endpoint's latest answer, once there is one:
             # vectors of another size (it changed what it serves) are redone.
@@ -172,12 +203,12 @@ class Vectorizer:
         ordinary write (a batch not full) logs nothing."""
         now = time.monotonic()
         if not self._backfill:
-            if n < self.batch_size:
+            if n < self._size:
                 return
             self._backfill_started = self._backfill_logged = now
             log.info("embedding memories in the background", batch_size=self.batch_size)
         self._backfill += n
-        if n < self.batch_size:
+        if n < self._size:
             log.info("memories embedded", memories=self._backfill, seconds=round(now - self._backfill_started, 1))
             self._backfill = 0
         elif now - self._backfill_logged >= 60.0:
@@ -239,7 +270,7 @@ class Vectorizer:
                     except Exception as exc:  # a cache that cannot shrink now can later
                         self._last_prune = time.monotonic()
                         log.warning("pruning the embedding cache failed", error=str(exc) or type(exc).__name__)
-            if n >= self.batch_size and not self.failures:
+            if n >= self._size and not self.failures:
                 await asyncio.sleep(0)  # more pending: next batch right away, yielding first
                 continue
             if self.failures:

@@ -26,11 +26,14 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
+import structlog
 
 from .db import Database
 from .scope import Chat, shown_in
 
 __all__ = ["Pending", "VectorIndex"]
+
+log = structlog.get_logger(component="recall")
 
 
 @dataclass(frozen=True)
@@ -140,11 +143,14 @@ class VectorIndex:
         window = "" if upto is None else "AND m.id <= ?"
         dim = dimension or self.dimension
         size = "" if dim is None else "OR length(v.vector) != ?"
+        # A row filed under another owner than its memory's (a hand edit)
+        # is redone too: it would sit in the wrong user's matrix.
         rows = await self.db.reader.execute_fetchall(
             f"""SELECT m.id, m.owner, m.content, m.content_hash
                  FROM memories m LEFT JOIN memory_vectors v ON v.memory_id = m.id
                 WHERE m.id > ? {window} AND m.status = 'active'
-                  AND (v.memory_id IS NULL OR v.model != ? OR v.content_hash != m.content_hash {size})
+                  AND (v.memory_id IS NULL OR v.model != ? OR v.content_hash != m.content_hash
+                       OR v.owner != m.owner {size})
                 ORDER BY m.id LIMIT ?""",
             (after, *(() if upto is None else (upto,)), self.model, *(() if dim is None else (4 * dim,)), limit),
         )
@@ -318,14 +324,28 @@ class VectorIndex:
         if not best:
             return []
         marks = ",".join("?" * len(best))
+        searched = list(dict.fromkeys(owners))
         shown = "status = 'active' " + shown_in(private=private, chat=chat, prefix="")
+        # The owner is checked on the memory's own row, not trusted to the
+        # matrix it was cached in: a stray vector row (filed under the wrong
+        # owner) must not show one user's memory to another; in a group,
+        # the scope alone would let any member's words said there through.
         rows = await self.db.reader.execute_fetchall(
-            f"SELECT id, {shown} FROM memories WHERE id IN ({marks})", [i for i, _ in best]
+            f"SELECT id, {shown}, owner IN ({','.join('?' * len(searched))}) FROM memories WHERE id IN ({marks})",
+            [*searched, *(i for i, _ in best)],
         )
-        live = {r[0] for r in rows if r[1]}
+        live = {r[0] for r in rows if r[1] and r[2]}
         # Gone from the table but still cached: erased by another process
         # (the CLI), which could not reach this one's matrices.
         erased = {i for i, _ in best} - {r[0] for r in rows}
         if erased:
             self.drop(erased)
+        stray = [r[0] for r in rows if not r[2]]
+        if stray:
+            # Out of these owners' matrices (its owner's stays as it is);
+            # the vectorizer files the row under its owner again.
+            for owner in searched:
+                if (cached := self._matrices.get(owner)) is not None:
+                    cached.drop(stray)
+            log.warning("vector rows filed under another owner left out of a search", memories=len(stray))
         return [(i, s) for i, s in best if i in live][:k]

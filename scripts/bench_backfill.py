@@ -10,16 +10,27 @@ own (hashed words, ``--dim`` dimensions: the JSON an endpoint of that size
 sends, not a model's speed), and while it runs, and after, a hybrid
 retrieve of the user is timed every ``--every`` seconds, with the event
 loop's lag (how late a timer fires: what every reply waits behind).
+``parse_ms``: how long the client's reading of one answer of ``--batch``
+vectors holds the loop (``HttpEmbedder.vectors_of``), in the encoding the
+client asks for (``--encoding``: base64, its default, or float).
+``--serial-ms`` plays an endpoint with one worker that takes that long per
+text (Ollama's default; all-MiniLM-L6-v2 on scripts/embed_server.py: 11 ms),
+where a query vector waits for the batch being embedded; ``--busy-batch``
+is the vectorizer's batch while users ask (64: as before session 25).
 
-    .venv/bin/python scripts/bench_backfill.py [--memories 5000] [--dim 1536] [--batch 64]
+    .venv/bin/python scripts/bench_backfill.py [--memories 5000] [--dim 1536] [--batch 64] [--encoding float]
+        [--serial-ms 11 --busy-batch 64]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import base64
 import json
 import os
+import random
+import struct
 import subprocess
 import sys
 import tempfile
@@ -28,6 +39,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+import httpx  # noqa: E402
 import structlog  # noqa: E402
 
 from memory.clock import ManualClock  # noqa: E402
@@ -45,10 +57,31 @@ sys.path.insert(0, sys.argv[1])
 from tests.fakes.openai_server import FakeOpenAI
 async def main():
     async with FakeOpenAI() as f:
+        per_text = float(sys.argv[2])
+        if per_text:  # one worker, as Ollama by default and scripts/embed_server.py
+            f.embedding_serial, f.embedding_per_text = True, per_text
         print(f.url, flush=True)
         await asyncio.Event().wait()
 asyncio.run(main())
 """
+
+
+def parse_ms(raw: HttpEmbedder, dim: int, n: int, encoding: str, runs: int = 30) -> dict[str, float]:
+    """Milliseconds the client's reading of one answer of ``n`` vectors
+    (the fake's JSON, as sent over the wire) holds the event loop."""
+    rng = random.Random(0)
+    data = []
+    for i in range(n):
+        vec = [rng.uniform(-1, 1) for _ in range(dim)]
+        emb: object = vec if encoding == "float" else base64.b64encode(struct.pack(f"<{dim}f", *vec)).decode()
+        data.append({"object": "embedding", "index": i, "embedding": emb})
+    body = json.dumps({"object": "list", "data": data, "model": "bench"}).encode()
+    took = []
+    for _ in range(runs):
+        t = time.perf_counter()
+        raw.vectors_of(httpx.Response(200, content=body), n)
+        took.append((time.perf_counter() - t) * 1000)
+    return {"answer_kb": round(len(body) / 1024), "p50": round(pct(took, 50), 2), "max": round(max(took), 2)}
 
 
 def summary(lat: list[float], lag: list[float], fallbacks: int) -> dict[str, float]:
@@ -86,10 +119,12 @@ async def run(args: argparse.Namespace, url: str) -> dict[str, object]:
         eng = await MemoryEngine.open(path, clock)
         try:
             raw = HttpEmbedder(base_url=url, api_key="", model="bench", dimensions=args.dim, batch_size=args.batch)
+            raw.encoding = args.encoding
+            parse = parse_ms(raw, args.dim, args.batch, args.encoding)
             cached = CachedEmbedder(raw, eng.db, clock)
             index = VectorIndex(eng.db, f"bench@{args.dim}", dimension=args.dim)
             h = HybridRetriever(Retriever(eng), index, cached)
-            vz = Vectorizer(index, cached, batch_size=args.batch)
+            vz = Vectorizer(index, cached, batch_size=args.batch, busy_batch_size=args.busy_batch)
             total = int(args.memories * 1.2)
             for q in queries[:10]:  # warm the lexical side's caches
                 await h.retrieve(USER, q)
@@ -114,7 +149,9 @@ async def run(args: argparse.Namespace, url: str) -> dict[str, object]:
         finally:
             await eng.close()
     return {
-        "memories": total, "dim": args.dim, "batch": args.batch, "backfill_s": round(backfill_s, 1),
+        "memories": total, "dim": args.dim, "batch": args.batch, "encoding": args.encoding, "parse_ms": parse,
+        "serial_ms": args.serial_ms, "busy_batch": args.busy_batch,
+        "backfill_s": round(backfill_s, 1),
         "memories_per_s": round(total / backfill_s), "during": summary(*during), "after": summary(*after),
         "cpu_s": round(time.process_time(), 1),
     }
@@ -126,10 +163,13 @@ def main() -> None:
     ap.add_argument("--dim", type=int, default=1536)
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--every", type=float, default=0.05, help="seconds between timed retrieves")
+    ap.add_argument("--serial-ms", type=float, default=0.0, help="one worker, this many ms per text (0: parallel, instant)")
+    ap.add_argument("--busy-batch", type=int, default=8, help="the vectorizer's batch while users ask")
+    ap.add_argument("--encoding", choices=("base64", "float"), default="base64", help="what the client asks for")
     ap.add_argument("--json", metavar="FILE")
     args = ap.parse_args()
     root = str(Path(__file__).resolve().parents[1])
-    server = subprocess.Popen([sys.executable, "-c", _SERVER, root], stdout=subprocess.PIPE, text=True,
+    server = subprocess.Popen([sys.executable, "-c", _SERVER, root, str(args.serial_ms / 1000)], stdout=subprocess.PIPE, text=True,
                               env={**os.environ, "PYTHONPATH": root})
     try:
         assert server.stdout is not None

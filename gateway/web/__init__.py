@@ -11,6 +11,7 @@ gateway.db across restarts), ``_views`` (HTML), ``_routes`` (handlers).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import UTC, tzinfo
 
 from memory.engine import MemoryEngine
@@ -35,11 +36,12 @@ def mount_memory_page(
     session_ttl: float = 12 * 3600,
     forget_history: ForgetHistory | None = None,
     tz: tzinfo = UTC,
+    on_written: Callable[[str], None] | None = None,
 ) -> MemoryWeb:
     """Register the page's routes on ``http`` (before or after it starts).
-    ``forget_history``: as :class:`MemoryAdmin`'s; ``tz``: the clock its
-    times are shown on (``gateway.timezone``)."""
-    admin = MemoryAdmin(engine, retriever, forget_history=forget_history)
+    ``forget_history``, ``on_written``: as :class:`MemoryAdmin`'s; ``tz``:
+    the clock its times are shown on (``gateway.timezone``)."""
+    admin = MemoryAdmin(engine, retriever, forget_history=forget_history, on_written=on_written)
     web = MemoryWeb(admin, AdminAuth(token, session_ttl=session_ttl), tz=tz)
     web.mount(http)
     return web

@@ -200,11 +200,20 @@ repeat ``texts`` (the gateway's ``SessionStore.erase_matching``)."""
 
 class MemoryAdmin:
     def __init__(
-        self, engine: MemoryEngine, retriever: Retriever | None = None, *, forget_history: ForgetHistory | None = None
+        self, engine: MemoryEngine, retriever: Retriever | None = None, *, forget_history: ForgetHistory | None = None,
+        on_written: Callable[[str], None] | None = None,
     ) -> None:
         self.engine = engine
         self.retriever = retriever or Retriever(engine)
         self.forget_history = forget_history
+        # Called with the owner after an add, an edit of the words or a
+        # restore committed: the gateway wakes the vectorizer, so hybrid
+        # recall finds the new words now, not at its next interval.
+        self.on_written = on_written
+
+    def _written(self, owner: str) -> None:
+        if self.on_written is not None:
+            self.on_written(owner)
 
     # -- reading -----------------------------------------------------------------
 
@@ -347,6 +356,7 @@ class MemoryAdmin:
                 await write_log(conn, at=self.engine.now(), job=JOB, owner=owner, action="add", memory_id=m.id)
         except ValueError as exc:
             raise Invalid(str(exc)) from None
+        self._written(owner)
         return m, True
 
     async def edit(self, memory_id: int, owner: str | None, fields: dict[str, Any]) -> Edited:
@@ -378,6 +388,7 @@ class MemoryAdmin:
         except MemoryNotFound as exc:
             raise NotFound(str(exc)) from None
         if "content" in changes:
+            self._written(m.owner)
             await self.engine.purge_erased()  # an edit can be a redaction: the old words leave the file
         return Edited(await self.get(memory_id), entries, before=m)
 
@@ -434,7 +445,9 @@ class MemoryAdmin:
         m = await self.get(memory_id, owner)
         if m.status is Status.ACTIVE:
             return m
-        return await self._set_status(memory_id, owner, Status.ACTIVE, "restore")
+        restored = await self._set_status(memory_id, owner, Status.ACTIVE, "restore")
+        self._written(m.owner)  # its vector may be missing or of an older model
+        return restored
 
     async def erase_plan(self, memory_id: int, owner: str | None = None) -> tuple[Memory, Erasure]:
         """What erasing the memory with ``cascade`` would take with it and

@@ -28,7 +28,16 @@ recorded in ``refused`` like any content refusal.
 :func:`fake_embedding`): words and CJK character bigrams, each mapped through
 ``embedding_concepts`` (so a test can declare "car" and "automobile" one
 concept) and feature-hashed with a sign into ``embedding_dim`` buckets. Each
-request's inputs are recorded in ``embedding_requests``.
+request's inputs are recorded in ``embedding_requests``, the
+``encoding_format`` it asked for in ``embedding_formats``. As OpenAI does, it
+answers ``"base64"`` with the little-endian float32 bytes in base64;
+``embedding_base64`` plays servers that do not: ``"refuse"`` (a 400, as
+llama.cpp's and scripts/embed_server.py's) or ``"ignore"`` (floats all the
+same, as Ollama). ``embedding_serial`` plays a server with one worker
+(Ollama's default): requests are answered one at a time, first come first
+served, each taking ``embedding_per_text`` seconds per input; how many
+inputs of other requests were answered while each one waited is recorded
+in ``embedding_waited``.
 """
 
 from __future__ import annotations
@@ -44,7 +53,7 @@ import struct
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from aiohttp import web
 
@@ -271,6 +280,13 @@ class FakeOpenAI:
         self.embedding_concepts = dict(embedding_concepts or {})
         self.embedding_requests: list[list[str]] = []
         self.embedding_delay = 0.0  # seconds before each embeddings answer (timeouts)
+        self.embedding_formats: list[str] = []  # the encoding_format of each request
+        self.embedding_base64: Literal["answer", "refuse", "ignore"] = "answer"
+        self.embedding_serial = False  # one worker: requests answered one at a time, in order
+        self.embedding_per_text = 0.0  # seconds of "model time" per input (with embedding_serial)
+        self.embedding_waited: list[int] = []  # per request: inputs of others answered while it waited
+        self._worker = asyncio.Lock()
+        self._answered = 0  # inputs answered so far (embedding_serial)
         # What ``GET /v1/models`` lists; None: no such route (404), as on
         # some OpenAI-compatible servers.
         self.models: list[str] | None = ["fake-model"]
@@ -461,6 +477,17 @@ class FakeOpenAI:
         if fmt not in ("float", "base64"):
             return self._bad_request("'encoding_format' must be 'float' or 'base64'", "encoding_format")
         self.embedding_requests.append(list(texts))
+        self.embedding_formats.append(fmt)
+        if fmt == "base64" and self.embedding_base64 == "refuse":
+            return self._bad_request("only encoding_format 'float' is supported", "encoding_format")
+        if fmt == "base64" and self.embedding_base64 == "ignore":
+            fmt = "float"
+        if self.embedding_serial:
+            arrived = self._answered
+            async with self._worker:  # asyncio.Lock wakes its waiters first come, first served
+                self.embedding_waited.append(self._answered - arrived)
+                await asyncio.sleep(self.embedding_per_text * len(texts))
+                self._answered += len(texts)
         if self.embedding_delay:
             await asyncio.sleep(self.embedding_delay)
         if self._embedding_errors:

@@ -9,6 +9,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+import httpx
+
 from gateway.app import App, config_secrets
 from memory import ManualClock, Provenance
 from memory.types import NewMemory
@@ -21,10 +23,11 @@ KEY = "sk-embed-e2e-0123456789"
 CONCEPTS = {"automobile": "car"}
 
 
-def running(tmp_path: Path, clock: ManualClock, **embedding: Any) -> Any:
+def running(tmp_path: Path, clock: ManualClock, *, gateway: dict[str, Any] | None = None, **embedding: Any) -> Any:
     section = {"enabled": True, "model": "fake-embed", "minSimilarity": 0.1, **embedding}
     fake = {"embedding_concepts": CONCEPTS, "embedding_dim": 1024}
-    return remembering.running(tmp_path, Model(), clock, fake_options=fake, memory={"embedding": section})
+    more = {"gateway": gateway} if gateway is not None else {}
+    return remembering.running(tmp_path, Model(), clock, fake_options=fake, memory={"embedding": section}, **more)
 
 
 async def seed(app: App) -> None:
@@ -151,3 +154,38 @@ async def test_turned_off_and_on_again_nothing_breaks_and_nothing_is_embedded_tw
         await say(app, clock, "what colour is my car?", "alice")
         assert "Alice's automobile is a blue Tesla" in prompt_of(fake)
         assert "Lisbon" not in prompt_of(fake)
+
+
+async def test_a_memory_added_or_edited_on_the_memory_page_is_found_by_meaning_at_once(tmp_path: Path) -> None:
+    """The vectorizer polls hourly here: only a wake from the memory page can
+    embed the new words before the next question (it used to wait up to the
+    interval, 15 s by default, and recall missed the edit meanwhile)."""
+    clock = ManualClock("2026-03-02T10:00:00Z")
+    token = "page-token-" + "x" * 24
+    async with running(tmp_path, clock, interval="1h", gateway={"port": 0, "admin": {"enabled": True, "token": token}}) as (
+        app, fake
+    ):
+        index = app.vectorizer.index
+        await seed(app)
+
+        async def current() -> bool:
+            for _ in range(300):
+                if not await index.pending():
+                    return True
+                await asyncio.sleep(0.01)
+            return False
+
+        async with httpx.AsyncClient(base_url=app.http.url, timeout=10,
+                                     headers={"Authorization": f"Bearer {token}"}) as c:
+            r = await asyncio.wait_for(c.post("/memory/api/add", json={
+                "user": "echo:alice", "content": "Alice keeps her kitten Miso at her mother's"}), 10)
+            assert r.status_code == 201, r.text
+            assert await current()
+            [sister] = [m for m in await app.backend.engine.list_memories("echo:alice")  # type: ignore[union-attr]
+                        if "Lisbon" in m.content]
+            r = await asyncio.wait_for(c.post("/memory/api/edit", json={
+                "id": sister.id, "user": "echo:alice", "content": "Alice's sister bought an automobile in Lisbon"}), 10)
+            assert r.status_code == 200, r.text
+            assert await current()
+        await say(app, clock, "which car does my sibling use?", "alice")
+        assert "Alice's sister bought an automobile in Lisbon" in prompt_of(fake)

@@ -19,7 +19,7 @@ from gateway.app import App, ChannelSpec, config_secrets
 from gateway.bus import MessageBus, OutboundMessage
 from gateway.config import Config, ConfigError, Paths, load_config
 from gateway.http import HttpServer
-from gateway.web import AdminAuth, mount_memory_page
+from gateway.web import AdminAuth, MemoryAdmin, mount_memory_page
 from memory import Category, ManualClock, MemoryEngine, NewMemory, Provenance, Source, Status
 from memory.changelog import read_log, write_log
 from memory.retrieval import Retriever
@@ -1069,3 +1069,20 @@ async def test_a_signed_in_session_survives_a_gateway_restart_and_sign_out_still
             assert (await thief.get("/memory")).status_code == 401  # signed out stays signed out
     finally:
         await app.close()
+
+
+async def test_what_changes_a_memorys_words_tells_the_vectorizer(engine: MemoryEngine) -> None:
+    """Hybrid recall embeds a page's add, reworded edit or restore at once
+    (the gateway wires ``on_written`` to the vectorizer's wake); a change of
+    importance or an archive leaves the words as they were."""
+    told: list[str] = []
+    admin = MemoryAdmin(engine, on_written=told.append)
+    m, added = await admin.add("alice", {"content": "alice keeps bees"})
+    assert added and told == ["alice"]
+    await admin.add("alice", {"content": "alice keeps bees"})  # the same words: nothing new
+    await admin.edit(m.id, "alice", {"importance": "0.9"})
+    await admin.archive(m.id, "alice")
+    assert told == ["alice"]
+    await admin.restore(m.id, "alice")
+    await admin.edit(m.id, "alice", {"content": "alice keeps two hives of bees"})
+    assert told == ["alice"] * 3

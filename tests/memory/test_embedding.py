@@ -241,7 +241,7 @@ async def test_dimensions_are_sent_and_checked(fake: FakeOpenAI) -> None:
         ([{"index": 0, "embedding": [1.0, 0.0]}, {"index": 1, "embedding": [1.0]}], "different dimensions"),
         ([{"index": 0, "embedding": [1.0, 0.0]}, {"index": 1, "embedding": [0.0, 0.0]}], "zero vector"),
         ([{"index": 0, "embedding": [1.0, 0.0]}, {"index": 1, "embedding": []}], "non-empty"),
-        ([{"index": 0, "embedding": [1.0, 0.0]}, {"index": 1, "embedding": "AAAA"}], "non-empty list"),
+        ([{"index": 0, "embedding": [1.0, 0.0]}, {"index": 1, "embedding": "AAAA"}], "not float32"),  # base64 of 3 bytes
         ([{"index": 0, "embedding": [1.0, 0.0]}, {"index": 0, "embedding": [0.0, 1.0]}], "indexes"),
         ("nope", "not an embeddings response"),
     ],
@@ -483,3 +483,56 @@ async def test_a_size_other_than_asked_is_the_endpoints_fault(canned: Canned) ->
         with pytest.raises(EmbeddingError, match="asked for 4 dimensions, got 2") as err:
             await emb.embed(["a"])
     assert err.value.endpoint
+
+
+# -- encoding_format: base64 ------------------------------------------------------
+
+
+def _unit_of(text: str, dim: int = 64) -> np.ndarray:
+    v = np.asarray(fake_embedding(text, dim, CONCEPTS), dtype=np.float64)
+    return (v / np.linalg.norm(v)).astype(np.float32)
+
+
+async def test_vectors_are_asked_for_in_base64_and_decoded(fake: FakeOpenAI, embedder: HttpEmbedder) -> None:
+    """base64 of float32 parses in about a millisecond where 64 vectors of
+    1536 floats in JSON hold the event loop 25-70 ms (docs/BENCHMARKS.md)."""
+    got = await embedder.embed(["my automobile", "a kitten"])
+    assert fake.embedding_formats == ["base64"]
+    for v, text in zip(got, ["my automobile", "a kitten"], strict=True):
+        assert v.dtype == np.float32 and np.allclose(v, _unit_of(text), atol=1e-6)
+
+
+async def test_a_server_that_refuses_base64_gets_floats_from_then_on(fake: FakeOpenAI, embedder: HttpEmbedder) -> None:
+    fake.embedding_base64 = "refuse"  # llama.cpp's, scripts/embed_server.py
+    [v] = await embedder.embed(["my automobile"])
+    assert np.allclose(v, _unit_of("my automobile"), atol=1e-6)
+    assert fake.embedding_formats == ["base64", "float"]
+    await embedder.embed(["a kitten"])
+    assert fake.embedding_formats == ["base64", "float", "float"]  # asked once, not on every request
+
+
+async def test_a_server_that_ignores_base64_answers_floats_and_that_is_fine(fake: FakeOpenAI, embedder: HttpEmbedder) -> None:
+    fake.embedding_base64 = "ignore"  # Ollama
+    [v] = await embedder.embed(["my automobile"])
+    assert np.allclose(v, _unit_of("my automobile"), atol=1e-6)
+    assert fake.embedding_formats == ["base64"]
+
+
+async def test_a_text_refused_either_way_is_the_texts_fault_and_base64_stays(fake: FakeOpenAI, embedder: HttpEmbedder) -> None:
+    fake.queue_embedding_error(400, times=2)
+    with pytest.raises(EmbeddingError, match="HTTP 400") as err:
+        await embedder.embed(["a text the server will not take"])
+    assert not err.value.endpoint and fake.embedding_formats == ["base64", "float"]
+    await embedder.embed(["my automobile"])
+    assert fake.embedding_formats[-1] == "base64"
+
+
+@pytest.mark.parametrize(
+    ("embedding", "match"),
+    [("AAAA", "float32"), ("not base64!", "base64"), ("AAAAAAAAAAA=", "zero vector"), ("AADAfwAAgD8=", "non-finite")],
+)
+async def test_unusable_base64_answers_are_errors(canned: Canned, embedding: str, match: str) -> None:
+    canned.json({"object": "list", "data": [{"index": 0, "embedding": embedding}]})
+    async with canned.embedder() as emb:
+        with pytest.raises(EmbeddingError, match=match):
+            await emb.embed(["a"])

@@ -580,3 +580,75 @@ async def _said(logs: list[dict[str, object]], event: str) -> bool:
 
 async def _count(index: VectorIndex, n: int) -> bool:
     return await index.count() == n
+
+
+async def test_a_stray_vector_row_never_shows_another_users_memory(
+    engine: MemoryEngine, embedder: CachedEmbedder
+) -> None:
+    """Defence in depth: if ``memory_vectors`` held a row filed under alice
+    whose memory is bob's (a hand edit, a merge another process made while
+    this one's matrices were cached), alice's search must not return it, in
+    a private chat nor in a group both of them are in."""
+    group = Provenance(channel="telegram", chat_id="-5")
+    mine = await add(engine, "alice", "alice drives a blue automobile", provenance=group)
+    bobs = await add(engine, "bob", "bob hides his automobile key under the mat", provenance=group)
+    elsewhere = await add(engine, "alice", "alice's automobile loan is late",
+                          provenance=Provenance(channel="telegram", chat_id="-9"))
+    index = VectorIndex(engine.db, "m1")
+    vz = Vectorizer(index, embedder)
+    await vz.drain()
+    await engine.db.write("UPDATE memory_vectors SET owner = 'alice' WHERE memory_id = ?", (bobs,))
+    index.forget_cached()
+    q = await vector_of(embedder, "automobile key")
+    owners = ["alice", "_global"]
+    assert {i for i, _ in await index.search(owners, q, 5)} == {mine, elsewhere}
+    assert {i for i, _ in await index.search(owners, q, 5, private=False, chat=("telegram", "-5"))} == {mine}
+    # The stray row is not searched again from the cache, and the
+    # vectorizer files it under its owner again.
+    assert bobs not in {int(i) for i in index._matrices["alice"].ids}
+    assert [p.memory_id for p in await index.pending()] == [bobs]
+    assert await vz.drain() == 1
+    assert {i for i, _ in await index.search(["bob"], q, 5)} == {bobs}
+    assert {i for i, _ in await index.search(owners, q, 5)} == {mine, elsewhere}
+
+
+async def test_a_users_query_waits_behind_a_few_memories_not_a_backfill_batch(
+    engine: MemoryEngine, embedder: CachedEmbedder, fake: FakeOpenAI
+) -> None:
+    """On a one-worker endpoint (Ollama's default, scripts/embed_server.py)
+    a query vector waits for the batch being embedded: 64 memories are
+    0.7 s of a small local model, past the 500 ms queryTimeout. Once a
+    query has reached the endpoint, the backfill's batches are small."""
+    fake.embedding_serial = True
+    fake.embedding_per_text = 0.01
+    for i in range(120):
+        await add(engine, "alice", f"alice's note number {i} about her automobile")
+    index = VectorIndex(engine.db, "m1")
+    vz = Vectorizer(index, embedder, batch_size=64, busy_batch_size=8)
+
+    async def one_request() -> bool:
+        return len(fake.embedding_requests) >= 1
+
+    async def all_embedded() -> bool:
+        return await index.count() == 120
+
+    await vz.start()
+    try:
+        assert await _until(one_request)  # the first batch, 64 memories, is being embedded
+        await asyncio.wait_for(embedder.embed(["which car do I drive"], persist=False), 10)
+        asked = len(fake.embedding_requests)
+
+        async def next_batch() -> bool:
+            return len(fake.embedding_requests) > asked
+
+        assert await _until(next_batch)  # the backfill goes on
+        await asyncio.wait_for(embedder.embed(["and my kitten?"], persist=False), 10)
+        assert await _until(all_embedded, tries=1000)
+    finally:
+        await vz.stop()
+    first_q = fake.embedding_requests.index(["which car do I drive"])
+    second_q = fake.embedding_requests.index(["and my kitten?"])
+    assert len(fake.embedding_requests[0]) == 64  # no user was asking: full batches
+    assert fake.embedding_waited[first_q] <= 64  # that batch was already out
+    assert fake.embedding_waited[second_q] <= 8
+    assert all(len(r) <= 8 for r in fake.embedding_requests[first_q + 1:])
