@@ -30,7 +30,7 @@ import structlog
 
 from .clock import Clock, format_ts
 from .db import Database
-from .redact import scrub_provider_text
+from .redact import error_summary, scrub_provider_text, sent_text, summarize_error
 
 __all__ = [
     "MAX_TEXT_CHARS",
@@ -197,14 +197,17 @@ class HttpEmbedder:
                 f"embeddings: transport: {type(exc).__name__}: {self._excerpt(str(exc))}", endpoint=True
             ) from exc
         if resp.status_code != 200:
-            raise EmbeddingError(f"embeddings: HTTP {resp.status_code}: {self._excerpt(resp.text)}",
+            # The inputs are memories: the error's words only as memory/redact.py vets them.
+            raise EmbeddingError(f"embeddings: HTTP {resp.status_code}: "
+                                 f"{error_summary(resp, sent_text(batch), [self._api_key])}",
                                  endpoint=_endpoint_status(resp.status_code))
         try:
             data = resp.json()["data"]
             items = sorted(((int(d["index"]), d["embedding"]) for d in data), key=lambda p: p[0])
         except (ValueError, KeyError, TypeError) as exc:
             # An HTML error page from a proxy, or another API: not the texts.
-            raise EmbeddingError(f"embeddings: not an embeddings response: {self._excerpt(resp.text)}",
+            raise EmbeddingError("embeddings: not an embeddings response: "
+                                 f"{summarize_error(resp.text, sent_text(batch), [self._api_key])}",
                                  endpoint=True) from exc
         if [i for i, _ in items] != list(range(len(batch))):
             raise EmbeddingError(f"embeddings: {len(items)} vectors (indexes not 0..n-1) for {len(batch)} inputs")

@@ -483,3 +483,17 @@ async def test_a_size_other_than_asked_is_the_endpoints_fault(canned: Canned) ->
         with pytest.raises(EmbeddingError, match="asked for 4 dimensions, got 2") as err:
             await emb.embed(["a"])
     assert err.value.endpoint
+
+
+async def test_an_error_that_echoes_the_inputs_carries_no_memory_words(canned: Canned) -> None:
+    """The inputs are people's memories: an error quoting them back says
+    its type and shape, not their words."""
+    memory = "Hannelore owes 4823 euros to the Zürich clinic"
+    canned.json({"error": {"message": f"input[0] ({memory}) is too long", "type": "invalid_request_error"}},
+                status=400)
+    async with canned.embedder(KEY) as emb:
+        with pytest.raises(EmbeddingError) as exc:
+            await emb.embed([memory])
+    for word in ("Hannelore", "4823", "Zürich", "clinic"):
+        assert word not in str(exc.value)
+    assert "HTTP 400" in str(exc.value) and "invalid_request_error" in str(exc.value)
