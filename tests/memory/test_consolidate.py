@@ -364,3 +364,35 @@ async def test_a_second_look_in_a_group_shows_only_what_the_group_may_read(
     assert len(fake.requests) == 2  # no second call: nothing the group may read to show
     assert not any("Jing'an" in user_prompt(b) for b in fake.requests[1:])
     assert [m.content for m in await engine.list_memories("alice") if "Shanghai" in m.content]  # still current
+
+
+async def test_a_group_fact_in_the_words_of_a_private_one_is_the_groups_own_row(
+    engine: MemoryEngine, clock: ManualClock, fake: FakeOpenAI, llm: MemoryLLM
+) -> None:
+    """Said in a group in exactly the words of a private fact, it is not
+    folded into the private row (which no group reads): the group gets its
+    own, indexed as a row of its own, and the private row takes none of
+    the group's words nor loses its own."""
+    mem, svc = SqliteMemory(engine), ExtractionService(engine, llm)
+    fake.queue_reply(reply([{"content": "Alice is moving to Lisbon in May", "lines": [1]}]))
+    await mem.buffer(turns("alice", ("I'm moving to Lisbon in May, don't tell my boss", "ok"), chat="100"))
+    [rep] = await svc.flush_now("alice")
+    [private] = rep.added
+    clock.advance(timedelta(hours=1))
+    fake.queue_reply(reply([{"content": "Alice is moving to Lisbon in May", "lines": [1]}]))
+    await mem.buffer(turns("alice", ("Team, I'm moving to Lisbon in May", "ok"), chat="-5", start=10))
+    [rep] = await svc.flush_now("alice")
+    assert rep.ok and rep.reinforced == [] and len(rep.added) == 1 and rep.added[0] != private
+    group = await mem.search("alice", "Lisbon May", private=False, chat=("telegram", "-5"))
+    assert [h.id for h in group] == rep.added
+    assert await mem.search("alice", "Lisbon", private=False, chat=("telegram", "-6")) == []
+    # The lexical index holds both rows, each with its own words.
+    rows = await engine.db.fetchall("SELECT rowid FROM memories_fts WHERE memories_fts MATCH 'Lisbon' ORDER BY rowid")
+    assert [r["rowid"] for r in rows] == [private, rep.added[0]]
+    assert await mem.search("alice", "boss", private=False, chat=("telegram", "-5")) == []
+    # The group's second telling reinforces the group's row, not the private one.
+    clock.advance(timedelta(hours=1))
+    fake.queue_reply(reply([{"content": "Alice is moving to Lisbon in May", "lines": [1]}]))
+    await mem.buffer(turns("alice", ("Yes, Lisbon in May!", "ok"), chat="-5", start=20))
+    [again] = await svc.flush_now("alice")
+    assert again.reinforced == rep.added and again.added == []
