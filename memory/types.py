@@ -75,6 +75,9 @@ class Provenance:
     refs: tuple[str, ...] = ()
     group: bool = False
     """Said in a group chat (a Feishu chat id does not tell; memory/scope.py)."""
+    shared: tuple[str, ...] = ()
+    """Groups its owner let read it (``/share``, memory/sharing.py):
+    ``channel:chat_id``, or ``*`` for every group they ask in."""
 
     def to_json(self) -> str:
         d = {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(self).items() if v}
@@ -85,7 +88,7 @@ class Provenance:
         if not text:
             return cls()
         d: dict[str, Any] = json.loads(text)
-        for k in ("message_ids", "refs"):
+        for k in ("message_ids", "refs", "shared"):
             if k in d:
                 d[k] = tuple(str(x) for x in d[k])
         if "group" in d:
