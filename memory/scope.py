@@ -33,9 +33,13 @@ Chat = tuple[str, str]
 
 def in_group(provenance: Provenance) -> bool:
     """Was it said in a group chat? Recorded since the buffer kept the
-    chat's kind; before, a Telegram group is known by its negative id."""
+    chat's kind; before, a Telegram group is known by its negative id, and
+    a Feishu chat, whose id does not tell, is taken for a group (fail
+    closed: a private chat reads its facts all the same)."""
     p = provenance
-    return p.group or (p.channel == "telegram" and p.chat_id.startswith("-"))
+    if p.group is not None:
+        return p.group
+    return (p.channel == "telegram" and p.chat_id.startswith("-")) or (p.channel == "feishu" and bool(p.chat_id))
 
 
 def said_in(provenance: Provenance, chat: Chat) -> bool:

@@ -396,3 +396,27 @@ async def test_a_group_fact_in_the_words_of_a_private_one_is_the_groups_own_row(
     await mem.buffer(turns("alice", ("Yes, Lisbon in May!", "ok"), chat="-5", start=20))
     [again] = await svc.flush_now("alice")
     assert again.reinforced == rep.added and again.added == []
+
+
+async def test_a_feishu_group_fact_from_before_kinds_were_kept_takes_no_private_words(
+    engine: MemoryEngine, clock: ManualClock, fake: FakeOpenAI, llm: MemoryLLM
+) -> None:
+    """A Feishu chat id does not say whether it is a group, and facts
+    learnt before the kind was kept do not say either: such a fact is taken
+    for a group's (fail closed), so a private restatement does not add the
+    private words around it to what the group searches it by."""
+    from memory.service import Turn
+    from memory.types import NewMemory, Provenance
+
+    old = await engine.add(NewMemory(owner="alice", content="Alice drinks chamomile tea",
+                                     provenance=Provenance.from_json('{"channel":"feishu","chat_id":"oc_team"}')))
+    mem, svc = SqliteMemory(engine), ExtractionService(engine, llm)
+    fake.queue_reply(reply([{"content": "Alice drinks chamomile tea", "same_as": 1, "lines": [1]}]))
+    await mem.buffer([
+        Turn(owner="alice", channel="feishu", chat_id="oc_alice_dm", role=r, content=c, message_id="om_1", group=False)
+        for r, c in (("user", "chamomile tea calms my panic attacks"), ("assistant", "ok"))
+    ])
+    clock.advance(timedelta(minutes=5))
+    [rep] = await svc.flush_now("alice")
+    assert rep.reinforced == [old.id]
+    assert await mem.search("alice", "panic attacks", private=False, chat=("feishu", "oc_team")) == []
