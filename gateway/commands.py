@@ -20,6 +20,12 @@ made for the asker alone and never stored by the gateway: it is not kept
 in the outbox when it cannot go out (gateway/delivery.py), and one a
 minute is enough (each gathers their whole memory).
 
+``/share m12`` lets one of the user's facts be read in groups: sent in
+the private chat, in every group where they ask; sent in a group, in
+that group only (the answer there names ids, never words). ``/unshare
+m12`` takes it back (from every group, or from the group it is sent in);
+``/share`` lists what is shared (memory/sharing.py).
+
 ``/forget all`` erases everything kept about the user (gateway/userdata.py).
 It first answers with what that is and a code; only ``/forget all <code>``,
 within five minutes, erases. A code rather than "yes": the user must have
@@ -40,6 +46,8 @@ from memory.backend import MemoryBackend
 from memory.clock import Clock, SystemClock
 from memory.engine import MemoryEngine
 from memory.format import truncate
+from memory.scope import Chat
+from memory.sharing import EVERY_GROUP, place_key, share, shared, unshare
 from memory.types import Hit
 
 from .bus import Attachment, words_in_chinese
@@ -49,9 +57,12 @@ from .projectnames import project_command
 from .timezones import TimezoneError, UserTimezones, parse_timezone, zone_name
 from .userdata import Census, UserData
 
-__all__ = ["COMMANDS", "MENU", "MENU_ZH", "Answer", "UserCommands"]
+__all__ = ["COMMANDS", "IN_GROUPS", "MENU", "MENU_ZH", "Answer", "UserCommands"]
 
-COMMANDS = ("memory", "forget", "export", "导出", "timezone", "tz", "incognito", "无痕", "project")
+COMMANDS = ("memory", "forget", "export", "导出", "timezone", "tz", "incognito", "无痕", "project", "share",
+            "unshare")
+# Of those, the ones a group may send: about that group, naming ids only.
+IN_GROUPS = ("share", "unshare")
 # What a platform's command menu offers (Telegram's "/" list): command,
 # description, private chats only. /new and /help are the loop's own.
 MENU = (
@@ -62,6 +73,7 @@ MENU = (
     ("timezone", "Your time zone, for dates and schedules: /timezone Asia/Shanghai", True),
     ("incognito", "Stop learning from what you say (/incognito off: learn again)", True),
     ("project", "A project was renamed: /project atlas orion", True),
+    ("share", "Let a memory be used in groups: /share m12 (/unshare m12 takes it back)", False),
     ("help", "What I can do", False),
 )
 # The same menu for clients set to Chinese (Telegram picks it by the user's language).
@@ -73,6 +85,7 @@ MENU_ZH = {
     "timezone": "设置你的时区，日期和定时任务都按它计算：/timezone 上海",
     "incognito": "无痕模式：不从你说的话中学习（/incognito off 关闭）",
     "project": "项目改名了：/project 旧名 新名",
+    "share": "允许在群聊中使用一条记忆：/share m12（/unshare m12 收回）",
     "help": "我能做什么",
 }
 _FORGET_MAX = 20  # as the memory_forget tool
@@ -147,18 +160,25 @@ class UserCommands:
         self._exported: dict[str, datetime] = {}  # user -> when their last /export was made
 
     async def run(self, name: str, args: str, *, user: str, private: bool, chat_zh: bool | None = None,
-                  app_zh: bool = False) -> str:
+                  app_zh: bool = False, chat: Chat | None = None) -> str:
         """The answer's text (what the text-only commands answer)."""
-        return (await self.answer(name, args, user=user, private=private, chat_zh=chat_zh, app_zh=app_zh)).text
+        return (await self.answer(name, args, user=user, private=private, chat_zh=chat_zh, app_zh=app_zh,
+                                  chat=chat)).text
 
     async def answer(self, name: str, args: str, *, user: str, private: bool, chat_zh: bool | None = None,
-                     app_zh: bool = False) -> Answer:
+                     app_zh: bool = False, chat: Chat | None = None) -> Answer:
         """``chat_zh``: whether the sender's recent messages in the chat are
         mostly Chinese (None: none yet). A command's answer speaks as the
         chat does, unless its own words say otherwise (``/导出``, ``/memory
         咖啡``); with nothing to tell by, in the language of what it shows,
         and with nothing shown either (a new user), as the sender's app is
-        set (``app_zh``)."""
+        set (``app_zh``). ``chat``: (channel, chat id) of a group, for the
+        commands a group may send (:data:`IN_GROUPS`)."""
+        if name in IN_GROUPS:
+            zh = _chinese([args]) or bool(app_zh if chat_zh is None else chat_zh)
+            if not private and (chat is None or not all(chat)):
+                raise ValueError(f"/{name} in a group needs the group's chat")
+            return Answer(await self._share(user, args, on=name == "share", chat=None if private else chat, zh=zh))
         if not private:
             zh = name in ("导出", "无痕") or (app_zh if chat_zh is None else chat_zh)
             return Answer("这个命令只能在和我的私聊中使用：记忆只在那里查看或删除。" if zh
@@ -432,6 +452,72 @@ class UserCommands:
         return (head + " I won't learn anything from what you say now (in every chat), but I still use what I "
                 "already remember, and save what you ask me in so many words to remember. "
                 "Send /incognito off to end it.")
+
+
+    async def _share(self, user: str, args: str, *, on: bool, chat: Chat | None, zh: bool) -> str:
+        """``chat`` None: said in the private chat (every group)."""
+        if self.projects is None:
+            return "这里不能共享记忆。" if zh else "Memories cannot be shared here."
+        tokens = [t for t in re.split(r"[\s,，、;；]+", args.strip()) if t]
+        ids = [int(m.group(1)[1:]) for m in map(_REF.match, tokens) if m and m.group(1)[0].lower() == "m"]
+        if not tokens and on:
+            return await self._shared_list(user, chat, zh)
+        if not ids or len(ids) != len(tokens):
+            return ("用法：/share m12 允许在群聊中使用这条记忆，/unshare m12 收回；编号见私聊中的 /memory。" if zh
+                    else "Usage: /share m12 lets a memory be used in groups, /unshare m12 takes it back; "
+                    "/memory in our private chat shows the ids.")
+        if len(ids) > _FORGET_MAX:
+            return f"一次最多 {_FORGET_MAX} 条。" if zh else f"At most {_FORGET_MAX} ids at a time."
+        done = await (share if on else unshare)(self.projects, user, ids, chat)
+        where_zh, where = ("这个群" if chat is not None else "你提问的每个群"), (
+            "this group" if chat is not None else "every group where you ask me")
+        out: list[str] = []
+        if done.changed or done.unchanged:
+            ok = named([*done.changed, *done.unchanged])
+            if on:
+                out.append(f"{ok} 现在可以在{where_zh}中使用（只在你提问时）。/unshare {ok.split(',')[0]} 收回。" if zh
+                           else f"{ok} may now be used in {where} (only when you ask). "
+                           f"/unshare {ok.split(',')[0]} takes it back.")
+            else:
+                out.append(f"{ok} 不再在{where_zh}中使用。" if zh else f"{ok} is no longer used in {where}.")
+        if done.elsewhere:
+            out.append(f"{named(done.elsewhere)} 仍在你提问的每个群中共享；在私聊中发送 /unshare 收回。" if zh
+                       else f"{named(done.elsewhere)} is still shared with every group where you ask; "
+                       "send /unshare in our private chat to take it back.")
+        if done.refused:
+            out.append(f"{named(done.refused)} 是凭据或始终记在心里的资料，不能共享。" if zh
+                       else f"{named(done.refused)}: credentials and profile entries are never shared.")
+        if done.unknown:
+            out.append(f"你没有编号为 {named(done.unknown)} 的记忆。" if zh
+                       else f"You have no memory with id {named(done.unknown)}.")
+        return "\n".join(out)
+
+    async def _shared_list(self, user: str, chat: Chat | None, zh: bool) -> str:
+        assert self.projects is not None
+        rows = await shared(self.projects, user)
+        if chat is not None:
+            # In a group: ids only, never the words.
+            here = [m for m in rows if {EVERY_GROUP, place_key(chat)} & set(m.provenance.shared)]
+            if not here:
+                return "这个群里没有共享你的记忆。" if zh else "None of your memories is shared in this group."
+            ids = ", ".join(f"m{m.id}" for m in here)
+            return f"在这个群中共享：{ids}。" if zh else f"Shared in this group: {ids}."
+        if not rows:
+            return ("你没有共享任何记忆：群聊只读到你在那个群里说过的事。/share m12 共享一条。" if zh
+                    else "Nothing is shared: a group reads only what you said in it. /share m12 shares one.")
+        out = ["在群聊中共享的记忆：" if zh else "Memories shared with groups:"]
+        for m in rows:
+            groups = [s for s in m.provenance.shared if s != EVERY_GROUP]
+            every = EVERY_GROUP in m.provenance.shared
+            where = (("你提问的每个群" if zh else "every group where you ask") if every
+                     else (f"{len(groups)} 个群" if zh else _n(len(groups), "group", "groups")))
+            out.append(f"- [m{m.id} · {where}] {truncate(m.content, _SHOWN_CHARS)}")
+        out += ["", "/unshare m12 收回。" if zh else "/unshare m12 takes one back."]
+        return "\n".join(out)
+
+
+def named(ids: Sequence[int]) -> str:
+    return ", ".join(f"m{i}" for i in ids)
 
 
 def _counts(c: Census, zh: bool) -> str:

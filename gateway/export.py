@@ -72,6 +72,8 @@ class _Labels:
     importance: str
     built_on: str
     next_run: str
+    shared_every: str
+    shared_some: str  # {n}: how many groups
     categories: dict[str, str]
     statuses: dict[str, str]
 
@@ -94,6 +96,8 @@ _EN = _Labels(
     importance="importance",
     built_on="built on",
     next_run="next",
+    shared_every="shared with every group where you ask",
+    shared_some="shared with {n} group{s}",
     categories={},  # the values are English words already
     statuses={},
 )
@@ -115,6 +119,8 @@ _ZH = _Labels(
     importance="重要性",
     built_on="基于",
     next_run="下次",
+    shared_every="可在你提问的每个群中使用",
+    shared_some="可在 {n} 个群中使用",
     categories={
         "identity": "身份", "config": "配置", "credential": "凭据", "decision": "决定", "solution": "解决办法",
         "event": "事件", "conversation": "对话", "temp": "临时", "debug": "调试",
@@ -461,6 +467,10 @@ def _memory(
         flags.append(f"{lab.updated} {updated}")
     if m.superseded_by is not None:
         flags.append(f"{lab.replaced_by} m{m.superseded_by}")
+    if m.provenance.shared:  # /share (memory/sharing.py)
+        n = len(m.provenance.shared)
+        flags.append(lab.shared_every if "*" in m.provenance.shared
+                     else lab.shared_some.format(n=n, s="" if n == 1 else "s"))
     body = lab.hidden if secret else m.content.replace("\n", "\n  ")
     lines = [f"- [m{m.id}] {body} _({('，' if lab is _ZH else ', ').join(flags)})_"]
     said = m.source_text

@@ -51,7 +51,7 @@ from pydantic import SecretStr
 
 from memory.failover import context_exceeded, endpoint_scopes, model_missing
 from memory.llm import unbound
-from memory.redact import provider_error_text, scrub_provider_text
+from memory.redact import error_summary, provider_error_text, scrub_provider_text, sent_text, summarize_error
 
 from .aiohttp_transport import AiohttpTransport
 from .config import ProviderConfig
@@ -469,7 +469,7 @@ class LLMClient:
         base = min(self.backoff_max, self.backoff_base * (2.0**attempt))
         return base * (0.5 + random.random() / 2)  # jitter: many chats must not retry in lockstep
 
-    async def _read_stream(self, resp: httpx.Response, on_text: Callable[[str], None]) -> ChatResult:
+    async def _read_stream(self, resp: httpx.Response, on_text: Callable[[str], None], sent: str) -> ChatResult:
         """A streamed completion, put together as it arrives
         (gateway/llm_stream.py); ``on_text`` hears the text so far. Raises
         :class:`_StreamFailed` for a stream that broke off (a read error,
@@ -490,12 +490,13 @@ class LLMClient:
             raise _StreamFailed(map_transport_error(exc), retryable=_retryable_transport(exc)) from exc
         except StreamError as exc:
             message = scrub_provider_text(str(exc), self._secrets(), limit=500)
+            said = summarize_error(str(exc), sent, self._secrets())
             if not exc.error:
-                raise _StreamFailed(LLMBadResponse(f"LLM provider sent a broken stream: {message}"),
+                raise _StreamFailed(LLMBadResponse(f"LLM provider sent a broken stream: {said}"),
                                     retryable=False) from exc
             # A failure the server reported mid-answer (overloaded, cut by a
             # moderation layer): as the status it names, else a server error.
-            error = _status_error(exc.status or 502, message)
+            error = _status_error(exc.status or 502, message, said=said)
             raise _StreamFailed(error, retryable=isinstance(error, LLMUnavailable | LLMRateLimited)) from exc
         if not done and not acc.finish_reason:
             error = LLMUnavailable("LLM provider's stream ended before the answer did")
@@ -570,7 +571,7 @@ class LLMClient:
                     resp = await self._client.send(request, stream=True)
                     try:
                         if resp.status_code < 300 and _event_stream(resp):
-                            streamed = await self._read_stream(resp, on_text)
+                            streamed = await self._read_stream(resp, on_text, sent_text(body.get("messages")))
                             return replace(streamed, attempts=attempt + 1,
                                            elapsed_ms=(time.perf_counter() - started) * 1000)
                         await resp.aread()
@@ -615,6 +616,8 @@ class LLMClient:
                 )
             # Providers echo the key they refused, or parts of the request.
             message = scrub_provider_text(provider_error_text(resp), self._secrets(), limit=500)
+            # What is logged: never the words it may quote back (memory/redact.py).
+            said = error_summary(resp, sent_text(body.get("messages")), self._secrets())
             asked = _retry_after(resp)
             # A 429 with a fallback behind it, or a wait longer than we would
             # sleep (a quota reset in an hour): no retry could be answered.
@@ -628,7 +631,7 @@ class LLMClient:
             if asked is not None and asked > self.max_retry_after and attempt < retries:
                 log.warning("LLM provider asked to wait longer than we retry", status=status,
                             retry_after_s=round(asked))
-            error = _status_error(status, message, asked)
+            error = _status_error(status, message, asked, said=said)
             if streaming and isinstance(error, LLMBadRequest) and "stream" in message.lower():
                 # A proxy or server that does not stream: whole answers from
                 # it from now on, the reply shown when it is done.
@@ -669,10 +672,11 @@ def has_images(messages: Sequence[Mapping[str, Any]]) -> bool:
     )
 
 
-def _status_error(status: int, message: str, retry_after: float | None = None) -> LLMError:
-    # ``message`` is scrubbed already; the exception's own text is cut
-    # shorter than the body kept for telling refusals apart.
-    text = f"LLM provider answered {status}: {scrub_provider_text(message)}"
+def _status_error(status: int, message: str, retry_after: float | None = None, *, said: str) -> LLMError:
+    # ``message`` (scrubbed of keys) is kept for telling refusals apart and
+    # never logged; the exception's text, which is, says only ``said``
+    # (memory.redact.error_summary: no words of the prompt).
+    text = f"LLM provider answered {status}: {said}"
     if status in (401, 403):
         return LLMAuthError(text, status=status, body=message)
     if status == 429:

@@ -654,7 +654,7 @@ class ProcessLoop:
             # to tell by, as what they show, then as the sender's app.
             chat_zh = await self._chat_is_chinese(msg)
             answer = await self.commands.answer(command, args, user=user, private=private, chat_zh=chat_zh,
-                                                app_zh=app_in_chinese(msg))
+                                                app_zh=app_in_chinese(msg), chat=(msg.channel, msg.chat_id))
             await self._reply(msg, answer.text, user, answer.attachment)
             return answer.text
         if command in ("new", "help", "start", "帮助") and not args:

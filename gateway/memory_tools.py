@@ -94,6 +94,7 @@ def memory_tools(
                 message_ids=(ctx.message_id,) if ctx.message_id else (),
                 # Whose words it may be: "from a message you forwarded", not "told by you".
                 refs=carried(forwards=ctx.forwards, files=ctx.files, names=names),
+                group=not ctx.private,  # recorded: a Feishu chat id does not tell (memory/scope.py)
             ),
             category=str(category),
             importance=0.8,  # the user asked for it explicitly

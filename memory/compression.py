@@ -219,7 +219,7 @@ class Compressor:
             replaced = [(m.content, n) for m, n in await self.consolidator.replaced(cands)]
             ext = await self.llm.extract(
                 [f"- [{ch}] {s}" for _, ch, s in events], cands.for_prompt(), source="event log", replaced=replaced,
-                group=chat.group,
+                group=chat.group is True,
             )
         except MemoryLLMError as exc:
             # The events stay uncompressed; tomorrow's run picks them up.

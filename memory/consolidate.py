@@ -3,7 +3,9 @@
 * A fact that restates a stored one (same wording after normalisation, or
   the model says ``same_as``) *reinforces* it: importance up, ``updated_at``
   and access bumped, the words it was said in added to its source text; no
-  new row. "User prefers Chinese" ten times is one memory. Its provenance
+  new row. "User prefers Chinese" ten times is one memory. A fact said in
+  a group restates only a fact of that group: in a private fact's words it
+  is the group's own row, else the group would never read it. Its provenance
   gains the restatement's refs (bounded, :func:`merged_refs`), so the newer
   batch's event and messages stay linked to it (``SqliteMemory.forget``).
 * A fact that replaces a stored one (the model says ``updates``) is added
@@ -64,6 +66,14 @@ few of each end keep both the first and the latest batches linked."""
 
 def _chat(p: Provenance) -> tuple[str, str]:
     return (p.channel, p.chat_id)
+
+
+def _of_chat(chat: Chat | None) -> tuple[str, tuple[str, ...]]:
+    """An SQL condition (and its values) on ``memories.provenance``: of ``chat``, or '' for any."""
+    if chat is None:
+        return "", ()
+    return (" AND json_valid(provenance) AND json_extract(provenance, '$.channel') IS ?"
+            " AND json_extract(provenance, '$.chat_id') IS ?", chat)
 
 
 def merged_refs(have: Sequence[str], new: Sequence[str]) -> tuple[str, ...]:
@@ -181,7 +191,7 @@ class Consolidator:
         :data:`ONE_AT_A_TIME_SHOWN`. The old numbers stay unchanged.
         ``group``: as for :meth:`candidates`, only what that group may read."""
         shown = {m.id for m in cands.memories}
-        fresh = [f for f in facts if f.same_as is None and f.updates is None and not await self._stored(owner, f.content)]
+        fresh = [f for f in facts if f.same_as is None and f.updates is None and not await self._stored(owner, f.content, group)]
         if not fresh:
             return None
         found: dict[int, Memory] = {}
@@ -232,11 +242,14 @@ class Consolidator:
             return None
         return CandidateSet(cands.memories + tuple(more))
 
-    async def _stored(self, owner: str, content: str) -> bool:
-        """An active Tier 2 fact in these words (it is reinforced, as in :meth:`apply`)."""
+    async def _stored(self, owner: str, content: str, group: Chat | None = None) -> bool:
+        """An active Tier 2 fact in these words, of ``group`` when named (it
+        is reinforced, as in :meth:`apply`)."""
+        where, args = _of_chat(group)
         row = await self.engine.db.fetchone(
-            "SELECT 1 FROM memories WHERE owner = ? AND content_hash = ? AND status = 'active' AND tier = 2 LIMIT 1",
-            (owner, content_hash(content)),
+            "SELECT 1 FROM memories WHERE owner = ? AND content_hash = ? AND status = 'active' AND tier = 2"
+            f"{where} LIMIT 1",
+            (owner, content_hash(content), *args),
         )
         return row is not None
 
@@ -309,13 +322,17 @@ class Consolidator:
                 # A rewrite of a fact from another chat (a private one, another
                 # group) may carry its words: no group reads it (memory/scope.py).
                 prov = replace(prov, chat_id="")
+            # A group's fact restates only a fact that group reads: folded into
+            # a private one (or another group's), no group would read it.
+            here = _chat(prov) if in_group(prov) else None
             same = None if replaced else cands.get(fact.same_as)
-            if same is not None and not await self._active(conn, same.id):
+            if same is not None and (not await self._active(conn, same.id)
+                                     or (here is not None and _chat(same.provenance) != here)):
                 same = None
             if same is None:
-                same = await self._same_wording(conn, owner, fact.content)
+                same = await self._same_wording(conn, owner, fact.content, chat=here)
             if same is None and replaced is None and not revive:
-                old = await self._same_wording(conn, owner, fact.content, status="superseded")
+                old = await self._same_wording(conn, owner, fact.content, status="superseded", chat=here)
                 if old is not None:
                     await write_log(
                         conn, at=at, job=job, owner=owner, action="skip", memory_id=old.id,
@@ -375,13 +392,16 @@ class Consolidator:
         return row is not None and row["status"] == "active"
 
     async def _same_wording(
-        self, conn: aiosqlite.Connection, owner: str, content: str, *, status: str = "active"
+        self, conn: aiosqlite.Connection, owner: str, content: str, *, status: str = "active",
+        chat: Chat | None = None,
     ) -> Memory | None:
+        """The oldest fact in these words; with ``chat``, of that chat only."""
+        where, args = _of_chat(chat)
         # On the writer connection: sees facts added earlier in this batch.
         async with conn.execute(
-            "SELECT * FROM memories WHERE owner = ? AND content_hash = ? AND status = ? AND tier = 2 "
-            "ORDER BY id LIMIT 1",
-            (owner, content_hash(content), status),
+            "SELECT * FROM memories WHERE owner = ? AND content_hash = ? AND status = ? AND tier = 2"
+            f"{where} ORDER BY id LIMIT 1",
+            (owner, content_hash(content), status, *args),
         ) as cur:
             row = await cur.fetchone()
         return row_to_memory(row) if row else None

@@ -31,7 +31,7 @@ import structlog
 
 from .clock import Clock, format_ts
 from .db import Database
-from .redact import scrub_provider_text
+from .redact import error_summary, scrub_provider_text, sent_text, summarize_error
 
 __all__ = [
     "MAX_TEXT_CHARS",
@@ -249,20 +249,24 @@ class HttpEmbedder:
                 self.encoding = "float"
                 log.info("the embeddings endpoint refuses base64; asking for floats", model=self.model)
         if resp.status_code != 200:
-            raise EmbeddingError(f"embeddings: HTTP {resp.status_code}: {self._excerpt(resp.text)}",
+            # The inputs are memories: the error's words only as memory/redact.py vets them.
+            raise EmbeddingError(f"embeddings: HTTP {resp.status_code}: "
+                                 f"{error_summary(resp, sent_text(batch), [self._api_key])}",
                                  endpoint=_endpoint_status(resp.status_code))
-        return self.vectors_of(resp, len(batch))
+        return self.vectors_of(resp, len(batch), sent=batch)
 
-    def vectors_of(self, resp: httpx.Response, n: int) -> list[np.ndarray]:
+    def vectors_of(self, resp: httpx.Response, n: int, *, sent: Sequence[str] = ()) -> list[np.ndarray]:
         """The ``n`` unit vectors of a 200 answer (floats or base64); runs
         on the event loop, so its cost is what every reply waits behind
-        (scripts/bench_backfill.py times it)."""
+        (scripts/bench_backfill.py times it). ``sent``: the texts asked
+        for, which an error quoting them must not carry."""
         try:
             data = resp.json()["data"]
             items = sorted(((int(d["index"]), d["embedding"]) for d in data), key=lambda p: p[0])
         except (ValueError, KeyError, TypeError) as exc:
             # An HTML error page from a proxy, or another API: not the texts.
-            raise EmbeddingError(f"embeddings: not an embeddings response: {self._excerpt(resp.text)}",
+            raise EmbeddingError("embeddings: not an embeddings response: "
+                                 f"{summarize_error(resp.text, sent_text(list(sent)), [self._api_key])}",
                                  endpoint=True) from exc
         if [i for i, _ in items] != list(range(n)):
             raise EmbeddingError(f"embeddings: {len(items)} vectors (indexes not 0..n-1) for {n} inputs")

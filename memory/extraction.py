@@ -434,7 +434,9 @@ class ExtractionService:
         try:
             await self._step("read", owner)
             first, last = rows[0], rows[-1]
-            group = any(r.in_group for r in rows) or in_group(Provenance(channel=first.channel, chat_id=first.chat_id))
+            # The buffer keeps the kind (v3; a Feishu line from before is marked a
+            # group's by v4, fail closed); a Telegram group's line from before v3 by its id.
+            group = any(r.in_group for r in rows) or (first.channel == "telegram" and first.chat_id.startswith("-"))
             cands = await self.consolidator.candidates(
                 owner, [r.content for r in rows if r.role == "user"],
                 group=(first.channel, first.chat_id) if group else None,

@@ -43,7 +43,7 @@ from .failover import (
     endpoint_scopes,
     model_missing,
 )
-from .redact import provider_error_text, scrub_provider_text
+from .redact import error_summary, provider_error_text, scrub_provider_text, sent_text
 from .tokens import estimate_tokens
 from .types import Category
 
@@ -717,7 +717,8 @@ class MemoryLLM:
                 raise LLMOverflow(f"HTTP {resp.status_code}: the prompt is over the model's context",
                                   status=resp.status_code)
             raise LLMUnavailable(
-                f"HTTP {resp.status_code}: {scrub_provider_text(said, limit=200)}",
+                # Logged and kept as a batch's last error: no words of the prompt (memory/redact.py).
+                f"HTTP {resp.status_code}: {error_summary(resp, sent_text(body.get('messages')), self._secrets)}",
                 status=resp.status_code,
                 text=said,
                 retry_after=_retry_after_s(resp),

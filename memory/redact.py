@@ -13,11 +13,20 @@ Chat text on its way into long-term memory goes through
 number a user pastes is replaced before the extraction buffer (and so the
 memory model, facts, events and Core Memory) or the file store keeps it.
 
+What goes into an exception's text, and so into a log, is less again
+(:func:`error_summary`): the error's type and code, its message without
+anything it quotes nor any word of what was sent (a provider may echo
+the prompt, and the prompt is people's words and memories), and the
+message's length and hash, so two errors are still told apart. The
+whole scrubbed text stays on the exception for telling refusals apart,
+never logged.
+
 It lives in ``memory`` because ``memory`` must not import ``gateway``.
 """
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Iterable
 
@@ -28,10 +37,13 @@ __all__ = [
     "KEY_SHAPES",
     "PROVIDER_TEXT_MAX",
     "REDACTED",
+    "error_summary",
     "luhn_ok",
     "provider_error_text",
     "redact_credentials",
     "scrub_provider_text",
+    "sent_text",
+    "summarize_error",
 ]
 
 # What API keys and tokens look like, also when a provider masks part of
@@ -162,3 +174,71 @@ def provider_error_text(resp: httpx.Response) -> str:
 
 _HIDDEN = re.compile(r"<(script|style)\b.*?</\1\s*>", re.IGNORECASE | re.DOTALL)
 _TAG = re.compile(r"<[^>]*>")
+
+
+# Quoted spans in a provider's message: what it quotes is what it was sent.
+# A single quote only as a quote mark ("model's" is no quote).
+_QUOTED = re.compile(r"\"[^\"]*\"|“[^”]*”|‘[^’]*’|`[^`]*`|「[^」]*」|«[^»]*»|(?<!\w)'[^']*'(?!\w)")
+_WORD = re.compile(r"\w+")
+# The words providers' errors are made of: kept even when the prompt has them too.
+_ERROR_WORDS = frozenset("""
+a an the this that these your you is are was be been it its of in on to for and or not no with by as at
+than then only most least maximum max minimum min however please try again later reduce retry
+model models message messages request requests prompt input output token tokens context length window
+limit limits rate exceeded exceeds exceed resulted completion completions content image images vision
+stream streaming tool tools function functions call support supported supports does do invalid error
+value values type types field fields parameter param required missing unknown role user assistant
+system string array object must characters bytes allowed server overloaded unavailable internal found
+exist exists policy filter filtered management safety key api quota billing account organization
+""".split())
+
+
+def sent_text(value: object) -> str:
+    """Every string in a request body (messages, their parts, tool
+    arguments, embedding inputs), joined: what an error must not echo."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, dict):
+        return "\n".join(sent_text(v) for v in value.values())
+    if isinstance(value, (list, tuple)):
+        return "\n".join(sent_text(v) for v in value)
+    return ""
+
+
+def _vetted(message: str, sent: str) -> str:
+    """``message`` without quoted spans and without any word (3+ letters)
+    that ``sent`` holds, bar the common words of error messages."""
+    haystack = sent.lower()
+    text = _QUOTED.sub("…", message)
+
+    def keep(m: re.Match[str]) -> str:
+        w = m.group(0)
+        low = w.lower()
+        return w if len(w) < 3 or low in _ERROR_WORDS or low not in haystack else "…"
+
+    text = _WORD.sub(keep, text)
+    return re.sub(r"…(?:[\s\W]*…)+", "…", text)
+
+
+def error_summary(resp: httpx.Response, sent: str, secrets: Iterable[str] = (), *, limit: int = 200) -> str:
+    """What may be logged of an error response to a request whose words
+    are ``sent`` (:func:`sent_text`): ``"invalid_request_error
+    context_length_exceeded: <message vetted> (412 chars, sha256 1a2b3c4d)"``."""
+    kind: list[str] = []
+    try:
+        err = resp.json().get("error")
+        if isinstance(err, dict):
+            kind = [str(err[k]) for k in ("type", "code") if isinstance(err.get(k), (str, int)) and err.get(k)]
+    except (ValueError, AttributeError):
+        pass
+    return summarize_error(provider_error_text(resp), sent, secrets, kind=kind, limit=limit)
+
+
+def summarize_error(raw: str, sent: str, secrets: Iterable[str] = (), *, kind: Iterable[str] = (),
+                    limit: int = 200) -> str:
+    """A provider's error text ``raw`` as :func:`error_summary` logs it."""
+    secrets = list(secrets)
+    digest = hashlib.sha256(raw.encode("utf-8", "replace")).hexdigest()[:8]
+    said = scrub_provider_text(_vetted(raw, sent), secrets, limit=limit)
+    head = scrub_provider_text(" ".join(_vetted(k, sent)[:60] for k in kind), secrets)
+    return f"{head + ': ' if head else ''}{said} ({len(raw)} chars, sha256 {digest})"

@@ -325,7 +325,17 @@ async def _buffer_v3_in_group(conn: aiosqlite.Connection) -> None:
     )
 
 
-BUFFER_MIGRATIONS: list[Migration] = [_buffer_v1, _buffer_v2_set_aside, _buffer_v3_in_group]
+async def _buffer_v4_feishu_lines_fail_closed(conn: aiosqlite.Connection) -> None:
+    # v3 could tell a Telegram group's waiting lines by their id, not a
+    # Feishu group's: a Feishu line waiting at the upgrade may be a group's,
+    # and is learnt as one (shown only that chat's facts; memory/scope.py).
+    # A private chat's line taken so loses nothing: its facts are still
+    # read in the user's private chats, and no group has its chat id.
+    await conn.execute("UPDATE buffer.extraction_buffer SET in_group = 1 WHERE channel = 'feishu' AND in_group = 0")
+
+
+BUFFER_MIGRATIONS: list[Migration] = [_buffer_v1, _buffer_v2_set_aside, _buffer_v3_in_group,
+                                      _buffer_v4_feishu_lines_fail_closed]
 SET_ASIDE_SINCE = BUFFER_MIGRATIONS.index(_buffer_v2_set_aside) + 1
 """The buffer's schema version with ``set_aside_at`` (``myclaw doctor`` reads older files as they are)."""
 

@@ -10,7 +10,9 @@ too, less credentials. What a member told the bot in a private chat
 no one chat (daily and weekly summaries drawn from several chats, notes
 saved on the memory page or imported from files) stay out of every group.
 A summary drawn from one group's words only keeps that group's name
-(memory/compression.py), so it is read there.
+(memory/compression.py), so it is read there. A member may let a fact of
+theirs be read in one group or in every group they ask in (``/share``,
+memory/sharing.py: the row's ``provenance.shared``), and take it back.
 
 The same rule holds when memory learns: the memory model, learning from a
 group's turns or day (memory/extraction.py, memory/compression.py), is
@@ -31,9 +33,13 @@ Chat = tuple[str, str]
 
 def in_group(provenance: Provenance) -> bool:
     """Was it said in a group chat? Recorded since the buffer kept the
-    chat's kind; before, a Telegram group is known by its negative id."""
+    chat's kind; before, a Telegram group is known by its negative id, and
+    a Feishu chat, whose id does not tell, is taken for a group (fail
+    closed: a private chat reads its facts all the same)."""
     p = provenance
-    return p.group or (p.channel == "telegram" and p.chat_id.startswith("-"))
+    if p.group is not None:
+        return p.group
+    return (p.channel == "telegram" and p.chat_id.startswith("-")) or (p.channel == "feishu" and bool(p.chat_id))
 
 
 def said_in(provenance: Provenance, chat: Chat) -> bool:
@@ -60,7 +66,10 @@ def shown_in(*, private: bool, chat: Chat | None, prefix: str = "x.") -> str:
     if chat is not None and all(chat) and "\x00" not in "".join(chat):
         channel, chat_id = chat
         # CASE: a row whose provenance is not JSON (hand-edited) is just not shown.
+        places = f"'*', {_literal(f'{channel}:{chat_id}')}"
         said_here = (f"({p}tier = 2 AND CASE WHEN json_valid({p}provenance) THEN"
-                     f" json_extract({p}provenance, '$.channel') = {_literal(channel)}"
-                     f" AND json_extract({p}provenance, '$.chat_id') = {_literal(chat_id)} ELSE 0 END)")
+                     f" (json_extract({p}provenance, '$.channel') = {_literal(channel)}"
+                     f" AND json_extract({p}provenance, '$.chat_id') = {_literal(chat_id)})"
+                     f" OR EXISTS (SELECT 1 FROM json_each({p}provenance, '$.shared') WHERE value IN ({places}))"
+                     " ELSE 0 END)")
     return f"AND {p}category != 'credential' AND ({shared} OR {said_here})"

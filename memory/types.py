@@ -73,11 +73,17 @@ class Provenance:
     date_from: str = ""
     date_to: str = ""
     refs: tuple[str, ...] = ()
-    group: bool = False
-    """Said in a group chat (a Feishu chat id does not tell; memory/scope.py)."""
+    group: bool | None = None
+    """Said in a group chat (a Feishu chat id does not tell; memory/scope.py).
+    None: not recorded (a row from before it was, or of no chat); False is
+    written out, so a Feishu fact from before is told from a private one."""
+    shared: tuple[str, ...] = ()
+    """Groups its owner let read it (``/share``, memory/sharing.py):
+    ``channel:chat_id``, or ``*`` for every group they ask in."""
 
     def to_json(self) -> str:
-        d = {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(self).items() if v}
+        d = {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(self).items()
+             if v or (k == "group" and v is False)}
         return json.dumps(d, ensure_ascii=False, separators=(",", ":"))
 
     @classmethod
@@ -85,7 +91,7 @@ class Provenance:
         if not text:
             return cls()
         d: dict[str, Any] = json.loads(text)
-        for k in ("message_ids", "refs"):
+        for k in ("message_ids", "refs", "shared"):
             if k in d:
                 d[k] = tuple(str(x) for x in d[k])
         if "group" in d:

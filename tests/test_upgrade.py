@@ -171,6 +171,12 @@ BUFFER_ERAS: dict[str, Era] = {
                                "content": f"carol's {word(v)} is on the team board", "token_count": 8,
                                "created_at": at(v), "in_group": 1}),
     ],
+    "_buffer_v4_feishu_lines_fail_closed": lambda v: [
+        ("extraction_buffer", {"id": 1000 + v, "owner": "feishu:ou_carol", "channel": "feishu", "chat_id": "oc_dm",
+                               "sender_id": "ou_carol", "message_id": f"om_{v}", "role": "user",
+                               "content": f"carol's {word(v)} is hers alone", "token_count": 8,
+                               "created_at": at(v), "in_group": 0}),
+    ],
 }
 
 # The buffer moved into its own file with this memory.db version.
@@ -656,3 +662,25 @@ def test_a_backup_from_a_newer_version_is_refused_before_anything_is_replaced(
         assert said in r.output and "newer myclaw" in r.output, r.output
     assert {p.name: p.read_bytes() for p in (home / "data").iterdir() if p.is_file()} == before
     assert not list((home / "data").glob("before-restore-*"))
+
+
+async def test_a_feishu_line_waiting_from_before_v4_is_learnt_as_a_groups(tmp_path: Path) -> None:
+    """A Feishu chat id does not tell a group; a line buffered before the
+    kind was kept (or by v3, which could not tell) is taken for a group's
+    (fail closed); a Telegram private line stays private."""
+    path = tmp_path / "memory.db"
+    db = await _open_memory_at(path, MIGRATIONS, BUFFER_MIGRATIONS[:3])
+    try:
+        await _fill(db, [
+            ("extraction_buffer", {"id": 1, "owner": "feishu:ou_carol", "channel": "feishu", "chat_id": "oc_team",
+                                   "sender_id": "ou_carol", "message_id": "om_1", "role": "user",
+                                   "content": "our launch is Friday", "token_count": 5, "created_at": at(1)}),
+            ("extraction_buffer", {"id": 2, "owner": "telegram:dana", "channel": "telegram", "chat_id": "42",
+                                   "sender_id": "42", "message_id": "1", "role": "user",
+                                   "content": "my launch is Friday", "token_count": 5, "created_at": at(1)}),
+        ])
+    finally:
+        await db.close()
+    async with _engine(path) as current:
+        rows = await current.fetchall("SELECT id, in_group FROM buffer.extraction_buffer ORDER BY id")
+    assert [tuple(r) for r in rows] == [(1, 1), (2, 0)]

@@ -305,3 +305,20 @@ def test_lines_set_aside_are_said_apart_from_the_lines_still_waiting() -> None:
                         "(myclaw memory retry-set-aside tries it again)")
     only = OwnerData("dan", [], [], set_aside=2)  # nothing else kept: still theirs, still listed
     assert "## dan" in render_markdown([only], at=AT)
+
+
+def test_a_memory_shared_with_groups_says_so() -> None:
+    """/share lets a fact be read in groups: the export, everything kept
+    about the user, says which of theirs are."""
+    every = replace(_memory(6, "Alice is vegetarian"), provenance=Provenance(channel="telegram", chat_id="100",
+                                                                           shared=("*",)))
+    one = replace(_memory(7, "Alice bikes to work"), provenance=Provenance(channel="telegram", chat_id="100",
+                                                                          shared=("telegram:-500",)))
+    doc = render_user_export(UserExport(replace(ALICE, memories=[every, one, _memory(8, "Alice has a cat")])),
+                             at=AT, zh=False)
+    assert "- [m6] Alice is vegetarian _(" in doc and "shared with every group where you ask)_" in doc
+    assert "shared with 1 group)_" in doc
+    assert "- [m8] Alice has a cat _(event, importance 0.70, 2026-11-20, from a chat on Telegram, " \
+           "updated 2026-11-21)_" in doc
+    zh = render_user_export(UserExport(replace(ALICE, memories=[every])), at=AT, zh=True)
+    assert "可在你提问的每个群中使用" in zh

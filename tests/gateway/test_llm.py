@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import socket
 
 import httpx
@@ -277,3 +278,31 @@ async def test_an_html_error_page_is_read_as_its_words(fake_llm: FakeOpenAI) -> 
         with pytest.raises(LLMUnavailable) as err:
             await llm.chat([{"role": "user", "content": "x"}])
     assert err.value.body == "502 Bad Gateway Bad Gateway cloudflare" and "<" not in str(err.value)
+
+
+SECRET_WORDS = "my sister Hannelore owes 4823 euros to the Zürich clinic"
+
+
+def _echoing(body: dict[str, object]) -> Reply:
+    """A provider that quotes what it was sent back in its error, as many do."""
+    sent = json.dumps(body["messages"], ensure_ascii=False)
+    return Reply(content=None, status=400, error_type="invalid_request_error", error_code="invalid_value",
+                 error_body=f"Invalid 'messages[1].content': {sent[:400]} is not valid. Also got {SECRET_WORDS}")
+
+
+async def test_an_error_that_echoes_the_prompt_carries_no_user_words(fake_llm: FakeOpenAI) -> None:
+    """The error's text and the logs say the status, the error's type and
+    code and the shape of its message (length, hash), never the words the
+    provider quoted back from the prompt."""
+    fake_llm.responder = _echoing
+    with capture_logs() as logs:
+        async with client(fake_llm, max_retries=0) as llm:
+            with pytest.raises(LLMBadRequest) as err:
+                await llm.chat([{"role": "system", "content": "You are a helper."},
+                                {"role": "user", "content": SECRET_WORDS}])
+    text = str(err.value) + repr(logs)
+    for word in ("Hannelore", "4823", "Zürich", "clinic", "sister"):
+        assert word not in text
+    assert "400" in text and "invalid_request_error" in text and "invalid_value" in text
+    assert "sha256" in text  # the same error is still told apart from another
+    assert "Hannelore" in err.value.body  # kept, unlogged, to tell refusals apart

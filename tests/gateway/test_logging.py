@@ -136,7 +136,7 @@ async def test_a_provider_echoing_the_keys_never_puts_them_in_the_log() -> None:
     text = out.getvalue()
     assert PRIMARY_KEY not in text and BACKUP_KEY not in text
     [failed] = [r for r in lines(out) if r["event"] == "LLM call failed"]
-    assert failed["error"].startswith("LLM provider answered 400: Incorrect API key provided: *** (also tried ***)")
+    assert failed["error"].startswith("LLM provider answered 400: server_error: Incorrect API key provided: *** (also tried ***)")
     assert len(failed["error"]) <= 300 and text.count("Miso") < 100
 
 

@@ -580,13 +580,15 @@ async def test_core_memory_drawn_from_a_group_fact_is_read_in_private_only(
     assert there == ["Alice leads the atlas release"]
 
 
-async def test_a_merge_that_read_several_chats_writes_facts_no_group_reads(
+async def test_feishu_facts_from_before_kinds_were_kept_are_merged_one_chat_at_a_time(
     engine: MemoryEngine, fake: FakeOpenAI, llm: MemoryLLM
 ) -> None:
-    """A Feishu group's facts from before the chat's kind was kept look like
-    a private chat's, so they may share a merge call with private facts:
-    what that call writes names no chat, even when it says it came from
-    the group's facts alone."""
+    """A Feishu chat's facts from before the chat's kind was kept do not say
+    whether the chat is a group: each chat's are taken for a group's (fail
+    closed), so no merge call reads a group's facts with private ones, and
+    what a call writes keeps the one chat it read."""
+    import re
+
     team = Provenance(channel="feishu", chat_id="oc_team")  # no kind recorded
     await engine.add_many(
         (NewMemory(owner="alice", content=f"atlas deploy fact number {i}", project="atlas", topic="deploy",
@@ -594,18 +596,23 @@ async def test_a_merge_that_read_several_chats_writes_facts_no_group_reads(
                                                                                          chat_id="oc_alice")), None)
         for i in range(1, 11)
     )
+    calls: list[set[int]] = []
 
     def responder(body: dict[str, Any]) -> Reply:
         if kind(body) == "profile":
             return Reply(json.dumps({"entries": []}))
-        facts = [{"content": "atlas deploy facts 1-2 merged", "from": [1, 2]}]
-        facts += [{"content": f"atlas deploy fact number {i}", "from": [i]} for i in range(3, 11)]
+        shown = sorted({int(n) for n in re.findall(r"fact number (\d+)\b", user_prompt(body))})
+        calls.append(set(shown))
+        facts = [{"content": f"atlas deploy facts {shown[0]}-{shown[1]} merged", "from": [1, 2]}]
+        facts += [{"content": f"atlas deploy fact number {i}", "from": [n]} for n, i in enumerate(shown[2:], start=3)]
         return Reply(json.dumps({"facts": facts}))
 
     fake.responder = responder
-    assert (await Compressor(engine, llm).weekly()).created == 1
-    [merged] = [m for m in await engine.list_memories("alice", limit=100) if m.content.endswith("merged")]
-    assert merged.provenance.chat_id == ""
+    assert (await Compressor(engine, llm).weekly()).created == 2
+    assert sorted(map(sorted, calls)) == [[1, 2, 3, 4, 5, 6], [7, 8, 9, 10]]
+    merged = {m.content: m.provenance.chat_id for m in await engine.list_memories("alice", limit=100)
+              if m.content.endswith("merged")}
+    assert merged == {"atlas deploy facts 1-2 merged": "oc_team", "atlas deploy facts 7-8 merged": "oc_alice"}
 
 
 async def test_a_forgotten_fact_is_not_learnt_again_from_its_batchs_event_by_the_daily_run(

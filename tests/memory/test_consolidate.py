@@ -454,3 +454,59 @@ async def test_the_second_look_says_which_memories_it_adds_and_asks_about_each(
     assert "Memories 1, 2 were found by the facts you wrote" in second and '"updates"' in second
     assert "were found by" not in user_prompt(fake.requests[0])
     assert (await engine.get(home.id)).status.value == "superseded"  # type: ignore[union-attr]
+
+
+async def test_a_group_fact_in_the_words_of_a_private_one_is_the_groups_own_row(
+    engine: MemoryEngine, clock: ManualClock, fake: FakeOpenAI, llm: MemoryLLM
+) -> None:
+    """Said in a group in exactly the words of a private fact, it is not
+    folded into the private row (which no group reads): the group gets its
+    own, indexed as a row of its own, and the private row takes none of
+    the group's words nor loses its own."""
+    mem, svc = SqliteMemory(engine), ExtractionService(engine, llm)
+    fake.queue_reply(reply([{"content": "Alice is moving to Lisbon in May", "lines": [1]}]))
+    await mem.buffer(turns("alice", ("I'm moving to Lisbon in May, don't tell my boss", "ok"), chat="100"))
+    [rep] = await svc.flush_now("alice")
+    [private] = rep.added
+    clock.advance(timedelta(hours=1))
+    fake.queue_reply(reply([{"content": "Alice is moving to Lisbon in May", "lines": [1]}]))
+    await mem.buffer(turns("alice", ("Team, I'm moving to Lisbon in May", "ok"), chat="-5", start=10))
+    [rep] = await svc.flush_now("alice")
+    assert rep.ok and rep.reinforced == [] and len(rep.added) == 1 and rep.added[0] != private
+    group = await mem.search("alice", "Lisbon May", private=False, chat=("telegram", "-5"))
+    assert [h.id for h in group] == rep.added
+    assert await mem.search("alice", "Lisbon", private=False, chat=("telegram", "-6")) == []
+    # The lexical index holds both rows, each with its own words.
+    rows = await engine.db.fetchall("SELECT rowid FROM memories_fts WHERE memories_fts MATCH 'Lisbon' ORDER BY rowid")
+    assert [r["rowid"] for r in rows] == [private, rep.added[0]]
+    assert await mem.search("alice", "boss", private=False, chat=("telegram", "-5")) == []
+    # The group's second telling reinforces the group's row, not the private one.
+    clock.advance(timedelta(hours=1))
+    fake.queue_reply(reply([{"content": "Alice is moving to Lisbon in May", "lines": [1]}]))
+    await mem.buffer(turns("alice", ("Yes, Lisbon in May!", "ok"), chat="-5", start=20))
+    [again] = await svc.flush_now("alice")
+    assert again.reinforced == rep.added and again.added == []
+
+
+async def test_a_feishu_group_fact_from_before_kinds_were_kept_takes_no_private_words(
+    engine: MemoryEngine, clock: ManualClock, fake: FakeOpenAI, llm: MemoryLLM
+) -> None:
+    """A Feishu chat id does not say whether it is a group, and facts
+    learnt before the kind was kept do not say either: such a fact is taken
+    for a group's (fail closed), so a private restatement does not add the
+    private words around it to what the group searches it by."""
+    from memory.service import Turn
+    from memory.types import NewMemory, Provenance
+
+    old = await engine.add(NewMemory(owner="alice", content="Alice drinks chamomile tea",
+                                     provenance=Provenance.from_json('{"channel":"feishu","chat_id":"oc_team"}')))
+    mem, svc = SqliteMemory(engine), ExtractionService(engine, llm)
+    fake.queue_reply(reply([{"content": "Alice drinks chamomile tea", "same_as": 1, "lines": [1]}]))
+    await mem.buffer([
+        Turn(owner="alice", channel="feishu", chat_id="oc_alice_dm", role=r, content=c, message_id="om_1", group=False)
+        for r, c in (("user", "chamomile tea calms my panic attacks"), ("assistant", "ok"))
+    ])
+    clock.advance(timedelta(minutes=5))
+    [rep] = await svc.flush_now("alice")
+    assert rep.reinforced == [old.id]
+    assert await mem.search("alice", "panic attacks", private=False, chat=("feishu", "oc_team")) == []

@@ -536,3 +536,17 @@ async def test_unusable_base64_answers_are_errors(canned: Canned, embedding: str
     async with canned.embedder() as emb:
         with pytest.raises(EmbeddingError, match=match):
             await emb.embed(["a"])
+
+
+async def test_an_error_that_echoes_the_inputs_carries_no_memory_words(canned: Canned) -> None:
+    """The inputs are people's memories: an error quoting them back says
+    its type and shape, not their words."""
+    memory = "Hannelore owes 4823 euros to the Zürich clinic"
+    canned.json({"error": {"message": f"input[0] ({memory}) is too long", "type": "invalid_request_error"}},
+                status=400)
+    async with canned.embedder(KEY) as emb:
+        with pytest.raises(EmbeddingError) as exc:
+            await emb.embed([memory])
+    for word in ("Hannelore", "4823", "Zürich", "clinic"):
+        assert word not in str(exc.value)
+    assert "HTTP 400" in str(exc.value) and "invalid_request_error" in str(exc.value)

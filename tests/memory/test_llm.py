@@ -16,7 +16,7 @@ from memory.llm import (
     slug,
 )
 from memory.types import Category
-from tests.fakes.openai_server import FakeOpenAI
+from tests.fakes.openai_server import FakeOpenAI, Reply
 
 from ._writepath import fake, llm, reply, user_prompt  # noqa: F401
 
@@ -283,3 +283,22 @@ async def test_an_html_error_page_is_read_as_its_words(fake: FakeOpenAI) -> None
     finally:
         await client.aclose()
     assert err.value.text == "502 Bad Gateway Bad Gateway cloudflare" and "<" not in str(err.value)
+
+
+async def test_an_error_that_echoes_the_prompt_carries_no_user_words(fake: FakeOpenAI, llm: MemoryLLM) -> None:
+    """The memory model's prompt is people's conversations: a provider
+    quoting it back in an error must not carry it into the error's text
+    (logged, and kept as the batch's last error)."""
+    secret = "Hannelore owes 4823 euros to the Zürich clinic"
+
+    def echoing(body: dict[str, object]) -> Reply:
+        sent = json.dumps(body["messages"], ensure_ascii=False)
+        return Reply(content=None, status=503, error_body=f"upstream rejected “{secret}” in {sent[-300:]}",
+                     error_type="server_error", error_code="overloaded")
+
+    fake.responder = echoing
+    with pytest.raises(LLMUnavailable) as err:
+        await llm.extract(f"[1] user: {secret}")
+    for word in ("Hannelore", "4823", "Zürich", "clinic"):
+        assert word not in str(err.value)
+    assert "HTTP 503" in str(err.value) and "overloaded" in str(err.value)
