@@ -19,12 +19,14 @@ behind your back.
 from __future__ import annotations
 
 import argparse
+import base64
 import asyncio
 import os
 import sys
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
 from aiohttp import web
 
 __all__ = ["make_app", "main"]
@@ -61,8 +63,9 @@ def make_app(encode: Encode, model_name: str) -> web.Application:
             return _error("'input' must be a string or a non-empty array of strings", param="input")
         if len(texts) > MAX_INPUTS:
             return _error(f"at most {MAX_INPUTS} inputs per request", param="input")
-        if body.get("encoding_format", "float") != "float":
-            return _error("only encoding_format 'float' is supported", param="encoding_format")
+        encoding = body.get("encoding_format", "float")
+        if encoding not in ("float", "base64"):
+            return _error("encoding_format must be 'float' or 'base64'", param="encoding_format")
         if body.get("dimensions") is not None:
             return _error(f"{model_name} has a fixed dimension; omit 'dimensions'", param="dimensions")
         async with lock:
@@ -75,7 +78,11 @@ def make_app(encode: Encode, model_name: str) -> web.Application:
                 {"error": {"message": f"encoder gave {len(vectors)} vectors for {len(texts)} inputs", "type": "server_error"}},
                 status=500,
             )
-        data = [{"object": "embedding", "index": i, "embedding": [float(x) for x in v]} for i, v in enumerate(vectors)]
+        # base64: little-endian float32, as OpenAI sends it (the gateway asks for it first).
+        data = [{"object": "embedding", "index": i,
+                 "embedding": base64.b64encode(np.asarray(v, dtype="<f4").tobytes()).decode("ascii")
+                 if encoding == "base64" else [float(x) for x in v]}
+                for i, v in enumerate(vectors)]
         tokens = sum(len(t.split()) for t in texts)  # an estimate: the tokenizer's count is not exposed by encode
         return web.json_response(
             {"object": "list", "data": data, "model": model_name, "usage": {"prompt_tokens": tokens, "total_tokens": tokens}}

@@ -32,7 +32,7 @@ request's inputs are recorded in ``embedding_requests``, the
 ``encoding_format`` it asked for in ``embedding_formats``. As OpenAI does, it
 answers ``"base64"`` with the little-endian float32 bytes in base64;
 ``embedding_base64`` plays servers that do not: ``"refuse"`` (a 400, as
-llama.cpp's and scripts/embed_server.py's) or ``"ignore"`` (floats all the
+some OpenAI-compatible servers do) or ``"ignore"`` (floats all the
 same, as Ollama). ``embedding_serial`` plays a server with one worker
 (Ollama's default): requests are answered one at a time, first come first
 served, each taking ``embedding_per_text`` seconds per input; how many

@@ -503,7 +503,7 @@ async def test_vectors_are_asked_for_in_base64_and_decoded(fake: FakeOpenAI, emb
 
 
 async def test_a_server_that_refuses_base64_gets_floats_from_then_on(fake: FakeOpenAI, embedder: HttpEmbedder) -> None:
-    fake.embedding_base64 = "refuse"  # llama.cpp's, scripts/embed_server.py
+    fake.embedding_base64 = "refuse"  # as some OpenAI-compatible servers do
     [v] = await embedder.embed(["my automobile"])
     assert np.allclose(v, _unit_of("my automobile"), atol=1e-6)
     assert fake.embedding_formats == ["base64", "float"]

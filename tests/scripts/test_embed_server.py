@@ -3,6 +3,7 @@ with the project's own HttpEmbedder as the client."""
 
 from __future__ import annotations
 
+import base64
 import sys
 import threading
 from collections.abc import AsyncIterator
@@ -74,7 +75,7 @@ async def test_openai_format_and_bad_input(base_url: str) -> None:
         for bad in (
             {"input": []},
             {"input": [1]},
-            {"input": ["x"], "encoding_format": "base64"},
+            {"input": ["x"], "encoding_format": "int8"},
             {"input": ["x"], "dimensions": 2},
             {"input": ["x"] * (es.MAX_INPUTS + 1)},
         ):
@@ -84,6 +85,23 @@ async def test_openai_format_and_bad_input(base_url: str) -> None:
         assert r.status_code == 400
         r = await client.get("/models")
         assert r.json()["data"][0]["id"] == "toy-model"
+
+
+async def test_base64_is_little_endian_float32_as_openai_sends_it(base_url: str) -> None:
+    # The gateway's client asks for base64 first (parsing 64x1536 floats in
+    # JSON holds its loop ~100 ms); this server must not cost it a 400.
+    async with httpx.AsyncClient(base_url=base_url) as client:
+        r = await client.post("/embeddings", json={"input": ["one", "three"], "encoding_format": "base64"})
+        assert r.status_code == 200
+        got = [np.frombuffer(base64.b64decode(d["embedding"]), dtype="<f4") for d in r.json()["data"]]
+        floats = (await client.post("/embeddings", json={"input": ["one", "three"]})).json()["data"]
+        assert [g.tolist() for g in got] == [d["embedding"] for d in floats]
+
+
+async def test_the_gateways_client_gets_base64_at_the_first_ask(base_url: str) -> None:
+    async with HttpEmbedder(base_url=base_url, api_key="", model="toy-model") as emb:
+        [v] = await emb.embed(["one"])
+        assert emb.encoding == "base64" and np.allclose(v, np.array([3.0, 2.0, 1.0]) / np.linalg.norm([3.0, 2.0, 1.0]))
 
 
 async def test_encoder_failure_is_a_500_and_the_server_keeps_serving(toy: Toy, base_url: str) -> None:
