@@ -57,7 +57,8 @@ each chat and after the chat's cut turn; one with a Tier 0 row was begun
 (the cut-turn resume's, or answered) and is not handed back. Not a command
 (a cut ``/forget all`` is not run again unasked), nor one older than
 ``gateway.resumeWithinMinutes``; one that carried pictures or a recording
-(their bytes are never stored) gets one note asking for it again.
+(their bytes are never stored) gets one note asking for it again, in its
+chat's turn, after the replies resumed before it.
 
 Not answered because never stored: commands (kept out of Tier 0; a cut
 ``/forget all`` is not run again unasked; one a stop cut or found
@@ -107,7 +108,7 @@ import structlog
 from memory.clock import format_ts, parse_ts
 
 from .bus import (
-    MESSAGE, ROUTING_KEYS, Document, InboundMessage, OutboundMessage, Quoted, forwards_from_history,
+    MESSAGE, ROUTING_KEYS, Document, InboundMessage, Quoted, forwards_from_history,
     notes_in_chinese, picture_mark,
 )
 from .inbox import Inbox
@@ -361,20 +362,15 @@ class Redelivered:
 
 
 class Redeliverer(Protocol):
-    def redeliver(self, msg: InboundMessage) -> None: ...
+    def redeliver(self, msg: InboundMessage, *, lost: str = "") -> None: ...
 
 
-class NoteSender(Protocol):
-    async def publish_outbound(self, msg: OutboundMessage) -> None: ...
-
-
-async def resume_inbox(
-    loop: Redeliverer, inbox: Inbox, notes: NoteSender, *, now: datetime, within: timedelta
-) -> Redelivered:
+async def resume_inbox(loop: Redeliverer, inbox: Inbox, *, now: datetime, within: timedelta) -> Redelivered:
     """Hand the messages the inbox kept whose turn never began back to
     ``loop``, oldest first (see the module docstring); a message whose
-    pictures or recording are gone gets a note on ``notes`` instead. Logs
-    each one, with its chat, id and age, never its words."""
+    pictures or recording are gone is answered with a note asking for them
+    again, by the loop too: in its turn, after the chat's resumed replies.
+    Logs each one, with its chat, id and age, never its words."""
     done = Redelivered([], [])
     gone: list[int] = []
     for w in await inbox.waiting():
@@ -399,8 +395,8 @@ async def resume_inbox(
             log.warning("message taken before a stop, never begun: its pictures or recording asked for again",
                         channel=msg.channel, chat_id=msg.chat_id, message_id=msg.message_id,
                         age_s=round(age.total_seconds()))
-            note = lost_note(TurnContext(photos=w.pictures, unheard=w.unheard), msg)  # the cut turns' own note
-            await notes.publish_outbound(OutboundMessage.answering(msg, note))
+            # The cut turns' own note, in the chat's turn: not ahead of the replies resumed before it.
+            loop.redeliver(msg, lost=lost_note(TurnContext(photos=w.pictures, unheard=w.unheard), msg))
             continue
         log.warning("answering a message taken before a stop, never begun", channel=msg.channel,
                     chat_id=msg.chat_id, message_id=msg.message_id, age_s=round(age.total_seconds()))

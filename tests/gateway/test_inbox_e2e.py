@@ -161,7 +161,7 @@ async def test_a_photo_queued_behind_a_turn_a_crash_cut_is_asked_for_again_in_th
 ) -> None:
     """A picture's bytes are never kept: a photo the inbox held when the
     gateway was killed gets the same note a cut turn's photo gets
-    (resume.lost_note), once, and the cut turn is answered."""
+    (resume.lost_note), once, after the cut turn's answer."""
     from .test_resume_files_e2e import _running
     from .test_vision_e2e import PHOTO
 
@@ -181,7 +181,8 @@ async def test_a_photo_queued_behind_a_turn_a_crash_cut_is_asked_for_again_in_th
         async with _running(tmp_path, clock, llm, tg) as again:
             await tg.wait_sent(2, timeout=15)
             await _quiet(again)
-        assert sorted(m.text for m in tg.sent) == [
-            "Sorry, I restarted before I could answer, and the photo you sent is no longer with me. Please send it again.",
+        # In the order they came: the note does not overtake the cut turn's answer.
+        assert [m.text for m in tg.sent] == [
             "re: first",
+            "Sorry, I restarted before I could answer, and the photo you sent is no longer with me. Please send it again.",
         ]
