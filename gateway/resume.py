@@ -117,7 +117,7 @@ from .prompt import QUOTE_CHARS
 from .recent_files import KeptFile, RecentFiles
 from .sessions import APOLOGISED, SessionStore, StoredMessage
 
-__all__ = ["FileMark", "Redelivered", "Resumed", "TurnContext", "lost_note", "resume_cut_turns", "resume_inbox"]
+__all__ = ["FileMark", "Redelivered", "Resumed", "TurnContext", "lost_note", "resume_cut_turns", "resume_inbox", "unread_note"]
 
 log = structlog.get_logger(component="gateway")
 
@@ -250,6 +250,17 @@ _LOST_PHOTOS = "Sorry, I restarted before I could answer, and {what} you sent {a
 _LOST_PHOTOS_ZH = "抱歉，我在回答之前重启了，你发来的图片没有留下。请再发一次。"
 _LOST_RECORDING = "Sorry, I restarted before I could listen to your voice message. Please send it again."
 _LOST_RECORDING_ZH = "抱歉，我还没来得及听你的语音消息就重启了。请再发一次。"
+
+
+_UNREAD = "Sorry, I restarted before I could read your message. Please send it again."
+_UNREAD_ZH = "抱歉，我还没来得及读完你的消息就重启了。请再发一次。"
+
+
+def unread_note(msg: InboundMessage) -> str:
+    """What a message the inbox kept before the platform's part of it was
+    read (a Feishu chat record's messages, the message it replied to) is
+    answered with: its words alone would answer something else."""
+    return _UNREAD_ZH if notes_in_chinese(msg) else _UNREAD
 
 
 def lost_note(context: TurnContext, msg: InboundMessage) -> str:
@@ -390,13 +401,15 @@ async def resume_inbox(loop: Redeliverer, inbox: Inbox, *, now: datetime, within
                      chat_id=msg.chat_id, message_id=msg.message_id, age_s=round(age.total_seconds()))
             continue
         done.answered.append(msg)
-        if w.pictures or w.unheard:
+        if w.pictures or w.unheard or w.unread:
             gone.append(w.id)
-            log.warning("message taken before a stop, never begun: its pictures or recording asked for again",
+            log.warning("message taken before a stop, never begun: asked for again (its pictures, recording or file are gone)",
                         channel=msg.channel, chat_id=msg.chat_id, message_id=msg.message_id,
                         age_s=round(age.total_seconds()))
             # The cut turns' own note, in the chat's turn: not ahead of the replies resumed before it.
-            loop.redeliver(msg, lost=lost_note(TurnContext(photos=w.pictures, unheard=w.unheard), msg))
+            loop.redeliver(msg, lost=lost_note(TurnContext(
+                photos=w.pictures, unheard=w.unheard, files=tuple(FileMark(f, 0, 0, 0) for f in w.unread_files)), msg)
+                if w.pictures or w.unheard or w.unread_files else unread_note(msg))
             continue
         log.warning("answering a message taken before a stop, never begun", channel=msg.channel,
                     chat_id=msg.chat_id, message_id=msg.message_id, age_s=round(age.total_seconds()))
