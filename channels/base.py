@@ -17,6 +17,7 @@ from gateway.bus import (
     Image,
     InboundMessage,
     MessageBus,
+    NotKept,
     OutboundMessage,
     audio_mark,
     audio_not_read,
@@ -110,6 +111,9 @@ class BaseChannel(abc.ABC):
     # the user is told it failed: the chat's later messages wait for them, to
     # keep its order (Telegram: in the chat's lane, channels/lanes.py).
     image_timeout: float = 30.0
+    # Seconds between tries of a message the inbox cannot keep (a full
+    # disk), the last repeated (:meth:`_put`): a full disk is not hammered.
+    hold_pauses: tuple[float, ...] = (1.0, 2.0, 4.0, 8.0, 15.0, 30.0)
 
     def __init__(
         self,
@@ -150,8 +154,24 @@ class BaseChannel(abc.ABC):
         if not self.is_allowed(msg.sender_id, *ids):
             self.log.warning("message from sender not in allowFrom dropped", sender_id=msg.sender_id, chat_id=msg.chat_id)
             return False
-        await self.bus.publish_inbound(msg)
+        await self._put(msg)
         return True
+
+    async def _put(self, msg: InboundMessage) -> None:
+        """``msg`` on the bus. While the inbox cannot keep it (gateway.db
+        full: :class:`~gateway.bus.NotKept`) it is held here, tried again
+        after a pause that grows (``hold_pauses``): the caller has not told
+        the platform it arrived (Telegram's offset stays before it; a
+        Feishu event is kept in the inbox before it is answered), so a stop
+        meanwhile loses nothing: the platform sends it again."""
+        tries = 0
+        while True:
+            try:
+                await self.bus.publish_inbound(msg)
+                return
+            except NotKept:
+                await asyncio.sleep(self.hold_pauses[min(tries, len(self.hold_pauses) - 1)])
+                tries += 1
 
     async def decline_unreadable(self, msg: InboundMessage, kind: str, *ids: str) -> bool:
         """Answer a message the bot cannot read (``kind``: photo, sticker,

@@ -692,7 +692,7 @@ class App:
                     within=timedelta(minutes=self.cfg.gateway.resume_within_minutes), files=self.recent_files)
             if self.inbox is not None:  # after the cut turns: each chat's queued messages behind its cut turn
                 self.redelivered = await resume_inbox(
-                    self.loop, self.inbox, self.bus, now=self.clock.now(),
+                    self.loop, self.inbox, now=self.clock.now(),
                     within=timedelta(minutes=self.cfg.gateway.resume_within_minutes))
             if self.http is not None:
                 try:

@@ -13,7 +13,7 @@ import io
 import os
 import re
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, BinaryIO, Protocol
@@ -23,7 +23,7 @@ from memory.tokens import estimate_tokens, prefix_within
 __all__ = [
     "EDIT", "FILE_NOT_READ", "FORWARD_TOKENS", "LEFT", "MESSAGE", "MOVED", "PHOTO_NOT_READ", "RECALL", "ROUTING_KEYS", "VOICE", "VOICE_NOT_READ",
     "Attachment", "Audio", "Document",
-    "Forwarded", "Image", "InboundMessage", "MessageBus", "OutboundMessage", "app_in_chinese", "audio_mark",
+    "Forwarded", "Image", "InboundMessage", "MessageBus", "NotKept", "OutboundMessage", "app_in_chinese", "audio_mark",
     "audio_not_read", "forwarded_text", "forwards_from_history", "not_heard", "notes_in_chinese", "picture_mark",
     "words_in_chinese",
 ]
@@ -444,10 +444,20 @@ class _Takeover:
     taken: bool = False  # published, naming the message (metadata "supersedes")
 
 
-class Keeper(Protocol):
-    """Where an inbound message is written before it goes on the bus (gateway/inbox.py)."""
+class NotKept(Exception):
+    """The durable inbox could not write a message (gateway.db full or
+    locked): it is not on the bus, and the channel must not let the
+    platform take it as received (Telegram's offset stays before it,
+    Feishu gets no answer yet), so it comes again once there is room."""
 
-    async def keep(self, msg: InboundMessage) -> None: ...
+
+class Keeper(Protocol):
+    """Where an inbound message is written before it goes on the bus
+    (gateway/inbox.py); raises :class:`NotKept` when it cannot be."""
+
+    async def keep(self, msg: InboundMessage, waiting: Mapping[str, Any] | None = None) -> None: ...
+
+    def done(self, msg: InboundMessage) -> None: ...
 
 
 class MessageBus:
@@ -460,14 +470,35 @@ class MessageBus:
         self.inbound: asyncio.Queue[InboundMessage] = asyncio.Queue(maxsize)
         self._outbound: dict[str, asyncio.Queue[OutboundMessage]] = {}
         self._takeovers: dict[tuple[str, str], _Takeover] = {}
+        self._kept: set[tuple[str, str]] = set()  # kept whole by keep(), not on the bus yet: not written twice
+
+    async def keep(self, msg: InboundMessage, waiting: Mapping[str, Any] | None = None) -> None:
+        """Write ``msg`` to the inbox before the platform is told it
+        arrived, when it goes on the bus only later (a Feishu event is
+        answered at once, its pictures read after); ``waiting``: what is
+        still to be read from the platform for it (its keys: gateway/inbox.py).
+        Raises :class:`NotKept` when it cannot be written."""
+        if self.inbox is None:
+            return
+        await self.inbox.keep(msg, waiting)
+        if not waiting:
+            self._kept.add((msg.session_key, msg.message_id))
+
+    def unkeep(self, msg: InboundMessage) -> None:
+        """A message :meth:`keep` wrote will not go on the bus after all
+        (recalled before its turn, a picture alone that could not be read)."""
+        self._kept.discard((msg.session_key, msg.message_id))
+        if self.inbox is not None:
+            self.inbox.done(msg)
 
     async def publish_inbound(self, msg: InboundMessage) -> None:
         gone = msg.metadata.get("supersedes")
         takeover = self._takeovers.get((msg.session_key, gone)) if isinstance(gone, str) else None
         if takeover is not None:  # marked before the put: the held turn must not wake to a message not yet there
             takeover.taken = True
-        if self.inbox is not None:
-            await self.inbox.keep(msg)
+        if self.inbox is not None and (msg.session_key, msg.message_id) not in self._kept:
+            await self.inbox.keep(msg)  # NotKept: not on the bus
+        self._kept.discard((msg.session_key, msg.message_id))
         await self.inbound.put(msg)
 
     # A comment published on its own whose forwards then begin a burst

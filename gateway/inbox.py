@@ -27,8 +27,13 @@ answer are kept (not edits, recalls, stickers, nor group messages not
 addressed to the bot): the cost is one grouped insert (memory/batch.py)
 and one grouped delete per message.
 
-A write that fails (a full disk, gateway.db locked) costs durability, not
-the message: logged as an error, and it goes on the bus all the same.
+A write that fails (a full disk, gateway.db locked) raises
+:class:`~gateway.bus.NotKept`: the message is not put on the bus and the
+channel does not let the platform take it as received (Telegram's offset
+stays before it, and polling tries again after a growing pause; Feishu is
+answered with an error, and sends it again), so it is answered once
+there is room, and not lost meanwhile (Tier 0, in the same file, could
+not have kept its turn either). Logged as an error once, then counted.
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ from __future__ import annotations
 import asyncio
 import json
 import sqlite3
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -46,25 +52,30 @@ from memory.batch import RowBatcher, insert_statement
 from memory.clock import Clock, format_ts, parse_ts
 from memory.db import Database
 
-from .bus import MESSAGE, ROUTING_KEYS, Document, Forwarded, InboundMessage, Quoted
+from .bus import MESSAGE, ROUTING_KEYS, Document, Forwarded, InboundMessage, NotKept, Quoted
 
 __all__ = ["Inbox", "Waiting", "dumps", "kept", "loads"]
 
 log = structlog.get_logger(component="gateway")
 
 
-def kept(msg: InboundMessage) -> bool:
+def kept(msg: InboundMessage, waiting: Mapping[str, Any] | None = None) -> bool:
     """Is ``msg`` one the inbox keeps: a new message with a platform id
-    that the loop would answer (addressed to the bot, with something in it)?"""
+    that the loop would answer (addressed to the bot, with something in
+    it, or something still to be read for it: ``waiting``)?"""
     if msg.kind != MESSAGE or not msg.message_id:
         return False
     if msg.is_group and not (msg.mentioned or msg.reply_to_bot):
         return False
-    return bool(msg.text.strip() or msg.images or msg.documents or msg.forwarded or msg.audio is not None)
+    return bool(msg.text.strip() or msg.images or msg.documents or msg.forwarded or msg.audio is not None or waiting)
 
 
-def dumps(msg: InboundMessage) -> str:
-    """``msg`` as the inbox keeps it (no picture or recording bytes)."""
+def dumps(msg: InboundMessage, waiting: Mapping[str, Any] | None = None) -> str:
+    """``msg`` as the inbox keeps it (no picture or recording bytes);
+    ``waiting`` (kept as "w"): what was still to be read from the platform
+    when it was written, by the channel's keys: ``i`` pictures, ``a`` a
+    recording, ``f`` a file's name, ``r`` a chat record, ``q`` the message
+    replied to, ``k`` the platform's keys (a Feishu image or file key)."""
     d: dict[str, Any] = {
         "s": msg.sender_id, "t": msg.text, "ts": format_ts(msg.timestamp), "g": msg.is_group,
         "m": msg.mentioned, "r": msg.reply_to_bot, "n": msg.sender_name, "l": msg.locale, "p": msg.placeholder,
@@ -81,6 +92,8 @@ def dumps(msg: InboundMessage) -> str:
         d["i"] = len(msg.images)
     if msg.audio is not None:
         d["a"] = True
+    if waiting:
+        d["w"] = dict(waiting)
     return json.dumps(d, ensure_ascii=False)
 
 
@@ -93,6 +106,11 @@ class Waiting:
     msg: InboundMessage  # without its pictures or recording (see ``unheard`` and ``pictures``)
     pictures: int = 0  # how many pictures it carried (their bytes are not kept)
     unheard: bool = False  # it carried a recording (its own or a forward's), not kept
+    # Still to be read from the platform when the run stopped (its file, a
+    # chat record, the message it replied to): names of files never read,
+    # and whether anything was (then its words alone would answer something else).
+    unread_files: tuple[str, ...] = ()
+    unread: bool = False
 
 
 def loads(channel: str, chat_id: str, message_id: str, payload: str) -> tuple[InboundMessage, int, bool]:
@@ -104,7 +122,8 @@ def loads(channel: str, chat_id: str, message_id: str, payload: str) -> tuple[In
     q = d.get("q")
     forwards = tuple(Forwarded(str(a), str(t), parse_ts(s) if s else None) for a, t, s, _ in d.get("f") or ())
     docs = tuple(Document(str(n), str(t), int(c), p if p is None else int(p), str(m)) for n, t, c, p, m in d.get("d") or ())
-    unheard = bool(d.get("a")) or any(bool(f[3]) for f in d.get("f") or ())
+    w = d.get("w") or {}
+    unheard = bool(d.get("a") or w.get("a")) or any(bool(f[3]) for f in d.get("f") or ())
     routing = d.get("k")
     msg = InboundMessage(
         channel=channel, chat_id=chat_id, sender_id=str(d["s"]), text=str(d["t"]), message_id=message_id,
@@ -114,7 +133,13 @@ def loads(channel: str, chat_id: str, message_id: str, payload: str) -> tuple[In
         placeholder=str(d.get("p") or ""), quoted=None if q is None else Quoted(str(q[0]), str(q[1]), bool(q[2])),
         forwarded=forwards, documents=docs,
     )
-    return msg, int(d.get("i") or 0), unheard
+    return msg, int(d.get("i") or w.get("i") or 0), unheard
+
+
+def unread(payload: str) -> tuple[tuple[str, ...], bool]:
+    """Of a kept payload: the files never read, and whether anything was still to be read."""
+    w = json.loads(payload).get("w") or {}
+    return ((str(w["f"]),) if w.get("f") else ()), bool(w)
 
 
 class Inbox:
@@ -124,33 +149,39 @@ class Inbox:
     def __init__(self, db: Database, clock: Clock) -> None:
         self.db = db
         self.clock = clock
+        # A message kept again (a redelivery, or a Feishu event kept before
+        # its pictures were read, then whole) keeps its row and place; its
+        # payload is the latest.
+        adds = insert_statement("INSERT INTO inbox (channel, chat_id, message_id, received_at, payload)", 5)
         self._adds = RowBatcher(
-            db, insert_statement(
-                "INSERT OR IGNORE INTO inbox (channel, chat_id, message_id, received_at, payload)", 5), 5)
+            db, lambda n: adds(n) + " ON CONFLICT (channel, chat_id, message_id) DO UPDATE SET payload = excluded.payload",
+            5)
         self._drops = RowBatcher(
             db, lambda n: "DELETE FROM inbox WHERE (channel, chat_id, message_id) IN (VALUES "
             + ", ".join(["(?, ?, ?)"] * n) + ")", 3)
         self._dropping: set[asyncio.Task[list[Any]]] = set()
-        self.failed = 0  # messages not kept (a full disk): answered, not durable
+        self.failed = 0  # writes that failed (a full disk): each a message held at its platform, tried again
         self._failing = 0  # of those, since the last one kept
 
-    async def keep(self, msg: InboundMessage) -> None:
+    async def keep(self, msg: InboundMessage, waiting: Mapping[str, Any] | None = None) -> None:
         """Write ``msg`` (if :func:`kept`) before the platform learns it
-        was received; a redelivery of one kept is not written twice. A
-        failed write is logged, never raised: the message goes on."""
-        if not kept(msg):
+        was received; a redelivery of one kept is not written twice.
+        Raises :class:`~gateway.bus.NotKept` when the write fails (logged):
+        the platform must not be told it arrived."""
+        if not kept(msg, waiting):
             return
         try:
-            await self._adds.write([(msg.channel, msg.chat_id, msg.message_id, format_ts(self.clock.now()), dumps(msg))])
+            await self._adds.write([(msg.channel, msg.chat_id, msg.message_id, format_ts(self.clock.now()),
+                                     dumps(msg, waiting))])
         except (sqlite3.Error, OSError, RuntimeError) as exc:
             # A full disk fails every write alike until it passes: one error, then a count.
             self.failed += 1
             self._failing += 1
             (log.error if self._failing == 1 else log.info)(
-                "message not saved in the inbox: answered, but a crash before its turn would lose it; "
-                "later ones are counted until one is",
+                "message not saved in the inbox: held at the platform, tried again until there is room; "
+                "later failures are counted until one is saved",
                 channel=msg.channel, chat_id=msg.chat_id, message_id=msg.message_id, error=repr(exc))
-            return
+            raise NotKept(repr(exc)) from exc
         if self._failing:
             log.warning("messages are saved in the inbox again", not_saved=self._failing)
             self._failing = 0
@@ -197,13 +228,14 @@ class Inbox:
                 continue
             try:
                 msg, pictures, unheard = loads(str(r["channel"]), str(r["chat_id"]), str(r["message_id"]), str(r["payload"]))
+                files, pending = unread(str(r["payload"]))
                 at = parse_ts(str(r["received_at"]))
-            except (ValueError, TypeError, KeyError) as exc:
+            except (ValueError, TypeError, KeyError, AttributeError) as exc:
                 log.error("inbox row unreadable; dropped", id=int(r["id"]), channel=r["channel"], chat_id=r["chat_id"],
                           message_id=r["message_id"], error=repr(exc))
                 gone.append(int(r["id"]))
                 continue
-            out.append(Waiting(int(r["id"]), at, msg, pictures, unheard))
+            out.append(Waiting(int(r["id"]), at, msg, pictures, unheard, files, pending))
         await self.drop(gone)
         return out
 

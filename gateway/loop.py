@@ -408,12 +408,14 @@ class ProcessLoop:
         self.stats.received += 1
         self._enqueue(_Item(msg, time.perf_counter(), counted=False, resumed=row, lost=lost))
 
-    def redeliver(self, msg: InboundMessage) -> None:
+    def redeliver(self, msg: InboundMessage, *, lost: str = "") -> None:
         """Answer ``msg``, kept in the inbox by a run that stopped before
         its turn began (gateway/resume.py), as if it came again: its turn
-        writes its row; it starts with the resumed turns, behind any in its chat."""
+        writes its row; it starts with the resumed turns, behind any in its
+        chat. With ``lost`` (its pictures or recording are gone), that note
+        alone answers it, in its turn: after the replies to those before it."""
         self.stats.received += 1
-        self._enqueue(_Item(msg, time.perf_counter(), counted=False, gated=True))
+        self._enqueue(_Item(msg, time.perf_counter(), counted=False, gated=True, lost=lost))
 
     def _enqueue(self, item: _Item) -> None:
         if self._closed:
@@ -631,6 +633,12 @@ class ProcessLoop:
             await self.revisions.apply(msg)
             self.stats.revised += 1
             return ""
+        if item.lost and item.resumed is None:
+            # Redelivered from the inbox without its pictures or recording
+            # (never kept): asked for again, no row, no model call (its
+            # caption alone could read as a command, or as nothing at all).
+            await self._reply(msg, item.lost, self.identities.resolve(msg.channel, msg.sender_id))
+            return item.lost
         if item.user is None and msg.is_group and not (msg.mentioned or msg.reply_to_bot):
             self.stats.ignored += 1
             return ""
@@ -1277,6 +1285,9 @@ class ProcessLoop:
         command, a sticker, a group message not addressed to the bot)."""
         msg = item.msg
         if item.user is not None or item.resumed is not None or msg.kind != MESSAGE or not msg.message_id:
+            return False
+        if item.lost:  # redelivered without its pictures (gateway/resume.py): asked for again now, or from the outbox
+            await self._reply(msg, item.lost, self.identities.resolve(msg.channel, msg.sender_id))
             return False
         if msg.is_group and not (msg.mentioned or msg.reply_to_bot):
             return False

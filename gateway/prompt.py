@@ -48,6 +48,7 @@ __all__ = [
     "PromptBuilder",
     "UNSEEN_NOTE",
     "Speaker",
+    "answers_after_questions",
     "fit_history",
     "file_block",
     "said_by",
@@ -148,6 +149,31 @@ def said_by(label: str, text: str) -> str:
     return f'<said by="{_attr(label)}">\n{body}\n</said>'
 
 
+def answers_after_questions(messages: Sequence[StoredMessage]) -> list[StoredMessage]:
+    """``messages`` as the conversation happened: each reply (an assistant
+    row names the message it answers) right after its question. Tier 0 is
+    in the order rows were written, and a stop writes the questions still
+    waiting before their answers come (gateway/resume.py), so two queued
+    messages are stored question, question, answer, answer; the model must
+    not read the first answer as one to the second question."""
+    asked = {m.message_id for m in messages if m.role == "user" and m.message_id}
+    answers: dict[str, list[StoredMessage]] = {}
+    rest: list[StoredMessage] = []
+    for m in messages:
+        if m.role == "assistant" and m.message_id in asked:
+            answers.setdefault(m.message_id, []).append(m)
+        else:
+            rest.append(m)
+    if not answers:
+        return list(messages)
+    out: list[StoredMessage] = []
+    for m in rest:
+        out.append(m)
+        if m.role == "user" and m.message_id:
+            out.extend(answers.pop(m.message_id, ()))
+    return out
+
+
 def fit_history(
     messages: Sequence[StoredMessage],
     *,
@@ -159,7 +185,9 @@ def fit_history(
     """Tier 0 as chat messages within the budget: cut long assistant
     replies, then long user messages, then drop the oldest (keeping at least
     ``min_messages``). ``labels`` (a group chat's, :func:`speaker_labels`):
-    each user turn marked with who said it, once it is cut to fit."""
+    each user turn marked with who said it, once it is cut to fit. Each
+    answer is read right after its question (:func:`answers_after_questions`)."""
+    messages = answers_after_questions(messages)
     items = [{"role": m.role, "content": m.content} for m in messages]
 
     def cost() -> int:

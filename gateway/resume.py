@@ -57,7 +57,8 @@ each chat and after the chat's cut turn; one with a Tier 0 row was begun
 (the cut-turn resume's, or answered) and is not handed back. Not a command
 (a cut ``/forget all`` is not run again unasked), nor one older than
 ``gateway.resumeWithinMinutes``; one that carried pictures or a recording
-(their bytes are never stored) gets one note asking for it again.
+(their bytes are never stored) gets one note asking for it again, in its
+chat's turn, after the replies resumed before it.
 
 Not answered because never stored: commands (kept out of Tier 0; a cut
 ``/forget all`` is not run again unasked; one a stop cut or found
@@ -107,7 +108,7 @@ import structlog
 from memory.clock import format_ts, parse_ts
 
 from .bus import (
-    MESSAGE, ROUTING_KEYS, Document, InboundMessage, OutboundMessage, Quoted, forwards_from_history,
+    MESSAGE, ROUTING_KEYS, Document, InboundMessage, Quoted, forwards_from_history,
     notes_in_chinese, picture_mark,
 )
 from .inbox import Inbox
@@ -116,7 +117,7 @@ from .prompt import QUOTE_CHARS
 from .recent_files import KeptFile, RecentFiles
 from .sessions import APOLOGISED, SessionStore, StoredMessage
 
-__all__ = ["FileMark", "Redelivered", "Resumed", "TurnContext", "lost_note", "resume_cut_turns", "resume_inbox"]
+__all__ = ["FileMark", "Redelivered", "Resumed", "TurnContext", "lost_note", "resume_cut_turns", "resume_inbox", "unread_note"]
 
 log = structlog.get_logger(component="gateway")
 
@@ -251,6 +252,17 @@ _LOST_RECORDING = "Sorry, I restarted before I could listen to your voice messag
 _LOST_RECORDING_ZH = "抱歉，我还没来得及听你的语音消息就重启了。请再发一次。"
 
 
+_UNREAD = "Sorry, I restarted before I could read your message. Please send it again."
+_UNREAD_ZH = "抱歉，我还没来得及读完你的消息就重启了。请再发一次。"
+
+
+def unread_note(msg: InboundMessage) -> str:
+    """What a message the inbox kept before the platform's part of it was
+    read (a Feishu chat record's messages, the message it replied to) is
+    answered with: its words alone would answer something else."""
+    return _UNREAD_ZH if notes_in_chinese(msg) else _UNREAD
+
+
 def lost_note(context: TurnContext, msg: InboundMessage) -> str:
     """What a cut turn whose files or pictures cannot be had again is
     answered with, in the user's language: send them again (its words
@@ -361,20 +373,15 @@ class Redelivered:
 
 
 class Redeliverer(Protocol):
-    def redeliver(self, msg: InboundMessage) -> None: ...
+    def redeliver(self, msg: InboundMessage, *, lost: str = "") -> None: ...
 
 
-class NoteSender(Protocol):
-    async def publish_outbound(self, msg: OutboundMessage) -> None: ...
-
-
-async def resume_inbox(
-    loop: Redeliverer, inbox: Inbox, notes: NoteSender, *, now: datetime, within: timedelta
-) -> Redelivered:
+async def resume_inbox(loop: Redeliverer, inbox: Inbox, *, now: datetime, within: timedelta) -> Redelivered:
     """Hand the messages the inbox kept whose turn never began back to
     ``loop``, oldest first (see the module docstring); a message whose
-    pictures or recording are gone gets a note on ``notes`` instead. Logs
-    each one, with its chat, id and age, never its words."""
+    pictures or recording are gone is answered with a note asking for them
+    again, by the loop too: in its turn, after the chat's resumed replies.
+    Logs each one, with its chat, id and age, never its words."""
     done = Redelivered([], [])
     gone: list[int] = []
     for w in await inbox.waiting():
@@ -394,13 +401,15 @@ async def resume_inbox(
                      chat_id=msg.chat_id, message_id=msg.message_id, age_s=round(age.total_seconds()))
             continue
         done.answered.append(msg)
-        if w.pictures or w.unheard:
+        if w.pictures or w.unheard or w.unread:
             gone.append(w.id)
-            log.warning("message taken before a stop, never begun: its pictures or recording asked for again",
+            log.warning("message taken before a stop, never begun: asked for again (its pictures, recording or file are gone)",
                         channel=msg.channel, chat_id=msg.chat_id, message_id=msg.message_id,
                         age_s=round(age.total_seconds()))
-            note = lost_note(TurnContext(photos=w.pictures, unheard=w.unheard), msg)  # the cut turns' own note
-            await notes.publish_outbound(OutboundMessage.answering(msg, note))
+            # The cut turns' own note, in the chat's turn: not ahead of the replies resumed before it.
+            loop.redeliver(msg, lost=lost_note(TurnContext(
+                photos=w.pictures, unheard=w.unheard, files=tuple(FileMark(f, 0, 0, 0) for f in w.unread_files)), msg)
+                if w.pictures or w.unheard or w.unread_files else unread_note(msg))
             continue
         log.warning("answering a message taken before a stop, never begun", channel=msg.channel,
                     chat_id=msg.chat_id, message_id=msg.message_id, age_s=round(age.total_seconds()))

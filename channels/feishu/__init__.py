@@ -64,7 +64,9 @@ from aiohttp import web
 from channels.base import BaseChannel, ChannelFatalError, FileTooLarge
 from channels.lanes import Job, Lanes
 from channels.media import FAILED, MAX_IMAGES, TOO_LARGE, ImageError, as_image, audio_filename
-from gateway.bus import Audio, Forwarded, Image, InboundMessage, MessageBus, OutboundMessage, Quoted, notes_in_chinese
+from gateway.bus import (
+    Audio, Forwarded, Image, InboundMessage, MessageBus, NotKept, OutboundMessage, Quoted, notes_in_chinese,
+)
 from gateway.config import FeishuConfig
 from gateway.http import HttpServer
 
@@ -145,6 +147,11 @@ class _CutShort(Exception):
     """A download or quote read ended by the stop (``stop_receiving``)."""
 
 
+# What the inbox keeps of a message event before Feishu is answered: the
+# message, and what is still to be read for it (gateway/inbox.py dumps).
+_Kept = tuple[InboundMessage, dict[str, Any]]
+
+
 class FeishuChannel(BaseChannel):
     name = "feishu"
     # Seconds stop_receiving lets pending downloads finish before it cuts
@@ -219,6 +226,9 @@ class FeishuChannel(BaseChannel):
         self._idle.set()
         self._lanes = Lanes("feishu-lanes")  # per chat: the events taken, not on the bus yet
         self._cut = asyncio.Event()  # set at stop: downloads and quote reads end at once
+        # Messages the inbox kept before Feishu was answered, once on the bus
+        # (_put): one that never gets there lets its row go (_message_job).
+        self._on_bus: dict[tuple[str, str], bool] = {}
         self._started = False
         self._stopped = False
 
@@ -395,11 +405,27 @@ class FeishuChannel(BaseChannel):
         if event_id and self._dedup.seen_before(event_id):
             self.log.info("duplicate feishu event dropped", event_id=event_id)
             return
-        intake = self._recall_job(payload, event_id) if event_type == RECALL_EVENT else \
-            self._left_job(payload, event_id) if event_type == LEFT_EVENT else self._message_job(payload, event_id)
+        kept: _Kept | None = None
+        if event_type == MESSAGE_EVENT:
+            message = self._message_job(payload, event_id)
+            intake, kept = (None, None) if message is None else (message[:3], message[3])
+        else:
+            intake = self._recall_job(payload, event_id) if event_type == RECALL_EVENT else \
+                self._left_job(payload, event_id)
         if intake is None:
             return
         chat, job, slow = intake
+        if kept is not None:
+            # In gateway.db before Feishu is answered (a webhook's 200, the
+            # SDK's ACK), its pictures or quote read after: a crash during
+            # the download leaves it for the next start. Not writable (a full
+            # disk): not answered, so Feishu sends it again later.
+            try:
+                await self.bus.keep(*kept)
+            except NotKept:
+                if event_id:
+                    self._dedup.forget(event_id)
+                raise
         settled = self._settled(job, event_id)
         if slow:
             self._lanes.submit(chat, settled)
@@ -459,9 +485,13 @@ class FeishuChannel(BaseChannel):
 
         return gone[0].chat_id, job, False
 
-    def _message_job(self, payload: dict[str, Any], event_id: str) -> tuple[str, Job, bool] | None:
+    def _message_job(self, payload: dict[str, Any], event_id: str) -> tuple[str, Job, bool, _Kept | None] | None:
         """The job that puts a message event on the bus (with its quote,
-        pictures or recording), and whether it reads Feishu first (slow)."""
+        pictures or recording), whether it reads Feishu first (slow), and
+        what the inbox is to keep before Feishu is answered (the message,
+        and what is still to be read for it, by its keys); None for one
+        the inbox keeps no row for (a sender not allowed, a group message
+        not addressed to the bot)."""
         try:
             parsed = parse_message_event(payload, bot_open_id=self.bot_open_id, bot_message_ids=self._sent_ids)
         except EventParseError as exc:
@@ -491,7 +521,37 @@ class FeishuChannel(BaseChannel):
         async def read() -> bytes:
             return (await self._resource(msg.message_id, file_key, kind="file", limit=self.max_document_bytes)).data
 
+        slow = quote or images or audio or file_key or parsed.record or (named and not self.names.settled(msg.sender_id))
+        waiting: dict[str, Any] = {}
+        if images:
+            waiting["i"] = len(images)
+        if audio:
+            waiting["a"] = True
+        if file_key:
+            waiting["f"] = parsed.file_name
+        if parsed.record:
+            waiting["r"] = True
+        if quote:
+            waiting["q"] = parent
+        if keys := [*images, *([audio] if audio else []), *([file_key] if file_key else [])]:
+            waiting["k"] = keys
+        # A sticker (unreadable, nothing to read) gets a note, never a turn.
+        readable = bool(waiting) or not msg.metadata.get("unreadable")
+        kept = (msg, waiting) if readable and self.is_allowed(msg.sender_id, *ids) else None
+
         async def job() -> None:
+            cut = False
+            try:
+                await taken()
+            except asyncio.CancelledError:
+                cut = True  # a stop cut it: its row is the next start's to answer
+                raise
+            finally:
+                on_bus = self._on_bus.pop((msg.chat_id, msg.message_id), False)
+                if kept is not None and not on_bus and not cut:
+                    self.bus.unkeep(msg)  # not to be answered after all (recalled; a picture alone not read)
+
+        async def taken() -> None:
             message = msg
             if self.replies.was_recalled(message.message_id, message.chat_id):
                 # Withdrawn before its turn: never read, stored or answered.
@@ -519,8 +579,11 @@ class FeishuChannel(BaseChannel):
             else:
                 await self.publish(message, *ids)
 
-        slow = quote or images or audio or file_key or parsed.record or (named and not self.names.settled(msg.sender_id))
-        return msg.chat_id, job, bool(slow)
+        return msg.chat_id, job, bool(slow), kept
+
+    async def _put(self, msg: InboundMessage) -> None:
+        await super()._put(msg)
+        self._on_bus[(msg.chat_id, msg.message_id)] = True
 
     async def _publish_record(self, msg: InboundMessage, ids: tuple[str, ...]) -> None:
         """A chat record with its messages read (records.py), by the rules of

@@ -20,7 +20,8 @@ What Feishu does, and what we check (in this order):
    inside the signed body, and Feishu keeps it across its retries (the
    last about 6 h after the event), so they still pass.
 5. Accepted events get 200 at once; Feishu retries anything else, and the
-   event id dedup upstream absorbs those retries.
+   event id dedup upstream absorbs those retries. An event the durable
+   inbox cannot write (gateway.db full) gets 503, so Feishu retries it.
 
 We decrypt with pycryptodome (lark-oapi's own dependency) instead of
 lark-oapi's helpers so webhook mode does not import the whole SDK
@@ -40,6 +41,8 @@ from typing import Any
 import structlog
 from aiohttp import web
 from Crypto.Cipher import AES
+
+from gateway.bus import NotKept
 
 __all__ = ["EventHandler", "WebhookError", "WebhookReceiver", "decrypt_event", "sign"]
 
@@ -131,7 +134,12 @@ class WebhookReceiver:
         except WebhookError as exc:
             self._log.warning("feishu webhook request rejected", reason=exc.reason, status=exc.status, remote=request.remote)
             return web.json_response({"error": exc.answer}, status=exc.status)
-        await self._on_event(payload)
+        try:
+            await self._on_event(payload)
+        except NotKept:
+            # gateway.db full: not taken, so not a 200: Feishu retries (the
+            # last about 6 h after the event), by when there may be room.
+            return web.json_response({"error": "not taken; send it again"}, status=503)
         return web.json_response({})
 
     def _open(self, body: bytes) -> dict[str, Any]:

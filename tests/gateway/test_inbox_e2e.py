@@ -88,9 +88,72 @@ async def test_a_feishu_long_connection_event_is_in_the_inbox_before_its_ack(tmp
             await asyncio.wait_for(ch.stop(), 20)
 
 
-async def test_a_message_the_inbox_cannot_write_is_still_answered(tmp_path: Path, clock: ManualClock) -> None:
-    """gateway.db full for the inbox: the message goes on and is answered;
-    the failure is logged as an error (with no words of the message)."""
+async def test_a_feishu_event_the_inbox_cannot_write_is_not_acked_and_is_taken_when_sent_again(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    """gateway.db full: the long connection's handler fails, so the SDK
+    does not ACK the event and Feishu sends it again; nothing went on the
+    bus. Sent again once there is room, it is taken, once."""
+    async with FakeFeishu() as fake, await SessionStore.open(tmp_path / "gateway.db", clock) as store:
+        inbox = Inbox(store.db, clock)
+        bus = MessageBus(inbox=inbox)
+        ch = FeishuChannel(ws_config(fake), bus)
+        await ch.start()
+        try:
+            await fake.wait_ws_connected(60)
+            await store.db.write("CREATE TRIGGER full BEFORE INSERT ON inbox "
+                                 "BEGIN SELECT RAISE(ABORT, 'database or disk is full'); END")
+            event = fake.message_event("via websocket", chat_id="oc_ws", open_id="ou_ws")
+            assert (await fake.push_ws_event(event))["code"] != 200  # not ACKed: Feishu sends it again
+            assert bus.inbound.qsize() == 0 and inbox.failed == 1
+            await store.db.write("DROP TRIGGER full")
+            assert (await fake.push_ws_event(event))["code"] == 200  # Feishu's redelivery: not taken for a duplicate
+            [waiting] = await inbox.waiting()
+            assert waiting.msg.text == "via websocket"
+            msg = await asyncio.wait_for(bus.consume_inbound(), 10)
+            assert msg.message_id == event["event"]["message"]["message_id"] and bus.inbound.qsize() == 0
+        finally:
+            await asyncio.wait_for(ch.stop(), 20)
+
+
+async def test_a_feishu_picture_is_in_the_inbox_with_its_key_before_its_ack_and_downloaded_after(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    """A picture's download may take seconds: the event is ACKed at once,
+    but only once the message (with its image key, not its bytes) is in
+    gateway.db. A kill during the download leaves it there, so the next
+    start asks for the picture again instead of losing the message."""
+    from tests.channels.test_feishu import PNG
+
+    async with FakeFeishu() as fake, await SessionStore.open(tmp_path / "gateway.db", clock) as store:
+        inbox = Inbox(store.db, clock)
+        bus = MessageBus(inbox=inbox)
+        ch = FeishuChannel(ws_config(fake), bus, max_image_bytes=2048)
+        await ch.start()
+        try:
+            await fake.wait_ws_connected(60)
+            key = fake.add_image(PNG, "image/png")
+            release = fake.hold_resource(key)
+            event = fake.message_event(message_type="image", content={"image_key": key}, chat_id="oc_ws", open_id="ou_ws")
+            assert (await fake.push_ws_event(event))["code"] == 200
+            [waiting] = await inbox.waiting()  # kept before the ACK, the download still held
+            assert (waiting.msg.message_id, waiting.pictures) == (event["event"]["message"]["message_id"], 1)
+            (payload,) = await store.db.fetchone("SELECT payload FROM inbox") or ("",)
+            assert key in payload and bus.inbound.qsize() == 0
+            release.set()
+            msg = await asyncio.wait_for(bus.consume_inbound(), 10)  # downloaded after
+            assert [i.data for i in msg.images] == [PNG] and await inbox.count() == 1
+        finally:
+            await asyncio.wait_for(ch.stop(), 20)
+
+
+async def test_a_telegram_message_the_inbox_cannot_write_is_held_at_telegram_until_it_can(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    """gateway.db full for the inbox (and so for Tier 0: one file): the
+    update is not confirmed, so Telegram keeps it, and polling tries again
+    with a growing pause, one error logged (no words of the message), no
+    "not saved" note. Space back, it is answered once, nothing lost."""
     async with FakeOpenAI(api_key=KEY, responder=_echo) as llm, FakeTelegram() as tg:
         async with _telegram_app(tmp_path, clock, llm, tg) as app:
             with sqlite3.connect(tmp_path / "data" / "gateway.db") as db:  # only the inbox's insert fails, for real
@@ -98,13 +161,23 @@ async def test_a_message_the_inbox_cannot_write_is_still_answered(tmp_path: Path
                            "BEGIN SELECT RAISE(ABORT, 'database or disk is full'); END")
             with structlog.testing.capture_logs() as logs:
                 tg.push_text(42, 42, "is the launch on Thursday?")
+                assert app.inbox is not None
+                inbox = app.inbox
+                await until(lambda: inbox.failed >= 2, timeout=15)  # tried again, after a pause
+                assert tg.sent == [] and tg.pending_updates == 1  # not confirmed: Telegram still has it
+                tried = inbox.failed
+                await asyncio.sleep(0.3)
+                assert inbox.failed <= tried + 1  # backing off, not spinning
+                with sqlite3.connect(tmp_path / "data" / "gateway.db") as db:
+                    db.execute("DROP TRIGGER full")
                 await tg.wait_sent(1, timeout=15)
                 await _quiet(app)
-            assert app.inbox is not None and app.inbox.failed == 1
+                await until(lambda: tg.pending_updates == 0, timeout=15)
         assert [m.text for m in tg.sent] == ["re: is the launch on Thursday?"]
+        assert [r for r, _, _ in _history(tmp_path)] == ["user", "assistant"]
         [err] = [e for e in logs if e["log_level"] == "error"]
         assert "inbox" in err["event"] and "database or disk is full" in err["error"]
-        assert "launch" not in str(err)
+        assert "launch" not in str(logs)
 
 
 async def test_a_stop_past_its_timeout_leaves_the_waiting_messages_for_the_next_start(
@@ -161,7 +234,7 @@ async def test_a_photo_queued_behind_a_turn_a_crash_cut_is_asked_for_again_in_th
 ) -> None:
     """A picture's bytes are never kept: a photo the inbox held when the
     gateway was killed gets the same note a cut turn's photo gets
-    (resume.lost_note), once, and the cut turn is answered."""
+    (resume.lost_note), once, after the cut turn's answer."""
     from .test_resume_files_e2e import _running
     from .test_vision_e2e import PHOTO
 
@@ -181,7 +254,8 @@ async def test_a_photo_queued_behind_a_turn_a_crash_cut_is_asked_for_again_in_th
         async with _running(tmp_path, clock, llm, tg) as again:
             await tg.wait_sent(2, timeout=15)
             await _quiet(again)
-        assert sorted(m.text for m in tg.sent) == [
-            "Sorry, I restarted before I could answer, and the photo you sent is no longer with me. Please send it again.",
+        # In the order they came: the note does not overtake the cut turn's answer.
+        assert [m.text for m in tg.sent] == [
             "re: first",
+            "Sorry, I restarted before I could answer, and the photo you sent is no longer with me. Please send it again.",
         ]

@@ -5,7 +5,7 @@ from pathlib import Path
 from zoneinfo import ZoneInfo
 
 from gateway.bus import Image
-from gateway.prompt import PromptBuilder, fit_history, user_content, user_parts
+from gateway.prompt import PromptBuilder, answers_after_questions, fit_history, user_content, user_parts
 from gateway.sessions import StoredMessage
 from memory import Category, MemoryEngine, NewMemory, Provenance, Source
 from memory.clock import ManualClock
@@ -206,3 +206,19 @@ async def test_two_memories_that_disagree_are_dated_and_the_rules_say_the_later_
     assert f"[m{new.id} · 2026-06-29 · told by you on Telegram] Alice's manager is now Zhang" in block
     system = await builder.system_prompt("alice", private=True)
     assert "where two memories disagree, the one recorded later holds" in system
+
+
+def test_each_answer_is_read_right_after_its_question() -> None:
+    """A stop writes the questions still waiting before their answers come:
+    Tier 0 holds question, question, answer, answer; the model reads them
+    as they happened. Rows answering nothing stay where they are."""
+
+    def row(i: int, role: str, text: str, answers: str) -> StoredMessage:
+        return StoredMessage(i, 1, "telegram", "1", role, text, "u", "", answers, "2026-03-01T00:00:00Z", True)
+
+    stored = [row(1, "assistant", "a reminder", "g-1"), row(2, "user", "q1", "m1"), row(3, "user", "q2", "m2"),
+              row(4, "assistant", "a1", "m1"), row(5, "assistant", "a2", "m2"), row(6, "user", "q3", "m3")]
+    assert [m.content for m in answers_after_questions(stored)] == ["a reminder", "q1", "a1", "q2", "a2", "q3"]
+    assert [i["content"] for i in fit_history(stored)] == ["a reminder", "q1", "a1", "q2", "a2", "q3"]
+    in_order = [stored[1], stored[3], stored[2], stored[4]]
+    assert answers_after_questions(in_order) == in_order

@@ -512,7 +512,7 @@ async def test_messages_queued_behind_a_cut_turn_are_answered_after_the_restart(
         assert [m.text for m in tg.sent] == ["re: is the launch on Thursday?", "re: and who runs the demo?",
                                              "re: also, book the room"]
         roles = [r for r, _, _ in _history(tmp_path)]
-        if end == "stop":  # the stop wrote the waiting rows before their replies (noticed, left)
+        if end == "stop":  # the stop wrote the waiting rows before their replies (the prompt reads them in order)
             assert sorted(roles) == ["assistant"] * 3 + ["user"] * 3
         else:
             assert roles == ["user", "assistant"] * 3
@@ -547,3 +547,31 @@ async def test_a_reply_sent_whose_row_could_not_be_written_is_not_answered_again
             await _quiet(again)
             assert again.resumed is not None and again.resumed.answered == []
         assert [m.text for m in tg.sent] == ["re: is the launch on Thursday?"]
+
+
+async def test_after_a_stop_the_next_turn_reads_each_answer_after_its_question(tmp_path: Path, clock: ManualClock) -> None:
+    """A stop with a message queued behind a cut turn writes both questions
+    before either answer (ProcessLoop._park); after the restart answers
+    them, the model is sent the conversation as it happened: each answer
+    right after its question, on the next turn."""
+    async with FakeOpenAI(api_key=KEY, responder=_echo) as llm, FakeTelegram() as tg:
+        async with _telegram_app(tmp_path, clock, llm, tg) as app:
+            llm.queue_hold()
+            tg.push_text(42, 42, "is the launch on Thursday?")
+            await until(lambda: len(llm.requests) == 1, timeout=15)
+            tg.push_text(42, 42, "and who runs the demo?")
+            await until(lambda: tg.pending_updates == 0, timeout=15)
+            await _crash(app)  # a stop with no time left: the waiting one is written after the cut one
+        assert [r for r, _, _ in _history(tmp_path)] == ["user", "user"]
+        clock.advance(60)
+        async with _telegram_app(tmp_path, clock, llm, tg) as again:
+            await tg.wait_sent(2, timeout=15)
+            await _quiet(again)
+            tg.push_text(42, 42, "thanks")
+            await tg.wait_sent(3, timeout=15)
+            await _quiet(again)
+        turns = [(m["role"], text_of(m["content"])) for m in llm.requests[-1]["messages"][1:-1]]
+        assert turns == [
+            ("user", "is the launch on Thursday?"), ("assistant", "re: is the launch on Thursday?"),
+            ("user", "and who runs the demo?"), ("assistant", "re: and who runs the demo?"),
+        ]
