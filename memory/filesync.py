@@ -39,8 +39,8 @@ __all__ = ["FILE_SYNC_LEASE", "FileSync", "migrate_leased"]
 log = structlog.get_logger(component="memory")
 
 FILE_SYNC_LEASE = "file_sync"
-# Longer than any import takes; a holder that died frees it after this.
-_LEASE_TTL = timedelta(minutes=5)
+# Longer than a first import of a large workspace; a holder that died frees it after this.
+_LEASE_TTL = timedelta(minutes=30)
 
 Stamp = tuple[int, int]  # size, mtime_ns
 

@@ -649,5 +649,6 @@ async def _migrate(path: Path, ws: Path) -> MigrationReport:
             # The lease the gateway's file sync takes: two imports at once would add a line twice.
             return await migrate_leased(ws, engine)
         except LeaseBusy as busy:
-            raise click.ClickException(f"another import of the memory files is running ({busy}); try again in a minute") from None
+            raise click.ClickException(
+                f"another import of the memory files is running ({busy}); try again in a minute") from None
 
