@@ -213,6 +213,7 @@ class App:
         self.extraction: Service | None = None
         self.cron: Service | None = None
         self.vectorizer: Any = None  # memory.vectorize.Vectorizer when memory.embedding.enabled
+        self.file_sync: Service | None = None  # memory.filesync.FileSync when memory.fileSync > 0
         self._embedder: Any = None  # memory.embedding.HttpEmbedder, closed in close()
         self.compressor: Any = None  # memory.compression.Compressor when memory is on
         self._memory_llm: Any = None  # memory.llm.MemoryLLM, closed in close()
@@ -490,14 +491,23 @@ class App:
         from memory.consolidate import Consolidator
         from memory.extraction import ExtractionService
         from memory.llm import MemoryLLM
-        from memory.migrate import migrate_files
+        from memory.filesync import FileSync, migrate_leased
+        from memory.lease import LeaseBusy
 
         cfg = self.cfg
         # Switching back from memory.enabled=false loses nothing: whatever the
         # file store wrote meanwhile comes in now (idempotent, one stat per file).
-        report = await migrate_files(self.paths.workspace(cfg), engine)
-        if report.changed or report.problems:
-            log.info("imported memory files written while memory was off", **report.to_dict())
+        try:
+            report = await migrate_leased(self.paths.workspace(cfg), engine, job="start")
+        except LeaseBusy as busy:  # `myclaw memory migrate` is at it; the file sync catches up after
+            log.warning("memory files not imported at start: another import is running", why=str(busy))
+        else:
+            if report.changed or report.problems:
+                log.info("imported memory files written while memory was off", **report.to_dict())
+        if cfg.memory.file_sync.total_seconds() > 0:
+            # Hand edits made while running (seed 004's file-to-database sync).
+            self.file_sync = FileSync(self.paths.workspace(cfg), engine,
+                                      interval=cfg.memory.file_sync.total_seconds())
         self._memory_llm = MemoryLLM.from_config(cfg, clock=self.clock, cooldowns=self.cooldowns)
         ex = cfg.memory.extraction
         assert self.backend is not None
@@ -666,7 +676,7 @@ class App:
         self._open_health()  # after the channels: a webhook may have made the HTTP server
         if not channels and not self.failed_channels:
             raise ConfigError(NO_CHANNEL)
-        for svc in (self.extraction, self.vectorizer):
+        for svc in (self.extraction, self.vectorizer, self.file_sync):
             if svc is not None:
                 await svc.start()
                 self._started_services.append(svc)

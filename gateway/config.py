@@ -413,9 +413,19 @@ class MemoryConfig(_Model):
     extraction: ExtractionConfig = Field(default_factory=ExtractionConfig)
     retrieval: RetrievalConfig = Field(default_factory=RetrievalConfig)
     embedding: EmbeddingConfig = Field(default_factory=EmbeddingConfig)
+    # How often the gateway looks for hand edits of MEMORY.md and daily
+    # files (a stat per file; memory/filesync.py); 0 turns it off.
+    file_sync: Duration = timedelta(seconds=10)
     # person -> ["channel:sender_id", ...]; lets one person share memory
     # across Telegram and Feishu.
     identities: dict[str, list[str]] = Field(default_factory=dict)
+
+    @field_validator("file_sync")
+    @classmethod
+    def _file_sync(cls, v: timedelta) -> timedelta:
+        if timedelta(0) < v < timedelta(seconds=1):
+            raise ValueError("must be 0s (off) or at least 1s: each look stats every memory file")
+        return v
 
     @field_validator("identities")
     @classmethod
@@ -542,6 +552,7 @@ ENV_OVERRIDES: dict[str, tuple[tuple[str, ...], str]] = {
     "MYCLAW_MEMORY_API_KEY": (("memory", "provider", "apiKey"), "str"),
     "MYCLAW_MEMORY_BASE_URL": (("memory", "provider", "baseUrl"), "str"),
     "MYCLAW_MEMORY_DB_PATH": (("memory", "dbPath"), "str"),
+    "MYCLAW_MEMORY_FILE_SYNC": (("memory", "fileSync"), "str"),
     "MYCLAW_EMBEDDING_ENABLED": (("memory", "embedding", "enabled"), "bool"),
     "MYCLAW_EMBEDDING_MODEL": (("memory", "embedding", "model"), "str"),
     "MYCLAW_EMBEDDING_API_KEY": (("memory", "embedding", "provider", "apiKey"), "str"),

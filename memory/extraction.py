@@ -19,8 +19,10 @@ rows used. The transaction first checks those rows are still there, so a
 flush that raced another process (``myclaw memory flush`` beside the gateway)
 writes nothing twice. A crash or cancellation at any step rolls back to the
 untouched buffer; a failed LLM call leaves the rows with ``attempts`` and
-``next_attempt_at`` (10m, 30m, 2h, 6h, 12h, then 12h on; a ``backlog`` log
-line after 5 failures).
+``next_attempt_at`` (10m, 30m, 2h, 6h, 12h; a ``backlog`` log line after
+5 failures, and from then on 24h: seed 001 lengthens the wait of an outage
+that lasts; the rows and their ``attempts`` stay, so the health figures
+still count them as failing).
 
 A batch that is too much for the model (its reply cut at ``max_tokens``,
 the prompt over its context: :class:`~memory.llm.LLMOverflow`) would fail
@@ -58,7 +60,8 @@ from .scope import in_group
 from .service import SqliteMemory, original_message_id
 from .types import Provenance, Source
 
-__all__ = ["BACKOFF", "BACKLOG_AFTER", "ExtractionService", "FlushReport", "retry_set_aside"]
+__all__ = ["BACKOFF", "BACKLOG_AFTER", "BACKLOG_BACKOFF", "ExtractionService", "FlushReport", "backoff",
+           "retry_set_aside"]
 
 log = structlog.get_logger(component="memory")
 
@@ -70,6 +73,16 @@ BACKOFF: tuple[timedelta, ...] = (
     timedelta(hours=12),
 )
 BACKLOG_AFTER = 5
+BACKLOG_BACKOFF = timedelta(hours=24)
+"""The wait after each failure past :data:`BACKLOG_AFTER`: an outage that
+lasts is asked once a day, not twice."""
+
+
+def backoff(attempts: int) -> timedelta:
+    """How long to wait after the ``attempts``-th failure in a row."""
+    return BACKOFF[min(attempts, len(BACKOFF)) - 1] if attempts <= BACKLOG_AFTER else BACKLOG_BACKOFF
+
+
 MAX_MESSAGE_CHARS = 2000
 """One pasted log must not crowd out the rest of a batch in the prompt."""
 
@@ -538,7 +551,7 @@ class ExtractionService:
 
     def _hold(self, owner: str, rows: Sequence[_Row], error: str, unrecorded: sqlite3.Error) -> None:
         attempts = self._attempts(owner, rows)
-        retry_at = self.engine.clock.now() + BACKOFF[min(attempts, len(BACKOFF)) - 1]
+        retry_at = self.engine.clock.now() + backoff(attempts)
         self._held[owner] = (attempts, retry_at)
         log.error(
             "extraction failed and the failure could not be recorded; buffer kept, retried after the backoff",
@@ -549,7 +562,7 @@ class ExtractionService:
     async def _record_failure(self, owner: str, rows: Sequence[_Row], error: str) -> None:
         attempts = self._attempts(owner, rows)
         now = self.engine.clock.now()
-        retry_at = format_ts(now + BACKOFF[min(attempts, len(BACKOFF)) - 1])
+        retry_at = format_ts(now + backoff(attempts))
         ids = [r.id for r in rows]
         async with self.engine.db.transaction() as conn:
             await conn.execute(

@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Collection
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -67,7 +68,7 @@ from .tokens import estimate_tokens
 from .changelog import write_log
 from .types import GLOBAL_OWNER, Category, NewMemory, Provenance, Source, Status
 
-__all__ = ["MigrationReport", "carry_ledger", "discover", "migrate_files"]
+__all__ = ["MigrationReport", "carry_ledger", "discover", "memory_files", "migrate_files"]
 
 # Lazy: a logger bound at import would ignore configure_logging (and its redaction).
 log = structlog.get_logger(component="memory")
@@ -200,16 +201,38 @@ def _sha(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-async def migrate_files(workspace: Path | str, engine: MemoryEngine) -> MigrationReport:
-    """Import ``<workspace>/memory`` into ``engine``; safe to run any number of times."""
+def memory_files(root: Path) -> list[MemoryFile]:
+    """The files :func:`migrate_files` imports under ``root`` (problems aside)."""
+    sources, problems = discover(root)
+    return [f for owner, d in sources for f in _files(owner, d, root, problems)]
+
+
+async def migrate_files(
+    workspace: Path | str, engine: MemoryEngine, *, only: Collection[Path] | None = None
+) -> MigrationReport:
+    """Import ``<workspace>/memory`` into ``engine``; safe to run any number of times.
+    ``only``: just these files (memory/filesync.py's changed ones); the
+    directories' problems are then left to the full runs that report them."""
     root = Path(workspace) / "memory"
     report = MigrationReport()
-    sources, report.problems = discover(root)
-    rows = await engine.db.fetchall("SELECT key, value FROM meta WHERE key >= ? AND key < ?", (_LEDGER_PREFIX, "migrated;"))
+    sources, problems = discover(root)
+    wanted = None if only is None else set(only)
+    if wanted is None:
+        rows = await engine.db.fetchall(
+            "SELECT key, value FROM meta WHERE key >= ? AND key < ?", (_LEDGER_PREFIX, "migrated;"))
+    else:  # only their entries: a long MEMORY.md's holds every line's hash
+        keys = [_ledger_key(f) for f in memory_files(root) if f.path in wanted]
+        rows = await engine.db.fetchall(
+            f"SELECT key, value FROM meta WHERE key IN ({','.join('?' * len(keys))})", keys) if keys else []
     ledger: dict[str, dict[str, Any]] = {r["key"]: json.loads(r["value"]) for r in rows}
     for owner, d in sources:
-        report.owners.append(owner)
-        for f in _files(owner, d, root, report.problems):
+        if wanted is None:
+            report.owners.append(owner)
+        for f in _files(owner, d, root, problems):
+            if wanted is not None and f.path not in wanted:
+                continue
+            if wanted is not None and owner not in report.owners:
+                report.owners.append(owner)
             report.files_seen += 1
             key = _ledger_key(f)
             entry = ledger.get(key)
@@ -232,6 +255,8 @@ async def migrate_files(workspace: Path | str, engine: MemoryEngine) -> Migratio
                 await _long_term(engine, root, f, data, stamp, entry, report)
             else:
                 await _daily(engine, root, f, data, stamp, entry, report)
+    if wanted is None:
+        report.problems[:0] = problems
     for p in report.problems:
         log.warning("migration skipped a file or directory", problem=p)
     if report.changed:

@@ -22,7 +22,7 @@ from memory import Category, MemoryEngine, MemoryNotFound, NewMemory, Provenance
 from memory.changelog import write_log
 from memory.engine import MAX_CONTENT_CHARS
 from memory.forgetting import Erasure, erase_planned, plan_erasure, retire_entries_on
-from memory.migrate import MigrationReport, migrate_files
+from memory.migrate import MigrationReport
 from memory.retrieval import Retriever
 from memory.clock import SystemClock
 from memory.service import SqliteMemory
@@ -651,6 +651,14 @@ def migrate(workspace: Path | None, as_json: bool) -> None:
 
 
 async def _migrate(path: Path, ws: Path) -> MigrationReport:
+    from memory.filesync import migrate_leased
+    from memory.lease import LeaseBusy
+
     async with open_engine(path, create=True) as engine:
-        return await migrate_files(ws, engine)
+        try:
+            # The lease the gateway's file sync takes: two imports at once would add a line twice.
+            return await migrate_leased(ws, engine)
+        except LeaseBusy as busy:
+            raise click.ClickException(
+                f"another import of the memory files is running ({busy}); try again in a minute") from None
 

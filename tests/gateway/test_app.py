@@ -237,6 +237,29 @@ async def test_memory_disabled_uses_the_file_store(tmp_path: Path, clock: Manual
         await app.close()
 
 
+async def test_a_hand_edit_of_memory_md_reaches_the_running_gateways_prompt(
+    tmp_path: Path, clock: ManualClock, fake_llm: FakeOpenAI
+) -> None:
+    """Seed 004's file-to-database sync: no restart, no `myclaw memory migrate`."""
+    cfg, paths = _config(tmp_path, fake_llm)
+    app = App(cfg, paths, clock=clock, channel_specs=[ECHO])
+    try:
+        await app.open()
+        await app.start()
+        sync = app.file_sync
+        assert sync is not None and sync in app._started_services
+        memory_md = paths.home / "workspace" / "memory" / "MEMORY.md"
+        memory_md.parent.mkdir(parents=True, exist_ok=True)
+        memory_md.write_text("- The team standup is at 09:30\n", encoding="utf-8")
+        for _ in range(2):  # noted, then imported once it stayed put
+            await asyncio.wait_for(sync.poll(), 10)  # type: ignore[attr-defined]
+        await app.channels["echo"].say("when is standup?")  # type: ignore[attr-defined]
+        assert app.loop is not None and await app.loop.drain(5)
+        assert "The team standup is at 09:30" in fake_llm.requests[-1]["messages"][0]["content"]
+    finally:
+        await app.close()
+
+
 async def test_memory_forget_leaves_no_trace_in_the_files_of_the_running_gateway(
     tmp_path: Path, clock: ManualClock, fake_llm: FakeOpenAI
 ) -> None:

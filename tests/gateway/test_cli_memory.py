@@ -346,6 +346,28 @@ def test_migrate_is_idempotent_and_reports_counts(home: Path, tmp_path: Path) ->
     assert r.exit_code == 1 and "no memory directory at" in r.output
 
 
+def test_migrate_beside_the_gateways_file_sync_waits_its_turn(home: Path) -> None:
+    """Two imports at once would both add a new line: the second is told, nothing written."""
+    from memory.filesync import FILE_SYNC_LEASE
+    from memory.lease import Leases
+
+    ws = home / "workspace"
+    (ws / "memory").mkdir(parents=True)
+    (ws / "memory" / "MEMORY.md").write_text("- Standup is at 10:00\n")
+
+    async def hold() -> None:
+        engine = await MemoryEngine.open(home / "data" / "memory.db", SystemClock())
+        try:
+            await Leases(engine.db, engine.clock).acquire(FILE_SYNC_LEASE, "file_sync@gateway")
+        finally:
+            await engine.close()
+
+    asyncio.run(hold())
+    r = cli("migrate")
+    assert r.exit_code == 1 and "another import of the memory files is running" in r.output
+    assert db_rows(home) == []
+
+
 def test_migrate_without_a_file_store_says_so_and_makes_no_database(tmp_path: Path,
                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     home = tmp_path / "not-the-home"  # a wrong MYCLAW_HOME, or memory never disabled

@@ -226,6 +226,15 @@ def test_env_overrides(tmp_path: Path) -> None:
     assert cfg.channels.feishu.app_secret.get_secret_value() == "fs"
 
 
+def test_file_sync_interval_default_env_and_bounds(tmp_path: Path) -> None:
+    assert load_config(tmp_path / "none.json", env={}).memory.file_sync == timedelta(seconds=10)
+    cfg = load_config(tmp_path / "none.json", env={"MYCLAW_MEMORY_FILE_SYNC": "0s"})
+    assert cfg.memory.file_sync == timedelta(0)  # off
+    assert load_config(write(tmp_path, {"memory": {"fileSync": "1m"}}), env={}).memory.file_sync == timedelta(minutes=1)
+    with pytest.raises(ConfigError, match="MYCLAW_MEMORY_FILE_SYNC"):
+        load_config(tmp_path / "none.json", env={"MYCLAW_MEMORY_FILE_SYNC": "10ms"})
+
+
 def test_bad_env_value_names_the_variable(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="MYCLAW_MEMORY_ENABLED"):
         load_config(tmp_path / "none.json", env={"MYCLAW_MEMORY_ENABLED": "perhaps"})

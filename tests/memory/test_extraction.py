@@ -11,7 +11,7 @@ import pytest
 
 from memory import ManualClock, MemoryEngine
 from memory.changelog import read_log
-from memory.extraction import BACKOFF, ExtractionService
+from memory.extraction import BACKLOG_BACKOFF, BACKOFF, ExtractionService
 from memory.llm import MemoryLLM
 from memory.retrieval import Retriever
 from memory.service import SqliteMemory
@@ -154,7 +154,7 @@ async def test_failures_keep_the_buffer_and_back_off(engine: MemoryEngine, clock
         [rep] = await svc.tick()
         assert rep.error is not None and await counts(engine) == (0, 0, 2)
         rows = await buffered(engine)
-        wait = BACKOFF[min(attempt, 5) - 1]
+        wait = BACKOFF[attempt - 1] if attempt <= len(BACKOFF) else BACKLOG_BACKOFF
         assert {(r[3], r[4]) for r in rows} == {(attempt, _ts(clock.now() + wait))}
         n = len(fake.requests)
         clock.advance(wait - timedelta(seconds=1))
@@ -162,6 +162,36 @@ async def test_failures_keep_the_buffer_and_back_off(engine: MemoryEngine, clock
         clock.advance(timedelta(seconds=1))
     [backlog] = await read_log(engine.db, actions=["backlog"])
     assert backlog.owner == "alice" and json.loads(backlog.detail)["attempts"] == 5
+    fake.queue_reply(reply([{"content": "Alice's locker is 42", "category": "config"}], "locker"))
+    [rep] = await svc.tick()
+    assert rep.ok and await counts(engine) == (1, 1, 0)
+
+
+async def test_after_the_backlog_the_backoff_lengthens_to_a_day(
+    engine: MemoryEngine, clock: ManualClock, fake: FakeOpenAI, llm: MemoryLLM
+) -> None:
+    """Seed 001: after the 5th failure (logged ``backlog``) an outage that
+    lasts is asked every 24 h, not every 12 h; the buffer stays whole and
+    the health figures keep counting it as failing."""
+    mem = SqliteMemory(engine)
+    svc = service(engine, llm)
+    await mem.buffer(turns("alice", ("remember: my locker is 42", "ok")))
+    clock.advance(timedelta(minutes=3))
+    waits = [*BACKOFF, BACKLOG_BACKOFF, BACKLOG_BACKOFF]
+    assert BACKLOG_BACKOFF == timedelta(hours=24)
+    for attempt, wait in enumerate(waits, start=1):
+        fake.queue_error(500)
+        [rep] = await svc.tick()
+        assert rep.error is not None
+        rows = await buffered(engine)
+        assert {(r[3], r[4]) for r in rows} == {(attempt, _ts(clock.now() + wait))} and len(rows) == 2
+        n = len(fake.requests)
+        clock.advance(wait - timedelta(seconds=1))
+        assert await svc.tick() == [] and len(fake.requests) == n  # not before its time
+        clock.advance(timedelta(seconds=1))
+    backlog = await engine.backlog()
+    assert (backlog.lines, backlog.retrying, backlog.stuck) == (2, 2, 2)
+    assert len(await read_log(engine.db, actions=["backlog"])) == 1  # logged once, at the 5th
     fake.queue_reply(reply([{"content": "Alice's locker is 42", "category": "config"}], "locker"))
     [rep] = await svc.tick()
     assert rep.ok and await counts(engine) == (1, 1, 0)

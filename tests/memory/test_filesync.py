@@ -1,0 +1,188 @@
+"""The running gateway picks up hand edits of MEMORY.md and daily files
+(memory/filesync.py): each poll stats the files; a file changed and then
+left alone for one poll is imported with the same logic as ``myclaw
+memory migrate``, that file only."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import os
+from datetime import UTC, datetime
+from pathlib import Path
+
+from memory import ManualClock, MemoryEngine, Provenance, Status
+from memory.backend import Turn
+from memory.filestore import FileMemory
+from memory.filesync import FILE_SYNC_LEASE, FileSync
+from memory.lease import Leases
+from memory.migrate import migrate_files
+
+P = Provenance(channel="telegram", chat_id="1")
+_tick = itertools.count(1)
+
+
+def write(path: Path, text: str) -> None:
+    """Write ``text`` with an mtime of its own: two saves within one
+    filesystem tick would otherwise look alike."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    ns = 1_700_000_000_000_000_000 + next(_tick) * 1_000_000_000
+    os.utime(path, ns=(ns, ns))
+
+
+async def settle(sync: FileSync) -> None:
+    """Two polls: the first notes the change, the second imports it."""
+    await asyncio.wait_for(sync.poll(), 10)
+    await asyncio.wait_for(sync.poll(), 10)
+
+
+async def active(engine: MemoryEngine, owner: str = "_global") -> list[str]:
+    return sorted(m.content for m in await engine.list_memories(owner))
+
+
+async def archived(engine: MemoryEngine) -> list[str]:
+    rows = await engine.db.fetchall("SELECT content FROM memories WHERE status = ? ORDER BY content",
+                                    (Status.ARCHIVED.value,))
+    return [r[0] for r in rows]
+
+
+async def started(tmp_path: Path, engine: MemoryEngine, text: str) -> tuple[Path, FileSync]:
+    """A workspace imported at start, and its sync having seen it."""
+    mem = tmp_path / "memory" / "MEMORY.md"
+    write(mem, text)
+    await migrate_files(tmp_path, engine)
+    sync = FileSync(tmp_path, engine)
+    await settle(sync)
+    return mem, sync
+
+
+async def test_an_added_line_becomes_a_profile_entry_while_running(tmp_path: Path, engine: MemoryEngine) -> None:
+    mem, sync = await started(tmp_path, engine, "- Prefers tea\n")
+    write(mem, "- Prefers tea\n- Lives in Lisbon\n")
+    await settle(sync)
+    assert await active(engine) == ["Lives in Lisbon", "Prefers tea"]
+    [m] = [m for m in await engine.list_memories("_global") if m.content == "Lives in Lisbon"]
+    assert m.tier == 1
+    await settle(sync)  # nothing new: nothing twice
+    assert await active(engine) == ["Lives in Lisbon", "Prefers tea"]
+
+
+async def test_an_edited_line_replaces_its_entry(tmp_path: Path, engine: MemoryEngine) -> None:
+    mem, sync = await started(tmp_path, engine, "- Prefers tea\n- Works on atlas\n")
+    write(mem, "- Prefers tea\n- Works on borealis\n")
+    await settle(sync)
+    assert await active(engine) == ["Prefers tea", "Works on borealis"]
+    assert await archived(engine) == ["Works on atlas"]
+
+
+async def test_a_removed_line_archives_its_entry(tmp_path: Path, engine: MemoryEngine) -> None:
+    mem, sync = await started(tmp_path, engine, "- Prefers tea\n- Works on atlas\n")
+    write(mem, "- Prefers tea\n")
+    await settle(sync)
+    assert await active(engine) == ["Prefers tea"]
+    assert await archived(engine) == ["Works on atlas"]
+    log = await engine.db.fetchall("SELECT action FROM memory_log WHERE job = 'migration'")
+    assert [r[0] for r in log] == ["file_removed"]
+
+
+async def test_an_emptied_file_archives_nothing(tmp_path: Path, engine: MemoryEngine) -> None:
+    """An editor that crashed mid-save left an empty file: not a wish to forget everything."""
+    mem, sync = await started(tmp_path, engine, "- Prefers tea\n- Works on atlas\n")
+    write(mem, "")
+    await settle(sync)
+    assert await active(engine) == ["Prefers tea", "Works on atlas"] and await archived(engine) == []
+    write(mem, "- Prefers tea\n- Works on atlas\n")  # saved again: nothing doubled
+    await settle(sync)
+    assert await active(engine) == ["Prefers tea", "Works on atlas"] and await archived(engine) == []
+
+
+async def test_a_file_still_being_written_waits_for_the_next_poll(tmp_path: Path, engine: MemoryEngine) -> None:
+    """Half a save read mid-write would archive the lines not written yet
+    (and import them again a moment later): a change is imported only once
+    the file stayed the same for a whole poll."""
+    mem, sync = await started(tmp_path, engine, "- Prefers tea\n- Works on atlas\n")
+    write(mem, "- Prefers tea\n")  # the first half of the save
+    await asyncio.wait_for(sync.poll(), 10)
+    write(mem, "- Prefers tea\n- Works on atlas\n- Lives in Lisbon\n")  # the whole of it
+    await asyncio.wait_for(sync.poll(), 10)
+    assert await active(engine) == ["Prefers tea", "Works on atlas"]  # not yet: it just changed
+    await asyncio.wait_for(sync.poll(), 10)
+    assert await active(engine) == ["Lives in Lisbon", "Prefers tea", "Works on atlas"]
+    assert await archived(engine) == []
+
+
+async def test_a_daily_file_edit_and_growth(tmp_path: Path, engine: MemoryEngine) -> None:
+    day = tmp_path / "memory" / "2026-02-20.md"
+    write(day, "Discussed the atlas deploy.\n")
+    mem, sync = await started(tmp_path, engine, "- Prefers tea\n")
+    write(day, "Discussed the atlas deploy.\nBooked the venue.\n")  # grew
+    await settle(sync)
+    assert [e.summary for e in await engine.events("_global")] == ["Discussed the atlas deploy.", "Booked the venue."]
+    write(day, "Discussed the borealis deploy.\n")  # edited
+    await settle(sync)
+    assert [e.summary for e in await engine.events("_global")] == ["Discussed the borealis deploy."]
+
+
+async def test_only_the_changed_file_is_read(tmp_path: Path, engine: MemoryEngine) -> None:
+    mem, sync = await started(tmp_path, engine, "- Prefers tea\n")
+    user = tmp_path / "memory" / "2026-02-20.md"
+    write(user, "Discussed the atlas deploy.\n")
+    await asyncio.wait_for(sync.poll(), 10)
+    report = await asyncio.wait_for(sync.poll(), 10)
+    assert report is not None and report.files_seen == 1 and report.events_added == 1
+    assert await asyncio.wait_for(sync.poll(), 10) is None  # nothing changed: no import at all
+
+
+async def test_the_bots_own_file_writes_do_not_echo(tmp_path: Path, engine: MemoryEngine, clock: ManualClock) -> None:
+    """What the file store writes (``myclaw chat`` with memory off, say) comes
+    in once; the sync's own ledger and a fact SQLite already holds are not
+    read back as new edits, and nothing the bot wrote is archived."""
+    files = FileMemory(tmp_path, clock)
+    await files.remember("alice", "Alice's cat is called Miso", provenance=P)
+    await migrate_files(tmp_path, engine)
+    sync = FileSync(tmp_path, engine)
+    await settle(sync)
+    await files.remember("alice", "Alice runs on Sundays", provenance=P)
+    await files.buffer([Turn(owner="alice", channel="telegram", chat_id="1", role="user",
+                             content="booked flights to Osaka", at=datetime(2026, 3, 1, 9, tzinfo=UTC))])
+    await settle(sync)
+    await settle(sync)
+    assert await active(engine, "alice") == ["Alice runs on Sundays", "Alice's cat is called Miso"]
+    assert await archived(engine) == []
+    assert len(await engine.events("alice")) == 1
+    await files.buffer([Turn(owner="alice", channel="telegram", chat_id="1", role="user",
+                             content="and a hotel", at=datetime(2026, 3, 1, 10, tzinfo=UTC))])
+    await settle(sync)
+    evs = await engine.events("alice")
+    assert len(evs) == 2 and "booked flights" not in evs[1].summary  # the new part only
+
+
+async def test_a_busy_lease_waits_for_the_next_poll(tmp_path: Path, engine: MemoryEngine) -> None:
+    """One importer at a time (``myclaw memory migrate`` beside the gateway):
+    while another holds the lease, the change waits, and is imported after."""
+    mem, sync = await started(tmp_path, engine, "- Prefers tea\n")
+    write(mem, "- Prefers tea\n- Lives in Lisbon\n")
+    leases = Leases(engine.db, engine.clock)
+    lease = await leases.acquire(FILE_SYNC_LEASE, "migrate@other")
+    await settle(sync)
+    assert await active(engine) == ["Prefers tea"]
+    await lease.release()
+    await asyncio.wait_for(sync.poll(), 10)
+    assert await active(engine) == ["Lives in Lisbon", "Prefers tea"]
+
+
+async def test_start_and_stop_run_the_poll_in_the_background(tmp_path: Path, engine: MemoryEngine) -> None:
+    mem, _ = await started(tmp_path, engine, "- Prefers tea\n")
+    sync = FileSync(tmp_path, engine, interval=0.01)
+    await sync.start()
+    try:
+        write(mem, "- Prefers tea\n- Lives in Lisbon\n")
+
+        async def imported() -> None:
+            while await active(engine) != ["Lives in Lisbon", "Prefers tea"]:
+                await asyncio.sleep(0.01)
+
+        await asyncio.wait_for(imported(), 10)
+    finally:
+        await sync.stop()
