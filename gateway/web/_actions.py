@@ -16,6 +16,9 @@ cannot drift apart. The semantics follow ``myclaw memory`` (the CLI):
   messages that said it;
 * an action on a memory given together with a user only proceeds when the
   memory is that user's (a stale page cannot change someone else's fact);
+* ``unshare`` takes a member's fact back from every group it was shared
+  with (``/share``, memory/sharing.py); :meth:`MemoryAdmin.reshare`, its
+  undo, puts the same places back only if none was set since;
 * an edit and its status change happen in one transaction; an edit of a
   fact's words supersedes the Core Memory entries the weekly refresh built
   on it (they would state the old words in every prompt until then; the
@@ -31,7 +34,7 @@ from __future__ import annotations
 
 import builtins
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from memory import Category, MemoryEngine, MemoryNotFound, NewMemory, Provenance, Source, Status
@@ -420,6 +423,34 @@ class MemoryAdmin:
         if "content" in before:
             await self.engine.purge_erased()  # the undone words leave the file as an edit's do
         return await self.get(memory_id)
+
+    async def _set_shared(self, m: Memory, places: tuple[str, ...], action: str, detail: dict[str, Any]) -> Memory:
+        async with self.engine.db.transaction() as conn:
+            await conn.execute("UPDATE memories SET provenance = ? WHERE id = ?",
+                               (replace(m.provenance, shared=places).to_json(), m.id))
+            # The places only (channel:chat id), never the words.
+            await write_log(conn, at=self.engine.now(), job=JOB, owner=m.owner, action=action, memory_id=m.id,
+                            detail=detail)
+        return await self.get(m.id)
+
+    async def unshare(self, memory_id: int, owner: str | None = None) -> tuple[Memory, tuple[str, ...]]:
+        """Take the memory back from every group it is shared with (as
+        ``/unshare`` in the private chat); returns it and the places it
+        was shared with (none: nothing changed)."""
+        m = await self.get(memory_id, owner)
+        was = m.provenance.shared
+        if not was:
+            return m, ()
+        return await self._set_shared(m, (), "unshare", {"was": list(was)}), was
+
+    async def reshare(self, memory_id: int, owner: str, places: Sequence[str]) -> Memory:
+        """The undo of :meth:`unshare`: ``places`` again, if the memory is
+        still shared nowhere (a later ``/share`` is never overwritten)."""
+        m = await self.get(memory_id, owner)
+        if m.provenance.shared:
+            raise Conflict(f"memory m{memory_id} was changed since; nothing was changed",
+                           key="err_undo_changed", id=memory_id)
+        return await self._set_shared(m, tuple(places), "share", {"places": list(places), "undo": "unshare"})
 
     async def _set_status(self, memory_id: int, owner: str | None, status: Status, action: str) -> Memory:
         m = await self.get(memory_id, owner)

@@ -90,6 +90,8 @@ CATALOGUE: dict[str, tuple[str, str]] = {
     "done_erased_all": ("{memories} erased for good.", "已永久删除 {memories}。"),
     "done_retried_set_aside": ("{id} set-aside lines will be tried again at the next extraction run.",
                                "{id} 行暂存的消息将在下次提取时重试。"),
+    "done_unshared": ("Memory m{id} is no longer shared with groups.", "记忆 m{id} 已取消共享，群聊不再读到它。"),
+    "done_undone_unshare": ("Memory m{id} is shared again.", "记忆 m{id} 已重新共享。"),
     "undo": ("Undo", "撤销"),
     # -- a memory's card ------------------------------------------------------------
     "src_extraction": ("Auto-extracted", "自动提取"),
@@ -104,6 +106,11 @@ CATALOGUE: dict[str, tuple[str, str]] = {
     "importance": ("importance", "重要性"),
     "shared": ("shared: {owner}", "共享：{owner}"),
     "shared_hint": ("visible to every user", "所有用户可见"),
+    # A member's fact they let groups read (/share): {groups} are "channel:chat id".
+    "shared_all": ("Shared with all groups", "在所有群聊中共享"),
+    "shared_group": ("Shared with group {groups}", "在群 {groups} 中共享"),
+    "shared_groups_hint": ("read in a group when this user asks there (/share)", "该用户在群聊中提问时可读到（/share）"),
+    "unshare": ("Unshare", "取消共享"),
     "score": ("score {score}", "得分 {score}"),
     "score_hint": ("retrieval score", "检索得分"),
     "created": ("created {when}", "创建于 {when}"),
@@ -349,7 +356,7 @@ LOG_WORDS_ZH: dict[str, str] = {
     "merge_rejected": "拒绝合并", "profile_rejected": "拒绝写入档案", "promote": "提升为个人档案",
     "promote_held": "暂缓提升", "demote": "降为知识", "demote_held": "暂缓降级", "reinforce": "强化",
     "recall": "回想", "decay": "衰减", "drop": "丢弃", "skip": "跳过", "backlog": "积压", "run": "运行",
-    "set-aside": "暂存", "retry-set-aside": "重试暂存",
+    "set-aside": "暂存", "retry-set-aside": "重试暂存", "share": "共享", "unshare": "取消共享",
 }
 
 

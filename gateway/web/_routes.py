@@ -11,8 +11,8 @@ Pages (GET renders, POST changes and redirects back with a short notice)::
     GET  /memory/lang?set=en|zh|zh-Hant  the page's language (a cookie; no sign-in needed), back to ?back=
     POST /memory/login           token -> session cookie;  POST /memory/logout
     GET  /memory/erase | archive-all | erase-all ?id= or ?user=, &back=   the confirmation page (a link)
-    POST /memory/add | edit | archive | restore | erase | archive-all | erase-all | retry-set-aside
-    POST /memory/undo            token= (from an edit's or archive-all's notice): put back what it changed
+    POST /memory/add | edit | archive | restore | erase | archive-all | erase-all | retry-set-aside | unshare
+    POST /memory/undo            token= (from an edit's, archive-all's or unshare's notice): put back what it changed
 
 ``erase`` and ``archive-all`` without ``confirm=yes`` answer with a
 confirmation page; ``erase-all`` also needs the user name typed again.
@@ -24,11 +24,12 @@ session may use it too with the ``X-CSRF-Token`` header on POST)::
 
     GET  /memory/api/users | stats?user= | memories?user=&status=&category=&has=&limit=&offset=
     GET  /memory/api/search?user=&q=&limit= | memory?id= | log?user=
-    POST /memory/api/add | edit | archive | restore | erase     (JSON body)
+    POST /memory/api/add | edit | archive | restore | erase | unshare     (JSON body)
 
 ``erase`` takes ``"cascade": true`` to erase the older versions and the
 Core Memory entries built on the memory too; the answer lists them and the
-linked records kept.
+linked records kept. ``unshare`` takes a fact back from every group it was
+shared with (``/share``); the answer's ``was`` names those groups.
 """
 
 from __future__ import annotations
@@ -52,7 +53,7 @@ from memory.types import Category, Status
 from ._actions import EDITABLE, AdminError, Conflict, Invalid, MemoryAdmin, editable_values
 from ._auth import COOKIE, COOKIE_PATH, AdminAuth, Identity, is_https, same_origin
 from ._i18n import LANG_COOKIE, LANGS, Words, pick_lang
-from ._undo import ArchiveAllUndo, EditUndo, UndoStore
+from ._undo import ArchiveAllUndo, EditUndo, UndoStore, UnshareUndo
 from ._views import (
     DONE,
     PageContext,
@@ -229,6 +230,7 @@ class MemoryWeb:
             ("POST", "/memory/archive-all", page(self._archive_all, post=True)),
             ("POST", "/memory/erase-all", page(self._erase_all, post=True)),
             ("POST", "/memory/retry-set-aside", page(self._retry_set_aside, post=True)),
+            ("POST", "/memory/unshare", page(self._unshare, post=True)),
             ("POST", "/memory/undo", page(self._undo, post=True)),
             ("GET", "/memory/api/users", api(self._api_users)),
             ("GET", "/memory/api/stats", api(self._api_stats)),
@@ -241,6 +243,7 @@ class MemoryWeb:
             ("POST", "/memory/api/archive", api(self._api_status("archive"), post=("id", "user"))),
             ("POST", "/memory/api/restore", api(self._api_status("restore"), post=("id", "user"))),
             ("POST", "/memory/api/erase", api(self._api_erase, post=("id", "user", "cascade"))),
+            ("POST", "/memory/api/unshare", api(self._api_unshare, post=("id", "user"))),
         ]
 
     def mount(self, http: HttpServer) -> None:
@@ -575,12 +578,22 @@ class MemoryWeb:
         token = self.undo.put(ArchiveAllUndo(user, tuple(ids))) if ids else ""
         return _redirect(_with_notice(f"/memory?{urlencode({'user': user})}", "archived_all", len(ids), undo=token))
 
+    async def _unshare(self, request: web.Request, ident: Identity, ctx: PageContext, data: Data) -> web.StreamResponse:
+        m, was = await self.admin.unshare(_int(data.get("id"), "id"), _user(data, required=False))
+        log.info("memory page: memory unshared", memory_id=m.id, owner=m.owner, groups=len(was))
+        token = self.undo.put(UnshareUndo(m.id, m.owner, was)) if was else ""
+        return _redirect(_with_notice(ctx.back, "unshared", m.id, f"#m{m.id}", undo=token))
+
     async def _undo(self, request: web.Request, ident: Identity, ctx: PageContext, data: Data) -> web.StreamResponse:
-        """The Undo of an edit's or an archive-all's notice (a single
-        archive's Undo is a plain restore)."""
+        """The Undo of an edit's, an archive-all's or an unshare's notice
+        (a single archive's Undo is a plain restore)."""
         item = self.undo.take(str(data.get("token") or ""))
         if item is None:
             raise Conflict("this undo has expired or was used already; nothing was changed", key="err_undo_gone")
+        if isinstance(item, UnshareUndo):
+            m = await self.admin.reshare(item.memory_id, item.owner, item.places)
+            log.info("memory page: unshare undone", memory_id=m.id, owner=m.owner)
+            return _redirect(_with_notice(ctx.back, "undone_unshare", m.id, f"#m{m.id}"))
         if isinstance(item, EditUndo):
             m = await self.admin.undo_edit(item.memory_id, item.owner, item.before, item.after, item.entries)
             log.info("memory page: edit undone", memory_id=m.id, owner=m.owner)
@@ -689,6 +702,11 @@ class MemoryWeb:
 
         return go
 
+    async def _api_unshare(self, request: web.Request, data: Data) -> Any:
+        m, was = await self.admin.unshare(_int(data.get("id"), "id"), _user(data, required=False))
+        log.info("memory api: memory unshared", memory_id=m.id, owner=m.owner, groups=len(was))
+        return {"memory": memory_dict(m), "was": list(was)}
+
     async def _api_erase(self, request: web.Request, data: Data) -> Any:
         cascade = data.get("cascade", False)
         if not isinstance(cascade, bool):
@@ -726,7 +744,7 @@ def _file_part(user: str) -> str:
 
 
 # Notices whose redirect jumps to the memory's card (#m<id>): shown on it.
-ANCHORED = ("added", "exists", "edited", "edited_entries", "restored", "undone_edit")
+ANCHORED = ("added", "exists", "edited", "edited_entries", "restored", "undone_edit", "unshared", "undone_unshare")
 
 
 def _notice_id(data: Data) -> int:

@@ -1,4 +1,4 @@
-"""What the page's Undo button after an edit or an "archive all" puts back.
+"""What the page's Undo button after an edit, an "archive all" or an Unshare puts back.
 
 Kept in this process only, for ``ttl`` seconds and at most ``keep`` of
 them: an edit can be a redaction, so its old words go to neither the
@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["ArchiveAllUndo", "EditUndo", "Undoable", "UndoStore"]
+__all__ = ["ArchiveAllUndo", "EditUndo", "UnshareUndo", "Undoable", "UndoStore"]
 
 
 @dataclass(frozen=True)
@@ -40,7 +40,16 @@ class ArchiveAllUndo:
     ids: tuple[int, ...]
 
 
-Undoable = EditUndo | ArchiveAllUndo
+@dataclass(frozen=True)
+class UnshareUndo:
+    """The groups an Unshare took a memory back from (``provenance.shared``)."""
+
+    memory_id: int
+    owner: str
+    places: tuple[str, ...]
+
+
+Undoable = EditUndo | ArchiveAllUndo | UnshareUndo
 
 
 class UndoStore:

@@ -20,6 +20,7 @@ from memory.changelog import LogEntry
 from memory.engine import Stats
 from memory.forgetting import Erasure
 from memory.origin import origin
+from memory.sharing import EVERY_GROUP
 from memory.types import GLOBAL_OWNER, Category, Hit, Memory, Source, Status
 
 from ._actions import EDITABLE, UserSummary
@@ -44,7 +45,8 @@ __all__ = [
 STATUS_TABS = ("active", "archived", "superseded", "all")
 # The notices a POST's redirect names (``?done=``): catalogue keys ``done_<name>``.
 DONE = ("added", "exists", "edited", "edited_entries", "archived", "restored", "erased", "erased_cascade",
-        "archived_all", "erased_all", "retried_set_aside", "undone_edit", "undone_archive_all")
+        "archived_all", "erased_all", "retried_set_aside", "undone_edit", "undone_archive_all", "unshared",
+        "undone_unshare")
 
 
 def e(value: object) -> str:
@@ -216,6 +218,11 @@ def card(ctx: PageContext, m: Memory, *, replaced: Sequence[Memory] = (), score:
         meta.insert(0, f'<span class="badge st-{e(m.status.value)}">{e(_status(t, m.status))}</span>')
     if shared:
         meta.insert(0, f'<span class="badge shared" title="{e(t("shared_hint"))}">{e(t("shared", owner=m.owner))}</span>')
+    groups = shared_with(m)
+    if groups:
+        every = EVERY_GROUP in groups
+        label = t("shared_all") if every else t("shared_group", groups=", ".join(groups))
+        meta.append(f'<span class="badge groups" title="{e(t("shared_groups_hint"))}">{e(label)}</span>')
     if m.project != GLOBAL_OWNER or m.topic != "_general":
         meta.append(f"<span>{e(m.project)} / {e(m.topic)}</span>")
     if score is not None:
@@ -249,6 +256,8 @@ def card(ctx: PageContext, m: Memory, *, replaced: Sequence[Memory] = (), score:
             actions.append(_act(ctx, "/memory/archive", t("archive"), m.id))
         else:
             actions.append(_act(ctx, "/memory/restore", t("restore"), m.id))
+        if groups:
+            actions.append(_act(ctx, "/memory/unshare", t("unshare"), m.id))
         # A link to the confirmation (no POST yet: Back after the erase meets no resubmission).
         actions.append(f'<a class="button danger" href="{e(url("/memory/erase", id=m.id, back=ctx.back))}"'
                        f' aria-label="{e(t("erase_dots"))} m{m.id}">{e(t("erase_dots"))}</a>')
@@ -266,6 +275,15 @@ def card(ctx: PageContext, m: Memory, *, replaced: Sequence[Memory] = (), score:
   {chain}
   <div class="actions">{"".join(actions)}</div>
 </article>"""
+
+
+def shared_with(m: Memory) -> tuple[str, ...]:
+    """The groups a member let read ``m`` (``/share``: ``*`` for every
+    group), as memory/scope.py reads them: a credential, a profile entry or
+    a ``_global`` row is never shared, whatever its provenance says."""
+    if m.owner == GLOBAL_OWNER or m.tier != 2 or m.category is Category.CREDENTIAL:
+        return ()
+    return m.provenance.shared
 
 
 def _undo_button(ctx: PageContext) -> str:
@@ -361,7 +379,7 @@ table.log td,.events li,ul.linked li{overflow-wrap:anywhere}
 .badge{border-radius:10px;padding:1px 8px;background:#eef2f7;color:#374151}
 .src-extraction,.src-compression{background:#e6f4ea;color:#1e6b34}.src-manual{background:#e8effd;color:#1d4ed8}.src-migration{background:#fdf3e1;color:#8a5a00}
 .st-archived .badge.st-archived,.badge.st-archived{background:#f3f4f6;color:#6b7280}.badge.st-superseded{background:#fdecec;color:#9f1d1d}
-.badge.shared{background:#f3e8ff;color:#6b21a8}.score{color:#6b7280}
+.badge.shared{background:#f3e8ff;color:#6b21a8}.badge.groups{background:#fdf3e1;color:#8a5a00}.score{color:#6b7280}
 .chain{margin:6px 0 0;font-size:12px;color:#6b7280}
 .actions{display:flex;flex-wrap:wrap;gap:6px;align-items:flex-start;margin-top:8px}
 form.inline{display:inline}
