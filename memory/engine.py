@@ -20,7 +20,7 @@ import re
 import sqlite3
 from collections import Counter, OrderedDict
 from collections.abc import Awaitable, Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -466,6 +466,13 @@ class MemoryEngine:
             sets["tier"] = tier
         if source_text is not None:
             sets["source_text"] = clean_source_text(source_text)
+        if (sets.get("category") == Category.CREDENTIAL.value or sets.get("tier") == 1) and row["provenance"]:
+            # A credential or a profile entry is never read in a group
+            # (memory/sharing.py): what the member shared ends here, so an
+            # edit back to an ordinary fact does not share it again unasked.
+            prov = Provenance.from_json(row["provenance"])
+            if prov.shared:
+                sets["provenance"] = replace(prov, shared=()).to_json()
         if touch:
             sets["last_accessed"] = sets["updated_at"]
         cols = ", ".join(f"{k} = ?" for k in sets)
