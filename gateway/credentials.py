@@ -87,7 +87,10 @@ def placeholders_in_use(cfg: Config, *, channels: bool = True) -> list[str]:
             name = env_variable(c.path)
             out.append(f"{c.setting} (or {name})" if name else c.setting)
     if channels and (left := example_allow_from(cfg)):
-        out.append("channels.telegram.allowFrom: " + ", ".join(f'"{e}"' for e in left))
+        # The operator may not know their numeric id: the drop's log line tells it.
+        out.append("channels.telegram.allowFrom: " + ", ".join(f'"{e}"' for e in left)
+                   + " -> your users' Telegram ids or usernames (a sender not listed is logged with their sender_id;"
+                   " [] lets anyone in)")
     return out
 
 

@@ -139,8 +139,10 @@ def configure_logging(
         root.removeHandler(h)
     root.addHandler(handler)
     root.setLevel(level.upper())
-    # Chatty libraries: keep their warnings, drop per-request info lines.
-    for name in ("httpx", "httpcore", "telegram", "telegram.ext", "Lark", "aiohttp.access", "jieba", "websockets"):
+    # Chatty libraries: keep their warnings, drop per-request info lines
+    # (aiosqlite's debug lines hold every statement's parameters: users' words).
+    for name in ("httpx", "httpcore", "telegram", "telegram.ext", "Lark", "aiohttp.access", "jieba", "websockets",
+                 "aiosqlite"):
         logging.getLogger(name).setLevel(max(logging.WARNING, root.level))
     return _redactor
 

@@ -112,7 +112,9 @@ def json_reply(body: dict[str, Any]) -> str:
     if system.startswith("You maintain"):  # Tier 1 profile refresh: keep the facts given
         entries = [{"content": c[:100], "category": "identity", "facts": [int(n)]} for n, c in numbered[:20]]
         return json.dumps({"entries": entries})
-    if '"from"' in system:  # weekly merge: keep every fact as it is
+    # By the prompt's opening words: the extraction prompt names "from" too
+    # (project renames), so a key test would take it for the merge.
+    if system.startswith("You consolidate"):  # weekly merge: keep every fact as it is
         facts = [{"content": c, "category": "event", "importance": 0.5, "from": [int(n)]} for n, c in numbered]
         return json.dumps({"facts": facts, "drop": []}, ensure_ascii=False)
     users = _USER_LINE.findall(user)  # extraction: one fact per user line, citing it

@@ -8,6 +8,7 @@ person is never shared by a forgotten option.
 
 from __future__ import annotations
 
+import difflib
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -469,7 +470,21 @@ def forget(user: str | None, yes: bool) -> None:
     if not yes and not click.confirm(f"Erase everything myclaw stores about {owner}? This cannot be undone.", err=True):
         raise click.ClickException("cancelled; nothing changed")
     counts = run(_forget(cfg, resolve_db(cfg), owner))
+    if not any(counts.values()):
+        # Most likely a misspelt handle: an erasure request must not read as done.
+        near = difflib.get_close_matches(owner, run(_owners(resolve_db(cfg))), n=1)
+        hint = f"did you mean {near[0]}? " if near else ""
+        click.echo(f"nothing was stored about {owner}, so nothing was erased "
+                   f"({hint}`myclaw memory stats` lists every user)")
+        return
     click.echo(f"forgot {owner}: " + ", ".join(f"{v} {k}" for k, v in counts.items()))
+
+
+async def _owners(path: Path) -> list[str]:
+    if not path.exists():
+        return []
+    async with open_engine(path) as engine:
+        return await engine.owners()
 
 
 async def _forget(cfg: Config, path: Path, owner: str) -> dict[str, int]:

@@ -240,7 +240,8 @@ async def test_a_credential_left_as_the_examples_placeholder_stops_the_start_nam
         "myclaw: still the placeholders from config.example.json: put the real values in their place",
         "  provider.apiKey (or MYCLAW_PROVIDER_API_KEY)",
         "  channels.telegram.token (or MYCLAW_TELEGRAM_TOKEN)",
-        '  channels.telegram.allowFrom: "your_username", "123456789"',
+        '  channels.telegram.allowFrom: "your_username", "123456789" -> your users\' Telegram ids or usernames'
+        ' (a sender not listed is logged with their sender_id; [] lets anyone in)',
     ]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["config.json"]
     # `myclaw chat` runs no channel: only the model's key counts; once given

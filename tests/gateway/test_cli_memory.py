@@ -455,6 +455,18 @@ def test_forget_erases_a_user_everywhere_and_only_them(home: Path) -> None:
     assert cli("forget", "--user", "_global", "--yes").exit_code == 2
 
 
+def test_forget_of_a_misspelt_handle_says_nothing_was_there_and_names_the_near_one(home: Path) -> None:
+    # An erasure request with a typo must not read as done: "forgot ...: 0 memories, ..." did.
+    ok("add", "Alice's locker code is 4921", "--user", "telegram:1001")
+    out = ok("forget", "--user", "telgram:1001", "--yes").stdout
+    assert out.splitlines() == [
+        "nothing was stored about telgram:1001, so nothing was erased (did you mean telegram:1001?"
+        " `myclaw memory stats` lists every user)",
+    ]
+    assert [m.owner for m in db_rows(home)] == ["telegram:1001"]
+    assert "forgot telegram:1001: 1 memories" in ok("forget", "--user", "telegram:1001", "--yes").stdout
+
+
 def test_forget_and_a_cascade_erase_leave_no_trace_in_the_history_file_of_a_running_gateway(home: Path) -> None:
     """The gateway, still running, holds gateway.db open: its WAL is not
     removed when the CLI closes, and keeps the deleted rows' old pages

@@ -34,7 +34,9 @@ def test_the_examples_allow_list_left_in_is_named() -> None:
     cfg = Config.model_validate({"provider": {"apiKey": "sk-real"}, "channels": {"telegram": {
         "enabled": True, "token": "1:real", "allowFrom": ["your_username", 123456789, "ada"]}}})
     assert example_allow_from(cfg) == ["your_username", "123456789"]
-    assert placeholders_in_use(cfg) == ['channels.telegram.allowFrom: "your_username", "123456789"']
+    assert placeholders_in_use(cfg) == ['channels.telegram.allowFrom: "your_username", "123456789" -> your users\' '
+                                        'Telegram ids or usernames (a sender not listed is logged with their '
+                                        'sender_id; [] lets anyone in)']
     assert placeholders_in_use(cfg, channels=False) == []
     off = Config.model_validate({"channels": {"telegram": {"enabled": False, "allowFrom": ["your_username"]}}})
     assert example_allow_from(off) == []

@@ -3,7 +3,9 @@ from __future__ import annotations
 import io
 import json
 import logging
+from pathlib import Path
 
+import aiosqlite
 import structlog
 
 from gateway.logging import configure_logging, get_logger
@@ -179,3 +181,16 @@ def test_credentials_a_user_typed_are_redacted_from_any_line() -> None:
     for secret in ("hunter2", "4111-1111-1111-1111", "MIIEowIBAAKCAQEAu1SU1L7VLPHCgcB"):
         assert secret not in text, text
     assert "2026-11-23 09:30, phone 13812345678" in text
+
+
+async def test_debug_logs_no_sql_with_what_users_said(tmp_path: Path) -> None:
+    """`--log-level DEBUG` is for timings: aiosqlite's per-statement debug
+    lines carry the parameters (message words, memories) and would bury them."""
+    out = io.StringIO()
+    configure_logging(stream=out, level="DEBUG")
+    async with aiosqlite.connect(tmp_path / "x.db") as conn:
+        await conn.execute("CREATE TABLE t (words TEXT)")
+        await conn.execute("INSERT INTO t VALUES (?)", ("my bank PIN is 4711",))
+    get_logger("gateway").debug("turn timed", total_ms=12)
+    assert "4711" not in out.getvalue() and "INSERT" not in out.getvalue()
+    assert [r["event"] for r in lines(out) if r.get("logger") != "asyncio"] == ["turn timed"]

@@ -14,6 +14,7 @@ from pathlib import Path
 from gateway.app import App
 from gateway.config import Paths, load_config
 from memory import Provenance
+from memory.llm import Candidate, MemoryLLM
 from tests.fakes.feishu_server import FakeFeishu
 from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.telegram_server import FakeTelegram
@@ -122,3 +123,23 @@ async def test_with_a_pace_the_demo_reply_shows_while_it_is_written(tmp_path: Pa
             assert shown and all(reply.startswith(t) for t in shown), shown  # the reply so far, each time
         finally:
             await asyncio.wait_for(app.close(), 15)
+
+
+async def test_the_demo_model_extracts_a_fact_from_each_user_line_and_still_merges() -> None:
+    """The README's demo "runs the write path too": what the demo user says
+    becomes memories. The extraction prompt names "from" (project renames),
+    which must not make the fake answer it as the weekly merge, with no facts."""
+    async with FakeOpenAI(api_key=fakes.API_KEY, responder=fakes.responder) as llm:
+        client = MemoryLLM(base_url=llm.url, model="fake-model", api_key=fakes.API_KEY, timeout=5.0, retries=0)
+        try:
+            got = await asyncio.wait_for(client.extract([
+                "[2026-11-23 11:07] user: my cat is called Miso",
+                "[2026-11-23 11:07] assistant: You said: my cat is called Miso",
+                "[2026-11-23 11:08] user: 我在上海工作",
+            ]), 10)
+            assert [(f.content, f.lines) for f in got.facts] == [("my cat is called Miso", (1,)), ("我在上海工作", (3,))]
+            assert got.summary == "my cat is called Miso"
+            merged = await asyncio.wait_for(client.merge([Candidate(1, "I drink oat milk"), Candidate(2, "I live in Berlin")]), 10)
+            assert [(f.fact.content, f.sources) for f in merged.facts] == [("I drink oat milk", (1,)), ("I live in Berlin", (2,))]
+        finally:
+            await client.aclose()
