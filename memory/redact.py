@@ -39,8 +39,10 @@ __all__ = [
     "REDACTED",
     "error_summary",
     "luhn_ok",
+    "nothing_but_redactions",
     "provider_error_text",
     "redact_credentials",
+    "redacted_and_what",
     "scrub_provider_text",
     "sent_text",
     "summarize_error",
@@ -151,13 +153,37 @@ def redact_credentials(text: str, *, passwords: bool = False) -> str:
     ask for it; memory keeps a password the user told it (category
     ``credential``, never shown outside their private chats). Everything
     else, line breaks included, is left as it was."""
-    text = _PRIVATE_KEY.sub("[private key redacted]", text)
+    return redacted_and_what(text, passwords=passwords)[0]
+
+
+def redacted_and_what(text: str, *, passwords: bool = False) -> tuple[str, tuple[str, ...]]:
+    """:func:`redact_credentials`, and what it took out in words for a
+    person ("an API key or token", "a card number"), never the values."""
+    what: list[str] = []
+
+    def step(kind: str, after: str, before: str) -> str:
+        if after != before and kind not in what:
+            what.append(kind)
+        return after
+
+    text = step("a private key", _PRIVATE_KEY.sub("[private key redacted]", text), text)
     for pattern, repl in CREDENTIAL_SHAPES:
-        text = pattern.sub(repl, text)
-    text = _SET_MACHINE_SECRET.sub(_set_secret, text)
+        text = step("an API key or token", pattern.sub(repl, text), text)
+    text = step("the value of a key or token line", _SET_MACHINE_SECRET.sub(_set_secret, text), text)
     if passwords:
-        text = _SET_PASSWORD.sub(_set_secret, text)
-    return _CARD.sub(_card, text)
+        text = step("a password", _SET_PASSWORD.sub(_set_secret, text), text)
+    return step("a card number", _CARD.sub(_card, text), text), tuple(what)
+
+
+_PLACEHOLDERS = re.compile(
+    r"\[(?:private key |card number )?redacted\]|\b(?:sk-|Bearer )?\*\*\*", re.IGNORECASE
+)
+
+
+def nothing_but_redactions(text: str) -> bool:
+    """Whether ``text`` (redacted) says nothing once its placeholders are
+    gone: no letter, digit or CJK character is left."""
+    return not any(c.isalnum() for c in _PLACEHOLDERS.sub(" ", text))
 
 
 PROVIDER_TEXT_MAX = 300
