@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from memory.changelog import write_log
 from memory.engine import MemoryEngine
+from memory.llm import slug
 
 __all__ = ["project_command"]
 
@@ -41,13 +42,18 @@ async def project_command(engine: MemoryEngine | None, user: str, args: str, *, 
     if words[0].lower() in _REMOVE and len(words) == 2:
         async with engine.db.transaction() as conn:
             gone = await engine.remove_project_alias(user, words[1], conn=conn)
-            if gone:
+            if gone is not None:
                 await write_log(conn, at=engine.now(), job=_JOB, owner=user, action="unalias",
-                                detail={"alias": words[1]})
+                                detail={"alias": words[1], "moved": gone.moved})
+        if gone is None:
+            return f"{words[1]} 不是改过名的项目。" if zh else f"No renamed project is called {words[1]}."
+        name = slug(words[1], "") or words[1]
         if zh:
-            return f"好的，{words[1]} 不再是别的项目的旧名。" if gone else f"{words[1]} 不是改过名的项目。"
-        return (f"Done: {words[1]} is no longer another project's old name." if gone
-                else f"No renamed project is called {words[1]}.")
+            back = f"改名时移过去的 {gone.moved} 条记忆归回 {name} 名下。" if gone.moved else ""
+            return f"好的，{words[1]} 不再是别的项目的旧名。{back}"
+        back = (f" The {gone.moved} {'memory' if gone.moved == 1 else 'memories'} the rename moved "
+                f"{'is' if gone.moved == 1 else 'are'} filed under {name} again." if gone.moved else "")
+        return f"Done: {words[1]} is no longer another project's old name.{back}"
     if len(words) != 2:
         return _usage(zh)
     try:

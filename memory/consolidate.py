@@ -34,6 +34,7 @@ from .hybrid import HybridRetriever
 from .retrieval import Retriever
 from .projects import linked_projects, read_aliases
 from .scope import Chat, in_group, said_in
+from .slots import BY_NAME as SLOT_BY_NAME, like_patterns, slots_of
 from .types import GLOBAL_OWNER, Category, Memory, NewMemory, Provenance, Source
 
 __all__ = ["MAX_REFS", "Applied", "CandidateSet", "Consolidator", "merged_refs"]
@@ -48,7 +49,10 @@ ONE_AT_A_TIME = frozenset({Category.IDENTITY})
 works, who their partner is): a new one is shown the owner's current facts
 of its category whatever their words (:meth:`Consolidator.recheck`)."""
 ONE_AT_A_TIME_SHOWN = 12
-"""Of those, the most recently updated this many at most."""
+"""Of those, the most recently updated this many at most; as many again
+of the facts about the same one-at-a-time thing (memory/slots.py)."""
+SLOT_ROWS_READ = 200
+"""Rows a slot's coarse filter (``LIKE``) reads at most, newest first."""
 
 RECHECK_MIN_SCORE = 0.3
 RECHECK_STANDOUT = 1.5
@@ -228,6 +232,9 @@ class Consolidator:
                     take(m)
         more = list(found.values())[: self.per_query]
         alike: dict[int, Memory] = {}
+        # About the same one-at-a-time thing, of any category (memory/slots.py).
+        for m in await self._slot_mates(owner, fresh, aliases, set(found)):
+            take(m, alike)
         for cat in sorted({f.category for f in fresh if f.category in ONE_AT_A_TIME}):
             rows = await self.engine.db.fetchall(
                 "SELECT * FROM memories WHERE owner = ? AND tier = 2 AND status = 'active' AND category = ? "
@@ -241,6 +248,39 @@ class Consolidator:
         if not more:
             return None
         return CandidateSet(cands.memories + tuple(more))
+
+    async def _slot_mates(
+        self, owner: str, fresh: Sequence[Fact], aliases: dict[str, str], skip: set[int]
+    ) -> list[Memory]:
+        """The owner's active Tier 2 facts about a thing one of ``fresh``
+        is about that holds one value at a time (:func:`memory.slots.slots_of`;
+        a project's own only under a name of the fact's project), most
+        recently updated first, at most :data:`ONE_AT_A_TIME_SHOWN`."""
+        out: dict[int, Memory] = {}
+        args: tuple[str, ...]
+        for f in fresh:
+            names = slots_of(f.content)
+            for scoped in (False, True):
+                want = {n for n in names if SLOT_BY_NAME[n].per_project == scoped}
+                if not want or (scoped and f.project == GLOBAL_OWNER):
+                    continue
+                likes = like_patterns(want)
+                where, args = "", ()
+                if scoped:
+                    projects = sorted(linked_projects(aliases, [f.project]))
+                    where, args = f" AND project IN ({','.join('?' * len(projects))})", tuple(projects)
+                # LIKE is a coarse filter (any case, inside words); slots_of decides.
+                rows = await self.engine.db.fetchall(
+                    f"SELECT * FROM memories WHERE owner = ? AND tier = 2 AND status = 'active'{where} "
+                    f"AND ({' OR '.join(['content LIKE ?'] * len(likes))}) "
+                    "ORDER BY updated_at DESC, id DESC LIMIT ?",
+                    (owner, *args, *likes, SLOT_ROWS_READ),
+                )
+                for m in map(row_to_memory, rows):
+                    if m.id not in skip and slots_of(m.content) & want:
+                        out.setdefault(m.id, m)
+        ranked = sorted(out.values(), key=lambda m: (m.updated_at, m.id), reverse=True)
+        return ranked[:ONE_AT_A_TIME_SHOWN]
 
     async def _stored(self, owner: str, content: str, group: Chat | None = None) -> bool:
         """An active Tier 2 fact in these words, of ``group`` when named (it

@@ -32,7 +32,7 @@ from .buffer import NOT_GONE, continue_ids, drop_owner_lines, reconcile
 from .db import Database
 from .format import truncate
 from .lru import LRU
-from .projects import ALIASES, move_facts, remove_alias, set_alias
+from .projects import ALIASES, Unaliased, move_facts, remove_alias, set_alias
 from .schema import open_memory_db
 from .tokenize import TOKENIZER_VERSION, index_text, normalize
 from .tokens import estimate_tokens
@@ -458,6 +458,8 @@ class MemoryEngine:
             sets["importance"] = float(importance)
         if project is not None:
             sets["project"] = project or GLOBAL_OWNER
+            if sets["project"] != row["project"]:
+                sets["renamed_from"] = None  # filed by hand: no rename's to undo
         if topic is not None:
             sets["topic"] = topic or "_general"
         if tier is not None:
@@ -812,22 +814,30 @@ class MemoryEngine:
         self.db.bump(ALIASES)
         old, new = await set_alias(conn, owner, old, new, source=source, at=self.now())
         if await move_facts(conn, owner, old, new):
-            self.db.bump(INDEX)
-            self.db.bump(TIER1)  # Core Memory entries of the project moved too
-            if owner == GLOBAL_OWNER:
-                self._projects.clear()  # every owner's known projects include _global's
-            else:
-                self._projects.pop(owner, None)
+            self._moved_projects(owner)
         return old, new
 
     @_in_transaction
     async def remove_project_alias(
         self, owner: str, alias: str, *, conn: aiosqlite.Connection | None = None
-    ) -> bool:
-        """Drop ``owner``'s alias; whether there was one."""
+    ) -> Unaliased | None:
+        """Drop ``owner``'s alias, filing the facts its rename moved under
+        the alias's name again (memory/projects.py); None when there was none."""
         assert conn is not None  # opened by @_in_transaction when not given
         self.db.bump(ALIASES)
-        return await remove_alias(conn, owner, alias)
+        gone = await remove_alias(conn, owner, alias)
+        if gone is not None and gone.moved:
+            self._moved_projects(owner)
+        return gone
+
+    def _moved_projects(self, owner: str) -> None:
+        """Caches after ``owner``'s facts changed project."""
+        self.db.bump(INDEX)
+        self.db.bump(TIER1)  # Core Memory entries of the project moved too
+        if owner == GLOBAL_OWNER:
+            self._projects.clear()  # every owner's known projects include _global's
+        else:
+            self._projects.pop(owner, None)
 
     async def owners(self) -> list[str]:
         rows = await self.db.fetchall(

@@ -13,9 +13,13 @@ new one (:func:`move_facts`, in the rename's transaction): what the user
 renamed is listed under the name they use now (/memories, the memory page,
 exports, Core Memory) and the second look finds it under the name a new
 fact is filed with. ``_global``'s facts are the operator's and move only
-with an alias of ``_global``'s. Renaming back moves them back; dropping an
-alias leaves them where they are. The project is no FTS column, so the
-index needs no change.
+with an alias of ``_global``'s. Renaming back moves them back. A moved fact
+keeps the name it was moved from (``renamed_from``, the first one along a
+chain of renames): dropping the alias (``/project remove atlas``, a rename
+made by mistake onto another project) files the facts it moved, and only
+those, under the old name again, so they are found by it and not mixed
+with the other project's; a fact since filed elsewhere by hand stays. The
+project is no FTS column, so the index needs no change.
 
 Each alias points at the current name directly: renaming ``orion`` to
 ``nova`` later moves ``atlas`` along, and renaming back drops the alias
@@ -26,13 +30,15 @@ model (``renamed``) and set by the operator (``myclaw memory alias``).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 
 import aiosqlite
 
 from .llm import slug
 
 __all__ = [
-    "ALIASES", "linked_projects", "move_facts", "project_name", "read_aliases", "remove_alias", "set_alias",
+    "ALIASES", "Unaliased", "linked_projects", "move_facts", "project_name", "read_aliases", "remove_alias",
+    "set_alias",
 ]
 
 ALIASES = "project_aliases"
@@ -74,18 +80,42 @@ async def move_facts(conn: aiosqlite.Connection, owner: str, old: str, new: str)
     status, so history and Core Memory follow) under ``new``; how many.
     ``updated_at`` stays: a rename is no news about a fact (decay, "newer
     wins" in the weekly merge read it)."""
+    # Where it came from first; nothing once it is back there (a rename back).
     cur = await conn.execute(
-        "UPDATE memories SET project = ? WHERE owner = ? AND project = ?", (new, owner, old)
+        "UPDATE memories SET project = ?, renamed_from = "
+        "CASE WHEN COALESCE(renamed_from, project) = ? THEN NULL ELSE COALESCE(renamed_from, project) END "
+        "WHERE owner = ? AND project = ?",
+        (new, new, owner, old),
     )
     return cur.rowcount
 
 
-async def remove_alias(conn: aiosqlite.Connection, owner: str, alias: str) -> bool:
-    """Drop ``owner``'s alias ``alias``; whether there was one."""
+@dataclass(frozen=True)
+class Unaliased:
+    """An alias dropped (:func:`remove_alias`)."""
+
+    moved: int
+    """Facts filed under the alias's name again."""
+
+
+async def remove_alias(conn: aiosqlite.Connection, owner: str, alias: str) -> Unaliased | None:
+    """Drop ``owner``'s alias ``alias`` and file the facts its rename moved
+    (still under the name it points at) under ``alias`` again; None when
+    there was no such alias."""
+    name = slug(alias, "") or alias
+    async with conn.execute(
+        "SELECT project FROM project_aliases WHERE owner = ? AND alias = ?", (owner, name)
+    ) as cur:
+        row = await cur.fetchone()
+    if row is None:
+        return None
+    await conn.execute("DELETE FROM project_aliases WHERE owner = ? AND alias = ?", (owner, name))
     cur = await conn.execute(
-        "DELETE FROM project_aliases WHERE owner = ? AND alias = ?", (owner, slug(alias, "") or alias)
+        "UPDATE memories SET project = renamed_from, renamed_from = NULL "
+        "WHERE owner = ? AND renamed_from = ? AND project = ?",
+        (owner, name, row[0]),
     )
-    return cur.rowcount > 0
+    return Unaliased(moved=cur.rowcount)
 
 
 async def read_aliases(conn: aiosqlite.Connection, owners: Iterable[str]) -> dict[str, str]:

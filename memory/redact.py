@@ -39,8 +39,10 @@ __all__ = [
     "REDACTED",
     "error_summary",
     "luhn_ok",
+    "nothing_but_redactions",
     "provider_error_text",
     "redact_credentials",
+    "redacted_and_what",
     "scrub_provider_text",
     "sent_text",
     "summarize_error",
@@ -102,8 +104,33 @@ def luhn_ok(digits: str) -> bool:
     return total % 10 == 0
 
 
+# A number of tokens ("token: 4096", "max_token=128k", "token: 32,000")
+# is a model setting, no secret: a count written with a k/M suffix or
+# thousands commas, or a number of at most 7 digits that is round (a
+# power of two or a multiple of 100), as context sizes and output limits
+# are. A one-time code ("token: 482913") is neither and still goes; so
+# does anything with a letter in it or longer.
+_COUNT = re.compile(r"(?:\d{1,3}(?:,\d{3})+|\d{1,4}(?:\.\d+)?[kKmM]|(?P<n>\d{1,7}))(?![\w.])")
+_TOKEN_WORD = re.compile(r"(?i)token")
+
+
+def _token_count(m: re.Match[str]) -> bool:
+    """Whether the "token ..." value of ``m`` is a count of tokens (:data:`_COUNT`)."""
+    if not _TOKEN_WORD.match(m.group(1)):
+        return False
+    count = _COUNT.match(m.string, m.end(1))
+    if count is None:
+        return False
+    if count.group("n") is None:
+        return True
+    n = int(count.group("n"))
+    return n > 0 and (n % 100 == 0 or n & (n - 1) == 0)
+
+
 def _set_secret(m: re.Match[str]) -> str:
     lead, value = m.group(1), m.group(2)
+    if _token_count(m):
+        return m.group(0)
     if _SEPARATED.search(lead) or _SYMBOLISH.search(value):
         return lead + REDACTED
     return m.group(0)
@@ -120,18 +147,43 @@ CREDENTIAL_SHAPES = [*KEY_SHAPES, *TOKEN_SHAPES]
 def redact_credentials(text: str, *, passwords: bool = False) -> str:
     """``text`` without what would open something if it were read from
     memory later: key and token shapes, private key blocks, the value of a
-    "token: ..." / "api key = ..." line, card numbers (Luhn-checked).
+    "token: ..." / "api key = ..." line (not a count of tokens, "token:
+    4096"), card numbers (Luhn-checked).
     ``passwords`` also takes the value of a "password: ..." line: the logs
     ask for it; memory keeps a password the user told it (category
     ``credential``, never shown outside their private chats). Everything
     else, line breaks included, is left as it was."""
-    text = _PRIVATE_KEY.sub("[private key redacted]", text)
+    return redacted_and_what(text, passwords=passwords)[0]
+
+
+def redacted_and_what(text: str, *, passwords: bool = False) -> tuple[str, tuple[str, ...]]:
+    """:func:`redact_credentials`, and what it took out in words for a
+    person ("an API key or token", "a card number"), never the values."""
+    what: list[str] = []
+
+    def step(kind: str, after: str, before: str) -> str:
+        if after != before and kind not in what:
+            what.append(kind)
+        return after
+
+    text = step("a private key", _PRIVATE_KEY.sub("[private key redacted]", text), text)
     for pattern, repl in CREDENTIAL_SHAPES:
-        text = pattern.sub(repl, text)
-    text = _SET_MACHINE_SECRET.sub(_set_secret, text)
+        text = step("an API key or token", pattern.sub(repl, text), text)
+    text = step("the value of a key or token line", _SET_MACHINE_SECRET.sub(_set_secret, text), text)
     if passwords:
-        text = _SET_PASSWORD.sub(_set_secret, text)
-    return _CARD.sub(_card, text)
+        text = step("a password", _SET_PASSWORD.sub(_set_secret, text), text)
+    return step("a card number", _CARD.sub(_card, text), text), tuple(what)
+
+
+_PLACEHOLDERS = re.compile(
+    r"\[(?:private key |card number )?redacted\]|\b(?:sk-|Bearer )?\*\*\*", re.IGNORECASE
+)
+
+
+def nothing_but_redactions(text: str) -> bool:
+    """Whether ``text`` (redacted) says nothing once its placeholders are
+    gone: no letter, digit or CJK character is left."""
+    return not any(c.isalnum() for c in _PLACEHOLDERS.sub(" ", text))
 
 
 PROVIDER_TEXT_MAX = 300

@@ -247,6 +247,14 @@ async def _v8_small_talk_is_temp(conn: aiosqlite.Connection) -> None:
     await conn.execute(f"UPDATE memories SET category = 'temp' WHERE {_SMALL_TALK}")
 
 
+async def _v9_renamed_from(conn: aiosqlite.Connection) -> None:
+    # The project a rename moved a fact from (memory/projects.py,
+    # move_facts), so removing the alias files it there again. Facts moved
+    # by a rename before this version carry none: which were moved is not
+    # known, and they stay where they are.
+    await conn.execute("ALTER TABLE memories ADD COLUMN renamed_from TEXT")
+
+
 _SMALL_TALK = (
     "category = 'conversation' AND importance <= 0.2 AND tier = 2 AND status = 'active' "
     "AND source IN ('extraction', 'compression')"
@@ -262,6 +270,7 @@ MIGRATIONS: list[Migration] = [
     _v6_project_aliases,
     _v7_facts_under_current_project_name,
     _v8_small_talk_is_temp,
+    _v9_renamed_from,
 ]
 
 BUFFER_SCHEMA = "buffer"

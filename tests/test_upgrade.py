@@ -140,6 +140,12 @@ def _memory_v6(v: int) -> list[Row]:
     ]
 
 
+def _memory_v9(v: int) -> list[Row]:
+    # A fact a rename moved, with the name it came from.
+    return [*_memory_v6(v), *_memory(v, 5, "telegram:alice", f"Alice's {word(v)} app ships weekly",
+                                     project=word(v), renamed_from=f"{word(v)}-old")]
+
+
 MEMORY_ERAS: dict[str, Era] = {
     "_v1_core": lambda v: [("meta", {"key": "tokenizer", "value": INDEX_VERSION}), *_memory_v1(v)],
     "_v2_memories_by_owner_date": _memory_v1,  # an index: the same rows again
@@ -151,6 +157,7 @@ MEMORY_ERAS: dict[str, Era] = {
     # tests/memory/test_schema.py has their rows; the rows here are left as they are.
     "_v7_facts_under_current_project_name": lambda v: _memory_v6(v),
     "_v8_small_talk_is_temp": lambda v: _memory_v6(v),
+    "_v9_renamed_from": _memory_v9,
 }
 
 BUFFER_ERAS: dict[str, Era] = {

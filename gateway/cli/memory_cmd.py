@@ -22,6 +22,7 @@ from ._json_export import write_json
 from memory import Category, MemoryEngine, MemoryNotFound, NewMemory, Provenance, Source, Status
 from memory.changelog import write_log
 from memory.engine import MAX_CONTENT_CHARS
+from memory.redact import nothing_but_redactions, redacted_and_what
 from memory.forgetting import Erasure, erase_planned, plan_erasure, retire_entries_on
 from memory.migrate import MigrationReport
 from memory.retrieval import Retriever
@@ -257,6 +258,23 @@ def _content(value: str, hint: str = "'CONTENT'") -> str:
     return value
 
 
+def _redacted(value: str) -> tuple[str, tuple[str, ...]]:
+    """``value`` without machine secrets, as the chat path keeps it
+    (memory/redact.py; a password stays, a ``credential``), and what was
+    taken out; a ``ClickException`` when nothing else is left. What was
+    taken out is named on stderr, never its value."""
+    text, what = redacted_and_what(value)
+    if what and nothing_but_redactions(text):
+        gone = " and ".join(what)
+        raise click.ClickException(
+            f"nothing left to store once {gone} {'is' if len(what) == 1 else 'are'} removed "
+            "(memory keeps no machine secrets); nothing stored"
+        )
+    if what:
+        click.echo(f"myclaw: removed before storing: {', '.join(what)}", err=True)
+    return text, what
+
+
 @memory.command()
 @click.argument("content")
 @click.option("--user", "-u", required=True, help="Owner; _global makes it visible to every user.")
@@ -282,9 +300,10 @@ def add(
     cfg = load_cli_config()
     owner = resolve_user(user, cfg)
     assert owner is not None
+    text, redacted = _redacted(_content(content))
     new = NewMemory(
         owner=owner,
-        content=_content(content),
+        content=text,
         tier=tier,
         # A fact an operator bothered to type should not fade in weeks.
         category=Category(category or ("identity" if tier == 1 else "decision")),
@@ -294,10 +313,10 @@ def add(
         source=Source.MANUAL,
         provenance=Provenance(channel="cli"),
     )
-    run(_add(resolve_db(cfg), new, as_json))
+    run(_add(resolve_db(cfg), new, as_json, redacted))
 
 
-async def _add(path: Path, new: NewMemory, as_json: bool) -> None:
+async def _add(path: Path, new: NewMemory, as_json: bool, redacted: tuple[str, ...] = ()) -> None:
     async with open_engine(path, create=True) as engine:
         m = await engine.find_same(new.owner, new.content)
         added = m is None
@@ -311,7 +330,7 @@ async def _add(path: Path, new: NewMemory, as_json: bool) -> None:
             except ValueError as exc:
                 raise click.ClickException(str(exc)) from None
     if as_json:
-        echo_json({"added": added, "memory": memory_dict(m)})
+        echo_json({"added": added, "memory": memory_dict(m), "redacted": list(redacted)})
     elif added:
         click.echo(f"added memory {m.id} for {m.owner}")
     else:
@@ -339,7 +358,7 @@ def edit(memory_id: int, user: str | None, status: str | None, as_json: bool, **
             "nothing to change: give --content, --category, --importance, --tier, --project, --topic or --status"
         )
     if "content" in changes:
-        _content(changes["content"], "'--content'")
+        changes["content"] = _redacted(_content(changes["content"], "'--content'"))[0]
     cfg = load_cli_config()
     run(_edit(resolve_db(cfg), memory_id, resolve_user(user, cfg), changes, status, as_json))
 

@@ -62,10 +62,14 @@ async def _set(path: Path, owner: str, old: str, new: str) -> None:
 async def _remove(path: Path, owner: str, alias: str) -> None:
     async with open_engine(path) as engine:
         async with engine.db.transaction() as conn:
-            if not await engine.remove_project_alias(owner, alias, conn=conn):
+            gone = await engine.remove_project_alias(owner, alias, conn=conn)
+            if gone is None:
                 raise click.ClickException(f"no project alias {alias!r} for {owner}")
-            await write_log(conn, at=engine.now(), job=JOB, owner=owner, action="unalias", detail={"alias": alias})
-    click.echo(f"{owner}: {alias} is no longer an alias")
+            await write_log(conn, at=engine.now(), job=JOB, owner=owner, action="unalias",
+                            detail={"alias": alias, "moved": gone.moved})
+    click.echo(f"{owner}: {alias} is no longer an alias"
+               + (f"; filed the {gone.moved} {'memory' if gone.moved == 1 else 'memories'} the rename moved "
+                  "under it again" if gone.moved else ""))
 
 
 async def _list(path: Path, owner: str | None, as_json: bool) -> None:

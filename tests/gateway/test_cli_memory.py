@@ -129,6 +129,40 @@ def test_add_needs_a_user_content_and_a_valid_category(home: Path) -> None:
     assert not (home / "data" / "memory.db").exists()  # nothing half-written
 
 
+def test_add_and_edit_redact_machine_secrets_as_the_chat_path_does(home: Path) -> None:
+    # The operator pastes a note with a key in it: memory keeps no machine
+    # secret, whoever typed it, and says what it took out.
+    key, card = "sk-proj-AbCdEf0123456789xyz", "4111 1111 1111 1111"
+    r = ok("add", f"Alice's deploy key is {key}, her card {card}", "--user", "alice")
+    assert r.stdout == "added memory 1 for alice\n"
+    assert "removed before storing: an API key or token, a card number" in r.stderr
+    [m] = db_rows(home)
+    assert key not in m.content and "4111" not in m.content
+    assert m.content == "Alice's deploy key is sk-***, her card [card number redacted]"
+    r = ok("add", "Alice's staging token: 9f8e7d6c5b4a", "--user", "alice", "--json")
+    assert json.loads(r.stdout)["redacted"] == ["the value of a key or token line"]
+    assert "9f8e7d6c5b4a" not in json.dumps([x.content for x in db_rows(home)])
+    # A password the user chose is a credential memory, as in chat; a count of tokens is no secret.
+    r = ok("add", "the wifi password is Sunny-Day-42; max token: 4096", "--user", "alice")
+    assert "removed" not in r.stderr
+    # An edit is redacted the same way.
+    r = ok("edit", "1", "--content", "Alice's key: ghp_16C7e42F292c6912E7710c838347Ae178B4a")
+    assert "removed before storing: an API key or token" in r.stderr
+    assert "ghp_16C7e42F" not in json.dumps([x.content for x in db_rows(home)])
+
+
+def test_add_of_nothing_but_a_secret_stores_nothing_and_fails(home: Path) -> None:
+    for secret in ("sk-proj-AbCdEf0123456789xyz", "  ghp_16C7e42F292c6912E7710c838347Ae178B4a ,"):
+        r = cli("add", secret, "--user", "alice")
+        assert r.exit_code == 1, r.output
+        assert "nothing left to store once an API key or token is removed" in r.output
+        assert secret.strip(" ,") not in r.output  # never echoed back
+    ok("add", "fact", "--user", "alice")
+    r = cli("edit", "1", "--content", "sk-proj-AbCdEf0123456789xyz")
+    assert r.exit_code == 1 and "nothing left to store" in r.output
+    assert [m.content for m in db_rows(home)] == ["fact"]
+
+
 def test_unknown_id_and_missing_database(home: Path) -> None:
     r = cli("list")
     assert r.exit_code == 1 and "no memory database at" in r.output

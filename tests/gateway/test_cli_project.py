@@ -50,6 +50,7 @@ def test_an_alias_set_by_hand_links_the_old_facts_to_the_new_name(home: Path) ->
         assert r.exit_code != 0 and says in r.output, r.output
     r = cli("project-alias", "atlas", "orion")
     assert r.exit_code != 0 and "--user" in r.output
-    assert "alice: atlas is no longer an alias" in ok("project-alias", "atlas", "--remove", "--user", "alice").stdout
+    said = ok("project-alias", "atlas", "--remove", "--user", "alice").stdout
+    assert "alice: atlas is no longer an alias; filed the 1 memory the rename moved under it again" in said
     r = cli("project-alias", "atlas", "--remove", "--user", "alice")
     assert r.exit_code != 0 and "no project alias 'atlas' for alice" in r.output

@@ -493,7 +493,16 @@ async def test_project_names_a_renamed_project_for_the_sender_only(
         # Bad input: said so, nothing changed; in Chinese for a Chinese command.
         assert "renamed to itself" in (await rig.ask("/project atlas ATLAS", chat="100")).text
         assert "/project atlas orion" in (await rig.ask("/project atlas", chat="100")).text
-        assert (await rig.ask("/project 删除 atlas", chat="100")).text == "好的，atlas 不再是别的项目的旧名。"
+        assert (await rig.ask("/project 删除 atlas", chat="100")).text == (
+            "好的，atlas 不再是别的项目的旧名。改名时移过去的 1 条记忆归回 atlas 名下。")
         assert await e.project_aliases(ALICE) == {}
+        # Un-renamed: the fact is atlas's again, found by that name.
+        assert [m.project for m in await e.list_memories(ALICE) if "Postgres" in m.content] == ["atlas"]
+        hits = await rig.backend.recall(ALICE, "where does atlas store its data?")
+        assert hits[0].content == "atlas stores its data in Postgres"
+        await rig.ask("/project atlas orion", chat="100")
+        assert (await rig.ask("/project remove atlas", chat="100")).text == (
+            "Done: atlas is no longer another project's old name. "
+            "The 1 memory the rename moved is filed under atlas again.")
         assert "no renamed" in (await rig.ask("/project remove atlas", chat="100")).text.lower()
         assert "private chat" in (await rig.ask("/project atlas orion", chat="-5", group=True, mentioned=True)).text

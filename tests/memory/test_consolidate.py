@@ -510,3 +510,64 @@ async def test_a_feishu_group_fact_from_before_kinds_were_kept_takes_no_private_
     [rep] = await svc.flush_now("alice")
     assert rep.reinforced == [old.id]
     assert await mem.search("alice", "panic attacks", private=False, chat=("feishu", "oc_team")) == []
+
+
+async def test_a_new_value_of_a_one_at_a_time_thing_of_any_category_is_shown_the_old_one(
+    engine: MemoryEngine, clock: ManualClock, fake: FakeOpenAI, llm: MemoryLLM
+) -> None:
+    """Only ``identity`` facts were shown their peers whatever their words:
+    a phone filed as ``config`` ("User's phone is an iPhone 12") and its
+    successor ("User switched to a Pixel 8"), a preference ("User likes
+    coffee" / "User now prefers tea") filed as ``decision``, a project's
+    date under another topic shared no telling word, so both stayed current.
+    A fact about a thing that holds one value at a time (memory/slots.py:
+    home, work, partner, phone, computer, car, a preference, a project's
+    date or state) is shown the stored facts about the same thing, of any
+    category; a project's date only its own project's."""
+    from memory import Category, NewMemory
+
+    olds = [
+        ("User's phone is an iPhone 12", Category.CONFIG, "_global", "devices"),
+        ("User likes coffee", Category.DECISION, "_global", "_general"),
+        ("Atlas launch is due March 1", Category.DECISION, "atlas", "schedule"),
+        ("Nimbus launch is due June 9", Category.DECISION, "nimbus", "schedule"),
+        ("User has a cat", Category.EVENT, "_global", "_general"),
+    ]
+    ids = {}
+    for content, cat, project, topic in olds:
+        ids[content] = (await engine.add(NewMemory(owner="alice", content=content, category=cat, project=project,
+                                                   topic=topic))).id
+    await engine.add(NewMemory(owner="bob", content="User's phone is a Galaxy S9", category=Category.CONFIG))
+    mem, svc = SqliteMemory(engine), ExtractionService(engine, llm)
+    cases = [
+        ("I switched to a Pixel 8", {"content": "User switched to a Pixel 8", "category": "identity"},
+         "iPhone 12", "Galaxy"),
+        ("these days it's tea for me", {"content": "User now prefers tea", "category": "identity"},
+         "coffee", "Galaxy"),
+        ("it slipped to April 15", {"content": "Atlas ships on April 15", "category": "event",
+                                       "project": "atlas", "topic": "release"}, "Atlas launch", "Nimbus"),
+    ]
+    for n, (said, fact, old, never) in enumerate(cases):
+        before = len(fake.requests)
+        fake.responder = updating([fact], {fact["content"]: old})
+        await say(mem, svc, "alice", said, n + 1)
+        assert len(fake.requests) == before + 2, said  # one second look
+        second = user_prompt(fake.requests[-1])
+        assert old in second and never not in second and "has a cat" not in second, second
+    now = {m.content for m in await engine.list_memories("alice")}
+    assert now == {"User switched to a Pixel 8", "User now prefers tea", "Atlas ships on April 15",
+                   "Nimbus launch is due June 9", "User has a cat"}
+
+
+async def test_a_fact_about_nothing_held_one_at_a_time_makes_no_second_look(
+    engine: MemoryEngine, clock: ManualClock, fake: FakeOpenAI, llm: MemoryLLM
+) -> None:
+    from memory import Category, NewMemory
+
+    for fact in ("User's phone is an iPhone 12", "User likes coffee", "User lives in Shanghai"):
+        await engine.add(NewMemory(owner="alice", content=fact, category=Category.CONFIG))
+    mem, svc = SqliteMemory(engine), ExtractionService(engine, llm)
+    fake.responder = updating([{"content": "User adopted a kitten", "category": "event"},
+                               {"content": "Deploys run on Fridays", "category": "decision"}], {})
+    await say(mem, svc, "alice", "we adopted a kitten; deploys run on Fridays", 1)
+    assert len(fake.requests) == 1

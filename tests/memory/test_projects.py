@@ -60,3 +60,55 @@ async def test_a_rename_refused_moves_nothing_and_globals_alias_moves_globals_fa
     await engine.set_project_alias(GLOBAL_OWNER, "atlas", "orion", source="manual")  # the operator's
     assert await projects(engine, fact, shared) == ["atlas", "orion"]
     assert "orion" in await engine.known_projects("bob")  # every owner's cached projects include _global's
+
+
+async def test_removing_an_alias_files_the_facts_the_rename_moved_under_their_old_name_again(
+    engine: MemoryEngine,
+) -> None:
+    """"/project atlas orion" by mistake (orion is another project): atlas's
+    facts went under orion, and "/project remove atlas" dropped the alias
+    but left them there, mixed with orion's own, asked about as orion's and
+    found under atlas by no name; renaming orion back would take orion's own
+    facts along. The rename remembers which facts it moved (``renamed_from``);
+    removing the alias files those, and only those, under the old name again."""
+    fact = await add(engine, "alice", "atlas stores its data in Postgres", project="atlas")
+    entry = await add(engine, "alice", "Works on atlas", project="atlas", tier=1, category=Category.IDENTITY)
+    own = await add(engine, "alice", "orion ships on Fridays", project="orion")
+    bobs = await add(engine, "bob", "atlas stores its data in Redis", project="atlas")
+    await engine.set_project_alias("alice", "atlas", "orion", source="user")
+    later = await add(engine, "alice", "orion uses Rust", project="orion")  # said after the rename
+    assert await projects(engine, fact, entry, own) == ["orion", "orion", "orion"]
+    assert "orion" in await engine.known_projects("alice")  # cached before the removal
+
+    gone = await engine.remove_project_alias("alice", "atlas")
+    assert gone is not None and gone.moved == 2
+    assert await projects(engine, fact, entry, own, later, bobs) == ["atlas", "atlas", "orion", "orion", "atlas"]
+    assert await engine.project_aliases("alice") == {}
+    assert "atlas" in await engine.known_projects("alice")
+    assert [m.id for m in await engine.list_memories("alice", project="atlas")] == [entry, fact]
+    assert (await Retriever(engine).retrieve("alice", "where does atlas store its data?"))[0].id == fact
+    assert await engine.remove_project_alias("alice", "atlas") is None  # no such alias now
+
+
+async def test_a_chain_of_renames_and_a_rename_back_keep_where_each_fact_came_from(engine: MemoryEngine) -> None:
+    a = await add(engine, "alice", "atlas stores its data in Postgres", project="atlas")
+    o = await add(engine, "alice", "orion ships on Fridays", project="orion")
+    await engine.set_project_alias("alice", "atlas", "orion", source="user")
+    await engine.set_project_alias("alice", "orion", "nova", source="user")
+    assert await projects(engine, a, o) == ["nova", "nova"]
+    assert (await engine.remove_project_alias("alice", "orion")).moved == 1  # type: ignore[union-attr]
+    assert await projects(engine, a, o) == ["nova", "orion"]
+    assert (await engine.remove_project_alias("alice", "atlas")).moved == 1  # type: ignore[union-attr]
+    assert await projects(engine, a, o) == ["atlas", "orion"]
+
+    # Renamed back: the facts are home, and nothing remembers a move.
+    await engine.set_project_alias("alice", "atlas", "orion", source="user")
+    await engine.set_project_alias("alice", "orion", "atlas", source="user")
+    assert await projects(engine, a, o) == ["atlas", "atlas"]
+    assert (await engine.remove_project_alias("alice", "orion")).moved == 1  # type: ignore[union-attr]
+    assert await projects(engine, a, o) == ["atlas", "orion"]
+    # A fact the operator filed elsewhere by hand since stays where they put it.
+    await engine.set_project_alias("alice", "atlas", "orion", source="user")
+    await engine.update(a, project="webshop")
+    assert (await engine.remove_project_alias("alice", "atlas")).moved == 0  # type: ignore[union-attr]
+    assert await projects(engine, a, o) == ["webshop", "orion"]

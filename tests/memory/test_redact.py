@@ -66,6 +66,32 @@ def test_ordinary_text_survives(said: str) -> None:
     assert redact_credentials(said, passwords=True) == said
 
 
+@pytest.mark.parametrize("said", [
+    "token: 4096",
+    "max_token=4096 for the summariser",
+    "the model's max token is 8192",
+    "token = 128k",
+    "context token: 1M, output token: 32,000",
+    "max token：200000",
+])
+def test_a_token_count_about_a_model_is_kept(said: str) -> None:
+    # A number of tokens is a user's real fact about their model settings,
+    # no secret: "token: 4096" used to lose its number.
+    assert redact_credentials(said) == said
+    assert redact_credentials(said, passwords=True) == said
+
+
+@pytest.mark.parametrize(("said", "gone"), [
+    ("token: 482913", "482913"),  # a one-time code: no count a model setting has
+    ("token: 4096abcdef0123456789", "4096abcdef"),
+    ("token=40960000000000000000", "40960000000000000000"),
+    ("token is 1a2b3c4d5e6f7a8b", "1a2b3c4d"),
+    ("api key: 4096", "4096"),  # only a token has a count
+])
+def test_a_real_token_beside_the_count_rule_is_still_removed(said: str, gone: str) -> None:
+    assert gone not in redact_credentials(said)
+
+
 def test_luhn() -> None:
     assert luhn_ok("4111111111111111") and luhn_ok("378282246310005")
     assert not luhn_ok("4111111111111112")
