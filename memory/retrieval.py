@@ -39,7 +39,9 @@ FTS when fewer than five rows came back, so it ignored the question).
 
 Scope: the asking user's active rows plus ``_global``; in a group chat
 (``private=False``) only what the user said in that group (``chat``) and
-the shared rows, never a credential (memory/scope.py).
+the shared rows, never a credential (memory/scope.py); a member's fact
+shared there from another chat is matched on its own words, not the ones
+it was drawn from (:class:`_IndexedHere`).
 See docs/RETRIEVAL.md for the measurements behind the constants.
 """
 
@@ -56,13 +58,13 @@ import sqlite3
 
 from .clock import format_ts, local_day, parse_ts
 from .decay import decay_factor
-from .engine import INDEX, MemoryEngine, owner_key
+from .engine import INDEX, MemoryEngine, memory_index_text, owner_key
 from .format import fit_budget
 from .projects import linked_projects
 from .mood import LEXICON, MOOD_TERMS, NEGATIVE, is_mood_term, mood_class, mood_term, moods
 from .timeref import Period, periods
 from .tokenize import normalize, query_terms, quote
-from .scope import Chat, shown_in
+from .scope import Chat, said_in, shown_in
 from .types import GLOBAL_OWNER, Hit, Provenance
 
 __all__ = ["CONTEXT_WEIGHT", "QueryTerm", "Retriever", "build_match", "build_query"]
@@ -629,6 +631,13 @@ class Retriever:
         if not rows:
             return []
         relevance = _Relevance(q, idf, stats.avg_len)
+        terms = _IndexedHere(private, chat)
+        if not private:
+            # A fact read in a group it was not said in (shared) matched
+            # on its source words: not what it holds itself.
+            asked = {x.term for x in q}
+            rows = [r for r in rows if not asked.isdisjoint(terms(r).split(" "))
+                    or (when and _within(r["created_at"], when))]
 
         def score(rs: Iterable[sqlite3.Row]) -> list[tuple[float, sqlite3.Row]]:
             out: list[tuple[float, sqlite3.Row]] = []
@@ -636,7 +645,7 @@ class Retriever:
                 if exclude and r["id"] in exclude:
                     continue
                 dated = bool(when) and _within(r["created_at"], when)
-                rel = relevance(r["_terms"], dated)
+                rel = relevance(terms(r), dated)
                 if rel < MIN_RELEVANCE:
                     continue
                 days = (now - parse_ts(r["last_accessed"])).total_seconds() / 86400.0
@@ -704,6 +713,35 @@ class Retriever:
             )
         hits.sort(key=lambda h: (-h.score, -h.id))
         return hits[:limit]
+
+
+class _IndexedHere:
+    """The indexed terms a memory is scored by where it is read.
+
+    Its FTS row holds the words it was drawn from and those of the facts it
+    replaced (docs/RETRIEVAL.md §6a), said where it was said: a private
+    message may hold what the fact leaves out ("I take sertraline and I'm
+    moving to Berlin"). In a group other than its own chat (a fact the
+    member shared, memory/sharing.py) it is matched on its own words only,
+    so a group's "sertraline" does not bring up the move. ``_global`` rows
+    are everyone's: their whole row counts.
+    """
+
+    __slots__ = ("private", "chat", "_own")
+
+    def __init__(self, private: bool, chat: Chat | None) -> None:
+        self.private = private
+        self.chat = chat
+        self._own: dict[int, str] = {}
+
+    def __call__(self, r: sqlite3.Row) -> str:
+        if self.private or r["owner"] == GLOBAL_OWNER:
+            return str(r["_terms"])
+        own = self._own.get(r["id"])
+        if own is None:
+            here = self.chat is not None and said_in(Provenance.from_json(r["provenance"]), self.chat)
+            own = self._own[r["id"]] = str(r["_terms"]) if here else memory_index_text(r["content"])
+        return own
 
 
 def _conversation(r: sqlite3.Row) -> tuple[str, str] | None:
