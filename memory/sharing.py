@@ -16,17 +16,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 from .engine import MemoryEngine, row_to_memory
-from .scope import Chat
+from .scope import EVERY_GROUP, Chat, place
 from .types import Memory
 
 __all__ = ["EVERY_GROUP", "Shared", "place_key", "share", "shared", "unshare"]
 
-EVERY_GROUP = "*"
-
 
 def place_key(chat: Chat | None) -> str:
     """How ``provenance.shared`` names ``chat`` (None: every group)."""
-    return EVERY_GROUP if chat is None else f"{chat[0]}:{chat[1]}"
+    return EVERY_GROUP if chat is None else place(chat)
 
 
 @dataclass

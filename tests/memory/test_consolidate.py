@@ -510,3 +510,22 @@ async def test_a_feishu_group_fact_from_before_kinds_were_kept_takes_no_private_
     [rep] = await svc.flush_now("alice")
     assert rep.reinforced == [old.id]
     assert await mem.search("alice", "panic attacks", private=False, chat=("feishu", "oc_team")) == []
+
+
+async def test_a_groups_model_is_not_told_what_a_shared_fact_replaced(engine: MemoryEngine) -> None:
+    """A shared fact is a candidate in a group; the private fact it
+    replaced is not the group's to hear (the daily compression shows the
+    model what candidates replaced)."""
+    from memory.consolidate import CandidateSet, Consolidator
+    from memory.sharing import share
+    from memory.types import NewMemory, Provenance
+
+    me = Provenance(channel="telegram", chat_id="42", group=False)
+    old = await engine.add(NewMemory(owner="alice", content="alice lives in Hangzhou", provenance=me))
+    new = await engine.add(NewMemory(owner="alice", content="alice lives in Shanghai", provenance=me))
+    await engine.set_status(old.id, "superseded", superseded_by=new.id)
+    await share(engine, "alice", [new.id], None)
+    cands = CandidateSet(tuple((await engine.get_many([new.id])).values()))
+    c = Consolidator(engine)
+    assert [(m.id, n) for m, n in await c.replaced(cands)] == [(old.id, 1)]
+    assert await c.replaced(cands, group=("telegram", "-100")) == []
