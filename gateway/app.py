@@ -75,7 +75,7 @@ from .outbox import Outbox
 from .prompt import PromptBuilder
 from .ratelimit import RateLimiter
 from .recent_files import RecentFiles, file_tools
-from .privatechat import private_chat_refusal
+from .privatechat import label_private_chats, private_chat_refusal
 from .inbox import Inbox
 from .resume import Redelivered, Resumed, resume_cut_turns, resume_inbox
 from .sessions import SessionStore
@@ -262,6 +262,7 @@ class App:
                 "this account can write, or set MYCLAW_HOME to another home"
             ) from None
         known_projects: KnownProjects | None = None
+        engine: Any = None
         if cfg.memory.enabled:
             from memory.engine import MemoryEngine
             from memory.retrieval import Retriever
@@ -292,6 +293,11 @@ class App:
                 cache_rows=cfg.gateway.history_cache_rows,
             )
         sessions = self.sessions
+        if engine is not None:
+            # Old Feishu facts of chats Tier 0 knows were private (gateway/privatechat.py).
+            labelled = await label_private_chats(engine, sessions)
+            if labelled:
+                log.info("old feishu facts of private chats labelled private", memories=labelled)
         # Every message taken is written here before the platform learns it
         # arrived, until its turn ends (gateway/inbox.py): a crash loses none.
         self.inbox = Inbox(sessions.db, self.clock)
