@@ -166,3 +166,30 @@ async def test_a_group_fact_that_updates_a_shared_one_wins_in_that_group_only(
     # Erased, the group's fact stops standing for it there.
     await engine.delete(new.id)
     assert [h.id for h in await r.retrieve("alice", "Acme", private=False, chat=GROUP)] == [acme]
+
+
+async def test_a_shared_fact_said_again_in_the_group_is_read_there_once(
+    engine: MemoryEngine, clock: ManualClock, fake: FakeOpenAI, llm: MemoryLLM
+) -> None:
+    """Restated in the group (``same_as`` the shared fact), it becomes the
+    group's own row, standing for the shared one there: the group reads it
+    once, and the owner's private row gains no group words."""
+    from memory.retrieval import Retriever
+    from memory.sharing import share
+
+    acme = await fact(engine, "alice", "Alice works at Acme", ("feishu", "ou_alice"))
+    await share(engine, "alice", [acme], None)
+    mem = SqliteMemory(engine)
+    await mem.buffer([
+        said("alice", "as you know I work at Acme, we ship rockets", chat=GROUP, group=True, mid="g1"),
+        said("alice", "Nice!", chat=GROUP, group=True, mid="g1", role="assistant"),
+    ])
+    clock.advance(timedelta(minutes=5))
+    fake.queue_reply(reply([{"content": "Alice works at Acme", "category": "identity", "same_as": 1, "lines": [1]}],
+                           "s"))
+    [rep] = await ExtractionService(engine, llm).tick()
+    assert rep.ok and len(rep.added) == 1 and rep.reinforced == []
+    hits = await Retriever(engine).retrieve("alice", "where does Alice work", private=False, chat=GROUP)
+    assert [h.id for h in hits] == rep.added
+    kept = (await engine.get_many([acme]))[acme]
+    assert kept.source_text == "" and kept.status.value == "active"
