@@ -509,12 +509,19 @@ class UserCommands:
             return ("你没有共享任何记忆：群聊只读到你在那个群里说过的事。/share m12 共享一条。" if zh
                     else "Nothing is shared: a group reads only what you said in it. /share m12 shares one.")
         out = ["在群聊中共享的记忆：" if zh else "Memories shared with groups:"]
-        names = await self.titles.names(p for m in rows for p in m.provenance.shared) if self.titles else {}
+        places = {p for m in rows for p in (*m.provenance.shared, *(g for g, _ in m.provenance.replaced_in))}
+        names = await self.titles.names(places) if self.titles else {}
+        # A group's newer fact stands for a shared one there while it exists (memory/scope.py).
+        alive = await self.projects.get_many([i for m in rows for _, i in m.provenance.replaced_in])
         for m in rows:
             groups = [group_name(s, names) for s in m.provenance.shared if s != EVERY_GROUP]
             every = EVERY_GROUP in m.provenance.shared
             where = (("你提问的每个群" if zh else "every group where you ask") if every
                      else ("、" if zh else ", ").join(groups))
+            for g, i in m.provenance.replaced_in:
+                if i in alive:
+                    where += (f"；在“{group_name(g, names)}”中改用 m{i}" if zh
+                              else f"; in {group_name(g, names)} m{i} is used instead")
             out.append(f"- [m{m.id} · {where}] {truncate(m.content, _SHOWN_CHARS)}")
         out += ["", "/unshare m12 收回。" if zh else "/unshare m12 takes one back."]
         return "\n".join(out)
