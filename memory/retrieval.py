@@ -48,6 +48,7 @@ See docs/RETRIEVAL.md for the measurements behind the constants.
 from __future__ import annotations
 
 import heapq
+import json
 import math
 from collections import Counter
 from collections.abc import Collection, Iterable, Sequence
@@ -60,11 +61,12 @@ from .clock import format_ts, local_day, parse_ts
 from .decay import decay_factor
 from .engine import INDEX, MemoryEngine, memory_index_text, owner_key
 from .format import fit_budget
+from .lru import LRU
 from .projects import linked_projects
 from .mood import LEXICON, MOOD_TERMS, NEGATIVE, is_mood_term, mood_class, mood_term, moods
 from .timeref import Period, periods
 from .tokenize import normalize, query_terms, quote
-from .scope import Chat, said_in, shown_in
+from .scope import Chat, shown_in
 from .types import GLOBAL_OWNER, Hit, Provenance
 
 __all__ = ["CONTEXT_WEIGHT", "QueryTerm", "Retriever", "build_match", "build_query"]
@@ -97,6 +99,9 @@ TERM_CACHE_MAX = 20_000
 """Terms each document-count cache holds before it starts over: a chat's
 vocabulary fits, and a gateway left running for weeks between index writes
 keeps at most ~2-3 MB per cache rather than the ~16 MB that 100,000 took."""
+OWN_TERMS_KEPT = 4096
+"""Facts whose own terms (read in a group they were not said in) are kept
+between queries; tokenizing them again cost ~15 % of a group's query."""
 PRIOR_ROWS = 200
 MIN_RELEVANCE = 0.0  # a floor cost recall on long queries (docs/RETRIEVAL.md §4)
 OTHER_PROJECT_FACTOR = 0.8
@@ -316,6 +321,7 @@ class Retriever:
         # vocab table -> term -> (document count, collection rows then)
         self._df_cache: dict[str, dict[str, tuple[int, int]]] = {}
         self._snapshots: dict[str, _Snapshot] = {}  # vocab table -> since the index last changed
+        self._own_terms: LRU[str, str] = LRU(OWN_TERMS_KEPT)  # a shared fact's words -> its terms (_IndexedHere)
 
     # -- collection statistics ---------------------------------------------
 
@@ -631,7 +637,7 @@ class Retriever:
         if not rows:
             return []
         relevance = _Relevance(q, idf, stats.avg_len)
-        terms = _IndexedHere(private, chat)
+        terms = _IndexedHere(private, chat, self._own_terms)
         if not private:
             # A fact read in a group it was not said in (shared) matched
             # on its source words: not what it holds itself.
@@ -727,20 +733,29 @@ class _IndexedHere:
     are everyone's: their whole row counts.
     """
 
-    __slots__ = ("private", "chat", "_own")
+    __slots__ = ("private", "chat", "_own", "_cache")
 
-    def __init__(self, private: bool, chat: Chat | None) -> None:
+    def __init__(self, private: bool, chat: Chat | None, cache: LRU[str, str]) -> None:
         self.private = private
-        self.chat = chat
+        self.chat = list(chat) if chat is not None else None
         self._own: dict[int, str] = {}
+        self._cache = cache  # content -> its terms, across queries (the Retriever's)
 
     def __call__(self, r: sqlite3.Row) -> str:
         if self.private or r["owner"] == GLOBAL_OWNER:
             return str(r["_terms"])
         own = self._own.get(r["id"])
         if own is None:
-            here = self.chat is not None and said_in(Provenance.from_json(r["provenance"]), self.chat)
-            own = self._own[r["id"]] = str(r["_terms"]) if here else memory_index_text(r["content"])
+            # _conv: [channel, chat_id, session] (_MEMORY_COLUMNS), cheaper than the whole provenance.
+            here = r["_conv"] is not None and self.chat is not None and json.loads(r["_conv"])[:2] == self.chat
+            if here:
+                own = str(r["_terms"])
+            else:
+                content = str(r["content"])
+                own = self._cache.get(content)
+                if own is None:
+                    own = self._cache[content] = memory_index_text(content)
+            self._own[r["id"]] = own
         return own
 
 
