@@ -219,6 +219,7 @@ def render_markdown(owners: Sequence[OwnerData], *, at: str) -> str:
 async def write_markdown(
     write: Callable[[str], None], backend: MemoryBackend, owners: Sequence[str], *, at: str, page: int = 500,
     renamed: Callable[[str], Awaitable[Sequence[tuple[str, str]]]] | None = None,
+    titles: Mapping[str, str] = _NO_NAMES,
 ) -> tuple[int, int]:
     """:func:`render_markdown`'s text and a newline (the file the CLI
     wrote), handed to ``write`` a line at a time: each owner's index first
@@ -227,7 +228,8 @@ async def write_markdown(
     however large the store. Returns how many memories and events it wrote.
     ``renamed``: an owner's renamed projects (old name, new name), said
     under their name (``MemoryEngine.owned_project_aliases``; the file
-    store keeps none)."""
+    store keeps none). ``titles``: groups' titles (``channel:chat_id`` ->
+    title, gateway/chattitles.py) for where a memory is shared."""
     first = True
 
     def line(text: str) -> None:
@@ -253,7 +255,7 @@ async def write_markdown(
                 if (row.tier, row.project) != group:
                     group = (row.tier, row.project)
                     line(_group_title(row.tier, row.project, _EN, "###"))
-                for text in _memory(row, _EN, False, shown, set(), None):
+                for text in _memory(row, _EN, False, shown, set(), None, titles):
                     line(text)
             else:
                 events += 1

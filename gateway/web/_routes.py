@@ -49,6 +49,7 @@ from gateway.cli._common import memory_dict
 from gateway.export import MIME, Spool, write_markdown
 from gateway.http import HttpServer
 from memory.service import SqliteMemory
+from memory.sharing import shared_places
 from memory.types import Category, Memory, Status
 
 from ._actions import EDITABLE, AdminError, Conflict, Invalid, MemoryAdmin, editable_values
@@ -504,8 +505,11 @@ class MemoryWeb:
         now = datetime.now(UTC)
         spool = Spool(EXPORT_IN_MEMORY)
         try:
+            titles = (await self.titles.names(await shared_places(self.admin.engine, user))
+                      if self.titles is not None else {})
             await write_markdown(spool.write, SqliteMemory(self.admin.engine, self.admin.retriever), [user],
-                                 at=now.strftime("%Y-%m-%d %H:%M UTC"), renamed=self.admin.engine.owned_project_aliases)
+                                 at=now.strftime("%Y-%m-%d %H:%M UTC"), renamed=self.admin.engine.owned_project_aliases,
+                                 titles=titles)
         except BaseException:
             spool.close()
             raise

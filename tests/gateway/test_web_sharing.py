@@ -157,5 +157,7 @@ async def test_a_card_names_a_group_by_the_title_the_gateway_saw(
                     card = _card(html, said.id)
                     assert "Shared with group Hiking &lt;club&gt;, telegram:-100999" in card, path
                     assert "Hiking &lt;club&gt; (-100123)" in card, path
+                doc = (await asyncio.wait_for(c.get("/memory/export", params={"user": "alice"}), 10)).text
+                assert "shared with Hiking <club> and telegram:-100999)_" in doc
         finally:
             await http.stop()
