@@ -64,6 +64,7 @@ from memory.identity import IdentityMap
 
 from .agent import Agent
 from .bus import MessageBus, OutboundMessage
+from .chattitles import ChatTitles
 from .commands import UserCommands
 from .config import Config, ConfigError, Paths
 from .datalock import AlreadyRunning, DataBusy, DataLock, GatewayLock
@@ -75,7 +76,7 @@ from .outbox import Outbox
 from .prompt import PromptBuilder
 from .ratelimit import RateLimiter
 from .recent_files import RecentFiles, file_tools
-from .privatechat import private_chat_refusal
+from .privatechat import label_private_chats, private_chat_refusal
 from .inbox import Inbox
 from .resume import Redelivered, Resumed, resume_cut_turns, resume_inbox
 from .sessions import SessionStore
@@ -262,6 +263,7 @@ class App:
                 "this account can write, or set MYCLAW_HOME to another home"
             ) from None
         known_projects: KnownProjects | None = None
+        engine: Any = None
         if cfg.memory.enabled:
             from memory.engine import MemoryEngine
             from memory.retrieval import Retriever
@@ -292,6 +294,11 @@ class App:
                 cache_rows=cfg.gateway.history_cache_rows,
             )
         sessions = self.sessions
+        if engine is not None:
+            # Old Feishu facts of chats Tier 0 knows were private (gateway/privatechat.py).
+            labelled = await label_private_chats(engine, sessions)
+            if labelled:
+                log.info("old feishu facts of private chats labelled private", memories=labelled)
         # Every message taken is written here before the platform learns it
         # arrived, until its turn ends (gateway/inbox.py): a crash loses none.
         self.inbox = Inbox(sessions.db, self.clock)
@@ -318,6 +325,9 @@ class App:
         # /forget all; cron joins when open
         self.timezones = UserTimezones(sessions.db)  # each user's own, set with /timezone
         self.incognito = Incognito(sessions.db)  # who asked not to be learnt from (/incognito)
+        self.titles = ChatTitles(sessions.db)  # groups' titles as seen (/share, the memory page, exports)
+        if self.memory_web is not None:
+            self.memory_web.titles = self.titles
         if self.extraction is not None:
             from memory.extraction import ExtractionService
 
@@ -330,7 +340,7 @@ class App:
         if self.recent_files is not None:
             await self.recent_files.load()
         self._user_data = UserData(self.backend, self.sessions, outbox=self.delivery.outbox, timezones=self.timezones,
-                                   files=self.recent_files, incognito=self.incognito)
+                                   files=self.recent_files, incognito=self.incognito, titles=self.titles)
         self.llm = FailoverLLM.from_config(
             cfg.provider, cfg.agent.model, cfg.agent.fallbacks, self.clock, client=self.http_client,
             cooldowns=self.cooldowns,
@@ -378,12 +388,14 @@ class App:
                 self.backend, forget_history=self._forget_history, everything=self._user_data, clock=self.clock,
                 timezones=self.timezones, default_tz=self.tz, incognito=self.incognito,
                 projects=getattr(self.backend, "engine", None),  # None: the file store
+                titles=self.titles,
             ),
             timezones=self.timezones,
             incognito=self.incognito,
             stream_delay=cfg.agent.streaming.delay.total_seconds() if cfg.agent.streaming.enabled else None,
             stream_interval=cfg.agent.streaming.interval.total_seconds(),
             inbox=self.inbox,
+            titles=self.titles,
         )
         self.loop.chat_moves["outbox_held"] = self.delivery.move_chat  # a moved chat's kept replies stay ahead
         moves = getattr(self.backend, "engine", None)  # None: the file store, which no group reads

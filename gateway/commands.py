@@ -51,6 +51,7 @@ from memory.sharing import EVERY_GROUP, place_key, share, shared, unshare
 from memory.types import Hit
 
 from .bus import Attachment, words_in_chinese
+from .chattitles import ChatTitles, group_name
 from .export import MIME, Spool, chinese_enough, export_filename, mostly_chinese, write_user_export
 from .incognito import Incognito
 from .projectnames import project_command
@@ -146,8 +147,10 @@ class UserCommands:
         incognito: Incognito | None = None,
         spool_bytes: int = SPOOL_BYTES,
         projects: MemoryEngine | None = None,
+        titles: ChatTitles | None = None,
     ) -> None:
         self.backend = backend
+        self.titles = titles  # groups named by title in the /share listing (gateway/chattitles.py)
         self.projects = projects  # /project: the SQLite store's engine (None: the file store keeps no aliases)
         self.spool_bytes = spool_bytes  # an export larger than this is written to a temporary file
         self.incognito = incognito
@@ -506,11 +509,19 @@ class UserCommands:
             return ("你没有共享任何记忆：群聊只读到你在那个群里说过的事。/share m12 共享一条。" if zh
                     else "Nothing is shared: a group reads only what you said in it. /share m12 shares one.")
         out = ["在群聊中共享的记忆：" if zh else "Memories shared with groups:"]
+        places = {p for m in rows for p in (*m.provenance.shared, *(g for g, _ in m.provenance.replaced_in))}
+        names = await self.titles.names(places) if self.titles else {}
+        # A group's newer fact stands for a shared one there while it exists (memory/scope.py).
+        alive = await self.projects.get_many([i for m in rows for _, i in m.provenance.replaced_in])
         for m in rows:
-            groups = [s for s in m.provenance.shared if s != EVERY_GROUP]
+            groups = [group_name(s, names) for s in m.provenance.shared if s != EVERY_GROUP]
             every = EVERY_GROUP in m.provenance.shared
             where = (("你提问的每个群" if zh else "every group where you ask") if every
-                     else (f"{len(groups)} 个群" if zh else _n(len(groups), "group", "groups")))
+                     else ("、" if zh else ", ").join(groups))
+            for g, i in m.provenance.replaced_in:
+                if i in alive:
+                    where += (f"；在“{group_name(g, names)}”中改用 m{i}" if zh
+                              else f"; in {group_name(g, names)} m{i} is used instead")
             out.append(f"- [m{m.id} · {where}] {truncate(m.content, _SHOWN_CHARS)}")
         out += ["", "/unshare m12 收回。" if zh else "/unshare m12 takes one back."]
         return "\n".join(out)

@@ -15,10 +15,11 @@ from __future__ import annotations
 import re
 import tempfile
 from collections import defaultdict
-from collections.abc import AsyncIterable, Awaitable, Callable, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import AsyncIterable, Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, tzinfo
 from pathlib import Path
+from types import MappingProxyType
 from typing import TYPE_CHECKING, BinaryIO
 
 from memory.clock import local_day, parse_ts
@@ -26,6 +27,7 @@ from memory.origin import origin, place
 from memory.types import GLOBAL_OWNER, Category, Event, Memory, OwnerData, OwnerIndex, Provenance, Source, Status
 
 from .bus import Attachment
+from .chattitles import group_name
 from .timezones import TimezoneError, parse_timezone, zone_name
 
 if TYPE_CHECKING:
@@ -40,6 +42,9 @@ MIME = "text/markdown"
 _CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff]")
 
 
+_NO_NAMES: Mapping[str, str] = MappingProxyType({})
+
+
 @dataclass(frozen=True)
 class UserExport:
     """What a user's ``/export`` holds (gateway/userdata.py gathers it)."""
@@ -51,6 +56,7 @@ class UserExport:
     incognito_since: datetime | None = None  # when they turned /incognito on; None: off
     files: Sequence[tuple[str, datetime]] = ()  # files they sent lately (name, when), kept a day for file_read
     projects: Sequence[tuple[str, str]] = ()  # their renamed projects (old name, new name), /project
+    groups: Mapping[str, str] = field(default_factory=dict)  # channel:chat_id -> title, for /share (gateway/chattitles.py)
 
 
 @dataclass(frozen=True)
@@ -97,7 +103,7 @@ _EN = _Labels(
     built_on="built on",
     next_run="next",
     shared_every="shared with every group where you ask",
-    shared_some="shared with {n} group{s}",
+    shared_some="shared with {groups}",
     categories={},  # the values are English words already
     statuses={},
 )
@@ -120,7 +126,7 @@ _ZH = _Labels(
     built_on="基于",
     next_run="下次",
     shared_every="可在你提问的每个群中使用",
-    shared_some="可在 {n} 个群中使用",
+    shared_some="可在群{groups}中使用",
     categories={
         "identity": "身份", "config": "配置", "credential": "凭据", "decision": "决定", "solution": "解决办法",
         "event": "事件", "conversation": "对话", "temp": "临时", "debug": "调试",
@@ -213,6 +219,7 @@ def render_markdown(owners: Sequence[OwnerData], *, at: str) -> str:
 async def write_markdown(
     write: Callable[[str], None], backend: MemoryBackend, owners: Sequence[str], *, at: str, page: int = 500,
     renamed: Callable[[str], Awaitable[Sequence[tuple[str, str]]]] | None = None,
+    titles: Mapping[str, str] = _NO_NAMES,
 ) -> tuple[int, int]:
     """:func:`render_markdown`'s text and a newline (the file the CLI
     wrote), handed to ``write`` a line at a time: each owner's index first
@@ -221,7 +228,8 @@ async def write_markdown(
     however large the store. Returns how many memories and events it wrote.
     ``renamed``: an owner's renamed projects (old name, new name), said
     under their name (``MemoryEngine.owned_project_aliases``; the file
-    store keeps none)."""
+    store keeps none). ``titles``: groups' titles (``channel:chat_id`` ->
+    title, gateway/chattitles.py) for where a memory is shared."""
     first = True
 
     def line(text: str) -> None:
@@ -247,7 +255,7 @@ async def write_markdown(
                 if (row.tier, row.project) != group:
                     group = (row.tier, row.project)
                     line(_group_title(row.tier, row.project, _EN, "###"))
-                for text in _memory(row, _EN, False, shown, set(), None):
+                for text in _memory(row, _EN, False, shown, set(), None, titles):
                     line(text)
             else:
                 events += 1
@@ -269,7 +277,7 @@ def render_user_export(export: UserExport, *, at: str, zh: bool, tz: tzinfo = UT
     writes the same text from rows read page by page."""
     data, lab = export.data, (_ZH if zh else _EN)
     out = _user_head(export, len(data.memories), len(data.events), at=at, zh=zh, tz=tz)
-    body = _sections(data, lab, hide_credentials=True, level="##", tz=tz)
+    body = _sections(data, lab, hide_credentials=True, level="##", tz=tz, titles=export.groups)
     if not body:
         out.append("\n" + _nothing(zh))
     out += body
@@ -313,7 +321,7 @@ async def write_user_export(
             if (row.tier, row.project) != group:
                 group = (row.tier, row.project)
                 line(_group_title(row.tier, row.project, lab, "##"))
-            for text in _memory(row, lab, True, shown, secret_words, tz):
+            for text in _memory(row, lab, True, shown, secret_words, tz, export.groups):
                 line(text)
         else:
             if not events:
@@ -410,7 +418,8 @@ def _group_title(tier: int, project: str, lab: _Labels, level: str) -> str:
 
 
 def _sections(
-    data: OwnerData, lab: _Labels, *, hide_credentials: bool, level: str, tz: tzinfo | None = None
+    data: OwnerData, lab: _Labels, *, hide_credentials: bool, level: str, tz: tzinfo | None = None,
+    titles: Mapping[str, str] = _NO_NAMES,
 ) -> list[str]:
     """``tz``: the owner's zone, for the days memories were said (their
     events are dated in it already); None: UTC's, as the operator's export."""
@@ -426,7 +435,7 @@ def _sections(
     for (tier, project), items in sorted(groups.items()):
         out.append(_group_title(tier, project, lab, level))
         for m in sorted(items, key=lambda m: m.id):
-            out += _memory(m, lab, hide_credentials, shown, secret_words, tz)
+            out += _memory(m, lab, hide_credentials, shown, secret_words, tz, titles)
     if data.events:
         out.append(f"\n{level} {lab.events}\n")
         for e in sorted(data.events, key=lambda e: (e.event_date, e.id)):
@@ -453,7 +462,8 @@ def _built_on(p: Provenance, shown: set[str], lab: _Labels) -> str:
 
 
 def _memory(
-    m: Memory, lab: _Labels, hide: bool, shown: set[str], secret_words: set[str], tz: tzinfo | None
+    m: Memory, lab: _Labels, hide: bool, shown: set[str], secret_words: set[str], tz: tzinfo | None,
+    groups: Mapping[str, str] = _NO_NAMES,
 ) -> list[str]:
     secret = hide and m.category is Category.CREDENTIAL
     said, updated = local_day(m.created_at, tz), local_day(m.updated_at, tz)
@@ -467,10 +477,10 @@ def _memory(
         flags.append(f"{lab.updated} {updated}")
     if m.superseded_by is not None:
         flags.append(f"{lab.replaced_by} m{m.superseded_by}")
-    if m.provenance.shared:  # /share (memory/sharing.py)
-        n = len(m.provenance.shared)
-        flags.append(lab.shared_every if "*" in m.provenance.shared
-                     else lab.shared_some.format(n=n, s="" if n == 1 else "s"))
+    if m.provenance.shared:  # /share (memory/sharing.py), each group by its title when known
+        named = [group_name(p, groups) for p in m.provenance.shared]
+        flags.append(lab.shared_every if "*" in m.provenance.shared else lab.shared_some.format(
+            groups="、".join(f"“{x}”" for x in named) if lab is _ZH else " and ".join(named)))
     body = lab.hidden if secret else m.content.replace("\n", "\n  ")
     lines = [f"- [m{m.id}] {body} _({('，' if lab is _ZH else ', ').join(flags)})_"]
     said = m.source_text

@@ -39,6 +39,7 @@ from datetime import tzinfo
 import structlog
 
 from memory.backend import MemoryBackend
+from memory.clock import format_ts
 from memory.identity import IdentityMap
 from memory.lru import LRU
 from memory.prefilter import should_retrieve
@@ -50,6 +51,7 @@ from .bus import (
     FILE_NOT_READ, LEFT, MESSAGE, MOVED, PHOTO_NOT_READ, Attachment, InboundMessage, MessageBus, OutboundMessage,
     app_in_chinese, audio_not_read, not_heard, notes_in_chinese, words_in_chinese,
 )
+from .chattitles import ChatTitles
 from .commands import COMMANDS, UserCommands
 from .drafts import Drafts
 from .prompt import QUOTE_CHARS, PromptBuilder, Speaker, speaker_labels
@@ -333,6 +335,7 @@ class ProcessLoop:
         stream_interval: float = 1.0,
         chats_kept: int = CHATS_KEPT,
         inbox: Inbox | None = None,
+        titles: ChatTitles | None = None,
     ) -> None:
         """``stream_delay``: replies are streamed, and one taking longer
         than this many seconds shows as drafts every ``stream_interval``
@@ -343,6 +346,7 @@ class ProcessLoop:
         self.stream_delay = stream_delay
         self.stream_interval = stream_interval
         self.incognito = incognito  # users who asked not to be learnt from (/incognito)
+        self.titles = titles  # groups' titles as seen, to name them in /share and on the memory page
         self.files = files  # each chat's recent files, for file_read
         self.transcriber = transcriber  # voice messages' words (agent.transcription)
         self.sessions = sessions
@@ -639,6 +643,9 @@ class ProcessLoop:
             # caption alone could read as a command, or as nothing at all).
             await self._reply(msg, item.lost, self.identities.resolve(msg.channel, msg.sender_id))
             return item.lost
+        if self.titles is not None and msg.is_group and item.user is None and msg.metadata.get("chat_title"):
+            await self.titles.seen(msg.channel, msg.chat_id, str(msg.metadata["chat_title"]),
+                                   at=format_ts(self.sessions.clock.now()))
         if item.user is None and msg.is_group and not (msg.mentioned or msg.reply_to_bot):
             self.stats.ignored += 1
             return ""

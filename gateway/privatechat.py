@@ -11,11 +11,14 @@ it came in a group, gateway/resume.py's ``TurnContext``).
 
 from __future__ import annotations
 
-from typing import Literal, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol
 
 from memory.identity import IdentityMap
 
-__all__ = ["ChatKinds", "private_chat_refusal"]
+if TYPE_CHECKING:
+    from memory.engine import MemoryEngine
+
+__all__ = ["ChatKinds", "label_private_chats", "private_chat_refusal"]
 
 ChatKind = Literal["group", "theirs", "another's", "unknown"]
 
@@ -50,3 +53,15 @@ async def private_chat_refusal(
         return (f"{channel} chat {chat_id} is not known as {user}'s private chat "
                 "(known once they have written to the bot there)")
     return ""
+
+
+async def label_private_chats(engine: MemoryEngine, kinds: ChatKinds) -> int:
+    """Label private the Feishu facts from before the chat kind was kept
+    (taken for a group's) whose chat Tier 0 knows was a private one
+    (memory/chatkinds.py); a chat it does not know stays as it is. At
+    start; how many facts were labelled."""
+    from memory.chatkinds import label_private, unlabelled_chats  # memory is loaded only when enabled
+
+    private = [c for c in await unlabelled_chats(engine)
+               if await kinds.chat_kind("feishu", c, "") in ("theirs", "another's")]
+    return await label_private(engine, private)

@@ -339,6 +339,23 @@ async def _m015_inbox(conn: aiosqlite.Connection) -> None:
     )
 
 
+async def _m016_chat_titles(conn: aiosqlite.Connection) -> None:
+    # Group chats' titles as last seen (gateway/chattitles.py): /share, the
+    # memory page and exports name a group by it, not channel:chat_id.
+    await run_script(
+        conn,
+        """
+        CREATE TABLE IF NOT EXISTS chat_titles (
+            channel TEXT NOT NULL,
+            chat_id TEXT NOT NULL,
+            title   TEXT NOT NULL,
+            seen_at TEXT NOT NULL,
+            PRIMARY KEY (channel, chat_id)
+        ) WITHOUT ROWID;
+        """,
+    )
+
+
 MIGRATIONS: list[Migration] = [
     _m001_sessions,
     _m002_message_ids,
@@ -355,6 +372,7 @@ MIGRATIONS: list[Migration] = [
     _m013_sender_names,
     _m014_admin_sessions,
     _m015_inbox,
+    _m016_chat_titles,
 ]
 
 

@@ -22,8 +22,10 @@ from typing import TYPE_CHECKING
 import structlog
 
 from memory.backend import MemoryBackend
+from memory.sharing import shared_places
 from memory.types import OwnerData, OwnerIndex
 
+from .chattitles import ChatTitles
 from .export import UserExport
 from .timezones import zone_name
 
@@ -73,8 +75,10 @@ class UserData:
         timezones: UserTimezones | None = None,
         files: RecentFiles | None = None,
         incognito: Incognito | None = None,
+        titles: ChatTitles | None = None,
     ) -> None:
         self.backend = backend
+        self.titles = titles  # the groups they shared with, named in the export
         self.incognito = incognito
         self.files = files
         self.sessions = sessions
@@ -108,8 +112,10 @@ class UserData:
         files = [(f.name, f.received) for f in self.files.owned(user)] if self.files is not None else []
         engine = getattr(self.backend, "engine", None)  # None: the file store, which keeps no aliases
         projects = await engine.owned_project_aliases(user) if engine is not None else []
+        groups = (await self.titles.names(await shared_places(engine, user))
+                  if engine is not None and self.titles is not None else {})
         return UserExport(data=data, jobs=jobs, history=history, timezone=zone_name(tz) if tz is not None else "",
-                          incognito_since=since, files=files, projects=projects), index
+                          incognito_since=since, files=files, projects=projects, groups=groups), index
 
     async def erase(self, user: str) -> Census:
         """Erase everything of ``user``; returns what went. Memory first: the

@@ -216,7 +216,8 @@ class Compressor:
                 owner, summaries, group=(chat.channel, chat.chat_id) if chat.group else None)
             # What the candidates replaced: a day that told the old fact
             # before the new one must not make the old one current again.
-            replaced = [(m.content, n) for m, n in await self.consolidator.replaced(cands)]
+            replaced = [(m.content, n) for m, n in await self.consolidator.replaced(
+                cands, group=(chat.channel, chat.chat_id) if chat.group else None)]
             ext = await self.llm.extract(
                 [f"- [{ch}] {s}" for _, ch, s in events], cands.for_prompt(), source="event log", replaced=replaced,
                 group=chat.group is True,

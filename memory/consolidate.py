@@ -33,7 +33,7 @@ from .llm import Candidate, Fact
 from .hybrid import HybridRetriever
 from .retrieval import Retriever
 from .projects import linked_projects, read_aliases
-from .scope import Chat, in_group, said_in
+from .scope import Chat, in_group, place, read_in, said_in, shared_with
 from .slots import BY_NAME as SLOT_BY_NAME, like_patterns, slots_of
 from .types import GLOBAL_OWNER, Category, Memory, NewMemory, Provenance, Source
 
@@ -78,6 +78,14 @@ def _of_chat(chat: Chat | None) -> tuple[str, tuple[str, ...]]:
         return "", ()
     return (" AND json_valid(provenance) AND json_extract(provenance, '$.channel') IS ?"
             " AND json_extract(provenance, '$.chat_id') IS ?", chat)
+
+
+def _lent(prov: Provenance, old: Memory | None) -> Memory | None:
+    """``old`` when it is a fact shared with the group ``prov`` was said in,
+    not said there itself (:meth:`Consolidator._replace_in_group`)."""
+    if old is None or not in_group(prov) or not all(chat := _chat(prov)):
+        return None
+    return old if shared_with(old.provenance, chat) and not said_in(old.provenance, chat) else None
 
 
 def merged_refs(have: Sequence[str], new: Sequence[str]) -> tuple[str, ...]:
@@ -170,7 +178,7 @@ class Consolidator:
         # _global memories or the Tier 1 profile (refreshed weekly from Tier 2).
         chosen = [
             mems[i] for i in ranked if i in mems and mems[i].owner == owner and mems[i].tier == 2
-            and mems[i].status.value == "active" and (group is None or said_in(mems[i].provenance, group))
+            and mems[i].status.value == "active" and (group is None or read_in(mems[i].provenance, group))
         ]
         return CandidateSet(tuple(chosen[: self.max_candidates]))
 
@@ -203,7 +211,7 @@ class Consolidator:
 
         def take(m: Memory, into: dict[int, Memory] = found) -> None:
             if (m.owner == owner and m.tier == 2 and m.status.value == "active" and m.id not in shown
-                    and (group is None or said_in(m.provenance, group))):
+                    and m.category != Category.CREDENTIAL and (group is None or read_in(m.provenance, group))):
                 into.setdefault(m.id, m)
 
         prepare = getattr(self.retriever, "prepare", None)
@@ -293,10 +301,12 @@ class Consolidator:
         )
         return row is not None
 
-    async def replaced(self, cands: CandidateSet) -> list[tuple[Memory, int]]:
+    async def replaced(self, cands: CandidateSet, *, group: Chat | None = None) -> list[tuple[Memory, int]]:
         """The facts each candidate replaced, with the candidate's number:
-        what the input may still tell though it is no longer true."""
-        numbers = {m.id: n for n, m in enumerate(cands.memories, start=1)}
+        what the input may still tell though it is no longer true. ``group``:
+        of its own facts only; what a shared one replaced stays private."""
+        numbers = {m.id: n for n, m in enumerate(cands.memories, start=1)
+                   if group is None or said_in(m.provenance, group)}
         if not numbers:
             return []
         marks = ",".join("?" * len(numbers))
@@ -358,6 +368,12 @@ class Consolidator:
             words = "\n".join(said[i - 1] for i in fact.lines if 1 <= i <= len(said))
             prov = _cited(provenance, fact.lines, line_refs, line_messages)
             replaced = cands.get(fact.updates)
+            # A fact its owner shared with this group, updated or restated
+            # here: the group's fact stands for it in this group alone
+            # (``replaced_in``); their own record is not rewritten unasked.
+            lent = _lent(prov, replaced or cands.get(fact.same_as))
+            if lent is not None:
+                replaced = None
             if replaced is not None and _chat(replaced.provenance) != _chat(prov):
                 # A rewrite of a fact from another chat (a private one, another
                 # group) may carry its words: no group reads it (memory/scope.py).
@@ -365,13 +381,13 @@ class Consolidator:
             # A group's fact restates only a fact that group reads: folded into
             # a private one (or another group's), no group would read it.
             here = _chat(prov) if in_group(prov) else None
-            same = None if replaced else cands.get(fact.same_as)
+            same = None if replaced or lent else cands.get(fact.same_as)
             if same is not None and (not await self._active(conn, same.id)
                                      or (here is not None and _chat(same.provenance) != here)):
                 same = None
             if same is None:
                 same = await self._same_wording(conn, owner, fact.content, chat=here)
-            if same is None and replaced is None and not revive:
+            if same is None and replaced is None and lent is None and not revive:
                 old = await self._same_wording(conn, owner, fact.content, status="superseded", chat=here)
                 if old is not None:
                     await write_log(
@@ -389,6 +405,8 @@ class Consolidator:
                     conn, at=at, job=job, owner=owner, action="reinforce", memory_id=same.id,
                     detail={"restated": fact.content},
                 )
+                if lent is not None:
+                    await self._replace_in_group(conn, lent, same.id, _chat(prov), job=job, at=at)
                 continue
             times = [t for i in fact.lines if 1 <= i <= len(line_times) and (t := line_times[i - 1])]
             new = await self.engine.add(
@@ -408,6 +426,8 @@ class Consolidator:
             )
             out.added.append(new.id)
             await write_log(conn, at=at, job=job, owner=owner, action="add", memory_id=new.id, detail=fact.content)
+            if lent is not None:
+                await self._replace_in_group(conn, lent, new.id, _chat(prov), job=job, at=at)
             if replaced is not None and await self._active(conn, replaced.id):
                 await self.engine.set_status(replaced.id, "superseded", superseded_by=new.id, conn=conn)
                 out.superseded.append((replaced.id, new.id))
@@ -417,6 +437,24 @@ class Consolidator:
                 )
                 await self._retire_entries_on(conn, owner, replaced.id, new.id, job=job, at=at)
         return out
+
+    async def _replace_in_group(
+        self, conn: aiosqlite.Connection, old: Memory, new: int, group: Chat, *, job: str, at: str
+    ) -> None:
+        """``new``, said in ``group`` where ``old`` was shared, is read there
+        instead of it (memory/scope.py); ``old`` stays as it is elsewhere.
+        Only its ``replaced_in`` changes: read live by every search."""
+        async with conn.execute("SELECT provenance FROM memories WHERE id = ? AND status = 'active'", (old.id,)) as cur:
+            row = await cur.fetchone()
+        if row is None:
+            return
+        prov = Provenance.from_json(row[0])
+        here = place(group)
+        kept = tuple(x for x in prov.replaced_in if x[0] != here)
+        await conn.execute("UPDATE memories SET provenance = ? WHERE id = ?",
+                           (replace(prov, replaced_in=(*kept, (here, new))).to_json(), old.id))
+        await write_log(conn, at=at, job=job, owner=old.owner, action="replace_in_group", memory_id=old.id,
+                        detail={"group": here, "by": new})
 
     async def _retire_entries_on(
         self, conn: aiosqlite.Connection, owner: str, old: int, new: int, *, job: str, at: str

@@ -39,13 +39,16 @@ FTS when fewer than five rows came back, so it ignored the question).
 
 Scope: the asking user's active rows plus ``_global``; in a group chat
 (``private=False``) only what the user said in that group (``chat``) and
-the shared rows, never a credential (memory/scope.py).
+the shared rows, never a credential (memory/scope.py); a member's fact
+shared there from another chat is matched on its own words, not the ones
+it was drawn from (:class:`_IndexedHere`).
 See docs/RETRIEVAL.md for the measurements behind the constants.
 """
 
 from __future__ import annotations
 
 import heapq
+import json
 import math
 from collections import Counter
 from collections.abc import Collection, Iterable, Sequence
@@ -56,8 +59,9 @@ import sqlite3
 
 from .clock import format_ts, local_day, parse_ts
 from .decay import decay_factor
-from .engine import INDEX, MemoryEngine, owner_key
+from .engine import INDEX, MemoryEngine, memory_index_text, owner_key
 from .format import fit_budget
+from .lru import LRU
 from .projects import linked_projects
 from .mood import LEXICON, MOOD_TERMS, NEGATIVE, is_mood_term, mood_class, mood_term, moods
 from .timeref import Period, periods
@@ -95,6 +99,9 @@ TERM_CACHE_MAX = 20_000
 """Terms each document-count cache holds before it starts over: a chat's
 vocabulary fits, and a gateway left running for weeks between index writes
 keeps at most ~2-3 MB per cache rather than the ~16 MB that 100,000 took."""
+OWN_TERMS_KEPT = 4096
+"""Facts whose own terms (read in a group they were not said in) are kept
+between queries; tokenizing them again cost ~15 % of a group's query."""
 PRIOR_ROWS = 200
 MIN_RELEVANCE = 0.0  # a floor cost recall on long queries (docs/RETRIEVAL.md §4)
 OTHER_PROJECT_FACTOR = 0.8
@@ -314,6 +321,7 @@ class Retriever:
         # vocab table -> term -> (document count, collection rows then)
         self._df_cache: dict[str, dict[str, tuple[int, int]]] = {}
         self._snapshots: dict[str, _Snapshot] = {}  # vocab table -> since the index last changed
+        self._own_terms: LRU[str, str] = LRU(OWN_TERMS_KEPT)  # a shared fact's words -> its terms (_IndexedHere)
 
     # -- collection statistics ---------------------------------------------
 
@@ -629,6 +637,13 @@ class Retriever:
         if not rows:
             return []
         relevance = _Relevance(q, idf, stats.avg_len)
+        terms = _IndexedHere(private, chat, self._own_terms)
+        if not private:
+            # A fact read in a group it was not said in (shared) matched
+            # on its source words: not what it holds itself.
+            asked = {x.term for x in q}
+            rows = [r for r in rows if not asked.isdisjoint(terms(r).split(" "))
+                    or (when and _within(r["created_at"], when))]
 
         def score(rs: Iterable[sqlite3.Row]) -> list[tuple[float, sqlite3.Row]]:
             out: list[tuple[float, sqlite3.Row]] = []
@@ -636,7 +651,7 @@ class Retriever:
                 if exclude and r["id"] in exclude:
                     continue
                 dated = bool(when) and _within(r["created_at"], when)
-                rel = relevance(r["_terms"], dated)
+                rel = relevance(terms(r), dated)
                 if rel < MIN_RELEVANCE:
                     continue
                 days = (now - parse_ts(r["last_accessed"])).total_seconds() / 86400.0
@@ -704,6 +719,44 @@ class Retriever:
             )
         hits.sort(key=lambda h: (-h.score, -h.id))
         return hits[:limit]
+
+
+class _IndexedHere:
+    """The indexed terms a memory is scored by where it is read.
+
+    Its FTS row holds the words it was drawn from and those of the facts it
+    replaced (docs/RETRIEVAL.md §6a), said where it was said: a private
+    message may hold what the fact leaves out ("I take sertraline and I'm
+    moving to Berlin"). In a group other than its own chat (a fact the
+    member shared, memory/sharing.py) it is matched on its own words only,
+    so a group's "sertraline" does not bring up the move. ``_global`` rows
+    are everyone's: their whole row counts.
+    """
+
+    __slots__ = ("private", "chat", "_own", "_cache")
+
+    def __init__(self, private: bool, chat: Chat | None, cache: LRU[str, str]) -> None:
+        self.private = private
+        self.chat = list(chat) if chat is not None else None
+        self._own: dict[int, str] = {}
+        self._cache = cache  # content -> its terms, across queries (the Retriever's)
+
+    def __call__(self, r: sqlite3.Row) -> str:
+        if self.private or r["owner"] == GLOBAL_OWNER:
+            return str(r["_terms"])
+        own = self._own.get(r["id"])
+        if own is None:
+            # _conv: [channel, chat_id, session] (_MEMORY_COLUMNS), cheaper than the whole provenance.
+            here = r["_conv"] is not None and self.chat is not None and json.loads(r["_conv"])[:2] == self.chat
+            if here:
+                own = str(r["_terms"])
+            else:
+                content = str(r["content"])
+                own = self._cache.get(content)
+                if own is None:
+                    own = self._cache[content] = memory_index_text(content)
+            self._own[r["id"]] = own
+        return own
 
 
 def _conversation(r: sqlite3.Row) -> tuple[str, str] | None:

@@ -13,6 +13,10 @@ A summary drawn from one group's words only keeps that group's name
 (memory/compression.py), so it is read there. A member may let a fact of
 theirs be read in one group or in every group they ask in (``/share``,
 memory/sharing.py: the row's ``provenance.shared``), and take it back.
+There it is matched on its own words, not those it was drawn from
+(memory/retrieval.py). A newer fact said in that group that replaces it
+(memory/consolidate.py) is read there instead: the shared one is left as
+it is, and read in the owner's other chats (``provenance.replaced_in``).
 
 The same rule holds when memory learns: the memory model, learning from a
 group's turns or day (memory/extraction.py, memory/compression.py), is
@@ -25,10 +29,18 @@ from __future__ import annotations
 
 from .types import GLOBAL_OWNER, Provenance
 
-__all__ = ["Chat", "in_group", "said_in", "shown_in"]
+__all__ = ["EVERY_GROUP", "Chat", "in_group", "place", "read_in", "said_in", "shared_with", "shown_in"]
 
 Chat = tuple[str, str]
 """(channel, chat_id) of the chat an answer is read in."""
+
+EVERY_GROUP = "*"
+"""``provenance.shared`` for every group the owner asks in."""
+
+
+def place(chat: Chat) -> str:
+    """How ``provenance.shared`` and ``replaced_in`` name a group."""
+    return f"{chat[0]}:{chat[1]}"
 
 
 def in_group(provenance: Provenance) -> bool:
@@ -46,6 +58,21 @@ def said_in(provenance: Provenance, chat: Chat) -> bool:
     """Is ``provenance`` of ``chat`` (channel and chat id)? A group reads
     of a member's Tier 2 facts only those (:func:`shown_in`)."""
     return bool(all(chat)) and (provenance.channel, provenance.chat_id) == chat
+
+
+def shared_with(provenance: Provenance, chat: Chat) -> bool:
+    """Did its owner share it with ``chat`` (memory/sharing.py), and no
+    newer fact said there replace it? (The SQL of :func:`shown_in` also
+    lets it back once that fact is erased.)"""
+    here = place(chat)
+    return (bool(all(chat)) and not {EVERY_GROUP, here}.isdisjoint(provenance.shared)
+            and all(where != here for where, _ in provenance.replaced_in))
+
+
+def read_in(provenance: Provenance, chat: Chat) -> bool:
+    """May the group ``chat`` read this Tier 2 fact of the member (not a
+    credential)? Said there, or shared with it."""
+    return said_in(provenance, chat) or shared_with(provenance, chat)
 
 
 def _literal(text: str) -> str:
@@ -66,10 +93,15 @@ def shown_in(*, private: bool, chat: Chat | None, prefix: str = "x.") -> str:
     if chat is not None and all(chat) and "\x00" not in "".join(chat):
         channel, chat_id = chat
         # CASE: a row whose provenance is not JSON (hand-edited) is just not shown.
-        places = f"'*', {_literal(f'{channel}:{chat_id}')}"
+        here = _literal(place((channel, chat_id)))
+        # Shared, unless a fact said here replaced it and still exists.
+        replaced = (f"EXISTS (SELECT 1 FROM json_each({p}provenance, '$.replaced_in') r"
+                    f" WHERE json_extract(r.value, '$[0]') = {here}"
+                    " AND EXISTS (SELECT 1 FROM memories g WHERE g.id = json_extract(r.value, '$[1]')))")
         said_here = (f"({p}tier = 2 AND CASE WHEN json_valid({p}provenance) THEN"
                      f" (json_extract({p}provenance, '$.channel') = {_literal(channel)}"
                      f" AND json_extract({p}provenance, '$.chat_id') = {_literal(chat_id)})"
-                     f" OR EXISTS (SELECT 1 FROM json_each({p}provenance, '$.shared') WHERE value IN ({places}))"
+                     f" OR (EXISTS (SELECT 1 FROM json_each({p}provenance, '$.shared')"
+                     f" WHERE value IN ({_literal(EVERY_GROUP)}, {here})) AND NOT {replaced})"
                      " ELSE 0 END)")
     return f"AND {p}category != 'credential' AND ({shared} OR {said_here})"

@@ -16,17 +16,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 from .engine import MemoryEngine, row_to_memory
-from .scope import Chat
+from .scope import EVERY_GROUP, Chat, place
 from .types import Memory
 
-__all__ = ["EVERY_GROUP", "Shared", "place_key", "share", "shared", "unshare"]
-
-EVERY_GROUP = "*"
+__all__ = ["EVERY_GROUP", "Shared", "place_key", "share", "shared", "shared_places", "unshare"]
 
 
 def place_key(chat: Chat | None) -> str:
     """How ``provenance.shared`` names ``chat`` (None: every group)."""
-    return EVERY_GROUP if chat is None else f"{chat[0]}:{chat[1]}"
+    return EVERY_GROUP if chat is None else place(chat)
 
 
 @dataclass
@@ -93,3 +91,14 @@ async def shared(engine: MemoryEngine, owner: str) -> list[Memory]:
     )
     return [row_to_memory(r) for r in rows]
 
+
+
+async def shared_places(engine: MemoryEngine, owner: str) -> list[str]:
+    """Every group (``channel:chat_id``) any of ``owner``'s rows, of any
+    status, was shared with (for their names in an export)."""
+    rows = await engine.db.fetchall(
+        "SELECT DISTINCT s.value FROM memories m, json_each(CASE WHEN json_valid(m.provenance) THEN m.provenance "
+        "ELSE '{}' END, '$.shared') s WHERE m.owner = ? AND s.value != ? ORDER BY 1",
+        (owner, EVERY_GROUP),
+    )
+    return [str(r[0]) for r in rows]

@@ -80,6 +80,11 @@ class Provenance:
     shared: tuple[str, ...] = ()
     """Groups its owner let read it (``/share``, memory/sharing.py):
     ``channel:chat_id``, or ``*`` for every group they ask in."""
+    replaced_in: tuple[tuple[str, int], ...] = ()
+    """``(channel:chat_id, id)``: in that group, where it was shared, a
+    newer fact said there (``id``) replaced it; the group reads that one
+    instead while it exists, the owner's other chats still read this one
+    (memory/scope.py, memory/consolidate.py)."""
 
     def to_json(self) -> str:
         d = {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(self).items()
@@ -96,6 +101,8 @@ class Provenance:
                 d[k] = tuple(str(x) for x in d[k])
         if "group" in d:
             d["group"] = d["group"] is True
+        if "replaced_in" in d:
+            d["replaced_in"] = tuple((str(p[0]), int(p[1])) for p in d["replaced_in"])
         return cls(**{k: v for k, v in d.items() if k in cls.__dataclass_fields__})
 
 

@@ -303,6 +303,10 @@ GATEWAY_ERAS: dict[str, Era] = {
         ("inbox", {"id": v, "channel": "telegram", "chat_id": str(v), "message_id": f"{v}07", "received_at": at(v),
                    "payload": json.dumps({"text": f"and the {word(v)}?"})}),
     ],
+    "_m016_chat_titles": lambda v: [
+        *_chat(v, context=True, sender_name=True),
+        ("chat_titles", {"channel": "telegram", "chat_id": f"-100{v}", "title": f"The {word(v)} club", "seen_at": at(v)}),
+    ],
 }
 
 

@@ -37,18 +37,20 @@ from __future__ import annotations
 import math
 import secrets
 from datetime import UTC, datetime, tzinfo
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any, TypeVar
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit
 
 import structlog
 from aiohttp import web
 
+from gateway.chattitles import ChatTitles
 from gateway.cli._common import memory_dict
 from gateway.export import MIME, Spool, write_markdown
 from gateway.http import HttpServer
 from memory.service import SqliteMemory
-from memory.types import Category, Status
+from memory.sharing import shared_places
+from memory.types import Category, Memory, Status
 
 from ._actions import EDITABLE, AdminError, Conflict, Invalid, MemoryAdmin, editable_values
 from ._auth import COOKIE, COOKIE_PATH, AdminAuth, Identity, is_https, same_origin
@@ -205,7 +207,15 @@ class MemoryWeb:
         self.undo = undo or UndoStore()
         self.page_size = page_size
         self.tz = tz
+        self.titles: ChatTitles | None = None  # groups named by title (set once gateway.db is open)
         self._mounted: list[tuple[str, str]] = []
+
+    async def _name_groups(self, ctx: PageContext, memories: Iterable[Memory]) -> None:
+        """The titles of the groups these memories name (where said, where shared)."""
+        if self.titles is None:
+            return
+        places = {p for m in memories for p in (*m.provenance.shared, f"{m.provenance.channel}:{m.provenance.chat_id}")}
+        ctx.names = await self.titles.names(places)
 
     def routes(self) -> list[tuple[str, str, Callable[[web.Request], Awaitable[web.StreamResponse]]]]:
         page, api = self._page, self._api
@@ -428,6 +438,7 @@ class MemoryWeb:
         if query:
             found = await self.admin.search(user, query, limit=50)
             replaced = await self.admin.replaced([m.id for m, _ in found.memories])
+            await self._name_groups(ctx, (m for m, _ in found.memories))
             text = main_page(ctx, stats=stats, status=status_text, query=query, scored=found.memories, events=found.events,
                              replaced=replaced, renamed=renamed)
             return _html(text, ctx.nonce)
@@ -440,6 +451,7 @@ class MemoryWeb:
         more, rows = len(rows) > self.page_size, rows[: self.page_size]
         total = await self.admin.count(user, status=status, category=category, has=has)
         replaced = await self.admin.replaced([m.id for m in rows])
+        await self._name_groups(ctx, rows)
         text = main_page(
             ctx, stats=stats, status=status_text if status is not None else "all", query="", memories=rows,
             replaced=replaced, offset=offset, page_size=self.page_size, more=more, total=total,
@@ -454,6 +466,7 @@ class MemoryWeb:
         ctx.undo = _undo(ctx, data)
         ctx.undo_token = self._undo_token(ctx, data)
         older, newer = await self.admin.chain(m.id)
+        await self._name_groups(ctx, (m, *older, *newer))
         entries = await self.admin.memory_log([m.id, *(x.id for x in older), *(x.id for x in newer)])
         return _html(detail_page(ctx, m, older=older, newer=newer, log=entries), ctx.nonce)
 
@@ -492,8 +505,11 @@ class MemoryWeb:
         now = datetime.now(UTC)
         spool = Spool(EXPORT_IN_MEMORY)
         try:
+            titles = (await self.titles.names(await shared_places(self.admin.engine, user))
+                      if self.titles is not None else {})
             await write_markdown(spool.write, SqliteMemory(self.admin.engine, self.admin.retriever), [user],
-                                 at=now.strftime("%Y-%m-%d %H:%M UTC"), renamed=self.admin.engine.owned_project_aliases)
+                                 at=now.strftime("%Y-%m-%d %H:%M UTC"), renamed=self.admin.engine.owned_project_aliases,
+                                 titles=titles)
         except BaseException:
             spool.close()
             raise

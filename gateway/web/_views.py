@@ -23,6 +23,7 @@ from memory.origin import origin
 from memory.sharing import EVERY_GROUP
 from memory.types import GLOBAL_OWNER, Category, Hit, Memory, Source, Status
 
+from ..chattitles import group_name
 from ._actions import EDITABLE, UserSummary
 from ._i18n import CATALOGUE, LANGS, Words
 
@@ -79,6 +80,7 @@ class PageContext:
     undo_token: str = ""  # an edit or archive-all just made: its notice offers to undo it (gateway/web/_undo.py)
     flash_on: int = 0  # the memory the notice is about: shown on its card (the page scrolls there), if on the page
     flash_shown: bool = False  # a card showed the notice: not again at the top
+    names: dict[str, str] = field(default_factory=dict)  # channel:chat_id -> group title (gateway/chattitles.py)
 
 
 # -- building blocks -----------------------------------------------------------
@@ -153,7 +155,9 @@ def _provenance(ctx: PageContext, m: Memory) -> str:
     never raw refs (``m:12``, ``buf:7``), which mean nothing on a page."""
     t = ctx.t
     p = m.provenance
-    bits = [e(x) for x in (t.chinese(origin(m.source.value, p, zh=t.zh)), t("chat", id=p.chat_id) if p.chat_id else "",
+    title = ctx.names.get(f"{p.channel}:{p.chat_id}")
+    chat = f"{title} ({p.chat_id})" if title else p.chat_id
+    bits = [e(x) for x in (t.chinese(origin(m.source.value, p, zh=t.zh)), t("chat", id=chat) if p.chat_id else "",
                            t("session", id=p.session) if p.session else "") if x]
     if (p.date_from or p.date_to) and m.source is not Source.COMPRESSION:  # a summary's words say its span
         span = p.date_from if p.date_from == p.date_to or not p.date_to else f"{p.date_from or '?'} – {p.date_to}"
@@ -221,7 +225,7 @@ def card(ctx: PageContext, m: Memory, *, replaced: Sequence[Memory] = (), score:
     groups = shared_with(m)
     if groups:
         every = EVERY_GROUP in groups
-        label = t("shared_all") if every else t("shared_group", groups=", ".join(groups))
+        label = t("shared_all") if every else t("shared_group", groups=", ".join(group_name(g, ctx.names) for g in groups))
         meta.append(f'<span class="badge groups" title="{e(t("shared_groups_hint"))}">{e(label)}</span>')
     if m.project != GLOBAL_OWNER or m.topic != "_general":
         meta.append(f"<span>{e(m.project)} / {e(m.topic)}</span>")

@@ -649,3 +649,29 @@ async def test_a_data_file_another_process_keeps_locked_is_not_called_damaged(tm
         holder.close()
     said = str(err.value)
     assert "locked" in said and "start again" in said and "restore it from a backup" not in said, said
+
+
+async def test_opening_labels_old_feishu_facts_of_chats_known_private(
+    tmp_path: Path, clock: ManualClock, fake_llm: FakeOpenAI
+) -> None:
+    """gateway/privatechat.py's ``label_private_chats`` runs at open, on the real files."""
+    from gateway.sessions import SessionStore
+    from memory.engine import MemoryEngine
+    from memory.types import NewMemory, Provenance
+
+    cfg, paths = _config(tmp_path, fake_llm)
+    paths.data_dir.mkdir(parents=True, exist_ok=True)
+    engine = await MemoryEngine.open(paths.memory_db(cfg), clock)
+    old = Provenance.from_json('{"channel":"feishu","chat_id":"oc_dm"}')
+    mid = (await engine.add(NewMemory(owner="alice", content="Alice drinks tea", provenance=old))).id
+    await engine.close()
+    async with await SessionStore.open(paths.gateway_db(), clock) as store:
+        await store.append("feishu:oc_dm", channel="feishu", chat_id="oc_dm", role="user", content="hi",
+                           owner="alice", context='{"g": false}')
+    app = App(cfg, paths, clock=clock, channel_specs=[ECHO])
+    try:
+        await app.open()
+        got = await app.backend.engine.get_many([mid])  # type: ignore[attr-defined]
+        assert got[mid].provenance.group is False
+    finally:
+        await app.close()

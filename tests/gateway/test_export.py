@@ -314,11 +314,16 @@ def test_a_memory_shared_with_groups_says_so() -> None:
                                                                            shared=("*",)))
     one = replace(_memory(7, "Alice bikes to work"), provenance=Provenance(channel="telegram", chat_id="100",
                                                                           shared=("telegram:-500",)))
-    doc = render_user_export(UserExport(replace(ALICE, memories=[every, one, _memory(8, "Alice has a cat")])),
+    two = replace(_memory(9, "Alice plays chess"), provenance=Provenance(shared=("telegram:-500", "feishu:oc_x")))
+    doc = render_user_export(UserExport(replace(ALICE, memories=[every, one, _memory(8, "Alice has a cat"), two]),
+                                        groups={"telegram:-500": "Hiking club"}),
                              at=AT, zh=False)
     assert "- [m6] Alice is vegetarian _(" in doc and "shared with every group where you ask)_" in doc
-    assert "shared with 1 group)_" in doc
+    # Each group by the title the gateway saw it under (gateway/chattitles.py), else its id.
+    assert "- [m7] Alice bikes to work _(" in doc and "shared with Hiking club)_" in doc
+    assert "shared with Hiking club and feishu:oc_x)_" in doc
     assert "- [m8] Alice has a cat _(event, importance 0.70, 2026-11-20, from a chat on Telegram, " \
            "updated 2026-11-21)_" in doc
-    zh = render_user_export(UserExport(replace(ALICE, memories=[every])), at=AT, zh=True)
-    assert "可在你提问的每个群中使用" in zh
+    zh = render_user_export(UserExport(replace(ALICE, memories=[every, one]), groups={"telegram:-500": "徒步群"}),
+                            at=AT, zh=True)
+    assert "可在你提问的每个群中使用" in zh and "可在群“徒步群”中使用" in zh

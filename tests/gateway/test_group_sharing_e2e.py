@@ -90,6 +90,8 @@ async def test_a_private_fact_is_read_in_a_group_only_once_shared_and_not_after_
             n += 1
             listing = await _command(tg, 7, 7, n, "/share")
             assert f"m{m.id}" in listing and "peanut" in listing
+            # The group by the title the gateway saw it under, not telegram:-500.
+            assert "Group -500" in listing and "telegram:-500" not in listing
             # Bob cannot share Alice's memory.
             n += 1
             answer = await _command(tg, -600, 8, n, f"/share m{m.id}")

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import asyncio
 import re
+from pathlib import Path
 
 import httpx
 
-from memory import Category, Provenance
+from memory import Category, ManualClock, MemoryEngine, NewMemory, Provenance
 from memory.changelog import read_log
 from memory.retrieval import Retriever
 from tests.gateway.test_web import TOKEN, Site, site  # noqa: F401  (site: the fixture)
@@ -125,3 +126,38 @@ async def test_the_api_unshares_too(site: Site) -> None:
         r = await c.post("/memory/api/unshare", json={"id": secret, "user": "bob"})
         assert r.status_code == 404
     assert (await site.engine.get(mid)).provenance.shared == ()  # type: ignore[union-attr]
+
+
+async def test_a_card_names_a_group_by_the_title_the_gateway_saw(
+    engine: MemoryEngine, tmp_path: Path, clock: ManualClock
+) -> None:
+    """A group's title as last seen (gateway/chattitles.py) names it on the
+    card, where it is shared and where the fact was said; a group never
+    seen under a title keeps its id."""
+    from gateway.chattitles import ChatTitles
+    from gateway.http import HttpServer
+    from gateway.sessions import SessionStore
+    from gateway.web import mount_memory_page
+    from tests.gateway.test_web import TOKEN as token
+
+    async with await SessionStore.open(tmp_path / "g.db", clock) as store:
+        titles = ChatTitles(store.db)
+        await titles.seen("telegram", "-100123", "Hiking <club>", at="2026-03-01T12:00:00Z")
+        said = await engine.add(NewMemory(owner="alice", content="alice leads the hikes", provenance=Provenance(
+            channel="telegram", chat_id="-100123", group=True, shared=("telegram:-100123", "telegram:-100999"))))
+        http = HttpServer("127.0.0.1", 0)
+        web = mount_memory_page(http, engine, Retriever(engine), token)
+        web.titles = titles
+        await http.start()
+        try:
+            async with httpx.AsyncClient(base_url=http.url, timeout=10, follow_redirects=False) as c:
+                await _signed_in(c)
+                for path, params in (("/memory", {"user": "alice"}), ("/memory/item", {"id": str(said.id)})):
+                    html = (await asyncio.wait_for(c.get(path, params=params), 10)).text
+                    card = _card(html, said.id)
+                    assert "Shared with group Hiking &lt;club&gt;, telegram:-100999" in card, path
+                    assert "Hiking &lt;club&gt; (-100123)" in card, path
+                doc = (await asyncio.wait_for(c.get("/memory/export", params={"user": "alice"}), 10)).text
+                assert "shared with Hiking <club> and telegram:-100999)_" in doc
+        finally:
+            await http.stop()

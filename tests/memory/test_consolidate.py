@@ -571,3 +571,22 @@ async def test_a_fact_about_nothing_held_one_at_a_time_makes_no_second_look(
                                {"content": "Deploys run on Fridays", "category": "decision"}], {})
     await say(mem, svc, "alice", "we adopted a kitten; deploys run on Fridays", 1)
     assert len(fake.requests) == 1
+
+
+async def test_a_groups_model_is_not_told_what_a_shared_fact_replaced(engine: MemoryEngine) -> None:
+    """A shared fact is a candidate in a group; the private fact it
+    replaced is not the group's to hear (the daily compression shows the
+    model what candidates replaced)."""
+    from memory.consolidate import CandidateSet, Consolidator
+    from memory.sharing import share
+    from memory.types import NewMemory, Provenance
+
+    me = Provenance(channel="telegram", chat_id="42", group=False)
+    old = await engine.add(NewMemory(owner="alice", content="alice lives in Hangzhou", provenance=me))
+    new = await engine.add(NewMemory(owner="alice", content="alice lives in Shanghai", provenance=me))
+    await engine.set_status(old.id, "superseded", superseded_by=new.id)
+    await share(engine, "alice", [new.id], None)
+    cands = CandidateSet(tuple((await engine.get_many([new.id])).values()))
+    c = Consolidator(engine)
+    assert [(m.id, n) for m, n in await c.replaced(cands)] == [(old.id, 1)]
+    assert await c.replaced(cands, group=("telegram", "-100")) == []

@@ -119,3 +119,77 @@ async def test_in_a_group_the_reply_still_tells_what_the_askers_photo_shows(
     fake.queue_reply(reply([{"content": "Alice has a standing desk", "category": "identity", "lines": [2]}], "s"))
     [rep] = await svc.tick()
     assert [m.content for m in await engine.list_memories("alice")] == ["Alice has a standing desk"]
+
+
+async def test_a_group_fact_that_updates_a_shared_one_wins_in_that_group_only(
+    engine: MemoryEngine, clock: ManualClock, fake: FakeOpenAI, llm: MemoryLLM
+) -> None:
+    """The member shared "works at Acme" from their private chat; in the
+    group they say they left. The model was never shown the shared fact
+    (only the group's own were candidates), so the group read both the old
+    and the new. Now it is shown, and the group's newer fact stands for it
+    in that group; the owner's private record is left as it was, and its
+    private predecessor is never shown to the group's model."""
+    from memory.retrieval import Retriever
+    from memory.sharing import share
+
+    me = ("feishu", "ou_alice")
+    old = await fact(engine, "alice", "Alice lives in Hangzhou", me)
+    acme = await fact(engine, "alice", "Alice works at Acme in Shanghai", me)
+    await engine.set_status(old, "superseded", superseded_by=acme)
+    await share(engine, "alice", [acme], None)
+    mem = SqliteMemory(engine)
+    svc = ExtractionService(engine, llm)
+    await mem.buffer([
+        said("alice", "I quit Acme, I work at Globex in Shanghai now", chat=GROUP, group=True, mid="g1"),
+        said("alice", "Congrats!", chat=GROUP, group=True, mid="g1", role="assistant"),
+    ])
+    clock.advance(timedelta(minutes=5))
+    fake.queue_reply(reply([{"content": "Alice works at Globex in Shanghai", "category": "identity", "updates": 1,
+                             "lines": [1]}], "Alice changed jobs"))
+    [rep] = await svc.tick()
+    assert rep.ok and len(rep.added) == 1
+    prompt = user_prompt(fake.requests[0])
+    shown = prompt.split("Existing memories:", 1)[1]
+    assert "Alice works at Acme in Shanghai" in shown and "Hangzhou" not in prompt
+    new = (await engine.get_many(rep.added))[rep.added[0]]
+    assert new.provenance.chat_id == GROUP[1] and new.provenance.group
+
+    r = Retriever(engine)
+    in_group = [h.id for h in await r.retrieve("alice", "where does Alice work in Shanghai", private=False, chat=GROUP)]
+    assert in_group == [new.id]
+    # The owner's record is unchanged: still current in their private chat and in other groups.
+    kept = (await engine.get_many([acme]))[acme]
+    assert kept.status.value == "active" and kept.superseded_by is None
+    assert acme in [h.id for h in await r.retrieve("alice", "Acme")]
+    assert [h.id for h in await r.retrieve("alice", "Acme", private=False, chat=("feishu", "oc_other"))] == [acme]
+    # Erased, the group's fact stops standing for it there.
+    await engine.delete(new.id)
+    assert [h.id for h in await r.retrieve("alice", "Acme", private=False, chat=GROUP)] == [acme]
+
+
+async def test_a_shared_fact_said_again_in_the_group_is_read_there_once(
+    engine: MemoryEngine, clock: ManualClock, fake: FakeOpenAI, llm: MemoryLLM
+) -> None:
+    """Restated in the group (``same_as`` the shared fact), it becomes the
+    group's own row, standing for the shared one there: the group reads it
+    once, and the owner's private row gains no group words."""
+    from memory.retrieval import Retriever
+    from memory.sharing import share
+
+    acme = await fact(engine, "alice", "Alice works at Acme", ("feishu", "ou_alice"))
+    await share(engine, "alice", [acme], None)
+    mem = SqliteMemory(engine)
+    await mem.buffer([
+        said("alice", "as you know I work at Acme, we ship rockets", chat=GROUP, group=True, mid="g1"),
+        said("alice", "Nice!", chat=GROUP, group=True, mid="g1", role="assistant"),
+    ])
+    clock.advance(timedelta(minutes=5))
+    fake.queue_reply(reply([{"content": "Alice works at Acme", "category": "identity", "same_as": 1, "lines": [1]}],
+                           "s"))
+    [rep] = await ExtractionService(engine, llm).tick()
+    assert rep.ok and len(rep.added) == 1 and rep.reinforced == []
+    hits = await Retriever(engine).retrieve("alice", "where does Alice work", private=False, chat=GROUP)
+    assert [h.id for h in hits] == rep.added
+    kept = (await engine.get_many([acme]))[acme]
+    assert kept.source_text == "" and kept.status.value == "active"

@@ -324,3 +324,25 @@ async def test_a_hung_endpoint_has_one_query_vector_in_flight_not_one_per_messag
         await asyncio.sleep(0.01)
     assert (await h.retrieve("alice", "which car?"))[0].content == "Alice's automobile is a blue Tesla"
     assert len(fake.embedding_requests) == asked + 2 and h.fallbacks == 5
+
+
+async def test_a_shared_fact_is_not_found_in_a_group_by_its_source_words_on_either_side(
+    engine: MemoryEngine, parts: tuple[CachedEmbedder, VectorIndex]
+) -> None:
+    """A vector is of the fact's own words, never its source words: in a
+    group a member's shared fact is found by what it says, not by the
+    private message it came from (memory/retrieval.py ``_IndexedHere``)."""
+    from memory.sharing import share
+    from memory.types import Provenance
+
+    moving = await engine.add(NewMemory(
+        owner="alice", content="alice is moving to Berlin", source_text="I take sertraline and crashed my automobile",
+        provenance=Provenance(channel="telegram", chat_id="42", group=False)))
+    await share(engine, "alice", [moving.id], None)
+    await remember(engine, parts)
+    h = hybrid(engine, parts)
+    group = ("telegram", "-100123")
+    assert [x.id for x in await h.retrieve("alice", "sertraline", private=True)] == [moving.id]
+    for asked in ("sertraline", "which vehicle", "outage"):
+        assert await h.retrieve("alice", asked, private=False, chat=group) == [], asked
+    assert [x.id for x in await h.retrieve("alice", "Berlin", private=False, chat=group)] == [moving.id]

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from memory import Category, MemoryEngine, NewMemory
+import pytest
+
+from memory import Category, MemoryEngine, NewMemory, Provenance
 from memory.retrieval import Retriever
 from memory.sharing import share, shared
 
 GROUP = ("telegram", "-100123")
+PRIVATE = Provenance(channel="telegram", chat_id="42", group=False)
 
 
 async def _group_reads(engine: MemoryEngine, text: str) -> bool:
@@ -38,3 +41,35 @@ async def test_an_ordinary_edit_keeps_what_is_shared(engine: MemoryEngine) -> No
     await engine.update(m.id, content="alice is vegan", importance=0.7, category=Category.IDENTITY)
     assert [s.id for s in await shared(engine, "alice")] == [m.id]
     assert await _group_reads(engine, "vegan")
+
+
+@pytest.mark.parametrize("candidates", [30, 1])
+async def test_a_shared_fact_is_found_in_a_group_by_its_own_words_only(engine: MemoryEngine, candidates: int) -> None:
+    """Indexed with the words it was drawn from (docs/RETRIEVAL.md §6a) and
+    those of the fact it replaced, a shared fact matched a group's
+    "sertraline" by the private message it came from: the group learnt
+    that the member who is moving takes it. Elsewhere than its own chat
+    it is found by what it says only. ``candidates=1``: the path that
+    ranks by MATCH rather than reading the user's few rows whole."""
+    old = await engine.add(NewMemory(owner="alice", content="alice lives in Shanghai", provenance=PRIVATE))
+    moving = await engine.add(NewMemory(
+        owner="alice", content="alice is moving to Berlin", provenance=PRIVATE,
+        source_text="I take sertraline and I'm moving to Berlin, I'm scared"))
+    await engine.set_status(old.id, "superseded", superseded_by=moving.id)
+    for i in range(3):  # more rows than candidates
+        await engine.add(NewMemory(owner="alice", content=f"alice note {i}", provenance=PRIVATE))
+    here = await engine.add(NewMemory(
+        owner="alice", content="alice brings the cake", source_text="I'll bake a lemon cake for friday",
+        provenance=Provenance(channel=GROUP[0], chat_id=GROUP[1], group=True)))
+    await share(engine, "alice", [moving.id], None)
+    r = Retriever(engine, candidates=candidates)
+
+    async def group(text: str) -> list[int]:
+        return [h.id for h in await r.retrieve("alice", text, private=False, chat=GROUP)]
+
+    assert await group("Berlin") == [moving.id]
+    assert await group("sertraline") == []
+    assert await group("Shanghai") == []
+    assert await group("I'm so scared") == []  # the mood the source words named
+    assert await group("lemon") == [here.id]  # a group's own fact keeps its source words there
+    assert moving.id in [h.id for h in await r.retrieve("alice", "sertraline")]  # the owner's private chat
