@@ -24,12 +24,17 @@ session may use it too with the ``X-CSRF-Token`` header on POST)::
 
     GET  /memory/api/users | stats?user= | memories?user=&status=&category=&has=&limit=&offset=
     GET  /memory/api/search?user=&q=&limit= | memory?id= | log?user=
-    POST /memory/api/add | edit | archive | restore | erase | unshare     (JSON body)
+    POST /memory/api/add | edit | archive | restore | erase | unshare | undo     (JSON body)
 
 ``erase`` takes ``"cascade": true`` to erase the older versions and the
 Core Memory entries built on the memory too; the answer lists them and the
 linked records kept. ``unshare`` takes a fact back from every group it was
 shared with (``/share``); the answer's ``was`` names those groups.
+``edit`` and ``unshare`` answer with ``undo``, a token (null when nothing
+changed) that ``undo`` takes (``{"token": ..., "user": ...}``, ``user``
+optional: when given, an undo of another user's memory is refused and
+kept) to put back what they changed, once, within 15 minutes, in this
+process only (the page's Undo; an archive's undo is ``restore``).
 """
 
 from __future__ import annotations
@@ -48,12 +53,12 @@ from gateway.cli._common import memory_dict
 from gateway.export import MIME, Spool, write_markdown
 from gateway.http import HttpServer
 from memory.service import SqliteMemory
-from memory.types import Category, Status
+from memory.types import Category, Memory, Status
 
-from ._actions import EDITABLE, AdminError, Conflict, Invalid, MemoryAdmin, editable_values
+from ._actions import EDITABLE, AdminError, Conflict, Edited, Invalid, MemoryAdmin, NotFound, editable_values
 from ._auth import COOKIE, COOKIE_PATH, AdminAuth, Identity, is_https, same_origin
 from ._i18n import LANG_COOKIE, LANGS, Words, pick_lang
-from ._undo import ArchiveAllUndo, EditUndo, UndoStore, UnshareUndo
+from ._undo import ArchiveAllUndo, EditUndo, Undoable, UndoStore, UnshareUndo
 from ._views import (
     DONE,
     PageContext,
@@ -244,6 +249,7 @@ class MemoryWeb:
             ("POST", "/memory/api/restore", api(self._api_status("restore"), post=("id", "user"))),
             ("POST", "/memory/api/erase", api(self._api_erase, post=("id", "user", "cascade"))),
             ("POST", "/memory/api/unshare", api(self._api_unshare, post=("id", "user"))),
+            ("POST", "/memory/api/undo", api(self._api_undo, post=("token", "user"))),
         ]
 
     def mount(self, http: HttpServer) -> None:
@@ -532,13 +538,8 @@ class MemoryWeb:
         done = await self.admin.edit(_int(data.get("id"), "id"), _user(data, required=False), data)
         m = done.memory
         log.info("memory page: memory edited", memory_id=m.id, owner=m.owner, entries_superseded=len(done.entries))
-        token = ""
-        if done.before is not None:
-            was, now = editable_values(done.before), editable_values(m)
-            changed = {k: v for k, v in was.items() if v != now[k]}
-            token = self.undo.put(EditUndo(m.id, m.owner, changed, now, tuple(x.id for x in done.entries)))
         return _redirect(_with_notice(ctx.back, "edited_entries" if done.entries else "edited", m.id, f"#m{m.id}",
-                                      undo=token))
+                                      undo=self._edit_undo(done)))
 
     async def _archive(self, request: web.Request, ident: Identity, ctx: PageContext, data: Data) -> web.StreamResponse:
         m = await self.admin.archive(_int(data.get("id"), "id"), _user(data, required=False))
@@ -587,20 +588,43 @@ class MemoryWeb:
     async def _undo(self, request: web.Request, ident: Identity, ctx: PageContext, data: Data) -> web.StreamResponse:
         """The Undo of an edit's, an archive-all's or an unshare's notice
         (a single archive's Undo is a plain restore)."""
-        item = self.undo.take(str(data.get("token") or ""))
+        item, m, n = await self._apply_undo(str(data.get("token") or ""), None, via="page")
+        if m is None:
+            return _redirect(_with_notice(f"/memory?{urlencode({'user': item.owner})}", "undone_archive_all", n))
+        done = "undone_unshare" if isinstance(item, UnshareUndo) else "undone_edit"
+        return _redirect(_with_notice(ctx.back, done, m.id, f"#m{m.id}"))
+
+    async def _apply_undo(self, token: str, owner: str | None, *, via: str) -> tuple[Undoable, Memory | None, int]:
+        """Put back what the undo ``token`` names, once; the page's and the
+        API's Undo alike. ``owner``: the user it must be about (the API's
+        ``user``; another's is refused and the undo kept). Returns the undo,
+        the memory it put back (None for an archive-all) and how many rows."""
+        item = self.undo.peek(token)
         if item is None:
             raise Conflict("this undo has expired or was used already; nothing was changed", key="err_undo_gone")
+        if owner is not None and item.owner != owner:
+            raise NotFound(f"no undo of user {owner} with this token; nothing was changed")
+        self.undo.take(token)
         if isinstance(item, UnshareUndo):
             m = await self.admin.reshare(item.memory_id, item.owner, item.places)
-            log.info("memory page: unshare undone", memory_id=m.id, owner=m.owner)
-            return _redirect(_with_notice(ctx.back, "undone_unshare", m.id, f"#m{m.id}"))
+            log.info(f"memory {via}: unshare undone", memory_id=m.id, owner=m.owner)
+            return item, m, 1
         if isinstance(item, EditUndo):
             m = await self.admin.undo_edit(item.memory_id, item.owner, item.before, item.after, item.entries)
-            log.info("memory page: edit undone", memory_id=m.id, owner=m.owner)
-            return _redirect(_with_notice(ctx.back, "undone_edit", m.id, f"#m{m.id}"))
+            log.info(f"memory {via}: edit undone", memory_id=m.id, owner=m.owner)
+            return item, m, 1
         n = await self.admin.restore_archived(item.owner, item.ids)
-        log.info("memory page: archive-all undone", owner=item.owner, count=n)
-        return _redirect(_with_notice(f"/memory?{urlencode({'user': item.owner})}", "undone_archive_all", n))
+        log.info(f"memory {via}: archive-all undone", owner=item.owner, count=n)
+        return item, None, n
+
+    def _edit_undo(self, done: Edited) -> str:
+        """An undo token for an edit that changed something, else ''."""
+        if done.before is None:
+            return ""
+        m = done.memory
+        was, now = editable_values(done.before), editable_values(m)
+        changed = {k: v for k, v in was.items() if v != now[k]}
+        return self.undo.put(EditUndo(m.id, m.owner, changed, now, tuple(x.id for x in done.entries)))
 
     def _undo_token(self, ctx: PageContext, data: Data) -> str:
         """The undo a notice offers, if it is still there to be had."""
@@ -690,8 +714,10 @@ class MemoryWeb:
         done = await self.admin.edit(_int(data.get("id"), "id"), _user(data, required=False), data)
         m = done.memory
         log.info("memory api: memory edited", memory_id=m.id, owner=m.owner, entries_superseded=len(done.entries))
-        # The Core Memory entries built on its old words, superseded by it.
-        return {"memory": memory_dict(m), "entries_superseded": [e.id for e in done.entries]}
+        # The Core Memory entries built on its old words, superseded by it;
+        # "undo": the token /memory/api/undo takes to put it all back (null: nothing changed).
+        return {"memory": memory_dict(m), "entries_superseded": [e.id for e in done.entries],
+                "undo": self._edit_undo(done) or None}
 
     def _api_status(self, action: str) -> ApiFn:
         async def go(request: web.Request, data: Data) -> Any:
@@ -705,7 +731,17 @@ class MemoryWeb:
     async def _api_unshare(self, request: web.Request, data: Data) -> Any:
         m, was = await self.admin.unshare(_int(data.get("id"), "id"), _user(data, required=False))
         log.info("memory api: memory unshared", memory_id=m.id, owner=m.owner, groups=len(was))
-        return {"memory": memory_dict(m), "was": list(was)}
+        token = self.undo.put(UnshareUndo(m.id, m.owner, was)) if was else None
+        return {"memory": memory_dict(m), "was": list(was), "undo": token}
+
+    async def _api_undo(self, request: web.Request, data: Data) -> Any:
+        token = data.get("token")
+        if not isinstance(token, str) or not token:
+            raise Invalid("token is required: the \"undo\" of an edit's or an unshare's answer")
+        item, m, n = await self._apply_undo(token, _user(data, required=False), via="api")
+        if m is None:
+            return {"undone": "archive_all", "user": item.owner, "restored": n}
+        return {"undone": "unshare" if isinstance(item, UnshareUndo) else "edit", "memory": memory_dict(m)}
 
     async def _api_erase(self, request: web.Request, data: Data) -> Any:
         cascade = data.get("cascade", False)
