@@ -9,6 +9,7 @@ Pages (GET renders, POST changes and redirects back with a short notice)::
     GET  /memory/log?user=       the user's change log (memory_log), older with ?before=<entry id>
     GET  /memory/export?user=    the user's memories as a Markdown file (as ``myclaw memory export``)
     GET  /memory/lang?set=en|zh|zh-Hant  the page's language (a cookie; no sign-in needed), back to ?back=
+    GET  /memory/style-<hash>.css  the page's stylesheet (no sign-in needed; cached for good: the hash is its content's)
     POST /memory/login           token -> session cookie;  POST /memory/logout
     GET  /memory/erase | archive-all | erase-all ?id= or ?user=, &back=   the confirmation page (a link)
     POST /memory/add | edit | archive | restore | erase | archive-all | erase-all | retry-set-aside | unshare
@@ -60,7 +61,9 @@ from ._auth import COOKIE, COOKIE_PATH, AdminAuth, Identity, is_https, same_orig
 from ._i18n import LANG_COOKIE, LANGS, Words, pick_lang
 from ._undo import ArchiveAllUndo, EditUndo, Undoable, UndoStore, UnshareUndo
 from ._views import (
+    CSS_BYTES,
     DONE,
+    STYLESHEET,
     PageContext,
     clear_confirm_page,
     count_memories,
@@ -97,7 +100,7 @@ def _security_headers(response: _R, nonce: str = "") -> _R:
     h = response.headers
     if nonce:
         h["Content-Security-Policy"] = (
-            f"default-src 'none'; style-src 'nonce-{nonce}'; script-src 'nonce-{nonce}'; "
+            f"default-src 'none'; style-src 'self'; script-src 'nonce-{nonce}'; "
             "form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
         )
     h["X-Content-Type-Options"] = "nosniff"
@@ -226,6 +229,7 @@ class MemoryWeb:
             ("GET", "/memory/export", page(self._export)),
             ("POST", "/memory/login", self._login),
             ("GET", "/memory/lang", self._lang),
+            ("GET", STYLESHEET, self._stylesheet),
             ("POST", "/memory/logout", page(self._logout, post=True)),
             ("POST", "/memory/add", page(self._add, post=True)),
             ("POST", "/memory/edit", page(self._edit, post=True)),
@@ -395,6 +399,12 @@ class MemoryWeb:
         self.auth.set_cookie(request, response, await self.auth.new_session())
         log.info("memory page: signed in", remote=request.remote)
         return response
+
+    async def _stylesheet(self, request: web.Request) -> web.StreamResponse:
+        """The page's style, the same for everyone (no sign-in): its address
+        names its content, so a browser may keep it for good."""
+        return web.Response(body=CSS_BYTES, content_type="text/css", charset="utf-8",
+                            headers={"Cache-Control": "public, max-age=31536000, immutable"})
 
     async def _lang(self, request: web.Request) -> web.StreamResponse:
         """The language switch: remembered in a cookie (a year), so the page

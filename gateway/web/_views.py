@@ -4,12 +4,14 @@ Everything that comes from the database or the request goes through
 :func:`e` (``html.escape`` with quotes), memory text above all: people type
 it into a chat, so ``<script>`` in a memory is shown as text. Attribute
 values are always double-quoted. No inline event handlers or ``style=``
-attributes: the page's Content-Security-Policy allows only the one
-``<style>`` and ``<script>`` carrying the response's nonce.
+attributes: the page's Content-Security-Policy allows only the page's own
+stylesheet (:data:`STYLESHEET`) and the one ``<script>`` carrying the
+response's nonce.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -27,7 +29,9 @@ from ._actions import EDITABLE, UserSummary
 from ._i18n import CATALOGUE, LANGS, Words
 
 __all__ = [
+    "CSS_BYTES",
     "PageContext",
+    "STYLESHEET",
     "clear_confirm_page",
     "count_memories",
     "detail_page",
@@ -415,6 +419,11 @@ form.filter{display:inline-flex;gap:6px;align-items:flex-end;margin-left:auto}fo
 @media (max-width: 720px){.layout{flex-direction:column}nav.users{width:auto;border-right:none;border-bottom:1px solid #e3e6ea;max-height:32vh;overflow:auto}main{padding:12px}header.top{padding:10px 12px;gap:10px}.tabs{flex-wrap:wrap}.row input,.row select{max-width:100%}table.log{display:block;overflow-x:auto}table.prov th{width:auto;white-space:normal}}
 """
 
+# Served apart (``GET STYLESHEET``), not inline: fetched once and cached for
+# good, its address naming its content so a new release's is fetched anew.
+CSS_BYTES = CSS.encode("utf-8")
+STYLESHEET = f"/memory/style-{hashlib.sha256(CSS_BYTES).hexdigest()[:16]}.css"
+
 JS = """
 document.querySelectorAll('[data-open]').forEach(function (b) {
   b.addEventListener('click', function () { document.getElementById(b.dataset.open).showModal(); });
@@ -460,7 +469,7 @@ def layout(ctx: PageContext, title: str, body: str, *, picker: bool = True) -> s
     return f"""<!doctype html>
 <html lang="{t.html_lang}"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1">
 <meta name="referrer" content="no-referrer"><title>{e(title)} · {e(t("title_suffix"))}</title>
-<style nonce="{e(ctx.nonce)}">{CSS}</style></head>
+<link rel="stylesheet" href="{STYLESHEET}"></head>
 <body><a class="skip" href="#main">{e(t("skip"))}</a>
 <header class="top"><h1><a href="/memory">{e(t("brand"))}</a></h1><span class="grow"></span>{switch}{logout}</header>
 <div class="layout">{nav}<main id="main">{flash}{body}{_action_form(ctx) if ctx.user else ""}{footer}</main></div>

@@ -34,8 +34,8 @@ async def test_a_locked_out_browser_gets_the_pages_html_in_its_language(site: Si
                   await c.post("/memory/login", data={"token": TOKEN}, headers={"Accept-Language": accept})):
             assert r.status_code == 429 and int(r.headers["Retry-After"]) > 0
             assert r.headers["Content-Type"].startswith("text/html")
-            assert f'<html lang="{lang}">' in r.text and words in r.text and "<style nonce=" in r.text
-            assert "nonce-" in r.headers["Content-Security-Policy"]  # the page's own style is allowed
+            assert f'<html lang="{lang}">' in r.text and words in r.text and '<link rel="stylesheet"' in r.text
+            assert "style-src 'self'" in r.headers["Content-Security-Policy"]  # the page's own style is allowed
             assert 'action="/memory/login"' not in r.text  # no form to type a token into yet
             seconds = re.search(r"(\d+)", r.text.split(words)[1])
             assert seconds and int(seconds.group(1)) == int(r.headers["Retry-After"])
@@ -227,7 +227,8 @@ async def test_a_very_long_unbroken_memory_wraps_on_a_phone_wherever_it_is_shown
         pages = {"list": (await c.get("/memory", params={"user": "alice"})).text,
                  "detail": (await c.get("/memory/item", params={"id": str(mid)})).text,
                  "erase": (await c.post("/memory/erase", data={"csrf": csrf, "id": str(mid), "user": "alice"})).text}
-    css = re.search(r"<style[^>]*>(.*?)</style>", pages["list"], re.S).group(1)  # type: ignore[union-attr]
+        href = re.search(r'<link rel="stylesheet" href="([^"]+)">', pages["list"]).group(1)  # type: ignore[union-attr]
+        css = (await c.get(href)).text
     wrapping = {sel.strip() for sels, body in re.findall(r"([^{}]+)\{([^}]*)\}", css) if "overflow-wrap:anywhere" in body
                 for sel in sels.split(",")}
     for name, html in pages.items():
@@ -273,3 +274,29 @@ async def test_the_back_button_after_an_erase_meets_no_form_resubmission(site: S
             assert (await c.get(path, params=params)).status_code == 200
     assert (await site.engine.get(keep)).status.value == "active"  # type: ignore[union-attr]
     assert (await site.engine.get(keep)) is not None
+
+
+async def test_the_style_is_a_stylesheet_cached_for_good_under_its_content_hash(site: Site) -> None:
+    """The page's ~6 KiB of CSS went inline with every page: now one
+    stylesheet, fetched once, whose address changes when its content does."""
+    import hashlib
+
+    async with site.client(bearer=False) as anon:
+        signed_out = await anon.get("/memory")  # the sign-in page is styled too
+        assert signed_out.status_code == 401
+        async with site.client() as c:
+            page = await c.get("/memory", params={"user": "alice"})
+        for r in (signed_out, page):
+            assert "<style" not in r.text
+            links = re.findall(r'<link rel="stylesheet" href="(/memory/style-([0-9a-f]{16})\.css)">', r.text)
+            assert len(links) == 1, r.text[:600]
+            csp = r.headers["Content-Security-Policy"]
+            assert "style-src 'self'" in csp and "unsafe-inline" not in csp and "script-src 'nonce-" in csp
+        href, digest = links[0]
+        css = await anon.get(href)  # no sign-in needed: nothing in it is anyone's
+        assert css.status_code == 200 and css.headers["Content-Type"].startswith("text/css")
+        assert hashlib.sha256(css.content).hexdigest()[:16] == digest
+        assert css.headers["Cache-Control"] == "public, max-age=31536000, immutable"
+        assert css.headers["X-Content-Type-Options"] == "nosniff"
+        assert "overflow-wrap:anywhere" in css.text
+        assert (await anon.get("/memory/style-0000000000000000.css")).status_code == 404  # not a stale copy
