@@ -11,6 +11,7 @@ Pages (GET renders, POST changes and redirects back with a short notice)::
     GET  /memory/lang?set=en|zh|zh-Hant  the page's language (a cookie; no sign-in needed), back to ?back=
     GET  /memory/style-<hash>.css  the page's stylesheet (no sign-in needed; cached for good: the hash is its content's)
     POST /memory/login           token -> session cookie;  POST /memory/logout
+                                 (an add or edit sent signed out comes back with its kept_* fields: its form, as typed)
     GET  /memory/erase | archive-all | erase-all ?id= or ?user=, &back=   the confirmation page (a link)
     POST /memory/add | edit | archive | restore | erase | archive-all | erase-all | retry-set-aside | unshare
     POST /memory/undo            token= (from an edit's, archive-all's or unshare's notice): put back what it changed
@@ -63,6 +64,7 @@ from ._undo import ArchiveAllUndo, EditUndo, Undoable, UndoStore, UnshareUndo
 from ._views import (
     CSS_BYTES,
     DONE,
+    KEPT,
     STYLESHEET,
     PageContext,
     clear_confirm_page,
@@ -302,12 +304,17 @@ class MemoryWeb:
                 # Signed in, the user lands where they were going (a bookmark, a
                 # link) or, after a POST, on the page the form was on (only its
                 # "back" is read: nothing the form asked for is done unasked).
+                kept: dict[str, str] = {}
                 if request.method == "GET":
                     back = safe_back(request.path_qs)
                 else:
                     form = await request.post()
                     back = _strip_notice(safe_back(form.get("back")))
-                return _html(login_page(nonce, t=t, back=back), nonce, status=401)
+                    # What was typed rides along in the sign-in form; not another site's words.
+                    if request.path in KEEPS and same_origin(request):
+                        kept = _keepable(form, "")
+                return _html(login_page(nonce, t=t, back=back, kept=kept, kept_action=request.path if kept else ""),
+                             nonce, status=401)
             data: Data = dict(request.query)
             if post:
                 form = await request.post()
@@ -392,12 +399,25 @@ class MemoryWeb:
             return _html(message_page(ctx, t("refused"), t("login_elsewhere")), nonce, status=403)
         form = await request.post()
         token = form.get("token")
+        action = form.get(KEPT + "action")
+        kept = _keepable(form, KEPT) if action in KEEPS else {}
+        action = action if kept and isinstance(action, str) else ""
+        back = safe_back(form.get("back"))
         if not isinstance(token, str) or not self.auth.token_ok(token):
             await self._refused(request, "wrong token at login" if token else "empty login")
-            return _html(login_page(nonce, failed=True, t=t, back=safe_back(form.get("back"))), nonce, status=401)
-        response = _redirect(safe_back(form.get("back")))
-        self.auth.set_cookie(request, response, await self.auth.new_session())
-        log.info("memory page: signed in", remote=request.remote)
+            return _html(login_page(nonce, failed=True, t=t, back=back, kept=kept, kept_action=action), nonce, status=401)
+        session = await self.auth.new_session()
+        if action:
+            # The add or edit sent after the session ended: its form again as
+            # typed, with this session's CSRF token; saved only when sent.
+            ctx = PageContext(nonce=nonce, csrf=self.auth.csrf_for(session), t=t, back=back,
+                              users=await self.admin.users())
+            response: web.StreamResponse = _html(
+                retry_page(ctx, t("kept_title"), t("kept_after_sign_in"), action=action, typed=kept, err=False), nonce)
+        else:
+            response = _redirect(back)
+        self.auth.set_cookie(request, response, session)
+        log.info("memory page: signed in", remote=request.remote, form_kept=bool(action))
         return response
 
     async def _stylesheet(self, request: web.Request) -> web.StreamResponse:
@@ -772,6 +792,16 @@ class MemoryWeb:
             "history_lines": plan.history_lines,
             "kept": [{"ref": h.ref, "kind": h.kind, "id": h.id, "date": h.date, "content": h.content} for h in plan.kept],
         }
+
+
+KEEPS = ("/memory/add", "/memory/edit")  # the forms whose typed values survive a sign-in
+_KEEPABLE = ("id", "user", *EDITABLE)
+
+
+def _keepable(form: Any, prefix: str) -> dict[str, str]:
+    """An add's or edit's typed values in ``form`` (their names after
+    ``prefix``); nothing else it carries."""
+    return {k: v for k in _KEEPABLE if isinstance(v := form.get(prefix + k), str) and v}
 
 
 def _strip_notice(back: str) -> str:

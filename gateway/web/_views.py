@@ -30,6 +30,7 @@ from ._i18n import CATALOGUE, LANGS, Words
 
 __all__ = [
     "CSS_BYTES",
+    "KEPT",
     "PageContext",
     "STYLESHEET",
     "clear_confirm_page",
@@ -494,13 +495,28 @@ def _picker(ctx: PageContext) -> str:
 # -- pages ------------------------------------------------------------------------
 
 
-def login_page(nonce: str, *, failed: bool = False, t: Words | None = None, back: str = "/memory") -> str:
+KEPT = "kept_"  # the sign-in form's fields carrying an add's or edit's typed values (kept_action: which)
+
+
+def login_page(
+    nonce: str, *, failed: bool = False, t: Words | None = None, back: str = "/memory", kept: dict[str, str] | None = None,
+    kept_action: str = "",
+) -> str:
+    """The sign-in form. ``kept``: what was typed into an add or edit form
+    (``kept_action``) sent after the session ended, carried in this form's
+    hidden fields (the browser's copy, never stored on the server) so that
+    signing in gives the form back as typed."""
     ctx = PageContext(nonce=nonce, csrf="", t=t or Words(), back=back)
     t = ctx.t
     msg = f'<div class="flash err" role="alert">{e(t("wrong_token"))}</div>' if failed else ""
+    carried = ""
+    if kept and kept_action:
+        msg += f'<div class="flash" role="status">{e(t("kept_sign_in"))}</div>'
+        carried = f'<input type="hidden" name="{KEPT}action" value="{e(kept_action)}">' + "".join(
+            f'<input type="hidden" name="{KEPT}{e(k)}" value="{e(v)}">' for k, v in kept.items())
     body = f"""<div class="login"><h2>{e(t("sign_in"))}</h2>{msg}
 <p class="muted">{t("needs_token")}</p>
-<form method="post" action="/memory/login"><input type="hidden" name="back" value="{e(back)}"><label>{e(t("admin_token"))}<input type="password" name="token" autocomplete="current-password" required autofocus></label>
+<form method="post" action="/memory/login"><input type="hidden" name="back" value="{e(back)}">{carried}<label>{e(t("admin_token"))}<input type="password" name="token" autocomplete="current-password" required autofocus></label>
 <button type="submit" class="primary">{e(t("sign_in"))}</button></form></div>"""
     return layout(ctx, t("sign_in"), body, picker=False)
 
@@ -510,8 +526,9 @@ def message_page(ctx: PageContext, title: str, text: str, *, back: str = "/memor
                               f'<p><a href="{e(back)}">{e(ctx.t("back_to_page"))}</a></p>')
 
 
-def retry_page(ctx: PageContext, title: str, text: str, *, action: str, typed: dict[str, str]) -> str:
-    """An add or edit the server refused: the reason, and the form again
+def retry_page(ctx: PageContext, title: str, text: str, *, action: str, typed: dict[str, str], err: bool = True) -> str:
+    """An add or edit the server refused (or one sent after the session
+    ended, after signing in: ``err=False``): the reason, and the form again
     with what was typed in it, so nothing typed is lost."""
     t = ctx.t
     keep = {k: typed[k] for k in ("id", "user") if typed.get(k)}
@@ -520,8 +537,10 @@ def retry_page(ctx: PageContext, title: str, text: str, *, action: str, typed: d
             f'{_fields(t, None, typed=values, add=action == "/memory/add")}'
             f'<div class="actions"><button type="submit" class="primary">{e(t("save"))}</button>'
             f'<a class="button" href="{e(ctx.back)}">{e(t("cancel"))}</a></div></form>')
-    body = (f'<h2>{e(title)}</h2><div class="flash err" role="alert">{e(text)}</div>'
-            f'<p>{e(t("try_again_below"))}</p>{form}')
+    notice = f'<div class="flash err" role="alert">{e(text)}</div><p>{e(t("try_again_below"))}</p>' if err else \
+        f'<div class="flash" role="status">{e(text)}</div>'
+    body = f'<h2>{e(title)}</h2>{notice}{form}'
+
     return layout(ctx, title, body)
 
 

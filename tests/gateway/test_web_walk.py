@@ -11,6 +11,8 @@ import re
 import httpx
 import pytest
 
+from memory import MemoryEngine, NewMemory
+
 from tests.gateway.test_web import TOKEN, Site, cards, csrf_of, site  # noqa: F401  (site: the fixture)
 from tests.gateway.webform import parse
 
@@ -300,3 +302,55 @@ async def test_the_style_is_a_stylesheet_cached_for_good_under_its_content_hash(
         assert css.headers["X-Content-Type-Options"] == "nosniff"
         assert "overflow-wrap:anywhere" in css.text
         assert (await anon.get("/memory/style-0000000000000000.css")).status_code == 404  # not a stale copy
+
+
+async def test_an_add_or_edit_sent_after_the_session_expired_comes_back_typed_after_signing_in(engine: MemoryEngine) -> None:
+    """The session expired while a note was being typed: Save led to the
+    sign-in, and after it the words were gone. They now ride along in the
+    sign-in form (the browser's, never stored on the server), and signing in
+    gives back the form as typed, to be saved with a click."""
+    from gateway.http import HttpServer
+    from gateway.web import AdminAuth, MemoryAdmin, MemoryWeb
+    from memory.retrieval import Retriever
+
+    now = [1_000_000.0]
+    http = HttpServer("127.0.0.1", 0)
+    MemoryWeb(MemoryAdmin(engine, Retriever(engine)), AdminAuth(TOKEN, session_ttl=60, clock=lambda: now[0])).mount(http)
+    await http.start()
+    try:
+        mid = (await engine.add(NewMemory(owner="alice", content="alice keeps bees"))).id
+        async with httpx.AsyncClient(base_url=http.url, timeout=10) as c:
+            await c.post("/memory/login", data={"token": TOKEN})
+            csrf = csrf_of((await c.get("/memory", params={"user": "alice"})).text)
+            now[0] += 61  # typing took longer than the session lasts
+            typed = "alice keeps bees and two hives of wasps, a long note typed on a phone"
+            for action, extra in [("/memory/edit", {"id": str(mid)}), ("/memory/add", {})]:
+                r = await asyncio.wait_for(c.post(action, data={
+                    "csrf": csrf, "user": "alice", "content": typed, "importance": "0.8", "back": "/memory?user=alice",
+                    **extra}), 10)
+                assert r.status_code == 401 and "comes back" in r.text
+                login = dict(next(f for f in parse(r.text).forms if f.action == "/memory/login").fields)
+                assert login["back"] == "/memory?user=alice"
+                # A mistyped token keeps them too.
+                r = await c.post("/memory/login", data={**login, "token": WRONG})
+                assert r.status_code == 401 and "Wrong token" in r.text
+                login = dict(next(f for f in parse(r.text).forms if f.action == "/memory/login").fields)
+                r = await c.post("/memory/login", data={**login, "token": TOKEN})
+                assert r.status_code == 200 and "myclaw_admin" in r.headers.get("Set-Cookie", "")
+                assert "Nothing was saved yet" in r.text
+                form = next(f for f in parse(r.text).forms if f.action == action)
+                fields = dict(form.fields)
+                assert fields["content"] == typed and fields["importance"] == "0.80" and fields["csrf"] != csrf
+                assert fields.get("id", "") == extra.get("id", "") and fields["user"] == "alice"
+                if action == "/memory/edit":  # nothing done unasked
+                    assert (await engine.get(mid)).content == "alice keeps bees"  # type: ignore[union-attr]
+                r = await c.post(action, data=fields)  # Save: the new session's token
+                assert r.status_code == 303, r.text
+                now[0] += 61
+            # Another site's form posted here: its words are not offered back after signing in.
+            r = await c.post("/memory/add", data={"user": "alice", "content": "planted words"},
+                             headers={"Origin": "https://elsewhere.example"})
+            assert r.status_code == 401 and "planted words" not in r.text and "kept_action" not in r.text
+    finally:
+        await http.stop()
+    assert [m.content for m in await engine.list_memories("alice")] == [typed]  # edited; the add found it
