@@ -288,7 +288,14 @@ class UserCommands:
             return f"没有找到与“{words.strip()}”有关的记忆。" if zh else f"No memories match “{words.strip()}”."
         head = f"与“{words.strip()}”有关的记忆：" if zh else f"Memories matching “{words.strip()}”:"
         tail = "/forget m12 永久删除一条。" if zh else "/forget m12 erases one for good."
-        return "\n".join([head, *(_line(h, zh) for h in hits), "", tail])
+        # A neighbour holds none of the words: listed apart, as the context it is.
+        matched, near = [h for h in hits if not h.neighbour], [h for h in hits if h.neighbour]
+        out = [head, *(_line(h, zh) for h in matched)]
+        if near:
+            out += ["", "同一对话中紧挨着它们说的（上下文，并非匹配）：" if zh
+                    else "Said next to them in the same conversation (context, not matches):",
+                    *(_line(h, zh) for h in near)]
+        return "\n".join([*out, "", tail])
 
     async def _forget(self, user: str, args: str, chat_zh: bool | None, app_zh: bool = False) -> str:
         # 、 and ； are what a Chinese input method types between ids.

@@ -663,12 +663,15 @@ class Retriever:
             return out
 
         scored = score(rows)
+        as_context: set[int] = set()  # rows in only for the score their neighbours passed on
         if NEIGHBOUR_SPAN > 0 and (NEIGHBOUR_WEIGHT > 0 or REPLY_WEIGHT > 0):
             near = score(await self._neighbours(scored, owners, where))
+            as_context = {r["id"] for sc, r in near if sc <= 0.0}
             scored = _credit_neighbours(scored, near)
         scored.sort(key=lambda sr: (-sr[0], -sr[1]["id"]))
         # Build Hits for the few that can be returned only.
-        hits = [_memory_hit(sc, r, tz) for sc, r in scored[: limit if limit is not None else self.max_hits]]
+        hits = [_memory_hit(sc, r, tz, neighbour=r["id"] in as_context)
+                for sc, r in scored[: limit if limit is not None else self.max_hits]]
         if limit is not None:
             return hits
         return fit_budget(
@@ -824,7 +827,7 @@ def _credit_neighbours(
     return out
 
 
-def _memory_hit(score: float, r: sqlite3.Row, tz: tzinfo | None) -> Hit:
+def _memory_hit(score: float, r: sqlite3.Row, tz: tzinfo | None, *, neighbour: bool = False) -> Hit:
     # Dated on the user's calendar (``tz``), as their events are, not UTC's.
     return Hit(
         kind="memory",
@@ -837,6 +840,7 @@ def _memory_hit(score: float, r: sqlite3.Row, tz: tzinfo | None) -> Hit:
         topic=r["topic"],
         source=r["source"],
         provenance=Provenance.from_json(r["provenance"]),
+        neighbour=neighbour,
     )
 
 

@@ -191,6 +191,9 @@ class Hit:
     topic: str = ""
     source: str = ""
     provenance: Provenance = field(default_factory=Provenance)
+    # Holds none of the query's words: said next to a hit in the same
+    # conversation and brought in as its context (memory/retrieval.py step 5).
+    neighbour: bool = False
 
     @property
     def ref(self) -> str:

@@ -5,7 +5,7 @@ in a temp SQLite file, serves the page with the real HttpServer on
 127.0.0.1, and fetches a user's first list page, a search and a page of
 the "all" tab's second page with httpx; reports each page's bytes (raw,
 and gzip -6 as a compressing reverse proxy would send it; the gateway
-itself does not compress) and its form controls (input, select, textarea,
+itself does not compress), the stylesheet's once (a browser caches it), and its form controls (input, select, textarea,
 option, button: the DOM a phone builds). Runs unchanged in an older worktree for an
 A/B comparison.
 
@@ -61,6 +61,10 @@ async def _measure(n: int, rng: random.Random) -> dict[str, Any]:
                         r.raise_for_status()
                         out[name] = {"bytes": len(r.content), "gzip": len(gzip.compress(r.content, 6)),
                                      "controls": len(re.findall(r"<(?:input|select|textarea|option|button)\b", r.text))}
+                    # A stylesheet (since session 26) is fetched once and then cached: listed apart.
+                    if style := re.search(r'<link rel="stylesheet" href="([^"]+)"', r.text):
+                        css = (await c.get(style.group(1))).content
+                        out["stylesheet, once"] = {"bytes": len(css), "gzip": len(gzip.compress(css, 6)), "controls": 0}
                 return out
             finally:
                 await http.stop()

@@ -491,12 +491,16 @@ def forget(user: str | None, yes: bool) -> None:
     counts = run(_forget(cfg, resolve_db(cfg), owner))
     if not any(counts.values()):
         # Most likely a misspelt handle: an erasure request must not read as done.
-        near = difflib.get_close_matches(owner, run(_owners(resolve_db(cfg))), n=1)
-        hint = f"did you mean {near[0]}? " if near else ""
         click.echo(f"nothing was stored about {owner}, so nothing was erased "
-                   f"({hint}`myclaw memory stats` lists every user)")
+                   f"({_near_hint(owner, run(_owners(resolve_db(cfg))))})")
         return
     click.echo(f"forgot {owner}: " + ", ".join(f"{v} {k}" for k, v in counts.items()))
+
+
+def _near_hint(owner: str, owners: list[str]) -> str:
+    """Where to look instead, for a handle nothing is stored about (a typo, most likely)."""
+    near = difflib.get_close_matches(owner, owners, n=1)
+    return (f"did you mean {near[0]}? " if near else "") + "`myclaw memory stats` lists every user"
 
 
 async def _owners(path: Path) -> list[str]:
@@ -603,6 +607,12 @@ def export(user: str | None, output: Path | None, fmt: str) -> None:
     """Everything stored (all statuses, with provenance), as JSON or markdown."""
     cfg = load_cli_config()
     path, owner = resolve_db(cfg), resolve_user(user, cfg)
+    if owner is not None and owner != GLOBAL_OWNER:
+        # An empty export of a misspelt handle would read as "nothing stored about them".
+        owners = run(_owners_of(path))
+        if owner not in owners:
+            raise click.ClickException(f"nothing is stored about {owner}, so there is nothing to export "
+                                       f"({_near_hint(owner, owners)})")
     if fmt == "markdown":
         _export_markdown(path, owner, output)
         return
@@ -626,6 +636,11 @@ def _export_markdown(path: Path, owner: str | None, output: Path | None) -> None
     with private_file(output) as f:
         memories, events = run(_write_markdown(path, owner, f.write))
     click.echo(f"wrote {memories} memories and {events} events to {output}", err=True)
+
+
+async def _owners_of(path: Path) -> list[str]:
+    async with open_engine(path) as engine:  # no database: says so, as every read does
+        return await engine.owners()
 
 
 async def _write_markdown(path: Path, owner: str | None, write: Callable[[str], Any]) -> tuple[int, int]:

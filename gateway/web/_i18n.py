@@ -49,6 +49,12 @@ CATALOGUE: dict[str, tuple[str, str]] = {
     "too_many_title": ("Try again later", "请稍后再试"),
     "too_many": ("too many wrong tokens from this address; try again in {seconds} s",
                  "这个地址输错令牌的次数太多；请 {seconds} 秒后再试"),
+    "kept_sign_in": ("Your session had ended, so nothing was saved. Sign in: what you typed comes back in its "
+                     "form, to save.",
+                     "登录已过期，什么也没有保存。重新登录后，你输入的内容会回到表单里，再保存一次。"),
+    "kept_title": ("Signed in", "已登录"),
+    "kept_after_sign_in": ("Nothing was saved yet: here is what you typed. Save it to finish.",
+                           "还没有保存：这是你输入的内容，保存后就完成了。"),
     "login_elsewhere": ("This sign-in did not come from this page. Open the memory page and sign in there.",
                         "这次登录不是从本页面发出的。请打开记忆管理页，在那里登录。"),
     # -- messages ---------------------------------------------------------------

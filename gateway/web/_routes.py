@@ -9,7 +9,9 @@ Pages (GET renders, POST changes and redirects back with a short notice)::
     GET  /memory/log?user=       the user's change log (memory_log), older with ?before=<entry id>
     GET  /memory/export?user=    the user's memories as a Markdown file (as ``myclaw memory export``)
     GET  /memory/lang?set=en|zh|zh-Hant  the page's language (a cookie; no sign-in needed), back to ?back=
+    GET  /memory/style-<hash>.css  the page's stylesheet (no sign-in needed; cached for good: the hash is its content's)
     POST /memory/login           token -> session cookie;  POST /memory/logout
+                                 (an add or edit sent signed out comes back with its kept_* fields: its form, as typed)
     GET  /memory/erase | archive-all | erase-all ?id= or ?user=, &back=   the confirmation page (a link)
     POST /memory/add | edit | archive | restore | erase | archive-all | erase-all | retry-set-aside | unshare
     POST /memory/undo            token= (from an edit's, archive-all's or unshare's notice): put back what it changed
@@ -24,12 +26,17 @@ session may use it too with the ``X-CSRF-Token`` header on POST)::
 
     GET  /memory/api/users | stats?user= | memories?user=&status=&category=&has=&limit=&offset=
     GET  /memory/api/search?user=&q=&limit= | memory?id= | log?user=
-    POST /memory/api/add | edit | archive | restore | erase | unshare     (JSON body)
+    POST /memory/api/add | edit | archive | restore | erase | unshare | undo     (JSON body)
 
 ``erase`` takes ``"cascade": true`` to erase the older versions and the
 Core Memory entries built on the memory too; the answer lists them and the
 linked records kept. ``unshare`` takes a fact back from every group it was
 shared with (``/share``); the answer's ``was`` names those groups.
+``edit`` and ``unshare`` answer with ``undo``, a token (null when nothing
+changed) that ``undo`` takes (``{"token": ..., "user": ...}``, ``user``
+optional: when given, an undo of another user's memory is refused and
+kept) to put back what they changed, once, within 15 minutes, in this
+process only (the page's Undo; an archive's undo is ``restore``).
 """
 
 from __future__ import annotations
@@ -52,12 +59,15 @@ from memory.service import SqliteMemory
 from memory.sharing import shared_places
 from memory.types import Category, Memory, Status
 
-from ._actions import EDITABLE, AdminError, Conflict, Invalid, MemoryAdmin, editable_values
+from ._actions import EDITABLE, AdminError, Conflict, Edited, Invalid, MemoryAdmin, NotFound, editable_values
 from ._auth import COOKIE, COOKIE_PATH, AdminAuth, Identity, is_https, same_origin
 from ._i18n import LANG_COOKIE, LANGS, Words, pick_lang
-from ._undo import ArchiveAllUndo, EditUndo, UndoStore, UnshareUndo
+from ._undo import ArchiveAllUndo, EditUndo, Undoable, UndoStore, UnshareUndo
 from ._views import (
+    CSS_BYTES,
     DONE,
+    KEPT,
+    STYLESHEET,
     PageContext,
     clear_confirm_page,
     count_memories,
@@ -94,7 +104,7 @@ def _security_headers(response: _R, nonce: str = "") -> _R:
     h = response.headers
     if nonce:
         h["Content-Security-Policy"] = (
-            f"default-src 'none'; style-src 'nonce-{nonce}'; script-src 'nonce-{nonce}'; "
+            f"default-src 'none'; style-src 'self'; script-src 'nonce-{nonce}'; "
             "form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
         )
     h["X-Content-Type-Options"] = "nosniff"
@@ -231,6 +241,7 @@ class MemoryWeb:
             ("GET", "/memory/export", page(self._export)),
             ("POST", "/memory/login", self._login),
             ("GET", "/memory/lang", self._lang),
+            ("GET", STYLESHEET, self._stylesheet),
             ("POST", "/memory/logout", page(self._logout, post=True)),
             ("POST", "/memory/add", page(self._add, post=True)),
             ("POST", "/memory/edit", page(self._edit, post=True)),
@@ -254,6 +265,7 @@ class MemoryWeb:
             ("POST", "/memory/api/restore", api(self._api_status("restore"), post=("id", "user"))),
             ("POST", "/memory/api/erase", api(self._api_erase, post=("id", "user", "cascade"))),
             ("POST", "/memory/api/unshare", api(self._api_unshare, post=("id", "user"))),
+            ("POST", "/memory/api/undo", api(self._api_undo, post=("token", "user"))),
         ]
 
     def mount(self, http: HttpServer) -> None:
@@ -302,12 +314,17 @@ class MemoryWeb:
                 # Signed in, the user lands where they were going (a bookmark, a
                 # link) or, after a POST, on the page the form was on (only its
                 # "back" is read: nothing the form asked for is done unasked).
+                kept: dict[str, str] = {}
                 if request.method == "GET":
                     back = safe_back(request.path_qs)
                 else:
                     form = await request.post()
                     back = _strip_notice(safe_back(form.get("back")))
-                return _html(login_page(nonce, t=t, back=back), nonce, status=401)
+                    # What was typed rides along in the sign-in form; not another site's words.
+                    if request.path in KEEPS and same_origin(request):
+                        kept = _keepable(form, "")
+                return _html(login_page(nonce, t=t, back=back, kept=kept, kept_action=request.path if kept else ""),
+                             nonce, status=401)
             data: Data = dict(request.query)
             if post:
                 form = await request.post()
@@ -392,13 +409,32 @@ class MemoryWeb:
             return _html(message_page(ctx, t("refused"), t("login_elsewhere")), nonce, status=403)
         form = await request.post()
         token = form.get("token")
+        action = form.get(KEPT + "action")
+        kept = _keepable(form, KEPT) if action in KEEPS else {}
+        action = action if kept and isinstance(action, str) else ""
+        back = safe_back(form.get("back"))
         if not isinstance(token, str) or not self.auth.token_ok(token):
             await self._refused(request, "wrong token at login" if token else "empty login")
-            return _html(login_page(nonce, failed=True, t=t, back=safe_back(form.get("back"))), nonce, status=401)
-        response = _redirect(safe_back(form.get("back")))
-        self.auth.set_cookie(request, response, await self.auth.new_session())
-        log.info("memory page: signed in", remote=request.remote)
+            return _html(login_page(nonce, failed=True, t=t, back=back, kept=kept, kept_action=action), nonce, status=401)
+        session = await self.auth.new_session()
+        if action:
+            # The add or edit sent after the session ended: its form again as
+            # typed, with this session's CSRF token; saved only when sent.
+            ctx = PageContext(nonce=nonce, csrf=self.auth.csrf_for(session), t=t, back=back,
+                              users=await self.admin.users())
+            response: web.StreamResponse = _html(
+                retry_page(ctx, t("kept_title"), t("kept_after_sign_in"), action=action, typed=kept, err=False), nonce)
+        else:
+            response = _redirect(back)
+        self.auth.set_cookie(request, response, session)
+        log.info("memory page: signed in", remote=request.remote, form_kept=bool(action))
         return response
+
+    async def _stylesheet(self, request: web.Request) -> web.StreamResponse:
+        """The page's style, the same for everyone (no sign-in): its address
+        names its content, so a browser may keep it for good."""
+        return web.Response(body=CSS_BYTES, content_type="text/css", charset="utf-8",
+                            headers={"Cache-Control": "public, max-age=31536000, immutable"})
 
     async def _lang(self, request: web.Request) -> web.StreamResponse:
         """The language switch: remembered in a cookie (a year), so the page
@@ -548,13 +584,8 @@ class MemoryWeb:
         done = await self.admin.edit(_int(data.get("id"), "id"), _user(data, required=False), data)
         m = done.memory
         log.info("memory page: memory edited", memory_id=m.id, owner=m.owner, entries_superseded=len(done.entries))
-        token = ""
-        if done.before is not None:
-            was, now = editable_values(done.before), editable_values(m)
-            changed = {k: v for k, v in was.items() if v != now[k]}
-            token = self.undo.put(EditUndo(m.id, m.owner, changed, now, tuple(x.id for x in done.entries)))
         return _redirect(_with_notice(ctx.back, "edited_entries" if done.entries else "edited", m.id, f"#m{m.id}",
-                                      undo=token))
+                                      undo=self._edit_undo(done)))
 
     async def _archive(self, request: web.Request, ident: Identity, ctx: PageContext, data: Data) -> web.StreamResponse:
         m = await self.admin.archive(_int(data.get("id"), "id"), _user(data, required=False))
@@ -603,20 +634,43 @@ class MemoryWeb:
     async def _undo(self, request: web.Request, ident: Identity, ctx: PageContext, data: Data) -> web.StreamResponse:
         """The Undo of an edit's, an archive-all's or an unshare's notice
         (a single archive's Undo is a plain restore)."""
-        item = self.undo.take(str(data.get("token") or ""))
+        item, m, n = await self._apply_undo(str(data.get("token") or ""), None, via="page")
+        if m is None:
+            return _redirect(_with_notice(f"/memory?{urlencode({'user': item.owner})}", "undone_archive_all", n))
+        done = "undone_unshare" if isinstance(item, UnshareUndo) else "undone_edit"
+        return _redirect(_with_notice(ctx.back, done, m.id, f"#m{m.id}"))
+
+    async def _apply_undo(self, token: str, owner: str | None, *, via: str) -> tuple[Undoable, Memory | None, int]:
+        """Put back what the undo ``token`` names, once; the page's and the
+        API's Undo alike. ``owner``: the user it must be about (the API's
+        ``user``; another's is refused and the undo kept). Returns the undo,
+        the memory it put back (None for an archive-all) and how many rows."""
+        item = self.undo.peek(token)
         if item is None:
             raise Conflict("this undo has expired or was used already; nothing was changed", key="err_undo_gone")
+        if owner is not None and item.owner != owner:
+            raise NotFound(f"no undo of user {owner} with this token; nothing was changed")
+        self.undo.take(token)
         if isinstance(item, UnshareUndo):
             m = await self.admin.reshare(item.memory_id, item.owner, item.places)
-            log.info("memory page: unshare undone", memory_id=m.id, owner=m.owner)
-            return _redirect(_with_notice(ctx.back, "undone_unshare", m.id, f"#m{m.id}"))
+            log.info(f"memory {via}: unshare undone", memory_id=m.id, owner=m.owner)
+            return item, m, 1
         if isinstance(item, EditUndo):
             m = await self.admin.undo_edit(item.memory_id, item.owner, item.before, item.after, item.entries)
-            log.info("memory page: edit undone", memory_id=m.id, owner=m.owner)
-            return _redirect(_with_notice(ctx.back, "undone_edit", m.id, f"#m{m.id}"))
+            log.info(f"memory {via}: edit undone", memory_id=m.id, owner=m.owner)
+            return item, m, 1
         n = await self.admin.restore_archived(item.owner, item.ids)
-        log.info("memory page: archive-all undone", owner=item.owner, count=n)
-        return _redirect(_with_notice(f"/memory?{urlencode({'user': item.owner})}", "undone_archive_all", n))
+        log.info(f"memory {via}: archive-all undone", owner=item.owner, count=n)
+        return item, None, n
+
+    def _edit_undo(self, done: Edited) -> str:
+        """An undo token for an edit that changed something, else ''."""
+        if done.before is None:
+            return ""
+        m = done.memory
+        was, now = editable_values(done.before), editable_values(m)
+        changed = {k: v for k, v in was.items() if v != now[k]}
+        return self.undo.put(EditUndo(m.id, m.owner, changed, now, tuple(x.id for x in done.entries)))
 
     def _undo_token(self, ctx: PageContext, data: Data) -> str:
         """The undo a notice offers, if it is still there to be had."""
@@ -706,8 +760,10 @@ class MemoryWeb:
         done = await self.admin.edit(_int(data.get("id"), "id"), _user(data, required=False), data)
         m = done.memory
         log.info("memory api: memory edited", memory_id=m.id, owner=m.owner, entries_superseded=len(done.entries))
-        # The Core Memory entries built on its old words, superseded by it.
-        return {"memory": memory_dict(m), "entries_superseded": [e.id for e in done.entries]}
+        # The Core Memory entries built on its old words, superseded by it;
+        # "undo": the token /memory/api/undo takes to put it all back (null: nothing changed).
+        return {"memory": memory_dict(m), "entries_superseded": [e.id for e in done.entries],
+                "undo": self._edit_undo(done) or None}
 
     def _api_status(self, action: str) -> ApiFn:
         async def go(request: web.Request, data: Data) -> Any:
@@ -721,7 +777,17 @@ class MemoryWeb:
     async def _api_unshare(self, request: web.Request, data: Data) -> Any:
         m, was = await self.admin.unshare(_int(data.get("id"), "id"), _user(data, required=False))
         log.info("memory api: memory unshared", memory_id=m.id, owner=m.owner, groups=len(was))
-        return {"memory": memory_dict(m), "was": list(was)}
+        token = self.undo.put(UnshareUndo(m.id, m.owner, was)) if was else None
+        return {"memory": memory_dict(m), "was": list(was), "undo": token}
+
+    async def _api_undo(self, request: web.Request, data: Data) -> Any:
+        token = data.get("token")
+        if not isinstance(token, str) or not token:
+            raise Invalid("token is required: the \"undo\" of an edit's or an unshare's answer")
+        item, m, n = await self._apply_undo(token, _user(data, required=False), via="api")
+        if m is None:
+            return {"undone": "archive_all", "user": item.owner, "restored": n}
+        return {"undone": "unshare" if isinstance(item, UnshareUndo) else "edit", "memory": memory_dict(m)}
 
     async def _api_erase(self, request: web.Request, data: Data) -> Any:
         cascade = data.get("cascade", False)
@@ -742,6 +808,16 @@ class MemoryWeb:
             "history_lines": plan.history_lines,
             "kept": [{"ref": h.ref, "kind": h.kind, "id": h.id, "date": h.date, "content": h.content} for h in plan.kept],
         }
+
+
+KEEPS = ("/memory/add", "/memory/edit")  # the forms whose typed values survive a sign-in
+_KEEPABLE = ("id", "user", *EDITABLE)
+
+
+def _keepable(form: Any, prefix: str) -> dict[str, str]:
+    """An add's or edit's typed values in ``form`` (their names after
+    ``prefix``); nothing else it carries."""
+    return {k: v for k in _KEEPABLE if isinstance(v := form.get(prefix + k), str) and v}
 
 
 def _strip_notice(back: str) -> str:

@@ -4,12 +4,14 @@ Everything that comes from the database or the request goes through
 :func:`e` (``html.escape`` with quotes), memory text above all: people type
 it into a chat, so ``<script>`` in a memory is shown as text. Attribute
 values are always double-quoted. No inline event handlers or ``style=``
-attributes: the page's Content-Security-Policy allows only the one
-``<style>`` and ``<script>`` carrying the response's nonce.
+attributes: the page's Content-Security-Policy allows only the page's own
+stylesheet (:data:`STYLESHEET`) and the one ``<script>`` carrying the
+response's nonce.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -28,7 +30,10 @@ from ._actions import EDITABLE, UserSummary
 from ._i18n import CATALOGUE, LANGS, Words
 
 __all__ = [
+    "CSS_BYTES",
+    "KEPT",
     "PageContext",
+    "STYLESHEET",
     "clear_confirm_page",
     "count_memories",
     "detail_page",
@@ -419,6 +424,11 @@ form.filter{display:inline-flex;gap:6px;align-items:flex-end;margin-left:auto}fo
 @media (max-width: 720px){.layout{flex-direction:column}nav.users{width:auto;border-right:none;border-bottom:1px solid #e3e6ea;max-height:32vh;overflow:auto}main{padding:12px}header.top{padding:10px 12px;gap:10px}.tabs{flex-wrap:wrap}.row input,.row select{max-width:100%}table.log{display:block;overflow-x:auto}table.prov th{width:auto;white-space:normal}}
 """
 
+# Served apart (``GET STYLESHEET``), not inline: fetched once and cached for
+# good, its address naming its content so a new release's is fetched anew.
+CSS_BYTES = CSS.encode("utf-8")
+STYLESHEET = f"/memory/style-{hashlib.sha256(CSS_BYTES).hexdigest()[:16]}.css"
+
 JS = """
 document.querySelectorAll('[data-open]').forEach(function (b) {
   b.addEventListener('click', function () { document.getElementById(b.dataset.open).showModal(); });
@@ -464,7 +474,7 @@ def layout(ctx: PageContext, title: str, body: str, *, picker: bool = True) -> s
     return f"""<!doctype html>
 <html lang="{t.html_lang}"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1">
 <meta name="referrer" content="no-referrer"><title>{e(title)} · {e(t("title_suffix"))}</title>
-<style nonce="{e(ctx.nonce)}">{CSS}</style></head>
+<link rel="stylesheet" href="{STYLESHEET}"></head>
 <body><a class="skip" href="#main">{e(t("skip"))}</a>
 <header class="top"><h1><a href="/memory">{e(t("brand"))}</a></h1><span class="grow"></span>{switch}{logout}</header>
 <div class="layout">{nav}<main id="main">{flash}{body}{_action_form(ctx) if ctx.user else ""}{footer}</main></div>
@@ -489,13 +499,28 @@ def _picker(ctx: PageContext) -> str:
 # -- pages ------------------------------------------------------------------------
 
 
-def login_page(nonce: str, *, failed: bool = False, t: Words | None = None, back: str = "/memory") -> str:
+KEPT = "kept_"  # the sign-in form's fields carrying an add's or edit's typed values (kept_action: which)
+
+
+def login_page(
+    nonce: str, *, failed: bool = False, t: Words | None = None, back: str = "/memory", kept: dict[str, str] | None = None,
+    kept_action: str = "",
+) -> str:
+    """The sign-in form. ``kept``: what was typed into an add or edit form
+    (``kept_action``) sent after the session ended, carried in this form's
+    hidden fields (the browser's copy, never stored on the server) so that
+    signing in gives the form back as typed."""
     ctx = PageContext(nonce=nonce, csrf="", t=t or Words(), back=back)
     t = ctx.t
     msg = f'<div class="flash err" role="alert">{e(t("wrong_token"))}</div>' if failed else ""
+    carried = ""
+    if kept and kept_action:
+        msg += f'<div class="flash" role="status">{e(t("kept_sign_in"))}</div>'
+        carried = f'<input type="hidden" name="{KEPT}action" value="{e(kept_action)}">' + "".join(
+            f'<input type="hidden" name="{KEPT}{e(k)}" value="{e(v)}">' for k, v in kept.items())
     body = f"""<div class="login"><h2>{e(t("sign_in"))}</h2>{msg}
 <p class="muted">{t("needs_token")}</p>
-<form method="post" action="/memory/login"><input type="hidden" name="back" value="{e(back)}"><label>{e(t("admin_token"))}<input type="password" name="token" autocomplete="current-password" required autofocus></label>
+<form method="post" action="/memory/login"><input type="hidden" name="back" value="{e(back)}">{carried}<label>{e(t("admin_token"))}<input type="password" name="token" autocomplete="current-password" required autofocus></label>
 <button type="submit" class="primary">{e(t("sign_in"))}</button></form></div>"""
     return layout(ctx, t("sign_in"), body, picker=False)
 
@@ -505,8 +530,9 @@ def message_page(ctx: PageContext, title: str, text: str, *, back: str = "/memor
                               f'<p><a href="{e(back)}">{e(ctx.t("back_to_page"))}</a></p>')
 
 
-def retry_page(ctx: PageContext, title: str, text: str, *, action: str, typed: dict[str, str]) -> str:
-    """An add or edit the server refused: the reason, and the form again
+def retry_page(ctx: PageContext, title: str, text: str, *, action: str, typed: dict[str, str], err: bool = True) -> str:
+    """An add or edit the server refused (or one sent after the session
+    ended, after signing in: ``err=False``): the reason, and the form again
     with what was typed in it, so nothing typed is lost."""
     t = ctx.t
     keep = {k: typed[k] for k in ("id", "user") if typed.get(k)}
@@ -515,8 +541,10 @@ def retry_page(ctx: PageContext, title: str, text: str, *, action: str, typed: d
             f'{_fields(t, None, typed=values, add=action == "/memory/add")}'
             f'<div class="actions"><button type="submit" class="primary">{e(t("save"))}</button>'
             f'<a class="button" href="{e(ctx.back)}">{e(t("cancel"))}</a></div></form>')
-    body = (f'<h2>{e(title)}</h2><div class="flash err" role="alert">{e(text)}</div>'
-            f'<p>{e(t("try_again_below"))}</p>{form}')
+    notice = f'<div class="flash err" role="alert">{e(text)}</div><p>{e(t("try_again_below"))}</p>' if err else \
+        f'<div class="flash" role="status">{e(text)}</div>'
+    body = f'<h2>{e(title)}</h2>{notice}{form}'
+
     return layout(ctx, title, body)
 
 

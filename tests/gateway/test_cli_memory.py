@@ -712,3 +712,21 @@ def test_a_json_export_streamed_a_page_at_a_time_is_the_document_json_dumps_make
     assert [m["id"] for m in doc["memories"]] == [1, 2, 3, 4, 5] and doc["memories"][1]["status"] == "archived"
     assert [e["summary"] for e in doc["events"]] == ["去大阪", "Packed", "Booked flights", "New year"]
     assert json.loads(ok("export").stdout) == doc | {"exported_at": json.loads(ok("export").stdout)["exported_at"]}
+
+
+def test_export_of_an_unknown_user_fails_and_names_the_near_handle(home: Path, tmp_path: Path) -> None:
+    # "export --user nobody" wrote an empty export and exited 0: a typo read as "nothing stored".
+    ok("add", "Alice's locker code is 4921", "--user", "telegram:1001")
+    out = tmp_path / "kept.json"
+    out.write_text("an older export")
+    for fmt in ("json", "markdown"):
+        r = cli("export", "--user", "telgram:1001", "--format", fmt, "-o", str(out))
+        assert r.exit_code == 1, r.output
+        assert r.stdout == ""
+        assert ("nothing is stored about telgram:1001, so there is nothing to export "
+                "(did you mean telegram:1001? `myclaw memory stats` lists every user)") in r.output
+        assert out.read_text() == "an older export"  # not replaced by an empty one
+    r = cli("export", "--user", "nobody")
+    assert r.exit_code == 1 and "nothing is stored about nobody" in r.output and "did you mean" not in r.output
+    assert json.loads(ok("export", "--user", "telegram:1001").stdout)["memories"][0]["owner"] == "telegram:1001"
+    assert json.loads(ok("export", "--user", "_global").stdout)["memories"] == []  # everyone's: never unknown

@@ -506,3 +506,26 @@ async def test_project_names_a_renamed_project_for_the_sender_only(
             "The 1 memory the rename moved is filed under atlas again.")
         assert "no renamed" in (await rig.ask("/project remove atlas", chat="100")).text.lower()
         assert "private chat" in (await rig.ask("/project atlas orion", chat="-5", group=True, mentioned=True)).text
+
+
+async def test_memory_search_tells_a_match_from_what_was_said_next_to_it(
+    tmp_path: Path, clock: ManualClock, fake_llm: FakeOpenAI
+) -> None:
+    # "Miso, she is three" holds no "cat": it came in as the next turn of a
+    # hit, and was listed under "Memories matching “cat”" all the same.
+    async with make_rig(tmp_path, clock, fake_llm) as rig:
+        chat = Provenance(channel="telegram", chat_id="100", session="s1")
+        ask = (await rig.engine.add(NewMemory(owner=ALICE, content="Alice asked what my cat is called",
+                                              category=Category.CONVERSATION, provenance=chat))).id
+        answer = (await rig.engine.add(NewMemory(owner=ALICE, content="Miso, she is three",
+                                                 category=Category.CONVERSATION, provenance=chat))).id
+        lines = (await rig.ask("/memory cat", chat="100")).text.splitlines()
+        assert lines[0] == "Memories matching “cat”:" and lines[1].startswith(f"- [m{ask} · ")
+        assert lines[2:4] == ["", "Said next to them in the same conversation (context, not matches):"]
+        assert lines[4].startswith(f"- [m{answer} · ") and lines[4].endswith("Miso, she is three")
+        chat = Provenance(channel="telegram", chat_id="100", session="s2")
+        for said in ("你家的猫叫什么名字？", "咪咪，三岁了。"):
+            await rig.engine.add(NewMemory(owner=ALICE, content=said, category=Category.CONVERSATION, provenance=chat))
+        zh = (await rig.ask("/memory 猫", chat="100")).text.splitlines()
+        assert zh[0] == "与“猫”有关的记忆：" and zh[1].endswith("你家的猫叫什么名字？")
+        assert zh[2:4] == ["", "同一对话中紧挨着它们说的（上下文，并非匹配）："] and zh[4].endswith("咪咪，三岁了。")

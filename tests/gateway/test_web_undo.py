@@ -111,3 +111,48 @@ def test_the_undo_store_forgets_after_its_time_and_keeps_a_bounded_number() -> N
     assert store.take(tokens[3]) is None
     fresh = store.put(ArchiveAllUndo("alice", (9,)))
     assert store.take(fresh) == ArchiveAllUndo("alice", (9,)) and store.take(fresh) is None
+
+
+async def test_the_json_api_offers_an_undo_for_an_edit_and_an_unshare_with_the_same_checks(site: Site) -> None:
+    """Undo was the HTML page's only: a script's edit (a redaction gone
+    wrong, say) could not be taken back."""
+    fact = await site.add("alice", "Alice lives in Hangzhou", importance=0.6)
+    shared = await site.add("alice", "Alice's team standup is at 10", provenance=Provenance(shared=("telegram:-5",)))
+    async with site.client() as c:
+        r = await asyncio.wait_for(c.post("/memory/api/edit", json={"id": fact, "content": "Alice moved to Shanghai"}), 10)
+        assert r.status_code == 200
+        token = r.json()["undo"]
+        assert token and "Hangzhou" not in token
+        # Owner: another user's name is refused, and the undo is still there to be had.
+        r = await c.post("/memory/api/undo", json={"token": token, "user": "bob"})
+        assert r.status_code == 404 and "nothing was changed" in r.json()["error"]
+        r = await c.post("/memory/api/undo", json={"token": token, "user": "alice"})
+        assert r.status_code == 200, r.text
+        assert set(r.json()) == {"undone", "memory"} and r.json()["undone"] == "edit"
+        assert r.json()["memory"]["content"] == "Alice lives in Hangzhou"
+        r = await c.post("/memory/api/undo", json={"token": token})
+        assert r.status_code == 409 and "expired or was used already" in r.json()["error"]  # once only
+
+        r = await c.post("/memory/api/unshare", json={"id": shared})
+        assert r.json()["was"] == ["telegram:-5"]
+        r = await c.post("/memory/api/undo", json={"token": r.json()["undo"]})
+        assert r.status_code == 200 and r.json()["undone"] == "unshare"
+        assert r.json()["memory"]["provenance"]["shared"] == ["telegram:-5"]
+        # Nothing to undo (an edit that changed nothing, an unshare of a private fact): no token.
+        assert (await c.post("/memory/api/unshare", json={"id": fact})).json()["undo"] is None
+        for bad in ({}, {"token": 7}, {"token": "x", "id": 1}):
+            assert (await c.post("/memory/api/undo", json=bad)).status_code in (400, 409)
+
+    async with site.client(bearer=False) as anon:  # auth: no token, no undo
+        r = await (anon.post("/memory/api/undo", json={"token": "x"}))
+        assert r.status_code == 401
+    async with site.client(bearer=False) as browser:  # a session's POST needs its CSRF token
+        csrf = await _signed_in(browser)
+        r = await browser.post("/memory/api/edit", json={"id": fact, "content": "Alice moved to Beijing"},
+                               headers={"X-CSRF-Token": csrf})
+        token = r.json()["undo"]
+        assert (await browser.post("/memory/api/undo", json={"token": token})).status_code == 403
+        r = await browser.post("/memory/api/undo", json={"token": token}, headers={"X-CSRF-Token": csrf})
+        assert r.status_code == 200 and r.json()["memory"]["content"] == "Alice lives in Hangzhou"
+    log = [x.action for x in reversed(await read_log(site.engine.db, owner="alice")) if x.job == "web"]
+    assert log == ["edit", "edit", "unshare", "share", "edit", "edit"]

@@ -112,8 +112,11 @@ async def test_the_page_fits_a_phone_and_reads_well_with_a_screen_reader(site: S
     await site.add(user, "something to show")
     async with site.client() as c:
         page = (await c.get("/memory", params={"user": user})).text
+        style = re.search(r'<link rel="stylesheet" href="([^"]+)">', page)
+        assert style, "no stylesheet"
+        css = (await c.get(style.group(1))).text
     assert '<meta name="viewport" content="width=device-width,initial-scale=1">' in page
-    narrow = re.search(r"@media \(max-width: *\d+px\)\{(.*?)\}\n", page, re.S)
+    narrow = re.search(r"@media \(max-width: *\d+px\)\{(.*?)\}\n", css, re.S)
     assert narrow and ".layout{flex-direction:column}" in narrow.group(1)  # the user list above, not beside
     assert re.search(r'<a class="skip" href="#main">', page) and '<main id="main"' in page
     assert len(re.findall(r"<h1\b", page)) == 1 and "<h2>" in page

@@ -11,6 +11,8 @@ import re
 import httpx
 import pytest
 
+from memory import MemoryEngine, NewMemory
+
 from tests.gateway.test_web import TOKEN, Site, cards, csrf_of, site  # noqa: F401  (site: the fixture)
 from tests.gateway.webform import parse
 
@@ -34,8 +36,8 @@ async def test_a_locked_out_browser_gets_the_pages_html_in_its_language(site: Si
                   await c.post("/memory/login", data={"token": TOKEN}, headers={"Accept-Language": accept})):
             assert r.status_code == 429 and int(r.headers["Retry-After"]) > 0
             assert r.headers["Content-Type"].startswith("text/html")
-            assert f'<html lang="{lang}">' in r.text and words in r.text and "<style nonce=" in r.text
-            assert "nonce-" in r.headers["Content-Security-Policy"]  # the page's own style is allowed
+            assert f'<html lang="{lang}">' in r.text and words in r.text and '<link rel="stylesheet"' in r.text
+            assert "style-src 'self'" in r.headers["Content-Security-Policy"]  # the page's own style is allowed
             assert 'action="/memory/login"' not in r.text  # no form to type a token into yet
             seconds = re.search(r"(\d+)", r.text.split(words)[1])
             assert seconds and int(seconds.group(1)) == int(r.headers["Retry-After"])
@@ -227,7 +229,8 @@ async def test_a_very_long_unbroken_memory_wraps_on_a_phone_wherever_it_is_shown
         pages = {"list": (await c.get("/memory", params={"user": "alice"})).text,
                  "detail": (await c.get("/memory/item", params={"id": str(mid)})).text,
                  "erase": (await c.post("/memory/erase", data={"csrf": csrf, "id": str(mid), "user": "alice"})).text}
-    css = re.search(r"<style[^>]*>(.*?)</style>", pages["list"], re.S).group(1)  # type: ignore[union-attr]
+        href = re.search(r'<link rel="stylesheet" href="([^"]+)">', pages["list"]).group(1)  # type: ignore[union-attr]
+        css = (await c.get(href)).text
     wrapping = {sel.strip() for sels, body in re.findall(r"([^{}]+)\{([^}]*)\}", css) if "overflow-wrap:anywhere" in body
                 for sel in sels.split(",")}
     for name, html in pages.items():
@@ -273,3 +276,81 @@ async def test_the_back_button_after_an_erase_meets_no_form_resubmission(site: S
             assert (await c.get(path, params=params)).status_code == 200
     assert (await site.engine.get(keep)).status.value == "active"  # type: ignore[union-attr]
     assert (await site.engine.get(keep)) is not None
+
+
+async def test_the_style_is_a_stylesheet_cached_for_good_under_its_content_hash(site: Site) -> None:
+    """The page's ~6 KiB of CSS went inline with every page: now one
+    stylesheet, fetched once, whose address changes when its content does."""
+    import hashlib
+
+    async with site.client(bearer=False) as anon:
+        signed_out = await anon.get("/memory")  # the sign-in page is styled too
+        assert signed_out.status_code == 401
+        async with site.client() as c:
+            page = await c.get("/memory", params={"user": "alice"})
+        for r in (signed_out, page):
+            assert "<style" not in r.text
+            links = re.findall(r'<link rel="stylesheet" href="(/memory/style-([0-9a-f]{16})\.css)">', r.text)
+            assert len(links) == 1, r.text[:600]
+            csp = r.headers["Content-Security-Policy"]
+            assert "style-src 'self'" in csp and "unsafe-inline" not in csp and "script-src 'nonce-" in csp
+        href, digest = links[0]
+        css = await anon.get(href)  # no sign-in needed: nothing in it is anyone's
+        assert css.status_code == 200 and css.headers["Content-Type"].startswith("text/css")
+        assert hashlib.sha256(css.content).hexdigest()[:16] == digest
+        assert css.headers["Cache-Control"] == "public, max-age=31536000, immutable"
+        assert css.headers["X-Content-Type-Options"] == "nosniff"
+        assert "overflow-wrap:anywhere" in css.text
+        assert (await anon.get("/memory/style-0000000000000000.css")).status_code == 404  # not a stale copy
+
+
+async def test_an_add_or_edit_sent_after_the_session_expired_comes_back_typed_after_signing_in(engine: MemoryEngine) -> None:
+    """The session expired while a note was being typed: Save led to the
+    sign-in, and after it the words were gone. They now ride along in the
+    sign-in form (the browser's, never stored on the server), and signing in
+    gives back the form as typed, to be saved with a click."""
+    from gateway.http import HttpServer
+    from gateway.web import AdminAuth, MemoryAdmin, MemoryWeb
+    from memory.retrieval import Retriever
+
+    now = [1_000_000.0]
+    http = HttpServer("127.0.0.1", 0)
+    MemoryWeb(MemoryAdmin(engine, Retriever(engine)), AdminAuth(TOKEN, session_ttl=60, clock=lambda: now[0])).mount(http)
+    await http.start()
+    try:
+        mid = (await engine.add(NewMemory(owner="alice", content="alice keeps bees"))).id
+        async with httpx.AsyncClient(base_url=http.url, timeout=10) as c:
+            await c.post("/memory/login", data={"token": TOKEN})
+            csrf = csrf_of((await c.get("/memory", params={"user": "alice"})).text)
+            now[0] += 61  # typing took longer than the session lasts
+            typed = "alice keeps bees and two hives of wasps, a long note typed on a phone"
+            for action, extra in [("/memory/edit", {"id": str(mid)}), ("/memory/add", {})]:
+                r = await asyncio.wait_for(c.post(action, data={
+                    "csrf": csrf, "user": "alice", "content": typed, "importance": "0.8", "back": "/memory?user=alice",
+                    **extra}), 10)
+                assert r.status_code == 401 and "comes back" in r.text
+                login = dict(next(f for f in parse(r.text).forms if f.action == "/memory/login").fields)
+                assert login["back"] == "/memory?user=alice"
+                # A mistyped token keeps them too.
+                r = await c.post("/memory/login", data={**login, "token": WRONG})
+                assert r.status_code == 401 and "Wrong token" in r.text
+                login = dict(next(f for f in parse(r.text).forms if f.action == "/memory/login").fields)
+                r = await c.post("/memory/login", data={**login, "token": TOKEN})
+                assert r.status_code == 200 and "myclaw_admin" in r.headers.get("Set-Cookie", "")
+                assert "Nothing was saved yet" in r.text
+                form = next(f for f in parse(r.text).forms if f.action == action)
+                fields = dict(form.fields)
+                assert fields["content"] == typed and fields["importance"] == "0.80" and fields["csrf"] != csrf
+                assert fields.get("id", "") == extra.get("id", "") and fields["user"] == "alice"
+                if action == "/memory/edit":  # nothing done unasked
+                    assert (await engine.get(mid)).content == "alice keeps bees"  # type: ignore[union-attr]
+                r = await c.post(action, data=fields)  # Save: the new session's token
+                assert r.status_code == 303, r.text
+                now[0] += 61
+            # Another site's form posted here: its words are not offered back after signing in.
+            r = await c.post("/memory/add", data={"user": "alice", "content": "planted words"},
+                             headers={"Origin": "https://elsewhere.example"})
+            assert r.status_code == 401 and "planted words" not in r.text and "kept_action" not in r.text
+    finally:
+        await http.stop()
+    assert [m.content for m in await engine.list_memories("alice")] == [typed]  # edited; the add found it

@@ -625,3 +625,12 @@ async def test_a_renamed_projects_old_facts_count_for_its_new_name(engine: Memor
     assert await engine.remove_project_alias("alice", "nova") and not await engine.remove_project_alias("alice", "nova")
     await engine.forget_owner("alice")
     assert await engine.project_aliases("alice") == {}
+
+
+async def test_a_hit_brought_in_as_a_neighbour_says_so(engine: MemoryEngine) -> None:
+    # The answer holds no query word: it is context for the question's hit, not a match.
+    ask, answer = await _turns(engine, "u", "42", "s1", ["what is your cat called?", "Miso, she is three"])
+    lone = await add(engine, "u", "the neighbour's cat sleeps on our car")
+    hits = {h.id: h for h in await Retriever(engine).retrieve("u", "cat", limit=10)}
+    assert set(hits) == {ask, answer, lone}
+    assert hits[answer].neighbour and not hits[ask].neighbour and not hits[lone].neighbour
