@@ -295,8 +295,12 @@ class CachedEmbedder:
         self.dimension: int | None = None
         """The API's dimension, from its latest answer; ``None`` until then."""
         self.queries = 0
-        """Read-path requests (``persist=False``) sent to the endpoint so far:
-        the vectorizer makes its batches small while users are asking."""
+        """Requests a user waits for (a chat's query vector) sent to the
+        endpoint so far: the vectorizer makes its batches small while users
+        are asking."""
+        self.sent = 0
+        """Texts of persisted calls (the vectorizer's) sent to the endpoint
+        so far: what a batch cost the endpoint, cache hits left out."""
         self._lru: OrderedDict[str, np.ndarray] = OrderedDict()
 
     def now(self) -> str:
@@ -347,10 +351,14 @@ class CachedEmbedder:
             self.dimension = len(vectors[0])
         return vectors
 
-    async def embed(self, texts: Sequence[str], *, persist: bool = True) -> list[np.ndarray]:
+    async def embed(self, texts: Sequence[str], *, persist: bool = True,
+                    waiting: bool | None = None) -> list[np.ndarray]:
         """Vectors for ``texts`` in order; only texts in neither cache reach
         the inner embedder, in one call. ``persist=False`` never writes the
-        database (the read path); its vectors go to the in-process LRU."""
+        database (the read path); its vectors go to the in-process LRU.
+        ``waiting``: a user waits for the answer (counted in :attr:`queries`);
+        by default, when not persisted. The write path's candidate search
+        (``HybridRetriever.prepare``) is not persisted, and no one waits."""
         if not texts:
             return []
         keys = {t: text_hash(t) for t in texts}  # dedupes, in first-seen order
@@ -365,8 +373,10 @@ class CachedEmbedder:
         got.update(await self._lookup([k for k in keys.values() if k not in got]))
         missing = [t for t, k in keys.items() if k not in got]
         fresh: dict[str, np.ndarray] = {}
-        if missing and not persist:
+        if missing and (not persist if waiting is None else waiting):
             self.queries += 1
+        if missing and persist:
+            self.sent += len(missing)
         if missing:
             for t, v in zip(missing, await self._ask(missing), strict=True):
                 fresh[keys[t]] = v
