@@ -20,8 +20,9 @@ from __future__ import annotations
 
 import binascii
 import hashlib
+import time
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import timedelta
 from typing import Any, Literal, Protocol
 
@@ -282,7 +283,8 @@ class HttpEmbedder:
 class CachedEmbedder:
     """An :class:`Embedder` in front of another, caching by (text, model)."""
 
-    def __init__(self, inner: Embedder, db: Database, clock: Clock, *, memory_items: int = 2048) -> None:
+    def __init__(self, inner: Embedder, db: Database, clock: Clock, *, memory_items: int = 2048,
+                 monotonic: Callable[[], float] = time.monotonic) -> None:
         self.inner = inner
         self.model = inner.model
         # Cache rows are keyed by the size asked for too: after a change of
@@ -299,8 +301,11 @@ class CachedEmbedder:
         endpoint so far: the vectorizer makes its batches small while users
         are asking."""
         self.sent = 0
+        self.sent_seconds = 0.0
         """Texts of persisted calls (the vectorizer's) sent to the endpoint
-        so far: what a batch cost the endpoint, cache hits left out."""
+        so far, and the seconds their requests took (the database's part
+        left out): what the endpoint takes per memory."""
+        self._monotonic = monotonic
         self._lru: OrderedDict[str, np.ndarray] = OrderedDict()
 
     def now(self) -> str:
@@ -375,11 +380,13 @@ class CachedEmbedder:
         fresh: dict[str, np.ndarray] = {}
         if missing and (not persist if waiting is None else waiting):
             self.queries += 1
-        if missing and persist:
-            self.sent += len(missing)
         if missing:
+            started = self._monotonic()
             for t, v in zip(missing, await self._ask(missing), strict=True):
                 fresh[keys[t]] = v
+            if persist:
+                self.sent += len(missing)
+                self.sent_seconds += self._monotonic() - started
             got.update(fresh)
             stale = [t for t, k in keys.items() if k not in fresh and len(got[k]) != self.dimension]
             if stale:

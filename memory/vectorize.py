@@ -120,13 +120,15 @@ class Vectorizer:
         if not todo:
             return 0
         try:
-            sent, started = getattr(self.embedder, "sent", None), self._monotonic()
+            sent, took = getattr(self.embedder, "sent", None), getattr(self.embedder, "sent_seconds", 0.0)
+            started = self._monotonic()
             vectors = await self.embedder.embed([p.content for p in todo])
             pairs: list[tuple[Pending, np.ndarray]] = list(zip(todo, vectors, strict=True))
-            # Only texts the endpoint embedded (cache hits cost it nothing).
-            n = len(todo) if sent is None else getattr(self.embedder, "sent", 0) - sent
-            if n > 0:
-                self._timings.append((n, self._monotonic() - started))
+            if sent is None:  # an embedder that does not say: the whole call
+                self._timings.append((len(todo), self._monotonic() - started))
+            elif (n := self.embedder.sent - sent) > 0:  # type: ignore[attr-defined]
+                # The endpoint's part only: cache hits and the cache's commit cost it nothing.
+                self._timings.append((n, self.embedder.sent_seconds - took))  # type: ignore[attr-defined]
         except Exception as exc:
             if len(todo) == 1 or _endpoints_fault(exc):
                 raise  # retried with backoff, the batch whole
@@ -153,26 +155,33 @@ class Vectorizer:
         """``batch_size``, or fewer if the endpoint's time per memory says a
         batch that size would hold it past ``batch_seconds``.
 
-        A batch takes a fixed latency plus a time per text; only the second
-        is what a query queues behind on a one-worker endpoint (a remote,
-        parallel one's 300 ms round trip is no reason for small batches).
-        The time per text is the slope of a least-squares line through the
-        recent (texts, seconds), never more than the fastest batch's
-        seconds per text (the latency is not negative); with one size seen
-        so far, that bound alone. Until measured, batches start at
-        ``busy_batch_size`` and at most double each time: one batch is
-        never much past the budget."""
+        A request takes a fixed latency plus a time per text; only the
+        second is what a query queues behind on a one-worker endpoint (a
+        remote, parallel one's 300 ms round trip is no reason for small
+        batches). The time per text is the median slope between recent
+        (texts, seconds) of sizes at least twice apart (Theil-Sen: one slow
+        commit or hiccup does not set it), never more than the fastest
+        request's seconds per text. Until there are such sizes, batches
+        start at ``busy_batch_size`` and double while within the budget, or
+        halve past it (latency or time per memory: a half-size batch tells),
+        so no batch is much past the budget before it is measured."""
         if not self._timings:
             return self.busy_batch_size
         ns = np.array([n for n, _ in self._timings], dtype=np.float64)
         ts = np.array([t for _, t in self._timings], dtype=np.float64)
-        per_text = float(np.min(ts / ns))
-        if np.ptp(ns) > 0:
-            slope = float(np.polyfit(ns, ts, 1)[0])
-            if slope > 0:
-                per_text = min(per_text, slope)
-        fits = self.batch_size if per_text <= 0 else int(self.batch_seconds / per_text)
-        return max(1, min(self.batch_size, 2 * int(ns.max()), fits))
+        upper = float(np.min(ts / ns))
+        i, j = np.triu_indices(len(ns), 1)
+        apart = np.maximum(ns[i], ns[j]) >= 2 * np.minimum(ns[i], ns[j])
+        if apart.any():
+            slopes = (ts[j] - ts[i])[apart] / (ns[j] - ns[i])[apart]
+            per_text = min(max(float(np.median(slopes)), 0.0), upper)
+            fits = self.batch_size if per_text <= 0 else int(self.batch_seconds / per_text)
+            return max(1, min(self.batch_size, 2 * int(ns.max()), fits))
+        n, took = self._timings[-1]
+        if took > self.batch_seconds:
+            return max(1, n // 2)
+        fits = self.batch_size if upper <= 0 else int(self.batch_seconds / upper)
+        return max(1, min(self.batch_size, 2 * n, fits))
 
     async def _next_batch(self) -> list[Pending]:
         """Up to ``batch_size`` (or ``busy_batch_size``) memories to embed,

@@ -777,3 +777,18 @@ async def test_a_memory_another_process_adds_is_embedded_promptly(
         assert len(fake.embedding_requests) == sent
     finally:
         await vz.stop()
+
+
+async def test_a_remote_endpoints_round_trip_does_not_make_the_batches_small(
+    engine: MemoryEngine, embedder: CachedEmbedder, fake: FakeOpenAI
+) -> None:
+    """A remote endpoint takes 300 ms whatever the batch (its round trip),
+    and serves requests in parallel: the round trip is not time per memory,
+    and the batches still grow to ``batch_size``."""
+    fake.embedding_delay = 0.3
+    for i in range(300):
+        await add(engine, "alice", f"alice's note number {i} about her automobile")
+    index = VectorIndex(engine.db, "m1")
+    vz = Vectorizer(index, embedder, batch_size=64, batch_seconds=0.2)
+    assert await asyncio.wait_for(vz.drain(), 60) == 300
+    assert max(len(r) for r in fake.embedding_requests) == 64
