@@ -452,7 +452,10 @@ class App:
         cached = CachedEmbedder(raw, engine.db, self.clock)
         # The index is per model and size: switching either re-embeds, each old vector replaced in turn.
         index = VectorIndex(engine.db, vector_model(e.model, e.dimensions), dimension=e.dimensions)
-        self.vectorizer = Vectorizer(index, cached, interval=e.interval.total_seconds(), batch_size=e.batch_size)
+        # A query vector asked while a batch is out waits for it on a one-worker
+        # endpoint: a batch holds it at most 0.4 of queryTimeout (0.2 s).
+        self.vectorizer = Vectorizer(index, cached, interval=e.interval.total_seconds(), batch_size=e.batch_size,
+                                     batch_seconds=0.4 * e.query_timeout.total_seconds())
         log.info("hybrid recall enabled", model=e.model, fusion=e.fusion, base_url=provider.base_url)
         return HybridRetriever(
             lexical,

@@ -20,8 +20,9 @@ from __future__ import annotations
 
 import binascii
 import hashlib
+import time
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import timedelta
 from typing import Any, Literal, Protocol
 
@@ -282,7 +283,8 @@ class HttpEmbedder:
 class CachedEmbedder:
     """An :class:`Embedder` in front of another, caching by (text, model)."""
 
-    def __init__(self, inner: Embedder, db: Database, clock: Clock, *, memory_items: int = 2048) -> None:
+    def __init__(self, inner: Embedder, db: Database, clock: Clock, *, memory_items: int = 2048,
+                 monotonic: Callable[[], float] = time.monotonic) -> None:
         self.inner = inner
         self.model = inner.model
         # Cache rows are keyed by the size asked for too: after a change of
@@ -295,8 +297,15 @@ class CachedEmbedder:
         self.dimension: int | None = None
         """The API's dimension, from its latest answer; ``None`` until then."""
         self.queries = 0
-        """Read-path requests (``persist=False``) sent to the endpoint so far:
-        the vectorizer makes its batches small while users are asking."""
+        """Requests a user waits for (a chat's query vector) sent to the
+        endpoint so far: the vectorizer makes its batches small while users
+        are asking."""
+        self.sent = 0
+        self.sent_seconds = 0.0
+        """Texts of persisted calls (the vectorizer's) sent to the endpoint
+        so far, and the seconds their requests took (the database's part
+        left out): what the endpoint takes per memory."""
+        self._monotonic = monotonic
         self._lru: OrderedDict[str, np.ndarray] = OrderedDict()
 
     def now(self) -> str:
@@ -347,10 +356,14 @@ class CachedEmbedder:
             self.dimension = len(vectors[0])
         return vectors
 
-    async def embed(self, texts: Sequence[str], *, persist: bool = True) -> list[np.ndarray]:
+    async def embed(self, texts: Sequence[str], *, persist: bool = True,
+                    waiting: bool | None = None) -> list[np.ndarray]:
         """Vectors for ``texts`` in order; only texts in neither cache reach
         the inner embedder, in one call. ``persist=False`` never writes the
-        database (the read path); its vectors go to the in-process LRU."""
+        database (the read path); its vectors go to the in-process LRU.
+        ``waiting``: a user waits for the answer (counted in :attr:`queries`);
+        by default, when not persisted. The write path's candidate search
+        (``HybridRetriever.prepare``) is not persisted, and no one waits."""
         if not texts:
             return []
         keys = {t: text_hash(t) for t in texts}  # dedupes, in first-seen order
@@ -365,11 +378,15 @@ class CachedEmbedder:
         got.update(await self._lookup([k for k in keys.values() if k not in got]))
         missing = [t for t, k in keys.items() if k not in got]
         fresh: dict[str, np.ndarray] = {}
-        if missing and not persist:
+        if missing and (not persist if waiting is None else waiting):
             self.queries += 1
         if missing:
+            started = self._monotonic()
             for t, v in zip(missing, await self._ask(missing), strict=True):
                 fresh[keys[t]] = v
+            if persist:
+                self.sent += len(missing)
+                self.sent_seconds += self._monotonic() - started
             got.update(fresh)
             stale = [t for t, k in keys.items() if k not in fresh and len(got[k]) != self.dimension]
             if stale:

@@ -71,7 +71,8 @@ docs/RETRIEVAL.md §10)."""
 class _QueryEmbedder(Protocol):
     model: str
 
-    async def embed(self, texts: Sequence[str], *, persist: bool = True) -> list[np.ndarray]: ...
+    async def embed(self, texts: Sequence[str], *, persist: bool = True,
+                    waiting: bool | None = None) -> list[np.ndarray]: ...
 
 
 def spread_scaled(cosines: Sequence[float]) -> list[float]:
@@ -204,12 +205,14 @@ class HybridRetriever:
     async def prepare(self, texts: Sequence[str]) -> None:
         """Embed ``texts`` in one request ahead of retrieving each of them
         (the write path's candidate search asks for up to 20 at a time); a
-        failure is left to each retrieve's own fallback."""
+        failure is left to each retrieve's own fallback. No user waits for
+        these (a background write): the vectorizer's backfill keeps its
+        batches."""
         wanted = list(dict.fromkeys(t for t in (query_text(x) for x in texts) if t))
         if not wanted:
             return
         try:
-            await self.embedder.embed(wanted, persist=False)
+            await self.embedder.embed(wanted, persist=False, waiting=False)
         except Exception as exc:  # the endpoint's trouble: recall falls back per text
             log.info("query vectors not prepared", error=str(exc) or type(exc).__name__, texts=len(wanted))
 

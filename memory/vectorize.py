@@ -11,8 +11,16 @@ words, and the batch is retried with backoff.
 A backfill yields to users: on an endpoint with one worker (Ollama's
 default, scripts/embed_server.py) a query vector waits for the batch being
 embedded, and 64 memories are 0.7 s of a small local model, past the
-500 ms query timeout. For ``busy_for`` seconds after a query vector reached
-the endpoint (``CachedEmbedder.queries``), batches are ``busy_batch_size``.
+500 ms query timeout. So a batch is sized to hold the endpoint about
+``batch_seconds`` (the endpoint's time per memory, fitted over the recent
+batches: a fast or parallel endpoint still gets ``batch_size``), and for
+``busy_for`` seconds after a query vector reached the endpoint
+(``CachedEmbedder.queries``) it is at most ``busy_batch_size``.
+
+Another process's writes (``myclaw memory add``) cannot wake the service:
+every ``tick`` seconds while idle it asks SQLite whether another connection
+committed (``PRAGMA data_version``, via :meth:`memory.db.Database.stamp`),
+and looks for pending memories at once if so.
 """
 
 from __future__ import annotations
@@ -21,6 +29,7 @@ import asyncio
 import contextlib
 import math
 import time
+from collections import deque
 from collections.abc import Callable
 
 import numpy as np
@@ -57,6 +66,8 @@ class Vectorizer:
         prune_every: float = 86400.0,
         busy_batch_size: int = 8,
         busy_for: float = 30.0,
+        batch_seconds: float = 0.2,
+        tick: float = 1.0,
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self.index = index
@@ -71,6 +82,13 @@ class Vectorizer:
         self._queries_seen = 0
         self._busy_until = -math.inf
         self._size = batch_size  # of the batch last asked for
+        # A query asked while a batch is out waits for it on a one-worker
+        # endpoint: batches hold it about this long (0.4 of the 500 ms
+        # queryTimeout), measured as (texts sent, seconds) of recent batches.
+        self.batch_seconds = batch_seconds
+        self._timings: deque[tuple[int, float]] = deque(maxlen=32)
+        self.tick = tick
+        self._external: int | None = None  # Database.stamp's count of other processes' commits
         self.max_backoff = max_backoff
         self.window = window
         self._cursor = 0  # the id the next sweep starts after
@@ -102,8 +120,15 @@ class Vectorizer:
         if not todo:
             return 0
         try:
+            sent, took = getattr(self.embedder, "sent", None), getattr(self.embedder, "sent_seconds", 0.0)
+            started = self._monotonic()
             vectors = await self.embedder.embed([p.content for p in todo])
             pairs: list[tuple[Pending, np.ndarray]] = list(zip(todo, vectors, strict=True))
+            if sent is None:  # an embedder that does not say: the whole call
+                self._timings.append((len(todo), self._monotonic() - started))
+            elif (n := self.embedder.sent - sent) > 0:  # type: ignore[attr-defined]
+                # The endpoint's part only: cache hits and the cache's commit cost it nothing.
+                self._timings.append((n, self.embedder.sent_seconds - took))  # type: ignore[attr-defined]
         except Exception as exc:
             if len(todo) == 1 or _endpoints_fault(exc):
                 raise  # retried with backoff, the batch whole
@@ -115,14 +140,48 @@ class Vectorizer:
         return len(pairs)
 
     def _batch_limit(self) -> int:
-        """``busy_batch_size`` for ``busy_for`` seconds after a query vector
-        was asked of the endpoint, else ``batch_size``."""
+        """As many memories as the endpoint embeds in ``batch_seconds``, at
+        most ``batch_size``, and at most ``busy_batch_size`` for ``busy_for``
+        seconds after a query vector was asked of the endpoint."""
         asked = getattr(self.embedder, "queries", 0)
         now = self._monotonic()
         if asked != self._queries_seen:
             self._queries_seen = asked
             self._busy_until = now + self.busy_for
-        return self.busy_batch_size if now < self._busy_until else self.batch_size
+        limit = self._timed_limit()
+        return min(self.busy_batch_size, limit) if now < self._busy_until else limit
+
+    def _timed_limit(self) -> int:
+        """``batch_size``, or fewer if the endpoint's time per memory says a
+        batch that size would hold it past ``batch_seconds``.
+
+        A request takes a fixed latency plus a time per text; only the
+        second is what a query queues behind on a one-worker endpoint (a
+        remote, parallel one's 300 ms round trip is no reason for small
+        batches). The time per text is the median slope between recent
+        (texts, seconds) of sizes at least twice apart (Theil-Sen: one slow
+        commit or hiccup does not set it), never more than the fastest
+        request's seconds per text. Until there are such sizes, batches
+        start at ``busy_batch_size`` and double while within the budget, or
+        halve past it (latency or time per memory: a half-size batch tells),
+        so no batch is much past the budget before it is measured."""
+        if not self._timings:
+            return self.busy_batch_size
+        ns = np.array([n for n, _ in self._timings], dtype=np.float64)
+        ts = np.array([t for _, t in self._timings], dtype=np.float64)
+        upper = float(np.min(ts / ns))
+        i, j = np.triu_indices(len(ns), 1)
+        apart = np.maximum(ns[i], ns[j]) >= 2 * np.minimum(ns[i], ns[j])
+        if apart.any():
+            slopes = (ts[j] - ts[i])[apart] / (ns[j] - ns[i])[apart]
+            per_text = min(max(float(np.median(slopes)), 0.0), upper)
+            fits = self.batch_size if per_text <= 0 else int(self.batch_seconds / per_text)
+            return max(1, min(self.batch_size, 2 * int(ns.max()), fits))
+        n, took = self._timings[-1]
+        if took > self.batch_seconds:
+            return max(1, n // 2)
+        fits = self.batch_size if upper <= 0 else int(self.batch_seconds / upper)
+        return max(1, min(self.batch_size, 2 * n, fits))
 
     async def _next_batch(self) -> list[Pending]:
         """Up to ``batch_size`` (or ``busy_batch_size``) memories to embed,
@@ -245,6 +304,7 @@ class Vectorizer:
                 log.info("memory vectors loaded", owners=warmed, mb=round(self.index.cached_bytes / 1e6, 1))
         except Exception as exc:  # a cold cache only costs the first search its load
             log.warning("loading memory vectors failed", error=str(exc) or type(exc).__name__)
+        await self._written_elsewhere()  # where other processes' commits are counted from
         while True:
             try:
                 n = await self.run_once()
@@ -276,6 +336,31 @@ class Vectorizer:
             if self.failures:
                 await asyncio.sleep(self._delay())  # a down endpoint is not hammered on every write
             else:
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._wake.wait(), self._delay())
+                await self._idle(self._delay())
             self._wake.clear()
+
+    async def _idle(self, delay: float) -> None:
+        """Wait ``delay`` seconds, or until :meth:`wake`, or until another
+        process commits to the file (checked every ``tick``: one
+        ``PRAGMA data_version``, no read of any table)."""
+        loop = asyncio.get_running_loop()
+        until = loop.time() + delay
+        while (left := until - loop.time()) > 0:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), min(self.tick, left))
+                return
+            if await self._written_elsewhere():
+                return
+
+    async def _written_elsewhere(self) -> bool:
+        """Whether another connection committed since the last look."""
+        db = self.index.db
+        if db.closed:
+            return False
+        try:
+            _, external = await db.stamp("vectorize", max_age=self.tick / 2)
+        except Exception as exc:  # the interval still finds the memories
+            log.debug("checking for other processes' writes failed", error=str(exc) or type(exc).__name__)
+            return False
+        seen, self._external = self._external, external
+        return seen is not None and external != seen

@@ -17,9 +17,12 @@ client asks for (``--encoding``: base64, its default, or float).
 text (Ollama's default; all-MiniLM-L6-v2 on scripts/embed_server.py: 11 ms),
 where a query vector waits for the batch being embedded; ``--busy-batch``
 is the vectorizer's batch while users ask (64: as before session 25).
+``--busy-for 0`` turns that "users are asking" mode off, so every query is
+timed as the first after a silence (session 26); ``--batch-seconds`` is how
+long a batch may hold the endpoint (the default: the vectorizer's).
 
     .venv/bin/python scripts/bench_backfill.py [--memories 5000] [--dim 1536] [--batch 64] [--encoding float]
-        [--serial-ms 11 --busy-batch 64]
+        [--serial-ms 11 --busy-batch 64] [--busy-for 0] [--batch-seconds 0.2]
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -124,7 +128,18 @@ async def run(args: argparse.Namespace, url: str) -> dict[str, object]:
             cached = CachedEmbedder(raw, eng.db, clock)
             index = VectorIndex(eng.db, f"bench@{args.dim}", dimension=args.dim)
             h = HybridRetriever(Retriever(eng), index, cached)
-            vz = Vectorizer(index, cached, batch_size=args.batch, busy_batch_size=args.busy_batch)
+            # Only what is asked for: the same script measures a tree from before either option.
+            extra = {k: v for k, v in (("busy_for", args.busy_for), ("batch_seconds", args.batch_seconds)) if v is not None}
+            vz = Vectorizer(index, cached, batch_size=args.batch, busy_batch_size=args.busy_batch, **extra)
+            sizes: list[int] = []
+            embed = cached.embed
+
+            async def counted(texts: Any, **kw: Any) -> Any:
+                if kw.get("persist", True):
+                    sizes.append(len(texts))
+                return await embed(texts, **kw)
+
+            cached.embed = counted  # type: ignore[method-assign]  # the batch sizes the vectorizer asks for
             total = int(args.memories * 1.2)
             for q in queries[:10]:  # warm the lexical side's caches
                 await h.retrieve(USER, q)
@@ -150,7 +165,10 @@ async def run(args: argparse.Namespace, url: str) -> dict[str, object]:
             await eng.close()
     return {
         "memories": total, "dim": args.dim, "batch": args.batch, "encoding": args.encoding, "parse_ms": parse,
-        "serial_ms": args.serial_ms, "busy_batch": args.busy_batch,
+        "serial_ms": args.serial_ms, "busy_batch": args.busy_batch, "busy_for": args.busy_for,
+        "batch_seconds": args.batch_seconds,
+        "batches": len(sizes), "batch_p50": pct([float(n) for n in sizes], 50) if sizes else 0,
+        "batch_max": max(sizes, default=0),
         "backfill_s": round(backfill_s, 1),
         "memories_per_s": round(total / backfill_s), "during": summary(*during), "after": summary(*after),
         "cpu_s": round(time.process_time(), 1),
@@ -165,6 +183,8 @@ def main() -> None:
     ap.add_argument("--every", type=float, default=0.05, help="seconds between timed retrieves")
     ap.add_argument("--serial-ms", type=float, default=0.0, help="one worker, this many ms per text (0: parallel, instant)")
     ap.add_argument("--busy-batch", type=int, default=8, help="the vectorizer's batch while users ask")
+    ap.add_argument("--busy-for", type=float, help="seconds of small batches after a query (0: every query after a silence)")
+    ap.add_argument("--batch-seconds", type=float, help="how long a batch may hold the endpoint")
     ap.add_argument("--encoding", choices=("base64", "float"), default="base64", help="what the client asks for")
     ap.add_argument("--json", metavar="FILE")
     args = ap.parse_args()

@@ -229,7 +229,8 @@ class InstantEmbedder:
     def __init__(self, dim: int) -> None:
         self.dim = dim
 
-    async def embed(self, texts: Sequence[str], *, persist: bool = True) -> list[np.ndarray]:
+    async def embed(self, texts: Sequence[str], *, persist: bool = True,
+                    waiting: bool | None = None) -> list[np.ndarray]:
         out = []
         for t in texts:
             v = np.random.default_rng(abs(hash(t)) % 2**32).standard_normal(self.dim).astype(np.float32)

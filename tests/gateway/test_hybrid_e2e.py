@@ -189,3 +189,40 @@ async def test_a_memory_added_or_edited_on_the_memory_page_is_found_by_meaning_a
             assert await current()
         await say(app, clock, "which car does my sibling use?", "alice")
         assert "Alice's sister bought an automobile in Lisbon" in prompt_of(fake)
+
+
+async def test_a_memory_added_by_the_cli_is_found_by_meaning_within_a_second(tmp_path: Path) -> None:
+    """`myclaw memory add` is another process: it cannot wake the running
+    gateway's vectorizer (polling hourly here). The gateway notices the
+    other connection's commit on its one-second tick and embeds the memory,
+    so the next question finds it by meaning."""
+    import os
+    import sys
+
+    from tests.gateway.test_app import REPO
+
+    clock = ManualClock("2026-03-02T10:00:00Z")
+    async with running(tmp_path, clock, interval="1h") as (app, fake):
+        index = app.vectorizer.index
+        await seed(app)
+        env = {k: v for k, v in os.environ.items() if not k.startswith("MYCLAW_")}
+        env["MYCLAW_HOME"] = str(tmp_path)
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-c", "from gateway.cli import main; main()", "memory", "add",
+            "Alice's automobile is parked at the airport", "--user", "echo:alice",
+            cwd=REPO, env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        )
+        out, err = await asyncio.wait_for(proc.communicate(), 60)
+        assert proc.returncode == 0, err.decode()
+        assert "added memory" in out.decode()
+
+        async def embedded() -> bool:
+            for _ in range(500):  # 5 s: the tick is 1 s, the interval an hour
+                if await index.count() == 4:
+                    return True
+                await asyncio.sleep(0.01)
+            return False
+
+        assert await embedded()
+        await say(app, clock, "where did I leave my car?", "alice")
+        assert "Alice's automobile is parked at the airport" in prompt_of(fake)

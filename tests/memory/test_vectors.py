@@ -618,23 +618,25 @@ async def test_a_users_query_waits_behind_a_few_memories_not_a_backfill_batch(
     """On a one-worker endpoint (Ollama's default, scripts/embed_server.py)
     a query vector waits for the batch being embedded: 64 memories are
     0.7 s of a small local model, past the 500 ms queryTimeout. Once a
-    query has reached the endpoint, the backfill's batches are small."""
+    query has reached the endpoint, the backfill's batches are small
+    (whatever the endpoint's time per memory allows: ``batch_seconds`` is
+    left out of it here)."""
     fake.embedding_serial = True
     fake.embedding_per_text = 0.01
     for i in range(120):
         await add(engine, "alice", f"alice's note number {i} about her automobile")
     index = VectorIndex(engine.db, "m1")
-    vz = Vectorizer(index, embedder, batch_size=64, busy_batch_size=8)
+    vz = Vectorizer(index, embedder, batch_size=64, busy_batch_size=8, batch_seconds=60.0)
 
-    async def one_request() -> bool:
-        return len(fake.embedding_requests) >= 1
+    async def three_requests() -> bool:
+        return len(fake.embedding_requests) >= 3
 
     async def all_embedded() -> bool:
         return await index.count() == 120
 
     await vz.start()
     try:
-        assert await _until(one_request)  # the first batch, 64 memories, is being embedded
+        assert await _until(three_requests)  # the third batch, 32 memories, is being embedded
         await asyncio.wait_for(embedder.embed(["which car do I drive"], persist=False), 10)
         asked = len(fake.embedding_requests)
 
@@ -648,7 +650,145 @@ async def test_a_users_query_waits_behind_a_few_memories_not_a_backfill_batch(
         await vz.stop()
     first_q = fake.embedding_requests.index(["which car do I drive"])
     second_q = fake.embedding_requests.index(["and my kitten?"])
-    assert len(fake.embedding_requests[0]) == 64  # no user was asking: full batches
+    # No user was asking: batches grow (from 8, doubling) toward 64.
+    assert [len(r) for r in fake.embedding_requests[:3]] == [8, 16, 32]
     assert fake.embedding_waited[first_q] <= 64  # that batch was already out
     assert fake.embedding_waited[second_q] <= 8
     assert all(len(r) <= 8 for r in fake.embedding_requests[first_q + 1:])
+
+
+async def test_the_first_query_after_silence_waits_behind_a_few_memories_not_a_full_batch(
+    engine: MemoryEngine, embedder: CachedEmbedder, fake: FakeOpenAI
+) -> None:
+    """No one has asked for a while, so the backfill is not in its "busy"
+    mode: a user's first query still must not queue behind 64 memories on
+    a one-worker endpoint (0.7 s of a small local model). The backfill's
+    batches are sized by how long the endpoint takes per memory, so each
+    holds it about ``batch_seconds`` (10 ms a text, 0.2 s: ~20)."""
+    fake.embedding_serial = True
+    fake.embedding_per_text = 0.01
+    for i in range(200):
+        await add(engine, "alice", f"alice's note number {i} about her automobile")
+    index = VectorIndex(engine.db, "m1")
+    vz = Vectorizer(index, embedder, batch_size=64, busy_batch_size=8, batch_seconds=0.2)
+
+    async def some_batches() -> bool:
+        return len(fake.embedding_requests) >= 3
+
+    async def all_embedded() -> bool:
+        return await index.count() == 200
+
+    await vz.start()
+    try:
+        assert await _until(some_batches, tries=1000)
+        await asyncio.wait_for(embedder.embed(["which car do I drive"], persist=False), 10)
+        assert await _until(all_embedded, tries=2000)
+    finally:
+        await vz.stop()
+    q = fake.embedding_requests.index(["which car do I drive"])
+    assert fake.embedding_waited[q] <= 32  # ~20, with room for a loaded box's noise
+    assert max(len(r) for r in fake.embedding_requests[:q]) <= 32  # never a 64 in flight
+
+
+async def test_a_fast_endpoint_still_gets_full_batches(engine: MemoryEngine, embedder: CachedEmbedder,
+                                                       fake: FakeOpenAI) -> None:
+    """Sizing batches by time costs a fast (or parallel, remote) endpoint
+    nothing: the batches grow to ``batch_size``."""
+    for i in range(300):
+        await add(engine, "alice", f"alice's note number {i} about her automobile")
+    index = VectorIndex(engine.db, "m1")
+    vz = Vectorizer(index, embedder, batch_size=64, batch_seconds=30.0)
+    assert await vz.drain() == 300
+    assert max(len(r) for r in fake.embedding_requests) == 64
+
+
+async def test_the_write_paths_query_vectors_do_not_slow_the_backfill(
+    engine: MemoryEngine, embedder: CachedEmbedder, fake: FakeOpenAI
+) -> None:
+    """Extraction's candidate search (``HybridRetriever.prepare``) asks for
+    vectors on the read path's terms (never persisted), but no user waits
+    for them: the backfill keeps its full batches."""
+    from memory.hybrid import HybridRetriever
+    from memory.retrieval import Retriever
+
+    for i in range(300):
+        await add(engine, "alice", f"alice's note number {i} about her automobile")
+    index = VectorIndex(engine.db, "m1")
+    h = HybridRetriever(Retriever(engine), index, embedder)
+    vz = Vectorizer(index, embedder, batch_size=64, busy_batch_size=8, batch_seconds=30.0)
+    await h.prepare(["I got my car washed", "my kitten is ill"])
+    assert len(fake.embedding_requests) == 1  # the write path's one request
+    assert await vz.drain() == 300
+    assert max(len(r) for r in fake.embedding_requests[1:]) == 64
+    # A user's query does make them small.
+    for i in range(300, 400):
+        await add(engine, "alice", f"alice's note number {i} about her automobile")
+    await h.retrieve("alice", "which car do I drive")
+    asked = len(fake.embedding_requests)
+    assert await vz.drain() == 100
+    assert max(len(r) for r in fake.embedding_requests[asked:]) == 8
+
+
+_OTHER_PROCESS = """
+import asyncio, sys
+sys.path.insert(0, sys.argv[1])
+from memory.clock import ManualClock
+from memory.engine import MemoryEngine
+from memory.types import NewMemory
+async def main():
+    eng = await MemoryEngine.open(sys.argv[2], ManualClock("2026-03-01T12:00:00Z"))
+    try:
+        await eng.add(NewMemory(owner="alice", content="alice keeps bees on the roof"))
+    finally:
+        await eng.close()
+asyncio.run(main())
+"""
+
+
+async def test_a_memory_another_process_adds_is_embedded_promptly(
+    engine: MemoryEngine, embedder: CachedEmbedder, fake: FakeOpenAI
+) -> None:
+    """`myclaw memory add` runs in a process of its own and cannot wake the
+    gateway's vectorizer: its commit is noticed on the vectorizer's cheap
+    tick (``PRAGMA data_version``), not an interval later."""
+    import subprocess
+    import sys
+
+    await add(engine, "alice", "alice drives a blue automobile")
+    index = VectorIndex(engine.db, "m1")
+    vz = Vectorizer(index, embedder, interval=3600, tick=0.05)
+
+    async def embedded(n: int) -> bool:
+        return await index.count() == n
+
+    await vz.start()
+    try:
+        assert await _until(lambda: embedded(1))
+        await asyncio.sleep(0.2)  # idle now, for an hour
+        root = str(Path(__file__).resolve().parents[2])
+        proc = await asyncio.create_subprocess_exec(sys.executable, "-c", _OTHER_PROCESS, root, str(engine.db.path),
+                                                    stderr=subprocess.PIPE)
+        _, err = await asyncio.wait_for(proc.communicate(), 60)
+        assert proc.returncode == 0, err.decode()
+        assert await _until(lambda: embedded(2), tries=500)
+        # Nothing else written: the ticks send nothing.
+        sent = len(fake.embedding_requests)
+        await asyncio.sleep(0.3)
+        assert len(fake.embedding_requests) == sent
+    finally:
+        await vz.stop()
+
+
+async def test_a_remote_endpoints_round_trip_does_not_make_the_batches_small(
+    engine: MemoryEngine, embedder: CachedEmbedder, fake: FakeOpenAI
+) -> None:
+    """A remote endpoint takes 300 ms whatever the batch (its round trip),
+    and serves requests in parallel: the round trip is not time per memory,
+    and the batches still grow to ``batch_size``."""
+    fake.embedding_delay = 0.3
+    for i in range(300):
+        await add(engine, "alice", f"alice's note number {i} about her automobile")
+    index = VectorIndex(engine.db, "m1")
+    vz = Vectorizer(index, embedder, batch_size=64, batch_seconds=0.2)
+    assert await asyncio.wait_for(vz.drain(), 60) == 300
+    assert max(len(r) for r in fake.embedding_requests) == 64
