@@ -19,7 +19,10 @@ mtime and SHA-256 and what was imported from it, written in the same
 transaction as the imported rows. So:
 
 * an unchanged file costs one ``stat`` (the gateway runs this at every
-  start);
+  start), once its mtime is older than the import that read it by more
+  than a filesystem tick (:data:`RACY_NS`). One that was not ("racy", as
+  git calls it: saved again within that tick, it keeps its size and mtime)
+  is marked so in the ledger and read and compared by hash at the next run;
 * a MEMORY.md line is imported once, ever: a fact later archived or purged in
   SQLite does not come back while the line stays in the file;
 * a line whose wording already exists as an active memory of that owner is
@@ -43,7 +46,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Collection
+import time
+from collections.abc import Callable, Collection
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -68,7 +72,7 @@ from .tokens import estimate_tokens
 from .changelog import write_log
 from .types import GLOBAL_OWNER, Category, NewMemory, Provenance, Source, Status
 
-__all__ = ["MigrationReport", "carry_ledger", "discover", "memory_files", "migrate_files"]
+__all__ = ["RACY_NS", "MigrationReport", "carry_ledger", "discover", "is_racy", "memory_files", "migrate_files"]
 
 # Lazy: a logger bound at import would ignore configure_logging (and its redaction).
 log = structlog.get_logger(component="memory")
@@ -78,6 +82,18 @@ _LEDGER_PREFIX = "migrated:"
 # a busy year is megabytes, and one event of it would be a prompt no memory
 # model takes, so the daily compression would fail on that day for ever.
 EVENT_MAX_TOKENS = 2000
+# A file whose mtime is within this of the moment it was looked at may be
+# saved again without its mtime moving: 2 s is FAT's timestamp step, the
+# coarsest in use; others (ext4, APFS) are finer but stamp from a clock
+# that lags by a scheduler tick.
+RACY_NS = 2_000_000_000
+
+
+def is_racy(mtime_ns: int, looked_ns: int) -> bool:
+    """Whether a stat taken at ``looked_ns`` (wall clock) with this mtime
+    cannot tell a later save in the same tick from no save (git's "racily
+    clean"). An mtime in the future (a clock ahead) is racy too."""
+    return mtime_ns >= looked_ns - RACY_NS
 
 
 @dataclass
@@ -208,11 +224,17 @@ def memory_files(root: Path) -> list[MemoryFile]:
 
 
 async def migrate_files(
-    workspace: Path | str, engine: MemoryEngine, *, only: Collection[Path] | None = None
+    workspace: Path | str,
+    engine: MemoryEngine,
+    *,
+    only: Collection[Path] | None = None,
+    wall_ns: Callable[[], int] = time.time_ns,
 ) -> MigrationReport:
     """Import ``<workspace>/memory`` into ``engine``; safe to run any number of times.
     ``only``: just these files (memory/filesync.py's changed ones); the
-    directories' problems are then left to the full runs that report them."""
+    directories' problems are then left to the full runs that report them.
+    ``wall_ns``: the wall clock the filesystem stamps mtimes by (not the
+    engine's clock, which tests and replays set), for :func:`is_racy`."""
     root = Path(workspace) / "memory"
     report = MigrationReport()
     sources, problems = discover(root)
@@ -236,8 +258,14 @@ async def migrate_files(
             report.files_seen += 1
             key = _ledger_key(f)
             entry = ledger.get(key)
+            looked = wall_ns()  # before the stat: a save after it must count as racy
             st = f.path.stat()
-            if entry and entry.get("size") == st.st_size and entry.get("mtime_ns") == st.st_mtime_ns:
+            if (
+                entry
+                and entry.get("size") == st.st_size
+                and entry.get("mtime_ns") == st.st_mtime_ns
+                and not entry.get("racy")
+            ):
                 report.files_unchanged += 1
                 continue
             data = f.path.read_bytes()
@@ -246,11 +274,15 @@ async def migrate_files(
                 # No ledger entry: once saved as UTF-8, the next run imports it.
                 report.problems.append(f"{_ref(root, f)}: {why}; skipped (save it as UTF-8 and migrate again)")
                 continue
-            stamp = {"size": len(data), "sha256": _sha(data), "mtime_ns": st.st_mtime_ns}
+            stamp: dict[str, Any] = {"size": len(data), "sha256": _sha(data), "mtime_ns": st.st_mtime_ns}
+            if is_racy(st.st_mtime_ns, looked):
+                stamp["racy"] = True
             if entry and entry.get("sha256") == stamp["sha256"]:
                 report.files_unchanged += 1  # touched, not changed: remember the new mtime
-                async with engine.db.transaction() as conn:
-                    await _save_ledger(conn, key, {**entry, **stamp})
+                kept = {k: v for k, v in entry.items() if k != "racy"} | stamp
+                if kept != entry:
+                    async with engine.db.transaction() as conn:
+                        await _save_ledger(conn, key, kept)
             elif f.day is None:
                 await _long_term(engine, root, f, data, stamp, entry, report)
             else:

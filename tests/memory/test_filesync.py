@@ -112,6 +112,33 @@ async def test_a_file_still_being_written_waits_for_the_next_poll(tmp_path: Path
     assert await archived(engine) == []
 
 
+async def test_two_saves_in_one_timestamp_tick_are_both_imported(tmp_path: Path, engine: MemoryEngine) -> None:
+    """Two saves of the same size within one filesystem tick (1-2 s on some
+    filesystems) leave the same stat; a file whose mtime is that close to
+    the poll that saw it has its content compared at the next poll (git's
+    racy clean), so the second save is imported too."""
+    mem = tmp_path / "memory" / "MEMORY.md"
+    t = 1_800_000_000_000_000_000
+
+    def save(text: str) -> None:
+        mem.parent.mkdir(parents=True, exist_ok=True)
+        mem.write_text(text, encoding="utf-8")
+        os.utime(mem, ns=(t, t))
+
+    save("- Prefers tea\n")
+    wall = [t + 300_000_000]
+    sync = FileSync(tmp_path, engine, wall_ns=lambda: wall[0])
+    await settle(sync)
+    assert await active(engine) == ["Prefers tea"]
+    save("- Prefers rum\n")  # same size, same mtime
+    await settle(sync)
+    assert await active(engine) == ["Prefers rum"] and await archived(engine) == ["Prefers tea"]
+    wall[0] = t + 60_000_000_000  # long after: the stamp is trusted again, nothing imported twice
+    await settle(sync)
+    assert await asyncio.wait_for(sync.poll(), 10) is None
+    assert await active(engine) == ["Prefers rum"]
+
+
 async def test_a_daily_file_edit_and_growth(tmp_path: Path, engine: MemoryEngine) -> None:
     day = tmp_path / "memory" / "2026-02-20.md"
     write(day, "Discussed the atlas deploy.\n")
