@@ -32,12 +32,13 @@ import sqlite3
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import structlog
 
 from .engine import MemoryEngine
+from .clock import parse_ts
 from .lease import LeaseBusy, Leases
 from .migrate import MigrationReport, is_racy, memory_files, migrate_files
 
@@ -98,6 +99,7 @@ class FileSync:
         self.wall_ns = wall_ns
         self._last: dict[Path, Stamp] = {}  # at the previous poll
         self._done: dict[Path, Stamp] = {}  # as last imported (or found in the ledger)
+        self._due: dict[Path, datetime] = {}  # a held shrink (memory.migrate): not looked at again before
         self._task: asyncio.Task[None] | None = None
 
     def _stat(self, looked: int) -> dict[Path, Stamp]:
@@ -125,7 +127,14 @@ class FileSync:
         they wait for the next poll)."""
         looked = self.wall_ns()  # before the stats: a save after them must count as racy
         now = await asyncio.to_thread(self._stat, looked)
-        settled = {p for p, s in now.items() if s.same(self._last.get(p)) and not s.same(self._done.get(p))}
+        for p, s in now.items():
+            if p in self._due and not s.same(self._last.get(p)):
+                del self._due[p]  # saved again: judged afresh
+        clock = self.engine.clock.now()
+        settled = {
+            p for p, s in now.items()
+            if s.same(self._last.get(p)) and not s.same(self._done.get(p)) and clock >= self._due.get(p, clock)
+        }
         for p, s in now.items():
             if s.sha and not is_racy(s.mtime_ns, looked):
                 # Verified and old enough now: any later save moves the mtime.
@@ -136,6 +145,8 @@ class FileSync:
         self._last = now
         for gone in set(self._done) - set(now):
             del self._done[gone]
+        for gone in set(self._due) - set(now):
+            del self._due[gone]
         if not settled:
             return None
         try:
@@ -146,7 +157,11 @@ class FileSync:
                      files=len(settled), why=str(busy))
             return None
         for p in settled:
-            self._done[p] = now[p]
+            if (due := report.held.get(p.relative_to(self.root).as_posix())) is not None:
+                self._due[p] = parse_ts(due)  # nothing imported: looked at again then, or once saved again
+            else:
+                self._done[p] = now[p]
+                self._due.pop(p, None)
         if report.changed:
             log.info("memory files edited while running imported", files=len(settled),
                      added=report.memories_added, archived=report.memories_archived,

@@ -40,6 +40,16 @@ and cites this file; logged (``file_removed``), undone from the memory
 page. A file left with no facts at all archives nothing (an editor crash
 or a bad sync is likelier than a wish to forget everything): reported.
 Lines removed from a daily file are not removed from SQLite.
+
+A drastic shrink is held: a save that removes at least :data:`SHRINK_MIN`
+facts, more than half of those imported from the file, and adds fewer than
+it removes (a file cut short by an editor crash, or by ``> MEMORY.md`` and a
+partial write; a rewrite in other words is not a shrink) imports nothing,
+archives nothing, is logged, recorded in the ledger entry (``held``, which
+``myclaw doctor`` reports) and in :attr:`MigrationReport.held`. Put back,
+the file imports as usual; left byte for byte as it is for
+:data:`SHRINK_HOLD`, the removal is taken as meant and done then (each
+archived entry restorable from the memory page, as for any removed line).
 """
 
 from __future__ import annotations
@@ -49,12 +59,14 @@ import json
 import time
 from collections.abc import Callable, Collection
 from dataclasses import asdict, dataclass, field
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import aiosqlite
 import structlog
 
+from .clock import format_ts, parse_ts
 from .engine import MemoryEngine, MemoryNotFound, content_hash
 from .filestore import (
     LONG_TERM,
@@ -72,7 +84,7 @@ from .tokens import estimate_tokens
 from .changelog import write_log
 from .types import GLOBAL_OWNER, Category, NewMemory, Provenance, Source, Status
 
-__all__ = ["RACY_NS", "MigrationReport", "carry_ledger", "discover", "is_racy", "memory_files", "migrate_files"]
+__all__ = ["RACY_NS", "SHRINK_HOLD", "SHRINK_MIN", "MigrationReport", "carry_ledger", "discover", "is_racy", "memory_files", "migrate_files"]
 
 # Lazy: a logger bound at import would ignore configure_logging (and its redaction).
 log = structlog.get_logger(component="memory")
@@ -87,6 +99,12 @@ EVENT_MAX_TOKENS = 2000
 # coarsest in use; others (ext4, APFS) are finer but stamp from a clock
 # that lags by a scheduler tick.
 RACY_NS = 2_000_000_000
+# A drastic shrink of MEMORY.md is held (see the module docstring): at
+# least this many facts removed, more than half, fewer added...
+SHRINK_MIN = 3
+# ...until the file stayed so this long: time to notice a damaged file,
+# and not so long that a deliberate cut lingers in every prompt for days.
+SHRINK_HOLD = timedelta(hours=1)
 
 
 def is_racy(mtime_ns: int, looked_ns: int) -> bool:
@@ -108,6 +126,7 @@ class MigrationReport:
     files_unchanged: int = 0
     owners: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
+    held: dict[str, str] = field(default_factory=dict)  # MEMORY.md path -> when its held removal is done
 
     @property
     def changed(self) -> bool:
@@ -279,7 +298,9 @@ async def migrate_files(
                 stamp["racy"] = True
             if entry and entry.get("sha256") == stamp["sha256"]:
                 report.files_unchanged += 1  # touched, not changed: remember the new mtime
-                kept = {k: v for k, v in entry.items() if k != "racy"} | stamp
+                if "held" in entry:
+                    log.info("memory file put back; its held removal is dropped", file=_ref(root, f))
+                kept = {k: v for k, v in entry.items() if k not in ("racy", "held")} | stamp
                 if kept != entry:
                     async with engine.db.transaction() as conn:
                         await _save_ledger(conn, key, kept)
@@ -290,7 +311,7 @@ async def migrate_files(
     if wanted is None:
         report.problems[:0] = problems
     for p in report.problems:
-        log.warning("migration skipped a file or directory", problem=p)
+        log.warning("migration left a file or directory out", problem=p)
     if report.changed:
         log.info(
             "files migrated",
@@ -318,6 +339,14 @@ async def _long_term(
     if removed and not mds:
         report.problems.append(f"{_ref(root, f)}: holds no facts now; nothing archived (myclaw memory delete does that)")
         removed = set()
+    added = sum(1 for md in mds if content_hash(md.text) not in known)
+    if (
+        len(removed) >= SHRINK_MIN
+        and 2 * len(removed) > len(known)
+        and added < len(removed)
+        and await _held(engine, root, f, stamp, entry or {}, len(removed), len(known), report)
+    ):
+        return
     known -= removed  # a line written back later is imported again
     for md in mds:
         fact = md.text
@@ -339,6 +368,44 @@ async def _long_term(
             await engine.add(m, conn=conn)
         await _save_ledger(conn, _ledger_key(f), {**stamp, "lines": sorted(known)})
     report.memories_added += len(new)
+
+
+async def _held(
+    engine: MemoryEngine,
+    root: Path,
+    f: MemoryFile,
+    stamp: dict[str, Any],
+    entry: dict[str, Any],
+    removed: int,
+    facts: int,
+    report: MigrationReport,
+) -> bool:
+    """Whether this drastic shrink of ``f`` waits (see the module
+    docstring); records the hold when it is new. The ledger keeps the
+    stamp of the last import, so each later run reads the file again."""
+    ref = _ref(root, f)
+    now = engine.clock.now()
+    held = entry.get("held")
+    if isinstance(held, dict) and held.get("sha256") == stamp["sha256"]:
+        since = parse_ts(str(held.get("since")))
+    else:
+        since = now
+        held = {"sha256": stamp["sha256"], "since": format_ts(now), "removed": removed, "facts": facts,
+                "file": ref}
+        async with engine.db.transaction() as conn:
+            await _save_ledger(conn, _ledger_key(f), {**entry, "held": held})
+        log.warning("memory file lost most of its facts in one save; held, nothing archived", file=ref,
+                    removed=removed, facts=facts, until=format_ts(now + SHRINK_HOLD))
+    due = since + SHRINK_HOLD
+    if now >= due:
+        log.info("held removal left in place; done", file=ref, removed=removed)
+        return False
+    report.held[ref] = format_ts(due)
+    report.problems.append(
+        f"{ref}: a save removed {removed} of its {facts} facts; held, nothing archived: put the lines back, "
+        f"or leave the file as it is and they are archived at {format_ts(due)}"
+    )
+    return True
 
 
 async def _archive_removed(

@@ -16,7 +16,7 @@ from memory.backend import Turn
 from memory.filestore import FileMemory
 from memory.filesync import FILE_SYNC_LEASE, FileSync
 from memory.lease import Leases
-from memory.migrate import migrate_files
+from memory.migrate import SHRINK_HOLD, migrate_files
 
 P = Provenance(channel="telegram", chat_id="1")
 _tick = itertools.count(1)
@@ -95,6 +95,58 @@ async def test_an_emptied_file_archives_nothing(tmp_path: Path, engine: MemoryEn
     write(mem, "- Prefers tea\n- Works on atlas\n")  # saved again: nothing doubled
     await settle(sync)
     assert await active(engine) == ["Prefers tea", "Works on atlas"] and await archived(engine) == []
+
+
+TEN = "".join(f"- Fact number {i} about the user\n" for i in range(10))
+
+
+async def test_a_file_cut_to_a_fraction_is_held_not_archived(tmp_path: Path, engine: MemoryEngine) -> None:
+    """An editor crash or ``> MEMORY.md`` and a partial write leaves a few
+    lines of many: most facts gone in one save is held (nothing archived,
+    nothing added), logged, and said in the ledger the doctor reads."""
+    mem, sync = await started(tmp_path, engine, TEN)
+    write(mem, TEN[:100])  # three whole lines and part of a fourth
+    await settle(sync)
+    assert len(await active(engine)) == 10 and await archived(engine) == []
+    rows = await engine.db.fetchall("SELECT value FROM meta WHERE value LIKE '%held%'")
+    assert len(rows) == 1 and '"removed":7' in rows[0][0]
+    write(mem, TEN)  # restored from the editor's backup: nothing archived, nothing doubled
+    await settle(sync)
+    assert len(await active(engine)) == 10 and await archived(engine) == []
+    assert await engine.db.fetchall("SELECT value FROM meta WHERE value LIKE '%held%'") == []
+
+
+async def test_a_large_delete_left_in_place_is_done_after_the_hold(
+    tmp_path: Path, engine: MemoryEngine, clock: ManualClock
+) -> None:
+    """A deliberate large delete still happens: once the file stayed as it
+    is for SHRINK_HOLD, the removed lines archive their entries (restorable
+    from the memory page, as any removed line)."""
+    mem, sync = await started(tmp_path, engine, TEN)
+    kept = "- Fact number 0 about the user\n- Fact number 1 about the user\n"
+    write(mem, kept)
+    await settle(sync)
+    assert len(await active(engine)) == 10
+    clock.advance(SHRINK_HOLD / 2)
+    await settle(sync)
+    assert len(await active(engine)) == 10  # not yet
+    clock.advance(SHRINK_HOLD / 2)
+    await settle(sync)
+    assert await active(engine) == ["Fact number 0 about the user", "Fact number 1 about the user"]
+    assert len(await archived(engine)) == 8
+    log = await engine.db.fetchall("SELECT action FROM memory_log WHERE job = 'migration'")
+    assert [r[0] for r in log] == ["file_removed"] * 8
+
+
+async def test_a_rewrite_or_a_small_delete_is_not_held(tmp_path: Path, engine: MemoryEngine) -> None:
+    """Only a shrink is held: every line reworded, or two of ten removed, is imported at once."""
+    mem, sync = await started(tmp_path, engine, TEN)
+    write(mem, TEN.replace("about the user", "about Alice"))
+    await settle(sync)
+    assert len(await archived(engine)) == 10 and all("Alice" in f for f in await active(engine))
+    write(mem, TEN.replace("about the user", "about Alice").replace("- Fact number 3 about Alice\n", ""))
+    await settle(sync)
+    assert len(await active(engine)) == 9
 
 
 async def test_a_file_still_being_written_waits_for_the_next_poll(tmp_path: Path, engine: MemoryEngine) -> None:

@@ -349,3 +349,24 @@ async def test_an_emptied_memory_md_archives_nothing(tmp_path: Path, engine: Mem
     r = await migrate_files(tmp_path, engine)
     assert r.memories_archived == 0 and any("MEMORY.md" in p for p in r.problems)
     assert len(await engine.list_memories("_global")) == 2
+
+
+async def test_a_drastic_shrink_is_held_and_said(tmp_path: Path, engine: MemoryEngine, clock: ManualClock) -> None:
+    """``myclaw memory migrate`` (and the start-up import) after most of
+    MEMORY.md went in one save: nothing archived, the file and the time the
+    removal will be done named; run again after SHRINK_HOLD, it is done."""
+    from memory.clock import format_ts
+    from memory.migrate import SHRINK_HOLD
+
+    mem = tmp_path / "memory" / "MEMORY.md"
+    save(mem, "".join(f"- Fact {i} of the user\n" for i in range(6)), 1)
+    await migrate_files(tmp_path, engine)
+    save(mem, "- Fact 0 of the user\n- Fact 1 of the user\n", 2)
+    r = await migrate_files(tmp_path, engine)
+    assert not r.changed and r.held == {"MEMORY.md": format_ts(clock.now() + SHRINK_HOLD)}
+    assert any("MEMORY.md: a save removed 4 of its 6 facts; held" in p for p in r.problems)
+    assert (await migrate_files(tmp_path, engine)).held  # still held; the same file is no new hold
+    clock.advance(SHRINK_HOLD)
+    r = await migrate_files(tmp_path, engine)
+    assert r.memories_archived == 4 and not r.held and not r.problems
+    assert not (await migrate_files(tmp_path, engine)).changed
