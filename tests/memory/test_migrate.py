@@ -370,3 +370,16 @@ async def test_a_drastic_shrink_is_held_and_said(tmp_path: Path, engine: MemoryE
     r = await migrate_files(tmp_path, engine)
     assert r.memories_archived == 4 and not r.held and not r.problems
     assert not (await migrate_files(tmp_path, engine)).changed
+
+
+async def test_date_comments_are_not_part_of_the_imported_facts(tmp_path: Path, engine: MemoryEngine) -> None:
+    """The file store's ``<!-- YYYY-MM-DD -->`` line dates stay out of the
+    memories; a line imported before it had one (or after its date was
+    deleted by hand) is the same fact, neither imported again nor archived."""
+    mem = tmp_path / "memory" / "MEMORY.md"
+    save(mem, "- Prefers tea\n- Lives in Lisbon <!-- 2026-02-01 -->\n", 1)
+    await migrate_files(tmp_path, engine)
+    assert sorted(m.content for m in await engine.list_memories("_global")) == ["Lives in Lisbon", "Prefers tea"]
+    save(mem, "- Prefers tea <!-- 2026-03-01 -->\n- Lives in Lisbon\n", 2)
+    r = await migrate_files(tmp_path, engine)
+    assert not r.changed and r.memories_skipped == 2
