@@ -12,6 +12,11 @@ Layout under ``<workspace>/memory/`` (owner scoping holds here too)::
     users/<slug>/MEMORY.md           that user's long-term memory
     users/<slug>/YYYY-MM-DD.md       that user's conversation log of the day
 
+A line :meth:`FileMemory.remember` writes ends with its day,
+``- fact <!-- 2026-03-01 -->`` (:func:`memory.mdfacts.split_day`), which
+search, the overview and the export date it by; a line without one is
+dated by the file's mtime.
+
 ``<slug>`` is the user name reduced to ``[A-Za-z0-9_-]`` plus a hash of the
 exact name, so no name can climb out of ``users/`` (``../x``) and two names
 that reduce alike (``telegram:1`` / ``telegram_1``, ``Bob`` / ``bob`` on a
@@ -229,7 +234,7 @@ def _merge_long_term(before: str, source: str) -> str:
     for fact in md_facts(source):
         if (h := content_hash(fact.text)) not in have:
             have.add(h)
-            lines.append(render(fact.text))
+            lines.append(render(fact.text, fact.day))
     return before if len(lines) == n else "\n".join(lines) + "\n"
 
 
@@ -378,8 +383,8 @@ def _said_as(e: _Entry) -> tuple[str, str, str]:
 def _entries(f: MemoryFile, text: str, mtime_day: str) -> list[_Entry]:
     """Split a file into entries; indented lines continue the previous one."""
     out: list[_Entry] = []
-    if f.day is None:
-        return [_Entry(f, m.first, m.text, mtime_day, m.last) for m in md_facts(text)]
+    if f.day is None:  # a line's own date comment, else the file's mtime
+        return [_Entry(f, m.first, m.text, m.day or mtime_day, m.last) for m in md_facts(text)]
     for no, raw in enumerate(text.splitlines(), start=1):
         if not raw.strip() or raw.lstrip().startswith("#"):
             continue
@@ -711,28 +716,30 @@ class FileMemory(MemoryBackend):
         fact = " ".join(redact_credentials(clean_text(content)).split())
         if not fact:
             raise ValueError("memory content is empty")
+        today = self.today().isoformat()
         async with self._lock(user):
-            line_no, stored, added = await asyncio.to_thread(self._remember, user, fact)
+            line_no, stored, added, day = await asyncio.to_thread(self._remember, user, fact, today)
         log.info("memory saved", owner=user, store="files", added=added)
         f = self.long_term_file(user)
-        return self._hit(_Entry(f, line_no, stored, self.today().isoformat()), 1.0)
+        return self._hit(_Entry(f, line_no, stored, day), 1.0)
 
-    def _remember(self, user: str, fact: str) -> tuple[int, str, bool]:
-        """(line number, the fact as stored, whether it was added): a fact
-        already there in other case or spacing is that line."""
+    def _remember(self, user: str, fact: str, today: str) -> tuple[int, str, bool, str]:
+        """(line number, the fact as stored, whether it was added, its day):
+        a fact already there in other case or spacing is that line. A new
+        line ends with ``today``'s date comment (memory/mdfacts.py)."""
         self._ensure_user_dir(user)
         path = self.user_dir(user) / LONG_TERM
         text = _read(path)
         want = content_hash(fact)
         for m in md_facts(text):
             if content_hash(m.text) == want:
-                return m.first, m.text, False
+                return m.first, m.text, False, m.day or today
         lines = _read_exact(path).splitlines()  # the other lines' own bytes
         if not lines:
             lines = ["# Long-term memory", ""]
-        lines.append(f"- {fact}")
+        lines.append(render(fact, today))
         _write_atomic(path, "\n".join(lines) + "\n")
-        return len(lines), fact, True
+        return len(lines), fact, True, today
 
     async def forget(self, user: str, refs: Sequence[str]) -> Forgotten:
         """Erase, for good, the entries of ``user``'s own files that ``refs``

@@ -9,7 +9,10 @@ file whose size or mtime changed is imported with the same logic as
 ``myclaw memory migrate``, that file only, once it stayed unchanged for a
 whole poll: an editor still saving would otherwise be read half-way, and
 the lines not written yet archived, to come back a moment later as new
-entries.
+entries. A stat cannot see a second save of the same size within one
+filesystem tick; a file whose mtime is that close to the poll that saw it
+(:func:`~memory.migrate.is_racy`) is read and hashed at that poll and the
+next, so such a save counts as a change (git's "racily clean" entries).
 
 Not on the reply path: a background task, whose writes go through the
 engine's single writer like any other; one importer at a time across
@@ -24,15 +27,20 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import sqlite3
-from datetime import timedelta
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import structlog
 
 from .engine import MemoryEngine
+from .clock import parse_ts
 from .lease import LeaseBusy, Leases
-from .migrate import MigrationReport, memory_files, migrate_files
+from .migrate import MigrationReport, is_racy, memory_files, migrate_files
 
 __all__ = ["FILE_SYNC_LEASE", "FileSync", "migrate_leased"]
 
@@ -42,60 +50,118 @@ FILE_SYNC_LEASE = "file_sync"
 # Longer than a first import of a large workspace; a holder that died frees it after this.
 _LEASE_TTL = timedelta(minutes=30)
 
-Stamp = tuple[int, int]  # size, mtime_ns
+@dataclass(frozen=True)
+class Stamp:
+    """A file as one poll saw it."""
+
+    size: int
+    mtime_ns: int
+    sha: str = ""  # its content's hash, when the stat alone could not be trusted
+
+    def same(self, other: Stamp | None) -> bool:
+        return (
+            other is not None
+            and (self.size, self.mtime_ns) == (other.size, other.mtime_ns)
+            and (not self.sha or not other.sha or self.sha == other.sha)
+        )
 
 
 async def migrate_leased(
-    workspace: Path | str, engine: MemoryEngine, *, only: set[Path] | None = None, job: str = "migrate"
+    workspace: Path | str,
+    engine: MemoryEngine,
+    *,
+    only: set[Path] | None = None,
+    job: str = "migrate",
+    wall_ns: Callable[[], int] = time.time_ns,
 ) -> MigrationReport:
     """:func:`migrate_files` under :data:`FILE_SYNC_LEASE`: two importers at
     once would both see a line as new and add it twice. Raises
     :class:`~memory.lease.LeaseBusy` when another holds it."""
     async with Leases(engine.db, engine.clock).hold(FILE_SYNC_LEASE, job, ttl=_LEASE_TTL):
-        return await migrate_files(workspace, engine, only=only)
+        return await migrate_files(workspace, engine, only=only, wall_ns=wall_ns)
 
 
 class FileSync:
     """Poll ``<workspace>/memory``; :meth:`poll` is one look (tests call it)."""
 
-    def __init__(self, workspace: Path | str, engine: MemoryEngine, *, interval: float = 10.0) -> None:
+    def __init__(
+        self,
+        workspace: Path | str,
+        engine: MemoryEngine,
+        *,
+        interval: float = 10.0,
+        wall_ns: Callable[[], int] = time.time_ns,  # the clock mtimes are stamped by
+    ) -> None:
         self.root = Path(workspace) / "memory"
         self.workspace = Path(workspace)
         self.engine = engine
         self.interval = interval
+        self.wall_ns = wall_ns
         self._last: dict[Path, Stamp] = {}  # at the previous poll
         self._done: dict[Path, Stamp] = {}  # as last imported (or found in the ledger)
+        self._due: dict[Path, datetime] = {}  # a held shrink (memory.migrate): not looked at again before
         self._task: asyncio.Task[None] | None = None
 
-    def _stat(self) -> dict[Path, Stamp]:
+    def _stat(self, looked: int) -> dict[Path, Stamp]:
+        """Each file's stamp; hashed when its mtime is racy now, or when a
+        stamp it is compared with was hashed (a save since, in that tick,
+        shows only in the content)."""
         out: dict[Path, Stamp] = {}
         for f in memory_files(self.root):
             try:
                 st = f.path.stat()
+                stamp = Stamp(st.st_size, st.st_mtime_ns)
+                if is_racy(st.st_mtime_ns, looked) or any(
+                    s is not None and s.sha and (s.size, s.mtime_ns) == (stamp.size, stamp.mtime_ns)
+                    for s in (self._last.get(f.path), self._done.get(f.path))
+                ):
+                    stamp = replace(stamp, sha=hashlib.sha256(f.path.read_bytes()).hexdigest())
             except FileNotFoundError:
                 continue  # removed between listing and stat
-            out[f.path] = (st.st_size, st.st_mtime_ns)
+            out[f.path] = stamp
         return out
 
     async def poll(self) -> MigrationReport | None:
         """Import the files that changed and then stayed put for a poll;
         None when there were none (or another importer holds the lease:
         they wait for the next poll)."""
-        now = await asyncio.to_thread(self._stat)
-        settled = {p for p, s in now.items() if self._last.get(p) == s and self._done.get(p) != s}
+        looked = self.wall_ns()  # before the stats: a save after them must count as racy
+        now = await asyncio.to_thread(self._stat, looked)
+        for p, s in now.items():
+            if p in self._due and not s.same(self._last.get(p)):
+                del self._due[p]  # saved again: judged afresh
+        clock = self.engine.clock.now()
+        settled = {
+            p for p, s in now.items()
+            if s.same(self._last.get(p)) and not s.same(self._done.get(p)) and clock >= self._due.get(p, clock)
+        }
+        for p, s in now.items():
+            if s.sha and not is_racy(s.mtime_ns, looked):
+                # Verified and old enough now: any later save moves the mtime.
+                plain = replace(s, sha="")
+                if p not in settled and s.same(self._done.get(p)):
+                    self._done[p] = plain
+                now[p] = plain
         self._last = now
         for gone in set(self._done) - set(now):
             del self._done[gone]
+        for gone in set(self._due) - set(now):
+            del self._due[gone]
         if not settled:
             return None
         try:
-            report = await migrate_leased(self.workspace, self.engine, only=settled, job="file_sync")
+            report = await migrate_leased(self.workspace, self.engine, only=settled, job="file_sync",
+                                          wall_ns=self.wall_ns)
         except LeaseBusy as busy:
             log.info("memory files changed; another import is running, retried at the next poll",
                      files=len(settled), why=str(busy))
             return None
         for p in settled:
-            self._done[p] = now[p]
+            if (due := report.held.get(p.relative_to(self.root).as_posix())) is not None:
+                self._due[p] = parse_ts(due)  # nothing imported: looked at again then, or once saved again
+            else:
+                self._done[p] = now[p]
+                self._due.pop(p, None)
         if report.changed:
             log.info("memory files edited while running imported", files=len(settled),
                      added=report.memories_added, archived=report.memories_archived,

@@ -22,6 +22,13 @@ became facts. Here each Markdown block is read as what it is:
 Each fact carries the span of lines it came from, so the file store can
 erase exactly those lines, and ``lines``, each source line as the old
 per-line reading saw it (migration recognises facts it imported that way).
+
+A fact's day: the file store ends each line it writes with
+``<!-- YYYY-MM-DD -->``, a comment Markdown renders as nothing, which a
+reader can skip, correct or delete. It is not part of the fact (its words,
+hash and id are the same with or without it); a fact without one has
+``day == ""`` (the file store then dates it by the file's mtime, as before
+there were dates). Inside a code block the text is kept as written.
 """
 
 from __future__ import annotations
@@ -29,14 +36,29 @@ from __future__ import annotations
 import re
 import textwrap
 from dataclasses import dataclass
+from datetime import date
 
-__all__ = ["MdFact", "clean_text", "facts", "line_fact", "render"]
+__all__ = ["MdFact", "clean_text", "facts", "line_fact", "render", "split_day"]
 
 _LIST_ITEM = re.compile(r"^(\s*)(?:[-*+]|\d+[.)])\s+(.*)$")
 _LIST_MARK = re.compile(r"^(?:[-*+]|\d+[.)])\s+")
 _FENCE = re.compile(r"^\s{0,3}(`{3,}|~{3,})(.*)$")
 _QUOTE = re.compile(r"^\s{0,3}>\s?")
 _TABLE_RULE = re.compile(r"^\s*\|?\s*:?-{2,}:?\s*(\|\s*:?-{2,}:?\s*)*\|?\s*$")
+_DAY = re.compile(r"\s*<!--\s*(\d{4}-\d{2}-\d{2})\s*-->\s*$")
+
+
+def split_day(line: str) -> tuple[str, str]:
+    """``line`` without its trailing ``<!-- YYYY-MM-DD -->`` and that day
+    ('' when there is none, or it is no real date: then the line stays whole)."""
+    m = _DAY.search(line)
+    if m is None:
+        return line, ""
+    try:
+        date.fromisoformat(m.group(1))
+    except ValueError:
+        return line, ""
+    return line[: m.start()], m.group(1)
 
 
 def clean_text(text: str) -> str:
@@ -62,6 +84,7 @@ class MdFact:
     last: int
     kind: str = "line"  # "line", "item", "code", "quote", "table"
     lines: tuple[str, ...] = ()  # the span's lines as line_fact reads them
+    day: str = ""  # YYYY-MM-DD from a line's trailing date comment, '' if none
 
 
 def _cells(s: str) -> list[str]:
@@ -79,7 +102,14 @@ def _colon(s: str) -> bool:
 
 def facts(text: str) -> list[MdFact]:
     """The facts of a MEMORY.md ``text``, in file order."""
-    raw = clean_text(text).splitlines()
+    written = clean_text(text).splitlines()  # code blocks are read from these, as written
+    raw: list[str] = []
+    days: dict[int, str] = {}  # line number -> its date comment
+    for no, ln in enumerate(written, start=1):
+        body, day = split_day(ln)
+        raw.append(body)
+        if day:
+            days[no] = day
     out: list[MdFact] = []
     drop: set[int] = set()  # list items that turned out to be labels
     n = len(raw)
@@ -106,7 +136,7 @@ def facts(text: str) -> list[MdFact]:
             end = i + 1
             while end < n and not raw[end].strip().startswith(marker[0] * len(marker)):
                 end += 1
-            body = textwrap.dedent("\n".join(raw[i + 1 : end])).strip("\n")
+            body = textwrap.dedent("\n".join(written[i + 1 : end])).strip("\n")
             last = min(end, n - 1) + 1
             if body.strip():
                 block = f"{marker}{fence.group(2).strip()}\n{body}\n{marker}"
@@ -117,7 +147,8 @@ def facts(text: str) -> list[MdFact]:
                 if label[1] >= 0:  # the introducing line is part of this fact
                     drop.add(label[1])
                     first = out[label[1]].first
-                out.append(MdFact(f"{name}\n{block}" if name else block, first, last, "code", olds(first, last)))
+                out.append(MdFact(f"{name}\n{block}" if name else block, first, last, "code", olds(first, last),
+                                  days.get(first, days.get(no, ""))))  # the label's or the fence's
             i = end + 1
             label = ("", -1)
             stack.clear()
@@ -200,12 +231,21 @@ def facts(text: str) -> list[MdFact]:
                 label = (fact, len(out) - 1)
         stack.clear()
         i += 1
-    return [f for k, f in enumerate(out) if k not in drop]
+    dated = []
+    for k, f in enumerate(out):
+        if k in drop:
+            continue
+        if not f.day and f.kind != "code":
+            day = next((days[n] for n in range(f.first, f.last + 1) if n in days), "")
+            f = MdFact(f.text, f.first, f.last, f.kind, f.lines, day) if day else f
+        dated.append(f)
+    return dated
 
 
-def render(fact: str) -> str:
+def render(fact: str, day: str = "") -> str:
     """``fact`` as MEMORY.md lines that :func:`facts` reads back as it: a
-    list item, or a labelled code block as it is."""
+    list item (ending in ``day``'s date comment when given), or a labelled
+    code block as it is."""
     if "\n" in fact:
         return fact
-    return f"- {fact}"
+    return f"- {fact}" + (f" <!-- {day} -->" if day else "")

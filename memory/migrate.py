@@ -19,7 +19,10 @@ mtime and SHA-256 and what was imported from it, written in the same
 transaction as the imported rows. So:
 
 * an unchanged file costs one ``stat`` (the gateway runs this at every
-  start);
+  start), once its mtime is older than the import that read it by more
+  than a filesystem tick (:data:`RACY_NS`). One that was not ("racy", as
+  git calls it: saved again within that tick, it keeps its size and mtime)
+  is marked so in the ledger and read and compared by hash at the next run;
 * a MEMORY.md line is imported once, ever: a fact later archived or purged in
   SQLite does not come back while the line stays in the file;
 * a line whose wording already exists as an active memory of that owner is
@@ -37,20 +40,33 @@ and cites this file; logged (``file_removed``), undone from the memory
 page. A file left with no facts at all archives nothing (an editor crash
 or a bad sync is likelier than a wish to forget everything): reported.
 Lines removed from a daily file are not removed from SQLite.
+
+A drastic shrink is held: a save that removes at least :data:`SHRINK_MIN`
+facts, more than half of those imported from the file, and adds fewer than
+it removes (a file cut short by an editor crash, or by ``> MEMORY.md`` and a
+partial write; a rewrite in other words is not a shrink) imports nothing,
+archives nothing, is logged, recorded in the ledger entry (``held``, which
+``myclaw doctor`` reports) and in :attr:`MigrationReport.held`. Put back,
+the file imports as usual; left byte for byte as it is for
+:data:`SHRINK_HOLD`, the removal is taken as meant and done then (each
+archived entry restorable from the memory page, as for any removed line).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Collection
+import time
+from collections.abc import Callable, Collection
 from dataclasses import asdict, dataclass, field
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import aiosqlite
 import structlog
 
+from .clock import format_ts, parse_ts
 from .engine import MemoryEngine, MemoryNotFound, content_hash
 from .filestore import (
     LONG_TERM,
@@ -68,7 +84,7 @@ from .tokens import estimate_tokens
 from .changelog import write_log
 from .types import GLOBAL_OWNER, Category, NewMemory, Provenance, Source, Status
 
-__all__ = ["MigrationReport", "carry_ledger", "discover", "memory_files", "migrate_files"]
+__all__ = ["RACY_NS", "SHRINK_HOLD", "SHRINK_MIN", "MigrationReport", "carry_ledger", "discover", "is_racy", "memory_files", "migrate_files"]
 
 # Lazy: a logger bound at import would ignore configure_logging (and its redaction).
 log = structlog.get_logger(component="memory")
@@ -78,6 +94,24 @@ _LEDGER_PREFIX = "migrated:"
 # a busy year is megabytes, and one event of it would be a prompt no memory
 # model takes, so the daily compression would fail on that day for ever.
 EVENT_MAX_TOKENS = 2000
+# A file whose mtime is within this of the moment it was looked at may be
+# saved again without its mtime moving: 2 s is FAT's timestamp step, the
+# coarsest in use; others (ext4, APFS) are finer but stamp from a clock
+# that lags by a scheduler tick.
+RACY_NS = 2_000_000_000
+# A drastic shrink of MEMORY.md is held (see the module docstring): at
+# least this many facts removed, more than half, fewer added...
+SHRINK_MIN = 3
+# ...until the file stayed so this long: time to notice a damaged file,
+# and not so long that a deliberate cut lingers in every prompt for days.
+SHRINK_HOLD = timedelta(hours=1)
+
+
+def is_racy(mtime_ns: int, looked_ns: int) -> bool:
+    """Whether a stat taken at ``looked_ns`` (wall clock) with this mtime
+    cannot tell a later save in the same tick from no save (git's "racily
+    clean"). An mtime in the future (a clock ahead) is racy too."""
+    return mtime_ns >= looked_ns - RACY_NS
 
 
 @dataclass
@@ -92,6 +126,7 @@ class MigrationReport:
     files_unchanged: int = 0
     owners: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
+    held: dict[str, str] = field(default_factory=dict)  # MEMORY.md path -> when its held removal is done
 
     @property
     def changed(self) -> bool:
@@ -208,11 +243,17 @@ def memory_files(root: Path) -> list[MemoryFile]:
 
 
 async def migrate_files(
-    workspace: Path | str, engine: MemoryEngine, *, only: Collection[Path] | None = None
+    workspace: Path | str,
+    engine: MemoryEngine,
+    *,
+    only: Collection[Path] | None = None,
+    wall_ns: Callable[[], int] = time.time_ns,
 ) -> MigrationReport:
     """Import ``<workspace>/memory`` into ``engine``; safe to run any number of times.
     ``only``: just these files (memory/filesync.py's changed ones); the
-    directories' problems are then left to the full runs that report them."""
+    directories' problems are then left to the full runs that report them.
+    ``wall_ns``: the wall clock the filesystem stamps mtimes by (not the
+    engine's clock, which tests and replays set), for :func:`is_racy`."""
     root = Path(workspace) / "memory"
     report = MigrationReport()
     sources, problems = discover(root)
@@ -236,8 +277,14 @@ async def migrate_files(
             report.files_seen += 1
             key = _ledger_key(f)
             entry = ledger.get(key)
+            looked = wall_ns()  # before the stat: a save after it must count as racy
             st = f.path.stat()
-            if entry and entry.get("size") == st.st_size and entry.get("mtime_ns") == st.st_mtime_ns:
+            if (
+                entry
+                and entry.get("size") == st.st_size
+                and entry.get("mtime_ns") == st.st_mtime_ns
+                and not entry.get("racy")
+            ):
                 report.files_unchanged += 1
                 continue
             data = f.path.read_bytes()
@@ -246,11 +293,17 @@ async def migrate_files(
                 # No ledger entry: once saved as UTF-8, the next run imports it.
                 report.problems.append(f"{_ref(root, f)}: {why}; skipped (save it as UTF-8 and migrate again)")
                 continue
-            stamp = {"size": len(data), "sha256": _sha(data), "mtime_ns": st.st_mtime_ns}
+            stamp: dict[str, Any] = {"size": len(data), "sha256": _sha(data), "mtime_ns": st.st_mtime_ns}
+            if is_racy(st.st_mtime_ns, looked):
+                stamp["racy"] = True
             if entry and entry.get("sha256") == stamp["sha256"]:
                 report.files_unchanged += 1  # touched, not changed: remember the new mtime
-                async with engine.db.transaction() as conn:
-                    await _save_ledger(conn, key, {**entry, **stamp})
+                if "held" in entry:
+                    log.info("memory file put back; its held removal is dropped", file=_ref(root, f))
+                kept = {k: v for k, v in entry.items() if k not in ("racy", "held")} | stamp
+                if kept != entry:
+                    async with engine.db.transaction() as conn:
+                        await _save_ledger(conn, key, kept)
             elif f.day is None:
                 await _long_term(engine, root, f, data, stamp, entry, report)
             else:
@@ -258,7 +311,7 @@ async def migrate_files(
     if wanted is None:
         report.problems[:0] = problems
     for p in report.problems:
-        log.warning("migration skipped a file or directory", problem=p)
+        log.warning("migration left a file or directory out", problem=p)
     if report.changed:
         log.info(
             "files migrated",
@@ -286,6 +339,14 @@ async def _long_term(
     if removed and not mds:
         report.problems.append(f"{_ref(root, f)}: holds no facts now; nothing archived (myclaw memory delete does that)")
         removed = set()
+    added = sum(1 for md in mds if content_hash(md.text) not in known)
+    if (
+        len(removed) >= SHRINK_MIN
+        and 2 * len(removed) > len(known)
+        and added < len(removed)
+        and await _held(engine, root, f, stamp, entry or {}, len(removed), len(known), report)
+    ):
+        return
     known -= removed  # a line written back later is imported again
     for md in mds:
         fact = md.text
@@ -307,6 +368,44 @@ async def _long_term(
             await engine.add(m, conn=conn)
         await _save_ledger(conn, _ledger_key(f), {**stamp, "lines": sorted(known)})
     report.memories_added += len(new)
+
+
+async def _held(
+    engine: MemoryEngine,
+    root: Path,
+    f: MemoryFile,
+    stamp: dict[str, Any],
+    entry: dict[str, Any],
+    removed: int,
+    facts: int,
+    report: MigrationReport,
+) -> bool:
+    """Whether this drastic shrink of ``f`` waits (see the module
+    docstring); records the hold when it is new. The ledger keeps the
+    stamp of the last import, so each later run reads the file again."""
+    ref = _ref(root, f)
+    now = engine.clock.now()
+    held = entry.get("held")
+    if isinstance(held, dict) and held.get("sha256") == stamp["sha256"]:
+        since = parse_ts(str(held.get("since")))
+    else:
+        since = now
+        held = {"sha256": stamp["sha256"], "since": format_ts(now), "removed": removed, "facts": facts,
+                "file": ref}
+        async with engine.db.transaction() as conn:
+            await _save_ledger(conn, _ledger_key(f), {**entry, "held": held})
+        log.warning("memory file lost most of its facts in one save; held, nothing archived", file=ref,
+                    removed=removed, facts=facts, until=format_ts(now + SHRINK_HOLD))
+    due = since + SHRINK_HOLD
+    if now >= due:
+        log.info("held removal left in place; done", file=ref, removed=removed)
+        return False
+    report.held[ref] = format_ts(due)
+    report.problems.append(
+        f"{ref}: a save removed {removed} of its {facts} facts; held, nothing archived: put the lines back, "
+        f"or leave the file as it is and they are archived at {format_ts(due)}"
+    )
+    return True
 
 
 async def _archive_removed(

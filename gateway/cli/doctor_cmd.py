@@ -22,6 +22,7 @@ before it is printed: an endpoint's error text cannot leak a key either.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import re
 import shutil
@@ -350,6 +351,40 @@ def inspect_vectors(path: Path, model: str | None, dimension: int | None) -> Che
                                                      "other": other})
 
 
+def inspect_held_files(path: Path) -> Check | None:
+    """MEMORY.md saves whose import is held (memory/migrate.py: most facts
+    gone in one save), from the import ledger; read-only, counts and file
+    names only. ``None`` when there are none."""
+    if not path.is_file():
+        return None
+    live = Path(f"{path}-wal").exists() and Path(f"{path}-shm").exists()
+    uri = path.absolute().as_uri() + ("?mode=ro" if live else "?mode=ro&immutable=1")
+    try:
+        with closing(sqlite3.connect(uri, uri=True, timeout=2.0)) as conn:
+            rows = conn.execute("SELECT value FROM meta WHERE key >= 'migrated:' AND key < 'migrated;' "
+                                "AND value LIKE '%\"held\"%'").fetchall()
+    except sqlite3.DatabaseError:  # damage: memory.db's own check says
+        return None
+    held: list[dict[str, Any]] = []
+    for (value,) in rows:
+        try:
+            h = json.loads(value).get("held")
+        except (ValueError, AttributeError):
+            continue
+        if isinstance(h, dict):
+            held.append({k: h.get(k) for k in ("file", "removed", "facts", "since")})
+    if not held:
+        return None
+    from memory.migrate import SHRINK_HOLD
+
+    said = "; ".join(f"{h['file']} lost {h['removed']} of {h['facts']} facts in one save at {h['since']}" for h in held)
+    return Check("memory files", "warning", f"import held, nothing archived: {said}",
+                 "if the file was damaged, put its lines back (an editor's backup, `git`); if the lines were "
+                 "removed on purpose, leave it: they are archived "
+                 f"{SHRINK_HOLD.total_seconds() / 60:g} minutes after the save (restorable from the memory page)",
+                 {"held": held})
+
+
 def _writable_dir(report: Report, name: str, d: Path) -> None:
     existing = d
     while not existing.exists() and existing != existing.parent:
@@ -383,6 +418,8 @@ def _data_checks(report: Report, cfg: Config | None, paths: Paths) -> None:
                                       e.dimensions)
             if vectors is not None:
                 report.checks.append(vectors)
+            if (held := inspect_held_files(f.path)) is not None:
+                report.checks.append(held)
     report.checks.append(_check_permissions(files))
 
 

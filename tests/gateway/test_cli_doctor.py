@@ -748,6 +748,35 @@ def test_lines_set_aside_are_a_warning_with_the_retry_to_run(home: Path, fakes: 
     assert c["data"] == {"lines": 2, "users": 2}
 
 
+def test_a_held_memory_md_save_is_a_warning_with_what_to_do(home: Path, fakes: Fakes) -> None:
+    """A MEMORY.md cut to a fraction in one save is held (memory/migrate.py);
+    the operator learns it here: which file, how many facts, never their words."""
+    from memory.migrate import migrate_files
+
+    write_config(home, healthy_config(fakes))
+    make_data_files(home)
+    mem = home / "ws" / "memory" / "MEMORY.md"
+    mem.parent.mkdir(parents=True)
+
+    async def run_migrate(text: str) -> None:
+        mem.write_text(text)
+        engine = await MemoryEngine.open(home / "data" / "memory.db", ManualClock("2026-03-01T12:00:00Z"))
+        try:
+            await migrate_files(home / "ws", engine)
+        finally:
+            await engine.close()
+
+    asyncio.run(run_migrate("".join(f"- secret fact {i}\n" for i in range(10))))
+    assert "memory files" not in checks(doctor("--offline", "--json"))
+    asyncio.run(run_migrate("- secret fact 0\n- secret fact 1\n"))
+    r = doctor("--offline")
+    assert r.exit_code == 0 and line(r, "memory files").startswith("warning "), r.output
+    assert "MEMORY.md lost 8 of 10 facts in one save at 2026-03-01T12:00:00Z" in line(r, "memory files")
+    assert "put its lines back" in r.output and "secret" not in r.output
+    c = checks(doctor("--offline", "--json"))["memory files"]
+    assert c["data"] == {"held": [{"file": "MEMORY.md", "removed": 8, "facts": 10, "since": "2026-03-01T12:00:00Z"}]}
+
+
 def test_memory_vectors_say_how_far_the_embedding_got(home: Path, fakes: Fakes) -> None:
     """An operator who turns hybrid recall on for a gateway with thousands
     of memories sees how many are embedded yet, with which model."""

@@ -79,8 +79,8 @@ async def test_remember_appends_once_and_replaces_atomically(files: FileMemory) 
     assert path.read_text().splitlines() == [
         "# Long-term memory",
         "",
-        "- Alice drinks oat-milk flat whites",
-        "- Alice's cat is called Miso",
+        "- Alice drinks oat-milk flat whites <!-- 2026-03-01 -->",  # each line's own day
+        "- Alice's cat is called Miso <!-- 2026-03-01 -->",
     ]
     assert a.id == b.id and b.content == "Alice drinks oat-milk flat whites" and "MEMORY.md" in a.citation()
     assert sorted(p.name for p in path.parent.iterdir()) == [".owner", "MEMORY.md"]  # no temp files left
@@ -259,7 +259,7 @@ async def test_forget_overwrites_the_old_file_on_disk(files: FileMemory) -> None
         await files.forget("alice", [pin.ref])
         before.seek(0)
         assert before.read() == b"\0" * size
-    assert path.read_text() == "# Long-term memory\n\n- Alice likes jazz\n"
+    assert path.read_text() == "# Long-term memory\n\n- Alice likes jazz <!-- 2026-03-01 -->\n"
 
 
 async def test_forget_all_removes_the_users_folder_and_zeroes_its_files(files: FileMemory) -> None:
@@ -332,7 +332,7 @@ async def test_a_recall_erases_memory_md_lines_repeating_its_words_of_its_owner_
     done = await files.retract("feishu", "oc_alice", "7", owner="alice", text=secret)
     assert done.buffered_lines == 1 and [h.content for h in done.erased] == [secret]
     assert (files.user_dir("alice") / "MEMORY.md").read_text() == (
-        "# Long-term memory\n\n- Alice's door code is 8264\n- Alice likes jazz\n"
+        "# Long-term memory\n\n- Alice's door code is 8264 <!-- 2026-03-01 -->\n- Alice likes jazz <!-- 2026-03-01 -->\n"
     )
     assert not (files.user_dir("alice") / "2026-02-28.md").exists()  # nothing else that day: the file goes
     assert on_disk(files.user_dir("alice"), "please keep it") == 0
@@ -438,7 +438,7 @@ async def test_a_users_folder_moves_into_another_and_a_crash_midway_adds_nothing
     assert not files.user_dir(handle).exists()
 
     long_term = (files.user_dir(user) / "MEMORY.md").read_text()
-    assert long_term.count("- ") == 2 and "Alice's dinghy is red" in long_term
+    assert long_term.count("\n- ") == 2 and "- Alice's dinghy is red <!-- 2026-03-01 -->\n" in long_term
     log = (files.user_dir(user) / "2026-03-01.md").read_text()
     # the handle's two and alice's: the same words said three times, kept three times
     assert log.count("user: ok") == 3 and log.count("line one\n  line two") == 1
@@ -533,3 +533,53 @@ async def test_a_hand_saved_line_not_in_utf8_keeps_its_bytes_when_the_bot_writes
                               before="my flat is on Rue de Buci") == "replaced"
     raw = day.read_bytes()
     assert "caf\xe9 cr\xe8me".encode("latin-1") in raw and b"Rue Jacob" in raw and b"Buci" not in raw
+
+
+async def test_each_memory_md_line_keeps_the_day_it_was_saved(files: FileMemory, clock: ManualClock) -> None:
+    """Not the file's mtime for every line: each fact the store saves ends
+    with its day as a Markdown comment, which search, the overview and the
+    export date it by."""
+    clock.set("2026-03-01T10:00:00Z")
+    await files.remember("alice", "Alice keeps bees", provenance=P)
+    clock.set("2026-03-05T10:00:00Z")
+    await files.remember("alice", "Alice moved to Suzhou", provenance=P)
+    again = await files.remember("alice", "alice keeps BEES", provenance=P)  # already there: its own day
+    assert again.date == "2026-03-01"
+    path = files.user_dir("alice") / "MEMORY.md"
+    assert path.read_text().splitlines()[2:] == [
+        "- Alice keeps bees <!-- 2026-03-01 -->",
+        "- Alice moved to Suzhou <!-- 2026-03-05 -->",
+    ]
+    assert [(h.content, h.date) for h in await files.search("alice", "bees Suzhou")] == [
+        ("Alice moved to Suzhou", "2026-03-05"), ("Alice keeps bees", "2026-03-01")]
+    data = await files.owner_data("alice")
+    assert sorted((m.content, m.created_at) for m in data.memories) == [
+        ("Alice keeps bees", "2026-03-01"), ("Alice moved to Suzhou", "2026-03-05")]
+    assert "<!--" not in await files.profile("alice")
+
+
+async def test_lines_without_a_date_are_dated_by_the_file_and_hand_edits_of_dates_count(
+    files: FileMemory, clock: ManualClock
+) -> None:
+    """A MEMORY.md written before (or by hand) has no dates: its lines take
+    the file's mtime, as always, and keep their words and ids when a date
+    is added or removed by hand; a new fact gets its date, the old lines
+    are left as written."""
+    import os
+
+    path = files.user_dir("alice") / "MEMORY.md"
+    path.parent.mkdir(parents=True)
+    path.write_text("# Alice\n\n- Alice keeps bees\n")
+    t = datetime(2026, 2, 20, 12, tzinfo=UTC).timestamp()
+    os.utime(path, (t, t))
+    [old] = await files.search("alice", "bees")
+    assert (old.content, old.date) == ("Alice keeps bees", "2026-02-20")
+    path.write_text("# Alice\n\n- Alice keeps bees <!-- 2025-06-01 -->\n")  # dated by hand
+    [dated] = await files.search("alice", "bees")
+    assert (dated.content, dated.date, dated.ref) == ("Alice keeps bees", "2025-06-01", old.ref)
+    clock.set("2026-03-05T10:00:00Z")
+    await files.remember("alice", "Alice moved to Suzhou", provenance=P)
+    assert path.read_text() == "# Alice\n\n- Alice keeps bees <!-- 2025-06-01 -->\n- Alice moved to Suzhou <!-- 2026-03-05 -->\n"
+    done = await files.forget("alice", [dated.ref])
+    assert done.texts == ["Alice keeps bees"]
+    assert path.read_text() == "# Alice\n\n- Alice moved to Suzhou <!-- 2026-03-05 -->\n"

@@ -16,7 +16,7 @@ from memory.backend import Turn
 from memory.filestore import FileMemory
 from memory.filesync import FILE_SYNC_LEASE, FileSync
 from memory.lease import Leases
-from memory.migrate import migrate_files
+from memory.migrate import SHRINK_HOLD, migrate_files
 
 P = Provenance(channel="telegram", chat_id="1")
 _tick = itertools.count(1)
@@ -97,6 +97,58 @@ async def test_an_emptied_file_archives_nothing(tmp_path: Path, engine: MemoryEn
     assert await active(engine) == ["Prefers tea", "Works on atlas"] and await archived(engine) == []
 
 
+TEN = "".join(f"- Fact number {i} about the user\n" for i in range(10))
+
+
+async def test_a_file_cut_to_a_fraction_is_held_not_archived(tmp_path: Path, engine: MemoryEngine) -> None:
+    """An editor crash or ``> MEMORY.md`` and a partial write leaves a few
+    lines of many: most facts gone in one save is held (nothing archived,
+    nothing added), logged, and said in the ledger the doctor reads."""
+    mem, sync = await started(tmp_path, engine, TEN)
+    write(mem, TEN[:100])  # three whole lines and part of a fourth
+    await settle(sync)
+    assert len(await active(engine)) == 10 and await archived(engine) == []
+    rows = await engine.db.fetchall("SELECT value FROM meta WHERE value LIKE '%held%'")
+    assert len(rows) == 1 and '"removed":7' in rows[0][0]
+    write(mem, TEN)  # restored from the editor's backup: nothing archived, nothing doubled
+    await settle(sync)
+    assert len(await active(engine)) == 10 and await archived(engine) == []
+    assert await engine.db.fetchall("SELECT value FROM meta WHERE value LIKE '%held%'") == []
+
+
+async def test_a_large_delete_left_in_place_is_done_after_the_hold(
+    tmp_path: Path, engine: MemoryEngine, clock: ManualClock
+) -> None:
+    """A deliberate large delete still happens: once the file stayed as it
+    is for SHRINK_HOLD, the removed lines archive their entries (restorable
+    from the memory page, as any removed line)."""
+    mem, sync = await started(tmp_path, engine, TEN)
+    kept = "- Fact number 0 about the user\n- Fact number 1 about the user\n"
+    write(mem, kept)
+    await settle(sync)
+    assert len(await active(engine)) == 10
+    clock.advance(SHRINK_HOLD / 2)
+    await settle(sync)
+    assert len(await active(engine)) == 10  # not yet
+    clock.advance(SHRINK_HOLD / 2)
+    await settle(sync)
+    assert await active(engine) == ["Fact number 0 about the user", "Fact number 1 about the user"]
+    assert len(await archived(engine)) == 8
+    log = await engine.db.fetchall("SELECT action FROM memory_log WHERE job = 'migration'")
+    assert [r[0] for r in log] == ["file_removed"] * 8
+
+
+async def test_a_rewrite_or_a_small_delete_is_not_held(tmp_path: Path, engine: MemoryEngine) -> None:
+    """Only a shrink is held: every line reworded, or two of ten removed, is imported at once."""
+    mem, sync = await started(tmp_path, engine, TEN)
+    write(mem, TEN.replace("about the user", "about Alice"))
+    await settle(sync)
+    assert len(await archived(engine)) == 10 and all("Alice" in f for f in await active(engine))
+    write(mem, TEN.replace("about the user", "about Alice").replace("- Fact number 3 about Alice\n", ""))
+    await settle(sync)
+    assert len(await active(engine)) == 9
+
+
 async def test_a_file_still_being_written_waits_for_the_next_poll(tmp_path: Path, engine: MemoryEngine) -> None:
     """Half a save read mid-write would archive the lines not written yet
     (and import them again a moment later): a change is imported only once
@@ -110,6 +162,33 @@ async def test_a_file_still_being_written_waits_for_the_next_poll(tmp_path: Path
     await asyncio.wait_for(sync.poll(), 10)
     assert await active(engine) == ["Lives in Lisbon", "Prefers tea", "Works on atlas"]
     assert await archived(engine) == []
+
+
+async def test_two_saves_in_one_timestamp_tick_are_both_imported(tmp_path: Path, engine: MemoryEngine) -> None:
+    """Two saves of the same size within one filesystem tick (1-2 s on some
+    filesystems) leave the same stat; a file whose mtime is that close to
+    the poll that saw it has its content compared at the next poll (git's
+    racy clean), so the second save is imported too."""
+    mem = tmp_path / "memory" / "MEMORY.md"
+    t = 1_800_000_000_000_000_000
+
+    def save(text: str) -> None:
+        mem.parent.mkdir(parents=True, exist_ok=True)
+        mem.write_text(text, encoding="utf-8")
+        os.utime(mem, ns=(t, t))
+
+    save("- Prefers tea\n")
+    wall = [t + 300_000_000]
+    sync = FileSync(tmp_path, engine, wall_ns=lambda: wall[0])
+    await settle(sync)
+    assert await active(engine) == ["Prefers tea"]
+    save("- Prefers rum\n")  # same size, same mtime
+    await settle(sync)
+    assert await active(engine) == ["Prefers rum"] and await archived(engine) == ["Prefers tea"]
+    wall[0] = t + 60_000_000_000  # long after: the stamp is trusted again, nothing imported twice
+    await settle(sync)
+    assert await asyncio.wait_for(sync.poll(), 10) is None
+    assert await active(engine) == ["Prefers rum"]
 
 
 async def test_a_daily_file_edit_and_growth(tmp_path: Path, engine: MemoryEngine) -> None:

@@ -72,3 +72,31 @@ def test_render_reads_back_as_the_same_fact() -> None:
 def test_hostile_text_never_raises() -> None:
     for md in ("```", "<!--", "|\n|-|", "-", ">", "  - \n    ```\n", "\x00\ud800# x", "|---|\n|---|"):
         facts(md)
+
+
+def test_a_trailing_date_comment_dates_the_fact_and_is_not_part_of_it() -> None:
+    """The file store dates each line with ``<!-- YYYY-MM-DD -->`` at its
+    end: a comment Markdown shows as nothing and a reader can skip, edit
+    or delete. Only a real date there counts; a line without one has none."""
+    md = (
+        "- Prefers tea <!-- 2026-03-01 -->\n"
+        "- Works on atlas,\n  due in May <!--2026-02-10-->\n"
+        "- No date here\n"
+        "- Not a date <!-- 2026-02-30 -->\n"
+        "<!-- 2026-03-02 -->\n"
+        "```html\n<b>x</b> <!-- 2026-01-01 -->\n```\n"
+    )
+    assert [(f.text, f.day) for f in facts(md)] == [
+        ("Prefers tea", "2026-03-01"),
+        ("Works on atlas, due in May", "2026-02-10"),
+        ("No date here", ""),
+        ("Not a date <!-- 2026-02-30 -->", ""),
+        ("```html\n<b>x</b> <!-- 2026-01-01 -->\n```", ""),  # code is kept as written
+    ]
+    assert facts(md)[0].lines == ("Prefers tea",)  # as an import of the undated line saw it
+
+
+def test_render_with_a_day_reads_back_with_it() -> None:
+    assert render("Prefers tea", "2026-03-01") == "- Prefers tea <!-- 2026-03-01 -->"
+    assert [(f.text, f.day) for f in facts(render("Prefers tea", "2026-03-01"))] == [("Prefers tea", "2026-03-01")]
+    assert render("Prefers tea") == "- Prefers tea"

@@ -15,6 +15,7 @@ from memory.service import SqliteMemory
 from memory.tokens import estimate_tokens
 
 P = Provenance(channel="telegram", chat_id="1")
+SECOND = 1_000_000_000
 
 
 def turn(owner: str, content: str, at: str) -> Turn:
@@ -129,15 +130,41 @@ async def test_unowned_or_mismatched_user_dirs_are_skipped(tmp_path: Path, engin
 
 
 async def test_unchanged_run_reads_no_file(tmp_path: Path, engine: MemoryEngine) -> None:
+    """Files saved well before the import are trusted by size and mtime."""
     legacy_workspace(tmp_path)
-    await migrate_files(tmp_path, engine)
     mem = tmp_path / "memory" / "MEMORY.md"
-    # Same size and mtime but other bytes: only a run that reads would notice.
     st = mem.stat()
+    later = st.st_mtime_ns + 60 * SECOND
+    await migrate_files(tmp_path, engine, wall_ns=lambda: later)
+    # Same size and mtime but other bytes: only a run that reads would notice.
     mem.write_text(mem.read_text().replace("atlas", "ATLAS"))
     os.utime(mem, ns=(st.st_atime_ns, st.st_mtime_ns))
-    r = await migrate_files(tmp_path, engine)
+    r = await migrate_files(tmp_path, engine, wall_ns=lambda: later)
     assert not r.changed and r.files_unchanged == 3
+
+
+def save(path: Path, text: str, mtime_ns: int) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    os.utime(path, ns=(mtime_ns, mtime_ns))
+
+
+async def test_a_save_in_the_tick_of_the_import_is_read_again(tmp_path: Path, engine: MemoryEngine) -> None:
+    """Git's racy clean: a file whose mtime is about the time it was
+    imported may change again within the same filesystem tick, keeping its
+    size and mtime; the next run compares its content, not its stamp."""
+    mem = tmp_path / "memory" / "MEMORY.md"
+    t = 1_800_000_000 * SECOND
+    save(mem, "- Prefers tea\n", t)
+    await migrate_files(tmp_path, engine, wall_ns=lambda: t + SECOND // 2)
+    save(mem, "- Prefers rum\n", t)  # same size, same timestamp
+    r = await migrate_files(tmp_path, engine, wall_ns=lambda: t + SECOND)
+    assert (r.memories_added, r.memories_archived) == (1, 1)
+    assert [m.content for m in await engine.list_memories("_global")] == ["Prefers rum"]
+    # Read once more well after the save, then trusted by its stamp again.
+    assert not (await migrate_files(tmp_path, engine, wall_ns=lambda: t + 60 * SECOND)).changed
+    save(mem, "- Prefers gin\n", t)  # only a tool that sets mtimes (touch -d, rsync -t) does this
+    assert not (await migrate_files(tmp_path, engine, wall_ns=lambda: t + 61 * SECOND)).changed
 
 
 async def test_missing_workspace_is_an_empty_report(tmp_path: Path, engine: MemoryEngine) -> None:
@@ -322,3 +349,37 @@ async def test_an_emptied_memory_md_archives_nothing(tmp_path: Path, engine: Mem
     r = await migrate_files(tmp_path, engine)
     assert r.memories_archived == 0 and any("MEMORY.md" in p for p in r.problems)
     assert len(await engine.list_memories("_global")) == 2
+
+
+async def test_a_drastic_shrink_is_held_and_said(tmp_path: Path, engine: MemoryEngine, clock: ManualClock) -> None:
+    """``myclaw memory migrate`` (and the start-up import) after most of
+    MEMORY.md went in one save: nothing archived, the file and the time the
+    removal will be done named; run again after SHRINK_HOLD, it is done."""
+    from memory.clock import format_ts
+    from memory.migrate import SHRINK_HOLD
+
+    mem = tmp_path / "memory" / "MEMORY.md"
+    save(mem, "".join(f"- Fact {i} of the user\n" for i in range(6)), 1)
+    await migrate_files(tmp_path, engine)
+    save(mem, "- Fact 0 of the user\n- Fact 1 of the user\n", 2)
+    r = await migrate_files(tmp_path, engine)
+    assert not r.changed and r.held == {"MEMORY.md": format_ts(clock.now() + SHRINK_HOLD)}
+    assert any("MEMORY.md: a save removed 4 of its 6 facts; held" in p for p in r.problems)
+    assert (await migrate_files(tmp_path, engine)).held  # still held; the same file is no new hold
+    clock.advance(SHRINK_HOLD)
+    r = await migrate_files(tmp_path, engine)
+    assert r.memories_archived == 4 and not r.held and not r.problems
+    assert not (await migrate_files(tmp_path, engine)).changed
+
+
+async def test_date_comments_are_not_part_of_the_imported_facts(tmp_path: Path, engine: MemoryEngine) -> None:
+    """The file store's ``<!-- YYYY-MM-DD -->`` line dates stay out of the
+    memories; a line imported before it had one (or after its date was
+    deleted by hand) is the same fact, neither imported again nor archived."""
+    mem = tmp_path / "memory" / "MEMORY.md"
+    save(mem, "- Prefers tea\n- Lives in Lisbon <!-- 2026-02-01 -->\n", 1)
+    await migrate_files(tmp_path, engine)
+    assert sorted(m.content for m in await engine.list_memories("_global")) == ["Lives in Lisbon", "Prefers tea"]
+    save(mem, "- Prefers tea <!-- 2026-03-01 -->\n- Lives in Lisbon\n", 2)
+    r = await migrate_files(tmp_path, engine)
+    assert not r.changed and r.memories_skipped == 2
