@@ -197,6 +197,13 @@ class Inbox:
         self._dropping.add(task)
         task.add_done_callback(self._dropped)
 
+    async def answered(self, msg: InboundMessage) -> None:
+        """``msg`` is answered and no Tier 0 row says so (its writes
+        failed): its row goes now, before the answer is sent, or the next
+        start would answer it again. Raises when the delete fails."""
+        if kept(msg):
+            await self._drops.write([(msg.channel, msg.chat_id, msg.message_id)])
+
     def _dropped(self, task: asyncio.Task[list[Any]]) -> None:
         self._dropping.discard(task)
         if not task.cancelled() and (exc := task.exception()) is not None:

@@ -59,6 +59,7 @@ from .resume import TurnContext
 from .revisions import Revisions
 from .sessions import APOLOGISED, SessionStore, StoredMessage
 from .inbox import Inbox
+from .inbox import kept as held_in_inbox
 from .incognito import Incognito
 from .timezones import UserTimezones
 from .tools import ToolContext
@@ -249,7 +250,8 @@ class TurnNotSaved(Exception):
     """The user's message could not be written to Tier 0 (gateway.db's write
     lock held by another process past the wait, or its disk full): the
     answer was made but is not sent, as nothing would remember it; the user
-    is told to try again. ``full``: the disk was, so "busy" would not be true."""
+    is told to try again. Not raised for a message the durable inbox holds:
+    that one is answered (:meth:`ProcessLoop._held`). ``full``: the disk was, so "busy" would not be true."""
 
     def __init__(self, cause: BaseException) -> None:
         super().__init__(repr(cause))
@@ -847,11 +849,21 @@ class ProcessLoop:
             user_write = self._save(msg, "user", msg.text, user, sender_id="cron", message_id=msg.message_id,
                                     buffered=True)
             await asyncio.wait([user_write])
+        user_row: StoredMessage | None = None
         try:
-            user_row = user_write.result()  # a failed write fails the message: not sent, the user told why
+            user_row = user_write.result()
         except Exception as exc:
-            raise TurnNotSaved(exc) from exc
-        if self._not_saved:
+            if not self._held(item):  # nothing else keeps it: not sent, the user told why
+                raise TurnNotSaved(exc) from exc
+            # The inbox keeps it, so it is answered; it is missing from the
+            # chat's history and from memory (one error, then a count).
+            self._not_saved += 1
+            (log.error if self._not_saved == 1 else log.info)(
+                "message not saved in the chat's history; answered all the same (the inbox holds it), "
+                "not learnt from; later ones are counted until one is saved",
+                chat=key, full=_disk_full(exc), error=repr(exc),
+            )
+        if user_row is not None and self._not_saved:
             log.warning("messages are saved again", not_saved=self._not_saved)
             self._not_saved = 0
         # A turn in which memory was erased at the user's request is not
@@ -860,24 +872,25 @@ class ProcessLoop:
         # request itself says the fact ("forget that my cat is called Miso"),
         # so the next extraction wrote it again. Whatever else the message
         # said is lost to memory with it: forgetting errs on forgetting.
-        learn = not job and not reply.forgot and not quiet
+        # A reply whose question is not in Tier 0 is not learnt from alone.
+        learn = not job and not reply.forgot and not quiet and user_row is not None
         reply_write: asyncio.Task[StoredMessage] | None = None
         if reply.ok:  # an apology is not part of the conversation
             # Written before the reply is sent: a stop in between must not
             # leave a reply out with no row saying so, or the next start
             # would answer the message again (gateway/resume.py). A failed
             # write still sends the reply (_buffer logs it).
-            reply_write = self._save(
-                msg, "assistant", reply.text, user, message_id=user_row.message_id, buffered=not learn
-            )
+            reply_write = self._save(msg, "assistant", reply.text, user, message_id=msg.message_id, buffered=not learn)
             await asyncio.wait([reply_write])
             if reply_write.exception() is not None and msg.message_id:
                 # No row says it was answered (a full disk takes no insert):
                 # the user row is marked so, an update, which it may still take.
-                await self._mark_answered(msg)
+                await self._mark_answered(msg, item, saved=user_row is not None)
         else:
             self.stats.failed += 1
             await self._mark_apologised(msg)
+            if user_row is None:
+                await self._mark_answered(msg, item, saved=False)
         await self._reply(msg, reply.text, user, drafts=drafts)
         total_ms = (time.perf_counter() - started) * 1000
         self.stats.added_ms.append(max(0.0, total_ms - reply.llm_ms))
@@ -897,10 +910,11 @@ class ProcessLoop:
                 llm_ms=round(reply.llm_ms, 2),
                 total_ms=round(total_ms, 2),
             )
-        if reply.images_unseen and msg.images:  # after the reply: it does not wait for this write
+        if reply.images_unseen and msg.images and user_row is not None:  # after the reply: it does not wait for this write
             user_row = await self._mark_unseen(msg, user_row)
         # A resumed row was buffered by _settle before this turn began.
-        self._buffer_later(key, [user_row] if resumed is None else [], reply_write, learn=learn, group=msg.is_group)
+        self._buffer_later(key, [user_row] if resumed is None and user_row is not None else [], reply_write,
+                           learn=learn, group=msg.is_group)
         return reply.text
 
     async def _mark_unseen(self, msg: InboundMessage, row: StoredMessage) -> StoredMessage:
@@ -1074,12 +1088,21 @@ class ProcessLoop:
         except Exception as exc:  # the bus itself is gone; nothing more to do
             log.error("could not send the apology", chat=msg.session_key, error=repr(exc))
 
-    async def _mark_answered(self, msg: InboundMessage) -> None:
+    def _held(self, item: _Item) -> bool:
+        """Is ``item``'s message in the durable inbox until its turn ends
+        (a platform's message, written there before it was on the bus)?"""
+        return self.inbox is not None and item.user is None and item.resumed is None and held_in_inbox(item.msg)
+
+    async def _mark_answered(self, msg: InboundMessage, item: _Item, *, saved: bool = True) -> None:
         """The reply goes out but its row could not be written: its message
         is marked as :meth:`_mark_apologised` marks it, so a restart does not
-        answer it a second time."""
+        answer it a second time. Not ``saved`` (no user row to mark): its
+        inbox row, which the next start would answer, goes first instead."""
         try:
-            await self.sessions.mark_apologised(msg.session_key, msg.message_id)
+            if saved:
+                await self.sessions.mark_apologised(msg.session_key, msg.message_id)
+            elif self.inbox is not None and self._held(item):
+                await self.inbox.answered(item.msg)
         except Exception as exc:
             log.error("could not record that the message was answered; a restart may answer it again",
                       chat=msg.session_key, error=repr(exc))
