@@ -55,7 +55,7 @@ from .drafts import Drafts
 from .prompt import QUOTE_CHARS, PromptBuilder, Speaker, speaker_labels
 from .ratelimit import RateLimiter, limited_note
 from .recent_files import KeptFile, RecentFiles
-from .resume import TurnContext
+from .resume import Reread, TurnContext
 from .revisions import Revisions
 from .sessions import APOLOGISED, SessionStore, StoredMessage
 from .inbox import Inbox
@@ -306,6 +306,9 @@ class _Item:
     # A resumed message whose files or pictures are not to be had again:
     # answered with this note alone (gateway/resume.py lost_note).
     lost: str = ""
+    # A message the inbox kept, made whole again from its platform in its
+    # turn (its pictures, a member's name); ``lost`` if that fails.
+    again: Reread | None = None
     # Its user row is written (or being written): a stop now leaves a cut
     # turn the next start answers; before, the stop writes it (_park).
     saved: bool = False
@@ -410,14 +413,15 @@ class ProcessLoop:
         self.stats.received += 1
         self._enqueue(_Item(msg, time.perf_counter(), counted=False, resumed=row, lost=lost))
 
-    def redeliver(self, msg: InboundMessage, *, lost: str = "") -> None:
+    def redeliver(self, msg: InboundMessage, *, lost: str = "", again: Reread | None = None) -> None:
         """Answer ``msg``, kept in the inbox by a run that stopped before
         its turn began (gateway/resume.py), as if it came again: its turn
         writes its row; it starts with the resumed turns, behind any in its
         chat. With ``lost`` (its pictures or recording are gone), that note
-        alone answers it, in its turn: after the replies to those before it."""
+        alone answers it, in its turn: after the replies to those before it;
+        with ``again``, that reads them again first, the note only if it fails."""
         self.stats.received += 1
-        self._enqueue(_Item(msg, time.perf_counter(), counted=False, gated=True, lost=lost))
+        self._enqueue(_Item(msg, time.perf_counter(), counted=False, gated=True, lost=lost, again=again))
 
     def _enqueue(self, item: _Item) -> None:
         if self._closed:
@@ -635,6 +639,8 @@ class ProcessLoop:
             await self.revisions.apply(msg)
             self.stats.revised += 1
             return ""
+        if item.again is not None:
+            msg = await self._read_again(item)
         if item.lost and item.resumed is None:
             # Redelivered from the inbox without its pictures or recording
             # (never kept): asked for again, no row, no model call (its
@@ -1087,6 +1093,28 @@ class ProcessLoop:
             await self._reply(msg, text, owner, drafts=drafts)
         except Exception as exc:  # the bus itself is gone; nothing more to do
             log.error("could not send the apology", chat=msg.session_key, error=repr(exc))
+
+    async def _read_again(self, item: _Item) -> InboundMessage:
+        """``item``'s message made whole from its platform (``item.again``);
+        when that fails and its pictures or file are missing (``item.lost``),
+        its inbox row goes first: the note is its one answer."""
+        read, item.again = item.again, None
+        assert read is not None
+        msg = item.msg
+        try:
+            item.msg = await read()
+        except Exception as exc:  # not to be had (expired, deleted, too large now): asked for again
+            log.warning("message taken before a stop not read again from the platform; asked for again",
+                        chat=msg.session_key, message_id=msg.message_id, error=repr(exc))
+            if item.lost and self.inbox is not None:
+                try:
+                    await self.inbox.answered(msg)
+                except Exception as failed:
+                    log.error("could not record that the message was answered; a restart may answer it again",
+                              chat=msg.session_key, error=repr(failed))
+            return msg
+        item.lost = ""
+        return item.msg
 
     def _held(self, item: _Item) -> bool:
         """Is ``item``'s message in the durable inbox until its turn ends
