@@ -290,6 +290,7 @@ class FakeFeishu:
         self.contacts: dict[str, str] = {}  # open_id -> name, in the app's contact range
         self.contact_permission = True  # the app has contact:user.base:readonly
         self.contact_requests: list[str] = []  # open_ids asked for
+        self.contact_gate: asyncio.Event | None = None  # set: contact lookups wait for it (a slow directory)
         self.clock = clock  # for the uuid window
         self._by_uuid: dict[str, tuple[float, dict[str, Any]]] = {}  # uuid -> (when, the answer's data)
         self.deduplicated = 0  # sends answered from the uuid window
@@ -538,6 +539,8 @@ class FakeFeishu:
             return web.json_response({"code": 99992402, "msg": "field validation failed: user_id_type"}, status=400)
         uid = request.match_info["user_id"]
         self.contact_requests.append(uid)
+        if self.contact_gate is not None:
+            await self.contact_gate.wait()
         if not self.contact_permission:
             return web.json_response({"code": 99991672, "msg": "Access denied. One of the following scopes is "
                                       "required: [contact:user.base:readonly, contact:contact.base:readonly]."},

@@ -78,6 +78,35 @@ async def test_a_feishu_group_message_resumed_from_the_inbox_keeps_its_speakers_
     assert _names(tmp_path) == [(BOB, "Bob Chen"), (CAROL, "Carol Li")]
 
 
+async def test_a_group_message_killed_while_its_senders_name_was_looked_up_gets_it_after_the_restart(
+    tmp_path: Path, clock: ManualClock, feishu: FakeFeishu  # noqa: F811
+) -> None:
+    feishu.contacts[CAROL] = "Carol Li"
+    feishu.contact_gate = asyncio.Event()  # the directory is slow: the kill comes first
+    async with FakeOpenAI(api_key=KEY, responder=_echo) as llm:
+        g = Gateway(tmp_path, clock, feishu, llm)
+        try:
+            app = await g.start()
+            await g.push(feishu.message_event("@_user_1 and when is it due?", chat_id="oc_team", chat_type="group",
+                                              open_id=CAROL, mentions=[feishu.mention()]))
+            await until(lambda: CAROL in feishu.contact_requests, timeout=15)
+            assert app.inbox is not None and await app.inbox.count() == 1
+            _as_killed_now(tmp_path)
+            await g.stop(timeout=0.0)
+            _undo_since(tmp_path)
+            feishu.sent.clear()
+            feishu.contact_gate.set()
+            clock.advance(60)
+            app = await g.start()
+            await until(lambda: len(feishu.sent) == 1, timeout=15)
+            await g.settled()
+        finally:
+            await g.stop()
+    [carol] = llm.requests
+    assert _users(carol)[-1].endswith('<said by="Carol Li">\nand when is it due?\n</said>')
+    assert _names(tmp_path) == [(CAROL, "Carol Li")]
+
+
 # -- pictures and files read again -----------------------------------------------
 
 ALICE = "ou_alice0000000000000000000000000"
