@@ -143,6 +143,20 @@ def app_locale(domain: str) -> str:
     return "en"
 
 
+async def _to_the_end(work: Awaitable[T]) -> T:
+    """``work``, run to its end even when the caller is cancelled (a
+    stop: the gateway's senders are cancelled, then awaited), which then
+    goes on once it is done. One request and one row at most."""
+    task = asyncio.ensure_future(work)
+    try:
+        return await asyncio.shield(task)
+    except asyncio.CancelledError:
+        await asyncio.wait([task])
+        if not task.cancelled():
+            task.exception()  # its failure is the stop's to ignore, not an unread one
+        raise
+
+
 class _CutShort(Exception):
     """A download or quote read ended by the stop (``stop_receiving``)."""
 
@@ -839,6 +853,16 @@ class FeishuChannel(BaseChannel):
                           refused=sum(not w.deleted for w in done) - stopped)
         return done
 
+    async def _create_draft(self, msg: OutboundMessage, draft: Draft, content: str, msg_type: str) -> None:
+        """The message showing ``msg``'s drafts, sent, and its id kept."""
+        message_id = await self.api.send_one(
+            msg.chat_id, content, msg_type=msg_type, reply_to=msg.reply_to,
+            part_uuid=draft_uuid(msg.send_key), attempts=1,
+        )
+        self._recorder(msg)(message_id)
+        draft.message_id = message_id
+        await self._remember_draft(msg, draft)
+
     async def _remember_draft(self, msg: OutboundMessage, draft: Draft) -> None:
         """The first draft is out: keep its message id on disk until the
         reply is (best effort: without it, only a restart loses the draft)."""
@@ -1104,13 +1128,10 @@ class FeishuChannel(BaseChannel):
                     draft.edits += 1
                     await self.api.edit_message(draft.message_id, content, msg_type=msg_type, attempts=1)
                 else:
-                    message_id = await self.api.send_one(
-                        msg.chat_id, content, msg_type=msg_type, reply_to=msg.reply_to,
-                        part_uuid=draft_uuid(msg.send_key), attempts=1,
-                    )
-                    self._recorder(msg)(message_id)
-                    draft.message_id = message_id
-                    await self._remember_draft(msg, draft)
+                    # Sent and its id kept as one: a stop cutting in between
+                    # (found under load) left a draft in the chat that no row
+                    # named, so the next start could not withdraw it.
+                    await _to_the_end(self._create_draft(msg, draft, content, msg_type))
             except FeishuApiError as exc:
                 if not exc.retryable:
                     raise
