@@ -31,8 +31,15 @@ async def test_a_message_the_inbox_holds_is_answered_when_its_tier0_row_fails_an
             with sqlite3.connect(tmp_path / "data" / "gateway.db") as db:  # every Tier 0 row fails, for real
                 db.execute(f"CREATE TRIGGER full BEFORE INSERT ON session_messages {_FULL}")
             tg.push_text(42, 42, "is the launch on Thursday?")
-            await tg.wait_sent(1, timeout=15)
-            _as_killed_now(tmp_path)  # killed the moment the answer went out
+            killed: list[bool] = []
+
+            def answered_then_killed() -> bool:  # gateway.db as a kill finds it the moment the answer arrives
+                if tg.sent_count >= 1 and not killed:
+                    _as_killed_now(tmp_path)
+                    killed.append(True)
+                return bool(killed)
+
+            await tg.wait_until(answered_then_killed, timeout=15)
             await _quiet(app)
             await _crash(app)
         _undo_since(tmp_path)
