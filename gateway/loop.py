@@ -1104,8 +1104,8 @@ class ProcessLoop:
         try:
             item.msg = await read()
         except Exception as exc:  # not to be had (expired, deleted, too large now): asked for again
-            log.warning("message taken before a stop not read again from the platform; asked for again",
-                        chat=msg.session_key, message_id=msg.message_id, error=repr(exc))
+            log.warning("message taken before a stop not read again from the platform", chat=msg.session_key,
+                        message_id=msg.message_id, asked_again=bool(item.lost), error=repr(exc))
             if item.lost and self.inbox is not None:
                 try:
                     await self.inbox.answered(msg)
