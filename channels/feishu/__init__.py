@@ -560,12 +560,12 @@ class FeishuChannel(BaseChannel):
             waiting["r"] = True
         if quote:
             waiting["q"] = parent
-        if named and not msg.sender_name and not self.names.settled(msg.sender_id):
-            waiting["n"] = True  # looked up after: the row is written again with it
         if keys := [*images, *([audio] if audio else []), *([file_key] if file_key else [])]:
             waiting["k"] = keys
         # A sticker (unreadable, nothing to read) gets a note, never a turn.
         readable = bool(waiting) or not msg.metadata.get("unreadable")
+        if readable and named and not msg.sender_name and not self.names.settled(msg.sender_id):
+            waiting["n"] = True  # looked up after: the row is written again with it
         kept = (msg, waiting) if readable and self.is_allowed(msg.sender_id, *ids) else None
 
         async def job() -> None:
