@@ -86,6 +86,15 @@ def rest_of(text: str, parts: Sequence[str], index: int) -> str:
     return ""
 
 
+def with_images(msg: InboundMessage, images: tuple[Image, ...]) -> InboundMessage:
+    """``msg`` with its pictures, marked "[photo]" in the history; raises
+    :class:`~channels.media.ImageError` for none."""
+    if not images:
+        raise ImageError(FAILED, "no picture found")
+    # A mark already there (an album's videos not watched) stays after the pictures'.
+    return dataclasses.replace(msg, images=images, placeholder=f"{placeholder(len(images))} {msg.placeholder}".strip())
+
+
 def _answered(msg: InboundMessage) -> dict[str, Any]:
     """What of ``msg`` is answered without a thing not read, for
     :func:`~channels.media.answering`: the user's own words, and how many
@@ -204,11 +213,7 @@ class BaseChannel(abc.ABC):
         assert limit is not None, "publish_image without max_image_bytes"
 
         async def complete() -> InboundMessage:
-            images = tuple(await fetch())
-            if not images:
-                raise ImageError(FAILED, "no picture found")
-            # A mark already there (an album's videos not watched) stays after the pictures'.
-            return dataclasses.replace(msg, images=images, placeholder=f"{placeholder(len(images))} {msg.placeholder}".strip())
+            return with_images(msg, tuple(await fetch()))
 
         return await self._publish_fetched(
             msg, complete, ids, what="picture", not_read=NOT_READ,
@@ -306,23 +311,9 @@ class BaseChannel(abc.ABC):
         it as its first pages' scans. Needs ``max_document_bytes``."""
         limit = self.max_document_bytes
         assert limit is not None, "publish_document without max_document_bytes"
-        max_tokens = self.max_document_tokens
 
         async def complete() -> InboundMessage:
-            data = await fetch()
-            # Parsing a PDF is pure Python: off the event loop.
-            images: tuple[Image, ...] = ()
-            try:
-                doc = await asyncio.to_thread(read_document, data, name, max_bytes=limit, max_tokens=max_tokens)
-            except ImageError as exc:
-                # A scanned PDF goes to a model that reads pictures as its pages' scans.
-                if exc.reason != NO_TEXT or self.max_image_bytes is None:
-                    raise
-                scanned = await asyncio.to_thread(read_scanned, data, name, max_image_bytes=self.max_image_bytes)
-                if scanned is None:
-                    raise
-                doc, images = scanned
-            return dataclasses.replace(msg, documents=(doc,), images=images, placeholder=document_placeholder(doc.name))
+            return await self.with_document(msg, name, await fetch())
 
         return await self._publish_fetched(
             msg, complete, ids, what="file", not_read=FILE_NOT_READ,
@@ -330,6 +321,26 @@ class BaseChannel(abc.ABC):
             note=lambda reason, _: document_note(reason, limit, has_text=False, zh=notes_in_chinese(msg))
             + answering(**_answered(msg)),
         )
+
+    async def with_document(self, msg: InboundMessage, name: str, data: bytes) -> InboundMessage:
+        """``msg`` with the file ``name`` (its bytes ``data``) read as text
+        for the model, as :meth:`publish_document` reads it; raises
+        :class:`~channels.media.ImageError` for one it cannot read."""
+        limit = self.max_document_bytes
+        assert limit is not None, "with_document without max_document_bytes"
+        # Parsing a PDF is pure Python: off the event loop.
+        images: tuple[Image, ...] = ()
+        try:
+            doc = await asyncio.to_thread(read_document, data, name, max_bytes=limit, max_tokens=self.max_document_tokens)
+        except ImageError as exc:
+            # A scanned PDF goes to a model that reads pictures as its pages' scans.
+            if exc.reason != NO_TEXT or self.max_image_bytes is None:
+                raise
+            scanned = await asyncio.to_thread(read_scanned, data, name, max_image_bytes=self.max_image_bytes)
+            if scanned is None:
+                raise
+            doc, images = scanned
+        return dataclasses.replace(msg, documents=(doc,), images=images, placeholder=document_placeholder(doc.name))
 
     async def _publish_fetched(
         self,

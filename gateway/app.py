@@ -78,7 +78,7 @@ from .ratelimit import RateLimiter
 from .recent_files import RecentFiles, file_tools
 from .privatechat import label_private_chats, private_chat_refusal
 from .inbox import Inbox
-from .resume import Redelivered, Resumed, resume_cut_turns, resume_inbox
+from .resume import ReadsAgain, Redelivered, Resumed, resume_cut_turns, resume_inbox
 from .sessions import SessionStore
 from .incognito import Incognito
 from .timezones import UserTimezones
@@ -718,7 +718,8 @@ class App:
             if self.inbox is not None:  # after the cut turns: each chat's queued messages behind its cut turn
                 self.redelivered = await resume_inbox(
                     self.loop, self.inbox, now=self.clock.now(),
-                    within=timedelta(minutes=self.cfg.gateway.resume_within_minutes))
+                    within=timedelta(minutes=self.cfg.gateway.resume_within_minutes),
+                    channels={c.name: c for c in channels if isinstance(c, ReadsAgain)})
             if self.http is not None:
                 try:
                     await self.http.start()

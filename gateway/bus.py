@@ -21,7 +21,7 @@ from typing import Any, BinaryIO, Protocol
 from memory.tokens import estimate_tokens, prefix_within
 
 __all__ = [
-    "EDIT", "FILE_NOT_READ", "FORWARD_TOKENS", "LEFT", "MESSAGE", "MOVED", "PHOTO_NOT_READ", "RECALL", "ROUTING_KEYS", "VOICE", "VOICE_NOT_READ",
+    "AGAIN", "EDIT", "FILE_NOT_READ", "FORWARD_TOKENS", "LEFT", "MESSAGE", "MOVED", "PHOTO_NOT_READ", "RECALL", "ROUTING_KEYS", "VOICE", "VOICE_NOT_READ",
     "Attachment", "Audio", "Document",
     "Forwarded", "Image", "InboundMessage", "MessageBus", "NotKept", "OutboundMessage", "app_in_chinese", "audio_mark",
     "audio_not_read", "forwarded_text", "forwards_from_history", "not_heard", "notes_in_chinese", "picture_mark",
@@ -31,6 +31,12 @@ __all__ = [
 # Metadata that says where inside a chat a message was (a Telegram forum
 # topic): an answer goes to the same place.
 ROUTING_KEYS = ("message_thread_id",)
+# ``InboundMessage.metadata`` key: what the channel needs to read a
+# message's pictures, recording or file again after a restart (their bytes
+# are never kept: gateway/inbox.py keeps this), by the channel's own keys
+# (Feishu: ``i`` image keys, ``a`` a recording's file key with ``af`` its
+# file name and ``an`` its label, ``f`` / ``fn`` a file's key and name).
+AGAIN = "read_again"
 
 # What an inbound event is (``InboundMessage.kind``): a new message, or a
 # change to one the user sent earlier (``message_id`` names it): its new

@@ -21,8 +21,10 @@ begun, and is the cut-turn resume's or answered already.
 What is kept: what the loop needs to answer the message again, as JSON:
 its words, forwards, quote, files read as text (recent files keep them a
 day anyway), routing and flags. Never a picture's or a recording's bytes
-(``Image``/``Audio``: never stored); only that there were some, so such a
-message gets a note asking for it again. Only new messages the loop may
+(``Image``/``Audio``: never stored); only that there were some, and the
+channel's keys to read them again (a Feishu message's resource keys: the
+next start downloads them again, gateway/resume.py), so such a message
+gets a note asking for it again only when they cannot be. Only new messages the loop may
 answer are kept (not edits, recalls, stickers, nor group messages not
 addressed to the bot): the cost is one grouped insert (memory/batch.py)
 and one grouped delete per message.
@@ -52,11 +54,12 @@ from memory.batch import RowBatcher, insert_statement
 from memory.clock import Clock, format_ts, parse_ts
 from memory.db import Database
 
-from .bus import MESSAGE, ROUTING_KEYS, Document, Forwarded, InboundMessage, NotKept, Quoted
+from .bus import AGAIN, MESSAGE, ROUTING_KEYS, Document, Forwarded, InboundMessage, NotKept, Quoted
 
 __all__ = ["Inbox", "Waiting", "dumps", "kept", "loads"]
 
 log = structlog.get_logger(component="gateway")
+
 
 
 def kept(msg: InboundMessage, waiting: Mapping[str, Any] | None = None) -> bool:
@@ -75,7 +78,10 @@ def dumps(msg: InboundMessage, waiting: Mapping[str, Any] | None = None) -> str:
     ``waiting`` (kept as "w"): what was still to be read from the platform
     when it was written, by the channel's keys: ``i`` pictures, ``a`` a
     recording, ``f`` a file's name, ``r`` a chat record, ``q`` the message
-    replied to, ``k`` the platform's keys (a Feishu image or file key)."""
+    replied to, ``k`` the platform's keys (a Feishu image or file key),
+    ``n`` the sender's name (a Feishu group member's, looked up). The
+    channel's keys to read its media again (metadata :data:`AGAIN`) are
+    kept as "x", whole or not."""
     d: dict[str, Any] = {
         "s": msg.sender_id, "t": msg.text, "ts": format_ts(msg.timestamp), "g": msg.is_group,
         "m": msg.mentioned, "r": msg.reply_to_bot, "n": msg.sender_name, "l": msg.locale, "p": msg.placeholder,
@@ -94,6 +100,8 @@ def dumps(msg: InboundMessage, waiting: Mapping[str, Any] | None = None) -> str:
         d["a"] = True
     if waiting:
         d["w"] = dict(waiting)
+    if isinstance(again := msg.metadata.get(AGAIN), Mapping) and again:
+        d["x"] = dict(again)
     return json.dumps(d, ensure_ascii=False)
 
 
@@ -111,6 +119,12 @@ class Waiting:
     # and whether anything was (then its words alone would answer something else).
     unread_files: tuple[str, ...] = ()
     unread: bool = False
+    # Its pictures, recording or unread file can be read again from the
+    # platform by the keys the channel kept (metadata ``AGAIN``), and nothing
+    # else was still to be read (a quote, a chat record, a forward's recording).
+    again: bool = False
+    # A group member's name was still being looked up (Feishu): the channel may find it now.
+    unnamed: bool = False
 
 
 def loads(channel: str, chat_id: str, message_id: str, payload: str) -> tuple[InboundMessage, int, bool]:
@@ -125,11 +139,14 @@ def loads(channel: str, chat_id: str, message_id: str, payload: str) -> tuple[In
     w = d.get("w") or {}
     unheard = bool(d.get("a") or w.get("a")) or any(bool(f[3]) for f in d.get("f") or ())
     routing = d.get("k")
+    metadata: dict[str, Any] = dict(routing) if isinstance(routing, dict) else {}
+    if isinstance(d.get("x"), dict):
+        metadata[AGAIN] = d["x"]
     msg = InboundMessage(
         channel=channel, chat_id=chat_id, sender_id=str(d["s"]), text=str(d["t"]), message_id=message_id,
         timestamp=parse_ts(str(d["ts"])), is_group=bool(d.get("g")), mentioned=bool(d.get("m")),
         reply_to_bot=bool(d.get("r")), sender_name=str(d.get("n") or ""),
-        metadata=dict(routing) if isinstance(routing, dict) else {}, locale=str(d.get("l") or ""),
+        metadata=metadata, locale=str(d.get("l") or ""),
         placeholder=str(d.get("p") or ""), quoted=None if q is None else Quoted(str(q[0]), str(q[1]), bool(q[2])),
         forwarded=forwards, documents=docs,
     )
@@ -137,9 +154,27 @@ def loads(channel: str, chat_id: str, message_id: str, payload: str) -> tuple[In
 
 
 def unread(payload: str) -> tuple[tuple[str, ...], bool]:
-    """Of a kept payload: the files never read, and whether anything was still to be read."""
+    """Of a kept payload: the files never read, and whether anything was
+    still to be read (a sender's name aside: the words answer the same)."""
     w = json.loads(payload).get("w") or {}
-    return ((str(w["f"]),) if w.get("f") else ()), bool(w)
+    return ((str(w["f"]),) if w.get("f") else ()), bool(set(w) - {"n"})
+
+
+def readable_again(payload: str) -> tuple[bool, bool]:
+    """Of a kept payload: can what it lacks (pictures' or a recording's
+    bytes, a file not read) be read again by the keys kept ("x"), with
+    nothing else missing; and was its sender's name still being looked up?"""
+    d = json.loads(payload)
+    w, x = d.get("w") or {}, d.get("x") or {}
+    if not isinstance(w, dict) or not isinstance(x, dict):
+        return False, False
+    missing = bool(d.get("i") or w.get("i") or d.get("a") or w.get("a") or w.get("f"))
+    covered = ((not (d.get("i") or w.get("i")) or bool(x.get("i")))
+               and (not (d.get("a") or w.get("a")) or bool(x.get("a")))
+               and (not w.get("f") or bool(x.get("f"))))
+    forwarded_audio = any(bool(f[3]) for f in d.get("f") or ())
+    others = bool(set(w) - {"i", "a", "f", "k", "n"})  # a quote or a chat record still to be read
+    return missing and covered and not forwarded_audio and not others, bool(w.get("n"))
 
 
 class Inbox:
@@ -197,6 +232,12 @@ class Inbox:
         self._dropping.add(task)
         task.add_done_callback(self._dropped)
 
+    async def answered(self, msg: InboundMessage) -> None:
+        """``msg`` is answered and no Tier 0 row says so (its writes
+        failed): its row goes now, before the answer is sent, or the next
+        start would answer it again. Raises when the delete fails."""
+        await self._drops.write([(msg.channel, msg.chat_id, msg.message_id)])
+
     def _dropped(self, task: asyncio.Task[list[Any]]) -> None:
         self._dropping.discard(task)
         if not task.cancelled() and (exc := task.exception()) is not None:
@@ -229,13 +270,14 @@ class Inbox:
             try:
                 msg, pictures, unheard = loads(str(r["channel"]), str(r["chat_id"]), str(r["message_id"]), str(r["payload"]))
                 files, pending = unread(str(r["payload"]))
+                again, unnamed = readable_again(str(r["payload"]))
                 at = parse_ts(str(r["received_at"]))
             except (ValueError, TypeError, KeyError, AttributeError) as exc:
                 log.error("inbox row unreadable; dropped", id=int(r["id"]), channel=r["channel"], chat_id=r["chat_id"],
                           message_id=r["message_id"], error=repr(exc))
                 gone.append(int(r["id"]))
                 continue
-            out.append(Waiting(int(r["id"]), at, msg, pictures, unheard, files, pending))
+            out.append(Waiting(int(r["id"]), at, msg, pictures, unheard, files, pending, again, unnamed))
         await self.drop(gone)
         return out
 

@@ -57,10 +57,11 @@ from .drafts import Drafts
 from .prompt import QUOTE_CHARS, PromptBuilder, Speaker, speaker_labels
 from .ratelimit import RateLimiter, limited_note
 from .recent_files import KeptFile, RecentFiles
-from .resume import TurnContext
+from .resume import Reread, TurnContext
 from .revisions import Revisions
 from .sessions import APOLOGISED, SessionStore, StoredMessage
 from .inbox import Inbox
+from .inbox import kept as held_in_inbox
 from .incognito import Incognito
 from .timezones import UserTimezones
 from .tools import ToolContext
@@ -251,7 +252,8 @@ class TurnNotSaved(Exception):
     """The user's message could not be written to Tier 0 (gateway.db's write
     lock held by another process past the wait, or its disk full): the
     answer was made but is not sent, as nothing would remember it; the user
-    is told to try again. ``full``: the disk was, so "busy" would not be true."""
+    is told to try again. Not raised for a message the durable inbox holds:
+    that one is answered (:meth:`ProcessLoop._held`). ``full``: the disk was, so "busy" would not be true."""
 
     def __init__(self, cause: BaseException) -> None:
         super().__init__(repr(cause))
@@ -306,6 +308,9 @@ class _Item:
     # A resumed message whose files or pictures are not to be had again:
     # answered with this note alone (gateway/resume.py lost_note).
     lost: str = ""
+    # A message the inbox kept, made whole again from its platform in its
+    # turn (its pictures, a member's name); ``lost`` if that fails.
+    again: Reread | None = None
     # Its user row is written (or being written): a stop now leaves a cut
     # turn the next start answers; before, the stop writes it (_park).
     saved: bool = False
@@ -412,14 +417,15 @@ class ProcessLoop:
         self.stats.received += 1
         self._enqueue(_Item(msg, time.perf_counter(), counted=False, resumed=row, lost=lost))
 
-    def redeliver(self, msg: InboundMessage, *, lost: str = "") -> None:
+    def redeliver(self, msg: InboundMessage, *, lost: str = "", again: Reread | None = None) -> None:
         """Answer ``msg``, kept in the inbox by a run that stopped before
         its turn began (gateway/resume.py), as if it came again: its turn
         writes its row; it starts with the resumed turns, behind any in its
         chat. With ``lost`` (its pictures or recording are gone), that note
-        alone answers it, in its turn: after the replies to those before it."""
+        alone answers it, in its turn: after the replies to those before it;
+        with ``again``, that reads them again first, the note only if it fails."""
         self.stats.received += 1
-        self._enqueue(_Item(msg, time.perf_counter(), counted=False, gated=True, lost=lost))
+        self._enqueue(_Item(msg, time.perf_counter(), counted=False, gated=True, lost=lost, again=again))
 
     def _enqueue(self, item: _Item) -> None:
         if self._closed:
@@ -637,6 +643,8 @@ class ProcessLoop:
             await self.revisions.apply(msg)
             self.stats.revised += 1
             return ""
+        if item.again is not None:
+            msg = await self._read_again(item)
         if item.lost and item.resumed is None:
             # Redelivered from the inbox without its pictures or recording
             # (never kept): asked for again, no row, no model call (its
@@ -854,11 +862,21 @@ class ProcessLoop:
             user_write = self._save(msg, "user", msg.text, user, sender_id="cron", message_id=msg.message_id,
                                     buffered=True)
             await asyncio.wait([user_write])
+        user_row: StoredMessage | None = None
         try:
-            user_row = user_write.result()  # a failed write fails the message: not sent, the user told why
+            user_row = user_write.result()
         except Exception as exc:
-            raise TurnNotSaved(exc) from exc
-        if self._not_saved:
+            if not self._held(item):  # nothing else keeps it: not sent, the user told why
+                raise TurnNotSaved(exc) from exc
+            # The inbox keeps it, so it is answered; it is missing from the
+            # chat's history and from memory (one error, then a count).
+            self._not_saved += 1
+            (log.error if self._not_saved == 1 else log.info)(
+                "message not saved in the chat's history; answered all the same (the inbox holds it), "
+                "not learnt from; later ones are counted until one is saved",
+                chat=key, full=_disk_full(exc), error=repr(exc),
+            )
+        if user_row is not None and self._not_saved:
             log.warning("messages are saved again", not_saved=self._not_saved)
             self._not_saved = 0
         # A turn in which memory was erased at the user's request is not
@@ -867,24 +885,25 @@ class ProcessLoop:
         # request itself says the fact ("forget that my cat is called Miso"),
         # so the next extraction wrote it again. Whatever else the message
         # said is lost to memory with it: forgetting errs on forgetting.
-        learn = not job and not reply.forgot and not quiet
+        # A reply whose question is not in Tier 0 is not learnt from alone.
+        learn = not job and not reply.forgot and not quiet and user_row is not None
         reply_write: asyncio.Task[StoredMessage] | None = None
         if reply.ok:  # an apology is not part of the conversation
             # Written before the reply is sent: a stop in between must not
             # leave a reply out with no row saying so, or the next start
             # would answer the message again (gateway/resume.py). A failed
             # write still sends the reply (_buffer logs it).
-            reply_write = self._save(
-                msg, "assistant", reply.text, user, message_id=user_row.message_id, buffered=not learn
-            )
+            reply_write = self._save(msg, "assistant", reply.text, user, message_id=msg.message_id, buffered=not learn)
             await asyncio.wait([reply_write])
             if reply_write.exception() is not None and msg.message_id:
                 # No row says it was answered (a full disk takes no insert):
                 # the user row is marked so, an update, which it may still take.
-                await self._mark_answered(msg)
+                await self._mark_answered(msg, item, saved=user_row is not None)
         else:
             self.stats.failed += 1
             await self._mark_apologised(msg)
+            if user_row is None:
+                await self._mark_answered(msg, item, saved=False)
         await self._reply(msg, reply.text, user, drafts=drafts)
         total_ms = (time.perf_counter() - started) * 1000
         self.stats.added_ms.append(max(0.0, total_ms - reply.llm_ms))
@@ -904,10 +923,11 @@ class ProcessLoop:
                 llm_ms=round(reply.llm_ms, 2),
                 total_ms=round(total_ms, 2),
             )
-        if reply.images_unseen and msg.images:  # after the reply: it does not wait for this write
+        if reply.images_unseen and msg.images and user_row is not None:  # after the reply: it does not wait for this write
             user_row = await self._mark_unseen(msg, user_row)
         # A resumed row was buffered by _settle before this turn began.
-        self._buffer_later(key, [user_row] if resumed is None else [], reply_write, learn=learn, group=msg.is_group)
+        self._buffer_later(key, [user_row] if resumed is None and user_row is not None else [], reply_write,
+                           learn=learn, group=msg.is_group)
         return reply.text
 
     async def _mark_unseen(self, msg: InboundMessage, row: StoredMessage) -> StoredMessage:
@@ -1081,12 +1101,43 @@ class ProcessLoop:
         except Exception as exc:  # the bus itself is gone; nothing more to do
             log.error("could not send the apology", chat=msg.session_key, error=repr(exc))
 
-    async def _mark_answered(self, msg: InboundMessage) -> None:
+    async def _read_again(self, item: _Item) -> InboundMessage:
+        """``item``'s message made whole from its platform (``item.again``);
+        when that fails and its pictures or file are missing (``item.lost``),
+        its inbox row goes first: the note is its one answer."""
+        read, item.again = item.again, None
+        assert read is not None
+        msg = item.msg
+        try:
+            item.msg = await read()
+        except Exception as exc:  # not to be had (expired, deleted, too large now): asked for again
+            log.warning("message taken before a stop not read again from the platform", chat=msg.session_key,
+                        message_id=msg.message_id, asked_again=bool(item.lost), error=repr(exc))
+            if item.lost and self.inbox is not None:
+                try:
+                    await self.inbox.answered(msg)
+                except Exception as failed:
+                    log.error("could not record that the message was answered; a restart may answer it again",
+                              chat=msg.session_key, error=repr(failed))
+            return msg
+        item.lost = ""
+        return item.msg
+
+    def _held(self, item: _Item) -> bool:
+        """Is ``item``'s message in the durable inbox until its turn ends
+        (a platform's message, written there before it was on the bus)?"""
+        return self.inbox is not None and item.user is None and item.resumed is None and held_in_inbox(item.msg)
+
+    async def _mark_answered(self, msg: InboundMessage, item: _Item, *, saved: bool = True) -> None:
         """The reply goes out but its row could not be written: its message
         is marked as :meth:`_mark_apologised` marks it, so a restart does not
-        answer it a second time."""
+        answer it a second time. Not ``saved`` (no user row to mark): its
+        inbox row, which the next start would answer, goes first instead."""
         try:
-            await self.sessions.mark_apologised(msg.session_key, msg.message_id)
+            if saved:
+                await self.sessions.mark_apologised(msg.session_key, msg.message_id)
+            elif self.inbox is not None and self._held(item):
+                await self.inbox.answered(item.msg)
         except Exception as exc:
             log.error("could not record that the message was answered; a restart may answer it again",
                       chat=msg.session_key, error=repr(exc))

@@ -56,8 +56,12 @@ before the platform was told they arrived. :func:`resume_inbox`, run after
 each chat and after the chat's cut turn; one with a Tier 0 row was begun
 (the cut-turn resume's, or answered) and is not handed back. Not a command
 (a cut ``/forget all`` is not run again unasked), nor one older than
-``gateway.resumeWithinMinutes``; one that carried pictures or a recording
-(their bytes are never stored) gets one note asking for it again, in its
+``gateway.resumeWithinMinutes``. One that carried pictures, a recording
+or a file not yet read (their bytes are never stored) is read again from
+its platform in its turn when its channel can (:class:`ReadsAgain`:
+Feishu, by the resource keys kept with it; a group member's name is
+looked up again too), so it is answered as it would have been; otherwise,
+or when that read fails, it gets one note asking for it again, in its
 chat's turn, after the replies resumed before it.
 
 Not answered because never stored: commands (kept out of Tier 0; a cut
@@ -96,12 +100,13 @@ still queued. Once sent, a second answer would be worse than none.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 import structlog
 
@@ -372,18 +377,38 @@ class Redelivered:
     skipped: list[tuple[InboundMessage, str]]  # with why
 
 
+Reread = Callable[[], Awaitable[InboundMessage]]
+
+
 class Redeliverer(Protocol):
-    def redeliver(self, msg: InboundMessage, *, lost: str = "") -> None: ...
+    def redeliver(self, msg: InboundMessage, *, lost: str = "", again: Reread | None = None) -> None: ...
 
 
-async def resume_inbox(loop: Redeliverer, inbox: Inbox, *, now: datetime, within: timedelta) -> Redelivered:
+@runtime_checkable
+class ReadsAgain(Protocol):
+    """A channel that can make a message the inbox kept whole again from
+    its platform (channels/feishu: a group member's name, pictures, a
+    recording or a file, by the keys kept with it); raises when it cannot."""
+
+    name: str
+
+    async def read_again(self, msg: InboundMessage) -> InboundMessage: ...
+
+
+async def resume_inbox(
+    loop: Redeliverer, inbox: Inbox, *, now: datetime, within: timedelta,
+    channels: Mapping[str, ReadsAgain] | None = None,
+) -> Redelivered:
     """Hand the messages the inbox kept whose turn never began back to
     ``loop``, oldest first (see the module docstring); a message whose
-    pictures or recording are gone is answered with a note asking for them
-    again, by the loop too: in its turn, after the chat's resumed replies.
-    Logs each one, with its chat, id and age, never its words."""
+    pictures, recording or file are gone is read again from its platform
+    in its turn, when its channel (``channels``, by name) can, and is
+    answered with a note asking for them again when it cannot, by the loop
+    too: in its turn, after the chat's resumed replies. Logs each one, with
+    its chat, id and age, never its words."""
     done = Redelivered([], [])
     gone: list[int] = []
+    channels = channels or {}
     for w in await inbox.waiting():
         msg = w.msg
         age = now - w.received_at
@@ -401,6 +426,17 @@ async def resume_inbox(loop: Redeliverer, inbox: Inbox, *, now: datetime, within
                      chat_id=msg.chat_id, message_id=msg.message_id, age_s=round(age.total_seconds()))
             continue
         done.answered.append(msg)
+        source = channels.get(msg.channel)
+        if source is not None and (w.again or w.unnamed):
+            # Made whole in its turn (its row stays until the turn ends): a
+            # picture is downloaded again, a member's name looked up.
+            lost = lost_note(TurnContext(photos=w.pictures, unheard=w.unheard,
+                                         files=tuple(FileMark(f, 0, 0, 0) for f in w.unread_files)), msg) if w.again else ""
+            log.warning("answering a message taken before a stop, never begun; read again from the platform",
+                        channel=msg.channel, chat_id=msg.chat_id, message_id=msg.message_id,
+                        age_s=round(age.total_seconds()), media=w.again)
+            loop.redeliver(msg, lost=lost, again=functools.partial(source.read_again, msg))
+            continue
         if w.pictures or w.unheard or w.unread:
             gone.append(w.id)
             log.warning("message taken before a stop, never begun: asked for again (its pictures, recording or file are gone)",

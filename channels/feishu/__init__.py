@@ -61,11 +61,11 @@ from urllib.parse import urlsplit
 import httpx
 from aiohttp import web
 
-from channels.base import BaseChannel, ChannelFatalError, FileTooLarge
+from channels.base import BaseChannel, ChannelFatalError, FileTooLarge, with_images
 from channels.lanes import Job, Lanes
-from channels.media import FAILED, MAX_IMAGES, TOO_LARGE, ImageError, as_image, audio_filename
+from channels.media import FAILED, MAX_IMAGES, TOO_LARGE, ImageError, as_image, audio_filename, placeholder
 from gateway.bus import (
-    Audio, Forwarded, Image, InboundMessage, MessageBus, NotKept, OutboundMessage, Quoted, notes_in_chinese,
+    AGAIN, Audio, Forwarded, Image, InboundMessage, MessageBus, NotKept, OutboundMessage, Quoted, audio_mark, notes_in_chinese,
 )
 from gateway.config import FeishuConfig
 from gateway.http import HttpServer
@@ -141,6 +141,20 @@ def app_locale(domain: str) -> str:
     if host == "feishu.cn" or host.endswith(".feishu.cn"):
         return "zh"
     return "en"
+
+
+async def _to_the_end(work: Awaitable[T]) -> T:
+    """``work``, run to its end even when the caller is cancelled (a
+    stop: the gateway's senders are cancelled, then awaited), which then
+    goes on once it is done. One request and one row at most."""
+    task = asyncio.ensure_future(work)
+    try:
+        return await asyncio.shield(task)
+    except asyncio.CancelledError:
+        await asyncio.wait([task])
+        if not task.cancelled():
+            task.exception()  # its failure is the stop's to ignore, not an unread one
+        raise
 
 
 class _CutShort(Exception):
@@ -511,6 +525,19 @@ class FeishuChannel(BaseChannel):
         # (gateway/prompt.py); an event carries the sender's open_id only.
         named = msg.is_group and (msg.mentioned or msg.reply_to_bot) and bool(msg.sender_id) \
             and self.is_allowed(msg.sender_id, *ids)
+        if named and (name := self.names.known(msg.sender_id)) is not None:
+            msg = dataclasses.replace(msg, sender_name=name)  # in the inbox's row too: a resumed turn says who spoke
+        # Its media's keys, kept with it in the inbox: a restart reads them
+        # again from Feishu (read_again), their bytes never being kept.
+        again: dict[str, Any] = {}
+        if images:
+            again["i"] = list(images)
+        if audio:
+            again.update(a=audio, af=parsed.file_name if parsed.audio_name else "", an=parsed.audio_name)
+        if file_key:
+            again.update(f=file_key, fn=parsed.file_name)
+        if again:
+            msg = dataclasses.replace(msg, metadata={**msg.metadata, AGAIN: again})
 
         async def fetch() -> list[Image]:
             return [await self._download(msg.message_id, key) for key in images]
@@ -537,6 +564,8 @@ class FeishuChannel(BaseChannel):
             waiting["k"] = keys
         # A sticker (unreadable, nothing to read) gets a note, never a turn.
         readable = bool(waiting) or not msg.metadata.get("unreadable")
+        if readable and named and not msg.sender_name and not self.names.settled(msg.sender_id):
+            waiting["n"] = True  # looked up after: the row is written again with it
         kept = (msg, waiting) if readable and self.is_allowed(msg.sender_id, *ids) else None
 
         async def job() -> None:
@@ -643,6 +672,46 @@ class FeishuChannel(BaseChannel):
         except _CutShort:
             return quoted
         return dataclasses.replace(quoted, author=names.get(author, ""))
+
+    async def read_again(self, msg: InboundMessage) -> InboundMessage:
+        """``msg`` as the inbox kept it from a run that stopped before its
+        turn began, made whole again from Feishu as it was first taken: a
+        group member's name looked up, its pictures, recording or file
+        downloaded again by the keys it kept (metadata ``AGAIN``; a file
+        already read is kept as text). Raises :class:`ImageError` when one
+        cannot be had (the loop then asks the user to send it again)."""
+        if msg.is_group and (msg.mentioned or msg.reply_to_bot) and msg.sender_id and not msg.sender_name:
+            try:
+                found = await self._unless_cut(self.names.of([msg.sender_id]))
+            except _CutShort:
+                found = {}  # a label will do
+            msg = dataclasses.replace(msg, sender_name=found.get(msg.sender_id, ""))
+        again = msg.metadata.get(AGAIN)
+        if not isinstance(again, dict):
+            return msg
+        try:
+            async with asyncio.timeout(self.image_timeout):
+                if keys := again.get("i"):
+                    if self.max_image_bytes is None:
+                        raise ImageError(FAILED, "pictures are not read (agent.vision is off)")
+                    images = tuple([await self._download(msg.message_id, str(k)) for k in keys])
+                    # Kept whole, its words already carry the mark.
+                    bare = msg.placeholder.removeprefix(placeholder(len(images))).strip()
+                    return with_images(dataclasses.replace(msg, placeholder=bare), images)
+                if key := again.get("a"):
+                    if self.max_audio_bytes is None:
+                        raise ImageError(FAILED, "recordings are not read (agent.transcription is off)")
+                    audio = await self._download_audio(msg.message_id, str(key), str(again.get("af") or ""))
+                    name = str(again.get("an") or "")
+                    return dataclasses.replace(msg, audio=dataclasses.replace(audio, name=name), placeholder=audio_mark(name))
+                if (key := again.get("f")) and not msg.documents:
+                    if self.max_document_bytes is None:
+                        raise ImageError(FAILED, "files are not read (agent.documents is off)")
+                    got = await self._resource(msg.message_id, str(key), kind="file", limit=self.max_document_bytes)
+                    return await self.with_document(msg, str(again.get("fn") or "file"), got.data)
+        except TimeoutError:
+            raise ImageError(FAILED, f"no answer within {self.image_timeout:.0f}s") from None
+        return msg
 
     async def _resource(self, message_id: str, key: str, *, kind: str, limit: int | None) -> Resource:
         """A file of a user's message, by the message resource API; what
@@ -783,6 +852,16 @@ class FeishuChannel(BaseChannel):
                           withdrawn=sum(w.deleted for w in done), marked_stopped=stopped,
                           refused=sum(not w.deleted for w in done) - stopped)
         return done
+
+    async def _create_draft(self, msg: OutboundMessage, draft: Draft, content: str, msg_type: str) -> None:
+        """The message showing ``msg``'s drafts, sent, and its id kept."""
+        message_id = await self.api.send_one(
+            msg.chat_id, content, msg_type=msg_type, reply_to=msg.reply_to,
+            part_uuid=draft_uuid(msg.send_key), attempts=1,
+        )
+        self._recorder(msg)(message_id)
+        draft.message_id = message_id
+        await self._remember_draft(msg, draft)
 
     async def _remember_draft(self, msg: OutboundMessage, draft: Draft) -> None:
         """The first draft is out: keep its message id on disk until the
@@ -1049,13 +1128,10 @@ class FeishuChannel(BaseChannel):
                     draft.edits += 1
                     await self.api.edit_message(draft.message_id, content, msg_type=msg_type, attempts=1)
                 else:
-                    message_id = await self.api.send_one(
-                        msg.chat_id, content, msg_type=msg_type, reply_to=msg.reply_to,
-                        part_uuid=draft_uuid(msg.send_key), attempts=1,
-                    )
-                    self._recorder(msg)(message_id)
-                    draft.message_id = message_id
-                    await self._remember_draft(msg, draft)
+                    # Sent and its id kept as one: a stop cutting in between
+                    # (found under load) left a draft in the chat that no row
+                    # named, so the next start could not withdraw it.
+                    await _to_the_end(self._create_draft(msg, draft, content, msg_type))
             except FeishuApiError as exc:
                 if not exc.retryable:
                     raise

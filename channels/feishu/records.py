@@ -221,6 +221,11 @@ class Names:
         off = self._off_until is not None and self._clock() < self._off_until
         return off or open_id in self._names or open_id in self._missing
 
+    def known(self, open_id: str) -> str | None:
+        """``open_id``'s name when :meth:`settled` ("" when it has none to
+        give); None when asking would wait on Feishu."""
+        return self._names.get(open_id, "") if self.settled(open_id) else None
+
     async def of(self, open_ids: Sequence[str]) -> dict[str, str]:
         """The names known of ``open_ids`` (missing ones left out), looking
         up those not known yet within the timeout."""

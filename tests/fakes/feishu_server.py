@@ -286,9 +286,11 @@ class FakeFeishu:
         self.message_reads = 0  # GET .../messages/:id calls answered
         self._record_items: dict[str, list[dict[str, Any]]] = {}  # a chat record's id -> the messages in it
         self._read_failures: list[_Failure] = []
+        self._resource_failures: list[_Failure] = []
         self.contacts: dict[str, str] = {}  # open_id -> name, in the app's contact range
         self.contact_permission = True  # the app has contact:user.base:readonly
         self.contact_requests: list[str] = []  # open_ids asked for
+        self.contact_gate: asyncio.Event | None = None  # set: contact lookups wait for it (a slow directory)
         self.clock = clock  # for the uuid window
         self._by_uuid: dict[str, tuple[float, dict[str, Any]]] = {}  # uuid -> (when, the answer's data)
         self.deduplicated = 0  # sends answered from the uuid window
@@ -359,12 +361,13 @@ class FakeFeishu:
         accepted: bool = False,
     ) -> None:
         """The next ``times`` message sends (``on="delete"``: withdrawals;
-        ``on="read"``: reads of a message by id; ``on="edit"``: edits)
+        ``on="read"``: reads of a message by id; ``on="edit"``: edits;
+        ``on="resource"``: downloads of a message's picture or file)
         answer with this Feishu error, after letting ``after`` through (a
         split reply failing midway); ``accepted``: each is sent (or the edit
         made) all the same (the answer was lost, not the request)."""
         queue = {"send": self._failures, "delete": self._delete_failures, "read": self._read_failures,
-                 "edit": self._edit_failures}[on]
+                 "edit": self._edit_failures, "resource": self._resource_failures}[on]
         queue.extend(_Failure(code, msg, status, after if i == 0 else 0, accepted) for i in range(times))
 
     def fail_edits(
@@ -383,7 +386,7 @@ class FakeFeishu:
 
     def clear_failures(self) -> None:
         """Every failure still scripted by :meth:`fail_next` and :meth:`fail_edits` is dropped."""
-        for queue in (self._failures, self._delete_failures, self._read_failures):
+        for queue in (self._failures, self._delete_failures, self._read_failures, self._resource_failures):
             queue.clear()
         self.clear_edit_failures()
 
@@ -480,6 +483,9 @@ class FakeFeishu:
         if request.query.get("type") not in ("image", "file") or key not in self._resources_of.get(mid, set()):
             return web.json_response({"code": 234001, "msg": "Invalid request param."}, status=400)
         self.resource_requests.append((mid, key))
+        if self._resource_failures:
+            f = self._resource_failures.pop(0)
+            return web.json_response({"code": f.code, "msg": f.msg}, status=f.status)
         gate = self._resource_gates.get(key)
         if gate is not None:
             await gate.wait()
@@ -533,6 +539,8 @@ class FakeFeishu:
             return web.json_response({"code": 99992402, "msg": "field validation failed: user_id_type"}, status=400)
         uid = request.match_info["user_id"]
         self.contact_requests.append(uid)
+        if self.contact_gate is not None:
+            await self.contact_gate.wait()
         if not self.contact_permission:
             return web.json_response({"code": 99991672, "msg": "Access denied. One of the following scopes is "
                                       "required: [contact:user.base:readonly, contact:contact.base:readonly]."},
