@@ -100,6 +100,7 @@ HELP_TEXT = (
     "/timezone Asia/Shanghai  your time zone, for dates and schedules\n"
     "/incognito  stop learning from what you say (/incognito off)\n"
     "/project atlas orion  a project was renamed: what I know of atlas counts for orion\n"
+    "/share m12  let a memory be used in groups too (/unshare m12 takes it back; /share lists them)\n"
     "/help  this message\n\n"
     "In a group, mention me or reply to me to get an answer; there I leave out "
     "your profile and anything secret you told me."
@@ -119,6 +120,7 @@ HELP_TEXT_ZH = (
     "/timezone 上海  设置你的时区，日期和定时任务都按它计算\n"
     "/incognito  无痕模式：不从你说的话中学习（/incognito off 关闭；也可发 /无痕）\n"
     "/project 旧名 新名  项目改名了：旧名下记得的事归到新名下\n"
+    "/share m12  允许在群聊中也使用一条记忆（/unshare m12 收回；/share 列出已共享的）\n"
     "/帮助  显示这段说明（/help）\n\n"
     "在群聊中，@我 或回复我的消息，我才会回答；在群里我不会用到你的个人资料和你告诉我的秘密。"
 )

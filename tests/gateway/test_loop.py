@@ -185,6 +185,19 @@ async def test_help_and_new_answer_in_the_chats_language(tmp_path: Path, clock: 
 
 
 
+def test_help_names_every_command_a_user_can_send() -> None:
+    """Feishu has no command menu: /help is the only place a user learns a
+    command exists. /share and /unshare (a memory used in groups) were
+    missing from it, though the Telegram menu offered /share."""
+    from gateway.commands import COMMANDS
+
+    aliases = {"tz": "timezone", "导出": "export", "无痕": "incognito"}  # each named beside its command
+    for text in (HELP_TEXT, HELP_TEXT_ZH):
+        named = set(re.findall(r"/([a-z]+|[\u4e00-\u9fff]+)", text))
+        for command in (*COMMANDS, "new", "help"):
+            assert aliases.get(command, command) in named, (command, text[:20])
+
+
 def test_help_paragraphs_are_not_broken_mid_sentence() -> None:
     """A chat shows every newline: a paragraph is one line, which the app
     wraps to its own width (a Chinese line cut in two reads as two)."""
