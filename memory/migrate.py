@@ -368,7 +368,8 @@ async def _long_term(
             continue
         new.append(_long_term_memory(f.owner, md, _ref(root, f)))
         at = line_time(md.day, now)
-        untrusted += bool(md.day) and at is None
+        if md.day and at is None:
+            untrusted += 1
         new_at.append(at)
     if untrusted:
         # The count only: the lines are the user's words.
