@@ -4,7 +4,10 @@ engine, so switching ``memory.enabled`` off and on again loses nothing.
 * ``MEMORY.md`` facts -> Tier 1 memories (``identity``, importance 1.0,
   source ``migration``), one per list item, line, quote or table row, as
   :mod:`memory.mdfacts` reads Markdown; a code block -> one Tier 2
-  ``config`` memory; headings, comments and blank lines skipped.
+  ``config`` memory; headings, comments and blank lines skipped. A fact
+  whose line ends in ``<!-- YYYY-MM-DD -->`` is dated that day
+  (:func:`line_time`), else at its import; a day after today or before
+  1970 is not believed (dated now, counted in the log).
 * ``YYYY-MM-DD.md`` -> one Tier 3 event per file (several for a file over
   ``EVENT_MAX_TOKENS``, cut between lines).
 * A file that is not UTF-8 is skipped and reported (a leading byte-order
@@ -59,7 +62,7 @@ import json
 import time
 from collections.abc import Callable, Collection
 from dataclasses import asdict, dataclass, field
-from datetime import timedelta
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -348,6 +351,9 @@ async def _long_term(
     ):
         return
     known -= removed  # a line written back later is imported again
+    now = engine.clock.now()
+    untrusted = 0
+    new_at: list[str | None] = []  # each new memory's time: its line's day, else now
     for md in mds:
         fact = md.text
         h = content_hash(fact)
@@ -361,11 +367,19 @@ async def _long_term(
             report.memories_skipped += 1
             continue
         new.append(_long_term_memory(f.owner, md, _ref(root, f)))
+        at = line_time(md.day, now)
+        if md.day and at is None:
+            untrusted += 1
+        new_at.append(at)
+    if untrusted:
+        # The count only: the lines are the user's words.
+        log.warning("memory file lines dated after today or before 1970; dated now", file=_ref(root, f),
+                    untrusted=untrusted)
     # Rows and ledger in one transaction: a crash leaves neither or both.
     async with engine.db.transaction() as conn:
         report.memories_archived += await _archive_removed(engine, conn, f.owner, _ref(root, f), removed)
-        for m in new:
-            await engine.add(m, conn=conn)
+        for m, at in zip(new, new_at, strict=True):
+            await engine.add(m, conn=conn, at=at)
         await _save_ledger(conn, _ledger_key(f), {**stamp, "lines": sorted(known)})
     report.memories_added += len(new)
 
@@ -432,6 +446,30 @@ async def _archive_removed(
                         memory_id=r["id"], detail={"file": ref})
         n += 1
     return n
+
+
+# No memory file predates the epoch its mtime counts from: an earlier day is a typo.
+_FIRST_DAY = date(1970, 1, 1)
+# A calendar day starts up to 14 hours before UTC's (UTC+14): a line dated
+# tomorrow by UTC may be today where it was written.
+_AHEAD = timedelta(hours=14)
+
+
+def line_time(day: str, now: datetime) -> str | None:
+    """The stored time of a line dated ``day`` (mdfacts' ``YYYY-MM-DD``):
+    its noon UTC, which is that same day on the clocks of UTC-12 to UTC+11
+    (the owner's zone is not known here; "when did I say that" reads it in
+    theirs), never later than ``now``. None when the day is not believed:
+    none, after today anywhere, or before :data:`_FIRST_DAY`."""
+    if not day:
+        return None
+    try:
+        d = date.fromisoformat(day)
+    except ValueError:
+        return None
+    if d < _FIRST_DAY or d > (now + _AHEAD).date():
+        return None
+    return format_ts(min(datetime(d.year, d.month, d.day, 12, tzinfo=UTC), now))
 
 
 def _long_term_memory(owner: str, md: MdFact, ref: str) -> NewMemory:

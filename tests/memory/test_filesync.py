@@ -16,6 +16,7 @@ from memory.backend import Turn
 from memory.filestore import FileMemory
 from memory.filesync import FILE_SYNC_LEASE, FileSync
 from memory.lease import Leases
+from memory.clock import format_ts
 from memory.migrate import SHRINK_HOLD, migrate_files
 
 P = Provenance(channel="telegram", chat_id="1")
@@ -265,3 +266,16 @@ async def test_start_and_stop_run_the_poll_in_the_background(tmp_path: Path, eng
         await asyncio.wait_for(imported(), 10)
     finally:
         await sync.stop()
+
+
+async def test_a_dated_line_added_while_running_keeps_its_day(
+    tmp_path: Path, engine: MemoryEngine, clock: ManualClock
+) -> None:
+    """A line pasted in with its date comment (from another bot's file, or
+    written back) is dated by it, not by the poll that saw it."""
+    mem, sync = await started(tmp_path, engine, "- Prefers tea\n")
+    write(mem, "- Prefers tea\n- Lives in Lisbon <!-- 2026-01-15 -->\n- Has a cat <!-- 2099-01-01 -->\n")
+    await settle(sync)
+    by = {m.content: m.created_at for m in await engine.list_memories("_global")}
+    now = format_ts(clock.now())
+    assert by == {"Prefers tea": now, "Lives in Lisbon": "2026-01-15T12:00:00Z", "Has a cat": now}

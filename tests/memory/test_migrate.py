@@ -3,6 +3,9 @@ from __future__ import annotations
 import os
 from datetime import UTC, datetime
 from pathlib import Path
+from zoneinfo import ZoneInfo
+
+from structlog.testing import capture_logs
 
 from memory import Category, ManualClock, MemoryEngine, Provenance, Source, Status
 from memory.backend import Turn
@@ -383,3 +386,43 @@ async def test_date_comments_are_not_part_of_the_imported_facts(tmp_path: Path, 
     save(mem, "- Prefers tea <!-- 2026-03-01 -->\n- Lives in Lisbon\n", 2)
     r = await migrate_files(tmp_path, engine)
     assert not r.changed and r.memories_skipped == 2
+
+
+async def test_an_imported_line_is_dated_by_its_own_day(
+    tmp_path: Path, engine: MemoryEngine, clock: ManualClock
+) -> None:
+    """A MEMORY.md line's ``<!-- YYYY-MM-DD -->`` is when it was said: the
+    memory is dated by it (decay and "when did I say that" read the date),
+    on that day in any time zone; a line without one is dated today."""
+    clock.set("2026-03-01T08:00:00Z")
+    save(tmp_path / "memory" / "MEMORY.md",
+         "- Lives in Lisbon <!-- 2026-02-01 -->\n- Prefers tea\n- Started pottery <!-- 2026-03-01 -->\n", 1)
+    with capture_logs() as logs:
+        await migrate_files(tmp_path, engine)
+    by = {m.content: m for m in await engine.list_memories("_global")}
+    lisbon = by["Lives in Lisbon"]
+    assert lisbon.created_at.startswith("2026-02-01") and lisbon.last_accessed == lisbon.created_at
+    for zone in ("America/Los_Angeles", "Asia/Tokyo", "UTC"):
+        assert lisbon.to_hit(tz=ZoneInfo(zone)).date == "2026-02-01"
+    assert by["Prefers tea"].created_at == "2026-03-01T08:00:00Z"
+    assert by["Started pottery"].created_at == "2026-03-01T08:00:00Z"  # today, and never later than now
+    assert not [e for e in logs if "date" in e["event"]]  # nothing to distrust
+
+
+async def test_a_future_or_nonsense_line_date_is_not_trusted(
+    tmp_path: Path, engine: MemoryEngine, clock: ManualClock
+) -> None:
+    """A date after today (a clock or a hand gone wrong) or before any
+    memory file could exist is not believed: the memory is dated now and
+    the log says how many, not what they said."""
+    save(tmp_path / "memory" / "MEMORY.md",
+         "- Has a cat <!-- 2031-05-05 -->\n- Owns a bike <!-- 0001-01-01 -->\n- Speaks Dutch <!-- 2025-12-24 -->\n", 1)
+    with capture_logs() as logs:
+        r = await migrate_files(tmp_path, engine)
+    assert r.memories_added == 3
+    by = {m.content: m.created_at for m in await engine.list_memories("_global")}
+    assert by == {"Has a cat": "2026-03-01T12:00:00Z", "Owns a bike": "2026-03-01T12:00:00Z",
+                  "Speaks Dutch": "2025-12-24T12:00:00Z"}
+    [warned] = [e for e in logs if e["log_level"] == "warning" and "date" in e["event"]]
+    assert warned["untrusted"] == 2 and warned["file"] == "MEMORY.md"
+    assert not any(w in str(e) for e in logs for w in ("cat", "bike", "2031", "0001"))
