@@ -25,6 +25,7 @@ at the user's request, whose words repeat what was erased.
 from __future__ import annotations
 
 import asyncio
+import difflib
 import errno
 import logging
 import re
@@ -103,6 +104,7 @@ HELP_TEXT = (
     "/timezone Asia/Shanghai  your time zone, for dates and schedules\n"
     "/incognito  stop learning from what you say (/incognito off)\n"
     "/project atlas orion  a project was renamed: what I know of atlas counts for orion\n"
+    "/share m12  let a memory be used in groups too (/unshare m12 takes it back; /share lists them)\n"
     "/help  this message\n\n"
     "In a group, mention me or reply to me to get an answer; there I leave out "
     "your profile and anything secret you told me."
@@ -122,6 +124,7 @@ HELP_TEXT_ZH = (
     "/timezone 上海  设置你的时区，日期和定时任务都按它计算\n"
     "/incognito  无痕模式：不从你说的话中学习（/incognito off 关闭；也可发 /无痕）\n"
     "/project 旧名 新名  项目改名了：旧名下记得的事归到新名下\n"
+    "/share m12  允许在群聊中也使用一条记忆（/unshare m12 收回；/share 列出已共享的）\n"
     "/帮助  显示这段说明（/help）\n\n"
     "在群聊中，@我 或回复我的消息，我才会回答；在群里我不会用到你的个人资料和你告诉我的秘密。"
 )
@@ -129,6 +132,20 @@ HELP_TEXT_ZH = (
 # A command a stop cut or found waiting (ProcessLoop._park).
 _CUT_COMMAND = "Sorry, I restarted before I could answer {command}. Please send it again."
 _CUT_COMMAND_ZH = "抱歉，我在回答 {command} 之前重启了。请再发一次。"
+
+_MISTYPED = "{typed} is not a command I know. Did you mean {meant}? /help lists them all."
+_MISTYPED_ZH = "{typed} 不是我认识的命令。你是想发 {meant} 吗？发 /帮助 看全部命令。"
+_KNOWN = tuple(c for c in (*COMMANDS, "new", "help", "start") if c.isascii())
+
+
+def _meant(command: str) -> str | None:
+    """The command ``command`` is a near miss of ("memroy" -> "memory"),
+    or None: a known one, or nothing close ("shrug", "s" go to the model)."""
+    if command in _KNOWN or not command.isascii():
+        return None
+    close = difflib.get_close_matches(command, _KNOWN, n=1, cutoff=0.75)
+    return close[0] if close else None
+
 
 _NEW_TEXT = "New conversation started. I still remember what you told me before."
 _NEW_TEXT_ZH = "已开始新的对话。之前告诉我的事我仍然记得。"
@@ -693,6 +710,17 @@ class ProcessLoop:
                 text = _NEW_TEXT_ZH if zh else _NEW_TEXT
             else:
                 text = HELP_TEXT_ZH if zh else HELP_TEXT
+            await self._reply(msg, text, user)
+            return text
+        meant = _meant(command) if command is not None and private else None
+        if meant is not None:
+            # "/memroy": a near miss of a command is answered with the one
+            # meant, not by the model (an improvised answer, and the typo
+            # kept to be learnt). In a group it may be another bot's.
+            self.stats.commands += 1
+            chat_zh = await self._chat_is_chinese(msg)
+            zh = app_in_chinese(msg) if chat_zh is None else chat_zh
+            text = (_MISTYPED_ZH if zh else _MISTYPED).format(typed=f"/{command}", meant=" ".join((f"/{meant}", args)).strip())
             await self._reply(msg, text, user)
             return text
 

@@ -67,7 +67,12 @@ def private_file(path: Path) -> None:
     existing file keeps its permissions, the operator's choice. SQLite gives
     a database's -wal and -shm files the database's own permissions."""
     private_dirs(path.parent)
-    os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o600))
+    # O_EXCL: an existing file is never opened here. Closing a descriptor
+    # drops every POSIX lock this process holds on the file, SQLite's too
+    # (the reader attaches the side file the writer already has open):
+    # another process closing it would then delete the live WAL.
+    with suppress(FileExistsError):
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
 
 
 async def run_script(conn: aiosqlite.Connection, script: str) -> None:

@@ -60,6 +60,15 @@ def _place(channel: str, zh: bool) -> str:
     return place(channel, zh=zh)
 
 
+def _in_group(p: Provenance) -> bool:
+    """Said in a group chat, as far as the record tells: its kind when
+    kept, else a Telegram group's negative id (a Feishu chat's id does not
+    tell, and a private chat is not to be called a group)."""
+    if p.group is not None:
+        return p.group
+    return p.channel == "telegram" and p.chat_id.startswith("-")
+
+
 def _zh(*parts: str) -> str:
     """Chinese words joined, with a space where they meet Latin letters or
     digits ("来自 Telegram 上的对话")."""
@@ -109,10 +118,14 @@ def origin(source: str, p: Provenance, *, zh: bool = False) -> str:
             what = (f"messages you forwarded and {sent}" if forwarded and filed
                     else "a message you forwarded" if forwarded else sent)
             return f"from {what} {_place(ch, zh)}" if ch else f"from {what}"
+        if ch and _in_group(p):  # "when and where did we agree": in the group, not in private
+            return _zh("你在", _place(ch, zh), "的群聊中告诉我的") if zh else f"told by you in a group chat {_place(ch, zh)}"
         if ch:
             return _zh("你在", _place(ch, zh), "告诉我的") if zh else f"told by you {_place(ch, zh)}"
         return "你告诉我的" if zh else "told by you"
     if source == "event":
+        if ch and _in_group(p):
+            return _zh(_place(ch, zh), "群聊的摘要") if zh else f"summary of a group chat {_place(ch, zh)}"
         if ch:
             return _zh(_place(ch, zh), "的对话摘要") if zh else f"summary of a chat {_place(ch, zh)}"
         return "对话摘要" if zh else "summary of a conversation"
@@ -140,6 +153,8 @@ def origin(source: str, p: Provenance, *, zh: bool = False) -> str:
             return f"每日汇总（{days} 段对话{_span(p, zh)}）" if days else f"每日汇总{_span(p, zh)}"
         what = f" of {_count(days, 'conversation', 'conversations')}" if days else ""
         return f"daily summary{what}{_span(p, zh)}"
+    if ch and _in_group(p):
+        return _zh("来自", _place(ch, zh), "的群聊") if zh else f"from a group chat {_place(ch, zh)}"
     if ch:  # extraction, or anything else said in a chat
         return _zh("来自", _place(ch, zh), "的对话") if zh else f"from a chat {_place(ch, zh)}"
     if source == "extraction":

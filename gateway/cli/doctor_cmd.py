@@ -511,22 +511,29 @@ class _Endpoint:
     setting: str  # where its URL and key are set, for the fix text
     models: tuple[str, ...]  # the chat models used on it, or the embedding model
     fallback: bool = False  # only fallbacks use it: the gateway runs without it, but fails over to nothing there
+    model_settings: tuple[str, ...] = ()  # where each of ``models`` is set ("agent.fallbacks[0].model"), in order
 
 
 def _endpoints(cfg: Config) -> list[_Endpoint]:
     """The OpenAI-compatible endpoints the gateway calls; one that several
     models share (the memory model's, a fallback's) is asked once, for all
     of them."""
-    main = _Endpoint("llm", cfg.provider, "provider", (cfg.agent.model,))
+    main = _Endpoint("llm", cfg.provider, "provider", (cfg.agent.model,), model_settings=("agent.model",))
     chat = [main]
 
     def add(name: str, provider: ProviderConfig, setting: str, model: str) -> None:
+        # A missing model's warning names the setting that asks for it (the
+        # example's fallback, kept with another provider, is not agent.model).
+        model_setting = "memory.model" if name == "memory llm" else f"{name}.model"
         for n, e in enumerate(chat):
             if (e.provider.base_url, e.provider.api_key) == (provider.base_url, provider.api_key):
-                chat[n] = replace(e, models=tuple(dict.fromkeys((*e.models, model))),
+                known = model in e.models
+                chat[n] = replace(e, models=e.models if known else (*e.models, model),
+                                  model_settings=e.model_settings if known else (*e.model_settings, model_setting),
                                   fallback=e.fallback and "fallbacks[" in name)
                 return
-        chat.append(_Endpoint(name, provider, setting, (model,), fallback="fallbacks[" in name))
+        chat.append(_Endpoint(name, provider, setting, (model,), fallback="fallbacks[" in name,
+                              model_settings=(model_setting,)))
 
     for i, fb in enumerate(cfg.agent.fallbacks):
         add(f"agent.fallbacks[{i}]", fb.provider or cfg.provider, f"agent.fallbacks[{i}].provider", fb.model)
@@ -572,8 +579,10 @@ async def _check_chat_endpoint(client: httpx.AsyncClient, e: _Endpoint) -> Check
         listed = {str(m.get("id")) for m in a.body["data"] if isinstance(m, dict)}
         missing = [m for m in e.models if listed and m not in listed]
         if missing:
+            where = dict(zip(e.models, e.model_settings))
+            fix = " / ".join(where.get(m, "agent.model") for m in missing)
             return Check(e.name, "warning", f"{base} answers in {a.ms:g} ms, but does not list the model "
-                         f"{', '.join(missing)} ({len(listed)} listed)", "check agent.model / memory.model",
+                         f"{', '.join(missing)} ({len(listed)} listed)", f"check {fix}",
                          {"latency_ms": a.ms, "via": "models"})
         return Check(e.name, "ok", f"{base} answers in {a.ms:g} ms; model {', '.join(e.models)} listed",
                      data={"latency_ms": a.ms, "via": "models"})

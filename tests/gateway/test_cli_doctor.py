@@ -219,6 +219,19 @@ def test_a_model_the_provider_does_not_list_is_a_warning(home: Path, fakes: Fake
     assert "does not list the model gpt-4o-mnii (1 listed) -> check agent.model" in line(r, "llm")
 
 
+def test_a_fallback_model_the_provider_does_not_list_names_the_fallback_setting(home: Path, fakes: Fakes) -> None:
+    """config.example.json's fallback, gpt-4.1-mini, kept with another
+    provider: the warning said "check agent.model / memory.model", both
+    right, and the operator looked for the wrong thing."""
+    doc = healthy_config(fakes)
+    doc["agent"]["fallbacks"] = [{"model": "gpt-4.1-mini", "provider": None}]
+    write_config(home, doc)
+    r = doctor()
+    assert r.exit_code == 0, r.output
+    assert "does not list the model gpt-4.1-mini (1 listed) -> check agent.fallbacks[0].model" in line(r, "llm")
+    assert "agent.model" not in line(r, "llm").split("->")[1].replace("agent.fallbacks[0].model", "")
+
+
 # -- what goes wrong ------------------------------------------------------------------
 
 

@@ -185,6 +185,46 @@ async def test_help_and_new_answer_in_the_chats_language(tmp_path: Path, clock: 
 
 
 
+async def test_a_mistyped_command_is_answered_with_the_one_meant_not_by_the_model(
+    tmp_path: Path, clock: ManualClock, fake_llm: FakeOpenAI
+) -> None:
+    """"/memroy" went to the model as words: an improvised answer, and the
+    typo kept in the history to be learnt. A near miss of a command is
+    answered with the command meant, in the chat's language; anything else
+    with a slash ("/shrug", "/s") still reaches the model."""
+    async with make_rig(tmp_path, clock, fake_llm) as rig:
+        out = await asyncio.wait_for(rig.ask("/memroy"), 10)
+        assert "/memroy" in out.text and "/memory" in out.text and "/help" in out.text
+        out = await asyncio.wait_for(rig.ask("/forgt m12"), 10)
+        assert "/forget m12" in out.text
+        assert fake_llm.requests == []  # never reached the model
+        await rig.ask("我下周要去杭州出差", chat="2")
+        out = await asyncio.wait_for(rig.ask("/exprot", chat="2"), 10)
+        assert "/export" in out.text and "不是" in out.text
+        fake_llm.queue_reply("¯\\_(ツ)_/¯")
+        assert (await asyncio.wait_for(rig.ask("/shrug"), 10)).text == "¯\\_(ツ)_/¯"
+        # In a group, a command for another bot is none of its business.
+        fake_llm.queue_reply("ok")
+        out = await asyncio.wait_for(rig.ask("/memroy", chat="-9", group=True, mentioned=True), 10)
+        assert out.text == "ok"
+        await rig.settle()
+        rows = await rig.sessions.window("telegram:1")
+        assert not any("memroy" in m.content or "forgt" in m.content for m in rows)
+
+
+def test_help_names_every_command_a_user_can_send() -> None:
+    """Feishu has no command menu: /help is the only place a user learns a
+    command exists. /share and /unshare (a memory used in groups) were
+    missing from it, though the Telegram menu offered /share."""
+    from gateway.commands import COMMANDS
+
+    aliases = {"tz": "timezone", "导出": "export", "无痕": "incognito"}  # each named beside its command
+    for text in (HELP_TEXT, HELP_TEXT_ZH):
+        named = set(re.findall(r"/([a-z]+|[\u4e00-\u9fff]+)", text))
+        for command in (*COMMANDS, "new", "help"):
+            assert aliases.get(command, command) in named, (command, text[:20])
+
+
 def test_help_paragraphs_are_not_broken_mid_sentence() -> None:
     """A chat shows every newline: a paragraph is one line, which the app
     wraps to its own width (a Chinese line cut in two reads as two)."""

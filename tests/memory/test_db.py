@@ -247,3 +247,34 @@ async def test_two_processes_opening_an_old_file_at_once_apply_each_migration_on
     finally:
         await conn.close()
         first.close()
+
+
+_PEEK = "import sqlite3, sys; c = sqlite3.connect(sys.argv[1]); c.execute('SELECT count(*) FROM sqlite_master').fetchall(); c.close()"
+
+
+async def test_another_process_closing_the_side_file_leaves_the_live_wal_alone(tmp_path: Path) -> None:
+    """`myclaw memory stats` while the gateway runs opens memory.buffer.db
+    and closes it. Opening the side file again for the reader (to create it
+    owner-only) closed a descriptor of a file SQLite held locks on, and
+    POSIX drops every lock a process holds on a file when any descriptor of
+    it closes: the other process then took itself for the last user,
+    deleted the live WAL, and lines buffered afterwards went to an unlinked
+    file (gone at the next start; other processes read old lines again)."""
+    import subprocess
+    import sys
+
+    side = tmp_path / "b.db"
+    buf = Attachment("buf", side, (lambda conn: run_script(conn, "CREATE TABLE buf.lines (x TEXT)"),))
+    db = await Database.open(tmp_path / "m.db", MIGRATIONS, attach=buf)
+    try:
+        async with db.transaction() as conn:
+            await conn.execute("INSERT INTO buf.lines VALUES ('before')")
+        await asyncio.to_thread(subprocess.run, [sys.executable, "-c", _PEEK, str(side)], check=True, timeout=30)
+        assert side.with_name("b.db-wal").exists()
+        async with db.transaction() as conn:
+            await conn.execute("INSERT INTO buf.lines VALUES ('after')")
+        with sqlite3.connect(side) as other:  # what another process (or the next start) reads
+            assert [r[0] for r in other.execute("SELECT x FROM lines ORDER BY rowid")] == ["before", "after"]
+        other.close()
+    finally:
+        await db.close()

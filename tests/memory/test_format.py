@@ -123,3 +123,22 @@ def test_a_save_from_the_users_file_names_it() -> None:
         "[m3 · 2026-11-20 · from messages you forwarded and your file terms.txt on Telegram]")
     assert named("terms.txt", channel="") == "[m3 · 2026-11-20 · from your file terms.txt]"
     assert named("x] · [m9 · told by you\nhi") == "[m3 · 2026-11-20 · from your file x) - (m9 - told by you hi on Telegram]"
+
+
+def test_a_fact_said_in_a_group_is_cited_as_said_in_a_group() -> None:
+    """"What did we agree on, and where?": a fact from the team's group was
+    cited "from a chat on Telegram", as one told in private was, so the
+    answer could not say it was agreed in the group."""
+    group = {"channel": "telegram", "chat_id": "-500", "group": True}
+    private = {"channel": "telegram", "chat_id": "42", "group": False}
+    assert cited("extraction", **group) == "[m3 · 2026-11-20 · from a group chat on Telegram]"
+    assert cited("extraction", True, **group) == "[m3 · 2026-11-20 · 来自 Telegram 上的群聊]"
+    assert cited("event", **group) == "[m3 · 2026-11-20 · summary of a group chat on Telegram]"
+    assert cited("event", True, channel="feishu", chat_id="oc_team", group=True) == "[m3 · 2026-11-20 · 飞书上群聊的摘要]"
+    assert cited("manual", **group) == "[m3 · 2026-11-20 · told by you in a group chat on Telegram]"
+    assert cited("manual", True, **group) == "[m3 · 2026-11-20 · 你在 Telegram 上的群聊中告诉我的]"
+    assert cited("extraction", **private) == "[m3 · 2026-11-20 · from a chat on Telegram]"
+    # Recorded before the chat's kind was: a Telegram group's id is negative;
+    # a Feishu chat's id does not tell, so it is not called a group.
+    assert cited("extraction", channel="telegram", chat_id="-100123") == "[m3 · 2026-11-20 · from a group chat on Telegram]"
+    assert cited("extraction", channel="feishu", chat_id="oc_1") == "[m3 · 2026-11-20 · from a chat on Feishu]"
