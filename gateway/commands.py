@@ -424,7 +424,7 @@ class UserCommands:
         try:
             tz = parse_timezone(args)
         except TimezoneError as exc:
-            return f"不认识的时区“{args}”：请用 Asia/Shanghai、上海 或 UTC+8 这样的写法。" if zh else str(exc)[:300]
+            return _unknown_zone(args, exc.nearest, zh=zh)
         await self.timezones.set(user, tz, at=self.clock.now())
         now = self.clock.now().astimezone(tz)
         jobs = [j for j in await self.everything.cron.list(user) if not j.internal] if self.everything.cron else []
@@ -536,6 +536,17 @@ class UserCommands:
 
 def named(ids: Sequence[int]) -> str:
     return ", ".join(f"m{i}" for i in ids)
+
+
+def _unknown_zone(args: str, nearest: str | None, *, zh: bool) -> str:
+    """/timezone's answer to a name it does not know: an example to copy, and
+    the zone it is a near miss of, if any (no parser's wording)."""
+    shown = args if len(args) <= 40 else args[:40] + "…"
+    if zh:
+        return (f"我不认识时区“{shown}”。请发送城市或时区名，例如 /timezone 上海、/timezone Asia/Shanghai 或 "
+                "/timezone UTC+8。" + (f"你是不是想说 /timezone {nearest}？" if nearest else ""))
+    return (f"I don't know the time zone \"{shown}\". Send a city or a zone name, for example /timezone Berlin, "
+            "/timezone Asia/Shanghai or /timezone UTC+8." + (f" Did you mean /timezone {nearest}?" if nearest else ""))
 
 
 def _counts(c: Census, zh: bool) -> str:
