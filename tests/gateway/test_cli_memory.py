@@ -311,8 +311,8 @@ def test_export_json_and_markdown(home: Path, tmp_path: Path) -> None:
 
     md = ok("export", "--format", "markdown").stdout
     alice, bob = md.index("## alice"), md.index("## bob")
-    assert alice < md.index("### Tier 1 — profile") < md.index("- [m1] Alice lives in Hangzhou") < bob
-    assert alice < md.index("### Tier 2 — knowledge — project atlas") < bob
+    assert alice < md.index("### Profile (tier 1)") < md.index("- [m1] Alice lives in Hangzhou") < bob
+    assert alice < md.index("### Knowledge (tier 2) — project atlas") < bob
     assert "- [e1] 2026-02-28: Booked flights\n  to Osaka" in md
     assert "- [m2] Atlas runs on k8s _(" in md and ")_\n  > drawn from: we moved atlas onto the k8s cluster\n" in md
     assert doc["memories"][1]["source_text"] == "we moved atlas onto the k8s cluster"
