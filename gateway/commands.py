@@ -302,7 +302,8 @@ class UserCommands:
         tokens = [t for t in re.split(r"[\s,，、;；]+", args.strip()) if t]
         if tokens and tokens[0].lower() in _ALL:
             zh = tokens[0] == "全部" or await self._speaks_chinese(user, [], chat_zh, app_zh)
-            return await self._forget_all(user, tokens[1:], zh=zh)
+            # The confirmation names the word they typed: "/forget 全部" is not told "/forget all".
+            return await self._forget_all(user, tokens[1:], zh=zh, word="全部" if tokens[0] == "全部" else "all")
         refs: list[str] = []
         bad: list[str] = []
         for t in tokens:
@@ -368,16 +369,16 @@ class UserCommands:
         known = [h.content for h in (*o.profile, *o.recent)]
         return _chinese(known) if known else app_zh
 
-    async def _forget_all(self, user: str, rest: Sequence[str], *, zh: bool) -> str:
+    async def _forget_all(self, user: str, rest: Sequence[str], *, zh: bool, word: str = "all") -> str:
         now = self.clock.now()
         self._codes = {u: c for u, c in self._codes.items() if c[1] > now}
         if rest:
             code, _ = self._codes.get(user, ("", now))
             if len(rest) != 1 or not code or not secrets.compare_digest(rest[0], code):
                 return (
-                    "这个确认码不对或已过期；先发送 /forget all 获取新的确认码。"
+                    f"这个确认码不对或已过期；先发送 /forget {word} 获取新的确认码。"
                     if zh
-                    else "That code is wrong or has expired; send /forget all for a new one."
+                    else f"That code is wrong or has expired; send /forget {word} for a new one."
                 )
             del self._codes[user]
             gone = await self.everything.erase(user)
@@ -391,9 +392,9 @@ class UserCommands:
         self._codes[user] = (code, now + _CONFIRM_WITHIN)
         if zh:
             return (f"这会永久删除我保存的关于你的一切：{_counts(kept, zh)}。无法撤销。\n"
-                    f"确认请在 5 分钟内发送：/forget all {code}")
+                    f"确认请在 5 分钟内发送：/forget {word} {code}")
         return (f"This erases everything I keep about you, for good: {_counts(kept, zh)}. It cannot be undone.\n"
-                f"To confirm, send within 5 minutes: /forget all {code}")
+                f"To confirm, send within 5 minutes: /forget {word} {code}")
 
 
     async def _timezone(self, user: str, args: str, chat_zh: bool | None) -> str:

@@ -238,6 +238,24 @@ async def test_a_forget_all_code_expires_after_five_minutes_and_groups_are_refus
         assert await rig.engine.get(ids["coffee"]) is not None
 
 
+async def test_forget_all_in_chinese_echoes_the_word_the_user_typed(
+    tmp_path: Path, clock: ManualClock, fake_llm: FakeOpenAI
+) -> None:
+    # "/forget 全部" was told to confirm with "/forget all <code>": a word it never typed.
+    async with make_rig(tmp_path, clock, fake_llm) as rig:
+        rig.loop.commands = UserCommands(rig.backend, everything=UserData(rig.backend, rig.sessions), clock=clock)
+        ids = await _seed(rig)
+        asked = (await rig.ask("/forget 全部", chat="100")).text
+        assert "/forget all" not in asked
+        prompt, code = asked.rsplit(" ", 1)
+        assert prompt.endswith("确认请在 5 分钟内发送：/forget 全部")
+        wrong = (await rig.ask("/forget 全部 0000x", chat="100")).text
+        assert wrong == "这个确认码不对或已过期；先发送 /forget 全部 获取新的确认码。"
+        assert await rig.engine.get(ids["coffee"]) is not None
+        assert (await rig.ask(f"/forget 全部 {code}", chat="100")).text.startswith("已永久删除：3 条记忆")
+        assert await rig.engine.get(ids["coffee"]) is None
+
+
 # -- /export ---------------------------------------------------------------------------
 
 
