@@ -302,7 +302,8 @@ class UserCommands:
         tokens = [t for t in re.split(r"[\s,，、;；]+", args.strip()) if t]
         if tokens and tokens[0].lower() in _ALL:
             zh = tokens[0] == "全部" or await self._speaks_chinese(user, [], chat_zh, app_zh)
-            return await self._forget_all(user, tokens[1:], zh=zh)
+            # The confirmation names the word they typed: "/forget 全部" is not told "/forget all".
+            return await self._forget_all(user, tokens[1:], zh=zh, word="全部" if tokens[0] == "全部" else "all")
         refs: list[str] = []
         bad: list[str] = []
         for t in tokens:
@@ -368,16 +369,16 @@ class UserCommands:
         known = [h.content for h in (*o.profile, *o.recent)]
         return _chinese(known) if known else app_zh
 
-    async def _forget_all(self, user: str, rest: Sequence[str], *, zh: bool) -> str:
+    async def _forget_all(self, user: str, rest: Sequence[str], *, zh: bool, word: str = "all") -> str:
         now = self.clock.now()
         self._codes = {u: c for u, c in self._codes.items() if c[1] > now}
         if rest:
             code, _ = self._codes.get(user, ("", now))
             if len(rest) != 1 or not code or not secrets.compare_digest(rest[0], code):
                 return (
-                    "这个确认码不对或已过期；先发送 /forget all 获取新的确认码。"
+                    f"这个确认码不对或已过期；先发送 /forget {word} 获取新的确认码。"
                     if zh
-                    else "That code is wrong or has expired; send /forget all for a new one."
+                    else f"That code is wrong or has expired; send /forget {word} for a new one."
                 )
             del self._codes[user]
             gone = await self.everything.erase(user)
@@ -391,9 +392,9 @@ class UserCommands:
         self._codes[user] = (code, now + _CONFIRM_WITHIN)
         if zh:
             return (f"这会永久删除我保存的关于你的一切：{_counts(kept, zh)}。无法撤销。\n"
-                    f"确认请在 5 分钟内发送：/forget all {code}")
+                    f"确认请在 5 分钟内发送：/forget {word} {code}")
         return (f"This erases everything I keep about you, for good: {_counts(kept, zh)}. It cannot be undone.\n"
-                f"To confirm, send within 5 minutes: /forget all {code}")
+                f"To confirm, send within 5 minutes: /forget {word} {code}")
 
 
     async def _timezone(self, user: str, args: str, chat_zh: bool | None) -> str:
@@ -424,7 +425,7 @@ class UserCommands:
         try:
             tz = parse_timezone(args)
         except TimezoneError as exc:
-            return f"不认识的时区“{args}”：请用 Asia/Shanghai、上海 或 UTC+8 这样的写法。" if zh else str(exc)[:300]
+            return _unknown_zone(args, exc.nearest, zh=zh)
         await self.timezones.set(user, tz, at=self.clock.now())
         now = self.clock.now().astimezone(tz)
         jobs = [j for j in await self.everything.cron.list(user) if not j.internal] if self.everything.cron else []
@@ -536,6 +537,17 @@ class UserCommands:
 
 def named(ids: Sequence[int]) -> str:
     return ", ".join(f"m{i}" for i in ids)
+
+
+def _unknown_zone(args: str, nearest: str | None, *, zh: bool) -> str:
+    """/timezone's answer to a name it does not know: an example to copy, and
+    the zone it is a near miss of, if any (no parser's wording)."""
+    shown = args if len(args) <= 40 else args[:40] + "…"
+    if zh:
+        return (f"我不认识时区“{shown}”。请发送城市或时区名，例如 /timezone 上海、/timezone Asia/Shanghai 或 "
+                "/timezone UTC+8。" + (f"你是不是想说 /timezone {nearest}？" if nearest else ""))
+    return (f"I don't know the time zone \"{shown}\". Send a city or a zone name, for example /timezone Berlin, "
+            "/timezone Asia/Shanghai or /timezone UTC+8." + (f" Did you mean /timezone {nearest}?" if nearest else ""))
 
 
 def _counts(c: Census, zh: bool) -> str:

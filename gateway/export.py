@@ -5,7 +5,10 @@ their scheduled jobs and how much still waits, and lists credentials by id
 only, as ``/memory`` does.
 
 Per user: Tier 1 (profile), Tier 2 by project, every status (an older
-version says what replaced it), then Tier 3 events by date. The layout is
+version says what replaced it), then Tier 3 events by date. A user's
+headings say so in their words ("What I know about you"); the operator's
+add the tier (``Knowledge (tier 2)``), as ``myclaw memory list --tier`` takes it.
+Nothing reads the headings back (the JSON export is the machine-read one). The layout is
 plain Markdown lists, so the file reads as well in a text editor as in a
 Markdown viewer, and every line starts with the id ``/forget`` takes.
 """
@@ -86,10 +89,10 @@ class _Labels:
 
 _EN = _Labels(
     title="myclaw memory export",
-    profile="Tier 1 — profile",
-    knowledge="Tier 2 — knowledge",
+    profile="Who you are",
+    knowledge="What I know about you",
     project="project",
-    events="Tier 3 — events",
+    events="What happened, by day",
     jobs="Scheduled jobs",
     once="once at",
     waiting="Waiting to be learnt",
@@ -109,10 +112,10 @@ _EN = _Labels(
 )
 _ZH = _Labels(
     title="myclaw 记忆导出",
-    profile="第 1 层 — 个人档案",
-    knowledge="第 2 层 — 知识",
+    profile="关于你",
+    knowledge="我对你的了解",
     project="项目",
-    events="第 3 层 — 每日事件",
+    events="每天发生的事",
     jobs="定时任务",
     once="一次性",
     waiting="等待学习",
@@ -133,6 +136,9 @@ _ZH = _Labels(
     },
     statuses={"superseded": "旧版本", "archived": "已归档"},
 )
+# The operator's file (every user, or one from the memory page): the tiers
+# its reader filters by, after words anyone reads.
+_OP = replace(_EN, profile="Profile (tier 1)", knowledge="Knowledge (tier 2)", events="Daily events (tier 3)")
 
 
 class Spool:
@@ -200,17 +206,17 @@ def render_markdown(owners: Sequence[OwnerData], *, at: str) -> str:
     """The operator's export: every owner given, grouped by owner, nothing
     hidden (the file is theirs to keep safe: written 0600). All in memory:
     :func:`write_markdown` writes the same text from rows read page by page."""
-    out = [f"# {_EN.title} ({at})"]
+    out = [f"# {_OP.title} ({at})"]
     for data in sorted(owners, key=lambda d: d.owner):
         if not (data.memories or data.events or data.waiting or data.set_aside):
             continue
         out.append(f"\n## {data.owner}")
-        out += _sections(data, _EN, hide_credentials=False, level="###")
+        out += _sections(data, _OP, hide_credentials=False, level="###")
         if data.waiting:
-            out.append(f"\n### {_EN.waiting}\n")
+            out.append(f"\n### {_OP.waiting}\n")
             out.append(f"- {_n(data.waiting, 'line', 'lines')} waiting for extraction")
         if data.set_aside:
-            out.append(f"\n### {_EN.set_aside}\n")
+            out.append(f"\n### {_OP.set_aside}\n")
             out.append(f"- {_n(data.set_aside, 'line', 'lines')} set aside: too long for the memory model "
                        f"(myclaw memory retry-set-aside tries {'it' if data.set_aside == 1 else 'them'} again)")
     return "\n".join(out)
@@ -237,7 +243,7 @@ async def write_markdown(
         write(text if first else "\n" + text)
         first = False
 
-    line(f"# {_EN.title} ({at})")
+    line(f"# {_OP.title} ({at})")
     memories = events = 0
     for owner in sorted(owners):
         index = await backend.owner_index(owner)
@@ -254,17 +260,17 @@ async def write_markdown(
                 memories += 1
                 if (row.tier, row.project) != group:
                     group = (row.tier, row.project)
-                    line(_group_title(row.tier, row.project, _EN, "###"))
-                for text in _memory(row, _EN, False, shown, set(), None, titles):
+                    line(_group_title(row.tier, row.project, _OP, "###"))
+                for text in _memory(row, _OP, False, shown, set(), None, titles):
                     line(text)
             else:
                 events += 1
                 if not dated:
                     dated = True
-                    line(f"\n### {_EN.events}\n")
-                line(_event(row, _EN))
+                    line(f"\n### {_OP.events}\n")
+                line(_event(row, _OP))
         if index.waiting:
-            line(f"\n### {_EN.waiting}\n")
+            line(f"\n### {_OP.waiting}\n")
             line(f"- {_n(index.waiting, 'line', 'lines')} waiting for extraction")
     write("\n")
     return memories, events

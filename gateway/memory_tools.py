@@ -20,7 +20,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 from memory.backend import MemoryBackend
-from memory.format import format_hits
+from memory.format import fit_budget, format_hit
 from memory.origin import carried
 from memory.types import Category, Provenance
 
@@ -68,7 +68,16 @@ def memory_tools(
                                     chat=(ctx.channel, ctx.chat_id))
         if not hits:
             return "No matching memories."
-        return format_hits(hits, max_hits=limit, max_chars=max_chars, token_budget=token_budget, zh=_zh(ctx, query))
+        zh = _zh(ctx, query)
+        kept = fit_budget(hits, max_hits=limit, max_chars=max_chars, token_budget=token_budget, zh=zh)
+        # A neighbour holds none of the words: under its own heading, so the
+        # model does not take the turn after a match for a match (as /memory does).
+        out = [format_hit(h, max_chars, zh=zh) for h in kept if not h.neighbour]
+        near = [format_hit(h, max_chars, zh=zh) for h in kept if h.neighbour]
+        if near:
+            out += ["同一对话中紧挨着匹配项说的（上下文，并非匹配）：" if zh
+                    else "Said next to a match in the same conversation (context, not matches):", *near]
+        return "\n".join(out)
 
     async def save(args: Mapping[str, Any], ctx: ToolContext) -> str:
         content = args.get("content")

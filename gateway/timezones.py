@@ -16,6 +16,7 @@ names ("北京").
 
 from __future__ import annotations
 
+import difflib
 import re
 from datetime import datetime, timedelta, timezone, tzinfo
 from functools import cache
@@ -46,7 +47,20 @@ _ALIASES = {"beijing": "Asia/Shanghai", "china": "Asia/Shanghai", "san francisco
 
 
 class TimezoneError(ValueError):
-    """Not a time zone this gateway knows; the message says what is accepted."""
+    """Not a time zone this gateway knows; the message says what is accepted.
+    ``nearest``: a known zone the text is a near miss of ("Asia/Shangai"),
+    for a "did you mean"."""
+
+    def __init__(self, message: str, *, nearest: str | None = None) -> None:
+        super().__init__(message)
+        self.nearest = nearest
+
+
+def _nearest(key: str) -> str | None:
+    """The zone whose name or city ``key`` (lower case) is a typo of, if one
+    is close enough to be worth offering; 0.8 keeps "mars/olympus" unmatched."""
+    close = difflib.get_close_matches(key, list(_index()), n=1, cutoff=0.8)
+    return _index()[close[0]] if close else None
 
 
 @cache
@@ -86,9 +100,11 @@ def parse_timezone(text: str) -> tzinfo:
         name = s  # exact names the index leaves out ("EST5EDT")
     if name is None:
         shown = s if len(s) <= 40 else s[:40] + "…"
+        nearest = _nearest(key) if len(key) <= 40 else None
         raise TimezoneError(
             f"unknown time zone {shown!r}: give a name like Asia/Shanghai or Europe/Berlin, "
-            "a city like Shanghai, or an offset like UTC+8"
+            "a city like Shanghai, or an offset like UTC+8" + (f" (did you mean {nearest}?)" if nearest else ""),
+            nearest=nearest,
         )
     try:
         return ZoneInfo(name)

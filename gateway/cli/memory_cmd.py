@@ -177,11 +177,17 @@ def list_cmd(
 async def _list(path: Path, owner: str | None, filters: dict[str, Any], as_json: bool) -> None:
     async with open_engine(path) as engine:
         rows = await engine.list_memories(owner, **filters)
+        # Only the active-only default narrowed an empty list: say what is
+        # stored rather than that "nothing matches" (read as a filter's fault).
+        plain = filters["status"] == Status.ACTIVE.value and not any(
+            filters[k] for k in ("tier", "project", "category"))
+        stored = (await engine.stats(owner)).by_status if not rows and plain else {}
+        owners = await engine.owners() if not rows and plain and owner is not None and not stored else []
     if as_json:
         echo_json([memory_dict(m) for m in rows])
         return
     if not rows:
-        click.echo("no memories match", err=True)
+        click.echo(_empty_list(owner, stored, owners) if plain else "no memories match", err=True)
         return
     click.echo(
         render_table(
@@ -193,6 +199,18 @@ async def _list(path: Path, owner: str | None, filters: dict[str, Any], as_json:
             ],
         )
     )
+
+
+def _empty_list(owner: str | None, by_status: dict[str, int], owners: list[str]) -> str:
+    """Why ``list`` shows nothing with no filter but the active-only default."""
+    if not by_status:
+        if owner is None:
+            return "no memories are stored yet"
+        # Events or buffered messages only: a real user, not a typo to correct.
+        return f"no memories are stored for {owner}" + ("" if owner in owners else f" ({_near_hint(owner, owners)})")
+    rest = ", ".join(f"{n} {status}" for status, n in sorted(by_status.items()))
+    return (f"{owner} has no active memories" if owner is not None else "no active memories") + (
+        f", only {rest} (--status all lists them)")
 
 
 # -- search ---------------------------------------------------------------------

@@ -41,6 +41,7 @@ process only (the page's Undo; an archive's undo is ``restore``).
 
 from __future__ import annotations
 
+import difflib
 import math
 import secrets
 from datetime import UTC, datetime, tzinfo
@@ -57,7 +58,7 @@ from gateway.export import MIME, Spool, write_markdown
 from gateway.http import HttpServer
 from memory.service import SqliteMemory
 from memory.sharing import shared_places
-from memory.types import Category, Memory, Status
+from memory.types import GLOBAL_OWNER, Category, Memory, Status
 
 from ._actions import EDITABLE, AdminError, Conflict, Edited, Invalid, MemoryAdmin, NotFound, editable_values
 from ._auth import COOKIE, COOKIE_PATH, AdminAuth, Identity, is_https, same_origin
@@ -538,6 +539,14 @@ class MemoryWeb:
         whole first: a failure is a 500, never a file cut short."""
         user = _user(data)
         assert user is not None
+        # An empty file of a misspelt handle would read as "nothing stored about them" (as the CLI refuses).
+        owners = await self.admin.engine.owners()
+        if user != GLOBAL_OWNER and user not in owners:
+            near = difflib.get_close_matches(user, owners, n=1)
+            raise NotFound(f"nothing is stored about {user}, so there is nothing to export"
+                           + (f" (did you mean {near[0]}?)" if near else ""),
+                           key="err_export_unknown_near" if near else "err_export_unknown",
+                           user=user, near=near[0] if near else "")
         now = datetime.now(UTC)
         spool = Spool(EXPORT_IN_MEMORY)
         try:

@@ -71,6 +71,29 @@ async def test_memory_search_cites_in_chinese_when_the_message_is_chinese(
         assert cited in result
 
 
+async def test_memory_search_marks_what_was_said_next_to_a_match_as_context(
+    fake_llm: FakeOpenAI, engine: MemoryEngine
+) -> None:
+    # "Miso, she is three" holds no "cat": it came in as the next turn of a
+    # hit, and the model was handed it as one more match.
+    chat = Provenance(channel="telegram", chat_id="42", session="s1")
+    ask = (await engine.add(NewMemory(owner="alice", content="Alice asked what my cat is called",
+                                      category=Category.CONVERSATION, provenance=chat))).id
+    answer = (await engine.add(NewMemory(owner="alice", content="Miso, she is three",
+                                         category=Category.CONVERSATION, provenance=chat))).id
+    for said, heading in (("what is my cat called?", "Said next to a match in the same conversation "
+                                                     "(context, not matches):"),
+                          ("我的猫叫什么？", "同一对话中紧挨着匹配项说的（上下文，并非匹配）：")):
+        fake_llm.queue_reply(None, tool_calls=[{"name": "memory_search", "arguments": {"query": "cat"}}])
+        fake_llm.queue_reply("Miso")
+        async with _llm(fake_llm) as llm:
+            await Agent(llm, tools=memory_tools(SqliteMemory(engine))).run(SYSTEM, replace(ALICE, message_text=said))
+        (result,) = _tool_messages(fake_llm.requests[-1])
+        lines = result.splitlines()
+        assert lines[0].startswith(f"- [m{ask} · ") and lines[1] == heading
+        assert lines[2].startswith(f"- [m{answer} · ") and lines[2].endswith("Miso, she is three")
+
+
 async def test_memory_save_writes_for_the_asker_with_provenance(fake_llm: FakeOpenAI, engine: MemoryEngine) -> None:
     fake_llm.queue_reply(None, tool_calls=[{"name": "memory_save", "arguments": {"content": "部署密码在 1Password 里", "category": "credential"}}])
     fake_llm.queue_reply("记住了")

@@ -73,6 +73,21 @@ def test_add_list_and_json_shape(home: Path) -> None:
     assert ids("--limit", "1") == [3]
 
 
+def test_an_empty_list_says_what_is_stored_not_that_nothing_matched(home: Path) -> None:
+    # With only the active-only default applied, "no memories match" read as a filter's fault.
+    ok("add", "Alice drinks green tea", "--user", "telegram:1001")
+    ok("add", "Alice cycles to work", "--user", "telegram:1001")
+    assert ok("list", "--user", "telgram:1001").stderr == (
+        "no memories are stored for telgram:1001 (did you mean telegram:1001? `myclaw memory stats` lists every user)\n")
+    ok("delete", "1", "--yes")
+    ok("delete", "2", "--yes")
+    assert ok("list", "--user", "telegram:1001").stderr == (
+        "telegram:1001 has no active memories, only 2 archived (--status all lists them)\n")
+    assert ok("list").stderr == "no active memories, only 2 archived (--status all lists them)\n"
+    assert ok("list", "--user", "telegram:1001", "--tier", "1").stderr == "no memories match\n"  # a filter's doing
+    assert "Alice cycles to work" in ok("list", "--user", "telegram:1001", "--status", "all").stdout
+
+
 def test_piped_tables_keep_whole_lines_and_a_terminal_width_cuts_them(home: Path) -> None:
     from gateway.cli._common import render_table
 
@@ -296,8 +311,8 @@ def test_export_json_and_markdown(home: Path, tmp_path: Path) -> None:
 
     md = ok("export", "--format", "markdown").stdout
     alice, bob = md.index("## alice"), md.index("## bob")
-    assert alice < md.index("### Tier 1 — profile") < md.index("- [m1] Alice lives in Hangzhou") < bob
-    assert alice < md.index("### Tier 2 — knowledge — project atlas") < bob
+    assert alice < md.index("### Profile (tier 1)") < md.index("- [m1] Alice lives in Hangzhou") < bob
+    assert alice < md.index("### Knowledge (tier 2) — project atlas") < bob
     assert "- [e1] 2026-02-28: Booked flights\n  to Osaka" in md
     assert "- [m2] Atlas runs on k8s _(" in md and ")_\n  > drawn from: we moved atlas onto the k8s cluster\n" in md
     assert doc["memories"][1]["source_text"] == "we moved atlas onto the k8s cluster"

@@ -238,6 +238,24 @@ async def test_a_forget_all_code_expires_after_five_minutes_and_groups_are_refus
         assert await rig.engine.get(ids["coffee"]) is not None
 
 
+async def test_forget_all_in_chinese_echoes_the_word_the_user_typed(
+    tmp_path: Path, clock: ManualClock, fake_llm: FakeOpenAI
+) -> None:
+    # "/forget 全部" was told to confirm with "/forget all <code>": a word it never typed.
+    async with make_rig(tmp_path, clock, fake_llm) as rig:
+        rig.loop.commands = UserCommands(rig.backend, everything=UserData(rig.backend, rig.sessions), clock=clock)
+        ids = await _seed(rig)
+        asked = (await rig.ask("/forget 全部", chat="100")).text
+        assert "/forget all" not in asked
+        prompt, code = asked.rsplit(" ", 1)
+        assert prompt.endswith("确认请在 5 分钟内发送：/forget 全部")
+        wrong = (await rig.ask("/forget 全部 0000x", chat="100")).text
+        assert wrong == "这个确认码不对或已过期；先发送 /forget 全部 获取新的确认码。"
+        assert await rig.engine.get(ids["coffee"]) is not None
+        assert (await rig.ask(f"/forget 全部 {code}", chat="100")).text.startswith("已永久删除：3 条记忆")
+        assert await rig.engine.get(ids["coffee"]) is None
+
+
 # -- /export ---------------------------------------------------------------------------
 
 
@@ -353,7 +371,7 @@ async def test_export_in_chinese_and_for_someone_nothing_is_kept_about(
         zh = await rig.ask("/导出", chat="100")
         assert zh.text.startswith("这是我保存的关于你的一切") and zh.attachment is not None
         doc = zh.attachment.data.decode("utf-8")
-        assert doc.startswith("# myclaw 记忆导出") and "第 2 层 — 知识" in doc and "我喜欢喝燕麦拿铁咖啡" in doc
+        assert doc.startswith("# myclaw 记忆导出") and "我对你的了解" in doc and "我喜欢喝燕麦拿铁咖啡" in doc
         nobody = await rig.ask("/export", chat="300", sender="300")
         assert nobody.text == "I keep nothing about you, so there is nothing to export." and nobody.attachment is None
 
@@ -420,7 +438,7 @@ async def test_commands_answer_in_the_language_the_chat_is_held_in(
         assert (await rig.ask(f"/forget {many}", chat="100")).text == "一次最多删除 20 条。"
         assert (await rig.ask("/timezone", chat="100")).text.startswith("我用网关的时区 UTC")
         assert (await rig.ask("/timezone Berlin", chat="100")).text.startswith("好的，你的时区是 Europe/Berlin")
-        assert (await rig.ask("/timezone Mars/Olympus", chat="100")).text.startswith("不认识的时区“Mars/Olympus”")
+        assert (await rig.ask("/timezone Mars/Olympus", chat="100")).text.startswith("我不认识时区“Mars/Olympus”。请发送城市或时区名")
         assert (await rig.ask("/incognito maybe", chat="100")).text.startswith("用法：/incognito")
         export = await rig.ask("/export", chat="100")
         assert export.text.startswith("这是我保存的关于你的一切") and export.attachment is not None

@@ -66,15 +66,17 @@ def test_a_user_export_shows_every_tier_status_and_date_and_hides_credentials() 
     assert doc.startswith(f"# myclaw memory export ({AT})\n\nEverything I keep about you: 5 memories, 2 daily events, "
                           "1 scheduled job.")
     assert "Credentials are listed by id only" in doc and "Also kept: 12 messages of our recent conversations" in doc
-    assert doc.index("## Tier 1 — profile") < doc.index("- [m1] Alice is a backend engineer _(identity, ")
-    assert "## Tier 2 — knowledge — project atlas" in doc
+    # Headings in a user's words, not the tiers of the design ("Tier 2 — knowledge").
+    assert doc.index("## Who you are") < doc.index("- [m1] Alice is a backend engineer _(identity, ")
+    assert "## What I know about you — project atlas" in doc
+    assert "Tier" not in doc
     assert ("- [m2] Atlas runs on k8s _(decision, importance 0.70, 2026-11-20, from a chat on Telegram, "
             "topic deploy, updated 2026-11-21)_") in doc
     assert "- [m3] Alice lives in Berlin _(event, importance 0.70, 2026-11-20, superseded, from a chat on Telegram" in doc
     assert "replaced by m5)_" in doc
     assert "- [m4] (a credential, not shown here) _(credential, " in doc and "tulip" not in doc
     assert "- [m5] Alice lives in Hangzhou _(" in doc and "  > drawn from: I moved to Hangzhou" in doc
-    assert doc.index("- [e7] 2026-11-20: Booked flights _(summary of a chat on Telegram)_") < doc.index(
+    assert doc.index("## What happened, by day\n\n- [e7] 2026-11-20: Booked flights _(summary of a chat on Telegram)_") < doc.index(
         "- [e8] 2026-11-21: Planned the trip\n  to Osaka _(summary of a chat on Telegram)_")
     assert ("## Scheduled jobs\n\n- [job-1] `0 9 * * 1-5` summarise my plans _(replies in a chat on Telegram, "
             "next 2026-11-23 09:00 (UTC))_") in doc
@@ -89,10 +91,10 @@ def test_a_chinese_export_is_labelled_in_chinese() -> None:
     zh = mostly_chinese([m.content for m in data.memories])
     doc = render_user_export(UserExport(data), at=AT, zh=zh)
     assert zh and doc.startswith(f"# myclaw 记忆导出 ({AT})\n\n我保存的关于你的一切：2 条记忆、1 条每日事件、0 个定时任务。")
-    assert "## 第 2 层 — 知识" in doc
+    assert "## 我对你的了解" in doc and "层" not in doc
     assert "- [m9] 我喜欢喝燕麦拿铁咖啡 _(事件，重要性 0.70，2026-11-20，来自 Telegram 上的对话，更新于 2026-11-21)_" in doc
     assert "- [m10] （凭据，此处不显示）" in doc and "hunter2" not in doc
-    assert "## 第 3 层 — 每日事件\n\n- [e3] 2026-11-21: 讨论了部署计划 _(Telegram 上的对话摘要)_" in doc
+    assert "## 每天发生的事\n\n- [e3] 2026-11-21: 讨论了部署计划 _(Telegram 上的对话摘要)_" in doc
     assert "- [m10] （凭据，此处不显示） _(凭据，" in doc
     assert "定时任务\n" not in doc and "等待学习" not in doc  # no empty sections
     assert not mostly_chinese(["Alice lives in Hangzhou", "Atlas runs on k8s", "我喜欢"])
@@ -165,7 +167,9 @@ def test_the_operators_export_groups_by_owner_and_hides_nothing() -> None:
     bob = OwnerData("bob", [_memory(6, "Bob keeps bees", owner="bob")], [])
     doc = render_markdown([bob, ALICE, OwnerData("nobody", [], [])], at=AT)
     assert doc.startswith(f"# myclaw memory export ({AT})\n\n## alice")
-    assert doc.index("## alice") < doc.index("### Tier 1 — profile") < doc.index("## bob")
+    # The operator's file keeps the tiers the CLI's --tier takes, after the plain words.
+    assert doc.index("## alice") < doc.index("### Profile (tier 1)") < doc.index("## bob")
+    assert "### Knowledge (tier 2) — project atlas" in doc and "### Daily events (tier 3)" in doc
     assert "- [m4] Alice's vault password is tulip-4471 _(credential" in doc  # the operator's file: all of it
     assert "### Waiting to be learnt\n\n- 3 lines waiting for extraction" in doc and "## nobody" not in doc
 

@@ -91,7 +91,7 @@ async def test_timezone_command_sets_shows_and_resets(tmp_path: Path, clock: Man
         rig.loop.timezones = zones
         shown = (await rig.ask("/timezone", chat="100")).text
         assert shown.startswith("I use the gateway's time zone, Europe/London (now 2026-11-22 20:00)")
-        assert (await rig.ask("/timezone Mars", chat="100")).text.startswith("unknown time zone 'Mars'")
+        assert (await rig.ask("/timezone Mars", chat="100")).text.startswith("I don't know the time zone \"Mars\"")
         done = (await rig.ask("/timezone Shanghai", chat="100")).text
         assert done == ("Your time zone is now Asia/Shanghai (it is 2026-11-23 04:00 there). "
                         "Dates and new schedules use it.")
@@ -103,6 +103,38 @@ async def test_timezone_command_sets_shows_and_resets(tmp_path: Path, clock: Man
         await rig.settle()
         assert fake_llm.requests == []  # answered without the model
         assert await rig.sessions.window("telegram:100") == []  # and kept out of history
+
+
+def test_a_near_miss_names_the_zone_it_is_close_to() -> None:
+    with pytest.raises(TimezoneError) as near:
+        parse_timezone("Asia/Shangai")
+    assert near.value.nearest == "Asia/Shanghai"
+    with pytest.raises(TimezoneError) as city:
+        parse_timezone("Tokio")
+    assert city.value.nearest == "Asia/Tokyo"
+    with pytest.raises(TimezoneError) as far:
+        parse_timezone("Mars/Olympus")
+    assert far.value.nearest is None
+
+
+async def test_an_unknown_zone_is_answered_plainly_in_the_chats_language(
+    tmp_path: Path, clock: ManualClock, fake_llm: FakeOpenAI
+) -> None:
+    async with make_rig(tmp_path, clock, fake_llm) as rig:
+        zones = UserTimezones(rig.sessions.db)
+        commands = UserCommands(rig.backend, clock=clock, timezones=zones)
+        rig.loop.commands = commands
+        mars = (await rig.ask("/timezone Mars/Olympus", chat="100")).text
+        assert mars == ("I don't know the time zone \"Mars/Olympus\". Send a city or a zone name, "
+                        "for example /timezone Berlin, /timezone Asia/Shanghai or /timezone UTC+8.")
+        near = (await rig.ask("/timezone Asia/Shangai", chat="100")).text
+        assert near.endswith("Did you mean /timezone Asia/Shanghai?")
+        zh = await commands.run("timezone", "Mars/Olympus", user=ALICE, private=True, chat_zh=True)
+        assert zh == "我不认识时区“Mars/Olympus”。请发送城市或时区名，例如 /timezone 上海、/timezone Asia/Shanghai 或 /timezone UTC+8。"
+        zh_near = await commands.run("timezone", "Europe/Berlinn", user=ALICE, private=True, chat_zh=True)
+        assert zh_near.endswith("你是不是想说 /timezone Europe/Berlin？")
+        assert "unknown time zone" not in mars + near + zh + zh_near
+        assert await zones.get(ALICE) is None  # nothing was set
 
 
 async def test_the_prompt_dates_the_conversation_in_the_users_zone(

@@ -107,6 +107,24 @@ async def test_a_users_memories_can_be_exported_from_their_page(site: Site, in_m
         assert (await anon.get("/memory/export", params={"user": "alice"})).status_code == 401
 
 
+async def test_an_export_of_a_user_nothing_is_stored_about_is_refused_naming_the_near_one(site: Site) -> None:
+    # It downloaded an empty Markdown file: a typo read as "nothing stored about them".
+    await site.add("telegram:1001", "alice keeps bees")
+    async with site.client() as c:
+        r = await c.get("/memory/export", params={"user": "telgram:1001"})
+        assert r.status_code == 404 and "Content-Disposition" not in r.headers
+        assert r.headers["Content-Type"].startswith("text/html")
+        assert ("nothing is stored about telgram:1001, so there is nothing to export "
+                "(did you mean telegram:1001?)") in r.text
+        r = await c.get("/memory/export", params={"user": "nobody"})
+        assert r.status_code == 404 and "nothing is stored about nobody" in r.text and "did you mean" not in r.text
+        r = await c.get("/memory/export", params={"user": "telgram:1001"}, headers={"Accept-Language": "zh-CN"})
+        assert "没有保存任何关于 telgram:1001 的内容，没有可导出的（要找的是不是 telegram:1001？）" in r.text
+        r = await c.get("/memory/export", params={"user": "telegram:1001"})
+        assert r.status_code == 200 and "alice keeps bees" in r.text
+        assert (await c.get("/memory/export", params={"user": "_global"})).status_code == 200  # everyone's
+
+
 @pytest.mark.parametrize("user", ["alice", "_global"])
 async def test_the_page_fits_a_phone_and_reads_well_with_a_screen_reader(site: Site, user: str) -> None:
     await site.add(user, "something to show")
