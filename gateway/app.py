@@ -295,10 +295,10 @@ class App:
             )
         sessions = self.sessions
         if engine is not None:
-            # Old Feishu facts of chats Tier 0 knows were private (gateway/privatechat.py).
+            # Old Feishu facts and events of chats Tier 0 knows were private (gateway/privatechat.py).
             labelled = await label_private_chats(engine, sessions)
             if labelled:
-                log.info("old feishu facts of private chats labelled private", memories=labelled)
+                log.info("old feishu facts and events of private chats labelled private", rows=labelled)
         # Every message taken is written here before the platform learns it
         # arrived, until its turn ends (gateway/inbox.py): a crash loses none.
         self.inbox = Inbox(sessions.db, self.clock)
