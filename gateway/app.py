@@ -295,10 +295,10 @@ class App:
             )
         sessions = self.sessions
         if engine is not None:
-            # Old Feishu facts of chats Tier 0 knows were private (gateway/privatechat.py).
+            # Old Feishu facts and events of chats Tier 0 knows were private (gateway/privatechat.py).
             labelled = await label_private_chats(engine, sessions)
             if labelled:
-                log.info("old feishu facts of private chats labelled private", memories=labelled)
+                log.info("old feishu facts and events of private chats labelled private", rows=labelled)
         # Every message taken is written here before the platform learns it
         # arrived, until its turn ends (gateway/inbox.py): a crash loses none.
         self.inbox = Inbox(sessions.db, self.clock)
@@ -325,7 +325,9 @@ class App:
         # /forget all; cron joins when open
         self.timezones = UserTimezones(sessions.db)  # each user's own, set with /timezone
         self.incognito = Incognito(sessions.db)  # who asked not to be learnt from (/incognito)
-        self.titles = ChatTitles(sessions.db)  # groups' titles as seen (/share, the memory page, exports)
+        # Groups' titles as seen (/share, the memory page, exports); a channel
+        # whose messages carry none (Feishu) adds its lookup as it starts.
+        self.titles = ChatTitles(sessions.db, clock=self.clock)
         if self.memory_web is not None:
             self.memory_web.titles = self.titles
         if self.extraction is not None:
@@ -758,6 +760,9 @@ class App:
                 await self._stop_channel(channel)
                 continue
             self.channels[channel.name] = channel
+            title_of = getattr(channel, "chat_title", None)  # Feishu: its events carry no group title
+            if title_of is not None and getattr(self, "titles", None) is not None:
+                self.titles.lookups[channel.name] = title_of
             self._tasks.append(asyncio.create_task(delivery.run_sender(channel), name=f"send:{channel.name}"))
             wait_failed = getattr(channel, "wait_failed", None)
             if wait_failed is not None:
@@ -865,6 +870,8 @@ class App:
         for t in self._tasks:
             t.cancel()
         await asyncio.gather(*self._tasks, *self._watchers, return_exceptions=True)
+        if getattr(self, "titles", None) is not None:
+            await self.titles.aclose()  # title lookups use the channels' clients
         for channel in list(self.channels.values()):
             await self._stop_channel(channel)
         # 4. services, servers, storage

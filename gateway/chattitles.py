@@ -2,23 +2,38 @@
 gateway.db), so a member's ``/share`` listing, the memory page and their
 export name a group ("Family") rather than ``telegram:-100123``.
 
-A Telegram message carries its chat's title; a Feishu event does not (its
-chats fall back to their id). A title is written when it is first seen or
-changes, not with every message. ``/forget all`` leaves titles: they are
-the group's, not the member's.
+A Telegram message carries its chat's title, written when it is first seen
+or changes, not with every message. A Feishu event does not: the channel's
+lookup (``GET /open-apis/im/v1/chats/:chat_id``) is asked in the
+background the first time a group is seen and again once its stored title
+is a day old; a failed or slow lookup leaves the id and is tried again
+later, and never holds up the message. ``/forget all`` leaves titles: they
+are the group's, not the member's.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import asyncio
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from datetime import datetime, timedelta
 
+import structlog
+
+from memory.clock import Clock, SystemClock, format_ts, parse_ts
 from memory.db import Database
 from memory.lru import LRU
 
-__all__ = ["ChatTitles", "group_name"]
+__all__ = ["RETRY_AFTER", "STALE_AFTER", "ChatTitles", "Lookup", "group_name"]
 
 CHATS_KEPT = 4096  # chats whose last written title is remembered (no write while it is the same)
 MAX_TITLE_CHARS = 128  # Telegram's limit; a longer one is cut
+STALE_AFTER = timedelta(days=1)  # a looked-up title is asked for again after this (a group renamed)
+RETRY_AFTER = timedelta(minutes=10)  # after a failed lookup
+LOOKUP_TIMEOUT = 10.0  # seconds a lookup may take before it counts as failed
+
+Lookup = Callable[[str], Awaitable[str]]  # chat_id -> its title ("" for none); raises on failure
+
+log = structlog.get_logger(__name__)
 
 
 def group_name(place: str, names: Mapping[str, str]) -> str:
@@ -26,14 +41,33 @@ def group_name(place: str, names: Mapping[str, str]) -> str:
     return names.get(place) or place
 
 
+def _clean(title: str) -> str:
+    return " ".join(title.split())[:MAX_TITLE_CHARS]
+
+
 class ChatTitles:
-    def __init__(self, db: Database, *, chats_kept: int = CHATS_KEPT) -> None:
+    def __init__(
+        self,
+        db: Database,
+        *,
+        chats_kept: int = CHATS_KEPT,
+        clock: Clock | None = None,
+        lookups: Mapping[str, Lookup] | None = None,
+        timeout: float = LOOKUP_TIMEOUT,
+    ) -> None:
+        """``lookups``: channel -> how to ask it a group's title, for a
+        channel whose messages carry none (Feishu); set as channels start."""
         self.db = db
+        self.clock = clock or SystemClock()
+        self.lookups: dict[str, Lookup] = dict(lookups or {})
+        self.timeout = timeout
         self._written: LRU[str, str] = LRU(chats_kept)
+        self._next_lookup: LRU[str, datetime] = LRU(chats_kept)  # place -> not asked again before
+        self._tasks: dict[str, asyncio.Task[None]] = {}  # place -> its lookup under way
 
     async def seen(self, channel: str, chat_id: str, title: str, *, at: str) -> None:
         """A message came in ``chat_id`` under ``title``."""
-        title = " ".join(title.split())[:MAX_TITLE_CHARS]
+        title = _clean(title)
         place = f"{channel}:{chat_id}"
         if not title or not channel or not chat_id or self._written.get(place) == title:
             return
@@ -44,6 +78,57 @@ class ChatTitles:
             (channel, chat_id, title, at),
         )
         self._written[place] = title
+
+    def untitled(self, channel: str, chat_id: str) -> None:
+        """A message came in group ``chat_id`` without its title: looked up
+        in the background when its channel has a lookup and the title is
+        not known from the last day. Returns at once."""
+        lookup = self.lookups.get(channel)
+        place = f"{channel}:{chat_id}"
+        if lookup is None or not chat_id or place in self._tasks:
+            return
+        due = self._next_lookup.get(place)
+        if due is not None and self.clock.now() < due:
+            return
+        task = asyncio.create_task(self._look_up(channel, chat_id, lookup), name=f"title:{place}")
+        self._tasks[place] = task
+        task.add_done_callback(lambda _t: self._tasks.pop(place, None))
+
+    async def _look_up(self, channel: str, chat_id: str, lookup: Lookup) -> None:
+        place = f"{channel}:{chat_id}"
+        now = self.clock.now()
+        try:
+            row = await self.db.fetchone(
+                "SELECT seen_at FROM chat_titles WHERE channel = ? AND chat_id = ?", (channel, chat_id))
+            if row is not None and parse_ts(str(row[0])) + STALE_AFTER > now:  # fresh: another run asked
+                self._next_lookup[place] = parse_ts(str(row[0])) + STALE_AFTER
+                return
+            title = _clean(await asyncio.wait_for(lookup(chat_id), self.timeout))
+            if title:
+                # seen_at moves on even for the same title: it says when it was last asked.
+                await self.db.write(
+                    "INSERT INTO chat_titles(channel, chat_id, title, seen_at) VALUES (?, ?, ?, ?) "
+                    "ON CONFLICT(channel, chat_id) DO UPDATE SET title = excluded.title, seen_at = excluded.seen_at",
+                    (channel, chat_id, title, format_ts(now)),
+                )
+                self._written[place] = title
+            self._next_lookup[place] = now + STALE_AFTER
+        except Exception as exc:  # a nicety: the group keeps its id until the next try
+            self._next_lookup[place] = now + RETRY_AFTER
+            # Neither the title nor any message text: the error's kind and Feishu's code alone.
+            log.info("group title lookup failed; shown by its id for now", channel=channel, chat_id=chat_id,
+                     error=type(exc).__name__, code=getattr(exc, "code", None))
+
+    async def idle(self) -> None:
+        """Until every lookup under way has ended (tests, shutdown)."""
+        while self._tasks:
+            await asyncio.gather(*self._tasks.values(), return_exceptions=True)
+
+    async def aclose(self) -> None:
+        """Lookups under way are dropped (tried again at the next run)."""
+        for task in self._tasks.values():
+            task.cancel()
+        await asyncio.gather(*self._tasks.values(), return_exceptions=True)
 
     async def names(self, places: Iterable[str]) -> dict[str, str]:
         """``channel:chat_id`` -> title, for those of ``places`` with one."""

@@ -668,9 +668,12 @@ class ProcessLoop:
             # caption alone could read as a command, or as nothing at all).
             await self._reply(msg, item.lost, self.identities.resolve(msg.channel, msg.sender_id))
             return item.lost
-        if self.titles is not None and msg.is_group and item.user is None and msg.metadata.get("chat_title"):
-            await self.titles.seen(msg.channel, msg.chat_id, str(msg.metadata["chat_title"]),
-                                   at=format_ts(self.sessions.clock.now()))
+        if self.titles is not None and msg.is_group and item.user is None:
+            if msg.metadata.get("chat_title"):
+                await self.titles.seen(msg.channel, msg.chat_id, str(msg.metadata["chat_title"]),
+                                       at=format_ts(self.sessions.clock.now()))
+            else:  # a Feishu event: asked of Feishu in the background, never waited for
+                self.titles.untitled(msg.channel, msg.chat_id)
         if item.user is None and msg.is_group and not (msg.mentioned or msg.reply_to_bot):
             self.stats.ignored += 1
             return ""

@@ -56,10 +56,10 @@ async def private_chat_refusal(
 
 
 async def label_private_chats(engine: MemoryEngine, kinds: ChatKinds) -> int:
-    """Label private the Feishu facts from before the chat kind was kept
-    (taken for a group's) whose chat Tier 0 knows was a private one
-    (memory/chatkinds.py); a chat it does not know stays as it is. At
-    start; how many facts were labelled."""
+    """Label private the Feishu facts and Tier 3 events from before the
+    chat kind was kept (taken for a group's) whose chat Tier 0 knows was a
+    private one (memory/chatkinds.py); a chat it does not know stays as it
+    is. At start; how many rows were labelled."""
     from memory.chatkinds import label_private, unlabelled_chats  # memory is loaded only when enabled
 
     private = [c for c in await unlabelled_chats(engine)

@@ -330,6 +330,11 @@ class FeishuChannel(BaseChannel):
         await self.api.aclose()
         self.log.info("feishu channel stopped")
 
+    async def chat_title(self, chat_id: str) -> str:
+        """A group's name, asked of Feishu (its events carry none), for
+        gateway/chattitles.py. Raises :class:`FeishuApiError`."""
+        return await self.api.chat_title(chat_id)
+
     async def wait_failed(self) -> ChannelFatalError:
         """Return once the long connection has failed for good (the gateway
         watches this beside its other tasks and reports the channel failed;

@@ -321,6 +321,14 @@ class FeishuClient:
         user = inner.get("user") if isinstance(inner, dict) else None
         return str(user.get("name") or "").strip() if isinstance(user, dict) else ""
 
+    async def chat_title(self, chat_id: str) -> str:
+        """A group's name: ``GET /open-apis/im/v1/chats/:chat_id``
+        (``data.name``; needs im:chat:readonly and the bot in the chat);
+        "" when it has none. Raises :class:`FeishuApiError`."""
+        got = await self._call("GET", f"/open-apis/im/v1/chats/{urllib.parse.quote(chat_id, safe='')}")
+        inner = got.get("data")
+        return str(inner.get("name") or "").strip() if isinstance(inner, dict) else ""
+
     async def delete_message(self, message_id: str) -> Withdrawal:
         """Withdraw ("recall") a message the bot sent:
         ``DELETE /open-apis/im/v1/messages/:message_id``. A refusal that

@@ -115,6 +115,8 @@ CATALOGUE: dict[str, tuple[str, str]] = {
     # A member's fact they let groups read (/share): {groups} are "channel:chat id".
     "shared_all": ("Shared with all groups", "在所有群聊中共享"),
     "shared_group": ("Shared with group {groups}", "在群 {groups} 中共享"),
+    "replaced_in": ("In {group} m{id} is used instead", "在“{group}”中改用 m{id}"),
+    "replaced_in_hint": ("that group reads its own newer fact instead of this one", "该群中改用在群里说的更新的事实"),
     "shared_groups_hint": ("read in a group when this user asks there (/share)", "该用户在群聊中提问时可读到（/share）"),
     "unshare": ("Unshare", "取消共享"),
     "score": ("score {score}", "得分 {score}"),

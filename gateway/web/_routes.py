@@ -222,10 +222,16 @@ class MemoryWeb:
         self._mounted: list[tuple[str, str]] = []
 
     async def _name_groups(self, ctx: PageContext, memories: Iterable[Memory]) -> None:
-        """The titles of the groups these memories name (where said, where shared)."""
+        """The titles of the groups these memories name (where said, where
+        shared, where a newer fact is read instead), and which of those newer
+        facts still exist (one erased no longer stands in: memory/scope.py)."""
+        memories = list(memories)
+        ctx.replacing = set(await self.admin.engine.get_many(
+            sorted({i for m in memories for _, i in m.provenance.replaced_in})))
         if self.titles is None:
             return
-        places = {p for m in memories for p in (*m.provenance.shared, f"{m.provenance.channel}:{m.provenance.chat_id}")}
+        places = {p for m in memories for p in (*m.provenance.shared, f"{m.provenance.channel}:{m.provenance.chat_id}",
+                                                *(g for g, _ in m.provenance.replaced_in))}
         ctx.names = await self.titles.names(places)
 
     def routes(self) -> list[tuple[str, str, Callable[[web.Request], Awaitable[web.StreamResponse]]]]:

@@ -86,6 +86,7 @@ class PageContext:
     flash_on: int = 0  # the memory the notice is about: shown on its card (the page scrolls there), if on the page
     flash_shown: bool = False  # a card showed the notice: not again at the top
     names: dict[str, str] = field(default_factory=dict)  # channel:chat_id -> group title (gateway/chattitles.py)
+    replacing: set[int] = field(default_factory=set)  # ids of the group facts read instead of a shared one that exist
 
 
 # -- building blocks -----------------------------------------------------------
@@ -232,6 +233,11 @@ def card(ctx: PageContext, m: Memory, *, replaced: Sequence[Memory] = (), score:
         every = EVERY_GROUP in groups
         label = t("shared_all") if every else t("shared_group", groups=", ".join(group_name(g, ctx.names) for g in groups))
         meta.append(f'<span class="badge groups" title="{e(t("shared_groups_hint"))}">{e(label)}</span>')
+        # A group's own newer fact is read there instead while it exists (memory/scope.py), as /share lists.
+        for g, i in m.provenance.replaced_in:
+            if i in ctx.replacing:
+                meta.append(f'<span class="badge groups" title="{e(t("replaced_in_hint"))}">'
+                            f'{e(t("replaced_in", group=group_name(g, ctx.names), id=i))}</span>')
     if m.project != GLOBAL_OWNER or m.topic != "_general":
         meta.append(f"<span>{e(m.project)} / {e(m.topic)}</span>")
     if score is not None:

@@ -39,6 +39,12 @@ Serves, with the real paths and response shapes:
   app lacks the scope (99991672, as Feishu names a missing scope), and a
   user not in ``contacts`` is out of its range (41050 "no user authority
   error"); asked ids in ``contact_requests``,
+* ``GET /open-apis/im/v1/chats/{chat_id}``: a group's information, its
+  ``name`` from ``chats`` (and the other fields of the real answer's
+  ``data``); a chat not in ``chats`` is one the bot is not in (232011
+  "Operator can NOT be out of the chat."); with ``chat_permission`` off
+  the app lacks im:chat:readonly (99991672); asked ids in
+  ``chat_requests``; ``chat_gate`` holds answers (a slow lookup),
 * ``DELETE /open-apis/im/v1/messages/{message_id}`` (withdraw: only a
   message the bot sent, else 230026; an unknown id 230001, one already
   withdrawn 230011), recorded in ``deleted``,
@@ -291,6 +297,10 @@ class FakeFeishu:
         self.contact_permission = True  # the app has contact:user.base:readonly
         self.contact_requests: list[str] = []  # open_ids asked for
         self.contact_gate: asyncio.Event | None = None  # set: contact lookups wait for it (a slow directory)
+        self.chats: dict[str, str] = {}  # chat_id -> group name, the groups the bot is in
+        self.chat_permission = True  # the app has im:chat:readonly
+        self.chat_requests: list[str] = []  # chat_ids asked for
+        self.chat_gate: asyncio.Event | None = None  # set: chat lookups wait for it
         self.clock = clock  # for the uuid window
         self._by_uuid: dict[str, tuple[float, dict[str, Any]]] = {}  # uuid -> (when, the answer's data)
         self.deduplicated = 0  # sends answered from the uuid window
@@ -325,6 +335,7 @@ class FakeFeishu:
         app.router.add_get("/open-apis/im/v1/messages/{message_id}/resources/{file_key}", self._resource)
         app.router.add_post("/open-apis/im/v1/files", self._upload)
         app.router.add_get("/open-apis/contact/v3/users/{user_id}", self._contact_user)
+        app.router.add_get("/open-apis/im/v1/chats/{chat_id}", self._get_chat)
         app.router.add_post("/callback/ws/endpoint", self._ws_endpoint)
         app.router.add_get("/ws", self._ws)
         self._runner = web.AppRunner(app, access_log=None)
@@ -549,6 +560,34 @@ class FakeFeishu:
             return web.json_response({"code": 41050, "msg": "no user authority error"}, status=400)
         user = {"open_id": uid, "union_id": "on_" + uid[3:], "name": self.contacts[uid], "en_name": ""}
         return web.json_response({"code": 0, "msg": "success", "data": {"user": user}})
+
+    async def _get_chat(self, request: web.Request) -> web.Response:
+        """``GET /open-apis/im/v1/chats/:chat_id``: a group's information
+        (lark-oapi ``im.v1.chat.get``), for a chat the bot is in."""
+        self.requests.append((request.method, request.path))
+        if (err := self._auth_error(request)) is not None:
+            return err
+        cid = request.match_info["chat_id"]
+        self.chat_requests.append(cid)
+        if self.chat_gate is not None:
+            await self.chat_gate.wait()
+        if not self.chat_permission:
+            return web.json_response({"code": 99991672, "msg": "Access denied. One of the following scopes is "
+                                      "required: [im:chat, im:chat:readonly]."}, status=400)
+        if cid not in self.chats:
+            return web.json_response({"code": 232011, "msg": "Operator can NOT be out of the chat."}, status=400)
+        data = {
+            "avatar": "https://s1-imfile.feishucdn.com/static-resource/v1/default-avatar", "name": self.chats[cid],
+            "description": "", "i18n_names": {"zh_cn": "", "en_us": "", "ja_jp": ""},
+            "add_member_permission": "all_members", "share_card_permission": "allowed",
+            "at_all_permission": "all_members", "edit_permission": "all_members", "owner_id_type": "open_id",
+            "owner_id": "ou_owner0001", "chat_mode": "group", "chat_type": "private", "chat_tag": "inner",
+            "join_message_visibility": "all_members", "leave_message_visibility": "all_members",
+            "membership_approval": "no_approval_required", "moderation_permission": "all_members",
+            "external": False, "tenant_key": self.tenant_key, "user_count": "3", "bot_count": "1",
+            "chat_status": "normal",
+        }
+        return web.json_response({"code": 0, "msg": "success", "data": data})
 
     async def _delete(self, request: web.Request) -> web.Response:
         """Withdraw a message: a bot may withdraw only its own."""

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
+from datetime import timedelta
 from pathlib import Path
 
-from gateway.chattitles import MAX_TITLE_CHARS, ChatTitles, group_name
+from channels.feishu import FeishuClient
+from gateway.chattitles import MAX_TITLE_CHARS, RETRY_AFTER, ChatTitles, group_name
 from gateway.sessions import SessionStore
 from memory import ManualClock
+from tests.fakes.feishu_server import FakeFeishu
 
 
 async def test_a_title_is_kept_as_last_seen_and_a_group_without_one_keeps_its_id(
@@ -26,3 +30,73 @@ async def test_a_title_is_kept_as_last_seen_and_a_group_without_one_keeps_its_id
         names = await ChatTitles(store.db).names(["telegram:-1", "telegram:-3", "feishu:-1", "*"])
         assert names == {"telegram:-1": "Hikers"}
         assert [group_name(p, names) for p in ("telegram:-1", "telegram:-3")] == ["Hikers", "telegram:-3"]
+
+
+async def test_a_feishu_groups_title_is_looked_up_once_a_day_in_the_background(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    """A Feishu event carries no chat title: it is asked of Feishu (GET
+    /open-apis/im/v1/chats/:chat_id) the first time the group is seen, kept,
+    and asked again only once the stored one is a day old."""
+    async with FakeFeishu() as fake, await SessionStore.open(tmp_path / "g.db", clock) as store:
+        api = FeishuClient(fake.app_id, fake.app_secret, fake.url, backoff=0.01)
+        try:
+            fake.chats["oc_team"] = "Team  lunch"
+            titles = ChatTitles(store.db, clock=clock, lookups={"feishu": api.chat_title})
+            titles.untitled("feishu", "oc_team")
+            titles.untitled("feishu", "oc_team")  # while asking: not asked twice
+            await asyncio.wait_for(titles.idle(), 10)
+            assert await titles.names(["feishu:oc_team"]) == {"feishu:oc_team": "Team lunch"}
+            titles.untitled("feishu", "oc_team")
+            titles.untitled("telegram", "-5")  # no lookup for Telegram: its messages carry the title
+            await asyncio.wait_for(titles.idle(), 10)
+            assert fake.chat_requests == ["oc_team"]
+
+            # Another run within the day: the stored title is fresh enough.
+            again = ChatTitles(store.db, clock=clock, lookups={"feishu": api.chat_title})
+            again.untitled("feishu", "oc_team")
+            await asyncio.wait_for(again.idle(), 10)
+            assert fake.chat_requests == ["oc_team"]
+
+            # A day on, renamed: asked again and kept under the new name.
+            clock.advance(timedelta(days=1, seconds=1))
+            fake.chats["oc_team"] = "Team dinner"
+            again.untitled("feishu", "oc_team")
+            await asyncio.wait_for(again.idle(), 10)
+            assert fake.chat_requests == ["oc_team", "oc_team"]
+            assert await again.names(["feishu:oc_team"]) == {"feishu:oc_team": "Team dinner"}
+        finally:
+            await api.aclose()
+
+
+async def test_a_failed_title_lookup_leaves_the_id_and_is_tried_again_later(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    async with FakeFeishu() as fake, await SessionStore.open(tmp_path / "g.db", clock) as store:
+        api = FeishuClient(fake.app_id, fake.app_secret, fake.url, backoff=0.01, max_attempts=1)
+        try:
+            titles = ChatTitles(store.db, clock=clock, lookups={"feishu": api.chat_title})
+            titles.untitled("feishu", "oc_gone")  # the bot is not in it (232011)
+            await asyncio.wait_for(titles.idle(), 10)
+            assert await titles.names(["feishu:oc_gone"]) == {}
+            titles.untitled("feishu", "oc_gone")  # not asked again at once
+            await asyncio.wait_for(titles.idle(), 10)
+            assert fake.chat_requests == ["oc_gone"]
+
+            clock.advance(RETRY_AFTER + timedelta(seconds=1))
+            fake.chats["oc_gone"] = "Back again"
+            titles.untitled("feishu", "oc_gone")
+            await asyncio.wait_for(titles.idle(), 10)
+            assert await titles.names(["feishu:oc_gone"]) == {"feishu:oc_gone": "Back again"}
+
+            # A lookup that never answers is given up on, not waited for.
+            slow = ChatTitles(store.db, clock=clock, lookups={"feishu": api.chat_title}, timeout=0.2)
+            fake.chats["oc_slow"] = "Slow"
+            fake.chat_gate = asyncio.Event()
+            slow.untitled("feishu", "oc_slow")
+            await asyncio.wait_for(slow.idle(), 10)
+            assert await slow.names(["feishu:oc_slow"]) == {}
+            fake.chat_gate.set()
+            await slow.aclose()
+        finally:
+            await api.aclose()

@@ -383,3 +383,41 @@ async def test_feishu_keeps_working_when_the_telegram_token_is_rejected(
         finally:
             stop.set()
             await asyncio.wait_for(app.close(), 30)
+
+
+async def test_a_feishu_groups_title_is_asked_of_feishu_without_holding_up_the_reply(
+    tmp_path: Path, clock: ManualClock, feishu: FakeFeishu, echo_llm: FakeOpenAI
+) -> None:
+    """Feishu events carry no chat title: the gateway asks Feishu for the
+    group's name in the background, the reply going out while that lookup
+    is still held, and from then on the group is named by its title."""
+    app = _app(tmp_path, clock, echo_llm, {"feishu": _feishu_section(feishu, "webhook")})
+    feishu.chats["oc_team"] = "Tea lovers"
+    feishu.chat_gate = asyncio.Event()  # Feishu slow to answer the lookup
+    try:
+        await app.open()
+        await asyncio.wait_for(app.start(), 15)
+        assert app.http is not None and app.titles is not None
+        hook = app.http.url + "/feishu/events"
+        with capture_logs() as logs:
+            first = feishu.message_event("@_user_1 secret oolong plans", chat_id="oc_team", chat_type="group",
+                                         open_id=ALICE, mentions=[feishu.mention()])
+            assert (await feishu.push_event(hook, first, encrypt_key=ENCRYPT_KEY)).status_code == 200
+            await _until(lambda: len(feishu.sent) == 1)  # answered while the lookup waits
+            assert feishu.chat_requests == ["oc_team"]
+            assert await app.titles.names(["feishu:oc_team"]) == {}
+            feishu.chat_gate.set()
+            await asyncio.wait_for(app.titles.idle(), 10)
+            assert await app.titles.names(["feishu:oc_team"]) == {"feishu:oc_team": "Tea lovers"}
+
+            again = feishu.message_event("@_user_1 more", chat_id="oc_team", chat_type="group",
+                                         open_id=ALICE, mentions=[feishu.mention()])
+            assert (await feishu.push_event(hook, again, encrypt_key=ENCRYPT_KEY)).status_code == 200
+            await _until(lambda: len(feishu.sent) == 2)
+            await asyncio.wait_for(app.titles.idle(), 10)
+            assert feishu.chat_requests == ["oc_team"]  # kept: not asked with every message
+        # The title is never logged beside the message's words.
+        assert not [e for e in logs if "Tea lovers" in repr(e) and "oolong" in repr(e)]
+    finally:
+        feishu.chat_gate.set()
+        await asyncio.wait_for(app.close(), 30)

@@ -161,3 +161,43 @@ async def test_a_card_names_a_group_by_the_title_the_gateway_saw(
                 assert "shared with Hiking <club> and telegram:-100999)_" in doc
         finally:
             await http.stop()
+
+
+async def test_a_shared_cards_group_with_its_own_newer_fact_is_named_on_the_card(
+    engine: MemoryEngine, tmp_path: Path, clock: ManualClock
+) -> None:
+    """Where a group reads its own newer fact instead of a shared one
+    (``provenance.replaced_in``, memory/scope.py), the card says so, the
+    group by its title, as /share does; once that fact is erased, no more."""
+    from gateway.chattitles import ChatTitles
+    from gateway.http import HttpServer
+    from gateway.sessions import SessionStore
+    from gateway.web import mount_memory_page
+    from tests.gateway.test_web import TOKEN as token
+
+    acme = await engine.add(NewMemory(owner="alice", content="Alice works at Acme",
+                                      provenance=Provenance(channel="telegram", chat_id="7")))
+    globex = await engine.add(NewMemory(owner="alice", content="Alice works at Globex",
+                                        provenance=Provenance(channel="telegram", chat_id="-1", group=True)))
+    await engine.db.write("UPDATE memories SET provenance = ? WHERE id = ?", (Provenance(
+        channel="telegram", chat_id="7", shared=("*",),
+        replaced_in=(("telegram:-1", globex.id), ("telegram:-2", 99999))).to_json(), acme.id))
+    async with await SessionStore.open(tmp_path / "g.db", clock) as store:
+        titles = ChatTitles(store.db)
+        await titles.seen("telegram", "-1", "Work <crew>", at="2026-03-01T12:00:00Z")
+        http = HttpServer("127.0.0.1", 0)
+        web = mount_memory_page(http, engine, Retriever(engine), token)
+        web.titles = titles
+        await http.start()
+        try:
+            async with httpx.AsyncClient(base_url=http.url, timeout=10, follow_redirects=False) as c:
+                await _signed_in(c)
+                for path, params in (("/memory", {"user": "alice"}), ("/memory/item", {"id": str(acme.id)})):
+                    card = _card((await asyncio.wait_for(c.get(path, params=params), 10)).text, acme.id)
+                    assert f"In Work &lt;crew&gt; m{globex.id} is used instead" in card, path
+                    assert "telegram:-2" not in card and "99999" not in card, path  # that fact is gone
+                await engine.delete(globex.id)
+                card = _card((await asyncio.wait_for(c.get("/memory", params={"user": "alice"}), 10)).text, acme.id)
+                assert "is used instead" not in card
+        finally:
+            await http.stop()

@@ -63,3 +63,23 @@ async def test_nothing_left_to_label_is_not_looked_for_again(engine: MemoryEngin
     # A row written by hand after that is not looked for: new rows always say their kind.
     await engine.add(NewMemory(owner="alice", content="Alice drinks coffee", provenance=old_feishu("oc_x")))
     assert await unlabelled_chats(engine) == []
+
+
+async def test_old_feishu_events_of_a_chat_known_private_are_labelled_private_too(engine: MemoryEngine) -> None:
+    """A Tier 3 event from before the chat kind was kept is taken for a
+    group's as a fact is: its day's summary would be one the group reads.
+    Where the gateway knows the chat was private, it is labelled so too."""
+    dm = await engine.add_event("alice", "2026-01-05", "Alice talked about her panic attacks",
+                                channel="feishu", chat_id="oc_dm", provenance=old_feishu("oc_dm"))
+    team = await engine.add_event("alice", "2026-01-05", "Alice planned the team lunch",
+                                  channel="feishu", chat_id="oc_team", provenance=old_feishu("oc_team"))
+    assert await unlabelled_chats(engine) == ["oc_dm", "oc_team"]  # events' chats, no fact needed
+
+    assert await label_private(engine, ["oc_dm"]) == 1
+    rows = {r[0]: r[1] for r in await engine.db.fetchall("SELECT id, provenance FROM daily_events")}
+    assert Provenance.from_json(rows[dm.id]).group is False
+    assert not in_group(Provenance.from_json(rows[dm.id]))
+    assert Provenance.from_json(rows[team.id]).group is None  # not known: still a group's
+    assert await unlabelled_chats(engine) == ["oc_team"]
+    await label_private(engine, ["oc_team"])
+    assert await unlabelled_chats(engine) == []
