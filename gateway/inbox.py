@@ -221,12 +221,14 @@ class Inbox:
             log.warning("messages are saved in the inbox again", not_saved=self._failing)
             self._failing = 0
 
-    def done(self, msg: InboundMessage) -> None:
+    def done(self, msg: InboundMessage, *, written: bool = False) -> None:
         """``msg``'s turn ended (answered, refused, ignored, failed): its
         row goes, in the background (grouped with others'). A crash first
         leaves it for the next start, which finds its Tier 0 row (if any)
-        and does not answer it twice."""
-        if not kept(msg):
+        and does not answer it twice. ``written``: kept with what was still
+        to be read for it (a picture alone: :func:`kept` of the message
+        without it says no), so its row goes whatever it holds now."""
+        if not written and not kept(msg):
             return
         task = asyncio.ensure_future(self._drops.write([(msg.channel, msg.chat_id, msg.message_id)]))
         self._dropping.add(task)
