@@ -61,7 +61,7 @@ from urllib.parse import urlsplit
 import httpx
 from aiohttp import web
 
-from channels.base import BaseChannel, ChannelFatalError, FileTooLarge, with_images
+from channels.base import BaseChannel, ChannelFatalError, FileTooLarge, LeftForLater, with_images
 from channels.lanes import Job, Lanes
 from channels.media import FAILED, MAX_IMAGES, TOO_LARGE, ImageError, as_image, audio_filename, placeholder
 from gateway.bus import (
@@ -69,6 +69,7 @@ from gateway.bus import (
 )
 from gateway.config import FeishuConfig
 from gateway.http import HttpServer
+from gateway.inbox import dumps, readable_again
 
 from .client import (
     MESSAGE_RATE_LIMIT_CODE,
@@ -159,6 +160,11 @@ async def _to_the_end(work: Awaitable[T]) -> T:
 
 class _CutShort(Exception):
     """A download or quote read ended by the stop (``stop_receiving``)."""
+
+
+class _CutDownload(ImageError):
+    """A download ended by the stop: a failed one, unless its message is
+    left in the inbox for the next start (:class:`~channels.base.LeftForLater`)."""
 
 
 # What the inbox keeps of a message event before Feishu is answered: the
@@ -275,9 +281,11 @@ class FeishuChannel(BaseChannel):
         already inside finish handing their event over, and the long
         connection closes (events it did not ACK are redelivered). The
         chats' pending jobs get ``stop_grace`` seconds; then the downloads
-        and quote reads still under way are cut short, and their messages
-        go on the bus as after a failed download (the user gets the note,
-        their words are answered and kept); the recalls behind them follow.
+        and quote reads still under way are cut short. A message the inbox
+        kept with the keys to read all it lacks again is left there for the
+        next start (as after a kill: no note, answered once, whole); the
+        others go on the bus as after a failed download (the user gets the
+        note, their words are answered and kept); the recalls behind them follow.
         The same happens at once when the caller stops waiting (the
         gateway bounds this call). Only a job that cannot even put its
         message on the bus then (``_CUT_MARGIN``) is lost, logged as an
@@ -308,8 +316,8 @@ class FeishuChannel(BaseChannel):
         self._cut.set()
         if await self._lanes.wait_idle(_CUT_MARGIN):
             if pending:
-                self.log.info("feishu downloads cut short at shutdown; their messages went on with a note",
-                              pending=pending)
+                self.log.info("feishu downloads cut short at shutdown; their messages were left for the next "
+                              "start or went on with a note", pending=pending)
         else:
             self.log.error("feishu messages still pending at shutdown are lost", pending=self._lanes.cancel())
 
@@ -540,13 +548,23 @@ class FeishuChannel(BaseChannel):
             msg = dataclasses.replace(msg, metadata={**msg.metadata, AGAIN: again})
 
         async def fetch() -> list[Image]:
-            return [await self._download(msg.message_id, key) for key in images]
+            return [await unless_left(self._download(msg.message_id, key)) for key in images]
 
         async def record() -> Audio:
-            return await self._download_audio(msg.message_id, audio, parsed.file_name if parsed.audio_name else "")
+            return await unless_left(
+                self._download_audio(msg.message_id, audio, parsed.file_name if parsed.audio_name else ""))
 
         async def read() -> bytes:
-            return (await self._resource(msg.message_id, file_key, kind="file", limit=self.max_document_bytes)).data
+            got = self._resource(msg.message_id, file_key, kind="file", limit=self.max_document_bytes)
+            return (await unless_left(got)).data
+
+        async def unless_left(work: Awaitable[T]) -> T:
+            try:
+                return await work
+            except _CutDownload:
+                if leave:  # its row stays, with the keys to read it again: no note, no turn without it
+                    raise LeftForLater from None
+                raise
 
         slow = quote or images or audio or file_key or parsed.record or (named and not self.names.settled(msg.sender_id))
         waiting: dict[str, Any] = {}
@@ -567,6 +585,10 @@ class FeishuChannel(BaseChannel):
         if readable and named and not msg.sender_name and not self.names.settled(msg.sender_id):
             waiting["n"] = True  # looked up after: the row is written again with it
         kept = (msg, waiting) if readable and self.is_allowed(msg.sender_id, *ids) else None
+        # A download the stop cuts leaves the message to the next start when
+        # that start can read it all again (as after a kill), else it goes on
+        # now with a note.
+        leave = kept is not None and self.bus.inbox is not None and readable_again(dumps(msg, waiting))[0]
 
         async def job() -> None:
             cut = False
@@ -575,6 +597,12 @@ class FeishuChannel(BaseChannel):
             except asyncio.CancelledError:
                 cut = True  # a stop cut it: its row is the next start's to answer
                 raise
+            except LeftForLater:
+                # Unless withdrawn meanwhile: then its row goes (below), never to be answered.
+                cut = not self.replies.was_recalled(msg.message_id, msg.chat_id)
+                self.log.info("feishu download cut short at shutdown; the message is left for the next start"
+                              if cut else "recalled feishu message cut short at shutdown; not taken",
+                              chat_id=msg.chat_id, message_id=msg.message_id)
             finally:
                 on_bus = self._on_bus.pop((msg.chat_id, msg.message_id), False)
                 if kept is not None and not on_bus and not cut:
@@ -724,7 +752,7 @@ class FeishuChannel(BaseChannel):
         except FeishuApiError as exc:
             raise ImageError(FAILED, str(exc)) from None
         except _CutShort:
-            raise ImageError(FAILED, "cut short: the gateway is stopping") from None
+            raise _CutDownload(FAILED, "cut short: the gateway is stopping") from None
 
     async def _unless_cut(self, work: Awaitable[T]) -> T:
         """``work`` (a read from Feishu), unless the stop cuts it short
