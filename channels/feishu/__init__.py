@@ -536,8 +536,13 @@ class FeishuChannel(BaseChannel):
         if named and (name := self.names.known(msg.sender_id)) is not None:
             msg = dataclasses.replace(msg, sender_name=name)  # in the inbox's row too: a resumed turn says who spoke
         # Its media's keys, kept with it in the inbox: a restart reads them
-        # again from Feishu (read_again), their bytes never being kept.
+        # again from Feishu (read_again), their bytes never being kept; so
+        # too the message it replied to (by its id) and a chat record's messages.
         again: dict[str, Any] = {}
+        if quote:
+            again["q"] = parent
+        if parsed.record:
+            again["r"] = True
         if images:
             again["i"] = list(images)
         if audio:
@@ -623,6 +628,9 @@ class FeishuChannel(BaseChannel):
                 message = dataclasses.replace(message, sender_name=found.get(message.sender_id, ""))
             if quote:
                 message = dataclasses.replace(message, quoted=await self._quoted(parent, asker=message.sender_id))
+                # Read (or given up: answered without it), not to be read again after a restart.
+                rest = {k: v for k, v in message.metadata[AGAIN].items() if k != "q"}
+                message = dataclasses.replace(message, metadata={**message.metadata, AGAIN: rest})
             if images:
                 await self.publish_image(message, fetch, *ids)
             elif audio:
@@ -672,20 +680,26 @@ class FeishuChannel(BaseChannel):
             names = {}  # labels will do
         return to_forwarded(messages, app_id=self.config.app_id, forwarder=msg.sender_id, names=names)
 
-    async def _quoted(self, message_id: str, *, asker: str = "") -> Quoted | None:
+    async def _quoted(self, message_id: str, *, asker: str = "", strict: bool = False) -> Quoted | None:
         """The message a user replied to, for the model (an event names its
         parent only), with its author: "you" (the bot), "the user" (the
         asker's own), or a person's name from the contact directory, as a
         chat record's authors are named (nameless when the app may not read
-        it). A failure costs the quote, never the message."""
+        it). A failure costs the quote, never the message; ``strict`` (read
+        again after a restart), it raises :class:`ImageError` instead: the
+        reply is asked for again rather than answered blind."""
         try:
             async with asyncio.timeout(QUOTE_TIMEOUT):
                 item = await self._unless_cut(self.api.get_message(message_id))
         except (FeishuApiError, TimeoutError) as exc:
             self.log.warning("could not read the message replied to", parent_id=message_id, error=str(exc))
+            if strict:
+                raise ImageError(FAILED, f"the message replied to was not read: {exc}") from None
             return None
         except _CutShort:
             self.log.info("reading the message replied to cut short at shutdown", parent_id=message_id)
+            if strict:
+                raise ImageError(FAILED, "cut short: the gateway is stopping") from None
             return None
         quoted = quoted_of(item, app_id=self.config.app_id, bot_open_id=self.bot_open_id) if item else None
         if item is None or quoted is None or quoted.author:
@@ -704,10 +718,11 @@ class FeishuChannel(BaseChannel):
     async def read_again(self, msg: InboundMessage) -> InboundMessage:
         """``msg`` as the inbox kept it from a run that stopped before its
         turn began, made whole again from Feishu as it was first taken: a
-        group member's name looked up, its pictures, recording or file
-        downloaded again by the keys it kept (metadata ``AGAIN``; a file
-        already read is kept as text). Raises :class:`ImageError` when one
-        cannot be had (the loop then asks the user to send it again)."""
+        group member's name looked up, the message it replied to and a chat
+        record's messages read again by its id, its pictures, recording or
+        file downloaded again by the keys it kept (metadata ``AGAIN``; a
+        file already read is kept as text). Raises :class:`ImageError` when
+        one cannot be had (the loop then asks the user to send it again)."""
         if msg.is_group and (msg.mentioned or msg.reply_to_bot) and msg.sender_id and not msg.sender_name:
             try:
                 found = await self._unless_cut(self.names.of([msg.sender_id]))
@@ -719,6 +734,10 @@ class FeishuChannel(BaseChannel):
             return msg
         try:
             async with asyncio.timeout(self.image_timeout):
+                if (parent := again.get("q")) and msg.quoted is None:
+                    msg = dataclasses.replace(msg, quoted=await self._quoted(str(parent), asker=msg.sender_id, strict=True))
+                if again.get("r") and not msg.forwarded:
+                    msg = dataclasses.replace(msg, forwarded=await self._read_record(msg))
                 if keys := again.get("i"):
                     if self.max_image_bytes is None:
                         raise ImageError(FAILED, "pictures are not read (agent.vision is off)")

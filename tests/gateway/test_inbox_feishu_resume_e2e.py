@@ -17,7 +17,7 @@ from typing import Any
 
 from gateway.app import App
 from memory import ManualClock
-from tests.fakes.feishu_server import FakeFeishu
+from tests.fakes.feishu_server import FakeFeishu, RecordMessage
 from tests.fakes.openai_server import FakeOpenAI, text_of
 
 from .test_e2e_feishu import ENCRYPT_KEY, _app, _feishu_section, feishu  # noqa: F401 (a fixture)
@@ -343,3 +343,90 @@ async def test_a_feishu_picture_alone_that_could_not_be_downloaded_leaves_no_row
         async with _feishu_app(tmp_path, clock, llm, feishu) as again:
             await _quiet(again)
     assert len(feishu.sent) == 1 and len(feishu.resource_requests) == 1 and llm.requests == []
+
+
+# -- a quote or chat record read again -----------------------------------------------
+
+_UNREAD = "Sorry, I restarted before I could read your message. Please send it again."
+
+
+async def test_a_feishu_reply_whose_quote_a_kill_cut_is_read_again_after_the_restart(
+    tmp_path: Path, clock: ManualClock, feishu: FakeFeishu  # noqa: F811
+) -> None:
+    """The message it replied to was being read when the gateway was
+    killed: the next start reads it again by its kept id and answers the
+    reply with it, instead of asking for the message again."""
+    async with FakeOpenAI(api_key=KEY, responder=_echo) as llm:
+        earlier = feishu.message_event("the launch moved to Thursday 14:00", chat_id="oc_alice", open_id=ALICE)
+        parent = earlier["event"]["message"]["message_id"]
+        release = feishu.hold_read(parent)
+        event = feishu.message_event("what does that mean for us?", chat_id="oc_alice", open_id=ALICE,
+                                     parent_id=parent)
+        async with _feishu_app(tmp_path, clock, llm, feishu) as app:
+            await _push(app, feishu, event)  # kept with its parent's id, the read held
+            assert app.inbox is not None and await app.inbox.count() == 1
+            _as_killed_now(tmp_path)
+        _undo_since(tmp_path)
+        feishu.sent.clear()  # what the test's stop (not a kill) did
+        llm.requests.clear()
+        release.set()
+        clock.advance(60)
+        async with _feishu_app(tmp_path, clock, llm, feishu) as again:
+            await until(lambda: len(feishu.sent) == 1, timeout=15)
+            await _quiet(again)
+            assert again.inbox is not None and await again.inbox.count() == 0
+    assert feishu.texts() != [_UNREAD] and len(llm.requests) == 1
+    assert "Thursday 14:00" in json.dumps(llm.requests[0]["messages"][-1])
+    assert "what does that mean for us?" in feishu.texts()[0]
+
+
+async def test_a_feishu_reply_whose_quote_cannot_be_read_again_gets_the_note(
+    tmp_path: Path, clock: ManualClock, feishu: FakeFeishu  # noqa: F811
+) -> None:
+    async with FakeOpenAI(api_key=KEY, responder=_echo) as llm:
+        earlier = feishu.message_event("the launch moved to Thursday 14:00", chat_id="oc_alice", open_id=ALICE)
+        parent = earlier["event"]["message"]["message_id"]
+        release = feishu.hold_read(parent)
+        event = feishu.message_event("what does that mean for us?", chat_id="oc_alice", open_id=ALICE,
+                                     parent_id=parent)
+        async with _feishu_app(tmp_path, clock, llm, feishu) as app:
+            await _push(app, feishu, event)
+            _as_killed_now(tmp_path)
+        _undo_since(tmp_path)
+        feishu.sent.clear()
+        llm.requests.clear()
+        release.set()
+        await until(lambda: feishu.message_reads == 1, timeout=15)  # the held read ends first
+        feishu.fail_next(230001, "invalid message_id", on="read")
+        clock.advance(60)
+        async with _feishu_app(tmp_path, clock, llm, feishu) as again:
+            await until(lambda: len(feishu.sent) == 1, timeout=15)
+            await _quiet(again)
+            assert again.inbox is not None and await again.inbox.count() == 0
+    assert feishu.texts() == [_UNREAD] and llm.requests == []
+
+
+async def test_a_feishu_chat_record_whose_read_a_kill_cut_is_read_again_after_the_restart(
+    tmp_path: Path, clock: ManualClock, feishu: FakeFeishu  # noqa: F811
+) -> None:
+    async with FakeOpenAI(api_key=KEY, responder=_echo) as llm:
+        event = feishu.chat_record_event([RecordMessage(BOB, "The launch moves to Thursday 14:00"),
+                                          RecordMessage(CAROL, "QA needs the build by Wednesday")],
+                                         chat_id="oc_alice", open_id=ALICE)
+        release = feishu.hold_read(event["event"]["message"]["message_id"])
+        async with _feishu_app(tmp_path, clock, llm, feishu) as app:
+            await _push(app, feishu, event)  # kept with its id, its messages' read held
+            assert app.inbox is not None and await app.inbox.count() == 1
+            _as_killed_now(tmp_path)
+        _undo_since(tmp_path)
+        feishu.sent.clear()
+        llm.requests.clear()
+        release.set()
+        clock.advance(60)
+        async with _feishu_app(tmp_path, clock, llm, feishu) as again:
+            await until(lambda: len(feishu.sent) == 1, timeout=15)
+            await _quiet(again)
+            assert again.inbox is not None and await again.inbox.count() == 0
+    assert feishu.texts() != [_UNREAD] and len(llm.requests) == 1
+    asked = json.dumps(llm.requests[0]["messages"][-1])
+    assert "Thursday 14:00" in asked and "by Wednesday" in asked
