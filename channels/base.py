@@ -61,8 +61,8 @@ class DeliveryError(Exception):
 
 
 class LeftForLater(Exception):
-    """A read from the platform (a picture, a recording, a file) cut short
-    by a stop, for a message the durable inbox keeps with the keys to read
+    """A read from the platform (a picture, a recording, a file, a quote, a
+    chat record) cut short by a stop, for a message the durable inbox keeps with the keys to read
     it again: it is not published now, and no note is sent; its row is the
     next start's to answer (gateway/resume.py), as after a kill."""
 

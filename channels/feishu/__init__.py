@@ -628,6 +628,8 @@ class FeishuChannel(BaseChannel):
                 message = dataclasses.replace(message, sender_name=found.get(message.sender_id, ""))
             if quote:
                 message = dataclasses.replace(message, quoted=await self._quoted(parent, asker=message.sender_id))
+                if message.quoted is None and leave and self._cut.is_set():
+                    raise LeftForLater  # the stop cut its read: not answered blind, read again at the next start
                 # Read (or given up: answered without it), not to be read again after a restart.
                 rest = {k: v for k, v in message.metadata[AGAIN].items() if k != "q"}
                 message = dataclasses.replace(message, metadata={**message.metadata, AGAIN: rest})
@@ -638,7 +640,7 @@ class FeishuChannel(BaseChannel):
             elif file_key:
                 await self.publish_document(message, parsed.file_name, read, *ids)
             elif parsed.record:
-                await self._publish_record(message, ids)
+                await self._publish_record(message, ids, leave=leave)
             elif kind := message.metadata.get("unreadable"):
                 await self.decline_unreadable(message, kind, *ids)
             else:
@@ -650,14 +652,19 @@ class FeishuChannel(BaseChannel):
         await super()._put(msg)
         self._on_bus[(msg.chat_id, msg.message_id)] = True
 
-    async def _publish_record(self, msg: InboundMessage, ids: tuple[str, ...]) -> None:
+    async def _publish_record(self, msg: InboundMessage, ids: tuple[str, ...], *, leave: bool = False) -> None:
         """A chat record with its messages read (records.py), by the rules of
         a file: read in a private chat or a group message addressed to the
         bot (a record carries no mention: a reply to the bot), from an
         allowed sender; one not read gets the user a short note."""
 
         async def complete() -> InboundMessage:
-            return dataclasses.replace(msg, forwarded=await self._read_record(msg))
+            try:
+                return dataclasses.replace(msg, forwarded=await self._read_record(msg))
+            except _CutDownload:
+                if leave:  # the stop cut its read: the next start reads it again (``leave``: it can)
+                    raise LeftForLater from None
+                raise
 
         await self._publish_fetched(msg, complete, ids, what="chat record", not_read=RECORD_NOT_READ,
                                     note=lambda _reason, has_text: record_note(has_text=has_text,
@@ -670,7 +677,7 @@ class FeishuChannel(BaseChannel):
         except FeishuApiError as exc:
             raise ImageError(FAILED, str(exc)) from None
         except _CutShort:
-            raise ImageError(FAILED, "cut short: the gateway is stopping") from None
+            raise _CutDownload(FAILED, "cut short: the gateway is stopping") from None
         messages = flatten_record(items, msg.message_id)
         if not messages:
             raise ImageError(FAILED, "the record holds no messages")

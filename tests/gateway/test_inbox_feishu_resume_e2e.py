@@ -430,3 +430,60 @@ async def test_a_feishu_chat_record_whose_read_a_kill_cut_is_read_again_after_th
     assert feishu.texts() != [_UNREAD] and len(llm.requests) == 1
     asked = json.dumps(llm.requests[0]["messages"][-1])
     assert "Thursday 14:00" in asked and "by Wednesday" in asked
+
+
+async def test_a_feishu_reply_whose_quote_a_graceful_stop_cut_is_left_for_the_next_start(
+    tmp_path: Path, clock: ManualClock, feishu: FakeFeishu  # noqa: F811
+) -> None:
+    """Not answered blind at the stop (without what it replied to): left
+    in the inbox, and answered with its quote after the restart."""
+    async with FakeOpenAI(api_key=KEY, responder=_echo) as llm:
+        earlier = feishu.message_event("the launch moved to Thursday 14:00", chat_id="oc_alice", open_id=ALICE)
+        parent = earlier["event"]["message"]["message_id"]
+        release = feishu.hold_read(parent)
+        event = feishu.message_event("what does that mean for us?", chat_id="oc_alice", open_id=ALICE,
+                                     parent_id=parent)
+        app = _app(tmp_path, clock, llm, {"feishu": _feishu_section(feishu, "webhook")},
+                   agent={"model": "test-model", "vision": True})
+        try:
+            await app.open()
+            await asyncio.wait_for(app.start(), 15)
+            await _push(app, feishu, event)
+            await until(lambda: ("GET", f"/open-apis/im/v1/messages/{parent}") in feishu.requests, timeout=15)
+        finally:
+            await asyncio.wait_for(app.close(timeout=0.0), 30)  # cut at once: within the quote's own timeout
+        assert feishu.sent == [] and llm.requests == []
+        assert _inbox_rows(tmp_path) == [event["event"]["message"]["message_id"]]
+        release.set()
+        clock.advance(60)
+        async with _feishu_app(tmp_path, clock, llm, feishu) as again:
+            await until(lambda: len(feishu.sent) == 1, timeout=15)
+            await _quiet(again)
+    assert len(llm.requests) == 1 and "Thursday 14:00" in json.dumps(llm.requests[0]["messages"][-1])
+    assert "what does that mean for us?" in feishu.texts()[0]
+
+
+async def test_a_feishu_chat_record_whose_read_a_graceful_stop_cut_is_left_for_the_next_start(
+    tmp_path: Path, clock: ManualClock, feishu: FakeFeishu  # noqa: F811
+) -> None:
+    async with FakeOpenAI(api_key=KEY, responder=_echo) as llm:
+        event = feishu.chat_record_event([RecordMessage(BOB, "The launch moves to Thursday 14:00")],
+                                         chat_id="oc_alice", open_id=ALICE)
+        mid = event["event"]["message"]["message_id"]
+        release = feishu.hold_read(mid)
+        app = _app(tmp_path, clock, llm, {"feishu": _feishu_section(feishu, "webhook")},
+                   agent={"model": "test-model", "vision": True})
+        try:
+            await app.open()
+            await asyncio.wait_for(app.start(), 15)
+            await _push(app, feishu, event)
+            await until(lambda: ("GET", f"/open-apis/im/v1/messages/{mid}") in feishu.requests, timeout=15)
+        finally:
+            await asyncio.wait_for(app.close(timeout=2.0), 30)
+        assert feishu.sent == [] and llm.requests == [] and _inbox_rows(tmp_path) == [mid]  # no "could not read" note
+        release.set()
+        clock.advance(60)
+        async with _feishu_app(tmp_path, clock, llm, feishu) as again:
+            await until(lambda: len(feishu.sent) == 1, timeout=15)
+            await _quiet(again)
+    assert len(llm.requests) == 1 and "Thursday 14:00" in json.dumps(llm.requests[0]["messages"][-1])
