@@ -36,14 +36,16 @@ Delivery: Feishu is answered (webhook 200, long-connection ACK) once the
 event is taken, before it is on the bus, and an answered event is not
 sent again. Its event id is kept as seen from then on (a redelivery
 while it is pending is dropped, after a restart too), and forgotten if
-its job fails, so a copy Feishu sends anyway is taken. A crash loses
-what was taken but not yet on the bus, as it loses what is on the bus
-(an in-memory queue). A stop loses nothing taken: ``stop_receiving``
-gives the lanes ``stop_grace`` seconds, then cuts the downloads and
-quote reads still under way short, so every pending message goes on the
-bus at once with what a failed download gets (the "[photo not read]"
-note, no quote) and every pending recall after it, while the gateway
-still answers (it drains the bus next). Answering Feishu only once an
+its job fails, so a copy Feishu sends anyway is taken. What was taken
+is in the durable inbox first (gateway/inbox.py), with the keys and ids
+to read its pictures, recording, file, quote or chat record again, so a
+crash leaves it for the next start. A stop loses nothing taken either:
+``stop_receiving`` gives the lanes ``stop_grace`` seconds, then cuts the
+downloads and reads still under way short; a message the inbox holds is
+left there for the next start to read again and answer (no note, as
+after a crash), any other goes on the bus at once with what a failed
+download gets (the "[photo not read]" note, no quote), and every pending
+recall after it, while the gateway still answers (it drains the bus next). Answering Feishu only once an
 event is on the bus would need no cut, but a webhook cannot wait out a
 30 s download (Feishu retries after 3 s) and the SDK thread serves every
 chat.
