@@ -29,7 +29,7 @@ from gateway.bus import (
 from .documents import FILE_NOT_READ, NO_TEXT, document_note, document_placeholder, read_document, read_scanned
 from .media import FAILED, NOT_READ, ImageError, answering, image_note, placeholder, recording_note
 
-__all__ = ["UNREADABLE_REPLY", "UNREADABLE_REPLY_ZH", "BaseChannel", "ChannelFatalError", "DeliveryError", "rest_of"]
+__all__ = ["UNREADABLE_REPLY", "UNREADABLE_REPLY_ZH", "BaseChannel", "ChannelFatalError", "DeliveryError", "LeftForLater", "rest_of"]
 
 # What a photo, sticker or voice message gets instead of silence, which
 # reads as a bot that is down.
@@ -58,6 +58,13 @@ class DeliveryError(Exception):
         super().__init__(message)
         self.retryable = retryable
         self.remaining = remaining
+
+
+class LeftForLater(Exception):
+    """A read from the platform (a picture, a recording, a file, a quote, a
+    chat record) cut short by a stop, for a message the durable inbox keeps with the keys to read
+    it again: it is not published now, and no note is sent; its row is the
+    next start's to answer (gateway/resume.py), as after a kill."""
 
 
 class FileTooLarge(DeliveryError):
@@ -359,6 +366,8 @@ class BaseChannel(abc.ABC):
         try:
             async with asyncio.timeout(self.image_timeout):
                 done = await complete()
+        except LeftForLater:
+            raise  # no note: the next start reads it again and answers it
         except ImageError as exc:
             reason, detail, told = exc.reason, str(exc), exc.note
         except TimeoutError:

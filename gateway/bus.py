@@ -463,7 +463,7 @@ class Keeper(Protocol):
 
     async def keep(self, msg: InboundMessage, waiting: Mapping[str, Any] | None = None) -> None: ...
 
-    def done(self, msg: InboundMessage) -> None: ...
+    def done(self, msg: InboundMessage, *, written: bool = False) -> None: ...
 
 
 class MessageBus:
@@ -495,7 +495,7 @@ class MessageBus:
         (recalled before its turn, a picture alone that could not be read)."""
         self._kept.discard((msg.session_key, msg.message_id))
         if self.inbox is not None:
-            self.inbox.done(msg)
+            self.inbox.done(msg, written=True)
 
     async def publish_inbound(self, msg: InboundMessage) -> None:
         gone = msg.metadata.get("supersedes")

@@ -23,8 +23,10 @@ its words, forwards, quote, files read as text (recent files keep them a
 day anyway), routing and flags. Never a picture's or a recording's bytes
 (``Image``/``Audio``: never stored); only that there were some, and the
 channel's keys to read them again (a Feishu message's resource keys: the
-next start downloads them again, gateway/resume.py), so such a message
-gets a note asking for it again only when they cannot be. Only new messages the loop may
+next start downloads them again, gateway/resume.py; so too the id of the
+message it replied to, and a chat record's, whose messages were not yet
+read), so such a message gets a note asking for it again only when they
+cannot be. Only new messages the loop may
 answer are kept (not edits, recalls, stickers, nor group messages not
 addressed to the bot): the cost is one grouped insert (memory/batch.py)
 and one grouped delete per message.
@@ -119,9 +121,10 @@ class Waiting:
     # and whether anything was (then its words alone would answer something else).
     unread_files: tuple[str, ...] = ()
     unread: bool = False
-    # Its pictures, recording or unread file can be read again from the
-    # platform by the keys the channel kept (metadata ``AGAIN``), and nothing
-    # else was still to be read (a quote, a chat record, a forward's recording).
+    # Its pictures, recording, unread file, quote or chat record can be read
+    # again from the platform by the keys the channel kept (metadata
+    # ``AGAIN``: a Feishu message's resource keys, the id of the message it
+    # replied to), and nothing else was still to be read (a forward's recording).
     again: bool = False
     # A group member's name was still being looked up (Feishu): the channel may find it now.
     unnamed: bool = False
@@ -162,18 +165,20 @@ def unread(payload: str) -> tuple[tuple[str, ...], bool]:
 
 def readable_again(payload: str) -> tuple[bool, bool]:
     """Of a kept payload: can what it lacks (pictures' or a recording's
-    bytes, a file not read) be read again by the keys kept ("x"), with
+    bytes, a file, quote or chat record not read) be read again by the keys kept ("x"), with
     nothing else missing; and was its sender's name still being looked up?"""
     d = json.loads(payload)
     w, x = d.get("w") or {}, d.get("x") or {}
     if not isinstance(w, dict) or not isinstance(x, dict):
         return False, False
-    missing = bool(d.get("i") or w.get("i") or d.get("a") or w.get("a") or w.get("f"))
+    missing = bool(d.get("i") or w.get("i") or d.get("a") or w.get("a") or w.get("f") or w.get("q") or w.get("r"))
     covered = ((not (d.get("i") or w.get("i")) or bool(x.get("i")))
                and (not (d.get("a") or w.get("a")) or bool(x.get("a")))
-               and (not w.get("f") or bool(x.get("f"))))
+               and (not w.get("f") or bool(x.get("f")))
+               and (not w.get("q") or bool(x.get("q")))  # the message replied to, by its id
+               and (not w.get("r") or bool(x.get("r"))))  # a chat record's messages, by its own id
     forwarded_audio = any(bool(f[3]) for f in d.get("f") or ())
-    others = bool(set(w) - {"i", "a", "f", "k", "n"})  # a quote or a chat record still to be read
+    others = bool(set(w) - {"i", "a", "f", "q", "r", "k", "n"})
     return missing and covered and not forwarded_audio and not others, bool(w.get("n"))
 
 
@@ -221,12 +226,14 @@ class Inbox:
             log.warning("messages are saved in the inbox again", not_saved=self._failing)
             self._failing = 0
 
-    def done(self, msg: InboundMessage) -> None:
+    def done(self, msg: InboundMessage, *, written: bool = False) -> None:
         """``msg``'s turn ended (answered, refused, ignored, failed): its
         row goes, in the background (grouped with others'). A crash first
         leaves it for the next start, which finds its Tier 0 row (if any)
-        and does not answer it twice."""
-        if not kept(msg):
+        and does not answer it twice. ``written``: kept with what was still
+        to be read for it (a picture alone: :func:`kept` of the message
+        without it says no), so its row goes whatever it holds now."""
+        if not written and not kept(msg):
             return
         task = asyncio.ensure_future(self._drops.write([(msg.channel, msg.chat_id, msg.message_id)]))
         self._dropping.add(task)

@@ -430,8 +430,9 @@ async def resume_inbox(
         if source is not None and (w.again or w.unnamed):
             # Made whole in its turn (its row stays until the turn ends): a
             # picture is downloaded again, a member's name looked up.
-            lost = lost_note(TurnContext(photos=w.pictures, unheard=w.unheard,
-                                         files=tuple(FileMark(f, 0, 0, 0) for f in w.unread_files)), msg) if w.again else ""
+            lost = "" if not w.again else lost_note(TurnContext(
+                photos=w.pictures, unheard=w.unheard, files=tuple(FileMark(f, 0, 0, 0) for f in w.unread_files)), msg) \
+                if w.pictures or w.unheard or w.unread_files else unread_note(msg)
             log.warning("answering a message taken before a stop, never begun; read again from the platform",
                         channel=msg.channel, chat_id=msg.chat_id, message_id=msg.message_id,
                         age_s=round(age.total_seconds()), media=w.again)

@@ -36,14 +36,16 @@ Delivery: Feishu is answered (webhook 200, long-connection ACK) once the
 event is taken, before it is on the bus, and an answered event is not
 sent again. Its event id is kept as seen from then on (a redelivery
 while it is pending is dropped, after a restart too), and forgotten if
-its job fails, so a copy Feishu sends anyway is taken. A crash loses
-what was taken but not yet on the bus, as it loses what is on the bus
-(an in-memory queue). A stop loses nothing taken: ``stop_receiving``
-gives the lanes ``stop_grace`` seconds, then cuts the downloads and
-quote reads still under way short, so every pending message goes on the
-bus at once with what a failed download gets (the "[photo not read]"
-note, no quote) and every pending recall after it, while the gateway
-still answers (it drains the bus next). Answering Feishu only once an
+its job fails, so a copy Feishu sends anyway is taken. What was taken
+is in the durable inbox first (gateway/inbox.py), with the keys and ids
+to read its pictures, recording, file, quote or chat record again, so a
+crash leaves it for the next start. A stop loses nothing taken either:
+``stop_receiving`` gives the lanes ``stop_grace`` seconds, then cuts the
+downloads and reads still under way short; a message the inbox holds is
+left there for the next start to read again and answer (no note, as
+after a crash), any other goes on the bus at once with what a failed
+download gets (the "[photo not read]" note, no quote), and every pending
+recall after it, while the gateway still answers (it drains the bus next). Answering Feishu only once an
 event is on the bus would need no cut, but a webhook cannot wait out a
 30 s download (Feishu retries after 3 s) and the SDK thread serves every
 chat.
@@ -61,7 +63,7 @@ from urllib.parse import urlsplit
 import httpx
 from aiohttp import web
 
-from channels.base import BaseChannel, ChannelFatalError, FileTooLarge, with_images
+from channels.base import BaseChannel, ChannelFatalError, FileTooLarge, LeftForLater, with_images
 from channels.lanes import Job, Lanes
 from channels.media import FAILED, MAX_IMAGES, TOO_LARGE, ImageError, as_image, audio_filename, placeholder
 from gateway.bus import (
@@ -69,6 +71,7 @@ from gateway.bus import (
 )
 from gateway.config import FeishuConfig
 from gateway.http import HttpServer
+from gateway.inbox import dumps, readable_again
 
 from .client import (
     MESSAGE_RATE_LIMIT_CODE,
@@ -159,6 +162,11 @@ async def _to_the_end(work: Awaitable[T]) -> T:
 
 class _CutShort(Exception):
     """A download or quote read ended by the stop (``stop_receiving``)."""
+
+
+class _CutDownload(ImageError):
+    """A download ended by the stop: a failed one, unless its message is
+    left in the inbox for the next start (:class:`~channels.base.LeftForLater`)."""
 
 
 # What the inbox keeps of a message event before Feishu is answered: the
@@ -275,9 +283,11 @@ class FeishuChannel(BaseChannel):
         already inside finish handing their event over, and the long
         connection closes (events it did not ACK are redelivered). The
         chats' pending jobs get ``stop_grace`` seconds; then the downloads
-        and quote reads still under way are cut short, and their messages
-        go on the bus as after a failed download (the user gets the note,
-        their words are answered and kept); the recalls behind them follow.
+        and quote reads still under way are cut short. A message the inbox
+        kept with the keys to read all it lacks again is left there for the
+        next start (as after a kill: no note, answered once, whole); the
+        others go on the bus as after a failed download (the user gets the
+        note, their words are answered and kept); the recalls behind them follow.
         The same happens at once when the caller stops waiting (the
         gateway bounds this call). Only a job that cannot even put its
         message on the bus then (``_CUT_MARGIN``) is lost, logged as an
@@ -308,8 +318,8 @@ class FeishuChannel(BaseChannel):
         self._cut.set()
         if await self._lanes.wait_idle(_CUT_MARGIN):
             if pending:
-                self.log.info("feishu downloads cut short at shutdown; their messages went on with a note",
-                              pending=pending)
+                self.log.info("feishu downloads cut short at shutdown; their messages were left for the next "
+                              "start or went on with a note", pending=pending)
         else:
             self.log.error("feishu messages still pending at shutdown are lost", pending=self._lanes.cancel())
 
@@ -533,8 +543,13 @@ class FeishuChannel(BaseChannel):
         if named and (name := self.names.known(msg.sender_id)) is not None:
             msg = dataclasses.replace(msg, sender_name=name)  # in the inbox's row too: a resumed turn says who spoke
         # Its media's keys, kept with it in the inbox: a restart reads them
-        # again from Feishu (read_again), their bytes never being kept.
+        # again from Feishu (read_again), their bytes never being kept; so
+        # too the message it replied to (by its id) and a chat record's messages.
         again: dict[str, Any] = {}
+        if quote:
+            again["q"] = parent
+        if parsed.record:
+            again["r"] = True
         if images:
             again["i"] = list(images)
         if audio:
@@ -545,13 +560,23 @@ class FeishuChannel(BaseChannel):
             msg = dataclasses.replace(msg, metadata={**msg.metadata, AGAIN: again})
 
         async def fetch() -> list[Image]:
-            return [await self._download(msg.message_id, key) for key in images]
+            return [await unless_left(self._download(msg.message_id, key)) for key in images]
 
         async def record() -> Audio:
-            return await self._download_audio(msg.message_id, audio, parsed.file_name if parsed.audio_name else "")
+            return await unless_left(
+                self._download_audio(msg.message_id, audio, parsed.file_name if parsed.audio_name else ""))
 
         async def read() -> bytes:
-            return (await self._resource(msg.message_id, file_key, kind="file", limit=self.max_document_bytes)).data
+            got = self._resource(msg.message_id, file_key, kind="file", limit=self.max_document_bytes)
+            return (await unless_left(got)).data
+
+        async def unless_left(work: Awaitable[T]) -> T:
+            try:
+                return await work
+            except _CutDownload:
+                if leave:  # its row stays, with the keys to read it again: no note, no turn without it
+                    raise LeftForLater from None
+                raise
 
         slow = quote or images or audio or file_key or parsed.record or (named and not self.names.settled(msg.sender_id))
         waiting: dict[str, Any] = {}
@@ -572,6 +597,10 @@ class FeishuChannel(BaseChannel):
         if readable and named and not msg.sender_name and not self.names.settled(msg.sender_id):
             waiting["n"] = True  # looked up after: the row is written again with it
         kept = (msg, waiting) if readable and self.is_allowed(msg.sender_id, *ids) else None
+        # A download the stop cuts leaves the message to the next start when
+        # that start can read it all again (as after a kill), else it goes on
+        # now with a note.
+        leave = kept is not None and self.bus.inbox is not None and readable_again(dumps(msg, waiting))[0]
 
         async def job() -> None:
             cut = False
@@ -580,6 +609,12 @@ class FeishuChannel(BaseChannel):
             except asyncio.CancelledError:
                 cut = True  # a stop cut it: its row is the next start's to answer
                 raise
+            except LeftForLater:
+                # Unless withdrawn meanwhile: then its row goes (below), never to be answered.
+                cut = not self.replies.was_recalled(msg.message_id, msg.chat_id)
+                self.log.info("feishu download cut short at shutdown; the message is left for the next start"
+                              if cut else "recalled feishu message cut short at shutdown; not taken",
+                              chat_id=msg.chat_id, message_id=msg.message_id)
             finally:
                 on_bus = self._on_bus.pop((msg.chat_id, msg.message_id), False)
                 if kept is not None and not on_bus and not cut:
@@ -600,6 +635,11 @@ class FeishuChannel(BaseChannel):
                 message = dataclasses.replace(message, sender_name=found.get(message.sender_id, ""))
             if quote:
                 message = dataclasses.replace(message, quoted=await self._quoted(parent, asker=message.sender_id))
+                if message.quoted is None and leave and self._cut.is_set():
+                    raise LeftForLater  # the stop cut its read: not answered blind, read again at the next start
+                # Read (or given up: answered without it), not to be read again after a restart.
+                rest = {k: v for k, v in message.metadata[AGAIN].items() if k != "q"}
+                message = dataclasses.replace(message, metadata={**message.metadata, AGAIN: rest})
             if images:
                 await self.publish_image(message, fetch, *ids)
             elif audio:
@@ -607,7 +647,7 @@ class FeishuChannel(BaseChannel):
             elif file_key:
                 await self.publish_document(message, parsed.file_name, read, *ids)
             elif parsed.record:
-                await self._publish_record(message, ids)
+                await self._publish_record(message, ids, leave=leave)
             elif kind := message.metadata.get("unreadable"):
                 await self.decline_unreadable(message, kind, *ids)
             else:
@@ -619,14 +659,19 @@ class FeishuChannel(BaseChannel):
         await super()._put(msg)
         self._on_bus[(msg.chat_id, msg.message_id)] = True
 
-    async def _publish_record(self, msg: InboundMessage, ids: tuple[str, ...]) -> None:
+    async def _publish_record(self, msg: InboundMessage, ids: tuple[str, ...], *, leave: bool = False) -> None:
         """A chat record with its messages read (records.py), by the rules of
         a file: read in a private chat or a group message addressed to the
         bot (a record carries no mention: a reply to the bot), from an
         allowed sender; one not read gets the user a short note."""
 
         async def complete() -> InboundMessage:
-            return dataclasses.replace(msg, forwarded=await self._read_record(msg))
+            try:
+                return dataclasses.replace(msg, forwarded=await self._read_record(msg))
+            except _CutDownload:
+                if leave:  # the stop cut its read: the next start reads it again (``leave``: it can)
+                    raise LeftForLater from None
+                raise
 
         await self._publish_fetched(msg, complete, ids, what="chat record", not_read=RECORD_NOT_READ,
                                     note=lambda _reason, has_text: record_note(has_text=has_text,
@@ -639,7 +684,7 @@ class FeishuChannel(BaseChannel):
         except FeishuApiError as exc:
             raise ImageError(FAILED, str(exc)) from None
         except _CutShort:
-            raise ImageError(FAILED, "cut short: the gateway is stopping") from None
+            raise _CutDownload(FAILED, "cut short: the gateway is stopping") from None
         messages = flatten_record(items, msg.message_id)
         if not messages:
             raise ImageError(FAILED, "the record holds no messages")
@@ -649,20 +694,26 @@ class FeishuChannel(BaseChannel):
             names = {}  # labels will do
         return to_forwarded(messages, app_id=self.config.app_id, forwarder=msg.sender_id, names=names)
 
-    async def _quoted(self, message_id: str, *, asker: str = "") -> Quoted | None:
+    async def _quoted(self, message_id: str, *, asker: str = "", strict: bool = False) -> Quoted | None:
         """The message a user replied to, for the model (an event names its
         parent only), with its author: "you" (the bot), "the user" (the
         asker's own), or a person's name from the contact directory, as a
         chat record's authors are named (nameless when the app may not read
-        it). A failure costs the quote, never the message."""
+        it). A failure costs the quote, never the message; ``strict`` (read
+        again after a restart), it raises :class:`ImageError` instead: the
+        reply is asked for again rather than answered blind."""
         try:
             async with asyncio.timeout(QUOTE_TIMEOUT):
                 item = await self._unless_cut(self.api.get_message(message_id))
         except (FeishuApiError, TimeoutError) as exc:
             self.log.warning("could not read the message replied to", parent_id=message_id, error=str(exc))
+            if strict:
+                raise ImageError(FAILED, f"the message replied to was not read: {exc}") from None
             return None
         except _CutShort:
             self.log.info("reading the message replied to cut short at shutdown", parent_id=message_id)
+            if strict:
+                raise ImageError(FAILED, "cut short: the gateway is stopping") from None
             return None
         quoted = quoted_of(item, app_id=self.config.app_id, bot_open_id=self.bot_open_id) if item else None
         if item is None or quoted is None or quoted.author:
@@ -681,10 +732,11 @@ class FeishuChannel(BaseChannel):
     async def read_again(self, msg: InboundMessage) -> InboundMessage:
         """``msg`` as the inbox kept it from a run that stopped before its
         turn began, made whole again from Feishu as it was first taken: a
-        group member's name looked up, its pictures, recording or file
-        downloaded again by the keys it kept (metadata ``AGAIN``; a file
-        already read is kept as text). Raises :class:`ImageError` when one
-        cannot be had (the loop then asks the user to send it again)."""
+        group member's name looked up, the message it replied to and a chat
+        record's messages read again by its id, its pictures, recording or
+        file downloaded again by the keys it kept (metadata ``AGAIN``; a
+        file already read is kept as text). Raises :class:`ImageError` when
+        one cannot be had (the loop then asks the user to send it again)."""
         if msg.is_group and (msg.mentioned or msg.reply_to_bot) and msg.sender_id and not msg.sender_name:
             try:
                 found = await self._unless_cut(self.names.of([msg.sender_id]))
@@ -696,6 +748,10 @@ class FeishuChannel(BaseChannel):
             return msg
         try:
             async with asyncio.timeout(self.image_timeout):
+                if (parent := again.get("q")) and msg.quoted is None:
+                    msg = dataclasses.replace(msg, quoted=await self._quoted(str(parent), asker=msg.sender_id, strict=True))
+                if again.get("r") and not msg.forwarded:
+                    msg = dataclasses.replace(msg, forwarded=await self._read_record(msg))
                 if keys := again.get("i"):
                     if self.max_image_bytes is None:
                         raise ImageError(FAILED, "pictures are not read (agent.vision is off)")
@@ -729,7 +785,7 @@ class FeishuChannel(BaseChannel):
         except FeishuApiError as exc:
             raise ImageError(FAILED, str(exc)) from None
         except _CutShort:
-            raise ImageError(FAILED, "cut short: the gateway is stopping") from None
+            raise _CutDownload(FAILED, "cut short: the gateway is stopping") from None
 
     async def _unless_cut(self, work: Awaitable[T]) -> T:
         """``work`` (a read from Feishu), unless the stop cuts it short

@@ -292,6 +292,7 @@ class FakeFeishu:
         self.message_reads = 0  # GET .../messages/:id calls answered
         self._record_items: dict[str, list[dict[str, Any]]] = {}  # a chat record's id -> the messages in it
         self._read_failures: list[_Failure] = []
+        self._read_gates: dict[str, asyncio.Event] = {}  # message_id -> what its reads wait for
         self._resource_failures: list[_Failure] = []
         self.contacts: dict[str, str] = {}  # open_id -> name, in the app's contact range
         self.contact_permission = True  # the app has contact:user.base:readonly
@@ -430,6 +431,11 @@ class FakeFeishu:
         self.images[key] = (data, content_type)
         return key
 
+    def hold_read(self, message_id: str) -> asyncio.Event:
+        """Reads of ``message_id`` (``GET .../messages/:id``: a quote, a
+        chat record) wait until the returned event is set."""
+        return self._read_gates.setdefault(message_id, asyncio.Event())
+
     def hold_resource(self, key: str) -> asyncio.Event:
         """Downloads of ``key`` (a picture or recording) wait until the
         returned event is set: a slow download the test ends."""
@@ -529,10 +535,12 @@ class FakeFeishu:
         self.requests.append((request.method, request.path))
         if (err := self._auth_error(request)) is not None:
             return err
+        mid = request.match_info["message_id"]
+        if (gate := self._read_gates.get(mid)) is not None:
+            await gate.wait()
         if self._read_failures:
             f = self._read_failures.pop(0)
             return web.json_response({"code": f.code, "msg": f.msg}, status=f.status)
-        mid = request.match_info["message_id"]
         item = self._items.get(mid)
         if item is None:
             return web.json_response({"code": 230001, "msg": f"invalid message_id: {mid}"}, status=400)

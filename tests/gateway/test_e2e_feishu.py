@@ -262,15 +262,16 @@ async def test_a_reply_feishu_will_not_withdraw_stays_but_the_recall_still_erase
         await asyncio.wait_for(app.close(), 30)
 
 
-async def test_a_download_held_past_the_stop_is_answered_with_a_note_and_nothing_is_lost(
+async def test_a_download_held_past_the_stop_is_left_for_the_next_start_and_nothing_is_lost(
     tmp_path: Path, clock: ManualClock, feishu: FakeFeishu, echo_llm: FakeOpenAI
 ) -> None:
     """Feishu was told the picture was taken (200) while its download hangs:
     the gateway's close (the real path, its default timeout) cuts it short
-    after the channel's grace, and the caption is answered with the usual
-    note and kept in the history as "[photo not read]"; a recall that
-    waited behind it in the chat is honoured (the message leaves the
-    history, the reply to it the chat). Nothing is logged as lost."""
+    after the channel's grace, and the message stays in the inbox with its
+    picture's key for the next start (tests/gateway/test_inbox_feishu_resume_e2e.py),
+    the user told nothing; a recall that waited behind it in the chat is
+    honoured (the message leaves the history, the reply to it the chat).
+    Nothing is logged as lost."""
     app = _app(tmp_path, clock, echo_llm, {"feishu": _feishu_section(feishu, "webhook")}, agent={
         "model": "test-model", "vision": True})
     key = feishu.add_image(b"\x89PNG\r\n\x1a\n" + bytes(64), "image/png")
@@ -288,7 +289,9 @@ async def test_a_download_held_past_the_stop_is_answered_with_a_note_and_nothing
         await push(pin)
         await _until(lambda: len(feishu.sent) == 1)
         post = {"title": "", "content": [[{"tag": "text", "text": "what is this?"}], [{"tag": "img", "image_key": key}]]}
-        await push(feishu.message_event(message_type="post", content=post, chat_id="oc_alice", open_id=ALICE))
+        event = feishu.message_event(message_type="post", content=post, chat_id="oc_alice", open_id=ALICE)
+        post_id = event["event"]["message"]["message_id"]
+        await push(event)
         await _until(lambda: bool(feishu.resource_requests))
         await push(feishu.recall_event(pin["event"]["message"]["message_id"]))  # waits behind the picture
         with capture_logs() as logs:
@@ -297,23 +300,22 @@ async def test_a_download_held_past_the_stop_is_answered_with_a_note_and_nothing
         gate.set()
         await asyncio.wait_for(app.close(), 30)
     assert not [e for e in logs if e["log_level"] == "error"]
-    texts = feishu.texts()
-    assert len(texts) == 3 and "could not download that picture" in texts[1]
-    assert texts[2] == "re: [photo not read] what is this?\n[image]"  # the model is told too
+    assert feishu.texts() == ["re: my pin is 8812"]  # no "could not download that picture"
     assert feishu.deleted == [feishu.sent[0]["message_id"]]  # the reply to the recalled pin
     async with await SessionStore.open(tmp_path / "data" / "gateway.db") as sessions:
         rows = await sessions.db.fetchall("SELECT role, content FROM session_messages ORDER BY id")
-    assert [tuple(r) for r in rows] == [("user", "[photo not read] what is this?\n[image]"),
-                                        ("assistant", texts[2])]
+        left = await sessions.db.fetchall("SELECT message_id FROM inbox")
+    assert rows == []
+    assert [r[0] for r in left] == [post_id]
 
 
 async def test_a_download_held_past_a_stop_with_no_time_left_is_answered_after_the_restart(
     tmp_path: Path, clock: ManualClock, feishu: FakeFeishu, echo_llm: FakeOpenAI
 ) -> None:
     """As above, but the stop has no time left (``close(timeout=0)``):
-    the download is still cut short, before the loop closes, so the
-    message is saved and the next start answers it, once. It went on the
-    bus after the loop had closed, and was lost (Feishu had its 200)."""
+    the download is still cut short, and the next start answers the
+    message once, its picture downloaded again. (It once went on the bus
+    after the loop had closed, and was lost: Feishu had its 200.)"""
     app = _app(tmp_path, clock, echo_llm, {"feishu": _feishu_section(feishu, "webhook")}, agent={
         "model": "test-model", "vision": True})
     key = feishu.add_image(b"\x89PNG\r\n\x1a\n" + bytes(64), "image/png")
@@ -340,7 +342,8 @@ async def test_a_download_held_past_a_stop_with_no_time_left_is_answered_after_t
         assert again.loop is not None and await again.loop.drain(5)
     finally:
         await asyncio.wait_for(again.close(), 30)
-    assert [t for t in feishu.texts() if t.startswith("re: ")] == ["re: [photo not read] what is this?\n[image]"]
+    assert [t for t in feishu.texts() if t.startswith("re: ")] == ["re: [photo] what is this?\n[image]"]
+    assert "could not download" not in " ".join(feishu.texts())
 
 
 async def test_long_connection_event_gets_a_reply(

@@ -40,6 +40,16 @@ async def test_a_quote_still_to_be_read_is_not_made_whole_by_the_pictures_alone(
     assert not w.again and w.unread
 
 
+async def test_a_quote_kept_with_its_id_is_read_again_with_the_pictures(tmp_path: Path, clock: ManualClock) -> None:
+    w = await _kept(tmp_path, clock, _msg(metadata={AGAIN: {"i": ["img_1"], "q": "om_0"}}), {"i": 1, "q": "om_0"})
+    assert w.again and w.unread
+
+
+async def test_a_chat_record_kept_with_its_id_can_be_read_again(tmp_path: Path, clock: ManualClock) -> None:
+    w = await _kept(tmp_path, clock, _msg(metadata={AGAIN: {"r": True}}), {"r": True})
+    assert w.again and w.unread and w.pictures == 0
+
+
 async def test_a_name_still_being_looked_up_is_not_unread(tmp_path: Path, clock: ManualClock) -> None:
     w = await _kept(tmp_path, clock, _msg("@bot when is it due?", is_group=True, mentioned=True), {"n": True})
     assert w.unnamed and not w.unread and not w.again and w.msg.sender_name == ""

@@ -17,7 +17,7 @@ from typing import Any
 
 from gateway.app import App
 from memory import ManualClock
-from tests.fakes.feishu_server import FakeFeishu
+from tests.fakes.feishu_server import FakeFeishu, RecordMessage
 from tests.fakes.openai_server import FakeOpenAI, text_of
 
 from .test_e2e_feishu import ENCRYPT_KEY, _app, _feishu_section, feishu  # noqa: F401 (a fixture)
@@ -243,3 +243,247 @@ async def test_a_feishu_picture_feishu_will_not_give_again_gets_the_note_once(
         async with _feishu_app(tmp_path, clock, llm, feishu) as third:
             await _quiet(third)
     assert feishu.texts() == [_NOTE] and llm.requests == []
+
+
+# -- a graceful stop does as well as a kill ------------------------------------------
+
+async def _stopped_with_the_download_held(home: Path, clock: ManualClock, llm: FakeOpenAI, feishu: FakeFeishu,  # noqa: F811
+                                          event: dict[str, Any]) -> None:
+    """Push ``event`` (its download held by the fake) and stop gracefully
+    while it is held: the stop cuts the download short."""
+    app = _app(home, clock, llm, {"feishu": _feishu_section(feishu, "webhook")},
+               agent={"model": "test-model", "vision": True})
+    try:
+        await app.open()
+        await asyncio.wait_for(app.start(), 15)
+        await _push(app, feishu, event)
+        assert app.inbox is not None and await app.inbox.count() == 1
+        await until(lambda: len(feishu.resource_requests) == 1, timeout=15)
+    finally:
+        await asyncio.wait_for(app.close(timeout=2.0), 30)
+
+
+def _inbox_rows(home: Path) -> list[str]:
+    with sqlite3.connect(home / "data" / "gateway.db") as db:
+        return [str(r[0]) for r in db.execute("SELECT message_id FROM inbox")]
+
+
+async def test_a_feishu_picture_whose_download_a_graceful_stop_cut_is_left_for_the_next_start(
+    tmp_path: Path, clock: ManualClock, feishu: FakeFeishu  # noqa: F811
+) -> None:
+    """A stop while a picture is being downloaded leaves its row (as a kill
+    does) and tells the user nothing; the next start downloads it again by
+    its kept keys and answers it once, with the picture."""
+    async with FakeOpenAI(api_key=KEY, responder=_echo) as llm:
+        key = feishu.add_image(PHOTO)
+        release = feishu.hold_resource(key)
+        event = feishu.message_event("what does it say?", message_type="post", chat_id="oc_alice", open_id=ALICE,
+                                     content={"title": "", "content": [[{"tag": "img", "image_key": key}],
+                                                                       [{"tag": "text", "text": "what does it say?"}]]})
+        await _stopped_with_the_download_held(tmp_path, clock, llm, feishu, event)
+        mid = event["event"]["message"]["message_id"]
+        assert feishu.sent == [] and llm.requests == []  # no "could not download" note, no turn without it
+        assert _inbox_rows(tmp_path) == [mid]
+        release.set()
+        clock.advance(60)
+        async with _feishu_app(tmp_path, clock, llm, feishu) as again:
+            await until(lambda: len(feishu.sent) == 1, timeout=15)
+            await _quiet(again)
+            assert again.inbox is not None and await again.inbox.count() == 0
+        async with _feishu_app(tmp_path, clock, llm, feishu) as third:  # answered once
+            await _quiet(third)
+    assert feishu.resource_downloads[-1] == (mid, key) and len(llm.requests) == 1
+    assert _images(llm.requests[0]) == ["data:image/jpeg;base64," + base64.b64encode(PHOTO).decode()]
+    assert len(feishu.texts()) == 1 and "what does it say?" in feishu.texts()[0] and _NOTE not in feishu.texts()
+
+
+async def test_a_feishu_picture_recalled_while_a_graceful_stop_cut_its_download_is_not_answered_later(
+    tmp_path: Path, clock: ManualClock, feishu: FakeFeishu  # noqa: F811
+) -> None:
+    async with FakeOpenAI(api_key=KEY, responder=_echo) as llm:
+        key = feishu.add_image(PHOTO)
+        release = feishu.hold_resource(key)
+        event = feishu.message_event(message_type="image", content={"image_key": key}, chat_id="oc_alice",
+                                     open_id=ALICE)
+        mid = event["event"]["message"]["message_id"]
+        app = _app(tmp_path, clock, llm, {"feishu": _feishu_section(feishu, "webhook")},
+                   agent={"model": "test-model", "vision": True})
+        try:
+            await app.open()
+            await asyncio.wait_for(app.start(), 15)
+            await _push(app, feishu, event)
+            await until(lambda: len(feishu.resource_requests) == 1, timeout=15)
+            await _push(app, feishu, feishu.recall_event(mid, chat_id="oc_alice"))  # withdrawn mid-download
+        finally:
+            await asyncio.wait_for(app.close(timeout=2.0), 30)
+        assert _inbox_rows(tmp_path) == [] and feishu.sent == []
+        release.set()
+        clock.advance(60)
+        async with _feishu_app(tmp_path, clock, llm, feishu) as again:
+            await _quiet(again)
+    assert feishu.sent == [] and llm.requests == []
+
+
+async def test_a_feishu_picture_alone_that_could_not_be_downloaded_leaves_no_row_to_answer_again(
+    tmp_path: Path, clock: ManualClock, feishu: FakeFeishu  # noqa: F811
+) -> None:
+    """It got its note live and has no words to answer: the next start
+    neither downloads it again nor sends the note twice."""
+    async with FakeOpenAI(api_key=KEY, responder=_echo) as llm:
+        key = feishu.add_image(PHOTO)
+        feishu.fail_next(234003, "File not in msg.", on="resource")
+        async with _feishu_app(tmp_path, clock, llm, feishu) as app:
+            await _push(app, feishu, feishu.message_event(message_type="image", content={"image_key": key},
+                                                          chat_id="oc_alice", open_id=ALICE))
+            await until(lambda: len(feishu.sent) == 1, timeout=15)
+            assert app.inbox is not None
+            await app.inbox.flush()
+            assert await app.inbox.count() == 0
+        clock.advance(60)
+        async with _feishu_app(tmp_path, clock, llm, feishu) as again:
+            await _quiet(again)
+    assert len(feishu.sent) == 1 and len(feishu.resource_requests) == 1 and llm.requests == []
+
+
+# -- a quote or chat record read again -----------------------------------------------
+
+_UNREAD = "Sorry, I restarted before I could read your message. Please send it again."
+
+
+async def test_a_feishu_reply_whose_quote_a_kill_cut_is_read_again_after_the_restart(
+    tmp_path: Path, clock: ManualClock, feishu: FakeFeishu  # noqa: F811
+) -> None:
+    """The message it replied to was being read when the gateway was
+    killed: the next start reads it again by its kept id and answers the
+    reply with it, instead of asking for the message again."""
+    async with FakeOpenAI(api_key=KEY, responder=_echo) as llm:
+        earlier = feishu.message_event("the launch moved to Thursday 14:00", chat_id="oc_alice", open_id=ALICE)
+        parent = earlier["event"]["message"]["message_id"]
+        release = feishu.hold_read(parent)
+        event = feishu.message_event("what does that mean for us?", chat_id="oc_alice", open_id=ALICE,
+                                     parent_id=parent)
+        async with _feishu_app(tmp_path, clock, llm, feishu) as app:
+            await _push(app, feishu, event)  # kept with its parent's id, the read held
+            assert app.inbox is not None and await app.inbox.count() == 1
+            _as_killed_now(tmp_path)
+        _undo_since(tmp_path)
+        feishu.sent.clear()  # what the test's stop (not a kill) did
+        llm.requests.clear()
+        release.set()
+        clock.advance(60)
+        async with _feishu_app(tmp_path, clock, llm, feishu) as again:
+            await until(lambda: len(feishu.sent) == 1, timeout=15)
+            await _quiet(again)
+            assert again.inbox is not None and await again.inbox.count() == 0
+    assert feishu.texts() != [_UNREAD] and len(llm.requests) == 1
+    assert "Thursday 14:00" in json.dumps(llm.requests[0]["messages"][-1])
+    assert "what does that mean for us?" in feishu.texts()[0]
+
+
+async def test_a_feishu_reply_whose_quote_cannot_be_read_again_gets_the_note(
+    tmp_path: Path, clock: ManualClock, feishu: FakeFeishu  # noqa: F811
+) -> None:
+    async with FakeOpenAI(api_key=KEY, responder=_echo) as llm:
+        earlier = feishu.message_event("the launch moved to Thursday 14:00", chat_id="oc_alice", open_id=ALICE)
+        parent = earlier["event"]["message"]["message_id"]
+        release = feishu.hold_read(parent)
+        event = feishu.message_event("what does that mean for us?", chat_id="oc_alice", open_id=ALICE,
+                                     parent_id=parent)
+        async with _feishu_app(tmp_path, clock, llm, feishu) as app:
+            await _push(app, feishu, event)
+            _as_killed_now(tmp_path)
+        _undo_since(tmp_path)
+        feishu.sent.clear()
+        llm.requests.clear()
+        release.set()
+        await until(lambda: feishu.message_reads == 1, timeout=15)  # the held read ends first
+        feishu.fail_next(230001, "invalid message_id", on="read")
+        clock.advance(60)
+        async with _feishu_app(tmp_path, clock, llm, feishu) as again:
+            await until(lambda: len(feishu.sent) == 1, timeout=15)
+            await _quiet(again)
+            assert again.inbox is not None and await again.inbox.count() == 0
+    assert feishu.texts() == [_UNREAD] and llm.requests == []
+
+
+async def test_a_feishu_chat_record_whose_read_a_kill_cut_is_read_again_after_the_restart(
+    tmp_path: Path, clock: ManualClock, feishu: FakeFeishu  # noqa: F811
+) -> None:
+    async with FakeOpenAI(api_key=KEY, responder=_echo) as llm:
+        event = feishu.chat_record_event([RecordMessage(BOB, "The launch moves to Thursday 14:00"),
+                                          RecordMessage(CAROL, "QA needs the build by Wednesday")],
+                                         chat_id="oc_alice", open_id=ALICE)
+        release = feishu.hold_read(event["event"]["message"]["message_id"])
+        async with _feishu_app(tmp_path, clock, llm, feishu) as app:
+            await _push(app, feishu, event)  # kept with its id, its messages' read held
+            assert app.inbox is not None and await app.inbox.count() == 1
+            _as_killed_now(tmp_path)
+        _undo_since(tmp_path)
+        feishu.sent.clear()
+        llm.requests.clear()
+        release.set()
+        clock.advance(60)
+        async with _feishu_app(tmp_path, clock, llm, feishu) as again:
+            await until(lambda: len(feishu.sent) == 1, timeout=15)
+            await _quiet(again)
+            assert again.inbox is not None and await again.inbox.count() == 0
+    assert feishu.texts() != [_UNREAD] and len(llm.requests) == 1
+    asked = json.dumps(llm.requests[0]["messages"][-1])
+    assert "Thursday 14:00" in asked and "by Wednesday" in asked
+
+
+async def test_a_feishu_reply_whose_quote_a_graceful_stop_cut_is_left_for_the_next_start(
+    tmp_path: Path, clock: ManualClock, feishu: FakeFeishu  # noqa: F811
+) -> None:
+    """Not answered blind at the stop (without what it replied to): left
+    in the inbox, and answered with its quote after the restart."""
+    async with FakeOpenAI(api_key=KEY, responder=_echo) as llm:
+        earlier = feishu.message_event("the launch moved to Thursday 14:00", chat_id="oc_alice", open_id=ALICE)
+        parent = earlier["event"]["message"]["message_id"]
+        release = feishu.hold_read(parent)
+        event = feishu.message_event("what does that mean for us?", chat_id="oc_alice", open_id=ALICE,
+                                     parent_id=parent)
+        app = _app(tmp_path, clock, llm, {"feishu": _feishu_section(feishu, "webhook")},
+                   agent={"model": "test-model", "vision": True})
+        try:
+            await app.open()
+            await asyncio.wait_for(app.start(), 15)
+            await _push(app, feishu, event)
+            await until(lambda: ("GET", f"/open-apis/im/v1/messages/{parent}") in feishu.requests, timeout=15)
+        finally:
+            await asyncio.wait_for(app.close(timeout=0.0), 30)  # cut at once: within the quote's own timeout
+        assert feishu.sent == [] and llm.requests == []
+        assert _inbox_rows(tmp_path) == [event["event"]["message"]["message_id"]]
+        release.set()
+        clock.advance(60)
+        async with _feishu_app(tmp_path, clock, llm, feishu) as again:
+            await until(lambda: len(feishu.sent) == 1, timeout=15)
+            await _quiet(again)
+    assert len(llm.requests) == 1 and "Thursday 14:00" in json.dumps(llm.requests[0]["messages"][-1])
+    assert "what does that mean for us?" in feishu.texts()[0]
+
+
+async def test_a_feishu_chat_record_whose_read_a_graceful_stop_cut_is_left_for_the_next_start(
+    tmp_path: Path, clock: ManualClock, feishu: FakeFeishu  # noqa: F811
+) -> None:
+    async with FakeOpenAI(api_key=KEY, responder=_echo) as llm:
+        event = feishu.chat_record_event([RecordMessage(BOB, "The launch moves to Thursday 14:00")],
+                                         chat_id="oc_alice", open_id=ALICE)
+        mid = event["event"]["message"]["message_id"]
+        release = feishu.hold_read(mid)
+        app = _app(tmp_path, clock, llm, {"feishu": _feishu_section(feishu, "webhook")},
+                   agent={"model": "test-model", "vision": True})
+        try:
+            await app.open()
+            await asyncio.wait_for(app.start(), 15)
+            await _push(app, feishu, event)
+            await until(lambda: ("GET", f"/open-apis/im/v1/messages/{mid}") in feishu.requests, timeout=15)
+        finally:
+            await asyncio.wait_for(app.close(timeout=2.0), 30)
+        assert feishu.sent == [] and llm.requests == [] and _inbox_rows(tmp_path) == [mid]  # no "could not read" note
+        release.set()
+        clock.advance(60)
+        async with _feishu_app(tmp_path, clock, llm, feishu) as again:
+            await until(lambda: len(feishu.sent) == 1, timeout=15)
+            await _quiet(again)
+    assert len(llm.requests) == 1 and "Thursday 14:00" in json.dumps(llm.requests[0]["messages"][-1])
