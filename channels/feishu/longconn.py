@@ -12,6 +12,12 @@ The SDK has no ``stop()``. We stop its loop from outside, then close the
 websocket and cancel the SDK's tasks ourselves (touching ``_conn`` and
 ``_auto_reconnect``: private, but there is no public way, and without it
 the SDK would reconnect forever).
+
+The SDK is imported by ``start()`` on the caller's thread, not in ours.
+``import lark_oapi`` loads some 11,000 modules and gives up the GIL at each
+file read; a thread doing that while the gateway's loop is busy waits a
+switch interval (5 ms) every time, and the connection came up minutes late
+(460 s against a busy loop, measured; 4 s on the loop itself, once).
 """
 
 from __future__ import annotations
@@ -72,6 +78,12 @@ class LongConnection:
             )
         self._holds_lock = True
         self._main_loop = asyncio.get_running_loop()
+        try:
+            _import_sdk()
+        except BaseException:
+            self._holds_lock = False
+            _ONE_PER_PROCESS.release()
+            raise
         self._failed = self._main_loop.create_future()
         self._ws_loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._run, name="feishu-longconn", daemon=True)
@@ -119,12 +131,9 @@ class LongConnection:
         asyncio.set_event_loop(loop)
         client = None
         try:
-            first_import = "lark_oapi" not in sys.modules
-            import lark_oapi as lark
+            import lark_oapi as lark  # already imported by start(): a lookup
             from lark_oapi.ws import client as ws_client
 
-            if first_import and ws_client.loop is not loop and not ws_client.loop.is_running():
-                ws_client.loop.close()  # the throwaway loop the SDK made while importing in this thread
             ws_client.loop = loop
             asyncio.set_event_loop(loop)
             _route_sdk_logs_through_root()
@@ -231,6 +240,14 @@ class LongConnection:
                 t.cancel()
             loop.run_until_complete(asyncio.wait(pending, timeout=1.0))
         return tasks
+
+
+def _import_sdk() -> None:
+    """Import lark-oapi on this thread (see the module's docstring). Its
+    ``ws.client`` captures the running loop as its module global; our
+    thread installs its own loop there before starting."""
+    import lark_oapi  # noqa: F401
+    from lark_oapi.ws import client  # noqa: F401
 
 
 def _route_sdk_logs_through_root() -> None:

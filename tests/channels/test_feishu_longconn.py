@@ -5,8 +5,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import subprocess
+import sys
+import textwrap
 import threading
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import pytest
 
@@ -16,8 +20,9 @@ from gateway.bus import RECALL, MessageBus, OutboundMessage
 from gateway.config import FeishuConfig
 from tests.fakes.feishu_server import FakeFeishu, Frame, decode_frame, encode_frame
 
-# The first use imports lark-oapi in the SDK thread: seconds on a busy machine.
+# Generous for a loaded CI machine; the connection normally takes well under a second.
 CONNECT_TIMEOUT = 60.0
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
@@ -90,6 +95,34 @@ async def test_long_connection_event_end_to_end(fake: FakeFeishu, caplog: pytest
         await fake.wait_ws_connected(CONNECT_TIMEOUT)
     finally:
         await asyncio.wait_for(again.stop(), 20)
+
+
+def test_the_sdk_is_imported_on_the_starting_thread_not_the_sdk_thread() -> None:
+    # Importing lark-oapi (11,000 modules) in the SDK thread while the
+    # gateway's loop was busy took minutes: the GIL handed over once per
+    # switch interval at every file read. A fresh interpreter, so the import
+    # is really the first.
+    script = textwrap.dedent(
+        """
+        import asyncio, sys, threading
+        from channels.feishu.longconn import LongConnection
+
+        async def main():
+            async def on_event(payload):
+                pass
+            conn = LongConnection("cli_x", "secret", "http://127.0.0.1:9", on_event)
+            assert "lark_oapi.ws.client" not in sys.modules
+            conn.start()
+            # start() returned: the import is done, on this thread.
+            assert "lark_oapi.ws.client" in sys.modules, "not imported by start()"
+            await conn.stop(timeout=20)
+            print("ok")
+
+        asyncio.run(main())
+        """
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert done.returncode == 0 and done.stdout.strip().endswith("ok"), done.stderr[-2000:]
 
 
 async def test_stop_right_after_start_ends_the_sdk_thread(fake: FakeFeishu) -> None:
