@@ -13,11 +13,12 @@ websocket and cancel the SDK's tasks ourselves (touching ``_conn`` and
 ``_auto_reconnect``: private, but there is no public way, and without it
 the SDK would reconnect forever).
 
-The SDK is imported by ``start()`` on the caller's thread, not in ours.
-``import lark_oapi`` loads some 11,000 modules and gives up the GIL at each
-file read; a thread doing that while the gateway's loop is busy waits a
-switch interval (5 ms) every time, and the connection came up minutes late
-(460 s against a busy loop, measured; 4 s on the loop itself, once).
+The SDK is never imported in our thread. ``import lark_oapi`` loads some
+11,000 modules and gives up the GIL at each file read; a thread doing that
+while the gateway's loop is busy waits a switch interval (5 ms) every time,
+and the connection came up minutes late (460 s against a busy loop,
+measured; 4 s on one thread). ``myclaw gateway`` calls ``preload_sdk()``
+before its loop runs; otherwise ``start()`` imports it on the loop, once.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ import structlog
 
 from .events import LEFT_EVENT, MESSAGE_EVENT, RECALL_EVENT
 
-__all__ = ["LongConnection", "LongConnectionBusyError"]
+__all__ = ["LongConnection", "LongConnectionBusyError", "preload_sdk"]
 
 # a coroutine, not any awaitable: run_coroutine_threadsafe needs one
 EventHandler = Callable[[dict[str, Any]], Coroutine[Any, Any, None]]
@@ -248,6 +249,22 @@ def _import_sdk() -> None:
     thread installs its own loop there before starting."""
     import lark_oapi  # noqa: F401
     from lark_oapi.ws import client  # noqa: F401
+
+
+def preload_sdk() -> None:
+    """Import lark-oapi before any event loop runs, so starting the long
+    connection blocks nothing. ``ws.client`` asks for the current loop at
+    import: give it a throwaway one rather than have it create and leak
+    one (our thread installs its own before use)."""
+    if "lark_oapi.ws.client" in sys.modules:
+        return
+    throwaway = asyncio.new_event_loop()
+    asyncio.set_event_loop(throwaway)
+    try:
+        _import_sdk()
+    finally:
+        asyncio.set_event_loop(None)
+        throwaway.close()
 
 
 def _route_sdk_logs_through_root() -> None:

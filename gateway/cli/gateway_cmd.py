@@ -210,6 +210,13 @@ def gateway(log_level: str | None) -> None:
     level = _level(log_level, "INFO")
     cfg, paths = _load(require=True, channels=True)
     _setup_logging(cfg, level)
+    feishu = cfg.channels.feishu
+    if feishu.enabled and feishu.mode == "websocket":
+        # Seconds of imports, here rather than on the running loop (or in a
+        # thread, where a busy loop made them take minutes).
+        from channels.feishu.longconn import preload_sdk
+
+        preload_sdk()
     sys.exit(_run(run_gateway(cfg, paths, tune_runtime=True)))
 
 

@@ -125,6 +125,39 @@ def test_the_sdk_is_imported_on_the_starting_thread_not_the_sdk_thread() -> None
     assert done.returncode == 0 and done.stdout.strip().endswith("ok"), done.stderr[-2000:]
 
 
+def test_preload_before_the_loop_leaves_no_loop_behind() -> None:
+    # `myclaw gateway` imports the SDK before asyncio.run(): no warning, no
+    # loop left set or unclosed, and the connection still starts on its own.
+    script = textwrap.dedent(
+        """
+        import asyncio, gc, sys, warnings
+        warnings.simplefilter("error")
+        warnings.filterwarnings("ignore", category=DeprecationWarning, module="jieba.*")
+        from channels.feishu.longconn import LongConnection, preload_sdk
+
+        preload_sdk()
+        assert "lark_oapi.ws.client" in sys.modules
+        from lark_oapi.ws import client
+        assert client.loop.is_closed(), "the SDK's import-time loop left open"
+        policy = asyncio.get_event_loop_policy()
+        assert policy._local._loop is None, "a loop left set on the main thread"
+
+        async def main():
+            async def on_event(payload):
+                pass
+            conn = LongConnection("cli_x", "secret", "http://127.0.0.1:9", on_event)
+            conn.start()
+            await conn.stop(timeout=20)
+            print("ok")
+
+        asyncio.run(main())
+        gc.collect()
+        """
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert done.returncode == 0 and done.stdout.strip().endswith("ok"), done.stderr[-2000:]
+
+
 async def test_stop_right_after_start_ends_the_sdk_thread(fake: FakeFeishu) -> None:
     ch = FeishuChannel(ws_config(fake), MessageBus())
     await ch.start()
