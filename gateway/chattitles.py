@@ -17,8 +17,11 @@ are the group's, not the member's.
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 from collections.abc import Awaitable, Callable, Iterable, Mapping
+from contextlib import closing
 from datetime import datetime, timedelta
+from pathlib import Path
 
 import structlog
 
@@ -27,7 +30,7 @@ from memory.clock import Clock, SystemClock, format_ts, parse_ts
 from memory.db import Database
 from memory.lru import LRU
 
-__all__ = ["REFUSED_RETRY_AFTER", "RETRY_AFTER", "STALE_AFTER", "ChatTitles", "Lookup", "group_name"]
+__all__ = ["REFUSED_RETRY_AFTER", "RETRY_AFTER", "STALE_AFTER", "ChatTitles", "Lookup", "group_name", "read_titles"]
 
 CHATS_KEPT = 4096  # chats whose last written title is remembered (no write while it is the same)
 MAX_TITLE_CHARS = 128  # Telegram's limit; a longer one is cut
@@ -46,6 +49,27 @@ log = structlog.get_logger(__name__)
 def group_name(place: str, names: Mapping[str, str]) -> str:
     """``channel:chat_id`` by its title when known, else as it is."""
     return names.get(place) or place
+
+
+def read_titles(path: Path) -> dict[str, str]:
+    """Every ``channel:chat_id`` -> title in the gateway.db at ``path``, for
+    a command that opens memory.db alone (``myclaw memory export``): read
+    only, never migrated or written (a file no process has open is read
+    ``immutable``, so not even a ``-wal`` is made). {} when there is no
+    such file or it predates the table. Raises ``sqlite3.DatabaseError``
+    for a file that is not a database."""
+    if not path.is_file():
+        return {}
+    live = Path(f"{path}-wal").exists() and Path(f"{path}-shm").exists()  # a gateway has it open
+    uri = path.absolute().as_uri() + ("?mode=ro" if live else "?mode=ro&immutable=1")
+    with closing(sqlite3.connect(uri, uri=True, timeout=2.0)) as conn:
+        try:
+            rows = conn.execute("SELECT channel || ':' || chat_id, title FROM chat_titles").fetchall()
+        except sqlite3.OperationalError as exc:
+            if "no such table" in str(exc):  # a gateway.db from before titles were kept
+                return {}
+            raise
+    return {str(place): str(title) for place, title in rows}
 
 
 def _clean(title: str) -> str:
