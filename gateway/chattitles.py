@@ -95,7 +95,7 @@ class ChatTitles:
         self._written: LRU[str, str] = LRU(chats_kept)
         self._next_lookup: LRU[str, datetime] = LRU(chats_kept)  # place -> not asked again before
         self._tasks: dict[str, asyncio.Task[None]] = {}  # place -> its lookup under way
-        self.refused: dict[str, str] = {}  # channel -> the permission it was refused (doctor, tests)
+        self.refused: dict[str, str] = {}  # channel -> the permission it was refused, while it is
         self._refused_until: dict[str, datetime] = {}  # channel -> not asked again before
         self._warned: set[str] = set()  # channels whose refusal was said at warning level
 
