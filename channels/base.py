@@ -29,7 +29,7 @@ from gateway.bus import (
 from .documents import FILE_NOT_READ, NO_TEXT, document_note, document_placeholder, read_document, read_scanned
 from .media import FAILED, NOT_READ, ImageError, answering, image_note, placeholder, recording_note
 
-__all__ = ["UNREADABLE_REPLY", "UNREADABLE_REPLY_ZH", "BaseChannel", "ChannelFatalError", "DeliveryError", "LeftForLater", "rest_of"]
+__all__ = ["UNREADABLE_REPLY", "UNREADABLE_REPLY_ZH", "BaseChannel", "ChannelFatalError", "DeliveryError", "LeftForLater", "NotPermitted", "rest_of"]
 
 # What a photo, sticker or voice message gets instead of silence, which
 # reads as a bot that is down.
@@ -58,6 +58,16 @@ class DeliveryError(Exception):
         super().__init__(message)
         self.retryable = retryable
         self.remaining = remaining
+
+
+class NotPermitted(Exception):
+    """The platform refuses a read because the app lacks a permission its
+    admin must grant (``scope``): asking again fails the same way until
+    then, for every chat, so the caller should stop asking for a while."""
+
+    def __init__(self, scope: str, message: str) -> None:
+        super().__init__(message)
+        self.scope = scope
 
 
 class LeftForLater(Exception):

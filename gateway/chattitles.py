@@ -7,31 +7,41 @@ or changes, not with every message. A Feishu event does not: the channel's
 lookup (``GET /open-apis/im/v1/chats/:chat_id``) is asked in the
 background the first time a group is seen and again once its stored title
 is a day old; a failed or slow lookup leaves the id and is tried again
-later, and never holds up the message. ``/forget all`` leaves titles: they
+later, and never holds up the message. An app refused the permission
+(Feishu's im:chat:readonly) is said so once at warning level, naming the
+scope, and its channel is not asked again for a day (or until a restart):
+every group would be refused alike. ``/forget all`` leaves titles: they
 are the group's, not the member's.
 """
 
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 from collections.abc import Awaitable, Callable, Iterable, Mapping
+from contextlib import closing
 from datetime import datetime, timedelta
+from pathlib import Path
 
 import structlog
 
+from channels.base import NotPermitted
 from memory.clock import Clock, SystemClock, format_ts, parse_ts
 from memory.db import Database
 from memory.lru import LRU
 
-__all__ = ["RETRY_AFTER", "STALE_AFTER", "ChatTitles", "Lookup", "group_name"]
+__all__ = ["REFUSED_RETRY_AFTER", "RETRY_AFTER", "STALE_AFTER", "ChatTitles", "Lookup", "group_name", "read_titles"]
 
 CHATS_KEPT = 4096  # chats whose last written title is remembered (no write while it is the same)
 MAX_TITLE_CHARS = 128  # Telegram's limit; a longer one is cut
 STALE_AFTER = timedelta(days=1)  # a looked-up title is asked for again after this (a group renamed)
 RETRY_AFTER = timedelta(minutes=10)  # after a failed lookup
+REFUSED_RETRY_AFTER = timedelta(days=1)  # after the app was refused the permission (an admin may grant it)
 LOOKUP_TIMEOUT = 10.0  # seconds a lookup may take before it counts as failed
 
-Lookup = Callable[[str], Awaitable[str]]  # chat_id -> its title ("" for none); raises on failure
+# chat_id -> its title ("" for none); raises on failure, NotPermitted when
+# the app may not ask at all.
+Lookup = Callable[[str], Awaitable[str]]
 
 log = structlog.get_logger(__name__)
 
@@ -39,6 +49,27 @@ log = structlog.get_logger(__name__)
 def group_name(place: str, names: Mapping[str, str]) -> str:
     """``channel:chat_id`` by its title when known, else as it is."""
     return names.get(place) or place
+
+
+def read_titles(path: Path) -> dict[str, str]:
+    """Every ``channel:chat_id`` -> title in the gateway.db at ``path``, for
+    a command that opens memory.db alone (``myclaw memory export``): read
+    only, never migrated or written (a file no process has open is read
+    ``immutable``, so not even a ``-wal`` is made). {} when there is no
+    such file or it predates the table. Raises ``sqlite3.DatabaseError``
+    for a file that is not a database."""
+    if not path.is_file():
+        return {}
+    live = Path(f"{path}-wal").exists() and Path(f"{path}-shm").exists()  # a gateway has it open
+    uri = path.absolute().as_uri() + ("?mode=ro" if live else "?mode=ro&immutable=1")
+    with closing(sqlite3.connect(uri, uri=True, timeout=2.0)) as conn:
+        try:
+            rows = conn.execute("SELECT channel || ':' || chat_id, title FROM chat_titles").fetchall()
+        except sqlite3.OperationalError as exc:
+            if "no such table" in str(exc):  # a gateway.db from before titles were kept
+                return {}
+            raise
+    return {str(place): str(title) for place, title in rows}
 
 
 def _clean(title: str) -> str:
@@ -64,6 +95,9 @@ class ChatTitles:
         self._written: LRU[str, str] = LRU(chats_kept)
         self._next_lookup: LRU[str, datetime] = LRU(chats_kept)  # place -> not asked again before
         self._tasks: dict[str, asyncio.Task[None]] = {}  # place -> its lookup under way
+        self.refused: dict[str, str] = {}  # channel -> the permission it was refused, while it is
+        self._refused_until: dict[str, datetime] = {}  # channel -> not asked again before
+        self._warned: set[str] = set()  # channels whose refusal was said at warning level
 
     async def seen(self, channel: str, chat_id: str, title: str, *, at: str) -> None:
         """A message came in ``chat_id`` under ``title``."""
@@ -86,6 +120,9 @@ class ChatTitles:
         lookup = self.lookups.get(channel)
         place = f"{channel}:{chat_id}"
         if lookup is None or not chat_id or place in self._tasks:
+            return
+        until = self._refused_until.get(channel)
+        if until is not None and self.clock.now() < until:
             return
         due = self._next_lookup.get(place)
         if due is not None and self.clock.now() < due:
@@ -113,6 +150,21 @@ class ChatTitles:
                 )
                 self._written[place] = title
             self._next_lookup[place] = now + STALE_AFTER
+            if (granted := self.refused.pop(channel, None)) is not None:
+                self._refused_until.pop(channel, None)
+                log.info(f"group titles are looked up again: {granted} was granted", channel=channel)
+        except NotPermitted as exc:
+            # The app's, not this group's: every group would be refused alike.
+            self._refused_until[channel] = now + REFUSED_RETRY_AFTER
+            self.refused[channel] = exc.scope
+            if channel not in self._warned:
+                self._warned.add(channel)
+                log.warning(f"the {channel} app may not read group information ({exc.scope}): groups are shown "
+                            f"by id in /share, the memory page and exports; grant {exc.scope} to the app "
+                            "(and publish a version) to name them. Asked again in a day or at restart",
+                            channel=channel, scope=exc.scope)
+            else:
+                log.info("group title lookup still not permitted", channel=channel, scope=exc.scope)
         except Exception as exc:  # a nicety: the group keeps its id until the next try
             self._next_lookup[place] = now + RETRY_AFTER
             # Neither the title nor any message text: the error's kind and Feishu's code alone.

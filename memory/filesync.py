@@ -5,7 +5,7 @@ With ``memory.enabled`` the files under ``<workspace>/memory`` (``MEMORY.md``,
 ``YYYY-MM-DD.md``) are imported at start (:func:`memory.migrate.migrate_files`);
 :class:`FileSync` keeps doing so while the gateway runs. Every ``interval``
 seconds it stats each file (no file is read, no dependency, no inotify); a
-file whose size or mtime changed is imported with the same logic as
+file whose size, mtime, ctime or inode changed is imported with the same logic as
 ``myclaw memory migrate``, that file only, once it stayed unchanged for a
 whole poll: an editor still saving would otherwise be read half-way, and
 the lines not written yet archived, to come back a moment later as new
@@ -56,12 +56,20 @@ class Stamp:
 
     size: int
     mtime_ns: int
+    # A save that keeps the size and puts the mtime back (touch -d, rsync -t)
+    # still moves the ctime, which no tool sets; a save by rename, the inode.
+    ctime_ns: int = 0
+    ino: int = 0
     sha: str = ""  # its content's hash, when the stat alone could not be trusted
+
+    @property
+    def stat(self) -> tuple[int, int, int, int]:
+        return self.size, self.mtime_ns, self.ctime_ns, self.ino
 
     def same(self, other: Stamp | None) -> bool:
         return (
             other is not None
-            and (self.size, self.mtime_ns) == (other.size, other.mtime_ns)
+            and self.stat == other.stat
             and (not self.sha or not other.sha or self.sha == other.sha)
         )
 
@@ -110,9 +118,9 @@ class FileSync:
         for f in memory_files(self.root):
             try:
                 st = f.path.stat()
-                stamp = Stamp(st.st_size, st.st_mtime_ns)
+                stamp = Stamp(st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
                 if is_racy(st.st_mtime_ns, looked) or any(
-                    s is not None and s.sha and (s.size, s.mtime_ns) == (stamp.size, stamp.mtime_ns)
+                    s is not None and s.sha and s.stat == stamp.stat
                     for s in (self._last.get(f.path), self._done.get(f.path))
                 ):
                     stamp = replace(stamp, sha=hashlib.sha256(f.path.read_bytes()).hexdigest())

@@ -10,7 +10,11 @@ from collections.abc import Sequence
 from .tokens import estimate_tokens
 from .types import Hit
 
-__all__ = ["defuse_tags", "fit_budget", "format_hit", "format_hits", "truncate"]
+__all__ = ["NEIGHBOUR_HEADING", "defuse_tags", "fit_budget", "format_hit", "format_hits", "truncate"]
+
+# Above the neighbours in the prompt's block (English, Chinese).
+NEIGHBOUR_HEADING = ("Said next to a match in the same conversation (context, not a match):",
+                     "同一对话中紧挨着匹配项说的（上下文，并非匹配）：")
 
 # The tags the prompt marks its blocks with (gateway/prompt.py). A memory
 # holds a user's words, shown later, maybe in another chat: one of these in
@@ -73,6 +77,17 @@ def format_hits(
     zh: bool = False,
 ) -> str:
     """One line per hit; '' for no hits, so nothing is injected. ``zh``:
-    citations in Chinese, for a chat held in Chinese."""
+    citations in Chinese, for a chat held in Chinese. A neighbour (a turn
+    said next to a match, holding none of the words) is listed after the
+    matches under a heading that says so, as /memory and memory_search
+    list them: the model would take the answer after a matching question
+    for a match. The heading rides in the block, in the latest message, not
+    in the system prompt: that is the cached prefix of every request, and
+    must not change with what a message recalled."""
+    heading = NEIGHBOUR_HEADING[1 if zh else 0]
+    if any(h.neighbour for h in hits[:max_hits]):
+        token_budget -= estimate_tokens(heading)  # paid for within the block's budget
     kept = fit_budget(hits, max_hits=max_hits, max_chars=max_chars, token_budget=token_budget, zh=zh)
-    return "\n".join(format_hit(h, max_chars, zh=zh) for h in kept)
+    lines = [format_hit(h, max_chars, zh=zh) for h in kept if not h.neighbour]
+    near = [format_hit(h, max_chars, zh=zh) for h in kept if h.neighbour]
+    return "\n".join([*lines, heading, *near] if near else lines)

@@ -18,8 +18,9 @@ engine, so switching ``memory.enabled`` off and on again loses nothing.
   does not match its slug is skipped and reported, never guessed.
 
 Idempotence. A ledger in the ``meta`` table records, per file, its size,
-mtime and SHA-256 and what was imported from it, written in the same
-transaction as the imported rows. So:
+mtime, ctime, inode and SHA-256 and what was imported from it, written in
+the same transaction as the imported rows (the ctime and inode catch a save
+that keeps the size and puts the mtime back, ``touch -d``). So:
 
 * an unchanged file costs one ``stat`` (the gateway runs this at every
   start), once its mtime is older than the import that read it by more
@@ -286,6 +287,11 @@ async def migrate_files(
                 entry
                 and entry.get("size") == st.st_size
                 and entry.get("mtime_ns") == st.st_mtime_ns
+                # A save that keeps the size and puts the mtime back (touch -d)
+                # still moves the ctime, and a save by rename the inode. An entry
+                # from before they were kept has neither: read once, then kept.
+                and entry.get("ctime_ns") == st.st_ctime_ns
+                and entry.get("ino") == st.st_ino
                 and not entry.get("racy")
             ):
                 report.files_unchanged += 1
@@ -296,7 +302,8 @@ async def migrate_files(
                 # No ledger entry: once saved as UTF-8, the next run imports it.
                 report.problems.append(f"{_ref(root, f)}: {why}; skipped (save it as UTF-8 and migrate again)")
                 continue
-            stamp: dict[str, Any] = {"size": len(data), "sha256": _sha(data), "mtime_ns": st.st_mtime_ns}
+            stamp: dict[str, Any] = {"size": len(data), "sha256": _sha(data), "mtime_ns": st.st_mtime_ns,
+                                     "ctime_ns": st.st_ctime_ns, "ino": st.st_ino}
             if is_racy(st.st_mtime_ns, looked):
                 stamp["racy"] = True
             if entry and entry.get("sha256") == stamp["sha256"]:

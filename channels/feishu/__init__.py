@@ -342,7 +342,8 @@ class FeishuChannel(BaseChannel):
 
     async def chat_title(self, chat_id: str) -> str:
         """A group's name, asked of Feishu (its events carry none), for
-        gateway/chattitles.py. Raises :class:`FeishuApiError`."""
+        gateway/chattitles.py. Raises :class:`NotPermitted` (the app lacks
+        im:chat:readonly) or :class:`FeishuApiError`."""
         return await self.api.chat_title(chat_id)
 
     async def wait_failed(self) -> ChannelFatalError:

@@ -39,11 +39,11 @@ from typing import Any, BinaryIO, TypeVar
 import httpx
 import structlog
 
-from channels.base import DeliveryError, rest_of
+from channels.base import DeliveryError, NotPermitted, rest_of
 from channels.markdown import feishu_md, part_openers
 
 __all__ = [
-    "EDIT_LIMIT", "MESSAGE_RATE_LIMIT_CODE", "FeishuApiError", "FeishuClient", "Resource", "ResourceTooLarge",
+    "CHAT_SCOPE", "EDIT_LIMIT", "MESSAGE_RATE_LIMIT_CODE", "SCOPE_DENIED_CODES", "FeishuApiError", "FeishuClient", "Resource", "ResourceTooLarge",
     "Withdrawal", "draft_uuid", "is_retryable", "part_uuids", "render", "split_text",
 ]
 
@@ -60,6 +60,11 @@ MESSAGE_RATE_LIMIT_CODE = 230020
 # Nothing to retry, nothing wrong with the setup.
 RECALL_REFUSED_CODES = frozenset({230009, 230011, 230026, 230050, 230054})
 RECALL_TOO_LATE_CODE = 230009  # of those: past the recall window, which a tenant's admin may set to minutes
+# The app lacks a scope the call needs ("Access denied. One of the following
+# scopes is required: [...]"; 99991679 for a user token's): the app's,
+# not one chat's or user's, and the same answer until an admin grants it.
+SCOPE_DENIED_CODES = frozenset({99991672, 99991679})
+CHAT_SCOPE = "im:chat:readonly"  # what a group's information needs (im:chat or im:chat:read do too)
 TEXT_CHUNK = 4000  # Feishu accepts ~150 KB, but long walls of text read badly in a chat
 # Feishu's edit (PUT .../messages/:id): text and post messages only, at most
 # 20 edits each; the 21st is refused with 230072.
@@ -324,8 +329,14 @@ class FeishuClient:
     async def chat_title(self, chat_id: str) -> str:
         """A group's name: ``GET /open-apis/im/v1/chats/:chat_id``
         (``data.name``; needs im:chat:readonly and the bot in the chat);
-        "" when it has none. Raises :class:`FeishuApiError`."""
-        got = await self._call("GET", f"/open-apis/im/v1/chats/{urllib.parse.quote(chat_id, safe='')}")
+        "" when it has none. Raises :class:`NotPermitted` when the app
+        lacks the scope, :class:`FeishuApiError` otherwise."""
+        try:
+            got = await self._call("GET", f"/open-apis/im/v1/chats/{urllib.parse.quote(chat_id, safe='')}")
+        except FeishuApiError as exc:
+            if exc.code in SCOPE_DENIED_CODES:
+                raise NotPermitted(CHAT_SCOPE, str(exc)) from exc
+            raise
         inner = got.get("data")
         return str(inner.get("name") or "").strip() if isinstance(inner, dict) else ""
 

@@ -35,7 +35,7 @@ import structlog
 
 from gateway.bus import Forwarded
 
-from .client import FeishuApiError
+from .client import SCOPE_DENIED_CODES, FeishuApiError
 from .content import SHARED_TYPES, card_text, flatten_post_content, media_mark, resolve_placeholders, shared_words
 from .events import RECORD_TYPE, EventParseError, content_of, fetched_mention_names
 
@@ -53,9 +53,6 @@ __all__ = [
 MAX_DEPTH = 4  # records inside records read through; deeper ones are one line
 MAX_MESSAGES = 1000  # what one record yields at most (the model reads ~4000 tokens of it: FORWARD_TOKENS)
 RECORD_NOT_READ = "[chat record not read]"
-# Codes that say the app may not read the contact directory at all (a
-# missing scope), as against this one user being out of its range.
-SCOPE_DENIED_CODES = frozenset({99991672, 99991679})
 NAME_TIMEOUT = 3.0  # the record waits this long for names, then labels the rest
 MAX_LOOKUPS = 20  # names asked for per record; the rest are labelled
 
@@ -248,6 +245,7 @@ class Names:
         try:
             name = await self._lookup(open_id)
         except FeishuApiError as exc:
+            # A missing scope, as against this one user being out of the app's range.
             if exc.code in SCOPE_DENIED_CODES:
                 if self._off_until is None or self._clock() >= self._off_until:
                     self._log.warning("the Feishu app may not read contact names (contact:user.base:readonly); "

@@ -2,6 +2,8 @@
 
 The document is the one ``json.dumps(doc, ensure_ascii=False, indent=2)``
 makes of ``{"exported_at", "user", "memories", "events", "project_aliases"}``
+(a memory shared with a group gateway.db knows the title of: its
+``group_titles`` too)
 (memories by id, events by owner, date, id, a renamed project's old names
 by owner and name), byte for byte, but only a page of rows is
 ever in memory: an operator's export of a large store no longer holds the
@@ -10,11 +12,12 @@ whole store, and its JSON text, at once."""
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
 from memory import MemoryEngine
 from memory.engine import row_to_event, row_to_memory
+from memory.types import Memory
 
 from ._common import event_dict, memory_dict
 
@@ -22,12 +25,16 @@ PAGE = 500
 
 
 async def write_json(
-    write: Callable[[str], Any], engine: MemoryEngine, owner: str | None, *, at: str, page: int = PAGE
+    write: Callable[[str], Any], engine: MemoryEngine, owner: str | None, *, at: str, page: int = PAGE,
+    titles: Mapping[str, str] | None = None,
 ) -> tuple[int, int]:
     """Write the export of ``owner`` (every owner when None) through
-    ``write``, with a trailing newline; returns (memories, events)."""
+    ``write``, with a trailing newline; returns (memories, events).
+    ``titles``: groups' titles (``channel:chat_id`` -> title, from
+    gateway.db): a memory whose provenance names a group with one gets
+    ``group_titles``, its ids to their titles, beside the ids it keeps."""
     write("{\n" + f'  "exported_at": {_dump(at)},\n  "user": {_dump(owner)},\n  "memories": ')
-    memories = await _array(write, (memory_dict(m) async for m in _memories(engine, owner, page)))
+    memories = await _array(write, (_memory(m, titles or {}) async for m in _memories(engine, owner, page)))
     write(',\n  "events": ')
     owners = [owner] if owner is not None else await engine.owners()
     events = await _array(write, (event_dict(e) async for o in _each(owners) async for e in _events(engine, o, page)))
@@ -35,6 +42,14 @@ async def write_json(
     await _array(write, _aliases(engine, owner))
     write("\n}\n")
     return memories, events
+
+
+def _memory(m: Memory, titles: Mapping[str, str]) -> dict[str, Any]:
+    d = memory_dict(m)
+    places = dict.fromkeys([*m.provenance.shared, *(place for place, _ in m.provenance.replaced_in)])
+    if named := {p: titles[p] for p in places if p in titles}:
+        d["group_titles"] = named
+    return d
 
 
 def _dump(obj: Any) -> str:

@@ -6,7 +6,8 @@ What it reads, in order: the config (the same file and ``MYCLAW_*``
 overrides as the gateway, with the same error text), the secrets the
 enabled parts need (set or not and where from, masked, never printed), a
 few settings that are valid but risky (an empty ``allowFrom``), the data
-files, the endpoints (``agent.transcription``'s too, when on; skipped with
+files, the endpoints (``agent.transcription``'s too, when on; Feishu's
+group information, which group titles need; skipped with
 ``--offline``) and whether a gateway
 runs on this home (its lock) and its port is free.
 
@@ -692,30 +693,59 @@ async def _check_telegram(client: httpx.AsyncClient, cfg: Config) -> Check:
     return Check("telegram", "ok", f"bot @{result.get('username')} (getMe in {a.ms:g} ms)", data=data)
 
 
-async def _check_feishu(client: httpx.AsyncClient, cfg: Config) -> Check:
+async def _check_feishu(client: httpx.AsyncClient, cfg: Config) -> tuple[Check, str | None]:
+    """The credentials and the bot; with them, the tenant token (for the
+    next checks, never shown)."""
     fs = cfg.channels.feishu
     base = fs.domain.rstrip("/")
     a = await _call(client, "POST", f"{base}/open-apis/auth/v3/tenant_access_token/internal",
                     json={"app_id": fs.app_id, "app_secret": fs.app_secret.get_secret_value()})
     if a.failure:
-        return Check("feishu", "error", f"{base} {a.failure}", "check channels.feishu.domain and the network")
+        return Check("feishu", "error", f"{base} {a.failure}", "check channels.feishu.domain and the network"), None
     data: dict[str, Any] = {"latency_ms": a.ms}
     body = a.body if isinstance(a.body, dict) else {}
     token = body.get("tenant_access_token")
     if body.get("code") != 0 or not isinstance(token, str):
         what = f"code {body.get('code')}{_said(body)}" if "code" in body else f"HTTP {a.status}"
         return Check("feishu", "error", f"Feishu refused the app credentials ({what})",
-                     "check channels.feishu.appId and appSecret (the app's Credentials page)", data)
+                     "check channels.feishu.appId and appSecret (the app's Credentials page)", data), None
     b = await _call(client, "GET", f"{base}/open-apis/bot/v3/info", headers={"Authorization": f"Bearer {token}"})
     bot = b.body.get("bot") if isinstance(b.body, dict) and b.body.get("code") == 0 else None
     if not isinstance(bot, dict):
         # The channel reads its own open_id there to tell mentions of it apart.
         detail = b.failure or f"answered HTTP {b.status}{_said(b.body)}"
         return Check("feishu", "error", f"tenant token ok ({a.ms:g} ms), but bot/v3/info {detail}",
-                     "enable the app's bot capability", data)
+                     "enable the app's bot capability", data), None
     data["bot"] = bot.get("app_name")
     return Check("feishu", "ok", f"tenant token in {a.ms:g} ms; bot {bot.get('app_name')!r} ({bot.get('open_id')})",
-                 data=data)
+                 data=data), token
+
+
+_CHAT_SCOPE_DENIED = frozenset({99991672, 99991679})  # channels/feishu/client.py: SCOPE_DENIED_CODES
+
+
+async def _check_feishu_groups(client: httpx.AsyncClient, cfg: Config, token: str) -> Check:
+    """Whether the app may read group information (im:chat:readonly), which
+    the gateway asks for groups' titles (Feishu's events carry none): the
+    list of the bot's groups, one of them, needs the same scope as one
+    group's information and no group id."""
+    base = cfg.channels.feishu.domain.rstrip("/")
+    a = await _call(client, "GET", f"{base}/open-apis/im/v1/chats?page_size=1",
+                    headers={"Authorization": f"Bearer {token}"})
+    name = "feishu-groups"
+    body = a.body if isinstance(a.body, dict) else {}
+    if not a.failure and a.status == 200 and body.get("code") == 0:
+        return Check(name, "ok", "the app may read group information (group titles)", data={"latency_ms": a.ms})
+    code = body.get("code")
+    data: dict[str, Any] = {"code": code}
+    if code in _CHAT_SCOPE_DENIED:
+        return Check(name, "warning", f"the app may not read group information (code {code}{_said(body)}): groups "
+                     "are shown by id in /share, the memory page and exports",
+                     "grant im:chat:readonly in the Feishu developer console (Permissions & Scopes) and publish "
+                     "a version", data)
+    detail = a.failure or f"answered HTTP {a.status}{_said(body)}"
+    return Check(name, "warning", f"im/v1/chats {detail}: group titles may not be found",
+                 "see the gateway's log for 'group title lookup'", data)
 
 
 # lark-oapi's ws client (lark_oapi/ws/const.py): where the long connection
@@ -790,12 +820,15 @@ async def _feishu_checks(client: httpx.AsyncClient, cfg: Config) -> list[Check]:
     """The tenant token first; the long connection's endpoint (websocket
     mode) only with credentials that work, so that its refusal can only
     mean the app's event settings."""
-    first = await _check_feishu(client, cfg)
+    first, token = await _check_feishu(client, cfg)
+    groups = (Check("feishu-groups", "skipped", "group information is asked once the feishu check passes")
+              if token is None else await _check_feishu_groups(client, cfg, token))
     if cfg.channels.feishu.mode != "websocket":
-        return [first]
+        return [first, groups]
     if first.status == "error":
-        return [first, Check("feishu-ws", "skipped", "the long connection endpoint is asked once the feishu check passes")]
-    return [first, await _check_feishu_longconn(client, cfg)]
+        return [first, groups,
+                Check("feishu-ws", "skipped", "the long connection endpoint is asked once the feishu check passes")]
+    return [first, groups, await _check_feishu_longconn(client, cfg)]
 
 
 # -- a running gateway ---------------------------------------------------------------

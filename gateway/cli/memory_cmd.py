@@ -9,6 +9,7 @@ person is never shared by a forgotten option.
 from __future__ import annotations
 
 import difflib
+import sqlite3
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -16,6 +17,7 @@ from typing import Any
 
 import click
 
+from gateway.chattitles import read_titles
 from gateway.config import Config, Paths
 from gateway.export import write_markdown
 from ._json_export import write_json
@@ -634,25 +636,39 @@ def export(user: str | None, output: Path | None, fmt: str) -> None:
     if fmt == "markdown":
         _export_markdown(path, owner, output)
         return
+    titles = _group_titles()
     if output is None:
-        run(_write_json(path, owner, sys.stdout.write))
+        run(_write_json(path, owner, sys.stdout.write, titles))
         sys.stdout.flush()
         return
     with private_file(output) as f:
-        memories, events = run(_write_json(path, owner, f.write))
+        memories, events = run(_write_json(path, owner, f.write, titles))
     click.echo(f"wrote {memories} memories and {events} events to {output}", err=True)
+
+
+def _group_titles() -> dict[str, str]:
+    """Groups' titles as the gateway last saw them (gateway.db, read only),
+    so a shared memory names "Family" as /share does; ids alone, with a
+    warning, when that file cannot be read: the export matters more."""
+    path = Paths.from_env().gateway_db()
+    try:
+        return read_titles(path)
+    except sqlite3.DatabaseError as exc:
+        click.echo(f"warning: group titles not read from {path} ({exc}): groups are named by their ids", err=True)
+        return {}
 
 
 def _export_markdown(path: Path, owner: str | None, output: Path | None) -> None:
     """Markdown written as the rows are read, a page at a time (the store
     is never in memory whole): to stdout, or into a private temporary file
     renamed to ``output`` at the end."""
+    titles = _group_titles()
     if output is None:
-        run(_write_markdown(path, owner, sys.stdout.write))  # buffered: click.echo flushes every line
+        run(_write_markdown(path, owner, sys.stdout.write, titles))  # buffered: click.echo flushes every line
         sys.stdout.flush()
         return
     with private_file(output) as f:
-        memories, events = run(_write_markdown(path, owner, f.write))
+        memories, events = run(_write_markdown(path, owner, f.write, titles))
     click.echo(f"wrote {memories} memories and {events} events to {output}", err=True)
 
 
@@ -661,16 +677,20 @@ async def _owners_of(path: Path) -> list[str]:
         return await engine.owners()
 
 
-async def _write_markdown(path: Path, owner: str | None, write: Callable[[str], Any]) -> tuple[int, int]:
+async def _write_markdown(
+    path: Path, owner: str | None, write: Callable[[str], Any], titles: dict[str, str]
+) -> tuple[int, int]:
     async with open_engine(path) as engine:
         owners = [owner] if owner else await engine.owners()
         return await write_markdown(write, SqliteMemory(engine), owners, at=engine.now(),
-                                    renamed=engine.owned_project_aliases)
+                                    renamed=engine.owned_project_aliases, titles=titles)
 
 
-async def _write_json(path: Path, owner: str | None, write: Callable[[str], Any]) -> tuple[int, int]:
+async def _write_json(
+    path: Path, owner: str | None, write: Callable[[str], Any], titles: dict[str, str]
+) -> tuple[int, int]:
     async with open_engine(path) as engine:
-        return await write_json(write, engine, owner, at=engine.now())
+        return await write_json(write, engine, owner, at=engine.now(), titles=titles)
 
 
 # -- migrate ----------------------------------------------------------------------

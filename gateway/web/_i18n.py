@@ -52,6 +52,9 @@ CATALOGUE: dict[str, tuple[str, str]] = {
     "kept_sign_in": ("Your session had ended, so nothing was saved. Sign in: what you typed comes back in its "
                      "form, to save.",
                      "登录已过期，什么也没有保存。重新登录后，你输入的内容会回到表单里，再保存一次。"),
+    "kept_wait": ("Nothing was saved. What you typed is kept in this page: sign in once the wait is over "
+                  "and it comes back in its form, to save.",
+                  "什么也没有保存。你输入的内容保存在这个页面里：等待过后再登录，它会回到表单里，再保存一次。"),
     "kept_title": ("Signed in", "已登录"),
     "kept_after_sign_in": ("Nothing was saved yet: here is what you typed. Save it to finish.",
                            "还没有保存：这是你输入的内容，保存后就完成了。"),

@@ -293,7 +293,7 @@ class MemoryWeb:
         if reason.startswith("wrong"):  # a token was tried and was wrong
             await self.auth.failed(request.remote or "?")
 
-    def _throttled(self, request: web.Request, *, as_json: bool) -> web.StreamResponse | None:
+    async def _throttled(self, request: web.Request, *, as_json: bool) -> web.StreamResponse | None:
         wait = self.auth.attempts.retry_after(request.remote or "?")
         if wait <= 0:
             return None
@@ -303,15 +303,21 @@ class MemoryWeb:
             return web.json_response({"error": text}, status=429, headers=headers)
         # The page's own look and language, with no form: a token typed now would only be refused.
         nonce, t = secrets.token_urlsafe(16), _words(request, self.tz)
-        ctx = PageContext(nonce=nonce, csrf="", t=t)
-        page = message_page(ctx, t("too_many_title"), t("too_many", seconds=headers["Retry-After"]))
+        kept, action, back = await _kept_in(request)
+        if kept:
+            # An add or edit sent after its session ended (or the sign-in
+            # carrying one): kept in the sign-in form, to send after the wait.
+            page = login_page(nonce, t=t, back=back, kept=kept, kept_action=action, wait=headers["Retry-After"])
+        else:
+            ctx = PageContext(nonce=nonce, csrf="", t=t)
+            page = message_page(ctx, t("too_many_title"), t("too_many", seconds=headers["Retry-After"]))
         response = _html(page, nonce, status=429)
         response.headers.update(headers)
         return response
 
     def _page(self, fn: PageFn, *, post: bool = False) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
         async def handler(request: web.Request) -> web.StreamResponse:
-            if (slow := self._throttled(request, as_json=False)) is not None:
+            if (slow := await self._throttled(request, as_json=False)) is not None:
                 return slow
             nonce = secrets.token_urlsafe(16)
             t = _words(request, self.tz)
@@ -370,7 +376,7 @@ class MemoryWeb:
         and the action done with a default the caller did not mean."""
 
         async def handler(request: web.Request) -> web.StreamResponse:
-            if (slow := self._throttled(request, as_json=True)) is not None:
+            if (slow := await self._throttled(request, as_json=True)) is not None:
                 return slow
             ident, why = self.auth.identify(request)
             if ident is None:
@@ -404,7 +410,7 @@ class MemoryWeb:
     # -- login -----------------------------------------------------------------
 
     async def _login(self, request: web.Request) -> web.StreamResponse:
-        if (slow := self._throttled(request, as_json=False)) is not None:
+        if (slow := await self._throttled(request, as_json=False)) is not None:
             return slow
         nonce = secrets.token_urlsafe(16)
         t = _words(request, self.tz)
@@ -833,6 +839,22 @@ def _keepable(form: Any, prefix: str) -> dict[str, str]:
     """An add's or edit's typed values in ``form`` (their names after
     ``prefix``); nothing else it carries."""
     return {k: v for k in _KEEPABLE if isinstance(v := form.get(prefix + k), str) and v}
+
+
+async def _kept_in(request: web.Request) -> tuple[dict[str, str], str, str]:
+    """What a POST carries that typed values ride in (an add or edit, the
+    sign-in form carrying one): (the values, their form's path, ``back``);
+    nothing from another site's page."""
+    if request.method != "POST" or not same_origin(request):
+        return {}, "", "/memory"
+    form = await request.post()
+    back = _strip_notice(safe_back(form.get("back")))
+    if request.path in KEEPS:
+        return _keepable(form, ""), request.path, back
+    action = form.get(KEPT + "action")
+    if request.path == "/memory/login" and isinstance(action, str) and action in KEEPS:
+        return _keepable(form, KEPT), action, back
+    return {}, "", back
 
 
 def _strip_notice(back: str) -> str:

@@ -511,17 +511,22 @@ KEPT = "kept_"  # the sign-in form's fields carrying an add's or edit's typed va
 def login_page(
     nonce: str, *, failed: bool = False, t: Words | None = None, back: str = "/memory", kept: dict[str, str] | None = None,
     kept_action: str = "",
+    wait: str = "",
 ) -> str:
     """The sign-in form. ``kept``: what was typed into an add or edit form
     (``kept_action``) sent after the session ended, carried in this form's
     hidden fields (the browser's copy, never stored on the server) so that
-    signing in gives the form back as typed."""
+    signing in gives the form back as typed. ``wait``: the seconds this
+    address is locked out for (too many wrong tokens), said first: the
+    form is there only to carry ``kept`` until then."""
     ctx = PageContext(nonce=nonce, csrf="", t=t or Words(), back=back)
     t = ctx.t
     msg = f'<div class="flash err" role="alert">{e(t("wrong_token"))}</div>' if failed else ""
+    if wait:
+        msg += f'<div class="flash err" role="alert">{e(t("too_many", seconds=wait))}</div>'
     carried = ""
     if kept and kept_action:
-        msg += f'<div class="flash" role="status">{e(t("kept_sign_in"))}</div>'
+        msg += f'<div class="flash" role="status">{e(t("kept_wait" if wait else "kept_sign_in"))}</div>'
         carried = f'<input type="hidden" name="{KEPT}action" value="{e(kept_action)}">' + "".join(
             f'<input type="hidden" name="{KEPT}{e(k)}" value="{e(v)}">' for k, v in kept.items())
     body = f"""<div class="login"><h2>{e(t("sign_in"))}</h2>{msg}

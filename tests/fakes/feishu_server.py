@@ -45,6 +45,9 @@ Serves, with the real paths and response shapes:
   "Operator can NOT be out of the chat."); with ``chat_permission`` off
   the app lacks im:chat:readonly (99991672); asked ids in
   ``chat_requests``; ``chat_gate`` holds answers (a slow lookup),
+* ``GET /open-apis/im/v1/chats?page_size=N``: the groups the bot is in
+  (``chats``, the first ``page_size``; no paging past them), refused alike
+  without ``chat_permission``,
 * ``DELETE /open-apis/im/v1/messages/{message_id}`` (withdraw: only a
   message the bot sent, else 230026; an unknown id 230001, one already
   withdrawn 230011), recorded in ``deleted``,
@@ -337,6 +340,7 @@ class FakeFeishu:
         app.router.add_post("/open-apis/im/v1/files", self._upload)
         app.router.add_get("/open-apis/contact/v3/users/{user_id}", self._contact_user)
         app.router.add_get("/open-apis/im/v1/chats/{chat_id}", self._get_chat)
+        app.router.add_get("/open-apis/im/v1/chats", self._list_chats)
         app.router.add_post("/callback/ws/endpoint", self._ws_endpoint)
         app.router.add_get("/ws", self._ws)
         self._runner = web.AppRunner(app, access_log=None)
@@ -569,6 +573,27 @@ class FakeFeishu:
         user = {"open_id": uid, "union_id": "on_" + uid[3:], "name": self.contacts[uid], "en_name": ""}
         return web.json_response({"code": 0, "msg": "success", "data": {"user": user}})
 
+    def _chat_refused(self) -> web.Response:
+        return web.json_response({"code": 99991672, "msg": "Access denied. One of the following scopes is "
+                                  "required: [im:chat, im:chat:readonly]."}, status=400)
+
+    async def _list_chats(self, request: web.Request) -> web.Response:
+        """``GET /open-apis/im/v1/chats``: the groups the bot is in (lark-oapi
+        ``im.v1.chat.list``), one page."""
+        self.requests.append((request.method, request.path))
+        if (err := self._auth_error(request)) is not None:
+            return err
+        if not self.chat_permission:
+            return self._chat_refused()
+        size = int(request.query.get("page_size") or 20)
+        items = [
+            {"chat_id": cid, "name": name, "avatar": "", "description": "", "owner_id": "ou_owner0001",
+             "owner_id_type": "open_id", "external": False, "tenant_key": self.tenant_key, "chat_status": "normal"}
+            for cid, name in list(self.chats.items())[:size]
+        ]
+        return web.json_response({"code": 0, "msg": "success",
+                                  "data": {"items": items, "page_token": "", "has_more": len(self.chats) > size}})
+
     async def _get_chat(self, request: web.Request) -> web.Response:
         """``GET /open-apis/im/v1/chats/:chat_id``: a group's information
         (lark-oapi ``im.v1.chat.get``), for a chat the bot is in."""
@@ -580,8 +605,7 @@ class FakeFeishu:
         if self.chat_gate is not None:
             await self.chat_gate.wait()
         if not self.chat_permission:
-            return web.json_response({"code": 99991672, "msg": "Access denied. One of the following scopes is "
-                                      "required: [im:chat, im:chat:readonly]."}, status=400)
+            return self._chat_refused()
         if cid not in self.chats:
             return web.json_response({"code": 232011, "msg": "Operator can NOT be out of the chat."}, status=400)
         data = {

@@ -6,8 +6,10 @@ import asyncio
 from datetime import timedelta
 from pathlib import Path
 
+from structlog.testing import capture_logs
+
 from channels.feishu import FeishuClient
-from gateway.chattitles import MAX_TITLE_CHARS, RETRY_AFTER, ChatTitles, group_name
+from gateway.chattitles import MAX_TITLE_CHARS, REFUSED_RETRY_AFTER, RETRY_AFTER, ChatTitles, group_name
 from gateway.sessions import SessionStore
 from memory import ManualClock
 from tests.fakes.feishu_server import FakeFeishu
@@ -98,5 +100,59 @@ async def test_a_failed_title_lookup_leaves_the_id_and_is_tried_again_later(
             assert await slow.names(["feishu:oc_slow"]) == {}
             fake.chat_gate.set()
             await slow.aclose()
+        finally:
+            await api.aclose()
+
+
+async def test_an_app_without_the_chat_scope_is_warned_of_once_and_not_asked_every_ten_minutes(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    """Feishu answers 99991672 ("Access denied. One of the following scopes
+    is required") to every lookup of an app without im:chat:readonly: one
+    warning naming the scope, then the channel is left alone for a day (a
+    restart asks again), whichever group comes next."""
+    async with FakeFeishu() as fake, await SessionStore.open(tmp_path / "g.db", clock) as store:
+        api = FeishuClient(fake.app_id, fake.app_secret, fake.url, backoff=0.01, max_attempts=1)
+        try:
+            fake.chat_permission = False
+            fake.chats.update({"oc_a": "Alpha", "oc_b": "Beta"})
+            titles = ChatTitles(store.db, clock=clock, lookups={"feishu": api.chat_title})
+            with capture_logs() as logs:
+                titles.untitled("feishu", "oc_a")
+                await asyncio.wait_for(titles.idle(), 10)
+                titles.untitled("feishu", "oc_b")  # another group: the scope is the app's, not asked
+                clock.advance(RETRY_AFTER + timedelta(minutes=1))
+                titles.untitled("feishu", "oc_a")
+                titles.untitled("feishu", "oc_b")
+                await asyncio.wait_for(titles.idle(), 10)
+            assert fake.chat_requests == ["oc_a"]
+            warnings = [e for e in logs if e["log_level"] == "warning"]
+            assert len(warnings) == 1 and "im:chat:readonly" in warnings[0]["event"]
+            assert titles.refused == {"feishu": "im:chat:readonly"}
+
+            # A day on, still refused: asked once more, no second warning.
+            clock.advance(REFUSED_RETRY_AFTER)
+            with capture_logs() as logs:
+                titles.untitled("feishu", "oc_b")
+                await asyncio.wait_for(titles.idle(), 10)
+            assert fake.chat_requests == ["oc_a", "oc_b"]
+            assert not [e for e in logs if e["log_level"] == "warning"]
+
+            # Granted: the next day's try finds the title, and says it is back.
+            fake.chat_permission = True
+            clock.advance(REFUSED_RETRY_AFTER)
+            with capture_logs() as logs:
+                titles.untitled("feishu", "oc_b")
+                await asyncio.wait_for(titles.idle(), 10)
+            assert await titles.names(["feishu:oc_b"]) == {"feishu:oc_b": "Beta"}
+            assert titles.refused == {}
+            assert [e for e in logs if e["log_level"] == "info" and "im:chat:readonly" in e["event"]]
+
+            # A restart (a new ChatTitles) asks at once.
+            fake.chat_permission = False
+            fresh = ChatTitles(store.db, clock=clock, lookups={"feishu": api.chat_title})
+            fresh.untitled("feishu", "oc_a")
+            await asyncio.wait_for(fresh.idle(), 10)
+            assert fake.chat_requests[-1] == "oc_a" and fresh.refused == {"feishu": "im:chat:readonly"}
         finally:
             await api.aclose()

@@ -169,6 +169,7 @@ def test_a_healthy_setup_is_all_ok_and_exits_0(home: Path, fakes: Fakes) -> None
     assert "bot 'myclaw' (ou_bot" in line(r, "feishu")
     assert "long connection endpoint hands out a websocket URL in" in line(r, "feishu-ws")  # mode websocket
     assert ("POST", "/callback/ws/endpoint") in fakes.feishu.requests
+    assert "the app may read group information (group titles)" in line(r, "feishu-groups")
     assert "ticket" not in r.output and "access_key" not in r.output
     assert f"{fakes.llm.url} answers in" in line(r, "llm") and "model fake-model listed" in line(r, "llm")
     assert "embeds with fake-embed (64 dimensions" in line(r, "embedding")
@@ -304,6 +305,22 @@ def test_an_app_without_long_connection_events_is_named_with_where_to_enable_the
     r = doctor()
     assert not any(x[9:].startswith("feishu-ws ") for x in r.stdout.splitlines())
     assert fakes.feishu.requests.count(("POST", "/callback/ws/endpoint")) == calls
+
+
+def test_an_app_without_the_chat_scope_is_told_which_scope_to_grant(home: Path, fakes: Fakes) -> None:
+    """Without im:chat:readonly every group title lookup is refused
+    (99991672): a warning, not an error (replies go out), naming the scope."""
+    fakes.feishu.chat_permission = False
+    write_config(home, healthy_config(fakes))
+    r = doctor()
+    assert r.exit_code == 0, r.output
+    groups = line(r, "feishu-groups")
+    assert groups.startswith("warning ") and "may not read group information (code 99991672" in groups
+    assert "groups are shown by id" in groups and "-> grant im:chat:readonly" in groups
+    assert checks(doctor("--json"))["feishu-groups"]["data"]["code"] == 99991672
+    # Credentials refused: not asked (its refusal would say nothing new).
+    r = doctor(MYCLAW_FEISHU_APP_SECRET="wrong-secret-0123456789")
+    assert line(r, "feishu-groups").startswith("skipped ")
 
 
 def test_an_unreachable_url_is_named(home: Path, fakes: Fakes) -> None:

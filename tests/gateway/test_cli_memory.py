@@ -320,6 +320,52 @@ def test_export_json_and_markdown(home: Path, tmp_path: Path) -> None:
 
 
 
+def test_an_export_names_shared_groups_by_the_titles_gateway_db_knows(home: Path) -> None:
+    """``memory export`` opens memory.db alone and wrote ``telegram:-100123``
+    where /share and the memory page say "Family": the titles gateway.db
+    keeps are read (read-only), the raw ids kept beside them in the JSON."""
+    from gateway.chattitles import ChatTitles
+
+    db, gateway_db = home / "data" / "memory.db", home / "data" / "gateway.db"
+
+    async def seed() -> None:
+        async with await MemoryEngine.open(db) as e:
+            await e.add(NewMemory(owner="alice", content="Alice brings the cake", provenance=Provenance(
+                channel="telegram", chat_id="-100123", group=True, shared=("telegram:-100123", "feishu:oc_x"))))
+            await e.add(NewMemory(owner="alice", content="Alice likes tea"))
+
+    asyncio.run(seed())
+    # No gateway.db (memory.db copied elsewhere, a gateway never run): ids, as before.
+    doc = json.loads(ok("export").stdout)
+    assert "group_titles" not in doc["memories"][0]
+    assert doc["memories"][0]["provenance"]["shared"] == ["telegram:-100123", "feishu:oc_x"]
+    assert not gateway_db.exists()
+
+    async def titles() -> None:
+        async with await SessionStore.open(gateway_db) as s:
+            await ChatTitles(s.db).seen("telegram", "-100123", "Family", at="2026-03-01T12:00:00Z")
+
+    asyncio.run(titles())
+
+    def gateway_files() -> dict[str, tuple[bytes, int]]:
+        return {f.name: (f.read_bytes(), f.stat().st_mtime_ns) for f in gateway_db.parent.glob("gateway.db*")}
+
+    before = gateway_files()
+    doc = json.loads(ok("export").stdout)
+    cake, tea = doc["memories"]
+    assert cake["group_titles"] == {"telegram:-100123": "Family"}  # feishu:oc_x has none known: its id alone
+    assert cake["provenance"]["shared"] == ["telegram:-100123", "feishu:oc_x"]  # for machines, as stored
+    assert "group_titles" not in tea
+    md = ok("export", "--format", "markdown").stdout
+    assert "shared with Family and feishu:oc_x" in md
+    assert gateway_files() == before  # read only: not migrated, not written, no -wal made
+    # A gateway.db that is not a database: the export still comes, by ids, and says why.
+    gateway_db.write_bytes(b"not a database" * 100)
+    r = ok("export")
+    assert "warning: group titles not read from" in r.stderr and "named by their ids" in r.stderr
+    assert "group_titles" not in json.loads(r.stdout)["memories"][0]
+
+
 def test_an_export_names_each_users_renamed_projects(home: Path) -> None:
     """The operator's export (JSON and Markdown) left the aliases out: a
     restore from it, or a reader of it, lost that atlas is now orion."""

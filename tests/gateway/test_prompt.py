@@ -222,3 +222,31 @@ def test_each_answer_is_read_right_after_its_question() -> None:
     assert [i["content"] for i in fit_history(stored)] == ["a reminder", "q1", "a1", "q2", "a2", "q3"]
     in_order = [stored[1], stored[3], stored[2], stored[4]]
     assert answers_after_questions(in_order) == in_order
+
+
+async def test_a_turn_recalled_only_as_a_neighbour_is_marked_context_and_the_system_prompt_stays_the_same(
+    tmp_path: Path, engine: MemoryEngine, clock: ManualClock
+) -> None:
+    """The answer after a matching question holds none of the message's
+    words (memory/retrieval.py brings it in as context): the <memories>
+    block says so. The mark rides in the latest message with the block, so
+    the system prompt, the cached prefix of every request, is unchanged."""
+    mem = SqliteMemory(engine)
+    said = Provenance(channel="telegram", chat_id="42", session="s1")
+    ask = await engine.add(NewMemory(owner="alice", content="what is your cat called?",
+                                     category=Category.CONVERSATION, provenance=said))
+    answer = await engine.add(NewMemory(owner="alice", content="Miso, she is three",
+                                        category=Category.CONVERSATION, provenance=said))
+    builder = PromptBuilder(tmp_path, mem, clock=clock)
+    system = await builder.system_prompt("alice", private=True)
+    hits = await mem.recall("alice", "cat")
+    assert [h.id for h in hits if h.neighbour] == [answer.id]
+    block = builder.memory_block(hits)
+    heading = "Said next to a match in the same conversation (context, not a match):"
+    lines = block.splitlines()
+    assert lines.index(heading) < next(i for i, x in enumerate(lines) if x.startswith(f"- [m{answer.id} "))
+    assert next(i for i, x in enumerate(lines) if x.startswith(f"- [m{ask.id} ")) < lines.index(heading)
+    messages = builder.messages(system, [], "what about the cat?", block)
+    assert heading in messages[-1]["content"] and "<memories>" in messages[-1]["content"]
+    assert messages[0]["content"] == system == await builder.system_prompt("alice", private=True)
+    assert "context" not in system

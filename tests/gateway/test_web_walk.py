@@ -354,3 +354,52 @@ async def test_an_add_or_edit_sent_after_the_session_expired_comes_back_typed_af
     finally:
         await http.stop()
     assert [m.content for m in await engine.list_memories("alice")] == [typed]  # edited; the add found it
+
+
+async def test_an_add_sent_while_the_address_is_locked_out_keeps_what_was_typed(engine: MemoryEngine) -> None:
+    """The session had ended and the address was locked out (too many wrong
+    tokens): Save, or the sign-in carrying the typed note, got the 429 page
+    with no form, and the note was gone. The 429 page now carries it in its
+    sign-in form, to send once the wait is over."""
+    from gateway.http import HttpServer
+    from gateway.web import AdminAuth, MemoryAdmin, MemoryWeb
+    from memory.retrieval import Retriever
+
+    now = [1_000_000.0]
+    http = HttpServer("127.0.0.1", 0)
+    MemoryWeb(MemoryAdmin(engine, Retriever(engine)), AdminAuth(TOKEN, session_ttl=60, clock=lambda: now[0])).mount(http)
+    await http.start()
+    try:
+        async with httpx.AsyncClient(base_url=http.url, timeout=10) as c:
+            await c.post("/memory/login", data={"token": TOKEN})
+            csrf = csrf_of((await c.get("/memory", params={"user": "alice"})).text)
+            now[0] += 61  # the session ended while typing
+            await _locked_out(c)  # and the address is locked out
+            typed = "alice keeps bees, a long note typed on a phone"
+            r = await asyncio.wait_for(c.post("/memory/add", data={
+                "csrf": csrf, "user": "alice", "content": typed, "importance": "0.8", "back": "/memory?user=alice"}), 10)
+            assert r.status_code == 429 and int(r.headers["Retry-After"]) > 0
+            assert "too many wrong tokens" in r.text and "kept in this page" in r.text
+            login = dict(next(f for f in parse(r.text).forms if f.action == "/memory/login").fields)
+            assert login["kept_content"] == typed and login["kept_action"] == "/memory/add"
+            assert login["back"] == "/memory?user=alice"
+            # Sent before the wait is over: refused again, and kept again.
+            r = await asyncio.wait_for(c.post("/memory/login", data={**login, "token": TOKEN}), 10)
+            assert r.status_code == 429
+            login = dict(next(f for f in parse(r.text).forms if f.action == "/memory/login").fields)
+            assert login["kept_content"] == typed
+            now[0] += 301  # the lockout is over
+            r = await asyncio.wait_for(c.post("/memory/login", data={**login, "token": TOKEN}), 10)
+            assert r.status_code == 200 and "Nothing was saved yet" in r.text
+            fields = dict(next(f for f in parse(r.text).forms if f.action == "/memory/add").fields)
+            assert fields["content"] == typed
+            assert (await asyncio.wait_for(c.post("/memory/add", data=fields), 10)).status_code == 303
+            # Another site's post while locked out: its words are not offered back.
+            now[0] += 61
+            await _locked_out(c)
+            r = await c.post("/memory/add", data={"user": "alice", "content": "planted words"},
+                             headers={"Origin": "https://elsewhere.example"})
+            assert r.status_code == 429 and "planted words" not in r.text and "kept_action" not in r.text
+    finally:
+        await http.stop()
+    assert [m.content for m in await engine.list_memories("alice")] == [typed]

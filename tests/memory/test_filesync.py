@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import os
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -279,3 +280,20 @@ async def test_a_dated_line_added_while_running_keeps_its_day(
     by = {m.content: m.created_at for m in await engine.list_memories("_global")}
     now = format_ts(clock.now())
     assert by == {"Prefers tea": now, "Lives in Lisbon": "2026-01-15T12:00:00Z", "Has a cat": now}
+
+
+async def test_a_hand_edit_that_puts_the_mtime_back_is_imported(tmp_path: Path, engine: MemoryEngine) -> None:
+    """Same size, mtime forced back (``touch -d``, ``rsync -t``): the stat
+    the polls compared looked unchanged and the edit was never imported.
+    The ctime (set by the kernel at every write, never by a tool) tells."""
+    mem, sync = await started(tmp_path, engine, "- Prefers tea\n")
+    st = mem.stat()
+    while mem.stat().st_ctime_ns == st.st_ctime_ns:  # the ctime steps by a clock tick (a few ms)
+        mem.write_text("- Prefers rum\n", encoding="utf-8")
+        os.utime(mem, ns=(st.st_atime_ns, st.st_mtime_ns))
+        if mem.stat().st_ctime_ns == st.st_ctime_ns:
+            time.sleep(0.005)
+    assert (mem.stat().st_size, mem.stat().st_mtime_ns) == (st.st_size, st.st_mtime_ns)
+    await settle(sync)
+    assert await active(engine) == ["Prefers rum"] and await archived(engine) == ["Prefers tea"]
+    assert await asyncio.wait_for(sync.poll(), 10) is None  # imported once

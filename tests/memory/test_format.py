@@ -142,3 +142,25 @@ def test_a_fact_said_in_a_group_is_cited_as_said_in_a_group() -> None:
     # a Feishu chat's id does not tell, so it is not called a group.
     assert cited("extraction", channel="telegram", chat_id="-100123") == "[m3 · 2026-11-20 · from a group chat on Telegram]"
     assert cited("extraction", channel="feishu", chat_id="oc_1") == "[m3 · 2026-11-20 · from a chat on Feishu]"
+
+
+def test_a_neighbour_is_marked_as_context_under_its_own_heading() -> None:
+    """A turn said next to a match holds none of the message's words: the
+    prompt's block lists it apart, as /memory and memory_search do, so the
+    model does not read the answer after a matching question as a match."""
+    ask, near, lone = hit(1, "what is your cat called?"), hit(2, "Miso, she is three", neighbour=True), hit(3, "cats nap")
+    assert format_hits([ask, near, lone]).splitlines() == [
+        "- [m1 · 2026-02-20 · told by you] what is your cat called?",
+        "- [m3 · 2026-02-20 · told by you] cats nap",
+        "Said next to a match in the same conversation (context, not a match):",
+        "- [m2 · 2026-02-20 · told by you] Miso, she is three",
+    ]
+    assert format_hits([ask, near], zh=True).splitlines()[1] == "同一对话中紧挨着匹配项说的（上下文，并非匹配）："
+    # No neighbour, no heading: the block as before.
+    assert format_hits([ask, lone]).splitlines() == [
+        "- [m1 · 2026-02-20 · told by you] what is your cat called?", "- [m3 · 2026-02-20 · told by you] cats nap"]
+    # The heading is paid for within the budget.
+    big = [hit(i, "word " * 40, neighbour=i % 2 == 0) for i in range(1, 6)]
+    for budget in (100, 200, 300, 2048):
+        assert estimate_tokens(format_hits(big, token_budget=budget)) <= max(budget, estimate_tokens(
+            format_hits(big[:1], token_budget=budget)))

@@ -1,6 +1,8 @@
 from __future__ import annotations
 
+import json
 import os
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 from zoneinfo import ZoneInfo
@@ -133,17 +135,62 @@ async def test_unowned_or_mismatched_user_dirs_are_skipped(tmp_path: Path, engin
 
 
 async def test_unchanged_run_reads_no_file(tmp_path: Path, engine: MemoryEngine) -> None:
-    """Files saved well before the import are trusted by size and mtime."""
+    """Files saved well before the import, untouched since, are trusted by
+    their stat (size, mtime, ctime, inode): not read."""
     legacy_workspace(tmp_path)
     mem = tmp_path / "memory" / "MEMORY.md"
-    st = mem.stat()
-    later = st.st_mtime_ns + 60 * SECOND
+    later = mem.stat().st_mtime_ns + 60 * SECOND
     await migrate_files(tmp_path, engine, wall_ns=lambda: later)
-    # Same size and mtime but other bytes: only a run that reads would notice.
-    mem.write_text(mem.read_text().replace("atlas", "ATLAS"))
-    os.utime(mem, ns=(st.st_atime_ns, st.st_mtime_ns))
+    # A ledger hash that matches nothing: a run that read the file would rewrite it.
+    key = _ledger_key(MemoryFile("_global", mem, None))
+    entry = json.loads((await engine.db.fetchone("SELECT value FROM meta WHERE key = ?", (key,)))[0])
+    async with engine.db.transaction() as conn:
+        await _save_ledger(conn, key, entry | {"sha256": "0" * 64})
     r = await migrate_files(tmp_path, engine, wall_ns=lambda: later)
     assert not r.changed and r.files_unchanged == 3
+    row = await engine.db.fetchone("SELECT value FROM meta WHERE key = ?", (key,))
+    assert json.loads(row[0])["sha256"] == "0" * 64
+
+
+def hand_edit(path: Path, text: str) -> None:
+    """``text`` saved in place with the mtime put back (``touch -d``, ``rsync
+    -t``), leaving only the ctime to move, which the kernel sets and no tool
+    can; saved again until it has (it steps by a clock tick, a few ms)."""
+    st = path.stat()
+    while True:
+        path.write_text(text, encoding="utf-8")
+        os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+        if path.stat().st_ctime_ns != st.st_ctime_ns:
+            return
+        time.sleep(0.005)
+
+
+async def test_a_hand_edit_that_keeps_the_size_and_puts_the_mtime_back_is_imported(
+    tmp_path: Path, engine: MemoryEngine
+) -> None:
+    """Size and mtime alone could not tell such an edit from no edit: the
+    ctime moves with any write, and an editor's save to a new file moves
+    the inode."""
+    legacy_workspace(tmp_path)
+    mem = tmp_path / "memory" / "MEMORY.md"
+    later = mem.stat().st_mtime_ns + 60 * SECOND
+    await migrate_files(tmp_path, engine, wall_ns=lambda: later)
+    before = mem.read_text(encoding="utf-8")
+    assert "atlas" in before
+    hand_edit(mem, before.replace("atlas", "tulip"))
+    r = await migrate_files(tmp_path, engine, wall_ns=lambda: later)
+    assert r.changed and r.memories_added >= 1 and r.files_unchanged == 2
+    assert any("tulip" in m.content for m in await engine.list_memories("_global"))
+    # Saved as editors do, into a new file renamed over it: same size, mtime put back.
+    st = mem.stat()
+    fresh = mem.with_name("MEMORY.md.tmp")
+    fresh.write_text(mem.read_text(encoding="utf-8").replace("tulip", "maple"), encoding="utf-8")
+    os.utime(fresh, ns=(st.st_atime_ns, st.st_mtime_ns))
+    os.replace(fresh, mem)
+    assert mem.stat().st_ino != st.st_ino
+    r = await migrate_files(tmp_path, engine, wall_ns=lambda: later)
+    assert r.changed and any("maple" in m.content for m in await engine.list_memories("_global"))
+    assert not (await migrate_files(tmp_path, engine, wall_ns=lambda: later)).changed  # and only once
 
 
 def save(path: Path, text: str, mtime_ns: int) -> None:
@@ -166,8 +213,8 @@ async def test_a_save_in_the_tick_of_the_import_is_read_again(tmp_path: Path, en
     assert [m.content for m in await engine.list_memories("_global")] == ["Prefers rum"]
     # Read once more well after the save, then trusted by its stamp again.
     assert not (await migrate_files(tmp_path, engine, wall_ns=lambda: t + 60 * SECOND)).changed
-    save(mem, "- Prefers gin\n", t)  # only a tool that sets mtimes (touch -d, rsync -t) does this
-    assert not (await migrate_files(tmp_path, engine, wall_ns=lambda: t + 61 * SECOND)).changed
+    hand_edit(mem, "- Prefers gin\n")  # only a tool that sets mtimes (touch -d, rsync -t) does this: its ctime moved
+    assert (await migrate_files(tmp_path, engine, wall_ns=lambda: t + 61 * SECOND)).changed
 
 
 async def test_missing_workspace_is_an_empty_report(tmp_path: Path, engine: MemoryEngine) -> None:
