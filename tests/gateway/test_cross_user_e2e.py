@@ -1,0 +1,200 @@
+"""An adversarial review of the recent read paths, end to end (the App, its
+SQLite files, the OpenAI-compatible fake for chat, extraction and
+embeddings): Bob, a legitimate user of the same bot, in a group with Alice
+and in his own private chat, tries to get Alice's facts into what the model
+is sent; Alice in a group must not get her own private facts or another
+group's read there. Each path a recent feature added is tried: a vector
+hit, a neighbour of a hit, the memory_search tool, the second look's
+candidate list, a scheduled job's run. The fake model records every
+request: the assertions are on what it was sent."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+from gateway.app import App
+from gateway.bus import InboundMessage
+from memory import Category, ManualClock, NewMemory, Provenance
+from memory.sharing import share
+from tests.fakes.openai_server import FakeOpenAI, Reply, said, text_of
+from tests.gateway import test_remembering_e2e as remembering
+from tests.gateway.test_app import EchoChannel
+from tests.gateway.test_remembering_e2e import Model, fact
+
+ALICE, BOB = "echo:alice", "echo:bob"
+GROUP, OTHER = "g-team", "g-other"
+# Alice, privately: a conversation of three turns (neighbours of each other).
+PRIVATE = ("Alice asked which automobile to buy for the clinic visits",
+           "Alice's automobile is a blue Tesla she drives to her chemotherapy",
+           "Alice lives in Lisbon near the oncology ward")
+SAID_HERE = "Alice's automobile for team trips is the grey office van"
+SAID_ELSEWHERE = "Alice's automobile loan with the other team is 9000 euros"
+BOB_PRIVATE = "Bob lives in Porto with his parents"
+BOB_HERE = "Bob's apartment is in Madrid"  # said in the group
+SHARED_BY_ALICE = "Alice's automobile insurance renews in May"  # shared with every group: hers to ask for
+CONCEPTS = {"automobile": "car", "vehicle": "car"}
+
+
+class Searching(Model):
+    """Chat turns: "search: X" calls memory_search with X, and the tool's
+    answer is repeated; extraction calls as :class:`Model`."""
+
+    def __call__(self, body: dict[str, Any]) -> Reply:
+        if body.get("response_format", {}).get("type") == "json_object":
+            return super().__call__(body)
+        last = body["messages"][-1]
+        if last["role"] == "tool":
+            return Reply(content="found: " + text_of(last["content"]))
+        words = said(body)
+        if words.startswith("search:"):
+            return Reply(content=None, tool_calls=[{"name": "memory_search",
+                                                    "arguments": {"query": words.removeprefix("search:").strip()}}])
+        return Reply(content="noted")
+
+
+def _alices_words() -> list[str]:
+    return [*PRIVATE, SAID_ELSEWHERE]
+
+
+async def _seed(app: App, *, vectors: bool = True) -> dict[str, int]:
+    engine = app.backend.engine  # type: ignore[union-attr]
+    ids: dict[str, int] = {}
+    for text in PRIVATE:  # one conversation: consecutive ids, one chat and session
+        ids[text] = (await engine.add(NewMemory(
+            owner=ALICE, content=text, category=Category.EVENT,
+            provenance=Provenance(channel="echo", chat_id="c-alice", session="s1", group=False)))).id
+    for text, chat in ((SAID_HERE, GROUP), (SAID_ELSEWHERE, OTHER)):
+        ids[text] = (await engine.add(NewMemory(
+            owner=ALICE, content=text, category=Category.EVENT,
+            provenance=Provenance(channel="echo", chat_id=chat, session="s2", group=True)))).id
+    ids[SHARED_BY_ALICE] = (await engine.add(NewMemory(
+        owner=ALICE, content=SHARED_BY_ALICE, category=Category.EVENT,
+        provenance=Provenance(channel="echo", chat_id="c-alice", group=False)))).id
+    assert (await share(engine, ALICE, [ids[SHARED_BY_ALICE]], None)).changed
+    ids[BOB_PRIVATE] = (await engine.add(NewMemory(
+        owner=BOB, content=BOB_PRIVATE, category=Category.IDENTITY,
+        provenance=Provenance(channel="echo", chat_id="c-bob", group=False)))).id
+    if vectors:
+        assert app.vectorizer is not None
+        assert await app.vectorizer.drain() == len(ids)  # every memory has its vector: recall by meaning is on
+    return ids
+
+
+async def _send(app: App, text: str, sender: str, chat: str, *, group: bool, clock: ManualClock) -> str:
+    echo = app.channels["echo"]
+    assert isinstance(echo, EchoChannel) and app.loop is not None
+    echo.got.clear()
+    await echo.publish(InboundMessage(channel="echo", chat_id=chat, sender_id=sender.split(":", 1)[1], text=text,
+                                      timestamp=clock.now(), is_group=group, mentioned=group,
+                                      sender_name=sender.split(":", 1)[1].title() if group else ""))
+    await asyncio.wait_for(echo.got.wait(), 10)
+    assert await app.loop.drain(10)
+    return echo.sent[-1].text
+
+
+def _sent(fake: FakeOpenAI, since: int) -> str:
+    """Everything the model was sent from request ``since`` on."""
+    return json.dumps([r["messages"] for r in fake.requests[since:]], ensure_ascii=False)
+
+
+async def test_bob_gets_none_of_alices_facts_by_words_meaning_neighbours_or_the_tool(tmp_path: Path) -> None:
+    clock = ManualClock("2026-03-02T10:00:00Z")
+    model = Searching()
+    async with remembering.running(
+        tmp_path, model, clock, fake_options={"embedding_concepts": CONCEPTS, "embedding_dim": 1024},
+        memory={"embedding": {"enabled": True, "model": "fake-embed", "minSimilarity": 0.0}},
+    ) as (app, fake):
+        await _seed(app)
+        for chat, group in ((GROUP, True), ("c-bob", False)):
+            n = len(fake.requests)
+            await _send(app, "what vehicle do I drive, and where do I live?", BOB, chat, group=group, clock=clock)
+            answer = await _send(app, "search: automobile Tesla Lisbon van chemotherapy loan insurance", BOB, chat,
+                                 group=group, clock=clock)
+            sent = _sent(fake, n) + answer
+            for words in (*_alices_words(), SAID_HERE, SHARED_BY_ALICE):
+                assert words not in sent, (chat, words)
+            assert (BOB_PRIVATE in sent) is (not group)  # his own private fact: in his private chat only
+        # /memory and /export in his private chat: his own only.
+        listed = await _send(app, "/memory automobile Lisbon", BOB, "c-bob", group=False, clock=clock)
+        assert "Alice" not in listed
+
+
+async def test_alice_in_a_group_gets_what_she_said_there_not_its_private_neighbours_nor_another_groups(
+    tmp_path: Path,
+) -> None:
+    clock = ManualClock("2026-03-02T10:00:00Z")
+    model = Searching()
+    async with remembering.running(
+        tmp_path, model, clock, fake_options={"embedding_concepts": CONCEPTS, "embedding_dim": 1024},
+        memory={"embedding": {"enabled": True, "model": "fake-embed", "minSimilarity": 0.0}},
+    ) as (app, fake):
+        await _seed(app)
+        n = len(fake.requests)
+        await _send(app, "which vehicle do I use? remind me", ALICE, GROUP, group=True, clock=clock)
+        answer = await _send(app, "search: automobile Tesla Lisbon chemotherapy loan", ALICE, GROUP, group=True,
+                             clock=clock)
+        sent = _sent(fake, n) + answer
+        assert SAID_HERE in sent and SHARED_BY_ALICE in sent
+        for words in _alices_words():
+            assert words not in sent, words
+        # Her private chat still reads all of her own.
+        n = len(fake.requests)
+        await _send(app, "which automobile do I drive?", ALICE, "c-alice", group=False, clock=clock)
+        assert PRIVATE[1] in _sent(fake, n)
+
+
+async def test_a_groups_second_look_shows_only_the_members_facts_of_that_group(tmp_path: Path) -> None:
+    """Bob says in the group that he moved, in words no stored fact shares:
+    the second look (memory/slots.py: the facts about the same
+    one-at-a-time thing) shows the memory model his home said in that
+    group, and neither his private one nor Alice's; the fact is Bob's, of
+    the group."""
+    clock = ManualClock("2026-03-02T10:00:00Z")
+    model = Searching()
+    async with remembering.running(tmp_path, model, clock) as (app, fake):
+        ids = await _seed(app, vectors=False)
+        engine = app.backend.engine  # type: ignore[union-attr]
+        here = (await engine.add(NewMemory(
+            owner=BOB, content=BOB_HERE, category=Category.IDENTITY,
+            provenance=Provenance(channel="echo", chat_id=GROUP, group=True)))).id
+        await _send(app, "I relocated to Berlin last week; Alice says hi", BOB, GROUP, group=True, clock=clock)
+        moved = {"facts": [fact("Bob relocated to Berlin", category="identity")], "summary": "Bob moved"}
+        model.extractions += [("Berlin", moved), ("Berlin", moved)]  # the first call, and the second look's
+        clock.advance(200)
+        assert app.extraction is not None
+        reports = await app.extraction.tick()  # type: ignore[attr-defined]
+        assert [r.ok for r in reports] == [True]
+        first, second = model.extraction_prompts  # the second look ran
+        assert BOB_HERE not in first and BOB_HERE in second
+        for words in (*_alices_words(), SAID_HERE, BOB_PRIVATE):
+            assert words not in first + second, words
+        mine = [m for m in await engine.list_memories(BOB, limit=20) if "Berlin" in m.content]
+        assert len(mine) == 1 and mine[0].provenance.chat_id == GROUP
+        alice = await engine.get_many([ids[t] for t in _alices_words()])
+        assert all(m.status.value == "active" and m.owner == ALICE for m in alice.values())
+        assert (await engine.get_many([ids[BOB_PRIVATE]]))[ids[BOB_PRIVATE]].status.value == "active"
+        assert here in {m.id for m in await engine.list_memories(BOB, limit=20)}
+
+
+async def test_a_members_job_in_a_group_reads_what_they_said_there_only(tmp_path: Path) -> None:
+    """A scheduled job Alice made in the group runs as her, into the group
+    (the scheduler's call): her private facts and another group's stay out."""
+    clock = ManualClock("2026-03-02T10:00:00Z")
+    model = Searching()
+    async with remembering.running(
+        tmp_path, model, clock, fake_options={"embedding_concepts": CONCEPTS, "embedding_dim": 1024},
+        memory={"embedding": {"enabled": True, "model": "fake-embed", "minSimilarity": 0.0}},
+    ) as (app, fake):
+        await _seed(app)
+        assert app.loop is not None
+        n = len(fake.requests)
+        reply = await asyncio.wait_for(app.loop.run_job(
+            channel="echo", chat_id=GROUP, user=ALICE, text="remind me which automobile to take, Tesla or van?",
+            private=False), 10)
+        sent = _sent(fake, n) + reply.text
+        assert SAID_HERE in sent
+        for words in _alices_words():
+            assert words not in sent, words
