@@ -198,3 +198,35 @@ async def test_a_members_job_in_a_group_reads_what_they_said_there_only(tmp_path
         assert SAID_HERE in sent
         for words in _alices_words():
             assert words not in sent, words
+
+
+async def test_bob_cannot_share_or_unshare_alices_facts(tmp_path: Path) -> None:
+    """/share and /unshare name memories by id, which are small numbers:
+    Bob naming Alice's ids, in the group or privately, changes nothing and
+    learns nothing of them; the group's listing of Bob's shares has none of hers."""
+    clock = ManualClock("2026-03-02T10:00:00Z")
+    model = Searching()
+    async with remembering.running(tmp_path, model, clock) as (app, fake):
+        ids = await _seed(app, vectors=False)
+        engine = app.backend.engine  # type: ignore[union-attr]
+        private, shared_one = ids[PRIVATE[1]], ids[SHARED_BY_ALICE]
+        answers = [
+            await _send(app, f"/share m{private}", BOB, GROUP, group=True, clock=clock),
+            await _send(app, f"/share m{private}", BOB, "c-bob", group=False, clock=clock),
+            await _send(app, f"/unshare m{shared_one}", BOB, "c-bob", group=False, clock=clock),
+            await _send(app, f"/unshare m{shared_one}", BOB, GROUP, group=True, clock=clock),
+            await _send(app, "/share", BOB, GROUP, group=True, clock=clock),
+            await _send(app, "/share", BOB, "c-bob", group=False, clock=clock),
+        ]
+        for answer in answers[:4]:
+            assert "no memory with id" in answer
+        assert f"m{shared_one}" not in answers[4] and f"m{shared_one}" not in answers[5]
+        for words in (*_alices_words(), SHARED_BY_ALICE):
+            assert all(words not in a for a in answers)
+        got = await engine.get_many([private, shared_one])
+        assert got[private].provenance.shared == () and got[shared_one].provenance.shared == ("*",)
+        # Alice in the group: still her shared fact, never the private one Bob named.
+        n = len(fake.requests)
+        await _send(app, "which automobile, Tesla or insurance? remind me", ALICE, GROUP, group=True, clock=clock)
+        sent = _sent(fake, n)
+        assert SHARED_BY_ALICE in sent and PRIVATE[1] not in sent
