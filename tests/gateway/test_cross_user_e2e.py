@@ -230,3 +230,33 @@ async def test_bob_cannot_share_or_unshare_alices_facts(tmp_path: Path) -> None:
         await _send(app, "which automobile, Tesla or insurance? remind me", ALICE, GROUP, group=True, clock=clock)
         sent = _sent(fake, n)
         assert SHARED_BY_ALICE in sent and PRIVATE[1] not in sent
+
+
+async def test_in_a_group_each_members_lines_are_learnt_as_theirs_alone(tmp_path: Path) -> None:
+    """Alice and Bob talk in the group, one after the other: the memory
+    model reads each member's lines in a batch of their own (the other's
+    words never as the user's), and what it draws from Bob's is Bob's."""
+    clock = ManualClock("2026-03-02T10:00:00Z")
+    model = Searching()
+    async with remembering.running(tmp_path, model, clock) as (app, fake):
+        await _send(app, "my daughter starts school in Coimbra in September", ALICE, GROUP, group=True, clock=clock)
+        await _send(app, "I sold my motorbike to pay the Zagreb rent", BOB, GROUP, group=True, clock=clock)
+        await _send(app, "and my son is allergic to penicillin", ALICE, GROUP, group=True, clock=clock)
+        model.extractions += [
+            ("Zagreb", {"facts": [fact("Bob sold his motorbike to pay his rent in Zagreb", category="event")],
+                        "summary": "Bob's rent"}),
+            ("Coimbra", {"facts": [fact("Alice's daughter starts school in Coimbra", category="event")],
+                         "summary": "Alice's children"}),
+        ]
+        clock.advance(200)
+        assert app.extraction is not None
+        reports = await app.extraction.tick()  # type: ignore[attr-defined]
+        assert sorted(r.ok for r in reports) == [True, True]
+        for prompt in model.extraction_prompts:
+            lines = prompt.split("Conversation:", 1)[1]
+            assert ("Zagreb" in lines) != ("Coimbra" in lines or "penicillin" in lines)  # one member's lines a batch
+        engine = app.backend.engine  # type: ignore[union-attr]
+        bob = [m.content for m in await engine.list_memories(BOB, limit=20)]
+        alice = [m.content for m in await engine.list_memories(ALICE, limit=20)]
+        assert bob == ["Bob sold his motorbike to pay his rent in Zagreb"]
+        assert alice == ["Alice's daughter starts school in Coimbra"]
