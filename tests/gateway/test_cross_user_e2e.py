@@ -15,6 +15,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from gateway.app import App
 from gateway.bus import InboundMessage
 from memory import Category, ManualClock, NewMemory, Provenance
@@ -22,7 +24,11 @@ from memory.sharing import share
 from tests.fakes.openai_server import FakeOpenAI, Reply, said, text_of
 from tests.gateway import test_remembering_e2e as remembering
 from tests.gateway.test_app import EchoChannel
+from tests.fakes.telegram_server import FakeTelegram
 from tests.gateway.test_remembering_e2e import Model, fact
+
+from .test_e2e_feishu_outbox import until
+from .test_resume_e2e import KEY, _crash, _echo, _killed, _quiet, _telegram_app
 
 ALICE, BOB = "echo:alice", "echo:bob"
 GROUP, OTHER = "g-team", "g-other"
@@ -260,3 +266,39 @@ async def test_in_a_group_each_members_lines_are_learnt_as_theirs_alone(tmp_path
         alice = [m.content for m in await engine.list_memories(ALICE, limit=20)]
         assert bob == ["Bob sold his motorbike to pay his rent in Zagreb"]
         assert alice == ["Alice's daughter starts school in Coimbra"]
+
+
+@pytest.mark.parametrize("end", ["stop", "kill"])
+async def test_group_turns_a_stop_cut_are_answered_after_the_restart_in_the_groups_scope(
+    tmp_path: Path, clock: ManualClock, end: str
+) -> None:
+    """Alice asks in the group and the gateway stops while the model
+    writes; Bob's message waits behind hers. After the restart (from Tier 0,
+    or from the durable inbox after a kill) each is answered as a group
+    turn of its own sender: Alice's with what she said in that group, not
+    her private facts; Bob's with none of Alice's."""
+    async with FakeOpenAI(api_key=KEY, responder=_echo) as llm, FakeTelegram() as tg:
+        async with _telegram_app(tmp_path, clock, llm, tg) as app:
+            engine = app.backend.engine  # type: ignore[union-attr]
+            for text, chat in ((PRIVATE[1], "7"), (SAID_HERE, "-500"), (SAID_ELSEWHERE, "-600")):
+                await engine.add(NewMemory(owner="telegram:7", content=text, category=Category.EVENT,
+                                           provenance=Provenance(channel="telegram", chat_id=chat)))
+            llm.queue_hold()
+            tg.push_text(-500, 7, "which automobile do I take, Tesla or van?", chat_type="group",
+                         first_name="Alice", mention=True)
+            await until(lambda: len(llm.requests) == 1, timeout=15)
+            tg.push_text(-500, 8, "remind me: automobile Tesla loan van chemotherapy?", chat_type="group",
+                         first_name="Bob", mention=True)
+            await until(lambda: tg.pending_updates == 0, timeout=15)
+            await (_crash(app) if end == "stop" else _killed(app, tmp_path))
+        clock.advance(60)
+        n = len(llm.requests)
+        async with _telegram_app(tmp_path, clock, llm, tg) as again:
+            await tg.wait_sent(2, timeout=15)
+            await _quiet(again)
+        alice, bob = llm.requests[n:n + 2]
+        for body in (alice, bob):
+            sent = json.dumps(body["messages"], ensure_ascii=False)
+            assert PRIVATE[1] not in sent and SAID_ELSEWHERE not in sent
+        assert SAID_HERE in json.dumps(alice["messages"], ensure_ascii=False)
+        assert SAID_HERE not in text_of(bob["messages"][-1]["content"]).split("</memories>")[0]
