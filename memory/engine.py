@@ -895,6 +895,23 @@ class MemoryEngine:
                 (new_chat, channel, old_chat),
             )
             moved = moved or cur.rowcount
+        # What members shared with the group, and where its newer fact stands
+        # for a shared one (memory/scope.py), name it by place: renamed too,
+        # or the shared fact is no longer read there and the outdated one is.
+        was, now = f"{channel}:{old_chat}", f"{channel}:{new_chat}"
+        async with conn.execute(
+            "SELECT id, provenance FROM memories WHERE json_valid(provenance) AND instr(provenance, ?) > 0",
+            (json.dumps(was),),
+        ) as cur:
+            named = list(await cur.fetchall())
+        for row in named:
+            p = Provenance.from_json(row["provenance"])
+            shared = tuple(now if s == was else s for s in p.shared)
+            replaced_in = tuple((now if g == was else g, i) for g, i in p.replaced_in)
+            if (shared, replaced_in) != (p.shared, p.replaced_in):
+                await conn.execute("UPDATE memories SET provenance = ? WHERE id = ?",
+                                   (replace(p, shared=tuple(dict.fromkeys(shared)), replaced_in=replaced_in).to_json(),
+                                    row["id"]))
         await conn.execute("UPDATE daily_events SET chat_id = ? WHERE channel = ? AND chat_id = ?",
                            (new_chat, channel, old_chat))
         await conn.execute("UPDATE extraction_buffer SET chat_id = ? WHERE channel = ? AND chat_id = ?",

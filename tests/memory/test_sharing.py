@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from memory import Category, MemoryEngine, NewMemory, Provenance
@@ -73,3 +75,34 @@ async def test_a_shared_fact_is_found_in_a_group_by_its_own_words_only(engine: M
     assert await group("I'm so scared") == []  # the mood the source words named
     assert await group("lemon") == [here.id]  # a group's own fact keeps its source words there
     assert moving.id in [h.id for h in await r.retrieve("alice", "sertraline")]  # the owner's private chat
+
+
+async def test_a_share_with_a_group_follows_it_to_its_new_id(engine: MemoryEngine) -> None:
+    """Telegram upgrades a group to a supergroup (a new chat id): what was
+    said there moves (MemoryEngine.move_chat), and so must what its members
+    shared with it and where a group's newer fact stands for a shared one,
+    or the shared fact is no longer read there, and the outdated one is."""
+    old, new = ("telegram", "-500"), ("telegram", "-100500")
+    only_there = await engine.add(NewMemory(owner="alice", content="alice bakes sourdough on Sundays",
+                                            provenance=PRIVATE))
+    everywhere = await engine.add(NewMemory(owner="alice", content="alice's team standup is at 9", provenance=PRIVATE))
+    await share(engine, "alice", [only_there.id], old)
+    await share(engine, "alice", [everywhere.id], None)
+    newer = await engine.add(NewMemory(owner="alice", content="alice's team standup is at 10 now",
+                                       provenance=Provenance(channel="telegram", chat_id="-500", group=True)))
+    prov = (await engine.get_many([everywhere.id]))[everywhere.id].provenance
+    async with engine.db.transaction() as conn:  # as consolidation records it (Consolidator._replace_in_group)
+        await conn.execute("UPDATE memories SET provenance = ? WHERE id = ?",
+                           (replace(prov, replaced_in=(("telegram:-500", newer.id),)).to_json(), everywhere.id))
+
+    async def reads(chat: tuple[str, str], text: str) -> list[int]:
+        return [h.id for h in await Retriever(engine).retrieve("alice", text, private=False, chat=chat)]
+
+    assert only_there.id in await reads(old, "sourdough")
+    assert (await reads(old, "team standup")) == [newer.id]
+    await engine.move_chat("telegram", "-500", "-100500")
+    assert only_there.id in await reads(new, "sourdough")
+    assert (await reads(new, "team standup")) == [newer.id]
+    moved = await engine.get_many([only_there.id, everywhere.id])
+    assert moved[only_there.id].provenance.shared == ("telegram:-100500",)
+    assert moved[everywhere.id].provenance.replaced_in == (("telegram:-100500", newer.id),)
