@@ -398,6 +398,7 @@ class App:
             stream_interval=cfg.agent.streaming.interval.total_seconds(),
             inbox=self.inbox,
             titles=self.titles,
+            hold=self.delivery.hold,  # a reply on its way is in the outbox until the platform took it
         )
         self.loop.chat_moves["outbox_held"] = self.delivery.move_chat  # a moved chat's kept replies stay ahead
         moves = getattr(self.backend, "engine", None)  # None: the file store, which no group reads

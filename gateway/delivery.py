@@ -224,6 +224,10 @@ class Delivery:
         row at once, whatever its backoff said."""
         self._held.update(await self.outbox.chats())
         self.waiting = await self.outbox.count()
+        cut = await self.outbox.cut()
+        if cut:
+            log.warning("replies a stop cut on their way are sent again now; a platform with no idempotency key "
+                        "(Telegram) shows one twice if it had taken it just before", count=cut)
         if self.waiting:
             log.info("replies waiting in the outbox from the last run", count=self.waiting, chats=len(self._held))
         self._task = asyncio.create_task(self.run(), name="outbox")
@@ -259,6 +263,26 @@ class Delivery:
             self._wake.clear()
 
     # -- the senders -------------------------------------------------------------------
+
+    async def hold(self, msg: OutboundMessage) -> OutboundMessage:
+        """Write ``msg``, a reply about to be published, to the outbox as
+        on its way (before its Tier 0 row, which says it was answered):
+        the sender removes the row once the platform took it, and a kill
+        before that leaves it for the next start to send. Returns ``msg``
+        naming its row; unchanged when the row cannot be written (sent all
+        the same, as before: only a kill now would lose it). A file is not
+        kept (sent now or never), nor a draft."""
+        if msg.attachment is not None or msg.draft or msg.dropped or not msg.text:
+            return msg
+        now = self.clock.now()
+        try:
+            row = await self.outbox.add(msg, owner=await self._owner(msg), created_at=now, next_attempt_at=now,
+                                        sending=True)
+        except Exception as exc:
+            log.error("reply not written to the outbox before its send; a kill now would lose it",
+                      channel=msg.channel, chat_id=msg.chat_id, error=self._describe(exc, msg.text))
+            return msg
+        return replace(msg, kept=row)
 
     async def run_sender(self, channel: BaseChannel) -> None:
         """Drain ``channel``'s outbound queue (instead of its own
@@ -300,6 +324,7 @@ class Delivery:
         except Exception as exc:
             if not _retryable(exc):
                 self._log_refused(msg, self._describe(exc, msg.text))
+                await self._sent(msg)
                 return
             rest = exc.remaining if isinstance(exc, DeliveryError) and exc.remaining else msg.text
             delay = self.policy.delay(1, self._rng)
@@ -307,6 +332,21 @@ class Delivery:
                 replace(msg, text=rest), created_at=now, due=now + timedelta(seconds=delay), attempts=1,
                 error=self._describe(exc, msg.text), reason="send failed", retry_in_s=round(delay),
             )
+            return
+        await self._sent(msg)
+
+    async def _sent(self, msg: OutboundMessage) -> None:
+        """The platform took ``msg`` (or refused it for good): its row as a
+        reply on its way goes. Right after the send: a kill in between has
+        the next start send it again (Feishu drops the repeat by its uuid;
+        Telegram shows it twice)."""
+        if not msg.kept:
+            return
+        try:
+            await self.outbox.remove(msg.kept)
+        except Exception as exc:
+            log.error("reply sent but its outbox row not removed; the next start sends it again",
+                      channel=msg.channel, chat_id=msg.chat_id, error=self._describe(exc, ""))
 
     async def _send_draft(self, channel: BaseChannel, msg: OutboundMessage, *, waiting: bool) -> None:
         """Show a draft when nothing is gained by holding it back: not when
@@ -442,10 +482,14 @@ class Delivery:
         self._adding[chat] += 1
         self._adds[chat] += 1
         try:
-            owner = await self._owner(msg)
-            await self.outbox.add(
-                msg, owner=owner, created_at=created_at, next_attempt_at=due, attempts=attempts, last_error=error
-            )
+            if msg.kept:  # a reply on its way has its row: it waits now
+                await self.outbox.retry_later(msg.kept, text=msg.text, attempts=attempts, next_attempt_at=due,
+                                              last_error=error)
+            else:
+                owner = await self._owner(msg)
+                await self.outbox.add(
+                    msg, owner=owner, created_at=created_at, next_attempt_at=due, attempts=attempts, last_error=error
+                )
         finally:
             self._adding[chat] -= 1
             if not self._adding[chat]:

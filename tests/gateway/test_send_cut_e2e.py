@@ -137,11 +137,11 @@ async def test_a_feishu_draft_whose_reply_a_kill_cut_becomes_the_reply_at_the_ne
         finally:
             await asyncio.wait_for(app.close(timeout=0.0), 30)
             _undo_since(tmp_path)
+        edits = len(fake.edits)
         again = _fast_feishu_app(tmp_path, clock, llm, fake)
         try:
             await again.open()
             await asyncio.wait_for(again.start(), 15)
-            edits = len(fake.edits)
             await _until(lambda: len(fake.edits) > edits, timeout=15)  # edited again: the first edit's fate is unknown
             assert again.delivery is not None and await asyncio.wait_for(again.delivery.sweep(), 10) is None
             assert await _rows(again, "outbox") == 0 and await _rows(again, "draft_messages") == 0
