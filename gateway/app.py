@@ -722,7 +722,7 @@ class App:
                 self.redelivered = await resume_inbox(
                     self.loop, self.inbox, now=self.clock.now(),
                     within=timedelta(minutes=self.cfg.gateway.resume_within_minutes),
-                    channels={c.name: c for c in channels if isinstance(c, ReadsAgain)})
+                    channels={c.name: c for c in channels if isinstance(c, ReadsAgain)}, outbox=delivery.outbox)
             if self.http is not None:
                 try:
                     await self.http.start()

@@ -45,6 +45,27 @@ after its drafts were shown (``OutboundMessage.dropped``) ends its drafts
 and has the channel take them away (``BaseChannel.drop_draft``); it is
 never kept either.
 
+A reply on its way (:meth:`Delivery.hold`, called by the process loop):
+a model's answer or apology is written to the outbox before its Tier 0
+row (which says the message was answered) and before it is published,
+marked as this run's sender's (``outbox.sending``; this run's passes leave
+it alone), and removed once the platform took it (or refused it for
+good); a failed send turns it into an ordinary waiting row, as does a new
+reply to a held chat (no second row). A kill anywhere between the row and
+its removal leaves it to the next start, which takes another run's row as
+waiting and sends it first, so the message is answered, not left with a
+row saying it was. Feishu shows it once (the same ``send_key``, so the
+same ``uuid``: a repeat of a send Feishu took is dropped; a drafted reply
+is edited into its draft message, which is no orphan while the row
+waits). Telegram has no idempotency key: a kill between Telegram taking
+it and the row's removal (one write) shows it twice; at least once beats
+never, and the next start logs how many it sends again. The cost is two
+statements a reply, no fsync (WAL, ``synchronous = NORMAL``): the insert
+before the reply row, on the reply path, and the delete after the send.
+A scheduled job's reply is not held (a stop before it went runs the job
+again at start), nor a file, a draft, or a reply whose row cannot be
+written (a full disk: sent all the same, as before).
+
 A late reply is sent as it was written, with no "(delayed)" prefix: in a
 group it still quotes the message it answers, and the log says how late
 it was ("reply delivered late"). Shutdown: a send cut by the gateway

@@ -930,8 +930,9 @@ class ProcessLoop:
         if reply.ok:  # an apology is not part of the conversation
             # Written before the reply is sent: a stop in between must not
             # leave a reply out with no row saying so, or the next start
-            # would answer the message again (gateway/resume.py). A failed
-            # write still sends the reply (_buffer logs it).
+            # would answer the message again (gateway/resume.py); the reply
+            # is already in the outbox (``out``), which sends it after a kill.
+            # A failed write still sends the reply (_buffer logs it).
             reply_write = self._save(msg, "assistant", reply.text, user, message_id=msg.message_id, buffered=not learn)
             await asyncio.wait([reply_write])
             if reply_write.exception() is not None and msg.message_id:
