@@ -236,6 +236,7 @@ class Delivery:
         # Outbox rows sent whose removal failed (gateway.db full or locked):
         # never sent again; their removal is tried at the next pass.
         self._delivered: set[int] = set()
+        self._unheld = 0  # replies not written to the outbox before their send since the last that was (hold)
 
     # -- lifecycle --------------------------------------------------------------------
 
@@ -300,9 +301,15 @@ class Delivery:
             row = await self.outbox.add(msg, owner=await self._owner(msg), created_at=now, next_attempt_at=now,
                                         sending=True)
         except Exception as exc:
-            log.error("reply not written to the outbox before its send; a kill now would lose it",
-                      channel=msg.channel, chat_id=msg.chat_id, error=self._describe(exc, msg.text))
+            # One error while it lasts (a full disk fails every reply alike), then a count.
+            self._unheld += 1
+            (log.error if self._unheld == 1 else log.info)(
+                "reply not written to the outbox before its send; a kill now would lose it",
+                channel=msg.channel, chat_id=msg.chat_id, failed=self._unheld, error=self._describe(exc, msg.text))
             return msg
+        if self._unheld:
+            log.warning("replies are written to the outbox before their send again", failed=self._unheld)
+            self._unheld = 0
         return replace(msg, kept=row)
 
     async def run_sender(self, channel: BaseChannel) -> None:

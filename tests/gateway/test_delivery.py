@@ -764,11 +764,20 @@ async def test_a_reply_the_outbox_cannot_hold_is_sent_all_the_same(rig: Rig, tg:
                               "BEGIN SELECT RAISE(ABORT, 'database or disk is full'); END")
     with capture_logs() as logs:
         out = await rig.delivery.hold(OutboundMessage("telegram", CHAT, "the answer", owner="telegram:dana"))
-    assert out.kept == 0
-    assert [e["event"] for e in logs] == ["reply not written to the outbox before its send; a kill now would lose it"]
+        again = await rig.delivery.hold(OutboundMessage("telegram", CHAT, "the next", owner="telegram:dana"))
+    assert out.kept == again.kept == 0
+    # One error while the disk is full, then a count; never the text.
+    assert [(e["event"], e["log_level"], e["failed"]) for e in logs] == [
+        ("reply not written to the outbox before its send; a kill now would lose it", "error", 1),
+        ("reply not written to the outbox before its send; a kill now would lose it", "info", 2)]
+    assert "answer" not in json.dumps(logs, default=str)
     await rig.bus.publish_outbound(out)
     await asyncio.wait_for(rig.bus.outbound_queue("telegram").join(), 10)
     assert tg.texts() == ["the answer"]
+    await rig.outbox.db.write("DROP TRIGGER full")  # space is back
+    with capture_logs() as logs:
+        assert (await rig.delivery.hold(OutboundMessage("telegram", CHAT, "more", owner="telegram:dana"))).kept
+    assert [(e["event"], e["failed"]) for e in logs] == [("replies are written to the outbox before their send again", 2)]
 
 
 async def test_a_stop_mid_send_leaves_a_reply_on_its_way_waiting(rig: Rig, tg: FakeTelegram) -> None:
