@@ -50,7 +50,7 @@ a model's answer or apology is written to the outbox before its Tier 0
 row (which says the message was answered) and before it is published,
 marked as this run's sender's (``outbox.sending``; this run's passes leave
 it alone), and removed once the platform took it (or refused it for
-good); a failed send turns it into an ordinary waiting row, as does a new
+good; a removal that fails is tried again at each pass); a failed send turns it into an ordinary waiting row, as does a new
 reply to a held chat (no second row). A kill anywhere between the row and
 its removal leaves it to the next start, which takes another run's row as
 waiting and sends it first, so the message is answered, not left with a
@@ -237,6 +237,7 @@ class Delivery:
         # never sent again; their removal is tried at the next pass.
         self._delivered: set[int] = set()
         self._unheld = 0  # replies not written to the outbox before their send since the last that was (hold)
+        self._unremoved: set[int] = set()  # rows of replies sent on their way whose removal failed (_sent)
 
     # -- lifecycle --------------------------------------------------------------------
 
@@ -373,7 +374,8 @@ class Delivery:
         try:
             await self.outbox.remove(msg.kept)
         except Exception as exc:
-            log.error("reply sent but its outbox row not removed; the next start sends it again",
+            self._unremoved.add(msg.kept)  # tried again at each pass: a stop before that sends it again
+            log.error("reply sent but its outbox row not removed yet; a stop before it is sends it again",
                       channel=msg.channel, chat_id=msg.chat_id, error=self._describe(exc, ""))
 
     async def _send_draft(self, channel: BaseChannel, msg: OutboundMessage, *, waiting: bool) -> None:
@@ -572,6 +574,12 @@ class Delivery:
         nothing left. Returns when the next row of a running channel is due."""
         async with self._pass:
             now = self.clock.now()
+            for row_id in sorted(self._unremoved):  # sent already: before the next start takes them for cut
+                try:
+                    await self.outbox.remove(row_id)
+                except Exception:  # still full or locked: the next pass tries again, the rest of this one goes on
+                    break
+                self._unremoved.discard(row_id)
             for p in await self.outbox.older_than(now - self.max_age):
                 await self.outbox.remove(p.id)
                 log.warning("reply dropped", reason="older than gateway.outbox.maxAgeHours", channel=p.message.channel,

@@ -926,7 +926,11 @@ class ProcessLoop:
         reply_write: asyncio.Task[StoredMessage] | None = None
         # On its way before any row says the message was answered (the reply's, or
         # the apology's mark): a kill from here on leaves it in the outbox, not lost.
-        out = await self._on_its_way(self._outgoing(msg, reply.text, user, drafts=drafts), job=job)
+        # Not awaited first: its task runs first, and its insert reaches the
+        # writer thread (one connection, statements in order) ahead of the
+        # reply row's, so it commits first without a round trip of its own
+        # on the reply path (docs/BENCHMARKS.md, "A reply on its way").
+        holding = asyncio.create_task(self._on_its_way(self._outgoing(msg, reply.text, user, drafts=drafts), job=job))
         if reply.ok:  # an apology is not part of the conversation
             # Written before the reply is sent: a stop in between must not
             # leave a reply out with no row saying so, or the next start
@@ -944,7 +948,7 @@ class ProcessLoop:
             await self._mark_apologised(msg)
             if user_row is None:
                 await self._mark_answered(msg, item, saved=False)
-        await self._publish(out)
+        await self._publish(await holding)
         total_ms = (time.perf_counter() - started) * 1000
         self.stats.added_ms.append(max(0.0, total_ms - reply.llm_ms))
         self.stats.retrieval_ms.append(retrieval_ms)

@@ -796,3 +796,19 @@ def test_a_reply_on_its_way_names_its_row_not_stored_in_it() -> None:
 
     extra = json.loads(_encode(OutboundMessage("telegram", CHAT, "x", kept=12))[5])
     assert "kept" not in extra and "attachment" not in extra
+
+
+async def test_a_sent_reply_whose_row_could_not_be_removed_goes_at_the_next_pass(rig: Rig, tg: FakeTelegram) -> None:
+    """Removing a sent reply's row failed (gateway.db full): tried again at
+    each pass, so a stop after that does not send it a second time."""
+    await rig.outbox.db.write("CREATE TRIGGER full BEFORE DELETE ON outbox "
+                              "BEGIN SELECT RAISE(ABORT, 'database or disk is full'); END")
+    with capture_logs() as logs:
+        await _held(rig, "the answer")
+    assert tg.texts() == ["the answer"] and await _all_rows(rig) == [("the answer", rig.outbox.run)]
+    assert [e["event"] for e in logs] == ["reply sent but its outbox row not removed yet; a stop before it is sends it again"]
+    assert await rig.delivery.sweep() is None  # still full: the row is still to go
+    assert await _all_rows(rig) == [("the answer", rig.outbox.run)]
+    await rig.outbox.db.write("DROP TRIGGER full")  # space is back
+    await rig.later(1)
+    assert await _all_rows(rig) == [] and tg.texts() == ["the answer"]
