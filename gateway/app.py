@@ -398,6 +398,7 @@ class App:
             stream_interval=cfg.agent.streaming.interval.total_seconds(),
             inbox=self.inbox,
             titles=self.titles,
+            hold=self.delivery.hold,  # a reply on its way is in the outbox until the platform took it
         )
         self.loop.chat_moves["outbox_held"] = self.delivery.move_chat  # a moved chat's kept replies stay ahead
         moves = getattr(self.backend, "engine", None)  # None: the file store, which no group reads
@@ -721,7 +722,7 @@ class App:
                 self.redelivered = await resume_inbox(
                     self.loop, self.inbox, now=self.clock.now(),
                     within=timedelta(minutes=self.cfg.gateway.resume_within_minutes),
-                    channels={c.name: c for c in channels if isinstance(c, ReadsAgain)})
+                    channels={c.name: c for c in channels if isinstance(c, ReadsAgain)}, outbox=delivery.outbox)
             if self.http is not None:
                 try:
                     await self.http.start()

@@ -420,6 +420,10 @@ class OutboundMessage:
     # takes those drafts away (``BaseChannel.drop_draft``). No words; never
     # kept in the outbox.
     dropped: bool = False
+    # The outbox row of a reply on its way (``Delivery.hold``: written
+    # before its Tier 0 row and its send, removed once the platform took
+    # it), 0 for none. Not stored in the row (it is the row's own id).
+    kept: int = field(default=0, compare=False)
 
     @classmethod
     def answering(

@@ -45,6 +45,27 @@ after its drafts were shown (``OutboundMessage.dropped``) ends its drafts
 and has the channel take them away (``BaseChannel.drop_draft``); it is
 never kept either.
 
+A reply on its way (:meth:`Delivery.hold`, called by the process loop):
+a model's answer or apology is written to the outbox before its Tier 0
+row (which says the message was answered) and before it is published,
+marked as this run's sender's (``outbox.sending``; this run's passes leave
+it alone), and removed once the platform took it (or refused it for
+good; a removal that fails is tried again at each pass); a failed send turns it into an ordinary waiting row, as does a new
+reply to a held chat (no second row). A kill anywhere between the row and
+its removal leaves it to the next start, which takes another run's row as
+waiting and sends it first, so the message is answered, not left with a
+row saying it was. Feishu shows it once (the same ``send_key``, so the
+same ``uuid``: a repeat of a send Feishu took is dropped; a drafted reply
+is edited into its draft message, which is no orphan while the row
+waits). Telegram has no idempotency key: a kill between Telegram taking
+it and the row's removal (one write) shows it twice; at least once beats
+never, and the next start logs how many it sends again. The cost is two
+statements a reply, no fsync (WAL, ``synchronous = NORMAL``): the insert
+before the reply row, on the reply path, and the delete after the send.
+A scheduled job's reply is not held (a stop before it went runs the job
+again at start), nor a file, a draft, or a reply whose row cannot be
+written (a full disk: sent all the same, as before).
+
 A late reply is sent as it was written, with no "(delayed)" prefix: in a
 group it still quotes the message it answers, and the log says how late
 it was ("reply delivered late"). Shutdown: a send cut by the gateway
@@ -215,6 +236,8 @@ class Delivery:
         # Outbox rows sent whose removal failed (gateway.db full or locked):
         # never sent again; their removal is tried at the next pass.
         self._delivered: set[int] = set()
+        self._unheld = 0  # replies not written to the outbox before their send since the last that was (hold)
+        self._unremoved: set[int] = set()  # rows of replies sent on their way whose removal failed (_sent)
 
     # -- lifecycle --------------------------------------------------------------------
 
@@ -224,6 +247,10 @@ class Delivery:
         row at once, whatever its backoff said."""
         self._held.update(await self.outbox.chats())
         self.waiting = await self.outbox.count()
+        cut = await self.outbox.cut()
+        if cut:
+            log.warning("replies a stop cut on their way are sent again now; a platform with no idempotency key "
+                        "(Telegram) shows one twice if it had taken it just before", count=cut)
         if self.waiting:
             log.info("replies waiting in the outbox from the last run", count=self.waiting, chats=len(self._held))
         self._task = asyncio.create_task(self.run(), name="outbox")
@@ -259,6 +286,32 @@ class Delivery:
             self._wake.clear()
 
     # -- the senders -------------------------------------------------------------------
+
+    async def hold(self, msg: OutboundMessage) -> OutboundMessage:
+        """Write ``msg``, a reply about to be published, to the outbox as
+        on its way (before its Tier 0 row, which says it was answered):
+        the sender removes the row once the platform took it, and a kill
+        before that leaves it for the next start to send. Returns ``msg``
+        naming its row; unchanged when the row cannot be written (sent all
+        the same, as before: only a kill now would lose it). A file is not
+        kept (sent now or never), nor a draft."""
+        if msg.attachment is not None or msg.draft or msg.dropped or not msg.text:
+            return msg
+        now = self.clock.now()
+        try:
+            row = await self.outbox.add(msg, owner=await self._owner(msg), created_at=now, next_attempt_at=now,
+                                        sending=True)
+        except Exception as exc:
+            # One error while it lasts (a full disk fails every reply alike), then a count.
+            self._unheld += 1
+            (log.error if self._unheld == 1 else log.info)(
+                "reply not written to the outbox before its send; a kill now would lose it",
+                channel=msg.channel, chat_id=msg.chat_id, failed=self._unheld, error=self._describe(exc, msg.text))
+            return msg
+        if self._unheld:
+            log.warning("replies are written to the outbox before their send again", failed=self._unheld)
+            self._unheld = 0
+        return replace(msg, kept=row)
 
     async def run_sender(self, channel: BaseChannel) -> None:
         """Drain ``channel``'s outbound queue (instead of its own
@@ -300,6 +353,7 @@ class Delivery:
         except Exception as exc:
             if not _retryable(exc):
                 self._log_refused(msg, self._describe(exc, msg.text))
+                await self._sent(msg)
                 return
             rest = exc.remaining if isinstance(exc, DeliveryError) and exc.remaining else msg.text
             delay = self.policy.delay(1, self._rng)
@@ -307,6 +361,22 @@ class Delivery:
                 replace(msg, text=rest), created_at=now, due=now + timedelta(seconds=delay), attempts=1,
                 error=self._describe(exc, msg.text), reason="send failed", retry_in_s=round(delay),
             )
+            return
+        await self._sent(msg)
+
+    async def _sent(self, msg: OutboundMessage) -> None:
+        """The platform took ``msg`` (or refused it for good): its row as a
+        reply on its way goes. Right after the send: a kill in between has
+        the next start send it again (Feishu drops the repeat by its uuid;
+        Telegram shows it twice)."""
+        if not msg.kept:
+            return
+        try:
+            await self.outbox.remove(msg.kept)
+        except Exception as exc:
+            self._unremoved.add(msg.kept)  # tried again at each pass: a stop before that sends it again
+            log.error("reply sent but its outbox row not removed yet; a stop before it is sends it again",
+                      channel=msg.channel, chat_id=msg.chat_id, error=self._describe(exc, ""))
 
     async def _send_draft(self, channel: BaseChannel, msg: OutboundMessage, *, waiting: bool) -> None:
         """Show a draft when nothing is gained by holding it back: not when
@@ -442,10 +512,14 @@ class Delivery:
         self._adding[chat] += 1
         self._adds[chat] += 1
         try:
-            owner = await self._owner(msg)
-            await self.outbox.add(
-                msg, owner=owner, created_at=created_at, next_attempt_at=due, attempts=attempts, last_error=error
-            )
+            if msg.kept:  # a reply on its way has its row: it waits now
+                await self.outbox.retry_later(msg.kept, text=msg.text, attempts=attempts, next_attempt_at=due,
+                                              last_error=error)
+            else:
+                owner = await self._owner(msg)
+                await self.outbox.add(
+                    msg, owner=owner, created_at=created_at, next_attempt_at=due, attempts=attempts, last_error=error
+                )
         finally:
             self._adding[chat] -= 1
             if not self._adding[chat]:
@@ -500,6 +574,12 @@ class Delivery:
         nothing left. Returns when the next row of a running channel is due."""
         async with self._pass:
             now = self.clock.now()
+            for row_id in sorted(self._unremoved):  # sent already: before the next start takes them for cut
+                try:
+                    await self.outbox.remove(row_id)
+                except Exception:  # still full or locked: the next pass tries again, the rest of this one goes on
+                    break
+                self._unremoved.discard(row_id)
             for p in await self.outbox.older_than(now - self.max_age):
                 await self.outbox.remove(p.id)
                 log.warning("reply dropped", reason="older than gateway.outbox.maxAgeHours", channel=p.message.channel,

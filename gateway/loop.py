@@ -358,12 +358,17 @@ class ProcessLoop:
         chats_kept: int = CHATS_KEPT,
         inbox: Inbox | None = None,
         titles: ChatTitles | None = None,
+        hold: Callable[[OutboundMessage], Awaitable[OutboundMessage]] | None = None,
     ) -> None:
         """``stream_delay``: replies are streamed, and one taking longer
         than this many seconds shows as drafts every ``stream_interval``
         (gateway/drafts.py); None: no streaming. ``chats_kept``: chats
-        remembered as having nothing left unbuffered (the most recent)."""
+        remembered as having nothing left unbuffered (the most recent).
+        ``hold``: writes a reply to the outbox as on its way before its
+        Tier 0 row (``Delivery.hold``), so a kill before its send leaves it
+        for the next start to send rather than answered and never sent."""
         self.bus = bus
+        self.hold = hold
         self.inbox = inbox  # the messages taken and not done with (gateway/inbox.py): a row goes when its turn ends
         self.stream_delay = stream_delay
         self.stream_interval = stream_interval
@@ -919,11 +924,19 @@ class ProcessLoop:
         # A reply whose question is not in Tier 0 is not learnt from alone.
         learn = not job and not reply.forgot and not quiet and user_row is not None
         reply_write: asyncio.Task[StoredMessage] | None = None
+        # On its way before any row says the message was answered (the reply's, or
+        # the apology's mark): a kill from here on leaves it in the outbox, not lost.
+        # Not awaited first: its task runs first, and its insert reaches the
+        # writer thread (one connection, statements in order) ahead of the
+        # reply row's, so it commits first without a round trip of its own
+        # on the reply path (docs/BENCHMARKS.md, "A reply on its way").
+        holding = asyncio.create_task(self._on_its_way(self._outgoing(msg, reply.text, user, drafts=drafts), job=job))
         if reply.ok:  # an apology is not part of the conversation
             # Written before the reply is sent: a stop in between must not
             # leave a reply out with no row saying so, or the next start
-            # would answer the message again (gateway/resume.py). A failed
-            # write still sends the reply (_buffer logs it).
+            # would answer the message again (gateway/resume.py); the reply
+            # is already in the outbox (``out``), which sends it after a kill.
+            # A failed write still sends the reply (_buffer logs it).
             reply_write = self._save(msg, "assistant", reply.text, user, message_id=msg.message_id, buffered=not learn)
             await asyncio.wait([reply_write])
             if reply_write.exception() is not None and msg.message_id:
@@ -935,7 +948,7 @@ class ProcessLoop:
             await self._mark_apologised(msg)
             if user_row is None:
                 await self._mark_answered(msg, item, saved=False)
-        await self._reply(msg, reply.text, user, drafts=drafts)
+        await self._publish(await holding)
         total_ms = (time.perf_counter() - started) * 1000
         self.stats.added_ms.append(max(0.0, total_ms - reply.llm_ms))
         self.stats.retrieval_ms.append(retrieval_ms)
@@ -1112,10 +1125,28 @@ class ProcessLoop:
         kept in the outbox, it goes with their data (a message not stored
         in Tier 0 could not be traced back to them). ``drafts``: the
         reply's drafts, whose place it takes."""
-        if not text:
-            return
+        await self._publish(self._outgoing(msg, text, owner, attachment, drafts=drafts))
+
+    @staticmethod
+    def _outgoing(
+        msg: InboundMessage, text: str, owner: str, attachment: Attachment | None = None, *,
+        drafts: Drafts | None = None,
+    ) -> OutboundMessage:
         out = OutboundMessage.answering(msg, text, attachment, owner=owner)
-        await self.bus.publish_outbound(drafts.reply(out) if drafts is not None else out)
+        return drafts.reply(out) if drafts is not None else out
+
+    async def _on_its_way(self, out: OutboundMessage, *, job: bool) -> OutboundMessage:
+        """``out`` written to the outbox as on its way (``hold``). Not a
+        scheduled job's: a stop before its reply went runs the job again
+        at start (the scheduler), which would send it twice."""
+        if self.hold is None or job or not out.text:
+            return out
+        return await self.hold(out)
+
+    async def _publish(self, out: OutboundMessage) -> None:
+        if not out.text:
+            return
+        await self.bus.publish_outbound(out)
         self.stats.replied += 1
 
     async def _apologise(

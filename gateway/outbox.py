@@ -11,6 +11,12 @@ is carried through (JSON in ``extra``) without this module knowing it.
 
 A chat's rows are sent oldest first: :meth:`Outbox.heads` gives the
 oldest row of every chat, and the next one only comes up once it is gone.
+
+A row may also be a reply on its way (``sending``: written before its
+first send, ``Delivery.hold``): it names the run (``Outbox.run``) whose
+sender has it, and that run's reads leave it out (its sender, not the
+redelivery, sends it). A row naming another run is one a kill cut
+mid-send: every read takes it as waiting, so the next start sends it.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections.abc import Iterable, Sequence
+import uuid
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -33,6 +40,8 @@ __all__ = ["Outbox", "Pending"]
 # ``owner``, which is the message's when it names one) and read back into
 # the message, so a merge-identities move reaches the message too.
 _COLUMNS = ("channel", "chat_id", "text", "reply_to", "metadata", "owner")
+# Not stored: the row's own id (``OutboundMessage.kept``), and a file (never kept).
+_NOT_STORED = ("kept", "attachment")
 _SELECT = (
     "SELECT id, channel, chat_id, text, reply_to, metadata, extra, owner, created_at, attempts, "
     "next_attempt_at, last_error FROM outbox"
@@ -58,7 +67,7 @@ class Pending:
 
 def _encode(msg: OutboundMessage) -> tuple[str, str, str, str, str, str]:
     values = {f.name: getattr(msg, f.name) for f in dataclasses.fields(msg)}
-    extra = {k: v for k, v in values.items() if k not in _COLUMNS}
+    extra = {k: v for k, v in values.items() if k not in _COLUMNS and k not in _NOT_STORED}
     return (
         str(values["channel"]),
         str(values["chat_id"]),
@@ -98,11 +107,13 @@ class Outbox:
     """``Outbox(db)`` on gateway.db's :class:`~memory.db.Database` (the
     session store's); times are passed in by the caller's clock.
     ``kind``: the message class rows are read back as (a test's subclass
-    with a field of its own)."""
+    with a field of its own). ``run``: this process's mark on the
+    replies its sender has on their way (new for every start)."""
 
-    def __init__(self, db: Database, kind: type[OutboundMessage] = OutboundMessage) -> None:
+    def __init__(self, db: Database, kind: type[OutboundMessage] = OutboundMessage, *, run: str = "") -> None:
         self.db = db
         self.kind = kind
+        self.run = run or uuid.uuid4().hex
 
     async def add(
         self,
@@ -113,12 +124,15 @@ class Outbox:
         next_attempt_at: datetime,
         attempts: int = 0,
         last_error: str = "",
+        sending: bool = False,
     ) -> int:
-        """Keep ``msg`` behind the chat's other rows; returns its id."""
+        """Keep ``msg`` behind the chat's other rows; returns its id.
+        ``sending``: a reply on its way, this run's sender's (not waiting)."""
         row_id, _ = await self.db.write(
             "INSERT INTO outbox (channel, chat_id, text, reply_to, metadata, extra, owner, created_at, attempts, "
-            "next_attempt_at, last_error) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (*_encode(msg), owner, format_ts(created_at), attempts, format_ts(next_attempt_at), last_error),
+            "next_attempt_at, last_error, sending) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (*_encode(msg), owner, format_ts(created_at), attempts, format_ts(next_attempt_at), last_error,
+             self.run if sending else ""),
         )
         return row_id
 
@@ -129,23 +143,26 @@ class Outbox:
         if names == []:
             return []
         rows = await self.db.fetchall(
-            f"{_SELECT} WHERE id IN (SELECT MIN(id) FROM outbox GROUP BY channel, chat_id){where} ORDER BY id",
-            names or (),
+            f"{_SELECT} WHERE id IN (SELECT MIN(id) FROM outbox WHERE sending <> ? GROUP BY channel, chat_id){where} "
+            "ORDER BY id",
+            (self.run, *(names or ())),
         )
         return [_decode(r, self.kind) for r in rows]
 
     async def head(self, channel: str, chat_id: str) -> Pending | None:
         """The chat's oldest row, or None when none waits."""
-        row = await self.db.fetchone(f"{_SELECT} WHERE channel = ? AND chat_id = ? ORDER BY id LIMIT 1", (channel, chat_id))
+        row = await self.db.fetchone(f"{_SELECT} WHERE channel = ? AND chat_id = ? AND sending <> ? ORDER BY id LIMIT 1",
+                                     (channel, chat_id, self.run))
         return _decode(row, self.kind) if row is not None else None
 
     async def older_than(self, created_before: datetime) -> list[Pending]:
-        rows = await self.db.fetchall(f"{_SELECT} WHERE created_at < ? ORDER BY id", (format_ts(created_before),))
+        rows = await self.db.fetchall(f"{_SELECT} WHERE created_at < ? AND sending <> ? ORDER BY id",
+                                      (format_ts(created_before), self.run))
         return [_decode(r, self.kind) for r in rows]
 
     async def chats(self) -> list[tuple[str, str]]:
         """Every chat with a row waiting."""
-        rows = await self.db.fetchall("SELECT DISTINCT channel, chat_id FROM outbox")
+        rows = await self.db.fetchall("SELECT DISTINCT channel, chat_id FROM outbox WHERE sending <> ?", (self.run,))
         return [(str(r[0]), str(r[1])) for r in rows]
 
     async def remove(self, row_id: int) -> None:
@@ -153,10 +170,11 @@ class Outbox:
         await self.db.write("DELETE FROM outbox WHERE id = ?", (row_id,))
 
     async def retry_later(self, row_id: int, *, text: str, attempts: int, next_attempt_at: datetime, last_error: str) -> None:
-        """Another failed attempt; ``text``: what is still to send (less
-        than before when the first parts went out)."""
+        """Another failed attempt (or a reply on its way held back: it waits
+        now); ``text``: what is still to send (less than before when the
+        first parts went out)."""
         await self.db.write(
-            "UPDATE outbox SET text = ?, attempts = ?, next_attempt_at = ?, last_error = ? WHERE id = ?",
+            "UPDATE outbox SET text = ?, attempts = ?, next_attempt_at = ?, last_error = ?, sending = '' WHERE id = ?",
             (text, attempts, format_ts(next_attempt_at), last_error, row_id),
         )
 
@@ -184,7 +202,13 @@ class Outbox:
         return row is not None
 
     async def count(self) -> int:
-        row = await self.db.fetchone("SELECT COUNT(*) FROM outbox")
+        """Rows waiting (this run's replies on their way left out)."""
+        row = await self.db.fetchone("SELECT COUNT(*) FROM outbox WHERE sending <> ?", (self.run,))
+        return int(row[0]) if row else 0
+
+    async def cut(self) -> int:
+        """Replies another run had on their way: a kill cut their send."""
+        row = await self.db.fetchone("SELECT COUNT(*) FROM outbox WHERE sending NOT IN ('', ?)", (self.run,))
         return int(row[0]) if row else 0
 
     # -- people's data ----------------------------------------------------------

@@ -92,10 +92,11 @@ What a message carried beyond its words, per kind:
   its recording is not kept.
 
 The reply's own row is written before the reply is sent (gateway/loop.py),
-so a reply that went out is never answered again; the cost is the other
-way round: a stop after the row is written but before the send finishes
-loses that reply (the row says answered), as a stop always lost a reply
-still queued. Once sent, a second answer would be worse than none.
+so a reply that went out is never answered again. A stop after the row is
+written but before the send finishes does not lose that reply: it was
+written to the outbox before its row (gateway/delivery.py, "A reply on its
+way"), so the next start sends it from there, and its message is skipped
+here ("its reply waits in the outbox"), not answered a second time.
 """
 
 from __future__ import annotations
@@ -397,7 +398,7 @@ class ReadsAgain(Protocol):
 
 async def resume_inbox(
     loop: Redeliverer, inbox: Inbox, *, now: datetime, within: timedelta,
-    channels: Mapping[str, ReadsAgain] | None = None,
+    channels: Mapping[str, ReadsAgain] | None = None, outbox: Outbox | None = None,
 ) -> Redelivered:
     """Hand the messages the inbox kept whose turn never began back to
     ``loop``, oldest first (see the module docstring); a message whose
@@ -419,6 +420,10 @@ async def resume_inbox(
             why = "older than gateway.resumeWithinMinutes"
         elif not (w.pictures or w.unheard or msg.documents or msg.forwarded) and _COMMAND.match(msg.text.strip()):
             why = "a command (not run again unasked)"
+        elif outbox is not None and await outbox.answering(msg.channel, msg.chat_id, msg.message_id):
+            # Its turn wrote the reply to the outbox (on its way) but not its
+            # Tier 0 row (a full disk): the outbox sends that one answer.
+            why = "its reply waits in the outbox"
         if why:
             gone.append(w.id)
             done.skipped.append((w.msg, why))

@@ -356,6 +356,14 @@ async def _m016_chat_titles(conn: aiosqlite.Connection) -> None:
     )
 
 
+async def _m017_outbox_sending(conn: aiosqlite.Connection) -> None:
+    # A reply on its way (gateway/delivery.py): its row is written before
+    # its Tier 0 row and the send, and names the run whose sender has it
+    # (''  for a reply waiting). A row naming another run is one a kill
+    # cut mid-send: the next start sends it from the outbox.
+    await conn.execute("ALTER TABLE outbox ADD COLUMN sending TEXT NOT NULL DEFAULT ''")
+
+
 MIGRATIONS: list[Migration] = [
     _m001_sessions,
     _m002_message_ids,
@@ -373,6 +381,7 @@ MIGRATIONS: list[Migration] = [
     _m014_admin_sessions,
     _m015_inbox,
     _m016_chat_titles,
+    _m017_outbox_sending,
 ]
 
 

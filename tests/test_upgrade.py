@@ -307,6 +307,10 @@ GATEWAY_ERAS: dict[str, Era] = {
         *_chat(v, context=True, sender_name=True),
         ("chat_titles", {"channel": "telegram", "chat_id": f"-100{v}", "title": f"The {word(v)} club", "seen_at": at(v)}),
     ],
+    "_m017_outbox_sending": lambda v: [  # a reply a kill cut mid-send
+        *_chat(v, context=True, sender_name=True),
+        ("outbox", {**_outbox(v, {"send_key": f"key{v}"})[-1][1], "sending": f"run{v:032x}"}),
+    ],
 }
 
 

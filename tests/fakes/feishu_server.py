@@ -79,7 +79,8 @@ by default Feishu's rate limit of the message API, HTTP 400 with code
 230020 "This operation triggers the frequency limit.", which its error
 code lists give for sends and edits coming too often to one chat);
 ``accepted=True``: the message is sent but the answer is the error, as
-when the answer is lost on its way back),
+when the answer is lost on its way back), ``cut_next`` (a send or edit
+held unanswered until the fake stops: a gateway killed mid-send),
 ``revoke_tokens``, ``send_delay``. Error codes for the token and message
 endpoints are the documented ones (230011 for an id already withdrawn is
 the reply endpoint's, assumed here too); the long-connection endpoint's error code for bad
@@ -308,6 +309,9 @@ class FakeFeishu:
         self.clock = clock  # for the uuid window
         self._by_uuid: dict[str, tuple[float, dict[str, Any]]] = {}  # uuid -> (when, the answer's data)
         self.deduplicated = 0  # sends answered from the uuid window
+        self._cuts: list[tuple[str, str | None, asyncio.Event]] = []  # cut_next's (on, words, arrived), in order
+        self._closing = asyncio.Event()  # set by stop: held sends end
+        self._cut_accepted: dict[asyncio.Event, bool] = {}
         self._ids = itertools.count(1)
         self._runner: web.AppRunner | None = None
         self._sockets: set[web.WebSocketResponse] = set()
@@ -351,6 +355,7 @@ class FakeFeishu:
         return self
 
     async def stop(self) -> None:
+        self._closing.set()
         for ws in list(self._sockets):
             await ws.close()
         if self._runner is not None:
@@ -385,6 +390,29 @@ class FakeFeishu:
         queue = {"send": self._failures, "delete": self._delete_failures, "read": self._read_failures,
                  "edit": self._edit_failures, "resource": self._resource_failures}[on]
         queue.extend(_Failure(code, msg, status, after if i == 0 else 0, accepted) for i in range(times))
+
+    def cut_next(self, *, accepted: bool = False, on: str = "send", text: str | None = None) -> asyncio.Event:
+        """The next message send (``on="edit"``: edit, to exactly ``text``
+        if given) is never answered, as a gateway killed mid-send sees it:
+        held until the fake stops, and not carried out unless ``accepted``
+        (a send's uuid is then remembered: Feishu took it, the answer never
+        came back). Returns an event set once the request arrived."""
+        arrived = asyncio.Event()
+        self._cuts.append(("send" if on == "send" else "edit", text, arrived))
+        self._cut_accepted[arrived] = accepted
+        return arrived
+
+    def _cut(self, on: str, text: str | None) -> tuple[bool, asyncio.Event] | None:
+        found = next((i for i, (kind, words, _) in enumerate(self._cuts) if kind == on and words in (None, text)), None)
+        if found is None:
+            return None
+        arrived = self._cuts.pop(found)[2]
+        return self._cut_accepted.pop(arrived), arrived
+
+    async def _held(self, arrived: asyncio.Event) -> web.Response:
+        arrived.set()
+        await self._closing.wait()
+        return web.json_response({"code": 99991400, "msg": "cut"}, status=502)
 
     def fail_edits(
         self,
@@ -664,6 +692,9 @@ class FakeFeishu:
         text = _post_text(content) if msg_type == "post" else _text_of(content)
         if text is None:
             return web.json_response({"code": 230001, "msg": f"param is invalid: {msg_type} content"}, status=400)
+        cut = self._cut("edit", text)
+        if cut is not None and not cut[0]:
+            return await self._held(cut[1])
         fault = next((i for i, (words, _) in enumerate(self._edit_faults) if words in (None, text)), None)
         if fault is not None:
             _, f = self._edit_faults.pop(fault)
@@ -691,6 +722,8 @@ class FakeFeishu:
         item = self._items[mid]
         item.update(msg_type=msg_type, body={"content": content}, updated=True,
                     update_time=str(int(time.time() * 1000)))
+        if cut is not None:  # made, its answer never comes back
+            return await self._held(cut[1])
         if failure is not None:
             return web.json_response({"code": failure.code, "msg": failure.msg}, status=failure.status)
         return web.json_response({"code": 0, "msg": "success", "data": item})
@@ -734,6 +767,10 @@ class FakeFeishu:
             return web.json_response({"code": 230001, "msg": "param is invalid: post content"}, status=400)
         if body["msg_type"] == "file" and json.loads(body["content"]).get("file_key", "") not in self.files:
             return web.json_response({"code": 230001, "msg": "param is invalid: file_key"}, status=400)
+        if (cut := self._cut("send", None)) is not None:
+            if cut[0]:
+                self._sent_before(str(body.get("uuid") or "")) or self._accept(body, chat_id=chat_id, reply_to=reply_to)
+            return await self._held(cut[1])
         answer = self._sent_before(str(body.get("uuid") or "")) or self._accept(body, chat_id=chat_id, reply_to=reply_to)
         if failure is not None:
             return web.json_response({"code": failure.code, "msg": failure.msg}, status=failure.status)

@@ -10,6 +10,8 @@ shapes, so the client code under test cannot tell it from Telegram:
 * ``fail_next(method, 429, retry_after=1)``: 429 with
   ``parameters.retry_after``; any other status with Telegram's wording
   (``times=`` in a row, ``after=`` calls that go through first);
+  ``cut_next(method)``: the call is held unanswered until the fake stops
+  (a gateway killed mid-send), carried out first with ``accepted=True``;
 * ``sendMessage`` over 4096 characters (UTF-16 code units, the stricter
   count; with ``parse_mode=HTML`` counted without the markup): 400 ``Bad
   Request: message is too long``; to a chat nobody wrote from: 400 ``Bad
@@ -481,6 +483,8 @@ class FakeTelegram:
         self._file_gates: dict[str, asyncio.Event] = {}  # file_path -> what its download waits for
         self.last_update_id = 0
         self._failures: dict[str, deque[_Failure]] = {}
+        self._cuts: dict[str, deque[tuple[bool, asyncio.Event]]] = {}  # method -> cut_next's, in order
+        self._closing = asyncio.Event()  # set by stop: held calls end
         self._wake = asyncio.Event()
         self._poll_generation = 0
         self._waiters: list[tuple[Callable[[], bool], asyncio.Future[None]]] = []
@@ -503,6 +507,7 @@ class FakeTelegram:
         if self._runner is not None:
             runner, self._runner, self._site = self._runner, None, None
             self._wake.set()
+            self._closing.set()
             for gate in self._file_gates.values():  # a held download must not hold up the shutdown
                 gate.set()
             await stop_listening(runner)
@@ -560,6 +565,15 @@ class FakeTelegram:
             retry_after = 1
         q = self._failures.setdefault(method.lower(), deque())
         q.extend(_Failure(status, retry_after, description, after if i == 0 else 0) for i in range(times))
+
+    def cut_next(self, method: str, *, accepted: bool = False) -> asyncio.Event:
+        """The next call of ``method`` is never answered, as a gateway
+        killed mid-send sees it: held until the fake stops (then 502), and
+        carried out first when ``accepted`` (Telegram took it, the answer
+        never came back). Returns an event set once the call arrived."""
+        arrived = asyncio.Event()
+        self._cuts.setdefault(method.lower(), deque()).append((accepted, arrived))
+        return arrived
 
     def revoke_token(self) -> None:
         """From now on every request is 401 (the token was revoked in BotFather)."""
@@ -992,6 +1006,15 @@ class FakeTelegram:
                 self.calls.append(Call(method, params, f.status))
             self._notify()
             return _error(f.status, f.description, f.retry_after)
+        cuts = self._cuts.get(method)
+        if cuts:
+            accepted, arrived = cuts.popleft()
+            if accepted:
+                await handler(self, params)
+                self._notify()
+            arrived.set()
+            await self._closing.wait()
+            return _error(502, "Bad Gateway")
         response: web.StreamResponse = await handler(self, params)
         if self.record:
             self.calls.append(Call(method, params, response.status))

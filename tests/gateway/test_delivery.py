@@ -42,6 +42,7 @@ class Rig:
     delivery: Delivery
     outbox: Outbox
     clock: ManualClock
+    sender: asyncio.Task[None] | None = None
 
     async def reply(self, *texts: str, channel: str = "telegram", chat_id: str = CHAT) -> None:
         """Publish replies as the process loop does and wait until the sender took them."""
@@ -69,7 +70,7 @@ async def _rig(tmp_path: Path, clock: ManualClock, channel: BaseChannel, **kw: A
     delivery = Delivery(channel.bus, outbox, {channel.name: channel}, clock, rng=random.Random(7), **kw)
     sender = asyncio.create_task(delivery.run_sender(channel))
     try:
-        yield Rig(channel.bus, delivery, outbox, clock)
+        yield Rig(channel.bus, delivery, outbox, clock, sender)
     finally:
         sender.cancel()
         await asyncio.gather(sender, return_exceptions=True)
@@ -710,3 +711,104 @@ async def test_a_reply_sent_late_whose_row_cannot_be_removed_is_not_sent_again(
     assert tg.texts() == ["kept answer"] and await rig.outbox.count() == 0
     await rig.reply("next answer")  # the chat is released: straight out
     assert tg.texts() == ["kept answer", "next answer"]
+
+
+# -- a reply on its way (Delivery.hold) ------------------------------------------------
+
+
+async def _held(rig: Rig, text: str, chat_id: str = CHAT) -> OutboundMessage:
+    """Held as the process loop holds a reply (before its Tier 0 row), then published."""
+    out = await rig.delivery.hold(OutboundMessage("telegram", chat_id, text, owner="telegram:dana"))
+    assert out.kept
+    await rig.bus.publish_outbound(out)
+    await asyncio.wait_for(rig.bus.outbound_queue("telegram").join(), 10)
+    return out
+
+
+async def _all_rows(rig: Rig) -> list[tuple[str, str]]:
+    return [(str(r[0]), str(r[1])) for r in await rig.outbox.db.fetchall("SELECT text, sending FROM outbox ORDER BY id")]
+
+
+async def test_a_reply_on_its_way_is_in_the_outbox_until_telegram_took_it(rig: Rig, tg: FakeTelegram) -> None:
+    out = await rig.delivery.hold(OutboundMessage("telegram", CHAT, "the answer", owner="telegram:dana"))
+    # Written as this run's sender's: not waiting, not for this run's redelivery.
+    assert await _all_rows(rig) == [("the answer", rig.outbox.run)]
+    assert await rig.outbox.count() == 0 and await rig.outbox.heads() == [] and await rig.outbox.chats() == []
+    assert await rig.delivery.sweep(force=True) is None and tg.texts() == []  # the sender's, not the sweep's
+    # Another run (the next start, after a kill) takes it as waiting.
+    later = Outbox(rig.outbox.db)
+    assert [h.message.text for h in await later.heads()] == ["the answer"] and await later.cut() == 1
+    await rig.bus.publish_outbound(out)
+    await asyncio.wait_for(rig.bus.outbound_queue("telegram").join(), 10)
+    assert tg.texts() == ["the answer"] and await _all_rows(rig) == []
+
+
+async def test_a_reply_on_its_way_that_fails_waits_in_its_own_row(rig: Rig, tg: FakeTelegram) -> None:
+    tg.fail_next("sendMessage", 502)
+    await _held(rig, "first answer")
+    assert await _all_rows(rig) == [("first answer", "")]  # the same row, waiting now: no second one
+    await _held(rig, "second answer")  # the chat's older reply waits: this one queues behind it, in its row
+    assert await _all_rows(rig) == [("first answer", ""), ("second answer", "")]
+    await rig.later(60)
+    assert tg.texts() == ["first answer", "second answer"] and await _all_rows(rig) == []
+
+
+async def test_a_reply_on_its_way_telegram_refused_leaves_no_row(rig: Rig, tg: FakeTelegram) -> None:
+    tg.fail_next("sendMessage", 403, description="Forbidden: bot was blocked by the user")
+    await _held(rig, "the answer")
+    assert await _all_rows(rig) == [] and tg.texts() == []
+
+
+async def test_a_reply_the_outbox_cannot_hold_is_sent_all_the_same(rig: Rig, tg: FakeTelegram) -> None:
+    await rig.outbox.db.write("CREATE TRIGGER full BEFORE INSERT ON outbox "
+                              "BEGIN SELECT RAISE(ABORT, 'database or disk is full'); END")
+    with capture_logs() as logs:
+        out = await rig.delivery.hold(OutboundMessage("telegram", CHAT, "the answer", owner="telegram:dana"))
+        again = await rig.delivery.hold(OutboundMessage("telegram", CHAT, "the next", owner="telegram:dana"))
+    assert out.kept == again.kept == 0
+    # One error while the disk is full, then a count; never the text.
+    assert [(e["event"], e["log_level"], e["failed"]) for e in logs] == [
+        ("reply not written to the outbox before its send; a kill now would lose it", "error", 1),
+        ("reply not written to the outbox before its send; a kill now would lose it", "info", 2)]
+    assert "answer" not in json.dumps(logs, default=str)
+    await rig.bus.publish_outbound(out)
+    await asyncio.wait_for(rig.bus.outbound_queue("telegram").join(), 10)
+    assert tg.texts() == ["the answer"]
+    await rig.outbox.db.write("DROP TRIGGER full")  # space is back
+    with capture_logs() as logs:
+        assert (await rig.delivery.hold(OutboundMessage("telegram", CHAT, "more", owner="telegram:dana"))).kept
+    assert [(e["event"], e["failed"]) for e in logs] == [("replies are written to the outbox before their send again", 2)]
+
+
+async def test_a_stop_mid_send_leaves_a_reply_on_its_way_waiting(rig: Rig, tg: FakeTelegram) -> None:
+    cut = tg.cut_next("sendMessage")
+    out = await rig.delivery.hold(OutboundMessage("telegram", CHAT, "the answer", owner="telegram:dana"))
+    await rig.bus.publish_outbound(out)
+    await asyncio.wait_for(cut.wait(), 10)
+    assert rig.sender is not None
+    rig.sender.cancel()  # the gateway stopping
+    await asyncio.gather(rig.sender, return_exceptions=True)
+    assert await _all_rows(rig) == [("the answer", "")]
+
+
+def test_a_reply_on_its_way_names_its_row_not_stored_in_it() -> None:
+    from gateway.outbox import _encode
+
+    extra = json.loads(_encode(OutboundMessage("telegram", CHAT, "x", kept=12))[5])
+    assert "kept" not in extra and "attachment" not in extra
+
+
+async def test_a_sent_reply_whose_row_could_not_be_removed_goes_at_the_next_pass(rig: Rig, tg: FakeTelegram) -> None:
+    """Removing a sent reply's row failed (gateway.db full): tried again at
+    each pass, so a stop after that does not send it a second time."""
+    await rig.outbox.db.write("CREATE TRIGGER full BEFORE DELETE ON outbox "
+                              "BEGIN SELECT RAISE(ABORT, 'database or disk is full'); END")
+    with capture_logs() as logs:
+        await _held(rig, "the answer")
+    assert tg.texts() == ["the answer"] and await _all_rows(rig) == [("the answer", rig.outbox.run)]
+    assert [e["event"] for e in logs] == ["reply sent but its outbox row not removed yet; a stop before it is sends it again"]
+    assert await rig.delivery.sweep() is None  # still full: the row is still to go
+    assert await _all_rows(rig) == [("the answer", rig.outbox.run)]
+    await rig.outbox.db.write("DROP TRIGGER full")  # space is back
+    await rig.later(1)
+    assert await _all_rows(rig) == [] and tg.texts() == ["the answer"]

@@ -156,7 +156,7 @@ async def test_rows_kept_before_send_keys_get_one_for_good(tmp_path: Path, clock
     finally:
         await old.close()
     async with await SessionStore.open(path, clock) as store:
-        assert int((await store.db.fetchone("PRAGMA user_version"))[0]) == len(MIGRATIONS) == 16
+        assert int((await store.db.fetchone("PRAGMA user_version"))[0]) == len(MIGRATIONS) == 17
         rows = await Outbox(store.db).older_than(clock.now())
         keys = [p.message.send_key for p in rows]
         assert [p.message.answers for p in rows] == ["om_1", "om_1"] and len(set(keys)) == 2
@@ -167,3 +167,32 @@ async def test_rows_kept_before_send_keys_get_one_for_good(tmp_path: Path, clock
         assert await store.db.fetchall("SELECT * FROM burst_comments") == []
     async with await SessionStore.open(path, clock) as store:  # reopening changes nothing
         assert [p.message.send_key for p in await Outbox(store.db).older_than(clock.now())] == keys
+
+
+async def test_a_reply_on_its_way_is_this_runs_senders_and_the_next_runs_to_send(
+    sessions: SessionStore, clock: ManualClock
+) -> None:
+    """``sending``: left out of this run's reads (its sender has it), taken as
+    waiting by the next run's; it still says the message is answered (the
+    cut-turn resume skips it) and goes with its owner's data."""
+    now = clock.now()
+    run = Outbox(sessions.db)
+    await run.add(OutboundMessage("feishu", "oc_1", "kept earlier"), owner="feishu:ou_a", created_at=now,
+                  next_attempt_at=now)
+    msg = OutboundMessage("feishu", "oc_1", "on its way", answers="om_7", owner="feishu:ou_a")
+    on_way = await run.add(msg, owner="feishu:ou_a", created_at=now, next_attempt_at=now, sending=True)
+    assert [h.message.text for h in await run.heads()] == ["kept earlier"]
+    assert await run.count() == 1 and await run.cut() == 0
+    assert [p.message.text for p in await run.older_than(now + timedelta(days=2))] == ["kept earlier"]
+    await run.remove((await run.heads())[0].id)
+    assert await run.heads() == [] and await run.head("feishu", "oc_1") is None and await run.chats() == []
+    assert await run.answering("feishu", "oc_1", "om_7") is True
+
+    after_kill = Outbox(sessions.db)
+    [head] = await after_kill.heads()
+    assert head.id == on_way and head.message == msg and head.message.send_key == msg.send_key
+    assert await after_kill.chats() == [("feishu", "oc_1")] and await after_kill.count() == await after_kill.cut() == 1
+
+    await run.retry_later(on_way, text="on its way", attempts=1, next_attempt_at=now, last_error="502")
+    assert [h.id for h in await run.heads()] == [on_way] and await after_kill.cut() == 0  # waiting now, for any run
+    assert await run.forget_owner("feishu:ou_a") == 1
