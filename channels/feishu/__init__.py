@@ -180,6 +180,8 @@ class FeishuChannel(BaseChannel):
     # them short: within the half of the gateway's shutdown (10 s) that
     # intake gets, so the rest answers what it hands over.
     stop_grace: float = 3.0
+    # Seconds the read of a message replied to may hold its reply up.
+    quote_timeout: float = QUOTE_TIMEOUT
 
     def __init__(
         self,
@@ -704,7 +706,7 @@ class FeishuChannel(BaseChannel):
         again after a restart), it raises :class:`ImageError` instead: the
         reply is asked for again rather than answered blind."""
         try:
-            async with asyncio.timeout(QUOTE_TIMEOUT):
+            async with asyncio.timeout(self.quote_timeout):
                 item = await self._unless_cut(self.api.get_message(message_id))
         except (FeishuApiError, TimeoutError) as exc:
             self.log.warning("could not read the message replied to", parent_id=message_id, error=str(exc))

@@ -81,7 +81,8 @@ code lists give for sends and edits coming too often to one chat);
 ``accepted=True``: the message is sent but the answer is the error, as
 when the answer is lost on its way back), ``cut_next`` (a send or edit
 held unanswered until the fake stops: a gateway killed mid-send),
-``revoke_tokens``, ``send_delay``. Error codes for the token and message
+``revoke_tokens``, ``send_delay``, ``send_gate`` (set: sends wait for
+it, a Feishu slow to answer for as long as a test needs). Error codes for the token and message
 endpoints are the documented ones (230011 for an id already withdrawn is
 the reply endpoint's, assumed here too); the long-connection endpoint's error code for bad
 credentials (here 514, as the SDK's AUTH_FAILED) is a guess.
@@ -281,6 +282,7 @@ class FakeFeishu:
         self._resource_gates: dict[str, asyncio.Event] = {}  # key -> what its downloads wait for
         self.requests: list[tuple[str, str]] = []  # (method, path) of every API call
         self.send_delay = 0.0
+        self.send_gate: asyncio.Event | None = None  # set: sends wait for it
         self.ws_acks: dict[str, dict[str, Any]] = {}
         self.ws_pings = 0
         self.ws_connects = 0
@@ -754,6 +756,8 @@ class FakeFeishu:
             return err
         if self.send_delay:
             await asyncio.sleep(self.send_delay)
+        if self.send_gate is not None:
+            await self.send_gate.wait()
         failure: _Failure | None = None
         if self._failures and self._failures[0].after:
             self._failures[0].after -= 1

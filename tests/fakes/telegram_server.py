@@ -68,7 +68,8 @@ reaches a waiting poller at once. ``go_offline()`` closes the listener and
 every open connection (clients see refused connections and dropped long
 polls); ``go_online()`` listens again on the same port.
 
-Tests read ``sent`` and ``calls``; a benchmark passes ``record=False`` and
+Tests read ``sent`` and ``calls`` (and ``refused``: the methods asked for
+with a wrong or malformed token, answered 401 or 404); a benchmark passes ``record=False`` and
 reads ``sent_count`` or sets ``on_send`` (memory stays flat over 10,000s
 of messages).
 
@@ -461,6 +462,7 @@ class FakeTelegram:
         self.on_document: Callable[[SentDocument], None] | None = None
         self.calls: list[Call] = []
         self.counts: Counter[str] = Counter()
+        self.refused: list[str] = []  # methods asked for with a wrong token (401/404)
         self.port = 0
         self._updates: deque[dict[str, Any]] = deque()
         self._every_update: list[dict[str, Any]] = []  # record=True: for redeliver()
@@ -985,8 +987,10 @@ class FakeTelegram:
             return await self._download(file["token"], file["path"])
         m = _PATH_RE.match(request.path)
         if m is None or not _TOKEN_RE.match(m["token"]):
+            self.refused.append(m["method"].lower() if m else request.path)
             return _error(404, "Not Found")
         if m["token"] != self.token or self._revoked:
+            self.refused.append(m["method"].lower())
             return _error(401, "Unauthorized")
         method = m["method"].lower()
         handler = self._methods.get(method)

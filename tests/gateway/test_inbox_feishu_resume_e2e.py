@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+from channels.feishu import FeishuChannel
 from gateway.app import App
 from memory import ManualClock
 from tests.fakes.feishu_server import FakeFeishu, RecordMessage
@@ -448,6 +449,11 @@ async def test_a_feishu_reply_whose_quote_a_graceful_stop_cut_is_left_for_the_ne
         try:
             await app.open()
             await asyncio.wait_for(app.start(), 15)
+            # The stop, not the quote's own 2 s, must end the read: on a
+            # loaded box the stop came later, and the reply went out blind.
+            channel = app.channels["feishu"]
+            assert isinstance(channel, FeishuChannel)
+            channel.quote_timeout = 60.0
             await _push(app, feishu, event)
             await until(lambda: ("GET", f"/open-apis/im/v1/messages/{parent}") in feishu.requests, timeout=15)
         finally:
