@@ -252,7 +252,13 @@ class UserCommands:
         note = ("无痕模式开着：我现在不从对话中学习（/incognito off 关闭）。" if zh
                 else "Incognito is on: I am not learning from our conversations (/incognito off ends it).")
         if not o.profile and not o.recent:
-            empty = "我还没有记住关于你的任何事。" if zh else "I don't remember anything about you yet."
+            # Said minutes ago, learnt after the quiet gap: not lost, waiting.
+            if o.waiting:
+                empty = (f"我还没有记住关于你的任何事：你的 {o.waiting} 条消息正在等待学习，对话停下一会儿后就会学到。" if zh
+                         else f"I don't remember anything about you yet: {_n(o.waiting, 'message of yours is', 'of your messages are')}"
+                         " waiting to be learnt, after a pause in our conversation.")
+            else:
+                empty = "我还没有记住关于你的任何事。" if zh else "I don't remember anything about you yet."
             return f"{empty}\n\n{note}" if quiet else empty
         out = [*([note, ""] if quiet else []),
             f"我记得的关于你的事：{o.facts} 条记忆，{o.events} 条对话摘要。"
@@ -271,6 +277,9 @@ class UserCommands:
         more = o.facts - len(o.profile) - len(o.recent)
         if more > 0 and o.recent and o.recent[0].kind == "memory":
             out.append(f"……还有 {more} 条。" if zh else f"…and {more} more.")
+        if o.waiting:
+            out += ["", f"你最新的 {o.waiting} 条消息还在等待学习。" if zh
+                    else f"{_n(o.waiting, 'message of yours is', 'of your newest messages are')} still waiting to be learnt."]
         out += [
             "",
             "/memory 关键词 搜索；/forget m12 永久删除一条。"
