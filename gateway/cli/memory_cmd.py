@@ -519,8 +519,10 @@ def forget(user: str | None, yes: bool) -> None:
 
 def _near_hint(owner: str, owners: list[str]) -> str:
     """Where to look instead, for a handle nothing is stored about (a typo, most likely)."""
-    near = difflib.get_close_matches(owner, owners, n=1)
-    return (f"did you mean {near[0]}? " if near else "") + "`myclaw memory stats` lists every user"
+    # An id without its channel ("1001" for telegram:1001) is too short for difflib to match.
+    same_id = sorted(o for o in owners if ":" not in owner and o.partition(":")[2] == owner)
+    near = same_id or difflib.get_close_matches(owner, owners, n=1)
+    return (f"did you mean {' or '.join(near)}? " if near else "") + "`myclaw memory stats` lists every user"
 
 
 async def _owners(path: Path) -> list[str]:

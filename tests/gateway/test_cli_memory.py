@@ -793,5 +793,10 @@ def test_export_of_an_unknown_user_fails_and_names_the_near_handle(home: Path, t
         assert out.read_text() == "an older export"  # not replaced by an empty one
     r = cli("export", "--user", "nobody")
     assert r.exit_code == 1 and "nothing is stored about nobody" in r.output and "did you mean" not in r.output
+    # The id alone, as the chat shows it, without the channel: the handles that end with it.
+    ok("add", "Bob's locker code is 1234", "--user", "feishu:1001")
+    r = cli("export", "--user", "1001")
+    assert r.exit_code == 1
+    assert "nothing is stored about 1001, so there is nothing to export (did you mean feishu:1001 or telegram:1001?" in r.output
     assert json.loads(ok("export", "--user", "telegram:1001").stdout)["memories"][0]["owner"] == "telegram:1001"
     assert json.loads(ok("export", "--user", "_global").stdout)["memories"] == []  # everyone's: never unknown
