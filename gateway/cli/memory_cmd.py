@@ -8,7 +8,6 @@ person is never shared by a forgotten option.
 
 from __future__ import annotations
 
-import difflib
 import sqlite3
 import sys
 from collections.abc import Callable
@@ -39,6 +38,7 @@ from ._common import (
     json_option,
     load_cli_config,
     memory_dict,
+    near_handles,
     open_engine,
     render_table,
     resolve_db,
@@ -519,9 +519,7 @@ def forget(user: str | None, yes: bool) -> None:
 
 def _near_hint(owner: str, owners: list[str]) -> str:
     """Where to look instead, for a handle nothing is stored about (a typo, most likely)."""
-    # An id without its channel ("1001" for telegram:1001) is too short for difflib to match.
-    same_id = sorted(o for o in owners if ":" not in owner and o.partition(":")[2] == owner)
-    near = same_id or difflib.get_close_matches(owner, owners, n=1)
+    near = near_handles(owner, owners)
     return (f"did you mean {' or '.join(near)}? " if near else "") + "`myclaw memory stats` lists every user"
 
 
