@@ -235,7 +235,8 @@ async def _search(path: Path, owner: str | None, query: str, limit: int, as_json
     async with open_engine(path) as engine:
         retriever = Retriever(engine)
         found: dict[tuple[str, int], tuple[str, Hit]] = {}
-        for u in [owner] if owner else await engine.owners():
+        owners = await engine.owners()
+        for u in [owner] if owner else owners:
             for h in await retriever.retrieve(u, query, limit=limit):
                 found.setdefault((h.kind, h.id), ("", h))
             for h in await retriever.search_events(u, query, limit=limit):
@@ -255,7 +256,9 @@ async def _search(path: Path, owner: str | None, query: str, limit: int, as_json
         )
         return
     if not hits:
-        click.echo("no matches", err=True)
+        unknown = owner is not None and owner != GLOBAL_OWNER and owner not in owners
+        click.echo("no matches" + (f": nothing is stored about {owner} ({_near_hint(owner, owners)})" if unknown else ""),
+                   err=True)
         return
     click.echo(
         render_table(

@@ -243,6 +243,10 @@ def test_search_ranks_cites_and_scopes(home: Path) -> None:
     assert table[0].split() == ["SCORE", "USER", "CITATION", "CONTENT"] and "swordfish" in table[1]
     r = cli("search", "nothing like this")
     assert r.exit_code == 0 and r.stdout == "" and "no matches" in r.output
+    # A misspelt --user found nothing because nothing is theirs, not because nothing matched.
+    r = cli("search", "咖啡", "--user", "alise")
+    assert r.exit_code == 0 and r.stdout == ""
+    assert r.output == "no matches: nothing is stored about alise (did you mean alice? `myclaw memory stats` lists every user)\n"
 
 
 def test_stats(home: Path) -> None:
