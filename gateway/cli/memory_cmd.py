@@ -257,8 +257,8 @@ async def _search(path: Path, owner: str | None, query: str, limit: int, as_json
         return
     if not hits:
         unknown = owner is not None and owner != GLOBAL_OWNER and owner not in owners
-        click.echo("no matches" + (f": nothing is stored about {owner} ({_near_hint(owner, owners)})" if unknown else ""),
-                   err=True)
+        why = f": nothing is stored about {owner} ({_near_hint(owner, owners)})" if owner and unknown else ""
+        click.echo(f"no matches{why}", err=True)
         return
     click.echo(
         render_table(
