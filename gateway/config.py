@@ -352,7 +352,8 @@ def _zone_hint(v: str) -> str:
     try:
         name = zone_name(parse_timezone(v))
     except TimezoneError as exc:
-        return f"did you mean {exc.nearest}?" if exc.nearest else "an IANA name such as Asia/Shanghai"
+        near = [c[0] for c in exc.choices] or ([exc.nearest] if exc.nearest else [])
+        return f"did you mean {' or '.join(near)}?" if near else "an IANA name such as Asia/Shanghai"
     if name.startswith("UTC") and name != "UTC":
         return "an offset is not a zone name: write the place's, such as Asia/Shanghai or Europe/Berlin"
     return f"did you mean {name}?"

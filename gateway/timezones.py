@@ -46,8 +46,8 @@ _ZONE_ZH = re.compile(r"^(东|西)([一二三四五六七八九十]{1,3}|\d{1,2}
 _DIGITS_ZH = {c: i for i, c in enumerate("零一二三四五六七八九十")}
 # Names people use that the database spells otherwise. The summer-time
 # abbreviations name their zone: tzdata's own "EST" is UTC-5 all year, an
-# hour off for New York in summer. CST and IST stay unknown: each names two
-# zones (China and the US Central; India and Ireland) hours apart, as BST does.
+# hour off for New York in summer. CST, IST and BST each name two zones
+# hours apart (_AMBIGUOUS): the user is asked which.
 _ALIASES = {"beijing": "Asia/Shanghai", "china": "Asia/Shanghai", "san francisco": "America/Los_Angeles",
             "seattle": "America/Los_Angeles", "washington": "America/New_York", "boston": "America/New_York",
             "utc": "UTC", "gmt": "UTC", "z": "UTC", "零时区": "UTC", "中时区": "UTC",
@@ -55,6 +55,14 @@ _ALIASES = {"beijing": "Asia/Shanghai", "china": "Asia/Shanghai", "san francisco
             "edt": "America/New_York", "cest": "CET",
             "jst": "Asia/Tokyo", "kst": "Asia/Seoul", "hkt": "Asia/Hong_Kong", "sgt": "Asia/Singapore",
             "aest": "Australia/Sydney", "aedt": "Australia/Sydney"}
+
+
+Choice = tuple[str, str, str]  # zone, what it is in English, in Chinese
+_AMBIGUOUS: dict[str, tuple[Choice, ...]] = {
+    "cst": (("Asia/Shanghai", "China", "中国"), ("America/Chicago", "US Central", "美国中部")),
+    "ist": (("Asia/Kolkata", "India", "印度"), ("Europe/Dublin", "Ireland", "爱尔兰")),
+    "bst": (("Europe/London", "British summer", "英国"), ("Asia/Dhaka", "Bangladesh", "孟加拉国")),
+}
 
 
 def _zone_zh(s: str) -> str | None:
@@ -79,11 +87,13 @@ def _zone_zh(s: str) -> str | None:
 class TimezoneError(ValueError):
     """Not a time zone this gateway knows; the message says what is accepted.
     ``nearest``: a known zone the text is a near miss of ("Asia/Shangai"),
-    for a "did you mean"."""
+    for a "did you mean"; ``choices``: the zones an ambiguous abbreviation
+    ("CST") may mean, to ask which."""
 
-    def __init__(self, message: str, *, nearest: str | None = None) -> None:
+    def __init__(self, message: str, *, nearest: str | None = None, choices: tuple[Choice, ...] = ()) -> None:
         super().__init__(message)
         self.nearest = nearest
+        self.choices = choices
 
 
 def _nearest(key: str) -> str | None:
@@ -126,6 +136,10 @@ def parse_timezone(text: str) -> tzinfo:
         delta = timedelta(hours=hours, minutes=minutes) * (1 if m.group(1) == "+" else -1)
         return timezone(delta) if delta else ZoneInfo("UTC")
     key = s.lower().replace("_", " ")
+    if key in _AMBIGUOUS:
+        choices = _AMBIGUOUS[key]
+        raise TimezoneError(f"{s!r} names more than one time zone: " + " or ".join(c[0] for c in choices),
+                            choices=choices)
     name = _ALIASES.get(key) or _index().get(s.lower()) or _index().get(key)
     if name is None and s in _names():
         name = s  # exact names the index leaves out ("EST5EDT")

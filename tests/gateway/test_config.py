@@ -201,6 +201,7 @@ def test_a_misspelt_field_is_named_with_the_one_it_resembles(tmp_path: Path, doc
         ("UTC+8", "gateway.timezone: unknown timezone 'UTC+8' (an offset is not a zone name: write the place's, "
                   "such as Asia/Shanghai or Europe/Berlin)"),
         ("Mars/Olympus", "gateway.timezone: unknown timezone 'Mars/Olympus' (an IANA name such as Asia/Shanghai)"),
+        ("CST", "gateway.timezone: unknown timezone 'CST' (did you mean Asia/Shanghai or America/Chicago?)"),
     ],
 )
 def test_an_unknown_gateway_timezone_says_which_name_to_write(tmp_path: Path, zone: str, line: str) -> None:

@@ -163,6 +163,12 @@ async def test_an_unknown_zone_is_answered_plainly_in_the_chats_language(
         zh_near = await commands.run("timezone", "Europe/Berlinn", user=ALICE, private=True, chat_zh=True)
         assert zh_near.endswith("你是不是想说 /timezone Europe/Berlin？")
         assert "unknown time zone" not in mars + near + zh + zh_near
+        # An abbreviation of two zones hours apart: name both, so the user picks.
+        cst = (await rig.ask("/timezone CST", chat="100")).text
+        assert cst == ("\"CST\" names more than one time zone: send /timezone Asia/Shanghai (China) "
+                       "or /timezone America/Chicago (US Central).")
+        zh_cst = await commands.run("timezone", "cst", user=ALICE, private=True, chat_zh=True)
+        assert zh_cst == "“cst”可以指不止一个时区：请发送 /timezone Asia/Shanghai（中国）或 /timezone America/Chicago（美国中部）。"
         assert await zones.get(ALICE) is None  # nothing was set
 
 
