@@ -824,8 +824,12 @@ class TelegramChannel(BaseChannel):
         try:
             await self._connect()
             self._ready.set()
-            await self._publish_menu()
-            await self._poll()
+            # Beside the polling, not before it: a menu waiting on its retry holds no message.
+            menu = asyncio.create_task(self._publish_menu(), name="telegram-menu")
+            try:
+                await self._poll()
+            finally:
+                menu.cancel()
         except ChannelFatalError as exc:
             self._fail(exc)
         except Exception as exc:
@@ -858,21 +862,31 @@ class TelegramChannel(BaseChannel):
         self._command_re = re.compile(rf"^(/\w+)@{name}(?!\w)", re.IGNORECASE)
         self.log.info("Telegram bot connected", username=username, base_url=self.config.base_url)
 
-    async def _publish_menu(self, timeout: float = 10.0) -> None:
+    async def _publish_menu(self, timeout: float = 10.0, attempts: int = 5) -> None:
         """The "/" menu Telegram shows: every command in private chats, and
-        in groups the ones that work there. Best effort: a refusal or a slow
-        answer costs the menu, not the polling (updates wait at Telegram)."""
+        in groups the ones that work there. Best effort, beside the polling:
+        a refusal costs the menu; a slow answer or a server error (or the
+        loop held past ``timeout``, as importing lark-oapi at a first start
+        did) is tried again after the channel's backoff, ``attempts`` in all."""
         bot = self._bot
         assert bot is not None
-        try:
-            async with asyncio.timeout(timeout):
-                for language, texts in ((None, {}), ("zh", MENU_ZH)):  # Telegram shows the user's language's
-                    private = [BotCommand(name, texts.get(name, text)) for name, text, _ in MENU]
-                    groups = [BotCommand(name, texts.get(name, text)) for name, text, only in MENU if not only]
-                    await bot.set_my_commands(private, scope=BotCommandScopeAllPrivateChats(), language_code=language)
-                    await bot.set_my_commands(groups, scope=BotCommandScopeAllGroupChats(), language_code=language)
-        except (TelegramError, TimeoutError) as exc:
-            self.log.warning("Telegram command menu not set", error=self._scrub(repr(exc)))
+        delays = self.backoff.delays()
+        for attempt in range(1, attempts + 1):
+            try:
+                async with asyncio.timeout(timeout):
+                    for language, texts in ((None, {}), ("zh", MENU_ZH)):  # Telegram shows the user's language's
+                        private = [BotCommand(name, texts.get(name, text)) for name, text, _ in MENU]
+                        groups = [BotCommand(name, texts.get(name, text)) for name, text, only in MENU if not only]
+                        await bot.set_my_commands(private, scope=BotCommandScopeAllPrivateChats(), language_code=language)
+                        await bot.set_my_commands(groups, scope=BotCommandScopeAllGroupChats(), language_code=language)
+                return
+            except (TelegramError, TimeoutError) as exc:
+                again = isinstance(exc, (NetworkError, TimeoutError)) and not isinstance(exc, BadRequest)
+                if not again or attempt == attempts:
+                    self.log.warning("Telegram command menu not set", error=self._scrub(repr(exc)))
+                    return
+                self.log.info("Telegram command menu not set yet; trying again", error=self._scrub(repr(exc)))
+            await asyncio.sleep(next(delays))
 
     async def _poll(self) -> None:
         bot = self._bot

@@ -55,7 +55,7 @@ from .chattitles import ChatTitles, group_name
 from .export import MIME, Spool, chinese_enough, export_filename, mostly_chinese, write_user_export
 from .incognito import Incognito
 from .projectnames import project_command
-from .timezones import TimezoneError, UserTimezones, parse_timezone, zone_name
+from .timezones import Choice, TimezoneError, UserTimezones, parse_timezone, zone_name
 from .userdata import Census, UserData
 
 __all__ = ["COMMANDS", "IN_GROUPS", "MENU", "MENU_ZH", "Answer", "UserCommands"]
@@ -252,7 +252,13 @@ class UserCommands:
         note = ("无痕模式开着：我现在不从对话中学习（/incognito off 关闭）。" if zh
                 else "Incognito is on: I am not learning from our conversations (/incognito off ends it).")
         if not o.profile and not o.recent:
-            empty = "我还没有记住关于你的任何事。" if zh else "I don't remember anything about you yet."
+            # Said minutes ago, learnt after the quiet gap: not lost, waiting.
+            if o.waiting:
+                empty = (f"我还没有记住关于你的任何事：你的 {o.waiting} 条消息正在等待学习，对话停下一会儿后就会学到。" if zh
+                         else f"I don't remember anything about you yet: {_n(o.waiting, 'message of yours is', 'of your messages are')}"
+                         " waiting to be learnt, after a pause in our conversation.")
+            else:
+                empty = "我还没有记住关于你的任何事。" if zh else "I don't remember anything about you yet."
             return f"{empty}\n\n{note}" if quiet else empty
         out = [*([note, ""] if quiet else []),
             f"我记得的关于你的事：{o.facts} 条记忆，{o.events} 条对话摘要。"
@@ -271,6 +277,9 @@ class UserCommands:
         more = o.facts - len(o.profile) - len(o.recent)
         if more > 0 and o.recent and o.recent[0].kind == "memory":
             out.append(f"……还有 {more} 条。" if zh else f"…and {more} more.")
+        if o.waiting:
+            out += ["", f"你最新的 {o.waiting} 条消息还在等待学习。" if zh
+                    else f"{_n(o.waiting, 'message of yours is', 'of your newest messages are')} still waiting to be learnt."]
         out += [
             "",
             "/memory 关键词 搜索；/forget m12 永久删除一条。"
@@ -425,7 +434,7 @@ class UserCommands:
         try:
             tz = parse_timezone(args)
         except TimezoneError as exc:
-            return _unknown_zone(args, exc.nearest, zh=zh)
+            return _unknown_zone(args, exc.nearest, zh=zh, choices=exc.choices)
         await self.timezones.set(user, tz, at=self.clock.now())
         now = self.clock.now().astimezone(tz)
         jobs = [j for j in await self.everything.cron.list(user) if not j.internal] if self.everything.cron else []
@@ -539,10 +548,16 @@ def named(ids: Sequence[int]) -> str:
     return ", ".join(f"m{i}" for i in ids)
 
 
-def _unknown_zone(args: str, nearest: str | None, *, zh: bool) -> str:
+def _unknown_zone(args: str, nearest: str | None, *, zh: bool, choices: tuple[Choice, ...] = ()) -> str:
     """/timezone's answer to a name it does not know: an example to copy, and
-    the zone it is a near miss of, if any (no parser's wording)."""
+    the zone it is a near miss of, if any (no parser's wording); for an
+    abbreviation of several zones, each to copy."""
     shown = args if len(args) <= 40 else args[:40] + "…"
+    if choices:
+        if zh:
+            return f"“{shown}”可以指不止一个时区：请发送 " + "或 ".join(f"/timezone {z}（{w}）" for z, _, w in choices) + "。"
+        return (f"\"{shown}\" names more than one time zone: send "
+                + " or ".join(f"/timezone {z} ({w})" for z, w, _ in choices) + ".")
     if zh:
         return (f"我不认识时区“{shown}”。请发送城市或时区名，例如 /timezone 上海、/timezone Asia/Shanghai 或 "
                 "/timezone UTC+8。" + (f"你是不是想说 /timezone {nearest}？" if nearest else ""))

@@ -32,6 +32,7 @@ from pydantic import (
 from pydantic.alias_generators import to_camel
 
 from .proxies import trusted_networks
+from .timezones import TimezoneError, parse_timezone, zone_name
 
 __all__ = [
     "AdminConfig",
@@ -341,8 +342,21 @@ class GatewayConfig(_Model):
         try:
             ZoneInfo(v)
         except (ZoneInfoNotFoundError, ValueError) as exc:
-            raise ValueError(f"unknown timezone {v!r}") from exc
+            raise ValueError(f"unknown timezone {v!r} ({_zone_hint(v)})") from exc
         return v
+
+
+def _zone_hint(v: str) -> str:
+    """What to write instead of a zone name ZoneInfo does not know: the
+    IANA name of what /timezone would make of it ("Beijing", "上海")."""
+    try:
+        name = zone_name(parse_timezone(v))
+    except TimezoneError as exc:
+        near = [c[0] for c in exc.choices] or ([exc.nearest] if exc.nearest else [])
+        return f"did you mean {' or '.join(near)}?" if near else "an IANA name such as Asia/Shanghai"
+    if name.startswith("UTC") and name != "UTC":
+        return "an offset is not a zone name: write the place's, such as Asia/Shanghai or Europe/Berlin"
+    return f"did you mean {name}?"
 
 
 class ExtractionConfig(_Model):

@@ -5,7 +5,8 @@
 ``myclaw gateway`` and ``myclaw chat`` refuse to start while one of them
 still holds a placeholder of ``config.example.json`` (every reply would
 fail with the provider's 401, or the channel never connect), naming the
-setting and its variable.
+setting and its variable; ``myclaw gateway`` also while an enabled
+channel's own credential is empty.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from .config import ENV_OVERRIDES, Config
 
 __all__ = [
     "EXAMPLE_ALLOW_FROM", "EXAMPLE_PLACEHOLDERS", "Credential", "credentials_in_use", "env_variable",
-    "example_allow_from", "placeholders_in_use",
+    "example_allow_from", "missing_in_use", "placeholders_in_use",
 ]
 
 # The placeholders of config.example.json: copied but never filled in.
@@ -91,6 +92,18 @@ def placeholders_in_use(cfg: Config, *, channels: bool = True) -> list[str]:
         out.append("channels.telegram.allowFrom: " + ", ".join(f'"{e}"' for e in left)
                    + " -> your users' Telegram ids or usernames (a sender not listed is logged with their sender_id;"
                    " [] lets anyone in)")
+    return out
+
+
+def missing_in_use(cfg: Config) -> list[str]:
+    """The enabled channels' credentials left empty, each with its variable
+    ("channels.telegram.token (or MYCLAW_TELEGRAM_TOKEN)"): the channel
+    cannot start without them, so this is a configuration error."""
+    out = []
+    for c in credentials_in_use(cfg):
+        if c.channel and c.if_empty == "error" and not c.value.get_secret_value().strip():
+            name = env_variable(c.path)
+            out.append(f"{c.setting} (or {name})" if name else c.setting)
     return out
 
 

@@ -10,8 +10,9 @@ erased with the rest of a user's data.
 
 :func:`parse_timezone` accepts what people type: an IANA name in any case
 ("asia/shanghai"), a UTC offset ("UTC+8", "GMT-05:30", "+0800"), a city of
-the IANA database ("Shanghai", "new york") or a few common Chinese city
-names ("北京").
+the IANA database ("Shanghai", "new york"), a few common Chinese city
+names ("北京"), a Chinese zone ("东八区", "北京时间") or a summer-time
+abbreviation that names one zone ("PST", "EST").
 """
 
 from __future__ import annotations
@@ -38,22 +39,61 @@ _CITIES_ZH = {
     "新加坡": "Asia/Singapore", "伦敦": "Europe/London", "巴黎": "Europe/Paris", "柏林": "Europe/Berlin",
     "纽约": "America/New_York", "洛杉矶": "America/Los_Angeles", "旧金山": "America/Los_Angeles",
     "西雅图": "America/Los_Angeles", "多伦多": "America/Toronto", "温哥华": "America/Vancouver",
-    "悉尼": "Australia/Sydney", "墨尔本": "Australia/Melbourne",
+    "悉尼": "Australia/Sydney", "墨尔本": "Australia/Melbourne", "北京时间": "Asia/Shanghai",
 }
-# Names people use that the database spells otherwise.
+# "东八区" (the East Eighth zone) is how Chinese speakers name UTC+8; 西 is west.
+_ZONE_ZH = re.compile(r"^(东|西)([一二三四五六七八九十]{1,3}|\d{1,2})区$")
+_DIGITS_ZH = {c: i for i, c in enumerate("零一二三四五六七八九十")}
+# Names people use that the database spells otherwise. The summer-time
+# abbreviations name their zone: tzdata's own "EST" is UTC-5 all year, an
+# hour off for New York in summer. CST, IST and BST each name two zones
+# hours apart (_AMBIGUOUS): the user is asked which.
 _ALIASES = {"beijing": "Asia/Shanghai", "china": "Asia/Shanghai", "san francisco": "America/Los_Angeles",
             "seattle": "America/Los_Angeles", "washington": "America/New_York", "boston": "America/New_York",
-            "utc": "UTC", "gmt": "UTC", "z": "UTC"}
+            "utc": "UTC", "gmt": "UTC", "z": "UTC", "零时区": "UTC", "中时区": "UTC",
+            "pst": "America/Los_Angeles", "pdt": "America/Los_Angeles", "est": "America/New_York",
+            "edt": "America/New_York", "cest": "CET",
+            "jst": "Asia/Tokyo", "kst": "Asia/Seoul", "hkt": "Asia/Hong_Kong", "sgt": "Asia/Singapore",
+            "aest": "Australia/Sydney", "aedt": "Australia/Sydney"}
+
+
+Choice = tuple[str, str, str]  # zone, what it is in English, in Chinese
+_AMBIGUOUS: dict[str, tuple[Choice, ...]] = {
+    "cst": (("Asia/Shanghai", "China", "中国"), ("America/Chicago", "US Central", "美国中部")),
+    "ist": (("Asia/Kolkata", "India", "印度"), ("Europe/Dublin", "Ireland", "爱尔兰")),
+    "bst": (("Europe/London", "British summer", "英国"), ("Asia/Dhaka", "Bangladesh", "孟加拉国")),
+}
+
+
+def _zone_zh(s: str) -> str | None:
+    """"东八区" -> "+8", "西十二区" -> "-12"; None when it is not that form."""
+    m = _ZONE_ZH.match(s)
+    if m is None:
+        return None
+    n = m.group(2)
+    if n.isdigit():
+        hours = int(n)
+    elif n == "十":
+        hours = 10
+    elif n.startswith("十") and len(n) == 2:  # 十一 .. 十九
+        hours = 10 + _DIGITS_ZH[n[1]]
+    elif len(n) == 1:
+        hours = _DIGITS_ZH[n]
+    else:
+        return None
+    return ("+" if m.group(1) == "东" else "-") + str(hours)
 
 
 class TimezoneError(ValueError):
     """Not a time zone this gateway knows; the message says what is accepted.
     ``nearest``: a known zone the text is a near miss of ("Asia/Shangai"),
-    for a "did you mean"."""
+    for a "did you mean"; ``choices``: the zones an ambiguous abbreviation
+    ("CST") may mean, to ask which."""
 
-    def __init__(self, message: str, *, nearest: str | None = None) -> None:
+    def __init__(self, message: str, *, nearest: str | None = None, choices: tuple[Choice, ...] = ()) -> None:
         super().__init__(message)
         self.nearest = nearest
+        self.choices = choices
 
 
 def _nearest(key: str) -> str | None:
@@ -87,14 +127,19 @@ def parse_timezone(text: str) -> tzinfo:
         raise TimezoneError("name a time zone")
     if s in _CITIES_ZH:
         return ZoneInfo(_CITIES_ZH[s])
-    m = _OFFSET.match(s.replace(" ", ""))
+    m = _OFFSET.match(_zone_zh(s) or s.replace(" ", ""))
     if m:
         hours, minutes = int(m.group(2)), int(m.group(3) or 0)
-        if hours > 14 or minutes >= 60 or (hours == 14 and minutes):
+        limit = 14 if m.group(1) == "+" else 12  # no place on Earth is further from UTC
+        if hours > limit or minutes >= 60 or (hours == limit and minutes):
             raise TimezoneError(f"{s!r} is not a UTC offset (from -12:00 to +14:00)")
         delta = timedelta(hours=hours, minutes=minutes) * (1 if m.group(1) == "+" else -1)
         return timezone(delta) if delta else ZoneInfo("UTC")
     key = s.lower().replace("_", " ")
+    if key in _AMBIGUOUS:
+        choices = _AMBIGUOUS[key]
+        raise TimezoneError(f"{s!r} names more than one time zone: " + " or ".join(c[0] for c in choices),
+                            choices=choices)
     name = _ALIASES.get(key) or _index().get(s.lower()) or _index().get(key)
     if name is None and s in _names():
         name = s  # exact names the index leaves out ("EST5EDT")

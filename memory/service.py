@@ -187,16 +187,20 @@ class SqliteMemory(MemoryBackend):
         engine = self.engine
         profile = await engine.profile(user, include_global=False)
         recent = await engine.list_memories(user, tier=2, limit=limit)
+        await self._buffer_rows.drain()  # the message just before /memory counts as waiting
         counts = await engine.db.fetchone(
-            """SELECT (SELECT COUNT(*) FROM memories WHERE owner = ? AND status = 'active'),
-                      (SELECT COUNT(*) FROM daily_events WHERE owner = ?)""",
-            [user, user],
+            f"""SELECT (SELECT COUNT(*) FROM memories WHERE owner = ? AND status = 'active'),
+                      (SELECT COUNT(*) FROM daily_events WHERE owner = ?),
+                      (SELECT COUNT(*) FROM extraction_buffer WHERE owner = ? AND role = 'user'
+                       AND set_aside_at IS NULL AND {NOT_GONE})""",
+            [user, user, user],
         )
         return MemoryOverview(
             profile=[m.to_hit(tz=tz) for m in profile],
             recent=[m.to_hit(tz=tz) for m in recent],
             facts=counts[0] if counts else 0,
             events=counts[1] if counts else 0,
+            waiting=counts[2] if counts else 0,
         )
 
     async def owner_data(self, user: str) -> OwnerData:

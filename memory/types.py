@@ -217,6 +217,7 @@ class MemoryOverview:
     recent: list[Hit]  # newest first: Tier 2 facts, or the file store's latest logged lines
     facts: int  # active facts in all (profile included)
     events: int  # daily events (Tier 3), or logged lines
+    waiting: int = 0  # the user's own lines still to be learnt (set-aside ones not counted)
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,11 @@ config snippet to put in ``$MYCLAW_HOME/config.json``; then start
     f: 我之前说过什么？   a Feishu message (over the long connection;
                          by webhook with --feishu-webhook URL)
 
+and so on for a second user, a group with both, a file, an edit and a
+Feishu recall (:data:`HELP`, printed at the start, lists the lines;
+:class:`Demo` runs them). The printed config has the memory learn half
+a minute after the user stops talking, not three minutes.
+
 The bot's replies are printed as they arrive. The OpenAI fake answers with
 a readable echo of the last user line, and with valid JSON (facts taken
 from the user's lines) when asked for ``response_format`` -- the memory
@@ -45,12 +50,16 @@ from tests.fakes.feishu_server import FakeFeishu  # noqa: E402
 from tests.fakes.openai_server import FakeOpenAI, Reply, split_user_content  # noqa: E402
 from tests.fakes.telegram_server import DEFAULT_TOKEN, FakeTelegram, SentDocument, SentMessage  # noqa: E402
 
-__all__ = ["echo_reply", "forget_reply", "json_reply", "responder"]
+__all__ = ["Demo", "echo_reply", "forget_reply", "json_reply", "responder"]
 
 API_KEY = "sk-fake-0123456789"
 DEMO_TELEGRAM_USER = 1001
 DEMO_FEISHU_USER = "ou_demo0000000000000000000000001"
 DEMO_FEISHU_CHAT = "oc_demo0001"
+DEMO_TELEGRAM_USER_2 = 1002  # Bob, the group's other member
+DEMO_TELEGRAM_GROUP = -1001000000001
+DEMO_FEISHU_USER_2 = "ou_demo0000000000000000000000002"
+DEMO_FEISHU_GROUP = "oc_demogroup01"
 
 _USER_LINE = re.compile(r"^L(\d+) \[[^\]]*\] user: (.*)$", re.M)
 _NUMBERED = re.compile(r"^(\d+)\. (?:\[[^\]]*\] )?(.*)$", re.M)
@@ -138,6 +147,8 @@ def config_snippet(tg: FakeTelegram | None, fs: FakeFeishu | None, llm: FakeOpen
     if llm is not None:
         doc["provider"] = {"baseUrl": llm.url, "apiKey": API_KEY}
         doc["agent"] = {"model": "fake-model"}
+        # Learnt half a minute after the demo user stops (3 min by default): /memory shows it while they watch.
+        doc["memory"] = {"extraction": {"quietGap": "30s"}}
     channels: dict[str, Any] = {}
     if tg is not None:
         channels["telegram"] = {"enabled": True, "token": tg.token, "baseUrl": tg.base_url}
@@ -179,33 +190,115 @@ async def _watch_telegram_drafts(tg: FakeTelegram) -> None:
         shown = len(tg.drafts)
 
 
-async def _read_lines(tg: FakeTelegram | None, fs: FakeFeishu | None, webhook: str | None) -> None:
+_MIMES = {"txt": "text/plain", "md": "text/markdown", "csv": "text/csv", "pdf": "application/pdf",
+          "docx": "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
+          "xlsx": "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"}
+HELP = """type a line for a fake user (the bot answers below):
+  t: <text>                   Demo, in a private Telegram chat      t2: <text>  Bob, in his
+  tg: <text>, tg2: <text>     Demo or Bob in a Telegram group (write @myclaw_bot to address the bot)
+  tfile: <path> [caption]     Demo sends a file on Telegram         tedit: <text>  Demo edits their last message
+  f: <text>                   Demo in a private Feishu chat         fg: / fg2:  a Feishu group (@bot addresses it)
+  ffile: <path>               Demo sends a file on Feishu           frecall:  Demo recalls their last Feishu message"""
+
+
+class Demo:
+    """What a line typed in the fakes' terminal does: two fake users (Demo
+    and Bob), each in a private chat and in one group, on either platform;
+    a file, an edit and a recall. Returns a note to print (None: nothing
+    to say, the bot's answer shows when it comes)."""
+
+    def __init__(self, tg: FakeTelegram | None, fs: FakeFeishu | None, webhook: str | None) -> None:
+        self.tg, self.fs, self.webhook = tg, fs, webhook
+        self._last_telegram: int | None = None  # Demo's last Telegram message in their private chat (tedit)
+        self._last_feishu: str | None = None  # and on Feishu (frecall)
+
+    async def handle(self, line: str) -> str | None:
+        kind, _, text = line.strip().partition(":")
+        kind, text = kind.strip(), text.strip()
+        if kind in ("t", "t2", "tg", "tg2", "tfile", "tedit"):
+            return self._telegram(kind, text) if self.tg is not None else "the Telegram fake is not running"
+        if kind in ("f", "fg", "fg2", "ffile", "frecall"):
+            return await self._feishu(kind, text) if self.fs is not None else "the Feishu fake is not running"
+        return HELP if line.strip() else None
+
+    def _telegram(self, kind: str, text: str) -> str | None:
+        tg = self.tg
+        assert tg is not None
+        user, name, first = ((DEMO_TELEGRAM_USER_2, "bob", "Bob") if kind.endswith("2")
+                             else (DEMO_TELEGRAM_USER, "demo_user", "Demo"))
+        if kind == "tedit":
+            if self._last_telegram is None or not text:
+                return "tedit: <text> edits Demo's last Telegram message: send one first (t: ...)"
+            tg.push_edit(DEMO_TELEGRAM_USER, self._last_telegram, text)
+            return None
+        if kind == "tfile":
+            path, _, caption = text.partition(" ")
+            file = Path(path).expanduser()
+            if not path or not file.is_file():
+                return f"tfile: no file at {path!r} (tfile: <path> [caption])"
+            sent = tg.push_document(DEMO_TELEGRAM_USER, DEMO_TELEGRAM_USER, file.read_bytes(), file_name=file.name,
+                                    mime_type=_MIMES.get(file.suffix.lstrip(".").lower(), "application/octet-stream"),
+                                    caption=caption.strip() or None)
+        elif not text:
+            return HELP
+        elif kind.startswith("tg"):
+            tg.push_text(DEMO_TELEGRAM_GROUP, user, text, username=name, first_name=first, chat_type="supergroup")
+            return None
+        else:
+            sent = tg.push_text(user, user, text, username=name, first_name=first)
+        if user == DEMO_TELEGRAM_USER:
+            self._last_telegram = int(sent["message_id"])
+        return None
+
+    async def _feishu(self, kind: str, text: str) -> str | None:
+        fs = self.fs
+        assert fs is not None
+        if kind == "frecall":
+            if self._last_feishu is None:
+                return "frecall: Demo has sent no Feishu message yet (f: ...)"
+            return await self._push(fs.recall_event(self._last_feishu))
+        if kind == "ffile":
+            file = Path(text).expanduser()
+            if not text or not file.is_file():
+                return f"ffile: no file at {text!r} (ffile: <path>)"
+            event = fs.message_event(message_type="file", content={"file_key": fs.add_file(file.read_bytes()),
+                                                                     "file_name": file.name},
+                                     chat_id=DEMO_FEISHU_CHAT, open_id=DEMO_FEISHU_USER)
+        elif not text:
+            return HELP
+        elif kind.startswith("fg"):
+            user = DEMO_FEISHU_USER_2 if kind == "fg2" else DEMO_FEISHU_USER
+            mentions = [fs.mention()] if "@bot" in text else None  # Feishu writes a mention as its key
+            event = fs.message_event(text.replace("@bot", "@_user_1"), chat_id=DEMO_FEISHU_GROUP, chat_type="group",
+                                     open_id=user, mentions=mentions)
+            return await self._push(event)
+        else:
+            event = fs.message_event(text, chat_id=DEMO_FEISHU_CHAT, open_id=DEMO_FEISHU_USER)
+        self._last_feishu = event["event"]["message"]["message_id"]
+        return await self._push(event)
+
+    async def _push(self, event: dict[str, Any]) -> str | None:
+        fs = self.fs
+        assert fs is not None
+        try:
+            if self.webhook:
+                r = await fs.push_event(self.webhook, event)
+                return None if r.status_code == 200 else f"webhook answered {r.status_code}: {r.text}"
+            await fs.push_ws_event(event)
+        except Exception as exc:  # a demo: say what went wrong and go on
+            return f"could not deliver the Feishu event: {exc!r} (is the gateway running?)"
+        return None
+
+
+async def _read_lines(demo: Demo) -> None:
     loop = asyncio.get_running_loop()
     while True:
         line = await loop.run_in_executor(None, sys.stdin.readline)
         if not line:
             return
-        kind, _, text = line.strip().partition(":")
-        text = text.strip()
-        if not text or kind not in ("t", "f"):
-            if line.strip():
-                print("type 't: <text>' (Telegram) or 'f: <text>' (Feishu)", flush=True)
-            continue
-        if kind == "t" and tg is not None:
-            tg.push_text(DEMO_TELEGRAM_USER, DEMO_TELEGRAM_USER, text, username="demo_user", first_name="Demo")
-        elif kind == "f" and fs is not None:
-            event = fs.message_event(text, chat_id=DEMO_FEISHU_CHAT, open_id=DEMO_FEISHU_USER)
-            try:
-                if webhook:
-                    r = await fs.push_event(webhook, event)
-                    if r.status_code != 200:
-                        print(f"webhook answered {r.status_code}: {r.text}", flush=True)
-                else:
-                    await fs.push_ws_event(event)
-            except Exception as exc:  # a demo: say what went wrong and go on
-                print(f"could not deliver the Feishu event: {exc!r} (is the gateway running?)", flush=True)
-        else:
-            print("that fake is not running", flush=True)
+        note = await demo.handle(line)
+        if note:
+            print(note, flush=True)
 
 
 async def serve(args: argparse.Namespace) -> None:
@@ -234,8 +327,8 @@ async def serve(args: argparse.Namespace) -> None:
                 print(f"fake {name}: {url}")
         print("\nconfig.json for myclaw (or merge into yours):")
         print(config_snippet(tg, fs, llm, webhook=args.feishu_webhook))
-        print("\nthen run `myclaw gateway` and type 't: hello' or 'f: 你好' here; Ctrl-C stops.", flush=True)
-        tasks = [asyncio.create_task(_read_lines(tg, fs, args.feishu_webhook))]
+        print(f"\nthen run `myclaw gateway`; Ctrl-C stops.\n{HELP}", flush=True)
+        tasks = [asyncio.create_task(_read_lines(Demo(tg, fs, args.feishu_webhook)))]
         if fs is not None:
             tasks.append(asyncio.create_task(_watch_feishu(fs)))
         if tg is not None:

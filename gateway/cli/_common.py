@@ -8,6 +8,7 @@ command holds: see :class:`DataBusyFailure`), never tracebacks.
 from __future__ import annotations
 
 import asyncio
+import difflib
 import functools
 import json
 import os
@@ -208,6 +209,14 @@ def run(coro: Coroutine[Any, Any, T]) -> T:
 
 
 # -- output -------------------------------------------------------------------
+
+
+def near_handles(owner: str, owners: Sequence[str]) -> list[str]:
+    """The stored handles ``owner`` (nothing is stored about it) was most
+    likely meant as: a typo's nearest, or every handle of an id given
+    without its channel ("1001" for telegram:1001, too short for difflib)."""
+    same_id = sorted(o for o in owners if ":" not in owner and o.partition(":")[2] == owner)
+    return same_id or difflib.get_close_matches(owner, list(owners), n=1)
 
 
 def memory_dict(m: Memory) -> dict[str, Any]:

@@ -165,7 +165,7 @@ def _level(flag: str | None, default: str) -> str:
 def _load(require: bool, *, channels: bool) -> tuple[Config, Paths]:
     """The config, or exit 2 saying what is wrong; ``channels``: the
     enabled channels will run (their credentials count)."""
-    from gateway.credentials import placeholders_in_use
+    from gateway.credentials import missing_in_use, placeholders_in_use
 
     from ._common import warn_unknown_env
 
@@ -179,6 +179,10 @@ def _load(require: bool, *, channels: bool) -> tuple[Config, Paths]:
         # Every reply would fail with the provider's 401, or the channel not connect.
         click.echo("myclaw: still the placeholders from config.example.json: put the real values in their place\n  "
                    + "\n  ".join(left), err=True)
+        sys.exit(2)
+    if channels and (missing := missing_in_use(cfg)):
+        # Said now, plainly: not after opening every data file, as if the platform had refused the channel.
+        click.echo("myclaw: not set, and the channel cannot run without it:\n  " + "\n  ".join(missing), err=True)
         sys.exit(2)
     return cfg, Paths.from_env()
 

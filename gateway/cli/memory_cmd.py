@@ -8,7 +8,6 @@ person is never shared by a forgotten option.
 
 from __future__ import annotations
 
-import difflib
 import sqlite3
 import sys
 from collections.abc import Callable
@@ -39,6 +38,7 @@ from ._common import (
     json_option,
     load_cli_config,
     memory_dict,
+    near_handles,
     open_engine,
     render_table,
     resolve_db,
@@ -235,7 +235,8 @@ async def _search(path: Path, owner: str | None, query: str, limit: int, as_json
     async with open_engine(path) as engine:
         retriever = Retriever(engine)
         found: dict[tuple[str, int], tuple[str, Hit]] = {}
-        for u in [owner] if owner else await engine.owners():
+        owners = await engine.owners()
+        for u in [owner] if owner else owners:
             for h in await retriever.retrieve(u, query, limit=limit):
                 found.setdefault((h.kind, h.id), ("", h))
             for h in await retriever.search_events(u, query, limit=limit):
@@ -255,7 +256,9 @@ async def _search(path: Path, owner: str | None, query: str, limit: int, as_json
         )
         return
     if not hits:
-        click.echo("no matches", err=True)
+        unknown = owner is not None and owner != GLOBAL_OWNER and owner not in owners
+        why = f": nothing is stored about {owner} ({_near_hint(owner, owners)})" if owner and unknown else ""
+        click.echo(f"no matches{why}", err=True)
         return
     click.echo(
         render_table(
@@ -519,8 +522,8 @@ def forget(user: str | None, yes: bool) -> None:
 
 def _near_hint(owner: str, owners: list[str]) -> str:
     """Where to look instead, for a handle nothing is stored about (a typo, most likely)."""
-    near = difflib.get_close_matches(owner, owners, n=1)
-    return (f"did you mean {near[0]}? " if near else "") + "`myclaw memory stats` lists every user"
+    near = near_handles(owner, owners)
+    return (f"did you mean {' or '.join(near)}? " if near else "") + "`myclaw memory stats` lists every user"
 
 
 async def _owners(path: Path) -> list[str]:

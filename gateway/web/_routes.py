@@ -41,7 +41,6 @@ process only (the page's Undo; an archive's undo is ``restore``).
 
 from __future__ import annotations
 
-import difflib
 import math
 import secrets
 from datetime import UTC, datetime, tzinfo
@@ -53,7 +52,7 @@ import structlog
 from aiohttp import web
 
 from gateway.chattitles import ChatTitles
-from gateway.cli._common import memory_dict
+from gateway.cli._common import memory_dict, near_handles
 from gateway.export import MIME, Spool, write_markdown
 from gateway.http import HttpServer
 from memory.service import SqliteMemory
@@ -554,11 +553,11 @@ class MemoryWeb:
         # An empty file of a misspelt handle would read as "nothing stored about them" (as the CLI refuses).
         owners = await self.admin.engine.owners()
         if user != GLOBAL_OWNER and user not in owners:
-            near = difflib.get_close_matches(user, owners, n=1)
+            near = " / ".join(near_handles(user, owners))
             raise NotFound(f"nothing is stored about {user}, so there is nothing to export"
-                           + (f" (did you mean {near[0]}?)" if near else ""),
+                           + (f" (did you mean {near}?)" if near else ""),
                            key="err_export_unknown_near" if near else "err_export_unknown",
-                           user=user, near=near[0] if near else "")
+                           user=user, near=near)
         now = datetime.now(UTC)
         spool = Spool(EXPORT_IN_MEMORY)
         try:

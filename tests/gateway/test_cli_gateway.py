@@ -256,6 +256,22 @@ async def test_a_credential_left_as_the_examples_placeholder_stops_the_start_nam
     assert out.splitlines() == ["myclaw> re: hello"]
 
 
+async def test_an_enabled_channel_without_its_credentials_exits_2_naming_them(tmp_path: Path) -> None:
+    # Feishu enabled with its appId but no appSecret: the start opened every
+    # data file, logged JSON errors and exited 1, as if Feishu had refused it.
+    doc = {"provider": {"apiKey": "sk-real-key-123"}, "channels": {
+        "telegram": {"enabled": True}, "feishu": {"enabled": True, "appId": "cli_a1b2c3"}}}
+    (tmp_path / "config.json").write_text(json.dumps(doc), encoding="utf-8")
+    code, _, err = await _myclaw(tmp_path, "gateway")
+    assert code == 2, err
+    assert err.splitlines() == [
+        "myclaw: not set, and the channel cannot run without it:",
+        "  channels.telegram.token (or MYCLAW_TELEGRAM_TOKEN)",
+        "  channels.feishu.appSecret (or MYCLAW_FEISHU_APP_SECRET)",
+    ]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["config.json"]  # nothing made before saying so
+
+
 async def test_every_file_a_run_makes_in_the_data_folder_is_owner_only(tmp_path: Path, fake_llm: FakeOpenAI) -> None:
     # The usual umask (022) would leave a file others can read; the lock files included.
     import stat

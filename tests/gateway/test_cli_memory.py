@@ -243,6 +243,10 @@ def test_search_ranks_cites_and_scopes(home: Path) -> None:
     assert table[0].split() == ["SCORE", "USER", "CITATION", "CONTENT"] and "swordfish" in table[1]
     r = cli("search", "nothing like this")
     assert r.exit_code == 0 and r.stdout == "" and "no matches" in r.output
+    # A misspelt --user found nothing because nothing is theirs, not because nothing matched.
+    r = cli("search", "咖啡", "--user", "alise")
+    assert r.exit_code == 0 and r.stdout == ""
+    assert r.output == "no matches: nothing is stored about alise (did you mean alice? `myclaw memory stats` lists every user)\n"
 
 
 def test_stats(home: Path) -> None:
@@ -793,5 +797,10 @@ def test_export_of_an_unknown_user_fails_and_names_the_near_handle(home: Path, t
         assert out.read_text() == "an older export"  # not replaced by an empty one
     r = cli("export", "--user", "nobody")
     assert r.exit_code == 1 and "nothing is stored about nobody" in r.output and "did you mean" not in r.output
+    # The id alone, as the chat shows it, without the channel: the handles that end with it.
+    ok("add", "Bob's locker code is 1234", "--user", "feishu:1001")
+    r = cli("export", "--user", "1001")
+    assert r.exit_code == 1
+    assert "nothing is stored about 1001, so there is nothing to export (did you mean feishu:1001 or telegram:1001?" in r.output
     assert json.loads(ok("export", "--user", "telegram:1001").stdout)["memories"][0]["owner"] == "telegram:1001"
     assert json.loads(ok("export", "--user", "_global").stdout)["memories"] == []  # everyone's: never unknown

@@ -41,6 +41,27 @@ async def _seed(rig: object) -> dict[str, int]:
     return ids
 
 
+async def test_memory_says_what_still_waits_to_be_learnt(tmp_path: Path, clock: ManualClock, fake_llm: FakeOpenAI) -> None:
+    # A new user tells the bot two things and asks /memory before the quiet
+    # gap has passed: "I don't remember anything" alone reads as if they were lost.
+    async with make_rig(tmp_path, clock, fake_llm) as rig:
+        for words in ("my name is Alice", "I live in Berlin"):
+            fake_llm.queue_reply("Noted.")
+            await rig.ask(words, chat="100")
+        fake_llm.queue_reply("好的。")
+        await rig.ask("我住在上海", chat="300", sender="300")
+        await rig.settle()
+        text = (await rig.ask("/memory", chat="100")).text
+        assert text == ("I don't remember anything about you yet: 2 of your messages are waiting to be learnt, "
+                        "after a pause in our conversation.")
+        zh = (await rig.ask("/memory", chat="300", sender="300")).text
+        assert zh == "我还没有记住关于你的任何事：你的 1 条消息正在等待学习，对话停下一会儿后就会学到。"
+        await rig.engine.add(NewMemory(owner=ALICE, content="Alice likes oat milk", provenance=WHERE))
+        listed = (await rig.ask("/memory", chat="100")).text
+        assert "\n2 of your newest messages are still waiting to be learnt.\n" in listed
+        assert "I don't remember anything about you yet." in (await rig.ask("/memory", chat="200", sender="200")).text
+
+
 async def test_memory_lists_the_users_own_memories_without_the_model(
     tmp_path: Path, clock: ManualClock, fake_llm: FakeOpenAI
 ) -> None:

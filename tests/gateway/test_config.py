@@ -191,6 +191,25 @@ def test_a_misspelt_field_is_named_with_the_one_it_resembles(tmp_path: Path, doc
     assert line in str(err.value) + "\n"
 
 
+@pytest.mark.parametrize(
+    ("zone", "line"),
+    [
+        # What /timezone takes from a user, the operator may type too: name the IANA zone.
+        ("Beijing", "gateway.timezone: unknown timezone 'Beijing' (did you mean Asia/Shanghai?)"),
+        ("上海", "gateway.timezone: unknown timezone '上海' (did you mean Asia/Shanghai?)"),
+        ("Asia/Shangai", "gateway.timezone: unknown timezone 'Asia/Shangai' (did you mean Asia/Shanghai?)"),
+        ("UTC+8", "gateway.timezone: unknown timezone 'UTC+8' (an offset is not a zone name: write the place's, "
+                  "such as Asia/Shanghai or Europe/Berlin)"),
+        ("Mars/Olympus", "gateway.timezone: unknown timezone 'Mars/Olympus' (an IANA name such as Asia/Shanghai)"),
+        ("CST", "gateway.timezone: unknown timezone 'CST' (did you mean Asia/Shanghai or America/Chicago?)"),
+    ],
+)
+def test_an_unknown_gateway_timezone_says_which_name_to_write(tmp_path: Path, zone: str, line: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        load_config(write(tmp_path, {"gateway": {"timezone": zone}}), env={})
+    assert line in str(err.value)
+
+
 def test_secret_values_are_not_echoed_in_errors(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as err:
         load_config(write(tmp_path, {"channels": {"telegram": {"token": 12345678901}}}), env={})

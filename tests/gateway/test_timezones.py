@@ -50,8 +50,37 @@ def test_what_people_type_names_a_zone(text: str, name: str) -> None:
     assert zone_name(parse_timezone(text)) == name
 
 
-@pytest.mark.parametrize("text", ["", "Mars/Olympus", "UTC+15", "+08:75", "../../etc/passwd", "Asia/", "x" * 500])
+@pytest.mark.parametrize("text", ["", "Mars/Olympus", "UTC+15", "UTC-13", "+08:75", "../../etc/passwd", "Asia/", "x" * 500])
 def test_anything_else_is_a_clear_error(text: str) -> None:
+    with pytest.raises(TimezoneError):
+        parse_timezone(text)
+
+
+@pytest.mark.parametrize(
+    ("text", "name"),
+    [
+        # How Chinese speakers name an offset: "the East Eighth zone", "Beijing time".
+        ("东八区", "UTC+08:00"),
+        ("东8区", "UTC+08:00"),
+        ("西五区", "UTC-05:00"),
+        ("东十二区", "UTC+12:00"),
+        ("零时区", "UTC"),
+        ("北京时间", "Asia/Shanghai"),
+        # Abbreviations people type for zones with summer time: the zone, so
+        # summer is right too (tzdata's "EST" is a fixed UTC-5 all year).
+        ("PST", "America/Los_Angeles"),
+        ("est", "America/New_York"),
+        ("EDT", "America/New_York"),
+        ("JST", "Asia/Tokyo"),
+    ],
+)
+def test_chinese_zone_names_and_common_abbreviations_name_a_zone(text: str, name: str) -> None:
+    assert zone_name(parse_timezone(text)) == name
+
+
+@pytest.mark.parametrize("text", ["东十五区", "西十三区", "东零区x", "CST"])
+def test_an_offset_out_of_range_or_an_ambiguous_abbreviation_is_refused(text: str) -> None:
+    # CST is China's and the US Central's: guessing would put one of them 14 hours off.
     with pytest.raises(TimezoneError):
         parse_timezone(text)
 
@@ -134,6 +163,12 @@ async def test_an_unknown_zone_is_answered_plainly_in_the_chats_language(
         zh_near = await commands.run("timezone", "Europe/Berlinn", user=ALICE, private=True, chat_zh=True)
         assert zh_near.endswith("你是不是想说 /timezone Europe/Berlin？")
         assert "unknown time zone" not in mars + near + zh + zh_near
+        # An abbreviation of two zones hours apart: name both, so the user picks.
+        cst = (await rig.ask("/timezone CST", chat="100")).text
+        assert cst == ("\"CST\" names more than one time zone: send /timezone Asia/Shanghai (China) "
+                       "or /timezone America/Chicago (US Central).")
+        zh_cst = await commands.run("timezone", "cst", user=ALICE, private=True, chat_zh=True)
+        assert zh_cst == "“cst”可以指不止一个时区：请发送 /timezone Asia/Shanghai（中国）或 /timezone America/Chicago（美国中部）。"
         assert await zones.get(ALICE) is None  # nothing was set
 
 

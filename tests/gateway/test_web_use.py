@@ -118,6 +118,8 @@ async def test_an_export_of_a_user_nothing_is_stored_about_is_refused_naming_the
                 "(did you mean telegram:1001?)") in r.text
         r = await c.get("/memory/export", params={"user": "nobody"})
         assert r.status_code == 404 and "nothing is stored about nobody" in r.text and "did you mean" not in r.text
+        r = await c.get("/memory/export", params={"user": "1001"})  # the id alone, without its channel
+        assert r.status_code == 404 and "(did you mean telegram:1001?)" in r.text
         r = await c.get("/memory/export", params={"user": "telgram:1001"}, headers={"Accept-Language": "zh-CN"})
         assert "没有保存任何关于 telgram:1001 的内容，没有可导出的（要找的是不是 telegram:1001？）" in r.text
         r = await c.get("/memory/export", params={"user": "telegram:1001"})

@@ -8,7 +8,8 @@ import asyncio
 import functools
 import json
 import socket
-from collections.abc import Callable
+from datetime import timedelta
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from gateway.app import App
@@ -45,6 +46,8 @@ async def test_the_printed_config_with_a_feishu_webhook_runs_the_gateway_where_t
         assert doc["channels"]["feishu"]["webhookPath"] == "/hooks/feishu"
         (tmp_path / "config.json").write_text(snippet, encoding="utf-8")
         cfg = load_config(tmp_path / "config.json", env={"MYCLAW_HOME": str(tmp_path)}, require=True)
+        # A demo learns half a minute after the user stops, not three: /memory then shows it while they watch.
+        assert cfg.memory.extraction.quiet_gap == timedelta(seconds=30)
         app = App(cfg, Paths(tmp_path))
         try:
             await app.open()
@@ -143,3 +146,70 @@ async def test_the_demo_model_extracts_a_fact_from_each_user_line_and_still_merg
             assert [(f.fact.content, f.sources) for f in merged.facts] == [("I drink oat milk", (1,)), ("I live in Berlin", (2,))]
         finally:
             await client.aclose()
+
+
+async def test_the_demo_terminal_tries_a_group_a_second_user_a_file_an_edit_and_a_recall(tmp_path: Path) -> None:
+    """The README's demo reaches what a newcomer wants to try beyond one
+    private chat: a group with two members, a second user, a file, an edit
+    and a Feishu recall, each by a line typed in the fakes' terminal."""
+    async with FakeTelegram(strict_chats=False) as tg, FakeFeishu() as fs, \
+            FakeOpenAI(api_key=fakes.API_KEY, responder=fakes.responder) as llm:
+        (tmp_path / "config.json").write_text(fakes.config_snippet(tg, fs, llm, webhook=None), encoding="utf-8")
+        cfg = load_config(tmp_path / "config.json", env={"MYCLAW_HOME": str(tmp_path)}, require=True)
+        app = App(cfg, Paths(tmp_path))
+        demo = fakes.Demo(tg, fs, webhook=None)
+
+        async def type_line(line: str) -> str | None:
+            return await asyncio.wait_for(demo.handle(line), 10)
+
+        try:
+            await app.open()
+            await asyncio.wait_for(app.start(), 30)
+            await fs.wait_ws_connected()
+            group, bob = fakes.DEMO_TELEGRAM_GROUP, fakes.DEMO_TELEGRAM_USER_2
+
+            assert await type_line("tg: the release is on Friday") is None  # a member talks; nobody asked the bot
+            await type_line("tg2: @myclaw_bot when is the release?")
+            await tg.wait_sent(1, timeout=10)
+            assert tg.texts(group) == ["You said: when is the release?"]
+
+            await type_line("t2: hello, I am Bob")
+            await _until(lambda: tg.texts(bob) == ["You said: hello, I am Bob"])
+
+            terms = tmp_path / "terms.txt"
+            terms.write_text("The rent is 1450 EUR a month.\n", encoding="utf-8")
+            await type_line(f"tfile: {terms} what is the rent?")
+            user = fakes.DEMO_TELEGRAM_USER
+            await _until(lambda: tg.texts(user) == ["You said: [file terms.txt] what is the rent?"])
+
+            await type_line("t: my favourite colour is green")
+            await _until(lambda: len(tg.texts(user)) == 2)
+            await type_line("tedit: my favourite colour is blue")
+            assert app.sessions is not None
+            await _until_async(lambda: _said(app, f"telegram:{user}", "my favourite colour is blue"))
+
+            await type_line("f: 我最喜欢的水果是芒果")
+            await _until(lambda: len(fs.sent) == 1)
+            await type_line("frecall:")
+            await _until_async(lambda: _gone(app, f"feishu:{fakes.DEMO_FEISHU_CHAT}", "芒果"))
+
+            assert "no file" in str(await type_line("tfile: /nonexistent/nothing.txt"))
+            assert "tedit" in str(await type_line("bogus: words"))  # the help names every kind of line
+        finally:
+            await asyncio.wait_for(app.close(), 15)
+
+
+async def _until_async(check: Callable[[], Awaitable[bool]], timeout: float = 10.0) -> None:
+    async with asyncio.timeout(timeout):
+        while not await check():
+            await asyncio.sleep(0.05)
+
+
+async def _said(app: App, key: str, words: str) -> bool:
+    assert app.sessions is not None
+    return any(m.content == words for m in await app.sessions.window(key))
+
+
+async def _gone(app: App, key: str, words: str) -> bool:
+    assert app.sessions is not None
+    return not any(words in m.content for m in await app.sessions.window(key))
