@@ -108,6 +108,9 @@ async def run_gateway(
             from gateway.runtime import tune_runtime as tune
 
             tune()
+        # Replies may go out before this (once channels are up): this line
+        # says start-up is over, a stop from here on is a normal one.
+        structlog.get_logger(component="gateway").info("gateway running", channels=sorted(app.channels))
         return await app.wait(stop)
     finally:
         await app.close()
