@@ -127,6 +127,21 @@ async def _feishu_app(home: Path, clock: ManualClock, llm: FakeOpenAI, feishu: F
         await asyncio.wait_for(app.close(timeout=0.0), 30)
 
 
+async def _restarted(home: Path, clock: ManualClock, llm: FakeOpenAI, feishu: FakeFeishu, *,  # noqa: F811
+                     sent: int = 1, inbox_empty: bool = False, once_more: bool = False) -> None:
+    """Start again until ``sent`` messages went out in all and the gateway is
+    quiet; ``inbox_empty``: nothing left in the inbox; ``once_more``: a third
+    start, which must answer nothing again (the caller's counts say so)."""
+    async with _feishu_app(home, clock, llm, feishu) as again:
+        await until(lambda: len(feishu.sent) == sent, timeout=15)
+        await _quiet(again)
+        if inbox_empty:
+            assert again.inbox is not None and await again.inbox.count() == 0
+    if once_more:
+        async with _feishu_app(home, clock, llm, feishu) as third:
+            await _quiet(third)
+
+
 async def _push(app: App, feishu: FakeFeishu, event: dict[str, Any]) -> None:  # noqa: F811
     assert app.http is not None
     assert (await feishu.push_event(app.http.url + "/feishu/events", event, encrypt_key=ENCRYPT_KEY)).status_code == 200
@@ -153,12 +168,7 @@ async def test_a_feishu_picture_whose_download_a_kill_cut_is_downloaded_again_af
         feishu.sent.clear()  # what the test's stop (not a kill) sent
         release.set()
         clock.advance(60)
-        async with _feishu_app(tmp_path, clock, llm, feishu) as again:
-            await until(lambda: len(feishu.sent) == 1, timeout=15)
-            await _quiet(again)
-            assert again.inbox is not None and await again.inbox.count() == 0
-        async with _feishu_app(tmp_path, clock, llm, feishu) as third:  # answered once
-            await _quiet(third)
+        await _restarted(tmp_path, clock, llm, feishu, inbox_empty=True, once_more=True)
     mid = event["event"]["message"]["message_id"]
     assert feishu.resource_downloads[-1] == (mid, key) and len(llm.requests) == 1
     assert _images(llm.requests[0]) == ["data:image/jpeg;base64," + base64.b64encode(PHOTO).decode()]
@@ -188,9 +198,7 @@ async def test_a_feishu_picture_taken_whole_but_queued_when_killed_is_downloaded
             _as_killed_now(tmp_path)
         _undo_since(tmp_path)
         clock.advance(60)
-        async with _feishu_app(tmp_path, clock, llm, feishu) as again:
-            await until(lambda: len(feishu.sent) == 2, timeout=15)
-            await _quiet(again)
+        await _restarted(tmp_path, clock, llm, feishu, sent=2)
     assert len(feishu.resource_downloads) == 2 and _NOTE not in feishu.texts()
     assert _images(llm.requests[-1]) == ["data:image/jpeg;base64," + base64.b64encode(PHOTO).decode()]
     assert feishu.texts()[-1].startswith("re: ") and "what does it say?" in feishu.texts()[-1]
@@ -212,9 +220,7 @@ async def test_a_feishu_file_whose_download_a_kill_cut_is_read_again_after_the_r
         feishu.sent.clear()  # what the test's stop (not a kill) sent
         release.set()
         clock.advance(60)
-        async with _feishu_app(tmp_path, clock, llm, feishu) as again:
-            await until(lambda: len(feishu.sent) == 1, timeout=15)
-            await _quiet(again)
+        await _restarted(tmp_path, clock, llm, feishu)
     assert "owner Dana" in json.dumps(llm.requests[0]["messages"][-1]) and len(llm.requests) == 1
     assert "no longer with me" not in feishu.texts()[0]
     [(role, _, words)] = _history(tmp_path)[:1]
@@ -237,12 +243,7 @@ async def test_a_feishu_picture_feishu_will_not_give_again_gets_the_note_once(
         release.set()
         feishu.fail_next(234003, "File not in msg.", on="resource")
         clock.advance(60)
-        async with _feishu_app(tmp_path, clock, llm, feishu) as again:
-            await until(lambda: len(feishu.sent) == 1, timeout=15)
-            await _quiet(again)
-            assert again.inbox is not None and await again.inbox.count() == 0
-        async with _feishu_app(tmp_path, clock, llm, feishu) as third:
-            await _quiet(third)
+        await _restarted(tmp_path, clock, llm, feishu, inbox_empty=True, once_more=True)
     assert feishu.texts() == [_NOTE] and llm.requests == []
 
 
@@ -287,12 +288,7 @@ async def test_a_feishu_picture_whose_download_a_graceful_stop_cut_is_left_for_t
         assert _inbox_rows(tmp_path) == [mid]
         release.set()
         clock.advance(60)
-        async with _feishu_app(tmp_path, clock, llm, feishu) as again:
-            await until(lambda: len(feishu.sent) == 1, timeout=15)
-            await _quiet(again)
-            assert again.inbox is not None and await again.inbox.count() == 0
-        async with _feishu_app(tmp_path, clock, llm, feishu) as third:  # answered once
-            await _quiet(third)
+        await _restarted(tmp_path, clock, llm, feishu, inbox_empty=True, once_more=True)
     assert feishu.resource_downloads[-1] == (mid, key) and len(llm.requests) == 1
     assert _images(llm.requests[0]) == ["data:image/jpeg;base64," + base64.b64encode(PHOTO).decode()]
     assert len(feishu.texts()) == 1 and "what does it say?" in feishu.texts()[0] and _NOTE not in feishu.texts()
@@ -372,10 +368,7 @@ async def test_a_feishu_reply_whose_quote_a_kill_cut_is_read_again_after_the_res
         llm.requests.clear()
         release.set()
         clock.advance(60)
-        async with _feishu_app(tmp_path, clock, llm, feishu) as again:
-            await until(lambda: len(feishu.sent) == 1, timeout=15)
-            await _quiet(again)
-            assert again.inbox is not None and await again.inbox.count() == 0
+        await _restarted(tmp_path, clock, llm, feishu, inbox_empty=True)
     assert feishu.texts() != [_UNREAD] and len(llm.requests) == 1
     assert "Thursday 14:00" in json.dumps(llm.requests[0]["messages"][-1])
     assert "what does that mean for us?" in feishu.texts()[0]
@@ -400,10 +393,7 @@ async def test_a_feishu_reply_whose_quote_cannot_be_read_again_gets_the_note(
         await until(lambda: feishu.message_reads == 1, timeout=15)  # the held read ends first
         feishu.fail_next(230001, "invalid message_id", on="read")
         clock.advance(60)
-        async with _feishu_app(tmp_path, clock, llm, feishu) as again:
-            await until(lambda: len(feishu.sent) == 1, timeout=15)
-            await _quiet(again)
-            assert again.inbox is not None and await again.inbox.count() == 0
+        await _restarted(tmp_path, clock, llm, feishu, inbox_empty=True)
     assert feishu.texts() == [_UNREAD] and llm.requests == []
 
 
@@ -424,10 +414,7 @@ async def test_a_feishu_chat_record_whose_read_a_kill_cut_is_read_again_after_th
         llm.requests.clear()
         release.set()
         clock.advance(60)
-        async with _feishu_app(tmp_path, clock, llm, feishu) as again:
-            await until(lambda: len(feishu.sent) == 1, timeout=15)
-            await _quiet(again)
-            assert again.inbox is not None and await again.inbox.count() == 0
+        await _restarted(tmp_path, clock, llm, feishu, inbox_empty=True)
     assert feishu.texts() != [_UNREAD] and len(llm.requests) == 1
     asked = json.dumps(llm.requests[0]["messages"][-1])
     assert "Thursday 14:00" in asked and "by Wednesday" in asked
@@ -462,9 +449,7 @@ async def test_a_feishu_reply_whose_quote_a_graceful_stop_cut_is_left_for_the_ne
         assert _inbox_rows(tmp_path) == [event["event"]["message"]["message_id"]]
         release.set()
         clock.advance(60)
-        async with _feishu_app(tmp_path, clock, llm, feishu) as again:
-            await until(lambda: len(feishu.sent) == 1, timeout=15)
-            await _quiet(again)
+        await _restarted(tmp_path, clock, llm, feishu)
     assert len(llm.requests) == 1 and "Thursday 14:00" in json.dumps(llm.requests[0]["messages"][-1])
     assert "what does that mean for us?" in feishu.texts()[0]
 
@@ -489,7 +474,5 @@ async def test_a_feishu_chat_record_whose_read_a_graceful_stop_cut_is_left_for_t
         assert feishu.sent == [] and llm.requests == [] and _inbox_rows(tmp_path) == [mid]  # no "could not read" note
         release.set()
         clock.advance(60)
-        async with _feishu_app(tmp_path, clock, llm, feishu) as again:
-            await until(lambda: len(feishu.sent) == 1, timeout=15)
-            await _quiet(again)
+        await _restarted(tmp_path, clock, llm, feishu)
     assert len(llm.requests) == 1 and "Thursday 14:00" in json.dumps(llm.requests[0]["messages"][-1])
