@@ -101,6 +101,12 @@ async def _send(app: App, text: str, sender: str, chat: str, *, group: bool, clo
     return echo.sent[-1].text
 
 
+def _hybrid() -> dict[str, Any]:
+    """``remembering.running``'s options for vector recall on: the fake's concept embeddings, every hit kept."""
+    return {"fake_options": {"embedding_concepts": CONCEPTS, "embedding_dim": 1024},
+            "memory": {"embedding": {"enabled": True, "model": "fake-embed", "minSimilarity": 0.0}}}
+
+
 def _sent(fake: FakeOpenAI, since: int) -> str:
     """Everything the model was sent from request ``since`` on."""
     return json.dumps([r["messages"] for r in fake.requests[since:]], ensure_ascii=False)
@@ -109,10 +115,7 @@ def _sent(fake: FakeOpenAI, since: int) -> str:
 async def test_bob_gets_none_of_alices_facts_by_words_meaning_neighbours_or_the_tool(tmp_path: Path) -> None:
     clock = ManualClock("2026-03-02T10:00:00Z")
     model = Searching()
-    async with remembering.running(
-        tmp_path, model, clock, fake_options={"embedding_concepts": CONCEPTS, "embedding_dim": 1024},
-        memory={"embedding": {"enabled": True, "model": "fake-embed", "minSimilarity": 0.0}},
-    ) as (app, fake):
+    async with remembering.running(tmp_path, model, clock, **_hybrid()) as (app, fake):
         await _seed(app)
         for chat, group in ((GROUP, True), ("c-bob", False)):
             n = len(fake.requests)
@@ -133,10 +136,7 @@ async def test_alice_in_a_group_gets_what_she_said_there_not_its_private_neighbo
 ) -> None:
     clock = ManualClock("2026-03-02T10:00:00Z")
     model = Searching()
-    async with remembering.running(
-        tmp_path, model, clock, fake_options={"embedding_concepts": CONCEPTS, "embedding_dim": 1024},
-        memory={"embedding": {"enabled": True, "model": "fake-embed", "minSimilarity": 0.0}},
-    ) as (app, fake):
+    async with remembering.running(tmp_path, model, clock, **_hybrid()) as (app, fake):
         await _seed(app)
         n = len(fake.requests)
         await _send(app, "which vehicle do I use? remind me", ALICE, GROUP, group=True, clock=clock)
@@ -190,10 +190,7 @@ async def test_a_members_job_in_a_group_reads_what_they_said_there_only(tmp_path
     (the scheduler's call): her private facts and another group's stay out."""
     clock = ManualClock("2026-03-02T10:00:00Z")
     model = Searching()
-    async with remembering.running(
-        tmp_path, model, clock, fake_options={"embedding_concepts": CONCEPTS, "embedding_dim": 1024},
-        memory={"embedding": {"enabled": True, "model": "fake-embed", "minSimilarity": 0.0}},
-    ) as (app, fake):
+    async with remembering.running(tmp_path, model, clock, **_hybrid()) as (app, fake):
         await _seed(app)
         assert app.loop is not None
         n = len(fake.requests)
