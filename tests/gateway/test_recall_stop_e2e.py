@@ -18,11 +18,12 @@ from gateway.app import App
 from memory import ManualClock
 from tests.fakes.feishu_server import FakeFeishu
 from tests.fakes.openai_server import FakeOpenAI
+from tests.fakes.telegram_server import FakeTelegram
 
 from .test_e2e_feishu import ENCRYPT_KEY, _app, _feishu_section, feishu  # noqa: F401 (a fixture)
 from .test_e2e_feishu_outbox import until
 from .test_resume_e2e import KEY, _as_killed_now, _echo, _quiet, _undo_since
-from .test_vision_e2e import PHOTO
+from .test_vision_e2e import PHOTO, _telegram
 
 ALICE = "ou_alice0000000000000000000000000"
 SECRET = "my vault password is tulip-4471"
@@ -200,3 +201,91 @@ async def test_a_message_recalled_while_it_waited_in_the_inbox_at_a_crash_is_nev
     assert "tulip-4471" not in llm.prompts_text()
     assert not any("tulip-4471" in t for t in feishu.texts())
     assert _everywhere(tmp_path, "tulip-4471") == NOWHERE
+
+
+# -- Telegram: an edit at the same boundary ----------------------------------------------
+
+
+async def test_a_telegram_edit_queued_behind_a_turn_when_a_stop_comes_is_applied_at_the_next_start(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    """Telegram's offset passed the edit (it was on the bus), so it is
+    never sent again: the next start changes the stored words and the line
+    memory is still to learn, as the live edit would have."""
+    async with FakeOpenAI(api_key=KEY, responder=_echo) as llm, FakeTelegram() as tg:
+        app = _app(tmp_path, clock, llm, {"telegram": _telegram(tg)})
+        try:
+            await app.open()
+            await asyncio.wait_for(app.start(), 15)
+            sent = tg.push_text(42, 42, "my vault password is tulip-4471")
+            await tg.wait_sent(1, timeout=15)
+            assert app.loop is not None and await app.loop.drain(10)
+            llm.queue_hold("never sent")
+            tg.push_text(42, 42, "and one more thing")
+            await until(lambda: len(llm.requests) == 2, timeout=15)
+            tg.push_edit(42, sent["message_id"], "my vault password is in the safe")
+            await until(lambda: app.loop is not None and app.loop.stats.received == 3, timeout=15)
+        finally:
+            await asyncio.wait_for(app.close(timeout=1.0), 30)
+        first = len(llm.requests)
+        clock.advance(60)
+        app = _app(tmp_path, clock, llm, {"telegram": _telegram(tg)})
+        try:
+            await app.open()
+            await asyncio.wait_for(app.start(), 15)
+            tg.push_text(42, 42, "what did I tell you?")
+            await until(lambda: any("what did I tell you?" in m.text for m in tg.sent), timeout=15)
+            await _quiet(app)
+        finally:
+            await asyncio.wait_for(app.close(), 30)
+    later = json.dumps(llm.requests[first:], ensure_ascii=False)
+    assert "in the safe" in later and "tulip-4471" not in later.replace("re: my vault password is tulip-4471", "")
+    found = _everywhere(tmp_path, "tulip-4471")
+    assert found["inbox"] == 0 and found["facts"] == 0
+    with sqlite3.connect(tmp_path / "data" / "memory.buffer.db") as db:  # the line still to learn, as edited
+        assert [c for (c,) in db.execute("SELECT content FROM extraction_buffer WHERE role = 'user' AND content "
+                                         "LIKE '%vault%'")] == ["my vault password is in the safe"]
+    with sqlite3.connect(tmp_path / "data" / "gateway.db") as db:
+        assert db.execute("SELECT content FROM session_messages WHERE role = 'user' ORDER BY id LIMIT 1").fetchone() \
+            == ("my vault password is in the safe",)
+    assert _revisions(tmp_path) == []
+
+
+async def test_a_telegram_edit_of_a_message_waiting_in_the_inbox_at_a_crash_is_answered_as_edited(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    """The message waits behind a turn (kept in the inbox, not begun) when
+    it is edited, and the gateway is killed: the next start answers the
+    edited words, never the first ones."""
+    async with FakeOpenAI(api_key=KEY, responder=_echo) as llm, FakeTelegram() as tg:
+        app = _app(tmp_path, clock, llm, {"telegram": _telegram(tg)})
+        try:
+            await app.open()
+            await asyncio.wait_for(app.start(), 15)
+            llm.queue_hold("never sent")
+            tg.push_text(42, 42, "first things first")
+            await until(lambda: len(llm.requests) == 1, timeout=15)
+            sent = tg.push_text(42, 42, "my vault password is tulip-4471")
+            await until(lambda: app.loop is not None and app.loop.stats.received == 2, timeout=15)
+            tg.push_edit(42, sent["message_id"], "my vault password is in the safe")
+            await until(lambda: app.loop is not None and app.loop.stats.received == 3, timeout=15)
+            assert app.inbox is not None
+            await app.inbox.flush()
+            _as_killed_now(tmp_path)
+        finally:
+            await asyncio.wait_for(app.close(timeout=0.0), 30)
+        _undo_since(tmp_path)
+        tg.sent.clear()  # what the test's stop (not a kill) sent
+        clock.advance(60)
+        app = _app(tmp_path, clock, llm, {"telegram": _telegram(tg)})
+        try:
+            await app.open()
+            await asyncio.wait_for(app.start(), 15)
+            await until(lambda: any("in the safe" in m.text for m in tg.sent), timeout=15)
+            await _quiet(app)
+        finally:
+            await asyncio.wait_for(app.close(), 30)
+    assert "tulip-4471" not in llm.prompts_text() and "in the safe" in llm.prompts_text()
+    assert not any("tulip-4471" in m.text for m in tg.sent)
+    assert _everywhere(tmp_path, "tulip-4471") == NOWHERE
+    assert _revisions(tmp_path) == []
