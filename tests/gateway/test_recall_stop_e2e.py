@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from gateway.app import App
-from memory import ManualClock
+from memory import ManualClock, Provenance
 from tests.fakes.feishu_server import FakeFeishu
 from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.telegram_server import FakeTelegram
@@ -74,6 +74,16 @@ async def _answered_and_buffered(app: App, feishu: FakeFeishu) -> str:  # noqa: 
     return str(secret["event"]["message"]["message_id"])
 
 
+async def _learnt_from(app: App, home: Path, mid: str) -> None:
+    """A fact drawn from message ``mid`` alone, as extraction or memory_save
+    keeps it (its provenance names the message)."""
+    assert app.backend is not None
+    await app.backend.remember(f"feishu:{ALICE}", "Alice's vault password is tulip-4471",
+                               provenance=Provenance(channel="feishu", chat_id="oc_alice", message_ids=(mid,)),
+                               source_text=SECRET, category="credential")
+    assert _everywhere(home, "tulip-4471")["facts"] == 1
+
+
 async def _asked_again(home: Path, clock: ManualClock, llm: FakeOpenAI, feishu: FakeFeishu) -> None:  # noqa: F811
     """A restart; Alice asks what she said. Every prompt of this run is
     checked by the caller (``llm.requests`` from ``first``)."""
@@ -101,6 +111,7 @@ async def test_a_recall_queued_behind_a_turn_when_a_stop_comes_is_applied_at_the
             await asyncio.wait_for(app.start(), 15)
             mid = await _answered_and_buffered(app, feishu)
             assert _everywhere(tmp_path, "tulip-4471")["buffer"] == 2  # its line and the reply echoing it
+            await _learnt_from(app, tmp_path, mid)
             llm.queue_hold("never sent")
             await _push(app, feishu, feishu.message_event("and one more thing", chat_id="oc_alice", open_id=ALICE))
             await until(lambda: len(llm.requests) == 2, timeout=15)
@@ -287,5 +298,32 @@ async def test_a_telegram_edit_of_a_message_waiting_in_the_inbox_at_a_crash_is_a
             await asyncio.wait_for(app.close(), 30)
     assert "tulip-4471" not in llm.prompts_text() and "in the safe" in llm.prompts_text()
     assert not any("tulip-4471" in m.text for m in tg.sent)
+    assert _everywhere(tmp_path, "tulip-4471") == NOWHERE
+    assert _revisions(tmp_path) == []
+
+
+async def test_a_message_recalled_while_it_is_answered_when_a_stop_comes_is_not_answered_again(
+    tmp_path: Path, clock: ManualClock, feishu: FakeFeishu  # noqa: F811
+) -> None:
+    """Alice recalls her message while the model answers it, and the stop
+    cuts that turn: the next start erases it instead of answering it again."""
+    async with FakeOpenAI(api_key=KEY, responder=_echo) as llm:
+        app = _start(tmp_path, clock, llm, feishu)
+        try:
+            await app.open()
+            await asyncio.wait_for(app.start(), 15)
+            llm.queue_hold("never sent")
+            secret = feishu.message_event(SECRET, chat_id="oc_alice", open_id=ALICE)
+            await _push(app, feishu, secret)
+            await until(lambda: len(llm.requests) == 1, timeout=15)
+            await _push(app, feishu, feishu.recall_event(secret["event"]["message"]["message_id"], chat_id="oc_alice"))
+        finally:
+            await asyncio.wait_for(app.close(timeout=1.0), 30)
+        first = len(llm.requests)
+        clock.advance(60)
+        await _asked_again(tmp_path, clock, llm, feishu)
+    assert len(llm.requests) == first + 1  # the new question only: the recalled one is not answered again
+    assert "tulip-4471" not in json.dumps(llm.requests[first:], ensure_ascii=False)
+    assert not any("tulip-4471" in t for t in feishu.texts())
     assert _everywhere(tmp_path, "tulip-4471") == NOWHERE
     assert _revisions(tmp_path) == []
