@@ -397,8 +397,9 @@ class Inbox:
         True when a row changed."""
         if edit.kind != EDIT or not edit.text.strip() or "comments" in edit.metadata:
             return False
-        row = await self.db.fetchone("SELECT id, payload FROM inbox WHERE channel = ? AND chat_id = ? AND message_id = ?",
-                                     (edit.channel, edit.chat_id, edit.message_id))
+        row = await self.db.fetchone(
+            "SELECT id, payload FROM inbox WHERE channel = ? AND chat_id = ? AND message_id = ?",
+            (edit.channel, edit.chat_id, edit.message_id))
         if row is None:
             return False
         d = json.loads(str(row["payload"]))
