@@ -39,7 +39,8 @@ while it is pending is dropped, after a restart too), and forgotten if
 its job fails, so a copy Feishu sends anyway is taken. What was taken
 is in the durable inbox first (gateway/inbox.py), with the keys and ids
 to read its pictures, recording, file, quote or chat record again, so a
-crash leaves it for the next start. A stop loses nothing taken either:
+crash leaves it for the next start; so is a recall (its own table), which
+the next start applies if no run did (gateway/leftrevisions.py). A stop loses nothing taken either:
 ``stop_receiving`` gives the lanes ``stop_grace`` seconds, then cuts the
 downloads and reads still under way short; a message the inbox holds is
 left there for the next start to read again and answer (no note, as
