@@ -138,6 +138,8 @@ class UserData:
                 if not job.internal:
                     await self.cron.remove(job.id, user=user)
                     jobs += 1
+            if jobs:  # the jobs' words stay in cron.db's WAL until a checkpoint (as above)
+                await self.cron.db.checkpoint()
         out = Census(memories=mem.memories, events=mem.events, messages=messages, jobs=jobs, files=files,
                      incognito=quiet, timezone=zone)
         log.info("user forgotten at their request", owner=user, memories=out.memories, events=out.events,
