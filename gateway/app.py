@@ -50,7 +50,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 from zoneinfo import ZoneInfo
 
 import httpx
@@ -83,6 +83,9 @@ from .sessions import SessionStore
 from .incognito import Incognito
 from .timezones import UserTimezones
 from .userdata import UserData
+
+if TYPE_CHECKING:
+    from memory.filestore import FileMemory
 
 __all__ = ["CHANNELS", "App", "ChannelSpec", "Service", "StorageError", "config_secrets"]
 
@@ -342,7 +345,8 @@ class App:
         if self.recent_files is not None:
             await self.recent_files.load()
         self._user_data = UserData(self.backend, self.sessions, outbox=self.delivery.outbox, timezones=self.timezones,
-                                   files=self.recent_files, incognito=self.incognito, titles=self.titles)
+                                   files=self.recent_files, incognito=self.incognito, titles=self.titles,
+                                   file_store=self._file_folders(cfg))
         self.llm = FailoverLLM.from_config(
             cfg.provider, cfg.agent.model, cfg.agent.fallbacks, self.clock, client=self.http_client,
             cooldowns=self.cooldowns,
@@ -469,6 +473,16 @@ class App:
             fusion=e.fusion,
             lexical_share=e.lexical_share,
         )
+
+    def _file_folders(self, cfg: Config) -> FileMemory | None:
+        """The file store, for ``/forget all`` to erase a user's folder when
+        SQLite is the backend (what it wrote while memory was off stays on
+        disk after the import); None when the file store is the backend."""
+        from memory.filestore import FileMemory
+
+        if isinstance(self.backend, FileMemory):
+            return None
+        return FileMemory(self.paths.workspace(cfg), self.clock, tz=self.tz)
 
     async def _forget_history(self, owner: str, texts: Sequence[str]) -> int:
         """Tier 0 lines that said an erased fact go (``memory_forget``, the

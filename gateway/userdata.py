@@ -6,7 +6,9 @@ Memory (every tier, the extraction buffer, the change log: the backend's
 :meth:`~memory.backend.MemoryBackend.forget_all`), the conversation history
 of every chat (their messages and the replies to them, group chats too) and
 the jobs they scheduled, the replies to them still waiting in the
-outbox, and the files they sent lately (kept a day for ``file_read``). ``myclaw memory forget --user`` does the same with
+outbox, the files they sent lately (kept a day for ``file_read``), and
+their file store folder (``MEMORY.md`` and daily logs written while memory
+was off; imported since, but the files stay until erased). ``myclaw memory forget --user`` does the same with
 the gateway stopped; this one runs beside it, so each part goes through the
 component that owns it and its caches.
 
@@ -30,6 +32,8 @@ from .export import UserExport
 from .timezones import zone_name
 
 if TYPE_CHECKING:
+    from memory.filestore import FileMemory
+
     from .cron import CronStore
     from .incognito import Incognito
     from .outbox import Outbox
@@ -76,8 +80,12 @@ class UserData:
         files: RecentFiles | None = None,
         incognito: Incognito | None = None,
         titles: ChatTitles | None = None,
+        file_store: FileMemory | None = None,
     ) -> None:
         self.backend = backend
+        # The file store's folders when SQLite is the backend (the App's):
+        # what it wrote while memory was off stays on disk after the import.
+        self.file_store = file_store
         self.titles = titles  # the groups they shared with, named in the export
         self.incognito = incognito
         self.files = files
@@ -119,7 +127,11 @@ class UserData:
 
     async def erase(self, user: str) -> Census:
         """Erase everything of ``user``; returns what went. Memory first: the
-        history's rows could otherwise be buffered for extraction again."""
+        history's rows could otherwise be buffered for extraction again.
+        The file store's folder before memory: gone first, its import record
+        (which memory erases) can no longer let it be read back in."""
+        if self.file_store is not None:
+            await self.file_store.forget_all(user)  # bytes zeroed, then the folder
         mem = await self.backend.forget_all(user)
         messages = await self.outbox.forget_owner(user) if self.outbox is not None else 0
         # Where they live and their asking not to be learnt from are theirs too.

@@ -501,7 +501,8 @@ def forget(user: str | None, yes: bool) -> None:
     """Erase everything stored about --user, for good: memories of every
     status, daily events, messages waiting for extraction, change-log
     entries, conversation history (Tier 0), replies to them still waiting
-    in the outbox, files they sent lately, scheduled jobs and the file store's folder. Run it with
+    in the outbox, files they sent lately, scheduled jobs, their time zone
+    and incognito settings and the file store's folder (bytes zeroed). Run it with
     the gateway stopped."""
     cfg = load_cli_config()
     owner = resolve_user(user, cfg)
@@ -534,9 +535,8 @@ async def _owners(path: Path) -> list[str]:
 
 
 async def _forget(cfg: Config, path: Path, owner: str) -> dict[str, int]:
-    import shutil
-
     from gateway.cron import CronStore
+    from gateway.incognito import Incognito
     from gateway.outbox import Outbox
     from gateway.recent_files import RecentFiles
     from gateway.sessions import SessionStore
@@ -544,10 +544,15 @@ async def _forget(cfg: Config, path: Path, owner: str) -> dict[str, int]:
     from memory.filestore import FileMemory
 
     counts: dict[str, int] = {}
+    paths = Paths.from_env()
+    # The folder first: the import ledger forget_owner drops is what keeps
+    # its files from being read back in.
+    folder = await FileMemory(paths.workspace(cfg), SystemClock()).forget_all(owner)  # bytes zeroed, then the folder
+    if folder.files:
+        counts["memory files"] = folder.files
     if path.exists():
         async with open_engine(path) as engine:
             counts.update(await engine.forget_owner(owner))
-    paths = Paths.from_env()
     if paths.gateway_db().exists():
         async with await SessionStore.open(paths.gateway_db()) as sessions:
             counts["history messages"] = await sessions.forget_owner(owner)
@@ -557,6 +562,8 @@ async def _forget(cfg: Config, path: Path, owner: str) -> dict[str, int]:
                 counts["undelivered replies"] = replies
             if await UserTimezones(sessions.db).forget_owner(owner):
                 counts["time zone setting"] = 1
+            if await Incognito(sessions.db).forget_owner(owner):
+                counts["incognito setting"] = 1
             if files := await RecentFiles(sessions.db, SystemClock()).forget_owner(owner):
                 counts["recent files"] = files
             if counts["history messages"] or replies or files:
@@ -571,10 +578,6 @@ async def _forget(cfg: Config, path: Path, owner: str) -> dict[str, int]:
             counts["scheduled jobs"] = len(jobs)
         finally:
             await store.close()
-    user_dir = FileMemory(paths.workspace(cfg), SystemClock()).user_dir(owner)
-    if user_dir.exists():
-        shutil.rmtree(user_dir)
-        counts["file folders"] = 1
     return counts
 
 

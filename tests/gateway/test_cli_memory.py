@@ -12,6 +12,7 @@ from click.testing import CliRunner, Result
 
 from gateway.cli import main
 from gateway.export import render_markdown
+from gateway.incognito import Incognito
 from gateway.bus import Document
 from gateway.recent_files import RecentFiles
 from gateway.sessions import SessionStore
@@ -517,6 +518,8 @@ def test_forget_erases_a_user_everywhere_and_only_them(home: Path) -> None:
             await recent.keep("telegram:1", "alice", [Document("alice-plan.pdf", "alice's plan")])
             await recent.keep("telegram:2", "bob", [Document("bob-plan.pdf", "bob's plan")])
             await recent.flush()  # on disk, as a stopped gateway leaves them
+            await Incognito(s.db).start("alice", at=clock.now())  # a setting of hers, data about her too
+            await Incognito(s.db).start("bob", at=clock.now())
         store = await CronStore.open(home / "data" / "cron.db", clock)
         try:
             await store.add(schedule="0 9 * * *", message="daily plan", channel="telegram", chat_id="1", user="alice")
@@ -533,14 +536,15 @@ def test_forget_erases_a_user_everywhere_and_only_them(home: Path) -> None:
     assert len(db_rows(home)) == 2
 
     out = ok("forget", "--user", "alice", "--yes").stdout
-    assert "1 memories" in out and "1 history messages" in out and "2 scheduled jobs" in out and "1 file folders" in out
-    assert "1 recent files" in out
+    assert "1 memories" in out and "1 history messages" in out and "2 scheduled jobs" in out and "1 memory files" in out
+    assert "1 recent files" in out and "1 incognito setting" in out
     assert [m.owner for m in db_rows(home)] == ["bob"]
 
     async def left() -> tuple[list[str], list[str]]:
         async with await SessionStore.open(home / "data" / "gateway.db") as s:
             rows = await s.db.fetchall("SELECT owner FROM session_messages")
             assert [r[0] for r in await s.db.fetchall("SELECT owner FROM recent_files")] == ["bob"]
+            assert [r[0] for r in await s.db.fetchall("SELECT owner FROM user_incognito")] == ["bob"]
         store = await CronStore.open(home / "data" / "cron.db", ManualClock())
         try:
             jobs = [j.user for j in await store.list()]

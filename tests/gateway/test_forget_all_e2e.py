@@ -1,7 +1,9 @@
 """``/forget all`` through the real App: after the confirmation, none of the
 user's words is left in any file under ``$MYCLAW_HOME`` (the raw bytes
 grepped, WAL files included), while the gateway still runs. The places an
-erasure was found to miss: a scheduled job's words in ``cron.db``'s WAL."""
+erasure was found to miss: the file store's folder kept from a time memory
+was off (MEMORY.md and the daily logs), and a scheduled job's words in
+``cron.db``'s WAL."""
 
 from __future__ import annotations
 
@@ -26,6 +28,34 @@ async def forget_all(app: object, clock: ManualClock, user: str) -> str:
     asked = await say(app, clock, "/forget all", user)  # type: ignore[arg-type]
     code = re.findall(r"\b\d{4}\b", asked)[-1]
     return await say(app, clock, f"/forget all {code}", user)  # type: ignore[arg-type]
+
+
+async def test_forget_all_erases_the_file_stores_folder_kept_from_when_memory_was_off(tmp_path: Path) -> None:
+    """Memory off, the bot saved a fact to her MEMORY.md and logged the day;
+    memory on again imports both. /forget all then takes the folder too (as
+    README promises), and the import ledger's entries for her files, so
+    nothing of her is read back at the next start. Bob's folder stays."""
+    model, clock = Model(), ManualClock("2026-03-02T10:00:00Z")
+    async with running(tmp_path, model, clock, memory={"enabled": False}) as (app, fake):
+        fake.queue_reply(None, tool_calls=[{"name": "memory_save", "arguments": {"content": f"Locker code {SECRET}"}}])
+        fake.queue_reply("Noted.")
+        await say(app, clock, f"my locker code is {SECRET}, remember it", "alice")
+        await say(app, clock, "I like rowing", "bob")
+    users = tmp_path / "workspace" / "memory" / "users"
+    assert any(p.startswith("workspace/memory/users/echo_alice") for p in files_holding(tmp_path, SECRET))
+    clock.advance(86400)
+    async with running(tmp_path, model, clock) as (app, fake):
+        engine = app.backend.engine  # type: ignore[union-attr]
+        assert SECRET in await say(app, clock, "/memory", "alice")  # imported
+        done = await asyncio.wait_for(forget_all(app, clock, "alice"), 10)
+        assert done.startswith("Erased for good")
+        assert files_holding(tmp_path, SECRET) == []
+        assert [d.name.split("-")[0] for d in users.iterdir()] == ["echo_bob"]
+        ledger = [r[0] for r in await engine.db.fetchall("SELECT key FROM meta WHERE key LIKE '%echo:%'")]
+        assert ledger and all("echo:alice" not in k for k in ledger)
+    async with running(tmp_path, model, clock) as (app, fake):
+        assert SECRET not in await say(app, clock, "/memory", "alice")
+    assert files_holding(tmp_path, SECRET) == []
 
 
 async def test_forget_all_leaves_no_word_of_a_scheduled_job_in_cron_db(tmp_path: Path) -> None:
