@@ -223,6 +223,7 @@ class App:
         self._memory_llm: Any = None  # memory.llm.MemoryLLM, closed in close()
         self._transcriber: Any = None  # gateway.transcription.Transcriber with agent.transcription, closed in close()
         self._cron_store: Any = None  # gateway.cron.CronStore
+        self._folders: FileMemory | None = None  # the file store's folders, with SQLite on (erasures reach them)
         self.channels: dict[str, BaseChannel] = {}
         self.failed_channels: dict[str, str] = {}
         self._extra_channels: list[BaseChannel] = []
@@ -269,6 +270,7 @@ class App:
         engine: Any = None
         if cfg.memory.enabled:
             from memory.engine import MemoryEngine
+            from memory.filestore import FileMemory
             from memory.retrieval import Retriever
             from memory.service import SqliteMemory
 
@@ -278,7 +280,10 @@ class App:
             retriever: Any = Retriever(engine, max_hits=r.max_hits, token_budget=r.token_budget, max_chars=r.max_chars)
             if cfg.memory.embedding.enabled:
                 retriever = self._open_hybrid(engine, retriever)
-            self.backend = SqliteMemory(engine, retriever)
+            # The file store's folders stay on disk after the import (memory was
+            # off once): an erasure reaches them through this.
+            self._folders = FileMemory(self.paths.workspace(cfg), self.clock, tz=self.tz)
+            self.backend = SqliteMemory(engine, retriever, files=self._folders)
             known_projects = engine.known_projects
             await _warn_stranded_handles(engine, cfg.memory.identities)
             await self._open_write_path(engine)
@@ -346,7 +351,7 @@ class App:
             await self.recent_files.load()
         self._user_data = UserData(self.backend, self.sessions, outbox=self.delivery.outbox, timezones=self.timezones,
                                    files=self.recent_files, incognito=self.incognito, titles=self.titles,
-                                   file_store=self._file_folders(cfg))
+                                   file_store=self._folders)
         self.llm = FailoverLLM.from_config(
             cfg.provider, cfg.agent.model, cfg.agent.fallbacks, self.clock, client=self.http_client,
             cooldowns=self.cooldowns,
@@ -473,16 +478,6 @@ class App:
             fusion=e.fusion,
             lexical_share=e.lexical_share,
         )
-
-    def _file_folders(self, cfg: Config) -> FileMemory | None:
-        """The file store, for ``/forget all`` to erase a user's folder when
-        SQLite is the backend (what it wrote while memory was off stays on
-        disk after the import); None when the file store is the backend."""
-        from memory.filestore import FileMemory
-
-        if isinstance(self.backend, FileMemory):
-            return None
-        return FileMemory(self.paths.workspace(cfg), self.clock, tz=self.tz)
 
     async def _forget_history(self, owner: str, texts: Sequence[str]) -> int:
         """Tier 0 lines that said an erased fact go (``memory_forget``, the

@@ -71,3 +71,37 @@ async def test_forget_all_leaves_no_word_of_a_scheduled_job_in_cron_db(tmp_path:
         done = await asyncio.wait_for(forget_all(app, clock, "alice"), 10)
         assert "1 scheduled job" in done
         assert files_holding(tmp_path, SECRET) == []
+
+
+async def test_forget_of_a_fact_imported_from_memory_md_erases_its_line_there(tmp_path: Path) -> None:
+    """/forget m1 of a fact the import read from her MEMORY.md said "Erased
+    for good" and left the line (and the logged message that said it) in
+    her files, and did not name the imported day that holds the words; the
+    day, forgotten next, goes from her log file too (else the file, changed
+    by the first erasure, was imported again at the next start, the
+    forgotten day with it). Her other line stays."""
+    model, clock = Model(), ManualClock("2026-03-02T10:00:00Z")
+    async with running(tmp_path, model, clock, memory={"enabled": False}) as (app, fake):
+        for fact in (f"Locker code {SECRET}", "Likes green tea"):
+            fake.queue_reply(None, tool_calls=[{"name": "memory_save", "arguments": {"content": fact}}])
+            fake.queue_reply("Noted.")
+            await say(app, clock, f"remember: {fact}", "alice")
+    clock.advance(86400)
+    async with running(tmp_path, model, clock) as (app, fake):
+        engine = app.backend.engine  # type: ignore[union-attr]
+        [m] = [m for m in await engine.list_memories("echo:alice") if SECRET in m.content]
+        done = await say(app, clock, f"/forget m{m.id}", "alice")
+        assert done.startswith("Erased for good") and SECRET in done
+        memory_md = next((tmp_path / "workspace" / "memory" / "users").glob("echo_alice-*")) / "MEMORY.md"
+        assert "Likes green tea" in memory_md.read_text(encoding="utf-8")
+        # The day the import read from her log holds the words too: named as kept, as any linked summary.
+        [day] = await engine.events("echo:alice")
+        assert files_holding(tmp_path, SECRET) == ["data/memory.db"]
+        assert "Still kept" in done and f"e{day.id}" in done.split("Still kept")[1]
+        await say(app, clock, f"/forget e{day.id}", "alice")
+        assert files_holding(tmp_path, SECRET) == []
+    async with running(tmp_path, model, clock) as (app, fake):
+        shown = await say(app, clock, "/memory", "alice")
+        assert SECRET not in shown and "Likes green tea" in shown
+        # The erased day is not read back from what was left of its file.
+        assert await app.backend.engine.events("echo:alice") == []  # type: ignore[union-attr]
