@@ -519,6 +519,17 @@ def forget(user: str | None, yes: bool) -> None:
                    f"({_near_hint(owner, run(_owners(resolve_db(cfg))))})")
         return
     click.echo(f"forgot {owner}: " + ", ".join(f"{v} {k}" for k, v in counts.items()))
+    if copies := _earlier_copies(Paths.from_env()):
+        click.echo(f"{len(copies)} earlier copies are not changed by this and may hold {owner}'s data; delete them "
+                   "too if they must not: " + ", ".join(str(p) for p in copies))
+
+
+def _earlier_copies(paths: Paths) -> list[Path]:
+    """Folders of copies an erasure does not reach: ``myclaw backup``'s
+    default ones and those a restore moved aside (never pruned by myclaw).
+    A backup written elsewhere (``myclaw backup DEST``) is not known here."""
+    found = [*paths.data_dir.glob("before-restore-*"), *(paths.home / "backups").glob("*")]
+    return sorted(p for p in found if p.is_dir())
 
 
 def _near_hint(owner: str, owners: list[str]) -> str:

@@ -558,6 +558,21 @@ def test_forget_erases_a_user_everywhere_and_only_them(home: Path) -> None:
     assert cli("forget", "--user", "_global", "--yes").exit_code == 2
 
 
+def test_forget_names_the_backups_it_cannot_reach(home: Path) -> None:
+    """An erasure does not reach copies made before (``myclaw backup``'s
+    folders, the files a restore moved aside): the operator answering a
+    deletion request is told which, not left to believe it is all gone."""
+    ok("add", "Alice's locker code is 4921", "--user", "alice")
+    assert "not changed" not in ok("forget", "--user", "alice", "--yes").stdout  # none yet
+    ok("add", "Alice's locker code is 4921", "--user", "alice")
+    (home / "backups" / "20260301T120000Z").mkdir(parents=True)
+    (home / "data" / "before-restore-20260302T080000Z").mkdir()
+    out = ok("forget", "--user", "alice", "--yes").stdout
+    assert "forgot alice: 1 memories" in out
+    assert "2 earlier copies are not changed" in out
+    assert str(home / "backups" / "20260301T120000Z") in out and "before-restore-20260302T080000Z" in out
+
+
 def test_forget_of_a_misspelt_handle_says_nothing_was_there_and_names_the_near_one(home: Path) -> None:
     # An erasure request with a typo must not read as done: "forgot ...: 0 memories, ..." did.
     ok("add", "Alice's locker code is 4921", "--user", "telegram:1001")
