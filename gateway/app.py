@@ -351,7 +351,7 @@ class App:
             await self.recent_files.load()
         self._user_data = UserData(self.backend, self.sessions, outbox=self.delivery.outbox, timezones=self.timezones,
                                    files=self.recent_files, incognito=self.incognito, titles=self.titles,
-                                   file_store=self._folders)
+                                   file_store=self._folders, exports=self.paths.exports_dir)
         self.llm = FailoverLLM.from_config(
             cfg.provider, cfg.agent.model, cfg.agent.fallbacks, self.clock, client=self.http_client,
             cooldowns=self.cooldowns,

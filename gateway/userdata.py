@@ -6,8 +6,8 @@ Memory (every tier, the extraction buffer, the change log: the backend's
 :meth:`~memory.backend.MemoryBackend.forget_all`), the conversation history
 of every chat (their messages and the replies to them, group chats too) and
 the jobs they scheduled, the replies to them still waiting in the
-outbox, the files they sent lately (kept a day for ``file_read``), and
-their file store folder (``MEMORY.md`` and daily logs written while memory
+outbox, the files they sent lately (kept a day for ``file_read``), the
+exports ``myclaw chat`` wrote for them, and their file store folder (``MEMORY.md`` and daily logs written while memory
 was off; imported since, but the files stay until erased). ``myclaw memory forget --user`` does the same with
 the gateway stopped; this one runs beside it, so each part goes through the
 component that owns it and its caches.
@@ -18,7 +18,9 @@ limiter's timestamps (no words), and log lines, which name users by id only.
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import structlog
@@ -28,7 +30,7 @@ from memory.sharing import shared_places
 from memory.types import OwnerData, OwnerIndex
 
 from .chattitles import ChatTitles
-from .export import UserExport
+from .export import UserExport, erase_exports
 from .timezones import zone_name
 
 if TYPE_CHECKING:
@@ -81,11 +83,13 @@ class UserData:
         incognito: Incognito | None = None,
         titles: ChatTitles | None = None,
         file_store: FileMemory | None = None,
+        exports: Path | None = None,
     ) -> None:
         self.backend = backend
         # The file store's folders when SQLite is the backend (the App's):
         # what it wrote while memory was off stays on disk after the import.
         self.file_store = file_store
+        self.exports = exports  # where `myclaw chat` writes their /export files
         self.titles = titles  # the groups they shared with, named in the export
         self.incognito = incognito
         self.files = files
@@ -138,6 +142,8 @@ class UserData:
         zone = bool(await self.timezones.forget_owner(user)) if self.timezones is not None else False
         quiet = bool(await self.incognito.forget_owner(user)) if self.incognito is not None else False
         files = await self.files.forget_owner(user) if self.files is not None else 0  # kept for file_read
+        if self.exports is not None:  # a copy of all of it
+            await asyncio.to_thread(erase_exports, self.exports, user)
         if self.sessions is not None:
             messages += await self.sessions.forget_owner(user)
             if messages or files:

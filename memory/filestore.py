@@ -89,6 +89,7 @@ __all__ = [
     "clean_line",
     "clean_text",
     "entry_id",
+    "erase_file",
     "is_daily_name",
     "owner_record",
     "read_owner",
@@ -342,6 +343,11 @@ def _rewrite_erasing(path: Path, text: str | None) -> None:
     finally:
         if old is not None:
             old.close()
+
+
+def erase_file(path: Path) -> None:
+    """Remove ``path``, its bytes zeroed first (as :func:`_rewrite_erasing`)."""
+    _rewrite_erasing(path, None)
 
 
 def _append(path: Path, text: str, header: str) -> None:

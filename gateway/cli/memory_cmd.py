@@ -547,6 +547,7 @@ async def _owners(path: Path) -> list[str]:
 
 async def _forget(cfg: Config, path: Path, owner: str) -> dict[str, int]:
     from gateway.cron import CronStore
+    from gateway.export import erase_exports
     from gateway.incognito import Incognito
     from gateway.outbox import Outbox
     from gateway.recent_files import RecentFiles
@@ -561,6 +562,8 @@ async def _forget(cfg: Config, path: Path, owner: str) -> dict[str, int]:
     folder = await FileMemory(paths.workspace(cfg), SystemClock()).forget_all(owner)  # bytes zeroed, then the folder
     if folder.files:
         counts["memory files"] = folder.files
+    if exported := erase_exports(paths.exports_dir, owner):  # `myclaw chat`'s /export files: a copy of it all
+        counts["exports"] = exported
     if path.exists():
         async with open_engine(path) as engine:
             counts.update(await engine.forget_owner(owner))

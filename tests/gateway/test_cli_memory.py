@@ -11,7 +11,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 from gateway.cli import main
-from gateway.export import render_markdown
+from gateway.export import exports_folder, render_markdown
 from gateway.incognito import Incognito
 from gateway.bus import Document
 from gateway.recent_files import RecentFiles
@@ -530,6 +530,10 @@ def test_forget_erases_a_user_everywhere_and_only_them(home: Path) -> None:
             await store.close()
         files = FileMemory(home / "workspace", clock)
         await files.remember("alice", "alice's file note", provenance=Provenance())
+        for who in ("alice", "bob"):  # what `myclaw chat` wrote for their /export
+            folder = exports_folder(home / "exports", who)
+            folder.mkdir(parents=True)
+            (folder / "myclaw-memory-2026-03-01.md").write_text(f"{who}'s export")
 
     asyncio.run(seed())
     assert cli("forget", "--user", "alice", input="n\n").exit_code != 0  # asks first; "no" changes nothing
@@ -537,7 +541,8 @@ def test_forget_erases_a_user_everywhere_and_only_them(home: Path) -> None:
 
     out = ok("forget", "--user", "alice", "--yes").stdout
     assert "1 memories" in out and "1 history messages" in out and "2 scheduled jobs" in out and "1 memory files" in out
-    assert "1 recent files" in out and "1 incognito setting" in out
+    assert "1 recent files" in out and "1 incognito setting" in out and "1 exports" in out
+    assert not exports_folder(home / "exports", "alice").exists() and exports_folder(home / "exports", "bob").exists()
     assert [m.owner for m in db_rows(home)] == ["bob"]
 
     async def left() -> tuple[list[str], list[str]]:
