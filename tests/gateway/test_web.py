@@ -487,6 +487,8 @@ async def test_clear_all_needs_two_confirmations_and_erase_all_the_typed_name(si
 
         r = await c.post("/memory/erase-all", data={"user": "alice"})
         assert r.status_code == 200 and "Type the user name" in r.text
+        # An operator answering a deletion request is told this is not everything.
+        assert "myclaw memory forget --user" in r.text
         r = await c.post("/memory/erase-all", data={"user": "alice", "confirm": "yes", "typed": "alic"})
         assert r.status_code == 400 and "does not match" in r.text
         assert len(await site.engine.list_memories("alice", status=None)) == 3
