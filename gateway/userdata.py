@@ -7,9 +7,10 @@ Memory (every tier, the extraction buffer, the change log: the backend's
 of every chat (their messages and the replies to them, group chats too) and
 the jobs they scheduled, the replies to them still waiting in the
 outbox, the files they sent lately (kept a day for ``file_read``), the
-exports ``myclaw chat`` wrote for them, and their file store folder (``MEMORY.md`` and daily logs written while memory
-was off; imported since, but the files stay until erased). ``myclaw memory forget --user`` does the same with
-the gateway stopped; this one runs beside it, so each part goes through the
+exports ``myclaw chat`` wrote for them, and their file store folder
+(``MEMORY.md`` and daily logs written while memory was off; imported
+since, but the files stay until erased). ``myclaw memory forget --user``
+does the same with the gateway stopped; this one runs beside it, so each part goes through the
 component that owns it and its caches.
 
 What stays: identity links in the config (the operator's), the rate

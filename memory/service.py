@@ -12,9 +12,9 @@ from __future__ import annotations
 import asyncio
 import re
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from typing import Protocol
 from dataclasses import dataclass, field
 from datetime import tzinfo
+from typing import Protocol
 
 import aiosqlite
 import structlog
