@@ -509,7 +509,7 @@ class App:
         self.memory_web = mount_memory_page(
             self._http_server(), engine, self.backend.retriever, admin.token.get_secret_value(),  # type: ignore[attr-defined]
             forget_history=self._forget_history, tz=self.tz,
-            on_written=(lambda _owner: wake()) if wake is not None else None,
+            on_written=(lambda _owner: wake()) if wake is not None else None, files=self._folders,
         )
         log.info("memory page enabled", path="/memory", host=self.cfg.gateway.host, port=self.cfg.gateway.port)
 

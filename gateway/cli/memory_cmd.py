@@ -457,7 +457,7 @@ def delete(memory_id: int, user: str | None, purge: bool, cascade: bool, yes: bo
         run(_archive(path, m.id))
         click.echo(f"archived memory {m.id} (restore with: myclaw memory edit {m.id} --status active)")
         return
-    done = run(_erase(path, m.id, cascade))
+    done, file_lines = run(_erase(path, m.id, cascade, Paths.from_env().workspace(cfg)))
     click.echo(f"erased memory {m.id}")
     for x in done.versions:
         click.echo(f"erased memory {x.id} (older version, {x.status.value}): {_short(x)}")
@@ -467,6 +467,8 @@ def delete(memory_id: int, user: str | None, purge: bool, cascade: bool, yes: bo
         click.echo(f"dropped {done.buffered_lines} message(s) waiting for extraction that said it")
     if done.history_lines:
         click.echo(f"erased {done.history_lines} conversation history message(s) that said it")
+    if file_lines:
+        click.echo(f"erased {file_lines} line(s) of their memory files (MEMORY.md, daily logs) that said it")
     # The plan read before the erase: with --cascade the kept links are
     # those of the erase itself (planned again in its transaction).
     for h in (done if cascade else plan).kept:
@@ -612,12 +614,15 @@ async def _archive(path: Path, memory_id: int) -> None:
                             detail={"was": m.status.value})
 
 
-async def _erase(path: Path, memory_id: int, cascade: bool) -> Erasure:
+async def _erase(path: Path, memory_id: int, cascade: bool, workspace: Path) -> tuple[Erasure, int]:
     """Erase the memory (planned again inside the transaction, so what goes
     is what is stored now), log every erased row, then purge the file. A
     cascade also erases the conversation history messages that said it
-    (gateway.db; a running gateway notices within a second)."""
+    (gateway.db; a running gateway notices within a second) and, for a fact
+    imported from the user's MEMORY.md, its line there (with the logged
+    messages repeating it): the erasure and how many file lines."""
     from gateway.sessions import SessionStore
+    from memory.filestore import FileMemory
 
     async with open_engine(path) as engine:
         m = await _get(engine, memory_id, None)
@@ -631,7 +636,11 @@ async def _erase(path: Path, memory_id: int, cascade: bool) -> Erasure:
             plan.history_lines = await sessions.erase_matching(plan.owner, plan.texts())
             if plan.history_lines:
                 await sessions.db.compact()  # a running gateway keeps the WAL, and the words in it
-    return plan
+    lines = 0
+    if cascade:
+        lines = await FileMemory(workspace, SystemClock()).forget_words(
+            plan.owner, [x.content for x in (*plan.named, *plan.versions, *plan.entries)])
+    return plan, lines
 
 
 # -- export ---------------------------------------------------------------------

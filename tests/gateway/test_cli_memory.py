@@ -621,6 +621,22 @@ def test_forget_and_a_cascade_erase_leave_no_trace_in_the_history_file_of_a_runn
         gateway.close()
 
 
+def test_a_cascade_purge_takes_an_imported_facts_memory_md_line(home: Path) -> None:
+    """As /forget and the page's cascade erase: a fact read from the user's
+    MEMORY.md (memory was off once) goes from there too; the other stays."""
+    async def seed() -> None:
+        files = FileMemory(home / "workspace", ManualClock("2026-03-01T12:00:00Z"))
+        for line in ("Locker code zqxjkv4711", "Likes green tea"):
+            await files.remember("alice", line, provenance=Provenance())
+
+    asyncio.run(seed())
+    ok("migrate")
+    [m] = [m for m in db_rows(home) if "zqxjkv4711" in m.content]
+    assert "erased 1 line(s) of their memory files" in ok("delete", str(m.id), "--purge", "--cascade", "--yes").stdout
+    folder = FileMemory(home / "workspace").user_dir("alice")
+    assert on_disk(folder, "zqxjkv4711") == 0 and "Likes green tea" in (folder / "MEMORY.md").read_text()
+
+
 def test_purge_and_a_redacting_edit_leave_no_trace_in_the_files(home: Path) -> None:
     ok("add", "Alice's door code is zqxjkv4711", "--user", "alice")
     ok("add", "Alice's bank pin is wvutsr1234", "--user", "alice")
