@@ -8,11 +8,12 @@ was off (MEMORY.md and the daily logs), and a scheduled job's words in
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 from pathlib import Path
 
 from memory import ManualClock
-from tests.gateway.test_remembering_e2e import Model, running, say
+from tests.gateway.test_remembering_e2e import Model, fact, running, say
 
 SECRET = "QUOKKA7731"
 
@@ -82,10 +83,10 @@ async def test_forget_of_a_fact_imported_from_memory_md_erases_its_line_there(tm
     forgotten day with it). Her other line stays."""
     model, clock = Model(), ManualClock("2026-03-02T10:00:00Z")
     async with running(tmp_path, model, clock, memory={"enabled": False}) as (app, fake):
-        for fact in (f"Locker code {SECRET}", "Likes green tea"):
-            fake.queue_reply(None, tool_calls=[{"name": "memory_save", "arguments": {"content": fact}}])
+        for saved in (f"Locker code {SECRET}", "Likes green tea"):
+            fake.queue_reply(None, tool_calls=[{"name": "memory_save", "arguments": {"content": saved}}])
             fake.queue_reply("Noted.")
-            await say(app, clock, f"remember: {fact}", "alice")
+            await say(app, clock, f"remember: {saved}", "alice")
     clock.advance(86400)
     async with running(tmp_path, model, clock) as (app, fake):
         engine = app.backend.engine  # type: ignore[union-attr]
@@ -105,3 +106,24 @@ async def test_forget_of_a_fact_imported_from_memory_md_erases_its_line_there(tm
         assert SECRET not in shown and "Likes green tea" in shown
         # The erased day is not read back from what was left of its file.
         assert await app.backend.engine.events("echo:alice") == []  # type: ignore[union-attr]
+
+
+async def test_the_reply_to_a_request_to_forget_does_not_keep_the_words_in_the_history(tmp_path: Path) -> None:
+    """The memory_forget tool erased the fact and the history lines that
+    said it; then the turn's own rows were written: the model's "Done, I no
+    longer remember QUOKKA7731" (and a request that named it) showed the
+    words in every next prompt, so "what is my locker code?" was answered."""
+    model, clock = Model(), ManualClock("2026-03-02T10:00:00Z")
+    async with running(tmp_path, model, clock) as (app, fake):
+        await say(app, clock, f"my locker code is {SECRET}", "alice")
+        model.extractions.append((SECRET, {"facts": [{**fact(f"Alice's locker code is {SECRET}"), "lines": [1]}],
+                                           "summary": "her locker"}))
+        clock.advance(200)
+        assert [r.ok for r in await app.extraction.tick()] == [True]  # type: ignore[attr-defined]
+        fake.queue_reply(None, tool_calls=[{"name": "memory_forget", "arguments": {"ids": ["m1"]}}])
+        fake.queue_reply(f"Done, I no longer remember {SECRET}.")
+        assert SECRET in await say(app, clock, f"forget my code {SECRET}", "alice")  # the user sees the reply
+        await say(app, clock, "what is my locker code?", "alice")
+        assert SECRET not in json.dumps(fake.requests[-1]["messages"], ensure_ascii=False)
+        assert "Erased at the user's request" in json.dumps(fake.requests[-1]["messages"], ensure_ascii=False)
+        assert files_holding(tmp_path, SECRET) == []
