@@ -1,9 +1,10 @@
-"""``/forget all`` through the real App: after the confirmation, none of the
-user's words is left in any file under ``$MYCLAW_HOME`` (the raw bytes
-grepped, WAL files included), while the gateway still runs. The places an
-erasure was found to miss: the file store's folder kept from a time memory
-was off (MEMORY.md and the daily logs), and a scheduled job's words in
-``cron.db``'s WAL."""
+"""Erasures through the real App (``/forget all``, ``/forget m12``, the
+``memory_forget`` tool): afterwards none of the erased words is left in any
+file under ``$MYCLAW_HOME`` (the raw bytes grepped, WAL files included),
+while the gateway still runs, nor in the next prompt. The places erasures
+were found to miss: a scheduled job's words in ``cron.db``'s WAL, the file
+store's folder from a time memory was off (and an imported fact's line in
+it), and the forgetting turn's own request and reply in the history."""
 
 from __future__ import annotations
 
