@@ -27,7 +27,6 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, BinaryIO
 
 from memory.clock import local_day, parse_ts
-from memory.filestore import erase_file, user_slug
 from memory.origin import origin, place
 from memory.types import GLOBAL_OWNER, Category, Event, Memory, OwnerData, OwnerIndex, Provenance, Source, Status
 
@@ -49,6 +48,8 @@ MIME = "text/markdown"
 def exports_folder(exports: Path, owner: str) -> Path:
     """Where ``owner``'s exports go in ``exports`` (``myclaw chat`` writes
     them to disk): a folder of theirs, so erasing them finds their files."""
+    from memory.filestore import user_slug  # not at the top: it loads the SQLite store (numpy)
+
     return exports / user_slug(owner)
 
 
@@ -56,6 +57,8 @@ def erase_exports(exports: Path, owner: str) -> int:
     """Remove ``owner``'s export files (bytes zeroed) and their folder; how
     many files. A file written before exports had a folder per user names
     no one and stays (README)."""
+    from memory.filestore import erase_file
+
     folder = exports_folder(exports, owner)
     if not folder.is_dir():
         return 0
