@@ -13,9 +13,9 @@ One line is one message; the next prompt appears once its reply is
 printed, so piped input (``myclaw chat < questions.txt``) is answered in
 order. ``/exit``, ``/quit`` or end of input close the channel.
 
-A reply with a file (``/export``) is written to ``exports`` (``myclaw
-chat`` passes ``$MYCLAW_HOME/exports``), readable by its owner only, and
-its path printed after the reply's text.
+A reply with a file (``/export``) is written to the folder of the user it
+is for in ``exports`` (``myclaw chat`` passes ``$MYCLAW_HOME/exports``),
+readable by its owner only, and its path printed after the reply's text.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import TextIO
 
 from gateway.bus import Attachment, InboundMessage, MessageBus, OutboundMessage
+from gateway.export import exports_folder
 
 from .base import BaseChannel, DeliveryError
 
@@ -153,7 +154,7 @@ class TerminalChannel(BaseChannel):
 
     async def send(self, msg: OutboundMessage) -> None:
         try:
-            saved = await asyncio.to_thread(self._save, msg.attachment) if msg.attachment is not None else None
+            saved = await asyncio.to_thread(self._save, msg.attachment, msg.owner) if msg.attachment is not None else None
         except OSError as exc:
             # The note that it failed comes next (gateway/delivery.py), and
             # only then is the prompt shown again.
@@ -185,14 +186,17 @@ class TerminalChannel(BaseChannel):
         self._typing = (msg.send_key, msg.text)
         return True
 
-    def _save(self, file: Attachment) -> Path:
-        """Write ``file`` into :attr:`exports` (made 0700 if new) as a
-        0600 file, atomically; an earlier export of the same name is replaced."""
+    def _save(self, file: Attachment, owner: str = "") -> Path:
+        """Write ``file`` into :attr:`exports`, in the folder of the user it
+        is for (``/forget all`` erases it with the rest), made 0700 if new,
+        as a 0600 file, atomically; an earlier export of the same name is replaced."""
         if self.exports is None:
             raise OSError(0, "no folder for files")
+        folder = exports_folder(self.exports, owner) if owner else self.exports
         self.exports.mkdir(mode=0o700, parents=True, exist_ok=True)
-        path = self.exports / Path(file.filename).name  # never outside the folder
-        fd, tmp = tempfile.mkstemp(dir=self.exports, prefix=f".{path.name}.", suffix=".tmp")  # mode 0600
+        folder.mkdir(mode=0o700, exist_ok=True)
+        path = folder / Path(file.filename).name  # never outside the folder
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{path.name}.", suffix=".tmp")  # mode 0600
         try:
             with os.fdopen(fd, "wb") as f, file.open() as content:
                 shutil.copyfileobj(content, f)

@@ -50,7 +50,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 from zoneinfo import ZoneInfo
 
 import httpx
@@ -84,6 +84,9 @@ from .sessions import SessionStore
 from .incognito import Incognito
 from .timezones import UserTimezones
 from .userdata import UserData
+
+if TYPE_CHECKING:
+    from memory.filestore import FileMemory
 
 __all__ = ["CHANNELS", "App", "ChannelSpec", "Service", "StorageError", "config_secrets"]
 
@@ -222,6 +225,7 @@ class App:
         self._memory_llm: Any = None  # memory.llm.MemoryLLM, closed in close()
         self._transcriber: Any = None  # gateway.transcription.Transcriber with agent.transcription, closed in close()
         self._cron_store: Any = None  # gateway.cron.CronStore
+        self._folders: FileMemory | None = None  # the file store's folders, with SQLite on (erasures reach them)
         self.channels: dict[str, BaseChannel] = {}
         self.failed_channels: dict[str, str] = {}
         self._extra_channels: list[BaseChannel] = []
@@ -268,6 +272,7 @@ class App:
         engine: Any = None
         if cfg.memory.enabled:
             from memory.engine import MemoryEngine
+            from memory.filestore import FileMemory
             from memory.retrieval import Retriever
             from memory.service import SqliteMemory
 
@@ -277,7 +282,10 @@ class App:
             retriever: Any = Retriever(engine, max_hits=r.max_hits, token_budget=r.token_budget, max_chars=r.max_chars)
             if cfg.memory.embedding.enabled:
                 retriever = self._open_hybrid(engine, retriever)
-            self.backend = SqliteMemory(engine, retriever)
+            # The file store's folders stay on disk after the import (memory was
+            # off once): an erasure reaches them through this.
+            self._folders = FileMemory(self.paths.workspace(cfg), self.clock, tz=self.tz)
+            self.backend = SqliteMemory(engine, retriever, files=self._folders)
             known_projects = engine.known_projects
             await _warn_stranded_handles(engine, cfg.memory.identities)
             await self._open_write_path(engine)
@@ -344,7 +352,8 @@ class App:
         if self.recent_files is not None:
             await self.recent_files.load()
         self._user_data = UserData(self.backend, self.sessions, outbox=self.delivery.outbox, timezones=self.timezones,
-                                   files=self.recent_files, incognito=self.incognito, titles=self.titles)
+                                   files=self.recent_files, incognito=self.incognito, titles=self.titles,
+                                   file_store=self._folders, exports=self.paths.exports_dir)
         self.llm = FailoverLLM.from_config(
             cfg.provider, cfg.agent.model, cfg.agent.fallbacks, self.clock, client=self.http_client,
             cooldowns=self.cooldowns,
@@ -502,7 +511,7 @@ class App:
         self.memory_web = mount_memory_page(
             self._http_server(), engine, self.backend.retriever, admin.token.get_secret_value(),  # type: ignore[attr-defined]
             forget_history=self._forget_history, tz=self.tz,
-            on_written=(lambda _owner: wake()) if wake is not None else None,
+            on_written=(lambda _owner: wake()) if wake is not None else None, files=self._folders,
         )
         log.info("memory page enabled", path="/memory", host=self.cfg.gateway.host, port=self.cfg.gateway.port)
 

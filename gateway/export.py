@@ -15,6 +15,7 @@ Markdown viewer, and every line starts with the id ``/forget`` takes.
 
 from __future__ import annotations
 
+import contextlib
 import re
 import tempfile
 from collections import defaultdict
@@ -38,10 +39,35 @@ if TYPE_CHECKING:
 
     from .cron import CronJob
 
-__all__ = ["MIME", "Spool", "UserExport", "chinese_enough", "export_filename", "mostly_chinese", "render_markdown", "render_user_export",
-           "write_markdown", "write_user_export"]
+__all__ = ["MIME", "Spool", "UserExport", "chinese_enough", "erase_exports", "export_filename", "exports_folder",
+           "mostly_chinese", "render_markdown", "render_user_export", "write_markdown", "write_user_export"]
 
 MIME = "text/markdown"
+
+
+def exports_folder(exports: Path, owner: str) -> Path:
+    """Where ``owner``'s exports go in ``exports`` (``myclaw chat`` writes
+    them to disk): a folder of theirs, so erasing them finds their files."""
+    from memory.filestore import user_slug  # not at the top: it loads the SQLite store (numpy)
+
+    return exports / user_slug(owner)
+
+
+def erase_exports(exports: Path, owner: str) -> int:
+    """Remove ``owner``'s export files (bytes zeroed) and their folder; how
+    many files. A file written before exports had a folder per user names
+    no one and stays (README)."""
+    from memory.filestore import erase_file
+
+    folder = exports_folder(exports, owner)
+    if not folder.is_dir():
+        return 0
+    files = [p for p in folder.iterdir() if p.is_file()]
+    for p in files:
+        erase_file(p)
+    with contextlib.suppress(OSError):  # something else put there is the operator's
+        folder.rmdir()
+    return len(files)
 _CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff]")
 
 

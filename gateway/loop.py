@@ -155,6 +155,10 @@ _COMMAND = re.compile(
     r"^(?:@\S+\s+)?/([a-z_]+|[\u4e00-\u9fff]+)(?:@\S+)?(?:\s+(.*))?$", re.IGNORECASE | re.DOTALL
 )
 _CONTEXT_TURNS = 4  # recent messages recall may use to disambiguate a short message
+# What the history keeps of a turn that erased memory at the user's request
+# (ProcessLoop._blank_forgetting_turn): its place, not its words.
+ERASED_TURN = {"user": "[Erased at the user's request: they asked to forget something.]",
+               "assistant": "[Erased at the user's request.]"}
 
 
 def parse_command(text: str) -> str | None:
@@ -949,6 +953,9 @@ class ProcessLoop:
             if user_row is None:
                 await self._mark_answered(msg, item, saved=False)
         await self._publish(await holding)
+        if reply.forgot and reply.ok:
+            written = reply_write.result() if reply_write is not None and reply_write.exception() is None else None
+            await self._blank_forgetting_turn([r for r in (user_row, written) if r is not None])
         total_ms = (time.perf_counter() - started) * 1000
         self.stats.added_ms.append(max(0.0, total_ms - reply.llm_ms))
         self.stats.retrieval_ms.append(retrieval_ms)
@@ -1189,6 +1196,17 @@ class ProcessLoop:
         """Is ``item``'s message in the durable inbox until its turn ends
         (a platform's message, written there before it was on the bus)?"""
         return self.inbox is not None and item.user is None and item.resumed is None and held_in_inbox(item.msg)
+
+    async def _blank_forgetting_turn(self, rows: Sequence[StoredMessage]) -> None:
+        """A turn in which memory was erased at the user's request keeps its
+        rows (the reply's says the message was answered) but not their
+        words: they were written after the erasure took the history lines
+        that said the fact, and a request naming it or a reply restating it
+        ("done, I no longer remember 4711") showed it in every next prompt."""
+        for row in rows:
+            await self.sessions.revise(row.id, ERASED_TURN[row.role])
+        if rows:
+            await self.sessions.db.checkpoint()  # the old words' pages leave the WAL (secure_delete)
 
     async def _mark_answered(self, msg: InboundMessage, item: _Item, *, saved: bool = True) -> None:
         """The reply goes out but its row could not be written: its message

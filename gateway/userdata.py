@@ -6,8 +6,11 @@ Memory (every tier, the extraction buffer, the change log: the backend's
 :meth:`~memory.backend.MemoryBackend.forget_all`), the conversation history
 of every chat (their messages and the replies to them, group chats too) and
 the jobs they scheduled, the replies to them still waiting in the
-outbox, and the files they sent lately (kept a day for ``file_read``). ``myclaw memory forget --user`` does the same with
-the gateway stopped; this one runs beside it, so each part goes through the
+outbox, the files they sent lately (kept a day for ``file_read``), the
+exports ``myclaw chat`` wrote for them, and their file store folder
+(``MEMORY.md`` and daily logs written while memory was off; imported
+since, but the files stay until erased). ``myclaw memory forget --user``
+does the same with the gateway stopped; this one runs beside it, so each part goes through the
 component that owns it and its caches.
 
 What stays: identity links in the config (the operator's), the rate
@@ -16,7 +19,9 @@ limiter's timestamps (no words), and log lines, which name users by id only.
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import structlog
@@ -26,10 +31,12 @@ from memory.sharing import shared_places
 from memory.types import OwnerData, OwnerIndex
 
 from .chattitles import ChatTitles
-from .export import UserExport
+from .export import UserExport, erase_exports
 from .timezones import zone_name
 
 if TYPE_CHECKING:
+    from memory.filestore import FileMemory
+
     from .cron import CronStore
     from .incognito import Incognito
     from .outbox import Outbox
@@ -76,8 +83,14 @@ class UserData:
         files: RecentFiles | None = None,
         incognito: Incognito | None = None,
         titles: ChatTitles | None = None,
+        file_store: FileMemory | None = None,
+        exports: Path | None = None,
     ) -> None:
         self.backend = backend
+        # The file store's folders when SQLite is the backend (the App's):
+        # what it wrote while memory was off stays on disk after the import.
+        self.file_store = file_store
+        self.exports = exports  # where `myclaw chat` writes their /export files
         self.titles = titles  # the groups they shared with, named in the export
         self.incognito = incognito
         self.files = files
@@ -119,13 +132,19 @@ class UserData:
 
     async def erase(self, user: str) -> Census:
         """Erase everything of ``user``; returns what went. Memory first: the
-        history's rows could otherwise be buffered for extraction again."""
+        history's rows could otherwise be buffered for extraction again.
+        The file store's folder before memory: gone first, its import record
+        (which memory erases) can no longer let it be read back in."""
+        if self.file_store is not None:
+            await self.file_store.forget_all(user)  # bytes zeroed, then the folder
         mem = await self.backend.forget_all(user)
         messages = await self.outbox.forget_owner(user) if self.outbox is not None else 0
         # Where they live and their asking not to be learnt from are theirs too.
         zone = bool(await self.timezones.forget_owner(user)) if self.timezones is not None else False
         quiet = bool(await self.incognito.forget_owner(user)) if self.incognito is not None else False
         files = await self.files.forget_owner(user) if self.files is not None else 0  # kept for file_read
+        if self.exports is not None:  # a copy of all of it
+            await asyncio.to_thread(erase_exports, self.exports, user)
         if self.sessions is not None:
             messages += await self.sessions.forget_owner(user)
             if messages or files:
@@ -138,6 +157,8 @@ class UserData:
                 if not job.internal:
                     await self.cron.remove(job.id, user=user)
                     jobs += 1
+            if jobs:  # the jobs' words stay in cron.db's WAL until a checkpoint (as above)
+                await self.cron.db.checkpoint()
         out = Census(memories=mem.memories, events=mem.events, messages=messages, jobs=jobs, files=files,
                      incognito=quiet, timezone=zone)
         log.info("user forgotten at their request", owner=user, memories=out.memories, events=out.events,

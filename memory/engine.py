@@ -606,8 +606,10 @@ class MemoryEngine:
 
     async def forget_owner(self, owner: str) -> dict[str, int]:
         """Erase everything stored about ``owner``: memories of every status,
-        events, buffered messages and change-log entries, in one
-        transaction; then :meth:`purge_erased`."""
+        events, buffered messages, change-log entries and the import
+        ledger's entries of their memory files, in one transaction; then
+        :meth:`purge_erased`. Their file store folder is the caller's
+        (:meth:`memory.filestore.FileMemory.forget_all`), before this."""
         counts: dict[str, int] = {}
         async with self.db.transaction() as conn:
             self.db.bump(TIER1)
@@ -633,6 +635,10 @@ class MemoryEngine:
                 cur = await conn.execute(f"DELETE FROM {table} WHERE owner = ?", (owner,))
                 counts[key] = cur.rowcount
             counts["buffered"] = await drop_owner_lines(conn, owner)
+            # migrate imports this module: imported here, not at the top.
+            from .migrate import drop_ledger
+
+            await drop_ledger(conn, owner)  # their files' import record (the caller erases the files)
         self._projects.pop(owner, None)
         await self.purge_erased()
         log.info("owner forgotten", owner=owner, **counts)

@@ -89,6 +89,7 @@ __all__ = [
     "clean_line",
     "clean_text",
     "entry_id",
+    "erase_file",
     "is_daily_name",
     "owner_record",
     "read_owner",
@@ -342,6 +343,11 @@ def _rewrite_erasing(path: Path, text: str | None) -> None:
     finally:
         if old is not None:
             old.close()
+
+
+def erase_file(path: Path) -> None:
+    """Remove ``path``, its bytes zeroed first (as :func:`_rewrite_erasing`)."""
+    _rewrite_erasing(path, None)
 
 
 def _append(path: Path, text: str, header: str) -> None:
@@ -767,6 +773,30 @@ class FileMemory(MemoryBackend):
         if out.erased:
             log.info("memories forgotten", owner=user, store="files", erased=len(out.erased))
         return out
+
+    async def forget_words(self, user: str, facts: Sequence[str]) -> int:
+        """SQLite is the backend and erased ``facts`` of ``user``: the lines of
+        their MEMORY.md with the same words go too (a fact imported from
+        it, from a time memory was off), with the logged messages that
+        repeat them (as :meth:`forget`); bytes zeroed. How many entries.
+        The import ledger keeps the line's hash, so the erased line's
+        absence archives nothing and reads nothing back."""
+        if user == GLOBAL_OWNER or not facts or not self.user_dir(user).is_dir():
+            return 0
+        done = await self.forget(user, [f"m{entry_id(None, f)}" for f in dict.fromkeys(facts)])
+        return len(done.erased)
+
+    async def forget_days(self, user: str, days: Sequence[tuple[str, str]]) -> int:
+        """SQLite is the backend and erased days imported from ``user``'s
+        logs (``(day, text)``, the event's words): those logged lines go
+        from the day's file too, bytes zeroed; how many. Else the file,
+        changed by some later erasure, would be imported again, the erased
+        day with it."""
+        if user == GLOBAL_OWNER or not days or not self.user_dir(user).is_dir():
+            return 0
+        refs = [f"e{e.id}" for day, text in days
+                for e in _entries(MemoryFile(user, self.user_dir(user) / f"{day}.md", day), text, day)]
+        return len((await self.forget(user, list(dict.fromkeys(refs)))).erased) if refs else 0
 
     def _forget(self, user: str, want: dict[tuple[str, int], str], out: Forgotten) -> None:
         files = [self.long_term_file(user), *self.daily_files(user)]

@@ -21,7 +21,7 @@ import aiosqlite
 from .buffer import NOT_GONE, drop_lines
 from .changelog import write_log
 from .engine import MemoryEngine, row_to_memory
-from .types import Event, Hit, Memory, Provenance
+from .types import Event, Hit, Memory, Provenance, Source
 
 __all__ = [
     "Erasure", "Forgotten", "batch_refs", "drop_buffered", "erase_planned", "hold_events", "plan_erasure",
@@ -247,6 +247,7 @@ async def kept_links(
     * the daily events of an erased fact's extraction batch (the same
       ``buf:`` messages) or of its compressed day (``event:<id>``), or
       the daily compression writes the fact again;
+    * the days imported from the user's logs that hold an imported fact's words;
     * the facts drawn from an erased event."""
     out: dict[str, Hit] = {}
     for entry in (m for m in named if m.tier == 1):
@@ -275,6 +276,19 @@ async def kept_links(
                        SELECT 1 FROM json_each(e.provenance, '$.refs') j WHERE j.value IN ({marks}))))
                  ORDER BY e.id""",
             [user, *days, *batches],
+        ) as cur:
+            for r in await cur.fetchall():
+                if r["id"] not in gone_events:
+                    hit = Hit(kind="event", id=r["id"], content=r["summary"], score=1.0, date=r["event_date"])
+                    out.setdefault(hit.ref, hit)
+    # A fact imported from MEMORY.md has no extraction batch: the days the
+    # import read from the same user's logs that hold its words are its links.
+    for m in named:
+        if m.source is not Source.MIGRATION or not m.content.strip():
+            continue
+        async with conn.execute(
+            "SELECT id, event_date, summary FROM daily_events WHERE owner = ? AND instr(summary, ?) > 0 ORDER BY id",
+            (user, m.content.strip()),
         ) as cur:
             for r in await cur.fetchall():
                 if r["id"] not in gone_events:

@@ -88,7 +88,7 @@ from .tokens import estimate_tokens
 from .changelog import write_log
 from .types import GLOBAL_OWNER, Category, NewMemory, Provenance, Source, Status
 
-__all__ = ["RACY_NS", "SHRINK_HOLD", "SHRINK_MIN", "MigrationReport", "carry_ledger", "discover", "is_racy", "memory_files", "migrate_files"]
+__all__ = ["RACY_NS", "SHRINK_HOLD", "SHRINK_MIN", "MigrationReport", "carry_ledger", "discover", "drop_ledger", "is_racy", "memory_files", "migrate_files"]
 
 # Lazy: a logger bound at import would ignore configure_logging (and its redaction).
 log = structlog.get_logger(component="memory")
@@ -142,6 +142,16 @@ class MigrationReport:
 
 def _ledger_key(f: MemoryFile) -> str:
     return _LEDGER_PREFIX + json.dumps([f.owner, f.name], ensure_ascii=False)
+
+
+async def drop_ledger(conn: aiosqlite.Connection, owner: str) -> int:
+    """Delete the ledger entries of ``owner``'s files (their lines' hashes,
+    data about them too), in the caller's transaction; how many. For an
+    erasure of the owner whose folder goes with it: nothing is left there
+    to be read back."""
+    prefix = _LEDGER_PREFIX + json.dumps([owner, ""], ensure_ascii=False)[:-2]  # 'migrated:["owner", "'
+    cur = await conn.execute("DELETE FROM meta WHERE substr(key, 1, ?) = ?", (len(prefix), prefix))
+    return cur.rowcount
 
 
 def _ref(root: Path, f: MemoryFile) -> str:

@@ -14,6 +14,7 @@ import re
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import tzinfo
+from typing import Protocol
 
 import aiosqlite
 import structlog
@@ -93,11 +94,23 @@ class Retracted:
     scrubbed: int = 0  # kept facts whose source words lost the recalled message's
 
 
+class ImportedFiles(Protocol):
+    """The file store's folders (:class:`memory.filestore.FileMemory`, which
+    imports this module): what it wrote while memory was off stays on disk
+    after the import, and an erasure of what came from there erases it there."""
+
+    async def forget_words(self, user: str, facts: Sequence[str]) -> int: ...
+
+    async def forget_days(self, user: str, days: Sequence[tuple[str, str]]) -> int: ...
+
+
 class SqliteMemory(MemoryBackend):
     kind = "sqlite"
 
-    def __init__(self, engine: MemoryEngine, retriever: Retriever | HybridRetriever | None = None) -> None:
+    def __init__(self, engine: MemoryEngine, retriever: Retriever | HybridRetriever | None = None, *,
+                 files: ImportedFiles | None = None) -> None:
         self.engine = engine
+        self.files = files
         self.retriever = retriever or Retriever(engine)
         self._listeners: list[BufferListener] = []
         self._saved: list[Callable[[str], None]] = []
@@ -326,6 +339,12 @@ class SqliteMemory(MemoryBackend):
             await self.engine.purge_erased()
             log.info("memories forgotten at the user's request", owner=user, erased=len(out.erased),
                      buffered_lines=out.buffered_lines)
+            if self.files is not None:
+                # What was imported from their files goes there too: a MEMORY.md
+                # line with the erased words, an imported day's logged lines.
+                await self.files.forget_words(user, [m.content for m in (*plan.named, *plan.versions, *plan.entries)])
+                await self.files.forget_days(user, [(e.event_date, e.summary) for e in plan.events
+                                                    if e.channel == Source.MIGRATION])
         return out
 
     async def forget_all(self, user: str) -> ErasedAll:

@@ -29,6 +29,7 @@ import numpy as np
 import structlog
 
 from .db import Database
+from .embedding import text_hash
 from .scope import Chat, shown_in
 
 __all__ = ["Pending", "VectorIndex"]
@@ -167,6 +168,7 @@ class VectorIndex:
         if not items:
             return 0
         written: list[tuple[Pending, np.ndarray]] = []
+        gone: list[Pending] = []
         async with self.db.transaction() as conn:
             for p, vec in items:
                 v = np.asarray(vec, dtype="<f4")
@@ -177,6 +179,17 @@ class VectorIndex:
                 )
                 if cur.rowcount > 0:
                     written.append((p, v))
+                else:
+                    gone.append(p)
+            if gone:
+                # Erased or reworded while it was embedded: the erasure dropped
+                # the words' cached vector before the embedder cached it again
+                # (a vector can be inverted to much of its text). As
+                # MemoryEngine.delete does, whoever else has the same words.
+                await conn.executemany("DELETE FROM embedding_cache WHERE text_hash = ?",
+                                       [(text_hash(p.content),) for p in gone])
+        if gone:
+            await self.db.checkpoint()  # its bytes leave the WAL too (secure_delete zeroed the row)
         for p, _ in written:
             if p.owner in self._loading:
                 self._generation[p.owner] = self._generation.get(p.owner, 0) + 1

@@ -457,7 +457,7 @@ def delete(memory_id: int, user: str | None, purge: bool, cascade: bool, yes: bo
         run(_archive(path, m.id))
         click.echo(f"archived memory {m.id} (restore with: myclaw memory edit {m.id} --status active)")
         return
-    done = run(_erase(path, m.id, cascade))
+    done, file_lines = run(_erase(path, m.id, cascade, Paths.from_env().workspace(cfg)))
     click.echo(f"erased memory {m.id}")
     for x in done.versions:
         click.echo(f"erased memory {x.id} (older version, {x.status.value}): {_short(x)}")
@@ -467,6 +467,8 @@ def delete(memory_id: int, user: str | None, purge: bool, cascade: bool, yes: bo
         click.echo(f"dropped {done.buffered_lines} message(s) waiting for extraction that said it")
     if done.history_lines:
         click.echo(f"erased {done.history_lines} conversation history message(s) that said it")
+    if file_lines:
+        click.echo(f"erased {file_lines} line(s) of their memory files (MEMORY.md, daily logs) that said it")
     # The plan read before the erase: with --cascade the kept links are
     # those of the erase itself (planned again in its transaction).
     for h in (done if cascade else plan).kept:
@@ -501,7 +503,8 @@ def forget(user: str | None, yes: bool) -> None:
     """Erase everything stored about --user, for good: memories of every
     status, daily events, messages waiting for extraction, change-log
     entries, conversation history (Tier 0), replies to them still waiting
-    in the outbox, files they sent lately, scheduled jobs and the file store's folder. Run it with
+    in the outbox, files they sent lately, scheduled jobs, their time zone
+    and incognito settings and the file store's folder (bytes zeroed). Run it with
     the gateway stopped."""
     cfg = load_cli_config()
     owner = resolve_user(user, cfg)
@@ -518,6 +521,17 @@ def forget(user: str | None, yes: bool) -> None:
                    f"({_near_hint(owner, run(_owners(resolve_db(cfg))))})")
         return
     click.echo(f"forgot {owner}: " + ", ".join(f"{v} {k}" for k, v in counts.items()))
+    if copies := _earlier_copies(Paths.from_env()):
+        click.echo(f"{len(copies)} earlier copies are not changed by this and may hold {owner}'s data; delete them "
+                   "too if they must not: " + ", ".join(str(p) for p in copies))
+
+
+def _earlier_copies(paths: Paths) -> list[Path]:
+    """Folders of copies an erasure does not reach: ``myclaw backup``'s
+    default ones and those a restore moved aside (never pruned by myclaw).
+    A backup written elsewhere (``myclaw backup DEST``) is not known here."""
+    found = [*paths.data_dir.glob("before-restore-*"), *(paths.home / "backups").glob("*")]
+    return sorted(p for p in found if p.is_dir())
 
 
 def _near_hint(owner: str, owners: list[str]) -> str:
@@ -534,9 +548,9 @@ async def _owners(path: Path) -> list[str]:
 
 
 async def _forget(cfg: Config, path: Path, owner: str) -> dict[str, int]:
-    import shutil
-
     from gateway.cron import CronStore
+    from gateway.export import erase_exports
+    from gateway.incognito import Incognito
     from gateway.outbox import Outbox
     from gateway.recent_files import RecentFiles
     from gateway.sessions import SessionStore
@@ -544,10 +558,17 @@ async def _forget(cfg: Config, path: Path, owner: str) -> dict[str, int]:
     from memory.filestore import FileMemory
 
     counts: dict[str, int] = {}
+    paths = Paths.from_env()
+    # The folder first: the import ledger forget_owner drops is what keeps
+    # its files from being read back in.
+    folder = await FileMemory(paths.workspace(cfg), SystemClock()).forget_all(owner)  # bytes zeroed, then the folder
+    if folder.files:
+        counts["memory files"] = folder.files
+    if exported := erase_exports(paths.exports_dir, owner):  # `myclaw chat`'s /export files: a copy of it all
+        counts["exports"] = exported
     if path.exists():
         async with open_engine(path) as engine:
             counts.update(await engine.forget_owner(owner))
-    paths = Paths.from_env()
     if paths.gateway_db().exists():
         async with await SessionStore.open(paths.gateway_db()) as sessions:
             counts["history messages"] = await sessions.forget_owner(owner)
@@ -557,6 +578,8 @@ async def _forget(cfg: Config, path: Path, owner: str) -> dict[str, int]:
                 counts["undelivered replies"] = replies
             if await UserTimezones(sessions.db).forget_owner(owner):
                 counts["time zone setting"] = 1
+            if await Incognito(sessions.db).forget_owner(owner):
+                counts["incognito setting"] = 1
             if files := await RecentFiles(sessions.db, SystemClock()).forget_owner(owner):
                 counts["recent files"] = files
             if counts["history messages"] or replies or files:
@@ -571,10 +594,6 @@ async def _forget(cfg: Config, path: Path, owner: str) -> dict[str, int]:
             counts["scheduled jobs"] = len(jobs)
         finally:
             await store.close()
-    user_dir = FileMemory(paths.workspace(cfg), SystemClock()).user_dir(owner)
-    if user_dir.exists():
-        shutil.rmtree(user_dir)
-        counts["file folders"] = 1
     return counts
 
 
@@ -595,12 +614,15 @@ async def _archive(path: Path, memory_id: int) -> None:
                             detail={"was": m.status.value})
 
 
-async def _erase(path: Path, memory_id: int, cascade: bool) -> Erasure:
+async def _erase(path: Path, memory_id: int, cascade: bool, workspace: Path) -> tuple[Erasure, int]:
     """Erase the memory (planned again inside the transaction, so what goes
     is what is stored now), log every erased row, then purge the file. A
     cascade also erases the conversation history messages that said it
-    (gateway.db; a running gateway notices within a second)."""
+    (gateway.db; a running gateway notices within a second) and, for a fact
+    imported from the user's MEMORY.md, its line there (with the logged
+    messages repeating it): the erasure and how many file lines."""
     from gateway.sessions import SessionStore
+    from memory.filestore import FileMemory
 
     async with open_engine(path) as engine:
         m = await _get(engine, memory_id, None)
@@ -614,7 +636,11 @@ async def _erase(path: Path, memory_id: int, cascade: bool) -> Erasure:
             plan.history_lines = await sessions.erase_matching(plan.owner, plan.texts())
             if plan.history_lines:
                 await sessions.db.compact()  # a running gateway keeps the WAL, and the words in it
-    return plan
+    lines = 0
+    if cascade:
+        lines = await FileMemory(workspace, SystemClock()).forget_words(
+            plan.owner, [x.content for x in (*plan.named, *plan.versions, *plan.entries)])
+    return plan, lines
 
 
 # -- export ---------------------------------------------------------------------

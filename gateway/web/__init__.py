@@ -16,6 +16,7 @@ from datetime import UTC, tzinfo
 
 from memory.engine import MemoryEngine
 from memory.retrieval import Retriever
+from memory.service import ImportedFiles
 
 from gateway.http import HttpServer
 
@@ -37,11 +38,12 @@ def mount_memory_page(
     forget_history: ForgetHistory | None = None,
     tz: tzinfo = UTC,
     on_written: Callable[[str], None] | None = None,
+    files: ImportedFiles | None = None,
 ) -> MemoryWeb:
     """Register the page's routes on ``http`` (before or after it starts).
-    ``forget_history``, ``on_written``: as :class:`MemoryAdmin`'s; ``tz``:
+    ``forget_history``, ``on_written``, ``files``: as :class:`MemoryAdmin`'s; ``tz``:
     the clock its times are shown on (``gateway.timezone``)."""
-    admin = MemoryAdmin(engine, retriever, forget_history=forget_history, on_written=on_written)
+    admin = MemoryAdmin(engine, retriever, forget_history=forget_history, on_written=on_written, files=files)
     web = MemoryWeb(admin, AdminAuth(token, session_ttl=session_ttl), tz=tz)
     web.mount(http)
     return web

@@ -43,6 +43,7 @@ from memory.extraction import retry_set_aside
 from memory.engine import MAX_CONTENT_CHARS, Stats, row_to_memory
 from memory.forgetting import Erasure, erase_planned, plan_erasure, retire_entries_on
 from memory.retrieval import Retriever
+from memory.service import ImportedFiles
 from memory.types import GLOBAL_OWNER, Hit, Memory
 
 __all__ = [
@@ -204,11 +205,14 @@ repeat ``texts`` (the gateway's ``SessionStore.erase_matching``)."""
 class MemoryAdmin:
     def __init__(
         self, engine: MemoryEngine, retriever: Retriever | None = None, *, forget_history: ForgetHistory | None = None,
-        on_written: Callable[[str], None] | None = None,
+        on_written: Callable[[str], None] | None = None, files: ImportedFiles | None = None,
     ) -> None:
         self.engine = engine
         self.retriever = retriever or Retriever(engine)
         self.forget_history = forget_history
+        # The file store's folders (memory was off once): a cascade erase
+        # takes an imported fact's MEMORY.md line too, as /forget does.
+        self.files = files
         # Called with the owner after an add, an edit of the words or a
         # restore committed: the gateway wakes the vectorizer, so hybrid
         # recall finds the new words now, not at its next interval.
@@ -504,6 +508,8 @@ class MemoryAdmin:
         if cascade and self.forget_history is not None:
             # The next prompt's history would still show it.
             plan.history_lines = await self.forget_history(plan.owner, plan.texts())
+        if cascade and self.files is not None:
+            await self.files.forget_words(plan.owner, [m.content for m in (*plan.named, *plan.versions, *plan.entries)])
         return plan
 
     async def archive_all(self, owner: str) -> builtins.list[int]:

@@ -313,7 +313,10 @@ CATALOGUE: dict[str, tuple[str, str]] = {
     "archive_instead": ("Archive instead", "改为归档"),
     "erase_all_q": ("Erase all {memories} of {user} for good?", "永久删除 {user} 的全部 {memories}？"),
     "erase_all_text": ("Every memory of <b>{user}</b>, active, archived and superseded, is deleted from the database. "
-                       "This cannot be undone.", "<b>{user}</b> 的每条记忆（有效、已归档和旧版本）都会从数据库中删除。无法撤销。"),
+                       "This cannot be undone. Their conversation summaries, history, scheduled jobs and files stay: "
+                       "<code>myclaw memory forget --user</code> erases everything.",
+                       "<b>{user}</b> 的每条记忆（有效、已归档和旧版本）都会从数据库中删除。无法撤销。"
+                       "对话摘要、对话记录、定时任务和文件会保留：<code>myclaw memory forget --user</code> 会删除全部。"),
     "type_name": ("Type the user name <b>{user}</b> to confirm", "输入用户名 <b>{user}</b> 以确认"),
     "erase_all": ("Erase all for good", "全部永久删除"),
     "name_mismatch": ("The name you typed does not match; nothing was erased.", "输入的名字不对，什么也没有删除。"),

@@ -4,6 +4,7 @@ import asyncio
 import io
 import json
 import os
+import re
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -13,6 +14,7 @@ from channels.terminal import TerminalChannel, stdin_reader
 from gateway.app import App
 from gateway.config import Paths, load_config
 from gateway.delivery import FILE_NOT_SENT
+from gateway.export import exports_folder
 from memory import ManualClock, Provenance
 from tests.fakes.openai_server import FakeOpenAI, Reply, said
 
@@ -141,13 +143,45 @@ async def test_an_export_is_written_owner_only_and_its_path_printed(
     app, terminal, out = await _chat_app(tmp_path, clock, fake_llm, b"/export\n/export\n")
     terminal.exports = Paths(tmp_path).exports_dir
     await _export_session(app, terminal)
-    path = tmp_path / "exports" / f"myclaw-memory-{clock.now().date().isoformat()}.md"
+    # In her own folder there: /forget all erases it with the rest.
+    path = exports_folder(tmp_path / "exports", "terminal:ada") / f"myclaw-memory-{clock.now().date().isoformat()}.md"
     first, second = [ln for ln in out.getvalue().split("you> ") if ln]
     assert first.startswith("myclaw> Everything I keep about you, as a Markdown file.") and first.endswith(f"(saved to {path})\n")
     assert second.startswith("myclaw> One export a minute")  # the same clock minute
     assert os.stat(path).st_mode & 0o777 == 0o600 and os.stat(path.parent).st_mode & 0o777 == 0o700
+    assert os.stat(path.parent.parent).st_mode & 0o777 == 0o700
     assert "Ada keeps her notes in Obsidian" in path.read_text(encoding="utf-8")
     assert fake_llm.requests == []
+
+
+async def test_forget_all_erases_the_users_exports_too(tmp_path: Path, clock: ManualClock, fake_llm: FakeOpenAI) -> None:
+    """The export ``myclaw chat`` wrote holds everything kept about the user:
+    after /forget all said "Erased for good", it stayed in exports/."""
+    (tmp_path / "config.json").write_text(json.dumps({"provider": {"baseUrl": fake_llm.url, "maxRetries": 0}}),
+                                          encoding="utf-8")
+    app = App(load_config(tmp_path / "config.json", env={}), Paths(tmp_path), clock=clock, config_channels=False)
+    reader, out = asyncio.StreamReader(), io.StringIO()
+    terminal = TerminalChannel(app.bus, reader=reader, output=out, sender_id="ada", prompt="you> ",
+                               exports=Paths(tmp_path).exports_dir)
+    app.add_channel(terminal)
+    reader.feed_data(b"/export\n/forget all\n")
+    try:
+        await app.open()
+        assert app.backend is not None
+        await app.backend.remember("terminal:ada", "Ada keeps her notes in Obsidian", provenance=Provenance())
+        await app.start()
+        async with asyncio.timeout(10):
+            while "/forget all " not in out.getvalue().split("To confirm")[-1]:
+                await asyncio.sleep(0.01)
+        assert any(b"Obsidian" in f.read_bytes() for f in (tmp_path / "exports").rglob("*.md"))
+        code = re.findall(r"\b\d{4}\b", out.getvalue())[-1]
+        reader.feed_data(f"/forget all {code}\n".encode())
+        reader.feed_eof()
+        await asyncio.wait_for(terminal.wait_closed(), 10)
+    finally:
+        await app.close()
+    assert "Erased for good" in out.getvalue()
+    assert [f for f in (tmp_path / "exports").rglob("*") if f.is_file() and b"Obsidian" in f.read_bytes()] == []
 
 
 async def test_without_a_folder_the_file_is_not_written_and_the_user_is_told(

@@ -11,7 +11,8 @@ import pytest
 from click.testing import CliRunner, Result
 
 from gateway.cli import main
-from gateway.export import render_markdown
+from gateway.export import exports_folder, render_markdown
+from gateway.incognito import Incognito
 from gateway.bus import Document
 from gateway.recent_files import RecentFiles
 from gateway.sessions import SessionStore
@@ -517,6 +518,8 @@ def test_forget_erases_a_user_everywhere_and_only_them(home: Path) -> None:
             await recent.keep("telegram:1", "alice", [Document("alice-plan.pdf", "alice's plan")])
             await recent.keep("telegram:2", "bob", [Document("bob-plan.pdf", "bob's plan")])
             await recent.flush()  # on disk, as a stopped gateway leaves them
+            await Incognito(s.db).start("alice", at=clock.now())  # a setting of hers, data about her too
+            await Incognito(s.db).start("bob", at=clock.now())
         store = await CronStore.open(home / "data" / "cron.db", clock)
         try:
             await store.add(schedule="0 9 * * *", message="daily plan", channel="telegram", chat_id="1", user="alice")
@@ -527,20 +530,26 @@ def test_forget_erases_a_user_everywhere_and_only_them(home: Path) -> None:
             await store.close()
         files = FileMemory(home / "workspace", clock)
         await files.remember("alice", "alice's file note", provenance=Provenance())
+        for who in ("alice", "bob"):  # what `myclaw chat` wrote for their /export
+            folder = exports_folder(home / "exports", who)
+            folder.mkdir(parents=True)
+            (folder / "myclaw-memory-2026-03-01.md").write_text(f"{who}'s export")
 
     asyncio.run(seed())
     assert cli("forget", "--user", "alice", input="n\n").exit_code != 0  # asks first; "no" changes nothing
     assert len(db_rows(home)) == 2
 
     out = ok("forget", "--user", "alice", "--yes").stdout
-    assert "1 memories" in out and "1 history messages" in out and "2 scheduled jobs" in out and "1 file folders" in out
-    assert "1 recent files" in out
+    assert "1 memories" in out and "1 history messages" in out and "2 scheduled jobs" in out and "1 memory files" in out
+    assert "1 recent files" in out and "1 incognito setting" in out and "1 exports" in out
+    assert not exports_folder(home / "exports", "alice").exists() and exports_folder(home / "exports", "bob").exists()
     assert [m.owner for m in db_rows(home)] == ["bob"]
 
     async def left() -> tuple[list[str], list[str]]:
         async with await SessionStore.open(home / "data" / "gateway.db") as s:
             rows = await s.db.fetchall("SELECT owner FROM session_messages")
             assert [r[0] for r in await s.db.fetchall("SELECT owner FROM recent_files")] == ["bob"]
+            assert [r[0] for r in await s.db.fetchall("SELECT owner FROM user_incognito")] == ["bob"]
         store = await CronStore.open(home / "data" / "cron.db", ManualClock())
         try:
             jobs = [j.user for j in await store.list()]
@@ -552,6 +561,21 @@ def test_forget_erases_a_user_everywhere_and_only_them(home: Path) -> None:
     assert history == ["bob"] and [u for u in jobs if not u.startswith("_")] == ["bob"]
     assert not FileMemory(home / "workspace").user_dir("alice").exists()
     assert cli("forget", "--user", "_global", "--yes").exit_code == 2
+
+
+def test_forget_names_the_backups_it_cannot_reach(home: Path) -> None:
+    """An erasure does not reach copies made before (``myclaw backup``'s
+    folders, the files a restore moved aside): the operator answering a
+    deletion request is told which, not left to believe it is all gone."""
+    ok("add", "Alice's locker code is 4921", "--user", "alice")
+    assert "not changed" not in ok("forget", "--user", "alice", "--yes").stdout  # none yet
+    ok("add", "Alice's locker code is 4921", "--user", "alice")
+    (home / "backups" / "20260301T120000Z").mkdir(parents=True)
+    (home / "data" / "before-restore-20260302T080000Z").mkdir()
+    out = ok("forget", "--user", "alice", "--yes").stdout
+    assert "forgot alice: 1 memories" in out
+    assert "2 earlier copies are not changed" in out
+    assert str(home / "backups" / "20260301T120000Z") in out and "before-restore-20260302T080000Z" in out
 
 
 def test_forget_of_a_misspelt_handle_says_nothing_was_there_and_names_the_near_one(home: Path) -> None:
@@ -595,6 +619,22 @@ def test_forget_and_a_cascade_erase_leave_no_trace_in_the_history_file_of_a_runn
         assert gateway.execute("SELECT count(*) FROM session_messages").fetchone() == (30,)  # alice's other lines stay
     finally:
         gateway.close()
+
+
+def test_a_cascade_purge_takes_an_imported_facts_memory_md_line(home: Path) -> None:
+    """As /forget and the page's cascade erase: a fact read from the user's
+    MEMORY.md (memory was off once) goes from there too; the other stays."""
+    async def seed() -> None:
+        files = FileMemory(home / "workspace", ManualClock("2026-03-01T12:00:00Z"))
+        for line in ("Locker code zqxjkv4711", "Likes green tea"):
+            await files.remember("alice", line, provenance=Provenance())
+
+    asyncio.run(seed())
+    ok("migrate")
+    [m] = [m for m in db_rows(home) if "zqxjkv4711" in m.content]
+    assert "erased 1 line(s) of their memory files" in ok("delete", str(m.id), "--purge", "--cascade", "--yes").stdout
+    folder = FileMemory(home / "workspace").user_dir("alice")
+    assert on_disk(folder, "zqxjkv4711") == 0 and "Likes green tea" in (folder / "MEMORY.md").read_text()
 
 
 def test_purge_and_a_redacting_edit_leave_no_trace_in_the_files(home: Path) -> None:

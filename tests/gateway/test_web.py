@@ -487,6 +487,8 @@ async def test_clear_all_needs_two_confirmations_and_erase_all_the_typed_name(si
 
         r = await c.post("/memory/erase-all", data={"user": "alice"})
         assert r.status_code == 200 and "Type the user name" in r.text
+        # An operator answering a deletion request is told this is not everything.
+        assert "myclaw memory forget --user" in r.text
         r = await c.post("/memory/erase-all", data={"user": "alice", "confirm": "yes", "typed": "alic"})
         assert r.status_code == 400 and "does not match" in r.text
         assert len(await site.engine.list_memories("alice", status=None)) == 3
@@ -1086,3 +1088,24 @@ async def test_what_changes_a_memorys_words_tells_the_vectorizer(engine: MemoryE
     await admin.restore(m.id, "alice")
     await admin.edit(m.id, "alice", {"content": "alice keeps two hives of bees"})
     assert told == ["alice"] * 3
+
+
+async def test_an_erase_with_its_history_takes_an_imported_facts_memory_md_line(
+    engine: MemoryEngine, tmp_path: Path, clock: ManualClock
+) -> None:
+    """A fact imported from the user's MEMORY.md (memory was off once): the
+    page's "erase it with its history" takes its line there too, bytes and
+    all, as /forget does; "this row only" takes the row only."""
+    from memory.filestore import FileMemory
+
+    files = FileMemory(tmp_path / "ws", clock)
+    for line in ("Locker code QUOKKA7731", "Likes green tea"):
+        await files.remember("alice", line, provenance=Provenance())
+    code, tea = [await engine.add(NewMemory(owner="alice", content=c, tier=1, source=Source.MIGRATION,
+                                            provenance=Provenance(refs=("users/alice/MEMORY.md",))))
+                 for c in ("Locker code QUOKKA7731", "Likes green tea")]
+    admin = MemoryAdmin(engine, files=files)
+    await admin.erase(tea.id, "alice")
+    await admin.erase(code.id, "alice", cascade=True)
+    assert on_disk(files.user_dir("alice"), "QUOKKA7731") == 0
+    assert "Likes green tea" in (files.user_dir("alice") / "MEMORY.md").read_text(encoding="utf-8")

@@ -212,6 +212,27 @@ async def test_forget_erases_a_fact_and_the_messages_that_said_it(files: FileMem
     assert again.erased == [] and again.unknown == [cat.ref]  # a stale id names nothing
 
 
+async def test_forget_words_and_days_erase_what_sqlite_imported_from_the_files(files: FileMemory) -> None:
+    """With SQLite on, an erased imported fact names its MEMORY.md line by
+    its words, an erased imported day its logged lines by the day's text
+    (the import's event); the rest stays, and another user is untouched."""
+    memory_md = files.user_dir("alice") / "MEMORY.md"
+    memory_md.parent.mkdir(parents=True)
+    memory_md.write_text("- Alice's locker code is 4921\n- Alice lives in Hangzhou\n")
+    await files.buffer([turn("alice", "remember: Alice's locker code is 4921", "2026-02-27T09:05:00", mid="1"),
+                        turn("alice", "nice weather", "2026-02-28T10:00:00", mid="2"),
+                        turn("bob", "nice weather", "2026-02-28T10:00:00", mid="3")])
+    assert await files.forget_words("alice", ["Alice's locker code is 4921", "not a line of hers"]) == 2  # the line, the message
+    assert memory_md.read_text() == "- Alice lives in Hangzhou\n"
+    day = files.user_dir("alice") / "2026-02-28.md"
+    imported = day.read_text().split("\n", 1)[1]  # the day as the import read it: its heading left out
+    assert await files.forget_days("alice", [("2026-02-28", imported)]) == 1
+    assert not day.exists()  # nothing left of that day
+    assert on_disk(files.user_dir("alice"), "4921") == 0
+    assert on_disk(files.user_dir("bob"), "nice weather") == 1
+    assert await files.forget_words("_global", ["Alice lives in Hangzhou"]) == 0  # the operator's file
+
+
 async def test_forget_a_logged_message_with_its_continuation_lines(files: FileMemory, clock: ManualClock) -> None:
     await files.buffer([turn("alice", "my new address:\nFlat 2, 10 Elm Road", "2026-02-26T20:00:00")])
     await files.buffer([turn("alice", "see you tomorrow", "2026-02-27T08:00:00")])

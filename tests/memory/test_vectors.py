@@ -441,6 +441,31 @@ async def test_wake_embeds_new_memories_now_not_at_the_next_interval(
         await vz.stop()
 
 
+async def test_a_memory_erased_while_it_is_embedded_leaves_no_vector_in_the_cache(
+    engine: MemoryEngine, embedder: CachedEmbedder, fake: FakeOpenAI
+) -> None:
+    """The erasure dropped the cached vector before the vectorizer's answer
+    came; the answer then wrote it to the cache (kept up to 90 days, and
+    invertible to much of the erased text)."""
+    from memory.embedding import text_hash
+
+    secret = await add(engine, "alice", "alice's door code is 4711")
+    kept = await add(engine, "alice", "alice drives a blue automobile")
+    index = VectorIndex(engine.db, "m1")
+    fake.embedding_delay = 0.5
+    embedding = asyncio.create_task(Vectorizer(index, embedder).run_once())
+    async with asyncio.timeout(5):
+        while not fake.embedding_requests:
+            await asyncio.sleep(0.01)
+    await engine.delete(secret)
+    await engine.purge_erased()
+    assert await asyncio.wait_for(embedding, 5) == 2
+    cached = {r[0] for r in await engine.db.reader.execute_fetchall("SELECT text_hash FROM embedding_cache")}
+    assert text_hash("alice's door code is 4711") not in cached
+    assert text_hash("alice drives a blue automobile") in cached and await index.count("alice") == 1
+    assert await index.pending() == [] and kept
+
+
 async def test_an_erased_or_reworded_memorys_vector_leaves_the_cached_matrix_at_once(
     engine: MemoryEngine, embedder: CachedEmbedder, clock: ManualClock, tmp_path: Path
 ) -> None:
