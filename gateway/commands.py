@@ -173,7 +173,7 @@ class UserCommands:
         """``chat_zh``: whether the sender's recent messages in the chat are
         mostly Chinese (None: none yet). A command's answer speaks as the
         chat does, unless its own words say otherwise (``/导出``, ``/memory
-        咖啡``); with nothing to tell by, in the language of what it shows,
+        咖啡``; a ``/timezone`` zone's name is a place, not words); with nothing to tell by, in the language of what it shows,
         and with nothing shown either (a new user), as the sender's app is
         set (``app_zh``). ``chat``: (channel, chat id) of a group, for the
         commands a group may send (:data:`IN_GROUPS`)."""
@@ -194,7 +194,7 @@ class UserCommands:
         if name in ("export", "导出"):
             return await self._export(user, zh=True if name == "导出" else chat_zh, app_zh=app_zh)
         if name in ("timezone", "tz"):
-            return Answer(await self._timezone(user, args.strip(), said))
+            return Answer(await self._timezone(user, args.strip(), chat_zh, app_zh))
         if name in ("incognito", "无痕"):
             return Answer(await self._incognito(user, args.strip().lower(), zh=True if name == "无痕" else said))
         if name == "project":
@@ -406,9 +406,10 @@ class UserCommands:
                 f"To confirm, send within 5 minutes: /forget {word} {code}")
 
 
-    async def _timezone(self, user: str, args: str, chat_zh: bool | None) -> str:
-        # A zone's name ("Berlin") says nothing of the chat's language.
-        zh = _chinese([args]) or bool(chat_zh)
+    async def _timezone(self, user: str, args: str, chat_zh: bool | None, app_zh: bool = False) -> str:
+        # A zone's name (东八区, "Berlin") is a place, not the user's words: the
+        # chat's language decides; only with none yet does a Chinese name.
+        zh = chat_zh if chat_zh is not None else _chinese([args]) or app_zh
         if self.timezones is None:
             return "这里不能设置时区。" if zh else "Time zones cannot be set here."
         gateway = zone_name(self.default_tz)
