@@ -270,13 +270,15 @@ class UserCommands:
             out += ["", "始终记在心里：" if zh else "Always in mind:", *(_line(h, zh) for h in o.profile[:_PROFILE_SHOWN])]
             if len(o.profile) > _PROFILE_SHOWN:
                 rest = len(o.profile) - _PROFILE_SHOWN
-                out.append(f"……还有 {rest} 条始终记在心里：/export 列出全部。" if zh
-                           else f"…and {rest} more always in mind: /export lists them all.")
+                # Apart from the list: a line right under its last item is read as
+                # that item's (Markdown's lazy continuation; Telegram indents it so).
+                out += ["", f"……还有 {rest} 条始终记在心里：/export 列出全部。" if zh
+                        else f"…and {rest} more always in mind: /export lists them all."]
         if o.recent:
             out += ["", "最新的记忆：" if zh else "Newest:", *(_line(h, zh) for h in o.recent)]
         more = o.facts - len(o.profile) - len(o.recent)
         if more > 0 and o.recent and o.recent[0].kind == "memory":
-            out.append(f"……还有 {more} 条。" if zh else f"…and {more} more.")
+            out += ["", f"……还有 {more} 条。" if zh else f"…and {more} more."]  # apart, as above
         if o.waiting:
             out += ["", f"你最新的 {o.waiting} 条消息还在等待学习。" if zh
                     else f"{_n(o.waiting, 'message of yours is', 'of your newest messages are')} still waiting to be learnt."]
