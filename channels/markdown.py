@@ -4,7 +4,9 @@
 ``parse_mode=HTML`` accepts: bold, italic, strikethrough, inline code,
 ``<pre>`` blocks (with their language), links and blockquotes. What
 Telegram has no markup for becomes text: headings bold, list items with
-"•" or their number, a table a monospaced block, a rule a line.
+"•" or their number, a table a monospaced block, a rule a line. Blocks
+are spaced as written: a blank line between two only where the source has
+one ("Newest:" and the list right under it stay together).
 
 Parsing is markdown-it-py's CommonMark (with GFM tables and
 strikethrough), so ``snake_case``, "2 * 3" and an unclosed "**" stay
@@ -53,8 +55,9 @@ def telegram_html(text: str, *, opener: str = "") -> str:
     ("```python") the text continues from (see :func:`part_openers`)."""
     source = f"{opener}\n{text}" if opener else text
     tokens = _MD.parse(source)
-    blocks, _ = _blocks(tokens, 0, None, quoted=False)
-    return "\n\n".join(b for b in blocks if b)
+    lines = source.split("\n")
+    blocks, _ = _blocks(tokens, 0, None, quoted=False, source=lines)
+    return _joined(blocks, lines)
 
 
 def might_have_markup(text: str) -> bool:
@@ -170,41 +173,65 @@ def _esc(text: str) -> str:
     return html.escape(text, quote=False)
 
 
-def _blocks(tokens: list[Token], i: int, close: str | None, *, quoted: bool) -> tuple[list[str], int]:
+# A rendered block and the source lines it came from ([first, after last]).
+_Block = tuple[str, list[int] | None]
+_BLANK = re.compile(r"[\s>]*$")  # a blank line, inside a quote too
+
+
+def _joined(blocks: list[_Block], source: list[str]) -> str:
+    """The blocks, a blank line between two only where the source had one
+    ("Newest:" with its list right under it stays so). A list's lines take
+    in the blank one after it, so the line before the next block tells."""
+    out: list[str] = []
+    for text, lines in blocks:
+        if not text:
+            continue
+        if out:
+            tight = lines is not None and lines[0] > 0 and _BLANK.match(source[lines[0] - 1]) is None
+            out.append("\n" if tight else "\n\n")
+        out.append(text)
+    return "".join(out)
+
+
+def _blocks(tokens: list[Token], i: int, close: str | None, *, quoted: bool,
+            source: list[str]) -> tuple[list[_Block], int]:
     """Render block tokens from ``i`` up to the ``close`` token (the end
     when None); returns the rendered blocks and the index after ``close``."""
-    out: list[str] = []
+    out: list[_Block] = []
     while i < len(tokens):
         t = tokens[i]
         if close is not None and t.type == close:
             return out, i + 1
         if t.type in ("paragraph_open", "heading_open"):
             inline = _inline(tokens[i + 1].children or [])
-            out.append(f"<b>{inline}</b>" if t.type == "heading_open" and inline else inline)
+            out.append((f"<b>{inline}</b>" if t.type == "heading_open" and inline else inline, t.map))
             i += 3
         elif t.type == "fence":
-            out.append(_pre(t.content, t.info))
+            out.append((_pre(t.content, t.info), t.map))
             i += 1
         elif t.type == "hr":
-            out.append(_RULE)
+            out.append((_RULE, t.map))
             i += 1
         elif t.type == "blockquote_open":
-            inner, i = _blocks(tokens, i + 1, "blockquote_close", quoted=True)
-            body = "\n\n".join(b for b in inner if b)
+            lines = t.map
+            inner, i = _blocks(tokens, i + 1, "blockquote_close", quoted=True, source=source)
+            body = _joined(inner, source)
             # Telegram does not nest quotes: an inner one joins the outer.
-            out.append(body if quoted else f"<blockquote>{body}</blockquote>")
+            out.append((body if quoted else f"<blockquote>{body}</blockquote>", lines))
         elif t.type in ("bullet_list_open", "ordered_list_open"):
-            rendered, i = _list(tokens, i, quoted=quoted)
-            out.append(rendered)
+            lines = t.map
+            rendered, i = _list(tokens, i, quoted=quoted, source=source)
+            out.append((rendered, lines))
         elif t.type == "table_open":
+            lines = t.map
             rendered, i = _table(tokens, i)
-            out.append(rendered)
+            out.append((rendered, lines))
         else:  # html_block is off; anything new in a later markdown-it is skipped, not shown raw
             i += 1
     return out, i
 
 
-def _list(tokens: list[Token], i: int, *, quoted: bool) -> tuple[str, int]:
+def _list(tokens: list[Token], i: int, *, quoted: bool, source: list[str]) -> tuple[str, int]:
     opening = tokens[i]
     ordered = opening.type == "ordered_list_open"
     close = "ordered_list_close" if ordered else "bullet_list_close"
@@ -213,11 +240,11 @@ def _list(tokens: list[Token], i: int, *, quoted: bool) -> tuple[str, int]:
     i += 1
     while tokens[i].type != close:
         assert tokens[i].type == "list_item_open"
-        inner, i = _blocks(tokens, i + 1, "list_item_close", quoted=quoted)
+        inner, i = _blocks(tokens, i + 1, "list_item_close", quoted=quoted, source=source)
         marker = f"{number}. " if ordered else "• "
         number += 1
         pad = " " * len(marker)
-        lines = "\n".join(b for b in inner if b).split("\n")
+        lines = "\n".join(b for b, _ in inner if b).split("\n")
         items.append(marker + "\n".join([lines[0], *(pad + ln if ln else ln for ln in lines[1:])]))
     return "\n".join(items), i + 1
 

@@ -338,6 +338,7 @@ class App:
         # Groups' titles as seen (/share, the memory page, exports); a channel
         # whose messages carry none (Feishu) adds its lookup as it starts.
         self.titles = ChatTitles(sessions.db, clock=self.clock)
+        await self.titles.load()  # a refusal the last run met, for /healthz until this run asks again
         if self.memory_web is not None:
             self.memory_web.titles = self.titles
         if self.extraction is not None:
@@ -441,6 +442,7 @@ class App:
             failed=self.failed_channels,
             backlog=engine.backlog if engine is not None else None,
             outbox=(lambda: delivery.waiting) if (delivery := self.delivery) is not None else None,
+            refused=lambda: self.titles.refused,
         )
 
     def _open_hybrid(self, engine: Any, lexical: Any) -> Any:

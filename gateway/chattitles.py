@@ -10,8 +10,11 @@ is a day old; a failed or slow lookup leaves the id and is tried again
 later, and never holds up the message. An app refused the permission
 (Feishu's im:chat:readonly) is said so once at warning level, naming the
 scope, and its channel is not asked again for a day (or until a restart):
-every group would be refused alike. ``/forget all`` leaves titles: they
-are the group's, not the member's.
+every group would be refused alike. The refusal is kept in gateway.db
+(``refused_permissions``) until an ask works, so ``myclaw doctor
+--offline`` (:func:`read_refusals`) and /healthz, in the next run too,
+report it. ``/forget all`` leaves titles: they are the group's, not the
+member's.
 """
 
 from __future__ import annotations
@@ -30,7 +33,10 @@ from memory.clock import Clock, SystemClock, format_ts, parse_ts
 from memory.db import Database
 from memory.lru import LRU
 
-__all__ = ["REFUSED_RETRY_AFTER", "RETRY_AFTER", "STALE_AFTER", "ChatTitles", "Lookup", "group_name", "read_titles"]
+__all__ = [
+    "REFUSED_RETRY_AFTER", "RETRY_AFTER", "STALE_AFTER", "ChatTitles", "Lookup", "group_name", "read_refusals",
+    "read_titles",
+]
 
 CHATS_KEPT = 4096  # chats whose last written title is remembered (no write while it is the same)
 MAX_TITLE_CHARS = 128  # Telegram's limit; a longer one is cut
@@ -51,6 +57,31 @@ def group_name(place: str, names: Mapping[str, str]) -> str:
     return names.get(place) or place
 
 
+def _read_only(path: Path) -> sqlite3.Connection:
+    """``path`` opened read-only: a file no process has open is read
+    ``immutable``, so not even a ``-wal`` is made."""
+    live = Path(f"{path}-wal").exists() and Path(f"{path}-shm").exists()  # a gateway has it open
+    uri = path.absolute().as_uri() + ("?mode=ro" if live else "?mode=ro&immutable=1")
+    return sqlite3.connect(uri, uri=True, timeout=2.0)
+
+
+def read_refusals(path: Path) -> dict[str, tuple[str, str]]:
+    """Channel -> (the permission its platform refused the app, when) as
+    the gateway.db at ``path`` last recorded them, read only, as
+    :func:`read_titles` reads. {} when there is no such file or it
+    predates the record."""
+    if not path.is_file():
+        return {}
+    with closing(_read_only(path)) as conn:
+        try:
+            rows = conn.execute("SELECT channel, scope, refused_at FROM refused_permissions").fetchall()
+        except sqlite3.OperationalError as exc:
+            if "no such table" in str(exc):
+                return {}
+            raise
+    return {str(channel): (str(scope), str(at)) for channel, scope, at in rows}
+
+
 def read_titles(path: Path) -> dict[str, str]:
     """Every ``channel:chat_id`` -> title in the gateway.db at ``path``, for
     a command that opens memory.db alone (``myclaw memory export``): read
@@ -60,9 +91,7 @@ def read_titles(path: Path) -> dict[str, str]:
     for a file that is not a database."""
     if not path.is_file():
         return {}
-    live = Path(f"{path}-wal").exists() and Path(f"{path}-shm").exists()  # a gateway has it open
-    uri = path.absolute().as_uri() + ("?mode=ro" if live else "?mode=ro&immutable=1")
-    with closing(sqlite3.connect(uri, uri=True, timeout=2.0)) as conn:
+    with closing(_read_only(path)) as conn:
         try:
             rows = conn.execute("SELECT channel || ':' || chat_id, title FROM chat_titles").fetchall()
         except sqlite3.OperationalError as exc:
@@ -98,6 +127,25 @@ class ChatTitles:
         self.refused: dict[str, str] = {}  # channel -> the permission it was refused, while it is
         self._refused_until: dict[str, datetime] = {}  # channel -> not asked again before
         self._warned: set[str] = set()  # channels whose refusal was said at warning level
+
+    async def load(self) -> None:
+        """The refusals the last run recorded (this one asks again at once)."""
+        rows = await self.db.fetchall("SELECT channel, scope FROM refused_permissions")
+        self.refused.update((str(r[0]), str(r[1])) for r in rows)
+
+    async def _record_refusal(self, channel: str, scope: str | None, at: datetime) -> None:
+        """Kept (``scope``) or cleared (None) in gateway.db; a failed write
+        costs only the record, said in the log."""
+        try:
+            if scope is None:
+                await self.db.write("DELETE FROM refused_permissions WHERE channel = ?", (channel,))
+            else:
+                await self.db.write(
+                    "INSERT INTO refused_permissions (channel, scope, refused_at) VALUES (?, ?, ?) "
+                    "ON CONFLICT (channel) DO UPDATE SET scope = excluded.scope, refused_at = excluded.refused_at",
+                    (channel, scope, format_ts(at)))
+        except (sqlite3.Error, OSError) as exc:
+            log.error("could not record the permission's state in gateway.db", channel=channel, error=str(exc))
 
     async def seen(self, channel: str, chat_id: str, title: str, *, at: str) -> None:
         """A message came in ``chat_id`` under ``title``."""
@@ -152,11 +200,13 @@ class ChatTitles:
             self._next_lookup[place] = now + STALE_AFTER
             if (granted := self.refused.pop(channel, None)) is not None:
                 self._refused_until.pop(channel, None)
+                await self._record_refusal(channel, None, now)
                 log.info(f"group titles are looked up again: {granted} was granted", channel=channel)
         except NotPermitted as exc:
             # The app's, not this group's: every group would be refused alike.
             self._refused_until[channel] = now + REFUSED_RETRY_AFTER
             self.refused[channel] = exc.scope
+            await self._record_refusal(channel, exc.scope, now)
             if channel not in self._warned:
                 self._warned.add(channel)
                 log.warning(f"the {channel} app may not read group information ({exc.scope}): groups are shown "

@@ -173,7 +173,7 @@ class UserCommands:
         """``chat_zh``: whether the sender's recent messages in the chat are
         mostly Chinese (None: none yet). A command's answer speaks as the
         chat does, unless its own words say otherwise (``/导出``, ``/memory
-        咖啡``); with nothing to tell by, in the language of what it shows,
+        咖啡``; a ``/timezone`` zone's name is a place, not words); with nothing to tell by, in the language of what it shows,
         and with nothing shown either (a new user), as the sender's app is
         set (``app_zh``). ``chat``: (channel, chat id) of a group, for the
         commands a group may send (:data:`IN_GROUPS`)."""
@@ -194,7 +194,7 @@ class UserCommands:
         if name in ("export", "导出"):
             return await self._export(user, zh=True if name == "导出" else chat_zh, app_zh=app_zh)
         if name in ("timezone", "tz"):
-            return Answer(await self._timezone(user, args.strip(), said))
+            return Answer(await self._timezone(user, args.strip(), chat_zh, app_zh))
         if name in ("incognito", "无痕"):
             return Answer(await self._incognito(user, args.strip().lower(), zh=True if name == "无痕" else said))
         if name == "project":
@@ -270,13 +270,15 @@ class UserCommands:
             out += ["", "始终记在心里：" if zh else "Always in mind:", *(_line(h, zh) for h in o.profile[:_PROFILE_SHOWN])]
             if len(o.profile) > _PROFILE_SHOWN:
                 rest = len(o.profile) - _PROFILE_SHOWN
-                out.append(f"……还有 {rest} 条始终记在心里：/export 列出全部。" if zh
-                           else f"…and {rest} more always in mind: /export lists them all.")
+                # Apart from the list: a line right under its last item is read as
+                # that item's (Markdown's lazy continuation; Telegram indents it so).
+                out += ["", f"……还有 {rest} 条始终记在心里：/export 列出全部。" if zh
+                        else f"…and {rest} more always in mind: /export lists them all."]
         if o.recent:
             out += ["", "最新的记忆：" if zh else "Newest:", *(_line(h, zh) for h in o.recent)]
         more = o.facts - len(o.profile) - len(o.recent)
         if more > 0 and o.recent and o.recent[0].kind == "memory":
-            out.append(f"……还有 {more} 条。" if zh else f"…and {more} more.")
+            out += ["", f"……还有 {more} 条。" if zh else f"…and {more} more."]  # apart, as above
         if o.waiting:
             out += ["", f"你最新的 {o.waiting} 条消息还在等待学习。" if zh
                     else f"{_n(o.waiting, 'message of yours is', 'of your newest messages are')} still waiting to be learnt."]
@@ -406,9 +408,10 @@ class UserCommands:
                 f"To confirm, send within 5 minutes: /forget {word} {code}")
 
 
-    async def _timezone(self, user: str, args: str, chat_zh: bool | None) -> str:
-        # A zone's name ("Berlin") says nothing of the chat's language.
-        zh = _chinese([args]) or bool(chat_zh)
+    async def _timezone(self, user: str, args: str, chat_zh: bool | None, app_zh: bool = False) -> str:
+        # A zone's name (东八区, "Berlin") is a place, not the user's words: the
+        # chat's language decides; only with none yet does a Chinese name.
+        zh = chat_zh if chat_zh is not None else _chinese([args]) or app_zh
         if self.timezones is None:
             return "这里不能设置时区。" if zh else "Time zones cannot be set here."
         gateway = zone_name(self.default_tz)

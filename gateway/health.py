@@ -10,6 +10,10 @@ does its job, not only whether its HTTP server answers.
   the bot out of a load balancer's rotation would cost the replies too.
 * **ok** otherwise.
 
+A permission a platform refused the app (Feishu's ``im:chat:readonly``,
+for group titles) is listed under ``refused`` whatever the status: it
+costs a nicety, not replies.
+
 Nothing here reads a message or a memory: counts, ages and names only, so
 the endpoints can be open where the Feishu webhook is. A channel's failure
 reason stays in the log (it may quote a platform's error).
@@ -49,6 +53,8 @@ class Snapshot:
     backlog: Backlog | None
     oldest_waiting_s: float | None
     outbox_waiting: int | None = None  # replies kept for redelivery (gateway/delivery.py)
+    # channel -> a permission its platform refused the app (gateway/chattitles.py)
+    refused: dict[str, str] = field(default_factory=dict)
     extra: dict[str, float] = field(default_factory=dict)  # more gauges: name -> value
 
     def to_json(self) -> dict[str, Any]:
@@ -66,6 +72,8 @@ class Snapshot:
                                  "set_aside": self.backlog.set_aside}
         if self.outbox_waiting is not None:
             out["outbox"] = {"waiting": self.outbox_waiting}
+        if self.refused:
+            out["refused"] = dict(self.refused)
         if self.extra:
             out["gauges"] = self.extra
         return out
@@ -89,6 +97,7 @@ class Health:
         failed: Mapping[str, str],
         backlog: Callable[[], Awaitable[Backlog]] | None = None,
         outbox: Callable[[], int] | None = None,
+        refused: Callable[[], Mapping[str, str]] | None = None,
         stuck_after: int = 5,
     ) -> None:
         self.clock = clock
@@ -99,6 +108,7 @@ class Health:
         self.failed = failed
         self.backlog = backlog
         self.outbox = outbox
+        self.refused = refused
         self.stuck_after = stuck_after
         self.gauges: dict[str, tuple[str, Gauge]] = {}  # name -> (help, reader): more parts a caller reports
 
@@ -137,6 +147,9 @@ class Health:
         if waiting:
             problems.append(f"{waiting} repl{'y waits' if waiting == 1 else 'ies wait'} in the outbox for redelivery")
         extra = {name: float(await read()) for name, (_, read) in self.gauges.items()}
+        # Not a problem: group titles are a nicety, and "degraded" would keep
+        # paging an operator who chose not to grant the scope.
+        refused = dict(self.refused()) if self.refused is not None else {}
         status = DOWN if down else DEGRADED if problems else OK
         return Snapshot(
             status=status,
@@ -150,6 +163,7 @@ class Health:
             backlog=backlog,
             oldest_waiting_s=oldest_s,
             outbox_waiting=waiting,
+            refused=refused,
             extra=extra,
         )
 
@@ -213,6 +227,10 @@ class Health:
         if s.outbox_waiting is not None:
             metric("myclaw_outbox_waiting", "gauge", "replies kept for redelivery (channel trouble)",
                    [({}, s.outbox_waiting)])
+        if s.refused:
+            metric("myclaw_permission_refused", "gauge",
+                   "1 for a permission the channel's platform refused the app (granting it clears it)",
+                   [({"channel": c, "scope": scope}, 1) for c, scope in sorted(s.refused.items())])
         for name, reading in s.extra.items():
             metric(name, "gauge", self.gauges[name][0], [({}, reading)])
         return "\n".join(out) + "\n"

@@ -12,7 +12,8 @@ Slow clients are bounded: a connection that has not sent a whole request
 requests, is closed; a body not in within ``body_timeout`` gets 408. Without
 these, aiohttp holds a half-sent request for an hour, and a few hundred
 such connections use up the process's file descriptors. A handler that
-fails answers a bare 500; its traceback goes to the log only.
+fails answers a bare 500; the log gets its error's type and frames (not its
+text, which may quote a user's words: gateway/logging.py).
 
 Every answer, aiohttp's own included (a malformed request's 400, a 413),
 carries the security headers of :data:`SECURITY_HEADERS` and a ``Server``
@@ -36,6 +37,7 @@ import structlog
 from aiohttp import HttpVersion11, web
 from aiohttp.web_protocol import RequestHandler
 
+from .logging import error_fields
 from .proxies import client_address, forwarded_value, trusted_networks
 
 if TYPE_CHECKING:
@@ -226,10 +228,11 @@ class HttpServer:
                 return await handler(request)
             except web.HTTPException:
                 raise  # aiohttp's own answers (413, ...)
-            except Exception:
-                # The edge of the server: the traceback goes to the (redacted)
-                # log, never to the client, as aiohttp would in asyncio debug mode.
-                self._log.exception("http handler failed", method=request.method, path=request.path)
+            except Exception as exc:
+                # The edge of the server: what failed and where goes to the log,
+                # never to the client (as aiohttp would in asyncio debug mode);
+                # not the exception's text, which may quote a form or a memory.
+                self._log.error("http handler failed", method=request.method, path=request.path, **error_fields(exc))
                 return web.json_response({"error": "internal error (see the gateway's log)"}, status=500)
         if any(path == request.path for _, path in self._routes):
             return web.json_response({"error": "method not allowed"}, status=405)

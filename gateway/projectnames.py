@@ -58,11 +58,20 @@ async def project_command(engine: MemoryEngine | None, user: str, args: str, *, 
         return _usage(zh)
     try:
         async with engine.db.transaction() as conn:
-            old, new = await engine.set_project_alias(user, words[0], words[1], source="user", conn=conn)
-            await write_log(conn, at=engine.now(), job=_JOB, owner=user, action="alias", detail={"from": old, "to": new})
+            done = await engine.set_project_alias(user, words[0], words[1], source="user", conn=conn)
+            await write_log(conn, at=engine.now(), job=_JOB, owner=user, action="alias",
+                            detail={"from": done.old, "to": done.new})
     except ValueError as exc:
         return (f"没有改名：{exc}" if zh else f"Nothing renamed: {exc}")[:300]
+    old, new, n = done.old, done.new, done.moved
+    # Says what moved: a rename before anything was filed under the old name moves nothing.
     if zh:
-        return f"记下了：{old} 现在叫 {new}；{old} 下记得的事都归到 {new}。"
-    return f"Noted: {old} is now called {new}; what I knew of {old} is filed under {new}."
+        if not n:
+            return f"记下了：{old} 现在叫 {new}。{old} 名下还没有记得的事；以后关于 {old} 的事都记在 {new} 名下。"
+        return f"记下了：{old} 现在叫 {new}；{old} 名下的 {n} 条记忆都归到 {new}。"
+    if not n:
+        return (f"Noted: {old} is now called {new}. Nothing was filed under {old} yet; "
+                f"what I learn of {old} from now on goes under {new}.")
+    return (f"Noted: {old} is now called {new}; the {n} {'memory' if n == 1 else 'memories'} I had under {old} "
+            f"{'is' if n == 1 else 'are'} filed under {new}.")
 

@@ -386,6 +386,23 @@ async def _m018_revisions(conn: aiosqlite.Connection) -> None:
     )
 
 
+async def _m019_refused_permissions(conn: aiosqlite.Connection) -> None:
+    # A permission a channel's platform refused the app (Feishu's
+    # im:chat:readonly, gateway/chattitles.py), while it is: a row is
+    # written at the refusal and deleted once an ask works, so `myclaw
+    # doctor --offline` and the next run's /healthz know it too.
+    await run_script(
+        conn,
+        """
+        CREATE TABLE IF NOT EXISTS refused_permissions (
+            channel    TEXT PRIMARY KEY,
+            scope      TEXT NOT NULL,
+            refused_at TEXT NOT NULL
+        ) WITHOUT ROWID;
+        """,
+    )
+
+
 MIGRATIONS: list[Migration] = [
     _m001_sessions,
     _m002_message_ids,
@@ -405,6 +422,7 @@ MIGRATIONS: list[Migration] = [
     _m016_chat_titles,
     _m017_outbox_sending,
     _m018_revisions,
+    _m019_refused_permissions,
 ]
 
 

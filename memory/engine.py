@@ -32,7 +32,7 @@ from .buffer import NOT_GONE, continue_ids, drop_owner_lines, reconcile
 from .db import Database
 from .format import truncate
 from .lru import LRU
-from .projects import ALIASES, Unaliased, move_facts, remove_alias, set_alias
+from .projects import ALIASES, Aliased, Unaliased, move_facts, remove_alias, set_alias
 from .schema import open_memory_db
 from .tokenize import TOKENIZER_VERSION, index_text, normalize
 from .tokens import estimate_tokens
@@ -811,17 +811,18 @@ class MemoryEngine:
     @_in_transaction
     async def set_project_alias(
         self, owner: str, old: str, new: str, *, source: str, conn: aiosqlite.Connection | None = None
-    ) -> tuple[str, str]:
+    ) -> Aliased:
         """``owner``'s project ``old`` is now ``new``: the old name's facts
         are filed under the new one and recall counts the old name for it
-        (memory/projects.py). Returns both as slugs; ``ValueError`` for a
-        name that is none or a rename to itself."""
+        (memory/projects.py). Returns both as slugs and how many facts
+        moved; ``ValueError`` for a name that is none or a rename to itself."""
         assert conn is not None  # opened by @_in_transaction when not given
         self.db.bump(ALIASES)
         old, new = await set_alias(conn, owner, old, new, source=source, at=self.now())
-        if await move_facts(conn, owner, old, new):
+        moved = await move_facts(conn, owner, old, new)
+        if moved:
             self._moved_projects(owner)
-        return old, new
+        return Aliased(old, new, moved)
 
     @_in_transaction
     async def remove_project_alias(

@@ -37,7 +37,7 @@ import aiosqlite
 from .llm import slug
 
 __all__ = [
-    "ALIASES", "Unaliased", "linked_projects", "move_facts", "project_name", "read_aliases", "remove_alias",
+    "ALIASES", "Aliased", "Unaliased", "linked_projects", "move_facts", "project_name", "read_aliases", "remove_alias",
     "set_alias",
 ]
 
@@ -88,6 +88,18 @@ async def move_facts(conn: aiosqlite.Connection, owner: str, old: str, new: str)
         (new, new, owner, old),
     )
     return cur.rowcount
+
+
+@dataclass(frozen=True)
+class Aliased:
+    """A rename recorded (``MemoryEngine.set_project_alias``)."""
+
+    old: str
+    new: str
+    """Both names as slugs."""
+    moved: int
+    """Facts filed under ``old`` that went under ``new``: 0 when nothing was
+    filed there yet (a new fact named by ``old`` still goes under ``new``)."""
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,14 @@ starting with "forget" or 忘记 (``t: forget that I live in Berlin``) makes it 
 the ``memory_forget`` tool on the memory recalled first for that line, as a
 real model would, so erasing by asking can be tried too.
 
+With ``--gateway DIR`` the gateway runs here too (DIR is its
+MYCLAW_HOME, a scratch one: the printed config is written there), on a
+clock this terminal moves: ``clock: +1d`` ends the demo user's day, so
+what they said is learnt and the daily compression runs, as the night
+would do (``+7d`` reaches the weekly one; decay shows in days too). The
+clock only moves on: the data's times are ahead of the real ones, which a
+gateway started on DIR later with the real clock would take for the future.
+
 With ``--pace 0.4`` the echo is streamed a word every 0.4 s, as a slow
 model writes: replies that take longer than ``agent.streaming.delay`` (1 s)
 show while they are written, and the drafts are printed here as
@@ -40,17 +48,25 @@ import json
 import re
 import sys
 import time
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from gateway.app import App, config_secrets  # noqa: E402
+from gateway.config import Paths, load_config, parse_duration  # noqa: E402
+from gateway.cron import INTERNAL_DAILY, INTERNAL_WEEKLY, CronScheduler  # noqa: E402
+from gateway.logging import configure_logging  # noqa: E402
+from memory.clock import Clock  # noqa: E402
+from memory.extraction import ExtractionService  # noqa: E402
 from tests.fakes.feishu_server import FakeFeishu  # noqa: E402
 from tests.fakes.openai_server import FakeOpenAI, Reply, split_user_content  # noqa: E402
 from tests.fakes.telegram_server import DEFAULT_TOKEN, FakeTelegram, SentDocument, SentMessage  # noqa: E402
 
-__all__ = ["Demo", "echo_reply", "forget_reply", "json_reply", "responder"]
+__all__ = ["Demo", "DemoClock", "echo_reply", "forget_reply", "json_reply", "responder"]
 
 API_KEY = "sk-fake-0123456789"
 DEMO_TELEGRAM_USER = 1001
@@ -198,7 +214,27 @@ HELP = """type a line for a fake user (the bot answers below):
   tg: <text>, tg2: <text>     Demo or Bob in a Telegram group (write @myclaw_bot to address the bot)
   tfile: <path> [caption]     Demo sends a file on Telegram         tedit: <text>  Demo edits their last message
   f: <text>                   Demo in a private Feishu chat         fg: / fg2:  a Feishu group (@bot addresses it)
-  ffile: <path>               Demo sends a file on Feishu           frecall:  Demo recalls their last Feishu message"""
+  ffile: <path>               Demo sends a file on Feishu           frecall:  Demo recalls their last Feishu message
+  clock: +1d                  moves the demo's clock a day on (with --gateway): the day's memory jobs run"""
+
+
+class DemoClock(Clock):
+    """The real time plus how far the demo moved it on (never back: a
+    stored time in the future would hold jobs back)."""
+
+    def __init__(self, real: Callable[[], datetime] = lambda: datetime.now(UTC)) -> None:
+        self._real = real
+        self.ahead = timedelta(0)
+
+    def now(self) -> datetime:
+        return self._real() + self.ahead
+
+    def advance(self, delta: timedelta) -> datetime:
+        self.ahead += delta
+        return self.now()
+
+
+_JOB_NAMES = {INTERNAL_DAILY: "daily compression", INTERNAL_WEEKLY: "weekly compression"}
 
 
 class Demo:
@@ -207,8 +243,10 @@ class Demo:
     a file, an edit and a recall. Returns a note to print (None: nothing
     to say, the bot's answer shows when it comes)."""
 
-    def __init__(self, tg: FakeTelegram | None, fs: FakeFeishu | None, webhook: str | None) -> None:
+    def __init__(self, tg: FakeTelegram | None, fs: FakeFeishu | None, webhook: str | None, *,
+                 clock: DemoClock | None = None, app: App | None = None) -> None:
         self.tg, self.fs, self.webhook = tg, fs, webhook
+        self.clock, self.app = clock, app  # the gateway run here (--gateway), on a clock this terminal moves
         self._last_telegram: int | None = None  # Demo's last Telegram message in their private chat (tedit)
         self._last_feishu: str | None = None  # and on Feishu (frecall)
 
@@ -219,7 +257,41 @@ class Demo:
             return self._telegram(kind, text) if self.tg is not None else "the Telegram fake is not running"
         if kind in ("f", "fg", "fg2", "ffile", "frecall"):
             return await self._feishu(kind, text) if self.fs is not None else "the Feishu fake is not running"
+        if kind == "clock":
+            return await self._move_clock(text)
         return HELP if line.strip() else None
+
+    async def _move_clock(self, text: str) -> str:
+        """``clock: +1d``: the clock on, then what a gateway finds due at
+        that time, run now rather than at its next poll (up to 15 s)."""
+        if self.clock is None or self.app is None:
+            return ("clock: the gateway runs in another process, on the real time; start the fakes with "
+                    "--gateway DIR to run it here, on a clock this terminal moves")
+        if text:
+            try:
+                delta = parse_duration(text.removeprefix("+"))
+            except ValueError:
+                return "clock: +1d, +6h or +1h30m moves the demo's clock on (never back); clock: alone shows it"
+            self.clock.advance(delta)
+        ahead = self.clock.ahead
+        said = [f"demo clock: {self.clock.now():%Y-%m-%d %H:%M} UTC, "
+                + (f"{_span(ahead)} ahead of the real time" if ahead else "the real time")]
+        if not text:
+            return said[0]
+        if self.app.loop is not None:
+            await self.app.loop.drain(10)  # the last messages buffered for memory
+        ex = self.app.extraction
+        if isinstance(ex, ExtractionService):  # learnt first, as the night's flush comes before compression
+            before = (await ex.engine.backlog()).lines
+            for owner in await ex.due_owners():
+                await ex.flush_now(owner)  # waits for a flush of theirs the gateway's loop already runs
+            learnt = before - (await ex.engine.backlog()).lines
+            if learnt > 0:
+                said.append(f"learnt from {learnt} line{'s' if learnt != 1 else ''} of chat")  # the user's and the bot's
+        if isinstance(self.app.cron, CronScheduler):
+            for run in await self.app.cron.run_due():
+                said.append(f"{_JOB_NAMES.get(run.job_id, run.job_id)} ran" + ("" if run.status == "ok" else f": {run.status}"))
+        return "; ".join(said)
 
     def _telegram(self, kind: str, text: str) -> str | None:
         tg = self.tg
@@ -290,6 +362,13 @@ class Demo:
         return None
 
 
+def _span(delta: timedelta) -> str:
+    days, hours = delta.days, delta.seconds // 3600
+    minutes = delta.seconds % 3600 // 60
+    parts = [(days, "day"), (hours, "hour"), (minutes, "minute")]
+    return " ".join(f"{n} {word}{'s' if n != 1 else ''}" for n, word in parts if n) or "under a minute"
+
+
 async def _read_lines(demo: Demo) -> None:
     loop = asyncio.get_running_loop()
     while True:
@@ -301,8 +380,31 @@ async def _read_lines(demo: Demo) -> None:
             print(note, flush=True)
 
 
+async def start_gateway(home: Path, snippet: str, clock: Clock, *, log_level: str | None = None) -> App:
+    """myclaw's gateway on ``home`` (its MYCLAW_HOME), in this process and
+    on ``clock``: the printed config is written there, unless one is (then
+    that one runs). Only the config's values count, not the environment's.
+    ``log_level``: set up logging (its secrets named), as ``myclaw gateway`` does."""
+    home.mkdir(parents=True, exist_ok=True)
+    config = home / "config.json"
+    if not config.exists():
+        config.write_text(snippet, encoding="utf-8")
+    cfg = load_config(config, env={"MYCLAW_HOME": str(home)}, require=True)
+    if log_level is not None:
+        configure_logging(level=log_level, secrets=config_secrets(cfg))
+    app = App(cfg, Paths(home), clock=clock)
+    try:
+        await app.open()
+        await app.start()
+    except BaseException:
+        await app.close()
+        raise
+    return app
+
+
 async def serve(args: argparse.Namespace) -> None:
     tg = fs = llm = None
+    app: App | None = None
     try:
         if args.telegram is not None:
             # Ids go on from the last run's (by the clock), as Telegram's do.
@@ -325,16 +427,28 @@ async def serve(args: argparse.Namespace) -> None:
         for name, url in (("Telegram Bot API", tg and tg.base_url), ("Feishu Open API", fs and fs.url), ("OpenAI", llm and llm.url)):
             if url:
                 print(f"fake {name}: {url}")
-        print("\nconfig.json for myclaw (or merge into yours):")
-        print(config_snippet(tg, fs, llm, webhook=args.feishu_webhook))
-        print(f"\nthen run `myclaw gateway`; Ctrl-C stops.\n{HELP}", flush=True)
-        tasks = [asyncio.create_task(_read_lines(Demo(tg, fs, args.feishu_webhook)))]
+        snippet = config_snippet(tg, fs, llm, webhook=args.feishu_webhook)
+        clock: DemoClock | None = None
+        if args.gateway is not None:
+            clock = DemoClock()
+            home = Path(args.gateway).expanduser()
+            # Its warnings and errors only: the replies are what the terminal shows.
+            app = await start_gateway(home, snippet, clock, log_level="WARNING")
+            print(f"\nmyclaw's gateway runs here on {home / 'config.json'}, on the demo's clock (clock: +1d moves it); "
+                  f"Ctrl-C stops.\n{HELP}", flush=True)
+        else:
+            print("\nconfig.json for myclaw (or merge into yours):")
+            print(snippet)
+            print(f"\nthen run `myclaw gateway`; Ctrl-C stops.\n{HELP}", flush=True)
+        tasks = [asyncio.create_task(_read_lines(Demo(tg, fs, args.feishu_webhook, clock=clock, app=app)))]
         if fs is not None:
             tasks.append(asyncio.create_task(_watch_feishu(fs)))
         if tg is not None:
             tasks.append(asyncio.create_task(_watch_telegram_drafts(tg)))
         await asyncio.Event().wait()
     finally:
+        if app is not None:
+            await app.close()
         for fake in (tg, fs, llm):
             if fake is not None:
                 await fake.stop()
@@ -352,6 +466,9 @@ def main() -> None:
     ap.add_argument("--pace", type=float, default=0.0, metavar="SECONDS",
                     help="stream the fake model's echo a word every SECONDS (e.g. 0.4), to see replies shown "
                          "while they are written; 0 (default): at once")
+    ap.add_argument("--gateway", metavar="DIR",
+                    help="also run myclaw's gateway here, with DIR (a scratch one) as its MYCLAW_HOME, on a clock "
+                         "this terminal moves (clock: +1d) to see the nightly memory jobs")
     args = ap.parse_args()
     if args.telegram is None and args.feishu is None and args.openai is None:
         args.telegram, args.feishu, args.openai = 8081, 8082, 8083

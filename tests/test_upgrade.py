@@ -316,6 +316,10 @@ GATEWAY_ERAS: dict[str, Era] = {
         ("revisions", {"id": v, "channel": "feishu", "chat_id": "oc_9", "message_id": f"om_{v}", "kind": "recall",
                        "received_at": at(v), "payload": json.dumps({"s": "", "t": "", "ts": at(v), "e": {}})}),
     ],
+    "_m019_refused_permissions": lambda v: [
+        *_chat(v, context=True, sender_name=True),
+        ("refused_permissions", {"channel": f"feishu{v}", "scope": "im:chat:readonly", "refused_at": at(v)}),
+    ],
 }
 
 

@@ -831,6 +831,27 @@ async def _feishu_checks(client: httpx.AsyncClient, cfg: Config) -> list[Check]:
     return [first, groups, await _check_feishu_longconn(client, cfg)]
 
 
+def recorded_refusals(cfg: Config, paths: Paths) -> list[Check]:
+    """Offline, the platforms are not asked: what the gateway recorded of a
+    permission refused it (gateway.db, until an ask works) says what the
+    live check would, for the channels the config still runs."""
+    from gateway.chattitles import read_refusals
+
+    try:
+        refusals = read_refusals(paths.gateway_db())
+    except sqlite3.DatabaseError:  # damage: gateway.db's own check says
+        return []
+    enabled = {"feishu": cfg.channels.feishu.enabled, "telegram": cfg.channels.telegram.enabled}
+    return [
+        Check(f"{channel}-groups", "warning",
+              f"{channel.capitalize()} refused the gateway {scope} (last asked {at}): groups are shown by id in "
+              "/share, the memory page and exports",
+              f"grant {scope} to the app (and publish a version); the gateway clears this once an ask works",
+              {"scope": scope, "refused_at": at})
+        for channel, (scope, at) in sorted(refusals.items()) if enabled.get(channel)
+    ]
+
+
 # -- a running gateway ---------------------------------------------------------------
 
 
@@ -914,6 +935,7 @@ async def run_doctor(
     async with httpx.AsyncClient(timeout=limits, transport=transport) as client:
         if offline:
             report.add("endpoints", "skipped", "--offline")
+            report.checks.extend(recorded_refusals(cfg, paths))
         else:
             report.checks.extend(await _endpoint_checks(client, cfg))
         report.checks.append(await _check_running(client, cfg, paths))

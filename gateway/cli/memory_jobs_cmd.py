@@ -31,15 +31,20 @@ async def _write_path(cfg: Config) -> AsyncIterator[tuple[MemoryEngine, MemoryLL
 
 
 @memory.command()
+@click.argument("kind", required=False, type=click.Choice(["daily", "weekly"]))
 @click.option("--daily", "which", flag_value="daily", help="Yesterday's (and older) events -> facts.")
 @click.option("--weekly", "which", flag_value="weekly", help="Merge partitions, refresh Tier 1, archive decayed.")
 @json_option
 @db_option
 @shares_data
-def compress(which: str | None, as_json: bool) -> None:
-    """Run the daily or weekly compression now."""
+def compress(kind: str | None, which: str | None, as_json: bool) -> None:
+    """Run the daily or weekly compression now: `compress daily` or `compress weekly`
+    (`--daily` / `--weekly` work too)."""
+    if kind and which and kind != which:
+        raise click.UsageError(f"got {kind} and --{which}: choose daily or weekly, not both")
+    which = kind or which
     if which is None:
-        raise click.UsageError("choose --daily or --weekly")
+        raise click.UsageError("choose daily or weekly (myclaw memory compress daily)")
     cfg = load_cli_config()
 
     async def go() -> None:

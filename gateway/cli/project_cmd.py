@@ -51,12 +51,14 @@ async def _set(path: Path, owner: str, old: str, new: str) -> None:
     async with open_engine(path, create=True) as engine:
         try:
             async with engine.db.transaction() as conn:
-                old, new = await engine.set_project_alias(owner, old, new, source="manual", conn=conn)
+                done = await engine.set_project_alias(owner, old, new, source="manual", conn=conn)
                 await write_log(conn, at=engine.now(), job=JOB, owner=owner, action="alias",
-                                detail={"from": old, "to": new})
+                                detail={"from": done.old, "to": done.new})
         except ValueError as exc:
             raise click.ClickException(str(exc)) from None
-    click.echo(f"{owner}: {old} is now called {new}; its facts count for {new}")
+    moved = (f"filed its {done.moved} {'memory' if done.moved == 1 else 'memories'} under {done.new}" if done.moved
+             else f"nothing was filed under {done.old} yet; new facts of it go under {done.new}")
+    click.echo(f"{owner}: {done.old} is now called {done.new}; {moved}")
 
 
 async def _remove(path: Path, owner: str, alias: str) -> None:

@@ -29,9 +29,18 @@ def test_emphasis_code_and_links_become_telegram_tags() -> None:
 
 def test_what_telegram_has_no_tag_for_becomes_text() -> None:
     md = "# Plan for 周末\n\n1. pack\n2. drive\n   - fuel *first*\n\n- tea\n- 咖啡\n\n---\n\n> quoted **bold**\n> > nested"
-    assert shown(md) == "Plan for 周末\n\n1. pack\n2. drive\n   • fuel first\n\n• tea\n• 咖啡\n\n──────────\n\nquoted bold\n\nnested"
+    assert shown(md) == "Plan for 周末\n\n1. pack\n2. drive\n   • fuel first\n\n• tea\n• 咖啡\n\n──────────\n\nquoted bold\nnested"
     assert "<b>Plan for 周末</b>" in telegram_html(md)
     assert telegram_html(md).count("<blockquote>") == 1  # Telegram does not nest quotes
+
+
+def test_blocks_written_without_a_blank_line_between_them_stay_that_close() -> None:
+    """A list under its heading line ("Newest:" then "- ..."), a quote or a
+    code block right under a line: no blank line appears that was not written."""
+    assert shown("Newest:\n- tea\n- 咖啡\n\nDone.") == "Newest:\n• tea\n• 咖啡\n\nDone."
+    assert shown("# Plan\nPack *light*.\n> quoted\n\nBye.") == "Plan\nPack light.\nquoted\n\nBye."
+    assert telegram_html("Run:\n```\nls\n```\nthen wait.") == "Run:\n<pre>ls</pre>\nthen wait."
+    assert shown("Newest:\n\n- tea") == "Newest:\n\n• tea"  # a blank line written stays
 
 
 def test_code_blocks_keep_their_text_and_language() -> None:
@@ -58,7 +67,7 @@ def test_a_part_that_begins_inside_a_code_block_renders_as_code() -> None:
     parts = ["Here:\n```sql\nSELECT 1;", "SELECT 2;\n```\nDone.", "~~~\nx"]
     assert part_openers(parts) == ["", "```sql", ""]
     assert telegram_html(parts[1], opener="```sql") == (
-        '<pre><code class="language-sql">SELECT 2;</code></pre>\n\nDone.'
+        '<pre><code class="language-sql">SELECT 2;</code></pre>\nDone.'  # as written: no blank line
     )
     assert part_openers(["````\n```\nstill code", "end\n````", "x"]) == ["", "````", ""]
 

@@ -77,6 +77,26 @@ async def test_an_english_users_commands_stay_english(tmp_path: Path, clock: Man
     assert help_text.startswith("myclaw remembers") and memory == "I don't remember anything about you yet."
 
 
+async def test_a_zone_named_in_chinese_is_answered_in_the_users_english(tmp_path: Path, clock: ManualClock) -> None:
+    """A zone's name is a place, not the user's words: 东八区 or 上海 from
+    someone who writes English gets English; from a new user with nothing
+    else to go by, the name is all there is, so Chinese."""
+    async with _running(tmp_path, clock) as (llm, tg, app):
+        tg.user_languages[42] = "en"
+        llm.queue_reply("Hi!")
+        tg.push_text(42, 42, "hello, I'm moving to Shanghai next week")
+        await _replies(tg, app, 1)
+        for i, command in enumerate(["/timezone 东八区", "/timezone 火星", "/timezone"], 2):
+            tg.push_text(42, 42, command)
+            await _replies(tg, app, i)
+        tg.push_text(43, 43, "/timezone 上海")
+        texts = await _replies(tg, app, 5)
+    assert texts[1].startswith("Your time zone is now UTC+08:00"), texts[1]
+    assert texts[2].startswith("I don't know the time zone \"火星\""), texts[2]
+    assert texts[3].startswith("Your time zone: UTC+08:00"), texts[3]
+    assert texts[4].startswith("好的，你的时区是 Asia/Shanghai"), texts[4]
+
+
 async def test_an_emoji_from_a_chinese_user_gets_a_chinese_apology(tmp_path: Path, clock: ManualClock) -> None:
     async with _running(tmp_path, clock) as (llm, tg, app):
         tg.user_languages[42] = "zh-hans"

@@ -9,7 +9,9 @@ from pathlib import Path
 from structlog.testing import capture_logs
 
 from channels.feishu import FeishuClient
-from gateway.chattitles import MAX_TITLE_CHARS, REFUSED_RETRY_AFTER, RETRY_AFTER, ChatTitles, group_name
+from gateway.chattitles import (
+    MAX_TITLE_CHARS, REFUSED_RETRY_AFTER, RETRY_AFTER, ChatTitles, group_name, read_refusals,
+)
 from gateway.sessions import SessionStore
 from memory import ManualClock
 from tests.fakes.feishu_server import FakeFeishu
@@ -156,3 +158,32 @@ async def test_an_app_without_the_chat_scope_is_warned_of_once_and_not_asked_eve
             assert fake.chat_requests[-1] == "oc_a" and fresh.refused == {"feishu": "im:chat:readonly"}
         finally:
             await api.aclose()
+
+
+async def test_a_refused_scope_is_kept_in_gateway_db_until_a_lookup_works(tmp_path: Path, clock: ManualClock) -> None:
+    """The refusal outlives the run that met it, for ``myclaw doctor
+    --offline`` and the next run's /healthz, and goes once an ask works."""
+    path = tmp_path / "g.db"
+    async with FakeFeishu() as fake, await SessionStore.open(path, clock) as store:
+        api = FeishuClient(fake.app_id, fake.app_secret, fake.url, backoff=0.01, max_attempts=1)
+        try:
+            fake.chat_permission = False
+            fake.chats["oc_a"] = "Alpha"
+            titles = ChatTitles(store.db, clock=clock, lookups={"feishu": api.chat_title})
+            await titles.load()
+            assert titles.refused == {} and read_refusals(path) == {}
+            titles.untitled("feishu", "oc_a")
+            await asyncio.wait_for(titles.idle(), 10)
+            assert read_refusals(path) == {"feishu": ("im:chat:readonly", "2026-03-01T12:00:00Z")}
+
+            later = ChatTitles(store.db, clock=clock, lookups={"feishu": api.chat_title})  # the next run
+            await later.load()
+            assert later.refused == {"feishu": "im:chat:readonly"}  # known before it asks anything
+            fake.chat_permission = True  # granted meanwhile
+            clock.advance(timedelta(hours=1))
+            later.untitled("feishu", "oc_a")
+            await asyncio.wait_for(later.idle(), 10)
+            assert later.refused == {} and read_refusals(path) == {}
+        finally:
+            await api.aclose()
+    assert read_refusals(tmp_path / "none.db") == {}

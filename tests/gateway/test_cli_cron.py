@@ -270,6 +270,24 @@ def test_memory_compress_daily_and_weekly(home: Path, fake_llm: FakeOpenAI) -> N
     assert actions == {"merge", "run"}
 
 
+def test_memory_compress_takes_the_kind_as_a_word_too(home: Path, fake_llm: FakeOpenAI) -> None:
+    seed(home, lambda engine: engine.add_event("alice", "2020-01-01", "Alice picked Postgres"))
+    fake_llm.responder = lambda body: Reply(json.dumps({"facts": [{"content": "Alice uses Postgres"}], "summary": "s"}))
+    r = cli("memory", "compress", "daily", "--json")
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout)["events"] == 1
+    r = cli("memory", "compress", "weekly")
+    assert r.exit_code == 0, r.output
+    assert r.output.startswith("weekly compression: ")
+    bad = cli("memory", "compress", "dayly")
+    assert bad.exit_code == 2
+    assert "'dayly' is not one of 'daily', 'weekly'" in bad.output
+    both = cli("memory", "compress", "daily", "--weekly")
+    assert both.exit_code == 2 and "daily or weekly, not both" in both.output
+    assert cli("memory", "compress", "daily", "--daily").exit_code == 0  # saying it twice is no conflict
+    assert "choose daily or weekly" in cli("memory", "compress").output
+
+
 def test_memory_retry_set_aside_clears_the_mark_for_the_next_run(home: Path, fake_llm: FakeOpenAI) -> None:
     async def buffer(engine: MemoryEngine) -> None:
         for owner in ("alice", "bob"):

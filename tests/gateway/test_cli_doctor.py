@@ -461,6 +461,29 @@ def test_offline_calls_no_endpoint(home: Path, fakes: Fakes) -> None:
     assert fakes.telegram.calls == [] and fakes.feishu.requests == []
 
 
+def test_offline_doctor_reports_the_scope_the_gateway_was_refused(home: Path, fakes: Fakes) -> None:
+    """Offline, Feishu is not asked; the gateway's record of its last
+    refusal (gateway.db) says what the live check would."""
+    write_config(home, healthy_config(fakes))
+    make_data_files(home)
+    assert not any(x[9:].startswith("feishu-groups ") for x in doctor("--offline").stdout.splitlines())
+    with closing(sqlite3.connect(home / "data" / "gateway.db")) as conn, conn:
+        conn.execute("INSERT INTO refused_permissions (channel, scope, refused_at) VALUES (?, ?, ?)",
+                     ("feishu", "im:chat:readonly", "2026-03-01T12:00:00Z"))
+    r = doctor("--offline")
+    assert r.exit_code == 0, r.output
+    groups = line(r, "feishu-groups")
+    assert groups.startswith("warning ") and "Feishu refused the gateway im:chat:readonly" in groups
+    assert "2026-03-01T12:00:00Z" in groups and "-> grant im:chat:readonly" in groups
+    assert checks(doctor("--offline", "--json"))["feishu-groups"]["data"] == {
+        "scope": "im:chat:readonly", "refused_at": "2026-03-01T12:00:00Z"}
+    assert fakes.feishu.requests == []
+    doc = healthy_config(fakes)
+    doc["channels"]["feishu"]["enabled"] = False  # not run any more: its old refusal says nothing
+    write_config(home, doc)
+    assert not any(x[9:].startswith("feishu-groups ") for x in doctor("--offline").stdout.splitlines())
+
+
 # -- changes nothing, safe while the gateway runs ---------------------------------------
 
 

@@ -26,8 +26,10 @@ def ok(*args: str) -> Result:
 def test_an_alias_set_by_hand_links_the_old_facts_to_the_new_name(home: Path) -> None:
     ok("add", "atlas stores its data in Postgres", "--user", "alice", "--project", "atlas")
     ok("add", "webshop stores its data in MySQL", "--user", "alice", "--project", "webshop")
-    assert "alice: atlas is now called orion" in ok("project-alias", "atlas", "Orion", "--user", "alice").stdout
-    ok("project-alias", "nimbus", "cirrus", "--user", "bob")
+    said = ok("project-alias", "atlas", "Orion", "--user", "alice").stdout
+    assert said == "alice: atlas is now called orion; filed its 1 memory under orion\n"
+    said = ok("project-alias", "nimbus", "cirrus", "--user", "bob").stdout  # bob has no nimbus facts
+    assert said == "bob: nimbus is now called cirrus; nothing was filed under nimbus yet; new facts of it go under cirrus\n"
     table = ok("project-alias").stdout.splitlines()
     assert table[0].split() == ["USER", "ALIAS", "PROJECT", "SOURCE", "SINCE"]
     assert [ln.split()[:4] for ln in table[1:]] == [["alice", "atlas", "orion", "manual"],

@@ -522,7 +522,7 @@ async def test_project_names_a_renamed_project_for_the_sender_only(
         await e.add(NewMemory(owner=ALICE, content="webshop stores its data in MySQL", project="webshop"))
         assert "/project atlas orion" in (await rig.ask("/project", chat="100")).text
         text = (await rig.ask("/project atlas Orion", chat="100")).text
-        assert text == "Noted: atlas is now called orion; what I knew of atlas is filed under orion."
+        assert text == "Noted: atlas is now called orion; the 1 memory I had under atlas is filed under orion."
         assert await e.project_aliases(ALICE) == {"atlas": "orion"} and await e.project_aliases(BOB) == {}
         assert "atlas → orion" in (await rig.ask("/project", chat="100")).text
         doc = (await rig.ask("/export", chat="100")).attachment
@@ -545,6 +545,29 @@ async def test_project_names_a_renamed_project_for_the_sender_only(
             "The 1 memory the rename moved is filed under atlas again.")
         assert "no renamed" in (await rig.ask("/project remove atlas", chat="100")).text.lower()
         assert "private chat" in (await rig.ask("/project atlas orion", chat="-5", group=True, mentioned=True)).text
+
+
+async def test_project_rename_of_a_name_nothing_is_filed_under_says_so(
+    tmp_path: Path, clock: ManualClock, fake_llm: FakeOpenAI
+) -> None:
+    """A rename claims no move that did not happen: nothing under atlas yet
+    is said, and the alias still files what comes later under orion."""
+    async with make_rig(tmp_path, clock, fake_llm) as rig:
+        e = rig.engine
+        await e.add(NewMemory(owner=BOB, content="atlas is Bob's hiking club", project="atlas"))  # not Alice's
+        text = (await rig.ask("/project atlas orion", chat="100")).text
+        assert text == ("Noted: atlas is now called orion. Nothing was filed under atlas yet; "
+                        "what I learn of atlas from now on goes under orion."), text
+        assert await e.project_aliases(ALICE) == {"atlas": "orion"}
+        assert [m.project for m in await e.list_memories(BOB)] == ["atlas"]
+        text = (await rig.ask("/project 星图 猎户座", chat="100")).text
+        assert text == "记下了：星图 现在叫 猎户座。星图 名下还没有记得的事；以后关于 星图 的事都记在 猎户座 名下。", text
+        await e.add(NewMemory(owner=ALICE, content="nova ships in May", project="nova"))
+        await e.add(NewMemory(owner=ALICE, content="nova has two testers", project="nova"))
+        text = (await rig.ask("/project 新星 新名", chat="100")).text
+        assert "还没有记得的事" in text
+        text = (await rig.ask("/project nova vega", chat="100")).text
+        assert text == "Noted: nova is now called vega; the 2 memories I had under nova are filed under vega.", text
 
 
 async def test_memory_search_tells_a_match_from_what_was_said_next_to_it(

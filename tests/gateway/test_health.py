@@ -15,6 +15,7 @@ from gateway.bus import MessageBus
 from gateway.health import Health
 from gateway.http import HttpServer
 from gateway.loop import LoopStats
+from gateway.sessions import SessionStore
 from memory import ManualClock, MemoryEngine
 from memory.backend import Turn
 from memory.service import SqliteMemory
@@ -153,3 +154,37 @@ async def test_replies_waiting_in_the_outbox_show_and_degrade(clock: ManualClock
         assert r.status_code == 200 and r.json()["problems"] == ["3 replies wait in the outbox for redelivery"]
         metrics = _values(health.metrics(await health.snapshot()))
         assert metrics[("myclaw_outbox_waiting", ())] == 3
+
+
+async def test_a_permission_the_platform_refused_shows_without_degrading(clock: ManualClock) -> None:
+    """Group titles are a nicety: a refused scope is reported (the operator
+    may grant it), not taken for a gateway that needs a look."""
+    refused = {"feishu": "im:chat:readonly"}
+    health = Health(clock=clock, bus=MessageBus(10), loop_running=lambda: True, stats=None,
+                    channels={"feishu": object()}, failed={}, refused=lambda: refused)
+    snap = await health.snapshot()
+    assert (snap.status, snap.problems) == ("ok", [])
+    assert snap.to_json()["refused"] == {"feishu": "im:chat:readonly"}
+    v = _values(health.metrics(snap))
+    assert v[("myclaw_permission_refused", (("channel", "feishu"), ("scope", "im:chat:readonly")))] == 1
+    refused.clear()  # granted: a later lookup worked
+    snap = await health.snapshot()
+    assert "refused" not in snap.to_json()
+
+
+async def test_healthz_reports_a_refusal_a_previous_run_met(
+    tmp_path: Path, clock: ManualClock, fake_llm: FakeOpenAI
+) -> None:
+    cfg, paths = _config(tmp_path, fake_llm, gateway={"port": 0, "admin": {"enabled": True, "token": "t" * 32}})
+    async with await SessionStore.open(paths.gateway_db(), clock) as store:  # as the last run left it
+        await store.db.write("INSERT INTO refused_permissions (channel, scope, refused_at) VALUES (?, ?, ?)",
+                             ("feishu", "im:chat:readonly", "2026-02-28T09:00:00Z"))
+    app = App(cfg, paths, clock=clock, channel_specs=[ECHO])
+    try:
+        await app.open()
+        await app.start()
+        async with httpx.AsyncClient(base_url=app.http.url) as client:
+            body = (await client.get("/healthz")).json()
+        assert body["status"] == "ok" and body["refused"] == {"feishu": "im:chat:readonly"}
+    finally:
+        await app.close()

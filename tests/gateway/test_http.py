@@ -2,6 +2,9 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import io
+import json
+import logging
 import socket
 import warnings
 
@@ -10,6 +13,7 @@ import pytest
 from aiohttp import web
 
 from gateway.http import HttpServer
+from gateway.logging import configure_logging
 
 
 async def test_healthz_and_routes_added_before_and_after_start() -> None:
@@ -168,6 +172,35 @@ async def test_a_failing_handler_is_a_plain_500_even_in_asyncio_debug_mode() -> 
                 assert (await client.get("/healthz")).status_code == 200  # the server goes on
     finally:
         loop.set_debug(was)
+
+
+async def test_a_failing_handlers_log_line_names_the_error_and_where_not_its_words() -> None:
+    """An exception's text may quote what a user sent (a memory being
+    edited, a form field): the log, even at DEBUG, gets its type and the
+    frames it came through, as for every other line, never its words."""
+
+    async def broken(request: web.Request) -> web.Response:
+        try:
+            raise ValueError("cannot parse 'Alice's oncologist is Dr Okonkwo'")
+        except ValueError as exc:
+            raise RuntimeError("while saving 'my diary: Lisbon, Tuesday'") from exc
+
+    out = io.StringIO()
+    configure_logging(level="DEBUG", stream=out, json_output=True)
+    try:
+        async with HttpServer("127.0.0.1", 0) as server:
+            server.add_route("POST", "/broken", broken)
+            async with httpx.AsyncClient(base_url=server.url, timeout=5) as client:
+                assert (await client.post("/broken", content=b"x")).status_code == 500
+    finally:
+        logging.getLogger().handlers.clear()
+    [line] = [json.loads(x) for x in out.getvalue().splitlines() if "http handler failed" in x]
+    assert line["level"] == "error" and (line["method"], line["path"]) == ("POST", "/broken")
+    assert line["error"] == "RuntimeError" and line["caused_by"] == ["ValueError"]
+    assert line["at"].startswith("tests/gateway/test_http.py:") and line["at"].endswith(" in broken"), line["at"]
+    assert any(f.endswith(" in _dispatch") for f in line["stack"]), line["stack"]
+    for words in ("Okonkwo", "oncologist", "diary", "Lisbon"):
+        assert words not in out.getvalue()
 
 
 # -- the client's address behind a reverse proxy ----------------------------------

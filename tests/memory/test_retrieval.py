@@ -603,7 +603,8 @@ async def test_a_renamed_projects_old_facts_count_for_its_new_name(engine: Memor
     r = Retriever(engine)
     assert (await ids(r, "alice", "where does orion store its data?"))[0] == other  # before: nothing links them
 
-    assert await engine.set_project_alias("alice", "Atlas", "orion", source="manual") == ("atlas", "orion")
+    renamed = await engine.set_project_alias("alice", "Atlas", "orion", source="manual")
+    assert (renamed.old, renamed.new, renamed.moved) == ("atlas", "orion", 1)
     assert {"atlas", "orion", "webshop"} <= await engine.known_projects("alice")
     for q in ("where does orion store its data?", "where does atlas store its data?"):
         got = await ids(r, "alice", q)

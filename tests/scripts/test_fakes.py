@@ -8,7 +8,7 @@ import asyncio
 import functools
 import json
 import socket
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
@@ -195,6 +195,43 @@ async def test_the_demo_terminal_tries_a_group_a_second_user_a_file_an_edit_and_
 
             assert "no file" in str(await type_line("tfile: /nonexistent/nothing.txt"))
             assert "tedit" in str(await type_line("bogus: words"))  # the help names every kind of line
+        finally:
+            await asyncio.wait_for(app.close(), 15)
+
+
+async def test_the_demo_clock_moves_a_day_on_and_the_daily_compression_runs(tmp_path: Path) -> None:
+    """--gateway runs the gateway in the fakes' process on a clock the
+    terminal moves: "clock: +1d" and the day the demo user talked is over,
+    so what they said is learnt and that day's events compressed, as the
+    next night would do."""
+    async with FakeTelegram(strict_chats=False) as tg, FakeOpenAI(api_key=fakes.API_KEY, responder=fakes.responder) as llm:
+        snippet = fakes.config_snippet(tg, None, llm, webhook=None)
+        clock = fakes.DemoClock()
+        app = await asyncio.wait_for(fakes.start_gateway(tmp_path / "home", snippet, clock), 30)
+        assert (tmp_path / "home" / "config.json").read_text(encoding="utf-8") == snippet
+        demo = fakes.Demo(tg, None, webhook=None, clock=clock, app=app)
+        elsewhere = fakes.Demo(tg, None, webhook=None)  # the gateway in another process: its clock is the real one
+
+        async def type_line(line: str) -> str | None:
+            return await asyncio.wait_for(demo.handle(line), 20)
+
+        try:
+            assert "--gateway" in str(await elsewhere.handle("clock: +1d"))
+            assert "+1d" in str(await type_line("clock: tomorrow"))  # bad input: how to say it, nothing moved
+            assert abs(clock.now() - datetime.now(UTC)) < timedelta(minutes=1)
+
+            await type_line("t: I moved to Lisbon last week")
+            await tg.wait_sent(1, timeout=10)
+            note = str(await type_line("clock: +1d"))
+            assert clock.now() - datetime.now(UTC) > timedelta(hours=23)
+            assert note.startswith("demo clock: ") and "1 day ahead" in note, note
+            assert "learnt from 2 lines of chat" in note and "daily compression ran" in note, note
+            engine = app.backend.engine  # type: ignore[union-attr]
+            rows = await engine.db.fetchall("SELECT is_compressed FROM daily_events")
+            assert [r[0] for r in rows] == [1]
+            before = clock.now()
+            assert str(await type_line("clock:")).startswith("demo clock: ")  # says the time, moves nothing
+            assert clock.now() - before < timedelta(minutes=1)
         finally:
             await asyncio.wait_for(app.close(), 15)
 
