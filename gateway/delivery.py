@@ -64,7 +64,8 @@ statements a reply, no fsync (WAL, ``synchronous = NORMAL``): the insert
 before the reply row, on the reply path, and the delete after the send.
 A scheduled job's reply is not held (a stop before it went runs the job
 again at start), nor a file, a draft, or a reply whose row cannot be
-written (a full disk: sent all the same, as before).
+written (a full disk: sent all the same, as before, once something else
+says its message was answered: gateway/loop.py ``_until_marked``).
 
 A late reply is sent as it was written, with no "(delayed)" prefix: in a
 group it still quotes the message it answers, and the log says how late

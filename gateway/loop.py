@@ -179,6 +179,7 @@ def percentile(values: Sequence[float], q: float) -> float:
 
 
 STATS_SAMPLES = 10_000
+MARK_RETRY_MAX = 30.0  # seconds between a held reply's tries at its mark, at most (ProcessLoop._until_marked)
 # Chats known to have nothing left unbuffered (ProcessLoop._clean): the recent ones.
 CHATS_KEPT = 4096
 
@@ -233,6 +234,9 @@ class LoopStats:
     buffered: int = 0  # rows handed to memory
     buffer_errors: int = 0
     redelivered: int = 0  # a message already answered, delivered again (ignored)
+    # Replies held until a record says their message was answered (its row
+    # and the mark both failed: a full disk; ProcessLoop._until_marked).
+    held: int = 0
     limited: int = 0  # over a user's rate limit: not answered (gateway/ratelimit.py)
     revised: int = 0  # edits and recalls of earlier messages applied (gateway/revisions.py)
     superseded: int = 0  # turns dropped unanswered for a message that takes them in (metadata "supersedes")
@@ -359,6 +363,7 @@ class ProcessLoop:
         inbox: Inbox | None = None,
         titles: ChatTitles | None = None,
         hold: Callable[[OutboundMessage], Awaitable[OutboundMessage]] | None = None,
+        mark_retry: float = 0.5,
     ) -> None:
         """``stream_delay``: replies are streamed, and one taking longer
         than this many seconds shows as drafts every ``stream_interval``
@@ -366,8 +371,12 @@ class ProcessLoop:
         remembered as having nothing left unbuffered (the most recent).
         ``hold``: writes a reply to the outbox as on its way before its
         Tier 0 row (``Delivery.hold``), so a kill before its send leaves it
-        for the next start to send rather than answered and never sent."""
+        for the next start to send rather than answered and never sent.
+        ``mark_retry``: seconds before a held reply's mark is tried again
+        (doubling up to :data:`MARK_RETRY_MAX`; :meth:`_until_marked`)."""
         self.bus = bus
+        self.mark_retry = mark_retry
+        self._unmarked = 0  # replies held since the last held one was sent (one error, then a count)
         self.hold = hold
         self.inbox = inbox  # the messages taken and not done with (gateway/inbox.py): a row goes when its turn ends
         self.stream_delay = stream_delay
@@ -924,6 +933,7 @@ class ProcessLoop:
         # A reply whose question is not in Tier 0 is not learnt from alone.
         learn = not job and not reply.forgot and not quiet and user_row is not None
         reply_write: asyncio.Task[StoredMessage] | None = None
+        marked = True  # something durable says the message was answered, or nothing would answer it again
         # On its way before any row says the message was answered (the reply's, or
         # the apology's mark): a kill from here on leaves it in the outbox, not lost.
         # Not awaited first: its task runs first, and its insert reaches the
@@ -942,13 +952,17 @@ class ProcessLoop:
             if reply_write.exception() is not None and msg.message_id:
                 # No row says it was answered (a full disk takes no insert):
                 # the user row is marked so, an update, which it may still take.
-                await self._mark_answered(msg, item, saved=user_row is not None)
+                marked = await self._mark_answered(msg, item, saved=user_row is not None)
         else:
+            # An apology is not held: a real answer after a restart is welcome.
             self.stats.failed += 1
             await self._mark_apologised(msg)
             if user_row is None:
                 await self._mark_answered(msg, item, saved=False)
-        await self._publish(await holding)
+        out = await holding
+        if not marked:
+            await self._until_marked(msg, item, saved=user_row is not None)
+        await self._publish(out)
         total_ms = (time.perf_counter() - started) * 1000
         self.stats.added_ms.append(max(0.0, total_ms - reply.llm_ms))
         self.stats.retrieval_ms.append(retrieval_ms)
@@ -1190,19 +1204,53 @@ class ProcessLoop:
         (a platform's message, written there before it was on the bus)?"""
         return self.inbox is not None and item.user is None and item.resumed is None and held_in_inbox(item.msg)
 
-    async def _mark_answered(self, msg: InboundMessage, item: _Item, *, saved: bool = True) -> None:
+    async def _mark_answered(self, msg: InboundMessage, item: _Item, *, saved: bool = True) -> bool:
         """The reply goes out but its row could not be written: its message
         is marked as :meth:`_mark_apologised` marks it, so a restart does not
         answer it a second time. Not ``saved`` (no user row to mark): its
-        inbox row, which the next start would answer, goes first instead."""
+        inbox row, which the next start would answer, goes first instead.
+        False when that write failed (logged)."""
         try:
-            if saved:
-                await self.sessions.mark_apologised(msg.session_key, msg.message_id)
-            elif self.inbox is not None and self._held(item):
-                await self.inbox.answered(item.msg)
+            await self._record_answered(msg, item, saved=saved)
         except Exception as exc:
             log.error("could not record that the message was answered; a restart may answer it again",
                       chat=msg.session_key, error=repr(exc))
+            return False
+        return True
+
+    async def _record_answered(self, msg: InboundMessage, item: _Item, *, saved: bool) -> None:
+        if saved:
+            await self.sessions.mark_apologised(msg.session_key, msg.message_id)
+        elif self.inbox is not None and self._held(item):
+            await self.inbox.answered(item.msg)
+
+    async def _until_marked(self, msg: InboundMessage, item: _Item, *, saved: bool) -> None:
+        """The reply is made but nothing durable says its message was
+        answered (its row and :meth:`_mark_answered` both failed: a full
+        disk). Sent now, a restart would answer the message again (its
+        inbox row, or its user row with no answer): it is held instead,
+        the mark tried again after a pause doubling up to
+        :data:`MARK_RETRY_MAX`, and sent once the mark is written. A late
+        answer beats two. A stop meanwhile leaves the message to the next
+        start, which answers it once (from the outbox when the reply's row
+        on its way was written, else by the model). The chat's next
+        messages wait behind it, in order; other chats go on."""
+        self.stats.held += 1
+        self._unmarked += 1
+        (log.error if self._unmarked == 1 else log.info)(
+            "reply held until its message is recorded as answered (sent now, a restart would answer it again); "
+            "tried again until there is room, later ones counted", chat=msg.session_key, message_id=msg.message_id)
+        delay = self.mark_retry
+        while True:
+            await asyncio.sleep(delay)
+            try:
+                await self._record_answered(msg, item, saved=saved)
+                break
+            except Exception:  # still full: the pause grows
+                delay = min(MARK_RETRY_MAX, delay * 2)
+        if self._unmarked:
+            log.warning("held replies are recorded and sent again", held=self._unmarked)
+            self._unmarked = 0
 
     async def _mark_apologised(self, msg: InboundMessage) -> None:
         """Before an apology goes out: it is the message's one answer, so a

@@ -10,7 +10,6 @@ answered (its Tier 0 row said it was)."""
 from __future__ import annotations
 
 import asyncio
-import sqlite3
 from pathlib import Path
 
 import pytest
@@ -151,35 +150,3 @@ async def test_a_feishu_draft_whose_reply_a_kill_cut_becomes_the_reply_at_the_ne
     assert [m["message_id"] for m in fake.visible()] == [draft["message_id"]] and fake.deleted == []
     assert fake.visible()[0]["text"] == whole and len(llm.requests) == 1
 
-
-async def test_a_reply_on_its_way_whose_rows_a_full_disk_refused_is_the_one_answer_after_a_kill(
-    tmp_path: Path, clock: ManualClock
-) -> None:
-    """Tier 0 took neither row and the inbox kept the message (its answered
-    mark failed too), so the next start would hand it back to the model
-    (gateway/resume.py, resume_inbox): its reply waiting in the outbox is
-    its one answer instead."""
-    async with FakeOpenAI(api_key=KEY, responder=_echo) as llm, FakeTelegram() as tg:
-        async with _telegram_app(tmp_path, clock, llm, tg) as app:
-            with sqlite3.connect(tmp_path / "data" / "gateway.db") as db:
-                db.execute("CREATE TRIGGER full BEFORE INSERT ON session_messages "
-                           "BEGIN SELECT RAISE(ABORT, 'database or disk is full'); END")
-                db.execute("CREATE TRIGGER stuck BEFORE DELETE ON inbox "
-                           "BEGIN SELECT RAISE(ABORT, 'database or disk is full'); END")
-            cut = tg.cut_next("sendMessage")
-            tg.push_text(42, 42, QUESTION)
-            await asyncio.wait_for(cut.wait(), 15)
-            _as_killed_now(tmp_path)
-            await asyncio.wait_for(app.close(timeout=0.0), 30)
-            _undo_since(tmp_path)
-        with sqlite3.connect(tmp_path / "data" / "gateway.db") as db:
-            db.execute("DROP TRIGGER full")
-            db.execute("DROP TRIGGER stuck")  # space is back
-            assert db.execute("SELECT COUNT(*) FROM inbox").fetchone()[0] == 1
-        clock.advance(60)
-        async with _telegram_app(tmp_path, clock, llm, tg) as again:
-            await tg.wait_sent(1, timeout=15)
-            await _quiet(again)
-            assert again.redelivered is not None and again.redelivered.answered == []
-            assert [why for _, why in again.redelivered.skipped] == ["its reply waits in the outbox"]
-        assert [m.text for m in tg.sent] == [ANSWER] and len(llm.requests) == 1
