@@ -62,8 +62,12 @@ it and the row's removal (one write) shows it twice; at least once beats
 never, and the next start logs how many it sends again. The cost is two
 statements a reply, no fsync (WAL, ``synchronous = NORMAL``): the insert
 before the reply row, on the reply path, and the delete after the send.
-A scheduled job's reply is not held (a stop before it went runs the job
-again at start), nor a file, a draft, or a reply whose row cannot be
+Held too: a command's answer, a note that is its message's one answer
+(pictures to send again), and a scheduled job's reply (its run is
+recorded once the reply is published: a kill after that record lost it;
+gateway/loop.py ``_on_its_way``). Not held: a note another answer may
+follow (a voice note not heard) or that costs nothing lost (the rate
+limit's), a file, a draft, or a reply whose row cannot be
 written (a full disk: sent all the same, as before, once something else
 says its message was answered: gateway/loop.py ``_until_marked``).
 

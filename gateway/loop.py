@@ -680,7 +680,17 @@ class ProcessLoop:
             # Redelivered from the inbox without its pictures or recording
             # (never kept): asked for again, no row, no model call (its
             # caption alone could read as a command, or as nothing at all).
-            await self._reply(msg, item.lost, self.identities.resolve(msg.channel, msg.sender_id))
+            # On its way first, then its inbox row goes (the note is its one
+            # answer): a kill between leaves the note in the outbox, not silence.
+            owner = self.identities.resolve(msg.channel, msg.sender_id)
+            out = await self._on_its_way(self._outgoing(msg, item.lost, owner))
+            if self.inbox is not None and item.user is None:  # (a picture alone: not what `kept` keeps now)
+                try:
+                    await self.inbox.answered(msg)
+                except Exception as failed:
+                    log.error("could not record that the message was answered; a restart may answer it again",
+                              chat=msg.session_key, error=repr(failed))
+            await self._publish(out)
             return item.lost
         if self.titles is not None and msg.is_group and item.user is None:
             if msg.metadata.get("chat_title"):
@@ -712,7 +722,7 @@ class ProcessLoop:
             chat_zh = await self._chat_is_chinese(msg)
             answer = await self.commands.answer(command, args, user=user, private=private, chat_zh=chat_zh,
                                                 app_zh=app_in_chinese(msg), chat=(msg.channel, msg.chat_id))
-            await self._reply(msg, answer.text, user, answer.attachment)
+            await self._reply(msg, answer.text, user, answer.attachment, answer=True)
             return answer.text
         if command in ("new", "help", "start", "帮助") and not args:
             self.stats.commands += 1
@@ -727,7 +737,7 @@ class ProcessLoop:
                 text = _NEW_TEXT_ZH if zh else _NEW_TEXT
             else:
                 text = HELP_TEXT_ZH if zh else HELP_TEXT
-            await self._reply(msg, text, user)
+            await self._reply(msg, text, user, answer=True)
             return text
         meant = _meant(command) if command is not None and private else None
         if meant is not None:
@@ -738,7 +748,7 @@ class ProcessLoop:
             chat_zh = await self._chat_is_chinese(msg)
             zh = app_in_chinese(msg) if chat_zh is None else chat_zh
             text = (_MISTYPED_ZH if zh else _MISTYPED).format(typed=f"/{command}", meant=" ".join((f"/{meant}", args)).strip())
-            await self._reply(msg, text, user)
+            await self._reply(msg, text, user, answer=True)
             return text
 
         started = item.started or item.received
@@ -763,9 +773,10 @@ class ProcessLoop:
             history = [m for m in history if m.id < resumed.id or (m.id > resumed.id and m.role == "assistant")]
         if item.lost:
             # Its files or pictures are gone with the stop: asked for again,
-            # once (marked first, as an apology is), no model call.
+            # once (marked first, as an apology is, once on its way), no model call.
+            out = await self._on_its_way(self._outgoing(msg, item.lost, user))
             await self._mark_apologised(msg)
-            await self._reply(msg, item.lost, user)
+            await self._publish(out)
             return item.lost
         if item.user is None and self.limiter is not None:
             decision = self.limiter.check(user)
@@ -780,6 +791,8 @@ class ProcessLoop:
                         "user over the rate limit; messages not answered",
                         user=user, window=decision.window, retry_after_s=round(decision.retry_after),
                     )
+                    # Not on its way first: a note lost to a kill costs nothing
+                    # (the limit still holds, the next message over it is told).
                     await self._reply(msg, limited_note(decision, chinese=notes_in_chinese(msg)), user)
                 return ""
         if msg.audio is not None:  # after the rate limit: each one is a paid call
@@ -940,7 +953,7 @@ class ProcessLoop:
         # writer thread (one connection, statements in order) ahead of the
         # reply row's, so it commits first without a round trip of its own
         # on the reply path (docs/BENCHMARKS.md, "A reply on its way").
-        holding = asyncio.create_task(self._on_its_way(self._outgoing(msg, reply.text, user, drafts=drafts), job=job))
+        holding = asyncio.create_task(self._on_its_way(self._outgoing(msg, reply.text, user, drafts=drafts)))
         if reply.ok:  # an apology is not part of the conversation
             # Written before the reply is sent: a stop in between must not
             # leave a reply out with no row saying so, or the next start
@@ -1071,6 +1084,8 @@ class ProcessLoop:
             log.warning("voice message not transcribed", chat=msg.session_key, error=str(exc))
         if words:
             return replace(msg, text=with_transcript(msg.text, msg.audio, words), audio=None)
+        # Not on its way first: a caption may still be answered after it, and
+        # a row waiting would have the next start take the message as answered.
         await self._reply(msg, not_heard_note(msg.audio, zh=notes_in_chinese(msg)), user)
         if not msg.text.strip():
             return None
@@ -1133,13 +1148,17 @@ class ProcessLoop:
 
     async def _reply(
         self, msg: InboundMessage, text: str, owner: str, attachment: Attachment | None = None, *,
-        drafts: Drafts | None = None,
+        drafts: Drafts | None = None, answer: bool = False,
     ) -> None:
         """``owner``: whose message it answers, named on the reply so that,
         kept in the outbox, it goes with their data (a message not stored
         in Tier 0 could not be traced back to them). ``drafts``: the
-        reply's drafts, whose place it takes."""
-        await self._publish(self._outgoing(msg, text, owner, attachment, drafts=drafts))
+        reply's drafts, whose place it takes. ``answer``: the message's one
+        answer (a command's), written to the outbox as on its way first, so
+        a kill before its send leaves it for the next start (a cut command
+        is not run again)."""
+        out = self._outgoing(msg, text, owner, attachment, drafts=drafts)
+        await self._publish(await self._on_its_way(out) if answer else out)
 
     @staticmethod
     def _outgoing(
@@ -1149,11 +1168,14 @@ class ProcessLoop:
         out = OutboundMessage.answering(msg, text, attachment, owner=owner)
         return drafts.reply(out) if drafts is not None else out
 
-    async def _on_its_way(self, out: OutboundMessage, *, job: bool) -> OutboundMessage:
-        """``out`` written to the outbox as on its way (``hold``). Not a
-        scheduled job's: a stop before its reply went runs the job again
-        at start (the scheduler), which would send it twice."""
-        if self.hold is None or job or not out.text:
+    async def _on_its_way(self, out: OutboundMessage) -> OutboundMessage:
+        """``out`` written to the outbox as on its way (``hold``). A
+        scheduled job's too: its run is recorded (gateway/cron.py) once the
+        reply is published, so a kill after that record and before the
+        send lost the reminder; now the next start sends it. A kill between
+        this row and that record sends it and runs the job again (twice,
+        the at-least-once side cron.py chose; one commit wide)."""
+        if self.hold is None or not out.text:
             return out
         return await self.hold(out)
 
@@ -1180,7 +1202,7 @@ class ProcessLoop:
     async def _read_again(self, item: _Item) -> InboundMessage:
         """``item``'s message made whole from its platform (``item.again``);
         when that fails and its pictures or file are missing (``item.lost``),
-        its inbox row goes first: the note is its one answer."""
+        the note is its one answer (:meth:`_handle` sends it, its inbox row gone)."""
         read, item.again = item.again, None
         assert read is not None
         msg = item.msg
@@ -1189,12 +1211,6 @@ class ProcessLoop:
         except Exception as exc:  # not to be had (expired, deleted, too large now): asked for again
             log.warning("message taken before a stop not read again from the platform", chat=msg.session_key,
                         message_id=msg.message_id, asked_again=bool(item.lost), error=repr(exc))
-            if item.lost and self.inbox is not None:
-                try:
-                    await self.inbox.answered(msg)
-                except Exception as failed:
-                    log.error("could not record that the message was answered; a restart may answer it again",
-                              chat=msg.session_key, error=repr(failed))
             return msg
         item.lost = ""
         return item.msg
