@@ -150,3 +150,48 @@ async def test_a_feishu_draft_whose_reply_a_kill_cut_becomes_the_reply_at_the_ne
     assert [m["message_id"] for m in fake.visible()] == [draft["message_id"]] and fake.deleted == []
     assert fake.visible()[0]["text"] == whole and len(llm.requests) == 1
 
+
+
+async def test_a_feishu_drafted_reply_whose_outbox_row_outlived_a_kill_is_still_shown_once(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    """The reply was edited into its draft message; its draft row and its
+    outbox row go in one transaction, so a kill cannot leave the outbox row
+    without the draft row (the next start sent it as a new message: the
+    reply shown twice). gateway.db refuses the removal (a trigger), and the
+    gateway is killed with the send done and that removal not."""
+    import sqlite3
+
+    words = ["The ", "launch ", "moved ", "to ", "Thursday, ", "after ", "the ", "review."]
+    whole = "".join(words)
+    async with FakeOpenAI(api_key=KEY) as llm, FakeFeishu() as fake:
+        app = _fast_feishu_app(tmp_path, clock, llm, fake)
+        try:
+            await app.open()
+            await asyncio.wait_for(app.start(), 15)
+            with sqlite3.connect(tmp_path / "data" / "gateway.db") as db:
+                db.execute("CREATE TRIGGER full BEFORE DELETE ON outbox "
+                           "BEGIN SELECT RAISE(ABORT, 'database or disk is full'); END")
+            llm.queue_stream(words, delay=0.4)
+            await _ask(app, fake, "when is the launch?")
+            delivery = app.delivery
+            assert delivery is not None
+            await _until(lambda: bool(delivery._unremoved), timeout=15)  # sent; its row's removal refused
+            [draft] = fake.visible()
+            assert draft["text"] == whole
+            _as_killed_now(tmp_path)
+        finally:
+            await asyncio.wait_for(app.close(timeout=0.0), 30)
+            _undo_since(tmp_path)
+        with sqlite3.connect(tmp_path / "data" / "gateway.db") as db:
+            db.execute("DROP TRIGGER full")  # space is back
+        again = _fast_feishu_app(tmp_path, clock, llm, fake)
+        try:
+            await again.open()
+            await asyncio.wait_for(again.start(), 15)
+            assert again.delivery is not None and await asyncio.wait_for(again.delivery.sweep(), 10) is None
+            assert await _rows(again, "outbox") == 0 and await _rows(again, "draft_messages") == 0
+        finally:
+            await asyncio.wait_for(again.close(), 15)
+    assert [m["message_id"] for m in fake.visible()] == [draft["message_id"]] and fake.deleted == []
+    assert fake.visible()[0]["text"] == whole and len(llm.requests) == 1
