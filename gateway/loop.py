@@ -138,6 +138,11 @@ _MISTYPED_ZH = "{typed} 不是我认识的命令。你是想发 {meant} 吗？�
 _KNOWN = tuple(c for c in (*COMMANDS, "new", "help", "start") if c.isascii())
 
 
+def _runs(command: str, args: str) -> bool:
+    """Is ``/command args`` one the gateway runs itself (not the model's)?"""
+    return command in COMMANDS or (command in ("new", "help", "start", "帮助") and not args)
+
+
 def _meant(command: str) -> str | None:
     """The command ``command`` is a near miss of ("memroy" -> "memory"),
     or None: a known one, or nothing close ("shrug", "s" go to the model)."""
@@ -713,6 +718,14 @@ class ProcessLoop:
         attached = bool(msg.images or msg.documents or msg.forwarded) or msg.audio is not None
         found = split_command(msg.text) if item.user is None and not attached else None
         command, args = found if found is not None else (None, "")
+        if item.gated and command is not None and _runs(command, args):
+            # Kept by the inbox, its turn never begun before a kill (a stop
+            # tells it at once, _park): not run again unasked either; told once.
+            text = await self._cut_command(msg, command)
+            await self._reply(msg, text, user, answer=True)
+            log.warning("command a stop left unanswered; the user is asked to send it again",
+                        chat=msg.session_key, message_id=msg.message_id)
+            return text
         if command in COMMANDS:
             # Answered here, not by the model, and kept out of Tier 0 and
             # memory: a listing of memories is not something to learn again.
@@ -1158,7 +1171,18 @@ class ProcessLoop:
         a kill before its send leaves it for the next start (a cut command
         is not run again)."""
         out = self._outgoing(msg, text, owner, attachment, drafts=drafts)
-        await self._publish(await self._on_its_way(out) if answer else out)
+        if answer:
+            out = await self._on_its_way(out)
+            if self.inbox is not None and held_in_inbox(msg):
+                # Its inbox row goes before the send, not after the turn: a
+                # kill after the send must not leave the next start a command
+                # to tell the user was never answered (resume_inbox).
+                try:
+                    await self.inbox.answered(msg)
+                except Exception as exc:
+                    log.error("could not record that the message was answered; a restart may answer it again",
+                              chat=msg.session_key, error=repr(exc))
+        await self._publish(out)
 
     @staticmethod
     def _outgoing(
@@ -1167,6 +1191,12 @@ class ProcessLoop:
     ) -> OutboundMessage:
         out = OutboundMessage.answering(msg, text, attachment, owner=owner)
         return drafts.reply(out) if drafts is not None else out
+
+    async def _cut_command(self, msg: InboundMessage, command: str) -> str:
+        """The note for a command a stop left unanswered, in the chat's language."""
+        chat_zh = await self._chat_is_chinese(msg)
+        zh = command in ("帮助", "导出", "无痕") or (app_in_chinese(msg) if chat_zh is None else chat_zh)
+        return (_CUT_COMMAND_ZH if zh else _CUT_COMMAND).format(command=f"/{command}")
 
     async def _on_its_way(self, out: OutboundMessage) -> OutboundMessage:
         """``out`` written to the outbox as on its way (``hold``). A
@@ -1471,7 +1501,7 @@ class ProcessLoop:
         if item.user is not None or item.resumed is not None or msg.kind != MESSAGE or not msg.message_id:
             return False
         if item.lost:  # redelivered without its pictures (gateway/resume.py): asked for again now, or from the outbox
-            await self._reply(msg, item.lost, self.identities.resolve(msg.channel, msg.sender_id))
+            await self._reply(msg, item.lost, self.identities.resolve(msg.channel, msg.sender_id), answer=True)
             return False
         if msg.is_group and not (msg.mentioned or msg.reply_to_bot):
             return False
@@ -1480,12 +1510,11 @@ class ProcessLoop:
             return False
         user = self.identities.resolve(msg.channel, msg.sender_id)
         found = split_command(msg.text) if not attached else None
-        if found is not None and (found[0] in COMMANDS or (found[0] in ("new", "help", "start", "帮助") and not found[1])):
+        if found is not None and _runs(*found):
             # Kept out of Tier 0 and not run again unasked (a half-run
             # "/forget all"): the user is told, now or from the outbox.
-            chat_zh = await self._chat_is_chinese(msg)
-            zh = found[0] in ("帮助", "导出", "无痕") or (app_in_chinese(msg) if chat_zh is None else chat_zh)
-            await self._reply(msg, (_CUT_COMMAND_ZH if zh else _CUT_COMMAND).format(command=f"/{found[0]}"), user)
+            # Its one answer: its inbox row goes, or the next start would tell it again.
+            await self._reply(msg, await self._cut_command(msg, found[0]), user, answer=True)
             log.warning("command left unanswered by the stop; the user is asked to send it again",
                         chat=msg.session_key, message_id=msg.message_id)
             return False

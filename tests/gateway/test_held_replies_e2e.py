@@ -75,3 +75,35 @@ async def test_a_reminder_whose_send_a_kill_cut_after_its_run_was_recorded_comes
             await _quiet(third)
         assert [m.text for m in tg.sent] == ["re: hi", "re: call mom"]
         assert len(llm.requests) == 2  # sent as written: the job did not run again
+
+
+async def test_a_command_a_kill_left_waiting_gets_a_note_asking_for_it_again_once(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    """/memory waits behind a slow turn when a kill comes (no stop runs to
+    write its note): the inbox kept it, and the next start tells the user
+    it was not done (not run again unasked), once, after the cut turn's
+    answer. Before, it was dropped at start in silence."""
+    from .test_resume_e2e import _killed
+
+    async with FakeOpenAI(api_key=KEY, responder=_echo) as llm, FakeTelegram() as tg:
+        async with _telegram_app(tmp_path, clock, llm, tg) as app:
+            llm.queue_hold("never sent")
+            tg.push_text(42, 42, "is the launch still on Thursday?")
+            await until(lambda: len(llm.requests) == 1, timeout=15)
+            tg.push_text(42, 42, "/memory")
+            loop = app.loop
+            assert loop is not None
+            await until(lambda: loop.stats.received == 2, timeout=15)
+            tg.cut_next("sendMessage")  # the stop's own note never reaches the chat: as a kill
+            await _killed(app, tmp_path)
+        assert tg.sent == []
+        clock.advance(60)
+        async with _telegram_app(tmp_path, clock, llm, tg) as again:
+            await tg.wait_sent(2, timeout=15)
+            await _quiet(again)
+        async with _telegram_app(tmp_path, clock, llm, tg) as third:
+            await _quiet(third)
+        answer, note = [m.text for m in tg.sent]
+        assert answer == "re: is the launch still on Thursday?"
+        assert "/memory" in note and "send it again" in note
