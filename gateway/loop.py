@@ -1480,16 +1480,23 @@ class ProcessLoop:
         self._queues.clear()
         while not self.bus.inbound.empty():
             left.append(_Item(self.bus.inbound.get_nowait(), time.perf_counter()))
-        parked = 0
+        parked = inboxed = 0
         for item in left:
             try:
                 parked += await self._park(item)
             except Exception as exc:  # gateway.db failing: the rest are still tried
+                if self._held(item):  # its inbox row stays: the next start answers it from there
+                    inboxed += 1
+                    (log.error if inboxed == 1 else log.debug)(
+                        "message left by the stop not saved; the inbox keeps it, the next start answers it; "
+                        "later ones counted", chat=item.msg.session_key, message_id=item.msg.message_id,
+                        error=repr(exc))
+                    continue
                 log.error("message left by the stop not saved; it will not be answered", chat=item.msg.session_key,
                           message_id=item.msg.message_id, error=repr(exc))
         if left:
             log.warning("messages left unanswered by the stop saved; the next start answers them",
-                        saved=parked, dropped=len(left) - parked)
+                        saved=parked, in_inbox=inboxed, dropped=len(left) - parked - inboxed)
 
     async def _park(self, item: _Item) -> bool:
         """Write ``item``'s row as its turn would have (its words, its

@@ -110,3 +110,43 @@ async def test_a_kill_while_a_reply_is_held_leaves_the_message_answered_once_at_
         assert [m.text for m in tg.sent] == [ANSWER]
         # Its reply waited in the outbox: sent as written, the model not asked again.
         assert len(llm.requests) == (1 if outbox else 2)
+
+
+async def test_messages_a_stop_on_a_full_disk_could_not_save_are_answered_from_the_inbox_and_the_log_says_so(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    """Found by scripts/chaos_kill.py --disk-full: each message the stop
+    could not write to the history was logged as "it will not be answered"
+    (159 errors in one stop), yet the inbox keeps it and the next start
+    answers it. Now one error says so, and they are answered, once each."""
+    import io
+    import json
+
+    from gateway.logging import configure_logging
+
+    from .test_resume_e2e import _telegram_app as start
+
+    stream = io.StringIO()
+    configure_logging(level="INFO", stream=stream, json_output=True)
+    async with FakeOpenAI(api_key=KEY, responder=_echo) as llm, FakeTelegram() as tg:
+        async with start(tmp_path, clock, llm, tg) as app:
+            llm.queue_hold("never sent")
+            tg.push_text(42, 42, "first question")
+            await until(lambda: len(llm.requests) == 1, timeout=15)
+            _fill(tmp_path, "rows")
+            tg.push_text(42, 42, "second question")
+            tg.push_text(42, 42, "third question")
+            loop = app.loop
+            assert loop is not None
+            await until(lambda: loop.stats.received == 3, timeout=15)
+            await asyncio.wait_for(app.close(timeout=0.2), 30)
+        _free(tmp_path, "rows")
+        clock.advance(60)
+        async with start(tmp_path, clock, llm, tg) as again:
+            await tg.wait_sent(3, timeout=15)
+            await _quiet(again)
+        assert sorted(m.text for m in tg.sent) == ["re: first question", "re: second question", "re: third question"]
+    events = [json.loads(line) for line in stream.getvalue().splitlines() if line.startswith("{")]
+    said = [e["event"] for e in events if e.get("level") == "error"]
+    assert not any("will not be answered" in e for e in said)
+    assert sum("the inbox keeps it" in e for e in said) == 1
