@@ -78,6 +78,7 @@ from .ratelimit import RateLimiter
 from .recent_files import RecentFiles, file_tools
 from .privatechat import label_private_chats, private_chat_refusal
 from .inbox import Inbox
+from .leftrevisions import LeftRevisions, apply_left_revisions
 from .resume import ReadsAgain, Redelivered, Resumed, resume_cut_turns, resume_inbox
 from .sessions import SessionStore
 from .incognito import Incognito
@@ -201,6 +202,7 @@ class App:
         self.inbox: Inbox | None = None
         self.redelivered: Redelivered | None = None  # the messages taken and never begun, as start() found them
         self.resumed: Resumed | None = None  # the messages a stop left unanswered, as start() found them
+        self.revised = LeftRevisions()  # the edits and recalls a stop left unapplied, as start() applied them
         self.llm: FailoverLLM | None = None
         # One cooldown state per model endpoint for the chat and the memory
         # model: an outage either finds cools the other's use of it too.
@@ -694,6 +696,11 @@ class App:
         self._open_health()  # after the channels: a webhook may have made the HTTP server
         if not channels and not self.failed_channels:
             raise ConfigError(NO_CHANNEL)
+        if self.inbox is not None:
+            # The edits and recalls a stop or a crash left unapplied: before
+            # the extraction worker reads a recalled line, and before the cut
+            # turns and the inbox's messages are answered (gateway/leftrevisions.py).
+            self.revised = await apply_left_revisions(self.inbox, self.loop.revisions)
         for svc in (self.extraction, self.vectorizer, self.file_sync):
             if svc is not None:
                 await svc.start()
@@ -737,6 +744,10 @@ class App:
             await self._start_channels(channels, delivery)
         finally:
             self.loop.resume_gate.set()
+        for recall in self.revised.recalls:  # the bot's reply to it leaves the chat too (Feishu)
+            withdraw = getattr(self.channels.get(recall.channel), "withdraw_reply", None)
+            if withdraw is not None:
+                withdraw(recall.message_id, recall.chat_id)
         # Last: its catch-up (the jobs missed while down) writes rows in their
         # chats, which before the resume above would hide a cut turn there
         # (no longer its chat's last row: never answered); now such a job

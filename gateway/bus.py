@@ -480,7 +480,9 @@ class MessageBus:
         self.inbound: asyncio.Queue[InboundMessage] = asyncio.Queue(maxsize)
         self._outbound: dict[str, asyncio.Queue[OutboundMessage]] = {}
         self._takeovers: dict[tuple[str, str], _Takeover] = {}
-        self._kept: set[tuple[str, str]] = set()  # kept whole by keep(), not on the bus yet: not written twice
+        # kept whole by keep(), not on the bus yet: not written twice (a
+        # recall names the message it recalls: the kind tells them apart)
+        self._kept: set[tuple[str, str, str]] = set()
 
     async def keep(self, msg: InboundMessage, waiting: Mapping[str, Any] | None = None) -> None:
         """Write ``msg`` to the inbox before the platform is told it
@@ -492,12 +494,12 @@ class MessageBus:
             return
         await self.inbox.keep(msg, waiting)
         if not waiting:
-            self._kept.add((msg.session_key, msg.message_id))
+            self._kept.add((msg.session_key, msg.message_id, msg.kind))
 
     def unkeep(self, msg: InboundMessage) -> None:
         """A message :meth:`keep` wrote will not go on the bus after all
         (recalled before its turn, a picture alone that could not be read)."""
-        self._kept.discard((msg.session_key, msg.message_id))
+        self._kept.discard((msg.session_key, msg.message_id, msg.kind))
         if self.inbox is not None:
             self.inbox.done(msg, written=True)
 
@@ -506,9 +508,9 @@ class MessageBus:
         takeover = self._takeovers.get((msg.session_key, gone)) if isinstance(gone, str) else None
         if takeover is not None:  # marked before the put: the held turn must not wake to a message not yet there
             takeover.taken = True
-        if self.inbox is not None and (msg.session_key, msg.message_id) not in self._kept:
+        if self.inbox is not None and (msg.session_key, msg.message_id, msg.kind) not in self._kept:
             await self.inbox.keep(msg)  # NotKept: not on the bus
-        self._kept.discard((msg.session_key, msg.message_id))
+        self._kept.discard((msg.session_key, msg.message_id, msg.kind))
         await self.inbound.put(msg)
 
     # A comment published on its own whose forwards then begin a burst

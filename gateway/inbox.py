@@ -38,6 +38,15 @@ stays before it, and polling tries again after a growing pause; Feishu is
 answered with an error, and sends it again), so it is answered once
 there is room, and not lost meanwhile (Tier 0, in the same file, could
 not have kept its turn either). Logged as an error once, then counted.
+
+Edits and recalls (``InboundMessage.kind`` EDIT, RECALL) are kept too, in
+their own table (``revisions``, migration 018), from the moment they are
+taken until the loop applied them: Feishu is answered and Telegram's
+offset passes them as for a message, and one a stop or a crash cut (queued
+behind a turn, still in a Feishu chat's lane) is applied at the next start
+(:meth:`Inbox.revisions`; gateway/app.py), or the recalled words would
+stay in the history and memory. A write that fails raises
+:class:`~gateway.bus.NotKept` as for a message.
 """
 
 from __future__ import annotations
@@ -45,8 +54,8 @@ from __future__ import annotations
 import asyncio
 import json
 import sqlite3
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Awaitable, Mapping
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
@@ -56,9 +65,9 @@ from memory.batch import RowBatcher, insert_statement
 from memory.clock import Clock, format_ts, parse_ts
 from memory.db import Database
 
-from .bus import AGAIN, MESSAGE, ROUTING_KEYS, Document, Forwarded, InboundMessage, NotKept, Quoted
+from .bus import AGAIN, EDIT, MESSAGE, RECALL, ROUTING_KEYS, Document, Forwarded, InboundMessage, NotKept, Quoted
 
-__all__ = ["Inbox", "Waiting", "dumps", "kept", "loads"]
+__all__ = ["Inbox", "Revision", "Waiting", "dumps", "kept", "loads", "revision"]
 
 log = structlog.get_logger(component="gateway")
 
@@ -73,6 +82,19 @@ def kept(msg: InboundMessage, waiting: Mapping[str, Any] | None = None) -> bool:
     if msg.is_group and not (msg.mentioned or msg.reply_to_bot):
         return False
     return bool(msg.text.strip() or msg.images or msg.documents or msg.forwarded or msg.audio is not None or waiting)
+
+
+def revision(msg: InboundMessage) -> bool:
+    """Is ``msg`` an edit or recall the inbox keeps (it names its message)?"""
+    return msg.kind in (EDIT, RECALL) and bool(msg.message_id)
+
+
+def _revision_payload(msg: InboundMessage) -> str:
+    """An edit or recall as kept: the message's form (:func:`dumps`) and
+    the metadata an edit is applied by (a comment's or caption's lengths)."""
+    d = json.loads(dumps(msg))
+    d["e"] = {k: v for k, v in msg.metadata.items() if isinstance(v, (str, int, float, bool, list)) or v is None}
+    return json.dumps(d, ensure_ascii=False)
 
 
 def dumps(msg: InboundMessage, waiting: Mapping[str, Any] | None = None) -> str:
@@ -182,6 +204,15 @@ def readable_again(payload: str) -> tuple[bool, bool]:
     return missing and covered and not forwarded_audio and not others, bool(w.get("n"))
 
 
+@dataclass(frozen=True)
+class Revision:
+    """An edit or recall the inbox kept whose application never ended."""
+
+    id: int
+    msg: InboundMessage
+    payload: str  # as kept: the row goes once what it says was applied (:meth:`Inbox.done`)
+
+
 class Inbox:
     """``Inbox(db, clock)``: the ``inbox`` table of gateway.db's
     :class:`~memory.db.Database` (the session store's)."""
@@ -199,7 +230,7 @@ class Inbox:
         self._drops = RowBatcher(
             db, lambda n: "DELETE FROM inbox WHERE (channel, chat_id, message_id) IN (VALUES "
             + ", ".join(["(?, ?, ?)"] * n) + ")", 3)
-        self._dropping: set[asyncio.Task[list[Any]]] = set()
+        self._dropping: set[asyncio.Task[Any]] = set()
         self.failed = 0  # writes that failed (a full disk): each a message held at its platform, tried again
         self._failing = 0  # of those, since the last one kept
 
@@ -208,6 +239,9 @@ class Inbox:
         was received; a redelivery of one kept is not written twice.
         Raises :class:`~gateway.bus.NotKept` when the write fails (logged):
         the platform must not be told it arrived."""
+        if revision(msg):
+            await self._keep_revision(msg)
+            return
         if not kept(msg, waiting):
             return
         try:
@@ -226,16 +260,43 @@ class Inbox:
             log.warning("messages are saved in the inbox again", not_saved=self._failing)
             self._failing = 0
 
+    async def _keep_revision(self, msg: InboundMessage) -> None:
+        # Rare (a user's edit or recall): one write each, not grouped. A
+        # later edit of the same message replaces the words, keeping its place.
+        try:
+            await self.db.write(
+                "INSERT INTO revisions (channel, chat_id, message_id, kind, received_at, payload) "
+                "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (channel, chat_id, message_id, kind) "
+                "DO UPDATE SET payload = excluded.payload",
+                (msg.channel, msg.chat_id, msg.message_id, msg.kind, format_ts(self.clock.now()),
+                 _revision_payload(msg)))
+        except (sqlite3.Error, OSError, RuntimeError) as exc:
+            self.failed += 1
+            log.error("edit or recall not saved in the inbox: held at the platform, tried again",
+                      channel=msg.channel, chat_id=msg.chat_id, message_id=msg.message_id, kind=msg.kind,
+                      error=repr(exc))
+            raise NotKept(repr(exc)) from exc
+
     def done(self, msg: InboundMessage, *, written: bool = False) -> None:
         """``msg``'s turn ended (answered, refused, ignored, failed): its
         row goes, in the background (grouped with others'). A crash first
         leaves it for the next start, which finds its Tier 0 row (if any)
         and does not answer it twice. ``written``: kept with what was still
         to be read for it (a picture alone: :func:`kept` of the message
-        without it says no), so its row goes whatever it holds now."""
+        without it says no), so its row goes whatever it holds now. An
+        edit's or recall's row goes only if it still says what was applied
+        (a later edit of the message replaced it: that one is still to come)."""
+        if revision(msg):
+            self._track(self.db.write(
+                "DELETE FROM revisions WHERE channel = ? AND chat_id = ? AND message_id = ? AND kind = ? "
+                "AND payload = ?", (msg.channel, msg.chat_id, msg.message_id, msg.kind, _revision_payload(msg))))
+            return
         if not written and not kept(msg):
             return
-        task = asyncio.ensure_future(self._drops.write([(msg.channel, msg.chat_id, msg.message_id)]))
+        self._track(self._drops.write([(msg.channel, msg.chat_id, msg.message_id)]))
+
+    def _track(self, write: Awaitable[Any]) -> None:
+        task = asyncio.ensure_future(write)
         self._dropping.add(task)
         task.add_done_callback(self._dropped)
 
@@ -245,7 +306,7 @@ class Inbox:
         start would answer it again. Raises when the delete fails."""
         await self._drops.write([(msg.channel, msg.chat_id, msg.message_id)])
 
-    def _dropped(self, task: asyncio.Task[list[Any]]) -> None:
+    def _dropped(self, task: asyncio.Task[Any]) -> None:
         self._dropping.discard(task)
         if not task.cancelled() and (exc := task.exception()) is not None:
             # Left in the inbox: the next start finds it answered (its Tier 0 row) or answers it.
@@ -293,6 +354,60 @@ class Inbox:
         for i in range(0, len(ids), 500):
             part = ids[i : i + 500]
             await self.db.write(f"DELETE FROM inbox WHERE id IN ({','.join('?' * len(part))})", part)
+
+    async def revisions(self) -> list[Revision]:
+        """The edits and recalls kept and never applied (a stop or a crash
+        cut them), oldest first; rows that cannot be read are dropped (logged)."""
+        rows = await self.db.fetchall(
+            "SELECT id, channel, chat_id, message_id, kind, payload FROM revisions ORDER BY id")
+        out: list[Revision] = []
+        gone: list[int] = []
+        for r in rows:
+            try:
+                msg, _, _ = loads(str(r["channel"]), str(r["chat_id"]), str(r["message_id"]), str(r["payload"]))
+                extra = json.loads(str(r["payload"])).get("e") or {}
+                if str(r["kind"]) not in (EDIT, RECALL) or not isinstance(extra, dict):
+                    raise ValueError(f"not an edit or a recall: {r['kind']!r}")
+            except (ValueError, TypeError, KeyError, AttributeError) as exc:
+                log.error("kept edit or recall unreadable; dropped", id=int(r["id"]), channel=r["channel"],
+                          chat_id=r["chat_id"], message_id=r["message_id"], error=repr(exc))
+                gone.append(int(r["id"]))
+                continue
+            msg = replace(msg, kind=str(r["kind"]), metadata={**extra, **msg.metadata})
+            out.append(Revision(int(r["id"]), msg, str(r["payload"])))
+        for i in range(0, len(gone), 500):
+            part = gone[i : i + 500]
+            await self.db.write(f"DELETE FROM revisions WHERE id IN ({','.join('?' * len(part))})", part)
+        return out
+
+    async def drop_revision(self, rev: Revision) -> None:
+        """``rev`` was applied: its row goes (unless a later edit replaced it)."""
+        await self.db.write("DELETE FROM revisions WHERE id = ? AND payload = ?", (rev.id, rev.payload))
+
+    async def drop_message(self, channel: str, chat_id: str, message_id: str) -> int:
+        """A message recalled before its turn: never to be answered. Rows dropped."""
+        _, changed = await self.db.write("DELETE FROM inbox WHERE channel = ? AND chat_id = ? AND message_id = ?",
+                                         (channel, chat_id, message_id))
+        return changed
+
+    async def edit_waiting(self, edit: InboundMessage) -> bool:
+        """An edit of a message still waiting here (its turn never began):
+        its kept words become the edited ones, by its own sender only; not
+        a comment sent with forwards (its words are a part of the message's).
+        True when a row changed."""
+        if edit.kind != EDIT or not edit.text.strip() or "comments" in edit.metadata:
+            return False
+        row = await self.db.fetchone(
+            "SELECT id, payload FROM inbox WHERE channel = ? AND chat_id = ? AND message_id = ?",
+            (edit.channel, edit.chat_id, edit.message_id))
+        if row is None:
+            return False
+        d = json.loads(str(row["payload"]))
+        if not isinstance(d, dict) or str(d.get("s")) != edit.sender_id:
+            return False
+        d["t"] = edit.text.strip()
+        await self.db.write("UPDATE inbox SET payload = ? WHERE id = ?", (json.dumps(d, ensure_ascii=False), row["id"]))
+        return True
 
     async def count(self) -> int:
         row = await self.db.fetchone("SELECT COUNT(*) FROM inbox")

@@ -49,8 +49,8 @@ from memory.types import Hit
 
 from .agent import Agent, AgentReply, apology
 from .bus import (
-    FILE_NOT_READ, LEFT, MESSAGE, MOVED, PHOTO_NOT_READ, Attachment, InboundMessage, MessageBus, OutboundMessage,
-    app_in_chinese, audio_not_read, not_heard, notes_in_chinese, words_in_chinese,
+    EDIT, FILE_NOT_READ, LEFT, MESSAGE, MOVED, PHOTO_NOT_READ, RECALL, Attachment, InboundMessage, MessageBus,
+    OutboundMessage, app_in_chinese, audio_not_read, not_heard, notes_in_chinese, words_in_chinese,
 )
 from .chattitles import ChatTitles
 from .commands import COMMANDS, UserCommands
@@ -1494,9 +1494,12 @@ class ProcessLoop:
                     continue
                 log.error("message left by the stop not saved; it will not be answered", chat=item.msg.session_key,
                           message_id=item.msg.message_id, error=repr(exc))
+        # Edits and recalls stay in the inbox's table: the next start applies them (gateway/leftrevisions.py).
+        revisions = sum(1 for i in left if i.msg.kind in (EDIT, RECALL) and i.msg.message_id) if self.inbox else 0
         if left:
             log.warning("messages left unanswered by the stop saved; the next start answers them",
-                        saved=parked, in_inbox=inboxed, dropped=len(left) - parked - inboxed)
+                        saved=parked, in_inbox=inboxed, dropped=len(left) - parked - inboxed - revisions,
+                        revisions_kept=revisions)
 
     async def _park(self, item: _Item) -> bool:
         """Write ``item``'s row as its turn would have (its words, its

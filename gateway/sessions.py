@@ -364,6 +364,28 @@ async def _m017_outbox_sending(conn: aiosqlite.Connection) -> None:
     await conn.execute("ALTER TABLE outbox ADD COLUMN sending TEXT NOT NULL DEFAULT ''")
 
 
+async def _m018_revisions(conn: aiosqlite.Connection) -> None:
+    # Edits and recalls taken from a platform (Feishu answered, Telegram's
+    # offset past them) and not yet applied (gateway/inbox.py): a stop or a
+    # crash would otherwise lose them, the recalled words staying in memory.
+    # One row per message and kind; a later edit's words replace an earlier's.
+    await run_script(
+        conn,
+        """
+        CREATE TABLE IF NOT EXISTS revisions (
+            id          INTEGER PRIMARY KEY AUTOINCREMENT,
+            channel     TEXT NOT NULL,
+            chat_id     TEXT NOT NULL,
+            message_id  TEXT NOT NULL,
+            kind        TEXT NOT NULL,
+            received_at TEXT NOT NULL,
+            payload     TEXT NOT NULL,
+            UNIQUE (channel, chat_id, message_id, kind)
+        );
+        """,
+    )
+
+
 MIGRATIONS: list[Migration] = [
     _m001_sessions,
     _m002_message_ids,
@@ -382,6 +404,7 @@ MIGRATIONS: list[Migration] = [
     _m015_inbox,
     _m016_chat_titles,
     _m017_outbox_sending,
+    _m018_revisions,
 ]
 
 

@@ -311,6 +311,11 @@ GATEWAY_ERAS: dict[str, Era] = {
         *_chat(v, context=True, sender_name=True),
         ("outbox", {**_outbox(v, {"send_key": f"key{v}"})[-1][1], "sending": f"run{v:032x}"}),
     ],
+    "_m018_revisions": lambda v: [  # a recall a stop left unapplied
+        *_chat(v, context=True, sender_name=True),
+        ("revisions", {"id": v, "channel": "feishu", "chat_id": "oc_9", "message_id": f"om_{v}", "kind": "recall",
+                       "received_at": at(v), "payload": json.dumps({"s": "", "t": "", "ts": at(v), "e": {}})}),
+    ],
 }
 
 

@@ -39,7 +39,8 @@ while it is pending is dropped, after a restart too), and forgotten if
 its job fails, so a copy Feishu sends anyway is taken. What was taken
 is in the durable inbox first (gateway/inbox.py), with the keys and ids
 to read its pictures, recording, file, quote or chat record again, so a
-crash leaves it for the next start. A stop loses nothing taken either:
+crash leaves it for the next start; so is a recall (its own table), which
+the next start applies if no run did (gateway/leftrevisions.py). A stop loses nothing taken either:
 ``stop_receiving`` gives the lanes ``stop_grace`` seconds, then cuts the
 downloads and reads still under way short; a message the inbox holds is
 left there for the next start to read again and answer (no note, as
@@ -438,20 +439,22 @@ class FeishuChannel(BaseChannel):
             self.log.info("duplicate feishu event dropped", event_id=event_id)
             return
         kept: _Kept | None = None
-        if event_type == MESSAGE_EVENT:
-            message = self._message_job(payload, event_id)
-            intake, kept = (None, None) if message is None else (message[:3], message[3])
+        if event_type in (MESSAGE_EVENT, RECALL_EVENT):
+            taken = self._message_job(payload, event_id) if event_type == MESSAGE_EVENT else \
+                self._recall_job(payload, event_id)
+            intake, kept = (None, None) if taken is None else (taken[:3], taken[3])
         else:
-            intake = self._recall_job(payload, event_id) if event_type == RECALL_EVENT else \
-                self._left_job(payload, event_id)
+            intake = self._left_job(payload, event_id)
         if intake is None:
             return
         chat, job, slow = intake
         if kept is not None:
             # In gateway.db before Feishu is answered (a webhook's 200, the
             # SDK's ACK), its pictures or quote read after: a crash during
-            # the download leaves it for the next start. Not writable (a full
-            # disk): not answered, so Feishu sends it again later.
+            # the download leaves it for the next start; so too a recall,
+            # which a stop may cut in its lane or the loop's queue (the next
+            # start applies it). Not writable (a full disk): not answered, so
+            # Feishu sends it again later.
             try:
                 await self.bus.keep(*kept)
             except NotKept:
@@ -477,13 +480,15 @@ class FeishuChannel(BaseChannel):
 
         return settle
 
-    def _recall_job(self, payload: dict[str, Any], event_id: str) -> tuple[str, Job, bool] | None:
+    def _recall_job(self, payload: dict[str, Any], event_id: str) -> tuple[str, Job, bool, _Kept] | None:
         """A message was withdrawn: its stored words go (gateway/revisions.py).
         Straight onto the bus, without the allow-list: the event names no
         sender, and it can only erase a message the gateway stored, which
         came from an allowed sender. In the chat's lane, behind the message
         it recalls if that is still pending there: applied before the
-        message is stored, it would find nothing to erase."""
+        message is stored, it would find nothing to erase. Kept in the
+        inbox before Feishu is answered (gateway/inbox.py): a stop or a
+        crash before it is applied leaves it to the next start."""
         try:
             recall = parse_recall_event(payload)
         except EventParseError as exc:
@@ -498,7 +503,7 @@ class FeishuChannel(BaseChannel):
             await self.bus.publish_inbound(recall)
             self._withdraw_later(recall.message_id, recall.chat_id)
 
-        return recall.chat_id, job, False
+        return recall.chat_id, job, False, (recall, {})
 
     def _left_job(self, payload: dict[str, Any], event_id: str) -> tuple[str, Job, bool] | None:
         """Members left a group: a LEFT each, without the allow-list (it
@@ -824,6 +829,14 @@ class FeishuChannel(BaseChannel):
         return as_image(got.data, limit)
 
     # -- withdrawing replies -----------------------------------------------------------
+    def withdraw_reply(self, answers: str, chat_id: str) -> None:
+        """A recall the last run took but never applied was applied at this
+        start (gateway/leftrevisions.py): the bot's reply to the recalled
+        message leaves the chat now (the reply log is kept across restarts),
+        and a reply to it still to come is held back."""
+        self.replies.mark_recalled(answers, chat_id)
+        self._withdraw_later(answers, chat_id)
+
     def _withdraw_later(self, answers: str, chat_id: str) -> None:
         task = asyncio.create_task(self._withdraw(answers, chat_id), name="feishu-withdraw")
         self._withdrawals.add(task)

@@ -3,9 +3,12 @@ make it whole again (gateway/inbox.py), on a real gateway.db."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
-from gateway.bus import AGAIN, InboundMessage
+import pytest
+
+from gateway.bus import AGAIN, EDIT, MESSAGE, RECALL, InboundMessage, NotKept
 from gateway.inbox import Inbox, Waiting
 from gateway.sessions import SessionStore
 from memory import ManualClock
@@ -58,3 +61,77 @@ async def test_a_name_still_being_looked_up_is_not_unread(tmp_path: Path, clock:
 async def test_a_group_members_name_is_kept(tmp_path: Path, clock: ManualClock) -> None:
     w = await _kept(tmp_path, clock, _msg("when is it due?", is_group=True, mentioned=True, sender_name="Carol Li"))
     assert w.msg.sender_name == "Carol Li" and not w.unnamed
+
+
+# -- edits and recalls ------------------------------------------------------------------
+
+
+def _edit(text: str, **metadata: object) -> InboundMessage:
+    return InboundMessage(channel="telegram", chat_id="42", sender_id="42", text=text, message_id="7", kind=EDIT,
+                          metadata=dict(metadata))
+
+
+async def test_an_edit_and_a_recall_are_kept_apart_from_the_message_they_name(tmp_path: Path, clock: ManualClock) -> None:
+    """Same message id, three rows' worth: the message in the inbox, its
+    edit and its recall beside it; each comes back as it was taken."""
+    async with await SessionStore.open(tmp_path / "gateway.db", clock) as store:
+        inbox = Inbox(store.db, clock)
+        await inbox.keep(_msg("the vault code is 4471"))
+        await inbox.keep(_edit("see you at 9", comment=1, comments=[5, 12], thread=3))
+        await inbox.keep(InboundMessage(channel="feishu", chat_id="oc_team", sender_id="", text="", message_id="om_1",
+                                        kind=RECALL, metadata={"recall_type": "message_owner"}))
+        assert await inbox.count() == 1
+        edit, recall = await inbox.revisions()
+        assert (edit.msg.kind, edit.msg.text, edit.msg.sender_id, edit.msg.chat_id) == (EDIT, "see you at 9", "42", "42")
+        assert edit.msg.metadata["comment"] == 1 and edit.msg.metadata["comments"] == [5, 12]
+        assert (recall.msg.kind, recall.msg.message_id, recall.msg.session_key) == (RECALL, "om_1", "feishu:oc_team")
+
+
+async def test_a_revision_applied_leaves_unless_a_later_edit_replaced_it(tmp_path: Path, clock: ManualClock) -> None:
+    async with await SessionStore.open(tmp_path / "gateway.db", clock) as store:
+        inbox = Inbox(store.db, clock)
+        first, second = _edit("see you at 9"), _edit("see you at 10")
+        await inbox.keep(first)
+        await inbox.keep(second)  # the same message edited again before the first was applied
+        inbox.done(first)
+        await inbox.flush()
+        [left] = await inbox.revisions()
+        assert left.msg.text == "see you at 10"  # still to be applied
+        inbox.done(second)
+        await inbox.flush()
+        assert await inbox.revisions() == []
+
+
+async def test_an_unreadable_revision_is_dropped_and_the_rest_come_back(tmp_path: Path, clock: ManualClock) -> None:
+    async with await SessionStore.open(tmp_path / "gateway.db", clock) as store:
+        inbox = Inbox(store.db, clock)
+        await store.db.write("INSERT INTO revisions (channel, chat_id, message_id, kind, received_at, payload) "
+                             "VALUES ('telegram', '42', '6', 'edit', '2026-03-01T12:00:00Z', 'not json')")
+        await inbox.keep(_edit("see you at 9"))
+        [rev] = await inbox.revisions()
+        assert rev.msg.text == "see you at 9"
+        assert [r[0] for r in await store.db.fetchall("SELECT message_id FROM revisions")] == ["7"]
+
+
+async def test_an_edit_of_a_message_still_waiting_changes_its_words_by_its_sender_only(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    async with await SessionStore.open(tmp_path / "gateway.db", clock) as store:
+        inbox = Inbox(store.db, clock)
+        await inbox.keep(InboundMessage(channel="telegram", chat_id="42", sender_id="42", text="see you at 9",
+                                        message_id="7"))
+        assert not await inbox.edit_waiting(replace(_edit("I am someone else"), sender_id="43"))
+        assert not await inbox.edit_waiting(_edit("a comment's words", comment=0, comments=[17]))
+        assert not await inbox.edit_waiting(replace(_edit("see you at 10"), message_id="8"))
+        assert await inbox.edit_waiting(_edit("see you at 10"))
+        [w] = await inbox.waiting()
+        assert w.msg.text == "see you at 10" and w.msg.kind == MESSAGE
+
+
+async def test_a_revision_that_cannot_be_written_is_not_taken(tmp_path: Path, clock: ManualClock) -> None:
+    async with await SessionStore.open(tmp_path / "gateway.db", clock) as store:
+        inbox = Inbox(store.db, clock)
+        await store.db.write("DROP TABLE revisions")  # as a write that fails (a full disk)
+        with pytest.raises(NotKept):
+            await inbox.keep(_edit("see you at 10"))
+        assert inbox.failed == 1
