@@ -57,7 +57,9 @@ waiting and sends it first, so the message is answered, not left with a
 row saying it was. Feishu shows it once (the same ``send_key``, so the
 same ``uuid``: a repeat of a send Feishu took is dropped; a drafted reply
 is edited into its draft message, which is no orphan while the row
-waits). Telegram has no idempotency key: a kill between Telegram taking
+waits; the draft's row goes in the same transaction as the outbox row's
+removal, ``Outbox.remove(drafted=True)``, so a kill never leaves the
+outbox row alone to be sent anew beside the draft). Telegram has no idempotency key: a kill between Telegram taking
 it and the row's removal (one write) shows it twice; at least once beats
 never, and the next start logs how many it sends again. The cost is two
 statements a reply, no fsync (WAL, ``synchronous = NORMAL``): the insert
