@@ -25,7 +25,11 @@ the run, so a one-time job is delivered *at least once*: if the gateway
 stops (or dies) while the job runs, or between its reply and that write,
 the row is still there and the job runs again at the next start (a
 reminder sent twice is less harmful than one never sent; the window after
-the reply is one SQLite commit, the one before it an LLM call). Within one
+the reply is one SQLite commit, the one before it an LLM call). The reply
+is written to gateway.db's outbox before it is published (gateway/loop.py,
+``_on_its_way``), so a stop after the record and before the send (the
+platform's round trip) sends it at the next start instead of losing it;
+one between that row and the record sends it and runs the job again. Within one
 process it never runs twice: a running job is not started again, and the
 row is gone before the job counts as finished.
 

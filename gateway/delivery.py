@@ -57,14 +57,21 @@ waiting and sends it first, so the message is answered, not left with a
 row saying it was. Feishu shows it once (the same ``send_key``, so the
 same ``uuid``: a repeat of a send Feishu took is dropped; a drafted reply
 is edited into its draft message, which is no orphan while the row
-waits). Telegram has no idempotency key: a kill between Telegram taking
+waits; the draft's row goes in the same transaction as the outbox row's
+removal, ``Outbox.remove(drafted=True)``, so a kill never leaves the
+outbox row alone to be sent anew beside the draft). Telegram has no idempotency key: a kill between Telegram taking
 it and the row's removal (one write) shows it twice; at least once beats
 never, and the next start logs how many it sends again. The cost is two
 statements a reply, no fsync (WAL, ``synchronous = NORMAL``): the insert
 before the reply row, on the reply path, and the delete after the send.
-A scheduled job's reply is not held (a stop before it went runs the job
-again at start), nor a file, a draft, or a reply whose row cannot be
-written (a full disk: sent all the same, as before).
+Held too: a command's answer, a note that is its message's one answer
+(pictures to send again), and a scheduled job's reply (its run is
+recorded once the reply is published: a kill after that record lost it;
+gateway/loop.py ``_on_its_way``). Not held: a note another answer may
+follow (a voice note not heard) or that costs nothing lost (the rate
+limit's), a file, a draft, or a reply whose row cannot be
+written (a full disk: sent all the same, as before, once something else
+says its message was answered: gateway/loop.py ``_until_marked``).
 
 A late reply is sent as it was written, with no "(delayed)" prefix: in a
 group it still quotes the message it answers, and the log says how late
@@ -237,7 +244,11 @@ class Delivery:
         # never sent again; their removal is tried at the next pass.
         self._delivered: set[int] = set()
         self._unheld = 0  # replies not written to the outbox before their send since the last that was (hold)
-        self._unremoved: set[int] = set()  # rows of replies sent on their way whose removal failed (_sent)
+        # Rows of replies sent on their way whose removal failed (_sent): drafted or not.
+        self._unremoved: dict[int, bool] = {}
+        # Replies (send keys) whose drafts a channel showed, oldest first: their
+        # draft message's row goes with their outbox row (Outbox.remove ``drafted``).
+        self._drafted: dict[str, None] = {}
 
     # -- lifecycle --------------------------------------------------------------------
 
@@ -355,11 +366,13 @@ class Delivery:
                 self._log_refused(msg, self._describe(exc, msg.text))
                 await self._sent(msg)
                 return
+            cut = isinstance(exc, DeliveryError) and bool(exc.remaining)  # its first parts went out
             rest = exc.remaining if isinstance(exc, DeliveryError) and exc.remaining else msg.text
             delay = self.policy.delay(1, self._rng)
             await self._keep(
                 replace(msg, text=rest), created_at=now, due=now + timedelta(seconds=delay), attempts=1,
                 error=self._describe(exc, msg.text), reason="send failed", retry_in_s=round(delay),
+                drafted=cut and msg.send_key in self._drafted,
             )
             return
         await self._sent(msg)
@@ -371,10 +384,12 @@ class Delivery:
         Telegram shows it twice)."""
         if not msg.kept:
             return
+        drafted = msg.send_key in self._drafted
+        self._drafted.pop(msg.send_key, None)
         try:
-            await self.outbox.remove(msg.kept)
+            await self.outbox.remove(msg.kept, drafted=drafted)
         except Exception as exc:
-            self._unremoved.add(msg.kept)  # tried again at each pass: a stop before that sends it again
+            self._unremoved[msg.kept] = drafted  # tried again at each pass: a stop before that sends it again
             log.error("reply sent but its outbox row not removed yet; a stop before it is sends it again",
                       channel=msg.channel, chat_id=msg.chat_id, error=self._describe(exc, ""))
 
@@ -397,6 +412,10 @@ class Delivery:
             shown = False
         if not shown:
             self._drafts_over(key)
+        elif key not in self._drafted:
+            self._drafted[key] = None
+            while len(self._drafted) > _DRAFT_KEYS:
+                del self._drafted[next(iter(self._drafted))]
 
     async def _drop_draft(self, channel: BaseChannel, msg: OutboundMessage) -> None:
         """The reply previewed under ``msg.send_key`` will not come: no
@@ -506,7 +525,10 @@ class Delivery:
         attempts: int = 0,
         error: str = "",
         retry_in_s: int = 0,
+        drafted: bool = False,
     ) -> None:
+        """``drafted``: a reply on its way whose first part went into its
+        draft message: that message's row goes with the row's rest."""
         chat = (msg.channel, msg.chat_id)
         self._held.add(chat)  # before any await: the chat's next reply queues behind this one
         self._adding[chat] += 1
@@ -514,7 +536,7 @@ class Delivery:
         try:
             if msg.kept:  # a reply on its way has its row: it waits now
                 await self.outbox.retry_later(msg.kept, text=msg.text, attempts=attempts, next_attempt_at=due,
-                                              last_error=error)
+                                              last_error=error, drafted=drafted)
             else:
                 owner = await self._owner(msg)
                 await self.outbox.add(
@@ -574,12 +596,12 @@ class Delivery:
         nothing left. Returns when the next row of a running channel is due."""
         async with self._pass:
             now = self.clock.now()
-            for row_id in sorted(self._unremoved):  # sent already: before the next start takes them for cut
+            for row_id, drafted in sorted(self._unremoved.items()):  # sent already: before the next start takes them for cut
                 try:
-                    await self.outbox.remove(row_id)
+                    await self.outbox.remove(row_id, drafted=drafted)
                 except Exception:  # still full or locked: the next pass tries again, the rest of this one goes on
                     break
-                self._unremoved.discard(row_id)
+                del self._unremoved[row_id]
             for p in await self.outbox.older_than(now - self.max_age):
                 await self.outbox.remove(p.id)
                 log.warning("reply dropped", reason="older than gateway.outbox.maxAgeHours", channel=p.message.channel,
@@ -647,9 +669,13 @@ class Delivery:
 
     async def _redeliver(self, channel: BaseChannel, row: Pending) -> bool:
         """Send one row; True when the chat may go on with its next one."""
-        msg = row.message
+        # Naming its row: a channel leaves the reply's draft message row to go
+        # with it (drafted=True: whether this run or the last showed its
+        # drafts is not known here; a row of a reply never drafted is one
+        # statement more, on this rare path).
+        msg = replace(row.message, kept=row.id)
         if row.id in self._delivered:  # sent already; only its removal failed
-            await self.outbox.remove(row.id)
+            await self.outbox.remove(row.id, drafted=True)
             self._delivered.discard(row.id)
             return True
         try:
@@ -659,21 +685,22 @@ class Delivery:
         except Exception as exc:
             error = self._describe(exc, msg.text)
             if not _retryable(exc):
-                await self.outbox.remove(row.id)
+                await self.outbox.remove(row.id, drafted=True)
                 self._log_refused(msg, error, attempts=row.attempts + 1)
                 return True
             attempts = row.attempts + 1
             delay = self.policy.delay(attempts, self._rng)
+            cut = isinstance(exc, DeliveryError) and bool(exc.remaining)
             rest = exc.remaining if isinstance(exc, DeliveryError) and exc.remaining else msg.text
             await self.outbox.retry_later(
                 row.id, text=rest, attempts=attempts,
-                next_attempt_at=self.clock.now() + timedelta(seconds=delay), last_error=error,
+                next_attempt_at=self.clock.now() + timedelta(seconds=delay), last_error=error, drafted=cut,
             )
             log.warning("reply kept for redelivery", reason="send failed again", channel=msg.channel,
                         chat_id=msg.chat_id, attempts=attempts, retry_in_s=round(delay), error=error)
             return False
         self._delivered.add(row.id)  # should the removal fail, it is not sent again
-        await self.outbox.remove(row.id)
+        await self.outbox.remove(row.id, drafted=True)
         self._delivered.discard(row.id)
         self._refused.discard(row.chat)
         log.info("reply delivered late", channel=msg.channel, chat_id=msg.chat_id, attempts=row.attempts + 1,

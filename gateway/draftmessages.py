@@ -11,7 +11,9 @@ and no owner. Like ``sent_replies`` it is not erased with a user's data:
 it says nothing the chat does not show, and it lives until the reply is
 out, at most :data:`~channels.feishu.drafts.DRAFT_KEEP` (a day), swept on
 every write. Each method is one statement or one transaction, so a crash
-leaves a row whole or absent.
+leaves a row whole or absent. A reply with an outbox row (``kept``) is
+not forgotten here but by the outbox, with that row, in one transaction
+(``Outbox.remove``/``retry_later`` ``drafted``).
 """
 
 from __future__ import annotations

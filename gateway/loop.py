@@ -138,6 +138,11 @@ _MISTYPED_ZH = "{typed} 不是我认识的命令。你是想发 {meant} 吗？�
 _KNOWN = tuple(c for c in (*COMMANDS, "new", "help", "start") if c.isascii())
 
 
+def _runs(command: str, args: str) -> bool:
+    """Is ``/command args`` one the gateway runs itself (not the model's)?"""
+    return command in COMMANDS or (command in ("new", "help", "start", "帮助") and not args)
+
+
 def _meant(command: str) -> str | None:
     """The command ``command`` is a near miss of ("memroy" -> "memory"),
     or None: a known one, or nothing close ("shrug", "s" go to the model)."""
@@ -183,6 +188,7 @@ def percentile(values: Sequence[float], q: float) -> float:
 
 
 STATS_SAMPLES = 10_000
+MARK_RETRY_MAX = 30.0  # seconds between a held reply's tries at its mark, at most (ProcessLoop._until_marked)
 # Chats known to have nothing left unbuffered (ProcessLoop._clean): the recent ones.
 CHATS_KEPT = 4096
 
@@ -237,6 +243,9 @@ class LoopStats:
     buffered: int = 0  # rows handed to memory
     buffer_errors: int = 0
     redelivered: int = 0  # a message already answered, delivered again (ignored)
+    # Replies held until a record says their message was answered (its row
+    # and the mark both failed: a full disk; ProcessLoop._until_marked).
+    held: int = 0
     limited: int = 0  # over a user's rate limit: not answered (gateway/ratelimit.py)
     revised: int = 0  # edits and recalls of earlier messages applied (gateway/revisions.py)
     superseded: int = 0  # turns dropped unanswered for a message that takes them in (metadata "supersedes")
@@ -363,6 +372,7 @@ class ProcessLoop:
         inbox: Inbox | None = None,
         titles: ChatTitles | None = None,
         hold: Callable[[OutboundMessage], Awaitable[OutboundMessage]] | None = None,
+        mark_retry: float = 0.5,
     ) -> None:
         """``stream_delay``: replies are streamed, and one taking longer
         than this many seconds shows as drafts every ``stream_interval``
@@ -370,8 +380,12 @@ class ProcessLoop:
         remembered as having nothing left unbuffered (the most recent).
         ``hold``: writes a reply to the outbox as on its way before its
         Tier 0 row (``Delivery.hold``), so a kill before its send leaves it
-        for the next start to send rather than answered and never sent."""
+        for the next start to send rather than answered and never sent.
+        ``mark_retry``: seconds before a held reply's mark is tried again
+        (doubling up to :data:`MARK_RETRY_MAX`; :meth:`_until_marked`)."""
         self.bus = bus
+        self.mark_retry = mark_retry
+        self._unmarked = 0  # replies held since the last held one was sent (one error, then a count)
         self.hold = hold
         self.inbox = inbox  # the messages taken and not done with (gateway/inbox.py): a row goes when its turn ends
         self.stream_delay = stream_delay
@@ -675,7 +689,17 @@ class ProcessLoop:
             # Redelivered from the inbox without its pictures or recording
             # (never kept): asked for again, no row, no model call (its
             # caption alone could read as a command, or as nothing at all).
-            await self._reply(msg, item.lost, self.identities.resolve(msg.channel, msg.sender_id))
+            # On its way first, then its inbox row goes (the note is its one
+            # answer): a kill between leaves the note in the outbox, not silence.
+            owner = self.identities.resolve(msg.channel, msg.sender_id)
+            out = await self._on_its_way(self._outgoing(msg, item.lost, owner))
+            if self.inbox is not None and item.user is None:  # (a picture alone: not what `kept` keeps now)
+                try:
+                    await self.inbox.answered(msg)
+                except Exception as failed:
+                    log.error("could not record that the message was answered; a restart may answer it again",
+                              chat=msg.session_key, error=repr(failed))
+            await self._publish(out)
             return item.lost
         if self.titles is not None and msg.is_group and item.user is None:
             if msg.metadata.get("chat_title"):
@@ -698,6 +722,14 @@ class ProcessLoop:
         attached = bool(msg.images or msg.documents or msg.forwarded) or msg.audio is not None
         found = split_command(msg.text) if item.user is None and not attached else None
         command, args = found if found is not None else (None, "")
+        if item.gated and command is not None and _runs(command, args):
+            # Kept by the inbox, its turn never begun before a kill (a stop
+            # tells it at once, _park): not run again unasked either; told once.
+            text = await self._cut_command(msg, command)
+            await self._reply(msg, text, user, answer=True)
+            log.warning("command a stop left unanswered; the user is asked to send it again",
+                        chat=msg.session_key, message_id=msg.message_id)
+            return text
         if command in COMMANDS:
             # Answered here, not by the model, and kept out of Tier 0 and
             # memory: a listing of memories is not something to learn again.
@@ -707,7 +739,7 @@ class ProcessLoop:
             chat_zh = await self._chat_is_chinese(msg)
             answer = await self.commands.answer(command, args, user=user, private=private, chat_zh=chat_zh,
                                                 app_zh=app_in_chinese(msg), chat=(msg.channel, msg.chat_id))
-            await self._reply(msg, answer.text, user, answer.attachment)
+            await self._reply(msg, answer.text, user, answer.attachment, answer=True)
             return answer.text
         if command in ("new", "help", "start", "帮助") and not args:
             self.stats.commands += 1
@@ -722,7 +754,7 @@ class ProcessLoop:
                 text = _NEW_TEXT_ZH if zh else _NEW_TEXT
             else:
                 text = HELP_TEXT_ZH if zh else HELP_TEXT
-            await self._reply(msg, text, user)
+            await self._reply(msg, text, user, answer=True)
             return text
         meant = _meant(command) if command is not None and private else None
         if meant is not None:
@@ -733,7 +765,7 @@ class ProcessLoop:
             chat_zh = await self._chat_is_chinese(msg)
             zh = app_in_chinese(msg) if chat_zh is None else chat_zh
             text = (_MISTYPED_ZH if zh else _MISTYPED).format(typed=f"/{command}", meant=" ".join((f"/{meant}", args)).strip())
-            await self._reply(msg, text, user)
+            await self._reply(msg, text, user, answer=True)
             return text
 
         started = item.started or item.received
@@ -758,9 +790,10 @@ class ProcessLoop:
             history = [m for m in history if m.id < resumed.id or (m.id > resumed.id and m.role == "assistant")]
         if item.lost:
             # Its files or pictures are gone with the stop: asked for again,
-            # once (marked first, as an apology is), no model call.
+            # once (marked first, as an apology is, once on its way), no model call.
+            out = await self._on_its_way(self._outgoing(msg, item.lost, user))
             await self._mark_apologised(msg)
-            await self._reply(msg, item.lost, user)
+            await self._publish(out)
             return item.lost
         if item.user is None and self.limiter is not None:
             decision = self.limiter.check(user)
@@ -775,6 +808,8 @@ class ProcessLoop:
                         "user over the rate limit; messages not answered",
                         user=user, window=decision.window, retry_after_s=round(decision.retry_after),
                     )
+                    # Not on its way first: a note lost to a kill costs nothing
+                    # (the limit still holds, the next message over it is told).
                     await self._reply(msg, limited_note(decision, chinese=notes_in_chinese(msg)), user)
                 return ""
         if msg.audio is not None:  # after the rate limit: each one is a paid call
@@ -928,13 +963,14 @@ class ProcessLoop:
         # A reply whose question is not in Tier 0 is not learnt from alone.
         learn = not job and not reply.forgot and not quiet and user_row is not None
         reply_write: asyncio.Task[StoredMessage] | None = None
+        marked = True  # something durable says the message was answered, or nothing would answer it again
         # On its way before any row says the message was answered (the reply's, or
         # the apology's mark): a kill from here on leaves it in the outbox, not lost.
         # Not awaited first: its task runs first, and its insert reaches the
         # writer thread (one connection, statements in order) ahead of the
         # reply row's, so it commits first without a round trip of its own
         # on the reply path (docs/BENCHMARKS.md, "A reply on its way").
-        holding = asyncio.create_task(self._on_its_way(self._outgoing(msg, reply.text, user, drafts=drafts), job=job))
+        holding = asyncio.create_task(self._on_its_way(self._outgoing(msg, reply.text, user, drafts=drafts)))
         if reply.ok:  # an apology is not part of the conversation
             # Written before the reply is sent: a stop in between must not
             # leave a reply out with no row saying so, or the next start
@@ -946,13 +982,17 @@ class ProcessLoop:
             if reply_write.exception() is not None and msg.message_id:
                 # No row says it was answered (a full disk takes no insert):
                 # the user row is marked so, an update, which it may still take.
-                await self._mark_answered(msg, item, saved=user_row is not None)
+                marked = await self._mark_answered(msg, item, saved=user_row is not None)
         else:
+            # An apology is not held: a real answer after a restart is welcome.
             self.stats.failed += 1
             await self._mark_apologised(msg)
             if user_row is None:
                 await self._mark_answered(msg, item, saved=False)
-        await self._publish(await holding)
+        out = await holding
+        if not marked:
+            await self._until_marked(msg, item, saved=user_row is not None)
+        await self._publish(out)
         if reply.forgot and reply.ok:
             written = reply_write.result() if reply_write is not None and reply_write.exception() is None else None
             await self._blank_forgetting_turn([r for r in (user_row, written) if r is not None])
@@ -1064,6 +1104,8 @@ class ProcessLoop:
             log.warning("voice message not transcribed", chat=msg.session_key, error=str(exc))
         if words:
             return replace(msg, text=with_transcript(msg.text, msg.audio, words), audio=None)
+        # Not on its way first: a caption may still be answered after it, and
+        # a row waiting would have the next start take the message as answered.
         await self._reply(msg, not_heard_note(msg.audio, zh=notes_in_chinese(msg)), user)
         if not msg.text.strip():
             return None
@@ -1126,13 +1168,28 @@ class ProcessLoop:
 
     async def _reply(
         self, msg: InboundMessage, text: str, owner: str, attachment: Attachment | None = None, *,
-        drafts: Drafts | None = None,
+        drafts: Drafts | None = None, answer: bool = False,
     ) -> None:
         """``owner``: whose message it answers, named on the reply so that,
         kept in the outbox, it goes with their data (a message not stored
         in Tier 0 could not be traced back to them). ``drafts``: the
-        reply's drafts, whose place it takes."""
-        await self._publish(self._outgoing(msg, text, owner, attachment, drafts=drafts))
+        reply's drafts, whose place it takes. ``answer``: the message's one
+        answer (a command's), written to the outbox as on its way first, so
+        a kill before its send leaves it for the next start (a cut command
+        is not run again)."""
+        out = self._outgoing(msg, text, owner, attachment, drafts=drafts)
+        if answer:
+            out = await self._on_its_way(out)
+            if self.inbox is not None and held_in_inbox(msg):
+                # Its inbox row goes before the send, not after the turn: a
+                # kill after the send must not leave the next start a command
+                # to tell the user was never answered (resume_inbox).
+                try:
+                    await self.inbox.answered(msg)
+                except Exception as exc:
+                    log.error("could not record that the message was answered; a restart may answer it again",
+                              chat=msg.session_key, error=repr(exc))
+        await self._publish(out)
 
     @staticmethod
     def _outgoing(
@@ -1142,11 +1199,20 @@ class ProcessLoop:
         out = OutboundMessage.answering(msg, text, attachment, owner=owner)
         return drafts.reply(out) if drafts is not None else out
 
-    async def _on_its_way(self, out: OutboundMessage, *, job: bool) -> OutboundMessage:
-        """``out`` written to the outbox as on its way (``hold``). Not a
-        scheduled job's: a stop before its reply went runs the job again
-        at start (the scheduler), which would send it twice."""
-        if self.hold is None or job or not out.text:
+    async def _cut_command(self, msg: InboundMessage, command: str) -> str:
+        """The note for a command a stop left unanswered, in the chat's language."""
+        chat_zh = await self._chat_is_chinese(msg)
+        zh = command in ("帮助", "导出", "无痕") or (app_in_chinese(msg) if chat_zh is None else chat_zh)
+        return (_CUT_COMMAND_ZH if zh else _CUT_COMMAND).format(command=f"/{command}")
+
+    async def _on_its_way(self, out: OutboundMessage) -> OutboundMessage:
+        """``out`` written to the outbox as on its way (``hold``). A
+        scheduled job's too: its run is recorded (gateway/cron.py) once the
+        reply is published, so a kill after that record and before the
+        send lost the reminder; now the next start sends it. A kill between
+        this row and that record sends it and runs the job again (twice,
+        the at-least-once side cron.py chose; one commit wide)."""
+        if self.hold is None or not out.text:
             return out
         return await self.hold(out)
 
@@ -1173,7 +1239,7 @@ class ProcessLoop:
     async def _read_again(self, item: _Item) -> InboundMessage:
         """``item``'s message made whole from its platform (``item.again``);
         when that fails and its pictures or file are missing (``item.lost``),
-        its inbox row goes first: the note is its one answer."""
+        the note is its one answer (:meth:`_handle` sends it, its inbox row gone)."""
         read, item.again = item.again, None
         assert read is not None
         msg = item.msg
@@ -1182,12 +1248,6 @@ class ProcessLoop:
         except Exception as exc:  # not to be had (expired, deleted, too large now): asked for again
             log.warning("message taken before a stop not read again from the platform", chat=msg.session_key,
                         message_id=msg.message_id, asked_again=bool(item.lost), error=repr(exc))
-            if item.lost and self.inbox is not None:
-                try:
-                    await self.inbox.answered(msg)
-                except Exception as failed:
-                    log.error("could not record that the message was answered; a restart may answer it again",
-                              chat=msg.session_key, error=repr(failed))
             return msg
         item.lost = ""
         return item.msg
@@ -1208,19 +1268,53 @@ class ProcessLoop:
         if rows:
             await self.sessions.db.checkpoint()  # the old words' pages leave the WAL (secure_delete)
 
-    async def _mark_answered(self, msg: InboundMessage, item: _Item, *, saved: bool = True) -> None:
+    async def _mark_answered(self, msg: InboundMessage, item: _Item, *, saved: bool = True) -> bool:
         """The reply goes out but its row could not be written: its message
         is marked as :meth:`_mark_apologised` marks it, so a restart does not
         answer it a second time. Not ``saved`` (no user row to mark): its
-        inbox row, which the next start would answer, goes first instead."""
+        inbox row, which the next start would answer, goes first instead.
+        False when that write failed (logged)."""
         try:
-            if saved:
-                await self.sessions.mark_apologised(msg.session_key, msg.message_id)
-            elif self.inbox is not None and self._held(item):
-                await self.inbox.answered(item.msg)
+            await self._record_answered(msg, item, saved=saved)
         except Exception as exc:
             log.error("could not record that the message was answered; a restart may answer it again",
                       chat=msg.session_key, error=repr(exc))
+            return False
+        return True
+
+    async def _record_answered(self, msg: InboundMessage, item: _Item, *, saved: bool) -> None:
+        if saved:
+            await self.sessions.mark_apologised(msg.session_key, msg.message_id)
+        elif self.inbox is not None and self._held(item):
+            await self.inbox.answered(item.msg)
+
+    async def _until_marked(self, msg: InboundMessage, item: _Item, *, saved: bool) -> None:
+        """The reply is made but nothing durable says its message was
+        answered (its row and :meth:`_mark_answered` both failed: a full
+        disk). Sent now, a restart would answer the message again (its
+        inbox row, or its user row with no answer): it is held instead,
+        the mark tried again after a pause doubling up to
+        :data:`MARK_RETRY_MAX`, and sent once the mark is written. A late
+        answer beats two. A stop meanwhile leaves the message to the next
+        start, which answers it once (from the outbox when the reply's row
+        on its way was written, else by the model). The chat's next
+        messages wait behind it, in order; other chats go on."""
+        self.stats.held += 1
+        self._unmarked += 1
+        (log.error if self._unmarked == 1 else log.info)(
+            "reply held until its message is recorded as answered (sent now, a restart would answer it again); "
+            "tried again until there is room, later ones counted", chat=msg.session_key, message_id=msg.message_id)
+        delay = self.mark_retry
+        while True:
+            await asyncio.sleep(delay)
+            try:
+                await self._record_answered(msg, item, saved=saved)
+                break
+            except Exception:  # still full: the pause grows
+                delay = min(MARK_RETRY_MAX, delay * 2)
+        if self._unmarked:
+            log.warning("held replies are recorded and sent again", held=self._unmarked)
+            self._unmarked = 0
 
     async def _mark_apologised(self, msg: InboundMessage) -> None:
         """Before an apology goes out: it is the message's one answer, so a
@@ -1404,18 +1498,26 @@ class ProcessLoop:
         self._queues.clear()
         while not self.bus.inbound.empty():
             left.append(_Item(self.bus.inbound.get_nowait(), time.perf_counter()))
-        parked = 0
+        parked = inboxed = 0
         for item in left:
             try:
                 parked += await self._park(item)
             except Exception as exc:  # gateway.db failing: the rest are still tried
+                if self._held(item):  # its inbox row stays: the next start answers it from there
+                    inboxed += 1
+                    (log.error if inboxed == 1 else log.debug)(
+                        "message left by the stop not saved; the inbox keeps it, the next start answers it; "
+                        "later ones counted", chat=item.msg.session_key, message_id=item.msg.message_id,
+                        error=repr(exc))
+                    continue
                 log.error("message left by the stop not saved; it will not be answered", chat=item.msg.session_key,
                           message_id=item.msg.message_id, error=repr(exc))
         # Edits and recalls stay in the inbox's table: the next start applies them (gateway/leftrevisions.py).
         revisions = sum(1 for i in left if i.msg.kind in (EDIT, RECALL) and i.msg.message_id) if self.inbox else 0
         if left:
             log.warning("messages left unanswered by the stop saved; the next start answers them",
-                        saved=parked, dropped=len(left) - parked - revisions, revisions_kept=revisions)
+                        saved=parked, in_inbox=inboxed, dropped=len(left) - parked - inboxed - revisions,
+                        revisions_kept=revisions)
 
     async def _park(self, item: _Item) -> bool:
         """Write ``item``'s row as its turn would have (its words, its
@@ -1427,7 +1529,7 @@ class ProcessLoop:
         if item.user is not None or item.resumed is not None or msg.kind != MESSAGE or not msg.message_id:
             return False
         if item.lost:  # redelivered without its pictures (gateway/resume.py): asked for again now, or from the outbox
-            await self._reply(msg, item.lost, self.identities.resolve(msg.channel, msg.sender_id))
+            await self._reply(msg, item.lost, self.identities.resolve(msg.channel, msg.sender_id), answer=True)
             return False
         if msg.is_group and not (msg.mentioned or msg.reply_to_bot):
             return False
@@ -1436,12 +1538,11 @@ class ProcessLoop:
             return False
         user = self.identities.resolve(msg.channel, msg.sender_id)
         found = split_command(msg.text) if not attached else None
-        if found is not None and (found[0] in COMMANDS or (found[0] in ("new", "help", "start", "帮助") and not found[1])):
+        if found is not None and _runs(*found):
             # Kept out of Tier 0 and not run again unasked (a half-run
             # "/forget all"): the user is told, now or from the outbox.
-            chat_zh = await self._chat_is_chinese(msg)
-            zh = found[0] in ("帮助", "导出", "无痕") or (app_in_chinese(msg) if chat_zh is None else chat_zh)
-            await self._reply(msg, (_CUT_COMMAND_ZH if zh else _CUT_COMMAND).format(command=f"/{found[0]}"), user)
+            # Its one answer: its inbox row goes, or the next start would tell it again.
+            await self._reply(msg, await self._cut_command(msg, found[0]), user, answer=True)
             log.warning("command left unanswered by the stop; the user is asked to send it again",
                         chat=msg.session_key, message_id=msg.message_id)
             return False

@@ -42,6 +42,9 @@ __all__ = ["Outbox", "Pending"]
 _COLUMNS = ("channel", "chat_id", "text", "reply_to", "metadata", "owner")
 # Not stored: the row's own id (``OutboundMessage.kept``), and a file (never kept).
 _NOT_STORED = ("kept", "attachment")
+# The draft message row of an outbox row's reply, by its send key (in ``extra``).
+_FORGET_DRAFT = ("DELETE FROM draft_messages WHERE (channel, send_key) IN "
+                 "(SELECT channel, json_extract(extra, '$.send_key') FROM outbox WHERE id = ?)")
 _SELECT = (
     "SELECT id, channel, chat_id, text, reply_to, metadata, extra, owner, created_at, attempts, "
     "next_attempt_at, last_error FROM outbox"
@@ -165,18 +168,36 @@ class Outbox:
         rows = await self.db.fetchall("SELECT DISTINCT channel, chat_id FROM outbox WHERE sending <> ?", (self.run,))
         return [(str(r[0]), str(r[1])) for r in rows]
 
-    async def remove(self, row_id: int) -> None:
-        """Delivered, or dropped."""
-        await self.db.write("DELETE FROM outbox WHERE id = ?", (row_id,))
+    async def remove(self, row_id: int, *, drafted: bool = False) -> None:
+        """Delivered, or dropped. ``drafted``: the reply's drafts were
+        shown, and the row naming their message (``draft_messages``,
+        gateway/draftmessages.py) goes with this one, in one transaction:
+        the outbox row left alone would have the next start send the reply
+        as a new message beside the draft message it became."""
+        if not drafted:
+            await self.db.write("DELETE FROM outbox WHERE id = ?", (row_id,))
+            return
+        async with self.db.transaction() as conn:
+            await conn.execute(_FORGET_DRAFT, (row_id,))
+            await conn.execute("DELETE FROM outbox WHERE id = ?", (row_id,))
 
-    async def retry_later(self, row_id: int, *, text: str, attempts: int, next_attempt_at: datetime, last_error: str) -> None:
+    async def retry_later(self, row_id: int, *, text: str, attempts: int, next_attempt_at: datetime, last_error: str,
+                          drafted: bool = False) -> None:
         """Another failed attempt (or a reply on its way held back: it waits
         now); ``text``: what is still to send (less than before when the
-        first parts went out)."""
-        await self.db.write(
-            "UPDATE outbox SET text = ?, attempts = ?, next_attempt_at = ?, last_error = ?, sending = '' WHERE id = ?",
-            (text, attempts, format_ts(next_attempt_at), last_error, row_id),
-        )
+        first parts went out). ``drafted``: the first part went into the
+        reply's draft message, whose row goes in the same transaction (the
+        rest is sent as new messages; kept, the next start would edit the
+        rest's first part over the reply's)."""
+        update = ("UPDATE outbox SET text = ?, attempts = ?, next_attempt_at = ?, last_error = ?, sending = '' "
+                  "WHERE id = ?")
+        params = (text, attempts, format_ts(next_attempt_at), last_error, row_id)
+        if not drafted:
+            await self.db.write(update, params)
+            return
+        async with self.db.transaction() as conn:
+            await conn.execute(_FORGET_DRAFT, (row_id,))
+            await conn.execute(update, params)
 
     async def drop_answering(self, channel: str, chat_id: str, answers: str) -> int:
         """The message ``answers`` in this chat was recalled: its replies not

@@ -54,9 +54,11 @@ before the platform was told they arrived. :func:`resume_inbox`, run after
 :func:`resume_cut_turns`, hands each back to the loop as if it came again
 (its turn writes its Tier 0 row), oldest first, so in arrival order in
 each chat and after the chat's cut turn; one with a Tier 0 row was begun
-(the cut-turn resume's, or answered) and is not handed back. Not a command
-(a cut ``/forget all`` is not run again unasked), nor one older than
-``gateway.resumeWithinMinutes``. One that carried pictures, a recording
+(the cut-turn resume's, or answered) and is not handed back, nor one older
+than ``gateway.resumeWithinMinutes``. A command is handed back too, and the
+loop answers it with a note asking for it again (a cut ``/forget all`` is
+not run again unasked); its inbox row goes before its answer is sent, so
+one answered before the kill is not told this. One that carried pictures, a recording
 or a file not yet read (their bytes are never stored) is read again from
 its platform in its turn when its channel can (:class:`ReadsAgain`:
 Feishu, by the resource keys kept with it; a group member's name is
@@ -66,7 +68,8 @@ chat's turn, after the replies resumed before it.
 
 Not answered because never stored: commands (kept out of Tier 0; a cut
 ``/forget all`` is not run again unasked; one a stop cut or found
-waiting gets a note asking for it again, sent by ``ProcessLoop._park``),
+waiting gets a note asking for it again, sent by ``ProcessLoop._park``,
+or after a crash from the inbox, above),
 messages over the rate limit (the user was told), group messages not
 addressed to the bot, stickers.
 A superseded turn's rows are erased before the turn that took it in
@@ -103,7 +106,6 @@ from __future__ import annotations
 
 import functools
 import json
-import re
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -418,8 +420,6 @@ async def resume_inbox(
             why = "gateway.resumeWithinMinutes is 0"
         elif age > within:
             why = "older than gateway.resumeWithinMinutes"
-        elif not (w.pictures or w.unheard or msg.documents or msg.forwarded) and _COMMAND.match(msg.text.strip()):
-            why = "a command (not run again unasked)"
         elif outbox is not None and await outbox.answering(msg.channel, msg.chat_id, msg.message_id):
             # Its turn wrote the reply to the outbox (on its way) but not its
             # Tier 0 row (a full disk): the outbox sends that one answer.
@@ -458,7 +458,3 @@ async def resume_inbox(
         loop.redeliver(msg)  # its row goes when its turn ends
     await inbox.drop(gone)
     return done
-
-
-# A command, as gateway/loop.py's split_command reads one ("/export", "@bot /forget all").
-_COMMAND = re.compile(r"^(?:@\S+\s+)?/\S")

@@ -1021,10 +1021,14 @@ class FeishuChannel(BaseChannel):
                         await self._send_over_draft(msg, draft, sent)
                     except FeishuApiError as exc:
                         # Kept for later (the outbox) with its draft still to edit: its row stays.
-                        if not exc.retryable or draft.done or not draft.message_id:
+                        if (not exc.retryable or draft.done or not draft.message_id) and not msg.kept:
                             await self._forget_draft(msg, draft)
                         raise
-                    await self._forget_draft(msg, draft)
+                    # A reply with an outbox row (``kept``): the draft's row goes
+                    # with that row, in one transaction (gateway/delivery.py); gone
+                    # first, a kill between had the next start send it anew.
+                    if not msg.kept:
+                        await self._forget_draft(msg, draft)
             else:
                 # Uploaded first: a refused upload leaves nothing half sent.
                 # The caption goes as a text before the file (a file message has none).

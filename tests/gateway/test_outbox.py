@@ -196,3 +196,29 @@ async def test_a_reply_on_its_way_is_this_runs_senders_and_the_next_runs_to_send
     await run.retry_later(on_way, text="on its way", attempts=1, next_attempt_at=now, last_error="502")
     assert [h.id for h in await run.heads()] == [on_way] and await after_kill.cut() == 0  # waiting now, for any run
     assert await run.forget_owner("feishu:ou_a") == 1
+
+
+async def test_a_drafted_replys_row_and_its_draft_messages_row_go_together_or_not_at_all(
+    sessions: SessionStore, clock: ManualClock
+) -> None:
+    """Outbox.remove / retry_later with ``drafted``: one transaction, so a
+    kill never leaves the reply's row without its draft's (the next start
+    would send it as a new message beside the draft it became)."""
+    from channels.feishu.drafts import StoredDraft
+    from gateway.draftmessages import DraftMessages
+
+    outbox, drafts = Outbox(sessions.db), DraftMessages(sessions.db, "feishu")
+    now = clock.now()
+    mine, other = OutboundMessage("feishu", "oc_a", "the reply"), OutboundMessage("feishu", "oc_a", "another")
+    ids = [await outbox.add(m, owner="alice", created_at=now, next_attempt_at=now, sending=True) for m in (mine, other)]
+    for m in (mine, other):
+        await drafts.put(StoredDraft(m.send_key, "oc_a", f"om_{m.text}", 0.0), expired_before=-1.0)
+    await sessions.db.write("CREATE TRIGGER full BEFORE DELETE ON outbox BEGIN SELECT RAISE(ABORT, 'disk full'); END")
+    with pytest.raises(Exception, match="disk full"):
+        await outbox.remove(ids[0], drafted=True)
+    assert await drafts.get(mine.send_key) is not None  # rolled back with the outbox row's removal
+    await sessions.db.write("DROP TRIGGER full")
+    await outbox.retry_later(ids[1], text="the rest", attempts=1, next_attempt_at=now, last_error="", drafted=True)
+    assert await drafts.get(other.send_key) is None and await drafts.get(mine.send_key) is not None
+    await outbox.remove(ids[0], drafted=True)
+    assert await drafts.get(mine.send_key) is None and await outbox.count() == 1

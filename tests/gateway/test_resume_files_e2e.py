@@ -184,3 +184,30 @@ async def test_a_voice_note_cut_while_it_was_transcribed_gets_one_note(tmp_path:
         [note] = tg.sent
         assert note.text == "Sorry, I restarted before I could listen to your voice message. Please send it again."
         assert [(r, w) for r, _, w in _history(tmp_path)] == [("user", "[voice] for the minutes")]
+
+
+async def test_a_photos_note_whose_send_a_kill_cut_comes_once_at_the_start_after(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    """The note is the message's one answer, marked so before it is sent:
+    it goes to the outbox on its way first (gateway/loop.py), so a kill
+    cutting its send leaves it for the next start. Before, the mark said
+    answered and the note was never sent."""
+    from .test_resume_e2e import _as_killed_now, _undo_since
+
+    async with FakeOpenAI(api_key=KEY, responder=_echo) as llm, FakeTelegram() as tg:
+        await _cut(tmp_path, clock, llm, tg, lambda: tg.push_photo(42, 42, [PHOTO], caption="what is the code?"))
+        clock.advance(60)
+        cut = tg.cut_next("sendMessage")
+        async with _running(tmp_path, clock, llm, tg) as again:
+            await asyncio.wait_for(cut.wait(), 15)
+            _as_killed_now(tmp_path)
+            await asyncio.wait_for(again.close(timeout=0.0), 30)
+            _undo_since(tmp_path)
+        assert tg.sent == []
+        async with _running(tmp_path, clock, llm, tg) as third:
+            await tg.wait_sent(1, timeout=15)
+            await _quiet(third)
+            assert third.resumed is not None and third.resumed.answered == []
+        [note] = tg.sent
+        assert "photo" in note.text.lower() and len(llm.requests) == 1

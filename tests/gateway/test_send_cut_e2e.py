@@ -10,7 +10,6 @@ answered (its Tier 0 row said it was)."""
 from __future__ import annotations
 
 import asyncio
-import sqlite3
 from pathlib import Path
 
 import pytest
@@ -152,34 +151,47 @@ async def test_a_feishu_draft_whose_reply_a_kill_cut_becomes_the_reply_at_the_ne
     assert fake.visible()[0]["text"] == whole and len(llm.requests) == 1
 
 
-async def test_a_reply_on_its_way_whose_rows_a_full_disk_refused_is_the_one_answer_after_a_kill(
+
+async def test_a_feishu_drafted_reply_whose_outbox_row_outlived_a_kill_is_still_shown_once(
     tmp_path: Path, clock: ManualClock
 ) -> None:
-    """Tier 0 took neither row and the inbox kept the message (its answered
-    mark failed too), so the next start would hand it back to the model
-    (gateway/resume.py, resume_inbox): its reply waiting in the outbox is
-    its one answer instead."""
-    async with FakeOpenAI(api_key=KEY, responder=_echo) as llm, FakeTelegram() as tg:
-        async with _telegram_app(tmp_path, clock, llm, tg) as app:
+    """The reply was edited into its draft message; its draft row and its
+    outbox row go in one transaction, so a kill cannot leave the outbox row
+    without the draft row (the next start sent it as a new message: the
+    reply shown twice). gateway.db refuses the removal (a trigger), and the
+    gateway is killed with the send done and that removal not."""
+    import sqlite3
+
+    words = ["The ", "launch ", "moved ", "to ", "Thursday, ", "after ", "the ", "review."]
+    whole = "".join(words)
+    async with FakeOpenAI(api_key=KEY) as llm, FakeFeishu() as fake:
+        app = _fast_feishu_app(tmp_path, clock, llm, fake)
+        try:
+            await app.open()
+            await asyncio.wait_for(app.start(), 15)
             with sqlite3.connect(tmp_path / "data" / "gateway.db") as db:
-                db.execute("CREATE TRIGGER full BEFORE INSERT ON session_messages "
+                db.execute("CREATE TRIGGER full BEFORE DELETE ON outbox "
                            "BEGIN SELECT RAISE(ABORT, 'database or disk is full'); END")
-                db.execute("CREATE TRIGGER stuck BEFORE DELETE ON inbox "
-                           "BEGIN SELECT RAISE(ABORT, 'database or disk is full'); END")
-            cut = tg.cut_next("sendMessage")
-            tg.push_text(42, 42, QUESTION)
-            await asyncio.wait_for(cut.wait(), 15)
+            llm.queue_stream(words, delay=0.4)
+            await _ask(app, fake, "when is the launch?")
+            delivery = app.delivery
+            assert delivery is not None
+            await _until(lambda: bool(delivery._unremoved), timeout=15)  # sent; its row's removal refused
+            [draft] = fake.visible()
+            assert draft["text"] == whole
             _as_killed_now(tmp_path)
+        finally:
             await asyncio.wait_for(app.close(timeout=0.0), 30)
             _undo_since(tmp_path)
         with sqlite3.connect(tmp_path / "data" / "gateway.db") as db:
-            db.execute("DROP TRIGGER full")
-            db.execute("DROP TRIGGER stuck")  # space is back
-            assert db.execute("SELECT COUNT(*) FROM inbox").fetchone()[0] == 1
-        clock.advance(60)
-        async with _telegram_app(tmp_path, clock, llm, tg) as again:
-            await tg.wait_sent(1, timeout=15)
-            await _quiet(again)
-            assert again.redelivered is not None and again.redelivered.answered == []
-            assert [why for _, why in again.redelivered.skipped] == ["its reply waits in the outbox"]
-        assert [m.text for m in tg.sent] == [ANSWER] and len(llm.requests) == 1
+            db.execute("DROP TRIGGER full")  # space is back
+        again = _fast_feishu_app(tmp_path, clock, llm, fake)
+        try:
+            await again.open()
+            await asyncio.wait_for(again.start(), 15)
+            assert again.delivery is not None and await asyncio.wait_for(again.delivery.sweep(), 10) is None
+            assert await _rows(again, "outbox") == 0 and await _rows(again, "draft_messages") == 0
+        finally:
+            await asyncio.wait_for(again.close(), 15)
+    assert [m["message_id"] for m in fake.visible()] == [draft["message_id"]] and fake.deleted == []
+    assert fake.visible()[0]["text"] == whole and len(llm.requests) == 1
