@@ -124,10 +124,13 @@ _chinese = mostly_chinese  # answer in Chinese when most of what is shown is Chi
 @dataclass(frozen=True)
 class Answer:
     """What a command answers: a text, and for ``/export`` a file (the text
-    is its caption)."""
+    is its caption). ``erased``: the text quotes what was just erased
+    (``/forget``), so it is not written to the outbox ahead of its send: it
+    would put the words back on disk (gateway.db's WAL) after the erasure."""
 
     text: str
     attachment: Attachment | None = None
+    erased: bool = False
 
 
 class UserCommands:
@@ -190,7 +193,7 @@ class UserCommands:
         if name == "memory":
             return Answer(await (self._search(user, args, said) if args.strip() else self._overview(user, chat_zh, app_zh)))
         if name == "forget":
-            return Answer(await self._forget(user, args, chat_zh, app_zh))
+            return Answer(await self._forget(user, args, chat_zh, app_zh), erased=True)
         if name in ("export", "导出"):
             return await self._export(user, zh=True if name == "导出" else chat_zh, app_zh=app_zh)
         if name in ("timezone", "tz"):

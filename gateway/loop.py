@@ -739,7 +739,7 @@ class ProcessLoop:
             chat_zh = await self._chat_is_chinese(msg)
             answer = await self.commands.answer(command, args, user=user, private=private, chat_zh=chat_zh,
                                                 app_zh=app_in_chinese(msg), chat=(msg.channel, msg.chat_id))
-            await self._reply(msg, answer.text, user, answer.attachment, answer=True)
+            await self._reply(msg, answer.text, user, answer.attachment, answer=True, ahead=not answer.erased)
             return answer.text
         if command in ("new", "help", "start", "帮助") and not args:
             self.stats.commands += 1
@@ -1168,7 +1168,7 @@ class ProcessLoop:
 
     async def _reply(
         self, msg: InboundMessage, text: str, owner: str, attachment: Attachment | None = None, *,
-        drafts: Drafts | None = None, answer: bool = False,
+        drafts: Drafts | None = None, answer: bool = False, ahead: bool = True,
     ) -> None:
         """``owner``: whose message it answers, named on the reply so that,
         kept in the outbox, it goes with their data (a message not stored
@@ -1176,10 +1176,13 @@ class ProcessLoop:
         reply's drafts, whose place it takes. ``answer``: the message's one
         answer (a command's), written to the outbox as on its way first, so
         a kill before its send leaves it for the next start (a cut command
-        is not run again)."""
+        is not run again); unless not ``ahead``: a ``/forget`` answer quotes
+        what it erased, and a kill losing the confirmation costs less than
+        the erased words written back to disk."""
         out = self._outgoing(msg, text, owner, attachment, drafts=drafts)
         if answer:
-            out = await self._on_its_way(out)
+            if ahead:
+                out = await self._on_its_way(out)
             if self.inbox is not None and held_in_inbox(msg):
                 # Its inbox row goes before the send, not after the turn: a
                 # kill after the send must not leave the next start a command
