@@ -55,6 +55,7 @@ from .bus import (
 from .chattitles import ChatTitles
 from .commands import COMMANDS, UserCommands
 from .drafts import Drafts
+from .logging import error_fields
 from .prompt import QUOTE_CHARS, PromptBuilder, Speaker, speaker_labels
 from .ratelimit import RateLimiter, limited_note
 from .recent_files import KeptFile, RecentFiles
@@ -576,7 +577,7 @@ class ProcessLoop:
                             chat=key, full=exc.full, error=str(exc),
                         )
                     else:
-                        log.error("handling a message failed", chat=key, error=repr(exc), exc_info=True)
+                        log.error("handling a message failed", chat=key, **error_fields(exc))  # not its text: it may quote the message
                     if item.future is not None:
                         if not item.future.done():
                             item.future.set_exception(exc)
