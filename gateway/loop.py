@@ -1122,7 +1122,7 @@ class ProcessLoop:
                 context.append(quoted[:QUOTE_CHARS])
             return await self.backend.recall(user, text, context=context, private=private, tz=tz, chat=chat)
         except Exception as exc:  # memory trouble costs the memory block, not the reply
-            log.error("memory recall failed", user=user, error=repr(exc))
+            log.error("memory recall failed", user=user, **error_fields(exc))  # FTS5 quotes the query
             return []
 
     async def _reply(
