@@ -25,6 +25,7 @@ from gateway.bus import (
     notes_in_chinese,
     picture_mark,
 )
+from gateway.logging import error_fields
 
 from .documents import FILE_NOT_READ, NO_TEXT, document_note, document_placeholder, read_document, read_scanned
 from .media import FAILED, NOT_READ, ImageError, answering, image_note, placeholder, recording_note
@@ -289,7 +290,8 @@ class BaseChannel(abc.ABC):
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # a download bug must not lose the message: told and logged
-                self.log.exception("voice message download failed", chat_id=msg.chat_id, message_id=msg.message_id)
+                self.log.error("voice message download failed", chat_id=msg.chat_id, message_id=msg.message_id,
+                               **error_fields(exc))  # its text may name the file: type and place only
                 return ImageError(FAILED, type(exc).__name__)
 
         got = await asyncio.gather(*(one(f) for f in fetches.values()))
@@ -385,7 +387,8 @@ class BaseChannel(abc.ABC):
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # a download bug must not lose the message: told and logged
-            self.log.exception(f"{what} download failed", chat_id=msg.chat_id, message_id=msg.message_id)
+            self.log.error(f"{what} download failed", chat_id=msg.chat_id, message_id=msg.message_id,
+                           **error_fields(exc))  # its text may name the file: type and place only
             reason, detail, told = FAILED, type(exc).__name__, ""
         else:
             return await self.publish(done, *ids)

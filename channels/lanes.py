@@ -22,6 +22,8 @@ from collections.abc import Awaitable, Callable
 
 import structlog
 
+from gateway.logging import error_fields
+
 __all__ = ["Job", "Lanes"]
 
 Job = Callable[[], Awaitable[None]]
@@ -88,8 +90,9 @@ class Lanes:
                 await job()
             except asyncio.CancelledError:
                 raise
-            except Exception:  # one bad job must not stop the chat's lane
-                self._log.exception("intake job failed; skipped", key=key)
+            except Exception as exc:  # one bad job must not stop the chat's lane
+                # Its text may quote the message: logged by type and place.
+                self._log.error("intake job failed; skipped", key=key, **error_fields(exc))
             queue.popleft()
             self._notify()
         # Emptied: gone before anything else runs, so a job submitted from

@@ -128,6 +128,7 @@ from gateway.bus import (
 )
 from gateway.commands import MENU, MENU_ZH
 from gateway.config import TelegramConfig
+from gateway.logging import error_fields
 
 __all__ = [
     "AiohttpRequest",
@@ -947,10 +948,12 @@ class TelegramChannel(BaseChannel):
             return
         try:
             converted = self._to_inbound(update)
-        except Exception:
+        except Exception as exc:
             # One malformed update must not stall polling: it is skipped,
-            # logged with its id, and confirmed like the others.
-            self.log.exception("Telegram update could not be read; skipped", update_id=update.update_id)
+            # logged with its id (the error by type and place: its text may
+            # quote the message), and confirmed like the others.
+            self.log.error("Telegram update could not be read; skipped", update_id=update.update_id,
+                           **error_fields(exc))
             return
         if converted is None:
             return
@@ -1108,8 +1111,9 @@ class TelegramChannel(BaseChannel):
                 await job()
             except asyncio.CancelledError:
                 raise  # not on the bus: the update stays unconfirmed
-            except Exception:  # a bug: skipped and confirmed, as a malformed update is
-                self.log.exception("Telegram update could not be handled; skipped", update_ids=update_ids)
+            except Exception as exc:  # a bug: skipped and confirmed, as a malformed update is
+                self.log.error("Telegram update could not be handled; skipped", update_ids=update_ids,
+                               **error_fields(exc))
             self._unsettled.difference_update(update_ids)
 
         self._lanes.submit(chat, settle)

@@ -30,7 +30,7 @@ from .llm import (
     has_images,
 )
 from .failover import ChatModel
-from .logging import provider_text
+from .logging import error_fields, provider_text
 from .prompt import smaller_for_context, without_images
 from .tools import Tool, ToolContext, ToolError
 
@@ -281,7 +281,8 @@ class Agent:
         except ToolError as exc:
             return f"error: {exc}", False
         except Exception as exc:  # a broken tool is reported to the model, not to the user as a crash
-            log.error("tool failed", tool=call.name, error=repr(exc), exc_info=True)
+            # Its text may quote the arguments, the model's retelling of the user's words.
+            log.error("tool failed", tool=call.name, **error_fields(exc))
             return "error: the tool failed; answer without it", False
         log.info("tool called", tool=call.name, user=ctx.user, chat_id=ctx.chat_id)
         return (out if len(out) <= _TOOL_RESULT_MAX_CHARS else out[:_TOOL_RESULT_MAX_CHARS] + "…"), True

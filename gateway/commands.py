@@ -54,7 +54,7 @@ from .bus import Attachment, words_in_chinese
 from .chattitles import ChatTitles, group_name
 from .export import MIME, Spool, chinese_enough, export_filename, mostly_chinese, write_user_export
 from .incognito import Incognito
-from .projectnames import project_command
+from .projectnames import ZH_REMOVE, project_command
 from .timezones import Choice, TimezoneError, UserTimezones, parse_timezone, zone_name
 from .userdata import Census, UserData
 
@@ -121,6 +121,16 @@ def _line(h: Hit, zh: bool) -> str:
 _chinese = mostly_chinese  # answer in Chinese when most of what is shown is Chinese
 
 
+def _project_zh(args: str, chat_zh: bool | None, app_zh: bool) -> bool:
+    """/project's language: its names (星图, "orion") are names, not the
+    user's words, so the chat's language decides; a Chinese command word
+    (删除) is theirs; with neither, the names' language, then the app's."""
+    words = args.split()
+    if words and words[0] in ZH_REMOVE:
+        return True
+    return chat_zh if chat_zh is not None else _chinese([args]) or app_zh
+
+
 @dataclass(frozen=True)
 class Answer:
     """What a command answers: a text, and for ``/export`` a file (the text
@@ -176,7 +186,7 @@ class UserCommands:
         """``chat_zh``: whether the sender's recent messages in the chat are
         mostly Chinese (None: none yet). A command's answer speaks as the
         chat does, unless its own words say otherwise (``/导出``, ``/memory
-        咖啡``; a ``/timezone`` zone's name is a place, not words); with nothing to tell by, in the language of what it shows,
+        咖啡``; a ``/timezone`` zone's name is a place, a ``/project``'s names are names, not words); with nothing to tell by, in the language of what it shows,
         and with nothing shown either (a new user), as the sender's app is
         set (``app_zh``). ``chat``: (channel, chat id) of a group, for the
         commands a group may send (:data:`IN_GROUPS`)."""
@@ -201,7 +211,7 @@ class UserCommands:
         if name in ("incognito", "无痕"):
             return Answer(await self._incognito(user, args.strip().lower(), zh=True if name == "无痕" else said))
         if name == "project":
-            return Answer(await project_command(self.projects, user, args, zh=_chinese([args]) or said))
+            return Answer(await project_command(self.projects, user, args, zh=_project_zh(args, chat_zh, app_zh)))
         raise ValueError(f"unknown command {name!r}")
 
     async def _export(self, user: str, *, zh: bool | None, app_zh: bool = False) -> Answer:

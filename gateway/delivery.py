@@ -102,6 +102,7 @@ from memory.clock import Clock
 from memory.lru import LRU
 
 from .bus import Attachment, MessageBus, OutboundMessage, words_in_chinese
+from .logging import error_fields
 from .outbox import Outbox, Pending
 
 __all__ = ["FILE_NOT_SENT", "FILE_NOT_SENT_ZH", "Delivery", "RetryPolicy", "file_too_large", "gzipped"]
@@ -285,8 +286,8 @@ class Delivery:
                 force = False
             except asyncio.CancelledError:
                 raise
-            except Exception:  # a database hiccup must not end redelivery
-                log.exception("outbox pass failed; trying again later")
+            except Exception as exc:  # a database hiccup must not end redelivery
+                log.error("outbox pass failed; trying again later", **error_fields(exc))  # not its text: a reply's words
             wait = self._poll
             if next_due is not None:
                 wait = min(wait, max(0.0, (next_due - self.clock.now()).total_seconds()))

@@ -55,6 +55,7 @@ from .bus import (
 from .chattitles import ChatTitles
 from .commands import COMMANDS, UserCommands
 from .drafts import Drafts
+from .logging import error_fields
 from .prompt import QUOTE_CHARS, PromptBuilder, Speaker, speaker_labels
 from .ratelimit import RateLimiter, limited_note
 from .recent_files import KeptFile, RecentFiles
@@ -590,7 +591,7 @@ class ProcessLoop:
                             chat=key, full=exc.full, error=str(exc),
                         )
                     else:
-                        log.error("handling a message failed", chat=key, error=repr(exc), exc_info=True)
+                        log.error("handling a message failed", chat=key, **error_fields(exc))  # not its text: it may quote the message
                     if item.future is not None:
                         if not item.future.done():
                             item.future.set_exception(exc)
@@ -1163,7 +1164,7 @@ class ProcessLoop:
                 context.append(quoted[:QUOTE_CHARS])
             return await self.backend.recall(user, text, context=context, private=private, tz=tz, chat=chat)
         except Exception as exc:  # memory trouble costs the memory block, not the reply
-            log.error("memory recall failed", user=user, error=repr(exc))
+            log.error("memory recall failed", user=user, **error_fields(exc))  # FTS5 quotes the query
             return []
 
     async def _reply(

@@ -14,9 +14,10 @@ from memory.changelog import write_log
 from memory.engine import MemoryEngine
 from memory.llm import slug
 
-__all__ = ["project_command"]
+__all__ = ["ZH_REMOVE", "project_command"]
 
-_REMOVE = ("remove", "delete", "rm", "删除", "移除")
+ZH_REMOVE = ("删除", "移除")  # a Chinese command word: the answer is Chinese (gateway/commands.py)
+_REMOVE = ("remove", "delete", "rm", *ZH_REMOVE)
 _JOB = "chat"
 
 

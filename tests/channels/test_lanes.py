@@ -10,6 +10,7 @@ import pytest
 from structlog.testing import capture_logs
 
 from channels.lanes import Job, Lanes
+from tests.logjson import debug_json_log, lines
 
 
 def recorder(log: list[str], name: str, gate: asyncio.Event | None = None) -> Job:
@@ -122,3 +123,20 @@ async def test_an_inline_job_that_fails_or_is_cancelled_lets_the_lane_go_on() ->
     first.cancel()
     assert await lanes.wait_idle(5)
     assert log == ["a2"] and not lanes.busy("a")
+
+
+async def test_a_failing_jobs_log_line_names_the_error_and_where_not_its_words() -> None:
+    """An intake job works on a user's message: its exception may quote it.
+    The log line (at DEBUG too) has the type and place, not the text."""
+    lanes = Lanes()
+
+    async def broken() -> None:
+        raise ValueError("cannot parse 'my oncologist Dr Okonkwo'")
+
+    with debug_json_log() as out:
+        lanes.submit("a", broken)
+        assert await lanes.wait_idle(5)
+    [line] = lines(out, "intake job failed; skipped")
+    assert line["level"] == "error" and line["key"] == "a" and line["error"] == "ValueError"
+    assert line["at"].startswith("tests/channels/test_lanes.py:") and line["at"].endswith(" in broken"), line
+    assert "Okonkwo" not in out.getvalue() and "oncologist" not in out.getvalue()

@@ -16,6 +16,7 @@ from memory import Category, MemoryEngine, NewMemory, Provenance
 from memory.retrieval import Retriever
 from memory.service import SqliteMemory
 from tests.fakes.openai_server import FakeOpenAI, Reply, images, text_of
+from tests.logjson import debug_json_log, lines
 
 ALICE = ToolContext(user="alice", channel="telegram", chat_id="42", private=True, message_id="7", sender_id="100")
 SYSTEM = [{"role": "system", "content": "sys"}, {"role": "user", "content": "question"}]
@@ -367,3 +368,25 @@ async def test_a_tool_result_over_the_models_context_is_cut_and_the_turn_answere
     # The older history went first; the newest of it stays.
     assert [m["content"] for m in final["messages"][:3]] == ["sys", "ok", "how much did row 7 ship?"]
     assert len(fake_llm.refused) >= 2
+
+
+async def test_a_broken_tools_log_line_names_the_error_and_where_not_its_arguments(fake_llm: FakeOpenAI) -> None:
+    """A tool's arguments are the model's retelling of the user's words; an
+    exception quoting them stays out of the log (DEBUG too): its type and
+    place are logged, and the model is told the tool failed."""
+
+    async def lookup(args: Any, ctx: ToolContext) -> str:
+        raise KeyError(f"no clinic named {args['clinic']}")
+
+    tool = Tool("clinic_lookup", "d", {"type": "object", "properties": {"clinic": {"type": "string"}}}, lookup)
+    fake_llm.queue_reply(None, tool_calls=[{"name": "clinic_lookup", "arguments": {"clinic": "Okonkwo oncology Lisbon"}}])
+    fake_llm.queue_reply("done")
+    with debug_json_log() as out:
+        async with _llm(fake_llm) as llm:
+            reply = await Agent(llm, tools=[tool]).run(SYSTEM, ALICE)
+    assert reply.text == "done" and "the tool failed" in _tool_messages(fake_llm.requests[1])[0]
+    [line] = lines(out, "tool failed")
+    assert line["tool"] == "clinic_lookup" and line["error"] == "KeyError"
+    assert line["at"].startswith("tests/gateway/test_agent.py:") and line["at"].endswith(" in lookup"), line
+    for words in ("Okonkwo", "oncology", "Lisbon"):
+        assert words not in out.getvalue()

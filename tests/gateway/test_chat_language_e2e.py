@@ -97,6 +97,28 @@ async def test_a_zone_named_in_chinese_is_answered_in_the_users_english(tmp_path
     assert texts[4].startswith("好的，你的时区是 Asia/Shanghai"), texts[4]
 
 
+async def test_projects_named_in_chinese_are_answered_in_the_users_english(tmp_path: Path, clock: ManualClock) -> None:
+    """A project's names are names, not the user's words: /project 星图 猎户座
+    from someone who writes English gets English. A Chinese command word
+    (删除) is theirs, so Chinese; a new user with nothing else to go by
+    gets the names' language."""
+    async with _running(tmp_path, clock) as (llm, tg, app):
+        tg.user_languages[42] = "en"
+        llm.queue_reply("Hi!")
+        tg.push_text(42, 42, "hi, our team renamed a project again")
+        await _replies(tg, app, 1)
+        for i, command in enumerate(["/project 星图 猎户座", "/project", "/project 星图", "/project 删除 星图"], 2):
+            tg.push_text(42, 42, command)
+            await _replies(tg, app, i)
+        tg.push_text(43, 43, "/project 天枢 开阳")
+        texts = await _replies(tg, app, 6)
+    assert texts[1].startswith("Noted: 星图 is now called 猎户座"), texts[1]
+    assert texts[2].startswith("Renamed projects (old name → new name):") and "星图 → 猎户座" in texts[2], texts[2]
+    assert texts[3].startswith("When a project is renamed, tell me"), texts[3]
+    assert texts[4].startswith("好的，星图 不再是别的项目的旧名"), texts[4]
+    assert texts[5].startswith("记下了：天枢 现在叫 开阳"), texts[5]
+
+
 async def test_an_emoji_from_a_chinese_user_gets_a_chinese_apology(tmp_path: Path, clock: ManualClock) -> None:
     async with _running(tmp_path, clock) as (llm, tg, app):
         tg.user_languages[42] = "zh-hans"

@@ -3,6 +3,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import sqlite3
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -13,6 +14,7 @@ from gateway.loop import HELP_TEXT, HELP_TEXT_ZH, Samples, parse_command
 from gateway.ratelimit import RateLimiter
 from memory import Category, ManualClock, NewMemory, Provenance
 from tests.fakes.openai_server import FakeOpenAI, Reply
+from tests.logjson import debug_json_log, lines
 
 from .conftest import make_rig
 
@@ -623,3 +625,25 @@ async def test_a_forward_alone_is_answered_with_its_author_and_recalls_by_its_wo
             "[forwarded: 2 messages, sent 2026-02-27 to 2026-02-28]\nDana: moving it\nsomeone: fine by me"
             "\n\nwho should I tell?",
         ]
+
+
+async def test_a_failed_recall_is_logged_by_type_and_place_not_the_question(
+    tmp_path: Path, clock: ManualClock, fake_llm: FakeOpenAI
+) -> None:
+    """A store's error may quote the question (SQLite's FTS5 quotes a query
+    it cannot parse): the turn is answered without memory, and the log line
+    (DEBUG too) has the error's type and place, not the question."""
+
+    async def broken(user: str, query: str, **kw: Any) -> list[Any]:
+        raise sqlite3.OperationalError(f'fts5: syntax error near "{query}"')
+
+    fake_llm.queue_reply("I can answer without memory")
+    with debug_json_log() as out:
+        async with make_rig(tmp_path, clock, fake_llm) as rig:
+            rig.backend.recall = broken
+            await rig.send("what did Dr Okonkwo say about the biopsy?", chat="1")
+            assert (await rig.reply(timeout=15)).text == "I can answer without memory"
+            await rig.settle()
+    [line] = lines(out, "memory recall failed")
+    assert line["error"] == "sqlite3.OperationalError" and line["at"].endswith(" in broken"), line
+    assert "Okonkwo" not in out.getvalue() and "biopsy" not in out.getvalue()

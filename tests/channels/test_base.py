@@ -1,0 +1,59 @@
+"""What every channel does with a download that breaks (channels/base.py):
+the user is told, their words go on, and the log line names the error by
+its type and place, never by its text, which may quote the file's name or
+the message."""
+
+from __future__ import annotations
+
+import asyncio
+
+from pydantic import SecretStr
+
+from channels.telegram import TelegramChannel
+from gateway.bus import InboundMessage, MessageBus
+from gateway.config import TelegramConfig
+from tests.logjson import debug_json_log, lines
+
+NAME = "Okonkwo-biopsy-results.pdf"
+
+
+def _channel(bus: MessageBus) -> TelegramChannel:
+    # Never started: nothing here talks to Telegram, only to the bus.
+    cfg = TelegramConfig(enabled=True, token=SecretStr("123456:" + "a" * 35), base_url="http://127.0.0.1:9/bot")
+    return TelegramChannel(cfg, bus, max_document_bytes=100_000, max_audio_bytes=100_000)
+
+
+async def test_a_broken_file_download_is_logged_by_type_and_place_not_by_the_files_name() -> None:
+    bus = MessageBus(maxsize=10)
+    ch = _channel(bus)
+    msg = InboundMessage("telegram", "7", "7", "what does it say about the tumour?", message_id="5")
+
+    async def fetch() -> bytes:
+        raise FileNotFoundError(2, "No such file or directory", f"/var/tmp/{NAME}")
+
+    with debug_json_log() as out:
+        assert await asyncio.wait_for(ch.publish_document(msg, NAME, fetch), 10)
+    went_on = await asyncio.wait_for(bus.consume_inbound(), 5)
+    assert went_on.text == msg.text and "not read" in went_on.placeholder
+    [line] = lines(out, "file download failed")
+    assert line["level"] == "error" and line["error"] == "FileNotFoundError" and line["message_id"] == "5"
+    assert line["at"].startswith("tests/channels/test_base.py:") and line["at"].endswith(" in fetch"), line
+    [not_read] = lines(out, "file not read")
+    assert not_read["error"] == "FileNotFoundError"
+    for words in ("Okonkwo", "biopsy", "tumour"):
+        assert words not in out.getvalue()
+
+
+async def test_a_broken_voice_download_is_logged_by_type_and_place_not_its_text() -> None:
+    bus = MessageBus(maxsize=10)
+    ch = _channel(bus)
+    msg = InboundMessage("telegram", "7", "7", "", message_id="6")
+
+    async def fetch() -> bytes:
+        raise ValueError(f"bad header in {NAME}")
+
+    with debug_json_log() as out:
+        assert await asyncio.wait_for(ch.publish_voice(msg, fetch), 10)  # type: ignore[arg-type]
+    [line] = lines(out, "voice message download failed")
+    assert line["error"] == "ValueError" and line["at"].endswith(" in fetch"), line
+    assert "Okonkwo" not in out.getvalue()
