@@ -90,7 +90,7 @@ import shutil
 import tempfile
 import uuid
 from collections import Counter
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
@@ -229,6 +229,7 @@ class Delivery:
         # (``_adding`` in flight, ``_adds`` counts every add): otherwise a
         # reply written during that look could be overtaken by the next.
         self._held: set[Chat] = set()
+        self._last_run: set[Chat] = set()  # chats with rows from the last run, at start: its first pass sends them
         self._adding: Counter[Chat] = Counter()
         self._adds: Counter[Chat] = Counter()
         self._pass = asyncio.Lock()
@@ -256,8 +257,11 @@ class Delivery:
     async def start(self) -> None:
         """Hold the chats with rows left from the last run (their new replies
         queue behind them) and start redelivering; the first pass sends every
-        row at once, whatever its backoff said."""
+        row at once, whatever its backoff said (those rows alone: on a loaded
+        machine the pass may come after this run's first failed send, whose
+        backoff it must keep)."""
         self._held.update(await self.outbox.chats())
+        self._last_run = set(self._held)
         self.waiting = await self.outbox.count()
         cut = await self.outbox.cut()
         if cut:
@@ -278,12 +282,12 @@ class Delivery:
         self._wake.set()
 
     async def run(self) -> None:
-        force = True
+        forcing, self._last_run = self._last_run, set()
         while True:
             next_due: datetime | None = None
             try:
-                next_due = await self.sweep(force=force)
-                force = False
+                next_due = await self.sweep(forcing=forcing)
+                forcing = set()
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # a database hiccup must not end redelivery
@@ -591,10 +595,11 @@ class Delivery:
 
     # -- redelivery -------------------------------------------------------------------
 
-    async def sweep(self, *, force: bool = False) -> datetime | None:
+    async def sweep(self, *, force: bool = False, forcing: Collection[Chat] = ()) -> datetime | None:
         """One pass: drop rows older than ``max_age``, send every chat whose
-        oldest row is due (all of them with ``force``), release chats with
-        nothing left. Returns when the next row of a running channel is due."""
+        oldest row is due (all of them with ``force``, those of ``forcing``
+        whatever their backoff), release chats with nothing left. Returns
+        when the next row of a running channel is due."""
         async with self._pass:
             now = self.clock.now()
             for row_id, drafted in sorted(self._unremoved.items()):  # sent already: before the next start takes them for cut
@@ -614,7 +619,7 @@ class Delivery:
             for chat in self._held - with_rows:  # delivered, or erased by `myclaw memory forget`
                 if chat not in adding and self._adds[chat] == adds.get(chat, 0):
                     self._release(chat)
-            due = [h for h in heads if h.message.channel in self.channels and (force or h.next_attempt_at <= now)]
+            due = [h for h in heads if h.message.channel in self.channels and (force or h.chat in forcing or h.next_attempt_at <= now)]
             failed = False
             for failure in await asyncio.gather(*(self._drain_chat(h) for h in due), return_exceptions=True):
                 if isinstance(failure, asyncio.CancelledError):

@@ -812,3 +812,20 @@ async def test_a_sent_reply_whose_row_could_not_be_removed_goes_at_the_next_pass
     await rig.outbox.db.write("DROP TRIGGER full")  # space is back
     await rig.later(1)
     assert await _all_rows(rig) == [] and tg.texts() == ["the answer"]
+
+
+async def test_a_late_first_pass_keeps_this_runs_backoff(rig: Rig, tg: FakeTelegram) -> None:
+    """The first pass sends at once what the last run left; on a loaded
+    machine it came after this run's first failed send and sent that too,
+    its backoff ignored (Telegram just failed, hit again at once)."""
+    tg.fail_next("sendMessage", 502, times=1)
+    async with rig.delivery._pass:  # the first pass is late: this run's send fails before it
+        await rig.delivery.start()
+        await rig.reply("first answer")
+    try:
+        await rig.later(0)  # the lock is fair: the start's pass has run when this one has
+        assert sends(tg) == [502] and await rig.rows() == ["first answer"]
+        await rig.later(30)  # its backoff (15-30 s) is over
+        assert tg.texts() == ["first answer"] and await rig.outbox.count() == 0
+    finally:
+        await rig.delivery.stop()
