@@ -836,8 +836,10 @@ class TelegramChannel(BaseChannel):
         except Exception as exc:
             # A bug, not a network problem: surface it like a fatal error
             # rather than let the poller die unnoticed.
-            self.log.exception("Telegram polling crashed")
-            self._fail(ChannelFatalError(f"Telegram polling stopped: {self._scrub(repr(exc))}"))
+            # Its text may quote an update's words: type and place only, here and in the gateway's log.
+            fields = error_fields(exc)
+            self.log.error("Telegram polling crashed", **fields)
+            self._fail(ChannelFatalError(f"Telegram polling stopped: {fields['error']}"))
 
     async def _connect(self) -> None:
         bot = self._bot

@@ -70,6 +70,7 @@ from .config import Config, ConfigError, Paths
 from .datalock import AlreadyRunning, DataBusy, DataLock, GatewayLock
 from .delivery import Delivery
 from .failover import FailoverLLM
+from .logging import error_fields
 from .loop import KnownProjects, ProcessLoop
 from .memory_tools import memory_tools
 from .outbox import Outbox
@@ -688,12 +689,15 @@ class App:
         return self.http
 
     def _channel_failed(self, name: str, exc: BaseException) -> None:
-        reason = str(exc) or type(exc).__name__
-        self.failed_channels[name] = reason
-        if isinstance(exc, ChannelFatalError):
+        if isinstance(exc, ChannelFatalError):  # the channel's own words for it (a token refused)
+            reason = str(exc) or type(exc).__name__
             log.error(f"channel {name} cannot run: {reason}", channel=name)
         else:
-            log.error(f"channel {name} failed", channel=name, error=repr(exc), exc_info=exc)
+            # A bug's text may quote a message it was handling: its type and place only.
+            fields = error_fields(exc)
+            reason = fields["error"]
+            log.error(f"channel {name} failed", channel=name, **fields)
+        self.failed_channels[name] = reason
 
     # -- run ------------------------------------------------------------------------
 
@@ -811,7 +815,7 @@ class App:
                     return 0
                 if self._loop_task in done:
                     exc = self._loop_task.exception() if not self._loop_task.cancelled() else None
-                    log.critical("process loop stopped", error=repr(exc))
+                    log.critical("process loop stopped", **(error_fields(exc) if exc is not None else {}))
                     return 1
                 for watcher in done:
                     name = self._watchers.pop(watcher)

@@ -13,6 +13,7 @@ from __future__ import annotations
 from memory.changelog import write_log
 from memory.engine import MemoryEngine
 from memory.llm import slug
+from memory.projects import BadProjectName
 
 __all__ = ["ZH_REMOVE", "project_command"]
 
@@ -62,8 +63,8 @@ async def project_command(engine: MemoryEngine | None, user: str, args: str, *, 
             done = await engine.set_project_alias(user, words[0], words[1], source="user", conn=conn)
             await write_log(conn, at=engine.now(), job=_JOB, owner=user, action="alias",
                             detail={"from": done.old, "to": done.new})
-    except ValueError as exc:
-        return (f"没有改名：{exc}" if zh else f"Nothing renamed: {exc}")[:300]
+    except BadProjectName as exc:
+        return _refused(exc, zh=zh)[:300]
     old, new, n = done.old, done.new, done.moved
     # Says what moved: a rename before anything was filed under the old name moves nothing.
     if zh:
@@ -76,3 +77,10 @@ async def project_command(engine: MemoryEngine | None, user: str, args: str, *, 
     return (f"Noted: {old} is now called {new}; the {n} {'memory' if n == 1 else 'memories'} I had under {old} "
             f"{'is' if n == 1 else 'are'} filed under {new}.")
 
+
+def _refused(exc: BadProjectName, *, zh: bool) -> str:
+    if not zh:
+        return f"Nothing renamed: {exc}"
+    if exc.same:
+        return f"没有改名：{exc.name} 本来就叫这个名字。"
+    return f"没有改名：“{exc.name}”不能用作项目名（要有字母、数字或汉字，比如 猎户座）。"

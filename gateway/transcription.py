@@ -21,7 +21,7 @@ from typing import Any
 import httpx
 import structlog
 
-from memory.redact import scrub_provider_text
+from memory.redact import summarize_error
 
 from .bus import Audio, Forwarded, audio_mark, audio_not_read
 from .config import ProviderConfig
@@ -93,8 +93,10 @@ class Transcriber:
         except httpx.HTTPError as exc:
             raise TranscriptionError(f"transcription endpoint not reached: {type(exc).__name__}") from exc
         if not resp.is_success:
-            # The endpoint's words, without the key it may echo.
-            said = scrub_provider_text(_message(resp), [self._key], limit=200)
+            # The endpoint's words, without the key it may echo or the
+            # file's name (the user's words) it may quote: this is logged.
+            said = _message(resp)
+            said = summarize_error(said, f"{audio.filename}\n{audio.name}", [self._key]) if said else ""
             raise TranscriptionError(f"transcription refused: HTTP {resp.status_code} {said}".rstrip())
         try:
             body: Any = resp.json()

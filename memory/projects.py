@@ -37,7 +37,7 @@ import aiosqlite
 from .llm import slug
 
 __all__ = [
-    "ALIASES", "Aliased", "Unaliased", "linked_projects", "move_facts", "project_name", "read_aliases", "remove_alias",
+    "ALIASES", "Aliased", "BadProjectName", "Unaliased", "linked_projects", "move_facts", "project_name", "read_aliases", "remove_alias",
     "set_alias",
 ]
 
@@ -45,12 +45,24 @@ ALIASES = "project_aliases"
 """The cache stamp of the aliases (``Database.stamp``)."""
 
 
+class BadProjectName(ValueError):
+    """A name that is no project's (``same`` False: ``name`` as given), or
+    a rename to itself (``same``: ``name`` slugged). The fields let a
+    command say it in the user's language; the text is English."""
+
+    def __init__(self, name: str, *, same: bool = False) -> None:
+        super().__init__(f"a project cannot be renamed to itself: {name!r}" if same
+                         else f"not a project name: {name!r} (letters, digits or CJK, e.g. 'orion')")
+        self.name = name
+        self.same = same
+
+
 def project_name(raw: str) -> str:
     """``raw`` as a project slug (as the extraction model's are kept); a
-    ``ValueError`` naming it when nothing of it is one."""
+    :class:`BadProjectName` naming it when nothing of it is one."""
     name = slug(raw, "")
     if not name:  # "_global", "none" and the like are no project's name
-        raise ValueError(f"not a project name: {raw!r} (letters, digits or CJK, e.g. 'orion')")
+        raise BadProjectName(raw)
     return name
 
 
@@ -58,10 +70,10 @@ async def set_alias(
     conn: aiosqlite.Connection, owner: str, old: str, new: str, *, source: str, at: str
 ) -> tuple[str, str]:
     """Record that ``owner``'s project ``old`` is now called ``new`` (both
-    slugged, returned); ``ValueError`` when they are one name."""
+    slugged, returned); :class:`BadProjectName` when they are one name."""
     old, new = project_name(old), project_name(new)
     if old == new:
-        raise ValueError(f"a project cannot be renamed to itself: {old!r}")
+        raise BadProjectName(old, same=True)
     # ``new`` is current now (a rename back drops the alias it had), and
     # older names of ``old`` follow it to ``new``.
     await conn.execute("DELETE FROM project_aliases WHERE owner = ? AND alias = ?", (owner, new))

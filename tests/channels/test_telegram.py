@@ -1082,3 +1082,30 @@ async def test_group_albums_are_read_only_when_addressed_to_the_bot(
     asked = await next_inbound(bus)
     assert (asked.text, asked.mentioned, len(asked.images)) == ("which one?", True, 2)
     assert len(fake.file_downloads) == 2 and bus.inbound.empty()
+
+
+class _BuggyPoller(TelegramChannel):
+    """A bug in the polling itself, whose error quotes an update's words."""
+
+    async def _poll(self) -> None:
+        raise ValueError("could not sort 'Okonkwo biopsy results'")
+
+
+async def test_a_polling_crash_is_logged_and_reported_by_type_and_place_not_its_text(
+    fake: FakeTelegram, bus: MessageBus
+) -> None:
+    from tests.logjson import debug_json_log, lines
+
+    ch = _BuggyPoller(config_for(fake), bus, backoff=FAST)
+    with debug_json_log() as out:
+        try:  # the crash may come before start() returns, which then raises it
+            await asyncio.wait_for(ch.start(), 10)
+            failure = await asyncio.wait_for(ch.wait_failed(), 10)
+        except ChannelFatalError as exc:
+            failure = exc
+        finally:
+            await ch.stop()
+    [line] = lines(out, "Telegram polling crashed")
+    assert line["error"] == "ValueError" and line["at"].endswith(" in _poll"), line
+    assert str(failure) == "Telegram polling stopped: ValueError"  # the gateway logs and keeps this one
+    assert "Okonkwo" not in out.getvalue()

@@ -21,6 +21,7 @@ from memory import ManualClock, Provenance
 from tests.fakes.openai_server import FakeOpenAI, Reply, said
 from tests.disk import on_disk
 from tests.fakes.telegram_server import FakeTelegram
+from tests.logjson import debug_json_log, lines
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -148,6 +149,40 @@ async def test_a_channel_failing_at_start_leaves_the_others_running(tmp_path: Pa
         assert app.failed_channels["echo"] == "token revoked"
     finally:
         await app.close()
+
+
+class CrashingChannel(EchoChannel):
+    """A channel with a bug: its error quotes a message it was handling."""
+
+    name = "crashing"
+
+    async def start(self) -> None:
+        raise KeyError("Okonkwo's biopsy results came back")
+
+
+CRASHING = ChannelSpec("crashing", __name__, "CrashingChannel", lambda c: c.channels.feishu)
+
+
+async def test_a_channel_that_crashes_is_logged_by_type_and_place_not_its_text(
+    tmp_path: Path, clock: ManualClock, fake_llm: FakeOpenAI
+) -> None:
+    cfg, paths = _config(tmp_path, fake_llm, channels={"telegram": {"enabled": True}, "feishu": {"enabled": True}})
+    app = App(cfg, paths, clock=clock, channel_specs=[ECHO, CRASHING])
+    try:
+        with debug_json_log() as out:
+            await app.open()
+            await app.start()
+            assert list(app.channels) == ["echo"]
+            app.channels["echo"].fail_now()  # type: ignore[attr-defined]
+            assert await asyncio.wait_for(app.wait(asyncio.Event()), 5) == 1
+    finally:
+        await app.close()
+    [line] = lines(out, "channel crashing failed")
+    assert line["error"] == "KeyError" and line["at"].endswith(" in start"), line
+    assert app.failed_channels["crashing"] == "KeyError"  # kept for "no channel is left running"
+    assert lines(out, "no channel is left running; stopping")
+    for words in ("Okonkwo", "biopsy"):
+        assert words not in out.getvalue()
 
 
 async def test_only_channel_failing_means_exit_1(tmp_path: Path, clock: ManualClock, fake_llm: FakeOpenAI) -> None:

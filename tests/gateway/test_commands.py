@@ -568,6 +568,13 @@ async def test_project_rename_of_a_name_nothing_is_filed_under_says_so(
         assert "还没有记得的事" in text
         text = (await rig.ask("/project nova vega", chat="100")).text
         assert text == "Noted: nova is now called vega; the 2 memories I had under nova are filed under vega.", text
+        # Bad names are refused in the language of the command, not in memory's English.
+        text = (await rig.ask("/project 猎户座 猎户座", chat="100")).text
+        assert text == "没有改名：猎户座 本来就叫这个名字。", text
+        text = (await rig.ask("/project 猎户座 ！！", chat="100")).text
+        assert text == "没有改名：“！！”不能用作项目名（要有字母、数字或汉字，比如 猎户座）。", text
+        text = (await rig.ask("/project vega !!", chat="100")).text
+        assert text == "Nothing renamed: not a project name: '!!' (letters, digits or CJK, e.g. 'orion')", text
 
 
 async def test_memory_search_tells_a_match_from_what_was_said_next_to_it(

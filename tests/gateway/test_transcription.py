@@ -41,3 +41,29 @@ async def test_failures_are_one_error_without_the_key() -> None:
     with pytest.raises(TranscriptionError, match="not reached"):
         await gone.transcribe(VOICE)
     await gone.aclose()
+
+
+NAMED = Audio(data=b"OggS\x00\x02" + bytes(300), mime="audio/mp4", filename="Okonkwo-biopsy-results.m4a",
+              name="Okonkwo biopsy results")
+
+
+async def test_an_endpoint_that_quotes_the_files_name_is_logged_without_it() -> None:
+    # A file's name is the user's words: an endpoint's error may quote it
+    # (the one the error is about), and that error is logged.
+    from gateway.bus import Forwarded
+    from gateway.transcription import hear_forwarded
+    from tests.logjson import debug_json_log, lines
+
+    async with FakeOpenAI(api_key="sk-voice-0123456789") as fake:
+        fake.queue_transcription_error(400, body="Could not decode Okonkwo-biopsy-results.m4a: unsupported codec")
+        t = Transcriber(base_url=fake.url, api_key="sk-voice-0123456789", model="whisper-1")
+        try:
+            with debug_json_log() as out:
+                _, missed = await hear_forwarded(t, [Forwarded("Ada", "[audio Okonkwo biopsy results]", audio=NAMED)])
+        finally:
+            await t.aclose()
+    assert missed == [NAMED]
+    [line] = lines(out, "forwarded recording not transcribed")
+    assert "HTTP 400" in line["error"] and "unsupported codec" in line["error"], line
+    for words in ("Okonkwo", "biopsy"):
+        assert words not in out.getvalue()
