@@ -6,9 +6,10 @@ transaction as the row) and does not run the job again. Before, the user
 got the reminder twice: once from the outbox, once from the re-run.
 
 The kill is taken as the files see it: gateway.db as it was once the
-reply's row was written (its send cut, ``cut_next``), cron.db as it was
-before the run was recorded (nothing writes it between the job's add and
-that record)."""
+reply's row was written (its send cut, ``cut_next``; cron.db's write lock
+held meanwhile, so the record and the mark's clearing after it wait),
+cron.db as it was before the run was recorded (nothing writes it between
+the job's add and that record)."""
 
 from __future__ import annotations
 
@@ -51,11 +52,19 @@ async def test_a_reminder_a_kill_cut_before_its_run_was_recorded_comes_once_and_
             await store.add(at=clock.now() + timedelta(minutes=1), message="call mom", channel="telegram",
                             chat_id="42", user="telegram:42", private=True)
             unrecorded = _keep(cron_db)  # the job still due: its run not recorded
-            cut = tg.cut_next("sendMessage")
-            clock.advance(61)
-            await app.cron.run_due(wait=False)  # type: ignore[attr-defined]
-            await asyncio.wait_for(cut.wait(), 15)  # the reply's outbox row is written before its send
-            _as_killed_now(tmp_path)
+            # cron.db's write lock held: the run cannot be recorded (nor its
+            # mark cleared, which follows the record) before gateway.db is taken.
+            holder = sqlite3.connect(cron_db, isolation_level=None)
+            try:
+                holder.execute("BEGIN IMMEDIATE")
+                cut = tg.cut_next("sendMessage")
+                clock.advance(61)
+                await app.cron.run_due(wait=False)  # type: ignore[attr-defined]
+                await asyncio.wait_for(cut.wait(), 15)  # the reply's outbox row is written before its send
+                _as_killed_now(tmp_path)
+                holder.execute("ROLLBACK")
+            finally:
+                holder.close()
             await asyncio.wait_for(app.close(timeout=0.0), 30)
             _undo_since(tmp_path)
             _put_back(cron_db, unrecorded)
