@@ -568,6 +568,7 @@ class App:
     async def _open_cron(self) -> None:
         from .cron import CronError, CronJob, CronScheduler, CronStore, JobAttempt, memory_jobs
         from .cron_tools import cron_tools
+        from .outbox import job_slot
 
         async with _storage(self.paths.cron_db()):
             self._cron_store = await CronStore.open(self.paths.cron_db(), self.clock, self.cfg.gateway.timezone)
@@ -599,6 +600,7 @@ class App:
             sent = await loop.run_job(
                 channel=job.channel, chat_id=job.chat_id, user=job.user, text=attempt.prompt, private=job.private,
                 fallback=attempt.fallback, locale=running.locale if running is not None else "",
+                slot=job_slot(job.id, job.slot),
             )
             return sent.answered
 
@@ -611,6 +613,8 @@ class App:
             store,
             run_agent_job=run_agent_job,
             internal=memory_jobs(self.compressor) if self.compressor is not None else (),
+            # A slot whose reply a kill left in the outbox is not run again.
+            replies=self.delivery.outbox if self.delivery is not None else None,
         )
         self.agent.add_tools(
             cron_tools(

@@ -424,6 +424,11 @@ class OutboundMessage:
     # before its Tier 0 row and its send, removed once the platform took
     # it), 0 for none. Not stored in the row (it is the row's own id).
     kept: int = field(default=0, compare=False)
+    # A scheduled job's reply: the run it is for, "<slot> <job id>"
+    # (gateway/outbox.py ``job_slot``), "" otherwise. Its outbox row marks
+    # the slot answered in the same transaction, so a kill before cron.db
+    # records the run does not have the job run again at the next start.
+    job_slot: str = ""
 
     @classmethod
     def answering(

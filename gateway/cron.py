@@ -24,12 +24,16 @@ and is deleted by the write that records its run. That write comes after
 the run, so a one-time job is delivered *at least once*: if the gateway
 stops (or dies) while the job runs, or between its reply and that write,
 the row is still there and the job runs again at the next start (a
-reminder sent twice is less harmful than one never sent; the window after
-the reply is one SQLite commit, the one before it an LLM call). The reply
-is written to gateway.db's outbox before it is published (gateway/loop.py,
+reminder sent twice is less harmful than one never sent). The reply is
+written to gateway.db's outbox before it is published (gateway/loop.py,
 ``_on_its_way``), so a stop after the record and before the send (the
-platform's round trip) sends it at the next start instead of losing it;
-one between that row and the record sends it and runs the job again. Within one
+platform's round trip) sends it at the next start instead of losing it.
+That row marks the run's slot answered in its own transaction
+(``job_replies``, gateway/outbox.py), and a run asks the mark first
+(:class:`JobReplies`): a stop between that row and the record sends the
+reply at the next start and records the slot without running the job
+again (the mark goes once cron.db has the run). So only a stop before
+the reply is written (during the LLM call) runs it twice. Within one
 process it never runs twice: a running job is not started again, and the
 row is gone before the job counts as finished.
 
@@ -75,6 +79,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, tzinfo
 from pathlib import Path
+from typing import Protocol
 from zoneinfo import ZoneInfo
 
 import aiosqlite
@@ -105,6 +110,7 @@ __all__ = [
     "check_once",
     "InternalJob",
     "JobAttempt",
+    "JobReplies",
     "fallback_text",
     "job_prompt",
     "memory_jobs",
@@ -611,6 +617,16 @@ class CronStore:
 RunAgentJob = Callable[[CronJob, JobAttempt], Awaitable[bool | None]]
 
 
+class JobReplies(Protocol):
+    """Where an agent job's reply marks its slot answered as it is written
+    (gateway.db's outbox, gateway/outbox.py): asked before a run, so a slot
+    whose reply a kill left unrecorded here is recorded, not run again."""
+
+    async def job_answered(self, job_id: str, slot: str) -> bool: ...
+
+    async def job_recorded(self, job_id: str, slot: str) -> None: ...
+
+
 @dataclass(frozen=True)
 class JobRun:
     job_id: str
@@ -636,8 +652,10 @@ class CronScheduler:
         retry_delays: Sequence[timedelta] = RETRY_DELAYS,
         busy_retry: timedelta = BUSY_RETRY,
         internal_retry_delays: Sequence[timedelta] = INTERNAL_RETRY_DELAYS,
+        replies: JobReplies | None = None,
     ) -> None:
         self.store = store
+        self.replies = replies
         self.clock = store.clock
         self.run_agent_job = run_agent_job
         self.internal: Mapping[str, InternalJob] = {j.id: j for j in internal}
@@ -732,14 +750,18 @@ class CronScheduler:
             else:
                 if self.run_agent_job is None:
                     raise CronError("agent jobs are not wired in this process")
-                slot, tz = parse_ts(job.slot), self.store.zone_of(job)
-                retry_at = self._retry_at(job, slot, now)
-                attempt = JobAttempt(
-                    prompt=job_prompt(job, slot, now, tz),
-                    fallback=_fallback(job, slot, now, tz) if retry_at is None else None,
-                    number=job.attempts + 1,
-                )
-                answered = await self.run_agent_job(job, attempt)
+                if await self._answered(job):
+                    log.info("cron job's reply for this slot was written before a stop; recorded, not run again",
+                             job=job.id, slot=job.slot)
+                else:
+                    slot, tz = parse_ts(job.slot), self.store.zone_of(job)
+                    retry_at = self._retry_at(job, slot, now)
+                    attempt = JobAttempt(
+                        prompt=job_prompt(job, slot, now, tz),
+                        fallback=_fallback(job, slot, now, tz) if retry_at is None else None,
+                        number=job.attempts + 1,
+                    )
+                    answered = await self.run_agent_job(job, attempt)
             result = (
                 JobRun(job.id, "ok") if answered is not False
                 else JobRun(job.id, "fallback", "the model could not be reached; the job's own text was sent")
@@ -775,7 +797,24 @@ class CronScheduler:
         else:
             record = self.store.record_run(job, ran_at=now, status=result.status, error=result.error)
         await asyncio.shield(record)
+        if self.replies is not None and not job.internal and result.status not in ("retry", "busy"):
+            try:  # cron.db has the run: the slot's mark has done its work
+                await self.replies.job_recorded(job.id, job.slot)
+            except Exception as exc:  # noqa: BLE001 - a mark left stays harmless: its slot has passed
+                log.warning("cron job's reply mark not cleared", job=job.id, error=type(exc).__name__)
         return result
+
+    async def _answered(self, job: CronJob) -> bool:
+        """Is the reply for ``job``'s slot already written (gateway.db)?
+        Not known (gateway.db failing): run it, as before (at least once)."""
+        if self.replies is None:
+            return False
+        try:
+            return await self.replies.job_answered(job.id, job.slot)
+        except Exception as exc:  # noqa: BLE001 - a reminder sent twice beats one never sent
+            log.warning("could not tell whether the cron job's slot was answered; running it", job=job.id,
+                        error=type(exc).__name__)
+            return False
 
 
 def memory_jobs(compressor: Compressor) -> list[InternalJob]:

@@ -324,6 +324,7 @@ class _Item:
     # language (None: raise JobFailed).
     fallback: Callable[[bool | None], str] | None = None
     fell_back: bool = False  # the fallback was sent
+    job_slot: str = ""  # a job's run, named on its reply (OutboundMessage.job_slot)
     # The reply's drafts (agent.streaming), once its model call began: an
     # apology after a crash takes their place too.
     drafts: Drafts | None = None
@@ -971,7 +972,8 @@ class ProcessLoop:
         # writer thread (one connection, statements in order) ahead of the
         # reply row's, so it commits first without a round trip of its own
         # on the reply path (docs/BENCHMARKS.md, "A reply on its way").
-        holding = asyncio.create_task(self._on_its_way(self._outgoing(msg, reply.text, user, drafts=drafts)))
+        out = self._outgoing(msg, reply.text, user, drafts=drafts)
+        holding = asyncio.create_task(self._on_its_way(replace(out, job_slot=item.job_slot) if item.job_slot else out))
         if reply.ok:  # an apology is not part of the conversation
             # Written before the reply is sent: a stop in between must not
             # leave a reply out with no row saying so, or the next start
@@ -1214,8 +1216,8 @@ class ProcessLoop:
         scheduled job's too: its run is recorded (gateway/cron.py) once the
         reply is published, so a kill after that record and before the
         send lost the reminder; now the next start sends it. A kill between
-        this row and that record sends it and runs the job again (twice,
-        the at-least-once side cron.py chose; one commit wide)."""
+        this row and that record does not run the job again: the row marks
+        its slot answered (``job_slot``), which the catch-up asks first."""
         if self.hold is None or not out.text:
             return out
         return await self.hold(out)
@@ -1432,7 +1434,7 @@ class ProcessLoop:
 
     async def run_job(
         self, *, channel: str, chat_id: str, user: str, text: str, private: bool = False,
-        fallback: Callable[[bool | None], str] | None = None, locale: str = "",
+        fallback: Callable[[bool | None], str] | None = None, locale: str = "", slot: str = "",
     ) -> JobReply:
         """Run ``text`` through the agent as ``user`` and publish the reply to
         ``channel``/``chat_id``. In order with the chat's messages.
@@ -1446,11 +1448,13 @@ class ProcessLoop:
         it :class:`JobFailed` is raised and nothing was sent or stored;
         ``fallback(chat_zh)`` is told the chat's language (None: nothing
         tells). ``locale``: the channel's app language, when it has one for
-        all its users (Feishu's)."""
+        all its users (Feishu's). ``slot``: the run's ``job_slot``
+        (gateway/outbox.py), marked answered with the reply's outbox row."""
         msg = InboundMessage(channel=channel, chat_id=chat_id, sender_id="", text=text, is_group=not private,
                              locale=locale)
         future: asyncio.Future[str] = asyncio.get_running_loop().create_future()
-        item = _Item(msg, time.perf_counter(), user=user, future=future, counted=False, fallback=fallback)
+        item = _Item(msg, time.perf_counter(), user=user, future=future, counted=False, fallback=fallback,
+                     job_slot=slot)
         self._enqueue(item)
         return JobReply(await future, answered=not item.fell_back)
 

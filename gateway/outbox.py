@@ -17,6 +17,12 @@ first send, ``Delivery.hold``): it names the run (``Outbox.run``) whose
 sender has it, and that run's reads leave it out (its sender, not the
 redelivery, sends it). A row naming another run is one a kill cut
 mid-send: every read takes it as waiting, so the next start sends it.
+
+A scheduled job's reply (``OutboundMessage.job_slot``) marks its slot
+answered (table ``job_replies``, one row a job) in the transaction that
+writes its row: cron.db records the run only after that, and a kill in
+between would otherwise have the next start send the reply from here and
+run the job again (gateway/cron.py asks :meth:`Outbox.job_answered` first).
 """
 
 from __future__ import annotations
@@ -33,7 +39,7 @@ from gateway.bus import OutboundMessage
 from memory.clock import format_ts, parse_ts
 from memory.db import Database
 
-__all__ = ["Outbox", "Pending"]
+__all__ = ["Outbox", "Pending", "job_slot"]
 
 # OutboundMessage fields with a column of their own; any other goes to
 # ``extra``. ``owner`` is the row's own column (written by ``add``'s
@@ -49,6 +55,16 @@ _SELECT = (
     "SELECT id, channel, chat_id, text, reply_to, metadata, extra, owner, created_at, attempts, "
     "next_attempt_at, last_error FROM outbox"
 )
+
+
+_MARK_SLOT = ("INSERT INTO job_replies (job, slot, written_at) VALUES (?, ?, ?) "
+              "ON CONFLICT(job) DO UPDATE SET slot = excluded.slot, written_at = excluded.written_at")
+
+
+def job_slot(job_id: str, slot: str) -> str:
+    """``OutboundMessage.job_slot`` of job ``job_id``'s reply for ``slot``
+    (its stored time, which has no space: the job id may)."""
+    return f"{slot} {job_id}"
 
 
 @dataclass(frozen=True)
@@ -130,14 +146,33 @@ class Outbox:
         sending: bool = False,
     ) -> int:
         """Keep ``msg`` behind the chat's other rows; returns its id.
-        ``sending``: a reply on its way, this run's sender's (not waiting)."""
-        row_id, _ = await self.db.write(
-            "INSERT INTO outbox (channel, chat_id, text, reply_to, metadata, extra, owner, created_at, attempts, "
-            "next_attempt_at, last_error, sending) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (*_encode(msg), owner, format_ts(created_at), attempts, format_ts(next_attempt_at), last_error,
-             self.run if sending else ""),
-        )
-        return row_id
+        ``sending``: a reply on its way, this run's sender's (not waiting).
+        A job's reply on its way marks its slot answered in the same
+        transaction (a later write of it, a retry's, comes after cron.db
+        has the run: its mark would only linger)."""
+        insert = ("INSERT INTO outbox (channel, chat_id, text, reply_to, metadata, extra, owner, created_at, attempts, "
+                  "next_attempt_at, last_error, sending) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
+        params = (*_encode(msg), owner, format_ts(created_at), attempts, format_ts(next_attempt_at), last_error,
+                  self.run if sending else "")
+        if not (msg.job_slot and sending):
+            row_id, _ = await self.db.write(insert, params)
+            return row_id
+        slot, _, job = msg.job_slot.partition(" ")
+        async with self.db.transaction() as conn:
+            cur = await conn.execute(insert, params)
+            await conn.execute(_MARK_SLOT, (job, slot, format_ts(created_at)))
+        assert cur.lastrowid is not None
+        return cur.lastrowid
+
+    async def job_answered(self, job_id: str, slot: str) -> bool:
+        """Is job ``job_id``'s reply for ``slot`` written (sent, or here to send)?"""
+        row = await self.db.fetchone("SELECT 1 FROM job_replies WHERE job = ? AND slot = ?", (job_id, slot))
+        return row is not None
+
+    async def job_recorded(self, job_id: str, slot: str) -> None:
+        """cron.db has the run for ``slot``: its mark is not needed any more
+        (a later slot's, written meanwhile, stays)."""
+        await self.db.write("DELETE FROM job_replies WHERE job = ? AND slot = ?", (job_id, slot))
 
     async def heads(self, channels: Iterable[str] | None = None) -> list[Pending]:
         """The oldest row of every chat (of ``channels``, default all), oldest first."""

@@ -403,6 +403,24 @@ async def _m019_refused_permissions(conn: aiosqlite.Connection) -> None:
     )
 
 
+async def _m020_job_replies(conn: aiosqlite.Connection) -> None:
+    # The slot of a scheduled job whose reply is written (gateway/outbox.py,
+    # ``Outbox.add``: in the same transaction as the reply's outbox row), so
+    # a kill before cron.db records the run does not have the next start's
+    # catch-up run the job again beside the outbox's send. One row a job:
+    # cleared once cron.db has the run (``Outbox.job_recorded``).
+    await run_script(
+        conn,
+        """
+        CREATE TABLE IF NOT EXISTS job_replies (
+            job        TEXT PRIMARY KEY,
+            slot       TEXT NOT NULL,
+            written_at TEXT NOT NULL
+        ) WITHOUT ROWID;
+        """,
+    )
+
+
 MIGRATIONS: list[Migration] = [
     _m001_sessions,
     _m002_message_ids,
@@ -423,6 +441,7 @@ MIGRATIONS: list[Migration] = [
     _m017_outbox_sending,
     _m018_revisions,
     _m019_refused_permissions,
+    _m020_job_replies,
 ]
 
 

@@ -320,6 +320,12 @@ GATEWAY_ERAS: dict[str, Era] = {
         *_chat(v, context=True, sender_name=True),
         ("refused_permissions", {"channel": f"feishu{v}", "scope": "im:chat:readonly", "refused_at": at(v)}),
     ],
+    "_m020_job_replies": lambda v: [  # a job's reply a kill left before cron.db recorded its run
+        *_chat(v, context=True, sender_name=True),
+        ("outbox", {**_outbox(v, {"send_key": f"key{v}", "job_slot": f"{at(v, 9)} job{v}"})[-1][1],
+                    "sending": f"run{v:032x}"}),
+        ("job_replies", {"job": f"job{v}", "slot": at(v, 9), "written_at": at(v, 9)}),
+    ],
 }
 
 

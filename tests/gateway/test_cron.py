@@ -435,3 +435,43 @@ async def test_a_busy_retry_logs_at_info_and_a_slot_folded_into_the_next_warns_o
     assert len(warned) == 1 and warned[0]["job"] == INTERNAL_DAILY and warned[0]["status"] == "busy"
     assert "next slot" in warned[0]["event"] and warned[0]["next_run_at"] == "2026-03-02T19:00:00Z"
     assert [e for e in logs if e["event"] == "cron job finished" and e["log_level"] == "info"] == []
+
+
+async def test_a_slot_whose_reply_the_outbox_holds_is_recorded_and_not_run_again(
+    tmp_path: Path, clock: ManualClock, store: CronStore
+) -> None:
+    """A kill after the reply's outbox row and before cron.db's record:
+    the slot's mark (written with the row, gateway/outbox.py) has the next
+    run record it without asking the model again; the mark then goes, and
+    the next slot runs as ever. gateway.db not answering: run (at least once)."""
+    from gateway.bus import OutboundMessage
+    from gateway.outbox import Outbox, job_slot
+    from gateway.sessions import SessionStore
+
+    ran: list[str] = []
+
+    async def run_agent(job: CronJob, attempt: JobAttempt) -> None:
+        ran.append(job.slot)
+
+    job = await store.add(schedule="0 9 * * *", message="stand-up notes", channel="telegram", chat_id="2", user="bob")
+    sessions = await SessionStore.open(tmp_path / "data" / "gateway.db", clock)
+    outbox = Outbox(sessions.db)
+    try:
+        reply = OutboundMessage("telegram", "2", "re: stand-up notes", job_slot=job_slot(job.id, job.slot))
+        await outbox.add(reply, owner="bob", created_at=clock.now(), next_attempt_at=clock.now(), sending=True)
+        sched = CronScheduler(store, run_agent_job=run_agent, replies=outbox)
+        clock.set("2026-03-02T01:00:00Z")  # 09:00 Shanghai: the slot the kill left unrecorded
+        [run] = await sched.run_due()
+        assert run.status == "ok" and ran == []
+        done = await store.get(job.id)
+        assert done is not None and (done.next_run_at, done.last_status) == ("2026-03-03T01:00:00Z", "ok")
+        assert await sessions.db.fetchall("SELECT * FROM job_replies") == []
+
+        clock.set("2026-03-03T01:00:00Z")  # the next slot: no mark, it runs
+        await sched.run_due()
+        assert ran == ["2026-03-03T01:00:00Z"]
+    finally:
+        await sessions.close()
+    clock.set("2026-03-04T01:00:00Z")  # gateway.db closed: the mark cannot be read, so the job runs
+    await sched.run_due()
+    assert ran == ["2026-03-03T01:00:00Z", "2026-03-04T01:00:00Z"]

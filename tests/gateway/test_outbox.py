@@ -5,6 +5,7 @@ first, and a user's rows can be erased or handed to another user."""
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, replace
 from datetime import timedelta
@@ -156,7 +157,7 @@ async def test_rows_kept_before_send_keys_get_one_for_good(tmp_path: Path, clock
     finally:
         await old.close()
     async with await SessionStore.open(path, clock) as store:
-        assert int((await store.db.fetchone("PRAGMA user_version"))[0]) == len(MIGRATIONS) == 19
+        assert int((await store.db.fetchone("PRAGMA user_version"))[0]) == len(MIGRATIONS) == 20
         rows = await Outbox(store.db).older_than(clock.now())
         keys = [p.message.send_key for p in rows]
         assert [p.message.answers for p in rows] == ["om_1", "om_1"] and len(set(keys)) == 2
@@ -196,6 +197,44 @@ async def test_a_reply_on_its_way_is_this_runs_senders_and_the_next_runs_to_send
     await run.retry_later(on_way, text="on its way", attempts=1, next_attempt_at=now, last_error="502")
     assert [h.id for h in await run.heads()] == [on_way] and await after_kill.cut() == 0  # waiting now, for any run
     assert await run.forget_owner("feishu:ou_a") == 1
+
+
+async def test_a_job_replys_row_marks_its_slot_answered_in_the_same_transaction(
+    sessions: SessionStore, clock: ManualClock
+) -> None:
+    """A scheduled job's reply on its way marks its slot (``job_slot``)
+    with its row, and only with it: a failed row writes no mark, so a kill
+    never leaves a slot marked whose reply is nowhere (never sent, never
+    re-run). ``job_recorded`` clears that slot's mark, not a later one's."""
+    from gateway.outbox import job_slot
+
+    outbox, now = Outbox(sessions.db), clock.now()
+    reply = OutboundMessage("telegram", "42", "re: call mom", job_slot=job_slot("call mom at 9", "2026-03-01T09:00:00Z"))
+    await outbox.add(reply, owner="telegram:42", created_at=now, next_attempt_at=now, sending=True)
+    assert await outbox.job_answered("call mom at 9", "2026-03-01T09:00:00Z") is True
+    assert await outbox.job_answered("call mom at 9", "2026-03-02T09:00:00Z") is False
+    assert await outbox.job_answered("call mom", "2026-03-01T09:00:00Z") is False
+    [kept] = await Outbox(sessions.db).heads()  # the next run reads the slot back with the reply
+    assert kept.message.job_slot == reply.job_slot
+
+    # A later write of the same reply (waiting: a retry's) marks nothing.
+    await outbox.add(replace(reply, job_slot=job_slot("other", "2026-03-01T09:00:00Z")), owner="telegram:42",
+                     created_at=now, next_attempt_at=now)
+    assert await outbox.job_answered("other", "2026-03-01T09:00:00Z") is False
+
+    # The row cannot be written (its owner NOT NULL broken here): nor is the mark.
+    with pytest.raises(sqlite3.IntegrityError):
+        await outbox.add(replace(reply, job_slot=job_slot("lost", "2026-03-01T09:00:00Z")),
+                         owner=None, created_at=now, next_attempt_at=now, sending=True)  # type: ignore[arg-type]
+    assert await outbox.job_answered("lost", "2026-03-01T09:00:00Z") is False
+
+    # The next slot's reply takes the job's one mark; clearing the old slot leaves it.
+    await outbox.add(replace(reply, job_slot=job_slot("call mom at 9", "2026-03-02T09:00:00Z")),
+                     owner="telegram:42", created_at=now, next_attempt_at=now, sending=True)
+    await outbox.job_recorded("call mom at 9", "2026-03-01T09:00:00Z")
+    assert await outbox.job_answered("call mom at 9", "2026-03-02T09:00:00Z") is True
+    await outbox.job_recorded("call mom at 9", "2026-03-02T09:00:00Z")
+    assert await sessions.db.fetchall("SELECT * FROM job_replies") == []
 
 
 async def test_a_drafted_replys_row_and_its_draft_messages_row_go_together_or_not_at_all(

@@ -1,0 +1,82 @@
+"""A scheduled job's reply exactly once across a kill that falls between
+the reply's outbox row (gateway.db) and cron's record of the run (cron.db),
+end to end: the next start sends the reply from the outbox, and the
+catch-up finds the slot answered (``job_replies``, written in the same
+transaction as the row) and does not run the job again. Before, the user
+got the reminder twice: once from the outbox, once from the re-run.
+
+The kill is taken as the files see it: gateway.db as it was once the
+reply's row was written (its send cut, ``cut_next``; cron.db's write lock
+held meanwhile, so the record and the mark's clearing after it wait),
+cron.db as it was before the run was recorded (nothing writes it between
+the job's add and that record)."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from datetime import timedelta
+from pathlib import Path
+
+from memory import ManualClock
+from tests.fakes.openai_server import FakeOpenAI
+from tests.fakes.telegram_server import FakeTelegram
+
+from .test_resume_e2e import KEY, _as_killed_now, _echo, _quiet, _telegram_app, _undo_since
+
+
+def _keep(db: Path) -> Path:
+    """An online backup of ``db`` as it is now, for :func:`_put_back`."""
+    kept = db.with_name(db.name + ".killed")
+    with sqlite3.connect(db) as src, sqlite3.connect(kept) as dst:
+        src.backup(dst)
+    return kept
+
+
+def _put_back(db: Path, kept: Path) -> None:
+    for extra in (db.with_name(db.name + "-wal"), db.with_name(db.name + "-shm")):
+        extra.unlink(missing_ok=True)
+    kept.replace(db)
+
+
+async def test_a_reminder_a_kill_cut_before_its_run_was_recorded_comes_once_and_is_not_run_again(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    cron_db = tmp_path / "data" / "cron.db"
+    async with FakeOpenAI(api_key=KEY, responder=_echo) as llm, FakeTelegram() as tg:
+        async with _telegram_app(tmp_path, clock, llm, tg) as app:
+            store = app._cron_store
+            assert store is not None and app.cron is not None
+            tg.push_text(42, 42, "hi")  # the chat, as Telegram knows it
+            await tg.wait_sent(1, timeout=15)
+            await store.add(at=clock.now() + timedelta(minutes=1), message="call mom", channel="telegram",
+                            chat_id="42", user="telegram:42", private=True)
+            unrecorded = _keep(cron_db)  # the job still due: its run not recorded
+            # cron.db's write lock held: the run cannot be recorded (nor its
+            # mark cleared, which follows the record) before gateway.db is taken.
+            holder = sqlite3.connect(cron_db, isolation_level=None)
+            try:
+                holder.execute("BEGIN IMMEDIATE")
+                cut = tg.cut_next("sendMessage")
+                clock.advance(61)
+                await app.cron.run_due(wait=False)  # type: ignore[attr-defined]
+                await asyncio.wait_for(cut.wait(), 15)  # the reply's outbox row is written before its send
+                _as_killed_now(tmp_path)
+                holder.execute("ROLLBACK")
+            finally:
+                holder.close()
+            await asyncio.wait_for(app.close(timeout=0.0), 30)
+            _undo_since(tmp_path)
+            _put_back(cron_db, unrecorded)
+        assert [m.text for m in tg.sent] == ["re: hi"]
+        assert len(llm.requests) == 2
+        clock.advance(60)
+        async with _telegram_app(tmp_path, clock, llm, tg) as again:
+            await tg.wait_sent(2, timeout=15)
+            await _quiet(again)
+            assert again.delivery is not None and await asyncio.wait_for(again.delivery.sweep(), 10) is None
+            assert again._cron_store is not None and await again._cron_store.list("telegram:42") == []
+        async with _telegram_app(tmp_path, clock, llm, tg) as third:
+            await _quiet(third)
+        assert [m.text for m in tg.sent] == ["re: hi", "re: call mom"]
+        assert len(llm.requests) == 2  # the catch-up found its slot answered: not run again
