@@ -102,11 +102,12 @@ _CAUSES_KEPT = 5
 def error_fields(exc: BaseException) -> dict[str, Any]:
     """A log line's fields for ``exc`` without its text: its type
     (``error``), the frame it was raised in (``at``: "path:line in
-    function"), the frames it came through, innermost last (``stack``),
+    function"), the frames it came through, innermost last (``frames``:
+    not ``stack``, which structlog's console renderer takes for a string),
     and the types of the exceptions it came from (``caused_by``)."""
     stack = [f"{_short(f.filename)}:{f.lineno} in {f.name}"
              for f in traceback.extract_tb(exc.__traceback__)[-_FRAMES_KEPT:]]
-    out: dict[str, Any] = {"error": _type_name(exc), "at": stack[-1] if stack else "", "stack": stack}
+    out: dict[str, Any] = {"error": _type_name(exc), "at": stack[-1] if stack else "", "frames": stack}
     causes: list[str] = []
     e: BaseException | None = exc
     while e is not None and len(causes) < _CAUSES_KEPT:

@@ -198,7 +198,7 @@ async def test_a_failing_handlers_log_line_names_the_error_and_where_not_its_wor
     assert line["level"] == "error" and (line["method"], line["path"]) == ("POST", "/broken")
     assert line["error"] == "RuntimeError" and line["caused_by"] == ["ValueError"]
     assert line["at"].startswith("tests/gateway/test_http.py:") and line["at"].endswith(" in broken"), line["at"]
-    assert any(f.endswith(" in _dispatch") for f in line["stack"]), line["stack"]
+    assert any(f.endswith(" in _dispatch") for f in line["frames"]), line["frames"]
     for words in ("Okonkwo", "oncologist", "diary", "Lisbon"):
         assert words not in out.getvalue()
 

@@ -6,9 +6,10 @@ import logging
 from pathlib import Path
 
 import aiosqlite
+import pytest
 import structlog
 
-from gateway.logging import configure_logging, get_logger
+from gateway.logging import configure_logging, error_fields, get_logger
 
 
 def lines(stream: io.StringIO) -> list[dict]:
@@ -194,3 +195,23 @@ async def test_debug_logs_no_sql_with_what_users_said(tmp_path: Path) -> None:
     get_logger("gateway").debug("turn timed", total_ms=12)
     assert "4711" not in out.getvalue() and "INSERT" not in out.getvalue()
     assert [r["event"] for r in lines(out) if r.get("logger") != "asyncio"] == ["turn timed"]
+
+
+def test_an_error_logged_by_type_and_place_renders_on_a_terminal_too(capsys: pytest.CaptureFixture[str]) -> None:
+    """error_fields' frames went under ``stack``, which the console
+    renderer (a gateway run in a terminal) joins to a string: every such
+    line failed to render ("--- Logging error ---"), and where structlog
+    was not set up, the log call itself raised."""
+    out = io.StringIO()
+    configure_logging(stream=out, json_output=False)
+    try:
+        raise ValueError("my pin is 8806")
+    except ValueError as exc:
+        get_logger("gateway").error("handling failed", **error_fields(exc))
+    assert "Logging error" not in capsys.readouterr().err
+    assert "handling failed" in out.getvalue() and "ValueError" in out.getvalue() and "8806" not in out.getvalue()
+    structlog.reset_defaults()
+    try:
+        raise ValueError("again")
+    except ValueError as exc:
+        structlog.get_logger().error("unconfigured", **error_fields(exc))  # structlog's own default: no TypeError
