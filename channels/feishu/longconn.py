@@ -33,6 +33,8 @@ from typing import Any
 
 import structlog
 
+from gateway.logging import error_fields
+
 from .events import LEFT_EVENT, MESSAGE_EVENT, RECALL_EVENT
 
 __all__ = ["LongConnection", "LongConnectionBusyError", "preload_sdk"]
@@ -41,6 +43,11 @@ __all__ = ["LongConnection", "LongConnectionBusyError", "preload_sdk"]
 EventHandler = Callable[[dict[str, Any]], Coroutine[Any, Any, None]]
 _ONE_PER_PROCESS = threading.Lock()
 _HANDOFF_TIMEOUT = 5.0  # seconds the SDK thread waits for the channel to take the event
+
+
+class EventNotTaken(RuntimeError):
+    """What the SDK is told when the channel failed to take an event: the
+    error's type, never its text (the SDK logs it)."""
 
 
 class LongConnectionBusyError(RuntimeError):
@@ -199,6 +206,13 @@ class LongConnection:
         except concurrent.futures.TimeoutError:
             self._log.warning("feishu event hand-off timed out; Feishu will redeliver", event_id=payload["header"]["event_id"])
             raise
+        except Exception as exc:
+            # The SDK logs what it is handed, text and all ("err: ..."), and an
+            # error may quote the message: it gets the type alone, the log
+            # the type and place (error_fields), and Feishu no ACK still.
+            self._log.error("feishu event not taken; Feishu will redeliver", event_id=payload["header"]["event_id"],
+                            **error_fields(exc))
+            raise EventNotTaken(type(exc).__name__) from None
 
     def _shutdown_sdk(self, loop: asyncio.AbstractEventLoop, client: Any) -> None:
         with self._state:

@@ -214,3 +214,31 @@ async def test_a_held_download_is_acked_at_once_and_stalls_no_other_chat(fake: F
         assert (msg.chat_id, [i.data for i in msg.images]) == ("oc_a", [picture])
     finally:
         await asyncio.wait_for(ch.stop(), 20)
+
+
+class _Broken(FeishuChannel):
+    """A channel whose intake fails with the message's words in the error."""
+
+    async def handle_event(self, payload: dict[str, object]) -> None:
+        event = payload.get("event")
+        raise ValueError(f"could not take {event!r}")
+
+
+async def test_an_event_whose_handling_fails_is_logged_by_type_not_its_words(
+    fake: FakeFeishu, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The SDK logs what our handler raises, text and all: an event's
+    handling that fails with the message's words in its error (a bug) put
+    them in the log. The SDK is handed the type alone; Feishu still gets no
+    ACK, so it redelivers."""
+    caplog.set_level(logging.DEBUG)
+    ch = _Broken(ws_config(fake), MessageBus())
+    await ch.start()
+    try:
+        await fake.wait_ws_connected(CONNECT_TIMEOUT)
+        ack = await fake.push_ws_event(fake.message_event("my pin is 8806 QUOKKA", chat_id="oc_ws", open_id="ou_ws"))
+        assert ack["code"] != 200  # not taken: Feishu sends it again
+    finally:
+        await asyncio.wait_for(ch.stop(), 20)
+    assert "QUOKKA" not in caplog.text and "8806" not in caplog.text
+    assert "ValueError" in caplog.text  # what failed is still told
