@@ -174,6 +174,14 @@ class Outbox:
         (a later slot's, written meanwhile, stays)."""
         await self.db.write("DELETE FROM job_replies WHERE job = ? AND slot = ?", (job_id, slot))
 
+    async def forget_jobs(self, job_ids: Iterable[str]) -> None:
+        """The marks of erased jobs: a mark outlives its job only when a kill
+        fell between the reply and cron's record, but a job's id may be
+        words the user chose ("call-mom")."""
+        ids = list(job_ids)
+        if ids:
+            await self.db.write(f"DELETE FROM job_replies WHERE job IN ({','.join('?' * len(ids))})", ids)
+
     async def heads(self, channels: Iterable[str] | None = None) -> list[Pending]:
         """The oldest row of every chat (of ``channels``, default all), oldest first."""
         names = list(channels) if channels is not None else None

@@ -153,10 +153,14 @@ class UserData:
                 await self.sessions.db.checkpoint()
         jobs = 0
         if self.cron is not None:
+            erased: list[str] = []
             for job in await self.cron.list(user):
                 if not job.internal:
                     await self.cron.remove(job.id, user=user)
-                    jobs += 1
+                    erased.append(job.id)
+            jobs = len(erased)
+            if self.outbox is not None:
+                await self.outbox.forget_jobs(erased)
             if jobs:  # the jobs' words stay in cron.db's WAL until a checkpoint (as above)
                 await self.cron.db.checkpoint()
         out = Census(memories=mem.memories, events=mem.events, messages=messages, jobs=jobs, files=files,

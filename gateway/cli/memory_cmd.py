@@ -594,6 +594,9 @@ async def _forget(cfg: Config, path: Path, owner: str) -> dict[str, int]:
             counts["scheduled jobs"] = len(jobs)
         finally:
             await store.close()
+        if jobs and paths.gateway_db().exists():  # their replies' slot marks name the jobs (gateway/outbox.py)
+            async with await SessionStore.open(paths.gateway_db()) as sessions:
+                await Outbox(sessions.db).forget_jobs(j.id for j in jobs)
     return counts
 
 

@@ -13,7 +13,8 @@ from click.testing import CliRunner, Result
 from gateway.cli import main
 from gateway.export import exports_folder, render_markdown
 from gateway.incognito import Incognito
-from gateway.bus import Document
+from gateway.bus import Document, OutboundMessage
+from gateway.outbox import Outbox, job_slot
 from gateway.recent_files import RecentFiles
 from gateway.sessions import SessionStore
 from memory import Category, ManualClock, MemoryEngine, NewMemory, Provenance, Status, SystemClock
@@ -526,8 +527,14 @@ def test_forget_erases_a_user_everywhere_and_only_them(home: Path) -> None:
             await store.add(at=clock.now() + timedelta(hours=2), message="call mom", channel="telegram", chat_id="1",
                             user="alice")
             await store.add(schedule="0 9 * * *", message="tea time", channel="telegram", chat_id="2", user="bob")
+            jobs = await store.list()
         finally:
             await store.close()
+        async with await SessionStore.open(home / "data" / "gateway.db", clock) as s:
+            for job in jobs:  # each reply on its way, the kill before cron's record: its slot's mark stays
+                out = OutboundMessage("telegram", job.chat_id, "", job_slot=job_slot(job.id, job.slot))
+                await Outbox(s.db).add(out, owner=job.user, created_at=clock.now(), next_attempt_at=clock.now(),
+                                       sending=True)
         files = FileMemory(home / "workspace", clock)
         await files.remember("alice", "alice's file note", provenance=Provenance())
         for who in ("alice", "bob"):  # what `myclaw chat` wrote for their /export
@@ -550,11 +557,14 @@ def test_forget_erases_a_user_everywhere_and_only_them(home: Path) -> None:
             rows = await s.db.fetchall("SELECT owner FROM session_messages")
             assert [r[0] for r in await s.db.fetchall("SELECT owner FROM recent_files")] == ["bob"]
             assert [r[0] for r in await s.db.fetchall("SELECT owner FROM user_incognito")] == ["bob"]
+            marks = [str(r[0]) for r in await s.db.fetchall("SELECT job FROM job_replies")]
         store = await CronStore.open(home / "data" / "cron.db", ManualClock())
         try:
-            jobs = [j.user for j in await store.list()]
+            left_jobs = await store.list()
+            jobs = [j.user for j in left_jobs]
         finally:
             await store.close()
+        assert marks == [j.id for j in left_jobs if j.user == "bob"]  # her jobs' marks went with them
         return [r[0] for r in rows], jobs
 
     history, jobs = asyncio.run(left())

@@ -11,7 +11,7 @@ from gateway.bus import Document, OutboundMessage
 from gateway.commands import UserCommands
 from gateway.cron import CronStore, parse_at
 from gateway.incognito import Incognito
-from gateway.outbox import Outbox
+from gateway.outbox import Outbox, job_slot
 from gateway.recent_files import RecentFiles
 from gateway.timezones import UserTimezones
 from gateway.userdata import UserData
@@ -208,6 +208,13 @@ async def test_forget_all_asks_for_a_code_then_erases_everything_of_the_sender_o
             await cron.add(at=parse_at("2026-03-02 09:00", ZoneInfo("Asia/Shanghai")), message="call mom",
                            channel="telegram", chat_id="100", user=ALICE)  # a one-time job goes too
             await cron.add(schedule="0 9 * * *", message="water the bees", channel="telegram", chat_id="200", user=BOB)
+            # Each job's reply on its way, its slot marked, the kill before cron's record.
+            for job in await cron.list():
+                msg = OutboundMessage("telegram", job.chat_id, "", job_slot=job_slot(job.id, job.slot))
+                row = await outbox.add(msg, owner=job.user, created_at=clock.now(), next_attempt_at=clock.now(),
+                                       sending=True)
+                await outbox.remove(row)
+            marks = {j.id: j.user for j in await cron.list()}
             fake_llm.queue_reply("Noted, oat milk it is.")
             await rig.ask("I like oat milk flat white coffee", chat="100")
             fake_llm.queue_reply("Hi all!")
@@ -233,6 +240,8 @@ async def test_forget_all_asks_for_a_code_then_erases_everything_of_the_sender_o
             assert await rig.sessions.owned(ALICE) == 0
             assert (await outbox.owned(ALICE), await outbox.owned(BOB)) == (0, 1)
             assert [j.user for j in await cron.list()] == [BOB]
+            left = [str(r[0]) for r in await outbox.db.fetchall("SELECT job FROM job_replies")]
+            assert [marks[j] for j in left] == [BOB]  # hers went with her jobs
             assert "I don't remember anything about you yet." in (await rig.ask("/memory", chat="100")).text
             assert (await rig.ask("/forget all", chat="100")).text == "I keep nothing about you."
             # Bob's rows and the shared ones stay; the code was used up.
