@@ -1304,7 +1304,8 @@ class ProcessLoop:
         answer beats two. A stop meanwhile leaves the message to the next
         start, which answers it once (from the outbox when the reply's row
         on its way was written, else by the model). The chat's next
-        messages wait behind it, in order; other chats go on."""
+        messages wait behind it, in order; other chats go on. Only storage
+        errors are waited out; any other sends the reply at once."""
         self.stats.held += 1
         self._unmarked += 1
         (log.error if self._unmarked == 1 else log.info)(
@@ -1316,8 +1317,15 @@ class ProcessLoop:
             try:
                 await self._record_answered(msg, item, saved=saved)
                 break
-            except Exception:  # still full: the pause grows
+            except (sqlite3.Error, OSError):  # still full (or locked): the pause grows
                 delay = min(MARK_RETRY_MAX, delay * 2)
+            except Exception as exc:
+                # Not the disk but a bug, which waiting will not mend: the
+                # chat would hear nothing more until a restart. Sent now; a
+                # restart may answer it again, the lesser harm.
+                log.error("could not record the message as answered; its reply goes now, a restart may answer it "
+                          "again", chat=msg.session_key, message_id=msg.message_id, **error_fields(exc))
+                break
         if self._unmarked:
             log.warning("held replies are recorded and sent again", held=self._unmarked)
             self._unmarked = 0

@@ -150,3 +150,27 @@ async def test_messages_a_stop_on_a_full_disk_could_not_save_are_answered_from_t
     said = [e["event"] for e in events if e.get("level") == "error"]
     assert not any("will not be answered" in e for e in said)
     assert sum("the inbox keeps it" in e for e in said) == 1
+
+
+async def test_a_held_reply_whose_mark_fails_for_another_reason_than_the_disk_goes_at_once(
+    tmp_path: Path, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Held for a full disk, the mark then fails with something waiting
+    will not mend (a bug): the reply was held, and the chat silent, until a
+    restart. It goes now (a restart may answer it again: the lesser harm)."""
+    async with FakeOpenAI(api_key=KEY, responder=_echo) as llm, FakeTelegram() as tg:
+        async with _telegram_app(tmp_path, clock, llm, tg) as app:
+            _fill(tmp_path, "replies", "marks")
+            tg.push_text(42, 42, QUESTION)
+            await _held(app)
+            assert app.sessions is not None
+
+            async def broken(*args: object, **kw: object) -> None:
+                raise RuntimeError("a bug, not the disk")
+
+            monkeypatch.setattr(app.sessions, "mark_apologised", broken)
+            await tg.wait_sent(1, timeout=15)
+            assert [m.text for m in tg.sent] == [ANSWER]
+            monkeypatch.undo()
+            _free(tmp_path, "replies", "marks")
+            await _quiet(app)
