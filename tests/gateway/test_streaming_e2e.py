@@ -272,7 +272,9 @@ async def test_a_feishu_draft_whose_reply_never_came_is_withdrawn_at_the_next_st
     tmp_path: Path, clock: ManualClock
 ) -> None:
     """Feishu could not take the draft back as the gateway stopped: the
-    next start does."""
+    next start does, and answers the cut message anew (the inbox kept it):
+    the chat shows that answer alone. (The test once raced that answer:
+    under load it came before the draft's withdrawal was seen.)"""
     async with FakeOpenAI(api_key=KEY) as llm, FakeFeishu() as feishu:
         app = _fast_feishu_app(tmp_path, clock, llm, feishu)
         try:
@@ -287,13 +289,17 @@ async def test_a_feishu_draft_whose_reply_never_came_is_withdrawn_at_the_next_st
         [draft] = feishu.visible()
         assert draft["text"].startswith("A")
         feishu.clear_failures()
+        llm.queue_reply("Everything, in short.")  # the resumed turn's answer
         again = _fast_feishu_app(tmp_path, clock, llm, feishu)
         try:
             await again.open()
             await asyncio.wait_for(again.start(), 15)
             await _until(lambda: feishu.deleted == [draft["message_id"]], timeout=15)
-            await _until(lambda: not feishu.visible(), timeout=5)
-            assert await _rows(again, "outbox") == 0
+            await _until(lambda: [m["text"] for m in feishu.visible()] == ["Everything, in short."], timeout=15)
+            assert len(llm.requests) == 2
+            async with asyncio.timeout(10):  # the answer's row on its way goes once Feishu has taken it
+                while await _rows(again, "outbox"):
+                    await asyncio.sleep(0.02)
             channel = again.channels["feishu"]
             assert isinstance(channel, FeishuChannel) and await channel.withdrawals_done(5)
             assert await _rows(again, "draft_messages") == 0
