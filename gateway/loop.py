@@ -695,12 +695,8 @@ class ProcessLoop:
             # answer): a kill between leaves the note in the outbox, not silence.
             owner = self.identities.resolve(msg.channel, msg.sender_id)
             out = await self._on_its_way(self._outgoing(msg, item.lost, owner))
-            if self.inbox is not None and item.user is None:  # (a picture alone: not what `kept` keeps now)
-                try:
-                    await self.inbox.answered(msg)
-                except Exception as failed:
-                    log.error("could not record that the message was answered; a restart may answer it again",
-                              chat=msg.session_key, error=repr(failed))
+            if item.user is None:  # (a picture alone: not what `kept` keeps now)
+                await self._inbox_answered(msg)
             await self._publish(out)
             return item.lost
         if self.titles is not None and msg.is_group and item.user is None:
@@ -1186,15 +1182,11 @@ class ProcessLoop:
         if answer:
             if ahead:
                 out = await self._on_its_way(out)
-            if self.inbox is not None and held_in_inbox(msg):
+            if held_in_inbox(msg):
                 # Its inbox row goes before the send, not after the turn: a
                 # kill after the send must not leave the next start a command
                 # to tell the user was never answered (resume_inbox).
-                try:
-                    await self.inbox.answered(msg)
-                except Exception as exc:
-                    log.error("could not record that the message was answered; a restart may answer it again",
-                              chat=msg.session_key, error=repr(exc))
+                await self._inbox_answered(msg)
         await self._publish(out)
 
     @staticmethod
@@ -1273,6 +1265,17 @@ class ProcessLoop:
             await self.sessions.revise(row.id, ERASED_TURN[row.role])
         if rows:
             await self.sessions.db.checkpoint()  # the old words' pages leave the WAL (secure_delete)
+
+    async def _inbox_answered(self, msg: InboundMessage) -> None:
+        """``msg``'s inbox row goes before its one answer is sent; a failed
+        delete is logged (a restart may answer it again)."""
+        if self.inbox is None:
+            return
+        try:
+            await self.inbox.answered(msg)
+        except Exception as exc:
+            log.error("could not record that the message was answered; a restart may answer it again",
+                      chat=msg.session_key, **error_fields(exc))
 
     async def _mark_answered(self, msg: InboundMessage, item: _Item, *, saved: bool = True) -> bool:
         """The reply goes out but its row could not be written: its message
