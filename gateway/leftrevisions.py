@@ -28,6 +28,7 @@ import structlog
 
 from .bus import EDIT, RECALL, InboundMessage
 from .inbox import Inbox
+from .logging import error_fields
 from .revisions import Revisions
 
 __all__ = ["LeftRevisions", "apply_left_revisions"]
@@ -69,5 +70,5 @@ async def apply_left_revisions(inbox: Inbox, revisions: Revisions) -> LeftRevisi
         except Exception as exc:  # gateway.db or memory failing: kept for the next start, the rest still tried
             failed += 1
             log.error("edit or recall a stop left unapplied could not be applied; tried again at the next start",
-                      chat=msg.session_key, message_id=msg.message_id, kind=msg.kind, error=repr(exc))
+                      chat=msg.session_key, message_id=msg.message_id, kind=msg.kind, **error_fields(exc))
     return LeftRevisions(tuple(recalls), edits, failed)
