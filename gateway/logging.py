@@ -13,9 +13,10 @@ the same processors, so their lines are redacted too.
 
 Redaction takes out secrets, not words: an exception's text may quote what
 a user sent. Where an unexpected exception is logged at the edge of a
-request, :func:`error_fields` gives its type and the frames it came
-through instead, at every level (the log holds no user's words at DEBUG
-either).
+request, :func:`error_fields` (memory/errorlog.py) gives its type, the
+frames it came through and its codes (errno name, SQLite's error name,
+HTTP status) instead, at every level (the log holds no user's words at
+DEBUG either).
 """
 
 from __future__ import annotations
@@ -23,13 +24,12 @@ from __future__ import annotations
 import logging
 import re
 import sys
-import traceback
 from collections.abc import Iterable, MutableMapping
-from pathlib import Path
 from typing import Any, TextIO
 
 import structlog
 
+from memory.errorlog import error_fields
 from memory.redact import KEY_SHAPES, redact_credentials, scrub_provider_text
 
 __all__ = ["Redactor", "configure_logging", "error_fields", "get_logger", "provider_text"]
@@ -94,50 +94,6 @@ class Redactor:
 
 
 _redactor = Redactor()
-_ROOT = Path(__file__).resolve().parent.parent  # the project's files are named from here
-_FRAMES_KEPT = 20
-_CAUSES_KEPT = 5
-
-
-def error_fields(exc: BaseException) -> dict[str, Any]:
-    """A log line's fields for ``exc`` without its text: its type
-    (``error``), the frame it was raised in (``at``: "path:line in
-    function"), the frames it came through, innermost last (``frames``:
-    not ``stack``, which structlog's console renderer takes for a string),
-    and the types of the exceptions it came from (``caused_by``)."""
-    stack = [f"{_short(f.filename)}:{f.lineno} in {f.name}"
-             for f in traceback.extract_tb(exc.__traceback__)[-_FRAMES_KEPT:]]
-    out: dict[str, Any] = {"error": _type_name(exc), "at": stack[-1] if stack else "", "frames": stack}
-    causes: list[str] = []
-    e: BaseException | None = exc
-    while e is not None and len(causes) < _CAUSES_KEPT:
-        e = e.__cause__ or (None if e.__suppress_context__ else e.__context__)
-        if e is not None:
-            causes.append(_type_name(e))
-    if causes:
-        out["caused_by"] = causes
-    return out
-
-
-def _type_name(exc: BaseException) -> str:
-    kind = type(exc)
-    return kind.__qualname__ if kind.__module__ == "builtins" else f"{kind.__module__}.{kind.__qualname__}"
-
-
-def _short(filename: str) -> str:
-    """A frame's file from the project's root, or a library's from its
-    package ("aiohttp/web_protocol.py"), not the machine's paths."""
-    path = Path(filename)
-    try:
-        return path.resolve().relative_to(_ROOT).as_posix()
-    except (ValueError, OSError):
-        parts = path.parts
-        for marker in ("site-packages", "dist-packages"):
-            if marker in parts:
-                return "/".join(parts[parts.index(marker) + 1:])
-        return path.name
-
-
 def provider_text(text: str, secrets: Iterable[str] = ()) -> str:
     """A provider's (or a transcription endpoint's) error text for a log
     line: :func:`memory.redact.scrub_provider_text` with ``secrets`` and

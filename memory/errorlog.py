@@ -1,0 +1,98 @@
+"""An exception as log fields, without its text.
+
+An exception's text may quote what a user sent or what memory keeps (a
+CHECK failure quoting a value, FTS5 quoting the query, a file's name, a
+provider's body echoing the prompt). :func:`error_fields` gives what an
+operator needs instead: the type, where it was raised, the frames it came
+through, the types of its causes, and the codes that say what went wrong
+and are never words: an ``OSError``'s errno and its name (``ENOSPC``),
+SQLite's error name (``SQLITE_FULL``, ``SQLITE_CONSTRAINT_CHECK``), an
+HTTP status.
+
+It lives in ``memory`` because ``memory`` must not import ``gateway``;
+``gateway.logging`` re-exports it.
+"""
+
+from __future__ import annotations
+
+import errno
+import traceback
+from pathlib import Path
+from typing import Any
+
+__all__ = ["error_fields"]
+
+_ROOT = Path(__file__).resolve().parent.parent  # the project's files are named from here
+_FRAMES_KEPT = 20
+_CAUSES_KEPT = 5
+
+
+def error_fields(exc: BaseException) -> dict[str, Any]:
+    """A log line's fields for ``exc`` without its text: its type
+    (``error``), the frame it was raised in (``at``: "path:line in
+    function"), the frames it came through, innermost last (``frames``:
+    not ``stack``, which structlog's console renderer takes for a string),
+    the types of the exceptions it came from (``caused_by``), and, from
+    it or else from the nearest cause that has them, ``errno`` and
+    ``errno_name``, ``sqlite_error`` and ``status``."""
+    stack = [f"{_short(f.filename)}:{f.lineno} in {f.name}"
+             for f in traceback.extract_tb(exc.__traceback__)[-_FRAMES_KEPT:]]
+    out: dict[str, Any] = {"error": _type_name(exc), "at": stack[-1] if stack else "", "frames": stack}
+    chain = [exc]
+    e: BaseException | None = exc
+    while e is not None and len(chain) <= _CAUSES_KEPT:
+        e = e.__cause__ or (None if e.__suppress_context__ else e.__context__)
+        if e is not None:
+            chain.append(e)
+    if len(chain) > 1:
+        out["caused_by"] = [_type_name(c) for c in chain[1:]]
+    for c in chain:
+        for key, value in _codes(c).items():
+            out.setdefault(key, value)
+    return out
+
+
+def _codes(exc: BaseException) -> dict[str, Any]:
+    """The numbers and names ``exc`` carries that say what failed; never
+    its message, nor ``strerror`` or ``filename`` (a path may be a user's
+    file's name)."""
+    out: dict[str, Any] = {}
+    if isinstance(exc, OSError) and _is_int(exc.errno):
+        out["errno"] = exc.errno
+        if name := errno.errorcode.get(exc.errno):
+            out["errno_name"] = name
+    # Set by Python (3.11+) on the errors SQLite itself raised, not on one made by hand.
+    if isinstance(name := getattr(exc, "sqlite_errorname", None), str):
+        out["sqlite_error"] = name
+    status = getattr(exc, "status", None)  # aiohttp's, ours (LLMUnavailable...)
+    if not _is_int(status):
+        try:
+            status = getattr(getattr(exc, "response", None), "status_code", None)  # httpx.HTTPStatusError
+        except Exception:  # a library's property that raises: a log line must not
+            status = None
+    if _is_int(status):
+        out["status"] = status
+    return out
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _type_name(exc: BaseException) -> str:
+    kind = type(exc)
+    return kind.__qualname__ if kind.__module__ == "builtins" else f"{kind.__module__}.{kind.__qualname__}"
+
+
+def _short(filename: str) -> str:
+    """A frame's file from the project's root, or a library's from its
+    package ("aiohttp/web_protocol.py"), not the machine's paths."""
+    path = Path(filename)
+    try:
+        return path.resolve().relative_to(_ROOT).as_posix()
+    except (ValueError, OSError):
+        parts = path.parts
+        for marker in ("site-packages", "dist-packages"):
+            if marker in parts:
+                return "/".join(parts[parts.index(marker) + 1:])
+        return path.name
