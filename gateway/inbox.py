@@ -66,6 +66,7 @@ from memory.clock import Clock, format_ts, parse_ts
 from memory.db import Database
 
 from .bus import AGAIN, EDIT, MESSAGE, RECALL, ROUTING_KEYS, Document, Forwarded, InboundMessage, NotKept, Quoted
+from .logging import error_fields
 
 __all__ = ["Inbox", "Revision", "Waiting", "dumps", "kept", "loads", "revision"]
 
@@ -254,8 +255,8 @@ class Inbox:
             (log.error if self._failing == 1 else log.info)(
                 "message not saved in the inbox: held at the platform, tried again until there is room; "
                 "later failures are counted until one is saved",
-                channel=msg.channel, chat_id=msg.chat_id, message_id=msg.message_id, error=repr(exc))
-            raise NotKept(repr(exc)) from exc
+                channel=msg.channel, chat_id=msg.chat_id, message_id=msg.message_id, **error_fields(exc))
+            raise NotKept(type(exc).__name__) from exc  # its text may quote the row
         if self._failing:
             log.warning("messages are saved in the inbox again", not_saved=self._failing)
             self._failing = 0
@@ -274,8 +275,8 @@ class Inbox:
             self.failed += 1
             log.error("edit or recall not saved in the inbox: held at the platform, tried again",
                       channel=msg.channel, chat_id=msg.chat_id, message_id=msg.message_id, kind=msg.kind,
-                      error=repr(exc))
-            raise NotKept(repr(exc)) from exc
+                      **error_fields(exc))
+            raise NotKept(type(exc).__name__) from exc  # its text may quote the row
 
     def done(self, msg: InboundMessage, *, written: bool = False) -> None:
         """``msg``'s turn ended (answered, refused, ignored, failed): its
@@ -310,7 +311,7 @@ class Inbox:
         self._dropping.discard(task)
         if not task.cancelled() and (exc := task.exception()) is not None:
             # Left in the inbox: the next start finds it answered (its Tier 0 row) or answers it.
-            log.warning("answered message still in the inbox", error=repr(exc))
+            log.warning("answered message still in the inbox", **error_fields(exc))
 
     async def flush(self) -> None:
         """Wait for the rows being dropped (before gateway.db closes)."""
@@ -342,7 +343,7 @@ class Inbox:
                 at = parse_ts(str(r["received_at"]))
             except (ValueError, TypeError, KeyError, AttributeError) as exc:
                 log.error("inbox row unreadable; dropped", id=int(r["id"]), channel=r["channel"], chat_id=r["chat_id"],
-                          message_id=r["message_id"], error=repr(exc))
+                          message_id=r["message_id"], **error_fields(exc))
                 gone.append(int(r["id"]))
                 continue
             out.append(Waiting(int(r["id"]), at, msg, pictures, unheard, files, pending, again, unnamed))
@@ -370,7 +371,7 @@ class Inbox:
                     raise ValueError(f"not an edit or a recall: {r['kind']!r}")
             except (ValueError, TypeError, KeyError, AttributeError) as exc:
                 log.error("kept edit or recall unreadable; dropped", id=int(r["id"]), channel=r["channel"],
-                          chat_id=r["chat_id"], message_id=r["message_id"], error=repr(exc))
+                          chat_id=r["chat_id"], message_id=r["message_id"], **error_fields(exc))
                 gone.append(int(r["id"]))
                 continue
             msg = replace(msg, kind=str(r["kind"]), metadata={**extra, **msg.metadata})

@@ -287,7 +287,7 @@ class TurnNotSaved(Exception):
     that one is answered (:meth:`ProcessLoop._held`). ``full``: the disk was, so "busy" would not be true."""
 
     def __init__(self, cause: BaseException) -> None:
-        super().__init__(repr(cause))
+        super().__init__(type(cause).__name__)  # not its text: it may quote the row
         self.full = _disk_full(cause)
 
 
@@ -589,7 +589,7 @@ class ProcessLoop:
                         self._not_saved += 1
                         (log.error if self._not_saved == 1 else log.info)(
                             "message not saved, so not answered; later ones are counted until one is",
-                            chat=key, full=exc.full, error=str(exc),
+                            chat=key, full=exc.full, **error_fields(exc),
                         )
                     else:
                         log.error("handling a message failed", chat=key, **error_fields(exc))  # not its text: it may quote the message
@@ -947,7 +947,7 @@ class ProcessLoop:
             (log.error if self._not_saved == 1 else log.info)(
                 "message not saved in the chat's history; answered all the same (the inbox holds it), "
                 "not learnt from; later ones are counted until one is saved",
-                chat=key, full=_disk_full(exc), error=repr(exc),
+                chat=key, full=_disk_full(exc), **error_fields(exc),
             )
         if user_row is not None and self._not_saved:
             log.warning("messages are saved again", not_saved=self._not_saved)
@@ -1032,7 +1032,7 @@ class ProcessLoop:
         try:
             await self.sessions.revise(row.id, content)
         except Exception as exc:
-            log.error("marking a photo the model could not see failed", chat=msg.session_key, error=repr(exc))
+            log.error("marking a photo the model could not see failed", chat=msg.session_key, **error_fields(exc))
         return replace(row, content=content)
 
     async def _chat_is_chinese(self, msg: InboundMessage) -> bool | None:
@@ -1045,7 +1045,7 @@ class ProcessLoop:
         try:
             history = await self.sessions.window(key)
         except Exception as exc:  # the answer goes by what it shows, it is not lost
-            log.warning("chat history not read for a command's language", chat=key, error=repr(exc))
+            log.warning("chat history not read for a command's language", chat=key, **error_fields(exc))
             return None
         # A job's own rows ("cron") are its text, not the chat speaking.
         said = [m for m in history if m.role == "user" and m.sender_id != "cron"
@@ -1131,7 +1131,7 @@ class ProcessLoop:
         try:
             return await self.timezones.get(user)
         except Exception as exc:  # gateway.db trouble costs the zone (the gateway's is used), not the reply
-            log.error("user time zone not read", user=user, error=repr(exc))
+            log.error("user time zone not read", user=user, **error_fields(exc))
             return None
 
     async def _recall(
@@ -1232,7 +1232,7 @@ class ProcessLoop:
         try:
             await self._reply(msg, text, owner, drafts=drafts)
         except Exception as exc:  # the bus itself is gone; nothing more to do
-            log.error("could not send the apology", chat=msg.session_key, error=repr(exc))
+            log.error("could not send the apology", chat=msg.session_key, **error_fields(exc))
 
     async def _read_again(self, item: _Item) -> InboundMessage:
         """``item``'s message made whole from its platform (``item.again``);
@@ -1245,7 +1245,7 @@ class ProcessLoop:
             item.msg = await read()
         except Exception as exc:  # not to be had (expired, deleted, too large now): asked for again
             log.warning("message taken before a stop not read again from the platform", chat=msg.session_key,
-                        message_id=msg.message_id, asked_again=bool(item.lost), error=repr(exc))
+                        message_id=msg.message_id, asked_again=bool(item.lost), **error_fields(exc))
             return msg
         item.lost = ""
         return item.msg
@@ -1287,7 +1287,7 @@ class ProcessLoop:
             await self._record_answered(msg, item, saved=saved)
         except Exception as exc:
             log.error("could not record that the message was answered; a restart may answer it again",
-                      chat=msg.session_key, error=repr(exc))
+                      chat=msg.session_key, **error_fields(exc))
             return False
         return True
 
@@ -1342,7 +1342,7 @@ class ProcessLoop:
             await self.sessions.mark_apologised(msg.session_key, msg.message_id)
         except Exception as exc:
             log.error("could not record the apology; a restart may answer the message again",
-                      chat=msg.session_key, error=repr(exc))
+                      chat=msg.session_key, **error_fields(exc))
 
     # -- buffering for extraction ---------------------------------------------
 
@@ -1385,7 +1385,7 @@ class ProcessLoop:
                 raise
             except Exception as exc:  # the reply was sent; only its Tier 0 copy is missing
                 self.stats.errors += 1
-                log.error("saving the reply to Tier 0 failed", chat=key, error=repr(exc))
+                log.error("saving the reply to Tier 0 failed", chat=key, **error_fields(exc))
         if not learn:
             try:
                 await self.sessions.mark_buffered([r.id for r in rows], prune_key=key, learn=False)
@@ -1393,7 +1393,7 @@ class ProcessLoop:
                 # Left unbuffered, but the chat stays clean: _settle must not
                 # hand these rows to memory (a restart would; the extraction
                 # prompt says not to learn from a request to forget).
-                log.error("marking rows handled failed", chat=key, error=repr(exc))
+                log.error("marking rows handled failed", chat=key, **error_fields(exc))
             return
         try:
             if group is None:
@@ -1404,7 +1404,7 @@ class ProcessLoop:
             self.stats.buffer_errors += 1
             self._unbuffered += 1  # one error while it lasts (a full disk fails every turn alike), then a count
             (log.error if self._unbuffered == 1 else log.info)(
-                "buffering for extraction failed; will retry", chat=key, rows=len(rows), error=repr(exc))
+                "buffering for extraction failed; will retry", chat=key, rows=len(rows), **error_fields(exc))
             return
         if self._unbuffered:
             log.warning("buffering for extraction works again", failed=self._unbuffered)
@@ -1414,7 +1414,7 @@ class ProcessLoop:
             await self.sessions.mark_buffered([r.id for r in rows], prune_key=key)
         except Exception as exc:  # memory has them; re-buffering later is idempotent
             self._clean.discard(key)
-            log.error("marking rows buffered failed", chat=key, error=repr(exc))
+            log.error("marking rows buffered failed", chat=key, **error_fields(exc))
 
     async def _in_group(self, rows: Sequence[StoredMessage]) -> bool:
         """Rows buffered late (after a stop): is their chat a group? Tier 0
@@ -1527,10 +1527,10 @@ class ProcessLoop:
                     (log.error if inboxed == 1 else log.debug)(
                         "message left by the stop not saved; the inbox keeps it, the next start answers it; "
                         "later ones counted", chat=item.msg.session_key, message_id=item.msg.message_id,
-                        error=repr(exc))
+                        **error_fields(exc))
                     continue
                 log.error("message left by the stop not saved; it will not be answered", chat=item.msg.session_key,
-                          message_id=item.msg.message_id, error=repr(exc))
+                          message_id=item.msg.message_id, **error_fields(exc))
         # Edits and recalls stay in the inbox's table: the next start applies them (gateway/leftrevisions.py).
         revisions = sum(1 for i in left if i.msg.kind in (EDIT, RECALL) and i.msg.message_id) if self.inbox else 0
         if left:
