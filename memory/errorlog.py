@@ -20,11 +20,12 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-__all__ = ["error_fields"]
+__all__ = ["codes", "error_brief", "error_fields"]
 
 _ROOT = Path(__file__).resolve().parent.parent  # the project's files are named from here
 _FRAMES_KEPT = 20
 _CAUSES_KEPT = 5
+_CODES_DEPTH = 8
 
 
 def error_fields(exc: BaseException) -> dict[str, Any]:
@@ -46,10 +47,35 @@ def error_fields(exc: BaseException) -> dict[str, Any]:
             chain.append(e)
     if len(chain) > 1:
         out["caused_by"] = [_type_name(c) for c in chain[1:]]
-    for c in chain:
-        for key, value in _codes(c).items():
-            out.setdefault(key, value)
+    out.update({k: v for k, v in codes(exc).items() if k not in out})
     return out
+
+
+def codes(exc: BaseException) -> dict[str, Any]:
+    """``errno``, ``errno_name``, ``sqlite_error`` and ``status``, each from
+    ``exc`` or else the nearest exception it came from that has it. A
+    context hidden by ``raise ... from None`` is searched too: httpx does
+    that to the kernel's ECONNREFUSED, and a code is never words."""
+    out: dict[str, Any] = {}
+    e: BaseException | None = exc
+    for _ in range(_CODES_DEPTH):
+        if e is None:
+            break
+        for key, value in _codes(e).items():
+            out.setdefault(key, value)
+        e = e.__cause__ or e.__context__
+    return out
+
+
+def error_brief(exc: BaseException) -> str:
+    """``exc`` in a few words for an exception's or a report's text, none
+    of them its own: "ConnectError (ECONNREFUSED)", "OperationalError
+    (SQLITE_FULL)", "HTTPStatusError (HTTP 503)"."""
+    found = codes(exc)
+    said = [found.get("errno_name") or (f"errno {found['errno']}" if "errno" in found else ""),
+            found.get("sqlite_error", ""), f"HTTP {found['status']}" if "status" in found else ""]
+    said = [x for x in said if x]
+    return f"{type(exc).__name__} ({', '.join(said)})" if said else type(exc).__name__
 
 
 def _codes(exc: BaseException) -> dict[str, Any]:

@@ -106,3 +106,20 @@ def test_a_cause_s_errno_is_found() -> None:
     except RuntimeError as exc:
         fields = error_fields(exc)
     assert fields["errno_name"] == "ENOSPC" and fields["caused_by"] == ["OSError"] and WORD not in repr(fields)
+
+
+def test_a_code_behind_raise_from_none_is_found_and_briefed() -> None:
+    """httpx hides the kernel's ECONNREFUSED behind ``from None``; the code is still what failed."""
+    from memory.errorlog import error_brief
+
+    try:
+        try:
+            raise ConnectionRefusedError(errno.ECONNREFUSED, f"Connect call failed ('{WORD}', 1)")
+        except OSError:
+            raise RuntimeError(f"All connection attempts failed: {WORD}") from None
+    except RuntimeError as exc:
+        fields, brief = error_fields(exc), error_brief(exc)
+    assert "caused_by" not in fields and fields["errno_name"] == "ECONNREFUSED"
+    assert brief == "RuntimeError (ECONNREFUSED)"
+    assert error_brief(ValueError(WORD)) == "ValueError"
+    assert error_brief(OSError(-2, WORD)) == "OSError (errno -2)"
