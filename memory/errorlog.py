@@ -83,9 +83,10 @@ def _codes(exc: BaseException) -> dict[str, Any]:
     its message, nor ``strerror`` or ``filename`` (a path may be a user's
     file's name)."""
     out: dict[str, Any] = {}
-    if isinstance(exc, OSError) and _is_int(exc.errno):
-        out["errno"] = exc.errno
-        if name := errno.errorcode.get(exc.errno):
+    number = exc.errno if isinstance(exc, OSError) else None
+    if isinstance(number, int) and not isinstance(number, bool):
+        out["errno"] = number
+        if name := errno.errorcode.get(number):
             out["errno_name"] = name
     # Set by Python (3.11+) on the errors SQLite itself raised, not on one made by hand.
     if isinstance(name := getattr(exc, "sqlite_errorname", None), str):
