@@ -564,7 +564,7 @@ class Delivery:
         try:
             return await self._owner_of(msg)
         except Exception as exc:  # the row is kept anyway, without an owner
-            log.error("owner of a kept reply unknown", chat_id=msg.chat_id, error=repr(exc))
+            log.error("owner of a kept reply unknown", chat_id=msg.chat_id, **error_fields(exc))
             return ""
 
     async def keep_queued(self, channels: Iterable[str]) -> int:
@@ -626,7 +626,7 @@ class Delivery:
                     raise failure
                 if isinstance(failure, BaseException):  # that chat waits for the next pass
                     failed = True
-                    log.error("outbox redelivery failed", error=repr(failure))
+                    log.error("outbox redelivery failed", **error_fields(failure))  # not its text: a reply's words
             self.waiting = await self.outbox.count()
             if failed:  # its row is still due: a pass at once would fail (and log) again at once
                 return None

@@ -41,6 +41,7 @@ import structlog
 
 from memory.backend import MemoryBackend
 from memory.clock import format_ts
+from memory.errorlog import Wordless
 from memory.identity import IdentityMap
 from memory.lru import LRU
 from memory.prefilter import should_retrieve
@@ -270,16 +271,17 @@ class LoopStats:
         }
 
 
-class JobFailed(Exception):
+class JobFailed(Wordless):
     """A scheduled job's model call failed and it had no fallback: nothing
-    was sent, and nothing of it is in Tier 0 (the scheduler tries again)."""
+    was sent, and nothing of it is in Tier 0 (the scheduler tries again).
+    Its text is the agent's error type (AgentReply.error), fit for a log."""
 
 
 class _TakenIn(Exception):
     """A turn's message was taken in by a later one before its reply went (ProcessLoop._handle_current)."""
 
 
-class TurnNotSaved(Exception):
+class TurnNotSaved(Wordless):
     """The user's message could not be written to Tier 0 (gateway.db's write
     lock held by another process past the wait, or its disk full): the
     answer was made but is not sent, as nothing would remember it; the user

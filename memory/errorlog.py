@@ -20,8 +20,16 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-__all__ = ["codes", "error_brief", "error_fields"]
+__all__ = ["Wordless", "codes", "error_brief", "error_fields"]
 
+class Wordless(Exception):
+    """An exception whose text is written to be logged: no user's words,
+    no secret (a type's name, a status, a provider's vetted summary). Its
+    text is given as ``said`` by :func:`error_fields` and after its name by
+    :func:`error_brief`; any other exception's text is never given."""
+
+
+_SAID_MAX = 300
 _ROOT = Path(__file__).resolve().parent.parent  # the project's files are named from here
 _FRAMES_KEPT = 20
 _CAUSES_KEPT = 5
@@ -35,7 +43,8 @@ def error_fields(exc: BaseException) -> dict[str, Any]:
     not ``stack``, which structlog's console renderer takes for a string),
     the types of the exceptions it came from (``caused_by``), and, from
     it or else from the nearest cause that has them, ``errno`` and
-    ``errno_name``, ``sqlite_error`` and ``status``."""
+    ``errno_name``, ``sqlite_error`` and ``status``; and the text of a
+    :class:`Wordless` exception (``said``)."""
     stack = [f"{_short(f.filename)}:{f.lineno} in {f.name}"
              for f in traceback.extract_tb(exc.__traceback__)[-_FRAMES_KEPT:]]
     out: dict[str, Any] = {"error": _type_name(exc), "at": stack[-1] if stack else "", "frames": stack}
@@ -45,6 +54,8 @@ def error_fields(exc: BaseException) -> dict[str, Any]:
         e = e.__cause__ or (None if e.__suppress_context__ else e.__context__)
         if e is not None:
             chain.append(e)
+    if isinstance(exc, Wordless) and (said := str(exc)):
+        out["said"] = said[:_SAID_MAX]
     if len(chain) > 1:
         out["caused_by"] = [_type_name(c) for c in chain[1:]]
     out.update({k: v for k, v in codes(exc).items() if k not in out})
@@ -75,7 +86,8 @@ def error_brief(exc: BaseException) -> str:
     said = [found.get("errno_name") or (f"errno {found['errno']}" if "errno" in found else ""),
             found.get("sqlite_error", ""), f"HTTP {found['status']}" if "status" in found else ""]
     said = [x for x in said if x]
-    return f"{type(exc).__name__} ({', '.join(said)})" if said else type(exc).__name__
+    name = f"{type(exc).__name__}: {str(exc)[:_SAID_MAX]}" if isinstance(exc, Wordless) and str(exc) else type(exc).__name__
+    return f"{name} ({', '.join(said)})" if said else name
 
 
 def _codes(exc: BaseException) -> dict[str, Any]:

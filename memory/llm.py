@@ -34,7 +34,7 @@ import httpx
 import structlog
 
 from .clock import Clock, SystemClock
-from .errorlog import error_brief, error_fields
+from .errorlog import Wordless, error_brief, error_fields
 from .failover import (
     Cooldowns,
     EndpointCooldowns,
@@ -77,8 +77,10 @@ MAX_SUMMARY_CHARS = 600
 MAX_SLUG_CHARS = 32
 
 
-class MemoryLLMError(Exception):
-    """A memory LLM call did not produce a usable answer."""
+class MemoryLLMError(Wordless):
+    """A memory LLM call did not produce a usable answer. Its text is
+    written for the log (a status, a vetted summary, a reply's shape):
+    never the prompt's words."""
 
 
 class LLMUnavailable(MemoryLLMError):

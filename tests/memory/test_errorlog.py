@@ -123,3 +123,16 @@ def test_a_code_behind_raise_from_none_is_found_and_briefed() -> None:
     assert brief == "RuntimeError (ECONNREFUSED)"
     assert error_brief(ValueError(WORD)) == "ValueError"
     assert error_brief(OSError(-2, WORD)) == "OSError (errno -2)"
+
+
+def test_only_a_wordless_exception_s_text_is_given() -> None:
+    from memory.errorlog import Wordless, error_brief
+
+    class JobFailed(Wordless):
+        pass
+
+    try:
+        raise JobFailed("RateLimitError")
+    except JobFailed as exc:
+        assert error_fields(exc)["said"] == "RateLimitError" and error_brief(exc) == "JobFailed: RateLimitError"
+    assert "said" not in error_fields(ValueError(WORD)) and error_brief(ValueError(WORD)) == "ValueError"
