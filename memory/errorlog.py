@@ -43,7 +43,7 @@ def error_fields(exc: BaseException) -> dict[str, Any]:
     not ``stack``, which structlog's console renderer takes for a string),
     the types of the exceptions it came from (``caused_by``), and, from
     it or else from the nearest cause that has them, ``errno`` and
-    ``errno_name``, ``sqlite_error`` and ``status``; and the text of a
+    ``errno_name``, ``sqlite_error``, ``status`` and ``code``; and the text of a
     :class:`Wordless` exception (``said``)."""
     stack = [f"{_short(f.filename)}:{f.lineno} in {f.name}"
              for f in traceback.extract_tb(exc.__traceback__)[-_FRAMES_KEPT:]]
@@ -63,7 +63,7 @@ def error_fields(exc: BaseException) -> dict[str, Any]:
 
 
 def codes(exc: BaseException) -> dict[str, Any]:
-    """``errno``, ``errno_name``, ``sqlite_error`` and ``status``, each from
+    """``errno``, ``errno_name``, ``sqlite_error``, ``status`` and ``code``, each from
     ``exc`` or else the nearest exception it came from that has it. A
     context hidden by ``raise ... from None`` is searched too: httpx does
     that to the kernel's ECONNREFUSED, and a code is never words."""
@@ -111,6 +111,8 @@ def _codes(exc: BaseException) -> dict[str, Any]:
             status = None
     if _is_int(status):
         out["status"] = status
+    if _is_int(code := getattr(exc, "code", None)):  # a platform's error code (Feishu's 230002)
+        out["code"] = code
     return out
 
 

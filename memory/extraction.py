@@ -557,7 +557,7 @@ class ExtractionService:
         log.error(
             "extraction failed and the failure could not be recorded; buffer kept, retried after the backoff",
             file=str(self.engine.db.path), owner=owner, rows=len(rows), attempts=attempts,
-            retry_at=format_ts(retry_at), error=error[:200], unrecorded=f"{type(unrecorded).__name__}: {unrecorded}",
+            retry_at=format_ts(retry_at), error=error[:200], unrecorded=error_brief(unrecorded),
         )
 
     async def _record_failure(self, owner: str, rows: Sequence[_Row], error: str) -> None:

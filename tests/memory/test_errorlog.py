@@ -136,3 +136,10 @@ def test_only_a_wordless_exception_s_text_is_given() -> None:
     except JobFailed as exc:
         assert error_fields(exc)["said"] == "RateLimitError" and error_brief(exc) == "JobFailed: RateLimitError"
     assert "said" not in error_fields(ValueError(WORD)) and error_brief(ValueError(WORD)) == "ValueError"
+
+
+def test_a_platform_s_integer_code_is_kept() -> None:
+    class ApiError(Exception):
+        code = 230002
+
+    assert error_fields(ApiError(WORD))["code"] == 230002 and WORD not in repr(error_fields(ApiError(WORD)))
