@@ -99,6 +99,7 @@ import structlog
 
 from channels.base import BaseChannel, DeliveryError, FileTooLarge
 from memory.clock import Clock
+from memory.errorlog import Wordless, error_brief
 from memory.lru import LRU
 
 from .bus import Attachment, MessageBus, OutboundMessage, words_in_chinese
@@ -715,8 +716,12 @@ class Delivery:
 
     def _describe(self, exc: BaseException, text: str) -> str:
         """The error as stored and logged: never the reply's words (an
-        exception from deep down might quote them), never a secret."""
-        said = str(exc) or type(exc).__name__
+        exception from deep down might quote them), never a secret. Only a
+        :class:`~memory.errorlog.Wordless` error's text (a DeliveryError's:
+        chat, part, the platform's refusal) is kept; any other's kind and
+        codes ("BrokenPipeError (EPIPE)"), which a part of the reply it
+        quoted cannot survive."""
+        said = (str(exc) or type(exc).__name__) if isinstance(exc, Wordless) else error_brief(exc)
         if len(text.strip()) >= 8:
             said = said.replace(text, "[reply text]")
         return self._scrub(said)[:500]
