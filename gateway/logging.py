@@ -16,7 +16,8 @@ a user sent. Where an unexpected exception is logged at the edge of a
 request, :func:`error_fields` (memory/errorlog.py) gives its type, the
 frames it came through and its codes (errno name, SQLite's error name,
 HTTP status) instead, at every level (the log holds no user's words at
-DEBUG either).
+DEBUG either); a traceback logged with ``exc_info`` (a library's
+``logger.exception``) is turned into the same fields.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from typing import Any, TextIO
 
 import structlog
 
-from memory.errorlog import error_fields
+from memory.errorlog import error_brief, error_fields
 from memory.redact import KEY_SHAPES, redact_credentials, scrub_provider_text
 
 __all__ = ["Redactor", "configure_logging", "error_fields", "get_logger", "provider_text"]
@@ -81,8 +82,8 @@ class Redactor:
             return {k: self._clean(str(k), v) for k, v in value.items()}
         if isinstance(value, list | tuple):
             return type(value)(self._clean("", v) for v in value)
-        if isinstance(value, BaseException):
-            return self.scrub(repr(value))
+        if isinstance(value, BaseException):  # logged as a value (error=exc): its kind and codes, never its text
+            return error_brief(value)
         return value
 
     def __call__(self, logger: Any, method: str, event: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
@@ -94,6 +95,20 @@ class Redactor:
 
 
 _redactor = Redactor()
+def _exc_info_as_fields(logger: Any, method: str, event: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
+    """``exc_info`` (``logger.exception`` in a library, ``exc_info=True``)
+    as :func:`error_fields`: a rendered traceback ends with the exception's
+    text, which may quote a message; its type, frames and codes do not."""
+    info = event.pop("exc_info", None)
+    if info is True:
+        info = sys.exc_info()
+    exc = info if isinstance(info, BaseException) else info[1] if isinstance(info, tuple) and len(info) == 3 else None
+    if isinstance(exc, BaseException):
+        for key, value in error_fields(exc).items():
+            event.setdefault(key, value)
+    return event
+
+
 def provider_text(text: str, secrets: Iterable[str] = ()) -> str:
     """A provider's (or a transcription endpoint's) error text for a log
     line: :func:`memory.redact.scrub_provider_text` with ``secrets`` and
@@ -125,6 +140,7 @@ def configure_logging(
         structlog.stdlib.add_log_level,
         structlog.stdlib.add_logger_name,
         structlog.processors.TimeStamper(fmt="iso", utc=True),
+        _exc_info_as_fields,  # before format_exc_info, which would render its text
         structlog.processors.format_exc_info,
         _redactor,
     ]
