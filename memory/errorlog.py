@@ -16,6 +16,7 @@ It lives in ``memory`` because ``memory`` must not import ``gateway``;
 from __future__ import annotations
 
 import errno
+import re
 import traceback
 from pathlib import Path
 from typing import Any
@@ -30,6 +31,7 @@ class Wordless(Exception):
 
 
 _SAID_MAX = 300
+_SQLITE_NAME = re.compile(r"SQLITE_[A-Z_]+")
 _ROOT = Path(__file__).resolve().parent.parent  # the project's files are named from here
 _FRAMES_KEPT = 20
 _CAUSES_KEPT = 5
@@ -72,7 +74,11 @@ def codes(exc: BaseException) -> dict[str, Any]:
     for _ in range(_CODES_DEPTH):
         if e is None:
             break
-        for key, value in _codes(e).items():
+        try:
+            found = _codes(e)
+        except Exception:  # a library's attribute that raises: a log line must not
+            found = {}
+        for key, value in found.items():
             out.setdefault(key, value)
         e = e.__cause__ or e.__context__
     return out
@@ -101,14 +107,11 @@ def _codes(exc: BaseException) -> dict[str, Any]:
         if name := errno.errorcode.get(number):
             out["errno_name"] = name
     # Set by Python (3.11+) on the errors SQLite itself raised, not on one made by hand.
-    if isinstance(name := getattr(exc, "sqlite_errorname", None), str):
+    if isinstance(name := getattr(exc, "sqlite_errorname", None), str) and _SQLITE_NAME.fullmatch(name):
         out["sqlite_error"] = name
     status = getattr(exc, "status", None)  # aiohttp's, ours (LLMUnavailable...)
     if not _is_int(status):
-        try:
-            status = getattr(getattr(exc, "response", None), "status_code", None)  # httpx.HTTPStatusError
-        except Exception:  # a library's property that raises: a log line must not
-            status = None
+        status = getattr(getattr(exc, "response", None), "status_code", None)  # httpx.HTTPStatusError
     if _is_int(status):
         out["status"] = status
     if _is_int(code := getattr(exc, "code", None)):  # a platform's error code (Feishu's 230002)

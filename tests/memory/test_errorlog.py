@@ -143,3 +143,12 @@ def test_a_platform_s_integer_code_is_kept() -> None:
         code = 230002
 
     assert error_fields(ApiError(WORD))["code"] == 230002 and WORD not in repr(error_fields(ApiError(WORD)))
+
+
+def test_an_attribute_that_raises_costs_its_codes_not_the_log_line() -> None:
+    class Odd(Exception):
+        @property
+        def status(self) -> int:
+            raise RuntimeError("not set")
+
+    assert error_fields(Odd(WORD))["error"].endswith("Odd") and "status" not in error_fields(Odd(WORD))
