@@ -6,9 +6,9 @@ Memory (every tier, the extraction buffer, the change log: the backend's
 :meth:`~memory.backend.MemoryBackend.forget_all`), the conversation history
 of every chat (their messages and the replies to them, group chats too) and
 the jobs they scheduled, the replies to them still waiting in the
-outbox, their messages still waiting in the inbox to be answered and
-their edits not yet applied (a crash left them; gateway/inbox.py), the files they sent lately (kept a day for ``file_read``), the
-exports ``myclaw chat`` wrote for them, and their file store folder
+outbox, their messages and edits kept in the inbox (a crash leaves them
+for the next start to answer or apply: gateway/inbox.py), the files they
+sent lately (kept a day for ``file_read``), the exports ``myclaw chat`` wrote for them, and their file store folder
 (``MEMORY.md`` and daily logs written while memory was off; imported
 since, but the files stay until erased). ``myclaw memory forget --user``
 does the same with the gateway stopped; this one runs beside it, so each part goes through the
@@ -159,15 +159,14 @@ class UserData:
             messages += await self.sessions.forget_owner(user)
         waiting = edits = 0
         if self.inbox is not None:
-            # Their messages a crash or a stop left waiting (the next start
-            # would answer, and learn from, them) and their edits' new words.
-            # Their own /forget all's row goes too: its turn ends as any other.
+            # Their messages and edits kept for a crash: the next start would
+            # answer (and learn from) them, or apply an edit's new words. Their
+            # own /forget all's row goes too; its turn ends as any other.
             waiting, edits = await self.inbox.forget_owner(user, self.owner_of)
-        if self.sessions is not None:
-            if messages or files or waiting or edits:
-                # The deleted rows' old pages stay in the WAL until a
-                # checkpoint overwrites them (as App._forget_history).
-                await self.sessions.db.checkpoint()
+        if self.sessions is not None and (messages or files or waiting or edits):
+            # The deleted rows' old pages stay in the WAL until a
+            # checkpoint overwrites them (as App._forget_history).
+            await self.sessions.db.checkpoint()
         jobs = 0
         if self.cron is not None:
             erased: list[str] = []

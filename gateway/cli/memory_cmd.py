@@ -504,9 +504,10 @@ def forget(user: str | None, yes: bool) -> None:
     """Erase everything stored about --user, for good: memories of every
     status, daily events, messages waiting for extraction, change-log
     entries, conversation history (Tier 0), replies to them still waiting
-    in the outbox, their messages and edits a crash left waiting, files they sent lately, scheduled jobs, their time zone
-    and incognito settings and the file store's folder (bytes zeroed). Run it with
-    the gateway stopped."""
+    in the outbox, their messages and edits a crash left waiting, files
+    they sent lately, scheduled jobs, their time zone and incognito
+    settings and the file store's folder (bytes zeroed). Run it with the
+    gateway stopped."""
     cfg = load_cli_config()
     owner = resolve_user(user, cfg)
     if not owner:
