@@ -47,6 +47,11 @@ behind a turn, still in a Feishu chat's lane) is applied at the next start
 (:meth:`Inbox.revisions`; gateway/app.py), or the recalled words would
 stay in the history and memory. A write that fails raises
 :class:`~gateway.bus.NotKept` as for a message.
+
+Neither table names an owner; an erasure (``/forget all``, ``myclaw
+memory forget --user``) finds a user's rows by their sender
+(:meth:`Inbox.forget_owner`), or the next start would answer and learn
+from an erased user's words.
 """
 
 from __future__ import annotations
@@ -54,7 +59,7 @@ from __future__ import annotations
 import asyncio
 import json
 import sqlite3
-from collections.abc import Awaitable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
@@ -412,3 +417,32 @@ class Inbox:
     async def count(self) -> int:
         row = await self.db.fetchone("SELECT COUNT(*) FROM inbox")
         return int(row[0]) if row else 0
+
+    async def forget_owner(self, owner: str, owner_of: Callable[[str, str], str]) -> tuple[int, int]:
+        """Erase ``owner``'s messages waiting here and their edits not yet
+        applied (``/forget all``, ``myclaw memory forget --user``); returns
+        (messages, edits) dropped. A row names no owner: its sender does
+        (``owner_of(channel, sender_id)``, the identity map's resolve, as the
+        loop names a turn's owner), so a group's row is its sender's, and rows
+        older versions wrote are found alike. Recalls stay: they hold no
+        words (a Feishu recall names no sender), and applying one at the next
+        start still withdraws the bot's reply in the chat. A row that cannot
+        be read stays for the next start, which drops it (logged there)."""
+
+        def theirs(channel: object, payload: object) -> bool:
+            try:
+                d = json.loads(str(payload))
+                return isinstance(d, dict) and owner_of(str(channel), str(d["s"])) == owner
+            except (ValueError, TypeError, KeyError):
+                return False
+
+        await self._adds.drain()  # a row still being written would land after the delete
+        rows = await self.db.fetchall("SELECT id, channel, payload FROM inbox")
+        messages = [int(r["id"]) for r in rows if theirs(r["channel"], r["payload"])]
+        await self.drop(messages)
+        rows = await self.db.fetchall("SELECT id, channel, payload FROM revisions WHERE kind = ?", (EDIT,))
+        edits = [int(r["id"]) for r in rows if theirs(r["channel"], r["payload"])]
+        for i in range(0, len(edits), 500):
+            part = edits[i : i + 500]
+            await self.db.write(f"DELETE FROM revisions WHERE id IN ({','.join('?' * len(part))})", part)
+        return len(messages), len(edits)
