@@ -969,7 +969,9 @@ class ProcessLoop:
         # reply row's, so it commits first without a round trip of its own
         # on the reply path (docs/BENCHMARKS.md, "A reply on its way").
         out = self._outgoing(msg, reply.text, user, drafts=drafts)
-        holding = asyncio.create_task(self._on_its_way(replace(out, job_slot=item.job_slot) if item.job_slot else out))
+        if item.job_slot:  # the slot's mark: what went, for cron.db (a kill may fall before it records the run)
+            out = replace(out, job_slot=item.job_slot, job_fallback=item.fell_back)
+        holding = asyncio.create_task(self._on_its_way(out))
         if reply.ok:  # an apology is not part of the conversation
             # Written before the reply is sent: a stop in between must not
             # leave a reply out with no row saying so, or the next start
