@@ -27,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import difflib
 import errno
+import functools
 import logging
 import re
 import sqlite3
@@ -695,8 +696,9 @@ class ProcessLoop:
             # answer): a kill between leaves the note in the outbox, not silence.
             owner = self.identities.resolve(msg.channel, msg.sender_id)
             out = await self._on_its_way(self._outgoing(msg, item.lost, owner))
-            if item.user is None:  # (a picture alone: not what `kept` keeps now)
-                await self._inbox_answered(msg)
+            # (a picture alone: not what `kept` keeps now)
+            if item.user is None and not await self._inbox_answered(msg):
+                return item.lost  # the next start sends it (see _inbox_answered)
             await self._publish(out)
             return item.lost
         if self.titles is not None and msg.is_group and item.user is None:
@@ -969,7 +971,9 @@ class ProcessLoop:
         # reply row's, so it commits first without a round trip of its own
         # on the reply path (docs/BENCHMARKS.md, "A reply on its way").
         out = self._outgoing(msg, reply.text, user, drafts=drafts)
-        holding = asyncio.create_task(self._on_its_way(replace(out, job_slot=item.job_slot) if item.job_slot else out))
+        if item.job_slot:  # the slot's mark: what went, for cron.db (a kill may fall before it records the run)
+            out = replace(out, job_slot=item.job_slot, job_fallback=item.fell_back)
+        holding = asyncio.create_task(self._on_its_way(out))
         if reply.ok:  # an apology is not part of the conversation
             # Written before the reply is sent: a stop in between must not
             # leave a reply out with no row saying so, or the next start
@@ -990,7 +994,7 @@ class ProcessLoop:
                 await self._mark_answered(msg, item, saved=False)
         out = await holding
         if not marked:
-            await self._until_marked(msg, item, saved=user_row is not None)
+            await self._until_marked(msg, functools.partial(self._record_answered, msg, item, saved=user_row is not None))
         await self._publish(out)
         if reply.forgot and reply.ok:
             written = reply_write.result() if reply_write is not None and reply_write.exception() is None else None
@@ -1182,11 +1186,11 @@ class ProcessLoop:
         if answer:
             if ahead:
                 out = await self._on_its_way(out)
-            if held_in_inbox(msg):
+            if held_in_inbox(msg) and not await self._inbox_answered(msg):
                 # Its inbox row goes before the send, not after the turn: a
                 # kill after the send must not leave the next start a command
                 # to tell the user was never answered (resume_inbox).
-                await self._inbox_answered(msg)
+                return  # the stop's: the next start sends it (see _inbox_answered)
         await self._publish(out)
 
     @staticmethod
@@ -1266,16 +1270,30 @@ class ProcessLoop:
         if rows:
             await self.sessions.db.checkpoint()  # the old words' pages leave the WAL (secure_delete)
 
-    async def _inbox_answered(self, msg: InboundMessage) -> None:
-        """``msg``'s inbox row goes before its one answer is sent; a failed
-        delete is logged (a restart may answer it again)."""
+    async def _inbox_answered(self, msg: InboundMessage) -> bool:
+        """``msg``'s inbox row goes before its one answer is sent (a note
+        asking for it again, a command's answer: no Tier 0 row says they
+        went); True: send it. A delete storage refuses (a full disk) holds
+        the answer until it goes (:meth:`_until_marked`): sent first, every
+        later start would say it again. Not in the stop (False, not sent:
+        :meth:`_park` must not wait on the disk): the next start sends it
+        once, from the outbox (its row on its way) or, that row not written
+        either, from the inbox. Any other failure is logged and it goes (a
+        restart may say it again: the lesser harm)."""
         if self.inbox is None:
-            return
+            return True
         try:
             await self.inbox.answered(msg)
+        except (sqlite3.Error, OSError) as exc:
+            if self._closed:
+                log.error("could not record that the message was answered; its answer is left to the next start",
+                          chat=msg.session_key, **error_fields(exc))
+                return False
+            await self._until_marked(msg, functools.partial(self.inbox.answered, msg))
         except Exception as exc:
             log.error("could not record that the message was answered; a restart may answer it again",
                       chat=msg.session_key, **error_fields(exc))
+        return True
 
     async def _mark_answered(self, msg: InboundMessage, item: _Item, *, saved: bool = True) -> bool:
         """The reply goes out but its row could not be written: its message
@@ -1297,12 +1315,13 @@ class ProcessLoop:
         elif self.inbox is not None and self._held(item):
             await self.inbox.answered(item.msg)
 
-    async def _until_marked(self, msg: InboundMessage, item: _Item, *, saved: bool) -> None:
+    async def _until_marked(self, msg: InboundMessage, mark: Callable[[], Awaitable[None]]) -> None:
         """The reply is made but nothing durable says its message was
-        answered (its row and :meth:`_mark_answered` both failed: a full
-        disk). Sent now, a restart would answer the message again (its
-        inbox row, or its user row with no answer): it is held instead,
-        the mark tried again after a pause doubling up to
+        answered (its row and :meth:`_mark_answered` both failed, or its
+        inbox row's delete, :meth:`_inbox_answered`: a full disk). Sent
+        now, a restart would answer the message again (its inbox row, or
+        its user row with no answer): it is held instead, the mark
+        (``mark``) tried again after a pause doubling up to
         :data:`MARK_RETRY_MAX`, and sent once the mark is written. A late
         answer beats two. A stop meanwhile leaves the message to the next
         start, which answers it once (from the outbox when the reply's row
@@ -1318,7 +1337,7 @@ class ProcessLoop:
         while True:
             await asyncio.sleep(delay)
             try:
-                await self._record_answered(msg, item, saved=saved)
+                await mark()
                 break
             except (sqlite3.Error, OSError):  # still full (or locked): the pause grows
                 delay = min(MARK_RETRY_MAX, delay * 2)
