@@ -421,7 +421,7 @@ async def _m020_job_replies(conn: aiosqlite.Connection) -> None:
     )
 
 
-async def _m023_job_reply_fallback(conn: aiosqlite.Connection) -> None:
+async def _m021_job_reply_fallback(conn: aiosqlite.Connection) -> None:
     # What a job's written reply was: 1 for its fallback (the model could
     # not be reached, the job's own words went: gateway/cron.py
     # ``fallback_text``), so a slot a kill left unrecorded is recorded as
@@ -450,7 +450,7 @@ MIGRATIONS: list[Migration] = [
     _m018_revisions,
     _m019_refused_permissions,
     _m020_job_replies,
-    _m023_job_reply_fallback,
+    _m021_job_reply_fallback,
 ]
 
 

@@ -326,7 +326,7 @@ GATEWAY_ERAS: dict[str, Era] = {
                     "sending": f"run{v:032x}"}),
         ("job_replies", {"job": f"job{v}", "slot": at(v, 9), "written_at": at(v, 9)}),
     ],
-    "_m023_job_reply_fallback": lambda v: [  # a job's fallback (⏰) a kill left before cron.db recorded its run
+    "_m021_job_reply_fallback": lambda v: [  # a job's fallback (⏰) a kill left before cron.db recorded its run
         *_chat(v, context=True, sender_name=True),
         ("outbox", {**_outbox(v, {"send_key": f"key{v}", "job_slot": f"{at(v, 9)} job{v}", "job_fallback": True})[-1][1],
                     "sending": f"run{v:032x}"}),
