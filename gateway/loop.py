@@ -49,7 +49,7 @@ from memory.types import Hit
 
 from .agent import Agent, AgentReply, apology
 from .bus import (
-    EDIT, FILE_NOT_READ, LEFT, MESSAGE, MOVED, PHOTO_NOT_READ, RECALL, Attachment, InboundMessage, MessageBus,
+    FILE_NOT_READ, LEFT, MESSAGE, MOVED, PHOTO_NOT_READ, Attachment, InboundMessage, MessageBus,
     OutboundMessage, app_in_chinese, audio_not_read, not_heard, notes_in_chinese, words_in_chinese,
 )
 from .chattitles import ChatTitles
@@ -62,7 +62,7 @@ from .recent_files import KeptFile, RecentFiles
 from .resume import Reread, TurnContext
 from .revisions import Revisions
 from .sessions import APOLOGISED, SessionStore, StoredMessage
-from .inbox import Inbox
+from .inbox import Inbox, revision
 from .inbox import kept as held_in_inbox
 from .incognito import Incognito
 from .timezones import UserTimezones
@@ -555,7 +555,7 @@ class ProcessLoop:
                     # just done, and the rest of the queue goes on after it (_moved).
                     break
                 item = q.popleft()
-                cut = False
+                cut = failed = False
                 try:
                     if item.resumed is not None or item.gated:
                         await self.resume_gate.wait()
@@ -582,6 +582,7 @@ class ProcessLoop:
                         item.future.set_exception(exc)
                 except Exception as exc:  # one bad message must not stop the chat
                     self.stats.errors += 1
+                    failed = True
                     if isinstance(exc, TurnNotSaved):
                         # Its cause is known (gateway.db full or locked) and
                         # every message fails alike until it passes: one
@@ -605,7 +606,7 @@ class ProcessLoop:
                         )
                 finally:
                     if not cut:
-                        self._done(item)
+                        self._done(item, failed=failed)
                     if item.counted:
                         self._pending.release()
                     if item.msg.kind == MOVED:  # however it ended, the new id's messages go on (once)
@@ -651,10 +652,21 @@ class ProcessLoop:
 
     # -- one message ------------------------------------------------------------
 
-    def _done(self, item: _Item) -> None:
-        """``item``'s turn is over, however it ended: the inbox lets it go."""
+    def _done(self, item: _Item, *, failed: bool = False) -> None:
+        """``item``'s turn is over, however it ended: the inbox lets it go;
+        but an edit, recall or leaving that ``failed`` to apply stays there
+        for the next start (gateway/leftrevisions.py), counted."""
         if self.inbox is not None and item.user is None:
-            self.inbox.done(item.msg)
+            self.inbox.done(item.msg, failed=failed)
+
+    async def member_gone(self, msg: InboundMessage) -> dict[str, int]:
+        """A member left a group (LEFT): what spoke for them there goes
+        (``member_left``: their cron jobs); how many of each. Again for
+        the same member removes nothing more (the next start's, a redelivery)."""
+        gone = self.identities.resolve(msg.channel, msg.sender_id)
+        removed = {name: await remove(msg.channel, msg.chat_id, gone) for name, remove in self.member_left.items()}
+        log.info("member left a group; what spoke for them there removed", chat=msg.session_key, user=gone, **removed)
+        return removed
 
     async def _handle(self, item: _Item) -> str:
         msg = item.msg
@@ -676,10 +688,7 @@ class ProcessLoop:
                      new_chat_id=msg.chat_id, **moved)
             return ""
         if msg.kind == LEFT:  # a member left the group: their jobs there no longer post as them, no reply
-            gone = self.identities.resolve(msg.channel, msg.sender_id)
-            removed = {name: await remove(msg.channel, msg.chat_id, gone) for name, remove in self.member_left.items()}
-            log.info("member left a group; what spoke for them there removed", chat=msg.session_key, user=gone,
-                     **removed)
+            await self.member_gone(msg)
             return ""
         if msg.kind != MESSAGE:  # an edit or recall of an earlier message: stored words change, no reply
             await self.revisions.apply(msg)
@@ -1531,8 +1540,8 @@ class ProcessLoop:
                     continue
                 log.error("message left by the stop not saved; it will not be answered", chat=item.msg.session_key,
                           message_id=item.msg.message_id, error=repr(exc))
-        # Edits and recalls stay in the inbox's table: the next start applies them (gateway/leftrevisions.py).
-        revisions = sum(1 for i in left if i.msg.kind in (EDIT, RECALL) and i.msg.message_id) if self.inbox else 0
+        # Edits, recalls and leavings stay in the inbox's table: the next start applies them (gateway/leftrevisions.py).
+        revisions = sum(1 for i in left if revision(i.msg) and i.user is None) if self.inbox else 0
         if left:
             log.warning("messages left unanswered by the stop saved; the next start answers them",
                         saved=parked, in_inbox=inboxed, dropped=len(left) - parked - inboxed - revisions,
