@@ -75,7 +75,7 @@ from memory.clock import Clock, format_ts, parse_ts
 from memory.db import Database
 
 from .bus import AGAIN, EDIT, LEFT, MESSAGE, RECALL, ROUTING_KEYS, Document, Forwarded, InboundMessage, NotKept, Quoted
-from .revisions import splice_comment
+from .revisions import edited_words
 
 __all__ = ["REVISION_ATTEMPTS", "Inbox", "Revision", "Waiting", "dumps", "kept", "loads", "revision"]
 
@@ -454,12 +454,7 @@ class Inbox:
         d = json.loads(str(row["payload"]))
         if not isinstance(d, dict) or str(d.get("s")) != edit.sender_id:
             return False
-        words: str | None = edit.text.strip()
-        lengths, at = edit.metadata.get("comments"), edit.metadata.get("comment")
-        if isinstance(lengths, list) and isinstance(at, int):
-            words = splice_comment(str(d.get("t") or ""), lengths, at, edit.text.strip())
-        elif "comments" in edit.metadata:
-            words = None
+        words = edited_words(str(d.get("t") or ""), edit)
         if words is None:
             log.info("edit of a comment sent with forwards not applied to the waiting message: its words differ",
                      channel=edit.channel, chat_id=edit.chat_id, message_id=edit.message_id)

@@ -49,7 +49,7 @@ from memory.types import Hit
 
 from .agent import Agent, AgentReply, apology
 from .bus import (
-    FILE_NOT_READ, LEFT, MESSAGE, MOVED, PHOTO_NOT_READ, Attachment, InboundMessage, MessageBus,
+    EDIT, FILE_NOT_READ, LEFT, MESSAGE, MOVED, PHOTO_NOT_READ, Attachment, InboundMessage, MessageBus,
     OutboundMessage, app_in_chinese, audio_not_read, not_heard, notes_in_chinese, words_in_chinese,
 )
 from .chattitles import ChatTitles
@@ -60,7 +60,7 @@ from .prompt import QUOTE_CHARS, PromptBuilder, Speaker, speaker_labels
 from .ratelimit import RateLimiter, limited_note
 from .recent_files import KeptFile, RecentFiles
 from .resume import Reread, TurnContext
-from .revisions import Revisions
+from .revisions import Revisions, edited_words
 from .sessions import APOLOGISED, SessionStore, StoredMessage
 from .inbox import Inbox, revision
 from .inbox import kept as held_in_inbox
@@ -347,6 +347,9 @@ class _Item:
     # turn the next start answers; before, the stop writes it (_park).
     saved: bool = False
     kept: list[KeptFile] | None = None  # its files as recent files kept them, once they are
+    # An edit applied to the message it changes while that still waited in
+    # the queue (ProcessLoop._edit_queued): answered and stored as edited, nothing is left to change.
+    applied: bool = False
 
 
 class ProcessLoop:
@@ -485,6 +488,8 @@ class ProcessLoop:
         gone = item.msg.metadata.get("supersedes") if item.user is None else None
         if isinstance(gone, str) and gone:
             self._supersede(key, item.msg, gone)
+        if item.msg.kind == EDIT and item.user is None:
+            self._edit_queued(key, item)
         q = self._queues.get(key)
         if q is None:
             q = self._queues[key] = deque()
@@ -522,6 +527,26 @@ class ProcessLoop:
             self.stats.superseded += 1
             log.info("turn under way taken in by a later message; its answer dropped", chat=key,
                      message_id=message_id, by=msg.message_id)
+
+    def _edit_queued(self, key: str, edit: _Item) -> None:
+        """``edit`` changes the sender's message still queued here (its turn
+        not begun): that message is answered, stored and learnt with the
+        edited words (a comment sent with forwards: that comment's, the
+        forwards kept). The edit keeps its place (and its inbox row: a crash
+        before that turn has the next start edit the message's inbox row,
+        gateway/leftrevisions.py), with nothing left to change. No await:
+        a turn seen queued here has not begun."""
+        msg = edit.msg
+        for old in self._queues.get(key, ()):
+            if (old.user is None and old.resumed is None and old.msg.kind == MESSAGE
+                    and old.msg.message_id == msg.message_id and old.msg.sender_id == msg.sender_id):
+                words = edited_words(old.msg.text, msg)
+                if words is None:
+                    return  # applied to its stored row after its turn, as the words there allow (gateway/revisions.py)
+                old.msg = replace(old.msg, text=words)
+                edit.applied = True
+                log.info("edit of a queued message applied before its turn", chat=key, message_id=msg.message_id)
+                return
 
     async def _handle_current(self, key: str, item: _Item) -> str:
         """:meth:`_handle`, cancellable on its own by :meth:`_supersede`;
@@ -691,7 +716,8 @@ class ProcessLoop:
             await self.member_gone(msg)
             return ""
         if msg.kind != MESSAGE:  # an edit or recall of an earlier message: stored words change, no reply
-            await self.revisions.apply(msg)
+            if not item.applied:
+                await self.revisions.apply(msg)
             self.stats.revised += 1
             return ""
         if item.again is not None:

@@ -59,7 +59,7 @@ from .outbox import Outbox
 from .transcription import recaptioned, recording_mark
 from .sessions import SessionStore
 
-__all__ = ["Revisions", "splice_comment"]
+__all__ = ["Revisions", "edited_words", "splice_comment"]
 
 log = structlog.get_logger(component="gateway")
 
@@ -163,6 +163,21 @@ class Revisions:
         log.info("message recalled: erased from history and memory", chat=key, message_id=msg.message_id,
                  history_rows=rows)
         return "recalled"
+
+
+def edited_words(words: str, edit: InboundMessage) -> str | None:
+    """The own words (``InboundMessage.text``) of a message whose turn has
+    not begun (queued, or kept in the inbox), as ``edit`` has them: its
+    new words, or for a comment sent with forwards (metadata ``comments``,
+    ``comment``) that comment's among the others; None when the edit does
+    not fit them (no words, or the comments are not those lengths)."""
+    new = edit.text.strip()
+    if edit.kind != EDIT or not new:
+        return None
+    lengths, at = edit.metadata.get("comments"), edit.metadata.get("comment")
+    if isinstance(lengths, list) and isinstance(at, int):
+        return splice_comment(words, lengths, at, new)
+    return None if "comments" in edit.metadata else new
 
 
 def _splice(content: str, lengths: list[object], at: int, words: str) -> str | None:

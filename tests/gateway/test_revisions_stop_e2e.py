@@ -199,3 +199,44 @@ async def test_an_edit_of_a_comment_sent_with_forwards_waiting_in_the_inbox_at_a
         [(row,)] = db.execute("SELECT content FROM session_messages WHERE role = 'user' AND content LIKE '%Friday%'")
     assert row.endswith("\n\nwhat does she want from me?")
     assert _revisions(tmp_path) == []
+
+
+async def test_an_edit_of_a_message_still_queued_is_what_gets_answered_and_learnt(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    """No stop: a plain message and a comment sent with forwards wait behind
+    a turn when their words are edited; each is answered, stored and handed
+    to memory with the edited words, the forwards kept."""
+    async with FakeOpenAI(api_key=KEY, responder=_echo) as llm, FakeTelegram() as tg:
+        app = _app(tmp_path, clock, llm, {"telegram": _telegram(tg)})
+        try:
+            await _started(app)
+            release = llm.queue_hold("first things done")
+            tg.push_text(9, 9, "first things first")
+            await until(lambda: len(llm.requests) == 1, timeout=15)
+            plain = tg.push_text(9, 9, "my pin is 8812")
+            await until(lambda: app.loop is not None and app.loop.stats.received == 2, timeout=15)
+            comment = tg.push_text(9, 9, "what does she wnat?")
+            tg.push_text(9, 9, "launch moves to Friday", forward_origin=origin_user(5, "Dana", "Kim", date=FEB_27))
+            await until(lambda: app.loop is not None and app.loop.stats.received == 3, timeout=15)
+            tg.push_edit(9, plain["message_id"], "my pin is in the safe")
+            tg.push_edit(9, comment["message_id"], "what does she want from me?")
+            await until(lambda: app.loop is not None and app.loop.stats.received == 5, timeout=15)
+            release.set()
+            await tg.wait_sent(3, timeout=15)
+            await _quiet(app)
+            assert app.loop is not None and app.loop.stats.errors == 0
+        finally:
+            await asyncio.wait_for(app.close(), 30)
+    later = json.dumps(llm.requests[1:], ensure_ascii=False)
+    assert "in the safe" in later and "want from me" in later and "launch moves to Friday" in later
+    assert "8812" not in later and "wnat" not in later
+    assert not any("8812" in m.text or "wnat" in m.text for m in tg.sent)
+    with sqlite3.connect(tmp_path / "data" / "gateway.db") as db:
+        rows = [str(c) for (c,) in db.execute("SELECT content FROM session_messages WHERE role = 'user' ORDER BY id")]
+    assert rows[1] == "my pin is in the safe" and rows[2].endswith("\n\nwhat does she want from me?")
+    assert "launch moves to Friday" in rows[2]
+    with sqlite3.connect(tmp_path / "data" / "memory.buffer.db") as db:
+        learnt = " ".join(str(c) for (c,) in db.execute("SELECT content FROM extraction_buffer WHERE role = 'user'"))
+    assert "in the safe" in learnt and "want from me" in learnt and "8812" not in learnt and "wnat" not in learnt
+    assert _revisions(tmp_path) == []
