@@ -538,7 +538,9 @@ class ProcessLoop:
         a turn seen queued here has not begun."""
         msg = edit.msg
         for old in self._queues.get(key, ()):
-            if (old.user is None and old.resumed is None and old.msg.kind == MESSAGE
+            # Not one to be read again from the platform in its turn: that
+            # would bring back the words as first kept (the edit then applies after it).
+            if (old.user is None and old.resumed is None and old.again is None and old.msg.kind == MESSAGE
                     and old.msg.message_id == msg.message_id and old.msg.sender_id == msg.sender_id):
                 words = edited_words(old.msg.text, msg)
                 if words is None:

@@ -194,3 +194,19 @@ async def test_an_edit_of_a_comment_sent_with_forwards_changes_the_waiting_messa
 
 def _nothing_failed(done: LeftRevisions) -> bool:
     return done.failed == 0 and done.dropped == 0
+
+
+async def test_a_later_edit_of_a_failed_one_starts_its_attempts_again(tmp_path: Path, clock: ManualClock) -> None:
+    """The count is the words': new words may apply where the old failed;
+    the same edit delivered again keeps its count."""
+    first = InboundMessage(channel="telegram", chat_id="9", sender_id="9", text="pin 1", message_id="41", kind=EDIT)
+    async with await SessionStore.open(tmp_path / "gateway.db", clock) as store:
+        inbox = Inbox(store.db, clock)
+        await inbox.keep(first)
+        inbox.done(first, failed=True)
+        await inbox.flush()
+        await inbox.keep(first)  # redelivered
+        assert [r.attempts for r in await inbox.revisions()] == [1]
+        await inbox.keep(InboundMessage(channel="telegram", chat_id="9", sender_id="9", text="pin 2", message_id="41",
+                                        kind=EDIT))
+        assert [(r.msg.text, r.attempts) for r in await inbox.revisions()] == [("pin 2", 0)]
