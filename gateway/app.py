@@ -718,10 +718,10 @@ class App:
         if not channels and not self.failed_channels:
             raise ConfigError(NO_CHANNEL)
         if self.inbox is not None:
-            # The edits and recalls a stop or a crash left unapplied: before
+            # The edits, recalls and leavings a stop or a crash left unapplied: before
             # the extraction worker reads a recalled line, and before the cut
             # turns and the inbox's messages are answered (gateway/leftrevisions.py).
-            self.revised = await apply_left_revisions(self.inbox, self.loop.revisions)
+            self.revised = await apply_left_revisions(self.inbox, self.loop.revisions, self.loop.member_gone)
         for svc in (self.extraction, self.vectorizer, self.file_sync):
             if svc is not None:
                 await svc.start()

@@ -50,7 +50,7 @@ from memory.types import Hit
 
 from .agent import Agent, AgentReply, apology
 from .bus import (
-    EDIT, FILE_NOT_READ, LEFT, MESSAGE, MOVED, PHOTO_NOT_READ, RECALL, Attachment, InboundMessage, MessageBus,
+    EDIT, FILE_NOT_READ, LEFT, MESSAGE, MOVED, PHOTO_NOT_READ, Attachment, InboundMessage, MessageBus,
     OutboundMessage, app_in_chinese, audio_not_read, not_heard, notes_in_chinese, words_in_chinese,
 )
 from .chattitles import ChatTitles
@@ -61,9 +61,9 @@ from .prompt import QUOTE_CHARS, PromptBuilder, Speaker, speaker_labels
 from .ratelimit import RateLimiter, limited_note
 from .recent_files import KeptFile, RecentFiles
 from .resume import Reread, TurnContext
-from .revisions import Revisions
+from .revisions import Revisions, edited_words
 from .sessions import APOLOGISED, SessionStore, StoredMessage
-from .inbox import Inbox
+from .inbox import Inbox, revision
 from .inbox import kept as held_in_inbox
 from .incognito import Incognito
 from .timezones import UserTimezones
@@ -348,6 +348,9 @@ class _Item:
     # turn the next start answers; before, the stop writes it (_park).
     saved: bool = False
     kept: list[KeptFile] | None = None  # its files as recent files kept them, once they are
+    # An edit applied to the message it changes while that still waited in
+    # the queue (ProcessLoop._edit_queued): answered and stored as edited, nothing is left to change.
+    applied: bool = False
 
 
 class ProcessLoop:
@@ -486,6 +489,8 @@ class ProcessLoop:
         gone = item.msg.metadata.get("supersedes") if item.user is None else None
         if isinstance(gone, str) and gone:
             self._supersede(key, item.msg, gone)
+        if item.msg.kind == EDIT and item.user is None:
+            self._edit_queued(key, item)
         q = self._queues.get(key)
         if q is None:
             q = self._queues[key] = deque()
@@ -524,6 +529,28 @@ class ProcessLoop:
             log.info("turn under way taken in by a later message; its answer dropped", chat=key,
                      message_id=message_id, by=msg.message_id)
 
+    def _edit_queued(self, key: str, edit: _Item) -> None:
+        """``edit`` changes the sender's message still queued here (its turn
+        not begun): that message is answered, stored and learnt with the
+        edited words (a comment sent with forwards: that comment's, the
+        forwards kept). The edit keeps its place (and its inbox row: a crash
+        before that turn has the next start edit the message's inbox row,
+        gateway/leftrevisions.py), with nothing left to change. No await:
+        a turn seen queued here has not begun."""
+        msg = edit.msg
+        for old in self._queues.get(key, ()):
+            # Not one to be read again from the platform in its turn: that
+            # would bring back the words as first kept (the edit then applies after it).
+            if (old.user is None and old.resumed is None and old.again is None and old.msg.kind == MESSAGE
+                    and old.msg.message_id == msg.message_id and old.msg.sender_id == msg.sender_id):
+                words = edited_words(old.msg.text, msg)
+                if words is None:
+                    return  # applied to its stored row after its turn, as the words there allow (gateway/revisions.py)
+                old.msg = replace(old.msg, text=words)
+                edit.applied = True
+                log.info("edit of a queued message applied before its turn", chat=key, message_id=msg.message_id)
+                return
+
     async def _handle_current(self, key: str, item: _Item) -> str:
         """:meth:`_handle`, cancellable on its own by :meth:`_supersede`;
         a superseded turn leaves no row in the chat's history."""
@@ -556,7 +583,7 @@ class ProcessLoop:
                     # just done, and the rest of the queue goes on after it (_moved).
                     break
                 item = q.popleft()
-                cut = False
+                cut = failed = False
                 try:
                     if item.resumed is not None or item.gated:
                         await self.resume_gate.wait()
@@ -583,6 +610,7 @@ class ProcessLoop:
                         item.future.set_exception(exc)
                 except Exception as exc:  # one bad message must not stop the chat
                     self.stats.errors += 1
+                    failed = True
                     if isinstance(exc, TurnNotSaved):
                         # Its cause is known (gateway.db full or locked) and
                         # every message fails alike until it passes: one
@@ -606,7 +634,7 @@ class ProcessLoop:
                         )
                 finally:
                     if not cut:
-                        self._done(item)
+                        self._done(item, failed=failed)
                     if item.counted:
                         self._pending.release()
                     if item.msg.kind == MOVED:  # however it ended, the new id's messages go on (once)
@@ -652,10 +680,21 @@ class ProcessLoop:
 
     # -- one message ------------------------------------------------------------
 
-    def _done(self, item: _Item) -> None:
-        """``item``'s turn is over, however it ended: the inbox lets it go."""
+    def _done(self, item: _Item, *, failed: bool = False) -> None:
+        """``item``'s turn is over, however it ended: the inbox lets it go;
+        but an edit, recall or leaving that ``failed`` to apply stays there
+        for the next start (gateway/leftrevisions.py), counted."""
         if self.inbox is not None and item.user is None:
-            self.inbox.done(item.msg)
+            self.inbox.done(item.msg, failed=failed)
+
+    async def member_gone(self, msg: InboundMessage) -> dict[str, int]:
+        """A member left a group (LEFT): what spoke for them there goes
+        (``member_left``: their cron jobs); how many of each. Again for
+        the same member removes nothing more (the next start's, a redelivery)."""
+        gone = self.identities.resolve(msg.channel, msg.sender_id)
+        removed = {name: await remove(msg.channel, msg.chat_id, gone) for name, remove in self.member_left.items()}
+        log.info("member left a group; what spoke for them there removed", chat=msg.session_key, user=gone, **removed)
+        return removed
 
     async def _handle(self, item: _Item) -> str:
         msg = item.msg
@@ -677,13 +716,11 @@ class ProcessLoop:
                      new_chat_id=msg.chat_id, **moved)
             return ""
         if msg.kind == LEFT:  # a member left the group: their jobs there no longer post as them, no reply
-            gone = self.identities.resolve(msg.channel, msg.sender_id)
-            removed = {name: await remove(msg.channel, msg.chat_id, gone) for name, remove in self.member_left.items()}
-            log.info("member left a group; what spoke for them there removed", chat=msg.session_key, user=gone,
-                     **removed)
+            await self.member_gone(msg)
             return ""
         if msg.kind != MESSAGE:  # an edit or recall of an earlier message: stored words change, no reply
-            await self.revisions.apply(msg)
+            if not item.applied:
+                await self.revisions.apply(msg)
             self.stats.revised += 1
             return ""
         if item.again is not None:
@@ -1550,8 +1587,8 @@ class ProcessLoop:
                     continue
                 log.error("message left by the stop not saved; it will not be answered", chat=item.msg.session_key,
                           message_id=item.msg.message_id, error=repr(exc))
-        # Edits and recalls stay in the inbox's table: the next start applies them (gateway/leftrevisions.py).
-        revisions = sum(1 for i in left if i.msg.kind in (EDIT, RECALL) and i.msg.message_id) if self.inbox else 0
+        # Edits, recalls and leavings stay in the inbox's table: the next start applies them (gateway/leftrevisions.py).
+        revisions = sum(1 for i in left if revision(i.msg) and i.user is None) if self.inbox else 0
         if left:
             log.warning("messages left unanswered by the stop saved; the next start answers them",
                         saved=parked, in_inbox=inboxed, dropped=len(left) - parked - inboxed - revisions,
