@@ -58,12 +58,14 @@ from .projectnames import ZH_REMOVE, project_command
 from .timezones import Choice, TimezoneError, UserTimezones, parse_timezone, zone_name
 from .userdata import Census, UserData
 
-__all__ = ["COMMANDS", "IN_GROUPS", "MENU", "MENU_ZH", "Answer", "UserCommands"]
+__all__ = ["BARE", "COMMANDS", "IN_GROUPS", "MENU", "MENU_ZH", "Answer", "UserCommands", "runs_itself"]
 
 COMMANDS = ("memory", "forget", "export", "导出", "timezone", "tz", "incognito", "无痕", "project", "share",
             "unshare")
 # Of those, the ones a group may send: about that group, naming ids only.
 IN_GROUPS = ("share", "unshare")
+# The loop's own, answered only as they are: "/help me with this" is words for the model.
+BARE = ("new", "help", "start", "帮助")
 # What a platform's command menu offers (Telegram's "/" list): command,
 # description, private chats only. /new and /help are the loop's own.
 MENU = (
@@ -89,6 +91,13 @@ MENU_ZH = {
     "share": "允许在群聊中使用一条记忆：/share m12（/unshare m12 收回）",
     "help": "我能做什么",
 }
+
+
+def runs_itself(command: str, args: str) -> bool:
+    """Is ``/command args`` one the gateway answers itself, not the model?"""
+    return command in COMMANDS or (command in BARE and not args)
+
+
 _FORGET_MAX = 20  # as the memory_forget tool
 _LIST = 10  # newest facts shown by /memory
 # Profile entries /memory shows, most important first: a profile at its cap

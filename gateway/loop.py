@@ -53,7 +53,7 @@ from .bus import (
     OutboundMessage, app_in_chinese, audio_not_read, not_heard, notes_in_chinese, words_in_chinese,
 )
 from .chattitles import ChatTitles
-from .commands import COMMANDS, UserCommands
+from .commands import BARE, COMMANDS, UserCommands, runs_itself
 from .drafts import Drafts
 from .logging import error_fields
 from .prompt import QUOTE_CHARS, PromptBuilder, Speaker, speaker_labels
@@ -136,12 +136,7 @@ _CUT_COMMAND_ZH = "抱歉，我在回答 {command} 之前重启了。请再发�
 
 _MISTYPED = "{typed} is not a command I know. Did you mean {meant}? /help lists them all."
 _MISTYPED_ZH = "{typed} 不是我认识的命令。你是想发 {meant} 吗？发 /帮助 看全部命令。"
-_KNOWN = tuple(c for c in (*COMMANDS, "new", "help", "start") if c.isascii())
-
-
-def _runs(command: str, args: str) -> bool:
-    """Is ``/command args`` one the gateway runs itself (not the model's)?"""
-    return command in COMMANDS or (command in ("new", "help", "start", "帮助") and not args)
+_KNOWN = tuple(c for c in (*COMMANDS, *BARE) if c.isascii())
 
 
 def _meant(command: str) -> str | None:
@@ -720,7 +715,7 @@ class ProcessLoop:
         attached = bool(msg.images or msg.documents or msg.forwarded) or msg.audio is not None
         found = split_command(msg.text) if item.user is None and not attached else None
         command, args = found if found is not None else (None, "")
-        if item.gated and command is not None and _runs(command, args):
+        if item.gated and command is not None and runs_itself(command, args):
             # Kept by the inbox, its turn never begun before a kill (a stop
             # tells it at once, _park): not run again unasked either; told once.
             text = await self._cut_command(msg, command)
@@ -739,7 +734,7 @@ class ProcessLoop:
                                                 app_zh=app_in_chinese(msg), chat=(msg.channel, msg.chat_id))
             await self._reply(msg, answer.text, user, answer.attachment, answer=True, ahead=not answer.erased)
             return answer.text
-        if command in ("new", "help", "start", "帮助") and not args:
+        if command in BARE and not args:
             self.stats.commands += 1
             # "/help" has no words to tell the language by: the sender's
             # recent ones do, else the app's (a new user's /start).
@@ -1557,7 +1552,7 @@ class ProcessLoop:
             return False
         user = self.identities.resolve(msg.channel, msg.sender_id)
         found = split_command(msg.text) if not attached else None
-        if found is not None and _runs(*found):
+        if found is not None and runs_itself(*found):
             # Kept out of Tier 0 and not run again unasked (a half-run
             # "/forget all"): the user is told, now or from the outbox.
             # Its one answer: its inbox row goes, or the next start would tell it again.
