@@ -210,8 +210,8 @@ _MIMES = {"txt": "text/plain", "md": "text/markdown", "csv": "text/csv", "pdf": 
           "docx": "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
           "xlsx": "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"}
 HELP = """type a line for a fake user (the bot answers below):
-  t: <text>                   Demo, in a private Telegram chat      t2: <text>  Bob, in his
-  tg: <text>, tg2: <text>     Demo or Bob in a Telegram group (write @myclaw_bot to address the bot)
+  t: <text>                   Demo, in a private Telegram chat      t2: <text>  Bob, in his own
+  tg: <text>, tg2: <text>     Demo or Bob in a Telegram group (@myclaw_bot, or a command: /help)
   tfile: <path> [caption]     Demo sends a file on Telegram         tedit: <text>  Demo edits their last message
   f: <text>                   Demo in a private Feishu chat         fg: / fg2:  a Feishu group (@bot addresses it)
   ffile: <path>               Demo sends a file on Feishu           frecall:  Demo recalls their last Feishu message
