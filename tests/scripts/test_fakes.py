@@ -232,6 +232,11 @@ async def test_the_demo_clock_moves_a_day_on_and_the_daily_compression_runs(tmp_
             before = clock.now()
             assert str(await type_line("clock:")).startswith("demo clock: ")  # says the time, moves nothing
             assert clock.now() - before < timedelta(minutes=1)
+            # A week on, both compressions are due at once; the one that found
+            # the other holding the lease said "ran: busy", and ran unseen later.
+            note = str(await type_line("clock: +7d"))
+            assert "daily compression ran" in note and "weekly compression ran" in note, note
+            assert "busy" not in note, note
         finally:
             await asyncio.wait_for(app.close(), 15)
 
