@@ -318,7 +318,14 @@ class UserCommands:
         hits = await self.backend.search(user, words.strip(), limit=_SEARCH, private=True, tz=await self._zone(user))
         zh = _chinese([words]) or bool(chat_zh)
         if not hits:
-            return f"没有找到与“{words.strip()}”有关的记忆。" if zh else f"No memories match “{words.strip()}”."
+            none = f"没有找到与“{words.strip()}”有关的记忆。" if zh else f"No memories match “{words.strip()}”."
+            # Said a minute ago, learnt after the quiet gap: not unheard, waiting (as /memory says).
+            waiting = (await self.backend.overview(user, limit=1)).waiting
+            if not waiting:
+                return none
+            return none + (f"你的 {waiting} 条消息还在等待学习，对话停下一会儿后就会学到：刚说的事暂时还搜不到。" if zh
+                           else f" {_n(waiting, 'message of yours is', 'of your messages are')} still waiting to be "
+                           "learnt, after a pause in our conversation: what you said just now is not searchable yet.")
         head = f"与“{words.strip()}”有关的记忆：" if zh else f"Memories matching “{words.strip()}”:"
         tail = "/forget m12 永久删除一条。" if zh else "/forget m12 erases one for good."
         # A neighbour holds none of the words: listed apart, as the context it is.

@@ -62,6 +62,25 @@ async def test_memory_says_what_still_waits_to_be_learnt(tmp_path: Path, clock: 
         assert "I don't remember anything about you yet." in (await rig.ask("/memory", chat="200", sender="200")).text
 
 
+async def test_a_search_that_finds_nothing_says_what_still_waits_to_be_learnt(
+    tmp_path: Path, clock: ManualClock, fake_llm: FakeOpenAI
+) -> None:
+    # "my cat is Miso", then "/memory miso" within the quiet gap: "No memories
+    # match" alone read as if the bot had not heard (/memory alone said why).
+    async with make_rig(tmp_path, clock, fake_llm) as rig:
+        fake_llm.queue_reply("Noted.")
+        await rig.ask("my cat is called Miso", chat="100")
+        fake_llm.queue_reply("好的。")
+        await rig.ask("我的猫叫咪咪", chat="300", sender="300")
+        await rig.settle()
+        text = (await rig.ask("/memory miso", chat="100")).text
+        assert text == ("No memories match “miso”. 1 message of yours is still waiting to be learnt, after a pause "
+                        "in our conversation: what you said just now is not searchable yet.")
+        zh = (await rig.ask("/memory 咪咪", chat="300", sender="300")).text
+        assert zh == "没有找到与“咪咪”有关的记忆。你的 1 条消息还在等待学习，对话停下一会儿后就会学到：刚说的事暂时还搜不到。"
+        assert (await rig.ask("/memory miso", chat="200", sender="200")).text == "No memories match “miso”."
+
+
 async def test_memory_lists_the_users_own_memories_without_the_model(
     tmp_path: Path, clock: ManualClock, fake_llm: FakeOpenAI
 ) -> None:
