@@ -104,7 +104,7 @@ async def test_the_command_menu_is_published_per_chat_type(fake: FakeTelegram, m
     await fake.wait_until(lambda: sum(c.method == "setmycommands" for c in fake.calls) == 4, 5)
     menus = {(c.params["scope"]["type"], c.params.get("language_code")): [x["command"] for x in c.params["commands"]]
              for c in fake.calls if c.method == "setmycommands"}
-    private = ["new", "memory", "forget", "export", "timezone", "incognito", "project", "share", "help"]
+    private = ["new", "memory", "forget", "export", "timezone", "incognito", "project", "jobs", "share", "help"]
     groups = ["new", "share", "help"]
     assert menus == {
         ("all_private_chats", None): private, ("all_group_chats", None): groups,
