@@ -451,7 +451,8 @@ async def serve(args: argparse.Namespace) -> None:
         else:
             print("\nconfig.json for myclaw (or merge into yours):")
             print(snippet)
-            print(f"\nthen run `myclaw gateway`; Ctrl-C stops.\n{HELP}", flush=True)
+            print("\nsave it as config.json in a scratch folder and run `MYCLAW_HOME=<that folder> myclaw gateway`"
+                  f" (or start the fakes with --gateway DIR); Ctrl-C stops.\n{HELP}", flush=True)
         tasks = [asyncio.create_task(_read_lines(Demo(tg, fs, args.feishu_webhook, clock=clock, app=app)))]
         if fs is not None:
             tasks.append(asyncio.create_task(_watch_feishu(fs)))
