@@ -47,6 +47,7 @@ import functools
 import json
 import re
 import sys
+import threading
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
@@ -383,8 +384,18 @@ def _span(delta: timedelta) -> str:
 
 async def _read_lines(demo: Demo) -> None:
     loop = asyncio.get_running_loop()
+    lines: asyncio.Queue[str] = asyncio.Queue()
+
+    def read() -> None:
+        for line in iter(sys.stdin.readline, ""):
+            loop.call_soon_threadsafe(lines.put_nowait, line)
+        loop.call_soon_threadsafe(lines.put_nowait, "")
+
+    # A daemon thread of its own, not the loop's executor: asyncio.run joins
+    # that at exit, and a readline waiting for Enter held Ctrl-C's exit.
+    threading.Thread(target=read, name="fakes-stdin", daemon=True).start()
     while True:
-        line = await loop.run_in_executor(None, sys.stdin.readline)
+        line = await lines.get()
         if not line:
             return
         note = await demo.handle(line)
