@@ -54,7 +54,7 @@ from .bus import (
     OutboundMessage, app_in_chinese, audio_not_read, not_heard, notes_in_chinese, words_in_chinese,
 )
 from .chattitles import ChatTitles
-from .commands import COMMANDS, UserCommands
+from .commands import BARE, COMMANDS, UserCommands, runs_itself
 from .drafts import Drafts
 from .logging import error_fields
 from .prompt import QUOTE_CHARS, PromptBuilder, Speaker, speaker_labels
@@ -106,6 +106,7 @@ HELP_TEXT = (
     "/timezone Asia/Shanghai  your time zone, for dates and schedules\n"
     "/incognito  stop learning from what you say (/incognito off)\n"
     "/project atlas orion  a project was renamed: what I know of atlas counts for orion\n"
+    "/jobs  your scheduled messages (/jobs remove <id> cancels one)\n"
     "/share m12  let a memory be used in groups too (/unshare m12 takes it back; /share lists them)\n"
     "/help  this message\n\n"
     "In a group, mention me or reply to me to get an answer; there I leave out "
@@ -126,6 +127,7 @@ HELP_TEXT_ZH = (
     "/timezone 上海  设置你的时区，日期和定时任务都按它计算\n"
     "/incognito  无痕模式：不从你说的话中学习（/incognito off 关闭；也可发 /无痕）\n"
     "/project 旧名 新名  项目改名了：旧名下记得的事归到新名下\n"
+    "/jobs  你的定时消息（/jobs remove 编号 取消一个）\n"
     "/share m12  允许在群聊中也使用一条记忆（/unshare m12 收回；/share 列出已共享的）\n"
     "/帮助  显示这段说明（/help）\n\n"
     "在群聊中，@我 或回复我的消息，我才会回答；在群里我不会用到你的个人资料和你告诉我的秘密。"
@@ -137,12 +139,7 @@ _CUT_COMMAND_ZH = "抱歉，我在回答 {command} 之前重启了。请再发�
 
 _MISTYPED = "{typed} is not a command I know. Did you mean {meant}? /help lists them all."
 _MISTYPED_ZH = "{typed} 不是我认识的命令。你是想发 {meant} 吗？发 /帮助 看全部命令。"
-_KNOWN = tuple(c for c in (*COMMANDS, "new", "help", "start") if c.isascii())
-
-
-def _runs(command: str, args: str) -> bool:
-    """Is ``/command args`` one the gateway runs itself (not the model's)?"""
-    return command in COMMANDS or (command in ("new", "help", "start", "帮助") and not args)
+_KNOWN = tuple(c for c in (*COMMANDS, *BARE) if c.isascii())
 
 
 def _meant(command: str) -> str | None:
@@ -759,7 +756,7 @@ class ProcessLoop:
         attached = bool(msg.images or msg.documents or msg.forwarded) or msg.audio is not None
         found = split_command(msg.text) if item.user is None and not attached else None
         command, args = found if found is not None else (None, "")
-        if item.gated and command is not None and _runs(command, args):
+        if item.gated and command is not None and runs_itself(command, args):
             # Kept by the inbox, its turn never begun before a kill (a stop
             # tells it at once, _park): not run again unasked either; told once.
             text = await self._cut_command(msg, command)
@@ -778,7 +775,7 @@ class ProcessLoop:
                                                 app_zh=app_in_chinese(msg), chat=(msg.channel, msg.chat_id))
             await self._reply(msg, answer.text, user, answer.attachment, answer=True, ahead=not answer.erased)
             return answer.text
-        if command in ("new", "help", "start", "帮助") and not args:
+        if command in BARE and not args:
             self.stats.commands += 1
             # "/help" has no words to tell the language by: the sender's
             # recent ones do, else the app's (a new user's /start).
@@ -1613,7 +1610,7 @@ class ProcessLoop:
             return False
         user = self.identities.resolve(msg.channel, msg.sender_id)
         found = split_command(msg.text) if not attached else None
-        if found is not None and _runs(*found):
+        if found is not None and runs_itself(*found):
             # Kept out of Tier 0 and not run again unasked (a half-run
             # "/forget all"): the user is told, now or from the outbox.
             # Its one answer: its inbox row goes, or the next start would tell it again.

@@ -523,9 +523,30 @@ def forget(user: str | None, yes: bool) -> None:
                    f"({_near_hint(owner, run(_owners(resolve_db(cfg))))})")
         return
     click.echo(f"forgot {owner}: " + ", ".join(f"{v} {k}" for k, v in counts.items()))
+    if held := _held_by_gateway(Paths.from_env(), owner, counts):
+        click.echo(held)
     if copies := _earlier_copies(Paths.from_env()):
         click.echo(f"{len(copies)} earlier copies are not changed by this and may hold {owner}'s data; delete them "
                    "too if they must not: " + ", ".join(str(p) for p in copies))
+
+
+def _held_by_gateway(paths: Paths, owner: str, counts: dict[str, int]) -> str:
+    """What a gateway running beside the erasure still holds of ``owner``:
+    it reads each user's time zone and incognito setting once and keeps
+    them (gateway/timezones.py, gateway/incognito.py), so it would go on
+    using what was erased until it restarts. '' when none runs or neither
+    was erased."""
+    from gateway.datalock import running_pid
+
+    settings = [name for name, key in (("time zone", "time zone setting"), ("incognito", "incognito setting"))
+                if counts.get(key)]
+    pid = running_pid(paths.data_dir) if settings else None
+    if pid is None:
+        return ""
+    running = f"the gateway running on this home (pid {pid})" if pid else "the gateway running on this home"
+    setting = f"{' and '.join(settings)} setting{'s' if len(settings) > 1 else ''}"
+    return (f"{running} still uses {owner}'s {setting} until it restarts: restart it "
+            "(in chat, /forget all erases them from the running gateway too)")
 
 
 def _earlier_copies(paths: Paths) -> list[Path]:
