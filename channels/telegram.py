@@ -126,7 +126,7 @@ from gateway.bus import (
     audio_mark,
     notes_in_chinese,
 )
-from gateway.commands import MENU, MENU_ZH
+from gateway.commands import MENU, MENU_ZH, runs_itself
 from gateway.config import TelegramConfig
 from gateway.logging import error_fields
 
@@ -169,6 +169,9 @@ _EXTERNAL_MEDIA = (
     "giveaway_winners", "invoice",
 )
 _GROUP_TYPES = frozenset({ChatType.GROUP, ChatType.SUPERGROUP})
+# "/help", "/share m12", "/帮助": a command with no @bot after it (the loop's
+# split_command reads the same words).
+_BARE_COMMAND = re.compile(r"^/([a-z_]+|[\u4e00-\u9fff]+)(?:\s+(.*))?$", re.IGNORECASE | re.DOTALL)
 # A document the model may read as a picture (agent.vision); the bytes are
 # checked again once downloaded (channels/media.py).
 _IMAGE_DOCUMENT_TYPES = frozenset({"image/jpeg", "image/png", "image/gif", "image/webp"})
@@ -1489,7 +1492,15 @@ class TelegramChannel(BaseChannel):
                 return True
         # Entities can be missing (forwarded or edited text): look at the text.
         text = msg.text or msg.caption or ""
-        return bool(self._mention_re.search(text) or self._command_re.match(text))
+        if self._mention_re.search(text) or self._command_re.match(text):
+            return True
+        # A command picked from the group's menu comes without @bot when no
+        # other bot is there (privacy mode lets every "/" message through):
+        # one of ours is for us. Not a caption: that is a question about the file.
+        if msg.text is None or msg.chat.type not in _GROUP_TYPES:
+            return False
+        bare = _BARE_COMMAND.match(msg.text.strip())
+        return bare is not None and runs_itself(bare.group(1).lower(), (bare.group(2) or "").strip())
 
     def _strip_mention(self, text: str) -> str:
         assert self._mention_re is not None and self._command_re is not None

@@ -353,9 +353,11 @@ class App:
         self.recent_files = RecentFiles(sessions.db, self.clock) if cfg.agent.documents.enabled else None
         if self.recent_files is not None:
             await self.recent_files.load()
+        identities = IdentityMap(cfg.memory.identities)  # whose a message is: the loop's and erasures' (the inbox's rows)
         self._user_data = UserData(self.backend, self.sessions, outbox=self.delivery.outbox, timezones=self.timezones,
                                    files=self.recent_files, incognito=self.incognito, titles=self.titles,
-                                   file_store=self._folders, exports=self.paths.exports_dir)
+                                   file_store=self._folders, exports=self.paths.exports_dir, inbox=self.inbox,
+                                   owner_of=identities.resolve)
         self.llm = FailoverLLM.from_config(
             cfg.provider, cfg.agent.model, cfg.agent.fallbacks, self.clock, client=self.http_client,
             cooldowns=self.cooldowns,
@@ -390,7 +392,7 @@ class App:
             backend=self.backend,
             agent=self.agent,
             prompts=prompts,
-            identities=IdentityMap(cfg.memory.identities),
+            identities=identities,
             known_projects=known_projects,
             max_concurrent_chats=cfg.gateway.max_concurrent_chats,
             max_pending=cfg.gateway.queue_size,
@@ -716,10 +718,10 @@ class App:
         if not channels and not self.failed_channels:
             raise ConfigError(NO_CHANNEL)
         if self.inbox is not None:
-            # The edits and recalls a stop or a crash left unapplied: before
+            # The edits, recalls and leavings a stop or a crash left unapplied: before
             # the extraction worker reads a recalled line, and before the cut
             # turns and the inbox's messages are answered (gateway/leftrevisions.py).
-            self.revised = await apply_left_revisions(self.inbox, self.loop.revisions)
+            self.revised = await apply_left_revisions(self.inbox, self.loop.revisions, self.loop.member_gone)
         for svc in (self.extraction, self.vectorizer, self.file_sync):
             if svc is not None:
                 await svc.start()

@@ -430,6 +430,9 @@ class OutboundMessage:
     # the slot answered in the same transaction, so a kill before cron.db
     # records the run does not have the job run again at the next start.
     job_slot: str = ""
+    # That reply is the job's fallback (the model could not be reached):
+    # its slot's mark says so, and cron.db records the run as one.
+    job_fallback: bool = False
 
     @classmethod
     def answering(

@@ -58,12 +58,14 @@ from .projectnames import ZH_REMOVE, project_command
 from .timezones import Choice, TimezoneError, UserTimezones, parse_timezone, zone_name
 from .userdata import Census, UserData
 
-__all__ = ["COMMANDS", "IN_GROUPS", "MENU", "MENU_ZH", "Answer", "UserCommands"]
+__all__ = ["BARE", "COMMANDS", "IN_GROUPS", "MENU", "MENU_ZH", "Answer", "UserCommands", "runs_itself"]
 
 COMMANDS = ("memory", "forget", "export", "导出", "timezone", "tz", "incognito", "无痕", "project", "share",
-            "unshare")
+            "unshare", "jobs")
 # Of those, the ones a group may send: about that group, naming ids only.
 IN_GROUPS = ("share", "unshare")
+# The loop's own, answered only as they are: "/help me with this" is words for the model.
+BARE = ("new", "help", "start", "帮助")
 # What a platform's command menu offers (Telegram's "/" list): command,
 # description, private chats only. /new and /help are the loop's own.
 MENU = (
@@ -74,6 +76,7 @@ MENU = (
     ("timezone", "Your time zone, for dates and schedules: /timezone Asia/Shanghai", True),
     ("incognito", "Stop learning from what you say (/incognito off: learn again)", True),
     ("project", "A project was renamed: /project atlas orion", True),
+    ("jobs", "Your scheduled messages (/jobs remove <id> cancels one)", True),
     ("share", "Let a memory be used in groups: /share m12 (/unshare m12 takes it back)", False),
     ("help", "What I can do", False),
 )
@@ -86,9 +89,17 @@ MENU_ZH = {
     "timezone": "设置你的时区，日期和定时任务都按它计算：/timezone 上海",
     "incognito": "无痕模式：不从你说的话中学习（/incognito off 关闭）",
     "project": "项目改名了：/project 旧名 新名",
+    "jobs": "你的定时消息（/jobs remove 编号 取消一个）",
     "share": "允许在群聊中使用一条记忆：/share m12（/unshare m12 收回）",
     "help": "我能做什么",
 }
+
+
+def runs_itself(command: str, args: str) -> bool:
+    """Is ``/command args`` one the gateway answers itself, not the model?"""
+    return command in COMMANDS or (command in BARE and not args)
+
+
 _FORGET_MAX = 20  # as the memory_forget tool
 _LIST = 10  # newest facts shown by /memory
 # Profile entries /memory shows, most important first: a profile at its cap
@@ -212,7 +223,47 @@ class UserCommands:
             return Answer(await self._incognito(user, args.strip().lower(), zh=True if name == "无痕" else said))
         if name == "project":
             return Answer(await project_command(self.projects, user, args, zh=_project_zh(args, chat_zh, app_zh)))
+        if name == "jobs":
+            return Answer(await self._jobs(user, args.strip(), zh=said))
         raise ValueError(f"unknown command {name!r}")
+
+    async def _jobs(self, user: str, args: str, *, zh: bool) -> str:
+        """``/jobs``: the sender's scheduled messages, where they could only
+        ask the model; ``/jobs remove <id>`` cancels one of theirs."""
+        from .cron import CronError, once_local  # here: the scheduler is not needed for the other commands
+
+        cron = self.everything.cron
+        word, _, rest = args.partition(" ")
+        if word.lower() in ("remove", "cancel", "delete", "rm", "取消", "删除"):
+            job_id = rest.strip()
+            job = await cron.get(job_id) if cron is not None and job_id else None
+            if cron is None or job is None or job.user != user or job.internal:
+                return (f"你没有编号为 {job_id or '…'} 的定时消息：/jobs 列出你的定时消息。" if zh
+                        else f"You have no scheduled message {job_id or '<id>'}: /jobs lists yours.")
+            try:
+                await cron.remove(job_id, user=user)
+            except CronError:  # gone meanwhile (it ran once, or another remove)
+                return f"定时消息 {job_id} 已经没有了。" if zh else f"{job_id} is gone already."
+            what = truncate(job.message, 60)
+            return f"已取消 {job_id}（{what}）：它不会再运行。" if zh else f"Cancelled {job_id} ({what}): it will not run."
+        jobs = [j for j in await cron.list(user) if not j.internal] if cron is not None else []
+        if args or not jobs:
+            none = ("你还没有定时消息。直接跟我说就行：“每个工作日 9 点帮我总结计划”“明天 9 点提醒我打电话”。" if zh
+                    else "You have no scheduled messages. Ask me for one: “every weekday at 9, summarise my plans”, "
+                    "“remind me tomorrow at 9 to call mom”.")
+            usage = "用法：/jobs 列出你的定时消息，/jobs remove 编号 取消一个。" if zh else \
+                "Usage: /jobs lists your scheduled messages, /jobs remove <id> cancels one."
+            return usage if args else none
+        lines = []
+        for j in jobs:
+            if j.once:
+                when = f"一次，{once_local(j)}" if zh else f"once, {once_local(j)}"
+            else:
+                when = f"{j.schedule} ({j.timezone or zone_name(self.default_tz)})"
+            lines.append(f"- [{j.id}] {when}: {truncate(j.message, _SHOWN_CHARS)}")
+        head, tail = (("你的定时消息：", "/jobs remove 编号 取消一个。") if zh
+                      else ("Your scheduled messages:", "/jobs remove <id> cancels one."))
+        return "\n".join([head, *lines, "", tail])
 
     async def _export(self, user: str, *, zh: bool | None, app_zh: bool = False) -> Answer:
         now = self.clock.now()
@@ -309,7 +360,14 @@ class UserCommands:
         hits = await self.backend.search(user, words.strip(), limit=_SEARCH, private=True, tz=await self._zone(user))
         zh = _chinese([words]) or bool(chat_zh)
         if not hits:
-            return f"没有找到与“{words.strip()}”有关的记忆。" if zh else f"No memories match “{words.strip()}”."
+            none = f"没有找到与“{words.strip()}”有关的记忆。" if zh else f"No memories match “{words.strip()}”."
+            # Said a minute ago, learnt after the quiet gap: not unheard, waiting (as /memory says).
+            waiting = (await self.backend.overview(user, limit=1)).waiting
+            if not waiting:
+                return none
+            return none + (f"你的 {waiting} 条消息还在等待学习，对话停下一会儿后就会学到：刚说的事暂时还搜不到。" if zh
+                           else f" {_n(waiting, 'message of yours is', 'of your messages are')} still waiting to be "
+                           "learnt, after a pause in our conversation: what you said just now is not searchable yet.")
         head = f"与“{words.strip()}”有关的记忆：" if zh else f"Memories matching “{words.strip()}”:"
         tail = "/forget m12 永久删除一条。" if zh else "/forget m12 erases one for good."
         # A neighbour holds none of the words: listed apart, as the context it is.

@@ -32,7 +32,9 @@ That row marks the run's slot answered in its own transaction
 (``job_replies``, gateway/outbox.py), and a run asks the mark first
 (:class:`JobReplies`): a stop between that row and the record sends the
 reply at the next start and records the slot without running the job
-again (the mark goes once cron.db has the run). So only a stop before
+again, as the run would have (the mark says whether the reply was the
+job's fallback: then "fallback", not "ok"); the mark goes once cron.db
+has the run. So only a stop before
 the reply is written (during the LLM call) runs it twice. Within one
 process it never runs twice: a running job is not started again, and the
 row is gone before the job counts as finished.
@@ -106,6 +108,7 @@ __all__ = [
     "CronJob",
     "CronScheduler",
     "CronStore",
+    "FALLBACK_SENT",
     "check_job_id",
     "check_message",
     "check_once",
@@ -172,6 +175,8 @@ BUSY_RETRY = timedelta(minutes=1)
 INTERNAL_RETRY_DELAYS: tuple[timedelta, ...] = (timedelta(minutes=10), timedelta(hours=1), timedelta(hours=6))
 # A run starting this long after its slot says it is late.
 LATE_AFTER = timedelta(minutes=5)
+# cron.db's last_error of a run whose reply was its fallback (``fallback_text``).
+FALLBACK_SENT = "the model could not be reached; the job's own text was sent"
 
 
 def parse_at(text: str, tz: tzinfo) -> datetime:
@@ -623,7 +628,8 @@ class JobReplies(Protocol):
     (gateway.db's outbox, gateway/outbox.py): asked before a run, so a slot
     whose reply a kill left unrecorded here is recorded, not run again."""
 
-    async def job_answered(self, job_id: str, slot: str) -> bool: ...
+    async def job_reply(self, job_id: str, slot: str) -> str | None:
+        """"ok" or "fallback": how the slot's reply was written; None: it was not."""
 
     async def job_recorded(self, job_id: str, slot: str) -> None: ...
 
@@ -752,9 +758,11 @@ class CronScheduler:
             else:
                 if self.run_agent_job is None:
                     raise CronError("agent jobs are not wired in this process")
-                if await self._answered(job):
+                written = await self._written(job)
+                if written is not None:
                     log.info("cron job's reply for this slot was written before a stop; recorded, not run again",
-                             job=job.id, slot=job.slot)
+                             job=job.id, slot=job.slot, fallback=written == "fallback")
+                    answered = written != "fallback"  # as the run that wrote it would have recorded it
                 else:
                     slot, tz = parse_ts(job.slot), self.store.zone_of(job)
                     retry_at = self._retry_at(job, slot, now)
@@ -766,7 +774,7 @@ class CronScheduler:
                     answered = await self.run_agent_job(job, attempt)
             result = (
                 JobRun(job.id, "ok") if answered is not False
-                else JobRun(job.id, "fallback", "the model could not be reached; the job's own text was sent")
+                else JobRun(job.id, "fallback", FALLBACK_SENT)
             )
         except LeaseBusy as exc:
             # Another compression holds the lease: fail fast, look again soon.
@@ -810,17 +818,18 @@ class CronScheduler:
                 log.warning("cron job's reply mark not cleared", job=job.id, error=type(exc).__name__)
         return result
 
-    async def _answered(self, job: CronJob) -> bool:
-        """Is the reply for ``job``'s slot already written (gateway.db)?
-        Not known (gateway.db failing): run it, as before (at least once)."""
+    async def _written(self, job: CronJob) -> str | None:
+        """How the reply for ``job``'s slot was written, if it was (gateway.db):
+        "ok" or "fallback". Not known (gateway.db failing): None, and it
+        runs, as before (at least once)."""
         if self.replies is None:
-            return False
+            return None
         try:
-            return await self.replies.job_answered(job.id, job.slot)
+            return await self.replies.job_reply(job.id, job.slot)
         except Exception as exc:  # noqa: BLE001 - a reminder sent twice beats one never sent
             log.warning("could not tell whether the cron job's slot was answered; running it", job=job.id,
                         error=type(exc).__name__)
-            return False
+            return None
 
 
 def memory_jobs(compressor: Compressor) -> list[InternalJob]:

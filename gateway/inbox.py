@@ -46,7 +46,21 @@ offset passes them as for a message, and one a stop or a crash cut (queued
 behind a turn, still in a Feishu chat's lane) is applied at the next start
 (:meth:`Inbox.revisions`; gateway/app.py), or the recalled words would
 stay in the history and memory. A write that fails raises
-:class:`~gateway.bus.NotKept` as for a message.
+:class:`~gateway.bus.NotKept` as for a message. So too a member's leaving
+a group (LEFT), one row per member and chat (``message_id`` holds the
+member's id: a redelivered event is the same row), or their jobs would
+go on posting as them there.
+
+An edit, recall or leaving whose application raised (the loop's or the
+next start's) stays for the next start, its ``attempts`` counted
+(migration 022); one that failed :data:`REVISION_ATTEMPTS` times is
+dropped, logged as an error by its ids alone (a row that can never apply
+must not fail at every start forever).
+
+Neither table names an owner; an erasure (``/forget all``, ``myclaw
+memory forget --user``) finds a user's rows by their sender
+(:meth:`Inbox.forget_owner`), or the next start would answer and learn
+from an erased user's words.
 """
 
 from __future__ import annotations
@@ -54,7 +68,7 @@ from __future__ import annotations
 import asyncio
 import json
 import sqlite3
-from collections.abc import Awaitable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
@@ -65,13 +79,18 @@ from memory.batch import RowBatcher, insert_statement
 from memory.clock import Clock, format_ts, parse_ts
 from memory.db import Database
 
-from .bus import AGAIN, EDIT, MESSAGE, RECALL, ROUTING_KEYS, Document, Forwarded, InboundMessage, NotKept, Quoted
+from .bus import AGAIN, EDIT, LEFT, MESSAGE, RECALL, ROUTING_KEYS, Document, Forwarded, InboundMessage, NotKept, Quoted
 from .logging import error_fields
+from .revisions import edited_words
 
-__all__ = ["Inbox", "Revision", "Waiting", "dumps", "kept", "loads", "revision"]
+__all__ = ["REVISION_ATTEMPTS", "Inbox", "Revision", "Waiting", "dumps", "kept", "loads", "revision"]
 
 log = structlog.get_logger(component="gateway")
 
+# Failed applications of a kept edit, recall or leaving before it is
+# dropped: a cause that passes (gateway.db or memory.db locked, a full
+# disk) has had a live try and two starts to pass.
+REVISION_ATTEMPTS = 3
 
 
 def kept(msg: InboundMessage, waiting: Mapping[str, Any] | None = None) -> bool:
@@ -86,8 +105,17 @@ def kept(msg: InboundMessage, waiting: Mapping[str, Any] | None = None) -> bool:
 
 
 def revision(msg: InboundMessage) -> bool:
-    """Is ``msg`` an edit or recall the inbox keeps (it names its message)?"""
+    """Is ``msg`` an edit or recall the inbox keeps (it names its message),
+    or a member's leaving a group (it names the member)?"""
+    if msg.kind == LEFT:
+        return bool(msg.sender_id)
     return msg.kind in (EDIT, RECALL) and bool(msg.message_id)
+
+
+def _revision_key(msg: InboundMessage) -> tuple[str, str, str, str]:
+    """The row's (channel, chat_id, message_id, kind): a leaving is the
+    member's (Feishu's event names no message), so one a member and chat."""
+    return msg.channel, msg.chat_id, msg.sender_id if msg.kind == LEFT else msg.message_id, msg.kind
 
 
 def _revision_payload(msg: InboundMessage) -> str:
@@ -207,11 +235,12 @@ def readable_again(payload: str) -> tuple[bool, bool]:
 
 @dataclass(frozen=True)
 class Revision:
-    """An edit or recall the inbox kept whose application never ended."""
+    """An edit, recall or leaving the inbox kept whose application never ended."""
 
     id: int
     msg: InboundMessage
     payload: str  # as kept: the row goes once what it says was applied (:meth:`Inbox.done`)
+    attempts: int = 0  # applications that failed so far
 
 
 class Inbox:
@@ -263,14 +292,15 @@ class Inbox:
 
     async def _keep_revision(self, msg: InboundMessage) -> None:
         # Rare (a user's edit or recall): one write each, not grouped. A
-        # later edit of the same message replaces the words, keeping its place.
+        # later edit of the same message replaces the words, keeping its
+        # place; its failed attempts were the old words'.
         try:
             await self.db.write(
                 "INSERT INTO revisions (channel, chat_id, message_id, kind, received_at, payload) "
                 "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (channel, chat_id, message_id, kind) "
-                "DO UPDATE SET payload = excluded.payload",
-                (msg.channel, msg.chat_id, msg.message_id, msg.kind, format_ts(self.clock.now()),
-                 _revision_payload(msg)))
+                "DO UPDATE SET payload = excluded.payload, attempts = "
+                "CASE WHEN payload = excluded.payload THEN attempts ELSE 0 END",
+                (*_revision_key(msg), format_ts(self.clock.now()), _revision_payload(msg)))
         except (sqlite3.Error, OSError, RuntimeError) as exc:
             self.failed += 1
             log.error("edit or recall not saved in the inbox: held at the platform, tried again",
@@ -278,7 +308,7 @@ class Inbox:
                       **error_fields(exc))
             raise NotKept(type(exc).__name__) from exc  # its text may quote the row
 
-    def done(self, msg: InboundMessage, *, written: bool = False) -> None:
+    def done(self, msg: InboundMessage, *, written: bool = False, failed: bool = False) -> None:
         """``msg``'s turn ended (answered, refused, ignored, failed): its
         row goes, in the background (grouped with others'). A crash first
         leaves it for the next start, which finds its Tier 0 row (if any)
@@ -286,11 +316,16 @@ class Inbox:
         to be read for it (a picture alone: :func:`kept` of the message
         without it says no), so its row goes whatever it holds now. An
         edit's or recall's row goes only if it still says what was applied
-        (a later edit of the message replaced it: that one is still to come)."""
+        (a later edit of the message replaced it: that one is still to come);
+        ``failed`` (its application raised): it stays for the next start,
+        counted (:meth:`revision_failed`)."""
         if revision(msg):
-            self._track(self.db.write(
-                "DELETE FROM revisions WHERE channel = ? AND chat_id = ? AND message_id = ? AND kind = ? "
-                "AND payload = ?", (msg.channel, msg.chat_id, msg.message_id, msg.kind, _revision_payload(msg))))
+            where = ("channel = ? AND chat_id = ? AND message_id = ? AND kind = ? AND payload = ?",
+                     (*_revision_key(msg), _revision_payload(msg)))
+            if failed:
+                self._track(self._failed(*where))
+            else:
+                self._track(self.db.write(f"DELETE FROM revisions WHERE {where[0]}", where[1]))
             return
         if not written and not kept(msg):
             return
@@ -360,22 +395,22 @@ class Inbox:
         """The edits and recalls kept and never applied (a stop or a crash
         cut them), oldest first; rows that cannot be read are dropped (logged)."""
         rows = await self.db.fetchall(
-            "SELECT id, channel, chat_id, message_id, kind, payload FROM revisions ORDER BY id")
+            "SELECT id, channel, chat_id, message_id, kind, payload, attempts FROM revisions ORDER BY id")
         out: list[Revision] = []
         gone: list[int] = []
         for r in rows:
             try:
                 msg, _, _ = loads(str(r["channel"]), str(r["chat_id"]), str(r["message_id"]), str(r["payload"]))
                 extra = json.loads(str(r["payload"])).get("e") or {}
-                if str(r["kind"]) not in (EDIT, RECALL) or not isinstance(extra, dict):
-                    raise ValueError(f"not an edit or a recall: {r['kind']!r}")
+                if str(r["kind"]) not in (EDIT, RECALL, LEFT) or not isinstance(extra, dict):
+                    raise ValueError(f"not an edit, a recall or a leaving: {r['kind']!r}")
             except (ValueError, TypeError, KeyError, AttributeError) as exc:
                 log.error("kept edit or recall unreadable; dropped", id=int(r["id"]), channel=r["channel"],
                           chat_id=r["chat_id"], message_id=r["message_id"], **error_fields(exc))
                 gone.append(int(r["id"]))
                 continue
             msg = replace(msg, kind=str(r["kind"]), metadata={**extra, **msg.metadata})
-            out.append(Revision(int(r["id"]), msg, str(r["payload"])))
+            out.append(Revision(int(r["id"]), msg, str(r["payload"]), int(r["attempts"])))
         for i in range(0, len(gone), 500):
             part = gone[i : i + 500]
             await self.db.write(f"DELETE FROM revisions WHERE id IN ({','.join('?' * len(part))})", part)
@@ -385,6 +420,24 @@ class Inbox:
         """``rev`` was applied: its row goes (unless a later edit replaced it)."""
         await self.db.write("DELETE FROM revisions WHERE id = ? AND payload = ?", (rev.id, rev.payload))
 
+    async def revision_failed(self, rev: Revision) -> bool:
+        """Applying ``rev`` raised: it stays for the next start, counted;
+        True when that was its last attempt (:data:`REVISION_ATTEMPTS`) and it went."""
+        return await self._failed("id = ? AND payload = ?", (rev.id, rev.payload))
+
+    async def _failed(self, where: str, params: tuple[Any, ...]) -> bool:
+        await self.db.write(f"UPDATE revisions SET attempts = attempts + 1 WHERE {where}", params)
+        spent = await self.db.fetchall(
+            f"SELECT id, channel, chat_id, message_id, kind, attempts FROM revisions WHERE {where} AND attempts >= ?",
+            (*params, REVISION_ATTEMPTS))
+        for r in spent:
+            await self.db.write("DELETE FROM revisions WHERE id = ? AND attempts = ?", (r["id"], r["attempts"]))
+            # Ids only: its payload holds the user's words.
+            log.error("edit, recall or leaving dropped: it failed to apply every time it was tried",
+                      id=int(r["id"]), channel=r["channel"], chat_id=r["chat_id"], message_id=r["message_id"],
+                      kind=r["kind"], attempts=int(r["attempts"]))
+        return bool(spent)
+
     async def drop_message(self, channel: str, chat_id: str, message_id: str) -> int:
         """A message recalled before its turn: never to be answered. Rows dropped."""
         _, changed = await self.db.write("DELETE FROM inbox WHERE channel = ? AND chat_id = ? AND message_id = ?",
@@ -393,10 +446,11 @@ class Inbox:
 
     async def edit_waiting(self, edit: InboundMessage) -> bool:
         """An edit of a message still waiting here (its turn never began):
-        its kept words become the edited ones, by its own sender only; not
-        a comment sent with forwards (its words are a part of the message's).
+        its kept words become the edited ones, by its own sender only; for
+        a comment sent with forwards (metadata ``comments``, ``comment``:
+        gateway/revisions.py), that comment's words among the message's.
         True when a row changed."""
-        if edit.kind != EDIT or not edit.text.strip() or "comments" in edit.metadata:
+        if edit.kind != EDIT or not edit.text.strip():
             return False
         row = await self.db.fetchone(
             "SELECT id, payload FROM inbox WHERE channel = ? AND chat_id = ? AND message_id = ?",
@@ -406,10 +460,44 @@ class Inbox:
         d = json.loads(str(row["payload"]))
         if not isinstance(d, dict) or str(d.get("s")) != edit.sender_id:
             return False
-        d["t"] = edit.text.strip()
+        words = edited_words(str(d.get("t") or ""), edit)
+        if words is None:
+            log.info("edit of a comment sent with forwards not applied to the waiting message: its words differ",
+                     channel=edit.channel, chat_id=edit.chat_id, message_id=edit.message_id)
+            return False
+        d["t"] = words
         await self.db.write("UPDATE inbox SET payload = ? WHERE id = ?", (json.dumps(d, ensure_ascii=False), row["id"]))
         return True
 
     async def count(self) -> int:
         row = await self.db.fetchone("SELECT COUNT(*) FROM inbox")
         return int(row[0]) if row else 0
+
+    async def forget_owner(self, owner: str, owner_of: Callable[[str, str], str]) -> tuple[int, int]:
+        """Erase ``owner``'s messages waiting here and their edits not yet
+        applied (``/forget all``, ``myclaw memory forget --user``); returns
+        (messages, edits) dropped. A row names no owner: its sender does
+        (``owner_of(channel, sender_id)``, the identity map's resolve, as the
+        loop names a turn's owner), so a group's row is its sender's, and rows
+        older versions wrote are found alike. Recalls stay: they hold no
+        words (a Feishu recall names no sender), and applying one at the next
+        start still withdraws the bot's reply in the chat. A row that cannot
+        be read stays for the next start, which drops it (logged there)."""
+
+        def theirs(channel: object, payload: object) -> bool:
+            try:
+                d = json.loads(str(payload))
+                return isinstance(d, dict) and owner_of(str(channel), str(d["s"])) == owner
+            except (ValueError, TypeError, KeyError):
+                return False
+
+        await self._adds.drain()  # a row still being written would land after the delete
+        rows = await self.db.fetchall("SELECT id, channel, payload FROM inbox")
+        messages = [int(r["id"]) for r in rows if theirs(r["channel"], r["payload"])]
+        await self.drop(messages)
+        rows = await self.db.fetchall("SELECT id, channel, payload FROM revisions WHERE kind = ?", (EDIT,))
+        edits = [int(r["id"]) for r in rows if theirs(r["channel"], r["payload"])]
+        for i in range(0, len(edits), 500):
+            part = edits[i : i + 500]
+            await self.db.write(f"DELETE FROM revisions WHERE id IN ({','.join('?' * len(part))})", part)
+        return len(messages), len(edits)

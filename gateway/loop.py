@@ -27,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import difflib
 import errno
+import functools
 import logging
 import re
 import sqlite3
@@ -50,20 +51,20 @@ from memory.types import Hit
 
 from .agent import Agent, AgentReply, apology
 from .bus import (
-    EDIT, FILE_NOT_READ, LEFT, MESSAGE, MOVED, PHOTO_NOT_READ, RECALL, Attachment, InboundMessage, MessageBus,
+    EDIT, FILE_NOT_READ, LEFT, MESSAGE, MOVED, PHOTO_NOT_READ, Attachment, InboundMessage, MessageBus,
     OutboundMessage, app_in_chinese, audio_not_read, not_heard, notes_in_chinese, words_in_chinese,
 )
 from .chattitles import ChatTitles
-from .commands import COMMANDS, UserCommands
+from .commands import BARE, COMMANDS, UserCommands, runs_itself
 from .drafts import Drafts
 from .logging import error_fields
 from .prompt import QUOTE_CHARS, PromptBuilder, Speaker, speaker_labels
 from .ratelimit import RateLimiter, limited_note
 from .recent_files import KeptFile, RecentFiles
 from .resume import Reread, TurnContext
-from .revisions import Revisions
+from .revisions import Revisions, edited_words
 from .sessions import APOLOGISED, SessionStore, StoredMessage
-from .inbox import Inbox
+from .inbox import Inbox, revision
 from .inbox import kept as held_in_inbox
 from .incognito import Incognito
 from .timezones import UserTimezones
@@ -106,6 +107,7 @@ HELP_TEXT = (
     "/timezone Asia/Shanghai  your time zone, for dates and schedules\n"
     "/incognito  stop learning from what you say (/incognito off)\n"
     "/project atlas orion  a project was renamed: what I know of atlas counts for orion\n"
+    "/jobs  your scheduled messages (/jobs remove <id> cancels one)\n"
     "/share m12  let a memory be used in groups too (/unshare m12 takes it back; /share lists them)\n"
     "/help  this message\n\n"
     "In a group, mention me or reply to me to get an answer; there I leave out "
@@ -126,6 +128,7 @@ HELP_TEXT_ZH = (
     "/timezone 上海  设置你的时区，日期和定时任务都按它计算\n"
     "/incognito  无痕模式：不从你说的话中学习（/incognito off 关闭；也可发 /无痕）\n"
     "/project 旧名 新名  项目改名了：旧名下记得的事归到新名下\n"
+    "/jobs  你的定时消息（/jobs remove 编号 取消一个）\n"
     "/share m12  允许在群聊中也使用一条记忆（/unshare m12 收回；/share 列出已共享的）\n"
     "/帮助  显示这段说明（/help）\n\n"
     "在群聊中，@我 或回复我的消息，我才会回答；在群里我不会用到你的个人资料和你告诉我的秘密。"
@@ -137,12 +140,7 @@ _CUT_COMMAND_ZH = "抱歉，我在回答 {command} 之前重启了。请再发�
 
 _MISTYPED = "{typed} is not a command I know. Did you mean {meant}? /help lists them all."
 _MISTYPED_ZH = "{typed} 不是我认识的命令。你是想发 {meant} 吗？发 /帮助 看全部命令。"
-_KNOWN = tuple(c for c in (*COMMANDS, "new", "help", "start") if c.isascii())
-
-
-def _runs(command: str, args: str) -> bool:
-    """Is ``/command args`` one the gateway runs itself (not the model's)?"""
-    return command in COMMANDS or (command in ("new", "help", "start", "帮助") and not args)
+_KNOWN = tuple(c for c in (*COMMANDS, *BARE) if c.isascii())
 
 
 def _meant(command: str) -> str | None:
@@ -349,6 +347,9 @@ class _Item:
     # turn the next start answers; before, the stop writes it (_park).
     saved: bool = False
     kept: list[KeptFile] | None = None  # its files as recent files kept them, once they are
+    # An edit applied to the message it changes while that still waited in
+    # the queue (ProcessLoop._edit_queued): answered and stored as edited, nothing is left to change.
+    applied: bool = False
 
 
 class ProcessLoop:
@@ -487,6 +488,8 @@ class ProcessLoop:
         gone = item.msg.metadata.get("supersedes") if item.user is None else None
         if isinstance(gone, str) and gone:
             self._supersede(key, item.msg, gone)
+        if item.msg.kind == EDIT and item.user is None:
+            self._edit_queued(key, item)
         q = self._queues.get(key)
         if q is None:
             q = self._queues[key] = deque()
@@ -525,6 +528,28 @@ class ProcessLoop:
             log.info("turn under way taken in by a later message; its answer dropped", chat=key,
                      message_id=message_id, by=msg.message_id)
 
+    def _edit_queued(self, key: str, edit: _Item) -> None:
+        """``edit`` changes the sender's message still queued here (its turn
+        not begun): that message is answered, stored and learnt with the
+        edited words (a comment sent with forwards: that comment's, the
+        forwards kept). The edit keeps its place (and its inbox row: a crash
+        before that turn has the next start edit the message's inbox row,
+        gateway/leftrevisions.py), with nothing left to change. No await:
+        a turn seen queued here has not begun."""
+        msg = edit.msg
+        for old in self._queues.get(key, ()):
+            # Not one to be read again from the platform in its turn: that
+            # would bring back the words as first kept (the edit then applies after it).
+            if (old.user is None and old.resumed is None and old.again is None and old.msg.kind == MESSAGE
+                    and old.msg.message_id == msg.message_id and old.msg.sender_id == msg.sender_id):
+                words = edited_words(old.msg.text, msg)
+                if words is None:
+                    return  # applied to its stored row after its turn, as the words there allow (gateway/revisions.py)
+                old.msg = replace(old.msg, text=words)
+                edit.applied = True
+                log.info("edit of a queued message applied before its turn", chat=key, message_id=msg.message_id)
+                return
+
     async def _handle_current(self, key: str, item: _Item) -> str:
         """:meth:`_handle`, cancellable on its own by :meth:`_supersede`;
         a superseded turn leaves no row in the chat's history."""
@@ -557,7 +582,7 @@ class ProcessLoop:
                     # just done, and the rest of the queue goes on after it (_moved).
                     break
                 item = q.popleft()
-                cut = False
+                cut = failed = False
                 try:
                     if item.resumed is not None or item.gated:
                         await self.resume_gate.wait()
@@ -584,6 +609,7 @@ class ProcessLoop:
                         item.future.set_exception(exc)
                 except Exception as exc:  # one bad message must not stop the chat
                     self.stats.errors += 1
+                    failed = True
                     if isinstance(exc, TurnNotSaved):
                         # Its cause is known (gateway.db full or locked) and
                         # every message fails alike until it passes: one
@@ -607,7 +633,7 @@ class ProcessLoop:
                         )
                 finally:
                     if not cut:
-                        self._done(item)
+                        self._done(item, failed=failed)
                     if item.counted:
                         self._pending.release()
                     if item.msg.kind == MOVED:  # however it ended, the new id's messages go on (once)
@@ -653,10 +679,21 @@ class ProcessLoop:
 
     # -- one message ------------------------------------------------------------
 
-    def _done(self, item: _Item) -> None:
-        """``item``'s turn is over, however it ended: the inbox lets it go."""
+    def _done(self, item: _Item, *, failed: bool = False) -> None:
+        """``item``'s turn is over, however it ended: the inbox lets it go;
+        but an edit, recall or leaving that ``failed`` to apply stays there
+        for the next start (gateway/leftrevisions.py), counted."""
         if self.inbox is not None and item.user is None:
-            self.inbox.done(item.msg)
+            self.inbox.done(item.msg, failed=failed)
+
+    async def member_gone(self, msg: InboundMessage) -> dict[str, int]:
+        """A member left a group (LEFT): what spoke for them there goes
+        (``member_left``: their cron jobs); how many of each. Again for
+        the same member removes nothing more (the next start's, a redelivery)."""
+        gone = self.identities.resolve(msg.channel, msg.sender_id)
+        removed = {name: await remove(msg.channel, msg.chat_id, gone) for name, remove in self.member_left.items()}
+        log.info("member left a group; what spoke for them there removed", chat=msg.session_key, user=gone, **removed)
+        return removed
 
     async def _handle(self, item: _Item) -> str:
         msg = item.msg
@@ -678,13 +715,11 @@ class ProcessLoop:
                      new_chat_id=msg.chat_id, **moved)
             return ""
         if msg.kind == LEFT:  # a member left the group: their jobs there no longer post as them, no reply
-            gone = self.identities.resolve(msg.channel, msg.sender_id)
-            removed = {name: await remove(msg.channel, msg.chat_id, gone) for name, remove in self.member_left.items()}
-            log.info("member left a group; what spoke for them there removed", chat=msg.session_key, user=gone,
-                     **removed)
+            await self.member_gone(msg)
             return ""
         if msg.kind != MESSAGE:  # an edit or recall of an earlier message: stored words change, no reply
-            await self.revisions.apply(msg)
+            if not item.applied:
+                await self.revisions.apply(msg)
             self.stats.revised += 1
             return ""
         if item.again is not None:
@@ -697,8 +732,9 @@ class ProcessLoop:
             # answer): a kill between leaves the note in the outbox, not silence.
             owner = self.identities.resolve(msg.channel, msg.sender_id)
             out = await self._on_its_way(self._outgoing(msg, item.lost, owner))
-            if item.user is None:  # (a picture alone: not what `kept` keeps now)
-                await self._inbox_answered(msg)
+            # (a picture alone: not what `kept` keeps now)
+            if item.user is None and not await self._inbox_answered(msg):
+                return item.lost  # the next start sends it (see _inbox_answered)
             await self._publish(out)
             return item.lost
         if self.titles is not None and msg.is_group and item.user is None:
@@ -722,7 +758,7 @@ class ProcessLoop:
         attached = bool(msg.images or msg.documents or msg.forwarded) or msg.audio is not None
         found = split_command(msg.text) if item.user is None and not attached else None
         command, args = found if found is not None else (None, "")
-        if item.gated and command is not None and _runs(command, args):
+        if item.gated and command is not None and runs_itself(command, args):
             # Kept by the inbox, its turn never begun before a kill (a stop
             # tells it at once, _park): not run again unasked either; told once.
             text = await self._cut_command(msg, command)
@@ -741,7 +777,7 @@ class ProcessLoop:
                                                 app_zh=app_in_chinese(msg), chat=(msg.channel, msg.chat_id))
             await self._reply(msg, answer.text, user, answer.attachment, answer=True, ahead=not answer.erased)
             return answer.text
-        if command in ("new", "help", "start", "帮助") and not args:
+        if command in BARE and not args:
             self.stats.commands += 1
             # "/help" has no words to tell the language by: the sender's
             # recent ones do, else the app's (a new user's /start).
@@ -971,7 +1007,9 @@ class ProcessLoop:
         # reply row's, so it commits first without a round trip of its own
         # on the reply path (docs/BENCHMARKS.md, "A reply on its way").
         out = self._outgoing(msg, reply.text, user, drafts=drafts)
-        holding = asyncio.create_task(self._on_its_way(replace(out, job_slot=item.job_slot) if item.job_slot else out))
+        if item.job_slot:  # the slot's mark: what went, for cron.db (a kill may fall before it records the run)
+            out = replace(out, job_slot=item.job_slot, job_fallback=item.fell_back)
+        holding = asyncio.create_task(self._on_its_way(out))
         if reply.ok:  # an apology is not part of the conversation
             # Written before the reply is sent: a stop in between must not
             # leave a reply out with no row saying so, or the next start
@@ -992,7 +1030,7 @@ class ProcessLoop:
                 await self._mark_answered(msg, item, saved=False)
         out = await holding
         if not marked:
-            await self._until_marked(msg, item, saved=user_row is not None)
+            await self._until_marked(msg, functools.partial(self._record_answered, msg, item, saved=user_row is not None))
         await self._publish(out)
         if reply.forgot and reply.ok:
             written = reply_write.result() if reply_write is not None and reply_write.exception() is None else None
@@ -1184,11 +1222,11 @@ class ProcessLoop:
         if answer:
             if ahead:
                 out = await self._on_its_way(out)
-            if held_in_inbox(msg):
+            if held_in_inbox(msg) and not await self._inbox_answered(msg):
                 # Its inbox row goes before the send, not after the turn: a
                 # kill after the send must not leave the next start a command
                 # to tell the user was never answered (resume_inbox).
-                await self._inbox_answered(msg)
+                return  # the stop's: the next start sends it (see _inbox_answered)
         await self._publish(out)
 
     @staticmethod
@@ -1268,16 +1306,30 @@ class ProcessLoop:
         if rows:
             await self.sessions.db.checkpoint()  # the old words' pages leave the WAL (secure_delete)
 
-    async def _inbox_answered(self, msg: InboundMessage) -> None:
-        """``msg``'s inbox row goes before its one answer is sent; a failed
-        delete is logged (a restart may answer it again)."""
+    async def _inbox_answered(self, msg: InboundMessage) -> bool:
+        """``msg``'s inbox row goes before its one answer is sent (a note
+        asking for it again, a command's answer: no Tier 0 row says they
+        went); True: send it. A delete storage refuses (a full disk) holds
+        the answer until it goes (:meth:`_until_marked`): sent first, every
+        later start would say it again. Not in the stop (False, not sent:
+        :meth:`_park` must not wait on the disk): the next start sends it
+        once, from the outbox (its row on its way) or, that row not written
+        either, from the inbox. Any other failure is logged and it goes (a
+        restart may say it again: the lesser harm)."""
         if self.inbox is None:
-            return
+            return True
         try:
             await self.inbox.answered(msg)
+        except (sqlite3.Error, OSError) as exc:
+            if self._closed:
+                log.error("could not record that the message was answered; its answer is left to the next start",
+                          chat=msg.session_key, **error_fields(exc))
+                return False
+            await self._until_marked(msg, functools.partial(self.inbox.answered, msg))
         except Exception as exc:
             log.error("could not record that the message was answered; a restart may answer it again",
                       chat=msg.session_key, **error_fields(exc))
+        return True
 
     async def _mark_answered(self, msg: InboundMessage, item: _Item, *, saved: bool = True) -> bool:
         """The reply goes out but its row could not be written: its message
@@ -1299,12 +1351,13 @@ class ProcessLoop:
         elif self.inbox is not None and self._held(item):
             await self.inbox.answered(item.msg)
 
-    async def _until_marked(self, msg: InboundMessage, item: _Item, *, saved: bool) -> None:
+    async def _until_marked(self, msg: InboundMessage, mark: Callable[[], Awaitable[None]]) -> None:
         """The reply is made but nothing durable says its message was
-        answered (its row and :meth:`_mark_answered` both failed: a full
-        disk). Sent now, a restart would answer the message again (its
-        inbox row, or its user row with no answer): it is held instead,
-        the mark tried again after a pause doubling up to
+        answered (its row and :meth:`_mark_answered` both failed, or its
+        inbox row's delete, :meth:`_inbox_answered`: a full disk). Sent
+        now, a restart would answer the message again (its inbox row, or
+        its user row with no answer): it is held instead, the mark
+        (``mark``) tried again after a pause doubling up to
         :data:`MARK_RETRY_MAX`, and sent once the mark is written. A late
         answer beats two. A stop meanwhile leaves the message to the next
         start, which answers it once (from the outbox when the reply's row
@@ -1320,7 +1373,7 @@ class ProcessLoop:
         while True:
             await asyncio.sleep(delay)
             try:
-                await self._record_answered(msg, item, saved=saved)
+                await mark()
                 break
             except (sqlite3.Error, OSError):  # still full (or locked): the pause grows
                 delay = min(MARK_RETRY_MAX, delay * 2)
@@ -1533,8 +1586,8 @@ class ProcessLoop:
                     continue
                 log.error("message left by the stop not saved; it will not be answered", chat=item.msg.session_key,
                           message_id=item.msg.message_id, **error_fields(exc))
-        # Edits and recalls stay in the inbox's table: the next start applies them (gateway/leftrevisions.py).
-        revisions = sum(1 for i in left if i.msg.kind in (EDIT, RECALL) and i.msg.message_id) if self.inbox else 0
+        # Edits, recalls and leavings stay in the inbox's table: the next start applies them (gateway/leftrevisions.py).
+        revisions = sum(1 for i in left if revision(i.msg) and i.user is None) if self.inbox else 0
         if left:
             log.warning("messages left unanswered by the stop saved; the next start answers them",
                         saved=parked, in_inbox=inboxed, dropped=len(left) - parked - inboxed - revisions,
@@ -1559,7 +1612,7 @@ class ProcessLoop:
             return False
         user = self.identities.resolve(msg.channel, msg.sender_id)
         found = split_command(msg.text) if not attached else None
-        if found is not None and _runs(*found):
+        if found is not None and runs_itself(*found):
             # Kept out of Tier 0 and not run again unasked (a half-run
             # "/forget all"): the user is told, now or from the outbox.
             # Its one answer: its inbox row goes, or the next start would tell it again.

@@ -22,7 +22,8 @@ A scheduled job's reply (``OutboundMessage.job_slot``) marks its slot
 answered (table ``job_replies``, one row a job) in the transaction that
 writes its row: cron.db records the run only after that, and a kill in
 between would otherwise have the next start send the reply from here and
-run the job again (gateway/cron.py asks :meth:`Outbox.job_answered` first).
+run the job again (gateway/cron.py asks :meth:`Outbox.job_reply` first,
+and records the run as the mark says it went: a fallback stays one).
 """
 
 from __future__ import annotations
@@ -57,8 +58,9 @@ _SELECT = (
 )
 
 
-_MARK_SLOT = ("INSERT INTO job_replies (job, slot, written_at) VALUES (?, ?, ?) "
-              "ON CONFLICT(job) DO UPDATE SET slot = excluded.slot, written_at = excluded.written_at")
+_MARK_SLOT = ("INSERT INTO job_replies (job, slot, written_at, fallback) VALUES (?, ?, ?, ?) "
+              "ON CONFLICT(job) DO UPDATE SET slot = excluded.slot, written_at = excluded.written_at, "
+              "fallback = excluded.fallback")
 
 
 def job_slot(job_id: str, slot: str) -> str:
@@ -160,14 +162,18 @@ class Outbox:
         slot, _, job = msg.job_slot.partition(" ")
         async with self.db.transaction() as conn:
             cur = await conn.execute(insert, params)
-            await conn.execute(_MARK_SLOT, (job, slot, format_ts(created_at)))
+            await conn.execute(_MARK_SLOT, (job, slot, format_ts(created_at), int(msg.job_fallback)))
         assert cur.lastrowid is not None
         return cur.lastrowid
 
-    async def job_answered(self, job_id: str, slot: str) -> bool:
-        """Is job ``job_id``'s reply for ``slot`` written (sent, or here to send)?"""
-        row = await self.db.fetchone("SELECT 1 FROM job_replies WHERE job = ? AND slot = ?", (job_id, slot))
-        return row is not None
+    async def job_reply(self, job_id: str, slot: str) -> str | None:
+        """How job ``job_id``'s reply for ``slot`` was written (sent, or here
+        to send): "ok", or "fallback" (the job's own words, the model could
+        not be reached); None: it was not."""
+        row = await self.db.fetchone("SELECT fallback FROM job_replies WHERE job = ? AND slot = ?", (job_id, slot))
+        if row is None:
+            return None
+        return "fallback" if row[0] else "ok"
 
     async def job_recorded(self, job_id: str, slot: str) -> None:
         """cron.db has the run for ``slot``: its mark is not needed any more

@@ -444,7 +444,10 @@ async def resume_inbox(
             loop.redeliver(msg, lost=lost, again=functools.partial(source.read_again, msg))
             continue
         if w.pictures or w.unheard or w.unread:
-            gone.append(w.id)
+            # Its row stays until the loop sends the note (deleted first, the
+            # note its one answer: ProcessLoop._inbox_answered): dropped here,
+            # a kill before the note would leave silence; kept after it (a
+            # full disk), every later start would ask again.
             log.warning("message taken before a stop, never begun: asked for again (its pictures, recording or file are gone)",
                         channel=msg.channel, chat_id=msg.chat_id, message_id=msg.message_id,
                         age_s=round(age.total_seconds()))

@@ -59,7 +59,7 @@ from .outbox import Outbox
 from .transcription import recaptioned, recording_mark
 from .sessions import SessionStore
 
-__all__ = ["Revisions"]
+__all__ = ["Revisions", "edited_words", "splice_comment"]
 
 log = structlog.get_logger(component="gateway")
 
@@ -122,11 +122,14 @@ class Revisions:
             text = spliced
         if not msg.text.strip() or text == row.content:
             return "unchanged"
-        await self.sessions.revise(row.id, text)
         memory = "untracked" if row.learn else "not learnt"  # an incognito turn's edit stays out of memory too
         revise: Any = getattr(self.backend, "revise", None)
         if callable(revise) and row.learn:
+            # Memory first (doing it again replaces its own line): if it
+            # raises, Tier 0 still has the old words, so the edit kept for
+            # the next start is not found "unchanged" there and skipped.
             memory = await revise(replace(row, content=text).turn(group=msg.is_group), before=row.content)
+        await self.sessions.revise(row.id, text)
         log.info("message edited", chat=key, message_id=msg.message_id, memory=memory)
         return "edited"
 
@@ -162,18 +165,52 @@ class Revisions:
         return "recalled"
 
 
+def edited_words(words: str, edit: InboundMessage) -> str | None:
+    """The own words (``InboundMessage.text``) of a message whose turn has
+    not begun (queued, or kept in the inbox), as ``edit`` has them: its
+    new words, or for a comment sent with forwards (metadata ``comments``,
+    ``comment``) that comment's among the others; None when the edit does
+    not fit them (no words, or the comments are not those lengths)."""
+    new = edit.text.strip()
+    if edit.kind != EDIT or not new:
+        return None
+    lengths, at = edit.metadata.get("comments"), edit.metadata.get("comment")
+    if isinstance(lengths, list) and isinstance(at, int):
+        return splice_comment(words, lengths, at, new)
+    return None if "comments" in edit.metadata else new
+
+
 def _splice(content: str, lengths: list[object], at: int, words: str) -> str | None:
     """``content`` (a burst's stored message: its forwards, a blank line,
     its comments one a line) with comment ``at`` of those ``lengths`` (in
     characters, in order) now ``words``; None when the stored row does not
     end that way (it was edited otherwise, or is not that message)."""
-    if not lengths or not all(isinstance(n, int) and n > 0 for n in lengths) or not 0 <= at < len(lengths):
+    span = _span(lengths)
+    if span is None or span > len(content):
+        return None
+    head, tail = content[: len(content) - span], content[len(content) - span :]
+    comments = splice_comment(tail, lengths, at, words)
+    if comments is None or not head.endswith("\n\n"):
+        return None
+    return (head + comments).strip()
+
+
+def _span(lengths: list[object]) -> int | None:
+    if not lengths or not all(isinstance(n, int) and n > 0 for n in lengths):
         return None
     sizes = [n for n in lengths if isinstance(n, int)]
-    span = sum(sizes) + len(sizes) - 1
-    head, tail = content[: len(content) - span], content[len(content) - span :]
-    if span > len(content) or not head.endswith("\n\n"):
+    return sum(sizes) + len(sizes) - 1
+
+
+def splice_comment(comments: str, lengths: list[object], at: int, words: str) -> str | None:
+    """``comments`` (a burst's own words: its comments one a line, as its
+    message's ``text`` has them) with comment ``at`` of those ``lengths``
+    now ``words``; None when they are not that long."""
+    span = _span(lengths)
+    if span is None or span != len(comments) or not 0 <= at < len(lengths):
         return None
+    sizes = [n for n in lengths if isinstance(n, int)]
+    tail = comments
     pieces, pos = [], 0
     for i, n in enumerate(sizes):
         pieces.append(tail[pos : pos + n])
@@ -183,4 +220,4 @@ def _splice(content: str, lengths: list[object], at: int, words: str) -> str | N
                 return None
             pos += 1
     pieces[at] = words
-    return (head + "\n".join(p for p in pieces if p.strip())).strip()
+    return "\n".join(p for p in pieces if p.strip())

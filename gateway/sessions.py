@@ -421,6 +421,23 @@ async def _m020_job_replies(conn: aiosqlite.Connection) -> None:
     )
 
 
+async def _m021_job_reply_fallback(conn: aiosqlite.Connection) -> None:
+    # What a job's written reply was: 1 for its fallback (the model could
+    # not be reached, the job's own words went: gateway/cron.py
+    # ``fallback_text``), so a slot a kill left unrecorded is recorded as
+    # such by the next start's catch-up, not as a run that went fine.
+    await conn.execute("ALTER TABLE job_replies ADD COLUMN fallback INTEGER NOT NULL DEFAULT 0")
+
+
+async def _m022_revision_attempts(conn: aiosqlite.Connection) -> None:
+    # How often applying a kept edit, recall or member's leaving failed
+    # (gateway/inbox.py): a failed one stays for the next start, and one
+    # failing every time (a poison row) is dropped after REVISION_ATTEMPTS.
+    cols = {str(r[1]) for r in await conn.execute_fetchall("PRAGMA table_info(revisions)")}
+    if "attempts" not in cols:
+        await conn.execute("ALTER TABLE revisions ADD COLUMN attempts INTEGER NOT NULL DEFAULT 0")
+
+
 MIGRATIONS: list[Migration] = [
     _m001_sessions,
     _m002_message_ids,
@@ -442,6 +459,8 @@ MIGRATIONS: list[Migration] = [
     _m018_revisions,
     _m019_refused_permissions,
     _m020_job_replies,
+    _m021_job_reply_fallback,
+    _m022_revision_attempts,
 ]
 
 

@@ -6,8 +6,9 @@ Memory (every tier, the extraction buffer, the change log: the backend's
 :meth:`~memory.backend.MemoryBackend.forget_all`), the conversation history
 of every chat (their messages and the replies to them, group chats too) and
 the jobs they scheduled, the replies to them still waiting in the
-outbox, the files they sent lately (kept a day for ``file_read``), the
-exports ``myclaw chat`` wrote for them, and their file store folder
+outbox, their messages and edits kept in the inbox (a crash leaves them
+for the next start to answer or apply: gateway/inbox.py), the files they
+sent lately (kept a day for ``file_read``), the exports ``myclaw chat`` wrote for them, and their file store folder
 (``MEMORY.md`` and daily logs written while memory was off; imported
 since, but the files stay until erased). ``myclaw memory forget --user``
 does the same with the gateway stopped; this one runs beside it, so each part goes through the
@@ -20,6 +21,7 @@ limiter's timestamps (no words), and log lines, which name users by id only.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -27,6 +29,7 @@ from typing import TYPE_CHECKING
 import structlog
 
 from memory.backend import MemoryBackend
+from memory.identity import IdentityMap
 from memory.sharing import shared_places
 from memory.types import OwnerData, OwnerIndex
 
@@ -38,6 +41,7 @@ if TYPE_CHECKING:
     from memory.filestore import FileMemory
 
     from .cron import CronStore
+    from .inbox import Inbox
     from .incognito import Incognito
     from .outbox import Outbox
     from .sessions import SessionStore
@@ -85,6 +89,8 @@ class UserData:
         titles: ChatTitles | None = None,
         file_store: FileMemory | None = None,
         exports: Path | None = None,
+        inbox: Inbox | None = None,
+        owner_of: Callable[[str, str], str] | None = None,
     ) -> None:
         self.backend = backend
         # The file store's folders when SQLite is the backend (the App's):
@@ -98,6 +104,10 @@ class UserData:
         self.cron = cron
         self.outbox = outbox
         self.timezones = timezones
+        self.inbox = inbox
+        # Whose a message is, by channel and sender (the identity map's
+        # resolve): inbox rows name their sender only.
+        self.owner_of = owner_of or IdentityMap().resolve
 
     async def census(self, user: str) -> Census:
         o = await self.backend.overview(user, limit=0)
@@ -147,10 +157,16 @@ class UserData:
             await asyncio.to_thread(erase_exports, self.exports, user)
         if self.sessions is not None:
             messages += await self.sessions.forget_owner(user)
-            if messages or files:
-                # The deleted rows' old pages stay in the WAL until a
-                # checkpoint overwrites them (as App._forget_history).
-                await self.sessions.db.checkpoint()
+        waiting = edits = 0
+        if self.inbox is not None:
+            # Their messages and edits kept for a crash: the next start would
+            # answer (and learn from) them, or apply an edit's new words. Their
+            # own /forget all's row goes too; its turn ends as any other.
+            waiting, edits = await self.inbox.forget_owner(user, self.owner_of)
+        if self.sessions is not None and (messages or files or waiting or edits):
+            # The deleted rows' old pages stay in the WAL until a
+            # checkpoint overwrites them (as App._forget_history).
+            await self.sessions.db.checkpoint()
         jobs = 0
         if self.cron is not None:
             erased: list[str] = []
@@ -166,6 +182,6 @@ class UserData:
         out = Census(memories=mem.memories, events=mem.events, messages=messages, jobs=jobs, files=files,
                      incognito=quiet, timezone=zone)
         log.info("user forgotten at their request", owner=user, memories=out.memories, events=out.events,
-                 waiting=mem.waiting, messages=out.messages, jobs=out.jobs, files=mem.files, sent_files=files,
+                 waiting=mem.waiting, messages=out.messages, inbox=waiting, edits=edits, jobs=out.jobs, files=mem.files, sent_files=files,
                  incognito=quiet, timezone=zone)
         return out

@@ -47,6 +47,7 @@ import functools
 import json
 import re
 import sys
+import threading
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
@@ -210,8 +211,8 @@ _MIMES = {"txt": "text/plain", "md": "text/markdown", "csv": "text/csv", "pdf": 
           "docx": "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
           "xlsx": "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"}
 HELP = """type a line for a fake user (the bot answers below):
-  t: <text>                   Demo, in a private Telegram chat      t2: <text>  Bob, in his
-  tg: <text>, tg2: <text>     Demo or Bob in a Telegram group (write @myclaw_bot to address the bot)
+  t: <text>                   Demo, in a private Telegram chat      t2: <text>  Bob, in his own
+  tg: <text>, tg2: <text>     Demo or Bob in a Telegram group (@myclaw_bot, or a command: /help)
   tfile: <path> [caption]     Demo sends a file on Telegram         tedit: <text>  Demo edits their last message
   f: <text>                   Demo in a private Feishu chat         fg: / fg2:  a Feishu group (@bot addresses it)
   ffile: <path>               Demo sends a file on Feishu           frecall:  Demo recalls their last Feishu message
@@ -273,11 +274,9 @@ class Demo:
             except ValueError:
                 return "clock: +1d, +6h or +1h30m moves the demo's clock on (never back); clock: alone shows it"
             self.clock.advance(delta)
-        ahead = self.clock.ahead
-        said = [f"demo clock: {self.clock.now():%Y-%m-%d %H:%M} UTC, "
-                + (f"{_span(ahead)} ahead of the real time" if ahead else "the real time")]
         if not text:
-            return said[0]
+            return self._clock_line()
+        said: list[str] = []
         if self.app.loop is not None:
             await self.app.loop.drain(10)  # the last messages buffered for memory
         ex = self.app.extraction
@@ -289,9 +288,23 @@ class Demo:
             if learnt > 0:
                 said.append(f"learnt from {learnt} line{'s' if learnt != 1 else ''} of chat")  # the user's and the bot's
         if isinstance(self.app.cron, CronScheduler):
-            for run in await self.app.cron.run_due():
+            runs = {run.job_id: run for run in await self.app.cron.run_due()}
+            for _ in range(3):
+                # Due together (+7d), one compression finds the other's lease
+                # held and looks again a minute later: that minute, now.
+                if not any(run.status == "busy" for run in runs.values()):
+                    break
+                self.clock.advance(self.app.cron.busy_retry)
+                runs.update((run.job_id, run) for run in await self.app.cron.run_due())
+            for run in runs.values():
                 said.append(f"{_JOB_NAMES.get(run.job_id, run.job_id)} ran" + ("" if run.status == "ok" else f": {run.status}"))
-        return "; ".join(said)
+        return "; ".join([self._clock_line(), *said])
+
+    def _clock_line(self) -> str:
+        assert self.clock is not None
+        ahead = self.clock.ahead
+        return (f"demo clock: {self.clock.now():%Y-%m-%d %H:%M} UTC, "
+                + (f"{_span(ahead)} ahead of the real time" if ahead else "the real time"))
 
     def _telegram(self, kind: str, text: str) -> str | None:
         tg = self.tg
@@ -371,8 +384,18 @@ def _span(delta: timedelta) -> str:
 
 async def _read_lines(demo: Demo) -> None:
     loop = asyncio.get_running_loop()
+    lines: asyncio.Queue[str] = asyncio.Queue()
+
+    def read() -> None:
+        for line in iter(sys.stdin.readline, ""):
+            loop.call_soon_threadsafe(lines.put_nowait, line)
+        loop.call_soon_threadsafe(lines.put_nowait, "")
+
+    # A daemon thread of its own, not the loop's executor: asyncio.run joins
+    # that at exit, and a readline waiting for Enter held Ctrl-C's exit.
+    threading.Thread(target=read, name="fakes-stdin", daemon=True).start()
     while True:
-        line = await loop.run_in_executor(None, sys.stdin.readline)
+        line = await lines.get()
         if not line:
             return
         note = await demo.handle(line)
@@ -439,7 +462,8 @@ async def serve(args: argparse.Namespace) -> None:
         else:
             print("\nconfig.json for myclaw (or merge into yours):")
             print(snippet)
-            print(f"\nthen run `myclaw gateway`; Ctrl-C stops.\n{HELP}", flush=True)
+            print("\nsave it as config.json in a scratch folder and run `MYCLAW_HOME=<that folder> myclaw gateway`"
+                  f" (or start the fakes with --gateway DIR); Ctrl-C stops.\n{HELP}", flush=True)
         tasks = [asyncio.create_task(_read_lines(Demo(tg, fs, args.feishu_webhook, clock=clock, app=app)))]
         if fs is not None:
             tasks.append(asyncio.create_task(_watch_feishu(fs)))

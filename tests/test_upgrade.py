@@ -326,6 +326,20 @@ GATEWAY_ERAS: dict[str, Era] = {
                     "sending": f"run{v:032x}"}),
         ("job_replies", {"job": f"job{v}", "slot": at(v, 9), "written_at": at(v, 9)}),
     ],
+    "_m021_job_reply_fallback": lambda v: [  # a job's fallback (⏰) a kill left before cron.db recorded its run
+        *_chat(v, context=True, sender_name=True),
+        ("outbox", {**_outbox(v, {"send_key": f"key{v}", "job_slot": f"{at(v, 9)} job{v}", "job_fallback": True})[-1][1],
+                    "sending": f"run{v:032x}"}),
+        ("job_replies", {"job": f"job{v}", "slot": at(v, 9), "written_at": at(v, 9), "fallback": 1}),
+    ],
+    "_m022_revision_attempts": lambda v: [  # an edit whose application failed once, and a member's leaving
+        *_chat(v, context=True, sender_name=True),
+        ("revisions", {"id": v, "channel": "telegram", "chat_id": str(v), "message_id": f"{v}07", "kind": "edit",
+                       "received_at": at(v), "attempts": 1,
+                       "payload": json.dumps({"s": str(v), "t": f"the {word(v)}", "ts": at(v), "e": {}})}),
+        ("revisions", {"id": 1000 + v, "channel": "feishu", "chat_id": "oc_9", "message_id": f"ou_{v}", "kind": "left",
+                       "received_at": at(v), "payload": json.dumps({"s": f"ou_{v}", "t": "", "ts": at(v), "e": {}})}),
+    ],
 }
 
 

@@ -440,25 +440,28 @@ class FeishuChannel(BaseChannel):
         if event_id and self._dedup.seen_before(event_id):
             self.log.info("duplicate feishu event dropped", event_id=event_id)
             return
-        kept: _Kept | None = None
+        kept: list[_Kept] = []
         if event_type in (MESSAGE_EVENT, RECALL_EVENT):
             taken = self._message_job(payload, event_id) if event_type == MESSAGE_EVENT else \
                 self._recall_job(payload, event_id)
-            intake, kept = (None, None) if taken is None else (taken[:3], taken[3])
+            intake = None if taken is None else taken[:3]
+            kept = [] if taken is None or taken[3] is None else [taken[3]]
         else:
-            intake = self._left_job(payload, event_id)
+            left = self._left_job(payload, event_id)
+            intake = None if left is None else left[:3]
+            kept = [] if left is None else [(gone, {}) for gone in left[3]]
         if intake is None:
             return
         chat, job, slow = intake
-        if kept is not None:
+        for one in kept:
             # In gateway.db before Feishu is answered (a webhook's 200, the
             # SDK's ACK), its pictures or quote read after: a crash during
             # the download leaves it for the next start; so too a recall,
             # which a stop may cut in its lane or the loop's queue (the next
-            # start applies it). Not writable (a full disk): not answered, so
-            # Feishu sends it again later.
+            # start applies it), and a member's leaving. Not writable (a full
+            # disk): not answered, so Feishu sends it again later.
             try:
-                await self.bus.keep(*kept)
+                await self.bus.keep(*one)
             except NotKept:
                 if event_id:
                     self._dedup.forget(event_id)
@@ -507,9 +510,13 @@ class FeishuChannel(BaseChannel):
 
         return recall.chat_id, job, False, (recall, {})
 
-    def _left_job(self, payload: dict[str, Any], event_id: str) -> tuple[str, Job, bool] | None:
+    def _left_job(
+        self, payload: dict[str, Any], event_id: str
+    ) -> tuple[str, Job, bool, list[InboundMessage]] | None:
         """Members left a group: a LEFT each, without the allow-list (it
-        only takes away what they set up there), in the chat's lane."""
+        only takes away what they set up there), in the chat's lane; each
+        kept in the inbox before Feishu is answered (a stop may cut them
+        in the lane or the loop's queue: the next start applies them)."""
         try:
             gone = parse_left_event(payload)
         except EventParseError as exc:
@@ -522,7 +529,7 @@ class FeishuChannel(BaseChannel):
             for left in gone:
                 await self.bus.publish_inbound(left)
 
-        return gone[0].chat_id, job, False
+        return gone[0].chat_id, job, False, gone
 
     def _message_job(self, payload: dict[str, Any], event_id: str) -> tuple[str, Job, bool, _Kept | None] | None:
         """The job that puts a message event on the bus (with its quote,

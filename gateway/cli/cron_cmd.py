@@ -196,9 +196,19 @@ def list_jobs(user: str | None, as_json: bool) -> None:
     run(go())
 
 
+# An error longer than this is cut in the table (a middle column: it would
+# push the message off the screen); ``--json`` has it whole.
+_ERROR_WIDTH = 60
+
+
 def _last(j: CronJob) -> str:
     if j.last_status == "retry":  # next run is the retry of the slot due_at
         return f"retry ({j.attempts} failed, due {j.due_at})"
+    if j.last_status == "fallback":  # not agent.fallbacks: no model answered at all
+        return "fallback: model unreachable, the job's own text sent"
+    if j.last_status == "error" and j.last_error:
+        error = " ".join(j.last_error.split())
+        return "error: " + (error if len(error) <= _ERROR_WIDTH else error[:_ERROR_WIDTH - 1] + "…")
     return j.last_status or "-"
 
 

@@ -25,6 +25,7 @@ from memory.changelog import write_log
 from memory.engine import MAX_CONTENT_CHARS
 from memory.redact import nothing_but_redactions, redacted_and_what
 from memory.forgetting import Erasure, erase_planned, plan_erasure, retire_entries_on
+from memory.identity import IdentityMap
 from memory.migrate import MigrationReport
 from memory.retrieval import Retriever
 from memory.clock import SystemClock
@@ -503,9 +504,10 @@ def forget(user: str | None, yes: bool) -> None:
     """Erase everything stored about --user, for good: memories of every
     status, daily events, messages waiting for extraction, change-log
     entries, conversation history (Tier 0), replies to them still waiting
-    in the outbox, files they sent lately, scheduled jobs, their time zone
-    and incognito settings and the file store's folder (bytes zeroed). Run it with
-    the gateway stopped."""
+    in the outbox, their messages and edits a crash left waiting, files
+    they sent lately, scheduled jobs, their time zone and incognito
+    settings and the file store's folder (bytes zeroed). Run it with the
+    gateway stopped."""
     cfg = load_cli_config()
     owner = resolve_user(user, cfg)
     if not owner:
@@ -521,9 +523,30 @@ def forget(user: str | None, yes: bool) -> None:
                    f"({_near_hint(owner, run(_owners(resolve_db(cfg))))})")
         return
     click.echo(f"forgot {owner}: " + ", ".join(f"{v} {k}" for k, v in counts.items()))
+    if held := _held_by_gateway(Paths.from_env(), owner, counts):
+        click.echo(held)
     if copies := _earlier_copies(Paths.from_env()):
         click.echo(f"{len(copies)} earlier copies are not changed by this and may hold {owner}'s data; delete them "
                    "too if they must not: " + ", ".join(str(p) for p in copies))
+
+
+def _held_by_gateway(paths: Paths, owner: str, counts: dict[str, int]) -> str:
+    """What a gateway running beside the erasure still holds of ``owner``:
+    it reads each user's time zone and incognito setting once and keeps
+    them (gateway/timezones.py, gateway/incognito.py), so it would go on
+    using what was erased until it restarts. '' when none runs or neither
+    was erased."""
+    from gateway.datalock import running_pid
+
+    settings = [name for name, key in (("time zone", "time zone setting"), ("incognito", "incognito setting"))
+                if counts.get(key)]
+    pid = running_pid(paths.data_dir) if settings else None
+    if pid is None:
+        return ""
+    running = f"the gateway running on this home (pid {pid})" if pid else "the gateway running on this home"
+    setting = f"{' and '.join(settings)} setting{'s' if len(settings) > 1 else ''}"
+    return (f"{running} still uses {owner}'s {setting} until it restarts: restart it "
+            "(in chat, /forget all erases them from the running gateway too)")
 
 
 def _earlier_copies(paths: Paths) -> list[Path]:
@@ -550,6 +573,7 @@ async def _owners(path: Path) -> list[str]:
 async def _forget(cfg: Config, path: Path, owner: str) -> dict[str, int]:
     from gateway.cron import CronStore
     from gateway.export import erase_exports
+    from gateway.inbox import Inbox
     from gateway.incognito import Incognito
     from gateway.outbox import Outbox
     from gateway.recent_files import RecentFiles
@@ -582,7 +606,15 @@ async def _forget(cfg: Config, path: Path, owner: str) -> dict[str, int]:
                 counts["incognito setting"] = 1
             if files := await RecentFiles(sessions.db, SystemClock()).forget_owner(owner):
                 counts["recent files"] = files
-            if counts["history messages"] or replies or files:
+            # What a crash or a stop left for the next start to answer or apply:
+            # their messages (the history's rows of those begun too) and edits.
+            waiting, edits = await Inbox(sessions.db, SystemClock()).forget_owner(
+                owner, IdentityMap(cfg.memory.identities).resolve)
+            if waiting:
+                counts["messages waiting to be answered"] = waiting
+            if edits:
+                counts["edits waiting to be applied"] = edits
+            if counts["history messages"] or replies or files or waiting or edits:
                 await sessions.db.compact()  # a running gateway keeps the WAL, and their words in it
     cron_db = paths.cron_db()
     if cron_db.exists():

@@ -166,13 +166,20 @@ def _provenance(ctx: PageContext, m: Memory) -> str:
     bits = [e(x) for x in (t.chinese(origin(m.source.value, p, zh=t.zh)), t("chat", id=chat) if p.chat_id else "",
                            t("session", id=p.session) if p.session else "") if x]
     if (p.date_from or p.date_to) and m.source is not Source.COMPRESSION:  # a summary's words say its span
-        span = p.date_from if p.date_from == p.date_to or not p.date_to else f"{p.date_from or '?'} – {p.date_to}"
+        start, end = _said(t, p.date_from), _said(t, p.date_to)
+        span = start if p.date_from == p.date_to or not p.date_to else f"{start or '?'} – {end}"
         bits.append(e(t("said", span=span)))
     built = [r[2:] for r in p.refs if r.startswith("m:") and r[2:].isdigit()]
     if built:
         links = ", ".join(f'<a href="{e(url("/memory/item", id=i, user=ctx.user))}">m{e(i)}</a>' for i in built[:10])
         bits.append(t("built_on", links=links + (" …" if len(built) > 10 else "")))
     return " · ".join(bits)
+
+
+def _said(t: Words, ts: str) -> str:
+    """A span's end on the gateway's clock, as the page's other times (it
+    stood raw, in UTC); a day alone (a summary's, an import's) as it is."""
+    return t.when(ts) if "T" in ts else ts
 
 
 def _options(values: Iterable[str], selected: str, label: Callable[[str], str] = str) -> str:
@@ -686,7 +693,7 @@ def detail_page(
         ("p_channel", p.channel),
         ("p_chat", p.chat_id),
         ("p_session", p.session),
-        ("p_said", " – ".join(x for x in (p.date_from, p.date_to) if x)),
+        ("p_said", " – ".join(_said(t, x) for x in (p.date_from, p.date_to) if x)),
         ("p_messages", ", ".join(p.message_ids)),
         ("p_refs", ", ".join(p.refs)),
         # Indexed with the fact, never shown to the model: the owner may see it.

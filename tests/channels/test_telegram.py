@@ -104,7 +104,7 @@ async def test_the_command_menu_is_published_per_chat_type(fake: FakeTelegram, m
     await fake.wait_until(lambda: sum(c.method == "setmycommands" for c in fake.calls) == 4, 5)
     menus = {(c.params["scope"]["type"], c.params.get("language_code")): [x["command"] for x in c.params["commands"]]
              for c in fake.calls if c.method == "setmycommands"}
-    private = ["new", "memory", "forget", "export", "timezone", "incognito", "project", "share", "help"]
+    private = ["new", "memory", "forget", "export", "timezone", "incognito", "project", "jobs", "share", "help"]
     groups = ["new", "share", "help"]
     assert menus == {
         ("all_private_chats", None): private, ("all_group_chats", None): groups,
@@ -186,6 +186,28 @@ async def test_group_flags_and_mention_stripping(fake: FakeTelegram, bus: Messag
     fake.push_text(group, 7, "thanks!", chat_type="supergroup", reply_to_bot=True)
     reply = await next_inbound(bus)
     assert reply.reply_to_bot and not reply.mentioned and reply.text == "thanks!"
+
+
+async def test_a_bare_command_of_the_bots_own_is_addressed_to_it_in_a_group(
+    fake: FakeTelegram, bus: MessageBus, make_channel: Any
+) -> None:
+    """A Telegram client sends a command picked from the group's "/" menu
+    without @bot when the group has no other bot, and privacy mode passes
+    every "/" message on: the bot's own commands are then addressed to it
+    (they went unanswered). Another bot's, a word after a slash, a command
+    with words the model would read, or a photo's caption stay unaddressed."""
+    await make_channel()
+    group = -100321
+    for text in ("/help", "/new", "/share", "/unshare m12", "/memory", "/帮助", "/help@myclaw_bot"):
+        fake.push_text(group, 7, text, chat_type="supergroup")
+        msg = await next_inbound(bus)
+        assert msg.mentioned, text
+    for text in ("/help@other_bot", "/shrug", "/help me with this", "see /help", "/helpme"):
+        fake.push_text(group, 7, text, chat_type="supergroup")
+        msg = await next_inbound(bus)
+        assert not msg.mentioned and msg.text == text, text
+    fake.push_text(7, 7, "/help")  # a private chat: never "mentioned", as before
+    assert not (await next_inbound(bus)).mentioned
 
 
 async def test_allow_list_by_id_and_username(fake: FakeTelegram, bus: MessageBus, make_channel: Any) -> None:

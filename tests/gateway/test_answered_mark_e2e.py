@@ -174,3 +174,57 @@ async def test_a_held_reply_whose_mark_fails_for_another_reason_than_the_disk_go
             monkeypatch.undo()
             _free(tmp_path, "replies", "marks")
             await _quiet(app)
+
+
+@pytest.mark.parametrize("then", ["space-back", "killed-while-held"])
+async def test_a_note_asking_for_a_message_again_goes_once_when_its_inbox_row_cannot_be_deleted(
+    tmp_path: Path, clock: ManualClock, then: str
+) -> None:
+    """/memory waits behind a turn when a kill comes: the next start tells
+    the user it was not done (gateway/loop.py, the note asking for it
+    again), its inbox row deleted first. The disk refuses that delete: the
+    note is held until it goes, as a reply whose mark failed. Before, it
+    went at once, the row stayed, and every later start said it again."""
+    from .test_resume_e2e import _killed
+
+    async with FakeOpenAI(api_key=KEY, responder=_echo) as llm, FakeTelegram() as tg:
+        async with _telegram_app(tmp_path, clock, llm, tg) as app:
+            llm.queue_hold("never sent")
+            tg.push_text(42, 42, QUESTION)
+            await until(lambda: len(llm.requests) == 1, timeout=15)
+            tg.push_text(42, 42, "/memory")
+            loop = app.loop
+            assert loop is not None
+            await until(lambda: loop.stats.received == 2, timeout=15)
+            tg.cut_next("sendMessage")  # the stop's own note never reaches the chat: as a kill
+            await _killed(app, tmp_path)
+        # The disk refuses the command's row's delete (the cut turn's, dropped at start, goes).
+        with sqlite3.connect(tmp_path / "data" / "gateway.db") as db:
+            db.execute("CREATE TRIGGER full_note BEFORE DELETE ON inbox WHEN OLD.payload LIKE '%/memory%' "
+                       "BEGIN SELECT RAISE(ABORT, 'database or disk is full'); END")
+        clock.advance(60)
+        async with _telegram_app(tmp_path, clock, llm, tg) as again:
+            held = again.loop
+            assert held is not None
+            held.mark_retry = 0.05
+            await until(lambda: held.stats.held >= 1 or len(tg.sent) >= 2, timeout=15)
+            await asyncio.sleep(0.3)  # tried again, still full
+            assert [m.text for m in tg.sent] == [ANSWER]  # the note waits for its row's delete
+            if then == "space-back":
+                _free(tmp_path, "note")
+                await tg.wait_sent(2, timeout=15)
+                await _quiet(again)
+            else:
+                _as_killed_now(tmp_path)
+                await asyncio.wait_for(again.close(timeout=0.0), 30)
+                _undo_since(tmp_path)
+                _free(tmp_path, "note")
+        clock.advance(60)
+        async with _telegram_app(tmp_path, clock, llm, tg) as third:
+            if then != "space-back":
+                await tg.wait_sent(2, timeout=15)  # from the outbox: its row on its way was written
+            await _quiet(third)
+        async with _telegram_app(tmp_path, clock, llm, tg) as fourth:  # nothing left to say
+            await _quiet(fourth)
+        answer, note = [m.text for m in tg.sent]
+        assert answer == ANSWER and "/memory" in note and "send it again" in note

@@ -107,6 +107,38 @@ def test_cron_add_uses_private_memory_only_when_told_the_chat_is_the_users_own(h
     assert any("mine" in line and "private" in line for line in table)
 
 
+def test_cron_list_says_what_a_fallback_or_a_failed_run_was(home: Path) -> None:
+    """"fallback" alone reads as a fallback model having answered: the
+    last run's column says the model could not be reached and the job's
+    own words went; a failed run says why."""
+    from gateway.cron import FALLBACK_SENT, CronStore
+    from memory.clock import SystemClock
+
+    for job_id in ("pills", "report", "digest"):
+        assert cli("cron", "add", "-s", "0 9 * * *", "-m", job_id, "--channel", "telegram", "--chat-id", "42",
+                   "-u", "alice", "--id", job_id).exit_code == 0
+
+    async def ran() -> None:
+        store = await CronStore.open(home / "data" / "cron.db", SystemClock(), "Asia/Shanghai")
+        try:
+            now = SystemClock().now()
+            pills, report, digest = await store.get("pills"), await store.get("report"), await store.get("digest")
+            assert pills is not None and report is not None and digest is not None
+            await store.record_run(pills, ran_at=now, status="fallback", error=FALLBACK_SENT)
+            await store.record_run(report, ran_at=now, status="error",
+                                   error="channel 'feishu' is not running in this gateway")
+            await store.record_run(digest, ran_at=now, status="error", error="ValueError: " + "x" * 400)
+        finally:
+            await store.close()
+
+    asyncio.run(ran())
+    rows = {line.split()[0]: line for line in cli("cron", "list").output.splitlines()[1:]}
+    assert "fallback: model unreachable, the job's own text sent" in rows["pills"]
+    assert "error: channel 'feishu' is not running in this gateway" in rows["report"]
+    assert "error: ValueError: xxx" in rows["digest"] and "x" * 60 not in rows["digest"]  # cut: --json has it whole
+    assert rows["digest"].rstrip().endswith("digest")
+
+
 def _chat_rows(home: Path, rows: list[tuple[str, str, str, bool]]) -> None:
     """Tier 0 rows: (channel, chat_id, owner, came in a group), as the gateway writes them."""
     async def go() -> None:

@@ -588,6 +588,36 @@ def test_forget_names_the_backups_it_cannot_reach(home: Path) -> None:
     assert str(home / "backups" / "20260301T120000Z") in out and "before-restore-20260302T080000Z" in out
 
 
+def test_forget_beside_a_running_gateway_says_what_it_still_holds_until_restarted(home: Path) -> None:
+    """A gateway running on the home keeps users' time zones and incognito
+    settings in memory: after the erasure it still showed the user "Your time
+    zone: Asia/Tokyo" and "Incognito is on" until it restarted. The operator
+    is told so, and what to do; with no gateway running, nothing is said."""
+    import os
+
+    from gateway.datalock import GatewayLock
+    from gateway.timezones import UserTimezones, parse_timezone
+
+    async def seed(owner: str) -> None:
+        clock = ManualClock("2026-03-01T12:00:00Z")
+        async with await SessionStore.open(home / "data" / "gateway.db", clock) as s:
+            await UserTimezones(s.db).set(owner, parse_timezone("Asia/Tokyo"), at=clock.now())
+            await Incognito(s.db).start(owner, at=clock.now())
+
+    asyncio.run(seed("alice"))
+    asyncio.run(seed("bob"))
+    assert "gateway" not in ok("forget", "--user", "bob", "--yes").stdout
+    lock = GatewayLock(home / "data")  # what `myclaw gateway` holds while it runs
+    lock.acquire()
+    try:
+        out = ok("forget", "--user", "alice", "--yes").stdout
+    finally:
+        lock.release()
+    assert "1 time zone setting" in out and "1 incognito setting" in out
+    assert (f"the gateway running on this home (pid {os.getpid()}) still uses alice's time zone and incognito "
+            "settings until it restarts: restart it") in out
+
+
 def test_forget_of_a_misspelt_handle_says_nothing_was_there_and_names_the_near_one(home: Path) -> None:
     # An erasure request with a typo must not read as done: "forgot ...: 0 memories, ..." did.
     ok("add", "Alice's locker code is 4921", "--user", "telegram:1001")

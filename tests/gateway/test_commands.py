@@ -62,6 +62,64 @@ async def test_memory_says_what_still_waits_to_be_learnt(tmp_path: Path, clock: 
         assert "I don't remember anything about you yet." in (await rig.ask("/memory", chat="200", sender="200")).text
 
 
+async def test_a_search_that_finds_nothing_says_what_still_waits_to_be_learnt(
+    tmp_path: Path, clock: ManualClock, fake_llm: FakeOpenAI
+) -> None:
+    # "my cat is Miso", then "/memory miso" within the quiet gap: "No memories
+    # match" alone read as if the bot had not heard (/memory alone said why).
+    async with make_rig(tmp_path, clock, fake_llm) as rig:
+        fake_llm.queue_reply("Noted.")
+        await rig.ask("my cat is called Miso", chat="100")
+        fake_llm.queue_reply("好的。")
+        await rig.ask("我的猫叫咪咪", chat="300", sender="300")
+        await rig.settle()
+        text = (await rig.ask("/memory miso", chat="100")).text
+        assert text == ("No memories match “miso”. 1 message of yours is still waiting to be learnt, after a pause "
+                        "in our conversation: what you said just now is not searchable yet.")
+        zh = (await rig.ask("/memory 咪咪", chat="300", sender="300")).text
+        assert zh == "没有找到与“咪咪”有关的记忆。你的 1 条消息还在等待学习，对话停下一会儿后就会学到：刚说的事暂时还搜不到。"
+        assert (await rig.ask("/memory miso", chat="200", sender="200")).text == "No memories match “miso”."
+
+
+async def test_jobs_lists_the_senders_scheduled_messages_and_cancels_one(
+    tmp_path: Path, clock: ManualClock, fake_llm: FakeOpenAI
+) -> None:
+    """A user who asked for a reminder had no way but the model to see or
+    cancel it (/jobs went to the model as words)."""
+    async with make_rig(tmp_path, clock, fake_llm) as rig:
+        cron = await CronStore.open(tmp_path / "cron.db", clock)
+        try:
+            everything = UserData(rig.backend, rig.sessions, cron)
+            rig.loop.commands = UserCommands(rig.backend, everything=everything, clock=clock)
+            assert (await rig.ask("/jobs", chat="100")).text.startswith("You have no scheduled messages.")
+            daily = await cron.add(schedule="0 9 * * 1-5", message="summarise my plans", channel="telegram",
+                                   chat_id="100", user=ALICE, private=True, tz=ZoneInfo("Asia/Shanghai"))
+            once = await cron.add(at=parse_at("2026-03-02 09:00", ZoneInfo("Asia/Shanghai")), message="call mom",
+                                  channel="telegram", chat_id="-5", user=ALICE, tz=ZoneInfo("Asia/Shanghai"))
+            bees = await cron.add(schedule="0 9 * * *", message="water the bees", channel="telegram", chat_id="200",
+                                  user=BOB)
+            text = (await rig.ask("/jobs", chat="100")).text
+            assert text.startswith("Your scheduled messages:\n")
+            assert f"[{daily.id}] 0 9 * * 1-5 (Asia/Shanghai): summarise my plans" in text
+            assert f"[{once.id}] once, 2026-03-02 09:00 (Asia/Shanghai): call mom" in text
+            assert "bees" not in text and bees.id not in text  # Bob's own
+            assert text.endswith("/jobs remove <id> cancels one.")
+            assert "only in a private chat" in (await rig.ask("/jobs", chat="-5", group=True, mentioned=True)).text
+            assert (await rig.ask(f"/jobs remove {bees.id}", chat="100")).text == (
+                f"You have no scheduled message {bees.id}: /jobs lists yours.")
+            assert (await rig.ask(f"/jobs remove {once.id}", chat="100")).text == (
+                f"Cancelled {once.id} (call mom): it will not run.")
+            assert sorted(j.id for j in await cron.list() if not j.internal) == sorted([daily.id, bees.id])
+            zh = (await rig.ask("/jobs", chat="300", sender="300")).text
+            assert zh.startswith("You have no scheduled messages.")  # a new user, no words to tell by: the app's
+            fake_llm.queue_reply("好的。")
+            await rig.ask("我明天要开会", chat="300", sender="300")
+            assert (await rig.ask("/jobs", chat="300", sender="300")).text.startswith("你还没有定时消息。")
+            assert fake_llm.requests[-1]["messages"][-1]["content"] != "/jobs"  # never the model's
+        finally:
+            await cron.close()
+
+
 async def test_memory_lists_the_users_own_memories_without_the_model(
     tmp_path: Path, clock: ManualClock, fake_llm: FakeOpenAI
 ) -> None:

@@ -476,3 +476,32 @@ async def test_a_slot_whose_reply_the_outbox_holds_is_recorded_and_not_run_again
     clock.set("2026-03-04T01:00:00Z")  # gateway.db closed: the mark cannot be read, so the job runs
     await sched.run_due()
     assert ran == ["2026-03-03T01:00:00Z", "2026-03-04T01:00:00Z"]
+
+
+async def test_a_slot_whose_fallback_the_outbox_holds_is_recorded_as_a_fallback(
+    tmp_path: Path, clock: ManualClock, store: CronStore
+) -> None:
+    """The reply a kill left unrecorded was the job's fallback (the model
+    could not be reached): the slot is recorded as the run would have
+    recorded it, "fallback" with its words, not "ok"."""
+    from gateway.bus import OutboundMessage
+    from gateway.cron import FALLBACK_SENT
+    from gateway.outbox import Outbox, job_slot
+    from gateway.sessions import SessionStore
+
+    async def run_agent(job: CronJob, attempt: JobAttempt) -> None:
+        raise AssertionError("the slot was answered: not run again")
+
+    job = await store.add(schedule="0 9 * * *", message="stand-up notes", channel="telegram", chat_id="2", user="bob")
+    async with await SessionStore.open(tmp_path / "data" / "gateway.db", clock) as sessions:
+        outbox = Outbox(sessions.db)
+        reply = OutboundMessage("telegram", "2", "⏰ stand-up notes", job_slot=job_slot(job.id, job.slot),
+                                job_fallback=True)
+        await outbox.add(reply, owner="bob", created_at=clock.now(), next_attempt_at=clock.now(), sending=True)
+        sched = CronScheduler(store, run_agent_job=run_agent, replies=outbox)
+        clock.set("2026-03-02T01:00:00Z")
+        [run] = await sched.run_due()
+        assert (run.status, run.error) == ("fallback", FALLBACK_SENT)
+        done = await store.get(job.id)
+        assert done is not None and (done.last_status, done.last_error) == ("fallback", FALLBACK_SENT)
+        assert await sessions.db.fetchall("SELECT * FROM job_replies") == []

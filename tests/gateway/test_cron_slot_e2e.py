@@ -18,8 +18,10 @@ import sqlite3
 from datetime import timedelta
 from pathlib import Path
 
+from gateway.cron import FALLBACK_SENT
 from memory import ManualClock
-from tests.fakes.openai_server import FakeOpenAI
+from memory.clock import parse_ts
+from tests.fakes.openai_server import FakeOpenAI, Reply
 from tests.fakes.telegram_server import FakeTelegram
 
 from .test_resume_e2e import KEY, _as_killed_now, _echo, _quiet, _telegram_app, _undo_since
@@ -80,3 +82,53 @@ async def test_a_reminder_a_kill_cut_before_its_run_was_recorded_comes_once_and_
             await _quiet(third)
         assert [m.text for m in tg.sent] == ["re: hi", "re: call mom"]
         assert len(llm.requests) == 2  # the catch-up found its slot answered: not run again
+
+
+async def test_a_fallback_a_kill_cut_before_its_run_was_recorded_is_recorded_as_a_fallback(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    """The last attempt's model call fails and the job's own words are the
+    reply (⏰); a kill falls before cron.db has the run. The next start
+    sends it from the outbox and records the slot, as a fallback, with the
+    words a live fallback run gets: ``myclaw cron list`` must not say the
+    run went fine. Before, the skipped slot was recorded "ok"."""
+    cron_db = tmp_path / "data" / "cron.db"
+    async with FakeOpenAI(api_key=KEY, responder=_echo) as llm, FakeTelegram() as tg:
+        async with _telegram_app(tmp_path, clock, llm, tg) as app:
+            store = app._cron_store
+            assert store is not None and app.cron is not None
+            tg.push_text(42, 42, "hi")
+            await tg.wait_sent(1, timeout=15)
+            job = await store.add(schedule="0 * * * *", message="call mom", channel="telegram", chat_id="42",
+                                  user="telegram:42", private=True)
+            # Its retries spent: the next attempt is the last, with the fallback.
+            with sqlite3.connect(cron_db) as db:
+                db.execute("UPDATE cron_jobs SET attempts = 3, due_at = next_run_at WHERE id = ?", (job.id,))
+            unrecorded = _keep(cron_db)
+            holder = sqlite3.connect(cron_db, isolation_level=None)
+            try:
+                holder.execute("BEGIN IMMEDIATE")
+                llm.down = Reply(content=None, status=500)
+                cut = tg.cut_next("sendMessage")
+                clock.advance((parse_ts(job.next_run_at) - clock.now()).total_seconds() + 60)
+                await app.cron.run_due(wait=False)  # type: ignore[attr-defined]
+                await asyncio.wait_for(cut.wait(), 15)
+                _as_killed_now(tmp_path)
+                holder.execute("ROLLBACK")
+            finally:
+                holder.close()
+            await asyncio.wait_for(app.close(timeout=0.0), 30)
+            _undo_since(tmp_path)
+            _put_back(cron_db, unrecorded)
+        llm.down = None
+        asked = len(llm.requests)
+        clock.advance(60)
+        async with _telegram_app(tmp_path, clock, llm, tg) as again:
+            await tg.wait_sent(2, timeout=15)
+            await _quiet(again)
+            assert again._cron_store is not None
+            row = await again._cron_store.get(job.id)
+        assert tg.sent[-1].text.startswith("⏰ call mom\n")
+        assert len(llm.requests) == asked  # not run again
+        assert row is not None and row.last_status == "fallback" and row.attempts == 0
+        assert row.last_error == FALLBACK_SENT  # as a live fallback run records it

@@ -12,6 +12,7 @@ from gateway.bus import AGAIN, EDIT, MESSAGE, RECALL, InboundMessage, NotKept
 from gateway.inbox import Inbox, Waiting
 from gateway.sessions import SessionStore
 from memory import ManualClock
+from memory.identity import IdentityMap
 from tests.logjson import debug_json_log, lines
 
 
@@ -136,6 +137,43 @@ async def test_a_revision_that_cannot_be_written_is_not_taken(tmp_path: Path, cl
         with pytest.raises(NotKept):
             await inbox.keep(_edit("see you at 10"))
         assert inbox.failed == 1
+
+
+# -- erasure ----------------------------------------------------------------------------
+
+
+async def test_forgetting_an_owner_drops_their_waiting_messages_and_edits_by_sender(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    """A row names its sender only: the owner is what the identity map
+    makes of it, so Alice's handles on both channels go, a group's row goes
+    by its sender (not the group), Bob's rows stay, and so do a recall (no
+    words; it still withdraws the bot's reply at the next start) and a row
+    that cannot be read (the next start drops it)."""
+    identities = IdentityMap({"alice": ["telegram:1001", "feishu:ou_alice"]})
+    async with await SessionStore.open(tmp_path / "gateway.db", clock) as store:
+        inbox = Inbox(store.db, clock)
+        for channel, chat, sender, mid, text in [
+            ("telegram", "1001", "1001", "1", "my locker code is 7731"),
+            ("telegram", "-100", "1001", "2", "@bot and the pin is 5519"),
+            ("telegram", "-100", "1002", "3", "@bot is the ferry running?"),
+            ("feishu", "oc_team", "ou_alice", "om_4", "@bot the spare key is under the mat"),
+        ]:
+            await inbox.keep(InboundMessage(channel=channel, chat_id=chat, sender_id=sender, text=text,
+                                            message_id=mid, is_group=chat != "1001", mentioned=chat != "1001"))
+        await inbox.keep(replace(_edit("the pin is 5519"), chat_id="-100", sender_id="1001", message_id="9"))
+        await inbox.keep(replace(_edit("bob's edit"), chat_id="-100", sender_id="1002", message_id="8"))
+        await inbox.keep(InboundMessage(channel="feishu", chat_id="oc_team", sender_id="", text="", message_id="om_5",
+                                        kind=RECALL))
+        await store.db.write("INSERT INTO inbox (channel, chat_id, message_id, received_at, payload) "
+                             "VALUES ('telegram', '1001', '6', '2026-03-01T12:00:00Z', 'not json')")
+        assert await inbox.forget_owner("alice", identities.resolve) == (3, 1)
+        left = [(r[0], r[1]) for r in await store.db.fetchall("SELECT message_id, payload FROM inbox ORDER BY id")]
+        assert [m for m, _ in left] == ["3", "6"] and not any("7731" in p or "5519" in p for _, p in left)
+        assert [(r.msg.kind, r.msg.message_id) for r in await inbox.revisions()] == [(EDIT, "8"), (RECALL, "om_5")]
+        assert await inbox.forget_owner("alice", identities.resolve) == (0, 0)
+        # A handle the map does not name is its own owner.
+        assert await inbox.forget_owner("telegram:1002", identities.resolve) == (1, 1)
 
 
 # -- a failed write is logged by its codes, never the words it held ---------------------

@@ -261,3 +261,52 @@ async def test_a_photo_queued_behind_a_turn_a_crash_cut_is_asked_for_again_in_th
             "re: first",
             "Sorry, I restarted before I could answer, and the photo you sent is no longer with me. Please send it again.",
         ]
+
+
+async def test_a_photos_note_whose_inbox_row_the_disk_will_not_delete_is_held_and_comes_once(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    """As above, but the disk refuses the photo's inbox row's delete (the
+    note is its one answer, and no Tier 0 row says it went). The note is
+    held until the row goes; a kill meanwhile leaves it to the next start,
+    which sends it once from the outbox. Before, it went at once, the row
+    stayed, and every later start asked for the photo again."""
+    from .test_resume_files_e2e import _running
+    from .test_vision_e2e import PHOTO
+
+    note = "Sorry, I restarted before I could answer, and the photo you sent is no longer with me. Please send it again."
+    async with FakeOpenAI(api_key=KEY, responder=_echo) as llm, FakeTelegram() as tg:
+        async with _running(tmp_path, clock, llm, tg) as app:
+            llm.queue_hold()
+            tg.push_text(42, 42, "first")
+            await until(lambda: len(llm.requests) == 1, timeout=15)
+            tg.push_photo(42, 42, [PHOTO], caption="what does this sign say?")
+            await until(lambda: tg.pending_updates == 0, timeout=15)
+            assert app.inbox is not None
+            await until(lambda: app.bus.inbound.qsize() == 0, timeout=15)
+            await app.inbox.flush()
+            _as_killed_now(tmp_path)
+        _undo_since(tmp_path)
+        with sqlite3.connect(tmp_path / "data" / "gateway.db") as db:  # the photo's row: full disk
+            db.execute("CREATE TRIGGER full_note BEFORE DELETE ON inbox WHEN OLD.payload LIKE '%sign say%' "
+                       "BEGIN SELECT RAISE(ABORT, 'database or disk is full'); END")
+        clock.advance(60)
+        async with _running(tmp_path, clock, llm, tg) as again:
+            loop = again.loop
+            assert loop is not None
+            loop.mark_retry = 0.05
+            await until(lambda: loop.stats.held >= 1 or len(tg.sent) >= 2, timeout=15)
+            await asyncio.sleep(0.3)  # tried again, still full
+            assert [m.text for m in tg.sent] == ["re: first"]
+            _as_killed_now(tmp_path)
+        _undo_since(tmp_path)
+        with sqlite3.connect(tmp_path / "data" / "gateway.db") as db:
+            db.execute("DROP TRIGGER full_note")
+        clock.advance(60)
+        async with _running(tmp_path, clock, llm, tg) as third:
+            await tg.wait_sent(2, timeout=15)
+            await _quiet(third)
+            assert third.inbox is not None and await third.inbox.count() == 0
+        async with _running(tmp_path, clock, llm, tg) as fourth:
+            await _quiet(fourth)
+        assert [m.text for m in tg.sent] == ["re: first", note]

@@ -157,7 +157,7 @@ async def test_rows_kept_before_send_keys_get_one_for_good(tmp_path: Path, clock
     finally:
         await old.close()
     async with await SessionStore.open(path, clock) as store:
-        assert int((await store.db.fetchone("PRAGMA user_version"))[0]) == len(MIGRATIONS) == 20
+        assert int((await store.db.fetchone("PRAGMA user_version"))[0]) == len(MIGRATIONS) == 22
         rows = await Outbox(store.db).older_than(clock.now())
         keys = [p.message.send_key for p in rows]
         assert [p.message.answers for p in rows] == ["om_1", "om_1"] and len(set(keys)) == 2
@@ -211,30 +211,39 @@ async def test_a_job_replys_row_marks_its_slot_answered_in_the_same_transaction(
     outbox, now = Outbox(sessions.db), clock.now()
     reply = OutboundMessage("telegram", "42", "re: call mom", job_slot=job_slot("call mom at 9", "2026-03-01T09:00:00Z"))
     await outbox.add(reply, owner="telegram:42", created_at=now, next_attempt_at=now, sending=True)
-    assert await outbox.job_answered("call mom at 9", "2026-03-01T09:00:00Z") is True
-    assert await outbox.job_answered("call mom at 9", "2026-03-02T09:00:00Z") is False
-    assert await outbox.job_answered("call mom", "2026-03-01T09:00:00Z") is False
+    assert await outbox.job_reply("call mom at 9", "2026-03-01T09:00:00Z") == "ok"
+    assert await outbox.job_reply("call mom at 9", "2026-03-02T09:00:00Z") is None
+    assert await outbox.job_reply("call mom", "2026-03-01T09:00:00Z") is None
     [kept] = await Outbox(sessions.db).heads()  # the next run reads the slot back with the reply
     assert kept.message.job_slot == reply.job_slot
 
     # A later write of the same reply (waiting: a retry's) marks nothing.
     await outbox.add(replace(reply, job_slot=job_slot("other", "2026-03-01T09:00:00Z")), owner="telegram:42",
                      created_at=now, next_attempt_at=now)
-    assert await outbox.job_answered("other", "2026-03-01T09:00:00Z") is False
+    assert await outbox.job_reply("other", "2026-03-01T09:00:00Z") is None
 
     # The row cannot be written (its owner NOT NULL broken here): nor is the mark.
     with pytest.raises(sqlite3.IntegrityError):
         await outbox.add(replace(reply, job_slot=job_slot("lost", "2026-03-01T09:00:00Z")),
                          owner=None, created_at=now, next_attempt_at=now, sending=True)  # type: ignore[arg-type]
-    assert await outbox.job_answered("lost", "2026-03-01T09:00:00Z") is False
+    assert await outbox.job_reply("lost", "2026-03-01T09:00:00Z") is None
 
     # The next slot's reply takes the job's one mark; clearing the old slot leaves it.
     await outbox.add(replace(reply, job_slot=job_slot("call mom at 9", "2026-03-02T09:00:00Z")),
                      owner="telegram:42", created_at=now, next_attempt_at=now, sending=True)
     await outbox.job_recorded("call mom at 9", "2026-03-01T09:00:00Z")
-    assert await outbox.job_answered("call mom at 9", "2026-03-02T09:00:00Z") is True
+    assert await outbox.job_reply("call mom at 9", "2026-03-02T09:00:00Z") == "ok"
     await outbox.job_recorded("call mom at 9", "2026-03-02T09:00:00Z")
     assert await sessions.db.fetchall("SELECT * FROM job_replies") == []
+
+    # A fallback's mark says so (cron.db records the slot as one), and the
+    # next slot's ordinary reply takes that back.
+    fell_back = replace(reply, job_slot=job_slot("call mom at 9", "2026-03-03T09:00:00Z"), job_fallback=True)
+    await outbox.add(fell_back, owner="telegram:42", created_at=now, next_attempt_at=now, sending=True)
+    assert await outbox.job_reply("call mom at 9", "2026-03-03T09:00:00Z") == "fallback"
+    await outbox.add(replace(reply, job_slot=job_slot("call mom at 9", "2026-03-04T09:00:00Z")),
+                     owner="telegram:42", created_at=now, next_attempt_at=now, sending=True)
+    assert await outbox.job_reply("call mom at 9", "2026-03-04T09:00:00Z") == "ok"
 
 
 async def test_a_drafted_replys_row_and_its_draft_messages_row_go_together_or_not_at_all(

@@ -246,6 +246,29 @@ async def test_times_are_on_the_gateways_clock_and_say_which(engine: MemoryEngin
         assert "2026年3月1日 20:00" in r.text and "时间为 Asia/Shanghai 时间" in r.text
 
 
+async def test_when_a_fact_was_said_is_on_the_gateways_clock_too(engine: MemoryEngine) -> None:
+    """"said 2026-03-01T11:58:00Z – ..." stood raw, in UTC, beside "created
+    2026-03-01 20:00" and "Times are in Asia/Shanghai". A span of days (a
+    summary's, an import's) stays as its dates."""
+    from zoneinfo import ZoneInfo
+
+    from memory import Provenance
+
+    http = HttpServer("127.0.0.1", 0)
+    mount_memory_page(http, engine, Retriever(engine), TOKEN, tz=ZoneInfo("Asia/Shanghai"))
+    said = Provenance(channel="telegram", chat_id="7", date_from="2026-03-01T11:58:00Z", date_to="2026-03-01T17:59:30Z")
+    mid = (await engine.add(NewMemory(owner="alice", content="alice keeps bees", provenance=said))).id
+    days = Provenance(channel="telegram", chat_id="7", date_from="2026-02-20", date_to="2026-02-21")
+    await engine.add(NewMemory(owner="alice", content="alice sells honey", provenance=days))
+    async with http, httpx.AsyncClient(base_url=http.url, headers=BEARER) as c:
+        page = (await c.get("/memory", params={"user": "alice"})).text
+        item = (await c.get("/memory/item", params={"id": mid})).text
+        zh = (await c.get("/memory", params={"user": "alice"}, headers={"Accept-Language": "zh"})).text
+    assert "said 2026-03-01 19:58 – 2026-03-02 01:59" in page and "said 2026-02-20 – 2026-02-21" in page
+    assert "2026-03-01 19:58 – 2026-03-02 01:59" in item and "T11:58" not in item
+    assert "说于 2026年3月1日 19:58 – 2026年3月2日 01:59" in zh
+
+
 async def test_a_long_change_log_pages_back_to_its_first_entry(site: Site) -> None:
     """The log page showed the newest 200 entries and no way to older ones:
     a few hundred memories' history was cut off without a word."""

@@ -232,6 +232,11 @@ async def test_the_demo_clock_moves_a_day_on_and_the_daily_compression_runs(tmp_
             before = clock.now()
             assert str(await type_line("clock:")).startswith("demo clock: ")  # says the time, moves nothing
             assert clock.now() - before < timedelta(minutes=1)
+            # A week on, both compressions are due at once; the one that found
+            # the other holding the lease said "ran: busy", and ran unseen later.
+            note = str(await type_line("clock: +7d"))
+            assert "daily compression ran" in note and "weekly compression ran" in note, note
+            assert "busy" not in note, note
         finally:
             await asyncio.wait_for(app.close(), 15)
 
@@ -250,3 +255,31 @@ async def _said(app: App, key: str, words: str) -> bool:
 async def _gone(app: App, key: str, words: str) -> bool:
     assert app.sessions is not None
     return not any(words in m.content for m in await app.sessions.window(key))
+
+
+def test_ctrl_c_stops_the_fakes_while_they_wait_for_a_line() -> None:
+    """The printed "Ctrl-C stops" did not: the line reader's thread, blocked
+    in stdin's readline, held the process until Enter was pressed."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    script = Path(__file__).resolve().parents[2] / "scripts" / "fakes.py"
+    ports = [str(_free_port()) for _ in range(3)]
+    with subprocess.Popen(
+        [sys.executable, str(script), "--telegram", ports[0], "--feishu", ports[1], "--openai", ports[2]],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    ) as proc:
+        try:
+            assert proc.stdout is not None
+            for line in proc.stdout:  # up and reading lines: its help is out
+                if line.startswith("type a line"):
+                    break
+            proc.send_signal(signal.SIGINT)  # stdin stays open: nothing typed
+            assert proc.wait(timeout=60) == 0  # a guard against the hang, not a speed bound
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
