@@ -26,6 +26,7 @@ from gateway.bus import (
     picture_mark,
 )
 from gateway.logging import error_fields
+from memory.errorlog import Wordless
 
 from .documents import FILE_NOT_READ, NO_TEXT, document_note, document_placeholder, read_document, read_scanned
 from .media import FAILED, NOT_READ, ImageError, answering, image_note, placeholder, recording_note
@@ -43,7 +44,7 @@ class ChannelFatalError(Exception):
     The gateway stops with this message instead of retrying forever."""
 
 
-class DeliveryError(Exception):
+class DeliveryError(Wordless):
     """A reply, or the end of one, was not delivered.
 
     ``retryable``: the platform may take it later (network, 5xx, a rate
@@ -53,7 +54,7 @@ class DeliveryError(Exception):
     and sending it again cannot help. ``remaining``: when the first parts
     of a split reply went out, the text still to send (so no part goes out
     twice); None when nothing went out. The message names the chat and
-    part, never the reply's text."""
+    part, never the reply's text (so it is :class:`~memory.errorlog.Wordless`)."""
 
     def __init__(self, message: str, *, retryable: bool, remaining: str | None = None) -> None:
         super().__init__(message)
@@ -466,6 +467,6 @@ class BaseChannel(abc.ABC):
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # one bad send must not stop the channel
-                self.log.error("send failed", chat_id=msg.chat_id, error=repr(exc))
+                self.log.error("send failed", chat_id=msg.chat_id, **error_fields(exc))  # not its text: the reply's words
             finally:
                 q.task_done()

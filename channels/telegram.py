@@ -1051,7 +1051,7 @@ class TelegramChannel(BaseChannel):
             await self._comments.keep(msg.chat_id, msg.message_id, kept)
         except Exception as exc:
             self.log.error("comments sent with forwards not kept; their edits will not apply",
-                           chat_id=msg.chat_id, burst=msg.message_id, error=repr(exc))
+                           chat_id=msg.chat_id, burst=msg.message_id, **error_fields(exc))
 
     async def _keep_caption(self, msg: InboundMessage) -> None:
         """Keep how long a recording's caption is (0 for none): its stored
@@ -1066,7 +1066,7 @@ class TelegramChannel(BaseChannel):
             await self._comments.keep(msg.chat_id, msg.message_id, [(msg.message_id, len(msg.text.strip()))])
         except Exception as exc:
             self.log.error("a recording's caption not kept; its edits may not apply",
-                           chat_id=msg.chat_id, message_id=msg.message_id, error=repr(exc))
+                           chat_id=msg.chat_id, message_id=msg.message_id, **error_fields(exc))
 
     async def _regrouped(self, edit: InboundMessage) -> InboundMessage:
         """An edit of a comment gathered into a burst of forwards, as an
@@ -1080,7 +1080,7 @@ class TelegramChannel(BaseChannel):
             found = await self._comments.find(edit.chat_id, edit.message_id)
         except Exception as exc:
             self.log.error("comments sent with forwards not read; the edit goes on as it is",
-                           chat_id=edit.chat_id, message_id=edit.message_id, error=repr(exc))
+                           chat_id=edit.chat_id, message_id=edit.message_id, **error_fields(exc))
             found = None
         if found is None:
             return edit
@@ -1090,7 +1090,7 @@ class TelegramChannel(BaseChannel):
                 await self._comments.keep(edit.chat_id, burst, [(burst, len(edit.text.strip()))])
             except Exception as exc:
                 self.log.error("a recording's caption not kept; its edits may not apply",
-                               chat_id=edit.chat_id, message_id=burst, error=repr(exc))
+                               chat_id=edit.chat_id, message_id=burst, **error_fields(exc))
             return dataclasses.replace(edit, metadata={**edit.metadata, "caption": spans[0][1]})
         at = next(i for i, (mid, _) in enumerate(spans) if mid == edit.message_id)
         lengths = [chars for _, chars in spans]
@@ -1100,7 +1100,7 @@ class TelegramChannel(BaseChannel):
             await self._comments.keep(edit.chat_id, burst, spans)
         except Exception as exc:
             self.log.error("comments sent with forwards not kept; their edits will not apply",
-                           chat_id=edit.chat_id, burst=burst, error=repr(exc))
+                           chat_id=edit.chat_id, burst=burst, **error_fields(exc))
         self.log.info("edit of a comment sent with forwards applied to their message", chat_id=edit.chat_id,
                       message_id=edit.message_id, burst=burst)
         return dataclasses.replace(edit, message_id=burst, placeholder="",

@@ -839,7 +839,7 @@ class App:
         try:
             await channel.stop()
         except Exception as exc:  # stopping the rest matters more
-            log.error("channel did not stop cleanly", channel=channel.name, error=repr(exc))
+            log.error("channel did not stop cleanly", channel=channel.name, **error_fields(exc))
 
     async def _stop_receiving(self, channel: BaseChannel, timeout: float) -> None:
         """``channel.stop_receiving()`` for at most ``timeout``, then cut:
@@ -860,7 +860,7 @@ class App:
             task.cancel()
             raise
         except Exception as exc:  # stopping the rest matters more
-            log.error("channel did not stop receiving cleanly", channel=channel.name, error=repr(exc))
+            log.error("channel did not stop receiving cleanly", channel=channel.name, **error_fields(exc))
 
     async def close(self, timeout: float = 10.0) -> None:
         """Stop everything in reverse order; safe to call twice and after a
@@ -912,7 +912,7 @@ class App:
             try:
                 await svc.stop()
             except Exception as exc:
-                log.error("service did not stop cleanly", error=repr(exc))
+                log.error("service did not stop cleanly", **error_fields(exc))
         if self.delivery is not None and self.sessions is not None:
             # Last replies (a scheduled job's included) wait in gateway.db for the next start.
             await self.delivery.keep_queued(self._job_channels())

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, BinaryIO, Protocol
 
+from memory.errorlog import Wordless
 from memory.tokens import estimate_tokens, prefix_within
 
 __all__ = [
@@ -462,11 +463,12 @@ class _Takeover:
     taken: bool = False  # published, naming the message (metadata "supersedes")
 
 
-class NotKept(Exception):
+class NotKept(Wordless):
     """The durable inbox could not write a message (gateway.db full or
     locked): it is not on the bus, and the channel must not let the
     platform take it as received (Telegram's offset stays before it,
-    Feishu gets no answer yet), so it comes again once there is room."""
+    Feishu gets no answer yet), so it comes again once there is room. Its
+    text is the failure's type (gateway/inbox.py), fit for a log."""
 
 
 class Keeper(Protocol):

@@ -31,6 +31,7 @@ import structlog
 from channels.base import NotPermitted
 from memory.clock import Clock, SystemClock, format_ts, parse_ts
 from memory.db import Database
+from memory.errorlog import error_fields
 from memory.lru import LRU
 
 __all__ = [
@@ -145,7 +146,7 @@ class ChatTitles:
                     "ON CONFLICT (channel) DO UPDATE SET scope = excluded.scope, refused_at = excluded.refused_at",
                     (channel, scope, format_ts(at)))
         except (sqlite3.Error, OSError) as exc:
-            log.error("could not record the permission's state in gateway.db", channel=channel, error=str(exc))
+            log.error("could not record the permission's state in gateway.db", channel=channel, **error_fields(exc))
 
     async def seen(self, channel: str, chat_id: str, title: str, *, at: str) -> None:
         """A message came in ``chat_id`` under ``title``."""

@@ -90,6 +90,7 @@ from croniter import croniter
 
 from memory.clock import Clock, format_ts, parse_ts
 from memory.db import SMALL_CACHE_KIB, Database, Migration, run_script
+from memory.errorlog import error_brief, error_fields
 from memory.compression import Compressor
 from memory.lease import LeaseBusy
 
@@ -702,7 +703,7 @@ class CronScheduler:
                 await self.run_due(wait=False)
             except (sqlite3.Error, OSError) as exc:
                 # The jobs are in the database; the next poll tries again.
-                log.error("cron poll failed; will retry", error=str(exc))
+                log.error("cron poll failed; will retry", **error_fields(exc))
 
     async def run_due(self, now: datetime | None = None, *, wait: bool = True) -> list[JobRun]:
         """Start every due job that is not already running; with ``wait``
@@ -747,6 +748,7 @@ class CronScheduler:
         log.info("cron job starting", job=job.id, kind=job.kind, attempt=job.attempts + 1)
         retry_at: datetime | None = None
         answered: bool | None = None
+        where: dict[str, object] = {}  # an unexpected failure's place and codes, for the log line
         try:
             if job.internal:
                 internal = self.internal.get(job.id)
@@ -781,7 +783,11 @@ class CronScheduler:
         except CronError as exc:  # not wired here, or its channel is not running: retrying cannot help
             result = JobRun(job.id, "error", str(exc)[:500])
         except Exception as exc:  # noqa: BLE001 - a job's failure is recorded on the job and logged; the scheduler goes on
-            error = f"{type(exc).__name__}: {exc}"[:500]
+            # Kept on the job (shown by `myclaw cron list`) and logged: its kind
+            # and codes ("OperationalError (SQLITE_FULL)"), not its text, which
+            # may quote a memory or a message.
+            error = error_brief(exc)[:500]
+            where = {k: v for k, v in error_fields(exc).items() if k != "error"}
             if job.internal and isinstance(exc, sqlite3.OperationalError):  # memory.db full or locked: see above
                 retry_at = self._retry_at(job, parse_ts(job.slot), now)
             result = JobRun(job.id, "error" if retry_at is None else "retry", error)
@@ -789,13 +795,13 @@ class CronScheduler:
             # Once a slot, not once a look: the lease was held all the way to the next slot.
             log.warning(
                 "cron job gave up its slot (lease held until its next slot, which does this one's work)",
-                job=job.id, status="busy", error=result.error,
+                job=job.id, status="busy", error=result.error, **where,
                 next_run_at=format_ts(next_run(job.schedule, now, self.store.zone_of(job))) if not job.once else None,
             )
         else:
             # A busy look is routine (the other job runs, or a dead holder's lease has yet to expire).
             (log.info if result.status in ("ok", "busy") else log.warning)(
-                "cron job finished", job=job.id, status=result.status, error=result.error,
+                "cron job finished", job=job.id, status=result.status, error=result.error, **where,
                 retry_at=format_ts(retry_at) if result.status in ("retry", "busy") and retry_at is not None else None,
             )
         if result.status in ("retry", "busy") and retry_at is not None:

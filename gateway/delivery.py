@@ -99,6 +99,7 @@ import structlog
 
 from channels.base import BaseChannel, DeliveryError, FileTooLarge
 from memory.clock import Clock
+from memory.errorlog import Wordless, error_brief
 from memory.lru import LRU
 
 from .bus import Attachment, MessageBus, OutboundMessage, words_in_chinese
@@ -564,7 +565,7 @@ class Delivery:
         try:
             return await self._owner_of(msg)
         except Exception as exc:  # the row is kept anyway, without an owner
-            log.error("owner of a kept reply unknown", chat_id=msg.chat_id, error=repr(exc))
+            log.error("owner of a kept reply unknown", chat_id=msg.chat_id, **error_fields(exc))
             return ""
 
     async def keep_queued(self, channels: Iterable[str]) -> int:
@@ -626,7 +627,7 @@ class Delivery:
                     raise failure
                 if isinstance(failure, BaseException):  # that chat waits for the next pass
                     failed = True
-                    log.error("outbox redelivery failed", error=repr(failure))
+                    log.error("outbox redelivery failed", **error_fields(failure))  # not its text: a reply's words
             self.waiting = await self.outbox.count()
             if failed:  # its row is still due: a pass at once would fail (and log) again at once
                 return None
@@ -715,8 +716,12 @@ class Delivery:
 
     def _describe(self, exc: BaseException, text: str) -> str:
         """The error as stored and logged: never the reply's words (an
-        exception from deep down might quote them), never a secret."""
-        said = str(exc) or type(exc).__name__
+        exception from deep down might quote them), never a secret. Only a
+        :class:`~memory.errorlog.Wordless` error's text (a DeliveryError's:
+        chat, part, the platform's refusal) is kept; any other's kind and
+        codes ("BrokenPipeError (EPIPE)"), which a part of the reply it
+        quoted cannot survive."""
+        said = (str(exc) or type(exc).__name__) if isinstance(exc, Wordless) else error_brief(exc)
         if len(text.strip()) >= 8:
             said = said.replace(text, "[reply text]")
         return self._scrub(said)[:500]

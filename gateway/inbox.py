@@ -80,6 +80,7 @@ from memory.clock import Clock, format_ts, parse_ts
 from memory.db import Database
 
 from .bus import AGAIN, EDIT, LEFT, MESSAGE, RECALL, ROUTING_KEYS, Document, Forwarded, InboundMessage, NotKept, Quoted
+from .logging import error_fields
 from .revisions import edited_words
 
 __all__ = ["REVISION_ATTEMPTS", "Inbox", "Revision", "Waiting", "dumps", "kept", "loads", "revision"]
@@ -283,8 +284,8 @@ class Inbox:
             (log.error if self._failing == 1 else log.info)(
                 "message not saved in the inbox: held at the platform, tried again until there is room; "
                 "later failures are counted until one is saved",
-                channel=msg.channel, chat_id=msg.chat_id, message_id=msg.message_id, error=repr(exc))
-            raise NotKept(repr(exc)) from exc
+                channel=msg.channel, chat_id=msg.chat_id, message_id=msg.message_id, **error_fields(exc))
+            raise NotKept(type(exc).__name__) from exc  # its text may quote the row
         if self._failing:
             log.warning("messages are saved in the inbox again", not_saved=self._failing)
             self._failing = 0
@@ -304,8 +305,8 @@ class Inbox:
             self.failed += 1
             log.error("edit or recall not saved in the inbox: held at the platform, tried again",
                       channel=msg.channel, chat_id=msg.chat_id, message_id=msg.message_id, kind=msg.kind,
-                      error=repr(exc))
-            raise NotKept(repr(exc)) from exc
+                      **error_fields(exc))
+            raise NotKept(type(exc).__name__) from exc  # its text may quote the row
 
     def done(self, msg: InboundMessage, *, written: bool = False, failed: bool = False) -> None:
         """``msg``'s turn ended (answered, refused, ignored, failed): its
@@ -345,7 +346,7 @@ class Inbox:
         self._dropping.discard(task)
         if not task.cancelled() and (exc := task.exception()) is not None:
             # Left in the inbox: the next start finds it answered (its Tier 0 row) or answers it.
-            log.warning("answered message still in the inbox", error=repr(exc))
+            log.warning("answered message still in the inbox", **error_fields(exc))
 
     async def flush(self) -> None:
         """Wait for the rows being dropped (before gateway.db closes)."""
@@ -377,7 +378,7 @@ class Inbox:
                 at = parse_ts(str(r["received_at"]))
             except (ValueError, TypeError, KeyError, AttributeError) as exc:
                 log.error("inbox row unreadable; dropped", id=int(r["id"]), channel=r["channel"], chat_id=r["chat_id"],
-                          message_id=r["message_id"], error=repr(exc))
+                          message_id=r["message_id"], **error_fields(exc))
                 gone.append(int(r["id"]))
                 continue
             out.append(Waiting(int(r["id"]), at, msg, pictures, unheard, files, pending, again, unnamed))
@@ -405,7 +406,7 @@ class Inbox:
                     raise ValueError(f"not an edit, a recall or a leaving: {r['kind']!r}")
             except (ValueError, TypeError, KeyError, AttributeError) as exc:
                 log.error("kept edit or recall unreadable; dropped", id=int(r["id"]), channel=r["channel"],
-                          chat_id=r["chat_id"], message_id=r["message_id"], error=repr(exc))
+                          chat_id=r["chat_id"], message_id=r["message_id"], **error_fields(exc))
                 gone.append(int(r["id"]))
                 continue
             msg = replace(msg, kind=str(r["kind"]), metadata={**extra, **msg.metadata})

@@ -13,9 +13,11 @@ the same processors, so their lines are redacted too.
 
 Redaction takes out secrets, not words: an exception's text may quote what
 a user sent. Where an unexpected exception is logged at the edge of a
-request, :func:`error_fields` gives its type and the frames it came
-through instead, at every level (the log holds no user's words at DEBUG
-either).
+request, :func:`error_fields` (memory/errorlog.py) gives its type, the
+frames it came through and its codes (errno name, SQLite's error name,
+HTTP status) instead, at every level (the log holds no user's words at
+DEBUG either); a traceback logged with ``exc_info`` (a library's
+``logger.exception``) is turned into the same fields.
 """
 
 from __future__ import annotations
@@ -23,13 +25,12 @@ from __future__ import annotations
 import logging
 import re
 import sys
-import traceback
 from collections.abc import Iterable, MutableMapping
-from pathlib import Path
 from typing import Any, TextIO
 
 import structlog
 
+from memory.errorlog import error_brief, error_fields
 from memory.redact import KEY_SHAPES, redact_credentials, scrub_provider_text
 
 __all__ = ["Redactor", "configure_logging", "error_fields", "get_logger", "provider_text"]
@@ -81,8 +82,8 @@ class Redactor:
             return {k: self._clean(str(k), v) for k, v in value.items()}
         if isinstance(value, list | tuple):
             return type(value)(self._clean("", v) for v in value)
-        if isinstance(value, BaseException):
-            return self.scrub(repr(value))
+        if isinstance(value, BaseException):  # logged as a value (error=exc): its kind and codes, never its text
+            return error_brief(value)
         return value
 
     def __call__(self, logger: Any, method: str, event: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
@@ -94,48 +95,18 @@ class Redactor:
 
 
 _redactor = Redactor()
-_ROOT = Path(__file__).resolve().parent.parent  # the project's files are named from here
-_FRAMES_KEPT = 20
-_CAUSES_KEPT = 5
-
-
-def error_fields(exc: BaseException) -> dict[str, Any]:
-    """A log line's fields for ``exc`` without its text: its type
-    (``error``), the frame it was raised in (``at``: "path:line in
-    function"), the frames it came through, innermost last (``frames``:
-    not ``stack``, which structlog's console renderer takes for a string),
-    and the types of the exceptions it came from (``caused_by``)."""
-    stack = [f"{_short(f.filename)}:{f.lineno} in {f.name}"
-             for f in traceback.extract_tb(exc.__traceback__)[-_FRAMES_KEPT:]]
-    out: dict[str, Any] = {"error": _type_name(exc), "at": stack[-1] if stack else "", "frames": stack}
-    causes: list[str] = []
-    e: BaseException | None = exc
-    while e is not None and len(causes) < _CAUSES_KEPT:
-        e = e.__cause__ or (None if e.__suppress_context__ else e.__context__)
-        if e is not None:
-            causes.append(_type_name(e))
-    if causes:
-        out["caused_by"] = causes
-    return out
-
-
-def _type_name(exc: BaseException) -> str:
-    kind = type(exc)
-    return kind.__qualname__ if kind.__module__ == "builtins" else f"{kind.__module__}.{kind.__qualname__}"
-
-
-def _short(filename: str) -> str:
-    """A frame's file from the project's root, or a library's from its
-    package ("aiohttp/web_protocol.py"), not the machine's paths."""
-    path = Path(filename)
-    try:
-        return path.resolve().relative_to(_ROOT).as_posix()
-    except (ValueError, OSError):
-        parts = path.parts
-        for marker in ("site-packages", "dist-packages"):
-            if marker in parts:
-                return "/".join(parts[parts.index(marker) + 1:])
-        return path.name
+def _exc_info_as_fields(logger: Any, method: str, event: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
+    """``exc_info`` (``logger.exception`` in a library, ``exc_info=True``)
+    as :func:`error_fields`: a rendered traceback ends with the exception's
+    text, which may quote a message; its type, frames and codes do not."""
+    info = event.pop("exc_info", None)
+    if info is True:
+        info = sys.exc_info()
+    exc = info if isinstance(info, BaseException) else info[1] if isinstance(info, tuple) and len(info) == 3 else None
+    if isinstance(exc, BaseException):
+        for key, value in error_fields(exc).items():
+            event.setdefault(key, value)
+    return event
 
 
 def provider_text(text: str, secrets: Iterable[str] = ()) -> str:
@@ -169,6 +140,7 @@ def configure_logging(
         structlog.stdlib.add_log_level,
         structlog.stdlib.add_logger_name,
         structlog.processors.TimeStamper(fmt="iso", utc=True),
+        _exc_info_as_fields,  # before format_exc_info, which would render its text
         structlog.processors.format_exc_info,
         _redactor,
     ]

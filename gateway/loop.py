@@ -42,6 +42,7 @@ import structlog
 
 from memory.backend import MemoryBackend
 from memory.clock import format_ts
+from memory.errorlog import Wordless
 from memory.identity import IdentityMap
 from memory.lru import LRU
 from memory.prefilter import should_retrieve
@@ -268,16 +269,17 @@ class LoopStats:
         }
 
 
-class JobFailed(Exception):
+class JobFailed(Wordless):
     """A scheduled job's model call failed and it had no fallback: nothing
-    was sent, and nothing of it is in Tier 0 (the scheduler tries again)."""
+    was sent, and nothing of it is in Tier 0 (the scheduler tries again).
+    Its text is the agent's error type (AgentReply.error), fit for a log."""
 
 
 class _TakenIn(Exception):
     """A turn's message was taken in by a later one before its reply went (ProcessLoop._handle_current)."""
 
 
-class TurnNotSaved(Exception):
+class TurnNotSaved(Wordless):
     """The user's message could not be written to Tier 0 (gateway.db's write
     lock held by another process past the wait, or its disk full): the
     answer was made but is not sent, as nothing would remember it; the user
@@ -285,7 +287,7 @@ class TurnNotSaved(Exception):
     that one is answered (:meth:`ProcessLoop._held`). ``full``: the disk was, so "busy" would not be true."""
 
     def __init__(self, cause: BaseException) -> None:
-        super().__init__(repr(cause))
+        super().__init__(type(cause).__name__)  # not its text: it may quote the row
         self.full = _disk_full(cause)
 
 
@@ -615,7 +617,7 @@ class ProcessLoop:
                         self._not_saved += 1
                         (log.error if self._not_saved == 1 else log.info)(
                             "message not saved, so not answered; later ones are counted until one is",
-                            chat=key, full=exc.full, error=str(exc),
+                            chat=key, full=exc.full, **error_fields(exc),
                         )
                     else:
                         log.error("handling a message failed", chat=key, **error_fields(exc))  # not its text: it may quote the message
@@ -983,7 +985,7 @@ class ProcessLoop:
             (log.error if self._not_saved == 1 else log.info)(
                 "message not saved in the chat's history; answered all the same (the inbox holds it), "
                 "not learnt from; later ones are counted until one is saved",
-                chat=key, full=_disk_full(exc), error=repr(exc),
+                chat=key, full=_disk_full(exc), **error_fields(exc),
             )
         if user_row is not None and self._not_saved:
             log.warning("messages are saved again", not_saved=self._not_saved)
@@ -1070,7 +1072,7 @@ class ProcessLoop:
         try:
             await self.sessions.revise(row.id, content)
         except Exception as exc:
-            log.error("marking a photo the model could not see failed", chat=msg.session_key, error=repr(exc))
+            log.error("marking a photo the model could not see failed", chat=msg.session_key, **error_fields(exc))
         return replace(row, content=content)
 
     async def _chat_is_chinese(self, msg: InboundMessage) -> bool | None:
@@ -1083,7 +1085,7 @@ class ProcessLoop:
         try:
             history = await self.sessions.window(key)
         except Exception as exc:  # the answer goes by what it shows, it is not lost
-            log.warning("chat history not read for a command's language", chat=key, error=repr(exc))
+            log.warning("chat history not read for a command's language", chat=key, **error_fields(exc))
             return None
         # A job's own rows ("cron") are its text, not the chat speaking.
         said = [m for m in history if m.role == "user" and m.sender_id != "cron"
@@ -1169,7 +1171,7 @@ class ProcessLoop:
         try:
             return await self.timezones.get(user)
         except Exception as exc:  # gateway.db trouble costs the zone (the gateway's is used), not the reply
-            log.error("user time zone not read", user=user, error=repr(exc))
+            log.error("user time zone not read", user=user, **error_fields(exc))
             return None
 
     async def _recall(
@@ -1270,7 +1272,7 @@ class ProcessLoop:
         try:
             await self._reply(msg, text, owner, drafts=drafts)
         except Exception as exc:  # the bus itself is gone; nothing more to do
-            log.error("could not send the apology", chat=msg.session_key, error=repr(exc))
+            log.error("could not send the apology", chat=msg.session_key, **error_fields(exc))
 
     async def _read_again(self, item: _Item) -> InboundMessage:
         """``item``'s message made whole from its platform (``item.again``);
@@ -1283,7 +1285,7 @@ class ProcessLoop:
             item.msg = await read()
         except Exception as exc:  # not to be had (expired, deleted, too large now): asked for again
             log.warning("message taken before a stop not read again from the platform", chat=msg.session_key,
-                        message_id=msg.message_id, asked_again=bool(item.lost), error=repr(exc))
+                        message_id=msg.message_id, asked_again=bool(item.lost), **error_fields(exc))
             return msg
         item.lost = ""
         return item.msg
@@ -1339,7 +1341,7 @@ class ProcessLoop:
             await self._record_answered(msg, item, saved=saved)
         except Exception as exc:
             log.error("could not record that the message was answered; a restart may answer it again",
-                      chat=msg.session_key, error=repr(exc))
+                      chat=msg.session_key, **error_fields(exc))
             return False
         return True
 
@@ -1395,7 +1397,7 @@ class ProcessLoop:
             await self.sessions.mark_apologised(msg.session_key, msg.message_id)
         except Exception as exc:
             log.error("could not record the apology; a restart may answer the message again",
-                      chat=msg.session_key, error=repr(exc))
+                      chat=msg.session_key, **error_fields(exc))
 
     # -- buffering for extraction ---------------------------------------------
 
@@ -1438,7 +1440,7 @@ class ProcessLoop:
                 raise
             except Exception as exc:  # the reply was sent; only its Tier 0 copy is missing
                 self.stats.errors += 1
-                log.error("saving the reply to Tier 0 failed", chat=key, error=repr(exc))
+                log.error("saving the reply to Tier 0 failed", chat=key, **error_fields(exc))
         if not learn:
             try:
                 await self.sessions.mark_buffered([r.id for r in rows], prune_key=key, learn=False)
@@ -1446,7 +1448,7 @@ class ProcessLoop:
                 # Left unbuffered, but the chat stays clean: _settle must not
                 # hand these rows to memory (a restart would; the extraction
                 # prompt says not to learn from a request to forget).
-                log.error("marking rows handled failed", chat=key, error=repr(exc))
+                log.error("marking rows handled failed", chat=key, **error_fields(exc))
             return
         try:
             if group is None:
@@ -1457,7 +1459,7 @@ class ProcessLoop:
             self.stats.buffer_errors += 1
             self._unbuffered += 1  # one error while it lasts (a full disk fails every turn alike), then a count
             (log.error if self._unbuffered == 1 else log.info)(
-                "buffering for extraction failed; will retry", chat=key, rows=len(rows), error=repr(exc))
+                "buffering for extraction failed; will retry", chat=key, rows=len(rows), **error_fields(exc))
             return
         if self._unbuffered:
             log.warning("buffering for extraction works again", failed=self._unbuffered)
@@ -1467,7 +1469,7 @@ class ProcessLoop:
             await self.sessions.mark_buffered([r.id for r in rows], prune_key=key)
         except Exception as exc:  # memory has them; re-buffering later is idempotent
             self._clean.discard(key)
-            log.error("marking rows buffered failed", chat=key, error=repr(exc))
+            log.error("marking rows buffered failed", chat=key, **error_fields(exc))
 
     async def _in_group(self, rows: Sequence[StoredMessage]) -> bool:
         """Rows buffered late (after a stop): is their chat a group? Tier 0
@@ -1580,10 +1582,10 @@ class ProcessLoop:
                     (log.error if inboxed == 1 else log.debug)(
                         "message left by the stop not saved; the inbox keeps it, the next start answers it; "
                         "later ones counted", chat=item.msg.session_key, message_id=item.msg.message_id,
-                        error=repr(exc))
+                        **error_fields(exc))
                     continue
                 log.error("message left by the stop not saved; it will not be answered", chat=item.msg.session_key,
-                          message_id=item.msg.message_id, error=repr(exc))
+                          message_id=item.msg.message_id, **error_fields(exc))
         # Edits, recalls and leavings stay in the inbox's table: the next start applies them (gateway/leftrevisions.py).
         revisions = sum(1 for i in left if revision(i.msg) and i.user is None) if self.inbox else 0
         if left:

@@ -33,6 +33,7 @@ import structlog
 
 from memory.backend import MemoryBackend
 from memory.clock import Clock, SystemClock
+from memory.errorlog import error_fields
 from memory.format import defuse_tags, format_hits, truncate
 from memory.tokens import estimate_tokens
 from memory.types import Hit
@@ -419,7 +420,7 @@ class PromptBuilder:
         try:
             profile = (await self.backend.profile(user, private=private)).strip()
         except Exception as exc:  # a memory fault costs the profile, not the reply
-            log.error("loading the profile failed", user=user, error=repr(exc))
+            log.error("loading the profile failed", user=user, **error_fields(exc))  # FTS5 and CHECKs quote words
             profile = ""
         if profile:
             # Its entries are users' words: none may open a block of the prompt's.

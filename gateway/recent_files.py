@@ -48,6 +48,7 @@ import structlog
 
 from memory.clock import Clock
 from memory.db import Database
+from memory.errorlog import error_fields
 from memory.tokens import prefix_within
 
 from .bus import Document
@@ -238,14 +239,14 @@ class RecentFiles:
                 if not self._unwritable:
                     self._unwritable = True
                     log.warning("recent files not kept: gateway.db cannot be written", file=self.db.path.name,
-                                chat=job.chat, files=len(job.files), error=f"{type(exc).__name__}: {exc}")
+                                chat=job.chat, files=len(job.files), **error_fields(exc))  # not its text: a file's name
             except Exception as exc:
                 # Off the reply path, nobody awaits this task to hear of it:
                 # the files stay readable in memory until a restart, and the
                 # rows the bounds pushed out are deleted with the next write.
                 self._undeleted |= job.gone
                 log.error("recent file not written to gateway.db; kept in memory only", chat=job.chat,
-                          files=len(job.files), error=repr(exc))
+                          files=len(job.files), **error_fields(exc))
             else:
                 if self._unwritable:
                     self._unwritable = False
@@ -338,7 +339,7 @@ class RecentFiles:
             try:
                 await self.sweep()
             except sqlite3.Error as exc:  # gateway.db busy or failing: the next pass tries again
-                log.warning("recent files not swept", error=repr(exc))
+                log.warning("recent files not swept", **error_fields(exc))
             oldest = min((files[0].received for files in self._chats.values() if files), default=None)
             wait = _SWEEP_EVERY
             if oldest is not None:

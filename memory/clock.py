@@ -8,6 +8,8 @@ from datetime import UTC, datetime, timedelta, tzinfo
 
 import structlog
 
+from .errorlog import error_fields
+
 __all__ = ["Clock", "ManualClock", "SystemClock", "ZoneOf", "format_ts", "local_day", "owner_zone", "parse_ts"]
 
 # A user's own time zone (the gateway's /timezone), None when they set none.
@@ -81,6 +83,6 @@ async def owner_zone(zone_of: ZoneOf | None, owner: str, default: tzinfo) -> tzi
             return await zone_of(owner) or default
         except Exception as exc:
             structlog.get_logger(component="memory").warning(
-                "user time zone not read; the gateway's used", owner=owner, error=repr(exc)
+                "user time zone not read; the gateway's used", owner=owner, **error_fields(exc)
             )
     return default

@@ -38,6 +38,7 @@ from .clock import ZoneOf, format_ts, local_day, owner_zone, parse_ts
 from .consolidate import Consolidator
 from .decay import decay_factor
 from .engine import MemoryEngine, content_hash, row_to_memory
+from .errorlog import error_fields
 from .forgetting import repeats_forgotten
 from .lease import Lease, Leases
 from .scope import in_group
@@ -225,7 +226,7 @@ class Compressor:
         except MemoryLLMError as exc:
             # The events stay uncompressed; tomorrow's run picks them up.
             report.failed_groups += 1
-            log.warning("daily compression of a day failed; kept for the next run", owner=owner, day=day, error=str(exc))
+            log.warning("daily compression of a day failed; kept for the next run", owner=owner, day=day, **error_fields(exc))
             return
         ids = [i for i, _, _ in events]
         marks = ",".join("?" * len(ids))
@@ -345,7 +346,7 @@ class Compressor:
             res = await self.llm.merge(cands, partition=partition)
         except MemoryLLMError as exc:
             report.failed += 1
-            log.warning("merge failed; partition unchanged", owner=owner, partition=partition, error=str(exc))
+            log.warning("merge failed; partition unchanged", owner=owner, partition=partition, **error_fields(exc))
             return
         n = len(rows)
         merged_from = {s for mf in res.facts for s in mf.sources}
@@ -450,7 +451,7 @@ class Compressor:
             entries = await self.llm.profile([m.content for m in current], cands)
         except MemoryLLMError as exc:
             report.failed += 1
-            log.warning("profile refresh failed; profile unchanged", owner=owner, error=str(exc))
+            log.warning("profile refresh failed; profile unchanged", owner=owner, **error_fields(exc))
             return
         at = self.engine.now()
         if not entries:

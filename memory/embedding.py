@@ -32,6 +32,7 @@ import structlog
 
 from .clock import Clock, format_ts
 from .db import Database
+from .errorlog import Wordless, error_brief
 from .redact import error_summary, scrub_provider_text, sent_text, summarize_error
 
 __all__ = [
@@ -56,8 +57,9 @@ memory or a query is far shorter; this only guards against a pasted file."""
 _IN_CHUNK = 500  # text hashes per ``IN (...)``: under SQLite's 999-parameter floor of old builds
 
 
-class EmbeddingError(RuntimeError):
-    """No usable vectors: what failed, with a short excerpt, never the key.
+class EmbeddingError(Wordless, RuntimeError):
+    """No usable vectors: what failed, with a short vetted excerpt, never
+    the key nor the texts sent (so :class:`~memory.errorlog.Wordless`).
 
     ``endpoint`` is True when the endpoint is at fault, not the texts (down,
     slow, rate-limiting, refusing the key, not speaking the API): asking
@@ -233,7 +235,7 @@ class HttpEmbedder:
             ) from exc
         except httpx.HTTPError as exc:
             raise EmbeddingError(
-                f"embeddings: transport: {type(exc).__name__}: {self._excerpt(str(exc))}", endpoint=True
+                f"embeddings: transport: {error_brief(exc)}", endpoint=True  # not its text: a proxy URL's password
             ) from exc
 
     async def _post(self, batch: list[str]) -> list[np.ndarray]:

@@ -30,6 +30,7 @@ import structlog
 from .clock import Clock, SystemClock, format_ts
 from .buffer import NOT_GONE, continue_ids, drop_owner_lines, reconcile
 from .db import Database
+from .errorlog import error_fields
 from .format import truncate
 from .lru import LRU
 from .projects import ALIASES, Aliased, Unaliased, move_facts, remove_alias, set_alias
@@ -307,7 +308,7 @@ class MemoryEngine:
         except sqlite3.Error as exc:
             # A full disk at shutdown: the counts only rank recall, and the
             # caller still has files to close; given up, said so.
-            log.warning("access counts not written at close", memories=len(self._pending_access), error=str(exc))
+            log.warning("access counts not written at close", memories=len(self._pending_access), **error_fields(exc))
         finally:
             await self.db.close()
 
@@ -882,7 +883,7 @@ class MemoryEngine:
             try:
                 await self.flush_access()
             except sqlite3.Error as exc:
-                log.warning("access flush failed; will retry", error=str(exc))
+                log.warning("access flush failed; will retry", **error_fields(exc))
 
     @_in_transaction
     async def move_chat(

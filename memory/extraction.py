@@ -55,6 +55,7 @@ from .changelog import write_log
 from .clock import ZoneOf, format_ts, owner_zone, parse_ts
 from .consolidate import Consolidator
 from .engine import MemoryEngine
+from .errorlog import error_brief, error_fields
 from .llm import Fact, LLMOverflow, MemoryLLM, MemoryLLMError
 from .scope import in_group
 from .service import SqliteMemory, original_message_id
@@ -242,7 +243,7 @@ class ExtractionService:
             except (sqlite3.Error, OSError) as exc:
                 # The loop outlives a locked or full disk; the buffer keeps
                 # every row, so the next tick simply tries again.
-                log.error("extraction tick failed; will retry", error=str(exc))
+                log.error("extraction tick failed; will retry", **error_fields(exc))
             # Every buffered turn wakes the loop, and a tick scans the whole
             # buffer: under load that was a scan per message, queued on the
             # memory database ahead of recalls. One tick per wake_gap still
@@ -470,7 +471,7 @@ class ExtractionService:
                     cands = more
                 except MemoryLLMError as exc:
                     log.warning("extraction's second look failed; the first answer is kept", owner=owner,
-                                error=f"{type(exc).__name__}: {str(exc)[:200]}")
+                                **error_fields(exc))
             if group:
                 extraction = replace(extraction, facts=_the_askers(extraction.facts, rows))
             await self._step("llm", owner)
@@ -525,10 +526,10 @@ class ExtractionService:
             return report
         except LLMOverflow as exc:
             # The same call would fail the same way: no backoff, the caller splits.
-            report.error, report.overflow = f"{type(exc).__name__}: {exc}", True
+            report.error, report.overflow = error_brief(exc), True
             return report
         except (MemoryLLMError, sqlite3.Error, ValueError) as exc:
-            report.error = f"{type(exc).__name__}: {exc}"
+            report.error = error_brief(exc)  # kept as the batch's last error: never a ValueError's words
             if isinstance(exc, sqlite3.Error):  # which file: there are several
                 report.error += f" ({self.engine.db.path.name})"
             try:
@@ -556,7 +557,7 @@ class ExtractionService:
         log.error(
             "extraction failed and the failure could not be recorded; buffer kept, retried after the backoff",
             file=str(self.engine.db.path), owner=owner, rows=len(rows), attempts=attempts,
-            retry_at=format_ts(retry_at), error=error[:200], unrecorded=f"{type(unrecorded).__name__}: {unrecorded}",
+            retry_at=format_ts(retry_at), error=error[:200], unrecorded=error_brief(unrecorded),
         )
 
     async def _record_failure(self, owner: str, rows: Sequence[_Row], error: str) -> None:

@@ -38,6 +38,7 @@ from pathlib import Path
 import structlog
 
 from .engine import MemoryEngine
+from .errorlog import error_fields
 from .clock import parse_ts
 from .lease import LeaseBusy, Leases
 from .migrate import MigrationReport, is_racy, memory_files, migrate_files
@@ -195,5 +196,5 @@ class FileSync:
                 await self.poll()
             except (sqlite3.Error, OSError) as exc:
                 # The files stay as they are; the next poll tries again.
-                log.error("memory file sync failed; will retry", error=f"{type(exc).__name__}: {exc}"[:300])
+                log.error("memory file sync failed; will retry", **error_fields(exc))  # not its text: a file's name
             await asyncio.sleep(self.interval)

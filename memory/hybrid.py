@@ -34,6 +34,7 @@ import numpy as np
 import structlog
 
 from .engine import MemoryEngine
+from .errorlog import error_brief, error_fields
 from .format import fit_budget
 from .retrieval import MAX_QUERY_CHARS, OTHER_PROJECT_FACTOR, Retriever, named_projects
 from .scope import Chat
@@ -170,7 +171,7 @@ class HybridRetriever:
             return None  # the task goes on and fills the embedder's cache
         if task.cancelled() or task.exception() is not None:
             exc = None if task.cancelled() else task.exception()
-            self._fell_back(str(exc) or type(exc).__name__)
+            self._fell_back(error_brief(exc) if exc is not None else "cancelled")
             return None
         if self._outage:
             log.info("query vectors work again", fallbacks=self._outage)
@@ -214,7 +215,7 @@ class HybridRetriever:
         try:
             await self.embedder.embed(wanted, persist=False, waiting=False)
         except Exception as exc:  # the endpoint's trouble: recall falls back per text
-            log.info("query vectors not prepared", error=str(exc) or type(exc).__name__, texts=len(wanted))
+            log.info("query vectors not prepared", error=error_brief(exc), texts=len(wanted))
 
     async def aclose(self) -> None:
         """Cancel query vectors still in flight (shutdown)."""
@@ -265,7 +266,7 @@ class HybridRetriever:
                 )
             except Exception as exc:  # the words alone still make a good answer
                 self.fallbacks += 1
-                log.warning("vector search failed; lexical recall only", error=str(exc) or type(exc).__name__)
+                log.warning("vector search failed; lexical recall only", **error_fields(exc))  # not its text: SQLite's may quote
             dense = [(i, c) for i, c in dense if i not in exclude]
             if dense:
                 dense = await self._favour_named_project(user, query, projects, dense)

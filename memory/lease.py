@@ -21,6 +21,7 @@ import structlog
 
 from .clock import Clock, format_ts, parse_ts
 from .db import Database
+from .errorlog import error_fields
 
 __all__ = ["Lease", "LeaseBusy", "LeaseLost", "Leases", "JobTimeout"]
 
@@ -130,6 +131,6 @@ class Leases:
             except Exception as exc:  # noqa: BLE001 - logged; the job's error is the one raised
                 log.error("job lease release failed after the job failed; it expires by itself",
                           lease=name, holder=lease.holder, expires_at=lease.expires_at,
-                          error=f"{type(exc).__name__}: {exc}"[:300])
+                          **error_fields(exc))
             raise
         await asyncio.shield(self.release(lease))

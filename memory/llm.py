@@ -34,6 +34,7 @@ import httpx
 import structlog
 
 from .clock import Clock, SystemClock
+from .errorlog import Wordless, error_brief, error_fields
 from .failover import (
     Cooldowns,
     EndpointCooldowns,
@@ -76,8 +77,10 @@ MAX_SUMMARY_CHARS = 600
 MAX_SLUG_CHARS = 32
 
 
-class MemoryLLMError(Exception):
-    """A memory LLM call did not produce a usable answer."""
+class MemoryLLMError(Wordless):
+    """A memory LLM call did not produce a usable answer. Its text is
+    written for the log (a status, a vetted summary, a reply's shape):
+    never the prompt's words."""
 
 
 class LLMUnavailable(MemoryLLMError):
@@ -179,9 +182,25 @@ def _shape(text: str) -> str:
     return f"{kind}, {len(text)} characters"
 
 
-def _keys(obj: dict[str, Any]) -> list[str]:
-    """An object's keys, for a log line: the model's names, cut short."""
-    return [str(k)[:30] for k in list(obj)[:10]]
+# The keys a reply is asked for (and the names models use instead): a
+# reply's other keys are its own words, which may echo the conversation
+# ("my pin is 8806"), so a log line counts them instead.
+_KNOWN_KEYS = frozenset({
+    "facts", "summary", "renamed", "drop", "entries", "content", "fact", "text", "category", "importance",
+    "project", "topic", "same_as", "updates", "lines", "from", "to", "n", "reason", "id", "key", "value",
+    "memories", "memory", "items", "results", "result", "data", "output", "response", "answer", "profile",
+    "events", "error", "message", "notes", "note", "type", "tags", "confidence",
+})
+
+
+def _keys(obj: dict[str, Any]) -> str:
+    """An object's keys, for a log line or an error: the known names, and
+    how many others (never their words)."""
+    named = [k for k in obj if isinstance(k, str) and k in _KNOWN_KEYS][:10]
+    others = len(obj) - len(named)
+    if others:
+        named.append(f"{others} other key{'s' if others > 1 else ''}")
+    return ", ".join(named) or "none"
 
 
 _CATEGORY_ALIASES: dict[str, Category] = {
@@ -347,7 +366,7 @@ def _normalize(raw: Any) -> Fact | str:
     if isinstance(content, int | float) and not isinstance(content, bool):
         content = str(content)
     if not isinstance(content, str) or not content.strip():
-        return f"no content (keys {', '.join(_keys(raw)) or 'none'})"
+        return f"no content (keys {_keys(raw)})"
     content = " ".join(content.replace("\x00", "").split())
     notes: list[str] = []
     if len(content) > MAX_FACT_CHARS:
@@ -696,7 +715,8 @@ class MemoryLLM:
                 self.usage.failures += 1
                 if attempt > retries:
                     raise
-                log.info("memory llm: retrying", kind=kind, attempt=attempt, error=str(exc))
+                # Its reason and codes: the text is the provider's, vetted, but words all the same.
+                log.info("memory llm: retrying", kind=kind, attempt=attempt, reason=exc.reason, **error_fields(exc))
                 await asyncio.sleep(self.retry_delay * attempt)
             except (LLMBadOutput, LLMOverflow):
                 self.usage.failures += 1
@@ -708,7 +728,8 @@ class MemoryLLM:
         except httpx.TimeoutException as exc:
             raise LLMUnavailable(f"timeout: {type(exc).__name__}", reason=f"timeout {type(exc).__name__}") from exc
         except httpx.HTTPError as exc:
-            raise LLMUnavailable(f"transport: {type(exc).__name__}: {exc}", reason=type(exc).__name__) from exc
+            # Its kind and errno, not its text (a proxy's URL may hold its password).
+            raise LLMUnavailable(f"transport: {error_brief(exc)}", reason=type(exc).__name__) from exc
         if resp.status_code != 200:
             # Providers echo the key they refused, or parts of the request.
             said = scrub_provider_text(provider_error_text(resp), self._secrets, limit=500)
@@ -784,7 +805,7 @@ class MemoryLLM:
         ]
         obj = await self.complete_json(EXTRACT_SYSTEM, "\n".join(parts), kind="extract")
         if "facts" not in obj and "summary" not in obj:
-            raise LLMBadOutput(f"extraction reply has neither facts nor summary (keys: {', '.join(_keys(obj)) or 'none'})")
+            raise LLMBadOutput(f"extraction reply has neither facts nor summary (keys: {_keys(obj)})")
         facts = _facts(obj)
         n = len(candidates)
         # A number outside 1..N points at nothing the model was shown.

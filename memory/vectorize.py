@@ -36,6 +36,7 @@ import numpy as np
 import structlog
 
 from .embedding import Embedder, EmbeddingError
+from .errorlog import error_brief, error_fields
 from .vectors import Pending, VectorIndex
 
 __all__ = ["Vectorizer"]
@@ -303,7 +304,7 @@ class Vectorizer:
             if warmed:
                 log.info("memory vectors loaded", owners=warmed, mb=round(self.index.cached_bytes / 1e6, 1))
         except Exception as exc:  # a cold cache only costs the first search its load
-            log.warning("loading memory vectors failed", error=str(exc) or type(exc).__name__)
+            log.warning("loading memory vectors failed", **error_fields(exc))
         await self._written_elsewhere()  # where other processes' commits are counted from
         while True:
             try:
@@ -312,7 +313,7 @@ class Vectorizer:
                 raise
             except Exception as exc:  # the endpoint's trouble must not end the service
                 self.failures += 1
-                self.last_error = str(exc) or type(exc).__name__
+                self.last_error = error_brief(exc)  # shown by health: its kind and codes, not its text
                 log.warning(
                     "embedding memories failed; retrying", error=self.last_error, failures=self.failures,
                     retry_in_s=round(self._delay(), 1),
@@ -329,7 +330,7 @@ class Vectorizer:
                         await self.prune_cache()
                     except Exception as exc:  # a cache that cannot shrink now can later
                         self._last_prune = time.monotonic()
-                        log.warning("pruning the embedding cache failed", error=str(exc) or type(exc).__name__)
+                        log.warning("pruning the embedding cache failed", **error_fields(exc))
             if n >= self._size and not self.failures:
                 await asyncio.sleep(0)  # more pending: next batch right away, yielding first
                 continue
@@ -360,7 +361,7 @@ class Vectorizer:
         try:
             _, external = await db.stamp("vectorize", max_age=self.tick / 2)
         except Exception as exc:  # the interval still finds the memories
-            log.debug("checking for other processes' writes failed", error=str(exc) or type(exc).__name__)
+            log.debug("checking for other processes' writes failed", **error_fields(exc))
             return False
         seen, self._external = self._external, external
         return seen is not None and external != seen

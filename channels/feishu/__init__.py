@@ -73,6 +73,8 @@ from gateway.bus import (
 from gateway.config import FeishuConfig
 from gateway.http import HttpServer
 from gateway.inbox import dumps, readable_again
+from gateway.logging import error_fields
+from memory.errorlog import error_brief
 
 from .client import (
     MESSAGE_RATE_LIMIT_CODE,
@@ -864,8 +866,8 @@ class FeishuChannel(BaseChannel):
                 result = Withdrawal(message_id, False, exc.code, exc.msg)
             except Exception as exc:  # the client closed under us at shutdown, and kin
                 self.log.warning("could not withdraw the reply to a recalled message", chat_id=chat_id,
-                                 recalled=answers, message_id=message_id, error=repr(exc))
-                result = Withdrawal(message_id, False, -1, repr(exc))
+                                 recalled=answers, message_id=message_id, **error_fields(exc))
+                result = Withdrawal(message_id, False, -1, error_brief(exc))
             else:
                 if not result.deleted:  # too old, or not ours to withdraw: Feishu's rules, not a fault
                     self.log.info("feishu refused to withdraw the reply to a recalled message", chat_id=chat_id,
@@ -899,7 +901,7 @@ class FeishuChannel(BaseChannel):
         try:
             orphans = await self._draft_store.orphans()
         except Exception as exc:  # a nicety: the channel starts all the same
-            self.log.error("could not read the feishu drafts left by the last run", error=repr(exc))
+            self.log.error("could not read the feishu drafts left by the last run", **error_fields(exc))
             return
         if orphans:
             task = asyncio.create_task(self._withdraw_orphans(orphans), name="feishu-orphan-drafts")
@@ -930,7 +932,7 @@ class FeishuChannel(BaseChannel):
             try:
                 await self._draft_store.remove(orphan.send_key)
             except Exception as exc:
-                self.log.error("could not forget a feishu draft left by the last run", error=repr(exc))
+                self.log.error("could not forget a feishu draft left by the last run", **error_fields(exc))
         if done:
             self.log.info("feishu drafts left by the last run withdrawn", chat_ids=sorted({o.chat_id for o in orphans}),
                           withdrawn=sum(w.deleted for w in done), marked_stopped=stopped,
@@ -958,7 +960,7 @@ class FeishuChannel(BaseChannel):
                                         expired_before=now - DRAFT_KEEP)
             draft.stored = True
         except Exception as exc:
-            self.log.error("could not keep a feishu draft message's id", chat_id=msg.chat_id, error=repr(exc))
+            self.log.error("could not keep a feishu draft message's id", chat_id=msg.chat_id, **error_fields(exc))
 
     async def _look_up_draft(self, msg: OutboundMessage, draft: Draft) -> None:
         """A reply whose drafts this run has not shown (sent from the
@@ -971,7 +973,7 @@ class FeishuChannel(BaseChannel):
         try:
             kept = await self._draft_store.get(msg.send_key)
         except Exception as exc:  # the reply goes out as new messages
-            self.log.error("could not read a feishu draft message's id", chat_id=msg.chat_id, error=repr(exc))
+            self.log.error("could not read a feishu draft message's id", chat_id=msg.chat_id, **error_fields(exc))
             return
         if kept is not None and kept.chat_id == msg.chat_id:
             draft.message_id, draft.stored, draft.edits = kept.message_id, True, DRAFT_EDITS
@@ -983,7 +985,7 @@ class FeishuChannel(BaseChannel):
             await self._draft_store.remove(msg.send_key)
             draft.stored = False
         except Exception as exc:  # the next start finds it with no reply waiting: withdrawn then, if not finishing
-            self.log.error("could not forget a feishu draft message", chat_id=msg.chat_id, error=repr(exc))
+            self.log.error("could not forget a feishu draft message", chat_id=msg.chat_id, **error_fields(exc))
 
     # -- sending -------------------------------------------------------------------
     def _recorder(self, msg: OutboundMessage) -> Callable[[str], None]:
@@ -1083,7 +1085,7 @@ class FeishuChannel(BaseChannel):
                     try:  # a crash after the edit must not have the next start withdraw the reply
                         await self._draft_store.finishing(msg.send_key)
                     except Exception as exc:
-                        self.log.error("could not mark a feishu draft message finishing", error=repr(exc))
+                        self.log.error("could not mark a feishu draft message finishing", **error_fields(exc))
                 draft.edits += 1
                 await self.api.edit_message(draft.message_id, content, msg_type=msg_type)
                 draft.shown = (content, msg_type)

@@ -11,6 +11,8 @@ from typing import Generic, TypeVar
 
 import structlog
 
+from gateway.logging import error_fields
+
 __all__ = ["WriteBehind"]
 
 C = TypeVar("C")
@@ -69,7 +71,7 @@ class WriteBehind(Generic[C]):
             except Exception as exc:
                 self._changes[:0] = changes
                 del self._changes[: max(0, len(self._changes) - self._bound)]
-                log.error(self._failure, pending=len(self._changes), error=repr(exc))
+                log.error(self._failure, pending=len(self._changes), **error_fields(exc))
 
     async def _often(self) -> None:
         while True:

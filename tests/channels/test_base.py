@@ -57,3 +57,26 @@ async def test_a_broken_voice_download_is_logged_by_type_and_place_not_its_text(
     [line] = lines(out, "voice message download failed")
     assert line["error"] == "ValueError" and line["at"].endswith(" in fetch"), line
     assert "Okonkwo" not in out.getvalue()
+
+
+async def test_a_send_that_fails_is_logged_by_type_and_codes_not_the_replys_words() -> None:
+    """A channel used on its own (run_sender): an exception quoting the
+    reply (here a platform's refusal echoing it) leaves its words out."""
+    from gateway.bus import OutboundMessage
+
+    class Refusing(TelegramChannel):
+        async def send(self, msg: OutboundMessage) -> None:
+            raise OSError(104, f"Connection reset while sending {msg.text!r}")
+
+    bus = MessageBus(maxsize=10)
+    ch = Refusing(_channel(bus).config, bus)
+    sender = asyncio.create_task(ch.run_sender())
+    try:
+        with debug_json_log() as out:
+            await bus.publish_outbound(OutboundMessage("telegram", "7", f"your results from {NAME}"))
+            await asyncio.wait_for(bus.outbound_queue("telegram").join(), 10)
+    finally:
+        sender.cancel()
+    [line] = lines(out, "send failed")
+    assert line["error"] == "ConnectionResetError" and line["errno_name"] == "ECONNRESET" and line["chat_id"] == "7"
+    assert "Okonkwo" not in out.getvalue()

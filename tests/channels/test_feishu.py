@@ -479,7 +479,7 @@ async def test_failed_send_is_logged_with_code_and_sender_goes_on(fake: FakeFeis
     finally:
         sender.cancel()
     assert fake.texts() == ["delivered"]
-    assert any(e["event"] == "send failed" and "230002" in e["error"] for e in logs)
+    assert any(e["event"] == "send failed" and e["code"] == 230002 and "230002" in e["said"] for e in logs)
 
 
 async def test_sending_does_not_block_the_event_loop(fake: FakeFeishu, channel: FeishuChannel) -> None:

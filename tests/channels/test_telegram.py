@@ -394,7 +394,8 @@ async def test_unsendable_reply_is_logged(fake: FakeTelegram, bus: MessageBus, m
         await bus.publish_outbound(OutboundMessage("telegram", "6006", "next one"))
         await fake.wait_until(lambda: any(c.method == "sendmessage" and c.status == 200 for c in fake.calls), 5)
     failures = [e for e in logs if e["event"] == "send failed"]
-    assert len(failures) == 1 and "6006" in failures[0]["error"]
+    assert len(failures) == 1 and failures[0]["error"] == "channels.telegram.TelegramSendError"
+    assert failures[0]["chat_id"] == "6006" and "chat 6006" in failures[0]["said"]  # its text: written for the log
     assert fake.texts() == ["next one"]
 
 

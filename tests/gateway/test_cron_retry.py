@@ -299,9 +299,9 @@ async def test_compression_on_a_full_memory_db_is_retried_later_not_recorded_don
                 runs = await sched.run_due()
             assert [(r.job_id, r.status) for r in runs] == [(INTERNAL_DAILY, "retry")]
             assert [e["event"] for e in logs if e["log_level"] != "info"] == ["cron job finished"]  # once
-            assert "full" in (logs[-1]["error"] or "")
+            assert logs[-1]["error"] == "OperationalError (SQLITE_FULL)" and logs[-1]["at"]
             job = await store.get(INTERNAL_DAILY)
-            assert job is not None and job.last_status == "retry" and "full" in (job.last_error or "")
+            assert job is not None and job.last_status == "retry" and job.last_error == "OperationalError (SQLITE_FULL)"
             assert (job.next_run_at, job.due_at) == ("2026-03-02T03:10:00Z", "2026-03-02T03:00:00Z")
             assert len(await engine.events("alice", uncompressed_only=True)) == 1
             assert await sched.run_due() == []  # not before the retry's time

@@ -703,7 +703,7 @@ async def test_a_reply_sent_late_whose_row_cannot_be_removed_is_not_sent_again(
             for _ in range(3):
                 await asyncio.wait_for(rig.delivery.sweep(), 10)
         assert tg.texts() == ["kept answer"]
-        assert any(e["event"] == "outbox redelivery failed" and "locked" in e["error"] for e in logs)
+        assert any(e["event"] == "outbox redelivery failed" and e.get("sqlite_error") == "SQLITE_BUSY" for e in logs)
     finally:
         other.rollback()
         other.close()
@@ -829,3 +829,28 @@ async def test_a_late_first_pass_keeps_this_runs_backoff(rig: Rig, tg: FakeTeleg
         assert tg.texts() == ["first answer"] and await rig.outbox.count() == 0
     finally:
         await rig.delivery.stop()
+
+
+async def test_an_unexpected_send_error_is_kept_and_logged_by_its_kind_not_the_words_it_quotes(
+    tmp_path: Path, clock: ManualClock, tg: FakeTelegram
+) -> None:
+    """Not a DeliveryError (whose text is written for the log): an
+    exception from deep down quoting part of the reply (not the whole,
+    which was already replaced) is logged by its type and codes."""
+    class Quoting(TelegramChannel):
+        async def send(self, msg: OutboundMessage) -> None:
+            raise OSError(32, f"Broken pipe while writing {msg.text[:20]!r}")
+
+    cfg = TelegramConfig(enabled=True, token=SecretStr(tg.token), base_url=tg.base_url, poll_timeout=1)
+    channel = Quoting(cfg, MessageBus(), backoff=FAST, send_attempts=1)
+    await asyncio.wait_for(channel.start(), 10)
+    rigs = _rig(tmp_path, clock, channel)
+    r = await rigs.__anext__()
+    try:  # closed whatever happens: an assertion inside `async for` left the rig open, and the test hung
+        with capture_logs() as logs:
+            await r.reply("the wombat7731 results are in: all clear")
+    finally:
+        await rigs.aclose()
+    assert "wombat" not in json.dumps(logs, default=str)
+    [dropped] = [e for e in logs if e["event"] == "reply dropped"]  # not a DeliveryError: not retried
+    assert dropped["error"] == "BrokenPipeError (EPIPE)"

@@ -13,6 +13,7 @@ from gateway.inbox import Inbox, Waiting
 from gateway.sessions import SessionStore
 from memory import ManualClock
 from memory.identity import IdentityMap
+from tests.logjson import debug_json_log, lines
 
 
 def _msg(text: str = "", **kw: object) -> InboundMessage:
@@ -173,3 +174,50 @@ async def test_forgetting_an_owner_drops_their_waiting_messages_and_edits_by_sen
         assert await inbox.forget_owner("alice", identities.resolve) == (0, 0)
         # A handle the map does not name is its own owner.
         assert await inbox.forget_owner("telegram:1002", identities.resolve) == (1, 1)
+
+
+# -- a failed write is logged by its codes, never the words it held ---------------------
+
+SAID = "quokka5521"  # a user's words, which SQLite's error text quotes below
+
+
+async def _refusing(store: SessionStore, table: str) -> None:
+    # A real SQLite error whose text is what the row held: FTS5 names the
+    # "column" a query's word asks for ("no such column: quokka5521").
+    await store.db.write("CREATE VIRTUAL TABLE IF NOT EXISTS probe USING fts5(x)")
+    await store.db.write(f"CREATE TRIGGER refuse_{table} BEFORE INSERT ON {table} BEGIN "
+                         "SELECT * FROM probe WHERE probe MATCH json_extract(NEW.payload, '$.t') || ':x'; END")
+
+
+@pytest.mark.parametrize("table, msg", [("inbox", _msg(SAID)), ("revisions", _edit(SAID))])
+async def test_a_failed_write_is_logged_and_raised_without_the_words(
+    tmp_path: Path, clock: ManualClock, table: str, msg: InboundMessage
+) -> None:
+    async with await SessionStore.open(tmp_path / "gateway.db", clock) as store:
+        inbox = Inbox(store.db, clock)
+        await _refusing(store, table)
+        with debug_json_log() as out, pytest.raises(NotKept) as err:
+            await inbox.keep(msg)
+    assert "quokka" not in out.getvalue() and "quokka" not in str(err.value)
+    [line] = [x for x in lines(out, _NOT_SAVED[table])]
+    assert line["error"] == "sqlite3.OperationalError" and line["sqlite_error"] == "SQLITE_ERROR"
+    assert any(f.startswith("gateway/inbox.py:") for f in line["frames"])
+
+
+_NOT_SAVED = {
+    "inbox": "message not saved in the inbox: held at the platform, tried again until there is room; "
+             "later failures are counted until one is saved",
+    "revisions": "edit or recall not saved in the inbox: held at the platform, tried again",
+}
+
+
+async def test_an_unreadable_row_is_logged_without_what_it_held(tmp_path: Path, clock: ManualClock) -> None:
+    async with await SessionStore.open(tmp_path / "gateway.db", clock) as store:
+        inbox = Inbox(store.db, clock)
+        await inbox.keep(InboundMessage(channel="telegram", chat_id="42", sender_id="42", text=SAID, message_id="6"))
+        await store.db.write("UPDATE inbox SET received_at = ?", (SAID,))  # fromisoformat quotes it
+        with debug_json_log() as out:
+            assert await inbox.waiting() == []
+    assert "quokka" not in out.getvalue()
+    [line] = lines(out, "inbox row unreadable; dropped")
+    assert line["error"] == "ValueError" and line["message_id"] == "6"

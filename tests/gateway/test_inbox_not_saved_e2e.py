@@ -64,7 +64,8 @@ async def test_a_message_the_inbox_holds_is_answered_when_its_tier0_row_fails_an
         assert _history(tmp_path) == []  # nothing in the chat's history: that is what failed
     lines = [json.loads(line) for line in stream.getvalue().splitlines()]
     [failed] = [e for e in lines if "not saved in the chat's history" in e["event"]]
-    assert failed["level"] == "error" and "full" in failed["error"]
+    assert failed["level"] == "error" and failed["error"] == "sqlite3.IntegrityError"
+    assert failed["sqlite_error"] == "SQLITE_CONSTRAINT_TRIGGER"  # the trigger's stand-in for SQLITE_FULL
     assert not any("launch" in line for line in stream.getvalue().splitlines())  # never the user's words
 
 

@@ -215,3 +215,30 @@ def test_an_error_logged_by_type_and_place_renders_on_a_terminal_too(capsys: pyt
         raise ValueError("again")
     except ValueError as exc:
         structlog.get_logger().error("unconfigured", **error_fields(exc))  # structlog's own default: no TypeError
+
+
+def test_a_traceback_logged_with_exc_info_is_its_type_and_frames_not_its_text() -> None:
+    """A library's ``logger.exception`` (aiohttp's "Error handling request",
+    PTB's handlers) or our own ``exc_info``: the rendered traceback would
+    end with the exception's text, which may quote a message."""
+    out = io.StringIO()
+    configure_logging(stream=out)
+    try:
+        raise OSError(28, "No space left on device: 'notes about wombat7731.txt'")
+    except OSError:
+        logging.getLogger("aiohttp.server").exception("Error handling request")
+        get_logger("gateway").error("handling failed", exc_info=True)
+    text = out.getvalue()
+    assert "wombat" not in text and "Traceback" not in text
+    library, ours = lines(out)[-2:]
+    for rec in (library, ours):
+        assert rec["error"] == "OSError" and rec["errno_name"] == "ENOSPC" and "exception" not in rec
+        assert rec["at"].startswith("tests/gateway/test_logging.py:")
+    assert library["event"] == "Error handling request" and ours["event"] == "handling failed"
+
+
+def test_an_exception_logged_as_a_value_is_its_kind_and_codes() -> None:
+    out = io.StringIO()
+    configure_logging(stream=out)
+    get_logger("gateway").warning("odd", error=OSError(28, "No space left: wombat7731.txt"))
+    assert lines(out)[-1]["error"] == "OSError (ENOSPC)" and "wombat" not in out.getvalue()

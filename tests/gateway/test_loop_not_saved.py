@@ -10,6 +10,7 @@ from pathlib import Path
 from gateway.loop import _NOT_SAVED, _NOT_SAVED_FULL, _NOT_SAVED_FULL_ZH, _NOT_SAVED_ZH
 from memory import ManualClock
 from tests.fakes.openai_server import FakeOpenAI
+from tests.logjson import debug_json_log, lines
 
 from .conftest import make_rig
 
@@ -58,3 +59,29 @@ async def test_a_full_disk_is_named_as_such_and_the_gateway_serves_again_once_sp
         assert [(m.role, m.content) for m in window] == [
             ("user", "hello"), ("assistant", "hello there"), ("user", long), ("assistant", "now it is kept"),
         ]
+
+
+async def test_a_turn_not_saved_is_logged_by_its_codes_never_the_words_sqlite_quoted(
+    tmp_path: Path, clock: ManualClock, fake_llm: FakeOpenAI
+) -> None:
+    """SQLite's error text may quote what the row held (here FTS5, asked
+    for the message's word as a column): the log line names the failure
+    by its type and SQLite's error name; on a full disk, SQLITE_FULL."""
+    fake_llm.queue_reply("an answer nobody will remember")
+    fake_llm.queue_reply("another one")
+    async with make_rig(tmp_path, clock, fake_llm) as rig:
+        await rig.sessions.db.write("CREATE VIRTUAL TABLE probe USING fts5(x)")
+        await rig.sessions.db.write("CREATE TRIGGER refuse BEFORE INSERT ON session_messages WHEN NEW.role = 'user' "
+                                    "BEGIN SELECT * FROM probe WHERE probe MATCH NEW.content || ':x'; END")
+        with debug_json_log() as out:
+            assert (await rig.ask("wombat7731", chat="1")).text == _NOT_SAVED
+            await rig.sessions.db.write("DROP TRIGGER refuse")
+            (pages,) = await rig.sessions.db.fetchall("PRAGMA page_count")
+            await rig.sessions.db.write(f"PRAGMA max_page_count = {pages[0]}")
+            assert (await rig.ask("wombat7731 " * 3000, chat="2")).text == _NOT_SAVED_FULL
+            await rig.settle()
+    assert "wombat" not in out.getvalue()
+    quoted, full = lines(out, "message not saved, so not answered; later ones are counted until one is")
+    assert quoted["error"] == "gateway.loop.TurnNotSaved" and quoted["caused_by"][0] == "sqlite3.OperationalError"
+    assert quoted["sqlite_error"] == "SQLITE_ERROR" and quoted["full"] is False
+    assert full["sqlite_error"] == "SQLITE_FULL" and full["full"] is True

@@ -279,7 +279,7 @@ async def test_a_write_that_fails_is_logged_rolled_back_and_the_files_still_read
         await files.keep("c1", "alice", (doc("b", "second"), doc("c", "third")))  # the turn goes on
         await files.flush()
     [failed] = [e for e in logs if e["log_level"] == "error"]
-    assert failed["event"].startswith("recent file not written") and "UNIQUE" in failed["error"]
+    assert failed["event"].startswith("recent file not written") and failed["sqlite_error"] == "SQLITE_CONSTRAINT_PRIMARYKEY"
     assert [r[2] for r in await rows(db)] == ["a", "x"]  # neither b nor c: the whole write rolled back
     # Not lost: this process still reads them (a restart would not).
     assert [f.name for f in files.files("c1")] == ["a", "b", "c"]
@@ -326,7 +326,7 @@ async def test_a_full_gateway_db_costs_the_files_disk_copy_not_the_turn_and_is_l
     assert await files.text(files.files("c2")[0]) == big
     assert [r[2] for r in await rows(db)] == ["a"]
     assert [e["event"] for e in logs] == ["recent files not kept: gateway.db cannot be written"]
-    assert "full" in logs[0]["error"] and logs[0]["file"] == "gateway.db"
+    assert logs[0]["sqlite_error"] == "SQLITE_FULL" and logs[0]["file"] == "gateway.db"
     await db.write("PRAGMA max_page_count = 1073741823")  # space is back
     with capture_logs() as logs:
         await files.keep("c1", "alice", (doc("d.pdf", big),))

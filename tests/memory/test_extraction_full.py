@@ -51,7 +51,7 @@ async def test_a_full_memory_db_keeps_the_buffer_writes_nothing_and_retries_late
     await engine.db.write(f"PRAGMA main.max_page_count = {pages[0]}")  # memory.db is full; its buffer file is not
     fake.responder = lambda body: Reply(reply(FACTS, "Alice's notes"))
     [rep] = await svc.tick()
-    assert rep.error is not None and "full" in rep.error  # says why, not "cannot rollback"
+    assert rep.error == "OperationalError (SQLITE_FULL) (memory.db)"  # says why, not "cannot rollback"
     assert await engine.list_memories("alice") == [] and await engine.events("alice") == []
     await _indexes_agree(engine)
     kept = await _buffer(engine)
@@ -82,7 +82,7 @@ async def test_a_failure_that_cannot_be_recorded_still_backs_off_and_is_logged_o
         other.execute("BEGIN IMMEDIATE")  # another process holds memory.db's write lock
         with capture_logs() as logs:
             [rep] = await svc.tick()
-            assert rep.error is not None and "locked" in rep.error
+            assert rep.error == "OperationalError (SQLITE_BUSY) (memory.db)"
             asked = len(fake.requests)
             for _ in range(3):  # the loop's next ticks, before the backoff is over
                 clock.advance(timedelta(seconds=5))
@@ -106,3 +106,26 @@ def _ts(dt: Any) -> str:
     from memory.clock import format_ts
 
     return format_ts(dt)
+
+
+async def test_a_failure_whose_text_quotes_a_fact_keeps_and_logs_its_codes_only(
+    engine: MemoryEngine, clock: ManualClock, fake: FakeOpenAI, llm: MemoryLLM
+) -> None:
+    """SQLite's text may quote a value (FTS5 takes a fact's last word for a
+    column): the batch's kept error and every log line name the failure by
+    its type and SQLite's error name, never the words."""
+    mem = SqliteMemory(engine)
+    svc = ExtractionService(engine, llm)
+    await mem.buffer(turns("alice", ("my safe opens with wombat7731", "ok")))
+    clock.advance(timedelta(minutes=3))
+    await engine.db.write("CREATE VIRTUAL TABLE probe USING fts5(x)")
+    await engine.db.write("CREATE TRIGGER refuse BEFORE INSERT ON memories "
+                          "BEGIN SELECT * FROM probe WHERE probe MATCH NEW.content || ':x'; END")
+    fake.responder = lambda body: Reply(reply([{"content": "Alice safe code wombat7731", "category": "config"}],
+                                              "safe"))
+    with capture_logs() as logs:
+        [rep] = await svc.tick()
+    assert rep.error == "OperationalError (SQLITE_ERROR) (memory.db)"
+    (kept,) = await engine.db.fetchall("SELECT DISTINCT last_error FROM extraction_buffer")
+    assert kept[0] == rep.error
+    assert "wombat" not in repr(logs)

@@ -109,7 +109,7 @@ async def test_a_release_that_fails_after_the_job_failed_keeps_the_jobs_own_erro
     finally:
         other.close()
     failed = [e for e in logs if "release" in e["event"]]
-    assert len(failed) == 1 and failed[0]["log_level"] == "error" and "locked" in failed[0]["error"]
+    assert len(failed) == 1 and failed[0]["log_level"] == "error" and failed[0]["sqlite_error"] == "SQLITE_BUSY"
     assert failed[0]["lease"] == COMPRESS_LEASE and failed[0]["expires_at"]
     holder = await Leases(engine.db, clock).holder(COMPRESS_LEASE)
     assert holder is not None and holder[0].startswith("daily_compress@")  # it expires; the next run takes it over

@@ -302,3 +302,45 @@ async def test_an_error_that_echoes_the_prompt_carries_no_user_words(fake: FakeO
     for word in ("Hannelore", "4823", "Zürich", "clinic"):
         assert word not in str(err.value)
     assert "HTTP 503" in str(err.value) and "overloaded" in str(err.value)
+
+
+# -- a model's reply names its keys in a log line only when they are the schema's --------
+
+
+async def test_a_reply_with_the_users_words_as_its_keys_is_refused_without_them(
+    fake: FakeOpenAI, llm: MemoryLLM
+) -> None:
+    """A model may echo the conversation as a key ("my pin is 8806"): the
+    error (kept as a batch's last error, logged) and the fact-rejected
+    line name the schema's keys and count the others."""
+    fake.queue_reply(json.dumps({"my pin is 8806": "remember it", "notes": 1}))
+    with capture_logs() as logs, pytest.raises(LLMBadOutput) as err:
+        await llm.extract("alice: my pin is 8806")
+    assert "8806" not in str(err.value) and str(err.value).endswith("(keys: notes, 1 other key)")
+    fake.queue_reply(json.dumps({"facts": [{"pin_8806": "x", "category": "identity"}], "summary": "s"}))
+    with capture_logs() as logs:
+        await llm.extract("alice: my pin is 8806")
+    [rejected] = [e for e in logs if e["event"] == "memory llm: facts rejected"]
+    assert rejected["reasons"] == ["no content (keys category, 1 other key)"] and "8806" not in json.dumps(logs)
+
+
+async def test_a_retry_is_logged_by_its_reason_and_status_not_the_providers_words(fake: FakeOpenAI) -> None:
+    fake.queue_error(503, body="overloaded while reading: my pin is 8806")
+    fake.queue_reply(json.dumps({"facts": [], "summary": "s"}))
+    async with MemoryLLM(base_url=fake.url, model="m", api_key="sk-test-000000", retries=1, retry_delay=0) as mem:
+        with capture_logs() as logs:
+            await mem.extract("alice: my pin is 8806")
+    [retry] = [e for e in logs if e["event"] == "memory llm: retrying"]
+    assert retry["reason"] == "HTTP 503" and retry["status"] == 503 and retry["error"] == "memory.llm.LLMUnavailable"
+    assert "8806" not in json.dumps(logs)
+
+
+async def test_a_transport_failure_says_its_kind_and_errno_not_its_text() -> None:
+    # Nothing listens on port 1: refused by the kernel (ECONNREFUSED).
+    async with MemoryLLM(base_url="http://127.0.0.1:1/v1", model="m", api_key="sk-test-000000", retries=1,
+                         retry_delay=0) as mem:
+        with capture_logs() as logs, pytest.raises(LLMUnavailable) as err:
+            await mem.extract("alice: hi")
+    assert str(err.value) == "transport: ConnectError (ECONNREFUSED)"
+    [retry] = [e for e in logs if e["event"] == "memory llm: retrying"]
+    assert retry["errno_name"] == "ECONNREFUSED" and retry["caused_by"][0] == "httpx.ConnectError"
