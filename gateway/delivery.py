@@ -235,6 +235,7 @@ class Delivery:
         self._adds: Counter[Chat] = Counter()
         self._pass = asyncio.Lock()
         self._wake = asyncio.Event()
+        self._stopping = False  # stop() was asked: the send under way ends, no pass or row begins
         self._task: asyncio.Task[None] | None = None
         # Chats that refused a reply, logged: their next refusals (a user
         # who blocked the bot, every reply queued for them) are logged at
@@ -261,6 +262,7 @@ class Delivery:
         row at once, whatever its backoff said (those rows alone: on a loaded
         machine the pass may come after this run's first failed send, whose
         backoff it must keep)."""
+        self._stopping = False
         self._held.update(await self.outbox.chats())
         self._last_run = set(self._held)
         self.waiting = await self.outbox.count()
@@ -272,11 +274,20 @@ class Delivery:
             log.info("replies waiting in the outbox from the last run", count=self.waiting, chats=len(self._held))
         self._task = asyncio.create_task(self.run(), name="outbox")
 
-    async def stop(self) -> None:
+    async def stop(self, grace: float = 0.0) -> None:
+        """Stop redelivering. A send under way may end first, up to
+        ``grace`` seconds, and its row go: cut, the platform may have taken
+        it already and the next start would send it again (Telegram shows
+        it twice). No further row is begun; 0 cuts at once (as a kill)."""
         task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            await asyncio.gather(task, return_exceptions=True)
+        if task is None:
+            return
+        self._stopping = True
+        self._wake.set()
+        if grace > 0:
+            await asyncio.wait({task}, timeout=grace)
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
 
     def wake(self) -> None:
         """Run a pass now (rows were added, or a test moved its clock)."""
@@ -284,7 +295,7 @@ class Delivery:
 
     async def run(self) -> None:
         forcing, self._last_run = self._last_run, set()
-        while True:
+        while not self._stopping:
             next_due: datetime | None = None
             try:
                 next_due = await self.sweep(forcing=forcing)
@@ -663,7 +674,7 @@ class Delivery:
         chat = head.chat
         row: Pending | None = head
         async with self._limit:
-            while row is not None:
+            while row is not None and not self._stopping:  # a stop lets the send under way end, begins none
                 channel = self.channels.get(row.message.channel)
                 if channel is None:
                     return

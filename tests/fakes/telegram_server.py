@@ -12,6 +12,8 @@ shapes, so the client code under test cannot tell it from Telegram:
   (``times=`` in a row, ``after=`` calls that go through first);
   ``cut_next(method)``: the call is held unanswered until the fake stops
   (a gateway killed mid-send), carried out first with ``accepted=True``;
+  ``slow_next(method)``: carried out, its answer held until the returned
+  event is set (a send in flight when the gateway is asked to stop);
 * ``sendMessage`` over 4096 characters (UTF-16 code units, the stricter
   count; with ``parse_mode=HTML`` counted without the markup): 400 ``Bad
   Request: message is too long``; to a chat nobody wrote from: 400 ``Bad
@@ -486,6 +488,7 @@ class FakeTelegram:
         self.last_update_id = 0
         self._failures: dict[str, deque[_Failure]] = {}
         self._cuts: dict[str, deque[tuple[bool, asyncio.Event]]] = {}  # method -> cut_next's, in order
+        self._slow: dict[str, deque[asyncio.Event]] = {}  # method -> slow_next's, in order
         self._closing = asyncio.Event()  # set by stop: held calls end
         self._wake = asyncio.Event()
         self._poll_generation = 0
@@ -576,6 +579,13 @@ class FakeTelegram:
         arrived = asyncio.Event()
         self._cuts.setdefault(method.lower(), deque()).append((accepted, arrived))
         return arrived
+
+    def slow_next(self, method: str) -> asyncio.Event:
+        """The next call of ``method`` is carried out at once, its answer
+        held until the returned event is set (or the fake stops)."""
+        answer = asyncio.Event()
+        self._slow.setdefault(method.lower(), deque()).append(answer)
+        return answer
 
     def revoke_token(self) -> None:
         """From now on every request is 401 (the token was revoked in BotFather)."""
@@ -1023,6 +1033,15 @@ class FakeTelegram:
         if self.record:
             self.calls.append(Call(method, params, response.status))
         self._notify()
+        slow = self._slow.get(method)
+        if slow:
+            answer = slow.popleft()
+            waits = [asyncio.ensure_future(answer.wait()), asyncio.ensure_future(self._closing.wait())]
+            try:
+                await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                for w in waits:
+                    w.cancel()
         return response
 
     async def _download(self, token: str, path: str) -> web.StreamResponse:

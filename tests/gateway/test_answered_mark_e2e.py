@@ -223,6 +223,9 @@ async def test_a_note_asking_for_a_message_again_goes_once_when_its_inbox_row_ca
         async with _telegram_app(tmp_path, clock, llm, tg) as third:
             if then != "space-back":
                 await tg.wait_sent(2, timeout=15)  # from the outbox: its row on its way was written
+                # Its row gone too: this rig's stop is a kill, which between Telegram
+                # taking the note and the row's delete would send it again (README).
+                assert third.delivery is not None and await asyncio.wait_for(third.delivery.sweep(), 10) is None
             await _quiet(third)
         async with _telegram_app(tmp_path, clock, llm, tg) as fourth:  # nothing left to say
             await _quiet(fourth)

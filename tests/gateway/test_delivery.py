@@ -854,3 +854,57 @@ async def test_an_unexpected_send_error_is_kept_and_logged_by_its_kind_not_the_w
     assert "wombat" not in json.dumps(logs, default=str)
     [dropped] = [e for e in logs if e["event"] == "reply dropped"]  # not a DeliveryError: not retried
     assert dropped["error"] == "BrokenPipeError (EPIPE)"
+
+
+async def test_a_stop_lets_a_late_reply_in_flight_finish_so_the_next_start_does_not_send_it_again(
+    rig: Rig, tg: FakeTelegram
+) -> None:
+    """A stop came while a reply the last run left was being sent again,
+    Telegram had taken it, its answer not back yet: the pass was cancelled,
+    its row stayed, and the next start sent it a second time (Telegram has
+    no idempotency key: the user saw it twice after an ordinary restart).
+    The stop now lets that send end, up to its grace, and its row goes."""
+    now = rig.clock.now()
+    await rig.outbox.add(OutboundMessage("telegram", CHAT, "left by the last run"), owner="telegram:dana",
+                         created_at=now, next_attempt_at=now)
+    answer = tg.slow_next("sendMessage")
+    await rig.delivery.start()
+    await tg.wait_sent(1, timeout=10)  # Telegram took it; its answer is not back yet
+    stopping = asyncio.create_task(rig.delivery.stop(grace=10))
+    await asyncio.sleep(0.05)
+    assert not stopping.done()  # waiting for the send under way
+    answer.set()
+    await asyncio.wait_for(stopping, 15)
+    assert await _all_rows(rig) == [] and tg.texts() == ["left by the last run"]
+
+
+async def test_a_stop_cuts_a_late_reply_whose_send_outlasts_the_grace_and_keeps_it(
+    rig: Rig, tg: FakeTelegram
+) -> None:
+    """The grace is bounded: a send that does not end within it is cut, its
+    row kept for the next start (as before: sent again, the lesser harm)."""
+    now = rig.clock.now()
+    await rig.outbox.add(OutboundMessage("telegram", CHAT, "left by the last run"), owner="telegram:dana",
+                         created_at=now, next_attempt_at=now)
+    tg.slow_next("sendMessage")  # never answered until the fake stops
+    await rig.delivery.start()
+    await tg.wait_sent(1, timeout=10)
+    await asyncio.wait_for(rig.delivery.stop(grace=0.2), 10)
+    assert [text for text, _ in await _all_rows(rig)] == ["left by the last run"]
+
+
+async def test_a_stop_sends_no_further_late_reply_once_asked(rig: Rig, tg: FakeTelegram) -> None:
+    """The grace finishes the send under way; the chat's next kept reply is
+    left for the next start, not begun during the stop."""
+    now = rig.clock.now()
+    for text in ("first kept", "second kept"):
+        await rig.outbox.add(OutboundMessage("telegram", CHAT, text), owner="telegram:dana",
+                             created_at=now, next_attempt_at=now)
+    answer = tg.slow_next("sendMessage")
+    await rig.delivery.start()
+    await tg.wait_sent(1, timeout=10)
+    stopping = asyncio.create_task(rig.delivery.stop(grace=10))
+    await asyncio.sleep(0.05)
+    answer.set()
+    await asyncio.wait_for(stopping, 15)
+    assert tg.texts() == ["first kept"] and [text for text, _ in await _all_rows(rig)] == ["second kept"]
