@@ -24,21 +24,8 @@ from memory.clock import parse_ts
 from tests.fakes.openai_server import FakeOpenAI, Reply
 from tests.fakes.telegram_server import FakeTelegram
 
-from .test_resume_e2e import KEY, _as_killed_now, _echo, _quiet, _telegram_app, _undo_since
-
-
-def _keep(db: Path) -> Path:
-    """An online backup of ``db`` as it is now, for :func:`_put_back`."""
-    kept = db.with_name(db.name + ".killed")
-    with sqlite3.connect(db) as src, sqlite3.connect(kept) as dst:
-        src.backup(dst)
-    return kept
-
-
-def _put_back(db: Path, kept: Path) -> None:
-    for extra in (db.with_name(db.name + "-wal"), db.with_name(db.name + "-shm")):
-        extra.unlink(missing_ok=True)
-    kept.replace(db)
+from .killed import as_killed_now, crash, quiet, undo_since
+from .test_resume_e2e import KEY, _echo, _telegram_app
 
 
 async def test_a_reminder_a_kill_cut_before_its_run_was_recorded_comes_once_and_is_not_run_again(
@@ -53,7 +40,7 @@ async def test_a_reminder_a_kill_cut_before_its_run_was_recorded_comes_once_and_
             await tg.wait_sent(1, timeout=15)
             await store.add(at=clock.now() + timedelta(minutes=1), message="call mom", channel="telegram",
                             chat_id="42", user="telegram:42", private=True)
-            unrecorded = _keep(cron_db)  # the job still due: its run not recorded
+            as_killed_now(tmp_path, "cron.db")  # the job still due: its run not recorded
             # cron.db's write lock held: the run cannot be recorded (nor its
             # mark cleared, which follows the record) before gateway.db is taken.
             holder = sqlite3.connect(cron_db, isolation_level=None)
@@ -63,23 +50,23 @@ async def test_a_reminder_a_kill_cut_before_its_run_was_recorded_comes_once_and_
                 clock.advance(61)
                 await app.cron.run_due(wait=False)  # type: ignore[attr-defined]
                 await asyncio.wait_for(cut.wait(), 15)  # the reply's outbox row is written before its send
-                _as_killed_now(tmp_path)
+                as_killed_now(tmp_path)
                 holder.execute("ROLLBACK")
             finally:
                 holder.close()
-            await asyncio.wait_for(app.close(timeout=0.0), 30)
-            _undo_since(tmp_path)
-            _put_back(cron_db, unrecorded)
+            await crash(app)
+            undo_since(tmp_path)
+            undo_since(tmp_path, "cron.db")
         assert [m.text for m in tg.sent] == ["re: hi"]
         assert len(llm.requests) == 2
         clock.advance(60)
         async with _telegram_app(tmp_path, clock, llm, tg) as again:
             await tg.wait_sent(2, timeout=15)
-            await _quiet(again)
+            await quiet(again)
             assert again.delivery is not None and await asyncio.wait_for(again.delivery.sweep(), 10) is None
             assert again._cron_store is not None and await again._cron_store.list("telegram:42") == []
         async with _telegram_app(tmp_path, clock, llm, tg) as third:
-            await _quiet(third)
+            await quiet(third)
         assert [m.text for m in tg.sent] == ["re: hi", "re: call mom"]
         assert len(llm.requests) == 2  # the catch-up found its slot answered: not run again
 
