@@ -40,7 +40,9 @@ def _echo(body: dict[str, object]) -> Reply:
     return Reply(content="re: " + said(body))  # type: ignore[arg-type]
 
 
-def _telegram_app(home: Path, clock: ManualClock, llm: FakeOpenAI, tg: FakeTelegram) -> contextlib.AbstractAsyncContextManager[App]:
+def _telegram_app(
+    home: Path, clock: ManualClock, llm: FakeOpenAI, tg: FakeTelegram
+) -> contextlib.AbstractAsyncContextManager[App]:
     """A gateway on ``home``, started; stopped as a crash stops it unless the block stopped it."""
     return running(_app(home, clock, llm, {"telegram": _telegram(tg)}))
 
