@@ -281,8 +281,7 @@ async def test_a_photos_note_whose_inbox_row_the_disk_will_not_delete_is_held_an
             assert app.inbox is not None
             await until(lambda: app.bus.inbound.qsize() == 0, timeout=15)
             await app.inbox.flush()
-            _as_killed_now(tmp_path)
-        _undo_since(tmp_path)
+            await killed(app, tmp_path)
         with sqlite3.connect(tmp_path / "data" / "gateway.db") as db:  # the photo's row: full disk
             db.execute("CREATE TRIGGER full_note BEFORE DELETE ON inbox WHEN OLD.payload LIKE '%sign say%' "
                        "BEGIN SELECT RAISE(ABORT, 'database or disk is full'); END")
@@ -294,15 +293,14 @@ async def test_a_photos_note_whose_inbox_row_the_disk_will_not_delete_is_held_an
             await until(lambda: loop.stats.held >= 1 or len(tg.sent) >= 2, timeout=15)
             await asyncio.sleep(0.3)  # tried again, still full
             assert [m.text for m in tg.sent] == ["re: first"]
-            _as_killed_now(tmp_path)
-        _undo_since(tmp_path)
+            await killed(again, tmp_path)
         with sqlite3.connect(tmp_path / "data" / "gateway.db") as db:
             db.execute("DROP TRIGGER full_note")
         clock.advance(60)
         async with _running(tmp_path, clock, llm, tg) as third:
             await tg.wait_sent(2, timeout=15)
-            await _quiet(third)
+            await quiet(third)
             assert third.inbox is not None and await third.inbox.count() == 0
         async with _running(tmp_path, clock, llm, tg) as fourth:
-            await _quiet(fourth)
+            await quiet(fourth)
         assert [m.text for m in tg.sent] == ["re: first", note]
