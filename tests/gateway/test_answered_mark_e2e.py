@@ -23,8 +23,9 @@ from memory import ManualClock
 from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.telegram_server import FakeTelegram
 
+from .killed import killed, quiet
 from .test_e2e_feishu_outbox import until
-from .test_resume_e2e import KEY, _as_killed_now, _echo, _quiet, _telegram_app, _undo_since
+from .test_resume_e2e import KEY, _echo, _telegram_app
 
 QUESTION = "is the launch on Thursday?"
 ANSWER = "re: is the launch on Thursday?"
@@ -71,11 +72,11 @@ async def test_a_reply_no_record_can_say_was_sent_waits_until_one_does_and_goes_
             assert tg.sent == []
             _free(tmp_path, *full)  # space is back: the same gateway sends it
             await tg.wait_sent(1, timeout=15)
-            await _quiet(app)
+            await quiet(app)
             await asyncio.wait_for(app.close(), 30)
         clock.advance(60)
         async with _telegram_app(tmp_path, clock, llm, tg) as again:
-            await _quiet(again)
+            await quiet(again)
             assert again.redelivered is not None and again.redelivered.answered == []
             assert again.resumed is not None and again.resumed.answered == []
         assert [m.text for m in tg.sent] == [ANSWER] and len(llm.requests) == 1
@@ -91,22 +92,20 @@ async def test_a_kill_while_a_reply_is_held_leaves_the_message_answered_once_at_
             _fill(tmp_path, *full)
             tg.push_text(42, 42, QUESTION)
             await _held(app)
-            _as_killed_now(tmp_path)
-            await asyncio.wait_for(app.close(timeout=0.0), 30)
-            _undo_since(tmp_path)
+            await killed(app, tmp_path)
         assert tg.sent == []
         _free(tmp_path, *full)
         clock.advance(60)
         async with _telegram_app(tmp_path, clock, llm, tg) as again:
             await tg.wait_sent(1, timeout=15)
-            await _quiet(again)
+            await quiet(again)
             assert again.delivery is not None and await asyncio.wait_for(again.delivery.sweep(), 10) is None
             # The inbox kept it (its "answered" delete failed): its reply in the outbox is its one answer.
             assert again.redelivered is not None
             assert [why for _, why in again.redelivered.skipped] == (["its reply waits in the outbox"] if outbox else [])
             assert len(again.redelivered.answered) == (0 if outbox else 1)
         async with _telegram_app(tmp_path, clock, llm, tg) as third:  # nothing left to answer
-            await _quiet(third)
+            await quiet(third)
         assert [m.text for m in tg.sent] == [ANSWER]
         # Its reply waited in the outbox: sent as written, the model not asked again.
         assert len(llm.requests) == (1 if outbox else 2)
@@ -144,7 +143,7 @@ async def test_messages_a_stop_on_a_full_disk_could_not_save_are_answered_from_t
         clock.advance(60)
         async with start(tmp_path, clock, llm, tg) as again:
             await tg.wait_sent(3, timeout=15)
-            await _quiet(again)
+            await quiet(again)
         assert sorted(m.text for m in tg.sent) == ["re: first question", "re: second question", "re: third question"]
     events = [json.loads(line) for line in stream.getvalue().splitlines() if line.startswith("{")]
     said = [e["event"] for e in events if e.get("level") == "error"]
@@ -173,7 +172,7 @@ async def test_a_held_reply_whose_mark_fails_for_another_reason_than_the_disk_go
             assert [m.text for m in tg.sent] == [ANSWER]
             monkeypatch.undo()
             _free(tmp_path, "replies", "marks")
-            await _quiet(app)
+            await quiet(app)
 
 
 @pytest.mark.parametrize("then", ["space-back", "killed-while-held"])
@@ -185,8 +184,6 @@ async def test_a_note_asking_for_a_message_again_goes_once_when_its_inbox_row_ca
     again), its inbox row deleted first. The disk refuses that delete: the
     note is held until it goes, as a reply whose mark failed. Before, it
     went at once, the row stayed, and every later start said it again."""
-    from .test_resume_e2e import _killed
-
     async with FakeOpenAI(api_key=KEY, responder=_echo) as llm, FakeTelegram() as tg:
         async with _telegram_app(tmp_path, clock, llm, tg) as app:
             llm.queue_hold("never sent")
@@ -197,7 +194,7 @@ async def test_a_note_asking_for_a_message_again_goes_once_when_its_inbox_row_ca
             assert loop is not None
             await until(lambda: loop.stats.received == 2, timeout=15)
             tg.cut_next("sendMessage")  # the stop's own note never reaches the chat: as a kill
-            await _killed(app, tmp_path)
+            await killed(app, tmp_path)
         # The disk refuses the command's row's delete (the cut turn's, dropped at start, goes).
         with sqlite3.connect(tmp_path / "data" / "gateway.db") as db:
             db.execute("CREATE TRIGGER full_note BEFORE DELETE ON inbox WHEN OLD.payload LIKE '%/memory%' "
@@ -213,11 +210,9 @@ async def test_a_note_asking_for_a_message_again_goes_once_when_its_inbox_row_ca
             if then == "space-back":
                 _free(tmp_path, "note")
                 await tg.wait_sent(2, timeout=15)
-                await _quiet(again)
+                await quiet(again)
             else:
-                _as_killed_now(tmp_path)
-                await asyncio.wait_for(again.close(timeout=0.0), 30)
-                _undo_since(tmp_path)
+                await killed(again, tmp_path)
                 _free(tmp_path, "note")
         clock.advance(60)
         async with _telegram_app(tmp_path, clock, llm, tg) as third:
@@ -226,8 +221,8 @@ async def test_a_note_asking_for_a_message_again_goes_once_when_its_inbox_row_ca
                 # Its row gone too: this rig's stop is a kill, which between Telegram
                 # taking the note and the row's delete would send it again (README).
                 assert third.delivery is not None and await asyncio.wait_for(third.delivery.sweep(), 10) is None
-            await _quiet(third)
+            await quiet(third)
         async with _telegram_app(tmp_path, clock, llm, tg) as fourth:  # nothing left to say
-            await _quiet(fourth)
+            await quiet(fourth)
         answer, note = [m.text for m in tg.sent]
         assert answer == ANSWER and "/memory" in note and "send it again" in note

@@ -14,37 +14,48 @@ the job's add and that record)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sqlite3
+from collections.abc import AsyncIterator
 from datetime import timedelta
 from pathlib import Path
 
+from gateway.app import App
 from gateway.cron import FALLBACK_SENT
 from memory import ManualClock
 from memory.clock import parse_ts
 from tests.fakes.openai_server import FakeOpenAI, Reply
 from tests.fakes.telegram_server import FakeTelegram
 
-from .test_resume_e2e import KEY, _as_killed_now, _echo, _quiet, _telegram_app, _undo_since
+from .killed import as_killed_now, crash, quiet, undo_since
+from .test_resume_e2e import KEY, _echo, _telegram_app
 
 
-def _keep(db: Path) -> Path:
-    """An online backup of ``db`` as it is now, for :func:`_put_back`."""
-    kept = db.with_name(db.name + ".killed")
-    with sqlite3.connect(db) as src, sqlite3.connect(kept) as dst:
-        src.backup(dst)
-    return kept
-
-
-def _put_back(db: Path, kept: Path) -> None:
-    for extra in (db.with_name(db.name + "-wal"), db.with_name(db.name + "-shm")):
-        extra.unlink(missing_ok=True)
-    kept.replace(db)
+@contextlib.asynccontextmanager
+async def _killed_before_the_run_is_recorded(app: App, home: Path) -> AsyncIterator[None]:
+    """The block runs a job until its reply's send is cut; then the kill,
+    as the files see it: gateway.db as it is at the block's end (the
+    reply's outbox row written), cron.db as it was before the block (the
+    job still due). cron.db's write lock is held meanwhile: the run cannot
+    be recorded (nor its mark cleared, which follows the record) before
+    gateway.db is taken."""
+    as_killed_now(home, "cron.db")
+    holder = sqlite3.connect(home / "data" / "cron.db", isolation_level=None)
+    try:
+        holder.execute("BEGIN IMMEDIATE")
+        yield
+        as_killed_now(home)
+        holder.execute("ROLLBACK")
+    finally:
+        holder.close()
+    await crash(app)
+    undo_since(home)
+    undo_since(home, "cron.db")
 
 
 async def test_a_reminder_a_kill_cut_before_its_run_was_recorded_comes_once_and_is_not_run_again(
     tmp_path: Path, clock: ManualClock
 ) -> None:
-    cron_db = tmp_path / "data" / "cron.db"
     async with FakeOpenAI(api_key=KEY, responder=_echo) as llm, FakeTelegram() as tg:
         async with _telegram_app(tmp_path, clock, llm, tg) as app:
             store = app._cron_store
@@ -53,33 +64,21 @@ async def test_a_reminder_a_kill_cut_before_its_run_was_recorded_comes_once_and_
             await tg.wait_sent(1, timeout=15)
             await store.add(at=clock.now() + timedelta(minutes=1), message="call mom", channel="telegram",
                             chat_id="42", user="telegram:42", private=True)
-            unrecorded = _keep(cron_db)  # the job still due: its run not recorded
-            # cron.db's write lock held: the run cannot be recorded (nor its
-            # mark cleared, which follows the record) before gateway.db is taken.
-            holder = sqlite3.connect(cron_db, isolation_level=None)
-            try:
-                holder.execute("BEGIN IMMEDIATE")
+            async with _killed_before_the_run_is_recorded(app, tmp_path):
                 cut = tg.cut_next("sendMessage")
                 clock.advance(61)
                 await app.cron.run_due(wait=False)  # type: ignore[attr-defined]
                 await asyncio.wait_for(cut.wait(), 15)  # the reply's outbox row is written before its send
-                _as_killed_now(tmp_path)
-                holder.execute("ROLLBACK")
-            finally:
-                holder.close()
-            await asyncio.wait_for(app.close(timeout=0.0), 30)
-            _undo_since(tmp_path)
-            _put_back(cron_db, unrecorded)
         assert [m.text for m in tg.sent] == ["re: hi"]
         assert len(llm.requests) == 2
         clock.advance(60)
         async with _telegram_app(tmp_path, clock, llm, tg) as again:
             await tg.wait_sent(2, timeout=15)
-            await _quiet(again)
+            await quiet(again)
             assert again.delivery is not None and await asyncio.wait_for(again.delivery.sweep(), 10) is None
             assert again._cron_store is not None and await again._cron_store.list("telegram:42") == []
         async with _telegram_app(tmp_path, clock, llm, tg) as third:
-            await _quiet(third)
+            await quiet(third)
         assert [m.text for m in tg.sent] == ["re: hi", "re: call mom"]
         assert len(llm.requests) == 2  # the catch-up found its slot answered: not run again
 
@@ -104,28 +103,18 @@ async def test_a_fallback_a_kill_cut_before_its_run_was_recorded_is_recorded_as_
             # Its retries spent: the next attempt is the last, with the fallback.
             with sqlite3.connect(cron_db) as db:
                 db.execute("UPDATE cron_jobs SET attempts = 3, due_at = next_run_at WHERE id = ?", (job.id,))
-            unrecorded = _keep(cron_db)
-            holder = sqlite3.connect(cron_db, isolation_level=None)
-            try:
-                holder.execute("BEGIN IMMEDIATE")
+            async with _killed_before_the_run_is_recorded(app, tmp_path):
                 llm.down = Reply(content=None, status=500)
                 cut = tg.cut_next("sendMessage")
                 clock.advance((parse_ts(job.next_run_at) - clock.now()).total_seconds() + 60)
                 await app.cron.run_due(wait=False)  # type: ignore[attr-defined]
                 await asyncio.wait_for(cut.wait(), 15)
-                _as_killed_now(tmp_path)
-                holder.execute("ROLLBACK")
-            finally:
-                holder.close()
-            await asyncio.wait_for(app.close(timeout=0.0), 30)
-            _undo_since(tmp_path)
-            _put_back(cron_db, unrecorded)
         llm.down = None
         asked = len(llm.requests)
         clock.advance(60)
         async with _telegram_app(tmp_path, clock, llm, tg) as again:
             await tg.wait_sent(2, timeout=15)
-            await _quiet(again)
+            await quiet(again)
             assert again._cron_store is not None
             row = await again._cron_store.get(job.id)
         assert tg.sent[-1].text.startswith("⏰ call mom\n")

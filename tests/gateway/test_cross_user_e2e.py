@@ -27,8 +27,9 @@ from tests.gateway.test_app import EchoChannel
 from tests.fakes.telegram_server import FakeTelegram
 from tests.gateway.test_remembering_e2e import Model, fact
 
+from .killed import crash, killed, quiet
 from .test_e2e_feishu_outbox import until
-from .test_resume_e2e import KEY, _crash, _echo, _killed, _quiet, _telegram_app
+from .test_resume_e2e import KEY, _echo, _telegram_app
 
 ALICE, BOB = "echo:alice", "echo:bob"
 GROUP, OTHER = "g-team", "g-other"
@@ -287,12 +288,12 @@ async def test_group_turns_a_stop_cut_are_answered_after_the_restart_in_the_grou
             tg.push_text(-500, 8, "remind me: automobile Tesla loan van chemotherapy?", chat_type="group",
                          first_name="Bob", mention=True)
             await until(lambda: tg.pending_updates == 0, timeout=15)
-            await (_crash(app) if end == "stop" else _killed(app, tmp_path))
+            await (crash(app) if end == "stop" else killed(app, tmp_path))
         clock.advance(60)
         n = len(llm.requests)
         async with _telegram_app(tmp_path, clock, llm, tg) as again:
             await tg.wait_sent(2, timeout=15)
-            await _quiet(again)
+            await quiet(again)
         alice, bob = llm.requests[n:n + 2]
         for body in (alice, bob):
             sent = json.dumps(body["messages"], ensure_ascii=False)

@@ -3,7 +3,7 @@ the edits left unapplied (gateway.db's ``inbox`` and ``revisions``): the
 rows name no owner, and the next start answered the erased user's words
 and learnt from them. Real ``App`` on a home directory, the fake
 Telegram and OpenAI servers, the real CLI; a crash is gateway.db as it
-was at a moment (``_as_killed_now``), a restart a new ``App``."""
+was at a moment (tests/gateway/killed.py), a restart a new ``App``."""
 
 from __future__ import annotations
 
@@ -21,10 +21,11 @@ from memory import ManualClock
 from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.telegram_server import FakeTelegram
 
+from .killed import killed, quiet
 from .test_e2e_feishu import _app
 from .test_e2e_feishu_outbox import until
 from .test_erasure_e2e import files_holding
-from .test_resume_e2e import KEY, _as_killed_now, _echo, _quiet, _undo_since
+from .test_resume_e2e import KEY, _echo
 from .test_vision_e2e import _telegram
 
 SECRET = "QUOKKA7731"  # in a message left waiting
@@ -61,10 +62,9 @@ async def _left_by_a_crash(home: Path, clock: ManualClock, llm: FakeOpenAI, tg: 
         await until(lambda: app.loop is not None and app.loop.stats.received == 7, timeout=15)
         assert app.inbox is not None
         await app.inbox.flush()
-        _as_killed_now(home)
+        await killed(app, home)
     finally:
         await asyncio.wait_for(app.close(timeout=0.0), 30)
-    _undo_since(home)
     assert sum(SECRET in p for p in _rows(home, "inbox")) == 2
     assert [EDITED in p for p in _rows(home, "revisions")] == [True]
 
@@ -76,7 +76,7 @@ async def _restarted(home: Path, clock: ManualClock, llm: FakeOpenAI, tg: FakeTe
         await app.open()
         await asyncio.wait_for(app.start(), 15)
         await until(lambda: any(answered in m.text for m in tg.sent), timeout=15)
-        await _quiet(app)
+        await quiet(app)
     finally:
         await asyncio.wait_for(app.close(), 30)
     return app
@@ -141,10 +141,9 @@ async def test_forget_all_reaches_her_messages_waiting_in_other_chats_and_her_ed
             await app.inbox.flush()
             assert not any(SECRET in p or "/forget" in p for p in _rows(tmp_path, "inbox"))
             assert _rows(tmp_path, "revisions") == []
-            _as_killed_now(tmp_path)
+            await killed(app, tmp_path)
         finally:
             await asyncio.wait_for(app.close(timeout=0.0), 30)
-        _undo_since(tmp_path)
         tg.sent.clear()
         first = len(llm.requests)
         clock.advance(60)

@@ -17,8 +17,9 @@ from memory import ManualClock
 from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.telegram_server import FakeTelegram
 
+from .killed import killed, quiet
 from .test_e2e_feishu_outbox import until
-from .test_resume_e2e import KEY, _as_killed_now, _echo, _quiet, _telegram_app, _undo_since
+from .test_resume_e2e import KEY, _echo, _telegram_app
 
 
 async def test_a_command_answer_whose_send_a_kill_cut_goes_out_once_at_the_next_start(
@@ -29,17 +30,15 @@ async def test_a_command_answer_whose_send_a_kill_cut_goes_out_once_at_the_next_
             cut = tg.cut_next("sendMessage")
             tg.push_text(42, 42, "/help")
             await asyncio.wait_for(cut.wait(), 15)
-            _as_killed_now(tmp_path)
-            await asyncio.wait_for(app.close(timeout=0.0), 30)
-            _undo_since(tmp_path)
+            await killed(app, tmp_path)
         assert tg.sent == []
         clock.advance(60)
         async with _telegram_app(tmp_path, clock, llm, tg) as again:
             await tg.wait_sent(1, timeout=15)
-            await _quiet(again)
+            await quiet(again)
             assert again.delivery is not None and await asyncio.wait_for(again.delivery.sweep(), 10) is None
         async with _telegram_app(tmp_path, clock, llm, tg) as third:
-            await _quiet(third)
+            await quiet(third)
         [help_text] = [m.text for m in tg.sent]
         assert "/memory" in help_text and llm.requests == []
 
@@ -62,17 +61,15 @@ async def test_a_reminder_whose_send_a_kill_cut_after_its_run_was_recorded_comes
             async with asyncio.timeout(15):  # its run recorded (a one-time job: gone), its send still cut
                 while await store.list("telegram:42"):
                     await asyncio.sleep(0.02)
-            _as_killed_now(tmp_path)
-            await asyncio.wait_for(app.close(timeout=0.0), 30)
-            _undo_since(tmp_path)
+            await killed(app, tmp_path)
         assert [m.text for m in tg.sent] == ["re: hi"]
         clock.advance(60)
         async with _telegram_app(tmp_path, clock, llm, tg) as again:
             await tg.wait_sent(2, timeout=15)
-            await _quiet(again)
+            await quiet(again)
             assert again.delivery is not None and await asyncio.wait_for(again.delivery.sweep(), 10) is None
         async with _telegram_app(tmp_path, clock, llm, tg) as third:
-            await _quiet(third)
+            await quiet(third)
         assert [m.text for m in tg.sent] == ["re: hi", "re: call mom"]
         assert len(llm.requests) == 2  # sent as written: the job did not run again
 
@@ -84,8 +81,6 @@ async def test_a_command_a_kill_left_waiting_gets_a_note_asking_for_it_again_onc
     write its note): the inbox kept it, and the next start tells the user
     it was not done (not run again unasked), once, after the cut turn's
     answer. Before, it was dropped at start in silence."""
-    from .test_resume_e2e import _killed
-
     async with FakeOpenAI(api_key=KEY, responder=_echo) as llm, FakeTelegram() as tg:
         async with _telegram_app(tmp_path, clock, llm, tg) as app:
             llm.queue_hold("never sent")
@@ -96,14 +91,14 @@ async def test_a_command_a_kill_left_waiting_gets_a_note_asking_for_it_again_onc
             assert loop is not None
             await until(lambda: loop.stats.received == 2, timeout=15)
             tg.cut_next("sendMessage")  # the stop's own note never reaches the chat: as a kill
-            await _killed(app, tmp_path)
+            await killed(app, tmp_path)
         assert tg.sent == []
         clock.advance(60)
         async with _telegram_app(tmp_path, clock, llm, tg) as again:
             await tg.wait_sent(2, timeout=15)
-            await _quiet(again)
+            await quiet(again)
         async with _telegram_app(tmp_path, clock, llm, tg) as third:
-            await _quiet(third)
+            await quiet(third)
         answer, note = [m.text for m in tg.sent]
         assert answer == "re: is the launch still on Thursday?"
         assert "/memory" in note and "send it again" in note

@@ -19,10 +19,11 @@ from tests.fakes.feishu_server import FakeFeishu
 from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.telegram_server import FakeTelegram
 
+from .killed import crash, killed, quiet
 from .test_e2e_feishu import feishu  # noqa: F401 (a fixture)
 from .test_e2e_feishu_outbox import ALICE, Gateway, until
 from tests.channels.test_feishu_longconn import ws_config
-from .test_resume_e2e import KEY, _as_killed_now, _crash, _echo, _history, _quiet, _telegram_app, _undo_since
+from .test_resume_e2e import KEY, _echo, _history, _telegram_app
 
 
 async def test_feishu_webhook_messages_queued_behind_a_crashed_turn_are_answered_in_order(
@@ -44,9 +45,7 @@ async def test_feishu_webhook_messages_queued_behind_a_crashed_turn_are_answered
                 await g.push(e)  # answered 200: in the inbox already
             assert app.inbox is not None and await app.inbox.count() == 3
             await app.inbox.flush()
-            _as_killed_now(tmp_path)  # killed: the stop's own writes (ProcessLoop._park) never happen
-            await g.stop(timeout=0.0)
-            _undo_since(tmp_path)
+            await killed(app, tmp_path)  # the stop's own writes (ProcessLoop._park) never happen
             assert feishu.sent == []
             clock.advance(60)
             app = await g.start()
@@ -171,7 +170,7 @@ async def test_a_telegram_message_the_inbox_cannot_write_is_held_at_telegram_unt
                 with sqlite3.connect(tmp_path / "data" / "gateway.db") as db:
                     db.execute("DROP TRIGGER full")
                 await tg.wait_sent(1, timeout=15)
-                await _quiet(app)
+                await quiet(app)
                 await until(lambda: tg.pending_updates == 0, timeout=15)
         assert [m.text for m in tg.sent] == ["re: is the launch on Thursday?"]
         assert [r for r, _, _ in _history(tmp_path)] == ["user", "assistant"]
@@ -201,7 +200,7 @@ async def test_a_stop_past_its_timeout_leaves_the_waiting_messages_for_the_next_
         clock.advance(60)
         async with _telegram_app(tmp_path, clock, llm, tg) as again:
             await tg.wait_sent(3, timeout=15)
-            await _quiet(again)
+            await quiet(again)
         assert [m.text for m in tg.sent] == ["re: first", "re: second", "re: third"]
         # Each answered knowing the ones before it and their replies.
         assert "re: first" in str(llm.requests[-2]["messages"]) and "re: second" in str(llm.requests[-1]["messages"])
@@ -216,16 +215,16 @@ async def test_a_crash_after_the_reply_but_before_the_inbox_row_went_answers_not
         async with _telegram_app(tmp_path, clock, llm, tg) as app:
             tg.push_text(42, 42, "ping")
             await tg.wait_sent(1, timeout=15)
-            await _quiet(app)
+            await quiet(app)
             assert app.inbox is not None
             await app.inbox.flush()
             with sqlite3.connect(tmp_path / "data" / "gateway.db") as db:  # as if its delete never ran
                 db.execute("INSERT INTO inbox (channel, chat_id, message_id, received_at, payload) "
                            "SELECT 'telegram', '42', message_id, created_at, '{\"s\": \"42\", \"t\": \"ping\", "
                            "\"ts\": \"2026-03-01T12:00:00Z\"}' FROM session_messages WHERE role = 'user'")
-            await _crash(app)
+            await crash(app)
         async with _telegram_app(tmp_path, clock, llm, tg) as again:
-            await _quiet(again)
+            await quiet(again)
             assert again.redelivered is not None and again.redelivered.answered == []
             assert again.inbox is not None and await again.inbox.count() == 0
         assert [m.text for m in tg.sent] == ["re: ping"]
@@ -250,12 +249,11 @@ async def test_a_photo_queued_behind_a_turn_a_crash_cut_is_asked_for_again_in_th
             assert app.inbox is not None
             await until(lambda: app.bus.inbound.qsize() == 0, timeout=15)  # taken by the chat's worker, queued
             await app.inbox.flush()
-            _as_killed_now(tmp_path)
-        _undo_since(tmp_path)  # _running's stop wrote nothing that stays
+            await killed(app, tmp_path)
         clock.advance(60)
         async with _running(tmp_path, clock, llm, tg) as again:
             await tg.wait_sent(2, timeout=15)
-            await _quiet(again)
+            await quiet(again)
         # In the order they came: the note does not overtake the cut turn's answer.
         assert [m.text for m in tg.sent] == [
             "re: first",
@@ -285,8 +283,7 @@ async def test_a_photos_note_whose_inbox_row_the_disk_will_not_delete_is_held_an
             assert app.inbox is not None
             await until(lambda: app.bus.inbound.qsize() == 0, timeout=15)
             await app.inbox.flush()
-            _as_killed_now(tmp_path)
-        _undo_since(tmp_path)
+            await killed(app, tmp_path)
         with sqlite3.connect(tmp_path / "data" / "gateway.db") as db:  # the photo's row: full disk
             db.execute("CREATE TRIGGER full_note BEFORE DELETE ON inbox WHEN OLD.payload LIKE '%sign say%' "
                        "BEGIN SELECT RAISE(ABORT, 'database or disk is full'); END")
@@ -298,15 +295,14 @@ async def test_a_photos_note_whose_inbox_row_the_disk_will_not_delete_is_held_an
             await until(lambda: loop.stats.held >= 1 or len(tg.sent) >= 2, timeout=15)
             await asyncio.sleep(0.3)  # tried again, still full
             assert [m.text for m in tg.sent] == ["re: first"]
-            _as_killed_now(tmp_path)
-        _undo_since(tmp_path)
+            await killed(again, tmp_path)
         with sqlite3.connect(tmp_path / "data" / "gateway.db") as db:
             db.execute("DROP TRIGGER full_note")
         clock.advance(60)
         async with _running(tmp_path, clock, llm, tg) as third:
             await tg.wait_sent(2, timeout=15)
-            await _quiet(third)
+            await quiet(third)
             assert third.inbox is not None and await third.inbox.count() == 0
         async with _running(tmp_path, clock, llm, tg) as fourth:
-            await _quiet(fourth)
+            await quiet(fourth)
         assert [m.text for m in tg.sent] == ["re: first", note]

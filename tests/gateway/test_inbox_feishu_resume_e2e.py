@@ -11,7 +11,6 @@ import base64
 import contextlib
 import json
 import sqlite3
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -21,9 +20,10 @@ from memory import ManualClock
 from tests.fakes.feishu_server import FakeFeishu, RecordMessage
 from tests.fakes.openai_server import FakeOpenAI, text_of
 
+from .killed import killed, quiet, running
 from .test_e2e_feishu import ENCRYPT_KEY, _app, _feishu_section, feishu  # noqa: F401 (a fixture)
 from .test_e2e_feishu_outbox import Gateway, until
-from .test_resume_e2e import KEY, _as_killed_now, _echo, _history, _quiet, _undo_since
+from .test_resume_e2e import KEY, _echo, _history
 from .test_vision_e2e import PHOTO
 
 BOB = "ou_bob00000000000000000000000000002"
@@ -62,9 +62,7 @@ async def test_a_feishu_group_message_resumed_from_the_inbox_keeps_its_speakers_
             await until(lambda: app.bus.inbound.qsize() == 0 and feishu.contact_requests.count(CAROL) == 1, timeout=15)
             await until(lambda: app.loop is not None and app.loop.stats.received == 2, timeout=15)
             await app.inbox.flush()
-            _as_killed_now(tmp_path)
-            await g.stop(timeout=0.0)
-            _undo_since(tmp_path)
+            await killed(app, tmp_path)
             clock.advance(60)
             app = await g.start()
             await until(lambda: len(feishu.sent) == 2, timeout=15)
@@ -92,9 +90,7 @@ async def test_a_group_message_killed_while_its_senders_name_was_looked_up_gets_
                                               open_id=CAROL, mentions=[feishu.mention()]))
             await until(lambda: CAROL in feishu.contact_requests, timeout=15)
             assert app.inbox is not None and await app.inbox.count() == 1
-            _as_killed_now(tmp_path)
-            await g.stop(timeout=0.0)
-            _undo_since(tmp_path)
+            await killed(app, tmp_path)
             feishu.sent.clear()
             feishu.contact_gate.set()
             clock.advance(60)
@@ -114,17 +110,12 @@ ALICE = "ou_alice0000000000000000000000000"
 _NOTE = "Sorry, I restarted before I could answer, and the photo you sent is no longer with me. Please send it again."
 
 
-@contextlib.asynccontextmanager
-async def _feishu_app(home: Path, clock: ManualClock, llm: FakeOpenAI, feishu: FakeFeishu) -> AsyncIterator[App]:  # noqa: F811
-    """A Feishu gateway (webhook, pictures read) on ``home``; stopped as a crash stops it."""
-    app = _app(home, clock, llm, {"feishu": _feishu_section(feishu, "webhook")},
-               agent={"model": "test-model", "vision": True})
-    try:
-        await app.open()
-        await asyncio.wait_for(app.start(), 15)
-        yield app
-    finally:
-        await asyncio.wait_for(app.close(timeout=0.0), 30)
+def _feishu_app(home: Path, clock: ManualClock, llm: FakeOpenAI, feishu: FakeFeishu,  # noqa: F811
+                *, drain: float = 0.0) -> contextlib.AbstractAsyncContextManager[App]:
+    """A Feishu gateway (webhook, pictures read) on ``home``; stopped as a
+    crash stops it, or with ``drain`` seconds to answer what it holds."""
+    return running(_app(home, clock, llm, {"feishu": _feishu_section(feishu, "webhook")},
+                        agent={"model": "test-model", "vision": True}), drain=drain)
 
 
 async def _restarted(home: Path, clock: ManualClock, llm: FakeOpenAI, feishu: FakeFeishu, *,  # noqa: F811
@@ -134,12 +125,12 @@ async def _restarted(home: Path, clock: ManualClock, llm: FakeOpenAI, feishu: Fa
     start, which must answer nothing again (the caller's counts say so)."""
     async with _feishu_app(home, clock, llm, feishu) as again:
         await until(lambda: len(feishu.sent) == sent, timeout=15)
-        await _quiet(again)
+        await quiet(again)
         if inbox_empty:
             assert again.inbox is not None and await again.inbox.count() == 0
     if once_more:
         async with _feishu_app(home, clock, llm, feishu) as third:
-            await _quiet(third)
+            await quiet(third)
 
 
 async def _push(app: App, feishu: FakeFeishu, event: dict[str, Any]) -> None:  # noqa: F811
@@ -163,8 +154,7 @@ async def test_a_feishu_picture_whose_download_a_kill_cut_is_downloaded_again_af
         async with _feishu_app(tmp_path, clock, llm, feishu) as app:
             await _push(app, feishu, event)  # kept with its key, the download held
             assert app.inbox is not None and await app.inbox.count() == 1
-            _as_killed_now(tmp_path)
-        _undo_since(tmp_path)
+            await killed(app, tmp_path)
         feishu.sent.clear()  # what the test's stop (not a kill) sent
         release.set()
         clock.advance(60)
@@ -195,8 +185,7 @@ async def test_a_feishu_picture_taken_whole_but_queued_when_killed_is_downloaded
             await until(lambda: app.loop is not None and app.loop.stats.received == 2, timeout=15)
             assert app.inbox is not None
             await app.inbox.flush()
-            _as_killed_now(tmp_path)
-        _undo_since(tmp_path)
+            await killed(app, tmp_path)
         clock.advance(60)
         await _restarted(tmp_path, clock, llm, feishu, sent=2)
     assert len(feishu.resource_downloads) == 2 and _NOTE not in feishu.texts()
@@ -215,8 +204,7 @@ async def test_a_feishu_file_whose_download_a_kill_cut_is_read_again_after_the_r
         async with _feishu_app(tmp_path, clock, llm, feishu) as app:
             await _push(app, feishu, event)
             assert app.inbox is not None and await app.inbox.count() == 1
-            _as_killed_now(tmp_path)
-        _undo_since(tmp_path)
+            await killed(app, tmp_path)
         feishu.sent.clear()  # what the test's stop (not a kill) sent
         release.set()
         clock.advance(60)
@@ -237,8 +225,7 @@ async def test_a_feishu_picture_feishu_will_not_give_again_gets_the_note_once(
                                      open_id=ALICE)
         async with _feishu_app(tmp_path, clock, llm, feishu) as app:
             await _push(app, feishu, event)
-            _as_killed_now(tmp_path)
-        _undo_since(tmp_path)
+            await killed(app, tmp_path)
         feishu.sent.clear()  # what the test's stop (not a kill) sent
         release.set()
         feishu.fail_next(234003, "File not in msg.", on="resource")
@@ -253,16 +240,10 @@ async def _stopped_with_the_download_held(home: Path, clock: ManualClock, llm: F
                                           event: dict[str, Any]) -> None:
     """Push ``event`` (its download held by the fake) and stop gracefully
     while it is held: the stop cuts the download short."""
-    app = _app(home, clock, llm, {"feishu": _feishu_section(feishu, "webhook")},
-               agent={"model": "test-model", "vision": True})
-    try:
-        await app.open()
-        await asyncio.wait_for(app.start(), 15)
+    async with _feishu_app(home, clock, llm, feishu, drain=2.0) as app:
         await _push(app, feishu, event)
         assert app.inbox is not None and await app.inbox.count() == 1
         await until(lambda: len(feishu.resource_requests) == 1, timeout=15)
-    finally:
-        await asyncio.wait_for(app.close(timeout=2.0), 30)
 
 
 def _inbox_rows(home: Path) -> list[str]:
@@ -303,21 +284,15 @@ async def test_a_feishu_picture_recalled_while_a_graceful_stop_cut_its_download_
         event = feishu.message_event(message_type="image", content={"image_key": key}, chat_id="oc_alice",
                                      open_id=ALICE)
         mid = event["event"]["message"]["message_id"]
-        app = _app(tmp_path, clock, llm, {"feishu": _feishu_section(feishu, "webhook")},
-                   agent={"model": "test-model", "vision": True})
-        try:
-            await app.open()
-            await asyncio.wait_for(app.start(), 15)
+        async with _feishu_app(tmp_path, clock, llm, feishu, drain=2.0) as app:
             await _push(app, feishu, event)
             await until(lambda: len(feishu.resource_requests) == 1, timeout=15)
             await _push(app, feishu, feishu.recall_event(mid, chat_id="oc_alice"))  # withdrawn mid-download
-        finally:
-            await asyncio.wait_for(app.close(timeout=2.0), 30)
         assert _inbox_rows(tmp_path) == [] and feishu.sent == []
         release.set()
         clock.advance(60)
         async with _feishu_app(tmp_path, clock, llm, feishu) as again:
-            await _quiet(again)
+            await quiet(again)
     assert feishu.sent == [] and llm.requests == []
 
 
@@ -338,7 +313,7 @@ async def test_a_feishu_picture_alone_that_could_not_be_downloaded_leaves_no_row
             assert await app.inbox.count() == 0
         clock.advance(60)
         async with _feishu_app(tmp_path, clock, llm, feishu) as again:
-            await _quiet(again)
+            await quiet(again)
     assert len(feishu.sent) == 1 and len(feishu.resource_requests) == 1 and llm.requests == []
 
 
@@ -362,8 +337,7 @@ async def test_a_feishu_reply_whose_quote_a_kill_cut_is_read_again_after_the_res
         async with _feishu_app(tmp_path, clock, llm, feishu) as app:
             await _push(app, feishu, event)  # kept with its parent's id, the read held
             assert app.inbox is not None and await app.inbox.count() == 1
-            _as_killed_now(tmp_path)
-        _undo_since(tmp_path)
+            await killed(app, tmp_path)
         feishu.sent.clear()  # what the test's stop (not a kill) did
         llm.requests.clear()
         release.set()
@@ -385,8 +359,7 @@ async def test_a_feishu_reply_whose_quote_cannot_be_read_again_gets_the_note(
                                      parent_id=parent)
         async with _feishu_app(tmp_path, clock, llm, feishu) as app:
             await _push(app, feishu, event)
-            _as_killed_now(tmp_path)
-        _undo_since(tmp_path)
+            await killed(app, tmp_path)
         feishu.sent.clear()
         llm.requests.clear()
         release.set()
@@ -408,8 +381,7 @@ async def test_a_feishu_chat_record_whose_read_a_kill_cut_is_read_again_after_th
         async with _feishu_app(tmp_path, clock, llm, feishu) as app:
             await _push(app, feishu, event)  # kept with its id, its messages' read held
             assert app.inbox is not None and await app.inbox.count() == 1
-            _as_killed_now(tmp_path)
-        _undo_since(tmp_path)
+            await killed(app, tmp_path)
         feishu.sent.clear()
         llm.requests.clear()
         release.set()
@@ -431,11 +403,7 @@ async def test_a_feishu_reply_whose_quote_a_graceful_stop_cut_is_left_for_the_ne
         release = feishu.hold_read(parent)
         event = feishu.message_event("what does that mean for us?", chat_id="oc_alice", open_id=ALICE,
                                      parent_id=parent)
-        app = _app(tmp_path, clock, llm, {"feishu": _feishu_section(feishu, "webhook")},
-                   agent={"model": "test-model", "vision": True})
-        try:
-            await app.open()
-            await asyncio.wait_for(app.start(), 15)
+        async with _feishu_app(tmp_path, clock, llm, feishu) as app:  # stopped at once: within the quote's own timeout
             # The stop, not the quote's own 2 s, must end the read: on a
             # loaded box the stop came later, and the reply went out blind.
             channel = app.channels["feishu"]
@@ -443,8 +411,6 @@ async def test_a_feishu_reply_whose_quote_a_graceful_stop_cut_is_left_for_the_ne
             channel.quote_timeout = 60.0
             await _push(app, feishu, event)
             await until(lambda: ("GET", f"/open-apis/im/v1/messages/{parent}") in feishu.requests, timeout=15)
-        finally:
-            await asyncio.wait_for(app.close(timeout=0.0), 30)  # cut at once: within the quote's own timeout
         assert feishu.sent == [] and llm.requests == []
         assert _inbox_rows(tmp_path) == [event["event"]["message"]["message_id"]]
         release.set()
@@ -462,15 +428,9 @@ async def test_a_feishu_chat_record_whose_read_a_graceful_stop_cut_is_left_for_t
                                          chat_id="oc_alice", open_id=ALICE)
         mid = event["event"]["message"]["message_id"]
         release = feishu.hold_read(mid)
-        app = _app(tmp_path, clock, llm, {"feishu": _feishu_section(feishu, "webhook")},
-                   agent={"model": "test-model", "vision": True})
-        try:
-            await app.open()
-            await asyncio.wait_for(app.start(), 15)
+        async with _feishu_app(tmp_path, clock, llm, feishu, drain=2.0) as app:
             await _push(app, feishu, event)
             await until(lambda: ("GET", f"/open-apis/im/v1/messages/{mid}") in feishu.requests, timeout=15)
-        finally:
-            await asyncio.wait_for(app.close(timeout=2.0), 30)
         assert feishu.sent == [] and llm.requests == [] and _inbox_rows(tmp_path) == [mid]  # no "could not read" note
         release.set()
         clock.advance(60)

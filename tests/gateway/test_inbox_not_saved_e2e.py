@@ -16,7 +16,8 @@ from memory import ManualClock
 from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.telegram_server import FakeTelegram
 
-from .test_resume_e2e import KEY, _as_killed_now, _crash, _echo, _history, _quiet, _telegram_app, _undo_since
+from .killed import as_killed_now, crash, quiet, undo_since
+from .test_resume_e2e import KEY, _echo, _history, _telegram_app
 
 _FULL = "BEGIN SELECT RAISE(ABORT, 'database or disk is full'); END"
 
@@ -43,21 +44,21 @@ async def test_a_message_the_inbox_holds_is_answered_when_its_tier0_row_fails_an
                 # outbox row (a reply on its way, gateway/delivery.py) went: a
                 # kill before that sends it again (Telegram: at least once).
                 if tg.sent_count >= 1 and not killed and not _on_its_way(tmp_path):
-                    _as_killed_now(tmp_path)
+                    as_killed_now(tmp_path)
                     killed.append(True)
                 return bool(killed)
 
             await tg.wait_until(answered_then_killed, timeout=15)
-            await _quiet(app)
-            await _crash(app)
-        _undo_since(tmp_path)
+            await quiet(app)
+            await crash(app)
+        undo_since(tmp_path)
         assert [m.text for m in tg.sent] == ["re: is the launch on Thursday?"]
         assert _NOT_SAVED_FULL not in [m.text for m in tg.sent]
         with sqlite3.connect(tmp_path / "data" / "gateway.db") as db:
             db.execute("DROP TRIGGER full")  # space is back
         clock.advance(60)
         async with _telegram_app(tmp_path, clock, llm, tg) as again:
-            await _quiet(again)
+            await quiet(again)
             assert again.redelivered is not None and again.redelivered.answered == []
             assert again.inbox is not None and await again.inbox.count() == 0
         assert len(tg.sent) == 1 and len(llm.requests) == 1
@@ -80,7 +81,7 @@ async def test_a_reply_row_written_after_the_user_row_failed_is_the_answered_mar
                 db.execute(f"CREATE TRIGGER full BEFORE INSERT ON session_messages WHEN NEW.role = 'user' {_FULL}")
             tg.push_text(42, 42, "who owns the deck?")
             await tg.wait_sent(1, timeout=15)
-            await _quiet(app)
+            await quiet(app)
             assert app.inbox is not None
             await app.inbox.flush()
             with sqlite3.connect(tmp_path / "data" / "gateway.db") as db:  # as if its delete never ran
@@ -88,10 +89,10 @@ async def test_a_reply_row_written_after_the_user_row_failed_is_the_answered_mar
                 db.execute("INSERT INTO inbox (channel, chat_id, message_id, received_at, payload) "
                            "SELECT 'telegram', '42', message_id, created_at, '{\"s\": \"42\", \"t\": \"who owns the deck?\", "
                            "\"ts\": \"2026-03-01T12:00:00Z\"}' FROM session_messages WHERE role = 'assistant'")
-            await _crash(app)
+            await crash(app)
         assert [(r, c) for r, _, c in _history(tmp_path)] == [("assistant", "re: who owns the deck?")]
         clock.advance(60)
         async with _telegram_app(tmp_path, clock, llm, tg) as again:
-            await _quiet(again)
+            await quiet(again)
             assert again.redelivered is not None and again.redelivered.answered == []
         assert [m.text for m in tg.sent] == ["re: who owns the deck?"]

@@ -20,9 +20,10 @@ from tests.fakes.feishu_server import FakeFeishu
 from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.telegram_server import FakeTelegram
 
+from .killed import killed, quiet
 from .test_e2e_feishu import ENCRYPT_KEY, _app, _feishu_section, feishu  # noqa: F401 (a fixture)
 from .test_e2e_feishu_outbox import until
-from .test_resume_e2e import KEY, _as_killed_now, _echo, _quiet, _undo_since
+from .test_resume_e2e import KEY, _echo
 from .test_vision_e2e import PHOTO, _telegram
 
 ALICE = "ou_alice0000000000000000000000000"
@@ -94,7 +95,7 @@ async def _asked_again(home: Path, clock: ManualClock, llm: FakeOpenAI, feishu: 
         sent = len(feishu.sent)
         await _push(app, feishu, feishu.message_event("what did I tell you?", chat_id="oc_alice", open_id=ALICE))
         await until(lambda: len(feishu.sent) > sent, timeout=15)
-        await _quiet(app)
+        await quiet(app)
     finally:
         await asyncio.wait_for(app.close(), 30)
 
@@ -172,10 +173,9 @@ async def test_a_recall_taken_just_before_a_crash_is_applied_at_the_next_start(
             await _push(app, feishu, feishu.message_event("and one more thing", chat_id="oc_alice", open_id=ALICE))
             await until(lambda: len(llm.requests) == 2, timeout=15)
             await _push(app, feishu, feishu.recall_event(mid, chat_id="oc_alice"))
-            _as_killed_now(tmp_path)
+            await killed(app, tmp_path)
         finally:
             await asyncio.wait_for(app.close(timeout=0.0), 30)
-        _undo_since(tmp_path)
         first = len(llm.requests)
         clock.advance(60)
         await _asked_again(tmp_path, clock, llm, feishu)
@@ -203,10 +203,9 @@ async def test_a_message_recalled_while_it_waited_in_the_inbox_at_a_crash_is_nev
             await _push(app, feishu, feishu.recall_event(secret["event"]["message"]["message_id"], chat_id="oc_alice"))
             assert app.inbox is not None
             await app.inbox.flush()
-            _as_killed_now(tmp_path)
+            await killed(app, tmp_path)
         finally:
             await asyncio.wait_for(app.close(timeout=0.0), 30)
-        _undo_since(tmp_path)
         clock.advance(60)
         await _asked_again(tmp_path, clock, llm, feishu)
     assert "tulip-4471" not in llm.prompts_text()
@@ -246,7 +245,7 @@ async def test_a_telegram_edit_queued_behind_a_turn_when_a_stop_comes_is_applied
             await asyncio.wait_for(app.start(), 15)
             tg.push_text(42, 42, "what did I tell you?")
             await until(lambda: any("what did I tell you?" in m.text for m in tg.sent), timeout=15)
-            await _quiet(app)
+            await quiet(app)
         finally:
             await asyncio.wait_for(app.close(), 30)
     later = json.dumps(llm.requests[first:], ensure_ascii=False)
@@ -282,10 +281,9 @@ async def test_a_telegram_edit_of_a_message_waiting_in_the_inbox_at_a_crash_is_a
             await until(lambda: app.loop is not None and app.loop.stats.received == 3, timeout=15)
             assert app.inbox is not None
             await app.inbox.flush()
-            _as_killed_now(tmp_path)
+            await killed(app, tmp_path)
         finally:
             await asyncio.wait_for(app.close(timeout=0.0), 30)
-        _undo_since(tmp_path)
         tg.sent.clear()  # what the test's stop (not a kill) sent
         clock.advance(60)
         app = _app(tmp_path, clock, llm, {"telegram": _telegram(tg)})
@@ -293,7 +291,7 @@ async def test_a_telegram_edit_of_a_message_waiting_in_the_inbox_at_a_crash_is_a
             await app.open()
             await asyncio.wait_for(app.start(), 15)
             await until(lambda: any("in the safe" in m.text for m in tg.sent), timeout=15)
-            await _quiet(app)
+            await quiet(app)
         finally:
             await asyncio.wait_for(app.close(), 30)
     assert "tulip-4471" not in llm.prompts_text() and "in the safe" in llm.prompts_text()

@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import sqlite3
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +22,7 @@ from tests.fakes.openai_server import FakeOpenAI, Reply, said, split_user_conten
 from tests.fakes.telegram_server import FakeTelegram, origin_user
 
 from .test_e2e_feishu import _app, feishu  # noqa: F401 (a fixture)
+from .killed import crash, killed, quiet, running
 from .test_e2e_feishu_outbox import ALICE, Gateway, until
 from .test_quoted_e2e import _telegram
 from .test_telegram_forwards_e2e import FEB_27
@@ -40,51 +40,11 @@ def _echo(body: dict[str, object]) -> Reply:
     return Reply(content="re: " + said(body))  # type: ignore[arg-type]
 
 
-@contextlib.asynccontextmanager
-async def _telegram_app(home: Path, clock: ManualClock, llm: FakeOpenAI, tg: FakeTelegram) -> AsyncIterator[App]:
+def _telegram_app(
+    home: Path, clock: ManualClock, llm: FakeOpenAI, tg: FakeTelegram
+) -> contextlib.AbstractAsyncContextManager[App]:
     """A gateway on ``home``, started; stopped as a crash stops it unless the block stopped it."""
-    app = _app(home, clock, llm, {"telegram": _telegram(tg)})
-    try:
-        await app.open()
-        await asyncio.wait_for(app.start(), 15)
-        yield app
-    finally:
-        await asyncio.wait_for(app.close(timeout=0.0), 30)
-
-
-async def _crash(app: App) -> None:
-    """Stop with no drain: the turn under way is cancelled, its reply never comes."""
-    await asyncio.wait_for(app.close(timeout=0.0), 30)
-
-
-def _as_killed_now(home: Path) -> None:
-    """Keep gateway.db as it is at this moment (an online backup), for
-    :func:`_undo_since` to put back: a SIGKILL as the files see it."""
-    path = home / "data" / "gateway.db"
-    with sqlite3.connect(path) as src, sqlite3.connect(path.with_name("killed.db")) as dst:
-        src.backup(dst)
-
-
-def _undo_since(home: Path) -> None:
-    """Whatever a stop wrote to gateway.db since :func:`_as_killed_now` undone."""
-    path = home / "data" / "gateway.db"
-    for extra in (path.with_name("gateway.db-wal"), path.with_name("gateway.db-shm")):
-        extra.unlink(missing_ok=True)
-    path.with_name("killed.db").replace(path)
-
-
-async def _killed(app: App, home: Path) -> None:
-    """A SIGKILL as the files see it: no stop's writes reach gateway.db."""
-    _as_killed_now(home)
-    await _crash(app)
-    _undo_since(home)
-
-
-async def _quiet(app: App) -> None:
-    """Every message handed to the loop answered, every reply sent."""
-    assert app.loop is not None and await app.loop.drain(10)
-    for name in app.channels:
-        await asyncio.wait_for(app.bus.outbound_queue(name).join(), 10)
+    return running(_app(home, clock, llm, {"telegram": _telegram(tg)}))
 
 
 async def test_a_telegram_message_cut_by_a_crash_is_answered_once_after_the_restart(
@@ -95,7 +55,7 @@ async def test_a_telegram_message_cut_by_a_crash_is_answered_once_after_the_rest
             llm.queue_hold("never sent")
             tg.push_text(42, 42, "is the launch still on Thursday?")
             await until(lambda: len(llm.requests) == 1, timeout=15)
-            await _crash(app)
+            await crash(app)
         assert tg.sent == []
         [(role, mid, words)] = _history(tmp_path)
         assert role == "user" and words == "is the launch still on Thursday?"
@@ -103,7 +63,7 @@ async def test_a_telegram_message_cut_by_a_crash_is_answered_once_after_the_rest
         clock.advance(60)
         async with _telegram_app(tmp_path, clock, llm, tg) as again:
             [reply] = await tg.wait_sent(1, timeout=15)
-            await _quiet(again)
+            await quiet(again)
             assert again.resumed is not None and [r.message_id for r in again.resumed.answered] == [mid]
         assert reply.chat_id == 42 and reply.text == "re: is the launch still on Thursday?"
         # Asked once: the stored row is the question, not also in the history before it.
@@ -114,7 +74,7 @@ async def test_a_telegram_message_cut_by_a_crash_is_answered_once_after_the_rest
 
         # Answered now: the next start leaves it alone.
         async with _telegram_app(tmp_path, clock, llm, tg) as third:
-            await _quiet(third)
+            await quiet(third)
             assert third.resumed is not None and third.resumed.answered == []
         assert len(tg.sent) == 1 and len(llm.requests) == 2 and len(_history(tmp_path)) == 2
 
@@ -125,10 +85,10 @@ async def test_a_message_older_than_the_window_gets_nothing(tmp_path: Path, cloc
             llm.queue_hold()
             tg.push_text(42, 42, "are you there?")
             await until(lambda: len(llm.requests) == 1, timeout=15)
-            await _crash(app)
+            await crash(app)
         clock.advance(11 * 60)  # gateway.resumeWithinMinutes is 10 by default
         async with _telegram_app(tmp_path, clock, llm, tg) as again:
-            await _quiet(again)
+            await quiet(again)
             assert again.resumed is not None and again.resumed.answered == []
             [(row, why)] = again.resumed.skipped
             assert row.content == "are you there?" and why == "older than gateway.resumeWithinMinutes"
@@ -200,11 +160,11 @@ async def test_a_message_answered_with_an_apology_is_not_answered_again_after_a_
             llm.queue_error(400, body="unsupported parameter")  # not retried: the apology at once
             tg.push_text(42, 42, "what's on my list today?")
             [apology] = await tg.wait_sent(1, timeout=15)
-            await _crash(app)
+            await crash(app)
         assert apology.text.startswith("Sorry")
         clock.advance(60)
         async with _telegram_app(tmp_path, clock, llm, tg) as again:
-            await _quiet(again)
+            await quiet(again)
             assert again.resumed is not None and again.resumed.answered == []
             [(row, why)] = again.resumed.skipped
             assert row.content == "what's on my list today?" and why == "answered with an apology"
@@ -242,13 +202,13 @@ async def test_a_forwarded_message_cut_by_a_crash_is_answered_as_the_forward_it_
             tg.push_text(9, 9, "remember: the launch moves to Friday", forward_origin=dana)
             tg.push_text(9, 9, "freeze starts Thursday", forward_origin=dana)
             await until(lambda: len(llm.requests) == 1, timeout=15)
-            await _crash(app)
+            await crash(app)
         assert tg.sent == []
 
         clock.advance(60)
         async with _telegram_app(tmp_path, clock, llm, tg) as again:
             await tg.wait_sent(1, timeout=15)
-            await _quiet(again)
+            await quiet(again)
             assert again.resumed is not None and len(again.resumed.answered) == 1
         first, resumed = llm.requests[0], llm.requests[1]
         assert split_user_content(text_of(first["messages"][-1]["content"])) == split_user_content(
@@ -285,12 +245,12 @@ async def test_a_reply_to_a_message_cut_by_a_crash_is_answered_with_what_it_repl
             tg.push_text(group, 8, "is that right?", chat_type="supergroup", first_name="Bob", mention=True,
                          reply_to=alice)
             await until(lambda: len(llm.requests) == 3, timeout=15)
-            await _crash(app)
+            await crash(app)
         assert len(tg.sent) == 1
         clock.advance(60)
         async with _telegram_app(tmp_path, clock, llm, tg) as again:
             [_, reply] = await tg.wait_sent(2, timeout=15)
-            await _quiet(again)
+            await quiet(again)
             assert again.resumed is not None and [r.content for r in again.resumed.answered] == ["why Thursday?"]
             assert [(r.content, why) for r, why in again.resumed.skipped] == [
                 ("is that right?", "not kept whole (a job's, a group's quote, or from before)")]
@@ -309,12 +269,12 @@ async def test_a_message_sent_while_the_gateway_was_down_does_not_hide_the_cut_o
             llm.queue_hold()
             tg.push_text(42, 42, "is the launch on Thursday?")
             await until(lambda: len(llm.requests) == 1, timeout=15)
-            await _crash(app)
+            await crash(app)
         tg.push_text(42, 42, "hello? are you there?")  # while down: the first poll brings it
         clock.advance(60)
         async with _telegram_app(tmp_path, clock, llm, tg) as again:
             await tg.wait_sent(2, timeout=15)
-            await _quiet(again)
+            await quiet(again)
             assert again.resumed is not None and [r.content for r in again.resumed.answered] == [
                 "is the launch on Thursday?"]
         assert [m.text for m in tg.sent] == ["re: is the launch on Thursday?", "re: hello? are you there?"]
@@ -336,18 +296,13 @@ async def test_a_resumed_turn_over_the_rate_limit_is_not_tried_again_at_the_next
             tg.push_text(42, 42, "is the launch still on Thursday?")
             tg.push_text(-100500, 42, "who brings the slides?", chat_type="supergroup", mention=True)
             await until(lambda: len(llm.requests) == 2, timeout=15)
-            await _crash(app)
+            await crash(app)
         assert tg.sent == []
 
         clock.advance(60)
-        app = _app(tmp_path, clock, llm, {"telegram": _telegram(tg)}, **limited)
-        try:
-            await app.open()
-            await asyncio.wait_for(app.start(), 15)
+        async with running(_app(tmp_path, clock, llm, {"telegram": _telegram(tg)}, **limited), drain=10.0) as app:
             await tg.wait_sent(2, timeout=15)
-            await _quiet(app)
-        finally:
-            await asyncio.wait_for(app.close(), 30)
+            await quiet(app)
         assert app.resumed is not None and len(app.resumed.answered) == 2
         answered = len(llm.requests)
         assert answered == 3  # one resumed turn reached the model; the other got the note
@@ -355,13 +310,8 @@ async def test_a_resumed_turn_over_the_rate_limit_is_not_tried_again_at_the_next
         assert len(notes) == 1
 
         clock.advance(60)
-        app = _app(tmp_path, clock, llm, {"telegram": _telegram(tg)}, **limited)
-        try:
-            await app.open()
-            await asyncio.wait_for(app.start(), 15)
-            await _quiet(app)
-        finally:
-            await asyncio.wait_for(app.close(), 30)
+        async with running(_app(tmp_path, clock, llm, {"telegram": _telegram(tg)}, **limited), drain=10.0) as app:
+            await quiet(app)
         assert app.resumed is not None and app.resumed.answered == []
         assert len(llm.requests) == answered and len(tg.sent) == 2
 
@@ -390,7 +340,7 @@ async def test_a_message_queued_behind_a_cut_turn_is_answered_after_the_restart(
             clock.advance(60)
             async with _telegram_app(home, clock, llm, tg) as again:
                 await tg.wait_sent(2, timeout=15)
-                await _quiet(again)
+                await quiet(again)
             assert [m.text for m in tg.sent] == ["re: is the launch still on Thursday?", "re: and who brings the slides?"]
             # The second was written at the stop, after the first, and is answered knowing the first's reply.
             assert [r for r, _, _ in _history(home)] == ["user", "user", "assistant", "assistant"]
@@ -417,7 +367,7 @@ async def test_a_command_a_stop_left_unanswered_gets_a_note_asking_for_it_again(
         clock.advance(60)
         async with _telegram_app(tmp_path, clock, llm, tg) as again:
             await tg.wait_sent(2, timeout=15)
-            await _quiet(again)
+            await quiet(again)
         texts = [m.text for m in tg.sent]
         assert "re: is the launch still on Thursday?" in texts and len(texts) == 2
         [note] = [t for t in texts if not t.startswith("re: ")]
@@ -450,11 +400,11 @@ async def test_a_reminder_whose_turn_a_stop_cut_comes_once_after_the_restart(
         clock.advance(60)
         async with _telegram_app(tmp_path, clock, llm, tg) as again:
             await tg.wait_sent(2, timeout=15)
-            await _quiet(again)
+            await quiet(again)
             assert again.resumed is not None and again.resumed.answered == []
             assert again._cron_store is not None and await again._cron_store.list("telegram:42") == []
         async with _telegram_app(tmp_path, clock, llm, tg) as third:
-            await _quiet(third)
+            await quiet(third)
         assert [m.text for m in tg.sent] == ["re: hi", "re: call mom"]
 
 
@@ -474,11 +424,11 @@ async def test_a_cron_job_missed_while_down_does_not_hide_the_cut_turn_of_its_ch
             llm.queue_hold()
             tg.push_text(42, 42, "is the launch on Thursday?")
             await until(lambda: len(llm.requests) == 1, timeout=15)
-            await _crash(app)
+            await crash(app)
         clock.advance(120)  # the job's minute passed while down: it runs once at the start
         async with _telegram_app(tmp_path, clock, llm, tg) as again:
             await tg.wait_sent(2, timeout=15)
-            await _quiet(again)
+            await quiet(again)
             assert again.resumed is not None and [r.content for r in again.resumed.answered] == [
                 "is the launch on Thursday?"]
         assert [m.text for m in tg.sent] == ["re: is the launch on Thursday?", "re: how is the garden?"]
@@ -503,12 +453,12 @@ async def test_messages_queued_behind_a_cut_turn_are_answered_after_the_restart(
             tg.push_text(42, 42, "and who runs the demo?")
             tg.push_text(42, 42, "also, book the room")
             await until(lambda: tg.pending_updates == 0, timeout=15)  # confirmed: Telegram will not send them again
-            await (_crash(app) if end == "stop" else _killed(app, tmp_path))
+            await (crash(app) if end == "stop" else killed(app, tmp_path))
         clock.advance(60)
         async with _telegram_app(tmp_path, clock, llm, tg) as again:
             with contextlib.suppress(TimeoutError):
                 await tg.wait_sent(3, timeout=5)
-            await _quiet(again)
+            await quiet(again)
         assert [m.text for m in tg.sent] == ["re: is the launch on Thursday?", "re: and who runs the demo?",
                                              "re: also, book the room"]
         roles = [r for r, _, _ in _history(tmp_path)]
@@ -518,7 +468,7 @@ async def test_messages_queued_behind_a_cut_turn_are_answered_after_the_restart(
             assert roles == ["user", "assistant"] * 3
         clock.advance(60)
         async with _telegram_app(tmp_path, clock, llm, tg) as third:  # answered once: nothing again
-            await _quiet(third)
+            await quiet(third)
             assert third.inbox is not None and await third.inbox.count() == 0
         assert len(tg.sent) == 3
 
@@ -538,13 +488,13 @@ async def test_a_reply_sent_whose_row_could_not_be_written_is_not_answered_again
                            "BEGIN SELECT RAISE(ABORT, 'database or disk is full'); END")
             tg.push_text(42, 42, "is the launch on Thursday?")
             await tg.wait_sent(1, timeout=15)
-            await _quiet(app)
-            await _crash(app)
+            await quiet(app)
+            await crash(app)
         with sqlite3.connect(tmp_path / "data" / "gateway.db") as db:
             db.execute("DROP TRIGGER full")  # space is back
         clock.advance(60)
         async with _telegram_app(tmp_path, clock, llm, tg) as again:
-            await _quiet(again)
+            await quiet(again)
             assert again.resumed is not None and again.resumed.answered == []
         assert [m.text for m in tg.sent] == ["re: is the launch on Thursday?"]
 
@@ -561,15 +511,15 @@ async def test_after_a_stop_the_next_turn_reads_each_answer_after_its_question(t
             await until(lambda: len(llm.requests) == 1, timeout=15)
             tg.push_text(42, 42, "and who runs the demo?")
             await until(lambda: tg.pending_updates == 0, timeout=15)
-            await _crash(app)  # a stop with no time left: the waiting one is written after the cut one
+            await crash(app)  # a stop with no time left: the waiting one is written after the cut one
         assert [r for r, _, _ in _history(tmp_path)] == ["user", "user"]
         clock.advance(60)
         async with _telegram_app(tmp_path, clock, llm, tg) as again:
             await tg.wait_sent(2, timeout=15)
-            await _quiet(again)
+            await quiet(again)
             tg.push_text(42, 42, "thanks")
             await tg.wait_sent(3, timeout=15)
-            await _quiet(again)
+            await quiet(again)
         turns = [(m["role"], text_of(m["content"])) for m in llm.requests[-1]["messages"][1:-1]]
         assert turns == [
             ("user", "is the launch on Thursday?"), ("assistant", "re: is the launch on Thursday?"),

@@ -11,7 +11,6 @@ import asyncio
 import contextlib
 import re
 import sqlite3
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -21,9 +20,10 @@ from tests.fakes.files import pdf
 from tests.fakes.openai_server import FakeOpenAI, Reply, said, text_of
 from tests.fakes.telegram_server import FakeTelegram
 
+from .killed import crash, killed, quiet, running
 from .test_e2e_feishu import _app
 from .test_e2e_feishu_outbox import until
-from .test_resume_e2e import _crash, _history, _quiet
+from .test_resume_e2e import _history
 from .test_vision_e2e import PHOTO, _telegram
 from .test_voice_e2e import RECORDING
 
@@ -40,15 +40,11 @@ def _echo(body: dict[str, Any]) -> Reply:
     return Reply(content="re: " + said(body))
 
 
-@contextlib.asynccontextmanager
-async def _running(home: Path, clock: ManualClock, llm: FakeOpenAI, tg: FakeTelegram) -> AsyncIterator[App]:
-    app = _app(home, clock, llm, {"telegram": _telegram(tg)}, agent=AGENT)
-    try:
-        await app.open()
-        await asyncio.wait_for(app.start(), 15)
-        yield app
-    finally:
-        await asyncio.wait_for(app.close(timeout=0.0), 30)
+def _running(
+    home: Path, clock: ManualClock, llm: FakeOpenAI, tg: FakeTelegram
+) -> contextlib.AbstractAsyncContextManager[App]:
+    """A gateway on ``home`` that reads files, pictures and voice notes; stopped as a crash stops it."""
+    return running(_app(home, clock, llm, {"telegram": _telegram(tg)}, agent=AGENT))
 
 
 async def _cut(home: Path, clock: ManualClock, llm: FakeOpenAI, tg: FakeTelegram, push: Any) -> None:
@@ -59,7 +55,7 @@ async def _cut(home: Path, clock: ManualClock, llm: FakeOpenAI, tg: FakeTelegram
         await until(lambda: len(llm.requests) == 1, timeout=15)
         assert app.recent_files is not None
         await app.recent_files.flush()  # the file's row written, as it is within milliseconds
-        await _crash(app)
+        await crash(app)
     assert tg.sent == []
 
 
@@ -68,11 +64,11 @@ async def _restart_twice(home: Path, clock: ManualClock, llm: FakeOpenAI, tg: Fa
     clock.advance(60)
     async with _running(home, clock, llm, tg) as again:
         await tg.wait_sent(1, timeout=15)
-        await _quiet(again)
+        await quiet(again)
         assert again.resumed is not None and len(again.resumed.answered) == 1
     sent, asked = len(tg.sent), len(llm.requests)
     async with _running(home, clock, llm, tg) as third:
-        await _quiet(third)
+        await quiet(third)
         assert third.resumed is not None and third.resumed.answered == []
     assert (len(tg.sent), len(llm.requests)) == (sent, asked)
 
@@ -157,14 +153,14 @@ async def test_a_file_and_a_voice_note_waiting_behind_a_cut_turn_are_answered_af
         clock.advance(60)
         async with _running(tmp_path, clock, llm, tg) as again:
             await tg.wait_sent(3, timeout=15)
-            await _quiet(again)
+            await quiet(again)
             assert again.resumed is not None and len(again.resumed.answered) == 3
         first, file, voice = (m.text for m in tg.sent)
         assert (first, file) == ("re: is the launch on Thursday?", "re: [file notes.txt] what budget?")
         assert voice == "Sorry, I restarted before I could listen to your voice message. Please send it again."
         assert "budget 40k" in _latest(llm.requests[-1]) and len(llm.requests) == 3
         async with _running(tmp_path, clock, llm, tg) as third:
-            await _quiet(third)
+            await quiet(third)
             assert third.resumed is not None and third.resumed.answered == []
         assert len(tg.sent) == 3
 
@@ -193,21 +189,17 @@ async def test_a_photos_note_whose_send_a_kill_cut_comes_once_at_the_start_after
     it goes to the outbox on its way first (gateway/loop.py), so a kill
     cutting its send leaves it for the next start. Before, the mark said
     answered and the note was never sent."""
-    from .test_resume_e2e import _as_killed_now, _undo_since
-
     async with FakeOpenAI(api_key=KEY, responder=_echo) as llm, FakeTelegram() as tg:
         await _cut(tmp_path, clock, llm, tg, lambda: tg.push_photo(42, 42, [PHOTO], caption="what is the code?"))
         clock.advance(60)
         cut = tg.cut_next("sendMessage")
         async with _running(tmp_path, clock, llm, tg) as again:
             await asyncio.wait_for(cut.wait(), 15)
-            _as_killed_now(tmp_path)
-            await asyncio.wait_for(again.close(timeout=0.0), 30)
-            _undo_since(tmp_path)
+            await killed(again, tmp_path)
         assert tg.sent == []
         async with _running(tmp_path, clock, llm, tg) as third:
             await tg.wait_sent(1, timeout=15)
-            await _quiet(third)
+            await quiet(third)
             assert third.resumed is not None and third.resumed.answered == []
         [note] = tg.sent
         assert "photo" in note.text.lower() and len(llm.requests) == 1

@@ -21,10 +21,11 @@ from tests.fakes.feishu_server import FakeFeishu
 from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.telegram_server import FakeTelegram, origin_user
 
+from .killed import killed, quiet
 from .test_e2e_feishu import _app, feishu  # noqa: F401 (a fixture)
 from .test_e2e_feishu_outbox import until
 from .test_recall_stop_e2e import _push, _revisions, _start
-from .test_resume_e2e import KEY, _as_killed_now, _echo, _quiet, _undo_since
+from .test_resume_e2e import KEY, _echo
 from .test_telegram_forwards_e2e import FEB_27
 from .test_vision_e2e import _telegram
 
@@ -75,7 +76,7 @@ async def test_a_telegram_member_leaving_queued_behind_a_turn_when_a_stop_comes_
         try:
             await _started(app)
             assert app.revised.left == 1
-            await _quiet(app)
+            await quiet(app)
         finally:
             await asyncio.wait_for(app.close(), 30)
     assert _jobs(tmp_path) == [("telegram:8", str(GROUP))]
@@ -98,14 +99,13 @@ async def test_a_feishu_member_leaving_taken_just_before_a_crash_is_applied_at_t
                                                           mentions=[feishu.mention()]))
             await until(lambda: len(llm.requests) == 1, timeout=15)
             await _push(app, feishu, feishu.member_left_event("oc_team", ALICE))
-            _as_killed_now(tmp_path)
+            await killed(app, tmp_path)
         finally:
             await asyncio.wait_for(app.close(timeout=0.0), 30)
-        _undo_since(tmp_path)
         app = _start(tmp_path, clock, llm, feishu)
         try:
             await _started(app)
-            await _quiet(app)
+            await quiet(app)
         finally:
             await asyncio.wait_for(app.close(), 30)
         assert _jobs(tmp_path) == [(f"feishu:{BOB}", "oc_team")]
@@ -115,7 +115,7 @@ async def test_a_feishu_member_leaving_taken_just_before_a_crash_is_applied_at_t
         try:
             await _started(app)
             await _push(app, feishu, feishu.member_left_event("oc_team", ALICE))
-            await _quiet(app)
+            await quiet(app)
             assert app.loop is not None and app.loop.stats.errors == 0
         finally:
             await asyncio.wait_for(app.close(), 30)
@@ -148,7 +148,7 @@ async def test_an_edit_whose_application_failed_is_applied_at_the_next_start(
         try:
             await _started(app)
             assert app.revised.edits == 1 and app.revised.failed == 0
-            await _quiet(app)
+            await quiet(app)
         finally:
             await asyncio.wait_for(app.close(), 30)
     with sqlite3.connect(tmp_path / "data" / "memory.buffer.db") as db:
@@ -180,17 +180,16 @@ async def test_an_edit_of_a_comment_sent_with_forwards_waiting_in_the_inbox_at_a
             await until(lambda: app.loop is not None and app.loop.stats.received == 3, timeout=15)
             assert app.inbox is not None
             await app.inbox.flush()
-            _as_killed_now(tmp_path)
+            await killed(app, tmp_path)
         finally:
             await asyncio.wait_for(app.close(timeout=0.0), 30)
-        _undo_since(tmp_path)
         tg.sent.clear()  # what the test's stop (not a kill) sent
         first = len(llm.requests)
         app = _app(tmp_path, clock, llm, {"telegram": _telegram(tg)})
         try:
             await _started(app)
             await until(lambda: any("want from me" in m.text for m in tg.sent), timeout=15)
-            await _quiet(app)
+            await quiet(app)
         finally:
             await asyncio.wait_for(app.close(), 30)
     later = json.dumps(llm.requests[first:], ensure_ascii=False)
@@ -224,7 +223,7 @@ async def test_an_edit_of_a_message_still_queued_is_what_gets_answered_and_learn
             await until(lambda: app.loop is not None and app.loop.stats.received == 5, timeout=15)
             release.set()
             await tg.wait_sent(3, timeout=15)
-            await _quiet(app)
+            await quiet(app)
             assert app.loop is not None and app.loop.stats.errors == 0
         finally:
             await asyncio.wait_for(app.close(), 30)

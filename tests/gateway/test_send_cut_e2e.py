@@ -20,9 +20,10 @@ from tests.fakes.feishu_server import FakeFeishu
 from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.telegram_server import FakeTelegram
 
+from .killed import killed, quiet, running
 from .test_e2e_feishu import feishu  # noqa: F401 (a fixture)
 from .test_e2e_feishu_outbox import ALICE, Gateway
-from .test_resume_e2e import KEY, _as_killed_now, _echo, _history, _quiet, _telegram_app, _undo_since
+from .test_resume_e2e import KEY, _echo, _history, _telegram_app
 from .test_streaming_e2e import _ask, _fast_feishu_app, _rows, _until
 
 QUESTION = "is the launch on Thursday?"
@@ -46,15 +47,13 @@ async def test_a_telegram_reply_whose_send_a_kill_cut_goes_out_once_at_the_next_
             assert [r for r, _, _ in _history(tmp_path)] == ["user", "assistant"]
             [(text, sending)] = await _outbox(app)
             assert text == ANSWER and sending
-            _as_killed_now(tmp_path)
-            await asyncio.wait_for(app.close(timeout=0.0), 30)
-            _undo_since(tmp_path)
+            await killed(app, tmp_path)
         assert tg.sent == []
 
         clock.advance(60)
         async with _telegram_app(tmp_path, clock, llm, tg) as again:
             await tg.wait_sent(1, timeout=15)
-            await _quiet(again)
+            await quiet(again)
             assert again.resumed is not None and again.resumed.answered == []  # not asked again: sent as written
             assert again.delivery is not None and await asyncio.wait_for(again.delivery.sweep(), 10) is None
             assert await _outbox(again) == []
@@ -62,7 +61,7 @@ async def test_a_telegram_reply_whose_send_a_kill_cut_goes_out_once_at_the_next_
         assert len(llm.requests) == 1
 
         async with _telegram_app(tmp_path, clock, llm, tg) as third:  # sent: the next start leaves it alone
-            await _quiet(third)
+            await quiet(third)
         assert len(tg.sent) == 1 and len(llm.requests) == 1
 
 
@@ -77,13 +76,11 @@ async def test_a_telegram_reply_telegram_took_before_the_kill_comes_at_least_onc
             cut = tg.cut_next("sendMessage", accepted=True)
             tg.push_text(42, 42, QUESTION)
             await asyncio.wait_for(cut.wait(), 15)
-            _as_killed_now(tmp_path)
-            await asyncio.wait_for(app.close(timeout=0.0), 30)
-            _undo_since(tmp_path)
+            await killed(app, tmp_path)
         assert [m.text for m in tg.sent] == [ANSWER]
         async with _telegram_app(tmp_path, clock, llm, tg) as again:
             await tg.wait_sent(2, timeout=15)
-            await _quiet(again)
+            await quiet(again)
         assert {m.text for m in tg.sent} == {ANSWER} and len(llm.requests) == 1
 
 
@@ -96,13 +93,11 @@ async def test_a_feishu_reply_whose_send_a_kill_cut_is_shown_exactly_once(
     async with FakeOpenAI(api_key=KEY, responder=_echo) as llm:
         g = Gateway(tmp_path, clock, feishu, llm)
         try:
-            await g.start()
+            app = await g.start()
             cut = feishu.cut_next(accepted=accepted)
             await g.push(feishu.message_event("when is the review?", chat_id="oc_alice", open_id=ALICE))
             await asyncio.wait_for(cut.wait(), 15)
-            _as_killed_now(tmp_path)
-            await g.stop(timeout=0.0)
-            _undo_since(tmp_path)
+            await killed(app, tmp_path)
             app = await g.start()
             await _until(lambda: len(feishu.sent) == 1, timeout=15)
             await g.settled()
@@ -124,32 +119,20 @@ async def test_a_feishu_draft_whose_reply_a_kill_cut_becomes_the_reply_at_the_ne
     words = ["The ", "launch ", "moved ", "to ", "Thursday, ", "after ", "the ", "review."]
     whole = "".join(words)
     async with FakeOpenAI(api_key=KEY) as llm, FakeFeishu() as fake:
-        app = _fast_feishu_app(tmp_path, clock, llm, fake)
-        try:
-            await app.open()
-            await asyncio.wait_for(app.start(), 15)
+        async with running(_fast_feishu_app(tmp_path, clock, llm, fake)) as app:
             cut = fake.cut_next(on="edit", text=whole, accepted=accepted)
             llm.queue_stream(words, delay=0.4)
             await _ask(app, fake, "when is the launch?")
             await asyncio.wait_for(cut.wait(), 15)
             [draft] = fake.visible()
-            _as_killed_now(tmp_path)
-        finally:
-            await asyncio.wait_for(app.close(timeout=0.0), 30)
-            _undo_since(tmp_path)
+            await killed(app, tmp_path)
         edits = len(fake.edits)
-        again = _fast_feishu_app(tmp_path, clock, llm, fake)
-        try:
-            await again.open()
-            await asyncio.wait_for(again.start(), 15)
+        async with running(_fast_feishu_app(tmp_path, clock, llm, fake), drain=10.0) as again:
             await _until(lambda: len(fake.edits) > edits, timeout=15)  # edited again: the first edit's fate is unknown
             assert again.delivery is not None and await asyncio.wait_for(again.delivery.sweep(), 10) is None
             assert await _rows(again, "outbox") == 0 and await _rows(again, "draft_messages") == 0
-        finally:
-            await asyncio.wait_for(again.close(), 15)
     assert [m["message_id"] for m in fake.visible()] == [draft["message_id"]] and fake.deleted == []
     assert fake.visible()[0]["text"] == whole and len(llm.requests) == 1
-
 
 
 async def test_a_feishu_drafted_reply_whose_outbox_row_outlived_a_kill_is_still_shown_once(
@@ -165,10 +148,7 @@ async def test_a_feishu_drafted_reply_whose_outbox_row_outlived_a_kill_is_still_
     words = ["The ", "launch ", "moved ", "to ", "Thursday, ", "after ", "the ", "review."]
     whole = "".join(words)
     async with FakeOpenAI(api_key=KEY) as llm, FakeFeishu() as fake:
-        app = _fast_feishu_app(tmp_path, clock, llm, fake)
-        try:
-            await app.open()
-            await asyncio.wait_for(app.start(), 15)
+        async with running(_fast_feishu_app(tmp_path, clock, llm, fake)) as app:
             with sqlite3.connect(tmp_path / "data" / "gateway.db") as db:
                 db.execute("CREATE TRIGGER full BEFORE DELETE ON outbox "
                            "BEGIN SELECT RAISE(ABORT, 'database or disk is full'); END")
@@ -179,19 +159,11 @@ async def test_a_feishu_drafted_reply_whose_outbox_row_outlived_a_kill_is_still_
             await _until(lambda: bool(delivery._unremoved), timeout=15)  # sent; its row's removal refused
             [draft] = fake.visible()
             assert draft["text"] == whole
-            _as_killed_now(tmp_path)
-        finally:
-            await asyncio.wait_for(app.close(timeout=0.0), 30)
-            _undo_since(tmp_path)
+            await killed(app, tmp_path)
         with sqlite3.connect(tmp_path / "data" / "gateway.db") as db:
             db.execute("DROP TRIGGER full")  # space is back
-        again = _fast_feishu_app(tmp_path, clock, llm, fake)
-        try:
-            await again.open()
-            await asyncio.wait_for(again.start(), 15)
+        async with running(_fast_feishu_app(tmp_path, clock, llm, fake), drain=10.0) as again:
             assert again.delivery is not None and await asyncio.wait_for(again.delivery.sweep(), 10) is None
             assert await _rows(again, "outbox") == 0 and await _rows(again, "draft_messages") == 0
-        finally:
-            await asyncio.wait_for(again.close(), 15)
     assert [m["message_id"] for m in fake.visible()] == [draft["message_id"]] and fake.deleted == []
     assert fake.visible()[0]["text"] == whole and len(llm.requests) == 1

@@ -24,6 +24,7 @@ from tests.fakes.feishu_server import FakeFeishu
 from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.telegram_server import FakeTelegram
 
+from .killed import running
 from .test_e2e_feishu import ALICE, ENCRYPT_KEY, _app, _feishu_section, _until
 from .test_quoted_e2e import _telegram
 
@@ -210,10 +211,7 @@ async def test_a_feishu_reply_kept_in_the_outbox_becomes_its_draft_after_a_resta
     words = ["The ", "launch ", "moved ", "to ", "Thursday, ", "after ", "the ", "review."]
     whole = "".join(words)
     async with FakeOpenAI(api_key=KEY) as llm, FakeFeishu() as feishu:
-        app = _fast_feishu_app(tmp_path, clock, llm, feishu)
-        try:
-            await app.open()
-            await asyncio.wait_for(app.start(), 15)
+        async with running(_fast_feishu_app(tmp_path, clock, llm, feishu), drain=10.0) as app:
             feishu.fail_edits(1, "internal error", status=502, times=100, text=whole)  # Feishu down for the reply's edit
             llm.queue_stream(words, delay=0.4)
             await _ask(app, feishu, "when is the launch?")
@@ -222,18 +220,12 @@ async def test_a_feishu_reply_kept_in_the_outbox_becomes_its_draft_after_a_resta
             [draft] = feishu.visible()
             assert draft["text"] != whole and whole.startswith(draft["text"])
             assert await _rows(app, "draft_messages") == 1
-        finally:
-            await asyncio.wait_for(app.close(), 15)
         feishu.clear_edit_failures()
-        again = _fast_feishu_app(tmp_path, clock, llm, feishu)
-        try:
-            await again.open()
-            await asyncio.wait_for(again.start(), 15)  # the kept reply goes out at once
+        # The kept reply goes out at once.
+        async with running(_fast_feishu_app(tmp_path, clock, llm, feishu), drain=10.0) as again:
             await _until(lambda: feishu.visible()[0]["text"] == whole, timeout=15)
             assert again.delivery is not None and await again.delivery.sweep() is None
             assert await _rows(again, "outbox") == 0 and await _rows(again, "draft_messages") == 0
-        finally:
-            await asyncio.wait_for(again.close(), 15)
     assert feishu.visible() == [draft] and feishu.deleted == []
     assert feishu.edits[-1] == {"message_id": draft["message_id"], "msg_type": "text", "text": whole}
 
@@ -245,16 +237,12 @@ async def test_a_feishu_draft_of_a_turn_cut_by_a_stop_is_withdrawn_as_the_gatewa
     (it is answered at the next start), and its half-written message does
     not stay in the chat meanwhile."""
     async with FakeOpenAI(api_key=KEY) as llm, FakeFeishu() as feishu:
-        app = _fast_feishu_app(tmp_path, clock, llm, feishu)
-        try:
-            await app.open()
-            await asyncio.wait_for(app.start(), 15)
+        # A stop with a second to drain: the turn is cut short, no reply, none kept.
+        async with running(_fast_feishu_app(tmp_path, clock, llm, feishu), drain=1.0) as app:
             llm.queue_stream(["A ", "long ", "answer ", "and ", "more."], hold_after=3)
             await _ask(app, feishu, "tell me everything")
             await _until(lambda: bool(feishu.visible()), timeout=15)
             [draft] = feishu.visible()
-        finally:
-            await asyncio.wait_for(app.close(timeout=1.0), 15)  # the turn is cut short: no reply, none kept
         assert feishu.deleted == [draft["message_id"]] and feishu.visible() == []
         again = _fast_feishu_app(tmp_path, clock, llm, feishu)
         try:
@@ -276,24 +264,17 @@ async def test_a_feishu_draft_whose_reply_never_came_is_withdrawn_at_the_next_st
     the chat shows that answer alone. (The test once raced that answer:
     under load it came before the draft's withdrawal was seen.)"""
     async with FakeOpenAI(api_key=KEY) as llm, FakeFeishu() as feishu:
-        app = _fast_feishu_app(tmp_path, clock, llm, feishu)
-        try:
-            await app.open()
-            await asyncio.wait_for(app.start(), 15)
+        # A stop with a second to drain: the turn is cut short, no reply, none kept.
+        async with running(_fast_feishu_app(tmp_path, clock, llm, feishu), drain=1.0) as app:
             llm.queue_stream(["A ", "very ", "long ", "answer "] + ["and more "] * 100, delay=0.3)
             await _ask(app, feishu, "tell me everything")
             await _until(lambda: bool(feishu.visible()), timeout=15)
             feishu.fail_next(1, "internal error", status=502, times=10, on="delete")
-        finally:
-            await asyncio.wait_for(app.close(timeout=1.0), 15)  # the turn is cut short: no reply, none kept
         [draft] = feishu.visible()
         assert draft["text"].startswith("A")
         feishu.clear_failures()
         llm.queue_reply("Everything, in short.")  # the resumed turn's answer
-        again = _fast_feishu_app(tmp_path, clock, llm, feishu)
-        try:
-            await again.open()
-            await asyncio.wait_for(again.start(), 15)
+        async with running(_fast_feishu_app(tmp_path, clock, llm, feishu), drain=10.0) as again:
             await _until(lambda: feishu.deleted == [draft["message_id"]], timeout=15)
             await _until(lambda: [m["text"] for m in feishu.visible()] == ["Everything, in short."], timeout=15)
             assert len(llm.requests) == 2
@@ -303,8 +284,6 @@ async def test_a_feishu_draft_whose_reply_never_came_is_withdrawn_at_the_next_st
             channel = again.channels["feishu"]
             assert isinstance(channel, FeishuChannel) and await channel.withdrawals_done(5)
             assert await _rows(again, "draft_messages") == 0
-        finally:
-            await asyncio.wait_for(again.close(), 15)
 
 
 async def test_a_feishu_turn_cut_mid_draft_leaves_one_message_after_the_restart(
@@ -315,24 +294,16 @@ async def test_a_feishu_turn_cut_mid_draft_leaves_one_message_after_the_restart(
     the chat shows one message, the answer (the resumed turn's), and no
     half-written draft."""
     async with FakeOpenAI(api_key=KEY) as llm, FakeFeishu() as feishu:
-        app = _fast_feishu_app(tmp_path, clock, llm, feishu)
-        try:
-            await app.open()
-            await asyncio.wait_for(app.start(), 15)
+        async with running(_fast_feishu_app(tmp_path, clock, llm, feishu)) as app:
             llm.queue_stream(["A ", "long ", "answer ", "and ", "more."], hold_after=3)
             await _ask(app, feishu, "tell me everything")
             await _until(lambda: bool(feishu.visible()), timeout=15)
             feishu.fail_next(1, "internal error", status=502, times=10, on="delete")
-        finally:
-            await asyncio.wait_for(app.close(timeout=0.0), 15)
         [draft] = feishu.visible()
         feishu.clear_failures()
         clock.advance(60)
         llm.queue_stream(["The ", "whole ", "answer."])
-        again = _fast_feishu_app(tmp_path, clock, llm, feishu)
-        try:
-            await again.open()
-            await asyncio.wait_for(again.start(), 15)
+        async with running(_fast_feishu_app(tmp_path, clock, llm, feishu), drain=10.0) as again:
             await _until(lambda: [m["text"] for m in feishu.visible()] == ["The whole answer."], timeout=15)
             assert again.loop is not None and await again.loop.drain(5)
             # The reply's send ends after its edit shows: it then lets its own draft's row go.
@@ -340,7 +311,5 @@ async def test_a_feishu_turn_cut_mid_draft_leaves_one_message_after_the_restart(
             channel = again.channels["feishu"]
             assert isinstance(channel, FeishuChannel) and await channel.withdrawals_done(5)
             assert await _rows(again, "draft_messages") == 0
-        finally:
-            await asyncio.wait_for(again.close(), 15)
     assert feishu.deleted == [draft["message_id"]] and len(llm.requests) == 2
     assert [m["text"] for m in feishu.visible()] == ["The whole answer."]
