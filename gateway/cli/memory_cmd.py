@@ -506,8 +506,9 @@ def forget(user: str | None, yes: bool) -> None:
     entries, conversation history (Tier 0), replies to them still waiting
     in the outbox, their messages and edits a crash left waiting, files
     they sent lately, scheduled jobs, their time zone and incognito
-    settings and the file store's folder (bytes zeroed). Run it with the
-    gateway stopped."""
+    settings and the file store's folder (bytes zeroed). It runs beside a
+    running gateway, which keeps their time zone and incognito settings
+    until restarted: restart it, or use /forget all in chat for those."""
     cfg = load_cli_config()
     owner = resolve_user(user, cfg)
     if not owner:

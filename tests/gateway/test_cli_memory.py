@@ -618,6 +618,13 @@ def test_forget_beside_a_running_gateway_says_what_it_still_holds_until_restarte
             "settings until it restarts: restart it") in out
 
 
+def test_forget_help_says_it_runs_beside_a_gateway_and_what_to_do_about_its_caches(home: Path) -> None:
+    # It said "Run it with the gateway stopped", which README and the command's own output contradict.
+    text = " ".join(cli("forget", "--help").output.split())
+    assert "gateway stopped" not in text
+    assert "runs beside a running gateway" in text and "restart it" in text and "/forget all" in text
+
+
 def test_forget_of_a_misspelt_handle_says_nothing_was_there_and_names_the_near_one(home: Path) -> None:
     # An erasure request with a typo must not read as done: "forgot ...: 0 memories, ..." did.
     ok("add", "Alice's locker code is 4921", "--user", "telegram:1001")
