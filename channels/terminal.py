@@ -29,7 +29,7 @@ import threading
 from pathlib import Path
 from typing import TextIO
 
-from gateway.bus import Attachment, InboundMessage, MessageBus, OutboundMessage
+from gateway.bus import Attachment, InboundMessage, MessageBus, OutboundMessage, words_in_chinese
 from gateway.export import exports_folder
 
 from .base import BaseChannel, DeliveryError
@@ -40,6 +40,12 @@ _EXIT = frozenset({"/exit", "/quit", "exit", "quit"})
 # Shown once to a person at a terminal: /help is the gateway's, shared with
 # Telegram and Feishu, and does not know how to leave a terminal.
 BANNER = "myclaw chat: one line is one message. /new starts over, /help lists the commands, /exit or Ctrl-D quits.\n"
+
+
+def _saved_line(path: Path, reply: str) -> str:
+    """Where the file went, in its reply's language: the reply's was chosen
+    by the session's rule (gateway/commands.py), as every line of it is."""
+    return f"（已保存到 {path}）\n" if words_in_chinese(reply) else f"(saved to {path})\n"
 
 
 def stdin_reader(stream: TextIO | None = None) -> asyncio.StreamReader:
@@ -165,7 +171,7 @@ class TerminalChannel(BaseChannel):
         else:
             # Nothing typed, or the model started over (a retry): the reply on a line of its own.
             text = ("\n" if typing is not None else "") + self.reply_prefix + msg.text
-        self._write(f"{text}\n" + (f"(saved to {saved})\n" if saved else ""))
+        self._write(f"{text}\n" + (_saved_line(saved, msg.text) if saved else ""))
         self.sent += 1
         self._replied.set()
 

@@ -11,8 +11,9 @@ for the next start to answer or apply: gateway/inbox.py), the files they
 sent lately (kept a day for ``file_read``), the exports ``myclaw chat`` wrote for them, and their file store folder
 (``MEMORY.md`` and daily logs written while memory was off; imported
 since, but the files stay until erased). ``myclaw memory forget --user``
-does the same with the gateway stopped; this one runs beside it, so each part goes through the
-component that owns it and its caches.
+does the same from outside the gateway (beside it too, but the gateway's
+caches keep what it read); this one runs inside it, so each part goes
+through the component that owns it and its caches.
 
 What stays: identity links in the config (the operator's), the rate
 limiter's timestamps (no words), and log lines, which name users by id only.

@@ -144,12 +144,24 @@ def _ledger_key(f: MemoryFile) -> str:
     return _LEDGER_PREFIX + json.dumps([f.owner, f.name], ensure_ascii=False)
 
 
+def _ledger_prefix(owner: str) -> str:
+    return _LEDGER_PREFIX + json.dumps([owner, ""], ensure_ascii=False)[:-2]  # 'migrated:["owner", "'
+
+
+async def has_ledger(conn: aiosqlite.Connection, owner: str) -> bool:
+    """Whether the ledger holds entries of ``owner``'s files (what
+    :func:`drop_ledger` would delete)."""
+    prefix = _ledger_prefix(owner)
+    async with conn.execute("SELECT 1 FROM meta WHERE substr(key, 1, ?) = ? LIMIT 1", (len(prefix), prefix)) as cur:
+        return await cur.fetchone() is not None
+
+
 async def drop_ledger(conn: aiosqlite.Connection, owner: str) -> int:
     """Delete the ledger entries of ``owner``'s files (their lines' hashes,
     data about them too), in the caller's transaction; how many. For an
     erasure of the owner whose folder goes with it: nothing is left there
     to be read back."""
-    prefix = _LEDGER_PREFIX + json.dumps([owner, ""], ensure_ascii=False)[:-2]  # 'migrated:["owner", "'
+    prefix = _ledger_prefix(owner)
     cur = await conn.execute("DELETE FROM meta WHERE substr(key, 1, ?) = ?", (len(prefix), prefix))
     return cur.rowcount
 

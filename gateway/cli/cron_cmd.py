@@ -23,7 +23,8 @@ from memory.identity import IdentityMap
 
 from . import main
 from ._common import (
-    echo_json, json_option, load_cli_config, render_table, resolve_user, run, setup_cli_logging, shares_data,
+    echo_json, json_option, load_cli_config, near_handles, render_table, resolve_user, run, setup_cli_logging,
+    shares_data,
 )
 
 T = TypeVar("T")
@@ -83,6 +84,32 @@ async def _check_private(cfg: Config, channel: str, chat_id: str, user: str) -> 
                                  param_hint="'--private'")
 
 
+async def _warn_if_never_seen(cfg: Config, owner: str) -> None:
+    """A job for a user nothing is known about (a typo, most likely) would
+    answer from an empty memory: say so on stderr, naming the near handle,
+    but add it (it may be set up before the user's first message). Known:
+    a message of theirs in the history, or memories (the history keeps
+    only recent chats)."""
+    from gateway.sessions import SessionStore  # lazily, as _check_channel
+    from memory.engine import MemoryEngine
+
+    paths = Paths.from_env()
+    known: set[str] = set()
+    if paths.gateway_db().exists():
+        async with await SessionStore.open(paths.gateway_db()) as sessions:
+            if await sessions.owned(owner):
+                return
+            known.update(str(r[0]) for r in await sessions.db.fetchall("SELECT DISTINCT owner FROM session_messages"))
+    if paths.memory_db(cfg).exists():
+        async with await MemoryEngine.open(paths.memory_db(cfg)) as engine:
+            known.update(await engine.owners())
+    if owner in known:
+        return
+    near = near_handles(owner, sorted(known - {""}))
+    hint = f" (did you mean {' or '.join(near)}?)" if near else ""
+    click.echo(f"warning: no message from {owner} was ever seen here{hint}; the job is added all the same", err=True)
+
+
 @cron.command("add")
 @click.option("--schedule", "-s", help="A recurring job: cron expression, five fields, e.g. '0 9 * * 1-5'.")
 @click.option(
@@ -127,6 +154,7 @@ def add(
     async def go() -> None:
         if private:
             await _check_private(cfg, channel, chat_id, owner)
+        await _warn_if_never_seen(cfg, owner)
         async with open_store(cfg, create=True) as store:
             try:
                 job = await store.add(

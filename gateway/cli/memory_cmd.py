@@ -18,10 +18,11 @@ import click
 
 from gateway.chattitles import read_titles
 from gateway.config import Config, Paths
-from gateway.export import write_markdown
+from gateway.export import exports_folder, write_markdown
 from ._json_export import write_json
 from memory import Category, MemoryEngine, MemoryNotFound, NewMemory, Provenance, Source, Status
 from memory.changelog import write_log
+from memory.db import Database
 from memory.engine import MAX_CONTENT_CHARS
 from memory.redact import nothing_but_redactions, redacted_and_what
 from memory.forgetting import Erasure, erase_planned, plan_erasure, retire_entries_on
@@ -506,21 +507,25 @@ def forget(user: str | None, yes: bool) -> None:
     entries, conversation history (Tier 0), replies to them still waiting
     in the outbox, their messages and edits a crash left waiting, files
     they sent lately, scheduled jobs, their time zone and incognito
-    settings and the file store's folder (bytes zeroed). Run it with the
-    gateway stopped."""
+    settings and the file store's folder (bytes zeroed). It runs beside a
+    running gateway, which keeps their time zone and incognito settings
+    until restarted: restart it, or use /forget all in chat for those."""
     cfg = load_cli_config()
     owner = resolve_user(user, cfg)
     if not owner:
         raise click.UsageError("--user is required")
     if owner == GLOBAL_OWNER:
         raise click.UsageError("_global is shared by everyone; delete its memories one by one")
+    if not run(_stored(cfg, resolve_db(cfg), owner)):
+        # Most likely a misspelt handle: said before any question, which
+        # would read as if there were something to erase.
+        raise click.ClickException(f"nothing is stored about {owner}, so nothing was erased "
+                                   f"({_near_hint(owner, run(_owners(resolve_db(cfg))))})")
     if not yes and not click.confirm(f"Erase everything myclaw stores about {owner}? This cannot be undone.", err=True):
         raise click.ClickException("cancelled; nothing changed")
     counts = run(_forget(cfg, resolve_db(cfg), owner))
-    if not any(counts.values()):
-        # Most likely a misspelt handle: an erasure request must not read as done.
-        click.echo(f"nothing was stored about {owner}, so nothing was erased "
-                   f"({_near_hint(owner, run(_owners(resolve_db(cfg))))})")
+    if not any(counts.values()):  # went meanwhile (a running gateway's /forget all): not to read as done here
+        click.echo(f"nothing was stored about {owner} any more, so nothing was erased")
         return
     click.echo(f"forgot {owner}: " + ", ".join(f"{v} {k}" for k, v in counts.items()))
     if held := _held_by_gateway(Paths.from_env(), owner, counts):
@@ -568,6 +573,60 @@ async def _owners(path: Path) -> list[str]:
         return []
     async with open_engine(path) as engine:
         return await engine.owners()
+
+
+async def _stored(cfg: Config, path: Path, owner: str) -> bool:
+    """Whether :func:`_forget` would find anything of ``owner``: their
+    folders, a row with their name in any table of memory.db (with the
+    buffer's file) or gateway.db, their import ledger, a cron job of theirs,
+    or any message or edit waiting in the inbox (those name a sender, not an
+    owner: one there means ask). Read by table, not by a list of stores, so
+    a store added later is not missed; errs towards asking."""
+    from gateway.cron import CronStore
+    from gateway.sessions import SessionStore
+    from memory.filestore import FileMemory
+    from memory.migrate import has_ledger
+
+    paths = Paths.from_env()
+    if FileMemory(paths.workspace(cfg), SystemClock()).user_dir(owner).exists():
+        return True
+    if exports_folder(paths.exports_dir, owner).exists():
+        return True
+    if path.exists():
+        async with open_engine(path) as engine:
+            if await _owner_rows(engine.db, owner):
+                return True
+            async with engine.db.transaction() as conn:
+                if await has_ledger(conn, owner):
+                    return True
+    if paths.gateway_db().exists():
+        async with await SessionStore.open(paths.gateway_db()) as sessions:
+            if await _owner_rows(sessions.db, owner):
+                return True
+            if await sessions.db.fetchone("SELECT 1 FROM inbox UNION ALL SELECT 1 FROM revisions LIMIT 1"):
+                return True
+    if paths.cron_db().exists():
+        store = await CronStore.open(paths.cron_db(), SystemClock(), cfg.gateway.timezone)
+        try:
+            return bool(await store.list(owner))
+        finally:
+            await store.close()
+    return False
+
+
+async def _owner_rows(db: Database, owner: str) -> bool:
+    """Whether any table of ``db`` (attached files too; full-text indexes
+    aside, which copy their tables' rows) has a row whose owner is ``owner``."""
+    for schema in [str(r[1]) for r in await db.fetchall("PRAGMA database_list")]:
+        tables = await db.fetchall(
+            f'SELECT name FROM "{schema}".sqlite_master WHERE type = \'table\' AND name NOT LIKE \'sqlite_%\' '
+            "AND sql NOT LIKE 'CREATE VIRTUAL%'")
+        for (table,) in tables:
+            columns = {str(c[1]) for c in await db.fetchall(f'PRAGMA "{schema}".table_info("{table}")')}
+            if "owner" in columns and await db.fetchone(
+                    f'SELECT 1 FROM "{schema}"."{table}" WHERE owner = ? LIMIT 1', (owner,)):
+                return True
+    return False
 
 
 async def _forget(cfg: Config, path: Path, owner: str) -> dict[str, int]:

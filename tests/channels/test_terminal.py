@@ -12,6 +12,7 @@ import pytest
 
 from channels.terminal import TerminalChannel, stdin_reader
 from gateway.app import App
+from gateway.bus import words_in_chinese
 from gateway.config import Paths, load_config
 from gateway.delivery import FILE_NOT_SENT
 from gateway.export import exports_folder
@@ -152,6 +153,18 @@ async def test_an_export_is_written_owner_only_and_its_path_printed(
     assert os.stat(path.parent.parent).st_mode & 0o777 == 0o700
     assert "Ada keeps her notes in Obsidian" in path.read_text(encoding="utf-8")
     assert fake_llm.requests == []
+
+
+async def test_the_saved_line_speaks_the_sessions_language(
+    tmp_path: Path, clock: ManualClock, fake_llm: FakeOpenAI
+) -> None:
+    """A Chinese session's export reply is Chinese: the line after it said "(saved to …)"."""
+    app, terminal, out = await _chat_app(tmp_path, clock, fake_llm, "/导出\n".encode())
+    terminal.exports = Paths(tmp_path).exports_dir
+    await _export_session(app, terminal)
+    path = exports_folder(tmp_path / "exports", "terminal:ada") / f"myclaw-memory-{clock.now().date().isoformat()}.md"
+    [reply] = [ln for ln in out.getvalue().split("you> ") if ln]
+    assert words_in_chinese(reply.split("\n")[0]) and reply.endswith(f"（已保存到 {path}）\n")
 
 
 async def test_forget_all_erases_the_users_exports_too(tmp_path: Path, clock: ManualClock, fake_llm: FakeOpenAI) -> None:

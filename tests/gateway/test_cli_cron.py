@@ -184,6 +184,38 @@ def test_cron_add_private_only_into_the_users_own_private_chat(home: Path) -> No
     assert r.exit_code == 0, r.output
 
 
+def test_cron_add_for_a_user_never_seen_warns_and_adds_the_job_still(home: Path) -> None:
+    """``-u telegram:9999`` (a typo of telegram:999, say) was taken without a
+    word: its replies would use an empty memory. A warning on stderr names
+    the near handle; the job is added still (one may be set up before the
+    user's first message)."""
+
+    async def seen() -> None:
+        async with await SessionStore.open(home / "data" / "gateway.db") as s:
+            await s.append("telegram:999", channel="telegram", chat_id="999", role="user", content="hi",
+                           owner="telegram:999", message_id="1")
+
+    asyncio.run(seen())
+    args = ("cron", "add", "-s", "0 9 * * *", "-m", "早报", "--channel", "telegram", "--chat-id", "999")
+    r = cli(*args, "-u", "telegram:9999", "--id", "typo")
+    assert r.exit_code == 0 and "added typo" in r.stdout
+    assert [ln for ln in r.stderr.splitlines() if "channels.telegram" not in ln] == [
+        "warning: no message from telegram:9999 was ever seen here (did you mean telegram:999?); "
+        "the job is added all the same",
+    ]
+    r = cli(*args, "-u", "telegram:999", "--id", "known")
+    assert r.exit_code == 0 and "no message" not in r.stderr
+    assert "no message from alice" in cli(*args, "-u", "alice", "--id", "a1").stderr
+    asyncio.run(_add_memory(home, "alice"))  # known by their memories (the history keeps only recent chats)
+    assert "no message" not in cli(*args, "-u", "alice", "--id", "a2").stderr
+    assert {j["id"] for j in json.loads(cli("cron", "list", "--json").stdout)} == {"typo", "known", "a1", "a2"}
+
+
+async def _add_memory(home: Path, owner: str) -> None:
+    async with await MemoryEngine.open(home / "data" / "memory.db") as e:
+        await e.add(NewMemory(owner=owner, content="alice likes tea"))
+
+
 def test_cron_add_reads_the_schedule_in_the_zone_given(home: Path) -> None:
     """The gateway is in Shanghai (the config); a job for someone in Berlin."""
     base = ("cron", "add", "-s", "0 9 * * *", "-m", "x", "--channel", "telegram", "--chat-id", "1", "-u", "alice")
@@ -250,7 +282,7 @@ def test_cron_add_refuses_a_channel_the_gateway_does_not_have(home: Path) -> Non
     r = cli("cron", "add", "-s", "0 9 * * *", "-m", "x", "--channel", "feishu", "--chat-id", "oc_1", "-u", "alice")
     assert r.exit_code == 0 and "warning: channels.feishu.enabled is false" in r.stderr
     r = cli("cron", "add", "-s", "0 9 * * *", "-m", "x", "--channel", "telegram", "--chat-id", "1", "-u", "alice")
-    assert r.exit_code == 0 and r.stderr == ""
+    assert r.exit_code == 0 and "channels" not in r.stderr  # (alice never wrote: that warning stays)
     assert len(json.loads(cli("cron", "list", "--json", "-u", "alice").stdout)) == 2
 
 

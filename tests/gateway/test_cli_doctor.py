@@ -397,6 +397,22 @@ def test_risky_settings_are_warnings(home: Path, fakes: Fakes) -> None:
 
 
 
+def test_the_memory_pages_token_is_listed_with_the_other_secrets_and_never_printed(home: Path, fakes: Fakes) -> None:
+    # The page's token was the one secret the doctor did not mention, enabled or not.
+    doc = healthy_config(fakes)
+    write_config(home, doc)
+    assert not any(x[9:].startswith("gateway.admin.token ") for x in doctor("--offline").stdout.splitlines())
+    doc["gateway"]["admin"] = {"enabled": True, "token": "admin-token-0123456789abcdef"}
+    write_config(home, doc)
+    r = doctor("--offline")
+    assert line(r, "gateway.admin.token").startswith("ok ")
+    assert "set (config file): adm…ef, 28 chars" in line(r, "gateway.admin.token")
+    assert "admin-token-0123456789abcdef" not in r.output
+    doc["gateway"]["admin"]["token"] = " admin-token-0123456789abcdef"
+    write_config(home, doc)
+    assert "with spaces or a newline around it" in line(doctor("--offline"), "gateway.admin.token")
+
+
 def test_a_webhook_with_a_token_but_no_encrypt_key_is_a_warning(home: Path, fakes: Fakes) -> None:
     """Without an encrypt key Feishu neither signs nor encrypts: the token
     rides in every body, so whoever reads one delivery (a proxy's log) can

@@ -13,7 +13,7 @@ from click.testing import CliRunner, Result
 from gateway.cli import main
 from gateway.export import exports_folder, render_markdown
 from gateway.incognito import Incognito
-from gateway.bus import Document, OutboundMessage
+from gateway.bus import Document, InboundMessage, OutboundMessage
 from gateway.outbox import Outbox, job_slot
 from gateway.recent_files import RecentFiles
 from gateway.sessions import SessionStore
@@ -618,16 +618,92 @@ def test_forget_beside_a_running_gateway_says_what_it_still_holds_until_restarte
             "settings until it restarts: restart it") in out
 
 
+def test_forget_help_says_it_runs_beside_a_gateway_and_what_to_do_about_its_caches(home: Path) -> None:
+    # It said "Run it with the gateway stopped", which README and the command's own output contradict.
+    text = " ".join(cli("forget", "--help").output.split())
+    assert "gateway stopped" not in text
+    assert "runs beside a running gateway" in text and "restart it" in text and "/forget all" in text
+
+
 def test_forget_of_a_misspelt_handle_says_nothing_was_there_and_names_the_near_one(home: Path) -> None:
     # An erasure request with a typo must not read as done: "forgot ...: 0 memories, ..." did.
+    # And it is said before the "Erase everything ...? [y/N]" question, which read as if there were something.
     ok("add", "Alice's locker code is 4921", "--user", "telegram:1001")
-    out = ok("forget", "--user", "telgram:1001", "--yes").stdout
-    assert out.splitlines() == [
-        "nothing was stored about telgram:1001, so nothing was erased (did you mean telegram:1001?"
-        " `myclaw memory stats` lists every user)",
-    ]
+    for args in (("--yes",), ()):
+        r = cli("forget", "--user", "telgram:1001", *args, input="y\n")
+        assert r.exit_code == 1 and "Erase everything" not in r.output  # as other "not found" cases
+        assert r.stderr.splitlines() == [
+            "Error: nothing is stored about telgram:1001, so nothing was erased (did you mean telegram:1001?"
+            " `myclaw memory stats` lists every user)",
+        ]
     assert [m.owner for m in db_rows(home)] == ["telegram:1001"]
     assert "forgot telegram:1001: 1 memories" in ok("forget", "--user", "telegram:1001", "--yes").stdout
+
+
+def test_forget_asks_when_anything_at_all_is_stored_about_the_user(home: Path) -> None:
+    """The "nothing is stored" check before the question must never miss a
+    store the erasure reaches: each alone is enough to be asked (and erased)."""
+    from gateway.cron import CronStore
+    from gateway.inbox import Inbox
+    from gateway.timezones import UserTimezones, parse_timezone
+
+    U = "telegram:7"
+    clock = ManualClock("2026-03-01T12:00:00Z")
+
+    async def history(s: SessionStore) -> None:
+        await s.append("telegram:1", channel="telegram", chat_id="1", role="user", content="hi", owner=U,
+                       message_id="1")
+
+    async def reply(s: SessionStore) -> None:
+        await Outbox(s.db).add(OutboundMessage("telegram", "1", "hello"), owner=U, created_at=clock.now(),
+                               next_attempt_at=clock.now())
+
+    async def zone(s: SessionStore) -> None:
+        await UserTimezones(s.db).set(U, parse_timezone("Asia/Tokyo"), at=clock.now())
+
+    async def quiet(s: SessionStore) -> None:
+        await Incognito(s.db).start(U, at=clock.now())
+
+    async def files(s: SessionStore) -> None:
+        recent = RecentFiles(s.db, SystemClock())
+        await recent.keep("telegram:1", U, [Document("plan.pdf", "the plan")])
+        await recent.flush()
+
+    async def waiting(s: SessionStore) -> None:  # a row names its sender (telegram 7), not its owner
+        await Inbox(s.db, clock).keep(InboundMessage("telegram", "1", "7", "waiting words", message_id="5"))
+
+    async def job() -> None:
+        store = await CronStore.open(home / "data" / "cron.db", clock)
+        try:
+            await store.add(schedule="0 9 * * *", message="plan", channel="telegram", chat_id="1", user=U)
+        finally:
+            await store.close()
+
+    async def in_gateway(step: Any) -> None:
+        async with await SessionStore.open(home / "data" / "gateway.db", clock) as s:
+            await step(s)
+
+    seeds: list[Any] = [lambda step=step: in_gateway(step) for step in (history, reply, zone, quiet, files, waiting)]
+    seeds += [job, lambda: FileMemory(home / "workspace", clock).remember(U, "note", provenance=Provenance())]
+
+    def export() -> Any:
+        folder = exports_folder(home / "exports", U)
+        folder.mkdir(parents=True)
+        (folder / "x.md").write_text("their export")
+        return asyncio.sleep(0)
+
+    def memory() -> Any:
+        ok("add", "U drinks tea", "--user", U)
+        return asyncio.sleep(0)
+
+    seeds += [export, memory]
+    assert "nothing is stored" in cli("forget", "--user", U).stderr  # nothing yet
+    for i, seed in enumerate(seeds):
+        asyncio.run(seed())
+        r = cli("forget", "--user", U, input="n\n")
+        assert f"Erase everything myclaw stores about {U}?" in r.output, (i, r.output)
+        assert "forgot" in ok("forget", "--user", U, "--yes").stdout
+        assert "nothing is stored" in cli("forget", "--user", U).stderr, i  # all of it went
 
 
 def test_forget_and_a_cascade_erase_leave_no_trace_in_the_history_file_of_a_running_gateway(home: Path) -> None:
