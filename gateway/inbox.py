@@ -473,16 +473,14 @@ class Inbox:
         row = await self.db.fetchone("SELECT COUNT(*) FROM inbox")
         return int(row[0]) if row else 0
 
-    async def forget_owner(self, owner: str, owner_of: Callable[[str, str], str]) -> tuple[int, int]:
-        """Erase ``owner``'s messages waiting here and their edits not yet
-        applied (``/forget all``, ``myclaw memory forget --user``); returns
-        (messages, edits) dropped. A row names no owner: its sender does
-        (``owner_of(channel, sender_id)``, the identity map's resolve, as the
-        loop names a turn's owner), so a group's row is its sender's, and rows
-        older versions wrote are found alike. Recalls stay: they hold no
-        words (a Feishu recall names no sender), and applying one at the next
-        start still withdraws the bot's reply in the chat. A row that cannot
-        be read stays for the next start, which drops it (logged there)."""
+    async def _owned(self, owner: str, owner_of: Callable[[str, str], str]) -> tuple[list[int], list[int]]:
+        """The ids of ``owner``'s waiting messages and of their edits not yet
+        applied. A row names no owner: its sender does (``owner_of(channel,
+        sender_id)``, the identity map's resolve, as the loop names a turn's
+        owner), so a group's row is its sender's, and rows older versions
+        wrote are found alike. Recalls are not theirs: they hold no words (a
+        Feishu recall names no sender). A row that cannot be read is no one's
+        here; the next start drops it (logged there)."""
 
         def theirs(channel: object, payload: object) -> bool:
             try:
@@ -491,12 +489,25 @@ class Inbox:
             except (ValueError, TypeError, KeyError):
                 return False
 
-        await self._adds.drain()  # a row still being written would land after the delete
         rows = await self.db.fetchall("SELECT id, channel, payload FROM inbox")
         messages = [int(r["id"]) for r in rows if theirs(r["channel"], r["payload"])]
-        await self.drop(messages)
         rows = await self.db.fetchall("SELECT id, channel, payload FROM revisions WHERE kind = ?", (EDIT,))
-        edits = [int(r["id"]) for r in rows if theirs(r["channel"], r["payload"])]
+        return messages, [int(r["id"]) for r in rows if theirs(r["channel"], r["payload"])]
+
+    async def owns(self, owner: str, owner_of: Callable[[str, str], str]) -> bool:
+        """Whether a message or edit of ``owner`` waits here (:meth:`_owned`)."""
+        messages, edits = await self._owned(owner, owner_of)
+        return bool(messages or edits)
+
+    async def forget_owner(self, owner: str, owner_of: Callable[[str, str], str]) -> tuple[int, int]:
+        """Erase ``owner``'s messages waiting here and their edits not yet
+        applied (``/forget all``, ``myclaw memory forget --user``; found as
+        :meth:`_owned` says); returns (messages, edits) dropped. Recalls
+        stay: applying one at the next start still withdraws the bot's reply
+        in the chat."""
+        await self._adds.drain()  # a row still being written would land after the delete
+        messages, edits = await self._owned(owner, owner_of)
+        await self.drop(messages)
         for i in range(0, len(edits), 500):
             part = edits[i : i + 500]
             await self.db.write(f"DELETE FROM revisions WHERE id IN ({','.join('?' * len(part))})", part)

@@ -579,10 +579,11 @@ async def _stored(cfg: Config, path: Path, owner: str) -> bool:
     """Whether :func:`_forget` would find anything of ``owner``: their
     folders, a row with their name in any table of memory.db (with the
     buffer's file) or gateway.db, their import ledger, a cron job of theirs,
-    or any message or edit waiting in the inbox (those name a sender, not an
-    owner: one there means ask). Read by table, not by a list of stores, so
-    a store added later is not missed; errs towards asking."""
+    or a message or edit of theirs waiting in the inbox (found by sender, as
+    :func:`_forget` erases them). Read by table, not by a list of stores, so
+    a store added later is not missed."""
     from gateway.cron import CronStore
+    from gateway.inbox import Inbox
     from gateway.sessions import SessionStore
     from memory.filestore import FileMemory
     from memory.migrate import has_ledger
@@ -603,7 +604,7 @@ async def _stored(cfg: Config, path: Path, owner: str) -> bool:
         async with await SessionStore.open(paths.gateway_db()) as sessions:
             if await _owner_rows(sessions.db, owner):
                 return True
-            if await sessions.db.fetchone("SELECT 1 FROM inbox UNION ALL SELECT 1 FROM revisions LIMIT 1"):
+            if await Inbox(sessions.db, SystemClock()).owns(owner, IdentityMap(cfg.memory.identities).resolve):
                 return True
     if paths.cron_db().exists():
         store = await CronStore.open(paths.cron_db(), SystemClock(), cfg.gateway.timezone)

@@ -706,6 +706,24 @@ def test_forget_asks_when_anything_at_all_is_stored_about_the_user(home: Path) -
         assert "nothing is stored" in cli("forget", "--user", U).stderr, i  # all of it went
 
 
+def test_another_users_waiting_message_is_not_something_stored_about_this_one(home: Path) -> None:
+    """A crash left telegram:8's message in the inbox: a forget of
+    telegram:7 (nothing of theirs anywhere) says so, and the message stays."""
+    from gateway.inbox import Inbox
+
+    async def waiting() -> None:
+        async with await SessionStore.open(home / "data" / "gateway.db", ManualClock("2026-03-01T12:00:00Z")) as s:
+            await Inbox(s.db, SystemClock()).keep(InboundMessage("telegram", "1", "8", "their words", message_id="5"))
+
+    async def left() -> int:
+        async with await SessionStore.open(home / "data" / "gateway.db", ManualClock("2026-03-01T12:00:00Z")) as s:
+            return await Inbox(s.db, SystemClock()).count()
+
+    asyncio.run(waiting())
+    assert "nothing is stored about telegram:7" in cli("forget", "--user", "telegram:7").stderr
+    assert asyncio.run(left()) == 1
+
+
 def test_forget_and_a_cascade_erase_leave_no_trace_in_the_history_file_of_a_running_gateway(home: Path) -> None:
     """The gateway, still running, holds gateway.db open: its WAL is not
     removed when the CLI closes, and keeps the deleted rows' old pages
