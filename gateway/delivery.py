@@ -236,6 +236,13 @@ class Delivery:
         self._pass = asyncio.Lock()
         self._wake = asyncio.Event()
         self._stopping = False  # stop() was asked: the send under way ends, no pass or row begins
+        # The senders' messages taken off their queues and not yet done with:
+        # a stop waits for them (up to its grace); ``_quiet`` is set at none.
+        self._under_way = 0
+        self._quiet = asyncio.Event()
+        self._quiet.set()
+        self._sending = asyncio.Event()  # cleared by stop(): the senders take nothing more off their queues
+        self._sending.set()
         self._task: asyncio.Task[None] | None = None
         # Chats that refused a reply, logged: their next refusals (a user
         # who blocked the bot, every reply queued for them) are logged at
@@ -263,6 +270,7 @@ class Delivery:
         machine the pass may come after this run's first failed send, whose
         backoff it must keep)."""
         self._stopping = False
+        self._sending.set()
         self._held.update(await self.outbox.chats())
         self._last_run = set(self._held)
         self.waiting = await self.outbox.count()
@@ -275,19 +283,26 @@ class Delivery:
         self._task = asyncio.create_task(self.run(), name="outbox")
 
     async def stop(self, grace: float = 0.0) -> None:
-        """Stop redelivering. A send under way may end first, up to
-        ``grace`` seconds, and its row go: cut, the platform may have taken
-        it already and the next start would send it again (Telegram shows
-        it twice). No further row is begun; 0 cuts at once (as a kill)."""
+        """Stop sending: redelivery, and the senders (:meth:`run_sender`),
+        which take nothing more off their queues (:meth:`keep_queued` moves
+        what is left into the outbox). A send under way, a late reply's or
+        a live one's, may end first, up to ``grace`` seconds, and its row
+        go: cut, the platform may have taken it already and the next start
+        would send it again (Telegram shows it twice). 0 cuts at once (as a
+        kill); the caller cancels the senders after this."""
         task, self._task = self._task, None
-        if task is None:
-            return
         self._stopping = True
+        self._sending.clear()
         self._wake.set()
-        if grace > 0:
-            await asyncio.wait({task}, timeout=grace)
-        task.cancel()
-        await asyncio.gather(task, return_exceptions=True)
+        quiet = asyncio.ensure_future(self._quiet.wait())
+        try:
+            if grace > 0:
+                await asyncio.wait({quiet} | ({task} if task is not None else set()), timeout=grace)
+        finally:
+            quiet.cancel()
+        if task is not None:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
 
     def wake(self) -> None:
         """Run a pass now (rows were added, or a test moved its clock)."""
@@ -346,9 +361,14 @@ class Delivery:
         ``run_sender``): send, or keep for later, or drop."""
         q = self.bus.outbound_queue(channel.name)
         while True:
+            await self._sending.wait()  # stopping: what is queued stays for keep_queued, in order
             msg = await q.get()
+            self._under_way += 1
+            self._quiet.clear()
             try:
-                if msg.draft:
+                if self._stopping:  # came as the stop began, the sender idle: kept, not sent
+                    await self._keep_at_stop(msg)
+                elif msg.draft:
                     await self._send_draft(channel, msg, waiting=not q.empty())
                 elif msg.dropped:
                     await self._drop_draft(channel, msg)
@@ -361,6 +381,9 @@ class Delivery:
                 log.error("reply dropped", reason="outbox unavailable", channel=msg.channel, chat_id=msg.chat_id,
                           error=self._describe(exc, msg.text))
             finally:
+                self._under_way -= 1
+                if not self._under_way:
+                    self._quiet.set()
                 q.task_done()
 
     async def _send_new(self, channel: BaseChannel, msg: OutboundMessage) -> None:
@@ -586,24 +609,29 @@ class Delivery:
         for name in channels:
             q = self.bus.outbound_queue(name)
             while not q.empty():
-                msg = q.get_nowait()
-                if msg.draft or msg.dropped:  # a preview: the reply it previews is kept, or was never finished
-                    q.task_done()
-                    continue
-                if msg.attachment is not None:  # never stored: the chat hears it was not sent
-                    log.warning("file dropped", reason="gateway stopping", channel=msg.channel, chat_id=msg.chat_id)
-                    msg.attachment.close()
-                    msg = _file_not_sent(msg)
                 try:
-                    now = self.clock.now()
-                    await self._keep(msg, created_at=now, due=now, reason="gateway stopping")
-                    kept += 1
-                except Exception as exc:
-                    log.error("reply dropped", reason="outbox unavailable", channel=msg.channel,
-                              chat_id=msg.chat_id, error=self._describe(exc, msg.text))
+                    kept += await self._keep_at_stop(q.get_nowait())
                 finally:
                     q.task_done()
         return kept
+
+    async def _keep_at_stop(self, msg: OutboundMessage) -> bool:
+        """A message the stop leaves unsent, into the outbox: True if kept
+        (a draft is not, a file becomes the note that it was not sent)."""
+        if msg.draft or msg.dropped:  # a preview: the reply it previews is kept, or was never finished
+            return False
+        if msg.attachment is not None:  # never stored: the chat hears it was not sent
+            log.warning("file dropped", reason="gateway stopping", channel=msg.channel, chat_id=msg.chat_id)
+            msg.attachment.close()
+            msg = _file_not_sent(msg)
+        try:
+            now = self.clock.now()
+            await self._keep(msg, created_at=now, due=now, reason="gateway stopping")
+            return True
+        except Exception as exc:
+            log.error("reply dropped", reason="outbox unavailable", channel=msg.channel,
+                      chat_id=msg.chat_id, error=self._describe(exc, msg.text))
+            return False
 
     # -- redelivery -------------------------------------------------------------------
 
