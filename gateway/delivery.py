@@ -394,12 +394,16 @@ class Delivery:
         if (msg.channel, msg.chat_id) in self._held:
             await self._keep(msg, created_at=now, due=now, reason="earlier replies to the chat are waiting")
             return
+        rests: list[str] = []  # what was left after each part that went out
         try:
-            await channel.send(msg)
+            await channel.send(replace(msg, on_part_sent=rests.append))
             self._refused.discard((msg.channel, msg.chat_id))
         except asyncio.CancelledError:
-            # The gateway is stopping with this send in flight.
-            await self._keep(msg, created_at=now, due=now, reason="gateway stopping")
+            # The gateway is stopping with this send in flight: kept from
+            # the part in flight on (the chat has the parts before it).
+            left = replace(msg, text=rests[-1]) if rests else msg
+            await self._keep(left, created_at=now, due=now, reason="gateway stopping",
+                             drafted=bool(rests) and msg.send_key in self._drafted)
             raise
         except Exception as exc:
             if not _retryable(exc):
@@ -724,10 +728,15 @@ class Delivery:
             await self.outbox.remove(row.id, drafted=True)
             self._delivered.discard(row.id)
             return True
+        rests: list[str] = []  # what was left after each part that went out
         try:
-            await channel.send(msg)
+            await channel.send(replace(msg, on_part_sent=rests.append))
         except asyncio.CancelledError:
-            raise  # the row stays for the next start
+            if rests:  # the row stays for the next start, without the parts the chat has
+                await self.outbox.retry_later(row.id, text=rests[-1], attempts=row.attempts,
+                                              next_attempt_at=row.next_attempt_at, last_error=row.last_error,
+                                              drafted=True)
+            raise
         except Exception as exc:
             error = self._describe(exc, msg.text)
             if not _retryable(exc):
