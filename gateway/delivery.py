@@ -75,10 +75,15 @@ says its message was answered: gateway/loop.py ``_until_marked``).
 
 A late reply is sent as it was written, with no "(delayed)" prefix: in a
 group it still quotes the message it answers, and the log says how late
-it was ("reply delivered late"). Shutdown: a send cut by the gateway
-stopping keeps the whole reply (whether the part in flight reached the
-platform cannot be known), and :meth:`Delivery.keep_queued` moves what is
-still queued into the outbox; the next start sends every row at once.
+it was ("reply delivered late"). Shutdown (:meth:`Delivery.stop`): the
+senders and the redelivery begin no other send, and a send under way, a
+live reply's or a late one's, may end first, up to the stop's grace
+(gateway/app.py ``SEND_GRACE``), so its row goes and the next start does
+not send it again. A send cut all the same keeps the reply from the part
+in flight on (whether that part reached the platform cannot be known;
+the parts before it were answered: ``OutboundMessage.on_part_sent``), and
+:meth:`Delivery.keep_queued` moves what is still queued into the outbox;
+the next start sends every row at once.
 """
 
 from __future__ import annotations
