@@ -1594,7 +1594,8 @@ class TelegramChannel(BaseChannel):
         """Send a reply, split into parts of at most 4096 characters, in
         order. Raises :class:`TelegramSendError` when a part still fails
         after the retries (the rest is then not sent, to keep order; the
-        error's ``remaining`` is the text from that part on)."""
+        error's ``remaining`` is the text from that part on); each part but
+        the last that went out tells ``msg.on_part_sent`` what is left."""
         bot = self._bot
         if bot is None:
             raise TelegramSendError(
@@ -1625,6 +1626,8 @@ class TelegramChannel(BaseChannel):
                 if i:  # parts 1..i went out: only the rest may be sent again
                     exc.remaining = rest_of(msg.text, parts, i)
                 raise
+            if msg.on_part_sent is not None and i + 1 < len(parts):  # a stop cutting the next keeps only the rest
+                msg.on_part_sent(rest_of(msg.text, parts, i + 1))
 
     async def send_draft(self, msg: OutboundMessage) -> bool:
         """Show a reply being written as Telegram's own draft

@@ -94,7 +94,10 @@ __all__ = ["CHANNELS", "App", "ChannelSpec", "Service", "StorageError", "config_
 # The share of close()'s timeout the channels get to hand over what they
 # took (a download still under way); the rest answers it.
 INTAKE_SHARE = 0.5
-# At most this long, a stop waits for a late reply's send under way (Delivery.stop).
+# At most this long (and no longer than the stop's timeout), a stop waits
+# for a send under way, a live reply's or a late one's (Delivery.stop).
+# Past the stop's other waits: the queued replies' wait runs out just as
+# a slow send is under way, and cut, Telegram may show it twice.
 SEND_GRACE = 5.0
 
 # Lazy: resolved at each call, so it follows configure_logging (and its
@@ -898,12 +901,13 @@ class App:
                 log.warning("replies still queued at shutdown go to the outbox", channel=channel.name, count=q.qsize())
         # 3. senders and redelivery (a send cut here keeps its reply in the
         #    outbox), then the channels, while they can still be sent to; a
-        #    late reply under way ends first, within the time left (cut, the
-        #    next start would send again what the platform may have taken)
+        #    send under way ends first, up to SEND_GRACE, and no other begins
+        #    (cut, the next start would send again what the platform may
+        #    have taken)
         for w in self._watchers:
             w.cancel()
         if self.delivery is not None:
-            await self.delivery.stop(grace=min(max(0.0, deadline - time.monotonic()), SEND_GRACE))
+            await self.delivery.stop(grace=min(max(0.0, timeout), SEND_GRACE))
         for t in self._tasks:
             t.cancel()
         await asyncio.gather(*self._tasks, *self._watchers, return_exceptions=True)

@@ -13,7 +13,7 @@ import io
 import os
 import re
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, BinaryIO, Protocol
@@ -433,6 +433,11 @@ class OutboundMessage:
     # That reply is the job's fallback (the model could not be reached):
     # its slot's mark says so, and cron.db records the run as one.
     job_fallback: bool = False
+    # Told the text still to send each time a part of a split reply went
+    # out (the platform answered it), by a channel that splits (Telegram):
+    # a send a stop cuts then keeps only that rest, not the parts the chat
+    # has (gateway/delivery.py). Set by the sender for one send; never stored.
+    on_part_sent: Callable[[str], None] | None = field(default=None, compare=False, repr=False)
 
     @classmethod
     def answering(

@@ -75,10 +75,15 @@ says its message was answered: gateway/loop.py ``_until_marked``).
 
 A late reply is sent as it was written, with no "(delayed)" prefix: in a
 group it still quotes the message it answers, and the log says how late
-it was ("reply delivered late"). Shutdown: a send cut by the gateway
-stopping keeps the whole reply (whether the part in flight reached the
-platform cannot be known), and :meth:`Delivery.keep_queued` moves what is
-still queued into the outbox; the next start sends every row at once.
+it was ("reply delivered late"). Shutdown (:meth:`Delivery.stop`): the
+senders and the redelivery begin no other send, and a send under way, a
+live reply's or a late one's, may end first, up to the stop's grace
+(gateway/app.py ``SEND_GRACE``), so its row goes and the next start does
+not send it again. A send cut all the same keeps the reply from the part
+in flight on (whether that part reached the platform cannot be known;
+the parts before it were answered: ``OutboundMessage.on_part_sent``), and
+:meth:`Delivery.keep_queued` moves what is still queued into the outbox;
+the next start sends every row at once.
 """
 
 from __future__ import annotations
@@ -236,6 +241,13 @@ class Delivery:
         self._pass = asyncio.Lock()
         self._wake = asyncio.Event()
         self._stopping = False  # stop() was asked: the send under way ends, no pass or row begins
+        # The senders' messages taken off their queues and not yet done with:
+        # a stop waits for them (up to its grace); ``_quiet`` is set at none.
+        self._under_way = 0
+        self._quiet = asyncio.Event()
+        self._quiet.set()
+        self._sending = asyncio.Event()  # cleared by stop(): the senders take nothing more off their queues
+        self._sending.set()
         self._task: asyncio.Task[None] | None = None
         # Chats that refused a reply, logged: their next refusals (a user
         # who blocked the bot, every reply queued for them) are logged at
@@ -263,6 +275,7 @@ class Delivery:
         machine the pass may come after this run's first failed send, whose
         backoff it must keep)."""
         self._stopping = False
+        self._sending.set()
         self._held.update(await self.outbox.chats())
         self._last_run = set(self._held)
         self.waiting = await self.outbox.count()
@@ -275,19 +288,26 @@ class Delivery:
         self._task = asyncio.create_task(self.run(), name="outbox")
 
     async def stop(self, grace: float = 0.0) -> None:
-        """Stop redelivering. A send under way may end first, up to
-        ``grace`` seconds, and its row go: cut, the platform may have taken
-        it already and the next start would send it again (Telegram shows
-        it twice). No further row is begun; 0 cuts at once (as a kill)."""
+        """Stop sending: redelivery, and the senders (:meth:`run_sender`),
+        which take nothing more off their queues (:meth:`keep_queued` moves
+        what is left into the outbox). A send under way, a late reply's or
+        a live one's, may end first, up to ``grace`` seconds, and its row
+        go: cut, the platform may have taken it already and the next start
+        would send it again (Telegram shows it twice). 0 cuts at once (as a
+        kill); the caller cancels the senders after this."""
         task, self._task = self._task, None
-        if task is None:
-            return
         self._stopping = True
+        self._sending.clear()
         self._wake.set()
-        if grace > 0:
-            await asyncio.wait({task}, timeout=grace)
-        task.cancel()
-        await asyncio.gather(task, return_exceptions=True)
+        quiet = asyncio.ensure_future(self._quiet.wait())
+        try:
+            if grace > 0:
+                await asyncio.wait({quiet} | ({task} if task is not None else set()), timeout=grace)
+        finally:
+            quiet.cancel()
+        if task is not None:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
 
     def wake(self) -> None:
         """Run a pass now (rows were added, or a test moved its clock)."""
@@ -346,9 +366,14 @@ class Delivery:
         ``run_sender``): send, or keep for later, or drop."""
         q = self.bus.outbound_queue(channel.name)
         while True:
+            await self._sending.wait()  # stopping: what is queued stays for keep_queued, in order
             msg = await q.get()
+            self._under_way += 1
+            self._quiet.clear()
             try:
-                if msg.draft:
+                if self._stopping:  # came as the stop began, the sender idle: kept, not sent
+                    await self._keep_at_stop(msg)
+                elif msg.draft:
                     await self._send_draft(channel, msg, waiting=not q.empty())
                 elif msg.dropped:
                     await self._drop_draft(channel, msg)
@@ -361,6 +386,9 @@ class Delivery:
                 log.error("reply dropped", reason="outbox unavailable", channel=msg.channel, chat_id=msg.chat_id,
                           error=self._describe(exc, msg.text))
             finally:
+                self._under_way -= 1
+                if not self._under_way:
+                    self._quiet.set()
                 q.task_done()
 
     async def _send_new(self, channel: BaseChannel, msg: OutboundMessage) -> None:
@@ -371,12 +399,16 @@ class Delivery:
         if (msg.channel, msg.chat_id) in self._held:
             await self._keep(msg, created_at=now, due=now, reason="earlier replies to the chat are waiting")
             return
+        rests: list[str] = []  # what was left after each part that went out
         try:
-            await channel.send(msg)
+            await channel.send(replace(msg, on_part_sent=rests.append))
             self._refused.discard((msg.channel, msg.chat_id))
         except asyncio.CancelledError:
-            # The gateway is stopping with this send in flight.
-            await self._keep(msg, created_at=now, due=now, reason="gateway stopping")
+            # The gateway is stopping with this send in flight: kept from
+            # the part in flight on (the chat has the parts before it).
+            left = replace(msg, text=rests[-1]) if rests else msg
+            await self._keep(left, created_at=now, due=now, reason="gateway stopping",
+                             drafted=bool(rests) and msg.send_key in self._drafted)
             raise
         except Exception as exc:
             if not _retryable(exc):
@@ -586,24 +618,29 @@ class Delivery:
         for name in channels:
             q = self.bus.outbound_queue(name)
             while not q.empty():
-                msg = q.get_nowait()
-                if msg.draft or msg.dropped:  # a preview: the reply it previews is kept, or was never finished
-                    q.task_done()
-                    continue
-                if msg.attachment is not None:  # never stored: the chat hears it was not sent
-                    log.warning("file dropped", reason="gateway stopping", channel=msg.channel, chat_id=msg.chat_id)
-                    msg.attachment.close()
-                    msg = _file_not_sent(msg)
                 try:
-                    now = self.clock.now()
-                    await self._keep(msg, created_at=now, due=now, reason="gateway stopping")
-                    kept += 1
-                except Exception as exc:
-                    log.error("reply dropped", reason="outbox unavailable", channel=msg.channel,
-                              chat_id=msg.chat_id, error=self._describe(exc, msg.text))
+                    kept += await self._keep_at_stop(q.get_nowait())
                 finally:
                     q.task_done()
         return kept
+
+    async def _keep_at_stop(self, msg: OutboundMessage) -> bool:
+        """A message the stop leaves unsent, into the outbox: True if kept
+        (a draft is not, a file becomes the note that it was not sent)."""
+        if msg.draft or msg.dropped:  # a preview: the reply it previews is kept, or was never finished
+            return False
+        if msg.attachment is not None:  # never stored: the chat hears it was not sent
+            log.warning("file dropped", reason="gateway stopping", channel=msg.channel, chat_id=msg.chat_id)
+            msg.attachment.close()
+            msg = _file_not_sent(msg)
+        try:
+            now = self.clock.now()
+            await self._keep(msg, created_at=now, due=now, reason="gateway stopping")
+            return True
+        except Exception as exc:
+            log.error("reply dropped", reason="outbox unavailable", channel=msg.channel,
+                      chat_id=msg.chat_id, error=self._describe(exc, msg.text))
+            return False
 
     # -- redelivery -------------------------------------------------------------------
 
@@ -696,10 +733,15 @@ class Delivery:
             await self.outbox.remove(row.id, drafted=True)
             self._delivered.discard(row.id)
             return True
+        rests: list[str] = []  # what was left after each part that went out
         try:
-            await channel.send(msg)
+            await channel.send(replace(msg, on_part_sent=rests.append))
         except asyncio.CancelledError:
-            raise  # the row stays for the next start
+            if rests:  # the row stays for the next start, without the parts the chat has
+                await self.outbox.retry_later(row.id, text=rests[-1], attempts=row.attempts,
+                                              next_attempt_at=row.next_attempt_at, last_error=row.last_error,
+                                              drafted=True)
+            raise
         except Exception as exc:
             error = self._describe(exc, msg.text)
             if not _retryable(exc):

@@ -47,8 +47,9 @@ __all__ = ["Outbox", "Pending", "job_slot"]
 # ``owner``, which is the message's when it names one) and read back into
 # the message, so a merge-identities move reaches the message too.
 _COLUMNS = ("channel", "chat_id", "text", "reply_to", "metadata", "owner")
-# Not stored: the row's own id (``OutboundMessage.kept``), and a file (never kept).
-_NOT_STORED = ("kept", "attachment")
+# Not stored: the row's own id (``OutboundMessage.kept``), a file (never
+# kept), and a send's progress callback.
+_NOT_STORED = ("kept", "attachment", "on_part_sent")
 # The draft message row of an outbox row's reply, by its send key (in ``extra``).
 _FORGET_DRAFT = ("DELETE FROM draft_messages WHERE (channel, send_key) IN "
                  "(SELECT channel, json_extract(extra, '$.send_key') FROM outbox WHERE id = ?)")

@@ -13,7 +13,8 @@ shapes, so the client code under test cannot tell it from Telegram:
   ``cut_next(method)``: the call is held unanswered until the fake stops
   (a gateway killed mid-send), carried out first with ``accepted=True``;
   ``slow_next(method)``: carried out, its answer held until the returned
-  event is set (a send in flight when the gateway is asked to stop);
+  event is set (a send in flight when the gateway is asked to stop;
+  ``after=`` calls answered at once first: a split reply's later part);
 * ``sendMessage`` over 4096 characters (UTF-16 code units, the stricter
   count; with ``parse_mode=HTML`` counted without the markup): 400 ``Bad
   Request: message is too long``; to a chat nobody wrote from: 400 ``Bad
@@ -488,7 +489,7 @@ class FakeTelegram:
         self.last_update_id = 0
         self._failures: dict[str, deque[_Failure]] = {}
         self._cuts: dict[str, deque[tuple[bool, asyncio.Event]]] = {}  # method -> cut_next's, in order
-        self._slow: dict[str, deque[asyncio.Event]] = {}  # method -> slow_next's, in order
+        self._slow: dict[str, deque[list[Any]]] = {}  # method -> slow_next's [after, answer], in order
         self._closing = asyncio.Event()  # set by stop: held calls end
         self._wake = asyncio.Event()
         self._poll_generation = 0
@@ -580,11 +581,12 @@ class FakeTelegram:
         self._cuts.setdefault(method.lower(), deque()).append((accepted, arrived))
         return arrived
 
-    def slow_next(self, method: str) -> asyncio.Event:
-        """The next call of ``method`` is carried out at once, its answer
-        held until the returned event is set (or the fake stops)."""
+    def slow_next(self, method: str, *, after: int = 0) -> asyncio.Event:
+        """The next call of ``method`` (after ``after`` answered at once) is
+        carried out at once, its answer held until the returned event is
+        set (or the fake stops)."""
         answer = asyncio.Event()
-        self._slow.setdefault(method.lower(), deque()).append(answer)
+        self._slow.setdefault(method.lower(), deque()).append([after, answer])
         return answer
 
     def revoke_token(self) -> None:
@@ -1034,8 +1036,10 @@ class FakeTelegram:
             self.calls.append(Call(method, params, response.status))
         self._notify()
         slow = self._slow.get(method)
-        if slow:
-            answer = slow.popleft()
+        if slow and slow[0][0]:
+            slow[0][0] -= 1
+        elif slow:
+            _, answer = slow.popleft()
             waits = [asyncio.ensure_future(answer.wait()), asyncio.ensure_future(self._closing.wait())]
             try:
                 await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)

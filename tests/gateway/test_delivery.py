@@ -908,3 +908,67 @@ async def test_a_stop_sends_no_further_late_reply_once_asked(rig: Rig, tg: FakeT
     answer.set()
     await asyncio.wait_for(stopping, 15)
     assert tg.texts() == ["first kept"] and [text for text, _ in await _all_rows(rig)] == ["second kept"]
+
+
+# -- a live reply under way at a stop ------------------------------------------------
+
+
+async def test_a_stop_lets_a_live_reply_in_flight_finish_and_begins_no_other(rig: Rig, tg: FakeTelegram) -> None:
+    """The stop's wait for queued replies ran out as Telegram was taking a
+    fresh answer: cancelled there, it was kept whole and the next start
+    sent it again (Telegram has no idempotency key: twice). The stop now
+    lets that send end and its row go; the reply queued behind is not
+    begun: it goes to the outbox, for the next start."""
+    answer = tg.slow_next("sendMessage")
+    for text in ("the answer", "the next one"):
+        await rig.bus.publish_outbound(await rig.delivery.hold(OutboundMessage("telegram", CHAT, text,
+                                                                               owner="telegram:dana")))
+    await tg.wait_sent(1, timeout=10)  # Telegram took it; its answer is not back yet
+    stopping = asyncio.create_task(rig.delivery.stop(grace=10))
+    await asyncio.sleep(0.05)
+    assert not stopping.done()  # waiting for the send under way
+    answer.set()
+    await asyncio.wait_for(stopping, 15)
+    assert await rig.delivery.keep_queued(["telegram"]) == 1
+    assert tg.texts() == ["the answer"] and await _all_rows(rig) == [("the next one", "")]
+
+
+async def test_a_split_reply_a_stop_cuts_keeps_the_part_in_flight_and_the_rest_only(
+    rig: Rig, tg: FakeTelegram
+) -> None:
+    """Its first part's answer came back: that part is in the chat and is
+    not kept; the part in flight may or may not be (at least once)."""
+    text = "\n\n".join(" ".join(f"p{p}w{w}" for w in range(150)) for p in range(10))[:11000]
+    parts = split_message(text)
+    assert len(parts) == 3
+    tg.slow_next("sendMessage", after=1)  # the second part's answer never comes back in time
+    await rig.bus.publish_outbound(await rig.delivery.hold(OutboundMessage("telegram", CHAT, text,
+                                                                           owner="telegram:dana")))
+    await tg.wait_sent(2, timeout=10)
+    await asyncio.wait_for(rig.delivery.stop(grace=0.2), 10)
+    assert rig.sender is not None
+    rig.sender.cancel()  # as App.close does after the stop
+    await asyncio.gather(rig.sender, return_exceptions=True)
+    assert await _all_rows(rig) == [(text[text.index(parts[1]):], "")]
+
+
+async def test_a_split_late_reply_a_stop_cuts_keeps_only_what_the_chat_may_not_have(
+    rig: Rig, tg: FakeTelegram
+) -> None:
+    text = "\n\n".join(" ".join(f"p{p}w{w}" for w in range(150)) for p in range(10))[:11000]
+    parts = split_message(text)
+    now = rig.clock.now()
+    await rig.outbox.add(OutboundMessage("telegram", CHAT, text), owner="telegram:dana", created_at=now,
+                         next_attempt_at=now)
+    tg.slow_next("sendMessage", after=1)
+    await rig.delivery.start()
+    await tg.wait_sent(2, timeout=10)
+    await asyncio.wait_for(rig.delivery.stop(grace=0.2), 10)
+    assert await _all_rows(rig) == [(text[text.index(parts[1]):], "")]
+
+
+def test_a_sends_progress_callback_is_never_stored() -> None:
+    from gateway.outbox import _encode
+
+    extra = json.loads(_encode(OutboundMessage("telegram", CHAT, "x", on_part_sent=print))[5])
+    assert "on_part_sent" not in extra

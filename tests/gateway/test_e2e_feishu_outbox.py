@@ -257,6 +257,28 @@ async def test_a_part_in_flight_at_shutdown_is_not_shown_twice_after_the_restart
     assert await gateway.waiting() == [] and feishu.texts() == ["one part, slow to answer"]
 
 
+async def test_a_reply_under_way_as_an_ordinary_stop_comes_is_let_finish_not_kept(
+    gateway: Gateway, feishu: FakeFeishu
+) -> None:
+    """The stop's wait for queued replies (its timeout, 2 s here) runs out
+    while Feishu is still taking a reply (3 s): the send is let end within
+    the stop's grace, so nothing is kept and the next start sends nothing
+    (before, it was cut and kept, and only Feishu's uuid kept the chat
+    from showing it twice)."""
+    app = await gateway.start()
+    feishu.send_delay = 3.0
+    await app.bus.publish_outbound(app_reply("one part, slow to answer"))
+    await until(lambda: any(path.endswith("/messages") for _, path in feishu.requests))
+    await gateway.stop(timeout=2.0)
+    assert feishu.texts() == ["one part, slow to answer"]
+    feishu.send_delay = 0.0
+    await gateway.start()
+    assert gateway.app is not None and gateway.app.delivery is not None
+    await gateway.app.delivery.sweep()
+    assert await gateway.waiting() == [] and feishu.deduplicated == 0
+    assert feishu.texts() == ["one part, slow to answer"]
+
+
 async def test_the_note_for_a_file_that_failed_is_not_taken_for_its_caption(gateway: Gateway, feishu: FakeFeishu) -> None:
     """The caption goes out, the file message fails: the chat is told the
     file was not sent. The note is another message with uuids of its own,
