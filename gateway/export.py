@@ -86,6 +86,7 @@ class UserExport:
     files: Sequence[tuple[str, datetime]] = ()  # files they sent lately (name, when), kept a day for file_read
     projects: Sequence[tuple[str, str]] = ()  # their renamed projects (old name, new name), /project
     groups: Mapping[str, str] = field(default_factory=dict)  # channel:chat_id -> title, for /share (gateway/chattitles.py)
+    unanswered: int = 0  # messages they sent still waiting to be answered (the inbox's rows; counted, not included)
 
 
 @dataclass(frozen=True)
@@ -421,18 +422,27 @@ def _renamed(projects: Sequence[tuple[str, str]]) -> str:
 
 
 def _user_tail(export: UserExport, waiting: int, lab: _Labels, *, zh: bool, set_aside: int = 0) -> list[str]:
-    """Their scheduled jobs, what waits to be learnt and what could not be
-    (lines set aside: kept, theirs, but not waiting), after the rows."""
+    """Their scheduled jobs, what waits to be learnt (and their messages
+    still to be answered, which are learnt from after) and what could not
+    be (lines set aside: kept, theirs, but not waiting), after the rows."""
     out: list[str] = []
     if export.jobs:
         out.append(f"\n## {lab.jobs}\n")
         out += [_job(job, lab) for job in export.jobs]
-    if waiting:
+    if waiting or export.unanswered:
         out.append(f"\n## {lab.waiting}\n")
+    if waiting:
         out.append(
             f"- {waiting} 条聊天内容还在等待提取为记忆。"
             if zh
             else f"- {_n(waiting, 'line', 'lines')} of our conversations still waiting to be learnt from."
+        )
+    if export.unanswered:
+        out.append(
+            f"- 你发来的 {export.unanswered} 条消息还在等待回复（此处未列出）。"
+            if zh
+            else f"- {_n(export.unanswered, 'message', 'messages')} you sent, still waiting to be answered "
+                 "(not listed here)."
         )
     if set_aside:
         out.append(f"\n## {lab.set_aside}\n")
