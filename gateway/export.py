@@ -253,6 +253,7 @@ async def write_markdown(
     write: Callable[[str], None], backend: MemoryBackend, owners: Sequence[str], *, at: str, page: int = 500,
     renamed: Callable[[str], Awaitable[Sequence[tuple[str, str]]]] | None = None,
     titles: Mapping[str, str] = _NO_NAMES,
+    unanswered: Callable[[str], Awaitable[int]] | None = None,
 ) -> tuple[int, int]:
     """:func:`render_markdown`'s text and a newline (the file the CLI
     wrote), handed to ``write`` a line at a time: each owner's index first
@@ -262,7 +263,9 @@ async def write_markdown(
     ``renamed``: an owner's renamed projects (old name, new name), said
     under their name (``MemoryEngine.owned_project_aliases``; the file
     store keeps none). ``titles``: groups' titles (``channel:chat_id`` ->
-    title, gateway/chattitles.py) for where a memory is shared."""
+    title, gateway/chattitles.py) for where a memory is shared.
+    ``unanswered``: how many of an owner's messages wait in gateway.db's
+    inbox to be answered (``Inbox.owned``), said with what waits to be learnt."""
     first = True
 
     def line(text: str) -> None:
@@ -274,7 +277,8 @@ async def write_markdown(
     memories = events = 0
     for owner in sorted(owners):
         index = await backend.owner_index(owner)
-        if not (index.memory_ids or index.event_ids or index.waiting):
+        waiting = await unanswered(owner) if unanswered is not None else 0
+        if not (index.memory_ids or index.event_ids or index.waiting or waiting):
             continue
         line(f"\n## {owner}")
         if renamed is not None and (projects := await renamed(owner)):
@@ -296,9 +300,12 @@ async def write_markdown(
                     dated = True
                     line(f"\n### {_OP.events}\n")
                 line(_event(row, _OP))
-        if index.waiting:
+        if index.waiting or waiting:
             line(f"\n### {_OP.waiting}\n")
+        if index.waiting:
             line(f"- {_n(index.waiting, 'line', 'lines')} waiting for extraction")
+        if waiting:
+            line(f"- {_n(waiting, 'message', 'messages')} waiting to be answered (gateway.db's inbox; not listed)")
     write("\n")
     return memories, events
 

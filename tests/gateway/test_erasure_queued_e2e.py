@@ -14,8 +14,10 @@ import re
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
 from gateway.app import App
+from gateway.cli import main
 from memory import ManualClock
 from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.telegram_server import FakeTelegram
@@ -24,6 +26,7 @@ from .killed import quiet
 from .test_e2e_feishu import _app
 from .test_e2e_feishu_outbox import until
 from .test_erasure_e2e import files_holding
+from .test_erasure_inbox_e2e import _left_by_a_crash
 from .test_resume_e2e import KEY, _echo
 from .test_vision_e2e import _telegram
 
@@ -142,3 +145,20 @@ async def test_export_lists_her_messages_waiting_to_be_answered_not_others(
             await asyncio.wait_for(quiet(app), 30)
         finally:
             await asyncio.wait_for(app.close(), 30)
+
+
+async def test_the_operators_export_counts_her_messages_a_crash_left_waiting(
+    tmp_path: Path, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``myclaw memory export --format markdown --user`` after a crash left
+    four messages of Alice's (two under way, two queued) and one of Bob's
+    in the inbox: her section says four wait to be answered (their words
+    not listed); Bob's is not hers."""
+    monkeypatch.setenv("MYCLAW_HOME", str(tmp_path))
+    async with FakeOpenAI(api_key=KEY, responder=_echo) as llm, FakeTelegram() as tg:
+        await _left_by_a_crash(tmp_path, clock, llm, tg)
+    r = await asyncio.to_thread(CliRunner().invoke, main, ["memory", "export", "--format", "markdown",
+                                                          "--user", f"telegram:{ALICE}"])
+    assert r.exit_code == 0, r.output
+    assert "- 4 messages waiting to be answered (gateway.db's inbox; not listed)" in r.output, r.output
+    assert SECRET not in r.output and "ferry" not in r.output
