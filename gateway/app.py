@@ -359,6 +359,8 @@ class App:
         if self.recent_files is not None:
             await self.recent_files.load()
         identities = IdentityMap(cfg.memory.identities)  # whose a message is: the loop's and erasures' (the inbox's rows)
+        if self.memory_web is not None:  # the page's export says how many of a user's messages wait
+            self.memory_web.unanswered = functools.partial(self.inbox.owned, owner_of=identities.resolve)
         self._user_data = UserData(self.backend, self.sessions, outbox=self.delivery.outbox, timezones=self.timezones,
                                    files=self.recent_files, incognito=self.incognito, titles=self.titles,
                                    file_store=self._folders, exports=self.paths.exports_dir, inbox=self.inbox,

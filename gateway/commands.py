@@ -53,6 +53,7 @@ from memory.types import Hit
 from .bus import Attachment, words_in_chinese
 from .chattitles import ChatTitles, group_name
 from .export import MIME, Spool, chinese_enough, export_filename, mostly_chinese, write_user_export
+from .inbox import MessageKey
 from .incognito import Incognito
 from .projectnames import ZH_REMOVE, project_command
 from .timezones import Choice, TimezoneError, UserTimezones, parse_timezone, zone_name
@@ -187,20 +188,22 @@ class UserCommands:
         self._exported: dict[str, datetime] = {}  # user -> when their last /export was made
 
     async def run(self, name: str, args: str, *, user: str, private: bool, chat_zh: bool | None = None,
-                  app_zh: bool = False, chat: Chat | None = None) -> str:
+                  app_zh: bool = False, chat: Chat | None = None, asking: MessageKey | None = None) -> str:
         """The answer's text (what the text-only commands answer)."""
         return (await self.answer(name, args, user=user, private=private, chat_zh=chat_zh, app_zh=app_zh,
-                                  chat=chat)).text
+                                  chat=chat, asking=asking)).text
 
     async def answer(self, name: str, args: str, *, user: str, private: bool, chat_zh: bool | None = None,
-                     app_zh: bool = False, chat: Chat | None = None) -> Answer:
+                     app_zh: bool = False, chat: Chat | None = None, asking: MessageKey | None = None) -> Answer:
         """``chat_zh``: whether the sender's recent messages in the chat are
         mostly Chinese (None: none yet). A command's answer speaks as the
         chat does, unless its own words say otherwise (``/导出``, ``/memory
         咖啡``; a ``/timezone`` zone's name is a place, a ``/project``'s names are names, not words); with nothing to tell by, in the language of what it shows,
         and with nothing shown either (a new user), as the sender's app is
         set (``app_zh``). ``chat``: (channel, chat id) of a group, for the
-        commands a group may send (:data:`IN_GROUPS`)."""
+        commands a group may send (:data:`IN_GROUPS`). ``asking``: the
+        command's own message (channel, chat id, message id), waiting in the
+        inbox while it runs: not counted among those waiting to be answered."""
         if name in IN_GROUPS:
             zh = _chinese([args]) or bool(app_zh if chat_zh is None else chat_zh)
             if not private and (chat is None or not all(chat)):
@@ -214,9 +217,9 @@ class UserCommands:
         if name == "memory":
             return Answer(await (self._search(user, args, said) if args.strip() else self._overview(user, chat_zh, app_zh)))
         if name == "forget":
-            return Answer(await self._forget(user, args, chat_zh, app_zh), erased=True)
+            return Answer(await self._forget(user, args, chat_zh, app_zh, asking=asking), erased=True)
         if name in ("export", "导出"):
-            return await self._export(user, zh=True if name == "导出" else chat_zh, app_zh=app_zh)
+            return await self._export(user, zh=True if name == "导出" else chat_zh, app_zh=app_zh, asking=asking)
         if name in ("timezone", "tz"):
             return Answer(await self._timezone(user, args.strip(), chat_zh, app_zh))
         if name in ("incognito", "无痕"):
@@ -265,7 +268,8 @@ class UserCommands:
                       else ("Your scheduled messages:", "/jobs remove <id> cancels one."))
         return "\n".join([head, *lines, "", tail])
 
-    async def _export(self, user: str, *, zh: bool | None, app_zh: bool = False) -> Answer:
+    async def _export(self, user: str, *, zh: bool | None, app_zh: bool = False,
+                      asking: MessageKey | None = None) -> Answer:
         now = self.clock.now()
         self._exported = {u: t for u, t in self._exported.items() if now - t < _EXPORT_EVERY}
         last = self._exported.get(user)
@@ -274,12 +278,12 @@ class UserCommands:
             return Answer(f"每分钟只能导出一次；请 {wait} 秒后再试。" if (app_zh if zh is None else zh)
                           else f"One export a minute: please ask again in {wait} s.")
         self._exported[user] = now
-        kept, index = await self.everything.export(user)
+        kept, index = await self.everything.export(user, asking=asking)
         if zh is None:
             shown = len(index.memory_ids) + len(index.event_ids)
             zh = chinese_enough(index.chinese, shown) if shown else app_zh
         if not (index.memory_ids or index.event_ids or index.waiting or index.set_aside or kept.jobs or kept.history
-                or kept.timezone or kept.incognito_since or kept.files or kept.projects):
+                or kept.timezone or kept.incognito_since or kept.files or kept.projects or kept.unanswered):
             return Answer("我没有保存任何关于你的内容，没有可导出的。" if zh
                           else "I keep nothing about you, so there is nothing to export.")
         # Dated in their own zone (/timezone), as the prompt's date is.
@@ -379,13 +383,15 @@ class UserCommands:
                     *(_line(h, zh) for h in near)]
         return "\n".join([*out, "", tail])
 
-    async def _forget(self, user: str, args: str, chat_zh: bool | None, app_zh: bool = False) -> str:
+    async def _forget(self, user: str, args: str, chat_zh: bool | None, app_zh: bool = False,
+                      asking: MessageKey | None = None) -> str:
         # 、 and ； are what a Chinese input method types between ids.
         tokens = [t for t in re.split(r"[\s,，、;；]+", args.strip()) if t]
         if tokens and tokens[0].lower() in _ALL:
             zh = tokens[0] == "全部" or await self._speaks_chinese(user, [], chat_zh, app_zh)
             # The confirmation names the word they typed: "/forget 全部" is not told "/forget all".
-            return await self._forget_all(user, tokens[1:], zh=zh, word="全部" if tokens[0] == "全部" else "all")
+            return await self._forget_all(user, tokens[1:], zh=zh, word="全部" if tokens[0] == "全部" else "all",
+                                          asking=asking)
         refs: list[str] = []
         bad: list[str] = []
         for t in tokens:
@@ -451,7 +457,8 @@ class UserCommands:
         known = [h.content for h in (*o.profile, *o.recent)]
         return _chinese(known) if known else app_zh
 
-    async def _forget_all(self, user: str, rest: Sequence[str], *, zh: bool, word: str = "all") -> str:
+    async def _forget_all(self, user: str, rest: Sequence[str], *, zh: bool, word: str = "all",
+                          asking: MessageKey | None = None) -> str:
         now = self.clock.now()
         self._codes = {u: c for u, c in self._codes.items() if c[1] > now}
         if rest:
@@ -463,11 +470,11 @@ class UserCommands:
                     else f"That code is wrong or has expired; send /forget {word} for a new one."
                 )
             del self._codes[user]
-            gone = await self.everything.erase(user)
+            gone = await self.everything.erase(user, asking=asking)
             return ("已永久删除：" if zh else "Erased for good: ") + _counts(gone, zh) + (
                 "。从现在起我们重新认识。" if zh else ". From here on we start afresh."
             )
-        kept = await self.everything.census(user)
+        kept = await self.everything.census(user, asking=asking)
         if kept.empty:
             return "我没有保存任何关于你的内容。" if zh else "I keep nothing about you."
         code = f"{secrets.randbelow(10_000):04d}"
@@ -646,6 +653,8 @@ def _counts(c: Census, zh: bool) -> str:
             parts.append(f"{c.jobs} 个定时任务")
         if c.files:
             parts.append(f"你最近发来的 {c.files} 个文件")
+        if c.waiting:
+            parts.append(f"{c.waiting} 条等待回复的消息")
         if c.incognito:
             parts.append("你开启的无痕模式设置")
         if c.timezone:
@@ -657,6 +666,8 @@ def _counts(c: Census, zh: bool) -> str:
         parts.append(_n(c.jobs, "scheduled job", "scheduled jobs"))
     if c.files:
         parts.append(_n(c.files, "file", "files") + " you sent lately")
+    if c.waiting:
+        parts.append(_n(c.waiting, "message", "messages") + " waiting to be answered")
     if c.incognito:
         parts.append("your incognito setting (it goes off)")
     if c.timezone:

@@ -86,6 +86,7 @@ class UserExport:
     files: Sequence[tuple[str, datetime]] = ()  # files they sent lately (name, when), kept a day for file_read
     projects: Sequence[tuple[str, str]] = ()  # their renamed projects (old name, new name), /project
     groups: Mapping[str, str] = field(default_factory=dict)  # channel:chat_id -> title, for /share (gateway/chattitles.py)
+    unanswered: int = 0  # messages they sent still waiting to be answered (the inbox's rows; counted, not included)
 
 
 @dataclass(frozen=True)
@@ -252,6 +253,7 @@ async def write_markdown(
     write: Callable[[str], None], backend: MemoryBackend, owners: Sequence[str], *, at: str, page: int = 500,
     renamed: Callable[[str], Awaitable[Sequence[tuple[str, str]]]] | None = None,
     titles: Mapping[str, str] = _NO_NAMES,
+    unanswered: Callable[[str], Awaitable[int]] | None = None,
 ) -> tuple[int, int]:
     """:func:`render_markdown`'s text and a newline (the file the CLI
     wrote), handed to ``write`` a line at a time: each owner's index first
@@ -261,7 +263,9 @@ async def write_markdown(
     ``renamed``: an owner's renamed projects (old name, new name), said
     under their name (``MemoryEngine.owned_project_aliases``; the file
     store keeps none). ``titles``: groups' titles (``channel:chat_id`` ->
-    title, gateway/chattitles.py) for where a memory is shared."""
+    title, gateway/chattitles.py) for where a memory is shared.
+    ``unanswered``: how many of an owner's messages wait in gateway.db's
+    inbox to be answered (``Inbox.owned``), said with what waits to be learnt."""
     first = True
 
     def line(text: str) -> None:
@@ -273,7 +277,8 @@ async def write_markdown(
     memories = events = 0
     for owner in sorted(owners):
         index = await backend.owner_index(owner)
-        if not (index.memory_ids or index.event_ids or index.waiting):
+        waiting = await unanswered(owner) if unanswered is not None else 0
+        if not (index.memory_ids or index.event_ids or index.waiting or waiting):
             continue
         line(f"\n## {owner}")
         if renamed is not None and (projects := await renamed(owner)):
@@ -295,9 +300,12 @@ async def write_markdown(
                     dated = True
                     line(f"\n### {_OP.events}\n")
                 line(_event(row, _OP))
-        if index.waiting:
+        if index.waiting or waiting:
             line(f"\n### {_OP.waiting}\n")
+        if index.waiting:
             line(f"- {_n(index.waiting, 'line', 'lines')} waiting for extraction")
+        if waiting:
+            line(f"- {_n(waiting, 'message', 'messages')} waiting to be answered (gateway.db's inbox; not listed)")
     write("\n")
     return memories, events
 
@@ -421,18 +429,27 @@ def _renamed(projects: Sequence[tuple[str, str]]) -> str:
 
 
 def _user_tail(export: UserExport, waiting: int, lab: _Labels, *, zh: bool, set_aside: int = 0) -> list[str]:
-    """Their scheduled jobs, what waits to be learnt and what could not be
-    (lines set aside: kept, theirs, but not waiting), after the rows."""
+    """Their scheduled jobs, what waits to be learnt (and their messages
+    still to be answered, which are learnt from after) and what could not
+    be (lines set aside: kept, theirs, but not waiting), after the rows."""
     out: list[str] = []
     if export.jobs:
         out.append(f"\n## {lab.jobs}\n")
         out += [_job(job, lab) for job in export.jobs]
-    if waiting:
+    if waiting or export.unanswered:
         out.append(f"\n## {lab.waiting}\n")
+    if waiting:
         out.append(
             f"- {waiting} 条聊天内容还在等待提取为记忆。"
             if zh
             else f"- {_n(waiting, 'line', 'lines')} of our conversations still waiting to be learnt from."
+        )
+    if export.unanswered:
+        out.append(
+            f"- 你发来的 {export.unanswered} 条消息还在等待回复（此处未列出）。"
+            if zh
+            else f"- {_n(export.unanswered, 'message', 'messages')} you sent, still waiting to be answered "
+                 "(not listed here)."
         )
     if set_aside:
         out.append(f"\n## {lab.set_aside}\n")

@@ -83,9 +83,11 @@ from .bus import AGAIN, EDIT, LEFT, MESSAGE, RECALL, ROUTING_KEYS, Document, For
 from .logging import error_fields
 from .revisions import edited_words
 
-__all__ = ["REVISION_ATTEMPTS", "Inbox", "Revision", "Waiting", "dumps", "kept", "loads", "revision"]
+__all__ = ["REVISION_ATTEMPTS", "Inbox", "MessageKey", "Revision", "Waiting", "dumps", "kept", "loads", "revision"]
 
 log = structlog.get_logger(component="gateway")
+
+MessageKey = tuple[str, str, str]  # a message's (channel, chat_id, message_id)
 
 # Failed applications of a kept edit, recall or leaving before it is
 # dropped: a cause that passes (gateway.db or memory.db locked, a full
@@ -263,6 +265,9 @@ class Inbox:
         self._dropping: set[asyncio.Task[Any]] = set()
         self.failed = 0  # writes that failed (a full disk): each a message held at its platform, tried again
         self._failing = 0  # of those, since the last one kept
+        # Messages an erasure dropped in this run (:meth:`forget_owner`),
+        # by (channel, chat_id, message_id): few, as erasures are.
+        self._erased: set[MessageKey] = set()
 
     async def keep(self, msg: InboundMessage, waiting: Mapping[str, Any] | None = None) -> None:
         """Write ``msg`` (if :func:`kept`) before the platform learns it
@@ -272,7 +277,7 @@ class Inbox:
         if revision(msg):
             await self._keep_revision(msg)
             return
-        if not kept(msg, waiting):
+        if not kept(msg, waiting) or self.erased(msg):  # an erased one handed in again: never to be answered
             return
         try:
             await self._adds.write([(msg.channel, msg.chat_id, msg.message_id, format_ts(self.clock.now()),
@@ -473,13 +478,14 @@ class Inbox:
         row = await self.db.fetchone("SELECT COUNT(*) FROM inbox")
         return int(row[0]) if row else 0
 
-    async def _owned(self, owner: str, owner_of: Callable[[str, str], str]) -> tuple[list[int], list[int]]:
-        """The ids of ``owner``'s waiting messages and of their edits not yet
-        applied. A row names no owner: its sender does (``owner_of(channel,
-        sender_id)``, the identity map's resolve, as the loop names a turn's
-        owner), so a group's row is its sender's, and rows older versions
-        wrote are found alike. Recalls are not theirs: they hold no words (a
-        Feishu recall names no sender). A row that cannot be read is no one's
+    async def _owned(self, owner: str, owner_of: Callable[[str, str], str]) -> tuple[list[MessageKey], list[int]]:
+        """The (channel, chat_id, message_id) of ``owner``'s waiting
+        messages and the ids of their edits not yet applied. A row names
+        no owner: its sender does (``owner_of(channel, sender_id)``, the
+        identity map's resolve, as the loop names a turn's owner), so a
+        group's row is its sender's, and rows older versions wrote are
+        found alike. Recalls are not theirs: they hold no words (a Feishu
+        recall names no sender). A row that cannot be read is no one's
         here; the next start drops it (logged there)."""
 
         def theirs(channel: object, payload: object) -> bool:
@@ -489,8 +495,9 @@ class Inbox:
             except (ValueError, TypeError, KeyError):
                 return False
 
-        rows = await self.db.fetchall("SELECT id, channel, payload FROM inbox")
-        messages = [int(r["id"]) for r in rows if theirs(r["channel"], r["payload"])]
+        rows = await self.db.fetchall("SELECT channel, chat_id, message_id, payload FROM inbox ORDER BY id")
+        messages = [(str(r["channel"]), str(r["chat_id"]), str(r["message_id"]))
+                    for r in rows if theirs(r["channel"], r["payload"])]
         rows = await self.db.fetchall("SELECT id, channel, payload FROM revisions WHERE kind = ?", (EDIT,))
         return messages, [int(r["id"]) for r in rows if theirs(r["channel"], r["payload"])]
 
@@ -499,16 +506,40 @@ class Inbox:
         messages, edits = await self._owned(owner, owner_of)
         return bool(messages or edits)
 
-    async def forget_owner(self, owner: str, owner_of: Callable[[str, str], str]) -> tuple[int, int]:
+    async def owned(self, owner: str, owner_of: Callable[[str, str], str], *, besides: MessageKey | None = None) -> int:
+        """How many of ``owner``'s messages wait here to be answered (their
+        ``/export``, what ``/forget all`` will erase), ``besides`` (the
+        command asking, whose own row is here while it runs) not counted."""
+        await self._adds.drain()  # one taken a moment ago is waiting too
+        messages, _ = await self._owned(owner, owner_of)
+        return sum(1 for m in messages if m != besides)
+
+    def erased(self, msg: InboundMessage) -> bool:
+        """Was ``msg`` erased here (:meth:`forget_owner`) before its turn
+        ended? The process loop holds it still (queued behind another turn,
+        or under way): it must not be answered, stored or learnt after all."""
+        return (msg.channel, msg.chat_id, msg.message_id) in self._erased
+
+    async def forget_owner(self, owner: str, owner_of: Callable[[str, str], str], *,
+                           besides: MessageKey | None = None) -> tuple[int, int]:
         """Erase ``owner``'s messages waiting here and their edits not yet
         applied (``/forget all``, ``myclaw memory forget --user``; found as
-        :meth:`_owned` says); returns (messages, edits) dropped. Recalls
-        stay: applying one at the next start still withdraws the bot's reply
-        in the chat."""
+        :meth:`_owned` says); returns (messages, edits) dropped, ``besides``
+        (the ``/forget all`` itself: its row goes too, its turn ends as any
+        other) not counted. The messages are remembered as erased for this
+        run (:meth:`erased`): the loop may hold them still, and a channel
+        may hand one in again (a Feishu lane that was reading its pictures),
+        which is then not kept. Recalls stay: applying one at the next start
+        still withdraws the bot's reply in the chat."""
         await self._adds.drain()  # a row still being written would land after the delete
         messages, edits = await self._owned(owner, owner_of)
-        await self.drop(messages)
+        dropped = [m for m in messages if m != besides]
+        self._erased.update(dropped)
+        for i in range(0, len(messages), 500):
+            part = messages[i : i + 500]
+            await self.db.write("DELETE FROM inbox WHERE (channel, chat_id, message_id) IN (VALUES "
+                                + ", ".join(["(?, ?, ?)"] * len(part)) + ")", [v for m in part for v in m])
         for i in range(0, len(edits), 500):
-            part = edits[i : i + 500]
-            await self.db.write(f"DELETE FROM revisions WHERE id IN ({','.join('?' * len(part))})", part)
-        return len(messages), len(edits)
+            edit_ids = edits[i : i + 500]
+            await self.db.write(f"DELETE FROM revisions WHERE id IN ({','.join('?' * len(edit_ids))})", edit_ids)
+        return len(dropped), len(edits)

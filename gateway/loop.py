@@ -279,6 +279,11 @@ class _TakenIn(Exception):
     """A turn's message was taken in by a later one before its reply went (ProcessLoop._handle_current)."""
 
 
+class _Erased(_TakenIn):
+    """A turn's message was erased at its sender's request (``/forget all``)
+    while the model answered it: its answer is dropped, its rows go."""
+
+
 class TurnNotSaved(Wordless):
     """The user's message could not be written to Tier 0 (gateway.db's write
     lock held by another process past the wait, or its disk full): the
@@ -572,6 +577,8 @@ class ProcessLoop:
         user = self.identities.resolve(item.msg.channel, item.msg.sender_id)
         rows = await self.sessions.erase_message(key, item.msg.message_id, user)
         log.info("superseded turn's rows erased", chat=key, message_id=item.msg.message_id, rows=rows)
+        if self._erased(item):
+            await self.sessions.db.checkpoint()  # as the erasure itself: the rows' old pages go from the WAL
         return ""
 
     async def _work(self, key: str, q: deque[_Item]) -> None:
@@ -679,6 +686,13 @@ class ProcessLoop:
 
     # -- one message ------------------------------------------------------------
 
+    def _erased(self, item: _Item) -> bool:
+        """Was ``item``'s message erased at its sender's request while the
+        loop held it (``/forget all`` in another chat, or in this one
+        behind it: gateway/userdata.py)? Said before the erasure, it must
+        not reach the model nor be stored; what they send after is new."""
+        return item.user is None and self.inbox is not None and self.inbox.erased(item.msg)
+
     def _done(self, item: _Item, *, failed: bool = False) -> None:
         """``item``'s turn is over, however it ended: the inbox lets it go;
         but an edit, recall or leaving that ``failed`` to apply stays there
@@ -697,6 +711,11 @@ class ProcessLoop:
 
     async def _handle(self, item: _Item) -> str:
         msg = item.msg
+        if self._erased(item):  # queued behind a turn (another's, or their own) when they erased everything
+            self.stats.ignored += 1
+            log.info("queued message erased at its sender's request; not answered", chat=msg.session_key,
+                     message_id=msg.message_id)
+            return ""
         if msg.kind == MOVED:  # the chat has a new id: its history follows, no reply
             old = str(msg.metadata.get("moved_from") or "")
             moved: dict[str, int] = {}
@@ -774,7 +793,8 @@ class ProcessLoop:
             # to tell by, as what they show, then as the sender's app.
             chat_zh = await self._chat_is_chinese(msg)
             answer = await self.commands.answer(command, args, user=user, private=private, chat_zh=chat_zh,
-                                                app_zh=app_in_chinese(msg), chat=(msg.channel, msg.chat_id))
+                                                app_zh=app_in_chinese(msg), chat=(msg.channel, msg.chat_id),
+                                                asking=(msg.channel, msg.chat_id, msg.message_id))
             await self._reply(msg, answer.text, user, answer.attachment, answer=True, ahead=not answer.erased)
             return answer.text
         if command in BARE and not args:
@@ -956,6 +976,14 @@ class ProcessLoop:
             log.info("answered turn taken in by a burst published meanwhile; its answer dropped", chat=key,
                      message_id=item.msg.message_id)
             raise _TakenIn
+        if self._erased(item):
+            # Erased while the model answered (/forget all in another chat):
+            # its answer is dropped and its rows go (_handle_current), as a
+            # superseded turn's: nothing of it is stored or learnt after.
+            item.superseded = True
+            log.info("turn under way erased at its sender's request; its answer dropped", chat=key,
+                     message_id=item.msg.message_id)
+            raise _Erased
         item.answering = True  # before anything is sent: from here on the turn is not superseded
         if job and not reply.ok:
             if item.fallback is None:
@@ -1032,6 +1060,14 @@ class ProcessLoop:
         if not marked:
             await self._until_marked(msg, functools.partial(self._record_answered, msg, item, saved=user_row is not None))
         await self._publish(out)
+        if self._erased(item):
+            # Erased while its reply was written and sent: its rows, written
+            # after the erasure's, go now, never buffered to be learnt.
+            rows = await self.sessions.erase_message(key, msg.message_id, user)
+            await self.sessions.db.checkpoint()
+            log.info("answered turn erased at its sender's request; its rows erased", chat=key,
+                     message_id=msg.message_id, rows=rows)
+            return reply.text
         if reply.forgot and reply.ok:
             written = reply_write.result() if reply_write is not None and reply_write.exception() is None else None
             await self._blank_forgetting_turn([r for r in (user_row, written) if r is not None])

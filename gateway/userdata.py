@@ -7,7 +7,9 @@ Memory (every tier, the extraction buffer, the change log: the backend's
 of every chat (their messages and the replies to them, group chats too) and
 the jobs they scheduled, the replies to them still waiting in the
 outbox, their messages and edits kept in the inbox (a crash leaves them
-for the next start to answer or apply: gateway/inbox.py), the files they
+for the next start to answer or apply: gateway/inbox.py; those the process
+loop still holds, queued behind a turn or under way, are then neither
+answered nor stored: ``Inbox.erased``), the files they
 sent lately (kept a day for ``file_read``), the exports ``myclaw chat`` wrote for them, and their file store folder
 (``MEMORY.md`` and daily logs written while memory was off; imported
 since, but the files stay until erased). ``myclaw memory forget --user``
@@ -42,7 +44,7 @@ if TYPE_CHECKING:
     from memory.filestore import FileMemory
 
     from .cron import CronStore
-    from .inbox import Inbox
+    from .inbox import Inbox, MessageKey
     from .incognito import Incognito
     from .outbox import Outbox
     from .sessions import SessionStore
@@ -63,14 +65,17 @@ class Census:
     messages: int = 0  # conversation history (Tier 0), every chat, and replies waiting in the outbox
     jobs: int = 0  # scheduled jobs they made
     files: int = 0  # files they sent lately, kept a day for file_read (gateway/recent_files.py)
+    # Messages they sent that wait to be answered (the inbox's rows: queued
+    # behind a turn, under way, or left by a crash), the command asking aside.
+    waiting: int = 0
     # Settings they made, data about them too: incognito on, a time zone of theirs.
     incognito: bool = False
     timezone: bool = False
 
     @property
     def empty(self) -> bool:
-        return not (self.memories or self.events or self.messages or self.jobs or self.files or self.incognito
-                    or self.timezone)
+        return not (self.memories or self.events or self.messages or self.jobs or self.files or self.waiting
+                    or self.incognito or self.timezone)
 
 
 class UserData:
@@ -110,7 +115,9 @@ class UserData:
         # resolve): inbox rows name their sender only.
         self.owner_of = owner_of or IdentityMap().resolve
 
-    async def census(self, user: str) -> Census:
+    async def census(self, user: str, *, asking: MessageKey | None = None) -> Census:
+        """What :meth:`erase` would erase; ``asking``: the command asking
+        (its own message waits in the inbox while it runs), not counted."""
         o = await self.backend.overview(user, limit=0)
         messages = await self.sessions.owned(user) if self.sessions is not None else 0
         messages += await self.outbox.owned(user) if self.outbox is not None else 0
@@ -118,12 +125,14 @@ class UserData:
         quiet = self.incognito is not None and await self.incognito.since(user) is not None
         zone = self.timezones is not None and await self.timezones.get(user) is not None
         files = len(self.files.owned(user)) if self.files is not None else 0
-        return Census(memories=o.facts, events=o.events, messages=messages, jobs=jobs, files=files, incognito=quiet,
-                      timezone=zone)
+        waiting = await self.inbox.owned(user, self.owner_of, besides=asking) if self.inbox is not None else 0
+        return Census(memories=o.facts, events=o.events, messages=messages, jobs=jobs, files=files, waiting=waiting,
+                      incognito=quiet, timezone=zone)
 
-    async def export(self, user: str) -> tuple[UserExport, OwnerIndex]:
-        """What ``user``'s export starts from: their settings, scheduled jobs
-        and how many lines of history are kept, and the index of their
+    async def export(self, user: str, *, asking: MessageKey | None = None) -> tuple[UserExport, OwnerIndex]:
+        """What ``user``'s export starts from: their settings, scheduled jobs,
+        how many lines of history are kept and how many of their messages
+        wait to be answered (``asking``, the /export itself, aside), and the index of their
         memory's rows (the rows themselves are read page by page as the file
         is written: ``backend.owner_rows``); each read for ``user`` alone."""
         index = await self.backend.owner_index(user)
@@ -138,11 +147,14 @@ class UserData:
         projects = await engine.owned_project_aliases(user) if engine is not None else []
         groups = (await self.titles.names(await shared_places(engine, user))
                   if engine is not None and self.titles is not None else {})
+        waiting = await self.inbox.owned(user, self.owner_of, besides=asking) if self.inbox is not None else 0
         return UserExport(data=data, jobs=jobs, history=history, timezone=zone_name(tz) if tz is not None else "",
-                          incognito_since=since, files=files, projects=projects, groups=groups), index
+                          incognito_since=since, files=files, projects=projects, groups=groups,
+                          unanswered=waiting), index
 
-    async def erase(self, user: str) -> Census:
-        """Erase everything of ``user``; returns what went. Memory first: the
+    async def erase(self, user: str, *, asking: MessageKey | None = None) -> Census:
+        """Erase everything of ``user``; returns what went (``asking``, the
+        ``/forget all`` itself, erased but not counted). Memory first: the
         history's rows could otherwise be buffered for extraction again.
         The file store's folder before memory: gone first, its import record
         (which memory erases) can no longer let it be read back in."""
@@ -161,9 +173,10 @@ class UserData:
         waiting = edits = 0
         if self.inbox is not None:
             # Their messages and edits kept for a crash: the next start would
-            # answer (and learn from) them, or apply an edit's new words. Their
-            # own /forget all's row goes too; its turn ends as any other.
-            waiting, edits = await self.inbox.forget_owner(user, self.owner_of)
+            # answer (and learn from) them, or apply an edit's new words; the
+            # process loop, which may hold them still, drops them (Inbox.erased).
+            # Their own /forget all's row goes too; its turn ends as any other.
+            waiting, edits = await self.inbox.forget_owner(user, self.owner_of, besides=asking)
         if self.sessions is not None and (messages or files or waiting or edits):
             # The deleted rows' old pages stay in the WAL until a
             # checkpoint overwrites them (as App._forget_history).
@@ -181,7 +194,7 @@ class UserData:
             if jobs:  # the jobs' words stay in cron.db's WAL until a checkpoint (as above)
                 await self.cron.db.checkpoint()
         out = Census(memories=mem.memories, events=mem.events, messages=messages, jobs=jobs, files=files,
-                     incognito=quiet, timezone=zone)
+                     waiting=waiting, incognito=quiet, timezone=zone)
         log.info("user forgotten at their request", owner=user, memories=out.memories, events=out.events,
                  waiting=mem.waiting, messages=out.messages, inbox=waiting, edits=edits, jobs=out.jobs, files=mem.files, sent_files=files,
                  incognito=quiet, timezone=zone)

@@ -8,9 +8,11 @@ person is never shared by a forgotten option.
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import sqlite3
 import sys
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -804,10 +806,20 @@ async def _owners_of(path: Path) -> list[str]:
 async def _write_markdown(
     path: Path, owner: str | None, write: Callable[[str], Any], titles: dict[str, str]
 ) -> tuple[int, int]:
-    async with open_engine(path) as engine:
+    from gateway.inbox import Inbox
+    from gateway.sessions import SessionStore
+
+    async with contextlib.AsyncExitStack() as stack:
+        engine = await stack.enter_async_context(open_engine(path))
         owners = [owner] if owner else await engine.owners()
+        unanswered: Callable[[str], Awaitable[int]] | None = None
+        if (gateway_db := Paths.from_env().gateway_db()).exists():
+            # Their messages waiting to be answered (a crash left, or the gateway holds now) are theirs too.
+            sessions = await stack.enter_async_context(await SessionStore.open(gateway_db))
+            inbox = Inbox(sessions.db, SystemClock())
+            unanswered = functools.partial(inbox.owned, owner_of=IdentityMap(load_cli_config().memory.identities).resolve)
         return await write_markdown(write, SqliteMemory(engine), owners, at=engine.now(),
-                                    renamed=engine.owned_project_aliases, titles=titles)
+                                    renamed=engine.owned_project_aliases, titles=titles, unanswered=unanswered)
 
 
 async def _write_json(

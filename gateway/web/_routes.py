@@ -218,6 +218,9 @@ class MemoryWeb:
         self.page_size = page_size
         self.tz = tz
         self.titles: ChatTitles | None = None  # groups named by title (set once gateway.db is open)
+        # How many of a user's messages wait in the inbox to be answered, for
+        # the export (set once gateway.db is open: Inbox.owned).
+        self.unanswered: Callable[[str], Awaitable[int]] | None = None
         self._mounted: list[tuple[str, str]] = []
 
     async def _name_groups(self, ctx: PageContext, memories: Iterable[Memory]) -> None:
@@ -565,7 +568,7 @@ class MemoryWeb:
                       if self.titles is not None else {})
             await write_markdown(spool.write, SqliteMemory(self.admin.engine, self.admin.retriever), [user],
                                  at=now.strftime("%Y-%m-%d %H:%M UTC"), renamed=self.admin.engine.owned_project_aliases,
-                                 titles=titles)
+                                 titles=titles, unanswered=self.unanswered)
         except BaseException:
             spool.close()
             raise

@@ -176,6 +176,34 @@ async def test_forgetting_an_owner_drops_their_waiting_messages_and_edits_by_sen
         assert await inbox.forget_owner("telegram:1002", identities.resolve) == (1, 1)
 
 
+async def test_an_erasure_marks_what_it_dropped_for_the_loop_and_counts_the_asking_command_out(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    """The loop may still hold an erased message (queued, under way): it
+    asks :meth:`Inbox.erased`. The ``/forget all`` asking goes but is not
+    counted, nor marked (its turn is under way and ends as usual); an
+    erased message handed in again (a Feishu lane) is not kept; Bob's are
+    neither counted nor marked."""
+    identities = IdentityMap()
+    msgs = [InboundMessage(channel="telegram", chat_id=chat, sender_id=sender, text=text, message_id=mid,
+                           is_group=chat == "-100", mentioned=True)
+            for chat, sender, mid, text in [("-100", "1001", "1", "@bot my pin is 5519"),
+                                            ("-100", "1002", "2", "@bot the ferry?"),
+                                            ("1001", "1001", "3", "/forget all 1234")]]
+    asking = ("telegram", "1001", "3")
+    async with await SessionStore.open(tmp_path / "gateway.db", clock) as store:
+        inbox = Inbox(store.db, clock)
+        for m in msgs:
+            await inbox.keep(m)
+        assert await inbox.owned("telegram:1001", identities.resolve, besides=asking) == 1
+        assert await inbox.owned("telegram:1001", identities.resolve) == 2
+        assert await inbox.forget_owner("telegram:1001", identities.resolve, besides=asking) == (1, 0)
+        assert [inbox.erased(m) for m in msgs] == [True, False, False]
+        await inbox.keep(msgs[0])
+        await inbox.flush()
+        assert [r[0] for r in await store.db.fetchall("SELECT message_id FROM inbox")] == ["2"]
+
+
 # -- a failed write is logged by its codes, never the words it held ---------------------
 
 SAID = "quokka5521"  # a user's words, which SQLite's error text quotes below
