@@ -74,7 +74,7 @@ from gateway.config import FeishuConfig
 from gateway.http import HttpServer
 from gateway.inbox import dumps, readable_again
 from gateway.logging import error_fields
-from memory.errorlog import error_brief
+from memory.errorlog import codes, error_brief
 
 from .client import (
     MESSAGE_RATE_LIMIT_CODE,
@@ -359,7 +359,10 @@ class FeishuChannel(BaseChannel):
         if self._longconn is None:
             await asyncio.Event().wait()  # never set
         error = await self._longconn.wait_failed()
-        return ChannelFatalError(f"the Feishu long connection stopped for good: {error}")
+        # Feishu's text may echo a chat; its code says which refusal (514: no long-connection permission).
+        code = codes(error).get("code")
+        said = error_brief(error) + (f" (code {code})" if code is not None else "")
+        return ChannelFatalError(f"the Feishu long connection stopped for good: {said}")
 
     async def _identify_bot(self) -> None:
         """Learn the bot's open_id, so a group message counts as addressed to
