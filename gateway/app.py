@@ -539,7 +539,7 @@ class App:
             log.warning("memory files not imported at start: another import is running", why=str(busy))
         else:
             if report.changed or report.problems:
-                log.info("imported memory files written while memory was off", **report.to_dict())
+                log.info("imported memory files written while memory was off", **report.log_fields())
         if cfg.memory.file_sync.total_seconds() > 0:
             # Hand edits made while running (seed 004's file-to-database sync).
             self.file_sync = FileSync(self.paths.workspace(cfg), engine,
