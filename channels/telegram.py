@@ -129,6 +129,7 @@ from gateway.bus import (
 from gateway.commands import MENU, MENU_ZH, runs_itself
 from gateway.config import TelegramConfig
 from gateway.logging import error_fields
+from memory.errorlog import error_brief
 
 __all__ = [
     "AiohttpRequest",
@@ -499,6 +500,42 @@ def _token_rejected(exc: InvalidToken) -> ChannelFatalError:
     return ChannelFatalError(NOT_FOUND_MESSAGE if not_found else INVALID_TOKEN_MESSAGE)
 
 
+# Telegram's refusals, as this list words them: a description may quote
+# what was sent (an entity's tag) or a chat's title, so the log names the
+# refusal it matched, never the description itself.
+_REASONS = (
+    "chat not found", "can't parse entities", "message is too long", "bot was blocked by the user",
+    "bot was kicked", "bot is not a member", "not enough rights", "have no rights to send",
+    "user is deactivated", "message to be replied not found", "message thread not found",
+    "file is too big", "wrong file identifier", "invalid file_id", "request entity too large",
+    "terminated by other getupdates request", "webhook is active", "too many requests",
+    "unauthorized", "not found", "internal server error", "bad gateway", "service unavailable",
+    "gateway timeout", "timed out",
+)
+
+
+def _error_log(exc: BaseException) -> dict[str, Any]:
+    """A log line's fields for a Telegram error: :func:`error_fields` (its
+    type, place, codes) and ``reason``, the refusal it is from
+    :data:`_REASONS`, when one matches."""
+    fields = error_fields(exc)
+    if reason := _reason(exc):
+        fields["reason"] = reason
+    return fields
+
+
+def _brief(exc: BaseException) -> str:
+    """A Telegram error in a few words of ours for an error's text:
+    "BadRequest: chat not found", "NetworkError"."""
+    reason = _reason(exc)
+    return f"{type(exc).__name__}: {reason}" if reason else error_brief(exc)
+
+
+def _reason(exc: BaseException) -> str:
+    words = str(exc).lower()
+    return next((r for r in _REASONS if r in words), "")
+
+
 def _chat_id(chat_id: str) -> int | str:
     # Numeric ids as int; "@channelname" stays a string.
     return int(chat_id) if chat_id.lstrip("-").isdigit() else chat_id
@@ -800,7 +837,7 @@ class TelegramChannel(BaseChannel):
             self.log.warning(
                 "could not confirm handled Telegram updates; they may be delivered again",
                 offset=offset,
-                error=self._scrub(repr(exc)),
+                **_error_log(exc),
             )
 
     @property
@@ -819,9 +856,6 @@ class TelegramChannel(BaseChannel):
         self._failure = exc
         self._failed.set()
         self.log.error("Telegram channel stopped for good", error=str(exc))
-
-    def _scrub(self, text: str) -> str:
-        return text.replace(self._token, "***") if self._token else text
 
     # -- receiving --------------------------------------------------------------------
     async def _run(self) -> None:
@@ -859,7 +893,7 @@ class TelegramChannel(BaseChannel):
             except RetryAfter as exc:
                 await asyncio.sleep(_retry_after_seconds(exc))
             except TelegramError as exc:
-                self.log.warning("Telegram getMe failed; retrying", error=self._scrub(repr(exc)), base_url=self.config.base_url)
+                self.log.warning("Telegram getMe failed; retrying", base_url=self.config.base_url, **_error_log(exc))
                 await asyncio.sleep(next(delays))
         username = bot.username
         self._bot_id = bot.id
@@ -889,9 +923,9 @@ class TelegramChannel(BaseChannel):
             except (TelegramError, TimeoutError) as exc:
                 again = isinstance(exc, (NetworkError, TimeoutError)) and not isinstance(exc, BadRequest)
                 if not again or attempt == attempts:
-                    self.log.warning("Telegram command menu not set", error=self._scrub(repr(exc)))
+                    self.log.warning("Telegram command menu not set", **_error_log(exc))
                     return
-                self.log.info("Telegram command menu not set yet; trying again", error=self._scrub(repr(exc)))
+                self.log.info("Telegram command menu not set yet; trying again", **_error_log(exc))
             await asyncio.sleep(next(delays))
 
     async def _poll(self) -> None:
@@ -919,11 +953,11 @@ class TelegramChannel(BaseChannel):
             except Conflict as exc:
                 # Another process polls with this token: loud, but not fatal,
                 # since the other one may be the instance being replaced.
-                self.log.error("Telegram getUpdates conflict: is another bot instance running?", error=str(exc))
+                self.log.error("Telegram getUpdates conflict: is another bot instance running?", **_error_log(exc))
                 await asyncio.sleep(next(delays))
                 continue
             except TelegramError as exc:  # NetworkError, TimedOut, a 5xx, Forbidden, ...
-                self.log.warning("Telegram getUpdates failed; retrying", error=self._scrub(repr(exc)))
+                self.log.warning("Telegram getUpdates failed; retrying", **_error_log(exc))
                 await asyncio.sleep(next(delays))
                 continue
             delays = self.backoff.delays()
@@ -1474,7 +1508,7 @@ class TelegramChannel(BaseChannel):
             data = bytes(await file.download_as_bytearray())
         except TelegramError as exc:
             too_big = "too big" in str(exc).lower()  # getFile's refusal past 20 MB
-            raise ImageError(TOO_LARGE if too_big else FAILED, self._scrub(repr(exc))) from None
+            raise ImageError(TOO_LARGE if too_big else FAILED, _brief(exc)) from None
         if len(data) > limit:
             raise ImageError(TOO_LARGE, f"{len(data)} bytes, over the {limit} byte limit")
         return data
@@ -1588,7 +1622,7 @@ class TelegramChannel(BaseChannel):
         try:
             await bot.send_chat_action(chat_id=_chat_id(chat_id), action=ChatAction.TYPING)
         except TelegramError as exc:
-            self.log.debug("typing indicator not sent", chat_id=chat_id, error=self._scrub(repr(exc)))
+            self.log.debug("typing indicator not sent", chat_id=chat_id, **_error_log(exc))
 
     async def send(self, msg: OutboundMessage) -> None:
         """Send a reply, split into parts of at most 4096 characters, in
@@ -1702,7 +1736,7 @@ class TelegramChannel(BaseChannel):
                         raise
                     # A converter bug must not cost the reply: the words go out as written.
                     self.log.warning("Telegram refused the reply's formatting; sent as plain text",
-                                     chat_id=to, part=which, error=self._scrub(str(exc)))
+                                     chat_id=to, part=which, **_error_log(exc))
                     formatted = None
             await _send_message(bot, to, text, quoted, thread_id)
 
@@ -1743,7 +1777,7 @@ class TelegramChannel(BaseChannel):
                     if not _refuses_markup(exc):
                         raise
                     self.log.warning("Telegram refused the caption's formatting; sent as plain text",
-                                     chat_id=to, error=self._scrub(str(exc)))
+                                     chat_id=to, **_error_log(exc))
                     formatted = None
             await send(to, caption or None, None)
 
@@ -1778,15 +1812,16 @@ class TelegramChannel(BaseChannel):
             except (BadRequest, Forbidden, InvalidToken) as exc:
                 # The request itself is refused; sending it again cannot help.
                 raise TelegramSendError(
-                    f"Telegram refused the reply to chat {chat_id} ({what}): {self._scrub(str(exc))}",
+                    f"Telegram refused the reply to chat {chat_id} ({what}): {_brief(exc)}",
                     retryable=False,
                 ) from None
             except (NetworkError, Conflict) as exc:
                 if _too_large(exc):  # 413: a file over what this Bot API server takes; no use sending it again
                     raise FileTooLarge(f"Telegram refused the file for chat {chat_id} ({what}) as too large") from None
-                error = self._scrub(repr(exc))
+                error = _brief(exc)
                 if attempt < self.send_attempts:
-                    self.log.warning(f"Telegram {method} failed; retrying", chat_id=chat_id, attempt=attempt, error=error)
+                    self.log.warning(f"Telegram {method} failed; retrying", chat_id=chat_id, attempt=attempt,
+                                     **_error_log(exc))
                     await asyncio.sleep(next(delays))
         raise TelegramSendError(
             f"Telegram reply to chat {chat_id} not sent ({what}) after {attempt} attempts: {error}",

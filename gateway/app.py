@@ -70,7 +70,7 @@ from .config import Config, ConfigError, Paths
 from .datalock import AlreadyRunning, DataBusy, DataLock, GatewayLock
 from .delivery import Delivery
 from .failover import FailoverLLM
-from .logging import error_fields
+from .logging import error_fields, loop_exception_handler
 from .loop import KnownProjects, ProcessLoop
 from .memory_tools import memory_tools
 from .outbox import Outbox
@@ -238,6 +238,7 @@ class App:
         self._tasks: list[asyncio.Task[Any]] = []
         self._watchers: dict[asyncio.Task[Any], str] = {}
         self._loop_task: asyncio.Task[None] | None = None
+        self._handler: tuple[asyncio.AbstractEventLoop, Any] | None = None  # the loop's exception handler before ours
         self._started_services: list[Service] = []
         self._instance: GatewayLock | None = None  # while the gateway runs
         self._data_lock = DataLock(paths.data_dir)
@@ -544,7 +545,7 @@ class App:
             log.warning("memory files not imported at start: another import is running", why=str(busy))
         else:
             if report.changed or report.problems:
-                log.info("imported memory files written while memory was off", **report.to_dict())
+                log.info("imported memory files written while memory was off", **report.log_fields())
         if cfg.memory.file_sync.total_seconds() > 0:
             # Hand edits made while running (seed 004's file-to-database sync).
             self.file_sync = FileSync(self.paths.workspace(cfg), engine,
@@ -720,6 +721,11 @@ class App:
         ``failed_channels`` / :meth:`wait`)."""
         if self.loop is None:
             raise RuntimeError("App.open() must run before start()")
+        # An error nobody awaited (a fire-and-forget task's) logged without
+        # its text: asyncio's default logs the task's repr, which quotes it.
+        running = asyncio.get_running_loop()
+        self._handler = (running, running.get_exception_handler())
+        running.set_exception_handler(loop_exception_handler)
         channels = self._build_channels()
         self._open_health()  # after the channels: a webhook may have made the HTTP server
         if not channels and not self.failed_channels:
@@ -950,6 +956,10 @@ class App:
         self._data_lock.release()
         if self._instance is not None:
             self._instance.release()  # last: another gateway may start once the files are closed
+        if self._handler is not None:
+            running, before = self._handler
+            if running.get_exception_handler() is loop_exception_handler:
+                running.set_exception_handler(before)
 
     async def __aenter__(self) -> App:
         await self.open()

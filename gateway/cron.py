@@ -721,8 +721,13 @@ class CronScheduler:
             return []
         return list(await asyncio.gather(*started))
 
-    def _forget(self, job_id: str, _task: asyncio.Task[JobRun]) -> None:
+    def _forget(self, job_id: str, task: asyncio.Task[JobRun]) -> None:
         self._running.pop(job_id, None)
+        # A run the poll started is awaited by nobody: its failure (the
+        # record in cron.db refused) is read here, or asyncio would log the
+        # task's repr, the error's text in it. The job stays due: tried again.
+        if not task.cancelled() and (exc := task.exception()) is not None:
+            log.error("cron job failed outside its run", job=job_id, **error_fields(exc))
 
     def _retry_at(self, job: CronJob, slot: datetime, now: datetime) -> datetime | None:
         """When to try ``job`` again if this attempt fails; None: this is its last."""

@@ -22,6 +22,7 @@ DEBUG either); a traceback logged with ``exc_info`` (a library's
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import re
 import sys
@@ -33,7 +34,7 @@ import structlog
 from memory.errorlog import error_brief, error_fields
 from memory.redact import KEY_SHAPES, redact_credentials, scrub_provider_text
 
-__all__ = ["Redactor", "configure_logging", "error_fields", "get_logger", "provider_text"]
+__all__ = ["Redactor", "configure_logging", "error_fields", "get_logger", "loop_exception_handler", "provider_text"]
 
 _SECRET_KEY = re.compile(r"(api[_-]?key|token|secret|password|passwd|authorization|encrypt[_-]?key|cookie)", re.I)
 _SECRET_SHAPES = [
@@ -167,6 +168,38 @@ def configure_logging(
                  "aiosqlite"):
         logging.getLogger(name).setLevel(max(logging.WARNING, root.level))
     return _redactor
+
+
+# What asyncio says in a context's message, its own phrases: the rest of a
+# message (a task's or a callback's repr, their arguments, the error's
+# text) is never logged.
+_ASYNCIO_SAYS = (
+    "Task exception was never retrieved", "Future exception was never retrieved",
+    "Task was destroyed but it is pending", "Exception in callback", "Fatal error on SSL transport",
+    "Fatal error on transport", "Fatal read error on socket transport", "Fatal write error on socket transport",
+    "Fatal error: protocol.", "Unhandled error in exception handler", "an error occurred during closing of asynchronous generator",
+    "asyncgen", "Error on reading from the event loop self pipe", "socket.send() raised exception.",
+)
+
+
+def loop_exception_handler(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+    """The gateway's loop's handler for an error nobody awaited ("Task
+    exception was never retrieved", a callback's error). asyncio's default
+    logs the task's repr, which ends with the exception's, text and all;
+    this logs asyncio's own phrase, the task's name and coroutine, and
+    the error as :func:`error_fields`."""
+    message = str(context.get("message") or "")
+    event = next((p for p in _ASYNCIO_SAYS if message.startswith(p)), "asyncio error")
+    fields: dict[str, Any] = {}
+    task = context.get("task") or context.get("future")
+    if isinstance(task, asyncio.Task):
+        fields["task"] = task.get_name()  # ours name their chat or job by ids
+        coro = task.get_coro()
+        fields["coroutine"] = getattr(coro, "__qualname__", type(coro).__name__)
+    exc = context.get("exception")
+    if isinstance(exc, BaseException):
+        fields.update(error_fields(exc))
+    structlog.get_logger("asyncio").error(event, **fields)
 
 
 def get_logger(component: str | None = None, **bound: Any) -> Any:

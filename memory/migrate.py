@@ -60,6 +60,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import time
 from collections.abc import Callable, Collection
 from dataclasses import asdict, dataclass, field
@@ -88,7 +89,8 @@ from .tokens import estimate_tokens
 from .changelog import write_log
 from .types import GLOBAL_OWNER, Category, NewMemory, Provenance, Source, Status
 
-__all__ = ["RACY_NS", "SHRINK_HOLD", "SHRINK_MIN", "MigrationReport", "carry_ledger", "discover", "drop_ledger", "is_racy", "memory_files", "migrate_files"]
+__all__ = ["RACY_NS", "SHRINK_HOLD", "SHRINK_MIN", "MigrationReport", "carry_ledger", "discover", "drop_ledger", "is_racy", "log_name", "memory_files",
+           "migrate_files"]
 
 # Lazy: a logger bound at import would ignore configure_logging (and its redaction).
 log = structlog.get_logger(component="memory")
@@ -139,6 +141,11 @@ class MigrationReport:
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
+    def log_fields(self) -> dict[str, Any]:
+        """The report for a log line: its counts. The owners are users'
+        names and the problems and held files name their files."""
+        return {k: len(v) if isinstance(v, list | dict) else v for k, v in asdict(self).items()}
+
 
 def _ledger_key(f: MemoryFile) -> str:
     return _LEDGER_PREFIX + json.dumps([f.owner, f.name], ensure_ascii=False)
@@ -168,6 +175,46 @@ async def drop_ledger(conn: aiosqlite.Connection, owner: str) -> int:
 
 def _ref(root: Path, f: MemoryFile) -> str:
     return f.path.relative_to(root).as_posix()
+
+
+_SLUG_DIGEST = re.compile(r"-([0-9a-f]{12})")
+# Each problem's kind for the log, by the words this module writes it with.
+_PROBLEM_KINDS = (
+    (f"no {OWNER_FILE} file", "no_owner"),
+    (f"{OWNER_FILE} names", "owner_mismatch"),
+    ("not imported (only", "not_a_memory_file"),
+    ("not UTF-8", "not_utf8"),
+    ("holds no facts now", "no_facts"),
+    ("a save removed", "shrink_held"),
+)
+
+
+def log_name(ref: str) -> str:
+    """A memory file's path (from the memory directory) for the log: a
+    user's directory is named by its slug's hash, as a glob that finds it
+    (``users/*-d7c9856dd68f``: the slug's readable part is the user's
+    name), any other directory and a file not named as the file store
+    names them (``MEMORY.md``, ``YYYY-MM-DD.md``) by a hash of their name
+    (``users/#<hash>``, ``file-<hash>.md``)."""
+    parts = ref.split("/")
+    if len(parts) > 1 and parts[0] == USERS_DIR:
+        found = _SLUG_DIGEST.search(parts[1])
+        parts[1] = f"*-{found.group(1)}" if found and found.end() == len(parts[1]) else f"#{_name_hash(parts[1])}"
+    if len(parts) > 2 or parts[0] != USERS_DIR:
+        name = parts[-1]
+        if name != LONG_TERM and not is_daily_name(name):
+            parts[-1] = f"file-{_name_hash(name)}.md"
+    return "/".join(parts)
+
+
+def _name_hash(name: str) -> str:
+    return hashlib.sha256(name.encode("utf-8", "surrogatepass")).hexdigest()[:12]
+
+
+def _log_problem(problem: str) -> None:
+    ref, _, why = problem.partition(": ")
+    kind = next((k for words, k in _PROBLEM_KINDS if words in why), "other")
+    log.warning("migration left a file or directory out", problem=kind, file=log_name(ref))
 
 
 def discover(root: Path) -> tuple[list[tuple[str, Path]], list[str]]:
@@ -331,7 +378,7 @@ async def migrate_files(
             if entry and entry.get("sha256") == stamp["sha256"]:
                 report.files_unchanged += 1  # touched, not changed: remember the new mtime
                 if "held" in entry:
-                    log.info("memory file put back; its held removal is dropped", file=_ref(root, f))
+                    log.info("memory file put back; its held removal is dropped", file=log_name(_ref(root, f)))
                 kept = {k: v for k, v in entry.items() if k not in ("racy", "held")} | stamp
                 if kept != entry:
                     async with engine.db.transaction() as conn:
@@ -343,7 +390,7 @@ async def migrate_files(
     if wanted is None:
         report.problems[:0] = problems
     for p in report.problems:
-        log.warning("migration left a file or directory out", problem=p)
+        _log_problem(p)  # its kind and a hashed name: the text names a user and a file
     if report.changed:
         log.info(
             "files migrated",
@@ -402,7 +449,7 @@ async def _long_term(
         new_at.append(at)
     if untrusted:
         # The count only: the lines are the user's words.
-        log.warning("memory file lines dated after today or before 1970; dated now", file=_ref(root, f),
+        log.warning("memory file lines dated after today or before 1970; dated now", file=log_name(_ref(root, f)),
                     untrusted=untrusted)
     # Rows and ledger in one transaction: a crash leaves neither or both.
     async with engine.db.transaction() as conn:
@@ -437,11 +484,11 @@ async def _held(
                 "file": ref}
         async with engine.db.transaction() as conn:
             await _save_ledger(conn, _ledger_key(f), {**entry, "held": held})
-        log.warning("memory file lost most of its facts in one save; held, nothing archived", file=ref,
+        log.warning("memory file lost most of its facts in one save; held, nothing archived", file=log_name(ref),
                     removed=removed, facts=facts, until=format_ts(now + SHRINK_HOLD))
     due = since + SHRINK_HOLD
     if now >= due:
-        log.info("held removal left in place; done", file=ref, removed=removed)
+        log.info("held removal left in place; done", file=log_name(ref), removed=removed)
         return False
     report.held[ref] = format_ts(due)
     report.problems.append(

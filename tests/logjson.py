@@ -14,7 +14,7 @@ import structlog
 
 from gateway.logging import configure_logging
 
-__all__ = ["debug_json_log", "lines"]
+__all__ = ["all_lines", "debug_json_log", "lines"]
 
 
 @contextlib.contextmanager
@@ -40,3 +40,8 @@ def lines(stream: io.StringIO, event: str) -> list[dict[str, Any]]:
     """The log lines whose event is ``event``, parsed."""
     parsed = [json.loads(x) for x in stream.getvalue().splitlines() if x.strip()]
     return [p for p in parsed if p.get("event") == event]
+
+
+def all_lines(stream: io.StringIO) -> list[dict[str, Any]]:
+    """Every log line, parsed."""
+    return [json.loads(x) for x in stream.getvalue().splitlines() if x.strip()]

@@ -74,7 +74,7 @@ from gateway.config import FeishuConfig
 from gateway.http import HttpServer
 from gateway.inbox import dumps, readable_again
 from gateway.logging import error_fields
-from memory.errorlog import error_brief
+from memory.errorlog import codes, error_brief
 
 from .client import (
     MESSAGE_RATE_LIMIT_CODE,
@@ -161,6 +161,14 @@ async def _to_the_end(work: Awaitable[T]) -> T:
         if not task.cancelled():
             task.exception()  # its failure is the stop's to ignore, not an unread one
         raise
+
+
+def _api_brief(exc: FeishuApiError) -> str:
+    """A Feishu refusal in words of ours, for a log or a note's reason:
+    its code and HTTP status say which it was; its ``msg`` is Feishu's
+    text, which may echo what a chat holds (and a non-JSON answer's
+    body, whatever a proxy put there)."""
+    return f"Feishu API error {exc.code} (HTTP {exc.status})"
 
 
 class _CutShort(Exception):
@@ -359,7 +367,10 @@ class FeishuChannel(BaseChannel):
         if self._longconn is None:
             await asyncio.Event().wait()  # never set
         error = await self._longconn.wait_failed()
-        return ChannelFatalError(f"the Feishu long connection stopped for good: {error}")
+        # Feishu's text may echo a chat; its code says which refusal (514: no long-connection permission).
+        code = codes(error).get("code")
+        said = error_brief(error) + (f" (code {code})" if code is not None else "")
+        return ChannelFatalError(f"the Feishu long connection stopped for good: {said}")
 
     async def _identify_bot(self) -> None:
         """Learn the bot's open_id, so a group message counts as addressed to
@@ -370,7 +381,8 @@ class FeishuChannel(BaseChannel):
         except FeishuApiError as exc:
             if exc.endpoint.endswith("tenant_access_token/internal") and not is_retryable(exc):
                 raise ChannelFatalError(f"Feishu rejected appId/appSecret (code {exc.code}: {exc.msg})") from exc
-            self.log.warning("could not fetch the Feishu bot identity; any @mention will count as one", error=str(exc))
+            self.log.warning("could not fetch the Feishu bot identity; any @mention will count as one",
+                             error=_api_brief(exc))
             return
         self.bot_open_id = str(info.get("open_id") or "") or None
         self.log.info("feishu bot identified", bot_open_id=self.bot_open_id, app_name=info.get("app_name"))
@@ -699,7 +711,7 @@ class FeishuChannel(BaseChannel):
         try:
             items = await self._unless_cut(self.api.get_message_items(msg.message_id))
         except FeishuApiError as exc:
-            raise ImageError(FAILED, str(exc)) from None
+            raise ImageError(FAILED, _api_brief(exc)) from None
         except _CutShort:
             raise _CutDownload(FAILED, "cut short: the gateway is stopping") from None
         messages = flatten_record(items, msg.message_id)
@@ -723,9 +735,10 @@ class FeishuChannel(BaseChannel):
             async with asyncio.timeout(self.quote_timeout):
                 item = await self._unless_cut(self.api.get_message(message_id))
         except (FeishuApiError, TimeoutError) as exc:
-            self.log.warning("could not read the message replied to", parent_id=message_id, error=str(exc))
+            said = _api_brief(exc) if isinstance(exc, FeishuApiError) else error_brief(exc)
+            self.log.warning("could not read the message replied to", parent_id=message_id, error=said)
             if strict:
-                raise ImageError(FAILED, f"the message replied to was not read: {exc}") from None
+                raise ImageError(FAILED, f"the message replied to was not read: {said}") from None
             return None
         except _CutShort:
             self.log.info("reading the message replied to cut short at shutdown", parent_id=message_id)
@@ -800,7 +813,7 @@ class FeishuChannel(BaseChannel):
         except ResourceTooLarge as exc:
             raise ImageError(TOO_LARGE, str(exc)) from None
         except FeishuApiError as exc:
-            raise ImageError(FAILED, str(exc)) from None
+            raise ImageError(FAILED, _api_brief(exc)) from None
         except _CutShort:
             raise _CutDownload(FAILED, "cut short: the gateway is stopping") from None
 
@@ -862,7 +875,7 @@ class FeishuChannel(BaseChannel):
                 result = await self.api.delete_message(message_id)
             except FeishuApiError as exc:
                 self.log.warning("could not withdraw the reply to a recalled message", chat_id=chat_id,
-                                 recalled=answers, message_id=message_id, code=exc.code, error=exc.msg)
+                                 recalled=answers, message_id=message_id, code=exc.code, status=exc.status)
                 result = Withdrawal(message_id, False, exc.code, exc.msg)
             except Exception as exc:  # the client closed under us at shutdown, and kin
                 self.log.warning("could not withdraw the reply to a recalled message", chat_id=chat_id,
@@ -871,7 +884,7 @@ class FeishuChannel(BaseChannel):
             else:
                 if not result.deleted:  # too old, or not ours to withdraw: Feishu's rules, not a fault
                     self.log.info("feishu refused to withdraw the reply to a recalled message", chat_id=chat_id,
-                                  recalled=answers, message_id=message_id, code=result.code, reason=result.reason)
+                                  recalled=answers, message_id=message_id, code=result.code)
             done.append(result)
         if done:
             self.log.info("reply to a recalled message: withdrawal done", chat_id=chat_id, recalled=answers,
@@ -922,7 +935,7 @@ class FeishuChannel(BaseChannel):
                     result = await self.api.delete_message(orphan.message_id)
                 except FeishuApiError as exc:
                     self.log.warning("could not withdraw a feishu draft left by the last run", chat_id=orphan.chat_id,
-                                     message_id=orphan.message_id, code=exc.code, error=exc.msg)
+                                     message_id=orphan.message_id, code=exc.code, status=exc.status)
                     if exc.retryable:
                         continue
                     result = Withdrawal(orphan.message_id, False, exc.code, exc.msg)
@@ -1102,7 +1115,7 @@ class FeishuChannel(BaseChannel):
                 raise
             stale, draft.message_id, draft.done = draft.message_id, "", True
             self.log.info("feishu draft message could not become the reply; sending it anew", chat_id=msg.chat_id,
-                          message_id=stale, code=exc.code, error=exc.msg)
+                          message_id=stale, code=exc.code, status=exc.status)
             parts = 0
 
             def counted(message_id: str) -> None:
@@ -1144,13 +1157,13 @@ class FeishuChannel(BaseChannel):
                 result = await self.api.delete_message(stale)
             except FeishuApiError as exc:
                 self.log.warning("could not withdraw the draft of a dropped reply", chat_id=msg.chat_id,
-                                 message_id=stale, code=exc.code, error=exc.msg)
+                                 message_id=stale, code=exc.code, status=exc.status)
                 if exc.retryable:
                     return
                 result = Withdrawal(stale, False, exc.code, exc.msg)
             if not result.deleted and not await self._mark_stopped(msg.chat_id, result):
                 self.log.warning("could not withdraw the draft of a dropped reply", chat_id=msg.chat_id,
-                                 message_id=stale, code=result.code, reason=result.reason)
+                                 message_id=stale, code=result.code)
             await self._forget_draft(msg, draft)
 
     async def _mark_stopped(self, chat_id: str, refused: Withdrawal) -> bool:
@@ -1166,7 +1179,7 @@ class FeishuChannel(BaseChannel):
             await self.api.edit_message(refused.message_id, _STOPPED.get(self.locale, _STOPPED[""]), msg_type="text")
         except FeishuApiError as exc:
             self.log.warning("could not mark a feishu draft past its recall window as stopped", chat_id=chat_id,
-                             message_id=refused.message_id, code=exc.code, error=exc.msg)
+                             message_id=refused.message_id, code=exc.code, status=exc.status)
             return False
         self.log.info("feishu draft past its recall window marked as stopped", chat_id=chat_id,
                       message_id=refused.message_id)
@@ -1181,7 +1194,7 @@ class FeishuChannel(BaseChannel):
             result = Withdrawal(message_id, False, exc.code, exc.msg)
         if not result.deleted:
             self.log.warning("could not withdraw a stale feishu draft message", chat_id=chat_id,
-                             message_id=message_id, code=result.code, reason=result.reason)
+                             message_id=message_id, code=result.code)
 
     async def send_draft(self, msg: OutboundMessage) -> bool:
         """Show a reply still being written (``msg.draft``): its first draft
@@ -1228,7 +1241,7 @@ class FeishuChannel(BaseChannel):
                 if exc.rate_limited:
                     draft.pause = min(max(2 * draft.pause, RATE_LIMIT_PAUSE), MAX_PAUSE)
                     draft.resume_at = now + draft.pause
-                self.log.info("feishu draft skipped", chat_id=msg.chat_id, code=exc.code, error=exc.msg,
+                self.log.info("feishu draft skipped", chat_id=msg.chat_id, code=exc.code, status=exc.status,
                               **({"pause_s": draft.pause} if exc.rate_limited else {}))
                 return True
             finally:

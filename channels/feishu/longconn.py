@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import logging
+import re
 import sys
 import threading
 from collections.abc import Callable, Coroutine
@@ -167,13 +168,14 @@ class LongConnection:
                     return
             self._log.info("feishu long connection starting")
             client.start()
-        except RuntimeError:
+        except RuntimeError as exc:
             if not self._stopping:  # loop.stop() from stop() ends start() with a RuntimeError
-                self.error = sys.exc_info()[1]
-                self._log.error("feishu long connection failed", error=repr(self.error))
+                self.error = exc
+                self._log.error("feishu long connection failed", **error_fields(exc))
         except Exception as exc:  # the SDK's ClientException (bad credentials) and kin
+            # Its text is Feishu's, which may echo a chat: type and code only.
             self.error = exc
-            self._log.error("feishu long connection failed", error=repr(exc))
+            self._log.error("feishu long connection failed", **error_fields(exc))
         finally:
             self._shutdown_sdk(loop, client)
             main = self._main_loop
@@ -232,7 +234,7 @@ class LongConnection:
                     try:
                         loop.run_until_complete(asyncio.wait_for(conn.close(), 3))
                     except (Exception, asyncio.CancelledError) as exc:
-                        self._log.debug("closing the feishu websocket failed", error=repr(exc))
+                        self._log.debug("closing the feishu websocket failed", **error_fields(exc))
                 tasks |= self._cancel_all(loop)
                 for t in tasks:
                     if t.done() and not t.cancelled():
@@ -281,6 +283,32 @@ def preload_sdk() -> None:
         throwaway.close()
 
 
+# What follows these in a lark-oapi line is an error's text or an event's
+# payload, up to the connection id it ends with.
+_SDK_TEXT = re.compile(r"\b(err: |payload: |raised: ).*?(?=( \[conn_id=[^\]]*\])?$)", re.S)
+
+
+class _SdkWords(logging.Filter):
+    """lark-oapi formats an error into its line ("connect failed, err:
+    514: ...", "receive message loop exit, err: ...") and an event's
+    payload into its debug line: Feishu's text, a close reason, a
+    message's words. The line keeps its shape with the text withheld;
+    the error being handled, if any, goes on as ``exc_info``, which the
+    log turns into its type, place and code (gateway/logging.py)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        text = record.getMessage()
+        cut = _SDK_TEXT.sub(r"\1(withheld)", text)
+        if cut != text:
+            record.msg, record.args = cut, None
+            if record.exc_info is None and sys.exc_info()[1] is not None:  # called in the SDK's except block
+                record.exc_info = sys.exc_info()
+        return True
+
+
+_SDK_FILTER = _SdkWords()
+
+
 def _route_sdk_logs_through_root() -> None:
     # lark-oapi's "Lark" logger prints to stdout with its own handler, which
     # would bypass our redacting formatter; keep only propagation to root.
@@ -288,6 +316,7 @@ def _route_sdk_logs_through_root() -> None:
     for h in list(lark_logger.handlers):
         if isinstance(h, logging.StreamHandler):
             lark_logger.removeHandler(h)
+    lark_logger.addFilter(_SDK_FILTER)  # once: addFilter skips one already there
     # websockets logs the handshake request line at DEBUG, and the long
     # connection URL carries its access_key and ticket in the query.
     ws_logger = logging.getLogger("websockets.client")

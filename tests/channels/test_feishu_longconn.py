@@ -19,6 +19,7 @@ from channels.feishu import FeishuChannel
 from gateway.bus import RECALL, MessageBus, OutboundMessage
 from gateway.config import FeishuConfig
 from tests.fakes.feishu_server import FakeFeishu, Frame, decode_frame, encode_frame
+from tests.logjson import all_lines, debug_json_log, lines
 
 # Generous for a loaded CI machine; the connection normally takes well under a second.
 CONNECT_TIMEOUT = 60.0
@@ -242,3 +243,54 @@ async def test_an_event_whose_handling_fails_is_logged_by_type_not_its_words(
         await asyncio.wait_for(ch.stop(), 20)
     assert "QUOKKA" not in caplog.text and "8806" not in caplog.text
     assert "ValueError" in caplog.text  # what failed is still told
+
+
+async def test_a_refused_long_connection_logs_its_code_not_feishu_text(fake: FakeFeishu) -> None:
+    """The SDK formats the platform's error text into its own log line
+    ("connect failed, err: 514: ..."), and so did ours (repr): text that
+    may echo what a chat holds. The log keeps the type and the code."""
+    fake.ws_refusal = (514, "auth failed near QUOKKA-TITLE")
+    with debug_json_log() as stream:
+        ch = FeishuChannel(ws_config(fake), MessageBus())
+        await ch.start()
+        try:
+            failure = await asyncio.wait_for(ch.wait_failed(), CONNECT_TIMEOUT)
+        finally:
+            await asyncio.wait_for(ch.stop(), 20)
+    assert "QUOKKA" not in stream.getvalue() and "QUOKKA" not in str(failure)
+    assert "514" in str(failure)  # the operator is still told which refusal
+    [ours] = lines(stream, "feishu long connection failed")
+    assert ours["error"] == "lark_oapi.ws.exception.ClientException" and ours["code"] == 514
+    sdk = [p for p in all_lines(stream) if p.get("logger") == "Lark" and "connect failed" in p["event"]]
+    assert sdk and all(p["error"] == "lark_oapi.ws.exception.ClientException" and p["code"] == 514 for p in sdk)
+
+
+def test_the_sdk_logger_keeps_the_error_type_not_its_text() -> None:
+    """lark-oapi's receive loop logs "receive message loop exit, err: {e}"
+    with the websocket's close reason or a frame's text in ``e``; its
+    debug line quotes an event's payload. What it logs arrives with the
+    error's type and place, and the words withheld."""
+    from channels.feishu.longconn import _route_sdk_logs_through_root
+
+    sdk = logging.getLogger("Lark")
+    with debug_json_log() as stream:
+        _route_sdk_logs_through_root()
+        saved = sdk.level
+        sdk.setLevel(logging.DEBUG)
+        try:
+            try:
+                raise ConnectionError("closed: the chat 'QUOKKA plans' is gone")
+            except ConnectionError as e:
+                sdk.error("receive message loop exit, err: {} [conn_id=c1]".format(e))
+            sdk.debug("receive message, message_type: event, message_id: m1, trace_id: t1, payload: {\"text\": \"QUOKKA\"}")
+            sdk.info("trying to reconnect for the 2nd time")
+        finally:
+            sdk.setLevel(saved)
+    assert "QUOKKA" not in stream.getvalue()
+    parsed = [p for p in all_lines(stream) if p.get("logger") == "Lark"]
+    assert [p["event"] for p in parsed] == [
+        "receive message loop exit, err: (withheld) [conn_id=c1]",
+        "receive message, message_type: event, message_id: m1, trace_id: t1, payload: (withheld)",
+        "trying to reconnect for the 2nd time",
+    ]
+    assert parsed[0]["error"] == "ConnectionError" and parsed[0]["at"].startswith("tests/channels/test_feishu_longconn.py")

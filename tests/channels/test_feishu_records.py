@@ -16,6 +16,7 @@ from gateway.bus import Forwarded, MessageBus, OutboundMessage
 from gateway.http import HttpServer
 from tests.channels.test_feishu import channel, config, fake, hook, http, next_inbound  # noqa: F401 (fixtures)
 from tests.fakes.feishu_server import FakeFeishu, RecordMessage
+from tests.logjson import debug_json_log, lines
 
 DANA, BOB, ALICE = "ou_dana000000000000000000000000", "ou_bob0000000000000000000000000", "ou_alice00000000000000000000000"
 
@@ -209,3 +210,19 @@ async def test_names_ask_again_an_hour_after_a_refusal_and_never_wait_long() -> 
     answers.update({DANA: "Dana", BOB: "slow"})  # the permission was granted meanwhile
     assert await names.of([DANA, BOB]) == {DANA: "Dana"}  # Bob's lookup outlasted the wait: labelled
     assert await names.of([DANA]) == {DANA: "Dana"} and asked == [DANA, DANA, BOB]  # Dana's name kept
+
+
+async def test_a_record_not_read_is_logged_by_feishus_code_not_its_text(
+    fake: FakeFeishu, http: HttpServer, channel: FeishuChannel
+) -> None:
+    """Feishu's message in a refusal went into the log ("chat record not
+    read", error=...): the platform's words, which may echo a chat. The
+    log keeps its code and HTTP status."""
+    fake.fail_next(230027, "Lack of permissions to read QUOKKA", on="read")
+    with debug_json_log() as stream:
+        await fake.push_event(hook(http, channel), fake.chat_record_event(standup(fake), chat_id="oc_alice",
+                                                                          open_id=ALICE))
+        await asyncio.wait_for(channel.bus.outbound_queue("feishu").get(), 5)
+    assert "QUOKKA" not in stream.getvalue()
+    [line] = lines(stream, "chat record not read")
+    assert line["error"] == "Feishu API error 230027 (HTTP 400)"

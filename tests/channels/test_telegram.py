@@ -28,6 +28,7 @@ from channels.telegram import (
 from gateway.bus import EDIT, MESSAGE, MOVED, Attachment, InboundMessage, MessageBus, OutboundMessage, Quoted
 from gateway.config import TelegramConfig
 from gateway.logging import configure_logging
+from tests.logjson import all_lines, debug_json_log, lines
 from tests.fakes.telegram_server import (
     FakeTelegram,
     Upload,
@@ -1132,3 +1133,59 @@ async def test_a_polling_crash_is_logged_and_reported_by_type_and_place_not_its_
     assert line["error"] == "ValueError" and line["at"].endswith(" in _poll"), line
     assert str(failure) == "Telegram polling stopped: ValueError"  # the gateway logs and keeps this one
     assert "Okonkwo" not in out.getvalue()
+
+
+# -- what the log keeps of Telegram's errors ---------------------------------------------------
+
+
+async def test_start_and_polling_errors_log_their_type_not_telegrams_text(
+    fake: FakeTelegram, bus: MessageBus, make_channel: Any
+) -> None:
+    """Telegram's description can quote what was sent (an entity's tag, a
+    chat's title): the start-up and polling lines logged it (repr). They
+    keep the error's type and, from a fixed list, which refusal it was."""
+    fake.fail_next("getMe", 500, description="Internal Server Error near QUOKKA")
+    fake.fail_next("setMyCommands", 400, description="Bad Request: chat not found for QUOKKA")
+    fake.fail_next("getUpdates", 500, description="Internal Server Error QUOKKA")
+    fake.fail_next("getUpdates", 409, description="Conflict: terminated by other getUpdates request QUOKKA")
+    with debug_json_log() as stream:
+        ch = await make_channel()
+        await fake.wait_until(lambda: sum(c.status != 200 for c in fake.calls if c.method == "getupdates") == 2, 10)
+        fake.push_text(7007, 7007, "after")
+        assert (await next_inbound(bus, timeout=10)).text == "after"
+        await within(ch.stop())
+    assert "QUOKKA" not in stream.getvalue()
+    [getme] = lines(stream, "Telegram getMe failed; retrying")
+    assert (getme["error"], getme["reason"]) == ("telegram.error.NetworkError", "internal server error")
+    [menu] = lines(stream, "Telegram command menu not set")
+    assert (menu["error"], menu["reason"]) == ("telegram.error.BadRequest", "chat not found")
+    [poll] = lines(stream, "Telegram getUpdates failed; retrying")
+    assert (poll["error"], poll["reason"]) == ("telegram.error.NetworkError", "internal server error")
+    [conflict] = lines(stream, "Telegram getUpdates conflict: is another bot instance running?")
+    assert (conflict["error"], conflict["reason"]) == ("telegram.error.Conflict", "terminated by other getupdates request")
+
+
+async def test_a_refused_reply_is_told_by_its_kind_not_telegrams_text(
+    fake: FakeTelegram, bus: MessageBus, make_channel: Any
+) -> None:
+    """A refusal's text went into the send error (logged whole, as
+    written for the log) and a retry's repr into its warning."""
+    with debug_json_log() as stream:
+        await make_channel(sender=True, send_attempts=2)
+        fake.push_text(6006, 6006, "hi")
+        await next_inbound(bus)
+        fake.fail_next("sendMessage", 400, description="Bad Request: chat not found QUOKKA")
+        fake.fail_next("sendMessage", 500, times=2, description="Internal Server Error QUOKKA")
+        fake.fail_next("sendMessage", 400, description="Bad Request: can't parse entities: Unsupported start tag \"quokka\"")
+        await bus.publish_outbound(OutboundMessage("telegram", "6006", "refused"))
+        await bus.publish_outbound(OutboundMessage("telegram", "6006", "lost"))
+        await bus.publish_outbound(OutboundMessage("telegram", "6006", "**next** one"))
+        await fake.wait_until(lambda: sum(c.method == "sendmessage" and c.status == 200 for c in fake.calls) == 1, 10)
+    assert "QUOKKA" not in stream.getvalue().upper()
+    refused, lost = lines(stream, "send failed")
+    assert refused["said"] == "Telegram refused the reply to chat 6006 (part 1 of 1, 7 chars): BadRequest: chat not found"
+    assert lost["said"].endswith("after 2 attempts: NetworkError: internal server error")
+    [retry] = lines(stream, "Telegram sendMessage failed; retrying")
+    assert (retry["error"], retry["reason"]) == ("telegram.error.NetworkError", "internal server error")
+    [markup] = [p for p in all_lines(stream) if p["event"].startswith("Telegram refused the reply's formatting")]
+    assert (markup["error"], markup["reason"]) == ("telegram.error.BadRequest", "can't parse entities")

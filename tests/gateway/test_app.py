@@ -114,6 +114,26 @@ async def test_registry_builds_enabled_channels_and_replies_flow(tmp_path: Path,
     assert echo.stopped
 
 
+async def test_the_gateway_logs_an_unread_task_error_without_its_text(
+    tmp_path: Path, clock: ManualClock, fake_llm: FakeOpenAI
+) -> None:
+    """A task nobody awaits that fails (a bug in fire-and-forget work):
+    asyncio's default handler would log its repr, the error's text in it."""
+    from gateway.logging import loop_exception_handler
+
+    cfg, paths = _config(tmp_path, fake_llm)
+    app = App(cfg, paths, clock=clock, channel_specs=[ECHO])
+    loop = asyncio.get_running_loop()
+    saved = loop.get_exception_handler()
+    try:
+        await app.open()
+        await app.start()
+        assert loop.get_exception_handler() is loop_exception_handler
+    finally:
+        await app.close()
+    assert loop.get_exception_handler() is saved  # the loop is the caller's again
+
+
 async def test_a_memory_the_model_saves_keeps_the_message_it_came_from(
     tmp_path: Path, clock: ManualClock, fake_llm: FakeOpenAI
 ) -> None:

@@ -1,7 +1,8 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+import gc
+from collections.abc import AsyncIterator, Callable
 from datetime import timedelta
 from pathlib import Path
 
@@ -27,6 +28,7 @@ from memory.compression import COMPRESS_LEASE, Compressor
 from memory.lease import LeaseBusy, Leases
 from memory.llm import MemoryLLM
 from tests.fakes.openai_server import FakeOpenAI, Reply
+from tests.logjson import debug_json_log, lines
 from tests.memory._writepath import reply
 
 from zoneinfo import ZoneInfo
@@ -505,3 +507,34 @@ async def test_a_slot_whose_fallback_the_outbox_holds_is_recorded_as_a_fallback(
         done = await store.get(job.id)
         assert done is not None and (done.last_status, done.last_error) == ("fallback", FALLBACK_SENT)
         assert await sessions.db.fetchall("SELECT * FROM job_replies") == []
+
+
+async def test_a_run_the_poll_started_whose_record_fails_is_logged_by_type_not_left_unread(
+    clock: ManualClock, store: CronStore
+) -> None:
+    """The poll starts due jobs and does not wait for them: a run whose
+    record in cron.db failed ended its task with an exception nobody read,
+    which asyncio logs with its repr, the error's text in it (a CHECK or
+    a trigger's message may quote a value). The scheduler logs it by type."""
+    async def daily() -> None:
+        # cron.db refuses the run's record, with words in its refusal
+        await store.db.write("CREATE TRIGGER refuse BEFORE UPDATE ON cron_jobs BEGIN SELECT RAISE(ABORT, 'QUOKKA'); END")
+
+    sched = CronScheduler(store, internal=[InternalJob(INTERNAL_DAILY, "0 3 * * *", daily)])
+    await sched.start(loop=False)
+    clock.set("2026-03-01T19:00:00Z")  # 03:00 in Shanghai
+    with debug_json_log() as stream:
+        assert await sched.run_due(wait=False) == []
+        await asyncio.wait_for(_until(lambda: not sched._running), 10)
+        gc.collect()
+        await asyncio.sleep(0)
+    assert "QUOKKA" not in stream.getvalue()
+    [line] = lines(stream, "cron job failed outside its run")
+    assert (line["job"], line["error"], line["sqlite_error"]) == (INTERNAL_DAILY, "sqlite3.IntegrityError",
+                                                                   "SQLITE_CONSTRAINT_TRIGGER")
+    await sched.stop()
+
+
+async def _until(done: Callable[[], bool]) -> None:
+    while not done():
+        await asyncio.sleep(0.01)

@@ -242,3 +242,40 @@ def test_an_exception_logged_as_a_value_is_its_kind_and_codes() -> None:
     configure_logging(stream=out)
     get_logger("gateway").warning("odd", error=OSError(28, "No space left: wombat7731.txt"))
     assert lines(out)[-1]["error"] == "OSError (ENOSPC)" and "wombat" not in out.getvalue()
+
+
+async def test_a_task_exception_never_retrieved_is_logged_by_type_not_its_text() -> None:
+    """asyncio's default handler logs "Task exception was never retrieved"
+    with the task's repr, which ends with the exception's: text and all.
+    The gateway's handler logs asyncio's own phrase, the task's name and
+    coroutine, and the error's type and place."""
+    import asyncio
+    import gc
+
+    from gateway.logging import loop_exception_handler
+    from tests.logjson import debug_json_log, lines as named
+
+    async def doomed() -> None:
+        raise ValueError("my pin is 8806 QUOKKA")
+
+    loop = asyncio.get_running_loop()
+    saved = loop.get_exception_handler()
+    loop.set_exception_handler(loop_exception_handler)
+    try:
+        with debug_json_log() as stream:
+            task = asyncio.create_task(doomed(), name="chat:telegram:42")
+            await asyncio.wait([task])
+            del task  # never awaited, its exception never read
+            gc.collect()
+            loop.call_soon(lambda: 1 / 0)  # a callback's error: the handle's repr quotes its arguments
+            await asyncio.sleep(0)
+    finally:
+        loop.set_exception_handler(saved)
+    assert "QUOKKA" not in stream.getvalue() and "8806" not in stream.getvalue()
+    [line] = named(stream, "Task exception was never retrieved")
+    assert (line["task"], line["coroutine"], line["error"]) == (
+        "chat:telegram:42", "test_a_task_exception_never_retrieved_is_logged_by_type_not_its_text.<locals>.doomed",
+        "ValueError")
+    assert line["at"].startswith("tests/gateway/test_logging.py") and line["level"] == "error"
+    [callback] = named(stream, "Exception in callback")
+    assert callback["error"] == "ZeroDivisionError"

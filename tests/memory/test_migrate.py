@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import time
@@ -18,6 +19,7 @@ from memory.migrate import EVENT_MAX_TOKENS, _ledger_key, _save_ledger, migrate_
 from memory.retrieval import Retriever
 from memory.service import SqliteMemory
 from memory.tokens import estimate_tokens
+from tests.logjson import debug_json_log, lines
 
 P = Provenance(channel="telegram", chat_id="1")
 SECOND = 1_000_000_000
@@ -473,3 +475,36 @@ async def test_a_future_or_nonsense_line_date_is_not_trusted(
     [warned] = [e for e in logs if e["log_level"] == "warning" and "date" in e["event"]]
     assert warned["untrusted"] == 2 and warned["file"] == "MEMORY.md"
     assert not any(w in str(e) for e in logs for w in ("cat", "bike", "2031", "0001"))
+
+
+async def test_the_log_names_files_without_the_users_or_their_files_names(
+    tmp_path: Path, engine: MemoryEngine, clock: ManualClock
+) -> None:
+    """A memory file's path holds its user's name (the directory's slug)
+    and, for a file not imported, whatever its name says ("quokka-party.md"):
+    the log names a user's directory by its slug's hash, which a glob finds
+    (``users/*-<hash>``), a stray file by its name's hash, and a problem
+    by its kind; the report (the CLI's, the operator's own files) is whole."""
+    await FileMemory(tmp_path, clock).remember("QUOKKA Smith", "Has a cat", provenance=P)
+    home = tmp_path / "memory" / "users" / user_slug("QUOKKA Smith")
+    (home / "MEMORY.md").write_text((home / "MEMORY.md").read_text() + "- Sails <!-- 2031-05-05 -->\n")
+    (home / "quokka-party.md").write_text("- notes\n")
+    stray = tmp_path / "memory" / "users" / "QUOKKA-copy"
+    stray.mkdir()
+    (stray / ".owner").write_text('"QUOKKA other"\n')
+    with debug_json_log() as stream:
+        r = await migrate_files(tmp_path, engine)
+    assert r.memories_added == 2 and any("quokka-party.md" in p for p in r.problems)
+    assert "quokka" not in stream.getvalue().lower()
+    digest = user_slug("QUOKKA Smith").rsplit("-", 1)[1]
+    [dated] = lines(stream, "memory file lines dated after today or before 1970; dated now")
+    assert dated["file"] == f"users/*-{digest}/MEMORY.md"
+    left = {(p["problem"], p["file"]) for p in lines(stream, "migration left a file or directory out")}
+    name_hash = hashlib.sha256(b"quokka-party.md").hexdigest()[:12]
+    dir_hash = hashlib.sha256(b"QUOKKA-copy").hexdigest()[:12]
+    assert left == {("not_a_memory_file", f"users/*-{digest}/file-{name_hash}.md"),
+                    ("owner_mismatch", f"users/#{dir_hash}")}
+    assert "QUOKKA" not in json.dumps(r.log_fields())
+    assert r.log_fields() == {"memories_added": 2, "memories_skipped": 0, "memories_archived": 0, "events_added": 0,
+                              "events_replaced": 0, "events_skipped": 0, "files_seen": 1, "files_unchanged": 0,
+                              "owners": 2, "problems": 2, "held": 0}
