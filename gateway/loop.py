@@ -606,8 +606,8 @@ class ProcessLoop:
                      "has answered or changed something", chat=key, message_id=msg.message_id)
             return
         words = edited_words(turn.msg.text, msg)
-        if words is None:
-            return
+        if words is None or words == turn.msg.text:
+            return  # (Telegram sends an edit for a link preview's change too: nothing to answer again)
         # Already cancelled for an earlier edit (not yet begun again): the later words stand.
         if not turn.redo and not task.cancel():
             return  # it ended meanwhile (an error, its apology): the edit applies after it

@@ -23,7 +23,7 @@ from tests.fakes.feishu_server import FakeFeishu
 from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.telegram_server import FakeTelegram
 
-from .killed import quiet
+from .killed import killed, quiet
 from .test_e2e_feishu import _app, _feishu_section, feishu  # noqa: F401 (a fixture)
 from .test_e2e_feishu_outbox import until
 from .test_recall_stop_e2e import _push, _revisions, _start
@@ -106,6 +106,61 @@ async def test_a_telegram_edit_while_drafts_show_takes_them_away_and_answers_the
             await asyncio.wait_for(app.close(), 30)
     assert "meet at 6" in reply.text and "five" not in reply.text and len(tg.sent) == 1
     assert _rows(tmp_path, "user") == ["shall we meet at 6 tomorrow?"]
+
+
+async def test_an_edit_that_leaves_the_words_as_they_were_does_not_begin_the_turn_again(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    """Telegram sends an edited_message for a link preview's change too."""
+    async with FakeOpenAI(api_key=KEY, responder=_echo) as llm, FakeTelegram() as tg:
+        app = _app(tmp_path, clock, llm, {"telegram": _telegram(tg)})
+        try:
+            await _started(app)
+            held = llm.queue_hold("see you there")
+            sent = tg.push_text(9, 9, "shall we meet at 5 tomorrow?")
+            await until(lambda: len(llm.requests) == 1, timeout=15)
+            tg.push_edit(9, sent["message_id"], "shall we meet at 5 tomorrow?")
+            await until(lambda: app.loop is not None and app.loop.stats.received == 2, timeout=15)
+            held.set()
+            [reply] = await tg.wait_sent(1, timeout=15)
+            await quiet(app)
+            assert app.loop is not None and app.loop.stats.redone == 0 and app.loop.stats.errors == 0
+        finally:
+            await asyncio.wait_for(app.close(), 30)
+    assert reply.text == "see you there" and len(llm.requests) == 1
+
+
+async def test_a_crash_while_the_edited_words_are_at_the_model_answers_them_once_at_the_next_start(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    async with FakeOpenAI(api_key=KEY, responder=_echo) as llm, FakeTelegram() as tg:
+        app = _app(tmp_path, clock, llm, {"telegram": _telegram(tg)})
+        try:
+            await _started(app)
+            llm.queue_hold("see you at 5")
+            llm.queue_hold("never sent")
+            sent = tg.push_text(9, 9, "shall we meet at 5 tomorrow?")
+            await until(lambda: len(llm.requests) == 1, timeout=15)
+            tg.push_edit(9, sent["message_id"], "shall we meet at 6 tomorrow?")
+            await until(lambda: len(llm.requests) == 2, timeout=15)  # begun again, and held
+            await killed(app, tmp_path)
+        finally:
+            await asyncio.wait_for(app.close(timeout=0.0), 30)
+        assert tg.sent == []
+        app = _app(tmp_path, clock, llm, {"telegram": _telegram(tg)})
+        try:
+            await _started(app)
+            [reply] = await tg.wait_sent(1, timeout=15)
+            await quiet(app)
+            assert app.loop is not None and app.loop.stats.errors == 0
+        finally:
+            await asyncio.wait_for(app.close(), 30)
+    assert "meet at 6" in reply.text and len(tg.sent) == 1
+    assert "meet at 5" not in json.dumps(llm.requests[1:], ensure_ascii=False)
+    assert _rows(tmp_path, "user") == ["shall we meet at 6 tomorrow?"]
+    assert _rows(tmp_path, "assistant") == [reply.text]
+    assert "meet at 5" not in _learnt(tmp_path)
+    assert _revisions(tmp_path) == []
 
 
 async def test_a_turn_whose_model_made_a_job_is_not_begun_again_for_an_edit(
