@@ -334,7 +334,8 @@ class _Item:
     # Its model has answered: the turn is past being superseded (a reply may be going out).
     answering: bool = False
     # On its way to the model (past the commands, which are never cut half
-    # done): an edit or a recall may cancel it from here (ProcessLoop._edit_current).
+    # done, and the rate limit): an edit or a recall may cancel it from here
+    # (ProcessLoop._edit_current).
     asking: bool = False
     # Its model ran a tool that changes something (Tool.acts): the turn is
     # past being dropped or begun again, which would leave it done unsaid or do it twice.
@@ -911,7 +912,6 @@ class ProcessLoop:
             return text
 
         started = item.started or item.received
-        item.asking = True
         t0 = time.perf_counter()
         history = await self.sessions.window(key)
         if msg.message_id and item.user is None and _answered(history, msg.message_id):
@@ -955,6 +955,9 @@ class ProcessLoop:
                     # (the limit still holds, the next message over it is told).
                     await self._reply(msg, limited_note(decision, chinese=notes_in_chinese(msg)), user)
                 return ""
+        # Past the rate limit (counted once: a turn begun again is not checked
+        # again): an edit may begin it again from here, a recall drop it.
+        item.asking = True
         if msg.audio is not None:  # after the rate limit: each one is a paid call
             heard = await self._transcribe(msg, user)
             if heard is None:
