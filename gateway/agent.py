@@ -170,10 +170,14 @@ class Agent:
         user_text: str = "",
         zh: bool | None = None,
         on_text: Callable[[str], None] | None = None,
+        on_act: Callable[[], None] | None = None,
     ) -> AgentReply:
         """``on_text``: each completion is streamed and ``on_text`` hears
         its text so far (a round that calls tools may say a few words
-        first; the next round's text starts over). ``zh``: whether the
+        first; the next round's text starts over). ``on_act``: called just
+        before a tool that changes something (``Tool.acts``) runs, with no
+        await between, so a caller that cancels the turn can tell it is
+        past undoing. ``zh``: whether the
         bot's own notes (an apology, a cut reply's note) are in Chinese;
         None: by ``user_text``'s words."""
         msgs: list[Mapping[str, Any]] = list(messages)
@@ -209,6 +213,8 @@ class Agent:
                 msgs.append(result.assistant_message())
                 for call in result.tool_calls:
                     used.append(call.name)
+                    if on_act is not None and call.name in by_name and by_name[call.name].acts:
+                        on_act()
                     out, ok = await self._run_tool(call, by_name, ctx)
                     forgot = forgot or (ok and bool(by_name[call.name].metadata.get("forgets")))
                     msgs.append({"role": "tool", "tool_call_id": call.id, "content": out})

@@ -136,6 +136,7 @@ def cron_tools(store: CronStore, *, max_jobs: int = 10, min_interval_minutes: in
             description="List the user's scheduled tasks.",
             parameters={"type": "object", "properties": {}},
             handler=list_jobs,
+            acts=False,
         ),
         Tool(
             name="cron_remove",

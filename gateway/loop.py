@@ -51,7 +51,7 @@ from memory.types import Hit
 
 from .agent import Agent, AgentReply, apology
 from .bus import (
-    EDIT, FILE_NOT_READ, LEFT, MESSAGE, MOVED, PHOTO_NOT_READ, Attachment, InboundMessage, MessageBus,
+    EDIT, FILE_NOT_READ, LEFT, MESSAGE, MOVED, PHOTO_NOT_READ, RECALL, Attachment, InboundMessage, MessageBus,
     OutboundMessage, app_in_chinese, audio_not_read, not_heard, notes_in_chinese, words_in_chinese,
 )
 from .chattitles import ChatTitles
@@ -249,6 +249,9 @@ class LoopStats:
     limited: int = 0  # over a user's rate limit: not answered (gateway/ratelimit.py)
     revised: int = 0  # edits and recalls of earlier messages applied (gateway/revisions.py)
     superseded: int = 0  # turns dropped unanswered for a message that takes them in (metadata "supersedes")
+    # Turns cancelled during their model call for an edit of their message, and begun again with its words.
+    redone: int = 0
+    recalled: int = 0  # turns dropped unanswered for a recall of their message (queued, or cancelled under way)
     # The latest STATS_SAMPLES of each: percentiles of recent traffic, not a
     # gateway's whole life (200,000 were 25 MB).
     added_ms: Samples = field(default_factory=Samples)
@@ -335,6 +338,17 @@ class _Item:
     drafts: Drafts | None = None
     # Its model has answered: the turn is past being superseded (a reply may be going out).
     answering: bool = False
+    # On its way to the model (past the commands, which are never cut half
+    # done, and the rate limit): an edit or a recall may cancel it from here
+    # (ProcessLoop._edit_current).
+    asking: bool = False
+    # Its model ran a tool that changes something (Tool.acts): the turn is
+    # past being dropped or begun again, which would leave it done unsaid or do it twice.
+    acted: bool = False
+    # Cancelled for an edit during its model call (ProcessLoop._edit_current):
+    # ``msg`` has the edited words, and the turn begins again with them.
+    redo: bool = False
+    redone: bool = False  # begun again so: the rate limit counted it once already
     superseded: bool = False  # dropped for a message that takes it in (ProcessLoop._supersede)
     # Set for a message a stop left unanswered (gateway/resume.py): its
     # row, already in Tier 0, is not written again.
@@ -355,6 +369,20 @@ class _Item:
     # An edit applied to the message it changes while that still waited in
     # the queue (ProcessLoop._edit_queued): answered and stored as edited, nothing is left to change.
     applied: bool = False
+
+    def act(self) -> None:
+        """The agent's ``on_act``: a tool that changes something is about to run."""
+        self.acted = True
+
+    @property
+    def undoable(self) -> bool:
+        """Under way and nothing of it is out or done: it may be dropped or begun again."""
+        return not (self.answering or self.superseded or self.acted)
+
+    @property
+    def revisable(self) -> bool:
+        """An edit or a recall of its message may cancel it: :attr:`undoable`, on its way to the model."""
+        return self.asking and self.undoable
 
 
 class ProcessLoop:
@@ -495,6 +523,10 @@ class ProcessLoop:
             self._supersede(key, item.msg, gone)
         if item.msg.kind == EDIT and item.user is None:
             self._edit_queued(key, item)
+            if not item.applied:
+                self._edit_current(key, item)
+        elif item.msg.kind == RECALL and item.user is None:
+            self._recall_pending(key, item.msg)
         q = self._queues.get(key)
         if q is None:
             q = self._queues[key] = deque()
@@ -526,7 +558,7 @@ class ProcessLoop:
                 log.info("queued message taken in by a later one", chat=key, message_id=message_id, by=msg.message_id)
                 return
         current = self._current.get(key)
-        if current is not None and same(current[0]) and not current[0].answering and not current[0].superseded:
+        if current is not None and same(current[0]) and current[0].undoable:
             current[0].superseded = True
             current[1].cancel()
             self.stats.superseded += 1
@@ -555,31 +587,106 @@ class ProcessLoop:
                 log.info("edit of a queued message applied before its turn", chat=key, message_id=msg.message_id)
                 return
 
+    def _edit_current(self, key: str, edit: _Item) -> None:
+        """``edit`` changes the sender's message whose turn is under way and
+        has sent nothing but drafts: the turn is cancelled and begun again
+        with the edited words (:meth:`_handle_current`), so the answer, the
+        stored row and memory all have what the message says now. Not once
+        its model has answered (the reply may be out: the edit applies to
+        what was stored, after it), nor once it ran a tool that changes
+        something (a job made, a memory saved: begun again, it would do it
+        twice), nor for a turn that reads its words from elsewhere (a
+        resumed row, the platform), as :meth:`_edit_queued`. No await, as there."""
+        current = self._current.get(key)
+        if current is None:
+            return
+        turn, task = current
+        msg = edit.msg
+        if not (turn.user is None and turn.resumed is None and turn.again is None and turn.msg.kind == MESSAGE
+                and turn.msg.message_id == msg.message_id and turn.msg.sender_id == msg.sender_id):
+            return
+        if turn.superseded:
+            return  # dropped: the edit finds its stored row, if any, in its own turn
+        if not turn.revisable:
+            log.info("edit of a message being answered applies after its answer: a command, or its model "
+                     "has answered or changed something", chat=key, message_id=msg.message_id)
+            return
+        words = edited_words(turn.msg.text, msg)
+        if words is None or words == turn.msg.text:
+            return  # (Telegram sends an edit for a link preview's change too: nothing to answer again)
+        # Already cancelled for an earlier edit (not yet begun again): the later words stand.
+        if not turn.redo and not task.cancel():
+            return  # it ended meanwhile (an error, its apology): the edit applies after it
+        turn.msg = replace(turn.msg, text=words)
+        turn.redo = edit.applied = True
+        log.info("edit of a message during its model call: the call is given up and the edited words answered",
+                 chat=key, message_id=msg.message_id)
+
+    def _recall_pending(self, key: str, recall: InboundMessage) -> None:
+        """``recall`` withdraws a message not answered yet: still queued, it
+        leaves the queue; its turn under way (nothing of it out but drafts,
+        nothing done by its tools), it is cancelled, its drafts taken away
+        and its rows erased (:meth:`_handle_current`). Never answered, nor
+        asked of the model; the recall itself applies in its turn as ever.
+        The recall names no sender: the message's id in its chat is its own."""
+
+        def same(old: _Item) -> bool:
+            return old.user is None and old.msg.kind == MESSAGE and old.msg.message_id == recall.message_id
+
+        for old in self._queues.get(key, ()):
+            if same(old):
+                self._queues[key].remove(old)
+                self._done(old)
+                if old.counted:
+                    self._pending.release()
+                self.stats.recalled += 1
+                log.info("queued message recalled: not answered", chat=key, message_id=recall.message_id)
+                return
+        current = self._current.get(key)
+        if current is not None and same(current[0]) and current[0].revisable:
+            current[0].superseded = True
+            current[1].cancel()
+            self.stats.recalled += 1
+            log.info("message recalled during its model call: the call is given up, not answered", chat=key,
+                     message_id=recall.message_id)
+
     async def _handle_current(self, key: str, item: _Item) -> str:
-        """:meth:`_handle`, cancellable on its own by :meth:`_supersede`;
-        a superseded turn leaves no row in the chat's history."""
-        handling = asyncio.create_task(self._handle(item), name=f"turn:{key}")
-        self._current[key] = (item, handling)
+        """:meth:`_handle`, cancellable on its own by :meth:`_supersede`,
+        :meth:`_recall_pending` and :meth:`_edit_current`: a turn dropped
+        leaves no row in the chat's history; one cancelled for an edit
+        leaves none either and begins again with the edited words. The
+        turn stays ``_current`` until it is over, so an edit that comes
+        while its rows are erased still has its words answered."""
         try:
-            return await handling
-        except (asyncio.CancelledError, _TakenIn) as exc:
-            # Superseded, taken in, or cut by a stop: no reply takes its
-            # drafts' place, so they are taken away (a Feishu message half written).
-            if item.drafts is not None:
-                item.drafts.drop()
-            task = asyncio.current_task()
-            if isinstance(exc, asyncio.CancelledError) and (
-                not item.superseded or (task is not None and task.cancelling())
-            ):
-                raise  # the worker itself is stopped
+            while True:
+                handling = asyncio.create_task(self._handle(item), name=f"turn:{key}")
+                self._current[key] = (item, handling)
+                try:
+                    return await handling
+                except (asyncio.CancelledError, _TakenIn) as exc:
+                    # Superseded, taken in, recalled, edited or cut by a stop: no reply takes
+                    # its drafts' place, so they are taken away (a Feishu message half written).
+                    if item.drafts is not None:
+                        item.drafts.drop()
+                    task = asyncio.current_task()
+                    if isinstance(exc, asyncio.CancelledError) and (
+                        not (item.superseded or item.redo) or (task is not None and task.cancelling())
+                    ):
+                        raise  # the worker itself is stopped
+                user = self.identities.resolve(item.msg.channel, item.msg.sender_id)
+                rows = await self.sessions.erase_message(key, item.msg.message_id, user)
+                if item.superseded:
+                    log.info("superseded turn's rows erased", chat=key, message_id=item.msg.message_id, rows=rows)
+                    if self._erased(item):
+                        await self.sessions.db.checkpoint()  # as the erasure itself: the rows' old pages go from the WAL
+                    return ""
+                # Begun again as it came, its row to be written anew (a stop now parks it, _work).
+                item.redo, item.redone, item.saved, item.asking, item.drafts = False, True, False, False, None
+                self.stats.redone += 1
+                log.info("turn begun again with the edited words", chat=key, message_id=item.msg.message_id,
+                         rows=rows)
         finally:
             self._current.pop(key, None)
-        user = self.identities.resolve(item.msg.channel, item.msg.sender_id)
-        rows = await self.sessions.erase_message(key, item.msg.message_id, user)
-        log.info("superseded turn's rows erased", chat=key, message_id=item.msg.message_id, rows=rows)
-        if self._erased(item):
-            await self.sessions.db.checkpoint()  # as the erasure itself: the rows' old pages go from the WAL
-        return ""
 
     async def _work(self, key: str, q: deque[_Item]) -> None:
         try:
@@ -851,7 +958,7 @@ class ProcessLoop:
             await self._mark_apologised(msg)
             await self._publish(out)
             return item.lost
-        if item.user is None and self.limiter is not None:
+        if item.user is None and self.limiter is not None and not item.redone:
             decision = self.limiter.check(user)
             if not decision.allowed:
                 self.stats.limited += 1
@@ -868,6 +975,9 @@ class ProcessLoop:
                     # (the limit still holds, the next message over it is told).
                     await self._reply(msg, limited_note(decision, chinese=notes_in_chinese(msg)), user)
                 return ""
+        # Past the rate limit (counted once: a turn begun again is not checked
+        # again): an edit may begin it again from here, a recall drop it.
+        item.asking = True
         if msg.audio is not None:  # after the rate limit: each one is a paid call
             heard = await self._transcribe(msg, user)
             if heard is None:
@@ -886,7 +996,9 @@ class ProcessLoop:
             # at once, written to gateway.db in the background (compressing
             # a 200 KB file and its transaction are not the reply's to wait
             # for); an incognito turn's stay in memory only.
-            kept = item.kept = await self.files.keep(key, user, msg.documents, incognito=quiet)
+            # (Kept once: a turn begun again for an edit has them already.)
+            kept = item.kept = item.kept if item.kept is not None else await self.files.keep(
+                key, user, msg.documents, incognito=quiet)
         tz = await self._zone(user)
         # What the message is about beyond its own words: the message it
         # replies to, the messages it forwards (maybe all there is).
@@ -962,7 +1074,7 @@ class ProcessLoop:
             drafts.start(asyncio.get_running_loop().call_later)
         try:
             reply: AgentReply = await self.agent.run(messages, ctx, user_text=msg.text, zh=notes_in_chinese(msg),
-                                                  on_text=drafts)
+                                                  on_text=drafts, on_act=item.act)
         finally:
             if drafts is not None:
                 drafts.stop()

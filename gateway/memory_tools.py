@@ -160,6 +160,7 @@ def memory_tools(
                 "required": ["query"],
             },
             handler=search,
+            acts=False,
         ),
         Tool(
             name="memory_save",

@@ -486,6 +486,7 @@ def file_tools(files: RecentFiles, *, max_tokens: int = 6000) -> list[Tool]:
                 },
             },
             handler=read,
+            acts=False,
             useful=lambda ctx: bool(files.files(f"{ctx.channel}:{ctx.chat_id}")),
         )
     ]

@@ -6,7 +6,14 @@ The process loop calls :meth:`Revisions.apply` in the chat's own queue, so
 a change comes after the message it changes has been answered, stored in
 Tier 0 and handed to memory (``ProcessLoop._settle``). Nothing is answered:
 re-answering an edited message would mostly answer typo fixes, and a recall
-asks for less, not more.
+asks for less, not more. A change that comes before the answer is out
+reaches the message itself instead (gateway/loop.py): an edit of a message
+still queued changes its words (``_edit_queued``), one during its model
+call cancels the call and the turn begins again with the edited words
+(``_edit_current``); a recall drops the message unanswered, queued or
+under way (``_recall_pending``). A turn whose model already ran a tool
+that changes something (``Tool.acts``: a job made, a memory saved) is left
+to end, and the change applies here after it: begun again, it would do that twice.
 
 * **Edit** (Telegram ``edited_message``): the chat's stored row of that
   message (Tier 0) gets the new words, so the next prompt shows them and

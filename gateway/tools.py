@@ -46,6 +46,11 @@ class Tool:
     # Offered only where this says it can help (file_read: a chat with a
     # recent file): every tool offered costs each request its tokens.
     useful: Callable[[ToolContext], bool] | None = None
+    # It changes something (a job, a memory), so a turn that ran it is never
+    # begun again nor dropped half way (an edit or recall during the turn,
+    # gateway/loop.py): that would do it twice, or leave it done unsaid.
+    # False only for a tool that reads.
+    acts: bool = True
 
     def offered(self, ctx: ToolContext) -> bool:
         if self.private_only and not ctx.private:

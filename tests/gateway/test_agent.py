@@ -390,3 +390,30 @@ async def test_a_broken_tools_log_line_names_the_error_and_where_not_its_argumen
     assert line["at"].startswith("tests/gateway/test_agent.py:") and line["at"].endswith(" in lookup"), line
     for words in ("Okonkwo", "oncology", "Lisbon"):
         assert words not in out.getvalue()
+
+
+
+async def test_the_turn_hears_before_a_tool_that_changes_something_runs_and_not_for_one_that_reads(
+    fake_llm: FakeOpenAI, engine: MemoryEngine
+) -> None:
+    """``on_act`` (a turn past being begun again, gateway/loop.py) is called
+    just before a tool that ``acts`` runs; a tool that reads, and one the
+    model made up, do not call it. Of the shipped memory tools, search reads."""
+    happened: list[str] = []
+
+    def tool(name: str, acts: bool) -> Tool:
+        async def run(args: Any, ctx: ToolContext) -> str:
+            happened.append(name)
+            return "done"
+
+        return Tool(name, name, {"type": "object", "properties": {}}, run, acts=acts)
+
+    fake_llm.queue_reply(None, tool_calls=[{"name": "look", "arguments": {}}, {"name": "no_such_tool", "arguments": {}}])
+    fake_llm.queue_reply(None, tool_calls=[{"name": "book", "arguments": {}}])
+    fake_llm.queue_reply("Booked.")
+    async with _llm(fake_llm) as llm:
+        agent = Agent(llm, tools=[tool("look", False), tool("book", True)])
+        reply = await agent.run(SYSTEM, ALICE, on_act=lambda: happened.append("acting"))
+    assert reply.ok and reply.tools_used == ("look", "no_such_tool", "book")
+    assert happened == ["look", "acting", "book"]
+    assert [t.name for t in memory_tools(SqliteMemory(engine)) if t.acts] == ["memory_save", "memory_forget"]

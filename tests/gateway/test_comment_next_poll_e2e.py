@@ -9,6 +9,7 @@ way, or queued behind another), SQLite files."""
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -118,6 +119,38 @@ async def test_a_queued_comment_is_taken_in_without_asking_the_model(tmp_path: P
             model.gate.set()
             await asyncio.wait_for(app.close(), 15)
     assert [c for r, c in _rows(tmp_path) if r == "user"] == ["hello", BURST]
+
+
+async def test_a_comments_turn_that_made_a_job_is_not_dropped_for_its_forwards(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    """The comment's model already made a scheduled job when the forwards
+    come: dropped, its reply (the one saying so) would never be sent and
+    its rows erased, so the burst's model, seeing nothing of it, would
+    make the job again. It ends as it was; the burst is answered after it."""
+    async with FakeOpenAI(api_key="sk-poll-e2e-0123456789",
+                          responder=lambda body: Reply(content=f"re: {said(body)}")) as llm, FakeTelegram() as tg:
+        app = _app(tmp_path, clock, llm, {"telegram": _telegram(tg)})
+        try:
+            await app.open()
+            await asyncio.wait_for(app.start(), 15)
+            llm.queue_reply(None, tool_calls=[{"name": "cron_add", "arguments": {
+                "schedule": "0 9 * * 1", "message": "ask what Dana wants"}}])
+            held = llm.queue_hold("Done: every Monday at 9:00 I will ask.")
+            tg.push_text(9, 9, "what does she want?")
+            await _until(lambda: len(llm.requests) == 2)  # the job made, the model asked on
+            tg.push_text(9, 9, "launch moves to Friday", forward_origin=origin_user(5, "Dana", date=FEB_27))
+            await _until(lambda: app.loop is not None and app.loop.stats.received == 2)
+            held.set()
+            [comment, burst] = await tg.wait_sent(2, timeout=10)
+            assert app.loop is not None and await app.loop.drain(5)
+            assert app.loop.stats.superseded == 0 and app.loop.stats.errors == 0
+        finally:
+            await asyncio.wait_for(app.close(), 15)
+    assert comment.text == "Done: every Monday at 9:00 I will ask." and burst.text == f"re: {BURST}"
+    assert "Done: every Monday" in str(llm.requests[2]["messages"])  # the burst's model sees what was done
+    with sqlite3.connect(tmp_path / "data" / "cron.db") as db:
+        assert db.execute("SELECT COUNT(*) FROM cron_jobs WHERE kind != 'internal'").fetchone() == (1,)
 
 
 async def test_a_comment_already_answered_stays_and_its_forwards_are_answered_too(
