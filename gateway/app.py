@@ -936,7 +936,7 @@ class App:
         if self._cron_store is not None:
             await self._cron_store.close()
         if self.inbox is not None:
-            await self.inbox.flush()  # the rows of the turns just ended go before gateway.db closes
+            await self.inbox.close()  # the rows of the turns just ended go before gateway.db closes
         if self.sessions is not None:
             await self.sessions.close()
         if self.backend is not None:

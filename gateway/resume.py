@@ -119,7 +119,7 @@ from .bus import (
     MESSAGE, ROUTING_KEYS, Document, InboundMessage, Quoted, forwards_from_history,
     notes_in_chinese, picture_mark,
 )
-from .inbox import Inbox
+from .inbox import Dropped, Inbox
 from .outbox import Outbox
 from .prompt import QUOTE_CHARS
 from .recent_files import KeptFile, RecentFiles
@@ -410,7 +410,7 @@ async def resume_inbox(
     too: in its turn, after the chat's resumed replies. Logs each one, with
     its chat, id and age, never its words."""
     done = Redelivered([], [])
-    gone: list[int] = []
+    gone: list[Dropped] = []
     channels = channels or {}
     for w in await inbox.waiting():
         msg = w.msg
@@ -425,7 +425,7 @@ async def resume_inbox(
             # Tier 0 row (a full disk): the outbox sends that one answer.
             why = "its reply waits in the outbox"
         if why:
-            gone.append(w.id)
+            gone.append((w.id, msg.channel, msg.chat_id, msg.message_id))
             done.skipped.append((w.msg, why))
             log.info("message taken before a stop, never begun: not answered now", reason=why, channel=msg.channel,
                      chat_id=msg.chat_id, message_id=msg.message_id, age_s=round(age.total_seconds()))
@@ -459,5 +459,5 @@ async def resume_inbox(
         log.warning("answering a message taken before a stop, never begun", channel=msg.channel,
                     chat_id=msg.chat_id, message_id=msg.message_id, age_s=round(age.total_seconds()))
         loop.redeliver(msg)  # its row goes when its turn ends
-    await inbox.drop(gone)
+    await inbox.drop(gone)  # a full disk keeps them, tried again later: the start goes on
     return done
