@@ -106,6 +106,7 @@ from __future__ import annotations
 
 import functools
 import json
+import sqlite3
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -120,6 +121,7 @@ from .bus import (
     notes_in_chinese, picture_mark,
 )
 from .inbox import Dropped, Inbox
+from .logging import error_fields
 from .outbox import Outbox
 from .prompt import QUOTE_CHARS
 from .recent_files import KeptFile, RecentFiles
@@ -354,6 +356,7 @@ async def resume_cut_turns(
             why = "a group message not addressed to the bot"
         elif await outbox.answering(row.channel, row.chat_id, row.message_id):
             why = "its reply waits in the outbox"
+            await _outbox_answers(sessions, row)
         if why:
             done.skipped.append((row, why))
             log.info("message a stop left unanswered: not answered now", reason=why, channel=row.channel,
@@ -372,6 +375,21 @@ async def resume_cut_turns(
         else:
             loop.resume(context.message(row, docs), row)
     return done
+
+
+async def _outbox_answers(sessions: SessionStore, row: StoredMessage) -> None:
+    """The reply waiting in the outbox is ``row``'s one answer: its row is
+    marked so (``APOLOGISED``, as for a reply whose own row could not be
+    written) before the outbox sends it, or a later start, finding the row
+    unanswered once the outbox row is gone, would answer it again (a note
+    asking for a photo again, held for its mark when a kill came). A mark
+    the disk refuses does not stop the start (logged; the reply still goes)."""
+    try:
+        await sessions.mark_apologised(f"{row.channel}:{row.chat_id}", row.message_id)
+    except (sqlite3.Error, OSError) as exc:
+        log.error("message whose reply waits in the outbox not recorded as answered (the disk is full?): a later "
+                  "start may answer it again", channel=row.channel, chat_id=row.chat_id, message_id=row.message_id,
+                  **error_fields(exc))
 
 
 @dataclass(frozen=True)
