@@ -537,6 +537,9 @@ class App:
             report = await migrate_leased(self.paths.workspace(cfg), engine, job="start")
         except LeaseBusy as busy:  # `myclaw memory migrate` is at it; the file sync catches up after
             log.warning("memory files not imported at start: another import is running", why=str(busy))
+        except (sqlite3.Error, OSError) as exc:  # memory.db full or read-only: the gateway comes up all the same
+            log.error("memory files not imported at start (memory.db cannot be written); the next start or "
+                      "`myclaw memory migrate` imports them", **error_fields(exc))
         else:
             if report.changed or report.problems:
                 log.info("imported memory files written while memory was off", **report.to_dict())

@@ -21,7 +21,7 @@ from memory import ManualClock
 from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.telegram_server import FakeTelegram
 
-from .killed import killed, quiet
+from .killed import killed, quiet, running
 from .test_e2e_feishu import _app
 from .test_e2e_feishu_outbox import until
 from .test_quoted_e2e import _telegram
@@ -85,3 +85,41 @@ async def test_a_gateway_started_on_a_read_only_gateway_db_comes_up_and_answers_
     [kept] = [e for e in events if e["event"].startswith("inbox rows not to be answered could not be deleted")]
     assert kept["level"] == "error" and kept["sqlite_error"] == "SQLITE_READONLY"
     assert not any(FIRST in line or SECOND in line for line in stream.getvalue().splitlines())
+
+
+async def test_a_gateway_whose_housekeeping_writes_a_full_disk_refuses_comes_up_and_answers(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    """The writes before any message is answered that are housekeeping,
+    not the answer: memory.db's import lease (the files the file store
+    wrote while memory was off), recent files past the day, cron.db's
+    catch-up. Each refused raised, and the gateway did not come up."""
+    from tests.disk import refuse
+
+    stream = io.StringIO()
+    configure_logging(level="INFO", stream=stream, json_output=True)
+    data = tmp_path / "data"
+    async with FakeOpenAI(api_key=KEY, responder=_echo) as llm, FakeTelegram() as tg:
+        more = {"cron": {"enabled": True}}
+        async with running(_app(tmp_path, clock, llm, {"telegram": _telegram(tg)}, **more)) as app:
+            tg.push_document(42, 42, b"budget 40k\n", mime_type="text/plain", file_name="notes.txt", caption="budget?")
+            await tg.wait_sent(1, timeout=15)
+            await quiet(app)
+            assert app.recent_files is not None
+            await app.recent_files.flush()
+        clock.advance(60 * 60 * 25)  # the file's day is over; the daily compression's slot passed
+        refuse(data / "memory.db", "leases", "BEFORE INSERT ON job_leases")
+        refuse(data / "gateway.db", "files", "BEFORE DELETE ON recent_files")
+        refuse(data / "cron.db", "jobs", "BEFORE UPDATE ON cron_jobs")
+        async with running(_app(tmp_path, clock, llm, {"telegram": _telegram(tg)}, **more)) as again:
+            assert again.channels
+            tg.push_text(42, 42, FIRST)
+            await tg.wait_sent(2, timeout=15)
+            await quiet(again)
+        assert tg.texts(42)[-1] == f"re: {FIRST}"
+    errors = [json.loads(line) for line in stream.getvalue().splitlines() if line.startswith('{"')]
+    said = {e["event"] for e in errors if e["level"] == "error"}
+    assert {"memory files not imported at start (memory.db cannot be written); the next start or `myclaw memory "
+            "migrate` imports them",
+            "recent files past the day not deleted at start (gateway.db cannot be written); the sweeper tries again",
+            "cron: jobs missed while down not run at start (cron.db cannot be written); the poll tries again"} <= said
