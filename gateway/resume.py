@@ -40,7 +40,9 @@ rows a stop wrote after it), with:
 * a platform message id (one the gateway made up answers nothing);
 * memory allowed to learn from it: an incognito turn is not answered
   again (the user turned the bot's attention away; not picked up later);
-* no reply to it waiting in the outbox (that goes out from there, once);
+* no reply to it waiting in the outbox (that goes out from there, once;
+  its row is marked ``APOLOGISED`` first, or a later start, the outbox
+  row gone, would answer it again);
 * no apology sent for it, no reply whose own row could not be written
   (a full disk), and not refused over the rate limit when it was resumed
   (the row's context is then ``APOLOGISED``, written before the apology,
