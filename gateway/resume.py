@@ -106,6 +106,7 @@ here ("its reply waits in the outbox"), not answered a second time.
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import json
 import sqlite3
@@ -129,7 +130,7 @@ from .prompt import QUOTE_CHARS
 from .recent_files import KeptFile, RecentFiles
 from .sessions import APOLOGISED, SessionStore, StoredMessage
 
-__all__ = ["FileMark", "Redelivered", "Resumed", "TurnContext", "lost_note", "resume_cut_turns", "resume_inbox", "unread_note"]
+__all__ = ["FileMark", "Redelivered", "Resumed", "TurnContext", "lost_note", "mark_later", "resume_cut_turns", "resume_inbox", "unread_note"]
 
 log = structlog.get_logger(component="gateway")
 
@@ -326,6 +327,9 @@ class Resumer(Protocol):
 class Resumed:
     answered: list[StoredMessage]  # handed to the loop, oldest first
     skipped: list[tuple[StoredMessage, str]]  # with why
+    # Of the skipped, those whose reply waits in the outbox and whose mark
+    # the disk refused: :func:`mark_later` marks them once it can.
+    unmarked: list[StoredMessage] = field(default_factory=list)
 
 
 async def resume_cut_turns(
@@ -358,7 +362,8 @@ async def resume_cut_turns(
             why = "a group message not addressed to the bot"
         elif await outbox.answering(row.channel, row.chat_id, row.message_id):
             why = "its reply waits in the outbox"
-            await _outbox_answers(sessions, row)
+            if not await _outbox_answers(sessions, row):
+                done.unmarked.append(row)
         if why:
             done.skipped.append((row, why))
             log.info("message a stop left unanswered: not answered now", reason=why, channel=row.channel,
@@ -379,19 +384,43 @@ async def resume_cut_turns(
     return done
 
 
-async def _outbox_answers(sessions: SessionStore, row: StoredMessage) -> None:
+async def _outbox_answers(sessions: SessionStore, row: StoredMessage) -> bool:
     """The reply waiting in the outbox is ``row``'s one answer: its row is
     marked so (``APOLOGISED``, as for a reply whose own row could not be
     written) before the outbox sends it, or a later start, finding the row
     unanswered once the outbox row is gone, would answer it again (a note
     asking for a photo again, held for its mark when a kill came). A mark
-    the disk refuses does not stop the start (logged; the reply still goes)."""
+    the disk refuses does not stop the start: logged, False (the reply
+    still goes; :func:`mark_later` marks it once there is room)."""
     try:
         await sessions.mark_apologised(f"{row.channel}:{row.chat_id}", row.message_id)
     except (sqlite3.Error, OSError) as exc:
-        log.error("message whose reply waits in the outbox not recorded as answered (the disk is full?): a later "
-                  "start may answer it again", channel=row.channel, chat_id=row.chat_id, message_id=row.message_id,
+        log.error("message whose reply waits in the outbox not recorded as answered (the disk is full?); tried "
+                  "again until there is room", channel=row.channel, chat_id=row.chat_id, message_id=row.message_id,
                   **error_fields(exc))
+        return False
+    return True
+
+
+async def mark_later(sessions: SessionStore, rows: Sequence[StoredMessage], *, retry: float, most: float) -> None:
+    """Mark ``rows`` answered (:attr:`Resumed.unmarked`) once the disk lets
+    it, tried again after ``retry`` seconds doubling up to ``most``, until
+    done; cancelled (the gateway stops), the next start tries again."""
+    left = list(rows)
+    delay = retry
+    while left:
+        await asyncio.sleep(delay)
+        try:
+            while left:
+                row = left[0]
+                await sessions.mark_apologised(f"{row.channel}:{row.chat_id}", row.message_id)
+                left.pop(0)
+        except (sqlite3.Error, OSError):  # still full: the pause grows
+            delay = min(most, delay * 2)
+        except Exception as exc:  # not the disk: waiting will not mend it; a later start may answer them again
+            log.error("messages answered from the outbox not recorded as answered", rows=len(left), **error_fields(exc))
+            return
+    log.warning("messages answered from the outbox recorded as answered now", rows=len(rows))
 
 
 @dataclass(frozen=True)

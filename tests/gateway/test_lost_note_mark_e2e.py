@@ -11,6 +11,7 @@ which marks the message answered before it goes."""
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -23,8 +24,9 @@ from tests.fakes.telegram_server import FakeTelegram
 from .killed import killed, quiet
 from .test_e2e_feishu_outbox import until
 from .test_resume_e2e import _history
-from .test_resume_files_e2e import KEY, _cut, _echo, _running
-from .test_vision_e2e import PHOTO
+from .test_e2e_feishu import _app
+from .test_resume_files_e2e import AGENT, KEY, _cut, _echo, _running
+from .test_vision_e2e import PHOTO, _telegram
 
 NOTE = "Sorry, I restarted before I could answer, and the photo you sent is no longer with me. Please send it again."
 
@@ -66,3 +68,49 @@ async def test_a_cut_photos_note_whose_mark_the_disk_refuses_is_said_once(
         assert len(llm.requests) == 1  # no model call for the note
         [(role, _, _)] = _history(tmp_path)
         assert role == "user"
+
+
+async def test_a_note_sent_from_the_outbox_while_the_disk_is_still_full_is_marked_once_there_is_room(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    """The start after the kill still cannot mark the message: the note
+    goes from the outbox all the same (the gateway comes up), and the mark
+    is tried again until it is written; the start after says nothing."""
+    db = tmp_path / "data" / "gateway.db"
+    async with FakeOpenAI(api_key=KEY, responder=_echo) as llm, FakeTelegram() as tg:
+        await _cut(tmp_path, clock, llm, tg, lambda: tg.push_photo(42, 42, [PHOTO], caption="what is the code?"))
+        refuse(db, "marks", "BEFORE UPDATE OF context ON session_messages")
+        clock.advance(60)
+        async with _running(tmp_path, clock, llm, tg) as again:
+            loop = again.loop
+            assert loop is not None
+            loop.mark_retry = 0.05
+            await until(lambda: loop.stats.held >= 1 or len(tg.sent) >= 1, timeout=15)
+            await killed(again, tmp_path)
+        assert tg.sent == []
+        third = _app(tmp_path, clock, llm, {"telegram": _telegram(tg)}, agent=AGENT)
+        try:
+            await third.open()
+            assert third.loop is not None
+            third.loop.mark_retry = 0.05
+            await asyncio.wait_for(third.start(), 15)
+            await tg.wait_sent(1, timeout=15)  # from the outbox, the mark refused
+            assert third.resumed is not None and [r.message_id for r in third.resumed.unmarked] == [_history(tmp_path)[0][1]]
+            await asyncio.sleep(0.3)  # tried again, still full
+            allow(db, "marks")
+            async with asyncio.timeout(10):
+                while _context(tmp_path) != "apologised":
+                    await asyncio.sleep(0.05)
+            await quiet(third)
+        finally:
+            await asyncio.wait_for(third.close(), 30)
+        async with _running(tmp_path, clock, llm, tg) as fourth:  # nothing left to say
+            await quiet(fourth)
+            assert fourth.resumed is not None and fourth.resumed.answered == []
+        assert [m.text for m in tg.sent] == [NOTE] and len(llm.requests) == 1
+
+
+def _context(home: Path) -> str:
+    with sqlite3.connect(home / "data" / "gateway.db") as db:
+        [(context,)] = db.execute("SELECT context FROM session_messages WHERE role = 'user'").fetchall()
+        return str(context)
