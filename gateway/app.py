@@ -71,7 +71,7 @@ from .datalock import AlreadyRunning, DataBusy, DataLock, GatewayLock
 from .delivery import Delivery
 from .failover import FailoverLLM
 from .logging import error_fields, loop_exception_handler
-from .loop import KnownProjects, ProcessLoop
+from .loop import MARK_RETRY_MAX, KnownProjects, ProcessLoop
 from .memory_tools import memory_tools
 from .outbox import Outbox
 from .prompt import PromptBuilder
@@ -80,7 +80,7 @@ from .recent_files import RecentFiles, file_tools
 from .privatechat import label_private_chats, private_chat_refusal
 from .inbox import Inbox
 from .leftrevisions import LeftRevisions, apply_left_revisions
-from .resume import ReadsAgain, Redelivered, Resumed, resume_cut_turns, resume_inbox
+from .resume import ReadsAgain, Redelivered, Resumed, mark_later, resume_cut_turns, resume_inbox
 from .sessions import SessionStore
 from .incognito import Incognito
 from .timezones import UserTimezones
@@ -543,6 +543,9 @@ class App:
             report = await migrate_leased(self.paths.workspace(cfg), engine, job="start")
         except LeaseBusy as busy:  # `myclaw memory migrate` is at it; the file sync catches up after
             log.warning("memory files not imported at start: another import is running", why=str(busy))
+        except (sqlite3.Error, OSError) as exc:  # memory.db full or read-only: the gateway comes up all the same
+            log.error("memory files not imported at start (memory.db cannot be written); the next start or "
+                      "`myclaw memory migrate` imports them", **error_fields(exc))
         else:
             if report.changed or report.problems:
                 log.info("imported memory files written while memory was off", **report.log_fields())
@@ -759,6 +762,10 @@ class App:
                 self.resumed = await resume_cut_turns(
                     self.loop, self.sessions, delivery.outbox, now=self.clock.now(),
                     within=timedelta(minutes=self.cfg.gateway.resume_within_minutes), files=self.recent_files)
+                if self.resumed.unmarked:  # a full disk: marked answered once there is room
+                    self._tasks.append(asyncio.create_task(mark_later(
+                        self.sessions, self.resumed.unmarked, retry=self.loop.mark_retry, most=MARK_RETRY_MAX),
+                        name="resume-marks"))
             if self.inbox is not None:  # after the cut turns: each chat's queued messages behind its cut turn
                 self.redelivered = await resume_inbox(
                     self.loop, self.inbox, now=self.clock.now(),
@@ -948,7 +955,7 @@ class App:
         if self._cron_store is not None:
             await self._cron_store.close()
         if self.inbox is not None:
-            await self.inbox.flush()  # the rows of the turns just ended go before gateway.db closes
+            await self.inbox.close()  # the rows of the turns just ended go before gateway.db closes
         if self.sessions is not None:
             await self.sessions.close()
         if self.backend is not None:

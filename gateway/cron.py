@@ -672,20 +672,36 @@ class CronScheduler:
         self.internal_retry_delays = tuple(internal_retry_delays)
         self._running: dict[str, asyncio.Task[JobRun]] = {}
         self._task: asyncio.Task[None] | None = None
+        self._registered = False  # the internal jobs are in cron.db
+        self._poll_failing = 0  # polls failed in a row: one error, then counted
 
     async def start(self, *, loop: bool = True) -> list[JobRun]:
         """Register internal jobs, run every job that came due while the
         gateway was down (once), then start polling. Returns the catch-up runs."""
         if self._task is not None:
             raise RuntimeError("scheduler already started")
-        for j in self.internal.values():
-            await self.store.ensure_internal(j.id, j.schedule)
-        missed = await self.run_due()
+        missed: list[JobRun] = []
+        try:
+            await self._register()
+            missed = await self.run_due()
+        except (sqlite3.Error, OSError) as exc:
+            # cron.db full or read-only: the gateway comes up all the same;
+            # the poll registers and runs them once there is room.
+            log.error("cron: jobs missed while down not run at start (cron.db cannot be written); the poll tries again",
+                      **error_fields(exc))
         if missed:
             log.info("cron: ran jobs missed while down", jobs=[r.job_id for r in missed])
         if loop:
             self._task = asyncio.create_task(self._loop(), name="cron")
         return missed
+
+    async def _register(self) -> None:
+        """The internal jobs in cron.db, once (a start on a full disk leaves it to the poll)."""
+        if self._registered:
+            return
+        for j in self.internal.values():
+            await self.store.ensure_internal(j.id, j.schedule)
+        self._registered = True
 
     async def stop(self) -> None:
         task, self._task = self._task, None
@@ -700,10 +716,18 @@ class CronScheduler:
         while True:
             await asyncio.sleep(self.poll_interval)
             try:
+                await self._register()
                 await self.run_due(wait=False)
             except (sqlite3.Error, OSError) as exc:
-                # The jobs are in the database; the next poll tries again.
-                log.error("cron poll failed; will retry", **error_fields(exc))
+                # The jobs are in the database; the next poll tries again. A
+                # full disk fails every poll alike: one error, then a count.
+                self._poll_failing += 1
+                (log.error if self._poll_failing == 1 else log.info)("cron poll failed; will retry",
+                                                                     failed=self._poll_failing, **error_fields(exc))
+                continue
+            if self._poll_failing:
+                log.warning("cron polls work again", failed=self._poll_failing)
+                self._poll_failing = 0
 
     async def run_due(self, now: datetime | None = None, *, wait: bool = True) -> list[JobRun]:
         """Start every due job that is not already running; with ``wait``

@@ -57,6 +57,14 @@ next start's) stays for the next start, its ``attempts`` counted
 dropped, logged as an error by its ids alone (a row that can never apply
 must not fail at every start forever).
 
+At start, the rows not to be answered (begun already, skipped by
+``resume_inbox``, unreadable) are deleted. A delete the disk refuses (full,
+read-only) must not stop the gateway coming up: the rows stay, one error
+says so by type and code, and they are tried again in the background, the
+pause doubling from :data:`DROP_RETRY` to :data:`DROP_RETRY_MAX`, until
+they go or the gateway stops (the next start finds them again and decides
+anew: a begun one is begun still).
+
 Neither table names an owner; an erasure (``/forget all``, ``myclaw
 memory forget --user``) finds a user's rows by their sender
 (:meth:`Inbox.forget_owner`), or the next start would answer and learn
@@ -68,7 +76,7 @@ from __future__ import annotations
 import asyncio
 import json
 import sqlite3
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
@@ -83,7 +91,8 @@ from .bus import AGAIN, EDIT, LEFT, MESSAGE, RECALL, ROUTING_KEYS, Document, For
 from .logging import error_fields
 from .revisions import edited_words
 
-__all__ = ["REVISION_ATTEMPTS", "Inbox", "MessageKey", "Revision", "Waiting", "dumps", "kept", "loads", "revision"]
+__all__ = ["DROP_RETRY", "DROP_RETRY_MAX", "REVISION_ATTEMPTS", "Dropped", "Inbox", "MessageKey", "Revision", "Waiting",
+           "dumps", "kept", "loads", "revision"]
 
 log = structlog.get_logger(component="gateway")
 
@@ -93,6 +102,14 @@ MessageKey = tuple[str, str, str]  # a message's (channel, chat_id, message_id)
 # dropped: a cause that passes (gateway.db or memory.db locked, a full
 # disk) has had a live try and two starts to pass.
 REVISION_ATTEMPTS = 3
+
+# Seconds before rows a full disk kept at start are tried again (doubling, up to the max).
+DROP_RETRY = 5.0
+DROP_RETRY_MAX = 300.0
+
+# A row to delete by its id and its message: a retry never takes a later
+# row that was given the same id.
+Dropped = tuple[int, str, str, str]  # (id, channel, chat_id, message_id)
 
 
 def kept(msg: InboundMessage, waiting: Mapping[str, Any] | None = None) -> bool:
@@ -268,6 +285,9 @@ class Inbox:
         # Messages an erasure dropped in this run (:meth:`forget_owner`),
         # by (channel, chat_id, message_id): few, as erasures are.
         self._erased: set[MessageKey] = set()
+        self.drop_retry = DROP_RETRY  # tests shorten it
+        self._undropped: dict[int, Dropped] = {}  # rows a delete at start could not take, by id
+        self._retrying: asyncio.Task[None] | None = None
 
     async def keep(self, msg: InboundMessage, waiting: Mapping[str, Any] | None = None) -> None:
         """Write ``msg`` (if :func:`kept`) before the platform learns it
@@ -359,6 +379,17 @@ class Inbox:
             await asyncio.wait(set(self._dropping))
         await self._adds.drain()
 
+    async def close(self) -> None:
+        """Stop trying again the rows a full disk kept (the next start
+        finds them), then :meth:`flush`; before gateway.db closes. Safe twice."""
+        task, self._retrying = self._retrying, None
+        if task is not None:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+            if self._undropped:
+                log.info("inbox rows the disk kept are left to the next start", rows=len(self._undropped))
+        await self.flush()
+
     async def waiting(self) -> list[Waiting]:
         """The messages whose turn never ended and never began (no Tier 0
         row with their id in their chat), oldest first; the others (begun:
@@ -371,10 +402,11 @@ class Inbox:
             "FROM inbox i ORDER BY i.id"
         )
         out: list[Waiting] = []
-        gone: list[int] = []
+        gone: list[Dropped] = []
         for r in rows:
+            key: Dropped = (int(r["id"]), str(r["channel"]), str(r["chat_id"]), str(r["message_id"]))
             if r["begun"]:
-                gone.append(int(r["id"]))
+                gone.append(key)
                 continue
             try:
                 msg, pictures, unheard = loads(str(r["channel"]), str(r["chat_id"]), str(r["message_id"]), str(r["payload"]))
@@ -384,17 +416,57 @@ class Inbox:
             except (ValueError, TypeError, KeyError, AttributeError) as exc:
                 log.error("inbox row unreadable; dropped", id=int(r["id"]), channel=r["channel"], chat_id=r["chat_id"],
                           message_id=r["message_id"], **error_fields(exc))
-                gone.append(int(r["id"]))
+                gone.append(key)
                 continue
             out.append(Waiting(int(r["id"]), at, msg, pictures, unheard, files, pending, again, unnamed))
         await self.drop(gone)
         return out
 
-    async def drop(self, ids: list[int]) -> None:
-        """Delete rows by id (a message not to be answered after all)."""
-        for i in range(0, len(ids), 500):
-            part = ids[i : i + 500]
-            await self.db.write(f"DELETE FROM inbox WHERE id IN ({','.join('?' * len(part))})", part)
+    async def drop(self, rows: Sequence[Dropped]) -> bool:
+        """Delete ``rows`` (messages not to be answered after all, or begun
+        already), at start. A delete storage refuses (a full disk, a
+        read-only file) keeps them and does not raise: the gateway comes up
+        all the same; they are tried again in the background (see the
+        module docstring). False when they were kept."""
+        if not rows:
+            return True
+        try:
+            await self._delete(rows)
+        except (sqlite3.Error, OSError) as exc:
+            first = not self._undropped
+            self._undropped.update((r[0], r) for r in rows)
+            (log.error if first else log.info)(
+                "inbox rows not to be answered could not be deleted (the disk is full or read-only?): kept, tried "
+                "again until there is room", rows=len(rows), **error_fields(exc))
+            if self._retrying is None or self._retrying.done():
+                self._retrying = asyncio.create_task(self._drop_later(), name="inbox-drop-retry")
+            return False
+        return True
+
+    async def _delete(self, rows: Sequence[Dropped]) -> None:
+        for i in range(0, len(rows), 200):
+            part = rows[i : i + 200]
+            await self.db.write(
+                "DELETE FROM inbox WHERE (id, channel, chat_id, message_id) IN (VALUES "
+                + ", ".join(["(?, ?, ?, ?)"] * len(part)) + ")", [v for r in part for v in r])
+
+    async def _drop_later(self) -> None:
+        delay = self.drop_retry
+        while self._undropped:
+            await asyncio.sleep(delay)
+            rows = list(self._undropped.values())
+            try:
+                await self._delete(rows)
+            except (sqlite3.Error, OSError):  # still full: the pause grows
+                delay = min(DROP_RETRY_MAX, delay * 2)
+                continue
+            except Exception as exc:  # not the disk (gateway.db closed, a bug): left to the next start
+                log.error("inbox rows kept by a full disk not deleted; left to the next start", rows=len(rows),
+                          **error_fields(exc))
+                return
+            for r in rows:
+                self._undropped.pop(r[0], None)
+            log.warning("inbox rows kept by a full disk are deleted now", rows=len(rows))
 
     async def revisions(self) -> list[Revision]:
         """The edits and recalls kept and never applied (a stop or a crash
@@ -416,9 +488,13 @@ class Inbox:
                 continue
             msg = replace(msg, kind=str(r["kind"]), metadata={**extra, **msg.metadata})
             out.append(Revision(int(r["id"]), msg, str(r["payload"]), int(r["attempts"])))
-        for i in range(0, len(gone), 500):
-            part = gone[i : i + 500]
-            await self.db.write(f"DELETE FROM revisions WHERE id IN ({','.join('?' * len(part))})", part)
+        try:
+            for i in range(0, len(gone), 500):
+                part = gone[i : i + 500]
+                await self.db.write(f"DELETE FROM revisions WHERE id IN ({','.join('?' * len(part))})", part)
+        except (sqlite3.Error, OSError) as exc:  # a full disk: never applied, so no harm; the next start drops them
+            log.error("unreadable edits or recalls not deleted; the next start tries again", rows=len(gone),
+                      **error_fields(exc))
         return out
 
     async def drop_revision(self, rev: Revision) -> None:

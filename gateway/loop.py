@@ -955,7 +955,9 @@ class ProcessLoop:
             # Its files or pictures are gone with the stop: asked for again,
             # once (marked first, as an apology is, once on its way), no model call.
             out = await self._on_its_way(self._outgoing(msg, item.lost, user))
-            await self._mark_apologised(msg)
+            if not await self._marked_first(msg, functools.partial(
+                    self.sessions.mark_apologised, msg.session_key, msg.message_id)):
+                return item.lost  # the stop's: the next start sends it (see _marked_first)
             await self._publish(out)
             return item.lost
         if item.user is None and self.limiter is not None and not item.redone:
@@ -1457,23 +1459,30 @@ class ProcessLoop:
     async def _inbox_answered(self, msg: InboundMessage) -> bool:
         """``msg``'s inbox row goes before its one answer is sent (a note
         asking for it again, a command's answer: no Tier 0 row says they
-        went); True: send it. A delete storage refuses (a full disk) holds
-        the answer until it goes (:meth:`_until_marked`): sent first, every
-        later start would say it again. Not in the stop (False, not sent:
-        :meth:`_park` must not wait on the disk): the next start sends it
-        once, from the outbox (its row on its way) or, that row not written
-        either, from the inbox. Any other failure is logged and it goes (a
-        restart may say it again: the lesser harm)."""
+        went); True: send it. As :meth:`_marked_first`, whose next start
+        sends it once, from the outbox (its row on its way) or, that row
+        not written either, from the inbox."""
         if self.inbox is None:
             return True
+        return await self._marked_first(msg, functools.partial(self.inbox.answered, msg))
+
+    async def _marked_first(self, msg: InboundMessage, mark: Callable[[], Awaitable[object]]) -> bool:
+        """``mark`` records that ``msg`` has its one answer (its inbox row
+        deleted, its Tier 0 row marked :data:`APOLOGISED`), before that
+        answer is sent; True: send it. A write storage refuses (a full
+        disk) holds the answer until it goes (:meth:`_until_marked`): sent
+        first, every later start would say it again. Not in the stop
+        (False, not sent: :meth:`_park` must not wait on the disk): the next
+        start sends it once. Any other failure is logged and it goes (a
+        restart may say it again: the lesser harm)."""
         try:
-            await self.inbox.answered(msg)
+            await mark()
         except (sqlite3.Error, OSError) as exc:
             if self._closed:
                 log.error("could not record that the message was answered; its answer is left to the next start",
                           chat=msg.session_key, **error_fields(exc))
                 return False
-            await self._until_marked(msg, functools.partial(self.inbox.answered, msg))
+            await self._until_marked(msg, mark)
         except Exception as exc:
             log.error("could not record that the message was answered; a restart may answer it again",
                       chat=msg.session_key, **error_fields(exc))
@@ -1499,7 +1508,7 @@ class ProcessLoop:
         elif self.inbox is not None and self._held(item):
             await self.inbox.answered(item.msg)
 
-    async def _until_marked(self, msg: InboundMessage, mark: Callable[[], Awaitable[None]]) -> None:
+    async def _until_marked(self, msg: InboundMessage, mark: Callable[[], Awaitable[object]]) -> None:
         """The reply is made but nothing durable says its message was
         answered (its row and :meth:`_mark_answered` both failed, or its
         inbox row's delete, :meth:`_inbox_answered`: a full disk). Sent

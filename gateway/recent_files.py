@@ -164,9 +164,17 @@ class RecentFiles:
     async def _load(self) -> None:
         if self._loaded:
             return
-        await self.db.write("DELETE FROM recent_files WHERE received < ?", (self._cutoff(),))
+        cutoff = self._cutoff()
+        try:
+            await self.db.write("DELETE FROM recent_files WHERE received < ?", (cutoff,))
+        except (sqlite3.Error, OSError) as exc:
+            # A full disk must not keep the gateway from coming up: those
+            # rows are not read (below), and the sweeper deletes them later.
+            log.error("recent files past the day not deleted at start (gateway.db cannot be written); the sweeper "
+                      "tries again", **error_fields(exc))
         rows = await self.db.fetchall(
-            "SELECT id, chat, owner, name, pages, chars, received FROM recent_files ORDER BY id"
+            "SELECT id, chat, owner, name, pages, chars, received FROM recent_files WHERE received >= ? ORDER BY id",
+            (cutoff,),
         )
         for r in rows:
             f = KeptFile(int(r[0]), str(r[3]), int(r[5]), datetime.fromtimestamp(float(r[6]), UTC), str(r[2]),

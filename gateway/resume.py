@@ -40,7 +40,9 @@ rows a stop wrote after it), with:
 * a platform message id (one the gateway made up answers nothing);
 * memory allowed to learn from it: an incognito turn is not answered
   again (the user turned the bot's attention away; not picked up later);
-* no reply to it waiting in the outbox (that goes out from there, once);
+* no reply to it waiting in the outbox (that goes out from there, once;
+  its row is marked ``APOLOGISED`` first, or a later start, the outbox
+  row gone, would answer it again);
 * no apology sent for it, no reply whose own row could not be written
   (a full disk), and not refused over the rate limit when it was resumed
   (the row's context is then ``APOLOGISED``, written before the apology,
@@ -104,8 +106,10 @@ here ("its reply waits in the outbox"), not answered a second time.
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import json
+import sqlite3
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -119,13 +123,14 @@ from .bus import (
     MESSAGE, ROUTING_KEYS, Document, InboundMessage, Quoted, forwards_from_history,
     notes_in_chinese, picture_mark,
 )
-from .inbox import Inbox
+from .inbox import Dropped, Inbox
+from .logging import error_fields
 from .outbox import Outbox
 from .prompt import QUOTE_CHARS
 from .recent_files import KeptFile, RecentFiles
 from .sessions import APOLOGISED, SessionStore, StoredMessage
 
-__all__ = ["FileMark", "Redelivered", "Resumed", "TurnContext", "lost_note", "resume_cut_turns", "resume_inbox", "unread_note"]
+__all__ = ["FileMark", "Redelivered", "Resumed", "TurnContext", "lost_note", "mark_later", "resume_cut_turns", "resume_inbox", "unread_note"]
 
 log = structlog.get_logger(component="gateway")
 
@@ -322,6 +327,9 @@ class Resumer(Protocol):
 class Resumed:
     answered: list[StoredMessage]  # handed to the loop, oldest first
     skipped: list[tuple[StoredMessage, str]]  # with why
+    # Of the skipped, those whose reply waits in the outbox and whose mark
+    # the disk refused: :func:`mark_later` marks them once it can.
+    unmarked: list[StoredMessage] = field(default_factory=list)
 
 
 async def resume_cut_turns(
@@ -354,6 +362,8 @@ async def resume_cut_turns(
             why = "a group message not addressed to the bot"
         elif await outbox.answering(row.channel, row.chat_id, row.message_id):
             why = "its reply waits in the outbox"
+            if not await _outbox_answers(sessions, row):
+                done.unmarked.append(row)
         if why:
             done.skipped.append((row, why))
             log.info("message a stop left unanswered: not answered now", reason=why, channel=row.channel,
@@ -372,6 +382,45 @@ async def resume_cut_turns(
         else:
             loop.resume(context.message(row, docs), row)
     return done
+
+
+async def _outbox_answers(sessions: SessionStore, row: StoredMessage) -> bool:
+    """The reply waiting in the outbox is ``row``'s one answer: its row is
+    marked so (``APOLOGISED``, as for a reply whose own row could not be
+    written) before the outbox sends it, or a later start, finding the row
+    unanswered once the outbox row is gone, would answer it again (a note
+    asking for a photo again, held for its mark when a kill came). A mark
+    the disk refuses does not stop the start: logged, False (the reply
+    still goes; :func:`mark_later` marks it once there is room)."""
+    try:
+        await sessions.mark_apologised(f"{row.channel}:{row.chat_id}", row.message_id)
+    except (sqlite3.Error, OSError) as exc:
+        log.error("message whose reply waits in the outbox not recorded as answered (the disk is full?); tried "
+                  "again until there is room", channel=row.channel, chat_id=row.chat_id, message_id=row.message_id,
+                  **error_fields(exc))
+        return False
+    return True
+
+
+async def mark_later(sessions: SessionStore, rows: Sequence[StoredMessage], *, retry: float, most: float) -> None:
+    """Mark ``rows`` answered (:attr:`Resumed.unmarked`) once the disk lets
+    it, tried again after ``retry`` seconds doubling up to ``most``, until
+    done; cancelled (the gateway stops), the next start tries again."""
+    left = list(rows)
+    delay = retry
+    while left:
+        await asyncio.sleep(delay)
+        try:
+            while left:
+                row = left[0]
+                await sessions.mark_apologised(f"{row.channel}:{row.chat_id}", row.message_id)
+                left.pop(0)
+        except (sqlite3.Error, OSError):  # still full: the pause grows
+            delay = min(most, delay * 2)
+        except Exception as exc:  # not the disk: waiting will not mend it; a later start may answer them again
+            log.error("messages answered from the outbox not recorded as answered", rows=len(left), **error_fields(exc))
+            return
+    log.warning("messages answered from the outbox recorded as answered now", rows=len(rows))
 
 
 @dataclass(frozen=True)
@@ -410,7 +459,7 @@ async def resume_inbox(
     too: in its turn, after the chat's resumed replies. Logs each one, with
     its chat, id and age, never its words."""
     done = Redelivered([], [])
-    gone: list[int] = []
+    gone: list[Dropped] = []
     channels = channels or {}
     for w in await inbox.waiting():
         msg = w.msg
@@ -425,7 +474,7 @@ async def resume_inbox(
             # Tier 0 row (a full disk): the outbox sends that one answer.
             why = "its reply waits in the outbox"
         if why:
-            gone.append(w.id)
+            gone.append((w.id, msg.channel, msg.chat_id, msg.message_id))
             done.skipped.append((w.msg, why))
             log.info("message taken before a stop, never begun: not answered now", reason=why, channel=msg.channel,
                      chat_id=msg.chat_id, message_id=msg.message_id, age_s=round(age.total_seconds()))
@@ -459,5 +508,5 @@ async def resume_inbox(
         log.warning("answering a message taken before a stop, never begun", channel=msg.channel,
                     chat_id=msg.chat_id, message_id=msg.message_id, age_s=round(age.total_seconds()))
         loop.redeliver(msg)  # its row goes when its turn ends
-    await inbox.drop(gone)
+    await inbox.drop(gone)  # a full disk keeps them, tried again later: the start goes on
     return done

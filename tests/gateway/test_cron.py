@@ -538,3 +538,43 @@ async def test_a_run_the_poll_started_whose_record_fails_is_logged_by_type_not_l
 async def _until(done: Callable[[], bool]) -> None:
     while not done():
         await asyncio.sleep(0.01)
+
+
+async def test_a_start_on_a_cron_db_that_cannot_be_written_goes_on_and_the_poll_catches_up(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    """A full (or read-only) cron.db made the catch-up raise, and with it
+    the gateway's start: the gateway did not come up. Now the start goes
+    on, one error says why, and the poll registers and runs them once
+    there is room."""
+    calls: list[str] = []
+
+    async def daily() -> None:
+        calls.append(format_ts(clock.now()))
+
+    path = tmp_path / "cron.db"
+    store = await CronStore.open(path, clock)
+    try:
+        await CronScheduler(store, internal=[InternalJob(INTERNAL_DAILY, "0 3 * * *", daily)]).start(loop=False)
+    finally:
+        await store.close()
+    clock.advance(timedelta(days=1))  # its slot passed while down
+    store = await CronStore.open(path, clock)
+    sched = CronScheduler(store, internal=[InternalJob(INTERNAL_DAILY, "0 3 * * *", daily),
+                                           InternalJob(INTERNAL_WEEKLY, "0 4 * * 1", daily)], poll_interval=0.02)
+    try:
+        with debug_json_log() as log:
+            await store.db.write("PRAGMA query_only = 1")
+            assert await asyncio.wait_for(sched.start(), 10) == []  # raised: the gateway did not come up
+            await asyncio.sleep(0.2)  # polled, still full: no second error
+            await store.db.write("PRAGMA query_only = 0")
+            async with asyncio.timeout(10):
+                while len(calls) < 1 or await store.get(INTERNAL_WEEKLY) is None:
+                    await asyncio.sleep(0.02)
+        [error] = [e for e in lines(log, "cron: jobs missed while down not run at start (cron.db cannot be written); "
+                                         "the poll tries again") if e["level"] == "error"]
+        assert error["sqlite_error"] == "SQLITE_READONLY"
+        assert len(calls) == 1 and (await store.get(INTERNAL_DAILY)).last_status == "ok"  # type: ignore[union-attr]
+    finally:
+        await sched.stop()
+        await store.close()

@@ -3,6 +3,8 @@ make it whole again (gateway/inbox.py), on a real gateway.db."""
 
 from __future__ import annotations
 
+import asyncio
+import sqlite3
 from dataclasses import replace
 from pathlib import Path
 
@@ -13,6 +15,7 @@ from gateway.inbox import Inbox, Waiting
 from gateway.sessions import SessionStore
 from memory import ManualClock
 from memory.identity import IdentityMap
+from tests.disk import allow, refuse
 from tests.logjson import debug_json_log, lines
 
 
@@ -249,3 +252,80 @@ async def test_an_unreadable_row_is_logged_without_what_it_held(tmp_path: Path, 
     assert "quokka" not in out.getvalue()
     [line] = lines(out, "inbox row unreadable; dropped")
     assert line["error"] == "ValueError" and line["message_id"] == "6"
+
+
+def _rows(path: Path) -> list[str]:
+    with sqlite3.connect(path) as db:
+        return [m for (m,) in db.execute("SELECT message_id FROM inbox ORDER BY id")]
+
+
+async def test_rows_begun_whose_delete_a_full_disk_refuses_stay_until_there_is_room(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    """At start a begun message's row goes; the disk refusing that delete
+    must not stop the start (it raised, and the gateway did not come up):
+    the row stays, one error says so, and it goes once there is room."""
+    path = tmp_path / "gateway.db"
+    with debug_json_log() as log:
+        async with await SessionStore.open(path, clock) as store:
+            inbox = Inbox(store.db, clock)
+            inbox.drop_retry = 0.02
+            begun, waiting = _msg("is it due?"), replace(_msg("and the slides?"), message_id="om_2")
+            await inbox.keep(begun)
+            await inbox.keep(waiting)
+            await store.append(begun.session_key, channel="feishu", chat_id="oc_team", role="user",
+                               content=begun.text, owner="ou_carol", message_id="om_1")
+            refuse(path, "drops", "BEFORE DELETE ON inbox")
+            assert [w.msg.message_id for w in await inbox.waiting()] == ["om_2"]
+            assert [w.msg.message_id for w in await inbox.waiting()] == ["om_2"]  # a second try: no second error
+            await asyncio.sleep(0.2)  # tried again, still full
+            assert _rows(path) == ["om_1", "om_2"]
+            allow(path, "drops")
+            async with asyncio.timeout(10):
+                while "are deleted now" not in log.getvalue():
+                    await asyncio.sleep(0.02)
+            assert _rows(path) == ["om_2"]
+            await inbox.close()
+    error, again = lines(log, "inbox rows not to be answered could not be deleted (the disk is full or read-only?): "
+                              "kept, tried again until there is room")
+    assert (error["level"], again["level"]) == ("error", "info")  # a line a failure, not a line a try
+    assert error["rows"] == 1 and error["sqlite_error"] == "SQLITE_CONSTRAINT_TRIGGER"
+    [back] = lines(log, "inbox rows kept by a full disk are deleted now")
+    assert back["rows"] == 1 and "is it due" not in log.getvalue()
+
+
+async def test_a_stop_while_the_disk_is_full_leaves_the_rows_to_the_next_start(tmp_path: Path, clock: ManualClock) -> None:
+    path = tmp_path / "gateway.db"
+    async with await SessionStore.open(path, clock) as store:
+        inbox = Inbox(store.db, clock)
+        await inbox.keep(_msg("is it due?"))
+        await store.append("feishu:oc_team", channel="feishu", chat_id="oc_team", role="user", content="is it due?",
+                           owner="ou_carol", message_id="om_1")
+        refuse(path, "drops", "BEFORE DELETE ON inbox")
+        assert await inbox.waiting() == []
+        await asyncio.wait_for(inbox.close(), 5)  # not waiting for room
+        await inbox.close()  # safe twice
+    assert _rows(path) == ["om_1"]
+    allow(path, "drops")
+    async with await SessionStore.open(path, clock) as store:  # the next start: begun, so dropped now
+        assert await Inbox(store.db, clock).waiting() == []
+    assert _rows(path) == []
+
+
+async def test_an_unreadable_revision_the_disk_will_not_delete_stays_and_the_rest_come_back(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    """Its delete raised, and the start with it (the edits never applied,
+    the gateway not up). Never applied, it can wait for the next start."""
+    path = tmp_path / "gateway.db"
+    async with await SessionStore.open(path, clock) as store:
+        inbox = Inbox(store.db, clock)
+        await store.db.write("INSERT INTO revisions (channel, chat_id, message_id, kind, received_at, payload) "
+                             "VALUES ('telegram', '42', '6', 'edit', '2026-03-01T12:00:00Z', 'not json')")
+        await inbox.keep(_edit("see you at 9"))
+        refuse(path, "revisions", "BEFORE DELETE ON revisions")
+        [rev] = await inbox.revisions()
+        assert rev.msg.text == "see you at 9"
+        allow(path, "revisions")
+        assert len(await inbox.revisions()) == 1  # the next start: dropped now
+        assert [r[0] for r in await store.db.fetchall("SELECT message_id FROM revisions")] == ["7"]

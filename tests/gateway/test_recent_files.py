@@ -23,6 +23,7 @@ from gateway.tools import ToolContext, ToolError
 from memory import ManualClock
 from memory.db import Database
 from memory.tokens import estimate_tokens
+from tests.disk import allow, refuse
 
 
 def doc(name: str, text: str, more: str = "", pages: int | None = None) -> Document:
@@ -190,6 +191,30 @@ async def test_files_past_the_day_are_deleted_not_only_hidden(tmp_path: Path, cl
         await files.keep("c4", "bob", (doc("b.txt", "b"),))  # a write sweeps every chat
         await files.flush()
         assert await rows(d) == [("c4", "bob", "b.txt")]
+    finally:
+        await d.close()
+
+
+async def test_a_start_on_a_full_disk_hides_the_files_past_the_day_and_the_sweeper_deletes_them_later(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    """The start's delete of files past the day, refused by a full disk,
+    raised, and the gateway did not come up. Now it comes up with them
+    hidden, and the sweep deletes them once there is room."""
+    d, files = await reopened(tmp_path / "gateway.db", clock)
+    await files.keep("c1", "alice", (doc("old.txt", "old"),))
+    await files.flush()
+    await d.close()
+    clock.advance(86400 + 1)
+    refuse(tmp_path / "gateway.db", "sweep", "BEFORE DELETE ON recent_files")
+    with capture_logs() as logs:
+        d, files = await reopened(tmp_path / "gateway.db", clock)  # raised
+    try:
+        assert files.files("c1") == [] and await rows(d) == [("c1", "alice", "old.txt")]
+        [error] = [e for e in logs if e["log_level"] == "error"]
+        assert error["event"].startswith("recent files past the day not deleted at start") and "old.txt" not in str(error)
+        allow(tmp_path / "gateway.db", "sweep")
+        assert await files.sweep() == 1 and await rows(d) == []
     finally:
         await d.close()
 
