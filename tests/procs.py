@@ -63,3 +63,6 @@ async def finished(proc: asyncio.subprocess.Process, stdin: bytes | None = None,
             await asyncio.wait_for(reading, 10)  # the pipes close with the process
         said = b"".join(err).decode(errors="replace")
         raise AssertionError(f"still running after {bound:.0f} s; killed. Its stderr:\n{said[-4000:]}") from None
+    except asyncio.CancelledError:  # the test's own bound ran out first: the process goes with it
+        await killed(proc)
+        raise

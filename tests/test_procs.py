@@ -24,8 +24,9 @@ async def test_a_process_that_exits_gives_its_output() -> None:
     assert (out, err, proc.returncode) == (b"HELLO\n", b"note\n", 0)
 
 
-async def test_a_process_out_of_time_is_killed_and_the_failure_shows_its_stderr(tmp_path: Path) -> None:
-    said = tmp_path / "said"  # made once the line is written: the bound below starts after it, not with the start
+async def _stuck(tmp_path: Path) -> asyncio.subprocess.Process:
+    """A process that says one line on stderr and hangs, returned once the line is written."""
+    said = tmp_path / "said"  # made after the line: a bound given next starts after it, not with the start
     proc = await _python(
         "import pathlib, sys, time; print('stuck in start-up', file=sys.stderr, flush=True); "
         f"pathlib.Path({str(said)!r}).touch(); time.sleep(600)"
@@ -36,6 +37,18 @@ async def test_a_process_out_of_time_is_killed_and_the_failure_shows_its_stderr(
             await asyncio.sleep(0.05)
 
     await asyncio.wait_for(until_said(), START)
+    return proc
+
+
+async def test_a_process_out_of_time_is_killed_and_the_failure_shows_its_stderr(tmp_path: Path) -> None:
+    proc = await _stuck(tmp_path)
     with pytest.raises(AssertionError, match="still running after 2 s; killed. Its stderr:\nstuck in start-up"):
         await finished(proc, bound=2)
     assert proc.returncode is not None  # not left running after the test
+
+
+async def test_a_wait_cut_by_the_tests_own_bound_kills_the_process_too(tmp_path: Path) -> None:
+    proc = await _stuck(tmp_path)
+    with pytest.raises(TimeoutError):
+        await asyncio.wait_for(finished(proc), 2)
+    assert proc.returncode is not None
