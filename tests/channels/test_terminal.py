@@ -18,6 +18,7 @@ from gateway.delivery import FILE_NOT_SENT
 from gateway.export import exports_folder
 from memory import ManualClock, Provenance
 from tests.fakes.openai_server import FakeOpenAI, Reply, said
+from tests.procs import START, finished
 
 
 @pytest.fixture
@@ -108,7 +109,7 @@ async def test_a_person_at_a_terminal_is_told_how_to_leave_and_a_pipe_is_not(tmp
     os.close(tty)
     seen = b""
     try:
-        async with asyncio.timeout(30):
+        async with asyncio.timeout(START):  # takes in the process's start
             while b"you> " not in seen:
                 seen += await asyncio.to_thread(os.read, main_fd, 4096)
             os.write(main_fd, b"/exit\n")
@@ -121,8 +122,8 @@ async def test_a_person_at_a_terminal_is_told_how_to_leave_and_a_pipe_is_not(tmp
     assert seen.decode().replace("\r\n", "\n").startswith(BANNER + "you> ")
 
     piped = await asyncio.create_subprocess_exec(*cmd, cwd=repo, env=env, stdin=asyncio.subprocess.PIPE,
-                                                 stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL)
-    out, _ = await asyncio.wait_for(piped.communicate(b"hello\n"), 30)
+                                                 stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    out, _ = await finished(piped, b"hello\n")
     assert out.decode() == "myclaw> re: hello\n"  # machine-readable: no banner, no prompt
 
 

@@ -22,6 +22,7 @@ from tests.fakes.openai_server import FakeOpenAI, Reply, said
 from tests.disk import on_disk
 from tests.fakes.telegram_server import FakeTelegram
 from tests.logjson import debug_json_log, lines
+from tests.procs import finished
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -533,7 +534,7 @@ async def test_cli_gateway_without_config_exits_2(tmp_path: Path) -> None:
         sys.executable, "-c", "from gateway.cli import main; main()", "gateway",
         cwd=REPO, env=_cli_env(tmp_path), stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
     )
-    _, err = await asyncio.wait_for(proc.communicate(), 60)
+    _, err = await finished(proc)
     assert proc.returncode == 2 and "no config file" in err.decode()
 
 
@@ -545,7 +546,7 @@ async def test_cli_chat_answers_piped_lines(tmp_path: Path, fake_llm: FakeOpenAI
         env=_cli_env(tmp_path, MYCLAW_PROVIDER_BASE_URL=fake_llm.url, MYCLAW_PROVIDER_API_KEY=fake_llm.api_key or ""),
         stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
     )
-    out, err = await asyncio.wait_for(proc.communicate("hello\n\nhow are you\n".encode()), 60)
+    out, err = await finished(proc, "hello\n\nhow are you\n".encode())
     assert proc.returncode == 0, err.decode()
     assert out.decode().splitlines() == ["myclaw> re: hello", "myclaw> re: how are you"]
     assert fake_llm.api_key not in err.decode()

@@ -17,6 +17,7 @@ from click.testing import CliRunner
 
 from gateway.cli import main
 from tests.fakes.openai_server import FakeOpenAI, Reply, said
+from tests.procs import START, finished, killed
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -33,7 +34,7 @@ async def _myclaw(home: Path, *args: str, stdin: str = "", **env: str) -> tuple[
         cwd=REPO, env=_env(home, **env),
         stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
     )
-    out, err = await asyncio.wait_for(proc.communicate(stdin.encode()), 60)
+    out, err = await finished(proc, stdin.encode())
     assert proc.returncode is not None
     return proc.returncode, out.decode(), err.decode()
 
@@ -108,7 +109,7 @@ async def test_sigterm_is_acknowledged_and_the_stop_logged(tmp_path: Path, fake_
         )
         try:
             tg.push_text(42, 42, "hello")
-            await tg.wait_sent(1, timeout=30)
+            await tg.wait_sent(1, timeout=START)  # takes in the process's start
             assert tg.texts(42) == ["re: hello"]
             # A reply can go out before start-up is over (the cron's catch-up
             # comes last); a SIGTERM then cuts the start, logged as such.
@@ -119,11 +120,9 @@ async def test_sigterm_is_acknowledged_and_the_stop_logged(tmp_path: Path, fake_
                 assert line, head.decode()
                 head += line
             proc.send_signal(signal.SIGTERM)
-            _, err = await asyncio.wait_for(proc.communicate(), 30)
+            _, err = await finished(proc, bound=30)  # the stop alone
         finally:
-            if proc.returncode is None:
-                proc.kill()
-                await proc.wait()
+            await killed(proc)
     text = head.decode() + err.decode()
     assert proc.returncode == 0, text
     assert "SIGTERM received: stopping after the messages already taken are answered" in text
@@ -151,13 +150,11 @@ async def _one_message_then_sigterm(home: Path, fake_llm: FakeOpenAI, *args: str
         )
         try:
             tg.push_text(42, 42, "hello")
-            await tg.wait_sent(1, timeout=30)
+            await tg.wait_sent(1, timeout=START)  # takes in the process's start
             proc.send_signal(signal.SIGTERM)
-            _, err = await asyncio.wait_for(proc.communicate(), 30)
+            _, err = await finished(proc, bound=30)  # the stop alone
         finally:
-            if proc.returncode is None:
-                proc.kill()
-                await proc.wait()
+            await killed(proc)
     assert proc.returncode is not None
     return proc.returncode, err.decode()
 
@@ -291,7 +288,7 @@ async def test_every_file_a_run_makes_in_the_data_folder_is_owner_only(tmp_path:
         env=_env(tmp_path, MYCLAW_PROVIDER_BASE_URL=fake_llm.url, MYCLAW_PROVIDER_API_KEY=fake_llm.api_key or ""),
         stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
     )
-    out, err = await asyncio.wait_for(proc.communicate(b"hello\n"), 60)
+    out, err = await finished(proc, b"hello\n")
     assert proc.returncode == 0, err.decode()
     made = {p.name: stat.S_IMODE(p.stat().st_mode) for p in (tmp_path / "data").iterdir() if p.is_file()}
     assert "myclaw.lock" in made
@@ -333,13 +330,11 @@ async def test_ctrl_c_during_start_up_stops_it_and_closes_what_it_opened(
                     return
             raise AssertionError("".join(seen))
 
-        await asyncio.wait_for(until_telegram_is_tried(), 30)
+        await asyncio.wait_for(until_telegram_is_tried(), START)  # takes in the process's start
         proc.send_signal(getattr(signal, sig))
-        _, rest = await asyncio.wait_for(proc.communicate(), 30)
+        _, rest = await finished(proc, bound=30)  # the stop alone
     finally:
-        if proc.returncode is None:
-            proc.kill()
-            await proc.wait()
+        await killed(proc)
     text = "".join(seen) + rest.decode()
     assert proc.returncode == code, text
     assert f"{sig} received during start-up: stopping" in text

@@ -200,6 +200,7 @@ async def test_a_memory_added_by_the_cli_is_found_by_meaning_within_a_second(tmp
     import sys
 
     from tests.gateway.test_app import REPO
+    from tests.procs import finished
 
     clock = ManualClock("2026-03-02T10:00:00Z")
     async with running(tmp_path, clock, interval="1h") as (app, fake):
@@ -212,7 +213,7 @@ async def test_a_memory_added_by_the_cli_is_found_by_meaning_within_a_second(tmp
             "Alice's automobile is parked at the airport", "--user", "echo:alice",
             cwd=REPO, env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
         )
-        out, err = await asyncio.wait_for(proc.communicate(), 60)
+        out, err = await finished(proc)
         assert proc.returncode == 0, err.decode()
         assert "added memory" in out.decode()
 
