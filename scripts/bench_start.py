@@ -4,13 +4,13 @@ operator types, and of a gateway start up to "gateway running"
 
 Every run is a fresh interpreter (``python -c "from gateway.cli import
 main; main()" ...`` from this checkout, as the tests spawn it) on a scratch
-MYCLAW_HOME whose data files were made by a first, unmeasured run. The
-gateway runs against the loopback fakes (tests/fakes), Telegram only and
-Telegram + Feishu (long connection); its CPU is read from /proc at the
-"gateway running" line, then it is stopped with SIGTERM.
+MYCLAW_HOME whose data files (and bytecode) were made by a first, unmeasured
+run. The gateway runs against the loopback fakes (tests/fakes), Telegram
+only and Telegram + Feishu (long connection); its CPU is read from /proc at
+the "gateway running" line, then it is stopped with SIGTERM.
 
     .venv/bin/python scripts/bench_start.py [--runs 5] [--cases help cron memory doctor tg tg+feishu]
-    .venv/bin/python scripts/bench_start.py --importtime "cron list"   # heaviest imports of one command
+    .venv/bin/python scripts/bench_start.py --importtime tg   # the heaviest imports of one case
 
 The figures are medians over ``--runs``; ``cal`` is the CPU seconds of a
 pure-Python loop in this process (docs/BENCHMARKS.md), to compare runs
@@ -60,8 +60,12 @@ def calibration() -> float:
 
 
 def _env(home: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MYCLAW_")}
-    env.update(MYCLAW_HOME=str(home), MYCLAW_LOG_LEVEL="INFO")
+    # Bytecode is kept (in the scratch folder, not the checkout), as an
+    # installed myclaw has it: with PYTHONDONTWRITEBYTECODE set (as in some
+    # dev shells) every start would compile the project's ~100 modules
+    # from source again, about 0.5 s of CPU.
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MYCLAW_") and k != "PYTHONDONTWRITEBYTECODE"}
+    env.update(MYCLAW_HOME=str(home), MYCLAW_LOG_LEVEL="INFO", PYTHONPYCACHEPREFIX=str(home.parent / "pycache"))
     return env
 
 
@@ -70,17 +74,18 @@ def _write_config(home: Path, doc: dict[str, Any]) -> None:
     (home / "config.json").write_text(json.dumps(doc), encoding="utf-8")
 
 
-def run_cli(home: Path, args: Sequence[str]) -> tuple[float, float]:
-    """Wall and CPU (user + system) seconds of one ``myclaw args``."""
+def run_cli(home: Path, args: Sequence[str], flags: Sequence[str] = ()) -> tuple[float, float, str]:
+    """Wall and CPU (user + system) seconds of one ``myclaw args``, and its
+    stderr; ``flags`` go to Python."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t = time.perf_counter()
-    done = subprocess.run([*MYCLAW, *args], cwd=ROOT, env=_env(home), capture_output=True, text=True, timeout=300)
+    done = subprocess.run([sys.executable, *flags, *MYCLAW[1:], *args], cwd=ROOT, env=_env(home), capture_output=True, text=True, timeout=300)
     wall = time.perf_counter() - t
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if done.returncode != 0:
         raise SystemExit(f"myclaw {shlex.join(args)} exited {done.returncode}:\n{done.stderr[-2000:]}")
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return wall, cpu
+    return wall, cpu, done.stderr
 
 
 def _proc_cpu(pid: int) -> float:
@@ -89,11 +94,12 @@ def _proc_cpu(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / _TICK  # utime, stime (fields 14, 15 of proc(5))
 
 
-async def _gateway_once(home: Path) -> tuple[float, float]:
-    """Wall and CPU seconds from spawning ``myclaw gateway`` to its "gateway running" line."""
+async def _gateway_once(home: Path, flags: Sequence[str] = ()) -> tuple[float, float, str]:
+    """Wall and CPU seconds from spawning ``myclaw gateway`` to its "gateway
+    running" line, and all it wrote on stderr; ``flags`` go to Python."""
     t = time.perf_counter()
     proc = await asyncio.create_subprocess_exec(
-        *MYCLAW, "gateway", cwd=ROOT, env=_env(home),
+        sys.executable, *flags, *MYCLAW[1:], "gateway", cwd=ROOT, env=_env(home),
         stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
     )
     said: list[bytes] = []
@@ -110,16 +116,18 @@ async def _gateway_once(home: Path) -> tuple[float, float]:
                 break
         proc.send_signal(signal.SIGTERM)
         # Drained while it stops: a full pipe would hold its last lines.
-        await asyncio.wait_for(proc.stderr.read(), 60)
+        said.append(await asyncio.wait_for(proc.stderr.read(), 60))
         await asyncio.wait_for(proc.wait(), 60)
     finally:
         if proc.returncode is None:
             proc.kill()
             await proc.wait()
-    return wall, cpu
+    return wall, cpu, b"".join(said).decode(errors="replace")
 
 
-async def run_gateway_case(case: str, runs: int, scratch: Path, home: Path | None = None) -> list[tuple[float, float]]:
+async def run_gateway_case(
+    case: str, runs: int, scratch: Path, home: Path | None = None, flags: Sequence[str] = ()
+) -> list[tuple[float, float, str]]:
     from tests.fakes.feishu_server import FakeFeishu
     from tests.fakes.openai_server import FakeOpenAI
     from tests.fakes.telegram_server import FakeTelegram
@@ -132,29 +140,35 @@ async def run_gateway_case(case: str, runs: int, scratch: Path, home: Path | Non
         home = home or scratch / case
         _write_config(home, {"provider": {"baseUrl": llm.url, "apiKey": llm.api_key}, "channels": channels})
         await _gateway_once(home)  # makes the data files; not counted
-        return [await _gateway_once(home) for _ in range(runs)]
+        return [await _gateway_once(home, flags) for _ in range(runs)]
 
 
-def run_cli_case(case: str, runs: int, scratch: Path) -> list[tuple[float, float]]:
+def _cli_home(scratch: Path) -> Path:
+    """A home with the data files a gateway made, as an operator's commands find them."""
     home = scratch / "cli"
     if not (home / "config.json").exists():
-        # The data files a gateway made, as an operator's commands find them.
         asyncio.run(run_gateway_case("tg", 0, scratch, home=home))
+    return home
+
+
+def run_cli_case(case: str, runs: int, scratch: Path) -> list[tuple[float, float, str]]:
+    home = _cli_home(scratch)
     run_cli(home, CLI_CASES[case])  # warms the disk cache; not counted
     return [run_cli(home, CLI_CASES[case]) for _ in range(runs)]
 
 
-def importtime(args: Sequence[str], top: int) -> None:
-    """``python -X importtime`` of one command: self time summed by top-level package."""
+def importtime(case: str, top: int) -> None:
+    """``python -X importtime`` of one case: self time summed by top-level package."""
     with tempfile.TemporaryDirectory() as tmp:
-        home = Path(tmp)
-        _write_config(home, {"provider": {"baseUrl": "http://127.0.0.1:9/v1", "apiKey": "sk-bench-0123456789"},
-                             "channels": {"telegram": {"enabled": True, "token": "123:abcdefghijklmnop"}}})
-        done = subprocess.run([sys.executable, "-X", "importtime", *MYCLAW[1:], *args], cwd=ROOT, env=_env(home),
-                              capture_output=True, text=True, timeout=600)
+        if case in CLI_CASES:
+            home = _cli_home(Path(tmp))
+            run_cli(home, CLI_CASES[case])  # its modules' bytecode
+            stderr = run_cli(home, CLI_CASES[case], ["-X", "importtime"])[2]
+        else:
+            stderr = asyncio.run(run_gateway_case(case, 1, Path(tmp), flags=["-X", "importtime"]))[0][2]
     by_package: dict[str, int] = defaultdict(int)
     modules: dict[str, int] = defaultdict(int)
-    for line in done.stderr.splitlines():
+    for line in stderr.splitlines():
         if not line.startswith("import time:") or "self [us]" in line:
             continue
         self_us, _, name = line.removeprefix("import time:").split("|")
@@ -162,7 +176,7 @@ def importtime(args: Sequence[str], top: int) -> None:
         by_package[name.split(".")[0]] += int(self_us)
         modules[name.split(".")[0]] += 1
     total = sum(by_package.values())
-    print(f"myclaw {shlex.join(args)}: {sum(modules.values())} modules imported, {total / 1e6:.2f} s of import time (self, summed)")
+    print(f"{case}: {sum(modules.values())} modules imported, {total / 1e6:.2f} s of import time (self, summed)")
     print(f"{'package':<24} {'modules':>8} {'self s':>8}")
     for name, us in sorted(by_package.items(), key=lambda kv: -kv[1])[:top]:
         print(f"{name:<24} {modules[name]:>8} {us / 1e6:>8.3f}")
@@ -172,11 +186,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=5, help="measured runs per case (median reported)")
     parser.add_argument("--cases", nargs="+", default=[*CLI_CASES, *GATEWAY_CASES], choices=[*CLI_CASES, *GATEWAY_CASES])
-    parser.add_argument("--importtime", metavar="ARGS", help='instead: the heaviest imports of "myclaw ARGS"')
+    parser.add_argument("--importtime", metavar="CASE", choices=[*CLI_CASES, *GATEWAY_CASES],
+                        help="instead: the heaviest imports of one case, by package (python -X importtime)")
     parser.add_argument("--top", type=int, default=15)
     args = parser.parse_args()
     if args.importtime is not None:
-        importtime(shlex.split(args.importtime), args.top)
+        importtime(args.importtime, args.top)
         return
     print(f"cal {calibration():.2f} s; median of {args.runs} runs")
     print(f"{'case':<32} {'wall s':>8} {'CPU s':>8}")
@@ -189,8 +204,8 @@ def main() -> None:
             else:
                 results = asyncio.run(run_gateway_case(case, args.runs, scratch))
                 label = f"gateway to running ({case})"
-            wall = statistics.median(w for w, _ in results)
-            cpu = statistics.median(c for _, c in results)
+            wall = statistics.median(r[0] for r in results)
+            cpu = statistics.median(r[1] for r in results)
             print(f"{label:<32} {wall:>8.2f} {cpu:>8.2f}", flush=True)
     print(f"cal {calibration():.2f} s")
 
