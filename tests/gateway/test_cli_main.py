@@ -137,3 +137,10 @@ def test_a_command_loads_its_own_modules_not_every_commands(tmp_path: Path) -> N
     assert {"gateway.cli.memory_cmd", "gateway.cli.memory_jobs_cmd", "gateway.cli.identity_cmd",
             "gateway.cli.project_cmd"} <= memory
     assert "gateway.cli.cron_cmd" not in memory and "numpy" not in memory
+
+
+def test_doctor_offline_loads_neither_the_gateway_nor_numpy(tmp_path: Path) -> None:
+    (tmp_path / "config.json").write_text('{"channels": {"telegram": {"enabled": true, "token": "1:x"}}}', "utf-8")
+    assert "numpy" not in _loaded_by(tmp_path, "memory", "add", "--user", "ada", "likes green tea")  # memory.db made
+    doctor = _loaded_by(tmp_path, "doctor", "--offline")  # its checks of memory.db (the vectors') included
+    assert "gateway.cli.doctor_cmd" in doctor and not doctor & {"gateway.app", "numpy"}
