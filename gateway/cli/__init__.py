@@ -1,13 +1,14 @@
 """``myclaw`` command line. Thin: each command group lives in its own module
 and registers itself on :data:`main` when imported, which happens when the
-command is asked for (:data:`_COMMANDS`)."""
+command is asked for (:data:`_COMMANDS`, gateway/cli/_lazy.py)."""
 
 from __future__ import annotations
 
-import importlib
 from typing import Any
 
 import click
+
+from ._lazy import LazyGroup
 
 __all__ = ["main"]
 
@@ -30,28 +31,18 @@ _COMMANDS: dict[str, tuple[tuple[str, ...], str]] = {
     "cron": (("cron_cmd",), "Scheduled jobs: a message run through the agent, the reply sent to a chat."),
     "doctor": (("doctor_cmd",), "Check the config, secrets, data files and endpoints, and say what is wrong."),
     "gateway": (("gateway_cmd",), "Run the gateway with every channel enabled in the config."),
-    # The memory group's commands live in four modules; memory_cmd makes the group.
-    "memory": (("memory_cmd", "memory_jobs_cmd", "identity_cmd", "project_cmd"), "Inspect and manage long-term memory."),
+    "memory": (("memory_cmd",), "Inspect and manage long-term memory."),  # a LazyGroup too
     "restore": (("backup_cmd",), "Put the backup in SRC in place of the current data."),
 }
 
 
-class _Main(click.Group):
+class _Main(LazyGroup):
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)  # resolving the command imports its modules: most of a start's time
         except KeyboardInterrupt:
             click.echo(INTERRUPTED, err=True)
             ctx.exit(INTERRUPTED_CODE)
-
-    def list_commands(self, ctx: click.Context) -> list[str]:
-        return sorted({*_COMMANDS, *self.commands})
-
-    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
-        if cmd_name not in self.commands and cmd_name in _COMMANDS:
-            for module in _COMMANDS[cmd_name][0]:
-                importlib.import_module(f"{__name__}.{module}")  # registers its commands on `main`
-        return self.commands.get(cmd_name)
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         """The command list, from :data:`_COMMANDS` for those not loaded."""
@@ -67,7 +58,8 @@ class _Main(click.Group):
             formatter.write_dl(rows)
 
 
-@click.group(cls=_Main, context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=_Main, lazy={name: modules for name, (modules, _) in _COMMANDS.items()},
+             context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="myclaw")
 def main() -> None:
     """myclaw: a chat gateway with long-term memory.
