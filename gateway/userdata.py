@@ -9,7 +9,8 @@ the jobs they scheduled, the replies to them still waiting in the
 outbox, their messages and edits kept in the inbox (a crash leaves them
 for the next start to answer or apply: gateway/inbox.py; those the process
 loop still holds, queued behind a turn or under way, are then neither
-answered nor stored: ``Inbox.erased``), the files they
+answered nor stored: ``Inbox.erased``; nor are their jobs and resumed
+turns it holds: gateway/erasures.py), the files they
 sent lately (kept a day for ``file_read``), the exports ``myclaw chat`` wrote for them, and their file store folder
 (``MEMORY.md`` and daily logs written while memory was off; imported
 since, but the files stay until erased). ``myclaw memory forget --user``
