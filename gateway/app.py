@@ -69,6 +69,7 @@ from .commands import UserCommands
 from .config import Config, ConfigError, Paths
 from .datalock import AlreadyRunning, DataBusy, DataLock, GatewayLock
 from .delivery import Delivery
+from .erasures import Erasures
 from .failover import FailoverLLM
 from .logging import error_fields, loop_exception_handler
 from .loop import MARK_RETRY_MAX, KnownProjects, ProcessLoop
@@ -211,6 +212,7 @@ class App:
         self.inbox: Inbox | None = None
         self.redelivered: Redelivered | None = None  # the messages taken and never begun, as start() found them
         self.resumed: Resumed | None = None  # the messages a stop left unanswered, as start() found them
+        self.erasures = Erasures()  # users erased in this run: the loop's jobs and resumed turns of theirs are not run
         self.revised = LeftRevisions()  # the edits and recalls a stop left unapplied, as start() applied them
         self.llm: FailoverLLM | None = None
         # One cooldown state per model endpoint for the chat and the memory
@@ -365,7 +367,7 @@ class App:
         self._user_data = UserData(self.backend, self.sessions, outbox=self.delivery.outbox, timezones=self.timezones,
                                    files=self.recent_files, incognito=self.incognito, titles=self.titles,
                                    file_store=self._folders, exports=self.paths.exports_dir, inbox=self.inbox,
-                                   owner_of=identities.resolve)
+                                   owner_of=identities.resolve, erasures=self.erasures)
         self.llm = FailoverLLM.from_config(
             cfg.provider, cfg.agent.model, cfg.agent.fallbacks, self.clock, client=self.http_client,
             cooldowns=self.cooldowns,
@@ -422,6 +424,7 @@ class App:
             inbox=self.inbox,
             titles=self.titles,
             hold=self.delivery.hold,  # a reply on its way is in the outbox until the platform took it
+            erasures=self.erasures,
         )
         self.loop.chat_moves["outbox_held"] = self.delivery.move_chat  # a moved chat's kept replies stay ahead
         moves = getattr(self.backend, "engine", None)  # None: the file store, which no group reads
@@ -586,7 +589,7 @@ class App:
         async with _storage(self.paths.cron_db()):
             self._cron_store = await CronStore.open(self.paths.cron_db(), self.clock, self.cfg.gateway.timezone)
         self._user_data.cron = self._cron_store
-        loop = self.loop
+        loop, store_ = self.loop, self._cron_store
         assert loop is not None and self.agent is not None
         loop.chat_moves["cron_jobs"] = self._cron_store.move_chat  # a moved chat's jobs run there (cron.db)
         loop.member_left["cron_jobs"] = self._cron_store.remove_member  # a member's jobs leave the group with them
@@ -610,6 +613,13 @@ class App:
                           channel=job.channel, chat_id=job.chat_id, reason=why)
                 raise CronError(f"{why}: a private job (the user's private memory) is not run there")
             running = self.channels.get(job.channel)
+            if await store_.get(job.id) is None:
+                # Removed since the scheduler read it (its user erased
+                # everything, or removed it): not run. No await from here
+                # to the loop taking it, so an erasure that removes it
+                # later ends after the loop took it and drops it there.
+                log.info("cron job removed before its run; not run", job=job.id)
+                return True
             sent = await loop.run_job(
                 channel=job.channel, chat_id=job.chat_id, user=job.user, text=attempt.prompt, private=job.private,
                 fallback=attempt.fallback, locale=running.locale if running is not None else "",

@@ -9,7 +9,8 @@ the jobs they scheduled, the replies to them still waiting in the
 outbox, their messages and edits kept in the inbox (a crash leaves them
 for the next start to answer or apply: gateway/inbox.py; those the process
 loop still holds, queued behind a turn or under way, are then neither
-answered nor stored: ``Inbox.erased``), the files they
+answered nor stored: ``Inbox.erased``; nor are their jobs and resumed
+turns it holds: gateway/erasures.py), the files they
 sent lately (kept a day for ``file_read``), the exports ``myclaw chat`` wrote for them, and their file store folder
 (``MEMORY.md`` and daily logs written while memory was off; imported
 since, but the files stay until erased). ``myclaw memory forget --user``
@@ -37,6 +38,7 @@ from memory.sharing import shared_places
 from memory.types import OwnerData, OwnerIndex
 
 from .chattitles import ChatTitles
+from .erasures import Erasures
 from .export import UserExport, erase_exports
 from .timezones import zone_name
 
@@ -97,6 +99,7 @@ class UserData:
         exports: Path | None = None,
         inbox: Inbox | None = None,
         owner_of: Callable[[str, str], str] | None = None,
+        erasures: Erasures | None = None,
     ) -> None:
         self.backend = backend
         # The file store's folders when SQLite is the backend (the App's):
@@ -114,6 +117,9 @@ class UserData:
         # Whose a message is, by channel and sender (the identity map's
         # resolve): inbox rows name their sender only.
         self.owner_of = owner_of or IdentityMap().resolve
+        # Told as an erasure begins and once it ended: the process loop's
+        # jobs and resumed turns of theirs taken before are not run (gateway/erasures.py).
+        self.erasures = erasures
 
     async def census(self, user: str, *, asking: MessageKey | None = None) -> Census:
         """What :meth:`erase` would erase; ``asking``: the command asking
@@ -158,6 +164,17 @@ class UserData:
         history's rows could otherwise be buffered for extraction again.
         The file store's folder before memory: gone first, its import record
         (which memory erases) can no longer let it be read back in."""
+        if self.erasures is not None:
+            self.erasures.erase(user)  # what the loop holds of theirs from now on is from before
+        try:
+            return await self._erase(user, asking=asking)
+        finally:
+            if self.erasures is not None:
+                # Once more at the end: a job taken while this ran (its cron
+                # entry still there) is from before too.
+                self.erasures.erase(user)
+
+    async def _erase(self, user: str, *, asking: MessageKey | None) -> Census:
         if self.file_store is not None:
             await self.file_store.forget_all(user)  # bytes zeroed, then the folder
         mem = await self.backend.forget_all(user)

@@ -1,9 +1,11 @@
 """``myclaw memory export`` as JSON, written as the rows are read.
 
 The document is the one ``json.dumps(doc, ensure_ascii=False, indent=2)``
-makes of ``{"exported_at", "user", "memories", "events", "project_aliases"}``
-(a memory shared with a group gateway.db knows the title of: its
-``group_titles`` too)
+makes of ``{"exported_at", "user", "memories", "events", "project_aliases",
+"unanswered"}`` (a memory shared with a group gateway.db knows the title
+of: its ``group_titles`` too; ``unanswered``: owner -> how many of their
+messages wait in gateway.db's inbox to be answered, those with any,
+counted as the markdown export counts them, their words not included)
 (memories by id, events by owner, date, id, a renamed project's old names
 by owner and name), byte for byte, but only a page of rows is
 ever in memory: an operator's export of a large store no longer holds the
@@ -12,7 +14,7 @@ whole store, and its JSON text, at once."""
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any
 
 from memory import MemoryEngine
@@ -26,13 +28,15 @@ PAGE = 500
 
 async def write_json(
     write: Callable[[str], Any], engine: MemoryEngine, owner: str | None, *, at: str, page: int = PAGE,
-    titles: Mapping[str, str] | None = None,
+    titles: Mapping[str, str] | None = None, unanswered: Callable[[str], Awaitable[int]] | None = None,
 ) -> tuple[int, int]:
     """Write the export of ``owner`` (every owner when None) through
     ``write``, with a trailing newline; returns (memories, events).
     ``titles``: groups' titles (``channel:chat_id`` -> title, from
     gateway.db): a memory whose provenance names a group with one gets
-    ``group_titles``, its ids to their titles, beside the ids it keeps."""
+    ``group_titles``, its ids to their titles, beside the ids it keeps.
+    ``unanswered``: how many of an owner's messages wait in the inbox
+    (``Inbox.owned``); None: none are known (no gateway.db)."""
     write("{\n" + f'  "exported_at": {_dump(at)},\n  "user": {_dump(owner)},\n  "memories": ')
     memories = await _array(write, (_memory(m, titles or {}) async for m in _memories(engine, owner, page)))
     write(',\n  "events": ')
@@ -40,7 +44,8 @@ async def write_json(
     events = await _array(write, (event_dict(e) async for o in _each(owners) async for e in _events(engine, o, page)))
     write(',\n  "project_aliases": ')
     await _array(write, _aliases(engine, owner))
-    write("\n}\n")
+    waiting = {o: n for o in owners if (n := await unanswered(o) if unanswered is not None else 0)}
+    write(',\n  "unanswered": ' + _dump(waiting).replace("\n", "\n  ") + "\n}\n")
     return memories, events
 
 

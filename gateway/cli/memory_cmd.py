@@ -756,7 +756,8 @@ def export(user: str | None, output: Path | None, fmt: str) -> None:
     if owner is not None and owner != GLOBAL_OWNER:
         # An empty export of a misspelt handle would read as "nothing stored about them".
         owners = run(_owners_of(path))
-        if owner not in owners:
+        # Messages of theirs waiting in the inbox are something stored too (a first message a crash left).
+        if owner not in owners and not run(_waiting(owner)):
             raise click.ClickException(f"nothing is stored about {owner}, so there is nothing to export "
                                        f"({_near_hint(owner, owners)})")
     if fmt == "markdown":
@@ -806,27 +807,48 @@ async def _owners_of(path: Path) -> list[str]:
 async def _write_markdown(
     path: Path, owner: str | None, write: Callable[[str], Any], titles: dict[str, str]
 ) -> tuple[int, int]:
-    from gateway.inbox import Inbox
-    from gateway.sessions import SessionStore
-
     async with contextlib.AsyncExitStack() as stack:
         engine = await stack.enter_async_context(open_engine(path))
         owners = [owner] if owner else await engine.owners()
-        unanswered: Callable[[str], Awaitable[int]] | None = None
-        if (gateway_db := Paths.from_env().gateway_db()).exists():
-            # Their messages waiting to be answered (a crash left, or the gateway holds now) are theirs too.
-            sessions = await stack.enter_async_context(await SessionStore.open(gateway_db))
-            inbox = Inbox(sessions.db, SystemClock())
-            unanswered = functools.partial(inbox.owned, owner_of=IdentityMap(load_cli_config().memory.identities).resolve)
         return await write_markdown(write, SqliteMemory(engine), owners, at=engine.now(),
-                                    renamed=engine.owned_project_aliases, titles=titles, unanswered=unanswered)
+                                    renamed=engine.owned_project_aliases, titles=titles,
+                                    unanswered=await _unanswered(stack))
 
 
 async def _write_json(
     path: Path, owner: str | None, write: Callable[[str], Any], titles: dict[str, str]
 ) -> tuple[int, int]:
-    async with open_engine(path) as engine:
-        return await write_json(write, engine, owner, at=engine.now(), titles=titles)
+    async with contextlib.AsyncExitStack() as stack:
+        engine = await stack.enter_async_context(open_engine(path))
+        return await write_json(write, engine, owner, at=engine.now(), titles=titles,
+                                unanswered=await _unanswered(stack))
+
+
+async def _unanswered(stack: contextlib.AsyncExitStack) -> Callable[[str], Awaitable[int]] | None:
+    """How many of an owner's messages wait in gateway.db's inbox to be
+    answered (a crash left them, or the gateway holds them now): theirs
+    too, counted in an export (their words not listed). None: no gateway.db,
+    or one that cannot be read (said, with a warning: the export matters more)."""
+    from gateway.inbox import Inbox
+    from gateway.sessions import SessionStore
+
+    if not (gateway_db := Paths.from_env().gateway_db()).exists():
+        return None
+    try:
+        sessions = await stack.enter_async_context(await SessionStore.open(gateway_db))
+    except sqlite3.DatabaseError as exc:
+        click.echo(f"warning: messages waiting to be answered not counted: {gateway_db} could not be read ({exc})",
+                   err=True)
+        return None
+    inbox = Inbox(sessions.db, SystemClock())
+    return functools.partial(inbox.owned, owner_of=IdentityMap(load_cli_config().memory.identities).resolve)
+
+
+async def _waiting(owner: str) -> int:
+    """How many of ``owner``'s messages wait in the inbox (:func:`_unanswered`)."""
+    async with contextlib.AsyncExitStack() as stack:
+        count = await _unanswered(stack)
+        return await count(owner) if count is not None else 0
 
 
 # -- migrate ----------------------------------------------------------------------

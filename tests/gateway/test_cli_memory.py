@@ -301,7 +301,7 @@ def test_export_json_and_markdown(home: Path, tmp_path: Path) -> None:
     asyncio.run(seed())
 
     doc = json.loads(ok("export").stdout)
-    assert set(doc) == {"exported_at", "user", "memories", "events", "project_aliases"}
+    assert set(doc) == {"exported_at", "user", "memories", "events", "project_aliases", "unanswered"}
     assert [m["id"] for m in doc["memories"]] == [1, 2, 3] and doc["memories"][2]["status"] == "archived"
     assert set(doc["memories"][0]) == DB_KEYS
     assert doc["events"][0]["summary"] == "Booked flights\nto Osaka"
@@ -902,7 +902,8 @@ def test_a_json_export_streamed_a_page_at_a_time_is_the_document_json_dumps_make
     """Written as the rows are read (pages of 2 here, to cross page and
     owner boundaries): byte for byte what ``json.dumps(indent=2)`` makes
     of the whole store, for every owner and for one; an empty store's
-    lists are ``[]``."""
+    lists are ``[]``. Alice has two messages waiting in the inbox (counted
+    as ``Inbox.owned`` would; the others none: not listed)."""
     from gateway.cli._common import event_dict, memory_dict
     from gateway.cli._json_export import write_json
 
@@ -911,7 +912,10 @@ def test_a_json_export_streamed_a_page_at_a_time_is_the_document_json_dumps_make
     async def both(owner: str | None) -> tuple[str, str]:
         async with await MemoryEngine.open(db) as e:
             parts: list[str] = []
-            counts = await write_json(parts.append, e, owner, at="2026-11-23T00:00:00Z", page=2)
+            async def waiting(o: str) -> int:
+                return 2 if o == "alice" else 0
+
+            counts = await write_json(parts.append, e, owner, at="2026-11-23T00:00:00Z", page=2, unanswered=waiting)
             backend = SqliteMemory(e)
             datas = [await backend.owner_data(u) for u in ([owner] if owner else await e.owners())]
             whole = json.dumps({
@@ -919,6 +923,7 @@ def test_a_json_export_streamed_a_page_at_a_time_is_the_document_json_dumps_make
                 "memories": [memory_dict(m) for m in sorted((m for d in datas for m in d.memories), key=lambda m: m.id)],
                 "events": [event_dict(ev) for d in datas for ev in d.events],
                 "project_aliases": [],
+                "unanswered": {"alice": 2} if owner in (None, "alice") and "alice" in await e.owners() else {},
             }, ensure_ascii=False, indent=2) + "\n"
             assert counts == (sum(len(d.memories) for d in datas), sum(len(d.events) for d in datas))
             return "".join(parts), whole
