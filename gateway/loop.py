@@ -1195,7 +1195,11 @@ class ProcessLoop:
         if self._erased(item):
             # Erased while its reply was written and sent: its rows, written
             # after the erasure's, go now, never buffered to be learnt.
-            rows = await self.sessions.erase_message(key, msg.message_id, user)
+            if job:  # its prompt and reply carry no message id: by their rows
+                written = reply_write.result() if reply_write is not None and reply_write.exception() is None else None
+                rows = await self.sessions.erase_rows([r.id for r in (user_row, written) if r is not None], user)
+            else:
+                rows = await self.sessions.erase_message(key, msg.message_id, user)
             await self.sessions.db.checkpoint()
             log.info("answered turn erased at its sender's request; its rows erased", chat=key,
                      message_id=msg.message_id, rows=rows)
