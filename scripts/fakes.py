@@ -214,7 +214,7 @@ HELP = """type a line for a fake user (the bot answers below):
   t: <text>                   Demo, in a private Telegram chat      t2: <text>  Bob, in his own
   tg: <text>, tg2: <text>     Demo or Bob in a Telegram group (@myclaw_bot, or a command: /help)
   tfile: <path> [caption]     Demo sends a file on Telegram         tedit: <text>  Demo edits their last message
-  f: <text>                   Demo in a private Feishu chat         fg: / fg2:  a Feishu group (@bot addresses it)
+  f: <text>                   Demo in a private Feishu chat         fg: / fg2:  a Feishu group (@bot, or a command: /help)
   ffile: <path>               Demo sends a file on Feishu           frecall:  Demo recalls their last Feishu message
   clock: +1d                  moves the demo's clock a day on (with --gateway): the day's memory jobs run"""
 
