@@ -353,7 +353,8 @@ async def _add(path: Path, new: NewMemory, as_json: bool, redacted: tuple[str, .
                 # and the page's history show who changed what, by hand too.
                 async with engine.db.transaction() as conn:
                     m = await engine.add(new, conn=conn)
-                    await write_log(conn, at=engine.now(), job=JOB, owner=m.owner, action="add", memory_id=m.id)
+                    await write_log(conn, at=engine.now(), job=JOB, owner=m.owner, action="add", memory_id=m.id,
+                                    detail=m.content)  # the words, as extraction logs them
             except ValueError as exc:
                 raise click.ClickException(str(exc)) from None
     if as_json:

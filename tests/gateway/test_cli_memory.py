@@ -105,6 +105,8 @@ def test_piped_tables_keep_whole_lines_and_a_terminal_width_cuts_them(home: Path
 def test_changes_made_with_the_cli_are_in_the_change_log_as_the_pages_are(home: Path) -> None:
     ok("add", "Alice drinks green tea", "--user", "alice")
     ok("add", "Alice drinks green tea", "--user", "alice")  # already stored: nothing done, nothing logged
+    # What was added, in its words, as extraction's entries say it.
+    assert "Alice drinks green tea" in ok("log", "--job", "cli").stdout
     ok("edit", "1", "--importance", "0.9", "--content", "Alice drinks oolong")
     ok("delete", "1", "--yes")
     ok("edit", "1", "--status", "active")
@@ -115,6 +117,9 @@ def test_changes_made_with_the_cli_are_in_the_change_log_as_the_pages_are(home: 
     ]
     assert logged[2]["detail"] == {"fields": ["content", "importance"]}
     assert logged[1]["detail"] == {"was": "active"}
+    assert logged[3]["detail"] == {"reworded": True}  # the old words went with the edit (it may be a redaction)
+    ok("delete", "1", "--purge", "--yes")
+    assert "oolong" not in ok("log", "--json").stdout  # erased words leave the log
 
 
 def test_environment_mistakes_are_named_not_tracebacks(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
