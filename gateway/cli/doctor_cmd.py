@@ -860,7 +860,32 @@ def recorded_refusals(cfg: Config, paths: Paths) -> list[Check]:
 # -- a running gateway ---------------------------------------------------------------
 
 
+def _config_changed_since_start(paths: Paths) -> bool:
+    """Was config.json written after the running gateway started? It read
+    the file once, at its start (``data/gateway.lock`` is written then), so
+    a change is not in effect until a restart."""
+    from gateway.datalock import GATEWAY_LOCK_FILE
+
+    try:
+        return paths.config_file.stat().st_mtime > (paths.data_dir / GATEWAY_LOCK_FILE).stat().st_mtime
+    except OSError:
+        return False
+
+
 async def _check_running(client: httpx.AsyncClient, cfg: Config, paths: Paths) -> Check:
+    check = await _check_gateway(client, cfg, paths)
+    if not check.data.get("running") or not _config_changed_since_start(paths):
+        return check
+    check.data["config_changed"] = True
+    fix = "restart the gateway to apply it"
+    return Check("gateway", "error" if check.status == "error" else "warning",
+                 f"{check.message}; config.json changed after it started",
+                 # A /healthz it does not serve yet is the change's doing, not a failure.
+                 fix if "may have failed" in check.fix else "; ".join(x for x in (fix, check.fix) if x),
+                 check.data)
+
+
+async def _check_gateway(client: httpx.AsyncClient, cfg: Config, paths: Paths) -> Check:
     """Whether a gateway runs on this home: its lock (``data/gateway.lock``,
     :func:`gateway.datalock.running_pid`) says so for certain. Where the
     gateway serves HTTP (the memory page, a Feishu webhook), ``GET /healthz``
