@@ -530,12 +530,31 @@ def forget(user: str | None, yes: bool) -> None:
     if not any(counts.values()):  # went meanwhile (a running gateway's /forget all): not to read as done here
         click.echo(f"nothing was stored about {owner} any more, so nothing was erased")
         return
-    click.echo(f"forgot {owner}: " + ", ".join(f"{v} {k}" for k, v in counts.items()))
+    click.echo(f"forgot {owner}: " + ", ".join(_counted(k, v) for k, v in counts.items()))
     if held := _held_by_gateway(Paths.from_env(), owner, counts):
         click.echo(held)
     if copies := _earlier_copies(Paths.from_env()):
-        click.echo(f"{len(copies)} earlier copies are not changed by this and may hold {owner}'s data; delete them "
-                   "too if they must not: " + ", ".join(str(p) for p in copies))
+        are, them, they = ("copy is", "it", "it") if len(copies) == 1 else ("copies are", "them", "they")
+        click.echo(f"{len(copies)} earlier {are} not changed by this and may hold {owner}'s data; delete {them} "
+                   f"too if {they} must not: " + ", ".join(str(p) for p in copies))
+
+
+# What forget's counts are called in its summary: (one, many).
+_COUNTED = {
+    "memories": ("memory", "memories"),
+    "events": ("daily event", "daily events"),
+    "log": ("change-log entry", "change-log entries"),
+    "buffered": ("line waiting to be learnt", "lines waiting to be learnt"),
+    "undelivered replies": ("undelivered reply", "undelivered replies"),
+    "messages waiting to be answered": ("message waiting to be answered", "messages waiting to be answered"),
+    "edits waiting to be applied": ("edit waiting to be applied", "edits waiting to be applied"),
+}
+
+
+def _counted(key: str, n: int) -> str:
+    """``1 memory``, ``2 scheduled jobs``: a count in the summary's words."""
+    one, many = _COUNTED.get(key, (key.removesuffix("s"), key))
+    return f"{n} {one if n == 1 else many}"
 
 
 def _held_by_gateway(paths: Paths, owner: str, counts: dict[str, int]) -> str:

@@ -552,8 +552,8 @@ def test_forget_erases_a_user_everywhere_and_only_them(home: Path) -> None:
     assert len(db_rows(home)) == 2
 
     out = ok("forget", "--user", "alice", "--yes").stdout
-    assert "1 memories" in out and "1 history messages" in out and "2 scheduled jobs" in out and "1 memory files" in out
-    assert "1 recent files" in out and "1 incognito setting" in out and "1 exports" in out
+    assert "1 memory," in out and "1 history message," in out and "2 scheduled jobs" in out and "1 memory file," in out
+    assert "1 recent file," in out and "1 incognito setting" in out and "1 export," in out
     assert not exports_folder(home / "exports", "alice").exists() and exports_folder(home / "exports", "bob").exists()
     assert [m.owner for m in db_rows(home)] == ["bob"]
 
@@ -588,9 +588,12 @@ def test_forget_names_the_backups_it_cannot_reach(home: Path) -> None:
     (home / "backups" / "20260301T120000Z").mkdir(parents=True)
     (home / "data" / "before-restore-20260302T080000Z").mkdir()
     out = ok("forget", "--user", "alice", "--yes").stdout
-    assert "forgot alice: 1 memories" in out
+    assert "forgot alice: 1 memory, 0 daily events, 1 change-log entry, 0 lines waiting to be learnt" in out
     assert "2 earlier copies are not changed" in out
     assert str(home / "backups" / "20260301T120000Z") in out and "before-restore-20260302T080000Z" in out
+    (home / "data" / "before-restore-20260302T080000Z").rmdir()
+    ok("add", "Alice's locker code is 4921", "--user", "alice")
+    assert "1 earlier copy is not changed" in ok("forget", "--user", "alice", "--yes").stdout  # one: said as one
 
 
 def test_forget_beside_a_running_gateway_says_what_it_still_holds_until_restarted(home: Path) -> None:
@@ -642,7 +645,7 @@ def test_forget_of_a_misspelt_handle_says_nothing_was_there_and_names_the_near_o
             " `myclaw memory stats` lists every user)",
         ]
     assert [m.owner for m in db_rows(home)] == ["telegram:1001"]
-    assert "forgot telegram:1001: 1 memories" in ok("forget", "--user", "telegram:1001", "--yes").stdout
+    assert "forgot telegram:1001: 1 memory" in ok("forget", "--user", "telegram:1001", "--yes").stdout
 
 
 def test_forget_asks_when_anything_at_all_is_stored_about_the_user(home: Path) -> None:
