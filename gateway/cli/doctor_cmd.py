@@ -53,7 +53,13 @@ from gateway.config import (
     load_config,
     unknown_env,
 )
-from gateway.credentials import EXAMPLE_PLACEHOLDERS, Credential, credentials_in_use, example_allow_from
+from gateway.credentials import (
+    EXAMPLE_PLACEHOLDERS,
+    Credential,
+    credentials_in_use,
+    example_allow_from,
+    example_identities,
+)
 from gateway.logging import Redactor
 
 from . import main
@@ -199,6 +205,11 @@ def _setting_checks(report: Report, cfg: Config) -> None:
                    "still lists config.example.json's " + ", ".join(f'"{e}"' for e in left)
                    + ": whoever has that name or id can talk to the bot",
                    "put your users' ids or names in channels.telegram.allowFrom")
+    if left := example_identities(cfg):
+        report.add("memory.identities", "warning",
+                   "still maps config.example.json's " + ", ".join(left)
+                   + ": someone with that id would share the memory of the user it is mapped to",
+                   "remove them, or map your users' own channel:sender_id handles")
     fs = cfg.channels.feishu
     if fs.enabled and fs.mode == "webhook" and not (
         fs.verification_token.get_secret_value() or fs.encrypt_key.get_secret_value()

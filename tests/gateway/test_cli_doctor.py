@@ -384,6 +384,22 @@ def test_the_examples_allow_list_left_in_is_an_error(home: Path, fakes: Fakes) -
                         "or id can talk to the bot -> put your users' ids or names in channels.telegram.allowFrom")
 
 
+def test_the_examples_identities_left_in_are_a_warning(home: Path, fakes: Fakes) -> None:
+    # config.example.json maps telegram:123456789 to "alice": a real account
+    # with that id would share memory with whoever the operator calls alice.
+    doc = healthy_config(fakes)
+    doc["memory"] = {"identities": {"alice": ["telegram:123456789", "feishu:ou_xxxxxxxx"], "dana": ["telegram:42"]}}
+    write_config(home, doc)
+    r = doctor("--offline")
+    assert r.exit_code == 0, r.output
+    got = line(r, "memory.identities")
+    assert got.startswith("warning ") and "telegram:123456789" in got and "feishu:ou_xxxxxxxx" in got, got
+    assert "telegram:42" not in got and "remove" in got, got
+    doc["memory"] = {"identities": {"dana": ["telegram:42"]}}
+    write_config(home, doc)
+    assert "memory.identities" not in doctor("--offline").output
+
+
 def test_risky_settings_are_warnings(home: Path, fakes: Fakes) -> None:
     doc = healthy_config(fakes)
     doc["channels"]["telegram"]["allowFrom"] = []
