@@ -496,6 +496,30 @@ def test_db_override_and_identity_handles(home: Path, tmp_path: Path) -> None:
     assert not (home / "data" / "memory.db").exists()
 
 
+def test_forget_takes_the_rows_a_handle_stored_before_it_was_mapped(home: Path) -> None:
+    """memory.identities maps telegram:777 to alice after telegram:777 had
+    talked (merge-identities not run yet): `forget --user telegram:777`
+    resolved to alice and found "nothing stored about alice", and
+    `forget --user alice` left telegram:777's rows. An erasure takes the
+    person's every handle's rows along, and says so."""
+    ok("add", "Alice's blood type is AB", "--user", "telegram:777")  # before the mapping
+    (home / "config.json").write_text(json.dumps({"memory": {"identities": {"alice": ["telegram:777"]}}}))
+    r = ok("forget", "--user", "telegram:777", "--yes")
+    assert "forgot telegram:777: 1 memory" in r.stdout, r.stdout
+    assert db_rows(home) == []
+
+    ok("add", "Bob likes chess", "--user", "telegram:888")  # before the mapping
+    (home / "config.json").write_text(json.dumps({"memory": {"identities": {
+        "alice": ["telegram:777"], "bob": ["telegram:888", "feishu:ou_bob"]}}}))
+    ok("add", "Bob moved to Porto", "--user", "bob")
+    ok("add", "Alice drinks tea", "--user", "alice")
+    r = cli("forget", "--user", "bob", input="y\n")
+    assert r.exit_code == 0, r.output
+    assert "and telegram:888 (its rows from before memory.identities mapped it)" in r.output, r.output
+    assert "forgot bob: 1 memory" in r.output and "forgot telegram:888: 1 memory" in r.output, r.output
+    assert [m.content for m in db_rows(home)] == ["Alice drinks tea"]
+
+
 def test_config_errors_exit_2_without_traceback(home: Path) -> None:
     home.mkdir()
     (home / "config.json").write_text('{"memory": {"enabled": "maybe"}}')
