@@ -367,7 +367,8 @@ class App:
         self._user_data = UserData(self.backend, self.sessions, outbox=self.delivery.outbox, timezones=self.timezones,
                                    files=self.recent_files, incognito=self.incognito, titles=self.titles,
                                    file_store=self._folders, exports=self.paths.exports_dir, inbox=self.inbox,
-                                   owner_of=identities.resolve, erasures=self.erasures)
+                                   owner_of=identities.resolve, erasures=self.erasures,
+                                   handles_of=identities.handles)
         self.llm = FailoverLLM.from_config(
             cfg.provider, cfg.agent.model, cfg.agent.fallbacks, self.clock, client=self.http_client,
             cooldowns=self.cooldowns,

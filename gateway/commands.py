@@ -59,7 +59,7 @@ from .projectnames import ZH_REMOVE, project_command
 from .timezones import Choice, TimezoneError, UserTimezones, parse_timezone, zone_name
 from .userdata import Census, UserData
 
-__all__ = ["BARE", "COMMANDS", "IN_GROUPS", "MENU", "MENU_ZH", "Answer", "UserCommands", "runs_itself"]
+__all__ = ["BARE", "COMMANDS", "IN_GROUPS", "MENU", "MENU_ZH", "Answer", "UserCommands", "is_own_command", "runs_itself"]
 
 COMMANDS = ("memory", "forget", "export", "导出", "timezone", "tz", "incognito", "无痕", "project", "share",
             "unshare", "jobs")
@@ -99,6 +99,18 @@ MENU_ZH = {
 def runs_itself(command: str, args: str) -> bool:
     """Is ``/command args`` one the gateway answers itself, not the model?"""
     return command in COMMANDS or (command in BARE and not args)
+
+
+# A whole message that is one slash command, without @bot.
+_BARE_COMMAND = re.compile(r"^/([a-z_]+|[\u4e00-\u9fff]+)(?:\s+(.*))?$", re.IGNORECASE | re.DOTALL)
+
+
+def is_own_command(text: str) -> bool:
+    """Is ``text``, sent in a group without naming the bot, one of our
+    commands? A channel takes it as addressed to the bot (Telegram's menu
+    sends them bare; Feishu has no /cmd@bot at all)."""
+    bare = _BARE_COMMAND.match(text.strip())
+    return bare is not None and runs_itself(bare.group(1).lower(), (bare.group(2) or "").strip())
 
 
 _FORGET_MAX = 20  # as the memory_forget tool

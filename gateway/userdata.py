@@ -100,6 +100,7 @@ class UserData:
         inbox: Inbox | None = None,
         owner_of: Callable[[str, str], str] | None = None,
         erasures: Erasures | None = None,
+        handles_of: Callable[[str], list[str]] | None = None,
     ) -> None:
         self.backend = backend
         # The file store's folders when SQLite is the backend (the App's):
@@ -120,10 +121,21 @@ class UserData:
         # Told as an erasure begins and once it ended: the process loop's
         # jobs and resumed turns of theirs taken before are not run (gateway/erasures.py).
         self.erasures = erasures
+        # A user's handles (the identity map's): rows one stored before it
+        # was mapped stay under it until merge-identities, and are theirs.
+        self.handles_of = handles_of or IdentityMap().handles
+
+    def _whose(self, user: str) -> list[str]:
+        return [user, *(h for h in self.handles_of(user) if h != user)]
 
     async def census(self, user: str, *, asking: MessageKey | None = None) -> Census:
-        """What :meth:`erase` would erase; ``asking``: the command asking
-        (its own message waits in the inbox while it runs), not counted."""
+        """What :meth:`erase` would erase, their handles' rows from before
+        the mapping included; ``asking``: the command asking (its own
+        message waits in the inbox while it runs), not counted."""
+        return _sum([await self._census(who, asking=asking) for who in self._whose(user)])
+
+
+    async def _census(self, user: str, *, asking: MessageKey | None = None) -> Census:
         o = await self.backend.overview(user, limit=0)
         messages = await self.sessions.owned(user) if self.sessions is not None else 0
         messages += await self.outbox.owned(user) if self.outbox is not None else 0
@@ -159,20 +171,24 @@ class UserData:
                           unanswered=waiting), index
 
     async def erase(self, user: str, *, asking: MessageKey | None = None) -> Census:
-        """Erase everything of ``user``; returns what went (``asking``, the
-        ``/forget all`` itself, erased but not counted). Memory first: the
-        history's rows could otherwise be buffered for extraction again.
-        The file store's folder before memory: gone first, its import record
-        (which memory erases) can no longer let it be read back in."""
+        """Erase everything of ``user`` and of their handles' rows from
+        before the mapping; returns what went (``asking``, the ``/forget
+        all`` itself, erased but not counted). Memory first: the history's
+        rows could otherwise be buffered for extraction again. The file
+        store's folder before memory: gone first, its import record (which
+        memory erases) can no longer let it be read back in."""
+        whose = self._whose(user)
         if self.erasures is not None:
-            self.erasures.erase(user)  # what the loop holds of theirs from now on is from before
+            for who in whose:
+                self.erasures.erase(who)  # what the loop holds of theirs from now on is from before
         try:
-            return await self._erase(user, asking=asking)
+            return _sum([await self._erase(who, asking=asking) for who in whose])
         finally:
             if self.erasures is not None:
                 # Once more at the end: a job taken while this ran (its cron
                 # entry still there) is from before too.
-                self.erasures.erase(user)
+                for who in whose:
+                    self.erasures.erase(who)
 
     async def _erase(self, user: str, *, asking: MessageKey | None) -> Census:
         if self.file_store is not None:
@@ -216,3 +232,11 @@ class UserData:
                  waiting=mem.waiting, messages=out.messages, inbox=waiting, edits=edits, jobs=out.jobs, files=mem.files, sent_files=files,
                  incognito=quiet, timezone=zone)
         return out
+
+
+def _sum(parts: list[Census]) -> Census:
+    return Census(
+        memories=sum(c.memories for c in parts), events=sum(c.events for c in parts),
+        messages=sum(c.messages for c in parts), jobs=sum(c.jobs for c in parts), files=sum(c.files for c in parts),
+        waiting=sum(c.waiting for c in parts), incognito=any(c.incognito for c in parts), timezone=any(c.timezone for c in parts),
+    )

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from gateway.backup import BackupError, Manifest, backup, restore, verify
+from gateway.backup import BackupError, Manifest, backup, restore, returning_users, verify
 from gateway.config import Paths
 
 from . import main
@@ -61,6 +61,9 @@ def restore_cmd(src: Path, check: bool, yes: bool) -> None:
     except BackupError as exc:
         raise click.ClickException(str(exc)) from None
     click.echo(f"{src}: ok: {_summary(manifest)}", err=not check)
+    back = returning_users(cfg, paths, src, manifest)
+    if back:  # before the question: an erasure request answered since is undone by this
+        click.echo(f"restoring it brings back {_users(back)}", err=not check)
     if check:
         return
     with data_lock(exclusive=RESTORING):
@@ -71,3 +74,14 @@ def restore_cmd(src: Path, check: bool, yes: bool) -> None:
         except BackupError as exc:
             raise click.ClickException(str(exc)) from None
     click.echo(f"restored from {src}; the files it replaced are in {aside}")
+    if back:
+        # An erasure request answered since the backup is undone by it: said, with the fix.
+        again = " / ".join(f"myclaw memory forget --user {u}" for u in back[:3]) + (" ..." if len(back) > 3 else "")
+        click.echo(f"it brought back {_users(back)}; erase them again if they must be ({again}), or run "
+                   "`myclaw memory merge-identities` for a merged handle")
+
+
+def _users(owners: list[str]) -> str:
+    n = len(owners)
+    return (f"{n} user{'s' if n != 1 else ''} this home no longer has (erased or merged since it was made): "
+            + ", ".join(owners))

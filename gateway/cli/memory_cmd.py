@@ -353,7 +353,8 @@ async def _add(path: Path, new: NewMemory, as_json: bool, redacted: tuple[str, .
                 # and the page's history show who changed what, by hand too.
                 async with engine.db.transaction() as conn:
                     m = await engine.add(new, conn=conn)
-                    await write_log(conn, at=engine.now(), job=JOB, owner=m.owner, action="add", memory_id=m.id)
+                    await write_log(conn, at=engine.now(), job=JOB, owner=m.owner, action="add", memory_id=m.id,
+                                    detail=m.content)  # the words, as extraction logs them
             except ValueError as exc:
                 raise click.ClickException(str(exc)) from None
     if as_json:
@@ -509,7 +510,9 @@ def forget(user: str | None, yes: bool) -> None:
     entries, conversation history (Tier 0), replies to them still waiting
     in the outbox, their messages and edits a crash left waiting, files
     they sent lately, scheduled jobs, their time zone and incognito
-    settings and the file store's folder (bytes zeroed). It runs beside a
+    settings and the file store's folder (bytes zeroed); also what their
+    memory.identities handles stored before they were mapped (merge-identities
+    not run yet). It runs beside a
     running gateway, which keeps their time zone and incognito settings
     until restarted: restart it, or use /forget all in chat for those."""
     cfg = load_cli_config()
@@ -518,23 +521,55 @@ def forget(user: str | None, yes: bool) -> None:
         raise click.UsageError("--user is required")
     if owner == GLOBAL_OWNER:
         raise click.UsageError("_global is shared by everyone; delete its memories one by one")
-    if not run(_stored(cfg, resolve_db(cfg), owner)):
+    db = resolve_db(cfg)
+    # The person's handles that stored rows before memory.identities mapped
+    # them (merge-identities not run yet) hold their data too: erased along.
+    unmerged = [h for h in IdentityMap(cfg.memory.identities).handles(owner) if h != owner]
+    whose = [o for o in [owner, *unmerged] if run(_stored(cfg, db, o))]
+    if not whose:
         # Most likely a misspelt handle: said before any question, which
         # would read as if there were something to erase.
         raise click.ClickException(f"nothing is stored about {owner}, so nothing was erased "
-                                   f"({_near_hint(owner, run(_owners(resolve_db(cfg))))})")
-    if not yes and not click.confirm(f"Erase everything myclaw stores about {owner}? This cannot be undone.", err=True):
+                                   f"({_near_hint(owner, run(_owners(db)))})")
+    also = [o for o in whose if o != owner]
+    question = f"Erase everything myclaw stores about {owner}" + (
+        f" and {', '.join(also)} (its rows from before memory.identities mapped it)" if also else "")
+    if not yes and not click.confirm(f"{question}? This cannot be undone.", err=True):
         raise click.ClickException("cancelled; nothing changed")
-    counts = run(_forget(cfg, resolve_db(cfg), owner))
-    if not any(counts.values()):  # went meanwhile (a running gateway's /forget all): not to read as done here
+    erased = False
+    for who in whose:
+        counts = run(_forget(cfg, db, who))
+        if not any(counts.values()):  # went meanwhile (a running gateway's /forget all): not to read as done here
+            continue
+        erased = True
+        click.echo(f"forgot {who}: " + ", ".join(_counted(k, v) for k, v in counts.items()))
+        if held := _held_by_gateway(Paths.from_env(), who, counts):
+            click.echo(held)
+    if not erased:
         click.echo(f"nothing was stored about {owner} any more, so nothing was erased")
         return
-    click.echo(f"forgot {owner}: " + ", ".join(f"{v} {k}" for k, v in counts.items()))
-    if held := _held_by_gateway(Paths.from_env(), owner, counts):
-        click.echo(held)
     if copies := _earlier_copies(Paths.from_env()):
-        click.echo(f"{len(copies)} earlier copies are not changed by this and may hold {owner}'s data; delete them "
-                   "too if they must not: " + ", ".join(str(p) for p in copies))
+        are, them, they = ("copy is", "it", "it") if len(copies) == 1 else ("copies are", "them", "they")
+        click.echo(f"{len(copies)} earlier {are} not changed by this and may hold {owner}'s data; delete {them} "
+                   f"too if {they} must not: " + ", ".join(str(p) for p in copies))
+
+
+# What forget's counts are called in its summary: (one, many).
+_COUNTED = {
+    "memories": ("memory", "memories"),
+    "events": ("daily event", "daily events"),
+    "log": ("change-log entry", "change-log entries"),
+    "buffered": ("line waiting to be learnt", "lines waiting to be learnt"),
+    "undelivered replies": ("undelivered reply", "undelivered replies"),
+    "messages waiting to be answered": ("message waiting to be answered", "messages waiting to be answered"),
+    "edits waiting to be applied": ("edit waiting to be applied", "edits waiting to be applied"),
+}
+
+
+def _counted(key: str, n: int) -> str:
+    """``1 memory``, ``2 scheduled jobs``: a count in the summary's words."""
+    one, many = _COUNTED.get(key, (key.removesuffix("s"), key))
+    return f"{n} {one if n == 1 else many}"
 
 
 def _held_by_gateway(paths: Paths, owner: str, counts: dict[str, int]) -> str:

@@ -124,6 +124,31 @@ def test_dry_run_counts_per_file_and_changes_nothing(home: Path) -> None:
     assert snapshot(home) == before
 
 
+def test_dry_run_lists_the_settings_the_merge_moves(home: Path) -> None:
+    # The merge moves the handle's /timezone and /incognito: the dry run
+    # and the question before it say so, as the run's own report does.
+    from datetime import UTC, datetime
+    from zoneinfo import ZoneInfo
+
+    from gateway.incognito import Incognito
+    from gateway.timezones import UserTimezones
+
+    seed(home)
+
+    async def settings() -> None:
+        async with await SessionStore.open(home / "data" / "gateway.db") as s:
+            await UserTimezones(s.db).set(HANDLE, ZoneInfo("Europe/Berlin"), at=datetime.now(UTC))
+            await Incognito(s.db).start(HANDLE, at=datetime.now(UTC))
+
+    asyncio.run(settings())
+    before = snapshot(home)
+    wanted = {"history messages": 1, "time zone setting": 1, "incognito setting": 1}
+    assert json.loads(ok("--dry-run", "--json").stdout)["handles"][0]["files"]["gateway.db"] == wanted
+    assert snapshot(home) == before
+    moved = json.loads(ok("--yes", "--json").stdout)["handles"][0]["files"]["gateway.db"]
+    assert {k: moved[k] for k in wanted} == wanted
+
+
 def test_everything_moves_recall_finds_it_and_a_second_run_is_a_no_op(home: Path) -> None:
     seed(home)
     assert cli(input="n\n").exit_code != 0  # asks first; "no" changes nothing

@@ -105,6 +105,8 @@ def test_piped_tables_keep_whole_lines_and_a_terminal_width_cuts_them(home: Path
 def test_changes_made_with_the_cli_are_in_the_change_log_as_the_pages_are(home: Path) -> None:
     ok("add", "Alice drinks green tea", "--user", "alice")
     ok("add", "Alice drinks green tea", "--user", "alice")  # already stored: nothing done, nothing logged
+    # What was added, in its words, as extraction's entries say it.
+    assert "Alice drinks green tea" in ok("log", "--job", "cli").stdout
     ok("edit", "1", "--importance", "0.9", "--content", "Alice drinks oolong")
     ok("delete", "1", "--yes")
     ok("edit", "1", "--status", "active")
@@ -115,6 +117,9 @@ def test_changes_made_with_the_cli_are_in_the_change_log_as_the_pages_are(home: 
     ]
     assert logged[2]["detail"] == {"fields": ["content", "importance"]}
     assert logged[1]["detail"] == {"was": "active"}
+    assert logged[3]["detail"] == {"reworded": True}  # the old words went with the edit (it may be a redaction)
+    ok("delete", "1", "--purge", "--yes")
+    assert "oolong" not in ok("log", "--json").stdout  # erased words leave the log
 
 
 def test_environment_mistakes_are_named_not_tracebacks(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -491,6 +496,30 @@ def test_db_override_and_identity_handles(home: Path, tmp_path: Path) -> None:
     assert not (home / "data" / "memory.db").exists()
 
 
+def test_forget_takes_the_rows_a_handle_stored_before_it_was_mapped(home: Path) -> None:
+    """memory.identities maps telegram:777 to alice after telegram:777 had
+    talked (merge-identities not run yet): `forget --user telegram:777`
+    resolved to alice and found "nothing stored about alice", and
+    `forget --user alice` left telegram:777's rows. An erasure takes the
+    person's every handle's rows along, and says so."""
+    ok("add", "Alice's blood type is AB", "--user", "telegram:777")  # before the mapping
+    (home / "config.json").write_text(json.dumps({"memory": {"identities": {"alice": ["telegram:777"]}}}))
+    r = ok("forget", "--user", "telegram:777", "--yes")
+    assert "forgot telegram:777: 1 memory" in r.stdout, r.stdout
+    assert db_rows(home) == []
+
+    ok("add", "Bob likes chess", "--user", "telegram:888")  # before the mapping
+    (home / "config.json").write_text(json.dumps({"memory": {"identities": {
+        "alice": ["telegram:777"], "bob": ["telegram:888", "feishu:ou_bob"]}}}))
+    ok("add", "Bob moved to Porto", "--user", "bob")
+    ok("add", "Alice drinks tea", "--user", "alice")
+    r = cli("forget", "--user", "bob", input="y\n")
+    assert r.exit_code == 0, r.output
+    assert "and telegram:888 (its rows from before memory.identities mapped it)" in r.output, r.output
+    assert "forgot bob: 1 memory" in r.output and "forgot telegram:888: 1 memory" in r.output, r.output
+    assert [m.content for m in db_rows(home)] == ["Alice drinks tea"]
+
+
 def test_config_errors_exit_2_without_traceback(home: Path) -> None:
     home.mkdir()
     (home / "config.json").write_text('{"memory": {"enabled": "maybe"}}')
@@ -547,8 +576,8 @@ def test_forget_erases_a_user_everywhere_and_only_them(home: Path) -> None:
     assert len(db_rows(home)) == 2
 
     out = ok("forget", "--user", "alice", "--yes").stdout
-    assert "1 memories" in out and "1 history messages" in out and "2 scheduled jobs" in out and "1 memory files" in out
-    assert "1 recent files" in out and "1 incognito setting" in out and "1 exports" in out
+    assert "1 memory," in out and "1 history message," in out and "2 scheduled jobs" in out and "1 memory file," in out
+    assert "1 recent file," in out and "1 incognito setting" in out and "1 export," in out
     assert not exports_folder(home / "exports", "alice").exists() and exports_folder(home / "exports", "bob").exists()
     assert [m.owner for m in db_rows(home)] == ["bob"]
 
@@ -583,9 +612,12 @@ def test_forget_names_the_backups_it_cannot_reach(home: Path) -> None:
     (home / "backups" / "20260301T120000Z").mkdir(parents=True)
     (home / "data" / "before-restore-20260302T080000Z").mkdir()
     out = ok("forget", "--user", "alice", "--yes").stdout
-    assert "forgot alice: 1 memories" in out
+    assert "forgot alice: 1 memory, 0 daily events, 1 change-log entry, 0 lines waiting to be learnt" in out
     assert "2 earlier copies are not changed" in out
     assert str(home / "backups" / "20260301T120000Z") in out and "before-restore-20260302T080000Z" in out
+    (home / "data" / "before-restore-20260302T080000Z").rmdir()
+    ok("add", "Alice's locker code is 4921", "--user", "alice")
+    assert "1 earlier copy is not changed" in ok("forget", "--user", "alice", "--yes").stdout  # one: said as one
 
 
 def test_forget_beside_a_running_gateway_says_what_it_still_holds_until_restarted(home: Path) -> None:
@@ -637,7 +669,7 @@ def test_forget_of_a_misspelt_handle_says_nothing_was_there_and_names_the_near_o
             " `myclaw memory stats` lists every user)",
         ]
     assert [m.owner for m in db_rows(home)] == ["telegram:1001"]
-    assert "forgot telegram:1001: 1 memories" in ok("forget", "--user", "telegram:1001", "--yes").stdout
+    assert "forgot telegram:1001: 1 memory" in ok("forget", "--user", "telegram:1001", "--yes").stdout
 
 
 def test_forget_asks_when_anything_at_all_is_stored_about_the_user(home: Path) -> None:
