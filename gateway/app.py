@@ -9,8 +9,11 @@ a clock, started in order and stopped in ``finally``.
 
 Shutdown loses nothing: ``close()`` first has every channel stop receiving
 (``BaseChannel.stop_receiving``, within half the timeout), then answers everything on the bus and in
-flight (up to ``timeout``), sends the queued replies, and only then stops
-the channels (Telegram confirms its offsets there). A message a channel did
+flight (up to ``timeout``), sends the queued replies (every channel's at
+once, up to ``QUEUED_WAIT`` within the timeout; a send under way gets up to
+``SEND_GRACE`` more), and only then stops the channels, side by side
+(Telegram confirms its offsets there). So a stop takes at most its timeout
+plus ``SEND_GRACE``, and the channels' own closing. A message a channel did
 not take stays with the platform and is delivered again after a restart.
 Replies go out through ``app.delivery`` (gateway/delivery.py): one the
 platform cannot take now, and any still queued when the shutdown times
@@ -100,6 +103,10 @@ INTAKE_SHARE = 0.5
 # Past the stop's other waits: the queued replies' wait runs out just as
 # a slow send is under way, and cut, Telegram may show it twice.
 SEND_GRACE = 5.0
+# At most this long (and within the stop's timeout), a stop waits for the
+# queued replies, every channel's at once, before they go to the outbox: a
+# platform that takes none should not hold the stop for all its timeout.
+QUEUED_WAIT = 5.0
 
 # Lazy: resolved at each call, so it follows configure_logging (and its
 # redaction) even though this module is imported before logging is set up.
@@ -878,20 +885,43 @@ class App:
         dropped unconfirmed) happens now, while the loop still drains the
         bus. ``wait_for`` with no time left cancelled it before it began,
         and the channel's ``stop()`` ran it whole after the loop had closed:
-        what it put on the bus then was never answered."""
+        what it put on the bus then was never answered. A cut is logged as
+        the warning it is (the stop gave too little time, nothing failed);
+        a channel whose stop raised, as an error."""
         task = asyncio.create_task(channel.stop_receiving(), name=f"stop-receiving:{channel.name}")
         try:
             done, _ = await asyncio.wait({task}, timeout=max(timeout, 0.0))
             if not done:
                 task.cancel()
                 await asyncio.wait({task})
-                raise TimeoutError
+                log.warning("channel intake cut at shutdown: its share of the stop ran out", channel=channel.name,
+                            seconds=max(timeout, 0.0))
+                return
             task.result()
         except asyncio.CancelledError:
             task.cancel()
             raise
         except Exception as exc:  # stopping the rest matters more
             log.error("channel did not stop receiving cleanly", channel=channel.name, **error_fields(exc))
+
+    async def _replies_sent(self, deadline: float) -> None:
+        """Wait until ``deadline`` (``time.monotonic``) at most for every
+        channel's queued replies to go out, the channels side by side."""
+        deadline = min(deadline, time.monotonic() + QUEUED_WAIT)
+
+        async def sent(name: str) -> None:
+            q = self.bus.outbound_queue(name)
+            # asyncio.wait, not wait_for: with no time left it still lets the
+            # join look once, so an empty queue is not logged as cut.
+            join = asyncio.create_task(q.join(), name=f"replies-sent:{name}")
+            try:
+                done, _ = await asyncio.wait({join}, timeout=max(0.0, deadline - time.monotonic()))
+            finally:
+                join.cancel()
+            if not done:
+                log.warning("replies still queued at shutdown go to the outbox", channel=name, count=q.qsize())
+
+        await asyncio.gather(*(sent(name) for name in self.channels))
 
     async def close(self, timeout: float = 10.0) -> None:
         """Stop everything in reverse order; safe to call twice and after a
@@ -918,13 +948,10 @@ class App:
             await self.loop.close(max(0.0, deadline - time.monotonic()))
         if self.recent_files is not None:
             await self.recent_files.flush()  # files kept by the last turns, before gateway.db closes
-        # 2. let queued replies go out
-        for channel in self.channels.values():
-            q = self.bus.outbound_queue(channel.name)
-            try:
-                await asyncio.wait_for(q.join(), timeout=min(timeout, 5.0))
-            except TimeoutError:
-                log.warning("replies still queued at shutdown go to the outbox", channel=channel.name, count=q.qsize())
+        # 2. let queued replies go out, every channel's at once, for
+        #    QUEUED_WAIT within the stop's deadline (what is left goes to the
+        #    outbox); only a send under way gets more, the grace below
+        await self._replies_sent(deadline)
         # 3. senders and redelivery (a send cut here keeps its reply in the
         #    outbox), then the channels, while they can still be sent to; a
         #    send under way ends first, up to SEND_GRACE, and no other begins
@@ -939,8 +966,7 @@ class App:
         await asyncio.gather(*self._tasks, *self._watchers, return_exceptions=True)
         if getattr(self, "titles", None) is not None:
             await self.titles.aclose()  # title lookups use the channels' clients
-        for channel in list(self.channels.values()):
-            await self._stop_channel(channel)
+        await asyncio.gather(*(self._stop_channel(c) for c in list(self.channels.values())))
         # 4. services, servers, storage
         for svc in reversed(self._started_services):
             try:
