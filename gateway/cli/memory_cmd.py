@@ -37,6 +37,8 @@ from memory.types import GLOBAL_OWNER, Hit, Memory
 
 from . import main
 from ._common import (
+    confirm,
+    counted,
     db_option,
     echo_json,
     json_option,
@@ -126,7 +128,7 @@ async def _stats(path: Path, owner: str | None, as_json: bool) -> None:
         ("categories", counts(s.by_category)),
         ("sources", counts(s.by_source)),
         ("events", f"{s.events} ({s.events_uncompressed} not compressed)"),
-        ("buffered", f"{s.buffered} messages" + (f" ({s.set_aside} set aside: the memory model cannot take them, "
+        ("buffered", counted(s.buffered, "messages") + (f" ({s.set_aside} set aside: the memory model cannot take them, "
                                                  "not retried until myclaw memory retry-set-aside)" if s.set_aside else "")),
         ("vectors", counts(s.vectors) + f" of {s.by_status.get('active', 0)} active" if s.vectors else "-"),
     ]:
@@ -423,7 +425,7 @@ async def _edit(
     else:
         click.echo(f"updated memory {m.id} ({m.owner}, tier {m.tier}, {m.category.value}, {m.status.value}): {_short(m)}")
         if retired:
-            click.echo(f"superseded {len(retired)} Core Memory entries built on it: "
+            click.echo(f"superseded {counted(len(retired), 'Core Memory entries')} built on it: "
                        + ", ".join(str(e.id) for e in retired) + " (the next weekly refresh writes the profile again)")
 
 
@@ -456,7 +458,7 @@ def delete(memory_id: int, user: str | None, purge: bool, cascade: bool, yes: bo
     question = f"{verb} memory {m.id} of {m.owner}: {_short(m)!r}"
     if cascade and (plan.versions or plan.entries):
         question += f", with {_built_on(plan)}"
-    if not yes and not click.confirm(question + "?", err=True):
+    if not yes and not confirm(question + "?"):
         raise click.ClickException("cancelled; nothing changed")
     if not purge:
         run(_archive(path, m.id))
@@ -534,7 +536,7 @@ def forget(user: str | None, yes: bool) -> None:
     also = [o for o in whose if o != owner]
     question = f"Erase everything myclaw stores about {owner}" + (
         f" and {', '.join(also)} (its rows from before memory.identities mapped it)" if also else "")
-    if not yes and not click.confirm(f"{question}? This cannot be undone.", err=True):
+    if not yes and not confirm(f"{question}? This cannot be undone."):
         raise click.ClickException("cancelled; nothing changed")
     erased = False
     for who in whose:
@@ -805,7 +807,7 @@ def export(user: str | None, output: Path | None, fmt: str) -> None:
         return
     with private_file(output) as f:
         memories, events = run(_write_json(path, owner, f.write, titles))
-    click.echo(f"wrote {memories} memories and {events} events to {output}", err=True)
+    click.echo(f"wrote {counted(memories, 'memories')} and {counted(events, 'events')} to {output}", err=True)
 
 
 def _group_titles() -> dict[str, str]:
@@ -831,7 +833,7 @@ def _export_markdown(path: Path, owner: str | None, output: Path | None) -> None
         return
     with private_file(output) as f:
         memories, events = run(_write_markdown(path, owner, f.write, titles))
-    click.echo(f"wrote {memories} memories and {events} events to {output}", err=True)
+    click.echo(f"wrote {counted(memories, 'memories')} and {counted(events, 'events')} to {output}", err=True)
 
 
 async def _owners_of(path: Path) -> list[str]:
@@ -926,8 +928,8 @@ def migrate(workspace: Path | None, as_json: bool) -> None:
         )
     )
     if report.memories_archived:
-        click.echo(f"{report.memories_archived} memories archived: their lines are no longer in MEMORY.md")
-    click.echo(f"{report.files_seen} files seen, {report.files_unchanged} unchanged; users: {', '.join(report.owners) or '-'}")
+        click.echo(f"{counted(report.memories_archived, 'memories')} archived: their lines are no longer in MEMORY.md")
+    click.echo(f"{counted(report.files_seen, 'files')} seen, {report.files_unchanged} unchanged; users: {', '.join(report.owners) or '-'}")
 
 
 async def _migrate(path: Path, ws: Path) -> MigrationReport:
