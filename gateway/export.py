@@ -254,6 +254,7 @@ async def write_markdown(
     renamed: Callable[[str], Awaitable[Sequence[tuple[str, str]]]] | None = None,
     titles: Mapping[str, str] = _NO_NAMES,
     unanswered: Callable[[str], Awaitable[int]] | None = None,
+    mapped: Mapping[str, str] = _NO_NAMES,
 ) -> tuple[int, int]:
     """:func:`render_markdown`'s text and a newline (the file the CLI
     wrote), handed to ``write`` a line at a time: each owner's index first
@@ -265,7 +266,10 @@ async def write_markdown(
     store keeps none). ``titles``: groups' titles (``channel:chat_id`` ->
     title, gateway/chattitles.py) for where a memory is shared.
     ``unanswered``: how many of an owner's messages wait in gateway.db's
-    inbox to be answered (``Inbox.owned``), said with what waits to be learnt."""
+    inbox to be answered (``Inbox.owned``), said with what waits to be learnt.
+    ``mapped``: handles among ``owners`` that stored rows before
+    memory.identities mapped them to a user (handle -> user), written after
+    the others, each under its own name and saying so."""
     first = True
 
     def line(text: str) -> None:
@@ -275,12 +279,15 @@ async def write_markdown(
 
     line(f"# {_OP.title} ({at})")
     memories = events = 0
-    for owner in sorted(owners):
+    for owner in sorted(owners, key=lambda o: (o in mapped, o)):
         index = await backend.owner_index(owner)
         waiting = await unanswered(owner) if unanswered is not None else 0
         if not (index.memory_ids or index.event_ids or index.waiting or waiting):
             continue
         line(f"\n## {owner}")
+        if owner in mapped:
+            line(f"\nstored under {owner} before memory.identities mapped it to {mapped[owner]} "
+                 f"(`myclaw memory merge-identities` moves it to {mapped[owner]})")
         if renamed is not None and (projects := await renamed(owner)):
             line(f"\n{_EN_RENAMED}: {_renamed(projects)}")
         shown = {f"m:{i}" for i in index.memory_ids} | {f"event:{i}" for i in index.event_ids}

@@ -21,7 +21,7 @@ from memory.lease import JobTimeout, LeaseBusy
 from memory.llm import MemoryLLM
 
 from ._common import counted, shares_data, db_option, echo_json, json_option, load_cli_config, open_engine, render_table, resolve_db, resolve_user, run
-from .memory_cmd import memory
+from .memory_cmd import memory, unmerged_notes
 
 
 @asynccontextmanager
@@ -158,6 +158,7 @@ def log_cmd(job: str | None, user: str | None, actions: tuple[str, ...], limit: 
             click.echo(render_table(["at", "job", "user", "action", "memory", "detail"], rows))
 
     run(go())
+    unmerged_notes(cfg, resolve_db(cfg), owner)
 
 
 def _detail(text: str) -> object:
