@@ -152,15 +152,24 @@ class UserData:
         how many lines of history are kept and how many of their messages
         wait to be answered (``asking``, the /export itself, aside), and the index of their
         memory's rows (the rows themselves are read page by page as the file
-        is written: ``backend.owner_rows``); each read for ``user`` alone."""
+        is written: ``backend.owner_rows``); each read for ``user`` alone,
+        and for each of their handles that stored rows before it was mapped
+        (merge-identities not run yet: ``UserExport.earlier``; their jobs,
+        history and files counted with theirs)."""
         index = await self.backend.owner_index(user)
+        handles = [h for h in self._whose(user) if h != user]
+        earlier = [(h, i) for h in handles
+                   if (i := await self.backend.owner_index(h)).memory_ids or i.event_ids or i.waiting or i.set_aside]
         data = OwnerData(owner=user, memories=[], events=[], waiting=index.waiting,
                          set_aside=index.set_aside)  # rows: read as written
-        jobs = [j for j in await self.cron.list(user) if not j.internal] if self.cron is not None else []
-        history = await self.sessions.owned(user) if self.sessions is not None else 0
+        whose = [user, *handles]
+        jobs = ([j for who in whose for j in await self.cron.list(who) if not j.internal]
+                if self.cron is not None else [])
+        history = sum([await self.sessions.owned(who) for who in whose]) if self.sessions is not None else 0
         tz = await self.timezones.get(user) if self.timezones is not None else None
         since = await self.incognito.since(user) if self.incognito is not None else None
-        files = [(f.name, f.received) for f in self.files.owned(user)] if self.files is not None else []
+        files = ([(f.name, f.received) for who in whose for f in self.files.owned(who)]
+                 if self.files is not None else [])
         engine = getattr(self.backend, "engine", None)  # None: the file store, which keeps no aliases
         projects = await engine.owned_project_aliases(user) if engine is not None else []
         groups = (await self.titles.names(await shared_places(engine, user))
@@ -168,7 +177,7 @@ class UserData:
         waiting = await self.inbox.owned(user, self.owner_of, besides=asking) if self.inbox is not None else 0
         return UserExport(data=data, jobs=jobs, history=history, timezone=zone_name(tz) if tz is not None else "",
                           incognito_since=since, files=files, projects=projects, groups=groups,
-                          unanswered=waiting), index
+                          unanswered=waiting, earlier=earlier), index
 
     async def erase(self, user: str, *, asking: MessageKey | None = None) -> Census:
         """Erase everything of ``user`` and of their handles' rows from

@@ -12,7 +12,7 @@ from gateway.backup import BackupError, Manifest, backup, restore, returning_use
 from gateway.config import Paths
 
 from . import main
-from ._common import data_lock, echo_json, json_option, load_cli_config, shares_data
+from ._common import confirm, counted, data_lock, echo_json, json_option, load_cli_config, shares_data
 
 RESTORING = "`myclaw restore` (putting a backup in place)"
 
@@ -20,7 +20,7 @@ RESTORING = "`myclaw restore` (putting a backup in place)"
 def _summary(m: Manifest) -> str:
     files = ", ".join(f"{f.role} ({f.bytes / 1e6:.1f} MB, schema v{f.schema_version})" for f in m.files)
     files = files or "no data files"
-    return f"{files}; {m.workspace_files} workspace files; made {m.created_at} by myclaw {m.myclaw_version}"
+    return f"{files}; {counted(m.workspace_files, 'workspace files')}; made {m.created_at} by myclaw {m.myclaw_version}"
 
 
 @main.command("backup")
@@ -67,7 +67,7 @@ def restore_cmd(src: Path, check: bool, yes: bool) -> None:
     if check:
         return
     with data_lock(exclusive=RESTORING):
-        if not yes and not click.confirm(f"Replace the data in {paths.home} with this backup?", err=True):
+        if not yes and not confirm(f"Replace the data in {paths.home} with this backup?"):
             raise click.ClickException("cancelled; nothing changed")
         try:
             aside = restore(cfg, paths, src)

@@ -37,6 +37,8 @@ from memory.types import GLOBAL_OWNER, Hit, Memory
 
 from . import main
 from ._common import (
+    confirm,
+    counted,
     db_option,
     echo_json,
     json_option,
@@ -126,7 +128,7 @@ async def _stats(path: Path, owner: str | None, as_json: bool) -> None:
         ("categories", counts(s.by_category)),
         ("sources", counts(s.by_source)),
         ("events", f"{s.events} ({s.events_uncompressed} not compressed)"),
-        ("buffered", f"{s.buffered} messages" + (f" ({s.set_aside} set aside: the memory model cannot take them, "
+        ("buffered", counted(s.buffered, "messages") + (f" ({s.set_aside} set aside: the memory model cannot take them, "
                                                  "not retried until myclaw memory retry-set-aside)" if s.set_aside else "")),
         ("vectors", counts(s.vectors) + f" of {s.by_status.get('active', 0)} active" if s.vectors else "-"),
     ]:
@@ -177,7 +179,9 @@ def list_cmd(
         "category": category,
         "limit": limit,
     }
-    run(_list(resolve_db(cfg), resolve_user(user, cfg), filters, as_json))
+    path, owner = resolve_db(cfg), resolve_user(user, cfg)
+    run(_list(path, owner, filters, as_json))
+    unmerged_notes(cfg, path, owner)
 
 
 async def _list(path: Path, owner: str | None, filters: dict[str, Any], as_json: bool) -> None:
@@ -423,7 +427,7 @@ async def _edit(
     else:
         click.echo(f"updated memory {m.id} ({m.owner}, tier {m.tier}, {m.category.value}, {m.status.value}): {_short(m)}")
         if retired:
-            click.echo(f"superseded {len(retired)} Core Memory entries built on it: "
+            click.echo(f"superseded {counted(len(retired), 'Core Memory entries')} built on it: "
                        + ", ".join(str(e.id) for e in retired) + " (the next weekly refresh writes the profile again)")
 
 
@@ -456,7 +460,7 @@ def delete(memory_id: int, user: str | None, purge: bool, cascade: bool, yes: bo
     question = f"{verb} memory {m.id} of {m.owner}: {_short(m)!r}"
     if cascade and (plan.versions or plan.entries):
         question += f", with {_built_on(plan)}"
-    if not yes and not click.confirm(question + "?", err=True):
+    if not yes and not confirm(question + "?"):
         raise click.ClickException("cancelled; nothing changed")
     if not purge:
         run(_archive(path, m.id))
@@ -534,7 +538,7 @@ def forget(user: str | None, yes: bool) -> None:
     also = [o for o in whose if o != owner]
     question = f"Erase everything myclaw stores about {owner}" + (
         f" and {', '.join(also)} (its rows from before memory.identities mapped it)" if also else "")
-    if not yes and not click.confirm(f"{question}? This cannot be undone.", err=True):
+    if not yes and not confirm(f"{question}? This cannot be undone."):
         raise click.ClickException("cancelled; nothing changed")
     erased = False
     for who in whose:
@@ -788,24 +792,29 @@ def export(user: str | None, output: Path | None, fmt: str) -> None:
     """Everything stored (all statuses, with provenance), as JSON or markdown."""
     cfg = load_cli_config()
     path, owner = resolve_db(cfg), resolve_user(user, cfg)
+    handles: list[str] = []
     if owner is not None and owner != GLOBAL_OWNER:
         # An empty export of a misspelt handle would read as "nothing stored about them".
         owners = run(_owners_of(path))
+        # Their handles' rows from before memory.identities mapped them
+        # (merge-identities not run yet) are theirs: a data access request
+        # that left them out would miss them.
+        handles = _unmerged(cfg, owner, owners)
         # Messages of theirs waiting in the inbox are something stored too (a first message a crash left).
-        if owner not in owners and not run(_waiting(owner)):
+        if owner not in owners and not handles and not run(_waiting(owner)):
             raise click.ClickException(f"nothing is stored about {owner}, so there is nothing to export "
                                        f"({_near_hint(owner, owners)})")
     if fmt == "markdown":
-        _export_markdown(path, owner, output)
+        _export_markdown(path, owner, output, handles)
         return
     titles = _group_titles()
     if output is None:
-        run(_write_json(path, owner, sys.stdout.write, titles))
+        run(_write_json(path, owner, sys.stdout.write, titles, handles))
         sys.stdout.flush()
         return
     with private_file(output) as f:
-        memories, events = run(_write_json(path, owner, f.write, titles))
-    click.echo(f"wrote {memories} memories and {events} events to {output}", err=True)
+        memories, events = run(_write_json(path, owner, f.write, titles, handles))
+    click.echo(f"wrote {counted(memories, 'memories')} and {counted(events, 'events')} to {output}", err=True)
 
 
 def _group_titles() -> dict[str, str]:
@@ -820,18 +829,36 @@ def _group_titles() -> dict[str, str]:
         return {}
 
 
-def _export_markdown(path: Path, owner: str | None, output: Path | None) -> None:
+def _unmerged(cfg: Config, owner: str, owners: list[str]) -> list[str]:
+    """``owner``'s memory.identities handles that still hold rows of
+    memory.db, stored before the mapping (merge-identities not run yet)."""
+    return [h for h in IdentityMap(cfg.memory.identities).handles(owner) if h != owner and h in owners]
+
+
+def unmerged_notes(cfg: Config, path: Path, owner: str | None) -> None:
+    """On stderr, after what ``--user owner`` showed: ``owner``'s handles
+    whose rows from before memory.identities mapped them are not among it
+    (``stats`` lists them under the handle; a ``--user`` of the handle
+    resolves to ``owner``, so only merge-identities reaches them)."""
+    if owner is None or not [h for h in IdentityMap(cfg.memory.identities).handles(owner) if h != owner]:
+        return  # no handle mapped to them: memory.db is not opened again
+    for h in _unmerged(cfg, owner, run(_owners_of(path))):
+        click.echo(f"note: {h} holds rows stored before memory.identities mapped it to {owner}, not shown here: "
+                   f"`myclaw memory merge-identities` moves them to {owner}", err=True)
+
+
+def _export_markdown(path: Path, owner: str | None, output: Path | None, handles: list[str]) -> None:
     """Markdown written as the rows are read, a page at a time (the store
     is never in memory whole): to stdout, or into a private temporary file
     renamed to ``output`` at the end."""
     titles = _group_titles()
     if output is None:
-        run(_write_markdown(path, owner, sys.stdout.write, titles))  # buffered: click.echo flushes every line
+        run(_write_markdown(path, owner, sys.stdout.write, titles, handles))  # buffered: click.echo flushes every line
         sys.stdout.flush()
         return
     with private_file(output) as f:
-        memories, events = run(_write_markdown(path, owner, f.write, titles))
-    click.echo(f"wrote {memories} memories and {events} events to {output}", err=True)
+        memories, events = run(_write_markdown(path, owner, f.write, titles, handles))
+    click.echo(f"wrote {counted(memories, 'memories')} and {counted(events, 'events')} to {output}", err=True)
 
 
 async def _owners_of(path: Path) -> list[str]:
@@ -840,23 +867,24 @@ async def _owners_of(path: Path) -> list[str]:
 
 
 async def _write_markdown(
-    path: Path, owner: str | None, write: Callable[[str], Any], titles: dict[str, str]
+    path: Path, owner: str | None, write: Callable[[str], Any], titles: dict[str, str], handles: list[str]
 ) -> tuple[int, int]:
     async with contextlib.AsyncExitStack() as stack:
         engine = await stack.enter_async_context(open_engine(path))
-        owners = [owner] if owner else await engine.owners()
+        owners = [owner, *handles] if owner else await engine.owners()
         return await write_markdown(write, SqliteMemory(engine), owners, at=engine.now(),
                                     renamed=engine.owned_project_aliases, titles=titles,
-                                    unanswered=await _unanswered(stack))
+                                    unanswered=await _unanswered(stack),
+                                    mapped=dict.fromkeys(handles, owner or ""))
 
 
 async def _write_json(
-    path: Path, owner: str | None, write: Callable[[str], Any], titles: dict[str, str]
+    path: Path, owner: str | None, write: Callable[[str], Any], titles: dict[str, str], handles: list[str]
 ) -> tuple[int, int]:
     async with contextlib.AsyncExitStack() as stack:
         engine = await stack.enter_async_context(open_engine(path))
         return await write_json(write, engine, owner, at=engine.now(), titles=titles,
-                                unanswered=await _unanswered(stack))
+                                unanswered=await _unanswered(stack), handles=handles)
 
 
 async def _unanswered(stack: contextlib.AsyncExitStack) -> Callable[[str], Awaitable[int]] | None:
@@ -926,8 +954,8 @@ def migrate(workspace: Path | None, as_json: bool) -> None:
         )
     )
     if report.memories_archived:
-        click.echo(f"{report.memories_archived} memories archived: their lines are no longer in MEMORY.md")
-    click.echo(f"{report.files_seen} files seen, {report.files_unchanged} unchanged; users: {', '.join(report.owners) or '-'}")
+        click.echo(f"{counted(report.memories_archived, 'memories')} archived: their lines are no longer in MEMORY.md")
+    click.echo(f"{counted(report.files_seen, 'files')} seen, {report.files_unchanged} unchanged; users: {', '.join(report.owners) or '-'}")
 
 
 async def _migrate(path: Path, ws: Path) -> MigrationReport:

@@ -70,7 +70,7 @@ def test_a_backup_taken_while_the_files_are_open_restores_what_it_held(home: Pat
 
     r = asyncio.run(while_running())
     assert r.exit_code == 0, r.output
-    assert "backed up to" in r.output and "memory (" in r.output and "1 workspace files" in r.output
+    assert "backed up to" in r.output and "memory (" in r.output and "1 workspace file;" in r.output
     b1 = home / "b1"
     manifest = json.loads((b1 / "manifest.json").read_text())
     assert [f["role"] for f in manifest["files"]] == ["buffer", "memory", "gateway", "cron"]

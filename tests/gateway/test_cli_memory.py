@@ -314,7 +314,7 @@ def test_export_json_and_markdown(home: Path, tmp_path: Path) -> None:
 
     out = tmp_path / "alice.json"
     r = ok("export", "--user", "alice", "-o", str(out))
-    assert r.stdout == "" and "wrote 2 memories and 1 events" in r.output
+    assert r.stdout == "" and "wrote 2 memories and 1 event" in r.output
     assert [m["owner"] for m in json.loads(out.read_text())["memories"]] == ["alice", "alice"]
     assert stat.S_IMODE(out.stat().st_mode) == 0o600
     r = cli("export", "-o", str(tmp_path / "no" / "such" / "dir.json"))
@@ -924,7 +924,7 @@ def test_editing_a_facts_words_supersedes_the_core_memory_entries_built_on_it(ho
 
     asyncio.run(profile())
     out = ok("edit", "1", "--content", "Atlas launches on March 3").stdout
-    assert "superseded 1 Core Memory entries built on it: 2" in out
+    assert "superseded 1 Core Memory entry built on it: 2" in out
     status = {m.id: (m.status, m.superseded_by) for m in db_rows(home)}
     assert status[2] == (Status.SUPERSEDED, 1) and status[3] == (Status.ACTIVE, None)
     assert "superseded" not in ok("edit", "1", "--importance", "0.9").stdout  # the words unchanged: nothing goes
@@ -1015,3 +1015,79 @@ def test_export_of_an_unknown_user_fails_and_names_the_near_handle(home: Path, t
     assert "nothing is stored about 1001, so there is nothing to export (did you mean feishu:1001 or telegram:1001?" in r.output
     assert json.loads(ok("export", "--user", "telegram:1001").stdout)["memories"][0]["owner"] == "telegram:1001"
     assert json.loads(ok("export", "--user", "_global").stdout)["memories"] == []  # everyone's: never unknown
+
+
+def test_a_persons_export_holds_what_their_handles_stored_before_they_were_mapped(home: Path, tmp_path: Path) -> None:
+    """memory.identities maps telegram:777 to alice after telegram:777 had
+    talked (merge-identities not run yet): `export --user alice` (or
+    `--user telegram:777`, which is alice) left those rows out, so a data
+    access request missed them. Both formats hold them, each saying the
+    handle it is stored under, and never another person's rows."""
+    ok("add", "Alice's blood type is AB", "--user", "telegram:777")  # before the mapping
+    ok("add", "Bob's blood type is O", "--user", "telegram:888")  # bob's, before his mapping
+
+    async def seed() -> None:
+        async with await MemoryEngine.open(home / "data" / "memory.db") as e:
+            await e.add_event("telegram:777", "2026-02-28", "Asked about blood donation")
+
+    asyncio.run(seed())
+    (home / "config.json").write_text(json.dumps({"memory": {"identities": {
+        "alice": ["telegram:777", "feishu:ou_a"], "bob": ["telegram:888"]}}}))
+    ok("add", "Alice drinks tea", "--user", "alice")
+    for user in ("alice", "telegram:777"):
+        out = tmp_path / "alice.json"
+        r = ok("export", "--user", user, "-o", str(out))
+        assert "wrote 2 memories and 1 event to" in r.output, r.output
+        doc = json.loads(out.read_text())
+        assert doc["user"] == "alice"
+        assert sorted((m["owner"], m["content"]) for m in doc["memories"]) == [
+            ("alice", "Alice drinks tea"), ("telegram:777", "Alice's blood type is AB")]
+        assert [(e["owner"], e["summary"]) for e in doc["events"]] == [("telegram:777", "Asked about blood donation")]
+        assert doc["unmerged_handles"] == ["telegram:777"]
+        md = ok("export", "--user", user, "--format", "markdown").stdout
+        assert md.index("## alice") < md.index("Alice drinks tea") < md.index("## telegram:777") < md.index(
+            "Alice's blood type is AB"), md
+        assert ("stored under telegram:777 before memory.identities mapped it to alice "
+                "(`myclaw memory merge-identities` moves it to alice)") in md, md
+        assert "Asked about blood donation" in md
+        assert "Bob" not in md and "Bob" not in out.read_text()
+    # Only the handle holds anything: not "nothing is stored about alice".
+    ok("forget", "--user", "alice", "--yes")
+    async def handle_only() -> None:  # `add --user telegram:777` is alice's now: the row as the handle stored it
+        async with await MemoryEngine.open(home / "data" / "memory.db") as e:
+            await e.add(NewMemory(owner="telegram:777", content="Alice's locker is 12"))
+
+    asyncio.run(handle_only())
+    doc = json.loads(ok("export", "--user", "alice").stdout)
+    assert [m["owner"] for m in doc["memories"]] == ["telegram:777"]
+    # Everyone's export lists the handle as its own owner, as before (no key added).
+    assert "unmerged_handles" not in json.loads(ok("export").stdout)
+
+
+def test_list_and_log_of_a_mapped_person_name_their_handles_rows_from_before_the_mapping(home: Path) -> None:
+    """Before merge-identities, `list --user telegram:1001` reported on dana
+    ("no memories are stored for dana") while `stats` listed telegram:1001
+    with rows: they say where those rows are and what moves them."""
+    ok("add", "Dana rides a blue bike", "--user", "telegram:1001")  # before the mapping
+    (home / "config.json").write_text(json.dumps({"memory": {"identities": {"dana": ["telegram:1001"]}}}))
+    hint = ("telegram:1001 holds rows stored before memory.identities mapped it to dana, not shown here: "
+            "`myclaw memory merge-identities` moves them to dana")
+    for args in (["list", "--user", "telegram:1001"], ["list", "--user", "dana"], ["log", "--user", "dana"]):
+        r = ok(*args)
+        assert hint in r.output, (args, r.output)
+    ok("add", "Dana likes figs", "--user", "dana")
+    r = ok("list", "--user", "dana")
+    assert "Dana likes figs" in r.stdout and hint in r.output
+    assert hint not in ok("list").output  # every user's: the handle is listed as its own
+    assert json.loads(ok("list", "--user", "dana", "--json").stdout)[0]["content"] == "Dana likes figs"  # stdout stays JSON
+
+
+def test_confirmations_answered_by_end_of_input_change_nothing_and_say_so(home: Path) -> None:
+    """stdin closed at the question: click's "Aborted!" (read as a crash);
+    the answer is a no, said as a "n" is."""
+    ok("add", "Alice drinks tea", "--user", "alice")
+    for args in (["forget", "--user", "alice"], ["delete", "1"]):
+        r = cli(*args, input="")
+        assert r.exit_code == 1, r.output
+        assert "cancelled; nothing changed" in r.output and "Aborted" not in r.output, r.output
+    assert [m.content for m in db_rows(home)] == ["Alice drinks tea"]
