@@ -126,7 +126,7 @@ from gateway.bus import (
     audio_mark,
     notes_in_chinese,
 )
-from gateway.commands import MENU, MENU_ZH, runs_itself
+from gateway.commands import MENU, MENU_ZH, is_own_command
 from gateway.config import TelegramConfig
 from gateway.logging import error_fields
 from memory.errorlog import error_brief
@@ -172,7 +172,6 @@ _EXTERNAL_MEDIA = (
 _GROUP_TYPES = frozenset({ChatType.GROUP, ChatType.SUPERGROUP})
 # "/help", "/share m12", "/帮助": a command with no @bot after it (the loop's
 # split_command reads the same words).
-_BARE_COMMAND = re.compile(r"^/([a-z_]+|[\u4e00-\u9fff]+)(?:\s+(.*))?$", re.IGNORECASE | re.DOTALL)
 # A document the model may read as a picture (agent.vision); the bytes are
 # checked again once downloaded (channels/media.py).
 _IMAGE_DOCUMENT_TYPES = frozenset({"image/jpeg", "image/png", "image/gif", "image/webp"})
@@ -1533,8 +1532,7 @@ class TelegramChannel(BaseChannel):
         # one of ours is for us. Not a caption: that is a question about the file.
         if msg.text is None or msg.chat.type not in _GROUP_TYPES:
             return False
-        bare = _BARE_COMMAND.match(msg.text.strip())
-        return bare is not None and runs_itself(bare.group(1).lower(), (bare.group(2) or "").strip())
+        return is_own_command(msg.text)
 
     def _strip_mention(self, text: str) -> str:
         assert self._mention_re is not None and self._command_re is not None

@@ -9,8 +9,11 @@ a clock, started in order and stopped in ``finally``.
 
 Shutdown loses nothing: ``close()`` first has every channel stop receiving
 (``BaseChannel.stop_receiving``, within half the timeout), then answers everything on the bus and in
-flight (up to ``timeout``), sends the queued replies, and only then stops
-the channels (Telegram confirms its offsets there). A message a channel did
+flight (up to ``timeout``), sends the queued replies (every channel's at
+once, up to ``QUEUED_WAIT`` within the timeout; a send under way gets up to
+``SEND_GRACE`` more), and only then stops the channels, side by side
+(Telegram confirms its offsets there). So a stop takes at most its timeout
+plus ``SEND_GRACE``, and the channels' own closing. A message a channel did
 not take stays with the platform and is delivered again after a restart.
 Replies go out through ``app.delivery`` (gateway/delivery.py): one the
 platform cannot take now, and any still queued when the shutdown times
@@ -70,6 +73,7 @@ from .config import Config, ConfigError, Paths
 from .credentials import config_secrets
 from .datalock import AlreadyRunning, DataBusy, DataLock, GatewayLock
 from .delivery import Delivery
+from .erasures import Erasures
 from .failover import FailoverLLM
 from .logging import error_fields, loop_exception_handler
 from .loop import MARK_RETRY_MAX, KnownProjects, ProcessLoop
@@ -100,6 +104,10 @@ INTAKE_SHARE = 0.5
 # Past the stop's other waits: the queued replies' wait runs out just as
 # a slow send is under way, and cut, Telegram may show it twice.
 SEND_GRACE = 5.0
+# At most this long (and within the stop's timeout), a stop waits for the
+# queued replies, every channel's at once, before they go to the outbox: a
+# platform that takes none should not hold the stop for all its timeout.
+QUEUED_WAIT = 5.0
 
 # Lazy: resolved at each call, so it follows configure_logging (and its
 # redaction) even though this module is imported before logging is set up.
@@ -190,6 +198,7 @@ class App:
         self.inbox: Inbox | None = None
         self.redelivered: Redelivered | None = None  # the messages taken and never begun, as start() found them
         self.resumed: Resumed | None = None  # the messages a stop left unanswered, as start() found them
+        self.erasures = Erasures()  # users erased in this run: the loop's jobs and resumed turns of theirs are not run
         self.revised = LeftRevisions()  # the edits and recalls a stop left unapplied, as start() applied them
         self.llm: FailoverLLM | None = None
         # One cooldown state per model endpoint for the chat and the memory
@@ -344,7 +353,8 @@ class App:
         self._user_data = UserData(self.backend, self.sessions, outbox=self.delivery.outbox, timezones=self.timezones,
                                    files=self.recent_files, incognito=self.incognito, titles=self.titles,
                                    file_store=self._folders, exports=self.paths.exports_dir, inbox=self.inbox,
-                                   owner_of=identities.resolve)
+                                   owner_of=identities.resolve, erasures=self.erasures,
+                                   handles_of=identities.handles)
         self.llm = FailoverLLM.from_config(
             cfg.provider, cfg.agent.model, cfg.agent.fallbacks, self.clock, client=self.http_client,
             cooldowns=self.cooldowns,
@@ -401,6 +411,7 @@ class App:
             inbox=self.inbox,
             titles=self.titles,
             hold=self.delivery.hold,  # a reply on its way is in the outbox until the platform took it
+            erasures=self.erasures,
         )
         self.loop.chat_moves["outbox_held"] = self.delivery.move_chat  # a moved chat's kept replies stay ahead
         moves = getattr(self.backend, "engine", None)  # None: the file store, which no group reads
@@ -565,7 +576,7 @@ class App:
         async with _storage(self.paths.cron_db()):
             self._cron_store = await CronStore.open(self.paths.cron_db(), self.clock, self.cfg.gateway.timezone)
         self._user_data.cron = self._cron_store
-        loop = self.loop
+        loop, store_ = self.loop, self._cron_store
         assert loop is not None and self.agent is not None
         loop.chat_moves["cron_jobs"] = self._cron_store.move_chat  # a moved chat's jobs run there (cron.db)
         loop.member_left["cron_jobs"] = self._cron_store.remove_member  # a member's jobs leave the group with them
@@ -589,6 +600,13 @@ class App:
                           channel=job.channel, chat_id=job.chat_id, reason=why)
                 raise CronError(f"{why}: a private job (the user's private memory) is not run there")
             running = self.channels.get(job.channel)
+            if await store_.get(job.id) is None:
+                # Removed since the scheduler read it (its user erased
+                # everything, or removed it): not run. No await from here
+                # to the loop taking it, so an erasure that removes it
+                # later ends after the loop took it and drops it there.
+                log.info("cron job removed before its run; not run", job=job.id)
+                return True
             sent = await loop.run_job(
                 channel=job.channel, chat_id=job.chat_id, user=job.user, text=attempt.prompt, private=job.private,
                 fallback=attempt.fallback, locale=running.locale if running is not None else "",
@@ -846,20 +864,43 @@ class App:
         dropped unconfirmed) happens now, while the loop still drains the
         bus. ``wait_for`` with no time left cancelled it before it began,
         and the channel's ``stop()`` ran it whole after the loop had closed:
-        what it put on the bus then was never answered."""
+        what it put on the bus then was never answered. A cut is logged as
+        the warning it is (the stop gave too little time, nothing failed);
+        a channel whose stop raised, as an error."""
         task = asyncio.create_task(channel.stop_receiving(), name=f"stop-receiving:{channel.name}")
         try:
             done, _ = await asyncio.wait({task}, timeout=max(timeout, 0.0))
             if not done:
                 task.cancel()
                 await asyncio.wait({task})
-                raise TimeoutError
+                log.warning("channel intake cut at shutdown: its share of the stop ran out", channel=channel.name,
+                            seconds=max(timeout, 0.0))
+                return
             task.result()
         except asyncio.CancelledError:
             task.cancel()
             raise
         except Exception as exc:  # stopping the rest matters more
             log.error("channel did not stop receiving cleanly", channel=channel.name, **error_fields(exc))
+
+    async def _replies_sent(self, deadline: float) -> None:
+        """Wait until ``deadline`` (``time.monotonic``) at most for every
+        channel's queued replies to go out, the channels side by side."""
+        deadline = min(deadline, time.monotonic() + QUEUED_WAIT)
+
+        async def sent(name: str) -> None:
+            q = self.bus.outbound_queue(name)
+            # asyncio.wait, not wait_for: with no time left it still lets the
+            # join look once, so an empty queue is not logged as cut.
+            join = asyncio.create_task(q.join(), name=f"replies-sent:{name}")
+            try:
+                done, _ = await asyncio.wait({join}, timeout=max(0.0, deadline - time.monotonic()))
+            finally:
+                join.cancel()
+            if not done:
+                log.warning("replies still queued at shutdown go to the outbox", channel=name, count=q.qsize())
+
+        await asyncio.gather(*(sent(name) for name in self.channels))
 
     async def close(self, timeout: float = 10.0) -> None:
         """Stop everything in reverse order; safe to call twice and after a
@@ -886,13 +927,10 @@ class App:
             await self.loop.close(max(0.0, deadline - time.monotonic()))
         if self.recent_files is not None:
             await self.recent_files.flush()  # files kept by the last turns, before gateway.db closes
-        # 2. let queued replies go out
-        for channel in self.channels.values():
-            q = self.bus.outbound_queue(channel.name)
-            try:
-                await asyncio.wait_for(q.join(), timeout=min(timeout, 5.0))
-            except TimeoutError:
-                log.warning("replies still queued at shutdown go to the outbox", channel=channel.name, count=q.qsize())
+        # 2. let queued replies go out, every channel's at once, for
+        #    QUEUED_WAIT within the stop's deadline (what is left goes to the
+        #    outbox); only a send under way gets more, the grace below
+        await self._replies_sent(deadline)
         # 3. senders and redelivery (a send cut here keeps its reply in the
         #    outbox), then the channels, while they can still be sent to; a
         #    send under way ends first, up to SEND_GRACE, and no other begins
@@ -907,8 +945,7 @@ class App:
         await asyncio.gather(*self._tasks, *self._watchers, return_exceptions=True)
         if getattr(self, "titles", None) is not None:
             await self.titles.aclose()  # title lookups use the channels' clients
-        for channel in list(self.channels.values()):
-            await self._stop_channel(channel)
+        await asyncio.gather(*(self._stop_channel(c) for c in list(self.channels.values())))
         # 4. services, servers, storage
         for svc in reversed(self._started_services):
             try:

@@ -43,7 +43,7 @@ from pathlib import Path
 
 from .config import Config, Paths
 
-__all__ = ["BackupError", "BackupFile", "Manifest", "backup", "restore", "schema_versions", "verify"]
+__all__ = ["BackupError", "BackupFile", "Manifest", "backup", "restore", "returning_users", "schema_versions", "verify"]
 
 MANIFEST = "manifest.json"
 FORMAT = 1
@@ -241,6 +241,45 @@ def verify(src: Path) -> Manifest:
                 f"{f.name} in {src} is at schema version {version}, newer than this myclaw's ({ours[f.role]}); {newer}"
             )
     return manifest
+
+
+# Where a user's rows are, per file role: enough to tell who is stored.
+_OWNERS = {
+    "memory": ("SELECT owner FROM memories UNION SELECT owner FROM daily_events",),
+    "gateway": ("SELECT owner FROM session_messages",),
+}
+
+
+def _owners(path: Path, role: str) -> set[str]:
+    """The users ``path`` holds rows of (read-only; a file that cannot be
+    read, or of a schema without these tables, names none)."""
+    if not path.is_file():
+        return set()
+    try:
+        conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+    except sqlite3.Error:
+        return set()
+    try:
+        return {str(r[0]) for q in _OWNERS.get(role, ()) for r in conn.execute(q)}
+    except sqlite3.Error:
+        return set()
+    finally:
+        conn.close()
+
+
+def returning_users(cfg: Config, paths: Paths, src: Path, manifest: Manifest) -> list[str]:
+    """Users the backup in ``src`` holds and the current data does not:
+    erased (``myclaw memory forget``, /forget all) or merged since it was
+    made. Restoring it brings them back, so the operator is told."""
+    targets = paths.data_files(cfg)
+    then: set[str] = set()
+    now: set[str] = set()
+    for f in manifest.files:
+        if f.role in _OWNERS:
+            then |= _owners(src / f.name, f.role)
+            if f.role in targets:
+                now |= _owners(targets[f.role], f.role)
+    return sorted(then - now - {"_global"})
 
 
 def restore(cfg: Config, paths: Paths, src: Path, *, now: Callable[[], datetime] | None = None) -> Path:

@@ -59,7 +59,7 @@ from .projectnames import ZH_REMOVE, project_command
 from .timezones import Choice, TimezoneError, UserTimezones, parse_timezone, zone_name
 from .userdata import Census, UserData
 
-__all__ = ["BARE", "COMMANDS", "IN_GROUPS", "MENU", "MENU_ZH", "Answer", "UserCommands", "runs_itself"]
+__all__ = ["BARE", "COMMANDS", "IN_GROUPS", "MENU", "MENU_ZH", "Answer", "UserCommands", "is_own_command", "runs_itself"]
 
 COMMANDS = ("memory", "forget", "export", "导出", "timezone", "tz", "incognito", "无痕", "project", "share",
             "unshare", "jobs")
@@ -99,6 +99,18 @@ MENU_ZH = {
 def runs_itself(command: str, args: str) -> bool:
     """Is ``/command args`` one the gateway answers itself, not the model?"""
     return command in COMMANDS or (command in BARE and not args)
+
+
+# A whole message that is one slash command, without @bot.
+_BARE_COMMAND = re.compile(r"^/([a-z_]+|[\u4e00-\u9fff]+)(?:\s+(.*))?$", re.IGNORECASE | re.DOTALL)
+
+
+def is_own_command(text: str) -> bool:
+    """Is ``text``, sent in a group without naming the bot, one of our
+    commands? A channel takes it as addressed to the bot (Telegram's menu
+    sends them bare; Feishu has no /cmd@bot at all)."""
+    bare = _BARE_COMMAND.match(text.strip())
+    return bare is not None and runs_itself(bare.group(1).lower(), (bare.group(2) or "").strip())
 
 
 _FORGET_MAX = 20  # as the memory_forget tool
@@ -280,10 +292,11 @@ class UserCommands:
         self._exported[user] = now
         kept, index = await self.everything.export(user, asking=asking)
         if zh is None:
-            shown = len(index.memory_ids) + len(index.event_ids)
-            zh = chinese_enough(index.chinese, shown) if shown else app_zh
-        if not (index.memory_ids or index.event_ids or index.waiting or index.set_aside or kept.jobs or kept.history
-                or kept.timezone or kept.incognito_since or kept.files or kept.projects or kept.unanswered):
+            every = [index, *(i for _, i in kept.earlier)]
+            shown = sum(len(i.memory_ids) + len(i.event_ids) for i in every)
+            zh = chinese_enough(sum(i.chinese for i in every), shown) if shown else app_zh
+        if not (index.memory_ids or index.event_ids or index.waiting or index.set_aside or kept.earlier or kept.jobs
+                or kept.history or kept.timezone or kept.incognito_since or kept.files or kept.projects or kept.unanswered):
             return Answer("我没有保存任何关于你的内容，没有可导出的。" if zh
                           else "I keep nothing about you, so there is nothing to export.")
         # Dated in their own zone (/timezone), as the prompt's date is.
@@ -293,9 +306,12 @@ class UserCommands:
         # leaves memory for a temporary file (closed once sent: delivery.py).
         spool = Spool(self.spool_bytes)
         try:
-            rows = self.everything.backend.owner_rows(user, index)
+            backend = self.everything.backend
+            rows = backend.owner_rows(user, index)
+            # What their handles stored before they were mapped: theirs too, each under its heading.
+            earlier = [backend.owner_rows(handle, i) for handle, i in kept.earlier]
             await write_user_export(spool.write, kept, index, rows, at=f"{local:%Y-%m-%d %H:%M} {zone_name(tz)}",
-                                    zh=zh, tz=tz)
+                                    zh=zh, tz=tz, earlier=earlier)
             file = spool.attachment(export_filename(local), MIME)
         finally:
             spool.close()

@@ -20,8 +20,9 @@ from pydantic import SecretStr
 from .config import ENV_OVERRIDES, Config
 
 __all__ = [
-    "EXAMPLE_ALLOW_FROM", "EXAMPLE_PLACEHOLDERS", "Credential", "config_secrets", "credentials_in_use", "env_variable",
-    "example_allow_from", "missing_in_use", "placeholders_in_use",
+    "EXAMPLE_ALLOW_FROM", "EXAMPLE_IDENTITIES", "EXAMPLE_PLACEHOLDERS", "Credential", "config_secrets",
+    "credentials_in_use", "env_variable", "example_allow_from", "example_identities", "missing_in_use",
+    "placeholders_in_use",
 ]
 
 # The placeholders of config.example.json: copied but never filled in.
@@ -32,6 +33,8 @@ EXAMPLE_PLACEHOLDERS = frozenset(
 
 # Its Telegram allow-list: a name anyone may register, and someone's id.
 EXAMPLE_ALLOW_FROM = ("your_username", "123456789")
+# config.example.json's memory.identities: someone else's handles.
+EXAMPLE_IDENTITIES = ("telegram:123456789", "feishu:ou_xxxxxxxx")
 
 
 @dataclass(frozen=True)
@@ -106,6 +109,11 @@ def missing_in_use(cfg: Config) -> list[str]:
             name = env_variable(c.path)
             out.append(f"{c.setting} (or {name})" if name else c.setting)
     return out
+
+
+def example_identities(cfg: Config) -> list[str]:
+    """The example's handles ``memory.identities`` still maps to a user."""
+    return [h for handles in cfg.memory.identities.values() for h in handles if h in EXAMPLE_IDENTITIES]
 
 
 def example_allow_from(cfg: Config) -> list[str]:

@@ -103,6 +103,10 @@ class DataLock:
             f.close()
             if shared:
                 raise DataBusy(f"{self.path.parent} is locked by {self._holder()}; start again when it is done") from None
+            pid = running_pid(self.path.parent)
+            if pid:  # the usual case, and the one process whose pid is on record
+                raise DataBusy(f"the gateway (pid {pid}) is running on {self.path.parent}: stop it first, "
+                               "then run this again") from None
             raise DataBusy(
                 f"the gateway, `myclaw chat` or another myclaw command is running on {self.path.parent}: stop it "
                 "first (or let the command finish), then run this again"

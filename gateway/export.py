@@ -87,6 +87,9 @@ class UserExport:
     projects: Sequence[tuple[str, str]] = ()  # their renamed projects (old name, new name), /project
     groups: Mapping[str, str] = field(default_factory=dict)  # channel:chat_id -> title, for /share (gateway/chattitles.py)
     unanswered: int = 0  # messages they sent still waiting to be answered (the inbox's rows; counted, not included)
+    # Their memory.identities handles that stored rows before they were
+    # mapped (merge-identities not run yet), each with its rows' index: theirs too.
+    earlier: Sequence[tuple[str, OwnerIndex]] = ()
 
 
 @dataclass(frozen=True)
@@ -110,6 +113,8 @@ class _Labels:
     next_run: str
     shared_every: str
     shared_some: str  # {n}: how many groups
+    earlier: str  # {handle}: a heading over what a handle stored before it was linked to them
+    earlier_note: str  # {handle}: under it
     categories: dict[str, str]
     statuses: dict[str, str]
 
@@ -134,6 +139,9 @@ _EN = _Labels(
     next_run="next",
     shared_every="shared with every group where you ask",
     shared_some="shared with {groups}",
+    earlier="Stored under {handle}, before it was linked to you",
+    earlier_note="What you said as {handle} before that account was linked to you is kept apart until the "
+                 "operator merges it; /forget takes these ids after that, /forget all erases them now.",
     categories={},  # the values are English words already
     statuses={},
 )
@@ -157,6 +165,8 @@ _ZH = _Labels(
     next_run="下次",
     shared_every="可在你提问的每个群中使用",
     shared_some="可在群{groups}中使用",
+    earlier="存于 {handle} 名下（关联到你之前）",
+    earlier_note="你用 {handle} 在关联到你之前说的内容单独保存，直到管理员合并；合并后 /forget 可按编号删除，/forget all 现在就能全部删除。",
     categories={
         "identity": "身份", "config": "配置", "credential": "凭据", "decision": "决定", "solution": "解决办法",
         "event": "事件", "conversation": "对话", "temp": "临时", "debug": "调试",
@@ -254,6 +264,7 @@ async def write_markdown(
     renamed: Callable[[str], Awaitable[Sequence[tuple[str, str]]]] | None = None,
     titles: Mapping[str, str] = _NO_NAMES,
     unanswered: Callable[[str], Awaitable[int]] | None = None,
+    mapped: Mapping[str, str] = _NO_NAMES,
 ) -> tuple[int, int]:
     """:func:`render_markdown`'s text and a newline (the file the CLI
     wrote), handed to ``write`` a line at a time: each owner's index first
@@ -265,7 +276,10 @@ async def write_markdown(
     store keeps none). ``titles``: groups' titles (``channel:chat_id`` ->
     title, gateway/chattitles.py) for where a memory is shared.
     ``unanswered``: how many of an owner's messages wait in gateway.db's
-    inbox to be answered (``Inbox.owned``), said with what waits to be learnt."""
+    inbox to be answered (``Inbox.owned``), said with what waits to be learnt.
+    ``mapped``: handles among ``owners`` that stored rows before
+    memory.identities mapped them to a user (handle -> user), written after
+    the others, each under its own name and saying so."""
     first = True
 
     def line(text: str) -> None:
@@ -275,12 +289,15 @@ async def write_markdown(
 
     line(f"# {_OP.title} ({at})")
     memories = events = 0
-    for owner in sorted(owners):
+    for owner in sorted(owners, key=lambda o: (o in mapped, o)):
         index = await backend.owner_index(owner)
         waiting = await unanswered(owner) if unanswered is not None else 0
         if not (index.memory_ids or index.event_ids or index.waiting or waiting):
             continue
         line(f"\n## {owner}")
+        if owner in mapped:
+            line(f"\nstored under {owner} before memory.identities mapped it to {mapped[owner]} "
+                 f"(`myclaw memory merge-identities` moves it to {mapped[owner]})")
         if renamed is not None and (projects := await renamed(owner)):
             line(f"\n{_EN_RENAMED}: {_renamed(projects)}")
         shown = {f"m:{i}" for i in index.memory_ids} | {f"event:{i}" for i in index.event_ids}
@@ -334,12 +351,15 @@ async def write_user_export(
     at: str,
     zh: bool,
     tz: tzinfo = UTC,
+    earlier: Sequence[AsyncIterable[Memory | Event]] = (),
 ) -> None:
     """:func:`render_user_export`'s text, handed to ``write`` a line at a
     time, from ``index`` (what must be known first: the ids the file shows,
     the credentials' words) and ``rows`` (its rows in its order, as
     :meth:`~memory.backend.MemoryBackend.owner_rows` reads them), so only a
-    page of rows is in memory at once. ``export.data``'s rows are not read."""
+    page of rows is in memory at once. ``export.data``'s rows are not read.
+    ``earlier``: the rows of each of ``export.earlier``'s handles, in its
+    order, written after theirs under a heading naming the handle."""
     lab = _ZH if zh else _EN
     first = True
 
@@ -348,27 +368,39 @@ async def write_user_export(
         write(text if first else "\n" + text)
         first = False
 
-    for text in _user_head(export, len(index.memory_ids), len(index.event_ids), at=at, zh=zh, tz=tz):
+    every = [index, *(i for _, i in export.earlier)]
+    memories, events = sum(len(i.memory_ids) for i in every), sum(len(i.event_ids) for i in every)
+    for text in _user_head(export, memories, events, at=at, zh=zh, tz=tz):
         line(text)
-    if not (index.memory_ids or index.event_ids):
+    if not (memories or events):
         line("\n" + _nothing(zh))
-    shown = {f"m:{i}" for i in index.memory_ids} | {f"event:{i}" for i in index.event_ids}
-    secret_words = {ln for said in index.credential_sources for ln in said.splitlines() if ln.strip()}
-    group: tuple[int, str] | None = None
-    events = False
-    async for row in rows:
-        if isinstance(row, Memory):
-            if (row.tier, row.project) != group:
-                group = (row.tier, row.project)
-                line(_group_title(row.tier, row.project, lab, "##"))
-            for text in _memory(row, lab, True, shown, secret_words, tz, export.groups):
-                line(text)
-        else:
-            if not events:
-                events = True
-                line(f"\n## {lab.events}\n")
-            line(_event(row, lab))
-    for text in _user_tail(export, index.waiting, lab, zh=zh, set_aside=index.set_aside):
+    shown = {f"m:{i}" for x in every for i in x.memory_ids} | {f"event:{i}" for x in every for i in x.event_ids}
+    secret_words = {ln for x in every for said in x.credential_sources for ln in said.splitlines() if ln.strip()}
+
+    async def section(rows: AsyncIterable[Memory | Event], level: str) -> None:
+        group: tuple[int, str] | None = None
+        dated = False
+        async for row in rows:
+            if isinstance(row, Memory):
+                if (row.tier, row.project) != group:
+                    group = (row.tier, row.project)
+                    line(_group_title(row.tier, row.project, lab, level))
+                for text in _memory(row, lab, True, shown, secret_words, tz, export.groups):
+                    line(text)
+            else:
+                if not dated:
+                    dated = True
+                    line(f"\n{level} {lab.events}\n")
+                line(_event(row, lab))
+
+    await section(rows, "##")
+    for (handle, i), handle_rows in zip(export.earlier, earlier, strict=True):
+        if i.memory_ids or i.event_ids:
+            line(f"\n## {lab.earlier.format(handle=handle)}\n")
+            line(lab.earlier_note.format(handle=handle))
+            await section(handle_rows, "###")
+    for text in _user_tail(export, sum(i.waiting for i in every), lab, zh=zh,
+                           set_aside=sum(i.set_aside for i in every)):
         line(text)
     write("\n")
 

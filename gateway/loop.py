@@ -57,6 +57,7 @@ from .bus import (
 from .chattitles import ChatTitles
 from .commands import BARE, COMMANDS, UserCommands, runs_itself
 from .drafts import Drafts
+from .erasures import Erasures
 from .logging import error_fields
 from .prompt import QUOTE_CHARS, PromptBuilder, Speaker, speaker_labels
 from .ratelimit import RateLimiter, limited_note
@@ -369,6 +370,9 @@ class _Item:
     # An edit applied to the message it changes while that still waited in
     # the queue (ProcessLoop._edit_queued): answered and stored as edited, nothing is left to change.
     applied: bool = False
+    # Erasures.mark when the loop took it: a job or resumed turn of a user
+    # erased since is not run (ProcessLoop._erased).
+    taken: int = 0
 
     def act(self) -> None:
         """The agent's ``on_act``: a tool that changes something is about to run."""
@@ -411,6 +415,7 @@ class ProcessLoop:
         titles: ChatTitles | None = None,
         hold: Callable[[OutboundMessage], Awaitable[OutboundMessage]] | None = None,
         mark_retry: float = 0.5,
+        erasures: Erasures | None = None,
     ) -> None:
         """``stream_delay``: replies are streamed, and one taking longer
         than this many seconds shows as drafts every ``stream_interval``
@@ -426,6 +431,9 @@ class ProcessLoop:
         self._unmarked = 0  # replies held since the last held one was sent (one error, then a count)
         self.hold = hold
         self.inbox = inbox  # the messages taken and not done with (gateway/inbox.py): a row goes when its turn ends
+        # Users erased in this run (/forget all; UserData.erase marks them):
+        # their jobs and resumed turns taken before are not run.
+        self.erasures = erasures or Erasures()
         self.stream_delay = stream_delay
         self.stream_interval = stream_interval
         self.incognito = incognito  # users who asked not to be learnt from (/incognito)
@@ -508,6 +516,7 @@ class ProcessLoop:
     def _enqueue(self, item: _Item) -> None:
         if self._closed:
             raise RuntimeError("process loop is closed")
+        item.taken = self.erasures.mark
         key = self._moving.get(item.msg.session_key, item.msg.session_key)
         moved_from = item.msg.metadata.get("moved_from") if item.msg.kind == MOVED else None
         if isinstance(moved_from, str) and moved_from and moved_from != item.msg.chat_id:
@@ -797,8 +806,17 @@ class ProcessLoop:
         """Was ``item``'s message erased at its sender's request while the
         loop held it (``/forget all`` in another chat, or in this one
         behind it: gateway/userdata.py)? Said before the erasure, it must
-        not reach the model nor be stored; what they send after is new."""
-        return item.user is None and self.inbox is not None and self.inbox.erased(item.msg)
+        not reach the model nor be stored; what they send after is new.
+        A message is known by its inbox row the erasure dropped; a job
+        (its cron entry erased, the run already taken) and a turn resumed
+        after a stop (its row in Tier 0 only) by their owner's erasure
+        since the loop took them."""
+        if item.user is None and self.inbox is not None and self.inbox.erased(item.msg):
+            return True
+        if item.user is None and item.resumed is None:
+            return False
+        owner = item.user or self.identities.resolve(item.msg.channel, item.msg.sender_id)
+        return self.erasures.since(owner, item.taken)
 
     def _done(self, item: _Item, *, failed: bool = False) -> None:
         """``item``'s turn is over, however it ended: the inbox lets it go;
@@ -821,7 +839,7 @@ class ProcessLoop:
         if self._erased(item):  # queued behind a turn (another's, or their own) when they erased everything
             self.stats.ignored += 1
             log.info("queued message erased at its sender's request; not answered", chat=msg.session_key,
-                     message_id=msg.message_id)
+                     message_id=msg.message_id, job=item.user is not None, resumed=item.resumed is not None)
             return ""
         if msg.kind == MOVED:  # the chat has a new id: its history follows, no reply
             old = str(msg.metadata.get("moved_from") or "")
@@ -1177,7 +1195,11 @@ class ProcessLoop:
         if self._erased(item):
             # Erased while its reply was written and sent: its rows, written
             # after the erasure's, go now, never buffered to be learnt.
-            rows = await self.sessions.erase_message(key, msg.message_id, user)
+            if job:  # its prompt and reply carry no message id: by their rows
+                written = reply_write.result() if reply_write is not None and reply_write.exception() is None else None
+                rows = await self.sessions.erase_rows([r.id for r in (user_row, written) if r is not None], user)
+            else:
+                rows = await self.sessions.erase_message(key, msg.message_id, user)
             await self.sessions.db.checkpoint()
             log.info("answered turn erased at its sender's request; its rows erased", chat=key,
                      message_id=msg.message_id, rows=rows)

@@ -927,6 +927,22 @@ class SessionStore:
                 self.db.bump(_HISTORY)
         return cur.rowcount
 
+    async def erase_rows(self, ids: Sequence[int], owner: str) -> int:
+        """Erase the rows ``ids`` of ``owner`` (a scheduled job's prompt and
+        reply, which carry no platform message id for :meth:`erase_message`
+        to find them by); returns how many went."""
+        if not ids:
+            return 0
+        await self.flush()  # an append still queued would land after the DELETE
+        async with self.db.transaction() as conn:
+            cur = await conn.execute(
+                f"DELETE FROM session_messages WHERE owner = ? AND id IN ({','.join('?' * len(ids))})",
+                (owner, *ids),
+            )
+            if cur.rowcount:
+                self.db.bump(_HISTORY)
+        return cur.rowcount
+
     async def move_chat(self, channel: str, old_chat: str, new_chat: str) -> dict[str, int]:
         """The chat ``old_chat`` goes on as ``new_chat`` (a Telegram group
         upgraded to a supergroup): its sessions take the new id, so the

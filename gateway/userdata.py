@@ -9,7 +9,8 @@ the jobs they scheduled, the replies to them still waiting in the
 outbox, their messages and edits kept in the inbox (a crash leaves them
 for the next start to answer or apply: gateway/inbox.py; those the process
 loop still holds, queued behind a turn or under way, are then neither
-answered nor stored: ``Inbox.erased``), the files they
+answered nor stored: ``Inbox.erased``; nor are their jobs and resumed
+turns it holds: gateway/erasures.py), the files they
 sent lately (kept a day for ``file_read``), the exports ``myclaw chat`` wrote for them, and their file store folder
 (``MEMORY.md`` and daily logs written while memory was off; imported
 since, but the files stay until erased). ``myclaw memory forget --user``
@@ -37,6 +38,7 @@ from memory.sharing import shared_places
 from memory.types import OwnerData, OwnerIndex
 
 from .chattitles import ChatTitles
+from .erasures import Erasures
 from .export import UserExport, erase_exports
 from .timezones import zone_name
 
@@ -97,6 +99,8 @@ class UserData:
         exports: Path | None = None,
         inbox: Inbox | None = None,
         owner_of: Callable[[str, str], str] | None = None,
+        erasures: Erasures | None = None,
+        handles_of: Callable[[str], list[str]] | None = None,
     ) -> None:
         self.backend = backend
         # The file store's folders when SQLite is the backend (the App's):
@@ -114,10 +118,24 @@ class UserData:
         # Whose a message is, by channel and sender (the identity map's
         # resolve): inbox rows name their sender only.
         self.owner_of = owner_of or IdentityMap().resolve
+        # Told as an erasure begins and once it ended: the process loop's
+        # jobs and resumed turns of theirs taken before are not run (gateway/erasures.py).
+        self.erasures = erasures
+        # A user's handles (the identity map's): rows one stored before it
+        # was mapped stay under it until merge-identities, and are theirs.
+        self.handles_of = handles_of or IdentityMap().handles
+
+    def _whose(self, user: str) -> list[str]:
+        return [user, *(h for h in self.handles_of(user) if h != user)]
 
     async def census(self, user: str, *, asking: MessageKey | None = None) -> Census:
-        """What :meth:`erase` would erase; ``asking``: the command asking
-        (its own message waits in the inbox while it runs), not counted."""
+        """What :meth:`erase` would erase, their handles' rows from before
+        the mapping included; ``asking``: the command asking (its own
+        message waits in the inbox while it runs), not counted."""
+        return _sum([await self._census(who, asking=asking) for who in self._whose(user)])
+
+
+    async def _census(self, user: str, *, asking: MessageKey | None = None) -> Census:
         o = await self.backend.overview(user, limit=0)
         messages = await self.sessions.owned(user) if self.sessions is not None else 0
         messages += await self.outbox.owned(user) if self.outbox is not None else 0
@@ -134,15 +152,24 @@ class UserData:
         how many lines of history are kept and how many of their messages
         wait to be answered (``asking``, the /export itself, aside), and the index of their
         memory's rows (the rows themselves are read page by page as the file
-        is written: ``backend.owner_rows``); each read for ``user`` alone."""
+        is written: ``backend.owner_rows``); each read for ``user`` alone,
+        and for each of their handles that stored rows before it was mapped
+        (merge-identities not run yet: ``UserExport.earlier``; their jobs,
+        history and files counted with theirs)."""
         index = await self.backend.owner_index(user)
+        handles = [h for h in self._whose(user) if h != user]
+        earlier = [(h, i) for h in handles
+                   if (i := await self.backend.owner_index(h)).memory_ids or i.event_ids or i.waiting or i.set_aside]
         data = OwnerData(owner=user, memories=[], events=[], waiting=index.waiting,
                          set_aside=index.set_aside)  # rows: read as written
-        jobs = [j for j in await self.cron.list(user) if not j.internal] if self.cron is not None else []
-        history = await self.sessions.owned(user) if self.sessions is not None else 0
+        whose = [user, *handles]
+        jobs = ([j for who in whose for j in await self.cron.list(who) if not j.internal]
+                if self.cron is not None else [])
+        history = sum([await self.sessions.owned(who) for who in whose]) if self.sessions is not None else 0
         tz = await self.timezones.get(user) if self.timezones is not None else None
         since = await self.incognito.since(user) if self.incognito is not None else None
-        files = [(f.name, f.received) for f in self.files.owned(user)] if self.files is not None else []
+        files = ([(f.name, f.received) for who in whose for f in self.files.owned(who)]
+                 if self.files is not None else [])
         engine = getattr(self.backend, "engine", None)  # None: the file store, which keeps no aliases
         projects = await engine.owned_project_aliases(user) if engine is not None else []
         groups = (await self.titles.names(await shared_places(engine, user))
@@ -150,14 +177,29 @@ class UserData:
         waiting = await self.inbox.owned(user, self.owner_of, besides=asking) if self.inbox is not None else 0
         return UserExport(data=data, jobs=jobs, history=history, timezone=zone_name(tz) if tz is not None else "",
                           incognito_since=since, files=files, projects=projects, groups=groups,
-                          unanswered=waiting), index
+                          unanswered=waiting, earlier=earlier), index
 
     async def erase(self, user: str, *, asking: MessageKey | None = None) -> Census:
-        """Erase everything of ``user``; returns what went (``asking``, the
-        ``/forget all`` itself, erased but not counted). Memory first: the
-        history's rows could otherwise be buffered for extraction again.
-        The file store's folder before memory: gone first, its import record
-        (which memory erases) can no longer let it be read back in."""
+        """Erase everything of ``user`` and of their handles' rows from
+        before the mapping; returns what went (``asking``, the ``/forget
+        all`` itself, erased but not counted). Memory first: the history's
+        rows could otherwise be buffered for extraction again. The file
+        store's folder before memory: gone first, its import record (which
+        memory erases) can no longer let it be read back in."""
+        whose = self._whose(user)
+        if self.erasures is not None:
+            for who in whose:
+                self.erasures.erase(who)  # what the loop holds of theirs from now on is from before
+        try:
+            return _sum([await self._erase(who, asking=asking) for who in whose])
+        finally:
+            if self.erasures is not None:
+                # Once more at the end: a job taken while this ran (its cron
+                # entry still there) is from before too.
+                for who in whose:
+                    self.erasures.erase(who)
+
+    async def _erase(self, user: str, *, asking: MessageKey | None) -> Census:
         if self.file_store is not None:
             await self.file_store.forget_all(user)  # bytes zeroed, then the folder
         mem = await self.backend.forget_all(user)
@@ -199,3 +241,11 @@ class UserData:
                  waiting=mem.waiting, messages=out.messages, inbox=waiting, edits=edits, jobs=out.jobs, files=mem.files, sent_files=files,
                  incognito=quiet, timezone=zone)
         return out
+
+
+def _sum(parts: list[Census]) -> Census:
+    return Census(
+        memories=sum(c.memories for c in parts), events=sum(c.events for c in parts),
+        messages=sum(c.messages for c in parts), jobs=sum(c.jobs for c in parts), files=sum(c.files for c in parts),
+        waiting=sum(c.waiting for c in parts), incognito=any(c.incognito for c in parts), timezone=any(c.timezone for c in parts),
+    )

@@ -237,6 +237,18 @@ async def _scrub_log(conn: aiosqlite.Connection, memory_id: int, content: str) -
     )
 
 
+async def _scrub_reworded(conn: aiosqlite.Connection, owner: str, content: str) -> None:
+    """A memory's old words, edited away (a redaction, often), leave the
+    change log too: the owner's entries quoting them (an add or a merge
+    records the words) say only that they were reworded."""
+    quoted = json.dumps(content, ensure_ascii=False)[1:-1]
+    await conn.execute(
+        """UPDATE memory_log SET detail = '{"reworded":true}'
+           WHERE owner = ? AND (instr(detail, ?) > 0 OR instr(detail, ?) > 0)""",
+        (owner, content, quoted),
+    )
+
+
 async def _drop_cached_vectors(conn: aiosqlite.Connection, contents: Iterable[str]) -> None:
     """Erased or overwritten words lose their cached vectors too: a vector
     can be inverted back to much of its text. The cache is keyed by the
@@ -485,6 +497,7 @@ class MemoryEngine:
             # An edit can be a redaction: the old words' vectors go (the
             # vectorizer embeds the new words), on disk and in RAM.
             await _drop_cached_vectors(conn, [row["content"]])
+            await _scrub_reworded(conn, row["owner"], row["content"])
             await conn.execute("DELETE FROM memory_vectors WHERE memory_id = ?", (memory_id,))
             self._erased.add(memory_id)
         if ("content" in sets or "source_text" in sets) and row["status"] == "active":

@@ -28,7 +28,8 @@ With ``--gateway DIR`` the gateway runs here too (DIR is its
 MYCLAW_HOME, a scratch one: the printed config is written there), on a
 clock this terminal moves: ``clock: +1d`` ends the demo user's day, so
 what they said is learnt and the daily compression runs, as the night
-would do (``+7d`` reaches the weekly one; decay shows in days too). The
+would do (``+7d`` reaches the weekly one; decay shows in days too), and
+a scheduled message it passes is sent at its own time on that clock. The
 clock only moves on: the data's times are ahead of the real ones, which a
 gateway started on DIR later with the real clock would take for the future.
 
@@ -61,7 +62,7 @@ from gateway.app import App, config_secrets  # noqa: E402
 from gateway.config import Paths, load_config, parse_duration  # noqa: E402
 from gateway.cron import INTERNAL_DAILY, INTERNAL_WEEKLY, CronScheduler  # noqa: E402
 from gateway.logging import configure_logging  # noqa: E402
-from memory.clock import Clock  # noqa: E402
+from memory.clock import Clock, parse_ts  # noqa: E402
 from memory.extraction import ExtractionService  # noqa: E402
 from tests.fakes.feishu_server import FakeFeishu  # noqa: E402
 from tests.fakes.openai_server import FakeOpenAI, Reply, split_user_content  # noqa: E402
@@ -214,7 +215,7 @@ HELP = """type a line for a fake user (the bot answers below):
   t: <text>                   Demo, in a private Telegram chat      t2: <text>  Bob, in his own
   tg: <text>, tg2: <text>     Demo or Bob in a Telegram group (@myclaw_bot, or a command: /help)
   tfile: <path> [caption]     Demo sends a file on Telegram         tedit: <text>  Demo edits their last message
-  f: <text>                   Demo in a private Feishu chat         fg: / fg2:  a Feishu group (@bot addresses it)
+  f: <text>                   Demo in a private Feishu chat         fg: / fg2:  a Feishu group (@bot, or a command: /help)
   ffile: <path>               Demo sends a file on Feishu           frecall:  Demo recalls their last Feishu message
   clock: +1d                  moves the demo's clock a day on (with --gateway): the day's memory jobs run"""
 
@@ -236,6 +237,9 @@ class DemoClock(Clock):
 
 
 _JOB_NAMES = {INTERNAL_DAILY: "daily compression", INTERNAL_WEEKLY: "weekly compression"}
+# Job runs one clock move steps through at most (a job every 10 minutes
+# over +30d would be 4,320 replies): past it, the rest catch up at the end.
+_MAX_STEPS = 500
 
 
 class Demo:
@@ -263,42 +267,75 @@ class Demo:
         return HELP if line.strip() else None
 
     async def _move_clock(self, text: str) -> str:
-        """``clock: +1d``: the clock on, then what a gateway finds due at
-        that time, run now rather than at its next poll (up to 15 s)."""
+        """``clock: +1d``: what was said is learnt, then the clock goes on
+        from one job's time to the next, each run there rather than at the
+        gateway's next poll (up to 15 s), and on to where it was asked."""
         if self.clock is None or self.app is None:
             return ("clock: the gateway runs in another process, on the real time; start the fakes with "
                     "--gateway DIR to run it here, on a clock this terminal moves")
-        if text:
-            try:
-                delta = parse_duration(text.removeprefix("+"))
-            except ValueError:
-                return "clock: +1d, +6h or +1h30m moves the demo's clock on (never back); clock: alone shows it"
-            self.clock.advance(delta)
         if not text:
             return self._clock_line()
+        try:
+            delta = parse_duration(text.removeprefix("+"))
+        except ValueError:
+            return "clock: +1d, +6h or +1h30m moves the demo's clock on (never back); clock: alone shows it"
+        ahead, target = self.clock.ahead + delta, self.clock.now() + delta
         said: list[str] = []
         if self.app.loop is not None:
             await self.app.loop.drain(10)  # the last messages buffered for memory
         ex = self.app.extraction
         if isinstance(ex, ExtractionService):  # learnt first, as the night's flush comes before compression
             before = (await ex.engine.backlog()).lines
-            for owner in await ex.due_owners():
+            for owner in await ex.due_owners(target):  # quiet by then
                 await ex.flush_now(owner)  # waits for a flush of theirs the gateway's loop already runs
             learnt = before - (await ex.engine.backlog()).lines
             if learnt > 0:
                 said.append(f"learnt from {learnt} line{'s' if learnt != 1 else ''} of chat")  # the user's and the bot's
         if isinstance(self.app.cron, CronScheduler):
-            runs = {run.job_id: run for run in await self.app.cron.run_due()}
-            for _ in range(3):
-                # Due together (+7d), one compression finds the other's lease
-                # held and looks again a minute later: that minute, now.
-                if not any(run.status == "busy" for run in runs.values()):
-                    break
-                self.clock.advance(self.app.cron.busy_retry)
-                runs.update((run.job_id, run) for run in await self.app.cron.run_due())
-            for run in runs.values():
-                said.append(f"{_JOB_NAMES.get(run.job_id, run.job_id)} ran" + ("" if run.status == "ok" else f": {run.status}"))
+            said += await self._run_jobs_until(self.app.cron, target)
+        self.clock.ahead = max(self.clock.ahead, ahead)  # a whole day on, however long the jobs took
         return "; ".join([self._clock_line(), *said])
+
+    def _move_to(self, at: datetime) -> None:
+        assert self.clock is not None
+        if at > self.clock.now():  # never back
+            self.clock.advance(at - self.clock.now())
+
+    async def _run_jobs_until(self, cron: CronScheduler, target: datetime) -> list[str]:
+        """The clock on to each scheduled message's time up to ``target``, in
+        order, and the job run there, as a gateway left running would: a
+        reminder runs at its 09:00, not at the jump's end with a note that it
+        is late. Then, at ``target``, the memory jobs: ``+1d`` ends the day,
+        so its daily compression runs (at 03:00 it would take the day before)."""
+        runs: dict[str, list[str]] = {}
+        for _ in range(_MAX_STEPS):
+            due = [job for job in await cron.store.due(target) if not job.internal]
+            if not due:
+                break
+            self._move_to(parse_ts(due[0].next_run_at))
+            now = self.clock.now()  # type: ignore[union-attr]
+            ran = await cron.run_due(only={job.id for job in due if parse_ts(job.next_run_at) <= now})
+            if not ran:
+                break  # due but already running (the gateway's own poll took it): it ends on its own
+            for run in ran:
+                runs.setdefault(run.job_id, []).append(run.status)
+        self._move_to(target)
+        ran = await cron.run_due()
+        for _ in range(3):
+            # Due together (+7d), one compression finds the other's lease
+            # held and looks again a minute later: that minute, now.
+            if not any(run.status == "busy" for run in ran):
+                break
+            self._move_to(self.clock.now() + cron.busy_retry)  # type: ignore[union-attr]
+            ran = [run for run in ran if run.status != "busy"] + await cron.run_due()
+        for run in ran:
+            runs.setdefault(run.job_id, []).append(run.status)
+        said = []
+        for job_id, statuses in runs.items():
+            times = f" {len(statuses)} times" if len(statuses) > 1 else ""
+            failed = sorted({st for st in statuses if st != "ok"})
+            said.append(f"{_JOB_NAMES.get(job_id, job_id)} ran{times}" + (f": {', '.join(failed)}" if failed else ""))
+        return said
 
     def _clock_line(self) -> str:
         assert self.clock is not None

@@ -22,6 +22,7 @@ from typing import Any
 
 from channels.media import audio_label, is_audio_name
 from gateway.bus import LEFT, RECALL, Forwarded, InboundMessage, Quoted
+from gateway.commands import is_own_command
 
 from .content import SHARED_TYPES, card_text, flatten_post_content, post_image_keys, resolve_placeholders, shared_words
 
@@ -177,6 +178,10 @@ def parse_message_event(
         return None
 
     chat_type = str(message.get("chat_type") or "")
+    if chat_type != "p2p" and msg_type in ("text", "post") and is_own_command(text):
+        # Feishu has no /help@bot: a group's bare "/help" reaches the app only
+        # with the read-all-group-messages permission, and is then ours.
+        mentioned = True
     parent_id = str(message.get("parent_id") or "")
     root_id = str(message.get("root_id") or "")
     raw_header = payload.get("header")

@@ -35,6 +35,8 @@ from memory.types import Event, Memory
 __all__ = [
     "ConfigFailure",
     "DataBusyFailure",
+    "confirm",
+    "counted",
     "data_lock",
     "db_option",
     "echo_json",
@@ -230,6 +232,24 @@ def event_dict(e: Event) -> dict[str, Any]:
     d = asdict(e)
     d["provenance"] = json.loads(e.provenance.to_json())
     return d
+
+
+def counted(n: int, many: str) -> str:
+    """``1 memory``, ``2 memories``, ``1 log entry``: ``many`` is the plural,
+    its last word made singular for one (CLI nouns: -ies and -s plurals)."""
+    if n == 1:
+        many = many[:-3] + "y" if many.endswith("ies") else many.removesuffix("s")
+    return f"{n} {many}"
+
+
+def confirm(question: str) -> bool:
+    """``click.confirm`` on stderr, where end of input (stdin closed) is a
+    no, not click's "Aborted!" (read as a crash): the caller says
+    "cancelled; nothing changed" as for a typed no."""
+    try:
+        return click.confirm(question, err=True)
+    except click.Abort:
+        return False
 
 
 def echo_json(obj: Any) -> None:

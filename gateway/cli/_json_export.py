@@ -1,9 +1,13 @@
 """``myclaw memory export`` as JSON, written as the rows are read.
 
 The document is the one ``json.dumps(doc, ensure_ascii=False, indent=2)``
-makes of ``{"exported_at", "user", "memories", "events", "project_aliases"}``
-(a memory shared with a group gateway.db knows the title of: its
-``group_titles`` too)
+makes of ``{"exported_at", "user", "memories", "events", "project_aliases",
+"unanswered"}`` (one user's, whose memory.identities handles stored rows
+before they were mapped: ``"unmerged_handles"`` after ``"user"``, and
+those rows; a memory shared with a group gateway.db knows the title
+of: its ``group_titles`` too; ``unanswered``: owner -> how many of their
+messages wait in gateway.db's inbox to be answered, those with any,
+counted as the markdown export counts them, their words not included)
 (memories by id, events by owner, date, id, a renamed project's old names
 by owner and name), byte for byte, but only a page of rows is
 ever in memory: an operator's export of a large store no longer holds the
@@ -12,7 +16,7 @@ whole store, and its JSON text, at once."""
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 from memory import MemoryEngine
@@ -26,21 +30,31 @@ PAGE = 500
 
 async def write_json(
     write: Callable[[str], Any], engine: MemoryEngine, owner: str | None, *, at: str, page: int = PAGE,
-    titles: Mapping[str, str] | None = None,
+    titles: Mapping[str, str] | None = None, unanswered: Callable[[str], Awaitable[int]] | None = None,
+    handles: Sequence[str] = (),
 ) -> tuple[int, int]:
     """Write the export of ``owner`` (every owner when None) through
     ``write``, with a trailing newline; returns (memories, events).
     ``titles``: groups' titles (``channel:chat_id`` -> title, from
     gateway.db): a memory whose provenance names a group with one gets
-    ``group_titles``, its ids to their titles, beside the ids it keeps."""
-    write("{\n" + f'  "exported_at": {_dump(at)},\n  "user": {_dump(owner)},\n  "memories": ')
-    memories = await _array(write, (_memory(m, titles or {}) async for m in _memories(engine, owner, page)))
+    ``group_titles``, its ids to their titles, beside the ids it keeps.
+    ``unanswered``: how many of an owner's messages wait in the inbox
+    (``Inbox.owned``); None: none are known (no gateway.db). ``handles``:
+    ``owner``'s memory.identities handles that stored rows before they were
+    mapped (merge-identities not run yet): their rows are ``owner``'s too,
+    each with the handle it is stored under as its ``owner``, and the
+    document names them (``unmerged_handles``, only when there are some)."""
+    owners = [owner, *handles] if owner is not None else await engine.owners()
+    named = f',\n  "unmerged_handles": {_dump(list(handles))}' if handles else ""
+    write("{\n" + f'  "exported_at": {_dump(at)},\n  "user": {_dump(owner)}{named},\n  "memories": ')
+    chosen = owners if owner is not None else None
+    memories = await _array(write, (_memory(m, titles or {}) async for m in _memories(engine, chosen, page)))
     write(',\n  "events": ')
-    owners = [owner] if owner is not None else await engine.owners()
     events = await _array(write, (event_dict(e) async for o in _each(owners) async for e in _events(engine, o, page)))
     write(',\n  "project_aliases": ')
-    await _array(write, _aliases(engine, owner))
-    write("\n}\n")
+    await _array(write, _aliases(engine, chosen))
+    waiting = {o: n for o in owners if (n := await unanswered(o) if unanswered is not None else 0)}
+    write(',\n  "unanswered": ' + _dump(waiting).replace("\n", "\n  ") + "\n}\n")
     return memories, events
 
 
@@ -71,12 +85,13 @@ async def _each(owners: list[str]) -> AsyncIterator[str]:
         yield o
 
 
-async def _memories(engine: MemoryEngine, owner: str | None, page: int) -> AsyncIterator[Any]:
-    """Every status, by id, a page a query (keyset: no OFFSET rescans)."""
+async def _memories(engine: MemoryEngine, owners: list[str] | None, page: int) -> AsyncIterator[Any]:
+    """Every status, by id, a page a query (keyset: no OFFSET rescans);
+    ``owners``' rows, everyone's when None."""
     last = 0
-    where = "id > ?" if owner is None else "owner = ? AND id > ?"
+    where = "id > ?" if owners is None else f"owner IN ({','.join('?' * len(owners))}) AND id > ?"
     while True:
-        args: list[Any] = [last] if owner is None else [owner, last]
+        args: list[Any] = [last] if owners is None else [*owners, last]
         rows = await engine.db.fetchall(f"SELECT * FROM memories WHERE {where} ORDER BY id LIMIT {int(page)}", args)
         for r in rows:
             yield row_to_memory(r)
@@ -103,9 +118,9 @@ async def _events(engine: MemoryEngine, owner: str, page: int) -> AsyncIterator[
         key = (rows[-1]["event_date"], rows[-1]["id"])
 
 
-async def _aliases(engine: MemoryEngine, owner: str | None) -> AsyncIterator[dict[str, Any]]:
+async def _aliases(engine: MemoryEngine, owners: list[str] | None) -> AsyncIterator[dict[str, Any]]:
     """The renamed projects' old names (memory/projects.py): a handful a user."""
-    where, args = ("", []) if owner is None else ("WHERE owner = ? ", [owner])
+    where, args = ("", []) if owners is None else (f"WHERE owner IN ({','.join('?' * len(owners))}) ", owners)
     rows = await engine.db.fetchall(
         f"SELECT owner, alias, project, source, created_at FROM project_aliases {where}ORDER BY owner, alias", args)
     for r in rows:

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import click
 
-from gateway.backup import BackupError, Manifest, backup, restore, verify
+from gateway.backup import BackupError, Manifest, backup, restore, returning_users, verify
 from gateway.config import Paths
 
 from . import main
-from ._common import data_lock, echo_json, json_option, load_cli_config, shares_data
+from ._common import confirm, counted, data_lock, echo_json, json_option, load_cli_config, shares_data
 
 RESTORING = "`myclaw restore` (putting a backup in place)"
 
@@ -20,7 +20,7 @@ RESTORING = "`myclaw restore` (putting a backup in place)"
 def _summary(m: Manifest) -> str:
     files = ", ".join(f"{f.role} ({f.bytes / 1e6:.1f} MB, schema v{f.schema_version})" for f in m.files)
     files = files or "no data files"
-    return f"{files}; {m.workspace_files} workspace files; made {m.created_at} by myclaw {m.myclaw_version}"
+    return f"{files}; {counted(m.workspace_files, 'workspace files')}; made {m.created_at} by myclaw {m.myclaw_version}"
 
 
 @main.command("backup")
@@ -61,13 +61,27 @@ def restore_cmd(src: Path, check: bool, yes: bool) -> None:
     except BackupError as exc:
         raise click.ClickException(str(exc)) from None
     click.echo(f"{src}: ok: {_summary(manifest)}", err=not check)
+    back = returning_users(cfg, paths, src, manifest)
+    if back:  # before the question: an erasure request answered since is undone by this
+        click.echo(f"restoring it brings back {_users(back)}", err=not check)
     if check:
         return
     with data_lock(exclusive=RESTORING):
-        if not yes and not click.confirm(f"Replace the data in {paths.home} with this backup?", err=True):
+        if not yes and not confirm(f"Replace the data in {paths.home} with this backup?"):
             raise click.ClickException("cancelled; nothing changed")
         try:
             aside = restore(cfg, paths, src)
         except BackupError as exc:
             raise click.ClickException(str(exc)) from None
     click.echo(f"restored from {src}; the files it replaced are in {aside}")
+    if back:
+        # An erasure request answered since the backup is undone by it: said, with the fix.
+        again = " / ".join(f"myclaw memory forget --user {u}" for u in back[:3]) + (" ..." if len(back) > 3 else "")
+        click.echo(f"it brought back {_users(back)}; erase them again if they must be ({again}), or run "
+                   "`myclaw memory merge-identities` for a merged handle")
+
+
+def _users(owners: list[str]) -> str:
+    n = len(owners)
+    return (f"{n} user{'s' if n != 1 else ''} this home no longer has (erased or merged since it was made): "
+            + ", ".join(owners))

@@ -53,7 +53,14 @@ from gateway.config import (
     load_config,
     unknown_env,
 )
-from gateway.credentials import EXAMPLE_PLACEHOLDERS, Credential, config_secrets, credentials_in_use, example_allow_from
+from gateway.credentials import (
+    EXAMPLE_PLACEHOLDERS,
+    Credential,
+    config_secrets,
+    credentials_in_use,
+    example_allow_from,
+    example_identities,
+)
 from gateway.logging import Redactor
 
 from . import main
@@ -199,6 +206,11 @@ def _setting_checks(report: Report, cfg: Config) -> None:
                    "still lists config.example.json's " + ", ".join(f'"{e}"' for e in left)
                    + ": whoever has that name or id can talk to the bot",
                    "put your users' ids or names in channels.telegram.allowFrom")
+    if left := example_identities(cfg):
+        report.add("memory.identities", "warning",
+                   "still maps config.example.json's " + ", ".join(left)
+                   + ": someone with that id would share the memory of the user it is mapped to",
+                   "remove them, or map your users' own channel:sender_id handles")
     fs = cfg.channels.feishu
     if fs.enabled and fs.mode == "webhook" and not (
         fs.verification_token.get_secret_value() or fs.encrypt_key.get_secret_value()
@@ -862,7 +874,32 @@ def recorded_refusals(cfg: Config, paths: Paths) -> list[Check]:
 # -- a running gateway ---------------------------------------------------------------
 
 
+def _config_changed_since_start(paths: Paths) -> bool:
+    """Was config.json written after the running gateway started? It read
+    the file once, at its start (``data/gateway.lock`` is written then), so
+    a change is not in effect until a restart."""
+    from gateway.datalock import GATEWAY_LOCK_FILE
+
+    try:
+        return paths.config_file.stat().st_mtime > (paths.data_dir / GATEWAY_LOCK_FILE).stat().st_mtime
+    except OSError:
+        return False
+
+
 async def _check_running(client: httpx.AsyncClient, cfg: Config, paths: Paths) -> Check:
+    check = await _check_gateway(client, cfg, paths)
+    if not check.data.get("running") or not _config_changed_since_start(paths):
+        return check
+    check.data["config_changed"] = True
+    fix = "restart the gateway to apply it"
+    return Check("gateway", "error" if check.status == "error" else "warning",
+                 f"{check.message}; config.json changed after it started",
+                 # A /healthz it does not serve yet is the change's doing, not a failure.
+                 fix if "may have failed" in check.fix else "; ".join(x for x in (fix, check.fix) if x),
+                 check.data)
+
+
+async def _check_gateway(client: httpx.AsyncClient, cfg: Config, paths: Paths) -> Check:
     """Whether a gateway runs on this home: its lock (``data/gateway.lock``,
     :func:`gateway.datalock.running_pid`) says so for certain. Where the
     gateway serves HTTP (the memory page, a Feishu webhook), ``GET /healthz``

@@ -39,7 +39,7 @@ from memory.merge import move_owner, survey
 from memory.migrate import carry_ledger
 
 from ._common import (
-    data_lock, db_option, echo_json, json_option, load_cli_config, open_engine, render_table, resolve_db, run,
+    confirm, counted, data_lock, db_option, echo_json, json_option, load_cli_config, open_engine, render_table, resolve_db, run,
 )
 from .memory_cmd import JOB, memory
 
@@ -108,7 +108,7 @@ def merge_identities(dry_run: bool, yes: bool, as_json: bool) -> None:
             return
         if not yes:
             click.echo(_table(plan), err=True)
-            if not click.confirm("Move these rows to the users memory.identities names?", err=True):
+            if not confirm("Move these rows to the users memory.identities maps their handles to?"):
                 raise click.ClickException("cancelled; nothing changed")
         done = run(_merge(cfg, where, mapping))
     _report(done, as_json, dry_run=False)
@@ -119,8 +119,10 @@ def merge_identities(dry_run: bool, yes: bool, as_json: bool) -> None:
 
 async def _survey(cfg: Config, where: _Where, mapping: dict[str, str]) -> list[HandleMove]:
     from gateway.cron import CronStore
+    from gateway.incognito import Incognito
     from gateway.outbox import Outbox
     from gateway.sessions import SessionStore
+    from gateway.timezones import UserTimezones
     from memory.filestore import FileMemory
 
     plan = [HandleMove(h, u) for h, u in sorted(mapping.items())]
@@ -135,6 +137,14 @@ async def _survey(cfg: Config, where: _Where, mapping: dict[str, str]) -> list[H
                 p.files["gateway.db"] = {"history messages": await sessions.owned(p.handle)}
                 if replies := await outbox.owned(p.handle):  # rare: named only when there are some
                     p.files["gateway.db"]["undelivered replies"] = replies
+                # What _merge moves too, named as its report names them.
+                if await UserTimezones(sessions.db).get(p.handle) is not None:
+                    p.files["gateway.db"]["time zone setting"] = 1
+                if await Incognito(sessions.db).since(p.handle) is not None:
+                    p.files["gateway.db"]["incognito setting"] = 1
+                row = await sessions.db.fetchone("SELECT count(*) FROM recent_files WHERE owner = ?", (p.handle,))
+                if row is not None and row[0]:
+                    p.files["gateway.db"]["recent files"] = int(row[0])
     if where.cron_db.exists():
         async with _step(where.cron_db, moving=False):
             store = await CronStore.open(where.cron_db, SystemClock(), cfg.gateway.timezone)
@@ -258,14 +268,14 @@ async def _move_files(where: _Where, done: list[HandleMove], engine: MemoryEngin
 
 def _phrase(file: str, c: dict[str, int]) -> str:
     if file == "memory.db":
-        parts = [f"{c['memories']} memories"
+        parts = [counted(c['memories'], "memories")
                  + (f" ({c['duplicates']} already stored for the user, kept once)" if c["duplicates"] else "")]
-        parts += [f"{c[k]} {k}" for k in ("events", "vectors", "log entries") if c[k]]
+        parts += [counted(c[k], k) for k in ("events", "vectors", "log entries") if c[k]]
         return ", ".join(parts)
     if file == "memory.buffer.db":
         dup = c["buffered duplicates"]
-        return f"{c['buffered']} buffered messages" + (f" ({dup} also buffered for the user, dropped)" if dup else "")
-    return ", ".join(f"{v} {k}" for k, v in c.items())
+        return counted(c['buffered'], "buffered messages") + (f" ({dup} also buffered for the user, dropped)" if dup else "")
+    return ", ".join(counted(v, k) for k, v in c.items())
 
 
 def _table(plan: list[HandleMove]) -> str:

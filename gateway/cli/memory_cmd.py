@@ -28,6 +28,8 @@ from memory.types import GLOBAL_OWNER, Hit, Memory
 from . import main
 from ._lazy import LazyGroup
 from ._common import (
+    confirm,
+    counted,
     db_option,
     echo_json,
     json_option,
@@ -125,7 +127,7 @@ async def _stats(path: Path, owner: str | None, as_json: bool) -> None:
         ("categories", counts(s.by_category)),
         ("sources", counts(s.by_source)),
         ("events", f"{s.events} ({s.events_uncompressed} not compressed)"),
-        ("buffered", f"{s.buffered} messages" + (f" ({s.set_aside} set aside: the memory model cannot take them, "
+        ("buffered", counted(s.buffered, "messages") + (f" ({s.set_aside} set aside: the memory model cannot take them, "
                                                  "not retried until myclaw memory retry-set-aside)" if s.set_aside else "")),
         ("vectors", counts(s.vectors) + f" of {s.by_status.get('active', 0)} active" if s.vectors else "-"),
     ]:
@@ -176,7 +178,9 @@ def list_cmd(
         "category": category,
         "limit": limit,
     }
-    run(_list(resolve_db(cfg), resolve_user(user, cfg), filters, as_json))
+    path, owner = resolve_db(cfg), resolve_user(user, cfg)
+    run(_list(path, owner, filters, as_json))
+    unmerged_notes(cfg, path, owner)
 
 
 async def _list(path: Path, owner: str | None, filters: dict[str, Any], as_json: bool) -> None:
@@ -352,7 +356,8 @@ async def _add(path: Path, new: NewMemory, as_json: bool, redacted: tuple[str, .
                 # and the page's history show who changed what, by hand too.
                 async with engine.db.transaction() as conn:
                     m = await engine.add(new, conn=conn)
-                    await write_log(conn, at=engine.now(), job=JOB, owner=m.owner, action="add", memory_id=m.id)
+                    await write_log(conn, at=engine.now(), job=JOB, owner=m.owner, action="add", memory_id=m.id,
+                                    detail=m.content)  # the words, as extraction logs them
             except ValueError as exc:
                 raise click.ClickException(str(exc)) from None
     if as_json:
@@ -421,7 +426,7 @@ async def _edit(
     else:
         click.echo(f"updated memory {m.id} ({m.owner}, tier {m.tier}, {m.category.value}, {m.status.value}): {_short(m)}")
         if retired:
-            click.echo(f"superseded {len(retired)} Core Memory entries built on it: "
+            click.echo(f"superseded {counted(len(retired), 'Core Memory entries')} built on it: "
                        + ", ".join(str(e.id) for e in retired) + " (the next weekly refresh writes the profile again)")
 
 
@@ -454,7 +459,7 @@ def delete(memory_id: int, user: str | None, purge: bool, cascade: bool, yes: bo
     question = f"{verb} memory {m.id} of {m.owner}: {_short(m)!r}"
     if cascade and (plan.versions or plan.entries):
         question += f", with {_built_on(plan)}"
-    if not yes and not click.confirm(question + "?", err=True):
+    if not yes and not confirm(question + "?"):
         raise click.ClickException("cancelled; nothing changed")
     if not purge:
         run(_archive(path, m.id))
@@ -508,7 +513,9 @@ def forget(user: str | None, yes: bool) -> None:
     entries, conversation history (Tier 0), replies to them still waiting
     in the outbox, their messages and edits a crash left waiting, files
     they sent lately, scheduled jobs, their time zone and incognito
-    settings and the file store's folder (bytes zeroed). It runs beside a
+    settings and the file store's folder (bytes zeroed); also what their
+    memory.identities handles stored before they were mapped (merge-identities
+    not run yet). It runs beside a
     running gateway, which keeps their time zone and incognito settings
     until restarted: restart it, or use /forget all in chat for those."""
     cfg = load_cli_config()
@@ -517,23 +524,55 @@ def forget(user: str | None, yes: bool) -> None:
         raise click.UsageError("--user is required")
     if owner == GLOBAL_OWNER:
         raise click.UsageError("_global is shared by everyone; delete its memories one by one")
-    if not run(_stored(cfg, resolve_db(cfg), owner)):
+    db = resolve_db(cfg)
+    # The person's handles that stored rows before memory.identities mapped
+    # them (merge-identities not run yet) hold their data too: erased along.
+    unmerged = [h for h in IdentityMap(cfg.memory.identities).handles(owner) if h != owner]
+    whose = [o for o in [owner, *unmerged] if run(_stored(cfg, db, o))]
+    if not whose:
         # Most likely a misspelt handle: said before any question, which
         # would read as if there were something to erase.
         raise click.ClickException(f"nothing is stored about {owner}, so nothing was erased "
-                                   f"({_near_hint(owner, run(_owners(resolve_db(cfg))))})")
-    if not yes and not click.confirm(f"Erase everything myclaw stores about {owner}? This cannot be undone.", err=True):
+                                   f"({_near_hint(owner, run(_owners(db)))})")
+    also = [o for o in whose if o != owner]
+    question = f"Erase everything myclaw stores about {owner}" + (
+        f" and {', '.join(also)} (its rows from before memory.identities mapped it)" if also else "")
+    if not yes and not confirm(f"{question}? This cannot be undone."):
         raise click.ClickException("cancelled; nothing changed")
-    counts = run(_forget(cfg, resolve_db(cfg), owner))
-    if not any(counts.values()):  # went meanwhile (a running gateway's /forget all): not to read as done here
+    erased = False
+    for who in whose:
+        counts = run(_forget(cfg, db, who))
+        if not any(counts.values()):  # went meanwhile (a running gateway's /forget all): not to read as done here
+            continue
+        erased = True
+        click.echo(f"forgot {who}: " + ", ".join(_counted(k, v) for k, v in counts.items()))
+        if held := _held_by_gateway(Paths.from_env(), who, counts):
+            click.echo(held)
+    if not erased:
         click.echo(f"nothing was stored about {owner} any more, so nothing was erased")
         return
-    click.echo(f"forgot {owner}: " + ", ".join(f"{v} {k}" for k, v in counts.items()))
-    if held := _held_by_gateway(Paths.from_env(), owner, counts):
-        click.echo(held)
     if copies := _earlier_copies(Paths.from_env()):
-        click.echo(f"{len(copies)} earlier copies are not changed by this and may hold {owner}'s data; delete them "
-                   "too if they must not: " + ", ".join(str(p) for p in copies))
+        are, them, they = ("copy is", "it", "it") if len(copies) == 1 else ("copies are", "them", "they")
+        click.echo(f"{len(copies)} earlier {are} not changed by this and may hold {owner}'s data; delete {them} "
+                   f"too if {they} must not: " + ", ".join(str(p) for p in copies))
+
+
+# What forget's counts are called in its summary: (one, many).
+_COUNTED = {
+    "memories": ("memory", "memories"),
+    "events": ("daily event", "daily events"),
+    "log": ("change-log entry", "change-log entries"),
+    "buffered": ("line waiting to be learnt", "lines waiting to be learnt"),
+    "undelivered replies": ("undelivered reply", "undelivered replies"),
+    "messages waiting to be answered": ("message waiting to be answered", "messages waiting to be answered"),
+    "edits waiting to be applied": ("edit waiting to be applied", "edits waiting to be applied"),
+}
+
+
+def _counted(key: str, n: int) -> str:
+    """``1 memory``, ``2 scheduled jobs``: a count in the summary's words."""
+    one, many = _COUNTED.get(key, (key.removesuffix("s"), key))
+    return f"{n} {one if n == 1 else many}"
 
 
 def _held_by_gateway(paths: Paths, owner: str, counts: dict[str, int]) -> str:
@@ -738,3 +777,29 @@ async def _erase(path: Path, memory_id: int, cascade: bool, workspace: Path) -> 
         lines = await FileMemory(workspace, SystemClock()).forget_words(
             plan.owner, [x.content for x in (*plan.named, *plan.versions, *plan.entries)])
     return plan, lines
+
+
+# -- rows stored under a handle before memory.identities mapped it ------------------
+
+
+def _unmerged(cfg: Config, owner: str, owners: list[str]) -> list[str]:
+    """``owner``'s memory.identities handles that still hold rows of
+    memory.db, stored before the mapping (merge-identities not run yet)."""
+    return [h for h in IdentityMap(cfg.memory.identities).handles(owner) if h != owner and h in owners]
+
+
+def unmerged_notes(cfg: Config, path: Path, owner: str | None) -> None:
+    """On stderr, after what ``--user owner`` showed: ``owner``'s handles
+    whose rows from before memory.identities mapped them are not among it
+    (``stats`` lists them under the handle; a ``--user`` of the handle
+    resolves to ``owner``, so only merge-identities reaches them)."""
+    if owner is None or not [h for h in IdentityMap(cfg.memory.identities).handles(owner) if h != owner]:
+        return  # no handle mapped to them: memory.db is not opened again
+    for h in _unmerged(cfg, owner, run(_owners_of(path))):
+        click.echo(f"note: {h} holds rows stored before memory.identities mapped it to {owner}, not shown here: "
+                   f"`myclaw memory merge-identities` moves them to {owner}", err=True)
+
+
+async def _owners_of(path: Path) -> list[str]:
+    async with open_engine(path) as engine:  # no database: says so, as every read does
+        return await engine.owners()

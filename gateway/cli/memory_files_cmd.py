@@ -25,6 +25,7 @@ from memory.service import SqliteMemory
 from memory.types import GLOBAL_OWNER
 
 from ._common import (
+    counted,
     db_option,
     echo_json,
     json_option,
@@ -38,7 +39,7 @@ from ._common import (
     shares_data,
 )
 from ._json_export import write_json
-from .memory_cmd import _near_hint, memory, user_option
+from .memory_cmd import _near_hint, _owners_of, _unmerged, memory, user_option
 
 
 # -- export ---------------------------------------------------------------------
@@ -54,23 +55,29 @@ def export(user: str | None, output: Path | None, fmt: str) -> None:
     """Everything stored (all statuses, with provenance), as JSON or markdown."""
     cfg = load_cli_config()
     path, owner = resolve_db(cfg), resolve_user(user, cfg)
+    handles: list[str] = []
     if owner is not None and owner != GLOBAL_OWNER:
         # An empty export of a misspelt handle would read as "nothing stored about them".
         owners = run(_owners_of(path))
-        if owner not in owners:
+        # Their handles' rows from before memory.identities mapped them
+        # (merge-identities not run yet) are theirs: a data access request
+        # that left them out would miss them.
+        handles = _unmerged(cfg, owner, owners)
+        # Messages of theirs waiting in the inbox are something stored too (a first message a crash left).
+        if owner not in owners and not handles and not run(_waiting(owner)):
             raise click.ClickException(f"nothing is stored about {owner}, so there is nothing to export "
                                        f"({_near_hint(owner, owners)})")
     if fmt == "markdown":
-        _export_markdown(path, owner, output)
+        _export_markdown(path, owner, output, handles)
         return
     titles = _group_titles()
     if output is None:
-        run(_write_json(path, owner, sys.stdout.write, titles))
+        run(_write_json(path, owner, sys.stdout.write, titles, handles))
         sys.stdout.flush()
         return
     with private_file(output) as f:
-        memories, events = run(_write_json(path, owner, f.write, titles))
-    click.echo(f"wrote {memories} memories and {events} events to {output}", err=True)
+        memories, events = run(_write_json(path, owner, f.write, titles, handles))
+    click.echo(f"wrote {counted(memories, 'memories')} and {counted(events, 'events')} to {output}", err=True)
 
 
 def _group_titles() -> dict[str, str]:
@@ -85,49 +92,66 @@ def _group_titles() -> dict[str, str]:
         return {}
 
 
-def _export_markdown(path: Path, owner: str | None, output: Path | None) -> None:
+def _export_markdown(path: Path, owner: str | None, output: Path | None, handles: list[str]) -> None:
     """Markdown written as the rows are read, a page at a time (the store
     is never in memory whole): to stdout, or into a private temporary file
     renamed to ``output`` at the end."""
     titles = _group_titles()
     if output is None:
-        run(_write_markdown(path, owner, sys.stdout.write, titles))  # buffered: click.echo flushes every line
+        run(_write_markdown(path, owner, sys.stdout.write, titles, handles))  # buffered: click.echo flushes every line
         sys.stdout.flush()
         return
     with private_file(output) as f:
-        memories, events = run(_write_markdown(path, owner, f.write, titles))
-    click.echo(f"wrote {memories} memories and {events} events to {output}", err=True)
-
-
-async def _owners_of(path: Path) -> list[str]:
-    async with open_engine(path) as engine:  # no database: says so, as every read does
-        return await engine.owners()
+        memories, events = run(_write_markdown(path, owner, f.write, titles, handles))
+    click.echo(f"wrote {counted(memories, 'memories')} and {counted(events, 'events')} to {output}", err=True)
 
 
 async def _write_markdown(
-    path: Path, owner: str | None, write: Callable[[str], Any], titles: dict[str, str]
+    path: Path, owner: str | None, write: Callable[[str], Any], titles: dict[str, str], handles: list[str]
 ) -> tuple[int, int]:
-    from gateway.inbox import Inbox
-    from gateway.sessions import SessionStore
-
     async with contextlib.AsyncExitStack() as stack:
         engine = await stack.enter_async_context(open_engine(path))
-        owners = [owner] if owner else await engine.owners()
-        unanswered: Callable[[str], Awaitable[int]] | None = None
-        if (gateway_db := Paths.from_env().gateway_db()).exists():
-            # Their messages waiting to be answered (a crash left, or the gateway holds now) are theirs too.
-            sessions = await stack.enter_async_context(await SessionStore.open(gateway_db))
-            inbox = Inbox(sessions.db, SystemClock())
-            unanswered = functools.partial(inbox.owned, owner_of=IdentityMap(load_cli_config().memory.identities).resolve)
+        owners = [owner, *handles] if owner else await engine.owners()
         return await write_markdown(write, SqliteMemory(engine), owners, at=engine.now(),
-                                    renamed=engine.owned_project_aliases, titles=titles, unanswered=unanswered)
+                                    renamed=engine.owned_project_aliases, titles=titles,
+                                    unanswered=await _unanswered(stack),
+                                    mapped=dict.fromkeys(handles, owner or ""))
 
 
 async def _write_json(
-    path: Path, owner: str | None, write: Callable[[str], Any], titles: dict[str, str]
+    path: Path, owner: str | None, write: Callable[[str], Any], titles: dict[str, str], handles: list[str]
 ) -> tuple[int, int]:
-    async with open_engine(path) as engine:
-        return await write_json(write, engine, owner, at=engine.now(), titles=titles)
+    async with contextlib.AsyncExitStack() as stack:
+        engine = await stack.enter_async_context(open_engine(path))
+        return await write_json(write, engine, owner, at=engine.now(), titles=titles,
+                                unanswered=await _unanswered(stack), handles=handles)
+
+
+async def _unanswered(stack: contextlib.AsyncExitStack) -> Callable[[str], Awaitable[int]] | None:
+    """How many of an owner's messages wait in gateway.db's inbox to be
+    answered (a crash left them, or the gateway holds them now): theirs
+    too, counted in an export (their words not listed). None: no gateway.db,
+    or one that cannot be read (said, with a warning: the export matters more)."""
+    from gateway.inbox import Inbox
+    from gateway.sessions import SessionStore
+
+    if not (gateway_db := Paths.from_env().gateway_db()).exists():
+        return None
+    try:
+        sessions = await stack.enter_async_context(await SessionStore.open(gateway_db))
+    except sqlite3.DatabaseError as exc:
+        click.echo(f"warning: messages waiting to be answered not counted: {gateway_db} could not be read ({exc})",
+                   err=True)
+        return None
+    inbox = Inbox(sessions.db, SystemClock())
+    return functools.partial(inbox.owned, owner_of=IdentityMap(load_cli_config().memory.identities).resolve)
+
+
+async def _waiting(owner: str) -> int:
+    """How many of ``owner``'s messages wait in the inbox (:func:`_unanswered`)."""
+    async with contextlib.AsyncExitStack() as stack:
+        count = await _unanswered(stack)
+        return await count(owner) if count is not None else 0
 
 
 # -- migrate ----------------------------------------------------------------------
@@ -170,8 +194,8 @@ def migrate(workspace: Path | None, as_json: bool) -> None:
         )
     )
     if report.memories_archived:
-        click.echo(f"{report.memories_archived} memories archived: their lines are no longer in MEMORY.md")
-    click.echo(f"{report.files_seen} files seen, {report.files_unchanged} unchanged; users: {', '.join(report.owners) or '-'}")
+        click.echo(f"{counted(report.memories_archived, 'memories')} archived: their lines are no longer in MEMORY.md")
+    click.echo(f"{counted(report.files_seen, 'files')} seen, {report.files_unchanged} unchanged; users: {', '.join(report.owners) or '-'}")
 
 
 async def _migrate(path: Path, ws: Path) -> MigrationReport:

@@ -20,8 +20,8 @@ from memory.extraction import ExtractionService, retry_set_aside
 from memory.lease import JobTimeout, LeaseBusy
 from memory.llm import MemoryLLM
 
-from ._common import shares_data, db_option, echo_json, json_option, load_cli_config, open_engine, render_table, resolve_db, resolve_user, run
-from .memory_cmd import memory
+from ._common import counted, shares_data, db_option, echo_json, json_option, load_cli_config, open_engine, render_table, resolve_db, resolve_user, run
+from .memory_cmd import memory, unmerged_notes
 
 
 @asynccontextmanager
@@ -94,7 +94,7 @@ def flush(user: str | None, as_json: bool) -> None:
                 state = (f"set aside: {r.error}; kept, not retried" if r.set_aside
                          else f"failed: {r.error}" if r.error else r.skipped or (
                     f"{len(r.added)} added, {len(r.reinforced)} reinforced, {len(r.superseded)} superseded"))
-                click.echo(f"{r.owner}: {r.rows} messages, {state}")
+                click.echo(f"{r.owner}: {counted(r.rows, 'messages')}, {state}")
         if failed:
             raise click.ClickException(f"{len(failed)} batch(es) failed; their messages stay buffered for a retry")
 
@@ -158,6 +158,7 @@ def log_cmd(job: str | None, user: str | None, actions: tuple[str, ...], limit: 
             click.echo(render_table(["at", "job", "user", "action", "memory", "detail"], rows))
 
     run(go())
+    unmerged_notes(cfg, resolve_db(cfg), owner)
 
 
 def _detail(text: str) -> object:

@@ -360,7 +360,8 @@ class MemoryAdmin:
         try:
             async with self.engine.db.transaction() as conn:
                 m = await self.engine.add(new, conn=conn)
-                await write_log(conn, at=self.engine.now(), job=JOB, owner=owner, action="add", memory_id=m.id)
+                await write_log(conn, at=self.engine.now(), job=JOB, owner=owner, action="add", memory_id=m.id,
+                                detail=m.content)  # the words, as extraction logs them
         except ValueError as exc:
             raise Invalid(str(exc)) from None
         self._written(owner)

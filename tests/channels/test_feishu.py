@@ -311,6 +311,24 @@ async def test_group_mentions(fake: FakeFeishu, http: HttpServer, channel: Feish
     assert msg.mentioned and msg.text == "what's up with @Bob ?"
 
 
+async def test_a_bare_command_of_ours_in_a_group_is_addressed_to_the_bot(
+    fake: FakeFeishu, http: HttpServer, channel: FeishuChannel,
+) -> None:
+    # Feishu has no command menu and no /cmd@bot: a group's "/help" reaches
+    # the app at all only with the read-all-group-messages permission, and
+    # then it is ours to answer, as Telegram's bare menu commands are.
+    url = hook(http, channel)
+    for text in ("/help", "/帮助", "/share m3", "/memory", "/NEW"):
+        await fake.push_event(url, fake.message_event(text, chat_type="group"))
+        msg = await next_inbound(channel.bus)
+        assert msg.is_group and msg.mentioned, text
+    # Words for the model, or someone else's command: not addressed.
+    for text in ("/help me with this", "/deploy now", "/shrug", "please /help"):
+        await fake.push_event(url, fake.message_event(text, chat_type="group"))
+        msg = await next_inbound(channel.bus)
+        assert not msg.mentioned, text
+
+
 async def test_a_reply_to_a_message_brings_its_words(fake: FakeFeishu, http: HttpServer, channel: FeishuChannel) -> None:
     from gateway.bus import Quoted
 

@@ -936,6 +936,35 @@ async def test_stop_during_a_pending_download_still_publishes_it(
     assert len(fake.file_downloads) == 1
 
 
+async def test_a_stop_ends_a_waiting_long_poll_at_once_and_confirms_what_was_taken(
+    fake: FakeTelegram, bus: MessageBus
+) -> None:
+    """With the default 30 s long poll waiting, stop_receiving ends polling
+    at once (the request is dropped, as the real API allows: Telegram
+    confirms updates only by a later getUpdates' offset), and stop confirms
+    the message taken: a restart gets nothing again, and nothing is lost."""
+    cfg = config_for(fake).model_copy(update={"poll_timeout": 30})
+    ch = TelegramChannel(cfg, bus, backoff=FAST)
+    await within(ch.start())
+    try:
+        fake.push_text(7, 7, "taken")
+        assert (await next_inbound(bus)).text == "taken"
+        await asyncio.sleep(0.2)  # the next long poll is waiting
+        await within(ch.stop_receiving(), 2.0)  # not the poll's 30 s: the gateway gives it half its 10 s stop
+        fake.push_text(7, 7, "after the stop")  # not taken: it stays with Telegram
+    finally:
+        await within(ch.stop())
+    assert fake.pending_updates == 1
+    again = TelegramChannel(config_for(fake), bus, backoff=FAST)
+    await within(again.start())
+    try:
+        assert (await next_inbound(bus)).text == "after the stop"
+        await fake.wait_until(lambda: fake.pending_updates == 0)
+        assert bus.inbound.empty()
+    finally:
+        await within(again.stop())
+
+
 async def test_a_stop_cut_short_leaves_the_pending_message_for_the_restart(
     fake: FakeTelegram, bus: MessageBus, make_channel: Any
 ) -> None:

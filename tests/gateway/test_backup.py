@@ -70,7 +70,7 @@ def test_a_backup_taken_while_the_files_are_open_restores_what_it_held(home: Pat
 
     r = asyncio.run(while_running())
     assert r.exit_code == 0, r.output
-    assert "backed up to" in r.output and "memory (" in r.output and "1 workspace files" in r.output
+    assert "backed up to" in r.output and "memory (" in r.output and "1 workspace file;" in r.output
     b1 = home / "b1"
     manifest = json.loads((b1 / "manifest.json").read_text())
     assert [f["role"] for f in manifest["files"]] == ["buffer", "memory", "gateway", "cron"]
@@ -199,3 +199,33 @@ def test_a_backup_of_a_home_with_no_data_is_refused_and_makes_nothing(tmp_path: 
     assert not home.exists()
     r = cli("backup", str(tmp_path / "dest"))
     assert r.exit_code == 1 and not (tmp_path / "dest").exists()
+
+
+def test_restoring_a_backup_older_than_an_erasure_says_who_comes_back(home: Path, clock: ManualClock) -> None:
+    """A user erased after the backup was made is in it: restoring brings
+    them back. The operator is told who, before (--check) and after, with
+    the command that erases them again; users still here are not named."""
+    data = home / "data"
+    asyncio.run(_seed(data, clock))
+
+    async def bob() -> None:
+        async with await MemoryEngine.open(data / "memory.db", clock) as engine:
+            await engine.add(NewMemory(owner="telegram:2", content="Bob's blood type is AB"))
+        async with await SessionStore.open(data / "gateway.db", clock) as sessions:
+            await sessions.append("telegram:2", channel="telegram", chat_id="2", role="user", content="hey",
+                                  owner="telegram:2")
+
+    asyncio.run(bob())
+    assert cli("backup", str(home / "b")).exit_code == 0
+    r = cli("memory", "forget", "--user", "telegram:2", "--yes")
+    assert r.exit_code == 0, r.output
+    checked = cli("restore", str(home / "b"), "--check")
+    assert checked.exit_code == 0, checked.output
+    assert "1 user this home no longer has (erased or merged since it was made): telegram:2" in checked.output
+    assert "alice" not in checked.output.split("no longer has")[1]
+    r = cli("restore", str(home / "b"), "--yes")
+    assert r.exit_code == 0, r.output
+    assert "telegram:2" in r.output and "myclaw memory forget --user telegram:2" in r.output, r.output
+    # A backup of the data as it is now names no one.
+    assert cli("backup", str(home / "b2")).exit_code == 0
+    assert "no longer has" not in cli("restore", str(home / "b2"), "--check").output

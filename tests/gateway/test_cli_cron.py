@@ -371,18 +371,18 @@ def test_memory_retry_set_aside_clears_the_mark_for_the_next_run(home: Path, fak
 
     fake_llm.responder = model
     r = cli("memory", "flush")
-    assert r.exit_code == 0 and r.stdout.count("messages, set aside") == 2, r.output
+    assert r.exit_code == 0 and r.stdout.count("1 message, set aside") == 2, r.output
     assert cli("memory", "flush").output.strip() == "nothing buffered"  # kept, not retried
 
     takes_long[0] = True  # a bigger memory model
     r = cli("memory", "retry-set-aside", "--user", "alice")
     assert r.exit_code == 0 and "1 line set aside will be tried again" in r.output, r.output
     r = cli("memory", "flush")
-    assert r.exit_code == 0 and "alice: 1 messages, 1 added" in r.output and "bob" not in r.output, r.output
+    assert r.exit_code == 0 and "alice: 1 message, 1 added" in r.output and "bob" not in r.output, r.output
     r = cli("memory", "retry-set-aside", "--json")
     assert r.exit_code == 0 and json.loads(r.stdout) == {"cleared": 1}
     assert cli("memory", "retry-set-aside").output.strip() == "no lines set aside"
-    assert "bob: 1 messages, 1 added" in cli("memory", "flush").output
+    assert "bob: 1 message, 1 added" in cli("memory", "flush").output
     actions = [(e["owner"], e["action"]) for e in json.loads(cli("memory", "log", "--json").stdout)]
     assert actions.count(("alice", "retry-set-aside")) == 1 and actions.count(("bob", "retry-set-aside")) == 1
 

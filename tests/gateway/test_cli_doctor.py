@@ -384,6 +384,22 @@ def test_the_examples_allow_list_left_in_is_an_error(home: Path, fakes: Fakes) -
                         "or id can talk to the bot -> put your users' ids or names in channels.telegram.allowFrom")
 
 
+def test_the_examples_identities_left_in_are_a_warning(home: Path, fakes: Fakes) -> None:
+    # config.example.json maps telegram:123456789 to "alice": a real account
+    # with that id would share memory with whoever the operator calls alice.
+    doc = healthy_config(fakes)
+    doc["memory"] = {"identities": {"alice": ["telegram:123456789", "feishu:ou_xxxxxxxx"], "dana": ["telegram:42"]}}
+    write_config(home, doc)
+    r = doctor("--offline")
+    assert r.exit_code == 0, r.output
+    got = line(r, "memory.identities")
+    assert got.startswith("warning ") and "telegram:123456789" in got and "feishu:ou_xxxxxxxx" in got, got
+    assert "telegram:42" not in got and "remove" in got, got
+    doc["memory"] = {"identities": {"dana": ["telegram:42"]}}
+    write_config(home, doc)
+    assert "memory.identities" not in doctor("--offline").output
+
+
 def test_risky_settings_are_warnings(home: Path, fakes: Fakes) -> None:
     doc = healthy_config(fakes)
     doc["channels"]["telegram"]["allowFrom"] = []
@@ -555,6 +571,8 @@ def test_a_running_gateway_is_seen_by_its_lock_and_its_port(home: Path, fakes: F
         doc["gateway"]["port"] = server.port
         doc["gateway"]["admin"] = {"enabled": True, "token": "admin-token-0123456789abcdef"}
         write_config(home, doc)
+        started = (home / "data" / "gateway.lock").stat().st_mtime
+        os.utime(home / "config.json", (started - 1, started - 1))  # the config the gateway started with
         r = doctor("--offline")
         assert r.exit_code == 0, r.output
         assert f"(pid {os.getpid()}); http://127.0.0.1:{server.port}/healthz answers in" in line(r, "gateway")
@@ -587,6 +605,38 @@ def test_a_running_gateway_is_seen_by_its_lock_and_its_port(home: Path, fakes: F
     finally:
         lock.release()
         fakes.run(server.stop())
+
+
+def test_a_config_changed_after_the_gateway_started_asks_for_a_restart(home: Path, fakes: Fakes) -> None:
+    # The operator turns the memory page on and runs doctor before restarting:
+    # the running gateway serves what the file said when it started.
+    import os
+
+    from gateway.datalock import GatewayLock
+
+    write_config(home, healthy_config(fakes))
+    lock = GatewayLock(home / "data")
+    lock.acquire()
+    try:
+        started = (home / "data" / "gateway.lock").stat().st_mtime
+        os.utime(home / "config.json", (started - 60, started - 60))
+        assert line(doctor("--offline"), "gateway").startswith("ok")  # read before the start: nothing to say
+        doc = healthy_config(fakes)
+        with socket.socket() as probe:  # a port nothing listens on
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
+        doc["gateway"]["port"] = port
+        doc["gateway"]["admin"] = {"enabled": True, "token": "admin-token-0123456789abcdef"}
+        write_config(home, doc)
+        os.utime(home / "config.json", (started + 60, started + 60))
+        r = doctor("--offline")
+        assert r.exit_code == 0, r.output
+        said = line(r, "gateway")
+        assert said.startswith("warning") and f"(pid {os.getpid()})" in said, said
+        assert "config.json changed after it started" in said and "restart the gateway to apply it" in said, said
+        assert "may have failed" not in said, said
+    finally:
+        lock.release()
 
 
 def test_a_port_held_by_something_that_speaks_no_http_is_not_called_free(home: Path, fakes: Fakes) -> None:

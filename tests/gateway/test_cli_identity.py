@@ -111,10 +111,10 @@ def test_dry_run_counts_per_file_and_changes_nothing(home: Path) -> None:
     rows = [ln.split(None, 3) for ln in out.splitlines()[1:] if ln.startswith("telegram")]
     lines = {tuple(r[:3]): r[3] for r in rows}
     assert lines == {
-        (HANDLE, USER, "memory.db"): "1 memories, 1 events",
-        (HANDLE, USER, "memory.buffer.db"): "1 buffered messages",
-        (HANDLE, USER, "gateway.db"): "1 history messages",
-        (HANDLE, USER, "cron.db"): "1 scheduled jobs",
+        (HANDLE, USER, "memory.db"): "1 memory, 1 event",
+        (HANDLE, USER, "memory.buffer.db"): "1 buffered message",
+        (HANDLE, USER, "gateway.db"): "1 history message",
+        (HANDLE, USER, "cron.db"): "1 scheduled job",
         (HANDLE, USER, "files"): "2 files",
     }
     assert "dry run: nothing changed" in out and "feishu:ou_a" not in out  # a handle that owns nothing is not listed
@@ -122,6 +122,31 @@ def test_dry_run_counts_per_file_and_changes_nothing(home: Path) -> None:
     assert data["dry_run"] is True and [h["handle"] for h in data["handles"]] == [HANDLE]
     assert data["handles"][0]["files"]["cron.db"] == {"scheduled jobs": 1}
     assert snapshot(home) == before
+
+
+def test_dry_run_lists_the_settings_the_merge_moves(home: Path) -> None:
+    # The merge moves the handle's /timezone and /incognito: the dry run
+    # and the question before it say so, as the run's own report does.
+    from datetime import UTC, datetime
+    from zoneinfo import ZoneInfo
+
+    from gateway.incognito import Incognito
+    from gateway.timezones import UserTimezones
+
+    seed(home)
+
+    async def settings() -> None:
+        async with await SessionStore.open(home / "data" / "gateway.db") as s:
+            await UserTimezones(s.db).set(HANDLE, ZoneInfo("Europe/Berlin"), at=datetime.now(UTC))
+            await Incognito(s.db).start(HANDLE, at=datetime.now(UTC))
+
+    asyncio.run(settings())
+    before = snapshot(home)
+    wanted = {"history messages": 1, "time zone setting": 1, "incognito setting": 1}
+    assert json.loads(ok("--dry-run", "--json").stdout)["handles"][0]["files"]["gateway.db"] == wanted
+    assert snapshot(home) == before
+    moved = json.loads(ok("--yes", "--json").stdout)["handles"][0]["files"]["gateway.db"]
+    assert {k: moved[k] for k in wanted} == wanted
 
 
 def test_everything_moves_recall_finds_it_and_a_second_run_is_a_no_op(home: Path) -> None:
@@ -193,7 +218,7 @@ def test_it_does_not_run_beside_a_running_gateway(home: Path) -> None:
         r = cli("--yes")
         assert r.exit_code == 75 and "is running" in r.output
         assert snapshot(home) == before
-        assert "1 memories" in ok("--dry-run").stdout  # reading is fine
+        assert "1 memory" in ok("--dry-run").stdout  # reading is fine
     finally:
         gateway.release()
     ok("--yes")
@@ -241,3 +266,15 @@ def test_every_table_with_a_user_is_moved(home: Path) -> None:
 def test_nothing_mapped(home: Path) -> None:
     (home / "config.json").write_text("{}")
     assert "maps no handles" in ok().stdout
+
+
+def test_merge_answered_by_end_of_input_changes_nothing_and_says_so(home: Path) -> None:
+    """stdin closed at the question printed click's "Aborted!"; it says
+    what the other confirmations say. Its counts are in words: '1 memory'."""
+    seed(home)
+    r = ok("--dry-run")
+    assert "1 memories" not in r.output and "1 events" not in r.output, r.output
+    r = cli(input="")
+    assert r.exit_code == 1, r.output
+    assert "cancelled; nothing changed" in r.output and "Aborted" not in r.output, r.output
+    assert "telegram:777" in ok("--dry-run").output  # nothing moved

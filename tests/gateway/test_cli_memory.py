@@ -105,6 +105,8 @@ def test_piped_tables_keep_whole_lines_and_a_terminal_width_cuts_them(home: Path
 def test_changes_made_with_the_cli_are_in_the_change_log_as_the_pages_are(home: Path) -> None:
     ok("add", "Alice drinks green tea", "--user", "alice")
     ok("add", "Alice drinks green tea", "--user", "alice")  # already stored: nothing done, nothing logged
+    # What was added, in its words, as extraction's entries say it.
+    assert "Alice drinks green tea" in ok("log", "--job", "cli").stdout
     ok("edit", "1", "--importance", "0.9", "--content", "Alice drinks oolong")
     ok("delete", "1", "--yes")
     ok("edit", "1", "--status", "active")
@@ -115,6 +117,9 @@ def test_changes_made_with_the_cli_are_in_the_change_log_as_the_pages_are(home: 
     ]
     assert logged[2]["detail"] == {"fields": ["content", "importance"]}
     assert logged[1]["detail"] == {"was": "active"}
+    assert logged[3]["detail"] == {"reworded": True}  # the old words went with the edit (it may be a redaction)
+    ok("delete", "1", "--purge", "--yes")
+    assert "oolong" not in ok("log", "--json").stdout  # erased words leave the log
 
 
 def test_environment_mistakes_are_named_not_tracebacks(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -301,7 +306,7 @@ def test_export_json_and_markdown(home: Path, tmp_path: Path) -> None:
     asyncio.run(seed())
 
     doc = json.loads(ok("export").stdout)
-    assert set(doc) == {"exported_at", "user", "memories", "events", "project_aliases"}
+    assert set(doc) == {"exported_at", "user", "memories", "events", "project_aliases", "unanswered"}
     assert [m["id"] for m in doc["memories"]] == [1, 2, 3] and doc["memories"][2]["status"] == "archived"
     assert set(doc["memories"][0]) == DB_KEYS
     assert doc["events"][0]["summary"] == "Booked flights\nto Osaka"
@@ -309,7 +314,7 @@ def test_export_json_and_markdown(home: Path, tmp_path: Path) -> None:
 
     out = tmp_path / "alice.json"
     r = ok("export", "--user", "alice", "-o", str(out))
-    assert r.stdout == "" and "wrote 2 memories and 1 events" in r.output
+    assert r.stdout == "" and "wrote 2 memories and 1 event" in r.output
     assert [m["owner"] for m in json.loads(out.read_text())["memories"]] == ["alice", "alice"]
     assert stat.S_IMODE(out.stat().st_mode) == 0o600
     r = cli("export", "-o", str(tmp_path / "no" / "such" / "dir.json"))
@@ -491,6 +496,30 @@ def test_db_override_and_identity_handles(home: Path, tmp_path: Path) -> None:
     assert not (home / "data" / "memory.db").exists()
 
 
+def test_forget_takes_the_rows_a_handle_stored_before_it_was_mapped(home: Path) -> None:
+    """memory.identities maps telegram:777 to alice after telegram:777 had
+    talked (merge-identities not run yet): `forget --user telegram:777`
+    resolved to alice and found "nothing stored about alice", and
+    `forget --user alice` left telegram:777's rows. An erasure takes the
+    person's every handle's rows along, and says so."""
+    ok("add", "Alice's blood type is AB", "--user", "telegram:777")  # before the mapping
+    (home / "config.json").write_text(json.dumps({"memory": {"identities": {"alice": ["telegram:777"]}}}))
+    r = ok("forget", "--user", "telegram:777", "--yes")
+    assert "forgot telegram:777: 1 memory" in r.stdout, r.stdout
+    assert db_rows(home) == []
+
+    ok("add", "Bob likes chess", "--user", "telegram:888")  # before the mapping
+    (home / "config.json").write_text(json.dumps({"memory": {"identities": {
+        "alice": ["telegram:777"], "bob": ["telegram:888", "feishu:ou_bob"]}}}))
+    ok("add", "Bob moved to Porto", "--user", "bob")
+    ok("add", "Alice drinks tea", "--user", "alice")
+    r = cli("forget", "--user", "bob", input="y\n")
+    assert r.exit_code == 0, r.output
+    assert "and telegram:888 (its rows from before memory.identities mapped it)" in r.output, r.output
+    assert "forgot bob: 1 memory" in r.output and "forgot telegram:888: 1 memory" in r.output, r.output
+    assert [m.content for m in db_rows(home)] == ["Alice drinks tea"]
+
+
 def test_config_errors_exit_2_without_traceback(home: Path) -> None:
     home.mkdir()
     (home / "config.json").write_text('{"memory": {"enabled": "maybe"}}')
@@ -547,8 +576,8 @@ def test_forget_erases_a_user_everywhere_and_only_them(home: Path) -> None:
     assert len(db_rows(home)) == 2
 
     out = ok("forget", "--user", "alice", "--yes").stdout
-    assert "1 memories" in out and "1 history messages" in out and "2 scheduled jobs" in out and "1 memory files" in out
-    assert "1 recent files" in out and "1 incognito setting" in out and "1 exports" in out
+    assert "1 memory," in out and "1 history message," in out and "2 scheduled jobs" in out and "1 memory file," in out
+    assert "1 recent file," in out and "1 incognito setting" in out and "1 export," in out
     assert not exports_folder(home / "exports", "alice").exists() and exports_folder(home / "exports", "bob").exists()
     assert [m.owner for m in db_rows(home)] == ["bob"]
 
@@ -583,9 +612,12 @@ def test_forget_names_the_backups_it_cannot_reach(home: Path) -> None:
     (home / "backups" / "20260301T120000Z").mkdir(parents=True)
     (home / "data" / "before-restore-20260302T080000Z").mkdir()
     out = ok("forget", "--user", "alice", "--yes").stdout
-    assert "forgot alice: 1 memories" in out
+    assert "forgot alice: 1 memory, 0 daily events, 1 change-log entry, 0 lines waiting to be learnt" in out
     assert "2 earlier copies are not changed" in out
     assert str(home / "backups" / "20260301T120000Z") in out and "before-restore-20260302T080000Z" in out
+    (home / "data" / "before-restore-20260302T080000Z").rmdir()
+    ok("add", "Alice's locker code is 4921", "--user", "alice")
+    assert "1 earlier copy is not changed" in ok("forget", "--user", "alice", "--yes").stdout  # one: said as one
 
 
 def test_forget_beside_a_running_gateway_says_what_it_still_holds_until_restarted(home: Path) -> None:
@@ -637,7 +669,7 @@ def test_forget_of_a_misspelt_handle_says_nothing_was_there_and_names_the_near_o
             " `myclaw memory stats` lists every user)",
         ]
     assert [m.owner for m in db_rows(home)] == ["telegram:1001"]
-    assert "forgot telegram:1001: 1 memories" in ok("forget", "--user", "telegram:1001", "--yes").stdout
+    assert "forgot telegram:1001: 1 memory" in ok("forget", "--user", "telegram:1001", "--yes").stdout
 
 
 def test_forget_asks_when_anything_at_all_is_stored_about_the_user(home: Path) -> None:
@@ -892,7 +924,7 @@ def test_editing_a_facts_words_supersedes_the_core_memory_entries_built_on_it(ho
 
     asyncio.run(profile())
     out = ok("edit", "1", "--content", "Atlas launches on March 3").stdout
-    assert "superseded 1 Core Memory entries built on it: 2" in out
+    assert "superseded 1 Core Memory entry built on it: 2" in out
     status = {m.id: (m.status, m.superseded_by) for m in db_rows(home)}
     assert status[2] == (Status.SUPERSEDED, 1) and status[3] == (Status.ACTIVE, None)
     assert "superseded" not in ok("edit", "1", "--importance", "0.9").stdout  # the words unchanged: nothing goes
@@ -902,7 +934,8 @@ def test_a_json_export_streamed_a_page_at_a_time_is_the_document_json_dumps_make
     """Written as the rows are read (pages of 2 here, to cross page and
     owner boundaries): byte for byte what ``json.dumps(indent=2)`` makes
     of the whole store, for every owner and for one; an empty store's
-    lists are ``[]``."""
+    lists are ``[]``. Alice has two messages waiting in the inbox (counted
+    as ``Inbox.owned`` would; the others none: not listed)."""
     from gateway.cli._common import event_dict, memory_dict
     from gateway.cli._json_export import write_json
 
@@ -911,7 +944,10 @@ def test_a_json_export_streamed_a_page_at_a_time_is_the_document_json_dumps_make
     async def both(owner: str | None) -> tuple[str, str]:
         async with await MemoryEngine.open(db) as e:
             parts: list[str] = []
-            counts = await write_json(parts.append, e, owner, at="2026-11-23T00:00:00Z", page=2)
+            async def waiting(o: str) -> int:
+                return 2 if o == "alice" else 0
+
+            counts = await write_json(parts.append, e, owner, at="2026-11-23T00:00:00Z", page=2, unanswered=waiting)
             backend = SqliteMemory(e)
             datas = [await backend.owner_data(u) for u in ([owner] if owner else await e.owners())]
             whole = json.dumps({
@@ -919,6 +955,7 @@ def test_a_json_export_streamed_a_page_at_a_time_is_the_document_json_dumps_make
                 "memories": [memory_dict(m) for m in sorted((m for d in datas for m in d.memories), key=lambda m: m.id)],
                 "events": [event_dict(ev) for d in datas for ev in d.events],
                 "project_aliases": [],
+                "unanswered": {"alice": 2} if owner in (None, "alice") and "alice" in await e.owners() else {},
             }, ensure_ascii=False, indent=2) + "\n"
             assert counts == (sum(len(d.memories) for d in datas), sum(len(d.events) for d in datas))
             return "".join(parts), whole
@@ -978,3 +1015,79 @@ def test_export_of_an_unknown_user_fails_and_names_the_near_handle(home: Path, t
     assert "nothing is stored about 1001, so there is nothing to export (did you mean feishu:1001 or telegram:1001?" in r.output
     assert json.loads(ok("export", "--user", "telegram:1001").stdout)["memories"][0]["owner"] == "telegram:1001"
     assert json.loads(ok("export", "--user", "_global").stdout)["memories"] == []  # everyone's: never unknown
+
+
+def test_a_persons_export_holds_what_their_handles_stored_before_they_were_mapped(home: Path, tmp_path: Path) -> None:
+    """memory.identities maps telegram:777 to alice after telegram:777 had
+    talked (merge-identities not run yet): `export --user alice` (or
+    `--user telegram:777`, which is alice) left those rows out, so a data
+    access request missed them. Both formats hold them, each saying the
+    handle it is stored under, and never another person's rows."""
+    ok("add", "Alice's blood type is AB", "--user", "telegram:777")  # before the mapping
+    ok("add", "Bob's blood type is O", "--user", "telegram:888")  # bob's, before his mapping
+
+    async def seed() -> None:
+        async with await MemoryEngine.open(home / "data" / "memory.db") as e:
+            await e.add_event("telegram:777", "2026-02-28", "Asked about blood donation")
+
+    asyncio.run(seed())
+    (home / "config.json").write_text(json.dumps({"memory": {"identities": {
+        "alice": ["telegram:777", "feishu:ou_a"], "bob": ["telegram:888"]}}}))
+    ok("add", "Alice drinks tea", "--user", "alice")
+    for user in ("alice", "telegram:777"):
+        out = tmp_path / "alice.json"
+        r = ok("export", "--user", user, "-o", str(out))
+        assert "wrote 2 memories and 1 event to" in r.output, r.output
+        doc = json.loads(out.read_text())
+        assert doc["user"] == "alice"
+        assert sorted((m["owner"], m["content"]) for m in doc["memories"]) == [
+            ("alice", "Alice drinks tea"), ("telegram:777", "Alice's blood type is AB")]
+        assert [(e["owner"], e["summary"]) for e in doc["events"]] == [("telegram:777", "Asked about blood donation")]
+        assert doc["unmerged_handles"] == ["telegram:777"]
+        md = ok("export", "--user", user, "--format", "markdown").stdout
+        assert md.index("## alice") < md.index("Alice drinks tea") < md.index("## telegram:777") < md.index(
+            "Alice's blood type is AB"), md
+        assert ("stored under telegram:777 before memory.identities mapped it to alice "
+                "(`myclaw memory merge-identities` moves it to alice)") in md, md
+        assert "Asked about blood donation" in md
+        assert "Bob" not in md and "Bob" not in out.read_text()
+    # Only the handle holds anything: not "nothing is stored about alice".
+    ok("forget", "--user", "alice", "--yes")
+    async def handle_only() -> None:  # `add --user telegram:777` is alice's now: the row as the handle stored it
+        async with await MemoryEngine.open(home / "data" / "memory.db") as e:
+            await e.add(NewMemory(owner="telegram:777", content="Alice's locker is 12"))
+
+    asyncio.run(handle_only())
+    doc = json.loads(ok("export", "--user", "alice").stdout)
+    assert [m["owner"] for m in doc["memories"]] == ["telegram:777"]
+    # Everyone's export lists the handle as its own owner, as before (no key added).
+    assert "unmerged_handles" not in json.loads(ok("export").stdout)
+
+
+def test_list_and_log_of_a_mapped_person_name_their_handles_rows_from_before_the_mapping(home: Path) -> None:
+    """Before merge-identities, `list --user telegram:1001` reported on dana
+    ("no memories are stored for dana") while `stats` listed telegram:1001
+    with rows: they say where those rows are and what moves them."""
+    ok("add", "Dana rides a blue bike", "--user", "telegram:1001")  # before the mapping
+    (home / "config.json").write_text(json.dumps({"memory": {"identities": {"dana": ["telegram:1001"]}}}))
+    hint = ("telegram:1001 holds rows stored before memory.identities mapped it to dana, not shown here: "
+            "`myclaw memory merge-identities` moves them to dana")
+    for args in (["list", "--user", "telegram:1001"], ["list", "--user", "dana"], ["log", "--user", "dana"]):
+        r = ok(*args)
+        assert hint in r.output, (args, r.output)
+    ok("add", "Dana likes figs", "--user", "dana")
+    r = ok("list", "--user", "dana")
+    assert "Dana likes figs" in r.stdout and hint in r.output
+    assert hint not in ok("list").output  # every user's: the handle is listed as its own
+    assert json.loads(ok("list", "--user", "dana", "--json").stdout)[0]["content"] == "Dana likes figs"  # stdout stays JSON
+
+
+def test_confirmations_answered_by_end_of_input_change_nothing_and_say_so(home: Path) -> None:
+    """stdin closed at the question: click's "Aborted!" (read as a crash);
+    the answer is a no, said as a "n" is."""
+    ok("add", "Alice drinks tea", "--user", "alice")
+    for args in (["forget", "--user", "alice"], ["delete", "1"]):
+        r = cli(*args, input="")
+        assert r.exit_code == 1, r.output
+        assert "cancelled; nothing changed" in r.output and "Aborted" not in r.output, r.output
+    assert [m.content for m in db_rows(home)] == ["Alice drinks tea"]

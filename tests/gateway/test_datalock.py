@@ -73,6 +73,20 @@ def test_one_gateway_per_home_and_a_killed_one_leaves_no_lock(tmp_path: Path) ->
     assert running_pid(data) is None
 
 
+def test_a_command_that_must_be_alone_names_the_running_gateways_pid(tmp_path: Path) -> None:
+    # `myclaw restore` beside a gateway: the operator is told which process
+    # to stop, as `memory forget` and a second gateway name it.
+    data = tmp_path / "data"
+    with _held_by_another_process("g = GatewayLock(d); g.acquire(); s = DataLock(d); s.share()", data) as pid:
+        with pytest.raises(DataBusy, match=rf"the gateway \(pid {pid}\) is running on .*: stop it first"):
+            DataLock(data).exclusive(by="`myclaw restore`")
+    # `myclaw chat` or a `myclaw memory` command holds it shared, with no pid on record.
+    with _held_by_another_process("s = DataLock(d); s.share()", data):
+        with pytest.raises(DataBusy, match="`myclaw chat` or another myclaw command is running") as refused:
+            DataLock(data).exclusive(by="`myclaw restore`")
+        assert "pid" not in str(refused.value)
+
+
 def test_running_pid_never_creates_the_file(tmp_path: Path) -> None:
     assert running_pid(tmp_path / "data") is None
     assert not (tmp_path / "data").exists()

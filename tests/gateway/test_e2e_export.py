@@ -142,3 +142,36 @@ async def test_a_large_export_is_uploaded_to_feishu_from_a_temporary_file(
             assert all(f"我喜欢第 {i} 种咖啡 _(" in doc for i in range(40))
         finally:
             await asyncio.wait_for(app.close(), 30)
+
+
+async def test_export_holds_what_the_users_handles_stored_before_they_were_mapped(
+    tmp_path: Any, clock: ManualClock, fake_llm: FakeOpenAI
+) -> None:
+    """memory.identities maps telegram:42 to alice after telegram:42 had
+    talked (merge-identities not run yet): her /export left those rows out,
+    so a data access request missed them. They are in it, under a heading
+    naming the handle, credentials by id only; bob's (mapped too) are not."""
+    identities = {"identities": {"alice": ["telegram:42", "feishu:ou_a"], "bob": ["telegram:43"]}}
+    async with FakeTelegram() as tg:
+        telegram = {"enabled": True, "token": tg.token, "baseUrl": tg.base_url, "pollTimeout": 1}
+        app = _app(tmp_path, clock, fake_llm, {"telegram": telegram}, memory=identities)
+        try:
+            await app.open()
+            assert app.backend is not None
+            await app.backend.remember("telegram:42", "Alice's cat is called Miso", provenance=WHERE)
+            await app.backend.remember("telegram:42", "Alice's wifi password is tulip-4471", provenance=WHERE,
+                                       category="credential", source_text="my wifi password is tulip-4471")
+            await app.backend.remember("alice", "Alice moved to Porto", provenance=WHERE)
+            await app.backend.remember("telegram:43", "Bob keeps bees on his roof", provenance=WHERE)
+            await asyncio.wait_for(app.start(), 15)
+            tg.push_text(42, 42, "/export")
+            await tg.wait_until(lambda: len(tg.documents) == 1, 10)
+            text = tg.documents[0].data.decode("utf-8")
+            assert "Everything I keep about you: 3 memories" in text, text
+            porto, heading = text.index("Alice moved to Porto"), text.index("## Stored under telegram:42")
+            assert porto < heading < text.index("Alice's cat is called Miso"), text
+            assert "before it was linked to you" in text
+            assert "tulip-4471" not in text and "(a credential, not shown here)" in text
+            assert "bees" not in text and "telegram:43" not in text
+        finally:
+            await asyncio.wait_for(app.close(), 15)

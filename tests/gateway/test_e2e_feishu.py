@@ -368,6 +368,29 @@ async def test_long_connection_event_gets_a_reply(
         await asyncio.wait_for(app.close(), 40)
 
 
+async def test_a_bare_help_in_a_group_is_answered_without_the_model(
+    tmp_path: Path, clock: ManualClock, feishu: FakeFeishu, echo_llm: FakeOpenAI
+) -> None:
+    # An app with the read-all-group-messages permission gets "/help" as
+    # typed: it answers, where before it stayed silent for want of an @.
+    app = _app(tmp_path, clock, echo_llm, {"feishu": _feishu_section(feishu, "webhook")})
+    try:
+        await app.open()
+        await asyncio.wait_for(app.start(), 15)
+        assert app.http is not None
+        hook = app.http.url + "/feishu/events"
+        chatter = feishu.message_event("lunch at noon?", chat_id="oc_team", chat_type="group", open_id=ALICE)
+        assert (await feishu.push_event(hook, chatter, encrypt_key=ENCRYPT_KEY)).status_code == 200
+        ask = feishu.message_event("/help", chat_id="oc_team", chat_type="group", open_id=ALICE)
+        assert (await feishu.push_event(hook, ask, encrypt_key=ENCRYPT_KEY)).status_code == 200
+        await _until(lambda: len(feishu.sent) == 1)
+        [sent] = feishu.sent
+        assert sent["chat_id"] == "oc_team" and "/forget m12" in sent["text"]
+        assert echo_llm.requests == []  # neither the chatter nor the command reached the model
+    finally:
+        await asyncio.wait_for(app.close(), 30)
+
+
 async def test_feishu_keeps_working_when_the_telegram_token_is_rejected(
     tmp_path: Path, clock: ManualClock, feishu: FakeFeishu, echo_llm: FakeOpenAI
 ) -> None:

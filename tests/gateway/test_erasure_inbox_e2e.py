@@ -95,7 +95,7 @@ async def test_forget_user_with_the_gateway_stopped_reaches_the_messages_and_edi
         r = await asyncio.to_thread(CliRunner().invoke, main,
                                     ["memory", "forget", "--user", f"telegram:{ALICE}", "--yes"])
         assert r.exit_code == 0, r.output
-        assert "4 messages waiting to be answered" in r.output and "1 edits waiting" in r.output  # 2 begun, cut
+        assert "4 messages waiting to be answered" in r.output and "1 edit waiting" in r.output  # 2 begun, cut
         assert files_holding(tmp_path, SECRET) == [] and files_holding(tmp_path, EDITED) == []
         tg.sent.clear()  # what the test's stop (not a kill) sent
         first = len(llm.requests)

@@ -10,11 +10,12 @@ reply counts what it dropped, and ``/export`` lists what waits. Real
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
+from click.testing import CliRunner, Result
 
 from gateway.app import App
 from gateway.cli import main
@@ -162,3 +163,33 @@ async def test_the_operators_export_counts_her_messages_a_crash_left_waiting(
     assert r.exit_code == 0, r.output
     assert "- 4 messages waiting to be answered (gateway.db's inbox; not listed)" in r.output, r.output
     assert SECRET not in r.output and "ferry" not in r.output
+
+
+async def test_the_operators_export_of_a_user_with_only_messages_waiting_says_so_markdown_and_json(
+    tmp_path: Path, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Bob's first message waits in the inbox after a crash, nothing else of
+    his is stored: ``myclaw memory export --user`` exports what there is
+    (before, it refused: "nothing is stored"), in markdown and in JSON
+    (``unanswered``: owner -> messages waiting, their words not listed);
+    Alice's JSON counts her four. A handle with nothing at all is still refused."""
+    monkeypatch.setenv("MYCLAW_HOME", str(tmp_path))
+    async with FakeOpenAI(api_key=KEY, responder=_echo) as llm, FakeTelegram() as tg:
+        await _left_by_a_crash(tmp_path, clock, llm, tg)
+
+    def export(*args: str) -> Result:
+        return CliRunner().invoke(main, ["memory", "export", *args])
+
+    r = await asyncio.to_thread(export, "--format", "markdown", "--user", f"telegram:{BOB}")
+    assert r.exit_code == 0, r.output
+    assert "- 1 message waiting to be answered (gateway.db's inbox; not listed)" in r.output, r.output
+    assert "ferry" not in r.output
+    r = await asyncio.to_thread(export, "--user", f"telegram:{BOB}")
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.output)
+    assert doc["unanswered"] == {f"telegram:{BOB}": 1} and doc["memories"] == [] and "ferry" not in r.output
+    r = await asyncio.to_thread(export, "--user", f"telegram:{ALICE}")
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.output)["unanswered"] == {f"telegram:{ALICE}": 4} and SECRET not in r.output
+    r = await asyncio.to_thread(export, "--user", "telegram:9999")
+    assert r.exit_code != 0 and "nothing is stored about telegram:9999" in r.output, r.output

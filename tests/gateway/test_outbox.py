@@ -101,7 +101,7 @@ def test_forget_user_erases_the_replies_to_them_still_waiting(home: Path) -> Non
     asyncio.run(seed())
     r = CliRunner().invoke(main, ["memory", "forget", "--user", "alice", "--yes"])
     assert r.exit_code == 0, r.output
-    assert "1 undelivered replies" in r.output
+    assert "1 undelivered reply" in r.output
 
     async def left() -> list[str]:
         async with await SessionStore.open(home / "data" / "gateway.db") as s:

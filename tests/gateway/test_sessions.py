@@ -281,6 +281,24 @@ async def test_erasing_a_message_takes_its_reply_and_nothing_of_anyone_else(tmp_
     assert on_disk(tmp_path, "hunter2") == 0
 
 
+async def test_erasing_rows_by_id_takes_only_that_owners(tmp_path: Path, clock: ManualClock) -> None:
+    """A scheduled job's prompt and reply carry no message id: an erasure
+    that lands while they are written takes them by their rows."""
+    async with await SessionStore.open(tmp_path / "g.db", clock) as store:
+        prompt = await store.append(KEY, channel="telegram", chat_id="42", role="user", content="remind: PLUMBER77",
+                                    owner="alice", sender_id="cron", buffered=True)
+        reply = await store.append(KEY, channel="telegram", chat_id="42", role="assistant", content="PLUMBER77 at 5",
+                                   owner="alice", buffered=True)
+        bobs = await store.append(KEY, channel="telegram", chat_id="42", role="user", content="bob was here",
+                                  owner="bob")
+        assert await store.erase_rows([prompt.id, reply.id, bobs.id], "carol") == 0  # none of them hers
+        assert await store.erase_rows([prompt.id, reply.id], "alice") == 2
+        assert await store.erase_rows([], "alice") == 0
+        assert [m.content for m in await store.window(KEY)] == ["bob was here"]
+        await store.db.checkpoint()
+    assert on_disk(tmp_path, "PLUMBER77") == 0
+
+
 async def test_a_sender_name_is_kept_beside_the_words_across_a_restart(tmp_path: Path, clock: ManualClock) -> None:
     async with await SessionStore.open(tmp_path / "g.db", clock) as store:
         row = await store.append("telegram:-1", channel="telegram", chat_id="-1", role="user", content="hi",

@@ -28,3 +28,51 @@ async def test_an_export_knows_the_titles_of_the_groups_the_user_shared_with(
             await titles.seen("telegram", chat, title, at="2026-03-01T12:00:00Z")
         export, _ = await UserData(SqliteMemory(engine), store, titles=titles).export("alice")
     assert dict(export.groups) == {"telegram:-1": "Hiking club", "telegram:-3": "Old hikers"}
+
+
+async def test_forget_all_takes_what_a_handle_stored_before_it_was_mapped(
+    engine: MemoryEngine, tmp_path: Path, clock: ManualClock
+) -> None:
+    """memory.identities maps telegram:777 to alice after telegram:777 had
+    talked, and merge-identities was not run: /forget all from alice counts
+    and erases those rows too, and nobody else's."""
+    from memory import IdentityMap
+
+    await engine.add(NewMemory(owner="telegram:777", content="my blood type is AB"))
+    await engine.add(NewMemory(owner="alice", content="alice hikes"))
+    await engine.add(NewMemory(owner="telegram:888", content="bob rows"))
+    async with await SessionStore.open(tmp_path / "g.db", clock) as store:
+        await store.append("telegram:777", channel="telegram", chat_id="777", role="user", content="hi",
+                           owner="telegram:777")
+        identities = IdentityMap({"alice": ["telegram:777", "feishu:ou_a"]})
+        everything = UserData(SqliteMemory(engine), store, owner_of=identities.resolve, handles_of=identities.handles)
+        kept = await everything.census("alice")
+        assert (kept.memories, kept.messages) == (2, 1)
+        gone = await everything.erase("alice")
+        assert (gone.memories, gone.messages) == (2, 1)
+        assert (await everything.census("alice")).empty
+        assert await store.owned("telegram:777") == 0
+    assert [m.owner for m in await engine.list_memories(status=None)] == ["telegram:888"]
+
+
+async def test_an_export_holds_what_a_handle_stored_before_it_was_mapped(
+    engine: MemoryEngine, tmp_path: Path, clock: ManualClock
+) -> None:
+    """Its rows' index (written under the handle's heading) and its history
+    counted with hers; another person's handle, and a handle of hers that
+    stored nothing, are not in it."""
+    from memory import IdentityMap
+
+    await engine.add(NewMemory(owner="telegram:777", content="my blood type is AB"))
+    await engine.add(NewMemory(owner="alice", content="alice hikes"))
+    await engine.add(NewMemory(owner="telegram:888", content="bob rows"))
+    async with await SessionStore.open(tmp_path / "g.db", clock) as store:
+        for owner in ("alice", "telegram:777", "telegram:888"):
+            await store.append(owner, channel="telegram", chat_id="7", role="user", content="hi", owner=owner)
+        identities = IdentityMap({"alice": ["telegram:777", "feishu:ou_a"], "bob": ["telegram:888"]})
+        everything = UserData(SqliteMemory(engine), store, owner_of=identities.resolve, handles_of=identities.handles)
+        export, index = await everything.export("alice")
+    assert len(index.memory_ids) == 1 and export.history == 2
+    [(handle, earlier)] = export.earlier
+    assert handle == "telegram:777" and len(earlier.memory_ids) == 1
+    assert [m.content async for m in SqliteMemory(engine).owner_rows(handle, earlier)] == ["my blood type is AB"]

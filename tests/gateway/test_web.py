@@ -597,6 +597,9 @@ async def test_api_round_trip(site: Site) -> None:
         m = r.json()["memory"]
         assert (m["owner"], m["source"], m["category"], m["importance"]) == ("alice", "manual", "decision", 0.6)
         mid = m["id"]
+        # The change log says what was added, as it does for what extraction adds.
+        [added] = (await c.get("/memory/api/log", params={"user": "alice"})).json()["log"]
+        assert (added["action"], added["detail"]) == ("add", "alice's flight is on March 3")
         r = await c.post("/memory/api/add", json={"user": "alice", "content": "alice's flight is on March 3"})
         assert r.status_code == 200 and r.json() == {"added": False, "memory": m}
         assert (await c.post("/memory/api/add", json={"user": "alice", "content": "  "})).status_code == 400
@@ -631,6 +634,7 @@ async def test_api_round_trip(site: Site) -> None:
         assert (await c.get("/memory/api/memory", params={"id": mid})).status_code == 404
         log = (await c.get("/memory/api/log", params={"user": "alice"})).json()["log"]
         assert [x["action"] for x in log] == ["erase", "restore", "archive", "edit", "add"]
+        assert "March" not in json.dumps(log)  # the erased words leave the log too
         stats = (await c.get("/memory/api/stats", params={"user": "alice"})).json()
         assert stats["total"] == 0 and stats["user"] == "alice"
         assert (await c.get("/memory/api/stats")).status_code == 400

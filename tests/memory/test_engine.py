@@ -338,6 +338,33 @@ async def test_a_database_from_before_source_text_is_migrated(tmp_path: Path, cl
         assert got is not None and got.source_text == "switched from npm to pnpm"
 
 
+async def test_reworded_words_leave_the_change_log_and_the_file(tmp_path: Path, clock: ManualClock) -> None:
+    # Extraction (and an add by hand) logs a fact's words; an operator's edit
+    # that takes a secret out of it must take it out of the log as well.
+    from memory.changelog import read_log, write_log
+
+    engine = await MemoryEngine.open(tmp_path / "memory.db", clock)
+    try:
+        m = await engine.add(NewMemory(owner="alice", content="alice's door code is zqxjkv4711"))
+        other = await engine.add(NewMemory(owner="bob", content="bob's note: alice's door code is zqxjkv4711"))
+        async with engine.db.transaction() as conn:
+            await write_log(conn, at=engine.now(), job="extraction", owner="alice", action="add", memory_id=m.id,
+                            detail=m.content)
+            await write_log(conn, at=engine.now(), job="extraction", owner="bob", action="add", memory_id=other.id,
+                            detail=other.content)
+        await engine.update(m.id, content="alice's door code is in her password manager")
+        await engine.purge_erased()
+        [alice] = await read_log(engine.db, owner="alice")
+        assert (alice.action, alice.memory_id, alice.detail) == ("add", m.id, '{"reworded":true}')
+        [bob] = await read_log(engine.db, owner="bob")
+        assert bob.detail == other.content  # another user's log is theirs: untouched
+        await engine.update(other.id, content="bob's note")
+        await engine.purge_erased()
+    finally:
+        await engine.close()
+    assert on_disk(tmp_path, "zqxjkv4711") == 0
+
+
 async def test_erased_words_are_gone_from_the_file_not_only_from_the_tables(tmp_path: Path, clock: ManualClock) -> None:
     """FTS5 keeps a deleted row's words in its index segments until they
     merge, and SQLite leaves deleted bytes in free pages: "erase for good"

@@ -241,6 +241,37 @@ async def test_the_demo_clock_moves_a_day_on_and_the_daily_compression_runs(tmp_
             await asyncio.wait_for(app.close(), 15)
 
 
+async def test_the_demo_clock_runs_each_job_at_its_own_time_not_late(tmp_path: Path) -> None:
+    """"clock: +1d" passes a reminder's 09:00: it is run at 09:00 on the
+    demo clock, as a gateway left running would, not at the end of the
+    jump with a "runs 15 h late" note the newcomer would take for a bug."""
+    async with FakeTelegram(strict_chats=False) as tg, FakeOpenAI(api_key=fakes.API_KEY, responder=fakes.responder) as llm:
+        snippet = fakes.config_snippet(tg, None, llm, webhook=None)
+        clock = fakes.DemoClock()
+        app = await asyncio.wait_for(fakes.start_gateway(tmp_path / "home", snippet, clock), 30)
+        demo = fakes.Demo(tg, None, webhook=None, clock=clock, app=app)
+        user = fakes.DEMO_TELEGRAM_USER
+        try:
+            assert isinstance(app.cron, fakes.CronScheduler)
+            store = app.cron.store
+            await store.add(message="stand up and stretch", channel="telegram", chat_id=str(user),
+                            user=f"telegram:{user}", schedule="0 9 * * *", job_id="stretch", private=True)
+            await store.add(message="call the dentist", channel="telegram", chat_id=str(user),
+                            user=f"telegram:{user}", at=clock.now() + timedelta(hours=5), job_id="dentist", private=True)
+            note = str(await asyncio.wait_for(demo.handle("clock: +1d"), 30))
+            assert "stretch ran" in note and "dentist ran" in note, note
+            await tg.wait_sent(2, timeout=10)
+            texts = tg.texts(user)
+            assert len(texts) == 2 and {t.split(" (")[0] for t in texts} == {
+                "You said: stand up and stretch", "You said: call the dentist"}, texts
+            assert not any("late" in t for t in texts), texts
+            [job] = [j for j in await store.list() if j.id == "stretch"]
+            assert job.last_run_at is not None and job.last_run_at.endswith("T09:00:00Z"), job.last_run_at
+            assert clock.now() - datetime.now(UTC) > timedelta(hours=23)  # and on to where it was asked to go
+        finally:
+            await asyncio.wait_for(app.close(), 15)
+
+
 async def _until_async(check: Callable[[], Awaitable[bool]], timeout: float = 10.0) -> None:
     async with asyncio.timeout(timeout):
         while not await check():
