@@ -92,6 +92,17 @@ def owner_key(owner: str) -> str:
 _WS = re.compile(r"\s+")
 
 
+def _said_on(m: Memory) -> str:
+    """The day (or days) a Core Memory entry's facts were said, as its
+    provenance keeps them (the weekly refresh, a migrated line); else the
+    day it was written. Its line carries it: when a question's words find
+    no fact to recall ("when did we pick that?"), the line is all there is."""
+    a, b = m.provenance.date_from[:10], m.provenance.date_to[:10]
+    if not a:
+        return m.created_at[:10]
+    return a if not b or b == a else f"{a} to {b}"
+
+
 def content_hash(text: str) -> str:
     """Identity of a fact's wording, ignoring case, width and spacing."""
     return hashlib.sha256(_WS.sub(" ", normalize(text)).strip().encode("utf-8")).hexdigest()
@@ -757,7 +768,7 @@ class MemoryEngine:
         shown: list[int] = []
         used = 0
         for m in items:  # most important first: what the budget leaves out matters least
-            line = f"- [m{m.id}] " if ids else "- "
+            line = f"- [m{m.id} · {_said_on(m)}] " if ids else "- "
             line += truncate(m.content, PROFILE_ENTRY_CHARS)
             cost = estimate_tokens(line)
             if used + cost > PROFILE_TOKEN_BUDGET:

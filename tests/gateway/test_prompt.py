@@ -22,8 +22,8 @@ async def test_system_prompt_has_workspace_files_and_tier1(tmp_path: Path, engin
     m = await engine.add(NewMemory(owner="alice", tier=1, content="Alice lives in Hangzhou", category=Category.IDENTITY))
     builder = PromptBuilder(tmp_path, SqliteMemory(engine), clock=clock)
     system = await builder.system_prompt("alice", private=True, tools=True)
-    # Each entry with its id, so the model can name it to memory_forget.
-    core = f"# Core Memory\n- [m{m.id}] Alice lives in Hangzhou"
+    # Each entry with its id, so the model can name it to memory_forget, and its day.
+    core = f"# Core Memory\n- [m{m.id} · 2026-03-01] Alice lives in Hangzhou"
     assert system.index("You are myclaw.") < system.index("Be brief.") < system.index(core)
     assert "memory_save" in system and "Current date: 2026-03-01 Sunday (UTC)" in system
     group = await builder.system_prompt("alice", private=False)
@@ -171,7 +171,7 @@ async def test_the_memory_block_holds_facts_the_core_memory_does_not(
                                        provenance=told))
     builder = PromptBuilder(tmp_path, mem, clock=clock, max_hits=4)
     system = await builder.system_prompt("alice", private=True)
-    assert f"# Core Memory\n- [m{entry.id}] Alice runs the Hangzhou marathon every November" in system
+    assert f"# Core Memory\n- [m{entry.id} · 2026-03-01] Alice runs the Hangzhou marathon every November" in system
     hits = await mem.recall("alice", "what is my marathon best time?")
     first, *rest = builder.memory_block(hits).splitlines()
     # The fact that answers first; the entry's place goes to another fact,
