@@ -747,6 +747,24 @@ class MemoryEngine:
         changes here or another process writes the file (within a second)."""
         return (await self._profile_shown(owner, limit, include_global, ids))[0]
 
+    async def replaced_facts(self, owner: str, ids: Sequence[int]) -> dict[int, tuple[str, str]]:
+        """For each of ``ids`` that replaced one of ``owner``'s Tier 2 facts
+        (``updates``: the user changed their mind, not a merge, which
+        archives), the newest it replaced as (created_at, words). Never a
+        credential: an old password stays out of the prompt. Not for a fact
+        drawn from an edited message (``(edited) ...``): the words it
+        replaced were a slip, never true, so no history."""
+        if not ids:
+            return {}
+        marks = ",".join("?" * len(ids))
+        rows = await self.db.fetchall(
+            f"SELECT o.superseded_by, o.content, o.created_at FROM memories o JOIN memories n ON n.id = o.superseded_by "
+            f"WHERE o.owner = ? AND o.status = 'superseded' AND o.tier = 2 AND o.category <> 'credential' "
+            f"AND o.superseded_by IN ({marks}) AND instr(n.source_text, '(edited) ') = 0 ORDER BY o.created_at, o.id",
+            (owner, *ids),
+        )
+        return {r["superseded_by"]: (r["created_at"], r["content"]) for r in rows}  # the newest wins
+
     async def profile_ids(self, owner: str, *, include_global: bool = True, ids: bool = False) -> frozenset[int]:
         """The Tier 1 entries :meth:`profile_markdown` shows with the same
         arguments (what its token budget left out is not among them): recall
