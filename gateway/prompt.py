@@ -23,7 +23,7 @@ import base64
 import hashlib
 import os
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, tzinfo
 from pathlib import Path
@@ -32,7 +32,7 @@ from typing import Any
 import structlog
 
 from memory.backend import MemoryBackend
-from memory.clock import Clock, SystemClock
+from memory.clock import Clock, SystemClock, parse_ts
 from memory.errorlog import error_fields
 from memory.format import defuse_tags, format_hits, truncate
 from memory.tokens import estimate_tokens
@@ -182,12 +182,15 @@ def fit_history(
     min_messages: int = HISTORY_MIN_MESSAGES,
     max_chars: int = HISTORY_MAX_CHARS,
     labels: Mapping[str, str] | None = None,
+    dated: Callable[[StoredMessage], str] | None = None,
 ) -> list[dict[str, str]]:
     """Tier 0 as chat messages within the budget: cut long assistant
     replies, then long user messages, then drop the oldest (keeping at least
     ``min_messages``). ``labels`` (a group chat's, :func:`speaker_labels`):
     each user turn marked with who said it, once it is cut to fit. Each
-    answer is read right after its question (:func:`answers_after_questions`)."""
+    answer is read right after its question (:func:`answers_after_questions`).
+    ``dated`` (:meth:`PromptBuilder.earlier_day`): what goes in front of a
+    user turn, its date and time when said on an earlier day."""
     messages = answers_after_questions(messages)
     items = [{"role": m.role, "content": m.content} for m in messages]
 
@@ -203,10 +206,13 @@ def fit_history(
     kept = len(items)
     while len(items) > min_messages and cost() > token_budget:
         items.pop(0)
-    if labels is not None:
-        for item, m in zip(items, messages[kept - len(items):]):
-            if item["role"] == "user":
-                item["content"] = said_by(labels.get(_member(m.sender_id, m.owner), "someone"), item["content"])
+    for item, m in zip(items, messages[kept - len(items):]):
+        if item["role"] != "user":
+            continue
+        if labels is not None:
+            item["content"] = said_by(labels.get(_member(m.sender_id, m.owner), "someone"), item["content"])
+        if dated is not None:
+            item["content"] = dated(m) + item["content"]
     return items
 
 
@@ -444,9 +450,26 @@ class PromptBuilder:
         # `at`) goes with the latest message instead (:meth:`time_of_day`).
         parts.append(
             f"Current date: {now:%Y-%m-%d %A} ({zone_name(zone)}). The user's latest message starts with "
-            "the time it was sent there, as <time>HH:MM</time>."
+            "the time it was sent there, as <time>HH:MM</time>; an earlier message of the chat said on another day starts with its date and time, <time>YYYY-MM-DD HH:MM</time>."
         )
         return "\n\n".join(parts)
+
+    def earlier_day(self, tz: tzinfo | None = None) -> Callable[[StoredMessage], str]:
+        """For a history turn: ``<time>2026-03-02 10:00</time>`` and a line
+        break when it was said before today (in ``tz``, the user's, or the
+        gateway's zone), else "". Tier 0 is the last messages, however old:
+        undated, a month-old "on Friday" reads as this week's."""
+        zone = tz or self.tz
+        today = self.clock.now().astimezone(zone).date()
+
+        def dated(m: StoredMessage) -> str:
+            try:
+                said = parse_ts(m.created_at).astimezone(zone)
+            except ValueError:
+                return ""
+            return "" if said.date() >= today else f"<time>{said:%Y-%m-%d %H:%M}</time>\n"
+
+        return dated
 
     def time_of_day(self, tz: tzinfo | None = None) -> str:
         """``"04:00"``: now, in ``tz`` (the user's) or the gateway's zone."""
@@ -468,14 +491,16 @@ class PromptBuilder:
         quoted: Quoted | None = None,
         documents: Sequence[Document] = (),
         speaker: Speaker | None = None,
+        dated: Callable[[StoredMessage], str] | None = None,
     ) -> list[dict[str, Any]]:
         """``speaker``: in a group chat, who sent the latest message; every
-        user turn is then marked with who said it (:func:`said_by`)."""
+        user turn is then marked with who said it (:func:`said_by`).
+        ``dated``: a history turn's date, when of an earlier day (:meth:`earlier_day`)."""
         labels = None if speaker is None else speaker_labels(history, speaker)
         label = "" if labels is None or speaker is None else labels[speaker.sender_id]
         content = user_content(text, memory_block, time, quoted, documents, label)
         return [
             {"role": "system", "content": system},
-            *fit_history(history, labels=labels),
+            *fit_history(history, labels=labels, dated=dated),
             {"role": "user", "content": user_parts(content, images)},
         ]
