@@ -192,7 +192,9 @@ def fit_history(
     ``dated`` (:meth:`PromptBuilder.earlier_day`): what goes in front of a
     user turn, its date and time when said on an earlier day."""
     messages = answers_after_questions(messages)
-    items = [{"role": m.role, "content": m.content} for m in messages]
+    # The date goes first, so the budget counts it and a cut keeps it.
+    items = [{"role": m.role, "content": (dated(m) if dated is not None and m.role == "user" else "") + m.content}
+             for m in messages]
 
     def cost() -> int:
         return sum(estimate_tokens(i["content"]) for i in items)
@@ -206,13 +208,12 @@ def fit_history(
     kept = len(items)
     while len(items) > min_messages and cost() > token_budget:
         items.pop(0)
-    for item, m in zip(items, messages[kept - len(items):]):
-        if item["role"] != "user":
-            continue
-        if labels is not None:
-            item["content"] = said_by(labels.get(_member(m.sender_id, m.owner), "someone"), item["content"])
-        if dated is not None:
-            item["content"] = dated(m) + item["content"]
+    if labels is not None:
+        for item, m in zip(items, messages[kept - len(items):]):
+            if item["role"] == "user":
+                when = dated(m) if dated is not None else ""
+                item["content"] = when + said_by(labels.get(_member(m.sender_id, m.owner), "someone"),
+                                                 item["content"].removeprefix(when))
     return items
 
 

@@ -10,6 +10,7 @@ from gateway.sessions import StoredMessage
 from memory import Category, MemoryEngine, NewMemory, Provenance, Source
 from memory.clock import ManualClock
 from memory.service import SqliteMemory
+from memory.tokens import estimate_tokens
 
 
 def _msg(i: int, role: str, text: str) -> StoredMessage:
@@ -250,3 +251,16 @@ async def test_a_turn_recalled_only_as_a_neighbour_is_marked_context_and_the_sys
     assert heading in messages[-1]["content"] and "<memories>" in messages[-1]["content"]
     assert messages[0]["content"] == system == await builder.system_prompt("alice", private=True)
     assert "context" not in system
+
+
+def test_an_earlier_days_turn_is_dated_within_the_history_budget(tmp_path: Path, engine: MemoryEngine) -> None:
+    later = ManualClock("2026-03-04T12:00:00Z")
+    dated = PromptBuilder(tmp_path, SqliteMemory(engine), clock=later, tz=ZoneInfo("Asia/Shanghai")).earlier_day()
+    old = _msg(1, "user", "x" * 40)
+    new = StoredMessage(2, 1, "telegram", "1", "user", "y" * 40, "u", "", "m2", "2026-03-04T11:00:00Z", True)
+    plain = fit_history([old, new], token_budget=10_000, min_messages=1)
+    budget = sum(estimate_tokens(i["content"]) for i in plain)  # room for both undated, not for a date too
+    assert [i["content"] for i in fit_history([old, new], token_budget=10_000, min_messages=1, dated=dated)] == [
+        "<time>2026-03-01 08:00</time>\n" + "x" * 40, "y" * 40]  # Shanghai's day and time; today's as it was
+    assert fit_history([old, new], token_budget=budget, min_messages=1, dated=dated) == [
+        {"role": "user", "content": "y" * 40}]
