@@ -142,6 +142,13 @@ def _line(h: Hit, zh: bool) -> str:
     return f"- {h.citation(zh=zh)} {text}"
 
 
+def _example_ref(shown: Sequence[Hit]) -> str:
+    """The id a hint under a list shows /forget with: the first listed. A
+    fixed example ("m12") names a memory of its own in a user's store, one
+    the list may not show: copied, it would erase what they never saw."""
+    return shown[0].ref if shown else "m12"
+
+
 _chinese = mostly_chinese  # answer in Chinese when most of what is shown is Chinese
 
 
@@ -366,11 +373,12 @@ class UserCommands:
         if o.waiting:
             out += ["", f"你最新的 {o.waiting} 条消息还在等待学习。" if zh
                     else f"{_n(o.waiting, 'message of yours is', 'of your newest messages are')} still waiting to be learnt."]
+        ref = _example_ref([*o.profile[:_PROFILE_SHOWN], *o.recent])
         out += [
             "",
-            "/memory 关键词 搜索；/forget m12 永久删除一条。"
+            f"/memory 关键词 搜索；/forget {ref} 永久删除一条。"
             if zh
-            else "/memory <words> searches them; /forget m12 erases one for good.",
+            else f"/memory <words> searches them; /forget {ref} erases one for good.",
         ]
         return "\n".join(out)
 
@@ -389,9 +397,10 @@ class UserCommands:
                            else f" {_n(waiting, 'message of yours is', 'of your messages are')} still waiting to be "
                            "learnt, after a pause in our conversation: what you said just now is not searchable yet.")
         head = f"与“{words.strip()}”有关的记忆：" if zh else f"Memories matching “{words.strip()}”:"
-        tail = "/forget m12 永久删除一条。" if zh else "/forget m12 erases one for good."
         # A neighbour holds none of the words: listed apart, as the context it is.
         matched, near = [h for h in hits if not h.neighbour], [h for h in hits if h.neighbour]
+        ref = _example_ref([*matched, *near])
+        tail = f"/forget {ref} 永久删除一条。" if zh else f"/forget {ref} erases one for good."
         out = [head, *(_line(h, zh) for h in matched)]
         if near:
             out += ["", "同一对话中紧挨着它们说的（上下文，并非匹配）：" if zh

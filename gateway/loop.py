@@ -1059,7 +1059,7 @@ class ProcessLoop:
         # describes it.
         messages = self.prompts.messages(
             system, history, said, block, self.prompts.time_of_day(tz), msg.images, msg.quoted, msg.documents,
-            speaker,
+            speaker, self.prompts.earlier_day(tz),
         )
         # The user's message goes to Tier 0 while the LLM runs (the write is
         # queued to SQLite before the request leaves), and is durable before

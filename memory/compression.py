@@ -507,9 +507,16 @@ class Compressor:
                 # ("m:<id>"): forgetting one of them erases the entry too.
                 drawn = [high[n - 1].id for n in e.facts] + ([id_by_hash[h]] if h in id_by_hash else [])
                 refs = ("weekly", *(f"m:{i}" for i in dict.fromkeys(drawn)))
+                # The days its facts were said, as a merge keeps them: the
+                # entry's own date is the refresh's, and a question whose
+                # words recall no fact ("when did we pick that?") has only
+                # its Core Memory line to go by.
+                said = [m.created_at for m in high if m.id in drawn]
+                days = (local_day(min(said), zone), local_day(max(said), zone)) if said else ("", "")
                 m = await self.engine.add(
                     NewMemory(owner=owner, tier=1, content=e.content, category=e.category, importance=importance,
-                              source=Source.COMPRESSION, provenance=Provenance(refs=refs)),
+                              source=Source.COMPRESSION,
+                              provenance=Provenance(refs=refs, date_from=days[0], date_to=days[1])),
                     conn=conn,
                 )
                 report.promoted += 1

@@ -92,6 +92,17 @@ def owner_key(owner: str) -> str:
 _WS = re.compile(r"\s+")
 
 
+def _said_on(m: Memory) -> str:
+    """The day (or days) a Core Memory entry's facts were said, as its
+    provenance keeps them (the weekly refresh, a migrated line); else the
+    day it was written. Its line carries it: when a question's words find
+    no fact to recall ("when did we pick that?"), the line is all there is."""
+    a, b = m.provenance.date_from[:10], m.provenance.date_to[:10]
+    if not a:
+        return m.created_at[:10]
+    return a if not b or b == a else f"{a} to {b}"
+
+
 def content_hash(text: str) -> str:
     """Identity of a fact's wording, ignoring case, width and spacing."""
     return hashlib.sha256(_WS.sub(" ", normalize(text)).strip().encode("utf-8")).hexdigest()
@@ -749,6 +760,24 @@ class MemoryEngine:
         changes here or another process writes the file (within a second)."""
         return (await self._profile_shown(owner, limit, include_global, ids))[0]
 
+    async def replaced_facts(self, owner: str, ids: Sequence[int]) -> dict[int, tuple[str, str]]:
+        """For each of ``ids`` that replaced one of ``owner``'s Tier 2 facts
+        (``updates``: the user changed their mind, not a merge, which
+        archives), the newest it replaced as (created_at, words). Never a
+        credential: an old password stays out of the prompt. Not for a fact
+        drawn from an edited message (``(edited) ...``): the words it
+        replaced were a slip, never true, so no history."""
+        if not ids:
+            return {}
+        marks = ",".join("?" * len(ids))
+        rows = await self.db.fetchall(
+            f"SELECT o.superseded_by, o.content, o.created_at FROM memories o JOIN memories n ON n.id = o.superseded_by "
+            f"WHERE o.owner = ? AND o.status = 'superseded' AND o.tier = 2 AND o.category <> 'credential' "
+            f"AND o.superseded_by IN ({marks}) AND instr(n.source_text, '(edited) ') = 0 ORDER BY o.created_at, o.id",
+            (owner, *ids),
+        )
+        return {r["superseded_by"]: (r["created_at"], r["content"]) for r in rows}  # the newest wins
+
     async def profile_ids(self, owner: str, *, include_global: bool = True, ids: bool = False) -> frozenset[int]:
         """The Tier 1 entries :meth:`profile_markdown` shows with the same
         arguments (what its token budget left out is not among them): recall
@@ -770,7 +799,7 @@ class MemoryEngine:
         shown: list[int] = []
         used = 0
         for m in items:  # most important first: what the budget leaves out matters least
-            line = f"- [m{m.id}] " if ids else "- "
+            line = f"- [m{m.id} · {_said_on(m)}] " if ids else "- "
             line += truncate(m.content, PROFILE_ENTRY_CHARS)
             cost = estimate_tokens(line)
             if used + cost > PROFILE_TOKEN_BUDGET:

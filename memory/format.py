@@ -39,8 +39,15 @@ def truncate(text: str, max_chars: int) -> str:
 
 def format_hit(hit: Hit, max_chars: int = 300, *, zh: bool = False) -> str:
     """``- [m12 · 2026-11-20 · from a chat on Telegram] text`` (the
-    citation in Chinese with ``zh``)."""
-    return f"- {hit.citation(zh=zh)} {truncate(defuse_tags(hit.content), max_chars)}"
+    citation in Chinese with ``zh``); the fact it replaced, if recalled
+    with it, on an indented line of its own, dated and marked as replaced."""
+    line = f"- {hit.citation(zh=zh)} {truncate(defuse_tags(hit.content), max_chars)}"
+    if hit.replaced is None:
+        return line
+    day, words = hit.replaced
+    old = truncate(defuse_tags(words), max_chars // 2)
+    return line + (f"\n  （它取代了 {day} 说的，已不再成立：{old}）" if zh
+                   else f"\n  (it replaced what was said on {day}, no longer true: {old})")
 
 
 def fit_budget(

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import re
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import tzinfo
 from typing import TYPE_CHECKING, Protocol
 
@@ -22,7 +22,7 @@ import structlog
 from .backend import MemoryBackend, Turn
 from .batch import RowBatcher, insert_statement
 from .buffer import NOT_GONE, drop_lines
-from .clock import format_ts
+from .clock import format_ts, local_day
 from .engine import MemoryEngine, more_source_text, row_to_event, row_to_memory
 from .forgetting import Forgotten, erase_planned, event_hit, plan_erasure, repeats_forgotten
 from .scope import Chat
@@ -150,7 +150,19 @@ class SqliteMemory(MemoryBackend):
         hits = await self.retriever.retrieve(user, query, context=context, private=private, tz=tz, exclude=shown,
                                              chat=chat)
         self.engine.note_access(h.id for h in hits if h.kind == "memory")
+        if private:
+            hits = await self._with_replaced(user, hits, tz)
         return hits
+
+    async def _with_replaced(self, user: str, hits: list[Hit], tz: tzinfo | None) -> list[Hit]:
+        """Each recalled fact that replaced one (the user changed their mind)
+        carries the fact it replaced, dated: "what did we decide, and when
+        had we picked the other?" needs both (seed 002: why a plan was
+        dropped). In the private chat only: a group reads no history."""
+        ids = [h.id for h in hits if h.kind == "memory" and h.category != "credential"]
+        old = await self.engine.replaced_facts(user, ids)
+        return [replace(h, replaced=(local_day(old[h.id][0], tz), old[h.id][1])) if h.kind == "memory" and h.id in old
+                else h for h in hits]
 
     async def search(
         self, user: str, query: str, *, limit: int = 8, private: bool = True, tz: tzinfo | None = None,

@@ -194,6 +194,9 @@ class Hit:
     # Holds none of the query's words: said next to a hit in the same
     # conversation and brought in as its context (memory/retrieval.py step 5).
     neighbour: bool = False
+    # The newest fact this one replaced (the user changed their mind), as
+    # (day it was said, its words): shown under it, marked as no longer true.
+    replaced: tuple[str, str] | None = None
 
     @property
     def ref(self) -> str:

@@ -156,7 +156,7 @@ async def test_memory_forget_reaches_the_core_memory_and_names_what_it_was_drawn
     entry = await engine.add(NewMemory(owner="alice", tier=1, content="Vegetarian", category=Category.IDENTITY,
                                        provenance=Provenance(refs=("weekly", f"m:{veg.id}"))))
     # The Core Memory line carries its id, so the model can name it.
-    assert await mem.profile("alice") == f"- [m{entry.id}] Vegetarian"
+    assert await mem.profile("alice") == f"- [m{entry.id} · 2026-03-01] Vegetarian"
     fake_llm.queue_reply(None, tool_calls=[{"name": "memory_forget", "arguments": {"ids": [f"m{entry.id}"]}}])
     fake_llm.queue_reply(None, tool_calls=[{"name": "memory_forget", "arguments": {"ids": [veg.ref]}}])
     fake_llm.queue_reply("Forgotten.")

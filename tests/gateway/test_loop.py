@@ -88,7 +88,7 @@ async def test_triggers_retrieve_cited_memories_and_acks_do_not(tmp_path: Path, 
         await rig.ask("好的")
         assert _user(fake_llm.requests[-1]) == "好的" and rig.loop.stats.retrievals == before
         # Tier 1 sits in the system prompt of every private turn
-        assert "# Core Memory\n- [m1] Alice is a backend engineer in Hangzhou" in _system(fake_llm.requests[-1])
+        assert "# Core Memory\n- [m1 · 2026-03-01] Alice is a backend engineer in Hangzhou" in _system(fake_llm.requests[-1])
 
 
 async def test_one_users_memories_never_reach_another_user(tmp_path: Path, clock: ManualClock, fake_llm: FakeOpenAI) -> None:

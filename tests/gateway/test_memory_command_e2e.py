@@ -6,6 +6,7 @@ a line of its own, not folded into the last memory."""
 from __future__ import annotations
 
 import asyncio
+import re
 from pathlib import Path
 
 from memory import Category, ManualClock, NewMemory
@@ -27,3 +28,19 @@ async def test_memory_lists_sit_under_their_headings_on_telegram(tmp_path: Path,
     assert lines[newest + 1].startswith("• [m13 ") and lines[newest + 1].endswith("Alice's note number 11"), shown
     more = lines.index("…and 2 more.")  # not "  …and 2 more." under the last memory's words
     assert lines[more - 1] == "" and lines[more - 2].endswith("Alice's note number 2"), shown
+
+
+async def test_the_forget_hint_under_a_search_names_an_id_it_lists(tmp_path: Path, clock: ManualClock) -> None:
+    """"/forget m12 erases one for good" under a search that lists only m3:
+    a user who has an m12 and copies the hint erases a memory they never
+    saw, for good. The hint names one of the ids the answer shows."""
+    async with _running(tmp_path, clock) as (_llm, tg, app):
+        engine = app.backend.engine  # type: ignore[attr-defined]
+        for i in range(12):
+            content = "Alice chose Postgres for Atlas" if i == 2 else f"Alice's note number {i}"
+            await engine.add(NewMemory(owner="telegram:42", content=content))
+        tg.push_text(42, 42, "/memory Postgres")
+        [shown] = await asyncio.wait_for(_replies(tg, app, 1), 20)
+    listed = set(re.findall(r"^• \[(m\d+) ", shown, re.M))
+    hinted = set(re.findall(r"/forget (m\d+)", shown))
+    assert listed == {"m3"} and hinted and hinted <= listed, shown

@@ -10,6 +10,7 @@ from gateway.sessions import StoredMessage
 from memory import Category, MemoryEngine, NewMemory, Provenance, Source
 from memory.clock import ManualClock
 from memory.service import SqliteMemory
+from memory.tokens import estimate_tokens
 
 
 def _msg(i: int, role: str, text: str) -> StoredMessage:
@@ -22,8 +23,8 @@ async def test_system_prompt_has_workspace_files_and_tier1(tmp_path: Path, engin
     m = await engine.add(NewMemory(owner="alice", tier=1, content="Alice lives in Hangzhou", category=Category.IDENTITY))
     builder = PromptBuilder(tmp_path, SqliteMemory(engine), clock=clock)
     system = await builder.system_prompt("alice", private=True, tools=True)
-    # Each entry with its id, so the model can name it to memory_forget.
-    core = f"# Core Memory\n- [m{m.id}] Alice lives in Hangzhou"
+    # Each entry with its id, so the model can name it to memory_forget, and its day.
+    core = f"# Core Memory\n- [m{m.id} · 2026-03-01] Alice lives in Hangzhou"
     assert system.index("You are myclaw.") < system.index("Be brief.") < system.index(core)
     assert "memory_save" in system and "Current date: 2026-03-01 Sunday (UTC)" in system
     group = await builder.system_prompt("alice", private=False)
@@ -171,7 +172,7 @@ async def test_the_memory_block_holds_facts_the_core_memory_does_not(
                                        provenance=told))
     builder = PromptBuilder(tmp_path, mem, clock=clock, max_hits=4)
     system = await builder.system_prompt("alice", private=True)
-    assert f"# Core Memory\n- [m{entry.id}] Alice runs the Hangzhou marathon every November" in system
+    assert f"# Core Memory\n- [m{entry.id} · 2026-03-01] Alice runs the Hangzhou marathon every November" in system
     hits = await mem.recall("alice", "what is my marathon best time?")
     first, *rest = builder.memory_block(hits).splitlines()
     # The fact that answers first; the entry's place goes to another fact,
@@ -250,3 +251,16 @@ async def test_a_turn_recalled_only_as_a_neighbour_is_marked_context_and_the_sys
     assert heading in messages[-1]["content"] and "<memories>" in messages[-1]["content"]
     assert messages[0]["content"] == system == await builder.system_prompt("alice", private=True)
     assert "context" not in system
+
+
+def test_an_earlier_days_turn_is_dated_within_the_history_budget(tmp_path: Path, engine: MemoryEngine) -> None:
+    later = ManualClock("2026-03-04T12:00:00Z")
+    dated = PromptBuilder(tmp_path, SqliteMemory(engine), clock=later, tz=ZoneInfo("Asia/Shanghai")).earlier_day()
+    old = _msg(1, "user", "x" * 40)
+    new = StoredMessage(2, 1, "telegram", "1", "user", "y" * 40, "u", "", "m2", "2026-03-04T11:00:00Z", True)
+    plain = fit_history([old, new], token_budget=10_000, min_messages=1)
+    budget = sum(estimate_tokens(i["content"]) for i in plain)  # room for both undated, not for a date too
+    assert [i["content"] for i in fit_history([old, new], token_budget=10_000, min_messages=1, dated=dated)] == [
+        "<time>2026-03-01 08:00</time>\n" + "x" * 40, "y" * 40]  # Shanghai's day and time; today's as it was
+    assert fit_history([old, new], token_budget=budget, min_messages=1, dated=dated) == [
+        {"role": "user", "content": "y" * 40}]

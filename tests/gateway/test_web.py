@@ -961,7 +961,7 @@ async def test_editing_a_fact_supersedes_the_core_memory_entries_built_on_it(sit
         # Not the words: the entries stay.
         r = await c.post("/memory/api/edit", json={"id": fact, "user": "alice", "importance": 0.9})
         assert r.status_code == 200 and r.json()["entries_superseded"] == []
-        assert f"- [m{built}] Alice lives in Hangzhou" in await site.engine.profile_markdown("alice", ids=True)
+        assert f"- [m{built} · 2026-03-01] Alice lives in Hangzhou" in await site.engine.profile_markdown("alice", ids=True)
 
         r = await c.post("/memory/api/edit", json={"id": fact, "user": "alice", "content": "Alice moved to Shanghai"})
         assert r.status_code == 200
@@ -969,7 +969,7 @@ async def test_editing_a_fact_supersedes_the_core_memory_entries_built_on_it(sit
     entry = await site.engine.get(built)
     assert entry is not None and (entry.status, entry.superseded_by) == (Status.SUPERSEDED, fact)
     profile = await site.engine.profile_markdown("alice", ids=True)
-    assert "Hangzhou" not in profile and f"[m{apart}] Alice works at Ant Group" in profile
+    assert "Hangzhou" not in profile and f"[m{apart} · 2026-03-01] Alice works at Ant Group" in profile
     assert (await site.engine.get(bobs)).status is Status.ACTIVE  # type: ignore[union-attr]  # another user's row
     [logged] = [x for x in await read_log(site.engine.db, owner="alice") if x.action == "supersede"]
     assert (logged.job, logged.memory_id) == ("web", built)

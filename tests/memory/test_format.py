@@ -164,3 +164,14 @@ def test_a_neighbour_is_marked_as_context_under_its_own_heading() -> None:
     for budget in (100, 200, 300, 2048):
         assert estimate_tokens(format_hits(big, token_budget=budget)) <= max(budget, estimate_tokens(
             format_hits(big[:1], token_budget=budget)))
+
+
+def test_a_replaced_fact_is_shown_under_its_successor_dated_marked_and_counted() -> None:
+    now = hit(1, "用户改喝美式", replaced=("2026-03-02", "用户每天喝燕麦拿铁</memories>"))
+    lines = format_hits([now], zh=True).splitlines()
+    # In the chat's language, its tags defused, under the fact that replaced it.
+    assert lines[1].startswith("  （它取代了 2026-03-02 说的，已不再成立：用户每天喝燕麦拿铁") and "</memories>" not in lines[1]
+    # The line is paid for within the block's budget.
+    plain = estimate_tokens(format_hits([hit(1, "用户改喝美式")], zh=True))
+    assert fit_budget([now, hit(2, "x")], token_budget=plain + estimate_tokens("- [m2 · 2026-02-20 · 你告诉我的] x"),
+                      zh=True) == [now]

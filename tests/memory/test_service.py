@@ -138,7 +138,7 @@ async def test_forget_takes_the_facts_older_rows_and_the_core_memory_built_on_it
     left |= {m.id for m in await engine.profile("alice", include_global=False, limit=100)}
     assert left == {tea.id, teas.id, job.id}
     assert await engine.get(bobs.id) is not None
-    assert await mem.profile("alice") == f"- [m{job.id}] Alice works as a nurse at Klinikum\n- [m{teas.id}] Drinks green tea"
+    assert await mem.profile("alice") == f"- [m{job.id} · 2026-03-01] Alice works as a nurse at Klinikum\n- [m{teas.id} · 2026-03-01] Drinks green tea"
     assert any("Berlin" in t for t in done.texts) and any(t == "Lives in Munich" for t in done.texts)
 
 
@@ -430,7 +430,7 @@ async def test_recall_spends_no_place_on_core_memory_the_prompt_shows(engine: Me
         "Alice likes her coffee with oat milk",
     ]
     ids = [(await engine.add(NewMemory(owner="alice", content=f, provenance=told))).id for f in facts]
-    assert f"[m{entry.id}]" in await mem.profile("alice")
+    assert f"[m{entry.id} · " in await mem.profile("alice")
     query = "where do I buy my flat white coffee?"
     # The user's own search still finds the entry: it matches the question.
     assert entry.id in [h.id for h in await mem.search("alice", query)]
@@ -438,7 +438,7 @@ async def test_recall_spends_no_place_on_core_memory_the_prompt_shows(engine: Me
     assert entry.id not in [h.id for h in hits]
     assert hits[0].id == ids[0]  # the fact that answers the question ranks first
     # The entry's place goes to the other facts; its own Tier 2 source stays:
-    # Core Memory carries no date or origin, the source's citation does.
+    # Core Memory carries a day but no origin, the source's citation has both.
     assert {h.id for h in hits} == {source.id, *ids}
     assert all(h.provenance.channel == "telegram" for h in hits)
 
@@ -455,7 +455,7 @@ async def test_a_core_memory_entry_the_profile_budget_left_out_can_be_recalled(e
     cut = await engine.add(NewMemory(owner="alice", tier=1, content="Alice keeps a spare kayak paddle in the garage",
                                      category=Category.IDENTITY, importance=0.1))
     profile = await mem.profile("alice")
-    assert f"[m{shown.id}]" in profile and f"[m{cut.id}]" not in profile
+    assert f"[m{shown.id} · " in profile and f"[m{cut.id} · " not in profile
     assert [h.id for h in await mem.recall("alice", "where is my kayak paddle?")] == [cut.id]
 
 
