@@ -70,6 +70,7 @@ from .bus import MessageBus, OutboundMessage
 from .chattitles import ChatTitles
 from .commands import UserCommands
 from .config import Config, ConfigError, Paths
+from .credentials import config_secrets
 from .datalock import AlreadyRunning, DataBusy, DataLock, GatewayLock
 from .delivery import Delivery
 from .erasures import Erasures
@@ -169,28 +170,6 @@ CHANNELS: tuple[ChannelSpec, ...] = (
         reads_media=True,
     ),
 )
-
-
-def config_secrets(cfg: Config) -> list[str]:
-    """Every secret value in the config, for log redaction."""
-    values = [
-        cfg.provider.api_key,
-        cfg.channels.telegram.token,
-        cfg.channels.feishu.app_secret,
-        cfg.channels.feishu.verification_token,
-        cfg.channels.feishu.encrypt_key,
-        cfg.gateway.admin.token,
-    ]
-    if cfg.memory.provider is not None:
-        values.append(cfg.memory.provider.api_key)
-    for fb in [*cfg.agent.fallbacks, *(cfg.memory.fallbacks or [])]:
-        if fb.provider is not None:
-            values.append(fb.provider.api_key)
-    if cfg.memory.embedding.provider is not None:
-        values.append(cfg.memory.embedding.provider.api_key)
-    if cfg.agent.transcription.provider is not None:
-        values.append(cfg.agent.transcription.provider.api_key)
-    return [v.get_secret_value() for v in values if v.get_secret_value()]
 
 
 class App:

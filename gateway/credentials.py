@@ -6,7 +6,8 @@
 still holds a placeholder of ``config.example.json`` (every reply would
 fail with the provider's 401, or the channel never connect), naming the
 setting and its variable; ``myclaw gateway`` also while an enabled
-channel's own credential is empty.
+channel's own credential is empty. :func:`config_secrets` is every secret
+value, which the logs redact.
 """
 
 from __future__ import annotations
@@ -19,8 +20,9 @@ from pydantic import SecretStr
 from .config import ENV_OVERRIDES, Config
 
 __all__ = [
-    "EXAMPLE_ALLOW_FROM", "EXAMPLE_IDENTITIES", "EXAMPLE_PLACEHOLDERS", "Credential", "credentials_in_use",
-    "env_variable", "example_allow_from", "example_identities", "missing_in_use", "placeholders_in_use",
+    "EXAMPLE_ALLOW_FROM", "EXAMPLE_IDENTITIES", "EXAMPLE_PLACEHOLDERS", "Credential", "config_secrets",
+    "credentials_in_use", "env_variable", "example_allow_from", "example_identities", "missing_in_use",
+    "placeholders_in_use",
 ]
 
 # The placeholders of config.example.json: copied but never filled in.
@@ -126,3 +128,25 @@ def env_variable(path: tuple[str | int, ...]) -> str | None:
     if name is None and len(path) == 5 and path[1:2] == ("fallbacks",) and path[3:] == ("provider", "apiKey"):
         return f"MYCLAW_{str(path[0]).upper()}_FALLBACKS_{path[2]}_API_KEY"
     return name
+
+
+def config_secrets(cfg: Config) -> list[str]:
+    """Every secret value in the config, for log redaction."""
+    values = [
+        cfg.provider.api_key,
+        cfg.channels.telegram.token,
+        cfg.channels.feishu.app_secret,
+        cfg.channels.feishu.verification_token,
+        cfg.channels.feishu.encrypt_key,
+        cfg.gateway.admin.token,
+    ]
+    if cfg.memory.provider is not None:
+        values.append(cfg.memory.provider.api_key)
+    for fb in [*cfg.agent.fallbacks, *(cfg.memory.fallbacks or [])]:
+        if fb.provider is not None:
+            values.append(fb.provider.api_key)
+    if cfg.memory.embedding.provider is not None:
+        values.append(cfg.memory.embedding.provider.api_key)
+    if cfg.agent.transcription.provider is not None:
+        values.append(cfg.agent.transcription.provider.api_key)
+    return [v.get_secret_value() for v in values if v.get_secret_value()]

@@ -81,7 +81,7 @@ from collections.abc import Awaitable, Callable, Container, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, tzinfo
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 from zoneinfo import ZoneInfo
 
 import aiosqlite
@@ -91,11 +91,13 @@ from croniter import croniter
 from memory.clock import Clock, format_ts, parse_ts
 from memory.db import SMALL_CACHE_KIB, Database, Migration, run_script
 from memory.errorlog import error_brief, error_fields
-from memory.compression import Compressor
 from memory.lease import LeaseBusy
 
 from .bus import words_in_chinese
 from .timezones import TimezoneError, parse_timezone, zone_name
+
+if TYPE_CHECKING:  # the write path's modules: `myclaw cron list` needs none of them
+    from memory.compression import Compressor
 
 __all__ = [
     "BUSY_RETRY",

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
 import aiosqlite
 import structlog
@@ -30,12 +31,14 @@ from .changelog import write_log
 from .engine import MemoryEngine, content_hash, more_source_text, row_to_memory
 from .forgetting import retire_entries_on
 from .llm import Candidate, Fact
-from .hybrid import HybridRetriever
 from .retrieval import Retriever
 from .projects import linked_projects, read_aliases
 from .scope import Chat, in_group, place, read_in, said_in, shared_with
 from .slots import BY_NAME as SLOT_BY_NAME, like_patterns, slots_of
 from .types import GLOBAL_OWNER, Category, Memory, NewMemory, Provenance, Source
+
+if TYPE_CHECKING:  # numpy comes with it: imported only when memory.embedding is on (gateway/app.py)
+    from .hybrid import HybridRetriever
 
 __all__ = ["MAX_REFS", "Applied", "CandidateSet", "Consolidator", "merged_refs"]
 

@@ -14,7 +14,7 @@ import re
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import tzinfo
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import aiosqlite
 import structlog
@@ -26,7 +26,6 @@ from .clock import format_ts, local_day
 from .engine import MemoryEngine, more_source_text, row_to_event, row_to_memory
 from .forgetting import Forgotten, erase_planned, event_hit, plan_erasure, repeats_forgotten
 from .scope import Chat
-from .hybrid import HybridRetriever
 from .redact import redact_credentials
 from .retrieval import Retriever
 from .tokens import estimate_tokens
@@ -48,6 +47,9 @@ from .types import (
 # Rows "in Chinese" for an export's language: a CJK ideograph anywhere, the
 # same ranges as gateway/export.py's ``mostly_chinese`` (GLOB compares code points).
 _CJK_GLOB = "*[\u3400-\u4dbf\u4e00-\u9fff]*"
+
+if TYPE_CHECKING:  # numpy comes with it: imported only when memory.embedding is on (gateway/app.py)
+    from .hybrid import HybridRetriever
 
 __all__ = ["EDITED_MARK", "EDITED_SUFFIX", "Retracted", "SqliteMemory", "original_message_id"]
 

@@ -56,6 +56,7 @@ from gateway.config import (
 from gateway.credentials import (
     EXAMPLE_PLACEHOLDERS,
     Credential,
+    config_secrets,
     credentials_in_use,
     example_allow_from,
     example_identities,
@@ -428,11 +429,13 @@ def _data_checks(report: Report, cfg: Config | None, paths: Paths) -> None:
         if (aside := check.data.get("set_aside")) and aside["lines"]:
             report.checks.append(_set_aside_check(aside["lines"], aside["users"]))
         if f.name == "memory.db" and cfg is not None and cfg.memory.enabled and check.status == "ok":
-            from memory.embedding import vector_model
-
             e = cfg.memory.embedding
-            vectors = inspect_vectors(f.path, vector_model(e.model, e.dimensions) if e.enabled else None,
-                                      e.dimensions)
+            model = None
+            if e.enabled:
+                from memory.embedding import vector_model  # numpy comes with it: only with hybrid recall on
+
+                model = vector_model(e.model, e.dimensions)
+            vectors = inspect_vectors(f.path, model, e.dimensions)
             if vectors is not None:
                 report.checks.append(vectors)
             if (held := inspect_held_files(f.path)) is not None:
@@ -962,8 +965,6 @@ async def run_doctor(
     report = Report(paths.home, paths.config_file)
     cfg = _check_config(report, env)
     if cfg is not None:
-        from gateway.app import config_secrets
-
         report.secrets = config_secrets(cfg)
         _secret_checks(report, cfg, env)
         _setting_checks(report, cfg)

@@ -6,17 +6,19 @@ cut short by Ctrl-C."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import getpass
 import logging
 import signal
 import sys
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 import click
 import structlog
 
 from gateway.config import Config, ConfigError, Paths, load_config
+from gateway.credentials import config_secrets
 from gateway.logging import configure_logging
 
 from . import main
@@ -139,8 +141,6 @@ async def run_chat(cfg: Config, paths: Paths, *, user: str) -> int:
 
 
 def _setup_logging(cfg: Config, level: str) -> None:
-    from gateway.app import config_secrets
-
     configure_logging(level=level, secrets=config_secrets(cfg))
     # aiosqlite logs every statement with its parameters at DEBUG: message
     # text would end up in the log, and it drowns the per-message timings.
@@ -190,11 +190,14 @@ def _load(require: bool, *, channels: bool) -> tuple[Config, Paths]:
     return cfg, Paths.from_env()
 
 
-def _run(coro: Coroutine[Any, Any, int]) -> int:
+def _run(start: Callable[[], Coroutine[Any, Any, int]]) -> int:
+    """``asyncio.run(start())``, its errors as exit codes. The coroutine is
+    made only once the gateway's modules are imported, which a Ctrl-C can
+    cut short (not to leave it never awaited)."""
     from gateway.app import StorageError
 
     try:
-        return asyncio.run(coro)
+        return asyncio.run(start())
     except ConfigError as exc:
         click.echo(f"myclaw: {exc}", err=True)
         return 2
@@ -224,7 +227,7 @@ def gateway(log_level: str | None) -> None:
         from channels.feishu.longconn import preload_sdk
 
         preload_sdk()
-    sys.exit(_run(run_gateway(cfg, paths, tune_runtime=True)))
+    sys.exit(_run(functools.partial(run_gateway, cfg, paths, tune_runtime=True)))
 
 
 @main.command()
@@ -239,4 +242,4 @@ def chat(user: str | None, log_level: str | None) -> None:
     level = _level(log_level, "WARNING")
     cfg, paths = _load(require=False, channels=False)
     _setup_logging(cfg, level)
-    sys.exit(_run(run_chat(cfg, paths, user=user or getpass.getuser())))
+    sys.exit(_run(functools.partial(run_chat, cfg, paths, user=user or getpass.getuser())))

@@ -58,6 +58,21 @@ async def test_a_log_level_in_lower_case_is_taken(tmp_path: Path, fake_llm: Fake
     assert "message handled" in err  # DEBUG: the per-message timings
 
 
+async def test_a_run_without_vector_recall_never_loads_numpy(tmp_path: Path, fake_llm: FakeOpenAI) -> None:
+    # numpy is a good part of a start's imports; only hybrid recall (memory.embedding) uses it.
+    fake_llm.responder = lambda body: Reply(content="re: " + said(body))
+    code = "import sys\nfrom gateway.cli import main\ntry:\n    main()\nfinally:\n    print('numpy loaded:', 'numpy' in sys.modules, file=sys.stderr)"
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", code, "chat", "--user", "ada",
+        cwd=REPO, env=_env(tmp_path, MYCLAW_PROVIDER_BASE_URL=fake_llm.url, MYCLAW_PROVIDER_API_KEY=fake_llm.api_key or ""),
+        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await finished(proc, b"hello\n")
+    assert proc.returncode == 0, err.decode()
+    assert out.decode().splitlines() == ["myclaw> re: hello"]
+    assert err.decode().splitlines()[-1] == "numpy loaded: False"
+
+
 async def test_a_port_already_in_use_is_named_with_its_setting_and_exits_2(tmp_path: Path, fake_llm: FakeOpenAI) -> None:
     with socket.socket() as taken:  # another gateway, or anything else, on the port
         taken.bind(("127.0.0.1", 0))
