@@ -559,10 +559,7 @@ class ProcessLoop:
 
         for old in self._queues.get(key, ()):
             if same(old):
-                self._queues[key].remove(old)
-                self._done(old)
-                if old.counted:
-                    self._pending.release()
+                self._unqueue(key, old)
                 self.stats.superseded += 1
                 log.info("queued message taken in by a later one", chat=key, message_id=message_id, by=msg.message_id)
                 return
@@ -631,6 +628,13 @@ class ProcessLoop:
         log.info("edit of a message during its model call: the call is given up and the edited words answered",
                  chat=key, message_id=msg.message_id)
 
+    def _unqueue(self, key: str, old: _Item) -> None:
+        """Take ``old`` out of its chat's queue unanswered (superseded or recalled)."""
+        self._queues[key].remove(old)
+        self._done(old)
+        if old.counted:
+            self._pending.release()
+
     def _recall_pending(self, key: str, recall: InboundMessage) -> None:
         """``recall`` withdraws a message not answered yet: still queued, it
         leaves the queue; its turn under way (nothing of it out but drafts,
@@ -644,10 +648,7 @@ class ProcessLoop:
 
         for old in self._queues.get(key, ()):
             if same(old):
-                self._queues[key].remove(old)
-                self._done(old)
-                if old.counted:
-                    self._pending.release()
+                self._unqueue(key, old)
                 self.stats.recalled += 1
                 log.info("queued message recalled: not answered", chat=key, message_id=recall.message_id)
                 return
