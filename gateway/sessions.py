@@ -748,6 +748,25 @@ class SessionStore:
         )
         return _rows(rows)
 
+    async def chats_of(self, owners: Sequence[str], channel: str) -> list[tuple[str, str]]:
+        """The chats of ``channel`` whose history holds a message of one of
+        ``owners`` (a person and their handles), newest first, each with
+        the time of its newest such message: where a job for them could
+        answer (``myclaw cron add`` without ``--chat-id``). The history
+        keeps only recent chats."""
+        if not owners:
+            return []
+        await self.flush()
+        marks = ",".join("?" * len(owners))
+        rows = await self.db.fetchall(
+            f"""SELECT s.chat_id, MAX(m.created_at) AS last
+                  FROM session_messages m JOIN sessions s ON s.id = m.session_id
+                 WHERE s.channel = ? AND m.role = 'user' AND m.owner IN ({marks})
+                 GROUP BY s.chat_id ORDER BY last DESC, s.chat_id""",
+            (channel, *owners),
+        )
+        return [(str(c), str(t)) for c, t in rows]
+
     async def chat_kind(self, channel: str, chat_id: str, owner: str) -> Literal["group", "theirs", "another's", "unknown"]:
         """What the stored user rows of a chat say it is (gateway/privatechat.py):
         a group (any row came in one), ``owner``'s private chat, another

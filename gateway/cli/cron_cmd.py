@@ -84,6 +84,47 @@ async def _check_private(cfg: Config, channel: str, chat_id: str, user: str) -> 
                                  param_hint="'--private'")
 
 
+async def _pick_chat(cfg: Config, channel: str, user: str, *, private: bool) -> str:
+    """``--chat-id`` left out: the operator seldom knows a chat's platform
+    id (Feishu's ``oc_…``, a Telegram group's ``-100…``). With
+    ``--private`` it is the user's own private chat when exactly one is
+    known; otherwise nothing is guessed (a job's replies in the wrong group
+    would be read by others): the chats the user was seen in are listed,
+    with their kind and title, and the command stops (exit 2)."""
+    from gateway.chattitles import read_titles
+    from gateway.sessions import SessionStore  # lazily, as _check_channel
+
+    handles = IdentityMap(cfg.memory.identities).handles(user)
+    path = Paths.from_env().gateway_db()
+    seen: list[tuple[str, str, str]] = []  # (chat_id, kind, last message)
+    if path.exists():
+        async with await SessionStore.open(path) as sessions:
+            for chat, last in await sessions.chats_of([user, *handles], channel):
+                seen.append((chat, await sessions.chat_kind(channel, chat, user), last))
+    titles = read_titles(path)
+    if private:
+        own = {c for c, kind, _ in seen if kind == "theirs"}
+        if channel == "telegram":  # a Telegram private chat's id is its user's id, seen or not
+            own = {c for c in own if not c.startswith("-")} | {
+                h.split(":", 1)[1] for h in handles if h.startswith("telegram:")}
+        if len(own) == 1:
+            (chat,) = own
+            click.echo(f"chat: {channel} {chat}, {user}'s private chat", err=True)
+            return chat
+    if not seen:
+        raise click.UsageError(
+            f"give --chat-id: no {channel} chat of {user} is known here yet (known once they have written to "
+            "the bot there)"
+        )
+    words = {"group": "group", "theirs": "private", "another's": "another's private chat", "unknown": "kind unknown"}
+    listed = "; ".join(
+        f"{chat} ({words[kind]}{', ' + repr(titles[f'{channel}:{chat}']) if f'{channel}:{chat}' in titles else ''}, "
+        f"last message {last[:10]})"
+        for chat, kind, last in seen
+    )
+    raise click.UsageError(f"give --chat-id: {user} was seen on {channel} in {listed}")
+
+
 async def _warn_if_never_seen(cfg: Config, owner: str) -> None:
     """A job for a user nothing is known about (a typo, most likely) would
     answer from an empty memory: say so on stderr, naming the near handle,
@@ -118,7 +159,11 @@ async def _warn_if_never_seen(cfg: Config, owner: str) -> None:
 )
 @click.option("--message", "-m", required=True, help="What the agent is asked at each run.")
 @click.option("--channel", required=True, help="Where the reply goes: telegram or feishu.")
-@click.option("--chat-id", required=True, help="The chat the reply goes to.")
+@click.option(
+    "--chat-id",
+    help="The chat the reply goes to. Left out: with --private, the user's own private chat on --channel when "
+    "one is known; otherwise the chats the user was seen in are listed.",
+)
 @click.option("--user", "-u", required=True, help="Whose memory the agent uses (user name or channel:sender_id).")
 @click.option("--id", "job_id", help="A job id of your choice (default: generated).")
 @click.option(
@@ -133,7 +178,7 @@ async def _warn_if_never_seen(cfg: Config, owner: str) -> None:
 @json_option
 @shares_data
 def add(
-    schedule: str | None, at_text: str | None, message: str, channel: str, chat_id: str, user: str,
+    schedule: str | None, at_text: str | None, message: str, channel: str, chat_id: str | None, user: str,
     job_id: str | None, private: bool, zone: str | None, as_json: bool,
 ) -> None:
     """Add a job: recurring (--schedule) or one-time (--at)."""
@@ -152,6 +197,9 @@ def add(
     at = _check_args(schedule, at_text, message, job_id, tz or ZoneInfo(cfg.gateway.timezone))
 
     async def go() -> None:
+        nonlocal chat_id
+        if chat_id is None:
+            chat_id = await _pick_chat(cfg, channel, owner, private=private)
         if private:
             await _check_private(cfg, channel, chat_id, owner)
         await _warn_if_never_seen(cfg, owner)

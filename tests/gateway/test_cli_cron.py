@@ -184,6 +184,39 @@ def test_cron_add_private_only_into_the_users_own_private_chat(home: Path) -> No
     assert r.exit_code == 0, r.output
 
 
+def test_cron_add_without_a_chat_id_takes_the_private_chat_or_lists_the_users_chats(home: Path) -> None:
+    """An operator seldom knows a chat's platform id (Feishu's ``oc_…``, a
+    Telegram group's ``-100…``): ``--chat-id`` left out takes the user's own
+    private chat with ``--private``, and otherwise lists the chats the user
+    was seen in, guessing none (a reply in the wrong group is read by
+    others)."""
+    (home / "config.json").write_text(json.dumps(
+        {"memory": {"identities": {"alice": ["telegram:42", "feishu:ou_alice"]}}}), encoding="utf-8")
+    _chat_rows(home, [("feishu", "oc_team", "alice", True), ("feishu", "oc_team", "feishu:ou_bob", True),
+                      ("feishu", "oc_alice", "alice", False), ("feishu", "oc_bob", "feishu:ou_bob", False),
+                      ("telegram", "-100777", "alice", True)])
+
+    def add(*args: str) -> Any:
+        return cli("cron", "add", "-s", "0 9 * * *", "-m", "my brief", "-u", "alice", *args)
+
+    r = add("--channel", "feishu", "--private", "--id", "fs")
+    assert r.exit_code == 0, r.output
+    assert "chat: feishu oc_alice, alice's private chat" in r.stderr
+    r = add("--channel", "telegram", "--private", "--id", "tg")  # never seen in private: the id is the user's
+    assert r.exit_code == 0, r.output
+    jobs = {j["id"]: j for j in json.loads(cli("cron", "list", "--json").stdout)}
+    assert (jobs["fs"]["chat_id"], jobs["fs"]["private"]) == ("oc_alice", True)
+    assert (jobs["tg"]["chat_id"], jobs["tg"]["private"]) == ("42", True)
+
+    r = add("--channel", "feishu", "--id", "team")  # not private: which chat is the operator's to say
+    assert r.exit_code == 2
+    assert "give --chat-id: alice was seen on feishu in" in r.output
+    assert "oc_team (group" in r.output and "oc_alice (private" in r.output and "oc_bob" not in r.output
+    r = cli("cron", "add", "-s", "0 9 * * *", "-m", "x", "-u", "carol", "--channel", "feishu", "--private")
+    assert r.exit_code == 2 and "no feishu chat of carol is known here yet" in r.output
+    assert {j["id"] for j in json.loads(cli("cron", "list", "--json").stdout)} == {"fs", "tg"}  # nothing made
+
+
 def test_cron_add_for_a_user_never_seen_warns_and_adds_the_job_still(home: Path) -> None:
     """``-u telegram:9999`` (a typo of telegram:999, say) was taken without a
     word: its replies would use an empty memory. A warning on stderr names
