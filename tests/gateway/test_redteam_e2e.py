@@ -1,0 +1,112 @@
+"""A red-team walk as a curious second user (session 31), end to end: the
+App on its SQLite files, the echo channel and the OpenAI-compatible fake,
+which records every request. Alice tells the bot, privately, words no one
+else has (a PIN, a diagnosis, a project codename, a credential); then Bob,
+and Alice herself in a group Bob reads, try the paths the model's tools,
+the commands and the group open. The oracle is the fake's request log and
+what the echo channel sent: none of Alice's unique words may be in either."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+from gateway.app import App
+from gateway.bus import InboundMessage
+from memory import Category, ManualClock, NewMemory, Provenance
+from tests.fakes.openai_server import FakeOpenAI, Reply, said, text_of
+from tests.gateway import test_remembering_e2e as remembering
+from tests.gateway.test_app import EchoChannel
+from tests.gateway.test_remembering_e2e import Model
+
+ALICE, BOB = "echo:alice", "echo:bob"
+GROUP = "g-team"
+PIN = "PIN 83715 opens the Zurvan vault"
+DIAGNOSIS = "Alice was diagnosed with sarcoidosis"
+CODENAME = "Alice's project codename is Quokkaberg"
+CREDENTIAL = "sk-proj-Qz7Alice0123456789abcdefXY"
+UNIQUE = ("83715", "Zurvan", "sarcoidosis", "Quokkaberg", "Qz7Alice")
+
+
+class Tooling(Model):
+    """Chat turns: ``tool: NAME {json}`` calls that tool with those
+    arguments (hostile ones too), and the tool's answer is repeated to the
+    chat as the model's reply; extraction calls as :class:`Model`."""
+
+    def __call__(self, body: dict[str, Any]) -> Reply:
+        if body.get("response_format", {}).get("type") == "json_object":
+            return super().__call__(body)
+        last = body["messages"][-1]
+        if last["role"] == "tool":
+            return Reply(content="tool said: " + text_of(last["content"]))
+        words = said(body)
+        if words.startswith("tool:"):
+            name, _, args = words.removeprefix("tool:").strip().partition(" ")
+            return Reply(content=None, tool_calls=[{"name": name, "arguments": json.loads(args or "{}")}])
+        return Reply(content="noted")
+
+
+async def send(app: App, clock: ManualClock, text: str, sender: str, chat: str, *, group: bool) -> str:
+    echo = app.channels["echo"]
+    assert isinstance(echo, EchoChannel) and app.loop is not None
+    echo.got.clear()
+    who = sender.split(":", 1)[1]
+    await echo.publish(InboundMessage(channel="echo", chat_id=chat, sender_id=who, text=text,
+                                      timestamp=clock.now(), is_group=group, mentioned=group,
+                                      sender_name=who.title() if group else ""))
+    await asyncio.wait_for(echo.got.wait(), 10)
+    assert await app.loop.drain(10)
+    return echo.sent[-1].text
+
+
+def sent_since(fake: FakeOpenAI, n: int) -> str:
+    """Everything the model was sent from request ``n`` on, tool results included."""
+    return json.dumps([r["messages"] for r in fake.requests[n:]], ensure_ascii=False)
+
+
+def leaked(text: str) -> list[str]:
+    return [w for w in UNIQUE if w in text]
+
+
+async def seed_alice(app: App) -> dict[str, int]:
+    """Alice's private facts, as extraction would have written them."""
+    engine = app.backend.engine  # type: ignore[union-attr]
+    ids: dict[str, int] = {}
+    for text, category in ((PIN, Category.CREDENTIAL), (DIAGNOSIS, Category.IDENTITY), (CODENAME, Category.EVENT),
+                           (f"Alice's API key is {CREDENTIAL}", Category.CREDENTIAL)):
+        ids[text] = (await engine.add(NewMemory(
+            owner=ALICE, content=text, category=category,
+            provenance=Provenance(channel="echo", chat_id="c-alice", group=False)))).id
+    return ids
+
+
+async def test_alices_private_reminders_are_not_listed_into_a_group(tmp_path: Path) -> None:
+    """Alice schedules, privately, a reminder in her own words; in the group
+    (Bob reading) the model calls ``cron_list`` for her: her private job's
+    words must not reach the group's prompt nor its reply, as /jobs is
+    refused there. Bob's hostile ``cron_remove`` of her job id fails."""
+    clock = ManualClock("2026-03-02T10:00:00Z")
+    model = Tooling()
+    async with remembering.running(tmp_path, model, clock) as (app, fake):
+        made = await send(app, clock, 'tool: cron_add {"at": "2026-03-05 09:00", "message": '
+                          '"remind me: sarcoidosis checkup, bring the Quokkaberg notes"}', ALICE, "c-alice", group=False)
+        assert "scheduled" in made
+        job_id = made.split("scheduled ", 1)[1].split(":", 1)[0]
+        n = len(fake.requests)
+        answers = [await send(app, clock, "tool: cron_list {}", who, GROUP, group=True) for who in (ALICE, BOB)]
+        for who in (BOB, ALICE):  # Alice's own, from the group: the words asking may be Bob's line
+            answers.append(await send(app, clock, f'tool: cron_remove {{"id": "{job_id}"}}', who, GROUP, group=True))
+        answers.append(await send(app, clock, f'tool: cron_remove {{"id": "{job_id}"}}', BOB, "c-bob", group=False))
+        seen = sent_since(fake, n) + "\n".join(answers)
+        assert leaked(seen) == []
+        assert app._cron_store is not None and [j.id for j in await app._cron_store.list(user=ALICE)] == [job_id]
+        # A job she makes in the group is hers to list and remove there.
+        made = await send(app, clock, 'tool: cron_add {"at": "2026-03-05 10:00", "message": "standup"}', ALICE, GROUP,
+                          group=True)
+        here = made.split("scheduled ", 1)[1].split(":", 1)[0]
+        listed = await send(app, clock, "tool: cron_list {}", ALICE, GROUP, group=True)
+        assert here in listed and job_id not in listed
+        assert "removed" in await send(app, clock, f'tool: cron_remove {{"id": "{here}"}}', ALICE, GROUP, group=True)
+        assert job_id in await send(app, clock, "tool: cron_list {}", ALICE, "c-alice", group=False)
