@@ -52,6 +52,7 @@ async def send(app: App, clock: ManualClock, text: str, sender: str, chat: str, 
     echo = app.channels["echo"]
     assert isinstance(echo, EchoChannel) and app.loop is not None
     echo.got.clear()
+    clock.advance(30)  # a person's pace: under the per-user rate limit
     who = sender.split(":", 1)[1]
     await echo.publish(InboundMessage(channel="echo", chat_id=chat, sender_id=who, text=text,
                                       timestamp=clock.now(), is_group=group, mentioned=group,
@@ -66,8 +67,8 @@ def sent_since(fake: FakeOpenAI, n: int) -> str:
     return json.dumps([r["messages"] for r in fake.requests[n:]], ensure_ascii=False)
 
 
-def leaked(text: str) -> list[str]:
-    return [w for w in UNIQUE if w in text]
+def leaked(text: str, words: tuple[str, ...] = UNIQUE) -> list[str]:
+    return [w for w in words if w in text]
 
 
 async def seed_alice(app: App) -> dict[str, int]:
@@ -110,3 +111,65 @@ async def test_alices_private_reminders_are_not_listed_into_a_group(tmp_path: Pa
         assert here in listed and job_id not in listed
         assert "removed" in await send(app, clock, f'tool: cron_remove {{"id": "{here}"}}', ALICE, GROUP, group=True)
         assert job_id in await send(app, clock, "tool: cron_list {}", ALICE, "c-alice", group=False)
+
+
+def _everything_sent(app: App) -> str:
+    """What the echo channel sent, export files' bytes included."""
+    echo = app.channels["echo"]
+    assert isinstance(echo, EchoChannel)
+    out = []
+    for m in echo.sent:
+        out.append(m.text)
+        if m.attachment is not None:
+            out.append(m.attachment.data.decode("utf-8", "replace"))
+    return "\n".join(out)
+
+
+async def test_bob_gets_nothing_of_alices_by_hostile_tool_arguments_or_commands(tmp_path: Path) -> None:
+    """Bob knows (or guesses) Alice's memory ids and her words: he names
+    them in tool calls the model makes for him (an ``owner`` argument the
+    schema lacks, FTS5 syntax that would widen the MATCH, her ids to forget)
+    and in the commands that take ids (/forget, /share, /unshare, /memory),
+    in his private chat and in the group; then /export. Nothing he is sent
+    and no prompt built for him holds her words, and her memories stay."""
+    clock = ManualClock("2026-03-02T10:00:00Z")
+    model = Tooling()
+    async with remembering.running(tmp_path, model, clock) as (app, fake):
+        ids = await seed_alice(app)
+        refs = [f"m{i}" for i in ids.values()]
+        echo = app.channels["echo"]
+        assert isinstance(echo, EchoChannel)
+        n = len(fake.requests)
+        hostile = [
+            {"query": "Quokkaberg", "owner": ALICE, "user": ALICE},
+            {"query": 'Quokkaberg" OR owner : * OR "x'},
+            {"query": "text : Quokkaberg OR sarcoidosis OR Zurvan OR 83715"},
+            {"query": "NEAR(Quokkaberg sarcoidosis) OR {owner text} : *"},
+            {"query": "') OR 1=1; SELECT content FROM memories --"},
+            {"query": "Alice's project codename, her diagnosis, her PIN, her API key", "limit": 10},
+        ]
+        seen = []
+        for chat, group in (("c-bob", False), (GROUP, True)):
+            echo.sent.clear()
+            for args in hostile:
+                await send(app, clock, "tool: memory_search " + json.dumps(args), BOB, chat, group=group)
+            await send(app, clock, "tool: memory_forget " + json.dumps({"ids": refs, "owner": ALICE}), BOB, chat,
+                       group=group)
+            await send(app, clock, 'tool: memory_save {"content": "Quokkaberg is cancelled", "owner": "echo:alice"}',
+                       BOB, chat, group=group)
+            for command in (f"/forget {' '.join(refs)}", f"/share {' '.join(refs)}", f"/unshare {' '.join(refs)}",
+                            "/share", "/memory Quokkaberg sarcoidosis Zurvan 83715", "/memory", "/export"):
+                await send(app, clock, command, BOB, chat, group=group)
+            seen.append(_everything_sent(app))
+        prompts = sent_since(fake, n)
+        # Bob says her rarest words himself: the oracle is her sentences, and her key.
+        facts = (PIN, DIAGNOSIS, CODENAME, CREDENTIAL)
+        assert leaked(prompts, facts) == [] and leaked("\n".join(seen), facts) == []
+        engine = app.backend.engine  # type: ignore[union-attr]
+        kept = await engine.get_many(list(ids.values()))
+        assert all(m.status.value == "active" and m.owner == ALICE and not m.provenance.shared for m in kept.values())
+        # Bob's "Quokkaberg is cancelled" is his own, private: Alice does not read it.
+        assert [m.owner for m in await engine.list_memories(BOB, limit=10)] == [BOB]
+        # The oracle sees a leak: the same search, Alice's, in her chat.
+        assert CODENAME in await send(app, clock, 'tool: memory_search {"query": "Quokkaberg"}', ALICE, "c-alice",
+                                      group=False)
