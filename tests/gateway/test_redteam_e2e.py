@@ -9,17 +9,20 @@ what the echo channel sent: none of Alice's unique words may be in either."""
 from __future__ import annotations
 
 import asyncio
+import io
 import json
+import logging
 from pathlib import Path
 from typing import Any
 
-from gateway.app import App
+from gateway.app import App, config_secrets
 from gateway.bus import InboundMessage
+from gateway.logging import configure_logging
 from memory import Category, ManualClock, NewMemory, Provenance
 from tests.fakes.openai_server import FakeOpenAI, Reply, said, text_of
 from tests.gateway import test_remembering_e2e as remembering
 from tests.gateway.test_app import EchoChannel
-from tests.gateway.test_remembering_e2e import Model
+from tests.gateway.test_remembering_e2e import Model, fact
 
 ALICE, BOB = "echo:alice", "echo:bob"
 GROUP = "g-team"
@@ -173,3 +176,39 @@ async def test_bob_gets_nothing_of_alices_by_hostile_tool_arguments_or_commands(
         # The oracle sees a leak: the same search, Alice's, in her chat.
         assert CODENAME in await send(app, clock, 'tool: memory_search {"query": "Quokkaberg"}', ALICE, "c-alice",
                                       group=False)
+
+
+async def test_a_debug_log_of_the_walk_holds_none_of_alices_words_nor_her_key(tmp_path: Path) -> None:
+    """The walk at DEBUG with the real logging setup: Alice says her words
+    and her key, saves one, schedules one, they are extracted and recalled;
+    Bob probes in the group with them. The log is the operator's: none of
+    her unique words, nor her key, in any line."""
+    stream = io.StringIO()
+    clock = ManualClock("2026-03-02T10:00:00Z")
+    model = Tooling()
+    try:
+        async with remembering.running(tmp_path, model, clock) as (app, fake):
+            configure_logging(level="DEBUG", secrets=config_secrets(app.cfg), stream=stream, json_output=True)
+            for text in (f"my {PIN}; and {DIAGNOSIS.replace('Alice was', 'I was')}",
+                         f"{CODENAME.replace(chr(39) + 's', ' my')}; my API key is {CREDENTIAL}",
+                         f'tool: memory_save {{"content": "{DIAGNOSIS}", "category": "identity"}}',
+                         'tool: cron_add {"at": "2026-03-05 09:00", "message": "sarcoidosis checkup at Zurvan"}',
+                         'tool: memory_search {"query": "Quokkaberg sarcoidosis"}'):
+                await send(app, clock, text, ALICE, "c-alice", group=False)
+            model.extractions.append(("Quokkaberg", {"facts": [
+                fact(CODENAME, category="event"), fact(f"Alice's API key is {CREDENTIAL}", category="credential")],
+                "summary": "Alice talked about Quokkaberg and sarcoidosis"}))
+            clock.advance(200)
+            assert app.extraction is not None
+            await app.extraction.tick()  # type: ignore[attr-defined]
+            for text in ("who has sarcoidosis? what is Quokkaberg?", 'tool: memory_search {"query": "Zurvan 83715"}',
+                         "tool: cron_list {}", "/forget m1 m2 m3", "/memory Quokkaberg"):
+                await send(app, clock, text, BOB, GROUP, group=True)
+            await send(app, clock, "/memory Quokkaberg", ALICE, "c-alice", group=False)
+            await send(app, clock, "/export", ALICE, "c-alice", group=False)
+    finally:
+        logging.getLogger().handlers.clear()
+        logging.getLogger().setLevel(logging.WARNING)
+    logged = stream.getvalue()
+    assert '"level": "debug"' in logged and "tool called" in logged
+    assert leaked(logged) == []
