@@ -12,11 +12,15 @@ import asyncio
 import io
 import json
 import logging
+import sqlite3
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from gateway.app import App, config_secrets
-from gateway.bus import InboundMessage
+from gateway.bus import RECALL, Document, InboundMessage
 from gateway.logging import configure_logging
 from memory import Category, ManualClock, NewMemory, Provenance
 from tests.fakes.openai_server import FakeOpenAI, Reply, said, text_of
@@ -45,6 +49,8 @@ class Tooling(Model):
         if last["role"] == "tool":
             return Reply(content="tool said: " + text_of(last["content"]))
         words = said(body)
+        if words.startswith("slow:"):  # a model call a recall can land in
+            return Reply(content="read it", delay=3)
         if words.startswith("tool:"):
             name, _, args = words.removeprefix("tool:").strip().partition(" ")
             return Reply(content=None, tool_calls=[{"name": name, "arguments": json.loads(args or "{}")}])
@@ -212,3 +218,43 @@ async def test_a_debug_log_of_the_walk_holds_none_of_alices_words_nor_her_key(tm
     logged = stream.getvalue()
     assert '"level": "debug"' in logged and "tool called" in logged
     assert leaked(logged) == []
+
+
+@pytest.mark.parametrize("during", [False, True], ids=["after-its-answer", "during-its-model-call"])
+async def test_a_file_alice_recalled_in_the_group_is_not_read_to_bob(tmp_path: Path, during: bool) -> None:
+    """Alice sends a file into the group by mistake (it holds her PIN and
+    her diagnosis) and recalls it (Feishu's unsend: the message is gone for
+    every member). Bob, who never saw it, asks the bot to read "the latest
+    file": ``file_read`` must not find it, nor may it be offered."""
+    clock = ManualClock("2026-03-02T10:00:00Z")
+    model = Tooling()
+    async with remembering.running(tmp_path, model, clock) as (app, fake):
+        echo = app.channels["echo"]
+        assert isinstance(echo, EchoChannel) and app.loop is not None
+        body = f"Health notes: {DIAGNOSIS}. Bank: {PIN}."
+        echo.got.clear()
+        n = len(fake.requests)
+        await echo.publish(InboundMessage(channel="echo", chat_id=GROUP, sender_id="alice",
+                                          text="slow: what does this say?" if during else "what does this say?",
+                                          timestamp=clock.now(), is_group=True, mentioned=True, sender_name="Alice",
+                                          message_id="m-file", documents=(Document("notes.txt", body, len(body)),)))
+        async with asyncio.timeout(10):
+            if during:  # recalled while the model reads it
+                while len(fake.requests) == n:
+                    await asyncio.sleep(0.01)
+            else:
+                await echo.got.wait()
+                assert await app.loop.drain(10)
+        assert app.recent_files is not None
+        await app.recent_files.flush()  # on disk before the recall
+        await echo.publish(InboundMessage(channel="echo", chat_id=GROUP, sender_id="", text="", timestamp=clock.now(),
+                                          is_group=True, message_id="m-file", kind=RECALL))
+        assert await app.loop.drain(10)
+        assert not any(m.text == "read it" for m in echo.sent)
+        n = len(fake.requests)
+        answers = [await send(app, clock, "tool: file_read {}", BOB, GROUP, group=True),
+                   await send(app, clock, 'tool: file_read {"name": "notes.txt"}', BOB, GROUP, group=True)]
+        assert leaked(sent_since(fake, n) + "\n".join(answers)) == []
+        assert app.recent_files.files(f"echo:{GROUP}") == []
+        with closing(sqlite3.connect(tmp_path / "data" / "gateway.db")) as db:
+            assert db.execute("SELECT count(*) FROM recent_files").fetchone() == (0,)
