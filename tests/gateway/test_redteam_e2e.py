@@ -23,13 +23,14 @@ from gateway.app import App, config_secrets
 from gateway.bus import RECALL, Document, InboundMessage
 from gateway.logging import configure_logging
 from memory import Category, ManualClock, NewMemory, Provenance
+from tests.fakes.feishu_server import FakeFeishu
 from tests.fakes.openai_server import FakeOpenAI, Reply, said, text_of
 from tests.fakes.telegram_server import FakeTelegram, origin_user
 from tests.gateway import test_remembering_e2e as remembering
 from tests.gateway.test_app import EchoChannel
 from tests.gateway.test_remembering_e2e import Model, fact
 
-from .test_e2e_feishu import _app
+from .test_e2e_feishu import ENCRYPT_KEY, _app, _feishu_section, _until, feishu  # noqa: F401 (fixture)
 from .test_quoted_e2e import _telegram
 
 ALICE, BOB = "echo:alice", "echo:bob"
@@ -310,3 +311,42 @@ async def test_bob_in_a_telegram_group_quotes_replies_mentions_and_forwards_and_
             await asyncio.wait_for(app.close(), 15)
     assert len(llm.requests) - n == 6  # each of Bob's was asked
     assert leaked(sent_since(llm, n)) == [] and leaked("\n".join(m.text for m in sent[2:])) == []
+
+
+async def test_a_feishu_group_reply_naming_a_message_of_alices_private_chat_does_not_quote_it(
+    tmp_path: Path, feishu: FakeFeishu
+) -> None:
+    """Feishu's event names only the parent's id, and the bot reads it with
+    its own rights, which reach every chat it is in: a group message whose
+    ``parent_id`` is a message of Alice's private chat with the bot (an id
+    Bob learnt, or a client's bug) must not have that message read into the
+    group's prompt. A parent in the same group is quoted as ever."""
+    clock = ManualClock("2026-03-02T10:00:00Z")
+    alice, bob = "ou_alice000000000000000000000000", "ou_bob00000000000000000000000000"
+    mention = [{"key": "@_user_1", "id": {"open_id": feishu.bot_open_id}, "name": "bot"}]
+    async with FakeOpenAI(api_key="sk-redteam-fs-0123456789",
+                          responder=lambda body: Reply(content="re: " + said(body))) as llm:
+        app = _app(tmp_path, clock, llm, {"feishu": _feishu_section(feishu, "webhook")})
+        try:
+            await app.open()
+            await asyncio.wait_for(app.start(), 15)
+            assert app.http is not None
+            hook = app.http.url + "/feishu/events"
+            told = feishu.message_event(f"note for later: {PIN}; {CODENAME}", chat_id="oc_alice", open_id=alice)
+            hello = feishu.message_event("hello team", chat_id="oc_team", chat_type="group", open_id=alice)
+            for event in (told, hello):
+                assert (await feishu.push_event(hook, event, encrypt_key=ENCRYPT_KEY)).status_code == 200
+            await _until(lambda: len(feishu.sent) == 1)
+            n = len(llm.requests)
+            for parent in (told, hello):
+                ask = feishu.message_event("@_user_1 what does this say?", chat_id="oc_team", chat_type="group",
+                                           open_id=bob, mentions=mention,
+                                           parent_id=parent["event"]["message"]["message_id"])
+                assert (await feishu.push_event(hook, ask, encrypt_key=ENCRYPT_KEY)).status_code == 200
+            await _until(lambda: len(feishu.sent) == 3)
+            assert app.loop is not None and await app.loop.drain(10)
+        finally:
+            await asyncio.wait_for(app.close(), 15)
+    foreign, same = (sent_since(llm, i) for i in (n, n + 1))
+    assert leaked(foreign) == [] and leaked(json.dumps([m for m in feishu.sent if m["chat_id"] == "oc_team"])) == []
+    assert "hello team" in same  # its own group's message: quoted
