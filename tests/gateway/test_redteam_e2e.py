@@ -24,7 +24,7 @@ from gateway.bus import RECALL, Document, InboundMessage
 from gateway.logging import configure_logging
 from memory import Category, ManualClock, NewMemory, Provenance
 from tests.fakes.feishu_server import FakeFeishu
-from tests.fakes.openai_server import FakeOpenAI, Reply, said, text_of
+from tests.fakes.openai_server import FakeOpenAI, Reply, said, split_user_content, text_of
 from tests.fakes.telegram_server import FakeTelegram, origin_user
 from tests.gateway import test_remembering_e2e as remembering
 from tests.gateway.test_app import EchoChannel
@@ -350,3 +350,31 @@ async def test_a_feishu_group_reply_naming_a_message_of_alices_private_chat_does
     foreign, same = (sent_since(llm, i) for i in (n, n + 1))
     assert leaked(foreign) == [] and leaked(json.dumps([m for m in feishu.sent if m["chat_id"] == "oc_team"])) == []
     assert "hello team" in same  # its own group's message: quoted
+
+
+async def test_with_hybrid_recall_bob_asking_in_alices_very_sentences_finds_nothing(tmp_path: Path) -> None:
+    """Recall by meaning on: the embeddings cache is keyed by the text
+    (shared by everyone), so Bob's query in Alice's very sentence reuses her
+    fact's cached vector, the nearest possible. In his private chat and in
+    the group, by the tool and by the recall in front of his message,
+    nothing of hers is found."""
+    clock = ManualClock("2026-03-02T10:00:00Z")
+    model = Tooling()
+    hybrid = {"fake_options": {"embedding_concepts": {"vault": "safe", "diagnosed": "illness"}, "embedding_dim": 1024},
+              "memory": {"embedding": {"enabled": True, "model": "fake-embed", "minSimilarity": 0.0}}}
+    async with remembering.running(tmp_path, model, clock, **hybrid) as (app, fake):
+        ids = await seed_alice(app)
+        assert app.vectorizer is not None and await app.vectorizer.drain() == len(ids)
+        for chat, group in (("c-bob", False), (GROUP, True)):
+            for sentence in (PIN, DIAGNOSIS, CODENAME):
+                n = len(fake.requests)
+                answer = await send(app, clock, "tool: memory_search " + json.dumps({"query": sentence}), BOB, chat,
+                                    group=group)
+                assert answer == "tool said: No matching memories.", (chat, sentence)
+                await send(app, clock, sentence, BOB, chat, group=group)
+                blocks = [split_user_content(text_of(r["messages"][-1]["content"]))[0] for r in fake.requests[n:]
+                          if r["messages"][-1]["role"] == "user"]
+                assert blocks and not any("- [" in b for b in blocks), (chat, sentence, blocks)
+        # The oracle sees a hit: Alice's own search, by meaning.
+        assert DIAGNOSIS in await send(app, clock, 'tool: memory_search {"query": "was she diagnosed with an illness"}',
+                                       ALICE, "c-alice", group=False)
