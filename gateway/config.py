@@ -459,6 +459,12 @@ class MemoryConfig(_Model):
             # that handle stored before it was mapped (the other's words).
             if seen.get(user, user) != user:
                 raise ValueError(f"user name {user!r} is a handle mapped to {seen[user]!r}")
+            # Shaped as a handle it does not list: the unmapped sender of that
+            # handle resolves to this very name (memory/identity.py), a stranger
+            # sharing the person's memory.
+            if re.fullmatch(r"[a-z]+:.+", user) and user not in seen:
+                raise ValueError(f"user name {user!r} is shaped as a handle but not among its handles: list it "
+                                 f"there if it is the same person, or choose a name without ':'")
         return v
 
 

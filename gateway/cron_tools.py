@@ -38,6 +38,18 @@ def _describe(j: CronJob) -> str:
     return f"{j.id}: '{j.schedule}'{zone} -> {j.message!r} (to {j.channel} chat {j.chat_id}, {memory}; next {j.next_run_at})"
 
 
+# In a group the model reads, and its reply shows, only the jobs made in that
+# group: a job's message is the user's own words ("remind me: my biopsy
+# results"), and one made in their private chat may say what the group must
+# not read (/jobs is refused there for the same reason). Removing one of
+# those from a group is refused too, as memory_forget is.
+_ELSEWHERE = " (jobs made in other chats are listed and removed only in the user's private chat)"
+
+
+def _here(job: CronJob, ctx: ToolContext) -> bool:
+    return ctx.private or (job.channel, job.chat_id) == (ctx.channel, ctx.chat_id)
+
+
 def cron_tools(store: CronStore, *, max_jobs: int = 10, min_interval_minutes: int = 10) -> list[Tool]:
     min_gap = timedelta(minutes=min_interval_minutes)
 
@@ -88,13 +100,18 @@ def cron_tools(store: CronStore, *, max_jobs: int = 10, min_interval_minutes: in
         return f"scheduled {_describe(job)}" + ("" if job.once else f" (times in {zone_name(tz)})")
 
     async def list_jobs(args: Mapping[str, Any], ctx: ToolContext) -> str:
-        jobs = await store.list(user=ctx.user)
-        return "\n".join(_describe(j) for j in jobs) or "no scheduled jobs"
+        jobs = [j for j in await store.list(user=ctx.user) if _here(j, ctx)]
+        listed = "\n".join(_describe(j) for j in jobs) or "no scheduled jobs"
+        return listed if ctx.private else listed + _ELSEWHERE
 
     async def remove(args: Mapping[str, Any], ctx: ToolContext) -> str:
         job_id = args.get("id")
         if not isinstance(job_id, str) or not job_id:
             raise ToolError("'id' is required")
+        job = await store.get(job_id)
+        if job is not None and not _here(job, ctx):
+            # As unknown: whatever asked for it in a group may be another member's line.
+            raise ToolError(f"no job {job_id!r} in this chat" + _ELSEWHERE)
         try:
             await store.remove(job_id, user=ctx.user)
         except CronError as exc:
@@ -133,14 +150,14 @@ def cron_tools(store: CronStore, *, max_jobs: int = 10, min_interval_minutes: in
         ),
         Tool(
             name="cron_list",
-            description="List the user's scheduled tasks.",
+            description="List the user's scheduled tasks (in a group chat, those made in that group).",
             parameters={"type": "object", "properties": {}},
             handler=list_jobs,
             acts=False,
         ),
         Tool(
             name="cron_remove",
-            description="Remove one of the user's scheduled tasks by id.",
+            description="Remove one of the user's scheduled tasks by id (in a group chat, one made in that group).",
             parameters={"type": "object", "properties": {"id": {"type": "string"}}, "required": ["id"]},
             handler=remove,
         ),

@@ -351,6 +351,7 @@ class _Item:
     redo: bool = False
     redone: bool = False  # begun again so: the rate limit counted it once already
     superseded: bool = False  # dropped for a message that takes it in (ProcessLoop._supersede)
+    recalled: bool = False  # ... or for a recall of it (ProcessLoop._recall_pending): its files go too
     # Set for a message a stop left unanswered (gateway/resume.py): its
     # row, already in Tier 0, is not written again.
     resumed: StoredMessage | None = None
@@ -452,7 +453,7 @@ class ProcessLoop:
         self.limiter = limiter
         self.commands = commands or UserCommands(backend)
         self.timezones = timezones  # each user's own (/timezone); None: the gateway's for all
-        self.revisions = Revisions(sessions, backend)
+        self.revisions = Revisions(sessions, backend, files=files)
         self._slots = asyncio.Semaphore(max_concurrent_chats)
         self._pending = asyncio.Semaphore(max_pending)
         self._queues: dict[str, deque[_Item]] = {}
@@ -654,7 +655,7 @@ class ProcessLoop:
                 return
         current = self._current.get(key)
         if current is not None and same(current[0]) and current[0].revisable:
-            current[0].superseded = True
+            current[0].superseded = current[0].recalled = True
             current[1].cancel()
             self.stats.recalled += 1
             log.info("message recalled during its model call: the call is given up, not answered", chat=key,
@@ -685,6 +686,9 @@ class ProcessLoop:
                         raise  # the worker itself is stopped
                 user = self.identities.resolve(item.msg.channel, item.msg.sender_id)
                 rows = await self.sessions.erase_message(key, item.msg.message_id, user)
+                if item.recalled and item.kept and self.files is not None:
+                    # Withdrawn for every member: file_read must not read it to one (gateway/revisions.py).
+                    await self.files.forget_files(key, [f.id for f in item.kept])
                 if item.superseded:
                     log.info("superseded turn's rows erased", chat=key, message_id=item.msg.message_id, rows=rows)
                     if self._erased(item):

@@ -299,6 +299,21 @@ class RecentFiles:
             self._drop(lambda f: True, chats=[chat])
             return n + memory
 
+    async def forget_files(self, chat: str, ids: Iterable[int]) -> int:
+        """Drop the chat's files ``ids`` (the message that carried them was
+        recalled: gone for every member, so no one may have it read out);
+        how many."""
+        drop = set(ids)
+        if not drop:
+            return 0
+        async with self._lock:
+            await self._load()
+            marks = ", ".join("?" * len(drop))
+            _, n = await self.db.write(f"DELETE FROM recent_files WHERE chat = ? AND id IN ({marks})", (chat, *drop))
+            memory = sum(1 for f in self._chats.get(chat, ()) if f.id in drop and f.id in self._texts)
+            self._drop(lambda f: f.id in drop, chats=[chat])
+            return n + memory
+
     async def forget_owner(self, owner: str) -> int:
         """Drop every file ``owner`` sent, in any chat; how many."""
         async with self._lock:

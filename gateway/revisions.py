@@ -63,6 +63,7 @@ from memory.backend import MemoryBackend
 
 from .bus import EDIT, RECALL, InboundMessage, picture_mark
 from .outbox import Outbox
+from .recent_files import RecentFiles
 from .transcription import recaptioned, recording_mark
 from .sessions import SessionStore
 
@@ -72,10 +73,12 @@ log = structlog.get_logger(component="gateway")
 
 
 class Revisions:
-    def __init__(self, sessions: SessionStore, backend: MemoryBackend, outbox: Outbox | None = None) -> None:
+    def __init__(self, sessions: SessionStore, backend: MemoryBackend, outbox: Outbox | None = None,
+                 files: RecentFiles | None = None) -> None:
         self.sessions = sessions
         self.backend = backend
         self.outbox = outbox or Outbox(sessions.db)  # the outbox lives in gateway.db too
+        self.files = files
 
     async def apply(self, msg: InboundMessage) -> str:
         """Apply an EDIT or RECALL; returns what was done (for logs and
@@ -150,6 +153,12 @@ class Revisions:
         row = await self.sessions.find(key, msg.message_id)
         owner = row.owner if row is not None else None
         rows = 0
+        from .resume import TurnContext  # here: resume imports inbox, which imports this module
+
+        if row is not None and self.files is not None and (context := TurnContext.loads(row.context)) is not None:
+            # Its files go too: file_read would read a withdrawn file to
+            # whoever asks in the chat, members who never saw it included.
+            await self.files.forget_files(key, [f.id for f in context.files])
         if owner is not None:
             rows = await self.sessions.erase_message(key, msg.message_id, owner)
             if rows:

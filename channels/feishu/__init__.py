@@ -663,7 +663,8 @@ class FeishuChannel(BaseChannel):
                     found = {}  # a label will do
                 message = dataclasses.replace(message, sender_name=found.get(message.sender_id, ""))
             if quote:
-                message = dataclasses.replace(message, quoted=await self._quoted(parent, asker=message.sender_id))
+                message = dataclasses.replace(message, quoted=await self._quoted(parent, asker=message.sender_id,
+                                                                                   chat=message.chat_id))
                 if message.quoted is None and leave and self._cut.is_set():
                     raise LeftForLater  # the stop cut its read: not answered blind, read again at the next start
                 # Read (or given up: answered without it), not to be read again after a restart.
@@ -723,7 +724,7 @@ class FeishuChannel(BaseChannel):
             names = {}  # labels will do
         return to_forwarded(messages, app_id=self.config.app_id, forwarder=msg.sender_id, names=names)
 
-    async def _quoted(self, message_id: str, *, asker: str = "", strict: bool = False) -> Quoted | None:
+    async def _quoted(self, message_id: str, *, asker: str = "", strict: bool = False, chat: str = "") -> Quoted | None:
         """The message a user replied to, for the model (an event names its
         parent only), with its author: "you" (the bot), "the user" (the
         asker's own), or a person's name from the contact directory, as a
@@ -744,6 +745,12 @@ class FeishuChannel(BaseChannel):
             self.log.info("reading the message replied to cut short at shutdown", parent_id=message_id)
             if strict:
                 raise ImageError(FAILED, "cut short: the gateway is stopping") from None
+            return None
+        if item and chat and str(item.get("chat_id") or chat) != chat:
+            # The bot reads with its own rights, which reach every chat it is
+            # in: a parent of another chat (a private one's) is not this
+            # chat's to be shown, whoever named it.
+            self.log.warning("message replied to is of another chat; not quoted", chat_id=chat, parent_id=message_id)
             return None
         quoted = quoted_of(item, app_id=self.config.app_id, bot_open_id=self.bot_open_id) if item else None
         if item is None or quoted is None or quoted.author:
@@ -779,7 +786,8 @@ class FeishuChannel(BaseChannel):
         try:
             async with asyncio.timeout(self.image_timeout):
                 if (parent := again.get("q")) and msg.quoted is None:
-                    msg = dataclasses.replace(msg, quoted=await self._quoted(str(parent), asker=msg.sender_id, strict=True))
+                    msg = dataclasses.replace(msg, quoted=await self._quoted(str(parent), asker=msg.sender_id, strict=True,
+                                                                             chat=msg.chat_id))
                 if again.get("r") and not msg.forwarded:
                     msg = dataclasses.replace(msg, forwarded=await self._read_record(msg))
                 if keys := again.get("i"):

@@ -288,6 +288,18 @@ def test_identity_named_as_another_users_handle_is_an_error(tmp_path: Path) -> N
     assert cfg.memory.identities == {"telegram:8": ["telegram:8", "feishu:ou_x"]}
 
 
+def test_identity_named_as_a_handle_it_does_not_list_is_an_error(tmp_path: Path) -> None:
+    """Named "telegram:9" with only a Feishu handle: whoever writes from
+    Telegram as 9, not in the map, is their own user "telegram:9" (memory
+    /identity.py), the very name, so a stranger would share the person's
+    memory. The name must be one of their handles, or no handle's shape."""
+    doc = {"memory": {"identities": {"telegram:9": ["feishu:ou_x"]}}}
+    with pytest.raises(ConfigError, match="telegram:9"):
+        load_config(write(tmp_path, doc), env={})
+    for ok in ({"telegram:9": ["telegram:9", "feishu:ou_x"]}, {"Alice": ["feishu:ou_x"]}):
+        assert load_config(write(tmp_path, {"memory": {"identities": ok}}), env={}).memory.identities == ok
+
+
 def test_paths_follow_myclaw_home(tmp_path: Path) -> None:
     paths = Paths.from_env({"MYCLAW_HOME": str(tmp_path)})
     cfg = load_config(paths.config_file, env={})
