@@ -58,6 +58,7 @@ __all__ = [
     "INDEX_VERSION",
     "memory_index_text",
     "replaced_words",
+    "row_cues",
     "more_source_text",
     "owner_key",
 ]
