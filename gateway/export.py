@@ -105,6 +105,7 @@ class _Labels:
     set_aside: str
     hidden: str
     drawn_from: str
+    found_by: str
     replaced_by: str
     updated: str
     topic: str
@@ -131,6 +132,7 @@ _EN = _Labels(
     set_aside="Not learnt",
     hidden="(a credential, not shown here)",
     drawn_from="drawn from",
+    found_by="found by",
     replaced_by="replaced by",
     updated="updated",
     topic="topic",
@@ -157,6 +159,7 @@ _ZH = _Labels(
     set_aside="未能学习",
     hidden="（凭据，此处不显示）",
     drawn_from="出自",
+    found_by="检索词",
     replaced_by="已被替换为",
     updated="更新于",
     topic="主题",
@@ -567,6 +570,8 @@ def _memory(
     said = m.source_text
     if said and not secret and not any(line in secret_words for line in said.splitlines()):
         lines.append(f"  > {lab.drawn_from}: " + said.replace("\n", "\n  > "))
+    if m.search_terms and not secret:  # memory/cues.py: the words it is found by, not the fact
+        lines.append(f"  > {lab.found_by}: " + ("、" if lab is _ZH else ", ").join(m.search_terms))
     return lines
 
 

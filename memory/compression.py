@@ -402,6 +402,8 @@ class Compressor:
                         ),
                         # What the merged facts were drawn from (cut to MAX_SOURCE_CHARS).
                         source_text="\n".join(dict.fromkeys(s.source_text for s in srcs if s.source_text)),
+                        # And the words they were asked by (memory/cues.py; capped by the engine).
+                        search_terms=tuple(t for s in srcs for t in s.search_terms),
                     ),
                     conn=conn,
                 )

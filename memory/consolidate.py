@@ -28,11 +28,13 @@ import aiosqlite
 import structlog
 
 from .changelog import write_log
+from .cues import clean_terms, split_terms
 from .engine import MemoryEngine, content_hash, more_source_text, row_to_memory
 from .forgetting import retire_entries_on
 from .llm import Candidate, Fact
 from .retrieval import Retriever
 from .projects import linked_projects, read_aliases
+from .redact import redact_credentials
 from .scope import Chat, in_group, place, read_in, said_in, shared_with
 from .slots import BY_NAME as SLOT_BY_NAME, like_patterns, slots_of
 from .types import GLOBAL_OWNER, Category, Memory, NewMemory, Provenance, Source
@@ -423,6 +425,7 @@ class Consolidator:
                     source=source,
                     provenance=prov,
                     source_text=words,
+                    search_terms=_terms(fact),
                 ),
                 conn=conn,
                 at=min(max(times, default=said_at) or at, at),  # never after now
@@ -491,14 +494,18 @@ class Consolidator:
         self, conn: aiosqlite.Connection, m: Memory, fact: Fact, words: str, refs: Sequence[str]
     ) -> None:
         async with conn.execute(
-            "SELECT importance, source_text, provenance FROM memories WHERE id = ?", (m.id,)
+            "SELECT importance, source_text, provenance, search_terms FROM memories WHERE id = ?", (m.id,)
         ) as cur:
             row = await cur.fetchone()
         current = float(row["importance"]) if row else m.importance
         importance = min(1.0, max(current + REINFORCE_STEP, fact.importance))
         # Said again in other words: those words find it too.
         source = more_source_text(row["source_text"] if row else m.source_text, words)
-        await self.engine.update(m.id, importance=round(importance, 3), source_text=source, touch=True, conn=conn)
+        # And the words it is asked by (the first ones kept, up to the cap).
+        known = split_terms(row["search_terms"]) if row else m.search_terms
+        terms = clean_terms([*known, *_terms(replace(fact, category=m.category))])
+        await self.engine.update(m.id, importance=round(importance, 3), source_text=source,
+                                 search_terms=terms if terms != known else None, touch=True, conn=conn)
         # Said again in another batch or day: its event and messages are the
         # fact's sources too. Forgetting the fact then names that event
         # (SqliteMemory._kept_links), which the daily compression would
@@ -510,3 +517,12 @@ class Consolidator:
             await conn.execute(
                 "UPDATE memories SET provenance = ? WHERE id = ?", (replace(have, refs=more).to_json(), m.id)
             )
+
+
+def _terms(fact: Fact) -> tuple[str, ...]:
+    """The search terms a fact is stored with (memory/cues.py): none for a
+    credential, which is found by its own words only (a model asked never
+    to name a secret may still), nor a term that holds a key's shape."""
+    if fact.category is Category.CREDENTIAL:
+        return ()
+    return tuple(t for t in fact.terms if redact_credentials(t, passwords=True) == t)

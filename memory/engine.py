@@ -28,6 +28,7 @@ import aiosqlite
 import structlog
 
 from .clock import Clock, SystemClock, format_ts
+from .cues import CUE_MARK, cue_text, join_terms, split_terms
 from .buffer import NOT_GONE, continue_ids, drop_owner_lines, reconcile
 from .db import Database
 from .errorlog import error_fields
@@ -35,7 +36,7 @@ from .format import truncate
 from .lru import LRU
 from .projects import ALIASES, Aliased, Unaliased, move_facts, remove_alias, set_alias
 from .schema import open_memory_db
-from .tokenize import TOKENIZER_VERSION, index_text, normalize
+from .tokenize import TOKENIZER_VERSION, index_terms, index_text, normalize
 from .tokens import estimate_tokens
 from .types import (
     GLOBAL_OWNER,
@@ -57,6 +58,7 @@ __all__ = [
     "INDEX_VERSION",
     "memory_index_text",
     "replaced_words",
+    "row_cues",
     "more_source_text",
     "owner_key",
 ]
@@ -136,17 +138,27 @@ def more_source_text(have: str, said: str) -> str | None:
     return clean_source_text(f"{have}\n{more}" if have else more)
 
 
-def memory_index_text(content: str, source_text: str = "", replaced: str = "") -> str:
+def memory_index_text(content: str, source_text: str = "", replaced: str = "", cues: str = "") -> str:
     """What the FTS row of a memory holds: its content's terms, then those of
     the words it was drawn from, then those of the facts it replaced
-    (:func:`replaced_words`)."""
-    return index_text("\n".join(t for t in (content, source_text, replaced) if t))
+    (:func:`replaced_words`); then, after :data:`~memory.cues.CUE_MARK`, the
+    terms of its cues (labels and search terms, :func:`~memory.cues.cue_text`),
+    which the retriever counts at a low weight."""
+    text = index_text("\n".join(t for t in (content, source_text, replaced) if t))
+    extra = index_terms(cues) if cues else []
+    return f"{text} {CUE_MARK} {' '.join(extra)}".lstrip() if extra else text
 
 
-INDEX_VERSION = f"{TOKENIZER_VERSION}+replaced-1"
+def row_cues(row: sqlite3.Row) -> str:
+    """:func:`~memory.cues.cue_text` of a ``memories`` row."""
+    return cue_text(row["project"], row["topic"], split_terms(row["search_terms"]))
+
+
+INDEX_VERSION = f"{TOKENIZER_VERSION}+replaced-1+cues-1"
 """What the FTS rows hold (the tokenizer's terms of a fact's words, its
-source words and, since ``+replaced``, the replaced facts' words); a file
-indexed otherwise is reindexed on open (``meta.tokenizer``)."""
+source words, since ``+replaced`` the replaced facts' words, and since
+``+cues`` its labels and search terms); a file indexed otherwise is
+reindexed on open (``meta.tokenizer``)."""
 
 REPLACED_DEPTH = 8
 """How many replacements back a fact's index reaches (a chain of moves)."""
@@ -188,6 +200,7 @@ def row_to_memory(r: sqlite3.Row) -> Memory:
         last_accessed=r["last_accessed"],
         access_count=r["access_count"],
         source_text=r["source_text"],
+        search_terms=split_terms(r["search_terms"]),
     )
 
 
@@ -360,14 +373,15 @@ class MemoryEngine:
             n = 0
             async with conn.execute(
                 "SELECT id, owner, content, source_text, EXISTS (SELECT 1 FROM memories o "
-                "WHERE o.owner = m.owner AND o.superseded_by = m.id) FROM memories m WHERE status = 'active'"
+                "WHERE o.owner = m.owner AND o.superseded_by = m.id), project, topic, search_terms "
+                "FROM memories m WHERE status = 'active'"
             ) as cur:
                 rows = list(await cur.fetchall())
             await conn.executemany(
                 "INSERT INTO memories_fts(rowid, owner, text) VALUES (?, ?, ?)",
                 [
                     (r[0], owner_key(r[1]),
-                     memory_index_text(r[2], r[3], await replaced_words(conn, r[1], r[0]) if r[4] else ""))
+                     memory_index_text(r[2], r[3], await replaced_words(conn, r[1], r[0]) if r[4] else "", row_cues(r)))
                     for r in rows
                 ],
             )
@@ -395,13 +409,15 @@ class MemoryEngine:
         assert conn is not None  # opened by @_in_transaction when not given
         content = _clean_content(m.content)
         source_text = clean_source_text(m.source_text)
+        terms = join_terms(m.search_terms)
         if not 0.0 <= m.importance <= 1.0:
             raise ValueError(f"importance must be within [0, 1], got {m.importance}")
         now = at or self.now()
         cur = await conn.execute(
             """INSERT INTO memories (owner, tier, project, topic, category, content, content_hash,
-                   importance, source, status, provenance, created_at, updated_at, last_accessed, source_text)
-               VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'active', ?, ?, ?, ?, ?)""",
+                   importance, source, status, provenance, created_at, updated_at, last_accessed, source_text,
+                   search_terms)
+               VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'active', ?, ?, ?, ?, ?, ?)""",
             (
                 m.owner,
                 m.tier,
@@ -417,13 +433,15 @@ class MemoryEngine:
                 now,
                 now,
                 source_text,
+                terms,
             ),
         )
         mid = cur.lastrowid
         assert mid is not None
+        cues = cue_text(m.project or GLOBAL_OWNER, m.topic or "_general", split_terms(terms))
         await conn.execute(
             "INSERT INTO memories_fts(rowid, owner, text) VALUES (?, ?, ?)",
-            (mid, owner_key(m.owner), memory_index_text(content, source_text)),
+            (mid, owner_key(m.owner), memory_index_text(content, source_text, cues=cues)),
         )
         self.db.bump(INDEX)
         self._projects.pop(m.owner, None)
@@ -457,13 +475,15 @@ class MemoryEngine:
         topic: str | None = None,
         tier: int | None = None,
         source_text: str | None = None,
+        search_terms: Sequence[str] | None = None,
         touch: bool = False,
         conn: aiosqlite.Connection | None = None,
     ) -> Memory:
         """Change fields of a memory; the FTS row follows the content.
 
         An edited content keeps the memory's ``source_text`` (the words it
-        was drawn from still say what it is about) unless one is given.
+        was drawn from still say what it is about) and ``search_terms``
+        unless they are given.
         """
         assert conn is not None  # opened by @_in_transaction when not given
         async with conn.execute("SELECT * FROM memories WHERE id = ?", (memory_id,)) as cur:
@@ -492,6 +512,8 @@ class MemoryEngine:
             sets["tier"] = tier
         if source_text is not None:
             sets["source_text"] = clean_source_text(source_text)
+        if search_terms is not None:
+            sets["search_terms"] = join_terms(search_terms)
         if (sets.get("category") == Category.CREDENTIAL.value or sets.get("tier") == 1) and row["provenance"]:
             # A credential or a profile entry is never read in a group
             # (memory/sharing.py): what the member shared ends here, so an
@@ -511,11 +533,13 @@ class MemoryEngine:
             await _scrub_reworded(conn, row["owner"], row["content"])
             await conn.execute("DELETE FROM memory_vectors WHERE memory_id = ?", (memory_id,))
             self._erased.add(memory_id)
-        if ("content" in sets or "source_text" in sets) and row["status"] == "active":
+        if sets.keys() & {"content", "source_text", "search_terms", "project", "topic"} and row["status"] == "active":
             text = memory_index_text(
                 sets.get("content", row["content"]),
                 sets.get("source_text", row["source_text"]),
                 await replaced_words(conn, row["owner"], memory_id),
+                cue_text(sets.get("project", row["project"]), sets.get("topic", row["topic"]),
+                         split_terms(sets.get("search_terms", row["search_terms"]))),
             )
             await conn.execute("UPDATE memories_fts SET text = ? WHERE rowid = ?", (text, memory_id))
             self.db.bump(INDEX)
@@ -540,7 +564,8 @@ class MemoryEngine:
         assert conn is not None  # opened by @_in_transaction when not given
         status = Status(status)
         async with conn.execute(
-            "SELECT owner, content, source_text, status, tier, superseded_by FROM memories WHERE id = ?", (memory_id,)
+            "SELECT owner, content, source_text, status, tier, superseded_by, project, topic, search_terms "
+            "FROM memories WHERE id = ?", (memory_id,)
         ) as cur:
             row = await cur.fetchone()
         if row is None:
@@ -558,7 +583,8 @@ class MemoryEngine:
             replaced = await replaced_words(conn, row["owner"], memory_id)
             await conn.execute(
                 "INSERT INTO memories_fts(rowid, owner, text) VALUES (?, ?, ?)",
-                (memory_id, owner_key(row["owner"]), memory_index_text(row["content"], row["source_text"], replaced)),
+                (memory_id, owner_key(row["owner"]),
+                 memory_index_text(row["content"], row["source_text"], replaced, row_cues(row))),
             )
         # The fact it now points at (or pointed at) carries its words, or no longer does.
         for target in {row["superseded_by"], superseded_by} - {None, memory_id}:
@@ -572,7 +598,8 @@ class MemoryEngine:
         replaced it since (what it carries changed: :func:`replaced_words`)."""
         for _ in range(REPLACED_DEPTH):
             async with conn.execute(
-                "SELECT owner, content, source_text, status, superseded_by FROM memories WHERE id = ?", (memory_id,)
+                "SELECT owner, content, source_text, status, superseded_by, project, topic, search_terms "
+                "FROM memories WHERE id = ?", (memory_id,)
             ) as cur:
                 row = await cur.fetchone()
             if row is None or row["status"] == "active" or row["superseded_by"] is None:
@@ -580,7 +607,9 @@ class MemoryEngine:
             memory_id = row["superseded_by"]
         if row is None or row["status"] != "active":
             return
-        text = memory_index_text(row["content"], row["source_text"], await replaced_words(conn, row["owner"], memory_id))
+        text = memory_index_text(
+            row["content"], row["source_text"], await replaced_words(conn, row["owner"], memory_id), row_cues(row)
+        )
         await conn.execute("UPDATE memories_fts SET text = ? WHERE rowid = ?", (text, memory_id))
         self.db.bump(INDEX)
 
@@ -865,6 +894,7 @@ class MemoryEngine:
         moved = await move_facts(conn, owner, old, new)
         if moved:
             self._moved_projects(owner)
+            await self._reindex_filed(conn, owner, new)  # found by the name they are filed under
         return Aliased(old, new, moved)
 
     @_in_transaction
@@ -878,7 +908,18 @@ class MemoryEngine:
         gone = await remove_alias(conn, owner, alias)
         if gone is not None and gone.moved:
             self._moved_projects(owner)
+            await self._reindex_filed(conn, owner, gone.name)
         return gone
+
+    async def _reindex_filed(self, conn: aiosqlite.Connection, owner: str, project: str) -> None:
+        """Rewrite the FTS rows of ``owner``'s active facts filed under
+        ``project`` (moved there: the project's name is one of their cues)."""
+        async with conn.execute(
+            "SELECT id FROM memories WHERE owner = ? AND project = ? AND status = 'active'", (owner, project)
+        ) as cur:
+            ids = [r[0] for r in await cur.fetchall()]
+        for mid in ids:
+            await self._reindex_one(conn, mid)
 
     def _moved_projects(self, owner: str) -> None:
         """Caches after ``owner``'s facts changed project."""

@@ -34,6 +34,7 @@ import httpx
 import structlog
 
 from .clock import Clock, SystemClock
+from .cues import clean_terms
 from .errorlog import Wordless, error_brief, error_fields
 from .failover import (
     Cooldowns,
@@ -189,7 +190,7 @@ _KNOWN_KEYS = frozenset({
     "facts", "summary", "renamed", "drop", "entries", "content", "fact", "text", "category", "importance",
     "project", "topic", "same_as", "updates", "lines", "from", "to", "n", "reason", "id", "key", "value",
     "memories", "memory", "items", "results", "result", "data", "output", "response", "answer", "profile",
-    "events", "error", "message", "notes", "note", "type", "tags", "confidence",
+    "events", "error", "message", "notes", "note", "type", "tags", "confidence", "terms",
 })
 
 
@@ -323,6 +324,9 @@ class Fact:
     lines: tuple[int, ...] = ()
     """Numbers (1..N) of the input lines the fact was drawn from; the writer
     indexes their words with the fact (``NewMemory.source_text``)."""
+    terms: tuple[str, ...] = ()
+    """Words to find the fact by, in Chinese and English (rule 15;
+    :func:`memory.cues.clean_terms`): ``NewMemory.search_terms``."""
 
 
 MAX_FACT_LINES = 4  # a fact comes from a message or two; more is the model listing everything
@@ -389,6 +393,7 @@ def _normalize(raw: Any) -> Fact | str:
         same_as=_ref(raw.get("same_as")),
         updates=_ref(raw.get("updates")),
         lines=_refs(raw.get("lines")),
+        terms=clean_terms(raw.get("terms")),  # junk is dropped: the fact stands without
     )
 
 
@@ -509,9 +514,10 @@ Rules:
 12. The input lines are in time order: where two lines contradict, the later one holds. "Replaced memories", when listed, are no longer true: never extract a fact that states one again (a line saying it is older than the memory that replaced it, which holds).
 13. Whose words: a fact about the user comes from what the user said or sent (rule 9), never from what someone else said. In a group chat (the input says so) the assistant answers everyone and its lines may repeat what other members said (a move, an illness, a plan): that is never a fact about the user. Write the summary about what the user said and asked; anything it tells of someone else names them.
 14. If the user says one of their projects was renamed ("we renamed atlas to orion"), add "renamed": [{{"from": "atlas", "to": "orion"}}] (project slugs) and label its facts with the new name.
+15. Give each fact "terms": 3 to 8 short search words someone would use to ask about it later, in BOTH Chinese and English whatever the fact's language (its key nouns in the other language too, e.g. "数据库", "database"). Only words, never a secret.
 
 Reply with one JSON object only:
-{{"facts": [{{"content": "...", "project": "...", "topic": "...", "category": "...", "importance": 0.8, "same_as": null, "updates": null, "lines": [2]}}], "summary": "..."}}"""
+{{"facts": [{{"content": "...", "project": "...", "topic": "...", "category": "...", "importance": 0.8, "same_as": null, "updates": null, "lines": [2], "terms": ["...", "..."]}}], "summary": "..."}}"""
 
 MERGE_SYSTEM = f"""You consolidate a user's stored memories of one project/topic. Input facts are numbered.
 

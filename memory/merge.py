@@ -45,7 +45,8 @@ from typing import Any
 
 from .buffer import drop_lines
 from .changelog import write_log
-from .engine import MemoryEngine, owner_key
+from .cues import clean_terms, join_terms, split_terms
+from .engine import MemoryEngine, memory_index_text, owner_key, replaced_words, row_cues
 
 __all__ = ["OWNED_TABLES", "move_owner", "survey"]
 
@@ -123,6 +124,7 @@ async def move_owner(engine: MemoryEngine, old: str, new: str, *, job: str) -> d
                 "last_accessed = MAX(last_accessed, ?) WHERE id = ?",
                 (d["importance"], d["access_count"], d["last_accessed"], d["keep"]),
             )
+            await _carry_terms(conn, d["id"], d["keep"])
             await write_log(conn, at=at, job=job, owner=old, action="supersede", memory_id=d["id"],
                             detail={"by": d["keep"], "why": f"same wording as a memory of {new}, merged from {old}"})
         # The FTS rows scope a MATCH to one owner by a token of their own.
@@ -145,3 +147,17 @@ async def move_owner(engine: MemoryEngine, old: str, new: str, *, job: str) -> d
         moved = {k: v for k, v in counts.items() if v}
         await write_log(conn, at=at, job=job, owner=new, action="merge_identity", detail={"from": old, **moved})
     return counts
+
+
+async def _carry_terms(conn: Any, moved: int, keep: int) -> None:
+    """The kept row is found by the moved copy's search terms too
+    (memory/cues.py), as a restatement adds its own; its FTS row follows."""
+    rows = {r["id"]: r for r in await conn.execute_fetchall("SELECT * FROM memories WHERE id IN (?, ?)", (moved, keep))}
+    have = split_terms(rows[keep]["search_terms"])
+    terms = clean_terms([*have, *split_terms(rows[moved]["search_terms"])])
+    if terms == have:
+        return
+    await conn.execute("UPDATE memories SET search_terms = ? WHERE id = ?", (join_terms(terms), keep))
+    [k] = await conn.execute_fetchall("SELECT * FROM memories WHERE id = ?", (keep,))
+    text = memory_index_text(k["content"], k["source_text"], await replaced_words(conn, k["owner"], keep), row_cues(k))
+    await conn.execute("UPDATE memories_fts SET text = ? WHERE rowid = ?", (text, keep))

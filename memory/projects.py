@@ -120,6 +120,8 @@ class Unaliased:
 
     moved: int
     """Facts filed under the alias's name again."""
+    name: str = ""
+    """The alias's name (a slug), which those facts are filed under."""
 
 
 async def remove_alias(conn: aiosqlite.Connection, owner: str, alias: str) -> Unaliased | None:
@@ -139,7 +141,7 @@ async def remove_alias(conn: aiosqlite.Connection, owner: str, alias: str) -> Un
         "WHERE owner = ? AND renamed_from = ? AND project = ?",
         (owner, name, row[0]),
     )
-    return Unaliased(moved=cur.rowcount)
+    return Unaliased(moved=cur.rowcount, name=name)
 
 
 async def read_aliases(conn: aiosqlite.Connection, owners: Iterable[str]) -> dict[str, str]:

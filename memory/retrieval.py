@@ -58,6 +58,7 @@ from datetime import datetime, tzinfo
 import sqlite3
 
 from .clock import format_ts, local_day, parse_ts
+from .cues import CUE_MARK
 from .decay import decay_factor
 from .engine import INDEX, MemoryEngine, memory_index_text, owner_key
 from .format import fit_budget
@@ -126,6 +127,14 @@ class, so a memory that shares only the feeling is a candidate
 normalising (like a context term), and not in a memory that holds the
 message's own word of that class (no double count). docs/RETRIEVAL.md §9,
 fifth session."""
+
+CUE_WEIGHT = 0.3
+"""Weight of a fact's cues (its project and topic names, the search terms
+its extraction gave it; memory/cues.py) against its own words: a cue finds
+a fact whose words lack the word asked, and counts only where they do lack
+it, so it helps but never outranks a fact that says the word (a cue term's
+most, 0.3 x 2.2 / 1.3 ~ 0.5 of a word once, in a fact of no length; the word
+said, in one 3.7 times the mean length). docs/RETRIEVAL.md §6c."""
 
 _K1 = 1.2
 _B = 0.75
@@ -232,6 +241,11 @@ class _Relevance:
         self.avg_len = avg_len
 
     def __call__(self, doc: str, dated: bool = False) -> float:
+        # Cues (memory/cues.py) after their mark: out of the length, as moods.
+        cues = ""
+        at = doc.find(CUE_MARK)
+        if at >= 0:
+            doc, cues = doc[:at].rstrip(" "), doc[at + len(CUE_MARK) :]
         # One C-level count of the memory's terms: a fact indexed with its
         # source words has ~180 (a set and a count per held term: 30 % slower).
         tf = Counter(doc.split(" "))
@@ -246,6 +260,11 @@ class _Relevance:
                 continue
             f = tf[t]
             got += w[t] * f * (_K1 + 1.0) / (f + norm)
+        if cues:
+            ctf = Counter(cues.split())
+            for t in w.keys() & ctf.keys() - tf.keys():  # a word its own text says counts there, once
+                f = ctf[t]
+                got += CUE_WEIGHT * w[t] * f * (_K1 + 1.0) / (f + norm)
         if dated:
             got += self.when * (_K1 + 1.0) / (1.0 + norm)
         return got / self.mass

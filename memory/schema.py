@@ -255,6 +255,14 @@ async def _v9_renamed_from(conn: aiosqlite.Connection) -> None:
     await conn.execute("ALTER TABLE memories ADD COLUMN renamed_from TEXT")
 
 
+async def _v10_search_terms(conn: aiosqlite.Connection) -> None:
+    # Words the extraction model gives a fact to be found by, in Chinese and
+    # English (memory/cues.py), one a line; indexed after the fact's own
+    # words, never shown as it. Existing rows have none; the FTS rows gain
+    # their labels when the engine reindexes (INDEX_VERSION).
+    await conn.execute("ALTER TABLE memories ADD COLUMN search_terms TEXT NOT NULL DEFAULT ''")
+
+
 _SMALL_TALK = (
     "category = 'conversation' AND importance <= 0.2 AND tier = 2 AND status = 'active' "
     "AND source IN ('extraction', 'compression')"
@@ -271,6 +279,7 @@ MIGRATIONS: list[Migration] = [
     _v7_facts_under_current_project_name,
     _v8_small_talk_is_temp,
     _v9_renamed_from,
+    _v10_search_terms,
 ]
 
 BUFFER_SCHEMA = "buffer"

@@ -123,6 +123,9 @@ class NewMemory:
     """The words the memory was drawn from (the message a fact was extracted
     from), indexed with it and never shown: a fact is a paraphrase, and people
     ask later in their own words (docs/RETRIEVAL.md §6a)."""
+    search_terms: tuple[str, ...] = ()
+    """Words to find it by, in both languages (memory/cues.py), indexed at a
+    low weight and never shown as the memory; cleaned by the engine."""
 
 
 @dataclass(frozen=True)
@@ -144,6 +147,7 @@ class Memory:
     last_accessed: str
     access_count: int
     source_text: str = ""
+    search_terms: tuple[str, ...] = ()
 
     def to_hit(self, score: float = 1.0, *, tz: tzinfo | None = None) -> Hit:
         """As a hit dated on ``tz``'s calendar (the owner's zone; UTC's when None)."""

@@ -30,6 +30,10 @@ profile shows (the profile cached, as after the first message).
 write path does (``NewMemory.source_text``): the memory's text and another
 memory's worth of words, indexed with it.
 
+``--cues`` indexes every memory with its cues as the engine does
+(memory/cues.py): its project's name, a topic, and six search terms drawn
+from another memory's words, after the cue mark.
+
 Prints a table; ``--json`` writes the same figures. Results go to
 docs/BENCHMARKS.md with the command that produced them.
 """
@@ -52,6 +56,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from memory.clock import ManualClock, format_ts  # noqa: E402
+from memory.cues import cue_text  # noqa: E402
 from memory.engine import MemoryEngine, clean_source_text, content_hash, memory_index_text, owner_key  # noqa: E402
 from memory.prefilter import should_retrieve  # noqa: E402
 from memory.hybrid import HybridRetriever  # noqa: E402
@@ -141,12 +146,14 @@ class Gen:
 
 
 async def build(
-    path: Path, size: int, gen: Gen, clock: ManualClock, *, source_text: bool = False
+    path: Path, size: int, gen: Gen, clock: ManualClock, *, source_text: bool = False, cues: bool = False
 ) -> tuple[float, list[list[str]]]:
     # The same vocabulary, its own random stream: the memories and queries
     # stay those of a run without source text.
     said_gen = copy.copy(gen)
     said_gen.rng = random.Random(1)
+    cue_gen = copy.copy(gen)
+    cue_gen.rng = random.Random(2)
     """Fill a fresh DB with direct SQL in one transaction (engine.add is
     row-at-a-time and would make the 100k build slow)."""
     t0 = time.perf_counter()
@@ -156,6 +163,7 @@ async def build(
         base = clock.now().timestamp()
         others = [f"feishu:ou_{i}" for i in range(50)]
         mem_rows = []
+        cue_texts: list[str] = []
         for i in range(int(size * 1.2)):
             owner = USER if i < size else gen.rng.choice(others)
             text, ws = gen.memory()
@@ -178,6 +186,12 @@ async def build(
                     ts,
                 )
             )
+            if cues:
+                words = cue_gen.memory()[1]
+                cue_texts.append(cue_text(mem_rows[-1][3], cue_gen.rng.choice(["deploy", "database", "家庭", "_general"]),
+                                          words[:6]))
+            else:
+                cue_texts.append("")
         async with eng.db.transaction() as conn:
             await conn.executemany(
                 """INSERT INTO memories (id, owner, tier, project, category, content, content_hash, importance,
@@ -186,7 +200,7 @@ async def build(
             )
             await conn.executemany(
                 "INSERT INTO memories_fts(rowid, owner, text) VALUES (?, ?, ?)",
-                [(r[0], owner_key(r[1]), memory_index_text(r[5], r[8])) for r in mem_rows],
+                [(r[0], owner_key(r[1]), memory_index_text(r[5], r[8], cues=c)) for r, c in zip(mem_rows, cue_texts)],
             )
     finally:
         await eng.close()
@@ -252,13 +266,13 @@ async def add_vectors(eng: MemoryEngine, dim: int) -> None:
 
 async def bench_size(
     size: int, queries: int, seed: int, *, source_text: bool = False, hybrid: int = 0, buffer_writes: bool = False,
-    recall: int = -1,
+    recall: int = -1, cues: bool = False,
 ) -> dict[str, float]:
     gen = Gen(seed)
     clock = ManualClock("2026-03-01T12:00:00Z")
     with tempfile.TemporaryDirectory() as d:
         path = Path(d) / "bench.db"
-        build_s, samples = await build(path, size, gen, clock, source_text=source_text)
+        build_s, samples = await build(path, size, gen, clock, source_text=source_text, cues=cues)
         eng = await MemoryEngine.open(path, clock)
         try:
             lexical = Retriever(eng)
@@ -315,6 +329,7 @@ async def main() -> None:
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--json", dest="json_path")
     ap.add_argument("--source-text", action="store_true", help="give every memory the words it was drawn from")
+    ap.add_argument("--cues", action="store_true", help="index every memory with a project, a topic and search terms")
     ap.add_argument("--hybrid", type=int, default=0, metavar="DIM", help="time hybrid recall with DIM-dimensional vectors")
     ap.add_argument("--buffer-writes", action="store_true", help="buffer one message before each query, as the gateway does")
     ap.add_argument("--recall", type=int, default=-1, metavar="N",
@@ -328,7 +343,7 @@ async def main() -> None:
     for size in (int(s) for s in a.sizes.split(",")):
         res = await bench_size(
             size, a.queries, a.seed, source_text=a.source_text, hybrid=a.hybrid, buffer_writes=a.buffer_writes,
-            recall=a.recall,
+            recall=a.recall, cues=a.cues,
         )
         rows.append(res)
         print(

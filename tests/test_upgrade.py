@@ -43,6 +43,7 @@ from gateway.sessions import MIGRATIONS as SESSION_MIGRATIONS
 from gateway.sessions import SessionStore
 from memory import ManualClock, MemoryEngine
 from memory.db import Attachment, Database, Migration
+from memory.cues import cue_text, split_terms
 from memory.engine import INDEX_VERSION, memory_index_text, owner_key
 from memory.retrieval import Retriever
 from memory.schema import (
@@ -86,7 +87,9 @@ def _memory(v: int, i: int, owner: str, content: str, *, replaced: str = "", **c
     rows: list[Row] = [("memories", row)]
     if status == "active":  # only active rows are indexed
         # As the current code indexes it (INDEX_VERSION): with the words of the fact it replaced.
-        text = memory_index_text(content, cols.get("source_text", ""), replaced)
+        cues = cue_text(cols.get("project", "_global"), cols.get("topic", "_general"),
+                        split_terms(cols.get("search_terms", "")))
+        text = memory_index_text(content, cols.get("source_text", ""), replaced, cues)
         fts = {"rowid": row["id"], "owner": owner_key(owner), "text": text}
         rows.append(("memories_fts", fts))
     return rows
@@ -146,6 +149,12 @@ def _memory_v9(v: int) -> list[Row]:
                                      project=word(v), renamed_from=f"{word(v)}-old")]
 
 
+def _memory_v10(v: int) -> list[Row]:
+    # A fact with the search terms its extraction gave it, one a line.
+    return [*_memory_v9(v), *_memory(v, 6, "telegram:alice", f"Alice chose Postgres for the {word(v)} shop",
+                                     topic="database", search_terms="数据库\ndatabase")]
+
+
 MEMORY_ERAS: dict[str, Era] = {
     "_v1_core": lambda v: [("meta", {"key": "tokenizer", "value": INDEX_VERSION}), *_memory_v1(v)],
     "_v2_memories_by_owner_date": _memory_v1,  # an index: the same rows again
@@ -158,6 +167,7 @@ MEMORY_ERAS: dict[str, Era] = {
     "_v7_facts_under_current_project_name": lambda v: _memory_v6(v),
     "_v8_small_talk_is_temp": lambda v: _memory_v6(v),
     "_v9_renamed_from": _memory_v9,
+    "_v10_search_terms": _memory_v10,
 }
 
 BUFFER_ERAS: dict[str, Era] = {

@@ -263,6 +263,7 @@ CATALOGUE: dict[str, tuple[str, str]] = {
     "p_messages": ("Messages", "消息"),
     "p_refs": ("Refs", "引用"),
     "p_drawn_from": ("Drawn from", "出自"),
+    "p_found_by": ("Found by", "检索词"),
     "p_created": ("Created", "创建于"),
     "p_updated": ("Updated", "更新于"),
     "p_recalled": ("Last recalled", "上次回想"),

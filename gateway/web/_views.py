@@ -698,6 +698,7 @@ def detail_page(
         ("p_refs", ", ".join(p.refs)),
         # Indexed with the fact, never shown to the model: the owner may see it.
         ("p_drawn_from", m.source_text),
+        ("p_found_by", ", ".join(m.search_terms)),  # memory/cues.py: found by, never shown as the fact
         ("p_created", t.when(m.created_at)),
         ("p_updated", t.when(m.updated_at)),
         ("p_recalled", t("recalled_times", when=t.when(m.last_accessed), times=t.count("time", m.access_count))

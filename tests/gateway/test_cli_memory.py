@@ -27,6 +27,7 @@ from tests.gateway.lineage import Lineage, buffered, lineage
 DB_KEYS = {
     "id", "owner", "tier", "project", "topic", "category", "content", "importance", "source", "status",
     "superseded_by", "provenance", "created_at", "updated_at", "last_accessed", "access_count", "source_text",
+    "search_terms",
 }  # fmt: skip
 
 

@@ -30,12 +30,13 @@ AT = "2026-11-22 09:30 UTC"
 
 def _memory(mid: int, content: str, *, owner: str = "alice", tier: int = 2, category: Category = Category.EVENT,
             status: Status = Status.ACTIVE, project: str = "_global", topic: str = "_general",
-            superseded_by: int | None = None, source_text: str = "") -> Memory:
+            superseded_by: int | None = None, source_text: str = "", search_terms: tuple[str, ...] = ()) -> Memory:
     return Memory(
         id=mid, owner=owner, tier=tier, project=project, topic=topic, category=category, content=content,
         importance=0.7, source=Source.EXTRACTION, status=status, superseded_by=superseded_by,
         provenance=Provenance(channel="telegram", chat_id="100"), created_at="2026-11-20T08:00:00Z",
         updated_at="2026-11-21T08:00:00Z", last_accessed="", access_count=0, source_text=source_text,
+        search_terms=search_terms,
     )
 
 
@@ -52,7 +53,7 @@ ALICE = OwnerData(
         _memory(3, "Alice lives in Berlin", status=Status.SUPERSEDED, superseded_by=5),
         _memory(4, "Alice's vault password is tulip-4471", category=Category.CREDENTIAL,
                 source_text="my vault password is tulip-4471"),
-        _memory(5, "Alice lives in Hangzhou", source_text="I moved to Hangzhou"),
+        _memory(5, "Alice lives in Hangzhou", source_text="I moved to Hangzhou", search_terms=("杭州", "home")),
     ],
     events=[_event(8, "2026-11-21", "Planned the trip\nto Osaka"), _event(7, "2026-11-20", "Booked flights")],
     waiting=3,
@@ -76,6 +77,8 @@ def test_a_user_export_shows_every_tier_status_and_date_and_hides_credentials() 
     assert "replaced by m5)_" in doc
     assert "- [m4] (a credential, not shown here) _(credential, " in doc and "tulip" not in doc
     assert "- [m5] Alice lives in Hangzhou _(" in doc and "  > drawn from: I moved to Hangzhou" in doc
+    # The words it is found by are the user's data too, on a line of their own, never as the fact.
+    assert "  > drawn from: I moved to Hangzhou\n  > found by: 杭州, home\n" in doc
     assert doc.index("## What happened, by day\n\n- [e7] 2026-11-20: Booked flights _(summary of a chat on Telegram)_") < doc.index(
         "- [e8] 2026-11-21: Planned the trip\n  to Osaka _(summary of a chat on Telegram)_")
     assert ("## Scheduled jobs\n\n- [job-1] `0 9 * * 1-5` summarise my plans _(replies in a chat on Telegram, "

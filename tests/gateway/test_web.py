@@ -928,6 +928,15 @@ async def test_the_detail_page_shows_the_words_a_memory_was_drawn_from(site: Sit
         assert "kickboxing" not in listing  # the list shows the facts themselves
 
 
+async def test_the_detail_page_shows_the_words_a_memory_is_found_by_apart_from_it(site: Site) -> None:
+    mid = await site.add("alice", "We picked Postgres over MySQL", search_terms=("数据库", "<database>"))
+    async with site.client() as c:
+        detail = (await c.get("/memory/item", params={"id": mid})).text
+        assert "Found by" in detail and "数据库, &lt;database&gt;" in detail
+        listing = (await c.get("/memory", params={"user": "alice"})).text
+        assert "数据库" not in listing and "We picked Postgres over MySQL" in listing
+
+
 async def test_an_id_or_offset_too_large_for_sqlite_is_a_400_not_a_500(site: Site) -> None:
     mid = await site.add("alice", "alice likes tea")
     huge = "9" * 25

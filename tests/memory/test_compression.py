@@ -267,7 +267,8 @@ async def test_compressed_facts_keep_the_words_they_were_drawn_from(
 
     ids = await engine.add_many(
         (NewMemory(owner="alice", content=f"atlas deploy fact number {i}", project="atlas", topic="deploy",
-                   source_text="said once" if i < 3 else f"said {i}"), None)
+                   source_text="said once" if i < 3 else f"said {i}",
+                   search_terms=(("部署", "deploy"), ("部署", "发布"))[i - 1] if i < 3 else ()), None)
         for i in range(1, 13)
     )
 
@@ -282,6 +283,7 @@ async def test_compressed_facts_keep_the_words_they_were_drawn_from(
     assert (await Compressor(engine, llm).weekly()).created == 1
     merged = {m.content: m for m in await engine.list_memories("alice", limit=100)}["atlas deploy facts 1-3 merged"]
     assert merged.source_text == "said once said 3" and merged.provenance.refs == tuple(f"m:{i}" for i in ids[:3])
+    assert merged.search_terms == ("部署", "deploy", "发布")  # the merged facts' terms, each once
     hits = await Retriever(engine).retrieve("alice", "what was said once?")
     assert hits[0].id == merged.id
 

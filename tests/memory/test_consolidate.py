@@ -56,6 +56,32 @@ async def test_a_restatement_adds_the_words_it_was_said_in(
     assert hits and hits[0].id == m.id and hits[0].content == "User prefers Chinese"
 
 
+async def test_a_chinese_question_finds_an_english_fact_by_the_terms_its_extraction_gave(
+    engine: MemoryEngine, clock: ManualClock, fake: FakeOpenAI, llm: MemoryLLM
+) -> None:
+    """The read path calls no LLM: the write path's model names the words in
+    both languages, and a restatement adds the new ones (capped)."""
+    mem, svc = SqliteMemory(engine), ExtractionService(engine, llm)
+    fake.queue_reply(reply([
+        {"content": "We picked Postgres over MySQL", "category": "decision", "lines": [1], "topic": "backend",
+         "terms": ["数据库", "database", "Postgres"]},
+        {"content": "The staging password is hunter2", "category": "credential", "terms": ["hunter2", "密码"]},
+    ]))
+    await say(mem, svc, "alice", "we went with Postgres over MySQL in the end", 0)
+    fake.queue_reply(reply([{"content": "We picked Postgres over MySQL", "terms": ["选型", "database"]}]))
+    await say(mem, svc, "alice", "yes, Postgres it is", 10)
+    fact, secret = sorted(await engine.list_memories("alice"), key=lambda m: m.id)
+    assert fact.search_terms == ("数据库", "database", "Postgres", "选型")
+    assert secret.search_terms == ()  # a credential is found by its own words only
+    r = Retriever(engine)
+    hits = await r.retrieve("alice", "数据库我们最后选了什么？")
+    assert hits and hits[0].id == fact.id and hits[0].content == "We picked Postgres over MySQL"
+    assert (await r.retrieve("alice", "选型"))[0].id == fact.id
+    # Never shown as the fact: /memory lists the fact's words only.
+    overview = await mem.overview("alice")
+    assert "数据库" not in repr([m.content for m in overview.recent])
+
+
 async def test_same_wording_in_one_batch_is_one_row(engine: MemoryEngine, fake: FakeOpenAI, llm: MemoryLLM) -> None:
     mem, svc = SqliteMemory(engine), ExtractionService(engine, llm)
     fake.queue_reply(reply([{"content": "Uses pnpm"}, {"content": "uses  PNPM"}]))

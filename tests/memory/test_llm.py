@@ -119,6 +119,21 @@ def test_fact_lines_are_repaired_and_capped() -> None:
     assert normalize_fact({"content": "x", "same_as": "L3"}).same_as is None  # type: ignore[union-attr]  # a line, not a memory
 
 
+async def test_extract_asks_for_search_terms_in_both_languages_and_keeps_clean_ones(
+    fake: FakeOpenAI, llm: MemoryLLM
+) -> None:
+    fake.queue_reply(reply([
+        {"content": "We picked Postgres over MySQL", "lines": [1], "terms": ["数据库", "database", "选型", "x" * 99]},
+        {"content": "User likes tea", "terms": "茶, tea"},
+        {"content": "User has a cat", "terms": [{"$ne": 1}, None, 7]},
+        {"content": "User has a dog"},
+    ]))
+    out = await llm.extract(["[t] user: we went with Postgres over MySQL in the end"])
+    system = fake.requests[-1]["messages"][0]["content"]
+    assert '"terms"' in system and "Chinese and English" in system
+    assert [f.terms for f in out.facts] == [("数据库", "database", "选型"), ("茶", "tea"), (), ()]
+
+
 async def test_extract_numbers_the_lines_and_drops_lines_it_never_showed(fake: FakeOpenAI, llm: MemoryLLM) -> None:
     fake.queue_reply(reply([{"content": "用户搬到了上海", "lines": [1, 3]}, {"content": "用户用 pnpm", "lines": ["L2"]}]))
     out = await llm.extract(["[t] user: 我搬到上海了", "[t] user: 以后用 pnpm"])

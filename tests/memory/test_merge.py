@@ -115,6 +115,17 @@ async def test_a_memory_the_user_already_has_is_kept_once(engine: MemoryEngine) 
     ]  # fmt: skip
 
 
+async def test_a_memory_kept_once_is_found_by_the_search_terms_of_both_copies(engine: MemoryEngine) -> None:
+    kept = await engine.add(NewMemory(owner=USER, content="Alice drinks oolong tea", search_terms=("tea",)))
+    await engine.add(NewMemory(owner=HANDLE, content="Alice drinks oolong tea", search_terms=("乌龙茶", "tea")))
+    r = Retriever(engine)
+    assert await r.retrieve(USER, "乌龙茶") == []
+    await move_owner(engine, HANDLE, USER, job="cli")
+    m = await engine.get(kept.id)
+    assert m is not None and m.search_terms == ("tea", "乌龙茶") and m.updated_at == kept.updated_at
+    assert [h.id for h in await r.retrieve(USER, "乌龙茶")] == [kept.id]
+
+
 async def test_a_second_run_changes_nothing(tmp_path: Path, clock: ManualClock) -> None:
     engine = await MemoryEngine.open(tmp_path / "memory.db", clock)
     try:

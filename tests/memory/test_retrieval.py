@@ -635,3 +635,94 @@ async def test_a_hit_brought_in_as_a_neighbour_says_so(engine: MemoryEngine) -> 
     hits = {h.id: h for h in await Retriever(engine).retrieve("u", "cat", limit=10)}
     assert set(hits) == {ask, answer, lone}
     assert hits[answer].neighbour and not hits[ask].neighbour and not hits[lone].neighbour
+
+
+# -- what a fact is found by besides its words (issue 5) ----------------------
+
+POSTGRES = "We picked Postgres over MySQL"
+
+
+async def test_a_chinese_question_finds_an_english_fact_by_its_search_terms(engine: MemoryEngine) -> None:
+    """No embeddings, no LLM on the read path: the extraction model gave the
+    fact search terms in both languages, indexed with it."""
+    target = await add(engine, "alice", POSTGRES, search_terms=("数据库", "database", "Postgres", "选型"))
+    for text in ["周末我们去爬山了", "我喜欢蓝色的外套", "午饭吃了牛肉面", "Alice drinks coffee every morning"]:
+        await add(engine, "alice", text)
+    bare = await add(engine, "carol", POSTGRES)  # the same fact without terms: no word of the question
+    r = Retriever(engine)
+    assert (await ids(r, "alice", "数据库我们最后选了什么？"))[0] == target
+    assert (await ids(r, "alice", "which database did we choose?"))[0] == target
+    assert bare not in await ids(r, "carol", "数据库我们最后选了什么？")
+    # Stored apart from the fact, never shown as it.
+    [hit] = [h for h in await r.retrieve("alice", "数据库") if h.id == target]
+    assert hit.content == POSTGRES
+    m = await engine.get(target)
+    assert m is not None and m.content == POSTGRES and m.search_terms == ("数据库", "database", "Postgres", "选型")
+
+
+async def test_a_topic_or_project_label_finds_a_fact_whose_words_never_say_it(engine: MemoryEngine) -> None:
+    db = await add(engine, "alice", POSTGRES, project="webshop", topic="database")
+    await add(engine, "alice", "Alice drinks coffee every morning")
+    await add(engine, "alice", "The cat is called Miso")
+    r = Retriever(engine)
+    assert (await ids(r, "alice", "what did we decide about the database?"))[0] == db
+    assert (await ids(r, "alice", "anything about the webshop?"))[0] == db
+    # An edited label is what the fact is found by.
+    await engine.update(db, topic="storage")
+    assert db not in await ids(r, "alice", "what did we decide about the database?")
+    assert (await ids(r, "alice", "what about storage?"))[0] == db
+
+
+async def test_a_label_or_term_never_outranks_a_fact_that_says_the_word(engine: MemoryEngine) -> None:
+    labelled = await add(engine, "alice", POSTGRES, topic="database")
+    termed = await add(engine, "alice", "We kept Redis for the session cache", search_terms=("database",))
+    says = await add(engine, "alice", "The database backups run every night")
+    r = Retriever(engine)
+    got = await ids(r, "alice", "what about the database?")
+    assert got[0] == says and set(got[1:3]) == {labelled, termed}
+    hits = await r.retrieve("alice", "what about the database?")
+    assert hits[0].score > 2 * max(h.score for h in hits[1:])  # a cue helps, at a low weight
+    # The word said and labelled counts once, as said: no double count.
+    both = await add(engine, "alice", "The database backups run every week", topic="database")
+    scores = {h.id: h.score for h in await r.retrieve("alice", "what about the database?")}
+    assert scores[both] == pytest.approx(scores[says], rel=0.01)
+
+
+async def test_a_renamed_projects_facts_are_found_by_its_current_name_only_while_it_holds(engine: MemoryEngine) -> None:
+    fact = await add(engine, "alice", "Deploys go out on Fridays", project="atlas")
+    await add(engine, "alice", "Alice drinks coffee every morning")
+    r = Retriever(engine)
+    assert fact in await ids(r, "alice", "how does atlas ship?", projects=())
+    await engine.set_project_alias("alice", "atlas", "orion", source="manual")
+    # Filed under orion, indexed under orion (projects=(): no alias lookup helps).
+    assert fact in await ids(r, "alice", "how does orion ship?", projects=())
+    await engine.remove_project_alias("alice", "atlas")
+    assert fact not in await ids(r, "alice", "how does orion ship?", projects=())
+    assert fact in await ids(r, "alice", "how does atlas ship?", projects=())
+
+
+HOSTILE = ('" OR owner : *', "NEAR(a b)", ")", "*", "x" * 5000, "\x00", "text : 秘密", "^start", "-", "  ", "AND")
+
+
+async def test_hostile_search_terms_never_break_the_index_or_another_users_recall(engine: MemoryEngine) -> None:
+    target = await add(engine, "alice", POSTGRES, search_terms=(*HOSTILE, "数据库"))
+    bobs = await add(engine, "bob", "Bob runs the ledger on SQLite", search_terms=("数据库", "database"))
+    r = Retriever(engine)
+    for q in (*HOSTILE, "数据库", "owner", "near"):
+        got = await ids(r, "alice", q)
+        assert bobs not in got, q
+    assert (await ids(r, "alice", "数据库"))[0] == target
+    assert await ids(r, "bob", "数据库") == [bobs]
+    m = await engine.get(target)
+    assert m is not None and len(m.search_terms) <= 12 and all(len(t) <= 40 for t in m.search_terms)
+    assert "\x00" not in "".join(m.search_terms) and "" not in m.search_terms
+
+
+async def test_erasing_a_fact_erases_its_search_terms(engine: MemoryEngine) -> None:
+    target = await add(engine, "alice", POSTGRES, search_terms=("数据库", "zanzibarite"))
+    r = Retriever(engine)
+    assert await ids(r, "alice", "zanzibarite") == [target]
+    await engine.delete(target)
+    await engine.purge_erased()
+    assert await ids(r, "alice", "zanzibarite") == []
+    assert await engine.db.fetchone("SELECT 1 FROM memories_vocab WHERE term = 'zanzibarit'") is None
