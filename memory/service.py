@@ -214,10 +214,11 @@ class SqliteMemory(MemoryBackend):
         engine = self.engine
         entries = await engine.profile(user, include_global=False)
         # As their prompt's Core Memory: the entries and what they said of
-        # themselves since the weekly refresh (engine.newer_facts). Each
+        # themselves since the weekly refresh (engine.newer_facts), that
+        # first: /memory lists a few, and it is what they just told. Each
         # memory once: "Newest" leaves out those, and a fact an entry
         # states in the same words (a decision lifted into Core Memory).
-        profile = [*entries, *await engine.newer_facts(user, entries)]
+        profile = [*await engine.newer_facts(user, entries), *entries]
         shown = {m.id for m in profile} | await engine.same_words_as(user, entries)
         recent = [m for m in await engine.list_memories(user, tier=2, limit=limit + len(shown))
                   if m.id not in shown][:limit]

@@ -101,6 +101,11 @@ async def test_a_standing_instruction_is_in_core_memory_of_the_next_unrelated_me
             body = await _say(app, tg, llm, 7, "Which language should you answer me in, English?")
             assert ENGLISH in _core(body) and ENGLISH not in _recalled(body)
 
+            # /memory lists it once, as always in mind.
+            await _say(app, tg, llm, 7, "/memory")
+            listed = tg.sent[-1].text
+            assert listed.count(ENGLISH) == 1 and listed.index("Always in mind:") < listed.index(ENGLISH), listed
+
             # Bob's prompt never holds it; nor does a group's, even Alice's message there.
             body = await _say(app, tg, llm, 8, UNRELATED, user=8)
             assert ENGLISH not in json.dumps(body["messages"], ensure_ascii=False)
