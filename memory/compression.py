@@ -37,7 +37,7 @@ from .changelog import write_log
 from .clock import ZoneOf, format_ts, local_day, owner_zone, parse_ts
 from .consolidate import Consolidator
 from .decay import decay_factor
-from .engine import MemoryEngine, content_hash, row_to_memory
+from .engine import REFRESH, TIER1, MemoryEngine, content_hash, row_to_memory
 from .errorlog import error_fields
 from .forgetting import repeats_forgotten
 from .lease import Lease, Leases
@@ -268,6 +268,9 @@ class Compressor:
             self.leases.hold(COMPRESS_LEASE, "weekly_compress", ttl=self.lease_ttl, timeout=self.job_timeout) as lease,
             self.engine.db.larger_cache(),
         ):
+            # What this run's profile refreshes read is written by now: what
+            # is written after, Core Memory shows until the next run (engine.newer_facts).
+            newest = await self.engine.db.fetchone("SELECT COALESCE(MAX(id), 0) FROM memories")
             owners = [r[0] for r in await self.engine.db.fetchall(
                 "SELECT DISTINCT owner FROM memories WHERE status = 'active' ORDER BY owner")]
             for owner in owners:
@@ -284,7 +287,10 @@ class Compressor:
                 await lease.renew()
             async with self.engine.db.transaction() as conn:
                 summary = {k: v for k, v in report.__dict__.items() if k != "notes"}
-                await write_log(conn, at=self.engine.now(), job="weekly_compress", action="run", detail=summary)
+                await write_log(conn, at=self.engine.now(), job="weekly_compress", action="run",
+                                detail={**summary, "newest_id": newest[0] if newest is not None else 0})
+                self.engine.db.bump(REFRESH)
+                self.engine.db.bump(TIER1)  # the Core Memory blocks it shapes
         log.info("weekly compression done", **{k: v for k, v in report.__dict__.items() if k != "notes"})
         return report
 

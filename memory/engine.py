@@ -75,6 +75,16 @@ PROFILE_CACHE_SIZE = 4096  # owners whose Tier 1 markdown is kept
 # pasted into the memory page at length is cut in the prompt, not stored cut.
 PROFILE_ENTRY_CHARS = 300
 PROFILE_TOKEN_BUDGET = 3000
+REFRESH = "refresh"  # Database.stamp name of the weekly refresh's last run (see :meth:`MemoryEngine.refreshed_upto`)
+# What the user just said about themselves ("always answer me in
+# English", "call me Yang") is in Core Memory from the next message on,
+# not only from the weekly refresh on (seed 000 §4.2: Tier 1 is refreshed
+# weekly): the Tier 2 facts of these categories that refresh would read
+# (its importance threshold, Compressor.profile_min_importance's default)
+# and has not read yet. Never a credential: it is not for every prompt.
+NEWER_CATEGORIES = ("identity", "config")
+NEWER_MIN_IMPORTANCE = 0.7
+NEWER_LIMIT = 20  # of them, the newest: beside ~100 entries, a week's worth of standing instructions
 
 MAX_CONTENT_CHARS = 4000
 """A memory is a fact, not a document; longer text is cut at write time."""
@@ -298,6 +308,13 @@ def _in_transaction(method: _W) -> _W:
     return wrapper  # type: ignore[return-value]
 
 
+def _in_core(tier: int, *categories: str | None) -> bool:
+    """Can a row of ``tier`` with these categories (before and after a
+    change) be in a Core Memory block: a Tier 1 entry, or a Tier 2 fact of
+    :data:`NEWER_CATEGORIES` (the profile cache then changes with it)."""
+    return tier == 1 or any(c in NEWER_CATEGORIES for c in categories)
+
+
 class MemoryEngine:
     def __init__(self, db: Database, clock: Clock | None = None, *, owners_kept: int = PROFILE_CACHE_SIZE) -> None:
         self.db = db
@@ -314,6 +331,7 @@ class MemoryEngine:
         self._profiles: OrderedDict[
             tuple[str, bool, bool], tuple[tuple[int, int], str, frozenset[int]]
         ] = OrderedDict()
+        self._refreshed: tuple[tuple[int, int], int] | None = None  # (stamp, refreshed_upto)
         self._erased: set[int] = set()  # memories erased or reworded since the last purge_erased
         self._erase_listeners: list[Callable[[Sequence[int]], object]] = []
 
@@ -445,7 +463,7 @@ class MemoryEngine:
         )
         self.db.bump(INDEX)
         self._projects.pop(m.owner, None)
-        if m.tier == 1:
+        if _in_core(m.tier, Category(m.category).value):
             self.db.bump(TIER1)
         async with conn.execute("SELECT * FROM memories WHERE id = ?", (mid,)) as c2:
             row = await c2.fetchone()
@@ -544,7 +562,7 @@ class MemoryEngine:
             await conn.execute("UPDATE memories_fts SET text = ? WHERE rowid = ?", (text, memory_id))
             self.db.bump(INDEX)
         self._projects.pop(row["owner"], None)
-        if row["tier"] == 1 or sets.get("tier") == 1:
+        if _in_core(row["tier"], row["category"], sets.get("category")) or sets.get("tier") == 1:
             self.db.bump(TIER1)
         async with conn.execute("SELECT * FROM memories WHERE id = ?", (memory_id,)) as cur:
             new = await cur.fetchone()
@@ -564,7 +582,7 @@ class MemoryEngine:
         assert conn is not None  # opened by @_in_transaction when not given
         status = Status(status)
         async with conn.execute(
-            "SELECT owner, content, source_text, status, tier, superseded_by, project, topic, search_terms "
+            "SELECT owner, content, source_text, status, tier, category, superseded_by, project, topic, search_terms "
             "FROM memories WHERE id = ?", (memory_id,)
         ) as cur:
             row = await cur.fetchone()
@@ -590,7 +608,7 @@ class MemoryEngine:
         for target in {row["superseded_by"], superseded_by} - {None, memory_id}:
             await self._reindex_one(conn, target)
         self._projects.pop(row["owner"], None)
-        if row["tier"] == 1:
+        if _in_core(row["tier"], row["category"]):
             self.db.bump(TIER1)
 
     async def _reindex_one(self, conn: aiosqlite.Connection, memory_id: int) -> None:
@@ -619,7 +637,7 @@ class MemoryEngine:
         :meth:`purge_erased` once the erasing transaction has committed."""
         assert conn is not None  # opened by @_in_transaction when not given
         async with conn.execute(
-            "SELECT owner, tier, content, superseded_by FROM memories WHERE id = ?", (memory_id,)
+            "SELECT owner, tier, category, content, superseded_by FROM memories WHERE id = ?", (memory_id,)
         ) as cur:
             row = await cur.fetchone()
         if row is None:
@@ -634,7 +652,7 @@ class MemoryEngine:
         await _drop_cached_vectors(conn, [content])
         self._erased.add(memory_id)
         self._projects.pop(row["owner"], None)
-        if row["tier"] == 1:
+        if _in_core(row["tier"], row["category"]):
             self.db.bump(TIER1)
 
     async def purge_erased(self) -> None:
@@ -824,25 +842,98 @@ class MemoryEngine:
             self._profiles.move_to_end(key)
             return cached[1], cached[2]
         items = await self.profile(owner, limit=limit, include_global=include_global)
-        lines: list[str] = []
+        # A group reads the shared profile (owner _global): no member's own facts.
+        newer = await self.newer_facts(owner, items) if owner != GLOBAL_OWNER else []
+
+        def line_of(m: Memory) -> str:
+            return (f"- [m{m.id} · {_said_on(m)}] " if ids else "- ") + truncate(m.content, PROFILE_ENTRY_CHARS)
+
+        # The newer facts first within the budget: they are what the user
+        # just said about themselves, and the prompt's rule lets the later
+        # of two disagreeing memories hold; the entries take the rest.
+        after: list[str] = []
         shown: list[int] = []
         used = 0
+        for m in newer:
+            line = line_of(m)
+            if used + estimate_tokens(line) > PROFILE_TOKEN_BUDGET:
+                break
+            after.append(line)
+            shown.append(m.id)
+            used += estimate_tokens(line)
+        lines: list[str] = []
         for m in items:  # most important first: what the budget leaves out matters least
-            line = f"- [m{m.id} · {_said_on(m)}] " if ids else "- "
-            line += truncate(m.content, PROFILE_ENTRY_CHARS)
+            line = line_of(m)
             cost = estimate_tokens(line)
             if used + cost > PROFILE_TOKEN_BUDGET:
                 break
             lines.append(line)
             shown.append(m.id)
             used += cost
-        text, held = "\n".join(lines), frozenset(shown)
+        # Recall leaves out what the block shows (a Tier 2 fact an entry
+        # states in the same words is still recalled: with the fact it
+        # replaced under it, docs/RETRIEVAL.md §6a, which an entry lacks).
+        text, held = "\n".join([*lines, *after]), frozenset(shown)
         if limit == 100 and await self.db.stamp(TIER1) == stamp:  # nothing changed while reading
             self._profiles[key] = (stamp, text, held)
             self._profiles.move_to_end(key)
             while len(self._profiles) > PROFILE_CACHE_SIZE:
                 self._profiles.popitem(last=False)
         return text, held
+
+    async def newer_facts(self, owner: str, entries: Sequence[Memory] = ()) -> list[Memory]:
+        """``owner``'s Tier 2 facts for Core Memory until the weekly refresh
+        has read them (:data:`NEWER_CATEGORIES`, written after its last run
+        started: :meth:`refreshed_upto`), newest first; not one that
+        ``entries`` (the Tier 1 shown) states in the same words or was drawn
+        from. A replaced fact is no longer active: it leaves at once."""
+        upto = await self.refreshed_upto()
+        cats = ",".join("?" * len(NEWER_CATEGORIES))
+        rows = await self.db.reader.execute_fetchall(
+            f"""SELECT * FROM memories
+                WHERE owner = ? AND status = 'active' AND tier = 2 AND id > ?
+                  AND category IN ({cats}) AND importance >= ?
+                ORDER BY id DESC LIMIT ?""",
+            [owner, upto, *NEWER_CATEGORIES, NEWER_MIN_IMPORTANCE, NEWER_LIMIT + len(entries)],
+        )
+        hashes = {content_hash(e.content) for e in entries}
+        cited = {r[2:] for e in entries for r in e.provenance.refs if r.startswith("m:")}
+        out = [row_to_memory(r) for r in rows]
+        return [m for m in out if str(m.id) not in cited and content_hash(m.content) not in hashes][:NEWER_LIMIT]
+
+    async def refreshed_upto(self) -> int:
+        """The newest memory id when the last weekly refresh started (its
+        ``run`` log line keeps it): the facts written since, it has not read.
+        0 when it never ran. Cached until a run ends (:data:`REFRESH`)."""
+        stamp = await self.db.stamp(REFRESH)
+        if self._refreshed is not None and self._refreshed[0] == stamp:
+            return self._refreshed[1]
+        row = await self.db.fetchone(
+            "SELECT at, detail FROM memory_log WHERE job = 'weekly_compress' AND action = 'run' ORDER BY id DESC LIMIT 1"
+        )
+        upto = 0
+        if row is not None:
+            try:
+                upto = int(json.loads(row["detail"])["newest_id"])
+            except (ValueError, TypeError, KeyError):
+                # A run logged before it kept the id: what was said by its end.
+                got = await self.db.fetchone("SELECT COALESCE(MAX(id), 0) FROM memories WHERE created_at <= ?",
+                                             (row["at"],))
+                upto = int(got[0]) if got is not None else 0
+        self._refreshed = (stamp, upto)
+        return upto
+
+    async def same_words_as(self, owner: str, entries: Sequence[Memory]) -> frozenset[int]:
+        """Ids of ``owner``'s active Tier 2 facts worded as one of ``entries``."""
+        hashes = list({content_hash(e.content) for e in entries if e.owner == owner})
+        if not hashes:
+            return frozenset()
+        marks = ",".join("?" * len(hashes))
+        rows = await self.db.reader.execute_fetchall(
+            f"SELECT id FROM memories WHERE owner = ? AND content_hash IN ({marks}) AND tier = 2 AND status = 'active'",
+            [owner, *hashes],
+        )
+        return frozenset(int(r[0]) for r in rows)
 
     async def known_projects(self, owner: str) -> frozenset[str]:
         """Project partitions ``owner`` (or ``_global``) has memories in,

@@ -212,8 +212,16 @@ class SqliteMemory(MemoryBackend):
 
     async def overview(self, user: str, *, limit: int = 10, tz: tzinfo | None = None) -> MemoryOverview:
         engine = self.engine
-        profile = await engine.profile(user, include_global=False)
-        recent = await engine.list_memories(user, tier=2, limit=limit)
+        entries = await engine.profile(user, include_global=False)
+        # As their prompt's Core Memory: the entries and what they said of
+        # themselves since the weekly refresh (engine.newer_facts), that
+        # first: /memory lists a few, and it is what they just told. Each
+        # memory once: "Newest" leaves out those, and a fact an entry
+        # states in the same words (a decision lifted into Core Memory).
+        profile = [*await engine.newer_facts(user, entries), *entries]
+        shown = {m.id for m in profile} | await engine.same_words_as(user, entries)
+        recent = [m for m in await engine.list_memories(user, tier=2, limit=limit + len(shown))
+                  if m.id not in shown][:limit]
         await self._buffer_rows.drain()  # the message just before /memory counts as waiting
         counts = await engine.db.fetchone(
             f"""SELECT (SELECT COUNT(*) FROM memories WHERE owner = ? AND status = 'active'),

@@ -121,7 +121,9 @@ async def test_said_then_extracted_then_recalled_with_citation(tmp_path: Path) -
         # The preference changes: the new fact supersedes the old one.
         await say(app, clock, "我现在改喝美式了，不再喝拿铁。", "alice")
         model.extractions.append(
-            ("改喝美式", {"facts": [fact("用户现在喝美式咖啡，不再喝拿铁", updates=1)], "summary": "用户改喝美式"})
+            # A decision, recalled by its words (a config fact would sit in Core Memory instead, not recalled).
+            ("改喝美式", {"facts": [fact("用户现在喝美式咖啡，不再喝拿铁", updates=1, category="decision")],
+                       "summary": "用户改喝美式"})
         )
         clock.advance(200)
         reports = await app.extraction.tick()  # type: ignore[attr-defined]

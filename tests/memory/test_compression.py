@@ -794,3 +794,22 @@ async def test_a_days_facts_are_dated_that_day_not_the_morning_they_were_compres
     assert ci.created_at == "2026-02-26T04:00:00Z"  # noon in Shanghai
     [hit] = await Retriever(engine).retrieve("alice", "which database does atlas use?")
     assert hit.date == "2026-02-27"
+
+
+async def test_core_memory_shows_a_new_fact_until_the_weekly_refresh_has_read_it(
+    engine: MemoryEngine, fake: FakeOpenAI, llm: MemoryLLM
+) -> None:
+    """Said on a Tuesday, in Core Memory from then on (engine.newer_facts);
+    the weekly refresh reads it and leaves it out: from then on it is
+    recalled by its words like any fact. What is said after the run is in
+    Core Memory again until the next."""
+    await engine.add(NewMemory(owner="alice", content="Alice wants answers in English", category=Category.CONFIG,
+                               importance=0.9))
+    assert "English" in await engine.profile_markdown("alice")
+    fake.responder = lambda body: Reply(json.dumps({"entries": [
+        {"content": "Alice is a Go developer", "category": "identity"}]}))
+    await Compressor(engine, llm).weekly()
+    assert await engine.profile_markdown("alice") == "- Alice is a Go developer"
+    await engine.add(NewMemory(owner="alice", content="Alice is called Yang", category=Category.IDENTITY,
+                               importance=1.0))
+    assert await engine.profile_markdown("alice") == "- Alice is a Go developer\n- Alice is called Yang"

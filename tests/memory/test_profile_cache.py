@@ -78,3 +78,81 @@ async def test_the_profile_in_the_prompt_keeps_to_its_budget_most_important_firs
     assert 10 < len(kept) < 100 and kept == list(range(len(kept)))  # a prefix by importance
     stored = await engine.get(essay.id)
     assert stored is not None and len(stored.content) > 4 * PROFILE_ENTRY_CHARS  # not cut on disk
+
+
+# -- what the user just said about themselves (engine.newer_facts) ------------
+
+
+def t2(owner: str, content: str, category: Category = Category.CONFIG, importance: float = 0.9) -> NewMemory:
+    return NewMemory(owner=owner, content=content, importance=importance, category=category)
+
+
+async def test_a_new_identity_or_config_fact_is_in_core_memory_before_the_weekly_refresh(engine: MemoryEngine) -> None:
+    await engine.add(t1("alice", "Alice is a Go developer"))
+    english = await engine.add(t2("alice", "Alice wants answers in English"))
+    await engine.add(t2("alice", "Alice is called Yang by her friends", Category.IDENTITY, 1.0))
+    assert await engine.profile_markdown("alice") == (
+        "- Alice is a Go developer\n- Alice is called Yang by her friends\n- Alice wants answers in English")
+    # Recall leaves them out: the prompt shows them once.
+    assert english.id in await engine.profile_ids("alice", ids=True)
+    # Replaced (superseded) or archived: gone from the next prompt.
+    chinese = await engine.add(t2("alice", "Alice wants answers in Chinese again"))
+    await engine.set_status(english.id, "superseded", superseded_by=chinese.id)
+    text = await engine.profile_markdown("alice")
+    assert "English" not in text and "Chinese again" in text
+
+
+async def test_never_a_credential_nor_another_kind_nor_a_minor_fact(engine: MemoryEngine) -> None:
+    await engine.add(t2("alice", "Alice's GitHub token is ghp_0123456789abcdef", Category.CREDENTIAL, 1.0))
+    await engine.add(t2("alice", "Atlas uses Postgres", Category.DECISION, 0.9))
+    await engine.add(t2("alice", "Alice vaguely likes jazz", Category.IDENTITY, 0.4))
+    assert await engine.profile_markdown("alice") == ""
+    # Edited into a credential on the memory page: out of the cached block at once.
+    fact = await engine.add(t2("alice", "Alice's server is build-01"))
+    assert "build-01" in await engine.profile_markdown("alice")
+    await engine.update(fact.id, category=Category.CREDENTIAL)
+    assert await engine.profile_markdown("alice") == ""
+
+
+async def test_never_in_another_users_nor_a_groups_core_memory(engine: MemoryEngine) -> None:
+    await engine.add(t2("alice", "Alice wants answers in English"))
+    assert await engine.profile_markdown("bob") == ""
+    assert await engine.profile_markdown("_global", include_global=False) == ""  # a group's block
+
+
+async def test_a_fact_a_core_entry_states_is_shown_once(engine: MemoryEngine) -> None:
+    from memory import Provenance
+
+    fact = await engine.add(t2("alice", "Alice is vegetarian", Category.IDENTITY, 1.0))
+    same = await engine.add(t1("alice", "Alice is vegetarian"))
+    assert await engine.profile_markdown("alice") == "- Alice is vegetarian"
+    assert same.id in await engine.profile_ids("alice") and fact.id not in await engine.profile_ids("alice")
+    moved = await engine.add(t2("alice", "Alice moved to Berlin", Category.IDENTITY, 1.0))
+    await engine.add(NewMemory(owner="alice", tier=1, content="Alice lives in Berlin", importance=0.9,
+                               category=Category.IDENTITY, provenance=Provenance(refs=("weekly", f"m:{moved.id}"))))
+    assert "moved to Berlin" not in await engine.profile_markdown("alice")
+
+
+async def test_the_newer_facts_keep_within_the_block_and_its_budget(engine: MemoryEngine) -> None:
+    from memory.engine import NEWER_LIMIT, PROFILE_TOKEN_BUDGET
+    from memory.tokens import estimate_tokens
+
+    for i in range(NEWER_LIMIT + 5):
+        await engine.add(t2("alice", f"Alice's standing instruction number {i}: " + "word " * 120))
+    text = await engine.profile_markdown("alice", ids=True)
+    assert len(text.splitlines()) == NEWER_LIMIT and estimate_tokens(text) <= PROFILE_TOKEN_BUDGET
+    assert f"number {NEWER_LIMIT + 4}:" in text and "number 0:" not in text  # the newest
+
+
+async def test_a_weekly_run_logged_before_it_kept_its_id_counts_by_its_time(
+    engine: MemoryEngine, clock: ManualClock
+) -> None:
+    from memory.changelog import write_log
+
+    await engine.add(t2("alice", "Alice wants answers in English"))
+    clock.advance(3600)
+    async with engine.db.transaction() as conn:  # an older version's run line: no newest_id
+        await write_log(conn, at=engine.now(), job="weekly_compress", action="run", detail={"promoted": 0})
+    clock.advance(3600)
+    await engine.add(t2("alice", "Alice is called Yang", Category.IDENTITY, 1.0))
+    assert await engine.profile_markdown("alice") == "- Alice is called Yang"
