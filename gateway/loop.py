@@ -63,6 +63,7 @@ from .prompt import QUOTE_CHARS, PromptBuilder, Speaker, speaker_labels
 from .ratelimit import RateLimiter, limited_note
 from .recent_files import KeptFile, RecentFiles
 from .resume import Reread, TurnContext
+from .editedcommands import EDITED_COMMAND, EDITED_COMMAND_ZH, RanCommands
 from .revisions import Revisions, edited_words
 from .sessions import APOLOGISED, SessionStore, StoredMessage
 from .inbox import Inbox, revision
@@ -453,6 +454,7 @@ class ProcessLoop:
         self.commands = commands or UserCommands(backend)
         self.timezones = timezones  # each user's own (/timezone); None: the gateway's for all
         self.revisions = Revisions(sessions, backend)
+        self._ran_commands = RanCommands()  # for an edit of one after its answer (gateway/editedcommands.py)
         self._slots = asyncio.Semaphore(max_concurrent_chats)
         self._pending = asyncio.Semaphore(max_pending)
         self._queues: dict[str, deque[_Item]] = {}
@@ -863,8 +865,8 @@ class ProcessLoop:
             await self.member_gone(msg)
             return ""
         if msg.kind != MESSAGE:  # an edit or recall of an earlier message: stored words change, no reply
-            if not item.applied:
-                await self.revisions.apply(msg)
+            if not item.applied and await self.revisions.apply(msg) == "unknown" and msg.kind == EDIT:
+                await self._edited_command(msg)  # unless it was a command: not stored, not run again
             self.stats.revised += 1
             return ""
         if item.again is not None:
@@ -915,6 +917,7 @@ class ProcessLoop:
             # Answered here, not by the model, and kept out of Tier 0 and
             # memory: a listing of memories is not something to learn again.
             self.stats.commands += 1
+            self._ran_commands.keep(key, msg.message_id, msg.sender_id, msg.text, command)
             # They speak as the chat does, as /help does; with nothing said
             # to tell by, as what they show, then as the sender's app.
             chat_zh = await self._chat_is_chinese(msg)
@@ -925,6 +928,7 @@ class ProcessLoop:
             return answer.text
         if command in BARE and not args:
             self.stats.commands += 1
+            self._ran_commands.keep(key, msg.message_id, msg.sender_id, msg.text, command)
             # "/help" has no words to tell the language by: the sender's
             # recent ones do, else the app's (a new user's /start).
             chat_zh = await self._chat_is_chinese(msg)
@@ -1409,6 +1413,19 @@ class ProcessLoop:
     ) -> OutboundMessage:
         out = OutboundMessage.answering(msg, text, attachment, owner=owner)
         return drafts.reply(out) if drafts is not None else out
+
+    async def _edited_command(self, msg: InboundMessage) -> None:
+        """An edit of a command this run answered, its words changed: not
+        run again, and the user told so (gateway/editedcommands.py)."""
+        command = self._ran_commands.changed(msg.session_key, msg.message_id, msg.sender_id, msg.text)
+        if command is None:
+            return
+        chat_zh = await self._chat_is_chinese(msg)
+        zh = app_in_chinese(msg) if chat_zh is None else chat_zh
+        await self._reply(msg, (EDITED_COMMAND_ZH if zh else EDITED_COMMAND).format(command=command),
+                          self.identities.resolve(msg.channel, msg.sender_id))
+        log.info("edit of a command after its answer: not run again, the user told", chat=msg.session_key,
+                 message_id=msg.message_id)
 
     async def _cut_command(self, msg: InboundMessage, command: str) -> str:
         """The note for a command a stop left unanswered, in the chat's language."""
