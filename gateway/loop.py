@@ -51,8 +51,8 @@ from memory.types import Hit
 
 from .agent import Agent, AgentReply, apology
 from .bus import (
-    EDIT, FILE_NOT_READ, LEFT, MESSAGE, MOVED, PHOTO_NOT_READ, RECALL, Attachment, InboundMessage, MessageBus,
-    OutboundMessage, app_in_chinese, audio_not_read, not_heard, notes_in_chinese, words_in_chinese,
+    EDIT, FILE_NOT_READ, LEFT, MESSAGE, MOVED, PHOTO_NOT_READ, RECALL, Attachment, Forwarded, InboundMessage,
+    MessageBus, OutboundMessage, app_in_chinese, audio_not_read, not_heard, notes_in_chinese, words_in_chinese,
 )
 from .chattitles import ChatTitles
 from .commands import BARE, COMMANDS, UserCommands, runs_itself
@@ -368,6 +368,11 @@ class _Item:
     # turn the next start answers; before, the stop writes it (_park).
     saved: bool = False
     kept: list[KeptFile] | None = None  # its files as recent files kept them, once they are
+    # Its recording's transcript ("": not heard, the user told) and its
+    # forwards as heard, once they are: a turn begun again for an edit has
+    # them already (each transcription is a paid call).
+    heard: str | None = None
+    heard_forwards: tuple[Forwarded, ...] | None = None
     # An edit applied to the message it changes while that still waited in
     # the queue (ProcessLoop._edit_queued): answered and stored as edited, nothing is left to change.
     applied: bool = False
@@ -1004,12 +1009,12 @@ class ProcessLoop:
         # again): an edit may begin it again from here, a recall drop it.
         item.asking = True
         if msg.audio is not None:  # after the rate limit: each one is a paid call
-            heard = await self._transcribe(msg, user)
+            heard = await self._transcribe(msg, user, item)
             if heard is None:
                 return ""
             msg = heard
         if any(f.audio is not None for f in msg.forwarded):  # forwarded recordings: their authors' words
-            heard = await self._transcribe_forwarded(msg, user)
+            heard = await self._transcribe_forwarded(msg, user, item)
             if heard is None:
                 return ""
             msg = heard
@@ -1306,32 +1311,40 @@ class ProcessLoop:
             name=f"tier0:{key}",
         )
 
-    async def _transcribe(self, msg: InboundMessage, user: str) -> InboundMessage | None:
+    async def _transcribe(self, msg: InboundMessage, user: str, item: _Item) -> InboundMessage | None:
         """``msg`` with its recording's transcript as its words (after a
         caption, if any), or None when there is nothing left to answer: the
-        user is told the recording was not read, and a caption goes on."""
+        user is told the recording was not read, and a caption goes on.
+        Once a turn: begun again for an edit, it has ``item.heard``."""
         assert msg.audio is not None
-        words = ""
-        try:
-            if self.transcriber is None:
-                raise TranscriptionError("agent.transcription is off")
-            words = await self.transcriber.transcribe(msg.audio)
-        except TranscriptionError as exc:
-            log.warning("voice message not transcribed", chat=msg.session_key, error=str(exc))
+        words, told = item.heard or "", item.heard is not None
+        if not told:
+            try:
+                if self.transcriber is None:
+                    raise TranscriptionError("agent.transcription is off")
+                words = await self.transcriber.transcribe(msg.audio)
+            except TranscriptionError as exc:
+                log.warning("voice message not transcribed", chat=msg.session_key, error=str(exc))
+            item.heard = words
         if words:
             return replace(msg, text=with_transcript(msg.text, msg.audio, words), audio=None)
         # Not on its way first: a caption may still be answered after it, and
         # a row waiting would have the next start take the message as answered.
-        await self._reply(msg, not_heard_note(msg.audio, zh=notes_in_chinese(msg)), user)
+        if not told:
+            await self._reply(msg, not_heard_note(msg.audio, zh=notes_in_chinese(msg)), user)
         if not msg.text.strip():
             return None
         return replace(msg, audio=None, placeholder=audio_not_read(msg.audio.name))
 
-    async def _transcribe_forwarded(self, msg: InboundMessage, user: str) -> InboundMessage | None:
+    async def _transcribe_forwarded(self, msg: InboundMessage, user: str, item: _Item) -> InboundMessage | None:
         """``msg`` with its forwarded recordings' transcripts in their own
         words (gateway/transcription.py), or None when a recording not
-        heard was all there was to answer: the user is told."""
+        heard was all there was to answer: the user is told. Once a turn,
+        as :meth:`_transcribe`."""
+        if item.heard_forwards is not None:  # begun again for an edit: heard, and told, already
+            return replace(msg, forwarded=item.heard_forwards)
         forwarded, missed = await hear_forwarded(self.transcriber, msg.forwarded)
+        item.heard_forwards = forwarded
         msg = replace(msg, forwarded=forwarded)
         if missed:
             log.warning("forwarded recordings not transcribed", chat=msg.session_key, missed=len(missed))
