@@ -420,8 +420,11 @@ class BaseChannel(abc.ABC):
         twice, and before :meth:`stop` only; the default does nothing."""
 
     @abc.abstractmethod
-    async def stop(self) -> None:
-        """Stop receiving and release resources; safe to call twice."""
+    async def stop(self, timeout: float | None = None) -> None:
+        """Stop receiving and release resources; safe to call twice.
+        ``timeout``: seconds this stop's waits on the platform (Telegram's
+        offset confirmation, Feishu's withdrawals) may take in all, what is
+        left of the gateway's stop; None: their own bounds."""
 
     @abc.abstractmethod
     async def send(self, msg: OutboundMessage) -> None:

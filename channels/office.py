@@ -86,9 +86,18 @@ def flat_odf_text(data: bytes, kind: str, *, max_chars: int) -> str:
         raise ImageError(UNSUPPORTED, f"an OpenDocument file that could not be read ({type(exc).__name__})") from exc
 
 
+# OpenDocument kinds not read, as an error may name them (it is logged):
+# the file's mimetype is its own words, so any other is "another".
+_ODF_OTHER = frozenset({
+    f"{kind}{suffix}" for kind in ("graphics", "chart", "formula", "image", "database", "text-web")
+    for suffix in ("", "-template")} - {"database-template", "text-web-template"})
+
+
 def _odf(package: Package, kind: str, max_chars: int, part: str) -> str:
     if kind not in ODF_TYPES:
-        raise ImageError(UNSUPPORTED, f"an OpenDocument file of a kind not read ({kind})")
+        other = kind.removeprefix("application/vnd.oasis.opendocument.")
+        raise ImageError(UNSUPPORTED, "an OpenDocument file of a kind not read "
+                                      f"({other if other in _ODF_OTHER else 'another'})")
     return odf_text(package, ODF_TYPES[kind], max_chars=max_chars, part=part)
 
 

@@ -787,9 +787,11 @@ class TelegramChannel(BaseChannel):
             for key, message_id in list(self._holding):
                 self._let_go(key, message_id)
 
-    async def stop(self) -> None:
+    async def stop(self, timeout: float | None = None) -> None:
         """Stop polling, cancel what is still pending, confirm to Telegram
-        the updates whose messages are on the bus, close; safe twice.
+        the updates whose messages are on the bus (within ``timeout``, at
+        most 5 s: unconfirmed, they come again after a restart and the
+        gateway ignores those it answered), close; safe twice.
 
         Pending lanes are not waited for here (:meth:`stop_receiving` does
         that, while the gateway still answers): a message put on the bus now
@@ -802,6 +804,7 @@ class TelegramChannel(BaseChannel):
             self._state = "stopped"
             return
         self._state = "stopped"
+        deadline = None if timeout is None else time.monotonic() + max(0.0, timeout)
         task, self._poll_task = self._poll_task, None
         if task is not None:
             task.cancel()
@@ -817,7 +820,8 @@ class TelegramChannel(BaseChannel):
             return
         try:
             if self._confirmable() and self._ready.is_set() and self._failure is None:
-                await self._confirm_offset(bot)
+                left = _CONFIRM_TIMEOUT if deadline is None else max(0.0, deadline - time.monotonic())
+                await self._confirm_offset(bot, min(left, _CONFIRM_TIMEOUT))
         finally:
             await bot.shutdown()
 
@@ -826,12 +830,12 @@ class TelegramChannel(BaseChannel):
         bus and none that is still pending (0: nothing taken yet)."""
         return max(self._floor, min(self._unsettled, default=self._next))
 
-    async def _confirm_offset(self, bot: Bot) -> None:
+    async def _confirm_offset(self, bot: Bot, timeout: float) -> None:
         # getUpdates with the next offset is how Telegram learns what we
         # handled; without it a restart gets the last batch again.
         offset = self._confirmable()
         try:
-            await asyncio.wait_for(bot.get_updates(offset=offset, limit=1, timeout=0), _CONFIRM_TIMEOUT)
+            await asyncio.wait_for(bot.get_updates(offset=offset, limit=1, timeout=0), timeout)
         except (TelegramError, TimeoutError) as exc:
             self.log.warning(
                 "could not confirm handled Telegram updates; they may be delivered again",

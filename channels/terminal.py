@@ -118,7 +118,7 @@ class TerminalChannel(BaseChannel):
             self._reader = stdin_reader()
         self._task = asyncio.create_task(self._read(self._reader), name="terminal-read")
 
-    async def stop(self) -> None:
+    async def stop(self, timeout: float | None = None) -> None:
         task, self._task = self._task, None
         if task is not None and not task.done():
             task.cancel()

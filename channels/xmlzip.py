@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import re
 import zipfile
 import zlib
 from collections.abc import Callable, Generator, Iterator, Sequence
@@ -34,6 +35,21 @@ __all__ = [
 ]
 
 ENCRYPTED = "encrypted"  # a PDF or an office file behind a password
+# Part names an error may say (it is logged): the standard ones, a number
+# the only free part. Any other name is the file's own words (a sheet's
+# path comes from the workbook's relationships).
+_STANDARD_PART = re.compile(
+    r"(?:(?:word|xl|ppt|xl/worksheets|ppt/slides|ppt/notesSlides|META-INF)/)?(?:_rels/)?"
+    r"(?:document|workbook|sharedStrings|styles|presentation|settings|content|meta|manifest|numbering|footnotes"
+    r"|endnotes|comments|sheet\d+|slide\d+|notesSlide\d+|\[Content_Types\])?\.(?:xml|rels|xml\.rels)")
+
+
+def part_label(name: str) -> str:
+    """``name`` for an error's text if it is a standard part's, else
+    "another part": a name of the file's own may carry anyone's words."""
+    return name if _STANDARD_PART.fullmatch(name) else "another part"
+
+
 MAX_XML = 64 * 1024 * 1024  # XML unpacked from one file, all parts together: no zip bomb
 MAX_ROWS = 5000  # of one sheet (a 1M-row sheet is read from its start)
 MAX_COLUMNS = 64  # of one sheet, A..BL: a stray cell at XFD1 adds no 16,000 empty columns
@@ -74,7 +90,7 @@ class _Prolog:
         self.parser.StartElementHandler = self._element
 
     def _doctype(self, *_: object) -> None:
-        raise ImageError(UNSUPPORTED, f"an XML part declaring a DTD, which no office file has ({self.name})")
+        raise ImageError(UNSUPPORTED, f"an XML part declaring a DTD, which no office file has ({part_label(self.name)})")
 
     def _element(self, *_: object) -> None:
         raise _Root
@@ -120,7 +136,7 @@ class Package:
         return self.archive.open(self.parts[name])  # held to the size the zip states
 
     def _over(self, name: str) -> ImageError:
-        return ImageError(UNSUPPORTED, f"an office file of over {MAX_XML} bytes unpacked ({name})")
+        return ImageError(UNSUPPORTED, f"an office file of over {MAX_XML} bytes unpacked ({part_label(name)})")
 
     def raw(self, name: str, limit: int) -> bytes | None:
         """The first ``limit`` bytes of the part ``name`` (not XML: ODF's
@@ -222,7 +238,7 @@ class _Target:
             return
         stack = self.stack
         if len(stack) >= MAX_DEPTH:
-            raise ImageError(UNSUPPORTED, f"XML nested over {MAX_DEPTH} deep ({self.walk.part})")
+            raise ImageError(UNSUPPORTED, f"XML nested over {MAX_DEPTH} deep ({part_label(self.walk.part)})")
         if not stack:
             kind, how = self.walk.root, OPEN
         else:

@@ -12,8 +12,9 @@ Shutdown loses nothing: ``close()`` first has every channel stop receiving
 flight (up to ``timeout``), sends the queued replies (every channel's at
 once, up to ``QUEUED_WAIT`` within the timeout; a send under way gets up to
 ``SEND_GRACE`` more), and only then stops the channels, side by side
-(Telegram confirms its offsets there). So a stop takes at most its timeout
-plus ``SEND_GRACE``, and the channels' own closing. A message a channel did
+(Telegram confirms its offsets there, Feishu finishes its withdrawals, in
+what is left of the timeout plus ``SEND_GRACE``). So a stop takes at most
+its timeout plus ``SEND_GRACE``, and the channels' own closing. A message a channel did
 not take stays with the platform and is delivered again after a restart.
 Replies go out through ``app.delivery`` (gateway/delivery.py): one the
 platform cannot take now, and any still queued when the shutdown times
@@ -852,9 +853,9 @@ class App:
         finally:
             stopper.cancel()
 
-    async def _stop_channel(self, channel: BaseChannel) -> None:
+    async def _stop_channel(self, channel: BaseChannel, timeout: float | None = None) -> None:
         try:
-            await channel.stop()
+            await channel.stop(timeout)
         except Exception as exc:  # stopping the rest matters more
             log.error("channel did not stop cleanly", channel=channel.name, **error_fields(exc))
 
@@ -945,7 +946,10 @@ class App:
         await asyncio.gather(*self._tasks, *self._watchers, return_exceptions=True)
         if getattr(self, "titles", None) is not None:
             await self.titles.aclose()  # title lookups use the channels' clients
-        await asyncio.gather(*(self._stop_channel(c) for c in list(self.channels.values())))
+        # What is left of the timeout and the grace bounds the channels'
+        # waits on their platforms (Telegram's offset, Feishu's withdrawals).
+        left = max(0.0, deadline + SEND_GRACE - time.monotonic())
+        await asyncio.gather(*(self._stop_channel(c, left) for c in list(self.channels.values())))
         # 4. services, servers, storage
         for svc in reversed(self._started_services):
             try:

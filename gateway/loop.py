@@ -51,8 +51,8 @@ from memory.types import Hit
 
 from .agent import Agent, AgentReply, apology
 from .bus import (
-    EDIT, FILE_NOT_READ, LEFT, MESSAGE, MOVED, PHOTO_NOT_READ, RECALL, Attachment, InboundMessage, MessageBus,
-    OutboundMessage, app_in_chinese, audio_not_read, not_heard, notes_in_chinese, words_in_chinese,
+    EDIT, FILE_NOT_READ, LEFT, MESSAGE, MOVED, PHOTO_NOT_READ, RECALL, Attachment, Forwarded, InboundMessage,
+    MessageBus, OutboundMessage, app_in_chinese, audio_not_read, not_heard, notes_in_chinese, words_in_chinese,
 )
 from .chattitles import ChatTitles
 from .commands import BARE, COMMANDS, UserCommands, runs_itself
@@ -63,6 +63,7 @@ from .prompt import QUOTE_CHARS, PromptBuilder, Speaker, speaker_labels
 from .ratelimit import RateLimiter, limited_note
 from .recent_files import KeptFile, RecentFiles
 from .resume import Reread, TurnContext
+from .editedcommands import EDITED_COMMAND, EDITED_COMMAND_ZH, RanCommands
 from .revisions import Revisions, edited_words
 from .sessions import APOLOGISED, SessionStore, StoredMessage
 from .inbox import Inbox, revision
@@ -368,6 +369,11 @@ class _Item:
     # turn the next start answers; before, the stop writes it (_park).
     saved: bool = False
     kept: list[KeptFile] | None = None  # its files as recent files kept them, once they are
+    # Its recording's transcript ("": not heard, the user told) and its
+    # forwards as heard, once they are: a turn begun again for an edit has
+    # them already (each transcription is a paid call).
+    heard: str | None = None
+    heard_forwards: tuple[Forwarded, ...] | None = None
     # An edit applied to the message it changes while that still waited in
     # the queue (ProcessLoop._edit_queued): answered and stored as edited, nothing is left to change.
     applied: bool = False
@@ -454,6 +460,7 @@ class ProcessLoop:
         self.commands = commands or UserCommands(backend)
         self.timezones = timezones  # each user's own (/timezone); None: the gateway's for all
         self.revisions = Revisions(sessions, backend, files=files)
+        self._ran_commands = RanCommands()  # for an edit of one after its answer (gateway/editedcommands.py)
         self._slots = asyncio.Semaphore(max_concurrent_chats)
         self._pending = asyncio.Semaphore(max_pending)
         self._queues: dict[str, deque[_Item]] = {}
@@ -867,8 +874,8 @@ class ProcessLoop:
             await self.member_gone(msg)
             return ""
         if msg.kind != MESSAGE:  # an edit or recall of an earlier message: stored words change, no reply
-            if not item.applied:
-                await self.revisions.apply(msg)
+            if not item.applied and await self.revisions.apply(msg) == "unknown" and msg.kind == EDIT:
+                await self._edited_command(msg)  # unless it was a command: not stored, not run again
             self.stats.revised += 1
             return ""
         if item.again is not None:
@@ -919,6 +926,7 @@ class ProcessLoop:
             # Answered here, not by the model, and kept out of Tier 0 and
             # memory: a listing of memories is not something to learn again.
             self.stats.commands += 1
+            self._ran_commands.keep(key, msg.message_id, msg.sender_id, msg.text, command)
             # They speak as the chat does, as /help does; with nothing said
             # to tell by, as what they show, then as the sender's app.
             chat_zh = await self._chat_is_chinese(msg)
@@ -929,6 +937,7 @@ class ProcessLoop:
             return answer.text
         if command in BARE and not args:
             self.stats.commands += 1
+            self._ran_commands.keep(key, msg.message_id, msg.sender_id, msg.text, command)
             # "/help" has no words to tell the language by: the sender's
             # recent ones do, else the app's (a new user's /start).
             chat_zh = await self._chat_is_chinese(msg)
@@ -1004,12 +1013,12 @@ class ProcessLoop:
         # again): an edit may begin it again from here, a recall drop it.
         item.asking = True
         if msg.audio is not None:  # after the rate limit: each one is a paid call
-            heard = await self._transcribe(msg, user)
+            heard = await self._transcribe(msg, user, item)
             if heard is None:
                 return ""
             msg = heard
         if any(f.audio is not None for f in msg.forwarded):  # forwarded recordings: their authors' words
-            heard = await self._transcribe_forwarded(msg, user)
+            heard = await self._transcribe_forwarded(msg, user, item)
             if heard is None:
                 return ""
             msg = heard
@@ -1306,32 +1315,40 @@ class ProcessLoop:
             name=f"tier0:{key}",
         )
 
-    async def _transcribe(self, msg: InboundMessage, user: str) -> InboundMessage | None:
+    async def _transcribe(self, msg: InboundMessage, user: str, item: _Item) -> InboundMessage | None:
         """``msg`` with its recording's transcript as its words (after a
         caption, if any), or None when there is nothing left to answer: the
-        user is told the recording was not read, and a caption goes on."""
+        user is told the recording was not read, and a caption goes on.
+        Once a turn: begun again for an edit, it has ``item.heard``."""
         assert msg.audio is not None
-        words = ""
-        try:
-            if self.transcriber is None:
-                raise TranscriptionError("agent.transcription is off")
-            words = await self.transcriber.transcribe(msg.audio)
-        except TranscriptionError as exc:
-            log.warning("voice message not transcribed", chat=msg.session_key, error=str(exc))
+        words, told = item.heard or "", item.heard is not None
+        if not told:
+            try:
+                if self.transcriber is None:
+                    raise TranscriptionError("agent.transcription is off")
+                words = await self.transcriber.transcribe(msg.audio)
+            except TranscriptionError as exc:
+                log.warning("voice message not transcribed", chat=msg.session_key, error=str(exc))
+            item.heard = words
         if words:
             return replace(msg, text=with_transcript(msg.text, msg.audio, words), audio=None)
         # Not on its way first: a caption may still be answered after it, and
         # a row waiting would have the next start take the message as answered.
-        await self._reply(msg, not_heard_note(msg.audio, zh=notes_in_chinese(msg)), user)
+        if not told:
+            await self._reply(msg, not_heard_note(msg.audio, zh=notes_in_chinese(msg)), user)
         if not msg.text.strip():
             return None
         return replace(msg, audio=None, placeholder=audio_not_read(msg.audio.name))
 
-    async def _transcribe_forwarded(self, msg: InboundMessage, user: str) -> InboundMessage | None:
+    async def _transcribe_forwarded(self, msg: InboundMessage, user: str, item: _Item) -> InboundMessage | None:
         """``msg`` with its forwarded recordings' transcripts in their own
         words (gateway/transcription.py), or None when a recording not
-        heard was all there was to answer: the user is told."""
+        heard was all there was to answer: the user is told. Once a turn,
+        as :meth:`_transcribe`."""
+        if item.heard_forwards is not None:  # begun again for an edit: heard, and told, already
+            return replace(msg, forwarded=item.heard_forwards)
         forwarded, missed = await hear_forwarded(self.transcriber, msg.forwarded)
+        item.heard_forwards = forwarded
         msg = replace(msg, forwarded=forwarded)
         if missed:
             log.warning("forwarded recordings not transcribed", chat=msg.session_key, missed=len(missed))
@@ -1413,6 +1430,19 @@ class ProcessLoop:
     ) -> OutboundMessage:
         out = OutboundMessage.answering(msg, text, attachment, owner=owner)
         return drafts.reply(out) if drafts is not None else out
+
+    async def _edited_command(self, msg: InboundMessage) -> None:
+        """An edit of a command this run answered, its words changed: not
+        run again, and the user told so (gateway/editedcommands.py)."""
+        command = self._ran_commands.changed(msg.session_key, msg.message_id, msg.sender_id, msg.text)
+        if command is None:
+            return
+        chat_zh = await self._chat_is_chinese(msg)
+        zh = app_in_chinese(msg) if chat_zh is None else chat_zh
+        await self._reply(msg, (EDITED_COMMAND_ZH if zh else EDITED_COMMAND).format(command=command),
+                          self.identities.resolve(msg.channel, msg.sender_id))
+        log.info("edit of a command after its answer: not run again, the user told", chat=msg.session_key,
+                 message_id=msg.message_id)
 
     async def _cut_command(self, msg: InboundMessage, command: str) -> str:
         """The note for a command a stop left unanswered, in the chat's language."""

@@ -14,6 +14,9 @@ call cancels the call and the turn begins again with the edited words
 under way (``_recall_pending``). A turn whose model already ran a tool
 that changes something (``Tool.acts``: a job made, a memory saved) is left
 to end, and the change applies here after it: begun again, it would do that twice.
+A command is never stored, so its edit after the answer finds nothing
+here (``unknown``); it is not run again, and the loop tells the user so
+when the words changed (gateway/editedcommands.py).
 
 * **Edit** (Telegram ``edited_message``): the chat's stored row of that
   message (Tier 0) gets the new words, so the next prompt shows them and

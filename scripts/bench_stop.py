@@ -14,7 +14,10 @@ from the signal to the process's exit. Scenarios:
   to the send grace (5 s), and keeps them in the outbox;
 * ``late``: as ``held``, but the stop comes while the model still takes
   ``--late`` seconds over both answers: the wait for the queued replies
-  gets what is left of the timeout.
+  gets what is left of the timeout;
+* ``withdraw``: as ``held`` on Telegram, while Feishu is withdrawing the
+  reply to a recalled message and never answers the DELETE: the channel's
+  stop waits for it only in what is left of the timeout plus the grace.
 
 Also counted from the gateway's log: "channel intake cut at shutdown"
 (a channel's intake cut rather than ended in its share of the stop).
@@ -85,7 +88,7 @@ async def one_stop(scenario: str, answer: float, late: float) -> tuple[float, in
         home = Path(tmp)
         port = free_port()
         async with FakeOpenAI(api_key=API_KEY, responder=respond) as llm, FakeTelegram() as tg, FakeFeishu() as fs:
-            write_config(home, tg, fs if scenario in ("held", "late") else None, llm, port)
+            write_config(home, tg, fs if scenario in ("held", "late", "withdraw") else None, llm, port)
             env = {k: v for k, v in os.environ.items() if not k.startswith("MYCLAW_")}
             env.update(MYCLAW_HOME=str(home), PYTHONPATH=str(ROOT))
             log = (home / "gateway.log").open("wb")
@@ -94,7 +97,20 @@ async def one_stop(scenario: str, answer: float, late: float) -> tuple[float, in
                 cwd=str(ROOT), env=env, stdout=log, stderr=log)
             try:
                 await wait_running(home / "gateway.log")
-                if scenario in ("held", "late"):
+                if scenario == "withdraw":
+                    url = f"http://127.0.0.1:{port}/feishu/events"
+                    event = fs.message_event("hello from feishu", chat_id="oc_bench", open_id="ou_bench")
+                    asked_id = event["event"]["message"]["message_id"]
+                    assert (await fs.push_event(url, event, encrypt_key=ENCRYPT_KEY)).status_code == 200
+                    await wait_until(lambda: len(fs.sent) == 1)
+                    fs.hold_delete(fs.sent[0]["message_id"])  # withdrawn, its answer never comes
+                    recall = fs.recall_event(asked_id, chat_id="oc_bench")
+                    assert (await fs.push_event(url, recall, encrypt_key=ENCRYPT_KEY)).status_code == 200
+                    await wait_until(lambda: any(m == "DELETE" for m, _ in fs.requests))
+                    tg.slow_next("sendMessage")
+                    tg.push_text(42, 42, "hello from telegram")
+                    await tg.wait_sent(1, timeout=30)
+                elif scenario in ("held", "late"):
                     tg.slow_next("sendMessage")  # taken, its answer never comes (until the fake stops)
                     feishu_took = fs.cut_next(accepted=True)
                     event = fs.message_event("hello from feishu", chat_id="oc_bench", open_id="ou_bench")
@@ -129,6 +145,12 @@ async def one_stop(scenario: str, answer: float, late: float) -> tuple[float, in
         return took, code, text.count(CUT)
 
 
+async def wait_until(done: Any) -> None:
+    async with asyncio.timeout(30):
+        while not done():
+            await asyncio.sleep(0.05)
+
+
 async def wait_running(path: Path) -> None:
     async with asyncio.timeout(60):
         while b'"gateway running"' not in path.read_bytes():
@@ -138,11 +160,11 @@ async def wait_running(path: Path) -> None:
 async def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--runs", type=int, default=3)
-    ap.add_argument("--only", choices=["idle", "turn", "held", "late"], action="append")
+    ap.add_argument("--only", choices=["idle", "turn", "held", "late", "withdraw"], action="append")
     ap.add_argument("--answer", type=float, default=2.0, help="seconds the model takes in the 'turn' scenario")
     ap.add_argument("--late", type=float, default=8.0, help="seconds the model takes in the 'late' scenario")
     args = ap.parse_args()
-    for scenario in args.only or ["idle", "turn", "held", "late"]:
+    for scenario in args.only or ["idle", "turn", "held", "late", "withdraw"]:
         times: list[float] = []
         cut = 0
         for _ in range(args.runs):
@@ -152,7 +174,7 @@ async def main() -> int:
                 return 1
             times.append(took)
             cut += cuts
-        print(f"{scenario:5}  runs {args.runs}  median {statistics.median(times):6.2f} s  "
+        print(f"{scenario:8}  runs {args.runs}  median {statistics.median(times):6.2f} s  "
               f"max {max(times):6.2f} s  intake cut {cut}")
     return 0
 

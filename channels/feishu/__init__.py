@@ -336,19 +336,22 @@ class FeishuChannel(BaseChannel):
         else:
             self.log.error("feishu messages still pending at shutdown are lost", pending=self._lanes.cancel())
 
-    async def stop(self) -> None:
+    async def stop(self, timeout: float | None = None) -> None:
         """Stop receiving (as :meth:`stop_receiving`), let the withdrawals
-        under way finish, close; safe twice."""
+        under way finish (within ``timeout``, at most 10 s: one cut leaves
+        its reply in the chat), close; safe twice."""
         if self._stopped:
             return
         self._stopped = True
+        deadline = None if timeout is None else time.monotonic() + max(0.0, timeout)
         if self._route is not None and self.http is not None:
             self.http.remove_route(*self._route)
             self._route = None
         await self.stop_receiving()  # at once when the gateway called it already
         await self._lanes.close()
         await self._dedup.close()  # the last second's ids
-        await self.withdrawals_done(_WITHDRAW_AT_STOP)
+        left = _WITHDRAW_AT_STOP if deadline is None else max(0.0, deadline - time.monotonic())
+        await self.withdrawals_done(min(left, _WITHDRAW_AT_STOP))
         await self.replies.close()  # the last second's replies
         await self.api.aclose()
         self.log.info("feishu channel stopped")

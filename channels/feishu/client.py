@@ -76,11 +76,15 @@ class FeishuApiError(DeliveryError):
     :func:`is_retryable`) tells the gateway whether a reply is worth
     sending again later; from :meth:`FeishuClient.send_text`,
     ``remaining`` is the text not yet sent (its ``on_sent`` has heard of
-    the chunks that went out)."""
+    the chunks that went out).
 
-    def __init__(self, code: int, msg: str, *, status: int = 200, endpoint: str = "") -> None:
+    Its text, which logs and the outbox keep, says ``msg`` only when
+    ``own`` (our words: "transport error: ConnectError"): Feishu's own
+    ``msg`` may echo what was sent, so only its code and status are said."""
+
+    def __init__(self, code: int, msg: str, *, status: int = 200, endpoint: str = "", own: bool = False) -> None:
         super().__init__(
-            f"Feishu API error {code} on {endpoint or '?'} (HTTP {status}): {msg}",
+            f"Feishu API error {code} on {endpoint or '?'} (HTTP {status})" + (f": {msg}" if own else ""),
             retryable=code in (RATE_LIMIT_CODE, MESSAGE_RATE_LIMIT_CODE) or status == 429 or status >= 500
             or code == -2,
         )
@@ -167,7 +171,8 @@ class FeishuClient:
             )
             token, expire = data.get("tenant_access_token"), data.get("expire")
             if not isinstance(token, str) or not token or not isinstance(expire, int | float):
-                raise FeishuApiError(-1, "token response without tenant_access_token/expire", endpoint="tenant_access_token")
+                raise FeishuApiError(-1, "token response without tenant_access_token/expire", endpoint="tenant_access_token",
+                                     own=True)
             self.token_fetches += 1
             self._token = token
             # Never cache for less than half its life, however small `expire` is.
@@ -233,7 +238,7 @@ class FeishuClient:
         client's own number), for a message not worth waiting on (a draft)."""
         got = await self._send_chunk(chat_id, content, reply_to, part_uuid, msg_type=msg_type, attempts=attempts)
         if not got:
-            raise FeishuApiError(-1, "send answer without data.message_id", endpoint="/open-apis/im/v1/messages")
+            raise FeishuApiError(-1, "send answer without data.message_id", endpoint="/open-apis/im/v1/messages", own=True)
         return got[0]
 
     async def edit_message(self, message_id: str, content: str, *, msg_type: str, attempts: int = 0) -> None:
@@ -269,7 +274,7 @@ class FeishuClient:
         inner = got.get("data")
         key = inner.get("file_key") if isinstance(inner, dict) else None
         if not isinstance(key, str) or not key:
-            raise FeishuApiError(-1, "upload answer without data.file_key", endpoint="/open-apis/im/v1/files")
+            raise FeishuApiError(-1, "upload answer without data.file_key", endpoint="/open-apis/im/v1/files", own=True)
         return key
 
     async def send_file(self, chat_id: str, file_key: str, *, reply_to: str = "", key: str = "") -> list[str]:
@@ -432,7 +437,8 @@ class FeishuClient:
                         raise ResourceTooLarge(f"over the {max_bytes} byte limit")
                 return Resource(bytes(buf), content_type)
         except httpx.TransportError as exc:
-            raise FeishuApiError(-2, f"transport error: {type(exc).__name__}", status=0, endpoint=path) from exc
+            raise FeishuApiError(-2, f"transport error: {type(exc).__name__}", status=0, endpoint=path,
+                                  own=True) from exc
 
     async def _post_json(self, path: str, body: dict[str, Any], *, token: str | None) -> dict[str, Any]:
         return await self._request("POST", path, json_body=body, token=token)
@@ -458,13 +464,14 @@ class FeishuClient:
             )
         except httpx.TransportError as exc:
             # -2: our code for "no answer"; retried like a 5xx.
-            raise FeishuApiError(-2, f"transport error: {type(exc).__name__}", status=0, endpoint=path) from exc
+            raise FeishuApiError(-2, f"transport error: {type(exc).__name__}", status=0, endpoint=path,
+                                  own=True) from exc
         try:
             data = resp.json()
         except ValueError:
             data = None
         if not isinstance(data, dict):
-            raise FeishuApiError(-1, f"non-JSON answer: {resp.text[:200]!r}", status=resp.status_code, endpoint=path)
+            raise FeishuApiError(-1, "non-JSON answer", status=resp.status_code, endpoint=path, own=True)
         code = data.get("code", 0 if resp.is_success else -1)
         if code != 0 or not resp.is_success:
             raise FeishuApiError(int(code or -1), str(data.get("msg") or ""), status=resp.status_code, endpoint=path)
@@ -478,7 +485,7 @@ def _api_error(resp: httpx.Response, path: str) -> FeishuApiError:
     except ValueError:
         data = None
     if not isinstance(data, dict):
-        return FeishuApiError(-1, f"non-JSON answer: {resp.text[:200]!r}", status=resp.status_code, endpoint=path)
+        return FeishuApiError(-1, "non-JSON answer", status=resp.status_code, endpoint=path, own=True)
     return FeishuApiError(int(data.get("code") or -1), str(data.get("msg") or ""), status=resp.status_code, endpoint=path)
 
 

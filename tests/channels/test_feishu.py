@@ -18,7 +18,9 @@ from channels.feishu import FeishuApiError, FeishuChannel, FeishuClient, RecentI
 from gateway.bus import MESSAGE, RECALL, Attachment, InboundMessage, MessageBus, OutboundMessage
 from gateway.config import FeishuConfig
 from gateway.http import HttpServer
+from memory.errorlog import error_brief
 from tests.fakes.feishu_server import FakeFeishu
+from tests.logjson import debug_json_log, lines
 
 ENCRYPT_KEY = "fake-encrypt-key-Zx81kQ"
 
@@ -484,6 +486,29 @@ async def test_rate_limit_retried_other_errors_raised_with_code(fake: FakeFeishu
         assert err.value.code == 230002
     finally:
         await api.aclose()
+
+
+async def test_a_failed_send_logs_feishu_s_code_and_status_never_its_words(
+    fake: FakeFeishu, channel: FeishuChannel
+) -> None:
+    """Feishu's ``msg`` may echo what was sent (a user's words in a reply,
+    a chat's name): the log line and the error's text, which the outbox
+    keeps, say the code and status only."""
+    fake.fail_next(230099, "cannot send 'marmalade-zebrafinch' to this chat", status=400)
+    sender = asyncio.create_task(channel.run_sender())
+    try:
+        with debug_json_log() as stream:
+            await channel.bus.publish_outbound(OutboundMessage("feishu", "oc_gone", "a reply"))
+            await asyncio.wait_for(channel.bus.outbound_queue("feishu").join(), 5)
+    finally:
+        sender.cancel()
+    [failed] = lines(stream, "send failed")
+    assert (failed["code"], failed["status"]) == (230099, 400)
+    assert "zebrafinch" not in stream.getvalue()
+    refused = FeishuApiError(230099, "cannot send 'marmalade-zebrafinch'", status=400, endpoint="/im/v1/messages")
+    assert "zebrafinch" not in str(refused) and "230099" in str(refused) and "zebrafinch" in refused.msg
+    body = FeishuApiError(-1, "non-JSON answer: 'zebrafinch'", status=502, endpoint="/im/v1/messages")
+    assert "zebrafinch" not in error_brief(body)
 
 
 async def test_failed_send_is_logged_with_code_and_sender_goes_on(fake: FakeFeishu, channel: FeishuChannel) -> None:

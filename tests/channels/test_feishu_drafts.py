@@ -269,6 +269,25 @@ async def test_a_recalled_question_withdraws_its_draft_and_stops_the_reply(
     assert fake.visible() == [] and fake.edits == [] and len(fake.sent) == 1
 
 
+async def test_a_stop_waits_for_a_withdrawal_only_within_the_time_it_is_given(
+    fake: FakeFeishu, http: HttpServer, channel: FeishuChannel
+) -> None:
+    """The gateway's stop hands the channel what is left of its deadline
+    (App.close): a withdrawal Feishu does not answer is cut there, not
+    after the channel's own 10 s."""
+    msg = await asked(fake, http, channel)
+    await channel.send(OutboundMessage.answering(msg, "An answer."))
+    [shown] = fake.sent
+    held = fake.hold_delete(shown["message_id"])
+    await fake.push_event(hook(http, channel), fake.recall_event(msg.message_id))
+    await next_inbound(channel.bus)
+    with capture_logs() as logs:
+        await asyncio.wait_for(channel.stop(timeout=0.2), 3.0)
+    held.set()
+    assert [e["event"] for e in logs if e["log_level"] == "warning"] == [
+        "withdrawals of recalled replies left unfinished"]
+
+
 async def test_a_draft_feishu_refuses_never_stops_the_reply(
     fake: FakeFeishu, http: HttpServer, channel: FeishuChannel
 ) -> None:

@@ -209,6 +209,21 @@ def test_an_odf_file_is_known_by_its_mimetype_not_its_name() -> None:
                          lambda p, d: None if p == "content.xml" else d)).reason == UNSUPPORTED
 
 
+def test_an_odf_kind_not_read_is_named_in_the_error_only_from_a_fixed_list() -> None:
+    """The kind is the file's own words (its mimetype part, a flat file's
+    root): the error, which is logged, names only a kind ODF defines."""
+    for media in ("application/vnd.oasis.opendocument.zebrafinch-diary",
+                  "application/vnd.oasis.opendocument.text.zebrafinch"):
+        zipped = rezip(odf("text", "<text:p>x</text:p>"), lambda p, d, m=media: m.encode() if p == "mimetype" else d)
+        for data in (zipped, flat(zipped)):
+            error = refused(data)
+            assert error.reason == UNSUPPORTED and "zebrafinch" not in str(error), media
+            assert "a kind not read (another)" in str(error)
+    drawing = rezip(odf("text", "<text:p>x</text:p>"),
+                    lambda p, d: b"application/vnd.oasis.opendocument.graphics" if p == "mimetype" else d)
+    assert "a kind not read (graphics)" in str(refused(drawing))
+
+
 def test_an_odf_file_behind_a_password_is_refused_as_locked() -> None:
     for kind in ("text", "spreadsheet", "presentation"):
         locked = refused(odf(kind, "", encrypted=True))

@@ -306,6 +306,24 @@ async def test_stop_confirms_offset_so_restart_does_not_redeliver(
     assert (await next_inbound(bus)).text == "after restart"
 
 
+async def test_a_stop_confirms_the_offset_only_within_the_time_it_is_given(
+    fake: FakeTelegram, bus: MessageBus, make_channel: Any
+) -> None:
+    """The gateway's stop hands the channel what is left of its deadline
+    (App.close): a confirmation Telegram does not answer is cut there, not
+    after the channel's own 5 s (what it would confirm comes again after a
+    restart, and the loop ignores what it answered)."""
+    ch = await make_channel()
+    fake.push_text(1, 1, "taken")
+    assert (await next_inbound(bus)).text == "taken"
+    await within(ch.stop_receiving())
+    fake.cut_next("getUpdates")  # the confirmation: never answered
+    with capture_logs() as logs:
+        await within(ch.stop(timeout=0.2), 2.0)
+    assert [e["event"] for e in logs if e["log_level"] == "warning"] == [
+        "could not confirm handled Telegram updates; they may be delivered again"]
+
+
 # -- sending ------------------------------------------------------------------------------
 
 

@@ -61,6 +61,26 @@ def test_a_dtd_in_any_part_is_refused_even_without_entities() -> None:
         assert refused.reason == UNSUPPORTED and "DTD" in str(refused), name
 
 
+def test_a_part_the_file_names_itself_is_not_named_in_the_error() -> None:
+    """A sheet's path comes from the workbook's relationships, the file's
+    own words: the error, which is logged, names only a standard part."""
+    book = xlsx({"S": [["x"]]})
+    buf = io.BytesIO()
+    with zipfile.ZipFile(io.BytesIO(book)) as source, zipfile.ZipFile(buf, "w") as out:
+        for info in source.infolist():
+            data = source.read(info)
+            if info.filename == "xl/worksheets/sheet1.xml":
+                out.writestr("xl/worksheets/zebrafinch.xml",
+                             data.replace(b"?>", b'?><!DOCTYPE x SYSTEM "http://evil/x.dtd">', 1))
+            else:
+                out.writestr(info.filename, data.replace(b"worksheets/sheet1.xml", b"worksheets/zebrafinch.xml"))
+    refused = refusal(buf.getvalue())
+    assert refused.reason == UNSUPPORTED and "DTD" in str(refused) and "zebrafinch" not in str(refused)
+    standard = rezip(book, lambda p, d: d.replace(b"?>", b'?><!DOCTYPE x>', 1) if p == "xl/worksheets/sheet1.xml"
+                     else d)
+    assert "(xl/worksheets/sheet1.xml)" in str(refusal(standard))
+
+
 def test_a_long_word_document_is_read_up_to_the_text_kept_and_says_so() -> None:
     paragraphs = [f"Paragraph {i}: we agreed to move the launch." for i in range(5000)]
     text = office_text(docx(paragraphs, table=[["Item", "Cost"]]), max_chars=10_000)

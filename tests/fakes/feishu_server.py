@@ -299,6 +299,7 @@ class FakeFeishu:
         self._record_items: dict[str, list[dict[str, Any]]] = {}  # a chat record's id -> the messages in it
         self._read_failures: list[_Failure] = []
         self._read_gates: dict[str, asyncio.Event] = {}  # message_id -> what its reads wait for
+        self._delete_gates: dict[str, asyncio.Event] = {}  # message_id -> what its withdrawal waits for
         self._resource_failures: list[_Failure] = []
         self.contacts: dict[str, str] = {}  # open_id -> name, in the app's contact range
         self.contact_permission = True  # the app has contact:user.base:readonly
@@ -469,6 +470,11 @@ class FakeFeishu:
         """Reads of ``message_id`` (``GET .../messages/:id``: a quote, a
         chat record) wait until the returned event is set."""
         return self._read_gates.setdefault(message_id, asyncio.Event())
+
+    def hold_delete(self, message_id: str) -> asyncio.Event:
+        """Withdrawals of ``message_id`` wait until the returned event is set
+        (or the fake stops): a slow DELETE the test ends."""
+        return self._delete_gates.setdefault(message_id, asyncio.Event())
 
     def hold_resource(self, key: str) -> asyncio.Event:
         """Downloads of ``key`` (a picture or recording) wait until the
@@ -656,10 +662,12 @@ class FakeFeishu:
         self.requests.append((request.method, request.path))
         if (err := self._auth_error(request)) is not None:
             return err
+        mid = request.match_info["message_id"]
+        if (gate := self._delete_gates.get(mid)) is not None:
+            await gate.wait()
         if self._delete_failures:
             f = self._delete_failures.pop(0)
             return web.json_response({"code": f.code, "msg": f.msg}, status=f.status)
-        mid = request.match_info["message_id"]
         if mid not in self._chat_of:
             return web.json_response({"code": 230001, "msg": f"invalid message_id: {mid}"}, status=400)
         if mid in self.deleted:

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from channels.base import BaseChannel, ChannelFatalError
-from gateway.app import App, ChannelSpec, config_secrets
+from gateway.app import SEND_GRACE, App, ChannelSpec, config_secrets
 from gateway.bus import InboundMessage, MessageBus, OutboundMessage
 from gateway.config import ConfigError, Paths, load_config
 from gateway.logging import configure_logging
@@ -39,6 +39,7 @@ class EchoChannel(BaseChannel):
         self.sent: list[OutboundMessage] = []
         self.got = asyncio.Event()
         self.started = self.stopped = False
+        self.stop_timeout: float | None = None
         self._failed = asyncio.Event()
         self.failure: ChannelFatalError | None = None
 
@@ -47,8 +48,9 @@ class EchoChannel(BaseChannel):
             raise self.fail_start("token rejected by the platform")
         self.started = True
 
-    async def stop(self) -> None:
+    async def stop(self, timeout: float | None = None) -> None:
         self.stopped = True
+        self.stop_timeout = timeout
 
     async def send(self, msg: OutboundMessage) -> None:
         self.sent.append(msg)
@@ -113,6 +115,23 @@ async def test_registry_builds_enabled_channels_and_replies_flow(tmp_path: Path,
         await app.close()
         await app.close()  # safe twice
     assert echo.stopped
+
+
+async def test_a_stop_hands_the_channels_what_is_left_of_its_timeout_and_the_grace(
+    tmp_path: Path, clock: ManualClock, fake_llm: FakeOpenAI
+) -> None:
+    """The channels' waits on their platforms at stop (Telegram's offset,
+    Feishu's withdrawals) end by the stop's deadline plus the send grace."""
+    cfg, paths = _config(tmp_path, fake_llm)
+    app = App(cfg, paths, clock=clock, channel_specs=[ECHO])
+    try:
+        await app.open()
+        await app.start()
+        echo = app.channels["echo"]
+        assert isinstance(echo, EchoChannel)
+    finally:
+        await asyncio.wait_for(app.close(timeout=2.0), 30)
+    assert echo.stop_timeout is not None and 0.0 < echo.stop_timeout <= 2.0 + SEND_GRACE
 
 
 async def test_the_gateway_logs_an_unread_task_error_without_its_text(
@@ -227,7 +246,7 @@ async def test_stop_signal_exits_0_and_hooks_start_and_stop(tmp_path: Path, cloc
         async def start(self) -> None:
             calls.append(f"start {self.name}")
 
-        async def stop(self) -> None:
+        async def stop(self, timeout: float | None = None) -> None:
             calls.append(f"stop {self.name}")
 
     cfg, paths = _config(tmp_path, fake_llm)

@@ -245,7 +245,7 @@ class StuckChannel(BaseChannel):
     async def start(self) -> None:
         pass
 
-    async def stop(self) -> None:
+    async def stop(self, timeout: float | None = None) -> None:
         pass
 
     async def send(self, msg: OutboundMessage) -> None:
@@ -664,7 +664,7 @@ async def test_a_channel_without_drafts_is_not_asked_again_for_that_reply(tmp_pa
 
         async def start(self) -> None: ...
 
-        async def stop(self) -> None: ...
+        async def stop(self, timeout: float | None = None) -> None: ...
 
         async def send(self, msg: OutboundMessage) -> None:
             asked.append(f"send {msg.text}")

@@ -30,6 +30,7 @@ from .test_recall_stop_e2e import _push, _revisions, _start
 from .test_resume_e2e import KEY, _echo
 from .test_streaming_e2e import STREAM
 from .test_vision_e2e import _telegram
+from .test_voice_e2e import RECORDING, TRANSCRIBING
 
 ALICE = "ou_alice0000000000000000000000000"
 
@@ -270,3 +271,55 @@ async def test_a_feishu_recall_of_a_message_still_queued_leaves_it_unanswered(
     assert _rows(tmp_path, "user") == ["good morning"]
     assert "8812" not in _learnt(tmp_path)
     assert _revisions(tmp_path) == []
+
+
+async def test_a_voice_message_begun_again_for_its_caption_s_edit_is_not_transcribed_again(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    """The redo answers the edited caption with the transcript it had: the
+    recording is not sent to the transcriber twice (a paid call)."""
+    async with FakeOpenAI(api_key=KEY, responder=_echo) as llm, FakeTelegram() as tg:
+        app = _app(tmp_path, clock, llm, {"telegram": _telegram(tg)}, agent=TRANSCRIBING)
+        try:
+            await _started(app)
+            first = llm.queue_hold("about your sister")
+            sent = tg.push_voice(9, 9, RECORDING, caption="about my sister")
+            await until(lambda: len(llm.requests) == 1, timeout=15)
+            tg.push_edit(9, sent["message_id"], "about my brother")
+            await until(lambda: len(llm.requests) == 2, timeout=15)
+            first.set()
+            [reply] = await tg.wait_sent(1, timeout=15)
+            await quiet(app)
+            assert app.loop is not None and app.loop.stats.errors == 0 and app.loop.stats.redone == 1
+        finally:
+            await asyncio.wait_for(app.close(), 30)
+    assert len(llm.transcriptions) == 1
+    again = json.dumps(llm.requests[1]["messages"], ensure_ascii=False)
+    assert "about my brother" in again and "birthday" in again and "my sister\\n" not in again
+    assert _rows(tmp_path, "user") == ["[voice] about my brother\nwhat did I say about my sister's birthday?"]
+    assert "about my brother" in reply.text
+
+
+async def test_a_voice_message_not_heard_is_told_once_when_begun_again_for_an_edit(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    async with FakeOpenAI(api_key=KEY, responder=_echo) as llm, FakeTelegram() as tg:
+        app = _app(tmp_path, clock, llm, {"telegram": _telegram(tg)}, agent=TRANSCRIBING)
+        try:
+            await _started(app)
+            llm.queue_transcription_error(500)
+            first = llm.queue_hold("about your sister")
+            sent = tg.push_voice(9, 9, RECORDING, caption="about my sister")
+            await until(lambda: len(llm.requests) == 1, timeout=15)
+            tg.push_edit(9, sent["message_id"], "about my brother")
+            await until(lambda: len(llm.requests) == 2, timeout=15)
+            first.set()
+            [note, reply] = await tg.wait_sent(2, timeout=15)
+            await quiet(app)
+            assert app.loop is not None and app.loop.stats.errors == 0 and app.loop.stats.redone == 1
+        finally:
+            await asyncio.wait_for(app.close(), 30)
+    assert note.text.startswith("Sorry, I could not make out that voice message")
+    assert "about my brother" in reply.text and len(tg.sent) == 2
+    assert len(llm.transcriptions) == 1  # the failed one: not asked again
+    assert "birthday" not in json.dumps(llm.requests[1]["messages"], ensure_ascii=False)

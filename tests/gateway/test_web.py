@@ -671,7 +671,7 @@ class QuietChannel(BaseChannel):
     async def start(self) -> None:
         pass
 
-    async def stop(self) -> None:
+    async def stop(self, timeout: float | None = None) -> None:
         pass
 
     async def send(self, msg: OutboundMessage) -> None:
