@@ -650,11 +650,48 @@ def test_forget_beside_a_running_gateway_says_what_it_still_holds_until_restarte
             "settings until it restarts: restart it") in out
 
 
+def test_forget_beside_a_gateway_that_does_not_take_the_request_withdraws_it_and_erases_the_files(
+    home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A gateway says it takes erasure requests but does not take this one
+    in time (busy, stuck): the request is withdrawn (a later run must not
+    act on it), the files are erased here, and the operator is told that
+    gateway still holds the settings it read."""
+    import gateway.cli.memory_cmd as memory_cmd
+    from gateway.datalock import GatewayLock
+    from gateway.timezones import UserTimezones, parse_timezone
+
+    async def seed() -> None:
+        clock = ManualClock("2026-03-01T12:00:00Z")
+        async with await SessionStore.open(home / "data" / "gateway.db", clock) as s:
+            await UserTimezones(s.db).set("alice", parse_timezone("Asia/Tokyo"), at=clock.now())
+
+    async def requests_left() -> int:
+        async with await SessionStore.open(home / "data" / "gateway.db") as s:
+            return int((await s.db.fetchone("SELECT count(*) FROM erasure_requests"))[0])
+
+    asyncio.run(seed())
+    monkeypatch.setattr(memory_cmd, "TAKE_WAIT", 0.3)
+    lock = GatewayLock(home / "data")
+    lock.acquire()
+    lock.serves("erasures")  # ... and never polls
+    try:
+        r = cli("forget", "--user", "alice", "--yes")
+    finally:
+        lock.release()
+    assert r.exit_code == 0, r.output
+    assert "did not do the erasure (not taken within 0.3 s" in r.stderr and "erasing the files here" in r.stderr
+    assert "forgot alice: " in r.stdout and "1 time zone setting" in r.stdout
+    assert "still uses alice's time zone setting until it restarts" in r.stdout
+    assert asyncio.run(requests_left()) == 0
+
+
 def test_forget_help_says_it_runs_beside_a_gateway_and_what_to_do_about_its_caches(home: Path) -> None:
     # It said "Run it with the gateway stopped", which README and the command's own output contradict.
     text = " ".join(cli("forget", "--help").output.split())
     assert "gateway stopped" not in text
-    assert "runs beside a running gateway" in text and "restart it" in text and "/forget all" in text
+    assert "Beside a running gateway it asks the gateway to erase them, as /forget all" in text
+    assert "restart it" in text
 
 
 def test_forget_of_a_misspelt_handle_says_nothing_was_there_and_names_the_near_one(home: Path) -> None:
