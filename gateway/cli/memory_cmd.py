@@ -233,17 +233,24 @@ def _empty_list(owner: str | None, by_status: dict[str, int], owners: list[str])
 @db_option
 @shares_data
 def search(query: str, user: str | None, limit: int, as_json: bool) -> None:
-    """Rank memories and events for QUERY as the bot would (all users unless --user)."""
+    """Rank memories and events for QUERY as the bot would (all users unless
+    --user; a person's memory.identities handles' rows from before the
+    mapping too, shown under the handle)."""
     cfg = load_cli_config()
-    run(_search(resolve_db(cfg), resolve_user(user, cfg), query, limit, as_json))
+    owner = resolve_user(user, cfg)
+    handles = [h for h in IdentityMap(cfg.memory.identities).handles(owner) if h != owner] if owner else []
+    run(_search(resolve_db(cfg), owner, query, limit, as_json, handles))
 
 
-async def _search(path: Path, owner: str | None, query: str, limit: int, as_json: bool) -> None:
+async def _search(path: Path, owner: str | None, query: str, limit: int, as_json: bool,
+                  handles: list[str] | None = None) -> None:
     async with open_engine(path) as engine:
         retriever = Retriever(engine)
         found: dict[tuple[str, int], tuple[str, Hit]] = {}
         owners = await engine.owners()
-        for u in [owner] if owner else owners:
+        # A person's handles that stored rows before the mapping (merge-identities
+        # not run yet) are theirs: /export lists them, an erasure takes them.
+        for u in [owner, *(h for h in handles or () if h in owners)] if owner else owners:
             for h in await retriever.retrieve(u, query, limit=limit):
                 found.setdefault((h.kind, h.id), ("", h))
             for h in await retriever.search_events(u, query, limit=limit):

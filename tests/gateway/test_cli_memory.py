@@ -520,6 +520,29 @@ def test_forget_takes_the_rows_a_handle_stored_before_it_was_mapped(home: Path) 
     assert [m.content for m in db_rows(home)] == ["Alice drinks tea"]
 
 
+def test_search_of_a_person_finds_what_their_handles_stored_before_the_mapping(home: Path) -> None:
+    """memory.identities maps telegram:777 to alice after telegram:777 had
+    talked: `search --user alice` (or `--user telegram:777`, which resolves
+    to her) ranked her rows only, and said "no matches" for what she said
+    as telegram:777, which her /export lists and `forget` erases. The
+    handle's memories and events are searched too, shown under the handle."""
+    ok("add", "Alice's blood type is AB", "--user", "telegram:777")  # before the mapping
+
+    async def event() -> None:
+        async with await MemoryEngine.open(home / "data" / "memory.db") as e:
+            await e.add_event("telegram:777", "2026-03-01", "Gave blood at the clinic")
+
+    asyncio.run(event())
+    (home / "config.json").write_text(json.dumps({"memory": {"identities": {"alice": ["telegram:777"]}}}))
+    ok("add", "Alice drinks tea", "--user", "alice")
+    ok("add", "Bob's blood type is O", "--user", "bob")
+    for who in ("alice", "telegram:777"):
+        hits = json.loads(ok("search", "blood", "--user", who, "--json").stdout)
+        assert {(h["user"], h["kind"], h["content"]) for h in hits} == {
+            ("telegram:777", "memory", "Alice's blood type is AB"), ("telegram:777", "event", "Gave blood at the clinic")}
+    assert "telegram:777" in ok("search", "blood", "--user", "alice").stdout
+
+
 def test_config_errors_exit_2_without_traceback(home: Path) -> None:
     home.mkdir()
     (home / "config.json").write_text('{"memory": {"enabled": "maybe"}}')
