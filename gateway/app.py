@@ -521,6 +521,7 @@ class App:
             self._http_server(), engine, self.backend.retriever, admin.token.get_secret_value(),  # type: ignore[attr-defined]
             forget_history=self._forget_history, tz=self.tz,
             on_written=(lambda _owner: wake()) if wake is not None else None, files=self._folders,
+            identities=IdentityMap(self.cfg.memory.identities),
         )
         log.info("memory page enabled", path="/memory", host=self.cfg.gateway.host, port=self.cfg.gateway.port)
 
