@@ -648,16 +648,17 @@ async def _asked(paths: Paths, owner: str) -> dict[str, int] | None:
         try:
             while True:
                 req = await requests.get(rid)
-                if req is None:  # dropped by the gateway as stale: not done
+                if req is None:  # dropped by a gateway starting (ErasureRequests.clear): not done
                     return None
                 if req.error:  # its erasure failed: the caller erases the files
                     return None
                 if req.counts is not None:
                     return {_GATEWAY_COUNTS.get(k, k): v for k, v in req.counts.items() if v}
                 waited = time.monotonic() - start
-                if not req.taken and waited > TAKE_WAIT and await requests.withdraw(rid):
+                gone = running_pid(paths.data_dir) is None  # stopped meanwhile: nobody will take it
+                if not req.taken and (waited > TAKE_WAIT or gone) and await requests.withdraw(rid):
                     return None
-                if req.taken and (waited > DONE_WAIT or running_pid(paths.data_dir) is None):
+                if req.taken and (waited > DONE_WAIT or gone):
                     return None  # stuck or gone mid-way: the caller erases the files
                 await asyncio.sleep(_POLL)
         finally:

@@ -709,6 +709,41 @@ def test_forget_beside_a_gateway_that_does_not_take_the_request_withdraws_it_and
     assert asyncio.run(requests_left()) == 0
 
 
+def test_forget_asking_a_gateway_that_stops_before_taking_it_does_not_wait_out_the_time(
+    home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The gateway said it takes erasure requests, then stopped (a restart)
+    before taking this one: the CLI withdraws it as soon as it sees no
+    gateway runs and erases the files itself, rather than waiting the
+    whole TAKE_WAIT for nobody."""
+    import subprocess
+    import sys
+
+    import gateway.cli.memory_cmd as memory_cmd
+
+    async def gateway_db() -> None:  # a running gateway has made it
+        async with await SessionStore.open(home / "data" / "gateway.db"):
+            pass
+
+    ok("add", "Alice's blood type is AB", "--user", "alice")
+    asyncio.run(gateway_db())
+    monkeypatch.setattr(memory_cmd, "TAKE_WAIT", 600.0)  # a failure shows as a hang the suite's bound cuts
+    code = ("import sys, time; from pathlib import Path; from gateway.datalock import GatewayLock; "
+            "l = GatewayLock(Path(sys.argv[1])); l.acquire(); l.serves('erasures'); print('held', flush=True); "
+            "time.sleep(1.5)")
+    proc = subprocess.Popen([sys.executable, "-c", code, str(home / "data")], stdout=subprocess.PIPE,
+                            cwd=Path(__file__).resolve().parents[2])
+    try:
+        assert proc.stdout is not None and proc.stdout.readline() == b"held\n"
+        r = cli("forget", "--user", "alice", "--yes")
+    finally:
+        proc.kill()
+        proc.communicate()  # waited for, its pipe closed
+    assert r.exit_code == 0, r.output
+    assert "did not do the erasure" in r.stderr and "forgot alice: 1 memory" in r.stdout
+    assert db_rows(home) == []
+
+
 def test_forget_help_says_it_runs_beside_a_gateway_and_what_to_do_about_its_caches(home: Path) -> None:
     # It said "Run it with the gateway stopped", which README and the command's own output contradict.
     text = " ".join(cli("forget", "--help").output.split())
