@@ -804,10 +804,10 @@ class App:
             # `myclaw memory forget --user` beside this gateway asks it to erase
             # (gateway/erasure_requests.py): only this process reaches what it
             # holds of the user (queued messages, cached settings).
-            requests = ErasureRequests(self.sessions.db, self.clock)
-            await requests.clear()  # asked of an earlier run, whose CLI gave up: never acted on now
-            self._tasks.append(asyncio.create_task(serve(requests, self._erase_asked), name="erasure-requests"))
-            self._instance.serves("erasures")
+            # Said in the lock file once the rows an earlier run left are gone.
+            requests, instance = ErasureRequests(self.sessions.db, self.clock), self._instance
+            self._tasks.append(asyncio.create_task(
+                serve(requests, self._erase_asked, ready=lambda: instance.serves("erasures")), name="erasure-requests"))
 
     async def _start_channels(self, channels: list[BaseChannel], delivery: Delivery) -> None:
         try:

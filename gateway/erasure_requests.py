@@ -12,7 +12,7 @@ that does, the CLI erases the files itself, as it does when the gateway
 does not take the request in time (withdrawn first, so a gateway started
 later never erases what the user said since) or its erasure failed.
 
-A row: asked (``owner``, ``asked_at``), taken by the gateway
+A row: asked (``whom``, ``asked_at``), taken by the gateway
 (``taken_at``), done (``done_at`` and what went, ``counts``: a JSON object
 of numbers, or ``{"error": type}``). The CLI deletes it once read, or on
 giving up; a gateway starting drops what is left (:meth:`ErasureRequests.clear`:
@@ -56,13 +56,13 @@ class ErasureRequests:
     # -- the CLI's side ---------------------------------------------------------------
 
     async def ask(self, owner: str) -> int:
-        rowid, _ = await self.db.write("INSERT INTO erasure_requests (owner, asked_at) VALUES (?, ?)",
+        rowid, _ = await self.db.write("INSERT INTO erasure_requests (whom, asked_at) VALUES (?, ?)",
                                        (owner, format_ts(self.clock.now())))
         return rowid
 
     async def get(self, request_id: int) -> Request | None:
         row = await self.db.fetchone(
-            "SELECT id, owner, taken_at, done_at, counts FROM erasure_requests WHERE id = ?", (request_id,))
+            "SELECT id, whom, taken_at, done_at, counts FROM erasure_requests WHERE id = ?", (request_id,))
         if row is None:
             return None
         counts: dict[str, int] | None = None
@@ -92,7 +92,7 @@ class ErasureRequests:
     async def take(self) -> list[Request]:
         """The requests waiting, now taken."""
         rows = await self.db.write_returning(
-            "UPDATE erasure_requests SET taken_at = ? WHERE taken_at IS NULL RETURNING id, owner",
+            "UPDATE erasure_requests SET taken_at = ? WHERE taken_at IS NULL RETURNING id, whom",
             (format_ts(self.clock.now()),))
         return [Request(int(r[0]), str(r[1]), taken=True) for r in sorted(rows, key=lambda r: int(r[0]))]
 
@@ -103,29 +103,48 @@ class ErasureRequests:
 
 
 async def serve(requests: ErasureRequests, erase: Callable[[str], Awaitable[dict[str, int]]], *,
-                every: float = 0.5) -> None:
+                ready: Callable[[], None] = lambda: None, every: float = 0.5) -> None:
     """The gateway's poller: each request taken is erased by ``erase`` (the
     gateway's ``/forget all``), its counts written back. Runs until
-    cancelled; a failed erasure is told to the CLI, which then erases the
-    files itself. Reads the table only when another process wrote
-    gateway.db (``Database.stamp``), and once at the start."""
+    cancelled. First the rows an earlier run left are dropped
+    (:meth:`ErasureRequests.clear`), then ``ready()`` says it takes
+    requests (the lock file): a gateway.db that refuses writes (a full
+    disk) delays both, never the gateway's start. A failed erasure is told
+    to the CLI, which then erases the files itself. The table is read only
+    when another process wrote gateway.db (``Database.stamp``), and once
+    at the start."""
+    cleared = False
     seen: tuple[int, int] | None = None
     while True:
-        stamp = await requests.db.stamp("erasure-requests", max_age=0)
-        if stamp != seen:
-            seen = stamp
+        if not cleared:
             try:
-                for req in await requests.take():
-                    try:
-                        counts = await erase(req.owner)
-                    except Exception as exc:  # told to the CLI, which erases the files itself
-                        log.error("erasure asked by myclaw memory forget failed", owner=req.owner,
-                                  **error_fields(exc))
-                        await requests.done(req.id, error=type(exc).__name__)
-                    else:
-                        log.info("erasure asked by myclaw memory forget done", owner=req.owner)
-                        await requests.done(req.id, counts)
-            except Exception as exc:  # gateway.db busy or full: tried again at the next change
-                seen = None
-                log.warning("erasure requests not read", **error_fields(exc))
+                await requests.clear()
+            except Exception as exc:  # tried again each round, said once
+                if seen is None:
+                    log.warning("erasure requests not taken yet: gateway.db refused a write", **error_fields(exc))
+                    seen = (-1, -1)
+            else:
+                cleared, seen = True, None
+                ready()
+        if cleared:
+            stamp = await requests.db.stamp("erasure-requests", max_age=0)
+            if stamp != seen:
+                seen = stamp
+                try:
+                    await _serve_taken(requests, erase)
+                except Exception as exc:  # gateway.db busy or full: tried again at the next change
+                    seen = None
+                    log.warning("erasure requests not read", **error_fields(exc))
         await asyncio.sleep(every)
+
+
+async def _serve_taken(requests: ErasureRequests, erase: Callable[[str], Awaitable[dict[str, int]]]) -> None:
+    for req in await requests.take():
+        try:
+            counts = await erase(req.owner)
+        except Exception as exc:  # told to the CLI, which erases the files itself
+            log.error("erasure asked by myclaw memory forget failed", owner=req.owner, **error_fields(exc))
+            await requests.done(req.id, error=type(exc).__name__)
+        else:
+            log.info("erasure asked by myclaw memory forget done", owner=req.owner)
+            await requests.done(req.id, counts)

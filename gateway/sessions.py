@@ -442,12 +442,14 @@ async def _m023_erasure_requests(conn: aiosqlite.Connection) -> None:
     # `myclaw memory forget --user` asking a running gateway to erase a user
     # (gateway/erasure_requests.py): it reaches what that process holds of
     # them (queued messages, cached settings), which the files alone do not.
+    # `whom`, not `owner`: a request, gone once answered, not the user's data
+    # (neither erased nor moved by merge-identities as theirs).
     await run_script(
         conn,
         """
         CREATE TABLE IF NOT EXISTS erasure_requests (
             id       INTEGER PRIMARY KEY,
-            owner    TEXT NOT NULL,
+            whom     TEXT NOT NULL,
             asked_at TEXT NOT NULL,
             taken_at TEXT,
             done_at  TEXT,

@@ -342,7 +342,7 @@ GATEWAY_ERAS: dict[str, Era] = {
     ],
     "_m023_erasure_requests": lambda v: [  # `memory forget --user` asking a running gateway, taken and done
         *_chat(v, context=True, sender_name=True),
-        ("erasure_requests", {"id": v, "owner": f"telegram:gone{v}", "asked_at": at(v), "taken_at": at(v, 1),
+        ("erasure_requests", {"id": v, "whom": f"telegram:gone{v}", "asked_at": at(v), "taken_at": at(v, 1),
                               "done_at": at(v, 2), "counts": json.dumps({"memories": v})}),
     ],
 }

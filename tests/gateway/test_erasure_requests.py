@@ -21,10 +21,11 @@ async def test_a_request_is_taken_once_erased_and_its_counts_read_back(tmp_path:
     async with await SessionStore.open(tmp_path / "gateway.db", clock) as cli, \
             await SessionStore.open(tmp_path / "gateway.db", clock) as gw:
         asked = ErasureRequests(cli.db, clock)
-        rid = await asked.ask("telegram:1001")
-        assert await asked.get(rid) == await asked.get(rid) and not (await asked.get(rid)).taken  # type: ignore[union-attr]
-        server = asyncio.create_task(serve(ErasureRequests(gw.db, clock), erase, every=0.01))
+        ready = asyncio.Event()
+        server = asyncio.create_task(serve(ErasureRequests(gw.db, clock), erase, ready=ready.set, every=0.01))
         try:
+            await asyncio.wait_for(ready.wait(), 10)  # asked before: void (the lock file did not say it yet)
+            rid = await asked.ask("telegram:1001")
             async with asyncio.timeout(10):
                 while (req := await asked.get(rid)) is None or req.counts is None:
                     await asyncio.sleep(0.01)
@@ -49,9 +50,11 @@ async def test_a_failed_erasure_is_answered_as_failed_and_the_poller_goes_on(tmp
     async with await SessionStore.open(tmp_path / "gateway.db", clock) as cli, \
             await SessionStore.open(tmp_path / "gateway.db", clock) as gw:
         asked = ErasureRequests(cli.db, clock)
-        bad, good = await asked.ask("bad"), await asked.ask("good")
-        server = asyncio.create_task(serve(ErasureRequests(gw.db, clock), erase, every=0.01))
+        ready = asyncio.Event()
+        server = asyncio.create_task(serve(ErasureRequests(gw.db, clock), erase, ready=ready.set, every=0.01))
         try:
+            await asyncio.wait_for(ready.wait(), 10)
+            bad, good = await asked.ask("bad"), await asked.ask("good")
             async with asyncio.timeout(10):
                 while (g := await asked.get(good)) is None or g.counts is None:
                     await asyncio.sleep(0.01)
@@ -75,7 +78,7 @@ async def test_a_request_withdrawn_before_it_is_taken_is_never_acted_on(tmp_path
         assert await requests.take() == []
 
 
-async def test_a_starting_gateway_voids_what_an_earlier_run_was_asked(tmp_path: Path, clock: ManualClock) -> None:
+async def test_clearing_voids_what_an_earlier_run_was_asked(tmp_path: Path, clock: ManualClock) -> None:
     """A CLI killed while it waited leaves its row: the next start must not
     erase the user days later, after they came back."""
     async with await SessionStore.open(tmp_path / "gateway.db", clock) as s:
@@ -84,3 +87,35 @@ async def test_a_starting_gateway_voids_what_an_earlier_run_was_asked(tmp_path: 
         await requests.done(await requests.ask("bob"), {"memories": 1})
         assert await requests.clear() == 2
         assert await requests.get(left) is None and await requests.take() == []
+
+
+async def test_a_gateway_db_refusing_writes_delays_taking_requests_not_the_start(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    """A full disk at start: the rows left cannot be cleared, so the
+    gateway does not say it takes requests (a CLI erases the files itself
+    meanwhile); once writes work again it clears, says so, and serves."""
+    ready = asyncio.Event()
+
+    async def erase(owner: str) -> dict[str, int]:
+        return {"memories": 1}
+
+    async with await SessionStore.open(tmp_path / "gateway.db", clock) as cli, \
+            await SessionStore.open(tmp_path / "gateway.db", clock) as gw:
+        left = await ErasureRequests(cli.db, clock).ask("asked-of-the-last-run")
+        await gw.db.write("PRAGMA query_only = 1")  # every write from here fails
+        server = asyncio.create_task(serve(ErasureRequests(gw.db, clock), erase, ready=ready.set, every=0.01))
+        try:
+            await asyncio.sleep(0.1)
+            assert not ready.is_set()
+            await gw.db.write("PRAGMA query_only = 0")
+            await asyncio.wait_for(ready.wait(), 10)
+            asked = ErasureRequests(cli.db, clock)
+            assert await asked.get(left) is None  # cleared before anything was taken
+            rid = await asked.ask("alice")
+            async with asyncio.timeout(10):
+                while (req := await asked.get(rid)) is None or req.counts is None:
+                    await asyncio.sleep(0.01)
+        finally:
+            server.cancel()
+            await asyncio.gather(server, return_exceptions=True)
