@@ -74,6 +74,7 @@ from .config import Config, ConfigError, Paths
 from .credentials import config_secrets
 from .datalock import AlreadyRunning, DataBusy, DataLock, GatewayLock
 from .delivery import Delivery
+from .erasure_requests import ErasureRequests, serve
 from .erasures import Erasures
 from .failover import FailoverLLM
 from .logging import error_fields, loop_exception_handler
@@ -485,6 +486,11 @@ class App:
             lexical_share=e.lexical_share,
         )
 
+    async def _erase_asked(self, owner: str) -> dict[str, int]:
+        """``myclaw memory forget --user owner`` asked: erased as ``/forget all`` erases."""
+        census = await self._user_data.erase(owner)
+        return {k: int(v) for k, v in vars(census).items() if v}
+
     async def _forget_history(self, owner: str, texts: Sequence[str]) -> int:
         """Tier 0 lines that said an erased fact go (``memory_forget``, the
         memory page's cascade erase; the page is opened before the session
@@ -516,6 +522,7 @@ class App:
             self._http_server(), engine, self.backend.retriever, admin.token.get_secret_value(),  # type: ignore[attr-defined]
             forget_history=self._forget_history, tz=self.tz,
             on_written=(lambda _owner: wake()) if wake is not None else None, files=self._folders,
+            identities=IdentityMap(self.cfg.memory.identities),
         )
         log.info("memory page enabled", path="/memory", host=self.cfg.gateway.host, port=self.cfg.gateway.port)
 
@@ -794,6 +801,14 @@ class App:
         if self.cron is not None:
             await self.cron.start()
             self._started_services.append(self.cron)
+        if self._instance is not None and self.sessions is not None:
+            # `myclaw memory forget --user` beside this gateway asks it to erase
+            # (gateway/erasure_requests.py): only this process reaches what it
+            # holds of the user (queued messages, cached settings).
+            # Said in the lock file once the rows an earlier run left are gone.
+            requests, instance = ErasureRequests(self.sessions.db, self.clock), self._instance
+            self._tasks.append(asyncio.create_task(
+                serve(requests, self._erase_asked, ready=lambda: instance.serves("erasures")), name="erasure-requests"))
 
     async def _start_channels(self, channels: list[BaseChannel], delivery: Delivery) -> None:
         try:

@@ -41,7 +41,7 @@ try:
 except ImportError:  # pragma: no cover - not POSIX
     fcntl = None  # type: ignore[assignment]
 
-__all__ = ["GATEWAY_LOCK_FILE", "LOCK_FILE", "AlreadyRunning", "DataBusy", "DataLock", "GatewayLock", "running_pid"]
+__all__ = ["GATEWAY_LOCK_FILE", "LOCK_FILE", "AlreadyRunning", "DataBusy", "DataLock", "GatewayLock", "running_pid", "running_serves"]
 
 LOCK_FILE = "myclaw.lock"
 GATEWAY_LOCK_FILE = "gateway.lock"
@@ -132,6 +132,17 @@ class AlreadyRunning(Exception):
     """Another gateway holds the lock; the message names its pid and the fix."""
 
 
+def running_serves(data_dir: Path, what: str) -> bool:
+    """Whether the gateway running on ``data_dir`` answers ``what`` (see
+    :meth:`GatewayLock.serves`); False when none runs."""
+    if running_pid(data_dir) is None:
+        return False
+    try:
+        return what in (data_dir / GATEWAY_LOCK_FILE).read_text(encoding="utf-8").split()[1:]
+    except OSError:
+        return False
+
+
 def _read_pid(path: Path) -> int | None:
     try:
         text = path.read_text(encoding="utf-8").split()
@@ -175,6 +186,16 @@ class GatewayLock:
         os.ftruncate(fd, 0)
         os.write(fd, f"{os.getpid()}\n".encode())
         self._fd = fd
+
+    def serves(self, *what: str) -> None:
+        """Say in the file what the running gateway answers besides its
+        chats (``erasures``: gateway/erasure_requests.py), read by
+        :func:`running_serves`: a process holding the lock without it (an
+        older gateway) is not asked, and not waited for."""
+        if self._fd is None:
+            return
+        os.ftruncate(self._fd, 0)
+        os.pwrite(self._fd, f"{os.getpid()} {' '.join(what)}\n".encode(), 0)
 
     def release(self) -> None:
         if self._fd is None:

@@ -242,15 +242,18 @@ def export_filename(now: datetime) -> str:
     return f"myclaw-memory-{now.date().isoformat()}.md"
 
 
-def render_markdown(owners: Sequence[OwnerData], *, at: str) -> str:
+def render_markdown(owners: Sequence[OwnerData], *, at: str, mapped: Mapping[str, str] = _NO_NAMES) -> str:
     """The operator's export: every owner given, grouped by owner, nothing
     hidden (the file is theirs to keep safe: written 0600). All in memory:
-    :func:`write_markdown` writes the same text from rows read page by page."""
+    :func:`write_markdown` writes the same text from rows read page by page.
+    ``mapped``: as :func:`write_markdown`'s."""
     out = [f"# {_OP.title} ({at})"]
-    for data in sorted(owners, key=lambda d: d.owner):
+    for data in sorted(owners, key=lambda d: (d.owner in mapped, d.owner)):
         if not (data.memories or data.events or data.waiting or data.set_aside):
             continue
         out.append(f"\n## {data.owner}")
+        if data.owner in mapped:
+            out.append(_mapped_note(data.owner, mapped[data.owner]))
         out += _sections(data, _OP, hide_credentials=False, level="###")
         if data.waiting:
             out.append(f"\n### {_OP.waiting}\n")
@@ -299,8 +302,7 @@ async def write_markdown(
             continue
         line(f"\n## {owner}")
         if owner in mapped:
-            line(f"\nstored under {owner} before memory.identities mapped it to {mapped[owner]} "
-                 f"(`myclaw memory merge-identities` moves it to {mapped[owner]})")
+            line(_mapped_note(owner, mapped[owner]))
         if renamed is not None and (projects := await renamed(owner)):
             line(f"\n{_EN_RENAMED}: {_renamed(projects)}")
         shown = {f"m:{i}" for i in index.memory_ids} | {f"event:{i}" for i in index.event_ids}
@@ -330,18 +332,33 @@ async def write_markdown(
     return memories, events
 
 
-def render_user_export(export: UserExport, *, at: str, zh: bool, tz: tzinfo = UTC) -> str:
+def render_user_export(export: UserExport, *, at: str, zh: bool, tz: tzinfo = UTC,
+                       earlier: Sequence[OwnerData] = ()) -> str:
     """A user's own export: only ``export.data.owner``'s rows (the caller
     reads them for that user alone), credentials by id only; times of the
-    user's settings in ``tz``, theirs. All in memory: :func:`write_user_export`
-    writes the same text from rows read page by page."""
+    user's settings in ``tz``, theirs. ``earlier``: the rows of each of
+    ``export.earlier``'s handles, in its order, after theirs under a heading
+    naming the handle. All in memory: :func:`write_user_export` writes the
+    same text from rows read page by page."""
     data, lab = export.data, (_ZH if zh else _EN)
-    out = _user_head(export, len(data.memories), len(data.events), at=at, zh=zh, tz=tz)
-    body = _sections(data, lab, hide_credentials=True, level="##", tz=tz, titles=export.groups)
-    if not body:
+    every = [data, *earlier]
+    memories, events = sum(len(d.memories) for d in every), sum(len(d.events) for d in every)
+    out = _user_head(export, memories, events, at=at, zh=zh, tz=tz)
+    if not (memories or events):
         out.append("\n" + _nothing(zh))
-    out += body
-    out += _user_tail(export, data.waiting, lab, zh=zh, set_aside=data.set_aside)
+    # One person: a row of theirs may cite, or repeat the words of a
+    # credential of, a row kept under one of their handles.
+    shown = {f"m:{m.id}" for d in every for m in d.memories} | {f"event:{e.id}" for d in every for e in d.events}
+    secret_words = {ln for d in every for m in d.memories if m.category is Category.CREDENTIAL
+                    for ln in m.source_text.splitlines() if ln.strip()}
+    out += _sections(data, lab, hide_credentials=True, level="##", tz=tz, titles=export.groups, shown=shown,
+                     secret_words=secret_words)
+    for (handle, _), rows in zip(export.earlier, earlier, strict=True):
+        if rows.memories or rows.events:
+            out += [f"\n## {lab.earlier.format(handle=handle)}\n", lab.earlier_note.format(handle=handle)]
+            out += _sections(rows, lab, hide_credentials=True, level="###", tz=tz, titles=export.groups, shown=shown,
+                             secret_words=secret_words)
+    out += _user_tail(export, sum(d.waiting for d in every), lab, zh=zh, set_aside=sum(d.set_aside for d in every))
     return "\n".join(out) + "\n"
 
 
@@ -406,6 +423,12 @@ async def write_user_export(
                            set_aside=sum(i.set_aside for i in every)):
         line(text)
     write("\n")
+
+
+def _mapped_note(handle: str, person: str) -> str:
+    """Under a handle's rows in the operator's file: whose they are now."""
+    return (f"\nstored under {handle} before memory.identities mapped it to {person} "
+            f"(`myclaw memory merge-identities` moves it to {person})")
 
 
 def _nothing(zh: bool) -> str:
@@ -503,19 +526,25 @@ def _group_title(tier: int, project: str, lab: _Labels, level: str) -> str:
 
 def _sections(
     data: OwnerData, lab: _Labels, *, hide_credentials: bool, level: str, tz: tzinfo | None = None,
-    titles: Mapping[str, str] = _NO_NAMES,
+    titles: Mapping[str, str] = _NO_NAMES, shown: set[str] | None = None, secret_words: set[str] | None = None,
 ) -> list[str]:
     """``tz``: the owner's zone, for the days memories were said (their
-    events are dated in it already); None: UTC's, as the operator's export."""
+    events are dated in it already); None: UTC's, as the operator's export.
+    ``shown``, ``secret_words``: the file's (a person's handles' rows too);
+    by default ``data``'s."""
     out: list[str] = []
     groups: dict[tuple[int, str], list[Memory]] = defaultdict(list)
     for m in data.memories:
         groups[(m.tier, m.project)].append(m)
-    shown = {f"m:{m.id}" for m in data.memories} | {f"event:{e.id}" for e in data.events}
+    if shown is None:
+        shown = {f"m:{m.id}" for m in data.memories} | {f"event:{e.id}" for e in data.events}
     # The words a credential was drawn from hold it, also when another fact
     # came from the same message: those lines are not shown either.
-    secret_words = ({line for m in data.memories if m.category is Category.CREDENTIAL
-                     for line in m.source_text.splitlines() if line.strip()} if hide_credentials else set())
+    if secret_words is None:
+        secret_words = {line for m in data.memories if m.category is Category.CREDENTIAL
+                        for line in m.source_text.splitlines() if line.strip()}
+    if not hide_credentials:
+        secret_words = set()
     for (tier, project), items in sorted(groups.items()):
         out.append(_group_title(tier, project, lab, level))
         for m in sorted(items, key=lambda m: m.id):

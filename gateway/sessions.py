@@ -438,6 +438,27 @@ async def _m022_revision_attempts(conn: aiosqlite.Connection) -> None:
         await conn.execute("ALTER TABLE revisions ADD COLUMN attempts INTEGER NOT NULL DEFAULT 0")
 
 
+async def _m023_erasure_requests(conn: aiosqlite.Connection) -> None:
+    # `myclaw memory forget --user` asking a running gateway to erase a user
+    # (gateway/erasure_requests.py): it reaches what that process holds of
+    # them (queued messages, cached settings), which the files alone do not.
+    # `whom`, not `owner`: a request, gone once answered, not the user's data
+    # (neither erased nor moved by merge-identities as theirs).
+    await run_script(
+        conn,
+        """
+        CREATE TABLE IF NOT EXISTS erasure_requests (
+            id       INTEGER PRIMARY KEY,
+            whom     TEXT NOT NULL,
+            asked_at TEXT NOT NULL,
+            taken_at TEXT,
+            done_at  TEXT,
+            counts   TEXT
+        );
+        """,
+    )
+
+
 MIGRATIONS: list[Migration] = [
     _m001_sessions,
     _m002_message_ids,
@@ -461,6 +482,7 @@ MIGRATIONS: list[Migration] = [
     _m020_job_replies,
     _m021_job_reply_fallback,
     _m022_revision_attempts,
+    _m023_erasure_requests,
 ]
 
 

@@ -171,8 +171,11 @@ class UserData:
         files = ([(f.name, f.received) for who in whose for f in self.files.owned(who)]
                  if self.files is not None else [])
         engine = getattr(self.backend, "engine", None)  # None: the file store, which keeps no aliases
-        projects = await engine.owned_project_aliases(user) if engine is not None else []
-        groups = (await self.titles.names(await shared_places(engine, user))
+        # Their handles' rows are in the file too: the groups those were shared
+        # with named, the projects the handles renamed said, as for theirs.
+        projects = (list(dict.fromkeys([p for who in whose for p in await engine.owned_project_aliases(who)]))
+                    if engine is not None else [])
+        groups = (await self.titles.names([p for who in whose for p in await shared_places(engine, who)])
                   if engine is not None and self.titles is not None else {})
         waiting = await self.inbox.owned(user, self.owner_of, besides=asking) if self.inbox is not None else 0
         return UserExport(data=data, jobs=jobs, history=history, timezone=zone_name(tz) if tz is not None else "",

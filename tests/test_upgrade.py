@@ -350,6 +350,11 @@ GATEWAY_ERAS: dict[str, Era] = {
         ("revisions", {"id": 1000 + v, "channel": "feishu", "chat_id": "oc_9", "message_id": f"ou_{v}", "kind": "left",
                        "received_at": at(v), "payload": json.dumps({"s": f"ou_{v}", "t": "", "ts": at(v), "e": {}})}),
     ],
+    "_m023_erasure_requests": lambda v: [  # `memory forget --user` asking a running gateway, taken and done
+        *_chat(v, context=True, sender_name=True),
+        ("erasure_requests", {"id": v, "whom": f"telegram:gone{v}", "asked_at": at(v), "taken_at": at(v, 1),
+                              "done_at": at(v, 2), "counts": json.dumps({"memories": v})}),
+    ],
 }
 
 

@@ -233,17 +233,24 @@ def _empty_list(owner: str | None, by_status: dict[str, int], owners: list[str])
 @db_option
 @shares_data
 def search(query: str, user: str | None, limit: int, as_json: bool) -> None:
-    """Rank memories and events for QUERY as the bot would (all users unless --user)."""
+    """Rank memories and events for QUERY as the bot would (all users unless
+    --user; a person's memory.identities handles' rows from before the
+    mapping too, shown under the handle)."""
     cfg = load_cli_config()
-    run(_search(resolve_db(cfg), resolve_user(user, cfg), query, limit, as_json))
+    owner = resolve_user(user, cfg)
+    handles = [h for h in IdentityMap(cfg.memory.identities).handles(owner) if h != owner] if owner else []
+    run(_search(resolve_db(cfg), owner, query, limit, as_json, handles))
 
 
-async def _search(path: Path, owner: str | None, query: str, limit: int, as_json: bool) -> None:
+async def _search(path: Path, owner: str | None, query: str, limit: int, as_json: bool,
+                  handles: list[str] | None = None) -> None:
     async with open_engine(path) as engine:
         retriever = Retriever(engine)
         found: dict[tuple[str, int], tuple[str, Hit]] = {}
         owners = await engine.owners()
-        for u in [owner] if owner else owners:
+        # A person's handles that stored rows before the mapping (merge-identities
+        # not run yet) are theirs: /export lists them, an erasure takes them.
+        for u in [owner, *(h for h in handles or () if h in owners)] if owner else owners:
             for h in await retriever.retrieve(u, query, limit=limit):
                 found.setdefault((h.kind, h.id), ("", h))
             for h in await retriever.search_events(u, query, limit=limit):
@@ -515,9 +522,12 @@ def forget(user: str | None, yes: bool) -> None:
     they sent lately, scheduled jobs, their time zone and incognito
     settings and the file store's folder (bytes zeroed); also what their
     memory.identities handles stored before they were mapped (merge-identities
-    not run yet). It runs beside a
-    running gateway, which keeps their time zone and incognito settings
-    until restarted: restart it, or use /forget all in chat for those."""
+    not run yet). Beside a running gateway it asks the gateway to erase
+    them, as /forget all in chat does, so their messages it holds are not
+    answered and its cached settings go too; with none running (or one
+    that does not take the request within 30 s) it erases the files itself.
+    An older gateway keeps their time zone and incognito settings until
+    restarted: restart it then."""
     cfg = load_cli_config()
     owner = resolve_user(user, cfg)
     if not owner:
@@ -540,13 +550,27 @@ def forget(user: str | None, yes: bool) -> None:
     if not yes and not confirm(f"{question}? This cannot be undone."):
         raise click.ClickException("cancelled; nothing changed")
     erased = False
+    paths = Paths.from_env()
+    asked = _ask_gateway(paths, owner)
+    if asked is not None:
+        pid, counts = asked
+        if counts is not None:  # the gateway's own /forget all: their handles' rows too
+            erased = any(counts.values())
+            click.echo(f"{_running(pid)} forgot {owner}" + (
+                ": " + ", ".join(_counted(k, v) for k, v in counts.items()) if erased else ": nothing was left")
+                + "; what it held of them (queued messages, settings) went too")
+            # What it does not reach (memory.db when its memory is off, say) is erased here.
+            whose = [o for o in whose if run(_stored(cfg, db, o))]
+        else:
+            click.echo(f"{_running(pid)} did not do the erasure (not taken within {TAKE_WAIT:g} s, failed or stopped: "
+                       "its log says which); erasing the files here", err=True)
     for who in whose:
         counts = run(_forget(cfg, db, who))
         if not any(counts.values()):  # went meanwhile (a running gateway's /forget all): not to read as done here
             continue
         erased = True
         click.echo(f"forgot {who}: " + ", ".join(_counted(k, v) for k, v in counts.items()))
-        if held := _held_by_gateway(Paths.from_env(), who, counts):
+        if not (asked and asked[1] is not None) and (held := _held_by_gateway(paths, who, counts)):
             click.echo(held)
     if not erased:
         click.echo(f"nothing was stored about {owner} any more, so nothing was erased")
@@ -573,6 +597,72 @@ def _counted(key: str, n: int) -> str:
     """``1 memory``, ``2 scheduled jobs``: a count in the summary's words."""
     one, many = _COUNTED.get(key, (key.removesuffix("s"), key))
     return f"{n} {one if n == 1 else many}"
+
+
+# How long `forget` waits for a running gateway to take its request (it
+# polls twice a second), and at most for it to finish once taken.
+TAKE_WAIT = 30.0
+DONE_WAIT = 600.0
+_POLL = 0.2
+
+
+# The gateway's erasure counts (gateway/userdata.py Census) in forget's words.
+_GATEWAY_COUNTS = {
+    "memories": "memories", "events": "events", "messages": "history messages", "jobs": "scheduled jobs",
+    "files": "recent files", "waiting": "messages waiting to be answered", "incognito": "incognito setting",
+    "timezone": "time zone setting",
+}
+
+
+def _running(pid: int) -> str:
+    return f"the gateway running on this home (pid {pid})" if pid else "the gateway running on this home"
+
+
+def _ask_gateway(paths: Paths, owner: str) -> tuple[int, dict[str, int] | None] | None:
+    """Have the gateway running on this home erase ``owner`` itself, as
+    ``/forget all`` does (gateway/erasure_requests.py): only it reaches their
+    messages it holds and the settings it cached. None when no gateway that
+    takes such requests runs; (its pid, None) when it did not take the
+    request in time or its erasure failed (the request withdrawn: the caller
+    erases the files); else (its pid, what went, in forget's words)."""
+    from gateway.datalock import running_pid, running_serves
+
+    if not running_serves(paths.data_dir, "erasures") or not paths.gateway_db().exists():
+        return None
+    pid = running_pid(paths.data_dir) or 0
+    return pid, run(_asked(paths, owner))
+
+
+async def _asked(paths: Paths, owner: str) -> dict[str, int] | None:
+    import asyncio
+    import time
+
+    from gateway.datalock import running_pid
+    from gateway.erasure_requests import ErasureRequests
+    from gateway.sessions import SessionStore
+
+    async with await SessionStore.open(paths.gateway_db()) as sessions:
+        requests = ErasureRequests(sessions.db, SystemClock())
+        rid = await requests.ask(owner)
+        start = time.monotonic()
+        try:
+            while True:
+                req = await requests.get(rid)
+                if req is None:  # dropped by a gateway starting (ErasureRequests.clear): not done
+                    return None
+                if req.error:  # its erasure failed: the caller erases the files
+                    return None
+                if req.counts is not None:
+                    return {_GATEWAY_COUNTS.get(k, k): v for k, v in req.counts.items() if v}
+                waited = time.monotonic() - start
+                gone = running_pid(paths.data_dir) is None  # stopped meanwhile: nobody will take it
+                if not req.taken and (waited > TAKE_WAIT or gone) and await requests.withdraw(rid):
+                    return None
+                if req.taken and (waited > DONE_WAIT or gone):
+                    return None  # stuck or gone mid-way: the caller erases the files
+                await asyncio.sleep(_POLL)
+        finally:
+            await requests.drop(rid)  # read, or given up: nobody is to act on it later
 
 
 def _held_by_gateway(paths: Paths, owner: str, counts: dict[str, int]) -> str:

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from datetime import UTC, tzinfo
 
 from memory.engine import MemoryEngine
+from memory.identity import IdentityMap
 from memory.retrieval import Retriever
 from memory.service import ImportedFiles
 
@@ -39,11 +40,13 @@ def mount_memory_page(
     tz: tzinfo = UTC,
     on_written: Callable[[str], None] | None = None,
     files: ImportedFiles | None = None,
+    identities: IdentityMap | None = None,
 ) -> MemoryWeb:
     """Register the page's routes on ``http`` (before or after it starts).
     ``forget_history``, ``on_written``, ``files``: as :class:`MemoryAdmin`'s; ``tz``:
-    the clock its times are shown on (``gateway.timezone``)."""
+    the clock its times are shown on (``gateway.timezone``); ``identities``:
+    memory.identities, whose handles' rows a person's export holds too."""
     admin = MemoryAdmin(engine, retriever, forget_history=forget_history, on_written=on_written, files=files)
-    web = MemoryWeb(admin, AdminAuth(token, session_ttl=session_ttl), tz=tz)
+    web = MemoryWeb(admin, AdminAuth(token, session_ttl=session_ttl), tz=tz, identities=identities)
     web.mount(http)
     return web

@@ -7,7 +7,7 @@ Pages (GET renders, POST changes and redirects back with a short notice)::
     GET  /memory/item?id=        one memory: provenance, supersede chain, its log entries
     GET  /memory/edit?id=&back=  one memory's edit form (a card's Edit without JavaScript)
     GET  /memory/log?user=       the user's change log (memory_log), older with ?before=<entry id>
-    GET  /memory/export?user=    the user's memories as a Markdown file (as ``myclaw memory export``)
+    GET  /memory/export?user=    the person's memories as a Markdown file, their handles' too (as ``myclaw memory export``)
     GET  /memory/lang?set=en|zh|zh-Hant  the page's language (a cookie; no sign-in needed), back to ?back=
     GET  /memory/style-<hash>.css  the page's stylesheet (no sign-in needed; cached for good: the hash is its content's)
     POST /memory/login           token -> session cookie;  POST /memory/logout
@@ -55,6 +55,7 @@ from gateway.chattitles import ChatTitles
 from gateway.cli._common import memory_dict, near_handles
 from gateway.export import MIME, Spool, write_markdown
 from gateway.http import HttpServer
+from memory.identity import IdentityMap
 from memory.service import SqliteMemory
 from memory.sharing import shared_places
 from memory.types import GLOBAL_OWNER, Category, Memory, Status
@@ -210,9 +211,13 @@ class MemoryWeb:
     """The memory page's handlers; :meth:`mount` registers them."""
 
     def __init__(
-        self, admin: MemoryAdmin, auth: AdminAuth, *, page_size: int = 20, tz: tzinfo = UTC, undo: UndoStore | None = None
+        self, admin: MemoryAdmin, auth: AdminAuth, *, page_size: int = 20, tz: tzinfo = UTC, undo: UndoStore | None = None,
+        identities: IdentityMap | None = None,
     ) -> None:
         self.admin = admin
+        # memory.identities: a person's export holds their handles' rows
+        # from before the mapping too (merge-identities not run yet), as /export does.
+        self.identities = identities or IdentityMap()
         self.auth = auth
         self.undo = undo or UndoStore()
         self.page_size = page_size
@@ -551,11 +556,14 @@ class MemoryWeb:
         written page by page into a :class:`Spool` (a large memory goes to an
         anonymous temporary file, not into RAM), then sent in chunks. Written
         whole first: a failure is a 500, never a file cut short."""
-        user = _user(data)
-        assert user is not None
+        asked = _user(data)
+        assert asked is not None
+        # The person, with their handles, as `myclaw memory export --user` resolves them.
+        user = self.identities.resolve(*asked.split(":", 1)) if ":" in asked else asked
+        handles = [h for h in self.identities.handles(user) if h != user]
         # An empty file of a misspelt handle would read as "nothing stored about them" (as the CLI refuses).
         owners = await self.admin.engine.owners()
-        if user != GLOBAL_OWNER and user not in owners:
+        if user != GLOBAL_OWNER and not any(u in owners for u in (user, *handles)):
             near = " / ".join(near_handles(user, owners))
             raise NotFound(f"nothing is stored about {user}, so there is nothing to export"
                            + (f" (did you mean {near}?)" if near else ""),
@@ -564,11 +572,12 @@ class MemoryWeb:
         now = datetime.now(UTC)
         spool = Spool(EXPORT_IN_MEMORY)
         try:
-            titles = (await self.titles.names(await shared_places(self.admin.engine, user))
+            titles = (await self.titles.names([p for u in (user, *handles)
+                                                for p in await shared_places(self.admin.engine, u)])
                       if self.titles is not None else {})
-            await write_markdown(spool.write, SqliteMemory(self.admin.engine, self.admin.retriever), [user],
+            await write_markdown(spool.write, SqliteMemory(self.admin.engine, self.admin.retriever), [user, *handles],
                                  at=now.strftime("%Y-%m-%d %H:%M UTC"), renamed=self.admin.engine.owned_project_aliases,
-                                 titles=titles, unanswered=self.unanswered)
+                                 titles=titles, unanswered=self.unanswered, mapped=dict.fromkeys(handles, user))
         except BaseException:
             spool.close()
             raise

@@ -521,6 +521,29 @@ def test_forget_takes_the_rows_a_handle_stored_before_it_was_mapped(home: Path) 
     assert [m.content for m in db_rows(home)] == ["Alice drinks tea"]
 
 
+def test_search_of_a_person_finds_what_their_handles_stored_before_the_mapping(home: Path) -> None:
+    """memory.identities maps telegram:777 to alice after telegram:777 had
+    talked: `search --user alice` (or `--user telegram:777`, which resolves
+    to her) ranked her rows only, and said "no matches" for what she said
+    as telegram:777, which her /export lists and `forget` erases. The
+    handle's memories and events are searched too, shown under the handle."""
+    ok("add", "Alice's blood type is AB", "--user", "telegram:777")  # before the mapping
+
+    async def event() -> None:
+        async with await MemoryEngine.open(home / "data" / "memory.db") as e:
+            await e.add_event("telegram:777", "2026-03-01", "Gave blood at the clinic")
+
+    asyncio.run(event())
+    (home / "config.json").write_text(json.dumps({"memory": {"identities": {"alice": ["telegram:777"]}}}))
+    ok("add", "Alice drinks tea", "--user", "alice")
+    ok("add", "Bob's blood type is O", "--user", "bob")
+    for who in ("alice", "telegram:777"):
+        hits = json.loads(ok("search", "blood", "--user", who, "--json").stdout)
+        assert {(h["user"], h["kind"], h["content"]) for h in hits} == {
+            ("telegram:777", "memory", "Alice's blood type is AB"), ("telegram:777", "event", "Gave blood at the clinic")}
+    assert "telegram:777" in ok("search", "blood", "--user", "alice").stdout
+
+
 def test_config_errors_exit_2_without_traceback(home: Path) -> None:
     home.mkdir()
     (home / "config.json").write_text('{"memory": {"enabled": "maybe"}}')
@@ -651,11 +674,83 @@ def test_forget_beside_a_running_gateway_says_what_it_still_holds_until_restarte
             "settings until it restarts: restart it") in out
 
 
+def test_forget_beside_a_gateway_that_does_not_take_the_request_withdraws_it_and_erases_the_files(
+    home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A gateway says it takes erasure requests but does not take this one
+    in time (busy, stuck): the request is withdrawn (a later run must not
+    act on it), the files are erased here, and the operator is told that
+    gateway still holds the settings it read."""
+    import gateway.cli.memory_cmd as memory_cmd
+    from gateway.datalock import GatewayLock
+    from gateway.timezones import UserTimezones, parse_timezone
+
+    async def seed() -> None:
+        clock = ManualClock("2026-03-01T12:00:00Z")
+        async with await SessionStore.open(home / "data" / "gateway.db", clock) as s:
+            await UserTimezones(s.db).set("alice", parse_timezone("Asia/Tokyo"), at=clock.now())
+
+    async def requests_left() -> int:
+        async with await SessionStore.open(home / "data" / "gateway.db") as s:
+            return int((await s.db.fetchone("SELECT count(*) FROM erasure_requests"))[0])
+
+    asyncio.run(seed())
+    monkeypatch.setattr(memory_cmd, "TAKE_WAIT", 0.3)
+    lock = GatewayLock(home / "data")
+    lock.acquire()
+    lock.serves("erasures")  # ... and never polls
+    try:
+        r = cli("forget", "--user", "alice", "--yes")
+    finally:
+        lock.release()
+    assert r.exit_code == 0, r.output
+    assert "did not do the erasure (not taken within 0.3 s" in r.stderr and "erasing the files here" in r.stderr
+    assert "forgot alice: " in r.stdout and "1 time zone setting" in r.stdout
+    assert "still uses alice's time zone setting until it restarts" in r.stdout
+    assert asyncio.run(requests_left()) == 0
+
+
+def test_forget_asking_a_gateway_that_stops_before_taking_it_does_not_wait_out_the_time(
+    home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The gateway said it takes erasure requests, then stopped (a restart)
+    before taking this one: the CLI withdraws it as soon as it sees no
+    gateway runs and erases the files itself, rather than waiting the
+    whole TAKE_WAIT for nobody."""
+    import subprocess
+    import sys
+
+    import gateway.cli.memory_cmd as memory_cmd
+
+    async def gateway_db() -> None:  # a running gateway has made it
+        async with await SessionStore.open(home / "data" / "gateway.db"):
+            pass
+
+    ok("add", "Alice's blood type is AB", "--user", "alice")
+    asyncio.run(gateway_db())
+    monkeypatch.setattr(memory_cmd, "TAKE_WAIT", 600.0)  # a failure shows as a hang the suite's bound cuts
+    code = ("import sys, time; from pathlib import Path; from gateway.datalock import GatewayLock; "
+            "l = GatewayLock(Path(sys.argv[1])); l.acquire(); l.serves('erasures'); print('held', flush=True); "
+            "time.sleep(1.5)")
+    proc = subprocess.Popen([sys.executable, "-c", code, str(home / "data")], stdout=subprocess.PIPE,
+                            cwd=Path(__file__).resolve().parents[2])
+    try:
+        assert proc.stdout is not None and proc.stdout.readline() == b"held\n"
+        r = cli("forget", "--user", "alice", "--yes")
+    finally:
+        proc.kill()
+        proc.communicate()  # waited for, its pipe closed
+    assert r.exit_code == 0, r.output
+    assert "did not do the erasure" in r.stderr and "forgot alice: 1 memory" in r.stdout
+    assert db_rows(home) == []
+
+
 def test_forget_help_says_it_runs_beside_a_gateway_and_what_to_do_about_its_caches(home: Path) -> None:
     # It said "Run it with the gateway stopped", which README and the command's own output contradict.
     text = " ".join(cli("forget", "--help").output.split())
     assert "gateway stopped" not in text
-    assert "runs beside a running gateway" in text and "restart it" in text and "/forget all" in text
+    assert "Beside a running gateway it asks the gateway to erase them, as /forget all" in text
+    assert "restart it" in text
 
 
 def test_forget_of_a_misspelt_handle_says_nothing_was_there_and_names_the_near_one(home: Path) -> None:

@@ -152,3 +152,22 @@ def test_an_older_lock_file_left_readable_by_all_is_made_owner_only(tmp_path: Pa
         take()
         release()
         assert stat.S_IMODE(path.stat().st_mode) == 0o600, take
+
+
+def test_a_gateway_says_it_takes_erasure_requests_and_a_bare_lock_does_not(tmp_path: Path) -> None:
+    """``myclaw memory forget`` asks a running gateway to erase only when its
+    lock file says it takes such requests (an older gateway, or one not
+    started yet, is not waited for); the pid is still read first."""
+    from gateway.datalock import running_serves
+
+    assert not running_serves(tmp_path, "erasures")  # none runs
+    lock = GatewayLock(tmp_path)
+    lock.acquire()
+    try:
+        assert not running_serves(tmp_path, "erasures")
+        lock.serves("erasures")
+        assert running_serves(tmp_path, "erasures") and not running_serves(tmp_path, "backups")
+        assert running_pid(tmp_path) == os.getpid()
+    finally:
+        lock.release()
+    assert not running_serves(tmp_path, "erasures")  # released: the words left behind mean nothing

@@ -334,3 +334,44 @@ def test_a_memory_shared_with_groups_says_so() -> None:
     zh = render_user_export(UserExport(replace(ALICE, memories=[every, one]), groups={"telegram:-500": "徒步群"}),
                             at=AT, zh=True)
     assert "可在你提问的每个群中使用" in zh and "可在群“徒步群”中使用" in zh
+
+
+async def test_every_export_form_gives_a_handles_rows_from_before_the_mapping_their_own_section(tmp_path: Path) -> None:
+    """telegram:777 stored rows before memory.identities mapped it to alice.
+    The paged writers gave them a section each (``/export``: under a heading
+    naming the handle, its credential hidden like hers even when the words
+    are only in her rows; the operator's file: under the handle, saying it
+    was mapped), but the in-memory renderers, which the writers are checked
+    against, had no such section: what they rendered for a person with
+    handles was not what was written. Now both agree, byte for byte."""
+    async with await MemoryEngine.open(tmp_path / "memory.db") as engine:
+        backend = SqliteMemory(engine)
+        await engine.add_many([
+            (NewMemory(owner="alice", content="Alice drinks tea", source_text="I drink tea"), None),
+            (NewMemory(owner="alice", content="Alice's locker code is 4471", category=Category.CREDENTIAL,
+                       source_text="my locker code is 4471"), None),
+            (NewMemory(owner="telegram:777", tier=1, category=Category.IDENTITY, content="Alice's blood type is AB"),
+             None),
+            (NewMemory(owner="telegram:777", content="Alice trains at the gym", source_text="my locker code is 4471"),
+             None),
+            (NewMemory(owner="bob", content="Bob keeps bees"), None),
+        ])
+        await engine.add_event("telegram:777", "2026-11-20", "Gave blood at the clinic")
+        await backend.buffer([Turn("telegram:777", "telegram", "777", "user", "I might move to Lisbon")])
+        data, handle = await backend.owner_data("alice"), await backend.owner_data("telegram:777")
+        index, handle_index = await backend.owner_index("alice"), await backend.owner_index("telegram:777")
+        export = UserExport(replace(data, memories=[], events=[]), earlier=[("telegram:777", handle_index)])
+        for zh in (False, True):
+            whole = render_user_export(replace(export, data=data), at=AT, zh=zh, earlier=[handle])
+            assert "telegram:777" in whole and "blood type is AB" in whole and "Bob" not in whole
+            assert "4471" not in whole, whole  # her credential's words, said as the handle too, stay hidden
+            parts: list[str] = []
+            await write_user_export(parts.append, export, index, backend.owner_rows("alice", index, page=1),
+                                    at=AT, zh=zh, earlier=[backend.owner_rows("telegram:777", handle_index, page=1)])
+            assert "".join(parts) == whole
+        mapped = {"telegram:777": "alice"}
+        whole = render_markdown([data, handle], at=AT, mapped=mapped) + "\n"
+        assert "## telegram:777\n\nstored under telegram:777 before memory.identities mapped it to alice" in whole
+        parts = []
+        await write_markdown(parts.append, backend, ["telegram:777", "alice"], at=AT, page=1, mapped=mapped)
+        assert "".join(parts) == whole

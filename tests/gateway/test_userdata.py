@@ -76,3 +76,30 @@ async def test_an_export_holds_what_a_handle_stored_before_it_was_mapped(
     [(handle, earlier)] = export.earlier
     assert handle == "telegram:777" and len(earlier.memory_ids) == 1
     assert [m.content async for m in SqliteMemory(engine).owner_rows(handle, earlier)] == ["my blood type is AB"]
+
+
+async def test_an_export_names_the_groups_and_renamed_projects_of_a_handles_rows_too(
+    engine: MemoryEngine, tmp_path: Path, clock: ManualClock
+) -> None:
+    """A fact telegram:777 shared with a group, and a project it renamed,
+    before the mapping: the rows were in alice's /export (under the
+    handle's heading), but the group was named by its id only and the
+    rename not said, as both were read for alice's own rows alone."""
+    from memory import IdentityMap
+
+    await engine.add(NewMemory(owner="telegram:777", content="the hikers meet at 9", project="atlas",
+                               provenance=Provenance(channel="telegram", chat_id="777", shared=("telegram:-5",))))
+    await engine.set_project_alias("telegram:777", "atlas", "orion", source="user")
+    await engine.add(NewMemory(owner="alice", content="alice hikes"))
+    await engine.add(NewMemory(owner="telegram:888", content="bob rows",
+                               provenance=Provenance(shared=("telegram:-6",))))
+    async with await SessionStore.open(tmp_path / "g.db", clock) as store:
+        titles = ChatTitles(store.db)
+        await titles.seen("telegram", "-5", "Hikers", at="2026-03-03T12:00:00Z")
+        await titles.seen("telegram", "-6", "Beekeepers", at="2026-03-03T12:00:00Z")
+        identities = IdentityMap({"alice": ["telegram:777"], "bob": ["telegram:888"]})
+        everything = UserData(SqliteMemory(engine), store, titles=titles, owner_of=identities.resolve,
+                              handles_of=identities.handles)
+        export, _ = await everything.export("alice")
+    assert export.groups == {"telegram:-5": "Hikers"}
+    assert export.projects == [("atlas", "orion")]

@@ -1122,3 +1122,51 @@ async def test_an_erase_with_its_history_takes_an_imported_facts_memory_md_line(
     await admin.erase(code.id, "alice", cascade=True)
     assert on_disk(files.user_dir("alice"), "QUOKKA7731") == 0
     assert "Likes green tea" in (files.user_dir("alice") / "MEMORY.md").read_text(encoding="utf-8")
+
+
+async def test_the_export_covers_the_person_with_every_handle_the_identity_map_gives_them(engine: MemoryEngine) -> None:
+    """memory.identities makes telegram:777 and alice one person, and
+    telegram:777 stored rows before the mapping: the page's export of alice
+    held alice's rows only (telegram:777's were exported one handle at a
+    time), unlike /export and `myclaw memory export --user`. Now both,
+    the handle's under its own heading saying so; the handle's own export
+    is the person's; another user's rows never come along."""
+    from memory.identity import IdentityMap
+
+    http = HttpServer("127.0.0.1", 0)
+    mount_memory_page(http, engine, Retriever(engine), TOKEN, identities=IdentityMap({"alice": ["telegram:777"]}))
+    await engine.add(NewMemory(owner="telegram:777", content="Alice's blood type is AB"))
+    await engine.add(NewMemory(owner="alice", content="Alice drinks tea"))
+    await engine.add(NewMemory(owner="bob", content="Bob keeps bees"))
+    async with http:
+        async with httpx.AsyncClient(base_url=http.url, headers=BEARER, timeout=10) as c:
+            for who in ("alice", "telegram:777"):
+                r = await c.get("/memory/export", params={"user": who})
+                assert r.status_code == 200, r.text
+                md = r.text
+                assert "Alice drinks tea" in md and "Alice's blood type is AB" in md and "bees" not in md, md
+                assert "## telegram:777" in md and "before memory.identities mapped it to alice" in md, md
+                assert md.index("## alice") < md.index("## telegram:777")
+                assert "myclaw-memory-alice-" in r.headers["Content-Disposition"]
+
+
+async def test_the_gateways_memory_page_exports_with_its_configs_identity_map(
+    tmp_path: Path, clock: ManualClock, fake_llm: FakeOpenAI
+) -> None:
+    """The App hands memory.identities to the page it serves: an export of
+    alice there holds what telegram:777 stored before it was mapped to her."""
+    cfg, paths = _app_config(tmp_path, fake_llm, memory={"identities": {"alice": ["telegram:777"]}})
+    app = App(cfg, paths, clock=clock, channel_specs=[QUIET])
+    try:
+        await app.open()
+        assert app.backend is not None
+        engine = app.backend.engine  # type: ignore[attr-defined]
+        await engine.add(NewMemory(owner="telegram:777", content="Alice's blood type is AB"))  # before the mapping
+        await engine.add(NewMemory(owner="alice", content="Alice drinks tea"))
+        await app.start()
+        assert app.http is not None
+        async with httpx.AsyncClient(base_url=app.http.url, headers=BEARER, timeout=10) as c:
+            md = (await c.get("/memory/export", params={"user": "alice"})).text
+        assert "Alice drinks tea" in md and "Alice's blood type is AB" in md and "## telegram:777" in md, md
+    finally:
+        await app.close()
