@@ -595,10 +595,13 @@ class SessionStore:
         cache_rows: int = CACHE_ROWS,
         chats_kept: int = CHATS_KEPT,
         monotonic: Callable[[], float] = time.monotonic,
+        busy_ms: int = 5000,
     ) -> SessionStore:
         """``monotonic``: how often to look for another process's commits
-        (:meth:`Database.stamp`); tests move it by hand."""
-        db = await Database.open(path, MIGRATIONS, inline_cache_kib=SMALL_CACHE_KIB, monotonic=monotonic)
+        (:meth:`Database.stamp`); tests move it by hand. ``busy_ms``: how
+        long a write waits for another process's write lock before it fails."""
+        db = await Database.open(path, MIGRATIONS, busy_ms=busy_ms, inline_cache_kib=SMALL_CACHE_KIB,
+                                 monotonic=monotonic)
         return cls(db, clock, window=window, cache_rows=cache_rows, chats_kept=chats_kept)
 
     async def close(self) -> None:
