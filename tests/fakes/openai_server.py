@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import hashlib
 import itertools
 import json
@@ -300,6 +301,7 @@ class FakeOpenAI:
         self.headers: list[dict[str, str]] = []
         self._script: list[Reply] = []
         self._holds: list[asyncio.Event] = []
+        self._stopping = asyncio.Event()  # set by stop(): a delayed reply waits no longer
         # Set: every chat request is answered with this (an outage, until
         # set back to None); scripted replies wait behind it.
         self.down: Reply | None = None
@@ -416,11 +418,13 @@ class FakeOpenAI:
         site = web.TCPSite(self._runner, "127.0.0.1", port)
         await site.start()
         self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        self._stopping.clear()
         return self
 
     async def stop(self) -> None:
         for hold in self._holds:  # a held request ends, whoever still waits for it
             hold.set()
+        self._stopping.set()  # and a delayed one: the runner's cleanup waited it out
         if self._runner is not None:
             await stop_listening(self._runner)
             await self._runner.cleanup()
@@ -582,7 +586,8 @@ class FakeOpenAI:
         else:
             reply = Reply()
         if reply.delay:
-            await asyncio.sleep(reply.delay)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stopping.wait(), reply.delay)
         if reply.hold is not None and reply.hold_after is None:
             await reply.hold.wait()
         if reply.raw is not None:

@@ -3,6 +3,7 @@ refuses malformed ones with its wording; checked with plain httpx."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 from collections.abc import AsyncIterator
 from typing import Any
@@ -56,3 +57,21 @@ async def test_malformed_content_is_refused_as_the_real_api_does(
     r = await chat(fake, messages)
     assert r.status_code == 400 and r.json()["error"]["type"] == "invalid_request_error"
     assert says in r.json()["error"]["message"] and fake.requests == [] and len(fake.refused) == 1
+
+
+async def test_a_stop_ends_a_delayed_reply_as_it_does_a_held_one() -> None:
+    # A test that cancels its caller mid-delay (tests/memory/test_extraction.py)
+    # waited the delay out at the fake's stop, in its teardown.
+    fake = await FakeOpenAI().start()
+    fake.queue_delay(600.0, "too late")
+    asking = asyncio.create_task(chat(fake, [{"role": "user", "content": "hi"}]))
+    try:
+        for _ in range(1000):  # the request in, within 10 s
+            if fake.requests:
+                break
+            await asyncio.sleep(0.01)
+        assert not asking.done()
+        await asyncio.wait_for(fake.stop(), 30)  # a guard against waiting the 600 s out, not a speed bound
+    finally:
+        asking.cancel()
+        await fake.stop()
