@@ -421,10 +421,17 @@ class FakeOpenAI:
         self._stopping.clear()
         return self
 
+    async def _pause(self, seconds: float) -> None:
+        """A reply's delay, over at once when the fake stops: the runner's
+        cleanup waits for every request in flight, and a test that gave
+        up on a late reply waited the delay out in its teardown."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._stopping.wait(), seconds)
+
     async def stop(self) -> None:
         for hold in self._holds:  # a held request ends, whoever still waits for it
             hold.set()
-        self._stopping.set()  # and a delayed one: the runner's cleanup waited it out
+        self._stopping.set()  # and a delayed one (_pause)
         if self._runner is not None:
             await stop_listening(self._runner)
             await self._runner.cleanup()
@@ -493,7 +500,7 @@ class FakeOpenAI:
                 await asyncio.sleep(self.embedding_per_text * len(texts))
                 self._answered += len(texts)
         if self.embedding_delay:
-            await asyncio.sleep(self.embedding_delay)
+            await self._pause(self.embedding_delay)
         if self._embedding_errors:
             status = self._embedding_errors.pop(0)
             msg = {429: "Rate limit reached", 500: "The server had an error"}.get(status, "error")
@@ -586,8 +593,7 @@ class FakeOpenAI:
         else:
             reply = Reply()
         if reply.delay:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._stopping.wait(), reply.delay)
+            await self._pause(reply.delay)
         if reply.hold is not None and reply.hold_after is None:
             await reply.hold.wait()
         if reply.raw is not None:
@@ -635,7 +641,7 @@ class FakeOpenAI:
                 await resp.write_eof()  # no [DONE]: the answer broke off
                 return resp
             if reply.piece_delay and n:
-                await asyncio.sleep(reply.piece_delay)
+                await self._pause(reply.piece_delay)
             if reply.hold is not None and n == reply.hold_after:
                 await reply.hold.wait()
             await event({"content": piece})

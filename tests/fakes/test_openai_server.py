@@ -59,12 +59,25 @@ async def test_malformed_content_is_refused_as_the_real_api_does(
     assert says in r.json()["error"]["message"] and fake.requests == [] and len(fake.refused) == 1
 
 
-async def test_a_stop_ends_a_delayed_reply_as_it_does_a_held_one() -> None:
-    # A test that cancels its caller mid-delay (tests/memory/test_extraction.py)
-    # waited the delay out at the fake's stop, in its teardown.
+@pytest.mark.parametrize("stream", [False, True])
+async def test_a_stop_ends_a_delayed_reply_as_it_does_a_held_one(stream: bool) -> None:
+    # A test that gave up on a late reply (tests/memory/test_extraction.py,
+    # test_provider_errors_e2e.py's stalled stream) waited the delay out at
+    # the fake's stop, in its teardown.
     fake = await FakeOpenAI().start()
-    fake.queue_delay(600.0, "too late")
-    asking = asyncio.create_task(chat(fake, [{"role": "user", "content": "hi"}]))
+    if stream:
+        fake.queue_stream(["too ", "late"], delay=600.0)
+    else:
+        fake.queue_delay(600.0, "too late")
+
+    async def ask() -> None:
+        async with httpx.AsyncClient(timeout=None) as client:
+            body = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "stream": stream}
+            async with client.stream("POST", fake.url + "/chat/completions", json=body) as r:
+                async for _ in r.aiter_bytes():
+                    pass
+
+    asking = asyncio.create_task(ask())
     try:
         for _ in range(1000):  # the request in, within 10 s
             if fake.requests:
