@@ -19,8 +19,9 @@ before it builds the next prompt. See ``gateway/loop.py`` for the order.
 from __future__ import annotations
 
 import secrets
+import time
 from collections import OrderedDict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
@@ -615,8 +616,14 @@ class SessionStore:
         window: int = 20,
         cache_rows: int = CACHE_ROWS,
         chats_kept: int = CHATS_KEPT,
+        monotonic: Callable[[], float] = time.monotonic,
+        busy_ms: int = 5000,
     ) -> SessionStore:
-        db = await Database.open(path, MIGRATIONS, inline_cache_kib=SMALL_CACHE_KIB)
+        """``monotonic``: how often to look for another process's commits
+        (:meth:`Database.stamp`); tests move it by hand. ``busy_ms``: how
+        long a write waits for another process's write lock before it fails."""
+        db = await Database.open(path, MIGRATIONS, busy_ms=busy_ms, inline_cache_kib=SMALL_CACHE_KIB,
+                                 monotonic=monotonic)
         return cls(db, clock, window=window, cache_rows=cache_rows, chats_kept=chats_kept)
 
     async def close(self) -> None:

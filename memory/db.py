@@ -163,6 +163,7 @@ class Database:
         reader: aiosqlite.Connection,
         inline: sqlite3.Connection | None = None,
         cache_kib: int = SMALL_CACHE_KIB,
+        monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self.path = path
         self._writer = writer
@@ -177,6 +178,7 @@ class Database:
         self._external = 0
         self._data_version: int | None = None
         self._checked_at = float("-inf")
+        self._monotonic = monotonic  # stamp()'s look at the file, once in max_age
         self._cache_kib = cache_kib  # the writer's and threaded reader's, outside larger_cache()
         self._larger = 0  # larger_cache() blocks open
         self._attached: str | None = None  # the schema of an Attachment
@@ -192,13 +194,15 @@ class Database:
         cache_kib: int = SMALL_CACHE_KIB,
         attach: Attachment | None = None,
         before: Mapping[int, Migration] | None = None,
+        monotonic: Callable[[], float] = time.monotonic,
     ) -> Database:
         """``inline_cache_kib``: the inline reader's page cache;
         ``cache_kib``: the writer's and the threaded reader's; ``attach``:
         a second file (migrated first); ``before``: steps run, each in its
         own transaction, before ``main``'s migration of that version (data
         moved into the attached file must be committed there before
-        ``main`` lets go of it)."""
+        ``main`` lets go of it); ``monotonic``: the clock :meth:`stamp`
+        spaces its looks for other processes' commits by."""
         path = Path(path)
         if str(path) != ":memory:":
             private_file(path)
@@ -234,7 +238,7 @@ class Database:
                 "PRAGMA query_only = ON",
             ):
                 inline.execute(pragma)
-        db = cls(path, writer, reader, inline, cache_kib)
+        db = cls(path, writer, reader, inline, cache_kib, monotonic)
         db._attached = attach.schema if attach is not None else None
         return db
 
@@ -393,7 +397,7 @@ class Database:
         process (``myclaw memory ...`` beside the gateway), noticed within
         ``max_age`` seconds through ``PRAGMA data_version`` on the writer
         connection (which counts other connections' commits only)."""
-        now = time.monotonic()
+        now = self._monotonic()
         if now - self._checked_at >= max_age and not self._closed:
             self._checked_at = now
             rows = await self._writer.execute_fetchall("PRAGMA data_version")

@@ -18,6 +18,7 @@ import hashlib
 import json
 import re
 import sqlite3
+import time
 from collections import Counter, OrderedDict
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
@@ -337,9 +338,12 @@ class MemoryEngine:
 
     @classmethod
     async def open(
-        cls, path: Path | str, clock: Clock | None = None, *, owners_kept: int = PROFILE_CACHE_SIZE
+        cls, path: Path | str, clock: Clock | None = None, *, owners_kept: int = PROFILE_CACHE_SIZE,
+        monotonic: Callable[[], float] = time.monotonic,
     ) -> MemoryEngine:
-        db = await open_memory_db(path)
+        """``monotonic``: how often to look for another process's commits
+        (:meth:`Database.stamp`); tests move it by hand."""
+        db = await open_memory_db(path, monotonic=monotonic)
         engine = cls(db, clock, owners_kept=owners_kept)
         try:
             await engine._check_tokenizer()

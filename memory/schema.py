@@ -21,6 +21,8 @@ Departures from seed 3.2, on purpose:
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import aiosqlite
@@ -386,11 +388,12 @@ def buffer_path(path: Path | str) -> Path:
     return p.with_name(f"{p.stem}.buffer{p.suffix}")
 
 
-async def open_memory_db(path: Path | str) -> Database:
+async def open_memory_db(path: Path | str, *, monotonic: Callable[[], float] = time.monotonic) -> Database:
     """memory.db with its buffer file attached, both migrated."""
     return await Database.open(
         path,
         MIGRATIONS,
         attach=Attachment(BUFFER_SCHEMA, buffer_path(path), BUFFER_MIGRATIONS),
         before={5: _adopt_buffer},
+        monotonic=monotonic,
     )

@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import hashlib
 import itertools
 import json
@@ -300,6 +301,7 @@ class FakeOpenAI:
         self.headers: list[dict[str, str]] = []
         self._script: list[Reply] = []
         self._holds: list[asyncio.Event] = []
+        self._stopping = asyncio.Event()  # set by stop(): a delayed reply waits no longer
         # Set: every chat request is answered with this (an outage, until
         # set back to None); scripted replies wait behind it.
         self.down: Reply | None = None
@@ -416,11 +418,20 @@ class FakeOpenAI:
         site = web.TCPSite(self._runner, "127.0.0.1", port)
         await site.start()
         self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        self._stopping.clear()
         return self
+
+    async def _pause(self, seconds: float) -> None:
+        """A reply's delay, over at once when the fake stops: the runner's
+        cleanup waits for every request in flight, and a test that gave
+        up on a late reply waited the delay out in its teardown."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._stopping.wait(), seconds)
 
     async def stop(self) -> None:
         for hold in self._holds:  # a held request ends, whoever still waits for it
             hold.set()
+        self._stopping.set()  # and a delayed one (_pause)
         if self._runner is not None:
             await stop_listening(self._runner)
             await self._runner.cleanup()
@@ -489,7 +500,7 @@ class FakeOpenAI:
                 await asyncio.sleep(self.embedding_per_text * len(texts))
                 self._answered += len(texts)
         if self.embedding_delay:
-            await asyncio.sleep(self.embedding_delay)
+            await self._pause(self.embedding_delay)
         if self._embedding_errors:
             status = self._embedding_errors.pop(0)
             msg = {429: "Rate limit reached", 500: "The server had an error"}.get(status, "error")
@@ -582,7 +593,7 @@ class FakeOpenAI:
         else:
             reply = Reply()
         if reply.delay:
-            await asyncio.sleep(reply.delay)
+            await self._pause(reply.delay)
         if reply.hold is not None and reply.hold_after is None:
             await reply.hold.wait()
         if reply.raw is not None:
@@ -630,7 +641,7 @@ class FakeOpenAI:
                 await resp.write_eof()  # no [DONE]: the answer broke off
                 return resp
             if reply.piece_delay and n:
-                await asyncio.sleep(reply.piece_delay)
+                await self._pause(reply.piece_delay)
             if reply.hold is not None and n == reply.hold_after:
                 await reply.hold.wait()
             await event({"content": piece})

@@ -3,6 +3,7 @@ refuses malformed ones with its wording; checked with plain httpx."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 from collections.abc import AsyncIterator
 from typing import Any
@@ -56,3 +57,34 @@ async def test_malformed_content_is_refused_as_the_real_api_does(
     r = await chat(fake, messages)
     assert r.status_code == 400 and r.json()["error"]["type"] == "invalid_request_error"
     assert says in r.json()["error"]["message"] and fake.requests == [] and len(fake.refused) == 1
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_a_stop_ends_a_delayed_reply_as_it_does_a_held_one(stream: bool) -> None:
+    # A test that gave up on a late reply (tests/memory/test_extraction.py,
+    # test_provider_errors_e2e.py's stalled stream) waited the delay out at
+    # the fake's stop, in its teardown.
+    fake = await FakeOpenAI().start()
+    if stream:
+        fake.queue_stream(["too ", "late"], delay=600.0)
+    else:
+        fake.queue_delay(600.0, "too late")
+
+    async def ask() -> None:
+        async with httpx.AsyncClient(timeout=None) as client:
+            body = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "stream": stream}
+            async with client.stream("POST", fake.url + "/chat/completions", json=body) as r:
+                async for _ in r.aiter_bytes():
+                    pass
+
+    asking = asyncio.create_task(ask())
+    try:
+        for _ in range(1000):  # the request in, within 10 s
+            if fake.requests:
+                break
+            await asyncio.sleep(0.01)
+        assert not asking.done()
+        await asyncio.wait_for(fake.stop(), 30)  # a guard against waiting the 600 s out, not a speed bound
+    finally:
+        asking.cancel()
+        await fake.stop()

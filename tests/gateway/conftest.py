@@ -129,10 +129,11 @@ async def make_rig(
     identities: dict[str, list[str]] | None = None,
     limiter: RateLimiter | None = None,
     chats_kept: int | None = None,
+    busy_ms: int = 5000,
 ) -> Any:
     kept = {} if chats_kept is None else {"chats_kept": chats_kept}  # the defaults' caps, unless a test asks
     engine = await MemoryEngine.open(tmp_path / "memory.db", clock)
-    sessions = await SessionStore.open(tmp_path / "gateway.db", clock, window=history, **kept)
+    sessions = await SessionStore.open(tmp_path / "gateway.db", clock, window=history, busy_ms=busy_ms, **kept)
     llm = LLMClient(
         base_url=fake.url, api_key=fake.api_key or "", model="test-model", timeout=timeout, max_retries=retries, backoff_base=0.01
     )

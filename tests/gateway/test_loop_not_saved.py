@@ -18,7 +18,9 @@ from .conftest import make_rig
 async def test_a_turn_that_cannot_be_saved_says_so(tmp_path: Path, clock: ManualClock, fake_llm: FakeOpenAI) -> None:
     fake_llm.queue_reply("an answer nobody will remember")
     fake_llm.queue_reply("另一个回答")
-    async with make_rig(tmp_path, clock, fake_llm) as rig:
+    # The lock is held until both replies are in, so any wait is "past the
+    # wait": a short one, not the default 5 s per message.
+    async with make_rig(tmp_path, clock, fake_llm, busy_ms=200) as rig:
         other = sqlite3.connect(tmp_path / "gateway.db", isolation_level=None)
         try:
             other.execute("BEGIN IMMEDIATE")  # another process holds the write lock

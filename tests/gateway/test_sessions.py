@@ -126,7 +126,8 @@ async def test_cached_window_matches_sqlite(tmp_path: Path, clock: ManualClock) 
 
 async def test_erasing_history_reaches_the_cached_window(tmp_path: Path, clock: ManualClock) -> None:
     path = tmp_path / "g.db"
-    async with await SessionStore.open(path, clock) as store:
+    seconds = [100.0]  # the store's monotonic clock, moved by hand
+    async with await SessionStore.open(path, clock, monotonic=lambda: seconds[0]) as store:
         await _add(store, "user", "my secret")
         assert [m.content for m in await store.window(KEY)] == ["my secret"]
         await store.forget_owner("alice")  # in this process: at once
@@ -136,7 +137,9 @@ async def test_erasing_history_reaches_the_cached_window(tmp_path: Path, clock: 
         # `myclaw memory forget --user alice` from another process: within a second
         async with await SessionStore.open(path, clock) as cli:
             assert await cli.forget_owner("alice") == 1
-        await asyncio.sleep(1.05)
+        seconds[0] += 0.5  # the cached window stands until the once-a-second look at the file
+        assert [m.content for m in await store.window(KEY)] == ["again"]
+        seconds[0] += 0.5
         assert await store.window(KEY) == []
 
 
