@@ -221,7 +221,7 @@ class Compressor:
                 cands, group=(chat.channel, chat.chat_id) if chat.group else None)]
             ext = await self.llm.extract(
                 [f"- [{ch}] {s}" for _, ch, s in events], cands.for_prompt(), source="event log", replaced=replaced,
-                group=chat.group is True,
+                group=chat.group is True, words=[s for _, _, s in events],
             )
         except MemoryLLMError as exc:
             # The events stay uncompressed; tomorrow's run picks them up.

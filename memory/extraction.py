@@ -458,7 +458,8 @@ class ExtractionService:
             await self._step("candidates", owner)
             tz = await self._zone(owner)
             conversation = self._conversation(rows, tz, group=group)
-            extraction = await self.llm.extract(conversation, cands.for_prompt(), group=group)
+            said = [r.content for r in rows]
+            extraction = await self.llm.extract(conversation, cands.for_prompt(), group=group, words=said)
             chat = (first.channel, first.chat_id) if group else None
             more = await self.consolidator.recheck(owner, extraction.facts, cands, group=chat)
             if more is not None:
@@ -467,7 +468,7 @@ class ExtractionService:
                 try:
                     added = range(len(cands.memories) + 1, len(more.memories) + 1)
                     extraction = await self.llm.extract(conversation, more.for_prompt(), group=group,
-                                                        found_for_facts=added)
+                                                        found_for_facts=added, words=said)
                     cands = more
                 except MemoryLLMError as exc:
                     log.warning("extraction's second look failed; the first answer is kept", owner=owner,

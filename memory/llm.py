@@ -772,6 +772,7 @@ class MemoryLLM:
     async def extract(
         self, conversation: str | Sequence[str], candidates: Sequence[Candidate] = (), *, source: str = "conversation",
         replaced: Sequence[tuple[str, int]] = (), group: bool = False, found_for_facts: Sequence[int] = (),
+        words: Sequence[str] | None = None,
     ) -> Extraction:
         """Facts and a summary from a conversation (or from event summaries).
 
@@ -786,9 +787,13 @@ class MemoryLLM:
         first reading found (the second look, memory/consolidate.py): named
         to the model with the question whether a fact replaces each, since
         one shown them in a long list without it may still say nothing.
+        ``words``: what the lines say, without the labels put in front of
+        them (time, role, channel), which the language is judged by: those
+        labels are English, and outweighed a short Chinese exchange.
         """
         rows = conversation.split("\n") if isinstance(conversation, str) else list(conversation)
-        lang = dominant_language("\n".join(rows))  # before the L-numbers, which are Latin letters
+        # Before the L-numbers, which are Latin letters too.
+        lang = dominant_language("\n".join(rows if words is None else words))
         conversation = "\n".join(f"L{i} {line}" for i, line in enumerate(rows, start=1))
         parts = [
             f"The {source} below is mainly in {lang}: write the facts and the summary in {lang}.",

@@ -792,3 +792,15 @@ async def test_a_days_facts_are_dated_that_day_not_the_morning_they_were_compres
     assert ci.created_at == "2026-02-26T04:00:00Z"  # noon in Shanghai
     [hit] = await Retriever(engine).retrieve("alice", "which database does atlas use?")
     assert hit.date == "2026-02-27"
+
+
+async def test_a_chinese_days_summaries_are_judged_chinese_not_by_the_channel_labels(
+    engine: MemoryEngine, fake: FakeOpenAI, llm: MemoryLLM
+) -> None:
+    """Short Chinese summaries naming a tool ("聊了Redis") read as Chinese:
+    the "[feishu]" each event line starts with is not what was said."""
+    await engine.add_event("alice", "2026-02-27", "聊了Redis", channel="feishu")
+    await engine.add_event("alice", "2026-02-27", "定了Vue", channel="feishu")
+    fake.responder = lambda body: Reply(reply([], "x"))
+    await Compressor(engine, llm).daily()
+    assert "mainly in Chinese" in user_prompt(fake.requests[0]), user_prompt(fake.requests[0])
