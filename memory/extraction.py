@@ -52,7 +52,7 @@ import structlog
 
 from .buffer import NOT_GONE, drop_lines
 from .changelog import write_log
-from .clock import ZoneOf, format_ts, owner_zone, parse_ts
+from .clock import ZoneOf, format_ts, owner_zone, parse_ts, weekday
 from .consolidate import Consolidator
 from .engine import MemoryEngine
 from .errorlog import error_brief, error_fields
@@ -396,7 +396,8 @@ class ExtractionService:
         everyone and may repeat another member's words."""
         lines = []
         for r in rows:
-            when = parse_ts(r.created_at).astimezone(tz).strftime("%Y-%m-%d %H:%M")
+            at = parse_ts(r.created_at).astimezone(tz)
+            when = f"{at:%Y-%m-%d} {weekday(at)} {at:%H:%M}"
             text = r.content if len(r.content) <= MAX_MESSAGE_CHARS else r.content[:MAX_MESSAGE_CHARS] + " […]"
             role = _GROUP_REPLY if group and r.role == "assistant" else r.role
             lines.append(f"[{when}] {role}: {text}")
