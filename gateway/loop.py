@@ -36,12 +36,12 @@ from array import array
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import tzinfo
+from datetime import timedelta, tzinfo
 
 import structlog
 
 from memory.backend import MemoryBackend
-from memory.clock import format_ts
+from memory.clock import format_ts, parse_ts
 from memory.errorlog import Wordless
 from memory.identity import IdentityMap
 from memory.lru import LRU
@@ -162,6 +162,9 @@ _COMMAND = re.compile(
     r"^(?:@\S+\s+)?/([a-z_]+|[\u4e00-\u9fff]+)(?:@\S+)?(?:\s+(.*))?$", re.IGNORECASE | re.DOTALL
 )
 _CONTEXT_TURNS = 4  # recent messages recall may use to disambiguate a short message
+# ... said within this long before it: the conversation under way, not the
+# topic a user left off on weeks ago, which steered a new question's recall.
+_CONTEXT_WITHIN = timedelta(hours=2)
 # What the history keeps of a turn that erased memory at the user's request
 # (ProcessLoop._blank_forgetting_turn): its place, not its words.
 ERASED_TURN = {"user": "[Erased at the user's request: they asked to forget something.]",
@@ -1391,7 +1394,9 @@ class ProcessLoop:
             # echo them); bench_recall scores MADial the same way. In a group,
             # the asker's alone: another member's lines must not steer which
             # of the asker's memories the whole group is shown.
-            context = [m.content for m in history if m.role == "user" and (private or m.owner == user)][-_CONTEXT_TURNS:]
+            since = self.sessions.clock.now() - _CONTEXT_WITHIN
+            context = [m.content for m in history if m.role == "user" and (private or m.owner == user)
+                       and parse_ts(m.created_at) >= since][-_CONTEXT_TURNS:]
             if quoted:  # "what do you think of this?": the message replied to says what "this" is
                 context.append(quoted[:QUOTE_CHARS])
             return await self.backend.recall(user, text, context=context, private=private, tz=tz, chat=chat)

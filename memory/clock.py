@@ -4,13 +4,13 @@ can set time (decay, schedules, quiet gaps) without patching."""
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from datetime import UTC, datetime, timedelta, tzinfo
+from datetime import UTC, date, datetime, timedelta, tzinfo
 
 import structlog
 
 from .errorlog import error_fields
 
-__all__ = ["Clock", "ManualClock", "SystemClock", "ZoneOf", "format_ts", "local_day", "owner_zone", "parse_ts"]
+__all__ = ["Clock", "ManualClock", "SystemClock", "ZoneOf", "format_ts", "local_day", "owner_zone", "parse_ts", "weekday"]
 
 # A user's own time zone (the gateway's /timezone), None when they set none.
 ZoneOf = Callable[[str], Awaitable[tzinfo | None]]
@@ -64,6 +64,15 @@ def parse_ts(text: str) -> datetime:
     if dt.tzinfo is None:
         dt = dt.replace(tzinfo=UTC)
     return dt.astimezone(UTC)
+
+
+_WEEKDAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
+
+
+def weekday(day: datetime | date) -> str:
+    """``Wed``: a day's weekday for the memory model, which resolves "next
+    Wednesday" / "下周三" from it (strftime's %a follows the C locale)."""
+    return _WEEKDAYS[day.weekday()]
 
 
 def local_day(stamp: str, tz: tzinfo | None) -> str:

@@ -34,7 +34,7 @@ import aiosqlite
 import structlog
 
 from .changelog import write_log
-from .clock import ZoneOf, format_ts, local_day, owner_zone, parse_ts
+from .clock import ZoneOf, format_ts, local_day, owner_zone, parse_ts, weekday
 from .consolidate import Consolidator
 from .decay import decay_factor
 from .engine import REFRESH, TIER1, MemoryEngine, content_hash, row_to_memory
@@ -220,8 +220,10 @@ class Compressor:
             replaced = [(m.content, n) for m, n in await self.consolidator.replaced(
                 cands, group=(chat.channel, chat.chat_id) if chat.group else None)]
             ext = await self.llm.extract(
-                [f"- [{ch}] {s}" for _, ch, s in events], cands.for_prompt(), source="event log", replaced=replaced,
-                group=chat.group is True,
+                # The day, so a summary's "next Wednesday" can be dated.
+                [f"- {day} {weekday(date.fromisoformat(day))} [{ch}] {s}" for _, ch, s in events], cands.for_prompt(),
+                source="event log", replaced=replaced,
+                group=chat.group is True, words=[s for _, _, s in events],
             )
         except MemoryLLMError as exc:
             # The events stay uncompressed; tomorrow's run picks them up.

@@ -52,7 +52,7 @@ import structlog
 
 from .buffer import NOT_GONE, drop_lines
 from .changelog import write_log
-from .clock import ZoneOf, format_ts, owner_zone, parse_ts
+from .clock import ZoneOf, format_ts, owner_zone, parse_ts, weekday
 from .consolidate import Consolidator
 from .engine import MemoryEngine
 from .errorlog import error_brief, error_fields
@@ -396,7 +396,8 @@ class ExtractionService:
         everyone and may repeat another member's words."""
         lines = []
         for r in rows:
-            when = parse_ts(r.created_at).astimezone(tz).strftime("%Y-%m-%d %H:%M")
+            at = parse_ts(r.created_at).astimezone(tz)
+            when = f"{at:%Y-%m-%d} {weekday(at)} {at:%H:%M}"
             text = r.content if len(r.content) <= MAX_MESSAGE_CHARS else r.content[:MAX_MESSAGE_CHARS] + " […]"
             role = _GROUP_REPLY if group and r.role == "assistant" else r.role
             lines.append(f"[{when}] {role}: {text}")
@@ -458,7 +459,8 @@ class ExtractionService:
             await self._step("candidates", owner)
             tz = await self._zone(owner)
             conversation = self._conversation(rows, tz, group=group)
-            extraction = await self.llm.extract(conversation, cands.for_prompt(), group=group)
+            said = [r.content for r in rows]
+            extraction = await self.llm.extract(conversation, cands.for_prompt(), group=group, words=said)
             chat = (first.channel, first.chat_id) if group else None
             more = await self.consolidator.recheck(owner, extraction.facts, cands, group=chat)
             if more is not None:
@@ -467,7 +469,7 @@ class ExtractionService:
                 try:
                     added = range(len(cands.memories) + 1, len(more.memories) + 1)
                     extraction = await self.llm.extract(conversation, more.for_prompt(), group=group,
-                                                        found_for_facts=added)
+                                                        found_for_facts=added, words=said)
                     cands = more
                 except MemoryLLMError as exc:
                     log.warning("extraction's second look failed; the first answer is kept", owner=owner,

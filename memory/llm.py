@@ -504,8 +504,8 @@ Rules:
 2. Each fact is one self-contained sentence of at most 100 characters.
 3. LANGUAGE: write every fact and the summary in the same language as the conversation. A Chinese conversation gives Chinese facts; an English one gives English facts. Never translate.
 4. Label each fact with project and topic (short lowercase slugs, e.g. "myclaw", "deploy"; "_global" / "_general" when none), category ({_CATS}) and importance in [0.0, 1.0] (identity 1.0, technical decision 0.8, ordinary event 0.5, temporary 0.2). "conversation" is the gist of a discussion worth recalling months later; small talk, greetings, passing moods and today's weather are "temp" (forgotten within weeks); a passing error being chased is "debug".
-5. Existing memories are listed with numbers. If a fact only restates existing memory N, set "same_as": N. If it replaces or contradicts existing memory N (moved, switched tools, changed a setting), set "updates": N. Otherwise omit both.
-6. The input lines are numbered L1, L2, ...: set "lines" to the numbers of the one or two lines each fact comes from.
+5. Existing memories are listed with numbers. If a fact only restates existing memory N, set "same_as": N. If it replaces or contradicts existing memory N (moved, switched tools, changed a setting), set "updates": N, and write in it what of N still holds (the name, when only the job changed): N is then no longer true as a whole. Otherwise omit both.
+6. The input lines are numbered L1, L2, ...: set "lines" to the numbers of the one or two lines each fact comes from. Each line starts with the day and weekday it was said: write a relative time (tomorrow, next Wednesday, last month, 下周三, 上个月, 三天前) as the date it means, counted from that line's day ("the release is due on 2026-03-18", not "next Wednesday"), since the fact is read months later.
 7. Never store a fact from a request to forget, delete or stop remembering it ("forget that my cat is called Miso" is no fact about a cat): the user wants it gone, and leave it out of the summary too.
 8. A user line starting with "(edited)" is the user's corrected version of a message they sent earlier: what it says replaces what that message said. Extract its facts as current; where one corrects existing memory N, set "updates": N.
 9. "[photo]" (or "[2 photos]") at the start of a user line stands for pictures the user sent, with their words after it; the assistant's next line says what the pictures show. What it reads in them (a password, a receipt's total, a whiteboard's plan) counts as stated by the user. "[photo not read]": nobody saw the picture, so nothing about it is known. "[voice]" starts a voice message: the words after it are what the user said. "[file name]" stands for a file the user sent (notes, a PDF), read by the assistant: what its next line reports from the file counts as stated by the user when the file is theirs (their notes, plan, invoice), not when it is something they are reading (an article, a manual). "[file not read]": nobody read it. "[location ...]", "[place: ...]", "[contact: ...]", "[poll: ...]", "[dice ...]" and "[sticker ...]" stand for what the user shared instead of typing: a place or a contact is a fact only with words saying what it is to the user (their home, their dentist), a sticker or dice roll never is.
@@ -778,6 +778,7 @@ class MemoryLLM:
     async def extract(
         self, conversation: str | Sequence[str], candidates: Sequence[Candidate] = (), *, source: str = "conversation",
         replaced: Sequence[tuple[str, int]] = (), group: bool = False, found_for_facts: Sequence[int] = (),
+        words: Sequence[str] | None = None,
     ) -> Extraction:
         """Facts and a summary from a conversation (or from event summaries).
 
@@ -792,9 +793,13 @@ class MemoryLLM:
         first reading found (the second look, memory/consolidate.py): named
         to the model with the question whether a fact replaces each, since
         one shown them in a long list without it may still say nothing.
+        ``words``: what the lines say, without the labels put in front of
+        them (time, role, channel), which the language is judged by: those
+        labels are English, and outweighed a short Chinese exchange.
         """
         rows = conversation.split("\n") if isinstance(conversation, str) else list(conversation)
-        lang = dominant_language("\n".join(rows))  # before the L-numbers, which are Latin letters
+        # Before the L-numbers, which are Latin letters too.
+        lang = dominant_language("\n".join(rows if words is None else words))
         conversation = "\n".join(f"L{i} {line}" for i, line in enumerate(rows, start=1))
         parts = [
             f"The {source} below is mainly in {lang}: write the facts and the summary in {lang}.",

@@ -170,7 +170,7 @@ class SqliteMemory(MemoryBackend):
     ) -> list[Hit]:
         facts = await self.retriever.retrieve(user, query, private=private, limit=limit, tz=tz, chat=chat)
         events = await self.retriever.search_events(user, query, limit=limit) if private else []
-        hits = sorted([*facts, *events], key=lambda h: -h.score)[:limit]
+        hits = _once(sorted([*facts, *events], key=lambda h: -h.score))[:limit]
         self.engine.note_access(h.id for h in hits if h.kind == "memory")
         return hits
 
@@ -583,3 +583,23 @@ async def _cites(conn: aiosqlite.Connection, table: str, owner: str, channel: st
     sql = f"SELECT 1 FROM {table} WHERE {_CITES_MESSAGE} LIMIT 1"
     async with conn.execute(sql, (owner, channel, chat_id, mid)) as cur:
         return await cur.fetchone() is not None
+
+
+def _once(hits: Sequence[Hit]) -> list[Hit]:
+    """Memories of the same words listed once, in the place of the best
+    ranked, as the earliest of them: a Core Memory entry the weekly refresh
+    wrote in a fact's words is that fact again (which carries the day it
+    was said and where), and showed the line twice under two ids."""
+    earliest: dict[str, Hit] = {}
+    for h in hits:
+        if h.kind == "memory" and (h.content not in earliest or h.id < earliest[h.content].id):
+            earliest[h.content] = h
+    out: list[Hit] = []
+    listed: set[str] = set()
+    for h in hits:
+        if h.kind != "memory":
+            out.append(h)
+        elif h.content not in listed:
+            listed.add(h.content)
+            out.append(earliest[h.content])
+    return out

@@ -8,7 +8,8 @@ Pure rules, English and Chinese, relative to ``now`` (the engine's clock):
   ``2023年7月13日``, ``7月13号``, ``7月``, ``2023年``;
 * relative: yesterday, today, last night, last/this week, weekend, month,
   year, ``3 days ago``, ``two weeks ago``; 昨天, 前天, 今天, 上周, 这周, 上个月,
-  本月, 去年, 今年, ``三天前``, ``两个月前``.
+  本月, 去年, 今年, ``三天前``, ``两个月前``; one step further back
+  (大前天, 上上周, 上上个月, 大前年).
 
 Each reference becomes a half-open UTC range ``[start, end)``; with a
 user's zone, days start at their midnight ("yesterday" at 04:00 in
@@ -63,6 +64,10 @@ _ZH_REL: dict[str, tuple[str, int | None]] = {
     "上周末": ("weekend", -1), "周末": ("weekend", None),
     "上个月": ("month", -1), "上月": ("month", -1), "这个月": ("month", 0), "本月": ("month", 0),
     "去年": ("year", -1), "前年": ("year", -2), "今年": ("year", 0),
+    # One step further back: each holds the nearer word, which would match inside it.
+    "大前天": ("day", -3), "上上周": ("week", -2), "上上个星期": ("week", -2), "上上星期": ("week", -2),
+    "上上个礼拜": ("week", -2), "上上礼拜": ("week", -2), "上上个月": ("month", -2), "上上月": ("month", -2),
+    "大前年": ("year", -3),
 }  # fmt: skip
 _ZH_REL_RE = re.compile("|".join(sorted(_ZH_REL, key=len, reverse=True)))
 

@@ -401,7 +401,7 @@ async def test_a_user_in_another_time_zone_gets_their_date_and_their_nine_oclock
         assert "Current date: 2026-11-22 Sunday (UTC)" in fake.requests[-1]["messages"][0]["content"]
         # What she said is learnt on her clock too, and her day's event is her Monday.
         await _extract(app, clock)
-        assert any("[2026-11-23 04:00] user: every day at 9" in p for p in model.extraction_prompts)
+        assert any("[2026-11-23 Mon 04:00] user: every day at 9" in p for p in model.extraction_prompts)
         events = await app.backend.engine.events("echo:alice")  # type: ignore[union-attr]
         assert [e.event_date for e in events] == ["2026-11-23"]
         # Her Monday ends at her midnight (16:00 UTC), not the gateway's.

@@ -261,7 +261,7 @@ async def test_compressed_facts_keep_the_words_they_were_drawn_from(
     await engine.add_event("alice", "2026-02-28", "Alice set up nightly backups", channel="telegram")
     fake.queue_reply(reply([{"content": "atlas database chosen", "category": "decision", "lines": [1]}]))
     assert (await Compressor(engine, llm).daily()).added == 1
-    assert "L1 - [telegram] Alice picked Postgres" in user_prompt(fake.requests[-1])
+    assert "L1 - 2026-02-28 Sat [telegram] Alice picked Postgres" in user_prompt(fake.requests[-1])
     [fact] = await engine.list_memories("alice")
     assert fact.source_text == "Alice picked Postgres over MySQL for atlas"
 
@@ -813,3 +813,24 @@ async def test_core_memory_shows_a_new_fact_until_the_weekly_refresh_has_read_it
     await engine.add(NewMemory(owner="alice", content="Alice is called Yang", category=Category.IDENTITY,
                                importance=1.0))
     assert await engine.profile_markdown("alice") == "- Alice is a Go developer\n- Alice is called Yang"
+
+
+async def test_a_chinese_days_summaries_are_judged_chinese_not_by_the_channel_labels(
+    engine: MemoryEngine, fake: FakeOpenAI, llm: MemoryLLM
+) -> None:
+    """Short Chinese summaries naming a tool ("聊了Redis") read as Chinese:
+    the "[feishu]" each event line starts with is not what was said."""
+    await engine.add_event("alice", "2026-02-27", "聊了Redis", channel="feishu")
+    await engine.add_event("alice", "2026-02-27", "定了Vue", channel="feishu")
+    fake.responder = lambda body: Reply(reply([], "x"))
+    await Compressor(engine, llm).daily()
+    assert "mainly in Chinese" in user_prompt(fake.requests[0]), user_prompt(fake.requests[0])
+
+
+async def test_a_days_summaries_are_shown_with_their_day(engine: MemoryEngine, fake: FakeOpenAI, llm: MemoryLLM) -> None:
+    """A summary saying "交付在下周三" is dated by its day in the event log,
+    so the fact compressed from it can say which Wednesday."""
+    await engine.add_event("alice", "2026-02-25", "星河下周三交付", channel="feishu")
+    fake.responder = lambda body: Reply(reply([], "x"))
+    await Compressor(engine, llm).daily()
+    assert "- 2026-02-25 Wed [feishu] 星河下周三交付" in user_prompt(fake.requests[0]), user_prompt(fake.requests[0])

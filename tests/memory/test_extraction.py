@@ -393,8 +393,8 @@ async def test_a_users_own_zone_times_their_lines_and_dates_their_day(
     await svc.flush_now("alice")
     await svc.flush_now("bob")
     alice_prompt, bob_prompt = (user_prompt(r) for r in fake.requests)
-    assert "[2026-03-02 04:00] user: I fly to Berlin tomorrow" in alice_prompt
-    assert "[2026-03-01 20:00] user: I fly to Rome tomorrow" in bob_prompt
+    assert "[2026-03-02 Mon 04:00] user: I fly to Berlin tomorrow" in alice_prompt
+    assert "[2026-03-01 Sun 20:00] user: I fly to Rome tomorrow" in bob_prompt
     assert [e.event_date for e in await engine.events("alice")] == ["2026-03-02"]
     assert [e.event_date for e in await engine.events("bob")] == ["2026-03-01"]
 
@@ -522,3 +522,22 @@ async def test_a_fact_learnt_late_is_dated_the_day_it_was_said(
     clock.advance(timedelta(hours=12))  # the 2nd, noon
     [hit] = await Retriever(engine).retrieve("alice", "what did I tell you yesterday about the locker?")
     assert hit.id == m.id
+
+
+async def test_a_line_shows_its_weekday_and_the_model_is_told_to_date_relative_times(
+    engine: MemoryEngine, clock: ManualClock, fake: FakeOpenAI, llm: MemoryLLM
+) -> None:
+    """"星河下周三交付" said on Wednesday 11 March means the 18th: the model
+    reads the line's weekday (a date alone leaves it to count the calendar)
+    and is told to write the day a relative time means, so the fact still
+    holds when recalled months later, not "next Wednesday"."""
+    clock.set("2026-03-11T02:00:00Z")  # 10:00 in Shanghai
+    mem = SqliteMemory(engine)
+    svc = service(engine, llm, timezone="Asia/Shanghai")
+    await mem.buffer(turns("alice", ("星河下周三交付第一个版本", "好的")))
+    fake.responder = lambda body: Reply(reply([], "交付日期"))
+    await svc.flush_now("alice")
+    body = fake.requests[0]
+    assert "[2026-03-11 Wed 10:00] user: 星河下周三交付第一个版本" in user_prompt(body)
+    system = body["messages"][0]["content"]
+    assert "下周三" in system and "as the date it means" in system

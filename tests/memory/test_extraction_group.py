@@ -193,3 +193,23 @@ async def test_a_shared_fact_said_again_in_the_group_is_read_there_once(
     assert [h.id for h in hits] == rep.added
     kept = (await engine.get_many([acme]))[acme]
     assert kept.source_text == "" and kept.status.value == "active"
+
+
+async def test_a_chinese_group_line_naming_a_tool_is_judged_chinese_not_by_the_labels(
+    engine: MemoryEngine, clock: ManualClock, fake: FakeOpenAI, llm: MemoryLLM
+) -> None:
+    """The language hint is read from what was said: the English labels the
+    write path puts in front of each line ("assistant (to the whole group;
+    not the user's words)") outweighed a short Chinese exchange naming
+    Vue 3, and its facts came back in English."""
+    mem = SqliteMemory(engine)
+    svc = ExtractionService(engine, llm)
+    await mem.buffer([
+        said("alice", "我们定了用Vue 3。", chat=GROUP, group=True, mid="z1"),
+        said("alice", "好的：我们定了用Vue 3。", chat=GROUP, group=True, mid="z1", role="assistant"),
+    ])
+    clock.advance(timedelta(minutes=5))
+    fake.queue_reply(reply([{"content": "星河前端决定用Vue 3", "category": "decision", "lines": [1]}], "定了前端"))
+    [rep] = await svc.tick()
+    assert rep.ok
+    assert "mainly in Chinese: write the facts and the summary in Chinese" in user_prompt(fake.requests[0])

@@ -359,3 +359,13 @@ async def test_a_transport_failure_says_its_kind_and_errno_not_its_text() -> Non
     assert str(err.value) == "transport: ConnectError (ECONNREFUSED)"
     [retry] = [e for e in logs if e["event"] == "memory llm: retrying"]
     assert retry["errno_name"] == "ECONNREFUSED" and retry["caused_by"][0] == "httpx.ConnectError"
+
+
+async def test_extract_prompt_says_an_update_keeps_what_still_holds(fake: FakeOpenAI, llm: MemoryLLM) -> None:
+    """"用户叫王伟，在杭州做后端" updated by a job change came back as only the
+    new job: the name was marked no longer true and left Core Memory. The
+    model is told to say again what of the replaced memory still holds."""
+    fake.queue_reply(reply([]))
+    await llm.extract("[t] user: 我上个月换了工作，现在在上海", [Candidate(1, "用户叫王伟，在杭州做后端开发", "identity", 1.0)])
+    system = fake.requests[-1]["messages"][0]["content"]
+    assert "still holds" in system and "name" in system.split("still holds", 1)[1][:80]

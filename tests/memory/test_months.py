@@ -69,7 +69,7 @@ def memory_model(body: dict[str, Any]) -> Reply:
     lines = re.findall(r"^L(\d+) (.*)$", prompt, re.M)
     facts = []
     for i, line in lines:
-        if "] user: " not in line and "- [" not in line:
+        if "] user: " not in line and not line.startswith("- "):
             continue  # the assistant's lines say nothing of the user
         says = next((s for s in SAYINGS if s.words in line), None)
         if says is None:

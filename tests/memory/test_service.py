@@ -432,8 +432,10 @@ async def test_recall_spends_no_place_on_core_memory_the_prompt_shows(engine: Me
     ids = [(await engine.add(NewMemory(owner="alice", content=f, provenance=told))).id for f in facts]
     assert f"[m{entry.id} · " in await mem.profile("alice")
     query = "where do I buy my flat white coffee?"
-    # The user's own search still finds the entry: it matches the question.
-    assert entry.id in [h.id for h in await mem.search("alice", query)]
+    # The user's own search still finds the entry's words: it matches the
+    # question (listed once, as the fact it restates).
+    found = await mem.search("alice", query)
+    assert source.id in [h.id for h in found] and [h.content for h in found].count(source.content) == 1
     hits = await mem.recall("alice", query)
     assert entry.id not in [h.id for h in hits]
     assert hits[0].id == ids[0]  # the fact that answers the question ranks first
@@ -468,3 +470,19 @@ async def test_group_recall_leaves_out_the_shared_profile_it_shows(engine: Memor
     for private in (True, False):  # a private prompt shows the shared profile too
         assert [h.id for h in await mem.recall("alice", "when is standup?", private=private)] == [fact.id]
     assert shared.id in [h.id for h in await mem.search("alice", "when is standup?", private=False)]
+
+
+async def test_a_search_lists_a_core_memory_entry_and_the_fact_it_restates_once(engine: MemoryEngine) -> None:
+    """The weekly refresh lifts a decision into Core Memory in the same words:
+    /memory 星河 (and the memory_search tool) showed the line twice under two
+    ids; it is listed once, the fact with its date and origin kept."""
+    mem = SqliteMemory(engine)
+    here = Provenance(channel="feishu", chat_id="oc_wang")
+    fact = await engine.add(NewMemory(owner="wang", content="星河前端决定用Vue 3", category=Category.DECISION,
+                                      importance=0.8, project="星河", provenance=here))
+    await engine.add(NewMemory(owner="wang", tier=1, content="星河前端决定用Vue 3", category=Category.DECISION,
+                               importance=0.8, provenance=replace(here, refs=(f"m{fact.id}",))))
+    other = await engine.add(NewMemory(owner="wang", content="星河用Redis做缓存", category=Category.CONFIG,
+                                       project="星河", provenance=here))
+    hits = await mem.search("wang", "星河", limit=8)
+    assert sorted(h.id for h in hits) == sorted([fact.id, other.id]), [(h.id, h.content) for h in hits]

@@ -61,3 +61,23 @@ def test_days_are_the_users_own_in_their_zone() -> None:
     berlin = ZoneInfo("Europe/Berlin")
     [(a, b)] = periods(normalize("昨天"), datetime(2023, 10, 30, 12, 0, tzinfo=UTC), berlin)
     assert (a, b) == (datetime(2023, 10, 28, 22, 0, tzinfo=UTC), datetime(2023, 10, 29, 23, 0, tzinfo=UTC))
+
+
+@pytest.mark.parametrize(
+    ("text", "want"),
+    [
+        ("上上周说的那个方案", [("2023-10-02", "2023-10-09")]),  # not 上周 read inside it
+        ("上上个星期", [("2023-10-02", "2023-10-09")]),
+        ("上上星期", [("2023-10-02", "2023-10-09")]),
+        ("上上个月的体检", [("2023-08-01", "2023-09-01")]),
+        ("大前天聊了什么", [("2023-10-17", "2023-10-18")]),  # not 前天 read inside it
+        ("大前年", [("2020-01-01", "2021-01-01")]),
+    ],
+)
+def test_a_chinese_reference_one_step_further_back_is_not_read_as_the_nearer_one(
+    text: str, want: list[tuple[str, str]]
+) -> None:
+    """"上上周" is the week before last and "大前天" three days ago: each
+    holds the nearer word (上周, 前天), which matched inside it, and recall
+    favoured the wrong week or day."""
+    assert days(text) == want
