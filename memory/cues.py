@@ -17,7 +17,11 @@ import re
 import unicodedata
 from collections.abc import Iterable
 
-__all__ = ["CUE_MARK", "MAX_TERMS", "MAX_TERM_CHARS", "clean_terms", "cue_text", "join_terms", "split_terms"]
+from .redact import redact_credentials
+
+__all__ = [
+    "CUE_MARK", "MAX_TERMS", "MAX_TERM_CHARS", "clean_terms", "cue_text", "join_terms", "safe_terms", "split_terms",
+]
 
 CUE_MARK = "\ue001"
 """The index term after which a fact's FTS row holds its cues: a private-use
@@ -62,6 +66,17 @@ def clean_terms(raw: object) -> tuple[str, ...]:
         if len(out) == MAX_TERMS:
             break
     return tuple(out.values())
+
+
+def safe_terms(raw: object, *, credential: bool = False) -> tuple[str, ...]:
+    """The terms a fact is stored with, from any writer (extraction, the
+    ``memory_save`` tool, the weekly merge, a hand edit, a file):
+    :func:`clean_terms`, less a term that holds a key's or password's
+    shape; none for a credential, which is found by its own words only (a
+    writer asked never to name a secret may still)."""
+    if credential:
+        return ()
+    return tuple(t for t in clean_terms(raw) if redact_credentials(t, passwords=True) == t)
 
 
 def join_terms(terms: Iterable[str]) -> str:
