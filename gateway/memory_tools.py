@@ -20,6 +20,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 from memory.backend import MemoryBackend
+from memory.cues import MAX_TERMS
 from memory.format import fit_budget, format_hit
 from memory.origin import carried
 from memory.types import Category, Provenance
@@ -108,6 +109,9 @@ def memory_tools(
             category=str(category),
             importance=0.8,  # the user asked for it explicitly
             source_text=ctx.message_text,
+            # Words to find it by, as extraction gives (memory/cues.py): the
+            # backend keeps the clean ones; junk never refuses the fact.
+            search_terms=args.get("terms") or (),
         )
         return f"Saved {hit.citation(zh=_zh(ctx, content))} {hit.content}"
 
@@ -173,6 +177,14 @@ def memory_tools(
                 "properties": {
                     "content": {"type": "string", "description": "The fact, in the user's language"},
                     "category": {"type": "string", "enum": [c.value for c in Category]},
+                    "terms": {
+                        "type": "array",
+                        "items": {"type": "string"},
+                        "maxItems": MAX_TERMS,
+                        "description": "3 to 8 short search words someone would ask about it with later, in both "
+                        "Chinese and English whatever the fact's language (e.g. \"数据库\", \"database\"); "
+                        "never a secret",
+                    },
                 },
                 "required": ["content"],
             },

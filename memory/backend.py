@@ -74,11 +74,15 @@ class MemoryBackend(Protocol):
         category: str = "event",
         importance: float = 0.7,
         source_text: str = "",
+        search_terms: Sequence[str] = (),
     ) -> Hit:
         """The ``memory_save`` tool / "remember this": store a fact now.
 
         ``source_text``: the user's message it came from (indexed with the
-        fact where the backend has an index; never shown)."""
+        fact where the backend has an index; never shown). ``search_terms``:
+        words to find it by (memory/cues.py; the model's, unchecked: the
+        backend keeps the clean ones, none for a credential); a fact saved
+        again gains those it lacked."""
         ...
 
     async def forget(self, user: str, refs: Sequence[str]) -> Forgotten:

@@ -36,6 +36,7 @@ import structlog
 from .changelog import write_log
 from .clock import ZoneOf, format_ts, local_day, owner_zone, parse_ts, weekday
 from .consolidate import Consolidator
+from .cues import safe_terms
 from .decay import decay_factor
 from .engine import REFRESH, TIER1, MemoryEngine, content_hash, row_to_memory
 from .errorlog import error_fields
@@ -44,7 +45,7 @@ from .lease import Lease, Leases
 from .scope import in_group
 from .llm import Candidate, MemoryLLM, MemoryLLMError, ProfileEntry
 from .tokens import estimate_tokens
-from .types import Memory, NewMemory, Provenance, Source
+from .types import Category, Memory, NewMemory, Provenance, Source
 
 __all__ = ["COMPRESS_LEASE", "Compressor", "DailyReport", "WeeklyReport"]
 
@@ -410,8 +411,10 @@ class Compressor:
                         ),
                         # What the merged facts were drawn from (cut to MAX_SOURCE_CHARS).
                         source_text="\n".join(dict.fromkeys(s.source_text for s in srcs if s.source_text)),
-                        # And the words they were asked by (memory/cues.py; capped by the engine).
-                        search_terms=tuple(t for s in srcs for t in s.search_terms),
+                        # Its search terms as the merge gave them (memory/cues.py), else
+                        # the words the merged facts were asked by; a credential has none.
+                        search_terms=safe_terms(mf.fact.terms or [t for s in srcs for t in s.search_terms],
+                                                credential=mf.fact.category is Category.CREDENTIAL),
                     ),
                     conn=conn,
                 )

@@ -28,13 +28,12 @@ import aiosqlite
 import structlog
 
 from .changelog import write_log
-from .cues import clean_terms, split_terms
+from .cues import clean_terms, safe_terms, split_terms
 from .engine import MemoryEngine, content_hash, more_source_text, row_to_memory
 from .forgetting import retire_entries_on
 from .llm import Candidate, Fact
 from .retrieval import Retriever
 from .projects import linked_projects, read_aliases
-from .redact import redact_credentials
 from .scope import Chat, in_group, place, read_in, said_in, shared_with
 from .slots import BY_NAME as SLOT_BY_NAME, like_patterns, slots_of
 from .types import GLOBAL_OWNER, Category, Memory, NewMemory, Provenance, Source
@@ -520,9 +519,5 @@ class Consolidator:
 
 
 def _terms(fact: Fact) -> tuple[str, ...]:
-    """The search terms a fact is stored with (memory/cues.py): none for a
-    credential, which is found by its own words only (a model asked never
-    to name a secret may still), nor a term that holds a key's shape."""
-    if fact.category is Category.CREDENTIAL:
-        return ()
-    return tuple(t for t in fact.terms if redact_credentials(t, passwords=True) == t)
+    """The search terms a fact is stored with (memory/cues.py)."""
+    return safe_terms(fact.terms, credential=fact.category is Category.CREDENTIAL)

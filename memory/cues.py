@@ -17,7 +17,12 @@ import re
 import unicodedata
 from collections.abc import Iterable
 
-__all__ = ["CUE_MARK", "MAX_TERMS", "MAX_TERM_CHARS", "clean_terms", "cue_text", "join_terms", "split_terms"]
+from .redact import redact_credentials
+
+__all__ = [
+    "CUE_MARK", "MAX_TERMS", "MAX_TERM_CHARS", "clean_terms", "cue_text", "join_terms", "parse_terms", "safe_terms",
+    "split_terms",
+]
 
 CUE_MARK = "\ue001"
 """The index term after which a fact's FTS row holds its cues: a private-use
@@ -62,6 +67,33 @@ def clean_terms(raw: object) -> tuple[str, ...]:
         if len(out) == MAX_TERMS:
             break
     return tuple(out.values())
+
+
+def safe_terms(raw: object, *, credential: bool = False) -> tuple[str, ...]:
+    """The terms a fact is stored with, from any writer (extraction, the
+    ``memory_save`` tool, the weekly merge, a hand edit, a file):
+    :func:`clean_terms`, less a term that holds a key's or password's
+    shape; none for a credential, which is found by its own words only (a
+    writer asked never to name a secret may still)."""
+    if credential:
+        return ()
+    return tuple(t for t in clean_terms(raw) if redact_credentials(t, passwords=True) == t)
+
+
+def parse_terms(text: str) -> tuple[str, ...]:
+    """Terms typed by hand (``myclaw memory add --terms``, the memory page),
+    separated by commas or lines as :func:`clean_terms` reads them; what it
+    would drop without a word is a ``ValueError`` saying why (never the
+    term: it may be a secret). ``""`` is none."""
+    parts = [t for t in (_clean_one(x) for x in _SPLIT.split(text)) if t]
+    if any(len(t) > MAX_TERM_CHARS for t in parts):
+        n = max(len(t) for t in parts)
+        raise ValueError(f"a search term is {n} characters; at most {MAX_TERM_CHARS} (a word or two, not a sentence)")
+    if len({t.casefold() for t in parts}) > MAX_TERMS:
+        raise ValueError(f"{len({t.casefold() for t in parts})} search terms; at most {MAX_TERMS}")
+    if safe_terms(parts) != clean_terms(parts):
+        raise ValueError("a search term has a key's or password's shape; memory keeps no secret in its terms")
+    return clean_terms(parts)
 
 
 def join_terms(terms: Iterable[str]) -> str:

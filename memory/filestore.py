@@ -54,6 +54,7 @@ import structlog
 
 from .backend import MemoryBackend, Turn
 from .clock import Clock, SystemClock
+from .cues import safe_terms
 from .db import private_dirs
 from .engine import content_hash
 from .forgetting import Forgotten, repeats_forgotten
@@ -235,7 +236,7 @@ def _merge_long_term(before: str, source: str) -> str:
     for fact in md_facts(source):
         if (h := content_hash(fact.text)) not in have:
             have.add(h)
-            lines.append(render(fact.text, fact.day))
+            lines.append(render(fact.text, fact.day, fact.terms))
     return before if len(lines) == n else "\n".join(lines) + "\n"
 
 
@@ -717,19 +718,22 @@ class FileMemory(MemoryBackend):
         category: str = "event",
         importance: float = 0.7,
         source_text: str = "",  # no index here: the files hold the fact only
+        search_terms: Sequence[str] = (),
     ) -> Hit:
         # One fact per line: newlines and runs of spaces collapse.
         fact = " ".join(redact_credentials(clean_text(content)).split())
         if not fact:
             raise ValueError("memory content is empty")
         today = self.today().isoformat()
+        # Written in its line's terms comment (memory/mdfacts.py), for migrate to import.
+        terms = safe_terms(search_terms, credential=category == Category.CREDENTIAL.value)
         async with self._lock(user):
-            line_no, stored, added, day = await asyncio.to_thread(self._remember, user, fact, today)
+            line_no, stored, added, day = await asyncio.to_thread(self._remember, user, fact, today, terms)
         log.info("memory saved", owner=user, store="files", added=added)
         f = self.long_term_file(user)
         return self._hit(_Entry(f, line_no, stored, day), 1.0)
 
-    def _remember(self, user: str, fact: str, today: str) -> tuple[int, str, bool, str]:
+    def _remember(self, user: str, fact: str, today: str, terms: Sequence[str] = ()) -> tuple[int, str, bool, str]:
         """(line number, the fact as stored, whether it was added, its day):
         a fact already there in other case or spacing is that line. A new
         line ends with ``today``'s date comment (memory/mdfacts.py)."""
@@ -743,7 +747,7 @@ class FileMemory(MemoryBackend):
         lines = _read_exact(path).splitlines()  # the other lines' own bytes
         if not lines:
             lines = ["# Long-term memory", ""]
-        lines.append(render(fact, today))
+        lines.append(render(fact, today, terms))
         _write_atomic(path, "\n".join(lines) + "\n")
         return len(lines), fact, True, today
 

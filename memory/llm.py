@@ -526,9 +526,10 @@ Rules:
 2. Every output fact lists in "from" the numbers of ALL input facts it replaces. An input fact you keep unchanged is output with "from": [its number].
 3. An input fact that is obsolete or worthless goes into "drop" with a reason. Every input number must appear in some "from" or in "drop".
 4. Keep the language of the facts; never translate. Categories: {_CATS}. Importance in [0.0, 1.0].
+5. Give each output fact "terms": 3 to 8 short search words someone would use to ask about it later, in BOTH Chinese and English whatever the fact's language (its key nouns in the other language too, e.g. "数据库", "database"). Only words, never a secret.
 
 Reply with one JSON object only:
-{{"facts": [{{"content": "...", "category": "...", "importance": 0.8, "from": [1, 3]}}], "drop": [{{"n": 2, "reason": "..."}}]}}"""
+{{"facts": [{{"content": "...", "category": "...", "importance": 0.8, "from": [1, 3], "terms": ["...", "..."]}}], "drop": [{{"n": 2, "reason": "..."}}]}}"""
 
 PROFILE_SYSTEM = f"""You maintain a user's core profile: at most 100 short entries that are worth reading before every conversation (identity, stable preferences, configuration, key decisions).
 

@@ -29,6 +29,12 @@ reader can skip, correct or delete. It is not part of the fact (its words,
 hash and id are the same with or without it); a fact without one has
 ``day == ""`` (the file store then dates it by the file's mtime, as before
 there were dates). Inside a code block the text is kept as written.
+
+A fact's search terms (memory/cues.py, docs/RETRIEVAL.md §6c): a comment
+``<!-- terms: 数据库, database -->`` at the end of a line (before or after
+its date), written by the file store for a fact saved with terms and by
+hand, and imported with the fact (memory/migrate.py). Not part of the fact
+either; a code block has none (its text is kept as written).
 """
 
 from __future__ import annotations
@@ -36,9 +42,12 @@ from __future__ import annotations
 import re
 import textwrap
 from dataclasses import dataclass
+from collections.abc import Iterable
 from datetime import date
 
-__all__ = ["MdFact", "clean_text", "facts", "line_fact", "render", "split_day"]
+from .cues import clean_terms
+
+__all__ = ["MdFact", "clean_text", "facts", "line_fact", "render", "split_day", "split_marks"]
 
 _LIST_ITEM = re.compile(r"^(\s*)(?:[-*+]|\d+[.)])\s+(.*)$")
 _LIST_MARK = re.compile(r"^(?:[-*+]|\d+[.)])\s+")
@@ -46,6 +55,7 @@ _FENCE = re.compile(r"^\s{0,3}(`{3,}|~{3,})(.*)$")
 _QUOTE = re.compile(r"^\s{0,3}>\s?")
 _TABLE_RULE = re.compile(r"^\s*\|?\s*:?-{2,}:?\s*(\|\s*:?-{2,}:?\s*)*\|?\s*$")
 _DAY = re.compile(r"\s*<!--\s*(\d{4}-\d{2}-\d{2})\s*-->\s*$")
+_TERMS = re.compile(r"\s*<!--\s*terms\s*[:：]((?:(?!-->).)*)-->\s*$", re.IGNORECASE)
 
 
 def split_day(line: str) -> tuple[str, str]:
@@ -59,6 +69,21 @@ def split_day(line: str) -> tuple[str, str]:
     except ValueError:
         return line, ""
     return line[: m.start()], m.group(1)
+
+
+def split_marks(line: str) -> tuple[str, str, tuple[str, ...]]:
+    """``line`` without its trailing date and terms comments (either
+    first), that day ('' as :func:`split_day` says) and those terms."""
+    terms: tuple[str, ...] = ()
+    day = ""
+    for _ in range(2):
+        m = _TERMS.search(line)
+        if m is not None and not terms:
+            terms = clean_terms(m.group(1))
+            line = line[: m.start()]
+        elif not day:
+            line, day = split_day(line)
+    return line, day, terms
 
 
 def clean_text(text: str) -> str:
@@ -85,6 +110,7 @@ class MdFact:
     kind: str = "line"  # "line", "item", "code", "quote", "table"
     lines: tuple[str, ...] = ()  # the span's lines as line_fact reads them
     day: str = ""  # YYYY-MM-DD from a line's trailing date comment, '' if none
+    terms: tuple[str, ...] = ()  # from its lines' trailing terms comments (memory/cues.py)
 
 
 def _cells(s: str) -> list[str]:
@@ -105,11 +131,14 @@ def facts(text: str) -> list[MdFact]:
     written = clean_text(text).splitlines()  # code blocks are read from these, as written
     raw: list[str] = []
     days: dict[int, str] = {}  # line number -> its date comment
+    marks: dict[int, tuple[str, ...]] = {}  # line number -> its terms comment's terms
     for no, ln in enumerate(written, start=1):
-        body, day = split_day(ln)
+        body, day, terms = split_marks(ln)
         raw.append(body)
         if day:
             days[no] = day
+        if terms:
+            marks[no] = terms
     out: list[MdFact] = []
     drop: set[int] = set()  # list items that turned out to be labels
     n = len(raw)
@@ -235,17 +264,21 @@ def facts(text: str) -> list[MdFact]:
     for k, f in enumerate(out):
         if k in drop:
             continue
-        if not f.day and f.kind != "code":
-            day = next((days[n] for n in range(f.first, f.last + 1) if n in days), "")
-            f = MdFact(f.text, f.first, f.last, f.kind, f.lines, day) if day else f
+        if f.kind != "code":
+            day = f.day or next((days[n] for n in range(f.first, f.last + 1) if n in days), "")
+            terms = clean_terms([t for n in range(f.first, f.last + 1) for t in marks.get(n, ())])
+            f = MdFact(f.text, f.first, f.last, f.kind, f.lines, day, terms)
         dated.append(f)
     return dated
 
 
-def render(fact: str, day: str = "") -> str:
+def render(fact: str, day: str = "", terms: Iterable[str] = ()) -> str:
     """``fact`` as MEMORY.md lines that :func:`facts` reads back as it: a
-    list item (ending in ``day``'s date comment when given), or a labelled
-    code block as it is."""
+    list item (ending in its ``terms`` comment and ``day``'s date comment
+    when given), or a labelled code block as it is (no terms)."""
     if "\n" in fact:
         return fact
-    return f"- {fact}" + (f" <!-- {day} -->" if day else "")
+    # As they are read back: a term holding a separator is two; none may end the comment.
+    kept = clean_terms(", ".join(t for t in terms if "-->" not in t and "<!--" not in t))
+    return (f"- {fact}" + (f" <!-- terms: {', '.join(kept)} -->" if kept else "")
+            + (f" <!-- {day} -->" if day else ""))

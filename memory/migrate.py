@@ -72,6 +72,7 @@ import aiosqlite
 import structlog
 
 from .clock import format_ts, parse_ts
+from .cues import clean_terms, safe_terms
 from .engine import MemoryEngine, MemoryNotFound, content_hash
 from .filestore import (
     LONG_TERM,
@@ -430,6 +431,7 @@ async def _long_term(
     now = engine.clock.now()
     untrusted = 0
     new_at: list[str | None] = []  # each new memory's time: its line's day, else now
+    retermed: dict[int, tuple[str, ...]] = {}  # memory id -> its terms with those its line gained
     for md in mds:
         fact = md.text
         h = content_hash(fact)
@@ -437,10 +439,12 @@ async def _long_term(
         # line on its own: a block all of whose lines it took is imported.
         if h in known or (len(md.lines) > 1 and all(content_hash(x) in known for x in md.lines)):
             report.memories_skipped += 1
+            await _more_terms(engine, f.owner, md, retermed)
             continue
         known.add(h)
         if await engine.find_same(f.owner, fact) is not None:
             report.memories_skipped += 1
+            await _more_terms(engine, f.owner, md, retermed)
             continue
         new.append(_long_term_memory(f.owner, md, _ref(root, f)))
         at = line_time(md.day, now)
@@ -456,6 +460,8 @@ async def _long_term(
         report.memories_archived += await _archive_removed(engine, conn, f.owner, _ref(root, f), removed)
         for m, at in zip(new, new_at, strict=True):
             await engine.add(m, conn=conn, at=at)
+        for memory_id, terms in retermed.items():
+            await engine.update(memory_id, search_terms=terms, conn=conn)
         await _save_ledger(conn, _ledger_key(f), {**stamp, "lines": sorted(known)})
     report.memories_added += len(new)
 
@@ -548,6 +554,22 @@ def line_time(day: str, now: datetime) -> str | None:
     return format_ts(min(datetime(d.year, d.month, d.day, 12, tzinfo=UTC), now))
 
 
+async def _more_terms(engine: MemoryEngine, owner: str, md: MdFact, out: dict[int, tuple[str, ...]]) -> None:
+    """Terms written on a line already imported (or stated by an active
+    memory) find that memory too: added to its own, none taken away (it
+    may have more from what was said since)."""
+    more = safe_terms(md.terms)
+    if not more or md.kind == "code":
+        return
+    m = await engine.find_same(owner, md.text)
+    if m is None or m.category is Category.CREDENTIAL:
+        return
+    have = out.get(m.id, m.search_terms)
+    terms = clean_terms([*have, *more])
+    if terms != m.search_terms:
+        out[m.id] = terms
+
+
 def _long_term_memory(owner: str, md: MdFact, ref: str) -> NewMemory:
     """A MEMORY.md fact as a memory: a line is profile (Tier 1, in every
     prompt); a code block is reference (Tier 2, ``config``), recalled when
@@ -560,7 +582,7 @@ def _long_term_memory(owner: str, md: MdFact, ref: str) -> NewMemory:
         )
     return NewMemory(
         owner=owner, content=md.text, tier=1, category=Category.IDENTITY, importance=1.0, topic="_profile",
-        source=Source.MIGRATION, provenance=prov,
+        source=Source.MIGRATION, provenance=prov, search_terms=safe_terms(md.terms),  # its line's terms comment
     )
 
 

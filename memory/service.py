@@ -23,6 +23,7 @@ from .backend import MemoryBackend, Turn
 from .batch import RowBatcher, insert_statement
 from .buffer import NOT_GONE, drop_lines
 from .clock import format_ts, local_day
+from .cues import clean_terms, safe_terms
 from .engine import MemoryEngine, more_source_text, row_to_event, row_to_memory
 from .forgetting import Forgotten, erase_planned, event_hit, plan_erasure, repeats_forgotten
 from .scope import Chat
@@ -183,15 +184,20 @@ class SqliteMemory(MemoryBackend):
         category: str = "event",
         importance: float = 0.7,
         source_text: str = "",
+        search_terms: Sequence[str] = (),
     ) -> Hit:
         cat = Category(category) if category in Category._value2member_map_ else Category.EVENT
         content, source_text = redact_credentials(content), redact_credentials(source_text)
         same = await self.engine.find_same(user, content)
         if same is not None:
-            # Saying it again reinforces the existing memory instead of duplicating it.
+            # Saying it again reinforces the existing memory instead of duplicating it,
+            # and its new terms find it too (the first ones kept, up to the cap).
+            more = safe_terms(search_terms, credential=same.category is Category.CREDENTIAL)
+            terms = clean_terms([*same.search_terms, *more])
             m = await self.engine.update(
                 same.id, importance=max(same.importance, importance), touch=True,
                 source_text=more_source_text(same.source_text, source_text),
+                search_terms=terms if terms != same.search_terms else None,
             )
         else:
             m = await self.engine.add(
@@ -203,6 +209,7 @@ class SqliteMemory(MemoryBackend):
                     source=Source.MANUAL,
                     provenance=provenance,
                     source_text=source_text,
+                    search_terms=safe_terms(search_terms, credential=cat is Category.CREDENTIAL),
                 )
             )
         log.info("memory saved", owner=user, memory_id=m.id, reinforced=same is not None)

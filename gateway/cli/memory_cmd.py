@@ -17,6 +17,7 @@ from gateway.config import Config, Paths
 from memory import Category, MemoryEngine, MemoryNotFound, NewMemory, Provenance, Source, Status
 from memory.changelog import write_log
 from memory.db import Database
+from memory.cues import parse_terms
 from memory.engine import MAX_CONTENT_CHARS
 from memory.redact import nothing_but_redactions, redacted_and_what
 from memory.forgetting import Erasure, erase_planned, plan_erasure, retire_entries_on
@@ -295,6 +296,21 @@ def _content(value: str, hint: str = "'CONTENT'") -> str:
     return value
 
 
+def _terms(value: str | None, category: str | None) -> tuple[str, ...] | None:
+    """``--terms`` as stored (memory/cues.py), None when not given; a bad
+    one is a usage error saying why, and nothing is stored."""
+    if value is None:
+        return None
+    try:
+        terms = parse_terms(value)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="'--terms'") from None
+    if terms and category == Category.CREDENTIAL.value:
+        raise click.BadParameter("a credential is found by its own words only; give it no terms",
+                                 param_hint="'--terms'")
+    return terms
+
+
 def _redacted(value: str) -> tuple[str, tuple[str, ...]]:
     """``value`` without machine secrets, as the chat path keeps it
     (memory/redact.py; a password stays, a ``credential``), and what was
@@ -320,6 +336,8 @@ def _redacted(value: str) -> tuple[str, tuple[str, ...]]:
 @click.option("--tier", type=click.IntRange(1, 2), default=2, show_default=True)
 @click.option("--project", default=GLOBAL_OWNER, show_default=True)
 @click.option("--topic", default="_general", show_default=True)
+@click.option("--terms", help="Words it is also found by, comma-separated, in Chinese and English "
+              "(\"数据库, database\"); never shown as the fact.")
 @json_option
 @db_option
 @shares_data
@@ -331,9 +349,11 @@ def add(
     tier: int,
     project: str,
     topic: str,
+    terms: str | None,
     as_json: bool,
 ) -> None:
     """Store CONTENT as a memory (an existing identical one is kept instead)."""
+    search_terms = _terms(terms, category) or ()
     cfg = load_cli_config()
     owner = resolve_user(user, cfg)
     assert owner is not None
@@ -349,6 +369,7 @@ def add(
         topic=topic.strip() or "_general",
         source=Source.MANUAL,
         provenance=Provenance(channel="cli"),
+        search_terms=search_terms,
     )
     run(_add(resolve_db(cfg), new, as_json, redacted))
 
@@ -384,6 +405,8 @@ async def _add(path: Path, new: NewMemory, as_json: bool, redacted: tuple[str, .
 @click.option("--tier", type=click.IntRange(1, 2))
 @click.option("--project")
 @click.option("--topic")
+@click.option("--terms", "search_terms", help="Its search terms, comma-separated, instead of those it has "
+              "(\"\" clears them).")
 @click.option("--status", type=click.Choice(["active", "archived"]), help="active restores an archived memory.")
 @json_option
 @db_option
@@ -393,8 +416,11 @@ def edit(memory_id: int, user: str | None, status: str | None, as_json: bool, **
     changes = {k: v for k, v in changes.items() if v is not None}
     if not changes and status is None:
         raise click.UsageError(
-            "nothing to change: give --content, --category, --importance, --tier, --project, --topic or --status"
+            "nothing to change: give --content, --category, --importance, --tier, --project, --topic, --terms "
+            "or --status"
         )
+    if "search_terms" in changes:
+        changes["search_terms"] = _terms(changes["search_terms"], changes.get("category"))
     if "content" in changes:
         changes["content"] = _redacted(_content(changes["content"], "'--content'"))[0]
     cfg = load_cli_config()
@@ -407,6 +433,9 @@ async def _edit(
     retired: list[Memory] = []
     async with open_engine(path) as engine:
         before = await _get(engine, memory_id, owner)
+        if changes.get("search_terms") and Category(changes.get("category", before.category)) is Category.CREDENTIAL:
+            raise click.BadParameter("a credential is found by its own words only; give it no terms",
+                                     param_hint="'--terms'")
         try:
             # One transaction: a bad value leaves the memory as it was.
             async with engine.db.transaction() as conn:

@@ -40,6 +40,7 @@ from typing import Any
 from memory import Category, MemoryEngine, MemoryNotFound, NewMemory, Provenance, Source, Status
 from memory.changelog import LogEntry, read_log, write_log
 from memory.extraction import retry_set_aside
+from memory.cues import parse_terms
 from memory.engine import MAX_CONTENT_CHARS, Stats, row_to_memory
 from memory.forgetting import Erasure, erase_planned, plan_erasure, retire_entries_on
 from memory.retrieval import Retriever
@@ -61,7 +62,7 @@ __all__ = [
 ]
 
 JOB = "web"
-EDITABLE = ("content", "category", "importance", "tier", "project", "topic")
+EDITABLE = ("content", "category", "importance", "tier", "project", "topic", "search_terms")
 DEFAULT_IMPORTANCE = 0.7  # as `myclaw memory add`
 
 
@@ -168,15 +169,30 @@ def parse_changes(raw: dict[str, Any]) -> dict[str, Any]:
             if t not in (1, 2):
                 raise Invalid(f"tier must be 1 or 2, got {t}", key="err_tier", value=t)
             out[key] = t
+        elif key == "search_terms":  # memory/cues.py; a form's text or the API's list, "" / [] for none
+            if isinstance(v, list) and all(isinstance(x, str) for x in v):
+                v = "\n".join(v)
+            if not isinstance(v, str):
+                raise Invalid("search_terms must be a string or a list of strings", key="err_terms_type")
+            try:
+                out[key] = parse_terms(v)
+            except ValueError as exc:
+                raise Invalid(str(exc), key="err_terms") from None
         else:  # project, topic: empty means the default partition
             out[key] = str(v).strip()
     return out
 
 
+def _no_terms_on_credential(changes: dict[str, Any], category: Category) -> None:
+    if changes.get("search_terms") and changes.get("category", category) is Category.CREDENTIAL:
+        raise Invalid("a credential is found by its own words only; give it no search terms",
+                      key="err_terms_credential")
+
+
 def editable_values(m: Memory) -> dict[str, Any]:
     """The fields an edit can change, as :meth:`MemoryEngine.update` takes them."""
     return {"content": m.content, "category": m.category, "importance": m.importance, "tier": m.tier,
-            "project": m.project, "topic": m.topic}
+            "project": m.project, "topic": m.topic, "search_terms": m.search_terms}
 
 
 def _filters(owner: str, status: Status | None, category: Category | None, has: str) -> tuple[str, list[object]]:
@@ -342,20 +358,23 @@ class MemoryAdmin:
         f = parse_changes(fields)
         if "content" not in f:
             raise Invalid("content is empty", key="err_content_empty")
+        tier = f.get("tier", 2)
+        category = f.get("category") or (Category.IDENTITY if tier == 1 else Category.DECISION)
+        _no_terms_on_credential(f, category)
         same = await self.engine.find_same(owner, f["content"])
         if same is not None:
             return same, False
-        tier = f.get("tier", 2)
         new = NewMemory(
             owner=owner,
             content=f["content"],
             tier=tier,
-            category=f.get("category") or (Category.IDENTITY if tier == 1 else Category.DECISION),
+            category=category,
             importance=f.get("importance", DEFAULT_IMPORTANCE),
             project=f.get("project") or GLOBAL_OWNER,
             topic=f.get("topic") or "_general",
             source=Source.MANUAL,
             provenance=Provenance(channel="web"),
+            search_terms=f.get("search_terms", ()),
         )
         try:
             async with self.engine.db.transaction() as conn:
@@ -372,6 +391,7 @@ class MemoryAdmin:
         if not changes:
             raise Invalid("nothing to change: give " + ", ".join(EDITABLE), key="err_nothing", fields=", ".join(EDITABLE))
         m = await self.get(memory_id, owner)
+        _no_terms_on_credential(changes, m.category)
         # A form sends every field; change (and log) only what differs.
         current = editable_values(m)
         defaults = {"project": GLOBAL_OWNER, "topic": "_general"}

@@ -191,10 +191,12 @@ def _options(values: Iterable[str], selected: str, label: Callable[[str], str] =
 def _values(m: Memory | None) -> dict[str, str]:
     """A form's fields from ``m`` (edit) or the defaults (add)."""
     if m is None:
-        return {"content": "", "tier": "2", "category": "", "importance": "0.70", "project": "", "topic": ""}
+        return {"content": "", "tier": "2", "category": "", "importance": "0.70", "project": "", "topic": "",
+                "search_terms": ""}
     return {
         "content": m.content, "tier": str(m.tier), "category": m.category.value, "importance": f"{m.importance:.2f}",
         "project": "" if m.project == GLOBAL_OWNER else m.project, "topic": "" if m.topic == "_general" else m.topic,
+        "search_terms": ", ".join(m.search_terms),
     }
 
 
@@ -219,7 +221,8 @@ def _fields(t: Words, m: Memory | None, *, typed: dict[str, str] | None = None, 
 <label>{e(t("importance_label"))}<input type="number" name="importance" min="0" max="1" step="0.05" value="{e(imp)}"></label>
 <label>{e(t("project"))}<input name="project" value="{e(project)}" placeholder="{GLOBAL_OWNER}"></label>
 <label>{e(t("topic"))}<input name="topic" value="{e(topic)}" placeholder="_general"></label>
-</div>"""
+</div>
+<label class="wide">{e(t("search_terms_label"))}<input name="search_terms" value="{e(v["search_terms"])}" placeholder="猫, cat" maxlength="600"></label>"""
 
 
 def card(ctx: PageContext, m: Memory, *, replaced: Sequence[Memory] = (), score: float | None = None, detail_link: bool = True) -> str:

@@ -174,6 +174,37 @@ def test_add_and_edit_redact_machine_secrets_as_the_chat_path_does(home: Path) -
     assert "ghp_16C7e42F" not in json.dumps([x.content for x in db_rows(home)])
 
 
+def test_add_and_edit_take_search_terms(home: Path) -> None:
+    """``--terms``: words the fact is also found by (memory/cues.py), as the
+    extraction model gives them; a Chinese question finds an English fact."""
+    r = ok("add", "We picked Postgres over MySQL", "-u", "alice", "--terms", "数据库, database、选型", "--json")
+    assert json.loads(r.stdout)["memory"]["search_terms"] == ["数据库", "database", "选型"]
+    hits = json.loads(ok("search", "数据库我们最后选了什么？", "-u", "alice", "--json").stdout)
+    assert [(h["kind"], h["id"]) for h in hits] == [("memory", 1)]
+    ok("edit", "1", "--terms", "Postgres\n数据库")
+    assert db_rows(home)[0].search_terms == ("Postgres", "数据库")
+    ok("edit", "1", "--terms", "")  # cleared
+    assert db_rows(home)[0].search_terms == ()
+
+
+def test_bad_search_terms_are_refused_with_the_reason_and_store_nothing(home: Path) -> None:
+    key = "sk-proj-AbCdEf0123456789xyz"
+    for terms, why in ((f"db, {key}", "a key's or password's shape"), ("x" * 41, "41 characters; at most 40"),
+                       (",".join(f"t{i}" for i in range(13)), "13 search terms; at most 12")):
+        r = cli("add", "fact", "-u", "alice", "--terms", terms)
+        assert r.exit_code == 2 and why in r.output and key not in r.output, r.output
+    r = cli("add", "wifi password is Sunny-Day-42", "-u", "alice", "--category", "credential", "--terms", "wifi")
+    assert r.exit_code == 2 and "a credential is found by its own words only" in r.output
+    assert not (home / "data" / "memory.db").exists()
+    ok("add", "fact", "-u", "alice", "--terms", "db")
+    r = cli("edit", "1", "--terms", f"db, {key}")
+    assert r.exit_code == 2 and key not in r.output
+    ok("add", "wifi password is Sunny-Day-42", "-u", "alice", "--category", "credential")
+    r = cli("edit", "2", "--terms", "wifi")
+    assert r.exit_code == 2 and "a credential is found by its own words only" in r.output
+    assert {m.id: m.search_terms for m in db_rows(home)} == {1: ("db",), 2: ()}
+
+
 def test_add_of_nothing_but_a_secret_stores_nothing_and_fails(home: Path) -> None:
     for secret in ("sk-proj-AbCdEf0123456789xyz", "  ghp_16C7e42F292c6912E7710c838347Ae178B4a ,"):
         r = cli("add", secret, "--user", "alice")

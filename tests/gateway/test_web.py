@@ -3,6 +3,7 @@ a real SQLite file and real HTTP requests."""
 
 from __future__ import annotations
 
+import html
 import json
 import re
 from collections.abc import AsyncIterator
@@ -581,7 +582,7 @@ async def test_api_refuses_a_misspelt_field_instead_of_acting_on_a_default(site:
         r = await c.post("/memory/api/add", json={"user": "alice", "content": "alice likes tea", "importnce": 0.9})
         assert r.status_code == 400
         assert r.json()["error"] == ("unknown field 'importnce' (this endpoint takes user, content, category, "
-                                     "importance, tier, project, topic)")
+                                     "importance, tier, project, topic, search_terms)")
         r = await c.post("/memory/api/erase", json={"id": mid, "user": "alice", "cascde": True})
         assert r.status_code == 400 and r.json()["error"].startswith("unknown field 'cascde'")
         r = await c.post("/memory/api/archive", json={"id": mid, "status": "archived"})
@@ -935,6 +936,52 @@ async def test_the_detail_page_shows_the_words_a_memory_is_found_by_apart_from_i
         assert "Found by" in detail and "数据库, &lt;database&gt;" in detail
         listing = (await c.get("/memory", params={"user": "alice"})).text
         assert "数据库" not in listing and "We picked Postgres over MySQL" in listing
+
+
+async def test_search_terms_are_added_shown_in_the_edit_form_and_edited(site: Site) -> None:
+    """The page and the API take a fact's search terms (memory/cues.py) as
+    the CLI's ``--terms`` does; a Chinese question then finds an English fact."""
+    async with site.client() as c:
+        r = await c.post("/memory/add", data={"user": "alice", "content": "We picked Postgres over MySQL",
+                                               "search_terms": "数据库, database"})
+        assert r.status_code == 303
+        [m] = await site.engine.list_memories("alice")
+        assert m.search_terms == ("数据库", "database")
+        [hit] = await Retriever(site.engine).retrieve("alice", "数据库我们最后选了什么？")
+        assert hit.id == m.id
+        form = (await c.get("/memory/edit", params={"id": m.id})).text
+        assert 'name="search_terms" value="数据库, database"' in form
+        r = await c.post("/memory/edit", data={"id": m.id, "user": "alice", "content": m.content,
+                                                "search_terms": "选型\nPostgres"})
+        assert r.status_code == 303
+        assert (await site.engine.get(m.id)).search_terms == ("选型", "Postgres")  # type: ignore[union-attr]
+        r = await c.post("/memory/api/edit", json={"id": m.id, "user": "alice", "search_terms": ["db", "数据库"]})
+        assert r.status_code == 200, r.text
+        assert r.json()["memory"]["search_terms"] == ["db", "数据库"]
+        r = await c.post("/memory/api/undo", json={"token": r.json()["undo"], "user": "alice"})
+        assert r.status_code == 200, r.text
+        assert (await site.engine.get(m.id)).search_terms == ("选型", "Postgres")  # type: ignore[union-attr]
+        r = await c.post("/memory/api/add", json={"user": "alice", "content": "Prefers tea", "search_terms": "茶"})
+        assert r.status_code == 201 and r.json()["memory"]["search_terms"] == ["茶"]
+
+
+async def test_bad_search_terms_on_the_page_say_why_and_change_nothing(site: Site) -> None:
+    key = "sk-proj-AbCdEf0123456789xyz"
+    mid = await site.add("alice", "We picked Postgres", search_terms=("db",))
+    async with site.client() as c:
+        for terms, why in ((f"db, {key}", "a key&#x27;s or password&#x27;s shape"), ("x" * 41, "at most 40"),
+                           ([1, 2], "a list of strings")):
+            r = await c.post("/memory/api/edit", json={"id": mid, "user": "alice", "search_terms": terms})
+            assert r.status_code == 400 and key not in r.text, r.text
+            assert html.unescape(why) in r.json()["error"]
+            if isinstance(terms, str):
+                r = await c.post("/memory/edit", data={"id": mid, "user": "alice", "search_terms": terms})
+                # Said why; what was typed is kept in the form to be corrected (nothing lost).
+                assert r.status_code == 400 and why in r.text and f'name="search_terms" value="{html.escape(terms)}"' in r.text
+        r = await c.post("/memory/add", data={"user": "alice", "content": "wifi password is Sunny-Day-42",
+                                               "category": "credential", "search_terms": "wifi"})
+        assert r.status_code == 400 and "found by its own words only" in r.text
+    assert [(m.id, m.search_terms) for m in await site.engine.list_memories("alice")] == [(mid, ("db",))]
 
 
 async def test_an_id_or_offset_too_large_for_sqlite_is_a_400_not_a_500(site: Site) -> None:

@@ -288,6 +288,38 @@ async def test_compressed_facts_keep_the_words_they_were_drawn_from(
     assert hits[0].id == merged.id
 
 
+async def test_a_merged_fact_is_found_by_the_terms_the_merge_gave_it(
+    engine: MemoryEngine, fake: FakeOpenAI, llm: MemoryLLM
+) -> None:
+    """The weekly merge is asked for the merged fact's search terms (as
+    extraction is): given, they are its terms (cleaned, no secret's shape);
+    not given, it keeps its sources' (the previous test)."""
+    await engine.add_many(
+        (NewMemory(owner="alice", content=f"atlas db fact number {i}", project="atlas", topic="db",
+                   search_terms=("old",) if i == 1 else ()), None)
+        for i in range(1, 13)
+    )
+
+    def responder(body: dict[str, Any]) -> Reply:
+        if kind(body) == "profile":
+            return Reply(json.dumps({"entries": []}))
+        assert '"terms"' in body["messages"][0]["content"]  # the merge is asked for them
+        facts = [{"content": "We picked Postgres over MySQL", "from": [1, 2], "category": "decision",
+                  "terms": ["数据库", "database", "sk-proj-abcdefghijklmnopqrstuvwxyz0123456789", "x" * 99]},
+                 {"content": "The db password is hunter22", "from": [3], "category": "credential",
+                  "terms": ["密码", "password"]}]
+        facts += [{"content": f"atlas db fact number {i}", "from": [i]} for i in range(4, 13)]
+        return Reply(json.dumps({"facts": facts, "drop": []}, ensure_ascii=False))
+
+    fake.responder = responder
+    assert (await Compressor(engine, llm).weekly()).created == 2
+    by = {m.content: m for m in await engine.list_memories("alice", limit=100)}
+    assert by["We picked Postgres over MySQL"].search_terms == ("数据库", "database")
+    assert by["The db password is hunter22"].search_terms == ()
+    [hit, *_] = await Retriever(engine).retrieve("alice", "数据库我们最后选了什么？")
+    assert hit.id == by["We picked Postgres over MySQL"].id
+
+
 async def test_a_new_profile_entry_cites_the_facts_it_states(engine: MemoryEngine, fake: FakeOpenAI, llm: MemoryLLM) -> None:
     munich = await engine.add(NewMemory(owner="alice", content="Alice moved to Munich", category=Category.IDENTITY, importance=0.9))
     flat = await engine.add(NewMemory(owner="alice", content="Alice's flat is in Munich", category=Category.IDENTITY,

@@ -100,3 +100,33 @@ def test_render_with_a_day_reads_back_with_it() -> None:
     assert render("Prefers tea", "2026-03-01") == "- Prefers tea <!-- 2026-03-01 -->"
     assert [(f.text, f.day) for f in facts(render("Prefers tea", "2026-03-01"))] == [("Prefers tea", "2026-03-01")]
     assert render("Prefers tea") == "- Prefers tea"
+
+
+def test_a_terms_comment_gives_the_fact_search_terms_not_words() -> None:
+    md = (
+        "- We picked Postgres over MySQL <!-- terms: 数据库, database、选型 --> <!-- 2026-03-01 -->\n"
+        "- 住在杭州 <!-- 2026-03-02 --> <!--terms:Hangzhou-->\n"
+        "- Plain fact\n"
+    )
+    got = [(f.text, f.day, f.terms) for f in facts(md)]
+    assert got == [
+        ("We picked Postgres over MySQL", "2026-03-01", ("数据库", "database", "选型")),
+        ("住在杭州", "2026-03-02", ("Hangzhou",)),
+        ("Plain fact", "", ()),
+    ]
+    # A wrapped item's terms may end any of its lines; a code block keeps its text as written.
+    [item, code] = facts("- Works on atlas,\n  which ships <!-- terms: 项目 -->\n```\nx <!-- terms: y -->\n```\n")
+    assert (item.text, item.terms) == ("Works on atlas, which ships", ("项目",))
+    assert (code.text, code.terms) == ("```\nx <!-- terms: y -->\n```", ())
+
+
+def test_render_with_terms_reads_back_with_them() -> None:
+    line = render("We picked Postgres", "2026-03-01", ("数据库", "database"))
+    assert line == "- We picked Postgres <!-- terms: 数据库, database --> <!-- 2026-03-01 -->"
+    [f] = facts(line)
+    assert (f.text, f.day, f.terms) == ("We picked Postgres", "2026-03-01", ("数据库", "database"))
+    # Terms that hold a separator or would end the comment are written as they are read back.
+    odd = ("a, b", "c-->d", "<!--e", "ok")
+    [g] = facts(render("Fact", "", odd))
+    assert (g.text, g.terms) == ("Fact", ("a", "b", "ok"))
+    assert facts(render("Fact", "", ())) == facts("- Fact")

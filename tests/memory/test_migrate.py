@@ -508,3 +508,42 @@ async def test_the_log_names_files_without_the_users_or_their_files_names(
     assert r.log_fields() == {"memories_added": 2, "memories_skipped": 0, "memories_archived": 0, "events_added": 0,
                               "events_replaced": 0, "events_skipped": 0, "files_seen": 1, "files_unchanged": 0,
                               "owners": 2, "problems": 2, "held": 0}
+
+
+async def test_a_fact_saved_with_terms_comes_back_found_by_them(
+    tmp_path: Path, engine: MemoryEngine, clock: ManualClock
+) -> None:
+    """memory.enabled=false: the file store writes a saved fact's terms in
+    its line (``<!-- terms: ... -->``); on again, migrate imports them, so a
+    Chinese question finds an English fact as it would have in SQLite."""
+    files = FileMemory(tmp_path, clock)
+    await files.remember("alice", "We picked Postgres over MySQL", provenance=P,
+                         search_terms=["数据库", "database", "sk-proj-abcdefghijklmnopqrstuvwxyz0123456789"])
+    text = (tmp_path / "memory" / "users" / user_slug("alice") / "MEMORY.md").read_text()
+    assert "- We picked Postgres over MySQL <!-- terms: 数据库, database --> <!-- 2026-03-01 -->" in text
+    await migrate_files(tmp_path, engine)
+    [m] = await engine.list_memories("alice")
+    assert (m.content, m.search_terms) == ("We picked Postgres over MySQL", ("数据库", "database"))
+    [hit] = await Retriever(engine).retrieve("alice", "数据库我们最后选了什么？")
+    assert hit.id == m.id
+
+
+async def test_terms_written_by_hand_are_imported_and_added_later_reach_the_fact(
+    tmp_path: Path, engine: MemoryEngine
+) -> None:
+    mem = tmp_path / "memory" / "MEMORY.md"
+    save(mem, "- We picked Postgres <!-- terms: 数据库, database -->\n- Prefers tea\n"
+              "```\nmake <!-- terms: build -->\n```\n", 1)
+    await migrate_files(tmp_path, engine)
+    by = {m.content: m for m in await engine.list_memories("_global")}
+    assert by["We picked Postgres"].search_terms == ("数据库", "database")
+    assert by["Prefers tea"].search_terms == ()
+    assert by["```\nmake <!-- terms: build -->\n```"].search_terms == ()  # code is as written
+    # Terms added to an imported line find its memory too; the fact is not imported again.
+    save(mem, "- We picked Postgres <!-- terms: 选型 -->\n- Prefers tea <!-- terms: 茶, tea -->\n"
+              "```\nmake <!-- terms: build -->\n```\n", 2)
+    r = await migrate_files(tmp_path, engine)
+    assert r.memories_added == 0 and r.memories_archived == 0
+    by = {m.content: m for m in await engine.list_memories("_global")}
+    assert by["We picked Postgres"].search_terms == ("数据库", "database", "选型")  # none taken away
+    assert by["Prefers tea"].search_terms == ("茶", "tea")
