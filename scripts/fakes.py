@@ -47,6 +47,7 @@ import asyncio
 import functools
 import json
 import re
+import signal
 import sys
 import threading
 import time
@@ -462,9 +463,25 @@ async def start_gateway(home: Path, snippet: str, clock: Clock, *, log_level: st
     return app
 
 
+def _stop_on_signals() -> asyncio.Event:
+    """Set by SIGINT (Ctrl-C) or SIGTERM, as ``myclaw gateway`` stops. Our
+    own handlers, not Python's: started with SIGINT ignored (a script's
+    background job, some supervisors), Python keeps it ignored and Ctrl-C
+    did nothing; SIGTERM killed it without closing the gateway's data."""
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        try:
+            loop.add_signal_handler(sig, stop.set)
+        except (NotImplementedError, RuntimeError):  # not POSIX / not the main thread: Python's own handling
+            pass
+    return stop
+
+
 async def serve(args: argparse.Namespace) -> None:
     tg = fs = llm = None
     app: App | None = None
+    stop = _stop_on_signals()
     try:
         if args.telegram is not None:
             # Ids go on from the last run's (by the clock), as Telegram's do.
@@ -506,7 +523,7 @@ async def serve(args: argparse.Namespace) -> None:
             tasks.append(asyncio.create_task(_watch_feishu(fs)))
         if tg is not None:
             tasks.append(asyncio.create_task(_watch_telegram_drafts(tg)))
-        await asyncio.Event().wait()
+        await stop.wait()
     finally:
         if app is not None:
             await app.close()

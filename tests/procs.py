@@ -8,16 +8,38 @@ hanging the suite: a test that needs speed belongs in ``scripts/bench_*``.
 
 :func:`finished` is ``communicate`` under such a bound; one out of time is
 killed (never left running, holding a port or a data folder) and the test
-fails with what the process had written."""
+fails with what the process had written.
+
+:func:`with_sigint` starts a command with SIGINT as a shell would leave it:
+a background job of a script inherits it ignored (``bash -c 'cmd &'``), a
+terminal's default. A test that sends SIGINT says which, or it passes or
+hangs by how the suite itself was launched."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import sys
+from typing import Literal
 
-__all__ = ["START", "finished", "killed"]
+__all__ = ["START", "finished", "killed", "with_sigint"]
 
 START = 120.0
+
+
+# Sets the disposition, then becomes the command: an ignored signal stays
+# ignored across exec, and a default one is Python's KeyboardInterrupt.
+_EXEC_WITH_SIGINT = (
+    "import os, signal, sys; signal.signal(signal.SIGINT, getattr(signal, sys.argv[1])); "
+    "os.execv(sys.argv[2], sys.argv[2:])"
+)
+
+
+def with_sigint(disposition: Literal["ignored", "default"], *argv: str) -> list[str]:
+    """``argv`` (its first item a path) run with SIGINT ``disposition``
+    when it starts, whatever this process's own is."""
+    name = {"ignored": "SIG_IGN", "default": "SIG_DFL"}[disposition]
+    return [sys.executable, "-c", _EXEC_WITH_SIGINT, name, *argv]
 
 
 async def killed(proc: asyncio.subprocess.Process) -> None:

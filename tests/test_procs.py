@@ -5,10 +5,11 @@ from __future__ import annotations
 import asyncio
 import sys
 from pathlib import Path
+from typing import Literal
 
 import pytest
 
-from tests.procs import START, finished
+from tests.procs import START, finished, with_sigint
 
 
 async def _python(code: str) -> asyncio.subprocess.Process:
@@ -52,3 +53,15 @@ async def test_a_wait_cut_by_the_tests_own_bound_kills_the_process_too(tmp_path:
     with pytest.raises(TimeoutError):
         await asyncio.wait_for(finished(proc), 2)
     assert proc.returncode is not None
+
+
+@pytest.mark.parametrize(("disposition", "seen"), [("ignored", "<Handlers.SIG_IGN: 1>"), ("default", "default_int_handler")])
+async def test_a_command_starts_with_sigint_as_asked_whatever_the_suites_own(
+    disposition: Literal["ignored", "default"], seen: str
+) -> None:
+    # The suite launched from a script's background job has SIGINT ignored; from a terminal, not.
+    argv = with_sigint(disposition, sys.executable, "-c", "import signal; print(repr(signal.getsignal(signal.SIGINT)))")
+    proc = await asyncio.create_subprocess_exec(*argv, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    out, err = await finished(proc)
+    assert proc.returncode == 0, err
+    assert seen in out.decode()

@@ -50,6 +50,15 @@ class _Stop:
         self.event.set()
 
 
+def _claim_sigint() -> None:
+    """Ctrl-C raises KeyboardInterrupt from here on, even in a process
+    started with SIGINT ignored (a script's background job, some
+    supervisors): Python keeps that, so a Ctrl-C early in the start was
+    dropped while one after :func:`_install_signals` stopped it."""
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 def _install_signals(stop: asyncio.Event) -> _Stop:
     loop = asyncio.get_running_loop()
     handler = _Stop(stop)
@@ -217,6 +226,7 @@ def gateway(log_level: str | None) -> None:
     MYCLAW_HOME; 130: Ctrl-C during start-up. Ctrl-C or SIGTERM once it
     runs stops it cleanly (exit 0).
     """
+    _claim_sigint()
     level = _level(log_level, "INFO")
     cfg, paths = _load(require=True, channels=True)
     _setup_logging(cfg, level)
@@ -239,6 +249,7 @@ def chat(user: str | None, log_level: str | None) -> None:
     Memory is shared with other channels through memory.identities, e.g.
     {"alice": ["terminal:alice", "telegram:777"]}.
     """
+    _claim_sigint()
     level = _level(log_level, "WARNING")
     cfg, paths = _load(require=False, channels=False)
     _setup_logging(cfg, level)

@@ -11,13 +11,14 @@ import os
 import socket
 import sys
 from pathlib import Path
+from typing import Literal
 
 import pytest
 from click.testing import CliRunner
 
 from gateway.cli import main
 from tests.fakes.openai_server import FakeOpenAI, Reply, said
-from tests.procs import START, finished, killed
+from tests.procs import START, finished, killed, with_sigint
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -310,9 +311,13 @@ async def test_every_file_a_run_makes_in_the_data_folder_is_owner_only(tmp_path:
     assert {n: m for n, m in made.items() if m != 0o600} == {}
 
 
-@pytest.mark.parametrize(("sig", "code"), [("SIGINT", 130), ("SIGTERM", 0)])
+@pytest.mark.parametrize(("sig", "code", "sigint"), [
+    ("SIGINT", 130, "default"),
+    ("SIGINT", 130, "ignored"),  # started by a script's background job: its own handlers still take Ctrl-C
+    ("SIGTERM", 0, "default"),
+])
 async def test_ctrl_c_during_start_up_stops_it_and_closes_what_it_opened(
-    tmp_path: Path, fake_llm: FakeOpenAI, sig: str, code: int
+    tmp_path: Path, fake_llm: FakeOpenAI, sig: str, code: int, sigint: Literal["default", "ignored"]
 ) -> None:
     """Telegram unreachable: start() waits for it (channels.telegram's
     start-up wait) and Ctrl-C was logged but ignored until then."""
@@ -331,7 +336,7 @@ async def test_ctrl_c_during_start_up_stops_it_and_closes_what_it_opened(
     }
     (tmp_path / "config.json").write_text(json.dumps(doc), encoding="utf-8")
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-c", "from gateway.cli import main; main()", "gateway",
+        *with_sigint(sigint, sys.executable, "-c", "from gateway.cli import main; main()", "gateway"),
         cwd=REPO, env=_env(tmp_path), stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
     )
     assert proc.stderr is not None

@@ -7,6 +7,11 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Literal
+
+import pytest
+
+from tests.procs import with_sigint
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -15,9 +20,6 @@ REPO = Path(__file__).resolve().parents[2]
 # command runs. A finder on sys.meta_path sees each import as it begins.
 _INTERRUPT_AT = """
 import os, signal, sys
-# As from a terminal: a shell's background job (CI, a helper's run) starts
-# with SIGINT ignored, and Python then keeps it ignored.
-signal.signal(signal.SIGINT, signal.default_int_handler)
 at = sys.argv.pop(1)
 class Interrupt:
     def find_spec(self, name, path=None, target=None):
@@ -30,11 +32,15 @@ main(prog_name="myclaw")
 """
 
 
-def _myclaw_interrupted(home: Path, module: str, *args: str) -> subprocess.CompletedProcess[str]:
+def _myclaw_interrupted(
+    home: Path, module: str, *args: str, sigint: Literal["default", "ignored"] = "default"
+) -> subprocess.CompletedProcess[str]:
+    """``sigint``: as it starts; by default as from a terminal (a shell's
+    background job, as the suite may be, starts with SIGINT ignored)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("MYCLAW_")}
     env["MYCLAW_HOME"] = str(home)
     return subprocess.run(
-        [sys.executable, "-c", _INTERRUPT_AT, module, *args],
+        with_sigint(sigint, sys.executable, "-c", _INTERRUPT_AT, module, *args),
         cwd=REPO, env=env, capture_output=True, text=True, timeout=60, check=False,
     )
 
@@ -50,6 +56,21 @@ def test_ctrl_c_as_a_command_starts_is_one_line_and_exit_130(tmp_path: Path) -> 
     (tmp_path / "config.json").write_text('{"channels": {"telegram": {"enabled": true, "token": "1:x"}}}', "utf-8")
     # gateway.app is imported when `myclaw gateway` begins to start the gateway.
     r = _myclaw_interrupted(tmp_path, "gateway.app", "gateway")
+    assert r.returncode == 130, r.stderr
+    assert r.stderr == "myclaw: interrupted\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["config.json"]
+
+
+@pytest.mark.parametrize("command", ["gateway", "chat"])
+def test_ctrl_c_as_a_command_starts_stops_it_even_if_it_was_started_with_sigint_ignored(
+    tmp_path: Path, command: str
+) -> None:
+    """A gateway started by a script's background job or some supervisors
+    ignored Ctrl-C until its own handlers were in, seconds into the start
+    (Python keeps an inherited SIG_IGN), then honoured it: whether a stop
+    took depended on when it came."""
+    (tmp_path / "config.json").write_text('{"channels": {"telegram": {"enabled": true, "token": "1:x"}}}', "utf-8")
+    r = _myclaw_interrupted(tmp_path, "gateway.app", command, sigint="ignored")
     assert r.returncode == 130, r.stderr
     assert r.stderr == "myclaw: interrupted\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["config.json"]

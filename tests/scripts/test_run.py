@@ -63,3 +63,17 @@ def test_a_failed_install_is_tried_again_at_the_next_start(tmp_path: Path) -> No
     assert r.returncode == 1 and "no network" in r.stderr and "installing dependencies failed" in r.stderr
     python.write_text(_RECORDER, encoding="utf-8")
     assert len([c for c in _run(repo, "run") if "pip install" in c]) == 2
+
+
+def test_run_becomes_the_gateway_so_a_signal_sent_to_it_reaches_myclaw(tmp_path: Path) -> None:
+    # A supervisor signals the pid it started: a bash left waiting in between
+    # would take SIGINT/SIGTERM itself (or ignore it, as a background job).
+    repo = _repo(tmp_path, "run")
+    _run(repo, "run")  # the install, done once
+    myclaw = repo / ".venv" / "bin" / "myclaw"
+    myclaw.write_text('#!/usr/bin/env bash\necho "myclaw pid $$"\n', encoding="utf-8")
+    with subprocess.Popen([str(repo / "scripts" / "run"), "--log-level", "info"], stdout=subprocess.PIPE, text=True,
+                          env={**os.environ, "PYTHON": "false"}) as proc:
+        out, _ = proc.communicate(timeout=30)
+    assert proc.returncode == 0
+    assert out == f"myclaw pid {proc.pid}\n"
