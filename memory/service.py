@@ -22,6 +22,7 @@ import structlog
 from .backend import MemoryBackend, Turn
 from .batch import RowBatcher, insert_statement
 from .buffer import NOT_GONE, drop_lines
+from .changelog import write_log
 from .clock import format_ts, local_day
 from .engine import MemoryEngine, more_source_text, row_to_event, row_to_memory
 from .forgetting import Forgotten, erase_planned, event_hit, plan_erasure, repeats_forgotten
@@ -188,11 +189,15 @@ class SqliteMemory(MemoryBackend):
         content, source_text = redact_credentials(content), redact_credentials(source_text)
         same = await self.engine.find_same(user, content)
         if same is not None:
-            # Saying it again reinforces the existing memory instead of duplicating it.
-            m = await self.engine.update(
-                same.id, importance=max(same.importance, importance), touch=True,
-                source_text=more_source_text(same.source_text, source_text),
-            )
+            # Saying it again reinforces the existing memory instead of duplicating it;
+            # logged as the extraction's are: Core Memory shows it again (engine.newer_facts).
+            async with self.engine.db.transaction() as conn:
+                m = await self.engine.update(
+                    same.id, importance=max(same.importance, importance), touch=True,
+                    source_text=more_source_text(same.source_text, source_text), conn=conn,
+                )
+                await write_log(conn, at=self.engine.now(), job="chat", owner=user, action="reinforce",
+                                memory_id=m.id, detail={"restated": content})
         else:
             m = await self.engine.add(
                 NewMemory(
