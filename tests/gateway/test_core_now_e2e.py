@@ -134,6 +134,8 @@ async def test_a_replaced_instruction_leaves_core_memory_at_once_but_for_its_his
                              rf"  \(it replaced what was said on 2026-03-03, no longer true: {ENGLISH}\)$", core, re.M), core
             assert core.count(ENGLISH) == 1, core
             assert ENGLISH not in _recalled(body)
+            # The rules tell the model Core Memory holds what was said minutes ago, not only long ago.
+            assert "what they said about themselves minutes ago" in text_of(body["messages"][0]["content"])
             # Never in a group's prompt, not even as history.
             body = await _say(app, tg, llm, -500, UNRELATED + " @bot", chat_type="group", mention=True)
             assert ENGLISH not in json.dumps(body["messages"], ensure_ascii=False)
