@@ -271,9 +271,6 @@ class Compressor:
             self.leases.hold(COMPRESS_LEASE, "weekly_compress", ttl=self.lease_ttl, timeout=self.job_timeout) as lease,
             self.engine.db.larger_cache(),
         ):
-            # What this run's profile refreshes read is written by now: what
-            # is written after, Core Memory shows until the next run (engine.newer_facts).
-            newest = await self.engine.db.fetchone("SELECT COALESCE(MAX(id), 0) FROM memories")
             owners = [r[0] for r in await self.engine.db.fetchall(
                 "SELECT DISTINCT owner FROM memories WHERE status = 'active' ORDER BY owner")]
             for owner in owners:
@@ -290,10 +287,10 @@ class Compressor:
                 await lease.renew()
             async with self.engine.db.transaction() as conn:
                 summary = {k: v for k, v in report.__dict__.items() if k != "notes"}
+                # Each user's refresh logged what it read (profile_read): per_owner
+                # tells engine.refreshed_upto this line holds no cutoff for all.
                 await write_log(conn, at=self.engine.now(), job="weekly_compress", action="run",
-                                detail={**summary, "newest_id": newest[0] if newest is not None else 0})
-                self.engine.db.bump(REFRESH)
-                self.engine.db.bump(TIER1)  # the Core Memory blocks it shapes
+                                detail={**summary, "per_owner": True})
         log.info("weekly compression done", **{k: v for k, v in report.__dict__.items() if k != "notes"})
         return report
 
@@ -446,6 +443,13 @@ class Compressor:
         return bool(row[0] == len(ids))
 
     async def _refresh_profile(self, owner: str, report: WeeklyReport) -> None:
+        # What this refresh reads is written by now (a merge of this run's
+        # too): what is written or said again after, Core Memory shows until
+        # a refresh of theirs reads it (engine.newer_facts). Read first: a
+        # fact written meanwhile is shown once more, never missed.
+        read = await self.engine.db.fetchone(
+            "SELECT (SELECT COALESCE(MAX(id), 0) FROM memories), (SELECT COALESCE(MAX(id), 0) FROM memory_log)")
+        upto = {"newest_id": read[0], "log_id": read[1]} if read is not None else {"newest_id": 0, "log_id": 0}
         high = [
             row_to_memory(r)
             for r in await self.engine.db.fetchall(
@@ -550,6 +554,15 @@ class Compressor:
                 report.notes.append(f"{owner}: {len(held)} profile demotions over the {self.gate:.0%} gate held back")
                 await write_log(conn, at=at, job="weekly_compress", owner=owner, action="demote_held",
                                 detail={"gate": self.gate, "held": [m.id for m in held]})
+            await _read_upto(self.engine, conn, owner, upto)
+
+
+async def _read_upto(engine: MemoryEngine, conn: aiosqlite.Connection, owner: str, upto: dict[str, int]) -> None:
+    """Log what ``owner``'s refresh read (engine.refreshed_upto): only when
+    it succeeded, so a failed one's facts stay in Core Memory."""
+    await write_log(conn, at=engine.now(), job="weekly_compress", owner=owner, action="profile_read", detail=upto)
+    engine.db.bump(REFRESH)
+    engine.db.bump(TIER1)  # the Core Memory block it shapes
 
 
 async def _stale_entries(conn: aiosqlite.Connection, owner: str, entries: Sequence[Memory]) -> list[Memory]:

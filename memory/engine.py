@@ -332,7 +332,9 @@ class MemoryEngine:
         self._profiles: OrderedDict[
             tuple[str, bool, bool], tuple[tuple[int, int], str, frozenset[int]]
         ] = OrderedDict()
-        self._refreshed: tuple[tuple[int, int], int] | None = None  # (stamp, refreshed_upto)
+        # (REFRESH stamp, owner -> refreshed_upto); emptied when a refresh ends.
+        self._refreshed: tuple[tuple[int, int], dict[str, tuple[int, int]]] | None = None
+        self._owners_kept = owners_kept
         self._erased: set[int] = set()  # memories erased or reworded since the last purge_erased
         self._erase_listeners: list[Callable[[Sequence[int]], object]] = []
 
@@ -566,7 +568,8 @@ class MemoryEngine:
             await conn.execute("UPDATE memories_fts SET text = ? WHERE rowid = ?", (text, memory_id))
             self.db.bump(INDEX)
         self._projects.pop(row["owner"], None)
-        if _in_core(row["tier"], row["category"], sets.get("category")) or sets.get("tier") == 1:
+        if (_in_core(row["tier"], row["category"], sets.get("category")) or sets.get("tier") == 1
+                or row["superseded_by"] is not None):  # its words may be under the newer fact's line
             self.db.bump(TIER1)
         async with conn.execute("SELECT * FROM memories WHERE id = ?", (memory_id,)) as cur:
             new = await cur.fetchone()
@@ -612,7 +615,7 @@ class MemoryEngine:
         for target in {row["superseded_by"], superseded_by} - {None, memory_id}:
             await self._reindex_one(conn, target)
         self._projects.pop(row["owner"], None)
-        if _in_core(row["tier"], row["category"]):
+        if _in_core(row["tier"], row["category"]) or row["superseded_by"] is not None or superseded_by is not None:
             self.db.bump(TIER1)
 
     async def _reindex_one(self, conn: aiosqlite.Connection, memory_id: int) -> None:
@@ -656,7 +659,7 @@ class MemoryEngine:
         await _drop_cached_vectors(conn, [content])
         self._erased.add(memory_id)
         self._projects.pop(row["owner"], None)
-        if _in_core(row["tier"], row["category"]):
+        if _in_core(row["tier"], row["category"]) or row["superseded_by"] is not None:
             self.db.bump(TIER1)
 
     async def purge_erased(self) -> None:
@@ -855,11 +858,21 @@ class MemoryEngine:
         # The newer facts first within the budget: they are what the user
         # just said about themselves, and the prompt's rule lets the later
         # of two disagreeing memories hold; the entries take the rest.
+        # A newer fact that replaced one shows it under it, dated and marked
+        # as no longer true, as recall would have (docs/RETRIEVAL.md §6a),
+        # which leaves it out now. Only here: a group's block has no newer
+        # facts; never a credential (replaced_facts); within the budget.
+        old = await self.replaced_facts(owner, [m.id for m in newer])
         after: list[str] = []
         shown: list[int] = []
         used = 0
         for m in newer:
             line = line_of(m)
+            if m.id in old:
+                day, words = old[m.id]
+                more = f"{line}\n  (it replaced what was said on {day[:10]}, no longer true: " \
+                       f"{truncate(words, PROFILE_ENTRY_CHARS // 2)})"
+                line = more if used + estimate_tokens(more) <= PROFILE_TOKEN_BUDGET else line
             if used + estimate_tokens(line) > PROFILE_TOKEN_BUDGET:
                 break
             after.append(line)
@@ -886,46 +899,74 @@ class MemoryEngine:
         return text, held
 
     async def newer_facts(self, owner: str, entries: Sequence[Memory] = ()) -> list[Memory]:
-        """``owner``'s Tier 2 facts for Core Memory until the weekly refresh
-        has read them (:data:`NEWER_CATEGORIES`, written after its last run
-        started: :meth:`refreshed_upto`), newest first; not one that
-        ``entries`` (the Tier 1 shown) states in the same words or was drawn
-        from. A replaced fact is no longer active: it leaves at once."""
-        upto = await self.refreshed_upto()
+        """``owner``'s Tier 2 facts for Core Memory until their weekly
+        refresh has read them (:data:`NEWER_CATEGORIES`, written or said
+        again since that refresh read: :meth:`refreshed_upto`), newest first;
+        not one that ``entries`` (the Tier 1 shown) states in the same words
+        or was drawn from. A replaced fact is no longer active: it leaves at once."""
+        upto, log_upto = await self.refreshed_upto(owner)
         cats = ",".join("?" * len(NEWER_CATEGORIES))
+        # Said again (reinforced) since: the user repeating it is a strong
+        # signal, and the row it reinforced is older than the marker.
         rows = await self.db.reader.execute_fetchall(
             f"""SELECT * FROM memories
-                WHERE owner = ? AND status = 'active' AND tier = 2 AND id > ?
+                WHERE owner = ? AND status = 'active' AND tier = 2
+                  AND (id > ? OR id IN (SELECT memory_id FROM memory_log
+                                        WHERE owner = ? AND action = 'reinforce' AND id > ?))
                   AND category IN ({cats}) AND importance >= ?
-                ORDER BY id DESC LIMIT ?""",
-            [owner, upto, *NEWER_CATEGORIES, NEWER_MIN_IMPORTANCE, NEWER_LIMIT + len(entries)],
+                ORDER BY updated_at DESC, id DESC LIMIT ?""",  # newest said first: a reinforced fact anew
+            [owner, upto, owner, log_upto, *NEWER_CATEGORIES, NEWER_MIN_IMPORTANCE, NEWER_LIMIT + len(entries)],
         )
         hashes = {content_hash(e.content) for e in entries}
         cited = {r[2:] for e in entries for r in e.provenance.refs if r.startswith("m:")}
         out = [row_to_memory(r) for r in rows]
         return [m for m in out if str(m.id) not in cited and content_hash(m.content) not in hashes][:NEWER_LIMIT]
 
-    async def refreshed_upto(self) -> int:
-        """The newest memory id when the last weekly refresh started (its
-        ``run`` log line keeps it): the facts written since, it has not read.
-        0 when it never ran. Cached until a run ends (:data:`REFRESH`)."""
+    async def refreshed_upto(self, owner: str) -> tuple[int, int]:
+        """What ``owner``'s last weekly refresh read, as (the newest memory
+        id, the newest change-log id) when it read: the facts written, or
+        said again, since, it has not read. Its ``profile_read`` log line
+        keeps them; one that failed (the model erred) writes none, so its
+        facts stay. With none, the last run that logged one cutoff for all
+        (before per-user lines), else 0. Cached until a refresh ends (:data:`REFRESH`)."""
         stamp = await self.db.stamp(REFRESH)
-        if self._refreshed is not None and self._refreshed[0] == stamp:
-            return self._refreshed[1]
+        if self._refreshed is None or self._refreshed[0] != stamp:
+            self._refreshed = (stamp, {})
+        known = self._refreshed[1]
+        if owner in known:
+            return known[owner]
         row = await self.db.fetchone(
-            "SELECT at, detail FROM memory_log WHERE job = 'weekly_compress' AND action = 'run' ORDER BY id DESC LIMIT 1"
+            "SELECT detail FROM memory_log WHERE owner = ? AND action = 'profile_read' AND job = 'weekly_compress' "
+            "ORDER BY id DESC LIMIT 1", (owner,),
         )
-        upto = 0
-        if row is not None:
-            try:
-                upto = int(json.loads(row["detail"])["newest_id"])
-            except (ValueError, TypeError, KeyError):
-                # A run logged before it kept the id: what was said by its end.
-                got = await self.db.fetchone("SELECT COALESCE(MAX(id), 0) FROM memories WHERE created_at <= ?",
-                                             (row["at"],))
-                upto = int(got[0]) if got is not None else 0
-        self._refreshed = (stamp, upto)
+        try:
+            got = json.loads(row["detail"]) if row is not None else None
+            upto = (int(got["newest_id"]), int(got["log_id"])) if got is not None else await self._run_upto()
+        except (ValueError, TypeError, KeyError):
+            upto = await self._run_upto()
+        if len(known) >= self._owners_kept:
+            known.clear()
+        known[owner] = upto
         return upto
+
+    async def _run_upto(self) -> tuple[int, int]:
+        """The cutoff of the last weekly run that logged one for all users
+        (an older version's: its ``run`` line has no ``per_owner``), as
+        :meth:`refreshed_upto`: no fact said again counts after it."""
+        row = await self.db.fetchone(
+            "SELECT id, at, detail FROM memory_log WHERE job = 'weekly_compress' AND action = 'run' "
+            "AND json_extract(CASE WHEN json_valid(detail) THEN detail END, '$.per_owner') IS NULL "
+            "ORDER BY id DESC LIMIT 1"
+        )
+        if row is None:
+            return 0, 0
+        try:
+            return int(json.loads(row["detail"])["newest_id"]), int(row["id"])
+        except (ValueError, TypeError, KeyError):
+            # A run logged before it kept the id: what was said by its end.
+            got = await self.db.fetchone("SELECT COALESCE(MAX(id), 0) FROM memories WHERE created_at <= ?",
+                                         (row["at"],))
+            return (int(got[0]) if got is not None else 0), int(row["id"])
 
     async def same_words_as(self, owner: str, entries: Sequence[Memory]) -> frozenset[int]:
         """Ids of ``owner``'s active Tier 2 facts worded as one of ``entries``."""

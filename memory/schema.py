@@ -265,6 +265,13 @@ async def _v10_search_terms(conn: aiosqlite.Connection) -> None:
     await conn.execute("ALTER TABLE memories ADD COLUMN search_terms TEXT NOT NULL DEFAULT ''")
 
 
+async def _v11_log_by_owner(conn: aiosqlite.Connection) -> None:
+    # Core Memory reads a user's last refresh (memory_log action
+    # 'profile_read') and the facts they said again since ('reinforce'):
+    # by owner and action, not a walk of everyone's log (engine.refreshed_upto).
+    await run_script(conn, "CREATE INDEX IF NOT EXISTS idx_log_owner_action ON memory_log(owner, action);")
+
+
 _SMALL_TALK = (
     "category = 'conversation' AND importance <= 0.2 AND tier = 2 AND status = 'active' "
     "AND source IN ('extraction', 'compression')"
@@ -282,6 +289,7 @@ MIGRATIONS: list[Migration] = [
     _v8_small_talk_is_temp,
     _v9_renamed_from,
     _v10_search_terms,
+    _v11_log_by_owner,
 ]
 
 BUFFER_SCHEMA = "buffer"

@@ -22,6 +22,7 @@ import structlog
 from .backend import MemoryBackend, Turn
 from .batch import RowBatcher, insert_statement
 from .buffer import NOT_GONE, drop_lines
+from .changelog import write_log
 from .clock import format_ts, local_day
 from .cues import clean_terms, safe_terms
 from .engine import MemoryEngine, more_source_text, row_to_event, row_to_memory
@@ -191,14 +192,18 @@ class SqliteMemory(MemoryBackend):
         same = await self.engine.find_same(user, content)
         if same is not None:
             # Saying it again reinforces the existing memory instead of duplicating it,
-            # and its new terms find it too (the first ones kept, up to the cap).
+            # and its new terms find it too (the first ones kept, up to the cap);
+            # logged as the extraction's are: Core Memory shows it again (engine.newer_facts).
             more = safe_terms(search_terms, credential=same.category is Category.CREDENTIAL)
             terms = clean_terms([*same.search_terms, *more])
-            m = await self.engine.update(
-                same.id, importance=max(same.importance, importance), touch=True,
-                source_text=more_source_text(same.source_text, source_text),
-                search_terms=terms if terms != same.search_terms else None,
-            )
+            async with self.engine.db.transaction() as conn:
+                m = await self.engine.update(
+                    same.id, importance=max(same.importance, importance), touch=True,
+                    source_text=more_source_text(same.source_text, source_text),
+                    search_terms=terms if terms != same.search_terms else None, conn=conn,
+                )
+                await write_log(conn, at=self.engine.now(), job="chat", owner=user, action="reinforce",
+                                memory_id=m.id, detail={"restated": content})
         else:
             m = await self.engine.add(
                 NewMemory(

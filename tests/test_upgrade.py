@@ -155,6 +155,15 @@ def _memory_v10(v: int) -> list[Row]:
                                      topic="database", search_terms="数据库\ndatabase")]
 
 
+def _memory_v11(v: int) -> list[Row]:
+    # What a user's weekly refresh read, and a fact they said again since.
+    return [*_memory_v10(v),
+            ("memory_log", {"at": at(v), "job": "weekly_compress", "owner": "telegram:alice", "action": "profile_read",
+                            "detail": json.dumps({"newest_id": v * 10 + 6, "log_id": 0})}),
+            ("memory_log", {"at": at(v, 9), "job": "extraction", "owner": "telegram:alice", "action": "reinforce",
+                            "memory_id": v * 10 + 1, "detail": json.dumps({"restated": "the garden again"})})]
+
+
 MEMORY_ERAS: dict[str, Era] = {
     "_v1_core": lambda v: [("meta", {"key": "tokenizer", "value": INDEX_VERSION}), *_memory_v1(v)],
     "_v2_memories_by_owner_date": _memory_v1,  # an index: the same rows again
@@ -168,6 +177,7 @@ MEMORY_ERAS: dict[str, Era] = {
     "_v8_small_talk_is_temp": lambda v: _memory_v6(v),
     "_v9_renamed_from": _memory_v9,
     "_v10_search_terms": _memory_v10,
+    "_v11_log_by_owner": _memory_v11,
 }
 
 BUFFER_ERAS: dict[str, Era] = {

@@ -115,7 +115,7 @@ async def test_a_standing_instruction_is_in_core_memory_of_the_next_unrelated_me
             await asyncio.wait_for(app.close(), 15)
 
 
-async def test_a_replaced_instruction_leaves_core_memory_at_once(tmp_path: Path) -> None:
+async def test_a_replaced_instruction_leaves_core_memory_at_once_but_for_its_history(tmp_path: Path) -> None:
     clock = ManualClock("2026-03-03T09:00:00Z")
     async with FakeOpenAI(api_key="sk-core-now-0123456789", responder=_model) as llm, FakeTelegram() as tg:
         app = _start(tmp_path, clock, llm, tg)
@@ -129,8 +129,16 @@ async def test_a_replaced_instruction_leaves_core_memory_at_once(tmp_path: Path)
 
             body = await _say(app, tg, llm, 7, UNRELATED)
             core = _core(body)
-            assert CHINESE in core and ENGLISH not in core, core
+            # English only as the history under Chinese, dated, no longer true ("when had I asked for English?").
+            assert re.search(rf"^- \[m\d+ · 2026-03-03\] {CHINESE}\n"
+                             rf"  \(it replaced what was said on 2026-03-03, no longer true: {ENGLISH}\)$", core, re.M), core
+            assert core.count(ENGLISH) == 1, core
             assert ENGLISH not in _recalled(body)
+            # The rules tell the model Core Memory holds what was said minutes ago, not only long ago.
+            assert "what they said about themselves minutes ago" in text_of(body["messages"][0]["content"])
+            # Never in a group's prompt, not even as history.
+            body = await _say(app, tg, llm, -500, UNRELATED + " @bot", chat_type="group", mention=True)
+            assert ENGLISH not in json.dumps(body["messages"], ensure_ascii=False)
         finally:
             await asyncio.wait_for(app.close(), 15)
 

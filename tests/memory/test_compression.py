@@ -866,3 +866,126 @@ async def test_a_days_summaries_are_shown_with_their_day(engine: MemoryEngine, f
     fake.responder = lambda body: Reply(reply([], "x"))
     await Compressor(engine, llm).daily()
     assert "- 2026-02-25 Wed [feishu] 星河下周三交付" in user_prompt(fake.requests[0]), user_prompt(fake.requests[0])
+
+
+# -- what each user's refresh read (engine.refreshed_upto, per owner) ----------
+
+
+def _profile_or(body: dict[str, Any], entries: list[dict[str, Any]], *, fail_for: str = "") -> Reply:
+    if fail_for and fail_for in user_prompt(body):
+        return Reply(status=500, content=None)
+    return Reply(json.dumps({"entries": entries}))
+
+
+async def test_a_users_failed_refresh_leaves_their_new_facts_in_core_memory(
+    engine: MemoryEngine, fake: FakeOpenAI, llm: MemoryLLM
+) -> None:
+    """Bob's refresh fails (the model errs): it read none of his facts, so
+    the one he said before the run stays in Core Memory until a refresh of
+    his succeeds, not a week out of it. Alice's, read, leaves hers."""
+    await engine.add(NewMemory(owner="alice", content="Alice wants answers in English", category=Category.CONFIG,
+                               importance=0.9))
+    await engine.add(NewMemory(owner="bob", content="Bob wants answers in French", category=Category.CONFIG,
+                               importance=0.9))
+    fake.responder = lambda body: _profile_or(body, [{"content": "Alice is a Go developer", "category": "identity"}],
+                                              fail_for="Bob")
+    rep = await Compressor(engine, llm).weekly()
+    assert rep.failed == 1
+    assert await engine.profile_markdown("alice") == "- Alice is a Go developer"
+    assert await engine.profile_markdown("bob") == "- Bob wants answers in French"
+    # The next run reads his: from then on it is recalled by its words.
+    fake.responder = lambda body: _profile_or(body, [{"content": "Bob is a Rust developer", "category": "identity"}])
+    await Compressor(engine, llm).weekly()
+    assert await engine.profile_markdown("bob") == "- Bob is a Rust developer"
+
+
+async def test_a_fact_a_weekly_merge_wrote_was_read_by_the_refresh_after_it(
+    engine: MemoryEngine, fake: FakeOpenAI, llm: MemoryLLM
+) -> None:
+    """The merge runs before the user's refresh, which reads what it wrote:
+    not in Core Memory as if said after the run."""
+    for w in ("English", "short answers"):
+        await engine.add(NewMemory(owner="alice", content=f"Alice wants {w}", category=Category.CONFIG,
+                                   importance=0.9))
+
+    def answer(body: dict[str, Any]) -> Reply:
+        if kind(body) == "merge":
+            return Reply(json.dumps({"facts": [{"content": "Alice wants short answers in English",
+                                                "category": "config", "from": [1, 2]}]}))
+        return _profile_or(body, [{"content": "Alice is a Go developer", "category": "identity"}])
+
+    fake.responder = answer
+    rep = await Compressor(engine, llm, min_partition=2).weekly()
+    assert rep.created == 1
+    assert await engine.profile_markdown("alice") == "- Alice is a Go developer"
+
+
+async def test_saying_a_fact_again_brings_it_back_into_core_memory_until_the_next_refresh(
+    engine: MemoryEngine, clock: ManualClock, fake: FakeOpenAI, llm: MemoryLLM
+) -> None:
+    """The refresh read "answer me in English" and left it out of the
+    profile; the user says it again: a strong signal, in Core Memory from
+    the next prompt (the reinforced row, not a new one), until a refresh
+    has read it again, now said twice."""
+    fact = await engine.add(NewMemory(owner="alice", content="Alice wants answers in English",
+                                      category=Category.CONFIG, importance=0.8))
+    fake.responder = lambda body: _profile_or(body, [{"content": "Alice is a Go developer", "category": "identity"}])
+    await Compressor(engine, llm).weekly()
+    assert await engine.profile_markdown("alice") == "- Alice is a Go developer"
+
+    clock.advance(2 * 86400)
+    await engine.add_event("alice", "2026-03-02", "Alice asked again for answers in English")
+    fake.responder = lambda body: Reply(reply([{"content": "Alice wants answers in English", "category": "config",
+                                                "importance": 0.8}], "x"))
+    assert (await Compressor(engine, llm).daily()).reinforced == 1
+    assert await engine.profile_markdown("alice") == "- Alice is a Go developer\n- Alice wants answers in English"
+    assert fact.id in await engine.profile_ids("alice")
+
+    seen: list[str] = []
+
+    def profile(body: dict[str, Any]) -> Reply:
+        seen.append(user_prompt(body))
+        return _profile_or(body, [{"content": "Alice is a Go developer", "category": "identity"}])
+
+    fake.responder = profile
+    await Compressor(engine, llm).weekly()
+    assert "Alice wants answers in English" in seen[-1]  # read again
+    assert await engine.profile_markdown("alice") == "- Alice is a Go developer"
+
+
+async def test_a_run_before_per_user_refreshes_counts_for_every_user(
+    engine: MemoryEngine, clock: ManualClock, fake: FakeOpenAI, llm: MemoryLLM
+) -> None:
+    """memory.db upgraded: the last run logged one newest id for all. A
+    user whose first refresh since fails keeps that run's cutoff."""
+    from memory.changelog import write_log
+
+    await engine.add(NewMemory(owner="bob", content="Bob wants answers in French", category=Category.CONFIG,
+                               importance=0.9))
+    async with engine.db.transaction() as conn:  # an older version's run line
+        await write_log(conn, at=engine.now(), job="weekly_compress", action="run", detail={"newest_id": 1})
+    await engine.add(NewMemory(owner="bob", content="Bob is called Robert", category=Category.IDENTITY,
+                               importance=0.9))
+    assert await engine.profile_markdown("bob") == "- Bob is called Robert"
+    fake.responder = lambda body: _profile_or(body, [], fail_for="Bob")
+    await Compressor(engine, llm).weekly()
+    assert await engine.profile_markdown("bob") == "- Bob is called Robert"
+
+
+async def test_asking_to_remember_it_again_brings_it_back_too(
+    engine: MemoryEngine, clock: ManualClock, fake: FakeOpenAI, llm: MemoryLLM
+) -> None:
+    """memory_save of the same words reinforces the row (no duplicate): said
+    again, as extraction's reinforcing is, and in Core Memory again."""
+    fact = await engine.add(NewMemory(owner="alice", content="Alice wants answers in English",
+                                      category=Category.CONFIG, importance=0.8))
+    fake.responder = lambda body: _profile_or(body, [{"content": "Alice is a Go developer", "category": "identity"}])
+    await Compressor(engine, llm).weekly()
+    assert await engine.profile_markdown("alice") == "- Alice is a Go developer"
+    clock.advance(3600)
+    hit = await SqliteMemory(engine).remember("alice", "Alice wants answers in English", provenance=Provenance(),
+                                              category="config")
+    assert hit.id == fact.id
+    assert await engine.profile_markdown("alice") == "- Alice is a Go developer\n- Alice wants answers in English"
+    [logged] = [e for e in await read_log(engine.db, owner="alice") if e.action == "reinforce"]
+    assert (logged.job, logged.memory_id) == ("chat", fact.id)

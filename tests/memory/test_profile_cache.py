@@ -101,7 +101,10 @@ async def test_a_new_identity_or_config_fact_is_in_core_memory_before_the_weekly
     chinese = await engine.add(t2("alice", "Alice wants answers in Chinese again"))
     await engine.set_status(english.id, "superseded", superseded_by=chinese.id)
     text = await engine.profile_markdown("alice")
-    assert "English" not in text and "Chinese again" in text
+    assert "Chinese again" in text
+    # Only as what it replaced (no longer true, dated), not as a line of its own.
+    assert [line for line in text.splitlines() if "English" in line] == [
+        "  (it replaced what was said on 2026-03-01, no longer true: Alice wants answers in English)"]
 
 
 async def test_never_a_credential_nor_another_kind_nor_a_minor_fact(engine: MemoryEngine) -> None:
@@ -158,3 +161,67 @@ async def test_a_weekly_run_logged_before_it_kept_its_id_counts_by_its_time(
     clock.advance(3600)
     await engine.add(t2("alice", "Alice is called Yang", Category.IDENTITY, 1.0))
     assert await engine.profile_markdown("alice") == "- Alice is called Yang"
+
+
+# -- the fact a newer one replaced, under it (docs/RETRIEVAL.md §6a) ----------
+
+
+async def test_a_new_fact_that_replaced_one_shows_it_dated_as_no_longer_true(
+    engine: MemoryEngine, clock: ManualClock
+) -> None:
+    """As recall would (format_hit): "when had we picked English?" is
+    answerable from Core Memory alone, which recall then leaves out."""
+    english = await engine.add(t2("alice", "Alice wants answers in English"))
+    clock.advance(3 * 86400)
+    chinese = await engine.add(t2("alice", "Alice wants answers in Chinese again"))
+    await engine.set_status(english.id, "superseded", superseded_by=chinese.id)
+    assert await engine.profile_markdown("alice", ids=True) == (
+        f"- [m{chinese.id} · 2026-03-04] Alice wants answers in Chinese again\n"
+        "  (it replaced what was said on 2026-03-01, no longer true: Alice wants answers in English)")
+    assert await engine.profile_ids("alice", ids=True) == {chinese.id}
+    # Erased (the user's /forget m<id>): its words leave the cached block at once.
+    await engine.delete(english.id)
+    assert await engine.profile_markdown("alice", ids=True) == (
+        f"- [m{chinese.id} · 2026-03-04] Alice wants answers in Chinese again")
+
+
+async def test_no_replaced_line_for_a_credential_an_edit_nor_a_decision_it_replaced_once_merged(
+    engine: MemoryEngine,
+) -> None:
+    old_key = await engine.add(t2("alice", "Alice's build key is sk-old-0123456789abcdef", Category.CREDENTIAL))
+    server = await engine.add(t2("alice", "Alice builds on build-02 now"))
+    await engine.set_status(old_key.id, "superseded", superseded_by=server.id)
+    # Drawn from an edited message: what it replaced was a slip, never true.
+    typo = await engine.add(t2("alice", "Alice is called Yamg", Category.IDENTITY, 1.0))
+    fixed = await engine.add(NewMemory(owner="alice", content="Alice is called Yang", importance=1.0,
+                                       category=Category.IDENTITY, source_text="(edited) call me Yang"))
+    await engine.set_status(typo.id, "superseded", superseded_by=fixed.id)
+    text = await engine.profile_markdown("alice", ids=True)
+    assert "sk-old" not in text and "Yamg" not in text and "replaced" not in text, text
+
+
+async def test_the_replaced_line_keeps_within_the_budget(engine: MemoryEngine) -> None:
+    from memory.engine import PROFILE_TOKEN_BUDGET
+    from memory.tokens import estimate_tokens
+
+    for i in range(40):
+        await engine.add(t1("alice", f"Alice's standing entry number {i}: " + "word " * 50))
+    old = await engine.add(t2("alice", "Alice wants answers in English " + "please " * 40))
+    new = await engine.add(t2("alice", "Alice wants answers in Chinese again"))
+    await engine.set_status(old.id, "superseded", superseded_by=new.id)
+    text = await engine.profile_markdown("alice", ids=True)
+    assert estimate_tokens(text) <= PROFILE_TOKEN_BUDGET
+    assert text.splitlines()[-2].endswith("Alice wants answers in Chinese again")  # first in, with its history
+    assert text.splitlines()[-1].startswith("  (it replaced what was said on")
+
+
+async def test_erasing_a_replaced_fact_of_another_kind_takes_its_words_out_of_the_block(engine: MemoryEngine) -> None:
+    # A decision replaced by a config fact: only the line under the config fact held its words.
+    old = await engine.add(t2("alice", "Alice deploys atlas from her laptop", Category.DECISION))
+    new = await engine.add(t2("alice", "Alice deploys atlas from CI only"))
+    await engine.set_status(old.id, "superseded", superseded_by=new.id)
+    assert "from her laptop" in await engine.profile_markdown("alice", ids=True)
+    await engine.delete(old.id)
+    assert "from her laptop" not in await engine.profile_markdown("alice", ids=True)
+    await engine.update(new.id, content="Alice deploys atlas from CI")  # and an edit of the new one
+    assert await engine.profile_markdown("alice") == "- Alice deploys atlas from CI"
