@@ -447,6 +447,7 @@ async def test_a_recalled_message_takes_its_files_by_its_message_id_after_a_rest
         assert await files.forget_message("feishu:oc_team", "om_gone", [old.id]) == 1  # by the history row's ids
         assert [f.name for f in files.files("feishu:oc_team")] == ["bees.txt"]
         assert [f.name for f in files.files("feishu:oc_other")] == ["same-id.txt"]
+        assert files.owned("alice") == []  # nor does /export list them
         assert await rows(d) == [("feishu:oc_team", "bob", "bees.txt"), ("feishu:oc_other", "carol", "same-id.txt")]
     finally:
         await d.close()
