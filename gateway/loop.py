@@ -698,7 +698,7 @@ class ProcessLoop:
                 rows = await self.sessions.erase_message(key, item.msg.message_id, user)
                 if item.recalled and item.kept and self.files is not None:
                     # Withdrawn for every member: file_read must not read it to one (gateway/revisions.py).
-                    await self.files.forget_files(key, [f.id for f in item.kept])
+                    await self.files.forget_message(key, item.msg.message_id, [f.id for f in item.kept])
                 if item.superseded:
                     log.info("superseded turn's rows erased", chat=key, message_id=item.msg.message_id, rows=rows)
                     if self._erased(item):
@@ -1035,7 +1035,7 @@ class ProcessLoop:
             # for); an incognito turn's stay in memory only.
             # (Kept once: a turn begun again for an edit has them already.)
             kept = item.kept = item.kept if item.kept is not None else await self.files.keep(
-                key, user, msg.documents, incognito=quiet)
+                key, user, msg.documents, incognito=quiet, message_id=msg.message_id)
         tz = await self._zone(user)
         # What the message is about beyond its own words: the message it
         # replies to, the messages it forwards (maybe all there is).
@@ -1843,7 +1843,7 @@ class ProcessLoop:
         quiet = self.incognito is not None and await self.incognito.since(user) is not None
         kept = item.kept
         if kept is None and msg.documents and self.files is not None:
-            kept = await self.files.keep(key, user, msg.documents, incognito=quiet)
+            kept = await self.files.keep(key, user, msg.documents, incognito=quiet, message_id=msg.message_id)
         context = TurnContext.of(msg, kept or [])
         await self.sessions.append(
             key, channel=msg.channel, chat_id=msg.chat_id, role="user", content=msg.history_text, owner=user,

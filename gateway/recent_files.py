@@ -24,7 +24,9 @@ Rows past the day are deleted (on every write, at start, and by
 :meth:`RecentFiles.run_sweeper`), not only hidden.
 
 They are the chat's, not a user's memory: anyone in the chat saw the file,
-and nothing here reaches another chat. ``/forget all`` drops a user's
+and nothing here reaches another chat. A recalled message (Feishu's unsend)
+takes its files with it: each keeps the platform message id it came with
+(migration 024), as the history's row may be pruned long before the day is out. ``/forget all`` drops a user's
 files with the rest of their data (and ``/export`` lists them). A file sent
 in an incognito turn is kept in memory only, as every file was before:
 ``file_read`` still reads it, a restart forgets it, and it never reaches
@@ -70,6 +72,9 @@ class KeptFile:
     received: datetime
     owner: str  # the memory user who sent it, for /forget all
     pages: int | None = None
+    # The platform message it came with, in its chat: a recall (Feishu's
+    # unsend) finds its files by it. '' for a file kept before (migration 024).
+    message_id: str = ""
 
 
 @dataclass(frozen=True)
@@ -173,12 +178,13 @@ class RecentFiles:
             log.error("recent files past the day not deleted at start (gateway.db cannot be written); the sweeper "
                       "tries again", **error_fields(exc))
         rows = await self.db.fetchall(
-            "SELECT id, chat, owner, name, pages, chars, received FROM recent_files WHERE received >= ? ORDER BY id",
+            "SELECT id, chat, owner, name, pages, chars, received, message_id FROM recent_files WHERE received >= ? "
+            "ORDER BY id",
             (cutoff,),
         )
         for r in rows:
             f = KeptFile(int(r[0]), str(r[3]), int(r[5]), datetime.fromtimestamp(float(r[6]), UTC), str(r[2]),
-                         None if r[4] is None else int(r[4]))
+                         None if r[4] is None else int(r[4]), str(r[7]))
             self._chats.setdefault(str(r[1]), []).append(f)
             self._chats.move_to_end(str(r[1]))
             self._chars += f.chars
@@ -186,9 +192,10 @@ class RecentFiles:
         self._loaded = True
 
     async def keep(
-        self, chat: str, owner: str, docs: Sequence[Document], *, incognito: bool = False
+        self, chat: str, owner: str, docs: Sequence[Document], *, incognito: bool = False, message_id: str = ""
     ) -> list[KeptFile]:
-        """Keep ``docs``, sent by ``owner`` in ``chat``: in the index and in
+        """Keep ``docs``, sent by ``owner`` in ``chat`` with the message
+        ``message_id`` (:meth:`forget_message` finds them by it): in the index and in
         memory at once (``file_read`` reads them from here on), on disk in
         the background (:meth:`flush` waits for it); ``incognito``: in
         memory only, never written to disk. Returns them as kept, one per
@@ -206,7 +213,7 @@ class RecentFiles:
                 fid, self._next_memory_id = self._next_memory_id, self._next_memory_id - 1
             else:
                 fid, self._next_id = self._next_id, self._next_id + 1
-            new.append(KeptFile(fid, doc.name, len(doc.full_text), now, owner, doc.pages))
+            new.append(KeptFile(fid, doc.name, len(doc.full_text), now, owner, doc.pages, message_id))
         gone = self._overflow(chat, new, now)
         for f, doc in zip(new, docs, strict=True):
             if f.id not in gone:
@@ -277,10 +284,10 @@ class RecentFiles:
             async with self.db.transaction() as conn:
                 for f, blob in written:
                     await conn.execute(
-                        "INSERT INTO recent_files (id, chat, owner, name, pages, chars, received, text) "
-                        "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                        "INSERT INTO recent_files (id, chat, owner, name, pages, chars, received, text, message_id) "
+                        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                         (f.id, chat_of.get(f.id, job.chat), f.owner, f.name, f.pages, f.chars,
-                         f.received.timestamp(), blob),
+                         f.received.timestamp(), blob, f.message_id),
                     )
                 await _delete(conn, gone)
                 await conn.execute("DELETE FROM recent_files WHERE received < ?", (self._cutoff(),))
@@ -299,19 +306,30 @@ class RecentFiles:
             self._drop(lambda f: True, chats=[chat])
             return n + memory
 
-    async def forget_files(self, chat: str, ids: Iterable[int]) -> int:
-        """Drop the chat's files ``ids`` (the message that carried them was
-        recalled: gone for every member, so no one may have it read out);
-        how many."""
+    async def forget_message(self, chat: str, message_id: str, ids: Iterable[int] = ()) -> int:
+        """Drop the files the chat's message ``message_id`` carried (it was
+        recalled: gone for every member, so no one may have it read out),
+        found by that id, which each file keeps: its history row, which
+        names them too, may be pruned by then. ``ids``: the files the row
+        names, for a file kept before files kept their message ('').
+        How many."""
         drop = set(ids)
-        if not drop:
+        if not message_id and not drop:
             return 0
+
+        def gone(f: KeptFile) -> bool:
+            return f.id in drop or (bool(message_id) and f.message_id == message_id)
+
         async with self._lock:
             await self._load()
             marks = ", ".join("?" * len(drop))
-            _, n = await self.db.write(f"DELETE FROM recent_files WHERE chat = ? AND id IN ({marks})", (chat, *drop))
-            memory = sum(1 for f in self._chats.get(chat, ()) if f.id in drop and f.id in self._texts)
-            self._drop(lambda f: f.id in drop, chats=[chat])
+            by_id = f" OR id IN ({marks})" if drop else ""
+            _, n = await self.db.write(
+                f"DELETE FROM recent_files WHERE chat = ? AND ((message_id != '' AND message_id = ?){by_id})",
+                (chat, message_id, *drop),
+            )
+            memory = sum(1 for f in self._chats.get(chat, ()) if gone(f) and f.id in self._texts)
+            self._drop(gone, chats=[chat])
             return n + memory
 
     async def forget_owner(self, owner: str) -> int:

@@ -155,17 +155,22 @@ class Revisions:
                      replies=waiting)
         row = await self.sessions.find(key, msg.message_id)
         owner = row.owner if row is not None else None
-        rows = 0
+        rows = files = 0
         from .resume import TurnContext  # here: resume imports inbox, which imports this module
 
-        if row is not None and self.files is not None and (context := TurnContext.loads(row.context)) is not None:
+        if self.files is not None:
             # Its files go too: file_read would read a withdrawn file to
             # whoever asks in the chat, members who never saw it included.
-            await self.files.forget_files(key, [f.id for f in context.files])
+            # Found by the message's id, which each file keeps: its row here
+            # may be pruned already (the row's ids: a file kept before that).
+            context = TurnContext.loads(row.context) if row is not None else None
+            files = await self.files.forget_message(key, msg.message_id, [f.id for f in context.files] if context else ())
+            if files:
+                log.info("recalled message's files dropped", chat=key, message_id=msg.message_id, files=files)
         if owner is not None:
             rows = await self.sessions.erase_message(key, msg.message_id, owner)
-            if rows:
-                await self.sessions.db.checkpoint()  # the deleted rows' old pages, as _forget_history
+        if rows or files:
+            await self.sessions.db.checkpoint()  # the deleted rows' old pages (a file's too), as _forget_history
         retract: Any = getattr(self.backend, "retract", None)
         if callable(retract):
             done = await retract(
@@ -176,9 +181,9 @@ class Revisions:
                     rows += await self.sessions.erase_message(key, msg.message_id, cited)
             if not rows and not done.owners:
                 log.info("recall of a message not stored ignored", chat=key, message_id=msg.message_id)
-                return "recalled" if waiting else "unknown"
+                return "recalled" if waiting or files else "unknown"
         elif not rows:
-            return "recalled" if waiting else "unknown"
+            return "recalled" if waiting or files else "unknown"
         log.info("message recalled: erased from history and memory", chat=key, message_id=msg.message_id,
                  history_rows=rows)
         return "recalled"

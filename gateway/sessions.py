@@ -460,6 +460,16 @@ async def _m023_erasure_requests(conn: aiosqlite.Connection) -> None:
     )
 
 
+async def _m024_recent_file_messages(conn: aiosqlite.Connection) -> None:
+    # The platform message a recent file came with (gateway/recent_files.py),
+    # so a recall removes its files by that id even once the message's Tier 0
+    # row, which names them too, is pruned. '' on the rows from before: a
+    # recall finds those by the row alone, as it did.
+    cols = {str(r[1]) for r in await conn.execute_fetchall("PRAGMA table_info(recent_files)")}
+    if "message_id" not in cols:
+        await conn.execute("ALTER TABLE recent_files ADD COLUMN message_id TEXT NOT NULL DEFAULT ''")
+
+
 MIGRATIONS: list[Migration] = [
     _m001_sessions,
     _m002_message_ids,
@@ -484,6 +494,7 @@ MIGRATIONS: list[Migration] = [
     _m021_job_reply_fallback,
     _m022_revision_attempts,
     _m023_erasure_requests,
+    _m024_recent_file_messages,
 ]
 
 

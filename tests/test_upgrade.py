@@ -365,6 +365,12 @@ GATEWAY_ERAS: dict[str, Era] = {
         ("erasure_requests", {"id": v, "whom": f"telegram:gone{v}", "asked_at": at(v), "taken_at": at(v, 1),
                               "done_at": at(v, 2), "counts": json.dumps({"memories": v})}),
     ],
+    "_m024_recent_file_messages": lambda v: [  # a file that knows the message it came with (a recall finds it by it)
+        *_chat(v, context=True, sender_name=True),
+        ("recent_files", {"id": v, "chat": f"telegram:{v}", "owner": "telegram:dana", "name": f"{word(v)}.pdf",
+                          "pages": 3, "chars": 20, "received": 1_700_000_000.0 + v, "message_id": f"{v}01",
+                          "text": zlib.compress(f"the {word(v)} minutes".encode())}),
+    ],
 }
 
 

@@ -65,7 +65,8 @@ class EventParseError(ValueError):
 @dataclass(frozen=True)
 class ParsedMessage:
     message: InboundMessage
-    # Every id of the sender (open_id, union_id, user_id): allowFrom may list any.
+    # Every id of the sender (open_id, union_id, user_id with its tenant, and bare
+    # for the app's own tenant: _sender): allowFrom may list any.
     sender_ids: tuple[str, ...]
     # The pictures of an ``image`` message or a ``post`` (its ``img``
     # elements), in order: keys for the message resource API.
@@ -91,6 +92,32 @@ def event_type_of(payload: Mapping[str, Any]) -> str:
         return str(header.get("event_type") or "")
     event = payload.get("event")
     return str(event.get("type") or "") if isinstance(event, Mapping) else ""
+
+
+def _sender(ids: Mapping[str, Any], tenant: str, app_tenant: str) -> tuple[str, tuple[str, ...]]:
+    """Who sent it (its ``sender_id``, the owner's second half) and every id
+    allowFrom may match. Feishu's ids differ in reach: an open_id is the
+    user's for this app, a union_id for its developer's apps, a user_id
+    within one tenant only (and sent with the "user ID" permission alone).
+    An external group holds several tenants, so a user_id is taken with
+    the sender's ``tenant_key`` (``u0001@2ed2...``): two tenants' "u0001"
+    are two people, never one owner sharing memory. A bare user_id still
+    matches allowFrom for the app's own tenant (or a sender naming none,
+    as before), as the operator read it off their admin console."""
+    open_id, union_id, user_id = (str(ids.get(k) or "") for k in ("open_id", "union_id", "user_id"))
+    scoped = f"{user_id}@{tenant}" if user_id and tenant else ""
+    bare = user_id if user_id and (not tenant or tenant == app_tenant) else ""
+    allowed = tuple(i for i in (open_id, union_id, scoped, bare) if i)
+    if open_id or union_id:
+        return open_id or union_id, allowed
+    if not user_id:
+        # Its owner would be "feishu:", one shared by every such sender.
+        raise EventParseError("message sender has no open_id, union_id or user_id")
+    if not tenant:
+        # A user_id is one tenant's: taken bare, someone of another tenant
+        # with the same user_id would be this sender, and read their memory.
+        raise EventParseError("message sender named by user_id alone and no tenant_key")
+    return scoped, allowed
 
 
 def parse_message_event(
@@ -130,11 +157,9 @@ def parse_message_event(
 
     sender_id = sender.get("sender_id")
     ids: Mapping[str, Any] = sender_id if isinstance(sender_id, Mapping) else {}
-    open_id = str(ids.get("open_id") or "")
-    sender_ids = tuple(str(ids[k]) for k in ("open_id", "union_id", "user_id") if ids.get(k))
-    if not sender_ids:
-        # Its owner would be "feishu:", one shared by every such sender.
-        raise EventParseError("message sender has no open_id, union_id or user_id")
+    raw_header = payload.get("header")
+    header: Mapping[str, Any] = raw_header if isinstance(raw_header, Mapping) else {}
+    who, sender_ids = _sender(ids, str(sender.get("tenant_key") or ""), str(header.get("tenant_key") or ""))
 
     mentions = [m for m in message.get("mentions") or () if isinstance(m, Mapping)]
     mentioned = _mentions_bot(mentions, bot_open_id)
@@ -184,12 +209,10 @@ def parse_message_event(
         mentioned = True
     parent_id = str(message.get("parent_id") or "")
     root_id = str(message.get("root_id") or "")
-    raw_header = payload.get("header")
-    header: Mapping[str, Any] = raw_header if isinstance(raw_header, Mapping) else {}
     inbound = InboundMessage(
         channel="feishu",
         chat_id=str(chat_id),
-        sender_id=open_id or sender_ids[0],
+        sender_id=who,
         text=text,
         message_id=str(message_id),
         timestamp=_timestamp(message.get("create_time") or header.get("create_time")),

@@ -184,3 +184,33 @@ def test_a_user_named_by_no_id_is_refused() -> None:
             "content": '{"text":"hi"}'}}}
         with pytest.raises(EventParseError, match="no open_id, union_id or user_id"):
             parse_message_event(event, bot_open_id=None)
+
+
+def _sent_by(ids: dict[str, str], sender_tenant: str, app_tenant: str = "t_home") -> dict[str, object]:
+    event = _event("text", {"text": "hi"})
+    sender = event["event"]["sender"]  # type: ignore[index]
+    sender.update(sender_id=ids, tenant_key=sender_tenant)
+    event["header"] = {"event_id": "ev_1", "event_type": "im.message.receive_v1", "tenant_key": app_tenant}
+    return event
+
+
+def test_a_sender_named_by_user_id_alone_is_told_apart_by_tenant() -> None:
+    """A user_id is unique within one tenant only (an external group holds
+    several): a sender without open_id or union_id is named by user_id and
+    the sender's tenant_key, so two tenants' "u0001" are two senders (and
+    owners); without the tenant it cannot be told apart, and is refused.
+    allowFrom matches a bare user_id for the app's own tenant only."""
+    def parsed(ids: dict[str, str], tenant: str) -> tuple[str, tuple[str, ...]]:
+        p = parse_message_event(_sent_by(ids, tenant), bot_open_id="ou_bot")
+        assert p is not None
+        return p.message.sender_id, p.sender_ids
+
+    home = parsed({"user_id": "u0001"}, "t_home")
+    away = parsed({"user_id": "u0001"}, "t_away")
+    assert home == ("u0001@t_home", ("u0001@t_home", "u0001"))
+    assert away == ("u0001@t_away", ("u0001@t_away",))  # not the home tenant's "u0001" for allowFrom
+    assert parsed({"union_id": "on_9", "user_id": "u0001"}, "t_away") == ("on_9", ("on_9", "u0001@t_away"))
+    assert parsed({"open_id": "ou_9", "user_id": "u0001"}, "t_home") == ("ou_9", ("ou_9", "u0001@t_home", "u0001"))
+    assert parsed({"open_id": "ou_8", "user_id": "u0001"}, "t_away") == ("ou_8", ("ou_8", "u0001@t_away"))
+    with pytest.raises(EventParseError, match="user_id alone and no tenant_key"):
+        parse_message_event(_sent_by({"user_id": "u0001"}, ""), bot_open_id="ou_bot")

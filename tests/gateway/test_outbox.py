@@ -157,7 +157,7 @@ async def test_rows_kept_before_send_keys_get_one_for_good(tmp_path: Path, clock
     finally:
         await old.close()
     async with await SessionStore.open(path, clock) as store:
-        assert int((await store.db.fetchone("PRAGMA user_version"))[0]) == len(MIGRATIONS) == 23
+        assert int((await store.db.fetchone("PRAGMA user_version"))[0]) == len(MIGRATIONS) == 24
         rows = await Outbox(store.db).older_than(clock.now())
         keys = [p.message.send_key for p in rows]
         assert [p.message.answers for p in rows] == ["om_1", "om_1"] and len(set(keys)) == 2

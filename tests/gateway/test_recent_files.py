@@ -419,3 +419,42 @@ async def test_the_files_words_come_from_are_the_owners_in_that_chat_newest_firs
     assert await files.sources("telegram:42", "alice", "I take my tea green") == []
     await files.forget_chat("telegram:42")  # /new
     assert await files.sources("telegram:42", "alice", words) == []
+
+
+async def test_a_recalled_message_takes_its_files_by_its_message_id_after_a_restart(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    """Each file keeps the platform message it came with, so a recall finds
+    it by that id alone (its history row, which names the file's id too,
+    may be pruned by then): in that chat only, on disk and in memory; a file
+    kept before message ids were (``''``) is found by its id still, and a
+    message with no id takes nothing by it."""
+    d, files = await reopened(tmp_path / "gateway.db", clock)
+    await files.keep("feishu:oc_team", "alice", (doc("health.txt", "diagnosis"), doc("bank.txt", "PIN")),
+                     message_id="om_1")
+    await files.keep("feishu:oc_team", "bob", (doc("bees.txt", "hives"),), message_id="om_2")
+    await files.keep("feishu:oc_other", "carol", (doc("same-id.txt", "x"),), message_id="om_1")  # another chat
+    await files.keep("feishu:oc_team", "alice", (doc("quiet.txt", "shh"),), message_id="om_3", incognito=True)
+    [old] = await files.keep("feishu:oc_team", "dan", (doc("old.txt", "from before"),))  # no message id
+    await files.flush()
+    await d.close()
+
+    d, files = await reopened(tmp_path / "gateway.db", clock)
+    try:
+        assert [f.message_id for f in files.files("feishu:oc_team")] == ["om_1", "om_1", "om_2", ""]
+        assert await files.forget_message("feishu:oc_team", "om_1") == 2
+        assert await files.forget_message("feishu:oc_team", "") == 0  # no id: nothing by it
+        assert await files.forget_message("feishu:oc_team", "om_gone", [old.id]) == 1  # by the history row's ids
+        assert [f.name for f in files.files("feishu:oc_team")] == ["bees.txt"]
+        assert [f.name for f in files.files("feishu:oc_other")] == ["same-id.txt"]
+        assert files.owned("alice") == []  # nor does /export list them
+        assert await rows(d) == [("feishu:oc_team", "bob", "bees.txt"), ("feishu:oc_other", "carol", "same-id.txt")]
+    finally:
+        await d.close()
+    d, files = await reopened(tmp_path / "gateway.db", clock)
+    try:
+        await files.keep("feishu:oc_team", "alice", (doc("quiet.txt", "shh"),), message_id="om_3", incognito=True)
+        assert await files.forget_message("feishu:oc_team", "om_3") == 1  # in memory only, found all the same
+        assert [f.name for f in files.files("feishu:oc_team")] == ["bees.txt"]
+    finally:
+        await d.close()

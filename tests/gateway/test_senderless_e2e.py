@@ -80,3 +80,36 @@ async def test_a_telegram_message_without_from_or_sender_chat_is_refused(tmp_pat
     warned = [e for e in logs if e["log_level"] == "warning"]
     assert len(warned) == 1 and "sender" in warned[0]["event"], warned
     assert all("8812" not in str(e) for e in logs)
+
+
+async def test_two_tenants_feishu_senders_named_by_the_same_user_id_are_two_people(
+    tmp_path: Path, clock: ManualClock
+) -> None:
+    """An external chat holds users of two tenants, and a user_id is unique
+    within one tenant only. Two senders Feishu names by user_id "u0001"
+    alone (no open_id, no union_id), each with their own tenant_key, are two
+    owners: what the bot remembers of Alice is not recalled for Bob."""
+    from memory import Provenance
+
+    async with FakeOpenAI(api_key="sk-senderless-0123456789", responder=lambda b: Reply(content="re: " + said(b))) \
+            as llm, FakeFeishu() as feishu:
+        app = _app(tmp_path, clock, llm, {"feishu": _feishu_section(feishu, "webhook")})
+        try:
+            await app.open()
+            await asyncio.wait_for(app.start(), 15)
+            assert app.http is not None and app.backend is not None
+            hook = app.http.url + "/feishu/events"
+            alice = f"feishu:u0001@{feishu.tenant_key}"
+            await app.backend.remember(alice, f"Alice's {SECRET}",
+                                       provenance=Provenance(channel="feishu", chat_id="oc_alice", group=False))
+            for chat, tenant in (("oc_alice", feishu.tenant_key), ("oc_bob", "3f0a77c1e2d45b90")):
+                event = feishu.message_event("what is my locker code?", chat_id=chat, open_id="", union_id="",
+                                             user_id="u0001")
+                event["event"]["sender"]["tenant_key"] = tenant  # the sender's tenant; the header's is the app's
+                assert (await feishu.push_event(hook, event, encrypt_key=ENCRYPT_KEY)).status_code == 200
+                await _until(lambda chat=chat: any(m["chat_id"] == chat for m in feishu.sent))  # type: ignore[misc]
+            assert app.loop is not None and await app.loop.drain(5)
+        finally:
+            await asyncio.wait_for(app.close(), 15)
+    assert [o for o, _ in _user_rows(tmp_path)] == [alice, "feishu:u0001@3f0a77c1e2d45b90"]
+    assert [("8812" in str(r["messages"])) for r in llm.requests] == [True, False]  # Alice's turn, Bob's
