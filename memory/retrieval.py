@@ -729,14 +729,18 @@ class Retriever:
             return []
         days = _event_days(when, tz)
         q = build_query(query)
-        rows, idf, stats = await self._candidates(
-            _EVENTS, q, [user], select="x.*", join="daily_events x", where=""
-        )
-        if days:
-            have = {r["id"] for r in rows}
-            rows += [r for r in await self._events_on(user, days) if r["id"] not in have]
-        if period_only:
-            rows = [r for r in rows if _on_days(r["event_date"], days)]
+        if period_only:  # the period's rows are all the candidates: its words only score them
+            rows = await self._events_on(user, days)
+            stats, df = await self._term_stats(_EVENTS, [x.term for x in q]) if rows else (_Stats(0, 1.0), {})
+            n = max(stats.rows, *df.values(), 0) + PRIOR_ROWS
+            idf = {x.term: math.log(1.0 + (n - df.get(x.term, 0) + 0.5) / (df.get(x.term, 0) + 0.5)) for x in q}
+        else:
+            rows, idf, stats = await self._candidates(
+                _EVENTS, q, [user], select="x.*", join="daily_events x", where=""
+            )
+            if days:
+                have = {r["id"] for r in rows}
+                rows += [r for r in await self._events_on(user, days) if r["id"] not in have]
         if not rows:
             return []
         if days:
