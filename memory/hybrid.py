@@ -158,8 +158,11 @@ class HybridRetriever:
     def candidates(self) -> int:
         return self.lexical.candidates
 
-    async def search_events(self, user: str, query: str, *, limit: int = 8) -> list[Hit]:
-        return await self.lexical.search_events(user, query, limit=limit)
+    async def search_events(
+        self, user: str, query: str, *, limit: int = 8, now: datetime | None = None, tz: tzinfo | None = None,
+        period_only: bool = False,
+    ) -> list[Hit]:
+        return await self.lexical.search_events(user, query, limit=limit, now=now, tz=tz, period_only=period_only)
 
     async def _query_vector(self, task: asyncio.Task[list[np.ndarray]], started: float) -> np.ndarray | None:
         left = self.timeout - (time.perf_counter() - started)

@@ -53,7 +53,7 @@ import math
 from collections import Counter
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, tzinfo
+from datetime import UTC, datetime, time, timedelta, tzinfo
 
 import sqlite3
 
@@ -119,6 +119,9 @@ WHEN_TERM = "\x00when"  # never an index term: normalize() drops NUL
 WHEN_WEIGHT = 1.0
 """Weight of a time reference in the message ("last week", "in July 2023",
 上个月), matched by the memory's date; it counts like one message word."""
+DATED_EVENTS_MAX = 62
+"""Events of a time reference's period read besides those its words find:
+a month of days in two chats ("上个月我们聊了什么"); the newest first."""
 MOOD_WEIGHT = 1.0
 """Weight of each negative mood class the message names ("I'm scared",
 我很害怕; :mod:`memory.mood`): one query term held by the memories of that
@@ -708,24 +711,53 @@ class Retriever:
         )
 
     async def search_events(
-        self, user: str, query: str, *, limit: int = 5, now: datetime | None = None
+        self, user: str, query: str, *, limit: int = 5, now: datetime | None = None, tz: tzinfo | None = None,
+        period_only: bool = False,
     ) -> list[Hit]:
         """Tier 3 events of ``user`` matching ``query``, best first, scored
-        like memories (event-category decay by the event's date)."""
+        like memories (event-category decay by the event's date).
+
+        A time reference in the query ("上周", "last Wednesday"; days of
+        ``tz``, the user's zone, as the events' dates are) is one more term,
+        held by the events of that period, and those events rank above the
+        rest: "what did we talk about last week?" is answered by last week's
+        summaries even when they share no word with it. ``period_only``:
+        only the events of the query's periods (none without one)."""
+        now = now or self.engine.clock.now()
+        when = periods(normalize(query[:MAX_QUERY_CHARS]), now, tz) if WHEN_WEIGHT > 0 else []
+        if period_only and not when:
+            return []
+        days = _event_days(when, tz)
         q = build_query(query)
-        rows, idf, stats = await self._candidates(
-            _EVENTS, q, [user], select="x.*", join="daily_events x", where=""
-        )
+        if period_only:  # the period's rows are all the candidates: its words only score them
+            rows = await self._events_on(user, days)
+            stats, df = await self._term_stats(_EVENTS, [x.term for x in q]) if rows else (_Stats(0, 1.0), {})
+            n = max(stats.rows, *df.values(), 0) + PRIOR_ROWS
+            idf = {x.term: math.log(1.0 + (n - df.get(x.term, 0) + 0.5) / (df.get(x.term, 0) + 0.5)) for x in q}
+        else:
+            rows, idf, stats = await self._candidates(
+                _EVENTS, q, [user], select="x.*", join="daily_events x", where=""
+            )
+            if days:
+                have = {r["id"] for r in rows}
+                rows += [r for r in await self._events_on(user, days) if r["id"] not in have]
         if not rows:
             return []
-        now = now or self.engine.clock.now()
+        if days:
+            # The period as a term (as for memories): its document count is
+            # how many of the user's events fall in it.
+            dated = sum(1 for r in rows if _on_days(r["event_date"], days))
+            n = max(stats.rows, len(rows)) + PRIOR_ROWS
+            idf = {**{x.term: idf.get(x.term, math.log(1.0 + (n + 0.5) / 0.5)) for x in q},
+                   WHEN_TERM: math.log(1.0 + (n - dated + 0.5) / (dated + 0.5))}
+            q = [*q, QueryTerm(WHEN_TERM, WHEN_WEIGHT, True)]
         relevance = _Relevance(q, idf, stats.avg_len)
         hits: list[Hit] = []
         for r in rows:
-            rel = relevance(r["_terms"])
+            rel = relevance(r["_terms"], _on_days(r["event_date"], days))
             if rel < MIN_RELEVANCE:
                 continue
-            days = (now - parse_ts(r["event_date"] + "T00:00:00Z")).total_seconds() / 86400.0
+            days_ago = (now - parse_ts(r["event_date"] + "T00:00:00Z")).total_seconds() / 86400.0
             prov = Provenance.from_json(r["provenance"])
             if not prov.channel:
                 prov = Provenance(
@@ -742,15 +774,40 @@ class Retriever:
                     kind="event",
                     id=r["id"],
                     content=r["summary"],
-                    score=rel * (0.8 + 0.2 * 0.5 * decay_factor("event", days)),
+                    score=rel * (0.8 + 0.2 * 0.5 * decay_factor("event", days_ago)),
                     date=r["event_date"],
                     category="event",
                     source="event",
                     provenance=prov,
                 )
             )
-        hits.sort(key=lambda h: (-h.score, -h.id))
+        hits.sort(key=lambda h: (not _on_days(h.date, days), -h.score, -h.id))
         return hits[:limit]
+
+    async def _events_on(self, user: str, days: Sequence[tuple[str, str]]) -> list[sqlite3.Row]:
+        """``user``'s events dated in ``days`` (newest first, capped): one
+        range scan of ``(owner, event_date)`` each."""
+        on = " OR ".join("(x.event_date >= ? AND x.event_date < ?)" for _ in days)
+        return await self._fetch(
+            f"""SELECT x.*, f.text AS _terms FROM daily_events x JOIN {_EVENTS.fts} f ON f.rowid = x.id
+                WHERE x.owner = ? AND ({on}) ORDER BY x.event_date DESC, x.id DESC LIMIT ?""",
+            [user, *(d for pair in days for d in pair), DATED_EVENTS_MAX],
+        )
+
+
+def _event_days(when: Sequence[Period], tz: tzinfo | None) -> list[tuple[str, str]]:
+    """Each period as the half-open range of the user's calendar days it
+    touches (``YYYY-MM-DD``, the dates events are written under)."""
+    out = []
+    for a, b in when:
+        first, end = a.astimezone(tz or UTC), b.astimezone(tz or UTC)
+        last = end.date() if end.time() == time(0) else end.date() + timedelta(days=1)  # 刚才: a part of a day
+        out.append((first.date().isoformat(), last.isoformat()))
+    return out
+
+
+def _on_days(day: str, days: Sequence[tuple[str, str]]) -> bool:
+    return any(a <= day < b for a, b in days)
 
 
 class _IndexedHere:

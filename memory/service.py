@@ -26,6 +26,7 @@ from .changelog import write_log
 from .clock import format_ts, local_day
 from .cues import clean_terms, safe_terms
 from .engine import MemoryEngine, more_source_text, row_to_event, row_to_memory
+from .format import fit_budget
 from .forgetting import Forgotten, erase_planned, event_hit, plan_erasure, repeats_forgotten
 from .scope import Chat
 from .redact import redact_credentials
@@ -56,6 +57,10 @@ if TYPE_CHECKING:  # numpy comes with it: imported only when memory.embedding is
 __all__ = ["EDITED_MARK", "EDITED_SUFFIX", "Retracted", "SqliteMemory", "original_message_id"]
 
 log = structlog.get_logger(component="memory")
+
+RECALL_EVENTS = 3
+"""Places of the prompt's memory block (of 5) a time reference's chat
+summaries may take: a week's days, with room left for the facts."""
 
 BufferListener = Callable[[str], Awaitable[None] | None]
 
@@ -154,7 +159,23 @@ class SqliteMemory(MemoryBackend):
         self.engine.note_access(h.id for h in hits if h.kind == "memory")
         if private:
             hits = await self._with_replaced(user, hits, tz)
+            hits = await self._with_period_events(user, query, hits, tz)
         return hits
+
+    async def _with_period_events(self, user: str, query: str, hits: list[Hit], tz: tzinfo | None) -> list[Hit]:
+        """A message that names a time ("上周我们聊了什么？", "what did we
+        talk about last Wednesday?") gets the summaries of that period's
+        chats (Tier 3) in the block, up to :data:`RECALL_EVENTS` of its
+        places, ranked with the facts: the log answers it, and the model
+        need not think of calling memory_search. Otherwise Tier 3 stays
+        on demand (seed 000), as the private chat's only."""
+        events = await self.retriever.search_events(user, query, limit=RECALL_EVENTS, tz=tz, period_only=True)
+        if not events:
+            return hits
+        lx = self.retriever if isinstance(self.retriever, Retriever) else self.retriever.lexical
+        facts = hits[: max(0, lx.max_hits - len(events))]
+        both = sorted([*events, *facts], key=lambda h: -h.score)
+        return fit_budget(both, max_hits=lx.max_hits, max_chars=lx.max_chars, token_budget=lx.token_budget)
 
     async def _with_replaced(self, user: str, hits: list[Hit], tz: tzinfo | None) -> list[Hit]:
         """Each recalled fact that replaced one (the user changed their mind)
@@ -171,7 +192,7 @@ class SqliteMemory(MemoryBackend):
         chat: Chat | None = None,
     ) -> list[Hit]:
         facts = await self.retriever.retrieve(user, query, private=private, limit=limit, tz=tz, chat=chat)
-        events = await self.retriever.search_events(user, query, limit=limit) if private else []
+        events = await self.retriever.search_events(user, query, limit=limit, tz=tz) if private else []
         hits = _once(sorted([*facts, *events], key=lambda h: -h.score))[:limit]
         self.engine.note_access(h.id for h in hits if h.kind == "memory")
         return hits

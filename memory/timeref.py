@@ -9,7 +9,16 @@ Pure rules, English and Chinese, relative to ``now`` (the engine's clock):
 * relative: yesterday, today, last night, last/this week, weekend, month,
   year, ``3 days ago``, ``two weeks ago``; 昨天, 前天, 今天, 上周, 这周, 上个月,
   本月, 去年, 今年, ``三天前``, ``两个月前``; one step further back
-  (大前天, 上上周, 上上个月, 大前年).
+  (大前天, 上上周, 上上个月, 大前年); colloquial 昨儿, 前儿, 今儿.
+* a day of a week: ``上周三`` (that Wednesday, not the week), ``这周二``,
+  ``上上周五``, ``last Wednesday``, ``on Monday``, a bare ``周三`` (the
+  latest before today: said on a Wednesday, "Wednesday" is not today);
+  never in a habit or a count (每周三, 一周三次, 上周一起).
+* vague spans, as the days they can mean rather than one guessed day:
+  前几天 / a few days ago / the other day (yesterday back to 6 days ago),
+  前两天 / a couple of days ago (back to 3), 这几天, 半个月前 (10-20 days
+  ago), 半年前, 几个月前 / a few weeks ago; 刚才 / just now is the last
+  three hours (at 00:30 they began yesterday).
 
 Each reference becomes a half-open UTC range ``[start, end)``; with a
 user's zone, days start at their midnight ("yesterday" at 04:00 in
@@ -45,10 +54,16 @@ _EN_MONTH_FIRST = re.compile(rf"\b({_MONTH})\.?\s+(\d{{1,2}}){_ORD}\b(?!:)(?:,?\
 _EN_MONTH_YEAR = re.compile(rf"\b({_MONTH})\.?,?\s+(?:of\s+)?({_YEAR})\b")
 _EN_MONTH = re.compile(rf"\b(?:(in|during|since|early|late|mid|mid-|last|this|of)\s+)?({_MONTH})\b")
 _EN_YEAR = re.compile(rf"\b({_YEAR})\b")
-_EN_AGO = re.compile(r"\b(\d{1,2}|a|an|one|two|three|four|five|six|seven|eight|nine|ten|a few|few|couple of|a couple of)"
-                     r"\s+(day|week|month|year)s?\s+ago\b")
+_EN_AGO = re.compile(r"\b(\d{1,2}|a|an|one|two|three|four|five|six|seven|eight|nine|ten|a few|few|several|couple of"
+                     r"|a couple of)\s+(day|week|fortnight|month|year)s?\s+ago\b")
+_EN_WEEKDAY = re.compile(r"\b(?:(last|this|on|past|previous|next|every)\s+)?"
+                         r"(monday|tuesday|wednesday|thursday|friday|saturday|sunday)\b(?!s\b)")
+_EN_WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
 _EN_REL = re.compile(r"\b(?:(yesterday|today|tonight|last night|this morning)|(last|this|past|previous)\s+"
                      r"(week|weekend|month|year))\b")
+_VAGUE = {"a few": (1, 6), "few": (1, 6), "several": (1, 6), "couple of": (1, 3), "a couple of": (1, 3)}
+"""Units back (nearest, farthest) a vague count can mean: "a few days ago"
+is yesterday back to six days ago, not exactly three days ago."""
 _EN_NUM = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7,
            "eight": 8, "nine": 9, "ten": 10, "a few": 3, "few": 3, "couple of": 2, "a couple of": 2}
 
@@ -56,6 +71,15 @@ _ZH_NUM = "零一二两三四五六七八九十"
 _ZH_DATE = re.compile(rf"(?:(\d{{4}})年)?([\d{_ZH_NUM}]{{1,3}})月(?:([\d{_ZH_NUM}]{{1,3}})[日号])?")
 _ZH_YEAR = re.compile(r"(\d{4})年")
 _ZH_AGO = re.compile(rf"([\d{_ZH_NUM}几]{{1,3}})(天|周|个星期|个礼拜|星期|个月|年)(?:以)?前")
+# 上周三: a day of a week. Not in a habit (每周三) or one to come (下周三),
+# not before a measure word (一周三次, 上周三个人), and 一 not as the start
+# of a word (上周一起, 这周一直); 周天 is left to 星期天/礼拜天 (一周天气).
+_ZH_WEEKDAY = re.compile(
+    r"(每|上上|上|这|本|下)?个?(?:(周)|星期|礼拜)([一二三四五六日天])"
+    r"(?![次个遍趟回位名件条本只场顿杯块份天])(?<!一(?=[起直些样般定切共同边会整]))(?<!一(?=下(?!午)))"
+)
+_ZH_WEEKDAYS = {c: i for i, c in enumerate("一二三四五六日")} | {"天": 6}
+_ZH_UNIT = {"天": "day", "周": "week", "个星期": "week", "个礼拜": "week", "星期": "week", "个月": "month"}
 _ZH_REL: dict[str, tuple[str, int | None]] = {
     "前天": ("day", -2), "昨天": ("day", -1), "昨晚": ("day", -1), "昨日": ("day", -1),
     "今天": ("day", 0), "今早": ("day", 0), "今晚": ("day", 0), "今日": ("day", 0),
@@ -68,7 +92,22 @@ _ZH_REL: dict[str, tuple[str, int | None]] = {
     "大前天": ("day", -3), "上上周": ("week", -2), "上上个星期": ("week", -2), "上上星期": ("week", -2),
     "上上个礼拜": ("week", -2), "上上礼拜": ("week", -2), "上上个月": ("month", -2), "上上月": ("month", -2),
     "大前年": ("year", -3),
+    # Colloquial (北方话): 昨儿 is 昨天.
+    "昨儿": ("day", -1), "昨儿个": ("day", -1), "前儿": ("day", -2), "前儿个": ("day", -2),
+    "今儿": ("day", 0), "今儿个": ("day", 0),
 }  # fmt: skip
+# Vague spans: (unit, nearest, farthest) units back; 这几天 reaches today (0).
+_ZH_VAGUE: dict[str, tuple[str, int, int]] = {
+    "前几天": ("day", 1, 6), "前些天": ("day", 1, 6), "前两天": ("day", 1, 3), "这几天": ("day", 0, 6),
+    "这两天": ("day", 0, 2), "前些日子": ("day", 1, 14), "半个月前": ("day", 10, 20), "半月前": ("day", 10, 20),
+    "半年前": ("month", 6, 6),
+}  # fmt: skip
+_ZH_VAGUE_RE = re.compile("|".join(sorted(_ZH_VAGUE, key=len, reverse=True)))
+_JUST_NOW = re.compile(r"刚才|刚刚|\bjust now\b|\ba (?:moment|minute) ago\b|\bmoments ago\b")
+_EN_DAY_BEFORE = re.compile(r"\b(?:the\s+)?day\s+before\s+yesterday\b")
+_EN_OTHER_DAY = re.compile(r"\bthe other day\b")
+RECENT = timedelta(hours=3)
+"""What 刚才 / "just now" reaches back to."""
 _ZH_REL_RE = re.compile("|".join(sorted(_ZH_REL, key=len, reverse=True)))
 
 
@@ -138,6 +177,23 @@ def _relative(now: datetime, unit: str, offset: int | None) -> Period | None:
     return None
 
 
+def _span(now: datetime, unit: str, near: int, far: int) -> Period | None:
+    """From the start of the unit ``far`` back to the end of the one ``near`` back."""
+    a, b = _relative(now, unit, -far), _relative(now, unit, -near)
+    return (a[0], b[1]) if a is not None and b is not None else None
+
+
+def _weekday(now: datetime, day: int, week: int | None) -> Period:
+    """Day ``day`` (0 = Monday) of the week ``week`` back, or with None the
+    latest such day before today."""
+    today = datetime(now.year, now.month, now.day, tzinfo=UTC)
+    if week is None:
+        start = today - timedelta(days=(today.weekday() - day - 1) % 7 + 1)
+    else:
+        start = today - timedelta(days=today.weekday() - day) + timedelta(weeks=week)
+    return start, start + timedelta(days=1)
+
+
 def _ago(now: datetime, n: int, unit: str) -> Period | None:
     """"3 days ago": that day; "2 weeks ago": that week; "2 months ago": that month."""
     if n <= 0 or n > 400:
@@ -202,8 +258,24 @@ def _periods(text: str, now: datetime) -> list[Period]:
         put(m, _month(y, mon))
     for m in _EN_YEAR.finditer(text):
         put(m, _year(int(m.group(1))))
+    for m in _JUST_NOW.finditer(text):
+        put(m, (now - RECENT, now + timedelta(minutes=1)))
+    for m in _EN_DAY_BEFORE.finditer(text):
+        put(m, _relative(now, "day", -2))
+    for m in _EN_OTHER_DAY.finditer(text):
+        put(m, _span(now, "day", *_VAGUE["a few"]))
+    for m in _EN_WEEKDAY.finditer(text):
+        which = m.group(1)
+        if which not in ("next", "every"):
+            put(m, _weekday(now, _EN_WEEKDAYS.index(m.group(2)), 0 if which == "this" else None))
     for m in _EN_AGO.finditer(text):
-        put(m, _ago(now, _EN_NUM.get(m.group(1)) or int(m.group(1)), m.group(2)))
+        word, unit = m.group(1), m.group(2)
+        if unit == "fortnight":
+            put(m, _ago(now, 2 * (_EN_NUM.get(word) or int(word)) if word not in _VAGUE else 2, "week"))
+        elif word in _VAGUE:
+            put(m, _span(now, unit, *_VAGUE[word]))
+        else:
+            put(m, _ago(now, _EN_NUM.get(word) or int(word), unit))
     for m in _EN_REL.finditer(text):
         word, which, unit = m.group(1), m.group(2), m.group(3)
         if word:
@@ -221,11 +293,19 @@ def _periods(text: str, now: datetime) -> list[Period]:
         put(m, _day(y, zh_mon, day) if day else _month(y, zh_mon))
     for m in _ZH_YEAR.finditer(text):
         put(m, _year(int(m.group(1))))
+    for m in _ZH_WEEKDAY.finditer(text):
+        head = m.group(1)
+        if head in ("每", "下") or (m.group(2) and m.group(3) == "天"):
+            continue
+        put(m, _weekday(now, _ZH_WEEKDAYS[m.group(3)], {"上上": -2, "上": -1, "这": 0, "本": 0}.get(head or "")))
+    for m in _ZH_VAGUE_RE.finditer(text):
+        put(m, _span(now, *_ZH_VAGUE[m.group(0)]))
     for m in _ZH_AGO.finditer(text):
+        if m.group(1) == "几":  # 几天前: as vague as 前几天
+            put(m, _span(now, _ZH_UNIT.get(m.group(2), "year"), *_VAGUE["a few"]))
+            continue
         n = _zh_int(m.group(1))
-        unit = {"天": "day", "周": "week", "个星期": "week", "个礼拜": "week", "星期": "week", "个月": "month"}.get(
-            m.group(2), "year"
-        )
+        unit = _ZH_UNIT.get(m.group(2), "year")
         if n is not None:
             put(m, _ago(now, n, unit))
     for m in _ZH_REL_RE.finditer(text):

@@ -15,6 +15,12 @@ RETRIEVE = [
     "我的邮箱是多少",
     "帮我回忆一下上周的会议内容",
     "我们之前决定用哪个数据库",
+    # colloquial and vague time words (memory/timeref.py reads them too)
+    "昨儿跟你说的那家店",
+    "半个月前提到的书",
+    "上星期五的会",
+    "上礼拜聊的那个",
+    "前两天说的事",
     "那个项目的配置放在哪里",
     "我住在哪个城市",
     # memory words / time references (en)

@@ -338,6 +338,37 @@ async def test_event_hits_carry_provenance_for_citation(engine: MemoryEngine) ->
     assert h.citation(zh=True) == f"[e{ev.id} · 2026-02-20 · Telegram 上的对话摘要]"
 
 
+async def test_a_time_reference_finds_that_periods_events_first(engine: MemoryEngine) -> None:
+    """"What did we talk about last week?" shares no word with last week's
+    summaries: the period finds them, above an event of another week that
+    matches a word; another user's event of that week never comes."""
+    last = await engine.add_event("u", "2026-02-20", "Planned the hiking trip to the Alps")
+    other = await engine.add_event("u", "2026-02-10", "We talk about talking: a talk on public speaking")
+    await engine.add_event("u", "2026-02-26", "Fixed the kitchen sink")  # this week (Sunday 2026-03-01 now)
+    await engine.add_event("v", "2026-02-19", "Someone else's week")
+    r = Retriever(engine)
+    hits = await r.search_events("u", "what did we talk about last week?")
+    assert [h.id for h in hits][:2] == [last.id, other.id]
+    assert [h.id for h in await r.search_events("u", "what did we talk about last week?", period_only=True)] == [
+        last.id
+    ]
+    assert await r.search_events("u", "what did we talk about?", period_only=True) == []
+
+
+async def test_an_events_period_is_on_the_users_calendar(engine: MemoryEngine, clock: ManualClock) -> None:
+    """At 01:00 Monday in Shanghai (Sunday 17:00 UTC), 上周 there is the week
+    that ended a hour ago, Sunday's chat included; UTC's is the one before."""
+    from zoneinfo import ZoneInfo
+
+    clock.set("2026-03-01T17:00:00Z")
+    sunday = await engine.add_event("u", "2026-03-01", "聊了周日去爬山")
+    before = await engine.add_event("u", "2026-02-20", "讨论了博客迁移")
+    r = Retriever(engine)
+    shanghai = await r.search_events("u", "上周我们聊了什么", tz=ZoneInfo("Asia/Shanghai"), period_only=True)
+    assert [h.id for h in shanghai] == [sunday.id]
+    assert [h.id for h in await r.search_events("u", "上周我们聊了什么", period_only=True)] == [before.id]
+
+
 async def test_retrieve_returns_at_most_five_within_the_token_budget(engine: MemoryEngine) -> None:
     for i in range(12):
         await add(engine, "u", f"kubernetes note {i}: " + "pods restart on failure " * 30)

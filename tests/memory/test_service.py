@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from memory import Category, MemoryEngine, NewMemory, Provenance
+from memory import Category, ManualClock, MemoryEngine, NewMemory, Provenance
 from memory.backend import MemoryBackend, Turn
 from memory.buffer import NOT_GONE
 from memory.changelog import read_log
@@ -55,6 +55,27 @@ async def test_group_recall_does_not_bring_the_private_profile_back(engine: Memo
     assert secret.id not in recalled and secret.id not in found
     # The shared entry is in the group's own prompt, so recall spends no place on it; search finds it.
     assert fact.id in recalled and shared.id not in recalled and {fact.id, shared.id} <= found
+
+
+async def test_a_named_period_recalls_its_events_with_the_facts_in_the_private_chat_only(
+    engine: MemoryEngine, clock: ManualClock
+) -> None:
+    """Recall and search read the period on the user's calendar: at 01:00
+    Monday in Shanghai, 上周 holds Sunday's chat; recall gives it a place
+    next to the facts, a group none, a message naming no time none."""
+    from zoneinfo import ZoneInfo
+
+    mem = SqliteMemory(engine)
+    clock.set("2026-03-01T17:00:00Z")
+    shanghai = ZoneInfo("Asia/Shanghai")
+    sunday = await engine.add_event("alice", "2026-03-01", "聊了周日去香山爬山")
+    fact = await engine.add(NewMemory(owner="alice", content="Alice 喜欢爬山", category=Category.DECISION))
+    recalled = await mem.recall("alice", "上周我们聊了什么爬山的事？", tz=shanghai)
+    assert {("event", sunday.id), ("memory", fact.id)} <= {(h.kind, h.id) for h in recalled}
+    assert ("event", sunday.id) in {(h.kind, h.id) for h in await mem.search("alice", "上周聊了什么", tz=shanghai)}
+    assert all(h.kind == "memory" for h in await mem.recall("alice", "上周我们聊了什么爬山的事？", tz=shanghai,
+                                                            private=False, chat=("feishu", "oc_team")))
+    assert all(h.kind == "memory" for h in await mem.recall("alice", "我们聊了什么爬山的事？", tz=shanghai))
 
 
 async def test_remember_twice_reinforces_instead_of_duplicating(engine: MemoryEngine) -> None:

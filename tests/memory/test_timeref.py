@@ -81,3 +81,82 @@ def test_a_chinese_reference_one_step_further_back_is_not_read_as_the_nearer_one
     holds the nearer word (上周, 前天), which matched inside it, and recall
     favoured the wrong week or day."""
     assert days(text) == want
+
+
+def spans(text: str, now: datetime = NOW) -> list[tuple[str, str]]:
+    return [(a.isoformat(), b.isoformat()) for a, b in periods(normalize(text), now)]
+
+
+@pytest.mark.parametrize(
+    ("text", "want"),
+    [
+        # Colloquial days: 昨儿 is 昨天, 前儿 前天, 今儿 今天.
+        ("昨儿跟你说的那家店", [("2023-10-19", "2023-10-20")]),
+        ("昨儿个", [("2023-10-19", "2023-10-20")]),
+        ("前儿说的", [("2023-10-18", "2023-10-19")]),
+        ("今儿", [("2023-10-20", "2023-10-21")]),
+        # A day of last week is that day, not the whole week (Friday 2023-10-20 now).
+        ("上周三我说了什么", [("2023-10-11", "2023-10-12")]),
+        ("上星期五", [("2023-10-13", "2023-10-14")]),
+        ("上个星期五", [("2023-10-13", "2023-10-14")]),
+        ("上礼拜一", [("2023-10-09", "2023-10-10")]),
+        ("上周日", [("2023-10-15", "2023-10-16")]),
+        ("上星期天", [("2023-10-15", "2023-10-16")]),
+        ("上上周二", [("2023-10-03", "2023-10-04")]),
+        ("这周二", [("2023-10-17", "2023-10-18")]),
+        ("周三说的那个", [("2023-10-18", "2023-10-19")]),  # the latest Wednesday before today
+        ("星期五", [("2023-10-13", "2023-10-14")]),  # said on a Friday: last Friday (today is 今天)
+        ("上周三下午", [("2023-10-11", "2023-10-12")]),
+        # ... but "last week, together" / "all week" / "three times last week" are the week.
+        ("上周一起吃的饭", [("2023-10-09", "2023-10-16")]),
+        ("这周一直很忙", [("2023-10-16", "2023-10-23")]),
+        ("上周三次去健身房", [("2023-10-09", "2023-10-16")]),
+        # Vague spans: the days they can mean, not one guessed day.
+        ("前几天说的", [("2023-10-14", "2023-10-20")]),
+        ("几天前", [("2023-10-14", "2023-10-20")]),
+        ("前两天", [("2023-10-17", "2023-10-20")]),
+        ("这几天", [("2023-10-14", "2023-10-21")]),
+        ("半个月前", [("2023-09-30", "2023-10-11")]),  # 10 to 20 days ago
+        ("半月前", [("2023-09-30", "2023-10-11")]),
+        ("半年前", [("2023-04-01", "2023-05-01")]),
+        ("几个月前", [("2023-04-01", "2023-10-01")]),
+        # English.
+        ("last wednesday", [("2023-10-18", "2023-10-19")]),  # the latest Wednesday before today
+        ("what did i say on monday?", [("2023-10-16", "2023-10-17")]),
+        ("last friday", [("2023-10-13", "2023-10-14")]),
+        ("this tuesday", [("2023-10-17", "2023-10-18")]),
+        ("the day before yesterday", [("2023-10-18", "2023-10-19")]),
+        ("a couple of days ago", [("2023-10-17", "2023-10-20")]),
+        ("a few days ago", [("2023-10-14", "2023-10-20")]),
+        ("the other day", [("2023-10-14", "2023-10-20")]),
+        ("a few weeks ago", [("2023-09-04", "2023-10-16")]),
+        ("a fortnight ago", [("2023-10-02", "2023-10-09")]),
+        ("two days ago", [("2023-10-18", "2023-10-19")]),  # a number stays exact
+    ],
+)
+def test_colloquial_days_weekdays_and_vague_spans(text: str, want: list[tuple[str, str]]) -> None:
+    """A three-month walk as a Chinese user: 前几天, 半个月前, 昨儿 found
+    nothing, and 上周三 favoured all of last week."""
+    assert days(text) == want
+
+
+def test_just_now_is_the_last_hours_not_yesterday_at_half_past_midnight() -> None:
+    """刚才 at 00:30 means the last hours, which began yesterday."""
+    now = datetime(2023, 10, 20, 0, 30, tzinfo=UTC)
+    for text in ("刚才说的那个", "刚刚", "just now", "a moment ago"):
+        assert spans(text, now) == [("2023-10-19T21:30:00+00:00", "2023-10-20T00:31:00+00:00")], text
+
+
+def test_a_weekday_is_the_users_own_in_their_zone() -> None:
+    """Monday 01:00 in Shanghai is Sunday 17:00 UTC: their 上周三 is the
+    Wednesday of the week before their Monday, from their midnight."""
+    from zoneinfo import ZoneInfo
+
+    now = datetime(2023, 10, 22, 17, 0, tzinfo=UTC)
+    [(a, b)] = periods(normalize("上周三"), now, ZoneInfo("Asia/Shanghai"))
+    assert (a, b) == (datetime(2023, 10, 17, 16, 0, tzinfo=UTC), datetime(2023, 10, 18, 16, 0, tzinfo=UTC))
+
+
+@pytest.mark.parametrize("text", ["每周三开会", "一周三次", "两周一次", "周末愉快", "a few", "few days"])
+def test_no_weekday_in_a_habit_or_a_count(text: str) -> None:
+    assert days(text) in ([], [("2023-10-14", "2023-10-16")])  # 周末 is the weekend, never a weekday
