@@ -1395,8 +1395,15 @@ class ProcessLoop:
             # the asker's alone: another member's lines must not steer which
             # of the asker's memories the whole group is shown.
             since = self.sessions.clock.now() - _CONTEXT_WITHIN
-            context = [m.content for m in history if m.role == "user" and (private or m.owner == user)
-                       and parse_ts(m.created_at) >= since][-_CONTEXT_TURNS:]
+            context: list[str] = []
+            # From the newest back, parsing times only until enough are found
+            # (the history holds a whole window; recall wants the last few).
+            for m in reversed(history):
+                if len(context) == _CONTEXT_TURNS:
+                    break
+                if m.role == "user" and (private or m.owner == user) and parse_ts(m.created_at) >= since:
+                    context.append(m.content)
+            context.reverse()
             if quoted:  # "what do you think of this?": the message replied to says what "this" is
                 context.append(quoted[:QUOTE_CHARS])
             return await self.backend.recall(user, text, context=context, private=private, tz=tz, chat=chat)
