@@ -317,15 +317,16 @@ class FeishuClient:
         items = inner.get("items") if isinstance(inner, dict) else None
         return [dict(i) for i in items if isinstance(i, dict)] if isinstance(items, list) else []
 
-    async def user_name(self, open_id: str) -> str:
+    async def user_name(self, user_id: str, id_type: str = "open_id") -> str:
         """A user's display name from the contact directory: ``GET
-        /open-apis/contact/v3/users/:user_id?user_id_type=open_id``, which
-        needs a contact permission (``contact:user.base:readonly``) and the
-        user within the app's contact range; "" when the answer has no name
-        (a field the app may not read). Raises :class:`FeishuApiError`."""
+        /open-apis/contact/v3/users/:user_id?user_id_type=...`` (``open_id``,
+        ``union_id`` or ``user_id``: events.contact_id), which needs a
+        contact permission (``contact:user.base:readonly``) and the user
+        within the app's contact range; "" when the answer has no name (a
+        field the app may not read). Raises :class:`FeishuApiError`."""
         got = await self._call(
-            "GET", f"/open-apis/contact/v3/users/{urllib.parse.quote(open_id, safe='')}",
-            params={"user_id_type": "open_id"},
+            "GET", f"/open-apis/contact/v3/users/{urllib.parse.quote(user_id, safe='')}",
+            params={"user_id_type": id_type},
         )
         inner = got.get("data")
         user = inner.get("user") if isinstance(inner, dict) else None
