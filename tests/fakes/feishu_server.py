@@ -293,6 +293,8 @@ class FakeFeishu:
         # (code, msg) the long-connection endpoint answers with instead of a
         # URL, e.g. (514, "auth failed") for an app without that permission.
         self.ws_refusal: tuple[int, str] | None = None
+        self.ws_gate: asyncio.Event | None = None  # set: a websocket upgrade waits for it (a slow handshake)
+        self._ws_asked = asyncio.Event()  # an upgrade was asked for
         self._failures: list[_Failure] = []
         self._delete_failures: list[_Failure] = []
         self._edit_failures: list[_Failure] = []
@@ -1088,6 +1090,9 @@ class FakeFeishu:
         return {"ReconnectCount": -1, "ReconnectInterval": 1, "ReconnectNonce": 0, "PingInterval": 120}
 
     async def _ws(self, request: web.Request) -> web.WebSocketResponse:
+        self._ws_asked.set()
+        if self.ws_gate is not None:
+            await self.ws_gate.wait()
         ws = web.WebSocketResponse()
         await ws.prepare(request)
         self._sockets.add(ws)
@@ -1120,6 +1125,15 @@ class FakeFeishu:
 
     async def wait_ws_connected(self, timeout: float = 30.0) -> None:
         await asyncio.wait_for(self._ws_connected.wait(), timeout)
+
+    async def wait_ws_asked(self, timeout: float = 30.0) -> None:
+        """Until a client asked for the websocket (held by ``ws_gate``, if set)."""
+        await asyncio.wait_for(self._ws_asked.wait(), timeout)
+
+    async def drop_ws(self) -> None:
+        """Close every long connection from this side, as Feishu dropping it."""
+        for ws in list(self._sockets):
+            await ws.close()
 
     async def push_ws_event(self, event: dict[str, Any], *, timeout: float = 10.0) -> dict[str, Any]:
         """Send ``event`` as a data frame over the long connection and
