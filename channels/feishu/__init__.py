@@ -77,6 +77,8 @@ from gateway.logging import error_fields
 from memory.errorlog import codes, error_brief
 
 from .client import (
+    LOGIN_HINT,
+    LOGIN_HINTS,
     MESSAGE_RATE_LIMIT_CODE,
     RECALL_TOO_LATE_CODE,
     FeishuApiError,
@@ -386,7 +388,8 @@ class FeishuChannel(BaseChannel):
             info = await self.api.bot_info()
         except FeishuApiError as exc:
             if exc.endpoint.endswith("tenant_access_token/internal") and not is_retryable(exc):
-                raise ChannelFatalError(f"Feishu rejected appId/appSecret (code {exc.code}: {exc.msg})") from exc
+                hint = LOGIN_HINTS.get(exc.code, LOGIN_HINT)  # Feishu's msg may echo what it was sent: never said
+                raise ChannelFatalError(f"Feishu refused the app's login (code {exc.code}): {hint}") from exc
             self.log.warning("could not fetch the Feishu bot identity; any @mention will count as one",
                              error=_api_brief(exc))
             return

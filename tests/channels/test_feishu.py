@@ -571,6 +571,25 @@ async def test_wrong_app_secret_is_fatal_at_start(fake: FakeFeishu, http: HttpSe
     await ch.stop()
 
 
+@pytest.mark.parametrize(("over", "said"), [
+    ({"app_secret": "wrong-secret-xyz"}, "Feishu refused the app's login (code 10014): check appSecret"),
+    ({"app_id": "cli_wrong"}, "Feishu refused the app's login (code 10003): check appId"),
+], ids=["secret", "app-id"])
+async def test_a_refused_login_says_the_code_and_our_hint_not_feishu_text(
+    fake: FakeFeishu, http: HttpServer, over: dict[str, Any], said: str
+) -> None:
+    """Feishu's ``msg`` may echo what it was sent: the operator is told the
+    code and what to check, in our words; the log holds no ``msg`` either."""
+    ch = FeishuChannel(config(fake, **over), MessageBus(), http)
+    with debug_json_log() as stream:
+        with pytest.raises(ChannelFatalError) as raised:
+            await ch.start()
+        await ch.stop()
+    assert str(raised.value).startswith(said), str(raised.value)
+    for feishu_text in ("app secret invalid", "invalid param"):
+        assert feishu_text not in str(raised.value) and feishu_text not in stream.getvalue()
+
+
 @pytest.mark.parametrize(
     ("over", "with_http"),
     [({"app_secret": ""}, True), ({"verification_token": "", "encrypt_key": ""}, True), ({}, False)],
