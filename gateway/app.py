@@ -72,7 +72,7 @@ from .chattitles import ChatTitles
 from .commands import UserCommands
 from .config import Config, ConfigError, Paths
 from .credentials import config_secrets
-from .datalock import AlreadyRunning, DataBusy, DataLock, GatewayLock
+from .datalock import AlreadyRunning, ChatLock, ChatRunning, DataBusy, DataLock, GatewayLock
 from .delivery import Delivery
 from .erasure_requests import ErasureRequests, serve
 from .erasures import Erasures
@@ -231,6 +231,7 @@ class App:
         self._handler: tuple[asyncio.AbstractEventLoop, Any] | None = None  # the loop's exception handler before ours
         self._started_services: list[Service] = []
         self._instance: GatewayLock | None = None  # while the gateway runs
+        self._chat_lock: ChatLock | None = None  # while `myclaw chat` runs
         self._data_lock = DataLock(paths.data_dir)
         self._closed = False
 
@@ -255,10 +256,13 @@ class App:
             if self.config_channels:  # the gateway, not `myclaw chat` (gateway/datalock.py)
                 self._instance = GatewayLock(data_dir)
                 self._instance.acquire()
+            else:  # `myclaw chat`: `memory forget` does not erase beside it (ChatLock)
+                self._chat_lock = ChatLock(data_dir)
+                self._chat_lock.share()
             # Held while this process may write the data files (released in
             # close()): `myclaw memory merge-identities` waits for no one.
             self._data_lock.share()
-        except (AlreadyRunning, DataBusy) as exc:
+        except (AlreadyRunning, DataBusy, ChatRunning) as exc:
             raise StorageError(str(exc)) from None
         except OSError as exc:  # the locks are the first files made there
             raise StorageError(
@@ -996,6 +1000,8 @@ class App:
         if self.backend is not None:
             await self.backend.close()
         self._data_lock.release()
+        if self._chat_lock is not None:
+            self._chat_lock.release()
         if self._instance is not None:
             self._instance.release()  # last: another gateway may start once the files are closed
         if self._handler is not None:

@@ -24,6 +24,10 @@ getUpdates call cuts the other's off), answer Feishu events twice and run
 every scheduled job twice, so the gateway holds this one exclusively;
 ``myclaw chat`` does not take it (it shares the files with a gateway by
 design). The file records the holder's pid for the message.
+
+``data/chat.lock`` (:class:`ChatLock`): held shared by each ``myclaw
+chat``, exclusively by ``myclaw memory forget --user`` while it erases:
+a chat takes no erasure requests, so the erasure is refused beside one.
 """
 
 from __future__ import annotations
@@ -41,10 +45,12 @@ try:
 except ImportError:  # pragma: no cover - not POSIX
     fcntl = None  # type: ignore[assignment]
 
-__all__ = ["GATEWAY_LOCK_FILE", "LOCK_FILE", "AlreadyRunning", "DataBusy", "DataLock", "GatewayLock", "running_pid", "running_serves"]
+__all__ = ["CHAT_LOCK_FILE", "GATEWAY_LOCK_FILE", "LOCK_FILE", "AlreadyRunning", "ChatLock", "ChatRunning", "DataBusy",
+           "DataLock", "GatewayLock", "running_pid", "running_serves"]
 
 LOCK_FILE = "myclaw.lock"
 GATEWAY_LOCK_FILE = "gateway.lock"
+CHAT_LOCK_FILE = "chat.lock"
 
 
 def _open_private(path: Path, flags: int = 0) -> int:
@@ -204,6 +210,55 @@ class GatewayLock:
         try:
             os.ftruncate(fd, 0)  # no pid left behind to mislead the next reader
         finally:
+            os.close(fd)  # closing drops the flock
+
+
+class ChatRunning(Exception):
+    """A ``myclaw chat`` runs where an erasure would, or the other way round."""
+
+
+class ChatLock:
+    """``data/chat.lock``: every ``myclaw chat`` holds it shared while it
+    runs; ``myclaw memory forget --user`` exclusively while it erases. A
+    chat takes no erasure requests (gateway/erasure_requests.py: the
+    gateway does, through its lock file), and what it holds of a user (its
+    session's window, a turn at the model) would be written back after an
+    erasure made beside it: so the erasure is refused while a chat runs,
+    and a chat does not start while an erasure runs. Neither waits."""
+
+    def __init__(self, data_dir: Path) -> None:
+        self.path = data_dir / CHAT_LOCK_FILE
+        self._fd: int | None = None
+
+    def share(self) -> None:
+        """For ``myclaw chat``, as it starts."""
+        if not self._take(fcntl.LOCK_SH if fcntl is not None else 0):
+            raise ChatRunning(f"an erasure (myclaw memory forget) is running on {self.path.parent.parent}; "
+                              "start the chat again when it is done")
+
+    def exclusive(self) -> None:
+        """For an erasure, before it changes anything."""
+        if not self._take(fcntl.LOCK_EX if fcntl is not None else 0):
+            raise ChatRunning(f"myclaw chat is running on this home ({self.path.parent.parent}): it holds what it "
+                              "has of the user and would write it back after the erasure; end it (Ctrl-D or "
+                              "/exit), then run this again")
+
+    def _take(self, mode: int) -> bool:
+        if fcntl is None or self._fd is not None:
+            return True
+        private_dirs(self.path.parent)
+        fd = _open_private(self.path)
+        try:
+            fcntl.flock(fd, mode | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            return False
+        self._fd = fd
+        return True
+
+    def release(self) -> None:
+        fd, self._fd = self._fd, None
+        if fd is not None:
             os.close(fd)  # closing drops the flock
 
 

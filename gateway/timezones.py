@@ -21,11 +21,14 @@ import difflib
 import re
 from datetime import datetime, timedelta, timezone, tzinfo
 from functools import cache
+from typing import TYPE_CHECKING
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
 from memory.clock import format_ts
-from memory.db import Database
 from memory.lru import LRU
+
+if TYPE_CHECKING:
+    from memory.db import Database
 
 __all__ = ["TimezoneError", "UserTimezones", "parse_timezone", "zone_name"]
 

@@ -10,10 +10,36 @@ import os
 for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, "1")
 
-from .clock import Clock, ManualClock, SystemClock
-from .engine import MemoryEngine, MemoryNotFound
-from .identity import IdentityMap
-from .types import GLOBAL_OWNER, Category, Event, Hit, Memory, NewMemory, Provenance, Source, Status
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .clock import Clock, ManualClock, SystemClock
+    from .engine import MemoryEngine, MemoryNotFound
+    from .identity import IdentityMap
+    from .types import GLOBAL_OWNER, Category, Event, Hit, Memory, NewMemory, Provenance, Source, Status
+
+# The names below are imported on first use: importing any submodule
+# (memory.clock, memory.db) imports this package first, and the engine
+# with its tokenizers, httpx and the redaction patterns cost every command
+# that needs none of them: `import gateway.config` 0.40 -> 0.27 s of CPU
+# without (docs/BENCHMARKS.md, "Importing gateway.config").
+_LAZY = {
+    "Clock": "clock", "ManualClock": "clock", "SystemClock": "clock",
+    "MemoryEngine": "engine", "MemoryNotFound": "engine",
+    "IdentityMap": "identity",
+    **{n: "types" for n in ("GLOBAL_OWNER", "Category", "Event", "Hit", "Memory", "NewMemory", "Provenance",
+                            "Source", "Status")},
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value  # asked once
+    return value
 
 __all__ = [
     "GLOBAL_OWNER",

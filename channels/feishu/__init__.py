@@ -77,6 +77,8 @@ from gateway.logging import error_fields
 from memory.errorlog import codes, error_brief
 
 from .client import (
+    LOGIN_HINT,
+    LOGIN_HINTS,
     MESSAGE_RATE_LIMIT_CODE,
     RECALL_TOO_LATE_CODE,
     FeishuApiError,
@@ -106,6 +108,8 @@ from .events import (
     MESSAGE_EVENT,
     RECALL_EVENT,
     EventParseError,
+    app_tenant_of,
+    contact_id,
     event_id_of,
     event_type_of,
     parse_left_event,
@@ -250,7 +254,8 @@ class FeishuChannel(BaseChannel):
         self._clock: Callable[[], float] = client_options.get("clock", time.monotonic)
         self._drafts = Drafts(self._clock)  # reply send_key -> the message showing its drafts
         self._draft_store = draft_store
-        self.names = Names(self.api.user_name)  # a chat record's authors
+        self.names = Names(self._contact_name)  # a chat record's authors
+        self._app_tenant = ""  # the events' header tenant_key: whose user_ids the directory knows
         self.bot_open_id: str | None = None
         self._longconn: Any = None  # LongConnection, imported lazily
         self._route: tuple[str, str] | None = None
@@ -383,7 +388,8 @@ class FeishuChannel(BaseChannel):
             info = await self.api.bot_info()
         except FeishuApiError as exc:
             if exc.endpoint.endswith("tenant_access_token/internal") and not is_retryable(exc):
-                raise ChannelFatalError(f"Feishu rejected appId/appSecret (code {exc.code}: {exc.msg})") from exc
+                hint = LOGIN_HINTS.get(exc.code, LOGIN_HINT)  # Feishu's msg may echo what it was sent: never said
+                raise ChannelFatalError(f"Feishu refused the app's login (code {exc.code}): {hint}") from exc
             self.log.warning("could not fetch the Feishu bot identity; any @mention will count as one",
                              error=_api_brief(exc))
             return
@@ -555,6 +561,7 @@ class FeishuChannel(BaseChannel):
         not addressed to the bot)."""
         try:
             parsed = parse_message_event(payload, bot_open_id=self.bot_open_id, bot_message_ids=self._sent_ids)
+            self._app_tenant = app_tenant_of(payload) or self._app_tenant
         except EventParseError as exc:
             self.log.warning("malformed feishu message event", event_id=event_id, error=str(exc))
             return None
@@ -726,6 +733,12 @@ class FeishuChannel(BaseChannel):
         except _CutShort:
             names = {}  # labels will do
         return to_forwarded(messages, app_id=self.config.app_id, forwarder=msg.sender_id, names=names)
+
+    async def _contact_name(self, sender: str) -> str:
+        """``sender``'s name from the contact directory, asked by the type of
+        id it is (events.contact_id); "" for another tenant's user_id."""
+        ref = contact_id(sender, self._app_tenant)
+        return await self.api.user_name(*ref) if ref is not None else ""
 
     async def _quoted(self, message_id: str, *, asker: str = "", strict: bool = False, chat: str = "") -> Quoted | None:
         """The message a user replied to, for the model (an event names its

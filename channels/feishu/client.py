@@ -43,7 +43,7 @@ from channels.base import DeliveryError, NotPermitted, rest_of
 from channels.markdown import feishu_md, part_openers
 
 __all__ = [
-    "CHAT_SCOPE", "EDIT_LIMIT", "MESSAGE_RATE_LIMIT_CODE", "SCOPE_DENIED_CODES", "FeishuApiError", "FeishuClient", "Resource", "ResourceTooLarge",
+    "CHAT_SCOPE", "EDIT_LIMIT", "LOGIN_HINT", "LOGIN_HINTS", "MESSAGE_RATE_LIMIT_CODE", "SCOPE_DENIED_CODES", "FeishuApiError", "FeishuClient", "Resource", "ResourceTooLarge",
     "Withdrawal", "draft_uuid", "is_retryable", "part_uuids", "render", "split_text",
 ]
 
@@ -64,6 +64,10 @@ RECALL_TOO_LATE_CODE = 230009  # of those: past the recall window, which a tenan
 # scopes is required: [...]"; 99991679 for a user token's): the app's,
 # not one chat's or user's, and the same answer until an admin grants it.
 SCOPE_DENIED_CODES = frozenset({99991672, 99991679})
+# The tenant token refused (tenant_access_token/internal): what the operator
+# is told to check, by code, in our words (Feishu's ``msg`` may echo input).
+LOGIN_HINTS = {10003: "check appId (Feishu knows no app by it)", 10014: "check appSecret"}
+LOGIN_HINT = "check appId / appSecret, and that the app is enabled"
 CHAT_SCOPE = "im:chat:readonly"  # what a group's information needs (im:chat or im:chat:read do too)
 TEXT_CHUNK = 4000  # Feishu accepts ~150 KB, but long walls of text read badly in a chat
 # Feishu's edit (PUT .../messages/:id): text and post messages only, at most
@@ -317,15 +321,16 @@ class FeishuClient:
         items = inner.get("items") if isinstance(inner, dict) else None
         return [dict(i) for i in items if isinstance(i, dict)] if isinstance(items, list) else []
 
-    async def user_name(self, open_id: str) -> str:
+    async def user_name(self, user_id: str, id_type: str = "open_id") -> str:
         """A user's display name from the contact directory: ``GET
-        /open-apis/contact/v3/users/:user_id?user_id_type=open_id``, which
-        needs a contact permission (``contact:user.base:readonly``) and the
-        user within the app's contact range; "" when the answer has no name
-        (a field the app may not read). Raises :class:`FeishuApiError`."""
+        /open-apis/contact/v3/users/:user_id?user_id_type=...`` (``open_id``,
+        ``union_id`` or ``user_id``: events.contact_id), which needs a
+        contact permission (``contact:user.base:readonly``) and the user
+        within the app's contact range; "" when the answer has no name (a
+        field the app may not read). Raises :class:`FeishuApiError`."""
         got = await self._call(
-            "GET", f"/open-apis/contact/v3/users/{urllib.parse.quote(open_id, safe='')}",
-            params={"user_id_type": "open_id"},
+            "GET", f"/open-apis/contact/v3/users/{urllib.parse.quote(user_id, safe='')}",
+            params={"user_id_type": id_type},
         )
         inner = got.get("data")
         user = inner.get("user") if isinstance(inner, dict) else None

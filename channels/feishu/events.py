@@ -34,6 +34,8 @@ __all__ = [
     "UNREADABLE_TYPES",
     "EventParseError",
     "ParsedMessage",
+    "app_tenant_of",
+    "contact_id",
     "content_of",
     "event_id_of",
     "fetched_mention_names",
@@ -118,6 +120,26 @@ def _sender(ids: Mapping[str, Any], tenant: str, app_tenant: str) -> tuple[str, 
         # with the same user_id would be this sender, and read their memory.
         raise EventParseError("message sender named by user_id alone and no tenant_key")
     return scoped, allowed
+
+
+def app_tenant_of(payload: Mapping[str, Any]) -> str:
+    """The tenant the app is installed in: the event header's ``tenant_key``."""
+    header = payload.get("header")
+    return str(header.get("tenant_key") or "") if isinstance(header, Mapping) else ""
+
+
+def contact_id(sender: str, app_tenant: str) -> tuple[str, str] | None:
+    """How the contact directory is asked about a sender (:func:`_sender`'s
+    id): (id, ``user_id_type``). A union_id is asked as one; a user_id
+    (``u0001@tenant``) bare, and only in the app's own tenant, the one
+    directory it can read: None for another tenant's, which names nobody
+    there. Any other id is an open_id (a chat record's authors are)."""
+    if sender.startswith("on_"):
+        return sender, "union_id"
+    user, at, tenant = sender.rpartition("@")
+    if not at:
+        return sender, "open_id"
+    return (user, "user_id") if user and tenant and tenant == app_tenant else None
 
 
 def parse_message_event(

@@ -94,7 +94,9 @@ class LongConnection:
             _ONE_PER_PROCESS.release()
             raise
         self._failed = self._main_loop.create_future()
+        _SDK_FILTER.stopping = False  # one long connection per process: an earlier one's stop is over
         self._ws_loop = asyncio.new_event_loop()
+        self._ws_loop.set_exception_handler(self._loop_error)
         self._thread = threading.Thread(target=self._run, name="feishu-longconn", daemon=True)
         self._thread.start()
 
@@ -106,6 +108,7 @@ class LongConnection:
         with self._state:
             first = not self._stopping
             self._stopping = True
+            _SDK_FILTER.stopping = True
             if self._client is not None:
                 # Without this the SDK treats the stop as a lost connection
                 # and reconnects (start() catches the loop's RuntimeError).
@@ -132,6 +135,17 @@ class LongConnection:
     def _report_failure(self) -> None:  # on the gateway's loop
         if self._failed is not None and not self._failed.done() and self.error is not None and not self._stopping:
             self._failed.set_result(self.error)
+
+    def _loop_error(self, loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+        """The SDK loop's unhandled errors: its receive loop, ended by our
+        stop's close, dies with the close ("Task exception was never
+        retrieved", said when the task is collected); not an error then."""
+        if self._stopping:
+            exc = context.get("exception")
+            self._log.debug("feishu long connection task ended at the stop",
+                            error=type(exc).__name__ if exc is not None else "")
+            return
+        loop.default_exception_handler(context)
 
     # -- the SDK thread -------------------------------------------------------------
     def _run(self) -> None:
@@ -294,9 +308,20 @@ class _SdkWords(logging.Filter):
     payload into its debug line: Feishu's text, a close reason, a
     message's words. The line keeps its shape with the text withheld;
     the error being handled, if any, goes on as ``exc_info``, which the
-    log turns into its type, place and code (gateway/logging.py)."""
+    log turns into its type, place and code (gateway/logging.py).
+
+    Once our stop began (``stopping``) its lines are debug: the stop cuts
+    the SDK short (a connect under way fails, its socket closes under its
+    receive loop), which it reports as errors. A drop before the stop
+    stays an error."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stopping = False
 
     def filter(self, record: logging.LogRecord) -> bool:
+        if self.stopping and record.levelno > logging.DEBUG:
+            record.levelno, record.levelname = logging.DEBUG, "DEBUG"
         text = record.getMessage()
         cut = _SDK_TEXT.sub(r"\1(withheld)", text)
         if cut != text:

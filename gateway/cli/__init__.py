@@ -36,7 +36,22 @@ _COMMANDS: dict[str, tuple[tuple[str, ...], str]] = {
 }
 
 
+# The long-running commands: they take Ctrl-C even when started with
+# SIGINT ignored (gateway_cmd._claim_sigint), from before their ~1 s import.
+_CLAIM_SIGINT = frozenset({"gateway", "chat"})
+
+
 class _Main(LazyGroup):
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name in _CLAIM_SIGINT and cmd_name not in self.commands:
+            import signal
+
+            # As gateway_cmd._claim_sigint, before the import that registers
+            # the command: a Ctrl-C during it was dropped (SIG_IGN) and the start went on.
+            if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+                signal.signal(signal.SIGINT, signal.default_int_handler)
+        return super().get_command(ctx, cmd_name)
+
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)  # resolving the command imports its modules: most of a start's time

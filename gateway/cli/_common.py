@@ -21,16 +21,19 @@ from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Sequen
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any, ParamSpec, TextIO, TypeVar
+from typing import TYPE_CHECKING, Any, ParamSpec, TextIO, TypeVar
 
 import click
 
 from gateway.config import Config, ConfigError, Paths, load_config, unknown_env
 from gateway.datalock import DataBusy, DataLock
 from gateway.logging import configure_logging
-from memory import IdentityMap, MemoryEngine, MemoryNotFound
 from memory.db import SchemaTooNew
+from memory.identity import IdentityMap
 from memory.types import Event, Memory
+
+if TYPE_CHECKING:
+    from memory.engine import MemoryEngine
 
 __all__ = [
     "ConfigFailure",
@@ -190,6 +193,8 @@ async def open_engine(path: Path, *, create: bool = False) -> AsyncIterator[Memo
     silently answered with an empty new database."""
     if not create and not path.exists():
         raise click.ClickException(f"no memory database at {path} (nothing stored yet, or wrong MYCLAW_HOME / --db)")
+    from memory.engine import MemoryEngine  # here: commands without the engine (cron list) skip its imports
+
     try:
         engine = await MemoryEngine.open(path)
     except SchemaTooNew as exc:
@@ -206,8 +211,11 @@ def run(coro: Coroutine[Any, Any, T]) -> T:
     """``asyncio.run`` at the edge, with lookup failures as user messages."""
     try:
         return asyncio.run(coro)
-    except MemoryNotFound as exc:
-        raise click.ClickException(str(exc)) from None
+    except Exception as exc:
+        engine = sys.modules.get("memory.engine")  # none raised when it was never imported
+        if engine is not None and isinstance(exc, engine.MemoryNotFound):
+            raise click.ClickException(str(exc)) from None
+        raise
 
 
 # -- output -------------------------------------------------------------------

@@ -578,8 +578,23 @@ def forget(user: str | None, yes: bool) -> None:
         f" and {', '.join(also)} (its rows from before memory.identities mapped it)" if also else "")
     if not yes and not confirm(f"{question}? This cannot be undone."):
         raise click.ClickException("cancelled; nothing changed")
-    erased = False
+    from gateway.datalock import ChatLock, ChatRunning
+
     paths = Paths.from_env()
+    chats = ChatLock(paths.data_dir)  # held to the end: no chat starts mid-erasure
+    try:
+        chats.exclusive()
+    except ChatRunning as exc:
+        raise click.ClickException(f"{exc}; nothing was erased") from None
+    try:
+        _forget_all(cfg, db, owner, whose, paths)
+    finally:
+        chats.release()
+
+
+def _forget_all(cfg: Config, db: Path, owner: str, whose: list[str], paths: Paths) -> None:
+    """``forget``'s erasure, asked and confirmed, with no chat running."""
+    erased = False
     asked = _ask_gateway(paths, owner)
     if asked is not None:
         pid, counts = asked

@@ -381,6 +381,29 @@ async def test_a_quoted_message_names_its_author_from_the_contact_directory(
                    Quoted("the user", "note by ou_me")]
 
 
+async def test_a_sender_without_open_id_is_named_by_the_id_type_it_has(
+    fake: FakeFeishu, http: HttpServer, channel: FeishuChannel
+) -> None:
+    """A member named by union_id, or by user_id within the app's tenant, is
+    looked up by that id's type; another tenant's user_id is not asked of
+    the directory at all (it names nobody there)."""
+    url = hook(http, channel)
+    fake.contacts.update({"ou_lei": "Li Lei", "ou_mei": "Han Mei", "ou_far": "Far Away"})
+    fake.contact_user_ids.update({"u0042": "ou_mei", "u0099": "ou_far"})
+    senders = [dict(open_id="", union_id="on_lei", user_id=""), dict(open_id="", union_id="", user_id="u0042"),
+               dict(open_id="", union_id="", user_id="u0099")]
+    got = []
+    for n, ids in enumerate(senders):
+        event = fake.message_event(f"@_user_1 hi {n}", chat_type="group", mentions=[fake.mention()], **ids)
+        if ids["user_id"] == "u0099":
+            event["event"]["sender"]["tenant_key"] = "other-tenant"
+        await fake.push_event(url, event)
+        msg = await next_inbound(channel.bus)
+        got.append((msg.sender_id, msg.sender_name))
+    assert got == [("on_lei", "Li Lei"), (f"u0042@{fake.tenant_key}", "Han Mei"), ("u0099@other-tenant", "")]
+    assert fake.contact_lookups == [("union_id", "on_lei"), ("user_id", "u0042")]
+
+
 async def test_allow_list_by_open_union_or_user_id(fake: FakeFeishu, http: HttpServer) -> None:
     ch = FeishuChannel(config(fake, allow_from=["on_friend", "ou_boss"]), MessageBus(), http)
     await ch.start()
@@ -546,6 +569,25 @@ async def test_wrong_app_secret_is_fatal_at_start(fake: FakeFeishu, http: HttpSe
     with pytest.raises(ChannelFatalError, match="10014"):
         await ch.start()
     await ch.stop()
+
+
+@pytest.mark.parametrize(("over", "said"), [
+    ({"app_secret": "wrong-secret-xyz"}, "Feishu refused the app's login (code 10014): check appSecret"),
+    ({"app_id": "cli_wrong"}, "Feishu refused the app's login (code 10003): check appId"),
+], ids=["secret", "app-id"])
+async def test_a_refused_login_says_the_code_and_our_hint_not_feishu_text(
+    fake: FakeFeishu, http: HttpServer, over: dict[str, Any], said: str
+) -> None:
+    """Feishu's ``msg`` may echo what it was sent: the operator is told the
+    code and what to check, in our words; the log holds no ``msg`` either."""
+    ch = FeishuChannel(config(fake, **over), MessageBus(), http)
+    with debug_json_log() as stream:
+        with pytest.raises(ChannelFatalError) as raised:
+            await ch.start()
+        await ch.stop()
+    assert str(raised.value).startswith(said), str(raised.value)
+    for feishu_text in ("app secret invalid", "invalid param"):
+        assert feishu_text not in str(raised.value) and feishu_text not in stream.getvalue()
 
 
 @pytest.mark.parametrize(

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from channels.feishu import RecentIds, ReplyLog, split_text
-from channels.feishu.events import EventParseError, flatten_post, parse_message_event
+from channels.feishu.events import EventParseError, contact_id, flatten_post, parse_message_event
 
 
 class Clock:
@@ -214,3 +214,11 @@ def test_a_sender_named_by_user_id_alone_is_told_apart_by_tenant() -> None:
     assert parsed({"open_id": "ou_8", "user_id": "u0001"}, "t_away") == ("ou_8", ("ou_8", "u0001@t_away"))
     with pytest.raises(EventParseError, match="user_id alone and no tenant_key"):
         parse_message_event(_sent_by({"user_id": "u0001"}, ""), bot_open_id="ou_bot")
+
+
+def test_the_contact_directory_is_asked_by_the_type_of_id_a_sender_has() -> None:
+    assert contact_id("ou_1", "t1") == ("ou_1", "open_id")
+    assert contact_id("on_1", "t1") == ("on_1", "union_id")
+    assert contact_id("u0001@t1", "t1") == ("u0001", "user_id")
+    # Another tenant's user_id names nobody in the app's directory; nor one when the app's tenant is unknown.
+    assert contact_id("u0001@t2", "t1") is None and contact_id("u0001@t1", "") is None

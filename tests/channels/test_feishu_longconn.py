@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import subprocess
 import sys
@@ -294,3 +295,45 @@ def test_the_sdk_logger_keeps_the_error_type_not_its_text() -> None:
         "trying to reconnect for the 2nd time",
     ]
     assert parsed[0]["error"] == "ConnectionError" and parsed[0]["at"].startswith("tests/channels/test_feishu_longconn.py")
+
+
+async def test_a_stop_during_the_connect_logs_no_error(fake: FakeFeishu) -> None:
+    """A stop that lands while the SDK is connecting cuts its connect short:
+    it logged "connect failed" and, closing the socket that came up after,
+    "receive message loop exit" at error level, and asyncio "Task exception
+    was never retrieved". Our own stop logs no error."""
+    fake.ws_gate = asyncio.Event()
+    with debug_json_log() as stream:
+        ch = FeishuChannel(ws_config(fake), MessageBus())
+        await ch.start()
+        try:
+            await fake.wait_ws_asked(CONNECT_TIMEOUT)  # the SDK is inside its connect
+        finally:
+            stopping = asyncio.create_task(asyncio.wait_for(ch.stop(), 20))
+            await asyncio.sleep(0.5)  # the stop reached the SDK's loop
+            fake.ws_gate.set()
+            await stopping
+        gc.collect()  # a task's unretrieved exception is said when it is collected
+    said = all_lines(stream)
+    assert [p for p in said if p.get("level") in ("warning", "error", "critical")] == []
+    assert any(p.get("logger") == "Lark" and "connect failed" in p["event"] for p in said)  # at debug
+    assert not any(t.name == "feishu-longconn" for t in threading.enumerate())
+
+
+async def test_a_dropped_connection_is_still_an_error(fake: FakeFeishu) -> None:
+    """Feishu closing the connection is not our stop: the SDK's line stays
+    at error level (and it reconnects)."""
+    with debug_json_log() as stream:
+        ch = FeishuChannel(ws_config(fake), MessageBus())
+        await ch.start()
+        try:
+            await fake.wait_ws_connected(CONNECT_TIMEOUT)
+            connects = fake.ws_connects
+            await fake.drop_ws()
+            async with asyncio.timeout(CONNECT_TIMEOUT):
+                while fake.ws_connects == connects:
+                    await asyncio.sleep(0.05)
+        finally:
+            await asyncio.wait_for(ch.stop(), 20)
+    dropped = [p for p in all_lines(stream) if p.get("logger") == "Lark" and "receive message loop exit" in p["event"]]
+    assert dropped and dropped[0]["level"] == "error"

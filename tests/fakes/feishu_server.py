@@ -34,11 +34,15 @@ Serves, with the real paths and response shapes:
   naming its parent in ``upper_message_id`` (a record inside the record:
   its messages after it, naming it); ``fail_next(on="read")`` scripts a
   refusal; counted in ``message_reads``,
-* ``GET /open-apis/contact/v3/users/{user_id}?user_id_type=open_id``: a
-  user's ``name`` from ``contacts``; with ``contact_permission`` off the
-  app lacks the scope (99991672, as Feishu names a missing scope), and a
-  user not in ``contacts`` is out of its range (41050 "no user authority
-  error"); asked ids in ``contact_requests``,
+* ``GET /open-apis/contact/v3/users/{user_id}?user_id_type=...``: a
+  user's ``name`` from ``contacts`` (by open_id), the id read as its
+  ``user_id_type`` says: ``open_id`` (the default), ``union_id`` (``on_X``
+  is the union_id of ``ou_X``) or ``user_id`` (``contact_user_ids``: the
+  app's tenant's user_ids); another type is refused (99992402). With
+  ``contact_permission`` off the app lacks the scope (99991672, as Feishu
+  names a missing scope), and a user not found is out of its range (41050
+  "no user authority error"); asked ids in ``contact_requests``, with
+  their types in ``contact_lookups``,
 * ``GET /open-apis/im/v1/chats/{chat_id}``: a group's information, its
   ``name`` from ``chats`` (and the other fields of the real answer's
   ``data``); a chat not in ``chats`` is one the bot is not in (232011
@@ -289,6 +293,8 @@ class FakeFeishu:
         # (code, msg) the long-connection endpoint answers with instead of a
         # URL, e.g. (514, "auth failed") for an app without that permission.
         self.ws_refusal: tuple[int, str] | None = None
+        self.ws_gate: asyncio.Event | None = None  # set: a websocket upgrade waits for it (a slow handshake)
+        self._ws_asked = asyncio.Event()  # an upgrade was asked for
         self._failures: list[_Failure] = []
         self._delete_failures: list[_Failure] = []
         self._edit_failures: list[_Failure] = []
@@ -303,7 +309,9 @@ class FakeFeishu:
         self._resource_failures: list[_Failure] = []
         self.contacts: dict[str, str] = {}  # open_id -> name, in the app's contact range
         self.contact_permission = True  # the app has contact:user.base:readonly
-        self.contact_requests: list[str] = []  # open_ids asked for
+        self.contact_user_ids: dict[str, str] = {}  # user_id -> open_id, the app's tenant's
+        self.contact_requests: list[str] = []  # ids asked for
+        self.contact_lookups: list[tuple[str, str]] = []  # (user_id_type, id) asked for
         self.contact_gate: asyncio.Event | None = None  # set: contact lookups wait for it (a slow directory)
         self.chats: dict[str, str] = {}  # chat_id -> group name, the groups the bot is in
         self.chat_permission = True  # the app has im:chat:readonly
@@ -594,10 +602,18 @@ class FakeFeishu:
         self.requests.append((request.method, request.path))
         if (err := self._auth_error(request)) is not None:
             return err
-        if request.query.get("user_id_type", "open_id") != "open_id":
+        id_type = request.query.get("user_id_type", "open_id")
+        if id_type not in ("open_id", "union_id", "user_id"):
             return web.json_response({"code": 99992402, "msg": "field validation failed: user_id_type"}, status=400)
-        uid = request.match_info["user_id"]
-        self.contact_requests.append(uid)
+        asked = request.match_info["user_id"]
+        self.contact_requests.append(asked)
+        self.contact_lookups.append((id_type, asked))
+        if id_type == "union_id":
+            uid = "ou_" + asked[3:] if asked.startswith("on_") else ""
+        elif id_type == "user_id":
+            uid = self.contact_user_ids.get(asked, "")
+        else:
+            uid = asked
         if self.contact_gate is not None:
             await self.contact_gate.wait()
         if not self.contact_permission:
@@ -1074,6 +1090,9 @@ class FakeFeishu:
         return {"ReconnectCount": -1, "ReconnectInterval": 1, "ReconnectNonce": 0, "PingInterval": 120}
 
     async def _ws(self, request: web.Request) -> web.WebSocketResponse:
+        self._ws_asked.set()
+        if self.ws_gate is not None:
+            await self.ws_gate.wait()
         ws = web.WebSocketResponse()
         await ws.prepare(request)
         self._sockets.add(ws)
@@ -1106,6 +1125,15 @@ class FakeFeishu:
 
     async def wait_ws_connected(self, timeout: float = 30.0) -> None:
         await asyncio.wait_for(self._ws_connected.wait(), timeout)
+
+    async def wait_ws_asked(self, timeout: float = 30.0) -> None:
+        """Until a client asked for the websocket (held by ``ws_gate``, if set)."""
+        await asyncio.wait_for(self._ws_asked.wait(), timeout)
+
+    async def drop_ws(self) -> None:
+        """Close every long connection from this side, as Feishu dropping it."""
+        for ws in list(self._sockets):
+            await ws.close()
 
     async def push_ws_event(self, event: dict[str, Any], *, timeout: float = 10.0) -> dict[str, Any]:
         """Send ``event`` as a data frame over the long connection and

@@ -311,6 +311,41 @@ async def test_every_file_a_run_makes_in_the_data_folder_is_owner_only(tmp_path:
     assert {n: m for n, m in made.items() if m != 0o600} == {}
 
 
+@pytest.mark.parametrize("command", ["gateway", "chat"])
+async def test_ctrl_c_while_the_command_imports_ends_it_when_sigint_came_ignored(tmp_path: Path, command: str) -> None:
+    """Started with SIGINT ignored (a script's background job), the command
+    took Ctrl-C only once its module had imported (~1 s): one during the
+    import was dropped and the start went on. It ends the process now, as
+    with SIGINT at its default. ``-X importtime`` says when the command's
+    module is importing (gateway.timezones: gateway_cmd imports it, the
+    entry point does not)."""
+    import signal
+
+    proc = await asyncio.create_subprocess_exec(
+        *with_sigint("ignored", sys.executable, "-X", "importtime", "-c", "from gateway.cli import main; main()",
+                     command),
+        cwd=REPO, env=_env(tmp_path), stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )
+    seen: list[str] = []
+    try:
+        async def until_importing() -> None:
+            assert proc.stderr is not None
+            while line := (await proc.stderr.readline()).decode():
+                seen.append(line)
+                if line.rstrip().endswith("gateway.timezones"):
+                    return
+            raise AssertionError("".join(seen))
+
+        await asyncio.wait_for(until_importing(), START)
+        proc.send_signal(signal.SIGINT)
+        _, rest = await finished(proc, bound=60)
+    finally:
+        await killed(proc)
+    text = "".join(seen) + rest.decode()
+    assert proc.returncode == 130, text[-2000:]
+    assert "myclaw: interrupted" in text and "Traceback" not in text
+
+
 @pytest.mark.parametrize(("sig", "code", "sigint"), [
     ("SIGINT", 130, "default"),
     ("SIGINT", 130, "ignored"),  # started by a script's background job: its own handlers still take Ctrl-C

@@ -552,6 +552,31 @@ def test_forget_takes_the_rows_a_handle_stored_before_it_was_mapped(home: Path) 
     assert [m.content for m in db_rows(home)] == ["Alice drinks tea"]
 
 
+def test_forget_takes_the_recent_files_a_handle_sent_before_it_was_mapped(home: Path) -> None:
+    """The files a person sent lately under another handle (telegram:888,
+    mapped to bob after it sent them) go with `forget --user bob` when no
+    gateway runs, as /forget all takes them; another user's stay."""
+    ok("add", "Bob moved to Porto", "--user", "bob")
+
+    async def seed() -> None:
+        async with await SessionStore.open(home / "data" / "gateway.db") as s:
+            recent = RecentFiles(s.db, SystemClock())  # kept a day: the CLI reads them at the real time
+            await recent.keep("telegram:888", "telegram:888", [Document("bob-plan.pdf", "bob's plan")])
+            await recent.keep("telegram:2", "carol", [Document("carol-plan.pdf", "carol's plan")])
+            await recent.flush()
+
+    asyncio.run(seed())
+    (home / "config.json").write_text(json.dumps({"memory": {"identities": {"bob": ["telegram:888"]}}}))
+    out = ok("forget", "--user", "bob", "--yes").stdout
+    assert "forgot telegram:888: " in out and "1 recent file" in out, out
+
+    async def left() -> list[str]:
+        async with await SessionStore.open(home / "data" / "gateway.db") as s:
+            return [str(r[0]) for r in await s.db.fetchall("SELECT owner FROM recent_files")]
+
+    assert asyncio.run(left()) == ["carol"]
+
+
 def test_search_of_a_person_finds_what_their_handles_stored_before_the_mapping(home: Path) -> None:
     """memory.identities maps telegram:777 to alice after telegram:777 had
     talked: `search --user alice` (or `--user telegram:777`, which resolves
