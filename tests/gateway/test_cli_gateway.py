@@ -10,6 +10,7 @@ import json
 import os
 import socket
 import sys
+from importlib.metadata import version
 from pathlib import Path
 from typing import Literal
 
@@ -144,6 +145,10 @@ async def test_sigterm_is_acknowledged_and_the_stop_logged(tmp_path: Path, fake_
     assert "SIGTERM received: stopping after the messages already taken are answered" in text
     assert "gateway stopped" in text.rstrip().splitlines()[-1]  # the last line: it is over
     assert tg.token not in text and (fake_llm.api_key or "") not in text
+    # the start says what runs, where and which: an operator with two homes, or after an upgrade
+    [running] = [json.loads(x) for x in head.decode().splitlines() if '"gateway running"' in x]
+    assert running["channels"] == ["telegram"] and running["home"] == str(tmp_path)
+    assert running["pid"] == proc.pid and running["version"] == version("myclaw")
 
 
 async def _one_message_then_sigterm(home: Path, fake_llm: FakeOpenAI, *args: str, **env: str) -> tuple[int, str]:
