@@ -125,9 +125,10 @@ async def run_gateway(
         # What runs, where and which build: an operator with two homes, or after an upgrade.
         from gateway.backup import myclaw_version
 
-        structlog.get_logger(component="gateway").info(
-            "gateway running", channels=sorted(app.channels), home=str(paths.home), pid=os.getpid(),
-            version=myclaw_version())
+        if app.channels:  # none: app.wait() says so and exits 1; "running" would mislead
+            structlog.get_logger(component="gateway").info(
+                "gateway running", channels=sorted(app.channels), home=str(paths.home), pid=os.getpid(),
+                version=myclaw_version())
         return await app.wait(stop)
     finally:
         await app.close()

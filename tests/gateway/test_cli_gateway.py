@@ -370,3 +370,22 @@ async def test_ctrl_c_during_start_up_stops_it_and_closes_what_it_opened(
     data = tmp_path / "data"
     assert running_pid(data) is None
     assert sorted(p.name for p in data.iterdir() if p.name.endswith("-wal")) == []  # databases closed, not cut off
+
+
+async def test_a_gateway_whose_only_channel_is_refused_never_says_it_is_running(tmp_path: Path,
+                                                                               fake_llm: FakeOpenAI) -> None:
+    """A rejected bot token (a newcomer's copy-paste slip): exit 1, the
+    refusal named, and no "gateway running" line in between to mislead a
+    supervisor or an operator reading the log."""
+    from tests.fakes.telegram_server import FakeTelegram
+
+    async with FakeTelegram() as tg:
+        doc = {
+            "provider": {"baseUrl": fake_llm.url, "apiKey": fake_llm.api_key},
+            "channels": {"telegram": {"enabled": True, "token": "123456789:" + "x" * 35, "baseUrl": tg.base_url}},
+        }
+        (tmp_path / "config.json").write_text(json.dumps(doc), encoding="utf-8")
+        code, out, err = await _myclaw(tmp_path, "gateway")
+    assert code == 1, err
+    assert "Telegram rejected the bot token" in err and "no channel is running; stopping" in err
+    assert '"gateway running"' not in err, err
