@@ -144,6 +144,7 @@ async def test_sigterm_is_acknowledged_and_the_stop_logged(tmp_path: Path, fake_
     assert proc.returncode == 0, text
     assert "SIGTERM received: stopping after the messages already taken are answered" in text
     assert "gateway stopped" in text.rstrip().splitlines()[-1]  # the last line: it is over
+    assert '"telegram channel stopped"' in text  # each channel says it closed, as Feishu's does
     assert tg.token not in text and (fake_llm.api_key or "") not in text
     # the start says what runs, where and which: an operator with two homes, or after an upgrade
     [running] = [json.loads(x) for x in head.decode().splitlines() if '"gateway running"' in x]
