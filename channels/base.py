@@ -7,6 +7,7 @@ from __future__ import annotations
 import abc
 import asyncio
 import dataclasses
+import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any
 
@@ -142,6 +143,11 @@ class BaseChannel(abc.ABC):
     # Seconds between tries of a message the inbox cannot keep (a full
     # disk), the last repeated (:meth:`_put`): a full disk is not hammered.
     hold_pauses: tuple[float, ...] = (1.0, 2.0, 4.0, 8.0, 15.0, 30.0)
+    # A sender not in allowFrom is a warning once in this many seconds (the
+    # id to add, if they should be); their other lines, such as an unlisted
+    # member's every line in a group, are debug: not a warning per message.
+    drop_warn_every: float = 3600.0
+    drop_warn_senders: int = 1024  # senders remembered; the oldest is forgotten first
 
     def __init__(
         self,
@@ -170,6 +176,8 @@ class BaseChannel(abc.ABC):
         self.max_document_tokens = max_document_tokens
         self.log = structlog.get_logger(channel=self.name)
         self._sender_task: asyncio.Task[None] | None = None
+        self.monotonic: Callable[[], float] = time.monotonic
+        self._drop_warned: dict[str, float] = {}  # sender id -> when their drop was last a warning
 
     def is_allowed(self, *ids: str) -> bool:
         """Empty allow-list: everyone. Otherwise any of the sender's ids
@@ -180,10 +188,24 @@ class BaseChannel(abc.ABC):
 
     async def publish(self, msg: InboundMessage, *ids: str) -> bool:
         if not self.is_allowed(msg.sender_id, *ids):
-            self.log.warning("message from sender not in allowFrom dropped", sender_id=msg.sender_id, chat_id=msg.chat_id)
+            self._log_dropped(msg)
             return False
         await self._put(msg)
         return True
+
+    def _log_dropped(self, msg: InboundMessage) -> None:
+        """A message from a sender not in allowFrom: a warning the first
+        time in :attr:`drop_warn_every`, else debug."""
+        now = self.monotonic()
+        last = self._drop_warned.get(msg.sender_id)
+        level = "warning" if last is None or now - last >= self.drop_warn_every else "debug"
+        if level == "warning":
+            self._drop_warned.pop(msg.sender_id, None)  # re-inserted last: the dict stays oldest first
+            self._drop_warned[msg.sender_id] = now
+            while len(self._drop_warned) > self.drop_warn_senders:
+                del self._drop_warned[next(iter(self._drop_warned))]
+        getattr(self.log, level)("message from sender not in allowFrom dropped", sender_id=msg.sender_id,
+                                 chat_id=msg.chat_id)
 
     async def _put(self, msg: InboundMessage) -> None:
         """``msg`` on the bus. While the inbox cannot keep it (gateway.db
@@ -210,9 +232,7 @@ class BaseChannel(abc.ABC):
         if msg.is_group and not (msg.mentioned or msg.reply_to_bot):
             return False
         if not self.is_allowed(msg.sender_id, *ids):
-            self.log.warning(
-                "message from sender not in allowFrom dropped", sender_id=msg.sender_id, chat_id=msg.chat_id
-            )
+            self._log_dropped(msg)
             return False
         self.log.info("message without text answered with a note", kind=kind, chat_id=msg.chat_id)
         await self._note(msg, UNREADABLE_REPLY_ZH if notes_in_chinese(msg) else UNREADABLE_REPLY)

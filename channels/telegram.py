@@ -824,6 +824,7 @@ class TelegramChannel(BaseChannel):
                 await self._confirm_offset(bot, min(left, _CONFIRM_TIMEOUT))
         finally:
             await bot.shutdown()
+        self.log.info("telegram channel stopped")
 
     def _confirmable(self) -> int:
         """The offset that confirms every update whose message is on the

@@ -277,7 +277,8 @@ class App:
             from memory.retrieval import Retriever
             from memory.service import SqliteMemory
 
-            async with _storage(self.paths.memory_db(cfg)):
+            db_setting = "memory.dbPath (MYCLAW_MEMORY_DB_PATH)" if cfg.memory.db_path else ""
+            async with _storage(self.paths.memory_db(cfg), db_setting):
                 engine = await MemoryEngine.open(self.paths.memory_db(cfg), self.clock)
             r = cfg.memory.retrieval
             retriever: Any = Retriever(engine, max_hits=r.max_hits, token_budget=r.token_budget, max_chars=r.max_chars)
@@ -1029,9 +1030,11 @@ class StorageError(Exception):
 
 
 @asynccontextmanager
-async def _storage(path: Path) -> AsyncIterator[None]:
+async def _storage(path: Path, setting: str = "") -> AsyncIterator[None]:
     """Opening ``path``: a failure becomes a :class:`StorageError` naming
-    it, for the operator, instead of a traceback from deep in SQLite."""
+    it, for the operator, instead of a traceback from deep in SQLite;
+    ``setting``: the config that put the file there, named when its
+    folder cannot be made or written."""
     from memory.db import SchemaTooNew
 
     try:
@@ -1055,6 +1058,11 @@ async def _storage(path: Path) -> AsyncIterator[None]:
             f"{path}: cannot open it as a myclaw database ({exc}); restore it from a backup or move it aside"
         ) from None
     except OSError as exc:
+        if setting:
+            raise StorageError(
+                f"{path}: cannot open it ({exc.strerror or exc}): set {setting} to a file in a folder this "
+                "account can write, or leave it empty for the data folder"
+            ) from None
         raise StorageError(f"{path}: cannot open it: {exc}") from None
 
 

@@ -43,7 +43,7 @@ from pathlib import Path
 
 from .config import Config, Paths
 
-__all__ = ["BackupError", "BackupFile", "Manifest", "backup", "restore", "returning_users", "schema_versions", "verify"]
+__all__ = ["BackupError", "BackupFile", "Manifest", "backup", "myclaw_version", "restore", "returning_users", "schema_versions", "verify"]
 
 MANIFEST = "manifest.json"
 FORMAT = 1
@@ -130,7 +130,8 @@ def _private_dir(path: Path) -> None:
     os.chmod(path, 0o700)
 
 
-def _version() -> str:
+def myclaw_version() -> str:
+    """This build's version (the manifest's, the gateway's start line)."""
     from importlib.metadata import PackageNotFoundError, version
 
     try:
@@ -147,7 +148,7 @@ def backup(cfg: Config, paths: Paths, dest: Path, *, now: Callable[[], datetime]
         # An empty backup would pass for one until the day it is needed.
         raise BackupError(f"nothing to back up in {paths.home}: no data files and no workspace (wrong MYCLAW_HOME?)")
     stamp = (now or (lambda: datetime.now(UTC)))().strftime("%Y-%m-%dT%H:%M:%SZ")
-    manifest = Manifest(created_at=stamp, myclaw_version=_version())
+    manifest = Manifest(created_at=stamp, myclaw_version=myclaw_version())
     made = _missing(dest)
     old_umask = os.umask(0o077)  # every file below: owner only
     try:

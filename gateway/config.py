@@ -829,6 +829,18 @@ def _trailing_comma(text: str, exc: json.JSONDecodeError) -> int | None:
     return before.count("\n") + 1 if before.endswith(",") else None
 
 
+def _wrong_literal(text: str, exc: json.JSONDecodeError) -> str:
+    """What a Python dict or a JavaScript object pasted as JSON has where
+    the decoder stopped: a single quote, or True / False / None."""
+    line = text.count("\n", 0, exc.pos) + 1
+    if text[exc.pos : exc.pos + 1] == "'":
+        return f": JSON strings take double quotes: write \"...\", not '...', on line {line}"
+    for literal, fix in (("True", "true"), ("False", "false"), ("None", "null")):
+        if text.startswith(literal, exc.pos):
+            return f": JSON writes {literal} as {fix}, in lower case, on line {line}"
+    return ""
+
+
 def load_config(
     path: Path | None = None,
     env: Mapping[str, str] | None = None,
@@ -862,6 +874,7 @@ def load_config(
             hint = f": JSON has no comments: remove the {found[0]} on line {found[1]}" if found else ""
             if not hint and (comma := _trailing_comma(text, exc)) is not None:
                 hint = f": JSON allows no comma before }} or ]: remove the one at the end of line {comma}"
+            hint = hint or _wrong_literal(text, exc)
             raise ConfigError(
                 f"{path}: not valid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}{hint}"
             ) from None

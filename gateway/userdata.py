@@ -240,7 +240,7 @@ class UserData:
                 await self.cron.db.checkpoint()
         out = Census(memories=mem.memories, events=mem.events, messages=messages, jobs=jobs, files=files,
                      waiting=waiting, incognito=quiet, timezone=zone)
-        log.info("user forgotten at their request", owner=user, memories=out.memories, events=out.events,
+        log.info("user forgotten", owner=user, memories=out.memories, events=out.events,
                  waiting=mem.waiting, messages=out.messages, inbox=waiting, edits=edits, jobs=out.jobs, files=mem.files, sent_files=files,
                  incognito=quiet, timezone=zone)
         return out

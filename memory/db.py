@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import Any
 
 import aiosqlite
+import structlog
 
 __all__ = ["Attachment", "Database", "InlineReader", "Migration", "SchemaTooNew", "private_dirs", "private_file", "run_script"]
 
@@ -459,6 +460,13 @@ async def _migrate(
         raise SchemaTooNew(
             f"database schema version {current} ({schema}) is newer than this myclaw ({len(migrations)})"
         )
+    # An existing file upgraded is said before and after: a long migration
+    # at start is then not a silent hang. A new file is only created.
+    name = await _file_name(conn, schema) if 0 < current < len(migrations) else ""
+    if name:
+        log = structlog.get_logger(component="db")
+        log.info("upgrading database schema", file=name, from_version=current, to_version=len(migrations))
+        started = time.monotonic()
     for version, step in enumerate(migrations[current:], start=current + 1):
         steps = [(before[version], False)] if before and version in before else []
         for run, last in [*steps, (step, True)]:
@@ -477,3 +485,15 @@ async def _migrate(
                 if conn.in_transaction:  # see Database._rollback
                     await conn.execute("ROLLBACK")
                 raise
+    if name:
+        log.info("database schema upgraded", file=name, from_version=current, to_version=len(migrations),
+                 seconds=round(time.monotonic() - started, 3))
+
+
+async def _file_name(conn: aiosqlite.Connection, schema: str) -> str:
+    """The name (not the folder) of the file open as ``schema``."""
+    async with conn.execute("PRAGMA database_list") as cur:
+        for row in await cur.fetchall():
+            if row[1] == schema:
+                return Path(str(row[2])).name or schema
+    return schema

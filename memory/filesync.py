@@ -82,12 +82,13 @@ async def migrate_leased(
     only: set[Path] | None = None,
     job: str = "migrate",
     wall_ns: Callable[[], int] = time.time_ns,
+    log_problems: bool = True,
 ) -> MigrationReport:
     """:func:`migrate_files` under :data:`FILE_SYNC_LEASE`: two importers at
     once would both see a line as new and add it twice. Raises
     :class:`~memory.lease.LeaseBusy` when another holds it."""
     async with Leases(engine.db, engine.clock).hold(FILE_SYNC_LEASE, job, ttl=_LEASE_TTL):
-        return await migrate_files(workspace, engine, only=only, wall_ns=wall_ns)
+        return await migrate_files(workspace, engine, only=only, wall_ns=wall_ns, log_problems=log_problems)
 
 
 class FileSync:

@@ -322,12 +322,15 @@ async def migrate_files(
     *,
     only: Collection[Path] | None = None,
     wall_ns: Callable[[], int] = time.time_ns,
+    log_problems: bool = True,
 ) -> MigrationReport:
     """Import ``<workspace>/memory`` into ``engine``; safe to run any number of times.
     ``only``: just these files (memory/filesync.py's changed ones); the
     directories' problems are then left to the full runs that report them.
     ``wall_ns``: the wall clock the filesystem stamps mtimes by (not the
-    engine's clock, which tests and replays set), for :func:`is_racy`."""
+    engine's clock, which tests and replays set), for :func:`is_racy`.
+    ``log_problems``: False where the caller shows :attr:`MigrationReport.problems`
+    itself (``myclaw memory migrate`` prints them in full)."""
     root = Path(workspace) / "memory"
     report = MigrationReport()
     sources, problems = discover(root)
@@ -390,7 +393,7 @@ async def migrate_files(
                 await _daily(engine, root, f, data, stamp, entry, report)
     if wanted is None:
         report.problems[:0] = problems
-    for p in report.problems:
+    for p in report.problems if log_problems else ():
         _log_problem(p)  # its kind and a hashed name: the text names a user and a file
     if report.changed:
         log.info(

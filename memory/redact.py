@@ -275,7 +275,7 @@ def _vetted(message: str, sent: str) -> str:
 def error_summary(resp: httpx.Response, sent: str, secrets: Iterable[str] = (), *, limit: int = 200) -> str:
     """What may be logged of an error response to a request whose words
     are ``sent`` (:func:`sent_text`): ``"invalid_request_error
-    context_length_exceeded: <message vetted> (412 chars, sha256 1a2b3c4d)"``."""
+    context_length_exceeded - <message vetted> (412 chars, sha256 1a2b3c4d)"``."""
     kind: list[str] = []
     try:
         err = resp.json().get("error")
@@ -293,4 +293,6 @@ def summarize_error(raw: str, sent: str, secrets: Iterable[str] = (), *, kind: I
     digest = hashlib.sha256(raw.encode("utf-8", "replace")).hexdigest()[:8]
     said = scrub_provider_text(_vetted(raw, sent), secrets, limit=limit)
     head = scrub_provider_text(" ".join(_vetted(k, sent)[:60] for k in kind), secrets)
-    return f"{head + ': ' if head else ''}{said} ({len(raw)} chars, sha256 {digest})"
+    # " - ", not ": ": a code such as invalid_api_key before a colon reads as
+    # "api_key: <value>" to the log's redaction, which blanked the message's first word.
+    return f"{head + ' - ' if head else ''}{said} ({len(raw)} chars, sha256 {digest})"

@@ -533,7 +533,10 @@ async def serve(args: argparse.Namespace) -> None:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    # The docstring's opening ends in a colon before its example: show both, and the default.
+    intro, example = __doc__.split("\n\n")[:2]
+    ap = argparse.ArgumentParser(description=f"{intro}\n\n{example}\n\n(no port option: all three, on those ports)",
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--telegram", type=int, metavar="PORT", help="fake Telegram Bot API port")
     ap.add_argument("--feishu", type=int, metavar="PORT", help="fake Feishu Open API port")
     ap.add_argument("--openai", type=int, metavar="PORT", help="fake OpenAI-compatible API port")

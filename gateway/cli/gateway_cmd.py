@@ -9,6 +9,7 @@ import asyncio
 import functools
 import getpass
 import logging
+import os
 import signal
 import sys
 from collections.abc import Callable, Coroutine
@@ -121,7 +122,13 @@ async def run_gateway(
             tune()
         # Replies may go out before this (once channels are up): this line
         # says start-up is over, a stop from here on is a normal one.
-        structlog.get_logger(component="gateway").info("gateway running", channels=sorted(app.channels))
+        # What runs, where and which build: an operator with two homes, or after an upgrade.
+        from gateway.backup import myclaw_version
+
+        if app.channels:  # none: app.wait() says so and exits 1; "running" would mislead
+            structlog.get_logger(component="gateway").info(
+                "gateway running", channels=sorted(app.channels), home=str(paths.home), pid=os.getpid(),
+                version=myclaw_version())
         return await app.wait(stop)
     finally:
         await app.close()

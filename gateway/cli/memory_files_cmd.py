@@ -205,7 +205,7 @@ async def _migrate(path: Path, ws: Path) -> MigrationReport:
     async with open_engine(path, create=True) as engine:
         try:
             # The lease the gateway's file sync takes: two imports at once would add a line twice.
-            return await migrate_leased(ws, engine)
+            return await migrate_leased(ws, engine, log_problems=False)  # printed in full by migrate()
         except LeaseBusy as busy:
             raise click.ClickException(
                 f"another import of the memory files is running ({busy}); try again in a minute") from None

@@ -80,3 +80,32 @@ async def test_a_send_that_fails_is_logged_by_type_and_codes_not_the_replys_word
     [line] = lines(out, "send failed")
     assert line["error"] == "ConnectionResetError" and line["errno_name"] == "ECONNRESET" and line["chat_id"] == "7"
     assert "Okonkwo" not in out.getvalue()
+
+
+async def test_a_sender_not_in_allow_from_is_a_warning_once_an_hour_not_one_per_message() -> None:
+    """A family group where one member is not listed: their every line
+    (not even to the bot) was a warning. The first says who (the id to
+    add to allowFrom); the next ones within the hour are debug, an hour
+    later it is said again. Another sender is said on their own."""
+    bus = MessageBus(maxsize=10)
+    cfg = TelegramConfig(enabled=True, token=SecretStr("123456:" + "a" * 35), base_url="http://127.0.0.1:9/bot",
+                         allow_from=["7"])
+    ch = TelegramChannel(cfg, bus)
+    now = [1000.0]
+    ch.monotonic = lambda: now[0]
+
+    def said(sender: str, text: str = "just chatting") -> InboundMessage:
+        return InboundMessage("telegram", "-100", sender, text, message_id=text, is_group=True)
+
+    with debug_json_log() as out:
+        for i in range(5):
+            assert not await ch.publish(said("9", f"line {i}"))
+        assert not await ch.publish(said("8"))
+        now[0] += 3601
+        assert not await ch.publish(said("9"))
+        assert await ch.publish(said("7"))
+    dropped = lines(out, "message from sender not in allowFrom dropped")
+    assert [(d["level"], d["sender_id"]) for d in dropped] == [
+        ("warning", "9"), *[("debug", "9")] * 4, ("warning", "8"), ("warning", "9"),
+    ]
+    assert "line 0" not in out.getvalue()

@@ -726,6 +726,27 @@ async def test_a_data_file_another_process_keeps_locked_is_not_called_damaged(tm
     assert "locked" in said and "start again" in said and "restore it from a backup" not in said, said
 
 
+async def test_a_memory_db_path_that_cannot_be_made_names_the_setting_and_the_fix(
+    tmp_path: Path, clock: ManualClock, fake_llm: FakeOpenAI
+) -> None:
+    """``memory.dbPath`` (or MYCLAW_MEMORY_DB_PATH) under a folder that
+    cannot be made: the error names the setting, not only the errno."""
+    from gateway.app import StorageError
+
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("x")
+    cfg, paths = _config(tmp_path, fake_llm, memory={"dbPath": str(blocker / "memory.db")})
+    app = App(cfg, paths, clock=clock, channel_specs=[ECHO])
+    try:
+        with pytest.raises(StorageError) as err:
+            await app.open()
+    finally:
+        await app.close()
+    said = str(err.value)
+    assert str(blocker / "memory.db") in said and "memory.dbPath" in said and "MYCLAW_MEMORY_DB_PATH" in said, said
+    assert blocker.read_text() == "x"
+
+
 async def test_opening_labels_old_feishu_facts_of_chats_known_private(
     tmp_path: Path, clock: ManualClock, fake_llm: FakeOpenAI
 ) -> None:

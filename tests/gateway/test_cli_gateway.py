@@ -10,6 +10,7 @@ import json
 import os
 import socket
 import sys
+from importlib.metadata import version
 from pathlib import Path
 from typing import Literal
 
@@ -143,7 +144,12 @@ async def test_sigterm_is_acknowledged_and_the_stop_logged(tmp_path: Path, fake_
     assert proc.returncode == 0, text
     assert "SIGTERM received: stopping after the messages already taken are answered" in text
     assert "gateway stopped" in text.rstrip().splitlines()[-1]  # the last line: it is over
+    assert '"telegram channel stopped"' in text  # each channel says it closed, as Feishu's does
     assert tg.token not in text and (fake_llm.api_key or "") not in text
+    # the start says what runs, where and which: an operator with two homes, or after an upgrade
+    [running] = [json.loads(x) for x in head.decode().splitlines() if '"gateway running"' in x]
+    assert running["channels"] == ["telegram"] and running["home"] == str(tmp_path)
+    assert running["pid"] == proc.pid and running["version"] == version("myclaw")
 
 
 async def _one_message_then_sigterm(home: Path, fake_llm: FakeOpenAI, *args: str, **env: str) -> tuple[int, str]:
@@ -400,3 +406,22 @@ async def test_ctrl_c_during_start_up_stops_it_and_closes_what_it_opened(
     data = tmp_path / "data"
     assert running_pid(data) is None
     assert sorted(p.name for p in data.iterdir() if p.name.endswith("-wal")) == []  # databases closed, not cut off
+
+
+async def test_a_gateway_whose_only_channel_is_refused_never_says_it_is_running(tmp_path: Path,
+                                                                               fake_llm: FakeOpenAI) -> None:
+    """A rejected bot token (a newcomer's copy-paste slip): exit 1, the
+    refusal named, and no "gateway running" line in between to mislead a
+    supervisor or an operator reading the log."""
+    from tests.fakes.telegram_server import FakeTelegram
+
+    async with FakeTelegram() as tg:
+        doc = {
+            "provider": {"baseUrl": fake_llm.url, "apiKey": fake_llm.api_key},
+            "channels": {"telegram": {"enabled": True, "token": "123456789:" + "x" * 35, "baseUrl": tg.base_url}},
+        }
+        (tmp_path / "config.json").write_text(json.dumps(doc), encoding="utf-8")
+        code, out, err = await _myclaw(tmp_path, "gateway")
+    assert code == 1, err
+    assert "Telegram rejected the bot token" in err and "no channel is running; stopping" in err
+    assert '"gateway running"' not in err, err

@@ -480,6 +480,11 @@ def test_migrate_is_idempotent_and_reports_counts(home: Path, tmp_path: Path) ->
     (other / "memory" / "users" / "stray").mkdir(parents=True)
     r = ok("migrate", "--workspace", str(other))
     assert "warning: users/stray: no .owner file" in r.output
+    # said once, in words: not again as a log line (which hashes the name the operator needs)
+    assert "migration left a file or directory out" not in r.output
+    (other / "memory" / "notes.md").write_text("random notes\n")
+    r = ok("migrate", "--workspace", str(other))
+    assert r.output.count("warning: ") == 2 and "warning: notes.md: not imported" in r.output, r.output
     r = cli("migrate", "--workspace", str(tmp_path / "missing"))
     assert r.exit_code == 1 and "no memory directory at" in r.output
 

@@ -455,6 +455,27 @@ def test_a_config_file_with_comments_is_named_with_the_line_to_remove(tmp_path: 
     assert "comments" not in str(err.value)
 
 
+def test_single_quotes_and_python_literals_are_named_with_the_fix(tmp_path: Path) -> None:
+    # Written as a Python dict or a JavaScript object: the bare "Expecting value" does not say why.
+    p = tmp_path / "config.json"
+    p.write_text("{\n  \"agent\": {\"model\": 'gpt-4o-mini'}\n}\n", encoding="utf-8")
+    with pytest.raises(ConfigError) as err:
+        load_config(p, env={})
+    assert str(err.value).startswith(f"{p}: not valid JSON at line 2 column 22")
+    assert str(err.value).endswith("JSON strings take double quotes: write \"...\", not '...', on line 2")
+    p.write_text("{'agent': {}}", encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"JSON strings take double quotes: write \"\.\.\.\", not '\.\.\.', on line 1$"):
+        load_config(p, env={})
+    for literal, fix in (("True", "true"), ("False", "false"), ("None", "null")):
+        p.write_text(f'{{"memory": {{"enabled": {literal}}}}}', encoding="utf-8")
+        with pytest.raises(ConfigError) as err:
+            load_config(p, env={})
+        assert str(err.value).endswith(f"JSON writes {literal} as {fix}, in lower case, on line 1"), str(err.value)
+    # An apostrophe inside a string is no quote mark, and loads.
+    p.write_text('{"agent": {"model": "alice\'s-model"}}', encoding="utf-8")
+    assert load_config(p, env={}).agent.model == "alice's-model"
+
+
 def test_a_trailing_comma_is_named_with_its_line(tmp_path: Path) -> None:
     # JavaScript and JSONC allow them, and the decode error points at the bracket after.
     p = tmp_path / "config.json"

@@ -163,7 +163,7 @@ async def test_an_error_status_on_a_streamed_request_is_the_usual_error(fake_llm
     assert res.content == "after retry" and res.attempts == 2
     fake_llm.queue_error(400, body="bad thing")
     async with client(fake_llm) as llm:
-        with pytest.raises(Exception, match="400: invalid_request_error: bad thing"):
+        with pytest.raises(Exception, match="400: invalid_request_error - bad thing"):
             await llm.chat([{"role": "user", "content": "q"}], on_text=lambda _t: None)
 
 

@@ -139,8 +139,35 @@ async def test_a_provider_echoing_the_keys_never_puts_them_in_the_log() -> None:
     text = out.getvalue()
     assert PRIMARY_KEY not in text and BACKUP_KEY not in text
     [failed] = [r for r in lines(out) if r["event"] == "LLM call failed"]
-    assert failed["error"].startswith("LLM provider answered 400: server_error: Incorrect API key provided: *** (also tried ***)")
+    assert failed["error"].startswith("LLM provider answered 400: server_error - Incorrect API key provided: *** (also tried ***)")
     assert len(failed["error"]) <= 300 and text.count("Miso") < 100
+
+
+async def test_a_refused_key_is_logged_in_the_providers_own_words() -> None:
+    """OpenAI's 401 (code ``invalid_api_key``, "Incorrect API key
+    provided"), the first error a newcomer sees: the log keeps its words.
+    The code and the message are joined so that the log's redaction of
+    ``api_key: <value>`` lines does not take the message's first word
+    for a key."""
+    from gateway.agent import Agent
+    from gateway.config import ProviderConfig
+    from gateway.failover import FailoverLLM
+    from gateway.tools import ToolContext
+    from memory import ManualClock
+    from tests.fakes.openai_server import FakeOpenAI
+
+    out = io.StringIO()
+    configure_logging(stream=out)
+    ctx = ToolContext(user="alice", channel="telegram", chat_id="42", private=True, message_id="7", sender_id="1")
+    async with FakeOpenAI(api_key=PRIMARY_KEY) as fake:
+        prov = ProviderConfig.model_validate({"baseUrl": fake.url, "apiKey": "sk-wrong-0123456789", "maxRetries": 0})
+        async with FailoverLLM.from_config(prov, "main", [], ManualClock("2026-03-01T12:00:00Z")) as llm:
+            reply = await Agent(llm).run([{"role": "user", "content": "hi"}], ctx, user_text="hi")
+    assert not reply.ok
+    [failed] = [r for r in lines(out) if r["event"] == "LLM call failed"]
+    assert "Incorrect API key provided" in failed["error"], failed["error"]
+    assert "invalid_api_key" in failed["error"] and "[redacted]" not in failed["error"]
+    assert "sk-wrong-0123456789" not in out.getvalue()
 
 
 async def test_memory_and_transcription_errors_drop_the_key_they_were_sent() -> None:

@@ -278,3 +278,29 @@ async def test_another_process_closing_the_side_file_leaves_the_live_wal_alone(t
         other.close()
     finally:
         await db.close()
+
+
+async def test_an_upgrade_of_an_existing_file_is_logged_before_and_after_a_new_one_is_not(tmp_path: Path) -> None:
+    """An operator upgrading sees which file is migrated, from which schema
+    to which, and how long it took: a long migration at start is not a
+    silent hang. A first start (a new file) and an open of a current file
+    log nothing."""
+    import io
+    import json
+
+    from gateway.logging import configure_logging
+
+    out = io.StringIO()
+    configure_logging(stream=out)
+    path = tmp_path / "memory.db"
+    await (await Database.open(path, MIGRATIONS[:3])).close()
+    assert out.getvalue() == ""  # created: nothing to upgrade
+    await (await Database.open(path, MIGRATIONS)).close()
+    await (await Database.open(path, MIGRATIONS)).close()  # current: nothing
+    rows = [json.loads(x) for x in out.getvalue().splitlines()]
+    assert [(r["event"], r["file"], r["from_version"], r["to_version"], r["level"]) for r in rows] == [
+        ("upgrading database schema", "memory.db", 3, len(MIGRATIONS), "info"),
+        ("database schema upgraded", "memory.db", 3, len(MIGRATIONS), "info"),
+    ]
+    assert rows[1]["seconds"] >= 0
+    assert str(tmp_path) not in out.getvalue()  # the file's name, not its folder
