@@ -30,7 +30,7 @@ from .format import fit_budget
 from .forgetting import Forgotten, erase_planned, event_hit, plan_erasure, repeats_forgotten
 from .scope import Chat
 from .redact import redact_credentials
-from .retrieval import Retriever
+from .retrieval import DATED_EVENTS_MAX, Retriever
 from .tokens import estimate_tokens
 from .types import (
     GLOBAL_OWNER,
@@ -169,13 +169,22 @@ class SqliteMemory(MemoryBackend):
         places, ranked with the facts: the log answers it, and the model
         need not think of calling memory_search. Otherwise Tier 3 stays
         on demand (seed 000), as the private chat's only."""
-        events = await self.retriever.search_events(user, query, limit=RECALL_EVENTS, tz=tz, period_only=True)
+        # All of the period's (they are scored anyway): their days are counted.
+        events = await self.retriever.search_events(user, query, limit=DATED_EVENTS_MAX, tz=tz, period_only=True)
         if not events:
             return hits
         lx = self.retriever if isinstance(self.retriever, Retriever) else self.retriever.lexical
-        facts = hits[: max(0, lx.max_hits - len(events))]
-        both = sorted([*events, *facts], key=lambda h: -h.score)
-        return fit_budget(both, max_hits=lx.max_hits, max_chars=lx.max_chars, token_budget=lx.token_budget)
+        # One ranking by score (an event first on a tie): a fact that scored
+        # more than an event keeps its place, a weaker one gives it up.
+        both = sorted([*events[:RECALL_EVENTS], *hits], key=lambda h: (-h.score, h.kind != "event"))
+        kept = fit_budget(both, max_hits=lx.max_hits, max_chars=lx.max_chars, token_budget=lx.token_budget)
+        listed = [i for i, h in enumerate(kept) if h.kind == "event"]
+        more = len({e.date for e in events} - {kept[i].date for i in listed})
+        if not listed or not more:
+            return kept
+        # A busy week: the block says there is more (its words within the budget).
+        kept[listed[-1]] = replace(kept[listed[-1]], more_days=more)
+        return fit_budget(kept, max_hits=lx.max_hits, max_chars=lx.max_chars, token_budget=lx.token_budget)
 
     async def _with_replaced(self, user: str, hits: list[Hit], tz: tzinfo | None) -> list[Hit]:
         """Each recalled fact that replaced one (the user changed their mind)
