@@ -17,8 +17,13 @@ Pure rules, English and Chinese, relative to ``now`` (the engine's clock):
 * vague spans, as the days they can mean rather than one guessed day:
   前几天 / a few days ago / the other day (yesterday back to 6 days ago),
   前两天 / a couple of days ago (back to 3), 这几天, 半个月前 (10-20 days
-  ago), 半年前, 几个月前 / a few weeks ago; 刚才 / just now is the last
-  three hours (at 00:30 they began yesterday).
+  ago), 半年前, 几个月前 / a few weeks ago; 最近几天 / the past few days as
+  这几天; 刚才 / just now is the last three hours (at 00:30 they began
+  yesterday).
+* loose words, only with ``loose=True`` (the events of recall; said of
+  anything, "最近怎么样"): 最近 / 近来 / 这阵子 / recently / lately / these
+  days the last two weeks, 前阵子 / 前段时间 2 to 6 weeks ago; never 最近 as
+  "nearest" (最近的医院, 离家最近).
 
 Each reference becomes a half-open UTC range ``[start, end)``; with a
 user's zone, days start at their midnight ("yesterday" at 04:00 in
