@@ -30,7 +30,8 @@ from .format import fit_budget
 from .forgetting import Forgotten, erase_planned, event_hit, plan_erasure, repeats_forgotten
 from .scope import Chat
 from .redact import redact_credentials
-from .retrieval import DATED_EVENTS_MAX, Retriever
+from .retrieval import DATED_EVENTS_MAX, MAX_QUERY_CHARS, Retriever
+from .tokenize import index_terms, query_terms
 from .tokens import estimate_tokens
 from .types import (
     GLOBAL_OWNER,
@@ -174,10 +175,8 @@ class SqliteMemory(MemoryBackend):
         if not events:
             return hits
         lx = self.retriever if isinstance(self.retriever, Retriever) else self.retriever.lexical
-        # One ranking by score (an event first on a tie): a fact that scored
-        # more than an event keeps its place, a weaker one gives it up.
-        both = sorted([*events[:RECALL_EVENTS], *hits], key=lambda h: (-h.score, h.kind != "event"))
-        kept = fit_budget(both, max_hits=lx.max_hits, max_chars=lx.max_chars, token_budget=lx.token_budget)
+        kept = fit_budget(_merged(query, hits, events[:RECALL_EVENTS]), max_hits=lx.max_hits, max_chars=lx.max_chars,
+                          token_budget=lx.token_budget)
         listed = [i for i, h in enumerate(kept) if h.kind == "event"]
         more = len({e.date for e in events} - {kept[i].date for i in listed})
         if not listed or not more:
@@ -625,6 +624,24 @@ async def _cites(conn: aiosqlite.Connection, table: str, owner: str, channel: st
     sql = f"SELECT 1 FROM {table} WHERE {_CITES_MESSAGE} LIMIT 1"
     async with conn.execute(sql, (owner, channel, chat_id, mid)) as cur:
         return await cur.fetchone() is not None
+
+
+def _merged(query: str, facts: Sequence[Hit], events: Sequence[Hit]) -> list[Hit]:
+    """Facts and a period's events in one ranking by score (an event first
+    on a tie): a fact that scored more keeps its place, a weaker one gives
+    it up. A fact holding no word of the message is in by its date alone,
+    as the events are, and for "上周我们聊了什么？" the summaries are the
+    answer: it counts for no more than the weakest of them."""
+    asked = {t for t, _ in query_terms(query[:MAX_QUERY_CHARS]) if len(t) > 1}  # a lone 周 is no word of it
+    floor = min((e.score for e in events), default=0.0)
+
+    def rank(h: Hit) -> tuple[float, bool]:
+        score = h.score
+        if h.kind == "memory" and asked.isdisjoint(index_terms(h.content)):
+            score = min(score, floor)
+        return -score, h.kind != "event"
+
+    return sorted([*events, *facts], key=rank)
 
 
 def _once(hits: Sequence[Hit]) -> list[Hit]:

@@ -101,6 +101,27 @@ async def test_period_events_and_facts_are_merged_by_score_a_strong_fact_keeps_i
     assert scores == sorted(scores, reverse=True)
 
 
+async def test_facts_in_by_their_date_alone_give_way_to_the_periods_chats(
+    engine: MemoryEngine, clock: ManualClock
+) -> None:
+    """"上周我们聊了什么？" shares no word with last week's facts either:
+    they are in by their date as the summaries are, and the summaries are
+    the answer. A long summary (a lower score: its length) is not pushed
+    out by a fact of no word of the question."""
+    mem = SqliteMemory(engine)
+    for i, c in enumerate(["Alice 在学吉他", "Alice 的猫叫 Momo", "Alice 想换工作", "Alice 周末去爬山",
+                           "Alice 下个月去日本", "Alice 用 Hugo 写博客"]):
+        clock.set(f"2026-03-0{2 + i % 5}T09:00:00Z")
+        await engine.add(NewMemory(owner="alice", content=c, category=Category.DECISION))
+    events = [await engine.add_event("alice", day, s) for day, s in (
+        ("2026-03-02", "讨论了把博客迁移到 Hugo 的步骤，以及主题的选择和评论插件"),
+        ("2026-03-04", "计划周末和朋友去香山爬山"), ("2026-03-06", "聊了跳槽去一家新公司的打算"))]
+    clock.set("2026-03-11T09:00:00Z")
+    recalled = await mem.recall("alice", "上周我们聊了什么？")
+    assert {h.id for h in recalled if h.kind == "event"} == {e.id for e in events}, recalled
+    assert [h.kind for h in recalled] == ["event"] * 3 + ["memory"] * 2
+
+
 async def test_period_events_take_the_places_of_weaker_facts(engine: MemoryEngine, clock: ManualClock) -> None:
     """The other way: last week's chats about the thing asked outrank facts
     that share one word of it; still at most three of them."""
