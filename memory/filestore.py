@@ -27,8 +27,9 @@ legacy store did; a group chat (``private=False``) gets the shared
 ``MEMORY.md`` only. ``recall``/``search`` are keyword searches over the same
 files; a message naming a time ("上上周我们聊了什么？", memory/timeref.py, read
 on the user's calendar) also gets lines of those days' logs, however old, as
-the SQLite store gets that period's chat summaries. Entries are cited by a hash of their words (``m``/``e`` +
-:func:`entry_id`), which :meth:`FileMemory.forget` erases them by.
+the SQLite store gets that period's chat summaries. Entries are cited by a
+hash of their words (``m``/``e`` + :func:`entry_id`), which
+:meth:`FileMemory.forget` erases them by.
 An edited message (:meth:`FileMemory.revise`) gets its logged line
 rewritten, a recalled one (:meth:`FileMemory.retract`) erased with the reply
 logged after it; the log has no message ids, so both find the line by its
@@ -607,7 +608,8 @@ class FileMemory(MemoryBackend):
         out = []
         for a, b in periods(normalize(query[:_MAX_QUERY_CHARS]), self.clock.now(), tz or self.tz, loose=True):
             first, end = a.astimezone(self.tz), b.astimezone(self.tz)
-            last = end.date() if end.time() == datetime.min.time() else end.date() + timedelta(days=1)  # 刚才: part of a day
+            whole = end.time() == datetime.min.time()  # 刚才 ends within a day: that day counts
+            last = end.date() if whole else end.date() + timedelta(days=1)
             out.append((first.date().isoformat(), last.isoformat()))
         return out
 
