@@ -343,6 +343,7 @@ class App:
         await self.titles.load()  # a refusal the last run met, for /healthz until this run asks again
         if self.memory_web is not None:
             self.memory_web.titles = self.titles
+            self.memory_web.admin.zone_of = self.timezones.get  # a search's "昨天" on the user's calendar
         if self.extraction is not None:
             from memory.extraction import ExtractionService
 

@@ -35,8 +35,8 @@ from memory.errorlog import error_fields
 from memory.lru import LRU
 
 __all__ = [
-    "REFUSED_RETRY_AFTER", "RETRY_AFTER", "STALE_AFTER", "ChatTitles", "Lookup", "group_name", "read_refusals",
-    "read_titles",
+    "REFUSED_RETRY_AFTER", "RETRY_AFTER", "STALE_AFTER", "ChatTitles", "Lookup", "group_name", "open_read_only",
+    "read_refusals", "read_titles",
 ]
 
 CHATS_KEPT = 4096  # chats whose last written title is remembered (no write while it is the same)
@@ -58,7 +58,7 @@ def group_name(place: str, names: Mapping[str, str]) -> str:
     return names.get(place) or place
 
 
-def _read_only(path: Path) -> sqlite3.Connection:
+def open_read_only(path: Path) -> sqlite3.Connection:
     """``path`` opened read-only: a file no process has open is read
     ``immutable``, so not even a ``-wal`` is made."""
     live = Path(f"{path}-wal").exists() and Path(f"{path}-shm").exists()  # a gateway has it open
@@ -73,7 +73,7 @@ def read_refusals(path: Path) -> dict[str, tuple[str, str]]:
     predates the record."""
     if not path.is_file():
         return {}
-    with closing(_read_only(path)) as conn:
+    with closing(open_read_only(path)) as conn:
         try:
             rows = conn.execute("SELECT channel, scope, refused_at FROM refused_permissions").fetchall()
         except sqlite3.OperationalError as exc:
@@ -92,7 +92,7 @@ def read_titles(path: Path) -> dict[str, str]:
     for a file that is not a database."""
     if not path.is_file():
         return {}
-    with closing(_read_only(path)) as conn:
+    with closing(open_read_only(path)) as conn:
         try:
             rows = conn.execute("SELECT channel || ':' || chat_id, title FROM chat_titles").fetchall()
         except sqlite3.OperationalError as exc:

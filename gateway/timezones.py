@@ -19,6 +19,9 @@ from __future__ import annotations
 
 import difflib
 import re
+import sqlite3
+from contextlib import closing
+from pathlib import Path
 from datetime import datetime, timedelta, timezone, tzinfo
 from functools import cache
 from typing import TYPE_CHECKING
@@ -30,7 +33,7 @@ from memory.lru import LRU
 if TYPE_CHECKING:
     from memory.db import Database
 
-__all__ = ["TimezoneError", "UserTimezones", "parse_timezone", "zone_name"]
+__all__ = ["TimezoneError", "UserTimezones", "parse_timezone", "read_zones", "zone_name"]
 
 USERS_KEPT = 4096  # users whose zone is cached (the prompt asks once per message)
 
@@ -224,3 +227,30 @@ class UserTimezones:
         self._cache.pop(old, None)
         self._cache.pop(new, None)
         return moved
+
+
+def read_zones(path: Path) -> dict[str, tzinfo]:
+    """Every user's /timezone in the gateway.db at ``path``, for a command
+    that opens memory.db alone (``myclaw memory search``): read only, as
+    :func:`gateway.chattitles.read_titles` reads. {} when there is no such
+    file or it predates the table; a zone this system cannot read is left
+    out (the gateway's applies, as :meth:`UserTimezones.get` does). Raises
+    ``sqlite3.DatabaseError`` for a file that is not a database."""
+    from .chattitles import open_read_only
+
+    if not path.is_file():
+        return {}
+    with closing(open_read_only(path)) as conn:
+        try:
+            rows = conn.execute("SELECT owner, timezone FROM user_timezones").fetchall()
+        except sqlite3.OperationalError as exc:
+            if "no such table" in str(exc):
+                return {}
+            raise
+    out: dict[str, tzinfo] = {}
+    for owner, name in rows:
+        try:
+            out[str(owner)] = parse_timezone(str(name))
+        except TimezoneError:
+            continue
+    return out

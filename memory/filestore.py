@@ -25,8 +25,11 @@ case-insensitive disk) never share a directory.
 Context (``profile``) is long-term memory plus the last 7 days, as the
 legacy store did; a group chat (``private=False``) gets the shared
 ``MEMORY.md`` only. ``recall``/``search`` are keyword searches over the same
-files. Entries are cited by a hash of their words (``m``/``e`` +
-:func:`entry_id`), which :meth:`FileMemory.forget` erases them by.
+files; a message naming a time ("上上周我们聊了什么？", memory/timeref.py, read
+on the user's calendar) also gets lines of those days' logs, however old, as
+the SQLite store gets that period's chat summaries. Entries are cited by a
+hash of their words (``m``/``e`` + :func:`entry_id`), which
+:meth:`FileMemory.forget` erases them by.
 An edited message (:meth:`FileMemory.revise`) gets its logged line
 rewritten, a recalled one (:meth:`FileMemory.retract`) erased with the reply
 logged after it; the log has no message ids, so both find the line by its
@@ -62,7 +65,8 @@ from .mdfacts import clean_text, line_fact, render
 from .mdfacts import facts as md_facts
 from .redact import redact_credentials
 from .scope import Chat
-from .service import EDITED_MARK, Retracted
+from .service import EDITED_MARK, RECALL_EVENTS, Retracted
+from .timeref import periods
 from .tokenize import index_terms, normalize
 from .tokens import estimate_tokens
 from .types import (
@@ -451,6 +455,10 @@ def _query_units(query: str) -> dict[str, float]:
     return dict(list(units.items())[:32])
 
 
+def _on_days(day: str, days: Sequence[tuple[str, str]]) -> bool:
+    return any(a <= day < b for a, b in days)
+
+
 def _matches(unit: str, terms: set[str], norm_text: str) -> bool:
     # Whether a lone Han character is its own index term depends on the
     # tokenizer version: fall back to looking for it in the text.
@@ -580,27 +588,48 @@ class FileMemory(MemoryBackend):
             parts.append("## Recent days\n" + "\n\n".join(reversed(kept)))
         return "\n\n".join(parts)
 
-    # ``tz`` is accepted for the interface: the file store reads no time references.
     async def recall(
         self, user: str, query: str, *, context: Sequence[str] = (), private: bool = True, tz: tzinfo | None = None,
         chat: Chat | None = None,  # a group reads the shared MEMORY.md only, whichever group
     ) -> list[Hit]:
-        return await asyncio.to_thread(self._search, user, query, self.max_hits, private, True)
+        days = self._named_days(query, tz)
+        return await asyncio.to_thread(self._search, user, query, self.max_hits, private, True, days)
 
     async def search(
         self, user: str, query: str, *, limit: int = 8, private: bool = True, tz: tzinfo | None = None,
         chat: Chat | None = None,
     ) -> list[Hit]:
-        return await asyncio.to_thread(self._search, user, query, limit, private, False)
+        return await asyncio.to_thread(self._search, user, query, limit, private, False, self._named_days(query, tz))
 
-    def _search(self, user: str, query: str, limit: int, private: bool, recent_only: bool) -> list[Hit]:
+    def _named_days(self, query: str, tz: tzinfo | None) -> list[tuple[str, str]]:
+        """The log days (``[first, end)``, the store's calendar) of the time
+        references in ``query``, read on the user's (``tz``) as the SQLite
+        store reads them ("上周", and loose words such as 最近)."""
+        out = []
+        for a, b in periods(normalize(query[:_MAX_QUERY_CHARS]), self.clock.now(), tz or self.tz, loose=True):
+            first, end = a.astimezone(self.tz), b.astimezone(self.tz)
+            whole = end.time() == datetime.min.time()  # 刚才 ends within a day: that day counts
+            last = end.date() if whole else end.date() + timedelta(days=1)
+            out.append((first.date().isoformat(), last.isoformat()))
+        return out
+
+    def _search(self, user: str, query: str, limit: int, private: bool, recent_only: bool,
+                days: Sequence[tuple[str, str]] = ()) -> list[Hit]:
         """Keyword search: a hit's score is the IDF-weighted share of query
-        words it contains, so a line sharing only a common word ranks low."""
+        words it contains, so a line sharing only a common word ranks low.
+        ``days``: a time reference's log days; their lines are candidates
+        too (older than the last week included), the period one more query
+        unit they hold, and at most :data:`~memory.service.RECALL_EVENTS`
+        of them are in by their date alone."""
         units = _query_units(query)
-        if not units or limit <= 0:
+        if (not units and not days) or limit <= 0:
             return []
+        files = self._visible_files(user, private=private, recent_only=recent_only)
+        if days and private and user != GLOBAL_OWNER:
+            have = {f.path for f in files}
+            files += [f for f in self.daily_files(user) if f.path not in have and _on_days(f.day or "", days)]
         entries: list[_Entry] = []
-        for f in self._visible_files(user, private=private, recent_only=recent_only):
+        for f in files:
             if not f.path.is_file():
                 continue
             mday = datetime.fromtimestamp(f.path.stat().st_mtime, UTC).astimezone(self.tz).date().isoformat()
@@ -611,10 +640,19 @@ class FileMemory(MemoryBackend):
         n = len(prepared)
         df = {u: sum(1 for _, terms, norm in prepared if _matches(u, terms, norm)) for u in units}
         idf = {u: w * math.log(1.0 + n / (df[u] or 1)) for u, w in units.items()}
-        total = sum(idf.values())
+        dated = {id(e) for e, _, _ in prepared if e.file.day is not None and _on_days(e.date, days)}
+        when = math.log(1.0 + n / len(dated)) if dated else 0.0  # the period as a unit, weight 1
+        total = sum(idf.values()) + when
         scored: list[tuple[float, _Entry]] = []
-        for e, terms, norm in prepared:
+        by_date = 0
+        for e, terms, norm in sorted(prepared, key=lambda p: p[0].date, reverse=True):  # the newest lines first
             got = sum(idf[u] for u in units if df[u] and _matches(u, terms, norm))
+            if id(e) in dated:
+                if got == 0.0:
+                    by_date += 1
+                    if by_date > RECALL_EVENTS:
+                        continue
+                got += when
             if got > 0:
                 scored.append((got / total, e))
         # Best first; among equals, long-term facts, then the most recent day.

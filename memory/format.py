@@ -42,12 +42,17 @@ def format_hit(hit: Hit, max_chars: int = 300, *, zh: bool = False) -> str:
     citation in Chinese with ``zh``); the fact it replaced, if recalled
     with it, on an indented line of its own, dated and marked as replaced."""
     line = f"- {hit.citation(zh=zh)} {truncate(defuse_tags(hit.content), max_chars)}"
-    if hit.replaced is None:
-        return line
-    day, words = hit.replaced
-    old = truncate(defuse_tags(words), max_chars // 2)
-    return line + (f"\n  （它取代了 {day} 说的，已不再成立：{old}）" if zh
-                   else f"\n  (it replaced what was said on {day}, no longer true: {old})")
+    if hit.replaced is not None:
+        day, words = hit.replaced
+        old = truncate(defuse_tags(words), max_chars // 2)
+        line += (f"\n  （它取代了 {day} 说的，已不再成立：{old}）" if zh
+                 else f"\n  (it replaced what was said on {day}, no longer true: {old})")
+    if hit.more_days > 0:
+        n = hit.more_days
+        line += (f"\n  （这段时间另有 {n} 天的聊天未列出，memory_search 可查）" if zh
+                 else f"\n  ({n} more day{'s' if n > 1 else ''} of chats in that period not listed here; "
+                      "memory_search finds them)")
+    return line
 
 
 def fit_budget(

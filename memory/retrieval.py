@@ -119,6 +119,10 @@ WHEN_TERM = "\x00when"  # never an index term: normalize() drops NUL
 WHEN_WEIGHT = 1.0
 """Weight of a time reference in the message ("last week", "in July 2023",
 上个月), matched by the memory's date; it counts like one message word."""
+LOOSE_WHEN_WEIGHT = 0.5
+"""Weight of a loose time word (最近, 前阵子, "recently", "lately"; memory/timeref.py)
+as a term of events: said of anything ("最近怎么样", how have you been), it
+is half a word, and never a term of facts."""
 DATED_EVENTS_MAX = 62
 """Events of a time reference's period read besides those its words find:
 a month of days in two chats ("上个月我们聊了什么"); the newest first."""
@@ -724,9 +728,13 @@ class Retriever:
         summaries even when they share no word with it. ``period_only``:
         only the events of the query's periods (none without one)."""
         now = now or self.engine.clock.now()
-        when = periods(normalize(query[:MAX_QUERY_CHARS]), now, tz) if WHEN_WEIGHT > 0 else []
+        text = normalize(query[:MAX_QUERY_CHARS])
+        when = periods(text, now, tz, loose=True) if WHEN_WEIGHT > 0 else []
         if period_only and not when:
             return []
+        # Only loose words (最近, "lately"): a gentler term, no rank above the rest.
+        strict = bool(when) and bool(periods(text, now, tz))
+        when_weight = WHEN_WEIGHT if strict else LOOSE_WHEN_WEIGHT
         days = _event_days(when, tz)
         q = build_query(query)
         if period_only:  # the period's rows are all the candidates: its words only score them
@@ -750,7 +758,7 @@ class Retriever:
             n = max(stats.rows, len(rows)) + PRIOR_ROWS
             idf = {**{x.term: idf.get(x.term, math.log(1.0 + (n + 0.5) / 0.5)) for x in q},
                    WHEN_TERM: math.log(1.0 + (n - dated + 0.5) / (dated + 0.5))}
-            q = [*q, QueryTerm(WHEN_TERM, WHEN_WEIGHT, True)]
+            q = [*q, QueryTerm(WHEN_TERM, when_weight, True)]
         relevance = _Relevance(q, idf, stats.avg_len)
         hits: list[Hit] = []
         for r in rows:
@@ -781,7 +789,7 @@ class Retriever:
                     provenance=prov,
                 )
             )
-        hits.sort(key=lambda h: (not _on_days(h.date, days), -h.score, -h.id))
+        hits.sort(key=lambda h: (strict and not _on_days(h.date, days), -h.score, -h.id))
         return hits[:limit]
 
     async def _events_on(self, user: str, days: Sequence[tuple[str, str]]) -> list[sqlite3.Row]:

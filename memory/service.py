@@ -30,7 +30,8 @@ from .format import fit_budget
 from .forgetting import Forgotten, erase_planned, event_hit, plan_erasure, repeats_forgotten
 from .scope import Chat
 from .redact import redact_credentials
-from .retrieval import Retriever
+from .retrieval import DATED_EVENTS_MAX, MAX_QUERY_CHARS, Retriever
+from .tokenize import index_terms, query_terms
 from .tokens import estimate_tokens
 from .types import (
     GLOBAL_OWNER,
@@ -169,13 +170,20 @@ class SqliteMemory(MemoryBackend):
         places, ranked with the facts: the log answers it, and the model
         need not think of calling memory_search. Otherwise Tier 3 stays
         on demand (seed 000), as the private chat's only."""
-        events = await self.retriever.search_events(user, query, limit=RECALL_EVENTS, tz=tz, period_only=True)
+        # All of the period's (they are scored anyway): their days are counted.
+        events = await self.retriever.search_events(user, query, limit=DATED_EVENTS_MAX, tz=tz, period_only=True)
         if not events:
             return hits
         lx = self.retriever if isinstance(self.retriever, Retriever) else self.retriever.lexical
-        facts = hits[: max(0, lx.max_hits - len(events))]
-        both = sorted([*events, *facts], key=lambda h: -h.score)
-        return fit_budget(both, max_hits=lx.max_hits, max_chars=lx.max_chars, token_budget=lx.token_budget)
+        kept = fit_budget(_merged(query, hits, events[:RECALL_EVENTS]), max_hits=lx.max_hits, max_chars=lx.max_chars,
+                          token_budget=lx.token_budget)
+        listed = [i for i, h in enumerate(kept) if h.kind == "event"]
+        more = len({e.date for e in events} - {kept[i].date for i in listed})
+        if not listed or not more:
+            return kept
+        # A busy week: the block says there is more (its words within the budget).
+        kept[listed[-1]] = replace(kept[listed[-1]], more_days=more)
+        return fit_budget(kept, max_hits=lx.max_hits, max_chars=lx.max_chars, token_budget=lx.token_budget)
 
     async def _with_replaced(self, user: str, hits: list[Hit], tz: tzinfo | None) -> list[Hit]:
         """Each recalled fact that replaced one (the user changed their mind)
@@ -616,6 +624,24 @@ async def _cites(conn: aiosqlite.Connection, table: str, owner: str, channel: st
     sql = f"SELECT 1 FROM {table} WHERE {_CITES_MESSAGE} LIMIT 1"
     async with conn.execute(sql, (owner, channel, chat_id, mid)) as cur:
         return await cur.fetchone() is not None
+
+
+def _merged(query: str, facts: Sequence[Hit], events: Sequence[Hit]) -> list[Hit]:
+    """Facts and a period's events in one ranking by score (an event first
+    on a tie): a fact that scored more keeps its place, a weaker one gives
+    it up. A fact holding no word of the message is in by its date alone,
+    as the events are, and for "上周我们聊了什么？" the summaries are the
+    answer: it counts for no more than the weakest of them."""
+    asked = {t for t, _ in query_terms(query[:MAX_QUERY_CHARS]) if len(t) > 1}  # a lone 周 is no word of it
+    floor = min((e.score for e in events), default=0.0)
+
+    def rank(h: Hit) -> tuple[float, bool]:
+        score = h.score
+        if h.kind == "memory" and asked.isdisjoint(index_terms(h.content)):
+            score = min(score, floor)
+        return -score, h.kind != "event"
+
+    return sorted([*events, *facts], key=rank)
 
 
 def _once(hits: Sequence[Hit]) -> list[Hit]:

@@ -17,8 +17,13 @@ Pure rules, English and Chinese, relative to ``now`` (the engine's clock):
 * vague spans, as the days they can mean rather than one guessed day:
   前几天 / a few days ago / the other day (yesterday back to 6 days ago),
   前两天 / a couple of days ago (back to 3), 这几天, 半个月前 (10-20 days
-  ago), 半年前, 几个月前 / a few weeks ago; 刚才 / just now is the last
-  three hours (at 00:30 they began yesterday).
+  ago), 半年前, 几个月前 / a few weeks ago; 最近几天 / the past few days as
+  这几天; 刚才 / just now is the last three hours (at 00:30 they began
+  yesterday).
+* loose words, only with ``loose=True`` (the events of recall; said of
+  anything, "最近怎么样"): 最近 / 近来 / 这阵子 / recently / lately / these
+  days the last two weeks, 前阵子 / 前段时间 2 to 6 weeks ago; never 最近 as
+  "nearest" (最近的医院, 离家最近).
 
 Each reference becomes a half-open UTC range ``[start, end)``; with a
 user's zone, days start at their midnight ("yesterday" at 04:00 in
@@ -100,9 +105,21 @@ _ZH_REL: dict[str, tuple[str, int | None]] = {
 _ZH_VAGUE: dict[str, tuple[str, int, int]] = {
     "前几天": ("day", 1, 6), "前些天": ("day", 1, 6), "前两天": ("day", 1, 3), "这几天": ("day", 0, 6),
     "这两天": ("day", 0, 2), "前些日子": ("day", 1, 14), "半个月前": ("day", 10, 20), "半月前": ("day", 10, 20),
-    "半年前": ("month", 6, 6),
+    "半年前": ("month", 6, 6), "最近几天": ("day", 0, 6), "近几天": ("day", 0, 6), "这些天": ("day", 0, 6),
+    # Loose (read only with ``loose=True``): the last two weeks; a while ago.
+    "最近": ("day", 0, 13), "最近一段时间": ("day", 0, 13), "近来": ("day", 0, 13), "这阵子": ("day", 0, 13),
+    "这一阵子": ("day", 0, 13), "这段时间": ("day", 0, 13), "这段日子": ("day", 0, 13),
+    "前阵子": ("day", 14, 42), "前一阵子": ("day", 14, 42), "前一阵": ("day", 14, 42), "前段时间": ("day", 14, 42),
+    "前一段时间": ("day", 14, 42),
 }  # fmt: skip
+_ZH_LOOSE = frozenset({"最近", "最近一段时间", "近来", "这阵子", "这一阵子", "这段时间", "这段日子", "前阵子",
+                       "前一阵子", "前一阵", "前段时间", "前一段时间"})  # fmt: skip
+"""Said of anything ("最近怎么样", how have you been): a period for the
+events of recall only, never the dated term of fact ranking."""
 _ZH_VAGUE_RE = re.compile("|".join(sorted(_ZH_VAGUE, key=len, reverse=True)))
+# 最近 is also "nearest": 离家最近的, 最近的医院 are places, not times.
+_NEAREST_AFTER = re.compile(r"[离距][^。，,.？?！!]{0,8}$")
+_EN_LOOSE = re.compile(r"\b(?:recently|lately|of late|these days|(?:the\s+)?(past|last)\s+(?:few|couple of)\s+days)\b")
 _JUST_NOW = re.compile(r"刚才|刚刚|\bjust now\b|\ba (?:moment|minute) ago\b|\bmoments ago\b")
 _EN_DAY_BEFORE = re.compile(r"\b(?:the\s+)?day\s+before\s+yesterday\b")
 _EN_OTHER_DAY = re.compile(r"\bthe other day\b")
@@ -207,22 +224,28 @@ def _ago(now: datetime, n: int, unit: str) -> Period | None:
     return _relative(now, "year", -n)
 
 
-def periods(text: str, now: datetime, tz: tzinfo | None = None) -> list[Period]:
+def periods(text: str, now: datetime, tz: tzinfo | None = None, *, loose: bool = False) -> list[Period]:
     """Date ranges the (normalised, lower-case) ``text`` refers to, in text
-    order; calendar days of ``tz`` when given, else UTC's."""
+    order; calendar days of ``tz`` when given, else UTC's. ``loose``: read
+    the words said of anything too (最近, 前阵子, "recently", "lately")."""
     if tz is None:
-        return _periods(text, now)
+        return _periods(text, now, loose)
     # The rules work on a wall clock: run them on the user's, then turn each
     # boundary (their local midnight) into the instant it is.
     wall = now.astimezone(tz).replace(tzinfo=UTC)
-    return [(_instant(a, tz), _instant(b, tz)) for a, b in _periods(text, wall)]
+    return [(_instant(a, tz), _instant(b, tz)) for a, b in _periods(text, wall, loose)]
 
 
 def _instant(wall: datetime, tz: tzinfo) -> datetime:
     return wall.replace(tzinfo=tz).astimezone(UTC)
 
 
-def _periods(text: str, now: datetime) -> list[Period]:
+def _nearest(text: str, m: re.Match[str]) -> bool:
+    """最近 as "nearest": 最近的医院, 离家最近."""
+    return text[m.end() : m.end() + 1] == "的" or bool(_NEAREST_AFTER.search(text, max(0, m.start() - 9), m.start()))
+
+
+def _periods(text: str, now: datetime, loose: bool = False) -> list[Period]:
     out: list[tuple[int, Period]] = []
     taken: list[tuple[int, int]] = []
 
@@ -299,7 +322,13 @@ def _periods(text: str, now: datetime) -> list[Period]:
             continue
         put(m, _weekday(now, _ZH_WEEKDAYS[m.group(3)], {"上上": -2, "上": -1, "这": 0, "本": 0}.get(head or "")))
     for m in _ZH_VAGUE_RE.finditer(text):
-        put(m, _span(now, *_ZH_VAGUE[m.group(0)]))
+        word = m.group(0)
+        if word in _ZH_LOOSE and (not loose or word == "最近" and _nearest(text, m)):
+            continue
+        put(m, _span(now, *_ZH_VAGUE[word]))
+    for m in _EN_LOOSE.finditer(text):
+        if m.group(1) or loose:  # "the past few days" is days; "recently" is loose
+            put(m, _span(now, "day", *((0, 6) if m.group(1) else (0, 13))))
     for m in _ZH_AGO.finditer(text):
         if m.group(1) == "几":  # 几天前: as vague as 前几天
             put(m, _span(now, _ZH_UNIT.get(m.group(2), "year"), *_VAGUE["a few"]))

@@ -201,6 +201,9 @@ class Hit:
     # The newest fact this one replaced (the user changed their mind), as
     # (day it was said, its words): shown under it, marked as no longer true.
     replaced: tuple[str, str] | None = None
+    # On the last chat summary recall lists for a period the message named:
+    # how many more of that period's days had chats (memory_search has them).
+    more_days: int = 0
 
     @property
     def ref(self) -> str:

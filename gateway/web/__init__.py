@@ -44,9 +44,10 @@ def mount_memory_page(
 ) -> MemoryWeb:
     """Register the page's routes on ``http`` (before or after it starts).
     ``forget_history``, ``on_written``, ``files``: as :class:`MemoryAdmin`'s; ``tz``:
-    the clock its times are shown on (``gateway.timezone``); ``identities``:
+    the clock its times are shown on (``gateway.timezone``), and a search's
+    time words are read on for a user who set no zone; ``identities``:
     memory.identities, whose handles' rows a person's export holds too."""
-    admin = MemoryAdmin(engine, retriever, forget_history=forget_history, on_written=on_written, files=files)
+    admin = MemoryAdmin(engine, retriever, forget_history=forget_history, on_written=on_written, files=files, tz=tz)
     web = MemoryWeb(admin, AdminAuth(token, session_ttl=session_ttl), tz=tz, identities=identities)
     web.mount(http)
     return web

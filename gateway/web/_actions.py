@@ -35,9 +35,11 @@ from __future__ import annotations
 import builtins
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
+from datetime import UTC, tzinfo
 from typing import Any
 
 from memory import Category, MemoryEngine, MemoryNotFound, NewMemory, Provenance, Source, Status
+from memory.clock import ZoneOf, owner_zone
 from memory.changelog import LogEntry, read_log, write_log
 from memory.extraction import retry_set_aside
 from memory.cues import parse_terms
@@ -221,10 +223,14 @@ repeat ``texts`` (the gateway's ``SessionStore.erase_matching``)."""
 class MemoryAdmin:
     def __init__(
         self, engine: MemoryEngine, retriever: Retriever | None = None, *, forget_history: ForgetHistory | None = None,
-        on_written: Callable[[str], None] | None = None, files: ImportedFiles | None = None,
+        on_written: Callable[[str], None] | None = None, files: ImportedFiles | None = None, tz: tzinfo = UTC,
     ) -> None:
         self.engine = engine
         self.retriever = retriever or Retriever(engine)
+        # Whose calendar a search's "昨天" is read on: the user's /timezone
+        # (set once gateway.db is open), else the gateway's, as recall reads it.
+        self.tz = tz
+        self.zone_of: ZoneOf | None = None
         self.forget_history = forget_history
         # The file store's folders (memory was off once): a cascade erase
         # takes an imported fact's MEMORY.md line too, as /forget does.
@@ -280,9 +286,10 @@ class MemoryAdmin:
         memories plus ``_global``), with the same :class:`Retriever`. Reading
         here does not count as an access (no reinforcement)."""
         owner = _clean_owner(owner)
-        hits = await self.retriever.retrieve(owner, query, limit=limit)
+        tz = await owner_zone(self.zone_of, owner, self.tz)
+        hits = await self.retriever.retrieve(owner, query, limit=limit, tz=tz)
         found = await self.engine.get_many([h.id for h in hits])
-        events = await self.retriever.search_events(owner, query, limit=min(limit, 10))
+        events = await self.retriever.search_events(owner, query, limit=min(limit, 10), tz=tz)
         return SearchResult([(found[h.id], h.score) for h in hits if h.id in found], events)
 
     async def get(self, memory_id: int, owner: str | None = None) -> Memory:

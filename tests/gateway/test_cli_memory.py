@@ -1248,3 +1248,40 @@ def test_confirmations_answered_by_end_of_input_change_nothing_and_say_so(home: 
         assert r.exit_code == 1, r.output
         assert "cancelled; nothing changed" in r.output and "Aborted" not in r.output, r.output
     assert [m.content for m in db_rows(home)] == ["Alice drinks tea"]
+
+
+def test_search_reads_time_words_on_the_users_calendar(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``memory search 昨天…`` reads "yesterday" as the bot's recall does:
+    on the user's own calendar (their /timezone in gateway.db, read only),
+    else the gateway's (gateway.timezone), not UTC's."""
+    from datetime import UTC, datetime
+
+    from gateway.timezones import UserTimezones, parse_timezone
+
+    now = datetime.now(UTC)
+    name = "Pacific/Kiritimati" if now.hour >= 10 else "Pacific/Pago_Pago"  # UTC+14, UTC-11
+    zone = parse_timezone(name)  # their date is not UTC's now
+    theirs = (now.astimezone(zone).date() - timedelta(days=1)).isoformat()
+    utc = (now.date() - timedelta(days=1)).isoformat()
+    assert theirs != utc
+
+    async def seed() -> None:
+        async with await MemoryEngine.open(home / "data" / "memory.db") as e:
+            await e.add_event("alice", theirs, "讨论了把博客迁移到 Hugo")
+            await e.add_event("alice", utc, "计划周末去香山爬山")
+
+    async def set_zone() -> None:
+        async with await SessionStore.open(home / "data" / "gateway.db") as s:
+            await UserTimezones(s.db).set("alice", zone, at=now)
+
+    def found(*args: str) -> list[str]:
+        return [h["content"] for h in json.loads(ok("search", "昨天聊了什么", "--json", *args).stdout)]
+
+    asyncio.run(seed())
+    assert found("--user", "alice") == ["计划周末去香山爬山"]  # no zone anywhere: UTC's yesterday
+    monkeypatch.setenv("MYCLAW_TIMEZONE", name)
+    assert found("--user", "alice") == ["讨论了把博客迁移到 Hugo"]  # the gateway's
+    monkeypatch.delenv("MYCLAW_TIMEZONE")
+    asyncio.run(set_zone())
+    assert found("--user", "alice") == ["讨论了把博客迁移到 Hugo"]  # their own
+    assert found() == ["讨论了把博客迁移到 Hugo"]  # every user, each on their own calendar

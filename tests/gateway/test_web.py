@@ -1217,3 +1217,37 @@ async def test_the_gateways_memory_page_exports_with_its_configs_identity_map(
         assert "Alice drinks tea" in md and "Alice's blood type is AB" in md and "## telegram:777" in md, md
     finally:
         await app.close()
+
+
+async def test_search_reads_time_words_on_the_users_calendar(engine: MemoryEngine, clock: ManualClock) -> None:
+    """The page's search reads "昨天" as the bot's recall does: on the user's
+    own calendar (their /timezone), else the gateway's (gateway.timezone),
+    not UTC's. At 17:00 UTC it is already tomorrow in Shanghai."""
+    from zoneinfo import ZoneInfo
+
+    clock.set("2026-03-01T17:00:00Z")  # 2026-03-02 01:00 in Shanghai
+    await engine.add_event("alice", "2026-03-01", "讨论了把博客迁移到 Hugo")  # yesterday in Shanghai
+    await engine.add_event("alice", "2026-02-28", "计划周末去香山爬山")  # yesterday in UTC
+    await engine.add_event("bob", "2026-02-28", "聊了跑步")
+
+    async def found(web_tz: Any, user: str, zones: dict[str, Any] | None = None) -> list[str]:
+        http = HttpServer("127.0.0.1", 0)
+        page = mount_memory_page(http, engine, Retriever(engine), TOKEN, tz=web_tz)
+        if zones is not None:
+            async def zone_of(owner: str) -> Any:
+                return zones.get(owner)
+
+            page.admin.zone_of = zone_of
+        await http.start()
+        try:
+            async with Site(http, engine).client() as c:
+                r = await c.get("/memory/api/search", params={"user": user, "q": "昨天聊了什么"})
+                return [e["content"] for e in r.json()["events"]]
+        finally:
+            await http.stop()
+
+    shanghai = ZoneInfo("Asia/Shanghai")
+    assert await found(ZoneInfo("UTC"), "alice") == ["计划周末去香山爬山"]  # a gateway on UTC, no zone of hers
+    assert (await found(shanghai, "alice"))[0] == "讨论了把博客迁移到 Hugo"  # the gateway's
+    assert (await found(ZoneInfo("UTC"), "alice", {"alice": shanghai}))[0] == "讨论了把博客迁移到 Hugo"  # her own
+    assert await found(ZoneInfo("UTC"), "bob", {"alice": shanghai}) == ["聊了跑步"]  # bob's is the gateway's

@@ -147,6 +147,25 @@ async def test_recall_only_reads_the_last_week_but_search_reads_all(files: FileM
     assert [h.date for h in await files.search("alice", "kubernetes")] == ["2026-01-10"]
 
 
+async def test_a_named_period_recalls_its_logged_days(files: FileMemory, clock: ManualClock) -> None:
+    """"上上周我们聊了什么？" gets lines of that week's logs (older than the
+    last seven days recall reads by words), at most three places taken by
+    a date alone; a group none; a message naming no time none of them."""
+    await files.buffer([turn("alice", "我在考虑报名考驾照", "2026-02-10T02:00:00"),
+                        turn("alice", "想把博客搬到 Hugo", "2026-02-11T02:00:00"),
+                        turn("alice", "周末去香山爬山", "2026-02-12T02:00:00"),
+                        turn("alice", "新买了跑鞋", "2026-02-13T02:00:00"),
+                        turn("alice", "春节回老家", "2026-02-02T02:00:00")])  # the week before
+    clock.set("2026-02-25T09:00:00Z")  # Wednesday, two weeks later
+    recalled = await files.recall("alice", "上上周我们聊了什么？")
+    assert len(recalled) >= 3 and all(h.kind == "event" and "2026-02-09" <= h.date < "2026-02-16" for h in recalled)
+    assert "春节" not in str(recalled)
+    # A word of one of them ranks it first.
+    assert "驾照" in (await files.recall("alice", "上上周聊的驾照的事"))[0].content
+    assert await files.recall("alice", "上上周我们聊了什么？", private=False) == []
+    assert await files.recall("alice", "我们聊了什么？") == []
+
+
 HOSTILE = ['"', 'NEAR(a b', "*", "^x", "col:x", "AND OR NOT", "😀🔥", "\ud800x\udfff", "\x00", "x" * 1_000_000, ""]
 
 

@@ -78,6 +78,116 @@ async def test_a_named_period_recalls_its_events_with_the_facts_in_the_private_c
     assert all(h.kind == "memory" for h in await mem.recall("alice", "我们聊了什么爬山的事？", tz=shanghai))
 
 
+async def test_period_events_and_facts_are_merged_by_score_a_strong_fact_keeps_its_place(
+    engine: MemoryEngine, clock: ManualClock
+) -> None:
+    """Four facts that answer the question and three of last week's chats
+    that share only its date: the facts keep their places (the events once
+    took three of five places before the facts were ranked, pushing two of
+    them out); the events are still at most three."""
+    mem = SqliteMemory(engine)
+    clock.set("2026-03-02T09:00:00Z")  # Monday of last week
+    for i, day in enumerate(("2026-03-02", "2026-03-03", "2026-03-04")):
+        await engine.add_event("alice", day, f"闲聊了天气和午饭吃什么，第{i + 1}次")
+    facts = [await engine.add(NewMemory(owner="alice", content=c, category=Category.DECISION)) for c in (
+        "数据库迁移定在周五晚上做", "数据库迁移前要先备份生产库", "数据库迁移由 Bob 负责回滚方案",
+        "数据库迁移用 pg_dump 导出")]
+    clock.set("2026-03-11T09:00:00Z")  # Wednesday, this week
+    recalled = await mem.recall("alice", "上周定的数据库迁移怎么安排的？")
+    assert {h.id for h in recalled if h.kind == "memory"} >= {f.id for f in facts}, recalled
+    assert sum(h.kind == "event" for h in recalled) <= 3
+    # Ranked by one score: no event above a fact that scored more.
+    scores = [h.score for h in recalled]
+    assert scores == sorted(scores, reverse=True)
+
+
+async def test_facts_in_by_their_date_alone_give_way_to_the_periods_chats(
+    engine: MemoryEngine, clock: ManualClock
+) -> None:
+    """"上周我们聊了什么？" shares no word with last week's facts either:
+    they are in by their date as the summaries are, and the summaries are
+    the answer. A long summary (a lower score: its length) is not pushed
+    out by a fact of no word of the question."""
+    mem = SqliteMemory(engine)
+    for i, c in enumerate(["Alice 在学吉他", "Alice 的猫叫 Momo", "Alice 想换工作", "Alice 周末去爬山",
+                           "Alice 下个月去日本", "Alice 用 Hugo 写博客"]):
+        clock.set(f"2026-03-0{2 + i % 5}T09:00:00Z")
+        await engine.add(NewMemory(owner="alice", content=c, category=Category.DECISION))
+    events = [await engine.add_event("alice", day, s) for day, s in (
+        ("2026-03-02", "讨论了把博客迁移到 Hugo 的步骤，以及主题的选择和评论插件"),
+        ("2026-03-04", "计划周末和朋友去香山爬山"), ("2026-03-06", "聊了跳槽去一家新公司的打算"))]
+    clock.set("2026-03-11T09:00:00Z")
+    recalled = await mem.recall("alice", "上周我们聊了什么？")
+    assert {h.id for h in recalled if h.kind == "event"} == {e.id for e in events}, recalled
+    assert [h.kind for h in recalled] == ["event"] * 3 + ["memory"] * 2
+
+
+async def test_period_events_take_the_places_of_weaker_facts(engine: MemoryEngine, clock: ManualClock) -> None:
+    """The other way: last week's chats about the thing asked outrank facts
+    that share one word of it; still at most three of them."""
+    mem = SqliteMemory(engine)
+    clock.set("2026-03-02T09:00:00Z")
+    events = [await engine.add_event("alice", day, f"讨论了博客迁移到 Hugo 的步骤（{day}）")
+              for day in ("2026-03-02", "2026-03-03", "2026-03-04", "2026-03-05")]
+    for c in ("Alice 的博客主题是深色的", "Alice 每周写一篇博客", "Alice 的博客用了评论插件",
+              "Alice 的博客有 RSS", "Alice 博客的域名在 Namecheap 买的"):
+        await engine.add(NewMemory(owner="alice", content=c, category=Category.DECISION))
+    clock.set("2026-03-11T09:00:00Z")
+    recalled = await mem.recall("alice", "上周我们讨论的博客迁移到 Hugo 的步骤是什么？")
+    kinds = [h.kind for h in recalled]
+    assert kinds[:3] == ["event"] * 3 and kinds.count("event") == 3, recalled
+    assert {h.id for h in recalled if h.kind == "event"} <= {e.id for e in events}
+
+
+async def test_a_busy_week_says_how_many_more_days_it_holds(engine: MemoryEngine, clock: ManualClock) -> None:
+    """Six days of chats last week: three summaries fit the block, and the
+    block says that three more days were chatted on (memory_search reads
+    them), within the block's budget."""
+    from memory.format import format_hits
+
+    mem = SqliteMemory(engine)
+    days = ("2026-03-02", "2026-03-03", "2026-03-04", "2026-03-05", "2026-03-06", "2026-03-07")
+    for i, day in enumerate(days):
+        await engine.add_event("alice", day, f"聊了第{i + 1}件事")
+    clock.set("2026-03-11T09:00:00Z")
+    recalled = await mem.recall("alice", "上周我们聊了什么？")
+    assert sum(h.kind == "event" for h in recalled) == 3
+    block = format_hits(recalled, zh=True)
+    assert "另有 3 天" in block, block
+    assert "3 more days" in format_hits(recalled)
+    # A week of three days says nothing more.
+    clock.set("2026-03-18T09:00:00Z")
+    await engine.add_event("alice", "2026-03-10", "聊了跑步")
+    recalled = await mem.recall("alice", "上周我们聊了什么？")
+    assert "另有" not in format_hits(recalled, zh=True)
+
+
+async def test_recently_brings_the_last_two_weeks_chats_gently(engine: MemoryEngine, clock: ManualClock) -> None:
+    """"最近我们聊了什么？" gets the chats of the last two weeks, not older
+    ones; "最近跑步膝盖疼" (a statement with 最近 in it) keeps the facts that
+    answer it first and ranks the facts as it did without the word: a loose
+    word is half a term of events and no term of facts."""
+    mem = SqliteMemory(engine)
+    clock.set("2026-02-10T09:00:00Z")
+    old = await engine.add_event("alice", "2026-02-10", "聊了春节回老家的安排")
+    knee = await engine.add(NewMemory(owner="alice", content="Alice 跑步时左膝盖会疼", category=Category.IDENTITY))
+    shoes = await engine.add(NewMemory(owner="alice", content="Alice 上个月买了新跑鞋", category=Category.DECISION))
+    clock.set("2026-03-05T09:00:00Z")
+    recent = [await engine.add_event("alice", day, f"聊了{what}") for day, what in
+              (("2026-03-01", "周末去香山爬山"), ("2026-03-04", "把博客搬到 Hugo"))]
+    clock.set("2026-03-11T09:00:00Z")
+    asked = await mem.recall("alice", "最近我们聊了什么？")
+    assert {h.id for h in asked if h.kind == "event"} == {e.id for e in recent}, asked
+    assert old.id not in {h.id for h in asked if h.kind == "event"}
+    said = await mem.recall("alice", "我最近跑步膝盖疼怎么办")
+    assert (said[0].kind, said[0].id) == ("memory", knee.id), said
+    facts = await mem.retriever.retrieve("alice", "我最近跑步膝盖疼怎么办", limit=5)
+    plain = await mem.retriever.retrieve("alice", "我跑步膝盖疼怎么办", limit=5)
+    assert [h.id for h in facts] == [h.id for h in plain] and shoes.id in {h.id for h in facts}
+    assert [h.id for h in await mem.recall("alice", "离我最近的医院在哪")
+            if h.kind == "event"] == []  # nearest, not recently
+
+
 async def test_remember_twice_reinforces_instead_of_duplicating(engine: MemoryEngine) -> None:
     mem = SqliteMemory(engine)
     a = await mem.remember("u", "User prefers Chinese", provenance=Provenance(channel="telegram"), importance=0.6)

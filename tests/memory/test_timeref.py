@@ -160,3 +160,54 @@ def test_a_weekday_is_the_users_own_in_their_zone() -> None:
 @pytest.mark.parametrize("text", ["每周三开会", "一周三次", "两周一次", "周末愉快", "a few", "few days"])
 def test_no_weekday_in_a_habit_or_a_count(text: str) -> None:
     assert days(text) in ([], [("2023-10-14", "2023-10-16")])  # 周末 is the weekend, never a weekday
+
+
+def loose_days(text: str) -> list[tuple[str, str]]:
+    return [(a.date().isoformat(), b.date().isoformat()) for a, b in periods(normalize(text), NOW, loose=True)]
+
+
+@pytest.mark.parametrize(
+    ("text", "want"),
+    [
+        # The last few days: as 这几天 (session 31), today and the six before.
+        ("最近几天我们聊了什么", [("2023-10-14", "2023-10-21")]),
+        ("近几天", [("2023-10-14", "2023-10-21")]),
+        ("这些天", [("2023-10-14", "2023-10-21")]),
+        ("what did we talk about the past few days?", [("2023-10-14", "2023-10-21")]),
+        ("the last few days", [("2023-10-14", "2023-10-21")]),
+    ],
+)
+def test_the_last_few_days_are_a_period(text: str, want: list[tuple[str, str]]) -> None:
+    assert days(text) == want
+    assert loose_days(text) == want
+
+
+@pytest.mark.parametrize(
+    ("text", "want"),
+    [
+        # Recently: the last two weeks, today included.
+        ("最近我们聊了什么？", [("2023-10-07", "2023-10-21")]),
+        ("最近怎么样", [("2023-10-07", "2023-10-21")]),
+        ("近来", [("2023-10-07", "2023-10-21")]),
+        ("这阵子", [("2023-10-07", "2023-10-21")]),
+        ("这段时间", [("2023-10-07", "2023-10-21")]),
+        ("what have we talked about recently?", [("2023-10-07", "2023-10-21")]),
+        ("i've been tired lately", [("2023-10-07", "2023-10-21")]),
+        ("these days", [("2023-10-07", "2023-10-21")]),
+        # A while ago: two to six weeks back.
+        ("前阵子说的那个", [("2023-09-08", "2023-10-07")]),
+        ("前段时间", [("2023-09-08", "2023-10-07")]),
+        ("前一阵子", [("2023-09-08", "2023-10-07")]),
+    ],
+)
+def test_loose_words_are_read_only_when_asked(text: str, want: list[tuple[str, str]]) -> None:
+    """"Recently" is said of anything ("最近怎么样", "tired lately"): a
+    period only where the caller asks for loose words (the events of
+    recall), never the dated term of fact ranking."""
+    assert loose_days(text) == want
+    assert days(text) == []
+
+
+@pytest.mark.parametrize("text", ["离我最近的地铁站", "最近的医院在哪", "the closest one, not the most recent"])
+def test_nearest_is_not_recently(text: str) -> None:
+    assert loose_days(text) == []
