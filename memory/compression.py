@@ -578,7 +578,13 @@ async def _stale_entries(conn: aiosqlite.Connection, owner: str, entries: Sequen
     async with conn.execute(
         "SELECT content FROM memories WHERE owner = ? AND tier = 2 AND status = 'superseded'", (owner,)
     ) as cur:
-        replaced = [" ".join(r[0].split()) for r in await cur.fetchall()]
+        replaced = {" ".join(r[0].split()) for r in await cur.fetchall()}
+    # Words the user went back to (dark mode, light mode, dark mode again)
+    # are current in the fact that says them now, whatever an older row said.
+    async with conn.execute(
+        "SELECT content FROM memories WHERE owner = ? AND tier = 2 AND status = 'active'", (owner,)
+    ) as cur:
+        replaced -= {" ".join(r[0].split()) for r in await cur.fetchall()}
     out = []
     for e in entries:
         cited = [int(r[2:]) for r in e.provenance.refs if r.startswith("m:") and r[2:].isdigit()]
@@ -592,6 +598,6 @@ async def _stale_entries(conn: aiosqlite.Connection, owner: str, entries: Sequen
             if row is not None and row[0] == 0:
                 out.append(e)
                 continue
-        if repeats_forgotten(e.content, replaced):
+        if repeats_forgotten(e.content, sorted(replaced)):
             out.append(e)
     return out

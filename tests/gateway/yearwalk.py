@@ -74,7 +74,7 @@ STORY: dict[str, list[tuple[str, list[Said]]]] = {
     "06-10": [("I moved to Munich last weekend, new flat in Schwabing.",
                [Said("Alice lives in Munich", "identity", "city", importance=1.0)])],
     "08-05": [("Back to dark mode, light mode was too bright at night.",
-               [Said("Alice prefers dark mode in editors again", "config", "theme")])],
+               [Said("Alice prefers dark mode in editors", "config", "theme")])],
     "09-09": [("Borealis got cancelled, budget cuts.",
                [Said("Borealis was cancelled in 2026-09, no longer an active project", "decision", "borealis",
                      "borealis", "status")])],
