@@ -24,6 +24,8 @@ Safety, because peers lose facts exactly here:
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -75,6 +77,7 @@ class WeeklyReport:
     decayed: int = 0
     promoted: int = 0
     demoted: int = 0
+    unchanged: int = 0  # merges not asked again: the facts the last one kept whole
     notes: list[str] = field(default_factory=list)
 
 
@@ -348,6 +351,15 @@ class Compressor:
 
     async def _merge_chunk(self, owner: str, partition: str, rows: Sequence[Memory], report: WeeklyReport) -> None:
         cands = [Candidate(i, m.content, m.category.value, m.importance) for i, m in enumerate(rows, start=1)]
+        # The merge's prompt holds no date: facts it kept whole last time get
+        # the same answer, and a finished project's were sent every Monday.
+        asked = _chunk_key(partition, rows)
+        if await self.engine.db.fetchone(
+            "SELECT 1 FROM memory_log WHERE owner = ? AND action = 'merge_kept' AND job = 'weekly_compress' "
+            "AND detail = ? LIMIT 1", (owner, asked),
+        ) is not None:
+            report.unchanged += 1
+            return
         try:
             res = await self.llm.merge(cands, partition=partition)
         except MemoryLLMError as exc:
@@ -359,6 +371,13 @@ class Compressor:
         dropped = {k: v for k, v in res.dropped.items() if k not in merged_from}
         unaccounted = sorted(set(range(1, n + 1)) - merged_from - set(dropped))
         at = self.engine.now()
+        kept = not dropped and not unaccounted and all(
+            len(mf.sources) == 1 and content_hash(mf.fact.content) == content_hash(rows[mf.sources[0] - 1].content)
+            for mf in res.facts)
+        if kept:
+            async with self.engine.db.transaction() as conn:
+                await write_log(conn, at=at, job="weekly_compress", owner=owner, action="merge_kept", detail=asked)
+            return
         if len(unaccounted) > self.gate * n:
             report.rejected += 1
             note = f"{partition}: merge rejected, {len(unaccounted)} of {n} facts unaccounted for"
@@ -555,6 +574,15 @@ class Compressor:
                 await write_log(conn, at=at, job="weekly_compress", owner=owner, action="demote_held",
                                 detail={"gate": self.gate, "held": [m.id for m in held]})
             await _read_upto(self.engine, conn, owner, upto)
+
+
+def _chunk_key(partition: str, rows: Sequence[Memory]) -> str:
+    """What a merge of ``rows`` is asked, as the ``merge_kept`` log line
+    keeps it: the partition and each fact's id, category, importance and
+    words (a hash, no words in the log)."""
+    text = "\n".join([partition, *(f"{m.id}|{m.category.value}|{m.importance}|{m.content}" for m in rows)])
+    return json.dumps({"partition": partition, "facts": len(rows),
+                       "input": hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]}, separators=(",", ":"))
 
 
 async def _read_upto(engine: MemoryEngine, conn: aiosqlite.Connection, owner: str, upto: dict[str, int]) -> None:

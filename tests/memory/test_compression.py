@@ -1024,3 +1024,42 @@ async def test_an_entry_in_the_words_the_user_went_back_to_is_no_stale_entry(
     assert "User prefers dark mode" in left, left
     assert (await engine.get(current.id)).status.value == "active"  # type: ignore[union-attr]
     assert rep.demoted == 2 and not {"Likes sport 0", "Likes sport 1"} & left
+
+
+async def test_a_partition_the_merge_kept_whole_is_not_sent_again_until_it_changes(
+    engine: MemoryEngine, clock: ManualClock, fake: FakeOpenAI, llm: MemoryLLM
+) -> None:
+    """A year of use (scripts/walk_year.py) sent a finished project's facts,
+    kept whole, to the memory model every Monday: the prompt holds no date,
+    so the same facts get the same answer. Asked again once they change."""
+    ids = await fill(engine, 12)
+    merges: list[str] = []
+
+    def keep_all(body: dict[str, Any]) -> Reply:
+        if kind(body) != "merge":
+            return Reply(json.dumps({"entries": []}))
+        user = body["messages"][-1]["content"]
+        merges.append(user)
+        nums = re.findall(r"^(\d+)\. \[", user, re.M)
+        return Reply(json.dumps({"facts": [
+            {"content": re.search(rf"^{n}\. \[[^\]]*\] (.*)$", user, re.M).group(1),  # type: ignore[union-attr]
+             "category": "decision", "importance": 0.5, "from": [int(n)]} for n in nums], "drop": []}))
+
+    fake.responder = keep_all
+    compressor = Compressor(engine, llm)
+    for _ in range(3):
+        await compressor.weekly()
+        clock.advance(timedelta(days=7))
+    assert len(merges) == 1 and await active_ids(engine) == set(ids)
+    # A new fact in the partition: asked again, once.
+    await engine.add(NewMemory(owner="alice", content="atlas deploy fact number 13", project="atlas", topic="deploy",
+                               category=Category.DECISION, importance=0.5))
+    await compressor.weekly()
+    clock.advance(timedelta(days=7))
+    await compressor.weekly()
+    assert len(merges) == 2 and "atlas deploy fact number 13" in merges[-1]
+    # One of them changed by hand: asked again.
+    async with engine.db.transaction() as conn:
+        await conn.execute("UPDATE memories SET importance = 0.9 WHERE id = ?", (ids[0],))
+    await compressor.weekly()
+    assert len(merges) == 3
