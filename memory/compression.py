@@ -77,7 +77,7 @@ class WeeklyReport:
     decayed: int = 0
     promoted: int = 0
     demoted: int = 0
-    unchanged: int = 0  # merges not asked again: the facts the last one kept whole
+    unchanged: int = 0  # merges and profile refreshes not asked again: what the last one kept whole
     notes: list[str] = field(default_factory=list)
 
 
@@ -483,6 +483,19 @@ class Compressor:
         zone = await owner_zone(self.zone_of, owner, self.tz)
         cands = [Candidate(i, m.content, m.category.value, m.importance, _said(m, zone))
                  for i, m in enumerate(high, start=1)]
+        # Its prompt holds no date: a profile and facts the last refresh
+        # changed nothing of get the same answer (most weeks of a year).
+        asked = _profile_key(current, high, cands)
+        if await self.engine.db.fetchone(
+            "SELECT 1 FROM memory_log WHERE owner = ? AND action = 'profile_kept' AND job = 'weekly_compress' "
+            "AND detail = ? AND id > COALESCE((SELECT MAX(id) FROM memory_log WHERE owner = ? AND "
+            "action IN ('promote', 'demote', 'promote_held', 'demote_held')), 0) LIMIT 1",
+            (owner, asked, owner),
+        ) is not None:
+            report.unchanged += 1
+            async with self.engine.db.transaction() as conn:
+                await _read_upto(self.engine, conn, owner, upto)
+            return
         try:
             entries = await self.llm.profile([m.content for m in current], cands)
         except MemoryLLMError as exc:
@@ -573,7 +586,19 @@ class Compressor:
                 report.notes.append(f"{owner}: {len(held)} profile demotions over the {self.gate:.0%} gate held back")
                 await write_log(conn, at=at, job="weekly_compress", owner=owner, action="demote_held",
                                 detail={"gate": self.gate, "held": [m.id for m in held]})
+            if not new and not stale and not dropped:
+                await write_log(conn, at=at, job="weekly_compress", owner=owner, action="profile_kept", detail=asked)
             await _read_upto(self.engine, conn, owner, upto)
+
+
+def _profile_key(current: Sequence[Memory], high: Sequence[Memory], cands: Sequence[Candidate]) -> str:
+    """What a profile refresh is asked, as the ``profile_kept`` log line
+    keeps it: the entries' and facts' ids and what the model reads of them
+    (a hash, no words in the log)."""
+    text = "\n".join([*(f"{m.id}|{m.content}" for m in current),
+                      *(f"{m.id}|{c.category}|{c.importance}|{c.said}|{c.content}" for m, c in zip(high, cands))])
+    return json.dumps({"entries": len(current), "facts": len(high),
+                       "input": hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]}, separators=(",", ":"))
 
 
 def _chunk_key(partition: str, rows: Sequence[Memory]) -> str:

@@ -1063,3 +1063,42 @@ async def test_a_partition_the_merge_kept_whole_is_not_sent_again_until_it_chang
         await conn.execute("UPDATE memories SET importance = 0.9 WHERE id = ?", (ids[0],))
     await compressor.weekly()
     assert len(merges) == 3
+
+
+async def test_a_profile_refresh_that_changed_nothing_is_not_asked_again_until_its_facts_change(
+    engine: MemoryEngine, clock: ManualClock, fake: FakeOpenAI, llm: MemoryLLM
+) -> None:
+    """A year of use (scripts/walk_year.py): most weeks nothing important
+    was said, and the same profile and facts went to the memory model every
+    Monday for the same answer. Not asked again until they change; what the
+    refresh read is still logged, so Core Memory's newer facts leave as before."""
+    for words in ("User lives in Munich", "User is a tech lead", "User is pescatarian"):
+        await engine.add(NewMemory(owner="alice", content=words, category=Category.IDENTITY, importance=1.0))
+    asked: list[str] = []
+
+    def profile(body: dict[str, Any]) -> Reply:
+        if kind(body) != "profile":
+            return Reply(json.dumps({"facts": [], "drop": []}))
+        user = body["messages"][-1]["content"]
+        asked.append(user)
+        facts = re.findall(r"^(\d+)\. \[[^\]]*\] (.*)$", user.split("Important facts:")[1], re.M)
+        return Reply(json.dumps({"entries": [{"content": c, "category": "identity", "facts": [int(n)]}
+                                             for n, c in facts]}))
+
+    fake.responder = profile
+    compressor = Compressor(engine, llm)
+    for _ in range(4):
+        await compressor.weekly()
+        clock.advance(timedelta(days=7))
+    # Promoted in the first week, kept in the second: not asked in the third and fourth.
+    assert len(asked) == 2
+    assert {m.content for m in await engine.profile("alice", include_global=False)} == {
+        "User lives in Munich", "User is a tech lead", "User is pescatarian"}
+    reads = [e for e in await read_log(engine.db, limit=100) if e.action == "profile_read"]
+    assert len(reads) == 4
+    # Something new: asked again, and it is promoted.
+    await engine.add(NewMemory(owner="alice", content="User prefers dark mode", category=Category.CONFIG,
+                               importance=0.9))
+    await compressor.weekly()
+    assert len(asked) == 3 and "User prefers dark mode" in asked[-1]
+    assert "User prefers dark mode" in {m.content for m in await engine.profile("alice", include_global=False)}
