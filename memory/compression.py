@@ -24,6 +24,8 @@ Safety, because peers lose facts exactly here:
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -75,6 +77,7 @@ class WeeklyReport:
     decayed: int = 0
     promoted: int = 0
     demoted: int = 0
+    unchanged: int = 0  # merges and profile refreshes not asked again: what the last one kept whole
     notes: list[str] = field(default_factory=list)
 
 
@@ -348,6 +351,15 @@ class Compressor:
 
     async def _merge_chunk(self, owner: str, partition: str, rows: Sequence[Memory], report: WeeklyReport) -> None:
         cands = [Candidate(i, m.content, m.category.value, m.importance) for i, m in enumerate(rows, start=1)]
+        # The merge's prompt holds no date: facts it kept whole last time get
+        # the same answer, and a finished project's were sent every Monday.
+        asked = _chunk_key(partition, rows)
+        if await self.engine.db.fetchone(
+            "SELECT 1 FROM memory_log WHERE owner = ? AND action = 'merge_kept' AND job = 'weekly_compress' "
+            "AND detail = ? LIMIT 1", (owner, asked),
+        ) is not None:
+            report.unchanged += 1
+            return
         try:
             res = await self.llm.merge(cands, partition=partition)
         except MemoryLLMError as exc:
@@ -359,6 +371,13 @@ class Compressor:
         dropped = {k: v for k, v in res.dropped.items() if k not in merged_from}
         unaccounted = sorted(set(range(1, n + 1)) - merged_from - set(dropped))
         at = self.engine.now()
+        kept = not dropped and not unaccounted and all(
+            len(mf.sources) == 1 and content_hash(mf.fact.content) == content_hash(rows[mf.sources[0] - 1].content)
+            for mf in res.facts)
+        if kept:
+            async with self.engine.db.transaction() as conn:
+                await write_log(conn, at=at, job="weekly_compress", owner=owner, action="merge_kept", detail=asked)
+            return
         if len(unaccounted) > self.gate * n:
             report.rejected += 1
             note = f"{partition}: merge rejected, {len(unaccounted)} of {n} facts unaccounted for"
@@ -464,6 +483,19 @@ class Compressor:
         zone = await owner_zone(self.zone_of, owner, self.tz)
         cands = [Candidate(i, m.content, m.category.value, m.importance, _said(m, zone))
                  for i, m in enumerate(high, start=1)]
+        # Its prompt holds no date: a profile and facts the last refresh
+        # changed nothing of get the same answer (most weeks of a year).
+        asked = _profile_key(current, high, cands)
+        if await self.engine.db.fetchone(
+            "SELECT 1 FROM memory_log WHERE owner = ? AND action = 'profile_kept' AND job = 'weekly_compress' "
+            "AND detail = ? AND id > COALESCE((SELECT MAX(id) FROM memory_log WHERE owner = ? AND "
+            "action IN ('promote', 'demote', 'promote_held', 'demote_held')), 0) LIMIT 1",
+            (owner, asked, owner),
+        ) is not None:
+            report.unchanged += 1
+            async with self.engine.db.transaction() as conn:
+                await _read_upto(self.engine, conn, owner, upto)
+            return
         try:
             entries = await self.llm.profile([m.content for m in current], cands)
         except MemoryLLMError as exc:
@@ -554,7 +586,28 @@ class Compressor:
                 report.notes.append(f"{owner}: {len(held)} profile demotions over the {self.gate:.0%} gate held back")
                 await write_log(conn, at=at, job="weekly_compress", owner=owner, action="demote_held",
                                 detail={"gate": self.gate, "held": [m.id for m in held]})
+            if not new and not stale and not dropped:
+                await write_log(conn, at=at, job="weekly_compress", owner=owner, action="profile_kept", detail=asked)
             await _read_upto(self.engine, conn, owner, upto)
+
+
+def _profile_key(current: Sequence[Memory], high: Sequence[Memory], cands: Sequence[Candidate]) -> str:
+    """What a profile refresh is asked, as the ``profile_kept`` log line
+    keeps it: the entries' and facts' ids and what the model reads of them
+    (a hash, no words in the log)."""
+    text = "\n".join([*(f"{m.id}|{m.content}" for m in current),
+                      *(f"{m.id}|{c.category}|{c.importance}|{c.said}|{c.content}" for m, c in zip(high, cands))])
+    return json.dumps({"entries": len(current), "facts": len(high),
+                       "input": hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]}, separators=(",", ":"))
+
+
+def _chunk_key(partition: str, rows: Sequence[Memory]) -> str:
+    """What a merge of ``rows`` is asked, as the ``merge_kept`` log line
+    keeps it: the partition and each fact's id, category, importance and
+    words (a hash, no words in the log)."""
+    text = "\n".join([partition, *(f"{m.id}|{m.category.value}|{m.importance}|{m.content}" for m in rows)])
+    return json.dumps({"partition": partition, "facts": len(rows),
+                       "input": hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]}, separators=(",", ":"))
 
 
 async def _read_upto(engine: MemoryEngine, conn: aiosqlite.Connection, owner: str, upto: dict[str, int]) -> None:
@@ -578,7 +631,13 @@ async def _stale_entries(conn: aiosqlite.Connection, owner: str, entries: Sequen
     async with conn.execute(
         "SELECT content FROM memories WHERE owner = ? AND tier = 2 AND status = 'superseded'", (owner,)
     ) as cur:
-        replaced = [" ".join(r[0].split()) for r in await cur.fetchall()]
+        replaced = {" ".join(r[0].split()) for r in await cur.fetchall()}
+    # Words the user went back to (dark mode, light mode, dark mode again)
+    # are current in the fact that says them now, whatever an older row said.
+    async with conn.execute(
+        "SELECT content FROM memories WHERE owner = ? AND tier = 2 AND status = 'active'", (owner,)
+    ) as cur:
+        replaced -= {" ".join(r[0].split()) for r in await cur.fetchall()}
     out = []
     for e in entries:
         cited = [int(r[2:]) for r in e.provenance.refs if r.startswith("m:") and r[2:].isdigit()]
@@ -592,6 +651,6 @@ async def _stale_entries(conn: aiosqlite.Connection, owner: str, entries: Sequen
             if row is not None and row[0] == 0:
                 out.append(e)
                 continue
-        if repeats_forgotten(e.content, replaced):
+        if repeats_forgotten(e.content, sorted(replaced)):
             out.append(e)
     return out

@@ -380,7 +380,7 @@ LOG_WORDS_ZH: dict[str, str] = {
     "add": "添加", "edit": "编辑", "archive": "归档", "archive_all": "全部归档", "restore": "恢复", "erase": "删除",
     "erase_all": "全部删除", "forget": "忘记", "supersede": "被取代", "merge": "合并", "merge_identity": "合并身份",
     "merge_rejected": "拒绝合并", "profile_rejected": "拒绝写入档案", "promote": "提升为个人档案",
-    "promote_held": "暂缓提升", "demote": "降为知识", "demote_held": "暂缓降级", "reinforce": "强化", "profile_read": "档案已读入",
+    "promote_held": "暂缓提升", "merge_kept": "合并未改动", "profile_kept": "档案未改动", "demote": "降为知识", "demote_held": "暂缓降级", "reinforce": "强化", "profile_read": "档案已读入",
     "recall": "回想", "decay": "衰减", "drop": "丢弃", "skip": "跳过", "backlog": "积压", "run": "运行",
     "set-aside": "暂存", "retry-set-aside": "重试暂存", "share": "共享", "unshare": "取消共享",
 }
