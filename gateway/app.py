@@ -547,10 +547,11 @@ class App:
         else:
             if report.changed or report.problems:
                 log.info("imported memory files written while memory was off", **report.log_fields())
+        file_sync = None
         if cfg.memory.file_sync.total_seconds() > 0:
             # Hand edits made while running (seed 004's file-to-database sync).
-            self.file_sync = FileSync(self.paths.workspace(cfg), engine,
-                                      interval=cfg.memory.file_sync.total_seconds())
+            self.file_sync = file_sync = FileSync(self.paths.workspace(cfg), engine,
+                                                  interval=cfg.memory.file_sync.total_seconds())
         self._memory_llm = MemoryLLM.from_config(cfg, clock=self.clock, cooldowns=self.cooldowns)
         ex = cfg.memory.extraction
         assert self.backend is not None
@@ -573,6 +574,8 @@ class App:
             wake = self.vectorizer.wake
             self.backend.on_remembered(lambda _owner: wake())  # type: ignore[attr-defined]
             extraction.on_memories_written(lambda _owner: wake())
+            if file_sync is not None:  # a hand-edited line too
+                file_sync.on_memories_written(lambda _owner: wake())
         self.extraction = extraction
         self.compressor = Compressor(engine, self._memory_llm, consolidator=consolidator, timezone=cfg.gateway.timezone)
 
