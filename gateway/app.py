@@ -213,6 +213,7 @@ class App:
         self.memory_web: Any = None  # gateway.web.MemoryWeb, when the memory page is served
         # Hook points (see the module docstring).
         self.extraction: Service | None = None
+        self._left_window: Callable[[str, str, str], None] | None = None  # ExtractionService.left_window
         self.cron: Service | None = None
         self.vectorizer: Any = None  # memory.vectorize.Vectorizer when memory.embedding.enabled
         self.file_sync: Service | None = None  # memory.filesync.FileSync when memory.fileSync > 0
@@ -422,6 +423,8 @@ class App:
             erasures=self.erasures,
         )
         self.loop.chat_moves["outbox_held"] = self.delivery.move_chat  # a moved chat's kept replies stay ahead
+        if self._left_window is not None:  # what leaves a chat's window is extracted then (seed 003)
+            self.loop.window_moved.append(self._left_window)
         moves = getattr(self.backend, "engine", None)  # None: the file store, which no group reads
         if moves is not None:  # a group reads what was said in it, under its new id too
             self.loop.chat_moves["memories"] = moves.move_chat
@@ -553,10 +556,11 @@ class App:
         else:
             if report.changed or report.problems:
                 log.info("imported memory files written while memory was off", **report.log_fields())
+        file_sync = None
         if cfg.memory.file_sync.total_seconds() > 0:
             # Hand edits made while running (seed 004's file-to-database sync).
-            self.file_sync = FileSync(self.paths.workspace(cfg), engine,
-                                      interval=cfg.memory.file_sync.total_seconds())
+            self.file_sync = file_sync = FileSync(self.paths.workspace(cfg), engine,
+                                                  interval=cfg.memory.file_sync.total_seconds())
         self._memory_llm = MemoryLLM.from_config(cfg, clock=self.clock, cooldowns=self.cooldowns)
         ex = cfg.memory.extraction
         assert self.backend is not None
@@ -574,11 +578,14 @@ class App:
         )
         assert self.backend is not None
         extraction.attach(self.backend)  # type: ignore[arg-type]
+        self._left_window = extraction.left_window
         if self.vectorizer is not None:
             # A fact saved or extracted is embedded at once, not at the next interval.
             wake = self.vectorizer.wake
             self.backend.on_remembered(lambda _owner: wake())  # type: ignore[attr-defined]
             extraction.on_memories_written(lambda _owner: wake())
+            if file_sync is not None:  # a hand-edited line too
+                file_sync.on_memories_written(lambda _owner: wake())
         self.extraction = extraction
         self.compressor = Compressor(engine, self._memory_llm, consolidator=consolidator, timezone=cfg.gateway.timezone)
 

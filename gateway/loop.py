@@ -484,6 +484,10 @@ class ProcessLoop:
         # away when they leave it (LEFT; cron.db's jobs): name -> its
         # removal ``(channel, chat_id, user)``, how many.
         self.member_left: dict[str, Callable[[str, str, str], Awaitable[int]]] = {}
+        # Told after a turn is buffered where the chat's window now starts
+        # ``(channel, chat_id, oldest row's time)``: memory extracts what
+        # left it (ExtractionService.left_window, the pre-compaction flush).
+        self.window_moved: list[Callable[[str, str, str], None]] = []
         # Messages whose turn a stop cut before their row was written (_work): _park writes them.
         self._cut: list[_Item] = []
         # Resumed turns (:meth:`resume`) wait for it: the App hands them over
@@ -1696,6 +1700,15 @@ class ProcessLoop:
         except Exception as exc:  # memory has them; re-buffering later is idempotent
             self._clean.discard(key)
             log.error("marking rows buffered failed", chat=key, **error_fields(exc))
+        if self.window_moved and rows:
+            try:
+                window = await self.sessions.window(key)
+            except Exception as exc:  # the quiet gap extracts them all the same
+                log.error("reading the window after buffering failed", chat=key, **error_fields(exc))
+                return
+            if window:
+                for moved in self.window_moved:
+                    moved(rows[0].channel, rows[0].chat_id, window[0].created_at)
 
     async def _in_group(self, rows: Sequence[StoredMessage]) -> bool:
         """Rows buffered late (after a stop): is their chat a group? Tier 0

@@ -204,6 +204,9 @@ class ExtractionService:
         # record (full disk, write lock held elsewhere): the backoff holds
         # anyway, or every tick would ask the model again and log again.
         self._held: dict[str, tuple[int, datetime]] = {}
+        # (channel, chat id) -> the time of the oldest message its prompt
+        # still shows (:meth:`left_window`), until the next tick reads it.
+        self._left: dict[tuple[str, str], str] = {}
 
     # -- lifecycle ------------------------------------------------------------
 
@@ -213,6 +216,17 @@ class ExtractionService:
 
     def notify(self, owner: str) -> None:
         self._wake.set()
+
+    def left_window(self, channel: str, chat_id: str, since: str) -> None:
+        """The chat's prompt now shows its messages from ``since`` on: its
+        lines buffered before then reach the model only once extracted, so
+        their owners are due at the next tick, pause or not (the
+        pre-compaction flush, seed 003). A line in the window waits as usual:
+        one flush each time the window has moved past the last one's lines,
+        not one a turn."""
+        if self._left.get((channel, chat_id), "") < since:
+            self._left[(channel, chat_id)] = since
+            self._wake.set()
 
     def on_memories_written(self, listener: Callable[[str], None]) -> None:
         """Call ``listener(owner)`` after a flush committed new or replaced
@@ -260,8 +274,17 @@ class ExtractionService:
         return slot
 
     async def due_owners(self, now: datetime | None = None) -> list[str]:
-        """Users whose buffer is due now (quiet gap or token budget), not in backoff."""
+        """Users whose buffer is due now (quiet gap, token budget, or lines
+        that left their chat's window: :meth:`left_window`, read once),
+        not in backoff."""
         now = now or self.engine.clock.now()
+        left, self._left = self._left, {}
+        compacted: set[str] = set()
+        for (channel, chat_id), since in left.items():
+            compacted.update(r["owner"] for r in await self.engine.db.fetchall(
+                f"""SELECT DISTINCT owner FROM extraction_buffer
+                    WHERE channel = ? AND chat_id = ? AND created_at < ? AND {_WAITING}""",
+                (channel, chat_id, since)))
         rows = await self.engine.db.fetchall(
             """SELECT b.owner, MAX(b.created_at) AS last, SUM(b.token_count) AS tokens,
                       (SELECT h.next_attempt_at FROM extraction_buffer h
@@ -274,7 +297,7 @@ class ExtractionService:
             r["owner"]
             for r in rows
             if (r["retry_at"] is None or r["retry_at"] <= stamp)
-            and (r["last"] <= quiet_before or r["tokens"] >= self.token_budget)
+            and (r["last"] <= quiet_before or r["tokens"] >= self.token_budget or r["owner"] in compacted)
         ]
 
     async def tick(self, now: datetime | None = None) -> list[FlushReport]:

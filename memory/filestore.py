@@ -782,12 +782,15 @@ class FileMemory(MemoryBackend):
         for m in md_facts(text):
             if content_hash(m.text) == want:
                 return m.first, m.text, False, m.day or today
-        lines = _read_exact(path).splitlines()  # the other lines' own bytes
-        if not lines:
-            lines = ["# Long-term memory", ""]
-        lines.append(render(fact, today, terms))
-        _write_atomic(path, "\n".join(lines) + "\n")
-        return len(lines), fact, True, today
+        # Appended to the other lines' own bytes, in the file's own line
+        # ending: joined again with "\n" a Windows file lost its CRLFs (each
+        # line a change in a diff), and a form feed inside a line split it.
+        kept = _read_exact(path) or "# Long-term memory\n\n"
+        end = "\r\n" if "\r\n" in kept else "\n"
+        if not kept.endswith(("\n", "\r")):
+            kept += end  # saved without a final newline: ours starts a line of its own
+        _write_atomic(path, kept + render(fact, today, terms) + end)
+        return len(kept.splitlines()) + 1, fact, True, today
 
     async def forget(self, user: str, refs: Sequence[str]) -> Forgotten:
         """Erase, for good, the entries of ``user``'s own files that ``refs``

@@ -111,6 +111,12 @@ class FileSync:
         self._done: dict[Path, Stamp] = {}  # as last imported (or found in the ledger)
         self._due: dict[Path, datetime] = {}  # a held shrink (memory.migrate): not looked at again before
         self._task: asyncio.Task[None] | None = None
+        self._written: list[Callable[[str], None]] = []
+
+    def on_memories_written(self, listener: Callable[[str], None]) -> None:
+        """Call ``listener(owner)`` after an import added memories of
+        ``owner`` (the vectorizer embeds them at once, as a saved fact)."""
+        self._written.append(listener)
 
     def _stat(self, looked: int) -> dict[Path, Stamp]:
         """Each file's stamp; hashed when its mtime is racy now, or when a
@@ -172,6 +178,10 @@ class FileSync:
             else:
                 self._done[p] = now[p]
                 self._due.pop(p, None)
+        if report.memories_added:
+            for owner in report.owners:
+                for listener in self._written:
+                    listener(owner)
         if report.changed:
             log.info("memory files edited while running imported", files=len(settled),
                      added=report.memories_added, archived=report.memories_archived,

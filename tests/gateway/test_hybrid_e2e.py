@@ -227,3 +227,42 @@ async def test_a_memory_added_by_the_cli_is_found_by_meaning_within_a_second(tmp
         assert await embedded()
         await say(app, clock, "where did I leave my car?", "alice")
         assert "Alice's automobile is parked at the airport" in prompt_of(fake)
+
+
+async def test_a_memory_file_edited_by_hand_is_embedded_at_once(tmp_path: Path) -> None:
+    """The vectorizer polls hourly here: a MEMORY.md line the file sync
+    imports while the gateway runs must wake it, as a fact saved or
+    edited on the memory page does, or the new words are found by their
+    words only until the next interval (15 s by default)."""
+    from memory.filestore import owner_record, user_slug
+
+    clock = ManualClock("2026-03-02T10:00:00Z")
+    async with running(tmp_path, clock, interval="1h") as (app, fake):
+        assert app.file_sync is not None
+        index = app.vectorizer.index
+        folder = app.paths.workspace(app.cfg) / "memory" / "users" / user_slug("echo:alice")
+        folder.mkdir(parents=True)
+        (folder / ".owner").write_text(owner_record("echo:alice"), encoding="utf-8")
+        (folder / "MEMORY.md").write_text("- Alice's automobile is a blue Tesla\n", encoding="utf-8")
+
+        async def embedded(words: str) -> bool:
+            for _ in range(300):
+                if any(m.content == words for m in await index.pending()):
+                    await asyncio.sleep(0.01)
+                    continue
+                rows = await app.backend.engine.db.fetchall(  # type: ignore[union-attr]
+                    "SELECT count(*) FROM memory_vectors v JOIN memories m ON m.id = v.memory_id WHERE m.content = ?",
+                    (words,))
+                if rows[0][0] == 1:
+                    return True
+                await asyncio.sleep(0.01)
+            return False
+
+        await app.file_sync.poll()  # notes the new file
+        await app.file_sync.poll()  # imports it, unchanged since
+        assert await embedded("Alice's automobile is a blue Tesla")
+        # Edited by hand: the new words get their own vector.
+        (folder / "MEMORY.md").write_text("- Alice's automobile is a red Fiat\n", encoding="utf-8")
+        await app.file_sync.poll()
+        await app.file_sync.poll()
+        assert await embedded("Alice's automobile is a red Fiat")

@@ -541,3 +541,31 @@ async def test_a_line_shows_its_weekday_and_the_model_is_told_to_date_relative_t
     assert "[2026-03-11 Wed 10:00] user: 星河下周三交付第一个版本" in user_prompt(body)
     system = body["messages"][0]["content"]
     assert "下周三" in system and "as the date it means" in system
+
+
+async def test_lines_that_left_their_chats_window_are_due_inside_the_quiet_gap(
+    engine: MemoryEngine, clock: ManualClock, fake: FakeOpenAI, llm: MemoryLLM
+) -> None:
+    """The pre-compaction flush: the gateway says where a chat's window now
+    starts; the lines of that chat buffered before then are due at once,
+    those still in the window (and another chat's) wait for the quiet gap."""
+    from memory.clock import format_ts
+
+    mem = SqliteMemory(engine)
+    svc = service(engine, llm)
+    await mem.buffer(turns("alice", ("my locker code is 4471", "Noted."), chat="1"))
+    await mem.buffer(turns("bob", ("I like tea", "Noted."), chat="2"))
+    clock.advance(10)
+    start = format_ts(clock.now())
+    svc.left_window("telegram", "1", format_ts(clock.now() - timedelta(seconds=20)))  # nothing of it left
+    svc.left_window("telegram", "2", start)  # the window moved past bob's lines... of another chat
+    assert await svc.due_owners() == ["bob"]
+    svc.left_window("telegram", "1", start)
+    assert await svc.due_owners() == ["alice"]
+    assert await svc.due_owners() == []  # read once: the next move says it again
+    fake.queue_reply(reply([{"content": "Alice's locker code is 4471", "category": "identity", "importance": 1}], "gym"))
+    svc.left_window("telegram", "1", start)
+    [rep] = await svc.tick()
+    assert rep.ok and rep.owner == "alice"
+    svc.left_window("telegram", "1", start)
+    assert await svc.due_owners() == []  # nothing of alice's waits now

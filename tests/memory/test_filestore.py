@@ -89,6 +89,23 @@ async def test_remember_appends_once_and_replaces_atomically(files: FileMemory) 
     assert len(path.read_text().splitlines()) == 4
 
 
+async def test_a_save_keeps_the_other_lines_bytes_crlf_and_form_feeds_too(files: FileMemory) -> None:
+    """A MEMORY.md saved on Windows (CRLF), with a form feed inside a line:
+    the bot's save appends its line in the file's own line ending and leaves
+    every other byte as it was (it rewrote the file with LF, every line a
+    change in a diff, and cut the form-fed line in two facts)."""
+    await files.remember("alice", "Prefers tea", provenance=P)
+    path = files.user_dir("alice") / "MEMORY.md"
+    path.write_bytes(path.read_bytes().replace(b"\n", b"\r\n") + b"- Written on Windows\r\n- page\x0cbreak kept")
+    before = path.read_bytes()
+    hit = await files.remember("alice", "Lives in Lisbon", provenance=P)
+    assert path.read_bytes() == before + b"\r\n- Lives in Lisbon <!-- 2026-03-01 -->\r\n"
+    [found] = await files.search("alice", "Lisbon")
+    assert found.id == hit.id
+    again = await files.remember("alice", "lives in  LISBON", provenance=P)  # the same fact: that line
+    assert again.id == hit.id and path.read_bytes().count(b"Lisbon") == 1
+
+
 async def test_profile_is_long_term_plus_last_seven_days(files: FileMemory, clock: ManualClock) -> None:
     root = files.root
     root.mkdir(parents=True)

@@ -297,3 +297,15 @@ async def test_a_hand_edit_that_puts_the_mtime_back_is_imported(tmp_path: Path, 
     await settle(sync)
     assert await active(engine) == ["Prefers rum"] and await archived(engine) == ["Prefers tea"]
     assert await asyncio.wait_for(sync.poll(), 10) is None  # imported once
+
+
+async def test_an_import_that_added_memories_tells_the_listeners(tmp_path: Path, engine: MemoryEngine) -> None:
+    mem, sync = await started(tmp_path, engine, "- Prefers tea\n")
+    told: list[str] = []
+    sync.on_memories_written(told.append)
+    write(mem, "- Prefers tea\n- Lives in Lisbon\n")
+    await settle(sync)
+    assert told == ["_global"]
+    write(mem, "- Lives in Lisbon\n")  # a removal adds nothing to embed
+    await settle(sync)
+    assert told == ["_global"]
