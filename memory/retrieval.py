@@ -141,6 +141,7 @@ said, in one 3.7 times the mean length). docs/RETRIEVAL.md §6c."""
 
 _K1 = 1.2
 _B = 0.75
+_MOOD_MARK = mood_term("")  # the first character of every mood term
 
 
 @dataclass(frozen=True)
@@ -249,23 +250,27 @@ class _Relevance:
         at = doc.find(CUE_MARK)
         if at >= 0:
             doc, cues = doc[:at].rstrip(" "), doc[at + len(CUE_MARK) :]
-        # One C-level count of the memory's terms: a fact indexed with its
-        # source words has ~180 (a set and a count per held term: 30 % slower).
-        tf = Counter(doc.split(" "))
-        n = tf.total()
-        for m in MOOD_TERMS:  # indexed with the text, not text: out of its length
-            n -= tf.get(m, 0)
+        # A fact indexed with its source words has ~180 terms and holds a
+        # few of the query's: counting only those (one C-level filter) cost
+        # ~20 % less than counting every term (docs/BENCHMARKS.md, session 32).
+        toks = doc.split(" ")
+        n = len(toks)
+        if _MOOD_MARK in doc:  # indexed with the text, not text: out of its length
+            for m in MOOD_TERMS:
+                n -= toks.count(m)
+        w = self.weights
+        held = list(filter(w.__contains__, toks))
         norm = _K1 * (1.0 - _B + _B * max(n, 1) / self.avg_len)
         got = 0.0
-        w = self.weights
-        for t in w.keys() & tf.keys():  # the few query terms the memory holds
-            if t in self.syn and not self.syn[t].isdisjoint(tf):
-                continue
-            f = tf[t]
-            got += w[t] * f * (_K1 + 1.0) / (f + norm)
+        if held:
+            syn = self.syn
+            for t, f in Counter(held).items():  # the few query terms the memory holds
+                if t in syn and not syn[t].isdisjoint(toks):
+                    continue
+                got += w[t] * f * (_K1 + 1.0) / (f + norm)
         if cues:
             ctf = Counter(cues.split())
-            for t in w.keys() & ctf.keys() - tf.keys():  # a word its own text says counts there, once
+            for t in w.keys() & ctf.keys() - set(held):  # a word its own text says counts there, once
                 f = ctf[t]
                 got += CUE_WEIGHT * w[t] * f * (_K1 + 1.0) / (f + norm)
         if dated:
