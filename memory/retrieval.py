@@ -54,6 +54,7 @@ from collections import Counter
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, time, timedelta, tzinfo
+from functools import lru_cache
 
 import sqlite3
 
@@ -78,6 +79,11 @@ CONTEXT_WEIGHT = 0.4
 MAX_QUERY_CHARS = 2000  # a pasted 1 MB message is not a 1 MB query
 MAX_CONTEXT_TURNS = 4
 MAX_CONTEXT_CHARS = 600
+CONTEXT_TURNS_KEPT = 16
+"""Recent turns whose query terms are kept between messages: a turn is
+context for the next MAX_CONTEXT_TURNS messages of its chat, and tokenizing
+two turns of context cost ~0.17 ms a query (docs/BENCHMARKS.md, session 32).
+At most 600 characters each: ~2.5 MB if all were 600 CJK characters."""
 MAX_TERMS = 128  # terms scored (a cap for huge messages: a long conversation's terms all count)
 MAX_MATCH_TERMS = 12  # terms sent to the FTS5 MATCH
 MATCH_DF_BUDGET = 2000  # summed document counts of the MATCH terms (bounds its cost)
@@ -157,11 +163,17 @@ def build_query(query: str, context: Sequence[str] = ()) -> list[QueryTerm]:
     for t, w in query_terms(query[:MAX_QUERY_CHARS]):
         terms[t] = QueryTerm(t, w, True)
     for turn in list(context)[-MAX_CONTEXT_TURNS:][::-1]:  # newest first
-        for t, w in query_terms(turn[:MAX_CONTEXT_CHARS]):
+        for t, w in _turn_terms(turn[:MAX_CONTEXT_CHARS]):
             if t not in terms:
                 terms[t] = QueryTerm(t, w * CONTEXT_WEIGHT, False)
     ordered = sorted(terms.values(), key=lambda q: (not q.from_query, -q.weight))
     return ordered[:MAX_TERMS]
+
+
+@lru_cache(maxsize=CONTEXT_TURNS_KEPT)
+def _turn_terms(turn: str) -> tuple[tuple[str, float], ...]:
+    """:func:`query_terms` of a recent turn, read once while it is recent."""
+    return tuple(query_terms(turn))
 
 
 def build_match(owners: Sequence[str], terms: Iterable[str]) -> str:

@@ -4,7 +4,7 @@ from datetime import timedelta
 
 import pytest
 
-from memory import GLOBAL_OWNER, Category, ManualClock, MemoryEngine, NewMemory, Provenance, Source, retrieval
+from memory import GLOBAL_OWNER, Category, ManualClock, MemoryEngine, NewMemory, Provenance, Source, retrieval, tokenize
 from memory.clock import format_ts
 from memory.retrieval import MIN_RELEVANCE, NEIGHBOUR_WEIGHT, Retriever
 from memory.engine import INDEX_VERSION
@@ -125,6 +125,18 @@ async def test_context_helps_but_counts_less_than_the_message(engine: MemoryEngi
     direct = await ids(r, "u", "which port does postgres use?", context=["the redis cache was slow"])
     assert direct[0] == pg
 
+
+def test_a_recent_turn_is_tokenized_once_while_it_stays_in_context() -> None:
+    # A turn is context for the next few messages of its chat: its terms
+    # are kept, and the query built from them is the same every time.
+    turns = ["我们昨天调了 redis 缓存，端口改成了 6380", "which port did we pick for the redis cache?"]
+    first = retrieval.build_query("是哪个端口来着", turns)
+    before = retrieval._turn_terms.cache_info()
+    again = retrieval.build_query("还记得吗", turns[1:])
+    assert retrieval._turn_terms.cache_info().hits == before.hits + 1
+    assert retrieval.build_query("是哪个端口来着", turns) == first
+    own = {x.term for x in again if x.from_query}
+    assert {x.term for x in again if not x.from_query} == {t for t, _ in tokenize.query_terms(turns[1])} - own
 
 
 # -- mood-congruent recall (memory.mood) -------------------------------------
