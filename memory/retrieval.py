@@ -912,6 +912,8 @@ def _credit_neighbours(
     both = [*scored, *near]
     ids = [r["id"] for _, r in both]
     conv = {i: _conversation(r) for i, (_, r) in zip(ids, both)}
+    if not near and all(c is None for c in conv.values()):
+        return list(scored)  # notes and facts from no conversation: nothing to pass on
     own = {i: sc for i, (sc, _) in zip(ids, both)}
     asks = {i: _asks(r["content"]) for i, (_, r) in zip(ids, both) if i + 1 in own}
     offsets = [o for o in range(-NEIGHBOUR_SPAN, NEIGHBOUR_SPAN + 1) if o]
