@@ -81,8 +81,9 @@ MAX_CONTEXT_TURNS = 4
 MAX_CONTEXT_CHARS = 600
 CONTEXT_TURNS_KEPT = 16
 """Recent turns whose query terms are kept between messages: a turn is
-context for the next MAX_CONTEXT_TURNS messages of its chat, and tokenizing
-two turns of context cost ~0.17 ms a query (docs/BENCHMARKS.md, session 32).
+context for the next MAX_CONTEXT_TURNS messages of its chat: building the
+query of a message with two turns took 0.18 ms, 0.11 with them kept
+(docs/BENCHMARKS.md, session 32).
 At most 600 characters each: ~2.5 MB if all were 600 CJK characters."""
 MAX_TERMS = 128  # terms scored (a cap for huge messages: a long conversation's terms all count)
 MAX_MATCH_TERMS = 12  # terms sent to the FTS5 MATCH
