@@ -54,6 +54,7 @@ from collections import Counter
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, time, timedelta, tzinfo
+from functools import lru_cache
 
 import sqlite3
 
@@ -78,6 +79,12 @@ CONTEXT_WEIGHT = 0.4
 MAX_QUERY_CHARS = 2000  # a pasted 1 MB message is not a 1 MB query
 MAX_CONTEXT_TURNS = 4
 MAX_CONTEXT_CHARS = 600
+CONTEXT_TURNS_KEPT = 16
+"""Recent turns whose query terms are kept between messages: a turn is
+context for the next MAX_CONTEXT_TURNS messages of its chat: building the
+query of a message with two turns took 0.18 ms, 0.11 with them kept
+(docs/BENCHMARKS.md, session 32).
+At most 600 characters each: ~2.5 MB if all were 600 CJK characters."""
 MAX_TERMS = 128  # terms scored (a cap for huge messages: a long conversation's terms all count)
 MAX_MATCH_TERMS = 12  # terms sent to the FTS5 MATCH
 MATCH_DF_BUDGET = 2000  # summed document counts of the MATCH terms (bounds its cost)
@@ -145,6 +152,7 @@ said, in one 3.7 times the mean length). docs/RETRIEVAL.md §6c."""
 
 _K1 = 1.2
 _B = 0.75
+_MOOD_MARK = mood_term("")  # the first character of every mood term
 
 
 @dataclass(frozen=True)
@@ -160,11 +168,17 @@ def build_query(query: str, context: Sequence[str] = ()) -> list[QueryTerm]:
     for t, w in query_terms(query[:MAX_QUERY_CHARS]):
         terms[t] = QueryTerm(t, w, True)
     for turn in list(context)[-MAX_CONTEXT_TURNS:][::-1]:  # newest first
-        for t, w in query_terms(turn[:MAX_CONTEXT_CHARS]):
+        for t, w in _turn_terms(turn[:MAX_CONTEXT_CHARS]):
             if t not in terms:
                 terms[t] = QueryTerm(t, w * CONTEXT_WEIGHT, False)
     ordered = sorted(terms.values(), key=lambda q: (not q.from_query, -q.weight))
     return ordered[:MAX_TERMS]
+
+
+@lru_cache(maxsize=CONTEXT_TURNS_KEPT)
+def _turn_terms(turn: str) -> tuple[tuple[str, float], ...]:
+    """:func:`query_terms` of a recent turn, read once while it is recent."""
+    return tuple(query_terms(turn))
 
 
 def build_match(owners: Sequence[str], terms: Iterable[str]) -> str:
@@ -253,23 +267,27 @@ class _Relevance:
         at = doc.find(CUE_MARK)
         if at >= 0:
             doc, cues = doc[:at].rstrip(" "), doc[at + len(CUE_MARK) :]
-        # One C-level count of the memory's terms: a fact indexed with its
-        # source words has ~180 (a set and a count per held term: 30 % slower).
-        tf = Counter(doc.split(" "))
-        n = tf.total()
-        for m in MOOD_TERMS:  # indexed with the text, not text: out of its length
-            n -= tf.get(m, 0)
+        # A fact indexed with its source words has ~180 terms and holds a
+        # few of the query's: counting only those (one C-level filter) cost
+        # ~20 % less than counting every term (docs/BENCHMARKS.md, session 32).
+        toks = doc.split(" ")
+        n = len(toks)
+        if _MOOD_MARK in doc:  # indexed with the text, not text: out of its length
+            for m in MOOD_TERMS:
+                n -= toks.count(m)
+        w = self.weights
+        held = list(filter(w.__contains__, toks))
         norm = _K1 * (1.0 - _B + _B * max(n, 1) / self.avg_len)
         got = 0.0
-        w = self.weights
-        for t in w.keys() & tf.keys():  # the few query terms the memory holds
-            if t in self.syn and not self.syn[t].isdisjoint(tf):
-                continue
-            f = tf[t]
-            got += w[t] * f * (_K1 + 1.0) / (f + norm)
+        if held:
+            syn = self.syn
+            for t, f in Counter(held).items():  # the few query terms the memory holds
+                if t in syn and not syn[t].isdisjoint(toks):
+                    continue
+                got += w[t] * f * (_K1 + 1.0) / (f + norm)
         if cues:
             ctf = Counter(cues.split())
-            for t in w.keys() & ctf.keys() - tf.keys():  # a word its own text says counts there, once
+            for t in w.keys() & ctf.keys() - set(held):  # a word its own text says counts there, once
                 f = ctf[t]
                 got += CUE_WEIGHT * w[t] * f * (_K1 + 1.0) / (f + norm)
         if dated:
@@ -903,6 +921,8 @@ def _credit_neighbours(
     both = [*scored, *near]
     ids = [r["id"] for _, r in both]
     conv = {i: _conversation(r) for i, (_, r) in zip(ids, both)}
+    if not near and all(c is None for c in conv.values()):
+        return list(scored)  # notes and facts from no conversation: nothing to pass on
     own = {i: sc for i, (sc, _) in zip(ids, both)}
     asks = {i: _asks(r["content"]) for i, (_, r) in zip(ids, both) if i + 1 in own}
     offsets = [o for o in range(-NEIGHBOUR_SPAN, NEIGHBOUR_SPAN + 1) if o]

@@ -4,10 +4,11 @@ from datetime import timedelta
 
 import pytest
 
-from memory import GLOBAL_OWNER, Category, ManualClock, MemoryEngine, NewMemory, Provenance, Source, retrieval
+from memory import GLOBAL_OWNER, Category, ManualClock, MemoryEngine, NewMemory, Provenance, Source, retrieval, tokenize
 from memory.clock import format_ts
 from memory.retrieval import MIN_RELEVANCE, NEIGHBOUR_WEIGHT, Retriever
 from memory.engine import INDEX_VERSION
+from memory.mood import LEXICON, MOOD_TERMS, is_mood_term, mood_class, mood_term
 
 
 async def add(engine: MemoryEngine, owner: str, content: str, *, at: str | None = None, **kw: object) -> int:
@@ -125,6 +126,19 @@ async def test_context_helps_but_counts_less_than_the_message(engine: MemoryEngi
     assert direct[0] == pg
 
 
+def test_a_recent_turn_is_tokenized_once_while_it_stays_in_context() -> None:
+    # A turn is context for the next few messages of its chat: its terms
+    # are kept, and the query built from them is the same every time.
+    turns = ["我们昨天调了 redis 缓存，端口改成了 6380", "which port did we pick for the redis cache?"]
+    first = retrieval.build_query("是哪个端口来着", turns)
+    before = retrieval._turn_terms.cache_info()
+    again = retrieval.build_query("还记得吗", turns[1:])
+    assert retrieval._turn_terms.cache_info().hits == before.hits + 1
+    assert retrieval.build_query("是哪个端口来着", turns) == first
+    own = {x.term for x in again if x.from_query}
+    assert {x.term for x in again if not x.from_query} == {t for t, _ in tokenize.query_terms(turns[1])} - own
+
+
 # -- mood-congruent recall (memory.mood) -------------------------------------
 
 
@@ -186,6 +200,56 @@ def test_mood_terms_are_not_counted_in_a_memory_length() -> None:
     q = retrieval.build_query("garden hose")
     rel = retrieval._Relevance(q, {x.term: 2.0 for x in q}, avg_len=6.0)
     assert rel("the garden hose is green \ue000sad") == rel("the garden hose is green")
+
+
+def _bm25_by_hand(q: list[retrieval.QueryTerm], idf: dict[str, float], avg_len: float, doc: str, dated: bool) -> float:
+    """_Relevance written out term by term, as docs/RETRIEVAL.md §3 says it."""
+    k1, b = retrieval._K1, retrieval._B
+    text, _, cues = doc.partition(retrieval.CUE_MARK)
+    words = text.rstrip(" ").split(" ")
+    n = max(1, sum(1 for x in words if x not in MOOD_TERMS))
+    norm = k1 * (1 - b + b * n / avg_len)
+    got = 0.0
+    for x in q:
+        if x.term == retrieval.WHEN_TERM:
+            got += x.weight * idf[x.term] * (k1 + 1) / (1 + norm) if dated else 0.0
+            continue
+        f = words.count(x.term)
+        if f and is_mood_term(x.term) and any(
+            y.from_query and y.term in words and LEXICON.get(y.term) == mood_class(x.term) for y in q
+        ):
+            continue  # the message's own word of that feeling already counted
+        if f:
+            got += x.weight * idf[x.term] * f * (k1 + 1) / (f + norm)
+        elif (c := cues.split().count(x.term)):
+            got += retrieval.CUE_WEIGHT * x.weight * idf[x.term] * c * (k1 + 1) / (c + norm)
+    mass = sum(x.weight * idf[x.term] for x in q if x.from_query)
+    return got / mass
+
+
+@pytest.mark.parametrize(
+    "doc,dated",
+    [
+        ("garden hose garden green hose garden", False),
+        ("the garden hose is green \ue000sad \ue000sad", True),
+        ("garden  hose", False),  # an empty term counts in the length, as FTS5 row text can hold one
+        ("hose is green \ue001 garden garden shed", False),  # a cue word counts where the text lacks it
+        ("garden hose \ue001 garden hose", True),  # ... and not where the text says it
+        ("i was scared of the garden hose \ue000fear", False),  # the feeling once, through the word
+        ("the shed was dark \ue000fear \ue001 garden", True),
+        ("", False),
+    ],
+)
+def test_relevance_is_bm25_of_the_query_terms_a_memory_holds(doc: str, dated: bool) -> None:
+    # Pins the fast path (only the query's terms are counted) to the sum
+    # written out term by term, moods, cues and a time reference included.
+    q = [*retrieval.build_query("garden hose, I'm scared", ["the shed"]),
+         retrieval.QueryTerm(mood_term("fear"), 1.0, False), retrieval.QueryTerm(retrieval.WHEN_TERM, 1.0, True)]
+    idf = {x.term: 1.0 + i / 7 for i, x in enumerate(q)}
+    got = retrieval._Relevance(q, idf, avg_len=5.0)(doc, dated)
+    assert got == pytest.approx(_bm25_by_hand(q, idf, 5.0, doc, dated), rel=1e-12)
+    if "garden" in doc.split(" ") or dated:
+        assert got > 0.0
 
 
 _LONG_CONVERSATIONS = {
