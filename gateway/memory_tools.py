@@ -152,8 +152,9 @@ def memory_tools(
         Tool(
             name="memory_search",
             description=(
+                # The matches' citations are the rules' to explain (gateway/prompt.py), once a request.
                 "Search the long-term memory of the user you are talking to (facts and past conversation "
-                "summaries). Returns matches with citations [id · date · where]."
+                "summaries)."
             ),
             parameters={
                 "type": "object",

@@ -776,6 +776,8 @@ async def test_a_chat_request_tells_when_to_save_or_forget_once_not_in_the_rules
     sent = system + "\n" + "\n".join(tools.values())
     for said in ("asks you to remember something", "only what they asked to forget", "that says it"):
         assert sent.count(said) == 1 and said in system, said
+    # The citation's form is the rules' to explain too (a search's results show it).
+    assert "[id · date recorded · where]" in system and "citation" not in "\n".join(tools.values())
     # What only the tools say stays: what each does, and the form of an id.
     assert "Save a fact to the long-term memory" in tools["memory_save"]
     assert '([m12 · ...] -> "m12"; events "e3")' in tools["memory_forget"] and "for good" in tools["memory_forget"]
