@@ -213,6 +213,8 @@ async def say(app: App, clock: ManualClock, text: str, sender: str) -> None:
                                       timestamp=clock.now()))
     await asyncio.wait_for(echo.got.wait(), 10)
     assert await app.loop.drain(10)
+    # Recall's access counts rank the next recall: written now, not when the flusher's wall-clock interval ends.
+    await app.backend.engine.flush_access()  # type: ignore[union-attr]
 
 
 async def tick(app: App) -> None:
