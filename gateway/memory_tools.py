@@ -152,8 +152,9 @@ def memory_tools(
         Tool(
             name="memory_search",
             description=(
+                # The matches' citations are the rules' to explain (gateway/prompt.py), once a request.
                 "Search the long-term memory of the user you are talking to (facts and past conversation "
-                "summaries). Returns matches with citations [id · date · where]."
+                "summaries)."
             ),
             parameters={
                 "type": "object",
@@ -169,8 +170,9 @@ def memory_tools(
         Tool(
             name="memory_save",
             description=(
-                "Save a fact to the long-term memory of the user you are talking to. Use it when the user "
-                "asks you to remember something. One short, self-contained sentence."
+                # When to call it is the system prompt's tool rules' to say (gateway/prompt.py), once a request.
+                "Save a fact to the long-term memory of the user you are talking to: one short, self-contained "
+                "sentence."
             ),
             parameters={
                 "type": "object",
@@ -195,10 +197,9 @@ def memory_tools(
         Tool(
             name="memory_forget",
             description=(
-                "Erase memories of the user you are talking to, for good, when they ask you to forget "
-                "something. Pass the ids as cited ([m12 · ...] -> \"m12\"; events \"e3\"), found in the "
-                "memories you were shown (Core Memory lines included) or with memory_search first: every "
-                "one that says it, and only what they asked to forget."
+                # When, and how to find every id, is the tool rules' to say (gateway/prompt.py).
+                "Erase memories of the user you are talking to, for good. Pass the ids as cited "
+                "([m12 · ...] -> \"m12\"; events \"e3\")."
             ),
             parameters={
                 "type": "object",

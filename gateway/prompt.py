@@ -236,7 +236,8 @@ def user_content(
     if memory_block:
         head += (
             "<memories>\n"
-            "Retrieved from long-term memory for this message (citation: [id · date recorded · where]):\n"
+            # The citation's format is the rules' to explain, once a request.
+            "Retrieved from long-term memory for this message:\n"
             f"{memory_block}\n"
             "</memories>\n\n"
         )

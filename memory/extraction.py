@@ -418,9 +418,13 @@ class ExtractionService:
         group the bot's replies are marked as not the user's: they answer
         everyone and may repeat another member's words."""
         lines = []
+        day = None
         for r in rows:
             at = parse_ts(r.created_at).astimezone(tz)
-            when = f"{at:%Y-%m-%d} {weekday(at)} {at:%H:%M}"
+            # The day heads a line only where it changes (rule 6): repeated on
+            # every line it was most of a short line's label tokens.
+            when = f"{at:%H:%M}" if at.date() == day else f"{at:%Y-%m-%d} {weekday(at)} {at:%H:%M}"
+            day = at.date()
             text = r.content if len(r.content) <= MAX_MESSAGE_CHARS else r.content[:MAX_MESSAGE_CHARS] + " […]"
             role = _GROUP_REPLY if group and r.role == "assistant" else r.role
             lines.append(f"[{when}] {role}: {text}")

@@ -771,3 +771,34 @@ async def test_opening_labels_old_feishu_facts_of_chats_known_private(
         assert got[mid].provenance.group is False
     finally:
         await app.close()
+
+
+async def test_a_chat_request_tells_when_to_save_or_forget_once_not_in_the_rules_and_the_tools_too(
+    tmp_path: Path, clock: ManualClock, fake_llm: FakeOpenAI
+) -> None:
+    """The system prompt's tool rules say when to call memory_save and how
+    to find what memory_forget takes; the tools' descriptions said it again
+    in every chat request (~60 tokens, scripts/bench_cost.py). They now say
+    what each tool does and takes; the rules say when and how."""
+    cfg, paths = _config(tmp_path, fake_llm)
+    fake_llm.queue_reply("hello")
+    app = App(cfg, paths, clock=clock, channel_specs=[ECHO])
+    try:
+        await app.open()
+        await app.start()
+        echo = app.channels["echo"]
+        assert isinstance(echo, EchoChannel)
+        await echo.say("hi")
+    finally:
+        await app.close()
+    body = fake_llm.requests[0]
+    system = body["messages"][0]["content"]
+    tools = {t["function"]["name"]: t["function"]["description"] for t in body["tools"]}
+    sent = system + "\n" + "\n".join(tools.values())
+    for said in ("asks you to remember something", "only what they asked to forget", "that says it"):
+        assert sent.count(said) == 1 and said in system, said
+    # The citation's form is the rules' to explain too (a search's results show it).
+    assert "[id · date recorded · where]" in system and "citation" not in "\n".join(tools.values())
+    # What only the tools say stays: what each does, and the form of an id.
+    assert "Save a fact to the long-term memory" in tools["memory_save"]
+    assert '([m12 · ...] -> "m12"; events "e3")' in tools["memory_forget"] and "for good" in tools["memory_forget"]

@@ -264,3 +264,21 @@ def test_an_earlier_days_turn_is_dated_within_the_history_budget(tmp_path: Path,
         "<time>2026-03-01 08:00</time>\n" + "x" * 40, "y" * 40]  # Shanghai's day and time; today's as it was
     assert fit_history([old, new], token_budget=budget, min_messages=1, dated=dated) == [
         {"role": "user", "content": "y" * 40}]
+
+
+async def test_the_citation_format_is_explained_once_a_request_not_again_in_the_block(
+    tmp_path: Path, engine: MemoryEngine, clock: ManualClock
+) -> None:
+    """The rules explain the citation [id · date recorded · where]; the
+    block's header said it again on every message that recalled something
+    (~10 tokens of its ~170, scripts/bench_cost.py). Only the system prompt
+    says it now; the header still says what the block is."""
+    mem = SqliteMemory(engine)
+    await mem.remember("alice", "Alice drinks flat white", provenance=Provenance(channel="telegram", chat_id="42"))
+    builder = PromptBuilder(tmp_path, mem, clock=clock)
+    block = builder.memory_block(await mem.recall("alice", "flat white"))
+    system = await builder.system_prompt("alice", private=True, tools=True)
+    messages = builder.messages(system, [], "what coffee?", block)
+    sent = "\n".join(str(m["content"]) for m in messages)
+    assert sent.count("[id · date recorded · where]") == 1 and "[id · date recorded · where]" in system
+    assert messages[-1]["content"].startswith("<memories>\nRetrieved from long-term memory for this message:\n- [m1 · ")

@@ -569,3 +569,35 @@ async def test_lines_that_left_their_chats_window_are_due_inside_the_quiet_gap(
     assert rep.ok and rep.owner == "alice"
     svc.left_window("telegram", "1", start)
     assert await svc.due_owners() == []  # nothing of alice's waits now
+
+
+async def test_a_lines_day_is_written_once_where_the_day_changes_not_on_every_line(
+    engine: MemoryEngine, clock: ManualClock, fake: FakeOpenAI, llm: MemoryLLM
+) -> None:
+    """The date and weekday were repeated on every line of a batch, most of
+    them the same day: ~4 of a line's ~7 label tokens (scripts/bench_cost.py).
+    The day now heads the first line and the first of each later day; the
+    others say the time, and the model is told they share the day above."""
+    clock.set("2026-03-11T15:50:00Z")  # 23:50 in Shanghai, a Wednesday
+    mem = SqliteMemory(engine)
+    svc = service(engine, llm, timezone="Asia/Shanghai")
+    first = turns("alice", ("星河下周三交付第一个版本", "好的"), ("测试环境用 k3s", "记下了"))
+    for t in first:
+        await mem.buffer([replace(t, at=clock.now())])
+        clock.advance(60)
+    clock.set("2026-03-11T16:05:00Z")  # past midnight there: Thursday
+    await mem.buffer([replace(t, at=clock.now()) for t in turns("alice", ("明天开评审会", "好"), start=3)])
+    fake.responder = lambda body: Reply(reply([], "交付日期"))
+    await svc.flush_now("alice")
+    [body] = fake.requests
+    lines = [ln for ln in user_prompt(body).splitlines() if ln.startswith("L")]
+    assert lines == [
+        "L1 [2026-03-11 Wed 23:50] user: 星河下周三交付第一个版本",
+        "L2 [23:51] assistant: 好的",
+        "L3 [23:52] user: 测试环境用 k3s",
+        "L4 [23:53] assistant: 记下了",
+        "L5 [2026-03-12 Thu 00:05] user: 明天开评审会",
+        "L6 [00:05] assistant: 好",
+    ]
+    system = body["messages"][0]["content"]
+    assert "a line with the time only: the day of the line above" in system
