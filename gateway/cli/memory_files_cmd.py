@@ -11,13 +11,13 @@ import sqlite3
 import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from gateway.chattitles import read_titles
 from gateway.config import Paths
-from gateway.export import write_markdown
+from gateway.export import UserExport, write_markdown
 from memory.clock import SystemClock
 from memory.identity import IdentityMap
 from memory.migrate import MigrationReport
@@ -40,6 +40,9 @@ from ._common import (
 )
 from ._json_export import write_json
 from .memory_cmd import _near_hint, _owners_of, _unmerged, memory, user_option
+
+if TYPE_CHECKING:
+    from memory import MemoryEngine
 
 
 # -- export ---------------------------------------------------------------------
@@ -64,7 +67,7 @@ def export(user: str | None, output: Path | None, fmt: str) -> None:
         # that left them out would miss them.
         handles = _unmerged(cfg, owner, owners)
         # Messages of theirs waiting in the inbox are something stored too (a first message a crash left).
-        if owner not in owners and not handles and not run(_waiting(owner)):
+        if owner not in owners and not handles and not run(_waiting(owner)) and not run(_keeps(owner)):
             raise click.ClickException(f"nothing is stored about {owner}, so there is nothing to export "
                                        f"({_near_hint(owner, owners)})")
     if fmt == "markdown":
@@ -115,7 +118,8 @@ async def _write_markdown(
         return await write_markdown(write, SqliteMemory(engine), owners, at=engine.now(),
                                     renamed=engine.owned_project_aliases, titles=titles,
                                     unanswered=await _unanswered(stack),
-                                    mapped=dict.fromkeys(handles, owner or ""))
+                                    mapped=dict.fromkeys(handles, owner or ""),
+                                    kept=await _kept(stack, engine, person=owner is not None))
 
 
 async def _write_json(
@@ -124,7 +128,64 @@ async def _write_json(
     async with contextlib.AsyncExitStack() as stack:
         engine = await stack.enter_async_context(open_engine(path))
         return await write_json(write, engine, owner, at=engine.now(), titles=titles,
-                                unanswered=await _unanswered(stack), handles=handles)
+                                unanswered=await _unanswered(stack), handles=handles,
+                                kept=await _kept(stack, engine, person=owner is not None))
+
+
+async def _kept(stack: contextlib.AsyncExitStack, engine: MemoryEngine, *,
+                person: bool) -> Callable[[str], Awaitable[UserExport]]:
+    """What the gateway keeps of a user beside memory, gathered as their
+    own ``/export`` gathers it (gateway/userdata.py): settings, kept
+    history and recent files (gateway.db), scheduled jobs (cron.db); read
+    beside a running gateway as without one. A file that cannot be read is
+    left out with a warning: the export matters more. ``person``: one
+    user's export, their memory.identities handles' jobs and history
+    counted with theirs (as /export counts them); the whole store's: each
+    owner's own."""
+    from gateway.cron import CronStore
+    from gateway.incognito import Incognito
+    from gateway.recent_files import RecentFiles
+    from gateway.sessions import SessionStore
+    from gateway.timezones import UserTimezones
+    from gateway.userdata import UserData
+
+    paths, cfg = Paths.from_env(), load_cli_config()
+    sessions = files = cron = None
+    if (gateway_db := paths.gateway_db()).exists():
+        try:
+            sessions = await stack.enter_async_context(await SessionStore.open(gateway_db))
+            files = RecentFiles(sessions.db, SystemClock())
+            await files.load(sweep=False)  # read only
+        except sqlite3.DatabaseError as exc:
+            click.echo(f"warning: settings, history and recent files not exported: {gateway_db} could not be read "
+                       f"({exc})", err=True)
+            sessions = files = None
+    if (cron_db := paths.cron_db()).exists():
+        try:
+            cron = await CronStore.open(cron_db, SystemClock(), cfg.gateway.timezone)
+        except sqlite3.DatabaseError as exc:
+            click.echo(f"warning: scheduled jobs not exported: {cron_db} could not be read ({exc})", err=True)
+        else:
+            stack.push_async_callback(cron.close)
+    everything = UserData(
+        SqliteMemory(engine), sessions, cron, files=files,
+        timezones=UserTimezones(sessions.db) if sessions is not None else None,
+        incognito=Incognito(sessions.db) if sessions is not None else None,
+        handles_of=IdentityMap(cfg.memory.identities).handles if person else (lambda _user: []),
+    )
+
+    async def kept(owner: str) -> UserExport:
+        return (await everything.export(owner))[0]
+
+    return kept
+
+
+async def _keeps(owner: str) -> bool:
+    """Whether the gateway keeps anything of ``owner`` beside memory (:func:`_kept`)."""
+    async with contextlib.AsyncExitStack() as stack:
+        engine = await stack.enter_async_context(open_engine(resolve_db(load_cli_config()), create=False))
+        k = await (await _kept(stack, engine, person=True))(owner)
+        return bool(k.timezone or k.incognito_since or k.history or k.files or k.jobs)
 
 
 async def _unanswered(stack: contextlib.AsyncExitStack) -> Callable[[str], Awaitable[int]] | None:
