@@ -529,7 +529,6 @@ class App:
             on_written=(lambda _owner: wake()) if wake is not None else None, files=self._folders,
             identities=IdentityMap(self.cfg.memory.identities),
         )
-        log.info("memory page enabled", path="/memory", host=self.cfg.gateway.host, port=self.cfg.gateway.port)
 
     async def _open_write_path(self, engine: Any) -> None:
         from memory.compression import Compressor
@@ -792,6 +791,8 @@ class App:
                     raise ConfigError(
                         f"cannot listen on {g.host}:{g.port} (gateway.host / gateway.port): {what}; {fix}"
                     ) from None
+                if self.memory_web is not None:  # said once it listens: not before a taken port's error
+                    log.info("memory page enabled", path="/memory", host=self.cfg.gateway.host, port=self.http.port)
             await self._start_channels(channels, delivery)
         finally:
             self.loop.resume_gate.set()
