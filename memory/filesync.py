@@ -131,6 +131,24 @@ class FileSync:
             out[f.path] = stamp
         return out
 
+    async def import_all(self, *, job: str = "start") -> MigrationReport:
+        """The start's full import (:func:`migrate_leased`), as this sync's
+        first import: each file is then taken as done as it was stamped
+        before the import read it, so the first polls do not import it
+        again (nor warn again about a file left out, one not UTF-8 say)
+        until it changes. Raises :class:`~memory.lease.LeaseBusy` as
+        :func:`migrate_leased` does; nothing is marked done then."""
+        looked = self.wall_ns()
+        before = await asyncio.to_thread(self._stat, looked)  # before the reads: a save during them counts
+        report = await migrate_leased(self.workspace, self.engine, job=job, wall_ns=self.wall_ns)
+        for p, stamp in before.items():
+            if (due := report.held.get(p.relative_to(self.root).as_posix())) is not None:
+                self._due[p] = parse_ts(due)  # as poll() holds one
+            else:
+                self._done[p] = stamp
+        self._last = dict(before)
+        return report
+
     async def poll(self) -> MigrationReport | None:
         """Import the files that changed and then stayed put for a poll;
         None when there were none (or another importer holds the lease:
