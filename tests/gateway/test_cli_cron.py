@@ -385,6 +385,27 @@ def test_memory_compress_takes_the_kind_as_a_word_too(home: Path, fake_llm: Fake
     assert "choose daily or weekly" in cli("memory", "compress").output
 
 
+def test_memory_compress_daily_says_what_it_did_and_what_waits_for_the_day_to_end(
+        home: Path, fake_llm: FakeOpenAI) -> None:
+    """Today is not compressed until it is over: "events 0" alone read as broken."""
+    async def fill(engine: MemoryEngine) -> None:
+        await engine.add_event("alice", "2020-01-01", "Alice picked Postgres")
+        today = engine.clock.now().strftime("%Y-%m-%d")  # UTC, the gateway's zone here
+        for i in range(2):
+            await engine.add_event("alice", today, f"Alice talked about plan {i}")
+
+    seed(home, fill)
+    fake_llm.responder = lambda body: Reply(json.dumps({"facts": [{"content": "Alice uses Postgres"}], "summary": "s"}))
+    r = cli("memory", "compress", "daily")
+    assert r.exit_code == 0, r.output
+    assert "1 event of past days compressed into facts" in r.output
+    assert "today's 2 events wait for the day to end" in r.output
+    doc = json.loads(cli("memory", "compress", "daily", "--json").stdout)
+    assert (doc["events"], doc["waiting"]) == (0, 2)
+    again = cli("memory", "compress", "daily").output
+    assert "no events of a past day to compress" in again and "today's 2 events wait" in again
+
+
 def test_memory_retry_set_aside_clears_the_mark_for_the_next_run(home: Path, fake_llm: FakeOpenAI) -> None:
     async def buffer(engine: MemoryEngine) -> None:
         for owner in ("alice", "bob"):
