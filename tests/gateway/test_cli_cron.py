@@ -286,6 +286,20 @@ def test_cron_add_at_makes_a_one_time_job_in_the_zone_given(home: Path) -> None:
     assert cli("cron", "remove", "mom").exit_code == 0
 
 
+def test_cron_adds_help_and_errors_name_the_format_not_a_date_that_goes_stale(home: Path) -> None:
+    """'2026-11-23 09:00' was an example, and in the past a day later."""
+    import re
+
+    def dates(text: str) -> list[str]:
+        return re.findall(r"\d{4}-\d{2}-\d{2}", text)
+
+    shown = " ".join(cli("cron", "add", "--help").output.split())  # as wrapped to the terminal
+    assert "YYYY-MM-DD HH:MM" in shown and dates(shown) == []
+    bad = cli("cron", "add", "--at", "tomorrow 9am", "-m", "x", "--channel", "telegram", "--chat-id", "42",
+              "-u", "alice").output
+    assert "as 'YYYY-MM-DD HH:MM'" in bad and dates(bad) == []
+
+
 @pytest.mark.parametrize(("args", "says"), [
     (("-s", "soon", "-m", "x"), "Invalid value for '--schedule': invalid cron schedule 'soon'"),
     (("-s", "0 9 * * * *", "-m", "x"), "Invalid value for '--schedule': invalid cron schedule '0 9 * * * *'"),
