@@ -30,7 +30,7 @@ import contextlib
 import hashlib
 import sqlite3
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -83,11 +83,16 @@ async def migrate_leased(
     job: str = "migrate",
     wall_ns: Callable[[], int] = time.time_ns,
     log_problems: bool = True,
+    prepare: Callable[[], Awaitable[object]] | None = None,
 ) -> MigrationReport:
     """:func:`migrate_files` under :data:`FILE_SYNC_LEASE`: two importers at
     once would both see a line as new and add it twice. Raises
-    :class:`~memory.lease.LeaseBusy` when another holds it."""
+    :class:`~memory.lease.LeaseBusy` when another holds it. ``prepare``:
+    run under the lease first (``myclaw memory migrate --user`` moves
+    files there: no file sync reads them half-moved)."""
     async with Leases(engine.db, engine.clock).hold(FILE_SYNC_LEASE, job, ttl=_LEASE_TTL):
+        if prepare is not None:
+            await prepare()
         return await migrate_files(workspace, engine, only=only, wall_ns=wall_ns, log_problems=log_problems)
 
 

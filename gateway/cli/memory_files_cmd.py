@@ -224,13 +224,21 @@ async def _waiting(owner: str) -> int:
     type=click.Path(file_okay=False, path_type=Path),
     help="Workspace holding memory/ (default: agent.workspace from config).",
 )
+@click.option(
+    "--user", "-u", "person",
+    help="A one-person workspace: its top-level MEMORY.md and daily files are this user's (moved into their "
+         "folder, memory/users/...), not _global's, which every user's prompt gets.",
+)
 @json_option
 @db_option
 @shares_data
-def migrate(workspace: Path | None, as_json: bool) -> None:
+def migrate(workspace: Path | None, person: str | None, as_json: bool) -> None:
     """Import MEMORY.md and YYYY-MM-DD.md files (the file store) into the
     database. Safe to repeat: what was imported before is not added again."""
     cfg = load_cli_config()
+    user = resolve_user(person, cfg)
+    if user == GLOBAL_OWNER:
+        raise click.BadParameter("the top-level files are _global's already; name a user", param_hint="'--user'")
     ws = workspace or Paths.from_env().workspace(cfg)
     if not (ws / "memory").is_dir():  # a wrong MYCLAW_HOME gets no database made there
         raise click.ClickException(
@@ -238,13 +246,24 @@ def migrate(workspace: Path | None, as_json: bool) -> None:
             "nothing to import, or wrong MYCLAW_HOME / --workspace)"
         )
     path = resolve_db(cfg)
-    report = run(_migrate(path, ws))
+    moved: list[Path] = []
+    report, shared = run(_migrate(path, ws, user, moved))
     for p in report.problems:
         click.echo(f"warning: {p}", err=True)
+    if shared and (ws / "memory" / "MEMORY.md").is_file():
+        # The seed's layout, but a one-person workspace moved into a bot others use hands its owner's facts to all.
+        click.echo(f"warning: {counted(shared, 'facts')} from {ws / 'memory' / 'MEMORY.md'} "
+                   f"{'is' if shared == 1 else 'are'} filed under "
+                   "_global: every user's prompt gets them. A one-person workspace: file them under its person "
+                   "with `myclaw memory migrate --user USER` before they are imported (once imported: "
+                   "`myclaw memory list --user _global`, then add them with --user and delete these)", err=True)
     if as_json:
         echo_json({"workspace": str(ws), "db": str(path), **report.to_dict()})
         return
     click.echo(f"migrated {ws / 'memory'} -> {path}")
+    if moved:
+        click.echo(f"moved {counted(len(moved), 'files')} ({', '.join(p.name for p in moved)}) into "
+                   f"{moved[0].parent}: {user}'s")
     click.echo(
         render_table(
             ["", "ADDED", "REPLACED", "SKIPPED"],
@@ -259,15 +278,54 @@ def migrate(workspace: Path | None, as_json: bool) -> None:
     click.echo(f"{counted(report.files_seen, 'files')} seen, {report.files_unchanged} unchanged; users: {', '.join(report.owners) or '-'}")
 
 
-async def _migrate(path: Path, ws: Path) -> MigrationReport:
+async def _migrate(path: Path, ws: Path, user: str | None, moved: list[Path]) -> tuple[MigrationReport, int]:
+    """The report, and how many active facts the top-level MEMORY.md filed
+    under _global. ``user``: its files moved into theirs first (into ``moved``)."""
     from memory.filesync import migrate_leased
     from memory.lease import LeaseBusy
 
     async with open_engine(path, create=True) as engine:
+        prepare = functools.partial(_file_under, ws, engine, user, moved) if user is not None else None
         try:
             # The lease the gateway's file sync takes: two imports at once would add a line twice.
-            return await migrate_leased(ws, engine, log_problems=False)  # printed in full by migrate()
+            report = await migrate_leased(ws, engine, log_problems=False, prepare=prepare)  # printed by migrate()
         except LeaseBusy as busy:
             raise click.ClickException(
                 f"another import of the memory files is running ({busy}); try again in a minute") from None
+        row = await engine.db.fetchone(
+            "SELECT count(*) FROM memories WHERE owner = ? AND status = 'active' AND source = 'migration'",
+            (GLOBAL_OWNER,))
+        return report, int(row[0]) if row is not None else 0
+
+
+async def _file_under(ws: Path, engine: MemoryEngine, user: str, moved: list[Path]) -> None:
+    """Move the top-level MEMORY.md and daily files into ``user``'s folder
+    (with its ``.owner``), so they are imported as theirs and the file sync
+    keeps them so. Refused when they were imported under _global already
+    (a copy would stay there) or ``user`` has a file of the same name."""
+    import os
+
+    from memory.db import private_dirs
+    from memory.filestore import OWNER_FILE, FileMemory, owner_record
+    from memory.migrate import has_ledger
+
+    files = FileMemory(ws, SystemClock())
+    top = [f.path for f in (files.long_term_file(GLOBAL_OWNER), *files.daily_files(GLOBAL_OWNER)) if f.path.is_file()]
+    if not top:
+        return
+    async with engine.db.transaction() as conn:
+        imported = await has_ledger(conn, GLOBAL_OWNER)
+    if imported:
+        raise click.ClickException(
+            f"{ws / 'memory'}'s top-level files were already imported under _global: moving them now would "
+            "leave those copies there; nothing moved (myclaw memory list --user _global shows them)")
+    dst = files.user_dir(user)
+    if clash := [p.name for p in top if (dst / p.name).exists()]:
+        raise click.ClickException(f"{user} already has {', '.join(clash)} in {dst}: merge them by hand; nothing moved")
+    private_dirs(dst)
+    if not (dst / OWNER_FILE).exists():
+        (dst / OWNER_FILE).write_text(owner_record(user), encoding="utf-8")
+    for p in top:
+        os.replace(p, dst / p.name)
+        moved.append(dst / p.name)
 
