@@ -533,7 +533,6 @@ class App:
             on_written=(lambda _owner: wake()) if wake is not None else None, files=self._folders,
             identities=IdentityMap(self.cfg.memory.identities),
         )
-        log.info("memory page enabled", path="/memory", host=self.cfg.gateway.host, port=self.cfg.gateway.port)
 
     async def _open_write_path(self, engine: Any) -> None:
         from memory.compression import Compressor
@@ -544,10 +543,15 @@ class App:
         from memory.lease import LeaseBusy
 
         cfg = self.cfg
+        sync = (FileSync(self.paths.workspace(cfg), engine, interval=cfg.memory.file_sync.total_seconds())
+                if cfg.memory.file_sync.total_seconds() > 0 else None)
         # Switching back from memory.enabled=false loses nothing: whatever the
         # file store wrote meanwhile comes in now (idempotent, one stat per file).
+        # Through the file sync when it runs: what this import read (or warned
+        # about) is not read, nor warned about, again by its first polls.
         try:
-            report = await migrate_leased(self.paths.workspace(cfg), engine, job="start")
+            report = await (sync.import_all() if sync is not None
+                            else migrate_leased(self.paths.workspace(cfg), engine, job="start"))
         except LeaseBusy as busy:  # `myclaw memory migrate` is at it; the file sync catches up after
             log.warning("memory files not imported at start: another import is running", why=str(busy))
         except (sqlite3.Error, OSError) as exc:  # memory.db full or read-only: the gateway comes up all the same
@@ -556,11 +560,7 @@ class App:
         else:
             if report.changed or report.problems:
                 log.info("imported memory files written while memory was off", **report.log_fields())
-        file_sync = None
-        if cfg.memory.file_sync.total_seconds() > 0:
-            # Hand edits made while running (seed 004's file-to-database sync).
-            self.file_sync = file_sync = FileSync(self.paths.workspace(cfg), engine,
-                                                  interval=cfg.memory.file_sync.total_seconds())
+        file_sync = self.file_sync = sync  # hand edits made while running (seed 004's file-to-database sync)
         self._memory_llm = MemoryLLM.from_config(cfg, clock=self.clock, cooldowns=self.cooldowns)
         ex = cfg.memory.extraction
         assert self.backend is not None
@@ -800,6 +800,8 @@ class App:
                     raise ConfigError(
                         f"cannot listen on {g.host}:{g.port} (gateway.host / gateway.port): {what}; {fix}"
                     ) from None
+                if self.memory_web is not None:  # said once it listens: not before a taken port's error
+                    log.info("memory page enabled", path="/memory", host=self.cfg.gateway.host, port=self.http.port)
             await self._start_channels(channels, delivery)
         finally:
             self.loop.resume_gate.set()

@@ -192,7 +192,8 @@ def parse_at(text: str, tz: tzinfo) -> datetime:
         dt = datetime.fromisoformat(s)
     except ValueError:
         raise CronError(
-            f"invalid time {s[:40]!r} for a one-time job: a date and a time of day, e.g. '2026-11-23 09:00'"
+            # The format, not a dated example: one would be in the past some day.
+            f"invalid time {s[:40]!r} for a one-time job: a date and a time of day as 'YYYY-MM-DD HH:MM'"
         ) from None
     if dt.tzinfo is None:
         return local_instant(dt, tz)

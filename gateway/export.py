@@ -271,6 +271,7 @@ async def write_markdown(
     titles: Mapping[str, str] = _NO_NAMES,
     unanswered: Callable[[str], Awaitable[int]] | None = None,
     mapped: Mapping[str, str] = _NO_NAMES,
+    kept: Callable[[str], Awaitable[UserExport]] | None = None,
 ) -> tuple[int, int]:
     """:func:`render_markdown`'s text and a newline (the file the CLI
     wrote), handed to ``write`` a line at a time: each owner's index first
@@ -285,7 +286,11 @@ async def write_markdown(
     inbox to be answered (``Inbox.owned``), said with what waits to be learnt.
     ``mapped``: handles among ``owners`` that stored rows before
     memory.identities mapped them to a user (handle -> user), written after
-    the others, each under its own name and saying so."""
+    the others, each under its own name and saying so. ``kept``: what the
+    gateway keeps of an owner beside memory, as their ``/export`` gathers
+    it (gateway/userdata.py: settings, kept history, recent files, scheduled
+    jobs), said under their name; not asked of ``mapped`` handles (the
+    person's includes theirs)."""
     first = True
 
     def line(text: str) -> None:
@@ -298,13 +303,19 @@ async def write_markdown(
     for owner in sorted(owners, key=lambda o: (o in mapped, o)):
         index = await backend.owner_index(owner)
         waiting = await unanswered(owner) if unanswered is not None else 0
-        if not (index.memory_ids or index.event_ids or index.waiting or waiting):
+        besides = await kept(owner) if kept is not None and owner not in mapped else None
+        settings = _settings(besides) if besides is not None else []
+        jobs = list(besides.jobs) if besides is not None else []
+        if not (index.memory_ids or index.event_ids or index.waiting or index.set_aside or waiting or settings
+                or jobs):
             continue
         line(f"\n## {owner}")
         if owner in mapped:
             line(_mapped_note(owner, mapped[owner]))
         if renamed is not None and (projects := await renamed(owner)):
             line(f"\n{_EN_RENAMED}: {_renamed(projects)}")
+        for text in settings:
+            line(text)
         shown = {f"m:{i}" for i in index.memory_ids} | {f"event:{i}" for i in index.event_ids}
         group: tuple[int, str] | None = None
         dated = False
@@ -328,8 +339,35 @@ async def write_markdown(
             line(f"- {_n(index.waiting, 'line', 'lines')} waiting for extraction")
         if waiting:
             line(f"- {_n(waiting, 'message', 'messages')} waiting to be answered (gateway.db's inbox; not listed)")
+        if index.set_aside:
+            line(f"\n### {_OP.set_aside}\n")
+            line(f"- {_n(index.set_aside, 'line', 'lines')} set aside: too long for the memory model "
+                 f"(myclaw memory retry-set-aside tries {'it' if index.set_aside == 1 else 'them'} again)")
+        if jobs:
+            line(f"\n### {_OP.jobs}\n")
+            for job in jobs:
+                line(_job(job, _OP))
     write("\n")
     return memories, events
+
+
+def _settings(export: UserExport) -> list[str]:
+    """What their ``/export`` says at its head beside memory (gateway.db),
+    for the operator's file: only what is set or kept (UTC times)."""
+    out: list[str] = []
+    if export.timezone:
+        out.append(f"- time zone: {export.timezone} (/timezone)")
+    if export.incognito_since is not None:
+        out.append(f"- incognito: on since {export.incognito_since.astimezone(UTC):%Y-%m-%d %H:%M} UTC")
+    if export.history:
+        out.append(f"- {_n(export.history, 'message', 'messages')} of their conversations kept as recent history "
+                   "(gateway.db; not listed)")
+    if export.files:
+        out.append(f"- files they sent lately, kept a day (names only): {_files(export.files, UTC)}")
+    return [f"\n### {_OP_SETTINGS}\n", *out] if out else []
+
+
+_OP_SETTINGS = "Settings and what the gateway keeps"
 
 
 def render_user_export(export: UserExport, *, at: str, zh: bool, tz: tzinfo = UTC,

@@ -132,7 +132,8 @@ class FailoverLLM:
         primary = LLMClient.from_config(provider, model=model, client=client, **kw)
         out = [(candidate_label(setting, 0), primary, model)]
         for i, fb in enumerate(fallbacks, start=1):
-            llm = primary if fb.provider is None else LLMClient.from_config(fb.provider, model=fb.model, client=client, **kw)
+            llm = primary if fb.provider is None else LLMClient.from_config(
+                fb.provider, model=fb.model, client=client, setting=f"{candidate_label(setting, i)}.provider", **kw)
             out.append((candidate_label(setting, i), llm, fb.model))
         return cls(out, clock, cooldowns=cooldowns)
 

@@ -52,6 +52,7 @@ from pydantic import SecretStr
 from memory.failover import context_exceeded, endpoint_scopes, model_missing
 from memory.llm import unbound
 from memory.redact import error_summary, provider_error_text, scrub_provider_text, sent_text, summarize_error
+from memory.wrongpath import WrongPath
 
 from .aiohttp_transport import AiohttpTransport
 from .config import ProviderConfig
@@ -378,8 +379,13 @@ class LLMClient:
         max_retry_after: float = 60.0,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         redact: Sequence[str] = (),
+        setting: str = "provider",
     ) -> None:
+        """``setting``: the config path of this endpoint's provider, named
+        when its chat-completions path is not there (:mod:`memory.wrongpath`)."""
         self.base_url = base_url.rstrip("/")
+        self.setting = setting
+        self._wrong_path = WrongPath("chat model")
         # Other keys never to repeat from this provider's text (a failover's
         # other candidates'); its own is never repeated either.
         self.redact = tuple(redact)
@@ -631,6 +637,7 @@ class LLMClient:
             if asked is not None and asked > self.max_retry_after and attempt < retries:
                 log.warning("LLM provider asked to wait longer than we retry", status=status,
                             retry_after_s=round(asked))
+            self._wrong_path.answered(status, self._url.path, self.setting)  # a baseUrl without /v1: said once
             error = _status_error(status, message, asked, said=said)
             if streaming and isinstance(error, LLMBadRequest) and "stream" in message.lower():
                 # A proxy or server that does not stream: whole answers from

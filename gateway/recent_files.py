@@ -161,17 +161,20 @@ class RecentFiles:
 
     # -- changing -------------------------------------------------------------------
 
-    async def load(self) -> None:
-        """Read the index from gateway.db, deleting the rows past ``ttl``."""
+    async def load(self, *, sweep: bool = True) -> None:
+        """Read the index from gateway.db, deleting the rows past ``ttl``;
+        without ``sweep``, those rows are only not read (``myclaw memory
+        export`` reads gateway.db and never writes it)."""
         async with self._lock:
-            await self._load()
+            await self._load(sweep=sweep)
 
-    async def _load(self) -> None:
+    async def _load(self, *, sweep: bool = True) -> None:
         if self._loaded:
             return
         cutoff = self._cutoff()
         try:
-            await self.db.write("DELETE FROM recent_files WHERE received < ?", (cutoff,))
+            if sweep:
+                await self.db.write("DELETE FROM recent_files WHERE received < ?", (cutoff,))
         except (sqlite3.Error, OSError) as exc:
             # A full disk must not keep the gateway from coming up: those
             # rows are not read (below), and the sweeper deletes them later.

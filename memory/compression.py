@@ -64,6 +64,9 @@ class DailyReport:
     reinforced: int = 0
     superseded: int = 0
     failed_groups: int = 0
+    # Events of a day not over yet in their owner's zone (today's): compressed
+    # by the first run after it ends, not this one.
+    waiting: int = 0
 
 
 @dataclass
@@ -183,6 +186,9 @@ class Compressor:
                 "WHERE is_compressed = 0 AND event_date < ? ORDER BY owner, event_date, id",
                 (latest,),
             )
+            later = await self.engine.db.fetchone(
+                "SELECT count(*) FROM daily_events WHERE is_compressed = 0 AND event_date >= ?", (latest,))
+            report.waiting = int(later[0]) if later is not None else 0
             today: dict[str, str] = {}
             # One chat's day at a time: a group's summary is then that group's
             # (memory/scope.py), and no private words are mixed into it.
@@ -193,7 +199,9 @@ class Compressor:
                 if owner not in today:
                     zone = await owner_zone(self.zone_of, owner, self.tz)
                     today[owner] = now.astimezone(zone).strftime("%Y-%m-%d")
-                if r["event_date"] < today[owner]:
+                if r["event_date"] >= today[owner]:
+                    report.waiting += 1
+                else:
                     key = (owner, r["event_date"], r["channel"], r["chat_id"])
                     groups[key].append((r["id"], r["channel"], r["summary"]))
                     if in_group(_provenance(r["provenance"], r["channel"], r["chat_id"])):

@@ -30,7 +30,7 @@ import contextlib
 import hashlib
 import sqlite3
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -83,11 +83,16 @@ async def migrate_leased(
     job: str = "migrate",
     wall_ns: Callable[[], int] = time.time_ns,
     log_problems: bool = True,
+    prepare: Callable[[], Awaitable[object]] | None = None,
 ) -> MigrationReport:
     """:func:`migrate_files` under :data:`FILE_SYNC_LEASE`: two importers at
     once would both see a line as new and add it twice. Raises
-    :class:`~memory.lease.LeaseBusy` when another holds it."""
+    :class:`~memory.lease.LeaseBusy` when another holds it. ``prepare``:
+    run under the lease first (``myclaw memory migrate --user`` moves
+    files there: no file sync reads them half-moved)."""
     async with Leases(engine.db, engine.clock).hold(FILE_SYNC_LEASE, job, ttl=_LEASE_TTL):
+        if prepare is not None:
+            await prepare()
         return await migrate_files(workspace, engine, only=only, wall_ns=wall_ns, log_problems=log_problems)
 
 
@@ -136,6 +141,24 @@ class FileSync:
                 continue  # removed between listing and stat
             out[f.path] = stamp
         return out
+
+    async def import_all(self, *, job: str = "start") -> MigrationReport:
+        """The start's full import (:func:`migrate_leased`), as this sync's
+        first import: each file is then taken as done as it was stamped
+        before the import read it, so the first polls do not import it
+        again (nor warn again about a file left out, one not UTF-8 say)
+        until it changes. Raises :class:`~memory.lease.LeaseBusy` as
+        :func:`migrate_leased` does; nothing is marked done then."""
+        looked = self.wall_ns()
+        before = await asyncio.to_thread(self._stat, looked)  # before the reads: a save during them counts
+        report = await migrate_leased(self.workspace, self.engine, job=job, wall_ns=self.wall_ns)
+        for p, stamp in before.items():
+            if (due := report.held.get(p.relative_to(self.root).as_posix())) is not None:
+                self._due[p] = parse_ts(due)  # as poll() holds one
+            else:
+                self._done[p] = stamp
+        self._last = dict(before)
+        return report
 
     async def poll(self) -> MigrationReport | None:
         """Import the files that changed and then stayed put for a poll;

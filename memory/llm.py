@@ -46,6 +46,7 @@ from .failover import (
     model_missing,
 )
 from .redact import error_summary, provider_error_text, scrub_provider_text, sent_text
+from .wrongpath import WrongPath
 from .tokens import estimate_tokens
 from .types import Category
 
@@ -613,9 +614,13 @@ class MemoryLLM:
         clock: Clock | None = None,
         setting: str = "memory",
         cooldowns: EndpointCooldowns | None = None,
+        provider_settings: Sequence[str] = (),
     ) -> None:
         """``cooldowns``: the endpoints' state shared with the chat model's
-        client (the App's), so an outage either finds cools both."""
+        client (the App's), so an outage either finds cools both.
+        ``provider_settings``: each endpoint's provider's config path (the
+        primary's first), named when its chat-completions path is not there
+        (:mod:`memory.wrongpath`); by default ``provider``."""
         self.model = model
         self.max_tokens = max_tokens
         self.temperature = temperature
@@ -633,6 +638,8 @@ class MemoryLLM:
             for e in self._endpoints
         ]
         self._client = self._clients[0]
+        self._settings = [*provider_settings, *["provider"] * (len(self._endpoints) - len(provider_settings))]
+        self._wrong_path = WrongPath("memory model")
         self._secrets = [e.api_key for e in self._endpoints]  # never repeated from a provider's text
         self.cooldowns = Cooldowns(
             [candidate_label(setting, i) for i in range(len(self._endpoints))],
@@ -649,6 +656,11 @@ class MemoryLLM:
         back to the main ones inside ``Config``."""
         prov = cfg.memory_provider()
         fallbacks = []
+        # Where each endpoint's provider is set: the config path an error names.
+        own = "memory.provider" if cfg.memory.provider is not None else "provider"
+        listed = "memory.fallbacks" if cfg.memory.fallbacks is not None else "agent.fallbacks"
+        settings = [own, *(f"{listed}[{i}].provider" if fb.provider else own
+                           for i, fb in enumerate(cfg.memory_fallbacks()))]
         for fb in cfg.memory_fallbacks():
             p = fb.provider or prov
             fallbacks.append(
@@ -663,6 +675,7 @@ class MemoryLLM:
             timeout=prov.timeout.total_seconds(),
             retries=min(prov.max_retries, 2),
             fallbacks=fallbacks,
+            provider_settings=settings,
         )
         kwargs.update(overrides)
         return cls(**kwargs)
@@ -716,7 +729,7 @@ class MemoryLLM:
             attempt += 1
             self.usage.calls += 1
             try:
-                content = await self._post(self._clients[index], body)
+                content = await self._post(self._clients[index], body, self._settings[index])
                 return parse_json_object(content)
             except LLMUnavailable as exc:
                 self.usage.failures += 1
@@ -729,7 +742,7 @@ class MemoryLLM:
                 self.usage.failures += 1
                 raise
 
-    async def _post(self, client: httpx.AsyncClient, body: dict[str, Any]) -> str:
+    async def _post(self, client: httpx.AsyncClient, body: dict[str, Any], setting: str = "provider") -> str:
         try:
             resp = unbound(await client.post("chat/completions", json=body))
         except httpx.TimeoutException as exc:
@@ -738,6 +751,7 @@ class MemoryLLM:
             # Its kind and errno, not its text (a proxy's URL may hold its password).
             raise LLMUnavailable(f"transport: {error_brief(exc)}", reason=type(exc).__name__) from exc
         if resp.status_code != 200:
+            self._wrong_path.answered(resp.status_code, resp.request.url.path, setting)  # no /v1: said once
             # Providers echo the key they refused, or parts of the request.
             said = scrub_provider_text(provider_error_text(resp), self._secrets, limit=500)
             if context_exceeded(resp.status_code, said):

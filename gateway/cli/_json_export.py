@@ -2,12 +2,14 @@
 
 The document is the one ``json.dumps(doc, ensure_ascii=False, indent=2)``
 makes of ``{"exported_at", "user", "memories", "events", "project_aliases",
-"unanswered"}`` (one user's, whose memory.identities handles stored rows
+"unanswered", "users"}`` (one user's, whose memory.identities handles stored rows
 before they were mapped: ``"unmerged_handles"`` after ``"user"``, and
 those rows; a memory shared with a group gateway.db knows the title
 of: its ``group_titles`` too; ``unanswered``: owner -> how many of their
 messages wait in gateway.db's inbox to be answered, those with any,
-counted as the markdown export counts them, their words not included)
+counted as the markdown export counts them, their words not included;
+``users``: what the gateway keeps of each owner beside memory, as their
+``/export`` says it: settings, kept history, recent files, scheduled jobs)
 (memories by id, events by owner, date, id, a renamed project's old names
 by owner and name), byte for byte, but only a page of rows is
 ever in memory: an operator's export of a large store no longer holds the
@@ -16,14 +18,18 @@ whole store, and its JSON text, at once."""
 from __future__ import annotations
 
 import json
+from dataclasses import asdict
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from memory import MemoryEngine
 from memory.engine import row_to_event, row_to_memory
 from memory.types import Memory
 
 from ._common import event_dict, memory_dict
+
+if TYPE_CHECKING:
+    from gateway.export import UserExport
 
 PAGE = 500
 
@@ -32,6 +38,7 @@ async def write_json(
     write: Callable[[str], Any], engine: MemoryEngine, owner: str | None, *, at: str, page: int = PAGE,
     titles: Mapping[str, str] | None = None, unanswered: Callable[[str], Awaitable[int]] | None = None,
     handles: Sequence[str] = (),
+    kept: Callable[[str], Awaitable[UserExport]] | None = None,
 ) -> tuple[int, int]:
     """Write the export of ``owner`` (every owner when None) through
     ``write``, with a trailing newline; returns (memories, events).
@@ -43,7 +50,11 @@ async def write_json(
     ``owner``'s memory.identities handles that stored rows before they were
     mapped (merge-identities not run yet): their rows are ``owner``'s too,
     each with the handle it is stored under as its ``owner``, and the
-    document names them (``unmerged_handles``, only when there are some)."""
+    document names them (``unmerged_handles``, only when there are some).
+    ``kept``: what the gateway keeps of an owner beside memory, as their
+    ``/export`` gathers it (gateway/userdata.py): ``users``, one entry per
+    owner with any (time zone, incognito, kept history, recent files,
+    scheduled jobs); not asked of ``handles`` (``owner``'s includes theirs)."""
     owners = [owner, *handles] if owner is not None else await engine.owners()
     named = f',\n  "unmerged_handles": {_dump(list(handles))}' if handles else ""
     write("{\n" + f'  "exported_at": {_dump(at)},\n  "user": {_dump(owner)}{named},\n  "memories": ')
@@ -54,8 +65,25 @@ async def write_json(
     write(',\n  "project_aliases": ')
     await _array(write, _aliases(engine, chosen))
     waiting = {o: n for o in owners if (n := await unanswered(o) if unanswered is not None else 0)}
-    write(',\n  "unanswered": ' + _dump(waiting).replace("\n", "\n  ") + "\n}\n")
+    write(',\n  "unanswered": ' + _dump(waiting).replace("\n", "\n  "))
+    users = [u for o in owners if o not in handles and kept is not None and (u := _user(o, await kept(o)))]
+    write(',\n  "users": ' + _dump(users).replace("\n", "\n  ") + "\n}\n")
     return memories, events
+
+
+def _user(owner: str, k: UserExport) -> dict[str, Any] | None:
+    """An owner's settings and what the gateway keeps of theirs beside
+    memory; None when nothing is (their export has no entry)."""
+    if not (k.timezone or k.incognito_since or k.history or k.files or k.jobs):
+        return None
+    return {
+        "user": owner,
+        "timezone": k.timezone or None,
+        "incognito_since": k.incognito_since.isoformat() if k.incognito_since is not None else None,
+        "history_messages": k.history,
+        "recent_files": [{"name": name, "received": at.isoformat()} for name, at in k.files],
+        "jobs": [asdict(j) for j in k.jobs],
+    }
 
 
 def _memory(m: Memory, titles: Mapping[str, str]) -> dict[str, Any]:

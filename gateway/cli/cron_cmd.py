@@ -155,7 +155,8 @@ async def _warn_if_never_seen(cfg: Config, owner: str) -> None:
 @click.option("--schedule", "-s", help="A recurring job: cron expression, five fields, e.g. '0 9 * * 1-5'.")
 @click.option(
     "--at", "at_text",
-    help="A one-time job: local date and time, e.g. '2026-11-23 09:00' (in --timezone; an explicit offset wins).",
+    help="A one-time job: local date and time as 'YYYY-MM-DD HH:MM', within a year from now (in --timezone; "
+         "an explicit offset, 'YYYY-MM-DDTHH:MM+08:00', wins).",
 )
 @click.option("--message", "-m", required=True, help="What the agent is asked at each run.")
 @click.option("--channel", required=True, help="Where the reply goes: telegram or feishu.")

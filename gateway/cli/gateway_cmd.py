@@ -107,12 +107,24 @@ async def run_gateway(
 
     from . import INTERRUPTED_CODE
 
+    from gateway.app import StorageError
+    from memory.errorlog import error_fields
+
     stop = stop or asyncio.Event()
     signals = _install_signals(stop)
     app = App(cfg, paths)
+    log = structlog.get_logger(component="gateway")
+    started = False
     try:
         signals.starting = True
-        started = await _start_unless_stopped(app, stop)
+        try:
+            started = await _start_unless_stopped(app, stop)
+        except (ConfigError, StorageError) as exc:  # operator's words (another gateway, a taken port)
+            log.error(f"gateway not started: {exc}")
+            raise
+        except Exception as exc:
+            log.error("gateway not started", **error_fields(exc))  # a bug's text may quote a message
+            raise
         signals.starting = False
         if not started:
             return INTERRUPTED_CODE if signals.signal is signal.SIGINT else 0
@@ -132,7 +144,8 @@ async def run_gateway(
         return await app.wait(stop)
     finally:
         await app.close()
-        structlog.get_logger(component="gateway").info("gateway stopped")
+        if started or stop.is_set():  # a start cut short by a stop stopped too; one refused never ran
+            log.info("gateway stopped")
 
 
 async def run_chat(cfg: Config, paths: Paths, *, user: str) -> int:

@@ -11,13 +11,13 @@ import sqlite3
 import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from gateway.chattitles import read_titles
 from gateway.config import Paths
-from gateway.export import write_markdown
+from gateway.export import UserExport, write_markdown
 from memory.clock import SystemClock
 from memory.identity import IdentityMap
 from memory.migrate import MigrationReport
@@ -40,6 +40,9 @@ from ._common import (
 )
 from ._json_export import write_json
 from .memory_cmd import _near_hint, _owners_of, _unmerged, memory, user_option
+
+if TYPE_CHECKING:
+    from memory import MemoryEngine
 
 
 # -- export ---------------------------------------------------------------------
@@ -64,7 +67,7 @@ def export(user: str | None, output: Path | None, fmt: str) -> None:
         # that left them out would miss them.
         handles = _unmerged(cfg, owner, owners)
         # Messages of theirs waiting in the inbox are something stored too (a first message a crash left).
-        if owner not in owners and not handles and not run(_waiting(owner)):
+        if owner not in owners and not handles and not run(_waiting(owner)) and not run(_keeps(owner)):
             raise click.ClickException(f"nothing is stored about {owner}, so there is nothing to export "
                                        f"({_near_hint(owner, owners)})")
     if fmt == "markdown":
@@ -115,7 +118,8 @@ async def _write_markdown(
         return await write_markdown(write, SqliteMemory(engine), owners, at=engine.now(),
                                     renamed=engine.owned_project_aliases, titles=titles,
                                     unanswered=await _unanswered(stack),
-                                    mapped=dict.fromkeys(handles, owner or ""))
+                                    mapped=dict.fromkeys(handles, owner or ""),
+                                    kept=await _kept(stack, engine, person=owner is not None))
 
 
 async def _write_json(
@@ -124,7 +128,64 @@ async def _write_json(
     async with contextlib.AsyncExitStack() as stack:
         engine = await stack.enter_async_context(open_engine(path))
         return await write_json(write, engine, owner, at=engine.now(), titles=titles,
-                                unanswered=await _unanswered(stack), handles=handles)
+                                unanswered=await _unanswered(stack), handles=handles,
+                                kept=await _kept(stack, engine, person=owner is not None))
+
+
+async def _kept(stack: contextlib.AsyncExitStack, engine: MemoryEngine, *,
+                person: bool) -> Callable[[str], Awaitable[UserExport]]:
+    """What the gateway keeps of a user beside memory, gathered as their
+    own ``/export`` gathers it (gateway/userdata.py): settings, kept
+    history and recent files (gateway.db), scheduled jobs (cron.db); read
+    beside a running gateway as without one. A file that cannot be read is
+    left out with a warning: the export matters more. ``person``: one
+    user's export, their memory.identities handles' jobs and history
+    counted with theirs (as /export counts them); the whole store's: each
+    owner's own."""
+    from gateway.cron import CronStore
+    from gateway.incognito import Incognito
+    from gateway.recent_files import RecentFiles
+    from gateway.sessions import SessionStore
+    from gateway.timezones import UserTimezones
+    from gateway.userdata import UserData
+
+    paths, cfg = Paths.from_env(), load_cli_config()
+    sessions = files = cron = None
+    if (gateway_db := paths.gateway_db()).exists():
+        try:
+            sessions = await stack.enter_async_context(await SessionStore.open(gateway_db))
+            files = RecentFiles(sessions.db, SystemClock())
+            await files.load(sweep=False)  # read only
+        except sqlite3.DatabaseError as exc:
+            click.echo(f"warning: settings, history and recent files not exported: {gateway_db} could not be read "
+                       f"({exc})", err=True)
+            sessions = files = None
+    if (cron_db := paths.cron_db()).exists():
+        try:
+            cron = await CronStore.open(cron_db, SystemClock(), cfg.gateway.timezone)
+        except sqlite3.DatabaseError as exc:
+            click.echo(f"warning: scheduled jobs not exported: {cron_db} could not be read ({exc})", err=True)
+        else:
+            stack.push_async_callback(cron.close)
+    everything = UserData(
+        SqliteMemory(engine), sessions, cron, files=files,
+        timezones=UserTimezones(sessions.db) if sessions is not None else None,
+        incognito=Incognito(sessions.db) if sessions is not None else None,
+        handles_of=IdentityMap(cfg.memory.identities).handles if person else (lambda _user: []),
+    )
+
+    async def kept(owner: str) -> UserExport:
+        return (await everything.export(owner))[0]
+
+    return kept
+
+
+async def _keeps(owner: str) -> bool:
+    """Whether the gateway keeps anything of ``owner`` beside memory (:func:`_kept`)."""
+    async with contextlib.AsyncExitStack() as stack:
+        engine = await stack.enter_async_context(open_engine(resolve_db(load_cli_config()), create=False))
+        k = await (await _kept(stack, engine, person=True))(owner)
+        return bool(k.timezone or k.incognito_since or k.history or k.files or k.jobs)
 
 
 async def _unanswered(stack: contextlib.AsyncExitStack) -> Callable[[str], Awaitable[int]] | None:
@@ -163,13 +224,21 @@ async def _waiting(owner: str) -> int:
     type=click.Path(file_okay=False, path_type=Path),
     help="Workspace holding memory/ (default: agent.workspace from config).",
 )
+@click.option(
+    "--user", "-u", "person",
+    help="A one-person workspace: its top-level MEMORY.md and daily files are this user's (moved into their "
+         "folder, memory/users/...), not _global's, which every user's prompt gets.",
+)
 @json_option
 @db_option
 @shares_data
-def migrate(workspace: Path | None, as_json: bool) -> None:
+def migrate(workspace: Path | None, person: str | None, as_json: bool) -> None:
     """Import MEMORY.md and YYYY-MM-DD.md files (the file store) into the
     database. Safe to repeat: what was imported before is not added again."""
     cfg = load_cli_config()
+    user = resolve_user(person, cfg)
+    if user == GLOBAL_OWNER:
+        raise click.BadParameter("the top-level files are _global's already; name a user", param_hint="'--user'")
     ws = workspace or Paths.from_env().workspace(cfg)
     if not (ws / "memory").is_dir():  # a wrong MYCLAW_HOME gets no database made there
         raise click.ClickException(
@@ -177,13 +246,24 @@ def migrate(workspace: Path | None, as_json: bool) -> None:
             "nothing to import, or wrong MYCLAW_HOME / --workspace)"
         )
     path = resolve_db(cfg)
-    report = run(_migrate(path, ws))
+    moved: list[Path] = []
+    report, shared = run(_migrate(path, ws, user, moved))
     for p in report.problems:
         click.echo(f"warning: {p}", err=True)
+    if shared and (ws / "memory" / "MEMORY.md").is_file():
+        # The seed's layout, but a one-person workspace moved into a bot others use hands its owner's facts to all.
+        click.echo(f"warning: {counted(shared, 'facts')} from {ws / 'memory' / 'MEMORY.md'} "
+                   f"{'is' if shared == 1 else 'are'} filed under "
+                   "_global: every user's prompt gets them. A one-person workspace: file them under its person "
+                   "with `myclaw memory migrate --user USER` before they are imported (once imported: "
+                   "`myclaw memory list --user _global`, then add them with --user and delete these)", err=True)
     if as_json:
         echo_json({"workspace": str(ws), "db": str(path), **report.to_dict()})
         return
     click.echo(f"migrated {ws / 'memory'} -> {path}")
+    if moved:
+        click.echo(f"moved {counted(len(moved), 'files')} ({', '.join(p.name for p in moved)}) into "
+                   f"{moved[0].parent}: {user}'s")
     click.echo(
         render_table(
             ["", "ADDED", "REPLACED", "SKIPPED"],
@@ -198,15 +278,54 @@ def migrate(workspace: Path | None, as_json: bool) -> None:
     click.echo(f"{counted(report.files_seen, 'files')} seen, {report.files_unchanged} unchanged; users: {', '.join(report.owners) or '-'}")
 
 
-async def _migrate(path: Path, ws: Path) -> MigrationReport:
+async def _migrate(path: Path, ws: Path, user: str | None, moved: list[Path]) -> tuple[MigrationReport, int]:
+    """The report, and how many active facts the top-level MEMORY.md filed
+    under _global. ``user``: its files moved into theirs first (into ``moved``)."""
     from memory.filesync import migrate_leased
     from memory.lease import LeaseBusy
 
     async with open_engine(path, create=True) as engine:
+        prepare = functools.partial(_file_under, ws, engine, user, moved) if user is not None else None
         try:
             # The lease the gateway's file sync takes: two imports at once would add a line twice.
-            return await migrate_leased(ws, engine, log_problems=False)  # printed in full by migrate()
+            report = await migrate_leased(ws, engine, log_problems=False, prepare=prepare)  # printed by migrate()
         except LeaseBusy as busy:
             raise click.ClickException(
                 f"another import of the memory files is running ({busy}); try again in a minute") from None
+        row = await engine.db.fetchone(
+            "SELECT count(*) FROM memories WHERE owner = ? AND status = 'active' AND source = 'migration'",
+            (GLOBAL_OWNER,))
+        return report, int(row[0]) if row is not None else 0
+
+
+async def _file_under(ws: Path, engine: MemoryEngine, user: str, moved: list[Path]) -> None:
+    """Move the top-level MEMORY.md and daily files into ``user``'s folder
+    (with its ``.owner``), so they are imported as theirs and the file sync
+    keeps them so. Refused when they were imported under _global already
+    (a copy would stay there) or ``user`` has a file of the same name."""
+    import os
+
+    from memory.db import private_dirs
+    from memory.filestore import OWNER_FILE, FileMemory, owner_record
+    from memory.migrate import has_ledger
+
+    files = FileMemory(ws, SystemClock())
+    top = [f.path for f in (files.long_term_file(GLOBAL_OWNER), *files.daily_files(GLOBAL_OWNER)) if f.path.is_file()]
+    if not top:
+        return
+    async with engine.db.transaction() as conn:
+        imported = await has_ledger(conn, GLOBAL_OWNER)
+    if imported:
+        raise click.ClickException(
+            f"{ws / 'memory'}'s top-level files were already imported under _global: moving them now would "
+            "leave those copies there; nothing moved (myclaw memory list --user _global shows them)")
+    dst = files.user_dir(user)
+    if clash := [p.name for p in top if (dst / p.name).exists()]:
+        raise click.ClickException(f"{user} already has {', '.join(clash)} in {dst}: merge them by hand; nothing moved")
+    private_dirs(dst)
+    if not (dst / OWNER_FILE).exists():
+        (dst / OWNER_FILE).write_text(owner_record(user), encoding="utf-8")
+    for p in top:
+        os.replace(p, dst / p.name)
+        moved.append(dst / p.name)
 

@@ -60,10 +60,23 @@ def compress(kind: str | None, which: str | None, as_json: bool) -> None:
         else:
             notes = data.pop("notes", [])
             click.echo(f"{which} compression: " + ", ".join(f"{k} {v}" for k, v in data.items()))
+            if which == "daily":
+                notes = [*_daily_notes(data["events"], data["waiting"]), *notes]
             for n in notes:
                 click.echo(f"  {n}")
 
     run(go())
+
+
+def _daily_notes(done: int, waiting: int) -> list[str]:
+    """What a daily run did and what waits, in words: "events 0" alone
+    read as broken while today's events waited for the day to end."""
+    out = [f"{counted(done, 'events')} of past days compressed into facts" if done
+           else "no events of a past day to compress"]
+    if waiting:
+        out.append(f"today's {counted(waiting, 'events')} {'waits' if waiting == 1 else 'wait'} for the day to end "
+                   "(in the user's time zone): the first run after it compresses them")
+    return out
 
 
 @memory.command()

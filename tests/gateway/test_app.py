@@ -335,6 +335,29 @@ async def test_a_hand_edit_of_memory_md_reaches_the_running_gateways_prompt(
         await app.close()
 
 
+async def test_a_daily_file_not_utf8_is_warned_about_at_start_and_not_again_by_the_file_sync(
+    tmp_path: Path, clock: ManualClock, fake_llm: FakeOpenAI
+) -> None:
+    from structlog.testing import capture_logs
+
+    cfg, paths = _config(tmp_path, fake_llm)
+    day = paths.home / "workspace" / "memory" / "2026-03-01.md"
+    day.parent.mkdir(parents=True, exist_ok=True)
+    day.write_bytes("- 买了咖啡\n".encode("gbk"))
+    app = App(cfg, paths, clock=clock, channel_specs=[ECHO])
+    try:
+        with capture_logs() as logs:
+            await app.open()
+            await app.start()
+            sync = app.file_sync
+            assert sync is not None
+            for _ in range(3):  # its first full pass included
+                await asyncio.wait_for(sync.poll(), 10)  # type: ignore[attr-defined]
+        assert len([e for e in logs if e.get("problem") == "not_utf8"]) == 1, logs
+    finally:
+        await app.close()
+
+
 async def test_memory_forget_leaves_no_trace_in_the_files_of_the_running_gateway(
     tmp_path: Path, clock: ManualClock, fake_llm: FakeOpenAI
 ) -> None:

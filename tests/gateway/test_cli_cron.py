@@ -286,6 +286,20 @@ def test_cron_add_at_makes_a_one_time_job_in_the_zone_given(home: Path) -> None:
     assert cli("cron", "remove", "mom").exit_code == 0
 
 
+def test_cron_adds_help_and_errors_name_the_format_not_a_date_that_goes_stale(home: Path) -> None:
+    """'2026-11-23 09:00' was an example, and in the past a day later."""
+    import re
+
+    def dates(text: str) -> list[str]:
+        return re.findall(r"\d{4}-\d{2}-\d{2}", text)
+
+    shown = " ".join(cli("cron", "add", "--help").output.split())  # as wrapped to the terminal
+    assert "YYYY-MM-DD HH:MM" in shown and dates(shown) == []
+    bad = cli("cron", "add", "--at", "tomorrow 9am", "-m", "x", "--channel", "telegram", "--chat-id", "42",
+              "-u", "alice").output
+    assert "as 'YYYY-MM-DD HH:MM'" in bad and dates(bad) == []
+
+
 @pytest.mark.parametrize(("args", "says"), [
     (("-s", "soon", "-m", "x"), "Invalid value for '--schedule': invalid cron schedule 'soon'"),
     (("-s", "0 9 * * * *", "-m", "x"), "Invalid value for '--schedule': invalid cron schedule '0 9 * * * *'"),
@@ -383,6 +397,27 @@ def test_memory_compress_takes_the_kind_as_a_word_too(home: Path, fake_llm: Fake
     assert both.exit_code == 2 and "daily or weekly, not both" in both.output
     assert cli("memory", "compress", "daily", "--daily").exit_code == 0  # saying it twice is no conflict
     assert "choose daily or weekly" in cli("memory", "compress").output
+
+
+def test_memory_compress_daily_says_what_it_did_and_what_waits_for_the_day_to_end(
+        home: Path, fake_llm: FakeOpenAI) -> None:
+    """Today is not compressed until it is over: "events 0" alone read as broken."""
+    async def fill(engine: MemoryEngine) -> None:
+        await engine.add_event("alice", "2020-01-01", "Alice picked Postgres")
+        today = engine.clock.now().strftime("%Y-%m-%d")  # UTC, the gateway's zone here
+        for i in range(2):
+            await engine.add_event("alice", today, f"Alice talked about plan {i}")
+
+    seed(home, fill)
+    fake_llm.responder = lambda body: Reply(json.dumps({"facts": [{"content": "Alice uses Postgres"}], "summary": "s"}))
+    r = cli("memory", "compress", "daily")
+    assert r.exit_code == 0, r.output
+    assert "1 event of past days compressed into facts" in r.output
+    assert "today's 2 events wait for the day to end" in r.output
+    doc = json.loads(cli("memory", "compress", "daily", "--json").stdout)
+    assert (doc["events"], doc["waiting"]) == (0, 2)
+    again = cli("memory", "compress", "daily").output
+    assert "no events of a past day to compress" in again and "today's 2 events wait" in again
 
 
 def test_memory_retry_set_aside_clears_the_mark_for_the_next_run(home: Path, fake_llm: FakeOpenAI) -> None:

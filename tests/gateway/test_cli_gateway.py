@@ -118,6 +118,7 @@ async def test_sigterm_is_acknowledged_and_the_stop_logged(tmp_path: Path, fake_
         doc = {
             "provider": {"baseUrl": fake_llm.url, "apiKey": fake_llm.api_key},
             "channels": {"telegram": {"enabled": True, "token": tg.token, "baseUrl": tg.base_url, "pollTimeout": 1}},
+            "gateway": {"port": 0, "admin": {"enabled": True, "token": "admin-token-0123456789abcdef"}},
         }
         (tmp_path / "config.json").write_text(json.dumps(doc), encoding="utf-8")
         proc = await asyncio.create_subprocess_exec(
@@ -147,6 +148,10 @@ async def test_sigterm_is_acknowledged_and_the_stop_logged(tmp_path: Path, fake_
     assert '"telegram channel stopped"' in text  # each channel says it closed, as Feishu's does
     assert tg.token not in text and (fake_llm.api_key or "") not in text
     # the start says what runs, where and which: an operator with two homes, or after an upgrade
+    # The memory page is announced once it listens, on the port it got.
+    lines = head.decode().splitlines()
+    [page] = [i for i, x in enumerate(lines) if '"memory page enabled"' in x]
+    assert any('"http server listening"' in x for x in lines[:page]) and json.loads(lines[page])["port"] > 0
     [running] = [json.loads(x) for x in head.decode().splitlines() if '"gateway running"' in x]
     assert running["channels"] == ["telegram"] and running["home"] == str(tmp_path)
     assert running["pid"] == proc.pid and running["version"] == version("myclaw")
@@ -425,3 +430,35 @@ async def test_a_gateway_whose_only_channel_is_refused_never_says_it_is_running(
     assert code == 1, err
     assert "Telegram rejected the bot token" in err and "no channel is running; stopping" in err
     assert '"gateway running"' not in err, err
+
+
+async def test_a_gateway_that_never_started_says_so_not_that_it_stopped(tmp_path: Path, fake_llm: FakeOpenAI) -> None:
+    """Refused (another gateway holds the home's lock) or its port taken:
+    the log says it was not started and why, never "gateway stopped", and
+    the memory page is announced only once it listens."""
+    from gateway.datalock import GatewayLock
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        doc = {
+            "provider": {"baseUrl": fake_llm.url, "apiKey": fake_llm.api_key},
+            "channels": {"telegram": {"enabled": True, "token": "123:abcdefghijklmnop", "baseUrl": "http://127.0.0.1:9/bot"}},
+            "gateway": {"port": port, "admin": {"enabled": True, "token": "admin-token-0123456789abcdef"}},
+        }
+        (tmp_path / "config.json").write_text(json.dumps(doc), encoding="utf-8")
+        code, _, err = await _myclaw(tmp_path, "gateway")
+    assert code == 2, err
+    assert "gateway not started: cannot listen on" in err
+    assert "gateway stopped" not in err and "memory page enabled" not in err
+
+    lock = GatewayLock(tmp_path / "data")  # the first gateway, as far as the second can tell
+    lock.acquire()
+    try:
+        code, _, err = await _myclaw(tmp_path, "gateway")
+    finally:
+        lock.release()
+    assert code == 1, err
+    assert "gateway not started: another gateway is running on" in err
+    assert "gateway stopped" not in err

@@ -87,7 +87,7 @@ async def test_a_time_past_too_far_both_neither_or_unreadable_is_refused_with_wh
     with pytest.raises(ToolError, match="'message' is required"):
         await add({"at": "2026-03-02 09:00"}, ctx())
     for unreadable in ("tomorrow at 9", "2026-03-02", "2026-03-02 25:00"):
-        with pytest.raises(ToolError, match="a date and a time of day, e.g. '2026-11-23 09:00'"):
+        with pytest.raises(ToolError, match="a date and a time of day as 'YYYY-MM-DD HH:MM'"):
             await add({"at": unreadable, "message": "x"}, ctx())
     assert await store.list() == []
     # The store says the same to the operator's CLI.

@@ -309,3 +309,29 @@ async def test_an_import_that_added_memories_tells_the_listeners(tmp_path: Path,
     write(mem, "- Lives in Lisbon\n")  # a removal adds nothing to embed
     await settle(sync)
     assert told == ["_global"]
+
+
+async def test_a_file_that_is_not_utf8_is_warned_about_once_until_it_changes(
+        tmp_path: Path, engine: MemoryEngine) -> None:
+    """The start's import warned, and the sync's first full pass (it had
+    seen no file yet) warned again: the start's import is the sync's."""
+    from structlog.testing import capture_logs
+
+    day = tmp_path / "memory" / "2026-03-01.md"
+    write(day, "")
+    day.write_bytes("- 买了咖啡\n".encode("gbk"))
+    write(tmp_path / "memory" / "MEMORY.md", "- Prefers tea\n")
+    sync = FileSync(tmp_path, engine)
+    with capture_logs() as logs:
+        report = await sync.import_all()
+        await settle(sync)
+        await settle(sync)
+    assert [p for p in report.problems if "not UTF-8" in p] != []
+    assert len([e for e in logs if "not_utf8" in str(e)]) == 1, logs
+    assert await active(engine) == ["Prefers tea"]  # the rest imported at start, not again
+    day.write_bytes("- 买了咖啡和茶\n".encode("gbk"))  # changed, still not UTF-8: said again, once
+    os.utime(day, ns=(1_800_000_000_000_000_000,) * 2)
+    with capture_logs() as logs:
+        await settle(sync)
+        await settle(sync)
+    assert len([e for e in logs if "not_utf8" in str(e)]) == 1, logs
