@@ -60,7 +60,7 @@ def cron_tools(store: CronStore, *, max_jobs: int = 10, min_interval_minutes: in
         if (schedule is None) == (at is None):
             raise ToolError(
                 "give exactly one of 'schedule' (a recurring job, cron fields) and 'at' (a one-time job, a local "
-                "date and time such as '2026-11-23 09:00')" + (", not both" if schedule is not None else "")
+                "date and time, 'YYYY-MM-DD HH:MM')" + (", not both" if schedule is not None else "")
             )
         if not isinstance(schedule or at, str):
             raise ToolError("'schedule' and 'at' are strings")
@@ -136,7 +136,7 @@ def cron_tools(store: CronStore, *, max_jobs: int = 10, min_interval_minutes: in
                 "properties": {
                     "at": {
                         "type": "string",
-                        "description": "one-time job: local date and time 'YYYY-MM-DD HH:MM', e.g. '2026-11-23 09:00'",
+                        "description": "one-time job: local date and time 'YYYY-MM-DD HH:MM', still to come",
                     },
                     "schedule": {"type": "string", "description": "recurring job: cron expression, e.g. '0 9 * * 1-5'"},
                     "message": {
