@@ -62,8 +62,11 @@ async def test_seven_months_keep_core_memory_current_recall_dated_and_users_apar
 
     # A February decision, replaced in March, asked about in months 6 and 7: the current one recalled,
     # the February one right under it, dated and marked as no longer true; not in Core Memory.
-    # (Asked "back in February", neither is recalled: docs/BENCHMARKS.md "A year of one user".)
+    # Asked "back in February": February's decision, under the March one that replaced it, first.
     for label in ("month 6", "month 7"):
+        feb = [line for line in memories_block(at[label].asked[QUESTIONS[1]]).splitlines() if line.startswith(("- [", "  ("))]
+        assert "switched from Postgres to MySQL" in feb[0], feb
+        assert "2026-02-11" in feb[1] and "no longer true: For Atlas the team chose Postgres" in feb[1], feb
         body = at[label].asked[QUESTIONS[5]]
         lines = memories_block(body).splitlines()
         first = next(i for i, line in enumerate(lines) if line.startswith("- [") and "MySQL" in line)
