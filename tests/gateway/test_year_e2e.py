@@ -56,6 +56,8 @@ async def test_seven_months_keep_core_memory_current_recall_dated_and_users_apar
         assert gone not in now, now
     for held in ("Alice lives in Munich", "Alice is vegan", "Borealis is Alice's current project"):
         assert any(held in e for e in six), six
+    # Its deadline two months past (memory/pastplan.py): out of Core Memory, without the model.
+    assert "Atlas is due to ship by 2026-04-30" in three and not any("due to ship" in e for e in six), six
     seven = "\n".join(_current(at["month 7"].asked[QUESTIONS[0]]))
     # Back to dark mode in the words of January: current again, the light mode it replaced gone.
     assert "Alice prefers dark mode in editors" in seven and "light mode" not in seven, seven
