@@ -157,6 +157,9 @@ class SqliteMemory(MemoryBackend):
             shown = await self.engine.profile_ids(GLOBAL_OWNER, include_global=False, ids=True)
         hits = await self.retriever.retrieve(user, query, context=context, private=private, tz=tz, exclude=shown,
                                              chat=chat)
+        # An entry Core Memory no longer shows (its day passed, its budget)
+        # is recalled beside the fact it was drawn from, in the same words.
+        hits = _once(hits)
         self.engine.note_access(h.id for h in hits if h.kind == "memory")
         if private:
             hits = await self._with_replaced(user, hits, tz)
