@@ -60,6 +60,7 @@ import sqlite3
 from .clock import format_ts, local_day, parse_ts
 from .cues import CUE_MARK
 from .decay import decay_factor
+from .dormant import DORMANT_FACTOR, FADING, live_projects
 from .engine import INDEX, MemoryEngine, memory_index_text, owner_key, row_cues
 from .format import fit_budget
 from .lru import LRU
@@ -349,6 +350,8 @@ class Retriever:
         self._df_cache: dict[str, dict[str, tuple[int, int]]] = {}
         self._snapshots: dict[str, _Snapshot] = {}  # vocab table -> since the index last changed
         self._own_terms: LRU[str, str] = LRU(OWN_TERMS_KEPT)  # a shared fact's words -> its terms (_IndexedHere)
+        # owners -> (INDEX stamp, day, their live projects): memory/dormant.py
+        self._live: LRU[tuple[str, ...], tuple[tuple[int, int], str, frozenset[str]]] = LRU(OWN_TERMS_KEPT)
 
     # -- collection statistics ---------------------------------------------
 
@@ -711,6 +714,8 @@ class Retriever:
         then: dict[int, tuple[str, str]] = {}  # heir id -> (day, words) of the fact said in the period
         if when and private:
             scored, then = await self._said_then(user, when, scored, relevance, weigh, exclude, tz)
+        if any(r["category"] in FADING and r["project"] != GLOBAL_OWNER for _, r in scored):
+            scored = await self._faded(scored, owners, named, now)
         scored.sort(key=lambda sr: (-sr[0], -sr[1]["id"]))
         # Build Hits for the few that can be returned only.
         hits = [_memory_hit(sc, r, tz, neighbour=r["id"] in as_context, replaced=then.get(r["id"]))
@@ -720,6 +725,21 @@ class Retriever:
         return fit_budget(
             hits, max_hits=self.max_hits, max_chars=self.max_chars, token_budget=self.token_budget
         )
+
+    async def _faded(
+        self, scored: list[tuple[float, sqlite3.Row]], owners: Sequence[str], named: frozenset[str], now: datetime
+    ) -> list[tuple[float, sqlite3.Row]]:
+        """The events of a dormant project the message does not name at
+        :data:`~memory.dormant.DORMANT_FACTOR` of their score, the score
+        their neighbours passed on included (memory/dormant.py)."""
+        key, stamp, day = tuple(owners), await self.engine.db.stamp(INDEX), format_ts(now)[:10]
+        cached = self._live.get(key)
+        if cached is None or cached[:2] != (stamp, day):
+            cached = (stamp, day, await live_projects(self.engine.db, owners, now))
+            self._live[key] = cached
+        live = cached[2] | named
+        return [(sc * DORMANT_FACTOR if r["category"] in FADING and r["project"] != GLOBAL_OWNER
+                 and r["project"] not in live else sc, r) for sc, r in scored]
 
     async def _said_then(
         self,
