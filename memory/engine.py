@@ -22,6 +22,7 @@ import time
 from collections import Counter, OrderedDict
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
+from datetime import date
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -35,6 +36,7 @@ from .db import Database
 from .errorlog import error_fields
 from .format import truncate
 from .lru import LRU
+from .pastplan import passed
 from .projects import ALIASES, Aliased, Unaliased, move_facts, remove_alias, set_alias
 from .schema import open_memory_db
 from .tokenize import TOKENIZER_VERSION, index_terms, index_text, normalize
@@ -325,12 +327,12 @@ class MemoryEngine:
         self._projects: LRU[str, frozenset[str]] = LRU(owners_kept)
         # owner -> (stamp, alias -> current project name)
         self._aliases: LRU[str, tuple[tuple[int, int], dict[str, str]]] = LRU(owners_kept)
-        # (owner, include_global, ids) -> (stamp, Tier 1 markdown, the ids
+        # (owner, include_global, ids) -> ((stamp, day), Tier 1 markdown, the ids
         # it shows): the system prompt reads it for every message, recall
         # leaves out what it shows, and it changes rarely (a tier-1 write
         # bumps the "tier1" stamp; see Database.stamp).
         self._profiles: OrderedDict[
-            tuple[str, bool, bool], tuple[tuple[int, int], str, frozenset[int]]
+            tuple[str, bool, bool], tuple[tuple[tuple[int, int], date], str, frozenset[int]]
         ] = OrderedDict()
         # (REFRESH stamp, owner -> refreshed_upto); emptied when a refresh ends.
         self._refreshed: tuple[tuple[int, int], dict[str, tuple[int, int]]] | None = None
@@ -843,14 +845,18 @@ class MemoryEngine:
         self, owner: str, limit: int, include_global: bool, ids: bool
     ) -> tuple[str, frozenset[int]]:
         key = (owner, include_global, ids)
+        today = self.clock.now().date()
         stamp = await self.db.stamp(TIER1)
         cached = self._profiles.get(key) if limit == 100 else None
-        if cached is not None and cached[0] == stamp:
+        if cached is not None and cached[0] == (stamp, today):  # a new day may have passed an entry's date
             self._profiles.move_to_end(key)
             return cached[1], cached[2]
-        items = await self.profile(owner, limit=limit, include_global=include_global)
+        # An entry about a day well past leaves the block (memory/pastplan.py).
+        items = [m for m in await self.profile(owner, limit=limit, include_global=include_global)
+                 if not passed(m.content, _said_on(m), today)]
         # A group reads the shared profile (owner _global): no member's own facts.
         newer = await self.newer_facts(owner, items) if owner != GLOBAL_OWNER else []
+        newer = [m for m in newer if not passed(m.content, _said_on(m), today)]
 
         def line_of(m: Memory) -> str:
             return (f"- [m{m.id} · {_said_on(m)}] " if ids else "- ") + truncate(m.content, PROFILE_ENTRY_CHARS)
@@ -892,7 +898,7 @@ class MemoryEngine:
         # replaced under it, docs/RETRIEVAL.md §6a, which an entry lacks).
         text, held = "\n".join([*lines, *after]), frozenset(shown)
         if limit == 100 and await self.db.stamp(TIER1) == stamp:  # nothing changed while reading
-            self._profiles[key] = (stamp, text, held)
+            self._profiles[key] = ((stamp, today), text, held)
             self._profiles.move_to_end(key)
             while len(self._profiles) > PROFILE_CACHE_SIZE:
                 self._profiles.popitem(last=False)

@@ -51,7 +51,7 @@ import heapq
 import json
 import math
 from collections import Counter
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, time, timedelta, tzinfo
 from functools import lru_cache
@@ -61,10 +61,12 @@ import sqlite3
 from .clock import format_ts, local_day, parse_ts
 from .cues import CUE_MARK
 from .decay import decay_factor
-from .engine import INDEX, MemoryEngine, memory_index_text, owner_key
+from .dormant import DORMANT_FACTOR, FADING, live_projects
+from .engine import INDEX, MemoryEngine, memory_index_text, owner_key, row_cues
 from .format import fit_budget
 from .lru import LRU
 from .projects import linked_projects
+from .saidthen import replaced_then
 from .mood import LEXICON, MOOD_TERMS, NEGATIVE, is_mood_term, mood_class, mood_term, moods
 from .timeref import Period, periods
 from .tokenize import normalize, query_terms, quote
@@ -366,6 +368,8 @@ class Retriever:
         self._df_cache: dict[str, dict[str, tuple[int, int]]] = {}
         self._snapshots: dict[str, _Snapshot] = {}  # vocab table -> since the index last changed
         self._own_terms: LRU[str, str] = LRU(OWN_TERMS_KEPT)  # a shared fact's words -> its terms (_IndexedHere)
+        # owners -> (INDEX stamp, day, their live projects): memory/dormant.py
+        self._live: LRU[tuple[str, ...], tuple[tuple[int, int], str, frozenset[str]]] = LRU(OWN_TERMS_KEPT)
 
     # -- collection statistics ---------------------------------------------
 
@@ -699,6 +703,14 @@ class Retriever:
             rows = [r for r in rows if not asked.isdisjoint(terms(r).split(" "))
                     or (when and _within(r["created_at"], when))]
 
+        def weigh(rel: float, r: sqlite3.Row) -> float:
+            days = (now - parse_ts(r["last_accessed"])).total_seconds() / 86400.0
+            weight = r["importance"] * decay_factor(r["category"], days)
+            sc: float = rel * (0.8 + 0.2 * weight)
+            if named and r["project"] not in named and r["project"] != GLOBAL_OWNER:
+                sc *= OTHER_PROJECT_FACTOR
+            return sc
+
         def score(rs: Iterable[sqlite3.Row]) -> list[tuple[float, sqlite3.Row]]:
             out: list[tuple[float, sqlite3.Row]] = []
             for r in rs:
@@ -708,12 +720,7 @@ class Retriever:
                 rel = relevance(terms(r), dated)
                 if rel < MIN_RELEVANCE:
                     continue
-                days = (now - parse_ts(r["last_accessed"])).total_seconds() / 86400.0
-                weight = r["importance"] * decay_factor(r["category"], days)
-                sc = rel * (0.8 + 0.2 * weight)
-                if named and r["project"] not in named and r["project"] != GLOBAL_OWNER:
-                    sc *= OTHER_PROJECT_FACTOR
-                out.append((sc, r))
+                out.append((weigh(rel, r), r))
             return out
 
         scored = score(rows)
@@ -722,15 +729,79 @@ class Retriever:
             near = score(await self._neighbours(scored, owners, where))
             as_context = {r["id"] for sc, r in near if sc <= 0.0}
             scored = _credit_neighbours(scored, near)
+        then: dict[int, tuple[str, str]] = {}  # heir id -> (day, words) of the fact said in the period
+        if when and private:
+            scored, then = await self._said_then(user, when, scored, relevance, weigh, exclude, tz)
+        if any(r["category"] in FADING and r["project"] != GLOBAL_OWNER for _, r in scored):
+            scored = await self._faded(scored, owners, named, now)
         scored.sort(key=lambda sr: (-sr[0], -sr[1]["id"]))
         # Build Hits for the few that can be returned only.
-        hits = [_memory_hit(sc, r, tz, neighbour=r["id"] in as_context)
+        hits = [_memory_hit(sc, r, tz, neighbour=r["id"] in as_context, replaced=then.get(r["id"]))
                 for sc, r in scored[: limit if limit is not None else self.max_hits]]
         if limit is not None:
             return hits
         return fit_budget(
             hits, max_hits=self.max_hits, max_chars=self.max_chars, token_budget=self.token_budget
         )
+
+    async def _faded(
+        self, scored: list[tuple[float, sqlite3.Row]], owners: Sequence[str], named: frozenset[str], now: datetime
+    ) -> list[tuple[float, sqlite3.Row]]:
+        """The events of a dormant project the message does not name at
+        :data:`~memory.dormant.DORMANT_FACTOR` of their score, the score
+        their neighbours passed on included (memory/dormant.py)."""
+        key, stamp, day = tuple(owners), await self.engine.db.stamp(INDEX), format_ts(now)[:10]
+        cached = self._live.get(key)
+        if cached is None or cached[:2] != (stamp, day):
+            cached = (stamp, day, await live_projects(self.engine.db, owners, now))
+            self._live[key] = cached
+        live = cached[2] | named
+        return [(sc * DORMANT_FACTOR if r["category"] in FADING and r["project"] != GLOBAL_OWNER
+                 and r["project"] not in live else sc, r) for sc, r in scored]
+
+    async def _said_then(
+        self,
+        user: str,
+        when: Sequence[Period],
+        scored: list[tuple[float, sqlite3.Row]],
+        relevance: _Relevance,
+        weigh: Callable[[float, sqlite3.Row], float],
+        exclude: Collection[int],
+        tz: tzinfo | None,
+    ) -> tuple[list[tuple[float, sqlite3.Row]], dict[int, tuple[str, str]]]:
+        """The facts said in the period and replaced since (memory/saidthen.py),
+        each scored on its own words as it was indexed then (not the long row
+        of the fact that replaced it, which holds its words and a later
+        date): the fact that holds its place now takes that score if it is
+        better than its own, and shows it under it, dated (format_hit's
+        replaced line). It was true then: "what did we decide back in
+        February?" is answered by it, and by what replaced it."""
+        best: dict[int, tuple[float, sqlite3.Row]] = {}  # heir -> the best of its period's replaced facts
+        for o in await replaced_then(self.engine.db, user, when):
+            if o["heir"] in exclude:
+                continue  # the prompt's Core Memory holds it, without its history
+            text = memory_index_text(o["content"], o["source_text"], "", row_cues(o))
+            sc = weigh(relevance(text, True), o)
+            if o["heir"] not in best or sc > best[o["heir"]][0]:
+                best[o["heir"]] = (sc, o)
+        if not best:
+            return scored, {}
+        have = {r["id"]: k for k, (_, r) in enumerate(scored)}
+        out = list(scored)
+        missing = [h for h in best if h not in have]
+        if missing:
+            rows = await self._rows(_MEMORIES, "x.id", missing, _MEMORY_COLUMNS, "memories x", "")
+            for r in rows:
+                if r["owner"] == user and r["status"] == "active":
+                    have[r["id"]] = len(out)
+                    out.append((weigh(relevance(r["_terms"], False), r), r))
+        then: dict[int, tuple[str, str]] = {}
+        for heir, (sc, o) in best.items():
+            if heir in have:
+                k = have[heir]
+                out[k] = (max(out[k][0], sc), out[k][1])
+                then[heir] = (local_day(o["created_at"], tz), o["content"])
+        return out, then
 
     async def search_events(
         self, user: str, query: str, *, limit: int = 5, now: datetime | None = None, tz: tzinfo | None = None,
@@ -941,7 +1012,9 @@ def _credit_neighbours(
     return out
 
 
-def _memory_hit(score: float, r: sqlite3.Row, tz: tzinfo | None, *, neighbour: bool = False) -> Hit:
+def _memory_hit(
+    score: float, r: sqlite3.Row, tz: tzinfo | None, *, neighbour: bool = False, replaced: tuple[str, str] | None = None
+) -> Hit:
     # Dated on the user's calendar (``tz``), as their events are, not UTC's.
     return Hit(
         kind="memory",
@@ -955,6 +1028,7 @@ def _memory_hit(score: float, r: sqlite3.Row, tz: tzinfo | None, *, neighbour: b
         source=r["source"],
         provenance=Provenance.from_json(r["provenance"]),
         neighbour=neighbour,
+        replaced=replaced,
     )
 
 

@@ -157,6 +157,9 @@ class SqliteMemory(MemoryBackend):
             shown = await self.engine.profile_ids(GLOBAL_OWNER, include_global=False, ids=True)
         hits = await self.retriever.retrieve(user, query, context=context, private=private, tz=tz, exclude=shown,
                                              chat=chat)
+        # An entry Core Memory no longer shows (its day passed, its budget)
+        # is recalled beside the fact it was drawn from, in the same words.
+        hits = _once(hits)
         self.engine.note_access(h.id for h in hits if h.kind == "memory")
         if private:
             hits = await self._with_replaced(user, hits, tz)
@@ -189,8 +192,10 @@ class SqliteMemory(MemoryBackend):
         """Each recalled fact that replaced one (the user changed their mind)
         carries the fact it replaced, dated: "what did we decide, and when
         had we picked the other?" needs both (seed 002: why a plan was
-        dropped). In the private chat only: a group reads no history."""
-        ids = [h.id for h in hits if h.kind == "memory" and h.category != "credential"]
+        dropped). In the private chat only: a group reads no history. A hit
+        recalled for a fact said in the period the message names keeps that
+        one (memory/saidthen.py)."""
+        ids = [h.id for h in hits if h.kind == "memory" and h.category != "credential" and h.replaced is None]
         old = await self.engine.replaced_facts(user, ids)
         return [replace(h, replaced=(local_day(old[h.id][0], tz), old[h.id][1])) if h.kind == "memory" and h.id in old
                 else h for h in hits]

@@ -10,10 +10,11 @@ profile refresh) run as in production: the story and the scripted memory
 model are tests/gateway/yearwalk.py's, whose first seven months are the
 test tests/gateway/test_year_e2e.py.
 
-At months 1, 3, 6 and 12 Alice asks five questions in a new conversation;
+At months 1, 3, 6 and 12 Alice asks six questions in a new conversation;
 printed for each: the Core Memory the system prompt holds, the recalled
 block's lines, the turn's wall time; then memory.db's size and row counts,
-``SqliteMemory.recall``'s median over the five questions (19 rounds), and
+``SqliteMemory.recall``'s median over the six questions (95 calls, on a
+copy of memory.db: a recall counts as an access, which decay reads), and
 at the end the longest background tick (a night's jobs), the memory-model
 calls and whether any of Bob's words reached a request made for Alice.
 
@@ -47,6 +48,7 @@ async def main(days: int, keep: Path | None) -> None:
     configure_logging(level="WARNING")
     with tempfile.TemporaryDirectory(prefix="yearwalk-") as tmp:
         home = keep or Path(tmp)
+        home.mkdir(parents=True, exist_ok=True)
         points = {d: label for d, label in ((27, "month 1"), (86, "month 3"), (178, "month 6"), (361, "month 12"))
                   if d < days}
         t = time.perf_counter()

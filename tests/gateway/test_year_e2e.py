@@ -56,14 +56,19 @@ async def test_seven_months_keep_core_memory_current_recall_dated_and_users_apar
         assert gone not in now, now
     for held in ("Alice lives in Munich", "Alice is vegan", "Borealis is Alice's current project"):
         assert any(held in e for e in six), six
+    # Its deadline two months past (memory/pastplan.py): out of Core Memory, without the model.
+    assert "Atlas is due to ship by 2026-04-30" in three and not any("due to ship" in e for e in six), six
     seven = "\n".join(_current(at["month 7"].asked[QUESTIONS[0]]))
     # Back to dark mode in the words of January: current again, the light mode it replaced gone.
     assert "Alice prefers dark mode in editors" in seven and "light mode" not in seven, seven
 
     # A February decision, replaced in March, asked about in months 6 and 7: the current one recalled,
     # the February one right under it, dated and marked as no longer true; not in Core Memory.
-    # (Asked "back in February", neither is recalled: docs/BENCHMARKS.md "A year of one user".)
+    # Asked "back in February": February's decision, under the March one that replaced it, first.
     for label in ("month 6", "month 7"):
+        feb = [line for line in memories_block(at[label].asked[QUESTIONS[1]]).splitlines() if line.startswith(("- [", "  ("))]
+        assert "switched from Postgres to MySQL" in feb[0], feb
+        assert "2026-02-11" in feb[1] and "no longer true: For Atlas the team chose Postgres" in feb[1], feb
         body = at[label].asked[QUESTIONS[5]]
         lines = memories_block(body).splitlines()
         first = next(i for i, line in enumerate(lines) if line.startswith("- [") and "MySQL" in line)

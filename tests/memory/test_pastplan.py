@@ -1,0 +1,55 @@
+"""A Core Memory entry about a day that was ahead when it was said (a
+deadline, a trip) leaves the prompt once that day is well past, without
+the model; recall still finds it ("when was Atlas due?"). The year's walk
+had "Atlas is due to ship by 2026-04-30" in every prompt for eight months."""
+
+from __future__ import annotations
+
+from datetime import date, timedelta
+
+from memory import Category, ManualClock, MemoryEngine, NewMemory
+from memory.pastplan import PAST_GRACE_DAYS, passed
+from memory.service import SqliteMemory
+
+
+def test_a_day_ahead_when_said_is_passed_a_grace_after_it() -> None:
+    due = "Atlas is due to ship by 2026-04-30"
+    assert not passed(due, "2026-02-14", date(2026, 4, 30))
+    assert not passed(due, "2026-02-14", date(2026, 4, 30) + timedelta(days=PAST_GRACE_DAYS))
+    assert passed(due, "2026-02-14", date(2026, 4, 30) + timedelta(days=PAST_GRACE_DAYS + 1))
+    assert passed("Atlas 要在2026年4月30日前上线", "2026-02-14", date(2026, 6, 1))
+    assert passed("Alice flies to Tokyo on June 3, 2026", "2026-05-01", date(2026, 8, 1))
+    assert passed("Atlas is due to ship by 2026-04-30", "2026-01-10 to 2026-02-14", date(2026, 6, 1))
+
+
+def test_a_day_behind_when_said_no_date_or_a_year_alone_is_never_passed() -> None:
+    today = date(2027, 1, 1)
+    assert not passed("Alice was born on 1990-05-03", "2026-01-05", today)
+    assert not passed("Atlas shipped on 2026-05-01 and is finished", "2026-05-04", today)
+    assert not passed("Borealis was cancelled in 2026-09, no longer an active project", "2026-09-09", today)
+    assert not passed("Alice lives in Munich", "2026-06-10", today)
+    assert not passed("Alice plans to learn Rust in 2026", "2025-12-01", today)  # a year: no day to be past
+    assert not passed("The release moved from 2026-04-30 to 2027-03-01", "2026-04-01", today)  # one still ahead
+    assert not passed("Atlas is due by 2026-04-31", "2026-02-14", today)  # no such day
+    assert not passed("Atlas is due to ship by 2026-04-30", "", today)
+
+
+async def test_a_passed_deadline_leaves_core_memory_and_is_still_recalled(
+    engine: MemoryEngine, clock: ManualClock
+) -> None:
+    clock.set("2026-02-14T18:00:00Z")
+    fact = await engine.add(NewMemory(owner="alice", content="Atlas is due to ship by 2026-04-30",
+                                      category=Category.DECISION, importance=0.8, project="atlas"))
+    entry = await engine.add(NewMemory(owner="alice", tier=1, content="Atlas is due to ship by 2026-04-30",
+                                       category=Category.DECISION, importance=0.8, project="atlas"))
+    await engine.add(NewMemory(owner="alice", tier=1, content="Alice was born on 1990-05-03",
+                               category=Category.IDENTITY, importance=1.0))
+    clock.set("2026-05-10T12:00:00Z")  # ten days late: the deadline still matters
+    memory = SqliteMemory(engine)
+    assert "due to ship" in await memory.profile("alice")
+    clock.set("2026-06-10T12:00:00Z")  # nothing written since: the cached block notices the day
+    core = await memory.profile("alice")
+    assert "due to ship" not in core and "born on 1990-05-03" in core, core
+    hits = await memory.recall("alice", "When was Atlas due to ship?")
+    # Once, as the fact it was drawn from (dated the day it was said), not again as the entry.
+    assert [h.id for h in hits if "due to ship" in h.content] == [fact.id], hits
