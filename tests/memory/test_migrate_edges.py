@@ -1,0 +1,152 @@
+"""A hand-written MEMORY.md's edges: an unclosed comment, a line too long
+for a memory, a paste far larger than a Core Memory."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from structlog.testing import capture_logs
+
+from memory import MemoryEngine, Status
+from memory.engine import MAX_CONTENT_CHARS
+from memory.migrate import PROFILE_IMPORT_LIMIT, migrate_files
+from memory.retrieval import Retriever
+
+SECOND = 1_000_000_000
+
+
+def save(path: Path, text: str, mtime_s: int) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    os.utime(path, ns=(mtime_s * SECOND, mtime_s * SECOND))
+
+
+FACTS = "".join(f"- Fact {i} of the user\n" for i in range(5))
+
+
+async def _active(engine: MemoryEngine) -> dict[str, int]:
+    return {m.content: m.id for m in await engine.list_memories("_global", limit=10_000)}
+
+
+async def test_an_unclosed_comment_on_its_own_line_archives_nothing(tmp_path: Path, engine: MemoryEngine) -> None:
+    """A ``<!--`` typed on a line of its own hides every line after it (as
+    Markdown renders it): the save is the file's problem, said by kind, and
+    what was imported stays with its ids; closed again, the file imports."""
+    mem = tmp_path / "memory" / "MEMORY.md"
+    save(mem, FACTS, 1)
+    await migrate_files(tmp_path, engine)
+    before = await _active(engine)
+    lines = FACTS.splitlines(keepends=True)
+    save(mem, "".join(lines[:3]) + "<!-- a note about the last two\n" + "".join(lines[3:]) + "- A new fact\n", 2)
+    with capture_logs() as logs:
+        r = await migrate_files(tmp_path, engine)
+    assert not r.changed and r.memories_archived == 0
+    assert any("MEMORY.md: an unclosed <!-- comment (line 4)" in p for p in r.problems)
+    assert any(e.get("problem") == "unclosed_comment" and e.get("file") == "MEMORY.md" for e in logs)
+    assert await _active(engine) == before
+    # Closed: the note is a comment again, the new fact comes in, nothing else moves.
+    save(mem, "".join(lines[:3]) + "<!-- a note about the last two -->\n" + "".join(lines[3:]) + "- A new fact\n", 3)
+    r = await migrate_files(tmp_path, engine)
+    assert (r.memories_added, r.memories_archived, r.problems) == (1, 0, [])
+    assert await _active(engine) == before | {"A new fact": (await _active(engine))["A new fact"]}
+
+
+async def test_an_unclosed_inline_terms_comment_is_not_made_words(tmp_path: Path, engine: MemoryEngine) -> None:
+    """``- fact <!-- terms: a, b`` without its ``-->``: the comment's words
+    would become the fact's; the save is skipped the same way."""
+    mem = tmp_path / "memory" / "MEMORY.md"
+    save(mem, FACTS, 1)
+    await migrate_files(tmp_path, engine)
+    save(mem, FACTS + "- Uses postgres at work <!-- terms: 数据库, database\n", 2)
+    r = await migrate_files(tmp_path, engine)
+    assert r.memories_added == 0 and any("unclosed <!-- comment (line 6)" in p for p in r.problems)
+    assert not any("<!--" in c for c in await _active(engine))
+    save(mem, FACTS + "- Uses postgres at work <!-- terms: 数据库, database -->\n", 3)
+    r = await migrate_files(tmp_path, engine)
+    assert r.memories_added == 1 and not r.problems
+    [m] = [m for m in await engine.list_memories("_global") if m.content == "Uses postgres at work"]
+    assert m.search_terms == ("数据库", "database")
+
+
+async def test_a_file_imported_with_a_hidden_tail_is_left_as_it_is_on_upgrade(
+    tmp_path: Path, engine: MemoryEngine
+) -> None:
+    """A file whose unclosed comment hid lines before this change was
+    imported without them: upgrading neither imports them nor archives
+    anything, touched or not, and an edit elsewhere is the file's problem."""
+    from memory.engine import content_hash
+    from memory.filestore import MemoryFile
+    from memory.migrate import _ledger_key, _save_ledger
+
+    mem = tmp_path / "memory" / "MEMORY.md"
+    hidden = "- Fact A\n- Fact B\n<!-- unclosed\n- Fact C\n- Fact D\n"
+    save(mem, hidden, 1)
+    # What the import before this change left: Fact A and B, their ledger entry.
+    for text in ("Fact A", "Fact B"):
+        from memory import Category, NewMemory, Provenance, Source
+
+        await engine.add(NewMemory(owner="_global", content=text, tier=1, category=Category.IDENTITY,
+                                   importance=1.0, source=Source.MIGRATION, provenance=Provenance(refs=("MEMORY.md",))))
+    st = mem.stat()
+    import hashlib
+
+    async with engine.db.transaction() as conn:
+        await _save_ledger(conn, _ledger_key(MemoryFile("_global", mem, None)), {
+            "size": st.st_size, "sha256": hashlib.sha256(mem.read_bytes()).hexdigest(), "mtime_ns": st.st_mtime_ns,
+            "ctime_ns": st.st_ctime_ns, "ino": st.st_ino,
+            "lines": sorted(content_hash(t) for t in ("Fact A", "Fact B"))})
+    before = await _active(engine)
+    r = await migrate_files(tmp_path, engine)
+    assert r.files_unchanged == 1 and not r.changed and not r.problems
+    os.utime(mem, ns=(5 * SECOND, 5 * SECOND))  # touched
+    r = await migrate_files(tmp_path, engine)
+    assert r.files_unchanged == 1 and not r.changed
+    save(mem, hidden.replace("Fact A", "Fact A, edited"), 6)
+    r = await migrate_files(tmp_path, engine)
+    assert not r.changed and any("unclosed <!-- comment (line 3)" in p for p in r.problems)
+    assert await _active(engine) == before
+
+
+async def test_a_line_too_long_for_a_memory_is_cut_and_said(tmp_path: Path, engine: MemoryEngine) -> None:
+    """A single 5 MB line is a memory of MAX_CONTENT_CHARS: not silently,
+    a warning by kind (no words) and a count in the report."""
+    mem = tmp_path / "memory" / "MEMORY.md"
+    long = "secretword " * 1000  # 11,000 characters
+    save(mem, f"- Short fact\n- {long}\n", 1)
+    with capture_logs() as logs:
+        r = await migrate_files(tmp_path, engine)
+    assert (r.memories_added, r.memories_cut) == (2, 1)
+    [cut] = [e for e in logs if e.get("cut") == 1]
+    assert cut["file"] == "MEMORY.md" and cut["log_level"] == "warning"
+    assert not any("secretword" in repr(e) for e in logs)
+    assert max(len(c) for c in await _active(engine)) == MAX_CONTENT_CHARS
+    assert r.log_fields()["memories_cut"] == 1
+
+
+async def test_a_huge_paste_fills_core_memory_to_its_limit_and_files_the_rest(
+    tmp_path: Path, engine: MemoryEngine
+) -> None:
+    """Thousands of pasted lines are not thousands of Core Memory entries:
+    the first up to PROFILE_IMPORT_LIMIT (with those already there) are
+    Tier 1, the rest Tier 2 facts that stay searchable; said in the report."""
+    mem = tmp_path / "memory" / "MEMORY.md"
+    save(mem, "- The user's name is Mira\n", 1)
+    await migrate_files(tmp_path, engine)
+    n = 1500
+    save(mem, "- The user's name is Mira\n" + "".join(f"- log line {i} status ok code {i * 7}\n" for i in range(n)), 2)
+    with capture_logs() as logs:
+        r = await migrate_files(tmp_path, engine)
+    assert r.memories_added == n and r.memories_filed == n - (PROFILE_IMPORT_LIMIT - 1)
+    assert any(e.get("filed") == r.memories_filed and e.get("log_level") == "warning" for e in logs)
+    tier1 = await engine.list_memories("_global", tier=1, limit=10_000)
+    tier2 = await engine.list_memories("_global", tier=2, limit=10_000)
+    assert (len(tier1), len(tier2)) == (PROFILE_IMPORT_LIMIT, r.memories_filed)
+    assert "The user's name is Mira" in {m.content for m in tier1}
+    assert {m.content for m in tier1} >= {f"log line {i} status ok code {i * 7}" for i in range(PROFILE_IMPORT_LIMIT - 1)}
+    # The filed ones are found when asked about.
+    hits = await Retriever(engine).retrieve("_global", "what was log line 1400 with code 9800?")
+    assert hits and hits[0].content == "log line 1400 status ok code 9800"
+    # Imported once: run again, nothing moves.
+    assert not (await migrate_files(tmp_path, engine)).changed
+    assert all(m.status is Status.ACTIVE for m in tier2)
