@@ -105,6 +105,7 @@ from .filestore import (
 from .mdfacts import MdFact
 from .mdfacts import facts as md_facts
 from .mdfacts import unclosed_comment
+from .erasedlines import drop_erased, erased_hashes
 from .tokens import estimate_tokens
 from .changelog import write_log
 from .types import GLOBAL_OWNER, Category, NewMemory, Provenance, Source, Status
@@ -156,6 +157,7 @@ class MigrationReport:
     memories_archived: int = 0  # imported from a MEMORY.md line no longer in the file
     memories_filed: int = 0  # MEMORY.md facts beyond PROFILE_IMPORT_LIMIT, imported as Tier 2
     memories_cut: int = 0  # MEMORY.md facts longer than a memory (MAX_CONTENT_CHARS), imported cut
+    memories_erased: int = 0  # MEMORY.md lines a forget erased lately (memory/erasedlines.py), not imported again
     events_added: int = 0
     events_replaced: int = 0  # daily files edited since their last import
     events_skipped: int = 0  # empty, or identical event already stored
@@ -201,6 +203,7 @@ async def drop_ledger(conn: aiosqlite.Connection, owner: str) -> int:
     to be read back."""
     prefix = _ledger_prefix(owner)
     cur = await conn.execute("DELETE FROM meta WHERE substr(key, 1, ?) = ?", (len(prefix), prefix))
+    await drop_erased(conn, owner)  # the erased lines' hashes: no file of theirs is left to hold them
     return cur.rowcount
 
 
@@ -479,7 +482,8 @@ async def _long_term(
     row = await engine.db.fetchone(
         "SELECT COUNT(*) AS n FROM memories WHERE owner = ? AND tier = 1 AND status = 'active'", (f.owner,))
     room = max(0, PROFILE_IMPORT_LIMIT - int(row["n"] if row else 0))
-    filed = cut = 0
+    filed = cut = stale = 0
+    erased = await erased_hashes(engine.db, f.owner, now)
     new_at: list[str | None] = []  # each new memory's time: its line's day, else now
     retermed: dict[int, tuple[str, ...]] = {}  # memory id -> its terms with those its line gained
     for k, (md, h) in enumerate(zip(mds, hashes, strict=True)):
@@ -492,6 +496,9 @@ async def _long_term(
             await _more_terms(engine, f.owner, md, retermed)
             continue
         known.add(h)
+        if h in erased:
+            stale += 1  # a stale copy's line: read, and not imported while it stays
+            continue
         if h in stated:
             report.memories_skipped += 1
             await _more_terms(engine, f.owner, md, retermed)
@@ -517,6 +524,9 @@ async def _long_term(
     if cut:  # the count only: the lines are the user's words
         log.warning("memory file lines longer than a memory; imported cut", file=log_name(_ref(root, f)),
                     cut=cut, max_chars=MAX_CONTENT_CHARS)
+    if stale:
+        log.warning("memory file lines erased by a forget saved back; not imported again",
+                    file=log_name(_ref(root, f)), erased=stale)
     if filed:
         log.warning("memory file holds more facts than Core Memory; the rest imported as Tier 2 facts",
                     file=log_name(_ref(root, f)), filed=filed, limit=PROFILE_IMPORT_LIMIT)
@@ -539,6 +549,7 @@ async def _long_term(
     report.memories_added += len(new)
     report.memories_filed += filed
     report.memories_cut += cut
+    report.memories_erased += stale
 
 
 def _read_facts(text: str) -> tuple[list[MdFact], list[str], set[str]]:

@@ -199,6 +199,9 @@ def migrate(workspace: Path | None, as_json: bool) -> None:
     if report.memories_filed:
         click.echo(f"{counted(report.memories_filed, 'facts')} beyond Core Memory's {PROFILE_IMPORT_LIMIT} entries "
                    "imported as Tier 2 facts (found when asked about, not in every prompt)")
+    if report.memories_erased:
+        click.echo(f"{counted(report.memories_erased, 'lines')} erased lately by a forget, saved back (an editor's old "
+                   "copy?), not imported again")
     if report.memories_cut:
         click.echo(f"{counted(report.memories_cut, 'facts')} longer than {MAX_CONTENT_CHARS} characters imported cut")
     click.echo(f"{counted(report.files_seen, 'files')} seen, {report.files_unchanged} unchanged; users: {', '.join(report.owners) or '-'}")

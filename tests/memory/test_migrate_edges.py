@@ -3,15 +3,20 @@ for a memory, a paste far larger than a Core Memory."""
 
 from __future__ import annotations
 
+import json
 import os
+from datetime import timedelta
 from pathlib import Path
 
 from structlog.testing import capture_logs
 
-from memory import MemoryEngine, Status
+from memory import ManualClock, MemoryEngine, Status
 from memory.engine import MAX_CONTENT_CHARS
+from memory.erasedlines import ERASED_HOLD
+from memory.filestore import FileMemory, user_slug
 from memory.migrate import PROFILE_IMPORT_LIMIT, migrate_files
 from memory.retrieval import Retriever
+from memory.service import SqliteMemory
 
 SECOND = 1_000_000_000
 
@@ -150,3 +155,51 @@ async def test_a_huge_paste_fills_core_memory_to_its_limit_and_files_the_rest(
     # Imported once: run again, nothing moves.
     assert not (await migrate_files(tmp_path, engine)).changed
     assert all(m.status is Status.ACTIVE for m in tier2)
+
+
+async def test_an_erased_line_saved_back_by_a_stale_editor_is_not_imported_again(
+    tmp_path: Path, engine: MemoryEngine, clock: ManualClock
+) -> None:
+    """/forget erases a fact imported from a user's MEMORY.md and its line
+    there; the editor that had the file open then saves its old copy. The
+    line's hash is in the erased-lines ledger: not imported again (counted,
+    the count logged, never the words), for ERASED_HOLD; another user's
+    same line is theirs; after the hold, a line written back is imported."""
+    files = FileMemory(tmp_path, clock)
+    for user in ("alice", "bob"):
+        files.user_dir(user).mkdir(parents=True)
+        (files.user_dir(user) / ".owner").write_text(user)
+    md = files.user_dir("alice") / "MEMORY.md"
+    stale = "- My locker code is 4921\n- I live in Hangzhou\n"
+    save(md, stale, 1)
+    await migrate_files(tmp_path, engine)
+    [m] = [m for m in await engine.list_memories("alice") if "4921" in m.content]
+    out = await SqliteMemory(engine, files=files).forget("alice", [f"m{m.id}"])
+    assert [h.id for h in out.erased] == [m.id] and md.read_text() == "- I live in Hangzhou\n"
+    r = await migrate_files(tmp_path, engine)  # the file as the erasure left it
+    assert not r.changed
+    save(md, stale, 2)  # the editor's stale buffer
+    with capture_logs() as logs:
+        r = await migrate_files(tmp_path, engine)
+    assert (r.memories_added, r.memories_erased) == (0, 1)
+    assert any(e.get("erased") == 1 and e.get("file") == f"users/*-{user_slug('alice')[-12:]}/MEMORY.md"
+               for e in logs)
+    assert not any("4921" in repr(e) for e in logs)
+    assert not [m for m in await engine.list_memories("alice") if "4921" in m.content]
+    assert not (await migrate_files(tmp_path, engine)).changed  # unchanged file: nothing read again
+    assert "4921" not in json.dumps([r["value"] for r in await engine.db.fetchall("SELECT value FROM meta")])
+    # Bob's file with the same words: his own line.
+    save(files.user_dir("bob") / "MEMORY.md", "- My locker code is 4921\n", 3)
+    assert (await migrate_files(tmp_path, engine)).memories_added == 1
+    # Later, written back anew: removed and put back after the hold, it is imported.
+    clock.advance(ERASED_HOLD + timedelta(days=1))
+    save(md, "- I live in Hangzhou\n", 4)
+    await migrate_files(tmp_path, engine)
+    save(md, stale, 5)
+    r = await migrate_files(tmp_path, engine)
+    assert (r.memories_added, r.memories_erased) == (1, 0)
+    # An owner erased whole: their erased lines' record goes with their ledger.
+    await SqliteMemory(engine, files=files).forget("alice", [f"m{m.id}" for m in await engine.list_memories("alice")])
+    assert await engine.db.fetchone("SELECT 1 FROM meta WHERE key LIKE 'erased_lines:%alice%'")
+    await engine.forget_owner("alice")
+    assert not await engine.db.fetchone("SELECT 1 FROM meta WHERE key LIKE 'erased_lines:%alice%'")
