@@ -53,7 +53,7 @@ archived, until a save closes it. A file imported before this rule with
 such a comment is not read again for it (its ledger stamp still matches).
 
 A paste is not a profile: an owner's Tier 1 entries from files stop at
-:data:`PROFILE_IMPORT_LIMIT` (with those already there), the facts after
+:data:`PROFILE_IMPORT_LIMIT` (with those imported before), the facts after
 that are imported as Tier 2 (searchable, not in every prompt;
 ``memories_filed``); new rows are written :data:`IMPORT_BATCH` per
 transaction, the ledger with the last, so the single writer is not held
@@ -134,7 +134,8 @@ SHRINK_MIN = 3
 SHRINK_HOLD = timedelta(hours=1)
 # Core Memory (Tier 1, read whole by every prompt's render, the memory page,
 # /memory and the weekly refresh) holds at most this many of an owner's
-# entries from files: the profile's own size, the weekly refresh's
+# entries from files (those learnt or refreshed are not counted: a line
+# added by hand to a full profile is still Core Memory, as before): the profile's own size, the weekly refresh's
 # ``profile_limit`` (memory/compression.py). A fact beyond it is a Tier 2
 # fact, recalled when asked about (a pasted log is not a profile).
 PROFILE_IMPORT_LIMIT = 100
@@ -480,7 +481,8 @@ async def _long_term(
     stated = {r["content_hash"] for r in await engine.db.fetchall(
         "SELECT content_hash FROM memories WHERE owner = ? AND status = 'active'", (f.owner,))}
     row = await engine.db.fetchone(
-        "SELECT COUNT(*) AS n FROM memories WHERE owner = ? AND tier = 1 AND status = 'active'", (f.owner,))
+        "SELECT COUNT(*) AS n FROM memories WHERE owner = ? AND tier = 1 AND status = 'active' AND source = ?",
+        (f.owner, Source.MIGRATION.value))
     room = max(0, PROFILE_IMPORT_LIMIT - int(row["n"] if row else 0))
     filed = cut = stale = 0
     erased = await erased_hashes(engine.db, f.owner, now)

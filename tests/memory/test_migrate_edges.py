@@ -203,3 +203,19 @@ async def test_an_erased_line_saved_back_by_a_stale_editor_is_not_imported_again
     assert await engine.db.fetchone("SELECT 1 FROM meta WHERE key LIKE 'erased_lines:%alice%'")
     await engine.forget_owner("alice")
     assert not await engine.db.fetchone("SELECT 1 FROM meta WHERE key LIKE 'erased_lines:%alice%'")
+
+
+async def test_a_hand_written_line_beside_a_full_learnt_profile_is_still_core_memory(
+    tmp_path: Path, engine: MemoryEngine
+) -> None:
+    """The cap counts the entries imported from files: a user whose profile
+    the weekly refresh filled adds a line by hand, and it is Tier 1 as before."""
+    from memory import Category, NewMemory, Source
+
+    for i in range(PROFILE_IMPORT_LIMIT):
+        await engine.add(NewMemory(owner="_global", content=f"learnt entry {i}", tier=1, category=Category.IDENTITY,
+                                   importance=1.0, source=Source.COMPRESSION))
+    save(tmp_path / "memory" / "MEMORY.md", "- Call me Mira\n", 1)
+    r = await migrate_files(tmp_path, engine)
+    assert (r.memories_added, r.memories_filed) == (1, 0)
+    assert "Call me Mira" in {m.content for m in await engine.list_memories("_global", tier=1, limit=1000)}
