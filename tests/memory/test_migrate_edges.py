@@ -219,3 +219,32 @@ async def test_a_hand_written_line_beside_a_full_learnt_profile_is_still_core_me
     r = await migrate_files(tmp_path, engine)
     assert (r.memories_added, r.memories_filed) == (1, 0)
     assert "Call me Mira" in {m.content for m in await engine.list_memories("_global", tier=1, limit=1000)}
+
+
+async def test_a_huge_paste_lets_a_reply_write_between_its_batches(tmp_path: Path, engine: MemoryEngine) -> None:
+    """The import is IMPORT_BATCH rows per transaction: a reply's fact saved
+    meanwhile is written between them (its id falls among the imported
+    ones), not after the whole paste."""
+    import asyncio
+
+    from memory import Category, NewMemory, Source
+    from memory.migrate import IMPORT_BATCH
+
+    save(tmp_path / "memory" / "MEMORY.md", "".join(f"- pasted line {i}\n" for i in range(IMPORT_BATCH * 5)), 1)
+    done = asyncio.Event()
+    replies: list[int] = []
+
+    async def reply() -> None:
+        while not done.is_set():
+            m = await engine.add(NewMemory(owner="alice", content=f"reply {len(replies)}", tier=2,
+                                           category=Category.DECISION, importance=0.5, source=Source.MANUAL))
+            replies.append(m.id)
+            await asyncio.sleep(0)
+
+    task = asyncio.create_task(reply())
+    r = await migrate_files(tmp_path, engine)
+    done.set()
+    await task
+    imported = sorted(m.id for m in await engine.list_memories("_global", limit=10_000))
+    assert r.memories_added == len(imported) == IMPORT_BATCH * 5
+    assert any(imported[0] < rid < imported[-1] for rid in replies)
