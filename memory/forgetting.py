@@ -21,6 +21,7 @@ import aiosqlite
 from .buffer import NOT_GONE, drop_lines
 from .changelog import write_log
 from .engine import MemoryEngine, row_to_memory
+from .erasedlines import remember_erased
 from .types import Event, Hit, Memory, Provenance, Source
 
 __all__ = [
@@ -125,6 +126,9 @@ async def erase_planned(
         )
     for ev in plan.events:
         await engine.delete_event(ev.id, conn=conn)
+    # A stale copy of their MEMORY.md saved after this must not bring the words back (memory/erasedlines.py).
+    await remember_erased(conn, plan.owner, [m.content for m in (*plan.named, *plan.versions, *plan.entries)],
+                          engine.clock.now())
     await hold_events(engine, conn, plan, job=job)
     if buffered:
         plan.buffered_lines = await drop_buffered(conn, plan.owner, plan.texts())

@@ -47,7 +47,7 @@ from datetime import date
 
 from .cues import clean_terms
 
-__all__ = ["MdFact", "clean_text", "facts", "line_fact", "render", "split_day", "split_marks"]
+__all__ = ["MdFact", "clean_text", "facts", "line_fact", "render", "split_day", "split_marks", "unclosed_comment"]
 
 _LIST_ITEM = re.compile(r"^(\s*)(?:[-*+]|\d+[.)])\s+(.*)$")
 _LIST_MARK = re.compile(r"^(?:[-*+]|\d+[.)])\s+")
@@ -270,6 +270,42 @@ def facts(text: str) -> list[MdFact]:
             f = MdFact(f.text, f.first, f.last, f.kind, f.lines, day, terms)
         dated.append(f)
     return dated
+
+
+def unclosed_comment(text: str) -> int:
+    """The line (1-based) of a ``<!--`` that hides what follows it, 0 when
+    there is none: one opening a line and never closed by a ``-->`` below,
+    or one after a line's words not closed on that line (the file store
+    writes its comments, dates and terms, so; by hand, a missing ``-->``
+    there would make the comment's words the fact's, or hide the next
+    lines). Code blocks are text as written, their ``<!--`` too."""
+    lines = clean_text(text).splitlines()
+    fence = ""
+    i = 0
+    while i < len(lines):
+        line, start = lines[i], 0
+        if fence:
+            if line.strip().startswith(fence):
+                fence = ""
+            i += 1
+            continue
+        if m := _FENCE.match(line):
+            fence = m.group(1)[0] * len(m.group(1))
+            i += 1
+            continue
+        if line.strip().startswith("<!--"):  # a comment block: closed on this line or one below
+            opened, start = i, line.index("<!--") + 4
+            while (close := lines[i].find("-->", start)) < 0:
+                i, start = i + 1, 0
+                if i == len(lines):
+                    return opened + 1
+            line, start = lines[i], close + 3
+        while (at := line.find("<!--", start)) >= 0:  # after words: closed on its line
+            if (close := line.find("-->", at + 4)) < 0:
+                return i + 1
+            start = close + 3
+        i += 1
+    return 0
 
 
 def render(fact: str, day: str = "", terms: Iterable[str] = ()) -> str:

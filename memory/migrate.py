@@ -45,6 +45,22 @@ page. A file left with no facts at all archives nothing (an editor crash
 or a bad sync is likelier than a wish to forget everything): reported.
 Lines removed from a daily file are not removed from SQLite.
 
+A save with an unclosed ``<!--`` (:func:`memory.mdfacts.unclosed_comment`:
+as Markdown renders it, it hides every line after it, or makes a terms
+comment's words the fact's) is a typo, not a wish to forget the lines it
+hides: the save is skipped as the file's problem, nothing imported or
+archived, until a save closes it. A file imported before this rule with
+such a comment is not read again for it (its ledger stamp still matches).
+
+A paste is not a profile: an owner's Tier 1 entries from files stop at
+:data:`PROFILE_IMPORT_LIMIT` (with those imported before), the facts after
+that are imported as Tier 2 (searchable, not in every prompt;
+``memories_filed``); new rows are written :data:`IMPORT_BATCH` per
+transaction, the ledger with the last, so the single writer is not held
+for the whole of a 60,000-line paste. A fact longer than a memory
+(``MAX_CONTENT_CHARS``) is imported cut, counted (``memories_cut``) and
+warned by count.
+
 A drastic shrink is held: a save that removes at least :data:`SHRINK_MIN`
 facts, more than half of those imported from the file, and adds fewer than
 it removes (a file cut short by an editor crash, or by ``> MEMORY.md`` and a
@@ -58,12 +74,14 @@ archived entry restorable from the memory page, as for any removed line).
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import re
 import time
 from collections.abc import Callable, Collection
 from dataclasses import asdict, dataclass, field
+from dataclasses import replace as changed
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -73,7 +91,7 @@ import structlog
 
 from .clock import format_ts, parse_ts
 from .cues import clean_terms, safe_terms
-from .engine import MemoryEngine, MemoryNotFound, content_hash
+from .engine import MAX_CONTENT_CHARS, MemoryEngine, MemoryNotFound, content_hash
 from .filestore import (
     LONG_TERM,
     OWNER_FILE,
@@ -86,11 +104,13 @@ from .filestore import (
 )
 from .mdfacts import MdFact
 from .mdfacts import facts as md_facts
+from .mdfacts import unclosed_comment
+from .erasedlines import drop_erased, erased_hashes
 from .tokens import estimate_tokens
 from .changelog import write_log
 from .types import GLOBAL_OWNER, Category, NewMemory, Provenance, Source, Status
 
-__all__ = ["RACY_NS", "SHRINK_HOLD", "SHRINK_MIN", "MigrationReport", "carry_ledger", "discover", "drop_ledger", "is_racy", "log_name", "memory_files",
+__all__ = ["IMPORT_BATCH", "PROFILE_IMPORT_LIMIT", "RACY_NS", "SHRINK_HOLD", "SHRINK_MIN", "MigrationReport", "carry_ledger", "discover", "drop_ledger", "is_racy", "log_name", "memory_files",
            "migrate_files"]
 
 # Lazy: a logger bound at import would ignore configure_logging (and its redaction).
@@ -112,6 +132,16 @@ SHRINK_MIN = 3
 # ...until the file stayed so this long: time to notice a damaged file,
 # and not so long that a deliberate cut lingers in every prompt for days.
 SHRINK_HOLD = timedelta(hours=1)
+# Core Memory (Tier 1, read whole by every prompt's render, the memory page,
+# /memory and the weekly refresh) holds at most this many of an owner's
+# entries from files (those learnt or refreshed are not counted: a line
+# added by hand to a full profile is still Core Memory, as before): the profile's own size, the weekly refresh's
+# ``profile_limit`` (memory/compression.py). A fact beyond it is a Tier 2
+# fact, recalled when asked about (a pasted log is not a profile).
+PROFILE_IMPORT_LIMIT = 100
+# New memories written per transaction: a 60,000-line paste in one held the
+# single writer (seed 002) and so every reply's write for a minute and more.
+IMPORT_BATCH = 200
 
 
 def is_racy(mtime_ns: int, looked_ns: int) -> bool:
@@ -126,6 +156,9 @@ class MigrationReport:
     memories_added: int = 0
     memories_skipped: int = 0  # already imported, or already stored with that wording
     memories_archived: int = 0  # imported from a MEMORY.md line no longer in the file
+    memories_filed: int = 0  # MEMORY.md facts beyond PROFILE_IMPORT_LIMIT, imported as Tier 2
+    memories_cut: int = 0  # MEMORY.md facts longer than a memory (MAX_CONTENT_CHARS), imported cut
+    memories_erased: int = 0  # MEMORY.md lines a forget erased lately (memory/erasedlines.py), not imported again
     events_added: int = 0
     events_replaced: int = 0  # daily files edited since their last import
     events_skipped: int = 0  # empty, or identical event already stored
@@ -171,6 +204,7 @@ async def drop_ledger(conn: aiosqlite.Connection, owner: str) -> int:
     to be read back."""
     prefix = _ledger_prefix(owner)
     cur = await conn.execute("DELETE FROM meta WHERE substr(key, 1, ?) = ?", (len(prefix), prefix))
+    await drop_erased(conn, owner)  # the erased lines' hashes: no file of theirs is left to hold them
     return cur.rowcount
 
 
@@ -187,6 +221,7 @@ _PROBLEM_KINDS = (
     ("not UTF-8", "not_utf8"),
     ("holds no facts now", "no_facts"),
     ("a save removed", "shrink_held"),
+    ("an unclosed <!-- comment", "unclosed_comment"),
 )
 
 
@@ -416,8 +451,17 @@ async def _long_term(
 ) -> None:
     known: set[str] = set((entry or {}).get("lines", []))
     new: list[NewMemory] = []
-    mds = md_facts(data.decode("utf-8"))  # checked by the caller
-    present = {content_hash(x) for md in mds for x in (md.text, *md.lines)}
+    text = data.decode("utf-8")  # checked by the caller
+    if line := unclosed_comment(text):
+        # A typo, not a wish to forget what it hides: the save is skipped
+        # (what was imported stays), as a file that is not UTF-8; no ledger
+        # entry, so the save that closes it is imported.
+        report.problems.append(
+            f"{_ref(root, f)}: an unclosed <!-- comment (line {line}) hides what follows it; skipped, nothing "
+            "imported or archived (end it with --> on its line)")
+        return
+    # Off the event loop: a 5 MB paste is seconds of parsing and hashing.
+    mds, hashes, present = await asyncio.to_thread(_read_facts, text)
     removed = known - present
     if removed and not mds:
         report.problems.append(f"{_ref(root, f)}: holds no facts now; nothing archived (myclaw memory delete does that)")
@@ -433,11 +477,20 @@ async def _long_term(
     known -= removed  # a line written back later is imported again
     now = engine.clock.now()
     untrusted = 0
+    # One look each instead of a query per line: a paste is thousands.
+    stated = {r["content_hash"] for r in await engine.db.fetchall(
+        "SELECT content_hash FROM memories WHERE owner = ? AND status = 'active'", (f.owner,))}
+    row = await engine.db.fetchone(
+        "SELECT COUNT(*) AS n FROM memories WHERE owner = ? AND tier = 1 AND status = 'active' AND source = ?",
+        (f.owner, Source.MIGRATION.value))
+    room = max(0, PROFILE_IMPORT_LIMIT - int(row["n"] if row else 0))
+    filed = cut = stale = 0
+    erased = await erased_hashes(engine.db, f.owner, now)
     new_at: list[str | None] = []  # each new memory's time: its line's day, else now
     retermed: dict[int, tuple[str, ...]] = {}  # memory id -> its terms with those its line gained
-    for md in mds:
-        fact = md.text
-        h = content_hash(fact)
+    for k, (md, h) in enumerate(zip(mds, hashes, strict=True)):
+        if k and not k % IMPORT_BATCH:
+            await asyncio.sleep(0)  # thousands of lines: the loop's other tasks go between
         # An import before facts were read as Markdown blocks recorded each
         # line on its own: a block all of whose lines it took is imported.
         if h in known or (len(md.lines) > 1 and all(content_hash(x) in known for x in md.lines)):
@@ -445,11 +498,23 @@ async def _long_term(
             await _more_terms(engine, f.owner, md, retermed)
             continue
         known.add(h)
-        if await engine.find_same(f.owner, fact) is not None:
+        if h in erased:
+            stale += 1  # a stale copy's line: read, and not imported while it stays
+            continue
+        if h in stated:
             report.memories_skipped += 1
             await _more_terms(engine, f.owner, md, retermed)
             continue
-        new.append(_long_term_memory(f.owner, md, _ref(root, f)))
+        m = _long_term_memory(f.owner, md, _ref(root, f))
+        if m.tier == 1:
+            if room:
+                room -= 1
+            else:
+                m = _filed(m)
+                filed += 1
+        if len(m.content.strip()) > MAX_CONTENT_CHARS:
+            cut += 1
+        new.append(m)
         at = line_time(md.day, now)
         if md.day and at is None:
             untrusted += 1
@@ -458,15 +523,42 @@ async def _long_term(
         # The count only: the lines are the user's words.
         log.warning("memory file lines dated after today or before 1970; dated now", file=log_name(_ref(root, f)),
                     untrusted=untrusted)
-    # Rows and ledger in one transaction: a crash leaves neither or both.
-    async with engine.db.transaction() as conn:
-        report.memories_archived += await _archive_removed(engine, conn, f.owner, _ref(root, f), removed)
-        for m, at in zip(new, new_at, strict=True):
-            await engine.add(m, conn=conn, at=at)
-        for memory_id, terms in retermed.items():
-            await engine.update(memory_id, search_terms=terms, conn=conn)
-        await _save_ledger(conn, _ledger_key(f), {**stamp, "lines": sorted(known)})
+    if cut:  # the count only: the lines are the user's words
+        log.warning("memory file lines longer than a memory; imported cut", file=log_name(_ref(root, f)),
+                    cut=cut, max_chars=MAX_CONTENT_CHARS)
+    if stale:
+        log.warning("memory file lines erased by a forget saved back; not imported again",
+                    file=log_name(_ref(root, f)), erased=stale)
+    if filed:
+        log.warning("memory file holds more facts than Core Memory; the rest imported as Tier 2 facts",
+                    file=log_name(_ref(root, f)), filed=filed, limit=PROFILE_IMPORT_LIMIT)
+    # In transactions of IMPORT_BATCH rows, the ledger with the last: a
+    # crash between them leaves rows the next run finds stated (above) and
+    # does not add again, and nothing archived twice (only active rows are).
+    for start in range(0, max(1, len(new)), IMPORT_BATCH):
+        last = start + IMPORT_BATCH >= len(new)
+        async with engine.db.transaction() as conn:
+            if start == 0:
+                report.memories_archived += await _archive_removed(engine, conn, f.owner, _ref(root, f), removed)
+                for memory_id, terms in retermed.items():
+                    await engine.update(memory_id, search_terms=terms, conn=conn)
+            for m, at in zip(new[start : start + IMPORT_BATCH], new_at[start : start + IMPORT_BATCH], strict=True):
+                await engine.add(m, conn=conn, at=at)
+            if last:
+                await _save_ledger(conn, _ledger_key(f), {**stamp, "lines": sorted(known)})
+        if not last:
+            await asyncio.sleep(0)  # the writer's other callers (a reply) go between
     report.memories_added += len(new)
+    report.memories_filed += filed
+    report.memories_cut += cut
+    report.memories_erased += stale
+
+
+def _read_facts(text: str) -> tuple[list[MdFact], list[str], set[str]]:
+    """A MEMORY.md's facts, the hash of each and of each of their lines."""
+    mds = md_facts(text)
+    hashes = [content_hash(md.text) for md in mds]
+    return mds, hashes, {*hashes, *(content_hash(x) for md in mds for x in md.lines)}
 
 
 async def _held(
@@ -587,6 +679,12 @@ def _long_term_memory(owner: str, md: MdFact, ref: str) -> NewMemory:
         owner=owner, content=md.text, tier=1, category=Category.IDENTITY, importance=1.0, topic="_profile",
         source=Source.MIGRATION, provenance=prov, search_terms=safe_terms(md.terms),  # its line's terms comment
     )
+
+
+def _filed(m: NewMemory) -> NewMemory:
+    """A profile line beyond :data:`PROFILE_IMPORT_LIMIT` as a Tier 2 fact:
+    searchable as any, not in every prompt."""
+    return changed(m, tier=2, importance=0.8, topic="")
 
 
 def _summary(text: str, day: str) -> str:

@@ -20,7 +20,8 @@ from gateway.config import Paths
 from gateway.export import UserExport, write_markdown
 from memory.clock import SystemClock
 from memory.identity import IdentityMap
-from memory.migrate import MigrationReport
+from memory.engine import MAX_CONTENT_CHARS
+from memory.migrate import PROFILE_IMPORT_LIMIT, MigrationReport
 from memory.service import SqliteMemory
 from memory.types import GLOBAL_OWNER
 
@@ -275,6 +276,14 @@ def migrate(workspace: Path | None, person: str | None, as_json: bool) -> None:
     )
     if report.memories_archived:
         click.echo(f"{counted(report.memories_archived, 'memories')} archived: their lines are no longer in MEMORY.md")
+    if report.memories_filed:
+        click.echo(f"{counted(report.memories_filed, 'facts')} beyond Core Memory's {PROFILE_IMPORT_LIMIT} entries "
+                   "imported as Tier 2 facts (found when asked about, not in every prompt)")
+    if report.memories_erased:
+        click.echo(f"{counted(report.memories_erased, 'lines')} erased lately by a forget, saved back (an editor's old "
+                   "copy?), not imported again")
+    if report.memories_cut:
+        click.echo(f"{counted(report.memories_cut, 'facts')} longer than {MAX_CONTENT_CHARS} characters imported cut")
     click.echo(f"{counted(report.files_seen, 'files')} seen, {report.files_unchanged} unchanged; users: {', '.join(report.owners) or '-'}")
 
 

@@ -130,3 +130,19 @@ def test_render_with_terms_reads_back_with_them() -> None:
     [g] = facts(render("Fact", "", odd))
     assert (g.text, g.terms) == ("Fact", ("a", "b", "ok"))
     assert facts(render("Fact", "", ())) == facts("- Fact")
+
+
+def test_an_unclosed_comment_is_found_by_its_line() -> None:
+    """What hides the lines after it as Markdown renders it: a ``<!--``
+    opening a line and never closed below, or one after a line's words not
+    closed on that line (the file store writes its comments so); closed
+    ones, several on a line, and a code block's text are fine."""
+    from memory.mdfacts import unclosed_comment
+
+    assert unclosed_comment("- a\n<!-- a note\n- b\n- c\n") == 2
+    assert unclosed_comment("- a\n<!-- a note\n- b -->\n- c\n") == 0
+    assert unclosed_comment("- a <!-- terms: db, 数据库\n- b <!-- 2026-01-02 -->\n") == 1
+    assert unclosed_comment("- a <!-- terms: db --> <!-- 2026-01-02 -->\n") == 0
+    assert unclosed_comment("<!-- a\nb --> c <!-- d\n") == 2
+    assert unclosed_comment("```html\n<!-- in code\n```\n- a\n") == 0
+    assert unclosed_comment("<!---->\n- a\n") == 0

@@ -505,7 +505,8 @@ async def test_the_log_names_files_without_the_users_or_their_files_names(
     assert left == {("not_a_memory_file", f"users/*-{digest}/file-{name_hash}.md"),
                     ("owner_mismatch", f"users/#{dir_hash}")}
     assert "QUOKKA" not in json.dumps(r.log_fields())
-    assert r.log_fields() == {"memories_added": 2, "memories_skipped": 0, "memories_archived": 0, "events_added": 0,
+    assert r.log_fields() == {"memories_added": 2, "memories_skipped": 0, "memories_archived": 0,
+                              "memories_filed": 0, "memories_cut": 0, "memories_erased": 0, "events_added": 0,
                               "events_replaced": 0, "events_skipped": 0, "files_seen": 1, "files_unchanged": 0,
                               "owners": 2, "problems": 2, "held": 0}
 
