@@ -397,7 +397,13 @@ class Delivery:
             return
         now = self.clock.now()
         if (msg.channel, msg.chat_id) in self._held:
-            await self._keep(msg, created_at=now, due=now, reason="earlier replies to the chat are waiting")
+            # Not due before the replies it waits behind: its row, written
+            # before it was published (hold), may be older than theirs (a
+            # note the channel sent meanwhile failed first), which makes it
+            # the chat's head, and a pass sends the chat from its head on.
+            last = await self.outbox.last_due(msg.channel, msg.chat_id)
+            due = max(now, last) if last is not None else now
+            await self._keep(msg, created_at=now, due=due, reason="earlier replies to the chat are waiting")
             return
         rests: list[str] = []  # what was left after each part that went out
         try:

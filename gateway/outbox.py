@@ -208,6 +208,12 @@ class Outbox:
                                      (channel, chat_id, self.run))
         return _decode(row, self.kind) if row is not None else None
 
+    async def last_due(self, channel: str, chat_id: str) -> datetime | None:
+        """The latest next attempt of the chat's waiting rows (None: none waits)."""
+        row = await self.db.fetchone("SELECT MAX(next_attempt_at) FROM outbox WHERE channel = ? AND chat_id = ? "
+                                     "AND sending <> ?", (channel, chat_id, self.run))
+        return parse_ts(row[0]) if row is not None and row[0] is not None else None
+
     async def older_than(self, created_before: datetime) -> list[Pending]:
         rows = await self.db.fetchall(f"{_SELECT} WHERE created_at < ? AND sending <> ? ORDER BY id",
                                       (format_ts(created_before), self.run))

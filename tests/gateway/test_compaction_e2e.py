@@ -11,8 +11,10 @@ import json
 from pathlib import Path
 
 from gateway.app import App
+from gateway.bus import InboundMessage
 from memory import ManualClock
 from tests.gateway.test_remembering_e2e import Model, fact, running, say
+from tests.gateway.test_app import EchoChannel
 
 
 async def learnt(app: App, owner: str, words: str) -> bool:
@@ -74,3 +76,42 @@ async def test_a_new_session_flushes_what_the_old_one_left_unextracted(tmp_path:
         assert await learnt(app, "echo:alice", "The user's sister lives in Oporto")
         other = await app.backend.engine.list_memories("echo:bob")  # type: ignore[union-attr]
         assert other == []
+
+
+async def test_a_reply_does_not_wait_for_memory_db_while_a_flush_holds_its_writer(tmp_path: Path) -> None:
+    """A chat's next message waits until its last turn is handed to memory,
+    in order, not until memory.db committed it: a flush's transaction (held
+    here for the whole exchange) delays the lines' write, never the replies.
+    Nothing is lost and the lines keep their order once it ends."""
+    model = Model()
+    clock = ManualClock("2026-03-02T10:00:00Z")
+    async with running(tmp_path, model, clock) as (app, fake):
+        engine = app.backend.engine  # type: ignore[union-attr]
+        echo = app.channels["echo"]
+        assert isinstance(echo, EchoChannel)
+        held, release = asyncio.Event(), asyncio.Event()
+
+        async def flush_holding_the_writer() -> None:
+            async with engine.db.transaction():
+                held.set()
+                await release.wait()
+
+        holder = asyncio.create_task(flush_holding_the_writer())
+        await held.wait()
+        try:
+            for i in range(3):  # quick lines: each waits for the last one's buffering
+                clock.advance(5)
+                echo.got.clear()
+                await echo.publish(InboundMessage(channel="echo", chat_id="c-alice", sender_id="alice",
+                                                  text=f"quick line {i}", timestamp=clock.now()))
+                await asyncio.wait_for(echo.got.wait(), 3)
+            assert holder.done() is False  # every reply came while memory.db's writer was held
+        finally:
+            release.set()
+            await holder
+        assert app.loop is not None and await app.loop.drain(5)
+        rows = await engine.db.fetchall(
+            "SELECT role, content FROM extraction_buffer WHERE owner = 'echo:alice' ORDER BY id")
+        assert [r["content"] for r in rows if r["role"] == "user"] == [f"quick line {i}" for i in range(3)]
+        assert [r["role"] for r in rows] == ["user", "assistant"] * 3
+        assert app.sessions is not None and await app.sessions.unbuffered("echo:c-alice") == []

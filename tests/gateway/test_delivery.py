@@ -117,6 +117,28 @@ async def test_replies_sent_while_telegram_fails_arrive_once_in_order_after_it_r
     assert tg.texts() == ["first answer", "second answer", "third answer"]
 
 
+async def test_a_reply_kept_behind_a_failed_one_waits_for_its_backoff_even_when_its_row_is_older(
+    rig: Rig, tg: FakeTelegram
+) -> None:
+    """A reply's row is written before it is published (Delivery.hold), so a
+    note published meanwhile (a photo's, by the channel) can be sent, and
+    fail, first. The reply then waits behind it, and its older row is the
+    chat's head: it must not be due at once, or the pass sends the chat's
+    replies with it, the failed one's backoff ignored (a recall in that
+    backoff then found them gone: test_e2e_feishu_outbox)."""
+    answer = await rig.delivery.hold(OutboundMessage("telegram", CHAT, "the answer"))
+    assert answer.kept
+    tg.fail_next("sendMessage", 502)
+    await rig.reply("a note on the photo")  # the send fails: kept, 15-30 s
+    await rig.bus.publish_outbound(answer)
+    await asyncio.wait_for(rig.bus.outbound_queue("telegram").join(), 10)
+    await rig.later(0)  # a pass (the sender wakes one): nothing is due yet
+    assert tg.texts() == [] and await rig.outbox.count() == 2
+    await rig.later(30)
+    assert tg.texts() == ["the answer", "a note on the photo"]  # the order the messages came in
+    assert await rig.outbox.count() == 0
+
+
 async def test_a_user_who_blocked_the_bot_is_logged_once_not_per_reply(rig: Rig, tg: FakeTelegram) -> None:
     """Several replies waiting when the user blocks the bot: each is
     dropped, the log says so once for the chat; once the chat takes a
