@@ -239,9 +239,22 @@ class ChatLock:
     def exclusive(self) -> None:
         """For an erasure, before it changes anything."""
         if not self._take(fcntl.LOCK_EX if fcntl is not None else 0):
+            if self._erasing():
+                raise ChatRunning(f"another erasure (myclaw memory forget) is running on {self.path.parent.parent}; "
+                                  "run this again when it is done")
             raise ChatRunning(f"myclaw chat is running on this home ({self.path.parent.parent}): it holds what it "
                               "has of the user and would write it back after the erasure; end it (Ctrl-D or "
                               "/exit), then run this again")
+
+    def _erasing(self) -> bool:
+        """Whether the holder refusing an erasure is another erasure (it
+        holds the lock exclusively: not even a chat's share is granted),
+        not chats sharing it."""
+        probe = ChatLock(self.path.parent)
+        if probe._take(fcntl.LOCK_SH if fcntl is not None else 0):
+            probe.release()
+            return False
+        return True
 
     def _take(self, mode: int) -> bool:
         if fcntl is None or self._fd is not None:

@@ -452,7 +452,8 @@ async def _long_term(
     known: set[str] = set((entry or {}).get("lines", []))
     new: list[NewMemory] = []
     text = data.decode("utf-8")  # checked by the caller
-    if line := unclosed_comment(text):
+    # Off the event loop too: 8 MB of lines is ~0.1 s of scanning (docs/BENCHMARKS.md, session 32).
+    if line := await asyncio.to_thread(unclosed_comment, text):
         # A typo, not a wish to forget what it hides: the save is skipped
         # (what was imported stays), as a file that is not UTF-8; no ledger
         # entry, so the save that closes it is imported.

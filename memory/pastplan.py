@@ -14,7 +14,10 @@ longer shows it: "when was Atlas due?" is answered.
 A date counts only when it was ahead of the day the entry was said: a
 birthday, a move or a shipped date are behind it and stay. A day or a
 month named with its year (``2026-04-30``, "June 3, 2026", 2026年4月30日;
-:mod:`memory.timeref`); a year alone is no deadline.
+:mod:`memory.timeref`); a year alone is no deadline. Nor is a day a state
+starts on ("works at Acme starting 2026-03-01", 从2026年3月1日起, 2026年5月起):
+what starts then is still true after it, unless the entry also says when
+it ends ("from 2026-03-01 to 2026-03-10", 3月1日到3月10日).
 """
 
 from __future__ import annotations
@@ -32,6 +35,11 @@ PAST_GRACE_DAYS = 30
 missed is still what the user works against ("we're two weeks late")."""
 
 _ISO_DAY = re.compile(r"(?<![\d-])(\d{4})-(\d{2})-(\d{2})(?![\d-])")
+_DAYISH = r"(?:\d|(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.?\s+\d)"
+# A start word just before a day (English), or 从/自 before and 起/开始 after one (Chinese).
+_STARTS = re.compile(rf"\b(?:since|from|starting|beginning|as of|effective)\s+(?:on\s+|in\s+|from\s+)?{_DAYISH}"
+                     r"|[从自]\s*\d|[\d日号月]\s*(?:起|开始|以来|以后|之后)")
+_ENDS = re.compile(rf"[\d日号月]\s*(?:to|until|till|through|到|至|~|–)\s*{_DAYISH}")
 _LONGEST = timedelta(days=31)  # a day or a month; a year names no day that passes
 
 
@@ -62,5 +70,8 @@ def passed(content: str, said: str, today: date) -> bool:
         day = date.fromisoformat(said[-10:])
     except ValueError:
         return False
+    low = content.casefold()
+    if _STARTS.search(low) and not _ENDS.search(low):
+        return False  # a state from that day on: still true after it
     ahead = [last for first, last in _days(content, day) if first > day]
     return bool(ahead) and all(last + timedelta(days=PAST_GRACE_DAYS) < today for last in ahead)

@@ -7,7 +7,8 @@ own words and shows it under the fact that replaced it (docs/RETRIEVAL.md
 §6a).
 
 The user changed their mind (``superseded``), not a merge (``archived``),
-never a credential, and not a slip an edit corrected (the fact that
+never a credential nor a fact a credential replaced (an old key filed as
+config is still a key), and not a slip an edit corrected (the fact that
 replaced it is drawn from an edited message): as the replaced line of
 :meth:`MemoryEngine.replaced_facts`. Private chats only (the caller's).
 """
@@ -41,7 +42,7 @@ def _sql(periods: int) -> str:
     SELECT up.id AS heir, o.id, o.owner, o.category, o.content, o.source_text, o.importance, o.project, o.topic,
            o.search_terms, o.created_at, o.last_accessed
       FROM up JOIN memories h ON h.id = up.id JOIN memories o ON o.id = up.old
-     WHERE h.owner = ? AND h.status = 'active' AND h.tier = 2
+     WHERE h.owner = ? AND h.status = 'active' AND h.tier = 2 AND h.category <> 'credential'
      ORDER BY o.created_at DESC, o.id DESC LIMIT ?"""
 
 

@@ -5,6 +5,9 @@ saved through the engine's single writer every ``--every`` seconds, as
 the gateway would while the file sync imports).
 
     .venv/bin/python scripts/bench_import.py [--lines 60000] [--every 0.05]
+
+``--unclosed``: the same paste ending in a ``<!--`` never closed (the save
+is skipped as a typo): the longest the event loop is held meanwhile.
 """
 
 from __future__ import annotations
@@ -60,9 +63,38 @@ async def main(lines: int, every: float) -> None:
           f"max_ms={1000 * waits[-1]:.1f}")
 
 
+async def unclosed(lines: int) -> None:
+    """The longest event-loop stall while a save with an unclosed comment is read and skipped."""
+    with tempfile.TemporaryDirectory(prefix="bench-import-") as d:
+        ws = Path(d)
+        (ws / "memory").mkdir()
+        text = "".join(f"- 用户喜欢在周末去爬山，经常和朋友讨论项目 Atlas 的进度 {i} <!-- 2026-01-05 -->\n"
+                       for i in range(lines)) + "- the last line <!-- never closed\n"
+        (ws / "memory" / "MEMORY.md").write_text(text, encoding="utf-8")
+        engine = await MemoryEngine.open(ws / "memory.db")
+        worst, done = 0.0, False
+
+        async def ticks() -> None:
+            nonlocal worst
+            last = time.perf_counter()
+            while not done:
+                await asyncio.sleep(0.001)
+                now = time.perf_counter()
+                worst, last = max(worst, now - last), now
+
+        task = asyncio.create_task(ticks())
+        await asyncio.sleep(0.01)
+        r = await migrate_files(ws, engine, log_problems=False)
+        done = True
+        await task
+        await engine.close()
+    print(f"lines={lines} bytes={len(text.encode())} skipped={len(r.problems)} loop_stall_max_ms={1000 * worst:.0f}")
+
+
 if __name__ == "__main__":
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--lines", type=int, default=60_000)
     ap.add_argument("--every", type=float, default=0.05)
+    ap.add_argument("--unclosed", action="store_true", help="the loop's longest stall over a skipped save")
     a = ap.parse_args()
-    asyncio.run(main(a.lines, a.every))
+    asyncio.run(unclosed(a.lines) if a.unclosed else main(a.lines, a.every))

@@ -171,3 +171,27 @@ def test_a_gateway_says_it_takes_erasure_requests_and_a_bare_lock_does_not(tmp_p
     finally:
         lock.release()
     assert not running_serves(tmp_path, "erasures")  # released: the words left behind mean nothing
+
+
+def test_an_erasure_beside_another_erasure_is_told_so_not_of_a_chat(tmp_path: Path) -> None:
+    from gateway.datalock import ChatLock, ChatRunning
+
+    first = ChatLock(tmp_path)
+    first.exclusive()
+    try:
+        with pytest.raises(ChatRunning) as refused:
+            ChatLock(tmp_path).exclusive()
+        said = str(refused.value)
+        assert "another erasure" in said and "myclaw chat is running" not in said, said
+    finally:
+        first.release()
+    chat = ChatLock(tmp_path)
+    chat.share()
+    try:
+        with pytest.raises(ChatRunning, match="myclaw chat is running on this home"):
+            ChatLock(tmp_path).exclusive()
+    finally:
+        chat.release()
+    alone = ChatLock(tmp_path)
+    alone.exclusive()  # neither left a lock behind
+    alone.release()

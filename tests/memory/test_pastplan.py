@@ -53,3 +53,18 @@ async def test_a_passed_deadline_leaves_core_memory_and_is_still_recalled(
     hits = await memory.recall("alice", "When was Atlas due to ship?")
     # Once, as the fact it was drawn from (dated the day it was said), not again as the entry.
     assert [h.id for h in hits if "due to ship" in h.content] == [fact.id], hits
+
+
+def test_a_state_that_starts_on_a_day_ahead_is_no_plan_that_passes() -> None:
+    # Who the user works for, or what they use, from a day ahead on: still
+    # true once the day is past, so the entry stays in Core Memory.
+    today = date(2026, 12, 1)
+    for entry in ("Alice works at Acme starting 2026-03-01", "Alice will work at Acme from March 1, 2026",
+                  "Since 2026-03-01 Alice leads the Atlas team", "Alice is the Atlas lead as of 2026-03-01",
+                  "用户从2026年3月1日起在Acme工作", "用户2026年3月1日开始在Acme上班", "用户2026年5月起改用Rust"):
+        assert not passed(entry, "2026-02-10", today), entry
+    # A span that ends, or a day with no start word, still passes.
+    for entry in ("Alice is away from 2026-03-01 to 2026-03-10", "Alice is on parental leave until 2026-06-30",
+                  "用户2026年3月1日到3月10日出差", "Atlas 要在2026年4月30日前上线", "Alice starts the Atlas demo prep; "
+                  "the demo is on 2026-03-05"):
+        assert passed(entry, "2026-02-10", today), entry

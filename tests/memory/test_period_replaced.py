@@ -111,3 +111,24 @@ async def test_no_period_history_for_an_edit_a_credential_another_user_or_a_grou
     assert "Oracle" not in text and "DB2" not in text, text
     group = await memory.recall("alice", ASKED, tz=BERLIN, private=False, chat=("echo", "g1"))
     assert all(h.replaced is None for h in group), group
+
+
+async def test_a_credential_that_replaced_a_fact_carries_no_history_named_period_or_not(
+    engine: MemoryEngine, clock: ManualClock
+) -> None:
+    # The old key was filed as config; the credential that replaced it
+    # shows no replaced line, asked of its month or not (as SqliteMemory._with_replaced).
+    clock.set("2026-02-10T18:00:00Z")
+    old = await engine.add(said("The Atlas staging database key is sunflower77-old",
+                                "The Atlas staging database key is sunflower77-old", Category.CONFIG, "database"))
+    clock.set("2026-03-10T18:00:00Z")
+    new = await engine.add(NewMemory(owner="alice", content="The Atlas staging database key is now moonrise88",
+                                     category=Category.CREDENTIAL, project="atlas", topic="database"))
+    await engine.set_status(old.id, "superseded", superseded_by=new.id)
+    clock.set("2027-01-01T12:00:00Z")
+    memory = SqliteMemory(engine)
+    for asked in ("What was the Atlas staging database key in February?", "What is the Atlas staging database key?"):
+        hits = await memory.recall("alice", asked, tz=BERLIN)
+        assert any(h.id == new.id for h in hits), [h.content for h in hits]
+        assert all(h.replaced is None for h in hits if h.id == new.id), hits
+        assert "sunflower77" not in format_hits(hits), format_hits(hits)
