@@ -189,6 +189,9 @@ class GatewayLock:
                 + (f" (pid {pid})" if pid else "")
                 + "; stop it first, or give this one its own MYCLAW_HOME"
             ) from None
+        except BaseException:
+            os.close(fd)
+            raise
         os.ftruncate(fd, 0)
         os.write(fd, f"{os.getpid()}\n".encode())
         self._fd = fd
@@ -266,6 +269,9 @@ class ChatLock:
         except BlockingIOError:
             os.close(fd)
             return False
+        except BaseException:  # ENOLCK on a network mount, say: the descriptor is not kept open
+            os.close(fd)
+            raise
         self._fd = fd
         return True
 

@@ -195,3 +195,27 @@ def test_an_erasure_beside_another_erasure_is_told_so_not_of_a_chat(tmp_path: Pa
     alone = ChatLock(tmp_path)
     alone.exclusive()  # neither left a lock behind
     alone.release()
+
+
+def test_a_lock_the_file_system_refuses_keeps_no_descriptor_open(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """flock can fail for another reason than a holder (ENOLCK on a network
+    mount): the error goes up, and the file it opened is closed."""
+    import errno
+    import fcntl
+
+    from gateway.datalock import ChatLock
+
+    def refuse(fd: int, op: int) -> None:
+        raise OSError(errno.ENOLCK, "No locks available")
+
+    made = ChatLock(tmp_path)
+    made.share()  # the folder and its file exist before the count
+    made.release()
+    open_before = len(os.listdir("/proc/self/fd"))
+    monkeypatch.setattr(fcntl, "flock", refuse)
+    for lock in (ChatLock(tmp_path).share, ChatLock(tmp_path).exclusive,
+                 GatewayLock(tmp_path / "gw").acquire):
+        with pytest.raises(OSError) as failed:
+            lock()
+        assert failed.value.errno == errno.ENOLCK
+    assert len(os.listdir("/proc/self/fd")) == open_before
