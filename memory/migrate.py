@@ -191,11 +191,15 @@ def _ledger_prefix(owner: str) -> str:
     return _LEDGER_PREFIX + json.dumps([owner, ""], ensure_ascii=False)[:-2]  # 'migrated:["owner", "'
 
 
-async def has_ledger(conn: aiosqlite.Connection, owner: str) -> bool:
+async def has_ledger(conn: aiosqlite.Connection, owner: str, *, imported: bool = False) -> bool:
     """Whether the ledger holds entries of ``owner``'s files (what
-    :func:`drop_ledger` would delete)."""
+    :func:`drop_ledger` would delete); ``imported``: entries of an import
+    (with a stamp), not one holding only a skipped save's record
+    (:func:`_skipped`, for doctor), which imported nothing."""
     prefix = _ledger_prefix(owner)
-    async with conn.execute("SELECT 1 FROM meta WHERE substr(key, 1, ?) = ? LIMIT 1", (len(prefix), prefix)) as cur:
+    stamped = " AND json_extract(value, '$.size') IS NOT NULL" if imported else ""
+    async with conn.execute(f"SELECT 1 FROM meta WHERE substr(key, 1, ?) = ?{stamped} LIMIT 1",
+                            (len(prefix), prefix)) as cur:
         return await cur.fetchone() is not None
 
 

@@ -327,7 +327,7 @@ async def _file_under(ws: Path, engine: MemoryEngine, user: str, moved: list[Pat
     if not top:
         return
     async with engine.db.transaction() as conn:
-        imported = await has_ledger(conn, GLOBAL_OWNER)
+        imported = await has_ledger(conn, GLOBAL_OWNER, imported=True)
     if imported:
         raise click.ClickException(
             f"{ws / 'memory'}'s top-level files were already imported under _global: moving them now would "
