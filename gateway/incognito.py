@@ -63,6 +63,10 @@ class Incognito:
     async def forget_owner(self, owner: str) -> int:
         return int(await self.end(owner))
 
+    async def owners(self) -> list[str]:
+        """Who has it on (the whole store's export names them)."""
+        return [str(r[0]) for r in await self.db.fetchall("SELECT owner FROM user_incognito ORDER BY owner")]
+
     async def move_owner(self, old: str, new: str) -> int:
         """merge-identities: ``old``'s setting becomes ``new``'s unless ``new`` has one."""
         _, moved = await self.db.write(

@@ -134,6 +134,11 @@ class RecentFiles:
         kept = [f for files in self._chats.values() for f in files if f.owner == owner and f.received >= cutoff]
         return sorted(kept, key=lambda f: (f.received, abs(f.id)))
 
+    def owners(self) -> list[str]:
+        """Who sent a file still kept (the whole store's export names them)."""
+        cutoff = self.clock.now() - self.ttl
+        return sorted({f.owner for files in self._chats.values() for f in files if f.received >= cutoff and f.owner})
+
     async def text(self, file: KeptFile) -> str | None:
         """The file's text; None when it is no longer kept (erased meanwhile)."""
         held = self._texts.get(file.id)  # not written yet, or never to be (incognito)

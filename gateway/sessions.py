@@ -871,6 +871,11 @@ class SessionStore:
             cur = await conn.execute("DELETE FROM session_messages WHERE owner = ?", (owner,))
         return cur.rowcount
 
+    async def owners(self) -> list[str]:
+        """Whose Tier 0 messages are kept (the whole store's export names them)."""
+        rows = await self.db.fetchall("SELECT DISTINCT owner FROM session_messages WHERE owner != '' ORDER BY owner")
+        return [str(r[0]) for r in rows]
+
     async def owned(self, owner: str) -> int:
         """How many Tier 0 messages belong to ``owner``."""
         row = await self.db.fetchone("SELECT COUNT(*) FROM session_messages WHERE owner = ?", (owner,))

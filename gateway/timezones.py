@@ -216,6 +216,10 @@ class UserTimezones:
     async def forget_owner(self, owner: str) -> int:
         return int(await self.clear(owner))
 
+    async def owners(self) -> list[str]:
+        """Who set a zone (the whole store's export names them)."""
+        return [str(r[0]) for r in await self.db.fetchall("SELECT owner FROM user_timezones ORDER BY owner")]
+
     async def move_owner(self, old: str, new: str) -> int:
         """merge-identities: ``old``'s zone becomes ``new``'s unless ``new`` has one."""
         _, moved = await self.db.write(

@@ -182,6 +182,24 @@ class UserData:
                           incognito_since=since, files=files, projects=projects, groups=groups,
                           unanswered=waiting, earlier=earlier), index
 
+    async def owners(self) -> list[str]:
+        """Everyone the gateway keeps anything of beside memory (what
+        :meth:`export` gathers: a time zone, incognito, kept history, recent
+        files, scheduled jobs), so the whole store's export misses no one
+        who has no memory row."""
+        found: set[str] = set()
+        if self.timezones is not None:
+            found.update(await self.timezones.owners())
+        if self.incognito is not None:
+            found.update(await self.incognito.owners())
+        if self.sessions is not None:
+            found.update(await self.sessions.owners())
+        if self.files is not None:
+            found.update(self.files.owners())
+        if self.cron is not None:
+            found.update(j.user for j in await self.cron.list() if not j.internal and j.user)
+        return sorted(found)
+
     async def erase(self, user: str, *, asking: MessageKey | None = None) -> Census:
         """Erase everything of ``user`` and of their handles' rows from
         before the mapping; returns what went (``asking``, the ``/forget

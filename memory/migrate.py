@@ -49,7 +49,9 @@ A save with an unclosed ``<!--`` (:func:`memory.mdfacts.unclosed_comment`:
 as Markdown renders it, it hides every line after it, or makes a terms
 comment's words the fact's) is a typo, not a wish to forget the lines it
 hides: the save is skipped as the file's problem, nothing imported or
-archived, until a save closes it. A file imported before this rule with
+archived, until a save closes it. That skip, and a file's that is not
+UTF-8, is recorded in the file's ledger entry (``skipped``: kind, path,
+line), which ``myclaw doctor`` lists; the next import drops it. A file imported before this rule with
 such a comment is not read again for it (its ledger stamp still matches).
 
 A paste is not a profile: an owner's Tier 1 entries from files stop at
@@ -189,11 +191,15 @@ def _ledger_prefix(owner: str) -> str:
     return _LEDGER_PREFIX + json.dumps([owner, ""], ensure_ascii=False)[:-2]  # 'migrated:["owner", "'
 
 
-async def has_ledger(conn: aiosqlite.Connection, owner: str) -> bool:
+async def has_ledger(conn: aiosqlite.Connection, owner: str, *, imported: bool = False) -> bool:
     """Whether the ledger holds entries of ``owner``'s files (what
-    :func:`drop_ledger` would delete)."""
+    :func:`drop_ledger` would delete); ``imported``: entries of an import
+    (with a stamp), not one holding only a skipped save's record
+    (:func:`_skipped`, for doctor), which imported nothing."""
     prefix = _ledger_prefix(owner)
-    async with conn.execute("SELECT 1 FROM meta WHERE substr(key, 1, ?) = ? LIMIT 1", (len(prefix), prefix)) as cur:
+    stamped = " AND json_extract(value, '$.size') IS NOT NULL" if imported else ""
+    async with conn.execute(f"SELECT 1 FROM meta WHERE substr(key, 1, ?) = ?{stamped} LIMIT 1",
+                            (len(prefix), prefix)) as cur:
         return await cur.fetchone() is not None
 
 
@@ -302,9 +308,34 @@ def _decode(data: bytes) -> tuple[str | None, str]:
     database is the record and the mangled words would be all that is left."""
     try:
         return data.decode("utf-8").removeprefix("\ufeff"), ""
+    except UnicodeDecodeError:
+        return None, f"not UTF-8 text (line {_bad_line(data)})"
+
+
+def _bad_line(data: bytes) -> int:
+    """The line of ``data``'s first byte that is not UTF-8 (0: none)."""
+    try:
+        data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        line = data[: exc.start].count(b"\n") + 1
-        return None, f"not UTF-8 text (line {line})"
+        return data[: exc.start].count(b"\n") + 1
+    return 0
+
+
+async def _skipped(
+    engine: MemoryEngine, key: str, recorded: dict[str, Any] | None, kind: str, ref: str, data: bytes, line: int
+) -> None:
+    """Record in ``key``'s ledger entry that this save was skipped for a
+    problem of ``kind`` (``myclaw doctor`` lists them; the log has only a
+    hashed name). Written once per save, not at every run that reads it
+    again; dropped by the next import or put-back (the entry is rewritten
+    without it)."""
+    sha = _sha(data)
+    old = (recorded or {}).get("skipped")
+    if isinstance(old, dict) and old.get("sha256") == sha:
+        return
+    skipped = {"kind": kind, "file": ref, "line": line, "since": format_ts(engine.clock.now()), "sha256": sha}
+    async with engine.db.transaction() as conn:
+        await _save_ledger(conn, key, {**(recorded or {}), "skipped": skipped})
 
 
 def _chunks(text: str, max_tokens: int) -> list[str]:
@@ -388,7 +419,9 @@ async def migrate_files(
                 report.owners.append(owner)
             report.files_seen += 1
             key = _ledger_key(f)
-            entry = ledger.get(key)
+            recorded = ledger.get(key)
+            # The last skipped save (see _skipped) is doctor's, not the import's.
+            entry = ({k: v for k, v in recorded.items() if k != "skipped"} or None) if recorded else None
             looked = wall_ns()  # before the stat: a save after it must count as racy
             st = f.path.stat()
             if (
@@ -407,8 +440,9 @@ async def migrate_files(
             data = f.path.read_bytes()
             text, why = _decode(data)
             if text is None:
-                # No ledger entry: once saved as UTF-8, the next run imports it.
+                # Not imported: once saved as UTF-8, the next run imports it.
                 report.problems.append(f"{_ref(root, f)}: {why}; skipped (save it as UTF-8 and migrate again)")
+                await _skipped(engine, key, recorded, "not_utf8", _ref(root, f), data, _bad_line(data))
                 continue
             stamp: dict[str, Any] = {"size": len(data), "sha256": _sha(data), "mtime_ns": st.st_mtime_ns,
                                      "ctime_ns": st.st_ctime_ns, "ino": st.st_ino}
@@ -419,9 +453,19 @@ async def migrate_files(
                 if "held" in entry:
                     log.info("memory file put back; its held removal is dropped", file=log_name(_ref(root, f)))
                 kept = {k: v for k, v in entry.items() if k not in ("racy", "held")} | stamp
-                if kept != entry:
+                if kept != recorded:
                     async with engine.db.transaction() as conn:
                         await _save_ledger(conn, key, kept)
+            elif f.day is None and (line := await asyncio.to_thread(unclosed_comment, text)):
+                # A typo, not a wish to forget what it hides: the save is
+                # skipped (what was imported stays), as a file that is not
+                # UTF-8 (scanned in a thread: 8 MB is ~0.1 s of the loop); the ledger's stamp stays the last import's, so the
+                # save that closes it is imported. (After the put-back above:
+                # a file imported before this rule is not read again for it.)
+                report.problems.append(
+                    f"{_ref(root, f)}: an unclosed <!-- comment (line {line}) hides what follows it; skipped, "
+                    "nothing imported or archived (end it with --> on its line)")
+                await _skipped(engine, key, recorded, "unclosed_comment", _ref(root, f), data, line)
             elif f.day is None:
                 await _long_term(engine, root, f, data, stamp, entry, report)
             else:
@@ -451,16 +495,7 @@ async def _long_term(
 ) -> None:
     known: set[str] = set((entry or {}).get("lines", []))
     new: list[NewMemory] = []
-    text = data.decode("utf-8")  # checked by the caller
-    # Off the event loop too: 8 MB of lines is ~0.1 s of scanning (docs/BENCHMARKS.md, session 32).
-    if line := await asyncio.to_thread(unclosed_comment, text):
-        # A typo, not a wish to forget what it hides: the save is skipped
-        # (what was imported stays), as a file that is not UTF-8; no ledger
-        # entry, so the save that closes it is imported.
-        report.problems.append(
-            f"{_ref(root, f)}: an unclosed <!-- comment (line {line}) hides what follows it; skipped, nothing "
-            "imported or archived (end it with --> on its line)")
-        return
+    text = data.decode("utf-8")  # checked by the caller, with its comments
     # Off the event loop: a 5 MB paste is seconds of parsing and hashing.
     mds, hashes, present = await asyncio.to_thread(_read_facts, text)
     removed = known - present

@@ -10,7 +10,8 @@ Usage (from anywhere; the repo root is put on ``sys.path``)::
                                     [--fusion weighted|rrf] [--lexical-share F]
                                     [--min-similarity F]]
 
-``DIR`` defaults to ``../shared/bench`` next to the repo and may be any folder
+``DIR`` defaults to ``$MYCLAW_BENCH_DATA``, else ``../shared/bench`` next to
+the repo (next to the main checkout from a git worktree) and may be any folder
 with the same layout, so the same command scores the held-out split:
 
 * ``locomo/*.json``: each file a LoCoMo conversation or a list of them;
@@ -128,12 +129,14 @@ import argparse
 import asyncio
 import json
 import math
+import os
 import re
+import subprocess
 import sys
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, date, datetime
 from pathlib import Path
@@ -153,7 +156,31 @@ from memory.schema import buffer_path  # noqa: E402
 from memory.vectorize import Vectorizer  # noqa: E402
 from memory.vectors import VectorIndex  # noqa: E402
 
-DEFAULT_DATA = REPO_ROOT.parent / "shared" / "bench"
+DATA_ENV = "MYCLAW_BENCH_DATA"
+
+
+def default_data(repo_root: Path = REPO_ROOT, env: Mapping[str, str] = os.environ) -> Path:
+    """The benchmark folder when ``--data`` is not given: ``$MYCLAW_BENCH_DATA``;
+    else ``../shared/bench`` next to the checkout; else, in a git worktree
+    (``/work/wt/X``, whose ``..`` holds no ``shared``), next to the main
+    checkout (the git common dir's parent); else the plain one, which then
+    does not exist (``--data``'s error names it, the smoke tests skip)."""
+    if named := env.get(DATA_ENV):
+        return Path(named)
+    plain = repo_root.parent / "shared" / "bench"
+    if plain.is_dir():
+        return plain
+    try:
+        common = subprocess.run(["git", "rev-parse", "--git-common-dir"], cwd=repo_root, capture_output=True,
+                                text=True, timeout=10, check=True).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return plain  # no git, or not a repository: a copied tree
+    main = (repo_root / common).resolve().parent  # relative to repo_root when git says it so
+    found = main.parent / "shared" / "bench"
+    return found if found.is_dir() else plain
+
+
+DEFAULT_DATA = default_data()
 TOP_K = 10
 MADIAL_CONTEXT_LINES = 4
 METRICS = ("R@1", "R@5", "R@10", "All@10", "MRR", "nDCG@10")

@@ -39,6 +39,7 @@ async def write_json(
     titles: Mapping[str, str] | None = None, unanswered: Callable[[str], Awaitable[int]] | None = None,
     handles: Sequence[str] = (),
     kept: Callable[[str], Awaitable[UserExport]] | None = None,
+    also: Sequence[str] = (),
 ) -> tuple[int, int]:
     """Write the export of ``owner`` (every owner when None) through
     ``write``, with a trailing newline; returns (memories, events).
@@ -54,8 +55,10 @@ async def write_json(
     ``kept``: what the gateway keeps of an owner beside memory, as their
     ``/export`` gathers it (gateway/userdata.py): ``users``, one entry per
     owner with any (time zone, incognito, kept history, recent files,
-    scheduled jobs); not asked of ``handles`` (``owner``'s includes theirs)."""
-    owners = [owner, *handles] if owner is not None else await engine.owners()
+    scheduled jobs); not asked of ``handles`` (``owner``'s includes theirs).
+    ``also``: the whole store's (``owner`` None) owners with no memory row
+    whom ``kept`` knows (``UserData.owners``)."""
+    owners = [owner, *handles] if owner is not None else sorted({*await engine.owners(), *also})
     named = f',\n  "unmerged_handles": {_dump(list(handles))}' if handles else ""
     write("{\n" + f'  "exported_at": {_dump(at)},\n  "user": {_dump(owner)}{named},\n  "memories": ')
     chosen = owners if owner is not None else None

@@ -373,16 +373,7 @@ def inspect_held_files(path: Path) -> Check | None:
     """MEMORY.md saves whose import is held (memory/migrate.py: most facts
     gone in one save), from the import ledger; read-only, counts and file
     names only. ``None`` when there are none."""
-    if not path.is_file():
-        return None
-    live = Path(f"{path}-wal").exists() and Path(f"{path}-shm").exists()
-    uri = path.absolute().as_uri() + ("?mode=ro" if live else "?mode=ro&immutable=1")
-    try:
-        with closing(sqlite3.connect(uri, uri=True, timeout=2.0)) as conn:
-            rows = conn.execute("SELECT value FROM meta WHERE key >= 'migrated:' AND key < 'migrated;' "
-                                "AND value LIKE '%\"held\"%'").fetchall()
-    except sqlite3.DatabaseError:  # damage: memory.db's own check says
-        return None
+    rows = _ledger_rows(path, "held")
     held: list[dict[str, Any]] = []
     for (value,) in rows:
         try:
@@ -401,6 +392,52 @@ def inspect_held_files(path: Path) -> Check | None:
                  "removed on purpose, leave it: they are archived "
                  f"{SHRINK_HOLD.total_seconds() / 60:g} minutes after the save (restorable from the memory page)",
                  {"held": held})
+
+
+# What the operator does about each kind of skipped save (memory/migrate.py).
+_SKIP_FIXES = {
+    "unclosed_comment": ("an unclosed <!-- comment", "end the comment with --> on its line"),
+    "not_utf8": ("not UTF-8", "save it as UTF-8"),
+}
+
+
+def inspect_skipped_files(path: Path) -> Check | None:
+    """Memory files whose latest save was skipped for a problem of the file
+    (memory/migrate.py: an unclosed ``<!--``, not UTF-8), from the import
+    ledger; read-only, kind, path and line, never the lines. ``None`` when
+    there are none."""
+    rows = _ledger_rows(path, "skipped")
+    skipped: list[dict[str, Any]] = []
+    for (value,) in rows:
+        try:
+            s = json.loads(value).get("skipped")
+        except (ValueError, AttributeError):
+            continue
+        if isinstance(s, dict) and s.get("kind") in _SKIP_FIXES:
+            skipped.append({k: s.get(k) for k in ("file", "kind", "line", "since")})
+    if not skipped:
+        return None
+    skipped.sort(key=lambda s: str(s["file"]))
+    said = "; ".join(f"{s['file']}: {_SKIP_FIXES[s['kind']][0]} at line {s['line']} (saved {s['since']})"
+                     for s in skipped)
+    fixes = "; ".join(dict.fromkeys(_SKIP_FIXES[s["kind"]][1] for s in skipped))
+    return Check("skipped memory files", "warning", f"a save skipped, nothing imported or archived: {said}",
+                 f"{fixes}; the next save is imported (what was imported before stays)", {"skipped": skipped})
+
+
+def _ledger_rows(path: Path, word: str) -> list[tuple[str]]:
+    """The import ledger's entries (memory.db's ``meta``) that name
+    ``word``, read-only; none if memory.db is missing or damaged."""
+    if not path.is_file():
+        return []
+    live = Path(f"{path}-wal").exists() and Path(f"{path}-shm").exists()
+    uri = path.absolute().as_uri() + ("?mode=ro" if live else "?mode=ro&immutable=1")
+    try:
+        with closing(sqlite3.connect(uri, uri=True, timeout=2.0)) as conn:
+            return conn.execute("SELECT value FROM meta WHERE key >= 'migrated:' AND key < 'migrated;' "
+                                "AND value LIKE ?", (f'%"{word}"%',)).fetchall()
+    except sqlite3.DatabaseError:  # damage: memory.db's own check says
+        return []
 
 
 def _writable_dir(report: Report, name: str, d: Path) -> None:
@@ -440,6 +477,8 @@ def _data_checks(report: Report, cfg: Config | None, paths: Paths) -> None:
                 report.checks.append(vectors)
             if (held := inspect_held_files(f.path)) is not None:
                 report.checks.append(held)
+            if (skipped := inspect_skipped_files(f.path)) is not None:
+                report.checks.append(skipped)
     report.checks.append(_check_permissions(files))
 
 

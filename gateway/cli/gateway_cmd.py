@@ -114,15 +114,17 @@ async def run_gateway(
     signals = _install_signals(stop)
     app = App(cfg, paths)
     log = structlog.get_logger(component="gateway")
-    started = False
+    started = refused = False
     try:
         signals.starting = True
         try:
             started = await _start_unless_stopped(app, stop)
         except (ConfigError, StorageError) as exc:  # operator's words (another gateway, a taken port)
+            refused = True
             log.error(f"gateway not started: {exc}")
             raise
         except Exception as exc:
+            refused = True
             log.error("gateway not started", **error_fields(exc))  # a bug's text may quote a message
             raise
         signals.starting = False
@@ -144,7 +146,9 @@ async def run_gateway(
         return await app.wait(stop)
     finally:
         await app.close()
-        if started or stop.is_set():  # a start cut short by a stop stopped too; one refused never ran
+        # A start cut short by a stop stopped too; one refused never ran,
+        # even with a stop set as it failed (its line said so already).
+        if started or (stop.is_set() and not refused):
             log.info("gateway stopped")
 
 

@@ -43,6 +43,7 @@ from ._json_export import write_json
 from .memory_cmd import _near_hint, _owners_of, _unmerged, memory, user_option
 
 if TYPE_CHECKING:
+    from gateway.userdata import UserData
     from memory import MemoryEngine
 
 
@@ -115,12 +116,13 @@ async def _write_markdown(
 ) -> tuple[int, int]:
     async with contextlib.AsyncExitStack() as stack:
         engine = await stack.enter_async_context(open_engine(path))
-        owners = [owner, *handles] if owner else await engine.owners()
+        data = await _user_data(stack, engine, person=owner is not None)
+        # The whole store: those with only settings, history or jobs too.
+        owners = [owner, *handles] if owner else sorted({*await engine.owners(), *await data.owners()})
         return await write_markdown(write, SqliteMemory(engine), owners, at=engine.now(),
                                     renamed=engine.owned_project_aliases, titles=titles,
                                     unanswered=await _unanswered(stack),
-                                    mapped=dict.fromkeys(handles, owner or ""),
-                                    kept=await _kept(stack, engine, person=owner is not None))
+                                    mapped=dict.fromkeys(handles, owner or ""), kept=_kept(data))
 
 
 async def _write_json(
@@ -128,13 +130,20 @@ async def _write_json(
 ) -> tuple[int, int]:
     async with contextlib.AsyncExitStack() as stack:
         engine = await stack.enter_async_context(open_engine(path))
+        data = await _user_data(stack, engine, person=owner is not None)
         return await write_json(write, engine, owner, at=engine.now(), titles=titles,
-                                unanswered=await _unanswered(stack), handles=handles,
-                                kept=await _kept(stack, engine, person=owner is not None))
+                                unanswered=await _unanswered(stack), handles=handles, kept=_kept(data),
+                                also=await data.owners() if owner is None else ())
 
 
-async def _kept(stack: contextlib.AsyncExitStack, engine: MemoryEngine, *,
-                person: bool) -> Callable[[str], Awaitable[UserExport]]:
+def _kept(data: UserData) -> Callable[[str], Awaitable[UserExport]]:
+    async def kept(owner: str) -> UserExport:
+        return (await data.export(owner))[0]
+
+    return kept
+
+
+async def _user_data(stack: contextlib.AsyncExitStack, engine: MemoryEngine, *, person: bool) -> UserData:
     """What the gateway keeps of a user beside memory, gathered as their
     own ``/export`` gathers it (gateway/userdata.py): settings, kept
     history and recent files (gateway.db), scheduled jobs (cron.db); read
@@ -168,24 +177,19 @@ async def _kept(stack: contextlib.AsyncExitStack, engine: MemoryEngine, *,
             click.echo(f"warning: scheduled jobs not exported: {cron_db} could not be read ({exc})", err=True)
         else:
             stack.push_async_callback(cron.close)
-    everything = UserData(
+    return UserData(
         SqliteMemory(engine), sessions, cron, files=files,
         timezones=UserTimezones(sessions.db) if sessions is not None else None,
         incognito=Incognito(sessions.db) if sessions is not None else None,
         handles_of=IdentityMap(cfg.memory.identities).handles if person else (lambda _user: []),
     )
 
-    async def kept(owner: str) -> UserExport:
-        return (await everything.export(owner))[0]
-
-    return kept
-
 
 async def _keeps(owner: str) -> bool:
     """Whether the gateway keeps anything of ``owner`` beside memory (:func:`_kept`)."""
     async with contextlib.AsyncExitStack() as stack:
         engine = await stack.enter_async_context(open_engine(resolve_db(load_cli_config()), create=False))
-        k = await (await _kept(stack, engine, person=True))(owner)
+        k = await _kept(await _user_data(stack, engine, person=True))(owner)
         return bool(k.timezone or k.incognito_since or k.history or k.files or k.jobs)
 
 
@@ -323,7 +327,7 @@ async def _file_under(ws: Path, engine: MemoryEngine, user: str, moved: list[Pat
     if not top:
         return
     async with engine.db.transaction() as conn:
-        imported = await has_ledger(conn, GLOBAL_OWNER)
+        imported = await has_ledger(conn, GLOBAL_OWNER, imported=True)
     if imported:
         raise click.ClickException(
             f"{ws / 'memory'}'s top-level files were already imported under _global: moving them now would "

@@ -896,6 +896,48 @@ def test_a_held_memory_md_save_is_a_warning_with_what_to_do(home: Path, fakes: F
     assert c["data"] == {"held": [{"file": "MEMORY.md", "removed": 8, "facts": 10, "since": "2026-03-01T12:00:00Z"}]}
 
 
+def test_a_memory_file_whose_save_was_skipped_is_a_warning_with_the_fix(home: Path, fakes: Fakes) -> None:
+    """A MEMORY.md save with an unclosed ``<!--`` and a daily file that is
+    not UTF-8 are skipped as their files' problems (memory/migrate.py); the
+    operator learns it here, by kind and path with the fix, never the
+    lines; once a save fixes the file, the warning goes."""
+    from memory.migrate import migrate_files
+
+    write_config(home, healthy_config(fakes))
+    make_data_files(home)
+    mem = home / "ws" / "memory" / "MEMORY.md"
+    day = mem.parent / "2026-02-20.md"
+    mem.parent.mkdir(parents=True)
+
+    async def run_migrate() -> None:
+        engine = await MemoryEngine.open(home / "data" / "memory.db", ManualClock("2026-03-01T12:00:00Z"))
+        try:
+            await migrate_files(home / "ws", engine)
+        finally:
+            await engine.close()
+
+    mem.write_text("- secret fact 0\n")
+    asyncio.run(run_migrate())
+    assert "skipped memory files" not in checks(doctor("--offline", "--json"))
+    mem.write_text("- secret fact 0\n<!-- secret note\n- secret fact 1\n")
+    day.write_bytes("- secret day\n".encode() + "caf\u00e9".encode("latin-1"))
+    asyncio.run(run_migrate())
+    r = doctor("--offline")
+    said = line(r, "skipped memory files")
+    assert r.exit_code == 0 and said.startswith("warning "), r.output
+    assert "MEMORY.md: an unclosed <!-- comment at line 2" in said and "2026-02-20.md: not UTF-8 at line 2" in said
+    assert "end the comment with -->" in r.output and "save it as UTF-8" in r.output and "secret" not in r.output
+    c = checks(doctor("--offline", "--json"))["skipped memory files"]
+    assert c["data"] == {"skipped": [
+        {"file": "2026-02-20.md", "kind": "not_utf8", "line": 2, "since": "2026-03-01T12:00:00Z"},
+        {"file": "MEMORY.md", "kind": "unclosed_comment", "line": 2, "since": "2026-03-01T12:00:00Z"},
+    ]}
+    mem.write_text("- secret fact 0\n<!-- secret note -->\n- secret fact 1\n")
+    day.write_text("- secret day\n", encoding="utf-8")
+    asyncio.run(run_migrate())
+    assert "skipped memory files" not in checks(doctor("--offline", "--json"))
+
+
 def test_memory_vectors_say_how_far_the_embedding_got(home: Path, fakes: Fakes) -> None:
     """An operator who turns hybrid recall on for a gateway with thousands
     of memories sees how many are embedded yet, with which model."""

@@ -132,3 +132,41 @@ def test_a_user_with_only_a_setting_is_exported_not_refused(home: Path) -> None:
     asyncio.run(seed())
     md = ok("export", "--user", "carol", "--format", "markdown").stdout
     assert "Europe/Paris" in md
+
+
+def test_the_whole_stores_export_holds_users_with_only_settings(home: Path) -> None:
+    """A user with no memory row, only a time zone, incognito on, a job,
+    kept history or a recent file,
+    is in the whole store's export as in ``--user``'s: the operator's
+    export of everything misses nobody the gateway keeps anything of."""
+    ok("add", "Bob likes tea", "--user", "bob")  # memory.db exists
+
+    async def seed() -> None:
+        clock = SystemClock()
+        async with await SessionStore.open(home / "data" / "gateway.db", clock) as s:
+            await UserTimezones(s.db).set("carol", parse_timezone("Europe/Paris"), at=clock.now())
+            await Incognito(s.db).start("dave", at=clock.now())
+            await s.append("telegram:6", channel="telegram", chat_id="6", role="user", content="hi",
+                           owner="frank", message_id="1")
+            recent = RecentFiles(s.db, clock)
+            await recent.keep("telegram:7", "gina", [Document("gina-plan.pdf", "gina's plan")])
+            await recent.flush()
+        store = await CronStore.open(home / "data" / "cron.db", clock)
+        try:
+            await store.add(schedule="0 9 * * *", message="erin's walk", channel="telegram", chat_id="5", user="erin")
+        finally:
+            await store.close()
+
+    asyncio.run(seed())
+    every = json.loads(ok("export").stdout)
+    users = {u["user"]: u for u in every["users"]}
+    assert set(users) == {"carol", "dave", "erin", "frank", "gina"}
+    assert users["frank"]["history_messages"] == 1 and [f["name"] for f in users["gina"]["recent_files"]] == [
+        "gina-plan.pdf"]
+    assert users["carol"]["timezone"] == "Europe/Paris" and users["dave"]["incognito_since"] is not None
+    assert [j["message"] for j in users["erin"]["jobs"]] == ["erin's walk"]
+    md = ok("export", "--format", "markdown").stdout
+    for user, said in (("carol", "Europe/Paris"), ("dave", "ncognito: on since"), ("erin", "erin's walk")):
+        assert f"\n## {user}" in md, user
+        assert said in md.split(f"\n## {user}", 1)[1].split("\n## ", 1)[0], user
+    assert "\n## bob" in md and "Bob likes tea" in md

@@ -462,3 +462,36 @@ async def test_a_gateway_that_never_started_says_so_not_that_it_stopped(tmp_path
     assert code == 1, err
     assert "gateway not started: another gateway is running on" in err
     assert "gateway stopped" not in err
+
+
+async def test_a_start_that_fails_as_a_stop_comes_says_it_was_not_started_only(
+    tmp_path: Path, fake_llm: FakeOpenAI
+) -> None:
+    """A stop signal set while the start fails (a supervisor's SIGTERM as
+    the start is refused): one line, the true one, "gateway not started"
+    with why; never "gateway stopped" after it, as if it had run."""
+    from structlog.testing import capture_logs
+
+    from gateway.app import StorageError
+    from gateway.cli.gateway_cmd import run_gateway
+    from gateway.config import Paths, load_config
+    from gateway.datalock import GatewayLock
+
+    doc = {
+        "provider": {"baseUrl": fake_llm.url, "apiKey": fake_llm.api_key},
+        "channels": {"telegram": {"enabled": True, "token": "123:abcdefghijklmnop", "baseUrl": "http://127.0.0.1:9/bot"}},
+    }
+    (tmp_path / "config.json").write_text(json.dumps(doc), encoding="utf-8")
+    paths = Paths(tmp_path)
+    cfg = load_config(paths.config_file, {})
+    lock = GatewayLock(paths.data_dir)  # another gateway holds the home: the start is refused at once
+    lock.acquire()
+    stop = asyncio.Event()
+    stop.set()  # and a stop came as it was: both done in the start's first step, the refusal raised
+    try:
+        with capture_logs() as logs, pytest.raises(StorageError):
+            await run_gateway(cfg, paths, stop=stop)
+    finally:
+        lock.release()
+    said = [e["event"] for e in logs if e.get("component") == "gateway" and "gateway " in e["event"]]
+    assert len(said) == 1 and said[0].startswith("gateway not started: another gateway is running on"), said

@@ -67,3 +67,21 @@ def test_migrate_user_files_a_one_person_workspace_under_that_user(home: Path) -
     assert not (mem / "MEMORY.md").exists() and not (mem / "2026-03-01.md").exists()
     assert "moved" in r.output and "yang" in r.output
     assert cli("migrate").exit_code == 0 and sorted(owners(home)["yang"]) == sorted(got["yang"])  # no copies
+
+
+def test_a_top_level_file_skipped_for_a_problem_is_not_imported_and_can_still_be_filed_under_its_user(
+    home: Path,
+) -> None:
+    """A migrate that skipped the top-level MEMORY.md (an unclosed <!--)
+    imported nothing under _global: its record of the skip (for doctor) is
+    no import, so --user still files the workspace under its person."""
+    mem = home / "workspace" / "memory"
+    mem.mkdir(parents=True)
+    (mem / "MEMORY.md").write_text("- My name is Yang\n<!-- unclosed\n- I live in Hangzhou\n", encoding="utf-8")
+    r = cli("migrate")
+    assert r.exit_code == 0 and "unclosed <!-- comment" in r.output, r.output
+    assert "_global" not in owners(home)
+    (mem / "MEMORY.md").write_text("- My name is Yang\n<!-- a note -->\n- I live in Hangzhou\n", encoding="utf-8")
+    moved = cli("migrate", "--user", "yang")
+    assert moved.exit_code == 0, moved.output
+    assert sorted(owners(home)["yang"]) == ["I live in Hangzhou", "My name is Yang"]

@@ -57,6 +57,37 @@ async def test_an_unclosed_comment_on_its_own_line_archives_nothing(tmp_path: Pa
     assert await _active(engine) == before | {"A new fact": (await _active(engine))["A new fact"]}
 
 
+async def test_a_skipped_save_is_recorded_once_for_doctor_and_dropped_by_the_save_that_fixes_it(
+    tmp_path: Path, engine: MemoryEngine, clock: ManualClock
+) -> None:
+    """A save skipped for a problem of the file is recorded in its ledger
+    entry (``myclaw doctor`` lists it), once per save: the runs that read it
+    again do not rewrite it; the save that fixes it imports and drops it,
+    and the import's own record is kept meanwhile."""
+    mem = tmp_path / "memory" / "MEMORY.md"
+    save(mem, FACTS, 1)
+    await migrate_files(tmp_path, engine)
+
+    async def ledger() -> dict[str, object]:
+        row = await engine.db.fetchone("SELECT value FROM meta WHERE key LIKE 'migrated:%'")
+        assert row is not None
+        return dict(json.loads(row["value"]))
+
+    imported = await ledger()
+    save(mem, FACTS + "<!-- unclosed\n", 2)
+    await migrate_files(tmp_path, engine)
+    first = await ledger()
+    assert first["skipped"] == {"kind": "unclosed_comment", "file": "MEMORY.md", "line": 6,
+                                "since": "2026-03-01T12:00:00Z", "sha256": first["skipped"]["sha256"]}  # type: ignore[index]
+    assert {k: v for k, v in first.items() if k != "skipped"} == imported
+    clock.advance(timedelta(hours=1))
+    await migrate_files(tmp_path, engine)
+    assert await ledger() == first  # the same save: not recorded again
+    save(mem, FACTS + "<!-- unclosed -->\n", 3)
+    r = await migrate_files(tmp_path, engine)
+    assert not r.problems and "skipped" not in await ledger()
+
+
 async def test_an_unclosed_inline_terms_comment_is_not_made_words(tmp_path: Path, engine: MemoryEngine) -> None:
     """``- fact <!-- terms: a, b`` without its ``-->``: the comment's words
     would become the fact's; the save is skipped the same way."""

@@ -16,10 +16,50 @@ from tests.scripts._load import load_script
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = REPO_ROOT / "scripts" / "bench_recall.py"
-BENCH = REPO_ROOT.parent / "shared" / "bench"
 
 
 br = load_script("bench_recall")
+BENCH = br.default_data()  # the script's own default: a git worktree's smoke runs find the data too
+
+
+# -- where the data is by default ------------------------------------------------
+
+
+def _git(*args: str, cwd: Path) -> None:
+    subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=cwd, check=True,
+                   capture_output=True)
+
+
+def test_the_default_data_is_next_to_a_plain_checkout(tmp_path: Path) -> None:
+    (tmp_path / "shared" / "bench").mkdir(parents=True)
+    (tmp_path / "repo").mkdir()
+    assert br.default_data(tmp_path / "repo", {}) == tmp_path / "shared" / "bench"
+
+
+def test_the_default_data_of_a_git_worktree_is_its_main_checkouts(tmp_path: Path) -> None:
+    """A worktree at /work/wt/X has no ../shared/bench of its own: the main
+    checkout's (the git common dir's parent's) is taken."""
+    (tmp_path / "shared" / "bench").mkdir(parents=True)
+    main = tmp_path / "main"
+    main.mkdir()
+    _git("init", "-q", cwd=main)
+    _git("commit", "-q", "--allow-empty", "-m", "start", cwd=main)
+    _git("worktree", "add", "-q", "-b", "x", str(tmp_path / "wt" / "x"), cwd=main)
+    assert br.default_data(tmp_path / "wt" / "x", {}) == tmp_path / "shared" / "bench"
+
+
+def test_the_environment_names_the_data_before_any_default(tmp_path: Path) -> None:
+    (tmp_path / "shared" / "bench").mkdir(parents=True)
+    (tmp_path / "repo").mkdir()
+    mine = tmp_path / "mine"
+    assert br.default_data(tmp_path / "repo", {"MYCLAW_BENCH_DATA": str(mine)}) == mine
+
+
+def test_without_data_anywhere_the_default_is_the_plain_one(tmp_path: Path) -> None:
+    """A clean clone (no git history either) keeps today's default, which
+    the smoke runs skip on and --data's error names."""
+    (tmp_path / "repo").mkdir()
+    assert br.default_data(tmp_path / "repo", {}) == tmp_path / "shared" / "bench"
 
 
 # -- metrics -------------------------------------------------------------------
