@@ -61,10 +61,13 @@ class Scripted:
         return Reply(content=f"ok ({len(body['messages'])})")
 
 
+def _block(body: dict[str, Any]) -> str:
+    return split_user_content(text_of(body["messages"][-1]["content"]))[0]
+
+
 def _recalled(body: dict[str, Any]) -> str:
     """The <memories> block's lines the request shows as current."""
-    block = split_user_content(text_of(body["messages"][-1]["content"]))[0]
-    return "\n".join(line for line in block.splitlines() if line.startswith("- ["))
+    return "\n".join(line for line in _block(body).splitlines() if line.startswith("- ["))
 
 
 def _prompt(body: dict[str, Any]) -> str:
@@ -156,8 +159,9 @@ async def test_a_family_plans_a_trip_in_a_group_over_three_weeks(tmp_path: Path,
         finally:
             await asyncio.wait_for(app.close(), 15)
 
-    # The current date, not the replaced one (a group shows no history line under it).
+    # The current date, and the replaced one (the group heard both) under it, marked.
     assert "March 28 to April 4" in _recalled(asks["date"]) and "March 20" not in _recalled(asks["date"])
+    assert "no longer true: Tom proposed the Lisbon trip for March 20 to 27" in _block(asks["date"])
     # Each member's group facts come back to them, by name.
     assert "Mia is allergic to peanuts" in _recalled(asks["mia"])
     # By design (memory/scope.py) a group reads the asker's own facts only:
@@ -247,6 +251,7 @@ async def test_a_team_decides_a_release_in_a_feishu_group(tmp_path: Path, clock:
         finally:
             await asyncio.wait_for(app.close(), 30)
     assert "December 17" in _recalled(asks["lin-date"]) and "December 10 (decided" not in _recalled(asks["lin-date"])
+    assert "no longer true: Release 2.0 ships on December 10 (decided by Lin)" in _block(asks["lin-date"])
     # Lin's decisions are Lin's memories (memory/scope.py): Chen, Wang and Sun
     # read none of them once the turns left the window; Zhao's his own.
     assert _recalled(asks["chen-date"]) == _recalled(asks["wang-own"]) == _recalled(asks["sun-owners"]) == ""
