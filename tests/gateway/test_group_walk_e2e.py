@@ -84,12 +84,13 @@ async def test_a_family_plans_a_trip_in_a_group_over_three_weeks(tmp_path: Path,
             assert app.loop is not None and app.extraction is not None and app.cron is not None
             sent = 0
 
-            async def say(user: int, text: str, *, group: bool = True, mention: bool = True) -> dict[str, Any]:
+            async def say(user: int, text: str, *, group: bool = True, mention: bool = True,
+                          reply: bool = False) -> dict[str, Any]:
                 nonlocal sent
                 asked = len(llm.requests)
                 tg.push_text(FAMILY if group else user, user, text, chat_type="supergroup" if group else "private",
-                             first_name=NAMES[user], mention=group and mention)
-                if group and not mention:
+                             first_name=NAMES[user], mention=group and mention, reply_to_bot=reply)
+                if group and not mention and not reply:
                     await asyncio.sleep(0.3)
                     assert app.loop is not None and await app.loop.drain(5)
                     assert len(tg.sent) == sent and len(llm.requests) == asked  # not addressed: no answer
@@ -112,6 +113,7 @@ async def test_a_family_plans_a_trip_in_a_group_over_three_weeks(tmp_path: Path,
             await say(ANNA, "I'll book the hotel in Alfama")
             await say(MIA, "remember I'm allergic to peanuts when you suggest restaurants")
             await say(LEO, "lol Mia and her peanuts", mention=False)  # the bot stays out
+            await say(LEO, "sorry Mia. any beaches near Lisbon?", mention=False, reply=True)  # a reply to it: answered
             # Anna's private reminder, in her own chat.
             await say(ANNA, "remind me privately: my passport expires in April, renew it", group=False)
             await learn(
