@@ -1069,8 +1069,9 @@ class ProcessLoop:
         # rules name whose memories were recalled: the sender's, or for a
         # scheduled job's prompt (marked as the job's, "cron") its maker's,
         # whose turns the window may show. A private chat's prompt is left as it was.
-        speaker = None if not msg.is_group else Speaker("cron") if item.user is not None else Speaker(
-            msg.sender_id, msg.sender_name)
+        speaker: Speaker | None = None
+        if msg.is_group:
+            speaker = Speaker("cron") if item.user is not None else Speaker(msg.sender_id, msg.sender_name)
         asker, made_by = "", ""
         if speaker is not None:
             labels = speaker_labels(history, speaker)
