@@ -1071,13 +1071,25 @@ class ProcessLoop:
             forwards=bool(msg.forwarded),
             files=bool(msg.documents),
         )
-        # A group member's message (not a scheduled job's prompt): every user
-        # turn is marked with who said it, and the rules name whose memories
-        # were recalled. A private chat's prompt is left as it was.
-        speaker = Speaker(msg.sender_id, msg.sender_name) if msg.is_group and item.user is None else None
-        asker = "" if speaker is None else speaker_labels(history, speaker)[speaker.sender_id]
+        # In a group every user turn is marked with who said it, and the
+        # rules name whose memories were recalled: the sender's, or for a
+        # scheduled job's prompt (marked as the job's, "cron") its maker's,
+        # whose turns the window may show. A private chat's prompt is left as it was.
+        speaker: Speaker | None = None
+        if msg.is_group:
+            speaker = Speaker("cron") if item.user is not None else Speaker(msg.sender_id, msg.sender_name)
+        asker, made_by = "", ""
+        if speaker is not None:
+            labels = speaker_labels(history, speaker)
+            if item.user is None:
+                asker = labels[speaker.sender_id]
+            else:
+                maker = next((m.sender_id for m in reversed(history) if m.role == "user" and m.owner == item.user
+                              and m.sender_id not in ("", "cron")), None)
+                made_by = labels.get(maker, "") if maker is not None else ""
         system = await self.prompts.system_prompt(user, private=private, tools=bool(self.agent.tools_for(ctx)), tz=tz,
-                                                  incognito=quiet, asker=asker)
+                                                  incognito=quiet, asker=asker, job=item.user is not None,
+                                                  made_by=made_by)
         # Citations in the chat's language: the model may repeat their words.
         block = self.prompts.memory_block(hits, zh=notes_in_chinese(msg))
         # A photo or file goes to the model with its message only; the

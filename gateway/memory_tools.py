@@ -91,8 +91,13 @@ def memory_tools(
         if category not in Category._value2member_map_:
             raise ToolError(f"unknown category {category!r}; use one of {', '.join(c.value for c in Category)}")
         if not ctx.private:
+            # A group reads the asker's own facts only (memory/scope.py): a member
+            # who asks the bot to keep something "for the group" (an allergy for
+            # restaurant picks) must not be promised that the others' answers will.
             raise ToolError("memories are saved on request only in a private chat with the user; "
-                            "in this group, what they say themselves is learnt without it")
+                            "in this group, what they say themselves is learnt without it, as theirs: it is "
+                            "recalled when they ask, not when another member asks. Tell them so; do not promise that "
+                            "other members' answers will use it")
         # The file's words, though the file came turns ago: "from your file terms.txt", not "told by you".
         names = await files.sources(f"{ctx.channel}:{ctx.chat_id}", ctx.user, content) if files is not None else []
         hit = await backend.remember(

@@ -419,11 +419,15 @@ class PromptBuilder:
     async def system_prompt(
         self, user: str, *, private: bool, tools: bool = False, tz: tzinfo | None = None, incognito: bool = False,
         asker: str = "",
+        job: bool = False,
+        made_by: str = "",
     ) -> str:
         """``tz``: the user's own zone (/timezone), else the gateway's;
         ``incognito``: the user asked not to be learnt from (/incognito);
         ``asker``: in a group, the label of the member who sent the message
-        (:func:`speaker_labels`), whose memories are recalled for it."""
+        (:func:`speaker_labels`), whose memories are recalled for it;
+        ``job``: the message is a scheduled job's, whose memories are its
+        maker's, ``made_by`` (their label, "" when the window names them not)."""
         parts = [t for t in (self._workspace_file(n) for n in WORKSPACE_FILES) if t]
         try:
             profile = (await self.backend.profile(user, private=private)).strip()
@@ -436,11 +440,16 @@ class PromptBuilder:
         rules = _MEMORY_RULES + ("\n" + _TOOL_RULES if tools else "")
         parts.append(rules)
         if not private:
-            name = _attr(asker)
+            name = _attr(made_by if job else asker)
+            if job:
+                opener = f'The latest message is a scheduled job made by "{name}". ' if name else (
+                    "The latest message is a scheduled job a member made. ")
+            else:
+                opener = f'The latest message is from "{name}". ' if name else ""
             parts.append(_GROUP_RULES.format(
-                asker=f'The latest message is from "{name}". ' if asker else "",
-                whose=f'"{name}"\'s' if asker else "the latest message's sender's",
-                them=f'"{name}"' if asker else "that member",
+                asker=opener,
+                whose=f'"{name}"\'s' if name else "its maker's" if job else "the latest message's sender's",
+                them=f'"{name}"' if name else "that member",
             ))
         if incognito:
             parts.append(_INCOGNITO_RULES)

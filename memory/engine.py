@@ -39,6 +39,7 @@ from .lru import LRU
 from .pastplan import passed
 from .projects import ALIASES, Aliased, Unaliased, move_facts, remove_alias, set_alias
 from .schema import open_memory_db
+from .scope import Chat, shown_in
 from .tokenize import TOKENIZER_VERSION, index_terms, index_text, normalize
 from .tokens import estimate_tokens
 from .types import (
@@ -816,19 +817,24 @@ class MemoryEngine:
         changes here or another process writes the file (within a second)."""
         return (await self._profile_shown(owner, limit, include_global, ids))[0]
 
-    async def replaced_facts(self, owner: str, ids: Sequence[int]) -> dict[int, tuple[str, str]]:
+    async def replaced_facts(
+        self, owner: str, ids: Sequence[int], *, private: bool = True, chat: Chat | None = None
+    ) -> dict[int, tuple[str, str]]:
         """For each of ``ids`` that replaced one of ``owner``'s Tier 2 facts
         (``updates``: the user changed their mind, not a merge, which
         archives), the newest it replaced as (created_at, words). Never a
         credential: an old password stays out of the prompt. Not for a fact
         drawn from an edited message (``(edited) ...``): the words it
-        replaced were a slip, never true, so no history."""
+        replaced were a slip, never true, so no history. In a group
+        (``private`` False) only one that group may read (memory/scope.py):
+        the decision it heard before, never one said elsewhere."""
         if not ids:
             return {}
         marks = ",".join("?" * len(ids))
         rows = await self.db.fetchall(
             f"SELECT o.superseded_by, o.content, o.created_at FROM memories o JOIN memories n ON n.id = o.superseded_by "
             f"WHERE o.owner = ? AND o.status = 'superseded' AND o.tier = 2 AND o.category <> 'credential' "
+            f"{shown_in(private=private, chat=chat, prefix='o.')} "
             f"AND o.superseded_by IN ({marks}) AND instr(n.source_text, '(edited) ') = 0 ORDER BY o.created_at, o.id",
             (owner, *ids),
         )

@@ -161,8 +161,9 @@ class SqliteMemory(MemoryBackend):
         # is recalled beside the fact it was drawn from, in the same words.
         hits = _once(hits)
         self.engine.note_access(h.id for h in hits if h.kind == "memory")
+        # What it replaced: in a group, only what that group may read.
+        hits = await self._with_replaced(user, hits, tz, private=private, chat=chat)
         if private:
-            hits = await self._with_replaced(user, hits, tz)
             hits = await self._with_period_events(user, query, hits, tz)
         return hits
 
@@ -188,15 +189,17 @@ class SqliteMemory(MemoryBackend):
         kept[listed[-1]] = replace(kept[listed[-1]], more_days=more)
         return fit_budget(kept, max_hits=lx.max_hits, max_chars=lx.max_chars, token_budget=lx.token_budget)
 
-    async def _with_replaced(self, user: str, hits: list[Hit], tz: tzinfo | None) -> list[Hit]:
+    async def _with_replaced(
+        self, user: str, hits: list[Hit], tz: tzinfo | None, *, private: bool = True, chat: Chat | None = None
+    ) -> list[Hit]:
         """Each recalled fact that replaced one (the user changed their mind)
         carries the fact it replaced, dated: "what did we decide, and when
         had we picked the other?" needs both (seed 002: why a plan was
-        dropped). In the private chat only: a group reads no history. A hit
-        recalled for a fact said in the period the message names keeps that
-        one (memory/saidthen.py)."""
+        dropped). In a group, only a replaced fact that group may read (said
+        there: it heard it). A hit recalled for a fact said in the period
+        the message names keeps that one (memory/saidthen.py)."""
         ids = [h.id for h in hits if h.kind == "memory" and h.category != "credential" and h.replaced is None]
-        old = await self.engine.replaced_facts(user, ids)
+        old = await self.engine.replaced_facts(user, ids, private=private, chat=chat)
         return [replace(h, replaced=(local_day(old[h.id][0], tz), old[h.id][1])) if h.kind == "memory" and h.id in old
                 else h for h in hits]
 

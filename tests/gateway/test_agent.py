@@ -108,6 +108,24 @@ async def test_memory_save_writes_for_the_asker_with_provenance(fake_llm: FakeOp
     assert _tool_messages(fake_llm.requests[1])[0].startswith("Saved [m1 · 2026-03-01")
 
 
+async def test_memory_save_in_a_group_tells_the_model_whom_it_will_serve(
+    fake_llm: FakeOpenAI, engine: MemoryEngine
+) -> None:
+    """"Remember I'm allergic to peanuts when you suggest restaurants", said
+    in a family group: nothing is saved on request there, and what the
+    member said is learnt as theirs, recalled when they ask, never when
+    another member does. The model is told so, to tell them, not to promise
+    the group it will keep it in mind for everyone."""
+    fake_llm.queue_reply(None, tool_calls=[{"name": "memory_save", "arguments": {"content": "Mia is allergic to peanuts"}}])
+    fake_llm.queue_reply("Noted, for your own questions.")
+    async with _llm(fake_llm) as llm:
+        await Agent(llm, tools=memory_tools(SqliteMemory(engine))).run(SYSTEM, replace(ALICE, private=False))
+    (result,) = _tool_messages(fake_llm.requests[1])
+    assert "only in a private chat" in result
+    assert "when they ask" in result and "not when another member asks" in result
+    assert await engine.list_memories("alice") == []
+
+
 async def test_memory_forget_erases_the_askers_memory_and_nothing_else(
     fake_llm: FakeOpenAI, engine: MemoryEngine, tmp_path: Path
 ) -> None:
