@@ -24,6 +24,7 @@ from tests.fakes.telegram_server import FakeTelegram
 
 from .test_e2e_feishu import ENCRYPT_KEY, _app, _feishu_section, _until
 from .test_quoted_e2e import _telegram
+from .test_remembering_e2e import Model
 
 FAMILY = -100900
 TOM, ANNA, MIA, LEO = 11, 12, 13, 14
@@ -35,23 +36,11 @@ def _fact(content: str, terms: list[str], category: str = "decision", updates: i
             "importance": 0.8, "updates": updates, "terms": terms}
 
 
-class Scripted:
+class Scripted(Model):
     """Chat turns answered plainly (a reminder asked for: a one-time job);
     extraction calls answered with the facts the lines they show hold."""
 
-    def __init__(self) -> None:
-        self.extractions: list[tuple[str, dict[str, Any]]] = []
-        self.extraction_prompts: list[str] = []
-
-    def __call__(self, body: dict[str, Any]) -> Reply:
-        if body.get("response_format", {}).get("type") == "json_object":
-            prompt = json.dumps(body["messages"], ensure_ascii=False)
-            self.extraction_prompts.append(prompt)
-            for i, (needle, result) in enumerate(self.extractions):
-                if needle in prompt:
-                    del self.extractions[i]
-                    return Reply(content=json.dumps(result, ensure_ascii=False))
-            return Reply(content='{"facts": [], "summary": "small talk"}')
+    def chat(self, body: dict[str, Any]) -> Reply:
         if body["messages"][-1]["role"] == "tool":
             return Reply(content="Done: I will remind the group.")
         words = said(body)

@@ -41,6 +41,10 @@ class Model:
                     del self.extractions[i]
                     return Reply(content=json.dumps(result, ensure_ascii=False))
             return Reply(content='{"facts": [], "summary": "small talk"}')
+        return self.chat(body)
+
+    def chat(self, body: dict[str, Any]) -> Reply:
+        """A chat turn's answer (a walk that needs more overrides this)."""
         return Reply(content="好的，记住了。")
 
 
