@@ -837,3 +837,5 @@ async def test_now_in_a_question_does_not_recall_a_fact_saying_now(engine: Memor
     # Asked by its other words, a current-state fact is found as before.
     assert (await ids(r, "alice", "what am I eating now?"))[0] == fish
     assert (await ids(r, "alice", "我现在吃什么？"))[0] == zh_fish
+    # Nothing but the frame to go by ("doing" is a stop word): "now" is kept.
+    assert (await ids(r, "alice", "what am I doing now?"))[0] == fish
