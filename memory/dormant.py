@@ -10,7 +10,9 @@ December beside the current project's, as neighbours of its facts and for
 owner's (or ``_global``'s) active memories filed under it was written in
 the last :data:`DORMANT_DAYS`: its ``event``/``conversation`` memories
 then score :data:`DORMANT_FACTOR` of their score, unless the message
-names it (memory/retrieval.py). Not archived: "what did I do on Atlas in
+names it (memory/retrieval.py). A fact of the project said again (a
+``reinforce`` in the memory log) is the user speaking of it too; an
+update is not (``updated_at`` moves on any edit or relabel). Not archived: "what did I do on Atlas in
 March?" names it and finds them as before, and a word said of it again
 makes it live. Its decisions and solutions do not fade with it (what was
 picked for Atlas may still be asked). No model, no language: the dates.
@@ -37,11 +39,18 @@ FADING = frozenset({"event", "conversation"})
 
 
 async def live_projects(db: Database, owners: Sequence[str], now: datetime) -> frozenset[str]:
-    """Projects with an active memory of ``owners`` written in the last
-    :data:`DORMANT_DAYS` (one range scan of ``(owner, status, created_at)``)."""
+    """Projects with an active memory of ``owners`` written, or said again
+    (reinforced), in the last :data:`DORMANT_DAYS`: one range scan of
+    ``(owner, status, created_at)`` and the owners' reinforce lines of the
+    log (``(owner, action)``)."""
     marks = ",".join("?" * len(owners))
+    since = format_ts(now - timedelta(days=DORMANT_DAYS))
     rows = await db.fetchall(
-        f"SELECT DISTINCT project FROM memories WHERE owner IN ({marks}) AND status = 'active' AND created_at >= ?",
-        (*owners, format_ts(now - timedelta(days=DORMANT_DAYS))),
+        f"""SELECT project FROM memories WHERE owner IN ({marks}) AND status = 'active' AND created_at >= ?
+            UNION
+            SELECT m.project FROM memory_log l JOIN memories m ON m.id = l.memory_id
+             WHERE l.owner IN ({marks}) AND l.action = 'reinforce' AND l.at >= ?
+               AND m.owner IN ({marks}) AND m.status = 'active'""",
+        (*owners, since, *owners, since, *owners),
     )
     return frozenset(r[0] for r in rows)

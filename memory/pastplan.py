@@ -13,11 +13,15 @@ longer shows it: "when was Atlas due?" is answered.
 
 A date counts only when it was ahead of the day the entry was said: a
 birthday, a move or a shipped date are behind it and stay. A day or a
-month named with its year (``2026-04-30``, "June 3, 2026", 2026年4月30日;
-:mod:`memory.timeref`); a year alone is no deadline. Nor is a day a state
-starts on ("works at Acme starting 2026-03-01", 从2026年3月1日起, 2026年5月起):
-what starts then is still true after it, unless the entry also says when
-it ends ("from 2026-03-01 to 2026-03-10", 3月1日到3月10日).
+month named with its year (``2026-04-30``, "June 3, 2026", 2026年4月30日,
+今年9月; :mod:`memory.timeref`), or without it in a deadline or a plan
+("due in September", "计划在9月前", said in February: this September); a
+year alone is no deadline. Nor is a day a state
+starts on ("works at Acme starting 2026-03-01", 从2026年3月1日起, 2026年5月起),
+nor an event leading to a state ("moves to Berlin on 2026-04-01", "joins
+Acme", 搬到, 入职): what starts then is still true after it, unless the
+entry also says when it ends ("from 2026-03-01 to 2026-03-10", 3月1日到3月10日).
+When unsure (a move with a deadline word), the entry stays.
 """
 
 from __future__ import annotations
@@ -41,10 +45,28 @@ _STARTS = re.compile(rf"\b(?:since|from|starting|beginning|as of|effective)\s+(?
                      r"|[从自]\s*\d|[\d日号月]\s*(?:起|开始|以来|以后|之后)")
 _ENDS = re.compile(rf"[\d日号月]\s*(?:to|until|till|through|到|至|~|–)\s*{_DAYISH}")
 _LONGEST = timedelta(days=31)  # a day or a month; a year names no day that passes
+# An event that leads to a state: where the user lives, works, whom they
+# are with is still true after the day (a trip or a demo is not). Matched
+# anywhere in the entry: with a deadline word too ("has to move out by"),
+# unsure, and an unsure entry stays.
+_BECOMES = re.compile(r"\b(?:mov(?:e|es|ed|ing)\s+(?:to|into|in|out|back|house|abroad)|relocat\w*"
+                      r"|start(?:s|ed|ing)?\s+(?:at|work\w*|a\s+new\s+job|as|school|university|college)"
+                      r"|join(?:s|ed|ing)?|get(?:s|ting)?\s+married|marr(?:y|ies|ied|ying)|retir(?:e|es|ed|ing)"
+                      r"|becom(?:e|es|ing)|emigrat\w*|transfer(?:s|red|ring)?\s+to|takes?\s+over)\b"
+                      r"|搬到|搬去|搬家|迁居|移居|定居|入职|加入|调到|调往|转到|结婚|退休|上任|接任")
+# A deadline or a plan: a day named without its year is then the next such
+# day ("due in September", said in February, is this September's). Without
+# one, a yearless day may recur (a birthday, a habit of a month): kept.
+_PLAN = re.compile(r"\b(?:due|deadline|ship(?:s|ping)?|launch(?:es|ing)?|release[sd]?|scheduled|planned|plans? to"
+                   r"|expected|target(?:ed)?)\b"
+                   r"|\b(?:by|before)\s+(?:the\s+)?(?:end\s+of\s+|early\s+|mid-?\s*|late\s+)?(?:\d|jan|feb|mar|apr|may|jun"
+                   r"|jul|aug|sep|oct|nov|dec)"
+                   r"|截止|到期|计划|打算|预计|要在|上线|发布|交付|[\d日号月底]\s*[之以]?前")
 
 
-def _days(text: str, said: date) -> list[tuple[date, date]]:
-    """(first, last) day of each day or month ``text`` names."""
+def _days(text: str, said: date, plan: bool = False) -> list[tuple[date, date]]:
+    """(first, last) day of each day or month ``text`` names; of a
+    ``plan``, a yearless one is the next (timeref's ``ahead``)."""
     out: list[tuple[date, date]] = []
     for m in _ISO_DAY.finditer(text):
         try:
@@ -53,9 +75,11 @@ def _days(text: str, said: date) -> list[tuple[date, date]]:
             continue
         out.append((d, d))
     # As of the end of the day it was said: a yearless "March 3" is read as
-    # the latest not after it, so only a date with its year can be ahead.
-    now = datetime.combine(said, datetime.max.time(), UTC)
-    for a, b in periods(normalize(_ISO_DAY.sub(" ", text)), now):
+    # the latest not after it, so only a date with its year (今年9月 names
+    # it) can be ahead, unless the entry is a plan: then the next one. Said
+    # on March 3 itself, "March 3" is that day either way (not ahead).
+    now = datetime.combine(said, (datetime.min if plan else datetime.max).time(), UTC)
+    for a, b in periods(normalize(_ISO_DAY.sub(" ", text)), now, ahead=plan):
         if b - a <= _LONGEST:
             out.append((a.date(), (b - timedelta(microseconds=1)).date()))
     return out
@@ -71,7 +95,7 @@ def passed(content: str, said: str, today: date) -> bool:
     except ValueError:
         return False
     low = content.casefold()
-    if _STARTS.search(low) and not _ENDS.search(low):
+    if (_STARTS.search(low) or _BECOMES.search(low)) and not _ENDS.search(low):
         return False  # a state from that day on: still true after it
-    ahead = [last for first, last in _days(content, day) if first > day]
+    ahead = [last for first, last in _days(content, day, bool(_PLAN.search(low))) if first > day]
     return bool(ahead) and all(last + timedelta(days=PAST_GRACE_DAYS) < today for last in ahead)

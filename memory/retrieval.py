@@ -778,12 +778,19 @@ class Retriever:
         February?" is answered by it, and by what replaced it."""
         best: dict[int, tuple[float, sqlite3.Row]] = {}  # heir -> the best of its period's replaced facts
         for o in await replaced_then(self.engine.db, user, when):
-            if o["heir"] in exclude:
-                continue  # the prompt's Core Memory holds it, without its history
             text = memory_index_text(o["content"], o["source_text"], "", row_cues(o))
             sc = weigh(relevance(text, True), o)
             if o["heir"] not in best or sc > best[o["heir"]][0]:
                 best[o["heir"]] = (sc, o)
+        if in_core := [h for h in best if h in exclude]:
+            # The prompt's Core Memory shows the heir with the newest fact it
+            # replaced under it: left out here when that is the period's,
+            # else recalled with the period's (February's under June's, not
+            # March's, which Core shows): the answer was nowhere.
+            core = await self.engine.replaced_facts(user, in_core)
+            for h in in_core:
+                if core.get(h) == (best[h][1]["created_at"], best[h][1]["content"]):
+                    del best[h]
         if not best:
             return scored, {}
         have = {r["id"]: k for k, (_, r) in enumerate(scored)}

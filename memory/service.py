@@ -13,6 +13,7 @@ import asyncio
 import re
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
+from functools import partial
 from datetime import tzinfo
 from typing import TYPE_CHECKING, Protocol
 
@@ -28,6 +29,7 @@ from .cues import clean_terms, safe_terms
 from .engine import MemoryEngine, more_source_text, row_to_event, row_to_memory
 from .format import fit_budget
 from .forgetting import Forgotten, erase_planned, event_hit, plan_erasure, repeats_forgotten
+from .neighbours import earned
 from .scope import Chat
 from .redact import redact_credentials
 from .retrieval import DATED_EVENTS_MAX, MAX_QUERY_CHARS, Retriever
@@ -155,8 +157,13 @@ class SqliteMemory(MemoryBackend):
             shown = await self.engine.profile_ids(user, ids=True)
         else:
             shown = await self.engine.profile_ids(GLOBAL_OWNER, include_global=False, ids=True)
-        hits = await self.retriever.retrieve(user, query, context=context, private=private, tz=tz, exclude=shown,
-                                             chat=chat)
+        lx = self.retriever if isinstance(self.retriever, Retriever) else self.retriever.lexical
+        # More than the block holds, so a neighbour that earns no place
+        # there leaves it to the next best (memory/neighbours.py).
+        ranked = await self.retriever.retrieve(user, query, context=context, private=private, tz=tz, exclude=shown,
+                                               chat=chat, limit=2 * lx.max_hits)
+        hits = earned(ranked, partial(fit_budget, max_hits=lx.max_hits, max_chars=lx.max_chars,
+                                      token_budget=lx.token_budget))
         # An entry Core Memory no longer shows (its day passed, its budget)
         # is recalled beside the fact it was drawn from, in the same words.
         hits = _once(hits)

@@ -57,7 +57,8 @@ _YEAR = r"(?:19[7-9]\d|20\d\d)"
 _EN_DAY_FIRST = re.compile(rf"\b(\d{{1,2}}){_ORD}\s+(?:of\s+)?({_MONTH})\b\.?(?:,?\s+({_YEAR})\b)?")
 _EN_MONTH_FIRST = re.compile(rf"\b({_MONTH})\.?\s+(\d{{1,2}}){_ORD}\b(?!:)(?:,?\s+({_YEAR})\b)?")
 _EN_MONTH_YEAR = re.compile(rf"\b({_MONTH})\.?,?\s+(?:of\s+)?({_YEAR})\b")
-_EN_MONTH = re.compile(rf"\b(?:(in|during|since|early|late|mid|mid-|last|this|of)\s+)?({_MONTH})\b")
+_EN_MONTH = re.compile(rf"\b(?:(in|during|since|early|late|mid|mid-|last|this|next|of)\s+)?({_MONTH})\b"
+                       r"(?:,?\s+(this|last|next)\s+year\b)?")
 _EN_YEAR = re.compile(rf"\b({_YEAR})\b")
 _EN_AGO = re.compile(r"\b(\d{1,2}|a|an|one|two|three|four|five|six|seven|eight|nine|ten|a few|few|several|couple of"
                      r"|a couple of)\s+(day|week|fortnight|month|year)s?\s+ago\b")
@@ -73,7 +74,10 @@ _EN_NUM = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5
            "eight": 8, "nine": 9, "ten": 10, "a few": 3, "few": 3, "couple of": 2, "a couple of": 2}
 
 _ZH_NUM = "零一二两三四五六七八九十"
-_ZH_DATE = re.compile(rf"(?:(\d{{4}})年)?([\d{_ZH_NUM}]{{1,3}})月(?:([\d{_ZH_NUM}]{{1,3}})[日号])?")
+# 今年9月 is this calendar year's September, said in February too; 大前年 is
+# three years back, read before the 前年 inside it.
+_ZH_DATE = re.compile(rf"(?:(\d{{4}})年|(大前|前|去|今|明|后)年)?([\d{_ZH_NUM}]{{1,3}})月(?:([\d{_ZH_NUM}]{{1,3}})[日号])?")
+_ZH_YEAR_WORD = {"大前": -3, "前": -2, "去": -1, "今": 0, "明": 1, "后": 2}
 _ZH_YEAR = re.compile(r"(\d{4})年")
 _ZH_AGO = re.compile(rf"([\d{_ZH_NUM}几]{{1,3}})(天|周|个星期|个礼拜|星期|个月|年)(?:以)?前")
 # 上周三: a day of a week. Not in a habit (每周三) or one to come (下周三),
@@ -171,6 +175,13 @@ def _latest_year(now: datetime, m: int, d: int = 1) -> int:
     return now.year if (m, d) <= (now.month, now.day) else now.year - 1
 
 
+def _next_year(now: datetime, m: int, d: int | None = None) -> int:
+    """The year of the next month ``m`` (day ``d``) not before ``now``: a
+    plan's "in September" said in February is this one (this month is this
+    month's)."""
+    return now.year if (m, d or now.day) >= (now.month, now.day) else now.year + 1
+
+
 def _relative(now: datetime, unit: str, offset: int | None) -> Period | None:
     today = datetime(now.year, now.month, now.day, tzinfo=UTC)
     if unit == "weekend":  # Saturday and Sunday of this week (0) or of an earlier one
@@ -224,16 +235,21 @@ def _ago(now: datetime, n: int, unit: str) -> Period | None:
     return _relative(now, "year", -n)
 
 
-def periods(text: str, now: datetime, tz: tzinfo | None = None, *, loose: bool = False) -> list[Period]:
+def periods(
+    text: str, now: datetime, tz: tzinfo | None = None, *, loose: bool = False, ahead: bool = False
+) -> list[Period]:
     """Date ranges the (normalised, lower-case) ``text`` refers to, in text
     order; calendar days of ``tz`` when given, else UTC's. ``loose``: read
-    the words said of anything too (最近, 前阵子, "recently", "lately")."""
+    the words said of anything too (最近, 前阵子, "recently", "lately").
+    ``ahead``: a day or month named without its year is the next one, not
+    the latest (a plan said then: memory/pastplan.py); a question asks of
+    the past, so recall reads the latest."""
     if tz is None:
-        return _periods(text, now, loose)
+        return _periods(text, now, loose, ahead)
     # The rules work on a wall clock: run them on the user's, then turn each
     # boundary (their local midnight) into the instant it is.
     wall = now.astimezone(tz).replace(tzinfo=UTC)
-    return [(_instant(a, tz), _instant(b, tz)) for a, b in _periods(text, wall, loose)]
+    return [(_instant(a, tz), _instant(b, tz)) for a, b in _periods(text, wall, loose, ahead)]
 
 
 def _instant(wall: datetime, tz: tzinfo) -> datetime:
@@ -245,8 +261,9 @@ def _nearest(text: str, m: re.Match[str]) -> bool:
     return text[m.end() : m.end() + 1] == "的" or bool(_NEAREST_AFTER.search(text, max(0, m.start() - 9), m.start()))
 
 
-def _periods(text: str, now: datetime, loose: bool = False) -> list[Period]:
+def _periods(text: str, now: datetime, loose: bool = False, ahead: bool = False) -> list[Period]:
     out: list[tuple[int, Period]] = []
+    yearless = _next_year if ahead else _latest_year
     taken: list[tuple[int, int]] = []
 
     def free(a: int, b: int) -> bool:
@@ -259,10 +276,10 @@ def _periods(text: str, now: datetime, loose: bool = False) -> list[Period]:
 
     for m in _EN_DAY_FIRST.finditer(text):
         d, mon, y = int(m.group(1)), _MONTHS[m.group(2)], m.group(3)
-        put(m, _day(int(y) if y else _latest_year(now, mon, d), mon, d))
+        put(m, _day(int(y) if y else yearless(now, mon, d), mon, d))
     for m in _EN_MONTH_FIRST.finditer(text):
         mon, d, y = _MONTHS[m.group(1)], int(m.group(2)), m.group(3)
-        put(m, _day(int(y) if y else _latest_year(now, mon, d), mon, d))
+        put(m, _day(int(y) if y else yearless(now, mon, d), mon, d))
     for m in _EN_MONTH_YEAR.finditer(text):
         put(m, _month(int(m.group(2)), _MONTHS[m.group(1)]))
     for m in _EN_MONTH.finditer(text):
@@ -271,13 +288,17 @@ def _periods(text: str, now: datetime, loose: bool = False) -> list[Period]:
             continue
         if len(name) <= 4 and name not in ("may", "june", "july") and not prep:
             continue  # "dec", "sep" alone are too often something else
-        mon = _MONTHS[name]
-        if prep == "last":
+        mon, year = _MONTHS[name], m.group(3)
+        if year:  # "September this year", "in May last year"
+            y = now.year + {"this": 0, "last": -1, "next": 1}[year]
+        elif prep == "last":
             y = now.year - 1 if mon >= now.month else now.year
         elif prep == "this":
             y = now.year
+        elif prep == "next":
+            y = _next_year(now, mon) if mon != now.month else now.year + 1
         else:
-            y = _latest_year(now, mon)
+            y = yearless(now, mon)
         put(m, _month(y, mon))
     for m in _EN_YEAR.finditer(text):
         put(m, _year(int(m.group(1))))
@@ -308,11 +329,16 @@ def _periods(text: str, now: datetime, loose: bool = False) -> list[Period]:
         else:
             put(m, _relative(now, unit, 0 if which == "this" else -1))
     for m in _ZH_DATE.finditer(text):
-        zh_mon = _zh_int(m.group(2))
-        day = _zh_int(m.group(3)) if m.group(3) else None
+        zh_mon = _zh_int(m.group(3))
+        day = _zh_int(m.group(4)) if m.group(4) else None
         if zh_mon is None:
             continue
-        y = int(m.group(1)) if m.group(1) else _latest_year(now, zh_mon, day or 1)
+        if m.group(1):
+            y = int(m.group(1))
+        elif m.group(2):
+            y = now.year + _ZH_YEAR_WORD[m.group(2)]
+        else:
+            y = _latest_year(now, zh_mon, day or 1) if not ahead else _next_year(now, zh_mon, day)
         put(m, _day(y, zh_mon, day) if day else _month(y, zh_mon))
     for m in _ZH_YEAR.finditer(text):
         put(m, _year(int(m.group(1))))

@@ -64,6 +64,17 @@ STOP_ZH_WORDS = frozenset(
 # Single characters that are grammar, not topic.
 STOP_ZH_CHARS = frozenset("的了是吗呢吧啊么我你他她它在有和就也都这那个一不要会说过来去很还想把被给让上下中里到得地着们吧呀哦嗯")
 
+# Time-frame words say when, not what: "what should I cook right now?" is
+# about cooking, not about every fact that says "now". Cut from a query
+# (not the index) before it is split, so no bigram straddles them (现在 of
+# 实现在线, 目前 of 节目前 are other words); the period a frame names (today,
+# 今天) is still read by memory/timeref.py from the message itself. A
+# message of frame words only ("what now?") keeps them.
+_FRAME = re.compile(
+    r"\b(?:right now|for now|at the moment|at present|now|currently|nowadays|presently|today|tonight)\b"
+    r"|(?<![实表体出发呈显展兑再重浮])现在|(?<![节题项科盲])目前|当前|此刻|眼下|如今|今天|今晚|今儿|这会儿"
+)
+
 _UNIGRAM_WEIGHT = 0.3  # a character inside a longer run: weak evidence on its own
 _GLUE_BIGRAM_WEIGHT = 0.4  # a bigram straddling a grammar character (喜欢的 -> 欢的)
 
@@ -161,15 +172,22 @@ def query_terms(text: str) -> list[tuple[str, float]]:
 
     A word or a bigram weighs 1; a character inside a longer CJK run weighs
     less (it matches many unrelated words) unless the run is that one
-    character (a 1-character query such as 猫).
+    character (a 1-character query such as 猫). Time-frame words (now,
+    现在) are left out unless they are all the message says.
     """
+    text = normalize(text)
+    framed = _FRAME.sub(" ", text)
+    return _query_terms(framed) or (_query_terms(text) if framed != text else [])
+
+
+def _query_terms(text: str) -> list[tuple[str, float]]:
     out: dict[str, float] = {}
 
     def put(term: str, w: float) -> None:
         if w > out.get(term, 0.0):
             out[term] = w
 
-    for m in _TOKEN_RE.finditer(normalize(text)):
+    for m in _TOKEN_RE.finditer(text):
         cjk, raw = m.group(1), m.group(2)
         if raw:
             if raw in STOP_EN or raw.replace("’", "'") in STOP_EN:

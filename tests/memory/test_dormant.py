@@ -6,9 +6,10 @@ December beside the current project's."""
 
 from __future__ import annotations
 
-from memory import Category, ManualClock, MemoryEngine, NewMemory
+from memory import Category, ManualClock, MemoryEngine, NewMemory, Provenance
 from memory.dormant import DORMANT_DAYS
 from memory.retrieval import Retriever
+from memory.service import SqliteMemory
 
 
 def ev(project: str, content: str, category: Category = Category.EVENT) -> NewMemory:
@@ -44,6 +45,33 @@ async def test_naming_the_project_or_saying_something_of_it_again_brings_its_eve
     clock.set("2027-01-01T12:00:00Z")
     again = [h.id for h in await Retriever(engine).retrieve("alice", "How is the export screen work going?")]
     assert again.index(old) < again.index(new), again
+
+
+async def test_a_fact_of_the_project_said_again_is_activity_too(engine: MemoryEngine, clock: ManualClock) -> None:
+    # No new memory under Atlas, but the user restated its decision in
+    # December (a 'reinforce' in the memory log): the project is live.
+    old, decided, new = await _year(engine, clock)
+    clock.set("2026-12-30T18:00:00Z")
+    said = await SqliteMemory(engine).remember("alice", "For the export screen Alice picked CSV over Excel",
+                                               provenance=Provenance(), category="decision", importance=0.8)
+    assert said.id == decided  # reinforced, not a new memory
+    clock.set("2027-01-01T12:00:00Z")
+    again = [h.id for h in await Retriever(engine).retrieve("alice", "How is the export screen work going?")]
+    assert again.index(old) < again.index(new), again
+
+
+async def test_an_edit_or_an_old_reinforce_is_no_activity(engine: MemoryEngine, clock: ManualClock) -> None:
+    # updated_at moves on any update (an edit, a relabel): not the user
+    # speaking of the project. A reinforce older than DORMANT_DAYS is none either.
+    old, decided, new = await _year(engine, clock)
+    clock.set("2026-04-01T18:00:00Z")
+    await SqliteMemory(engine).remember("alice", "For the export screen Alice picked CSV over Excel",
+                                        provenance=Provenance(), category="decision", importance=0.8)
+    clock.set("2026-12-30T18:00:00Z")
+    await engine.update(decided, importance=0.9)
+    clock.set("2027-01-01T12:00:00Z")
+    ranked = [h.id for h in await Retriever(engine).retrieve("alice", "How is the export screen work going?")]
+    assert ranked.index(new) < ranked.index(old), ranked
 
 
 async def test_a_project_is_dormant_only_after_dormant_days_and_global_never(

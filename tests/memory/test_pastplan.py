@@ -68,3 +68,45 @@ def test_a_state_that_starts_on_a_day_ahead_is_no_plan_that_passes() -> None:
                   "用户2026年3月1日到3月10日出差", "Atlas 要在2026年4月30日前上线", "Alice starts the Atlas demo prep; "
                   "the demo is on 2026-03-05"):
         assert passed(entry, "2026-02-10", today), entry
+
+
+def test_a_month_of_this_year_said_in_february_is_ahead() -> None:
+    # 今年9月 is this calendar year's September: a plan, passed in November.
+    for entry in ("Atlas 今年9月上线", "用户今年9月去日本旅行", "Atlas ships in September this year"):
+        assert not passed(entry, "2026-02-10", date(2026, 10, 30)), entry
+        assert passed(entry, "2026-02-10", date(2026, 11, 1)), entry
+
+
+def test_a_plan_without_its_year_is_the_next_such_day() -> None:
+    # "in September" said in February, of a deadline or a plan: this
+    # September, not last year's (which was behind, so the entry stayed forever).
+    for entry in ("Atlas is due to ship in September", "The Atlas deadline is September 15",
+                  "Alice has to finish the Atlas report by the end of September",
+                  "Atlas 计划在9月底前上线", "Atlas 的截止日期是9月15日", "Atlas 要在9月前交付"):
+        assert not passed(entry, "2026-02-10", date(2026, 10, 1)), entry
+        assert passed(entry, "2026-02-10", date(2026, 12, 1)), entry
+
+
+def test_a_yearless_day_with_no_plan_word_stays() -> None:
+    # A birthday or a habit of a month recurs: no year, no plan word, kept.
+    today = date(2027, 6, 1)
+    for entry in ("Alice's birthday is on September 3", "用户的生日是9月3日", "Alice goes skiing in January",
+                  "Alice went to Japan in July", "The Atlas logo was drawn by Bob in July"):
+        assert not passed(entry, "2026-02-10", today), entry
+
+
+def test_a_move_or_a_start_on_a_day_ahead_leads_to_a_state_that_stays() -> None:
+    # "Alice moves to Berlin on 2026-04-01": she lives in Berlin after it.
+    # An event leading to a state is no plan that passes; when an entry
+    # holds both a deadline word and a move, it is unsure: kept.
+    today = date(2026, 12, 1)
+    for entry in ("Alice moves to Berlin on 2026-04-01", "Alice is moving to Berlin on April 1, 2026",
+                  "Alice relocates to Munich on 2026-04-01", "Alice starts at Acme on 2026-03-01",
+                  "Alice joins the Atlas team on 2026-03-01", "Bob and Alice get married on 2026-05-02",
+                  "Alice has to move out of her flat by 2026-04-01",
+                  "用户2026年4月1日搬到柏林", "用户将于2026年3月1日入职Acme", "用户今年9月搬去上海"):
+        assert not passed(entry, "2026-02-10", today), entry
+    # A trip, a deadline, a demo: still plans that pass.
+    for entry in ("Alice flies to Tokyo on June 3, 2026", "Atlas is due to ship by 2026-04-30",
+                  "Atlas 要在2026年4月30日前上线", "Alice starts the Atlas demo prep; the demo is on 2026-03-05"):
+        assert passed(entry, "2026-02-10", today), entry

@@ -132,3 +132,59 @@ async def test_a_credential_that_replaced_a_fact_carries_no_history_named_period
         assert any(h.id == new.id for h in hits), [h.content for h in hits]
         assert all(h.replaced is None for h in hits if h.id == new.id), hits
         assert "sunflower77" not in format_hits(hits), format_hits(hits)
+
+
+async def _config_chain(engine: MemoryEngine, clock: ManualClock, *, june: bool) -> tuple[int, int, int]:
+    """The database choice filed as configuration (a Core Memory newer fact,
+    shown in the system prompt): February's Postgres, replaced in March by
+    MySQL and, with ``june``, in June by SQLite."""
+    clock.set("2026-01-05T18:00:00Z")
+    await engine.add(NewMemory(owner="alice", tier=1, content="Alice is a backend developer in Berlin",
+                               category=Category.IDENTITY, importance=0.9))
+    for day in (3, 9, 20):
+        clock.set(f"2026-02-{day:02d}T18:00:00Z")
+        await engine.add(said(f"Alice worked on Atlas task {day}", f"Worked on Atlas today: task {day}."))
+    clock.set("2026-02-11T18:00:00Z")
+    postgres = await engine.add(said("For Atlas the team chose Postgres over MySQL because it needs JSONB",
+                                     "For Atlas we decided on Postgres, because we need JSONB.", Category.CONFIG,
+                                     "database"))
+    clock.set("2026-03-18T18:00:00Z")
+    mysql = await engine.add(said("Atlas switched from Postgres to MySQL because ops only run MySQL",
+                                  "For Atlas we're moving to MySQL after all: ops only run MySQL.", Category.CONFIG,
+                                  "database"))
+    await engine.set_status(postgres.id, "superseded", superseded_by=mysql.id)
+    heir = mysql.id
+    if june:
+        clock.set("2026-06-05T18:00:00Z")
+        sqlite = await engine.add(said("Atlas moved from MySQL to SQLite for the embedded build",
+                                       "Atlas goes SQLite now, for the embedded build.", Category.CONFIG, "database"))
+        await engine.set_status(mysql.id, "superseded", superseded_by=sqlite.id)
+        heir = sqlite.id
+    clock.set("2027-01-01T12:00:00Z")
+    return postgres.id, mysql.id, heir
+
+
+async def test_a_core_memory_heir_brings_the_periods_fact_when_core_shows_another(
+    engine: MemoryEngine, clock: ManualClock
+) -> None:
+    # Core Memory shows June's SQLite with what it replaced (March's MySQL)
+    # under it; February's Postgres was nowhere, as the heir was left out of
+    # recall (the prompt holds it). It comes back with February's line.
+    _, _, sqlite = await _config_chain(engine, clock, june=True)
+    mem = SqliteMemory(engine)
+    core = await mem.profile("alice")
+    assert f"[m{sqlite} · " in core and "Postgres over MySQL" not in core, core
+    hits = await mem.recall("alice", ASKED, tz=BERLIN)
+    assert hits and hits[0].id == sqlite, [h.content for h in hits]
+    assert hits[0].replaced == ("2026-02-11", "For Atlas the team chose Postgres over MySQL because it needs JSONB")
+    assert "no longer true: For Atlas the team chose Postgres" in format_hits(hits)
+
+
+async def test_a_core_memory_heir_showing_the_periods_fact_is_not_shown_twice(
+    engine: MemoryEngine, clock: ManualClock
+) -> None:
+    _, mysql, _ = await _config_chain(engine, clock, june=False)
+    mem = SqliteMemory(engine)
+    core = await mem.profile("alice")
+    assert f"[m{mysql} · " in core and "no longer true: For Atlas the team chose Postgres" in core, core
+    assert mysql not in [h.id for h in await mem.recall("alice", ASKED, tz=BERLIN)]

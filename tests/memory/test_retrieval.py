@@ -821,3 +821,21 @@ async def test_erasing_a_fact_erases_its_search_terms(engine: MemoryEngine) -> N
     await engine.purge_erased()
     assert await ids(r, "alice", "zanzibarite") == []
     assert await engine.db.fetchone("SELECT 1 FROM memories_vocab WHERE term = 'zanzibarit'") is None
+
+
+async def test_now_in_a_question_does_not_recall_a_fact_saying_now(engine: MemoryEngine) -> None:
+    fish = await add(engine, "alice", "I eat fish again now")
+    risotto = await add(engine, "alice", "Alice likes to cook mushroom risotto on weekends")
+    await add(engine, "alice", "Alice's sister lives in Lyon")
+    r = Retriever(engine)
+    got = await ids(r, "alice", "what should I cook right now?")
+    assert got[0] == risotto and fish not in got, got
+    zh_fish = await add(engine, "alice", "我现在又开始吃鱼了")
+    zh_cook = await add(engine, "alice", "周末喜欢做蘑菇烩饭")
+    got = await ids(r, "alice", "我现在该做什么饭？")
+    assert got[0] == zh_cook and zh_fish not in got, got
+    # Asked by its other words, a current-state fact is found as before.
+    assert (await ids(r, "alice", "what am I eating now?"))[0] == fish
+    assert (await ids(r, "alice", "我现在吃什么？"))[0] == zh_fish
+    # Nothing but the frame to go by ("doing" is a stop word): "now" is kept.
+    assert (await ids(r, "alice", "what am I doing now?"))[0] == fish

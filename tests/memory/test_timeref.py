@@ -211,3 +211,46 @@ def test_loose_words_are_read_only_when_asked(text: str, want: list[tuple[str, s
 @pytest.mark.parametrize("text", ["离我最近的地铁站", "最近的医院在哪", "the closest one, not the most recent"])
 def test_nearest_is_not_recently(text: str) -> None:
     assert loose_days(text) == []
+
+
+FEB = datetime(2026, 2, 10, 9, 0, tzinfo=UTC)
+
+
+@pytest.mark.parametrize(
+    ("text", "want"),
+    [
+        # 今年 is the calendar year of the day said: 9月 of it is ahead in February.
+        ("今年9月我们要做什么？", [("2026-09-01", "2026-10-01")]),
+        ("今年九月十五号", [("2026-09-15", "2026-09-16")]),
+        ("去年9月的体检", [("2025-09-01", "2025-10-01")]),
+        ("明年3月", [("2027-03-01", "2027-04-01")]),
+        ("前年5月", [("2024-05-01", "2024-06-01")]),
+        ("9月", [("2025-09-01", "2025-10-01")]),  # alone: the latest September, as before
+        ("in September this year", [("2026-09-01", "2026-10-01")]),
+        ("September next year", [("2027-09-01", "2027-10-01")]),
+        ("in September last year", [("2025-09-01", "2025-10-01")]),
+        ("this September", [("2026-09-01", "2026-10-01")]),
+        ("next September", [("2026-09-01", "2026-10-01")]),
+        ("大前年5月", [("2023-05-01", "2023-06-01")]),
+        ("in September", [("2025-09-01", "2025-10-01")]),  # a question about the past: the latest
+    ],
+)
+def test_a_month_of_a_named_year_is_that_years(text: str, want: list[tuple[str, str]]) -> None:
+    got = [(a.date().isoformat(), b.date().isoformat()) for a, b in periods(normalize(text), FEB)]
+    assert got == want
+
+
+@pytest.mark.parametrize(
+    ("text", "want"),
+    [
+        ("Atlas ships in September", [("2026-09-01", "2026-10-01")]),
+        ("Atlas 9月上线", [("2026-09-01", "2026-10-01")]),
+        ("due on March 3", [("2026-03-03", "2026-03-04")]),
+        ("due on February 3", [("2027-02-03", "2027-02-04")]),
+        ("Atlas ships in February", [("2026-02-01", "2026-03-01")]),  # this month: this one
+        ("in September 2025", [("2025-09-01", "2025-10-01")]),  # a year named: that one
+    ],
+)
+def test_ahead_reads_a_yearless_day_or_month_as_the_next(text: str, want: list[tuple[str, str]]) -> None:
+    got = [(a.date().isoformat(), b.date().isoformat()) for a, b in periods(normalize(text), FEB, ahead=True)]
+    assert got == want

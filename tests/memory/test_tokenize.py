@@ -69,3 +69,18 @@ def test_irregular_forms_meet_their_base_form() -> None:
 
 def test_light_verbs_are_query_stop_words() -> None:
     assert query_terms("when did we go there? she went home") == [("home", 1.0)]
+
+
+def test_time_frame_words_are_no_topic_of_a_query() -> None:
+    # "now", "right now", "currently", 现在, 目前 say when, not what: a
+    # memory that happens to say "now" is not about cooking.
+    assert [t for t, _ in query_terms("what should I cook right now?")] == ["cook"]
+    assert [t for t, _ in query_terms("What do I currently cook at the moment, today?")] == ["cook"]
+    zh = {t for t, _ in query_terms("我现在该做什么菜？")}
+    assert {"做", "菜"} <= zh and not zh & {"现在", "现", "在"}, zh
+    assert not {t for t, _ in query_terms("目前和当前用的编辑器")} & {"目前", "当前", "目", "当"}
+    # A word that is no frame stays ("right" of "the right answer", "moment").
+    assert "right" in {t for t, _ in query_terms("the right answer")}
+    # A message of frame words only keeps them: "what now?" still asks something.
+    assert [t for t, _ in query_terms("what now?")] == ["now"]
+    assert {t for t, _ in query_terms("现在呢？")} >= {"现在"}
