@@ -123,6 +123,26 @@ async def test_a_skipped_save_of_a_file_deleted_since_is_dropped_by_the_next_ful
     assert len(keys) == rows_before - 1 and any("MEMORY.md" in k for k in keys)  # the day's went whole
 
 
+async def test_a_comment_after_a_facts_words_closed_on_the_next_line_is_imported(
+    tmp_path: Path, engine: MemoryEngine
+) -> None:
+    """A note typed after a fact and wrapped onto the next line before its
+    ``-->`` was taken as unclosed: the save skipped with a warning, the new
+    fact never imported. It is a comment; the save imports, and the
+    wrapped line is no fact of its own."""
+    mem = tmp_path / "memory" / "MEMORY.md"
+    save(mem, FACTS, 1)
+    await migrate_files(tmp_path, engine)
+    save(mem, FACTS + "- Meets Ana on Fridays <!-- ask her about\nthe garden -->\n- A new fact\n", 2)
+    r = await migrate_files(tmp_path, engine)
+    assert r.problems == [] and r.memories_added == 2 and r.memories_archived == 0
+    active = await _active(engine)
+    assert "A new fact" in active and "Meets Ana on Fridays <!-- ask her about the garden -->" in active
+    assert not [c for c in active if c.startswith("the garden")]
+    row = await engine.db.fetchone("SELECT value FROM meta WHERE key LIKE 'migrated:%'")
+    assert row is not None and "skipped" not in json.loads(row["value"])
+
+
 async def test_an_unclosed_inline_terms_comment_is_not_made_words(tmp_path: Path, engine: MemoryEngine) -> None:
     """``- fact <!-- terms: a, b`` without its ``-->``: the comment's words
     would become the fact's; the save is skipped the same way."""
