@@ -185,8 +185,8 @@ class UserData:
     async def owners(self) -> list[str]:
         """Everyone the gateway keeps anything of beside memory (what
         :meth:`export` gathers: a time zone, incognito, kept history, recent
-        files, scheduled jobs), so the whole store's export misses no one
-        who has no memory row."""
+        files, scheduled jobs, messages and edits waiting in the inbox), so
+        the whole store's export misses no one who has no memory row."""
         found: set[str] = set()
         if self.timezones is not None:
             found.update(await self.timezones.owners())
@@ -198,6 +198,8 @@ class UserData:
             found.update(self.files.owners())
         if self.cron is not None:
             found.update(j.user for j in await self.cron.list() if not j.internal and j.user)
+        if self.inbox is not None:
+            found.update(await self.inbox.owners(self.owner_of))
         return sorted(found)
 
     async def erase(self, user: str, *, asking: MessageKey | None = None) -> Census:
