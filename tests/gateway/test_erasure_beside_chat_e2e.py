@@ -16,8 +16,9 @@ import re
 from pathlib import Path
 
 import httpx
+import pytest
 
-from gateway.datalock import ChatLock
+from gateway.datalock import ChatLock, ChatRunning
 from memory import ManualClock
 from tests.gateway.test_remembering_e2e import Model, fact, running, say
 
@@ -101,3 +102,59 @@ async def test_the_memory_pages_erase_all_beside_a_running_chat_refuses(tmp_path
             r = await asyncio.wait_for(c.post("/memory/erase-all", data=form), 10)
             assert r.status_code == 303, r.text
         assert await engine.list_memories("echo:alice", status=None) == []
+
+
+async def test_a_chats_own_forget_all_beside_another_chat_refuses_then_erases_once_it_ended(tmp_path: Path) -> None:
+    """``myclaw chat``'s own ``/forget all`` (its lock turned exclusive for
+    the erasure): another chat on the home would write back what it holds
+    of the user, so refused; once that one ended, the same code erases."""
+    import io
+    import json
+
+    from channels.terminal import TerminalChannel
+    from gateway.app import App
+    from gateway.config import Paths, load_config
+    from tests.fakes.openai_server import FakeOpenAI, Reply, said
+
+    async with FakeOpenAI() as fake:
+        fake.responder = lambda body: Reply(content="noted: " + said(body)[-10:])
+        (tmp_path / "config.json").write_text(json.dumps({"provider": {"baseUrl": fake.url, "maxRetries": 0}}),
+                                              encoding="utf-8")
+        clock = ManualClock("2026-03-02T10:00:00Z")
+        app = App(load_config(tmp_path / "config.json", env={}), Paths(tmp_path), clock=clock, config_channels=False)
+        reader, out = asyncio.StreamReader(), io.StringIO()
+        terminal = TerminalChannel(app.bus, reader=reader, output=out, sender_id="ada", prompt="you> ")
+        app.add_channel(terminal)
+
+        async def answer(line: str) -> str:
+            before = out.getvalue().count("myclaw> ")
+            reader.feed_data(line.encode() + b"\n")
+            for _ in range(500):
+                if out.getvalue().count("myclaw> ") > before and out.getvalue().endswith("you> "):
+                    return out.getvalue().rsplit("myclaw> ", 1)[1]
+                await asyncio.sleep(0.01)
+            raise AssertionError(out.getvalue())
+
+        try:
+            await app.open()
+            await app.start()
+            await answer(f"my locker code is {SECRET}")
+            code = re.findall(r"\b\d{4}\b", await answer("/forget all"))[-1]
+            other = ChatLock(tmp_path / "data")
+            other.share()  # a second `myclaw chat` on the home
+            try:
+                refused = await answer(f"/forget all {code}")
+            finally:
+                other.release()
+            assert refused.startswith("I cannot erase now") and "Nothing was erased" in refused, refused
+            assert await app.sessions.owned("terminal:ada") > 0  # type: ignore[union-attr]
+            done = await answer(f"/forget all {code}")
+            assert done.startswith("Erased for good"), done
+            assert await app.sessions.owned("terminal:ada") == 0  # type: ignore[union-attr]
+            # Its share is back: an erasure from outside still sees this chat.
+            with pytest.raises(ChatRunning, match="myclaw chat is running on this home"):
+                ChatLock(tmp_path / "data").exclusive()
+            reader.feed_eof()
+            await asyncio.wait_for(terminal.wait_closed(), 10)
+        finally:
+            await app.close()
