@@ -594,6 +594,12 @@ class Inbox:
                 *await self.db.fetchall("SELECT channel, payload FROM revisions WHERE kind = ?", (EDIT,))]
         return {o for r in rows if (o := whose(r["channel"], r["payload"]))}
 
+    async def edits_owned(self, owner: str, owner_of: Callable[[str, str], str]) -> int:
+        """How many of ``owner``'s edits wait here to be applied (their export counts them)."""
+        await self._adds.drain()
+        _, edits = await self._owned(owner, owner_of)
+        return len(edits)
+
     async def owns(self, owner: str, owner_of: Callable[[str, str], str]) -> bool:
         """Whether a message or edit of ``owner`` waits here (:meth:`_owned`)."""
         messages, edits = await self._owned(owner, owner_of)

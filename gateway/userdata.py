@@ -178,9 +178,10 @@ class UserData:
         groups = (await self.titles.names([p for who in whose for p in await shared_places(engine, who)])
                   if engine is not None and self.titles is not None else {})
         waiting = await self.inbox.owned(user, self.owner_of, besides=asking) if self.inbox is not None else 0
+        edits = await self.inbox.edits_owned(user, self.owner_of) if self.inbox is not None else 0
         return UserExport(data=data, jobs=jobs, history=history, timezone=zone_name(tz) if tz is not None else "",
                           incognito_since=since, files=files, projects=projects, groups=groups,
-                          unanswered=waiting, earlier=earlier), index
+                          unanswered=waiting, edits=edits, earlier=earlier), index
 
     async def owners(self) -> list[str]:
         """Everyone the gateway keeps anything of beside memory (what

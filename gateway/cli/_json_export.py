@@ -92,7 +92,7 @@ async def _buffered(engine: MemoryEngine, owners: Sequence[str]) -> dict[str, di
 def _user(owner: str, k: UserExport) -> dict[str, Any] | None:
     """An owner's settings and what the gateway keeps of theirs beside
     memory; None when nothing is (their export has no entry)."""
-    if not (k.timezone or k.incognito_since or k.history or k.files or k.jobs):
+    if not (k.timezone or k.incognito_since or k.history or k.files or k.jobs or k.edits):
         return None
     return {
         "user": owner,
@@ -101,6 +101,7 @@ def _user(owner: str, k: UserExport) -> dict[str, Any] | None:
         "history_messages": k.history,
         "recent_files": [{"name": name, "received": at.isoformat()} for name, at in k.files],
         "jobs": [asdict(j) for j in k.jobs],
+        "edits_waiting": k.edits,
     }
 
 

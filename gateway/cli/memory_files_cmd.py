@@ -194,7 +194,7 @@ async def _keeps(owner: str) -> bool:
     async with contextlib.AsyncExitStack() as stack:
         engine = await stack.enter_async_context(open_engine(resolve_db(load_cli_config()), create=False))
         k = await _kept(await _user_data(stack, engine, person=True))(owner)
-        return bool(k.timezone or k.incognito_since or k.history or k.files or k.jobs)
+        return bool(k.timezone or k.incognito_since or k.history or k.files or k.jobs or k.edits)
 
 
 async def _unanswered(stack: contextlib.AsyncExitStack) -> Callable[[str], Awaitable[int]] | None:
