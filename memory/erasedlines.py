@@ -32,6 +32,7 @@ keyed ones (the words are gone), so no migration.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import hmac
 import json
@@ -87,17 +88,12 @@ def _ledger_key(db: Database, *, create: bool) -> bytes | None:
             return None
         made = secrets.token_bytes(32)
         try:
-            fd = os.open(where, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            _make_key_file(where, made)
         except FileExistsError:  # another process made it meanwhile: theirs
             return _ledger_key(db, create=False)
         except OSError as exc:
             log.warning("erased-lines key cannot be made; this erasure's lines are not held", why=type(exc).__name__)
             return None
-        try:
-            os.write(fd, made.hex().encode("ascii") + b"\n")
-            os.fsync(fd)
-        finally:
-            os.close(fd)
         key = made
     except (OSError, ValueError) as exc:
         log.warning("erased-lines key cannot be read; erased lines are not held", why=type(exc).__name__)
@@ -107,6 +103,30 @@ def _ledger_key(db: Database, *, create: bool) -> bytes | None:
         return None
     _KEYS[name] = key
     return key
+
+
+def _make_key_file(where: Path, key: bytes) -> None:
+    """Write ``key`` whole to a private file beside ``where``, then link it
+    there: a crash mid-write leaves no half key, and a key another process
+    linked first is kept (FileExistsError)."""
+    tmp = where.with_name(f".{where.name}.{os.getpid()}.{secrets.token_hex(4)}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        try:
+            os.write(fd, key.hex().encode("ascii") + b"\n")
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.link(tmp, where)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+async def _key_of(db: Database, *, create: bool) -> bytes | None:
+    """:func:`_ledger_key`, its file read (or made and synced) off the loop the first time."""
+    if (known := _KEYS.get(str(db.path))) is not None:
+        return known
+    return await asyncio.to_thread(_ledger_key, db, create=create)
 
 
 def _keyed(key: bytes, line_hash: str) -> str:
@@ -164,7 +184,7 @@ async def remember_erased(db: Database, conn: aiosqlite.Connection, owner: str, 
     plain = {content_hash(t) for t in texts if t.strip()}
     if not plain:
         return
-    key = _ledger_key(db, create=True)
+    key = await _key_of(db, create=True)
     if key is None:
         return  # said in the log: a plain hash would be guessable
     hashes = {_keyed(key, h) for h in plain}
@@ -182,7 +202,7 @@ async def erased_hashes(db: Database, owner: str, now: datetime) -> ErasedLines:
     """The wordings of ``owner``'s memories erased within the hold."""
     row = await db.fetchone("SELECT value FROM meta WHERE key = ?", (_key(owner),))
     live = _live(row["value"] if row else None, now)
-    return ErasedLines(live, _ledger_key(db, create=False) if live else None)
+    return ErasedLines(live, await _key_of(db, create=False) if live else None)
 
 
 async def drop_erased(conn: aiosqlite.Connection, owner: str) -> None:
