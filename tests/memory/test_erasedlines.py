@@ -58,7 +58,7 @@ async def test_an_erased_pin_cannot_be_guessed_from_the_ledger_and_its_stale_cop
     assert key.is_file() and stat.S_IMODE(key.stat().st_mode) == 0o600
     assert len(bytes.fromhex(key.read_text().strip())) == 32
     assert not list(tmp_path.glob(f".{KEY_FILE}.*"))  # written aside, then linked: no leftover
-    assert key.read_bytes().strip().hex() not in json.dumps(
+    assert key.read_text().strip() not in json.dumps(
         [r["value"] for r in await engine.db.fetchall("SELECT value FROM meta")])
     # What the ledger is for still works: the editor's stale copy is not imported.
     save(md, stale, 2)
